@@ -1,0 +1,92 @@
+/* tg/function.h: compiled functions and the VM.
+ *
+ * A function is compiled from one function of a graph: the part of the
+ * graph it needs is cloned, (later) optimized, scheduled and linked to
+ * storage. Calling it runs the schedule; shared variables keep their values
+ * between calls and are shared by every function of the same graph.
+ *
+ * Ownership: tg_function_compile returns a function owned by the caller,
+ * freed with tg_function_free(); it keeps what it needs of the graph, which
+ * may be freed first. Arrays passed in are borrowed; arrays returned in
+ * outputs[] are new references owned by the caller.
+ */
+#ifndef TG_FUNCTION_H
+#define TG_FUNCTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tg/array.h"
+#include "tg/graph.h"
+#include "tg/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_function tg_function;
+
+typedef struct tg_compile_options {
+    const char *preset; /* "none", "fast_compile", "fast_run" (default) */
+    bool no_gc;         /* keep intermediates between calls */
+} tg_compile_options;
+
+/* Compile function `index` of g (see tg_graph_function_find). Errors:
+ * TG_EMISSING (names the missing input and the node that needs it),
+ * TG_ELOAD, TG_ENOMEM. */
+TG_API tg_function *tg_function_compile(tg_graph *g, int index,
+                                        const tg_compile_options *opts,
+                                        tg_ctx *ctx);
+TG_API void tg_function_free(tg_function *f);
+
+TG_API const char *tg_function_name(const tg_function *f);
+TG_API int tg_function_input_count(const tg_function *f);
+TG_API int tg_function_output_count(const tg_function *f);
+TG_API const char *tg_function_input_id(const tg_function *f, int i);
+TG_API const char *tg_function_output_id(const tg_function *f, int i);
+/* The declared type of input i: dtype, ndim, and shape (-1 unknown). */
+TG_API tg_dtype tg_function_input_dtype(const tg_function *f, int i);
+TG_API int tg_function_input_ndim(const tg_function *f, int i);
+TG_API const int64_t *tg_function_input_shape(const tg_function *f, int i);
+TG_API int tg_function_node_count(const tg_function *f);
+
+/* Call f. inputs has one array per input, converted to the declared dtype
+ * when the cast is safe (TG_ETYPE otherwise; TG_ESHAPE for a shape that
+ * contradicts a static length). outputs receives one new reference per
+ * output (the caller frees them). Updates of shared variables are applied
+ * together after the outputs. Run-time failures (TG_ERUNTIME, TG_ESHAPE)
+ * name the node and its creation trace; shared values are then unchanged. */
+TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
+                            tg_array **outputs, tg_ctx *ctx);
+
+/* Shared variables: the current value (borrowed) and replacing it (the
+ * value must fit the variable's type; a copy is taken). */
+TG_API const tg_array *tg_function_shared_get(const tg_function *f,
+                                              const char *id);
+TG_API int tg_function_shared_set(tg_function *f, const char *id,
+                                  const tg_array *value, tg_ctx *ctx);
+
+/* Hooks run before and after each node. With none set, the VM pays one
+ * branch per node. `node` is the schedule position; the tg_node_info
+ * accessors below read it. A hook returning non-zero stops the call with
+ * that status (its message set on ctx by the hook). */
+typedef struct tg_hooks {
+    int (*before)(void *ud, const tg_function *f, int node,
+                  tg_array *const *inputs, tg_ctx *ctx);
+    int (*after)(void *ud, const tg_function *f, int node,
+                 tg_array *const *inputs, tg_array *const *outputs,
+                 tg_ctx *ctx);
+    void *ud;
+} tg_hooks;
+TG_API void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks);
+
+/* Scheduled nodes, for tools. */
+TG_API const char *tg_function_node_op(const tg_function *f, int node);
+TG_API const char *tg_function_node_label(const tg_function *f, int node);
+TG_API int tg_function_node_ninputs(const tg_function *f, int node);
+TG_API int tg_function_node_noutputs(const tg_function *f, int node);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

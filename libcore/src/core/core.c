@@ -1,0 +1,192 @@
+/* Status strings, the error context, the allocator hook. */
+#define _GNU_SOURCE
+#include "core/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tg/dtype.h"
+
+#ifndef TG_VERSION_STRING
+#define TG_VERSION_STRING "0.1.0"
+#endif
+
+const char *tg_version(void) { return TG_VERSION_STRING; }
+
+const char *tg_status_str(int status) {
+    switch (status) {
+#define TG_STATUS_CASE_(name, value, desc) \
+    case value:                            \
+        return desc;
+        TG_STATUS_LIST(TG_STATUS_CASE_)
+#undef TG_STATUS_CASE_
+    }
+    return "unknown status";
+}
+
+/* ---- allocator hook ---- */
+
+static void *default_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (n == 0) {
+        free(p);
+        return NULL;
+    }
+    return realloc(p, n);
+}
+
+static tg_realloc_fn g_realloc = default_realloc;
+static void *g_realloc_ud;
+
+void tg_set_allocator(tg_realloc_fn fn, void *ud) {
+    g_realloc = fn ? fn : default_realloc;
+    g_realloc_ud = fn ? ud : NULL;
+}
+
+void *tg_malloc(size_t n) { return g_realloc(g_realloc_ud, NULL, n ? n : 1); }
+
+void *tg_calloc(size_t count, size_t size) {
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) return NULL;
+    void *p = tg_malloc(n);
+    if (p) memset(p, 0, n ? n : 1);
+    return p;
+}
+
+void *tg_realloc(void *p, size_t n) {
+    return g_realloc(g_realloc_ud, p, n ? n : 1);
+}
+
+void tg_free(void *p) {
+    if (p) g_realloc(g_realloc_ud, p, 0);
+}
+
+char *tg_strdup(const char *s) { return s ? tg_strndup(s, strlen(s)) : NULL; }
+
+char *tg_strndup(const char *s, size_t n) {
+    char *d = tg_malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
+}
+
+/* Aligned blocks: over-allocate through the hook and keep the original
+ * pointer just before the aligned address. */
+void *tg_malloc_aligned(size_t n) {
+    size_t total;
+    if (__builtin_add_overflow(n, (size_t)64 + sizeof(void *), &total))
+        return NULL;
+    char *raw = tg_malloc(total);
+    if (!raw) return NULL;
+    uintptr_t a = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+    ((void **)a)[-1] = raw;
+    return (void *)a;
+}
+
+void tg_free_aligned(void *p) {
+    if (p) tg_free(((void **)p)[-1]);
+}
+
+/* ---- error context ---- */
+
+tg_ctx *tg_ctx_new(void) { return tg_calloc(1, sizeof(tg_ctx)); }
+void tg_ctx_free(tg_ctx *ctx) { tg_free(ctx); }
+const char *tg_ctx_message(const tg_ctx *ctx) { return ctx ? ctx->msg : ""; }
+int tg_ctx_status(const tg_ctx *ctx) { return ctx ? ctx->status : TG_OK; }
+void tg_ctx_clear(tg_ctx *ctx) {
+    if (ctx) {
+        ctx->status = TG_OK;
+        ctx->msg[0] = 0;
+    }
+}
+
+static void one_line(char *s) {
+    for (; *s; s++)
+        if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
+int tg_verrorf(tg_ctx *ctx, int status, const char *fmt, va_list ap) {
+    if (ctx) {
+        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+        one_line(ctx->msg);
+        ctx->status = status;
+    }
+    return status;
+}
+
+int tg_errorf(tg_ctx *ctx, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tg_verrorf(ctx, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void tg_error_prefix(tg_ctx *ctx, const char *fmt, ...) {
+    if (!ctx) return;
+    char prefix[TG_CTX_MSG_MAX], old[TG_CTX_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, ctx->msg, sizeof old);
+    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s", prefix, old);
+    one_line(ctx->msg);
+}
+
+/* ---- strings ---- */
+
+void tg_str_add(tg_str *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = tg_realloc(b->s, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+void tg_str_addf(tg_str *b, const char *fmt, ...) {
+    char small[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof small) {
+        tg_str_add(b, small, (size_t)n);
+        return;
+    }
+    char *big = tg_malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    tg_str_add(b, big, (size_t)n);
+    tg_free(big);
+}
+
+void tg_str_free(tg_str *b) {
+    tg_free(b->s);
+    memset(b, 0, sizeof *b);
+}
+
+uint64_t tg_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

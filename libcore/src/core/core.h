@@ -1,0 +1,65 @@
+/* Private: allocation through the hook, the error context, small helpers
+ * shared by the whole library. */
+#ifndef TG_CORE_INTERNAL_H
+#define TG_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tg/status.h"
+
+#define TG_CTX_MSG_MAX 2048
+
+struct tg_ctx {
+    int status;
+    char msg[TG_CTX_MSG_MAX];
+};
+
+/* Allocation: every byte the library holds goes through the hook of
+ * tg_set_allocator. tg_malloc(0) returns a valid unique pointer. */
+void *tg_malloc(size_t n);
+void *tg_calloc(size_t count, size_t size); /* NULL on overflow */
+void *tg_realloc(void *p, size_t n);
+void tg_free(void *p);
+char *tg_strdup(const char *s);
+char *tg_strndup(const char *s, size_t n);
+/* 64-byte aligned blocks for array data (also through the hook). */
+void *tg_malloc_aligned(size_t n);
+void tg_free_aligned(void *p);
+
+/* Record a failure on ctx (ctx may be NULL: then nothing is recorded) and
+ * return status, so that `return tg_errorf(ctx, TG_EINVAL, ...)` reads
+ * well. The message is one line: newlines are replaced by spaces. */
+int tg_errorf(tg_ctx *ctx, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int tg_verrorf(tg_ctx *ctx, int status, const char *fmt, va_list ap);
+/* Prefix the message already on ctx with "prefix: " (for adding the file
+ * name or the node around an error raised deeper). */
+void tg_error_prefix(tg_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A growable string, for messages and JSON. */
+typedef struct tg_str {
+    char *s;
+    size_t len, cap;
+    bool oom;
+} tg_str;
+void tg_str_addf(tg_str *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void tg_str_add(tg_str *b, const char *s, size_t n);
+void tg_str_free(tg_str *b);
+
+/* Monotonic time in nanoseconds. */
+uint64_t tg_now_ns(void);
+
+/* Checked arithmetic for sizes taken from files. */
+static inline bool tg_mul_overflow_i64(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+
+#define TG_UNUSED(x) ((void)(x))
+#define TG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

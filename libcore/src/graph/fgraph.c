@@ -1,0 +1,374 @@
+/* Function graphs: the part of a graph one function needs, cloned, with
+ * each variable's clients. */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "ops/op.h"
+
+static int grow(void **arr, int *cap, int need, size_t elt) {
+    if (need <= *cap) return TG_OK;
+    int c = *cap ? *cap * 2 : 16;
+    while (c < need) c *= 2;
+    void *p = tg_realloc(*arr, (size_t)c * elt);
+    if (!p) return TG_ENOMEM;
+    *arr = p;
+    *cap = c;
+    return TG_OK;
+}
+
+static int fg_add_var(tg_fgraph *fg, tg_var *v) {
+    if (grow((void **)&fg->vars, &fg->cvars, fg->nvars + 1, sizeof *fg->vars))
+        return TG_ENOMEM;
+    v->index = fg->nvars;
+    fg->vars[fg->nvars++] = v;
+    return TG_OK;
+}
+
+static int add_client(tg_var *v, tg_node *node, int index) {
+    if (grow((void **)&v->clients, &v->cclients, v->nclients + 1,
+             sizeof *v->clients))
+        return TG_ENOMEM;
+    v->clients[v->nclients].node = node;
+    v->clients[v->nclients].index = index;
+    v->nclients++;
+    return TG_OK;
+}
+
+static void remove_client(tg_var *v, tg_node *node, int index) {
+    for (int i = 0; i < v->nclients; i++)
+        if (v->clients[i].node == node && v->clients[i].index == index) {
+            v->clients[i] = v->clients[--v->nclients];
+            return;
+        }
+}
+
+void tg_fgraph_free(tg_fgraph *fg) {
+    if (!fg) return;
+    for (int i = 0; i < fg->nnodes; i++) tg_node_free(fg->nodes[i]);
+    for (int i = 0; i < fg->nvars; i++) tg_var_free(fg->vars[i]);
+    tg_free(fg->nodes);
+    tg_free(fg->vars);
+    tg_free(fg->inputs);
+    tg_free(fg->outputs);
+    tg_free(fg->upd_shared);
+    tg_free(fg);
+}
+
+/* A copy of v for a function graph: same id, name, type, value and shared
+ * state; no producer and no clients yet. */
+static tg_var *clone_var(const tg_var *v, tg_var_kind kind) {
+    tg_var *c = tg_var_new(v->id, kind);
+    if (!c) return NULL;
+    if (v->name && !(c->name = tg_strdup(v->name))) {
+        tg_var_free(c);
+        return NULL;
+    }
+    c->type = v->type;
+    c->weak = v->weak;
+    c->inline_const = v->inline_const;
+    c->declared = v->declared;
+    c->type_given = v->type_given;
+    c->json_index = v->json_index;
+    if (kind == TG_VAR_CONSTANT && v->value) c->value = tg_array_ref(v->value);
+    if (kind == TG_VAR_SHARED) c->shared = tg_shared_ref(v->shared);
+    if (v->test_value) c->test_value = tg_array_ref(v->test_value);
+    return c;
+}
+
+static tg_node *clone_node(const tg_node *n, tg_ctx *ctx) {
+    tg_node *c = tg_node_new(n->op, n->nin, n->nout);
+    if (!c) return NULL;
+    c->json_index = n->json_index;
+    c->a = n->a;
+    c->a.message = NULL;
+    c->a.extra = NULL;
+    if (n->attrs) c->attrs = json_object_get(n->attrs);
+    if ((n->name && !(c->name = tg_strdup(n->name))) ||
+        (n->a.message && !(c->a.message = tg_strdup(n->a.message))) ||
+        tg_trace_copy(&c->trace, &n->trace))
+        goto fail;
+    if (n->a.extra && n->op->parse_attrs) {
+        /* Op-specific data is rebuilt from the canonical attrs. */
+        tg_attrs keep = c->a;
+        if (n->op->parse_attrs(c, ctx)) goto fail;
+        keep.extra = c->a.extra;
+        keep.message = c->a.message ? c->a.message : keep.message;
+        c->a = keep;
+    }
+    if (n->inplace) {
+        c->inplace = tg_malloc((size_t)n->nout);
+        if (!c->inplace) goto fail;
+        memcpy(c->inplace, n->inplace, (size_t)n->nout);
+    }
+    return c;
+fail:
+    tg_node_free(c);
+    return NULL;
+}
+
+/* Iterative depth-first walk from the outputs back to the inputs, cloning
+ * as it goes; post-order gives a topological order. map[] sends a graph
+ * variable's index to its clone. */
+typedef struct walk_item {
+    const tg_node *node;
+    int next_input;
+} walk_item;
+
+tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
+                               tg_ctx *ctx) {
+    tg_fgraph *fg = tg_calloc(1, sizeof *fg);
+    tg_var **map = tg_calloc((size_t)g->nvars + 1, sizeof *map);
+    char *node_done = tg_calloc((size_t)g->nnodes + 1, 1);
+    walk_item *stack = tg_calloc((size_t)g->nnodes + 1, sizeof *stack);
+    int nroots = fd->nout + fd->nupd;
+    if (!fg || !map || !node_done || !stack) goto oom;
+    fg->nin = fd->nin;
+    fg->nout = fd->nout;
+    fg->nupd = fd->nupd;
+    fg->inputs = tg_calloc((size_t)fd->nin + 1, sizeof *fg->inputs);
+    fg->outputs = tg_calloc((size_t)nroots + 1, sizeof *fg->outputs);
+    fg->upd_shared = tg_calloc((size_t)fd->nupd + 1, sizeof *fg->upd_shared);
+    if (!fg->inputs || !fg->outputs || !fg->upd_shared) goto oom;
+
+    /* Inputs first: an intermediate listed as an input is cut loose. */
+    for (int i = 0; i < fd->nin; i++) {
+        const tg_var *v = fd->inputs[i];
+        if (map[v->index]) {
+            fg->inputs[i] = map[v->index];
+            continue;
+        }
+        tg_var *c = clone_var(v, TG_VAR_INPUT);
+        if (!c || fg_add_var(fg, c)) {
+            tg_var_free(c);
+            goto oom;
+        }
+        map[v->index] = c;
+        fg->inputs[i] = c;
+    }
+    for (int i = 0; i < fd->nupd; i++) {
+        const tg_var *s = fd->updates[i].shared;
+        if (!map[s->index]) {
+            tg_var *c = clone_var(s, TG_VAR_SHARED);
+            if (!c || fg_add_var(fg, c)) {
+                tg_var_free(c);
+                goto oom;
+            }
+            map[s->index] = c;
+        }
+        fg->upd_shared[i] = map[s->index];
+    }
+
+    for (int r = 0; r < nroots; r++) {
+        const tg_var *root = r < fd->nout ? fd->outputs[r]
+                                          : fd->updates[r - fd->nout].value;
+        const tg_node *need_by = NULL;
+        /* Leaves are cloned when first met; nodes through the stack. */
+        const tg_var *pending = root;
+        int sp = 0;
+        for (;;) {
+            if (pending) {
+                const tg_var *v = pending;
+                pending = NULL;
+                if (!map[v->index]) {
+                    if (v->owner) {
+                        if (!node_done[v->owner->index]) {
+                            node_done[v->owner->index] = 1; /* on stack */
+                            stack[sp].node = v->owner;
+                            stack[sp].next_input = 0;
+                            sp++;
+                        }
+                    } else if (v->kind == TG_VAR_INPUT) {
+                        char desc[256];
+                        if (need_by) {
+                            tg_node_describe(need_by, desc, sizeof desc);
+                            tg_errorf(ctx, TG_EMISSING,
+                                      "function '%s': input '%s' is needed by "
+                                      "%s but is not among the function's "
+                                      "inputs",
+                                      fd->name, v->id, desc);
+                        } else {
+                            tg_errorf(ctx, TG_EMISSING,
+                                      "function '%s': output '%s' is a free "
+                                      "input that is not among the "
+                                      "function's inputs",
+                                      fd->name, v->id);
+                        }
+                        goto fail;
+                    } else {
+                        tg_var *c = clone_var(v, v->kind);
+                        if (!c || fg_add_var(fg, c)) {
+                            tg_var_free(c);
+                            goto oom;
+                        }
+                        map[v->index] = c;
+                    }
+                }
+            }
+            if (!sp) break;
+            walk_item *top = &stack[sp - 1];
+            if (top->next_input < top->node->nin) {
+                const tg_var *in = top->node->inputs[top->next_input++];
+                if (!map[in->index]) {
+                    if (in->owner && node_done[in->owner->index] == 1 &&
+                        !map[in->index]) {
+                        /* A node already on the stack: a cycle, which the
+                         * loader rules out; refuse rather than loop. */
+                        tg_errorf(ctx, TG_ELOAD, "the graph has a cycle at '%s'",
+                                  in->id);
+                        goto fail;
+                    }
+                    need_by = top->node;
+                    pending = in;
+                }
+                continue;
+            }
+            /* All inputs cloned: clone the node. */
+            const tg_node *n = top->node;
+            sp--;
+            node_done[n->index] = 2;
+            tg_node *c = clone_node(n, ctx);
+            if (!c) goto oom;
+            for (int k = 0; k < n->nin; k++) c->inputs[k] = map[n->inputs[k]->index];
+            for (int k = 0; k < n->nout; k++) {
+                const tg_var *o = n->outputs[k];
+                tg_var *oc = map[o->index];
+                if (!oc) {
+                    oc = clone_var(o, TG_VAR_RESULT);
+                    if (!oc || fg_add_var(fg, oc)) {
+                        tg_var_free(oc);
+                        tg_node_free(c);
+                        goto oom;
+                    }
+                    map[o->index] = oc;
+                    oc->owner = c;
+                    oc->owner_index = k;
+                    c->outputs[k] = oc;
+                } else {
+                    /* This output was cut loose as a function input: the
+                     * node still needs a result variable of its own. */
+                    tg_var *dummy = clone_var(o, TG_VAR_RESULT);
+                    if (!dummy || fg_add_var(fg, dummy)) {
+                        tg_var_free(dummy);
+                        tg_node_free(c);
+                        goto oom;
+                    }
+                    dummy->owner = c;
+                    dummy->owner_index = k;
+                    c->outputs[k] = dummy;
+                }
+            }
+            if (tg_fgraph_add_node(fg, c)) {
+                tg_node_free(c);
+                goto oom;
+            }
+        }
+        fg->outputs[r] = map[root->index];
+    }
+    /* Clients of the function outputs. */
+    for (int r = 0; r < nroots; r++)
+        if (add_client(fg->outputs[r], NULL, r)) goto oom;
+    tg_free(map);
+    tg_free(node_done);
+    tg_free(stack);
+    return fg;
+oom:
+    tg_errorf(ctx, TG_ENOMEM, "out of memory");
+fail:
+    tg_free(map);
+    tg_free(node_done);
+    tg_free(stack);
+    tg_fgraph_free(fg);
+    return NULL;
+}
+
+int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n) {
+    if (grow((void **)&fg->nodes, &fg->cnodes, fg->nnodes + 1,
+             sizeof *fg->nodes))
+        return TG_ENOMEM;
+    for (int k = 0; k < n->nin; k++)
+        if (add_client(n->inputs[k], n, k)) {
+            for (int j = 0; j < k; j++) remove_client(n->inputs[j], n, j);
+            return TG_ENOMEM;
+        }
+    n->index = fg->nnodes;
+    fg->nodes[fg->nnodes++] = n;
+    return TG_OK;
+}
+
+int tg_fgraph_replace(tg_fgraph *fg, tg_var *old, tg_var *newv) {
+    if (old == newv) return TG_OK;
+    for (int i = 0; i < old->nclients; i++) {
+        tg_client cl = old->clients[i];
+        if (add_client(newv, cl.node, cl.index)) return TG_ENOMEM;
+        if (cl.node)
+            cl.node->inputs[cl.index] = newv;
+        else
+            fg->outputs[cl.index] = newv;
+    }
+    old->nclients = 0;
+    return TG_OK;
+}
+
+/* Depth-first from the outputs; nodes no output needs are dropped (and
+ * freed, with their outputs left in fg->vars for the function's lifetime). */
+int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
+    int n = fg->nnodes, rc = TG_OK;
+    int nroots = fg->nout + fg->nupd;
+    tg_node **order = tg_calloc((size_t)n + 1, sizeof *order);
+    char *state = tg_calloc((size_t)n + 1, 1);
+    walk_item *stack = tg_calloc((size_t)n + 1, sizeof *stack);
+    if (!order || !state || !stack) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) fg->nodes[i]->index = i;
+    int norder = 0;
+    for (int r = 0; r < nroots; r++) {
+        tg_var *v = fg->outputs[r];
+        if (!v->owner || state[v->owner->index]) continue;
+        int sp = 0;
+        stack[sp].node = v->owner;
+        stack[sp].next_input = 0;
+        state[v->owner->index] = 1;
+        sp++;
+        while (sp) {
+            walk_item *top = &stack[sp - 1];
+            if (top->next_input < top->node->nin) {
+                tg_var *in = top->node->inputs[top->next_input++];
+                if (in->owner) {
+                    if (state[in->owner->index] == 1) {
+                        rc = tg_errorf(ctx, TG_ELOAD,
+                                       "the graph has a cycle at '%s'", in->id);
+                        goto done;
+                    }
+                    if (!state[in->owner->index]) {
+                        state[in->owner->index] = 1;
+                        stack[sp].node = in->owner;
+                        stack[sp].next_input = 0;
+                        sp++;
+                    }
+                }
+                continue;
+            }
+            state[top->node->index] = 2;
+            order[norder++] = (tg_node *)top->node;
+            sp--;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (!state[i]) {
+            tg_node *d = fg->nodes[i];
+            for (int k = 0; k < d->nin; k++) remove_client(d->inputs[k], d, k);
+            for (int k = 0; k < d->nout; k++) d->outputs[k]->owner = NULL;
+            tg_node_free(d);
+        }
+    memcpy(fg->nodes, order, sizeof(tg_node *) * (size_t)norder);
+    fg->nnodes = norder;
+    for (int i = 0; i < norder; i++) fg->nodes[i]->index = i;
+done:
+    tg_free(order);
+    tg_free(state);
+    tg_free(stack);
+    return rc;
+}

@@ -1,0 +1,521 @@
+/* Variables, apply nodes, graphs and the id map. */
+#include "graph/graph.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/op.h"
+
+/* ---- id map: open addressing, FNV-1a ---- */
+
+struct tg_idmap {
+    size_t cap, n;
+    const char **keys;
+    void **vals;
+};
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+struct tg_idmap *tg_idmap_new(void) {
+    struct tg_idmap *m = tg_calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->cap = 64;
+    m->keys = tg_calloc(m->cap, sizeof *m->keys);
+    m->vals = tg_calloc(m->cap, sizeof *m->vals);
+    if (!m->keys || !m->vals) {
+        tg_idmap_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void tg_idmap_free(struct tg_idmap *m) {
+    if (!m) return;
+    tg_free(m->keys);
+    tg_free(m->vals);
+    tg_free(m);
+}
+
+static int idmap_grow(struct tg_idmap *m) {
+    size_t cap = m->cap * 2;
+    const char **keys = tg_calloc(cap, sizeof *keys);
+    void **vals = tg_calloc(cap, sizeof *vals);
+    if (!keys || !vals) {
+        tg_free(keys);
+        tg_free(vals);
+        return TG_ENOMEM;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        size_t j = hash_str(m->keys[i]) & (cap - 1);
+        while (keys[j]) j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    tg_free(m->keys);
+    tg_free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    return TG_OK;
+}
+
+/* The key is borrowed: it must outlive the map (it is the variable's id). */
+int tg_idmap_put(struct tg_idmap *m, const char *id, void *v) {
+    if ((m->n + 1) * 2 > m->cap && idmap_grow(m)) return TG_ENOMEM;
+    size_t j = hash_str(id) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (strcmp(m->keys[j], id) == 0) {
+            m->vals[j] = v;
+            return TG_OK;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    m->keys[j] = id;
+    m->vals[j] = v;
+    m->n++;
+    return TG_OK;
+}
+
+void *tg_idmap_get(const struct tg_idmap *m, const char *id) {
+    if (!m) return NULL;
+    size_t j = hash_str(id) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (strcmp(m->keys[j], id) == 0) return m->vals[j];
+        j = (j + 1) & (m->cap - 1);
+    }
+    return NULL;
+}
+
+/* ---- variables, nodes, shared state ---- */
+
+tg_var *tg_var_new(const char *id, tg_var_kind kind) {
+    tg_var *v = tg_calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->id = tg_strdup(id ? id : "");
+    if (!v->id) {
+        tg_free(v);
+        return NULL;
+    }
+    v->kind = kind;
+    v->json_index = -1;
+    v->type.dtype = TG_DTYPE_INVALID;
+    v->type.ndim = -1;
+    return v;
+}
+
+void tg_var_free(tg_var *v) {
+    if (!v) return;
+    tg_free(v->id);
+    tg_free(v->name);
+    tg_array_free(v->value);
+    tg_array_free(v->test_value);
+    tg_shared_unref(v->shared);
+    tg_free(v->clients);
+    tg_free(v);
+}
+
+const char *tg_var_label(const tg_var *v) { return v->name ? v->name : v->id; }
+
+tg_node *tg_node_new(const tg_op *op, int nin, int nout) {
+    tg_node *n = tg_calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->op = op;
+    n->nin = nin;
+    n->nout = nout;
+    n->json_index = -1;
+    n->inputs = tg_calloc((size_t)(nin ? nin : 1), sizeof *n->inputs);
+    n->outputs = tg_calloc((size_t)(nout ? nout : 1), sizeof *n->outputs);
+    if (!n->inputs || !n->outputs) {
+        tg_node_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+void tg_node_free(tg_node *n) {
+    if (!n) return;
+    if (n->attrs) json_object_put(n->attrs);
+    if (n->op && n->op->free_extra) n->op->free_extra(&n->a);
+    tg_free(n->a.message);
+    tg_free(n->inputs);
+    tg_free(n->outputs);
+    tg_free(n->name);
+    tg_free(n->inplace);
+    tg_trace_free(&n->trace);
+    tg_free(n);
+}
+
+void tg_trace_free(tg_trace *t) {
+    for (int i = 0; i < t->n; i++) {
+        tg_free(t->frames[i].file);
+        tg_free(t->frames[i].function);
+        tg_free(t->frames[i].code);
+    }
+    tg_free(t->frames);
+    t->frames = NULL;
+    t->n = 0;
+}
+
+int tg_trace_copy(tg_trace *dst, const tg_trace *src) {
+    tg_trace t = {0};
+    if (src->n) {
+        t.frames = tg_calloc((size_t)src->n, sizeof *t.frames);
+        if (!t.frames) return TG_ENOMEM;
+        for (int i = 0; i < src->n; i++, t.n++) {
+            const tg_frame *s = &src->frames[i];
+            tg_frame *d = &t.frames[i];
+            d->line = s->line;
+            if ((s->file && !(d->file = tg_strdup(s->file))) ||
+                (s->function && !(d->function = tg_strdup(s->function))) ||
+                (s->code && !(d->code = tg_strdup(s->code)))) {
+                t.n++;
+                tg_trace_free(&t);
+                return TG_ENOMEM;
+            }
+        }
+    }
+    tg_trace_free(dst);
+    *dst = t;
+    return TG_OK;
+}
+
+tg_shared *tg_shared_new(const char *id, const tg_type *t, tg_array *value) {
+    tg_shared *s = tg_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->refcount = 1;
+    s->id = tg_strdup(id);
+    if (!s->id) {
+        tg_free(s);
+        return NULL;
+    }
+    s->type = *t;
+    s->value = value ? tg_array_ref(value) : NULL;
+    return s;
+}
+
+tg_shared *tg_shared_ref(tg_shared *s) {
+    if (s) s->refcount++;
+    return s;
+}
+
+void tg_shared_unref(tg_shared *s) {
+    if (!s || --s->refcount > 0) return;
+    tg_free(s->id);
+    tg_array_free(s->value);
+    tg_free(s);
+}
+
+/* ---- descriptions for errors ---- */
+
+void tg_node_describe(const tg_node *n, char *buf, size_t size) {
+    char where[32] = "";
+    if (n->json_index >= 0)
+        snprintf(where, sizeof where, "nodes[%d] ", n->json_index);
+    const char *out = n->nout > 0 && n->outputs[0] ? n->outputs[0]->id : "?";
+    if (n->name)
+        snprintf(buf, size, "%s(%s '%s' -> %s)", where, n->op ? n->op->name : "?",
+                 n->name, out);
+    else
+        snprintf(buf, size, "%s(%s -> %s)", where, n->op ? n->op->name : "?",
+                 out);
+}
+
+void tg_node_trace_str(const tg_node *n, char *buf, size_t size) {
+    buf[0] = 0;
+    if (!n->trace.n) return;
+    const tg_frame *f = &n->trace.frames[n->trace.n - 1];
+    int k = snprintf(buf, size, " [at %s", f->file ? f->file : "?");
+    if (k < 0 || (size_t)k >= size) return;
+    if (f->line >= 0) k += snprintf(buf + k, size - (size_t)k, ":%lld", (long long)f->line);
+    if ((size_t)k >= size) return;
+    if (f->function) k += snprintf(buf + k, size - (size_t)k, " in %s", f->function);
+    if ((size_t)k >= size) return;
+    if (f->code) k += snprintf(buf + k, size - (size_t)k, ": %s", f->code);
+    if ((size_t)k >= size) return;
+    snprintf(buf + k, size - (size_t)k, "]");
+}
+
+void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n) {
+    if (!ctx) return;
+    char desc[256], trace[1024], old[TG_CTX_MSG_MAX];
+    tg_node_describe(n, desc, sizeof desc);
+    tg_node_trace_str(n, trace, sizeof trace);
+    memcpy(old, ctx->msg, sizeof old);
+    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s%s", desc, old, trace);
+    for (char *s = ctx->msg; *s; s++)
+        if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
+/* ---- types ---- */
+
+void tg_type_str(const tg_type *t, char *buf, size_t size) {
+    size_t k = 0;
+    int w = snprintf(buf, size, "%s[",
+                     (int)t->dtype >= 0 && t->dtype < TG_NDTYPES
+                         ? tg_dtype_name(t->dtype)
+                         : "?");
+    if (w < 0) return;
+    k = (size_t)w;
+    for (int i = 0; i < t->ndim && k < size; i++) {
+        if (t->shape[i] < 0)
+            w = snprintf(buf + k, size - k, "%s?", i ? ", " : "");
+        else
+            w = snprintf(buf + k, size - k, "%s%lld", i ? ", " : "",
+                         (long long)t->shape[i]);
+        if (w < 0) return;
+        k += (size_t)w;
+    }
+    if (k < size) snprintf(buf + k, size - k, "]");
+}
+
+bool tg_type_equal(const tg_type *a, const tg_type *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+bool tg_type_compatible(const tg_type *a, const tg_type *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] >= 0 && b->shape[i] >= 0 && a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
+bool tg_type_accepts(const tg_type *t, const tg_array *a) {
+    if (t->dtype != a->dtype || t->ndim != a->ndim) return false;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] >= 0 && t->shape[i] != a->shape[i]) return false;
+    return true;
+}
+
+/* ---- graphs ---- */
+
+tg_graph *tg_graph_alloc(void) {
+    tg_graph *g = tg_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->ids = tg_idmap_new();
+    if (!g->ids) {
+        tg_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static int grow(void **arr, int *cap, int need, size_t elt) {
+    if (need <= *cap) return TG_OK;
+    int c = *cap ? *cap * 2 : 16;
+    while (c < need) c *= 2;
+    void *p = tg_realloc(*arr, (size_t)c * elt);
+    if (!p) return TG_ENOMEM;
+    *arr = p;
+    *cap = c;
+    return TG_OK;
+}
+
+int tg_graph_add_var(tg_graph *g, tg_var *v) {
+    if (grow((void **)&g->vars, &g->cvars, g->nvars + 1, sizeof *g->vars))
+        return TG_ENOMEM;
+    if (tg_idmap_put(g->ids, v->id, v)) return TG_ENOMEM;
+    v->index = g->nvars;
+    g->vars[g->nvars++] = v;
+    return TG_OK;
+}
+
+int tg_graph_add_node(tg_graph *g, tg_node *n) {
+    if (grow((void **)&g->nodes, &g->cnodes, g->nnodes + 1, sizeof *g->nodes))
+        return TG_ENOMEM;
+    n->index = g->nnodes;
+    g->nodes[g->nnodes++] = n;
+    return TG_OK;
+}
+
+tg_var *tg_graph_find(const tg_graph *g, const char *id) {
+    return tg_idmap_get(g->ids, id);
+}
+
+static void fdecl_free(tg_fdecl *f) {
+    tg_free(f->name);
+    tg_free(f->inputs);
+    tg_free(f->outputs);
+    tg_free(f->updates);
+}
+
+void tg_graph_free(tg_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->nnodes; i++) tg_node_free(g->nodes[i]);
+    for (int i = 0; i < g->nvars; i++) tg_var_free(g->vars[i]);
+    for (int i = 0; i < g->nfuncs; i++) fdecl_free(&g->funcs[i]);
+    tg_free(g->funcs);
+    tg_free(g->nodes);
+    tg_free(g->vars);
+    if (g->meta) json_object_put(g->meta);
+    tg_idmap_free(g->ids);
+    tg_free(g->name);
+    tg_free(g->path);
+    tg_free(g->dir);
+    tg_free(g);
+}
+
+int tg_graph_node_count(const tg_graph *g) { return g->nnodes; }
+int tg_graph_var_count(const tg_graph *g) { return g->nvars; }
+int tg_graph_function_count(const tg_graph *g) { return g->nfuncs; }
+const char *tg_graph_function_name(const tg_graph *g, int i) {
+    return i >= 0 && i < g->nfuncs ? g->funcs[i].name : NULL;
+}
+
+int tg_graph_function_find(const tg_graph *g, const char *name,
+                           tg_ctx *ctx) {
+    if (name) {
+        for (int i = 0; i < g->nfuncs; i++)
+            if (strcmp(g->funcs[i].name, name) == 0) return i;
+        tg_str list = {0};
+        for (int i = 0; i < g->nfuncs; i++)
+            tg_str_addf(&list, "%s'%s'", i ? ", " : "", g->funcs[i].name);
+        tg_errorf(ctx, TG_ENOTFOUND, "no function '%s' in %s (it has %s)",
+                  name, g->path ? g->path : "the graph",
+                  list.s ? list.s : "none");
+        tg_str_free(&list);
+        return -1;
+    }
+    if (g->nfuncs == 1) return 0;
+    for (int i = 0; i < g->nfuncs; i++)
+        if (strcmp(g->funcs[i].name, "main") == 0) return i;
+    tg_str list = {0};
+    for (int i = 0; i < g->nfuncs; i++)
+        tg_str_addf(&list, "%s'%s'", i ? ", " : "", g->funcs[i].name);
+    tg_errorf(ctx, TG_ENOTFOUND,
+              "%s has %d functions and none is 'main': pick one of %s",
+              g->path ? g->path : "the graph", g->nfuncs,
+              list.s ? list.s : "none");
+    tg_str_free(&list);
+    return -1;
+}
+
+/* Kahn's algorithm over producer -> consumer edges; ties keep file order,
+ * so a file already in order stays as written. On a cycle, walk it from a
+ * node left over to name the ids on it. */
+int tg_graph_toposort(tg_graph *g, tg_ctx *ctx) {
+    int n = g->nnodes, rc = TG_OK;
+    int *indeg = tg_calloc((size_t)n + 1, sizeof *indeg);
+    int *queue = tg_calloc((size_t)n + 1, sizeof *queue);
+    tg_node **sorted = tg_calloc((size_t)n + 1, sizeof *sorted);
+    if (!indeg || !queue || !sorted) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) g->nodes[i]->index = i;
+    for (int i = 0; i < n; i++) {
+        tg_node *nd = g->nodes[i];
+        for (int k = 0; k < nd->nin; k++)
+            if (nd->inputs[k]->owner) indeg[i]++;
+    }
+    /* Consumers of each node's outputs: build once from the inputs. */
+    int *ccount = tg_calloc((size_t)n + 1, sizeof *ccount);
+    if (!ccount) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        tg_node *nd = g->nodes[i];
+        for (int k = 0; k < nd->nin; k++)
+            if (nd->inputs[k]->owner) {
+                ccount[nd->inputs[k]->owner->index]++;
+                total++;
+            }
+    }
+    int *cstart = tg_calloc((size_t)n + 1, sizeof *cstart);
+    int *cons = tg_calloc((size_t)total + 1, sizeof *cons);
+    if (!cstart || !cons) {
+        tg_free(ccount);
+        tg_free(cstart);
+        tg_free(cons);
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) cstart[i + 1] = cstart[i] + ccount[i];
+    memset(ccount, 0, sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        tg_node *nd = g->nodes[i];
+        for (int k = 0; k < nd->nin; k++)
+            if (nd->inputs[k]->owner) {
+                int p = nd->inputs[k]->owner->index;
+                cons[cstart[p] + ccount[p]++] = i;
+            }
+    }
+    /* A min-heap on the file position would keep file order exactly; a
+     * FIFO seeded in file order is close enough and linear. */
+    int head = 0, tail = 0, nsorted = 0;
+    for (int i = 0; i < n; i++)
+        if (!indeg[i]) queue[tail++] = i;
+    while (head < tail) {
+        int i = queue[head++];
+        sorted[nsorted++] = g->nodes[i];
+        for (int c = cstart[i]; c < cstart[i + 1]; c++)
+            if (--indeg[cons[c]] == 0) queue[tail++] = cons[c];
+    }
+    if (nsorted < n) {
+        /* Every left-over node with indeg > 0 has a left-over producer:
+         * follow producers until a node repeats. */
+        int start = -1;
+        for (int i = 0; i < n && start < 0; i++)
+            if (indeg[i] > 0) start = i;
+        int *seen = tg_calloc((size_t)n + 1, sizeof *seen);
+        tg_str ids = {0};
+        if (seen) {
+            int cur = start, step = 1;
+            while (!seen[cur]) {
+                seen[cur] = step++;
+                tg_node *nd = g->nodes[cur];
+                int next = -1;
+                for (int k = 0; k < nd->nin && next < 0; k++)
+                    if (nd->inputs[k]->owner &&
+                        indeg[nd->inputs[k]->owner->index] > 0)
+                        next = nd->inputs[k]->owner->index;
+                if (next < 0) break;
+                cur = next;
+            }
+            /* cur starts the cycle; print it in data-flow order. */
+            int first = cur, k = 0;
+            int order[64];
+            do {
+                if (k < 64) order[k++] = cur;
+                tg_node *nd = g->nodes[cur];
+                int next = -1;
+                for (int j = 0; j < nd->nin && next < 0; j++)
+                    if (nd->inputs[j]->owner &&
+                        indeg[nd->inputs[j]->owner->index] > 0 &&
+                        seen[nd->inputs[j]->owner->index])
+                        next = nd->inputs[j]->owner->index;
+                if (next < 0) break;
+                cur = next;
+            } while (cur != first && k < 64);
+            for (int j = k - 1; j >= 0; j--)
+                tg_str_addf(&ids, "%s%s", j == k - 1 ? "" : " -> ",
+                            g->nodes[order[j]]->outputs[0]->id);
+            if (k) tg_str_addf(&ids, " -> %s", g->nodes[order[k - 1]]->outputs[0]->id);
+        }
+        rc = tg_errorf(ctx, TG_ELOAD, "nodes[%d]: the graph has a cycle: %s",
+                       g->nodes[start]->json_index, ids.s ? ids.s : "?");
+        tg_str_free(&ids);
+        tg_free(seen);
+    } else {
+        memcpy(g->nodes, sorted, sizeof(tg_node *) * (size_t)n);
+        for (int i = 0; i < n; i++) g->nodes[i]->index = i;
+    }
+    tg_free(ccount);
+    tg_free(cstart);
+    tg_free(cons);
+fail:
+    tg_free(indeg);
+    tg_free(queue);
+    tg_free(sorted);
+    return rc;
+}

@@ -1,0 +1,236 @@
+/* Private: variables, apply nodes, graphs and function graphs.
+ *
+ * A tg_graph is what a file holds: every variable and node, the functions,
+ * `meta`. A tg_fgraph is the part of a graph one function needs, cloned,
+ * with each variable's clients so that replacing a variable is cheap; the
+ * optimizer rewrites fgraphs and the VM links them.
+ */
+#ifndef TG_GRAPH_INTERNAL_H
+#define TG_GRAPH_INTERNAL_H
+
+#include <json-c/json.h>
+
+#include "tg/graph.h"
+#include "tensor/tensor.h"
+
+typedef struct tg_op tg_op;
+typedef struct tg_node tg_node;
+typedef struct tg_var tg_var;
+
+/* A static type: dtype and shape, -1 for a length unknown until run time. */
+typedef struct tg_type {
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_NDIM];
+} tg_type;
+
+/* One frame of a creation trace (innermost last). Any field may be NULL /
+ * -1 when the file did not give it. */
+typedef struct tg_frame {
+    char *file;
+    int64_t line;
+    char *function;
+    char *code;
+} tg_frame;
+
+typedef struct tg_trace {
+    int n;
+    tg_frame *frames;
+} tg_trace;
+
+/* Shared state: one per shared variable of a graph, referenced by every
+ * function compiled from it, so that `train` and `predict` see the same
+ * weights. */
+typedef struct tg_shared {
+    long refcount;
+    char *id;
+    tg_type type;
+    tg_array *value;
+} tg_shared;
+
+typedef enum tg_var_kind {
+    TG_VAR_INPUT = 0, /* free input: declared, no producer, no value */
+    TG_VAR_CONSTANT,
+    TG_VAR_SHARED,
+    TG_VAR_RESULT /* produced by a node */
+} tg_var_kind;
+
+typedef struct tg_client {
+    tg_node *node; /* NULL: the variable is an output of the fgraph */
+    int index;     /* input index at node, or output index */
+} tg_client;
+
+struct tg_var {
+    char *id;
+    char *name; /* NULL: the id is the name */
+    tg_type type;
+    tg_var_kind kind;
+    bool weak;         /* a weak inline scalar (FORMAT.md s5) */
+    bool inline_const; /* written inline as {"value": ...} */
+    bool declared;     /* listed in `variables` */
+    bool type_given;   /* the file gave a type (checked on node outputs) */
+    int json_index;    /* variables[i], or -1 */
+    tg_array *value;   /* constant value; NULL otherwise */
+    tg_shared *shared; /* shared state; NULL otherwise */
+    tg_array *test_value;
+    tg_node *owner; /* producing node, or NULL */
+    int owner_index;
+    /* fgraph bookkeeping */
+    int index; /* position in its graph's or fgraph's var list */
+    tg_client *clients;
+    int nclients, cclients;
+    void *mark; /* scratch for passes (clone maps, visit marks) */
+};
+
+/* Subtensor index entry (FORMAT.md s7): an integer, or a slice whose
+ * parts may each be a constant, absent, or the k-th extra input. */
+typedef struct tg_index_entry {
+    bool is_slice;
+    int64_t v[3];   /* int: v[0]; slice: start, stop, step */
+    bool given[3];  /* slice part present (not null) */
+    int8_t dyn[3];  /* extra input number (0-based), or -1 */
+} tg_index_entry;
+
+/* Parsed attributes. One struct for every op keeps the op table simple:
+ * each op's parse_attrs fills the fields it uses. The canonical JSON form
+ * (defaults filled in) is kept in tg_node.attrs for saving, comparing and
+ * hashing. */
+typedef struct tg_attrs {
+    /* axis / axes: reductions, transpose, squeeze, softmax, join... */
+    bool axis_null;
+    bool axis_is_list;
+    int naxes;
+    int axes[TG_MAX_NDIM]; /* as written (may be negative) */
+    uint32_t axis_mask;    /* normalised by infer: bit i = axis i */
+    bool keepdims;
+    int64_t ddof;
+    tg_dtype dtype; /* cast, arange, eye, random */
+    int64_t i;      /* shape_i, flatten's ndim, split's n */
+    int norder;
+    int order[TG_MAX_NDIM]; /* dimshuffle; -1 is "x" */
+    int nindex;
+    tg_index_entry index[TG_MAX_NDIM];
+    bool flag; /* cholesky lower, ... */
+    int mode;  /* solve assume_a, pool mode, ... */
+    char *message;
+    void *extra; /* op-specific; freed by op->free_extra */
+} tg_attrs;
+
+struct tg_node {
+    const tg_op *op;
+    json_object *attrs; /* canonical attrs, owned (may be NULL: none) */
+    tg_attrs a;
+    int nin, nout;
+    tg_var **inputs;
+    tg_var **outputs;
+    char *name;
+    tg_trace trace;
+    int json_index; /* nodes[i] in the file, or -1 for a node made later */
+    int index;
+    int8_t *inplace; /* nout entries: input index whose buffer output i
+                        overwrites, or -1; NULL when none */
+    void *mark;
+};
+
+typedef struct tg_update {
+    tg_var *shared; /* the shared variable */
+    tg_var *value;  /* its next value */
+} tg_update;
+
+typedef struct tg_fdecl {
+    char *name;
+    int json_inputs_given; /* false: implicit main */
+    int nin, nout, nupd;
+    tg_var **inputs;
+    tg_var **outputs;
+    tg_update *updates;
+} tg_fdecl;
+
+struct tg_graph {
+    char *name;
+    char *path; /* file it came from, or a label */
+    char *dir;  /* folder for npy paths */
+    tg_var **vars;
+    int nvars, cvars;
+    tg_node **nodes; /* topological order after load */
+    int nnodes, cnodes;
+    tg_fdecl *funcs;
+    int nfuncs;
+    json_object *meta;  /* kept as is */
+    struct tg_idmap *ids; /* id -> var */
+};
+
+/* The part of a graph one function needs, cloned. */
+typedef struct tg_fgraph {
+    tg_var **inputs;
+    int nin;
+    tg_var **outputs; /* outputs, then update values */
+    int nout;         /* function outputs */
+    int nupd;         /* update values follow the outputs */
+    tg_var **upd_shared;
+    tg_var **vars;
+    int nvars, cvars;
+    tg_node **nodes; /* topological */
+    int nnodes, cnodes;
+} tg_fgraph;
+
+/* ---- id map ---- */
+struct tg_idmap *tg_idmap_new(void);
+void tg_idmap_free(struct tg_idmap *m);
+int tg_idmap_put(struct tg_idmap *m, const char *id, void *v);
+void *tg_idmap_get(const struct tg_idmap *m, const char *id);
+
+/* ---- variables and nodes ---- */
+tg_var *tg_var_new(const char *id, tg_var_kind kind);
+void tg_var_free(tg_var *v);
+tg_node *tg_node_new(const tg_op *op, int nin, int nout);
+void tg_node_free(tg_node *n);
+const char *tg_var_label(const tg_var *v); /* name, or id */
+void tg_trace_free(tg_trace *t);
+int tg_trace_copy(tg_trace *dst, const tg_trace *src);
+tg_shared *tg_shared_new(const char *id, const tg_type *t, tg_array *value);
+tg_shared *tg_shared_ref(tg_shared *s);
+void tg_shared_unref(tg_shared *s);
+
+/* "nodes[12] (dot 'logit' -> xw)": how errors name a node. */
+void tg_node_describe(const tg_node *n, char *buf, size_t size);
+/* " [at model.py:12 in build: xw = T.dot(x, w)]", innermost frame, or ""
+ * when the node has no trace. */
+void tg_node_trace_str(const tg_node *n, char *buf, size_t size);
+/* Prefix the message on ctx with the node's description and append its
+ * trace: what the VM does to every run-time error. */
+void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n);
+
+/* "float32[3, ?]" */
+void tg_type_str(const tg_type *t, char *buf, size_t size);
+bool tg_type_equal(const tg_type *a, const tg_type *b);
+/* Same dtype and ndim, and no static length contradicts the other. */
+bool tg_type_compatible(const tg_type *a, const tg_type *b);
+/* Does array a fit type t (dtype equal, ndim equal, static lengths)? */
+bool tg_type_accepts(const tg_type *t, const tg_array *a);
+
+/* ---- graphs ---- */
+tg_graph *tg_graph_alloc(void);
+int tg_graph_add_var(tg_graph *g, tg_var *v);
+int tg_graph_add_node(tg_graph *g, tg_node *n);
+tg_var *tg_graph_find(const tg_graph *g, const char *id);
+/* Sort g->nodes topologically; a cycle is a TG_ELOAD error naming ids on
+ * it. */
+int tg_graph_toposort(tg_graph *g, tg_ctx *ctx);
+
+/* ---- function graphs ---- */
+/* Clone what function `fd` of g needs: the outputs and update values,
+ * backwards, stopping at the function's inputs (which are cut loose),
+ * constants and shared variables. A free input that is needed but not
+ * listed is TG_EMISSING naming it and the node that needs it. */
+tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
+                               tg_ctx *ctx);
+void tg_fgraph_free(tg_fgraph *fg);
+/* Add a node (already wired to fg's variables) and its outputs. */
+int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);
+/* Replace every use of `old` by `new` (clients move over; outputs too). */
+int tg_fgraph_replace(tg_fgraph *fg, tg_var *old, tg_var *newv);
+/* Recompute fg->nodes in topological order, dropping unreachable nodes. */
+int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx);
+
+#endif

@@ -1,0 +1,47 @@
+/* Private: JSON interchange helpers shared by the loader, the saver, the
+ * tools and the tests. */
+#ifndef TG_IO_INTERNAL_H
+#define TG_IO_INTERNAL_H
+
+#include <json-c/json.h>
+
+#include "graph/graph.h"
+
+/* Read a value (FORMAT.md s5) from JSON. `dt`/`shape` are the defaults
+ * taken from the variable's type (dt may be TG_DTYPE_INVALID and ndim -1
+ * when there is none); `dir` is the folder npy paths are relative to (NULL
+ * refuses npy). `where` is the JSON location used in errors
+ * ("variables[3].constant"). A bare number or boolean is a scalar; *weak is
+ * set when the value is a scalar written without a dtype and weak is
+ * allowed (weak != NULL). */
+tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
+                             const int64_t *shape, const char *dir,
+                             const char *where, bool *weak, tg_ctx *ctx);
+/* Write a value as {"dtype", "shape", "data"} (small arrays) or
+ * {"dtype", "shape", "base64"} (large ones; NaN and infinities are written
+ * as the strings of FORMAT.md s5 in data). */
+json_object *tg_value_to_json(const tg_array *a);
+
+/* Parse a type object {"dtype", "shape" | "broadcastable"}. */
+int tg_type_from_json(json_object *o, tg_type *t, const char *where,
+                      tg_ctx *ctx);
+json_object *tg_type_to_json(const tg_type *t);
+
+/* A variable id is 1..128 of [A-Za-z0-9_.:-], not starting with . or -. */
+bool tg_id_valid(const char *id);
+
+/* Whole-graph JSON (the saver's work), owned by the caller. */
+json_object *tg_graph_to_json(const tg_graph *g);
+
+/* base64 (RFC 4648, with padding). decode returns NULL on bad input. */
+char *tg_base64_encode(const void *data, size_t n);
+void *tg_base64_decode(const char *s, size_t len, size_t *out_n);
+
+/* Write `len` bytes to path atomically: a temporary file beside it, fsync,
+ * rename, fsync of the folder. A failure leaves the old file intact. */
+int tg_file_write_atomic(const char *path, const void *data, size_t len,
+                         tg_ctx *ctx);
+/* Read a whole file (NUL-terminated; *len without the NUL). */
+char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx);
+
+#endif

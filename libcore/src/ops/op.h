@@ -1,0 +1,124 @@
+/* Private: the op interface. One op is one tg_op value, defined in its
+ * family's file (elemwise.c, reduce.c, blas.c, shape.c, ...) and listed
+ * once in its family's .def file (elemwise.def, ...), which ops.def
+ * includes to build the table. Adding an op touches its family's file and
+ * .def, nothing else.
+ */
+#ifndef TG_OP_INTERNAL_H
+#define TG_OP_INTERNAL_H
+
+#include "graph/graph.h"
+
+enum {
+    TG_OPF_ELEMWISE = 1u << 0,   /* broadcasting elementwise op */
+    TG_OPF_FLOAT_ONLY = 1u << 1, /* computes in tg_dtype_float_of() */
+    TG_OPF_NONDIFF = 1u << 2,    /* gradient is zero */
+    TG_OPF_DERIVED = 1u << 3,    /* grad/rop/lop: expanded at load */
+    TG_OPF_LAZY = 1u << 4,       /* ifelse-like: VM evaluates lazily */
+    TG_OPF_OPEN_ATTRS = 1u << 5, /* unknown attr keys allowed */
+    TG_OPF_SIDE_EFFECT = 1u << 6 /* print/assert/breakpoint: never pruned
+                                    by merge, never constant-folded */
+};
+
+struct tg_op {
+    const char *name;
+    int nin_min, nin_max; /* nin_max -1: unbounded */
+    int nout;             /* -1: as many as the node lists (checked by
+                             parse_attrs, e.g. split's n) */
+    unsigned flags;
+    /* The attribute keys the op knows, NULL-terminated (NULL: none). The
+     * loader rejects any other key before parse_attrs runs. */
+    const char *const *attr_keys;
+    /* Read node->attrs (a JSON object, or NULL when absent) into node->a,
+     * add the defaults to node->attrs so that it is canonical, and check
+     * them. NULL: the op has no attributes. Errors name the attr
+     * ("attrs.axis: expected an integer, null or a list of integers"). */
+    int (*parse_attrs)(tg_node *n, tg_ctx *ctx);
+    /* Set the type of every output from the inputs' types; resolve weak
+     * inline scalars (tg_weak_resolve); normalise axes. Errors name the
+     * input ("inputs[1] 'w': expected float32 or float64, got int8"). */
+    int (*infer)(tg_node *n, tg_ctx *ctx);
+    /* The CPU kernel. in[i]: the input arrays (borrowed). out[i]: on
+     * entry the array this output held after the previous call, or NULL;
+     * on return a reference to the result (use tg_array_prepare to reuse
+     * the old one, or release it and store a view). The VM checks the
+     * results against the static types afterwards. Errors are one line
+     * without the node (the VM adds it). */
+    int (*run)(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx);
+    /* Estimated cost of one run, for the profiler. May be NULL. */
+    void (*cost)(const tg_node *n, tg_array *const *in, tg_array *const *out,
+                 double *flops, double *bytes);
+    /* Output 0 is a view of input view_of (-1: not a view). */
+    int view_of;
+    /* Frees a->extra. */
+    void (*free_extra)(tg_attrs *a);
+    const void *impl; /* family data */
+};
+
+/* The table. */
+const tg_op *tg_op_find(const char *name);
+/* The op name from FORMAT.md nearest to `name` (for "did you mean"). */
+const char *tg_op_nearest(const char *name);
+/* True for a name FORMAT.md defines but this build does not implement
+ * yet. */
+bool tg_op_is_planned(const char *name);
+int tg_op_count(void);
+const tg_op *tg_op_at(int i);
+
+/* ---- helpers for ops ---- */
+
+/* Attribute readers: each returns 0 or a TG_ELOAD error naming
+ * "attrs.<key>". When the key is absent the default is written into
+ * n->attrs (creating it when NULL). */
+int tg_attr_int(tg_node *n, const char *key, bool has_default, int64_t def,
+                int64_t *out, tg_ctx *ctx);
+int tg_attr_bool(tg_node *n, const char *key, bool def, bool *out,
+                 tg_ctx *ctx);
+int tg_attr_dtype(tg_node *n, const char *key, tg_dtype def, tg_dtype *out,
+                  tg_ctx *ctx);
+/* An enumerated string; returns its index in `choices` (NULL-terminated). */
+int tg_attr_enum(tg_node *n, const char *key, const char *const *choices,
+                 int def, int *out, tg_ctx *ctx);
+int tg_attr_string(tg_node *n, const char *key, const char *def, char **out,
+                   tg_ctx *ctx);
+/* `axis`: null | int | [int] into n->a (axis_null, naxes, axes,
+ * axis_is_list). allow_list false: an int (or null when allow_null). */
+int tg_attr_axis(tg_node *n, const char *key, bool allow_null,
+                 bool allow_list, bool has_default, tg_ctx *ctx);
+/* Normalise n->a.axes against ndim into n->a.axis_mask; out of range or
+ * repeated is a TG_ELOAD error naming attrs.axis. */
+int tg_axes_normalize(tg_node *n, int ndim, tg_ctx *ctx);
+
+/* Weak scalars (FORMAT.md s5): the dtype that the strong operands of an
+ * elementwise node promote to (NumPy), with the weak inline scalars then
+ * taking it (a weak int meeting an int array must fit: a TG_ETYPE error
+ * otherwise). Converts the weak constants' values in place and clears
+ * their weak flag. Returns the common dtype through *out. */
+int tg_weak_resolve(tg_node *n, int first, int count, tg_dtype *out,
+                    tg_ctx *ctx);
+/* Make a weak inline scalar at input i take dtype dt (for non-elementwise
+ * ops: gemm's alpha takes z's dtype...). No-op for strong inputs. */
+int tg_weak_take(tg_node *n, int i, tg_dtype dt, tg_ctx *ctx);
+
+/* Static broadcasting of input types first..first+count-1 into t->ndim and
+ * t->shape (unknown lengths stay -1 unless another input fixes them). A
+ * static mismatch is a TG_ESHAPE error naming the inputs. */
+int tg_infer_broadcast(tg_node *n, int first, int count, tg_type *t,
+                       tg_ctx *ctx);
+
+/* Set output i's type. */
+static inline void tg_set_out_type(tg_node *n, int i, tg_dtype dt, int ndim,
+                                   const int64_t *shape) {
+    tg_type *t = &n->outputs[i]->type;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int k = 0; k < ndim; k++) t->shape[k] = shape ? shape[k] : -1;
+}
+
+/* The value of a constant input (NULL when input i is not a constant). */
+static inline const tg_array *tg_const_input(const tg_node *n, int i) {
+    tg_var *v = n->inputs[i];
+    return v->kind == TG_VAR_CONSTANT ? v->value : NULL;
+}
+
+#endif

@@ -1,0 +1,100 @@
+/* Private: the body of tg_array, allocation helpers and strided iteration.
+ * Kernels include this. */
+#ifndef TG_TENSOR_INTERNAL_H
+#define TG_TENSOR_INTERNAL_H
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "tg/array.h"
+#include "core/core.h"
+
+/* A reference-counted block of memory. data is 64-byte aligned when the
+ * library allocated it. `release`, when set, frees foreign memory (a
+ * memory-mapped file); otherwise data is freed with tg_free_aligned. */
+typedef struct tg_buffer {
+    atomic_long refcount;
+    void *data;
+    size_t nbytes;
+    void (*release)(struct tg_buffer *b);
+    void *release_ud;
+} tg_buffer;
+
+struct tg_array {
+    atomic_long refcount;
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_NDIM];
+    int64_t strides[TG_MAX_NDIM]; /* bytes */
+    char *data;                   /* element 0, inside buf */
+    tg_buffer *buf;
+};
+
+tg_buffer *tg_buffer_new(size_t nbytes);
+void tg_buffer_unref(tg_buffer *b);
+
+/* An array of the given shape over a fresh uninitialised buffer. */
+tg_array *tg_array_empty(tg_dtype dt, int ndim, const int64_t *shape);
+/* A view header: same buffer as a (one more reference), given layout. */
+tg_array *tg_array_view_raw(const tg_array *a, tg_dtype dt, int ndim,
+                            const int64_t *shape, const int64_t *strides,
+                            char *data);
+void tg_strides_contiguous(tg_dtype dt, int ndim, const int64_t *shape,
+                           int64_t *strides);
+/* Product of the lengths; -1 on overflow past INT64_MAX/itemsize. */
+int64_t tg_shape_size(int ndim, const int64_t *shape);
+
+/* Kernel output preparation. *slot may hold the array this output had on
+ * the previous call: when nothing else references it (array and buffer
+ * refcount 1) and its buffer is big enough, it is reshaped and reused, so
+ * that a function called again does not allocate. Otherwise it is released
+ * and a new C-contiguous array is made. The contents are uninitialised. */
+int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
+                     const int64_t *shape, tg_ctx *ctx);
+
+/* True when a can be written in place (nobody else holds it or its
+ * buffer). */
+static inline bool tg_array_is_exclusive(const tg_array *a) {
+    return atomic_load_explicit(&((tg_array *)a)->refcount,
+                                memory_order_relaxed) == 1 &&
+           atomic_load_explicit(&a->buf->refcount, memory_order_relaxed) == 1;
+}
+
+static inline int64_t tg_array_size_inline(const tg_array *a) {
+    int64_t n = 1;
+    for (int i = 0; i < a->ndim; i++) n *= a->shape[i];
+    return n;
+}
+
+/* Convert n elements between dtypes with strides (bytes). NumPy's unsafe
+ * casting: float->int truncates toward zero, anything->bool is != 0. */
+void tg_cast_strided(tg_dtype to, void *dst, int64_t dst_stride, tg_dtype from,
+                     const void *src, int64_t src_stride, int64_t n);
+
+/* Read/write one element as double or int64 (for small, cold paths). */
+double tg_load_f64(tg_dtype dt, const void *p);
+int64_t tg_load_i64(tg_dtype dt, const void *p);
+void tg_store_f64(tg_dtype dt, void *p, double v);
+void tg_store_i64(tg_dtype dt, void *p, int64_t v);
+
+/* NumPy broadcasting of n shapes into out (ndim = max). Returns 0, or -1
+ * when two lengths disagree (neither is 1); then *bad_dim is the output
+ * axis. */
+int tg_broadcast_shapes(int n, const int *ndims, const int64_t *const *shapes,
+                        int *out_ndim, int64_t *out_shape, int *bad_dim);
+
+/* Strided n-ary iteration: the shape is `ndim` long, each operand k has
+ * strides[k][axis] (bytes, 0 for broadcast axes). The iterator merges
+ * axes that are contiguous for every operand and calls
+ * fn(n, ptrs, inner_strides, ud) on the innermost run. Up to
+ * TG_ITER_MAX_OPS operands. Parallelised with OpenMP when the total size is
+ * at least TG_PARALLEL_MIN elements and `parallel` is true. */
+#define TG_ITER_MAX_OPS 8
+#define TG_PARALLEL_MIN (1 << 16)
+typedef void (*tg_inner_fn)(int64_t n, char **ptrs, const int64_t *strides,
+                            void *ud);
+void tg_iter_run(int nops, char **base, int ndim, const int64_t *shape,
+                 const int64_t (*strides)[TG_MAX_NDIM], tg_inner_fn fn,
+                 void *ud, bool parallel);
+
+#endif

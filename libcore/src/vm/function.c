@@ -1,0 +1,473 @@
+/* Compiling (clone, link) and calling functions: the VM. */
+#include <stdio.h>
+#include <string.h>
+
+#include "vm/vm.h"
+
+/* ---- linking ---- */
+
+static int link_function(tg_function *f, tg_ctx *ctx) {
+    tg_fgraph *fg = f->fg;
+    int nvars = fg->nvars;
+    f->nslots = nvars;
+    f->slots = tg_calloc((size_t)nvars + 1, sizeof *f->slots);
+    f->slot_var = tg_calloc((size_t)nvars + 1, sizeof *f->slot_var);
+    int *slot_of = tg_calloc((size_t)nvars + 1, sizeof *slot_of);
+    int *last_use = tg_calloc((size_t)nvars + 1, sizeof *last_use);
+    bool *pinned = tg_calloc((size_t)nvars + 1, sizeof *pinned);
+    f->sched = tg_calloc((size_t)fg->nnodes + 1, sizeof *f->sched);
+    f->in_slots = tg_calloc((size_t)fg->nin + 1, sizeof *f->in_slots);
+    f->out_slots = tg_calloc((size_t)(fg->nout + fg->nupd) + 1, sizeof *f->out_slots);
+    f->shared_slots = tg_calloc((size_t)nvars + 1, sizeof *f->shared_slots);
+    f->shared = tg_calloc((size_t)nvars + 1, sizeof *f->shared);
+    f->upd_shared = tg_calloc((size_t)fg->nupd + 1, sizeof *f->upd_shared);
+    int rc = TG_OK;
+    if (!f->slots || !f->slot_var || !slot_of || !last_use || !pinned ||
+        !f->sched || !f->in_slots || !f->out_slots || !f->shared_slots ||
+        !f->shared || !f->upd_shared)
+        goto oom;
+
+    /* Slots: everything that is not a node output first, then the outputs
+     * of each node, consecutive, in schedule order. */
+    for (int i = 0; i < nvars; i++) slot_of[i] = -1;
+    int next = 0;
+    for (int i = 0; i < nvars; i++) {
+        tg_var *v = fg->vars[i];
+        if (v->owner) continue;
+        slot_of[i] = next;
+        f->slot_var[next] = v;
+        pinned[next] = true;
+        if (v->kind == TG_VAR_CONSTANT) {
+            f->slots[next] = tg_array_ref(v->value);
+        } else if (v->kind == TG_VAR_SHARED) {
+            f->shared_slots[f->nshared] = next;
+            f->shared[f->nshared++] = v->shared;
+        }
+        next++;
+    }
+    for (int k = 0; k < fg->nnodes; k++) {
+        tg_node *n = fg->nodes[k];
+        for (int j = 0; j < n->nout; j++) {
+            slot_of[n->outputs[j]->index] = next;
+            f->slot_var[next] = n->outputs[j];
+            next++;
+        }
+    }
+    f->nslots = next;
+    for (int i = 0; i < fg->nin; i++) f->in_slots[i] = slot_of[fg->inputs[i]->index];
+    for (int i = 0; i < fg->nout + fg->nupd; i++) {
+        f->out_slots[i] = slot_of[fg->outputs[i]->index];
+        pinned[f->out_slots[i]] = true;
+    }
+    for (int i = 0; i < fg->nupd; i++) f->upd_shared[i] = fg->upd_shared[i]->shared;
+
+    /* Schedule and last uses. */
+    for (int i = 0; i < f->nslots; i++) last_use[i] = -1;
+    f->nsched = fg->nnodes;
+    for (int k = 0; k < fg->nnodes; k++) {
+        tg_node *n = fg->nodes[k];
+        tg_vm_node *s = &f->sched[k];
+        s->node = n;
+        s->op = n->op;
+        s->in_slots = tg_calloc((size_t)n->nin + 1, sizeof *s->in_slots);
+        if (!s->in_slots) goto oom;
+        for (int j = 0; j < n->nin; j++) {
+            s->in_slots[j] = slot_of[n->inputs[j]->index];
+            last_use[s->in_slots[j]] = k;
+        }
+        s->out_slot = n->nout ? slot_of[n->outputs[0]->index] : 0;
+        if (n->nin > f->max_nin) f->max_nin = n->nin;
+        /* Outputs nobody reads are freed right after the node. */
+        for (int j = 0; j < n->nout; j++)
+            if (last_use[s->out_slot + j] < 0) last_use[s->out_slot + j] = k;
+    }
+    /* Outputs that no later node reads have last_use = their producer. */
+    int *count = tg_calloc((size_t)fg->nnodes + 1, sizeof *count);
+    if (!count) goto oom;
+    for (int i = 0; i < f->nslots; i++)
+        if (!pinned[i] && last_use[i] >= 0) count[last_use[i]]++;
+    for (int k = 0; k < fg->nnodes; k++) {
+        if (!count[k]) continue;
+        f->sched[k].free_slots = tg_calloc((size_t)count[k], sizeof(int));
+        if (!f->sched[k].free_slots) {
+            tg_free(count);
+            goto oom;
+        }
+    }
+    tg_free(count);
+    if (!f->no_gc)
+        for (int i = 0; i < f->nslots; i++)
+            if (!pinned[i] && last_use[i] >= 0) {
+                tg_vm_node *s = &f->sched[last_use[i]];
+                s->free_slots[s->nfree++] = i;
+            }
+    f->scratch_in = tg_calloc((size_t)f->max_nin + 1, sizeof *f->scratch_in);
+    if (!f->scratch_in) goto oom;
+    goto done;
+oom:
+    rc = tg_errorf(ctx, TG_ENOMEM, "out of memory while linking");
+done:
+    tg_free(slot_of);
+    tg_free(last_use);
+    tg_free(pinned);
+    return rc;
+}
+
+tg_function *tg_function_compile(tg_graph *g, int index,
+                                  const tg_compile_options *opts,
+                                  tg_ctx *ctx) {
+    if (!g || index < 0 || index >= g->nfuncs) {
+        tg_errorf(ctx, TG_EINVAL, "no function number %d", index);
+        return NULL;
+    }
+    const char *preset = opts && opts->preset ? opts->preset : "fast_run";
+    if (strcmp(preset, "none") && strcmp(preset, "fast_compile") &&
+        strcmp(preset, "fast_run")) {
+        tg_errorf(ctx, TG_EINVAL,
+                  "unknown preset '%s' (expected none, fast_compile or "
+                  "fast_run)",
+                  preset);
+        return NULL;
+    }
+    tg_function *f = tg_calloc(1, sizeof *f);
+    if (!f) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    f->no_gc = opts && opts->no_gc;
+    f->name = tg_strdup(g->funcs[index].name);
+    if (!f->name) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    f->fg = tg_fgraph_from_decl(g, &g->funcs[index], ctx);
+    if (!f->fg) goto fail;
+    if (link_function(f, ctx)) goto fail;
+    return f;
+fail:
+    tg_function_free(f);
+    return NULL;
+}
+
+void tg_function_free(tg_function *f) {
+    if (!f) return;
+    if (f->slots)
+        for (int i = 0; i < f->nslots; i++) tg_array_free(f->slots[i]);
+    if (f->sched)
+        for (int k = 0; k < f->nsched; k++) {
+            tg_free(f->sched[k].in_slots);
+            tg_free(f->sched[k].free_slots);
+        }
+    tg_free(f->sched);
+    tg_free(f->slots);
+    tg_free(f->slot_var);
+    tg_free(f->in_slots);
+    tg_free(f->out_slots);
+    tg_free(f->shared_slots);
+    tg_free(f->shared);
+    tg_free(f->upd_shared);
+    tg_free(f->scratch_in);
+    tg_free(f->name);
+    tg_fgraph_free(f->fg);
+    tg_free(f);
+}
+
+/* ---- accessors ---- */
+
+const char *tg_function_name(const tg_function *f) { return f->name; }
+int tg_function_input_count(const tg_function *f) { return f->fg->nin; }
+int tg_function_output_count(const tg_function *f) { return f->fg->nout; }
+const char *tg_function_input_id(const tg_function *f, int i) {
+    return i >= 0 && i < f->fg->nin ? f->fg->inputs[i]->id : NULL;
+}
+const char *tg_function_output_id(const tg_function *f, int i) {
+    return i >= 0 && i < f->fg->nout ? f->fg->outputs[i]->id : NULL;
+}
+tg_dtype tg_function_input_dtype(const tg_function *f, int i) {
+    return f->fg->inputs[i]->type.dtype;
+}
+int tg_function_input_ndim(const tg_function *f, int i) {
+    return f->fg->inputs[i]->type.ndim;
+}
+const int64_t *tg_function_input_shape(const tg_function *f, int i) {
+    return f->fg->inputs[i]->type.shape;
+}
+int tg_function_node_count(const tg_function *f) { return f->nsched; }
+const char *tg_function_node_op(const tg_function *f, int node) {
+    return f->sched[node].op->name;
+}
+const char *tg_function_node_label(const tg_function *f, int node) {
+    tg_node *n = f->sched[node].node;
+    return n->name ? n->name : (n->nout ? n->outputs[0]->id : n->op->name);
+}
+int tg_function_node_ninputs(const tg_function *f, int node) {
+    return f->sched[node].node->nin;
+}
+int tg_function_node_noutputs(const tg_function *f, int node) {
+    return f->sched[node].node->nout;
+}
+
+void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks) {
+    if (hooks)
+        f->hooks = *hooks;
+    else
+        memset(&f->hooks, 0, sizeof f->hooks);
+    f->hooked = f->hooks.before || f->hooks.after;
+}
+
+/* ---- shared variables ---- */
+
+static tg_shared *find_shared(const tg_function *f, const char *id) {
+    for (int i = 0; i < f->nshared; i++)
+        if (strcmp(f->shared[i]->id, id) == 0) return f->shared[i];
+    for (int i = 0; i < f->fg->nupd; i++)
+        if (strcmp(f->upd_shared[i]->id, id) == 0) return f->upd_shared[i];
+    return NULL;
+}
+
+const tg_array *tg_function_shared_get(const tg_function *f, const char *id) {
+    tg_shared *s = find_shared(f, id);
+    return s ? s->value : NULL;
+}
+
+int tg_function_shared_set(tg_function *f, const char *id,
+                           const tg_array *value, tg_ctx *ctx) {
+    tg_shared *s = find_shared(f, id);
+    if (!s)
+        return tg_errorf(ctx, TG_ENOTFOUND,
+                         "function '%s' uses no shared variable '%s'", f->name,
+                         id);
+    if (!tg_type_accepts(&s->type, value)) {
+        char want[128];
+        tg_type_str(&s->type, want, sizeof want);
+        return tg_errorf(ctx, TG_ETYPE,
+                         "shared variable '%s' is %s: a %s array of %d "
+                         "dimensions does not fit",
+                         id, want, tg_dtype_name(value->dtype), value->ndim);
+    }
+    tg_array *c = tg_array_copy(value, value->dtype);
+    if (!c) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    tg_array_free(s->value);
+    s->value = c;
+    return TG_OK;
+}
+
+/* ---- calling ---- */
+
+static void shape_str(const tg_array *a, char *buf, size_t size) {
+    size_t k = 0;
+    int w = snprintf(buf, size, "(");
+    k = (size_t)w;
+    for (int i = 0; i < a->ndim && k < size; i++) {
+        w = snprintf(buf + k, size - k, "%s%lld", i ? ", " : "",
+                     (long long)a->shape[i]);
+        k += (size_t)w;
+    }
+    if (k < size) snprintf(buf + k, size - k, a->ndim == 1 ? ",)" : ")");
+}
+
+/* A result that contradicts its static type is the kernel's or the file's
+ * fault; either way the user needs the node. */
+static int check_result(const tg_var *v, const tg_array *a, tg_ctx *ctx) {
+    if (!a)
+        return tg_errorf(ctx, TG_ERUNTIME, "output '%s' was not computed",
+                         v->id);
+    if (tg_type_accepts(&v->type, a)) return TG_OK;
+    char want[160], got[160];
+    tg_type_str(&v->type, want, sizeof want);
+    shape_str(a, got, sizeof got);
+    return tg_errorf(ctx, TG_ESHAPE,
+                     "output '%s' is %s with shape %s, but its static type "
+                     "is %s",
+                     v->id, tg_dtype_name(a->dtype), got, want);
+}
+
+static int bind_inputs(tg_function *f, tg_array *const *inputs, tg_ctx *ctx) {
+    for (int i = 0; i < f->fg->nin; i++) {
+        const tg_var *v = f->fg->inputs[i];
+        tg_array *a = inputs ? inputs[i] : NULL;
+        int slot = f->in_slots[i];
+        if (!a)
+            return tg_errorf(ctx, TG_EMISSING,
+                             "function '%s': no value given for input '%s'",
+                             f->name, v->id);
+        if (a->ndim != v->type.ndim) {
+            char want[160], got[160];
+            tg_type_str(&v->type, want, sizeof want);
+            shape_str(a, got, sizeof got);
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "input '%s' is %s, got an array of shape %s",
+                             v->id, want, got);
+        }
+        for (int d = 0; d < a->ndim; d++)
+            if (v->type.shape[d] >= 0 && v->type.shape[d] != a->shape[d]) {
+                char want[160], got[160];
+                tg_type_str(&v->type, want, sizeof want);
+                shape_str(a, got, sizeof got);
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "input '%s' is %s, got an array of shape %s "
+                                 "(dimension %d)",
+                                 v->id, want, got, d);
+            }
+        tg_array *use;
+        if (a->dtype == v->type.dtype) {
+            use = tg_array_ref(a);
+        } else if (tg_dtype_can_cast_safe(a->dtype, v->type.dtype)) {
+            use = tg_array_copy(a, v->type.dtype);
+            if (!use) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        } else {
+            return tg_errorf(ctx, TG_ETYPE,
+                             "input '%s' is %s: a %s value cannot be cast to "
+                             "it safely",
+                             v->id, tg_dtype_name(v->type.dtype),
+                             tg_dtype_name(a->dtype));
+        }
+        tg_array_free(f->slots[slot]);
+        f->slots[slot] = use;
+    }
+    return TG_OK;
+}
+
+/* Drop our references to the caller's inputs. */
+static void unbind_inputs(tg_function *f) {
+    for (int i = 0; i < f->fg->nin; i++) {
+        tg_array_free(f->slots[f->in_slots[i]]);
+        f->slots[f->in_slots[i]] = NULL;
+    }
+}
+
+static void release_buffers(tg_function *f, const tg_vm_node *s) {
+    for (int j = 0; j < s->nfree; j++) {
+        tg_array *a = f->slots[s->free_slots[j]];
+        if (a && a->buf->nbytes > TG_VM_KEEP_BYTES) {
+            tg_array_free(a);
+            f->slots[s->free_slots[j]] = NULL;
+        }
+    }
+}
+
+/* The dispatch loop. Two copies: without hooks (the common case: nothing
+ * but the kernel call and the frees), and with them. */
+static int run_schedule(tg_function *f, tg_ctx *ctx) {
+    tg_array **slots = f->slots;
+    tg_array **in = f->scratch_in;
+    const tg_vm_node *s = f->sched, *end = f->sched + f->nsched;
+    if (!f->hooked) {
+        for (; s < end; s++) {
+            tg_node *n = s->node;
+            for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
+            int rc = s->op->run(n, in, slots + s->out_slot, ctx);
+            if (__builtin_expect(rc != 0, 0)) goto node_fail;
+            for (int j = 0; j < n->nout; j++) {
+                const tg_array *o = slots[s->out_slot + j];
+                const tg_type *t = &n->outputs[j]->type;
+                if (__builtin_expect(!o || o->dtype != t->dtype || o->ndim != t->ndim, 0) ||
+                    !tg_type_accepts(t, o)) {
+                    rc = check_result(n->outputs[j], o, ctx);
+                    if (rc) goto node_fail;
+                }
+            }
+            if (s->nfree) release_buffers(f, s);
+            continue;
+        node_fail:
+            tg_node_error_wrap(ctx, n);
+            return ctx ? ctx->status : TG_ERUNTIME;
+        }
+        return TG_OK;
+    }
+    for (; s < end; s++) {
+        tg_node *n = s->node;
+        int k = (int)(s - f->sched), rc;
+        for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
+        if (f->hooks.before &&
+            (rc = f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
+            return rc;
+        rc = s->op->run(n, in, slots + s->out_slot, ctx);
+        if (rc) {
+            tg_node_error_wrap(ctx, n);
+            return rc;
+        }
+        for (int j = 0; j < n->nout; j++)
+            if ((rc = check_result(n->outputs[j], slots[s->out_slot + j], ctx))) {
+                tg_node_error_wrap(ctx, n);
+                return rc;
+            }
+        if (f->hooks.after &&
+            (rc = f->hooks.after(f->hooks.ud, f, k, in, slots + s->out_slot, ctx)) != 0)
+            return rc;
+        if (s->nfree) release_buffers(f, s);
+    }
+    return TG_OK;
+}
+
+int tg_function_call(tg_function *f, tg_array *const *inputs,
+                     tg_array **outputs, tg_ctx *ctx) {
+    int rc;
+    tg_fgraph *fg = f->fg;
+    for (int i = 0; i < f->nshared; i++) {
+        int slot = f->shared_slots[i];
+        tg_array *v = f->shared[i]->value;
+        if (f->slots[slot] != v) {
+            tg_array_free(f->slots[slot]);
+            f->slots[slot] = v ? tg_array_ref(v) : NULL;
+        }
+    }
+    if ((rc = bind_inputs(f, inputs, ctx)) || (rc = run_schedule(f, ctx))) {
+        unbind_inputs(f);
+        return rc;
+    }
+
+    /* Updates, all together: take the new values first (moving them when
+     * nothing else holds them, copying otherwise, so that shared state
+     * never aliases an input or a buffer the next call overwrites), then
+     * assign. */
+    tg_array *small[16], **news = small;
+    if (fg->nupd > 16) {
+        news = tg_calloc((size_t)fg->nupd, sizeof *news);
+        if (!news) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < fg->nupd; i++) {
+        int slot = f->out_slots[fg->nout + i];
+        tg_array *a = f->slots[slot];
+        tg_shared *sh = f->upd_shared[i];
+        if (!a || !tg_type_accepts(&sh->type, a)) {
+            char want[160], got[160] = "nothing";
+            tg_type_str(&sh->type, want, sizeof want);
+            if (a) shape_str(a, got, sizeof got);
+            rc = tg_errorf(ctx, TG_ESHAPE,
+                           "update of shared variable '%s' (%s) from '%s' "
+                           "has shape %s",
+                           sh->id, want, fg->outputs[fg->nout + i]->id, got);
+            for (int j = 0; j < i; j++) tg_array_free(news[j]);
+            if (news != small) tg_free(news);
+            return rc;
+        }
+        bool used_again = false;
+        for (int j = 0; j < fg->nout + fg->nupd; j++)
+            if (j != fg->nout + i && f->out_slots[j] == slot) used_again = true;
+        if (!used_again && tg_array_is_exclusive(a)) {
+            news[i] = a;
+            f->slots[slot] = NULL;
+        } else {
+            news[i] = tg_array_copy(a, a->dtype);
+            if (!news[i]) {
+                for (int j = 0; j < i; j++) tg_array_free(news[j]);
+                if (news != small) tg_free(news);
+                return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            }
+        }
+    }
+    for (int i = 0; i < fg->nout; i++) {
+        tg_array *a = f->slots[f->out_slots[i]];
+        outputs[i] = a ? tg_array_ref(a) : NULL;
+    }
+    for (int i = 0; i < fg->nupd; i++) {
+        tg_shared *sh = f->upd_shared[i];
+        tg_array_free(sh->value);
+        sh->value = news[i];
+    }
+    if (news != small) tg_free(news);
+    unbind_inputs(f);
+    f->ncalls++;
+    return TG_OK;
+}

@@ -1,0 +1,130 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+tg_graph *tu_load(const char *json) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "test", ctx);
+    if (!g) {
+        char msg[TG_CTX_MSG_MAX + 32];
+        snprintf(msg, sizeof msg, "load failed: %s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("%s", msg);
+    }
+    tg_ctx_free(ctx);
+    return g;
+}
+
+int tu_load_fail(const char *json, char *msg, size_t size) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "test", ctx);
+    int st = tg_ctx_status(ctx);
+    if (msg) snprintf(msg, size, "%s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    if (g) {
+        tg_graph_free(g);
+        fail_msg("expected the graph to be rejected, but it loaded");
+    }
+    return st;
+}
+
+static void default_tol(tg_dtype dt, double *rtol, double *atol) {
+    double r = 0;
+    switch (dt) {
+    case TG_FLOAT64: r = 1e-12; break;
+    case TG_FLOAT32: r = 1e-5; break;
+    case TG_FLOAT16: r = 1e-3; break;
+    default: r = 0; break;
+    }
+    if (*rtol < 0) *rtol = r;
+    if (*atol < 0) *atol = r;
+}
+
+static void shape_txt(const tg_array *a, char *buf, size_t size) {
+    size_t k = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < a->ndim && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "",
+                              (long long)a->shape[i]);
+    if (k < size) snprintf(buf + k, size - k, ")");
+}
+
+bool tu_arrays_close(const tg_array *got, const tg_array *want, double rtol,
+                     double atol, char *msg, size_t size) {
+    char gs[128], ws[128];
+    if (!got) {
+        snprintf(msg, size, "got no array");
+        return false;
+    }
+    shape_txt(got, gs, sizeof gs);
+    shape_txt(want, ws, sizeof ws);
+    if (got->dtype != want->dtype || got->ndim != want->ndim ||
+        memcmp(got->shape, want->shape, sizeof(int64_t) * (size_t)got->ndim)) {
+        snprintf(msg, size, "got %s %s, want %s %s", tg_dtype_name(got->dtype),
+                 gs, tg_dtype_name(want->dtype), ws);
+        return false;
+    }
+    default_tol(want->dtype, &rtol, &atol);
+    int64_t n = tg_array_size(want);
+    bool is_float = tg_dtype_is_float(want->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        bool ok;
+        double g = tg_array_get_flat(got, i), w = tg_array_get_flat(want, i);
+        if (!is_float && (want->dtype == TG_INT64 || want->dtype == TG_UINT64)) {
+            /* Exact 64-bit comparison: doubles lose the low bits. */
+            int64_t gi, wi;
+            int64_t idx[TG_MAX_NDIM];
+            int64_t r = i;
+            for (int d = want->ndim - 1; d >= 0; d--) {
+                idx[d] = r % want->shape[d];
+                r /= want->shape[d];
+            }
+            const char *pg = got->data, *pw = want->data;
+            for (int d = 0; d < want->ndim; d++) {
+                pg += idx[d] * got->strides[d];
+                pw += idx[d] * want->strides[d];
+            }
+            memcpy(&gi, pg, 8);
+            memcpy(&wi, pw, 8);
+            ok = gi == wi;
+        } else if (isnan(w)) {
+            ok = isnan(g);
+        } else if (isinf(w)) {
+            ok = g == w;
+        } else {
+            ok = fabs(g - w) <= atol + rtol * fabs(w);
+        }
+        if (!ok) {
+            snprintf(msg, size,
+                     "%s %s: element %lld differs: got %.17g, want %.17g "
+                     "(rtol %g, atol %g)",
+                     tg_dtype_name(want->dtype), ws, (long long)i, g, w, rtol,
+                     atol);
+            return false;
+        }
+    }
+    return true;
+}
+
+tg_array *tu_f64(int ndim, const int64_t *shape, const double *data) {
+    return tg_array_new_from(TG_FLOAT64, ndim, shape, data);
+}
+
+void tu_call(tg_graph *g, const char *name, tg_array *const *inputs,
+             tg_array **outputs) {
+    tg_ctx *ctx = tg_ctx_new();
+    char msg[TG_CTX_MSG_MAX + 32];
+    int idx = tg_graph_function_find(g, name, ctx);
+    tg_function *f = idx >= 0 ? tg_function_compile(g, idx, NULL, ctx) : NULL;
+    if (!f || tg_function_call(f, inputs, outputs, ctx)) {
+        snprintf(msg, sizeof msg, "call failed: %s", tg_ctx_message(ctx));
+        tg_function_free(f);
+        tg_ctx_free(ctx);
+        fail_msg("%s", msg);
+    }
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+}

@@ -1,0 +1,41 @@
+/* Helpers shared by the unit tests. */
+#ifndef TG_TESTUTIL_H
+#define TG_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tg/tg.h"
+
+/* Load a graph from a JSON string; fails the test (printing the loader's
+ * message) when it does not load. */
+tg_graph *tu_load(const char *json);
+/* Load expecting failure: returns the status and copies the message. */
+int tu_load_fail(const char *json, char *msg, size_t size);
+
+/* Compare got against want: same dtype and shape, values within
+ * |g - w| <= atol + rtol * |w| (NaN equals NaN, infinities exactly).
+ * rtol/atol < 0 pick the defaults for the dtype. Returns true when they
+ * match; otherwise writes both sides into msg. */
+bool tu_arrays_close(const tg_array *got, const tg_array *want, double rtol,
+                     double atol, char *msg, size_t size);
+#define tu_assert_close(got, want, rtol, atol)                              \
+    do {                                                                    \
+        char tu_msg_[4096];                                                 \
+        if (!tu_arrays_close((got), (want), (rtol), (atol), tu_msg_,        \
+                             sizeof tu_msg_))                               \
+            fail_msg("%s", tu_msg_);                                        \
+    } while (0)
+
+/* A float64 array from literal data. */
+tg_array *tu_f64(int ndim, const int64_t *shape, const double *data);
+
+/* Compile function `name` (NULL: the default) of g and call it once;
+ * fails the test on error. outputs receives new references. */
+void tu_call(tg_graph *g, const char *name, tg_array *const *inputs,
+             tg_array **outputs);
+
+#endif
