@@ -1,0 +1,514 @@
+/* Arrays: buffers, headers, views, copies. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+
+/* ---- buffers ---- */
+
+tg_buffer *tg_buffer_new(size_t nbytes) {
+    tg_buffer *b = tg_malloc(sizeof *b);
+    if (!b) return NULL;
+    b->data = tg_malloc_aligned(nbytes ? nbytes : 1);
+    if (!b->data) {
+        tg_free(b);
+        return NULL;
+    }
+    atomic_init(&b->refcount, 1);
+    b->nbytes = nbytes;
+    b->release = NULL;
+    b->release_ud = NULL;
+    return b;
+}
+
+void tg_buffer_unref(tg_buffer *b) {
+    if (!b) return;
+    if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
+        return;
+    if (b->release)
+        b->release(b);
+    else
+        tg_free_aligned(b->data);
+    tg_free(b);
+}
+
+/* ---- headers ---- */
+
+int64_t tg_shape_size(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return -1;
+        if (__builtin_mul_overflow(n, shape[i], &n)) return -1;
+    }
+    return n;
+}
+
+void tg_strides_contiguous(tg_dtype dt, int ndim, const int64_t *shape,
+                           int64_t *strides) {
+    int64_t s = (int64_t)tg_dtype_size(dt);
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+tg_array *tg_array_empty(tg_dtype dt, int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > TG_MAX_NDIM || (int)dt < 0 || dt >= TG_NDTYPES)
+        return NULL;
+    int64_t n = tg_shape_size(ndim, shape), nbytes;
+    if (n < 0 || __builtin_mul_overflow(n, (int64_t)tg_dtype_size(dt), &nbytes))
+        return NULL;
+    tg_array *a = tg_malloc(sizeof *a);
+    if (!a) return NULL;
+    a->buf = tg_buffer_new((size_t)nbytes);
+    if (!a->buf) {
+        tg_free(a);
+        return NULL;
+    }
+    atomic_init(&a->refcount, 1);
+    a->dtype = dt;
+    a->ndim = ndim;
+    for (int i = 0; i < ndim; i++) a->shape[i] = shape[i];
+    tg_strides_contiguous(dt, ndim, shape, a->strides);
+    a->data = a->buf->data;
+    return a;
+}
+
+tg_array *tg_array_new(tg_dtype dt, int ndim, const int64_t *shape) {
+    tg_array *a = tg_array_empty(dt, ndim, shape);
+    if (a) memset(a->data, 0, a->buf->nbytes);
+    return a;
+}
+
+tg_array *tg_array_new_from(tg_dtype dt, int ndim, const int64_t *shape,
+                            const void *data) {
+    tg_array *a = tg_array_empty(dt, ndim, shape);
+    if (a && a->buf->nbytes) memcpy(a->data, data, a->buf->nbytes);
+    return a;
+}
+
+tg_array *tg_array_new_scalar(tg_dtype dt, double v) {
+    tg_array *a = tg_array_empty(dt, 0, NULL);
+    if (a) tg_store_f64(dt, a->data, v);
+    return a;
+}
+
+tg_array *tg_array_view_raw(const tg_array *a, tg_dtype dt, int ndim,
+                            const int64_t *shape, const int64_t *strides,
+                            char *data) {
+    tg_array *v = tg_malloc(sizeof *v);
+    if (!v) return NULL;
+    atomic_init(&v->refcount, 1);
+    v->dtype = dt;
+    v->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        v->shape[i] = shape[i];
+        v->strides[i] = strides[i];
+    }
+    v->data = data;
+    v->buf = a->buf;
+    atomic_fetch_add_explicit(&a->buf->refcount, 1, memory_order_relaxed);
+    return v;
+}
+
+tg_array *tg_array_ref(tg_array *a) {
+    if (a) atomic_fetch_add_explicit(&a->refcount, 1, memory_order_relaxed);
+    return a;
+}
+
+void tg_array_free(tg_array *a) {
+    if (!a) return;
+    if (atomic_fetch_sub_explicit(&a->refcount, 1, memory_order_acq_rel) != 1)
+        return;
+    tg_buffer_unref(a->buf);
+    tg_free(a);
+}
+
+tg_dtype tg_array_dtype(const tg_array *a) { return a->dtype; }
+int tg_array_ndim(const tg_array *a) { return a->ndim; }
+const int64_t *tg_array_shape(const tg_array *a) { return a->shape; }
+const int64_t *tg_array_strides(const tg_array *a) { return a->strides; }
+int64_t tg_array_size(const tg_array *a) { return tg_array_size_inline(a); }
+void *tg_array_data(const tg_array *a) { return a->data; }
+
+bool tg_array_is_contiguous(const tg_array *a) {
+    int64_t s = (int64_t)tg_dtype_size(a->dtype);
+    for (int i = a->ndim - 1; i >= 0; i--) {
+        if (a->shape[i] == 0) return true;
+        if (a->shape[i] != 1 && a->strides[i] != s) return false;
+        s *= a->shape[i];
+    }
+    return true;
+}
+
+static const char *elem_ptr_flat(const tg_array *a, int64_t i) {
+    const char *p = a->data;
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        int64_t len = a->shape[d];
+        p += (i % len) * a->strides[d];
+        i /= len;
+    }
+    return p;
+}
+
+double tg_array_get_flat(const tg_array *a, int64_t i) {
+    return tg_load_f64(a->dtype, elem_ptr_flat(a, i));
+}
+
+int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
+                     const int64_t *shape, tg_ctx *ctx) {
+    tg_array *a = *slot;
+    if (a && tg_array_is_exclusive(a) && !a->buf->release) {
+        int64_t n = 1;
+        for (int i = 0; i < ndim; i++) n *= shape[i];
+        size_t need = (size_t)n * tg_dtype_size(dt);
+        if (need <= a->buf->nbytes && need * 4 >= a->buf->nbytes / 4) {
+            a->dtype = dt;
+            a->ndim = ndim;
+            int64_t s = (int64_t)tg_dtype_size(dt);
+            for (int i = ndim - 1; i >= 0; i--) {
+                a->shape[i] = shape[i];
+                a->strides[i] = s;
+                s *= shape[i] > 0 ? shape[i] : 1;
+            }
+            a->data = a->buf->data;
+            return TG_OK;
+        }
+    }
+    tg_array *n = tg_array_empty(dt, ndim, shape);
+    if (!n) {
+        int64_t sz = tg_shape_size(ndim, shape);
+        return tg_errorf(ctx, TG_ENOMEM,
+                         "cannot allocate an array of %lld elements of %s",
+                         (long long)sz, tg_dtype_name(dt));
+    }
+    tg_array_free(a);
+    *slot = n;
+    return TG_OK;
+}
+
+/* ---- views ---- */
+
+tg_array *tg_array_view_transpose(const tg_array *a, const int *axes,
+                                  tg_ctx *ctx) {
+    int64_t shape[TG_MAX_NDIM], strides[TG_MAX_NDIM];
+    bool seen[TG_MAX_NDIM] = {0};
+    for (int i = 0; i < a->ndim; i++) {
+        int ax = axes ? axes[i] : a->ndim - 1 - i;
+        if (ax < 0) ax += a->ndim;
+        if (ax < 0 || ax >= a->ndim || seen[ax]) {
+            tg_errorf(ctx, TG_EINVAL, "axes do not form a permutation of %d axes",
+                      a->ndim);
+            return NULL;
+        }
+        seen[ax] = true;
+        shape[i] = a->shape[ax];
+        strides[i] = a->strides[ax];
+    }
+    tg_array *v = tg_array_view_raw(a, a->dtype, a->ndim, shape, strides, a->data);
+    if (!v) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return v;
+}
+
+tg_array *tg_array_view_dimshuffle(const tg_array *a, int n, const int *order,
+                                   tg_ctx *ctx) {
+    int64_t shape[TG_MAX_NDIM], strides[TG_MAX_NDIM];
+    bool used[TG_MAX_NDIM] = {0};
+    if (n < 0 || n > TG_MAX_NDIM) {
+        tg_errorf(ctx, TG_EINVAL, "dimshuffle to %d dimensions", n);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (order[i] < 0) {
+            shape[i] = 1;
+            strides[i] = 0;
+            continue;
+        }
+        if (order[i] >= a->ndim || used[order[i]]) {
+            tg_errorf(ctx, TG_EINVAL, "dimshuffle order entry %d is invalid",
+                      order[i]);
+            return NULL;
+        }
+        used[order[i]] = true;
+        shape[i] = a->shape[order[i]];
+        strides[i] = a->strides[order[i]];
+    }
+    for (int d = 0; d < a->ndim; d++)
+        if (!used[d] && a->shape[d] != 1) {
+            tg_errorf(ctx, TG_ESHAPE,
+                      "cannot drop axis %d of length %lld (only length 1 can "
+                      "be dropped)",
+                      d, (long long)a->shape[d]);
+            return NULL;
+        }
+    tg_array *v = tg_array_view_raw(a, a->dtype, n, shape, strides, a->data);
+    if (!v) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return v;
+}
+
+int64_t tg_slice_normalize(int64_t len, int64_t *start, int64_t *stop,
+                           int64_t *step) {
+    int64_t st = *step == TG_SLICE_NONE || *step == 0 ? 1 : *step;
+    if (*step == 0 && 0) return -1;
+    int64_t lo, hi;
+    if (st > 0) {
+        lo = 0;
+        hi = len;
+    } else {
+        lo = -1;
+        hi = len - 1;
+    }
+    int64_t b, e;
+    if (*start == TG_SLICE_NONE) {
+        b = st > 0 ? lo : hi;
+    } else {
+        b = *start;
+        if (b < 0) {
+            b += len;
+            if (b < lo) b = lo;
+        } else if (b > hi) {
+            b = hi;
+        }
+    }
+    if (*stop == TG_SLICE_NONE) {
+        e = st > 0 ? hi : lo;
+    } else {
+        e = *stop;
+        if (e < 0) {
+            e += len;
+            if (e < lo) e = lo;
+        } else if (e > hi) {
+            e = hi;
+        }
+    }
+    int64_t n;
+    if (st > 0)
+        n = e > b ? (e - b + st - 1) / st : 0;
+    else
+        n = b > e ? (b - e + (-st) - 1) / (-st) : 0;
+    *start = b;
+    *stop = e;
+    *step = st;
+    return n;
+}
+
+tg_array *tg_array_view_slice(const tg_array *a, int axis, int64_t start,
+                              int64_t stop, int64_t step, tg_ctx *ctx) {
+    if (axis < 0 || axis >= a->ndim) {
+        tg_errorf(ctx, TG_EINVAL, "axis %d out of range for %d dimensions",
+                  axis, a->ndim);
+        return NULL;
+    }
+    if (step == 0) {
+        tg_errorf(ctx, TG_EINVAL, "slice step cannot be zero");
+        return NULL;
+    }
+    int64_t n = tg_slice_normalize(a->shape[axis], &start, &stop, &step);
+    int64_t shape[TG_MAX_NDIM], strides[TG_MAX_NDIM];
+    memcpy(shape, a->shape, sizeof shape);
+    memcpy(strides, a->strides, sizeof strides);
+    shape[axis] = n;
+    strides[axis] = a->strides[axis] * step;
+    char *data = a->data + (n ? start * a->strides[axis] : 0);
+    tg_array *v = tg_array_view_raw(a, a->dtype, a->ndim, shape, strides, data);
+    if (!v) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return v;
+}
+
+static void shape_text(int ndim, const int64_t *shape, char *buf, size_t size) {
+    size_t k = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < ndim && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "",
+                              (long long)shape[i]);
+    if (k < size) snprintf(buf + k, size - k, ndim == 1 ? ",)" : ")");
+}
+
+tg_array *tg_array_reshape(const tg_array *a, int ndim, const int64_t *shape,
+                           tg_ctx *ctx) {
+    int64_t out[TG_MAX_NDIM], known = 1, size = tg_array_size_inline(a);
+    int infer = -1;
+    if (ndim < 0 || ndim > TG_MAX_NDIM) {
+        tg_errorf(ctx, TG_EINVAL, "cannot reshape to %d dimensions", ndim);
+        return NULL;
+    }
+    for (int i = 0; i < ndim; i++) {
+        out[i] = shape[i];
+        if (shape[i] == -1) {
+            if (infer >= 0) {
+                tg_errorf(ctx, TG_ESHAPE, "can only specify one unknown dimension");
+                return NULL;
+            }
+            infer = i;
+        } else if (shape[i] < 0) {
+            tg_errorf(ctx, TG_ESHAPE, "negative dimension %lld in reshape",
+                      (long long)shape[i]);
+            return NULL;
+        } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+            known = -1;
+            break;
+        }
+    }
+    if (infer >= 0 && known > 0 && size % known == 0) out[infer] = size / known;
+    if ((infer >= 0 && (known <= 0 || size % known)) ||
+        (infer < 0 && known != size)) {
+        char s[256];
+        shape_text(ndim, shape, s, sizeof s);
+        tg_errorf(ctx, TG_ESHAPE, "cannot reshape array of size %lld into shape %s",
+                  (long long)size, s);
+        return NULL;
+    }
+    if (tg_array_is_contiguous(a)) {
+        int64_t strides[TG_MAX_NDIM];
+        tg_strides_contiguous(a->dtype, ndim, out, strides);
+        tg_array *v = tg_array_view_raw(a, a->dtype, ndim, out, strides, a->data);
+        if (!v) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return v;
+    }
+    tg_array *c = tg_array_copy(a, a->dtype);
+    if (!c) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->ndim = ndim;
+    memcpy(c->shape, out, sizeof(int64_t) * (size_t)ndim);
+    tg_strides_contiguous(c->dtype, ndim, out, c->strides);
+    return c;
+}
+
+/* ---- copies ---- */
+
+typedef struct cast_ud {
+    tg_dtype to, from;
+} cast_ud;
+
+static void cast_inner(int64_t n, char **p, const int64_t *s, void *ud) {
+    cast_ud *c = ud;
+    tg_cast_strided(c->to, p[0], s[0], c->from, p[1], s[1], n);
+}
+
+int tg_array_assign(tg_array *dst, const tg_array *src, tg_ctx *ctx) {
+    /* Broadcast src to dst's shape: align trailing axes, stride 0 where
+     * src has length 1 or lacks the axis. */
+    if (src->ndim > dst->ndim)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "cannot broadcast %d dimensions into %d", src->ndim,
+                         dst->ndim);
+    int64_t st[2][TG_MAX_NDIM];
+    int off = dst->ndim - src->ndim;
+    for (int d = 0; d < dst->ndim; d++) {
+        st[0][d] = dst->strides[d];
+        if (d < off) {
+            st[1][d] = 0;
+        } else {
+            int64_t l = src->shape[d - off];
+            if (l == dst->shape[d])
+                st[1][d] = src->strides[d - off];
+            else if (l == 1)
+                st[1][d] = 0;
+            else {
+                char a[128], b[128];
+                shape_text(src->ndim, src->shape, a, sizeof a);
+                shape_text(dst->ndim, dst->shape, b, sizeof b);
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "could not broadcast shape %s into shape %s",
+                                 a, b);
+            }
+        }
+    }
+    char *base[2] = {dst->data, src->data};
+    cast_ud ud = {dst->dtype, src->dtype};
+    tg_iter_run(2, base, dst->ndim, dst->shape, (const int64_t(*)[TG_MAX_NDIM])st,
+                cast_inner, &ud, true);
+    return TG_OK;
+}
+
+tg_array *tg_array_copy(const tg_array *a, tg_dtype dt) {
+    tg_array *c = tg_array_empty(dt, a->ndim, a->shape);
+    if (!c) return NULL;
+    if (tg_array_assign(c, a, NULL)) {
+        tg_array_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+bool tg_array_equal(const tg_array *a, const tg_array *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    int64_t n = tg_array_size_inline(a);
+    size_t isz = tg_dtype_size(a->dtype);
+    bool fl = tg_dtype_is_float(a->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        const char *pa = elem_ptr_flat(a, i), *pb = elem_ptr_flat(b, i);
+        if (memcmp(pa, pb, isz) == 0) continue;
+        if (fl) {
+            double x = tg_load_f64(a->dtype, pa), y = tg_load_f64(b->dtype, pb);
+            if (x == y || (isnan(x) && isnan(y))) continue;
+        }
+        return false;
+    }
+    return true;
+}
+
+/* ---- printing ---- */
+
+static void print_elem(FILE *f, const tg_array *a, const char *p) {
+    switch (tg_dtype_kind(a->dtype)) {
+    case 'b': fputs(*(const uint8_t *)p ? "True" : "False", f); break;
+    case 'i': fprintf(f, "%lld", (long long)tg_load_i64(a->dtype, p)); break;
+    case 'u':
+        if (a->dtype == TG_UINT64)
+            fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)p);
+        else
+            fprintf(f, "%lld", (long long)tg_load_i64(a->dtype, p));
+        break;
+    default: {
+        double v = tg_load_f64(a->dtype, p);
+        if (isnan(v))
+            fputs("nan", f);
+        else if (isinf(v))
+            fputs(v > 0 ? "inf" : "-inf", f);
+        else
+            fprintf(f, "%.*g", a->dtype == TG_FLOAT64 ? 8 : a->dtype == TG_FLOAT32 ? 7 : 4, v);
+    }
+    }
+}
+
+static void print_rec(FILE *f, const tg_array *a, int d, const char *p,
+                      bool abbrev, int indent) {
+    if (d == a->ndim) {
+        print_elem(f, a, p);
+        return;
+    }
+    fputc('[', f);
+    int64_t n = a->shape[d];
+    for (int64_t i = 0; i < n; i++) {
+        if (abbrev && n > 6 && i == 3) {
+            fputs(d == a->ndim - 1 ? "..., " : "...,\n", f);
+            if (d != a->ndim - 1)
+                for (int k = 0; k < indent + 1; k++) fputc(' ', f);
+            i = n - 3;
+        }
+        print_rec(f, a, d + 1, p + i * a->strides[d], abbrev, indent + 1);
+        if (i + 1 < n) {
+            if (d == a->ndim - 1) {
+                fputs(", ", f);
+            } else {
+                fputs(",\n", f);
+                for (int k = 0; k < indent + 1; k++) fputc(' ', f);
+            }
+        }
+    }
+    fputc(']', f);
+}
+
+void tg_array_print(FILE *f, const tg_array *a) {
+    char s[256];
+    shape_text(a->ndim, a->shape, s, sizeof s);
+    fprintf(f, "%s %s\n", tg_dtype_name(a->dtype), s);
+    bool abbrev = tg_array_size_inline(a) > 1000;
+    print_rec(f, a, 0, a->data, abbrev, 0);
+    fputc('\n', f);
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# cmake --install puts headers, libraries, tg.pc, the CMake package and the
+# tools under a prefix; a program outside the tree builds against it both
+# ways (pkg-config and find_package) and runs.
+set -euo pipefail
+build=${TG_BUILD_DIR:?}
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+for f in include/tg/tg.h include/tg/array.h bin/tgc; do
+  [ -e "$prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
+done
+libdir=$(find "$prefix" -name tg.pc -printf '%h\n' | head -1)
+[ -n "$libdir" ] || { echo "FAIL: tg.pc not installed"; exit 1; }
+echo "ok: installed headers, tg.pc, tgc"
+# pkg-config
+export PKG_CONFIG_PATH="$libdir"
+cc -o "$prefix/consumer_pc" "$TG_SRC/tests/install/consumer.c" $(pkg-config --cflags --libs tg)
+LD_LIBRARY_PATH="$prefix/lib:$prefix/lib64:$(dirname "$libdir")" "$prefix/consumer_pc"
+echo "ok: pkg-config consumer"
+# CMake package
+cmake -S "$TG_SRC/tests/install" -B "$prefix/cb" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/cb" >/dev/null
+"$prefix/cb/consumer"
+echo "ok: find_package consumer"

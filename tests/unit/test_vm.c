@@ -1,0 +1,378 @@
+/* The VM: schedules, storage, freeing, shared updates, functions from
+ * intermediate variables, missing inputs, hooks, run-time errors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "vm/vm.h"
+
+static tg_function *compile(tg_graph *g, const char *name) {
+    tg_ctx *ctx = tg_ctx_new();
+    int i = tg_graph_function_find(g, name, ctx);
+    tg_function *f = i >= 0 ? tg_function_compile(g, i, NULL, ctx) : NULL;
+    if (!f) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("compile failed: %s", msg);
+    }
+    tg_ctx_free(ctx);
+    return f;
+}
+
+static tg_array *scalar(double v) { return tg_array_new_scalar(TG_FLOAT64, v); }
+
+static double value0(const tg_array *a) { return tg_array_get_flat(a, 0); }
+
+/* y = (x + 1) * x; z = y - 2, written out of order: the loader sorts. */
+static const char *chain_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+    "\"nodes\":["
+    "{\"op\":\"sub\",\"inputs\":[\"y\",{\"value\":2}],\"outputs\":[\"z\"]},"
+    "{\"op\":\"mul\",\"inputs\":[\"x1\",\"x\"],\"outputs\":[\"y\"]},"
+    "{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":1}],\"outputs\":[\"x1\"]}]}";
+
+static void test_schedule_out_of_order(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(chain_json);
+    tg_function *f = compile(g, NULL);
+    assert_int_equal(tg_function_input_count(f), 1);
+    assert_int_equal(tg_function_output_count(f), 1);
+    assert_string_equal(tg_function_output_id(f, 0), "z");
+    tg_array *x = scalar(3), *out[1] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_function_call(f, &x, out, ctx), 0);
+    assert_true(value0(out[0]) == (3 + 1) * 3 - 2);
+    tg_array_free(out[0]);
+    /* A second call reuses storage and still computes. */
+    tg_array_free(x);
+    x = scalar(-1.5);
+    assert_int_equal(tg_function_call(f, &x, out, ctx), 0);
+    assert_true(value0(out[0]) == (-1.5 + 1) * -1.5 - 2);
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Updates apply together: {a: b, b: a} swaps, which sequential updates
+ * could not do. */
+static void test_updates_applied_together(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]},\"shared\":{\"data\":[1,2]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]},\"shared\":{\"data\":[10,20]}}],"
+        "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"s\"]}],"
+        "\"functions\":{\"swap\":{\"inputs\":[],\"outputs\":[\"s\"],"
+        "\"updates\":{\"a\":\"b\",\"b\":\"a\"}}}}";
+    tg_graph *g = tu_load(json);
+    tg_function *f = compile(g, "swap");
+    tg_array *out[1] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_function_call(f, NULL, out, ctx), 0);
+    assert_true(tg_array_get_flat(out[0], 1) == 22);
+    tg_array_free(out[0]);
+    const tg_array *a = tg_function_shared_get(f, "a"), *b = tg_function_shared_get(f, "b");
+    assert_true(tg_array_get_flat(a, 0) == 10 && tg_array_get_flat(a, 1) == 20);
+    assert_true(tg_array_get_flat(b, 0) == 1 && tg_array_get_flat(b, 1) == 2);
+    /* The new shared values must not alias each other. */
+    assert_ptr_not_equal(tg_array_data(a), tg_array_data(b));
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Shared state is shared by every function of a graph, and a counter
+ * incremented each call counts calls. */
+static const char *counter_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":["
+    "{\"id\":\"n\",\"type\":{\"dtype\":\"int64\",\"shape\":[]},\"shared\":{\"data\":0}}],"
+    "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"n\",{\"value\":1}],\"outputs\":[\"n1\"]}],"
+    "\"functions\":{\"step\":{\"inputs\":[],\"outputs\":[\"n\"],\"updates\":{\"n\":\"n1\"}},"
+    "\"peek\":{\"inputs\":[],\"outputs\":[\"n\"]}}}";
+
+static void test_shared_between_functions(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(counter_json);
+    tg_function *step = compile(g, "step"), *peek = compile(g, "peek");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *out[1];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tg_function_call(step, NULL, out, ctx), 0);
+        /* Outputs are computed before the updates apply. */
+        assert_int_equal((int)value0(out[0]), i);
+        assert_int_equal(tg_array_dtype(out[0]), TG_INT64);
+        tg_array_free(out[0]);
+    }
+    assert_int_equal(tg_function_call(peek, NULL, out, ctx), 0);
+    assert_int_equal((int)value0(out[0]), 3);
+    tg_array_free(out[0]);
+    tg_ctx_free(ctx);
+    tg_function_free(step);
+    tg_function_free(peek);
+    tg_graph_free(g);
+}
+
+/* A function may start from an intermediate variable (Theano: compile
+ * from intermediate variables): x1 is cut loose and becomes an argument. */
+static void test_function_from_intermediate(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+        "\"nodes\":["
+        "{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":1}],\"outputs\":[\"x1\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"x1\",{\"value\":10}],\"outputs\":[\"y\"]}],"
+        "\"functions\":{\"tail\":{\"inputs\":[\"x1\"],\"outputs\":[\"y\"]}}}";
+    tg_graph *g = tu_load(json);
+    tg_function *f = compile(g, "tail");
+    assert_int_equal(tg_function_node_count(f), 1);
+    tg_array *x1 = scalar(5), *out[1];
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_function_call(f, &x1, out, ctx), 0);
+    assert_true(value0(out[0]) == 50);
+    tg_array_free(out[0]);
+    tg_array_free(x1);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* A needed input that the function does not list: the error names the
+ * input and the node that needs it (Theano's MissingInputError). */
+static void test_missing_input(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+        "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"],\"name\":\"scale\"}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"y\"]}}}";
+    char msg[TG_CTX_MSG_MAX];
+    int st = tu_load_fail(json, msg, sizeof msg);
+    assert_int_equal(st, TG_EMISSING);
+    assert_non_null(strstr(msg, "'w'"));
+    assert_non_null(strstr(msg, "scale"));
+    assert_non_null(strstr(msg, "nodes[0]"));
+}
+
+/* Hooks see every node in schedule order, before and after; a hook can
+ * stop the call. */
+typedef struct hook_log {
+    int before, after, stop_at;
+    char ops[16][16];
+} hook_log;
+
+static int before_hook(void *ud, const tg_function *f, int node,
+                       tg_array *const *inputs, tg_ctx *ctx) {
+    hook_log *l = ud;
+    (void)inputs;
+    if (node == l->stop_at) {
+        tg_ctx_clear(ctx);
+        return TG_ESTOPPED;
+    }
+    snprintf(l->ops[l->before % 16], 16, "%s", tg_function_node_op(f, node));
+    l->before++;
+    return 0;
+}
+
+static int after_hook(void *ud, const tg_function *f, int node,
+                      tg_array *const *inputs, tg_array *const *outputs,
+                      tg_ctx *ctx) {
+    hook_log *l = ud;
+    (void)f, (void)inputs, (void)ctx;
+    assert_non_null(outputs[0]);
+    assert_int_equal(node, l->after);
+    l->after++;
+    return 0;
+}
+
+static void test_hooks(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(chain_json);
+    tg_function *f = compile(g, NULL);
+    hook_log log = {.stop_at = -1};
+    tg_hooks h = {before_hook, after_hook, &log};
+    tg_function_set_hooks(f, &h);
+    tg_array *x = scalar(2), *out[1];
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_function_call(f, &x, out, ctx), 0);
+    tg_array_free(out[0]);
+    assert_int_equal(log.before, 3);
+    assert_int_equal(log.after, 3);
+    assert_string_equal(log.ops[0], "add");
+    assert_string_equal(log.ops[1], "mul");
+    assert_string_equal(log.ops[2], "sub");
+    log = (hook_log){.stop_at = 1};
+    assert_int_equal(tg_function_call(f, &x, out, ctx), TG_ESTOPPED);
+    tg_function_set_hooks(f, NULL);
+    assert_int_equal(tg_function_call(f, &x, out, ctx), 0);
+    assert_true(value0(out[0]) == 4);
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Intermediates are freed after their last reader: a chain of large
+ * elementwise nodes holds at most a few buffers at once. Measured with a
+ * counting allocator. */
+static size_t live_bytes, peak_bytes;
+typedef struct hdr { size_t n; size_t pad; } hdr;
+static void *count_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    hdr *h = p ? (hdr *)p - 1 : NULL;
+    if (h) live_bytes -= h->n;
+    if (n == 0) {
+        free(h);
+        return NULL;
+    }
+    hdr *r = realloc(h, n + sizeof(hdr));
+    if (!r) {
+        if (h) live_bytes += h->n;
+        return NULL;
+    }
+    r->n = n;
+    live_bytes += n;
+    if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+    return r + 1;
+}
+
+static void test_intermediates_freed(void **state) {
+    (void)state;
+    /* 20 chained elementwise nodes over 1 MiB vectors. */
+    char json[8192];
+    size_t k = (size_t)snprintf(json, sizeof json,
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"x0\",\"type\":{\"dtype\":\"float64\",\"shape\":[131072]}}],"
+        "\"nodes\":[");
+    for (int i = 0; i < 20; i++)
+        k += (size_t)snprintf(json + k, sizeof json - k,
+                              "%s{\"op\":\"add\",\"inputs\":[\"x%d\",{\"value\":1}],\"outputs\":[\"x%d\"]}",
+                              i ? "," : "", i, i + 1);
+    snprintf(json + k, sizeof json - k, "]}");
+    tg_set_allocator(count_realloc, NULL);
+    live_bytes = peak_bytes = 0;
+    tg_graph *g = tu_load(json);
+    tg_function *f = compile(g, NULL);
+    int64_t n = 131072;
+    tg_array *x = tg_array_new(TG_FLOAT64, 1, &n), *out[1];
+    size_t base = live_bytes;
+    peak_bytes = live_bytes;
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_function_call(f, &x, out, ctx), 0);
+    assert_true(tg_array_get_flat(out[0], 7) == 20);
+    /* Without freeing, 20 MiB would be live; with it, about two vectors. */
+    size_t mib = 1 << 20;
+    if (peak_bytes - base > 3 * mib + mib / 2)
+        fail_msg("peak %zu bytes above the inputs: intermediates not freed",
+                 peak_bytes - base);
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+    assert_int_equal(live_bytes, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
+/* A run-time failure names the node and its trace, and leaves shared
+ * values unchanged. */
+static void test_runtime_error_keeps_state(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"d\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}},"
+        "{\"id\":\"n\",\"type\":{\"dtype\":\"int64\",\"shape\":[]},\"shared\":{\"data\":7}}],"
+        "\"nodes\":[{\"op\":\"int_div\",\"inputs\":[\"n\",\"d\"],\"outputs\":[\"q\"],"
+        "\"trace\":[{\"file\":\"model.py\",\"line\":12,\"function\":\"build\",\"code\":\"q = n // d\"}]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"d\"],\"outputs\":[\"q\"],\"updates\":{\"n\":\"q\"}}}}";
+    tg_graph *g = tu_load(json);
+    tg_function *f = compile(g, "f");
+    tg_array *d = tg_array_new_scalar(TG_INT64, 0), *out[1];
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_not_equal(tg_function_call(f, &d, out, ctx), 0);
+    const char *msg = tg_ctx_message(ctx);
+    assert_non_null(strstr(msg, "division by zero"));
+    assert_non_null(strstr(msg, "nodes[0]"));
+    assert_non_null(strstr(msg, "model.py:12"));
+    assert_true(tg_array_get_flat(tg_function_shared_get(f, "n"), 0) == 7);
+    tg_array_free(d);
+    d = tg_array_new_scalar(TG_INT64, 2);
+    assert_int_equal(tg_function_call(f, &d, out, ctx), 0);
+    assert_true(value0(out[0]) == 3);
+    assert_true(tg_array_get_flat(tg_function_shared_get(f, "n"), 0) == 3);
+    tg_array_free(out[0]);
+    tg_array_free(d);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Inputs: safe casts are accepted (int32 -> float64), unsafe ones and
+ * wrong shapes refused with the input named. */
+static void test_input_conversion(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":2}],\"outputs\":[\"y\"]}]}";
+    tg_graph *g = tu_load(json);
+    tg_function *f = compile(g, NULL);
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t two = 2, three = 3;
+    int32_t idata[2] = {3, -4};
+    tg_array *xi = tg_array_new_from(TG_INT32, 1, &two, idata), *out[1];
+    assert_int_equal(tg_function_call(f, &xi, out, ctx), 0);
+    assert_int_equal(tg_array_dtype(out[0]), TG_FLOAT64);
+    assert_true(tg_array_get_flat(out[0], 1) == -8);
+    tg_array_free(out[0]);
+    tg_array *xf = tg_array_new(TG_FLOAT32, 1, &two);
+    tg_array *xw = tg_array_new(TG_FLOAT64, 1, &three);
+    /* float32 -> float64 is safe too. */
+    assert_int_equal(tg_function_call(f, &xf, out, ctx), 0);
+    tg_array_free(out[0]);
+    assert_int_equal(tg_function_call(f, &xw, out, ctx), TG_ESHAPE);
+    assert_non_null(strstr(tg_ctx_message(ctx), "'x'"));
+    tg_array_free(xi);
+    tg_array_free(xf);
+    tg_array_free(xw);
+    tg_function_free(f);
+    tg_graph_free(g);
+    /* float64 -> float32 is not safe: refused, as Theano refused. */
+    const char *json32 =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float32\",\"shape\":[null]}}],"
+        "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}]}";
+    g = tu_load(json32);
+    f = compile(g, NULL);
+    tg_array *x64 = tg_array_new(TG_FLOAT64, 1, &three);
+    assert_int_equal(tg_function_call(f, &x64, out, ctx), TG_ETYPE);
+    assert_non_null(strstr(tg_ctx_message(ctx), "'x'"));
+    assert_non_null(strstr(tg_ctx_message(ctx), "float64"));
+    tg_array_free(x64);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedule_out_of_order),
+        cmocka_unit_test(test_updates_applied_together),
+        cmocka_unit_test(test_shared_between_functions),
+        cmocka_unit_test(test_function_from_intermediate),
+        cmocka_unit_test(test_missing_input),
+        cmocka_unit_test(test_hooks),
+        cmocka_unit_test(test_intermediates_freed),
+        cmocka_unit_test(test_runtime_error_keeps_state),
+        cmocka_unit_test(test_input_conversion),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
