@@ -1,0 +1,109 @@
+/* Whole-file reads and atomic writes. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/io.h"
+
+char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        tg_errorf(ctx, TG_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        tg_errorf(ctx, TG_EIO, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = tg_malloc(n + 1);
+    if (!buf) {
+        tg_errorf(ctx, TG_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
+        close(fd);
+        return NULL;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            tg_errorf(ctx, TG_EIO, "%s: read failed: %s", path,
+                      r < 0 ? strerror(errno) : "unexpected end of file");
+            tg_free(buf);
+            close(fd);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int tg_file_write_atomic(const char *path, const void *data, size_t len,
+                         tg_ctx *ctx) {
+    size_t plen = strlen(path);
+    char *tmp = tg_malloc(plen + 32);
+    char *dircopy = tg_strdup(path);
+    int fd = -1, rc = TG_OK;
+    if (!tmp || !dircopy) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = tg_errorf(ctx, TG_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto done;
+    }
+    const char *p = data;
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            rc = tg_errorf(ctx, TG_EIO, "%s: write failed: %s", path,
+                           w < 0 ? strerror(errno) : "no progress");
+            goto fail_tmp;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) < 0) {
+        rc = tg_errorf(ctx, TG_EIO, "%s: fsync failed: %s", path, strerror(errno));
+        goto fail_tmp;
+    }
+    if (close(fd) < 0) {
+        fd = -1;
+        rc = tg_errorf(ctx, TG_EIO, "%s: close failed: %s", path, strerror(errno));
+        goto fail_tmp;
+    }
+    fd = -1;
+    if (rename(tmp, path) < 0) {
+        rc = tg_errorf(ctx, TG_EIO, "%s: cannot replace: %s", path, strerror(errno));
+        goto fail_tmp;
+    }
+    /* Make the rename itself durable. */
+    int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    goto done;
+fail_tmp:
+    if (fd >= 0) close(fd);
+    fd = -1;
+    unlink(tmp);
+done:
+    if (fd >= 0) close(fd);
+    tg_free(tmp);
+    tg_free(dircopy);
+    return rc;
+}

@@ -1,0 +1,735 @@
+/* The loader: interchange JSON (FORMAT.md) -> tg_graph.
+ *
+ * Passes: parse; declared variables; nodes (outputs first, so that nodes
+ * may come in any order, then inputs, attrs, traces); sort; types, node by
+ * node; functions; a missing-input check of every function. Every error is
+ * one line "FILE: LOCATION: message", where LOCATION is the JSON path and,
+ * for a node, its description (tg_node_describe).
+ */
+#define _GNU_SOURCE
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "io/io.h"
+#include "ops/op.h"
+
+typedef struct loader {
+    const char *what; /* file name for messages */
+    const char *dir;
+    tg_graph *g;
+    tg_ctx *ctx;
+    tg_node **file_order; /* nodes as written */
+    int nfile;
+} loader;
+
+static int lerr(loader *L, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int lerr(loader *L, int status, const char *fmt, ...) {
+    char msg[TG_CTX_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tg_errorf(L->ctx, status, "%s: %s", L->what, msg);
+}
+
+/* An error already on ctx (from a helper), prefixed with the file. */
+static int lwrap(loader *L, int status) {
+    tg_error_prefix(L->ctx, "%s", L->what);
+    if (L->ctx && L->ctx->status == TG_OK) L->ctx->status = status;
+    return L->ctx ? L->ctx->status : status;
+}
+
+static int node_err(loader *L, const tg_node *n, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int node_err(loader *L, const tg_node *n, int status, const char *fmt, ...) {
+    char msg[TG_CTX_MSG_MAX], desc[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tg_node_describe(n, desc, sizeof desc);
+    return tg_errorf(L->ctx, status, "%s: %s: %s", L->what, desc, msg);
+}
+
+static bool key_in(const char *key, const char *const *keys) {
+    for (; *keys; keys++)
+        if (strcmp(key, *keys) == 0) return true;
+    return false;
+}
+
+static int check_keys(loader *L, json_object *o, const char *const *keys,
+                      const char *where) {
+    json_object_object_foreach(o, key, val) {
+        (void)val;
+        if (!key_in(key, keys))
+            return lerr(L, TG_ELOAD, "%s.%s: unknown key", where, key);
+    }
+    return TG_OK;
+}
+
+/* ---- variables ---- */
+
+static const char *const VAR_KEYS[] = {"id", "type", "name", "constant",
+                                       "shared", "test_value", NULL};
+
+static int load_variables(loader *L, json_object *arr) {
+    if (!json_object_is_type(arr, json_type_array))
+        return lerr(L, TG_ELOAD, "variables: expected an array");
+    size_t n = json_object_array_length(arr);
+    for (size_t i = 0; i < n; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "variables[%zu]", i);
+        json_object *o = json_object_array_get_idx(arr, i), *jid, *jt = NULL,
+                    *jn = NULL, *jc = NULL, *js = NULL, *jtv = NULL;
+        if (!json_object_is_type(o, json_type_object))
+            return lerr(L, TG_ELOAD, "%s: expected an object", where);
+        int rc = check_keys(L, o, VAR_KEYS, where);
+        if (rc) return rc;
+        if (!json_object_object_get_ex(o, "id", &jid) ||
+            !json_object_is_type(jid, json_type_string))
+            return lerr(L, TG_ELOAD, "%s.id: expected a string", where);
+        const char *id = json_object_get_string(jid);
+        if (!tg_id_valid(id))
+            return lerr(L, TG_ELOAD,
+                        "%s.id: '%.140s' is not a valid id (1 to 128 of letters, digits, "
+                        "_ . : -, not starting with . or -)",
+                        where, id);
+        tg_var *prev = tg_graph_find(L->g, id);
+        if (prev)
+            return lerr(L, TG_ELOAD, "%s.id: '%s' is already declared at variables[%d]",
+                        where, id, prev->json_index);
+        json_object_object_get_ex(o, "type", &jt);
+        json_object_object_get_ex(o, "name", &jn);
+        json_object_object_get_ex(o, "constant", &jc);
+        json_object_object_get_ex(o, "shared", &js);
+        json_object_object_get_ex(o, "test_value", &jtv);
+        if (jc && js)
+            return lerr(L, TG_ELOAD, "%s: '%s' cannot be both constant and shared", where, id);
+        tg_var *v = tg_var_new(id, jc ? TG_VAR_CONSTANT : js ? TG_VAR_SHARED : TG_VAR_INPUT);
+        if (!v || tg_graph_add_var(L->g, v)) {
+            tg_var_free(v);
+            return lerr(L, TG_ENOMEM, "out of memory");
+        }
+        v->declared = true;
+        v->json_index = (int)i;
+        if (jn) {
+            if (!json_object_is_type(jn, json_type_string))
+                return lerr(L, TG_ELOAD, "%s.name: expected a string", where);
+            if (!(v->name = tg_strdup(json_object_get_string(jn))))
+                return lerr(L, TG_ENOMEM, "out of memory");
+        }
+        if (jt) {
+            char w[80];
+            snprintf(w, sizeof w, "%s.type", where);
+            if (tg_type_from_json(jt, &v->type, w, L->ctx)) return lwrap(L, TG_ELOAD);
+            v->type_given = true;
+        }
+        if ((jc || js || jtv) && !jt)
+            return lerr(L, TG_ELOAD, "%s.type: required for a constant or shared variable", where);
+        json_object *jv = jc ? jc : js;
+        if (jv) {
+            char w[80];
+            snprintf(w, sizeof w, "%s.%s", where, jc ? "constant" : "shared");
+            tg_array *a = tg_value_from_json(jv, v->type.dtype, v->type.ndim, v->type.shape,
+                                             L->dir, w, NULL, L->ctx);
+            if (!a) return lwrap(L, TG_ELOAD);
+            if (jc) {
+                v->value = a;
+            } else {
+                v->shared = tg_shared_new(id, &v->type, a);
+                tg_array_free(a);
+                if (!v->shared) return lerr(L, TG_ENOMEM, "out of memory");
+            }
+        }
+        if (jtv) {
+            char w[80];
+            snprintf(w, sizeof w, "%s.test_value", where);
+            v->test_value = tg_value_from_json(jtv, v->type.dtype, v->type.ndim,
+                                               v->type.shape, L->dir, w, NULL, L->ctx);
+            if (!v->test_value) return lwrap(L, TG_ELOAD);
+        }
+    }
+    return TG_OK;
+}
+
+/* ---- nodes ---- */
+
+static const char *const NODE_KEYS[] = {"op", "inputs", "outputs", "attrs", "name",
+                                        "trace", "inplace", NULL};
+
+static int load_trace(loader *L, tg_node *nd, json_object *jt, const char *where) {
+    if (!json_object_is_type(jt, json_type_array))
+        return lerr(L, TG_ELOAD, "%s.trace: expected an array of frames", where);
+    size_t n = json_object_array_length(jt);
+    if (!n) return TG_OK;
+    nd->trace.frames = tg_calloc(n, sizeof *nd->trace.frames);
+    if (!nd->trace.frames) return lerr(L, TG_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_object *f = json_object_array_get_idx(jt, i), *x;
+        tg_frame *fr = &nd->trace.frames[i];
+        fr->line = -1;
+        nd->trace.n++;
+        if (!json_object_is_type(f, json_type_object))
+            return lerr(L, TG_ELOAD, "%s.trace[%zu]: expected an object", where, i);
+        if (json_object_object_get_ex(f, "file", &x) && json_object_is_type(x, json_type_string))
+            fr->file = tg_strdup(json_object_get_string(x));
+        if (json_object_object_get_ex(f, "function", &x) &&
+            json_object_is_type(x, json_type_string))
+            fr->function = tg_strdup(json_object_get_string(x));
+        if (json_object_object_get_ex(f, "code", &x) && json_object_is_type(x, json_type_string))
+            fr->code = tg_strdup(json_object_get_string(x));
+        if (json_object_object_get_ex(f, "line", &x)) {
+            if (!json_object_is_type(x, json_type_int))
+                return lerr(L, TG_ELOAD, "%s.trace[%zu].line: expected an integer", where, i);
+            fr->line = json_object_get_int64(x);
+        }
+    }
+    return TG_OK;
+}
+
+/* First pass over one node: op, outputs. */
+static int load_node_outputs(loader *L, json_object *o, size_t j) {
+    char where[64];
+    snprintf(where, sizeof where, "nodes[%zu]", j);
+    if (!json_object_is_type(o, json_type_object))
+        return lerr(L, TG_ELOAD, "%s: expected an object", where);
+    int rc = check_keys(L, o, NODE_KEYS, where);
+    if (rc) return rc;
+    json_object *jop, *jout, *jin;
+    if (!json_object_object_get_ex(o, "op", &jop) || !json_object_is_type(jop, json_type_string))
+        return lerr(L, TG_ELOAD, "%s.op: expected an op name", where);
+    const char *opname = json_object_get_string(jop);
+    const tg_op *op = tg_op_find(opname);
+    if (!op) {
+        if (!strcmp(opname, "grad") || !strcmp(opname, "rop") || !strcmp(opname, "lop"))
+            return lerr(L, TG_EUNSUPPORTED,
+                        "%s.op: derived variable '%s' is not supported yet in this build",
+                        where, opname);
+        if (tg_op_is_planned(opname))
+            return lerr(L, TG_EUNSUPPORTED, "%s.op: op '%s' is not implemented yet in this build",
+                        where, opname);
+        return lerr(L, TG_ELOAD, "%s.op: unknown op '%.64s' (did you mean '%s'?)", where, opname,
+                    tg_op_nearest(opname));
+    }
+    if (!json_object_object_get_ex(o, "outputs", &jout) ||
+        !json_object_is_type(jout, json_type_array))
+        return lerr(L, TG_ELOAD, "%s.outputs: expected an array of ids", where);
+    if (!json_object_object_get_ex(o, "inputs", &jin) ||
+        !json_object_is_type(jin, json_type_array))
+        return lerr(L, TG_ELOAD, "%s.inputs: expected an array", where);
+    int nout = (int)json_object_array_length(jout), nin = (int)json_object_array_length(jin);
+    tg_node *nd = tg_node_new(op, nin, nout);
+    if (!nd || tg_graph_add_node(L->g, nd)) {
+        tg_node_free(nd);
+        return lerr(L, TG_ENOMEM, "out of memory");
+    }
+    nd->json_index = (int)j;
+    L->file_order[L->nfile++] = nd;
+    json_object *jn;
+    if (json_object_object_get_ex(o, "name", &jn)) {
+        if (!json_object_is_type(jn, json_type_string))
+            return lerr(L, TG_ELOAD, "%s.name: expected a string", where);
+        if (!(nd->name = tg_strdup(json_object_get_string(jn))))
+            return lerr(L, TG_ENOMEM, "out of memory");
+    }
+    for (int k = 0; k < nout; k++) {
+        json_object *e = json_object_array_get_idx(jout, (size_t)k);
+        if (!json_object_is_type(e, json_type_string))
+            return lerr(L, TG_ELOAD, "%s.outputs[%d]: expected an id", where, k);
+        const char *id = json_object_get_string(e);
+        if (!tg_id_valid(id))
+            return lerr(L, TG_ELOAD, "%s.outputs[%d]: '%.140s' is not a valid id", where, k, id);
+        tg_var *v = tg_graph_find(L->g, id);
+        if (v) {
+            if (v->owner)
+                return lerr(L, TG_ELOAD,
+                            "%s.outputs[%d]: '%s' is already produced by nodes[%d] (each "
+                            "variable has one producer)",
+                            where, k, id, v->owner->json_index);
+            if (v->kind != TG_VAR_INPUT)
+                return lerr(L, TG_ELOAD,
+                            "%s.outputs[%d]: '%s' is declared %s at variables[%d] and cannot "
+                            "be produced by a node",
+                            where, k, id, v->kind == TG_VAR_CONSTANT ? "constant" : "shared",
+                            v->json_index);
+            v->kind = TG_VAR_RESULT;
+        } else {
+            v = tg_var_new(id, TG_VAR_RESULT);
+            if (!v || tg_graph_add_var(L->g, v)) {
+                tg_var_free(v);
+                return lerr(L, TG_ENOMEM, "out of memory");
+            }
+        }
+        v->owner = nd;
+        v->owner_index = k;
+        nd->outputs[k] = v;
+    }
+    return TG_OK;
+}
+
+static int new_inline_const(loader *L, tg_node *nd, int k, json_object *jv,
+                            const char *where, tg_var **out) {
+    bool weak = false;
+    tg_array *a = tg_value_from_json(jv, TG_DTYPE_INVALID, -1, NULL, L->dir, where, &weak,
+                                     L->ctx);
+    if (!a) return lwrap(L, TG_ELOAD);
+    char id[160];
+    const char *base = nd->nout ? nd->outputs[0]->id : "node";
+    snprintf(id, sizeof id, "%.100s:in%d", base, k);
+    for (int s = 1; tg_graph_find(L->g, id); s++)
+        snprintf(id, sizeof id, "%.100s:in%d.%d", base, k, s);
+    tg_var *v = tg_var_new(id, TG_VAR_CONSTANT);
+    if (!v || tg_graph_add_var(L->g, v)) {
+        tg_var_free(v);
+        tg_array_free(a);
+        return lerr(L, TG_ENOMEM, "out of memory");
+    }
+    v->value = a;
+    v->weak = weak;
+    v->inline_const = true;
+    v->type.dtype = a->dtype;
+    v->type.ndim = a->ndim;
+    memcpy(v->type.shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+    *out = v;
+    return TG_OK;
+}
+
+/* Second pass: inputs, arity, attrs, trace, inplace. */
+static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
+    char where[64];
+    snprintf(where, sizeof where, "nodes[%d]", nd->json_index);
+    const tg_op *op = nd->op;
+    json_object *jin;
+    json_object_object_get_ex(o, "inputs", &jin);
+    for (int k = 0; k < nd->nin; k++) {
+        json_object *e = json_object_array_get_idx(jin, (size_t)k);
+        char w[96];
+        snprintf(w, sizeof w, "%s.inputs[%d]", where, k);
+        if (json_object_is_type(e, json_type_string)) {
+            const char *id = json_object_get_string(e);
+            tg_var *v = tg_graph_find(L->g, id);
+            if (!v)
+                return node_err(L, nd, TG_ELOAD,
+                                "inputs[%d]: '%.140s' is not declared and no node produces it",
+                                k, id);
+            nd->inputs[k] = v;
+        } else if (json_object_is_type(e, json_type_object)) {
+            json_object *jv;
+            if (!json_object_object_get_ex(e, "value", &jv) || json_object_object_length(e) != 1)
+                return node_err(L, nd, TG_ELOAD,
+                                "inputs[%d]: expected an id or {\"value\": V}", k);
+            snprintf(w, sizeof w, "%s.inputs[%d].value", where, k);
+            int rc = new_inline_const(L, nd, k, jv, w, &nd->inputs[k]);
+            if (rc) return rc;
+        } else {
+            return node_err(L, nd, TG_ELOAD, "inputs[%d]: expected an id or {\"value\": V}", k);
+        }
+    }
+    if (nd->nin < op->nin_min || (op->nin_max >= 0 && nd->nin > op->nin_max)) {
+        if (op->nin_min == op->nin_max)
+            return node_err(L, nd, TG_ELOAD, "inputs: %s expects %d inputs, got %d", op->name,
+                            op->nin_min, nd->nin);
+        if (op->nin_max < 0)
+            return node_err(L, nd, TG_ELOAD, "inputs: %s expects at least %d inputs, got %d",
+                            op->name, op->nin_min, nd->nin);
+        return node_err(L, nd, TG_ELOAD, "inputs: %s expects %d to %d inputs, got %d", op->name,
+                        op->nin_min, op->nin_max, nd->nin);
+    }
+    if (op->nout >= 0 && nd->nout != op->nout)
+        return node_err(L, nd, TG_ELOAD, "outputs: %s has %d output%s, got %d", op->name,
+                        op->nout, op->nout == 1 ? "" : "s", nd->nout);
+    if (nd->nout == 0) return lerr(L, TG_ELOAD, "%s.outputs: a node needs outputs", where);
+    json_object *ja;
+    if (json_object_object_get_ex(o, "attrs", &ja)) {
+        if (!json_object_is_type(ja, json_type_object))
+            return node_err(L, nd, TG_ELOAD, "attrs: expected an object");
+        if (!(op->flags & TG_OPF_OPEN_ATTRS)) {
+            json_object_object_foreach(ja, key, val) {
+                (void)val;
+                if (!op->attr_keys || !key_in(key, op->attr_keys))
+                    return node_err(L, nd, TG_ELOAD, "attrs.%s: %s has no attribute '%s'", key,
+                                    op->name, key);
+            }
+        }
+        /* Our own copy: parse_attrs adds the defaults to it. */
+        if (json_object_deep_copy(ja, &nd->attrs, NULL) != 0)
+            return lerr(L, TG_ENOMEM, "out of memory");
+    }
+    if (op->parse_attrs) {
+        int rc = op->parse_attrs(nd, L->ctx);
+        if (rc) {
+            char desc[256];
+            tg_node_describe(nd, desc, sizeof desc);
+            tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
+            return rc;
+        }
+    }
+    json_object *jt;
+    if (json_object_object_get_ex(o, "trace", &jt)) {
+        int rc = load_trace(L, nd, jt, where);
+        if (rc) return rc;
+    }
+    json_object *jip;
+    if (json_object_object_get_ex(o, "inplace", &jip)) {
+        if (!json_object_is_type(jip, json_type_object))
+            return node_err(L, nd, TG_ELOAD, "inplace: expected an object {\"out\": in}");
+        nd->inplace = tg_malloc((size_t)nd->nout);
+        if (!nd->inplace) return lerr(L, TG_ENOMEM, "out of memory");
+        memset(nd->inplace, -1, (size_t)nd->nout);
+        json_object_object_foreach(jip, key, val) {
+            char *end;
+            long oi = strtol(key, &end, 10);
+            if (*end || end == key || oi < 0 || oi >= nd->nout)
+                return node_err(L, nd, TG_ELOAD, "inplace.%s: not an output index", key);
+            if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) < 0 ||
+                json_object_get_int64(val) >= nd->nin)
+                return node_err(L, nd, TG_ELOAD, "inplace.%s: not an input index", key);
+            int ii = (int)json_object_get_int64(val);
+            if (!(op->flags & TG_OPF_ELEMWISE))
+                return node_err(L, nd, TG_ELOAD, "inplace: %s cannot work in place", op->name);
+            nd->inplace[oi] = (int8_t)ii;
+        }
+    }
+    return TG_OK;
+}
+
+/* ---- types ---- */
+
+static int infer_types(loader *L) {
+    for (int i = 0; i < L->g->nnodes; i++) {
+        tg_node *nd = L->g->nodes[i];
+        tg_type declared[16];
+        bool given[16] = {0};
+        for (int k = 0; k < nd->nin; k++) {
+            tg_var *v = nd->inputs[k];
+            if (v->type.dtype == TG_DTYPE_INVALID || v->type.ndim < 0)
+                return node_err(L, nd, TG_ELOAD,
+                                "inputs[%d]: '%s' has no type (declare it in variables with a "
+                                "type)",
+                                k, v->id);
+        }
+        for (int k = 0; k < nd->nout && k < 16; k++) {
+            tg_var *v = nd->outputs[k];
+            if (v->type_given) {
+                declared[k] = v->type;
+                given[k] = true;
+            }
+            v->type.dtype = TG_DTYPE_INVALID;
+            v->type.ndim = -1;
+        }
+        int rc = nd->op->infer(nd, L->ctx);
+        if (rc) {
+            char desc[256];
+            tg_node_describe(nd, desc, sizeof desc);
+            tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
+            return rc;
+        }
+        for (int k = 0; k < nd->nout; k++) {
+            tg_var *v = nd->outputs[k];
+            if (v->type.dtype == TG_DTYPE_INVALID || v->type.ndim < 0)
+                return node_err(L, nd, TG_ELOAD, "outputs[%d]: the op gave no type", k);
+            if (k >= 16 || !given[k]) continue;
+            tg_type *d = &declared[k];
+            char want[160], got[160];
+            tg_type_str(d, want, sizeof want);
+            tg_type_str(&v->type, got, sizeof got);
+            if (d->dtype != v->type.dtype || d->ndim != v->type.ndim || !tg_type_compatible(d, &v->type))
+                return node_err(L, nd, TG_ETYPE,
+                                "outputs[%d]: '%s' is declared %s at variables[%d], but the op "
+                                "gives %s",
+                                k, v->id, want, v->json_index, got);
+            for (int a = 0; a < d->ndim; a++)
+                if (v->type.shape[a] < 0) v->type.shape[a] = d->shape[a];
+        }
+    }
+    return TG_OK;
+}
+
+/* ---- functions ---- */
+
+static const char *const FUNC_KEYS[] = {"inputs", "outputs", "updates", NULL};
+
+static int id_list(loader *L, json_object *arr, const char *where, tg_var ***out, int *n) {
+    if (!json_object_is_type(arr, json_type_array))
+        return lerr(L, TG_ELOAD, "%s: expected an array of ids", where);
+    *n = (int)json_object_array_length(arr);
+    *out = tg_calloc((size_t)*n + 1, sizeof **out);
+    if (!*out) return lerr(L, TG_ENOMEM, "out of memory");
+    for (int i = 0; i < *n; i++) {
+        json_object *e = json_object_array_get_idx(arr, (size_t)i);
+        if (!json_object_is_type(e, json_type_string))
+            return lerr(L, TG_ELOAD, "%s[%d]: expected an id", where, i);
+        tg_var *v = tg_graph_find(L->g, json_object_get_string(e));
+        if (!v)
+            return lerr(L, TG_ELOAD, "%s[%d]: unknown id '%.140s'", where, i,
+                        json_object_get_string(e));
+        (*out)[i] = v;
+    }
+    return TG_OK;
+}
+
+static int load_functions(loader *L, json_object *jf) {
+    tg_graph *g = L->g;
+    if (!json_object_is_type(jf, json_type_object))
+        return lerr(L, TG_ELOAD, "functions: expected an object (name -> function)");
+    int n = json_object_object_length(jf);
+    g->funcs = tg_calloc((size_t)n + 1, sizeof *g->funcs);
+    if (!g->funcs) return lerr(L, TG_ENOMEM, "out of memory");
+    json_object_object_foreach(jf, name, fo) {
+        tg_fdecl *fd = &g->funcs[g->nfuncs++];
+        fd->json_inputs_given = 1;
+        if (!(fd->name = tg_strdup(name))) return lerr(L, TG_ENOMEM, "out of memory");
+        char where[200];
+        snprintf(where, sizeof where, "functions.%.100s", name);
+        if (!json_object_is_type(fo, json_type_object))
+            return lerr(L, TG_ELOAD, "%s: expected an object", where);
+        int rc = check_keys(L, fo, FUNC_KEYS, where);
+        if (rc) return rc;
+        json_object *ji, *jo, *ju;
+        char w[240];
+        if (!json_object_object_get_ex(fo, "inputs", &ji))
+            return lerr(L, TG_ELOAD, "%s.inputs: missing", where);
+        if (!json_object_object_get_ex(fo, "outputs", &jo))
+            return lerr(L, TG_ELOAD, "%s.outputs: missing", where);
+        snprintf(w, sizeof w, "%s.inputs", where);
+        if ((rc = id_list(L, ji, w, &fd->inputs, &fd->nin))) return rc;
+        snprintf(w, sizeof w, "%s.outputs", where);
+        if ((rc = id_list(L, jo, w, &fd->outputs, &fd->nout))) return rc;
+        for (int i = 0; i < fd->nin; i++) {
+            tg_var *v = fd->inputs[i];
+            if (v->kind == TG_VAR_CONSTANT || v->kind == TG_VAR_SHARED)
+                return lerr(L, TG_ELOAD, "%s.inputs[%d]: '%s' is %s, not an input", where, i,
+                            v->id, v->kind == TG_VAR_CONSTANT ? "a constant" : "shared");
+            for (int j = 0; j < i; j++)
+                if (fd->inputs[j] == v)
+                    return lerr(L, TG_ELOAD, "%s.inputs[%d]: '%s' is listed twice", where, i,
+                                v->id);
+        }
+        if (json_object_object_get_ex(fo, "updates", &ju)) {
+            if (!json_object_is_type(ju, json_type_object))
+                return lerr(L, TG_ELOAD, "%s.updates: expected an object (shared id -> id)",
+                            where);
+            int nu = json_object_object_length(ju);
+            fd->updates = tg_calloc((size_t)nu + 1, sizeof *fd->updates);
+            if (!fd->updates) return lerr(L, TG_ENOMEM, "out of memory");
+            json_object_object_foreach(ju, sid, jval) {
+                tg_var *s = tg_graph_find(g, sid);
+                if (!s || s->kind != TG_VAR_SHARED)
+                    return lerr(L, TG_ELOAD, "%s.updates.%.100s: not a shared variable", where,
+                                sid);
+                if (!json_object_is_type(jval, json_type_string))
+                    return lerr(L, TG_ELOAD, "%s.updates.%s: expected an id", where, sid);
+                tg_var *v = tg_graph_find(g, json_object_get_string(jval));
+                if (!v)
+                    return lerr(L, TG_ELOAD, "%s.updates.%s: unknown id '%.140s'", where, sid,
+                                json_object_get_string(jval));
+                if (v->type.dtype != s->type.dtype || v->type.ndim != s->type.ndim ||
+                    !tg_type_compatible(&v->type, &s->type)) {
+                    char a[160], b[160];
+                    tg_type_str(&s->type, a, sizeof a);
+                    tg_type_str(&v->type, b, sizeof b);
+                    return lerr(L, TG_ETYPE,
+                                "%s.updates.%s: the new value '%s' is %s, but the shared "
+                                "variable is %s",
+                                where, sid, v->id, b, a);
+                }
+                fd->updates[fd->nupd].shared = s;
+                fd->updates[fd->nupd].value = v;
+                fd->nupd++;
+            }
+        }
+    }
+    return TG_OK;
+}
+
+/* No `functions`: one implicit `main`. */
+static int implicit_main(loader *L) {
+    tg_graph *g = L->g;
+    g->funcs = tg_calloc(1, sizeof *g->funcs);
+    if (!g->funcs) return lerr(L, TG_ENOMEM, "out of memory");
+    tg_fdecl *fd = &g->funcs[0];
+    g->nfuncs = 1;
+    fd->name = tg_strdup("main");
+    fd->inputs = tg_calloc((size_t)g->nvars + 1, sizeof *fd->inputs);
+    fd->outputs = tg_calloc((size_t)g->nvars + 1, sizeof *fd->outputs);
+    bool *consumed = tg_calloc((size_t)g->nvars + 1, sizeof *consumed);
+    if (!fd->name || !fd->inputs || !fd->outputs || !consumed) {
+        tg_free(consumed);
+        return lerr(L, TG_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < g->nvars; i++) {
+        tg_var *v = g->vars[i];
+        if (v->declared && v->kind == TG_VAR_INPUT && !v->owner) fd->inputs[fd->nin++] = v;
+    }
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->nin; k++) consumed[g->nodes[i]->inputs[k]->index] = true;
+    for (int i = 0; i < L->nfile; i++) {
+        tg_node *nd = L->file_order[i];
+        for (int k = 0; k < nd->nout; k++)
+            if (!consumed[nd->outputs[k]->index]) fd->outputs[fd->nout++] = nd->outputs[k];
+    }
+    tg_free(consumed);
+    return TG_OK;
+}
+
+/* ---- the whole file ---- */
+
+static const char *const TOP_KEYS[] = {"format", "version", "name", "variables",
+                                       "nodes", "functions", "meta", NULL};
+
+static int load_root(loader *L, json_object *root) {
+    tg_graph *g = L->g;
+    if (!json_object_is_type(root, json_type_object))
+        return lerr(L, TG_ELOAD, "(root): expected a JSON object");
+    int rc = check_keys(L, root, TOP_KEYS, "(root)");
+    if (rc) return rc;
+    json_object *jf, *jv, *jvars, *jnodes, *jfun, *jmeta, *jname;
+    if (!json_object_object_get_ex(root, "format", &jf) ||
+        !json_object_is_type(jf, json_type_string) ||
+        strcmp(json_object_get_string(jf), "tg-graph"))
+        return lerr(L, TG_ELOAD, "format: expected \"tg-graph\"");
+    if (!json_object_object_get_ex(root, "version", &jv) || !json_object_is_type(jv, json_type_int))
+        return lerr(L, TG_ELOAD, "version: expected the integer 1");
+    int64_t ver = json_object_get_int64(jv);
+    if (ver > 1)
+        return lerr(L, TG_EVERSION,
+                    "version: format version %lld is newer than this tg supports (1)",
+                    (long long)ver);
+    if (ver != 1) return lerr(L, TG_ELOAD, "version: expected the integer 1");
+    if (json_object_object_get_ex(root, "name", &jname)) {
+        if (!json_object_is_type(jname, json_type_string))
+            return lerr(L, TG_ELOAD, "name: expected a string");
+        if (!(g->name = tg_strdup(json_object_get_string(jname))))
+            return lerr(L, TG_ENOMEM, "out of memory");
+    }
+    if (json_object_object_get_ex(root, "meta", &jmeta)) {
+        if (!json_object_is_type(jmeta, json_type_object))
+            return lerr(L, TG_ELOAD, "meta: expected an object");
+        g->meta = json_object_get(jmeta);
+    }
+    if (!json_object_object_get_ex(root, "variables", &jvars))
+        return lerr(L, TG_ELOAD, "variables: missing (an array, possibly empty)");
+    if (!json_object_object_get_ex(root, "nodes", &jnodes))
+        return lerr(L, TG_ELOAD, "nodes: missing (an array, possibly empty)");
+    if ((rc = load_variables(L, jvars))) return rc;
+    if (!json_object_is_type(jnodes, json_type_array))
+        return lerr(L, TG_ELOAD, "nodes: expected an array");
+    size_t nn = json_object_array_length(jnodes);
+    L->file_order = tg_calloc(nn + 1, sizeof *L->file_order);
+    if (!L->file_order) return lerr(L, TG_ENOMEM, "out of memory");
+    for (size_t j = 0; j < nn; j++)
+        if ((rc = load_node_outputs(L, json_object_array_get_idx(jnodes, j), j))) return rc;
+    for (int i = 0; i < g->nvars; i++) {
+        tg_var *v = g->vars[i];
+        if (v->declared && !v->owner && !v->type_given)
+            return lerr(L, TG_ELOAD,
+                        "variables[%d].type: '%s' is an input and needs a type", v->json_index,
+                        v->id);
+    }
+    for (int i = 0; i < L->nfile; i++)
+        if ((rc = load_node_rest(L, json_object_array_get_idx(jnodes, (size_t)i), L->file_order[i])))
+            return rc;
+    if ((rc = tg_graph_toposort(g, L->ctx))) return lwrap(L, TG_ELOAD);
+    if ((rc = infer_types(L))) return rc;
+    if (json_object_object_get_ex(root, "functions", &jfun))
+        rc = load_functions(L, jfun);
+    else
+        rc = implicit_main(L);
+    if (rc) return rc;
+    for (int i = 0; i < g->nfuncs; i++) {
+        tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[i], L->ctx);
+        if (!fg) return lwrap(L, TG_EMISSING);
+        tg_fgraph_free(fg);
+    }
+    return TG_OK;
+}
+
+static void line_col(const char *s, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && s[i]; i++) {
+        if (s[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+static tg_graph *load_text(const char *json, size_t len, const char *dir, const char *what,
+                           tg_ctx *ctx) {
+    loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0};
+    tg_graph *g = NULL;
+    json_tokener *tok = json_tokener_new_ex(128);
+    if (!tok) {
+        lerr(&L, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (len > (size_t)INT32_MAX) {
+        json_tokener_free(tok);
+        lerr(&L, TG_EPARSE, "file too large for the JSON parser");
+        return NULL;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *root = json_tokener_parse_ex(tok, json, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    if (!root || jerr != json_tokener_success) {
+        int line, col;
+        line_col(json, end, &line, &col);
+        lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: %s", line, col,
+             jerr == json_tokener_continue ? "unexpected end of input"
+                                           : json_tokener_error_desc(jerr));
+        goto done;
+    }
+    while (end < len && (json[end] == ' ' || json[end] == '\n' || json[end] == '\t' ||
+                         json[end] == '\r'))
+        end++;
+    if (end < len) {
+        int line, col;
+        line_col(json, end, &line, &col);
+        lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: text after the end", line, col);
+        goto done;
+    }
+    g = tg_graph_alloc();
+    if (!g || !(g->path = tg_strdup(L.what)) || (dir && !(g->dir = tg_strdup(dir)))) {
+        lerr(&L, TG_ENOMEM, "out of memory");
+        tg_graph_free(g);
+        g = NULL;
+        goto done;
+    }
+    L.g = g;
+    if (load_root(&L, root)) {
+        tg_graph_free(g);
+        g = NULL;
+    }
+done:
+    tg_free(L.file_order);
+    if (root) json_object_put(root);
+    json_tokener_free(tok);
+    return g;
+}
+
+tg_graph *tg_graph_load_string(const char *json, size_t len, const char *dir,
+                               const char *what, tg_ctx *ctx) {
+    return load_text(json, len, dir, what, ctx);
+}
+
+tg_graph *tg_graph_load(const char *path, tg_ctx *ctx) {
+    size_t len;
+    char *text = tg_file_read(path, &len, ctx);
+    if (!text) return NULL;
+    char *pc = tg_strdup(path);
+    if (!pc) {
+        tg_free(text);
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    tg_graph *g = load_text(text, len, dirname(pc), path, ctx);
+    tg_free(pc);
+    tg_free(text);
+    return g;
+}
