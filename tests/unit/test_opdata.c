@@ -1,4 +1,4 @@
-/* The data-driven op tests: every tests/data/ops/*.json is a graph whose
+/* The data-driven op tests: every JSON file in tests/data/ops is a graph whose
  * meta.tests lists calls with inputs and the outputs NumPy computed (see
  * tests/data/gen/). One cmocka test per file. TG_OPDATA_FILTER=substring
  * runs only the matching files. */
