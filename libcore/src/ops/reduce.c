@@ -1,0 +1,536 @@
+/* Reductions (FORMAT.md s7): sum prod mean max min all any logsumexp var
+ * std argmax argmin, over any set of axes, with keepdims.
+ *
+ * The input is viewed with the kept axes first and the reduced axes last,
+ * so that every output element reduces one run of `inner` elements. When
+ * that run is contiguous (the reduced axes are trailing), rows are reduced
+ * in place; when the reduced axes lead and the rest is contiguous (a sum
+ * over the batch), whole rows are accumulated into the output; anything
+ * else is copied to that layout first. Floats accumulate in double
+ * (integer sums wrap in int64/uint64 as NumPy's); large inputs are split
+ * over OpenMP threads.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/op.h"
+
+typedef enum red_kind {
+    R_SUM, R_PROD, R_MEAN, R_MAX, R_MIN, R_ALL, R_ANY, R_LSE, R_VAR, R_STD, R_ARGMAX, R_ARGMIN
+} red_kind;
+
+typedef struct red_impl {
+    red_kind kind;
+} red_impl;
+
+static const char *const KEYS[] = {"axis", "keepdims", NULL};
+static const char *const VAR_KEYS[] = {"axis", "keepdims", "ddof", NULL};
+
+static int red_attrs(tg_node *n, tg_ctx *ctx) {
+    const red_impl *im = n->op->impl;
+    bool arg = im->kind == R_ARGMAX || im->kind == R_ARGMIN;
+    int rc = tg_attr_axis(n, "axis", true, !arg, true, ctx);
+    if (!rc) rc = tg_attr_bool(n, "keepdims", false, &n->a.keepdims, ctx);
+    if (!rc && (im->kind == R_VAR || im->kind == R_STD)) {
+        rc = tg_attr_int(n, "ddof", true, 0, &n->a.ddof, ctx);
+        if (!rc && n->a.ddof < 0) rc = tg_errorf(ctx, TG_ELOAD, "attrs.ddof: must be >= 0");
+    }
+    return rc;
+}
+
+static tg_dtype out_dtype(red_kind k, tg_dtype in) {
+    char kind = tg_dtype_kind(in);
+    switch (k) {
+    case R_SUM:
+    case R_PROD:
+        return kind == 'u' ? TG_UINT64 : kind == 'f' ? in : TG_INT64;
+    case R_MEAN:
+    case R_LSE:
+    case R_VAR:
+    case R_STD:
+        return tg_dtype_float_of(in);
+    case R_MAX:
+    case R_MIN:
+        return in;
+    case R_ALL:
+    case R_ANY:
+        return TG_BOOL;
+    default:
+        return TG_INT64;
+    }
+}
+
+static int red_infer(tg_node *n, tg_ctx *ctx) {
+    const red_impl *im = n->op->impl;
+    const tg_type *it = &n->inputs[0]->type;
+    int rc = tg_weak_resolve(n, 0, 1, &(tg_dtype){0}, ctx);
+    if (rc) return rc;
+    if ((rc = tg_axes_normalize(n, it->ndim, ctx))) return rc;
+    int64_t shape[TG_MAX_NDIM];
+    int nd = 0;
+    bool flat_arg = (im->kind == R_ARGMAX || im->kind == R_ARGMIN) && n->a.axis_null;
+    for (int d = 0; d < it->ndim; d++) {
+        if (n->a.axis_mask & (1u << d)) {
+            if (n->a.keepdims) shape[nd++] = 1;
+        } else {
+            shape[nd++] = it->shape[d];
+        }
+    }
+    (void)flat_arg;
+    tg_set_out_type(n, 0, out_dtype(im->kind, it->dtype), nd, shape);
+    return TG_OK;
+}
+
+/* ---- row reductions: one output element from n elements at stride s ---- */
+
+/* The result of reducing a row, in a form every kind can store. */
+typedef struct red_val {
+    double d;
+    int64_t i;
+    uint64_t u;
+} red_val;
+
+#define CASES(X)                                                                 \
+    case TG_BOOL: X(uint8_t); break;                                             \
+    case TG_INT8: X(int8_t); break;                                              \
+    case TG_INT16: X(int16_t); break;                                            \
+    case TG_INT32: X(int32_t); break;                                            \
+    case TG_INT64: X(int64_t); break;                                            \
+    case TG_UINT8: X(uint8_t); break;                                            \
+    case TG_UINT16: X(uint16_t); break;                                          \
+    case TG_UINT32: X(uint32_t); break;                                          \
+    case TG_UINT64: X(uint64_t); break;                                          \
+    case TG_FLOAT32: X(float); break;                                            \
+    case TG_FLOAT64: X(double); break;                                           \
+    default: break;
+
+#define AT(T, k) (*(const T *)(p + (k) * s))
+
+/* Pairwise summation in double for floats (NumPy's accuracy), unrolled
+ * for contiguous data. */
+static double sum_f64(const double *p, int64_t n) {
+    if (n <= 128) {
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            a0 += p[i];
+            a1 += p[i + 1];
+            a2 += p[i + 2];
+            a3 += p[i + 3];
+        }
+        for (; i < n; i++) a0 += p[i];
+        return (a0 + a1) + (a2 + a3);
+    }
+    int64_t h = (n / 2) & ~(int64_t)7;
+    return sum_f64(p, h) + sum_f64(p + h, n - h);
+}
+
+static double sum_f32(const float *p, int64_t n) {
+    if (n <= 128) {
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            a0 += p[i];
+            a1 += p[i + 1];
+            a2 += p[i + 2];
+            a3 += p[i + 3];
+        }
+        for (; i < n; i++) a0 += p[i];
+        return (a0 + a1) + (a2 + a3);
+    }
+    int64_t h = (n / 2) & ~(int64_t)7;
+    return sum_f32(p, h) + sum_f32(p + h, n - h);
+}
+
+static double row_sum_d(tg_dtype dt, const char *p, int64_t n, int64_t s) {
+    if (dt == TG_FLOAT64 && s == 8) return sum_f64((const double *)p, n);
+    if (dt == TG_FLOAT32 && s == 4) return sum_f32((const float *)p, n);
+    double acc = 0;
+    if (dt == TG_FLOAT16) {
+        for (int64_t k = 0; k < n; k++) acc += tg_half_to_float(AT(uint16_t, k));
+        return acc;
+    }
+#define X(T) for (int64_t k = 0; k < n; k++) acc += (double)AT(T, k)
+    switch (dt) { CASES(X) }
+#undef X
+    return acc;
+}
+
+static double load_d(tg_dtype dt, const char *p) { return tg_load_f64(dt, p); }
+
+/* max or min; NaN propagates (the first NaN wins). Exact for integers. */
+static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max,
+                        char *out) {
+    if (tg_dtype_is_float(dt)) {
+        double m = load_d(dt, p);
+        if (dt == TG_FLOAT64 && s == 8 && m == m) {
+            const double *q = (const double *)p;
+            double a = m, b = m;
+            bool nan = false;
+            int64_t k = 1;
+            if (is_max) {
+                for (; k + 2 <= n; k += 2) {
+                    a = q[k] > a ? q[k] : a;
+                    b = q[k + 1] > b ? q[k + 1] : b;
+                    nan |= (q[k] != q[k]) | (q[k + 1] != q[k + 1]);
+                }
+                for (; k < n; k++) {
+                    a = q[k] > a ? q[k] : a;
+                    nan |= q[k] != q[k];
+                }
+                m = a > b ? a : b;
+            } else {
+                for (; k + 2 <= n; k += 2) {
+                    a = q[k] < a ? q[k] : a;
+                    b = q[k + 1] < b ? q[k + 1] : b;
+                    nan |= (q[k] != q[k]) | (q[k + 1] != q[k + 1]);
+                }
+                for (; k < n; k++) {
+                    a = q[k] < a ? q[k] : a;
+                    nan |= q[k] != q[k];
+                }
+                m = a < b ? a : b;
+            }
+            if (nan) m = NAN;
+        } else {
+            for (int64_t k = 1; k < n && m == m; k++) {
+                double v = load_d(dt, p + k * s);
+                if (v != v || (is_max ? v > m : v < m)) m = v;
+            }
+        }
+        tg_store_f64(dt, out, m);
+        return;
+    }
+#define X(T)                                                                     \
+    {                                                                            \
+        T m = AT(T, 0);                                                          \
+        for (int64_t k = 1; k < n; k++) {                                        \
+            T v = AT(T, k);                                                      \
+            if (is_max ? v > m : v < m) m = v;                                   \
+        }                                                                        \
+        *(T *)out = m;                                                           \
+    }
+    switch (dt) { CASES(X) }
+#undef X
+}
+
+static int64_t row_argext(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max) {
+    int64_t best = 0;
+    if (tg_dtype_is_float(dt)) {
+        double m = load_d(dt, p);
+        if (m != m) return 0;
+        for (int64_t k = 1; k < n; k++) {
+            double v = load_d(dt, p + k * s);
+            if (v != v) return k;
+            if (is_max ? v > m : v < m) {
+                m = v;
+                best = k;
+            }
+        }
+        return best;
+    }
+#define X(T)                                                                     \
+    {                                                                            \
+        T m = AT(T, 0);                                                          \
+        for (int64_t k = 1; k < n; k++) {                                        \
+            T v = AT(T, k);                                                      \
+            if (is_max ? v > m : v < m) {                                        \
+                m = v;                                                           \
+                best = k;                                                        \
+            }                                                                    \
+        }                                                                        \
+    }
+    switch (dt) { CASES(X) }
+#undef X
+    return best;
+}
+
+/* Reduce one row into out (of the op's output dtype). */
+static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const char *p,
+                       int64_t n, int64_t s, char *out) {
+    switch (k) {
+    case R_SUM:
+    case R_MEAN:
+        if (tg_dtype_is_float(od)) {
+            double v = row_sum_d(dt, p, n, s);
+            tg_store_f64(od, out, k == R_MEAN ? (n ? v / (double)n : NAN) : v);
+        } else if (od == TG_UINT64) {
+            uint64_t acc = 0;
+            for (int64_t i = 0; i < n; i++) acc += (uint64_t)tg_load_i64(dt, p + i * s);
+            *(uint64_t *)out = acc;
+        } else {
+            uint64_t acc = 0;
+            for (int64_t i = 0; i < n; i++) acc += (uint64_t)tg_load_i64(dt, p + i * s);
+            *(int64_t *)out = (int64_t)acc;
+        }
+        return;
+    case R_PROD:
+        if (tg_dtype_is_float(od)) {
+            double v = 1;
+            for (int64_t i = 0; i < n; i++) v *= load_d(dt, p + i * s);
+            tg_store_f64(od, out, v);
+        } else {
+            uint64_t acc = 1;
+            for (int64_t i = 0; i < n; i++) acc *= (uint64_t)tg_load_i64(dt, p + i * s);
+            if (od == TG_UINT64)
+                *(uint64_t *)out = acc;
+            else
+                *(int64_t *)out = (int64_t)acc;
+        }
+        return;
+    case R_MAX:
+    case R_MIN:
+        row_extreme(dt, p, n, s, k == R_MAX, out);
+        return;
+    case R_ALL:
+    case R_ANY: {
+        bool all = true, any = false;
+        size_t isz = tg_dtype_size(dt);
+        for (int64_t i = 0; i < n; i++) {
+            const char *q = p + i * s;
+            bool nz;
+            if (tg_dtype_is_float(dt))
+                nz = load_d(dt, q) != 0;
+            else {
+                nz = false;
+                for (size_t b = 0; b < isz; b++) nz |= q[b] != 0;
+            }
+            all &= nz;
+            any |= nz;
+            if (k == R_ALL ? !all : any) break;
+        }
+        *(uint8_t *)out = k == R_ALL ? all : any;
+        return;
+    }
+    case R_LSE: {
+        if (!n) {
+            tg_store_f64(od, out, -INFINITY);
+            return;
+        }
+        double m = -INFINITY;
+        bool nan = false;
+        for (int64_t i = 0; i < n; i++) {
+            double v = load_d(dt, p + i * s);
+            if (v != v) nan = true;
+            if (v > m) m = v;
+        }
+        if (nan) {
+            tg_store_f64(od, out, NAN);
+            return;
+        }
+        if (isinf(m)) {
+            tg_store_f64(od, out, m);
+            return;
+        }
+        double acc = 0;
+        for (int64_t i = 0; i < n; i++) acc += exp(load_d(dt, p + i * s) - m);
+        tg_store_f64(od, out, m + log(acc));
+        return;
+    }
+    case R_VAR:
+    case R_STD: {
+        double mean = n ? row_sum_d(dt, p, n, s) / (double)n : NAN, acc = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double d = load_d(dt, p + i * s) - mean;
+            acc += d * d;
+        }
+        double cnt = (double)(n - ddof > 0 ? n - ddof : 0);
+        double v = n ? acc / cnt : NAN;
+        tg_store_f64(od, out, k == R_STD ? sqrt(v) : v);
+        return;
+    }
+    case R_ARGMAX:
+    case R_ARGMIN:
+        *(int64_t *)out = row_argext(dt, p, n, s, k == R_ARGMAX);
+        return;
+    }
+}
+
+/* ---- the kernel ---- */
+
+static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const red_impl *im = n->op->impl;
+    const tg_array *x = in[0];
+    tg_dtype od = n->outputs[0]->type.dtype;
+    uint32_t mask = n->a.axis_mask;
+    int nd = x->ndim;
+    int64_t oshape[TG_MAX_NDIM], outer = 1, inner = 1;
+    int ond = 0, perm[TG_MAX_NDIM], np = 0;
+    (void)np;
+    for (int d = 0; d < nd; d++) {
+        if (mask & (1u << d)) {
+            inner *= x->shape[d];
+            if (n->a.keepdims) oshape[ond++] = 1;
+        } else {
+            outer *= x->shape[d];
+            oshape[ond++] = x->shape[d];
+            perm[np++] = d;
+        }
+    }
+    for (int d = 0; d < nd; d++)
+        if (mask & (1u << d)) perm[np++] = d;
+    if (inner == 0 && outer > 0 &&
+        (im->kind == R_MAX || im->kind == R_MIN || im->kind == R_ARGMAX || im->kind == R_ARGMIN))
+        return tg_errorf(ctx, TG_ERUNTIME,
+                         "zero-size array to reduction operation %s which has no identity",
+                         n->op->name);
+    int rc = tg_array_prepare(&out[0], od, ond, oshape, ctx);
+    if (rc) return rc;
+    char *o = out[0]->data;
+    int64_t osz = (int64_t)tg_dtype_size(od);
+    tg_dtype dt = x->dtype;
+    int64_t isz = (int64_t)tg_dtype_size(dt);
+
+    /* Leading reduced axes over a contiguous rest: accumulate rows (sums
+     * and means of float64/float32, the gradient-of-broadcast case). */
+    bool leading = tg_array_is_contiguous(x) && outer > 1 && inner > 1 &&
+                   (im->kind == R_SUM || im->kind == R_MEAN) && tg_dtype_is_float(dt) &&
+                   dt != TG_FLOAT16;
+    if (leading) {
+        int nred = 0;
+        for (int d = 0; d < nd; d++)
+            if (mask & (1u << d)) nred++;
+        for (int d = 0; d < nred && leading; d++) leading = (mask >> d) & 1u;
+    }
+    if (leading) {
+        double *acc = tg_calloc((size_t)outer, sizeof(double));
+        if (!acc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nth)
+        for (int64_t j0 = 0; j0 < outer; j0 += 256) {
+            int64_t j1 = j0 + 256 < outer ? j0 + 256 : outer;
+            for (int64_t r = 0; r < inner; r++) {
+                const char *row = x->data + r * outer * isz;
+                if (dt == TG_FLOAT64) {
+                    const double *q = (const double *)row;
+                    for (int64_t j = j0; j < j1; j++) acc[j] += q[j];
+                } else {
+                    const float *q = (const float *)row;
+                    for (int64_t j = j0; j < j1; j++) acc[j] += q[j];
+                }
+            }
+        }
+        for (int64_t j = 0; j < outer; j++)
+            tg_store_f64(od, o + j * osz, im->kind == R_MEAN ? acc[j] / (double)inner : acc[j]);
+        tg_free(acc);
+        return TG_OK;
+    }
+
+    /* Rows: the permuted view must have a uniform stride over the reduced
+     * axes; otherwise copy into that layout. */
+    tg_array *v = tg_array_view_transpose(x, perm, ctx), *c = NULL;
+    if (!v) return ctx ? ctx->status : TG_ENOMEM;
+    int kept = nd - (int)__builtin_popcount(mask);
+    int64_t rs = isz; /* stride within a row */
+    bool uniform = true, first = true;
+    int64_t expect = 0;
+    for (int d = nd - 1; d >= kept; d--) {
+        if (v->shape[d] == 1) continue;
+        if (first) {
+            rs = v->strides[d];
+            expect = rs * v->shape[d];
+            first = false;
+        } else if (v->strides[d] != expect) {
+            uniform = false;
+            break;
+        } else {
+            expect *= v->shape[d];
+        }
+    }
+    if (!uniform) {
+        c = tg_array_copy(v, dt);
+        tg_array_free(v);
+        if (!c) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        v = c;
+        rs = isz;
+    }
+    /* Row start pointers come from the kept axes of v. */
+    red_kind k = im->kind;
+    int64_t ddof = n->a.ddof;
+    if (outer == 1) {
+        /* One output: split a long row across threads for sums. */
+        if ((k == R_SUM || k == R_MEAN) && tg_dtype_is_float(od) && inner >= TG_PARALLEL_MIN &&
+            omp_get_max_threads() > 1 && (dt == TG_FLOAT64 || dt == TG_FLOAT32)) {
+            int nth = omp_get_max_threads();
+            double part[64] = {0};
+            if (nth > 64) nth = 64;
+#pragma omp parallel for schedule(static) num_threads(nth)
+            for (int t = 0; t < nth; t++) {
+                int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
+                part[t] = row_sum_d(dt, v->data + b * rs, e - b, rs);
+            }
+            double s = 0;
+            for (int t = 0; t < nth; t++) s += part[t];
+            tg_store_f64(od, o, k == R_MEAN ? s / (double)inner : s);
+        } else if ((k == R_MAX || k == R_MIN) && dt == TG_FLOAT64 && inner >= TG_PARALLEL_MIN &&
+                   omp_get_max_threads() > 1) {
+            int nth = omp_get_max_threads();
+            double part[64];
+            if (nth > 64) nth = 64;
+#pragma omp parallel for schedule(static) num_threads(nth)
+            for (int t = 0; t < nth; t++) {
+                int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
+                row_extreme(dt, v->data + b * rs, e - b, rs, k == R_MAX, (char *)&part[t]);
+            }
+            row_extreme(TG_FLOAT64, (const char *)part, nth, 8, k == R_MAX, o);
+        } else {
+            row_reduce(k, dt, od, ddof, v->data, inner, rs, o);
+        }
+    } else {
+        int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nth)
+        for (int64_t j = 0; j < outer; j++) {
+            /* Decompose j over the kept axes (the first `kept` of v). */
+            const char *p = v->data;
+            int64_t r = j;
+            for (int d = kept - 1; d >= 0; d--) {
+                p += (r % v->shape[d]) * v->strides[d];
+                r /= v->shape[d];
+            }
+            row_reduce(k, dt, od, ddof, p, inner, rs, o + j * osz);
+        }
+    }
+    tg_array_free(v);
+    return TG_OK;
+}
+
+static void red_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *flops,
+                     double *bytes) {
+    (void)n;
+    double sz = (double)tg_array_size_inline(in[0]);
+    *flops = sz;
+    *bytes = sz * (double)tg_dtype_size(in[0]->dtype) +
+             (double)tg_array_size_inline(out[0]) * (double)tg_dtype_size(out[0]->dtype);
+}
+
+#define RED(NAME, KIND, KEYSET, FLAGS)                                           \
+    static const red_impl impl_##NAME = {KIND};                                  \
+    const tg_op tg_op_##NAME = {                                                 \
+        .name = #NAME,                                                           \
+        .nin_min = 1,                                                            \
+        .nin_max = 1,                                                            \
+        .nout = 1,                                                               \
+        .flags = FLAGS,                                                          \
+        .attr_keys = KEYSET,                                                     \
+        .parse_attrs = red_attrs,                                                \
+        .infer = red_infer,                                                      \
+        .run = red_run,                                                          \
+        .cost = red_cost,                                                        \
+        .view_of = -1,                                                           \
+        .impl = &impl_##NAME,                                                    \
+    };
+
+RED(sum, R_SUM, KEYS, 0)
+RED(prod, R_PROD, KEYS, 0)
+RED(mean, R_MEAN, KEYS, TG_OPF_FLOAT_ONLY)
+RED(max, R_MAX, KEYS, 0)
+RED(min, R_MIN, KEYS, 0)
+RED(all, R_ALL, KEYS, TG_OPF_NONDIFF)
+RED(any, R_ANY, KEYS, TG_OPF_NONDIFF)
+RED(logsumexp, R_LSE, KEYS, TG_OPF_FLOAT_ONLY)
+RED(var, R_VAR, VAR_KEYS, TG_OPF_FLOAT_ONLY)
+RED(std, R_STD, VAR_KEYS, TG_OPF_FLOAT_ONLY)
+RED(argmax, R_ARGMAX, KEYS, TG_OPF_NONDIFF)
+RED(argmin, R_ARGMIN, KEYS, TG_OPF_NONDIFF)

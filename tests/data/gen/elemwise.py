@@ -1,0 +1,264 @@
+"""Elementwise op tests with expectations from NumPy.
+
+Run with Debian's /usr/bin/python3 (NumPy); rewrites tests/data/ops/elemwise_*.json.
+Float-only ops of integers compute in float32 for 8/16-bit integers and bool
+and in float64 for wider ones (FORMAT.md s7), which is where tg departs from
+NumPy (which picks float16 for int8): expectations follow FORMAT.md.
+"""
+import math
+
+import numpy as np
+
+from common import sample, typ, value, write
+
+rng = np.random.default_rng(1234)
+
+
+def float_of(dt):
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        return dt
+    if dt.kind == "b" or dt.itemsize <= 2:
+        return np.dtype("float32")
+    return np.dtype("float64")
+
+
+def vec(f):
+    return np.vectorize(f, otypes=[np.float64])
+
+
+DOMAIN = {
+    "log": (0.1, 5), "log2": (0.1, 5), "log10": (0.1, 5), "sqrt": (0, 5),
+    "log1p": (-0.9, 5), "arcsin": (-0.99, 0.99), "arccos": (-0.99, 0.99),
+    "arctanh": (-0.9, 0.9), "arccosh": (1.0, 5), "gammaln": (0.1, 6),
+    "reciprocal": (0.5, 4),
+}
+FLOAT_UNARY = {
+    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
+    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
+    "reciprocal": lambda x: 1 / x, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan,
+    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "arcsinh": np.arcsinh,
+    "arccosh": np.arccosh, "arctanh": np.arctanh,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x.astype(np.float64))),
+    "softplus": lambda x: np.logaddexp(0, x.astype(np.float64)),
+    "erf": lambda x: vec(math.erf)(x), "erfc": lambda x: vec(math.erfc)(x),
+    "gammaln": lambda x: vec(math.lgamma)(x),
+}
+SAME_UNARY = {
+    "neg": np.negative, "abs": np.abs, "sign": np.sign, "sqr": np.square,
+    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
+    "floor": np.floor, "ceil": np.ceil, "round": np.round, "trunc": np.trunc,
+    "identity": lambda x: x,
+}
+PRED = {"isnan": np.isnan, "isinf": np.isinf, "logical_not": np.logical_not}
+
+
+def unary_file(op, fn, dtypes, kind):
+    variables, nodes, tests = [], [], []
+    for i, dt in enumerate(dtypes):
+        lo, hi = DOMAIN.get(op, (-3, 3))
+        if np.dtype(dt).kind in "iu":
+            lo, hi = max(int(math.ceil(lo)), 0 if np.dtype(dt).kind == "u" else -3), max(int(hi), 2)
+            if op in ("log", "log2", "log10", "gammaln", "reciprocal", "arccosh"):
+                lo = max(lo, 1)
+            if op in ("arcsin", "arccos", "arctanh"):
+                lo, hi = 0, 1
+        x = sample(dt, (2, 3), rng, lo, hi)
+        xid, yid = f"x{i}", f"y{i}"
+        variables.append({"id": xid, "type": typ(x)})
+        nodes.append({"op": op, "inputs": [xid], "outputs": [yid]})
+        if kind == "float":
+            fd = float_of(dt)
+            want = np.asarray(fn(x.astype(fd))).astype(fd)
+        elif kind == "same":
+            if np.dtype(dt).kind in "iub" and op in ("floor", "ceil", "round", "trunc"):
+                want = x.copy()
+            else:
+                want = np.asarray(fn(x)).astype(x.dtype)
+        else:
+            want = np.asarray(fn(x)).astype(bool) if np.dtype(dt).kind == "f" or op == "logical_not" \
+                else np.zeros(x.shape, bool)
+        tests.append({"function": f"f{i}", "inputs": {xid: value(x)}, "outputs": {yid: value(want)}})
+    functions = {f"f{i}": {"inputs": [f"x{i}"], "outputs": [f"y{i}"]} for i in range(len(dtypes))}
+    return variables, nodes, tests, functions
+
+
+ALL = ["float64", "float32", "float16", "int8", "int16", "int32", "int64",
+       "uint8", "uint16", "uint32", "uint64", "bool"]
+NOBOOL = [d for d in ALL if d != "bool"]
+FLOATS = ["float64", "float32", "float16"]
+
+for op, fn in FLOAT_UNARY.items():
+    v, n, t, f = unary_file(op, fn, FLOATS + ["int8", "int32", "uint16", "int64"], "float")
+    write(f"elemwise_{op}", v, n, t, f)
+for op, fn in SAME_UNARY.items():
+    dts = NOBOOL if op in ("neg", "sign") else ALL
+    v, n, t, f = unary_file(op, fn, dts, "same")
+    write(f"elemwise_{op}", v, n, t, f)
+for op, fn in PRED.items():
+    v, n, t, f = unary_file(op, fn, ["float64", "float32", "float16", "int32", "uint8"] +
+                            (["bool"] if op == "logical_not" else []), "pred")
+    write(f"elemwise_{op}", v, n, t, f)
+
+# Special values through the float ops.
+sp = np.array([0.0, -0.0, 1e308, -1e308, np.inf, -np.inf, np.nan, 1e-310], np.float64)
+variables = [{"id": "x", "type": typ(sp)}]
+nodes, outs = [], {}
+with np.errstate(all="ignore"):
+    for op in ["exp", "log", "sqrt", "tanh", "sigmoid", "softplus", "isnan", "isinf",
+               "abs", "sign", "relu", "floor", "round"]:
+        fn = FLOAT_UNARY.get(op) or SAME_UNARY.get(op) or PRED.get(op)
+        nodes.append({"op": op, "inputs": ["x"], "outputs": [op]})
+        want = np.asarray(fn(sp))
+        if op in ("isnan", "isinf"):
+            want = want.astype(bool)
+        else:
+            want = want.astype(np.float64)
+        outs[op] = value(want)
+write("elemwise_special", variables, nodes, [{"inputs": {"x": value(sp)}, "outputs": outs}])
+
+# Stability at the tails (no overflow): sigmoid and softplus at +-1e4.
+tail = np.array([-1e4, -50.0, 0.0, 50.0, 1e4], np.float64)
+write("elemwise_stable_tails", [{"id": "x", "type": typ(tail)}],
+      [{"op": "sigmoid", "inputs": ["x"], "outputs": ["s"]},
+       {"op": "softplus", "inputs": ["x"], "outputs": ["p"]}],
+      [{"inputs": {"x": value(tail)},
+        "outputs": {"s": value(np.array([0.0, 1.9287498479639178e-22, 0.5, 1.0, 1.0])),
+                    "p": value(np.logaddexp(0, tail))}}])
+
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "true_div": None,
+    "int_div": np.floor_divide, "mod": np.mod, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "arctan2": None,
+    "eq": np.equal, "neq": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
+    "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+}
+PAIRS = [("float64", "float64"), ("float32", "float32"), ("float16", "float16"),
+         ("int32", "int32"), ("int64", "int64"), ("uint8", "uint8"), ("int8", "uint8"),
+         ("int32", "float32"), ("uint64", "int64"), ("float32", "float64"), ("bool", "bool"),
+         ("int16", "float16")]
+for op, fn in BINARY.items():
+    variables, nodes, tests, functions = [], [], [], {}
+    k = 0
+    for (da, db) in PAIRS:
+        for (sa, sb) in [((2, 3), (2, 3)), ((2, 1), (3,))]:
+            if op == "sub" and da == "bool" and db == "bool":
+                continue
+            a = sample(da, sa, rng, -4, 5)
+            b = sample(db, sb, rng, -4, 5)
+            if op in ("int_div", "mod"):
+                b = np.where(b == 0, np.ones((), b.dtype), b)
+                if b.dtype == bool:
+                    b = np.ones(b.shape, bool)
+            if op == "pow":
+                if np.dtype(db).kind in "iu":
+                    b = np.abs(b.astype(np.int64)).clip(0, 3).astype(db)
+                if np.dtype(da).kind == "f":
+                    a = np.abs(a) + 0.5
+            common = np.promote_types(a.dtype, b.dtype)
+            if op in ("true_div", "arctan2"):
+                fd = float_of(common)
+                with np.errstate(all="ignore"):
+                    f2 = np.true_divide if op == "true_div" else np.arctan2
+                    want = f2(a.astype(fd), b.astype(fd)).astype(fd)
+            elif op in ("int_div", "mod", "pow") and common == np.bool_:
+                want = fn(a.astype(np.int8), b.astype(np.int8))
+            else:
+                with np.errstate(all="ignore"):
+                    want = fn(a, b)
+            aid, bid, yid = f"a{k}", f"b{k}", f"y{k}"
+            variables += [{"id": aid, "type": typ(a)}, {"id": bid, "type": typ(b)}]
+            nodes.append({"op": op, "inputs": [aid, bid], "outputs": [yid]})
+            functions[f"f{k}"] = {"inputs": [aid, bid], "outputs": [yid]}
+            tests.append({"function": f"f{k}", "inputs": {aid: value(a), bid: value(b)},
+                          "outputs": {yid: value(want)}})
+            k += 1
+    write(f"elemwise_{op}", variables, nodes, tests, functions)
+
+# Weak scalars (NEP 50): x_float32 * 2 is float32; int8 + 100 stays int8.
+x32 = np.array([1.5, -2.0, 3.25], np.float32)
+i8 = np.array([1, -2, 3], np.int8)
+u8 = np.array([1, 2, 250], np.uint8)
+write("elemwise_weak", [{"id": "x", "type": typ(x32)}, {"id": "i", "type": typ(i8)},
+                        {"id": "u", "type": typ(u8)}],
+      [{"op": "mul", "inputs": ["x", {"value": 2}], "outputs": ["x2"]},
+       {"op": "add", "inputs": ["i", {"value": 100}], "outputs": ["i100"]},
+       {"op": "mul", "inputs": ["i", {"value": 0.5}], "outputs": ["ihalf"]},
+       {"op": "add", "inputs": ["u", {"value": 10}], "outputs": ["u10"]},
+       {"op": "true_div", "inputs": ["i", {"value": 2}], "outputs": ["idiv"]},
+       {"op": "maximum", "inputs": [{"value": 0.0}, "x"], "outputs": ["relu"]}],
+      [{"inputs": {"x": value(x32), "i": value(i8), "u": value(u8)},
+        "outputs": {"x2": value(x32 * np.float32(2)), "i100": value(i8 + np.int8(100)),
+                    "ihalf": value(i8.astype(np.float64) * 0.5),
+                    "u10": value((u8 + np.uint8(10)).astype(np.uint8)),
+                    "idiv": value(i8.astype(np.float32) / np.float32(2)),
+                    "relu": value(np.maximum(np.float32(0), x32))}}])
+
+# n-ary add/mul with broadcasting; switch; clip; cast; a transposed input.
+a = sample("float64", (2, 3), rng)
+b = sample("float64", (3,), rng)
+c = sample("float64", (2, 1), rng)
+cond = np.array([[True, False, True], [False, False, True]])
+ia = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+write("elemwise_nary_switch_clip_cast",
+      [{"id": "a", "type": typ(a)}, {"id": "b", "type": typ(b)}, {"id": "c", "type": typ(c)},
+       {"id": "cond", "type": typ(cond)}, {"id": "ia", "type": typ(ia)}],
+      [{"op": "add", "inputs": ["a", "b", "c"], "outputs": ["s3"]},
+       {"op": "mul", "inputs": ["a", "b", "c", {"value": 2}], "outputs": ["p4"]},
+       {"op": "switch", "inputs": ["cond", "a", "ia"], "outputs": ["w"]},
+       {"op": "switch", "inputs": ["ia", "ia", {"value": -1}], "outputs": ["w2"]},
+       {"op": "clip", "inputs": ["a", {"value": -1.0}, {"value": 1.0}], "outputs": ["cl"]},
+       {"op": "clip", "inputs": ["ia", {"value": 2}, {"value": 5}], "outputs": ["cli"]},
+       {"op": "cast", "inputs": ["a"], "outputs": ["ai"], "attrs": {"dtype": "int16"}},
+       {"op": "cast", "inputs": ["ia"], "outputs": ["ab"], "attrs": {"dtype": "bool"}},
+       {"op": "transpose", "inputs": ["a"], "outputs": ["aT"]},
+       {"op": "exp", "inputs": ["aT"], "outputs": ["eT"]},
+       {"op": "sub", "inputs": ["aT", {"value": 1.5}], "outputs": ["dT"]}],
+      [{"inputs": {"a": value(a), "b": value(b), "c": value(c), "cond": value(cond), "ia": value(ia)},
+        "outputs": {"s3": value(a + b + c), "p4": value(a * b * c * 2),
+                    "w": value(np.where(cond, a, ia)), "w2": value(np.where(ia != 0, ia, np.int32(-1))),
+                    "cl": value(np.clip(a, -1.0, 1.0)), "cli": value(np.clip(ia, 2, 5).astype(np.int32)),
+                    "ai": value(a.astype(np.int16)), "ab": value(ia.astype(bool)),
+                    "eT": value(np.exp(a.T)), "dT": value(a.T - 1.5)}}],
+      functions={"main": {"inputs": ["a", "b", "c", "cond", "ia"],
+                          "outputs": ["s3", "p4", "w", "w2", "cl", "cli", "ai", "ab", "eT", "dT"]}})
+
+# Run-time errors: integer division by zero, negative integer power, shapes
+# that do not broadcast; 0-d and empty arrays.
+z = np.array([3, 0], np.int64)
+write("elemwise_errors",
+      [{"id": "p", "type": {"dtype": "int64", "shape": [None]}},
+       {"id": "q", "type": {"dtype": "int64", "shape": [None]}},
+       {"id": "f", "type": {"dtype": "float64", "shape": [None]}},
+       {"id": "g", "type": {"dtype": "float64", "shape": [None]}}],
+      [{"op": "int_div", "inputs": ["p", "q"], "outputs": ["d"]},
+       {"op": "mod", "inputs": ["p", "q"], "outputs": ["m"]},
+       {"op": "pow", "inputs": ["p", "q"], "outputs": ["pw"]},
+       {"op": "add", "inputs": ["f", "g"], "outputs": ["fg"]}],
+      [{"function": "div", "inputs": {"p": value(z), "q": value(np.array([1, 0]))},
+        "error": "integer division by zero"},
+       {"function": "mod", "inputs": {"p": value(z), "q": value(np.array([0, 1]))},
+        "error": "integer division by zero"},
+       {"function": "pow", "inputs": {"p": value(z), "q": value(np.array([1, -1]))},
+        "error": "negative integer powers"},
+       {"function": "addf", "inputs": {"f": value(np.zeros(3)), "g": value(np.zeros(2))},
+        "error": "do not broadcast"},
+       {"function": "addf", "inputs": {"f": value(np.zeros(0)), "g": value(np.zeros(1))},
+        "outputs": {"fg": value(np.zeros(0))}},
+       {"function": "div", "inputs": {"p": value(np.array([-7, 7, -7, 7])), "q": value(np.array([2, -2, -2, 2]))},
+        "outputs": {"d": value(np.array([-7, 7, -7, 7]) // np.array([2, -2, -2, 2]))}},
+       {"function": "mod", "inputs": {"p": value(np.array([-7, 7, -7, 7])), "q": value(np.array([2, -2, -2, 2]))},
+        "outputs": {"m": value(np.array([-7, 7, -7, 7]) % np.array([2, -2, -2, 2]))}}],
+      functions={"div": {"inputs": ["p", "q"], "outputs": ["d"]},
+                 "mod": {"inputs": ["p", "q"], "outputs": ["m"]},
+                 "pow": {"inputs": ["p", "q"], "outputs": ["pw"]},
+                 "addf": {"inputs": ["f", "g"], "outputs": ["fg"]}})
+
+s0 = np.array(2.5)
+write("elemwise_scalar", [{"id": "s", "type": typ(s0)}],
+      [{"op": "mul", "inputs": ["s", "s"], "outputs": ["ss"]},
+       {"op": "tanh", "inputs": ["ss"], "outputs": ["t"]}],
+      [{"inputs": {"s": value(s0)}, "outputs": {"ss": value(s0 * s0), "t": value(np.tanh(s0 * s0))}}],
+      functions={"main": {"inputs": ["s"], "outputs": ["ss", "t"]}})
