@@ -339,7 +339,10 @@ static void unbind_inputs(tg_function *f) {
 static void release_buffers(tg_function *f, const tg_vm_node *s) {
     for (int j = 0; j < s->nfree; j++) {
         tg_array *a = f->slots[s->free_slots[j]];
-        if (a && a->buf->nbytes > TG_VM_KEEP_BYTES) {
+        /* Small results stay for the next call; views go, so that they do
+         * not pin their base's buffer (which would then be reallocated). */
+        if (a && (a->buf->nbytes > TG_VM_KEEP_BYTES ||
+                  atomic_load_explicit(&a->buf->refcount, memory_order_relaxed) > 1)) {
             tg_array_free(a);
             f->slots[s->free_slots[j]] = NULL;
         }
