@@ -1,0 +1,147 @@
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/io.h"
+#include "tensor/tensor.h"
+
+void cli_error(const char *tool, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "%s: ", tool);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+bool cli_input_parse(const char *arg, cli_input *out) {
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) return false;
+    static char ids[64][160];
+    static int next;
+    size_t n = (size_t)(eq - arg);
+    if (n >= sizeof ids[0]) return false;
+    char *id = ids[next++ % 64];
+    memcpy(id, arg, n);
+    id[n] = 0;
+    out->id = id;
+    out->value = eq + 1;
+    return true;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx *ctx) {
+    const char *id = tg_function_input_id(f, i);
+    tg_dtype dt = tg_function_input_dtype(f, i);
+    int nd = tg_function_input_ndim(f, i);
+    const int64_t *shape = tg_function_input_shape(f, i);
+    tg_array *a;
+    if (ends_with(value, ".npy")) {
+        a = tg_npy_load(value, ctx);
+        if (!a) return NULL;
+        if (a->dtype != dt && !tg_dtype_can_cast_safe(a->dtype, dt)) {
+            tg_errorf(ctx, TG_ETYPE, "-i %s: %s holds %s, which cannot be cast safely to the input's %s",
+                      id, value, tg_dtype_name(a->dtype), tg_dtype_name(dt));
+            tg_array_free(a);
+            return NULL;
+        }
+    } else {
+        json_tokener *tok = json_tokener_new();
+        json_object *j = tok ? json_tokener_parse_ex(tok, value, (int)strlen(value)) : NULL;
+        bool ok = j && json_tokener_get_error(tok) == json_tokener_success &&
+                  json_tokener_get_parse_end(tok) == strlen(value);
+        if (tok) json_tokener_free(tok);
+        if (!ok) {
+            if (j) json_object_put(j);
+            tg_errorf(ctx, TG_EPARSE,
+                      "-i %s: '%.60s' is neither a .npy path nor a JSON literal (3.5, [1, 2], true)",
+                      id, value);
+            return NULL;
+        }
+        json_object *data = j;
+        /* A string stands for nan/inf: wrap it as a value. */
+        json_object *wrapped = json_object_new_object();
+        json_object_object_add(wrapped, "data", json_object_get(data));
+        char where[200];
+        snprintf(where, sizeof where, "-i %s", id);
+        a = tg_value_from_json(wrapped, dt, -1, NULL, NULL, where, NULL, ctx);
+        json_object_put(wrapped);
+        json_object_put(j);
+        if (!a) return NULL;
+    }
+    bool fits = a->ndim == nd;
+    for (int d = 0; fits && d < nd; d++) fits = shape[d] < 0 || shape[d] == a->shape[d];
+    if (!fits) {
+        tg_str want = {0}, got = {0};
+        for (int d = 0; d < nd; d++) {
+            if (shape[d] < 0)
+                tg_str_addf(&want, "%s?", d ? ", " : "");
+            else
+                tg_str_addf(&want, "%s%lld", d ? ", " : "", (long long)shape[d]);
+        }
+        for (int d = 0; d < a->ndim; d++) tg_str_addf(&got, "%s%lld", d ? ", " : "", (long long)a->shape[d]);
+        tg_errorf(ctx, TG_ESHAPE, "-i %s: the input has shape (%s), the value has shape (%s)", id,
+                  want.s ? want.s : "", got.s ? got.s : "");
+        tg_str_free(&want);
+        tg_str_free(&got);
+        tg_array_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+int cli_mkdirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) < 0 && errno != EEXIST) return -1;
+            buf[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+void cli_progress_start(cli_progress *p, long total, const char *label) {
+    p->on = total > 1 && isatty(2);
+    p->total = total;
+    p->last = -1;
+    if (p->on) fprintf(stderr, "%s\n", label);
+}
+
+void cli_progress_step(cli_progress *p, long done) {
+    if (!p->on) return;
+    int pct = (int)(done * 100 / p->total);
+    if (pct == p->last) return;
+    p->last = pct;
+    int w = pct * 40 / 100;
+    fprintf(stderr, "\r[%.*s%*s] %3d%% (%ld/%ld)", w, "########################################",
+            40 - w, "", pct, done, p->total);
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *p) {
+    if (p->on) fputs("\r\033[K", stderr);
+}

@@ -1,0 +1,45 @@
+/* What the tools share: errors and exit codes, reading -i values, writing
+ * outputs, a progress bar. */
+#ifndef TG_CLI_H
+#define TG_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "tg/tg.h"
+
+/* Exit statuses of every tool (DESIGN.md): */
+enum { TG_EXIT_OK = 0, TG_EXIT_FOUND = 1, TG_EXIT_USAGE = 2 };
+
+/* Print "tool: message" on stderr. */
+void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* -i ID=VALUE pairs. */
+typedef struct cli_input {
+    const char *id;
+    const char *value;
+} cli_input;
+
+/* Parse "ID=VALUE"; false when there is no '=' or the id is empty. */
+bool cli_input_parse(const char *arg, cli_input *out);
+
+/* Read VALUE for input i of f: a path to a .npy file (when it ends in
+ * ".npy"), or a JSON literal (3.5, [1, 2], true, "nan") read with the
+ * input's declared dtype. The value must fit the input's declared dtype
+ * (a safe cast) and shape. NULL with a message on ctx otherwise. */
+tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx *ctx);
+
+/* Create a folder and its parents (mkdir -p). 0 or -1 with errno. */
+int cli_mkdirs(const char *path);
+
+/* A progress bar on stderr, drawn only when stderr is a terminal. */
+typedef struct cli_progress {
+    bool on;
+    long total;
+    int last;
+} cli_progress;
+void cli_progress_start(cli_progress *p, long total, const char *label);
+void cli_progress_step(cli_progress *p, long done);
+void cli_progress_end(cli_progress *p);
+
+#endif

@@ -1,0 +1,291 @@
+/* tgc: check, run (and, later, compile, print, export) graphs.
+ *
+ *   tgc check FILE
+ *   tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N] [-O PRESET]
+ *           [--each] [--save-state OUT.tgf]
+ *
+ * Exit status: 0 success; 1 a run-time failure; 2 bad usage or bad input.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tensor/tensor.h"
+
+static const char *TOOL = "tgc";
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tgc check FILE\n"
+            "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
+            "               [-O PRESET] [--each] [--save-state OUT.tgf]\n"
+            "\n"
+            "check  load FILE (interchange JSON), compile every function and print\n"
+            "       one line per function.\n"
+            "run    run a function of FILE.\n"
+            "  -f NAME        the function (default: the only one, or 'main')\n"
+            "  -i ID=VALUE    an input: a .npy file, or a JSON literal (3.5, [1, 2],\n"
+            "                 true, \"nan\") read with the input's declared dtype\n"
+            "  -o DIR         write each output of the last call to DIR/<id>.npy\n"
+            "                 (without -o the outputs are printed)\n"
+            "  --calls N      call N times with the same inputs, applying the updates\n"
+            "                 of shared variables after each call (default 1)\n"
+            "  --each         print one line per call with the scalar outputs\n"
+            "                 (\"call 3: cost=0.6931\"), shapes for the others\n"
+            "  -O PRESET      none, fast_compile or fast_run (default)\n"
+            "  --save-state F write the function with its updated shared values\n"
+            "                 (compiled-function files: not supported yet)\n"
+            "\n"
+            "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
+}
+
+static tg_graph *load(const char *path) {
+    size_t n = strlen(path);
+    if (n >= 4 && strcmp(path + n - 4, ".tgf") == 0) {
+        cli_error(TOOL, "%s: compiled-function files (.tgf) are not supported yet", path);
+        return NULL;
+    }
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load(path, ctx);
+    if (!g) cli_error(TOOL, "%s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    return g;
+}
+
+static int cmd_check(int argc, char **argv) {
+    if (argc != 2) {
+        usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    tg_graph *g = load(argv[1]);
+    if (!g) return TG_EXIT_USAGE;
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = TG_EXIT_OK;
+    printf("%s: %d nodes, %d variables, %d function%s\n", argv[1], tg_graph_node_count(g),
+           tg_graph_var_count(g), tg_graph_function_count(g),
+           tg_graph_function_count(g) == 1 ? "" : "s");
+    for (int i = 0; i < tg_graph_function_count(g); i++) {
+        tg_function *f = tg_function_compile(g, i, NULL, ctx);
+        if (!f) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            continue;
+        }
+        printf("  %s(", tg_function_name(f));
+        for (int k = 0; k < tg_function_input_count(f); k++)
+            printf("%s%s", k ? ", " : "", tg_function_input_id(f, k));
+        printf(") -> (");
+        for (int k = 0; k < tg_function_output_count(f); k++)
+            printf("%s%s", k ? ", " : "", tg_function_output_id(f, k));
+        printf("): %d nodes\n", tg_function_node_count(f));
+        tg_function_free(f);
+    }
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    return rc;
+}
+
+static void print_each(long call, const tg_function *f, tg_array **outs) {
+    printf("call %ld:", call);
+    for (int k = 0; k < tg_function_output_count(f); k++) {
+        const tg_array *a = outs[k];
+        printf(" %s=", tg_function_output_id(f, k));
+        if (tg_array_size(a) == 1 && tg_array_ndim(a) <= 1) {
+            double v = tg_array_get_flat(a, 0);
+            if (tg_dtype_is_float(tg_array_dtype(a)))
+                printf("%.6g", v);
+            else
+                printf("%lld", (long long)v);
+        } else {
+            printf("%s(", tg_dtype_name(tg_array_dtype(a)));
+            for (int d = 0; d < tg_array_ndim(a); d++)
+                printf("%s%lld", d ? ", " : "", (long long)tg_array_shape(a)[d]);
+            printf(")");
+        }
+    }
+    printf("\n");
+}
+
+static int cmd_run(int argc, char **argv) {
+    const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL;
+    long calls = 1;
+    bool each = false;
+    cli_input inputs[256];
+    int ninputs = 0;
+    static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
+                                         {"each", no_argument, 0, 'e'},
+                                         {"save-state", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "f:i:o:O:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': fname = optarg; break;
+        case 'o': outdir = optarg; break;
+        case 'O': preset = optarg; break;
+        case 'e': each = true; break;
+        case 's': save = optarg; break;
+        case 'h': usage(stdout); return TG_EXIT_OK;
+        case 'c': {
+            char *end;
+            errno = 0;
+            calls = strtol(optarg, &end, 10);
+            if (*end || end == optarg || errno || calls < 1) {
+                cli_error(TOOL, "--calls: expected a positive integer, got '%s'", optarg);
+                return TG_EXIT_USAGE;
+            }
+            break;
+        }
+        case 'i':
+            if (ninputs >= 256 || !cli_input_parse(optarg, &inputs[ninputs])) {
+                cli_error(TOOL, "-i: expected ID=VALUE, got '%s'", optarg);
+                return TG_EXIT_USAGE;
+            }
+            ninputs++;
+            break;
+        default: usage(stderr); return TG_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        cli_error(TOOL, optind >= argc ? "run: missing FILE" : "run: unexpected argument '%s'",
+                  optind < argc ? argv[optind + 1] : "");
+        return TG_EXIT_USAGE;
+    }
+    if (preset && strcmp(preset, "none") && strcmp(preset, "fast_compile") && strcmp(preset, "fast_run")) {
+        cli_error(TOOL, "-O: unknown preset '%s' (none, fast_compile or fast_run)", preset);
+        return TG_EXIT_USAGE;
+    }
+    if (save) {
+        cli_error(TOOL, "--save-state: compiled-function files (.tgf) are not supported yet");
+        return TG_EXIT_USAGE;
+    }
+    const char *path = argv[optind];
+    int rc = TG_EXIT_OK;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = NULL;
+    tg_array **ins = NULL, **outs = NULL;
+    int nin = 0, nout = 0;
+    tg_graph *g = load(path);
+    if (!g) {
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    int fi = tg_graph_function_find(g, fname, ctx);
+    tg_compile_options co = {.preset = preset};
+    if (fi < 0 || !(f = tg_function_compile(g, fi, &co, ctx))) {
+        cli_error(TOOL, "%s", tg_ctx_message(ctx));
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    nin = tg_function_input_count(f);
+    nout = tg_function_output_count(f);
+    ins = calloc((size_t)nin + 1, sizeof *ins);
+    outs = calloc((size_t)nout + 1, sizeof *outs);
+    for (int k = 0; k < ninputs; k++) {
+        int idx = -1;
+        for (int i = 0; i < nin; i++)
+            if (strcmp(tg_function_input_id(f, i), inputs[k].id) == 0) idx = i;
+        if (idx < 0) {
+            tg_str list = {0};
+            for (int i = 0; i < nin; i++) tg_str_addf(&list, "%s%s", i ? ", " : "", tg_function_input_id(f, i));
+            cli_error(TOOL, "-i %s: function '%s' has no input '%s' (its inputs: %s)", inputs[k].id,
+                      tg_function_name(f), inputs[k].id, list.s ? list.s : "none");
+            tg_str_free(&list);
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        tg_array_free(ins[idx]);
+        if (!(ins[idx] = cli_value_read(f, idx, inputs[k].value, ctx))) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    }
+    for (int i = 0; i < nin; i++)
+        if (!ins[i]) {
+            cli_error(TOOL, "function '%s' needs input '%s': give it with -i %s=VALUE", tg_function_name(f),
+                      tg_function_input_id(f, i), tg_function_input_id(f, i));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    cli_progress prog;
+    cli_progress_start(&prog, each ? 0 : calls, "running");
+    for (long call = 1; call <= calls; call++) {
+        for (int k = 0; k < nout; k++) {
+            tg_array_free(outs[k]);
+            outs[k] = NULL;
+        }
+        if (tg_function_call(f, ins, outs, ctx)) {
+            cli_progress_end(&prog);
+            cli_error(TOOL, "call %ld: %s", call, tg_ctx_message(ctx));
+            int st = tg_ctx_status(ctx);
+            rc = st == TG_ETYPE || st == TG_EMISSING ? TG_EXIT_USAGE : TG_EXIT_FOUND;
+            goto done;
+        }
+        if (each) print_each(call, f, outs);
+        cli_progress_step(&prog, call);
+    }
+    cli_progress_end(&prog);
+    if (outdir) {
+        if (cli_mkdirs(outdir) < 0) {
+            cli_error(TOOL, "-o %s: cannot create the folder: %s", outdir, strerror(errno));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        for (int k = 0; k < nout; k++) {
+            const char *id = tg_function_output_id(f, k);
+            bool seen = false;
+            for (int j = 0; j < k; j++) seen |= strcmp(tg_function_output_id(f, j), id) == 0;
+            if (seen) continue;
+            tg_str p = {0};
+            tg_str_addf(&p, "%s/%s.npy", outdir, id);
+            if (tg_npy_save(p.s, outs[k], ctx)) {
+                cli_error(TOOL, "%s", tg_ctx_message(ctx));
+                rc = TG_EXIT_USAGE;
+            }
+            tg_str_free(&p);
+        }
+    } else if (!each) {
+        for (int k = 0; k < nout; k++) {
+            printf("%s: ", tg_function_output_id(f, k));
+            tg_array_print(stdout, outs[k]);
+        }
+    }
+done:
+    for (int i = 0; ins && i < nin; i++) tg_array_free(ins[i]);
+    for (int k = 0; outs && k < nout; k++) tg_array_free(outs[k]);
+    free(ins);
+    free(outs);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return TG_EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("tgc %s\n", tg_version());
+        return TG_EXIT_OK;
+    }
+    if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compile") || !strcmp(cmd, "print") || !strcmp(cmd, "export")) {
+        cli_error(TOOL, "'%s' is not supported yet", cmd);
+        return TG_EXIT_USAGE;
+    }
+    cli_error(TOOL, "unknown command '%s' (check, run; see tgc --help)", cmd);
+    return TG_EXIT_USAGE;
+}
