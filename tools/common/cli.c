@@ -57,9 +57,10 @@ tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx 
         }
     } else {
         json_tokener *tok = json_tokener_new();
-        json_object *j = tok ? json_tokener_parse_ex(tok, value, (int)strlen(value)) : NULL;
+        /* Include the terminating NUL so that a bare number ends. */
+        json_object *j = tok ? json_tokener_parse_ex(tok, value, (int)strlen(value) + 1) : NULL;
         bool ok = j && json_tokener_get_error(tok) == json_tokener_success &&
-                  json_tokener_get_parse_end(tok) == strlen(value);
+                  json_tokener_get_parse_end(tok) >= strlen(value);
         if (tok) json_tokener_free(tok);
         if (!ok) {
             if (j) json_object_put(j);

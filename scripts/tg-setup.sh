@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tg's set-up on a fresh Debian 12 machine, in one of two modes:
+#   bash scripts/tg-setup.sh example   install what is missing, build, and
+#                                      train the bundled logistic regression
+#   bash scripts/tg-setup.sh test      install what is missing, build, and run
+#                                      every test: the suite, the suite under
+#                                      ASan+UBSan, the loader fuzzer (60 s)
+# Works as root or through sudo. Builds go to build/ (and build-asan/,
+# build-fuzz/ for the tests).
+set -euo pipefail
+mode=${1:-example}
+case "$mode" in example|test) ;; *) echo "usage: $0 example|test" >&2; exit 2 ;; esac
+cd "$(dirname "$0")/.."
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# ---- packages ----
+pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libcmocka-dev)
+if [ "$mode" = test ]; then
+  pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing: ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# ---- build ----
+werror=OFF
+[ "$mode" = test ] && werror=ON
+echo "== building (build/)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_WERROR=$werror >/dev/null
+cmake --build build -j"$jobs" >/dev/null
+
+if [ "$mode" = example ]; then
+  data=build/example-data
+  mkdir -p "$data"
+  build/tools/tg-example-logreg-data "$data" 400
+  echo "== training the logistic regression of examples/logreg.json (400 examples, 784 features)"
+  build/tools/tgc run examples/logreg.json -f train -i x="$data/x.npy" -i y="$data/y.npy" \
+    --calls 20 --each
+  exit 0
+fi
+
+# ---- tests ----
+echo "== tests"
+ctest --test-dir build --output-on-failure -j"$jobs"
+echo "== tests under AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTG_SANITIZE=ON -DTG_WERROR=ON \
+  -DTG_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$jobs" >/dev/null
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+if [ -x tests/fuzz/run.sh ]; then
+  echo "== fuzzing the JSON loader for 60 seconds (build-fuzz/)"
+  tests/fuzz/run.sh 60
+fi
+echo "== all tests passed"

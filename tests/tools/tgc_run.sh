@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tgc check and tgc run: the run contract of DESIGN.md, exit statuses,
+# inputs from literals and .npy files, outputs to .npy, --calls with updates.
+set -uo pipefail
+: "${TGC:?}" "${TG_SRC:?}" "${TG_TEST_DATA:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+# expect STATUS DESCRIPTION -- command...: runs it, checks the exit status,
+# keeps stdout in $tmp/out and stderr in $tmp/err.
+expect() {
+  local want=$1 what=$2; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then pass "$what (exit $got)"; else
+    fail "$what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err"; fi
+}
+contains() { if grep -q -- "$2" "$tmp/$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/  | /' "$tmp/$1"; fi; }
+G=$TG_TEST_DATA/tools/counter.json
+L=$TG_SRC/examples/logreg.json
+
+expect 0 "--version" -- "$TGC" --version
+contains out "tgc " "--version prints the version"
+expect 0 "--help" -- "$TGC" --help
+contains out "tgc run FILE" "--help shows the run usage"
+expect 2 "no arguments is bad usage" -- "$TGC"
+expect 2 "unknown command" -- "$TGC" frobnicate
+expect 0 "check the logistic regression" -- "$TGC" check "$L"
+contains out "train(x, y) -> (cost, prediction, xent)" "check lists the functions"
+
+# --calls with updates: the counter counts calls.
+expect 0 "run step --calls 3" -- "$TGC" run "$G" -f step --calls 3
+contains out "int64 ()" "scalar output printed with dtype and shape"
+contains out "^3$" "after 3 calls the last output is 3"
+expect 0 "run step --calls 4 --each" -- "$TGC" run "$G" -f step --calls 4 --each
+contains out "call 4: n1=4" "--each prints one line per call"
+
+# Literals read with the input's dtype; safe casts accepted.
+expect 0 "literal vector input" -- "$TGC" run "$G" -f double -i 'x=[1, 2.5, -3]'
+contains out "\[2, 5, -6\]" "the doubled vector is printed"
+expect 2 "a literal of the wrong shape" -- "$TGC" run "$G" -f double -i 'x=[[1, 2]]'
+contains err "shape" "the shape error says so"
+expect 2 "a float literal for an int32 input" -- "$TGC" run "$G" -f div -i 'k=2.5'
+expect 2 "an input the function does not have" -- "$TGC" run "$G" -f double -i 'x=[1]' -i 'nope=3'
+contains err "no input 'nope'" "the unknown input is named"
+expect 2 "a missing input" -- "$TGC" run "$G" -f double
+contains err "needs input 'x'" "the missing input is named"
+expect 2 "an unknown function" -- "$TGC" run "$G" -f nothere
+contains err "no function 'nothere'" "the unknown function is named"
+expect 2 "no -f with several functions and no main" -- "$TGC" run "$G"
+expect 2 "an unknown preset" -- "$TGC" run "$G" -f step -O turbo
+expect 2 "a missing file" -- "$TGC" run "$tmp/none.json"
+expect 2 "--calls 0" -- "$TGC" run "$G" -f step --calls 0
+
+# Run-time failure: exit 1, one line naming the node and its trace.
+expect 1 "integer division by zero" -- "$TGC" run "$G" -f div -i k=0
+contains err "integer division by zero" "the failure is described"
+contains err "nodes\[2\]" "the node is named"
+contains err "model.py:7" "the creation trace is shown"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "one line on stderr" || fail "more than one line on stderr"
+
+# -o DIR: created with its parents; an output listed twice written once.
+expect 0 "run -o" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/a/b"
+[ -f "$tmp/a/b/x2.npy" ] && pass "x2.npy written" || fail "x2.npy missing"
+[ "$(ls "$tmp/a/b" | wc -l)" -eq 1 ] && pass "one file for an output listed twice" || fail "files: $(ls "$tmp/a/b")"
+# Feed the written .npy back in: 2*[2, 4].
+expect 0 "a .npy input" -- "$TGC" run "$G" -f double -i "x=$tmp/a/b/x2.npy"
+contains out "\[4, 8\]" "the .npy input was read"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  /usr/bin/python3 - "$tmp/a/b/x2.npy" <<'PY' && pass "NumPy reads the output" || fail "NumPy disagrees"
+import sys, numpy as np
+a = np.load(sys.argv[1])
+assert a.dtype == np.float64 and a.tolist() == [2.0, 4.0], a
+PY
+  /usr/bin/python3 -c "import numpy as np; np.save('$tmp/i32.npy', np.array([3, 4], np.int32)); np.save('$tmp/f32.npy', np.array([1.5], np.float32)); np.save('$tmp/c.npy', np.array([1j]))"
+  expect 0 "an int32 .npy for a float64 input (safe cast)" -- "$TGC" run "$G" -f double -i "x=$tmp/i32.npy"
+  contains out "\[6, 8\]" "the int32 values were cast"
+  expect 2 "a complex .npy is refused" -- "$TGC" run "$G" -f double -i "x=$tmp/c.npy"
+  expect 2 "a float .npy for an int32 input" -- "$TGC" run "$G" -f div -i "k=$tmp/f32.npy"
+else
+  echo "skip: NumPy checks (python3-numpy not installed)"
+fi
+# A malformed graph: exit 2 with the file and location.
+printf '{"format": "tg-graph", "version": 1, "variables": [], "nodes": [{"op": "dott", "inputs": [], "outputs": ["y"]}]}' >"$tmp/bad.json"
+expect 2 "an unknown op" -- "$TGC" check "$tmp/bad.json"
+contains err "nodes\[0\].op: unknown op 'dott' (did you mean 'dot'?)" "the loader names the place and suggests"
+
+# The logistic regression trains: the cost falls.
+if "$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp" 200; then
+  expect 0 "train the logistic regression" -- "$TGC" run "$L" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 5 --each
+  first=$(sed -n '1s/.*cost=\([^ ]*\).*/\1/p' "$tmp/out"); last=$(sed -n '5s/.*cost=\([^ ]*\).*/\1/p' "$tmp/out")
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' && pass "the cost falls ($first -> $last)" || fail "cost $first -> $last"
+fi
+echo "$fails failed"
+[ "$fails" -eq 0 ]
