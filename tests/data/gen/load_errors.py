@@ -1,0 +1,129 @@
+"""Writes tests/data/load_errors/: one small file per class of loader error
+and EXPECT (file, status, a substring the one-line message must contain).
+Run with python3."""
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "load_errors")
+os.makedirs(OUT, exist_ok=True)
+X = {"id": "x", "type": {"dtype": "float64", "shape": [3]}}
+
+
+def g(variables=None, nodes=None, **extra):
+    d = {"format": "tg-graph", "version": 1, "variables": variables if variables is not None else [X],
+         "nodes": nodes if nodes is not None else []}
+    d.update(extra)
+    return d
+
+
+def add(x="x", y="x", out="y", **k):
+    n = {"op": "add", "inputs": [x, y], "outputs": [out]}
+    n.update(k)
+    return n
+
+
+CASES = [
+    ("syntax", '{"format": "tg-graph",\n "version": 1,\n "variables": [,]}', "TG_EPARSE", "line 3, column"),
+    ("trailing", json.dumps(g()) + " {}", "TG_EPARSE", "invalid JSON"),
+    ("root_array", "[1, 2]", "TG_ELOAD", "expected a JSON object"),
+    ("bad_format", g(format="onnx"), "TG_ELOAD", "format: expected \"tg-graph\""),
+    ("newer_version", g(version=2), "TG_EVERSION", "format version 2 is newer"),
+    ("unknown_top_key", g(nodez=[]), "TG_ELOAD", "(root).nodez: unknown key"),
+    ("missing_nodes", {"format": "tg-graph", "version": 1, "variables": []}, "TG_ELOAD", "nodes: missing"),
+    ("unknown_var_key", g([{"id": "x", "type": {"dtype": "float64", "shape": []}, "shraed": {"data": 1}}]),
+     "TG_ELOAD", "variables[0].shraed: unknown key"),
+    ("bad_id", g([{"id": "a/b", "type": {"dtype": "float64", "shape": []}}]), "TG_ELOAD",
+     "variables[0].id: 'a/b' is not a valid id"),
+    ("dup_id", g([X, X]), "TG_ELOAD", "variables[1].id: 'x' is already declared at variables[0]"),
+    ("const_and_shared", g([{"id": "c", "type": {"dtype": "float64", "shape": []}, "constant": {"data": 1},
+                             "shared": {"data": 1}}]), "TG_ELOAD", "both constant and shared"),
+    ("input_without_type", g([{"id": "x"}]), "TG_ELOAD", "variables[0].type: 'x' is an input and needs a type"),
+    ("unknown_dtype", g([{"id": "x", "type": {"dtype": "float128", "shape": []}}]), "TG_ELOAD",
+     "variables[0].type.dtype: unknown dtype 'float128'"),
+    ("negative_length", g([{"id": "x", "type": {"dtype": "float64", "shape": [2, -1]}}]), "TG_ELOAD",
+     "variables[0].type.shape[1]: expected a non-negative integer or null"),
+    ("too_many_dims", g([{"id": "x", "type": {"dtype": "float64", "shape": [1] * 9}}]), "TG_ELOAD",
+     "9 dimensions (at most 8)"),
+    ("data_shape_mismatch", g([{"id": "c", "type": {"dtype": "float64", "shape": [2, 2]},
+                                "constant": {"data": [[1, 2], [3]]}}]), "TG_ELOAD",
+     "variables[0].constant.data: does not match the shape"),
+    ("data_count", g([{"id": "c", "type": {"dtype": "float64", "shape": [3]}, "constant": {"data": [1, 2]}}]),
+     "TG_ELOAD", "variables[0].constant.data"),
+    ("int_overflow", g([{"id": "c", "type": {"dtype": "int8", "shape": [2]}, "constant": {"data": [1, 300]}}]),
+     "TG_ELOAD", "300 does not fit int8"),
+    ("two_sources", g([{"id": "c", "type": {"dtype": "float64", "shape": []},
+                        "constant": {"data": 1, "base64": "AAAAAAAA8D8="}}]), "TG_ELOAD",
+     "exactly one of data, base64, npy"),
+    ("base64_length", g([{"id": "c", "type": {"dtype": "float64", "shape": [2]}, "constant": {"base64": "AAAAAAAA8D8="}}]),
+     "TG_ELOAD", "do not encode the 16 bytes"),
+    ("npy_dotdot", g([{"id": "c", "type": {"dtype": "float64", "shape": [2]}, "constant": {"npy": "../secret.npy"}}]),
+     "TG_ELOAD", "leaves the graph's folder"),
+    ("npy_absolute", g([{"id": "c", "type": {"dtype": "float64", "shape": [2]}, "constant": {"npy": "/etc/passwd"}}]),
+     "TG_ELOAD", "leaves the graph's folder"),
+    ("npy_missing", g([{"id": "c", "type": {"dtype": "float64", "shape": [2]}, "constant": {"npy": "nothere.npy"}}]),
+     "TG_EIO", "nothere.npy"),
+    ("value_dtype_mismatch", g([{"id": "c", "type": {"dtype": "float64", "shape": []},
+                                 "constant": {"dtype": "int32", "data": 1}}]), "TG_ETYPE",
+     "variables[0].constant.dtype: int32, but the variable is float64"),
+    ("unknown_op", g(nodes=[{"op": "dott", "inputs": ["x", "x"], "outputs": ["y"]}]), "TG_ELOAD",
+     "nodes[0].op: unknown op 'dott' (did you mean 'dot'?)"),
+    ("planned_op", g(nodes=[{"op": "conv2d", "inputs": ["x", "x"], "outputs": ["y"]}]), "TG_EUNSUPPORTED",
+     "op 'conv2d' is not implemented yet"),
+    ("grad_not_yet", g(nodes=[{"op": "grad", "inputs": ["x", "x"], "outputs": ["y"]}]), "TG_EUNSUPPORTED",
+     "derived variable 'grad' is not supported yet"),
+    ("dangling", g(nodes=[add("x", "z", name="sum")]), "TG_ELOAD",
+     "nodes[0] (add 'sum' -> y): inputs[1]: 'z' is not declared and no node produces it"),
+    ("two_producers", g(nodes=[add(), add()]), "TG_ELOAD", "'y' is already produced by nodes[0]"),
+    ("produces_constant", g([X, {"id": "c", "type": {"dtype": "float64", "shape": [3]}, "constant": {"data": [1, 2, 3]}}],
+                            [add(out="c")]), "TG_ELOAD", "'c' is declared constant at variables[1]"),
+    ("arity", g(nodes=[{"op": "sub", "inputs": ["x", "x", "x"], "outputs": ["y"]}]), "TG_ELOAD",
+     "sub expects 2 inputs, got 3"),
+    ("outputs_count", g(nodes=[{"op": "exp", "inputs": ["x"], "outputs": ["y", "z"]}]), "TG_ELOAD",
+     "exp has 1 output, got 2"),
+    ("unknown_attr", g(nodes=[{"op": "sum", "inputs": ["x"], "outputs": ["y"], "attrs": {"axes": 0}}]), "TG_ELOAD",
+     "attrs.axes: sum has no attribute 'axes'"),
+    ("bad_attr", g(nodes=[{"op": "sum", "inputs": ["x"], "outputs": ["y"], "attrs": {"axis": "rows"}}]), "TG_ELOAD",
+     "attrs.axis: expected null, an integer or a list of integers"),
+    ("axis_range", g(nodes=[{"op": "sum", "inputs": ["x"], "outputs": ["y"], "attrs": {"axis": 1}}]), "TG_ELOAD",
+     "axis 1 is out of bounds"),
+    ("cycle", g(nodes=[add("x", "c", "a"), add("a", "x", "b"), add("b", "x", "c")]), "TG_ELOAD",
+     "the graph has a cycle"),
+    ("declared_type_mismatch", g([X, {"id": "y", "type": {"dtype": "float32", "shape": [3]}}], [add()]), "TG_ETYPE",
+     "'y' is declared float32[3] at variables[1], but the op gives float64[3]"),
+    ("broadcast_static", g([X, {"id": "z", "type": {"dtype": "float64", "shape": [4]}}], [add("x", "z")]), "TG_ESHAPE",
+     "do not broadcast"),
+    ("dot_not_aligned", g([{"id": "a", "type": {"dtype": "float64", "shape": [2, 3]}},
+                           {"id": "b", "type": {"dtype": "float64", "shape": [4, 2]}}],
+                          [{"op": "dot", "inputs": ["a", "b"], "outputs": ["y"]}]), "TG_ESHAPE",
+     "shapes (2, 3) and (4, 2) not aligned: 3 (dim 1) != 4 (dim 0)"),
+    ("function_unknown_id", g(nodes=[add()], functions={"f": {"inputs": ["x"], "outputs": ["nope"]}}), "TG_ELOAD",
+     "functions.f.outputs[0]: unknown id 'nope'"),
+    ("update_not_shared", g(nodes=[add()], functions={"f": {"inputs": ["x"], "outputs": [], "updates": {"x": "y"}}}),
+     "TG_ELOAD", "functions.f.updates.x: not a shared variable"),
+    ("update_dtype", g([X, {"id": "s", "type": {"dtype": "float32", "shape": [3]}, "shared": {"data": [0, 0, 0]}}],
+                       [add()], functions={"f": {"inputs": ["x"], "outputs": [], "updates": {"s": "y"}}}), "TG_ETYPE",
+     "the new value 'y' is float64[3], but the shared variable is float32[3]"),
+    ("missing_input", g([X, {"id": "w", "type": {"dtype": "float64", "shape": [3]}}], [add("x", "w", name="scale")],
+                        functions={"f": {"inputs": ["x"], "outputs": ["y"]}}), "TG_EMISSING",
+     "input 'w' is needed by nodes[0] (add 'scale' -> y)"),
+    ("function_key", g(nodes=[add()], functions={"f": {"inputs": ["x"], "outputs": ["y"], "update": {}}}), "TG_ELOAD",
+     "functions.f.update: unknown key"),
+    ("inline_const", g(nodes=[add("x", {"val": 1})]), "TG_ELOAD", "inputs[1]: expected an id or {\"value\": V}"),
+    ("weak_overflow", g([{"id": "i", "type": {"dtype": "int8", "shape": [2]}}],
+                        [{"op": "add", "inputs": ["i", {"value": 1000}], "outputs": ["y"]}]), "TG_ETYPE",
+     "1000 is out of bounds for int8"),
+    ("trace_line", g(nodes=[add(trace=[{"file": "m.py", "line": "twelve"}])]), "TG_ELOAD",
+     "nodes[0].trace[0].line: expected an integer"),
+    ("inplace_index", g(nodes=[add(inplace={"0": 5})]), "TG_ELOAD", "inplace.0: not an input index"),
+    ("node_not_object", g(nodes=[42]), "TG_ELOAD", "nodes[0]: expected an object"),
+    ("bool_neg", g([{"id": "b", "type": {"dtype": "bool", "shape": []}}], [{"op": "neg", "inputs": ["b"], "outputs": ["y"]}]),
+     "TG_ETYPE", "neg of bool is not supported"),
+]
+
+with open(os.path.join(OUT, "EXPECT"), "w") as expect:
+    expect.write("# file<TAB>status<TAB>substring of the one-line message (written by tests/data/gen/load_errors.py)\n")
+    for name, doc, status, sub in CASES:
+        text = doc if isinstance(doc, str) else json.dumps(doc, indent=1)
+        with open(os.path.join(OUT, name + ".json"), "w") as f:
+            f.write(text + "\n")
+        expect.write(f"{name}.json\t{status}\t{sub}\n")
