@@ -23,14 +23,10 @@ void cli_error(const char *tool, const char *fmt, ...) {
 bool cli_input_parse(const char *arg, cli_input *out) {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg) return false;
-    static char ids[64][160];
-    static int next;
     size_t n = (size_t)(eq - arg);
-    if (n >= sizeof ids[0]) return false;
-    char *id = ids[next++ % 64];
-    memcpy(id, arg, n);
-    id[n] = 0;
-    out->id = id;
+    if (n >= sizeof out->id) return false;
+    memcpy(out->id, arg, n);
+    out->id[n] = 0;
     out->value = eq + 1;
     return true;
 }

@@ -16,11 +16,12 @@ void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(pri
 
 /* -i ID=VALUE pairs. */
 typedef struct cli_input {
-    const char *id;
-    const char *value;
+    char id[160];
+    const char *value; /* borrowed from the argument */
 } cli_input;
 
-/* Parse "ID=VALUE"; false when there is no '=' or the id is empty. */
+/* Parse "ID=VALUE"; false when there is no '=', the id is empty or too
+ * long. */
 bool cli_input_parse(const char *arg, cli_input *out);
 
 /* Read VALUE for input i of f: a path to a .npy file (when it ends in

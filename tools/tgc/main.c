@@ -141,7 +141,11 @@ static int cmd_run(int argc, char **argv) {
             break;
         }
         case 'i':
-            if (ninputs >= 256 || !cli_input_parse(optarg, &inputs[ninputs])) {
+            if (ninputs >= 256) {
+                cli_error(TOOL, "-i: at most 256 inputs");
+                return TG_EXIT_USAGE;
+            }
+            if (!cli_input_parse(optarg, &inputs[ninputs])) {
                 cli_error(TOOL, "-i: expected ID=VALUE, got '%s'", optarg);
                 return TG_EXIT_USAGE;
             }

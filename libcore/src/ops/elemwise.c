@@ -13,6 +13,7 @@
 #include <tgmath.h>
 
 #include "ops/op.h"
+#include "ops/vmath.h"
 
 /* The generated loops compare unsigned values with 0 in shared code. */
 #pragma GCC diagnostic ignored "-Wtype-limits"
@@ -43,6 +44,21 @@ typedef struct loop_ud {
         for (int64_t i = 0; i < n; i++) {                                       \
             IT x = *(const IT *)(p[1] + i * s[1]);                              \
             *(OT *)(p[0] + i * s[0]) = (OT)(EXPR);                              \
+        }                                                                       \
+    }
+
+/* A float unary loop whose contiguous case is a libmvec-vectorised loop
+ * (vmath.c); the strided case computes EXPR per element. */
+#define VUNARY_LOOP(NAME, T, EXPR, VFN)                                         \
+    static void NAME(int64_t n, char **p, const int64_t *s, void *ud) {         \
+        (void)ud;                                                               \
+        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {         \
+            VFN(n, (const T *)p[1], (T *)p[0]);                                 \
+            return;                                                             \
+        }                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                       \
+            T x = *(const T *)(p[1] + i * s[1]);                                \
+            *(T *)(p[0] + i * s[0]) = (T)(EXPR);                                \
         }                                                                       \
     }
 
@@ -273,10 +289,11 @@ IPOW(uint64_t, 0)
     X(arcsin, asin(x)) X(arccos, acos(x)) X(arctan, atan(x)) X(sinh, sinh(x))   \
     X(cosh, cosh(x)) X(tanh, tanh(x)) X(arcsinh, asinh(x))                      \
     X(arccosh, acosh(x)) X(arctanh, atanh(x)) X(sigmoid, SIGMOID(x))            \
-    X(softplus, SOFTPLUS(x)) X(erf, erf(x)) X(erfc, erfc(x))                    \
-    X(gammaln, GAMMALN(x))
-#define GEN_FU(NAME, EXPR) FLOATS(DEF_U, l_##NAME, EXPR)
+    X(softplus, SOFTPLUS(x)) X(erf, erf(x)) X(erfc, erfc(x))
+#define DEF_VU(SUF, T, DT, OPNAME, EXPR) VUNARY_LOOP(l_##OPNAME##_##SUF, T, EXPR, tg_vm_##OPNAME##_##SUF)
+#define GEN_FU(NAME, EXPR) FLOATS(DEF_VU, NAME, EXPR)
 FLOAT_UNARY(GEN_FU)
+FLOATS(DEF_U, l_gammaln, GAMMALN(x))
 
 /* dtype-keeping unary over ints and floats */
 FLOATS(DEF_U, l_neg, -x)
@@ -505,17 +522,17 @@ static int run_loop(tg_inner_fn fn, tg_array *out, tg_array *const *ins, int nin
     int64_t total = tg_array_size_inline(out);
     bool flat = tg_array_is_contiguous(out);
     for (int i = 0; i < nin && flat; i++)
-        flat = ins[i]->ndim == out->ndim && tg_array_is_contiguous(ins[i]) &&
-               !memcmp(ins[i]->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+        flat = ins[i]->ndim == out->ndim && tg_shape_equal(out->ndim, ins[i]->shape, out->shape) &&
+               tg_array_is_contiguous(ins[i]);
     if (flat && total < TG_PARALLEL_MIN) {
         /* The common small case: one call, no iterator. */
         char *p[TG_ITER_MAX_OPS];
         int64_t s[TG_ITER_MAX_OPS];
         p[0] = out->data;
-        s[0] = (int64_t)tg_dtype_size(out->dtype);
+        s[0] = (int64_t)tg_isize(out->dtype);
         for (int i = 0; i < nin; i++) {
             p[i + 1] = ins[i]->data;
-            s[i + 1] = (int64_t)tg_dtype_size(ins[i]->dtype);
+            s[i + 1] = (int64_t)tg_isize(ins[i]->dtype);
         }
         if (total) fn(total, p, s, &ud);
         return check ? loop_error(ud.err, ctx) : TG_OK;
@@ -549,7 +566,7 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         ndim = in[0]->ndim;
         memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)ndim);
     } else if (nin == 2 && in[0]->ndim == in[1]->ndim &&
-               !memcmp(in[0]->shape, in[1]->shape, sizeof(int64_t) * (size_t)in[0]->ndim)) {
+               tg_shape_equal(in[0]->ndim, in[0]->shape, in[1]->shape)) {
         ndim = in[0]->ndim;
         memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)ndim);
     } else {
@@ -569,9 +586,10 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
     }
     /* Convert inputs to the compute dtype (float16 computes in float32). */
     tg_dtype ld = cd == TG_FLOAT16 ? TG_FLOAT32 : cd;
-    tg_array *conv[64] = {0};
+    tg_array *conv[64];
     tg_array *use[64];
     int first = im->kind == EW_SWITCH ? 1 : 0;
+    for (int i = 0; i < nin; i++) conv[i] = NULL;
     for (int i = 0; i < nin; i++) {
         tg_dtype want = i < first ? TG_BOOL : ld;
         if (in[i]->dtype == want) {
@@ -585,19 +603,20 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         }
     }
     /* Integer-valued ops of integers return the input's values. */
-    if ((im->flags & EWF_INT_IDENTITY) && !tg_dtype_is_float(cd)) {
+    bool cd_float = cd == TG_FLOAT64 || cd == TG_FLOAT32 || cd == TG_FLOAT16;
+    if ((im->flags & EWF_INT_IDENTITY) && !cd_float) {
         if ((rc = tg_array_prepare(&out[0], od, ndim, shape, ctx))) goto done;
         rc = tg_array_assign(out[0], use[0], ctx);
         goto done;
     }
-    if ((im->flags & EWF_INT_FALSE) && !tg_dtype_is_float(cd)) {
+    if ((im->flags & EWF_INT_FALSE) && !cd_float) {
         if ((rc = tg_array_prepare(&out[0], od, ndim, shape, ctx))) goto done;
         memset(out[0]->data, 0, (size_t)tg_array_size_inline(out[0]));
         goto done;
     }
     tg_inner_fn fn;
     if (im->kind == EW_SWITCH) {
-        size_t sz = tg_dtype_size(ld);
+        size_t sz = tg_isize(ld);
         fn = sz == 1 ? l_switch1 : sz == 2 ? l_switch2 : sz == 4 ? l_switch4 : l_switch8;
     } else {
         fn = im->loops[ld];
@@ -612,7 +631,7 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
     tg_dtype rd = f16 ? TG_FLOAT32 : od;
     if (f16) dst = &tmp;
     if ((rc = tg_array_prepare(dst, rd, ndim, shape, ctx))) goto done;
-    bool check = im->kind == EW_ARITH && !tg_dtype_is_float(ld);
+    bool check = im->kind == EW_ARITH && !cd_float;
     if (nin <= 2 || im->kind != EW_ARITH) {
         rc = run_loop(fn, *dst, use, nin, check, ctx);
     } else {

@@ -133,7 +133,7 @@ int64_t tg_array_size(const tg_array *a) { return tg_array_size_inline(a); }
 void *tg_array_data(const tg_array *a) { return a->data; }
 
 bool tg_array_is_contiguous(const tg_array *a) {
-    int64_t s = (int64_t)tg_dtype_size(a->dtype);
+    int64_t s = (int64_t)tg_isize(a->dtype);
     for (int i = a->ndim - 1; i >= 0; i--) {
         if (a->shape[i] == 0) return true;
         if (a->shape[i] != 1 && a->strides[i] != s) return false;
@@ -162,11 +162,11 @@ int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
     if (a && tg_array_is_exclusive(a) && !a->buf->release) {
         int64_t n = 1;
         for (int i = 0; i < ndim; i++) n *= shape[i];
-        size_t need = (size_t)n * tg_dtype_size(dt);
+        size_t need = (size_t)n * tg_isize(dt);
         if (need <= a->buf->nbytes && need * 4 >= a->buf->nbytes / 4) {
             a->dtype = dt;
             a->ndim = ndim;
-            int64_t s = (int64_t)tg_dtype_size(dt);
+            int64_t s = (int64_t)tg_isize(dt);
             for (int i = ndim - 1; i >= 0; i--) {
                 a->shape[i] = shape[i];
                 a->strides[i] = s;

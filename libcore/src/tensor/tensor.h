@@ -60,6 +60,22 @@ static inline bool tg_array_is_exclusive(const tg_array *a) {
            atomic_load_explicit(&a->buf->refcount, memory_order_relaxed) == 1;
 }
 
+/* Hot-path helpers: inline forms of tg_dtype_size and a shape compare. */
+static inline size_t tg_isize(tg_dtype dt) {
+    static const unsigned char sz[TG_NDTYPES] = {
+#define TG_ISIZE_(e, name, ctype, size, kind) size,
+        TG_DTYPE_LIST(TG_ISIZE_)
+#undef TG_ISIZE_
+    };
+    return sz[dt];
+}
+
+static inline bool tg_shape_equal(int nd, const int64_t *a, const int64_t *b) {
+    for (int i = 0; i < nd; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
 static inline int64_t tg_array_size_inline(const tg_array *a) {
     int64_t n = 1;
     for (int i = 0; i < a->ndim; i++) n *= a->shape[i];

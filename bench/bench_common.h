@@ -1,0 +1,53 @@
+/* Small helpers shared by the benchmarks. */
+#ifndef TG_BENCH_COMMON_H
+#define TG_BENCH_COMMON_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tg/tg.h"
+
+static inline double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void bench_die(const char *what, tg_ctx *ctx) {
+    fprintf(stderr, "%s: %s\n", what, tg_ctx_message(ctx));
+    exit(1);
+}
+
+/* Run a peer script (bench/peers/NAME) with Debian's python3 and return
+ * its stdout (caller frees), or NULL when it cannot run (no NumPy). */
+static inline char *bench_peer(const char *script, const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/peers/%s %s 2>/dev/null", TG_BENCH_DIR, script, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) n += r;
+    buf[n] = 0;
+    int rc = pclose(p);
+    if (rc != 0 || n == 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* The value for key "name" in the peer's "name value" lines; < 0 when absent. */
+static inline double bench_peer_value(const char *out, const char *name) {
+    if (!out) return -1;
+    size_t len = strlen(name);
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (!strncmp(p, name, len) && p[len] == ' ') return atof(p + len + 1);
+    }
+    return -1;
+}
+
+#endif
