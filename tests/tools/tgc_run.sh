@@ -54,6 +54,27 @@ expect 2 "an unknown preset" -- "$TGC" run "$G" -f step -O turbo
 expect 2 "a missing file" -- "$TGC" run "$tmp/none.json"
 expect 2 "--calls 0" -- "$TGC" run "$G" -f step --calls 0
 
+# More literals: non-finite floats as strings, booleans, overflow.
+expect 0 "non-finite literals as strings" -- "$TGC" run "$G" -f double -i 'x=["nan", "-inf", 1]'
+contains out "\[nan, -inf, 2\]" "nan and -inf are read"
+expect 0 "a bool literal for an int32 input (safe cast)" -- "$TGC" run "$G" -f div -i 'k=true'
+contains out "^10$" "true reads as 1"
+expect 2 "a literal that overflows int32" -- "$TGC" run "$G" -f div -i 'k=3000000000'
+contains err "does not fit int32" "the overflow is named"
+expect 2 "a literal that is not JSON" -- "$TGC" run "$G" -f div -i 'k=abc'
+contains err "neither a .npy path nor a JSON literal" "the bad literal is described"
+expect 2 "-i without =" -- "$TGC" run "$G" -f div -i k
+expect 2 "a compiled-function file" -- "$TGC" run "$tmp/f.tgf"
+contains err "compiled-function files (.tgf) are not supported yet" "the .tgf message"
+expect 2 "--save-state" -- "$TGC" run "$G" -f step --save-state "$tmp/s.tgf"
+contains err "not supported yet" "the --save-state message"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^tgc: ' "$tmp/err" && pass "errors are one line prefixed 'tgc: '" || fail "error format"
+: >"$tmp/file"
+expect 2 "-o onto a file" -- "$TGC" run "$G" -f step -o "$tmp/file"
+expect 0 "-O none" -- "$TGC" run "$G" -f step -O none
+expect 0 "run --help" -- "$TGC" run --help
+contains out "--calls N" "run --help shows the options"
+
 # Run-time failure: exit 1, one line naming the node and its trace.
 expect 1 "integer division by zero" -- "$TGC" run "$G" -f div -i k=0
 contains err "integer division by zero" "the failure is described"

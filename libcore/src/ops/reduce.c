@@ -218,6 +218,60 @@ static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool i
 
 static int64_t row_argext(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max) {
     int64_t best = 0;
+    if ((dt == TG_FLOAT64 && s == 8) || (dt == TG_FLOAT32 && s == 4)) {
+        /* Find the extreme value first (vectorisable), then its first
+         * index; a NaN anywhere makes the first NaN the answer. */
+        double m = is_max ? -INFINITY : INFINITY;
+        bool nan = false;
+        if (dt == TG_FLOAT64) {
+            /* One pass in blocks that stay in L1: a block's extreme is
+             * found vectorised, and only a block that improves on the best
+             * so far is scanned for its index. */
+            const double *q = (const double *)p;
+            int64_t bestk = -1;
+            for (int64_t b0 = 0; b0 < n; b0 += 512) {
+                int64_t b1 = b0 + 512 < n ? b0 + 512 : n;
+                double bm = is_max ? -INFINITY : INFINITY;
+                if (is_max) {
+#pragma omp simd reduction(max : bm) reduction(| : nan)
+                    for (int64_t k = b0; k < b1; k++) {
+                        bm = q[k] > bm ? q[k] : bm;
+                        nan |= q[k] != q[k];
+                    }
+                } else {
+#pragma omp simd reduction(min : bm) reduction(| : nan)
+                    for (int64_t k = b0; k < b1; k++) {
+                        bm = q[k] < bm ? q[k] : bm;
+                        nan |= q[k] != q[k];
+                    }
+                }
+                if (nan) {
+                    for (int64_t k = b0; k < b1; k++)
+                        if (q[k] != q[k]) return k;
+                }
+                if (bestk < 0 || (is_max ? bm > m : bm < m)) {
+                    for (int64_t k = b0; k < b1; k++)
+                        if (q[k] == bm) {
+                            bestk = k;
+                            break;
+                        }
+                    m = bm;
+                }
+            }
+            return bestk < 0 ? 0 : bestk;
+        } else {
+            const float *q = (const float *)p;
+            for (int64_t k = 0; k < n; k++) {
+                if (q[k] != q[k]) return k;
+                if (is_max ? q[k] > m : q[k] < m) {
+                    m = q[k];
+                    best = k;
+                }
+            }
+            return best;
+        }
+        return 0;
+    }
     if (tg_dtype_is_float(dt)) {
         double m = load_d(dt, p);
         if (m != m) return 0;
@@ -332,9 +386,15 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
     case R_VAR:
     case R_STD: {
         double mean = n ? row_sum_d(dt, p, n, s) / (double)n : NAN, acc = 0;
-        for (int64_t i = 0; i < n; i++) {
-            double d = load_d(dt, p + i * s) - mean;
-            acc += d * d;
+        if (dt == TG_FLOAT64 && s == 8) {
+            const double *q = (const double *)p;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t i = 0; i < n; i++) acc += (q[i] - mean) * (q[i] - mean);
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                double d = load_d(dt, p + i * s) - mean;
+                acc += d * d;
+            }
         }
         double cnt = (double)(n - ddof > 0 ? n - ddof : 0);
         double v = n ? acc / cnt : NAN;
@@ -395,23 +455,32 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         for (int d = 0; d < nred && leading; d++) leading = (mask >> d) & 1u;
     }
     if (leading) {
-        double *acc = tg_calloc((size_t)outer, sizeof(double));
-        if (!acc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        /* Each thread sums a band of rows into its own accumulator (rows
+         * stream through memory once), then the partials are added. */
         int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+        if (nth > 64) nth = 64;
+        if (inner < nth) nth = (int)inner;
+        double *acc = tg_calloc((size_t)outer * (size_t)nth, sizeof(double));
+        if (!acc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
 #pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t j0 = 0; j0 < outer; j0 += 256) {
-            int64_t j1 = j0 + 256 < outer ? j0 + 256 : outer;
-            for (int64_t r = 0; r < inner; r++) {
+        for (int t = 0; t < nth; t++) {
+            double *a = acc + (size_t)t * (size_t)outer;
+            int64_t r0 = inner * t / nth, r1 = inner * (t + 1) / nth;
+            for (int64_t r = r0; r < r1; r++) {
                 const char *row = x->data + r * outer * isz;
                 if (dt == TG_FLOAT64) {
                     const double *q = (const double *)row;
-                    for (int64_t j = j0; j < j1; j++) acc[j] += q[j];
+#pragma omp simd
+                    for (int64_t j = 0; j < outer; j++) a[j] += q[j];
                 } else {
                     const float *q = (const float *)row;
-                    for (int64_t j = j0; j < j1; j++) acc[j] += q[j];
+#pragma omp simd
+                    for (int64_t j = 0; j < outer; j++) a[j] += q[j];
                 }
             }
         }
+        for (int t = 1; t < nth; t++)
+            for (int64_t j = 0; j < outer; j++) acc[j] += acc[(size_t)t * (size_t)outer + j];
         for (int64_t j = 0; j < outer; j++)
             tg_store_f64(od, o + j * osz, im->kind == R_MEAN ? acc[j] / (double)inner : acc[j]);
         tg_free(acc);
@@ -475,6 +544,26 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
                 row_extreme(dt, v->data + b * rs, e - b, rs, k == R_MAX, (char *)&part[t]);
             }
             row_extreme(TG_FLOAT64, (const char *)part, nth, 8, k == R_MAX, o);
+        } else if ((k == R_ARGMAX || k == R_ARGMIN) && dt == TG_FLOAT64 && rs == 8 &&
+                   inner >= TG_PARALLEL_MIN && omp_get_max_threads() > 1) {
+            /* Each thread finds its chunk's first extreme; the earliest
+             * chunk wins ties, and a NaN wins over any number. */
+            int nth = omp_get_max_threads();
+            int64_t idx[64];
+            if (nth > 64) nth = 64;
+            const double *q = (const double *)v->data;
+#pragma omp parallel for schedule(static) num_threads(nth)
+            for (int t = 0; t < nth; t++) {
+                int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
+                idx[t] = b + row_argext(dt, (const char *)(q + b), e - b, 8, k == R_ARGMAX);
+            }
+            int64_t best = idx[0];
+            for (int t = 1; t < nth; t++) {
+                double bv = q[best], cv = q[idx[t]];
+                if (bv != bv) break;
+                if (cv != cv || (k == R_ARGMAX ? cv > bv : cv < bv)) best = idx[t];
+            }
+            *(int64_t *)o = best;
         } else {
             row_reduce(k, dt, od, ddof, v->data, inner, rs, o);
         }
