@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
     snprintf(args, sizeof args, "%lld %d", (long long)n, reps);
     char *peer = bench_peer("elemwise.py", args);
     printf("float64, %lld elements, best of %d, %d OpenMP threads%s\n", (long long)n, reps,
-           omp_get_max_threads(), peer ? "" : "  (numpy not installed: tg only)");
+           omp_get_max_threads(), peer ? "" : "\nnumpy: not installed (tg only)");
     printf("  %-10s %10s %10s %10s %12s %8s\n", "op", "tg ms", "GB/s", "numpy ms", "numpy out=", "ratio");
     for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++) {
         const bop *b = &OPS[k];

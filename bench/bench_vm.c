@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     printf("VM dispatch: a chain of %d scalar float64 add nodes (load+compile %.1f ms)\n", nodes, t_load * 1e3);
     printf("  %-28s %8.1f ns/node   (result %.0f, target <= 50)\n", "tg", best * 1e9 / nodes, result);
     if (np_ns > 0) printf("  %-28s %8.1f ns/node\n", "NumPy float64 scalars", np_ns);
-    else printf("  %-28s %8s\n", "NumPy float64 scalars", "(numpy not installed)");
+    else printf("  %-28s %8s\n", "NumPy float64 scalars", "numpy: not installed");
     if (py_ns > 0) printf("  %-28s %8.1f ns/node\n", "Python floats", py_ns);
     free(peer);
     tg_array_free(x);

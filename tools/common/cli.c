@@ -125,7 +125,7 @@ void cli_progress_start(cli_progress *p, long total, const char *label) {
     p->on = total > 1 && isatty(2);
     p->total = total;
     p->last = -1;
-    if (p->on) fprintf(stderr, "%s\n", label);
+    p->label = label;
 }
 
 void cli_progress_step(cli_progress *p, long done) {
@@ -134,7 +134,7 @@ void cli_progress_step(cli_progress *p, long done) {
     if (pct == p->last) return;
     p->last = pct;
     int w = pct * 40 / 100;
-    fprintf(stderr, "\r[%.*s%*s] %3d%% (%ld/%ld)", w, "########################################",
+    fprintf(stderr, "\r%s [%.*s%*s] %3d%% (%ld/%ld)", p->label, w, "########################################",
             40 - w, "", pct, done, p->total);
     fflush(stderr);
 }

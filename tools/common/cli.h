@@ -38,6 +38,7 @@ typedef struct cli_progress {
     bool on;
     long total;
     int last;
+    const char *label; /* borrowed */
 } cli_progress;
 void cli_progress_start(cli_progress *p, long total, const char *label);
 void cli_progress_step(cli_progress *p, long done);

@@ -431,7 +431,7 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     }
     for (int d = 0; d < nd; d++)
         if (mask & (1u << d)) perm[np++] = d;
-    if (inner == 0 && outer > 0 &&
+    if (inner == 0 &&
         (im->kind == R_MAX || im->kind == R_MIN || im->kind == R_ARGMAX || im->kind == R_ARGMIN))
         return tg_errorf(ctx, TG_ERUNTIME,
                          "zero-size array to reduction operation %s which has no identity",

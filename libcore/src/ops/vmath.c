@@ -6,9 +6,16 @@
  * -ffast-math, so IEEE semantics (NaN, infinities, signed zeros) stay;
  * target_clones picks the widest variant the CPU has at load time.
  */
+#if defined(__GNUC__) && !defined(__clang__)
 #define TG_VMATH_DECLARE(f)                                                   \
     _Pragma("omp declare simd notinbranch") double f(double);                 \
     _Pragma("omp declare simd notinbranch") float f##f(float);
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+/* Other compilers (clang builds the fuzz target): plain loops. */
+#define TG_VMATH_DECLARE(f)
+#define CLONES
+#endif
 TG_VMATH_DECLARE(exp)
 TG_VMATH_DECLARE(exp2)
 TG_VMATH_DECLARE(expm1)
@@ -35,8 +42,6 @@ TG_VMATH_DECLARE(erfc)
 #include <stdint.h>
 
 #include "ops/vmath.h"
-
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 #define VLOOP(NAME, F)                                                        \
     CLONES void tg_vm_##NAME##_f64(int64_t n, const double *restrict x,       \
