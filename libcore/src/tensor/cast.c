@@ -1,206 +1,258 @@
-/* Element conversions between every pair of dtypes (NumPy's unsafe
- * casting). Float to integer truncates toward zero; a NaN or a value out
- * of the target's range, undefined in C, gives the target's minimum for
- * signed targets and 0 for unsigned ones (x86 NumPy gives INT_MIN for
- * int64 and garbage elsewhere; we pick a defined value). */
+/* Element conversions between every pair of dtypes: NumPy's unsafe
+ * casting (astype).
+ *
+ * - anything to bool is x != 0 (NaN gives true); a bool source byte other
+ *   than 0 reads as 1;
+ * - integer to integer wraps modulo 2^bits (C's conversion on GCC/Clang);
+ * - integer or float to float rounds to nearest even; float64 to float16
+ *   rounds once, from the double (as NumPy), not through float32;
+ * - float to integer truncates toward zero. A NaN or a value whose
+ *   truncation does not fit is undefined behaviour in C and gives
+ *   platform-specific results in NumPy; tg defines it as x86's scalar
+ *   conversion instructions do, which is what NumPy gives on x86-64 for
+ *   non-vectorised loops: targets of up to 32 bits other than uint32 go
+ *   through int32 (out of range: INT32_MIN) and wrap, so
+ *   float64(300).astype(int8) == 44 and NaN gives 0 for int8..int16 and
+ *   INT32_MIN for int32; uint32 and int64 go through int64 (out of range:
+ *   INT64_MIN); uint64 takes [2^63, 2^64) exactly and otherwise goes
+ *   through int64, so -1.0 gives 2^64 - 1 and NaN gives 2^63.
+ *   (NumPy's AVX-512 loops differ from its scalar ones for uint32; tg
+ *   follows the scalar ones everywhere.)
+ *
+ * One loop per (to, from) pair, from a macro table; each has a contiguous
+ * path the compiler vectorises and a strided one. */
 #include <math.h>
 #include <string.h>
 
 #include "tensor/tensor.h"
 
-static inline int64_t f2i_signed(double v, int bits) {
-    double lim = ldexp(1.0, bits - 1);
-    if (!(v > -lim - 1.0 && v < lim)) return (int64_t)(-lim);
-    return (int64_t)v;
+/* ---- float to integer, defined for every input ---- */
+
+static inline int32_t f2i32(double v) {
+    return v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : INT32_MIN;
 }
 
-static inline uint64_t f2i_unsigned(double v, int bits) {
-    double lim = ldexp(1.0, bits);
-    if (!(v > -1.0 && v < lim)) {
-        /* Negative values wrap as NumPy does on x86 for small targets
-         * (np.float64(-1).astype(np.uint8) == 255). */
-        if (v < 0 && v > -ldexp(1.0, 63)) return (uint64_t)(int64_t)v;
-        return 0;
+static inline int64_t f2i64(double v) {
+    return v >= -9223372036854775808.0 && v < 9223372036854775808.0 ? (int64_t)v
+                                                                     : INT64_MIN;
+}
+
+static inline uint64_t f2u64(double v) {
+    if (v >= 9223372036854775808.0)
+        return (uint64_t)f2i64(v - 9223372036854775808.0) ^ (UINT64_C(1) << 63);
+    return (uint64_t)f2i64(v);
+}
+
+#define F2I_INT8(v) ((int8_t)f2i32(v))
+#define F2I_INT16(v) ((int16_t)f2i32(v))
+#define F2I_INT32(v) (f2i32(v))
+#define F2I_INT64(v) (f2i64(v))
+#define F2I_UINT8(v) ((uint8_t)f2i32(v))
+#define F2I_UINT16(v) ((uint16_t)f2i32(v))
+#define F2I_UINT32(v) ((uint32_t)f2i64(v))
+#define F2I_UINT64(v) (f2u64(v))
+
+/* float64 to float16 in one rounding (round to nearest even), NaN payloads
+ * kept as NumPy's npy_doublebits_to_halfbits keeps them. */
+static inline uint16_t double_to_half(double d) {
+    uint64_t x;
+    memcpy(&x, &d, 8);
+    uint16_t sign = (uint16_t)((x >> 48) & 0x8000u);
+    uint64_t ax = x & UINT64_C(0x7fffffffffffffff);
+    if (ax >= UINT64_C(0x7ff0000000000000)) {
+        if (ax == UINT64_C(0x7ff0000000000000)) return sign | 0x7c00u;
+        uint16_t h = (uint16_t)(0x7c00u | ((ax & UINT64_C(0xfffffffffffff)) >> 42));
+        if (h == 0x7c00u) h++; /* keep it a NaN */
+        return sign | h;
     }
-    return (uint64_t)v;
-}
-
-double tg_load_f64(tg_dtype dt, const void *p) {
-    switch (dt) {
-    case TG_BOOL: return *(const uint8_t *)p ? 1.0 : 0.0;
-    case TG_INT8: return *(const int8_t *)p;
-    case TG_INT16: return *(const int16_t *)p;
-    case TG_INT32: return *(const int32_t *)p;
-    case TG_INT64: return (double)*(const int64_t *)p;
-    case TG_UINT8: return *(const uint8_t *)p;
-    case TG_UINT16: return *(const uint16_t *)p;
-    case TG_UINT32: return *(const uint32_t *)p;
-    case TG_UINT64: return (double)*(const uint64_t *)p;
-    case TG_FLOAT16: return tg_half_to_float(*(const uint16_t *)p);
-    case TG_FLOAT32: return *(const float *)p;
-    case TG_FLOAT64: return *(const double *)p;
-    default: return 0;
+    if (ax >= UINT64_C(0x40effe0000000000)) /* >= 65520 rounds to inf */
+        return sign | 0x7c00u;
+    if (ax < UINT64_C(0x3f10000000000000)) { /* below 2^-14: subnormal half */
+        if (ax <= UINT64_C(0x3e60000000000000)) return sign; /* <= 2^-25 */
+        int e = (int)(ax >> 52);
+        uint64_t m = (ax & UINT64_C(0xfffffffffffff)) | (UINT64_C(1) << 52);
+        int shift = 1051 - e; /* value / 2^-24 = m >> shift; 43..53 */
+        uint64_t hm = m >> shift, rem = m & ((UINT64_C(1) << shift) - 1);
+        uint64_t half = UINT64_C(1) << (shift - 1);
+        if (rem > half || (rem == half && (hm & 1u))) hm++;
+        return sign | (uint16_t)hm;
     }
+    uint64_t h = (ax >> 42) - (UINT64_C(1008) << 10);
+    uint64_t rem = ax & ((UINT64_C(1) << 42) - 1), half = UINT64_C(1) << 41;
+    if (rem > half || (rem == half && (h & 1u))) h++;
+    return sign | (uint16_t)h;
 }
 
-int64_t tg_load_i64(tg_dtype dt, const void *p) {
-    switch (dt) {
-    case TG_BOOL: return *(const uint8_t *)p != 0;
-    case TG_INT8: return *(const int8_t *)p;
-    case TG_INT16: return *(const int16_t *)p;
-    case TG_INT32: return *(const int32_t *)p;
-    case TG_INT64: return *(const int64_t *)p;
-    case TG_UINT8: return *(const uint8_t *)p;
-    case TG_UINT16: return *(const uint16_t *)p;
-    case TG_UINT32: return *(const uint32_t *)p;
-    case TG_UINT64: return (int64_t)*(const uint64_t *)p;
-    default: return f2i_signed(tg_load_f64(dt, p), 64);
-    }
-}
+/* ---- the conversion table ---- */
 
-void tg_store_f64(tg_dtype dt, void *p, double v) {
-    switch (dt) {
-    case TG_BOOL: *(uint8_t *)p = v != 0; break;
-    case TG_INT8: *(int8_t *)p = (int8_t)f2i_signed(v, 64); break;
-    case TG_INT16: *(int16_t *)p = (int16_t)f2i_signed(v, 64); break;
-    case TG_INT32: *(int32_t *)p = (int32_t)f2i_signed(v, 64); break;
-    case TG_INT64: *(int64_t *)p = f2i_signed(v, 64); break;
-    case TG_UINT8: *(uint8_t *)p = (uint8_t)f2i_unsigned(v, 64); break;
-    case TG_UINT16: *(uint16_t *)p = (uint16_t)f2i_unsigned(v, 64); break;
-    case TG_UINT32: *(uint32_t *)p = (uint32_t)f2i_unsigned(v, 64); break;
-    case TG_UINT64: *(uint64_t *)p = f2i_unsigned(v, 64); break;
-    case TG_FLOAT16: *(uint16_t *)p = tg_float_to_half((float)v); break;
-    case TG_FLOAT32: *(float *)p = (float)v; break;
-    case TG_FLOAT64: *(double *)p = v; break;
-    default: break;
-    }
-}
+/* (enum suffix, storage type, class): B bool, I signed, U unsigned,
+ * H float16, F float32, D float64. Two copies, because a macro cannot
+ * expand itself. */
+#define CAST_LIST_A(X)                                                    \
+    X(BOOL, uint8_t, B)                                           \
+    X(INT8, int8_t, I)                                            \
+    X(INT16, int16_t, I)                                          \
+    X(INT32, int32_t, I)                                          \
+    X(INT64, int64_t, I)                                          \
+    X(UINT8, uint8_t, U)                                          \
+    X(UINT16, uint16_t, U)                                        \
+    X(UINT32, uint32_t, U)                                        \
+    X(UINT64, uint64_t, U)                                        \
+    X(FLOAT16, uint16_t, H)                                       \
+    X(FLOAT32, float, F)                                          \
+    X(FLOAT64, double, D)
+#define CAST_LIST_B(X, ...)                                                    \
+    X(__VA_ARGS__, BOOL, uint8_t, B)                                           \
+    X(__VA_ARGS__, INT8, int8_t, I)                                            \
+    X(__VA_ARGS__, INT16, int16_t, I)                                          \
+    X(__VA_ARGS__, INT32, int32_t, I)                                          \
+    X(__VA_ARGS__, INT64, int64_t, I)                                          \
+    X(__VA_ARGS__, UINT8, uint8_t, U)                                          \
+    X(__VA_ARGS__, UINT16, uint16_t, U)                                        \
+    X(__VA_ARGS__, UINT32, uint32_t, U)                                        \
+    X(__VA_ARGS__, UINT64, uint64_t, U)                                        \
+    X(__VA_ARGS__, FLOAT16, uint16_t, H)                                       \
+    X(__VA_ARGS__, FLOAT32, float, F)                                          \
+    X(__VA_ARGS__, FLOAT64, double, D)
 
-void tg_store_i64(tg_dtype dt, void *p, int64_t v) {
-    switch (dt) {
-    case TG_BOOL: *(uint8_t *)p = v != 0; break;
-    case TG_INT8: *(int8_t *)p = (int8_t)v; break;
-    case TG_INT16: *(int16_t *)p = (int16_t)v; break;
-    case TG_INT32: *(int32_t *)p = (int32_t)v; break;
-    case TG_INT64: *(int64_t *)p = v; break;
-    case TG_UINT8: *(uint8_t *)p = (uint8_t)v; break;
-    case TG_UINT16: *(uint16_t *)p = (uint16_t)v; break;
-    case TG_UINT32: *(uint32_t *)p = (uint32_t)v; break;
-    case TG_UINT64: *(uint64_t *)p = (uint64_t)v; break;
-    default: tg_store_f64(dt, p, (double)v); break;
-    }
-}
+/* CONV_<to class>_<from class>(to enum, to type, x) */
+#define CONV_B_B(TE, TT, x) ((uint8_t)((x) != 0))
+#define CONV_B_I CONV_B_B
+#define CONV_B_U CONV_B_B
+#define CONV_B_F CONV_B_B
+#define CONV_B_D CONV_B_B
+#define CONV_B_H(TE, TT, x) ((uint8_t)(((x)&0x7fffu) != 0))
 
-/* Integer to integer: through int64/uint64 with C's modular conversion,
- * which is NumPy's wrap-around. Float targets from integers: exact C
- * conversions. Float sources to integers: truncation (above). */
-#define LOOP(TO_T, FROM_T, EXPR)                                               \
-    do {                                                                       \
+#define CONV_INT_B(TE, TT, x) ((TT)((x) != 0))
+#define CONV_INT_I(TE, TT, x) ((TT)(x))
+#define CONV_INT_F(TE, TT, x) (F2I_##TE((double)(x)))
+#define CONV_INT_H(TE, TT, x) (F2I_##TE((double)tg_half_to_float(x)))
+#define CONV_I_B CONV_INT_B
+#define CONV_I_I CONV_INT_I
+#define CONV_I_U CONV_INT_I
+#define CONV_I_F CONV_INT_F
+#define CONV_I_D CONV_INT_F
+#define CONV_I_H CONV_INT_H
+#define CONV_U_B CONV_INT_B
+#define CONV_U_I CONV_INT_I
+#define CONV_U_U CONV_INT_I
+#define CONV_U_F CONV_INT_F
+#define CONV_U_D CONV_INT_F
+#define CONV_U_H CONV_INT_H
+
+#define CONV_FLT_B(TE, TT, x) ((TT)((x) != 0))
+#define CONV_FLT_X(TE, TT, x) ((TT)(x))
+#define CONV_FLT_H(TE, TT, x) ((TT)tg_half_to_float(x))
+#define CONV_F_B CONV_FLT_B
+#define CONV_F_I CONV_FLT_X
+#define CONV_F_U CONV_FLT_X
+#define CONV_F_F CONV_FLT_X
+#define CONV_F_D CONV_FLT_X
+#define CONV_F_H CONV_FLT_H
+#define CONV_D_B CONV_FLT_B
+#define CONV_D_I CONV_FLT_X
+#define CONV_D_U CONV_FLT_X
+#define CONV_D_F CONV_FLT_X
+#define CONV_D_D CONV_FLT_X
+#define CONV_D_H CONV_FLT_H
+
+/* Integers reach float16 through float32: exact below 2^24, and anything
+ * larger overflows float16 either way. */
+#define CONV_H_B(TE, TT, x) (tg_float_to_half((float)((x) != 0)))
+#define CONV_H_I(TE, TT, x) (tg_float_to_half((float)(x)))
+#define CONV_H_U CONV_H_I
+#define CONV_H_F(TE, TT, x) (tg_float_to_half(x))
+#define CONV_H_D(TE, TT, x) (double_to_half(x))
+#define CONV_H_H(TE, TT, x) ((TT)(x))
+
+typedef void (*cast_fn)(char *d, int64_t ds, const char *s, int64_t ss,
+                        int64_t n);
+
+/* memcpy loads and stores: views may be unaligned in principle, and
+ * compilers turn these into plain moves. */
+#define CAST_DEFINE(TE, TT, TC, FE, FT, FC)                                    \
+    static void cast_##TE##_##FE(char *restrict d, int64_t ds,                 \
+                                 const char *restrict s, int64_t ss,           \
+                                 int64_t n) {                                  \
+        if (ds == (int64_t)sizeof(TT) && ss == (int64_t)sizeof(FT)) {          \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                FT x;                                                          \
+                memcpy(&x, s + i * (int64_t)sizeof(FT), sizeof x);             \
+                TT y = CONV_##TC##_##FC(TE, TT, x);                            \
+                memcpy(d + i * (int64_t)sizeof(TT), &y, sizeof y);             \
+            }                                                                  \
+            return;                                                            \
+        }                                                                      \
         for (int64_t i = 0; i < n; i++) {                                      \
-            FROM_T x;                                                          \
+            FT x;                                                              \
             memcpy(&x, s + i * ss, sizeof x);                                  \
-            TO_T y = (TO_T)(EXPR);                                             \
+            TT y = CONV_##TC##_##FC(TE, TT, x);                                \
             memcpy(d + i * ds, &y, sizeof y);                                  \
         }                                                                      \
-    } while (0)
+    }
+#define CAST_ROW_DEFINE(TE, TT, TC) CAST_LIST_B(CAST_DEFINE, TE, TT, TC)
+CAST_LIST_A(CAST_ROW_DEFINE)
+
+#define CAST_ENTRY(TE, TT, TC, FE, FT, FC) [TG_##FE] = cast_##TE##_##FE,
+#define CAST_ROW_ENTRY(TE, TT, TC) [TG_##TE] = {CAST_LIST_B(CAST_ENTRY, TE, TT, TC)},
+static const cast_fn cast_table[TG_NDTYPES][TG_NDTYPES] = {
+    CAST_LIST_A(CAST_ROW_ENTRY)};
 
 void tg_cast_strided(tg_dtype to, void *dst, int64_t ds, tg_dtype from,
                      const void *src, int64_t ss, int64_t n) {
-    char *d = dst;
-    const char *s = src;
-    size_t tsz = tg_dtype_size(to);
+    if (n <= 0) return;
     if (to == from) {
-        if (ds == (int64_t)tsz && ss == (int64_t)tsz) {
-            memmove(d, s, (size_t)n * tsz);
+        size_t sz = tg_isize(to);
+        if (ds == (int64_t)sz && ss == (int64_t)sz) {
+            memmove(dst, src, (size_t)n * sz);
             return;
         }
-        for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, tsz);
+        char *d = dst;
+        const char *s = src;
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, sz);
         return;
     }
-    /* Common fast conversions. */
-    if (from == TG_FLOAT32 && to == TG_FLOAT64) {
-        LOOP(double, float, x);
+    cast_table[to][from](dst, ds, src, ss, n);
+}
+
+/* ---- single elements ---- */
+
+double tg_load_f64(tg_dtype dt, const void *p) {
+    double v;
+    if (dt == TG_FLOAT64) {
+        memcpy(&v, p, 8);
+        return v;
+    }
+    if ((unsigned)dt >= TG_NDTYPES) return 0;
+    cast_table[TG_FLOAT64][dt]((char *)&v, 8, p, 0, 1);
+    return v;
+}
+
+int64_t tg_load_i64(tg_dtype dt, const void *p) {
+    int64_t v;
+    if (dt == TG_INT64) {
+        memcpy(&v, p, 8);
+        return v;
+    }
+    if ((unsigned)dt >= TG_NDTYPES) return 0;
+    cast_table[TG_INT64][dt]((char *)&v, 8, p, 0, 1);
+    return v;
+}
+
+void tg_store_f64(tg_dtype dt, void *p, double v) {
+    if (dt == TG_FLOAT64) {
+        memcpy(p, &v, 8);
         return;
     }
-    if (from == TG_FLOAT64 && to == TG_FLOAT32) {
-        LOOP(float, double, x);
+    if ((unsigned)dt >= TG_NDTYPES) return;
+    cast_table[dt][TG_FLOAT64](p, 0, (const char *)&v, 0, 1);
+}
+
+void tg_store_i64(tg_dtype dt, void *p, int64_t v) {
+    if (dt == TG_INT64) {
+        memcpy(p, &v, 8);
         return;
     }
-    if (from == TG_INT64 && to == TG_FLOAT64) {
-        LOOP(double, int64_t, x);
-        return;
-    }
-    if (from == TG_INT32 && to == TG_FLOAT64) {
-        LOOP(double, int32_t, x);
-        return;
-    }
-    char fk = tg_dtype_kind(from), tk = tg_dtype_kind(to);
-    if (tk == 'b') {
-        size_t fsz = tg_dtype_size(from);
-        for (int64_t i = 0; i < n; i++) {
-            const char *p = s + i * ss;
-            bool nz;
-            if (fk == 'f')
-                nz = tg_load_f64(from, p) != 0; /* NaN != 0 is true */
-            else {
-                nz = false;
-                for (size_t k = 0; k < fsz; k++) nz |= p[k] != 0;
-            }
-            ((uint8_t *)d)[i * ds] = nz;
-        }
-        return;
-    }
-    if (fk != 'f' && tk != 'f') {
-        for (int64_t i = 0; i < n; i++)
-            tg_store_i64(to, d + i * ds, tg_load_i64(from, s + i * ss));
-        return;
-    }
-    if (fk != 'f') { /* integer -> float: exact through (u)int64 */
-        for (int64_t i = 0; i < n; i++) {
-            const char *p = s + i * ss;
-            double v = from == TG_UINT64 ? (double)*(const uint64_t *)p
-                                         : (double)tg_load_i64(from, p);
-            if (to == TG_FLOAT32 && from != TG_UINT64) {
-                float fv = (float)tg_load_i64(from, p);
-                memcpy(d + i * ds, &fv, 4);
-            } else if (to == TG_FLOAT16) {
-                uint16_t h = tg_float_to_half((float)v);
-                memcpy(d + i * ds, &h, 2);
-            } else {
-                tg_store_f64(to, d + i * ds, v);
-            }
-        }
-        return;
-    }
-    if (tk == 'f') { /* float -> float */
-        for (int64_t i = 0; i < n; i++) {
-            double v = tg_load_f64(from, s + i * ss);
-            if (to == TG_FLOAT16 && from == TG_FLOAT64) {
-                /* Round once, from double, as NumPy does. */
-                float fv = (float)v;
-                uint16_t h = tg_float_to_half(fv);
-                /* Double rounding can only matter near ties; correct it. */
-                double back = tg_half_to_float(h);
-                double err = fabs(back - v);
-                uint16_t alt = (uint16_t)(back < v ? h + (v > 0 ? 1 : -1) : h - (v > 0 ? 1 : -1));
-                if ((h & 0x7c00u) != 0x7c00u && (alt & 0x7c00u) != 0x7c00u) {
-                    double ab = tg_half_to_float(alt);
-                    if (fabs(ab - v) < err) h = alt;
-                }
-                memcpy(d + i * ds, &h, 2);
-            } else {
-                tg_store_f64(to, d + i * ds, v);
-            }
-        }
-        return;
-    }
-    /* float -> integer: truncate toward zero; out of range defined. */
-    int bits = (int)tg_dtype_size(to) * 8;
-    for (int64_t i = 0; i < n; i++) {
-        double v = tg_load_f64(from, s + i * ss);
-        if (tk == 'i')
-            tg_store_i64(to, d + i * ds, f2i_signed(v, bits));
-        else
-            tg_store_i64(to, d + i * ds, (int64_t)f2i_unsigned(v, bits));
-    }
+    if ((unsigned)dt >= TG_NDTYPES) return;
+    cast_table[dt][TG_INT64](p, 0, (const char *)&v, 0, 1);
 }

@@ -1,7 +1,11 @@
 """Reduction tests with expectations from NumPy (run with /usr/bin/python3).
 
-mean/var/std/logsumexp of integers compute in float32 for 8/16-bit integers
-and bool, float64 for wider ones (FORMAT.md s7); of float16 they give float16.
+mean/var/std/logsumexp of integers compute in float32 for bool and 8/16-bit
+integers, float64 for wider ones (FORMAT.md s7); of float16 they give
+float16. Files: reduce_<op>.json (every dtype, axis forms, keepdims; one
+function per dtype computing every axis form of one input),
+reduce_special.json (0-d, empty axes, NaN, ties, overflow, wrapping,
+ddof, non-contiguous inputs), reduce_errors.json (run-time errors).
 """
 import numpy as np
 
@@ -18,11 +22,20 @@ def float_of(dt):
 
 
 def lse(x, axis, keepdims):
-    x = x.astype(np.float64)
-    m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    r = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
-    return r if keepdims else np.squeeze(r, axis=axis if axis is not None else tuple(range(x.ndim)))
+    """logsumexp in float64 (max-shifted); -inf for an empty axis."""
+    x = np.asarray(x, np.float64)
+    ax = tuple(range(x.ndim)) if axis is None else axis
+    if x.size == 0 or any(x.shape[a] == 0 for a in np.atleast_1d(ax)):
+        shape = np.sum(x, axis=ax, keepdims=keepdims).shape
+        return np.full(shape, -np.inf)
+    with np.errstate(all="ignore"):
+        m = np.max(x, axis=ax, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        r = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
+        # An infinite max is the answer itself (exp(inf - inf) is NaN).
+        mx = np.max(x, axis=ax, keepdims=True)
+        r = np.where(np.isinf(mx) & ~np.isnan(r + 0 * mx) | np.isinf(mx), np.where(np.isnan(x).any(axis=ax, keepdims=True), np.nan, mx), r)
+    return r if keepdims else np.squeeze(r, axis=ax)
 
 
 def expect(op, x, axis, keepdims, ddof=0):
@@ -31,6 +44,9 @@ def expect(op, x, axis, keepdims, ddof=0):
         if op == "sum":
             return np.sum(x, axis=ax, keepdims=keepdims)
         if op == "prod":
+            if x.dtype.kind == "f":
+                # tg multiplies in double and rounds once.
+                return np.prod(x.astype(np.float64), axis=ax, keepdims=keepdims).astype(x.dtype)
             return np.prod(x, axis=ax, keepdims=keepdims)
         if op in ("mean", "var", "std", "logsumexp"):
             fd = float_of(x.dtype)
@@ -44,109 +60,264 @@ def expect(op, x, axis, keepdims, ddof=0):
             else:
                 r = lse(xd, ax, keepdims)
             return np.asarray(r).astype(fd)
-        if op == "max":
-            return np.max(x, axis=ax, keepdims=keepdims)
-        if op == "min":
-            return np.min(x, axis=ax, keepdims=keepdims)
-        if op == "all":
-            return np.all(x, axis=ax, keepdims=keepdims)
-        if op == "any":
-            return np.any(x, axis=ax, keepdims=keepdims)
-        if op == "argmax":
-            return np.asarray(np.argmax(x, axis=ax, keepdims=keepdims)).astype(np.int64)
-        if op == "argmin":
-            return np.asarray(np.argmin(x, axis=ax, keepdims=keepdims)).astype(np.int64)
+        if op in ("max", "min", "all", "any"):
+            return getattr(np, op)(x, axis=ax, keepdims=keepdims)
+        if op in ("argmax", "argmin"):
+            return np.asarray(getattr(np, op)(x, axis=ax, keepdims=keepdims)).astype(np.int64)
+    raise ValueError(op)
+
+
+def tol_for(op, dt):
+    if np.dtype(dt).kind == "f" and op in ("sum", "prod", "mean", "var", "std", "logsumexp"):
+        return {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[str(np.dtype(dt))]
+    return None
 
 
 OPS = ["sum", "prod", "mean", "max", "min", "all", "any", "logsumexp", "var", "std",
        "argmax", "argmin"]
-DTYPES = ["float64", "float32", "float16", "int8", "int32", "int64", "uint8", "uint64", "bool"]
-AXES = [None, 0, 1, -1, [0, 2], [2, 0, 1]]
+DTYPES = ["float64", "float32", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16",
+          "uint32", "uint64", "bool"]
+AXES = [None, 0, 1, -1, -3, [0, 2], [2, 0, 1], [-1, 1], []]
+ARG_AXES = [None, 0, 1, -1, -3]
 
 for op in OPS:
     variables, nodes, tests, functions = [], [], [], {}
-    k = 0
     for dt in DTYPES:
-        if op in ("logsumexp",) and dt == "bool":
-            continue
         x = sample(dt, (2, 3, 4), rng, -3, 4)
         if op == "prod" and np.dtype(dt).kind == "f":
             x = (x / 3).astype(dt)
-        axes = AXES if op not in ("argmax", "argmin") else [None, 0, 1, -1]
-        for axis in axes:
-            for keepdims in (False, True):
-                if dt not in ("float64", "int32") and (keepdims or axis not in (None, 1)):
-                    continue
-                attrs = {"axis": axis, "keepdims": keepdims}
-                want = expect(op, x, axis, keepdims)
-                if np.dtype(x.dtype).kind == "f" and op in ("sum", "prod", "mean", "var", "std", "logsumexp"):
-                    tol = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[str(x.dtype)]
-                else:
-                    tol = None
-                xid, yid = f"x{k}", f"y{k}"
-                variables.append({"id": xid, "type": typ(x)})
-                nodes.append({"op": op, "inputs": [xid], "outputs": [yid], "attrs": attrs})
-                functions[f"f{k}"] = {"inputs": [xid], "outputs": [yid]}
-                case = {"function": f"f{k}", "inputs": {xid: value(x)},
-                        "outputs": {yid: value(np.asarray(want))}}
-                if tol:
-                    case["rtol"] = tol
-                    case["atol"] = tol
-                tests.append(case)
-                k += 1
+        axes = ARG_AXES if op in ("argmax", "argmin") else AXES
+        full = dt in ("float64", "int32")
+        combos = [(a, k) for a in axes for k in (False, True)] if full else \
+            [(None, False), (1, False), (-1, True)] + \
+            ([([0, 2], False)] if op not in ("argmax", "argmin") else [(None, True)])
+        xid = f"x_{dt}"
+        variables.append({"id": xid, "type": typ(x)})
+        outs, want = [], {}
+        for j, (axis, keepdims) in enumerate(combos):
+            yid = f"y_{dt}_{j}"
+            nodes.append({"op": op, "inputs": [xid], "outputs": [yid],
+                          "attrs": {"axis": axis, "keepdims": keepdims}})
+            outs.append(yid)
+            want[yid] = value(np.asarray(expect(op, x, axis, keepdims)))
+        functions[f"f_{dt}"] = {"inputs": [xid], "outputs": outs}
+        case = {"function": f"f_{dt}", "inputs": {xid: value(x)}, "outputs": want}
+        tol = tol_for(op, dt)
+        if tol:
+            case["rtol"] = tol
+            case["atol"] = tol
+        tests.append(case)
     write(f"reduce_{op}", variables, nodes, tests, functions)
 
-# var/std with ddof, NaN propagation, ties for argmax, logsumexp of large values,
-# empty axes, a transposed (non-contiguous) input.
-x = sample("float64", (3, 5), rng)
-xn = x.copy()
-xn[1, 2] = np.nan
-ties = np.array([[1, 3, 3, 0], [2, 2, 2, 2]], np.int32)
-big = np.array([[1e4, 1e4 - 1, -1e4], [-np.inf, -np.inf, -np.inf]], np.float64)
-empty = np.zeros((2, 0), np.float64)
-write("reduce_special",
-      [{"id": "x", "type": typ(x)}, {"id": "xn", "type": typ(xn)}, {"id": "t", "type": typ(ties)},
-       {"id": "big", "type": typ(big)}, {"id": "e", "type": typ(empty)}],
-      [{"op": "var", "inputs": ["x"], "outputs": ["v1"], "attrs": {"axis": 1, "ddof": 1}},
-       {"op": "std", "inputs": ["x"], "outputs": ["s1"], "attrs": {"axis": 0, "ddof": 1}},
-       {"op": "max", "inputs": ["xn"], "outputs": ["mxn"], "attrs": {"axis": 1}},
-       {"op": "sum", "inputs": ["xn"], "outputs": ["sxn"], "attrs": {"axis": 0}},
-       {"op": "argmax", "inputs": ["xn"], "outputs": ["axn"], "attrs": {"axis": 1}},
-       {"op": "argmax", "inputs": ["t"], "outputs": ["at"], "attrs": {"axis": 1}},
-       {"op": "argmin", "inputs": ["t"], "outputs": ["atn"]},
-       {"op": "logsumexp", "inputs": ["big"], "outputs": ["lb"], "attrs": {"axis": 1}},
-       {"op": "sum", "inputs": ["e"], "outputs": ["se"], "attrs": {"axis": 1}},
-       {"op": "prod", "inputs": ["e"], "outputs": ["pe"], "attrs": {"axis": 1}},
-       {"op": "all", "inputs": ["e"], "outputs": ["ae"], "attrs": {"axis": 1}},
-       {"op": "any", "inputs": ["e"], "outputs": ["ye"], "attrs": {"axis": 1}},
-       {"op": "mean", "inputs": ["e"], "outputs": ["me"], "attrs": {"axis": 1}},
-       {"op": "logsumexp", "inputs": ["e"], "outputs": ["le"], "attrs": {"axis": 1}},
-       {"op": "transpose", "inputs": ["x"], "outputs": ["xT"]},
-       {"op": "sum", "inputs": ["xT"], "outputs": ["sT"], "attrs": {"axis": 1}},
-       {"op": "max", "inputs": ["xT"], "outputs": ["mT"], "attrs": {"axis": 0, "keepdims": True}},
-       {"op": "subtensor", "inputs": ["x"], "outputs": ["xs"],
-        "attrs": {"index": [{"start": None, "stop": None, "step": 2}, {"start": 4, "stop": None, "step": -2}]}},
-       {"op": "mean", "inputs": ["xs"], "outputs": ["ms"], "attrs": {"axis": [0, 1]}}],
-      [{"inputs": {"x": value(x), "xn": value(xn), "t": value(ties), "big": value(big), "e": value(empty)},
-        "outputs": {"v1": value(np.var(x, axis=1, ddof=1)), "s1": value(np.std(x, axis=0, ddof=1)),
-                    "mxn": value(np.max(xn, axis=1)), "sxn": value(np.sum(xn, axis=0)),
-                    "axn": value(np.argmax(xn, axis=1)), "at": value(np.argmax(ties, axis=1)),
-                    "atn": value(np.asarray(np.argmin(ties))),
-                    "lb": value(np.array([1e4 + np.log1p(np.exp(-1.0)), -np.inf])),
-                    "se": value(np.zeros(2)), "pe": value(np.ones(2)),
-                    "ae": value(np.ones(2, bool)), "ye": value(np.zeros(2, bool)),
-                    "me": value(np.full(2, np.nan)), "le": value(np.full(2, -np.inf)),
-                    "sT": value(np.sum(x.T, axis=1)), "mT": value(np.max(x.T, axis=0, keepdims=True)),
-                    "ms": value(np.asarray(np.mean(x[::2, 4::-2])))}}],
-      functions={"main": {"inputs": ["x", "xn", "t", "big", "e"],
-                          "outputs": ["v1", "s1", "mxn", "sxn", "axn", "at", "atn", "lb", "se", "pe",
-                                      "ae", "ye", "me", "le", "sT", "mT", "ms"]}})
 
-write("reduce_errors",
-      [{"id": "e", "type": {"dtype": "float64", "shape": [None, None]}}],
-      [{"op": "max", "inputs": ["e"], "outputs": ["m"], "attrs": {"axis": 1}},
-       {"op": "argmin", "inputs": ["e"], "outputs": ["a"], "attrs": {"axis": 1}}],
-      [{"function": "max", "inputs": {"e": value(np.zeros((2, 0)))}, "error": "zero-size array"},
-       {"function": "argmin", "inputs": {"e": value(np.zeros((2, 0)))}, "error": "zero-size array"},
-       {"function": "max", "inputs": {"e": value(np.zeros((0, 3)))}, "outputs": {"m": value(np.zeros(0))}}],
-      functions={"max": {"inputs": ["e"], "outputs": ["m"]}, "argmin": {"inputs": ["e"], "outputs": ["a"]}})
+class Cases:
+    """Single-reduction cases, each its own function: input variable,
+    optional view nodes (transpose, subtensor) in front, the reduction."""
+
+    def __init__(self):
+        self.variables, self.nodes, self.tests, self.functions = [], [], [], {}
+        self.k = 0
+
+    def add(self, op, x, attrs=None, want=None, view=None, error=None, tol=None, shape=None):
+        k = self.k
+        self.k += 1
+        x = np.asarray(x)
+        xid, yid = f"x{k}", f"y{k}"
+        self.variables.append({"id": xid, "type": typ(x, shape)})
+        src = xid
+        if view is not None:
+            vop, vattrs = view
+            self.nodes.append({"op": vop, "inputs": [xid], "outputs": [f"v{k}"], "attrs": vattrs})
+            src = f"v{k}"
+        node = {"op": op, "inputs": [src], "outputs": [yid]}
+        if attrs:
+            node["attrs"] = attrs
+        self.nodes.append(node)
+        self.functions[f"f{k}"] = {"inputs": [xid], "outputs": [yid]}
+        case = {"function": f"f{k}", "inputs": {xid: value(x)}}
+        if error:
+            case["error"] = error
+        else:
+            case["outputs"] = {yid: value(np.asarray(want))}
+        if tol:
+            case["rtol"] = tol
+            case["atol"] = tol
+        self.tests.append(case)
+
+    def np(self, op, x, attrs=None, view=None, xv=None, tol=None):
+        """Expectation from NumPy on xv (the viewed input; x when None)."""
+        attrs = attrs or {}
+        xv = x if xv is None else xv
+        with np.errstate(all="ignore"):
+            if op in ("var", "std"):
+                ax = attrs.get("axis")
+                ax = tuple(ax) if isinstance(ax, list) else ax
+                fd = float_of(xv.dtype)
+                want = getattr(np, op)(xv.astype(np.float64), axis=ax,
+                                       keepdims=attrs.get("keepdims", False),
+                                       ddof=attrs.get("ddof", 0)).astype(fd)
+            else:
+                want = expect(op, xv, attrs.get("axis"), attrs.get("keepdims", False))
+        self.add(op, x, attrs, want, view=view, tol=tol or tol_for(op, np.asarray(x).dtype))
+
+
+S = Cases()
+
+# 0-d inputs: every op; keepdims keeps the shape [].
+for dt, v in (("float64", -2.5), ("int16", 7), ("bool", True), ("uint8", 200)):
+    x0 = np.array(v, dt)
+    for op in OPS:
+        S.np(op, x0)
+    S.np("sum", x0, {"keepdims": True})
+    S.np("argmax", x0, {"keepdims": True})
+
+# Axis forms beyond the per-op files: keepdims with axis null for argmax (a
+# shape of ones), the empty axis list (nothing reduced: sum keeps the
+# values but takes its result dtype).
+x = sample("int8", (2, 3), rng)
+S.np("argmax", x, {"axis": None, "keepdims": True})
+S.np("sum", x, {"axis": []})
+S.np("mean", x, {"axis": [], "keepdims": True})
+S.np("max", x, {"axis": [-1, -2]})
+
+# var and std with ddof: ddof 1, ddof equal to n (inf, or NaN for constant
+# rows), ddof above n.
+x = sample("float64", (3, 5), rng)
+S.np("var", x, {"axis": 1, "ddof": 1})
+S.np("std", x, {"axis": 0, "ddof": 1})
+S.np("var", np.array([[1.0, 2.0], [3.0, 3.0]]), {"axis": 1, "ddof": 2})
+S.np("std", np.array([[1.0, 2.0], [3.0, 3.0]]), {"axis": 1, "ddof": 3})
+S.np("var", np.array([1, 2, 3, 4], np.int8), {"ddof": 1})
+S.np("var", np.array([1e9 + 1, 1e9 + 2, 1e9 + 3]), {"ddof": 1})
+S.np("std", np.array([1, 2, 4], np.float16))
+S.np("var", np.array([[1.5, 2.5, 4.0]], np.float32), {"axis": 1, "keepdims": True})
+
+# NaN: max/min propagate it, argmax/argmin give the first NaN's index, sum
+# and mean carry it, all/any count it as true.
+xn = sample("float64", (3, 5), rng)
+xn[1, 2] = np.nan
+xn[1, 4] = np.nan
+xn[2, 0] = np.nan
+for op in ("max", "min", "argmax", "argmin", "sum", "mean", "var", "logsumexp"):
+    S.np(op, xn, {"axis": 1})
+    S.np(op, xn, {"axis": 0})
+S.np("argmin", xn)
+S.np("max", xn)
+for dt in ("float32", "float16"):
+    S.np("max", xn.astype(dt), {"axis": 1})
+    S.np("argmin", xn.astype(dt), {"axis": 1})
+    S.np("min", xn.astype(dt))
+S.np("all", np.array([[np.nan, 1.0], [-0.0, 2.0], [np.inf, -np.inf]]), {"axis": 1})
+S.np("any", np.array([[np.nan, 0.0], [-0.0, 0.0]], np.float16), {"axis": 1})
+S.np("any", np.array([[0, 0, 256], [0, 0, 0]], np.int32), {"axis": 1})
+S.np("all", np.array([[1, 2], [0, 3]], np.uint64), {"axis": 1})
+# Infinities in max/min and argmax.
+xi = np.array([[-np.inf, -np.inf, -np.inf], [np.inf, 1.0, np.inf], [-np.inf, 0.0, -1.0]])
+for op in ("max", "min", "argmax", "argmin", "sum"):
+    S.np(op, xi, {"axis": 1})
+
+# Ties: the first index wins, also with axis null (a flat index), and for
+# every extreme value representation (integers, -0.0 vs 0.0 equal).
+ties = np.array([[1, 3, 3, 0], [2, 2, 2, 2]], np.int32)
+S.np("argmax", ties, {"axis": 1})
+S.np("argmin", ties)
+S.np("argmax", ties)
+S.np("argmax", ties.astype(np.uint8), {"axis": 0})
+S.np("argmax", np.array([0.0, -0.0, 0.0, -1.0]))
+S.np("argmin", np.array([[True, False, False], [True, True, True]]), {"axis": 1})
+S.np("argmax", np.array([[-5, 7, 7], [7, 7, -5]], np.int64), {"axis": -1})
+
+# logsumexp: no overflow for large values, -inf rows, +inf, NaN, float32.
+big = np.array([[1e4, 1e4 - 1, -1e4], [-np.inf, -np.inf, -np.inf], [np.inf, 1.0, -np.inf],
+                [np.nan, np.inf, 1.0], [-1e4, -1e4, -np.inf]])
+S.add("logsumexp", big, {"axis": 1},
+      np.array([1e4 + np.log1p(np.exp(-1.0)), -np.inf, np.inf, np.nan, -1e4 + np.log(2.0)]))
+S.add("logsumexp", big[:1].astype(np.float32), {"axis": 1},
+      np.array([1e4 + np.log1p(np.exp(-1.0))], np.float32))
+S.add("logsumexp", np.array([3, 3, 3, 3], np.int64), None, np.array(3 + np.log(4.0)))
+S.add("logsumexp", np.array([[1000, 1000]], np.int16), {"axis": 1, "keepdims": True},
+      np.array([[1000 + np.log(2.0)]], np.float32))
+
+# Integer results: bool and small ints sum in int64, unsigned in uint64,
+# wrapping as NumPy's (no error on overflow).
+S.np("sum", np.array([127, 127, 127], np.int8))
+S.np("sum", np.array([[True, True, False], [False, False, False]]), {"axis": 1})
+S.np("sum", np.array([250, 250], np.uint8))
+S.np("sum", np.array([2**63 - 1, 1], np.int64))
+S.np("sum", np.array([2**64 - 1, 2], np.uint64))
+S.np("sum", np.array([2**31 - 1, 2**31 - 1, 2], np.int32))
+S.np("prod", np.array([2**62, 4, 3], np.int64))
+S.np("prod", np.array([-128, -128, -128], np.int8))
+S.np("prod", np.array([2**32, 2**32 + 1], np.uint64))
+S.np("prod", np.array([[True, True], [True, False]]), {"axis": 1})
+S.np("max", np.array([2**64 - 1, 0, 2**63], np.uint64))
+S.np("min", np.array([-2**63, 2**63 - 1], np.int64))
+S.np("mean", np.array([2**62, 2**62, 2**62], np.int64))
+S.np("mean", np.array([60000, 60000, 1], np.uint16))
+# float16: mean accumulates wider (60000 + 60000 overflows float16).
+S.add("mean", np.array([60000, 60000], np.float16), None, np.array(60000, np.float16))
+S.add("sum", np.array([60000, 60000, -60000], np.float16), None, np.array(60000, np.float16))
+# Cancellation: pairwise/double accumulation keeps the small term.
+S.add("sum", np.array([1e16, 1.0, -1e16, 1.0]), None, np.array(2.0))
+
+# Empty axes: identities for sum/prod/all/any, NaN means, -inf logsumexp;
+# an empty kept axis just gives an empty result.
+empty = np.zeros((2, 0), np.float64)
+for op in ("sum", "prod", "all", "any", "mean", "var", "std", "logsumexp"):
+    S.np(op, empty, {"axis": 1})
+    S.np(op, np.zeros((0, 3), np.int32), None)
+    S.np(op, np.zeros((0, 3), np.float32), {"axis": 0, "keepdims": True})
+for op in ("max", "min", "argmax", "argmin", "sum", "mean"):
+    S.np(op, np.zeros((3, 0), np.float64), {"axis": 0})
+    S.np(op, np.zeros((0, 3), np.int16), {"axis": 1})
+S.np("sum", np.zeros((2, 0, 3), np.uint8), {"axis": [0, 2]})
+
+# Non-contiguous inputs: a transpose, a 3-d transpose reduced over axes that
+# are not adjacent in memory, strided subtensors (negative steps).
+x = sample("float64", (3, 5), rng)
+xT = x.T
+for op, attrs in (("sum", {"axis": 1}), ("sum", {"axis": 0}), ("max", {"axis": 0, "keepdims": True}),
+                  ("argmax", None), ("argmin", {"axis": 0}), ("mean", None), ("var", {"axis": 1}),
+                  ("prod", {"axis": 1}), ("logsumexp", {"axis": 0}), ("all", {"axis": 1})):
+    S.np(op, x, attrs, view=("transpose", {"axes": None}), xv=xT)
+x3 = sample("float32", (2, 3, 4), rng)
+x3T = np.transpose(x3, (2, 0, 1))
+for op, attrs in (("sum", {"axis": [0, 2]}), ("mean", {"axis": [1]}), ("max", {"axis": [0, 1]}),
+                  ("argmax", {"axis": 0}), ("std", {"axis": [2, 0]}), ("min", None)):
+    S.np(op, x3, attrs, view=("transpose", {"axes": [2, 0, 1]}), xv=x3T)
+sl = [{"start": None, "stop": None, "step": 2}, {"start": 4, "stop": None, "step": -2}]
+xs = x[::2, 4::-2]
+for op, attrs in (("mean", {"axis": [0, 1]}), ("sum", {"axis": 0}), ("sum", {"axis": 1}),
+                  ("argmin", None), ("max", {"axis": 1}), ("var", {"axis": 0, "ddof": 1})):
+    S.np(op, x, attrs, view=("subtensor", {"index": sl}), xv=xs)
+xi8 = sample("int8", (4, 6), rng)
+S.np("sum", xi8, {"axis": 0}, view=("subtensor", {"index": [{"start": None, "stop": None, "step": -1},
+                                                          {"start": 1, "stop": None, "step": 2}]}),
+     xv=xi8[::-1, 1::2])
+S.np("argmax", xi8, {"axis": 1}, view=("transpose", {"axes": None}), xv=xi8.T)
+
+write("reduce_special", S.variables, S.nodes, S.tests, S.functions)
+
+# Weak inline scalars take the default dtypes when reduced on their own.
+write("reduce_weak", [],
+      [{"op": "sum", "inputs": [{"value": 3}], "outputs": ["a"]},
+       {"op": "mean", "inputs": [{"value": 2.5}], "outputs": ["b"]},
+       {"op": "any", "inputs": [{"value": True}], "outputs": ["c"]},
+       {"op": "max", "inputs": [{"value": {"dtype": "float32", "shape": [3], "data": [1, 5, 2]}}],
+        "outputs": ["d"]}],
+      [{"inputs": {}, "outputs": {"a": value(np.int64(3)), "b": value(np.float64(2.5)),
+                                  "c": value(np.bool_(True)), "d": value(np.float32(5))}}],
+      functions={"main": {"inputs": [], "outputs": ["a", "b", "c", "d"]}})
+
+# Run-time errors: max/min/argmax/argmin of an empty axis (NumPy raises even
+# when the result itself is empty); an empty kept axis is fine.
+E = Cases()
+for op in ("max", "min", "argmax", "argmin"):
+    E.add(op, np.zeros((2, 0)), {"axis": 1}, error="zero-size array", shape=[None, None])
+    E.add(op, np.zeros((0, 0)), {"axis": 0}, error="zero-size array", shape=[None, None])
+    E.add(op, np.zeros((0, 3), np.int32), None, error="zero-size array", shape=[None, None])
+E.add("max", np.zeros((2, 0, 0), np.float32), {"axis": [1]}, error="zero-size array",
+      shape=[None, None, None])
+E.add("max", np.zeros((0, 3)), {"axis": 1}, np.zeros(0), shape=[None, None])
+E.add("argmin", np.zeros((3, 0), np.uint8), {"axis": 0}, np.zeros(0, np.int64), shape=[None, None])
+write("reduce_errors", E.variables, E.nodes, E.tests, E.functions)
