@@ -61,7 +61,8 @@ g = {
         # backward: d cost / d logits = (p - y) / N
         node("shape_i", ["x"], ["n"], 15, G, attrs={"i": 0}),
         node("sub", ["p", "y"], ["p_minus_y"], 15, G),
-        node("true_div", ["p_minus_y", "n"], ["g_logits"], 15, G),
+        node("cast", ["n"], ["n_f"], 15, G, attrs={"dtype": "float32"}),
+        node("true_div", ["p_minus_y", "n_f"], ["g_logits"], 15, G),
         node("transpose", ["h"], ["h_T"], 15, G),
         node("dot", ["h_T", "g_logits"], ["gW2"], 15, G, name="gW2"),
         node("sum", ["g_logits"], ["gb2"], 15, G, attrs={"axis": 0}, name="gb2"),

@@ -28,7 +28,7 @@ print("ok: %d graphs validate" % len(good))
 structural = ["bad_format", "newer_version", "unknown_top_key", "missing_nodes", "unknown_var_key", "bad_id",
               "const_and_shared", "unknown_dtype", "negative_length", "too_many_dims", "two_sources",
               "npy_dotdot", "npy_absolute", "inline_const", "trace_line", "node_not_object", "function_key",
-              "root_array"]
+              "root_array", "inline_needs_dtype", "base64_chars", "npy_backslash", "trace_file", "inplace_key"]
 for name in structural:
     doc = json.load(open(os.path.join(data, "load_errors", name + ".json")))
     if v.is_valid(doc):

@@ -1,7 +1,9 @@
 /* The loader: one test per error class (tests/data/load_errors/EXPECT),
- * load -> save -> load round trips of every graph in the test data, and
+ * weak scalars, values, base64, ids and types, the implicit main,
+ * functions, inline constant ids, file-level checks, npy values, and
  * allocation failures injected at every allocation of a load, compile and
- * call (nothing may crash or leak: the sanitizer build checks). */
+ * call (nothing may crash or leak: the sanitizer build checks). Saving is
+ * tested in test_save.c. */
 #include <dirent.h>
 #include <math.h>
 #include <unistd.h>
@@ -63,112 +65,439 @@ static void test_load_errors(void **state) {
     if (failures) fail_msg("%d of %d error cases failed", failures, cases);
 }
 
-/* Structural equality of two loaded graphs. */
-static void assert_same_graph(const tg_graph *a, const tg_graph *b, const char *what) {
-    if (a->nnodes != b->nnodes) fail_msg("%s: %d nodes, then %d", what, a->nnodes, b->nnodes);
-    for (int i = 0; i < a->nnodes; i++) {
-        const tg_node *x = a->nodes[i], *y = b->nodes[i];
-        if (x->op != y->op || x->nin != y->nin || x->nout != y->nout)
-            fail_msg("%s: node %d differs (%s, %s)", what, i, x->op->name, y->op->name);
-        if ((x->attrs || y->attrs) && !json_object_equal(x->attrs, y->attrs))
-            fail_msg("%s: node %d attrs differ", what, i);
-        if (x->trace.n != y->trace.n) fail_msg("%s: node %d trace differs", what, i);
-        for (int k = 0; k < x->nout; k++) {
-            if (strcmp(x->outputs[k]->id, y->outputs[k]->id) ||
-                !tg_type_equal(&x->outputs[k]->type, &y->outputs[k]->type))
-                fail_msg("%s: node %d output %d differs", what, i, k);
-        }
-        for (int k = 0; k < x->nin; k++) {
-            const tg_var *u = x->inputs[k], *v = y->inputs[k];
-            if (!tg_type_equal(&u->type, &v->type) || u->kind != v->kind)
-                fail_msg("%s: node %d input %d differs", what, i, k);
-            if (u->value && !tg_array_equal(u->value, v->value))
-                fail_msg("%s: node %d input %d value differs", what, i, k);
-            if (!u->inline_const && strcmp(u->id, v->id))
-                fail_msg("%s: node %d input %d: '%s' then '%s'", what, i, k, u->id, v->id);
-        }
-    }
-    if (a->nfuncs != b->nfuncs) fail_msg("%s: functions differ", what);
-    for (int i = 0; i < a->nfuncs; i++)
-        if (strcmp(a->funcs[i].name, b->funcs[i].name) || a->funcs[i].nin != b->funcs[i].nin ||
-            a->funcs[i].nout != b->funcs[i].nout || a->funcs[i].nupd != b->funcs[i].nupd)
-            fail_msg("%s: function %d differs", what, i);
-    if ((a->meta || b->meta) && !json_object_equal(a->meta, b->meta)) fail_msg("%s: meta differs", what);
-    for (int i = 0; i < a->nvars; i++) {
-        const tg_var *u = a->vars[i];
-        if (u->inline_const) continue;
-        const tg_var *v = tg_graph_find(b, u->id);
-        if (!v) fail_msg("%s: '%s' lost", what, u->id);
-        if (u->kind == TG_VAR_SHARED && !tg_array_equal(u->shared->value, v->shared->value))
-            fail_msg("%s: shared '%s' differs", what, u->id);
-        if (u->kind == TG_VAR_CONSTANT && !tg_array_equal(u->value, v->value))
-            fail_msg("%s: constant '%s' differs", what, u->id);
-    }
+#define HEAD "{\"format\":\"tg-graph\",\"version\":1,"
+
+static tg_var *var(const tg_graph *g, const char *id) {
+    tg_var *v = tg_graph_find(g, id);
+    if (!v) fail_msg("no variable '%s'", id);
+    return v;
 }
 
-static void round_trip(const char *path) {
-    tg_ctx *ctx = tg_ctx_new();
-    tg_graph *a = tg_graph_load(path, ctx);
-    if (!a) fail_msg("%s: %s", path, tg_ctx_message(ctx));
-    char *s1 = tg_graph_to_string(a, ctx);
-    assert_non_null(s1);
-    tg_graph *b = tg_graph_load_string(s1, strlen(s1), a->dir, "saved", ctx);
-    if (!b) fail_msg("%s: the saved form does not load: %s", path, tg_ctx_message(ctx));
-    assert_same_graph(a, b, path);
-    char *s2 = tg_graph_to_string(b, ctx);
-    if (strcmp(s1, s2)) fail_msg("%s: saving the reloaded graph gives other text", path);
-    tg_string_free(s1);
-    tg_string_free(s2);
-    tg_graph_free(a);
-    tg_graph_free(b);
-    tg_ctx_free(ctx);
-}
-
-static void test_round_trips(void **state) {
-    (void)state;
-    char dir[1024], path[2048];
-    snprintf(dir, sizeof dir, "%s/ops", TG_TEST_DATA);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        round_trip(path);
-        n++;
-    }
-    closedir(d);
-    snprintf(path, sizeof path, "%s/examples/logreg.json", TG_SOURCE_DIR);
-    round_trip(path);
-    printf("  %d graphs round-tripped\n", n + 1);
-    assert_true(n > 50);
-}
-
-/* Saving is atomic: a failed save leaves the previous file as it was. */
-static void test_save_atomic(void **state) {
+/* Weak scalars (FORMAT.md s5): a bare number or boolean, or a scalar
+ * value without dtype, takes the dtype of the array it meets; with a
+ * dtype it is strong. The loader marks them; the ops resolve them. */
+static void test_weak_scalars(void **state) {
     (void)state;
     tg_graph *g = tu_load(
-        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\","
-        "\"shape\":[]}}],\"nodes\":[{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}]}");
-    char path[] = "/tmp/tg_save_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "previous", 8), 8);
-    close(fd);
-    tg_ctx *ctx = tg_ctx_new();
-    /* A save into a folder that does not exist fails... */
-    assert_int_not_equal(tg_graph_save(g, "/nonexistent-dir/g.json", ctx), 0);
-    assert_non_null(strstr(tg_ctx_message(ctx), "/nonexistent-dir/g.json"));
-    /* ...and a save under an allocator that fails leaves the old file. */
-    assert_int_equal(tg_graph_save(g, path, ctx), 0);
-    tg_graph *back = tg_graph_load(path, ctx);
-    assert_non_null(back);
-    tg_graph_free(back);
-    unlink(path);
-    tg_ctx_free(ctx);
+        HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float32\",\"shape\":[2]}},"
+        "{\"id\":\"i\",\"type\":{\"dtype\":\"int16\",\"shape\":[2]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":2}],\"outputs\":[\"a\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":{\"dtype\":\"int64\",\"data\":2}}],\"outputs\":[\"b\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"i\",{\"value\":{\"shape\":[],\"data\":-7}}],\"outputs\":[\"c\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"i\",{\"value\":0.5}],\"outputs\":[\"d\"]},"
+        "{\"op\":\"add\",\"inputs\":[{\"value\":1},{\"value\":2.5}],\"outputs\":[\"e\"]},"
+        "{\"op\":\"logical_or\",\"inputs\":[{\"value\":true},{\"value\":false}],\"outputs\":[\"f\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":{\"data\":\"-inf\"}}],\"outputs\":[\"h\"]}]}");
+    struct { const char *out; tg_dtype dt; bool weak1; tg_dtype in1; } want[] = {
+        {"a", TG_FLOAT32, true, TG_FLOAT32},  /* int meets float32: float32 */
+        {"b", TG_FLOAT64, false, TG_INT64},   /* strong int64: NumPy promotion */
+        {"c", TG_INT16, true, TG_INT16},      /* int meets int16 */
+        {"d", TG_FLOAT64, true, TG_FLOAT64},  /* float meets an integer array */
+        {"e", TG_FLOAT64, true, TG_FLOAT64},  /* alone: int64 and float64 */
+        {"f", TG_BOOL, true, TG_BOOL},
+        {"h", TG_FLOAT32, true, TG_FLOAT32},
+    };
+    for (size_t k = 0; k < TG_ARRAY_LEN(want); k++) {
+        tg_var *o = var(g, want[k].out);
+        tg_var *c = o->owner->inputs[1];
+        if (o->type.dtype != want[k].dt || c->weak_in_file != want[k].weak1 ||
+            c->type.dtype != want[k].in1 || c->value->dtype != want[k].in1 || !c->inline_const)
+            fail_msg("%s: got %s from a %s constant (weak %d)", want[k].out, tg_dtype_name(o->type.dtype),
+                     tg_dtype_name(c->type.dtype), c->weak_in_file);
+    }
+    /* the values are converted, not reinterpreted */
+    assert_true(*(const float *)tg_array_data(var(g, "a")->owner->inputs[1]->value) == 2.0f);
+    assert_int_equal(*(const int16_t *)tg_array_data(var(g, "c")->owner->inputs[1]->value), -7);
+    assert_true(isinf(*(const float *)tg_array_data(var(g, "h")->owner->inputs[1]->value)));
+    assert_int_equal(var(g, "e")->owner->inputs[0]->type.dtype, TG_FLOAT64);
     tg_graph_free(g);
+}
+
+/* Values (FORMAT.md s5) read straight through tg_value_from_json. */
+static tg_array *value(const char *json, tg_dtype dt, int ndim, const int64_t *shape, bool *weak,
+                       tg_ctx *ctx) {
+    json_object *j = json_tokener_parse(json);
+    if (!j) fail_msg("bad test JSON: %s", json);
+    tg_array *a = tg_value_from_json(j, dt, ndim, shape, NULL, "v", weak, ctx);
+    json_object_put(j);
+    return a;
+}
+
+static void check_value(const char *json, tg_dtype dt, int ndim, const int64_t *shape, const char *want_dt,
+                         int want_nd, const int64_t *want_shape, const double *want) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *a = value(json, dt, ndim, shape, NULL, ctx);
+    if (!a) fail_msg("%s: %s", json, tg_ctx_message(ctx));
+    if (strcmp(tg_dtype_name(a->dtype), want_dt) || a->ndim != want_nd)
+        fail_msg("%s: got %s with %d dimensions", json, tg_dtype_name(a->dtype), a->ndim);
+    int64_t n = 1;
+    for (int i = 0; i < want_nd; i++) {
+        assert_int_equal(a->shape[i], want_shape[i]);
+        n *= want_shape[i];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double got = tg_array_get_flat(a, i);
+        if (!(got == want[i] || (isnan(got) && isnan(want[i]))))
+            fail_msg("%s: element %lld is %g, want %g", json, (long long)i, got, want[i]);
+    }
+    tg_array_free(a);
+    tg_ctx_free(ctx);
+}
+
+static void check_value_error(const char *json, tg_dtype dt, int ndim, const int64_t *shape, int status,
+                               const char *sub) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *a = value(json, dt, ndim, shape, NULL, ctx);
+    if (a) fail_msg("%s: accepted", json);
+    if (tg_ctx_status(ctx) != status || !strstr(tg_ctx_message(ctx), sub))
+        fail_msg("%s: got %s '%s', want %s '%s'", json, tg_status_str(tg_ctx_status(ctx)), tg_ctx_message(ctx),
+                 tg_status_str(status), sub);
+    tg_ctx_free(ctx);
+}
+
+static void test_values(void **state) {
+    (void)state;
+    const int64_t s23[2] = {2, 3}, s_3[2] = {-1, 3}, s3[1] = {3}, s0[1] = {0};
+    const double seq[6] = {1, 2, 3, 4, 5, 6}, nf[3] = {NAN, INFINITY, -INFINITY};
+    /* nested and flat C-order data, shape from the type or the value */
+    check_value("{\"data\":[[1,2,3],[4,5,6]]}", TG_FLOAT64, 2, s23, "float64", 2, s23, seq);
+    check_value("{\"data\":[1,2,3,4,5,6]}", TG_INT8, 2, s23, "int8", 2, s23, seq);
+    check_value("{\"shape\":[2,3],\"data\":[1,2,3,4,5,6]}", TG_UINT16, 2, s_3, "uint16", 2, s23, seq);
+    check_value("{\"data\":[[1,2,3],[4,5,6]]}", TG_FLOAT32, 2, s_3, "float32", 2, s23, seq);
+    check_value("{\"dtype\":\"int32\",\"shape\":[2,3],\"data\":[[1,2,3],[4,5,6]]}", TG_DTYPE_INVALID, -1, NULL,
+                 "int32", 2, s23, seq);
+    check_value("{\"data\":[\"nan\",\"inf\",\"-inf\"]}", TG_FLOAT16, 1, s3, "float16", 1, s3, nf);
+    check_value("{\"data\":[]}", TG_FLOAT64, 1, s0, "float64", 1, s0, seq);
+    check_value("{\"shape\":[0,3],\"data\":[]}", TG_FLOAT64, 2, s_3, "float64", 2, (int64_t[]){0, 3}, seq);
+    /* bools from true/false and 0/1; whole floats as integers (JSON Schema's integer) */
+    check_value("{\"data\":[true,0,1]}", TG_BOOL, 1, s3, "bool", 1, s3, (double[]){1, 0, 1});
+    check_value("{\"shape\":[3.0],\"data\":[1.0,2e0,3]}", TG_INT64, -1, NULL, "int64", 1, s3, seq);
+    /* a bare scalar, and the edges of the integer dtypes */
+    check_value("2.5", TG_FLOAT32, 0, NULL, "float32", 0, NULL, (double[]){2.5});
+    check_value("{\"data\":[-128,127,255]}", TG_INT16, 1, s3, "int16", 1, s3, (double[]){-128, 127, 255});
+    check_value("{\"dtype\":\"uint64\",\"shape\":[],\"data\":18446744073709551615}", TG_DTYPE_INVALID, -1, NULL,
+                 "uint64", 0, NULL, (double[]){18446744073709551615.0});
+
+    /* weak: a scalar without dtype and without a type */
+    tg_ctx *ctx = tg_ctx_new();
+    bool weak = false;
+    tg_array *a = value("7", TG_DTYPE_INVALID, -1, NULL, &weak, ctx);
+    assert_non_null(a);
+    assert_true(weak && a->dtype == TG_INT64 && a->ndim == 0);
+    tg_array_free(a);
+    a = value("{\"dtype\":\"int8\",\"data\":7}", TG_DTYPE_INVALID, -1, NULL, &weak, ctx);
+    assert_true(a && !weak && a->dtype == TG_INT8);
+    tg_array_free(a);
+    a = value("false", TG_DTYPE_INVALID, -1, NULL, &weak, ctx);
+    assert_true(a && weak && a->dtype == TG_BOOL);
+    tg_array_free(a);
+    tg_ctx_free(ctx);
+
+    /* what is refused, and how */
+    check_value_error("{\"data\":[[1,2],[3,4,5]]}", TG_FLOAT64, 2, (int64_t[]){2, 2}, TG_ELOAD, "v.data: does not match");
+    check_value_error("{\"data\":[1,2]}", TG_FLOAT64, 1, s3, TG_ELOAD, "v.data: does not match");
+    check_value_error("{\"data\":[1,2,3,4]}", TG_FLOAT64, 1, s3, TG_ELOAD, "v.data");
+    check_value_error("{\"data\":[1,2,3,4,5]}", TG_FLOAT64, 2, s23, TG_ELOAD, "v.data: 5 elements for a shape of 6");
+    check_value_error("{\"data\":[1,2,3,4,5,6,7]}", TG_FLOAT64, 2, s23, TG_ELOAD, "7 elements for a shape of 6 (2, 3)");
+    check_value_error("{\"data\":[[[1]]]}", TG_FLOAT64, 2, (int64_t[]){1, 1}, TG_ELOAD, "nested deeper");
+    check_value_error("{\"data\":5}", TG_FLOAT64, 1, s3, TG_ESHAPE, "one number for a shape of 3");
+    check_value_error("{\"data\":[256]}", TG_UINT8, 1, (int64_t[]){1}, TG_ELOAD, "256 does not fit uint8");
+    check_value_error("{\"data\":[-1]}", TG_UINT64, 1, (int64_t[]){1}, TG_ELOAD, "-1 does not fit uint64");
+    check_value_error("{\"data\":18446744073709551615}", TG_INT64, 0, NULL, TG_ELOAD, "does not fit int64");
+    check_value_error("{\"data\":[2]}", TG_BOOL, 1, (int64_t[]){1}, TG_ELOAD, "not a bool");
+    check_value_error("{\"data\":1.5}", TG_INT32, 0, NULL, TG_ELOAD, "1.5 is not a valid int32");
+    check_value_error("{\"data\":\"nan\"}", TG_INT32, 0, NULL, TG_ELOAD, "nan in a int32 value");
+    check_value_error("{\"data\":\"NaN\"}", TG_FLOAT32, 0, NULL, TG_ELOAD, "unexpected string 'NaN'");
+    check_value_error("{\"data\":null}", TG_FLOAT32, 0, NULL, TG_ELOAD, "expected a number");
+    check_value_error("{\"data\":1,\"npy\":\"a.npy\"}", TG_FLOAT32, 0, NULL, TG_ELOAD, "exactly one of");
+    check_value_error("{}", TG_FLOAT32, 0, NULL, TG_ELOAD, "exactly one of");
+    check_value_error("{\"data\":1,\"units\":\"m\"}", TG_FLOAT32, 0, NULL, TG_ELOAD, "v.units: unknown key");
+    check_value_error("\"1\"", TG_FLOAT32, 0, NULL, TG_ELOAD, "expected a value");
+    check_value_error("{\"dtype\":\"float32\",\"data\":1}", TG_FLOAT64, 0, NULL, TG_ETYPE, "float32, but the variable is float64");
+    check_value_error("{\"shape\":[2],\"data\":[1,2]}", TG_FLOAT64, 1, s3, TG_ESHAPE, "(2,), but the variable's type says (3,)");
+    check_value_error("{\"data\":[1,2]}", TG_FLOAT64, 2, s_3, TG_ESHAPE, "(2,), but the variable's type says (?, 3)");
+    check_value_error("{\"dtype\":\"float32\",\"data\":[1]}", TG_DTYPE_INVALID, -1, NULL, TG_ELOAD,
+                       "needs dtype and shape unless its data is a scalar");
+    check_value_error("{\"data\":[1]}", TG_DTYPE_INVALID, -1, NULL, TG_ELOAD, "needs dtype and shape");
+    check_value_error("{\"shape\":[-1],\"data\":[]}", TG_FLOAT64, -1, NULL, TG_ELOAD, "v.shape[0]: expected a non-negative");
+    check_value_error("{\"npy\":\"w.npy\"}", TG_FLOAT64, 0, NULL, TG_ELOAD, "npy values need a graph loaded from a file");
+    /* sizes come from the file: nothing is allocated before the data backs them */
+    check_value_error("{\"shape\":[4611686018427387904,4],\"data\":[]}", TG_FLOAT64, -1, NULL, TG_ELOAD,
+                       "larger than memory");
+    check_value_error("{\"shape\":[1048576,1048576],\"data\":[[1]]}", TG_UINT8, -1, NULL, TG_ELOAD,
+                       "does not match the shape");
+    check_value_error("{\"shape\":[1099511627776],\"data\":[]}", TG_UINT8, -1, NULL, TG_ELOAD, "does not match");
+    check_value_error("{\"shape\":[1099511627776],\"base64\":\"AAAA\"}", TG_UINT8, -1, NULL, TG_ELOAD,
+                       "4 characters do not encode the 1099511627776 bytes");
+    /* base64: the exact length, real characters, padding only at the end */
+    check_value("{\"shape\":[2],\"base64\":\"AAAAAAAA8D8AAAAAAAAAQA==\"}", TG_FLOAT64, -1, NULL, "float64", 1,
+                 (int64_t[]){2}, (double[]){1, 2});
+    check_value("{\"shape\":[3],\"base64\":\"AQAB\"}", TG_BOOL, -1, NULL, "bool", 1, s3, (double[]){1, 0, 1});
+    check_value_error("{\"shape\":[3],\"base64\":\"AQAC\"}", TG_BOOL, -1, NULL, TG_ELOAD, "other than 0 or 1");
+    check_value_error("{\"shape\":[2],\"base64\":\"AAAAAAAA8D8AAAAAAAAAQA=\"}", TG_FLOAT64, -1, NULL, TG_ELOAD,
+                       "do not encode the 16 bytes");
+    check_value_error("{\"shape\":[1],\"base64\":\"A=A=\"}", TG_UINT8, -1, NULL, TG_ELOAD, "do not encode");
+    check_value_error("{\"shape\":[3],\"base64\":\"A A=\"}", TG_UINT8, -1, NULL, TG_ELOAD, "do not encode");
+    check_value_error("{\"shape\":[3],\"base64\":\"AA-A\"}", TG_UINT8, -1, NULL, TG_ELOAD, "not valid base64");
+    check_value_error("{\"shape\":[3],\"base64\":5}", TG_UINT8, -1, NULL, TG_ELOAD, "expected a string");
+}
+
+/* RFC 4648's test vectors, and decoding what encoding wrote. */
+static void test_base64(void **state) {
+    (void)state;
+    const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        char *e = tg_base64_encode(plain[i], strlen(plain[i]));
+        assert_string_equal(e, enc[i]);
+        size_t n = 99;
+        char *d = tg_base64_decode(e, strlen(e), &n);
+        assert_non_null(d);
+        assert_int_equal(n, strlen(plain[i]));
+        assert_memory_equal(d, plain[i], n);
+        tg_free(d);
+        tg_free(e);
+    }
+    unsigned char all[256];
+    for (int i = 0; i < 256; i++) all[i] = (unsigned char)(255 - i);
+    char *e = tg_base64_encode(all, 256);
+    size_t n;
+    unsigned char *d = tg_base64_decode(e, strlen(e), &n);
+    assert_int_equal(n, 256);
+    assert_memory_equal(d, all, 256);
+    tg_free(d);
+    tg_free(e);
+    const char *bad[] = {"Zg=", "Z===", "Zg=a", "=Zg=", "Zm9v!A==", "Zm 9"};
+    for (size_t i = 0; i < TG_ARRAY_LEN(bad); i++)
+        if (tg_base64_decode(bad[i], strlen(bad[i]), &n)) fail_msg("'%s' decoded", bad[i]);
+}
+
+static void test_ids_and_types(void **state) {
+    (void)state;
+    const char *good[] = {"x", "a:b.c-d_e", "0", ":", "_", "Z9", NULL};
+    const char *bad[] = {"", ".x", "-x", "a/b", "a b", "é", "a\n", NULL};
+    for (int i = 0; good[i]; i++) assert_true(tg_id_valid(good[i]));
+    for (int i = 0; bad[i]; i++)
+        if (tg_id_valid(bad[i])) fail_msg("'%s' accepted as an id", bad[i]);
+    char id[130];
+    memset(id, 'a', 129);
+    id[128] = 0;
+    assert_true(tg_id_valid(id));
+    id[128] = 'a';
+    id[129] = 0;
+    assert_false(tg_id_valid(id));
+
+    tg_ctx *ctx = tg_ctx_new();
+    tg_type t;
+    json_object *j = json_tokener_parse("{\"dtype\":\"uint32\",\"broadcastable\":[true,false,true]}");
+    assert_int_equal(tg_type_from_json(j, &t, "t", ctx), 0);
+    assert_int_equal(t.dtype, TG_UINT32);
+    assert_int_equal(t.ndim, 3);
+    assert_true(t.shape[0] == 1 && t.shape[1] == -1 && t.shape[2] == 1);
+    json_object *back = tg_type_to_json(&t);
+    assert_string_equal(json_object_to_json_string_ext(back, JSON_C_TO_STRING_PLAIN),
+                        "{\"dtype\":\"uint32\",\"shape\":[1,null,1]}");
+    json_object_put(back);
+    json_object_put(j);
+    const char *bad_types[][2] = {
+        {"{\"dtype\":\"float32\"}", "t: missing shape"},
+        {"{\"dtype\":\"float32\",\"shape\":[],\"broadcastable\":[]}", "not both"},
+        {"{\"dtype\":\"float32\",\"shape\":[1.5]}", "t.shape[0]: expected a non-negative integer or null"},
+        {"{\"dtype\":\"float32\",\"shape\":[\"3\"]}", "t.shape[0]"},
+        {"{\"dtype\":\"float32\",\"broadcastable\":[1]}", "t.broadcastable[0]: expected true or false"},
+        {"{\"dtype\":\"float32\",\"shape\":3}", "t.shape: expected an array"},
+        {"{\"dtype\":\"float32\",\"shape\":[],\"ndim\":0}", "t.ndim: unknown key"},
+        {"{\"shape\":[]}", "t.dtype: expected a dtype name"},
+        {"[]", "t: expected an object"},
+    };
+    for (size_t i = 0; i < TG_ARRAY_LEN(bad_types); i++) {
+        j = json_tokener_parse(bad_types[i][0]);
+        t.ndim = 77;
+        if (tg_type_from_json(j, &t, "t", ctx) == 0 || !strstr(tg_ctx_message(ctx), bad_types[i][1]))
+            fail_msg("%s: '%s'", bad_types[i][0], tg_ctx_message(ctx));
+        assert_int_equal(t.ndim, 77); /* untouched on error */
+        json_object_put(j);
+    }
+    tg_ctx_free(ctx);
+}
+
+/* The implicit `main`: free inputs in declaration order; the node outputs
+ * nothing consumes, in the order of the nodes in the file (not the sorted
+ * order). */
+static void test_implicit_main(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        HEAD "\"variables\":[{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+        "{\"id\":\"k\",\"type\":{\"dtype\":\"float64\",\"shape\":[]},\"constant\":{\"data\":1}},"
+        "{\"id\":\"s\",\"type\":{\"dtype\":\"float64\",\"shape\":[]},\"shared\":{\"data\":1}},"
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+        "{\"id\":\"mid\",\"name\":\"declared output\"}],"
+        "\"nodes\":[{\"op\":\"exp\",\"inputs\":[\"mid\"],\"outputs\":[\"z\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"mid\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"k\",\"s\"],\"outputs\":[\"y\"]}]}");
+    assert_int_equal(g->nfuncs, 1);
+    const tg_fdecl *f = &g->funcs[0];
+    assert_string_equal(f->name, "main");
+    assert_false(f->json_inputs_given);
+    assert_int_equal(f->nin, 2);
+    assert_string_equal(f->inputs[0]->id, "b");
+    assert_string_equal(f->inputs[1]->id, "a");
+    assert_int_equal(f->nout, 2);
+    assert_string_equal(f->outputs[0]->id, "z");
+    assert_string_equal(f->outputs[1]->id, "y");
+    /* sorted: the producer of mid comes first */
+    assert_string_equal(g->nodes[0]->outputs[0]->id, "mid");
+    assert_string_equal(var(g, "mid")->name, "declared output");
+    assert_int_equal(var(g, "mid")->kind, TG_VAR_RESULT);
+    int i = tg_graph_function_find(g, NULL, NULL);
+    assert_int_equal(i, 0);
+    tg_graph_free(g);
+}
+
+/* Functions compile from intermediates (they become arguments); an
+ * update's value may be any variable of the shared dtype and a
+ * compatible shape, its static shape refining nothing. */
+static void test_functions(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+        "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]},\"shared\":{\"data\":[1,2,3]}}],"
+        "\"nodes\":[{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"e\"]},"
+        "{\"op\":\"neg\",\"inputs\":[\"e\"],\"outputs\":[\"n\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"w\",{\"value\":2}],\"outputs\":[\"w2\"]}],"
+        "\"functions\":{\"from_e\":{\"inputs\":[\"e\"],\"outputs\":[\"n\"]},"
+        "\"step\":{\"inputs\":[],\"outputs\":[],\"updates\":{\"w\":\"w2\"}},"
+        "\"swap\":{\"inputs\":[\"x\"],\"outputs\":[],\"updates\":{\"w\":\"x\"}}}}");
+    assert_int_equal(g->nfuncs, 3);
+    int k = tg_graph_function_find(g, "from_e", NULL);
+    double e[2] = {1.5, -2};
+    int64_t two = 2;
+    tg_array *in = tg_array_new_from(TG_FLOAT64, 1, &two, e), *out = NULL;
+    tu_call(g, "from_e", &in, &out);
+    assert_true(tg_array_get_flat(out, 0) == -1.5 && tg_array_get_flat(out, 1) == 2);
+    assert_int_equal(k, 0);
+    tg_array_free(in);
+    tg_array_free(out);
+    tg_graph_free(g);
+
+    char msg[TG_CTX_MSG_MAX];
+    /* a function input listed twice, a shared variable as an input */
+    assert_int_equal(tu_load_fail(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+                                       "\"nodes\":[],\"functions\":{\"f\":{\"inputs\":[\"x\",\"x\"],\"outputs\":[]}}}",
+                                  msg, sizeof msg),
+                     TG_ELOAD);
+    assert_non_null(strstr(msg, "test: functions.f.inputs[1]: 'x' is listed twice"));
+    assert_int_equal(tu_load_fail(HEAD "\"variables\":[{\"id\":\"s\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]},"
+                                       "\"shared\":{\"data\":[1,2]}},{\"id\":\"v\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"
+                                       "\"nodes\":[],\"functions\":{\"f\":{\"inputs\":[\"v\"],\"outputs\":[],"
+                                       "\"updates\":{\"s\":\"v\"}}}}",
+                                  msg, sizeof msg),
+                     TG_ETYPE);
+    assert_non_null(strstr(msg, "functions.f.updates.s: the new value 'v' is float64[3], but the shared variable is float64[2]"));
+    /* an implicit main with a missing input names it */
+    assert_int_equal(tu_load_fail(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+                                       "{\"id\":\"y\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+                                       "\"nodes\":[],\"functions\":{\"f\":{\"inputs\":[],\"outputs\":[\"x\"]}}}",
+                                  msg, sizeof msg),
+                     TG_EMISSING);
+    assert_non_null(strstr(msg, "test: functions.f: "));
+    assert_non_null(strstr(msg, "'x'"));
+}
+
+/* Ids made up for inline constants never clash with the file's, and the
+ * file cannot name them. */
+static void test_inline_ids(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+        "{\"id\":\"y:in1\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+        "{\"id\":\"y:in1.1\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":1},{\"value\":2},\"y:in1\",\"y:in1.1\"],\"outputs\":[\"y\"]}]}");
+    tg_node *n = var(g, "y")->owner;
+    assert_true(n->inputs[1]->inline_const && n->inputs[2]->inline_const);
+    assert_false(n->inputs[3]->inline_const);
+    assert_string_not_equal(n->inputs[1]->id, "y:in1");
+    assert_string_not_equal(n->inputs[1]->id, "y:in1.1");
+    assert_string_not_equal(n->inputs[1]->id, n->inputs[2]->id);
+    assert_ptr_equal(tg_graph_find(g, "y:in1"), n->inputs[3]);
+    tg_graph_free(g);
+}
+
+/* What JSON Schema calls an integer (3.0), the loader takes too; a
+ * version above 1 is TG_EVERSION; the text must be UTF-8 JSON, nothing
+ * after it; syntax errors give line and column. */
+static void test_file_level(void **state) {
+    (void)state;
+    tg_graph *g = tu_load("{\"format\":\"tg-graph\",\"version\":1.0,\"variables\":[{\"id\":\"x\","
+                          "\"type\":{\"dtype\":\"float64\",\"shape\":[2.0,null]}}],\"nodes\":[{\"op\":\"neg\","
+                          "\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"trace\":[{\"line\":3.0}],\"inplace\":{\"0\":0.0}}]}");
+    assert_int_equal(var(g, "x")->type.shape[0], 2);
+    assert_int_equal(var(g, "y")->owner->trace.frames[0].line, 3);
+    assert_int_equal(var(g, "y")->owner->inplace[0], 0);
+    tg_graph_free(g);
+    struct { const char *json; int status; const char *sub; } cases[] = {
+        {"{\"format\":\"tg-graph\",\"version\":3,\"variables\":[],\"nodes\":[]}", TG_EVERSION,
+         "test: version: format version 3 is newer than this tg supports (1)"},
+        {"{\"format\":\"tg-graph\",\"version\":0,\"variables\":[],\"nodes\":[]}", TG_ELOAD, "version: expected the integer 1"},
+        {"{\"format\":\"tg-graph\",\"version\":1.5,\"variables\":[],\"nodes\":[]}", TG_ELOAD, "version: expected"},
+        {"{\"format\":\"tg-graph\",\n\"version\":1,\n  \"variables\":[],\"nodes\":[]", TG_EPARSE, "test: line 3, column"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[]} x", TG_EPARSE, "line 1, column 61"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[],}", TG_EPARSE, "line 1"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[]/*c*/}", TG_EPARSE, "line 1"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"name\":\"\xc3\x28\",\"variables\":[],\"nodes\":[]}", TG_EPARSE,
+         "invalid utf-8"},
+        {"", TG_EPARSE, "unexpected end of input"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":{},\"nodes\":[]}", TG_ELOAD, "variables: expected an array"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[],\"meta\":[]}", TG_ELOAD, "meta: expected an object"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[],\"outputs\":[\"y\"]}]}",
+         TG_ELOAD, "nodes[0] (neg -> y): inputs: neg expects 1 inputs, got 0"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+         "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"bogus\":1}]}",
+         TG_ELOAD, "nodes[0].bogus: unknown key"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+         "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"x\"]}]}",
+         TG_ELOAD, "the graph has a cycle: x -> x"},
+    };
+    for (size_t i = 0; i < TG_ARRAY_LEN(cases); i++) {
+        tg_ctx *ctx = tg_ctx_new();
+        tg_graph *h = tg_graph_load_string(cases[i].json, strlen(cases[i].json), NULL, "test", ctx);
+        if (h) fail_msg("case %zu loaded", i);
+        if (tg_ctx_status(ctx) != cases[i].status || !strstr(tg_ctx_message(ctx), cases[i].sub))
+            fail_msg("case %zu: %s '%s', want %s '%s'", i, tg_status_str(tg_ctx_status(ctx)), tg_ctx_message(ctx),
+                     tg_status_str(cases[i].status), cases[i].sub);
+        tg_ctx_free(ctx);
+    }
+}
+
+/* A graph file with an npy value next to it loads, relative to its own
+ * folder. */
+static void test_npy_value(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tg_npy_XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/w.npy", dir);
+    int64_t shp[2] = {2, 3};
+    double d[6] = {1, 2, 3, 4, 5, 6};
+    tg_array *w = tu_f64(2, shp, d);
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_npy_save(path, w, ctx), 0);
+    snprintf(path, sizeof path, "%s/g.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(HEAD "\"variables\":[{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,3]},\"shared\":{\"npy\":\"w.npy\"}}],"
+               "\"nodes\":[]}",
+          f);
+    fclose(f);
+    tg_graph *g = tg_graph_load(path, ctx);
+    if (!g) fail_msg("%s", tg_ctx_message(ctx));
+    assert_true(tg_array_equal(var(g, "w")->shared->value, w));
+    assert_int_equal(var(g, "w")->type.shape[0], -1);
+    tg_graph_free(g);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/w.npy", dir);
+    unlink(path);
+    rmdir(dir);
+    tg_array_free(w);
+    tg_ctx_free(ctx);
 }
 
 /* Allocation failures: fail the k-th allocation for every k until the
@@ -229,8 +558,15 @@ static void test_allocation_failures(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
-        cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_save_atomic),
+        cmocka_unit_test(test_weak_scalars),
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_ids_and_types),
+        cmocka_unit_test(test_implicit_main),
+        cmocka_unit_test(test_functions),
+        cmocka_unit_test(test_inline_ids),
+        cmocka_unit_test(test_file_level),
+        cmocka_unit_test(test_npy_value),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

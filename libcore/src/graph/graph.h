@@ -66,6 +66,8 @@ struct tg_var {
     tg_type type;
     tg_var_kind kind;
     bool weak;         /* a weak inline scalar (FORMAT.md s5) */
+    bool weak_in_file; /* written weak: saved as a bare scalar again, so
+                          that it stays weak (weak is cleared by infer) */
     bool inline_const; /* written inline as {"value": ...} */
     bool declared;     /* listed in `variables` */
     bool type_given;   /* the file gave a type (checked on node outputs) */

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,22 +49,32 @@ char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx) {
     return buf;
 }
 
+/* The temporary name is unique per process and call (pid and a counter,
+ * created with O_EXCL), so that concurrent saves of one path from several
+ * threads or processes never write into each other's file; the last
+ * rename wins, and every reader sees some complete file. */
 int tg_file_write_atomic(const char *path, const void *data, size_t len,
                          tg_ctx *ctx) {
-    size_t plen = strlen(path);
-    char *tmp = tg_malloc(plen + 32);
-    char *dircopy = tg_strdup(path);
+    static atomic_uint counter;
+    size_t plen = strlen(path), tlen = plen + 64;
+    char *tmp = tg_malloc(tlen), *dircopy = tg_strdup(path);
     int fd = -1, rc = TG_OK;
+    bool created = false;
     if (!tmp || !dircopy) {
-        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
         goto done;
     }
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = tg_errorf(ctx, TG_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto done;
+    for (int tries = 0; fd < 0; tries++) {
+        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&counter, 1));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && (errno != EEXIST || tries > 100)) {
+            rc = tg_errorf(ctx, TG_EIO, "%s: cannot create a temporary file: %s",
+                           path, strerror(errno));
+            goto done;
+        }
     }
+    created = true;
     const char *p = data;
     size_t left = len;
     while (left) {
@@ -71,38 +83,35 @@ int tg_file_write_atomic(const char *path, const void *data, size_t len,
         if (w <= 0) {
             rc = tg_errorf(ctx, TG_EIO, "%s: write failed: %s", path,
                            w < 0 ? strerror(errno) : "no progress");
-            goto fail_tmp;
+            goto done;
         }
         p += w;
         left -= (size_t)w;
     }
     if (fsync(fd) < 0) {
         rc = tg_errorf(ctx, TG_EIO, "%s: fsync failed: %s", path, strerror(errno));
-        goto fail_tmp;
+        goto done;
     }
-    if (close(fd) < 0) {
-        fd = -1;
-        rc = tg_errorf(ctx, TG_EIO, "%s: close failed: %s", path, strerror(errno));
-        goto fail_tmp;
-    }
+    int cr = close(fd);
     fd = -1;
+    if (cr < 0) {
+        rc = tg_errorf(ctx, TG_EIO, "%s: close failed: %s", path, strerror(errno));
+        goto done;
+    }
     if (rename(tmp, path) < 0) {
         rc = tg_errorf(ctx, TG_EIO, "%s: cannot replace: %s", path, strerror(errno));
-        goto fail_tmp;
+        goto done;
     }
+    created = false;
     /* Make the rename itself durable. */
     int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         fsync(dfd);
         close(dfd);
     }
-    goto done;
-fail_tmp:
-    if (fd >= 0) close(fd);
-    fd = -1;
-    unlink(tmp);
 done:
     if (fd >= 0) close(fd);
+    if (created) unlink(tmp);
     tg_free(tmp);
     tg_free(dircopy);
     return rc;

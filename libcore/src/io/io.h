@@ -20,17 +20,25 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
 /* Write a value as {"dtype", "shape", "data"} (small arrays) or
  * {"dtype", "shape", "base64"} (large ones; NaN and infinities are written
  * as the strings of FORMAT.md s5 in data). */
-json_object *tg_value_to_json(const tg_array *a);
+json_object *tg_value_to_json(const tg_array *a); /* NULL: out of memory */
 
 /* Parse a type object {"dtype", "shape" | "broadcastable"}. */
 int tg_type_from_json(json_object *o, tg_type *t, const char *where,
                       tg_ctx *ctx);
 json_object *tg_type_to_json(const tg_type *t);
 
+/* An integer where the file has one: a JSON integer that fits int64, or a
+ * number with no fractional part (JSON Schema's "integer": 3.0). */
+bool tg_json_get_int(json_object *o, int64_t *out);
+/* A float of dtype dt as the shortest JSON number that reads back as the
+ * same value, always with a '.' or an exponent (finite v only). */
+json_object *tg_json_new_float(double v, tg_dtype dt);
+
 /* A variable id is 1..128 of [A-Za-z0-9_.:-], not starting with . or -. */
 bool tg_id_valid(const char *id);
 
-/* Whole-graph JSON (the saver's work), owned by the caller. */
+/* Whole-graph JSON (the saver's work), owned by the caller; NULL when
+ * out of memory. */
 json_object *tg_graph_to_json(const tg_graph *g);
 
 /* base64 (RFC 4648, with padding). decode returns NULL on bad input. */

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
@@ -127,7 +128,8 @@ static int load_variables(loader *L, json_object *arr) {
             v->type_given = true;
         }
         if ((jc || js || jtv) && !jt)
-            return lerr(L, TG_ELOAD, "%s.type: required for a constant or shared variable", where);
+            return lerr(L, TG_ELOAD, "%s.type: required for a constant, a shared variable or a test_value",
+                        where);
         json_object *jv = jc ? jc : js;
         if (jv) {
             char w[80];
@@ -159,6 +161,18 @@ static int load_variables(loader *L, json_object *arr) {
 static const char *const NODE_KEYS[] = {"op", "inputs", "outputs", "attrs", "name",
                                         "trace", "inplace", NULL};
 
+static int trace_str(loader *L, json_object *f, const char *key, char **out,
+                     const char *where, size_t i) {
+    json_object *x;
+    if (!json_object_object_get_ex(f, key, &x)) return TG_OK;
+    if (!json_object_is_type(x, json_type_string))
+        return lerr(L, TG_ELOAD, "%s.trace[%zu].%s: expected a string", where, i, key);
+    if (!(*out = tg_strdup(json_object_get_string(x)))) return lerr(L, TG_ENOMEM, "out of memory");
+    return TG_OK;
+}
+
+/* Frames may carry keys of their own (FORMAT.md s1); the four known ones
+ * must have their types. */
 static int load_trace(loader *L, tg_node *nd, json_object *jt, const char *where) {
     if (!json_object_is_type(jt, json_type_array))
         return lerr(L, TG_ELOAD, "%s.trace: expected an array of frames", where);
@@ -173,18 +187,13 @@ static int load_trace(loader *L, tg_node *nd, json_object *jt, const char *where
         nd->trace.n++;
         if (!json_object_is_type(f, json_type_object))
             return lerr(L, TG_ELOAD, "%s.trace[%zu]: expected an object", where, i);
-        if (json_object_object_get_ex(f, "file", &x) && json_object_is_type(x, json_type_string))
-            fr->file = tg_strdup(json_object_get_string(x));
-        if (json_object_object_get_ex(f, "function", &x) &&
-            json_object_is_type(x, json_type_string))
-            fr->function = tg_strdup(json_object_get_string(x));
-        if (json_object_object_get_ex(f, "code", &x) && json_object_is_type(x, json_type_string))
-            fr->code = tg_strdup(json_object_get_string(x));
-        if (json_object_object_get_ex(f, "line", &x)) {
-            if (!json_object_is_type(x, json_type_int))
-                return lerr(L, TG_ELOAD, "%s.trace[%zu].line: expected an integer", where, i);
-            fr->line = json_object_get_int64(x);
-        }
+        int rc;
+        if ((rc = trace_str(L, f, "file", &fr->file, where, i)) ||
+            (rc = trace_str(L, f, "function", &fr->function, where, i)) ||
+            (rc = trace_str(L, f, "code", &fr->code, where, i)))
+            return rc;
+        if (json_object_object_get_ex(f, "line", &x) && !tg_json_get_int(x, &fr->line))
+            return lerr(L, TG_ELOAD, "%s.trace[%zu].line: expected an integer", where, i);
     }
     return TG_OK;
 }
@@ -288,6 +297,7 @@ static int new_inline_const(loader *L, tg_node *nd, int k, json_object *jv,
     }
     v->value = a;
     v->weak = weak;
+    v->weak_in_file = weak;
     v->inline_const = true;
     v->type.dtype = a->dtype;
     v->type.ndim = a->ndim;
@@ -310,7 +320,8 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
         if (json_object_is_type(e, json_type_string)) {
             const char *id = json_object_get_string(e);
             tg_var *v = tg_graph_find(L->g, id);
-            if (!v)
+            /* The ids made up for inline constants are not the file's. */
+            if (!v || v->inline_const)
                 return node_err(L, nd, TG_ELOAD,
                                 "inputs[%d]: '%.140s' is not declared and no node produces it",
                                 k, id);
@@ -379,16 +390,26 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
         if (!nd->inplace) return lerr(L, TG_ENOMEM, "out of memory");
         memset(nd->inplace, -1, (size_t)nd->nout);
         json_object_object_foreach(jip, key, val) {
-            char *end;
-            long oi = strtol(key, &end, 10);
-            if (*end || end == key || oi < 0 || oi >= nd->nout)
-                return node_err(L, nd, TG_ELOAD, "inplace.%s: not an output index", key);
-            if (!json_object_is_type(val, json_type_int) || json_object_get_int64(val) < 0 ||
-                json_object_get_int64(val) >= nd->nin)
+            /* Keys are plain decimal output indices, as the schema says. */
+            size_t kl = strlen(key);
+            bool digits = kl > 0 && kl < 4 && strspn(key, "0123456789") == kl;
+            int oi = digits ? atoi(key) : -1;
+            if (oi < 0 || oi >= nd->nout)
+                return node_err(L, nd, TG_ELOAD, "inplace.%.40s: not an output index", key);
+            int64_t ii;
+            if (!tg_json_get_int(val, &ii) || ii < 0 || ii >= nd->nin)
                 return node_err(L, nd, TG_ELOAD, "inplace.%s: not an input index", key);
-            int ii = (int)json_object_get_int64(val);
-            if (!(op->flags & TG_OPF_ELEMWISE))
-                return node_err(L, nd, TG_ELOAD, "inplace: %s cannot work in place", op->name);
+            bool can = (op->flags & TG_OPF_ELEMWISE) ||
+                       (ii < 32 && oi == 0 && (op->inplace_inputs >> ii) & 1u);
+            if (!can)
+                return node_err(L, nd, TG_ELOAD,
+                                "inplace.%s: %s cannot write output %d over input %d", key,
+                                op->name, oi, (int)ii);
+            for (int k = 0; k < nd->nout; k++)
+                if (nd->inplace[k] == ii)
+                    return node_err(L, nd, TG_ELOAD,
+                                    "inplace.%s: input %d is already overwritten by output %d",
+                                    key, (int)ii, k);
             nd->inplace[oi] = (int8_t)ii;
         }
     }
@@ -397,54 +418,93 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
 
 /* ---- types ---- */
 
-static int infer_types(loader *L) {
-    for (int i = 0; i < L->g->nnodes; i++) {
-        tg_node *nd = L->g->nodes[i];
-        tg_type declared[16];
-        bool given[16] = {0};
-        for (int k = 0; k < nd->nin; k++) {
-            tg_var *v = nd->inputs[k];
-            if (v->type.dtype == TG_DTYPE_INVALID || v->type.ndim < 0)
-                return node_err(L, nd, TG_ELOAD,
-                                "inputs[%d]: '%s' has no type (declare it in variables with a "
-                                "type)",
-                                k, v->id);
-        }
-        for (int k = 0; k < nd->nout && k < 16; k++) {
-            tg_var *v = nd->outputs[k];
-            if (v->type_given) {
-                declared[k] = v->type;
-                given[k] = true;
-            }
-            v->type.dtype = TG_DTYPE_INVALID;
-            v->type.ndim = -1;
-        }
-        int rc = nd->op->infer(nd, L->ctx);
-        if (rc) {
-            char desc[256];
-            tg_node_describe(nd, desc, sizeof desc);
-            tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
-            return rc;
-        }
-        for (int k = 0; k < nd->nout; k++) {
-            tg_var *v = nd->outputs[k];
-            if (v->type.dtype == TG_DTYPE_INVALID || v->type.ndim < 0)
-                return node_err(L, nd, TG_ELOAD, "outputs[%d]: the op gave no type", k);
-            if (k >= 16 || !given[k]) continue;
-            tg_type *d = &declared[k];
-            char want[160], got[160];
-            tg_type_str(d, want, sizeof want);
-            tg_type_str(&v->type, got, sizeof got);
-            if (d->dtype != v->type.dtype || d->ndim != v->type.ndim || !tg_type_compatible(d, &v->type))
-                return node_err(L, nd, TG_ETYPE,
-                                "outputs[%d]: '%s' is declared %s at variables[%d], but the op "
-                                "gives %s",
-                                k, v->id, want, v->json_index, got);
-            for (int a = 0; a < d->ndim; a++)
-                if (v->type.shape[a] < 0) v->type.shape[a] = d->shape[a];
+/* An in-place output needs an input buffer that holds exactly its values:
+ * same dtype and shape, and never a constant's. Known once types are. */
+static int check_inplace(loader *L, tg_node *nd) {
+    for (int k = 0; nd->inplace && k < nd->nout; k++) {
+        if (nd->inplace[k] < 0) continue;
+        const tg_var *in = nd->inputs[nd->inplace[k]], *out = nd->outputs[k];
+        if (in->kind == TG_VAR_CONSTANT)
+            return node_err(L, nd, TG_ELOAD,
+                            "inplace.%d: input %d '%s' is a constant and cannot be overwritten",
+                            k, nd->inplace[k], in->inline_const ? "(inline)" : in->id);
+        if (in->type.dtype != out->type.dtype || in->type.ndim != out->type.ndim ||
+            !tg_type_compatible(&in->type, &out->type)) {
+            char a[160], b[160];
+            tg_type_str(&in->type, a, sizeof a);
+            tg_type_str(&out->type, b, sizeof b);
+            return node_err(L, nd, TG_ETYPE,
+                            "inplace.%d: output %d (%s) cannot be written over input %d (%s)", k,
+                            k, b, nd->inplace[k], a);
         }
     }
     return TG_OK;
+}
+
+static int infer_types(loader *L) {
+    int rc = TG_OK, maxout = 1;
+    for (int i = 0; i < L->g->nnodes; i++)
+        if (L->g->nodes[i]->nout > maxout) maxout = L->g->nodes[i]->nout;
+    tg_type *declared = tg_calloc((size_t)maxout, sizeof *declared);
+    bool *given = tg_calloc((size_t)maxout, sizeof *given);
+    if (!declared || !given) {
+        rc = lerr(L, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < L->g->nnodes; i++) {
+        tg_node *nd = L->g->nodes[i];
+        for (int k = 0; k < nd->nin; k++) {
+            tg_var *v = nd->inputs[k];
+            if (v->type.dtype == TG_DTYPE_INVALID || v->type.ndim < 0) {
+                rc = node_err(L, nd, TG_ELOAD,
+                              "inputs[%d]: '%s' has no type (declare it in variables with a "
+                              "type)",
+                              k, v->id);
+                goto done;
+            }
+        }
+        for (int k = 0; k < nd->nout; k++) {
+            tg_var *v = nd->outputs[k];
+            given[k] = v->type_given;
+            if (v->type_given) declared[k] = v->type;
+            v->type.dtype = TG_DTYPE_INVALID;
+            v->type.ndim = -1;
+        }
+        if ((rc = nd->op->infer(nd, L->ctx))) {
+            char desc[256];
+            tg_node_describe(nd, desc, sizeof desc);
+            tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
+            goto done;
+        }
+        for (int k = 0; k < nd->nout; k++) {
+            tg_var *v = nd->outputs[k];
+            if (v->type.dtype == TG_DTYPE_INVALID || v->type.ndim < 0) {
+                rc = node_err(L, nd, TG_ELOAD, "outputs[%d]: the op gave no type", k);
+                goto done;
+            }
+            if (!given[k]) continue;
+            /* The declared type may only refine what the op gives. */
+            tg_type *d = &declared[k];
+            if (d->dtype != v->type.dtype || d->ndim != v->type.ndim ||
+                !tg_type_compatible(d, &v->type)) {
+                char want[160], got[160];
+                tg_type_str(d, want, sizeof want);
+                tg_type_str(&v->type, got, sizeof got);
+                rc = node_err(L, nd, TG_ETYPE,
+                              "outputs[%d]: '%s' is declared %s at variables[%d], but the op "
+                              "gives %s",
+                              k, v->id, want, v->json_index, got);
+                goto done;
+            }
+            for (int a = 0; a < d->ndim; a++)
+                if (v->type.shape[a] < 0) v->type.shape[a] = d->shape[a];
+        }
+        if ((rc = check_inplace(L, nd))) goto done;
+    }
+done:
+    tg_free(declared);
+    tg_free(given);
+    return rc;
 }
 
 /* ---- functions ---- */
@@ -462,7 +522,7 @@ static int id_list(loader *L, json_object *arr, const char *where, tg_var ***out
         if (!json_object_is_type(e, json_type_string))
             return lerr(L, TG_ELOAD, "%s[%d]: expected an id", where, i);
         tg_var *v = tg_graph_find(L->g, json_object_get_string(e));
-        if (!v)
+        if (!v || v->inline_const)
             return lerr(L, TG_ELOAD, "%s[%d]: unknown id '%.140s'", where, i,
                         json_object_get_string(e));
         (*out)[i] = v;
@@ -516,13 +576,13 @@ static int load_functions(loader *L, json_object *jf) {
             if (!fd->updates) return lerr(L, TG_ENOMEM, "out of memory");
             json_object_object_foreach(ju, sid, jval) {
                 tg_var *s = tg_graph_find(g, sid);
-                if (!s || s->kind != TG_VAR_SHARED)
+                if (!s || s->inline_const || s->kind != TG_VAR_SHARED)
                     return lerr(L, TG_ELOAD, "%s.updates.%.100s: not a shared variable", where,
                                 sid);
                 if (!json_object_is_type(jval, json_type_string))
                     return lerr(L, TG_ELOAD, "%s.updates.%s: expected an id", where, sid);
                 tg_var *v = tg_graph_find(g, json_object_get_string(jval));
-                if (!v)
+                if (!v || v->inline_const)
                     return lerr(L, TG_ELOAD, "%s.updates.%s: unknown id '%.140s'", where, sid,
                                 json_object_get_string(jval));
                 if (v->type.dtype != s->type.dtype || v->type.ndim != s->type.ndim ||
@@ -590,9 +650,9 @@ static int load_root(loader *L, json_object *root) {
         !json_object_is_type(jf, json_type_string) ||
         strcmp(json_object_get_string(jf), "tg-graph"))
         return lerr(L, TG_ELOAD, "format: expected \"tg-graph\"");
-    if (!json_object_object_get_ex(root, "version", &jv) || !json_object_is_type(jv, json_type_int))
+    int64_t ver;
+    if (!json_object_object_get_ex(root, "version", &jv) || !tg_json_get_int(jv, &ver))
         return lerr(L, TG_ELOAD, "version: expected the integer 1");
-    int64_t ver = json_object_get_int64(jv);
     if (ver > 1)
         return lerr(L, TG_EVERSION,
                     "version: format version %lld is newer than this tg supports (1)",
@@ -631,7 +691,7 @@ static int load_root(loader *L, json_object *root) {
     for (int i = 0; i < L->nfile; i++)
         if ((rc = load_node_rest(L, json_object_array_get_idx(jnodes, (size_t)i), L->file_order[i])))
             return rc;
-    if ((rc = tg_graph_toposort(g, L->ctx))) return lwrap(L, TG_ELOAD);
+    if (g->nnodes && (rc = tg_graph_toposort(g, L->ctx))) return lwrap(L, TG_ELOAD);
     if ((rc = infer_types(L))) return rc;
     if (json_object_object_get_ex(root, "functions", &jfun))
         rc = load_functions(L, jfun);
@@ -640,7 +700,13 @@ static int load_root(loader *L, json_object *root) {
     if (rc) return rc;
     for (int i = 0; i < g->nfuncs; i++) {
         tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[i], L->ctx);
-        if (!fg) return lwrap(L, TG_EMISSING);
+        if (!fg) {
+            if (g->funcs[i].json_inputs_given)
+                tg_error_prefix(L->ctx, "functions.%.100s", g->funcs[i].name);
+            else
+                tg_error_prefix(L->ctx, "(implicit main function)");
+            return lwrap(L, TG_EMISSING);
+        }
         tg_fgraph_free(fg);
     }
     return TG_OK;
@@ -719,6 +785,10 @@ tg_graph *tg_graph_load_string(const char *json, size_t len, const char *dir,
 }
 
 tg_graph *tg_graph_load(const char *path, tg_ctx *ctx) {
+    if (!path) {
+        tg_errorf(ctx, TG_EINVAL, "tg_graph_load: no path");
+        return NULL;
+    }
     size_t len;
     char *text = tg_file_read(path, &len, ctx);
     if (!text) return NULL;

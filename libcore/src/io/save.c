@@ -1,144 +1,394 @@
-/* The saver: tg_graph -> interchange JSON, canonical: nodes in
- * topological order, attrs with their defaults, values inline. */
+/* The saver: tg_graph -> interchange JSON, canonical: declared variables
+ * in file order, nodes in topological order, attrs with their defaults,
+ * values inline (small arrays as data, large ones as base64), weak inline
+ * scalars bare so that they stay weak, the implicit `main` left implicit.
+ * Loading what this writes gives the same graph, and saving that again
+ * gives the same text. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
 #include "ops/op.h"
 
+/* Every add goes through these: json-c allocates with malloc, and a NULL
+ * it returns must fail the save rather than write a file with holes. */
+static void put(json_object *o, const char *key, json_object *val, bool *ok) {
+    if (!val || !o || json_object_object_add(o, key, val) != 0) {
+        json_object_put(val);
+        *ok = false;
+    }
+}
+
+static void push(json_object *arr, json_object *val, bool *ok) {
+    if (!val || !arr || json_object_array_add(arr, val) != 0) {
+        json_object_put(val);
+        *ok = false;
+    }
+}
+
+static json_object *str(const char *s) { return json_object_new_string(s); }
+
 static json_object *trace_json(const tg_trace *t) {
+    bool ok = true;
     json_object *arr = json_object_new_array();
     for (int i = 0; i < t->n; i++) {
         const tg_frame *f = &t->frames[i];
         json_object *o = json_object_new_object();
-        if (f->file) json_object_object_add(o, "file", json_object_new_string(f->file));
-        if (f->line >= 0) json_object_object_add(o, "line", json_object_new_int64(f->line));
-        if (f->function) json_object_object_add(o, "function", json_object_new_string(f->function));
-        if (f->code) json_object_object_add(o, "code", json_object_new_string(f->code));
-        json_object_array_add(arr, o);
+        if (f->file) put(o, "file", str(f->file), &ok);
+        if (f->line >= 0) put(o, "line", json_object_new_int64(f->line), &ok);
+        if (f->function) put(o, "function", str(f->function), &ok);
+        if (f->code) put(o, "code", str(f->code), &ok);
+        push(arr, o, &ok);
+    }
+    if (!ok) {
+        json_object_put(arr);
+        return NULL;
     }
     return arr;
 }
 
+/* An inline constant. One that the file wrote weak is written bare (a
+ * number or a boolean; {"data": "nan"} for a non-finite float) in the kind
+ * of the dtype it took, which resolves to that same dtype again. */
 static json_object *inline_value(const tg_var *v) {
     const tg_array *a = v->value;
-    /* Weak scalars stay bare so that they stay weak. */
-    if (v->weak && a->ndim == 0) {
-        switch (tg_dtype_kind(a->dtype)) {
-        case 'b': return json_object_new_boolean(*(const uint8_t *)tg_array_data(a) != 0);
-        case 'i': return json_object_new_int64(*(const int64_t *)tg_array_data(a));
-        default: break;
+    if (!v->weak_in_file || a->ndim != 0) return tg_value_to_json(a);
+    const char *p = tg_array_data(a);
+    switch (tg_dtype_kind(a->dtype)) {
+    case 'b': return json_object_new_boolean(*(const uint8_t *)p != 0);
+    case 'i': return json_object_new_int64(tg_load_i64(a->dtype, p));
+    case 'u':
+        if (a->dtype == TG_UINT64) {
+            uint64_t u;
+            memcpy(&u, p, 8);
+            return json_object_new_uint64(u);
         }
-        double d = tg_array_get_flat(a, 0);
-        if (d == d && d - d == 0) return json_object_new_double(d);
+        return json_object_new_int64(tg_load_i64(a->dtype, p));
+    default: break;
     }
-    return tg_value_to_json(a);
+    double d = tg_load_f64(a->dtype, p);
+    if (isfinite(d)) return tg_json_new_float(d, a->dtype);
+    json_object *o = json_object_new_object();
+    bool ok = true;
+    put(o, "data", str(isnan(d) ? "nan" : d > 0 ? "inf" : "-inf"), &ok);
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_object *variable_json(const tg_var *v) {
+    bool ok = true, node_output = v->owner != NULL;
+    json_object *o = json_object_new_object();
+    put(o, "id", str(v->id), &ok);
+    /* A node output's type is the op's to give: written only when the
+     * file declared it (then refined by inference). */
+    if (!node_output || v->type_given) put(o, "type", tg_type_to_json(&v->type), &ok);
+    if (v->name) put(o, "name", str(v->name), &ok);
+    if (v->kind == TG_VAR_CONSTANT && v->value)
+        put(o, "constant", tg_value_to_json(v->value), &ok);
+    if (v->kind == TG_VAR_SHARED && v->shared && v->shared->value)
+        put(o, "shared", tg_value_to_json(v->shared->value), &ok);
+    if (v->test_value) put(o, "test_value", tg_value_to_json(v->test_value), &ok);
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int key_cmp(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* attrs with their keys in order, whatever order the file gave them in. */
+static json_object *sorted_attrs(json_object *attrs) {
+    int n = json_object_object_length(attrs), i = 0;
+    const char **keys = tg_calloc((size_t)n + 1, sizeof *keys);
+    json_object *o = keys ? json_object_new_object() : NULL;
+    bool ok = o != NULL;
+    if (ok) {
+        json_object_object_foreach(attrs, k, v) {
+            (void)v;
+            keys[i++] = k;
+        }
+        qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+        for (i = 0; ok && i < n; i++) {
+            json_object *v = NULL, *c = NULL;
+            json_object_object_get_ex(attrs, keys[i], &v);
+            if (v && json_object_deep_copy(v, &c, NULL) != 0) {
+                ok = false;
+                break;
+            }
+            if (json_object_object_add(o, keys[i], c) != 0) {
+                json_object_put(c);
+                ok = false;
+            }
+        }
+    }
+    tg_free(keys);
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_object *node_json(const tg_node *n) {
+    bool ok = true;
+    json_object *o = json_object_new_object();
+    put(o, "op", str(n->op->name), &ok);
+    json_object *ins = json_object_new_array();
+    for (int k = 0; k < n->nin; k++) {
+        const tg_var *v = n->inputs[k];
+        if (v->inline_const && v->value) {
+            json_object *c = json_object_new_object();
+            put(c, "value", inline_value(v), &ok);
+            push(ins, c, &ok);
+        } else {
+            push(ins, str(v->id), &ok);
+        }
+    }
+    put(o, "inputs", ins, &ok);
+    json_object *outs = json_object_new_array();
+    for (int k = 0; k < n->nout; k++) push(outs, str(n->outputs[k]->id), &ok);
+    put(o, "outputs", outs, &ok);
+    if (n->attrs && json_object_object_length(n->attrs)) put(o, "attrs", sorted_attrs(n->attrs), &ok);
+    if (n->name) put(o, "name", str(n->name), &ok);
+    if (n->trace.n) put(o, "trace", trace_json(&n->trace), &ok);
+    if (n->inplace) {
+        json_object *ip = json_object_new_object();
+        for (int k = 0; k < n->nout; k++)
+            if (n->inplace[k] >= 0) {
+                char key[16];
+                snprintf(key, sizeof key, "%d", k);
+                put(ip, key, json_object_new_int(n->inplace[k]), &ok);
+            }
+        put(o, "inplace", ip, &ok);
+    }
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_object *function_json(const tg_fdecl *fd) {
+    bool ok = true;
+    json_object *f = json_object_new_object(), *a = json_object_new_array(),
+                *b = json_object_new_array();
+    for (int k = 0; k < fd->nin; k++) push(a, str(fd->inputs[k]->id), &ok);
+    for (int k = 0; k < fd->nout; k++) push(b, str(fd->outputs[k]->id), &ok);
+    put(f, "inputs", a, &ok);
+    put(f, "outputs", b, &ok);
+    if (fd->nupd) {
+        json_object *u = json_object_new_object();
+        for (int k = 0; k < fd->nupd; k++)
+            put(u, fd->updates[k].shared->id, str(fd->updates[k].value->id), &ok);
+        put(f, "updates", u, &ok);
+    }
+    if (!ok) {
+        json_object_put(f);
+        return NULL;
+    }
+    return f;
 }
 
 json_object *tg_graph_to_json(const tg_graph *g) {
+    bool ok = true;
     json_object *root = json_object_new_object();
-    json_object_object_add(root, "format", json_object_new_string("tg-graph"));
-    json_object_object_add(root, "version", json_object_new_int(1));
-    if (g->name) json_object_object_add(root, "name", json_object_new_string(g->name));
+    put(root, "format", str("tg-graph"), &ok);
+    put(root, "version", json_object_new_int(1), &ok);
+    if (g->name) put(root, "name", str(g->name), &ok);
     json_object *vars = json_object_new_array();
-    for (int i = 0; i < g->nvars; i++) {
+    for (int i = 0; ok && i < g->nvars; i++) {
         const tg_var *v = g->vars[i];
-        if (v->inline_const) continue;
-        bool node_output = v->owner != NULL;
-        if (node_output && !v->declared) continue;
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "id", json_object_new_string(v->id));
-        if (!node_output || v->type_given)
-            json_object_object_add(o, "type", tg_type_to_json(&v->type));
-        if (v->name) json_object_object_add(o, "name", json_object_new_string(v->name));
-        if (v->kind == TG_VAR_CONSTANT)
-            json_object_object_add(o, "constant", tg_value_to_json(v->value));
-        if (v->kind == TG_VAR_SHARED && v->shared && v->shared->value)
-            json_object_object_add(o, "shared", tg_value_to_json(v->shared->value));
-        if (v->test_value) json_object_object_add(o, "test_value", tg_value_to_json(v->test_value));
-        json_object_array_add(vars, o);
+        /* Inline constants go back inline; undeclared node outputs are
+         * implied by their nodes. */
+        if (v->inline_const || (v->owner && !v->declared)) continue;
+        push(vars, variable_json(v), &ok);
     }
-    json_object_object_add(root, "variables", vars);
+    put(root, "variables", vars, &ok);
     json_object *nodes = json_object_new_array();
-    for (int i = 0; i < g->nnodes; i++) {
-        const tg_node *n = g->nodes[i];
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "op", json_object_new_string(n->op->name));
-        json_object *ins = json_object_new_array();
-        for (int k = 0; k < n->nin; k++) {
-            const tg_var *v = n->inputs[k];
-            if (v->inline_const) {
-                json_object *c = json_object_new_object();
-                json_object_object_add(c, "value", inline_value(v));
-                json_object_array_add(ins, c);
-            } else {
-                json_object_array_add(ins, json_object_new_string(v->id));
-            }
-        }
-        json_object_object_add(o, "inputs", ins);
-        json_object *outs = json_object_new_array();
-        for (int k = 0; k < n->nout; k++)
-            json_object_array_add(outs, json_object_new_string(n->outputs[k]->id));
-        json_object_object_add(o, "outputs", outs);
-        if (n->attrs && json_object_object_length(n->attrs)) {
-            json_object *a = NULL;
-            json_object_deep_copy(n->attrs, &a, NULL);
-            json_object_object_add(o, "attrs", a);
-        }
-        if (n->name) json_object_object_add(o, "name", json_object_new_string(n->name));
-        if (n->trace.n) json_object_object_add(o, "trace", trace_json(&n->trace));
-        if (n->inplace) {
-            json_object *ip = json_object_new_object();
-            for (int k = 0; k < n->nout; k++)
-                if (n->inplace[k] >= 0) {
-                    char key[16];
-                    snprintf(key, sizeof key, "%d", k);
-                    json_object_object_add(ip, key, json_object_new_int(n->inplace[k]));
-                }
-            json_object_object_add(o, "inplace", ip);
-        }
-        json_object_array_add(nodes, o);
-    }
-    json_object_object_add(root, "nodes", nodes);
+    for (int i = 0; ok && i < g->nnodes; i++) push(nodes, node_json(g->nodes[i]), &ok);
+    put(root, "nodes", nodes, &ok);
+    /* A file without `functions` stays without: its `main` is implied. */
     bool explicit_funcs = g->nfuncs != 1 || g->funcs[0].json_inputs_given;
     if (explicit_funcs) {
         json_object *fs = json_object_new_object();
-        for (int i = 0; i < g->nfuncs; i++) {
-            const tg_fdecl *fd = &g->funcs[i];
-            json_object *f = json_object_new_object(), *a = json_object_new_array(),
-                        *b = json_object_new_array();
-            for (int k = 0; k < fd->nin; k++)
-                json_object_array_add(a, json_object_new_string(fd->inputs[k]->id));
-            for (int k = 0; k < fd->nout; k++)
-                json_object_array_add(b, json_object_new_string(fd->outputs[k]->id));
-            json_object_object_add(f, "inputs", a);
-            json_object_object_add(f, "outputs", b);
-            if (fd->nupd) {
-                json_object *u = json_object_new_object();
-                for (int k = 0; k < fd->nupd; k++)
-                    json_object_object_add(u, fd->updates[k].shared->id,
-                                           json_object_new_string(fd->updates[k].value->id));
-                json_object_object_add(f, "updates", u);
-            }
-            json_object_object_add(fs, fd->name, f);
-        }
-        json_object_object_add(root, "functions", fs);
+        for (int i = 0; ok && i < g->nfuncs; i++)
+            put(fs, g->funcs[i].name, function_json(&g->funcs[i]), &ok);
+        put(root, "functions", fs, &ok);
     }
-    if (g->meta) json_object_object_add(root, "meta", json_object_get(g->meta));
+    if (g->meta) put(root, "meta", json_object_get(g->meta), &ok);
+    if (!ok) {
+        json_object_put(root);
+        return NULL;
+    }
     return root;
+}
+
+/* ---- text ---- */
+
+/* The layout: a value goes on one line when that line stays within WIDTH
+ * columns, or when it is an array of scalars (a row of data) or an object
+ * of scalars and rows (a flat or base64 value, a trace frame); otherwise
+ * its members go one per line, indented by two. Diffs of saved graphs stay
+ * readable: one variable, node or data row per line. */
+enum { WIDTH = 100 };
+
+static void emit_string(tg_str *b, const char *s, size_t n) {
+    tg_str_add(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        tg_str_add(b, s + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"': tg_str_add(b, "\\\"", 2); break;
+        case '\\': tg_str_add(b, "\\\\", 2); break;
+        case '\n': tg_str_add(b, "\\n", 2); break;
+        case '\t': tg_str_add(b, "\\t", 2); break;
+        case '\r': tg_str_add(b, "\\r", 2); break;
+        default: tg_str_addf(b, "\\u%04x", c); break;
+        }
+    }
+    tg_str_add(b, s + run, n - run);
+    tg_str_add(b, "\"", 1);
+}
+
+static bool is_scalar(json_object *o) {
+    return !json_object_is_type(o, json_type_object) && !json_object_is_type(o, json_type_array);
+}
+
+static bool scalar_array(json_object *o) {
+    if (!json_object_is_type(o, json_type_array)) return false;
+    size_t n = json_object_array_length(o);
+    for (size_t i = 0; i < n; i++)
+        if (!is_scalar(json_object_array_get_idx(o, i))) return false;
+    return true;
+}
+
+/* One-line form; gives up (returns false) once it passes `limit` bytes
+ * past where it started, so that deciding the layout stays linear. */
+static bool emit_flat(tg_str *b, json_object *o, size_t start, size_t limit) {
+    if (b->oom || b->len - start > limit) return false;
+    switch (json_object_get_type(o)) {
+    case json_type_null: tg_str_add(b, "null", 4); return true;
+    case json_type_string:
+        emit_string(b, json_object_get_string(o), (size_t)json_object_get_string_len(o));
+        return true;
+    case json_type_array: {
+        size_t n = json_object_array_length(o);
+        tg_str_add(b, "[", 1);
+        for (size_t i = 0; i < n; i++) {
+            if (i) tg_str_add(b, ", ", 2);
+            if (!emit_flat(b, json_object_array_get_idx(o, i), start, limit)) return false;
+        }
+        tg_str_add(b, "]", 1);
+        return b->len - start <= limit;
+    }
+    case json_type_object: {
+        bool first = true;
+        tg_str_add(b, "{", 1);
+        json_object_object_foreach(o, k, v) {
+            if (!first) tg_str_add(b, ", ", 2);
+            first = false;
+            emit_string(b, k, strlen(k));
+            tg_str_add(b, ": ", 2);
+            if (!emit_flat(b, v, start, limit)) return false;
+        }
+        tg_str_add(b, "}", 1);
+        return b->len - start <= limit;
+    }
+    default: {
+        /* numbers and booleans as json-c writes them (doubles keep the text
+         * they were read or made with) */
+        const char *t = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        if (!t) {
+            b->oom = true;
+            return false;
+        }
+        tg_str_add(b, t, strlen(t));
+        return true;
+    }
+    }
+}
+
+/* An object whose members are all scalars or rows: a value written as
+ * flat data or base64, a trace frame. */
+static bool flat_object(json_object *o) {
+    if (!json_object_is_type(o, json_type_object)) return false;
+    json_object_object_foreach(o, k, v) {
+        (void)k;
+        if (!is_scalar(v) && !scalar_array(v)) return false;
+    }
+    return true;
+}
+
+static void emit(tg_str *b, json_object *o, int indent) {
+    size_t start = b->len;
+    size_t room = WIDTH > indent ? (size_t)(WIDTH - indent) : 0;
+    if (is_scalar(o) || scalar_array(o) || flat_object(o)) {
+        emit_flat(b, o, start, SIZE_MAX);
+        return;
+    }
+    bool empty = json_object_is_type(o, json_type_array) ? json_object_array_length(o) == 0
+                                                          : json_object_object_length(o) == 0;
+    if (emit_flat(b, o, start, empty ? SIZE_MAX : room)) return;
+    /* too long for one line: undo and lay the members out */
+    if (b->oom) return;
+    b->len = start;
+    b->s[start] = 0;
+    char pad[WIDTH + 8];
+    int in = indent + 2 < WIDTH ? indent + 2 : WIDTH;
+    memset(pad, ' ', (size_t)in);
+    if (json_object_is_type(o, json_type_array)) {
+        size_t n = json_object_array_length(o);
+        tg_str_add(b, "[\n", 2);
+        for (size_t i = 0; i < n; i++) {
+            tg_str_add(b, pad, (size_t)in);
+            emit(b, json_object_array_get_idx(o, i), in);
+            tg_str_add(b, i + 1 < n ? ",\n" : "\n", i + 1 < n ? 2 : 1);
+        }
+        tg_str_add(b, pad, (size_t)(in - 2));
+        tg_str_add(b, "]", 1);
+    } else {
+        size_t n = (size_t)json_object_object_length(o), i = 0;
+        tg_str_add(b, "{\n", 2);
+        json_object_object_foreach(o, k, v) {
+            tg_str_add(b, pad, (size_t)in);
+            emit_string(b, k, strlen(k));
+            tg_str_add(b, ": ", 2);
+            emit(b, v, in);
+            i++;
+            tg_str_add(b, i < n ? ",\n" : "\n", i < n ? 2 : 1);
+        }
+        tg_str_add(b, pad, (size_t)(in - 2));
+        tg_str_add(b, "}", 1);
+    }
 }
 
 char *tg_graph_to_string(const tg_graph *g, tg_ctx *ctx) {
     json_object *root = tg_graph_to_json(g);
     if (!root) {
-        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        tg_errorf(ctx, TG_ENOMEM, "out of memory while writing the graph");
         return NULL;
     }
-    const char *s = json_object_to_json_string_ext(
-        root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
-    char *out = s ? tg_strdup(s) : NULL;
+    tg_str b = {0};
+    emit(&b, root, 0);
+    tg_str_add(&b, "\n", 1);
     json_object_put(root);
-    if (!out) tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    return out;
+    if (b.oom || !b.s) {
+        tg_str_free(&b);
+        tg_errorf(ctx, TG_ENOMEM, "out of memory while writing the graph");
+        return NULL;
+    }
+    return b.s;
 }
 
 void tg_string_free(char *s) { tg_free(s); }
@@ -146,16 +396,7 @@ void tg_string_free(char *s) { tg_free(s); }
 int tg_graph_save(const tg_graph *g, const char *path, tg_ctx *ctx) {
     char *s = tg_graph_to_string(g, ctx);
     if (!s) return TG_ENOMEM;
-    size_t n = strlen(s);
-    s[n] = 0;
-    char *withnl = tg_realloc(s, n + 2);
-    if (!withnl) {
-        tg_free(s);
-        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    }
-    withnl[n] = '\n';
-    withnl[n + 1] = 0;
-    int rc = tg_file_write_atomic(path, withnl, n + 1, ctx);
-    tg_free(withnl);
+    int rc = tg_file_write_atomic(path, s, strlen(s), ctx);
+    tg_free(s);
     return rc;
 }

@@ -1,12 +1,20 @@
-/* Values and types in JSON (FORMAT.md sections 2 and 5), ids, base64. */
+/* Values and types in JSON (FORMAT.md sections 2 and 5), ids, base64.
+ *
+ * Everything here reads hostile input: sizes come from the file, so no
+ * allocation is made before the JSON is known to hold the data it claims
+ * (data is walked once to validate and count, then once to store; base64
+ * must have exactly the length the shape needs).
+ */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
 #include "tensor/tensor.h"
 
 bool tg_id_valid(const char *id) {
+    if (!id) return false;
     size_t n = strlen(id);
     if (n < 1 || n > 128 || id[0] == '.' || id[0] == '-') return false;
     for (size_t i = 0; i < n; i++) {
@@ -19,6 +27,27 @@ bool tg_id_valid(const char *id) {
     return true;
 }
 
+/* JSON Schema's "integer" is any number with no fractional part, so 3.0
+ * counts: accept what the schema accepts. */
+bool tg_json_get_int(json_object *o, int64_t *out) {
+    if (json_object_is_type(o, json_type_int)) {
+        /* json-c keeps 2^63..2^64-1 as uint64 and clamps get_int64. */
+        if (json_object_get_int64(o) == INT64_MAX &&
+            json_object_get_uint64(o) > (uint64_t)INT64_MAX)
+            return false;
+        *out = json_object_get_int64(o);
+        return true;
+    }
+    if (json_object_is_type(o, json_type_double)) {
+        double d = json_object_get_double(o);
+        if (!(d == floor(d)) || d < -9223372036854775808.0 || d >= 9223372036854775808.0)
+            return false;
+        *out = (int64_t)d;
+        return true;
+    }
+    return false;
+}
+
 /* ---- base64 ---- */
 
 static const char B64[] =
@@ -26,6 +55,7 @@ static const char B64[] =
 
 char *tg_base64_encode(const void *data, size_t n) {
     const unsigned char *p = data;
+    if (n > (SIZE_MAX - 8) / 4 * 3) return NULL;
     size_t out = (n + 2) / 3 * 4;
     char *s = tg_malloc(out + 1), *o = s;
     if (!s) return NULL;
@@ -57,46 +87,55 @@ static int b64val(char c) {
     return -1;
 }
 
-void *tg_base64_decode(const char *s, size_t len, size_t *out_n) {
-    if (len % 4) return NULL;
+/* The number of bytes a padded base64 text of len characters holds, or
+ * (size_t)-1 when the length or the padding is malformed. */
+static size_t b64_decoded_len(const char *s, size_t len) {
+    if (len % 4) return (size_t)-1;
     size_t pad = 0;
     if (len && s[len - 1] == '=') pad++;
-    if (len > 1 && s[len - 2] == '=') pad++;
-    size_t n = len / 4 * 3 - pad;
-    unsigned char *out = tg_malloc(n + 1);
-    if (!out) return NULL;
-    size_t o = 0;
+    if (len > 1 && s[len - 2] == '=') {
+        if (!pad) return (size_t)-1;
+        pad++;
+    }
+    return len / 4 * 3 - pad;
+}
+
+/* Decode into out, which holds exactly b64_decoded_len bytes. */
+static bool b64_decode_into(const char *s, size_t len, unsigned char *out) {
+    size_t n = b64_decoded_len(s, len), o = 0;
     for (size_t i = 0; i < len; i += 4) {
         int v[4];
         for (int k = 0; k < 4; k++) {
-            bool last = i + 4 == len;
-            if (last && s[i + k] == '=' && k >= 2 && k >= 4 - (int)pad) {
+            /* '=' only as the padding of the last group */
+            if (s[i + k] == '=' && i + 4 == len && k >= 2 && (k == 3 || s[i + 3] == '=')) {
                 v[k] = 0;
                 continue;
             }
-            v[k] = b64val(s[i + k]);
-            if (v[k] < 0) {
-                tg_free(out);
-                return NULL;
-            }
+            if ((v[k] = b64val(s[i + k])) < 0) return false;
         }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 |
-                     (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                     (uint32_t)v[3];
         if (o < n) out[o++] = (unsigned char)(w >> 16);
         if (o < n) out[o++] = (unsigned char)(w >> 8);
         if (o < n) out[o++] = (unsigned char)w;
+    }
+    return true;
+}
+
+void *tg_base64_decode(const char *s, size_t len, size_t *out_n) {
+    size_t n = b64_decoded_len(s, len);
+    if (n == (size_t)-1) return NULL;
+    unsigned char *out = tg_malloc(n + 1);
+    if (!out) return NULL;
+    if (!b64_decode_into(s, len, out)) {
+        tg_free(out);
+        return NULL;
     }
     *out_n = n;
     return out;
 }
 
 /* ---- types ---- */
-
-static bool get_int(json_object *o, int64_t *v) {
-    if (!json_object_is_type(o, json_type_int)) return false;
-    *v = json_object_get_int64(o);
-    return true;
-}
 
 int tg_type_from_json(json_object *o, tg_type *t, const char *where,
                       tg_ctx *ctx) {
@@ -112,67 +151,91 @@ int tg_type_from_json(json_object *o, tg_type *t, const char *where,
         else if (strcmp(key, "broadcastable") == 0)
             jb = val;
         else
-            return tg_errorf(ctx, TG_ELOAD, "%s.%s: unknown key", where, key);
+            return tg_errorf(ctx, TG_ELOAD, "%s.%.100s: unknown key", where, key);
     }
     if (!jd || !json_object_is_type(jd, json_type_string))
         return tg_errorf(ctx, TG_ELOAD, "%s.dtype: expected a dtype name", where);
-    t->dtype = tg_dtype_from_name(json_object_get_string(jd));
-    if (t->dtype == TG_DTYPE_INVALID)
+    tg_dtype dt = tg_dtype_from_name(json_object_get_string(jd));
+    if (dt == TG_DTYPE_INVALID)
         return tg_errorf(ctx, TG_ELOAD,
-                         "%s.dtype: unknown dtype '%s' (expected bool, int8..int64, "
+                         "%s.dtype: unknown dtype '%.40s' (expected bool, int8..int64, "
                          "uint8..uint64, float16, float32 or float64)",
                          where, json_object_get_string(jd));
-    if (js && jb)
-        return tg_errorf(ctx, TG_ELOAD, "%s: give shape or broadcastable, not both",
-                         where);
-    json_object *arr = js ? js : jb;
-    const char *what = js ? "shape" : "broadcastable";
-    if (!arr)
+    if (json_object_object_get_ex(o, "shape", NULL) &&
+        json_object_object_get_ex(o, "broadcastable", NULL))
+        return tg_errorf(ctx, TG_ELOAD, "%s: give shape or broadcastable, not both", where);
+    bool is_shape = !jb;
+    json_object *arr = is_shape ? js : jb;
+    const char *what = is_shape ? "shape" : "broadcastable";
+    if (!json_object_object_get_ex(o, what, NULL))
         return tg_errorf(ctx, TG_ELOAD, "%s: missing shape", where);
     if (!json_object_is_type(arr, json_type_array))
         return tg_errorf(ctx, TG_ELOAD, "%s.%s: expected an array", where, what);
     size_t n = json_object_array_length(arr);
     if (n > TG_MAX_NDIM)
-        return tg_errorf(ctx, TG_ELOAD, "%s.%s: %zu dimensions (at most %d)", where,
-                         what, n, TG_MAX_NDIM);
-    t->ndim = (int)n;
+        return tg_errorf(ctx, TG_ELOAD, "%s.%s: %zu dimensions (at most %d)", where, what, n,
+                         TG_MAX_NDIM);
+    tg_type r = {dt, (int)n, {0}};
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(arr, i);
-        if (js) {
-            int64_t v;
-            if (!e) {
-                t->shape[i] = -1;
-            } else if (get_int(e, &v) && v >= 0) {
-                t->shape[i] = v;
-            } else {
+        int64_t v;
+        if (is_shape) {
+            if (!e)
+                r.shape[i] = -1;
+            else if (tg_json_get_int(e, &v) && v >= 0)
+                r.shape[i] = v;
+            else
                 return tg_errorf(ctx, TG_ELOAD,
-                                 "%s.shape[%zu]: expected a non-negative integer "
-                                 "or null",
-                                 where, i);
-            }
+                                 "%s.shape[%zu]: expected a non-negative integer or null", where,
+                                 i);
         } else {
             if (!json_object_is_type(e, json_type_boolean))
-                return tg_errorf(ctx, TG_ELOAD,
-                                 "%s.broadcastable[%zu]: expected true or false",
+                return tg_errorf(ctx, TG_ELOAD, "%s.broadcastable[%zu]: expected true or false",
                                  where, i);
-            t->shape[i] = json_object_get_boolean(e) ? 1 : -1;
+            r.shape[i] = json_object_get_boolean(e) ? 1 : -1;
         }
     }
+    *t = r;
     return TG_OK;
 }
 
+/* Add val under key; a NULL val (json-c out of memory) or a failed add
+ * marks the build failed, so that no half-written JSON is ever saved. */
+static void put(json_object *o, const char *key, json_object *val, bool *ok) {
+    if (!val || !o || json_object_object_add(o, key, val) != 0) {
+        json_object_put(val);
+        *ok = false;
+    }
+}
+
+static void push(json_object *arr, json_object *val, bool *ok) {
+    if (!val || !arr || json_object_array_add(arr, val) != 0) {
+        json_object_put(val);
+        *ok = false;
+    }
+}
+
 json_object *tg_type_to_json(const tg_type *t) {
+    bool ok = true;
     json_object *o = json_object_new_object(), *s = json_object_new_array();
-    json_object_object_add(o, "dtype", json_object_new_string(tg_dtype_name(t->dtype)));
-    for (int i = 0; i < t->ndim; i++)
-        json_object_array_add(s, t->shape[i] >= 0 ? json_object_new_int64(t->shape[i]) : NULL);
-    json_object_object_add(o, "shape", s);
+    put(o, "dtype", json_object_new_string(tg_dtype_name(t->dtype)), &ok);
+    for (int i = 0; i < t->ndim && s; i++) {
+        if (t->shape[i] >= 0)
+            push(s, json_object_new_int64(t->shape[i]), &ok);
+        else if (json_object_array_add(s, NULL) != 0)
+            ok = false;
+    }
+    put(o, "shape", s, &ok);
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
+    }
     return o;
 }
 
 /* ---- values ---- */
 
-/* Nested-list shape: walk the first element of each level. */
+/* Nested-list shape: the length of each level along the first elements. */
 static int nested_shape(json_object *d, int64_t *shape, int *ndim) {
     int nd = 0;
     json_object *cur = d;
@@ -187,76 +250,94 @@ static int nested_shape(json_object *d, int64_t *shape, int *ndim) {
     return 0;
 }
 
+/* The data walk: a first pass with a == NULL validates and counts, the
+ * second stores into a. */
 typedef struct fill_state {
     tg_array *a;
+    tg_dtype dt;
     int64_t pos, n;
     const char *where;
     tg_ctx *ctx;
 } fill_state;
 
-static int store_elem(fill_state *st, json_object *e) {
-    if (st->pos >= st->n)
-        return tg_errorf(st->ctx, TG_ELOAD,
-                         "%s.data: more elements than the shape holds (%lld)",
-                         st->where, (long long)st->n);
-    tg_dtype dt = st->a->dtype;
-    char *p = st->a->data + st->pos * (int64_t)tg_dtype_size(dt);
+/* An integer element: v, or (when big) the uint64 u above INT64_MAX. */
+static int store_int(fill_state *st, char *p, int64_t v, bool big, uint64_t u) {
+    tg_dtype dt = st->dt;
     char k = tg_dtype_kind(dt);
-    switch (json_object_get_type(e)) {
-    case json_type_boolean:
-        tg_store_i64(dt, p, json_object_get_boolean(e) ? 1 : 0);
+    size_t bits = tg_dtype_size(dt) * 8;
+    bool fits;
+    switch (k) {
+    case 'f':
+        if (p) tg_store_f64(dt, p, big ? (double)u : (double)v);
+        return TG_OK;
+    case 'b':
+        if (big || (v != 0 && v != 1))
+            return tg_errorf(st->ctx, TG_ELOAD,
+                             "%s.data[%lld]: not a bool (true, false, 0 or 1)", st->where,
+                             (long long)st->pos);
+        if (p) *(uint8_t *)p = (uint8_t)v;
+        return TG_OK;
+    case 'u':
+        fits = big ? bits == 64 : v >= 0 && (bits == 64 || v < (INT64_C(1) << bits));
         break;
-    case json_type_int: {
-        if (k == 'b') {
-            int64_t v = json_object_get_int64(e);
-            if (v != 0 && v != 1)
-                return tg_errorf(st->ctx, TG_ELOAD,
-                                 "%s.data[%lld]: %lld is not a bool (0, 1, true or false)",
-                                 st->where, (long long)st->pos, (long long)v);
-            tg_store_i64(dt, p, v);
-        } else if (k == 'f') {
-            tg_store_f64(dt, p, (double)json_object_get_int64(e));
-        } else if (dt == TG_UINT64) {
-            uint64_t v = json_object_get_uint64(e);
-            int64_t sv = json_object_get_int64(e);
-            if (sv < 0)
-                return tg_errorf(st->ctx, TG_ELOAD,
-                                 "%s.data[%lld]: %lld does not fit uint64", st->where,
-                                 (long long)st->pos, (long long)sv);
-            memcpy(p, &v, 8);
+    default:
+        fits = !big && (bits == 64 || (v >= -(INT64_C(1) << (bits - 1)) &&
+                                       v < (INT64_C(1) << (bits - 1))));
+        break;
+    }
+    if (!fits) {
+        if (big)
+            return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %llu does not fit %s",
+                             st->where, (long long)st->pos, (unsigned long long)u,
+                             tg_dtype_name(dt));
+        return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %lld does not fit %s", st->where,
+                         (long long)st->pos, (long long)v, tg_dtype_name(dt));
+    }
+    if (p) {
+        if (dt == TG_UINT64) {
+            uint64_t w = big ? u : (uint64_t)v;
+            memcpy(p, &w, 8);
         } else {
-            int64_t v = json_object_get_int64(e);
-            size_t bits = tg_dtype_size(dt) * 8;
-            bool fits;
-            if (k == 'i')
-                fits = bits == 64 || (v >= -(INT64_C(1) << (bits - 1)) &&
-                                      v < (INT64_C(1) << (bits - 1)));
-            else
-                fits = v >= 0 && (bits == 64 || v < (INT64_C(1) << bits));
-            if (!fits)
-                return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %lld does not fit %s",
-                                 st->where, (long long)st->pos, (long long)v,
-                                 tg_dtype_name(dt));
             tg_store_i64(dt, p, v);
         }
+    }
+    return TG_OK;
+}
+
+static int store_elem(fill_state *st, json_object *e) {
+    if (st->pos >= st->n)
+        return tg_errorf(st->ctx, TG_ELOAD, "%s.data: more elements than the shape holds (%lld)",
+                         st->where, (long long)st->n);
+    tg_dtype dt = st->dt;
+    char *p = st->a ? st->a->data + st->pos * (int64_t)tg_dtype_size(dt) : NULL;
+    char k = tg_dtype_kind(dt);
+    int rc = TG_OK;
+    switch (json_object_get_type(e)) {
+    case json_type_boolean:
+        if (p) tg_store_i64(dt, p, json_object_get_boolean(e) ? 1 : 0);
+        break;
+    case json_type_int: {
+        int64_t v = json_object_get_int64(e);
+        uint64_t u = json_object_get_uint64(e);
+        rc = store_int(st, p, v, v == INT64_MAX && u > (uint64_t)INT64_MAX, u);
         break;
     }
     case json_type_double: {
         double v = json_object_get_double(e);
-        if (k != 'f') {
-            if (v != floor(v) || k == 'b')
-                return tg_errorf(st->ctx, TG_ELOAD,
-                                 "%s.data[%lld]: %g is not a valid %s", st->where,
-                                 (long long)st->pos, v, tg_dtype_name(dt));
-            if (fabs(v) >= 9.2e18)
-                return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %g does not fit %s",
-                                 st->where, (long long)st->pos, v, tg_dtype_name(dt));
-            json_object *iv = json_object_new_int64((int64_t)v);
-            int rc = store_elem(st, iv);
-            json_object_put(iv);
-            return rc;
+        if (k == 'f') {
+            if (p) tg_store_f64(dt, p, v);
+            break;
         }
-        tg_store_f64(dt, p, v);
+        if (v != floor(v))
+            return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %g is not a valid %s",
+                             st->where, (long long)st->pos, v, tg_dtype_name(dt));
+        if (v >= -9223372036854775808.0 && v < 9223372036854775808.0)
+            rc = store_int(st, p, (int64_t)v, false, 0);
+        else if (v >= 0 && v < 18446744073709551616.0)
+            rc = store_int(st, p, INT64_MAX, true, (uint64_t)v);
+        else
+            return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %g does not fit %s",
+                             st->where, (long long)st->pos, v, tg_dtype_name(dt));
         break;
     }
     case json_type_string: {
@@ -270,41 +351,40 @@ static int store_elem(fill_state *st, json_object *e) {
             v = -INFINITY;
         else
             return tg_errorf(st->ctx, TG_ELOAD,
-                             "%s.data[%lld]: unexpected string '%.40s' (only \"nan\", "
-                             "\"inf\", \"-inf\")",
+                             "%s.data[%lld]: unexpected string '%.40s' (only \"nan\", \"inf\", "
+                             "\"-inf\")",
                              st->where, (long long)st->pos, s);
         if (k != 'f')
-            return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %s in a %s value",
-                             st->where, (long long)st->pos, s, tg_dtype_name(dt));
-        tg_store_f64(dt, p, v);
+            return tg_errorf(st->ctx, TG_ELOAD, "%s.data[%lld]: %s in a %s value", st->where,
+                             (long long)st->pos, s, tg_dtype_name(dt));
+        if (p) tg_store_f64(dt, p, v);
         break;
     }
     default:
         return tg_errorf(st->ctx, TG_ELOAD,
-                         "%s.data[%lld]: expected a number, a boolean or "
-                         "\"nan\"/\"inf\"/\"-inf\"",
+                         "%s.data[%lld]: expected a number, a boolean or \"nan\"/\"inf\"/\"-inf\"",
                          st->where, (long long)st->pos);
     }
+    if (rc) return rc;
     st->pos++;
     return TG_OK;
 }
 
-/* Nested data must be rectangular: depth d has length shape[d]. Flat data
- * (a single list of every element) is accepted too. */
+/* Nested data must be rectangular: depth d has length shape[d]. */
 static int fill_nested(fill_state *st, json_object *d, int depth, int ndim,
                        const int64_t *shape) {
     if (depth == ndim) {
         if (json_object_is_type(d, json_type_array))
             return tg_errorf(st->ctx, TG_ELOAD,
-                             "%s.data: nested deeper than the shape's %d dimensions",
-                             st->where, ndim);
+                             "%s.data: nested deeper than the shape's %d dimensions", st->where,
+                             ndim);
         return store_elem(st, d);
     }
     if (!json_object_is_type(d, json_type_array) ||
         (int64_t)json_object_array_length(d) != shape[depth])
         return tg_errorf(st->ctx, TG_ELOAD,
-                         "%s.data: does not match the shape (dimension %d should "
-                         "have %lld entries)",
+                         "%s.data: does not match the shape (dimension %d should have %lld "
+                         "entries)",
                          st->where, depth, (long long)shape[depth]);
     size_t n = json_object_array_length(d);
     for (size_t i = 0; i < n; i++) {
@@ -314,42 +394,136 @@ static int fill_nested(fill_state *st, json_object *d, int depth, int ndim,
     return TG_OK;
 }
 
+static void shape_str(int nd, const int64_t *s, char *buf, size_t size) {
+    size_t o = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < nd && o < size; i++) {
+        if (s[i] < 0)
+            o += (size_t)snprintf(buf + o, size - o, "%s?", i ? ", " : "");
+        else
+            o += (size_t)snprintf(buf + o, size - o, "%s%lld", i ? ", " : "", (long long)s[i]);
+    }
+    if (o < size) snprintf(buf + o, size - o, "%s)", nd == 1 ? "," : "");
+}
+
+/* Walk data against the shape: a scalar for a one-element shape, a flat
+ * list in C order, or nested lists matching the shape. */
+static int fill(fill_state *st, json_object *data, int nd, const int64_t *shape) {
+    st->pos = 0;
+    int rc;
+    if (!json_object_is_type(data, json_type_array)) {
+        if (st->n != 1)
+            return tg_errorf(st->ctx, TG_ESHAPE,
+                             "%s.data: one number for a shape of %lld elements", st->where,
+                             (long long)st->n);
+        rc = store_elem(st, data);
+    } else {
+        int64_t dshape[TG_MAX_NDIM];
+        int dnd = 0;
+        if (nested_shape(data, dshape, &dnd) == 0 && dnd == 1 && nd != 1) {
+            /* a flat C-order list */
+            if (dshape[0] != st->n) {
+                char sh[160];
+                shape_str(nd, shape, sh, sizeof sh);
+                return tg_errorf(st->ctx, TG_ELOAD, "%s.data: %lld elements for a shape of %lld %s",
+                                 st->where, (long long)dshape[0], (long long)st->n, sh);
+            }
+            rc = fill_nested(st, data, 0, 1, &st->n);
+        } else
+            rc = fill_nested(st, data, 0, nd, shape);
+    }
+    if (!rc && st->pos != st->n)
+        rc = tg_errorf(st->ctx, TG_ELOAD, "%s.data: %lld elements for a shape of %lld",
+                       st->where, (long long)st->pos, (long long)st->n);
+    return rc;
+}
+
+/* The value must fit the variable's type exactly (FORMAT.md s3). */
+static bool check_declared(const tg_array *a, tg_dtype dt, int ndim, const int64_t *shape,
+                           const char *where, tg_ctx *ctx) {
+    if (dt != TG_DTYPE_INVALID && a->dtype != dt) {
+        tg_errorf(ctx, TG_ETYPE, "%s: the value is %s, but the variable is %s", where,
+                  tg_dtype_name(a->dtype), tg_dtype_name(dt));
+        return false;
+    }
+    if (ndim < 0) return true;
+    bool ok = a->ndim == ndim;
+    for (int i = 0; ok && shape && i < ndim; i++) ok = shape[i] < 0 || shape[i] == a->shape[i];
+    if (!ok) {
+        char want[160], got[160];
+        shape_str(ndim, shape ? shape : (const int64_t[TG_MAX_NDIM]){-1, -1, -1, -1, -1, -1, -1, -1},
+                  want, sizeof want);
+        shape_str(a->ndim, a->shape, got, sizeof got);
+        tg_errorf(ctx, TG_ESHAPE, "%s: the value has shape %s, but the variable's type says %s",
+                  where, got, want);
+    }
+    return ok;
+}
+
+static tg_array *value_npy(json_object *jnpy, const char *dir, const char *where,
+                           tg_ctx *ctx) {
+    if (!json_object_is_type(jnpy, json_type_string)) {
+        tg_errorf(ctx, TG_ELOAD, "%s.npy: expected a path", where);
+        return NULL;
+    }
+    const char *rel = json_object_get_string(jnpy);
+    /* Relative, inside the graph's folder: no absolute path, no "..",
+     * no backslash (a Windows separator). */
+    if (rel[0] == '/' || rel[0] == 0 || strstr(rel, "..") || strchr(rel, '\\') ||
+        (size_t)json_object_get_string_len(jnpy) != strlen(rel)) {
+        tg_errorf(ctx, TG_ELOAD,
+                  "%s.npy: '%.200s' leaves the graph's folder (no absolute paths, no ..)", where,
+                  rel);
+        return NULL;
+    }
+    if (!dir) {
+        tg_errorf(ctx, TG_ELOAD, "%s.npy: npy values need a graph loaded from a file", where);
+        return NULL;
+    }
+    tg_str path = {0};
+    tg_str_addf(&path, "%s/%s", dir, rel);
+    if (path.oom || !path.s) {
+        tg_str_free(&path);
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    tg_array *a = tg_npy_load(path.s, ctx);
+    tg_str_free(&path);
+    if (!a) tg_error_prefix(ctx, "%s.npy", where);
+    return a;
+}
+
 tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
                              const int64_t *shape, const char *dir,
                              const char *where, bool *weak, tg_ctx *ctx) {
     if (weak) *weak = false;
     json_object *jdata = NULL, *jb64 = NULL, *jnpy = NULL, *jd = NULL, *js = NULL;
-    bool bare = false;
-    if (!v) {
-        tg_errorf(ctx, TG_ELOAD, "%s: expected a value, got null", where);
-        return NULL;
-    }
+    bool has_data = false;
     switch (json_object_get_type(v)) {
     case json_type_int:
     case json_type_double:
     case json_type_boolean:
         jdata = v;
-        bare = true;
+        has_data = true;
         break;
     case json_type_object: {
         json_object_object_foreach(v, key, val) {
-            if (strcmp(key, "data") == 0)
+            if (strcmp(key, "data") == 0) {
                 jdata = val;
-            else if (strcmp(key, "base64") == 0)
+                has_data = true;
+            } else if (strcmp(key, "base64") == 0) {
                 jb64 = val;
-            else if (strcmp(key, "npy") == 0)
+            } else if (strcmp(key, "npy") == 0) {
                 jnpy = val;
-            else if (strcmp(key, "dtype") == 0)
+            } else if (strcmp(key, "dtype") == 0) {
                 jd = val;
-            else if (strcmp(key, "shape") == 0)
+            } else if (strcmp(key, "shape") == 0) {
                 js = val;
-            else {
-                tg_errorf(ctx, TG_ELOAD, "%s.%s: unknown key in a value", where, key);
+            } else {
+                tg_errorf(ctx, TG_ELOAD, "%s.%.100s: unknown key in a value", where, key);
                 return NULL;
             }
         }
-        int count = (json_object_object_get_ex(v, "data", NULL)) + (jb64 != NULL) + (jnpy != NULL);
-        if (count != 1) {
+        if (has_data + (jb64 != NULL) + (jnpy != NULL) != 1) {
             tg_errorf(ctx, TG_ELOAD, "%s: a value needs exactly one of data, base64, npy",
                       where);
             return NULL;
@@ -361,143 +535,108 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
                   where);
         return NULL;
     }
-    /* dtype */
+    bool scalar_data = has_data && !json_object_is_type(jdata, json_type_array);
+
+    /* dtype: the value's, else the variable's */
     tg_dtype vdt = dt;
-    bool dtype_given = false;
     if (jd) {
         if (!json_object_is_type(jd, json_type_string) ||
             (vdt = tg_dtype_from_name(json_object_get_string(jd))) == TG_DTYPE_INVALID) {
             tg_errorf(ctx, TG_ELOAD, "%s.dtype: unknown dtype", where);
             return NULL;
         }
-        dtype_given = true;
         if (dt != TG_DTYPE_INVALID && vdt != dt) {
             tg_errorf(ctx, TG_ETYPE, "%s.dtype: %s, but the variable is %s", where,
                       tg_dtype_name(vdt), tg_dtype_name(dt));
             return NULL;
         }
     }
-    /* shape */
-    int64_t vshape[TG_MAX_NDIM];
+    /* shape: the value's, else the variable's static one */
+    int64_t vshape[TG_MAX_NDIM] = {0};
     int vnd = 0;
-    bool shape_given = false;
+    bool shape_known = false;
     if (js) {
         if (!json_object_is_type(js, json_type_array) ||
             json_object_array_length(js) > TG_MAX_NDIM) {
-            tg_errorf(ctx, TG_ELOAD, "%s.shape: expected an array of at most %d lengths",
-                      where, TG_MAX_NDIM);
+            tg_errorf(ctx, TG_ELOAD, "%s.shape: expected an array of at most %d lengths", where,
+                      TG_MAX_NDIM);
             return NULL;
         }
         vnd = (int)json_object_array_length(js);
         for (int i = 0; i < vnd; i++) {
-            json_object *e = json_object_array_get_idx(js, (size_t)i);
-            if (!json_object_is_type(e, json_type_int) || json_object_get_int64(e) < 0) {
-                tg_errorf(ctx, TG_ELOAD, "%s.shape[%d]: expected a non-negative integer",
-                          where, i);
+            if (!tg_json_get_int(json_object_array_get_idx(js, (size_t)i), &vshape[i]) ||
+                vshape[i] < 0) {
+                tg_errorf(ctx, TG_ELOAD, "%s.shape[%d]: expected a non-negative integer", where,
+                          i);
                 return NULL;
             }
-            vshape[i] = json_object_get_int64(e);
         }
-        shape_given = true;
+        shape_known = true;
     } else if (ndim >= 0 && shape) {
         bool known = true;
         for (int i = 0; i < ndim; i++) known &= shape[i] >= 0;
         if (known) {
             vnd = ndim;
             memcpy(vshape, shape, sizeof(int64_t) * (size_t)ndim);
-            shape_given = true;
+            shape_known = true;
         }
     }
-    if (!shape_given && jdata && json_object_is_type(jdata, json_type_array)) {
-        /* Shape from nesting when the type leaves lengths open. */
-        if (nested_shape(jdata, vshape, &vnd)) {
-            tg_errorf(ctx, TG_ELOAD, "%s.data: nested more than %d deep", where, TG_MAX_NDIM);
-            return NULL;
-        }
-        if (ndim >= 0 && vnd != ndim) {
-            tg_errorf(ctx, TG_ESHAPE, "%s.data: %d dimensions, but the type has %d", where,
-                      vnd, ndim);
-            return NULL;
-        }
-        shape_given = true;
-    }
-    if (ndim >= 0 && shape_given && vnd != ndim) {
-        tg_errorf(ctx, TG_ESHAPE, "%s.shape: %d dimensions, but the variable has %d", where,
-                  vnd, ndim);
+    /* With no type to lean on (an inline constant), only a scalar may leave
+     * out its dtype and shape (FORMAT.md s5). */
+    if (dt == TG_DTYPE_INVALID && ndim < 0 && !scalar_data && (!jd || !js)) {
+        tg_errorf(ctx, TG_ELOAD, "%s: a value needs dtype and shape unless its data is a scalar",
+                  where);
         return NULL;
     }
-    if (ndim >= 0 && shape)
-        for (int i = 0; i < vnd && i < ndim; i++)
-            if (shape[i] >= 0 && shape[i] != vshape[i]) {
-                tg_errorf(ctx, TG_ESHAPE,
-                          "%s.shape[%d]: length %lld, but the variable's type says %lld",
-                          where, i, (long long)vshape[i], (long long)shape[i]);
-                return NULL;
-            }
-    /* npy: everything comes from the file. */
+
+    tg_array *a = NULL;
     if (jnpy) {
-        if (!json_object_is_type(jnpy, json_type_string)) {
-            tg_errorf(ctx, TG_ELOAD, "%s.npy: expected a path", where);
-            return NULL;
-        }
-        const char *rel = json_object_get_string(jnpy);
-        if (!dir) {
-            tg_errorf(ctx, TG_ELOAD, "%s.npy: npy values need a file's folder", where);
-            return NULL;
-        }
-        if (rel[0] == '/' || rel[0] == 0 || strstr(rel, "..") || strchr(rel, '\\')) {
-            tg_errorf(ctx, TG_ELOAD,
-                      "%s.npy: '%s' leaves the graph's folder (no absolute paths, no ..)",
-                      where, rel);
-            return NULL;
-        }
-        tg_str path = {0};
-        tg_str_addf(&path, "%s/%s", dir, rel);
-        if (path.oom) {
-            tg_errorf(ctx, TG_ENOMEM, "out of memory");
-            return NULL;
-        }
-        tg_array *a = tg_npy_load(path.s, ctx);
-        tg_str_free(&path);
-        if (!a) {
-            tg_error_prefix(ctx, "%s.npy", where);
-            return NULL;
-        }
-        bool ok = (vdt == TG_DTYPE_INVALID || vdt == a->dtype) &&
-                  (!shape_given || (vnd == a->ndim &&
-                                    !memcmp(vshape, a->shape, sizeof(int64_t) * (size_t)vnd)));
-        if (!ok) {
-            tg_errorf(ctx, TG_ETYPE,
-                      "%s.npy: the file holds %s with %d dimensions, which does not "
-                      "match the declared type",
-                      where, tg_dtype_name(a->dtype), a->ndim);
-            tg_array_free(a);
-            return NULL;
-        }
+        a = value_npy(jnpy, dir, where, ctx);
+        if (!a) return NULL;
+        if (!check_declared(a, vdt, shape_known ? vnd : ndim, shape_known ? vshape : shape,
+                            where, ctx))
+            goto fail;
         return a;
     }
-    /* Scalars written without a dtype are weak (FORMAT.md s5). */
-    bool scalar_data = jdata && !json_object_is_type(jdata, json_type_array);
+
     if (vdt == TG_DTYPE_INVALID) {
-        if (!scalar_data || (shape_given && vnd != 0)) {
+        /* Only a scalar gets here (checked above): it is weak. */
+        if (!scalar_data) {
             tg_errorf(ctx, TG_ELOAD, "%s: a value needs a dtype (only scalars may omit it)",
                       where);
             return NULL;
         }
         json_type jt = json_object_get_type(jdata);
-        vdt = jt == json_type_boolean ? TG_BOOL
-              : jt == json_type_int   ? TG_INT64
-                                      : TG_FLOAT64;
-        if (jt == json_type_string) vdt = TG_FLOAT64;
+        vdt = jt == json_type_boolean ? TG_BOOL : jt == json_type_int ? TG_INT64 : TG_FLOAT64;
         if (weak) *weak = true;
     }
-    (void)dtype_given;
-    (void)bare;
-    if (!shape_given) vnd = 0;
+    if (!shape_known && has_data && !scalar_data) {
+        if (nested_shape(jdata, vshape, &vnd)) {
+            tg_errorf(ctx, TG_ELOAD, "%s.data: nested more than %d deep", where, TG_MAX_NDIM);
+            return NULL;
+        }
+        shape_known = true;
+    }
+    if (!shape_known) vnd = 0; /* shape defaults to [] */
+    /* Agree with the variable's type before anything is allocated. */
+    if (ndim >= 0) {
+        bool ok = vnd == ndim;
+        for (int i = 0; ok && shape && i < ndim; i++) ok = shape[i] < 0 || shape[i] == vshape[i];
+        if (!ok) {
+            char want[160], got[160];
+            shape_str(ndim,
+                      shape ? shape : (const int64_t[TG_MAX_NDIM]){-1, -1, -1, -1, -1, -1, -1, -1},
+                      want, sizeof want);
+            shape_str(vnd, vshape, got, sizeof got);
+            tg_errorf(ctx, TG_ESHAPE, "%s.shape: %s, but the variable's type says %s", where,
+                      got, want);
+            return NULL;
+        }
+    }
     int64_t n = tg_shape_size(vnd, vshape), nbytes;
     size_t isz = tg_dtype_size(vdt);
     if (n < 0 || __builtin_mul_overflow(n, (int64_t)isz, &nbytes)) {
-        tg_errorf(ctx, TG_ELOAD, "%s.shape: absurd size", where);
+        tg_errorf(ctx, TG_ELOAD, "%s.shape: the value would be larger than memory", where);
         return NULL;
     }
     if (jb64) {
@@ -505,103 +644,87 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
             tg_errorf(ctx, TG_ELOAD, "%s.base64: expected a string", where);
             return NULL;
         }
+        const char *s = json_object_get_string(jb64);
         size_t slen = (size_t)json_object_get_string_len(jb64);
-        if ((uint64_t)nbytes != (uint64_t)(slen / 4 * 3) - (slen && json_object_get_string(jb64)[slen - 1] == '=') -
-                                    (slen > 1 && json_object_get_string(jb64)[slen - 2] == '=') ||
-            slen % 4) {
+        size_t have = b64_decoded_len(s, slen);
+        if (have == (size_t)-1 || (uint64_t)have != (uint64_t)nbytes) {
             tg_errorf(ctx, TG_ELOAD,
-                      "%s.base64: %zu characters do not encode the %lld bytes the shape "
-                      "and dtype need",
+                      "%s.base64: %zu characters do not encode the %lld bytes the shape and "
+                      "dtype need",
                       where, slen, (long long)nbytes);
             return NULL;
         }
-        size_t got = 0;
-        void *bytes = tg_base64_decode(json_object_get_string(jb64), slen, &got);
-        if (!bytes) {
+        if (!(a = tg_array_empty(vdt, vnd, vshape))) goto oom;
+        if (!b64_decode_into(s, slen, (unsigned char *)a->data)) {
             tg_errorf(ctx, TG_ELOAD, "%s.base64: not valid base64", where);
-            return NULL;
+            goto fail;
         }
-        tg_array *a = tg_array_new_from(vdt, vnd, vshape, bytes);
-        tg_free(bytes);
-        if (!a) tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", where);
-        if (a && vdt == TG_BOOL)
+        if (vdt == TG_BOOL)
             for (int64_t i = 0; i < n; i++)
                 if (((unsigned char *)a->data)[i] > 1) {
-                    tg_array_free(a);
-                    tg_errorf(ctx, TG_ELOAD, "%s.base64: bool data holds a byte other than 0 or 1", where);
-                    return NULL;
+                    tg_errorf(ctx, TG_ELOAD, "%s.base64: bool data holds a byte other than 0 or 1",
+                              where);
+                    goto fail;
                 }
         return a;
     }
-    /* data: never allocate more than the JSON could fill. */
-    int64_t have = 1;
-    if (json_object_is_type(jdata, json_type_array)) {
-        /* An upper bound on the elements the JSON holds: its text length. */
-        have = (int64_t)json_object_array_length(jdata);
-        int64_t inner = 1;
-        json_object *cur = jdata;
-        while (json_object_is_type(cur, json_type_array) && json_object_array_length(cur)) {
-            cur = json_object_array_get_idx(cur, 0);
-            if (json_object_is_type(cur, json_type_array))
-                inner *= (int64_t)json_object_array_length(cur) ? (int64_t)json_object_array_length(cur) : 1;
-            if (inner > n) break;
-        }
-        if (__builtin_mul_overflow(have, inner, &have)) have = INT64_MAX;
-    }
-    if (n > have && n > 1) {
-        tg_errorf(ctx, TG_ELOAD,
-                  "%s.data: holds fewer elements than the shape's %lld", where, (long long)n);
-        return NULL;
-    }
-    tg_array *a = tg_array_empty(vdt, vnd, vshape);
-    if (!a) {
-        tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", where);
-        return NULL;
-    }
-    fill_state st = {a, 0, n, where, ctx};
-    int rc;
-    if (!json_object_is_type(jdata, json_type_array)) {
-        if (n != 1) {
-            /* A scalar given for a non-scalar shape. */
-            tg_array_free(a);
-            tg_errorf(ctx, TG_ESHAPE, "%s.data: one number for a shape of %lld elements",
-                      where, (long long)n);
-            return NULL;
-        }
-        rc = store_elem(&st, jdata);
-    } else {
-        int64_t nshape[TG_MAX_NDIM];
-        int nnd = 0;
-        nested_shape(jdata, nshape, &nnd);
-        if (nnd == 1 && vnd != 1)
-            rc = fill_nested(&st, jdata, 0, 1, &n); /* flat C-order list */
-        else
-            rc = fill_nested(&st, jdata, 0, vnd, vshape);
-        if (!rc && st.pos != n)
-            rc = tg_errorf(ctx, TG_ELOAD, "%s.data: %lld elements for a shape of %lld",
-                           where, (long long)st.pos, (long long)n);
-    }
-    if (rc) {
-        tg_array_free(a);
-        return NULL;
-    }
+    /* data: validate and count first, so that a shape the data does not
+     * back never reaches the allocator. */
+    fill_state st = {NULL, vdt, 0, n, where, ctx};
+    if (fill(&st, jdata, vnd, vshape)) return NULL;
+    if (!(a = tg_array_empty(vdt, vnd, vshape))) goto oom;
+    st.a = a;
+    if (fill(&st, jdata, vnd, vshape)) goto fail;
     return a;
+oom:
+    tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", where);
+fail:
+    tg_array_free(a);
+    return NULL;
 }
 
 /* ---- writing ---- */
+
+/* The shortest text that reads back as the same value of dt, always with a
+ * '.' or an exponent so that it reads back as a float (a bare weak scalar
+ * must stay a float). */
+json_object *tg_json_new_float(double v, tg_dtype dt) {
+    char buf[40];
+    /* Whole numbers as written by people: 65504.0, not 6.55e+04. */
+    if (v == floor(v) && fabs(v) < 1e16) {
+        snprintf(buf, sizeof buf, "%.1f", v);
+        return json_object_new_double_s(v, buf);
+    }
+    int lo = dt == TG_FLOAT16 ? 3 : dt == TG_FLOAT32 ? 6 : 15, hi = lo + 3;
+    if (dt == TG_FLOAT64) hi = 17;
+    for (int prec = lo; prec <= hi; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        double back = strtod(buf, NULL);
+        if (dt == TG_FLOAT32 ? (float)back == (float)v
+            : dt == TG_FLOAT16 ? tg_float_to_half((float)back) == tg_float_to_half((float)v)
+                               : back == v)
+            break;
+    }
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+    return json_object_new_double_s(v, buf);
+}
 
 static json_object *elem_json(const tg_array *a, const char *p) {
     switch (tg_dtype_kind(a->dtype)) {
     case 'b': return json_object_new_boolean(*(const uint8_t *)p != 0);
     case 'i': return json_object_new_int64(tg_load_i64(a->dtype, p));
     case 'u':
-        if (a->dtype == TG_UINT64) return json_object_new_uint64(*(const uint64_t *)p);
+        if (a->dtype == TG_UINT64) {
+            uint64_t u;
+            memcpy(&u, p, 8);
+            return json_object_new_uint64(u);
+        }
         return json_object_new_int64(tg_load_i64(a->dtype, p));
     default: {
         double v = tg_load_f64(a->dtype, p);
         if (isnan(v)) return json_object_new_string("nan");
         if (isinf(v)) return json_object_new_string(v > 0 ? "inf" : "-inf");
-        return json_object_new_double(v);
+        return tg_json_new_float(v, a->dtype);
     }
     }
 }
@@ -609,27 +732,36 @@ static json_object *elem_json(const tg_array *a, const char *p) {
 static json_object *nested_json(const tg_array *a, int d, const char *p) {
     if (d == a->ndim) return elem_json(a, p);
     json_object *arr = json_object_new_array_ext((int)a->shape[d]);
-    for (int64_t i = 0; i < a->shape[d]; i++)
-        json_object_array_add(arr, nested_json(a, d + 1, p + i * a->strides[d]));
+    bool ok = arr != NULL;
+    for (int64_t i = 0; ok && i < a->shape[d]; i++)
+        push(arr, nested_json(a, d + 1, p + i * a->strides[d]), &ok);
+    if (!ok) {
+        json_object_put(arr);
+        return NULL;
+    }
     return arr;
 }
 
 json_object *tg_value_to_json(const tg_array *a) {
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "dtype", json_object_new_string(tg_dtype_name(a->dtype)));
-    json_object *s = json_object_new_array();
-    for (int i = 0; i < a->ndim; i++) json_object_array_add(s, json_object_new_int64(a->shape[i]));
-    json_object_object_add(o, "shape", s);
+    bool ok = true;
+    json_object *o = json_object_new_object(), *s = json_object_new_array();
+    put(o, "dtype", json_object_new_string(tg_dtype_name(a->dtype)), &ok);
+    for (int i = 0; i < a->ndim; i++) push(s, json_object_new_int64(a->shape[i]), &ok);
+    put(o, "shape", s, &ok);
     int64_t n = tg_array_size_inline(a);
     if (n <= 256) {
-        json_object_object_add(o, "data", nested_json(a, 0, a->data));
+        put(o, "data", nested_json(a, 0, a->data), &ok);
     } else {
         tg_array *c = tg_array_is_contiguous(a) ? tg_array_ref((tg_array *)a)
                                                 : tg_array_copy(a, a->dtype);
         char *b = c ? tg_base64_encode(c->data, (size_t)n * tg_dtype_size(a->dtype)) : NULL;
-        json_object_object_add(o, "base64", json_object_new_string(b ? b : ""));
+        put(o, "base64", b ? json_object_new_string(b) : NULL, &ok);
         tg_free(b);
         tg_array_free(c);
+    }
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
     }
     return o;
 }

@@ -1,23 +1,48 @@
 /* Products (FORMAT.md s7, linear algebra): dot, matmul, outer, gemm, gemv,
- * ger. float32 and float64 go through OpenBLAS; any strides give a right
- * result: a matrix whose rows or columns are unit-stride is passed with
- * the matching transpose flag and leading dimension, anything else is
- * copied first. Integers, bool and float16 use a blocked loop (float16
- * accumulates in float32; integers wrap as NumPy's).
+ * ger.
+ *
+ * float32 and float64 go through OpenBLAS. Any strides give a right
+ * result: a matrix with unit-stride rows (C-contiguous, or rows a multiple
+ * of the item size apart) is passed with CblasNoTrans and that leading
+ * dimension, one with unit-stride columns (the transpose of such a matrix)
+ * with CblasTrans, anything else (zero, negative or odd strides) is copied
+ * first. Vectors go to BLAS with their stride as the increment when it is
+ * a positive multiple of the item size (BLAS reads negative increments
+ * from the other end), and are copied otherwise. One-row and one-column
+ * products use gemv, a single element dot.
+ *
+ * float16 converts to float32, multiplies there and rounds the result once
+ * (NumPy accumulates float16 products in float32 too). Integers use a
+ * blocked loop in unsigned arithmetic of at least 32 bits, which wraps as
+ * NumPy's fixed-width integers do; bool is the logical or of ands.
+ *
+ * beta == 0 follows BLAS: z is not read at all, so NaN or garbage in z
+ * does not reach the result.
  */
 #include <cblas.h>
+#include <limits.h>
 #include <omp.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "ops/op.h"
+#include "tensor/tensor.h"
 
 typedef enum blas_kind { B_DOT, B_MATMUL, B_OUTER, B_GEMM, B_GEMV, B_GER } blas_kind;
 typedef struct blas_impl {
     blas_kind kind;
 } blas_impl;
 
-/* ---- a matrix operand as BLAS sees it ---- */
+/* Kernel failures, turned into messages by the callers (the batched loop
+ * runs kernels on threads that must not touch ctx). */
+enum { K_OK = 0, K_NOMEM = -1, K_BIG = -2 };
+
+static int kernel_error(tg_ctx *ctx, int k) {
+    if (k == K_BIG)
+        return tg_errorf(ctx, TG_ESHAPE, "a dimension of the product exceeds BLAS's int range (%d)", INT_MAX);
+    return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+}
+
+/* ---- operands as BLAS sees them ---- */
 
 typedef struct mat {
     const char *data;
@@ -25,185 +50,375 @@ typedef struct mat {
     int64_t rs, cs; /* byte strides */
 } mat;
 
-/* Can BLAS read m directly? Sets the transpose flag and leading
- * dimension (in elements). */
-static bool blas_layout(const mat *m, size_t isz, CBLAS_TRANSPOSE *tr, int64_t *ld) {
-    int64_t e = (int64_t)isz;
-    if (m->cols <= 1 && m->rows <= 1) {
-        *tr = CblasNoTrans;
-        *ld = m->cols > 0 ? m->cols : 1;
-        return true;
-    }
-    if ((m->cs == e || m->cols <= 1) && m->rs % e == 0 && m->rs / e >= (m->cols > 0 ? m->cols : 1)) {
-        *tr = CblasNoTrans;
-        *ld = m->rows <= 1 ? (m->cols > 0 ? m->cols : 1) : m->rs / e;
-        return true;
-    }
-    if ((m->rs == e || m->rows <= 1) && m->cs % e == 0 && m->cs / e >= (m->rows > 0 ? m->rows : 1)) {
-        *tr = CblasTrans;
-        *ld = m->cols <= 1 ? (m->rows > 0 ? m->rows : 1) : m->cs / e;
-        return true;
-    }
-    return false;
+/* alpha/beta kept exactly for every dtype class (int64 does not fit a
+ * double). */
+typedef struct scal {
+    double f;
+    int64_t i;
+} scal;
+
+static const scal S_ONE = {1, 1}, S_ZERO = {0, 0};
+
+static scal scal_load(tg_dtype dt, const void *p) {
+    scal s = {tg_load_f64(dt, p), 0};
+    if (!tg_dtype_is_float(dt)) s.i = tg_load_i64(dt, p);
+    return s;
 }
 
-/* A contiguous copy of m (row-major), for layouts BLAS cannot take. */
-static char *mat_copy(const mat *m, size_t isz) {
-    char *c = tg_malloc((size_t)(m->rows * m->cols) * isz + 1);
+static bool scal_is_zero(tg_dtype dt, scal s) { return tg_dtype_is_float(dt) ? s.f == 0 : s.i == 0; }
+
+/* Can BLAS read m directly? Sets the transpose flag and the leading
+ * dimension (elements). A length-1 dimension's stride is irrelevant. */
+static bool blas_layout(const mat *m, int64_t e, CBLAS_TRANSPOSE *tr, int64_t *ld) {
+    int64_t r = m->rows, c = m->cols;
+    if ((c <= 1 || m->cs == e) && (r <= 1 || (m->rs % e == 0 && m->rs / e >= (c > 1 ? c : 1)))) {
+        *tr = CblasNoTrans;
+        *ld = r <= 1 ? (c > 1 ? c : 1) : m->rs / e;
+    } else if ((r <= 1 || m->rs == e) && (c <= 1 || (m->cs % e == 0 && m->cs / e >= (r > 1 ? r : 1)))) {
+        *tr = CblasTrans;
+        *ld = c <= 1 ? (r > 1 ? r : 1) : m->cs / e;
+    } else {
+        return false;
+    }
+    return *ld <= INT_MAX;
+}
+
+/* A C-contiguous copy of m, for layouts BLAS cannot take. */
+static char *mat_copy(const mat *m, tg_dtype dt) {
+    size_t e = tg_isize(dt);
+    char *c = tg_malloc((size_t)(m->rows * m->cols) * e + 1);
     if (!c) return NULL;
     for (int64_t i = 0; i < m->rows; i++)
-        for (int64_t j = 0; j < m->cols; j++)
-            memcpy(c + (size_t)(i * m->cols + j) * isz, m->data + i * m->rs + j * m->cs, isz);
+        tg_cast_strided(dt, c + (size_t)(i * m->cols) * e, (int64_t)e, dt, m->data + i * m->rs, m->cs,
+                        m->cols);
     return c;
 }
 
-/* C (rows x cols, row-major contiguous, dtype dt) = alpha*A@B + beta*C.
- * beta == 0 ignores C's contents (BLAS semantics). */
-static int gemm_any(tg_dtype dt, const mat *A, const mat *B, double alpha, double beta, char *C,
-                    tg_ctx *ctx) {
-    int64_t M = A->rows, K = A->cols, N = B->cols;
-    size_t isz = tg_dtype_size(dt);
-    if (dt == TG_FLOAT32 || dt == TG_FLOAT64) {
-        if (M == 0 || N == 0) return TG_OK;
-        if (K == 0) {
-            for (int64_t i = 0; i < M * N; i++) {
-                double c = beta == 0 ? 0 : beta * tg_load_f64(dt, C + i * (int64_t)isz);
-                tg_store_f64(dt, C + i * (int64_t)isz, c);
-            }
-            return TG_OK;
+/* BLAS increment for n elements s bytes apart; 0 when BLAS cannot take
+ * them as they are. */
+static int64_t vec_inc(int64_t n, int64_t s, int64_t e) {
+    if (n <= 1) return 1;
+    if (s > 0 && s % e == 0 && s / e <= INT_MAX) return s / e;
+    return 0;
+}
+
+/* A vector for BLAS: p/inc, or a contiguous copy in *tmp. */
+static int vec_for_blas(tg_dtype dt, const char *data, int64_t n, int64_t s, const char **p, int *inc,
+                        char **tmp) {
+    int64_t e = (int64_t)tg_isize(dt);
+    int64_t i = vec_inc(n, s, e);
+    if (i) {
+        *p = data;
+        *inc = (int)i;
+        return K_OK;
+    }
+    if (!(*tmp = tg_malloc((size_t)(n * e)))) return K_NOMEM;
+    tg_cast_strided(dt, *tmp, e, dt, data, s, n);
+    *p = *tmp;
+    *inc = 1;
+    return K_OK;
+}
+
+/* ---- kernels: C (M x N, C-contiguous) = alpha*A@B + beta*C ---- */
+
+static int gemm_float(tg_dtype dt, const mat *A, const mat *B, double alpha, double beta, char *C) {
+    const int64_t M = A->rows, K = A->cols, N = B->cols, e = (int64_t)tg_isize(dt);
+    const bool d = dt == TG_FLOAT64;
+    char *t0 = NULL, *t1 = NULL;
+    int rc = K_OK;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return K_BIG;
+    if (M == 0 || N == 0) return K_OK;
+    if (K == 0) {
+        for (int64_t i = 0; i < M * N; i++) {
+            double c = beta == 0 ? 0 : beta * tg_load_f64(dt, C + i * e);
+            tg_store_f64(dt, C + i * e, c);
         }
-        CBLAS_TRANSPOSE ta, tb;
-        int64_t lda, ldb;
-        char *ca = NULL, *cb = NULL;
-        const char *pa = A->data, *pb = B->data;
-        if (!blas_layout(A, isz, &ta, &lda)) {
-            if (!(ca = mat_copy(A, isz))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-            pa = ca;
-            ta = CblasNoTrans;
-            lda = K;
-        }
-        if (!blas_layout(B, isz, &tb, &ldb)) {
-            if (!(cb = mat_copy(B, isz))) {
-                tg_free(ca);
-                return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-            }
-            pb = cb;
-            tb = CblasNoTrans;
-            ldb = N;
-        }
-        if (N == 1 && ta == CblasNoTrans && B->rows == K) {
-            /* matrix-vector: gemv is faster for one column */
-            int64_t incb = cb ? 1 : (tb == CblasNoTrans ? ldb : 1);
-            if (dt == TG_FLOAT64)
-                cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)M, (int)K, alpha, (const double *)pa,
-                            (int)lda, (const double *)pb, (int)incb, beta, (double *)C, 1);
-            else
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)M, (int)K, (float)alpha,
-                            (const float *)pa, (int)lda, (const float *)pb, (int)incb,
-                            (float)beta, (float *)C, 1);
-        } else if (dt == TG_FLOAT64) {
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, (const double *)pa,
-                        (int)lda, (const double *)pb, (int)ldb, beta, (double *)C, (int)N);
+        return K_OK;
+    }
+    if (M == 1 || N == 1) {
+        /* gemv and dot scale y by beta: with beta 0 a NaN there would
+         * survive as 0*NaN in some kernels, so clear it. */
+        if (beta == 0) memset(C, 0, (size_t)(M * N * e));
+    }
+    if (M == 1 && N == 1) {
+        const char *pa, *pb;
+        int ia, ib;
+        if ((rc = vec_for_blas(dt, A->data, K, A->cs, &pa, &ia, &t0)) ||
+            (rc = vec_for_blas(dt, B->data, K, B->rs, &pb, &ib, &t1)))
+            goto done;
+        if (d) {
+            double r = cblas_ddot((int)K, (const double *)pa, ia, (const double *)pb, ib);
+            *(double *)C = alpha * r + (beta == 0 ? 0 : beta * *(double *)C);
         } else {
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)alpha,
-                        (const float *)pa, (int)lda, (const float *)pb, (int)ldb, (float)beta,
-                        (float *)C, (int)N);
+            float r = cblas_sdot((int)K, (const float *)pa, ia, (const float *)pb, ib);
+            *(float *)C = (float)alpha * r + (beta == 0 ? 0 : (float)beta * *(float *)C);
         }
-        tg_free(ca);
-        tg_free(cb);
-        return TG_OK;
+        goto done;
     }
-    /* Other dtypes: a plain loop (i, k, j order for locality). */
-    bool fl = dt == TG_FLOAT16;
-    char kind = tg_dtype_kind(dt);
-    for (int64_t i = 0; i < M; i++) {
-        for (int64_t j = 0; j < N; j++) {
-            char *cp = C + (i * N + j) * (int64_t)isz;
-            if (fl) {
-                float acc = 0;
-                for (int64_t k = 0; k < K; k++)
-                    acc += (float)tg_load_f64(dt, A->data + i * A->rs + k * A->cs) *
-                           (float)tg_load_f64(dt, B->data + k * B->rs + j * B->cs);
-                double c = beta == 0 ? 0 : beta * tg_load_f64(dt, cp);
-                tg_store_f64(dt, cp, (double)((float)alpha * acc) + c);
-            } else if (kind == 'b') {
-                uint8_t acc = 0;
-                for (int64_t k = 0; k < K && !acc; k++)
-                    acc = A->data[i * A->rs + k * A->cs] && B->data[k * B->rs + j * B->cs];
-                uint8_t c = beta == 0 ? 0 : (uint8_t)(*cp && beta != 0);
-                *cp = (uint8_t)((acc && alpha != 0) || c);
-            } else {
-                uint64_t acc = 0;
-                for (int64_t k = 0; k < K; k++)
-                    acc += (uint64_t)tg_load_i64(dt, A->data + i * A->rs + k * A->cs) *
-                           (uint64_t)tg_load_i64(dt, B->data + k * B->rs + j * B->cs);
-                uint64_t c = beta == 0 ? 0 : (uint64_t)(int64_t)beta * (uint64_t)tg_load_i64(dt, cp);
-                tg_store_i64(dt, cp, (int64_t)((uint64_t)(int64_t)alpha * acc + c));
+    if (N == 1 || M == 1) {
+        /* The matrix operand and the vector: A and B's column, or B and
+         * A's row (then the product is B^T a). */
+        const mat *m = N == 1 ? A : B;
+        const char *pm = m->data, *pv;
+        int iv;
+        CBLAS_TRANSPOSE t;
+        int64_t ld;
+        if (N == 1) {
+            if ((rc = vec_for_blas(dt, B->data, K, B->rs, &pv, &iv, &t0))) goto done;
+        } else {
+            if ((rc = vec_for_blas(dt, A->data, K, A->cs, &pv, &iv, &t0))) goto done;
+        }
+        if (!blas_layout(m, e, &t, &ld)) {
+            if (!(t1 = mat_copy(m, dt))) {
+                rc = K_NOMEM;
+                goto done;
             }
+            pm = t1;
+            t = CblasNoTrans;
+            ld = m->cols;
+        }
+        /* The stored matrix is rows x cols (NoTrans) or cols x rows. */
+        int sr = (int)(t == CblasNoTrans ? m->rows : m->cols), sc = (int)(t == CblasNoTrans ? m->cols : m->rows);
+        CBLAS_TRANSPOSE op = (N == 1) == (t == CblasNoTrans) ? CblasNoTrans : CblasTrans;
+        if (d)
+            cblas_dgemv(CblasRowMajor, op, sr, sc, alpha, (const double *)pm, (int)ld, (const double *)pv, iv,
+                        beta, (double *)C, 1);
+        else
+            cblas_sgemv(CblasRowMajor, op, sr, sc, (float)alpha, (const float *)pm, (int)ld, (const float *)pv,
+                        iv, (float)beta, (float *)C, 1);
+        goto done;
+    }
+    CBLAS_TRANSPOSE ta, tb;
+    int64_t lda, ldb;
+    const char *pa = A->data, *pb = B->data;
+    if (!blas_layout(A, e, &ta, &lda)) {
+        if (!(t0 = mat_copy(A, dt))) {
+            rc = K_NOMEM;
+            goto done;
+        }
+        pa = t0;
+        ta = CblasNoTrans;
+        lda = K;
+    }
+    if (!blas_layout(B, e, &tb, &ldb)) {
+        if (!(t1 = mat_copy(B, dt))) {
+            rc = K_NOMEM;
+            goto done;
+        }
+        pb = t1;
+        tb = CblasNoTrans;
+        ldb = N;
+    }
+    if (d)
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, alpha, (const double *)pa, (int)lda,
+                    (const double *)pb, (int)ldb, beta, (double *)C, (int)N);
+    else
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)alpha, (const float *)pa, (int)lda,
+                    (const float *)pb, (int)ldb, (float)beta, (float *)C, (int)N);
+done:
+    tg_free(t0);
+    tg_free(t1);
+    return rc;
+}
+
+static int gemm_half(const mat *A, const mat *B, double alpha, double beta, char *C) {
+    const int64_t M = A->rows, K = A->cols, N = B->cols;
+    int rc = K_NOMEM;
+    float *a = tg_malloc((size_t)(M * K) * 4 + 1), *b = tg_malloc((size_t)(K * N) * 4 + 1),
+          *c = tg_malloc((size_t)(M * N) * 4 + 1);
+    if (!a || !b || !c) goto done;
+    for (int64_t i = 0; i < M; i++)
+        tg_cast_strided(TG_FLOAT32, a + i * K, 4, TG_FLOAT16, A->data + i * A->rs, A->cs, K);
+    for (int64_t k = 0; k < K; k++)
+        tg_cast_strided(TG_FLOAT32, b + k * N, 4, TG_FLOAT16, B->data + k * B->rs, B->cs, N);
+    if (beta != 0) tg_cast_strided(TG_FLOAT32, c, 4, TG_FLOAT16, C, 2, M * N);
+    mat fa = {(const char *)a, M, K, K * 4, 4}, fb = {(const char *)b, K, N, N * 4, 4};
+    if ((rc = gemm_float(TG_FLOAT32, &fa, &fb, alpha, beta, (char *)c))) goto done;
+    tg_cast_strided(TG_FLOAT16, C, 2, TG_FLOAT32, c, 4, M * N);
+done:
+    tg_free(a);
+    tg_free(b);
+    tg_free(c);
+    return rc;
+}
+
+/* Integer products by blocks of JB output columns: one row of C at a time
+ * accumulates k-outer, j-inner (unit-stride B rows vectorise). */
+#define JB 256
+#define INT_GEMM(SUF, T, U)                                                                            \
+    static void igemm_##SUF(const mat *A, const mat *B, U alpha, U beta, char *C, int64_t i0,         \
+                            int64_t i1) {                                                             \
+        const int64_t K = A->cols, N = B->cols;                                                       \
+        U acc[JB];                                                                                    \
+        for (int64_t i = i0; i < i1; i++) {                                                           \
+            T *crow = (T *)C + i * N;                                                                 \
+            for (int64_t j0 = 0; j0 < N; j0 += JB) {                                                  \
+                const int64_t nj = N - j0 < JB ? N - j0 : JB;                                         \
+                memset(acc, 0, sizeof acc);                                                           \
+                for (int64_t k = 0; k < K; k++) {                                                     \
+                    const U a = (U) * (const T *)(A->data + i * A->rs + k * A->cs);                   \
+                    if (!a) continue;                                                                 \
+                    const char *bp = B->data + k * B->rs + j0 * B->cs;                                \
+                    if (B->cs == (int64_t)sizeof(T)) {                                                \
+                        const T *b = (const T *)bp;                                                   \
+                        for (int64_t jj = 0; jj < nj; jj++) acc[jj] += a * (U)b[jj];                  \
+                    } else {                                                                          \
+                        for (int64_t jj = 0; jj < nj; jj++)                                           \
+                            acc[jj] += a * (U) * (const T *)(bp + jj * B->cs);                        \
+                    }                                                                                 \
+                }                                                                                     \
+                for (int64_t jj = 0; jj < nj; jj++) {                                                 \
+                    U v = alpha * acc[jj];                                                            \
+                    if (beta) v += beta * (U)crow[j0 + jj];                                           \
+                    crow[j0 + jj] = (T)v;                                                             \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+    }
+INT_GEMM(i8, int8_t, uint32_t)
+INT_GEMM(u8, uint8_t, uint32_t)
+INT_GEMM(i16, int16_t, uint32_t)
+INT_GEMM(u16, uint16_t, uint32_t)
+INT_GEMM(i32, int32_t, uint32_t)
+INT_GEMM(u32, uint32_t, uint32_t)
+INT_GEMM(i64, int64_t, uint64_t)
+INT_GEMM(u64, uint64_t, uint64_t)
+
+static void bgemm(const mat *A, const mat *B, bool alpha, bool beta, char *C, int64_t i0, int64_t i1) {
+    const int64_t K = A->cols, N = B->cols;
+    uint8_t acc[JB];
+    for (int64_t i = i0; i < i1; i++) {
+        uint8_t *crow = (uint8_t *)C + i * N;
+        for (int64_t j0 = 0; j0 < N; j0 += JB) {
+            const int64_t nj = N - j0 < JB ? N - j0 : JB;
+            memset(acc, 0, sizeof acc);
+            for (int64_t k = 0; k < K; k++) {
+                if (!A->data[i * A->rs + k * A->cs]) continue;
+                const char *bp = B->data + k * B->rs + j0 * B->cs;
+                for (int64_t jj = 0; jj < nj; jj++) acc[jj] |= bp[jj * B->cs] != 0;
+            }
+            for (int64_t jj = 0; jj < nj; jj++)
+                crow[j0 + jj] = (uint8_t)((alpha && acc[jj]) || (beta && crow[j0 + jj]));
         }
     }
-    return TG_OK;
+}
+
+static void int_rows(tg_dtype dt, const mat *A, const mat *B, scal alpha, scal beta, char *C, int64_t i0,
+                     int64_t i1) {
+    uint32_t a32 = (uint32_t)alpha.i, b32 = (uint32_t)beta.i;
+    uint64_t a64 = (uint64_t)alpha.i, b64 = (uint64_t)beta.i;
+    switch (dt) {
+    case TG_BOOL: bgemm(A, B, alpha.i != 0, beta.i != 0, C, i0, i1); break;
+    case TG_INT8: igemm_i8(A, B, a32, b32, C, i0, i1); break;
+    case TG_UINT8: igemm_u8(A, B, a32, b32, C, i0, i1); break;
+    case TG_INT16: igemm_i16(A, B, a32, b32, C, i0, i1); break;
+    case TG_UINT16: igemm_u16(A, B, a32, b32, C, i0, i1); break;
+    case TG_INT32: igemm_i32(A, B, a32, b32, C, i0, i1); break;
+    case TG_UINT32: igemm_u32(A, B, a32, b32, C, i0, i1); break;
+    case TG_INT64: igemm_i64(A, B, a64, b64, C, i0, i1); break;
+    case TG_UINT64: igemm_u64(A, B, a64, b64, C, i0, i1); break;
+    default: break;
+    }
+}
+
+static int gemm_any(tg_dtype dt, const mat *A, const mat *B, scal alpha, scal beta, char *C) {
+    if (dt == TG_FLOAT32 || dt == TG_FLOAT64) return gemm_float(dt, A, B, alpha.f, beta.f, C);
+    if (A->rows == 0 || B->cols == 0) return K_OK;
+    if (dt == TG_FLOAT16) return gemm_half(A, B, alpha.f, beta.f, C);
+    const int64_t M = A->rows;
+    const double work = (double)M * (double)B->cols * (double)(A->cols + 1);
+    if (M > 1 && work >= TG_PARALLEL_MIN && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+        int nth = omp_get_max_threads();
+        if (nth > M) nth = (int)M;
+#pragma omp parallel num_threads(nth)
+        {
+            int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int64_t i0 = M * t / nt, i1 = M * (t + 1) / nt;
+            int_rows(dt, A, B, alpha, beta, C, i0, i1);
+        }
+    } else {
+        int_rows(dt, A, B, alpha, beta, C, 0, M);
+    }
+    return K_OK;
 }
 
 /* ---- shapes ---- */
 
-static int not_aligned(tg_ctx *ctx, int status, int na, const int64_t *sa, int nb,
-                       const int64_t *sb, int64_t ka, int da, int64_t kb, int db) {
+static void add_shape(tg_str *s, int n, const int64_t *sh) {
+    tg_str_addf(s, "(");
+    for (int i = 0; i < n; i++) {
+        if (sh[i] < 0)
+            tg_str_addf(s, "%sNone", i ? ", " : "");
+        else
+            tg_str_addf(s, "%s%lld", i ? ", " : "", (long long)sh[i]);
+    }
+    tg_str_addf(s, n == 1 ? ",)" : ")");
+}
+
+/* NumPy's message, naming the node's inputs ia and ib. */
+static int not_aligned(tg_ctx *ctx, int ia, int ib, int na, const int64_t *sa, int nb, const int64_t *sb,
+                       int64_t ka, int da, int64_t kb, int db) {
     tg_str s = {0};
-    tg_str_addf(&s, "shapes (");
-    for (int i = 0; i < na; i++) tg_str_addf(&s, "%s%lld", i ? ", " : "", (long long)sa[i]);
-    tg_str_addf(&s, na == 1 ? ",) and (" : ") and (");
-    for (int i = 0; i < nb; i++) tg_str_addf(&s, "%s%lld", i ? ", " : "", (long long)sb[i]);
-    tg_str_addf(&s, nb == 1 ? ",)" : ")");
-    int rc = tg_errorf(ctx, status, "%s not aligned: %lld (dim %d) != %lld (dim %d)",
-                       s.s ? s.s : "", (long long)ka, da, (long long)kb, db);
+    tg_str_addf(&s, "inputs[%d] and inputs[%d]: shapes ", ia, ib);
+    add_shape(&s, na, sa);
+    tg_str_addf(&s, " and ");
+    add_shape(&s, nb, sb);
+    int rc = tg_errorf(ctx, TG_ESHAPE, "%s not aligned: %lld (dim %d) != %lld (dim %d)", s.s ? s.s : "",
+                       (long long)ka, da, (long long)kb, db);
     tg_str_free(&s);
     return rc;
 }
 
 static bool len_conflict(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
 
-/* Output shape of dot/matmul given (static or run-time) shapes; -1 lengths
- * allowed for static inference. Returns 0 or an error. */
-static int product_shape(blas_kind k, int na, const int64_t *sa, int nb, const int64_t *sb,
-                         int *nd, int64_t *out, int status, tg_ctx *ctx) {
+/* Output shape of dot/matmul of inputs ia and ib given (static or
+ * run-time) shapes; -1 lengths allowed for static inference. */
+static int product_shape(blas_kind k, int ia, int ib, int na, const int64_t *sa, int nb, const int64_t *sb,
+                         int *nd, int64_t *out, tg_ctx *ctx) {
     if (k == B_DOT) {
         if (na > 2 || nb > 2)
-            return tg_errorf(ctx, TG_ETYPE, "dot takes operands of at most 2 dimensions (got %d and %d); use matmul", na, nb);
+            return tg_errorf(ctx, TG_ETYPE,
+                             "dot takes operands of at most 2 dimensions (got %d and %d); use matmul", na, nb);
         if (na == 0 || nb == 0) {
             const int64_t *s = na == 0 ? sb : sa;
             *nd = na == 0 ? nb : na;
             memcpy(out, s, sizeof(int64_t) * (size_t)*nd);
             return TG_OK;
         }
-        int64_t ka = sa[na - 1], kb = nb == 1 ? sb[0] : sb[0];
-        if (len_conflict(ka, kb)) return not_aligned(ctx, status, na, sa, nb, sb, ka, na - 1, kb, 0);
+        int64_t ka = sa[na - 1], kb = sb[0];
+        if (len_conflict(ka, kb)) return not_aligned(ctx, ia, ib, na, sa, nb, sb, ka, na - 1, kb, 0);
         *nd = 0;
         if (na == 2) out[(*nd)++] = sa[0];
         if (nb == 2) out[(*nd)++] = sb[1];
         return TG_OK;
     }
-    /* matmul */
     if (na == 0 || nb == 0)
-        return tg_errorf(ctx, TG_ETYPE, "matmul: operands must have at least 1 dimension (got %d and %d)", na, nb);
+        return tg_errorf(ctx, TG_ETYPE, "matmul: inputs[%d] is 0-d; operands need at least 1 dimension (use mul)",
+                         na == 0 ? ia : ib);
     int64_t ka = sa[na - 1], kb = nb == 1 ? sb[0] : sb[nb - 2];
-    if (len_conflict(ka, kb))
-        return not_aligned(ctx, status, na, sa, nb, sb, ka, na - 1, kb, nb == 1 ? 0 : nb - 2);
+    if (len_conflict(ka, kb)) return not_aligned(ctx, ia, ib, na, sa, nb, sb, ka, na - 1, kb, nb == 1 ? 0 : nb - 2);
     int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0, bn = ba > bb ? ba : bb;
-    if (bn + 2 > TG_MAX_NDIM) return tg_errorf(ctx, TG_ETYPE, "matmul: too many dimensions");
+    if (bn + 2 > TG_MAX_NDIM) return tg_errorf(ctx, TG_ETYPE, "matmul: the result would have more than %d dimensions", TG_MAX_NDIM);
     for (int d = 0; d < bn; d++) {
-        int ia = d - (bn - ba), ib = d - (bn - bb);
-        int64_t la = ia >= 0 ? sa[ia] : 1, lb = ib >= 0 ? sb[ib] : 1;
+        int ja = d - (bn - ba), jb = d - (bn - bb);
+        int64_t la = ja >= 0 ? sa[ja] : 1, lb = jb >= 0 ? sb[jb] : 1;
         if (la == 1)
             out[d] = lb;
         else if (lb == 1)
             out[d] = la;
         else if (la < 0 || lb < 0)
             out[d] = la < 0 ? lb : la;
-        else if (la != lb)
-            return tg_errorf(ctx, status, "matmul: batch dimensions %lld and %lld do not broadcast",
-                             (long long)la, (long long)lb);
-        else
+        else if (la != lb) {
+            tg_str s = {0};
+            tg_str_addf(&s, "inputs[%d] and inputs[%d]: batch dimensions of shapes ", ia, ib);
+            add_shape(&s, na, sa);
+            tg_str_addf(&s, " and ");
+            add_shape(&s, nb, sb);
+            int rc = tg_errorf(ctx, TG_ESHAPE, "%s do not broadcast: %lld (dim %d) != %lld (dim %d)",
+                               s.s ? s.s : "", (long long)la, ja, (long long)lb, jb);
+            tg_str_free(&s);
+            return rc;
+        } else
             out[d] = la;
     }
     *nd = bn;
@@ -212,21 +427,40 @@ static int product_shape(blas_kind k, int na, const int64_t *sa, int nb, const i
     return TG_OK;
 }
 
-static int same_dtype(tg_node *n, const int *idx, int cnt, tg_dtype *dt, tg_ctx *ctx) {
+/* gemm, gemv, ger: inputs `idx` (the arrays) share one integer or float
+ * dtype; alpha/beta (weak ones already took it) must have it too. */
+static int same_dtype(tg_node *n, const int *idx, int cnt, const int *scal_idx, int nscal, tg_dtype *dt,
+                      tg_ctx *ctx) {
+    static const char *const names[3][5] = {
+        {"z", "alpha", "x", "y", "beta"}, {"z", "alpha", "A", "x", "beta"}, {"A", "alpha", "x", "y", ""}};
+    const blas_impl *im = n->op->impl;
+    const char *const *nm = names[im->kind == B_GEMM ? 0 : im->kind == B_GEMV ? 1 : 2];
     *dt = n->inputs[idx[0]]->type.dtype;
-    for (int i = 1; i < cnt; i++)
-        if (n->inputs[idx[i]]->type.dtype != *dt)
+    for (int i = 0; i < cnt; i++) {
+        tg_dtype d = n->inputs[idx[i]]->type.dtype;
+        if (d != *dt || !(tg_dtype_is_float(d) || tg_dtype_is_int(d)))
             return tg_errorf(ctx, TG_ETYPE,
-                             "inputs[%d] is %s but inputs[%d] is %s: %s needs one dtype",
-                             idx[0], tg_dtype_name(*dt), idx[i],
-                             tg_dtype_name(n->inputs[idx[i]]->type.dtype), n->op->name);
+                             "%s needs %s, %s and %s of one integer or float dtype; got %s %s, %s %s, %s %s",
+                             n->op->name, nm[idx[0]], nm[idx[1]], nm[idx[2]], nm[idx[0]],
+                             tg_dtype_name(n->inputs[idx[0]]->type.dtype), nm[idx[1]],
+                             tg_dtype_name(n->inputs[idx[1]]->type.dtype), nm[idx[2]],
+                             tg_dtype_name(n->inputs[idx[2]]->type.dtype));
+    }
+    for (int i = 0; i < nscal; i++) {
+        tg_dtype d = n->inputs[scal_idx[i]]->type.dtype;
+        if (d != *dt)
+            return tg_errorf(ctx, TG_ETYPE,
+                             "inputs[%d] '%s' (%s) is %s: %s's %s must have %s's dtype %s (or be a weak inline scalar)",
+                             scal_idx[i], nm[scal_idx[i]], n->inputs[scal_idx[i]]->id, tg_dtype_name(d),
+                             n->op->name, nm[scal_idx[i]], nm[idx[0]], tg_dtype_name(*dt));
+    }
     return TG_OK;
 }
 
-static int need_ndim(tg_node *n, int i, int nd, tg_ctx *ctx) {
+static int need_ndim(tg_node *n, int i, const char *name, int nd, tg_ctx *ctx) {
     if (n->inputs[i]->type.ndim != nd)
-        return tg_errorf(ctx, TG_ETYPE, "inputs[%d] '%s' must have %d dimension%s, not %d", i,
-                         n->inputs[i]->id, nd, nd == 1 ? "" : "s", n->inputs[i]->type.ndim);
+        return tg_errorf(ctx, TG_ETYPE, "inputs[%d] '%s' (%s of %s) must have %d dimension%s, not %d", i,
+                         n->inputs[i]->id, name, n->op->name, nd, nd == 1 ? "" : "s", n->inputs[i]->type.ndim);
     return TG_OK;
 }
 
@@ -241,8 +475,7 @@ static int blas_infer(tg_node *n, tg_ctx *ctx) {
     case B_MATMUL: {
         if ((rc = tg_weak_resolve(n, 0, 2, &dt, ctx))) return rc;
         const tg_type *a = &n->inputs[0]->type, *b = &n->inputs[1]->type;
-        if ((rc = product_shape(im->kind, a->ndim, a->shape, b->ndim, b->shape, &nd, shape,
-                                TG_ESHAPE, ctx)))
+        if ((rc = product_shape(im->kind, 0, 1, a->ndim, a->shape, b->ndim, b->shape, &nd, shape, ctx)))
             return rc;
         break;
     }
@@ -257,46 +490,33 @@ static int blas_infer(tg_node *n, tg_ctx *ctx) {
         shape[1] = lb;
         break;
     }
-    case B_GEMM: { /* z, alpha, x, y, beta */
+    case B_GEMM:
+    case B_GEMV: { /* z, alpha, x (A), y (x), beta */
+        const bool mm = im->kind == B_GEMM;
         tg_dtype zd = n->inputs[0]->type.dtype;
         if ((rc = tg_weak_take(n, 1, zd, ctx)) || (rc = tg_weak_take(n, 4, zd, ctx))) return rc;
-        if ((rc = same_dtype(n, (int[]){0, 1, 2, 3, 4}, 5, &dt, ctx))) return rc;
-        if ((rc = need_ndim(n, 0, 2, ctx)) || (rc = need_ndim(n, 1, 0, ctx)) ||
-            (rc = need_ndim(n, 2, 2, ctx)) || (rc = need_ndim(n, 3, 2, ctx)) ||
-            (rc = need_ndim(n, 4, 0, ctx)))
+        if ((rc = same_dtype(n, (int[]){0, 2, 3}, 3, (int[]){1, 4}, 2, &dt, ctx))) return rc;
+        if ((rc = need_ndim(n, 0, "z", mm ? 2 : 1, ctx)) || (rc = need_ndim(n, 1, "alpha", 0, ctx)) ||
+            (rc = need_ndim(n, 2, mm ? "x" : "A", 2, ctx)) || (rc = need_ndim(n, 3, mm ? "y" : "x", mm ? 2 : 1, ctx)) ||
+            (rc = need_ndim(n, 4, "beta", 0, ctx)))
             return rc;
         const tg_type *x = &n->inputs[2]->type, *y = &n->inputs[3]->type, *z = &n->inputs[0]->type;
-        if ((rc = product_shape(B_DOT, 2, x->shape, 2, y->shape, &nd, shape, TG_ESHAPE, ctx))) return rc;
-        for (int d = 0; d < 2; d++) {
+        if ((rc = product_shape(B_DOT, 2, 3, 2, x->shape, y->ndim, y->shape, &nd, shape, ctx))) return rc;
+        for (int d = 0; d < nd; d++) {
             if (len_conflict(shape[d], z->shape[d]))
-                return tg_errorf(ctx, TG_ESHAPE, "inputs[0] 'z' has length %lld in dimension %d but dot(x, y) has %lld",
-                                 (long long)z->shape[d], d, (long long)shape[d]);
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "inputs[0] 'z' has length %lld in dimension %d but the product %s has %lld",
+                                 (long long)z->shape[d], d, mm ? "dot(x, y)" : "dot(A, x)", (long long)shape[d]);
             if (shape[d] < 0) shape[d] = z->shape[d];
         }
-        break;
-    }
-    case B_GEMV: { /* z, alpha, A, x, beta */
-        tg_dtype zd = n->inputs[0]->type.dtype;
-        if ((rc = tg_weak_take(n, 1, zd, ctx)) || (rc = tg_weak_take(n, 4, zd, ctx))) return rc;
-        if ((rc = same_dtype(n, (int[]){0, 1, 2, 3, 4}, 5, &dt, ctx))) return rc;
-        if ((rc = need_ndim(n, 0, 1, ctx)) || (rc = need_ndim(n, 1, 0, ctx)) ||
-            (rc = need_ndim(n, 2, 2, ctx)) || (rc = need_ndim(n, 3, 1, ctx)) ||
-            (rc = need_ndim(n, 4, 0, ctx)))
-            return rc;
-        const tg_type *A = &n->inputs[2]->type, *x = &n->inputs[3]->type, *z = &n->inputs[0]->type;
-        if ((rc = product_shape(B_DOT, 2, A->shape, 1, x->shape, &nd, shape, TG_ESHAPE, ctx))) return rc;
-        if (len_conflict(shape[0], z->shape[0]))
-            return tg_errorf(ctx, TG_ESHAPE, "inputs[0] 'z' has length %lld but dot(A, x) has %lld",
-                             (long long)z->shape[0], (long long)shape[0]);
-        if (shape[0] < 0) shape[0] = z->shape[0];
         break;
     }
     case B_GER: { /* A, alpha, x, y */
         tg_dtype ad = n->inputs[0]->type.dtype;
         if ((rc = tg_weak_take(n, 1, ad, ctx))) return rc;
-        if ((rc = same_dtype(n, (int[]){0, 1, 2, 3}, 4, &dt, ctx))) return rc;
-        if ((rc = need_ndim(n, 0, 2, ctx)) || (rc = need_ndim(n, 1, 0, ctx)) ||
-            (rc = need_ndim(n, 2, 1, ctx)) || (rc = need_ndim(n, 3, 1, ctx)))
+        if ((rc = same_dtype(n, (int[]){0, 2, 3}, 3, (int[]){1}, 1, &dt, ctx))) return rc;
+        if ((rc = need_ndim(n, 0, "A", 2, ctx)) || (rc = need_ndim(n, 1, "alpha", 0, ctx)) ||
+            (rc = need_ndim(n, 2, "x", 1, ctx)) || (rc = need_ndim(n, 3, "y", 1, ctx)))
             return rc;
         const tg_type *A = &n->inputs[0]->type, *x = &n->inputs[2]->type, *y = &n->inputs[3]->type;
         if (len_conflict(A->shape[0], x->shape[0]) || len_conflict(A->shape[1], y->shape[0]))
@@ -313,37 +533,30 @@ static int blas_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
-/* ---- kernels ---- */
+/* ---- run ---- */
 
-static mat as_mat(const tg_array *a, bool vector_is_row) {
-    mat m;
-    m.data = a->data;
-    if (a->ndim == 2) {
-        m.rows = a->shape[0];
-        m.cols = a->shape[1];
-        m.rs = a->strides[0];
-        m.cs = a->strides[1];
+/* The last two dimensions of a (a row for 1-D when vector_is_row, else a
+ * column; 0-d is 1 x 1), starting at data. */
+static mat as_mat(const tg_array *a, const char *data, bool vector_is_row) {
+    const int64_t e = (int64_t)tg_isize(a->dtype);
+    mat m = {data, 1, 1, e, e};
+    if (a->ndim >= 2) {
+        m.rows = a->shape[a->ndim - 2];
+        m.cols = a->shape[a->ndim - 1];
+        m.rs = a->strides[a->ndim - 2];
+        m.cs = a->strides[a->ndim - 1];
+    } else if (a->ndim == 1 && vector_is_row) {
+        m.cols = a->shape[0];
+        m.cs = a->strides[0];
+        m.rs = m.cols * e;
     } else if (a->ndim == 1) {
-        if (vector_is_row) {
-            m.rows = 1;
-            m.cols = a->shape[0];
-            m.rs = a->shape[0] * a->strides[0];
-            m.cs = a->strides[0];
-        } else {
-            m.rows = a->shape[0];
-            m.cols = 1;
-            m.rs = a->strides[0];
-            m.cs = (int64_t)tg_dtype_size(a->dtype);
-        }
-    } else {
-        m.rows = m.cols = 1;
-        m.rs = m.cs = (int64_t)tg_dtype_size(a->dtype);
+        m.rows = a->shape[0];
+        m.rs = a->strides[0];
     }
     return m;
 }
 
-/* A contiguous copy of `in` converted to dt when needed (borrowed
- * otherwise). */
+/* in itself when it has dtype dt, else a converted copy in *tmp. */
 static tg_array *as_dtype(tg_array *in, tg_dtype dt, tg_array **tmp) {
     *tmp = NULL;
     if (in->dtype == dt) return in;
@@ -351,31 +564,124 @@ static tg_array *as_dtype(tg_array *in, tg_dtype dt, tg_array **tmp) {
     return *tmp;
 }
 
-static int scalar_times(tg_dtype dt, tg_array *s, tg_array *a, char *out, int64_t n, tg_ctx *ctx) {
-    /* dot with a 0-d operand: elementwise product. */
-    tg_array *ca = tg_array_is_contiguous(a) ? tg_array_ref(a) : tg_array_copy(a, dt);
+/* dot with a 0-d operand: the elementwise product, as NumPy. */
+static int scalar_times(tg_dtype dt, const tg_array *s, const tg_array *a, char *out, tg_ctx *ctx) {
+    tg_array *ca = tg_array_copy(a, dt);
     if (!ca) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    size_t isz = tg_dtype_size(dt);
+    const int64_t n = tg_array_size_inline(a);
+    const size_t e = tg_isize(dt);
+    const double sf = tg_load_f64(dt, s->data);
+    const int64_t si = tg_dtype_is_float(dt) ? 0 : tg_load_i64(dt, s->data);
     for (int64_t i = 0; i < n; i++) {
-        const char *p = ca->data + (size_t)i * isz;
+        const char *p = ca->data + (size_t)i * e;
         if (tg_dtype_is_float(dt))
-            tg_store_f64(dt, out + (size_t)i * isz, tg_load_f64(dt, s->data) * tg_load_f64(dt, p));
+            tg_store_f64(dt, out + (size_t)i * e, sf * tg_load_f64(dt, p));
         else if (dt == TG_BOOL)
-            out[i] = s->data[0] && p[0];
+            out[i] = si && p[0];
         else
-            tg_store_i64(dt, out + (size_t)i * isz,
-                         (int64_t)((uint64_t)tg_load_i64(dt, s->data) * (uint64_t)tg_load_i64(dt, p)));
+            tg_store_i64(dt, out + (size_t)i * e, (int64_t)((uint64_t)si * (uint64_t)tg_load_i64(dt, p)));
     }
     tg_array_free(ca);
     return TG_OK;
 }
 
+/* True when dimensions 0..nd-1 of a collapse into one of stride
+ * a->strides[nd-1] (so a batch of matrices is one tall matrix). */
+static bool rows_collapse(const tg_array *a, int nd) {
+    for (int d = 0; d + 1 < nd; d++)
+        if (a->shape[d] != 1 && a->strides[d] != a->strides[d + 1] * a->shape[d + 1]) return false;
+    return true;
+}
+
+static int run_product(blas_kind kind, tg_dtype dt, tg_array *a, tg_array *b, tg_array **out, tg_ctx *ctx) {
+    int64_t shape[TG_MAX_NDIM];
+    int nd = 0, rc, k;
+    if ((rc = product_shape(kind, 0, 1, a->ndim, a->shape, b->ndim, b->shape, &nd, shape, ctx))) return rc;
+    if ((rc = tg_array_prepare(out, dt, nd, shape, ctx))) return rc;
+    char *o = (*out)->data;
+    if (kind == B_DOT && (a->ndim == 0 || b->ndim == 0))
+        return a->ndim == 0 ? scalar_times(dt, a, b, o, ctx) : scalar_times(dt, b, a, o, ctx);
+    if (b->ndim <= 2 && (a->ndim <= 2 || rows_collapse(a, a->ndim - 1))) {
+        /* One product; a batch of a against one b is one tall matrix. */
+        mat A = as_mat(a, a->data, true), B = as_mat(b, b->data, false);
+        if (a->ndim > 2) {
+            A.rows = 1;
+            for (int d = 0; d < a->ndim - 1; d++) A.rows *= a->shape[d];
+        }
+        if ((k = gemm_any(dt, &A, &B, S_ONE, S_ZERO, o))) return kernel_error(ctx, k);
+        return TG_OK;
+    }
+    /* Batched matmul over the broadcast batch dimensions. */
+    const int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
+    const int bn = nd - (a->ndim >= 2) - (b->ndim >= 2);
+    int64_t nbatch = 1;
+    for (int d = 0; d < bn; d++) nbatch *= shape[d];
+    const int64_t M = a->ndim >= 2 ? a->shape[a->ndim - 2] : 1, N = b->ndim >= 2 ? b->shape[b->ndim - 1] : 1;
+    const int64_t K = a->shape[a->ndim - 1];
+    const size_t osz = (size_t)(M * N) * tg_isize(dt);
+    /* Small matrices: threads over the batch (BLAS would run each on one
+     * thread anyway); large ones: BLAS's own threads. */
+    int nth = nbatch > 1 && (double)M * (double)N * (double)K < 262144.0 ? omp_get_max_threads() : 1;
+    if (nth > nbatch) nth = (int)nbatch;
+    int err = 0;
+#pragma omp parallel for schedule(static) num_threads(nth) reduction(min : err)
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        const char *pa = a->data, *pb = b->data;
+        int64_t r = bi;
+        for (int d = bn - 1; d >= 0; d--) {
+            int64_t idx = r % shape[d];
+            r /= shape[d];
+            int ia = d - (bn - ba), ib = d - (bn - bb);
+            if (ia >= 0 && a->shape[ia] != 1) pa += idx * a->strides[ia];
+            if (ib >= 0 && b->shape[ib] != 1) pb += idx * b->strides[ib];
+        }
+        mat A = as_mat(a, pa, true), B = as_mat(b, pb, false);
+        int e = gemm_any(dt, &A, &B, S_ONE, S_ZERO, o + (size_t)bi * osz);
+        if (e < err) err = e;
+    }
+    return err ? kernel_error(ctx, err) : TG_OK;
+}
+
+/* A flat view of a when its elements are equally spaced (1-D, or
+ * C-contiguous), else a contiguous copy; *tmp holds what to free. */
+static mat flat_vector(tg_array *a, tg_dtype dt, bool row, tg_array **tmp) {
+    *tmp = NULL;
+    int64_t n = tg_array_size_inline(a), s = (int64_t)tg_isize(dt);
+    const char *p = a->data;
+    if (a->ndim == 1) {
+        s = a->strides[0];
+    } else if (!tg_array_is_contiguous(a)) {
+        if (!(*tmp = tg_array_copy(a, dt))) return (mat){NULL, 0, 0, 0, 0};
+        p = (*tmp)->data;
+    }
+    const int64_t e = (int64_t)tg_isize(dt);
+    return row ? (mat){p, 1, n, n * e, s} : (mat){p, n, 1, s, e};
+}
+
+/* out[0] starts as a copy of src (gemm's z, ger's A): or is src itself
+ * when the node works in place and src is ours to overwrite and is not
+ * read by the product (overlapping operands would read partly updated
+ * values). */
+static int start_from(tg_node *n, tg_array *const *in, tg_array **out, bool copy, tg_ctx *ctx) {
+    tg_array *src = in[0];
+    bool inplace = n->inplace && n->inplace[0] == 0 && tg_array_is_exclusive(src) &&
+                   tg_array_is_contiguous(src);
+    for (int i = 1; inplace && i < n->nin; i++)
+        if (in[i]->buf == src->buf) inplace = false;
+    if (inplace) {
+        tg_array_free(*out);
+        *out = tg_array_ref(src);
+        return TG_OK;
+    }
+    int rc = tg_array_prepare(out, src->dtype, src->ndim, src->shape, ctx);
+    if (!rc && copy) rc = tg_array_assign(*out, src, ctx);
+    return rc;
+}
+
 static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const blas_impl *im = n->op->impl;
-    tg_dtype dt = n->outputs[0]->type.dtype;
-    int rc = TG_OK;
-    int64_t shape[TG_MAX_NDIM];
-    int nd = 0;
+    const tg_dtype dt = n->outputs[0]->type.dtype;
+    int rc = TG_OK, k;
     tg_array *t0 = NULL, *t1 = NULL;
     switch (im->kind) {
     case B_DOT:
@@ -385,81 +691,21 @@ static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             break;
         }
-        if ((rc = product_shape(im->kind, a->ndim, a->shape, b->ndim, b->shape, &nd, shape,
-                                TG_ESHAPE, ctx)))
-            break;
-        if ((rc = tg_array_prepare(&out[0], dt, nd, shape, ctx))) break;
-        char *o = out[0]->data;
-        if (im->kind == B_DOT && (a->ndim == 0 || b->ndim == 0)) {
-            rc = a->ndim == 0 ? scalar_times(dt, a, b, o, tg_array_size_inline(b), ctx)
-                              : scalar_times(dt, b, a, o, tg_array_size_inline(a), ctx);
-            break;
-        }
-        if (a->ndim <= 2 && b->ndim <= 2) {
-            mat A = as_mat(a, true), B = as_mat(b, false);
-            rc = gemm_any(dt, &A, &B, 1.0, 0.0, o, ctx);
-            break;
-        }
-        /* Batched matmul: broadcast batch dimensions. */
-        int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
-        int bn = nd - (a->ndim >= 2) - (b->ndim >= 2);
-        int64_t nbatch = 1;
-        for (int d = 0; d < bn; d++) nbatch *= shape[d];
-        int64_t M = a->ndim >= 2 ? a->shape[a->ndim - 2] : 1, N = b->ndim >= 2 ? b->shape[b->ndim - 1] : 1;
-        size_t osz = (size_t)(M * N) * tg_dtype_size(dt);
-        int nth = nbatch > 1 && M * N < 4096 ? omp_get_max_threads() : 1;
-        int err = 0;
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t bi = 0; bi < nbatch; bi++) {
-            const char *pa = a->data, *pb = b->data;
-            int64_t r = bi;
-            for (int d = bn - 1; d >= 0; d--) {
-                int64_t idx = r % shape[d];
-                r /= shape[d];
-                int ia = d - (bn - ba), ib = d - (bn - bb);
-                if (ia >= 0 && a->shape[ia] != 1) pa += idx * a->strides[ia];
-                if (ib >= 0 && b->shape[ib] != 1) pb += idx * b->strides[ib];
-            }
-            mat A, B;
-            if (a->ndim >= 2) {
-                A = (mat){pa, a->shape[a->ndim - 2], a->shape[a->ndim - 1], a->strides[a->ndim - 2],
-                          a->strides[a->ndim - 1]};
-            } else {
-                A = as_mat(a, true);
-            }
-            if (b->ndim >= 2) {
-                B = (mat){pb, b->shape[b->ndim - 2], b->shape[b->ndim - 1], b->strides[b->ndim - 2],
-                          b->strides[b->ndim - 1]};
-            } else {
-                B = as_mat(b, false);
-            }
-            if (gemm_any(dt, &A, &B, 1.0, 0.0, o + (size_t)bi * osz, NULL)) err = 1;
-        }
-        if (err) rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        rc = run_product(im->kind, dt, a, b, &out[0], ctx);
         break;
     }
     case B_OUTER: {
         tg_array *a = as_dtype(in[0], dt, &t0), *b = as_dtype(in[1], dt, &t1);
+        tg_array *fa = NULL, *fb = NULL;
         if (!a || !b) {
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             break;
         }
-        /* Flatten both (NumPy's outer ravels its inputs). */
-        tg_array *fa = tg_array_is_contiguous(a) ? tg_array_ref(a) : tg_array_copy(a, dt);
-        tg_array *fb = tg_array_is_contiguous(b) ? tg_array_ref(b) : tg_array_copy(b, dt);
-        if (!fa || !fb) {
-            tg_array_free(fa);
-            tg_array_free(fb);
+        mat A = flat_vector(a, dt, false, &fa), B = flat_vector(b, dt, true, &fb);
+        if (!A.data || !B.data) {
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
-            break;
-        }
-        int64_t la = tg_array_size_inline(fa), lb = tg_array_size_inline(fb);
-        int64_t e = (int64_t)tg_dtype_size(dt);
-        shape[0] = la;
-        shape[1] = lb;
-        if (!(rc = tg_array_prepare(&out[0], dt, 2, shape, ctx))) {
-            mat A = {fa->data, la, 1, e, e}, B = {fb->data, 1, lb, lb * e, e};
-            rc = gemm_any(dt, &A, &B, 1.0, 0.0, out[0]->data, ctx);
+        } else if (!(rc = tg_array_prepare(&out[0], dt, 2, (int64_t[]){A.rows, B.cols}, ctx))) {
+            if ((k = gemm_any(dt, &A, &B, S_ONE, S_ZERO, out[0]->data))) rc = kernel_error(ctx, k);
         }
         tg_array_free(fa);
         tg_array_free(fb);
@@ -468,51 +714,51 @@ static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     case B_GEMM:
     case B_GEMV: {
         tg_array *z = in[0], *A = in[2], *x = in[3];
-        double alpha = tg_load_f64(dt, in[1]->data), beta = tg_load_f64(dt, in[4]->data);
-        int64_t M = A->shape[0], K = A->shape[1];
-        int64_t N = im->kind == B_GEMM ? x->shape[1] : 1;
-        int64_t kx = x->shape[0];
-        if (K != kx) {
-            rc = not_aligned(ctx, TG_ESHAPE, A->ndim, A->shape, x->ndim, x->shape, K, 1, kx, 0);
+        const scal alpha = scal_load(dt, in[1]->data), beta = scal_load(dt, in[4]->data);
+        const bool mm = im->kind == B_GEMM;
+        const int64_t M = A->shape[0], K = A->shape[1], N = mm ? x->shape[1] : 1;
+        if (K != x->shape[0]) {
+            rc = not_aligned(ctx, 2, 3, A->ndim, A->shape, x->ndim, x->shape, K, 1, x->shape[0], 0);
             break;
         }
-        if (z->shape[0] != M || (im->kind == B_GEMM && z->shape[1] != N)) {
-            rc = tg_errorf(ctx, TG_ESHAPE, "z has shape (%lld%s%lld) but the product has (%lld, %lld)",
-                           (long long)z->shape[0], z->ndim == 2 ? ", " : "",
-                           (long long)(z->ndim == 2 ? z->shape[1] : 0), (long long)M, (long long)N);
+        if (z->shape[0] != M || (mm && z->shape[1] != N)) {
+            tg_str s = {0};
+            add_shape(&s, z->ndim, z->shape);
+            tg_str_addf(&s, " but %s has ", mm ? "dot(x, y)" : "dot(A, x)");
+            add_shape(&s, mm ? 2 : 1, (int64_t[]){M, N});
+            rc = tg_errorf(ctx, TG_ESHAPE, "inputs[0] 'z' has shape %s", s.s ? s.s : "");
+            tg_str_free(&s);
             break;
         }
-        /* The output starts as a copy of z (in place when the optimizer
-         * made this node work in place and z is ours to overwrite). */
-        if (n->inplace && n->inplace[0] == 0 && tg_array_is_exclusive(z) && tg_array_is_contiguous(z)) {
-            tg_array_free(out[0]);
-            out[0] = tg_array_ref(z);
-        } else {
-            if ((rc = tg_array_prepare(&out[0], dt, z->ndim, z->shape, ctx))) break;
-            if (beta != 0 && (rc = tg_array_assign(out[0], z, ctx))) break;
-        }
-        mat MA = as_mat(A, true), MX = as_mat(x, false);
-        rc = gemm_any(dt, &MA, &MX, alpha, beta, out[0]->data, ctx);
+        const bool bz = scal_is_zero(dt, beta);
+        if ((rc = start_from(n, in, out, !bz, ctx))) break;
+        mat MA = as_mat(A, A->data, true), MX = as_mat(x, x->data, false);
+        if ((k = gemm_any(dt, &MA, &MX, alpha, bz ? S_ZERO : beta, out[0]->data))) rc = kernel_error(ctx, k);
         break;
     }
     case B_GER: {
         tg_array *A = in[0], *x = in[2], *y = in[3];
-        double alpha = tg_load_f64(dt, in[1]->data);
-        if (A->shape[0] != x->shape[0] || A->shape[1] != y->shape[0]) {
+        const scal alpha = scal_load(dt, in[1]->data);
+        const int64_t M = A->shape[0], N = A->shape[1], e = (int64_t)tg_isize(dt);
+        if (M != x->shape[0] || N != y->shape[0]) {
             rc = tg_errorf(ctx, TG_ESHAPE, "ger: A is (%lld, %lld) but x and y have lengths %lld and %lld",
-                           (long long)A->shape[0], (long long)A->shape[1], (long long)x->shape[0],
-                           (long long)y->shape[0]);
+                           (long long)M, (long long)N, (long long)x->shape[0], (long long)y->shape[0]);
             break;
         }
-        if (n->inplace && n->inplace[0] == 0 && tg_array_is_exclusive(A) && tg_array_is_contiguous(A)) {
-            tg_array_free(out[0]);
-            out[0] = tg_array_ref(A);
-        } else {
-            if ((rc = tg_array_prepare(&out[0], dt, 2, A->shape, ctx))) break;
-            if ((rc = tg_array_assign(out[0], A, ctx))) break;
+        if ((rc = start_from(n, in, out, true, ctx))) break;
+        int64_t ix = vec_inc(M, x->strides[0], e), iy = vec_inc(N, y->strides[0], e);
+        if ((dt == TG_FLOAT32 || dt == TG_FLOAT64) && ix && iy && M > 0 && N > 0 && M <= INT_MAX &&
+            N <= INT_MAX) {
+            if (dt == TG_FLOAT64)
+                cblas_dger(CblasRowMajor, (int)M, (int)N, alpha.f, (const double *)x->data, (int)ix,
+                           (const double *)y->data, (int)iy, (double *)out[0]->data, (int)N);
+            else
+                cblas_sger(CblasRowMajor, (int)M, (int)N, (float)alpha.f, (const float *)x->data, (int)ix,
+                           (const float *)y->data, (int)iy, (float *)out[0]->data, (int)N);
+            break;
         }
-        mat MX = as_mat(x, false), MY = as_mat(y, true);
-        rc = gemm_any(dt, &MX, &MY, alpha, 1.0, out[0]->data, ctx);
+        mat MX = as_mat(x, x->data, false), MY = as_mat(y, y->data, true);
+        if ((k = gemm_any(dt, &MX, &MY, alpha, S_ONE, out[0]->data))) rc = kernel_error(ctx, k);
         break;
     }
     }
@@ -525,35 +771,35 @@ static void blas_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
                       double *bytes) {
     const blas_impl *im = n->op->impl;
     double b = 0;
-    for (int i = 0; i < n->nin; i++)
-        b += (double)tg_array_size_inline(in[i]) * (double)tg_dtype_size(in[i]->dtype);
-    b += (double)tg_array_size_inline(out[0]) * (double)tg_dtype_size(out[0]->dtype);
-    double k = 1;
+    for (int i = 0; i < n->nin; i++) b += (double)tg_array_size_inline(in[i]) * (double)tg_isize(in[i]->dtype);
+    b += (double)tg_array_size_inline(out[0]) * (double)tg_isize(out[0]->dtype);
+    double k = 1; /* multiply-adds per output element */
     if (im->kind == B_GEMM || im->kind == B_GEMV)
         k = (double)in[2]->shape[1];
-    else if ((im->kind == B_DOT || im->kind == B_MATMUL) && in[0]->ndim >= 1)
+    else if ((im->kind == B_DOT || im->kind == B_MATMUL) && in[0]->ndim >= 1 && in[1]->ndim >= 1)
         k = (double)in[0]->shape[in[0]->ndim - 1];
     *flops = 2.0 * k * (double)tg_array_size_inline(out[0]);
     *bytes = b;
 }
 
-#define BLAS_OP(NAME, KIND, NIN)                                                  \
-    static const blas_impl impl_##NAME = {KIND};                                  \
-    const tg_op tg_op_##NAME = {                                                  \
-        .name = #NAME,                                                            \
-        .nin_min = NIN,                                                           \
-        .nin_max = NIN,                                                           \
-        .nout = 1,                                                                \
-        .infer = blas_infer,                                                      \
-        .run = blas_run,                                                          \
-        .cost = blas_cost,                                                        \
-        .view_of = -1,                                                            \
-        .impl = &impl_##NAME,                                                     \
+#define BLAS_OP(NAME, KIND, NIN, INPLACE)                                                              \
+    static const blas_impl impl_##NAME = {KIND};                                                       \
+    const tg_op tg_op_##NAME = {                                                                       \
+        .name = #NAME,                                                                                 \
+        .nin_min = NIN,                                                                                \
+        .nin_max = NIN,                                                                                \
+        .nout = 1,                                                                                     \
+        .infer = blas_infer,                                                                           \
+        .run = blas_run,                                                                               \
+        .cost = blas_cost,                                                                             \
+        .view_of = -1,                                                                                 \
+        .inplace_inputs = INPLACE,                                                                     \
+        .impl = &impl_##NAME,                                                                          \
     };
 
-BLAS_OP(dot, B_DOT, 2)
-BLAS_OP(matmul, B_MATMUL, 2)
-BLAS_OP(outer, B_OUTER, 2)
-BLAS_OP(gemm, B_GEMM, 5)
-BLAS_OP(gemv, B_GEMV, 5)
-BLAS_OP(ger, B_GER, 4)
+BLAS_OP(dot, B_DOT, 2, 0)
+BLAS_OP(matmul, B_MATMUL, 2, 0)
+BLAS_OP(outer, B_OUTER, 2, 0)
+BLAS_OP(gemm, B_GEMM, 5, 1u)
+BLAS_OP(gemv, B_GEMV, 5, 1u)
+BLAS_OP(ger, B_GER, 4, 1u)

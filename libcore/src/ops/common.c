@@ -229,8 +229,50 @@ static tg_dtype weak_meets(char k, tg_dtype dt) {
     return dk == 'f' ? dt : TG_FLOAT64;
 }
 
+/* NumPy's type numbers order the dtypes by how much their promotion rules
+ * know about the others (float16 last: it was added last). */
+static int numpy_type_num(tg_dtype dt) {
+    switch (dt) {
+    case TG_BOOL: return 0;
+    case TG_INT8: return 1;
+    case TG_UINT8: return 2;
+    case TG_INT16: return 3;
+    case TG_UINT16: return 4;
+    case TG_INT32: return 5;
+    case TG_UINT32: return 6;
+    case TG_INT64: return 7;
+    case TG_UINT64: return 8;
+    case TG_FLOAT32: return 11;
+    case TG_FLOAT64: return 12;
+    case TG_FLOAT16: return 23;
+    default: return -1;
+    }
+}
+
+/* np.result_type of several array dtypes. Pairwise promotion is not
+ * associative ((int8, uint8) then float16 is float32, but int8 and uint8
+ * each meet float16 as float16); NumPy promotes every dtype with the one of
+ * the highest type number first, then combines those, which makes the
+ * answer independent of the order. */
+static tg_dtype promote_seq(tg_node *n, int first, int count) {
+    tg_dtype main = TG_DTYPE_INVALID, res = TG_DTYPE_INVALID;
+    for (int i = first; i < first + count; i++) {
+        const tg_var *v = n->inputs[i];
+        if (!v->weak && (main == TG_DTYPE_INVALID ||
+                         numpy_type_num(v->type.dtype) > numpy_type_num(main)))
+            main = v->type.dtype;
+    }
+    for (int i = first; i < first + count && main != TG_DTYPE_INVALID; i++) {
+        const tg_var *v = n->inputs[i];
+        if (v->weak) continue;
+        tg_dtype p = tg_dtype_promote(main, v->type.dtype);
+        res = res == TG_DTYPE_INVALID ? p : tg_dtype_promote(res, p);
+    }
+    return res;
+}
+
 int tg_weak_resolve(tg_node *n, int first, int count, tg_dtype *out, tg_ctx *ctx) {
-    tg_dtype strong = TG_DTYPE_INVALID;
+    tg_dtype strong = promote_seq(n, first, count);
     char weak_kind = 0; /* the highest kind among weak scalars: b < i < f */
     for (int i = first; i < first + count; i++) {
         tg_var *v = n->inputs[i];
@@ -239,9 +281,6 @@ int tg_weak_resolve(tg_node *n, int first, int count, tg_dtype *out, tg_ctx *ctx
             int rank = k == 'b' ? 1 : k == 'f' ? 3 : 2;
             int cur = weak_kind == 'b' ? 1 : weak_kind == 'f' ? 3 : weak_kind ? 2 : 0;
             if (rank > cur) weak_kind = k == 'u' ? 'i' : k;
-        } else {
-            strong = strong == TG_DTYPE_INVALID ? v->type.dtype
-                                                : tg_dtype_promote(strong, v->type.dtype);
         }
     }
     tg_dtype res;

@@ -548,6 +548,70 @@ static int run_loop(tg_inner_fn fn, tg_array *out, tg_array *const *ins, int nin
     return check ? loop_error(ud.err, ctx) : TG_OK;
 }
 
+/* The output array: the input the node overwrites (`inplace`, FORMAT.md
+ * s4) when nothing else holds it and it has the output's dtype and shape;
+ * else the previous output reused, or a new one. Every loop reads position
+ * i of each operand before it writes position i of the output, so an
+ * output over an input of the same layout is safe; an n-ary fold writes
+ * its first partial sum before it reads inputs 2.., so only inputs 0 and 1
+ * qualify there. */
+static int prepare_out(const tg_node *n, tg_array *const *in, tg_array **slot, tg_dtype od,
+                       int ndim, const int64_t *shape, tg_ctx *ctx) {
+    int k = n->inplace ? n->inplace[0] : -1;
+    if (k >= 0 && (k < 2 || n->nin <= 2)) {
+        tg_array *a = in[k];
+        if (a->dtype == od && a->ndim == ndim && tg_shape_equal(ndim, a->shape, shape) &&
+            tg_array_is_exclusive(a)) {
+            if (*slot != a) {
+                tg_array_free(*slot);
+                *slot = tg_array_ref(a);
+            }
+            return TG_OK;
+        }
+    }
+    return tg_array_prepare(slot, od, ndim, shape, ctx);
+}
+
+/* Scratch on the stack for small converted operands (a float32 scalar
+ * meeting a float64 one, float16 scalars computing in float32), so that
+ * scalar nodes with mixed dtypes allocate nothing. The headers are never
+ * referenced or freed: buf is NULL. */
+enum { SMALL_ARRAYS = 5, SMALL_BYTES = 512 };
+typedef struct small_pool {
+    int n;
+    size_t used;
+    tg_array hdr[SMALL_ARRAYS];
+    _Alignas(64) char data[SMALL_BYTES];
+} small_pool;
+
+/* An uninitialised C-contiguous array from the pool, or NULL when it does
+ * not fit. */
+static tg_array *small_empty(small_pool *p, tg_dtype dt, int ndim, const int64_t *shape) {
+    int64_t cnt = 1;
+    for (int d = 0; d < ndim; d++) cnt *= shape[d];
+    size_t need = ((size_t)cnt * tg_isize(dt) + 15) & ~(size_t)15;
+    if (p->n == SMALL_ARRAYS || cnt > SMALL_BYTES || need > SMALL_BYTES - p->used) return NULL;
+    tg_array *h = &p->hdr[p->n++];
+    h->dtype = dt;
+    h->ndim = ndim;
+    memcpy(h->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    tg_strides_contiguous(dt, ndim, shape, h->strides);
+    h->data = p->data + p->used;
+    h->buf = NULL;
+    p->used += need;
+    return h;
+}
+
+/* a converted to dt in the pool (a contiguous), or NULL. */
+static tg_array *small_convert(small_pool *p, const tg_array *a, tg_dtype dt) {
+    if (!tg_array_is_contiguous(a)) return NULL;
+    tg_array *h = small_empty(p, dt, a->ndim, a->shape);
+    if (h)
+        tg_cast_strided(dt, h->data, (int64_t)tg_isize(dt), a->dtype, a->data,
+                        (int64_t)tg_isize(a->dtype), tg_array_size_inline(a));
+    return h;
+}
+
 static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const ew_impl *im = n->op->impl;
     int nin = n->nin, rc = TG_OK;
@@ -581,20 +645,24 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
             return broadcast_err(in, nin, ctx);
     }
     if (im->kind == EW_CAST) {
-        if ((rc = tg_array_prepare(&out[0], od, ndim, shape, ctx))) return rc;
-        return tg_array_assign(out[0], in[0], ctx);
+        if ((rc = prepare_out(n, in, &out[0], od, ndim, shape, ctx))) return rc;
+        return out[0] == in[0] ? TG_OK : tg_array_assign(out[0], in[0], ctx);
     }
-    /* Convert inputs to the compute dtype (float16 computes in float32). */
-    tg_dtype ld = cd == TG_FLOAT16 ? TG_FLOAT32 : cd;
+    /* Convert inputs to the compute dtype (float16 computes in float32;
+     * switch only moves elements, so it keeps them). */
+    tg_dtype ld = cd == TG_FLOAT16 && im->kind != EW_SWITCH ? TG_FLOAT32 : cd;
     tg_array *conv[64];
     tg_array *use[64];
+    small_pool pool;
+    pool.n = 0;
+    pool.used = 0;
     int first = im->kind == EW_SWITCH ? 1 : 0;
     for (int i = 0; i < nin; i++) conv[i] = NULL;
     for (int i = 0; i < nin; i++) {
         tg_dtype want = i < first ? TG_BOOL : ld;
         if (in[i]->dtype == want) {
             use[i] = in[i];
-        } else {
+        } else if (!(use[i] = small_convert(&pool, in[i], want))) {
             if (!(conv[i] = tg_array_copy(in[i], want))) {
                 rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
                 goto done;
@@ -605,11 +673,12 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
     /* Integer-valued ops of integers return the input's values. */
     bool cd_float = cd == TG_FLOAT64 || cd == TG_FLOAT32 || cd == TG_FLOAT16;
     if ((im->flags & EWF_INT_IDENTITY) && !cd_float) {
-        if ((rc = tg_array_prepare(&out[0], od, ndim, shape, ctx))) goto done;
-        rc = tg_array_assign(out[0], use[0], ctx);
+        if ((rc = prepare_out(n, in, &out[0], od, ndim, shape, ctx))) goto done;
+        if (out[0] != use[0]) rc = tg_array_assign(out[0], use[0], ctx);
         goto done;
     }
     if ((im->flags & EWF_INT_FALSE) && !cd_float) {
+        /* A fresh array: an input overwritten in place could be strided. */
         if ((rc = tg_array_prepare(&out[0], od, ndim, shape, ctx))) goto done;
         memset(out[0]->data, 0, (size_t)tg_array_size_inline(out[0]));
         goto done;
@@ -626,11 +695,17 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
                        tg_dtype_name(ld));
         goto done;
     }
-    bool f16 = cd == TG_FLOAT16 && od == TG_FLOAT16;
-    tg_array *tmp = NULL, **dst = &out[0];
-    tg_dtype rd = f16 ? TG_FLOAT32 : od;
-    if (f16) dst = &tmp;
-    if ((rc = tg_array_prepare(dst, rd, ndim, shape, ctx))) goto done;
+    bool f16 = ld != cd && od == TG_FLOAT16;
+    tg_array *tmp = NULL, *tmp_small = NULL, **dst = &out[0];
+    if (f16) {
+        /* float16 results go through float32; small ones on the stack. */
+        dst = &tmp;
+        if ((tmp = tmp_small = small_empty(&pool, TG_FLOAT32, ndim, shape)) == NULL &&
+            (rc = tg_array_prepare(dst, TG_FLOAT32, ndim, shape, ctx)))
+            goto done;
+    } else if ((rc = prepare_out(n, in, dst, od, ndim, shape, ctx))) {
+        goto done;
+    }
     bool check = im->kind == EW_ARITH && !cd_float;
     if (nin <= 2 || im->kind != EW_ARITH) {
         rc = run_loop(fn, *dst, use, nin, check, ctx);
@@ -643,10 +718,10 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         }
     }
     if (!rc && f16) {
-        if (!(rc = tg_array_prepare(&out[0], od, ndim, shape, ctx)))
+        if (!(rc = prepare_out(n, in, &out[0], od, ndim, shape, ctx)))
             rc = tg_array_assign(out[0], tmp, ctx);
     }
-    tg_array_free(tmp);
+    if (tmp != tmp_small) tg_array_free(tmp);
 done:
     for (int i = 0; i < nin; i++) tg_array_free(conv[i]);
     return rc;
@@ -655,7 +730,8 @@ done:
 /* ---- the table entries ---- */
 
 #define ALL_LOOPS(NAME) SINTS(SET, NAME) UINTS(SET, NAME) FLOATS(SET, NAME)
-#define OPDEF(NAME, NMIN, NMAX, KIND, FLAGS, FLOPS, OPF, KEYS, ATTRS, ...)      \
+#define OPDEF(...) OPDEF_VIEW(-1, __VA_ARGS__)
+#define OPDEF_VIEW(VIEW, NAME, NMIN, NMAX, KIND, FLAGS, FLOPS, OPF, KEYS, ATTRS, ...) \
     static const ew_impl impl_##NAME = {KIND, FLAGS, FLOPS, {__VA_ARGS__}};               \
     const tg_op tg_op_##NAME = {                                                \
         .name = #NAME,                                                          \
@@ -668,7 +744,7 @@ done:
         .infer = ew_infer,                                                      \
         .run = ew_run,                                                          \
         .cost = ew_cost,                                                        \
-        .view_of = -1,                                                          \
+        .view_of = VIEW,                                                        \
         .impl = &impl_##NAME,                                                   \
     };
 
@@ -725,7 +801,8 @@ OPDEF(trunc, 1, 1, EW_SAME_UNARY, EWF_INT_IDENTITY, 1, TG_OPF_NONDIFF, NULL, NUL
 OPDEF(isnan, 1, 1, EW_PRED_UNARY, EWF_INT_FALSE, 1, TG_OPF_NONDIFF, NULL, NULL, LF(isnan))
 OPDEF(isinf, 1, 1, EW_PRED_UNARY, EWF_INT_FALSE, 1, TG_OPF_NONDIFF, NULL, NULL, LF(isinf))
 OPDEF(logical_not, 1, 1, EW_PRED_UNARY, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(lnot))
-OPDEF(identity, 1, 1, EW_IDENTITY, 0, 0, 0, NULL, NULL, [TG_BOOL] = NULL)
+/* identity returns its input array itself. */
+OPDEF_VIEW(0, identity, 1, 1, EW_IDENTITY, 0, 0, 0, NULL, NULL, [TG_BOOL] = NULL)
 
 OPDEF(add, 2, -1, EW_ARITH, 0, 1, 0, NULL, NULL, LALL(add))
 OPDEF(mul, 2, -1, EW_ARITH, 0, 1, 0, NULL, NULL, LALL(mul))

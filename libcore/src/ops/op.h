@@ -50,6 +50,10 @@ struct tg_op {
                  double *flops, double *bytes);
     /* Output 0 is a view of input view_of (-1: not a view). */
     int view_of;
+    /* For ops that are not elementwise: the inputs whose buffer output 0
+     * may overwrite when a node says `inplace` (bit i: input i; gemm's z).
+     * Elementwise ops may overwrite any input of the output's type. */
+    unsigned inplace_inputs;
     /* Frees a->extra. */
     void (*free_extra)(tg_attrs *a);
     const void *impl; /* family data */

@@ -5,10 +5,12 @@
  * so that every output element reduces one run of `inner` elements. When
  * that run is contiguous (the reduced axes are trailing), rows are reduced
  * in place; when the reduced axes lead and the rest is contiguous (a sum
- * over the batch), whole rows are accumulated into the output; anything
- * else is copied to that layout first. Floats accumulate in double
- * (integer sums wrap in int64/uint64 as NumPy's); large inputs are split
- * over OpenMP threads.
+ * over the batch), whole rows are accumulated into the output; when the
+ * reduced axes have no single stride the input is copied to that layout
+ * first. Floats accumulate in double and sum pairwise, as NumPy does, var
+ * and std in two passes (integer sums wrap in int64/uint64 as NumPy's);
+ * a single long row is split over OpenMP threads, many rows are shared
+ * among them.
  */
 #include <math.h>
 #include <omp.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "ops/vmath.h"
 
 typedef enum red_kind {
     R_SUM, R_PROD, R_MEAN, R_MAX, R_MIN, R_ALL, R_ANY, R_LSE, R_VAR, R_STD, R_ARGMAX, R_ARGMIN
@@ -70,7 +73,6 @@ static int red_infer(tg_node *n, tg_ctx *ctx) {
     if ((rc = tg_axes_normalize(n, it->ndim, ctx))) return rc;
     int64_t shape[TG_MAX_NDIM];
     int nd = 0;
-    bool flat_arg = (im->kind == R_ARGMAX || im->kind == R_ARGMIN) && n->a.axis_null;
     for (int d = 0; d < it->ndim; d++) {
         if (n->a.axis_mask & (1u << d)) {
             if (n->a.keepdims) shape[nd++] = 1;
@@ -78,7 +80,6 @@ static int red_infer(tg_node *n, tg_ctx *ctx) {
             shape[nd++] = it->shape[d];
         }
     }
-    (void)flat_arg;
     tg_set_out_type(n, 0, out_dtype(im->kind, it->dtype), nd, shape);
     return TG_OK;
 }
@@ -144,9 +145,61 @@ static double sum_f32(const float *p, int64_t n) {
     return sum_f32(p, h) + sum_f32(p + h, n - h);
 }
 
+/* Pairwise sums of squared deviations from mean (var's second pass, which
+ * NumPy also sums pairwise). Eight accumulators vectorise. */
+static double sqdev_f64(const double *p, int64_t n, double mean) {
+    if (n <= 128) {
+        double r[8] = {0}, acc;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++) r[j] += (p[i + j] - mean) * (p[i + j] - mean);
+        acc = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) acc += (p[i] - mean) * (p[i] - mean);
+        return acc;
+    }
+    int64_t h = (n / 2) & ~(int64_t)7;
+    return sqdev_f64(p, h, mean) + sqdev_f64(p + h, n - h, mean);
+}
+
+static double sqdev_f32(const float *p, int64_t n, double mean) {
+    if (n <= 128) {
+        double r[8] = {0}, acc;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++) r[j] += ((double)p[i + j] - mean) * ((double)p[i + j] - mean);
+        acc = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) acc += ((double)p[i] - mean) * ((double)p[i] - mean);
+        return acc;
+    }
+    int64_t h = (n / 2) & ~(int64_t)7;
+    return sqdev_f32(p, h, mean) + sqdev_f32(p + h, n - h, mean);
+}
+
+static double load_d(tg_dtype dt, const char *p) { return tg_load_f64(dt, p); }
+
+static double row_sqdev(tg_dtype dt, const char *p, int64_t n, int64_t s, double mean) {
+    if (dt == TG_FLOAT64 && s == 8) return sqdev_f64((const double *)p, n, mean);
+    if (dt == TG_FLOAT32 && s == 4) return sqdev_f32((const float *)p, n, mean);
+    if (n > 128) {
+        int64_t h = n / 2;
+        return row_sqdev(dt, p, h, s, mean) + row_sqdev(dt, p + h * s, n - h, s, mean);
+    }
+    double acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = load_d(dt, p + i * s) - mean;
+        acc += d * d;
+    }
+    return acc;
+}
+
 static double row_sum_d(tg_dtype dt, const char *p, int64_t n, int64_t s) {
     if (dt == TG_FLOAT64 && s == 8) return sum_f64((const double *)p, n);
     if (dt == TG_FLOAT32 && s == 4) return sum_f32((const float *)p, n);
+    if (n > 128 && tg_dtype_is_float(dt)) {
+        /* Strided floats: pairwise too. */
+        int64_t h = n / 2;
+        return row_sum_d(dt, p, h, s) + row_sum_d(dt, p + h * s, n - h, s);
+    }
     double acc = 0;
     if (dt == TG_FLOAT16) {
         for (int64_t k = 0; k < n; k++) acc += tg_half_to_float(AT(uint16_t, k));
@@ -158,47 +211,101 @@ static double row_sum_d(tg_dtype dt, const char *p, int64_t n, int64_t s) {
     return acc;
 }
 
-static double load_d(tg_dtype dt, const char *p) { return tg_load_f64(dt, p); }
+#if defined(__GNUC__) && !defined(__clang__)
+/* max/min/argmax are compute-bound at SSE2 width (two compares per
+ * element); target_clones picks AVX2 or AVX-512 variants at load time. */
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
+
+/* The max (or min) of the non-NaN values of q[0..n) (-inf or +inf when
+ * there are none), and whether any is NaN. W lanes of accumulators
+ * vectorise; `v > r ? v : r` is maxpd exactly (a NaN in q never wins),
+ * and NaNs are flagged in integer lanes of the element's width. */
+#define EXT_KERNEL(NAME, T, W, U)                                                \
+    CLONES static double NAME(const T *q, int64_t n, bool is_max, bool *nan) {   \
+        T r[W], m = is_max ? -INFINITY : INFINITY;                               \
+        U u[W] = {0}, any = 0;                                                   \
+        int64_t i = 0;                                                           \
+        for (int j = 0; j < W; j++) r[j] = m;                                    \
+        if (is_max) {                                                            \
+            for (; i + W <= n; i += W)                                           \
+                for (int j = 0; j < W; j++) {                                    \
+                    r[j] = q[i + j] > r[j] ? q[i + j] : r[j];                    \
+                    u[j] |= q[i + j] != q[i + j];                                \
+                }                                                                \
+            for (int j = 0; j < W; j++) m = r[j] > m ? r[j] : m;                 \
+        } else {                                                                 \
+            for (; i + W <= n; i += W)                                           \
+                for (int j = 0; j < W; j++) {                                    \
+                    r[j] = q[i + j] < r[j] ? q[i + j] : r[j];                    \
+                    u[j] |= q[i + j] != q[i + j];                                \
+                }                                                                \
+            for (int j = 0; j < W; j++) m = r[j] < m ? r[j] : m;                 \
+        }                                                                        \
+        for (int j = 0; j < W; j++) any |= u[j];                                 \
+        for (; i < n; i++) {                                                     \
+            if (q[i] != q[i])                                                    \
+                any = 1;                                                         \
+            else if (is_max ? q[i] > m : q[i] < m)                               \
+                m = q[i];                                                        \
+        }                                                                        \
+        *nan = any != 0;                                                         \
+        return m;                                                                \
+    }
+EXT_KERNEL(ext_f64, double, 8, int64_t)
+EXT_KERNEL(ext_f32, float, 16, int32_t)
+
+/* The extreme of a contiguous float64/float32 row (NaN flagged). */
+static double ext_row(tg_dtype dt, const char *p, int64_t n, bool is_max, bool *nan) {
+    return dt == TG_FLOAT64 ? ext_f64((const double *)p, n, is_max, nan)
+                            : ext_f32((const float *)p, n, is_max, nan);
+}
+
+/* The first index of the extreme of a contiguous row, or of its first
+ * NaN. One pass in blocks that stay in L1: a block's extreme is
+ * found vectorised, and only a block that improves on the best so far is
+ * scanned for its index. */
+#define ARGEXT_ROW(NAME, T, EXT)                                                 \
+    static int64_t NAME(const T *q, int64_t n, bool is_max) {                    \
+        int64_t bestk = -1;                                                      \
+        double m = 0;                                                            \
+        for (int64_t b0 = 0; b0 < n; b0 += 1024) {                               \
+            int64_t b1 = b0 + 1024 < n ? b0 + 1024 : n;                          \
+            bool nan;                                                            \
+            double bm = EXT(q + b0, b1 - b0, is_max, &nan);                      \
+            if (nan)                                                             \
+                for (int64_t k = b0; k < b1; k++)                                \
+                    if (q[k] != q[k]) return k;                                  \
+            if (bestk < 0 || (is_max ? bm > m : bm < m)) {                       \
+                for (int64_t k = b0; k < b1; k++)                                \
+                    if (q[k] == bm) {                                            \
+                        bestk = k;                                               \
+                        break;                                                   \
+                    }                                                            \
+                m = bm;                                                          \
+            }                                                                    \
+        }                                                                        \
+        return bestk < 0 ? 0 : bestk;                                            \
+    }
+ARGEXT_ROW(argext_f64, double, ext_f64)
+ARGEXT_ROW(argext_f32, float, ext_f32)
 
 /* max or min; NaN propagates (the first NaN wins). Exact for integers. */
 static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max,
                         char *out) {
+    if ((dt == TG_FLOAT64 && s == 8) || (dt == TG_FLOAT32 && s == 4)) {
+        bool nan;
+        double m = ext_row(dt, p, n, is_max, &nan);
+        tg_store_f64(dt, out, nan ? NAN : m);
+        return;
+    }
     if (tg_dtype_is_float(dt)) {
         double m = load_d(dt, p);
-        if (dt == TG_FLOAT64 && s == 8 && m == m) {
-            const double *q = (const double *)p;
-            double a = m, b = m;
-            bool nan = false;
-            int64_t k = 1;
-            if (is_max) {
-                for (; k + 2 <= n; k += 2) {
-                    a = q[k] > a ? q[k] : a;
-                    b = q[k + 1] > b ? q[k + 1] : b;
-                    nan |= (q[k] != q[k]) | (q[k + 1] != q[k + 1]);
-                }
-                for (; k < n; k++) {
-                    a = q[k] > a ? q[k] : a;
-                    nan |= q[k] != q[k];
-                }
-                m = a > b ? a : b;
-            } else {
-                for (; k + 2 <= n; k += 2) {
-                    a = q[k] < a ? q[k] : a;
-                    b = q[k + 1] < b ? q[k + 1] : b;
-                    nan |= (q[k] != q[k]) | (q[k + 1] != q[k + 1]);
-                }
-                for (; k < n; k++) {
-                    a = q[k] < a ? q[k] : a;
-                    nan |= q[k] != q[k];
-                }
-                m = a < b ? a : b;
-            }
-            if (nan) m = NAN;
-        } else {
-            for (int64_t k = 1; k < n && m == m; k++) {
-                double v = load_d(dt, p + k * s);
-                if (v != v || (is_max ? v > m : v < m)) m = v;
-            }
+        for (int64_t k = 1; k < n && m == m; k++) {
+            double v = load_d(dt, p + k * s);
+            if (v != v || (is_max ? v > m : v < m)) m = v;
         }
         tg_store_f64(dt, out, m);
         return;
@@ -218,60 +325,9 @@ static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool i
 
 static int64_t row_argext(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max) {
     int64_t best = 0;
-    if ((dt == TG_FLOAT64 && s == 8) || (dt == TG_FLOAT32 && s == 4)) {
-        /* Find the extreme value first (vectorisable), then its first
-         * index; a NaN anywhere makes the first NaN the answer. */
-        double m = is_max ? -INFINITY : INFINITY;
-        bool nan = false;
-        if (dt == TG_FLOAT64) {
-            /* One pass in blocks that stay in L1: a block's extreme is
-             * found vectorised, and only a block that improves on the best
-             * so far is scanned for its index. */
-            const double *q = (const double *)p;
-            int64_t bestk = -1;
-            for (int64_t b0 = 0; b0 < n; b0 += 512) {
-                int64_t b1 = b0 + 512 < n ? b0 + 512 : n;
-                double bm = is_max ? -INFINITY : INFINITY;
-                if (is_max) {
-#pragma omp simd reduction(max : bm) reduction(| : nan)
-                    for (int64_t k = b0; k < b1; k++) {
-                        bm = q[k] > bm ? q[k] : bm;
-                        nan |= q[k] != q[k];
-                    }
-                } else {
-#pragma omp simd reduction(min : bm) reduction(| : nan)
-                    for (int64_t k = b0; k < b1; k++) {
-                        bm = q[k] < bm ? q[k] : bm;
-                        nan |= q[k] != q[k];
-                    }
-                }
-                if (nan) {
-                    for (int64_t k = b0; k < b1; k++)
-                        if (q[k] != q[k]) return k;
-                }
-                if (bestk < 0 || (is_max ? bm > m : bm < m)) {
-                    for (int64_t k = b0; k < b1; k++)
-                        if (q[k] == bm) {
-                            bestk = k;
-                            break;
-                        }
-                    m = bm;
-                }
-            }
-            return bestk < 0 ? 0 : bestk;
-        } else {
-            const float *q = (const float *)p;
-            for (int64_t k = 0; k < n; k++) {
-                if (q[k] != q[k]) return k;
-                if (is_max ? q[k] > m : q[k] < m) {
-                    m = q[k];
-                    best = k;
-                }
-            }
-            return best;
-        }
-        return 0;
-    }
+    if ((dt == TG_FLOAT64 && s == 8) || (dt == TG_FLOAT32 && s == 4))
+        return dt == TG_FLOAT64 ? argext_f64((const double *)p, n, is_max)
+                                : argext_f32((const float *)p, n, is_max);
     if (tg_dtype_is_float(dt)) {
         double m = load_d(dt, p);
         if (m != m) return 0;
@@ -310,14 +366,14 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
         if (tg_dtype_is_float(od)) {
             double v = row_sum_d(dt, p, n, s);
             tg_store_f64(od, out, k == R_MEAN ? (n ? v / (double)n : NAN) : v);
-        } else if (od == TG_UINT64) {
-            uint64_t acc = 0;
-            for (int64_t i = 0; i < n; i++) acc += (uint64_t)tg_load_i64(dt, p + i * s);
-            *(uint64_t *)out = acc;
         } else {
+            /* Integers wrap modulo 2^64, as NumPy's int64/uint64 adds
+             * (conversion to uint64_t sign-extends signed values). */
             uint64_t acc = 0;
-            for (int64_t i = 0; i < n; i++) acc += (uint64_t)tg_load_i64(dt, p + i * s);
-            *(int64_t *)out = (int64_t)acc;
+#define X(T) for (int64_t i = 0; i < n; i++) acc += (uint64_t)AT(T, i)
+            switch (dt) { CASES(X) }
+#undef X
+            memcpy(out, &acc, 8);
         }
         return;
     case R_PROD:
@@ -327,11 +383,10 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
             tg_store_f64(od, out, v);
         } else {
             uint64_t acc = 1;
-            for (int64_t i = 0; i < n; i++) acc *= (uint64_t)tg_load_i64(dt, p + i * s);
-            if (od == TG_UINT64)
-                *(uint64_t *)out = acc;
-            else
-                *(int64_t *)out = (int64_t)acc;
+#define X(T) for (int64_t i = 0; i < n; i++) acc *= (uint64_t)AT(T, i)
+            switch (dt) { CASES(X) }
+#undef X
+            memcpy(out, &acc, 8);
         }
         return;
     case R_MAX:
@@ -365,10 +420,14 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
         }
         double m = -INFINITY;
         bool nan = false;
-        for (int64_t i = 0; i < n; i++) {
-            double v = load_d(dt, p + i * s);
-            if (v != v) nan = true;
-            if (v > m) m = v;
+        if ((dt == TG_FLOAT64 && s == 8) || (dt == TG_FLOAT32 && s == 4)) {
+            m = ext_row(dt, p, n, true, &nan);
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                double v = load_d(dt, p + i * s);
+                if (v != v) nan = true;
+                if (v > m) m = v;
+            }
         }
         if (nan) {
             tg_store_f64(od, out, NAN);
@@ -378,24 +437,26 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
             tg_store_f64(od, out, m);
             return;
         }
-        double acc = 0;
-        for (int64_t i = 0; i < n; i++) acc += exp(load_d(dt, p + i * s) - m);
+        /* exp(x - m) by blocks through the vectorised exp. */
+        double acc = 0, t[256];
+        for (int64_t b = 0; b < n; b += 256) {
+            int64_t len = n - b < 256 ? n - b : 256;
+            if (dt == TG_FLOAT64 && s == 8) {
+                const double *q = (const double *)p + b;
+                for (int64_t i = 0; i < len; i++) t[i] = q[i] - m;
+            } else {
+                for (int64_t i = 0; i < len; i++) t[i] = load_d(dt, p + (b + i) * s) - m;
+            }
+            tg_vm_exp_f64(len, t, t);
+            acc += sum_f64(t, len);
+        }
         tg_store_f64(od, out, m + log(acc));
         return;
     }
     case R_VAR:
     case R_STD: {
-        double mean = n ? row_sum_d(dt, p, n, s) / (double)n : NAN, acc = 0;
-        if (dt == TG_FLOAT64 && s == 8) {
-            const double *q = (const double *)p;
-#pragma omp simd reduction(+ : acc)
-            for (int64_t i = 0; i < n; i++) acc += (q[i] - mean) * (q[i] - mean);
-        } else {
-            for (int64_t i = 0; i < n; i++) {
-                double d = load_d(dt, p + i * s) - mean;
-                acc += d * d;
-            }
-        }
+        double mean = n ? row_sum_d(dt, p, n, s) / (double)n : NAN;
+        double acc = row_sqdev(dt, p, n, s, mean);
         double cnt = (double)(n - ddof > 0 ? n - ddof : 0);
         double v = n ? acc / cnt : NAN;
         tg_store_f64(od, out, k == R_STD ? sqrt(v) : v);
@@ -418,7 +479,6 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     int nd = x->ndim;
     int64_t oshape[TG_MAX_NDIM], outer = 1, inner = 1;
     int ond = 0, perm[TG_MAX_NDIM], np = 0;
-    (void)np;
     for (int d = 0; d < nd; d++) {
         if (mask & (1u << d)) {
             inner *= x->shape[d];
@@ -519,9 +579,11 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     red_kind k = im->kind;
     int64_t ddof = n->a.ddof;
     if (outer == 1) {
-        /* One output: split a long row across threads for sums. */
-        if ((k == R_SUM || k == R_MEAN) && tg_dtype_is_float(od) && inner >= TG_PARALLEL_MIN &&
-            omp_get_max_threads() > 1 && (dt == TG_FLOAT64 || dt == TG_FLOAT32)) {
+        /* One output: split a long row across threads for sums (and the
+         * two passes of var and std). */
+        if ((k == R_SUM || k == R_MEAN || k == R_VAR || k == R_STD) && tg_dtype_is_float(od) &&
+            inner >= TG_PARALLEL_MIN && omp_get_max_threads() > 1 &&
+            (dt == TG_FLOAT64 || dt == TG_FLOAT32)) {
             int nth = omp_get_max_threads();
             double part[64] = {0};
             if (nth > 64) nth = 64;
@@ -532,34 +594,50 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
             }
             double s = 0;
             for (int t = 0; t < nth; t++) s += part[t];
-            tg_store_f64(od, o, k == R_MEAN ? s / (double)inner : s);
-        } else if ((k == R_MAX || k == R_MIN) && dt == TG_FLOAT64 && inner >= TG_PARALLEL_MIN &&
+            if (k == R_VAR || k == R_STD) {
+                double mean = s / (double)inner;
+#pragma omp parallel for schedule(static) num_threads(nth)
+                for (int t = 0; t < nth; t++) {
+                    int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
+                    part[t] = row_sqdev(dt, v->data + b * rs, e - b, rs, mean);
+                }
+                double acc = 0;
+                for (int t = 0; t < nth; t++) acc += part[t];
+                double cnt = (double)(inner - ddof > 0 ? inner - ddof : 0);
+                s = acc / cnt;
+                if (k == R_STD) s = sqrt(s);
+            } else if (k == R_MEAN) {
+                s /= (double)inner;
+            }
+            tg_store_f64(od, o, s);
+        } else if ((k == R_MAX || k == R_MIN) && inner >= TG_PARALLEL_MIN &&
                    omp_get_max_threads() > 1) {
+            /* Each thread's chunk extreme (of the input dtype) goes into
+             * part, which is then reduced the same way. */
             int nth = omp_get_max_threads();
-            double part[64];
+            int64_t part[64];
             if (nth > 64) nth = 64;
 #pragma omp parallel for schedule(static) num_threads(nth)
             for (int t = 0; t < nth; t++) {
                 int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
-                row_extreme(dt, v->data + b * rs, e - b, rs, k == R_MAX, (char *)&part[t]);
+                row_extreme(dt, v->data + b * rs, e - b, rs, k == R_MAX, (char *)part + t * isz);
             }
-            row_extreme(TG_FLOAT64, (const char *)part, nth, 8, k == R_MAX, o);
-        } else if ((k == R_ARGMAX || k == R_ARGMIN) && dt == TG_FLOAT64 && rs == 8 &&
+            row_extreme(dt, (const char *)part, nth, isz, k == R_MAX, o);
+        } else if ((k == R_ARGMAX || k == R_ARGMIN) && (dt == TG_FLOAT64 || dt == TG_FLOAT32) &&
                    inner >= TG_PARALLEL_MIN && omp_get_max_threads() > 1) {
             /* Each thread finds its chunk's first extreme; the earliest
              * chunk wins ties, and a NaN wins over any number. */
             int nth = omp_get_max_threads();
             int64_t idx[64];
             if (nth > 64) nth = 64;
-            const double *q = (const double *)v->data;
 #pragma omp parallel for schedule(static) num_threads(nth)
             for (int t = 0; t < nth; t++) {
                 int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
-                idx[t] = b + row_argext(dt, (const char *)(q + b), e - b, 8, k == R_ARGMAX);
+                idx[t] = b + row_argext(dt, v->data + b * rs, e - b, rs, k == R_ARGMAX);
             }
             int64_t best = idx[0];
             for (int t = 1; t < nth; t++) {
-                double bv = q[best], cv = q[idx[t]];
+                double bv = load_d(dt, v->data + best * rs), cv = load_d(dt, v->data + idx[t] * rs);
                 if (bv != bv) break;
                 if (cv != cv || (k == R_ARGMAX ? cv > bv : cv < bv)) best = idx[t];
             }

@@ -83,6 +83,7 @@ tg_array *tg_array_new(tg_dtype dt, int ndim, const int64_t *shape) {
 
 tg_array *tg_array_new_from(tg_dtype dt, int ndim, const int64_t *shape,
                             const void *data) {
+    if (!data) return tg_array_new(dt, ndim, shape);
     tg_array *a = tg_array_empty(dt, ndim, shape);
     if (a && a->buf->nbytes) memcpy(a->data, data, a->buf->nbytes);
     return a;
@@ -156,17 +157,25 @@ double tg_array_get_flat(const tg_array *a, int64_t i) {
     return tg_load_f64(a->dtype, elem_ptr_flat(a, i));
 }
 
+/* A reused buffer may be larger than needed; past 16 times the need (and
+ * a few KiB) it is given back rather than pinned by a small result. */
 int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
                      const int64_t *shape, tg_ctx *ctx) {
     tg_array *a = *slot;
+    if ((unsigned)dt >= TG_NDTYPES || ndim < 0 || ndim > TG_MAX_NDIM)
+        return tg_errorf(ctx, TG_EINVAL, "cannot make an array of %d dimensions",
+                         ndim);
     if (a && tg_array_is_exclusive(a) && !a->buf->release) {
-        int64_t n = 1;
-        for (int i = 0; i < ndim; i++) n *= shape[i];
-        size_t need = (size_t)n * tg_isize(dt);
-        if (need <= a->buf->nbytes && need * 4 >= a->buf->nbytes / 4) {
+        int64_t s = (int64_t)tg_isize(dt);
+        int64_t need = s;
+        bool ok = true;
+        for (int i = 0; i < ndim; i++)
+            ok &= shape[i] >= 0 && !__builtin_mul_overflow(need, shape[i], &need);
+        size_t have = a->buf->nbytes;
+        if (ok && (uint64_t)need <= have &&
+            (have <= 4096 || (uint64_t)need >= have / 16)) {
             a->dtype = dt;
             a->ndim = ndim;
-            int64_t s = (int64_t)tg_isize(dt);
             for (int i = ndim - 1; i >= 0; i--) {
                 a->shape[i] = shape[i];
                 a->strides[i] = s;
@@ -176,13 +185,14 @@ int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
             return TG_OK;
         }
     }
+    int64_t sz = tg_shape_size(ndim, shape);
+    if (sz < 0)
+        return tg_errorf(ctx, TG_ESHAPE, "invalid or too large array shape");
     tg_array *n = tg_array_empty(dt, ndim, shape);
-    if (!n) {
-        int64_t sz = tg_shape_size(ndim, shape);
+    if (!n)
         return tg_errorf(ctx, TG_ENOMEM,
                          "cannot allocate an array of %lld elements of %s",
                          (long long)sz, tg_dtype_name(dt));
-    }
     tg_array_free(a);
     *slot = n;
     return TG_OK;
@@ -220,12 +230,12 @@ tg_array *tg_array_view_dimshuffle(const tg_array *a, int n, const int *order,
         return NULL;
     }
     for (int i = 0; i < n; i++) {
-        if (order[i] < 0) {
+        if (order[i] == -1) {
             shape[i] = 1;
             strides[i] = 0;
             continue;
         }
-        if (order[i] >= a->ndim || used[order[i]]) {
+        if (order[i] < 0 || order[i] >= a->ndim || used[order[i]]) {
             tg_errorf(ctx, TG_EINVAL, "dimshuffle order entry %d is invalid",
                       order[i]);
             return NULL;
@@ -247,18 +257,12 @@ tg_array *tg_array_view_dimshuffle(const tg_array *a, int n, const int *order,
     return v;
 }
 
+/* Python's slice.indices: clamp start and stop into [0, len] for a
+ * positive step, [-1, len - 1] for a negative one. */
 int64_t tg_slice_normalize(int64_t len, int64_t *start, int64_t *stop,
                            int64_t *step) {
     int64_t st = *step == TG_SLICE_NONE || *step == 0 ? 1 : *step;
-    if (*step == 0 && 0) return -1;
-    int64_t lo, hi;
-    if (st > 0) {
-        lo = 0;
-        hi = len;
-    } else {
-        lo = -1;
-        hi = len - 1;
-    }
+    int64_t lo = st > 0 ? 0 : -1, hi = st > 0 ? len : len - 1;
     int64_t b, e;
     if (*start == TG_SLICE_NONE) {
         b = st > 0 ? lo : hi;
@@ -282,11 +286,12 @@ int64_t tg_slice_normalize(int64_t len, int64_t *start, int64_t *stop,
             e = hi;
         }
     }
+    /* Written so that a huge step cannot overflow. */
     int64_t n;
     if (st > 0)
-        n = e > b ? (e - b + st - 1) / st : 0;
+        n = e > b ? (e - b - 1) / st + 1 : 0;
     else
-        n = b > e ? (b - e + (-st) - 1) / (-st) : 0;
+        n = b > e ? (b - e - 1) / -st + 1 : 0;
     *start = b;
     *stop = e;
     *step = st;
@@ -309,7 +314,9 @@ tg_array *tg_array_view_slice(const tg_array *a, int axis, int64_t start,
     memcpy(shape, a->shape, sizeof shape);
     memcpy(strides, a->strides, sizeof strides);
     shape[axis] = n;
-    strides[axis] = a->strides[axis] * step;
+    /* With one element or none the stride is never used; keeping the old
+     * one avoids overflowing stride * step for a huge step. */
+    if (n > 1) strides[axis] = a->strides[axis] * step;
     char *data = a->data + (n ? start * a->strides[axis] : 0);
     tg_array *v = tg_array_view_raw(a, a->dtype, a->ndim, shape, strides, data);
     if (!v) tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -344,9 +351,8 @@ tg_array *tg_array_reshape(const tg_array *a, int ndim, const int64_t *shape,
             tg_errorf(ctx, TG_ESHAPE, "negative dimension %lld in reshape",
                       (long long)shape[i]);
             return NULL;
-        } else if (__builtin_mul_overflow(known, shape[i], &known)) {
-            known = -1;
-            break;
+        } else if (known >= 0 && __builtin_mul_overflow(known, shape[i], &known)) {
+            known = -1; /* too large: cannot match any size */
         }
     }
     if (infer >= 0 && known > 0 && size % known == 0) out[infer] = size / known;
@@ -358,22 +364,25 @@ tg_array *tg_array_reshape(const tg_array *a, int ndim, const int64_t *shape,
                   (long long)size, s);
         return NULL;
     }
+    int64_t strides[TG_MAX_NDIM];
     if (tg_array_is_contiguous(a)) {
-        int64_t strides[TG_MAX_NDIM];
         tg_strides_contiguous(a->dtype, ndim, out, strides);
-        tg_array *v = tg_array_view_raw(a, a->dtype, ndim, out, strides, a->data);
-        if (!v) tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        return v;
+    } else {
+        /* Not C-contiguous: a copy (the header promises views only of
+         * contiguous data). */
+        tg_array *c = tg_array_copy(a, a->dtype);
+        if (!c) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            return NULL;
+        }
+        c->ndim = ndim;
+        memcpy(c->shape, out, sizeof(int64_t) * (size_t)ndim);
+        tg_strides_contiguous(c->dtype, ndim, out, c->strides);
+        return c;
     }
-    tg_array *c = tg_array_copy(a, a->dtype);
-    if (!c) {
-        tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        return NULL;
-    }
-    c->ndim = ndim;
-    memcpy(c->shape, out, sizeof(int64_t) * (size_t)ndim);
-    tg_strides_contiguous(c->dtype, ndim, out, c->strides);
-    return c;
+    tg_array *v = tg_array_view_raw(a, a->dtype, ndim, out, strides, a->data);
+    if (!v) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return v;
 }
 
 /* ---- copies ---- */
@@ -389,14 +398,13 @@ static void cast_inner(int64_t n, char **p, const int64_t *s, void *ud) {
 
 int tg_array_assign(tg_array *dst, const tg_array *src, tg_ctx *ctx) {
     /* Broadcast src to dst's shape: align trailing axes, stride 0 where
-     * src has length 1 or lacks the axis. */
-    if (src->ndim > dst->ndim)
-        return tg_errorf(ctx, TG_ESHAPE,
-                         "cannot broadcast %d dimensions into %d", src->ndim,
-                         dst->ndim);
+     * src has length 1 or lacks the axis; extra leading axes of src must
+     * have length 1 (NumPy's rule for assignment). */
     int64_t st[2][TG_MAX_NDIM];
     int off = dst->ndim - src->ndim;
-    for (int d = 0; d < dst->ndim; d++) {
+    bool bad = false;
+    for (int d = 0; d < -off; d++) bad |= src->shape[d] != 1;
+    for (int d = 0; d < dst->ndim && !bad; d++) {
         st[0][d] = dst->strides[d];
         if (d < off) {
             st[1][d] = 0;
@@ -406,15 +414,17 @@ int tg_array_assign(tg_array *dst, const tg_array *src, tg_ctx *ctx) {
                 st[1][d] = src->strides[d - off];
             else if (l == 1)
                 st[1][d] = 0;
-            else {
-                char a[128], b[128];
-                shape_text(src->ndim, src->shape, a, sizeof a);
-                shape_text(dst->ndim, dst->shape, b, sizeof b);
-                return tg_errorf(ctx, TG_ESHAPE,
-                                 "could not broadcast shape %s into shape %s",
-                                 a, b);
-            }
+            else
+                bad = true;
         }
+    }
+    if (bad) {
+        char a[256], b[256];
+        shape_text(src->ndim, src->shape, a, sizeof a);
+        shape_text(dst->ndim, dst->shape, b, sizeof b);
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "could not broadcast shape %s into shape %s",
+                         a, b);
     }
     char *base[2] = {dst->data, src->data};
     cast_ud ud = {dst->dtype, src->dtype};
@@ -450,65 +460,4 @@ bool tg_array_equal(const tg_array *a, const tg_array *b) {
         return false;
     }
     return true;
-}
-
-/* ---- printing ---- */
-
-static void print_elem(FILE *f, const tg_array *a, const char *p) {
-    switch (tg_dtype_kind(a->dtype)) {
-    case 'b': fputs(*(const uint8_t *)p ? "True" : "False", f); break;
-    case 'i': fprintf(f, "%lld", (long long)tg_load_i64(a->dtype, p)); break;
-    case 'u':
-        if (a->dtype == TG_UINT64)
-            fprintf(f, "%llu", (unsigned long long)*(const uint64_t *)p);
-        else
-            fprintf(f, "%lld", (long long)tg_load_i64(a->dtype, p));
-        break;
-    default: {
-        double v = tg_load_f64(a->dtype, p);
-        if (isnan(v))
-            fputs("nan", f);
-        else if (isinf(v))
-            fputs(v > 0 ? "inf" : "-inf", f);
-        else
-            fprintf(f, "%.*g", a->dtype == TG_FLOAT64 ? 8 : a->dtype == TG_FLOAT32 ? 7 : 4, v);
-    }
-    }
-}
-
-static void print_rec(FILE *f, const tg_array *a, int d, const char *p,
-                      bool abbrev, int indent) {
-    if (d == a->ndim) {
-        print_elem(f, a, p);
-        return;
-    }
-    fputc('[', f);
-    int64_t n = a->shape[d];
-    for (int64_t i = 0; i < n; i++) {
-        if (abbrev && n > 6 && i == 3) {
-            fputs(d == a->ndim - 1 ? "..., " : "...,\n", f);
-            if (d != a->ndim - 1)
-                for (int k = 0; k < indent + 1; k++) fputc(' ', f);
-            i = n - 3;
-        }
-        print_rec(f, a, d + 1, p + i * a->strides[d], abbrev, indent + 1);
-        if (i + 1 < n) {
-            if (d == a->ndim - 1) {
-                fputs(", ", f);
-            } else {
-                fputs(",\n", f);
-                for (int k = 0; k < indent + 1; k++) fputc(' ', f);
-            }
-        }
-    }
-    fputc(']', f);
-}
-
-void tg_array_print(FILE *f, const tg_array *a) {
-    char s[256];
-    shape_text(a->ndim, a->shape, s, sizeof s);
-    fprintf(f, "%s %s\n", tg_dtype_name(a->dtype), s);
-    bool abbrev = tg_array_size_inline(a) > 1000;
-    print_rec(f, a, 0, a->data, abbrev, 0);
-    fputc('\n', f);
 }

@@ -175,7 +175,7 @@ typedef void (*cast_fn)(char *d, int64_t ds, const char *s, int64_t ss,
                                  const char *restrict s, int64_t ss,           \
                                  int64_t n) {                                  \
         if (ds == (int64_t)sizeof(TT) && ss == (int64_t)sizeof(FT)) {          \
-            for (int64_t i = 0; i < n; i++) {                                  \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 FT x;                                                          \
                 memcpy(&x, s + i * (int64_t)sizeof(FT), sizeof x);             \
                 TT y = CONV_##TC##_##FC(TE, TT, x);                            \

@@ -47,14 +47,6 @@ static tg_dtype signed_of_size(size_t s) {
     }
 }
 
-static tg_dtype float_of_size(size_t s) {
-    switch (s) {
-    case 2: return TG_FLOAT16;
-    case 4: return TG_FLOAT32;
-    default: return TG_FLOAT64;
-    }
-}
-
 /* The smallest float that holds every value of integer dtype dt, as NumPy
  * promotes (int8/uint8 -> float16, int16/uint16 -> float32, wider ->
  * float64). */
@@ -93,7 +85,6 @@ tg_dtype tg_dtype_float_of(tg_dtype dt) {
     if (!valid(dt)) return TG_DTYPE_INVALID;
     if (kinds[dt] == 'f') return dt;
     if (kinds[dt] == 'b' || sizes[dt] <= 2) return TG_FLOAT32;
-    (void)float_of_size;
     return TG_FLOAT64;
 }
 
@@ -126,25 +117,31 @@ float tg_half_to_float(uint16_t h) {
 uint16_t tg_float_to_half(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) /* inf or nan (keep nan quiet and non-zero) */
-        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
-    if (ax >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) { /* below the smallest normal half: subnormal */
-        if (ax < 0x33000000u) return (uint16_t)sign; /* < 2^-25: zero */
-        uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
-        int shift = (int)(126 - e); /* 14 + (113 - e) -> bits to drop + 13 */
-        uint32_t drop = (uint32_t)shift + 0; /* m >> (shift) gives half mantissa */
-        uint32_t hm = m >> drop;
-        uint32_t rem = m & ((1u << drop) - 1), half = 1u << (drop - 1);
-        if (rem > half || (rem == half && (hm & 1u))) hm++;
-        return (uint16_t)(sign | hm);
+    if (ax >= 0x7f800000u) {
+        if (ax == 0x7f800000u) return sign | 0x7c00u;
+        /* NaN: keep the top of the payload as NumPy does, and keep it a
+         * NaN when those bits are all zero. */
+        uint16_t h = (uint16_t)(0x7c00u | ((ax & 0x7fffffu) >> 13));
+        if (h == 0x7c00u) h++;
+        return sign | h;
     }
-    /* normal: rebias exponent, round mantissa to nearest even */
-    uint32_t h = ((ax - 0x38000000u) >> 13);
+    if (ax >= 0x477ff000u) /* >= 65520 rounds to inf */
+        return sign | 0x7c00u;
+    if (ax < 0x38800000u) { /* below 2^-14: a subnormal half or zero */
+        if (ax <= 0x33000000u) return sign; /* <= 2^-25 rounds to 0 */
+        uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126 - e; /* value / 2^-24 = m >> shift; 14..24 */
+        uint32_t hm = m >> shift, rem = m & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (hm & 1u))) hm++;
+        return sign | (uint16_t)hm;
+    }
+    /* Normal: rebias the exponent; a carry out of the mantissa correctly
+     * bumps the exponent. */
+    uint32_t h = (ax - 0x38000000u) >> 13;
     uint32_t rem = ax & 0x1fffu;
     if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
+    return sign | (uint16_t)h;
 }

@@ -1,22 +1,54 @@
-/* NumPy .npy files: versions 1, 2 and 3; every dtype of tg in either byte
- * order; C and Fortran order. The header is a Python dict literal that we
- * parse strictly: anything unexpected (object arrays, pickles, structured
- * dtypes, a shape that does not match the data) is refused. */
+/* NumPy .npy files: versions 1.0, 2.0 and 3.0; every dtype of tg in either
+ * byte order; C and Fortran order.
+ *
+ * The header is a Python dict literal, parsed strictly: exactly the keys
+ * descr, fortran_order and shape; anything else (object arrays, pickles,
+ * structured, complex or string dtypes, a shape whose data the file does
+ * not hold) is refused with one line naming the file. Sizes are checked
+ * against the file's length before anything is allocated, so a lying
+ * header cannot make us allocate an absurd amount. Files are read straight
+ * into the array's buffer (no second copy of the whole file). */
+#define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/io.h"
 #include "tensor/tensor.h"
 
 static const char MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+/* NumPy writes headers of a few hundred bytes for tg's dtypes; this is
+ * generous and bounds the work of a hostile file. */
+#define HEADER_MAX 65536
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG true
+#else
+#define HOST_BIG false
+#endif
+
+typedef struct npy_info {
+    tg_dtype dt;
+    bool swap, fortran;
+    int ndim;
+    int64_t shape[TG_MAX_NDIM];
+    size_t data_off;
+    int64_t nbytes;
+} npy_info;
+
+/* ---- the header ---- */
 
 typedef struct hdr_parse {
     const char *s, *end;
 } hdr_parse;
 
 static void skip_ws(hdr_parse *p) {
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n'))
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' ||
+                             *p->s == '\r'))
         p->s++;
 }
 
@@ -29,8 +61,16 @@ static bool eat(hdr_parse *p, char c) {
     return false;
 }
 
-/* A quoted Python string without escapes (enough for .npy keys and dtype
- * descriptors). */
+static bool eat_word(hdr_parse *p, const char *w) {
+    size_t n = strlen(w);
+    skip_ws(p);
+    if ((size_t)(p->end - p->s) < n || memcmp(p->s, w, n) != 0) return false;
+    p->s += n;
+    return true;
+}
+
+/* A quoted Python string without escapes (enough for the keys and the
+ * descriptors of the dtypes we accept). */
 static bool parse_str(hdr_parse *p, char *out, size_t size) {
     skip_ws(p);
     if (p->s >= p->end || (*p->s != '\'' && *p->s != '"')) return false;
@@ -47,26 +87,145 @@ static bool parse_str(hdr_parse *p, char *out, size_t size) {
 }
 
 static int dtype_from_descr(const char *d, bool *swap) {
-    char order = d[0];
-    const char *t = d + 1;
     static const struct {
         const char *code;
         tg_dtype dt;
-    } codes[] = {{"b1", TG_BOOL},    {"i1", TG_INT8},     {"i2", TG_INT16},
-                 {"i4", TG_INT32},   {"i8", TG_INT64},    {"u1", TG_UINT8},
-                 {"u2", TG_UINT16},  {"u4", TG_UINT32},   {"u8", TG_UINT64},
-                 {"f2", TG_FLOAT16}, {"f4", TG_FLOAT32},  {"f8", TG_FLOAT64}};
+    } codes[] = {{"b1", TG_BOOL},    {"i1", TG_INT8},    {"i2", TG_INT16},
+                 {"i4", TG_INT32},   {"i8", TG_INT64},   {"u1", TG_UINT8},
+                 {"u2", TG_UINT16},  {"u4", TG_UINT32},  {"u8", TG_UINT64},
+                 {"f2", TG_FLOAT16}, {"f4", TG_FLOAT32}, {"f8", TG_FLOAT64}};
+    char order = d[0];
     if (order != '<' && order != '>' && order != '|' && order != '=')
         return -1;
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
-        if (strcmp(t, codes[i].code) == 0) {
+    for (size_t i = 0; i < TG_ARRAY_LEN(codes); i++)
+        if (strcmp(d + 1, codes[i].code) == 0) {
             size_t sz = tg_dtype_size(codes[i].dt);
             if (order == '|' && sz != 1) return -1;
-            *swap = order == '>' && sz > 1;
+            *swap = sz > 1 && order != '=' && order != '|' &&
+                    (order == '>') != HOST_BIG;
             return (int)codes[i].dt;
         }
     return -1;
 }
+
+/* The magic string and version: the length of the preamble and header
+ * (where the data starts) from the first bytes b[0..n). */
+static int parse_preamble(const unsigned char *b, size_t n, size_t file_len,
+                          const char *what, size_t *hoff, size_t *hlen,
+                          tg_ctx *ctx) {
+    if (n < 8 || memcmp(b, MAGIC, 6) != 0)
+        return tg_errorf(ctx, TG_EPARSE, "%s: not a .npy file (bad magic)", what);
+    int major = b[6], minor = b[7];
+    if ((major != 1 && major != 2 && major != 3) || minor != 0)
+        return tg_errorf(ctx, TG_EVERSION, "%s: unsupported .npy version %d.%d",
+                         what, major, minor);
+    size_t off = major == 1 ? 10 : 12;
+    if (n < off)
+        return tg_errorf(ctx, TG_EPARSE, "%s: truncated .npy header", what);
+    size_t len = (size_t)b[8] | (size_t)b[9] << 8;
+    if (major > 1) len |= (size_t)b[10] << 16 | (size_t)b[11] << 24;
+    if (len > HEADER_MAX)
+        return tg_errorf(ctx, TG_EPARSE, "%s: .npy header too long (%zu bytes)",
+                         what, len);
+    if (len > file_len - off)
+        return tg_errorf(ctx, TG_EPARSE,
+                         "%s: .npy header length %zu runs past the end of the "
+                         "file (%zu bytes)",
+                         what, len, file_len);
+    *hoff = off;
+    *hlen = len;
+    return TG_OK;
+}
+
+/* The header dict in h[0..len); file_len checks that the data is there. */
+static int parse_header(const char *h, size_t len, size_t data_off,
+                        size_t file_len, const char *what, npy_info *info,
+                        tg_ctx *ctx) {
+    hdr_parse p = {h, h + len};
+    char descr[32] = "", key[32];
+    int have = 0;
+    info->ndim = 0;
+    info->fortran = false;
+    if (!eat(&p, '{')) goto bad;
+    while (!eat(&p, '}')) {
+        if (!parse_str(&p, key, sizeof key) || !eat(&p, ':')) goto bad;
+        int bit;
+        if (strcmp(key, "descr") == 0) {
+            bit = 1;
+            if (!parse_str(&p, descr, sizeof descr))
+                return tg_errorf(ctx, TG_EUNSUPPORTED,
+                                 "%s: unsupported .npy dtype (a structured "
+                                 "dtype or not a plain descriptor)",
+                                 what);
+        } else if (strcmp(key, "fortran_order") == 0) {
+            bit = 2;
+            if (eat_word(&p, "True"))
+                info->fortran = true;
+            else if (eat_word(&p, "False"))
+                info->fortran = false;
+            else
+                goto bad;
+        } else if (strcmp(key, "shape") == 0) {
+            bit = 4;
+            info->ndim = 0;
+            if (!eat(&p, '(')) goto bad;
+            while (!eat(&p, ')')) {
+                skip_ws(&p);
+                if (p.s >= p.end || !isdigit((unsigned char)*p.s)) goto bad;
+                int64_t v = 0;
+                while (p.s < p.end && isdigit((unsigned char)*p.s)) {
+                    if (v > (INT64_MAX - 9) / 10)
+                        return tg_errorf(ctx, TG_EPARSE,
+                                         "%s: .npy shape entry too large", what);
+                    v = v * 10 + (*p.s++ - '0');
+                }
+                if (p.s < p.end && *p.s == 'L') p.s++; /* Python 2 longs */
+                if (info->ndim >= TG_MAX_NDIM)
+                    return tg_errorf(ctx, TG_EUNSUPPORTED,
+                                     "%s: .npy array has more than %d dimensions",
+                                     what, TG_MAX_NDIM);
+                info->shape[info->ndim++] = v;
+                if (!eat(&p, ',') && (skip_ws(&p), p.s < p.end && *p.s != ')'))
+                    goto bad;
+            }
+        } else {
+            return tg_errorf(ctx, TG_EPARSE, "%s: unexpected key '%s' in the .npy header",
+                             what, key);
+        }
+        if (have & bit) goto bad; /* a key given twice */
+        have |= bit;
+        if (!eat(&p, ',') && (skip_ws(&p), p.s < p.end && *p.s != '}')) goto bad;
+    }
+    skip_ws(&p);
+    if (p.s != p.end) goto bad;
+    if (have != 7)
+        return tg_errorf(ctx, TG_EPARSE,
+                         "%s: the .npy header lacks '%s'", what,
+                         !(have & 1) ? "descr" : !(have & 2) ? "fortran_order" : "shape");
+    int dt = dtype_from_descr(descr, &info->swap);
+    if (dt < 0)
+        return tg_errorf(ctx, TG_EUNSUPPORTED,
+                         "%s: unsupported .npy dtype '%s' (object, pickled, "
+                         "complex, string and structured arrays are refused)",
+                         what, descr);
+    info->dt = (tg_dtype)dt;
+    int64_t n = tg_shape_size(info->ndim, info->shape), nbytes;
+    if (n < 0 || __builtin_mul_overflow(n, (int64_t)tg_dtype_size(info->dt), &nbytes))
+        return tg_errorf(ctx, TG_EPARSE, "%s: .npy shape too large (its size overflows)",
+                         what);
+    if ((uint64_t)nbytes > file_len - data_off)
+        return tg_errorf(ctx, TG_EPARSE,
+                         "%s: truncated .npy data: the header promises %lld "
+                         "bytes, the file holds %zu",
+                         what, (long long)nbytes, file_len - data_off);
+    info->data_off = data_off;
+    info->nbytes = nbytes;
+    return TG_OK;
+bad:
+    return tg_errorf(ctx, TG_EPARSE, "%s: malformed .npy header", what);
+}
+
+/* ---- the data ---- */
 
 static void swap_bytes(char *p, int64_t n, size_t sz) {
     for (int64_t i = 0; i < n; i++, p += sz)
@@ -77,213 +236,165 @@ static void swap_bytes(char *p, int64_t n, size_t sz) {
         }
 }
 
+/* An array for the file's data as stored: C order, or for Fortran order
+ * the C-order array of the reversed shape (its transpose). */
+static tg_array *raw_array(const npy_info *h) {
+    int64_t shape[TG_MAX_NDIM];
+    for (int i = 0; i < h->ndim; i++)
+        shape[i] = h->fortran ? h->shape[h->ndim - 1 - i] : h->shape[i];
+    return tg_array_empty(h->dt, h->ndim, shape);
+}
+
+/* Turn the raw array (filled) into the result: native byte order, bools
+ * 0/1, C order. Consumes raw. */
+static tg_array *finish(tg_array *raw, const npy_info *h, const char *what,
+                        tg_ctx *ctx) {
+    int64_t n = tg_array_size_inline(raw);
+    if (h->swap) swap_bytes(raw->data, n, tg_dtype_size(h->dt));
+    if (h->dt == TG_BOOL) /* NumPy reads any non-zero byte as True */
+        for (int64_t i = 0; i < n; i++)
+            if (((unsigned char *)raw->data)[i] > 1) ((unsigned char *)raw->data)[i] = 1;
+    if (!h->fortran || h->ndim < 2) return raw;
+    tg_array *v = tg_array_view_transpose(raw, NULL, ctx);
+    tg_array_free(raw);
+    if (!v) return NULL;
+    tg_array *a = tg_array_copy(v, h->dt);
+    tg_array_free(v);
+    if (!a) tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", what);
+    return a;
+}
+
 tg_array *tg_npy_load_mem(const void *buf, size_t len, const char *what,
                           tg_ctx *ctx) {
     const unsigned char *b = buf;
-    if (len < 10 || memcmp(b, MAGIC, 6) != 0) {
-        tg_errorf(ctx, TG_EPARSE, "%s: not a .npy file (bad magic)", what);
+    size_t hoff, hlen;
+    npy_info h;
+    if (!what) what = "<memory>";
+    if (parse_preamble(b, len, len, what, &hoff, &hlen, ctx)) return NULL;
+    if (parse_header((const char *)b + hoff, hlen, hoff + hlen, len, what, &h, ctx))
+        return NULL;
+    tg_array *raw = raw_array(&h);
+    if (!raw) {
+        tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", what);
         return NULL;
     }
-    int major = b[6];
-    size_t hlen, off;
-    if (major == 1) {
-        hlen = (size_t)b[8] | (size_t)b[9] << 8;
-        off = 10;
-    } else if (major == 2 || major == 3) {
-        if (len < 12) {
-            tg_errorf(ctx, TG_EPARSE, "%s: truncated .npy header", what);
-            return NULL;
-        }
-        hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 |
-               (size_t)b[11] << 24;
-        off = 12;
-    } else {
-        tg_errorf(ctx, TG_EPARSE, "%s: unsupported .npy version %d", what, major);
-        return NULL;
+    if (h.nbytes) memcpy(raw->data, b + h.data_off, (size_t)h.nbytes);
+    return finish(raw, &h, what, ctx);
+}
+
+static int read_at(int fd, void *buf, size_t n, size_t off, const char *path,
+                   tg_ctx *ctx) {
+    char *p = buf;
+    while (n) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return tg_errorf(ctx, TG_EIO, "%s: read failed: %s", path,
+                             r < 0 ? strerror(errno) : "unexpected end of file");
+        p += r;
+        n -= (size_t)r;
+        off += (size_t)r;
     }
-    if (hlen > len - off || hlen > (1u << 20)) {
-        tg_errorf(ctx, TG_EPARSE, "%s: .npy header length %zu runs past the end",
-                  what, hlen);
-        return NULL;
-    }
-    hdr_parse p = {(const char *)b + off, (const char *)b + off + hlen};
-    char descr[32] = "", key[32];
-    int have = 0, ndim = 0;
-    bool fortran = false;
-    int64_t shape[TG_MAX_NDIM];
-    if (!eat(&p, '{')) goto bad;
-    for (;;) {
-        if (eat(&p, '}')) break;
-        if (!parse_str(&p, key, sizeof key) || !eat(&p, ':')) goto bad;
-        skip_ws(&p);
-        if (strcmp(key, "descr") == 0) {
-            if (!parse_str(&p, descr, sizeof descr)) {
-                tg_errorf(ctx, TG_EUNSUPPORTED,
-                          "%s: unsupported .npy dtype (structured or not a "
-                          "string descriptor)",
-                          what);
-                return NULL;
-            }
-            have |= 1;
-        } else if (strcmp(key, "fortran_order") == 0) {
-            if ((size_t)(p.end - p.s) >= 4 && strncmp(p.s, "True", 4) == 0) {
-                fortran = true;
-                p.s += 4;
-            } else if ((size_t)(p.end - p.s) >= 5 && strncmp(p.s, "False", 5) == 0) {
-                fortran = false;
-                p.s += 5;
-            } else
-                goto bad;
-            have |= 2;
-        } else if (strcmp(key, "shape") == 0) {
-            if (!eat(&p, '(')) goto bad;
-            for (;;) {
-                if (eat(&p, ')')) break;
-                skip_ws(&p);
-                if (p.s >= p.end || !isdigit((unsigned char)*p.s)) goto bad;
-                int64_t v = 0;
-                while (p.s < p.end && isdigit((unsigned char)*p.s)) {
-                    if (v > (INT64_MAX - 9) / 10) goto bad;
-                    v = v * 10 + (*p.s++ - '0');
-                }
-                if (p.s < p.end && *p.s == 'L') p.s++;
-                if (ndim >= TG_MAX_NDIM) {
-                    tg_errorf(ctx, TG_EUNSUPPORTED,
-                              "%s: more than %d dimensions", what, TG_MAX_NDIM);
-                    return NULL;
-                }
-                shape[ndim++] = v;
-                if (eat(&p, ',')) continue;
-                if (eat(&p, ')')) break;
-                goto bad;
-            }
-            have |= 4;
-        } else {
-            goto bad;
-        }
-        if (eat(&p, ',')) continue;
-        if (eat(&p, '}')) break;
-        goto bad;
-    }
-    if (have != 7) goto bad;
-    bool swap = false;
-    int dt = dtype_from_descr(descr, &swap);
-    if (dt < 0) {
-        tg_errorf(ctx, TG_EUNSUPPORTED,
-                  "%s: unsupported .npy dtype '%s' (object, pickled, complex, "
-                  "string and structured arrays are refused)",
-                  what, descr);
-        return NULL;
-    }
-    int64_t n = tg_shape_size(ndim, shape), nbytes;
-    size_t isz = tg_dtype_size((tg_dtype)dt);
-    if (n < 0 || __builtin_mul_overflow(n, (int64_t)isz, &nbytes)) {
-        tg_errorf(ctx, TG_EPARSE, "%s: absurd .npy shape", what);
-        return NULL;
-    }
-    size_t data_off = off + hlen;
-    if ((uint64_t)nbytes > len - data_off) {
-        tg_errorf(ctx, TG_EPARSE,
-                  "%s: truncated .npy data: the header promises %lld bytes, "
-                  "the file holds %zu",
-                  what, (long long)nbytes, len - data_off);
-        return NULL;
-    }
-    tg_array *a;
-    if (!fortran || ndim < 2) {
-        a = tg_array_new_from((tg_dtype)dt, ndim, shape, b + data_off);
-        if (!a) goto oom;
-    } else {
-        /* Fortran order: the data is the C-order transpose. */
-        int64_t rshape[TG_MAX_NDIM];
-        int axes[TG_MAX_NDIM];
-        for (int i = 0; i < ndim; i++) {
-            rshape[i] = shape[ndim - 1 - i];
-            axes[i] = ndim - 1 - i;
-        }
-        tg_array *t = tg_array_new_from((tg_dtype)dt, ndim, rshape, b + data_off);
-        if (!t) goto oom;
-        tg_array *v = tg_array_view_transpose(t, axes, ctx);
-        tg_array_free(t);
-        if (!v) return NULL;
-        a = tg_array_copy(v, (tg_dtype)dt);
-        tg_array_free(v);
-        if (!a) goto oom;
-    }
-    if (swap) swap_bytes(a->data, n, isz);
-    if (dt == TG_BOOL)
-        for (int64_t i = 0; i < n; i++)
-            if (((unsigned char *)a->data)[i] > 1) {
-                tg_array_free(a);
-                tg_errorf(ctx, TG_EPARSE, "%s: bool data holds a byte other than 0 or 1",
-                          what);
-                return NULL;
-            }
-    return a;
-bad:
-    tg_errorf(ctx, TG_EPARSE, "%s: malformed .npy header", what);
-    return NULL;
-oom:
-    tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", what);
-    return NULL;
+    return TG_OK;
 }
 
 tg_array *tg_npy_load(const char *path, tg_ctx *ctx) {
-    size_t len;
-    char *buf = tg_file_read(path, &len, ctx);
-    if (!buf) return NULL;
-    tg_array *a = tg_npy_load_mem(buf, len, path, ctx);
-    tg_free(buf);
-    return a;
+    tg_array *raw = NULL;
+    char *hdr = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        tg_errorf(ctx, TG_EIO, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        tg_errorf(ctx, TG_EIO, "%s: not a regular file", path);
+        goto fail;
+    }
+    size_t flen = (size_t)st.st_size, hoff, hlen;
+    unsigned char pre[12];
+    size_t npre = flen < sizeof pre ? flen : sizeof pre;
+    if (read_at(fd, pre, npre, 0, path, ctx)) goto fail;
+    if (parse_preamble(pre, npre, flen, path, &hoff, &hlen, ctx)) goto fail;
+    if (!(hdr = tg_malloc(hlen + 1))) {
+        tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    if (read_at(fd, hdr, hlen, hoff, path, ctx)) goto fail;
+    npy_info h;
+    if (parse_header(hdr, hlen, hoff + hlen, flen, path, &h, ctx)) goto fail;
+    if (!(raw = raw_array(&h))) {
+        tg_errorf(ctx, TG_ENOMEM, "%s: out of memory for %lld bytes", path,
+                  (long long)h.nbytes);
+        goto fail;
+    }
+    if (read_at(fd, raw->data, (size_t)h.nbytes, h.data_off, path, ctx)) goto fail;
+    close(fd);
+    tg_free(hdr);
+    return finish(raw, &h, path, ctx);
+fail:
+    close(fd);
+    tg_free(hdr);
+    tg_array_free(raw);
+    return NULL;
 }
 
+/* ---- writing ---- */
+
 static const char *descr_of(tg_dtype dt) {
-    static const char *const d[TG_NDTYPES] = {"|b1", "|i1", "<i2", "<i4",
-                                              "<i8", "|u1", "<u2", "<u4",
-                                              "<u8", "<f2", "<f4", "<f8"};
+    static const char *const d[TG_NDTYPES] = {
+        "|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8",
+        "<f2", "<f4", "<f8"};
     return d[dt];
 }
 
 int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx) {
-    char hdr[512];
-    int k = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     descr_of(a->dtype));
+    /* Version 1.0, little-endian, C order, the header as NumPy writes it:
+     * padded with spaces to a multiple of 64 bytes, ending in a newline. */
+    tg_str hdr = {0};
+    tg_array *c = NULL;
+    char *out = NULL;
+    int rc;
+    tg_str_addf(&hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                descr_of(a->dtype));
     for (int i = 0; i < a->ndim; i++)
-        k += snprintf(hdr + k, sizeof hdr - (size_t)k, "%lld,%s",
-                      (long long)a->shape[i], i + 1 < a->ndim ? " " : "");
-    if (a->ndim > 1) k--; /* NumPy writes (2, 3) but (3,) */
-    k += snprintf(hdr + k, sizeof hdr - (size_t)k, "), }");
-    /* Pad with spaces so that the data starts at a multiple of 64, newline
-     * last. */
-    size_t total = 10 + (size_t)k + 1;
-    size_t pad = (64 - total % 64) % 64;
-    size_t hlen = (size_t)k + pad + 1;
+        tg_str_addf(&hdr, "%s%lld", i ? ", " : "", (long long)a->shape[i]);
+    tg_str_addf(&hdr, "%s), }", a->ndim == 1 ? "," : "");
+    if (hdr.oom) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    size_t pad = (64 - (10 + hdr.len + 1) % 64) % 64;
+    size_t hlen = hdr.len + pad + 1;
     int64_t n = tg_array_size_inline(a);
     size_t isz = tg_dtype_size(a->dtype), nbytes = (size_t)n * isz;
+    const tg_array *src = a;
+    if (!tg_array_is_contiguous(a)) {
+        if (!(c = tg_array_copy(a, a->dtype))) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+            goto done;
+        }
+        src = c;
+    }
     size_t flen = 10 + hlen + nbytes;
-    char *out = tg_malloc(flen);
-    if (!out) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+    if (!(out = tg_malloc(flen))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory for %zu bytes", path, flen);
+        goto done;
+    }
     memcpy(out, MAGIC, 6);
     out[6] = 1;
     out[7] = 0;
     out[8] = (char)(hlen & 0xff);
     out[9] = (char)(hlen >> 8);
-    memcpy(out + 10, hdr, (size_t)k);
-    memset(out + 10 + k, ' ', pad);
+    memcpy(out + 10, hdr.s, hdr.len);
+    memset(out + 10 + hdr.len, ' ', pad);
     out[10 + hlen - 1] = '\n';
-    tg_array *c = NULL;
-    if (tg_array_is_contiguous(a)) {
-        if (nbytes) memcpy(out + 10 + hlen, a->data, nbytes);
-    } else {
-        c = tg_array_copy(a, a->dtype);
-        if (!c) {
-            tg_free(out);
-            return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
-        }
-        if (nbytes) memcpy(out + 10 + hlen, c->data, nbytes);
-        tg_array_free(c);
-    }
-    int rc = tg_file_write_atomic(path, out, flen, ctx);
+    if (nbytes) memcpy(out + 10 + hlen, src->data, nbytes);
+    if (HOST_BIG) swap_bytes(out + 10 + hlen, n, isz);
+    rc = tg_file_write_atomic(path, out, flen, ctx);
+done:
     tg_free(out);
+    tg_array_free(c);
+    tg_str_free(&hdr);
     return rc;
 }

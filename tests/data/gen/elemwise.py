@@ -262,3 +262,107 @@ write("elemwise_scalar", [{"id": "s", "type": typ(s0)}],
        {"op": "tanh", "inputs": ["ss"], "outputs": ["t"]}],
       [{"inputs": {"s": value(s0)}, "outputs": {"ss": value(s0 * s0), "t": value(np.tanh(s0 * s0))}}],
       functions={"main": {"inputs": ["s"], "outputs": ["ss", "t"]}})
+
+# Promotion of three or more dtypes is NumPy's result_type, which does not
+# depend on the order: int8 and uint8 each meet float16 as float16.
+pi8 = np.array([[-3, 1, 2]], np.int8)
+pu8 = np.array([[4], [0]], np.uint8)
+pf16 = np.array([1.5, -0.25, 7.0], np.float16)
+pi16 = np.array([-300, 2, 9], np.int16)
+pu16 = np.array([60000, 1, 2], np.uint16)
+pf32 = np.array([0.5, 1e6, -2.0], np.float32)
+assert np.result_type(pi8, pu8, pf16) == np.float16 and np.result_type(pi16, pu16, pf32) == np.float32
+write("elemwise_promote",
+      [{"id": "i8", "type": typ(pi8)}, {"id": "u8", "type": typ(pu8)}, {"id": "f16", "type": typ(pf16)},
+       {"id": "i16", "type": typ(pi16)}, {"id": "u16", "type": typ(pu16)}, {"id": "f32", "type": typ(pf32)}],
+      [{"op": "add", "inputs": ["i8", "u8", "f16"], "outputs": ["s"]},
+       {"op": "mul", "inputs": ["f16", "u8", "i8"], "outputs": ["p"]},
+       {"op": "clip", "inputs": ["f16", "i8", "u8"], "outputs": ["c"]},
+       {"op": "add", "inputs": ["i16", "u16", "f32"], "outputs": ["s32"]},
+       {"op": "switch", "inputs": ["u8", "f16", "i8"], "outputs": ["w"]}],
+      [{"inputs": {"i8": value(pi8), "u8": value(pu8), "f16": value(pf16), "i16": value(pi16),
+                   "u16": value(pu16), "f32": value(pf32)},
+        "outputs": {"s": value(pi8.astype(np.float16) + pu8.astype(np.float16) + pf16),
+                    "p": value(pf16 * pu8.astype(np.float16) * pi8.astype(np.float16)),
+                    "c": value(np.clip(pf16, pi8.astype(np.float16), pu8.astype(np.float16))),
+                    "s32": value(pi16.astype(np.float32) + pu16.astype(np.float32) + pf32),
+                    "w": value(np.where(pu8 != 0, pf16, pi8))}}],
+      functions={"main": {"inputs": ["i8", "u8", "f16", "i16", "u16", "f32"],
+                          "outputs": ["s", "p", "c", "s32", "w"]}})
+
+# Nodes that overwrite an input (`inplace`): the input is an intermediate
+# result nobody else holds, so the kernel writes over it; float16 goes
+# through float32; an n-ary fold cannot write over input 2 and computes
+# into a fresh array instead.
+ix = np.array([[1.5, -2.0, 3.0], [0.25, 8.0, -1.0]], np.float32)
+ih = np.array([0.5, -3.0, 2.0], np.float16)
+ii = np.array([7, -7, 5], np.int32)
+write("elemwise_inplace",
+      [{"id": "x", "type": typ(ix)}, {"id": "h", "type": typ(ih)}, {"id": "k", "type": typ(ii)}],
+      [{"op": "maximum", "inputs": ["x", "x"], "outputs": ["t"]},
+       {"op": "add", "inputs": ["t", {"value": 1.5}], "outputs": ["y"], "inplace": {"0": 0}},
+       {"op": "maximum", "inputs": ["x", "x"], "outputs": ["t2"]},
+       {"op": "exp", "inputs": ["t2"], "outputs": ["e"], "inplace": {"0": 0}},
+       {"op": "maximum", "inputs": ["h", "h"], "outputs": ["th"]},
+       {"op": "mul", "inputs": ["h", "th"], "outputs": ["yh"], "inplace": {"0": 1}},
+       {"op": "maximum", "inputs": ["x", "x"], "outputs": ["t3"]},
+       {"op": "add", "inputs": ["x", "x", "t3"], "outputs": ["y3"], "inplace": {"0": 2}},
+       {"op": "maximum", "inputs": ["k", "k"], "outputs": ["tk"]},
+       {"op": "int_div", "inputs": ["tk", {"value": 2}], "outputs": ["dk"], "inplace": {"0": 0}},
+       {"op": "maximum", "inputs": ["k", "k"], "outputs": ["tk2"]},
+       {"op": "floor", "inputs": ["tk2"], "outputs": ["fk"], "inplace": {"0": 0}}],
+      [{"inputs": {"x": value(ix), "h": value(ih), "k": value(ii)},
+        "outputs": {"y": value(ix + np.float32(1.5)), "e": value(np.exp(ix)), "yh": value(ih * ih),
+                    "y3": value(ix + ix + ix), "dk": value(ii // np.int32(2)), "fk": value(ii)}}],
+      functions={"main": {"inputs": ["x", "h", "k"], "outputs": ["y", "e", "yh", "y3", "dk", "fk"]}})
+
+# Strided and broadcast views from the shape ops: every other row, a
+# reversed axis, a new broadcast axis.
+sx = sample("float64", (4, 3), rng)
+sv = sample("float64", (4,), rng)
+sk = np.array([[9, -9, 4], [1, 2, 3], [-8, 8, 5], [4, 5, 6]], np.int64)
+write("elemwise_strided",
+      [{"id": "x", "type": typ(sx)}, {"id": "v", "type": typ(sv)}, {"id": "k", "type": typ(sk)}],
+      [{"op": "subtensor", "inputs": ["x"], "outputs": ["even"],
+        "attrs": {"index": [{"start": None, "stop": None, "step": 2}]}},
+       {"op": "subtensor", "inputs": ["x"], "outputs": ["rev"],
+        "attrs": {"index": [{"start": None, "stop": None, "step": -1}]}},
+       {"op": "dimshuffle", "inputs": ["v"], "outputs": ["col"], "attrs": {"order": [0, "x"]}},
+       {"op": "mul", "inputs": ["rev", "col"], "outputs": ["rc"]},
+       {"op": "tanh", "inputs": ["even"], "outputs": ["te"]},
+       {"op": "subtensor", "inputs": ["k"], "outputs": ["kodd"],
+        "attrs": {"index": [{"start": 1, "stop": None, "step": 2}]}},
+       {"op": "subtensor", "inputs": ["k"], "outputs": ["keven"],
+        "attrs": {"index": [{"start": None, "stop": None, "step": 2}]}},
+       {"op": "int_div", "inputs": ["keven", "kodd"], "outputs": ["kd"]},
+       {"op": "mod", "inputs": ["keven", "kodd"], "outputs": ["km"]},
+       {"op": "transpose", "inputs": ["x"], "outputs": ["xT"]},
+       {"op": "maximum", "inputs": ["xT", "xT"], "outputs": ["mT"]},
+       {"op": "lt", "inputs": ["xT", {"value": 0.0}], "outputs": ["negT"]}],
+      [{"inputs": {"x": value(sx), "v": value(sv), "k": value(sk)},
+        "outputs": {"rc": value(sx[::-1] * sv[:, None]), "te": value(np.tanh(sx[::2])),
+                    "kd": value(sk[::2] // sk[1::2]), "km": value(sk[::2] % sk[1::2]),
+                    "mT": value(sx.T.copy()), "negT": value(sx.T < 0)}}],
+      functions={"main": {"inputs": ["x", "v", "k"], "outputs": ["rc", "te", "kd", "km", "mT", "negT"]}})
+
+# Weak scalars against bool and integer arrays (NEP 50): a bool array
+# meeting a weak int is int64, meeting a weak float float64; a weak float
+# meeting an int array is float64; a weak bool takes the array's dtype.
+wb = np.array([True, False, True])
+wi = np.array([3, -4, 5], np.int16)
+write("elemwise_weak_kinds",
+      [{"id": "b", "type": typ(wb)}, {"id": "i", "type": typ(wi)}],
+      [{"op": "add", "inputs": ["b", {"value": 3}], "outputs": ["b3"]},
+       {"op": "mul", "inputs": [{"value": 0.5}, "b"], "outputs": ["bh"]},
+       {"op": "add", "inputs": ["i", {"value": 2.5}], "outputs": ["i25"]},
+       {"op": "mul", "inputs": ["i", {"value": True}], "outputs": ["it"]},
+       {"op": "logical_or", "inputs": ["b", {"value": False}], "outputs": ["bf"]},
+       {"op": "pow", "inputs": ["i", {"value": 2}], "outputs": ["i2"]},
+       {"op": "sub", "inputs": [{"value": 1}, "i"], "outputs": ["i1"]},
+       {"op": "maximum", "inputs": ["i", {"value": -32768}], "outputs": ["imin"]}],
+      [{"inputs": {"b": value(wb), "i": value(wi)},
+        "outputs": {"b3": value(wb.astype(np.int64) + 3), "bh": value(0.5 * wb.astype(np.float64)),
+                    "i25": value(wi.astype(np.float64) + 2.5), "it": value(wi * np.int16(1)),
+                    "bf": value(wb.copy()), "i2": value(wi ** np.int16(2)),
+                    "i1": value(np.int16(1) - wi), "imin": value(wi.copy())}}],
+      functions={"main": {"inputs": ["b", "i"], "outputs": ["b3", "bh", "i25", "it", "bf", "i2", "i1", "imin"]}})

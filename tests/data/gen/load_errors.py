@@ -116,14 +116,74 @@ CASES = [
      "nodes[0].trace[0].line: expected an integer"),
     ("inplace_index", g(nodes=[add(inplace={"0": 5})]), "TG_ELOAD", "inplace.0: not an input index"),
     ("node_not_object", g(nodes=[42]), "TG_ELOAD", "nodes[0]: expected an object"),
+    ("inline_needs_dtype", g(nodes=[add("x", {"value": {"dtype": "float64", "data": [1, 2, 3]}})]), "TG_ELOAD",
+     "nodes[0].inputs[1].value: a value needs dtype and shape unless its data is a scalar"),
+    ("huge_shape", g([{"id": "c", "type": {"dtype": "float64", "shape": [1000000000000]}, "constant": {"data": [1]}}]),
+     "TG_ELOAD", "variables[0].constant.data: does not match the shape"),
+    ("absurd_shape", g([{"id": "c", "type": {"dtype": "float64", "shape": [4294967296, 4294967296]},
+                         "constant": {"base64": ""}}]), "TG_ELOAD", "variables[0].constant.shape: the value would be larger than memory"),
+    ("base64_chars", g([{"id": "c", "type": {"dtype": "uint8", "shape": [6]}, "constant": {"base64": "AAAA*AAA"}}]),
+     "TG_ELOAD", "variables[0].constant.base64: not valid base64"),
+    ("int64_overflow", g([{"id": "c", "type": {"dtype": "int64", "shape": []}, "constant": {"data": 9223372036854775808}}]),
+     "TG_ELOAD", "9223372036854775808 does not fit int64"),
+    ("value_rank", g([{"id": "c", "type": {"dtype": "float64", "shape": [None]}, "constant": {"data": 5}}]), "TG_ESHAPE",
+     "variables[0].constant.shape: (), but the variable's type says (?,)"),
+    ("npy_rank", g([{"id": "c", "type": {"dtype": "float64", "shape": [None, 3]}, "constant": {"npy": "rank1.npy"}}]),
+     "TG_ESHAPE", "variables[0].constant: the value has shape (3,), but the variable's type says (?, 3)"),
+    ("npy_backslash", g([{"id": "c", "type": {"dtype": "float64", "shape": [3]}, "constant": {"npy": "a\\rank1.npy"}}]),
+     "TG_ELOAD", "leaves the graph's folder"),
+    ("test_value_shape", g([{"id": "x", "type": {"dtype": "float64", "shape": [3]}, "test_value": {"data": [1, 2]}}]),
+     "TG_ELOAD", "variables[0].test_value.data"),
+    ("generated_id", g(nodes=[add("x", {"value": 1}), add("y:in1", "x", "z")]), "TG_ELOAD",
+     "nodes[1] (add -> z): inputs[0]: 'y:in1' is not declared"),
+    ("function_constant_input", g([X, {"id": "c", "type": {"dtype": "float64", "shape": [3]}, "constant": {"data": [1, 2, 3]}}],
+                                  [add("x", "c")], functions={"f": {"inputs": ["c"], "outputs": ["y"]}}), "TG_ELOAD",
+     "functions.f.inputs[0]: 'c' is a constant, not an input"),
+    ("trace_file", g(nodes=[add(trace=[{"file": 12, "line": 3}])]), "TG_ELOAD", "nodes[0].trace[0].file: expected a string"),
+    ("inplace_key", g(nodes=[add(inplace={"+0": 0})]), "TG_ELOAD", "inplace.+0: not an output index"),
+    ("inplace_constant", g(nodes=[add("x", {"value": {"dtype": "float64", "shape": [3], "data": [1, 2, 3]}}, inplace={"0": 1})]),
+     "TG_ELOAD", "inplace.0: input 1 '(inline)' is a constant and cannot be overwritten"),
+    ("inplace_broadcast", g([X, {"id": "s", "type": {"dtype": "float64", "shape": [1]}}], [add("x", "s", inplace={"0": 1})]),
+     "TG_ETYPE", "inplace.0: output 0 (float64[3]) cannot be written over input 1 (float64[1])"),
+    ("inplace_op", g([{"id": "a", "type": {"dtype": "float64", "shape": [2, 2]}}],
+                     [{"op": "dot", "inputs": ["a", "a"], "outputs": ["y"], "inplace": {"0": 0}}]), "TG_ELOAD",
+     "inplace.0: dot cannot write output 0 over input 0"),
+    ("deep_nesting", None, "TG_EPARSE", "too deep"),
+    ("not_utf8", None, "TG_EPARSE", "line 1, column"),
+    ("missing_input_main", g([X, {"id": "w", "type": {"dtype": "float64", "shape": [3]}}], [add("x", "w")],
+                             functions={"f": {"inputs": ["x"], "outputs": ["y"]}}), "TG_EMISSING", "functions.f: "),
     ("bool_neg", g([{"id": "b", "type": {"dtype": "bool", "shape": []}}], [{"op": "neg", "inputs": ["b"], "outputs": ["y"]}]),
      "TG_ETYPE", "neg of bool is not supported"),
 ]
 
+RAW = {
+    "deep_nesting": '{"format": "tg-graph", "version": 1, "variables": [], "nodes": [], "meta": {"m": '
+                    + "[" * 300 + "]" * 300 + "}}",
+    "not_utf8": b'{"format": "tg-graph", "version": 1, "name": "\xff\xfe", "variables": [], "nodes": []}',
+}
+
+
+def npy(path, shape, values):
+    """A little-endian float64 .npy file (format 1.0), without NumPy."""
+    import struct
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % (
+        "".join("%d," % d for d in shape) if len(shape) == 1 else ", ".join(str(d) for d in shape))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%dd" % len(values), *values))
+
+
+npy(os.path.join(OUT, "rank1.npy"), (3,), [1.0, 2.0, 3.0])
+
 with open(os.path.join(OUT, "EXPECT"), "w") as expect:
     expect.write("# file<TAB>status<TAB>substring of the one-line message (written by tests/data/gen/load_errors.py)\n")
     for name, doc, status, sub in CASES:
-        text = doc if isinstance(doc, str) else json.dumps(doc, indent=1)
-        with open(os.path.join(OUT, name + ".json"), "w") as f:
-            f.write(text + "\n")
+        text = RAW.get(name, doc)
+        if not isinstance(text, (str, bytes)):
+            text = json.dumps(doc, indent=1)
+        if isinstance(text, str):
+            text = text.encode()
+        with open(os.path.join(OUT, name + ".json"), "wb") as f:
+            f.write(text + b"\n")
         expect.write(f"{name}.json\t{status}\t{sub}\n")

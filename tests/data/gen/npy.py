@@ -4,6 +4,7 @@ ones. The expected values are in the names: every good file holds
 arange(size).reshape(shape) % 100 (so bools are (arange % 2) == 1), and
 EXPECT lists them. Run with /usr/bin/python3."""
 import os
+import pickle
 
 import numpy as np
 import numpy.lib.format as fmt
@@ -37,6 +38,11 @@ for dt in ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32
 with open(os.path.join(OUT, "float64_v2.npy"), "wb") as f:
     fmt.write_array(f, values("float64", (3, 2)), version=(2, 0))
 lines.append("float64_v2.npy\tfloat64\t3,2")
+with open(os.path.join(OUT, "int16_v3.npy"), "wb") as f:
+    fmt.write_array(f, values("int16", (4, 5)), version=(3, 0))
+lines.append("int16_v3.npy\tint16\t4,5")
+np.save(os.path.join(OUT, "float32_F_2d.npy"), np.asfortranarray(values("float32", (3, 5))))
+lines.append("float32_F_2d.npy\tfloat32\t3,5")
 np.save(os.path.join(OUT, "scalar_int32.npy"), values("int32", ()))
 lines.append("scalar_int32.npy\tint32\t")
 np.save(os.path.join(OUT, "empty_float32.npy"), np.zeros((0, 5), np.float32))
@@ -72,6 +78,54 @@ open(os.path.join(OUT, "bad_header_syntax.npy"), "wb").write(good.replace(b"'des
 bad["bad_header_syntax.npy"] = "malformed .npy header"
 open(os.path.join(OUT, "bad_empty.npy"), "wb").write(b"")
 bad["bad_empty.npy"] = "not a .npy file"
+
+
+def with_header(text, data=b"", version=1):
+    """A file with the given header text (padded as NumPy pads it)."""
+    h = text.encode("latin1")
+    pre = 10 if version == 1 else 12
+    h += b" " * ((64 - (pre + len(h) + 1) % 64) % 64) + b"\n"
+    ln = len(h).to_bytes(2 if version == 1 else 4, "little")
+    return b"\x93NUMPY" + bytes([version, 0]) + ln + h + data
+
+
+def put(name, content, message):
+    open(os.path.join(OUT, name), "wb").write(content)
+    bad[name] = message
+
+
+six = np.arange(6, dtype="<f8").tobytes()
+put("bad_version.npy", b"\x93NUMPY\x04\x00" + good[8:], "unsupported .npy version 4.0")
+put("bad_header_too_long.npy", good[:6] + b"\x02\x00" + (200000).to_bytes(4, "little") + good[12:64],
+    ".npy header too long")
+put("bad_missing_key.npy", with_header("{'descr': '<f8', 'shape': (6,), }", six), "lacks 'fortran_order'")
+put("bad_extra_key.npy", with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (6,), 'x': 1}", six),
+    "unexpected key 'x'")
+put("bad_dup_key.npy", with_header("{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (6,)}", six),
+    "malformed .npy header")
+put("bad_fortran_value.npy", with_header("{'descr': '<f8', 'fortran_order': 1, 'shape': (6,)}", six),
+    "malformed .npy header")
+put("bad_negative_shape.npy", with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (-1, 6)}", six),
+    "malformed .npy header")
+put("bad_not_dict.npy", with_header("[1, 2, 3]", six), "malformed .npy header")
+put("bad_unclosed.npy", with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (6,)", six),
+    "malformed .npy header")
+put("bad_trailing.npy", with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (6,)} x", six),
+    "malformed .npy header")
+put("bad_datetime.npy", with_header("{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (6,)}", six),
+    "unsupported .npy dtype '<M8[ns]'")
+put("bad_many_dims.npy", with_header("{'descr': '<f8', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,6)}", six),
+    "more than 8 dimensions")
+put("bad_half_pipe.npy", with_header("{'descr': '|f2', 'fortran_order': False, 'shape': (6,)}", six),
+    "unsupported .npy dtype '|f2'")
+put("bad_pickle_raw.npy", pickle.dumps([1, 2, 3]), "not a .npy file")
+put("bad_short.npy", good[:9], "truncated .npy header")
+put("bad_v2_short.npy", b"\x93NUMPY\x02\x00\x10\x00", "truncated .npy header")
+put("bad_overflow.npy", with_header("{'descr': '<f8', 'fortran_order': False, "
+                                    "'shape': (4611686018427387904, 4)}", six), "size overflows")
+put("bad_huge_entry.npy", with_header("{'descr': '<f8', 'fortran_order': False, "
+                                      "'shape': (99999999999999999999,)}", six), "shape entry too large")
+put("bad_empty_header.npy", with_header("", six), "malformed .npy header")
 with open(os.path.join(OUT, "BAD"), "w") as f:
     f.write("# malformed files: name<TAB>substring of the message\n")
     for k, v in bad.items():

@@ -3,15 +3,59 @@
 mean/var/std/logsumexp of integers compute in float32 for bool and 8/16-bit
 integers, float64 for wider ones (FORMAT.md s7); of float16 they give
 float16. Files: reduce_<op>.json (every dtype, axis forms, keepdims; one
-function per dtype computing every axis form of one input),
-reduce_special.json (0-d, empty axes, NaN, ties, overflow, wrapping,
-ddof, non-contiguous inputs), reduce_errors.json (run-time errors).
+function per dtype computing every axis form of one input);
+reduce_{0d_axes,ddof,nan_inf_ties,lse_ints,empty,strided,weak}.json
+(special values and layouts); reduce_errors.json (run-time errors).
+Large inputs (accuracy of long sums, the threaded paths) are tested in
+tests/unit/test_reduce.c.
 """
+import json
+import os
+import warnings
+
 import numpy as np
 
-from common import sample, typ, value, write
+from common import OUT, typ, value
+from common import sample as sample_exact
+
+
+def sample(dtype, shape, rng, lo=-5, hi=5):
+    """common.sample with floats rounded to 2 decimals (short files)."""
+    x = sample_exact(dtype, shape, rng, lo, hi)
+    return np.round(x, 2).astype(x.dtype) if x.dtype.kind == "f" else x
+
+
+def write(name, variables, nodes, tests, functions=None):
+    """As common.write, but one line per variable, node, function and test
+    case, which keeps these many-case files small."""
+    g = {"format": "tg-graph", "version": 1, "name": name, "variables": variables,
+         "nodes": nodes}
+    if functions:
+        g["functions"] = functions
+    g["meta"] = {"tests": tests}
+
+    def dump(v):
+        return json.dumps(v, separators=(",", ":"))
+
+    def block(v, ind):
+        if isinstance(v, list):
+            return "[\n" + ",\n".join(ind + "  " + dump(e) for e in v) + "\n" + ind + "]"
+        return "{\n" + ",\n".join(ind + "  " + dump(k) + ": " + dump(e) for k, e in v.items()) \
+            + "\n" + ind + "}"
+
+    lines = [f'  "format": "tg-graph", "version": 1, "name": {dump(name)}',
+             '  "variables": ' + block(variables, "  "), '  "nodes": ' + block(nodes, "  ")]
+    if functions:
+        lines.append('  "functions": ' + block(functions, "  "))
+    lines.append('  "meta": {"tests": ' + block(tests, "  ") + "}")
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        f.write("{\n" + ",\n".join(lines) + "\n}\n")
+    with open(os.path.join(OUT, name + ".json")) as f:
+        assert json.load(f) == g
 
 rng = np.random.default_rng(99)
+warnings.simplefilter("ignore", RuntimeWarning)  # NaN means, ddof >= n
 
 
 def float_of(dt):
@@ -22,20 +66,26 @@ def float_of(dt):
 
 
 def lse(x, axis, keepdims):
-    """logsumexp in float64 (max-shifted); -inf for an empty axis."""
+    """logsumexp in float64, row by row: NaN if any NaN, an infinite max is
+    the answer, else the max-shifted sum; -inf for an empty row."""
     x = np.asarray(x, np.float64)
-    ax = tuple(range(x.ndim)) if axis is None else axis
-    if x.size == 0 or any(x.shape[a] == 0 for a in np.atleast_1d(ax)):
-        shape = np.sum(x, axis=ax, keepdims=keepdims).shape
-        return np.full(shape, -np.inf)
-    with np.errstate(all="ignore"):
-        m = np.max(x, axis=ax, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0)
-        r = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
-        # An infinite max is the answer itself (exp(inf - inf) is NaN).
-        mx = np.max(x, axis=ax, keepdims=True)
-        r = np.where(np.isinf(mx) & ~np.isnan(r + 0 * mx) | np.isinf(mx), np.where(np.isnan(x).any(axis=ax, keepdims=True), np.nan, mx), r)
-    return r if keepdims else np.squeeze(r, axis=ax)
+    ax = tuple(range(x.ndim)) if axis is None else tuple(np.atleast_1d(axis))
+    ax = tuple(a % x.ndim for a in ax) if x.ndim else ()
+    kept = [d for d in range(x.ndim) if d not in ax]
+    rows = np.transpose(x, kept + list(ax)).reshape(
+        int(np.prod([x.shape[d] for d in kept])), int(np.prod([x.shape[a] for a in ax])))
+    out = []
+    for r in rows:
+        m = r.max() if r.size else -np.inf
+        if np.isnan(r).any():
+            out.append(np.nan)
+        elif np.isinf(m):
+            out.append(m)
+        else:
+            out.append(m + np.log(np.sum(np.exp(r - m))))
+    shape = [1 if d in ax else x.shape[d] for d in range(x.ndim)] if keepdims else \
+        [x.shape[d] for d in kept]
+    return np.array(out).reshape(shape)
 
 
 def expect(op, x, axis, keepdims, ddof=0):
@@ -88,7 +138,10 @@ for op in OPS:
             x = (x / 3).astype(dt)
         axes = ARG_AXES if op in ("argmax", "argmin") else AXES
         full = dt in ("float64", "int32")
-        combos = [(a, k) for a in axes for k in (False, True)] if full else \
+        # keepdims only changes the shape: every axis form without it, a
+        # few with it.
+        combos = [(a, False) for a in axes] + [(a, True) for a in axes if a in (None, -1, [0, 2])] \
+            if full else \
             [(None, False), (1, False), (-1, True)] + \
             ([([0, 2], False)] if op not in ("argmax", "argmin") else [(None, True)])
         xid = f"x_{dt}"
@@ -180,6 +233,9 @@ S.np("sum", x, {"axis": []})
 S.np("mean", x, {"axis": [], "keepdims": True})
 S.np("max", x, {"axis": [-1, -2]})
 
+write("reduce_0d_axes", S.variables, S.nodes, S.tests, S.functions)
+S = Cases()
+
 # var and std with ddof: ddof 1, ddof equal to n (inf, or NaN for constant
 # rows), ddof above n.
 x = sample("float64", (3, 5), rng)
@@ -191,6 +247,9 @@ S.np("var", np.array([1, 2, 3, 4], np.int8), {"ddof": 1})
 S.np("var", np.array([1e9 + 1, 1e9 + 2, 1e9 + 3]), {"ddof": 1})
 S.np("std", np.array([1, 2, 4], np.float16))
 S.np("var", np.array([[1.5, 2.5, 4.0]], np.float32), {"axis": 1, "keepdims": True})
+
+write("reduce_ddof", S.variables, S.nodes, S.tests, S.functions)
+S = Cases()
 
 # NaN: max/min propagate it, argmax/argmin give the first NaN's index, sum
 # and mean carry it, all/any count it as true.
@@ -227,6 +286,9 @@ S.np("argmax", np.array([0.0, -0.0, 0.0, -1.0]))
 S.np("argmin", np.array([[True, False, False], [True, True, True]]), {"axis": 1})
 S.np("argmax", np.array([[-5, 7, 7], [7, 7, -5]], np.int64), {"axis": -1})
 
+write("reduce_nan_inf_ties", S.variables, S.nodes, S.tests, S.functions)
+S = Cases()
+
 # logsumexp: no overflow for large values, -inf rows, +inf, NaN, float32.
 big = np.array([[1e4, 1e4 - 1, -1e4], [-np.inf, -np.inf, -np.inf], [np.inf, 1.0, -np.inf],
                 [np.nan, np.inf, 1.0], [-1e4, -1e4, -np.inf]])
@@ -257,8 +319,9 @@ S.np("mean", np.array([60000, 60000, 1], np.uint16))
 # float16: mean accumulates wider (60000 + 60000 overflows float16).
 S.add("mean", np.array([60000, 60000], np.float16), None, np.array(60000, np.float16))
 S.add("sum", np.array([60000, 60000, -60000], np.float16), None, np.array(60000, np.float16))
-# Cancellation: pairwise/double accumulation keeps the small term.
-S.add("sum", np.array([1e16, 1.0, -1e16, 1.0]), None, np.array(2.0))
+
+write("reduce_lse_ints", S.variables, S.nodes, S.tests, S.functions)
+S = Cases()
 
 # Empty axes: identities for sum/prod/all/any, NaN means, -inf logsumexp;
 # an empty kept axis just gives an empty result.
@@ -271,6 +334,9 @@ for op in ("max", "min", "argmax", "argmin", "sum", "mean"):
     S.np(op, np.zeros((3, 0), np.float64), {"axis": 0})
     S.np(op, np.zeros((0, 3), np.int16), {"axis": 1})
 S.np("sum", np.zeros((2, 0, 3), np.uint8), {"axis": [0, 2]})
+
+write("reduce_empty", S.variables, S.nodes, S.tests, S.functions)
+S = Cases()
 
 # Non-contiguous inputs: a transpose, a 3-d transpose reduced over axes that
 # are not adjacent in memory, strided subtensors (negative steps).
@@ -296,7 +362,7 @@ S.np("sum", xi8, {"axis": 0}, view=("subtensor", {"index": [{"start": None, "sto
      xv=xi8[::-1, 1::2])
 S.np("argmax", xi8, {"axis": 1}, view=("transpose", {"axes": None}), xv=xi8.T)
 
-write("reduce_special", S.variables, S.nodes, S.tests, S.functions)
+write("reduce_strided", S.variables, S.nodes, S.tests, S.functions)
 
 # Weak inline scalars take the default dtypes when reduced on their own.
 write("reduce_weak", [],

@@ -1,0 +1,1124 @@
+/* The building family (FORMAT.md s7, "Shape and indexing"): integer-array
+ * indexing (take, take_set, take_add), joining and splitting (join, stack,
+ * split) and the ops that make arrays from lengths and values (alloc,
+ * zeros_like, ones_like, arange, eye, repeat). Kernels that move blocks
+ * work on C-contiguous data (a strided input is copied once), so that the
+ * inner loop is a memcpy of a whole trailing block. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/shape.h"
+
+/* ---- helpers ---- */
+
+static const char *type_s(const tg_var *v, char *buf, size_t size) {
+    tg_type_str(&v->type, buf, size);
+    return buf;
+}
+
+static int norm_axis(int ax, int nd, int *out, tg_ctx *ctx) {
+    if (ax < -nd || ax >= nd)
+        return tg_errorf(ctx, TG_ELOAD,
+                         "attrs.axis: axis %d is out of bounds for an input of "
+                         "%d dimension%s",
+                         ax, nd, nd == 1 ? "" : "s");
+    *out = ax < 0 ? ax + nd : ax;
+    return TG_OK;
+}
+
+static int64_t prod(int from, int to, const int64_t *shape) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= shape[i];
+    return p;
+}
+
+/* Static product, -1 when a length is unknown (0 wins over unknown). */
+static int64_t static_prod(int from, int to, const int64_t *shape) {
+    int64_t p = 1;
+    bool unknown = false;
+    for (int i = from; i < to; i++) {
+        if (shape[i] == 0) return 0;
+        if (shape[i] < 0) unknown = true;
+        else p *= shape[i];
+    }
+    return unknown ? -1 : p;
+}
+
+/* Input i must be an integer scalar (a weak one becomes int64). */
+static int want_int_scalar(tg_node *n, int i, tg_ctx *ctx) {
+    char buf[160];
+    tg_var *v = n->inputs[i];
+    if (v->weak && tg_dtype_is_int(v->type.dtype)) {
+        int rc = tg_weak_take(n, i, TG_INT64, ctx);
+        if (rc) return rc;
+    }
+    if (v->type.ndim != 0 || !tg_dtype_is_int(v->type.dtype))
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[%d] '%s': expected an integer scalar, got %s",
+                         i, v->id, type_s(v, buf, sizeof buf));
+    return TG_OK;
+}
+
+/* The value of a constant integer scalar input, or -1 when not constant. */
+static int64_t const_len(const tg_node *n, int i) {
+    const tg_array *c = tg_const_input(n, i);
+    if (!c || c->ndim != 0) return -1;
+    int64_t v = tg_load_i64(c->dtype, c->data);
+    return v < 0 ? -1 : v;
+}
+
+/* a itself when C-contiguous, else a contiguous copy (*tmp owns it). */
+static const tg_array *contiguous(const tg_array *a, tg_array **tmp,
+                                  tg_ctx *ctx) {
+    *tmp = NULL;
+    if (tg_array_is_contiguous(a)) return a;
+    *tmp = tg_array_copy(a, a->dtype);
+    if (!*tmp) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return *tmp;
+}
+
+static void fill_bytes(char *dst, const void *elem, size_t isz, int64_t n) {
+    if (n <= 0) return;
+    memcpy(dst, elem, isz);
+    int64_t done = 1;
+    while (done < n) {
+        int64_t c = done < n - done ? done : n - done;
+        memcpy(dst + done * (int64_t)isz, dst, (size_t)c * isz);
+        done += c;
+    }
+}
+
+/* Reading and writing every output byte, and every input byte once. */
+static void cost_copy(const tg_node *n, tg_array *const *in,
+                      tg_array *const *out, double *flops, double *bytes) {
+    *flops = 0;
+    *bytes = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (in[i])
+            *bytes += (double)tg_array_size_inline(in[i]) *
+                      (double)tg_isize(in[i]->dtype);
+    for (int i = 0; i < n->nout; i++)
+        if (out[i])
+            *bytes += (double)tg_array_size_inline(out[i]) *
+                      (double)tg_isize(out[i]->dtype);
+}
+
+static void cost_write(const tg_node *n, tg_array *const *in,
+                       tg_array *const *out, double *flops, double *bytes) {
+    TG_UNUSED(n);
+    TG_UNUSED(in);
+    *flops = 0;
+    *bytes = out[0] ? (double)tg_array_size_inline(out[0]) *
+                          (double)tg_isize(out[0]->dtype)
+                    : 0;
+}
+
+/* NumPy's same_kind casting: bool < unsigned < signed < float. */
+static bool same_kind(tg_dtype from, tg_dtype to) {
+    static const char order[] = "buif";
+    return strchr(order, tg_dtype_kind(from)) <=
+           strchr(order, tg_dtype_kind(to));
+}
+
+/* ---- take, take_set, take_add ---- */
+
+typedef struct take_kind {
+    int idx; /* input number of the indices */
+    int mode; /* 0 take, 1 set, 2 add */
+} take_kind;
+static const take_kind kind_take = {1, 0}, kind_tset = {2, 1},
+                       kind_tadd = {2, 2};
+
+static const char *const keys_axis[] = {"axis", NULL};
+
+static int take_parse(tg_node *n, tg_ctx *ctx) {
+    int64_t ax;
+    int rc = tg_attr_int(n, "axis", true, 0, &ax, ctx);
+    if (rc) return rc;
+    if (ax < -TG_MAX_NDIM || ax >= TG_MAX_NDIM)
+        return tg_errorf(ctx, TG_ELOAD, "attrs.axis: axis %lld is out of range",
+                         (long long)ax);
+    n->a.naxes = 1;
+    n->a.axes[0] = (int)ax;
+    return TG_OK;
+}
+
+/* The indexed shape: x's with the axis replaced by idx's shape. */
+static int take_shape(const tg_type *x, const tg_type *idx, int ax,
+                      tg_type *t, tg_ctx *ctx) {
+    int nd = x->ndim - 1 + idx->ndim;
+    if (nd > TG_MAX_NDIM)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "the result would have %d dimensions, at most %d are "
+                         "supported",
+                         nd, TG_MAX_NDIM);
+    t->ndim = nd;
+    int k = 0;
+    for (int i = 0; i < ax; i++) t->shape[k++] = x->shape[i];
+    for (int i = 0; i < idx->ndim; i++) t->shape[k++] = idx->shape[i];
+    for (int i = ax + 1; i < x->ndim; i++) t->shape[k++] = x->shape[i];
+    return TG_OK;
+}
+
+static int take_infer(tg_node *n, tg_ctx *ctx) {
+    char b1[160], b2[160];
+    const take_kind *kd = n->op->impl;
+    tg_var *x = n->inputs[0], *idx = n->inputs[kd->idx];
+    int rc;
+    if (idx->weak && tg_dtype_is_int(idx->type.dtype) &&
+        (rc = tg_weak_take(n, kd->idx, TG_INT64, ctx)))
+        return rc;
+    if (!tg_dtype_is_int(idx->type.dtype))
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[%d] '%s': expected integer indices, got %s",
+                         kd->idx, idx->id, type_s(idx, b1, sizeof b1));
+    if (x->type.ndim == 0)
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[0] '%s': cannot index a 0-d array along an "
+                         "axis",
+                         x->id);
+    int ax = 0;
+    if ((rc = norm_axis(n->a.axes[0], x->type.ndim, &ax, ctx))) return rc;
+    tg_type rt;
+    if ((rc = take_shape(&x->type, &idx->type, ax, &rt, ctx))) return rc;
+    if (kd->mode == 0) {
+        tg_set_out_type(n, 0, x->type.dtype, rt.ndim, rt.shape);
+        return TG_OK;
+    }
+    tg_var *y = n->inputs[1];
+    if (y->weak && (rc = tg_weak_take(n, 1, x->type.dtype, ctx))) return rc;
+    if (!same_kind(y->type.dtype, x->type.dtype))
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[1] '%s': cannot cast %s to %s (the dtype of "
+                         "inputs[0] '%s') under NumPy's same_kind rule",
+                         y->id, tg_dtype_name(y->type.dtype),
+                         tg_dtype_name(x->type.dtype), x->id);
+    const tg_type *yt = &y->type;
+    for (int j = 0; j < yt->ndim; j++) {
+        int k = j - (yt->ndim - rt.ndim);
+        int64_t yl = yt->shape[j];
+        bool ok = k < 0 ? (yl < 0 || yl == 1)
+                        : (yl < 0 || yl == 1 || rt.shape[k] < 0 ||
+                           yl == rt.shape[k]);
+        if (!ok)
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "inputs[1] '%s': %s does not broadcast to the "
+                             "indexed shape %s",
+                             y->id, type_s(y, b1, sizeof b1),
+                             (tg_type_str(&rt, b2, sizeof b2), b2));
+    }
+    tg_set_out_type(n, 0, x->type.dtype, x->type.ndim, x->type.shape);
+    return TG_OK;
+}
+
+/* The indices as int64, negative ones resolved; an index out of range is
+ * a run-time error naming it. *out is tg_malloc'd (NULL when empty). */
+static int read_indices(const tg_array *idx, int64_t len, int ax,
+                        int64_t **out, tg_ctx *ctx) {
+    *out = NULL;
+    int64_t m = tg_array_size_inline(idx);
+    if (m == 0) return TG_OK;
+    int64_t *v = tg_malloc((size_t)m * sizeof *v);
+    if (!v) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    int64_t at[TG_MAX_NDIM] = {0};
+    for (int64_t i = 0; i < m; i++) {
+        const char *p = idx->data;
+        for (int d = 0; d < idx->ndim; d++) p += at[d] * idx->strides[d];
+        int64_t k;
+        if (idx->dtype == TG_UINT64) {
+            uint64_t u = *(const uint64_t *)(const void *)p;
+            k = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+        } else {
+            k = tg_load_i64(idx->dtype, p);
+        }
+        int64_t r = k < 0 ? k + len : k;
+        if (r < 0 || r >= len) {
+            tg_free(v);
+            return tg_errorf(ctx, TG_ERUNTIME,
+                             "index %lld is out of bounds for axis %d with "
+                             "size %lld",
+                             (long long)k, ax, (long long)len);
+        }
+        v[i] = r;
+        for (int d = idx->ndim - 1; d >= 0; d--) {
+            if (++at[d] < idx->shape[d]) break;
+            at[d] = 0;
+        }
+    }
+    *out = v;
+    return TG_OK;
+}
+
+static int take_run(tg_node *n, tg_array *const *in, tg_array **out,
+                    tg_ctx *ctx) {
+    const tg_array *x = in[0], *idx = in[1];
+    tg_array *tmp = NULL;
+    int64_t *iv = NULL;
+    int ax = n->a.axes[0] < 0 ? n->a.axes[0] + x->ndim : n->a.axes[0];
+    int64_t len = x->shape[ax];
+    int rc = read_indices(idx, len, ax, &iv, ctx);
+    if (rc) return rc;
+    tg_type xt = {.dtype = x->dtype, .ndim = x->ndim}, it = {.ndim = idx->ndim},
+            rt;
+    memcpy(xt.shape, x->shape, sizeof xt.shape);
+    memcpy(it.shape, idx->shape, sizeof it.shape);
+    if ((rc = take_shape(&xt, &it, ax, &rt, ctx)) ||
+        (rc = tg_array_prepare(out, x->dtype, rt.ndim, rt.shape, ctx)))
+        goto done;
+    int64_t outer = prod(0, ax, x->shape), post = prod(ax + 1, x->ndim, x->shape);
+    int64_t m = tg_array_size_inline(idx);
+    if (outer * m * post == 0) goto done;
+    const tg_array *xc = contiguous(x, &tmp, ctx);
+    if (!xc) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    size_t blk = (size_t)post * tg_isize(x->dtype);
+    const char *src = xc->data;
+    char *dst = out[0]->data;
+    int64_t total = outer * m;
+#pragma omp parallel for if (total * post >= TG_PARALLEL_MIN)
+    for (int64_t t = 0; t < total; t++) {
+        int64_t o = t / m, j = t % m;
+        memcpy(dst + t * (int64_t)blk, src + (o * len + iv[j]) * (int64_t)blk,
+               blk);
+    }
+done:
+    tg_array_free(tmp);
+    tg_free(iv);
+    return rc;
+}
+
+/* dst[i] += src[i] for n contiguous elements (NumPy's add: integers wrap,
+ * bool is logical or, float16 rounded once per addition). */
+static void add_block(tg_dtype dt, char *dst, const char *src, int64_t n) {
+    switch (dt) {
+#define ADD_(T, EXPR)                                                        \
+    {                                                                        \
+        T *d = (T *)(void *)dst;                                             \
+        const T *s = (const T *)(const void *)src;                           \
+        for (int64_t i = 0; i < n; i++) d[i] = EXPR;                         \
+    }                                                                        \
+    break;
+    case TG_BOOL: ADD_(uint8_t, (uint8_t)(d[i] | s[i]))
+    case TG_INT8: case TG_UINT8: ADD_(uint8_t, (uint8_t)(d[i] + s[i]))
+    case TG_INT16: case TG_UINT16: ADD_(uint16_t, (uint16_t)(d[i] + s[i]))
+    case TG_INT32: case TG_UINT32: ADD_(uint32_t, (uint32_t)(d[i] + s[i]))
+    case TG_INT64: case TG_UINT64: ADD_(uint64_t, (uint64_t)(d[i] + s[i]))
+    case TG_FLOAT16:
+        ADD_(uint16_t, tg_float_to_half(tg_half_to_float(d[i]) +
+                                        tg_half_to_float(s[i])))
+    case TG_FLOAT32: ADD_(float, d[i] + s[i])
+    case TG_FLOAT64: ADD_(double, d[i] + s[i])
+#undef ADD_
+    default: break;
+    }
+}
+
+static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
+                           tg_ctx *ctx) {
+    const tg_array *x = in[0], *y = in[1], *idx = in[2];
+    bool add = ((const take_kind *)n->op->impl)->mode == 2;
+    tg_array *yb = NULL;
+    int64_t *iv = NULL;
+    int ax = n->a.axes[0] < 0 ? n->a.axes[0] + x->ndim : n->a.axes[0];
+    int64_t len = x->shape[ax];
+    int rc = read_indices(idx, len, ax, &iv, ctx);
+    if (rc) return rc;
+    tg_type xt = {.dtype = x->dtype, .ndim = x->ndim}, it = {.ndim = idx->ndim},
+            rt;
+    memcpy(xt.shape, x->shape, sizeof xt.shape);
+    memcpy(it.shape, idx->shape, sizeof it.shape);
+    if ((rc = take_shape(&xt, &it, ax, &rt, ctx)) ||
+        (rc = tg_array_prepare(out, x->dtype, x->ndim, x->shape, ctx)) ||
+        (rc = tg_array_assign(*out, x, ctx)))
+        goto done;
+    /* y broadcast to the indexed shape, in x's dtype, contiguous. */
+    if (!(yb = tg_array_empty(x->dtype, rt.ndim, rt.shape))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = tg_array_assign(yb, y, ctx))) goto done;
+    int64_t outer = prod(0, ax, x->shape), post = prod(ax + 1, x->ndim, x->shape);
+    int64_t m = tg_array_size_inline(idx);
+    if (outer * m * post == 0) goto done;
+    size_t isz = tg_isize(x->dtype), blk = (size_t)post * isz;
+    char *dst = out[0]->data;
+    const char *src = yb->data;
+    /* Rows of different outer positions never collide; inside one, the
+     * indices are applied in order (the last set wins, adds accumulate). */
+#pragma omp parallel for if (outer * m * post >= TG_PARALLEL_MIN && outer > 1)
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t j = 0; j < m; j++) {
+            char *d = dst + (o * len + iv[j]) * (int64_t)blk;
+            const char *s = src + (o * m + j) * (int64_t)blk;
+            if (add) add_block(x->dtype, d, s, post);
+            else memcpy(d, s, blk);
+        }
+    }
+done:
+    tg_array_free(yb);
+    tg_free(iv);
+    return rc;
+}
+
+const tg_op tg_op_take = {
+    .name = "take", .nin_min = 2, .nin_max = 2, .nout = 1,
+    .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
+    .run = take_run, .cost = cost_copy, .view_of = -1, .impl = &kind_take};
+
+const tg_op tg_op_take_set = {
+    .name = "take_set", .nin_min = 3, .nin_max = 3, .nout = 1,
+    .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
+    .run = take_setadd_run, .cost = cost_copy, .view_of = -1,
+    .impl = &kind_tset};
+
+const tg_op tg_op_take_add = {
+    .name = "take_add", .nin_min = 3, .nin_max = 3, .nout = 1,
+    .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
+    .run = take_setadd_run, .cost = cost_copy, .view_of = -1,
+    .impl = &kind_tadd};
+
+/* ---- join, stack ---- */
+
+static int axis_required_parse(tg_node *n, tg_ctx *ctx) {
+    return tg_attr_axis(n, "axis", false, false, false, ctx);
+}
+
+/* The dtype of the operands first..nin-1: strong ones promote (NumPy),
+ * weak scalars take that dtype. */
+static int join_dtype(tg_node *n, int first, tg_dtype *out, tg_ctx *ctx) {
+    bool any_strong = false;
+    for (int i = first; i < n->nin; i++)
+        if (!n->inputs[i]->weak) any_strong = true;
+    if (!any_strong) return tg_weak_resolve(n, first, n->nin - first, out, ctx);
+    tg_dtype dt = TG_DTYPE_INVALID;
+    for (int i = first; i < n->nin; i++) {
+        const tg_var *v = n->inputs[i];
+        if (v->weak) continue;
+        dt = dt == TG_DTYPE_INVALID ? v->type.dtype
+                                    : tg_dtype_promote(dt, v->type.dtype);
+    }
+    for (int i = first; i < n->nin; i++) {
+        int rc = tg_weak_take(n, i, dt, ctx);
+        if (rc) return rc;
+    }
+    *out = dt;
+    return TG_OK;
+}
+
+static int join_infer(tg_node *n, tg_ctx *ctx) {
+    tg_dtype dt;
+    int rc = join_dtype(n, 0, &dt, ctx);
+    if (rc) return rc;
+    const tg_type *t0 = &n->inputs[0]->type;
+    int nd = t0->ndim, ax = 0;
+    if (nd == 0)
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[0] '%s': zero-dimensional arrays cannot be "
+                         "concatenated",
+                         n->inputs[0]->id);
+    if ((rc = norm_axis(n->a.axes[0], nd, &ax, ctx))) return rc;
+    int64_t shape[TG_MAX_NDIM];
+    memcpy(shape, t0->shape, sizeof shape);
+    int64_t sum = 0;
+    for (int i = 0; i < n->nin; i++) {
+        const tg_type *t = &n->inputs[i]->type;
+        if (t->ndim != nd)
+            return tg_errorf(ctx, TG_ETYPE,
+                             "inputs[%d] '%s': has %d dimensions, inputs[0] "
+                             "'%s' has %d: all must have the same number",
+                             i, n->inputs[i]->id, t->ndim, n->inputs[0]->id,
+                             nd);
+        for (int d = 0; d < nd; d++) {
+            if (d == ax) continue;
+            if (shape[d] >= 0 && t->shape[d] >= 0 && shape[d] != t->shape[d])
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "inputs[%d] '%s': length %lld in dimension "
+                                 "%d, but %lld in an earlier input (only the "
+                                 "join axis may differ)",
+                                 i, n->inputs[i]->id, (long long)t->shape[d],
+                                 d, (long long)shape[d]);
+            if (shape[d] < 0) shape[d] = t->shape[d];
+        }
+        if (sum >= 0) sum = t->shape[ax] < 0 ? -1 : sum + t->shape[ax];
+    }
+    shape[ax] = sum;
+    tg_set_out_type(n, 0, dt, nd, shape);
+    return TG_OK;
+}
+
+static int join_run(tg_node *n, tg_array *const *in, tg_array **out,
+                    tg_ctx *ctx) {
+    int nd = in[0]->ndim;
+    int ax = n->a.axes[0] < 0 ? n->a.axes[0] + nd : n->a.axes[0];
+    int64_t shape[TG_MAX_NDIM];
+    memcpy(shape, in[0]->shape, sizeof shape);
+    shape[ax] = 0;
+    for (int i = 0; i < n->nin; i++) {
+        for (int d = 0; d < nd; d++)
+            if (d != ax && in[i]->shape[d] != shape[d])
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "all the input array dimensions except for "
+                                 "the concatenation axis must match exactly, "
+                                 "but along dimension %d, the array at index "
+                                 "0 has size %lld and the array at index %d "
+                                 "has size %lld",
+                                 d, (long long)shape[d], i,
+                                 (long long)in[i]->shape[d]);
+        shape[ax] += in[i]->shape[ax];
+    }
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    int rc = tg_array_prepare(out, dt, nd, shape, ctx);
+    if (rc) return rc;
+    tg_array *o = *out;
+    int64_t off = 0;
+    for (int i = 0; i < n->nin; i++) {
+        if (tg_array_size_inline(in[i]) > 0) {
+            tg_array *v = tg_array_view_raw(o, dt, nd, in[i]->shape, o->strides,
+                                            o->data + off * o->strides[ax]);
+            if (!v) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            rc = tg_array_assign(v, in[i], ctx);
+            tg_array_free(v);
+            if (rc) return rc;
+        }
+        off += in[i]->shape[ax];
+    }
+    return TG_OK;
+}
+
+static int stack_infer(tg_node *n, tg_ctx *ctx) {
+    tg_dtype dt;
+    int rc = join_dtype(n, 0, &dt, ctx);
+    if (rc) return rc;
+    const tg_type *t0 = &n->inputs[0]->type;
+    int nd = t0->ndim, ax = 0;
+    if (nd + 1 > TG_MAX_NDIM)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "the result would have %d dimensions, at most %d are "
+                         "supported",
+                         nd + 1, TG_MAX_NDIM);
+    if ((rc = norm_axis(n->a.axes[0], nd + 1, &ax, ctx))) return rc;
+    int64_t shape[TG_MAX_NDIM];
+    memcpy(shape, t0->shape, sizeof shape);
+    for (int i = 1; i < n->nin; i++) {
+        const tg_type *t = &n->inputs[i]->type;
+        if (t->ndim != nd)
+            return tg_errorf(ctx, TG_ETYPE,
+                             "inputs[%d] '%s': has %d dimensions, inputs[0] "
+                             "'%s' has %d: all must have the same shape",
+                             i, n->inputs[i]->id, t->ndim, n->inputs[0]->id,
+                             nd);
+        for (int d = 0; d < nd; d++) {
+            if (shape[d] >= 0 && t->shape[d] >= 0 && shape[d] != t->shape[d])
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "inputs[%d] '%s': length %lld in dimension "
+                                 "%d, but %lld in an earlier input (all must "
+                                 "have the same shape)",
+                                 i, n->inputs[i]->id, (long long)t->shape[d],
+                                 d, (long long)shape[d]);
+            if (shape[d] < 0) shape[d] = t->shape[d];
+        }
+    }
+    int64_t os[TG_MAX_NDIM];
+    for (int d = 0, k = 0; d <= nd; d++)
+        os[d] = d == ax ? n->nin : shape[k++];
+    tg_set_out_type(n, 0, dt, nd + 1, os);
+    return TG_OK;
+}
+
+static int stack_run(tg_node *n, tg_array *const *in, tg_array **out,
+                     tg_ctx *ctx) {
+    int nd = in[0]->ndim;
+    int ax = n->a.axes[0] < 0 ? n->a.axes[0] + nd + 1 : n->a.axes[0];
+    for (int i = 1; i < n->nin; i++)
+        if (in[i]->ndim != nd || !tg_shape_equal(nd, in[i]->shape, in[0]->shape)) {
+            char s1[200], s2[200];
+            tg_shape_str(in[0]->ndim, in[0]->shape, s1, sizeof s1);
+            tg_shape_str(in[i]->ndim, in[i]->shape, s2, sizeof s2);
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "all input arrays must have the same shape: %s "
+                             "at index 0, %s at index %d",
+                             s1, s2, i);
+        }
+    int64_t shape[TG_MAX_NDIM];
+    for (int d = 0, k = 0; d <= nd; d++)
+        shape[d] = d == ax ? n->nin : in[0]->shape[k++];
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    int rc = tg_array_prepare(out, dt, nd + 1, shape, ctx);
+    if (rc) return rc;
+    tg_array *o = *out;
+    if (tg_array_size_inline(o) == 0) return TG_OK;
+    int64_t st[TG_MAX_NDIM];
+    for (int d = 0, k = 0; d <= nd; d++)
+        if (d != ax) st[k++] = o->strides[d];
+    for (int i = 0; i < n->nin; i++) {
+        tg_array *v = tg_array_view_raw(o, dt, nd, in[0]->shape, st,
+                                        o->data + i * o->strides[ax]);
+        if (!v) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        rc = tg_array_assign(v, in[i], ctx);
+        tg_array_free(v);
+        if (rc) return rc;
+    }
+    return TG_OK;
+}
+
+const tg_op tg_op_join = {
+    .name = "join", .nin_min = 1, .nin_max = -1, .nout = 1,
+    .attr_keys = keys_axis, .parse_attrs = axis_required_parse,
+    .infer = join_infer, .run = join_run, .cost = cost_copy, .view_of = -1};
+
+const tg_op tg_op_stack = {
+    .name = "stack", .nin_min = 1, .nin_max = -1, .nout = 1,
+    .attr_keys = keys_axis, .parse_attrs = axis_required_parse,
+    .infer = stack_infer, .run = stack_run, .cost = cost_copy, .view_of = -1};
+
+/* ---- split ---- */
+
+static const char *const keys_split[] = {"axis", "n", NULL};
+
+static int split_parse(tg_node *n, tg_ctx *ctx) {
+    int rc = tg_attr_axis(n, "axis", false, false, false, ctx);
+    if (rc || (rc = tg_attr_int(n, "n", false, 0, &n->a.i, ctx))) return rc;
+    if (n->a.i < 1 || n->a.i != n->nout)
+        return tg_errorf(ctx, TG_ELOAD,
+                         "attrs.n: %lld, but the node lists %d output%s (n "
+                         "must be at least 1 and equal the number of "
+                         "outputs)",
+                         (long long)n->a.i, n->nout, n->nout == 1 ? "" : "s");
+    return TG_OK;
+}
+
+static int split_infer(tg_node *n, tg_ctx *ctx) {
+    char buf[160];
+    const tg_var *x = n->inputs[0];
+    tg_var *s = n->inputs[1];
+    if (s->type.ndim != 1 || !tg_dtype_is_int(s->type.dtype))
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[1] '%s': expected an integer vector of "
+                         "sizes, got %s",
+                         s->id, type_s(s, buf, sizeof buf));
+    if (s->type.shape[0] >= 0 && s->type.shape[0] != n->a.i)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[1] '%s': %lld sizes for %lld outputs", s->id,
+                         (long long)s->type.shape[0], (long long)n->a.i);
+    if (x->type.ndim == 0)
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[0] '%s': cannot split a 0-d array", x->id);
+    int ax = 0, rc;
+    if ((rc = norm_axis(n->a.axes[0], x->type.ndim, &ax, ctx))) return rc;
+    const tg_array *c = tg_const_input(n, 1);
+    int64_t sum = 0;
+    for (int i = 0; i < n->nout; i++) {
+        int64_t shape[TG_MAX_NDIM];
+        memcpy(shape, x->type.shape, sizeof shape);
+        shape[ax] = -1;
+        if (c) {
+            int64_t v = tg_load_i64(c->dtype, c->data + i * c->strides[0]);
+            if (v < 0)
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "inputs[1] '%s': size %d is negative (%lld)",
+                                 s->id, i, (long long)v);
+            shape[ax] = v;
+            sum += v;
+        }
+        tg_set_out_type(n, i, x->type.dtype, x->type.ndim, shape);
+    }
+    if (c && x->type.shape[ax] >= 0 && sum != x->type.shape[ax])
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[1] '%s': the sizes sum to %lld, but axis %d "
+                         "of inputs[0] '%s' has length %lld",
+                         s->id, (long long)sum, ax, x->id,
+                         (long long)x->type.shape[ax]);
+    return TG_OK;
+}
+
+static int split_run(tg_node *n, tg_array *const *in, tg_array **out,
+                     tg_ctx *ctx) {
+    const tg_array *x = in[0], *s = in[1];
+    int ax = n->a.axes[0] < 0 ? n->a.axes[0] + x->ndim : n->a.axes[0];
+    if (s->shape[0] != n->nout)
+        return tg_errorf(ctx, TG_ESHAPE, "%lld sizes for %d outputs",
+                         (long long)s->shape[0], n->nout);
+    int64_t sum = 0;
+    for (int i = 0; i < n->nout; i++) {
+        int64_t v = tg_load_i64(s->dtype, s->data + i * s->strides[0]);
+        if (v < 0)
+            return tg_errorf(ctx, TG_ESHAPE, "split size %d is negative (%lld)",
+                             i, (long long)v);
+        sum += v;
+    }
+    if (sum != x->shape[ax])
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "the split sizes sum to %lld, but axis %d has length "
+                         "%lld",
+                         (long long)sum, ax, (long long)x->shape[ax]);
+    int64_t off = 0;
+    for (int i = 0; i < n->nout; i++) {
+        int64_t v = tg_load_i64(s->dtype, s->data + i * s->strides[0]);
+        int64_t shape[TG_MAX_NDIM];
+        memcpy(shape, x->shape, sizeof shape);
+        shape[ax] = v;
+        int rc = tg_shape_store_view(&out[i], x, x->ndim, shape, x->strides,
+                                     x->data + (v ? off * x->strides[ax] : 0),
+                                     ctx);
+        if (rc) return rc;
+        off += v;
+    }
+    return TG_OK;
+}
+
+const tg_op tg_op_split = {
+    .name = "split", .nin_min = 2, .nin_max = 2, .nout = -1,
+    .attr_keys = keys_split, .parse_attrs = split_parse, .infer = split_infer,
+    .run = split_run, .cost = tg_shape_cost_view, .view_of = 0};
+
+/* ---- alloc ---- */
+
+static int alloc_infer(tg_node *n, tg_ctx *ctx) {
+    tg_var *v = n->inputs[0];
+    int k = n->nin - 1, rc;
+    if (k > TG_MAX_NDIM)
+        return tg_errorf(ctx, TG_ELOAD,
+                         "%d dimensions, at most %d are supported", k,
+                         TG_MAX_NDIM);
+    if (v->weak) {
+        tg_dtype dt;
+        if ((rc = tg_weak_resolve(n, 0, 1, &dt, ctx))) return rc;
+    }
+    if (v->type.ndim > k)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[0] '%s': has %d dimensions, more than the %d "
+                         "lengths given",
+                         v->id, v->type.ndim, k);
+    int64_t shape[TG_MAX_NDIM];
+    for (int i = 0; i < k; i++) {
+        if ((rc = want_int_scalar(n, i + 1, ctx))) return rc;
+        shape[i] = const_len(n, i + 1);
+        int j = i - (k - v->type.ndim);
+        int64_t vl = j >= 0 ? v->type.shape[j] : 1;
+        if (vl > 1 || vl == 0) {
+            if (shape[i] >= 0 && shape[i] != vl)
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "inputs[0] '%s': length %lld in dimension "
+                                 "%d does not broadcast to %lld",
+                                 v->id, (long long)vl, j, (long long)shape[i]);
+            shape[i] = vl;
+        }
+    }
+    tg_set_out_type(n, 0, v->type.dtype, k, shape);
+    return TG_OK;
+}
+
+static int alloc_run(tg_node *n, tg_array *const *in, tg_array **out,
+                     tg_ctx *ctx) {
+    const tg_array *v = in[0];
+    int k = n->nin - 1;
+    int64_t shape[TG_MAX_NDIM];
+    for (int i = 0; i < k; i++) {
+        shape[i] = tg_load_i64(in[i + 1]->dtype, in[i + 1]->data);
+        if (shape[i] < 0)
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "negative dimensions are not allowed (length "
+                             "%lld for dimension %d)",
+                             (long long)shape[i], i);
+    }
+    bool ok = v->ndim <= k;
+    for (int j = 0; ok && j < v->ndim; j++) {
+        int64_t l = v->shape[j], d = shape[j + k - v->ndim];
+        ok = l == 1 || l == d;
+    }
+    if (!ok) {
+        char s1[200], s2[200];
+        tg_shape_str(v->ndim, v->shape, s1, sizeof s1);
+        tg_shape_str(k, shape, s2, sizeof s2);
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "could not broadcast input array from shape %s into "
+                         "shape %s",
+                         s1, s2);
+    }
+    int rc = tg_array_prepare(out, v->dtype, k, shape, ctx);
+    if (rc) return rc;
+    int64_t size = tg_array_size_inline(*out);
+    if (size == 0) return TG_OK;
+    if (tg_array_size_inline(v) == 1) {
+        fill_bytes(out[0]->data, v->data, tg_isize(v->dtype), size);
+        return TG_OK;
+    }
+    return tg_array_assign(*out, v, ctx);
+}
+
+const tg_op tg_op_alloc = {
+    .name = "alloc", .nin_min = 1, .nin_max = -1, .nout = 1,
+    .infer = alloc_infer, .run = alloc_run, .cost = cost_write,
+    .view_of = -1};
+
+/* ---- zeros_like, ones_like ---- */
+
+static int like_infer(tg_node *n, tg_ctx *ctx) {
+    const tg_var *x = n->inputs[0];
+    if (x->weak) {
+        tg_dtype dt;
+        int rc = tg_weak_resolve(n, 0, 1, &dt, ctx);
+        if (rc) return rc;
+    }
+    tg_set_out_type(n, 0, x->type.dtype, x->type.ndim, x->type.shape);
+    return TG_OK;
+}
+
+static int like_run(tg_node *n, tg_array *const *in, tg_array **out,
+                    tg_ctx *ctx) {
+    const tg_array *x = in[0];
+    int rc = tg_array_prepare(out, x->dtype, x->ndim, x->shape, ctx);
+    if (rc) return rc;
+    int64_t size = tg_array_size_inline(*out);
+    size_t isz = tg_isize(x->dtype);
+    if (n->op->impl == NULL) {
+        memset(out[0]->data, 0, (size_t)size * isz);
+    } else {
+        char one[8];
+        tg_store_f64(x->dtype, one, 1.0);
+        fill_bytes(out[0]->data, one, isz, size);
+    }
+    return TG_OK;
+}
+
+static const int ones_mark = 1;
+
+const tg_op tg_op_zeros_like = {
+    .name = "zeros_like", .nin_min = 1, .nin_max = 1, .nout = 1,
+    .flags = TG_OPF_NONDIFF, .infer = like_infer, .run = like_run,
+    .cost = cost_write, .view_of = -1};
+
+const tg_op tg_op_ones_like = {
+    .name = "ones_like", .nin_min = 1, .nin_max = 1, .nout = 1,
+    .flags = TG_OPF_NONDIFF, .infer = like_infer, .run = like_run,
+    .cost = cost_write, .view_of = -1, .impl = &ones_mark};
+
+/* ---- arange ---- */
+
+static const char *const keys_dtype[] = {"dtype", NULL};
+
+/* The dtype attr's default depends on the inputs' dtypes, so parse only
+ * records whether it was given; infer writes the default. */
+static int arange_parse(tg_node *n, tg_ctx *ctx) {
+    json_object *v;
+    n->a.flag = tg_shape_attr_get(n, "dtype", &v);
+    if (!n->a.flag) return TG_OK;
+    int rc = tg_attr_dtype(n, "dtype", TG_DTYPE_INVALID, &n->a.dtype, ctx);
+    if (rc) return rc;
+    if (n->a.dtype == TG_BOOL)
+        return tg_errorf(ctx, TG_ELOAD,
+                         "attrs.dtype: expected a numeric dtype, got bool");
+    return TG_OK;
+}
+
+static bool is_num(tg_dtype dt) { return dt != TG_BOOL; }
+
+static double load_num(const tg_array *a) {
+    return tg_load_f64(a->dtype, a->data);
+}
+
+/* NumPy's length: ceil((stop - start) / step), at least 0; exact for
+ * integers. -1 for a zero step. */
+static int64_t arange_len(bool ints, int64_t i0, int64_t i1, int64_t is,
+                          double f0, double f1, double fs) {
+    if (ints) {
+        if (is == 0) return -1;
+        int64_t d = i1 - i0;
+        int64_t len = is > 0 ? (d + is - 1) / is : (d + is + 1) / is;
+        if ((is > 0 && d <= 0) || (is < 0 && d >= 0)) return 0;
+        return len;
+    }
+    if (fs == 0) return -1;
+    double l = ceil((f1 - f0) / fs);
+    return l > 0 ? (int64_t)l : 0;
+}
+
+static int arange_infer(tg_node *n, tg_ctx *ctx) {
+    char buf[160];
+    bool ints = true;
+    for (int i = 0; i < 3; i++) {
+        tg_var *v = n->inputs[i];
+        if (v->type.ndim != 0 || !is_num(v->type.dtype))
+            return tg_errorf(ctx, TG_ETYPE,
+                             "inputs[%d] '%s': expected a numeric scalar, got "
+                             "%s",
+                             i, v->id, type_s(v, buf, sizeof buf));
+        if (v->weak) {
+            int rc = tg_weak_take(n, i, v->type.dtype, ctx);
+            if (rc) return rc;
+        }
+        if (!tg_dtype_is_int(v->type.dtype)) ints = false;
+    }
+    if (!n->a.flag) {
+        n->a.dtype = ints ? TG_INT64 : TG_FLOAT64;
+        int rc = tg_shape_attr_put(
+            n, "dtype", json_object_new_string(tg_dtype_name(n->a.dtype)), ctx);
+        if (rc) return rc;
+        n->a.flag = true;
+    }
+    int64_t len = -1;
+    const tg_array *c[3] = {tg_const_input(n, 0), tg_const_input(n, 1),
+                            tg_const_input(n, 2)};
+    if (c[0] && c[1] && c[2]) {
+        len = arange_len(ints, tg_load_i64(c[0]->dtype, c[0]->data),
+                         tg_load_i64(c[1]->dtype, c[1]->data),
+                         tg_load_i64(c[2]->dtype, c[2]->data), load_num(c[0]),
+                         load_num(c[1]), load_num(c[2]));
+    }
+    tg_set_out_type(n, 0, n->a.dtype, 1, &len);
+    return TG_OK;
+}
+
+static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
+                      tg_ctx *ctx) {
+    bool ints = true;
+    for (int i = 0; i < 3; i++)
+        if (!tg_dtype_is_int(in[i]->dtype)) ints = false;
+    int64_t i0 = ints ? tg_load_i64(in[0]->dtype, in[0]->data) : 0;
+    int64_t i1 = ints ? tg_load_i64(in[1]->dtype, in[1]->data) : 0;
+    int64_t is = ints ? tg_load_i64(in[2]->dtype, in[2]->data) : 0;
+    double f0 = load_num(in[0]), f1 = load_num(in[1]), fs = load_num(in[2]);
+    int64_t len = arange_len(ints, i0, i1, is, f0, f1, fs);
+    if (len < 0) return tg_errorf(ctx, TG_ERUNTIME, "arange: step is zero");
+    tg_dtype dt = n->a.dtype;
+    int rc = tg_array_prepare(out, dt, 1, &len, ctx);
+    if (rc || len == 0) return rc;
+    char *d = out[0]->data;
+    /* As NumPy: the first two values in the result dtype, then
+     * start + i * (second - first) in that dtype's arithmetic. */
+    switch (dt) {
+    case TG_FLOAT64: {
+        double *p = (double *)(void *)d, a = ints ? (double)i0 : f0;
+        double b = ints ? (double)(i0 + is) : f0 + fs, delta = b - a;
+        for (int64_t i = 0; i < len; i++) p[i] = a + (double)i * delta;
+        break;
+    }
+    case TG_FLOAT32:
+    case TG_FLOAT16: {
+        float a = ints ? (float)i0 : (float)f0;
+        float b = ints ? (float)(i0 + is) : (float)(f0 + fs);
+        if (dt == TG_FLOAT16) {
+            a = tg_half_to_float(tg_float_to_half(a));
+            b = tg_half_to_float(tg_float_to_half(b));
+        }
+        float delta = b - a;
+        for (int64_t i = 0; i < len; i++) {
+            float v = a + (float)i * delta;
+            if (dt == TG_FLOAT32) ((float *)(void *)d)[i] = v;
+            else ((uint16_t *)(void *)d)[i] = tg_float_to_half(v);
+        }
+        break;
+    }
+    default: {
+        int64_t a = ints ? i0 : (int64_t)f0;
+        int64_t b = ints ? i0 + is : (int64_t)(f0 + fs);
+        uint64_t delta = (uint64_t)b - (uint64_t)a;
+        size_t isz = tg_isize(dt);
+        for (int64_t i = 0; i < len; i++)
+            tg_store_i64(dt, d + i * (int64_t)isz,
+                         (int64_t)((uint64_t)a + (uint64_t)i * delta));
+        break;
+    }
+    }
+    return TG_OK;
+}
+
+const tg_op tg_op_arange = {
+    .name = "arange", .nin_min = 3, .nin_max = 3, .nout = 1,
+    .flags = TG_OPF_NONDIFF, .attr_keys = keys_dtype,
+    .parse_attrs = arange_parse, .infer = arange_infer, .run = arange_run,
+    .cost = cost_write, .view_of = -1};
+
+/* ---- eye ---- */
+
+static int eye_parse(tg_node *n, tg_ctx *ctx) {
+    return tg_attr_dtype(n, "dtype", TG_FLOAT64, &n->a.dtype, ctx);
+}
+
+static int eye_infer(tg_node *n, tg_ctx *ctx) {
+    for (int i = 0; i < 3; i++) {
+        int rc = want_int_scalar(n, i, ctx);
+        if (rc) return rc;
+    }
+    int64_t shape[2] = {const_len(n, 0), const_len(n, 1)};
+    tg_set_out_type(n, 0, n->a.dtype, 2, shape);
+    return TG_OK;
+}
+
+static int eye_run(tg_node *n, tg_array *const *in, tg_array **out,
+                   tg_ctx *ctx) {
+    int64_t shape[2], k = tg_load_i64(in[2]->dtype, in[2]->data);
+    for (int i = 0; i < 2; i++) {
+        shape[i] = tg_load_i64(in[i]->dtype, in[i]->data);
+        if (shape[i] < 0)
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "negative dimensions are not allowed (%lld)",
+                             (long long)shape[i]);
+    }
+    tg_dtype dt = n->a.dtype;
+    int rc = tg_array_prepare(out, dt, 2, shape, ctx);
+    if (rc) return rc;
+    size_t isz = tg_isize(dt);
+    char *d = out[0]->data, one[8];
+    memset(d, 0, (size_t)(shape[0] * shape[1]) * isz);
+    tg_store_f64(dt, one, 1.0);
+    for (int64_t i = 0; i < shape[0]; i++) {
+        int64_t j = i + k;
+        if (j >= 0 && j < shape[1])
+            memcpy(d + (i * shape[1] + j) * (int64_t)isz, one, isz);
+    }
+    return TG_OK;
+}
+
+const tg_op tg_op_eye = {
+    .name = "eye", .nin_min = 3, .nin_max = 3, .nout = 1,
+    .flags = TG_OPF_NONDIFF, .attr_keys = keys_dtype, .parse_attrs = eye_parse,
+    .infer = eye_infer, .run = eye_run, .cost = cost_write, .view_of = -1};
+
+/* ---- repeat ---- */
+
+static int repeat_parse(tg_node *n, tg_ctx *ctx) {
+    return tg_attr_axis(n, "axis", true, false, true, ctx);
+}
+
+static int repeat_infer(tg_node *n, tg_ctx *ctx) {
+    char buf[160];
+    const tg_var *x = n->inputs[0];
+    tg_var *r = n->inputs[1];
+    int rc;
+    if (x->weak) {
+        tg_dtype dt;
+        if ((rc = tg_weak_resolve(n, 0, 1, &dt, ctx))) return rc;
+    }
+    if (r->weak && tg_dtype_is_int(r->type.dtype) &&
+        (rc = tg_weak_take(n, 1, TG_INT64, ctx)))
+        return rc;
+    if (r->type.ndim > 1 || !tg_dtype_is_int(r->type.dtype))
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[1] '%s': expected an integer scalar or "
+                         "vector of repeats, got %s",
+                         r->id, type_s(r, buf, sizeof buf));
+    int nd = x->type.ndim, ax = 0;
+    int64_t len;
+    if (n->a.axis_null) {
+        len = static_prod(0, nd, x->type.shape);
+    } else {
+        if ((rc = norm_axis(n->a.axes[0], nd, &ax, ctx))) return rc;
+        len = x->type.shape[ax];
+    }
+    int64_t rl = r->type.ndim ? r->type.shape[0] : 1;
+    if (r->type.ndim && rl >= 0 && rl != 1 && len >= 0 && rl != len)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[1] '%s': %lld repeats for an axis of length "
+                         "%lld",
+                         r->id, (long long)rl, (long long)len);
+    int64_t out_len = -1;
+    const tg_array *c = tg_const_input(n, 1);
+    if (c) {
+        int64_t m = tg_array_size_inline(c), sum = 0;
+        bool neg = false;
+        for (int64_t i = 0; i < m; i++) {
+            int64_t v = tg_load_i64(c->dtype, c->data + i * (c->ndim ? c->strides[0] : 0));
+            if (v < 0) neg = true;
+            sum += v;
+        }
+        if (neg)
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "inputs[1] '%s': repeats may not contain "
+                             "negative values",
+                             r->id);
+        if (m == 1 && len >= 0) out_len = len * sum;
+        else if (m != 1) out_len = sum;
+    }
+    if (n->a.axis_null) {
+        tg_set_out_type(n, 0, x->type.dtype, 1, &out_len);
+    } else {
+        int64_t shape[TG_MAX_NDIM];
+        memcpy(shape, x->type.shape, sizeof shape);
+        shape[ax] = out_len;
+        tg_set_out_type(n, 0, x->type.dtype, nd, shape);
+    }
+    return TG_OK;
+}
+
+static int repeat_run(tg_node *n, tg_array *const *in, tg_array **out,
+                      tg_ctx *ctx) {
+    const tg_array *x = in[0], *r = in[1];
+    tg_array *tmp = NULL;
+    int64_t *rep = NULL;
+    int rc = TG_OK;
+    int nd = x->ndim, ax = 0;
+    int64_t outer, len, post;
+    if (n->a.axis_null) {
+        outer = 1;
+        len = tg_array_size_inline(x);
+        post = 1;
+    } else {
+        ax = n->a.axes[0] < 0 ? n->a.axes[0] + nd : n->a.axes[0];
+        outer = prod(0, ax, x->shape);
+        len = x->shape[ax];
+        post = prod(ax + 1, nd, x->shape);
+    }
+    int64_t m = r->ndim ? r->shape[0] : 1;
+    if (m != 1 && m != len)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "operands could not be broadcast together with shape "
+                         "(%lld,) (%lld,)",
+                         (long long)len, (long long)m);
+    if (len > 0 && !(rep = tg_malloc((size_t)len * sizeof *rep)))
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    int64_t total = 0;
+    for (int64_t j = 0; j < len; j++) {
+        const char *p = r->data + (m == 1 ? 0 : j * r->strides[0]);
+        rep[j] = tg_load_i64(r->dtype, p);
+        if (rep[j] < 0) {
+            rc = tg_errorf(ctx, TG_ESHAPE,
+                           "repeats may not contain negative values");
+            goto done;
+        }
+        total += rep[j];
+    }
+    if (m == 1 && len == 0 && tg_load_i64(r->dtype, r->data) < 0) {
+        rc = tg_errorf(ctx, TG_ESHAPE, "repeats may not contain negative values");
+        goto done;
+    }
+    int64_t shape[TG_MAX_NDIM];
+    int ond = n->a.axis_null ? 1 : nd;
+    if (n->a.axis_null) {
+        shape[0] = total;
+    } else {
+        memcpy(shape, x->shape, sizeof shape);
+        shape[ax] = total;
+    }
+    if ((rc = tg_array_prepare(out, x->dtype, ond, shape, ctx))) goto done;
+    if (outer * total * post == 0) goto done;
+    const tg_array *xc = contiguous(x, &tmp, ctx);
+    if (!xc) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    size_t blk = (size_t)post * tg_isize(x->dtype);
+    const char *src = xc->data;
+    char *dst = out[0]->data;
+#pragma omp parallel for if (outer * total * post >= TG_PARALLEL_MIN && outer > 1)
+    for (int64_t o = 0; o < outer; o++) {
+        char *d = dst + o * total * (int64_t)blk;
+        for (int64_t j = 0; j < len; j++) {
+            const char *s = src + (o * len + j) * (int64_t)blk;
+            for (int64_t t = 0; t < rep[j]; t++, d += blk) memcpy(d, s, blk);
+        }
+    }
+done:
+    tg_array_free(tmp);
+    tg_free(rep);
+    return rc;
+}
+
+const tg_op tg_op_repeat = {
+    .name = "repeat", .nin_min = 2, .nin_max = 2, .nout = 1,
+    .attr_keys = keys_axis, .parse_attrs = repeat_parse,
+    .infer = repeat_infer, .run = repeat_run, .cost = cost_copy,
+    .view_of = -1};

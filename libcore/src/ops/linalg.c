@@ -1,0 +1,512 @@
+/* The linear-algebra family beyond the products (FORMAT.md s7): cholesky,
+ * matrix_inverse, det, solve, batched over leading dimensions, through
+ * the LAPACK routines in OpenBLAS. Debian's OpenBLAS ships no lapacke.h
+ * and exports no LAPACKE_* symbols, so the Fortran routines are declared
+ * here (LP64: 32-bit integers; the hidden character lengths of gfortran
+ * are passed explicitly).
+ *
+ * LAPACK is column-major: a C-order matrix is its transpose there. Each
+ * op works on a contiguous copy in the compute dtype and picks the
+ * routine's triangle or transposes so that the result is right in C
+ * order. Integers and bool compute in tg_dtype_float_of(); float16 is
+ * refused, as NumPy's linalg does. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/op.h"
+
+typedef size_t flen; /* gfortran's hidden CHARACTER length */
+
+void spotrf_(const char *uplo, const int *n, float *a, const int *lda,
+             int *info, flen l1);
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda,
+             int *info, flen l1);
+void sgetrf_(const int *m, const int *n, float *a, const int *lda, int *ipiv,
+             int *info);
+void dgetrf_(const int *m, const int *n, double *a, const int *lda, int *ipiv,
+             int *info);
+void sgesv_(const int *n, const int *nrhs, float *a, const int *lda,
+            int *ipiv, float *b, const int *ldb, int *info);
+void dgesv_(const int *n, const int *nrhs, double *a, const int *lda,
+            int *ipiv, double *b, const int *ldb, int *info);
+void ssysv_(const char *uplo, const int *n, const int *nrhs, float *a,
+            const int *lda, int *ipiv, float *b, const int *ldb, float *work,
+            const int *lwork, int *info, flen l1);
+void dsysv_(const char *uplo, const int *n, const int *nrhs, double *a,
+            const int *lda, int *ipiv, double *b, const int *ldb,
+            double *work, const int *lwork, int *info, flen l1);
+void sposv_(const char *uplo, const int *n, const int *nrhs, float *a,
+            const int *lda, float *b, const int *ldb, int *info, flen l1);
+void dposv_(const char *uplo, const int *n, const int *nrhs, double *a,
+            const int *lda, double *b, const int *ldb, int *info, flen l1);
+
+/* ---- helpers ---- */
+
+static const char *type_s(const tg_var *v, char *buf, size_t size) {
+    tg_type_str(&v->type, buf, size);
+    return buf;
+}
+
+/* The compute dtype of input i, or a TG_ETYPE error. */
+static int compute_dtype(const tg_node *n, int i, tg_dtype *out,
+                         tg_ctx *ctx) {
+    char buf[160];
+    const tg_var *v = n->inputs[i];
+    tg_dtype dt = tg_dtype_float_of(v->type.dtype);
+    if (dt == TG_FLOAT16)
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[%d] '%s': float16 is not supported in "
+                         "linear algebra, got %s",
+                         i, v->id, type_s(v, buf, sizeof buf));
+    *out = dt;
+    return TG_OK;
+}
+
+/* Input i must be a stack of square matrices (ndim >= 2). */
+static int want_square(const tg_node *n, int i, tg_ctx *ctx) {
+    char buf[160];
+    const tg_var *v = n->inputs[i];
+    const tg_type *t = &v->type;
+    if (t->ndim < 2)
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[%d] '%s': expected a matrix (2 or more "
+                         "dimensions), got %s",
+                         i, v->id, type_s(v, buf, sizeof buf));
+    int64_t r = t->shape[t->ndim - 2], c = t->shape[t->ndim - 1];
+    if (r >= 0 && c >= 0 && r != c)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[%d] '%s': expected square matrices, got %s",
+                         i, v->id, type_s(v, buf, sizeof buf));
+    return TG_OK;
+}
+
+static int check_square_run(const tg_array *a, int64_t *nmat, int *nn,
+                            tg_ctx *ctx) {
+    int64_t r = a->shape[a->ndim - 2], c = a->shape[a->ndim - 1];
+    if (r != c)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "last 2 dimensions of the array must be square, got "
+                         "%lld x %lld",
+                         (long long)r, (long long)c);
+    if (r > INT_MAX / 2)
+        return tg_errorf(ctx, TG_EUNSUPPORTED,
+                         "matrices of order %lld are too large for LAPACK",
+                         (long long)r);
+    int64_t m = 1;
+    for (int i = 0; i < a->ndim - 2; i++) m *= a->shape[i];
+    *nmat = m;
+    *nn = (int)r;
+    return TG_OK;
+}
+
+/* A C-contiguous copy of a in dt, its last two axes swapped when
+ * `transpose` (so that LAPACK reads a itself, column-major). */
+static tg_array *work_copy(const tg_array *a, tg_dtype dt, bool transpose,
+                           tg_ctx *ctx) {
+    tg_array *c;
+    if (transpose && a->ndim >= 2) {
+        int64_t sh[TG_MAX_NDIM], st[TG_MAX_NDIM];
+        memcpy(sh, a->shape, sizeof sh);
+        memcpy(st, a->strides, sizeof st);
+        int k = a->ndim;
+        sh[k - 2] = a->shape[k - 1];
+        sh[k - 1] = a->shape[k - 2];
+        st[k - 2] = a->strides[k - 1];
+        st[k - 1] = a->strides[k - 2];
+        tg_array *v = tg_array_view_raw(a, a->dtype, k, sh, st, a->data);
+        if (!v) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            return NULL;
+        }
+        c = tg_array_copy(v, dt);
+        tg_array_free(v);
+    } else {
+        c = tg_array_copy(a, dt);
+    }
+    if (!c) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return c;
+}
+
+static void cost_cubic(const tg_node *n, tg_array *const *in,
+                       tg_array *const *out, double *flops, double *bytes) {
+    TG_UNUSED(out);
+    *flops = 0;
+    *bytes = 0;
+    const tg_array *a = in[0];
+    if (!a || a->ndim < 2) return;
+    double nn = (double)a->shape[a->ndim - 1];
+    double m = (double)tg_array_size_inline(a) / (nn > 0 ? nn * nn : 1);
+    /* cholesky n^3/3, LU 2n^3/3, inverse 2n^3, solve LU + 2n^2 per rhs. */
+    const char *name = n->op->name;
+    double f = name[0] == 'c' ? nn * nn * nn / 3
+               : name[0] == 'm' ? 2 * nn * nn * nn
+                                : 2 * nn * nn * nn / 3;
+    if (name[0] == 's' && in[1])
+        f += 2 * nn * (double)tg_array_size_inline(in[1]) / (m > 0 ? m : 1);
+    *flops = m * f;
+    for (int i = 0; i < n->nin; i++)
+        if (in[i])
+            *bytes += 2.0 * (double)tg_array_size_inline(in[i]) *
+                      (double)tg_isize(in[i]->dtype);
+}
+
+/* ---- cholesky ---- */
+
+static const char *const keys_chol[] = {"lower", NULL};
+
+static int chol_parse(tg_node *n, tg_ctx *ctx) {
+    return tg_attr_bool(n, "lower", true, &n->a.flag, ctx);
+}
+
+static int sq_infer(tg_node *n, tg_ctx *ctx) {
+    tg_dtype dt;
+    int rc = want_square(n, 0, ctx);
+    if (rc || (rc = compute_dtype(n, 0, &dt, ctx))) return rc;
+    const tg_type *t = &n->inputs[0]->type;
+    int64_t shape[TG_MAX_NDIM];
+    memcpy(shape, t->shape, sizeof shape);
+    int k = t->ndim;
+    if (shape[k - 1] < 0) shape[k - 1] = shape[k - 2];
+    if (shape[k - 2] < 0) shape[k - 2] = shape[k - 1];
+    tg_set_out_type(n, 0, dt, k, shape);
+    return TG_OK;
+}
+
+static int chol_run(tg_node *n, tg_array *const *in, tg_array **out,
+                    tg_ctx *ctx) {
+    const tg_array *a = in[0];
+    int64_t nmat;
+    int nn;
+    int rc = check_square_run(a, &nmat, &nn, ctx);
+    if (rc) return rc;
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    tg_array *w = work_copy(a, dt, false, ctx);
+    if (!w) return TG_ENOMEM;
+    /* C order's lower triangle is column-major's upper one. */
+    bool lower = n->a.flag;
+    const char *uplo = lower ? "U" : "L";
+    int lda = nn > 0 ? nn : 1;
+    size_t isz = tg_isize(dt);
+    for (int64_t b = 0; b < nmat && nn > 0; b++) {
+        char *m = w->data + b * (int64_t)nn * nn * (int64_t)isz;
+        int info = 0;
+        if (dt == TG_FLOAT64) dpotrf_(uplo, &nn, (double *)(void *)m, &lda, &info, 1);
+        else spotrf_(uplo, &nn, (float *)(void *)m, &lda, &info, 1);
+        if (info > 0) {
+            tg_array_free(w);
+            return tg_errorf(ctx, TG_ERUNTIME,
+                             "matrix is not positive definite (leading minor "
+                             "of order %d)",
+                             info);
+        }
+        for (int i = 0; i < nn; i++)
+            for (int j = 0; j < nn; j++)
+                if (lower ? j > i : j < i)
+                    memset(m + ((int64_t)i * nn + j) * (int64_t)isz, 0, isz);
+    }
+    tg_array_free(*out);
+    *out = w;
+    return TG_OK;
+}
+
+const tg_op tg_op_cholesky = {
+    .name = "cholesky", .nin_min = 1, .nin_max = 1, .nout = 1,
+    .flags = TG_OPF_FLOAT_ONLY, .attr_keys = keys_chol,
+    .parse_attrs = chol_parse, .infer = sq_infer, .run = chol_run,
+    .cost = cost_cubic, .view_of = -1};
+
+/* ---- LU: matrix_inverse and det ---- */
+
+static int lu(tg_dtype dt, int nn, char *m, int *ipiv) {
+    int info = 0;
+    if (dt == TG_FLOAT64) dgetrf_(&nn, &nn, (double *)(void *)m, &nn, ipiv, &info);
+    else sgetrf_(&nn, &nn, (float *)(void *)m, &nn, ipiv, &info);
+    return info;
+}
+
+static int inv_run(tg_node *n, tg_array *const *in, tg_array **out,
+                   tg_ctx *ctx) {
+    const tg_array *a = in[0];
+    int64_t nmat;
+    int nn;
+    int rc = check_square_run(a, &nmat, &nn, ctx);
+    if (rc) return rc;
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    tg_array *w = NULL;
+    int *ipiv = NULL;
+    /* LAPACK reads the C-order copy of A as A^T, and solving A^T Y = I
+     * gives Y = inv(A)^T column-major, which read in C order is inv(A). */
+    if (!(w = work_copy(a, dt, false, ctx))) return TG_ENOMEM;
+    if ((rc = tg_array_prepare(out, dt, a->ndim, a->shape, ctx))) goto done;
+    if (nn == 0) goto done;
+    if (!(ipiv = tg_malloc((size_t)nn * sizeof *ipiv))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    size_t isz = tg_isize(dt);
+    int64_t msz = (int64_t)nn * nn * (int64_t)isz;
+    for (int64_t b = 0; b < nmat; b++) {
+        char *m = w->data + b * msz, *o = out[0]->data + b * msz;
+        memset(o, 0, (size_t)msz);
+        for (int i = 0; i < nn; i++)
+            tg_store_f64(dt, o + ((int64_t)i * nn + i) * (int64_t)isz, 1.0);
+        int info = 0;
+        if (dt == TG_FLOAT64)
+            dgesv_(&nn, &nn, (double *)(void *)m, &nn, ipiv, (double *)(void *)o,
+                   &nn, &info);
+        else
+            sgesv_(&nn, &nn, (float *)(void *)m, &nn, ipiv, (float *)(void *)o,
+                   &nn, &info);
+        if (info > 0) {
+            rc = tg_errorf(ctx, TG_ERUNTIME, "singular matrix");
+            goto done;
+        }
+    }
+done:
+    tg_array_free(w);
+    tg_free(ipiv);
+    return rc;
+}
+
+const tg_op tg_op_matrix_inverse = {
+    .name = "matrix_inverse", .nin_min = 1, .nin_max = 1, .nout = 1,
+    .flags = TG_OPF_FLOAT_ONLY, .infer = sq_infer, .run = inv_run,
+    .cost = cost_cubic, .view_of = -1};
+
+static int det_infer(tg_node *n, tg_ctx *ctx) {
+    tg_dtype dt;
+    int rc = want_square(n, 0, ctx);
+    if (rc || (rc = compute_dtype(n, 0, &dt, ctx))) return rc;
+    const tg_type *t = &n->inputs[0]->type;
+    tg_set_out_type(n, 0, dt, t->ndim - 2, t->shape);
+    return TG_OK;
+}
+
+static int det_run(tg_node *n, tg_array *const *in, tg_array **out,
+                   tg_ctx *ctx) {
+    const tg_array *a = in[0];
+    int64_t nmat;
+    int nn;
+    int rc = check_square_run(a, &nmat, &nn, ctx);
+    if (rc) return rc;
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    tg_array *w = NULL;
+    int *ipiv = NULL;
+    if ((rc = tg_array_prepare(out, dt, a->ndim - 2, a->shape, ctx))) return rc;
+    if (nmat == 0) return TG_OK;
+    if (!(w = work_copy(a, dt, false, ctx))) return TG_ENOMEM;
+    if (nn > 0 && !(ipiv = tg_malloc((size_t)nn * sizeof *ipiv))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    size_t isz = tg_isize(dt);
+    int64_t msz = (int64_t)nn * nn * (int64_t)isz;
+    for (int64_t b = 0; b < nmat; b++) {
+        char *m = w->data + b * msz;
+        double d = 1.0;
+        if (nn > 0) {
+            /* A singular U has an exact zero on its diagonal (info > 0):
+             * the product is then 0, as NumPy gives. */
+            lu(dt, nn, m, ipiv);
+            /* Accumulate in the compute dtype, as NumPy does. */
+            float df = 1.0f;
+            for (int i = 0; i < nn; i++) {
+                double u = tg_load_f64(dt, m + ((int64_t)i * nn + i) * (int64_t)isz);
+                if (ipiv[i] != i + 1) u = -u;
+                if (dt == TG_FLOAT64) d *= u;
+                else df *= (float)u;
+            }
+            if (dt != TG_FLOAT64) d = df;
+        }
+        tg_store_f64(dt, out[0]->data + b * (int64_t)isz, d);
+    }
+done:
+    tg_array_free(w);
+    tg_free(ipiv);
+    return rc;
+}
+
+const tg_op tg_op_det = {
+    .name = "det", .nin_min = 1, .nin_max = 1, .nout = 1,
+    .flags = TG_OPF_FLOAT_ONLY, .infer = det_infer, .run = det_run,
+    .cost = cost_cubic, .view_of = -1};
+
+/* ---- solve ---- */
+
+static const char *const keys_solve[] = {"assume_a", NULL};
+static const char *const assume_choices[] = {"gen", "sym", "pos", NULL};
+
+static int solve_parse(tg_node *n, tg_ctx *ctx) {
+    return tg_attr_enum(n, "assume_a", assume_choices, 0, &n->a.mode, ctx);
+}
+
+static int solve_infer(tg_node *n, tg_ctx *ctx) {
+    char b1[160], b2[160];
+    tg_dtype da, db;
+    int rc = want_square(n, 0, ctx);
+    if (rc || (rc = compute_dtype(n, 0, &da, ctx)) ||
+        (rc = compute_dtype(n, 1, &db, ctx)))
+        return rc;
+    const tg_var *A = n->inputs[0], *B = n->inputs[1];
+    const tg_type *ta = &A->type, *tb = &B->type;
+    int k = ta->ndim;
+    int64_t nrow = ta->shape[k - 1] >= 0 ? ta->shape[k - 1] : ta->shape[k - 2];
+    bool vec = tb->ndim == 1;
+    bool ok = vec || tb->ndim == k;
+    int rowax = vec ? 0 : tb->ndim - 2;
+    for (int i = 0; ok && !vec && i < k - 2; i++)
+        ok = ta->shape[i] < 0 || tb->shape[i] < 0 || ta->shape[i] == tb->shape[i];
+    if (ok && nrow >= 0 && tb->shape[rowax] >= 0) ok = tb->shape[rowax] == nrow;
+    if (!ok)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[1] '%s': %s does not match the matrices "
+                         "inputs[0] '%s' %s (expected a vector of their "
+                         "order, or a stack of matrices with as many rows and "
+                         "the same leading dimensions)",
+                         B->id, type_s(B, b1, sizeof b1), A->id,
+                         type_s(A, b2, sizeof b2));
+    tg_dtype dt = tg_dtype_promote(da, db);
+    int64_t shape[TG_MAX_NDIM];
+    if (vec) {
+        memcpy(shape, ta->shape, sizeof shape);
+        shape[k - 2] = nrow >= 0 ? nrow : tb->shape[0];
+        tg_set_out_type(n, 0, dt, k - 1, shape);
+    } else {
+        memcpy(shape, tb->shape, sizeof shape);
+        for (int i = 0; i < k - 2; i++)
+            if (shape[i] < 0) shape[i] = ta->shape[i];
+        if (shape[k - 2] < 0) shape[k - 2] = nrow;
+        tg_set_out_type(n, 0, dt, k, shape);
+    }
+    return TG_OK;
+}
+
+static int solve_one(int mode, tg_dtype dt, int nn, int nrhs, char *a,
+                     char *b, int *ipiv, tg_ctx *ctx) {
+    int info = 0, ldb = nn > 0 ? nn : 1;
+    bool f64 = dt == TG_FLOAT64;
+    if (mode == 0) {
+        if (f64) dgesv_(&nn, &nrhs, (double *)(void *)a, &nn, ipiv, (double *)(void *)b, &ldb, &info);
+        else sgesv_(&nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, &info);
+        if (info > 0) return tg_errorf(ctx, TG_ERUNTIME, "singular matrix");
+    } else if (mode == 2) {
+        /* Column-major "L" of A^T is C order's upper triangle... of A^T;
+         * a is already A^T transposed back to A, so "L" reads A's lower. */
+        if (f64) dposv_("L", &nn, &nrhs, (double *)(void *)a, &nn, (double *)(void *)b, &ldb, &info, 1);
+        else sposv_("L", &nn, &nrhs, (float *)(void *)a, &nn, (float *)(void *)b, &ldb, &info, 1);
+        if (info > 0)
+            return tg_errorf(ctx, TG_ERUNTIME, "matrix is not positive definite");
+    } else {
+        int lwork = -1;
+        double q = 0;
+        float qf = 0;
+        if (f64) dsysv_("L", &nn, &nrhs, (double *)(void *)a, &nn, ipiv, (double *)(void *)b, &ldb, &q, &lwork, &info, 1);
+        else ssysv_("L", &nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, &qf, &lwork, &info, 1);
+        lwork = (int)(f64 ? q : qf);
+        if (lwork < 1) lwork = 1;
+        void *work = tg_malloc((size_t)lwork * tg_isize(dt));
+        if (!work) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        if (f64) dsysv_("L", &nn, &nrhs, (double *)(void *)a, &nn, ipiv, (double *)(void *)b, &ldb, work, &lwork, &info, 1);
+        else ssysv_("L", &nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, work, &lwork, &info, 1);
+        tg_free(work);
+        if (info > 0) return tg_errorf(ctx, TG_ERUNTIME, "singular matrix");
+    }
+    if (info < 0)
+        return tg_errorf(ctx, TG_ERUNTIME, "LAPACK argument %d is invalid", -info);
+    return TG_OK;
+}
+
+static int solve_run(tg_node *n, tg_array *const *in, tg_array **out,
+                     tg_ctx *ctx) {
+    const tg_array *A = in[0], *B = in[1];
+    int64_t nmat;
+    int nn;
+    int rc = check_square_run(A, &nmat, &nn, ctx);
+    if (rc) return rc;
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    bool vec = B->ndim == 1;
+    int k = A->ndim;
+    bool ok = vec ? B->shape[0] == nn
+                  : B->ndim == k && B->shape[k - 2] == nn &&
+                        tg_shape_equal(k - 2, A->shape, B->shape);
+    if (!ok) {
+        char s1[200], s2[200];
+        snprintf(s1, sizeof s1, "%d", A->ndim);
+        snprintf(s2, sizeof s2, "%d", B->ndim);
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "solve: b of %s dimensions does not match a of %s "
+                         "dimensions and order %d",
+                         s2, s1, nn);
+    }
+    int64_t nrhs64 = vec ? 1 : B->shape[k - 1];
+    if (nrhs64 > INT_MAX)
+        return tg_errorf(ctx, TG_EUNSUPPORTED, "too many right-hand sides");
+    int nrhs = (int)nrhs64;
+    tg_array *wa = NULL, *wb = NULL, *res = NULL;
+    int *ipiv = NULL;
+    size_t isz = tg_isize(dt);
+    int64_t asz = (int64_t)nn * nn * (int64_t)isz,
+            bsz = (int64_t)nn * nrhs * (int64_t)isz;
+    /* LAPACK reads the C-order copy of A^T as A. */
+    if (!(wa = work_copy(A, dt, true, ctx))) return TG_ENOMEM;
+    if (nn > 0 && !(ipiv = tg_malloc((size_t)nn * sizeof *ipiv))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (vec) {
+        /* One vector for every matrix of the stack: each solves its own
+         * copy, in place in the output. */
+        if (!(wb = work_copy(B, dt, false, ctx))) {
+            rc = TG_ENOMEM;
+            goto done;
+        }
+        if ((rc = tg_array_prepare(out, dt, k - 1, A->shape, ctx))) goto done;
+        for (int64_t b = 0; b < nmat && nn > 0; b++) {
+            char *o = out[0]->data + b * (int64_t)nn * (int64_t)isz;
+            memcpy(o, wb->data, (size_t)nn * isz);
+            if ((rc = solve_one(n->a.mode, dt, nn, 1, wa->data + b * asz, o,
+                                ipiv, ctx)))
+                goto done;
+        }
+        goto done;
+    }
+    /* The C-order copy of B^T is B column-major; the solution comes back
+     * the same way and is transposed into the output. */
+    if (!(wb = work_copy(B, dt, true, ctx))) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    for (int64_t b = 0; b < nmat && nn > 0 && nrhs > 0; b++)
+        if ((rc = solve_one(n->a.mode, dt, nn, nrhs, wa->data + b * asz,
+                            wb->data + b * bsz, ipiv, ctx)))
+            goto done;
+    if ((rc = tg_array_prepare(out, dt, B->ndim, B->shape, ctx))) goto done;
+    {
+        int64_t sh[TG_MAX_NDIM], st[TG_MAX_NDIM];
+        memcpy(sh, wb->shape, sizeof sh);
+        memcpy(st, wb->strides, sizeof st);
+        sh[k - 2] = wb->shape[k - 1];
+        sh[k - 1] = wb->shape[k - 2];
+        st[k - 2] = wb->strides[k - 1];
+        st[k - 1] = wb->strides[k - 2];
+        if (!(res = tg_array_view_raw(wb, dt, k, sh, st, wb->data))) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        rc = tg_array_assign(*out, res, ctx);
+    }
+done:
+    tg_array_free(wa);
+    tg_array_free(wb);
+    tg_array_free(res);
+    tg_free(ipiv);
+    return rc;
+}
+
+const tg_op tg_op_solve = {
+    .name = "solve", .nin_min = 2, .nin_max = 2, .nout = 1,
+    .flags = TG_OPF_FLOAT_ONLY, .attr_keys = keys_solve,
+    .parse_attrs = solve_parse, .infer = solve_infer, .run = solve_run,
+    .cost = cost_cubic, .view_of = -1};

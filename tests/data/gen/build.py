@@ -1,0 +1,613 @@
+#!/usr/bin/python3
+"""Writes tests/data/ops/build_*.json: the building ops (take, take_set,
+take_add, join, stack, split, alloc, zeros_like, ones_like, arange, eye,
+repeat), with expectations computed by NumPy.
+
+Run with Debian's python (it has numpy): /usr/bin/python3 tests/data/gen/build.py
+Deterministic: fixed seeds, so re-running rewrites the same files.
+"""
+import json
+import os
+
+import numpy as np
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ops")
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+          "uint32", "uint64", "float16", "float32", "float64"]
+
+
+def jdata(a):
+    out = []
+    for v in np.asarray(a).reshape(-1).tolist():
+        if isinstance(v, float) and not np.isfinite(v):
+            v = "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf")
+        out.append(v)
+    return out
+
+
+def value(a):
+    a = np.asarray(a)
+    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": jdata(a)}
+
+
+def const(a):
+    return {"value": value(a)}
+
+
+def vec(*xs):
+    return const(np.array(xs, dtype=np.int64))
+
+
+def i64(x):
+    return const(np.int64(x))
+
+
+class Graph:
+    def __init__(self, name):
+        self.name = name
+        self.vars = []
+        self.nodes = []
+        self.funcs = {}
+        self.tests = []
+        self.count = 0
+
+    def inp(self, id, dtype, shape):
+        self.vars.append({"id": id, "type": {"dtype": dtype, "shape": list(shape)}})
+        return id
+
+    def op(self, op, inputs, attrs=None, out=None, nout=None):
+        self.count += 1
+        if nout is not None:
+            outs = ["%s%d_%d" % (op, self.count, i) for i in range(nout)]
+        else:
+            outs = [out or "%s%d" % (op, self.count)]
+        n = {"op": op, "inputs": list(inputs), "outputs": outs}
+        if attrs is not None:
+            n["attrs"] = attrs
+        self.nodes.append(n)
+        return outs if nout is not None else outs[0]
+
+    def func(self, name, inputs, outputs):
+        self.funcs[name] = {"inputs": list(inputs), "outputs": list(outputs)}
+
+    def case(self, fn, inputs, outputs=None, error=None, **tol):
+        c = {"function": fn,
+             "inputs": {k: value(v) for k, v in inputs.items()}}
+        if error is not None:
+            c["error"] = error
+        else:
+            c["outputs"] = {k: value(v) for k, v in outputs.items()}
+        c.update(tol)
+        self.tests.append(c)
+
+    def write(self):
+        doc = {"format": "tg-graph", "version": 1, "name": self.name,
+               "variables": self.vars, "nodes": self.nodes,
+               "functions": self.funcs, "meta": {"tests": self.tests}}
+        with open(os.path.join(OUT, self.name + ".json"), "w") as f:
+            json.dump(doc, f, indent=None, separators=(",", ":"))
+            f.write("\n")
+
+
+rng = np.random.default_rng(20261122)
+
+
+def rand(dtype, shape):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    if dtype.kind == "u":
+        return rng.integers(0, 200, size=shape).astype(dtype)
+    if dtype.kind == "i":
+        return rng.integers(-100, 100, size=shape).astype(dtype)
+    return (rng.integers(-40, 40, size=shape) / 4).astype(dtype)
+
+
+def unknown(nd):
+    return [None] * nd
+
+
+# ---------------------------------------------------------------- take
+def gen_take():
+    g = Graph("build_take")
+    x = g.inp("a", "float64", [4, 3])
+    i = g.inp("ai", "int64", [None])
+    g.func("axes", [x, i], [g.op("take", [x, i], None, out="a_0"),
+                            g.op("take", [x, i], {"axis": 1}, out="a_1"),
+                            g.op("take", [x, i], {"axis": -2}, out="a_m2")])
+    a = rand("float64", (4, 3))
+    idx = np.array([2, -1, 0, 2, -3], np.int64)
+    g.case("axes", {"a": a, "ai": idx},
+           {"a_0": np.take(a, idx, 0), "a_1": np.take(a, idx, 1),
+            "a_m2": np.take(a, idx, -2)})
+    idx = np.zeros(0, np.int64)
+    g.case("axes", {"a": a, "ai": idx},
+           {"a_0": np.take(a, idx, 0), "a_1": np.take(a, idx, 1),
+            "a_m2": np.take(a, idx, 0)})
+    g.case("axes", {"a": a, "ai": np.array([0, 3], np.int64)},
+           error="index 3 is out of bounds for axis 1 with size 3")
+    g.case("axes", {"a": a, "ai": np.array([1, -5], np.int64)},
+           error="index -5 is out of bounds for axis 0 with size 4")
+
+    # Every dtype of x, index dtypes, 2-D indices, 0-d index (weak).
+    for k, dt in enumerate(DTYPES):
+        idt = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+               "uint64"][k % 8]
+        x = g.inp("d%d" % k, dt, [None, 2])
+        i = g.inp("di%d" % k, idt, [2, 2])
+        f = "dtype_%s" % dt
+        g.func(f, [x, i], [g.op("take", [x, i], {"axis": 0}, out="d%d_t" % k),
+                           g.op("take", [x, {"value": 1}], {"axis": 1}, out="d%d_s" % k)])
+        a = rand(dt, (3, 2))
+        idx = np.array([[2, 0], [1, 1]], idt)
+        g.case(f, {"d%d" % k: a, "di%d" % k: idx},
+               {"d%d_t" % k: np.take(a, idx.astype(np.int64), 0), "d%d_s" % k: np.take(a, 1, 1)})
+
+    # Non-contiguous input: a transpose.
+    x = g.inp("n", "int32", [3, 5])
+    i = g.inp("ni", "int64", [None])
+    t = g.op("transpose", [x], {"axes": None})
+    g.func("noncontig", [x, i], [g.op("take", [t, i], {"axis": 1}, out="n_1"),
+                                 g.op("take", [t, i], {"axis": 0}, out="n_0")])
+    a = rand("int32", (3, 5))
+    idx = np.array([2, 0, -1], np.int64)
+    g.case("noncontig", {"n": a, "ni": idx},
+           {"n_1": np.take(a.T, idx, 1), "n_0": np.take(a.T, idx, 0)})
+    g.write()
+
+
+def front(a, axis, k):
+    """a with its axes axis..axis+k-1 (the index's) moved to the front."""
+    return np.moveaxis(a, list(range(axis, axis + k)), list(range(k)))
+
+
+def ref_set(x, y, idx, axis):
+    r = x.copy()
+    rm = np.moveaxis(r, axis, 0)
+    shp = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+    yb = front(np.broadcast_to(np.asarray(y).astype(x.dtype), shp), axis, idx.ndim)
+    yb = yb.reshape((idx.size,) + rm.shape[1:])
+    for j, k in enumerate(idx.reshape(-1)):
+        rm[k] = yb[j]          # sequential: the last repeated index wins
+    return r
+
+
+def ref_add(x, y, idx, axis):
+    r = x.copy()
+    shp = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+    yb = np.broadcast_to(np.asarray(y).astype(x.dtype), shp)
+    sl = (slice(None),) * axis + (idx,)
+    if x.dtype == np.bool_:
+        # NumPy's add on bool is logical or.
+        rm = np.moveaxis(r, axis, 0)
+        ym = front(yb, axis, idx.ndim).reshape((idx.size,) + rm.shape[1:])
+        for j, k in enumerate(idx.reshape(-1)):
+            rm[k] = rm[k] | ym[j]
+        return r
+    np.add.at(r, sl, yb)
+    return r
+
+
+def gen_take_setadd(opname):
+    ref = ref_set if opname == "take_set" else ref_add
+    g = Graph("build_" + opname)
+    x = g.inp("a", "float64", [5, 3])
+    y = g.inp("ay", "float64", [None, 3])
+    i = g.inp("ai", "int64", [None])
+    g.func("rows", [x, y, i], [g.op(opname, [x, y, i], None, out="a_r")])
+    a = rand("float64", (5, 3))
+    idx = np.array([1, 3, -4, 0, 3], np.int64)
+    yv = rand("float64", (5, 3))
+    g.case("rows", {"a": a, "ay": yv, "ai": idx}, {"a_r": ref(a, yv, idx, 0)})
+    yv = rand("float64", (1, 3))
+    g.case("rows", {"a": a, "ay": yv, "ai": idx}, {"a_r": ref(a, yv, idx, 0)})
+    g.case("rows", {"a": a, "ay": rand("float64", (0, 3)), "ai": np.zeros(0, np.int64)},
+           {"a_r": a})
+    g.case("rows", {"a": a, "ay": yv, "ai": np.array([5], np.int64)},
+           error="index 5 is out of bounds for axis 0 with size 5")
+
+    # axis 1, y broadcast along rows, 2-D indices.
+    x = g.inp("b", "float32", [2, 4])
+    y = g.inp("by", "float32", [None])
+    i = g.inp("bi", "int32", [2, 2])
+    g.func("axis1", [x, y, i], [g.op(opname, [x, y, i], {"axis": 1}, out="b_r")])
+    a = rand("float32", (2, 4))
+    idx = np.array([[0, -1], [3, 0]], np.int32)
+    yv = rand("float32", (2,))
+    g.case("axis1", {"b": a, "by": yv, "bi": idx}, {"b_r": ref(a, yv, idx, 1)})
+
+    # Every dtype, a weak scalar y taking x's dtype.
+    for k, dt in enumerate(DTYPES):
+        x = g.inp("d%d" % k, dt, [4, 2])
+        y = g.inp("dy%d" % k, dt, [2])
+        i = g.inp("di%d" % k, "int64", [None])
+        f = "dtype_%s" % dt
+        w = True if dt == "bool" else 3
+        g.func(f, [x, y, i], [g.op(opname, [x, y, i], {"axis": 0}, out="d%d_r" % k),
+                              g.op(opname, [x, {"value": w}, i], {"axis": 0}, out="d%d_w" % k)])
+        a = rand(dt, (4, 2))
+        yv = rand(dt, (2,))
+        idx = np.array([0, 2, 0, -1], np.int64)
+        g.case(f, {"d%d" % k: a, "dy%d" % k: yv, "di%d" % k: idx},
+               {"d%d_r" % k: ref(a, yv, idx, 0),
+                "d%d_w" % k: ref(a, np.array(w).astype(dt), idx, 0)})
+
+    # Non-contiguous x and y.
+    x = g.inp("n", "int64", [3, 4])
+    y = g.inp("ny", "int64", [2, 4])
+    i = g.inp("ni", "int64", [2])
+    t = g.op("transpose", [x], {"axes": None})
+    ty = g.op("transpose", [y], {"axes": None})
+    g.func("noncontig", [x, y, i], [g.op(opname, [t, ty, i], {"axis": 1}, out="n_r")])
+    a = rand("int64", (3, 4))
+    yv = rand("int64", (2, 4))
+    idx = np.array([2, 2], np.int64)
+    g.case("noncontig", {"n": a, "ny": yv, "ni": idx},
+           {"n_r": ref(a.T.copy(), yv.T, idx, 1)})
+    g.write()
+
+
+# ---------------------------------------------------------------- join, stack
+def gen_join():
+    g = Graph("build_join")
+    x = g.inp("a", "float64", [2, 3])
+    y = g.inp("b", "float32", [None, 3])
+    z = g.inp("c", "int8", [2, None])
+    g.func("mixed", [x, y, z], [g.op("join", [x, y], {"axis": 0}, out="ab0"),
+                                g.op("join", [x, z, x], {"axis": 1}, out="aca1"),
+                                g.op("join", [y, y], {"axis": -1}, out="bb"),
+                                g.op("join", [x], {"axis": 0}, out="a_only")])
+    a, b, c = rand("float64", (2, 3)), rand("float32", (4, 3)), rand("int8", (2, 5))
+    g.case("mixed", {"a": a, "b": b, "c": c},
+           {"ab0": np.concatenate([a, b], 0), "aca1": np.concatenate([a, c, a], 1),
+            "bb": np.concatenate([b, b], -1), "a_only": a})
+    b0, c0 = rand("float32", (0, 3)), rand("int8", (2, 0))
+    g.case("mixed", {"a": a, "b": b0, "c": c0},
+           {"ab0": np.concatenate([a, b0], 0), "aca1": np.concatenate([a, c0, a], 1),
+            "bb": np.concatenate([b0, b0], -1), "a_only": a})
+
+    x = g.inp("u", "float16", [None, None])
+    y = g.inp("v", "float16", [None, None])
+    g.func("dynamic", [x, y], [g.op("join", [x, y], {"axis": 1}, out="uv")])
+    u, v = rand("float16", (2, 1)), rand("float16", (2, 3))
+    g.case("dynamic", {"u": u, "v": v}, {"uv": np.concatenate([u, v], 1)})
+    g.case("dynamic", {"u": u, "v": rand("float16", (3, 3))},
+           error="along dimension 0, the array at index 0 has size 2 and the "
+                 "array at index 1 has size 3")
+
+    for k, (d1, d2) in enumerate([("bool", "bool"), ("int8", "uint8"), ("uint16", "uint32"),
+                                  ("int64", "float32"), ("uint64", "int8"),
+                                  ("float16", "int16")]):
+        x = g.inp("p%d" % k, d1, [None])
+        y = g.inp("q%d" % k, d2, [2])
+        f = "dtype_%s_%s" % (d1, d2)
+        g.func(f, [x, y], [g.op("join", [x, y, x], {"axis": 0}, out="pq%d" % k)])
+        p, q = rand(d1, (3,)), rand(d2, (2,))
+        g.case(f, {"p%d" % k: p, "q%d" % k: q}, {"pq%d" % k: np.concatenate([p, q, p])})
+
+    x = g.inp("n", "int32", [3, 2])
+    y = g.inp("m", "int32", [2, 2])
+    t = g.op("transpose", [x], {"axes": None})
+    g.func("noncontig", [x, y], [g.op("join", [t, y], {"axis": 1}, out="nm1"),
+                                 g.op("join", [y, t], {"axis": 1}, out="mn1")])
+    n_, m = rand("int32", (3, 2)), rand("int32", (2, 2))
+    g.case("noncontig", {"n": n_, "m": m},
+           {"nm1": np.concatenate([n_.T, m], 1), "mn1": np.concatenate([m, n_.T], 1)})
+    g.write()
+
+
+def gen_stack():
+    g = Graph("build_stack")
+    x = g.inp("a", "float64", [2, 3])
+    y = g.inp("b", "float32", [2, 3])
+    g.func("axes", [x, y], [g.op("stack", [x, y], {"axis": 0}, out="s0"),
+                            g.op("stack", [x, y, x], {"axis": 1}, out="s1"),
+                            g.op("stack", [x, y], {"axis": 2}, out="s2"),
+                            g.op("stack", [y], {"axis": -1}, out="sm1"),
+                            g.op("stack", [x, y], {"axis": -3}, out="sm3")])
+    a, b = rand("float64", (2, 3)), rand("float32", (2, 3))
+    g.case("axes", {"a": a, "b": b},
+           {"s0": np.stack([a, b], 0), "s1": np.stack([a, b, a], 1),
+            "s2": np.stack([a, b], 2), "sm1": np.stack([b], -1),
+            "sm3": np.stack([a, b], -3)})
+
+    for k, dt in enumerate(DTYPES):
+        x = g.inp("d%d" % k, dt, [])
+        y = g.inp("e%d" % k, dt, [])
+        f = "dtype_%s" % dt
+        g.func(f, [x, y], [g.op("stack", [x, y, x], {"axis": 0}, out="de%d" % k)])
+        p, q = rand(dt, ()), rand(dt, ())
+        g.case(f, {"d%d" % k: p, "e%d" % k: q}, {"de%d" % k: np.stack([p, q, p])})
+
+    x = g.inp("u", "int16", [None])
+    y = g.inp("v", "uint8", [None])
+    g.func("dynamic", [x, y], [g.op("stack", [x, y], {"axis": 1}, out="uv")])
+    u, v = rand("int16", (3,)), rand("uint8", (3,))
+    g.case("dynamic", {"u": u, "v": v}, {"uv": np.stack([u, v], 1)})
+    g.case("dynamic", {"u": np.zeros(0, np.int16), "v": np.zeros(0, np.uint8)},
+           {"uv": np.zeros((0, 2), np.int16)})
+    g.case("dynamic", {"u": u, "v": rand("uint8", (2,))},
+           error="all input arrays must have the same shape")
+
+    # Weak scalars take the others' dtype; alone, their default.
+    x = g.inp("w", "float32", [])
+    y = g.inp("wu", "uint8", [])
+    g.func("weak", [x, y], [g.op("stack", [x, {"value": 2}, {"value": 0.5}], {"axis": 0}, out="w_f"),
+                            g.op("stack", [{"value": 7}, y], {"axis": 0}, out="w_u"),
+                            g.op("stack", [{"value": 1}, {"value": -2}], {"axis": 0}, out="w_i")])
+    g.case("weak", {"w": np.float32(1.25), "wu": np.uint8(200)},
+           {"w_f": np.array([1.25, 2, 0.5], np.float32), "w_u": np.array([7, 200], np.uint8),
+            "w_i": np.array([1, -2], np.int64)})
+
+    x = g.inp("n", "float64", [3, 2])
+    t = g.op("transpose", [x], {"axes": None})
+    g.func("noncontig", [x], [g.op("stack", [t, t], {"axis": 1}, out="tt")])
+    n_ = rand("float64", (3, 2))
+    g.case("noncontig", {"n": n_}, {"tt": np.stack([n_.T, n_.T], 1)})
+    g.write()
+
+
+# ---------------------------------------------------------------- split
+def gen_split():
+    g = Graph("build_split")
+    x = g.inp("a", "float64", [7, 2])
+    outs = g.op("split", [x, vec(2, 0, 5)], {"axis": 0, "n": 3}, nout=3)
+    g.func("const", [x], outs)
+    a = rand("float64", (7, 2))
+    g.case("const", {"a": a}, dict(zip(outs, np.split(a, [2, 2]))))
+
+    x = g.inp("b", "int16", [None, None])
+    s = g.inp("bs", "int64", [2])
+    outs = g.op("split", [x, s], {"axis": -1, "n": 2}, nout=2)
+    g.func("dynamic", [x, s], outs)
+    b = rand("int16", (3, 5))
+    g.case("dynamic", {"b": b, "bs": np.array([1, 4], np.int64)},
+           dict(zip(outs, np.split(b, [1], axis=1))))
+    g.case("dynamic", {"b": b, "bs": np.array([5, 0], np.int64)},
+           dict(zip(outs, np.split(b, [5], axis=1))))
+    g.case("dynamic", {"b": b, "bs": np.array([2, 2], np.int64)},
+           error="the split sizes sum to 4, but axis 1 has length 5")
+    g.case("dynamic", {"b": b, "bs": np.array([6, -1], np.int64)},
+           error="split size 1 is negative")
+
+    for k, dt in enumerate(DTYPES):
+        x = g.inp("d%d" % k, dt, [4])
+        s = g.inp("ds%d" % k, "int32", [None])
+        outs = g.op("split", [x, s], {"axis": 0, "n": 2}, nout=2)
+        f = "dtype_%s" % dt
+        g.func(f, [x, s], outs)
+        d = rand(dt, (4,))
+        g.case(f, {"d%d" % k: d, "ds%d" % k: np.array([3, 1], np.int32)},
+               dict(zip(outs, np.split(d, [3]))))
+
+    # A transpose split along both axes; a split output fed onward.
+    x = g.inp("n", "float32", [3, 4])
+    t = g.op("transpose", [x], {"axes": None})
+    o0 = g.op("split", [t, vec(1, 3)], {"axis": 0, "n": 2}, nout=2)
+    o1 = g.op("split", [t, vec(2, 1)], {"axis": 1, "n": 2}, nout=2)
+    j = g.op("join", [o1[1], o1[0]], {"axis": 1}, out="n_swap")
+    g.func("noncontig", [x], o0 + o1 + [j])
+    n_ = rand("float32", (3, 4))
+    exp = dict(zip(o0, np.split(n_.T, [1], 0)))
+    exp.update(zip(o1, np.split(n_.T, [2], 1)))
+    exp["n_swap"] = np.concatenate([n_.T[:, 2:], n_.T[:, :2]], 1)
+    g.case("noncontig", {"n": n_}, exp)
+    g.write()
+
+
+# ---------------------------------------------------------------- alloc, *_like
+def gen_alloc():
+    g = Graph("build_alloc")
+    v = g.inp("v", "float32", [])
+    g.func("scalar", [v], [g.op("alloc", [v, i64(2), i64(3)], out="v23"),
+                           g.op("alloc", [v], out="v0d"),
+                           g.op("alloc", [v, i64(0), i64(4)], out="v04")])
+    g.case("scalar", {"v": np.float32(1.5)},
+           {"v23": np.full((2, 3), 1.5, np.float32), "v0d": np.float32(1.5),
+            "v04": np.zeros((0, 4), np.float32)})
+
+    v = g.inp("w", "int16", [None])
+    d0 = g.inp("w0", "int64", [])
+    d1 = g.inp("w1", "int32", [])
+    g.func("dynamic", [v, d0, d1], [g.op("alloc", [v, d0, d1], out="wdd"),
+                                    g.op("alloc", [v, i64(2), d0, d1], out="w2dd")])
+    w = rand("int16", (3,))
+    g.case("dynamic", {"w": w, "w0": np.int64(2), "w1": np.int32(3)},
+           {"wdd": np.broadcast_to(w, (2, 3)), "w2dd": np.broadcast_to(w, (2, 2, 3))})
+    w1 = rand("int16", (1,))
+    g.case("dynamic", {"w": w1, "w0": np.int64(1), "w1": np.int32(4)},
+           {"wdd": np.broadcast_to(w1, (1, 4)), "w2dd": np.broadcast_to(w1, (2, 1, 4))})
+    g.case("dynamic", {"w": w, "w0": np.int64(2), "w1": np.int32(4)},
+           error="could not broadcast input array from shape (3,) into shape (2,4)")
+    g.case("dynamic", {"w": w, "w0": np.int64(-1), "w1": np.int32(3)},
+           error="negative dimensions are not allowed")
+
+    g.func("weak", [], [g.op("alloc", [{"value": 0.5}, i64(3)], out="k_f"),
+                        g.op("alloc", [{"value": 7}, i64(2)], out="k_i"),
+                        g.op("alloc", [{"value": True}, i64(1), i64(2)], out="k_b")])
+    g.case("weak", {}, {"k_f": np.full(3, 0.5), "k_i": np.full(2, 7, np.int64),
+                        "k_b": np.ones((1, 2), bool)})
+
+    for k, dt in enumerate(DTYPES):
+        v = g.inp("d%d" % k, dt, [2, 1])
+        f = "dtype_%s" % dt
+        g.func(f, [v], [g.op("alloc", [v, i64(2), i64(2), i64(3)], out="dd%d" % k)])
+        d = rand(dt, (2, 1))
+        g.case(f, {"d%d" % k: d}, {"dd%d" % k: np.broadcast_to(d, (2, 2, 3))})
+
+    v = g.inp("n", "float64", [2, 3])
+    t = g.op("transpose", [v], {"axes": None})
+    g.func("noncontig", [v], [g.op("alloc", [t, i64(2), i64(3), i64(2)], out="nt")])
+    n_ = rand("float64", (2, 3))
+    g.case("noncontig", {"n": n_}, {"nt": np.broadcast_to(n_.T, (2, 3, 2))})
+    g.write()
+
+
+def gen_like():
+    g = Graph("build_like")
+    for k, dt in enumerate(DTYPES):
+        x = g.inp("d%d" % k, dt, [None, 3])
+        f = "dtype_%s" % dt
+        g.func(f, [x], [g.op("zeros_like", [x], out="z%d" % k),
+                        g.op("ones_like", [x], out="o%d" % k)])
+        d = rand(dt, (2, 3))
+        g.case(f, {"d%d" % k: d}, {"z%d" % k: np.zeros_like(d), "o%d" % k: np.ones_like(d)})
+        d = rand(dt, (0, 3))
+        g.case(f, {"d%d" % k: d}, {"z%d" % k: np.zeros_like(d), "o%d" % k: np.ones_like(d)})
+    x = g.inp("s", "float32", [])
+    t = g.inp("n", "int8", [2, 3])
+    tt = g.op("transpose", [t], {"axes": None})
+    g.func("misc", [x, t], [g.op("zeros_like", [x], out="zs"),
+                            g.op("ones_like", [tt], out="ot"),
+                            g.op("ones_like", [{"value": 2.5}], out="ow")])
+    g.case("misc", {"s": np.float32(3), "n": rand("int8", (2, 3))},
+           {"zs": np.float32(0), "ot": np.ones((3, 2), np.int8), "ow": np.float64(1)})
+    g.write()
+
+
+# ---------------------------------------------------------------- arange, eye
+def gen_arange():
+    g = Graph("build_arange")
+    outs = [g.op("arange", [{"value": 0}, {"value": 5}, {"value": 1}], out="r_int"),
+            g.op("arange", [{"value": 1}, {"value": 10}, {"value": 3}], out="r_step3"),
+            g.op("arange", [{"value": 5}, {"value": -4}, {"value": -2}], out="r_neg"),
+            g.op("arange", [{"value": 5}, {"value": 5}, {"value": 1}], out="r_empty"),
+            g.op("arange", [{"value": 3}, {"value": 1}, {"value": 1}], out="r_empty2"),
+            g.op("arange", [{"value": 0.5}, {"value": 2}, {"value": 0.25}], out="r_f"),
+            g.op("arange", [{"value": 0}, {"value": 1}, {"value": 0.1}], out="r_tenth"),
+            g.op("arange", [{"value": 0}, {"value": 5}, {"value": 1}], {"dtype": "float32"},
+                 out="r_f32"),
+            g.op("arange", [{"value": 0}, {"value": 2}, {"value": 0.5}], {"dtype": "float16"},
+                 out="r_f16"),
+            g.op("arange", [{"value": -3}, {"value": 3}, {"value": 2}], {"dtype": "int8"},
+                 out="r_i8"),
+            g.op("arange", [{"value": 0}, {"value": 6}, {"value": 2}], {"dtype": "uint16"},
+                 out="r_u16"),
+            g.op("arange", [{"value": 0.5}, {"value": 4}, {"value": 1.5}], {"dtype": "int32"},
+                 out="r_fi")]
+    g.func("const", [], outs)
+    g.case("const", {}, {
+        "r_int": np.arange(0, 5, 1), "r_step3": np.arange(1, 10, 3),
+        "r_neg": np.arange(5, -4, -2), "r_empty": np.arange(5, 5, 1),
+        "r_empty2": np.arange(3, 1, 1), "r_f": np.arange(0.5, 2, 0.25),
+        "r_tenth": np.arange(0, 1, 0.1),
+        "r_f32": np.arange(0, 5, 1, dtype=np.float32),
+        "r_f16": np.arange(0, 2, 0.5, dtype=np.float16),
+        "r_i8": np.arange(-3, 3, 2, dtype=np.int8),
+        "r_u16": np.arange(0, 6, 2, dtype=np.uint16),
+        "r_fi": np.arange(0.5, 4, 1.5, dtype=np.int32)})
+
+    a = g.inp("a", "int32", [])
+    b = g.inp("b", "int64", [])
+    c = g.inp("c", "int16", [])
+    g.func("dynamic_int", [a, b, c], [g.op("arange", [a, b, c], out="abc")])
+    for s, e, st in [(0, 7, 2), (7, 0, -3), (2, 2, 5), (-5, 5, 1)]:
+        g.case("dynamic_int", {"a": np.int32(s), "b": np.int64(e), "c": np.int16(st)},
+               {"abc": np.arange(s, e, st)})
+    g.case("dynamic_int", {"a": np.int32(0), "b": np.int64(3), "c": np.int16(0)},
+           error="step is zero")
+
+    a = g.inp("fa", "float32", [])
+    b = g.inp("fb", "float64", [])
+    g.func("dynamic_float", [a, b], [g.op("arange", [a, b, {"value": 0.5}], out="fab"),
+                                     g.op("arange", [a, b, {"value": 1}],
+                                          {"dtype": "float32"}, out="fab32")])
+    for s, e in [(0.0, 3.0), (-1.25, 1.0), (2.0, 1.0)]:
+        g.case("dynamic_float", {"fa": np.float32(s), "fb": np.float64(e)},
+               {"fab": np.arange(s, e, 0.5),
+                "fab32": np.arange(s, e, 1, dtype=np.float32)})
+    g.write()
+
+
+def gen_eye():
+    g = Graph("build_eye")
+    outs = [g.op("eye", [i64(3), i64(3), i64(0)], out="e33"),
+            g.op("eye", [i64(3), i64(4), i64(1)], out="e34"),
+            g.op("eye", [i64(4), i64(2), i64(-1)], out="e42"),
+            g.op("eye", [{"value": 2}, {"value": 3}, {"value": 5}], out="e_far"),
+            g.op("eye", [i64(0), i64(2), i64(0)], out="e02")]
+    for dt in DTYPES:
+        outs.append(g.op("eye", [i64(2), i64(3), i64(0)], {"dtype": dt}, out="e_" + dt))
+    g.func("const", [], outs)
+    exp = {"e33": np.eye(3), "e34": np.eye(3, 4, 1), "e42": np.eye(4, 2, -1),
+           "e_far": np.eye(2, 3, 5), "e02": np.eye(0, 2)}
+    for dt in DTYPES:
+        exp["e_" + dt] = np.eye(2, 3, dtype=dt)
+    g.case("const", {}, exp)
+
+    n = g.inp("n", "int64", [])
+    m = g.inp("m", "int32", [])
+    k = g.inp("k", "int8", [])
+    g.func("dynamic", [n, m, k], [g.op("eye", [n, m, k], {"dtype": "float32"}, out="nmk")])
+    for a, b, c in [(3, 5, 2), (4, 4, -3), (1, 1, 0), (0, 0, 0)]:
+        g.case("dynamic", {"n": np.int64(a), "m": np.int32(b), "k": np.int8(c)},
+               {"nmk": np.eye(a, b, c, dtype=np.float32)})
+    g.case("dynamic", {"n": np.int64(-1), "m": np.int32(2), "k": np.int8(0)},
+           error="negative dimensions are not allowed")
+    g.write()
+
+
+# ---------------------------------------------------------------- repeat
+def gen_repeat():
+    g = Graph("build_repeat")
+    x = g.inp("a", "float64", [2, 3])
+    r = g.inp("ar", "int64", [None])
+    g.func("vector", [x, r], [g.op("repeat", [x, r], {"axis": 1}, out="a_1"),
+                              g.op("repeat", [x, r], {"axis": None}, out="a_flat")])
+    a = rand("float64", (2, 3))
+    rr = np.array([2, 0, 1], np.int64)
+    g.case("vector", {"a": a, "ar": rr},
+           error="operands could not be broadcast together with shape (6,) (3,)")
+    rr = np.array([2], np.int64)
+    g.case("vector", {"a": a, "ar": rr},
+           {"a_1": np.repeat(a, rr, 1), "a_flat": np.repeat(a, rr)})
+
+    g.func("axis1", [x, r], [g.op("repeat", [x, r], {"axis": -1}, out="b_1")])
+    for rr in [np.array([2, 0, 1], np.int64), np.array([0, 0, 0], np.int64)]:
+        g.case("axis1", {"a": a, "ar": rr}, {"b_1": np.repeat(a, rr, 1)})
+    g.case("axis1", {"a": a, "ar": np.array([1, -1, 1], np.int64)},
+           error="repeats may not contain negative values")
+
+    g.func("const", [x], [g.op("repeat", [x, {"value": 2}], None, out="c_null"),
+                          g.op("repeat", [x, {"value": 3}], {"axis": 0}, out="c_0"),
+                          g.op("repeat", [x, vec(1, 2)], {"axis": 0}, out="c_v")])
+    g.case("const", {"a": a}, {"c_null": np.repeat(a, 2), "c_0": np.repeat(a, 3, 0),
+                               "c_v": np.repeat(a, [1, 2], 0)})
+
+    for k, dt in enumerate(DTYPES):
+        x = g.inp("d%d" % k, dt, [None])
+        f = "dtype_%s" % dt
+        g.func(f, [x], [g.op("repeat", [x, const(np.array([1, 0, 3], np.int32))],
+                             {"axis": 0}, out="dr%d" % k),
+                        g.op("repeat", [x, {"value": 2}], None, out="ds%d" % k)])
+        d = rand(dt, (3,))
+        g.case(f, {"d%d" % k: d}, {"dr%d" % k: np.repeat(d, [1, 0, 3]),
+                                   "ds%d" % k: np.repeat(d, 2)})
+
+    x = g.inp("n", "int32", [2, 3])
+    t = g.op("transpose", [x], {"axes": None})
+    g.func("noncontig", [x], [g.op("repeat", [t, {"value": 2}], {"axis": 1}, out="n_1"),
+                              g.op("repeat", [t, {"value": 2}], None, out="n_null")])
+    n_ = rand("int32", (2, 3))
+    g.case("noncontig", {"n": n_}, {"n_1": np.repeat(n_.T, 2, 1),
+                                    "n_null": np.repeat(n_.T, 2)})
+    x = g.inp("s", "uint8", [])
+    g.func("scalar", [x], [g.op("repeat", [x, {"value": 3}], None, out="s_r")])
+    g.case("scalar", {"s": np.uint8(9)}, {"s_r": np.repeat(np.uint8(9), 3)})
+    g.write()
+
+
+if __name__ == "__main__":
+    os.makedirs(OUT, exist_ok=True)
+    gen_take()
+    gen_take_setadd("take_set")
+    gen_take_setadd("take_add")
+    gen_join()
+    gen_stack()
+    gen_split()
+    gen_alloc()
+    gen_like()
+    gen_arange()
+    gen_eye()
+    gen_repeat()

@@ -1,0 +1,340 @@
+/* Elementwise kernels through compiled functions, beyond the data files
+ * (tests/data/ops/elemwise_*.json): the caller's strided views as inputs,
+ * sizes that take the parallel path, no allocation on repeated scalar
+ * calls, results the caller keeps are never overwritten. Expected values
+ * are worked out by hand in each test. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static tg_function *compile(tg_graph *g) {
+    tg_ctx *ctx = tg_ctx_new();
+    int i = tg_graph_function_find(g, NULL, ctx);
+    tg_function *f = i >= 0 ? tg_function_compile(g, i, NULL, ctx) : NULL;
+    if (!f) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("compile failed: %s", msg);
+    }
+    tg_ctx_free(ctx);
+    return f;
+}
+
+/* ---- the caller's strided views ---- */
+
+/* y = x * w + 1 with x given as a transposed view and w as a reversed
+ * slice: the kernel walks the strides it is given. */
+static void test_strided_caller_inputs(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[3,2]}},"
+        "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"p\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"p\",{\"value\":1}],\"outputs\":[\"y\"]}]}");
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    /* base = [[1,2,3],[4,5,6]]; x = base.T = [[1,4],[2,5],[3,6]] */
+    const double bd[6] = {1, 2, 3, 4, 5, 6};
+    tg_array *base = tg_array_new_from(TG_FLOAT64, 2, (int64_t[]){2, 3}, bd);
+    int axes[2] = {1, 0};
+    tg_array *x = tg_array_view_transpose(base, axes, ctx);
+    /* w = [10, 20, 30][::-2] = [30, 10] */
+    const double wd[3] = {10, 20, 30};
+    tg_array *wbase = tg_array_new_from(TG_FLOAT64, 1, (int64_t[]){3}, wd);
+    tg_array *w = tg_array_view_slice(wbase, 0, TG_SLICE_NONE, TG_SLICE_NONE, -2, ctx);
+    assert_non_null(x);
+    assert_non_null(w);
+    assert_int_equal(tg_array_size(w), 2);
+    tg_array *in[2] = {x, w}, *out[1] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    /* [[1*30+1, 4*10+1], [2*30+1, 5*10+1], [3*30+1, 6*10+1]] */
+    const double want[6] = {31, 41, 61, 51, 91, 61};
+    tg_array *wa = tu_f64(2, (int64_t[]){3, 2}, want);
+    tu_assert_close(out[0], wa, 0, 0);
+    /* The inputs are untouched. */
+    assert_true(tg_array_get_flat(base, 4) == 5 && tg_array_get_flat(wbase, 0) == 10);
+    tg_array_free(wa);
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_array_free(w);
+    tg_array_free(base);
+    tg_array_free(wbase);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* ---- the parallel path ---- */
+
+/* Large enough for OpenMP chunks: d = a // b and m = a % b over int64 with
+ * a broadcast row; a zero divisor in the last element is still seen. */
+static void test_large_int_division(void **state) {
+    (void)state;
+    enum { R = 700, C = 200 }; /* 140,000 elements, above TG_PARALLEL_MIN */
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"int64\",\"shape\":[null,null]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"int64\",\"shape\":[null]}}],"
+        "\"nodes\":[{\"op\":\"int_div\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"d\"]},"
+        "{\"op\":\"mod\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"m\"]}]}");
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t *ad = malloc(sizeof(int64_t) * R * C), bd[C];
+    for (int64_t i = 0; i < (int64_t)R * C; i++) ad[i] = i % 2 ? -i : i;
+    for (int j = 0; j < C; j++) bd[j] = j % 3 == 0 ? -(j + 1) : j + 1;
+    tg_array *a = tg_array_new_from(TG_INT64, 2, (int64_t[]){R, C}, ad);
+    tg_array *b = tg_array_new_from(TG_INT64, 1, (int64_t[]){C}, bd);
+    tg_array *in[2] = {a, b}, *out[2] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    const int64_t *d = tg_array_data(out[0]), *m = tg_array_data(out[1]);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < (int64_t)R * C; i++) {
+        int64_t x = ad[i], y = bd[i % C];
+        /* Floor division and the divisor-signed remainder, from C's
+         * truncating ones. */
+        int64_t q = x / y, r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) {
+            q -= 1;
+            r += y;
+        }
+        if (d[i] != q || m[i] != r) bad++;
+        assert_true(x == d[i] * y + m[i]);
+    }
+    assert_int_equal(bad, 0);
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    out[0] = out[1] = NULL;
+    /* A zero divisor in the last column: an error, whichever thread saw
+     * it. */
+    tg_array_free(b);
+    bd[C - 1] = 0;
+    b = tg_array_new_from(TG_INT64, 1, (int64_t[]){C}, bd);
+    in[1] = b;
+    assert_int_not_equal(tg_function_call(f, in, out, ctx), 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "integer division by zero"));
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    tg_array_free(a);
+    tg_array_free(b);
+    free(ad);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Float16 through a broadcast and the parallel path: y = h * 2 + row,
+ * every value exact in float16. */
+static void test_large_float16(void **state) {
+    (void)state;
+    enum { R = 400, C = 256 };
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"h\",\"type\":{\"dtype\":\"float16\",\"shape\":[null,null]}},"
+        "{\"id\":\"r\",\"type\":{\"dtype\":\"float16\",\"shape\":[null]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"h\",{\"value\":2}],\"outputs\":[\"t\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"t\",\"r\"],\"outputs\":[\"y\"]}]}");
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *h = tg_array_new(TG_FLOAT16, 2, (int64_t[]){R, C});
+    tg_array *r = tg_array_new(TG_FLOAT16, 1, (int64_t[]){C});
+    uint16_t *hd = tg_array_data(h), *rd = tg_array_data(r);
+    for (int i = 0; i < R * C; i++) hd[i] = tg_float_to_half((float)(i % 64) - 32.0f);
+    for (int j = 0; j < C; j++) rd[j] = tg_float_to_half(0.5f * (float)(j % 8));
+    tg_array *in[2] = {h, r}, *out[1] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    assert_int_equal(tg_array_dtype(out[0]), TG_FLOAT16);
+    const uint16_t *y = tg_array_data(out[0]);
+    int bad = 0;
+    for (int i = 0; i < R * C; i++) {
+        float want = 2.0f * ((float)(i % 64) - 32.0f) + 0.5f * (float)((i % C) % 8);
+        if (tg_half_to_float(y[i]) != want) bad++;
+    }
+    assert_int_equal(bad, 0);
+    tg_array_free(out[0]);
+    tg_array_free(h);
+    tg_array_free(r);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* ---- allocation ---- */
+
+static long n_allocs;
+static void *counting_realloc(void *ud, void *p, size_t size) {
+    (void)ud;
+    if (size == 0) {
+        free(p);
+        return NULL;
+    }
+    n_allocs++;
+    return realloc(p, size);
+}
+
+/* A chain of scalar nodes (add, mul, sub, maximum, minimum, tanh, a
+ * comparison, switch, an int32 operand) called again and again: once the first call has made the
+ * results, later calls reuse them and allocate nothing but what they hand
+ * back to the caller. */
+static void test_scalar_chain_reuses_storage(void **state) {
+    (void)state;
+    char buf[16384];
+    int len = snprintf(buf, sizeof buf,
+                       "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                       "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+                       "{\"id\":\"k\",\"type\":{\"dtype\":\"int32\",\"shape\":[]}}],"
+                       "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"v0\"]}");
+    const char *ops[] = {"add", "mul", "sub", "maximum", "minimum"};
+    int nchain = 40;
+    for (int i = 1; i <= nchain; i++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len,
+                        ",{\"op\":\"%s\",\"inputs\":[\"v%d\",\"x\"],\"outputs\":[\"v%d\"]}",
+                        ops[i % 5], i - 1, i);
+    len += snprintf(buf + len, sizeof buf - (size_t)len,
+                    ",{\"op\":\"tanh\",\"inputs\":[\"v%d\"],\"outputs\":[\"e\"]}"
+                    ",{\"op\":\"gt\",\"inputs\":[\"e\",{\"value\":0}],\"outputs\":[\"c\"]}"
+                    ",{\"op\":\"switch\",\"inputs\":[\"c\",\"e\",\"k\"],\"outputs\":[\"s\"]}"
+                    ",{\"op\":\"mul\",\"inputs\":[\"s\",\"k\"],\"outputs\":[\"y\"]}]}",
+                    nchain);
+    assert_true(len < (int)sizeof buf);
+    tg_graph *g = tu_load(buf);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *x = tg_array_new_scalar(TG_FLOAT64, 0.25);
+    tg_array *k = tg_array_new_scalar(TG_INT32, 3);
+    tg_array *in[2] = {x, k}, *out[1] = {0};
+    for (int call = 0; call < 2; call++) {
+        assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+        tg_array_free(out[0]);
+        out[0] = NULL;
+    }
+    n_allocs = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    int rc = tg_function_call(f, in, out, ctx);
+    tg_set_allocator(NULL, NULL);
+    assert_int_equal(rc, 0);
+    /* At most the result handed back (an array and its buffer); the
+     * int32 k that switch and mul convert to float64 stays on the stack. */
+    assert_in_range(n_allocs, 0, 2);
+    /* v0 = 0.5; then v_i = op(v_{i-1}, x) with x = 0.25, computed here the
+     * way the graph says. */
+    double v = 0.5;
+    for (int i = 1; i <= nchain; i++) {
+        switch (i % 5) {
+        case 0: v = v + 0.25; break;
+        case 1: v = v * 0.25; break;
+        case 2: v = v - 0.25; break;
+        case 3: v = v > 0.25 ? v : 0.25; break;
+        default: v = v < 0.25 ? v : 0.25; break;
+        }
+    }
+    double e = tanh(v), want = (e > 0 ? e : 3.0) * 3.0;
+    assert_true(fabs(tg_array_get_flat(out[0], 0) - want) <= 1e-12 * fabs(want));
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_array_free(k);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* float16 scalars compute in float32 on the stack: y = h * h + h. */
+static void test_float16_scalars_reuse_storage(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"h\",\"type\":{\"dtype\":\"float16\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"h\",\"h\"],\"outputs\":[\"t\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"t\",\"h\"],\"outputs\":[\"y\"]}]}");
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *h = tg_array_new_scalar(TG_FLOAT16, 1.5), *out[1] = {0};
+    for (int call = 0; call < 2; call++) {
+        assert_int_equal(tg_function_call(f, &h, out, ctx), 0);
+        tg_array_free(out[0]);
+        out[0] = NULL;
+    }
+    n_allocs = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    int rc = tg_function_call(f, &h, out, ctx);
+    tg_set_allocator(NULL, NULL);
+    assert_int_equal(rc, 0);
+    assert_in_range(n_allocs, 0, 2);
+    assert_int_equal(tg_array_dtype(out[0]), TG_FLOAT16);
+    assert_true(tg_array_get_flat(out[0], 0) == 1.5 * 1.5 + 1.5);
+    tg_array_free(out[0]);
+    tg_array_free(h);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* A result the caller still holds is not overwritten by the next call. */
+static void test_kept_result_not_overwritten(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float32\",\"shape\":[3]}}],"
+        "\"nodes\":[{\"op\":\"sqr\",\"inputs\":[\"x\"],\"outputs\":[\"t\"]},"
+        "{\"op\":\"neg\",\"inputs\":[\"t\"],\"outputs\":[\"y\"],\"inplace\":{\"0\":0}}]}");
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    const float a[3] = {1, 2, 3}, b[3] = {-4, 5, 0.5f};
+    tg_array *x1 = tg_array_new_from(TG_FLOAT32, 1, (int64_t[]){3}, a);
+    tg_array *x2 = tg_array_new_from(TG_FLOAT32, 1, (int64_t[]){3}, b);
+    tg_array *o1[1] = {0}, *o2[1] = {0};
+    assert_int_equal(tg_function_call(f, &x1, o1, ctx), 0);
+    assert_int_equal(tg_function_call(f, &x2, o2, ctx), 0);
+    const float *p1 = tg_array_data(o1[0]), *p2 = tg_array_data(o2[0]);
+    assert_true(p1[0] == -1 && p1[1] == -4 && p1[2] == -9);
+    assert_true(p2[0] == -16 && p2[1] == -25 && p2[2] == -0.25f);
+    /* The input the caller gave is untouched, in place or not. */
+    assert_true(((const float *)tg_array_data(x2))[0] == -4);
+    tg_array_free(o1[0]);
+    tg_array_free(o2[0]);
+    tg_array_free(x1);
+    tg_array_free(x2);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Shapes that do not broadcast, named as NumPy names them. */
+static void test_broadcast_error_message(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],"
+        "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}]}");
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *a = tg_array_new(TG_FLOAT64, 2, (int64_t[]){3, 4});
+    tg_array *b = tg_array_new(TG_FLOAT64, 1, (int64_t[]){5});
+    tg_array *in[2] = {a, b}, *out[1] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_ESHAPE);
+    assert_non_null(strstr(tg_ctx_message(ctx), "shapes (3, 4) and (5,) do not broadcast"));
+    tg_array_free(out[0]);
+    tg_array_free(a);
+    tg_array_free(b);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_strided_caller_inputs),
+        cmocka_unit_test(test_large_int_division),
+        cmocka_unit_test(test_large_float16),
+        cmocka_unit_test(test_scalar_chain_reuses_storage),
+        cmocka_unit_test(test_float16_scalars_reuse_storage),
+        cmocka_unit_test(test_kept_result_not_overwritten),
+        cmocka_unit_test(test_broadcast_error_message),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

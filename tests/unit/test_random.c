@@ -1,0 +1,506 @@
+/* Random numbers: Philox 4x32-10 against the published known-answer
+ * vectors (Random123's kat_vectors), the first samples worked out by hand
+ * from those vectors, the moments of large samples, the new state, and
+ * identical samples for one and two threads. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tensor/tensor.h"
+
+void tg_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+static void test_philox_kat(void **state) {
+    (void)state;
+    static const struct {
+        uint32_t ctr[4], key[2], want[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+        {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+         {0xffffffff, 0xffffffff},
+         {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+        {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+         {0xa4093822, 0x299f31d0},
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+    };
+    for (size_t i = 0; i < sizeof kat / sizeof kat[0]; i++) {
+        uint32_t out[4];
+        tg_philox4x32_10(kat[i].ctr, kat[i].key, out);
+        for (int k = 0; k < 4; k++) assert_int_equal(out[k], kat[i].want[k]);
+    }
+}
+
+/* A graph with one function `draw`: (new_rng, sample) = op(rng, ...),
+ * the state updated. `args` are the inputs after rng (JSON). */
+static tg_function *make(const char *op, const char *args, const char *dtype, uint64_t key,
+                         uint64_t ctr, tg_graph **gp) {
+    size_t cap = strlen(args) + 1024;
+    char *buf = malloc(cap);
+    char attrs[64] = "";
+    if (dtype) snprintf(attrs, sizeof attrs, ",\"attrs\":{\"dtype\":\"%s\"}", dtype);
+    snprintf(buf, cap,
+             "{\"format\":\"tg-graph\",\"version\":1,"
+             "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+             "\"shared\":{\"data\":[%llu,%llu]}}],"
+             "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"rng\",%s],"
+             "\"outputs\":[\"rng2\",\"y\"]%s}],"
+             "\"functions\":{\"draw\":{\"inputs\":[],\"outputs\":[\"y\"],"
+             "\"updates\":{\"rng\":\"rng2\"}}}}",
+             (unsigned long long)key, (unsigned long long)ctr, op, args, attrs);
+    tg_graph *g = tu_load(buf);
+    free(buf);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    if (!f) fail_msg("compile: %s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    *gp = g;
+    return f;
+}
+
+static tg_array *draw(tg_function *f) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *y = NULL;
+    if (tg_function_call(f, NULL, &y, ctx)) fail_msg("call: %s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    return y;
+}
+
+static void set_state(tg_function *f, uint64_t key, uint64_t ctr) {
+    uint64_t s[2] = {key, ctr};
+    int64_t two = 2;
+    tg_array *a = tg_array_new_from(TG_UINT64, 1, &two, s);
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_function_shared_set(f, "rng", a, ctx), 0);
+    tg_ctx_free(ctx);
+    tg_array_free(a);
+}
+
+static void check_state(tg_function *f, uint64_t key, uint64_t ctr) {
+    const tg_array *s = tg_function_shared_get(f, "rng");
+    assert_non_null(s);
+    const uint64_t *d = tg_array_data(s);
+    assert_int_equal(d[0], key);
+    assert_int_equal(d[1], ctr);
+}
+
+/* Sample mean and variance of a (any dtype). */
+static void moments(const tg_array *a, double *mean, double *var) {
+    int64_t n = tg_array_size(a);
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < n; i++) s += tg_array_get_flat(a, i);
+    *mean = s / (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        double d = tg_array_get_flat(a, i) - *mean;
+        s2 += d * d;
+    }
+    *var = s2 / (double)(n - 1);
+}
+
+/* |got - want| within k standard errors. */
+#define assert_within(got, want, se, k)                                      \
+    do {                                                                     \
+        double g_ = (got), w_ = (want), s_ = (se);                           \
+        if (fabs(g_ - w_) > (k) * s_)                                        \
+            fail_msg("%s = %.6g, want %.6g +- %d * %.3g", #got, g_, w_, k, s_); \
+    } while (0)
+
+#define SIZE1(n) "{\"value\":{\"dtype\":\"int64\",\"shape\":[1],\"data\":[" #n "]}}"
+#define SIZE2(a, b) "{\"value\":{\"dtype\":\"int64\",\"shape\":[2],\"data\":[" #a "," #b "]}}"
+
+static double u53(uint32_t hi, uint32_t lo) {
+    return (double)((((uint64_t)hi << 32) | lo) >> 11) / 9007199254740992.0;
+}
+
+static void test_first_values(void **state) {
+    (void)state;
+    /* key 0, counter 0: block 0 is the first known-answer vector, so the
+     * first two uniforms come from its words (0, 1) and (2, 3). */
+    tg_graph *g;
+    tg_function *f = make("random_uniform", SIZE1(3) ",{\"value\":0},{\"value\":1}", NULL, 0, 0, &g);
+    tg_array *y = draw(f);
+    double u0 = u53(0x6627e8d5, 0xe169c58d), u1 = u53(0xbc57ac4c, 0x9b00dbd8);
+    assert_int_equal(tg_array_dtype(y), TG_FLOAT64);
+    assert_true(tg_array_get_flat(y, 0) == u0);
+    assert_true(tg_array_get_flat(y, 1) == u1);
+    check_state(f, 0, 2); /* 3 elements: 2 blocks */
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* The same block through Box-Muller (1 - u0 keeps the log finite). */
+    f = make("random_normal", SIZE1(2) ",{\"value\":1.5},{\"value\":2}", NULL, 0, 0, &g);
+    y = draw(f);
+    double r = sqrt(-2 * log(1 - u0)), t = 2 * 3.14159265358979323846 * u1;
+    assert_true(fabs(tg_array_get_flat(y, 0) - (1.5 + 2 * r * cos(t))) < 1e-13);
+    assert_true(fabs(tg_array_get_flat(y, 1) - (1.5 + 2 * r * sin(t))) < 1e-13);
+    check_state(f, 0, 1);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* The counter wraps around 2^64. */
+    f = make("random_uniform", SIZE1(4) ",{\"value\":0},{\"value\":1}", NULL,
+             0xffffffffffffffffull, 0xffffffffffffffffull, &g);
+    y = draw(f);
+    check_state(f, 0xffffffffffffffffull, 1);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+static void test_uniform(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *f = make("random_uniform", SIZE1(200001) ",{\"value\":2},{\"value\":5}", NULL, 7, 100, &g);
+    tg_array *y = draw(f);
+    int64_t n = tg_array_size(y);
+    assert_int_equal(n, 200001);
+    for (int64_t i = 0; i < n; i++) {
+        double v = tg_array_get_flat(y, i);
+        assert_true(v >= 2 && v < 5);
+    }
+    double m, v;
+    moments(y, &m, &v);
+    /* uniform(2, 5): mean 3.5, variance 9/12, fourth central moment 81/80 */
+    assert_within(m, 3.5, sqrt(0.75 / n), 5);
+    assert_within(v, 0.75, sqrt((81.0 / 80 - 0.75 * 0.75) / n), 5);
+    check_state(f, 7, 100 + 100001);
+    /* a second call continues the stream: different numbers */
+    tg_array *y2 = draw(f);
+    assert_true(tg_array_get_flat(y2, 0) != tg_array_get_flat(y, 0));
+    check_state(f, 7, 100 + 2 * 100001);
+    /* the same state again: the same numbers */
+    set_state(f, 7, 100);
+    tg_array *y3 = draw(f);
+    assert_true(tg_array_equal(y, y3));
+    tg_array_free(y);
+    tg_array_free(y2);
+    tg_array_free(y3);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* float32, broadcast array parameters: low [0, 10], high 1 + low */
+    f = make("random_uniform",
+             SIZE2(50000, 2) ",{\"value\":{\"dtype\":\"float32\",\"shape\":[2],\"data\":[0,10]}},"
+                             "{\"value\":{\"dtype\":\"float32\",\"shape\":[2],\"data\":[1,11]}}",
+             "float32", 1, 0, &g);
+    y = draw(f);
+    assert_int_equal(tg_array_dtype(y), TG_FLOAT32);
+    double s0 = 0, s1 = 0;
+    for (int64_t i = 0; i < 50000; i++) {
+        double a = tg_array_get_flat(y, 2 * i), b = tg_array_get_flat(y, 2 * i + 1);
+        assert_true(a >= 0 && a <= 1 && b >= 10 && b <= 11);
+        s0 += a;
+        s1 += b;
+    }
+    assert_within(s0 / 50000, 0.5, sqrt(1.0 / 12 / 50000), 5);
+    assert_within(s1 / 50000, 10.5, sqrt(1.0 / 12 / 50000), 5);
+    check_state(f, 1, 50000);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* A size computed at run time: the sample's shape is known only then. */
+static void test_dynamic_size(void **state) {
+    (void)state;
+    const char *js =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+        "\"shared\":{\"data\":[1,0]}},{\"id\":\"s\",\"type\":{\"dtype\":\"int32\","
+        "\"shape\":[2]}}],"
+        "\"nodes\":[{\"op\":\"random_uniform\",\"inputs\":[\"rng\",\"s\",{\"value\":0},"
+        "{\"value\":1}],\"outputs\":[\"rng2\",\"y\"],\"attrs\":{\"dtype\":\"float32\"}}],"
+        "\"functions\":{\"draw\":{\"inputs\":[\"s\"],\"outputs\":[\"y\"],"
+        "\"updates\":{\"rng\":\"rng2\"}}}}";
+    tg_graph *g = tu_load(js);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    int32_t sv[2] = {3, 5};
+    int64_t two = 2;
+    tg_array *s = tg_array_new_from(TG_INT32, 1, &two, sv), *y = NULL;
+    assert_int_equal(tg_function_call(f, &s, &y, ctx), 0);
+    assert_int_equal(tg_array_ndim(y), 2);
+    assert_int_equal(tg_array_shape(y)[0], 3);
+    assert_int_equal(tg_array_shape(y)[1], 5);
+    check_state(f, 1, 8);
+    tg_array_free(y);
+    y = NULL;
+    tg_array_free(s);
+    sv[0] = -1;
+    s = tg_array_new_from(TG_INT32, 1, &two, sv);
+    assert_int_not_equal(tg_function_call(f, &s, &y, ctx), 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "negative size"));
+    check_state(f, 1, 8);
+    tg_array_free(s);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static void test_normal(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *f = make("random_normal", SIZE2(1000, 201) ",{\"value\":1},{\"value\":2}", "float32", 3, 0, &g);
+    tg_array *y = draw(f);
+    assert_int_equal(tg_array_dtype(y), TG_FLOAT32);
+    assert_int_equal(tg_array_ndim(y), 2);
+    int64_t n = tg_array_size(y);
+    double m, v;
+    moments(y, &m, &v);
+    assert_within(m, 1, 2 / sqrt((double)n), 5);
+    assert_within(v, 4, sqrt(2 * 16.0 / n), 5);
+    /* fraction within one standard deviation: 0.6827 */
+    int64_t in1 = 0;
+    for (int64_t i = 0; i < n; i++) in1 += fabs(tg_array_get_flat(y, i) - 1) < 2;
+    assert_within((double)in1 / n, 0.682689492, sqrt(0.2166 / n), 5);
+    check_state(f, 3, (uint64_t)(n + 1) / 2);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+static void test_binomial(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *f = make("random_binomial", SIZE1(100000) ",{\"value\":10},{\"value\":0.3}", NULL, 11, 5, &g);
+    tg_array *y = draw(f);
+    assert_int_equal(tg_array_dtype(y), TG_INT64);
+    int64_t n = tg_array_size(y);
+    for (int64_t i = 0; i < n; i++) {
+        double c = tg_array_get_flat(y, i);
+        assert_true(c >= 0 && c <= 10);
+    }
+    double m, v;
+    moments(y, &m, &v);
+    /* mean np = 3, variance np(1-p) = 2.1; var of the sample variance
+     * ~ (mu4 - sigma^4) / n with mu4 = 3 s^4 + s^2 (1 - 6pq) */
+    assert_within(m, 3, sqrt(2.1 / n), 5);
+    double mu4 = 3 * 2.1 * 2.1 + 2.1 * (1 - 6 * 0.3 * 0.7);
+    assert_within(v, 2.1, sqrt((mu4 - 2.1 * 2.1) / n), 5);
+    check_state(f, 11, 5 + 100000);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* float32 output, per-column n and p; n = 0 gives 0, p = 1 gives n */
+    f = make("random_binomial",
+             SIZE2(20000, 3) ",{\"value\":{\"dtype\":\"int32\",\"shape\":[3],\"data\":[0,5,4]}},"
+                             "{\"value\":{\"dtype\":\"float64\",\"shape\":[3],\"data\":[0.5,0.5,1]}}",
+             "float32", 2, 0, &g);
+    y = draw(f);
+    assert_int_equal(tg_array_dtype(y), TG_FLOAT32);
+    double s = 0;
+    for (int64_t i = 0; i < 20000; i++) {
+        assert_true(tg_array_get_flat(y, 3 * i) == 0);
+        s += tg_array_get_flat(y, 3 * i + 1);
+        assert_true(tg_array_get_flat(y, 3 * i + 2) == 4);
+    }
+    assert_within(s / 20000, 2.5, sqrt(1.25 / 20000), 5);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+static void test_multinomial(void **state) {
+    (void)state;
+    enum { ROWS = 5000, K = 4, N = 20 };
+    static double pv[ROWS * K];
+    for (int r = 0; r < ROWS; r++) {
+        pv[r * K + 0] = 0.1;
+        pv[r * K + 1] = 0.2;
+        pv[r * K + 2] = 0.3;
+        pv[r * K + 3] = 0.4;
+    }
+    /* pvals as a free input: a (batch, k) matrix */
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"format\":\"tg-graph\",\"version\":1,"
+             "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+             "\"shared\":{\"data\":[9,0]}},"
+             "{\"id\":\"pv\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,%d]}}],"
+             "\"nodes\":[{\"op\":\"random_multinomial\",\"inputs\":[\"rng\",{\"value\":%d},\"pv\"],"
+             "\"outputs\":[\"rng2\",\"y\"]}],"
+             "\"functions\":{\"draw\":{\"inputs\":[\"pv\"],\"outputs\":[\"y\"],"
+             "\"updates\":{\"rng\":\"rng2\"}}}}",
+             K, N);
+    tg_graph *g = tu_load(buf);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    int64_t shp[2] = {ROWS, K};
+    tg_array *p = tg_array_new_from(TG_FLOAT64, 2, shp, pv), *y = NULL;
+    assert_int_equal(tg_function_call(f, &p, &y, ctx), 0);
+    assert_int_equal(tg_array_dtype(y), TG_INT64);
+    const int64_t *c = tg_array_data(y);
+    double sum[K] = {0}, sq[K] = {0};
+    for (int r = 0; r < ROWS; r++) {
+        int64_t t = 0;
+        for (int k = 0; k < K; k++) {
+            t += c[r * K + k];
+            sum[k] += (double)c[r * K + k];
+            sq[k] += (double)c[r * K + k] * (double)c[r * K + k];
+        }
+        assert_int_equal(t, N);
+    }
+    for (int k = 0; k < K; k++) {
+        double q = pv[k], m = sum[k] / ROWS, var = sq[k] / ROWS - m * m;
+        assert_within(m, N * q, sqrt(N * q * (1 - q) / ROWS), 5);
+        assert_within(var, N * q * (1 - q), 0.08 * N * q * (1 - q), 1);
+    }
+    check_state(f, 9, ROWS);
+    tg_array_free(y);
+    y = NULL;
+
+    /* sum(pvals[:-1]) > 1: a run-time error, the state unchanged */
+    double bad[4] = {0.6, 0.6, 0, 0};
+    int64_t shp1[2] = {1, 4};
+    tg_array *pb = tg_array_new_from(TG_FLOAT64, 2, shp1, bad);
+    assert_int_not_equal(tg_function_call(f, &pb, &y, ctx), 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "sum(pvals[:-1])"));
+    check_state(f, 9, ROWS);
+    tg_array_free(pb);
+    tg_array_free(p);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+
+    /* a vector of pvals: one row, the last category takes the rest */
+    f = make("random_multinomial",
+             "{\"value\":100},{\"value\":{\"dtype\":\"float32\",\"shape\":[3],\"data\":[0,0.5,0.1]}}", "int32",
+             4, 10, &g);
+    y = draw(f);
+    assert_int_equal(tg_array_dtype(y), TG_INT32);
+    assert_int_equal(tg_array_ndim(y), 1);
+    assert_true(tg_array_get_flat(y, 0) == 0);
+    assert_true(tg_array_get_flat(y, 0) + tg_array_get_flat(y, 1) + tg_array_get_flat(y, 2) ==
+                100);
+    assert_true(tg_array_get_flat(y, 2) > 20); /* expected 50 */
+    check_state(f, 4, 11);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* The same state gives the same sample with one and with two threads. */
+static void test_threads(void **state) {
+    (void)state;
+    static const char *const ops[][3] = {
+        {"random_uniform", SIZE1(300001) ",{\"value\":-1},{\"value\":1}", NULL},
+        {"random_normal", SIZE2(700, 501) ",{\"value\":0},{\"value\":1}", "float32"},
+        {"random_binomial", SIZE1(100001) ",{\"value\":7},{\"value\":0.4}", NULL},
+        {"random_multinomial", NULL, NULL}, /* arguments built below */
+    };
+    int saved = omp_get_max_threads();
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        tg_graph *g;
+        if (i == 3) {
+            /* a (4000, 3) constant: build it with repeated rows */
+            char *args = malloc(4000 * 12 + 200);
+            size_t k = (size_t)sprintf(args, "{\"value\":30},{\"value\":{\"dtype\":\"float64\","
+                                             "\"shape\":[4000,3],\"data\":[");
+            for (int r = 0; r < 4000; r++)
+                k += (size_t)sprintf(args + k, "%s0.2,0.3,0.5", r ? "," : "");
+            sprintf(args + k, "]}}");
+            omp_set_num_threads(1);
+            tg_function *f = make(ops[i][0], args, ops[i][2], 5, 77, &g);
+            free(args);
+            tg_array *a = draw(f);
+            omp_set_num_threads(2);
+            set_state(f, 5, 77);
+            tg_array *b = draw(f);
+            assert_true(tg_array_equal(a, b));
+            tg_array_free(a);
+            tg_array_free(b);
+            tg_function_free(f);
+            tg_graph_free(g);
+            continue;
+        }
+        tg_function *f = make(ops[i][0], ops[i][1], ops[i][2], 5, 77, &g);
+        omp_set_num_threads(1);
+        tg_array *a = draw(f);
+        omp_set_num_threads(2);
+        set_state(f, 5, 77);
+        tg_array *b = draw(f);
+        assert_true(tg_array_equal(a, b));
+        tg_array_free(a);
+        tg_array_free(b);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+    omp_set_num_threads(saved);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    static const char *const cases[][2] = {
+        {"random_binomial|" SIZE1(4) ",{\"value\":3},{\"value\":1.5}", "p must be in [0, 1]"},
+        {"random_binomial|" SIZE1(4) ",{\"value\":-3},{\"value\":0.5}", "n must be non-negative"},
+        {"random_normal|" SIZE1(4) ",{\"value\":0},{\"value\":-1}", "std must be non-negative"},
+        {"random_uniform|" SIZE1(4)
+         ",{\"value\":{\"dtype\":\"float64\",\"shape\":[3],\"data\":[0,1,2]}},{\"value\":1}",
+         "does not broadcast"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char op[64];
+        const char *bar = strchr(cases[i][0], '|');
+        snprintf(op, sizeof op, "%.*s", (int)(bar - cases[i][0]), cases[i][0]);
+        char buf[4096];
+        snprintf(buf, sizeof buf,
+                 "{\"format\":\"tg-graph\",\"version\":1,"
+                 "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+                 "\"shared\":{\"data\":[1,2]}}],"
+                 "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"rng\",%s],"
+                 "\"outputs\":[\"rng2\",\"y\"]}],"
+                 "\"functions\":{\"draw\":{\"inputs\":[],\"outputs\":[\"y\"],"
+                 "\"updates\":{\"rng\":\"rng2\"}}}}",
+                 op, bar + 1);
+        tg_ctx *ctx = tg_ctx_new();
+        tg_graph *g = tg_graph_load_string(buf, strlen(buf), NULL, "test", ctx);
+        const char *msg = NULL;
+        tg_function *f = NULL;
+        tg_array *y = NULL;
+        if (g && (f = tg_function_compile(g, 0, NULL, ctx))) {
+            assert_int_not_equal(tg_function_call(f, NULL, &y, ctx), 0);
+            check_state(f, 1, 2);
+        }
+        msg = tg_ctx_message(ctx);
+        if (!strstr(msg, cases[i][1])) fail_msg("case %zu: %s", i, msg);
+        tg_function_free(f);
+        tg_graph_free(g);
+        tg_ctx_free(ctx);
+    }
+    /* load errors: a state of the wrong type, a float dtype for sizes */
+    char msg[2048];
+    const char *bad =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"int64\",\"shape\":[2]},"
+        "\"shared\":{\"data\":[1,2]}}],"
+        "\"nodes\":[{\"op\":\"random_uniform\",\"inputs\":[\"rng\"," SIZE1(3) ",{\"value\":0},{\"value\":1}],"
+        "\"outputs\":[\"rng2\",\"y\"]}]}";
+    tu_load_fail(bad, msg, sizeof msg);
+    assert_non_null(strstr(msg, "uint64 vector of length 2"));
+    const char *bad2 =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+        "\"shared\":{\"data\":[1,2]}}],"
+        "\"nodes\":[{\"op\":\"random_normal\",\"inputs\":[\"rng\"," SIZE1(3) ",{\"value\":0},{\"value\":1}],"
+        "\"outputs\":[\"rng2\",\"y\"],\"attrs\":{\"dtype\":\"int32\"}}]}";
+    tu_load_fail(bad2, msg, sizeof msg);
+    assert_non_null(strstr(msg, "attrs.dtype"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_philox_kat),  cmocka_unit_test(test_first_values),
+        cmocka_unit_test(test_uniform),     cmocka_unit_test(test_dynamic_size),
+        cmocka_unit_test(test_normal),
+        cmocka_unit_test(test_binomial),    cmocka_unit_test(test_multinomial),
+        cmocka_unit_test(test_threads),     cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,381 @@
+/* Reductions on inputs too large for the JSON op tests
+ * (tests/data/ops/reduce_*.json): the accuracy of long float sums, and the
+ * threaded paths (one long row split across threads, leading axes
+ * accumulated by bands of rows, many rows) with 1, 2 and 3 threads, where
+ * ties and NaNs fall in different threads' chunks. Also the load errors of
+ * the reduction attributes. Expected values are closed forms. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+#include "testutil.h"
+
+static const int THREADS[] = {1, 2, 3};
+#define NTHREADS (int)(sizeof THREADS / sizeof THREADS[0])
+
+/* Compile op(attrs) over an input with x's dtype and rank (lengths
+ * unknown), fed through `view` when given (a node JSON from x to v), call
+ * it on x and return the result. */
+static tg_array *reduce_view(const char *op, const char *attrs, const char *view,
+                             const tg_array *x) {
+    char shape[64] = "", json[2048];
+    size_t k = 0;
+    for (int d = 0; d < x->ndim; d++) k += (size_t)snprintf(shape + k, sizeof shape - k, "%snull", d ? "," : "");
+    snprintf(json, sizeof json,
+             "{\"format\":\"tg-graph\",\"version\":1,"
+             "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[%s]}}],"
+             "\"nodes\":[%s%s{\"op\":\"%s\",\"inputs\":[\"%s\"],\"outputs\":[\"y\"]%s%s}],"
+             "\"functions\":{\"main\":{\"inputs\":[\"x\"],\"outputs\":[\"y\"]}}}",
+             tg_dtype_name(x->dtype), shape, view ? view : "", view ? "," : "", op,
+             view ? "v" : "x", attrs ? ",\"attrs\":" : "", attrs ? attrs : "");
+    tg_graph *g = tu_load(json);
+    tg_array *in[1] = {(tg_array *)x}, *out[1] = {0};
+    tu_call(g, NULL, in, out);
+    tg_graph_free(g);
+    return out[0];
+}
+
+static tg_array *reduce(const char *op, const char *attrs, const tg_array *x) {
+    return reduce_view(op, attrs, NULL, x);
+}
+
+static double scalar_of(tg_array *y) {
+    assert_non_null(y);
+    assert_int_equal(y->ndim, 0);
+    double v = tg_array_get_flat(y, 0);
+    tg_array_free(y);
+    return v;
+}
+
+static int64_t int_of(tg_array *y) {
+    assert_non_null(y);
+    assert_int_equal(y->ndim, 0);
+    assert_true(y->dtype == TG_INT64 || y->dtype == TG_UINT64);
+    int64_t v;
+    memcpy(&v, y->data, 8);
+    tg_array_free(y);
+    return v;
+}
+
+static void assert_near(double got, double want, double rtol) {
+    if (!(fabs(got - want) <= rtol * fabs(want)))
+        fail_msg("got %.17g, want %.17g (rtol %g)", got, want, rtol);
+}
+
+/* 10^6 copies of 0.1f: naive float32 accumulation drifts by about 1%;
+ * NumPy's pairwise summation (and tg's) stays within a few ulps. */
+static void test_float32_long_sum(void **state) {
+    (void)state;
+    const int64_t n = 1000000;
+    tg_array *x = tg_array_new(TG_FLOAT32, 1, &n);
+    float *p = (float *)x->data;
+    for (int64_t i = 0; i < n; i++) p[i] = 0.1f;
+    const double want = (double)n * (double)0.1f;
+    int64_t shp2[2] = {1000, 1000};
+    tg_array *m = tg_array_reshape(x, 2, shp2, NULL);
+    assert_non_null(m);
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        tg_array *y = reduce("sum", NULL, x);
+        assert_int_equal(y->dtype, TG_FLOAT32);
+        assert_near(scalar_of(y), want, 1e-6);
+        assert_near(scalar_of(reduce("mean", NULL, x)), (double)0.1f, 1e-6);
+        assert_near(scalar_of(reduce("sum", "{\"axis\":[0,1]}", m)), want, 1e-6);
+        /* Over the leading axis (accumulated by rows) and the last one. */
+        for (int ax = 0; ax < 2; ax++) {
+            tg_array *r = reduce("sum", ax ? "{\"axis\":1}" : "{\"axis\":0}", m);
+            assert_int_equal(r->ndim, 1);
+            assert_int_equal(r->shape[0], 1000);
+            for (int64_t i = 0; i < 1000; i++) assert_near(tg_array_get_flat(r, i), want / 1000, 1e-6);
+            tg_array_free(r);
+        }
+        /* Transposed: the reduction copies or walks strides. */
+        assert_near(scalar_of(reduce_view("sum", NULL,
+                                          "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"]}",
+                                          m)),
+                    want, 1e-6);
+    }
+    tg_array_free(m);
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+/* x[i] = i: every partial sum is an integer below 2^53, so the sum is
+ * exact whatever the order. An odd length splits unevenly. */
+static void test_float64_sum_exact(void **state) {
+    (void)state;
+    const int64_t n = 1000003;
+    tg_array *x = tg_array_new(TG_FLOAT64, 1, &n);
+    double *p = (double *)x->data;
+    for (int64_t i = 0; i < n; i++) p[i] = (double)i;
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        assert_true(scalar_of(reduce("sum", NULL, x)) == (double)n * (double)(n - 1) / 2);
+        assert_true(scalar_of(reduce("mean", NULL, x)) == (double)(n - 1) / 2);
+        assert_near(scalar_of(reduce("var", NULL, x)), ((double)n * (double)n - 1) / 12, 1e-12);
+        assert_near(scalar_of(reduce("std", "{\"ddof\":1}", x)),
+                    sqrt((double)n * (double)(n + 1) / 12), 1e-12);
+    }
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+/* Two-pass variance: values 1e9 + (0 or 1) have variance exactly 0.25; the
+ * one-pass E[x^2] - E[x]^2 loses it entirely. */
+static void test_var_two_pass(void **state) {
+    (void)state;
+    const int64_t n = 200000;
+    tg_array *x = tg_array_new(TG_FLOAT64, 1, &n);
+    double *p = (double *)x->data;
+    for (int64_t i = 0; i < n; i++) p[i] = 1e9 + (double)(i % 2);
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        assert_near(scalar_of(reduce("var", NULL, x)), 0.25, 1e-9);
+        assert_near(scalar_of(reduce("std", NULL, x)), 0.5, 1e-9);
+    }
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+/* Sums over leading axes of a contiguous array (the gradient of a
+ * broadcast): x[r, j] = r * (j + 1). */
+static void test_leading_axes(void **state) {
+    (void)state;
+    const int64_t rows = 70001, shp[2] = {rows, 3}, shp3[3] = {7, 10000, 3};
+    tg_array *x = tg_array_new(TG_FLOAT64, 2, shp);
+    tg_array *x3 = tg_array_new(TG_FLOAT32, 3, shp3);
+    double *p = (double *)x->data;
+    for (int64_t r = 0; r < rows; r++)
+        for (int j = 0; j < 3; j++) p[r * 3 + j] = (double)r * (j + 1);
+    float *q = (float *)x3->data;
+    for (int64_t i = 0; i < 70000 * 3; i++) q[i] = (float)(i % 3);
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        tg_array *s = reduce("sum", "{\"axis\":0}", x);
+        tg_array *m = reduce("mean", "{\"axis\":0,\"keepdims\":true}", x);
+        tg_array *s3 = reduce("sum", "{\"axis\":[1,0]}", x3);
+        assert_int_equal(m->ndim, 2);
+        assert_int_equal(m->shape[0], 1);
+        assert_int_equal(s3->dtype, TG_FLOAT32);
+        for (int j = 0; j < 3; j++) {
+            assert_true(tg_array_get_flat(s, j) == (j + 1) * (double)rows * (double)(rows - 1) / 2);
+            assert_near(tg_array_get_flat(m, j), (j + 1) * (double)(rows - 1) / 2, 1e-12);
+            assert_true(tg_array_get_flat(s3, j) == 70000.0 * j);
+        }
+        tg_array_free(s);
+        tg_array_free(m);
+        tg_array_free(s3);
+    }
+    tg_array_free(x);
+    tg_array_free(x3);
+    omp_set_num_threads(2);
+}
+
+/* Many rows reduced over the last axis, in parallel over rows. */
+static void test_many_rows(void **state) {
+    (void)state;
+    const int64_t shp[2] = {1000, 999};
+    tg_array *x = tg_array_new(TG_INT32, 2, shp);
+    int32_t *p = (int32_t *)x->data;
+    for (int64_t r = 0; r < 1000; r++)
+        for (int64_t c = 0; c < 999; c++) p[r * 999 + c] = (int32_t)(r - c);
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        tg_array *s = reduce("sum", "{\"axis\":-1}", x);
+        tg_array *mx = reduce("max", "{\"axis\":1}", x);
+        tg_array *am = reduce("argmin", "{\"axis\":1}", x);
+        tg_array *mean = reduce("mean", "{\"axis\":0}", x);
+        assert_int_equal(s->dtype, TG_INT64);
+        assert_int_equal(mx->dtype, TG_INT32);
+        for (int64_t r = 0; r < 1000; r++) {
+            assert_true(tg_array_get_flat(s, r) == 999.0 * (double)r - 999.0 * 998 / 2);
+            assert_true(tg_array_get_flat(mx, r) == (double)r);
+            assert_true(tg_array_get_flat(am, r) == 998);
+        }
+        for (int64_t c = 0; c < 999; c++) assert_near(tg_array_get_flat(mean, c), 499.5 - (double)c, 1e-12);
+        tg_array_free(s);
+        tg_array_free(mx);
+        tg_array_free(am);
+        tg_array_free(mean);
+    }
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+/* max/min/argmax/argmin of one long row: ties in different chunks go to
+ * the first index; a NaN anywhere wins, the first NaN for argmax. */
+static void check_extremes(tg_dtype dt) {
+    const int64_t n = 600001;
+    tg_array *x = tg_array_new(dt, 1, &n);
+    for (int64_t i = 0; i < n; i++) tg_store_f64(dt, (char *)x->data + i * x->strides[0], (double)(i % 1000) - 500);
+    /* Ties for the max (499 at i % 1000 == 999) and for the min. */
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        assert_true(scalar_of(reduce("max", NULL, x)) == 499);
+        assert_true(scalar_of(reduce("min", NULL, x)) == -500);
+        assert_int_equal(int_of(reduce("argmax", NULL, x)), 999);
+        assert_int_equal(int_of(reduce("argmin", NULL, x)), 0);
+    }
+    /* A new unique extreme late in the array. */
+    tg_store_f64(dt, (char *)x->data + (n - 7) * x->strides[0], 1000);
+    tg_store_f64(dt, (char *)x->data + (n - 9) * x->strides[0], -1000);
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        assert_true(scalar_of(reduce("max", NULL, x)) == 1000);
+        assert_int_equal(int_of(reduce("argmax", NULL, x)), n - 7);
+        assert_int_equal(int_of(reduce("argmin", NULL, x)), n - 9);
+    }
+    if (tg_dtype_is_float(dt)) {
+        tg_store_f64(dt, (char *)x->data + (n - 5) * x->strides[0], NAN);
+        tg_store_f64(dt, (char *)x->data + (n - 3) * x->strides[0], NAN);
+        for (int t = 0; t < NTHREADS; t++) {
+            omp_set_num_threads(THREADS[t]);
+            assert_true(isnan(scalar_of(reduce("max", NULL, x))));
+            assert_true(isnan(scalar_of(reduce("min", NULL, x))));
+            assert_int_equal(int_of(reduce("argmax", NULL, x)), n - 5);
+            assert_int_equal(int_of(reduce("argmin", NULL, x)), n - 5);
+        }
+        tg_store_f64(dt, x->data, NAN);
+        for (int t = 0; t < NTHREADS; t++) {
+            omp_set_num_threads(THREADS[t]);
+            assert_true(isnan(scalar_of(reduce("max", NULL, x))));
+            assert_int_equal(int_of(reduce("argmax", NULL, x)), 0);
+        }
+        /* All -inf: the max is -inf, found at index 0. */
+        for (int64_t i = 0; i < n; i++) tg_store_f64(dt, (char *)x->data + i * x->strides[0], -INFINITY);
+        for (int t = 0; t < NTHREADS; t++) {
+            omp_set_num_threads(THREADS[t]);
+            assert_true(scalar_of(reduce("max", NULL, x)) == -INFINITY);
+            assert_int_equal(int_of(reduce("argmax", NULL, x)), 0);
+            assert_int_equal(int_of(reduce("argmin", NULL, x)), 0);
+            assert_true(scalar_of(reduce("logsumexp", NULL, x)) == -INFINITY);
+        }
+    }
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+static void test_extremes_float64(void **state) {
+    (void)state;
+    check_extremes(TG_FLOAT64);
+}
+
+static void test_extremes_float32(void **state) {
+    (void)state;
+    check_extremes(TG_FLOAT32);
+}
+
+static void test_extremes_int16(void **state) {
+    (void)state;
+    check_extremes(TG_INT16);
+}
+
+/* Integer sums wrap modulo 2^64 as NumPy's int64/uint64 do. */
+static void test_int_wrap(void **state) {
+    (void)state;
+    const int64_t n = 100003;
+    tg_array *x = tg_array_new(TG_INT64, 1, &n), *u = tg_array_new(TG_UINT32, 1, &n);
+    int64_t *p = (int64_t *)x->data;
+    uint32_t *q = (uint32_t *)u->data;
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = INT64_MAX - i;
+        q[i] = UINT32_MAX;
+    }
+    uint64_t want = 0;
+    for (int64_t i = 0; i < n; i++) want += (uint64_t)INT64_MAX - (uint64_t)i;
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        assert_true((uint64_t)int_of(reduce("sum", NULL, x)) == want);
+        tg_array *s = reduce("sum", NULL, u);
+        assert_int_equal(s->dtype, TG_UINT64);
+        assert_true((uint64_t)int_of(s) == (uint64_t)n * UINT32_MAX);
+    }
+    tg_array_free(x);
+    tg_array_free(u);
+    omp_set_num_threads(2);
+}
+
+/* logsumexp of a long row: log(n) for zeros; a large value dominates
+ * without overflow. */
+static void test_logsumexp_long(void **state) {
+    (void)state;
+    const int64_t n = 1000000;
+    tg_array *x = tg_array_new(TG_FLOAT64, 1, &n);
+    memset(x->data, 0, (size_t)n * 8);
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        assert_near(scalar_of(reduce("logsumexp", NULL, x)), log((double)n), 1e-12);
+    }
+    ((double *)x->data)[n / 2] = 1e4;
+    assert_near(scalar_of(reduce("logsumexp", NULL, x)), 1e4, 1e-15);
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+/* A compiled function called with different shapes reuses or replaces its
+ * output storage. */
+static void test_reuse_output(void **state) {
+    (void)state;
+    tg_graph *g = tu_load("{\"format\":\"tg-graph\",\"version\":1,"
+                          "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}}],"
+                          "\"nodes\":[{\"op\":\"sum\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":1}}]}");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    const int64_t shapes[3][2] = {{300, 400}, {2, 3}, {300, 400}};
+    for (int s = 0; s < 3; s++) {
+        tg_array *x = tg_array_new(TG_FLOAT64, 2, shapes[s]), *y = NULL;
+        double *p = (double *)x->data;
+        for (int64_t i = 0; i < shapes[s][0] * shapes[s][1]; i++) p[i] = (double)(i / shapes[s][1]);
+        assert_int_equal(tg_function_call(f, &x, &y, ctx), 0);
+        assert_int_equal(y->shape[0], shapes[s][0]);
+        for (int64_t r = 0; r < shapes[s][0]; r++) assert_true(tg_array_get_flat(y, r) == (double)(r * shapes[s][1]));
+        tg_array_free(y);
+        tg_array_free(x);
+    }
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
+/* Attribute errors are load errors naming the attribute. */
+static void test_attr_errors(void **state) {
+    (void)state;
+    static const struct {
+        const char *op, *attrs, *want;
+    } cases[] = {
+        {"sum", "{\"axis\":2}", "attrs.axis"},
+        {"mean", "{\"axis\":-3}", "attrs.axis"},
+        {"max", "{\"axis\":[0,-2]}", "attrs.axis"},
+        {"argmax", "{\"axis\":[0]}", "attrs.axis"},
+        {"sum", "{\"axis\":1.5}", "attrs.axis"},
+        {"sum", "{\"keepdims\":1}", "attrs.keepdims"},
+        {"var", "{\"ddof\":-1}", "attrs.ddof"},
+        {"std", "{\"ddof\":true}", "attrs.ddof"},
+        {"sum", "{\"ddof\":1}", "ddof"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char json[1024], msg[TG_CTX_MSG_MAX];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,"
+                 "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,3]}}],"
+                 "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":%s}]}",
+                 cases[i].op, cases[i].attrs);
+        assert_int_equal(tu_load_fail(json, msg, sizeof msg), TG_ELOAD);
+        if (!strstr(msg, cases[i].want)) fail_msg("%s %s: message '%s' lacks '%s'", cases[i].op, cases[i].attrs, msg, cases[i].want);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
+        cmocka_unit_test(test_var_two_pass),     cmocka_unit_test(test_leading_axes),
+        cmocka_unit_test(test_many_rows),        cmocka_unit_test(test_extremes_float64),
+        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_int16),
+        cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
+        cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
