@@ -469,6 +469,296 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
     }
 }
 
+/* ---- reductions over axes that are not innermost: column accumulators ----
+ *
+ * out[a, c] = reduce over r of x[a, r, c], where c runs over the trailing
+ * kept axes (one stride), r over the reduced axes and a over the kept axes
+ * before them. Rows of up to COLS columns stream through per-column
+ * accumulators, reading memory in order, instead of walking each column
+ * with a large stride. */
+
+#define COLS 256
+
+typedef struct col_job {
+    red_kind k;
+    tg_dtype dt, od;
+    int64_t ddof;
+    const char *base;
+    int nko, nr;
+    int64_t ko_shape[TG_MAX_NDIM], ko_stride[TG_MAX_NDIM];
+    int64_t r_shape[TG_MAX_NDIM], r_stride[TG_MAX_NDIM];
+    int64_t R, C, cs, osz;
+    char *out;
+} col_job;
+
+/* Steps p to the next row (odometer over the reduced axes). */
+static inline const char *row_next(const col_job *j, int64_t *idx, const char *p) {
+    for (int d = j->nr - 1; d >= 0; d--) {
+        p += j->r_stride[d];
+        if (++idx[d] < j->r_shape[d]) return p;
+        p -= j->r_stride[d] * j->r_shape[d];
+        idx[d] = 0;
+    }
+    return p;
+}
+
+/* m elements at stride cs into t as doubles. */
+static void col_load_d(tg_dtype dt, const char *p, int64_t m, int64_t cs, double *t) {
+    if (dt == TG_FLOAT64 && cs == 8) {
+        memcpy(t, p, (size_t)m * 8);
+        return;
+    }
+    if (dt == TG_FLOAT32 && cs == 4) {
+        const float *q = (const float *)p;
+        for (int64_t c = 0; c < m; c++) t[c] = q[c];
+        return;
+    }
+    if (dt == TG_FLOAT16) {
+        for (int64_t c = 0; c < m; c++) t[c] = tg_half_to_float(*(const uint16_t *)(p + c * cs));
+        return;
+    }
+    const int64_t s = cs;
+#define X(T) for (int64_t c = 0; c < m; c++) t[c] = (double)AT(T, c)
+    switch (dt) { CASES(X) }
+#undef X
+}
+
+/* m integers at stride cs into t (uint64 keeps its bits). */
+static void col_load_i(tg_dtype dt, const char *p, int64_t m, int64_t cs, int64_t *t) {
+    const int64_t s = cs;
+#define X(T)                                                                     \
+    if (cs == (int64_t)sizeof(T)) {                                              \
+        const T *q = (const T *)p;                                               \
+        for (int64_t c = 0; c < m; c++) t[c] = (int64_t)q[c];                    \
+    } else {                                                                     \
+        for (int64_t c = 0; c < m; c++) t[c] = (int64_t)AT(T, c);                \
+    }
+    switch (dt) { CASES(X) }
+#undef X
+}
+
+/* Float-valued work: float inputs, and mean/var/std/logsumexp of any. */
+static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o) {
+    double t[COLS], acc[COLS], aux[COLS];
+    int64_t best[COLS], idx[TG_MAX_NDIM] = {0};
+    const char *p = pa;
+    red_kind k = j->k;
+    int64_t R = j->R;
+    for (int64_t c = 0; c < m; c++) {
+        acc[c] = k == R_PROD || k == R_ALL ? 1 : 0;
+        aux[c] = -INFINITY;
+        best[c] = 0;
+    }
+    for (int64_t r = 0; r < R; r++, p = row_next(j, idx, p)) {
+        col_load_d(j->dt, p, m, j->cs, t);
+        switch (k) {
+        case R_SUM:
+        case R_MEAN:
+        case R_VAR:
+        case R_STD:
+            for (int64_t c = 0; c < m; c++) acc[c] += t[c];
+            break;
+        case R_PROD:
+            for (int64_t c = 0; c < m; c++) acc[c] *= t[c];
+            break;
+        case R_MAX:
+        case R_ARGMAX:
+        case R_MIN:
+        case R_ARGMIN: {
+            /* The first row starts the extremes; a NaN sticks (a NaN
+             * accumulator never compares true). */
+            bool mx = k == R_MAX || k == R_ARGMAX;
+            if (!r) {
+                memcpy(acc, t, (size_t)m * sizeof(double));
+                break;
+            }
+            for (int64_t c = 0; c < m; c++)
+                if (acc[c] == acc[c] && (t[c] != t[c] || (mx ? t[c] > acc[c] : t[c] < acc[c]))) {
+                    acc[c] = t[c];
+                    best[c] = r;
+                }
+            break;
+        }
+        case R_ALL:
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0;
+            break;
+        case R_ANY:
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0;
+            break;
+        case R_LSE:
+            /* First pass: the max, NaN sticking (in aux). */
+            for (int64_t c = 0; c < m; c++)
+                if (aux[c] == aux[c] && (t[c] != t[c] || t[c] > aux[c])) aux[c] = t[c];
+            break;
+        }
+    }
+    if (k == R_VAR || k == R_STD || k == R_LSE) {
+        /* Second pass: squared deviations from the mean, or exp(x - max). */
+        for (int64_t c = 0; c < m; c++) {
+            if (k != R_LSE) aux[c] = R ? acc[c] / (double)R : NAN;
+            acc[c] = 0;
+        }
+        memset(idx, 0, sizeof idx);
+        p = pa;
+        for (int64_t r = 0; r < R; r++, p = row_next(j, idx, p)) {
+            col_load_d(j->dt, p, m, j->cs, t);
+            if (k == R_LSE) {
+                for (int64_t c = 0; c < m; c++) t[c] = isfinite(aux[c]) ? t[c] - aux[c] : 0;
+                tg_vm_exp_f64(m, t, t);
+                for (int64_t c = 0; c < m; c++) acc[c] += t[c];
+            } else {
+                for (int64_t c = 0; c < m; c++) acc[c] += (t[c] - aux[c]) * (t[c] - aux[c]);
+            }
+        }
+    }
+    for (int64_t c = 0; c < m; c++) {
+        char *q = o + c * j->osz;
+        double v = acc[c];
+        switch (k) {
+        case R_MEAN: v = v / (double)R; break;
+        case R_VAR:
+        case R_STD: {
+            double cnt = (double)(R - j->ddof > 0 ? R - j->ddof : 0);
+            v = R ? v / cnt : NAN;
+            if (k == R_STD) v = sqrt(v);
+            break;
+        }
+        case R_LSE: v = aux[c] != aux[c] || isinf(aux[c]) ? aux[c] : aux[c] + log(v); break;
+        case R_ARGMAX:
+        case R_ARGMIN: *(int64_t *)q = best[c]; continue;
+        case R_ALL:
+        case R_ANY: *(uint8_t *)q = v != 0; continue;
+        default: break;
+        }
+        tg_store_f64(j->od, q, v);
+    }
+}
+
+/* Integer work: sum prod max min argmax argmin all any of integers and
+ * bool, exact (sums and products wrap modulo 2^64). */
+static void col_item_i(const col_job *j, const char *pa, int64_t m, char *o) {
+    int64_t t[COLS], acc[COLS], best[COLS], idx[TG_MAX_NDIM] = {0};
+    const char *p = pa;
+    red_kind k = j->k;
+    bool uns = j->dt == TG_UINT64;
+    for (int64_t c = 0; c < m; c++) {
+        acc[c] = k == R_PROD || k == R_ALL ? 1 : 0;
+        best[c] = 0;
+    }
+    for (int64_t r = 0; r < j->R; r++, p = row_next(j, idx, p)) {
+        col_load_i(j->dt, p, m, j->cs, t);
+        switch (k) {
+        case R_SUM:
+            for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] + (uint64_t)t[c]);
+            break;
+        case R_PROD:
+            for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] * (uint64_t)t[c]);
+            break;
+        case R_MAX:
+        case R_ARGMAX:
+        case R_MIN:
+        case R_ARGMIN: {
+            bool mx = k == R_MAX || k == R_ARGMAX;
+            if (!r) {
+                memcpy(acc, t, (size_t)m * sizeof(int64_t));
+                break;
+            }
+            for (int64_t c = 0; c < m; c++) {
+                bool better = uns ? (mx ? (uint64_t)t[c] > (uint64_t)acc[c] : (uint64_t)t[c] < (uint64_t)acc[c])
+                                  : (mx ? t[c] > acc[c] : t[c] < acc[c]);
+                if (better) {
+                    acc[c] = t[c];
+                    best[c] = r;
+                }
+            }
+            break;
+        }
+        case R_ALL:
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] && t[c];
+            break;
+        case R_ANY:
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] || t[c];
+            break;
+        default: break;
+        }
+    }
+    for (int64_t c = 0; c < m; c++) {
+        char *q = o + c * j->osz;
+        if (k == R_ARGMAX || k == R_ARGMIN)
+            *(int64_t *)q = best[c];
+        else if (k == R_ALL || k == R_ANY)
+            *(uint8_t *)q = acc[c] != 0;
+        else
+            tg_store_i64(j->od, q, acc[c]);
+    }
+}
+
+/* Sets up the column path when the trailing kept axes have one stride that
+ * is smaller than every reduced axis's (they are innermost in memory) and
+ * are long enough to use. Returns false when it does not apply. */
+static bool col_setup(col_job *j, const tg_array *x, uint32_t mask) {
+    int nd = x->ndim, last = -1;
+    for (int d = 0; d < nd; d++)
+        if (mask & (1u << d)) last = d;
+    if (last < 0 || last == nd - 1) return false;
+    j->C = 1;
+    j->cs = 0;
+    int64_t expect = 0;
+    for (int d = nd - 1; d > last; d--) {
+        if (x->shape[d] == 1) continue;
+        if (!j->cs) {
+            j->cs = x->strides[d];
+            expect = j->cs * x->shape[d];
+        } else if (x->strides[d] != expect) {
+            return false;
+        } else {
+            expect *= x->shape[d];
+        }
+        j->C *= x->shape[d];
+    }
+    if (j->C < 8) return false;
+    j->nko = j->nr = 0;
+    j->R = 1;
+    int64_t acs = j->cs < 0 ? -j->cs : j->cs;
+    for (int d = 0; d <= last; d++) {
+        if (x->shape[d] == 1) continue;
+        if (mask & (1u << d)) {
+            int64_t st = x->strides[d] < 0 ? -x->strides[d] : x->strides[d];
+            if (st <= acs) return false;
+            j->r_shape[j->nr] = x->shape[d];
+            j->r_stride[j->nr++] = x->strides[d];
+            j->R *= x->shape[d];
+        } else {
+            j->ko_shape[j->nko] = x->shape[d];
+            j->ko_stride[j->nko++] = x->strides[d];
+        }
+    }
+    return true;
+}
+
+static void col_run(const col_job *j) {
+    int64_t A = 1, nchunk = (j->C + COLS - 1) / COLS;
+    for (int d = 0; d < j->nko; d++) A *= j->ko_shape[d];
+    int64_t items = A * nchunk;
+    bool ints = !tg_dtype_is_float(j->dt) && !tg_dtype_is_float(j->od);
+    int nth = A * j->C * j->R >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int64_t it = 0; it < items; it++) {
+        int64_t a = it / nchunk, c0 = (it % nchunk) * COLS;
+        int64_t m = j->C - c0 < COLS ? j->C - c0 : COLS, rem = a;
+        const char *pa = j->base + c0 * j->cs;
+        for (int d = j->nko - 1; d >= 0; d--) {
+            pa += (rem % j->ko_shape[d]) * j->ko_stride[d];
+            rem /= j->ko_shape[d];
+        }
+        char *o = j->out + (a * j->C + c0) * j->osz;
+        if (ints)
+            col_item_i(j, pa, m, o);
+        else
+            col_item_d(j, pa, m, o);
+    }
+}
+
 /* ---- the kernel ---- */
 
 static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
@@ -544,6 +834,13 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         for (int64_t j = 0; j < outer; j++)
             tg_store_f64(od, o + j * osz, im->kind == R_MEAN ? acc[j] / (double)inner : acc[j]);
         tg_free(acc);
+        return TG_OK;
+    }
+
+    col_job cj = {.k = im->kind, .dt = dt, .od = od, .ddof = n->a.ddof, .base = x->data,
+                  .osz = osz, .out = o};
+    if (outer > 0 && col_setup(&cj, x, mask)) {
+        col_run(&cj);
         return TG_OK;
     }
 

@@ -4,7 +4,7 @@ mean/var/std/logsumexp of integers compute in float32 for bool and 8/16-bit
 integers, float64 for wider ones (FORMAT.md s7); of float16 they give
 float16. Files: reduce_<op>.json (every dtype, axis forms, keepdims; one
 function per dtype computing every axis form of one input);
-reduce_{0d_axes,ddof,nan_inf_ties,lse_ints,empty,strided,weak}.json
+reduce_{0d_axes,ddof,nan_inf_ties,lse_ints,empty,strided,columns,weak}.json
 (special values and layouts); reduce_errors.json (run-time errors).
 Large inputs (accuracy of long sums, the threaded paths) are tested in
 tests/unit/test_reduce.c.
@@ -15,7 +15,22 @@ import warnings
 
 import numpy as np
 
-from common import OUT, typ, value
+from common import OUT, typ
+from common import value as value_exact
+
+
+def value(a):
+    """common.value, with float32/float16 numbers written in their shortest
+    round-tripping form (0.4, not 0.4000000059604645)."""
+    a = np.asarray(a)
+    v = value_exact(a)
+    if a.dtype in (np.float32, np.float16):
+        def short(e):
+            if isinstance(e, list):
+                return [short(i) for i in e]
+            return e if isinstance(e, str) else float(str(a.dtype.type(e)))
+        v["data"] = short(v["data"])
+    return v
 from common import sample as sample_exact
 
 
@@ -197,6 +212,45 @@ class Cases:
             case["atol"] = tol
         self.tests.append(case)
 
+    def many(self, x, items, view=None, xv=None):
+        """One function, one input, several reductions [(op, attrs)] of it
+        (through the same view), with expectations from NumPy."""
+        k = self.k
+        self.k += 1
+        x = np.asarray(x)
+        xv = x if xv is None else xv
+        xid = f"x{k}"
+        self.variables.append({"id": xid, "type": typ(x)})
+        src = xid
+        if view is not None:
+            self.nodes.append({"op": view[0], "inputs": [xid], "outputs": [f"v{k}"], "attrs": view[1]})
+            src = f"v{k}"
+        outs, want, tol = [], {}, None
+        for i, (op, attrs) in enumerate(items):
+            yid = f"y{k}_{i}"
+            self.nodes.append({"op": op, "inputs": [src], "outputs": [yid], "attrs": attrs})
+            outs.append(yid)
+            want[yid] = value(np.asarray(self.expect(op, xv, attrs)))
+            t = tol_for(op, x.dtype)
+            tol = max(tol or 0, t or 0) or None
+        self.functions[f"f{k}"] = {"inputs": [xid], "outputs": outs}
+        case = {"function": f"f{k}", "inputs": {xid: value(x)}, "outputs": want}
+        if tol:
+            case["rtol"] = tol
+            case["atol"] = tol
+        self.tests.append(case)
+
+    @staticmethod
+    def expect(op, xv, attrs):
+        with np.errstate(all="ignore"):
+            if op in ("var", "std"):
+                ax = attrs.get("axis")
+                ax = tuple(ax) if isinstance(ax, list) else ax
+                return getattr(np, op)(xv.astype(np.float64), axis=ax,
+                                       keepdims=attrs.get("keepdims", False),
+                                       ddof=attrs.get("ddof", 0)).astype(float_of(xv.dtype))
+            return expect(op, xv, attrs.get("axis"), attrs.get("keepdims", False))
+
     def np(self, op, x, attrs=None, view=None, xv=None, tol=None):
         """Expectation from NumPy on xv (the viewed input; x when None)."""
         attrs = attrs or {}
@@ -363,6 +417,39 @@ S.np("sum", xi8, {"axis": 0}, view=("subtensor", {"index": [{"start": None, "sto
 S.np("argmax", xi8, {"axis": 1}, view=("transpose", {"axes": None}), xv=xi8.T)
 
 write("reduce_strided", S.variables, S.nodes, S.tests, S.functions)
+
+# Reductions over axes that are not innermost, with at least 8 trailing
+# kept elements: streamed rows into per-column accumulators. Every op and
+# dtype class; the middle axis (several outer blocks); more columns than one
+# block of 256; a strided input; NaN and ties inside columns; no rows.
+S = Cases()
+for dt in ("float64", "float32", "float16", "int16", "uint64", "bool"):
+    x = sample(dt, (2, 3, 10), rng, -3, 4)
+    items = [(op, {"axis": axis}) for op in OPS if op != "prod"
+             for axis in ((0, 1) if op.startswith("arg") else ([0], [0, 1]))]
+    items += [(op, {"axis": 1, "keepdims": True}) for op in ("sum", "max", "argmin", "var", "all")]
+    if dt != "bool":
+        items += [("logsumexp", {"axis": 1, "keepdims": True})]
+    S.many(x, items)
+    S.many((x / 3).astype(dt) if np.dtype(dt).kind == "f" else x, [("prod", {"axis": [0, 1]})])
+xl = np.round(sample("float64", (3, 260), rng), 1)
+xl[1, 7] = np.nan
+xl[:, 9] = 1.5
+S.many(xl, [(op, {"axis": 0}) for op in ("sum", "max", "argmin", "std", "any")])
+S.many(sample("int32", (3, 260), rng), [("sum", {"axis": 0}), ("min", {"axis": 0})])
+S.many(sample("uint8", (3, 260), rng, 0, 3), [("argmax", {"axis": 0}), ("any", {"axis": 0})])
+xs = sample("float32", (6, 12), rng)
+S.many(xs, [(op, {"axis": 0}) for op in ("sum", "max", "argmax", "std", "any")],
+       view=("subtensor", {"index": [{"start": None, "stop": None, "step": -2}]}), xv=xs[::-2])
+xt = np.array([[1, 5, np.nan, 2, 0, 0, 0, 7], [3, 5, 1, np.nan, 0, -0.0, 9, 7],
+               [3, 1, np.nan, 4, 0, 0, 9, 8]])
+S.many(xt, [(op, {"axis": 0}) for op in ("max", "min", "argmax", "argmin", "sum", "logsumexp", "all")])
+S.many(np.zeros((0, 9), np.float32),
+       [(op, {"axis": 0}) for op in ("sum", "prod", "mean", "all", "any", "var", "logsumexp")])
+S.np("sum", np.zeros((2, 0, 9), np.int8), {"axis": 1})
+S.np("sum", np.array([[2**63 - 1] * 8, [1] * 8], np.int64), {"axis": 0})
+S.np("max", np.array([[2**64 - 1] * 8, [2**63] * 8], np.uint64), {"axis": 0})
+write("reduce_columns", S.variables, S.nodes, S.tests, S.functions)
 
 # Weak inline scalars take the default dtypes when reduced on their own.
 write("reduce_weak", [],

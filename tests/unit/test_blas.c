@@ -1,0 +1,520 @@
+/* Products on operands too large or too oddly laid out for the JSON op
+ * tests (tests/data/ops/blas_*.json): every layout the BLAS path has to
+ * recognise or copy (C order, transposed, rows apart, strided columns,
+ * negative strides, broadcast zero strides), the integer blocked loop
+ * across its column blocks and threads, float16, batched matmul (folded
+ * into one product or looped), gemm in place with beta 0 over NaN, and the
+ * load-time errors. Expected values come from a naive loop in this file. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+#include "testutil.h"
+
+/* ---- helpers ---- */
+
+static uint64_t lcg = 12345;
+static int64_t rnd(int64_t lo, int64_t hi) { /* in [lo, hi) */
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (int64_t)((lcg >> 33) % (uint64_t)(hi - lo));
+}
+
+/* A C-contiguous array of random values: quarters in [-4, 4) for floats
+ * (exact in float16 too), integers in [lo, hi) otherwise. */
+static tg_array *rand_array(tg_dtype dt, int nd, const int64_t *shape, int64_t lo, int64_t hi) {
+    tg_array *a = tg_array_new(dt, nd, shape);
+    assert_non_null(a);
+    int64_t n = tg_array_size(a);
+    size_t e = tg_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) {
+        char *p = a->data + (size_t)i * e;
+        if (tg_dtype_is_float(dt))
+            tg_store_f64(dt, p, (double)rnd(-16, 16) / 4);
+        else
+            tg_store_i64(dt, p, rnd(lo, hi));
+    }
+    return a;
+}
+
+/* Element at a multi-index of a (any strides), as double and as int64. */
+static const char *at(const tg_array *a, const int64_t *idx) {
+    const char *p = a->data;
+    for (int d = 0; d < a->ndim; d++) p += idx[d] * a->strides[d];
+    return p;
+}
+
+/* NumPy matmul of a and b (each 1-D or more) by the definition: float
+ * sums in long double, integer sums wrapped in uint64, bool or-of-ands;
+ * the result in dt. */
+static tg_array *ref_matmul(const tg_array *a, const tg_array *b, tg_dtype dt) {
+    int na = a->ndim, nb = b->ndim;
+    int64_t M = na >= 2 ? a->shape[na - 2] : 1, K = a->shape[na - 1];
+    int64_t N = nb >= 2 ? b->shape[nb - 1] : 1;
+    int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0, bn = ba > bb ? ba : bb;
+    int64_t shape[TG_MAX_NDIM];
+    int nd = 0;
+    for (int d = 0; d < bn; d++) {
+        int ia = d - (bn - ba), ib = d - (bn - bb);
+        int64_t la = ia >= 0 ? a->shape[ia] : 1, lb = ib >= 0 ? b->shape[ib] : 1;
+        shape[nd++] = la == 1 ? lb : la;
+    }
+    if (na >= 2) shape[nd++] = M;
+    if (nb >= 2) shape[nd++] = N;
+    tg_array *y = tg_array_new(dt, nd, shape);
+    assert_non_null(y);
+    int64_t nbatch = 1;
+    for (int d = 0; d < bn; d++) nbatch *= shape[d];
+    size_t e = tg_dtype_size(dt);
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        int64_t ia[TG_MAX_NDIM] = {0}, ib[TG_MAX_NDIM] = {0}, r = bi;
+        for (int d = bn - 1; d >= 0; d--) {
+            int64_t idx = r % shape[d];
+            r /= shape[d];
+            int ja = d - (bn - ba), jb = d - (bn - bb);
+            if (ja >= 0) ia[ja] = a->shape[ja] == 1 ? 0 : idx;
+            if (jb >= 0) ib[jb] = b->shape[jb] == 1 ? 0 : idx;
+        }
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                long double fs = 0;
+                uint64_t is = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    if (na >= 2) ia[na - 2] = i;
+                    ia[na - 1] = k;
+                    if (nb >= 2) {
+                        ib[nb - 2] = k;
+                        ib[nb - 1] = j;
+                    } else {
+                        ib[0] = k;
+                    }
+                    const char *pa = at(a, ia), *pb = at(b, ib);
+                    if (tg_dtype_is_float(dt))
+                        fs += (long double)tg_load_f64(a->dtype, pa) * tg_load_f64(b->dtype, pb);
+                    else if (dt == TG_BOOL)
+                        is |= tg_load_i64(a->dtype, pa) && tg_load_i64(b->dtype, pb);
+                    else
+                        is += (uint64_t)tg_load_i64(a->dtype, pa) * (uint64_t)tg_load_i64(b->dtype, pb);
+                }
+                char *po = y->data + (size_t)((bi * M + i) * N + j) * e;
+                if (tg_dtype_is_float(dt))
+                    tg_store_f64(dt, po, (double)fs);
+                else
+                    tg_store_i64(dt, po, (int64_t)is);
+            }
+    }
+    return y;
+}
+
+/* Graph text: inputs x, y with x's and y's dtype and rank (lengths
+ * unknown), optional nodes `pre` (may define xv/yv), then
+ * op(<ax>, <ay>) -> out. */
+static tg_graph *product_graph(const char *op, const tg_array *x, const tg_array *y, const char *pre,
+                               const char *ax, const char *ay, const char *extra_in) {
+    char sx[64] = "", sy[64] = "", json[4096];
+    size_t k = 0;
+    for (int d = 0; d < x->ndim; d++) k += (size_t)snprintf(sx + k, sizeof sx - k, "%snull", d ? "," : "");
+    k = 0;
+    for (int d = 0; d < y->ndim; d++) k += (size_t)snprintf(sy + k, sizeof sy - k, "%snull", d ? "," : "");
+    snprintf(json, sizeof json,
+             "{\"format\":\"tg-graph\",\"version\":1,"
+             "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[%s]}},"
+             "{\"id\":\"y\",\"type\":{\"dtype\":\"%s\",\"shape\":[%s]}}],"
+             "\"nodes\":[%s%s{\"op\":\"%s\",\"inputs\":[%s\"%s\",\"%s\"],\"outputs\":[\"out\"]}],"
+             "\"functions\":{\"main\":{\"inputs\":[\"x\",\"y\"],\"outputs\":[\"out\"]}}}",
+             tg_dtype_name(x->dtype), sx, tg_dtype_name(y->dtype), sy, pre ? pre : "", pre ? "," : "", op,
+             extra_in ? extra_in : "", ax, ay);
+    return tu_load(json);
+}
+
+static tg_array *call_product(const char *op, tg_array *x, tg_array *y, const char *pre, const char *ax,
+                              const char *ay) {
+    tg_graph *g = product_graph(op, x, y, pre, ax, ay, NULL);
+    tg_array *in[2] = {x, y}, *out[1] = {0};
+    tu_call(g, NULL, in, out);
+    tg_graph_free(g);
+    return out[0];
+}
+
+static double rtol_of(tg_dtype dt) { return dt == TG_FLOAT64 ? 1e-12 : dt == TG_FLOAT32 ? 1e-5 : 0; }
+static double atol_of(tg_dtype dt, int64_t K) {
+    return dt == TG_FLOAT64 ? 1e-12 * (double)K : dt == TG_FLOAT32 ? 1e-5 * (double)K : 0;
+}
+
+/* op(x, y) against the reference on the same (viewed) operands. */
+static void check_product(const char *op, tg_array *x, tg_array *y, tg_dtype dt) {
+    tg_array *got = call_product(op, x, y, NULL, "x", "y");
+    tg_array *want = ref_matmul(x, y, dt);
+    tu_assert_close(got, want, rtol_of(dt), atol_of(dt, x->shape[x->ndim - 1]));
+    tg_array_free(got);
+    tg_array_free(want);
+}
+
+static tg_array *transpose2(tg_array *a) {
+    tg_array *t = tg_array_view_transpose(a, NULL, NULL);
+    assert_non_null(t);
+    return t;
+}
+
+static tg_array *slice(tg_array *a, int axis, int64_t start, int64_t stop, int64_t step) {
+    tg_array *s = tg_array_view_slice(a, axis, start, stop, step, NULL);
+    assert_non_null(s);
+    return s;
+}
+
+/* The layouts of one matrix operand with logical shape (r, c), built
+ * from fresh random data: 0 C order, 1 transposed, 2 rows further apart
+ * (a column slice of a wider matrix), 3 strided columns, 4 both axes
+ * reversed, 5 transposed with a row stride (a slice of a transpose). */
+#define NLAYOUTS 6
+static tg_array *layout(tg_dtype dt, int64_t r, int64_t c, int which) {
+    tg_array *base, *v, *w;
+    int64_t sh[2];
+    switch (which) {
+    case 0:
+        return rand_array(dt, 2, (int64_t[]){r, c}, -50, 50);
+    case 1:
+        base = rand_array(dt, 2, (int64_t[]){c, r}, -50, 50);
+        v = transpose2(base);
+        break;
+    case 2:
+        base = rand_array(dt, 2, (int64_t[]){r, c + 7}, -50, 50);
+        v = slice(base, 1, 3, 3 + c, 1);
+        break;
+    case 3:
+        base = rand_array(dt, 2, (int64_t[]){r, 2 * c}, -50, 50);
+        v = slice(base, 1, 0, 2 * c, 2);
+        break;
+    case 4:
+        base = rand_array(dt, 2, (int64_t[]){r, c}, -50, 50);
+        w = slice(base, 0, r - 1, -r - 1, -1);
+        v = slice(w, 1, c - 1, -c - 1, -1);
+        tg_array_free(w);
+        break;
+    default:
+        sh[0] = c + 5;
+        sh[1] = r;
+        base = rand_array(dt, 2, sh, -50, 50);
+        w = transpose2(base);
+        v = slice(w, 1, 2, 2 + c, 1);
+        tg_array_free(w);
+        break;
+    }
+    tg_array_free(base);
+    assert_int_equal(v->shape[0], r);
+    assert_int_equal(v->shape[1], c);
+    return v;
+}
+
+/* ---- tests ---- */
+
+/* Every pair of layouts, float32 and float64, through dot and matmul. */
+static void test_float_layouts(void **state) {
+    (void)state;
+    const tg_dtype dts[] = {TG_FLOAT64, TG_FLOAT32};
+    const int64_t M = 37, K = 65, N = 23;
+    for (int t = 0; t < 2; t++)
+        for (int la = 0; la < NLAYOUTS; la++)
+            for (int lb = 0; lb < NLAYOUTS; lb++) {
+                tg_array *a = layout(dts[t], M, K, la), *b = layout(dts[t], K, N, lb);
+                check_product(la & 1 ? "dot" : "matmul", a, b, dts[t]);
+                tg_array_free(a);
+                tg_array_free(b);
+            }
+}
+
+/* One-row and one-column products (gemv and dot paths) with every
+ * layout of the matrix and strided/negative vectors. */
+static void test_float_vectors(void **state) {
+    (void)state;
+    const tg_dtype dts[] = {TG_FLOAT64, TG_FLOAT32};
+    const int64_t M = 41, K = 70;
+    for (int t = 0; t < 2; t++) {
+        tg_dtype dt = dts[t];
+        tg_array *vb = rand_array(dt, 1, (int64_t[]){3 * K}, 0, 0);
+        tg_array *vecs[3] = {slice(vb, 0, 0, K, 1), slice(vb, 0, 1, 3 * K, 3), slice(vb, 0, 3 * K - 1, -3 * K - 1, -3)};
+        for (int l = 0; l < NLAYOUTS; l++) {
+            tg_array *m = layout(dt, M, K, l), *mt = layout(dt, K, M, l);
+            for (int v = 0; v < 3; v++) {
+                check_product("dot", m, vecs[v], dt);  /* matrix . vector */
+                check_product("dot", vecs[v], mt, dt); /* vector . matrix */
+                check_product("dot", vecs[v], vecs[(v + 1) % 3], dt);
+                /* (M, K) @ (K, 1) and (1, K) @ (K, M) as 2-D products */
+                tg_array *col = layout(dt, K, 1, l), *row = layout(dt, 1, K, l);
+                check_product("matmul", m, col, dt);
+                check_product("matmul", row, mt, dt);
+                tg_array_free(col);
+                tg_array_free(row);
+            }
+            tg_array_free(m);
+            tg_array_free(mt);
+        }
+        for (int v = 0; v < 3; v++) tg_array_free(vecs[v]);
+        tg_array_free(vb);
+    }
+}
+
+/* A broadcast view (zero strides, from dimshuffle) cannot go to BLAS. */
+static void test_zero_strides(void **state) {
+    (void)state;
+    tg_array *a = rand_array(TG_FLOAT64, 1, (int64_t[]){5}, 0, 0);
+    tg_array *b = rand_array(TG_FLOAT64, 2, (int64_t[]){5, 4}, 0, 0);
+    /* x (5,) -> xv (3, 5) by alloc-free broadcasting: dimshuffle + add */
+    const char *pre =
+        "{\"op\":\"dimshuffle\",\"inputs\":[\"x\"],\"outputs\":[\"xd\"],\"attrs\":{\"order\":[\"x\",0]}}";
+    tg_array *got = call_product("dot", a, b, pre, "xd", "y");
+    tg_array *a2 = tg_array_view_dimshuffle(a, 2, (int[]){-1, 0}, NULL);
+    tg_array *want = ref_matmul(a2, b, TG_FLOAT64);
+    tu_assert_close(got, want, 1e-12, 1e-12);
+    tg_array_free(got);
+    tg_array_free(want);
+    tg_array_free(a2);
+    /* a real zero-stride operand: a stride-0 view fed as the input */
+    tg_array *z = tg_array_view_raw(b, TG_FLOAT64, 2, (int64_t[]){4, 5}, (int64_t[]){0, 8}, b->data);
+    tg_array *c = rand_array(TG_FLOAT64, 2, (int64_t[]){5, 6}, 0, 0);
+    check_product("dot", z, c, TG_FLOAT64);
+    tg_array *zc = tg_array_view_raw(b, TG_FLOAT64, 1, (int64_t[]){5}, (int64_t[]){0}, b->data);
+    tg_array *c2 = rand_array(TG_FLOAT64, 2, (int64_t[]){6, 5}, 0, 0);
+    check_product("dot", c2, zc, TG_FLOAT64);
+    tg_array_free(c2);
+    tg_array_free(zc);
+    tg_array_free(z);
+    tg_array_free(c);
+    tg_array_free(a);
+    tg_array_free(b);
+}
+
+/* Integers wrap; sizes cross the 256-column blocks and the threading
+ * threshold; every layout feeds the loop. */
+static void test_integers(void **state) {
+    (void)state;
+    const tg_dtype dts[] = {TG_INT32, TG_INT8, TG_UINT16, TG_INT64, TG_UINT8, TG_BOOL};
+    const int threads[] = {1, 3};
+    for (int th = 0; th < 2; th++) {
+        omp_set_num_threads(threads[th]);
+        for (int t = 0; t < 6; t++)
+            for (int l = 0; l < NLAYOUTS; l += th + 1) {
+                tg_array *a = layout(dts[t], 19, 40, l), *b = layout(dts[t], 40, 300, (l + 1) % NLAYOUTS);
+                check_product("dot", a, b, dts[t]);
+                tg_array_free(a);
+                tg_array_free(b);
+            }
+    }
+    /* int32 sums past 2^31 wrap */
+    tg_array *a = rand_array(TG_INT32, 2, (int64_t[]){4, 300}, 30000, 32000);
+    tg_array *b = rand_array(TG_INT32, 2, (int64_t[]){300, 3}, 30000, 32000);
+    check_product("matmul", a, b, TG_INT32);
+    tg_array_free(a);
+    tg_array_free(b);
+    omp_set_num_threads(omp_get_num_procs());
+}
+
+static void test_float16(void **state) {
+    (void)state;
+    tg_array *a = layout(TG_FLOAT16, 30, 20, 1), *b = layout(TG_FLOAT16, 20, 270, 3);
+    tg_array *got = call_product("dot", a, b, NULL, "x", "y");
+    tg_array *want = ref_matmul(a, b, TG_FLOAT16);
+    tu_assert_close(got, want, 1e-3, 1e-3);
+    tg_array_free(got);
+    tg_array_free(want);
+    tg_array_free(a);
+    tg_array_free(b);
+}
+
+/* Batches: one b against a tall batch (folded into one product), a
+ * batch whose rows do not collapse, broadcasting on either side, small
+ * matrices over threads and large ones through BLAS. */
+static void test_batched(void **state) {
+    (void)state;
+    const tg_dtype dts[] = {TG_FLOAT64, TG_FLOAT32, TG_INT32};
+    for (int t = 0; t < 3; t++) {
+        tg_dtype dt = dts[t];
+        tg_array *a = rand_array(dt, 3, (int64_t[]){6, 17, 9}, -9, 9);
+        tg_array *b = rand_array(dt, 2, (int64_t[]){9, 11}, -9, 9);
+        check_product("matmul", a, b, dt);
+        tg_array *ap = tg_array_view_transpose(a, (int[]){1, 0, 2}, NULL); /* (17, 6, 9): no fold */
+        tg_array *bb = rand_array(dt, 3, (int64_t[]){17, 11, 9}, -9, 9);
+        tg_array *bt = tg_array_view_transpose(bb, (int[]){0, 2, 1}, NULL);
+        check_product("matmul", ap, b, dt);
+        check_product("matmul", ap, bt, dt);
+        tg_array *a4 = rand_array(dt, 4, (int64_t[]){3, 1, 20, 30}, -9, 9);
+        tg_array *b3 = rand_array(dt, 3, (int64_t[]){4, 30, 10}, -9, 9);
+        check_product("matmul", a4, b3, dt);
+        check_product("matmul", b, bb, dt); /* (9, 11) @ (17, 11, 9) */
+        tg_array *big_a = rand_array(dt, 3, (int64_t[]){2, 130, 70}, -9, 9);
+        tg_array *big_b = rand_array(dt, 3, (int64_t[]){2, 70, 90}, -9, 9);
+        check_product("matmul", big_a, big_b, dt);
+        tg_array *v = rand_array(dt, 1, (int64_t[]){9}, -9, 9);
+        check_product("matmul", a, v, dt);
+        check_product("matmul", ap, v, dt);
+        tg_array *v11 = rand_array(dt, 1, (int64_t[]){11}, -9, 9);
+        check_product("matmul", v11, bb, dt);
+        check_product("matmul", v, bt, dt);
+        tg_array *objs[] = {a, b, ap, bb, bt, a4, b3, big_a, big_b, v, v11};
+        for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tg_array_free(objs[i]);
+    }
+}
+
+/* gemm(z, alpha, x, y, beta) written in place over z = x0 + 0 (an
+ * intermediate nobody else holds): beta 0 ignores the NaN in z; with
+ * beta 1 the result is z + alpha*x@y. Also a transposed x. */
+static void test_gemm_inplace(void **state) {
+    (void)state;
+    const char *tmpl =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"z0\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+        "{\"id\":\"y\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}}],"
+        "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"z0\",{\"value\":0}],\"outputs\":[\"z\"]},"
+        "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"xt\"]},"
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":%s},\"xt\",\"y\",{\"value\":%s}],\"outputs\":[\"out\"],"
+        "\"inplace\":{\"0\":0}}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"z0\",\"x\",\"y\"],\"outputs\":[\"out\"]}}}";
+    const char *ab[2][2] = {{"2.0", "0"}, {"-0.5", "1"}};
+    const double av[2] = {2.0, -0.5}, bv[2] = {0, 1};
+    for (int c = 0; c < 2; c++) {
+        char json[2048];
+        snprintf(json, sizeof json, tmpl, ab[c][0], ab[c][1]);
+        tg_graph *g = tu_load(json);
+        tg_array *z = rand_array(TG_FLOAT64, 2, (int64_t[]){40, 30}, 0, 0);
+        tg_array *x = rand_array(TG_FLOAT64, 2, (int64_t[]){50, 40}, 0, 0);
+        tg_array *y = rand_array(TG_FLOAT64, 2, (int64_t[]){50, 30}, 0, 0);
+        tg_array *xt = transpose2(x);
+        tg_array *p = ref_matmul(xt, y, TG_FLOAT64);
+        tg_array *want = tg_array_new(TG_FLOAT64, 2, (int64_t[]){40, 30});
+        for (int64_t i = 0; i < 1200; i++)
+            ((double *)want->data)[i] = av[c] * ((double *)p->data)[i] + (bv[c] == 0 ? 0 : ((double *)z->data)[i]);
+        if (bv[c] == 0) ((double *)z->data)[7] = NAN;
+        tg_array *in[3] = {z, x, y}, *out[1] = {0};
+        for (int rep = 0; rep < 2; rep++) { /* the second call reuses buffers */
+            tu_call(g, NULL, in, out);
+            tu_assert_close(out[0], want, 1e-12, 1e-11);
+            tg_array_free(out[0]);
+            out[0] = NULL;
+        }
+        tg_graph_free(g);
+        tg_array *objs[] = {z, x, y, xt, p, want};
+        for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tg_array_free(objs[i]);
+    }
+}
+
+/* gemv and ger over strided operands, float32 and int64. */
+static void test_gemv_ger(void **state) {
+    (void)state;
+    const tg_dtype dts[] = {TG_FLOAT32, TG_INT64};
+    for (int t = 0; t < 2; t++) {
+        tg_dtype dt = dts[t];
+        const char *dn = tg_dtype_name(dt);
+        char json[2048];
+        /* gemv(z, 3, A^T, x[::-2], 2) with z = y[:, 1] */
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,"
+                 "\"variables\":[{\"id\":\"A\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null]}},"
+                 "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[null]}},"
+                 "{\"id\":\"y\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null]}}],"
+                 "\"nodes\":[{\"op\":\"transpose\",\"inputs\":[\"A\"],\"outputs\":[\"At\"]},"
+                 "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"xs\"],\"attrs\":{\"index\":[{\"step\":-2}]}},"
+                 "{\"op\":\"subtensor\",\"inputs\":[\"y\"],\"outputs\":[\"z\"],\"attrs\":{\"index\":[{},1]}},"
+                 "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":3},\"At\",\"xs\",{\"value\":2}],\"outputs\":[\"g\"]},"
+                 "{\"op\":\"ger\",\"inputs\":[\"At\",{\"value\":-2},\"z\",\"xs\"],\"outputs\":[\"r\"]}],"
+                 "\"functions\":{\"main\":{\"inputs\":[\"A\",\"x\",\"y\"],\"outputs\":[\"g\",\"r\"]}}}",
+                 dn, dn, dn);
+        tg_graph *g = tu_load(json);
+        const int64_t M = 33, K = 45;
+        tg_array *A = rand_array(dt, 2, (int64_t[]){K, M}, -20, 20);
+        tg_array *x = rand_array(dt, 1, (int64_t[]){2 * K}, -20, 20);
+        tg_array *y = rand_array(dt, 2, (int64_t[]){M, 3}, -20, 20);
+        tg_array *in[3] = {A, x, y}, *out[2] = {0};
+        tu_call(g, NULL, in, out);
+        tg_array *wg = tg_array_new(dt, 1, (int64_t[]){M}), *wr = tg_array_new(dt, 2, (int64_t[]){M, K});
+        for (int64_t i = 0; i < M; i++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += tg_array_get_flat(A, k * M + i) * tg_array_get_flat(x, 2 * K - 1 - 2 * k);
+            tg_store_f64(dt, wg->data + i * (int64_t)tg_dtype_size(dt), 3 * s + 2 * tg_array_get_flat(y, i * 3 + 1));
+            for (int64_t k = 0; k < K; k++)
+                tg_store_f64(dt, wr->data + (i * K + k) * (int64_t)tg_dtype_size(dt),
+                             tg_array_get_flat(A, k * M + i) -
+                                 2 * tg_array_get_flat(y, i * 3 + 1) * tg_array_get_flat(x, 2 * K - 1 - 2 * k));
+        }
+        tu_assert_close(out[0], wg, 1e-5, 1e-3);
+        tu_assert_close(out[1], wr, 1e-6, 1e-6);
+        tg_graph_free(g);
+        tg_array *objs[] = {A, x, y, out[0], out[1], wg, wr};
+        for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tg_array_free(objs[i]);
+    }
+}
+
+/* ---- load-time errors ---- */
+
+static void expect_load_error(const char *vars, const char *node, const char *want) {
+    char json[2048], msg[1024];
+    snprintf(json, sizeof json, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[%s],\"nodes\":[%s]}", vars,
+             node);
+    int rc = tu_load_fail(json, msg, sizeof msg);
+    assert_int_not_equal(rc, 0);
+    if (!strstr(msg, want)) fail_msg("message '%s' lacks '%s'", msg, want);
+}
+
+#define V(id, dt, shape) "{\"id\":\"" id "\",\"type\":{\"dtype\":\"" dt "\",\"shape\":" shape "}}"
+
+static void test_load_errors(void **state) {
+    (void)state;
+    const char *ab = V("a", "float64", "[3,4]") "," V("b", "float64", "[5,2]");
+    expect_load_error(ab, "{\"op\":\"dot\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
+                      "inputs[0] and inputs[1]: shapes (3, 4) and (5, 2) not aligned: 4 (dim 1) != 5 (dim 0)");
+    expect_load_error(V("a", "float32", "[null,4]") "," V("b", "float32", "[3]"),
+                      "{\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
+                      "shapes (None, 4) and (3,) not aligned: 4 (dim 1) != 3 (dim 0)");
+    expect_load_error(V("a", "float32", "[2,3,4]") "," V("b", "float32", "[3,4,5]"),
+                      "{\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
+                      "do not broadcast: 2 (dim 0) != 3 (dim 0)");
+    expect_load_error(V("a", "float32", "[]") "," V("b", "float32", "[3]"),
+                      "{\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
+                      "matmul: inputs[0] is 0-d");
+    expect_load_error(V("a", "float32", "[2,3,4]") "," V("b", "float32", "[4]"),
+                      "{\"op\":\"dot\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
+                      "dot takes operands of at most 2 dimensions");
+    const char *zxy = V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float32", "[4,5]");
+    expect_load_error(zxy, "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+                      "gemm needs z, x and y of one integer or float dtype; got z float64, x float64, y float32");
+    expect_load_error(V("z", "bool", "[3,5]") "," V("x", "bool", "[3,4]") "," V("y", "bool", "[4,5]"),
+                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":true},\"x\",\"y\",{\"value\":true}],\"outputs\":[\"o\"]}",
+                      "one integer or float dtype");
+    expect_load_error(V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
+                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":{\"dtype\":\"float32\",\"data\":1}},\"x\",\"y\",{\"value\":1}],"
+                      "\"outputs\":[\"o\"]}",
+                      "gemm's alpha must have z's dtype float64");
+    expect_load_error(V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[5,5]"),
+                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+                      "inputs[2] and inputs[3]: shapes (3, 4) and (5, 5) not aligned");
+    expect_load_error(V("z", "float64", "[3,6]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
+                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+                      "inputs[0] 'z' has length 6 in dimension 1 but the product dot(x, y) has 5");
+    expect_load_error(V("z", "float64", "[3]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
+                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+                      "must have 2 dimensions, not 1");
+    expect_load_error(V("z", "int8", "[3]") "," V("A", "int8", "[3,4]") "," V("x", "int8", "[4]"),
+                      "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":300},\"A\",\"x\",{\"value\":1}],\"outputs\":[\"o\"]}", "300");
+    expect_load_error(V("z", "float64", "[2]") "," V("A", "float64", "[3,4]") "," V("x", "float64", "[4]"),
+                      "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":1},\"A\",\"x\",{\"value\":1}],\"outputs\":[\"o\"]}",
+                      "inputs[0] 'z' has length 2 in dimension 0 but the product dot(A, x) has 3");
+    expect_load_error(V("A", "float64", "[3,4]") "," V("x", "float64", "[3]") "," V("y", "float64", "[5]"),
+                      "{\"op\":\"ger\",\"inputs\":[\"A\",{\"value\":1},\"x\",\"y\"],\"outputs\":[\"o\"]}",
+                      "ger: A is (3, 4) but x and y have lengths 3 and 5");
+    expect_load_error(V("A", "float64", "[3,4]") "," V("x", "float64", "[3]") "," V("y", "float64", "[4]"),
+                      "{\"op\":\"dot\",\"inputs\":[\"A\",\"x\"],\"outputs\":[\"o\"],\"inplace\":{\"0\":0}}",
+                      "inplace");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_float_layouts), cmocka_unit_test(test_float_vectors),
+        cmocka_unit_test(test_zero_strides),  cmocka_unit_test(test_integers),
+        cmocka_unit_test(test_float16),       cmocka_unit_test(test_batched),
+        cmocka_unit_test(test_gemm_inplace),  cmocka_unit_test(test_gemv_ger),
+        cmocka_unit_test(test_load_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
