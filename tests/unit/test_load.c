@@ -211,6 +211,9 @@ static void test_values(void **state) {
     check_value_error("{\"data\":null}", TG_FLOAT32, 0, NULL, TG_ELOAD, "expected a number");
     check_value_error("{\"data\":1,\"npy\":\"a.npy\"}", TG_FLOAT32, 0, NULL, TG_ELOAD, "exactly one of");
     check_value_error("{}", TG_FLOAT32, 0, NULL, TG_ELOAD, "exactly one of");
+    check_value_error("{\"data\":1,\"npy\":null}", TG_FLOAT32, 0, NULL, TG_ELOAD, "exactly one of");
+    check_value_error("{\"dtype\":null,\"data\":1}", TG_FLOAT32, 0, NULL, TG_ELOAD, "v.dtype: unknown dtype");
+    check_value_error("{\"shape\":null,\"data\":1}", TG_FLOAT32, 0, NULL, TG_ELOAD, "v.shape: expected an array");
     check_value_error("{\"data\":1,\"units\":\"m\"}", TG_FLOAT32, 0, NULL, TG_ELOAD, "v.units: unknown key");
     check_value_error("\"1\"", TG_FLOAT32, 0, NULL, TG_ELOAD, "expected a value");
     check_value_error("{\"dtype\":\"float32\",\"data\":1}", TG_FLOAT64, 0, NULL, TG_ETYPE, "float32, but the variable is float64");
@@ -447,6 +450,14 @@ static void test_file_level(void **state) {
         {"{\"format\":\"tg-graph\",\"version\":1,\"name\":\"\xc3\x28\",\"variables\":[],\"nodes\":[]}", TG_EPARSE,
          "invalid utf-8"},
         {"", TG_EPARSE, "unexpected end of input"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"c\",\"type\":{\"dtype\":\"int8\",\"shape\":[]},"
+         "\"constant\":null}],\"nodes\":[]}", TG_ELOAD, "variables[0].constant: expected a value"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"c\",\"type\":null}],\"nodes\":[]}",
+         TG_ELOAD, "variables[0].type: expected an object"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"c\",\"name\":null,"
+         "\"type\":{\"dtype\":\"int8\",\"shape\":[]}}],\"nodes\":[]}", TG_ELOAD, "variables[0].name: expected a string"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"a\\u0000b\","
+         "\"type\":{\"dtype\":\"int8\",\"shape\":[]}}],\"nodes\":[]}", TG_ELOAD, "is not a valid id"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":{},\"nodes\":[]}", TG_ELOAD, "variables: expected an array"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[],\"meta\":[]}", TG_ELOAD, "meta: expected an object"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[],\"outputs\":[\"y\"]}]}",
@@ -492,6 +503,27 @@ static void test_npy_value(void **state) {
     assert_true(tg_array_equal(var(g, "w")->shared->value, w));
     assert_int_equal(var(g, "w")->type.shape[0], -1);
     tg_graph_free(g);
+    /* the file must agree with the variable and with the value's own dtype and shape */
+    const char *bad[][2] = {
+        {"{\"id\":\"w\",\"type\":{\"dtype\":\"float32\",\"shape\":[2,3]},\"shared\":{\"npy\":\"w.npy\"}}",
+         "variables[0].shared.npy: the file holds float64, but the variable is float32"},
+        {"{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[3,2]},\"shared\":{\"npy\":\"w.npy\"}}",
+         "variables[0].shared: the value has shape (2, 3), but the variable's type says (3, 2)"},
+        {"{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,3]},\"shared\":{\"npy\":\"w.npy\",\"shape\":[4,3]}}",
+         "variables[0].shared: the value has shape (2, 3), but the variable's type says (4, 3)"},
+        {"{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,3]},\"shared\":{\"npy\":\"w.npy\",\"shape\":[4,3]}}",
+         "variables[0].shared: the value has shape (4, 3), but the variable's type says (2, 3)"},
+        {"{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,3]},\"shared\":{\"npy\":\"sub/../w.npy\"}}",
+         "leaves the graph's folder"},
+    };
+    for (size_t i = 0; i < TG_ARRAY_LEN(bad); i++) {
+        f = fopen(path, "w");
+        fprintf(f, HEAD "\"variables\":[%s],\"nodes\":[]}", bad[i][0]);
+        fclose(f);
+        g = tg_graph_load(path, ctx);
+        if (g || !strstr(tg_ctx_message(ctx), bad[i][1]) || strncmp(tg_ctx_message(ctx), path, strlen(path)))
+            fail_msg("case %zu: %s", i, g ? "loaded" : tg_ctx_message(ctx));
+    }
     unlink(path);
     snprintf(path, sizeof path, "%s/w.npy", dir);
     unlink(path);

@@ -70,6 +70,14 @@ static int check_keys(loader *L, json_object *o, const char *const *keys,
     return TG_OK;
 }
 
+/* The id a JSON string holds, or NULL for a non-string or one with a NUL
+ * inside (which C would silently cut short). */
+static const char *json_id(json_object *o) {
+    if (!json_object_is_type(o, json_type_string)) return NULL;
+    const char *s = json_object_get_string(o);
+    return strlen(s) == (size_t)json_object_get_string_len(o) ? s : NULL;
+}
+
 /* ---- variables ---- */
 
 static const char *const VAR_KEYS[] = {"id", "type", "name", "constant",
@@ -91,53 +99,54 @@ static int load_variables(loader *L, json_object *arr) {
         if (!json_object_object_get_ex(o, "id", &jid) ||
             !json_object_is_type(jid, json_type_string))
             return lerr(L, TG_ELOAD, "%s.id: expected a string", where);
-        const char *id = json_object_get_string(jid);
+        const char *id = json_id(jid);
         if (!tg_id_valid(id))
             return lerr(L, TG_ELOAD,
                         "%s.id: '%.140s' is not a valid id (1 to 128 of letters, digits, "
                         "_ . : -, not starting with . or -)",
-                        where, id);
+                        where, json_object_get_string(jid));
         tg_var *prev = tg_graph_find(L->g, id);
         if (prev)
             return lerr(L, TG_ELOAD, "%s.id: '%s' is already declared at variables[%d]",
                         where, id, prev->json_index);
-        json_object_object_get_ex(o, "type", &jt);
-        json_object_object_get_ex(o, "name", &jn);
-        json_object_object_get_ex(o, "constant", &jc);
-        json_object_object_get_ex(o, "shared", &js);
-        json_object_object_get_ex(o, "test_value", &jtv);
-        if (jc && js)
+        /* presence, not value: "constant": null is an error, not absent */
+        bool has_t = json_object_object_get_ex(o, "type", &jt),
+             has_n = json_object_object_get_ex(o, "name", &jn),
+             has_c = json_object_object_get_ex(o, "constant", &jc),
+             has_s = json_object_object_get_ex(o, "shared", &js),
+             has_tv = json_object_object_get_ex(o, "test_value", &jtv);
+        if (has_c && has_s)
             return lerr(L, TG_ELOAD, "%s: '%s' cannot be both constant and shared", where, id);
-        tg_var *v = tg_var_new(id, jc ? TG_VAR_CONSTANT : js ? TG_VAR_SHARED : TG_VAR_INPUT);
+        tg_var *v = tg_var_new(id, has_c ? TG_VAR_CONSTANT : has_s ? TG_VAR_SHARED : TG_VAR_INPUT);
         if (!v || tg_graph_add_var(L->g, v)) {
             tg_var_free(v);
             return lerr(L, TG_ENOMEM, "out of memory");
         }
         v->declared = true;
         v->json_index = (int)i;
-        if (jn) {
+        if (has_n) {
             if (!json_object_is_type(jn, json_type_string))
                 return lerr(L, TG_ELOAD, "%s.name: expected a string", where);
             if (!(v->name = tg_strdup(json_object_get_string(jn))))
                 return lerr(L, TG_ENOMEM, "out of memory");
         }
-        if (jt) {
+        if (has_t) {
             char w[80];
             snprintf(w, sizeof w, "%s.type", where);
             if (tg_type_from_json(jt, &v->type, w, L->ctx)) return lwrap(L, TG_ELOAD);
             v->type_given = true;
         }
-        if ((jc || js || jtv) && !jt)
+        if ((has_c || has_s || has_tv) && !has_t)
             return lerr(L, TG_ELOAD, "%s.type: required for a constant, a shared variable or a test_value",
                         where);
-        json_object *jv = jc ? jc : js;
-        if (jv) {
+        if (has_c || has_s) {
+            json_object *jv = has_c ? jc : js;
             char w[80];
-            snprintf(w, sizeof w, "%s.%s", where, jc ? "constant" : "shared");
+            snprintf(w, sizeof w, "%s.%s", where, has_c ? "constant" : "shared");
             tg_array *a = tg_value_from_json(jv, v->type.dtype, v->type.ndim, v->type.shape,
                                              L->dir, w, NULL, L->ctx);
             if (!a) return lwrap(L, TG_ELOAD);
-            if (jc) {
+            if (has_c) {
                 v->value = a;
             } else {
                 v->shared = tg_shared_new(id, &v->type, a);
@@ -145,7 +154,7 @@ static int load_variables(loader *L, json_object *arr) {
                 if (!v->shared) return lerr(L, TG_ENOMEM, "out of memory");
             }
         }
-        if (jtv) {
+        if (has_tv) {
             char w[80];
             snprintf(w, sizeof w, "%s.test_value", where);
             v->test_value = tg_value_from_json(jtv, v->type.dtype, v->type.ndim,
@@ -247,9 +256,10 @@ static int load_node_outputs(loader *L, json_object *o, size_t j) {
         json_object *e = json_object_array_get_idx(jout, (size_t)k);
         if (!json_object_is_type(e, json_type_string))
             return lerr(L, TG_ELOAD, "%s.outputs[%d]: expected an id", where, k);
-        const char *id = json_object_get_string(e);
+        const char *id = json_id(e);
         if (!tg_id_valid(id))
-            return lerr(L, TG_ELOAD, "%s.outputs[%d]: '%.140s' is not a valid id", where, k, id);
+            return lerr(L, TG_ELOAD, "%s.outputs[%d]: '%.140s' is not a valid id", where, k,
+                        json_object_get_string(e));
         tg_var *v = tg_graph_find(L->g, id);
         if (v) {
             if (v->owner)
@@ -319,7 +329,7 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
         snprintf(w, sizeof w, "%s.inputs[%d]", where, k);
         if (json_object_is_type(e, json_type_string)) {
             const char *id = json_object_get_string(e);
-            tg_var *v = tg_graph_find(L->g, id);
+            tg_var *v = json_id(e) ? tg_graph_find(L->g, id) : NULL;
             /* The ids made up for inline constants are not the file's. */
             if (!v || v->inline_const)
                 return node_err(L, nd, TG_ELOAD,
@@ -397,7 +407,7 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
             if (oi < 0 || oi >= nd->nout)
                 return node_err(L, nd, TG_ELOAD, "inplace.%.40s: not an output index", key);
             int64_t ii;
-            if (!tg_json_get_int(val, &ii) || ii < 0 || ii >= nd->nin)
+            if (!tg_json_get_int(val, &ii) || ii < 0 || ii >= nd->nin || ii > INT8_MAX)
                 return node_err(L, nd, TG_ELOAD, "inplace.%s: not an input index", key);
             bool can = (op->flags & TG_OPF_ELEMWISE) ||
                        (ii < 32 && oi == 0 && (op->inplace_inputs >> ii) & 1u);
@@ -470,6 +480,11 @@ static int infer_types(loader *L) {
             v->type.dtype = TG_DTYPE_INVALID;
             v->type.ndim = -1;
         }
+        if (!nd->op->infer) {
+            rc = node_err(L, nd, TG_EUNSUPPORTED, "%s has no type inference in this build",
+                          nd->op->name);
+            goto done;
+        }
         if ((rc = nd->op->infer(nd, L->ctx))) {
             char desc[256];
             tg_node_describe(nd, desc, sizeof desc);
@@ -521,7 +536,7 @@ static int id_list(loader *L, json_object *arr, const char *where, tg_var ***out
         json_object *e = json_object_array_get_idx(arr, (size_t)i);
         if (!json_object_is_type(e, json_type_string))
             return lerr(L, TG_ELOAD, "%s[%d]: expected an id", where, i);
-        tg_var *v = tg_graph_find(L->g, json_object_get_string(e));
+        tg_var *v = json_id(e) ? tg_graph_find(L->g, json_id(e)) : NULL;
         if (!v || v->inline_const)
             return lerr(L, TG_ELOAD, "%s[%d]: unknown id '%.140s'", where, i,
                         json_object_get_string(e));
@@ -581,7 +596,7 @@ static int load_functions(loader *L, json_object *jf) {
                                 sid);
                 if (!json_object_is_type(jval, json_type_string))
                     return lerr(L, TG_ELOAD, "%s.updates.%s: expected an id", where, sid);
-                tg_var *v = tg_graph_find(g, json_object_get_string(jval));
+                tg_var *v = json_id(jval) ? tg_graph_find(g, json_id(jval)) : NULL;
                 if (!v || v->inline_const)
                     return lerr(L, TG_ELOAD, "%s.updates.%s: unknown id '%.140s'", where, sid,
                                 json_object_get_string(jval));
@@ -781,6 +796,10 @@ done:
 
 tg_graph *tg_graph_load_string(const char *json, size_t len, const char *dir,
                                const char *what, tg_ctx *ctx) {
+    if (!json) {
+        tg_errorf(ctx, TG_EINVAL, "%s: no text", what ? what : "(graph)");
+        return NULL;
+    }
     return load_text(json, len, dir, what, ctx);
 }
 

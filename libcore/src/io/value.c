@@ -394,10 +394,11 @@ static int fill_nested(fill_state *st, json_object *d, int depth, int ndim,
     return TG_OK;
 }
 
+/* "(2, ?)"; s NULL: every length unknown. */
 static void shape_str(int nd, const int64_t *s, char *buf, size_t size) {
     size_t o = (size_t)snprintf(buf, size, "(");
     for (int i = 0; i < nd && o < size; i++) {
-        if (s[i] < 0)
+        if (!s || s[i] < 0)
             o += (size_t)snprintf(buf + o, size - o, "%s?", i ? ", " : "");
         else
             o += (size_t)snprintf(buf + o, size - o, "%s%lld", i ? ", " : "", (long long)s[i]);
@@ -437,22 +438,17 @@ static int fill(fill_state *st, json_object *data, int nd, const int64_t *shape)
     return rc;
 }
 
-/* The value must fit the variable's type exactly (FORMAT.md s3). */
-static bool check_declared(const tg_array *a, tg_dtype dt, int ndim, const int64_t *shape,
-                           const char *where, tg_ctx *ctx) {
-    if (dt != TG_DTYPE_INVALID && a->dtype != dt) {
-        tg_errorf(ctx, TG_ETYPE, "%s: the value is %s, but the variable is %s", where,
-                  tg_dtype_name(a->dtype), tg_dtype_name(dt));
-        return false;
-    }
+/* A value's shape must fit the variable's type exactly (FORMAT.md s3):
+ * same number of dimensions, every static length equal. */
+static bool shape_agrees(int vnd, const int64_t *vshape, int ndim, const int64_t *shape,
+                         const char *where, tg_ctx *ctx) {
     if (ndim < 0) return true;
-    bool ok = a->ndim == ndim;
-    for (int i = 0; ok && shape && i < ndim; i++) ok = shape[i] < 0 || shape[i] == a->shape[i];
+    bool ok = vnd == ndim;
+    for (int i = 0; ok && shape && i < ndim; i++) ok = shape[i] < 0 || shape[i] == vshape[i];
     if (!ok) {
         char want[160], got[160];
-        shape_str(ndim, shape ? shape : (const int64_t[TG_MAX_NDIM]){-1, -1, -1, -1, -1, -1, -1, -1},
-                  want, sizeof want);
-        shape_str(a->ndim, a->shape, got, sizeof got);
+        shape_str(ndim, shape, want, sizeof want);
+        shape_str(vnd, vshape, got, sizeof got);
         tg_errorf(ctx, TG_ESHAPE, "%s: the value has shape %s, but the variable's type says %s",
                   where, got, want);
     }
@@ -497,7 +493,8 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
                              const char *where, bool *weak, tg_ctx *ctx) {
     if (weak) *weak = false;
     json_object *jdata = NULL, *jb64 = NULL, *jnpy = NULL, *jd = NULL, *js = NULL;
-    bool has_data = false;
+    /* presence, not value: {"dtype": null} is an error, not a default */
+    bool has_data = false, has_b64 = false, has_npy = false, has_dt = false, has_shape = false;
     switch (json_object_get_type(v)) {
     case json_type_int:
     case json_type_double:
@@ -512,18 +509,22 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
                 has_data = true;
             } else if (strcmp(key, "base64") == 0) {
                 jb64 = val;
+                has_b64 = true;
             } else if (strcmp(key, "npy") == 0) {
                 jnpy = val;
+                has_npy = true;
             } else if (strcmp(key, "dtype") == 0) {
                 jd = val;
+                has_dt = true;
             } else if (strcmp(key, "shape") == 0) {
                 js = val;
+                has_shape = true;
             } else {
                 tg_errorf(ctx, TG_ELOAD, "%s.%.100s: unknown key in a value", where, key);
                 return NULL;
             }
         }
-        if (has_data + (jb64 != NULL) + (jnpy != NULL) != 1) {
+        if (has_data + has_b64 + has_npy != 1) {
             tg_errorf(ctx, TG_ELOAD, "%s: a value needs exactly one of data, base64, npy",
                       where);
             return NULL;
@@ -539,7 +540,7 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
 
     /* dtype: the value's, else the variable's */
     tg_dtype vdt = dt;
-    if (jd) {
+    if (has_dt) {
         if (!json_object_is_type(jd, json_type_string) ||
             (vdt = tg_dtype_from_name(json_object_get_string(jd))) == TG_DTYPE_INVALID) {
             tg_errorf(ctx, TG_ELOAD, "%s.dtype: unknown dtype", where);
@@ -555,7 +556,7 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
     int64_t vshape[TG_MAX_NDIM] = {0};
     int vnd = 0;
     bool shape_known = false;
-    if (js) {
+    if (has_shape) {
         if (!json_object_is_type(js, json_type_array) ||
             json_object_array_length(js) > TG_MAX_NDIM) {
             tg_errorf(ctx, TG_ELOAD, "%s.shape: expected an array of at most %d lengths", where,
@@ -572,6 +573,7 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
             }
         }
         shape_known = true;
+        if (!shape_agrees(vnd, vshape, ndim, shape, where, ctx)) return NULL;
     } else if (ndim >= 0 && shape) {
         bool known = true;
         for (int i = 0; i < ndim; i++) known &= shape[i] >= 0;
@@ -583,18 +585,23 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
     }
     /* With no type to lean on (an inline constant), only a scalar may leave
      * out its dtype and shape (FORMAT.md s5). */
-    if (dt == TG_DTYPE_INVALID && ndim < 0 && !scalar_data && (!jd || !js)) {
+    if (dt == TG_DTYPE_INVALID && ndim < 0 && !scalar_data && (!has_dt || !has_shape)) {
         tg_errorf(ctx, TG_ELOAD, "%s: a value needs dtype and shape unless its data is a scalar",
                   where);
         return NULL;
     }
 
     tg_array *a = NULL;
-    if (jnpy) {
+    if (has_npy) {
         a = value_npy(jnpy, dir, where, ctx);
         if (!a) return NULL;
-        if (!check_declared(a, vdt, shape_known ? vnd : ndim, shape_known ? vshape : shape,
-                            where, ctx))
+        if (vdt != TG_DTYPE_INVALID && a->dtype != vdt) {
+            tg_errorf(ctx, TG_ETYPE, "%s.npy: the file holds %s, but the %s is %s", where,
+                      tg_dtype_name(a->dtype), has_dt ? "value" : "variable", tg_dtype_name(vdt));
+            goto fail;
+        }
+        if (!shape_agrees(a->ndim, a->shape, shape_known ? vnd : ndim,
+                          shape_known ? vshape : shape, where, ctx))
             goto fail;
         return a;
     }
@@ -619,27 +626,14 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
     }
     if (!shape_known) vnd = 0; /* shape defaults to [] */
     /* Agree with the variable's type before anything is allocated. */
-    if (ndim >= 0) {
-        bool ok = vnd == ndim;
-        for (int i = 0; ok && shape && i < ndim; i++) ok = shape[i] < 0 || shape[i] == vshape[i];
-        if (!ok) {
-            char want[160], got[160];
-            shape_str(ndim,
-                      shape ? shape : (const int64_t[TG_MAX_NDIM]){-1, -1, -1, -1, -1, -1, -1, -1},
-                      want, sizeof want);
-            shape_str(vnd, vshape, got, sizeof got);
-            tg_errorf(ctx, TG_ESHAPE, "%s.shape: %s, but the variable's type says %s", where,
-                      got, want);
-            return NULL;
-        }
-    }
+    if (!shape_agrees(vnd, vshape, ndim, shape, where, ctx)) return NULL;
     int64_t n = tg_shape_size(vnd, vshape), nbytes;
     size_t isz = tg_dtype_size(vdt);
     if (n < 0 || __builtin_mul_overflow(n, (int64_t)isz, &nbytes)) {
         tg_errorf(ctx, TG_ELOAD, "%s.shape: the value would be larger than memory", where);
         return NULL;
     }
-    if (jb64) {
+    if (has_b64) {
         if (!json_object_is_type(jb64, json_type_string)) {
             tg_errorf(ctx, TG_ELOAD, "%s.base64: expected a string", where);
             return NULL;

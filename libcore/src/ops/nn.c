@@ -315,9 +315,11 @@ static int cce_infer(tg_node *n, tg_ctx *ctx) {
     if (tt->ndim != pt->ndim)
         return tg_errorf(ctx, TG_ETYPE,
                          "inputs[1] '%s': expected integer class indices with %d dimension%s or "
-                         "targets of the shape of inputs[0] '%s' (%d dimension%s), got %s with %d",
+                         "targets of the shape of inputs[0] '%s' (%d dimension%s), got %s with %d "
+                         "dimension%s",
                          tv->id, pt->ndim - 1, pt->ndim - 1 == 1 ? "" : "s", n->inputs[0]->id,
-                         pt->ndim, pt->ndim == 1 ? "" : "s", tg_dtype_name(tt->dtype), tt->ndim);
+                         pt->ndim, pt->ndim == 1 ? "" : "s", tg_dtype_name(tt->dtype), tt->ndim,
+                         tt->ndim == 1 ? "" : "s");
     int64_t shape[TG_MAX_NDIM];
     for (int d = 0; d < pt->ndim; d++) {
         if (tt->shape[d] >= 0 && pt->shape[d] >= 0 && tt->shape[d] != pt->shape[d])

@@ -127,7 +127,7 @@ CASES = [
     ("int64_overflow", g([{"id": "c", "type": {"dtype": "int64", "shape": []}, "constant": {"data": 9223372036854775808}}]),
      "TG_ELOAD", "9223372036854775808 does not fit int64"),
     ("value_rank", g([{"id": "c", "type": {"dtype": "float64", "shape": [None]}, "constant": {"data": 5}}]), "TG_ESHAPE",
-     "variables[0].constant.shape: (), but the variable's type says (?,)"),
+     "variables[0].constant: the value has shape (), but the variable's type says (?,)"),
     ("npy_rank", g([{"id": "c", "type": {"dtype": "float64", "shape": [None, 3]}, "constant": {"npy": "rank1.npy"}}]),
      "TG_ESHAPE", "variables[0].constant: the value has shape (3,), but the variable's type says (?, 3)"),
     ("npy_backslash", g([{"id": "c", "type": {"dtype": "float64", "shape": [3]}, "constant": {"npy": "a\\rank1.npy"}}]),
