@@ -172,8 +172,7 @@ static tg_array *layout(tg_dtype dt, int64_t r, int64_t c, int which) {
     tg_array *base, *v, *w;
     int64_t sh[2];
     switch (which) {
-    case 0:
-        return rand_array(dt, 2, (int64_t[]){r, c}, -50, 50);
+    case 0: return rand_array(dt, 2, (int64_t[]){r, c}, -50, 50);
     case 1:
         base = rand_array(dt, 2, (int64_t[]){c, r}, -50, 50);
         v = transpose2(base);
@@ -213,12 +212,14 @@ static tg_array *layout(tg_dtype dt, int64_t r, int64_t c, int which) {
 static void test_float_layouts(void **state) {
     (void)state;
     const tg_dtype dts[] = {TG_FLOAT64, TG_FLOAT32};
-    const int64_t M = 37, K = 65, N = 23;
-    for (int t = 0; t < 2; t++)
+    /* BLAS sizes, then small ones (the loop kernel) */
+    const int64_t sizes[2][3] = {{37, 65, 23}, {5, 7, 6}};
+    for (int t = 0; t < 4; t++)
         for (int la = 0; la < NLAYOUTS; la++)
             for (int lb = 0; lb < NLAYOUTS; lb++) {
-                tg_array *a = layout(dts[t], M, K, la), *b = layout(dts[t], K, N, lb);
-                check_product(la & 1 ? "dot" : "matmul", a, b, dts[t]);
+                const int64_t M = sizes[t / 2][0], K = sizes[t / 2][1], N = sizes[t / 2][2];
+                tg_array *a = layout(dts[t % 2], M, K, la), *b = layout(dts[t % 2], K, N, lb);
+                check_product(la & 1 ? "dot" : "matmul", a, b, dts[t % 2]);
                 tg_array_free(a);
                 tg_array_free(b);
             }
@@ -229,11 +230,12 @@ static void test_float_layouts(void **state) {
 static void test_float_vectors(void **state) {
     (void)state;
     const tg_dtype dts[] = {TG_FLOAT64, TG_FLOAT32};
-    const int64_t M = 41, K = 70;
+    const int64_t M = 41, K = 300; /* past the loop kernel's size */
     for (int t = 0; t < 2; t++) {
         tg_dtype dt = dts[t];
         tg_array *vb = rand_array(dt, 1, (int64_t[]){3 * K}, 0, 0);
-        tg_array *vecs[3] = {slice(vb, 0, 0, K, 1), slice(vb, 0, 1, 3 * K, 3), slice(vb, 0, 3 * K - 1, -3 * K - 1, -3)};
+        tg_array *vecs[3] = {slice(vb, 0, 0, K, 1), slice(vb, 0, 1, 3 * K, 3),
+                             slice(vb, 0, 3 * K - 1, -3 * K - 1, -3)};
         for (int l = 0; l < NLAYOUTS; l++) {
             tg_array *m = layout(dt, M, K, l), *mt = layout(dt, K, M, l);
             for (int v = 0; v < 3; v++) {
@@ -368,7 +370,8 @@ static void test_gemm_inplace(void **state) {
         "{\"id\":\"y\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}}],"
         "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"z0\",{\"value\":0}],\"outputs\":[\"z\"]},"
         "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"xt\"]},"
-        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":%s},\"xt\",\"y\",{\"value\":%s}],\"outputs\":[\"out\"],"
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":%s},\"xt\",\"y\",{\"value\":%s}],\"outputs\":[\"out\"]"
+        ","
         "\"inplace\":{\"0\":0}}],"
         "\"functions\":{\"main\":{\"inputs\":[\"z0\",\"x\",\"y\"],\"outputs\":[\"out\"]}}}";
     const char *ab[2][2] = {{"2.0", "0"}, {"-0.5", "1"}};
@@ -384,7 +387,8 @@ static void test_gemm_inplace(void **state) {
         tg_array *p = ref_matmul(xt, y, TG_FLOAT64);
         tg_array *want = tg_array_new(TG_FLOAT64, 2, (int64_t[]){40, 30});
         for (int64_t i = 0; i < 1200; i++)
-            ((double *)want->data)[i] = av[c] * ((double *)p->data)[i] + (bv[c] == 0 ? 0 : ((double *)z->data)[i]);
+            ((double *)want->data)[i] =
+                av[c] * ((double *)p->data)[i] + (bv[c] == 0 ? 0 : ((double *)z->data)[i]);
         if (bv[c] == 0) ((double *)z->data)[7] = NAN;
         tg_array *in[3] = {z, x, y}, *out[1] = {0};
         for (int rep = 0; rep < 2; rep++) { /* the second call reuses buffers */
@@ -414,9 +418,11 @@ static void test_gemv_ger(void **state) {
                  "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[null]}},"
                  "{\"id\":\"y\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null]}}],"
                  "\"nodes\":[{\"op\":\"transpose\",\"inputs\":[\"A\"],\"outputs\":[\"At\"]},"
-                 "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"xs\"],\"attrs\":{\"index\":[{\"step\":-2}]}},"
+                 "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"xs\"],\"attrs\":{\"index\":[{"
+                 "\"step\":-2}]}},"
                  "{\"op\":\"subtensor\",\"inputs\":[\"y\"],\"outputs\":[\"z\"],\"attrs\":{\"index\":[{},1]}},"
-                 "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":3},\"At\",\"xs\",{\"value\":2}],\"outputs\":[\"g\"]},"
+                 "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":3},\"At\",\"xs\",{\"value\":2}],\"outputs\":["
+                 "\"g\"]},"
                  "{\"op\":\"ger\",\"inputs\":[\"At\",{\"value\":-2},\"z\",\"xs\"],\"outputs\":[\"r\"]}],"
                  "\"functions\":{\"main\":{\"inputs\":[\"A\",\"x\",\"y\"],\"outputs\":[\"g\",\"r\"]}}}",
                  dn, dn, dn);
@@ -432,11 +438,12 @@ static void test_gemv_ger(void **state) {
             double s = 0;
             for (int64_t k = 0; k < K; k++)
                 s += tg_array_get_flat(A, k * M + i) * tg_array_get_flat(x, 2 * K - 1 - 2 * k);
-            tg_store_f64(dt, wg->data + i * (int64_t)tg_dtype_size(dt), 3 * s + 2 * tg_array_get_flat(y, i * 3 + 1));
+            tg_store_f64(dt, wg->data + i * (int64_t)tg_dtype_size(dt),
+                         3 * s + 2 * tg_array_get_flat(y, i * 3 + 1));
             for (int64_t k = 0; k < K; k++)
                 tg_store_f64(dt, wr->data + (i * K + k) * (int64_t)tg_dtype_size(dt),
-                             tg_array_get_flat(A, k * M + i) -
-                                 2 * tg_array_get_flat(y, i * 3 + 1) * tg_array_get_flat(x, 2 * K - 1 - 2 * k));
+                             tg_array_get_flat(A, k * M + i) - 2 * tg_array_get_flat(y, i * 3 + 1) *
+                                                                   tg_array_get_flat(x, 2 * K - 1 - 2 * k));
         }
         tu_assert_close(out[0], wg, 1e-5, 1e-3);
         tu_assert_close(out[1], wr, 1e-6, 1e-6);
@@ -450,8 +457,8 @@ static void test_gemv_ger(void **state) {
 
 static void expect_load_error(const char *vars, const char *node, const char *want) {
     char json[2048], msg[1024];
-    snprintf(json, sizeof json, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[%s],\"nodes\":[%s]}", vars,
-             node);
+    snprintf(json, sizeof json, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[%s],\"nodes\":[%s]}",
+             vars, node);
     int rc = tu_load_fail(json, msg, sizeof msg);
     assert_int_not_equal(rc, 0);
     if (!strstr(msg, want)) fail_msg("message '%s' lacks '%s'", msg, want);
@@ -462,8 +469,9 @@ static void expect_load_error(const char *vars, const char *node, const char *wa
 static void test_load_errors(void **state) {
     (void)state;
     const char *ab = V("a", "float64", "[3,4]") "," V("b", "float64", "[5,2]");
-    expect_load_error(ab, "{\"op\":\"dot\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
-                      "inputs[0] and inputs[1]: shapes (3, 4) and (5, 2) not aligned: 4 (dim 1) != 5 (dim 0)");
+    expect_load_error(
+        ab, "{\"op\":\"dot\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
+        "inputs[0] and inputs[1]: shapes (3, 4) and (5, 2) not aligned: 4 (dim 1) != 5 (dim 0)");
     expect_load_error(V("a", "float32", "[null,4]") "," V("b", "float32", "[3]"),
                       "{\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
                       "shapes (None, 4) and (3,) not aligned: 4 (dim 1) != 3 (dim 0)");
@@ -476,30 +484,46 @@ static void test_load_errors(void **state) {
     expect_load_error(V("a", "float32", "[2,3,4]") "," V("b", "float32", "[4]"),
                       "{\"op\":\"dot\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"]}",
                       "dot takes operands of at most 2 dimensions");
-    const char *zxy = V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float32", "[4,5]");
-    expect_load_error(zxy, "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
-                      "gemm needs z, x and y of one integer or float dtype; got z float64, x float64, y float32");
+    const char *zxy =
+        V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float32", "[4,5]");
+    expect_load_error(
+        zxy,
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+        "gemm needs z, x and y of one integer or float dtype; got z float64, x float64, y float32");
     expect_load_error(V("z", "bool", "[3,5]") "," V("x", "bool", "[3,4]") "," V("y", "bool", "[4,5]"),
-                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":true},\"x\",\"y\",{\"value\":true}],\"outputs\":[\"o\"]}",
-                      "one integer or float dtype");
-    expect_load_error(V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
-                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":{\"dtype\":\"float32\",\"data\":1}},\"x\",\"y\",{\"value\":1}],"
+                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":true},\"x\",\"y\",{\"value\":true}],"
                       "\"outputs\":[\"o\"]}",
-                      "gemm's alpha must have z's dtype float64");
-    expect_load_error(V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[5,5]"),
-                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
-                      "inputs[2] and inputs[3]: shapes (3, 4) and (5, 5) not aligned");
-    expect_load_error(V("z", "float64", "[3,6]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
-                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
-                      "inputs[0] 'z' has length 6 in dimension 1 but the product dot(x, y) has 5");
-    expect_load_error(V("z", "float64", "[3]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
-                      "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
-                      "must have 2 dimensions, not 1");
-    expect_load_error(V("z", "int8", "[3]") "," V("A", "int8", "[3,4]") "," V("x", "int8", "[4]"),
-                      "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":300},\"A\",\"x\",{\"value\":1}],\"outputs\":[\"o\"]}", "300");
-    expect_load_error(V("z", "float64", "[2]") "," V("A", "float64", "[3,4]") "," V("x", "float64", "[4]"),
-                      "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":1},\"A\",\"x\",{\"value\":1}],\"outputs\":[\"o\"]}",
-                      "inputs[0] 'z' has length 2 in dimension 0 but the product dot(A, x) has 3");
+                      "one integer or float dtype");
+    expect_load_error(
+        V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":{\"dtype\":\"float32\",\"data\":1}},\"x\",\"y\",{"
+        "\"value\":1}],"
+        "\"outputs\":[\"o\"]}",
+        "gemm's alpha must have z's dtype float64");
+    expect_load_error(
+        V("z", "float64", "[3,5]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[5,5]"),
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+        "inputs[2] and inputs[3]: shapes (3, 4) and (5, 5) not aligned");
+    expect_load_error(
+        V("z", "float64", "[3,6]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+        "inputs[0] 'z' has length 6 in dimension 1 but the product dot(x, y) has 5");
+    expect_load_error(
+        V("z", "float64", "[3]") "," V("x", "float64", "[3,4]") "," V("y", "float64", "[4,5]"),
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1},\"x\",\"y\",{\"value\":1}],\"outputs\":[\"o\"]}",
+        "must have 2 dimensions, not 1");
+    expect_load_error(
+        V("z", "int8", "[3]") "," V("A", "int8", "[3,4]") "," V("x", "int8", "[4]"),
+        "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":300},\"A\",\"x\",{\"value\":1}],\"outputs\":[\"o\"]}",
+        "300");
+    expect_load_error(
+        V("z", "int32", "[3]") "," V("A", "int32", "[3,4]") "," V("x", "int32", "[4]"),
+        "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":1},\"A\",\"x\",{\"value\":0.5}],\"outputs\":[\"o\"]}",
+        "inputs[4] (beta) is a float but gemv computes in z's dtype int32");
+    expect_load_error(
+        V("z", "float64", "[2]") "," V("A", "float64", "[3,4]") "," V("x", "float64", "[4]"),
+        "{\"op\":\"gemv\",\"inputs\":[\"z\",{\"value\":1},\"A\",\"x\",{\"value\":1}],\"outputs\":[\"o\"]}",
+        "inputs[0] 'z' has length 2 in dimension 0 but the product dot(A, x) has 3");
     expect_load_error(V("A", "float64", "[3,4]") "," V("x", "float64", "[3]") "," V("y", "float64", "[5]"),
                       "{\"op\":\"ger\",\"inputs\":[\"A\",{\"value\":1},\"x\",\"y\"],\"outputs\":[\"o\"]}",
                       "ger: A is (3, 4) but x and y have lengths 3 and 5");

@@ -272,6 +272,121 @@ static void test_extremes_int16(void **state) {
     check_extremes(TG_INT16);
 }
 
+/* Reductions over leading and middle axes with many columns (rows stream
+ * through per-column accumulators): against plain loops over each column,
+ * with NaNs and ties inside columns. */
+static double colval(int64_t r, int64_t c) { return (double)((r * 7 + c * 13) % 101) - 50; }
+
+static void check_columns(const int64_t *shape, int axis, const char *attrs) {
+    int64_t A = axis ? shape[0] : 1, R = shape[axis], C = shape[axis + 1];
+    tg_array *x = tg_array_new(TG_FLOAT64, axis + 2, shape);
+    double *p = (double *)x->data;
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++) p[(a * R + r) * C + c] = colval(r + a, c);
+    p[(R / 2) * C + 3] = NAN; /* block a = 0, column 3: the first NaN at R/2 */
+    p[(R - 2) * C + 3] = NAN;
+    static const char *const ops[] = {"sum", "max", "argmax", "argmin", "var", "logsumexp", "all"};
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            tg_array *y = reduce(ops[o], attrs, x);
+            assert_int_equal(tg_array_size(y), A * C);
+            for (int64_t a = 0; a < A; a++)
+                for (int64_t c = 0; c < C; c++) {
+                    /* Reference: one plain pass (two for var and logsumexp). */
+                    const double *q = p + a * R * C + c;
+                    double s = 0, mx = -INFINITY, mean, ss = 0, le = 0;
+                    int64_t amax = -1, amin = -1, nan_at = -1;
+                    bool all = true;
+                    for (int64_t r = 0; r < R; r++) {
+                        double v = q[r * C];
+                        s += v;
+                        all = all && v != 0;
+                        if (v != v) {
+                            if (nan_at < 0) nan_at = r;
+                            continue;
+                        }
+                        if (amax < 0 || v > q[amax * C]) amax = r;
+                        if (amin < 0 || v < q[amin * C]) amin = r;
+                    }
+                    if (nan_at < 0) mx = q[amax * C];
+                    mean = s / (double)R;
+                    for (int64_t r = 0; r < R; r++) {
+                        ss += (q[r * C] - mean) * (q[r * C] - mean);
+                        le += exp(q[r * C] - mx);
+                    }
+                    double want;
+                    switch (o) {
+                    case 0: want = s; break;
+                    case 1: want = nan_at >= 0 ? NAN : mx; break;
+                    case 2: want = (double)(nan_at >= 0 ? nan_at : amax); break;
+                    case 3: want = (double)(nan_at >= 0 ? nan_at : amin); break;
+                    case 4: want = ss / (double)R; break;
+                    case 5: want = nan_at >= 0 ? NAN : mx + log(le); break;
+                    default: want = all; break;
+                    }
+                    double got = tg_array_get_flat(y, a * C + c);
+                    if (want != want ? got == got : !(fabs(got - want) <= 1e-12 * fabs(want)))
+                        fail_msg("%s %s, %d threads: [%lld, %lld]: got %.17g, want %.17g", ops[o],
+                                 attrs, THREADS[t], (long long)a, (long long)c, got, want);
+                }
+            tg_array_free(y);
+        }
+    }
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+static void test_columns(void **state) {
+    (void)state;
+    const int64_t lead[2] = {3001, 40}, mid[3] = {3, 2001, 24}, wide[2] = {40, 20000};
+    check_columns(lead, 0, "{\"axis\":0}");
+    check_columns(mid, 1, "{\"axis\":1}");
+    check_columns(wide, 0, "{\"axis\":-2}");
+}
+
+/* The same for integers: uint64 extremes above 2^63 (compared unsigned),
+ * int64 sums that wrap. */
+static void test_columns_int(void **state) {
+    (void)state;
+    const int64_t shp[2] = {9000, 16};
+    tg_array *u = tg_array_new(TG_UINT64, 2, shp), *s = tg_array_new(TG_INT64, 2, shp);
+    uint64_t *pu = (uint64_t *)u->data;
+    int64_t *ps = (int64_t *)s->data;
+    for (int64_t r = 0; r < 9000; r++)
+        for (int64_t c = 0; c < 16; c++) {
+            pu[r * 16 + c] = (uint64_t)((r * 31 + c * 17) % 997) << 54;
+            ps[r * 16 + c] = INT64_MAX - r * c;
+        }
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        tg_array *mx = reduce("max", "{\"axis\":0}", u), *am = reduce("argmin", "{\"axis\":0}", u);
+        tg_array *sm = reduce("sum", "{\"axis\":0}", s);
+        for (int64_t c = 0; c < 16; c++) {
+            uint64_t want = 0, lo = UINT64_MAX, sum = 0;
+            int64_t wi = 0;
+            for (int64_t r = 0; r < 9000; r++) {
+                if (pu[r * 16 + c] > want) want = pu[r * 16 + c];
+                if (pu[r * 16 + c] < lo) {
+                    lo = pu[r * 16 + c];
+                    wi = r;
+                }
+                sum += (uint64_t)ps[r * 16 + c];
+            }
+            assert_true(((uint64_t *)mx->data)[c] == want);
+            assert_true(((int64_t *)am->data)[c] == wi);
+            assert_true((uint64_t)((int64_t *)sm->data)[c] == sum);
+        }
+        tg_array_free(mx);
+        tg_array_free(am);
+        tg_array_free(sm);
+    }
+    tg_array_free(u);
+    tg_array_free(s);
+    omp_set_num_threads(2);
+}
+
 /* Integer sums wrap modulo 2^64 as NumPy's int64/uint64 do. */
 static void test_int_wrap(void **state) {
     (void)state;
@@ -376,6 +491,7 @@ int main(void) {
         cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_int16),
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
+        cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,6 +66,7 @@ static tg_var *clone_var(const tg_var *v, tg_var_kind kind) {
     }
     c->type = v->type;
     c->weak = v->weak;
+    c->weak_in_file = v->weak_in_file;
     c->inline_const = v->inline_const;
     c->declared = v->declared;
     c->type_given = v->type_given;

@@ -507,7 +507,7 @@ int tg_graph_toposort(tg_graph *g, tg_ctx *ctx) {
         tg_str_free(&ids);
         tg_free(seen);
     } else {
-        memcpy(g->nodes, sorted, sizeof(tg_node *) * (size_t)n);
+        if (n) memcpy(g->nodes, sorted, sizeof(tg_node *) * (size_t)n);
         for (int i = 0; i < n; i++) g->nodes[i]->index = i;
     }
     tg_free(ccount);

@@ -451,6 +451,44 @@ static int check_inplace(loader *L, tg_node *nd) {
     return TG_OK;
 }
 
+/* An overwritten input must have no other reader: no other node reads it,
+ * no function returns it or makes it a shared variable's next value, and
+ * it is not shared state itself. Otherwise a later reader would see the
+ * overwritten values (Theano's destroy handler refuses the same). */
+static int check_inplace_readers(loader *L) {
+    tg_graph *g = L->g;
+    bool any = false;
+    for (int i = 0; i < g->nnodes && !any; i++) any = g->nodes[i]->inplace != NULL;
+    if (!any) return TG_OK;
+    int *uses = tg_calloc((size_t)g->nvars + 1, sizeof *uses);
+    if (!uses) return lerr(L, TG_ENOMEM, "out of memory");
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->nin; k++) uses[g->nodes[i]->inputs[k]->index]++;
+    for (int f = 0; f < g->nfuncs; f++) {
+        for (int k = 0; k < g->funcs[f].nout; k++) uses[g->funcs[f].outputs[k]->index]++;
+        for (int k = 0; k < g->funcs[f].nupd; k++) uses[g->funcs[f].updates[k].value->index]++;
+    }
+    int rc = TG_OK;
+    for (int i = 0; i < g->nnodes && !rc; i++) {
+        tg_node *nd = g->nodes[i];
+        for (int k = 0; nd->inplace && k < nd->nout && !rc; k++) {
+            if (nd->inplace[k] < 0) continue;
+            const tg_var *in = nd->inputs[nd->inplace[k]];
+            if (in->kind == TG_VAR_SHARED)
+                rc = node_err(L, nd, TG_ELOAD,
+                              "inplace.%d: input %d '%s' is shared state and cannot be overwritten",
+                              k, nd->inplace[k], in->id);
+            else if (uses[in->index] > 1)
+                rc = node_err(L, nd, TG_ELOAD,
+                              "inplace.%d: input %d '%s' is read elsewhere too (another node or a "
+                              "function's outputs), so it cannot be overwritten",
+                              k, nd->inplace[k], in->id);
+        }
+    }
+    tg_free(uses);
+    return rc;
+}
+
 static int infer_types(loader *L) {
     int rc = TG_OK, maxout = 1;
     for (int i = 0; i < L->g->nnodes; i++)
@@ -713,6 +751,7 @@ static int load_root(loader *L, json_object *root) {
     else
         rc = implicit_main(L);
     if (rc) return rc;
+    if ((rc = check_inplace_readers(L))) return rc;
     for (int i = 0; i < g->nfuncs; i++) {
         tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[i], L->ctx);
         if (!fg) {

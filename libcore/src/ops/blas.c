@@ -126,8 +126,8 @@ static int gemm_float(tg_dtype dt, const mat *A, const mat *B, double alpha, dou
     const bool d = dt == TG_FLOAT64;
     char *t0 = NULL, *t1 = NULL;
     int rc = K_OK;
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return K_BIG;
     if (M == 0 || N == 0) return K_OK;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return K_BIG;
     if (K == 0) {
         for (int64_t i = 0; i < M * N; i++) {
             double c = beta == 0 ? 0 : beta * tg_load_f64(dt, C + i * e);
@@ -178,14 +178,15 @@ static int gemm_float(tg_dtype dt, const mat *A, const mat *B, double alpha, dou
             ld = m->cols;
         }
         /* The stored matrix is rows x cols (NoTrans) or cols x rows. */
-        int sr = (int)(t == CblasNoTrans ? m->rows : m->cols), sc = (int)(t == CblasNoTrans ? m->cols : m->rows);
+        int sr = (int)(t == CblasNoTrans ? m->rows : m->cols),
+            sc = (int)(t == CblasNoTrans ? m->cols : m->rows);
         CBLAS_TRANSPOSE op = (N == 1) == (t == CblasNoTrans) ? CblasNoTrans : CblasTrans;
         if (d)
             cblas_dgemv(CblasRowMajor, op, sr, sc, alpha, (const double *)pm, (int)ld, (const double *)pv, iv,
                         beta, (double *)C, 1);
         else
-            cblas_sgemv(CblasRowMajor, op, sr, sc, (float)alpha, (const float *)pm, (int)ld, (const float *)pv,
-                        iv, (float)beta, (float *)C, 1);
+            cblas_sgemv(CblasRowMajor, op, sr, sc, (float)alpha, (const float *)pm, (int)ld,
+                        (const float *)pv, iv, (float)beta, (float *)C, 1);
         goto done;
     }
     CBLAS_TRANSPOSE ta, tb;
@@ -242,38 +243,39 @@ done:
     return rc;
 }
 
-/* Integer products by blocks of JB output columns: one row of C at a time
- * accumulates k-outer, j-inner (unit-stride B rows vectorise). */
+/* Integer products by blocks of JB output columns: one row of C at a
+ * time accumulates k-outer, j-inner (unit-stride B rows vectorise), in
+ * unsigned U (wraps as NumPy's integers; signed overflow would be
+ * undefined), skipping a zero a[i,k]. */
 #define JB 256
-#define INT_GEMM(SUF, T, U)                                                                            \
-    static void igemm_##SUF(const mat *A, const mat *B, U alpha, U beta, char *C, int64_t i0,         \
-                            int64_t i1) {                                                             \
-        const int64_t K = A->cols, N = B->cols;                                                       \
-        U acc[JB];                                                                                    \
-        for (int64_t i = i0; i < i1; i++) {                                                           \
-            T *crow = (T *)C + i * N;                                                                 \
-            for (int64_t j0 = 0; j0 < N; j0 += JB) {                                                  \
-                const int64_t nj = N - j0 < JB ? N - j0 : JB;                                         \
-                memset(acc, 0, sizeof acc);                                                           \
-                for (int64_t k = 0; k < K; k++) {                                                     \
-                    const U a = (U) * (const T *)(A->data + i * A->rs + k * A->cs);                   \
-                    if (!a) continue;                                                                 \
-                    const char *bp = B->data + k * B->rs + j0 * B->cs;                                \
-                    if (B->cs == (int64_t)sizeof(T)) {                                                \
-                        const T *b = (const T *)bp;                                                   \
-                        for (int64_t jj = 0; jj < nj; jj++) acc[jj] += a * (U)b[jj];                  \
-                    } else {                                                                          \
-                        for (int64_t jj = 0; jj < nj; jj++)                                           \
-                            acc[jj] += a * (U) * (const T *)(bp + jj * B->cs);                        \
-                    }                                                                                 \
-                }                                                                                     \
-                for (int64_t jj = 0; jj < nj; jj++) {                                                 \
-                    U v = alpha * acc[jj];                                                            \
-                    if (beta) v += beta * (U)crow[j0 + jj];                                           \
-                    crow[j0 + jj] = (T)v;                                                             \
-                }                                                                                     \
-            }                                                                                         \
-        }                                                                                             \
+#define INT_GEMM(SUF, T, U)                                                                                  \
+    static void lgemm_##SUF(const mat *A, const mat *B, U alpha, U beta, char *C, int64_t i0, int64_t i1) {  \
+        const int64_t K = A->cols, N = B->cols;                                                              \
+        U acc[JB];                                                                                           \
+        for (int64_t i = i0; i < i1; i++) {                                                                  \
+            T *crow = (T *)C + i * N;                                                                        \
+            for (int64_t j0 = 0; j0 < N; j0 += JB) {                                                         \
+                const int64_t nj = N - j0 < JB ? N - j0 : JB;                                                \
+                for (int64_t jj = 0; jj < nj; jj++) acc[jj] = 0;                                             \
+                for (int64_t k = 0; k < K; k++) {                                                            \
+                    const U a = (U) * (const T *)(A->data + i * A->rs + k * A->cs);                          \
+                    if (!a) continue;                                                                        \
+                    const char *bp = B->data + k * B->rs + j0 * B->cs;                                       \
+                    if (B->cs == (int64_t)sizeof(T)) {                                                       \
+                        const T *b = (const T *)bp;                                                          \
+                        _Pragma("omp simd") for (int64_t jj = 0; jj < nj; jj++) acc[jj] += a * (U)b[jj];     \
+                    } else {                                                                                 \
+                        for (int64_t jj = 0; jj < nj; jj++)                                                  \
+                            acc[jj] += a * (U) * (const T *)(bp + jj * B->cs);                               \
+                    }                                                                                        \
+                }                                                                                            \
+                if (beta)                                                                                    \
+                    for (int64_t jj = 0; jj < nj; jj++)                                                      \
+                        crow[j0 + jj] = (T)(alpha * acc[jj] + beta * (U)crow[j0 + jj]);                      \
+                else                                                                                         \
+                    for (int64_t jj = 0; jj < nj; jj++) crow[j0 + jj] = (T)(alpha * acc[jj]);                \
+            }                                                                                                \
+        }                                                                                                    \
     }
 INT_GEMM(i8, int8_t, uint32_t)
 INT_GEMM(u8, uint8_t, uint32_t)
@@ -309,14 +311,14 @@ static void int_rows(tg_dtype dt, const mat *A, const mat *B, scal alpha, scal b
     uint64_t a64 = (uint64_t)alpha.i, b64 = (uint64_t)beta.i;
     switch (dt) {
     case TG_BOOL: bgemm(A, B, alpha.i != 0, beta.i != 0, C, i0, i1); break;
-    case TG_INT8: igemm_i8(A, B, a32, b32, C, i0, i1); break;
-    case TG_UINT8: igemm_u8(A, B, a32, b32, C, i0, i1); break;
-    case TG_INT16: igemm_i16(A, B, a32, b32, C, i0, i1); break;
-    case TG_UINT16: igemm_u16(A, B, a32, b32, C, i0, i1); break;
-    case TG_INT32: igemm_i32(A, B, a32, b32, C, i0, i1); break;
-    case TG_UINT32: igemm_u32(A, B, a32, b32, C, i0, i1); break;
-    case TG_INT64: igemm_i64(A, B, a64, b64, C, i0, i1); break;
-    case TG_UINT64: igemm_u64(A, B, a64, b64, C, i0, i1); break;
+    case TG_INT8: lgemm_i8(A, B, a32, b32, C, i0, i1); break;
+    case TG_UINT8: lgemm_u8(A, B, a32, b32, C, i0, i1); break;
+    case TG_INT16: lgemm_i16(A, B, a32, b32, C, i0, i1); break;
+    case TG_UINT16: lgemm_u16(A, B, a32, b32, C, i0, i1); break;
+    case TG_INT32: lgemm_i32(A, B, a32, b32, C, i0, i1); break;
+    case TG_UINT32: lgemm_u32(A, B, a32, b32, C, i0, i1); break;
+    case TG_INT64: lgemm_i64(A, B, a64, b64, C, i0, i1); break;
+    case TG_UINT64: lgemm_u64(A, B, a64, b64, C, i0, i1); break;
     default: break;
     }
 }
@@ -378,7 +380,8 @@ static int product_shape(blas_kind k, int ia, int ib, int na, const int64_t *sa,
     if (k == B_DOT) {
         if (na > 2 || nb > 2)
             return tg_errorf(ctx, TG_ETYPE,
-                             "dot takes operands of at most 2 dimensions (got %d and %d); use matmul", na, nb);
+                             "dot takes operands of at most 2 dimensions (got %d and %d); use matmul", na,
+                             nb);
         if (na == 0 || nb == 0) {
             const int64_t *s = na == 0 ? sb : sa;
             *nd = na == 0 ? nb : na;
@@ -393,12 +396,15 @@ static int product_shape(blas_kind k, int ia, int ib, int na, const int64_t *sa,
         return TG_OK;
     }
     if (na == 0 || nb == 0)
-        return tg_errorf(ctx, TG_ETYPE, "matmul: inputs[%d] is 0-d; operands need at least 1 dimension (use mul)",
+        return tg_errorf(ctx, TG_ETYPE,
+                         "matmul: inputs[%d] is 0-d; operands need at least 1 dimension (use mul)",
                          na == 0 ? ia : ib);
     int64_t ka = sa[na - 1], kb = nb == 1 ? sb[0] : sb[nb - 2];
-    if (len_conflict(ka, kb)) return not_aligned(ctx, ia, ib, na, sa, nb, sb, ka, na - 1, kb, nb == 1 ? 0 : nb - 2);
+    if (len_conflict(ka, kb))
+        return not_aligned(ctx, ia, ib, na, sa, nb, sb, ka, na - 1, kb, nb == 1 ? 0 : nb - 2);
     int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0, bn = ba > bb ? ba : bb;
-    if (bn + 2 > TG_MAX_NDIM) return tg_errorf(ctx, TG_ETYPE, "matmul: the result would have more than %d dimensions", TG_MAX_NDIM);
+    if (bn + 2 > TG_MAX_NDIM)
+        return tg_errorf(ctx, TG_ETYPE, "matmul: the result would have more than %d dimensions", TG_MAX_NDIM);
     for (int d = 0; d < bn; d++) {
         int ja = d - (bn - ba), jb = d - (bn - bb);
         int64_t la = ja >= 0 ? sa[ja] : 1, lb = jb >= 0 ? sb[jb] : 1;
@@ -449,18 +455,32 @@ static int same_dtype(tg_node *n, const int *idx, int cnt, const int *scal_idx, 
     for (int i = 0; i < nscal; i++) {
         tg_dtype d = n->inputs[scal_idx[i]]->type.dtype;
         if (d != *dt)
-            return tg_errorf(ctx, TG_ETYPE,
-                             "inputs[%d] '%s' (%s) is %s: %s's %s must have %s's dtype %s (or be a weak inline scalar)",
-                             scal_idx[i], nm[scal_idx[i]], n->inputs[scal_idx[i]]->id, tg_dtype_name(d),
-                             n->op->name, nm[scal_idx[i]], nm[idx[0]], tg_dtype_name(*dt));
+            return tg_errorf(
+                ctx, TG_ETYPE,
+                "inputs[%d] '%s' (%s) is %s: %s's %s must have %s's dtype %s (or be a weak inline scalar)",
+                scal_idx[i], nm[scal_idx[i]], n->inputs[scal_idx[i]]->id, tg_dtype_name(d), n->op->name,
+                nm[scal_idx[i]], nm[idx[0]], tg_dtype_name(*dt));
     }
     return TG_OK;
+}
+
+/* alpha/beta: a weak scalar takes the dtype of z (A for ger); a weak
+ * float cannot become an integer (0.5 would silently be 0). */
+static int take_scalar(tg_node *n, int i, tg_dtype dt, tg_ctx *ctx) {
+    const tg_var *v = n->inputs[i];
+    if (v->weak && tg_dtype_is_float(v->type.dtype) && !tg_dtype_is_float(dt))
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[%d] (%s) is a float but %s computes in %s's dtype %s; write an integer", i,
+                         i == 1 ? "alpha" : "beta", n->op->name,
+                         ((const blas_impl *)n->op->impl)->kind == B_GER ? "A" : "z", tg_dtype_name(dt));
+    return tg_weak_take(n, i, dt, ctx);
 }
 
 static int need_ndim(tg_node *n, int i, const char *name, int nd, tg_ctx *ctx) {
     if (n->inputs[i]->type.ndim != nd)
         return tg_errorf(ctx, TG_ETYPE, "inputs[%d] '%s' (%s of %s) must have %d dimension%s, not %d", i,
-                         n->inputs[i]->id, name, n->op->name, nd, nd == 1 ? "" : "s", n->inputs[i]->type.ndim);
+                         n->inputs[i]->id, name, n->op->name, nd, nd == 1 ? "" : "s",
+                         n->inputs[i]->type.ndim);
     return TG_OK;
 }
 
@@ -494,11 +514,11 @@ static int blas_infer(tg_node *n, tg_ctx *ctx) {
     case B_GEMV: { /* z, alpha, x (A), y (x), beta */
         const bool mm = im->kind == B_GEMM;
         tg_dtype zd = n->inputs[0]->type.dtype;
-        if ((rc = tg_weak_take(n, 1, zd, ctx)) || (rc = tg_weak_take(n, 4, zd, ctx))) return rc;
+        if ((rc = take_scalar(n, 1, zd, ctx)) || (rc = take_scalar(n, 4, zd, ctx))) return rc;
         if ((rc = same_dtype(n, (int[]){0, 2, 3}, 3, (int[]){1, 4}, 2, &dt, ctx))) return rc;
         if ((rc = need_ndim(n, 0, "z", mm ? 2 : 1, ctx)) || (rc = need_ndim(n, 1, "alpha", 0, ctx)) ||
-            (rc = need_ndim(n, 2, mm ? "x" : "A", 2, ctx)) || (rc = need_ndim(n, 3, mm ? "y" : "x", mm ? 2 : 1, ctx)) ||
-            (rc = need_ndim(n, 4, "beta", 0, ctx)))
+            (rc = need_ndim(n, 2, mm ? "x" : "A", 2, ctx)) ||
+            (rc = need_ndim(n, 3, mm ? "y" : "x", mm ? 2 : 1, ctx)) || (rc = need_ndim(n, 4, "beta", 0, ctx)))
             return rc;
         const tg_type *x = &n->inputs[2]->type, *y = &n->inputs[3]->type, *z = &n->inputs[0]->type;
         if ((rc = product_shape(B_DOT, 2, 3, 2, x->shape, y->ndim, y->shape, &nd, shape, ctx))) return rc;
@@ -506,14 +526,15 @@ static int blas_infer(tg_node *n, tg_ctx *ctx) {
             if (len_conflict(shape[d], z->shape[d]))
                 return tg_errorf(ctx, TG_ESHAPE,
                                  "inputs[0] 'z' has length %lld in dimension %d but the product %s has %lld",
-                                 (long long)z->shape[d], d, mm ? "dot(x, y)" : "dot(A, x)", (long long)shape[d]);
+                                 (long long)z->shape[d], d, mm ? "dot(x, y)" : "dot(A, x)",
+                                 (long long)shape[d]);
             if (shape[d] < 0) shape[d] = z->shape[d];
         }
         break;
     }
     case B_GER: { /* A, alpha, x, y */
         tg_dtype ad = n->inputs[0]->type.dtype;
-        if ((rc = tg_weak_take(n, 1, ad, ctx))) return rc;
+        if ((rc = take_scalar(n, 1, ad, ctx))) return rc;
         if ((rc = same_dtype(n, (int[]){0, 2, 3}, 3, (int[]){1}, 1, &dt, ctx))) return rc;
         if ((rc = need_ndim(n, 0, "A", 2, ctx)) || (rc = need_ndim(n, 1, "alpha", 0, ctx)) ||
             (rc = need_ndim(n, 2, "x", 1, ctx)) || (rc = need_ndim(n, 3, "y", 1, ctx)))
@@ -619,9 +640,14 @@ static int run_product(blas_kind kind, tg_dtype dt, tg_array *a, tg_array *b, tg
     const int64_t M = a->ndim >= 2 ? a->shape[a->ndim - 2] : 1, N = b->ndim >= 2 ? b->shape[b->ndim - 1] : 1;
     const int64_t K = a->shape[a->ndim - 1];
     const size_t osz = (size_t)(M * N) * tg_isize(dt);
-    /* Small matrices: threads over the batch (BLAS would run each on one
-     * thread anyway); large ones: BLAS's own threads. */
-    int nth = nbatch > 1 && (double)M * (double)N * (double)K < 262144.0 ? omp_get_max_threads() : 1;
+    /* Threads over the batch for the loop kernels. BLAS products run one
+     * after another on BLAS's own threads: OpenBLAS called from several
+     * threads at once contends for its buffers (slower than one thread
+     * for a batch of 8x8 products). */
+    int nth = nbatch > 1 && !(dt == TG_FLOAT32 || dt == TG_FLOAT64) &&
+                      (double)nbatch * (double)M * (double)N * (double)(K + 1) >= TG_PARALLEL_MIN
+                  ? omp_get_max_threads()
+                  : 1;
     if (nth > nbatch) nth = (int)nbatch;
     int err = 0;
 #pragma omp parallel for schedule(static) num_threads(nth) reduction(min : err)
@@ -664,8 +690,8 @@ static mat flat_vector(tg_array *a, tg_dtype dt, bool row, tg_array **tmp) {
  * values). */
 static int start_from(tg_node *n, tg_array *const *in, tg_array **out, bool copy, tg_ctx *ctx) {
     tg_array *src = in[0];
-    bool inplace = n->inplace && n->inplace[0] == 0 && tg_array_is_exclusive(src) &&
-                   tg_array_is_contiguous(src);
+    bool inplace =
+        n->inplace && n->inplace[0] == 0 && tg_array_is_exclusive(src) && tg_array_is_contiguous(src);
     for (int i = 1; inplace && i < n->nin; i++)
         if (in[i]->buf == src->buf) inplace = false;
     if (inplace) {
@@ -771,7 +797,8 @@ static void blas_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
                       double *bytes) {
     const blas_impl *im = n->op->impl;
     double b = 0;
-    for (int i = 0; i < n->nin; i++) b += (double)tg_array_size_inline(in[i]) * (double)tg_isize(in[i]->dtype);
+    for (int i = 0; i < n->nin; i++)
+        b += (double)tg_array_size_inline(in[i]) * (double)tg_isize(in[i]->dtype);
     b += (double)tg_array_size_inline(out[0]) * (double)tg_isize(out[0]->dtype);
     double k = 1; /* multiply-adds per output element */
     if (im->kind == B_GEMM || im->kind == B_GEMV)
@@ -782,19 +809,19 @@ static void blas_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
     *bytes = b;
 }
 
-#define BLAS_OP(NAME, KIND, NIN, INPLACE)                                                              \
-    static const blas_impl impl_##NAME = {KIND};                                                       \
-    const tg_op tg_op_##NAME = {                                                                       \
-        .name = #NAME,                                                                                 \
-        .nin_min = NIN,                                                                                \
-        .nin_max = NIN,                                                                                \
-        .nout = 1,                                                                                     \
-        .infer = blas_infer,                                                                           \
-        .run = blas_run,                                                                               \
-        .cost = blas_cost,                                                                             \
-        .view_of = -1,                                                                                 \
-        .inplace_inputs = INPLACE,                                                                     \
-        .impl = &impl_##NAME,                                                                          \
+#define BLAS_OP(NAME, KIND, NIN, INPLACE)                                                                    \
+    static const blas_impl impl_##NAME = {KIND};                                                             \
+    const tg_op tg_op_##NAME = {                                                                             \
+        .name = #NAME,                                                                                       \
+        .nin_min = NIN,                                                                                      \
+        .nin_max = NIN,                                                                                      \
+        .nout = 1,                                                                                           \
+        .infer = blas_infer,                                                                                 \
+        .run = blas_run,                                                                                     \
+        .cost = blas_cost,                                                                                   \
+        .view_of = -1,                                                                                       \
+        .inplace_inputs = INPLACE,                                                                           \
+        .impl = &impl_##NAME,                                                                                \
     };
 
 BLAS_OP(dot, B_DOT, 2, 0)

@@ -292,6 +292,55 @@ static double ext_row(tg_dtype dt, const char *p, int64_t n, bool is_max, bool *
 ARGEXT_ROW(argext_f64, double, ext_f64)
 ARGEXT_ROW(argext_f32, float, ext_f32)
 
+/* Integer extremes of contiguous rows (no NaN): vectorised selects, and the
+ * same one-pass blocked search for argmax/argmin. */
+#define INT_CASES(X)                                                             \
+    case TG_BOOL: X(uint8_t); break;                                             \
+    case TG_INT8: X(int8_t); break;                                              \
+    case TG_INT16: X(int16_t); break;                                            \
+    case TG_INT32: X(int32_t); break;                                            \
+    case TG_INT64: X(int64_t); break;                                            \
+    case TG_UINT8: X(uint8_t); break;                                            \
+    case TG_UINT16: X(uint16_t); break;                                          \
+    case TG_UINT32: X(uint32_t); break;                                          \
+    case TG_UINT64: X(uint64_t); break;                                          \
+    default: break;
+
+#define INT_EXT(T)                                                               \
+    CLONES static T iext_##T(const T *q, int64_t n, bool is_max) {               \
+        T m = q[0];                                                              \
+        if (is_max)                                                              \
+            for (int64_t k = 1; k < n; k++) m = q[k] > m ? q[k] : m;             \
+        else                                                                     \
+            for (int64_t k = 1; k < n; k++) m = q[k] < m ? q[k] : m;             \
+        return m;                                                                \
+    }                                                                            \
+    static int64_t iargext_##T(const T *q, int64_t n, bool is_max) {             \
+        int64_t bestk = 0;                                                       \
+        T m = q[0];                                                              \
+        for (int64_t b0 = 0; b0 < n; b0 += 1024) {                               \
+            int64_t b1 = b0 + 1024 < n ? b0 + 1024 : n;                          \
+            T bm = iext_##T(q + b0, b1 - b0, is_max);                            \
+            if (b0 == 0 || (is_max ? bm > m : bm < m)) {                         \
+                for (int64_t k = b0; k < b1; k++)                                \
+                    if (q[k] == bm) {                                            \
+                        bestk = k;                                               \
+                        break;                                                   \
+                    }                                                            \
+                m = bm;                                                          \
+            }                                                                    \
+        }                                                                        \
+        return bestk;                                                            \
+    }
+INT_EXT(int8_t)
+INT_EXT(int16_t)
+INT_EXT(int32_t)
+INT_EXT(int64_t)
+INT_EXT(uint8_t)
+INT_EXT(uint16_t)
+INT_EXT(uint32_t)
+INT_EXT(uint64_t)
+
 /* max or min; NaN propagates (the first NaN wins). Exact for integers. */
 static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max,
                         char *out) {
@@ -311,7 +360,9 @@ static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool i
         return;
     }
 #define X(T)                                                                     \
-    {                                                                            \
+    if (s == (int64_t)sizeof(T)) {                                               \
+        *(T *)out = iext_##T((const T *)p, n, is_max);                           \
+    } else {                                                                     \
         T m = AT(T, 0);                                                          \
         for (int64_t k = 1; k < n; k++) {                                        \
             T v = AT(T, k);                                                      \
@@ -319,7 +370,7 @@ static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool i
         }                                                                        \
         *(T *)out = m;                                                           \
     }
-    switch (dt) { CASES(X) }
+    switch (dt) { INT_CASES(X) }
 #undef X
 }
 
@@ -342,7 +393,9 @@ static int64_t row_argext(tg_dtype dt, const char *p, int64_t n, int64_t s, bool
         return best;
     }
 #define X(T)                                                                     \
-    {                                                                            \
+    if (s == (int64_t)sizeof(T)) {                                               \
+        best = iargext_##T((const T *)p, n, is_max);                             \
+    } else {                                                                     \
         T m = AT(T, 0);                                                          \
         for (int64_t k = 1; k < n; k++) {                                        \
             T v = AT(T, k);                                                      \
@@ -352,7 +405,7 @@ static int64_t row_argext(tg_dtype dt, const char *p, int64_t n, int64_t s, bool
             }                                                                    \
         }                                                                        \
     }
-    switch (dt) { CASES(X) }
+    switch (dt) { INT_CASES(X) }
 #undef X
     return best;
 }
@@ -370,8 +423,14 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
             /* Integers wrap modulo 2^64, as NumPy's int64/uint64 adds
              * (conversion to uint64_t sign-extends signed values). */
             uint64_t acc = 0;
-#define X(T) for (int64_t i = 0; i < n; i++) acc += (uint64_t)AT(T, i)
-            switch (dt) { CASES(X) }
+#define X(T)                                                                     \
+    if (s == (int64_t)sizeof(T)) {                                               \
+        const T *q = (const T *)p;                                               \
+        for (int64_t i = 0; i < n; i++) acc += (uint64_t)q[i];                   \
+    } else {                                                                     \
+        for (int64_t i = 0; i < n; i++) acc += (uint64_t)AT(T, i);               \
+    }
+            switch (dt) { INT_CASES(X) }
 #undef X
             memcpy(out, &acc, 8);
         }
@@ -384,7 +443,7 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
         } else {
             uint64_t acc = 1;
 #define X(T) for (int64_t i = 0; i < n; i++) acc *= (uint64_t)AT(T, i)
-            switch (dt) { CASES(X) }
+            switch (dt) { INT_CASES(X) }
 #undef X
             memcpy(out, &acc, 8);
         }
@@ -473,11 +532,9 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
  *
  * out[a, c] = reduce over r of x[a, r, c], where c runs over the trailing
  * kept axes (one stride), r over the reduced axes and a over the kept axes
- * before them. Rows of up to COLS columns stream through per-column
- * accumulators, reading memory in order, instead of walking each column
- * with a large stride. */
-
-#define COLS 256
+ * before them. Rows stream through per-column accumulators, reading memory
+ * in order, instead of each column being walked with a large stride. Work
+ * items are (a, band of columns); bands are as wide as the threads allow. */
 
 typedef struct col_job {
     red_kind k;
@@ -502,55 +559,58 @@ static inline const char *row_next(const col_job *j, int64_t *idx, const char *p
     return p;
 }
 
-/* m elements at stride cs into t as doubles. */
-static void col_load_d(tg_dtype dt, const char *p, int64_t m, int64_t cs, double *t) {
-    if (dt == TG_FLOAT64 && cs == 8) {
-        memcpy(t, p, (size_t)m * 8);
-        return;
-    }
+/* m elements at stride cs as doubles: p itself when it already is. */
+static const double *col_load_d(tg_dtype dt, const char *p, int64_t m, int64_t cs, double *t) {
+    if (dt == TG_FLOAT64 && cs == 8) return (const double *)p;
     if (dt == TG_FLOAT32 && cs == 4) {
         const float *q = (const float *)p;
         for (int64_t c = 0; c < m; c++) t[c] = q[c];
-        return;
-    }
-    if (dt == TG_FLOAT16) {
+    } else if (dt == TG_FLOAT16) {
         for (int64_t c = 0; c < m; c++) t[c] = tg_half_to_float(*(const uint16_t *)(p + c * cs));
-        return;
-    }
-    const int64_t s = cs;
+    } else {
+        const int64_t s = cs;
 #define X(T) for (int64_t c = 0; c < m; c++) t[c] = (double)AT(T, c)
-    switch (dt) { CASES(X) }
+        switch (dt) { CASES(X) }
 #undef X
+    }
+    return t;
 }
 
-/* m integers at stride cs into t (uint64 keeps its bits). */
-static void col_load_i(tg_dtype dt, const char *p, int64_t m, int64_t cs, int64_t *t) {
+/* m integers at stride cs as int64 (uint64 keeps its bits; with flip its
+ * top bit is flipped, so that signed compares order it). */
+static const int64_t *col_load_i(tg_dtype dt, const char *p, int64_t m, int64_t cs, bool flip,
+                                 int64_t *t) {
+    if ((dt == TG_INT64 || dt == TG_UINT64) && cs == 8 && !flip) return (const int64_t *)p;
     const int64_t s = cs;
-#define X(T)                                                                     \
-    if (cs == (int64_t)sizeof(T)) {                                              \
-        const T *q = (const T *)p;                                               \
-        for (int64_t c = 0; c < m; c++) t[c] = (int64_t)q[c];                    \
-    } else {                                                                     \
-        for (int64_t c = 0; c < m; c++) t[c] = (int64_t)AT(T, c);                \
-    }
+#define X(T) for (int64_t c = 0; c < m; c++) t[c] = (int64_t)AT(T, c)
     switch (dt) { CASES(X) }
 #undef X
+    if (flip)
+        for (int64_t c = 0; c < m; c++) t[c] ^= INT64_MIN;
+    return t;
 }
+
+/* The scratch of one thread: four arrays of `band` 8-byte values. */
+typedef struct col_buf {
+    double *acc, *aux, *t;
+    int64_t *best;
+} col_buf;
 
 /* Float-valued work: float inputs, and mean/var/std/logsumexp of any. */
-static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o) {
-    double t[COLS], acc[COLS], aux[COLS];
-    int64_t best[COLS], idx[TG_MAX_NDIM] = {0};
+static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o, col_buf *b) {
+    double *acc = b->acc, *aux = b->aux;
+    int64_t *best = b->best, idx[TG_MAX_NDIM] = {0};
     const char *p = pa;
     red_kind k = j->k;
     int64_t R = j->R;
+    bool mx = k == R_MAX || k == R_ARGMAX;
     for (int64_t c = 0; c < m; c++) {
         acc[c] = k == R_PROD || k == R_ALL ? 1 : 0;
         aux[c] = -INFINITY;
         best[c] = 0;
     }
     for (int64_t r = 0; r < R; r++, p = row_next(j, idx, p)) {
-        col_load_d(j->dt, p, m, j->cs, t);
+        const double *t = col_load_d(j->dt, p, m, j->cs, b->t);
         switch (k) {
         case R_SUM:
         case R_MEAN:
@@ -562,33 +622,37 @@ static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o) {
             for (int64_t c = 0; c < m; c++) acc[c] *= t[c];
             break;
         case R_MAX:
-        case R_ARGMAX:
         case R_MIN:
-        case R_ARGMIN: {
+        case R_ARGMAX:
+        case R_ARGMIN:
             /* The first row starts the extremes; a NaN sticks (a NaN
              * accumulator never compares true). */
-            bool mx = k == R_MAX || k == R_ARGMAX;
             if (!r) {
                 memcpy(acc, t, (size_t)m * sizeof(double));
-                break;
-            }
-            for (int64_t c = 0; c < m; c++)
-                if (acc[c] == acc[c] && (t[c] != t[c] || (mx ? t[c] > acc[c] : t[c] < acc[c]))) {
-                    acc[c] = t[c];
-                    best[c] = r;
+            } else if (mx) {
+                for (int64_t c = 0; c < m; c++) {
+                    bool up = acc[c] == acc[c] && (t[c] != t[c] || t[c] > acc[c]);
+                    acc[c] = up ? t[c] : acc[c];
+                    best[c] = up ? r : best[c];
                 }
+            } else {
+                for (int64_t c = 0; c < m; c++) {
+                    bool up = acc[c] == acc[c] && (t[c] != t[c] || t[c] < acc[c]);
+                    acc[c] = up ? t[c] : acc[c];
+                    best[c] = up ? r : best[c];
+                }
+            }
             break;
-        }
         case R_ALL:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0;
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0 ? 1 : 0;
             break;
         case R_ANY:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0;
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0 ? 1 : 0;
             break;
         case R_LSE:
             /* First pass: the max, NaN sticking (in aux). */
             for (int64_t c = 0; c < m; c++)
-                if (aux[c] == aux[c] && (t[c] != t[c] || t[c] > aux[c])) aux[c] = t[c];
+                aux[c] = aux[c] == aux[c] && (t[c] != t[c] || t[c] > aux[c]) ? t[c] : aux[c];
             break;
         }
     }
@@ -601,11 +665,11 @@ static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o) {
         memset(idx, 0, sizeof idx);
         p = pa;
         for (int64_t r = 0; r < R; r++, p = row_next(j, idx, p)) {
-            col_load_d(j->dt, p, m, j->cs, t);
+            const double *t = col_load_d(j->dt, p, m, j->cs, b->t);
             if (k == R_LSE) {
-                for (int64_t c = 0; c < m; c++) t[c] = isfinite(aux[c]) ? t[c] - aux[c] : 0;
-                tg_vm_exp_f64(m, t, t);
-                for (int64_t c = 0; c < m; c++) acc[c] += t[c];
+                for (int64_t c = 0; c < m; c++) b->t[c] = isfinite(aux[c]) ? t[c] - aux[c] : 0;
+                tg_vm_exp_f64(m, b->t, b->t);
+                for (int64_t c = 0; c < m; c++) acc[c] += b->t[c];
             } else {
                 for (int64_t c = 0; c < m; c++) acc[c] += (t[c] - aux[c]) * (t[c] - aux[c]);
             }
@@ -636,17 +700,18 @@ static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o) {
 
 /* Integer work: sum prod max min argmax argmin all any of integers and
  * bool, exact (sums and products wrap modulo 2^64). */
-static void col_item_i(const col_job *j, const char *pa, int64_t m, char *o) {
-    int64_t t[COLS], acc[COLS], best[COLS], idx[TG_MAX_NDIM] = {0};
+static void col_item_i(const col_job *j, const char *pa, int64_t m, char *o, col_buf *b) {
+    int64_t *acc = (int64_t *)b->acc, *best = b->best, idx[TG_MAX_NDIM] = {0};
     const char *p = pa;
     red_kind k = j->k;
-    bool uns = j->dt == TG_UINT64;
+    bool ext = k == R_MAX || k == R_MIN || k == R_ARGMAX || k == R_ARGMIN;
+    bool mx = k == R_MAX || k == R_ARGMAX, flip = ext && j->dt == TG_UINT64;
     for (int64_t c = 0; c < m; c++) {
         acc[c] = k == R_PROD || k == R_ALL ? 1 : 0;
         best[c] = 0;
     }
     for (int64_t r = 0; r < j->R; r++, p = row_next(j, idx, p)) {
-        col_load_i(j->dt, p, m, j->cs, t);
+        const int64_t *t = col_load_i(j->dt, p, m, j->cs, flip, (int64_t *)b->t);
         switch (k) {
         case R_SUM:
             for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] + (uint64_t)t[c]);
@@ -655,29 +720,30 @@ static void col_item_i(const col_job *j, const char *pa, int64_t m, char *o) {
             for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] * (uint64_t)t[c]);
             break;
         case R_MAX:
-        case R_ARGMAX:
         case R_MIN:
-        case R_ARGMIN: {
-            bool mx = k == R_MAX || k == R_ARGMAX;
+        case R_ARGMAX:
+        case R_ARGMIN:
             if (!r) {
                 memcpy(acc, t, (size_t)m * sizeof(int64_t));
-                break;
-            }
-            for (int64_t c = 0; c < m; c++) {
-                bool better = uns ? (mx ? (uint64_t)t[c] > (uint64_t)acc[c] : (uint64_t)t[c] < (uint64_t)acc[c])
-                                  : (mx ? t[c] > acc[c] : t[c] < acc[c]);
-                if (better) {
-                    acc[c] = t[c];
-                    best[c] = r;
+            } else if (mx) {
+                for (int64_t c = 0; c < m; c++) {
+                    bool up = t[c] > acc[c];
+                    acc[c] = up ? t[c] : acc[c];
+                    best[c] = up ? r : best[c];
+                }
+            } else {
+                for (int64_t c = 0; c < m; c++) {
+                    bool up = t[c] < acc[c];
+                    acc[c] = up ? t[c] : acc[c];
+                    best[c] = up ? r : best[c];
                 }
             }
             break;
-        }
         case R_ALL:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] && t[c];
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0;
             break;
         case R_ANY:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] || t[c];
+            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0;
             break;
         default: break;
         }
@@ -689,7 +755,7 @@ static void col_item_i(const col_job *j, const char *pa, int64_t m, char *o) {
         else if (k == R_ALL || k == R_ANY)
             *(uint8_t *)q = acc[c] != 0;
         else
-            tg_store_i64(j->od, q, acc[c]);
+            tg_store_i64(j->od, q, flip ? acc[c] ^ INT64_MIN : acc[c]);
     }
 }
 
@@ -736,16 +802,32 @@ static bool col_setup(col_job *j, const tg_array *x, uint32_t mask) {
     return true;
 }
 
-static void col_run(const col_job *j) {
-    int64_t A = 1, nchunk = (j->C + COLS - 1) / COLS;
+static int col_run(const col_job *j, tg_ctx *ctx) {
+    int64_t A = 1;
     for (int d = 0; d < j->nko; d++) A *= j->ko_shape[d];
-    int64_t items = A * nchunk;
-    bool ints = !tg_dtype_is_float(j->dt) && !tg_dtype_is_float(j->od);
     int nth = A * j->C * j->R >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+    if (nth > 64) nth = 64;
+    /* Bands: whole rows when there are enough blocks a for the threads
+     * (rows then stream), else split so that every thread has one; at
+     * most 16384 columns, a multiple of 8. */
+    int64_t nband = A >= nth ? 1 : (nth + A - 1) / A;
+    int64_t band = (j->C + nband - 1) / nband;
+    if (band > 16384) band = 16384;
+    band = (band + 7) & ~(int64_t)7;
+    nband = (j->C + band - 1) / band;
+    int64_t items = A * nband;
+    if (items < nth) nth = (int)items;
+    if (nth < 1) nth = 1;
+    char *scratch = tg_malloc((size_t)nth * 4 * (size_t)band * 8);
+    if (!scratch) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    bool ints = !tg_dtype_is_float(j->dt) && !tg_dtype_is_float(j->od);
 #pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t it = 0; it < items; it++) {
-        int64_t a = it / nchunk, c0 = (it % nchunk) * COLS;
-        int64_t m = j->C - c0 < COLS ? j->C - c0 : COLS, rem = a;
+        char *s = scratch + (size_t)omp_get_thread_num() * 4 * (size_t)band * 8;
+        col_buf b = {(double *)s, (double *)(s + band * 8), (double *)(s + band * 16),
+                     (int64_t *)(s + band * 24)};
+        int64_t a = it / nband, c0 = (it % nband) * band;
+        int64_t m = j->C - c0 < band ? j->C - c0 : band, rem = a;
         const char *pa = j->base + c0 * j->cs;
         for (int d = j->nko - 1; d >= 0; d--) {
             pa += (rem % j->ko_shape[d]) * j->ko_stride[d];
@@ -753,10 +835,12 @@ static void col_run(const col_job *j) {
         }
         char *o = j->out + (a * j->C + c0) * j->osz;
         if (ints)
-            col_item_i(j, pa, m, o);
+            col_item_i(j, pa, m, o, &b);
         else
-            col_item_d(j, pa, m, o);
+            col_item_d(j, pa, m, o, &b);
     }
+    tg_free(scratch);
+    return TG_OK;
 }
 
 /* ---- the kernel ---- */
@@ -839,10 +923,7 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
 
     col_job cj = {.k = im->kind, .dt = dt, .od = od, .ddof = n->a.ddof, .base = x->data,
                   .osz = osz, .out = o};
-    if (outer > 0 && col_setup(&cj, x, mask)) {
-        col_run(&cj);
-        return TG_OK;
-    }
+    if (outer > 0 && col_setup(&cj, x, mask)) return col_run(&cj, ctx);
 
     /* Rows: the permuted view must have a uniform stride over the reduced
      * axes; otherwise copy into that layout. */

@@ -1,0 +1,721 @@
+/* Convolution ops (FORMAT.md s7, Theano's conv2d): conv2d,
+ * conv2d_grad_inputs, conv2d_grad_weights.
+ *
+ * Semantics follow Theano's CorrMM: with filter_flip the kernel is flipped
+ * in both spatial dimensions (a true convolution), otherwise the op is a
+ * cross-correlation. "half" pads by k_dilated // 2, "full" by
+ * k_dilated - 1, with k_dilated = (k - 1) * dilation + 1; the output length
+ * is (in + 2 pad - k_dilated) // stride + 1, and a kernel larger than the
+ * padded input is an error (Theano: "impossible output shape").
+ *
+ * The ops are float-only: integer and bool inputs compute in
+ * tg_dtype_float_of() of their promoted dtype, float16 computes in float32
+ * and is rounded back.
+ *
+ * CPU path: im2col + one BLAS gemm per group of images. A group's columns
+ * sit side by side (rows (c, a, b), columns (image, i, j)), so that the
+ * gemm is large enough for OpenBLAS's own threads to pay off even for
+ * small images, and no per-thread gradient sums are needed; im2col and
+ * col2im run over OpenMP threads. The group size bounds the column buffer
+ * (COLS_BUDGET bytes, at least one image).
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <omp.h>
+#include <string.h>
+
+#include "ops/op.h"
+#include "tensor/tensor.h"
+
+enum { BM_VALID, BM_FULL, BM_HALF, BM_EXPLICIT };
+
+#define COLS_BUDGET ((int64_t)32 << 20)
+
+typedef struct conv_p {
+    int bmode;
+    int64_t pad[2]; /* explicit padding */
+    int64_t sub[2];
+    int64_t dil[2];
+    bool flip;
+} conv_p;
+
+/* One convolution's geometry: input (N, C, H, W), kernel (O, C, K, L),
+ * output (N, O, OH, OW). */
+typedef struct geom {
+    int64_t N, C, H, W, O, K, L, OH, OW;
+    int64_t ph, pw, sh, sw, dh, dw;
+} geom;
+
+/* ---- attributes ---- */
+
+static const char *const CONV_KEYS[] = {"border_mode", "subsample", "filter_dilation",
+                                        "filter_flip", NULL};
+
+static json_object *attr_get(tg_node *n, const char *key) {
+    json_object *v = NULL;
+    if (n->attrs && json_object_object_get_ex(n->attrs, key, &v)) return v;
+    return NULL;
+}
+
+static int attr_put(tg_node *n, const char *key, json_object *v, tg_ctx *ctx) {
+    if (!v) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    if (!n->attrs && !(n->attrs = json_object_new_object())) {
+        json_object_put(v);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    if (json_object_object_add(n->attrs, key, v)) {
+        json_object_put(v);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    return TG_OK;
+}
+
+static json_object *pair_json(int64_t a, int64_t b) {
+    json_object *l = json_object_new_array();
+    if (!l) return NULL;
+    json_object_array_add(l, json_object_new_int64(a));
+    json_object_array_add(l, json_object_new_int64(b));
+    return l;
+}
+
+/* A pair of integers >= lo in v; false when v is not one. */
+static bool read_pair(json_object *v, int64_t lo, int64_t *out) {
+    if (!v || !json_object_is_type(v, json_type_array) || json_object_array_length(v) != 2)
+        return false;
+    for (int i = 0; i < 2; i++) {
+        json_object *e = json_object_array_get_idx(v, (size_t)i);
+        if (!json_object_is_type(e, json_type_int)) return false;
+        out[i] = json_object_get_int64(e);
+        if (out[i] < lo || out[i] > INT_MAX) return false;
+    }
+    return true;
+}
+
+/* attrs.<key>: [a, b] with a, b >= lo; def (NULL: required) when absent. */
+static int attr_pair(tg_node *n, const char *key, const int64_t *def, int64_t lo,
+                     int64_t *out, tg_ctx *ctx) {
+    json_object *v = attr_get(n, key);
+    if (!v) {
+        if (!def) return tg_errorf(ctx, TG_ELOAD, "attrs.%s: required by %s", key, n->op->name);
+        out[0] = def[0];
+        out[1] = def[1];
+        return attr_put(n, key, pair_json(def[0], def[1]), ctx);
+    }
+    if (!read_pair(v, lo, out))
+        return tg_errorf(ctx, TG_ELOAD, "attrs.%s: expected a list of two integers >= %lld", key,
+                         (long long)lo);
+    return TG_OK;
+}
+
+static void free_extra(tg_attrs *a) {
+    tg_free(a->extra);
+    a->extra = NULL;
+}
+
+static int conv_attrs(tg_node *n, tg_ctx *ctx) {
+    static const int64_t ONE[2] = {1, 1};
+    conv_p *p = tg_calloc(1, sizeof *p);
+    if (!p) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    free_extra(&n->a);
+    n->a.extra = p;
+    json_object *bm = attr_get(n, "border_mode");
+    int rc;
+    if (!bm) {
+        p->bmode = BM_VALID;
+        if ((rc = attr_put(n, "border_mode", json_object_new_string("valid"), ctx))) return rc;
+    } else if (json_object_is_type(bm, json_type_string)) {
+        const char *s = json_object_get_string(bm);
+        if (!strcmp(s, "valid")) p->bmode = BM_VALID;
+        else if (!strcmp(s, "full")) p->bmode = BM_FULL;
+        else if (!strcmp(s, "half")) p->bmode = BM_HALF;
+        else
+            return tg_errorf(ctx, TG_ELOAD, "attrs.border_mode: expected \"valid\", \"full\", "
+                             "\"half\" or [pr, pc], got \"%s\"", s);
+    } else if (read_pair(bm, 0, p->pad)) {
+        p->bmode = BM_EXPLICIT;
+    } else {
+        return tg_errorf(ctx, TG_ELOAD, "attrs.border_mode: expected \"valid\", \"full\", "
+                         "\"half\" or a list of two integers >= 0");
+    }
+    if ((rc = attr_pair(n, "subsample", ONE, 1, p->sub, ctx)) ||
+        (rc = attr_pair(n, "filter_dilation", ONE, 1, p->dil, ctx)) ||
+        (rc = tg_attr_bool(n, "filter_flip", true, &p->flip, ctx)))
+        return rc;
+    return TG_OK;
+}
+
+/* ---- geometry ---- */
+
+static int64_t pad_of(const conv_p *p, int d, int64_t k) {
+    int64_t kd = (k - 1) * p->dil[d] + 1;
+    switch (p->bmode) {
+    case BM_FULL: return kd - 1;
+    case BM_HALF: return kd / 2;
+    case BM_EXPLICIT: return p->pad[d];
+    default: return 0;
+    }
+}
+
+/* Output length, or -1 when the kernel does not fit the padded input;
+ * -2 when a length is unknown (negative). */
+static int64_t out_len(const conv_p *p, int d, int64_t in, int64_t k) {
+    if (in < 0 || k < 0) return -2;
+    int64_t kd = (k - 1) * p->dil[d] + 1, pad = pad_of(p, d, k);
+    if (k == 0 || in + 2 * pad < kd) return -1;
+    return (in + 2 * pad - kd) / p->sub[d] + 1;
+}
+
+/* Fill g's padding, strides, dilations and output lengths from its input
+ * and kernel lengths. */
+static int geom_finish(geom *g, const conv_p *p, tg_ctx *ctx) {
+    g->ph = pad_of(p, 0, g->K);
+    g->pw = pad_of(p, 1, g->L);
+    g->sh = p->sub[0];
+    g->sw = p->sub[1];
+    g->dh = p->dil[0];
+    g->dw = p->dil[1];
+    g->OH = out_len(p, 0, g->H, g->K);
+    g->OW = out_len(p, 1, g->W, g->L);
+    if (g->OH < 0 || g->OW < 0)
+        return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: a %lldx%lld kernel (dilated "
+                         "%lldx%lld) does not fit a %lldx%lld input padded by (%lld, %lld)",
+                         (long long)g->K, (long long)g->L,
+                         (long long)((g->K - 1) * g->dh + 1), (long long)((g->L - 1) * g->dw + 1),
+                         (long long)g->H, (long long)g->W, (long long)g->ph, (long long)g->pw);
+    return TG_OK;
+}
+
+/* ---- type inference ---- */
+
+static int want_4d(tg_node *n, int i, tg_ctx *ctx) {
+    const tg_var *v = n->inputs[i];
+    if (v->type.ndim != 4)
+        return tg_errorf(ctx, TG_ETYPE, "inputs[%d] '%s': expected a 4-d array, got %d-d", i, v->id,
+                         v->type.ndim);
+    if (v->type.dtype == TG_DTYPE_INVALID)
+        return tg_errorf(ctx, TG_ETYPE, "inputs[%d] '%s': no dtype", i, v->id);
+    return TG_OK;
+}
+
+/* shp: an integer vector of length 4; *c gets its constant value (or NULL). */
+static int want_shape_vec(tg_node *n, int i, int64_t *vals, bool *known, tg_ctx *ctx) {
+    tg_var *v = n->inputs[i];
+    *known = false;
+    if (v->type.ndim != 1 || !tg_dtype_is_int(v->type.dtype) ||
+        (v->type.shape[0] >= 0 && v->type.shape[0] != 4))
+        return tg_errorf(ctx, TG_ETYPE, "inputs[%d] '%s': expected an integer vector of length 4",
+                         i, v->id);
+    const tg_array *c = tg_const_input(n, i);
+    if (c && c->ndim == 1 && c->shape[0] == 4) {
+        for (int k = 0; k < 4; k++) {
+            vals[k] = tg_load_i64(c->dtype, c->data + k * c->strides[0]);
+            if (vals[k] < 0)
+                return tg_errorf(ctx, TG_ESHAPE, "inputs[%d] '%s': negative length %lld", i, v->id,
+                                 (long long)vals[k]);
+        }
+        *known = true;
+    }
+    return TG_OK;
+}
+
+static tg_dtype out_dtype(tg_dtype a, tg_dtype b) {
+    return tg_dtype_float_of(tg_dtype_promote(a, b));
+}
+
+static bool differ(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
+
+static int conv_infer(tg_node *n, tg_ctx *ctx) {
+    const conv_p *p = n->a.extra;
+    int rc;
+    if ((rc = want_4d(n, 0, ctx)) || (rc = want_4d(n, 1, ctx))) return rc;
+    const tg_type *x = &n->inputs[0]->type, *w = &n->inputs[1]->type;
+    if (differ(x->shape[1], w->shape[1]))
+        return tg_errorf(ctx, TG_ESHAPE, "inputs[0] '%s' has %lld channels but inputs[1] '%s' "
+                         "expects %lld", n->inputs[0]->id, (long long)x->shape[1],
+                         n->inputs[1]->id, (long long)w->shape[1]);
+    int64_t shape[4] = {x->shape[0], w->shape[0], -1, -1};
+    for (int d = 0; d < 2; d++) {
+        int64_t o = out_len(p, d, x->shape[2 + d], w->shape[2 + d]);
+        if (o == -1)
+            return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: the kernel (%lld) does not "
+                             "fit the padded input (%lld) along dimension %d",
+                             (long long)w->shape[2 + d], (long long)x->shape[2 + d], 2 + d);
+        shape[2 + d] = o;
+    }
+    tg_set_out_type(n, 0, out_dtype(x->dtype, w->dtype), 4, shape);
+    return TG_OK;
+}
+
+/* grad_inputs(w, gy, shp) and grad_weights(x, gy, shp). */
+static int grad_infer(tg_node *n, bool inputs, tg_ctx *ctx) {
+    int rc;
+    int64_t s[4];
+    bool known;
+    if ((rc = want_4d(n, 0, ctx)) || (rc = want_4d(n, 1, ctx)) ||
+        (rc = want_shape_vec(n, 2, s, &known, ctx)))
+        return rc;
+    const tg_type *a = &n->inputs[0]->type, *gy = &n->inputs[1]->type;
+    int64_t shape[4];
+    if (known) {
+        memcpy(shape, s, sizeof shape);
+    } else if (inputs) {
+        int64_t t[4] = {gy->shape[0], a->shape[1], -1, -1};
+        memcpy(shape, t, sizeof t);
+    } else {
+        int64_t t[4] = {gy->shape[1], a->shape[1], -1, -1};
+        memcpy(shape, t, sizeof t);
+    }
+    /* Channel counts that contradict each other statically. */
+    bool bad = inputs ? differ(a->shape[0], gy->shape[1]) || differ(a->shape[1], shape[1]) ||
+                            differ(gy->shape[0], shape[0])
+                      : differ(a->shape[0], gy->shape[0]) || differ(gy->shape[1], shape[0]) ||
+                            differ(a->shape[1], shape[1]);
+    if (bad)
+        return tg_errorf(ctx, TG_ESHAPE, "inputs '%s' %s, '%s' and the shape do not agree on "
+                         "the batch or channel lengths", n->inputs[0]->id,
+                         inputs ? "(weights)" : "(inputs)", n->inputs[1]->id);
+    tg_set_out_type(n, 0, out_dtype(a->dtype, gy->dtype), 4, shape);
+    return TG_OK;
+}
+
+static int gi_infer(tg_node *n, tg_ctx *ctx) { return grad_infer(n, true, ctx); }
+static int gw_infer(tg_node *n, tg_ctx *ctx) { return grad_infer(n, false, ctx); }
+
+/* ---- kernels ---- */
+
+/* The j range [*j0, *j1) for which 0 <= j*s + off < len, j < n. */
+static void valid_range(int64_t off, int64_t s, int64_t len, int64_t n, int64_t *j0,
+                        int64_t *j1) {
+    int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t hi = len - off <= 0 ? 0 : (len - off + s - 1) / s;
+    if (hi > n) hi = n;
+    if (lo > hi) lo = hi;
+    *j0 = lo;
+    *j1 = hi;
+}
+
+#define IM2COL(T, SFX)                                                                  \
+    /* x: one image (C, H, W); cols: rows (c, a, b) of ld entries, this image's  \
+     * OH*OW columns start at cols. Only channel c. */                                \
+    static void im2col_##SFX(const geom *g, const T *x, int64_t c, T *cols, int64_t ld) { \
+        const int64_t ohw = g->OH * g->OW;                                              \
+        for (int64_t a = 0; a < g->K; a++) {                                            \
+            int64_t i0, i1;                                                             \
+            valid_range(a * g->dh - g->ph, g->sh, g->H, g->OH, &i0, &i1);               \
+            for (int64_t b = 0; b < g->L; b++) {                                        \
+                T *dst = cols + ((c * g->K + a) * g->L + b) * ld;                       \
+                int64_t j0, j1, offw = b * g->dw - g->pw;                               \
+                valid_range(offw, g->sw, g->W, g->OW, &j0, &j1);                        \
+                memset(dst, 0, (size_t)(i0 * g->OW) * sizeof(T));                       \
+                for (int64_t i = i0; i < i1; i++) {                                     \
+                    const T *src = x + (c * g->H + i * g->sh + a * g->dh - g->ph) * g->W; \
+                    T *d = dst + i * g->OW;                                             \
+                    for (int64_t j = 0; j < j0; j++) d[j] = 0;                          \
+                    if (g->sw == 1)                                                     \
+                        memcpy(d + j0, src + j0 + offw, (size_t)(j1 - j0) * sizeof(T)); \
+                    else                                                                \
+                        for (int64_t j = j0; j < j1; j++) d[j] = src[j * g->sw + offw]; \
+                    for (int64_t j = j1; j < g->OW; j++) d[j] = 0;                      \
+                }                                                                       \
+                memset(dst + i1 * g->OW, 0, (size_t)(ohw - i1 * g->OW) * sizeof(T));   \
+            }                                                                           \
+        }                                                                               \
+    }                                                                                   \
+    /* The adjoint: x (channel c of one image) += the columns. */                      \
+    static void col2im_##SFX(const geom *g, T *x, int64_t c, const T *cols, int64_t ld) { \
+        for (int64_t a = 0; a < g->K; a++) {                                            \
+            int64_t i0, i1;                                                             \
+            valid_range(a * g->dh - g->ph, g->sh, g->H, g->OH, &i0, &i1);               \
+            for (int64_t b = 0; b < g->L; b++) {                                        \
+                const T *src = cols + ((c * g->K + a) * g->L + b) * ld;                 \
+                int64_t j0, j1, offw = b * g->dw - g->pw;                               \
+                valid_range(offw, g->sw, g->W, g->OW, &j0, &j1);                        \
+                for (int64_t i = i0; i < i1; i++) {                                     \
+                    T *d = x + (c * g->H + i * g->sh + a * g->dh - g->ph) * g->W;       \
+                    const T *s = src + i * g->OW;                                       \
+                    if (g->sw == 1) {                                                   \
+                        _Pragma("omp simd") for (int64_t j = j0; j < j1; j++) d[j + offw] += s[j]; \
+                    } else {                                                            \
+                        for (int64_t j = j0; j < j1; j++) d[j * g->sw + offw] += s[j];  \
+                    }                                                                   \
+                }                                                                       \
+            }                                                                           \
+        }                                                                               \
+    }
+IM2COL(float, f32)
+IM2COL(double, f64)
+
+/* C (M x N, ldc) = alpha op(A) op(B) + beta C. */
+static void gemm(tg_dtype wd, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                 int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
+    CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+    if (wd == TG_FLOAT64)
+        cblas_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb,
+                    beta, C, (int)ldc);
+    else
+        cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb,
+                    (float)beta, C, (int)ldc);
+}
+
+/* im2col of images n0..n0+G-1 of x (N, C, H, W) into cols (CKK x G*OHW). */
+static void im2col_group(tg_dtype wd, const geom *g, const char *x, int64_t n0, int64_t G,
+                         char *cols) {
+    const int64_t ohw = g->OH * g->OW, ld = G * ohw, rows = G * g->C;
+    const size_t e = tg_isize(wd);
+    const int64_t work = rows * g->K * g->L * ohw;
+    int nth = work >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t gi = r / g->C, c = r % g->C;
+        const char *img = x + (size_t)((n0 + gi) * g->C * g->H * g->W) * e;
+        char *dst = cols + (size_t)(gi * ohw) * e;
+        if (wd == TG_FLOAT64) im2col_f64(g, (const double *)img, c, (double *)dst, ld);
+        else im2col_f32(g, (const float *)img, c, (float *)dst, ld);
+    }
+}
+
+/* gx images n0.. += col2im of dcols (CKK x G*OHW). */
+static void col2im_group(tg_dtype wd, const geom *g, char *x, int64_t n0, int64_t G,
+                         const char *cols) {
+    const int64_t ohw = g->OH * g->OW, ld = G * ohw, rows = G * g->C;
+    const size_t e = tg_isize(wd);
+    const int64_t work = rows * g->K * g->L * ohw;
+    int nth = work >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t gi = r / g->C, c = r % g->C;
+        char *img = x + (size_t)((n0 + gi) * g->C * g->H * g->W) * e;
+        const char *src = cols + (size_t)(gi * ohw) * e;
+        if (wd == TG_FLOAT64) col2im_f64(g, (double *)img, c, (const double *)src, ld);
+        else col2im_f32(g, (float *)img, c, (const float *)src, ld);
+    }
+}
+
+/* Between (G, O, OHW) images and an (O, G*OHW) matrix; to_mat picks the
+ * direction. */
+static void regroup(const geom *g, size_t e, char *img, char *mat, int64_t G, bool to_mat) {
+    const int64_t ohw = g->OH * g->OW;
+    const size_t row = (size_t)ohw * e;
+    int nth = G * g->O * ohw >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int64_t r = 0; r < G * g->O; r++) {
+        int64_t gi = r / g->O, o = r % g->O;
+        char *a = img + (size_t)r * row, *m = mat + (size_t)(o * G + gi) * row;
+        if (to_mat) memcpy(m, a, row);
+        else memcpy(a, m, row);
+    }
+}
+
+/* a in dtype wd, C-contiguous: itself or a converted copy in *tmp. */
+static const char *as_work(const tg_array *a, tg_dtype wd, tg_array **tmp, tg_ctx *ctx) {
+    *tmp = NULL;
+    if (a->dtype == wd && tg_array_is_contiguous(a)) return a->data;
+    if (!(*tmp = tg_array_copy(a, wd))) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return (*tmp)->data;
+}
+
+/* The kernel (O, C, K, L) flipped in both spatial dimensions when flip
+ * (Theano flips, then correlates), as a C-contiguous array in wd. */
+static const char *kernel_work(const tg_array *w, tg_dtype wd, bool flip, tg_array **tmp,
+                               tg_ctx *ctx) {
+    const char *p = as_work(w, wd, tmp, ctx);
+    if (!p || !flip) return p;
+    if (!*tmp && !(*tmp = tg_array_copy(w, wd))) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    const int64_t planes = w->shape[0] * w->shape[1], K = w->shape[2], L = w->shape[3];
+    const size_t e = tg_isize(wd);
+    char *d = (*tmp)->data, t[8];
+    for (int64_t pl = 0; pl < planes; pl++) {
+        char *q = d + (size_t)(pl * K * L) * e;
+        for (int64_t i = 0; i < K * L / 2; i++) {
+            char *u = q + (size_t)i * e, *v = q + (size_t)(K * L - 1 - i) * e;
+            memcpy(t, u, e);
+            memcpy(u, v, e);
+            memcpy(v, t, e);
+        }
+    }
+    return d;
+}
+
+/* The result: out[0] in dtype odt, or a work array in wd when they
+ * differ (float16), copied over by finish(). */
+static int result_begin(tg_array **out, tg_dtype odt, tg_dtype wd, const int64_t *shape,
+                        tg_array **work, tg_ctx *ctx) {
+    int rc = tg_array_prepare(out, odt, 4, shape, ctx);
+    if (rc) return rc;
+    *work = NULL;
+    if (odt != wd && !(*work = tg_array_empty(wd, 4, shape)))
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return TG_OK;
+}
+
+static int64_t group_size(int64_t N, int64_t per_image) {
+    int64_t G = per_image > 0 ? COLS_BUDGET / per_image : N;
+    if (G < 1) G = 1;
+    if (G > N) G = N;
+    return G;
+}
+
+static int too_big(const geom *g, int64_t G, tg_ctx *ctx) {
+    int64_t ckk = g->C * g->K * g->L;
+    if (ckk > INT_MAX || G * g->OH * g->OW > INT_MAX || g->O > INT_MAX ||
+        ckk * g->OH * g->OW > INT64_MAX / 16 / (G > 0 ? G : 1))
+        return tg_errorf(ctx, TG_EUNSUPPORTED, "convolution too large for BLAS");
+    return TG_OK;
+}
+
+static int conv_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const conv_p *p = n->a.extra;
+    const tg_array *x = in[0], *w = in[1];
+    tg_array *tx = NULL, *tw = NULL, *work = NULL;
+    char *cols = NULL, *tmp = NULL;
+    int rc = TG_OK;
+    const tg_dtype odt = n->outputs[0]->type.dtype;
+    const tg_dtype wd = odt == TG_FLOAT16 ? TG_FLOAT32 : odt;
+    const size_t e = tg_isize(wd);
+    if (x->ndim != 4 || w->ndim != 4)
+        return tg_errorf(ctx, TG_ESHAPE, "expected 4-d inputs");
+    geom g = {.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3],
+              .O = w->shape[0], .K = w->shape[2], .L = w->shape[3]};
+    if (w->shape[1] != g.C)
+        return tg_errorf(ctx, TG_ESHAPE, "the input has %lld channels but the kernel expects %lld",
+                         (long long)g.C, (long long)w->shape[1]);
+    if ((rc = geom_finish(&g, p, ctx))) return rc;
+    const int64_t shape[4] = {g.N, g.O, g.OH, g.OW}, ohw = g.OH * g.OW,
+                  ckk = g.C * g.K * g.L;
+    if ((rc = result_begin(out, odt, wd, shape, &work, ctx))) goto done;
+    char *y = work ? work->data : (*out)->data;
+    if (g.N * g.O * ohw == 0) goto finish;
+    if (ckk == 0) {
+        memset(y, 0, (size_t)(g.N * g.O * ohw) * e);
+        goto finish;
+    }
+    const char *xp = as_work(x, wd, &tx, ctx), *wp = kernel_work(w, wd, p->flip, &tw, ctx);
+    if (!xp || !wp) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    const int64_t G = group_size(g.N, ckk * ohw * (int64_t)e);
+    if ((rc = too_big(&g, G, ctx))) goto done;
+    cols = tg_malloc((size_t)(ckk * G * ohw) * e);
+    if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
+    if (!cols || (G > 1 && !tmp)) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t n0 = 0; n0 < g.N; n0 += G) {
+        int64_t gn = g.N - n0 < G ? g.N - n0 : G;
+        char *dst = y + (size_t)(n0 * g.O * ohw) * e;
+        im2col_group(wd, &g, xp, n0, gn, cols);
+        gemm(wd, false, false, g.O, gn * ohw, ckk, wp, ckk, cols, gn * ohw, 0.0,
+             gn > 1 ? tmp : dst, gn * ohw);
+        if (gn > 1) regroup(&g, e, dst, tmp, gn, false);
+    }
+finish:
+    if (work && (rc = tg_array_assign(*out, work, ctx))) goto done;
+done:
+    tg_array_free(tx);
+    tg_array_free(tw);
+    tg_array_free(work);
+    tg_free(cols);
+    tg_free(tmp);
+    return rc;
+}
+
+/* The run-time shp vector (4 non-negative lengths). */
+static int read_shp(const tg_array *s, int64_t *v, tg_ctx *ctx) {
+    if (s->ndim != 1 || s->shape[0] != 4)
+        return tg_errorf(ctx, TG_ESHAPE, "the shape input must have 4 entries");
+    for (int k = 0; k < 4; k++) {
+        v[k] = tg_load_i64(s->dtype, s->data + k * s->strides[0]);
+        if (v[k] < 0)
+            return tg_errorf(ctx, TG_ESHAPE, "the shape input has a negative length %lld",
+                             (long long)v[k]);
+    }
+    return TG_OK;
+}
+
+static int check_gy(const geom *g, const tg_array *gy, tg_ctx *ctx) {
+    if (gy->ndim != 4 || gy->shape[0] != g->N || gy->shape[1] != g->O || gy->shape[2] != g->OH ||
+        gy->shape[3] != g->OW)
+        return tg_errorf(ctx, TG_ESHAPE, "the output gradient has shape (%lld, %lld, %lld, %lld), "
+                         "the convolution gives (%lld, %lld, %lld, %lld)",
+                         (long long)gy->shape[0], (long long)gy->shape[1],
+                         (long long)gy->shape[2], (long long)gy->shape[3], (long long)g->N,
+                         (long long)g->O, (long long)g->OH, (long long)g->OW);
+    return TG_OK;
+}
+
+/* conv2d_grad_inputs(w, gy, shp): the transposed convolution. */
+static int gi_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const conv_p *p = n->a.extra;
+    const tg_array *w = in[0], *gy = in[1];
+    tg_array *tw = NULL, *tg = NULL, *work = NULL;
+    char *cols = NULL, *tmp = NULL;
+    int64_t s[4];
+    int rc;
+    const tg_dtype odt = n->outputs[0]->type.dtype;
+    const tg_dtype wd = odt == TG_FLOAT16 ? TG_FLOAT32 : odt;
+    const size_t e = tg_isize(wd);
+    if ((rc = read_shp(in[2], s, ctx))) return rc;
+    if (w->ndim != 4) return tg_errorf(ctx, TG_ESHAPE, "expected a 4-d kernel");
+    geom g = {.N = s[0], .C = s[1], .H = s[2], .W = s[3], .O = w->shape[0], .K = w->shape[2],
+              .L = w->shape[3]};
+    if (w->shape[1] != g.C)
+        return tg_errorf(ctx, TG_ESHAPE, "the shape has %lld channels but the kernel expects %lld",
+                         (long long)g.C, (long long)w->shape[1]);
+    if ((rc = geom_finish(&g, p, ctx)) || (rc = check_gy(&g, gy, ctx))) return rc;
+    const int64_t ohw = g.OH * g.OW, ckk = g.C * g.K * g.L, total = g.N * g.C * g.H * g.W;
+    if ((rc = result_begin(out, odt, wd, s, &work, ctx))) goto done;
+    char *gx = work ? work->data : (*out)->data;
+    memset(gx, 0, (size_t)total * e);
+    if (total == 0 || g.O * ohw == 0 || ckk == 0) goto finish;
+    const char *wp = kernel_work(w, wd, p->flip, &tw, ctx), *gp = as_work(gy, wd, &tg, ctx);
+    if (!wp || !gp) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    const int64_t G = group_size(g.N, ckk * ohw * (int64_t)e);
+    if ((rc = too_big(&g, G, ctx))) goto done;
+    cols = tg_malloc((size_t)(ckk * G * ohw) * e);
+    if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
+    if (!cols || (G > 1 && !tmp)) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t n0 = 0; n0 < g.N; n0 += G) {
+        int64_t gn = g.N - n0 < G ? g.N - n0 : G;
+        char *src = (char *)gp + (size_t)(n0 * g.O * ohw) * e;
+        if (gn > 1) regroup(&g, e, src, tmp, gn, true);
+        gemm(wd, true, false, ckk, gn * ohw, g.O, wp, ckk, gn > 1 ? tmp : src, gn * ohw, 0.0,
+             cols, gn * ohw);
+        col2im_group(wd, &g, gx, n0, gn, cols);
+    }
+finish:
+    if (work && (rc = tg_array_assign(*out, work, ctx))) goto done;
+done:
+    tg_array_free(tw);
+    tg_array_free(tg);
+    tg_array_free(work);
+    tg_free(cols);
+    tg_free(tmp);
+    return rc;
+}
+
+/* conv2d_grad_weights(x, gy, shp): sum over images of gy[n] cols[n]^T. */
+static int gw_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const conv_p *p = n->a.extra;
+    const tg_array *x = in[0], *gy = in[1];
+    tg_array *tx = NULL, *tg = NULL, *work = NULL;
+    char *cols = NULL, *tmp = NULL, *acc = NULL;
+    int64_t s[4];
+    int rc;
+    const tg_dtype odt = n->outputs[0]->type.dtype;
+    const tg_dtype wd = odt == TG_FLOAT16 ? TG_FLOAT32 : odt;
+    const size_t e = tg_isize(wd);
+    if ((rc = read_shp(in[2], s, ctx))) return rc;
+    if (x->ndim != 4) return tg_errorf(ctx, TG_ESHAPE, "expected a 4-d input");
+    geom g = {.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .O = s[0],
+              .K = s[2], .L = s[3]};
+    if (s[1] != g.C)
+        return tg_errorf(ctx, TG_ESHAPE, "the input has %lld channels but the shape says %lld",
+                         (long long)g.C, (long long)s[1]);
+    if ((rc = geom_finish(&g, p, ctx)) || (rc = check_gy(&g, gy, ctx))) return rc;
+    const int64_t ohw = g.OH * g.OW, ckk = g.C * g.K * g.L, total = g.O * ckk;
+    if ((rc = result_begin(out, odt, wd, s, &work, ctx))) goto done;
+    char *gw = work ? work->data : (*out)->data;
+    if (total == 0) goto finish;
+    if (g.N * ohw == 0) {
+        memset(gw, 0, (size_t)total * e);
+        goto finish;
+    }
+    const char *xp = as_work(x, wd, &tx, ctx), *gp = as_work(gy, wd, &tg, ctx);
+    if (!xp || !gp) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    const int64_t G = group_size(g.N, ckk * ohw * (int64_t)e);
+    if ((rc = too_big(&g, G, ctx))) goto done;
+    cols = tg_malloc((size_t)(ckk * G * ohw) * e);
+    if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
+    /* With filter_flip the product is the gradient of the flipped kernel. */
+    if (p->flip) acc = tg_malloc((size_t)total * e);
+    if (!cols || (G > 1 && !tmp) || (p->flip && !acc)) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    char *dst = p->flip ? acc : gw;
+    for (int64_t n0 = 0; n0 < g.N; n0 += G) {
+        int64_t gn = g.N - n0 < G ? g.N - n0 : G;
+        char *src = (char *)gp + (size_t)(n0 * g.O * ohw) * e;
+        im2col_group(wd, &g, xp, n0, gn, cols);
+        if (gn > 1) regroup(&g, e, src, tmp, gn, true);
+        gemm(wd, false, true, g.O, ckk, gn * ohw, gn > 1 ? tmp : src, gn * ohw, cols, gn * ohw,
+             n0 == 0 ? 0.0 : 1.0, dst, ckk);
+    }
+    if (p->flip) {
+        const int64_t kl = g.K * g.L;
+        for (int64_t pl = 0; pl < g.O * g.C; pl++)
+            for (int64_t i = 0; i < kl; i++)
+                memcpy(gw + (size_t)(pl * kl + i) * e, acc + (size_t)(pl * kl + kl - 1 - i) * e, e);
+    }
+finish:
+    if (work && (rc = tg_array_assign(*out, work, ctx))) goto done;
+done:
+    tg_array_free(tx);
+    tg_array_free(tg);
+    tg_array_free(work);
+    tg_free(cols);
+    tg_free(tmp);
+    tg_free(acc);
+    return rc;
+}
+
+/* ---- costs ---- */
+
+static void conv_cost(const tg_node *n, tg_array *const *in, tg_array *const *out,
+                      double *flops, double *bytes) {
+    TG_UNUSED(n);
+    *flops = 0;
+    *bytes = 0;
+    if (!out[0]) return;
+    /* 2 * (products) = 2 * |y| * C*K*L for the forward op; the gradients do
+     * the same number of products. */
+    const tg_array *y = out[0];
+    double prod = 0;
+    if (n->op->run == conv_run)
+        prod = (double)tg_array_size_inline(y) * (double)(in[1]->shape[1] * in[1]->shape[2] *
+                                                           in[1]->shape[3]);
+    else if (n->op->run == gw_run)
+        prod = (double)tg_array_size_inline(y) * (double)(in[1]->shape[2] * in[1]->shape[3]) *
+               (double)in[0]->shape[0];
+    else
+        prod = (double)tg_array_size_inline(in[1]) * (double)(in[0]->shape[1] * in[0]->shape[2] *
+                                                              in[0]->shape[3]);
+    *flops = 2 * prod;
+    for (int i = 0; i < 2; i++)
+        *bytes += (double)tg_array_size_inline(in[i]) * (double)tg_isize(in[i]->dtype);
+    *bytes += (double)tg_array_size_inline(y) * (double)tg_isize(y->dtype);
+}
+
+const tg_op tg_op_conv2d = {
+    .name = "conv2d", .nin_min = 2, .nin_max = 2, .nout = 1, .flags = TG_OPF_FLOAT_ONLY,
+    .attr_keys = CONV_KEYS, .parse_attrs = conv_attrs, .infer = conv_infer, .run = conv_run,
+    .cost = conv_cost, .view_of = -1, .free_extra = free_extra};
+
+const tg_op tg_op_conv2d_grad_inputs = {
+    .name = "conv2d_grad_inputs", .nin_min = 3, .nin_max = 3, .nout = 1,
+    .flags = TG_OPF_FLOAT_ONLY, .attr_keys = CONV_KEYS, .parse_attrs = conv_attrs,
+    .infer = gi_infer, .run = gi_run, .cost = conv_cost, .view_of = -1,
+    .free_extra = free_extra};
+
+const tg_op tg_op_conv2d_grad_weights = {
+    .name = "conv2d_grad_weights", .nin_min = 3, .nin_max = 3, .nout = 1,
+    .flags = TG_OPF_FLOAT_ONLY, .attr_keys = CONV_KEYS, .parse_attrs = conv_attrs,
+    .infer = gw_infer, .run = gw_run, .cost = conv_cost, .view_of = -1,
+    .free_extra = free_extra};
