@@ -185,10 +185,20 @@ static double row_sqdev(tg_dtype dt, const char *p, int64_t n, int64_t s, double
         return row_sqdev(dt, p, h, s, mean) + row_sqdev(dt, p + h * s, n - h, s, mean);
     }
     double acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = load_d(dt, p + i * s) - mean;
-        acc += d * d;
+    if (dt == TG_FLOAT16) {
+        for (int64_t i = 0; i < n; i++) {
+            double d = load_d(dt, p + i * s) - mean;
+            acc += d * d;
+        }
+        return acc;
     }
+#define X(T)                                                                     \
+    for (int64_t i = 0; i < n; i++) {                                            \
+        double d = (double)AT(T, i) - mean;                                      \
+        acc += d * d;                                                            \
+    }
+    switch (dt) { CASES(X) }
+#undef X
     return acc;
 }
 
@@ -590,6 +600,40 @@ static const int64_t *col_load_i(tg_dtype dt, const char *p, int64_t m, int64_t 
     return t;
 }
 
+/* One row into the extremes of its columns (NaN sticks), and with the
+ * row's index for argmax/argmin (the first extreme or first NaN stays). */
+CLONES static void colext_d(double *acc, const double *t, int64_t m, bool mx) {
+    if (mx)
+        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] > acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
+    else
+        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] < acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
+}
+
+CLONES static void colargext_d(double *acc, int64_t *best, const double *t, int64_t m, bool mx,
+                               int64_t r) {
+    for (int64_t c = 0; c < m; c++) {
+        bool up = (acc[c] == acc[c]) & ((mx ? t[c] > acc[c] : t[c] < acc[c]) | (t[c] != t[c]));
+        acc[c] = up ? t[c] : acc[c];
+        best[c] = up ? r : best[c];
+    }
+}
+
+CLONES static void colext_i(int64_t *acc, const int64_t *t, int64_t m, bool mx) {
+    if (mx)
+        for (int64_t c = 0; c < m; c++) acc[c] = t[c] > acc[c] ? t[c] : acc[c];
+    else
+        for (int64_t c = 0; c < m; c++) acc[c] = t[c] < acc[c] ? t[c] : acc[c];
+}
+
+CLONES static void colargext_i(int64_t *acc, int64_t *best, const int64_t *t, int64_t m, bool mx,
+                               int64_t r) {
+    for (int64_t c = 0; c < m; c++) {
+        bool up = mx ? t[c] > acc[c] : t[c] < acc[c];
+        acc[c] = up ? t[c] : acc[c];
+        best[c] = up ? r : best[c];
+    }
+}
+
 /* The scratch of one thread: four arrays of `band` 8-byte values. */
 typedef struct col_buf {
     double *acc, *aux, *t;
@@ -627,21 +671,12 @@ static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o, col
         case R_ARGMIN:
             /* The first row starts the extremes; a NaN sticks (a NaN
              * accumulator never compares true). */
-            if (!r) {
+            if (!r)
                 memcpy(acc, t, (size_t)m * sizeof(double));
-            } else if (mx) {
-                for (int64_t c = 0; c < m; c++) {
-                    bool up = acc[c] == acc[c] && (t[c] != t[c] || t[c] > acc[c]);
-                    acc[c] = up ? t[c] : acc[c];
-                    best[c] = up ? r : best[c];
-                }
-            } else {
-                for (int64_t c = 0; c < m; c++) {
-                    bool up = acc[c] == acc[c] && (t[c] != t[c] || t[c] < acc[c]);
-                    acc[c] = up ? t[c] : acc[c];
-                    best[c] = up ? r : best[c];
-                }
-            }
+            else if (k == R_MAX || k == R_MIN)
+                colext_d(acc, t, m, mx);
+            else
+                colargext_d(acc, best, t, m, mx, r);
             break;
         case R_ALL:
             for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0 ? 1 : 0;
@@ -651,8 +686,7 @@ static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o, col
             break;
         case R_LSE:
             /* First pass: the max, NaN sticking (in aux). */
-            for (int64_t c = 0; c < m; c++)
-                aux[c] = aux[c] == aux[c] && (t[c] != t[c] || t[c] > aux[c]) ? t[c] : aux[c];
+            colext_d(aux, t, m, true);
             break;
         }
     }
@@ -723,21 +757,12 @@ static void col_item_i(const col_job *j, const char *pa, int64_t m, char *o, col
         case R_MIN:
         case R_ARGMAX:
         case R_ARGMIN:
-            if (!r) {
+            if (!r)
                 memcpy(acc, t, (size_t)m * sizeof(int64_t));
-            } else if (mx) {
-                for (int64_t c = 0; c < m; c++) {
-                    bool up = t[c] > acc[c];
-                    acc[c] = up ? t[c] : acc[c];
-                    best[c] = up ? r : best[c];
-                }
-            } else {
-                for (int64_t c = 0; c < m; c++) {
-                    bool up = t[c] < acc[c];
-                    acc[c] = up ? t[c] : acc[c];
-                    best[c] = up ? r : best[c];
-                }
-            }
+            else if (k == R_MAX || k == R_MIN)
+                colext_i(acc, t, m, mx);
+            else
+                colargext_i(acc, best, t, m, mx, r);
             break;
         case R_ALL:
             for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0;
