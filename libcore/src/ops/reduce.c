@@ -543,8 +543,12 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
  * out[a, c] = reduce over r of x[a, r, c], where c runs over the trailing
  * kept axes (one stride), r over the reduced axes and a over the kept axes
  * before them. Rows stream through per-column accumulators, reading memory
- * in order, instead of each column being walked with a large stride. Work
- * items are (a, band of columns); bands are as wide as the threads allow. */
+ * in order, instead of each column being walked with a large stride.
+ * Threads take blocks a when there are enough of them, else bands of rows
+ * whose partial results are merged in order (splitting the columns instead
+ * makes every thread skip through memory, which measured 2-3x slower).
+ * var/std and logsumexp take two passes: the mean or the max, then the
+ * squared deviations from it or the sum of exp(x - max). */
 
 typedef struct col_job {
     red_kind k;
@@ -556,6 +560,7 @@ typedef struct col_job {
     int64_t r_shape[TG_MAX_NDIM], r_stride[TG_MAX_NDIM];
     int64_t R, C, cs, osz;
     char *out;
+    bool ints; /* exact int64 accumulators (integer sum prod max ...) */
 } col_job;
 
 /* Steps p to the next row (odometer over the reduced axes). */
@@ -593,7 +598,7 @@ static const int64_t *col_load_i(tg_dtype dt, const char *p, int64_t m, int64_t 
     if ((dt == TG_INT64 || dt == TG_UINT64) && cs == 8 && !flip) return (const int64_t *)p;
     const int64_t s = cs;
 #define X(T) for (int64_t c = 0; c < m; c++) t[c] = (int64_t)AT(T, c)
-    switch (dt) { CASES(X) }
+    switch (dt) { INT_CASES(X) }
 #undef X
     if (flip)
         for (int64_t c = 0; c < m; c++) t[c] ^= INT64_MIN;
@@ -609,12 +614,13 @@ CLONES static void colext_d(double *acc, const double *t, int64_t m, bool mx) {
         for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] < acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
 }
 
+/* ri: the rows' indices (one per column), or NULL for r everywhere. */
 CLONES static void colargext_d(double *acc, int64_t *best, const double *t, int64_t m, bool mx,
-                               int64_t r) {
+                               int64_t r, const int64_t *ri) {
     for (int64_t c = 0; c < m; c++) {
         bool up = (acc[c] == acc[c]) & ((mx ? t[c] > acc[c] : t[c] < acc[c]) | (t[c] != t[c]));
         acc[c] = up ? t[c] : acc[c];
-        best[c] = up ? r : best[c];
+        best[c] = up ? (ri ? ri[c] : r) : best[c];
     }
 }
 
@@ -626,35 +632,88 @@ CLONES static void colext_i(int64_t *acc, const int64_t *t, int64_t m, bool mx) 
 }
 
 CLONES static void colargext_i(int64_t *acc, int64_t *best, const int64_t *t, int64_t m, bool mx,
-                               int64_t r) {
+                               int64_t r, const int64_t *ri) {
     for (int64_t c = 0; c < m; c++) {
         bool up = mx ? t[c] > acc[c] : t[c] < acc[c];
         acc[c] = up ? t[c] : acc[c];
-        best[c] = up ? r : best[c];
+        best[c] = up ? (ri ? ri[c] : r) : best[c];
     }
 }
 
-/* The scratch of one thread: four arrays of `band` 8-byte values. */
+/* The accumulators of one band of rows over `band` columns: acc (double,
+ * or int64 for integer work), aux (the center of the second pass: the
+ * mean, or the max), best (argmax/argmin rows), t (a converted row). */
 typedef struct col_buf {
     double *acc, *aux, *t;
     int64_t *best;
 } col_buf;
 
-/* Float-valued work: float inputs, and mean/var/std/logsumexp of any. */
-static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o, col_buf *b) {
-    double *acc = b->acc, *aux = b->aux;
-    int64_t *best = b->best, idx[TG_MAX_NDIM] = {0};
-    const char *p = pa;
+static bool is_ext(red_kind k) { return k == R_MAX || k == R_MIN || k == R_ARGMAX || k == R_ARGMIN; }
+
+static bool two_pass(red_kind k) { return k == R_VAR || k == R_STD || k == R_LSE; }
+
+/* Accumulates rows [r0, r1) of the m columns at pa into b, for pass 1 or
+ * 2. Starts from the identity; the extremes start from row r0. */
+static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, int64_t r1, int pass,
+                     col_buf *b) {
     red_kind k = j->k;
-    int64_t R = j->R;
-    bool mx = k == R_MAX || k == R_ARGMAX;
-    for (int64_t c = 0; c < m; c++) {
-        acc[c] = k == R_PROD || k == R_ALL ? 1 : 0;
-        aux[c] = -INFINITY;
-        best[c] = 0;
+    bool mx = k == R_MAX || k == R_ARGMAX, flip = j->ints && is_ext(k) && j->dt == TG_UINT64;
+    int64_t idx[TG_MAX_NDIM] = {0}, rem = r0;
+    const char *p = pa;
+    for (int d = j->nr - 1; d >= 0 && rem; d--) { /* rem 0: no rows, or row 0 */
+        idx[d] = rem % j->r_shape[d];
+        p += idx[d] * j->r_stride[d];
+        rem /= j->r_shape[d];
     }
-    for (int64_t r = 0; r < R; r++, p = row_next(j, idx, p)) {
+    if (j->ints) {
+        int64_t *acc = (int64_t *)b->acc;
+        for (int64_t c = 0; c < m; c++) acc[c] = k == R_PROD || k == R_ALL;
+        for (int64_t r = r0; r < r1; r++, p = row_next(j, idx, p)) {
+            const int64_t *t = col_load_i(j->dt, p, m, j->cs, flip, (int64_t *)b->t);
+            switch (k) {
+            case R_SUM:
+                for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] + (uint64_t)t[c]);
+                break;
+            case R_PROD:
+                for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] * (uint64_t)t[c]);
+                break;
+            case R_ALL:
+                for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0;
+                break;
+            case R_ANY:
+                for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0;
+                break;
+            default:
+                if (r == r0) {
+                    memcpy(acc, t, (size_t)m * 8);
+                    for (int64_t c = 0; c < m; c++) b->best[c] = r0;
+                } else if (k == R_MAX || k == R_MIN) {
+                    colext_i(acc, t, m, mx);
+                } else {
+                    colargext_i(acc, b->best, t, m, mx, r, NULL);
+                }
+                break;
+            }
+        }
+        return;
+    }
+    double *acc = b->acc, *aux = b->aux;
+    bool second = pass == 2;
+    for (int64_t c = 0; c < m; c++) acc[c] = !second && (k == R_PROD || k == R_ALL);
+    if (k == R_LSE && !second)
+        for (int64_t c = 0; c < m; c++) acc[c] = -INFINITY;
+    for (int64_t r = r0; r < r1; r++, p = row_next(j, idx, p)) {
         const double *t = col_load_d(j->dt, p, m, j->cs, b->t);
+        if (second) {
+            if (k == R_LSE) {
+                for (int64_t c = 0; c < m; c++) b->t[c] = isfinite(aux[c]) ? t[c] - aux[c] : 0;
+                tg_vm_exp_f64(m, b->t, b->t);
+                for (int64_t c = 0; c < m; c++) acc[c] += b->t[c];
+            } else {
+                for (int64_t c = 0; c < m; c++) acc[c] += (t[c] - aux[c]) * (t[c] - aux[c]);
+            }
+            continue;
+        }
         switch (k) {
         case R_SUM:
         case R_MEAN:
@@ -665,19 +724,6 @@ static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o, col
         case R_PROD:
             for (int64_t c = 0; c < m; c++) acc[c] *= t[c];
             break;
-        case R_MAX:
-        case R_MIN:
-        case R_ARGMAX:
-        case R_ARGMIN:
-            /* The first row starts the extremes; a NaN sticks (a NaN
-             * accumulator never compares true). */
-            if (!r)
-                memcpy(acc, t, (size_t)m * sizeof(double));
-            else if (k == R_MAX || k == R_MIN)
-                colext_d(acc, t, m, mx);
-            else
-                colargext_d(acc, best, t, m, mx, r);
-            break;
         case R_ALL:
             for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0 ? 1 : 0;
             break;
@@ -685,102 +731,95 @@ static void col_item_d(const col_job *j, const char *pa, int64_t m, char *o, col
             for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0 ? 1 : 0;
             break;
         case R_LSE:
-            /* First pass: the max, NaN sticking (in aux). */
-            colext_d(aux, t, m, true);
+            colext_d(acc, t, m, true);
             break;
-        }
-    }
-    if (k == R_VAR || k == R_STD || k == R_LSE) {
-        /* Second pass: squared deviations from the mean, or exp(x - max). */
-        for (int64_t c = 0; c < m; c++) {
-            if (k != R_LSE) aux[c] = R ? acc[c] / (double)R : NAN;
-            acc[c] = 0;
-        }
-        memset(idx, 0, sizeof idx);
-        p = pa;
-        for (int64_t r = 0; r < R; r++, p = row_next(j, idx, p)) {
-            const double *t = col_load_d(j->dt, p, m, j->cs, b->t);
-            if (k == R_LSE) {
-                for (int64_t c = 0; c < m; c++) b->t[c] = isfinite(aux[c]) ? t[c] - aux[c] : 0;
-                tg_vm_exp_f64(m, b->t, b->t);
-                for (int64_t c = 0; c < m; c++) acc[c] += b->t[c];
+        default:
+            if (r == r0) {
+                memcpy(acc, t, (size_t)m * 8);
+                for (int64_t c = 0; c < m; c++) b->best[c] = r0;
+            } else if (k == R_MAX || k == R_MIN) {
+                colext_d(acc, t, m, mx);
             } else {
-                for (int64_t c = 0; c < m; c++) acc[c] += (t[c] - aux[c]) * (t[c] - aux[c]);
+                colargext_d(acc, b->best, t, m, mx, r, NULL);
             }
-        }
-    }
-    for (int64_t c = 0; c < m; c++) {
-        char *q = o + c * j->osz;
-        double v = acc[c];
-        switch (k) {
-        case R_MEAN: v = v / (double)R; break;
-        case R_VAR:
-        case R_STD: {
-            double cnt = (double)(R - j->ddof > 0 ? R - j->ddof : 0);
-            v = R ? v / cnt : NAN;
-            if (k == R_STD) v = sqrt(v);
             break;
         }
-        case R_LSE: v = aux[c] != aux[c] || isinf(aux[c]) ? aux[c] : aux[c] + log(v); break;
-        case R_ARGMAX:
-        case R_ARGMIN: *(int64_t *)q = best[c]; continue;
-        case R_ALL:
-        case R_ANY: *(uint8_t *)q = v != 0; continue;
-        default: break;
-        }
-        tg_store_f64(j->od, q, v);
     }
 }
 
-/* Integer work: sum prod max min argmax argmin all any of integers and
- * bool, exact (sums and products wrap modulo 2^64). */
-static void col_item_i(const col_job *j, const char *pa, int64_t m, char *o, col_buf *b) {
-    int64_t *acc = (int64_t *)b->acc, *best = b->best, idx[TG_MAX_NDIM] = {0};
-    const char *p = pa;
+/* Folds the next band's accumulators src into dst (bands in row order, so
+ * ties keep the earlier row). */
+static void col_merge(const col_job *j, int64_t m, int pass, col_buf *dst, const col_buf *src) {
     red_kind k = j->k;
-    bool ext = k == R_MAX || k == R_MIN || k == R_ARGMAX || k == R_ARGMIN;
-    bool mx = k == R_MAX || k == R_ARGMAX, flip = ext && j->dt == TG_UINT64;
-    for (int64_t c = 0; c < m; c++) {
-        acc[c] = k == R_PROD || k == R_ALL ? 1 : 0;
-        best[c] = 0;
+    bool mx = k == R_MAX || k == R_ARGMAX;
+    if (j->ints) {
+        int64_t *a = (int64_t *)dst->acc;
+        const int64_t *s = (const int64_t *)src->acc;
+        if (k == R_MAX || k == R_MIN)
+            colext_i(a, s, m, mx);
+        else if (k == R_ARGMAX || k == R_ARGMIN)
+            colargext_i(a, dst->best, s, m, mx, 0, src->best);
+        else
+            for (int64_t c = 0; c < m; c++)
+                a[c] = k == R_SUM    ? (int64_t)((uint64_t)a[c] + (uint64_t)s[c])
+                       : k == R_PROD ? (int64_t)((uint64_t)a[c] * (uint64_t)s[c])
+                       : k == R_ALL  ? (a[c] && s[c])
+                                     : (a[c] || s[c]);
+        return;
     }
-    for (int64_t r = 0; r < j->R; r++, p = row_next(j, idx, p)) {
-        const int64_t *t = col_load_i(j->dt, p, m, j->cs, flip, (int64_t *)b->t);
-        switch (k) {
-        case R_SUM:
-            for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] + (uint64_t)t[c]);
-            break;
-        case R_PROD:
-            for (int64_t c = 0; c < m; c++) acc[c] = (int64_t)((uint64_t)acc[c] * (uint64_t)t[c]);
-            break;
-        case R_MAX:
-        case R_MIN:
-        case R_ARGMAX:
-        case R_ARGMIN:
-            if (!r)
-                memcpy(acc, t, (size_t)m * sizeof(int64_t));
-            else if (k == R_MAX || k == R_MIN)
-                colext_i(acc, t, m, mx);
-            else
-                colargext_i(acc, best, t, m, mx, r);
-            break;
-        case R_ALL:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0;
-            break;
-        case R_ANY:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0;
-            break;
-        default: break;
-        }
-    }
+    double *a = dst->acc;
+    const double *s = src->acc;
+    if (k == R_MAX || k == R_MIN || (k == R_LSE && pass == 1))
+        colext_d(a, s, m, k != R_MIN);
+    else if (k == R_ARGMAX || k == R_ARGMIN)
+        colargext_d(a, dst->best, s, m, mx, 0, src->best);
+    else if (k == R_PROD)
+        for (int64_t c = 0; c < m; c++) a[c] *= s[c];
+    else if (k == R_ALL)
+        for (int64_t c = 0; c < m; c++) a[c] = a[c] != 0 && s[c] != 0;
+    else if (k == R_ANY)
+        for (int64_t c = 0; c < m; c++) a[c] = a[c] != 0 || s[c] != 0;
+    else
+        for (int64_t c = 0; c < m; c++) a[c] += s[c];
+}
+
+/* After pass 1 of var/std/logsumexp: the center (mean or max) into aux. */
+static void col_center(const col_job *j, int64_t m, col_buf *b) {
+    for (int64_t c = 0; c < m; c++)
+        b->aux[c] = j->k == R_LSE ? b->acc[c] : j->R ? b->acc[c] / (double)j->R : NAN;
+}
+
+static void col_final(const col_job *j, int64_t m, const col_buf *b, char *o) {
+    red_kind k = j->k;
+    int64_t R = j->R;
     for (int64_t c = 0; c < m; c++) {
         char *q = o + c * j->osz;
-        if (k == R_ARGMAX || k == R_ARGMIN)
-            *(int64_t *)q = best[c];
-        else if (k == R_ALL || k == R_ANY)
-            *(uint8_t *)q = acc[c] != 0;
-        else
-            tg_store_i64(j->od, q, flip ? acc[c] ^ INT64_MIN : acc[c]);
+        if (k == R_ARGMAX || k == R_ARGMIN) {
+            *(int64_t *)q = b->best[c];
+            continue;
+        }
+        if (j->ints) {
+            int64_t v = ((const int64_t *)b->acc)[c];
+            if (k == R_ALL || k == R_ANY)
+                *(uint8_t *)q = v != 0;
+            else
+                tg_store_i64(j->od, q, is_ext(k) && j->dt == TG_UINT64 ? v ^ INT64_MIN : v);
+            continue;
+        }
+        double v = b->acc[c], ctr = b->aux[c];
+        switch (k) {
+        case R_ALL:
+        case R_ANY: *(uint8_t *)q = v != 0; continue;
+        case R_MEAN: v /= (double)R; break;
+        case R_VAR:
+        case R_STD:
+            v = R ? v / (double)(R - j->ddof > 0 ? R - j->ddof : 0) : NAN;
+            if (k == R_STD) v = sqrt(v);
+            break;
+        case R_LSE: v = ctr != ctr || isinf(ctr) ? ctr : ctr + log(v); break;
+        default: break;
+        }
+        tg_store_f64(j->od, q, v);
     }
 }
 
@@ -824,7 +863,26 @@ static bool col_setup(col_job *j, const tg_array *x, uint32_t mask) {
             j->ko_stride[j->nko++] = x->strides[d];
         }
     }
+    j->ints = !tg_dtype_is_float(j->dt) && !tg_dtype_is_float(j->od);
     return true;
+}
+
+#define COL_BAND 16384 /* columns per accumulator block */
+
+static void col_buf_at(char *scratch, int i, int64_t band, col_buf *b) {
+    char *s = scratch + (size_t)i * 4 * (size_t)band * 8;
+    *b = (col_buf){(double *)s, (double *)(s + band * 8), (double *)(s + band * 16),
+                   (int64_t *)(s + band * 24)};
+}
+
+/* Column block c0 (m columns) of block a, its rows in nb bands. */
+static const char *col_block(const col_job *j, int64_t a, int64_t c0) {
+    const char *pa = j->base + c0 * j->cs;
+    for (int d = j->nko - 1; d >= 0; d--) {
+        pa += (a % j->ko_shape[d]) * j->ko_stride[d];
+        a /= j->ko_shape[d];
+    }
+    return pa;
 }
 
 static int col_run(const col_job *j, tg_ctx *ctx) {
@@ -832,37 +890,50 @@ static int col_run(const col_job *j, tg_ctx *ctx) {
     for (int d = 0; d < j->nko; d++) A *= j->ko_shape[d];
     int nth = A * j->C * j->R >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
     if (nth > 64) nth = 64;
-    /* Bands: whole rows when there are enough blocks a for the threads
-     * (rows then stream), else split so that every thread has one; at
-     * most 16384 columns, a multiple of 8. */
-    int64_t nband = A >= nth ? 1 : (nth + A - 1) / A;
-    int64_t band = (j->C + nband - 1) / nband;
-    if (band > 16384) band = 16384;
-    band = (band + 7) & ~(int64_t)7;
-    nband = (j->C + band - 1) / band;
-    int64_t items = A * nband;
-    if (items < nth) nth = (int)items;
-    if (nth < 1) nth = 1;
-    char *scratch = tg_malloc((size_t)nth * 4 * (size_t)band * 8);
+    int64_t band = j->C < COL_BAND ? j->C : COL_BAND, nblk = (j->C + band - 1) / band;
+    /* Bands of rows only when blocks (a, column block) are too few. */
+    int nb = A * nblk >= nth ? 1 : nth;
+    if (nb > j->R) nb = j->R > 0 ? (int)j->R : 1;
+    int nbuf = nb > 1 ? nb : nth;
+    char *scratch = tg_malloc((size_t)nbuf * 4 * (size_t)band * 8);
     if (!scratch) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    bool ints = !tg_dtype_is_float(j->dt) && !tg_dtype_is_float(j->od);
+    int passes = two_pass(j->k) ? 2 : 1;
+    if (nb == 1) {
 #pragma omp parallel for schedule(static) num_threads(nth)
-    for (int64_t it = 0; it < items; it++) {
-        char *s = scratch + (size_t)omp_get_thread_num() * 4 * (size_t)band * 8;
-        col_buf b = {(double *)s, (double *)(s + band * 8), (double *)(s + band * 16),
-                     (int64_t *)(s + band * 24)};
-        int64_t a = it / nband, c0 = (it % nband) * band;
-        int64_t m = j->C - c0 < band ? j->C - c0 : band, rem = a;
-        const char *pa = j->base + c0 * j->cs;
-        for (int d = j->nko - 1; d >= 0; d--) {
-            pa += (rem % j->ko_shape[d]) * j->ko_stride[d];
-            rem /= j->ko_shape[d];
+        for (int64_t it = 0; it < A * nblk; it++) {
+            col_buf b;
+            col_buf_at(scratch, omp_get_thread_num(), band, &b);
+            int64_t a = it / nblk, c0 = (it % nblk) * band, m = j->C - c0 < band ? j->C - c0 : band;
+            const char *pa = col_block(j, a, c0);
+            for (int pass = 1; pass <= passes; pass++) {
+                col_rows(j, pa, m, 0, j->R, pass, &b);
+                if (pass == 1 && passes == 2) col_center(j, m, &b);
+            }
+            col_final(j, m, &b, j->out + (a * j->C + c0) * j->osz);
         }
-        char *o = j->out + (a * j->C + c0) * j->osz;
-        if (ints)
-            col_item_i(j, pa, m, o, &b);
-        else
-            col_item_d(j, pa, m, o, &b);
+    } else {
+        for (int64_t it = 0; it < A * nblk; it++) {
+            int64_t a = it / nblk, c0 = (it % nblk) * band, m = j->C - c0 < band ? j->C - c0 : band;
+            const char *pa = col_block(j, a, c0);
+            col_buf b0;
+            col_buf_at(scratch, 0, band, &b0);
+            for (int pass = 1; pass <= passes; pass++) {
+#pragma omp parallel for schedule(static) num_threads(nb)
+                for (int t = 0; t < nb; t++) {
+                    col_buf b;
+                    col_buf_at(scratch, t, band, &b);
+                    if (pass == 2) b.aux = b0.aux; /* the merged center */
+                    col_rows(j, pa, m, j->R * t / nb, j->R * (t + 1) / nb, pass, &b);
+                }
+                for (int t = 1; t < nb; t++) {
+                    col_buf b;
+                    col_buf_at(scratch, t, band, &b);
+                    col_merge(j, m, pass, &b0, &b);
+                }
+                if (pass == 1 && passes == 2) col_center(j, m, &b0);
+            }
+            col_final(j, m, &b0, j->out + (a * j->C + c0) * j->osz);
+        }
     }
     tg_free(scratch);
     return TG_OK;
