@@ -37,5 +37,9 @@ PY
   check 'paste "$tmp/mlp.costs" "$tmp/np.costs" | awk "{d=\$1-\$2; if (d<0) d=-d; if (d > 1e-4*\$2) exit 1}"' \
     "the MLP's costs match NumPy's ($(tr '\n' ' ' <"$tmp/np.costs"))"
 fi
+# The convnet trains on the same data (images as rows of 784).
+"$TGC" run "$TG_SRC/examples/convnet.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 --each >"$tmp/cnn.out"
+costs "$tmp/cnn.out" >"$tmp/cnn.costs"
+check 'falls "$tmp/cnn.costs"' "the convnet's cost falls ($(tr '\n' ' ' <"$tmp/cnn.costs"))"
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -12,12 +12,13 @@
  * tg_dtype_float_of() of their promoted dtype, float16 computes in float32
  * and is rounded back.
  *
- * CPU path: im2col + one BLAS gemm per group of images. A group's columns
- * sit side by side (rows (c, a, b), columns (image, i, j)), so that the
- * gemm is large enough for OpenBLAS's own threads to pay off even for
- * small images, and no per-thread gradient sums are needed; im2col and
- * col2im run over OpenMP threads. The group size bounds the column buffer
- * (COLS_BUDGET bytes, at least one image).
+ * CPU path: im2col + BLAS gemm. With at least as many images as OpenMP
+ * threads (or a small problem), each thread takes whole images with its
+ * own column buffer and a single-threaded gemm (per_image). With fewer
+ * images, the columns of a group of images sit side by side (rows (c, a,
+ * b), columns (image, i, j)) and one gemm, threaded by OpenBLAS, covers
+ * the group; im2col and col2im then run over OpenMP threads. The group
+ * size bounds the column buffer (COLS_BUDGET bytes, at least one image).
  */
 #include <cblas.h>
 #include <limits.h>
@@ -469,6 +470,115 @@ static int too_big(const geom *g, int64_t G, tg_ctx *ctx) {
     return TG_OK;
 }
 
+/* ---- one image per thread ----
+ *
+ * With at least as many images as threads, each thread takes whole images
+ * with its own column buffer and a single-threaded gemm: no scatter of the
+ * product, and OpenBLAS's threads do not compete with OpenMP's (spinning
+ * OpenMP workers would slow OpenBLAS's pool down). OpenBLAS's thread count
+ * is process-wide: it is set to 1 for the loop and restored after. */
+
+typedef struct blas_guard {
+    int saved;
+} blas_guard;
+
+static blas_guard blas_single(int nth) {
+    blas_guard b = {0};
+    if (nth > 1) {
+        b.saved = openblas_get_num_threads();
+        if (b.saved > 1) openblas_set_num_threads(1);
+        else b.saved = 0;
+    }
+    return b;
+}
+
+static void blas_restore(blas_guard b) {
+    if (b.saved > 1) openblas_set_num_threads(b.saved);
+}
+
+/* Threads for the per-image path, or 0 to use the grouped path (fewer
+ * images than threads: a threaded gemm over a group does better). */
+static int image_threads(const geom *g) {
+    int nth = omp_get_max_threads();
+    double work = (double)g->N * (double)(g->O * g->OH * g->OW) * (double)(g->C * g->K * g->L);
+    if (nth <= 1 || work < (double)TG_PARALLEL_MIN) return 1;
+    return g->N >= nth ? nth : 0;
+}
+
+static void im2col_image(tg_dtype wd, const geom *g, const char *img, char *cols) {
+    const int64_t ohw = g->OH * g->OW;
+    for (int64_t c = 0; c < g->C; c++) {
+        if (wd == TG_FLOAT64) im2col_f64(g, (const double *)img, c, (double *)cols, ohw);
+        else im2col_f32(g, (const float *)img, c, (float *)cols, ohw);
+    }
+}
+
+static void col2im_image(tg_dtype wd, const geom *g, char *img, const char *cols) {
+    const int64_t ohw = g->OH * g->OW;
+    for (int64_t c = 0; c < g->C; c++) {
+        if (wd == TG_FLOAT64) col2im_f64(g, (double *)img, c, (const double *)cols, ohw);
+        else col2im_f32(g, (float *)img, c, (const float *)cols, ohw);
+    }
+}
+
+enum { PI_FWD, PI_GRAD_IN, PI_GRAD_W };
+
+/* The per-image loop of one op. fwd: y[n] = W cols(x[n]); grad_in: x[n]
+ * = col2im(W^T gy[n]) (x zeroed by the caller); grad_w: acc += gy[n]
+ * cols(x[n])^T, with one accumulator per thread summed into acc at the
+ * end (static schedule: the same sums on every run). */
+static int per_image(int kind, tg_dtype wd, const geom *g, int nth, const char *x,
+                     const char *wm, char *y, char *acc, tg_ctx *ctx) {
+    const size_t e = tg_isize(wd);
+    const int64_t ohw = g->OH * g->OW, ckk = g->C * g->K * g->L, wsz = g->O * ckk;
+    const int64_t xsz = g->C * g->H * g->W, ysz = g->O * ohw;
+    char *cols = tg_malloc((size_t)(nth * ckk * ohw) * e);
+    char *part = kind == PI_GRAD_W ? tg_calloc((size_t)(nth * wsz), e) : NULL;
+    if (!cols || (kind == PI_GRAD_W && !part)) {
+        tg_free(cols);
+        tg_free(part);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    blas_guard bg = blas_single(nth);
+#pragma omp parallel num_threads(nth)
+    {
+        int t = omp_get_thread_num();
+        char *c = cols + (size_t)(t * ckk * ohw) * e;
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < g->N; n++) {
+            char *xi = (char *)x + (size_t)(n * xsz) * e, *yi = y + (size_t)(n * ysz) * e;
+            if (kind == PI_FWD) {
+                im2col_image(wd, g, xi, c);
+                gemm(wd, false, false, g->O, ohw, ckk, wm, ckk, c, ohw, 0.0, yi, ohw);
+            } else if (kind == PI_GRAD_IN) {
+                gemm(wd, true, false, ckk, ohw, g->O, wm, ckk, yi, ohw, 0.0, c, ohw);
+                col2im_image(wd, g, xi, c);
+            } else {
+                im2col_image(wd, g, xi, c);
+                gemm(wd, false, true, g->O, ckk, ohw, yi, ohw, c, ohw, 1.0,
+                     part + (size_t)(t * wsz) * e, ckk);
+            }
+        }
+    }
+    blas_restore(bg);
+    if (kind == PI_GRAD_W) {
+        for (int64_t i = 0; i < wsz; i++) {
+            if (wd == TG_FLOAT64) {
+                double s = 0;
+                for (int t = 0; t < nth; t++) s += ((const double *)part)[t * wsz + i];
+                ((double *)acc)[i] = s;
+            } else {
+                float s = 0;
+                for (int t = 0; t < nth; t++) s += ((const float *)part)[t * wsz + i];
+                ((float *)acc)[i] = s;
+            }
+        }
+    }
+    tg_free(cols);
+    tg_free(part);
+    return TG_OK;
+}
+
 static int conv_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const conv_p *p = n->a.extra;
     const tg_array *x = in[0], *w = in[1];
@@ -500,8 +610,13 @@ static int conv_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         rc = TG_ENOMEM;
         goto done;
     }
-    const int64_t G = group_size(g.N, ckk * ohw * (int64_t)e);
+    const int nth = image_threads(&g);
+    const int64_t G = nth ? 1 : group_size(g.N, ckk * ohw * (int64_t)e);
     if ((rc = too_big(&g, G, ctx))) goto done;
+    if (nth) {
+        rc = per_image(PI_FWD, wd, &g, nth, xp, wp, y, NULL, ctx);
+        goto finish;
+    }
     cols = tg_malloc((size_t)(ckk * G * ohw) * e);
     if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
     if (!cols || (G > 1 && !tmp)) {
@@ -580,8 +695,13 @@ static int gi_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         rc = TG_ENOMEM;
         goto done;
     }
-    const int64_t G = group_size(g.N, ckk * ohw * (int64_t)e);
+    const int nth = image_threads(&g);
+    const int64_t G = nth ? 1 : group_size(g.N, ckk * ohw * (int64_t)e);
     if ((rc = too_big(&g, G, ctx))) goto done;
+    if (nth) {
+        rc = per_image(PI_GRAD_IN, wd, &g, nth, gx, wp, (char *)gp, NULL, ctx);
+        goto finish;
+    }
     cols = tg_malloc((size_t)(ckk * G * ohw) * e);
     if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
     if (!cols || (G > 1 && !tmp)) {
@@ -639,18 +759,21 @@ static int gw_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         rc = TG_ENOMEM;
         goto done;
     }
-    const int64_t G = group_size(g.N, ckk * ohw * (int64_t)e);
+    const int nth = image_threads(&g);
+    const int64_t G = nth ? 1 : group_size(g.N, ckk * ohw * (int64_t)e);
     if ((rc = too_big(&g, G, ctx))) goto done;
-    cols = tg_malloc((size_t)(ckk * G * ohw) * e);
+    if (!nth) cols = tg_malloc((size_t)(ckk * G * ohw) * e);
     if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
     /* With filter_flip the product is the gradient of the flipped kernel. */
     if (p->flip) acc = tg_malloc((size_t)total * e);
-    if (!cols || (G > 1 && !tmp) || (p->flip && !acc)) {
+    if ((!nth && !cols) || (G > 1 && !tmp) || (p->flip && !acc)) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
     char *dst = p->flip ? acc : gw;
-    for (int64_t n0 = 0; n0 < g.N; n0 += G) {
+    if (nth && (rc = per_image(PI_GRAD_W, wd, &g, nth, xp, NULL, (char *)gp, dst, ctx)))
+        goto done;
+    for (int64_t n0 = 0; !nth && n0 < g.N; n0 += G) {
         int64_t gn = g.N - n0 < G ? g.N - n0 : G;
         char *src = (char *)gp + (size_t)(n0 * g.O * ohw) * e;
         im2col_group(wd, &g, xp, n0, gn, cols);

@@ -363,6 +363,14 @@ F.case("conv2d", [x, w], {"border_mode": [1, 1], "subsample": [2, 1]},
 x, w = sample("float32", (9, 4, 6, 6)), sample("float32", (5, 4, 3, 3))
 F.case("conv2d", [x, w], {"border_mode": "half"},
        conv_ref(x, w, {"border_mode": "half"}).astype(np.float32))
+# large enough to run in parallel: one image per thread (batch 4), and a
+# single image with a threaded gemm (batch 1); which path runs depends on
+# the thread count (run with OMP_NUM_THREADS=1, 2, 3, 8 to see each)
+BIG = [((4, 4, 8, 8), (8, 4, 3, 3), {"border_mode": "half"}),
+       ((1, 8, 12, 12), (8, 8, 3, 3), {"border_mode": "half", "filter_flip": False})]
+for xs, ws, at in BIG:
+    x, w = sample("float32", xs), sample("float32", ws)
+    F.case("conv2d", [x, w], at, conv_ref(x, w, at).astype(np.float32))
 # empty batch, no channels, no filters
 x, w = sample("float64", (0, 2, 5, 5)), sample("float64", (3, 2, 3, 3))
 F.case("conv2d", [x, w], {}, np.zeros((0, 3, 3, 3)))
@@ -399,6 +407,14 @@ for H in (5, 6):
     x = sample("float64", (1, 1, H, 6))
     GW.case("conv2d_grad_weights", [x, gy, np.array([2, 1, 3, 3], np.int64)], at,
             grad_weights_ref(x, gy, (2, 1, 3, 3), at))
+for xs, ws, at in BIG:
+    (_, _), (oh, ow), _, _ = geometry(xs, ws, at)
+    x, w = sample("float32", xs), sample("float32", ws)
+    gy = sample("float32", (xs[0], ws[0], oh, ow))
+    GI.case("conv2d_grad_inputs", [w, gy, np.array(xs, np.int64)], at,
+            grad_inputs_ref(w, gy, xs, at).astype(np.float32))
+    GW.case("conv2d_grad_weights", [x, gy, np.array(ws, np.int64)], at,
+            grad_weights_ref(x, gy, ws, at).astype(np.float32))
 # float16, many images, non-contiguous gradient, empty batch
 w, gy = sample("float16", (2, 2, 3, 3)), sample("float16", (2, 2, 4, 4))
 GI.case("conv2d_grad_inputs", [w, gy, np.array([2, 2, 4, 4], np.int64)], {"border_mode": "half"},
