@@ -44,6 +44,8 @@ TOL = {"float16": 2e-3, "float32": 1e-4, "float64": 1e-11}
 
 def sample(dt, shape):
     dt = np.dtype(dt)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
     if dt.kind in "iu":
         lo = 0 if dt.kind == "u" else -3
         return rng.integers(lo, 4, size=shape).astype(dt)
@@ -352,6 +354,12 @@ F.case("conv2d", [x, w], {}, conv_ref(x, w, {}).astype(np.float32))
 x, w = sample("int32", (1, 1, 4, 4)), sample("int32", (1, 1, 3, 3))
 F.case("conv2d", [x, w], {"border_mode": "full"},
        conv_ref(x, w, {"border_mode": "full"}).astype(np.float64))
+x, w = sample("uint8", (1, 2, 4, 4)), sample("uint8", (2, 2, 2, 2))
+F.case("conv2d", [x, w], {"border_mode": "half"},
+       conv_ref(x, w, {"border_mode": "half"}).astype(np.float32))
+x, w = sample("bool", (1, 2, 4, 4)), sample("bool", (2, 2, 3, 3))
+F.case("conv2d", [x, w], {"filter_flip": False},
+       conv_ref(x, w, {"filter_flip": False}).astype(np.float32))
 # mixed float32 x float64 promotes to float64
 x, w = sample("float32", (1, 2, 4, 4)), sample("float64", (2, 2, 2, 2))
 F.case("conv2d", [x, w], {}, conv_ref(x, w, {}))
@@ -513,6 +521,12 @@ for mode in MODES:
     P.case("pool2d", [x], at, pool_ref(x, at).astype(np.float16))
 x = sample("int16", (2, 4, 5))
 P.case("pool2d", [x], {"ws": [2, 2]}, pool_ref(x, {"ws": [2, 2]}).astype(np.float32))
+x = sample("bool", (2, 4, 5))
+at = {"ws": [2, 2], "stride": [1, 1], "mode": "average_exc_pad"}
+P.case("pool2d", [x], at, pool_ref(x, at).astype(np.float32))
+x = sample("uint16", (2, 4, 5))
+P.case("pool2d", [x], {"ws": [2, 3], "ignore_border": False},
+       pool_ref(x, {"ws": [2, 3], "ignore_border": False}).astype(np.float32))
 x = sample("int64", (2, 4, 5))
 at = {"ws": [3, 2], "stride": [1, 2], "mode": "sum"}
 P.case("pool2d", [x], at, pool_ref(x, at).astype(np.float64))
