@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "io/io.h"
+#include "grad/grad.h"
 #include "ops/op.h"
 
 typedef struct loader {
@@ -221,7 +222,7 @@ static int load_node_outputs(loader *L, json_object *o, size_t j) {
     const char *opname = json_object_get_string(jop);
     const tg_op *op = tg_op_find(opname);
     if (!op) {
-        if (!strcmp(opname, "grad") || !strcmp(opname, "rop") || !strcmp(opname, "lop"))
+        if (!strcmp(opname, "rop") || !strcmp(opname, "lop"))
             return lerr(L, TG_EUNSUPPORTED,
                         "%s.op: derived variable '%s' is not supported yet in this build",
                         where, opname);
@@ -517,6 +518,41 @@ static int infer_types(loader *L) {
             if (v->type_given) declared[k] = v->type;
             v->type.dtype = TG_DTYPE_INVALID;
             v->type.ndim = -1;
+        }
+        if (nd->op->flags & TG_OPF_DERIVED) {
+            /* grad(cost, w...): replace the node by its gradient graph;
+             * the new nodes are typed already and are checked again as
+             * the loop walks over them. */
+            tg_node **gnodes = NULL;
+            int ng = 0;
+            if ((rc = tg_grad_expand(L->g, nd, &gnodes, &ng, L->ctx))) {
+                char desc[256];
+                tg_node_describe(nd, desc, sizeof desc);
+                tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
+                goto done;
+            }
+            tg_graph *g = L->g;
+            if (g->nnodes + ng > g->cnodes) {
+                tg_node **p = tg_realloc(g->nodes, sizeof *p * (size_t)(g->nnodes + ng));
+                if (!p) {
+                    for (int k = 0; k < ng; k++) tg_node_free(gnodes[k]);
+                    tg_free(gnodes);
+                    rc = lerr(L, TG_ENOMEM, "out of memory");
+                    goto done;
+                }
+                g->nodes = p;
+                g->cnodes = g->nnodes + ng;
+            }
+            memmove(g->nodes + i + ng, g->nodes + i + 1, sizeof(tg_node *) * (size_t)(g->nnodes - i - 1));
+            memcpy(g->nodes + i, gnodes, sizeof(tg_node *) * (size_t)ng);
+            g->nnodes += ng - 1;
+            for (int k = 0; k < g->nnodes; k++) g->nodes[k]->index = k;
+            for (int k = 0; k < L->nfile; k++)
+                if (L->file_order[k] == nd) L->file_order[k] = gnodes[ng - 1];
+            tg_free(gnodes);
+            tg_node_free(nd);
+            i--;
+            continue;
         }
         if (!nd->op->infer) {
             rc = node_err(L, nd, TG_EUNSUPPORTED, "%s has no type inference in this build",

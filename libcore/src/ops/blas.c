@@ -24,6 +24,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "grad/grad.h"
 #include "ops/op.h"
 #include "tensor/tensor.h"
 
@@ -822,6 +823,7 @@ static void blas_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
         .view_of = -1,                                                                                       \
         .inplace_inputs = INPLACE,                                                                           \
         .impl = &impl_##NAME,                                                                                \
+        .grad = tg_grad_blas,                                                                                \
     };
 
 BLAS_OP(dot, B_DOT, 2, 0)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "grad/grad.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -746,6 +747,7 @@ done:
         .cost = ew_cost,                                                        \
         .view_of = VIEW,                                                        \
         .impl = &impl_##NAME,                                                   \
+        .grad = tg_grad_elemwise,                                               \
     };
 
 #define LF(N) [TG_FLOAT32] = l_##N##_f32, [TG_FLOAT64] = l_##N##_f64

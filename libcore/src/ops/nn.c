@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "grad/grad.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -551,7 +552,8 @@ const tg_op tg_op_softmax = {.name = "softmax",
                              .run = sm_run,
                              .cost = sm_cost,
                              .view_of = -1,
-                             .impl = &impl_softmax};
+                             .impl = &impl_softmax,
+    .grad = tg_grad_nn};
 
 const tg_op tg_op_log_softmax = {.name = "log_softmax",
                                  .nin_min = 1,
@@ -564,7 +566,8 @@ const tg_op tg_op_log_softmax = {.name = "log_softmax",
                                  .run = sm_run,
                                  .cost = sm_cost,
                                  .view_of = -1,
-                                 .impl = &impl_log_softmax};
+                                 .impl = &impl_log_softmax,
+    .grad = tg_grad_nn};
 
 const tg_op tg_op_categorical_crossentropy = {.name = "categorical_crossentropy",
                                               .nin_min = 2,
@@ -573,7 +576,8 @@ const tg_op tg_op_categorical_crossentropy = {.name = "categorical_crossentropy"
                                               .infer = cce_infer,
                                               .run = cce_run,
                                               .cost = cce_cost,
-                                              .view_of = -1};
+                                              .view_of = -1,
+    .grad = tg_grad_nn};
 
 const tg_op tg_op_binary_crossentropy = {.name = "binary_crossentropy",
                                          .nin_min = 2,
@@ -582,4 +586,5 @@ const tg_op tg_op_binary_crossentropy = {.name = "binary_crossentropy",
                                          .infer = bce_infer,
                                          .run = bce_run,
                                          .cost = bce_cost,
-                                         .view_of = -1};
+                                         .view_of = -1,
+    .grad = tg_grad_nn};

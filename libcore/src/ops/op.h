@@ -20,6 +20,8 @@ enum {
                                     by merge, never constant-folded */
 };
 
+struct tg_gb; /* the gradient builder, grad/grad.h */
+
 struct tg_op {
     const char *name;
     int nin_min, nin_max; /* nin_max -1: unbounded */
@@ -57,6 +59,13 @@ struct tg_op {
     /* Frees a->extra. */
     void (*free_extra)(tg_attrs *a);
     const void *impl; /* family data */
+    /* The vector-Jacobian product: given the gradients of the outputs
+     * (gout[i], NULL for a zero gradient), build nodes with the gradient
+     * of each input into gin[j] (NULL: no gradient: integer inputs, or
+     * inputs the op is not differentiable in). NULL for ops without a
+     * gradient rule yet (differentiating through them is an error);
+     * TG_OPF_NONDIFF ops give zero gradients without one. */
+    int (*grad)(struct tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
 };
 
 /* The table. */

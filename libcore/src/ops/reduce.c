@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "grad/grad.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -1161,6 +1162,7 @@ static void red_cost(const tg_node *n, tg_array *const *in, tg_array *const *out
         .cost = red_cost,                                                        \
         .view_of = -1,                                                           \
         .impl = &impl_##NAME,                                                    \
+        .grad = tg_grad_reduce,                                                  \
     };
 
 RED(sum, R_SUM, KEYS, 0)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "grad/grad.h"
 #include "ops/shape.h"
 
 /* ---- helpers shared with subtensor.c ---- */
@@ -347,7 +348,7 @@ static int reshape_run(tg_node *n, tg_array *const *in, tg_array **out,
 const tg_op tg_op_reshape = {
     .name = "reshape", .nin_min = 2, .nin_max = 2, .nout = 1,
     .infer = reshape_infer, .run = reshape_run, .cost = cost_maybe_copy,
-    .view_of = 0};
+    .view_of = 0, .grad = tg_grad_shape};
 
 /* ---- flatten ---- */
 
@@ -398,7 +399,7 @@ const tg_op tg_op_flatten = {
     .name = "flatten", .nin_min = 1, .nin_max = 1, .nout = 1,
     .attr_keys = keys_ndim, .parse_attrs = flatten_parse,
     .infer = flatten_infer, .run = flatten_run, .cost = cost_maybe_copy,
-    .view_of = 0};
+    .view_of = 0, .grad = tg_grad_shape};
 
 /* ---- dimshuffle ---- */
 
@@ -507,7 +508,7 @@ const tg_op tg_op_dimshuffle = {
     .name = "dimshuffle", .nin_min = 1, .nin_max = 1, .nout = 1,
     .attr_keys = keys_order, .parse_attrs = dimshuffle_parse,
     .infer = dimshuffle_infer, .run = dimshuffle_run,
-    .cost = tg_shape_cost_view, .view_of = 0};
+    .cost = tg_shape_cost_view, .view_of = 0, .grad = tg_grad_shape};
 
 /* ---- transpose ---- */
 
@@ -601,7 +602,7 @@ const tg_op tg_op_transpose = {
     .name = "transpose", .nin_min = 1, .nin_max = 1, .nout = 1,
     .attr_keys = keys_axes, .parse_attrs = transpose_parse,
     .infer = transpose_infer, .run = transpose_run,
-    .cost = tg_shape_cost_view, .view_of = 0};
+    .cost = tg_shape_cost_view, .view_of = 0, .grad = tg_grad_shape};
 
 /* ---- squeeze ---- */
 
@@ -660,7 +661,7 @@ const tg_op tg_op_squeeze = {
     .name = "squeeze", .nin_min = 1, .nin_max = 1, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = squeeze_parse,
     .infer = squeeze_infer, .run = squeeze_run, .cost = tg_shape_cost_view,
-    .view_of = 0};
+    .view_of = 0, .grad = tg_grad_shape};
 
 /* ---- expand_dims ---- */
 
@@ -706,4 +707,4 @@ const tg_op tg_op_expand_dims = {
     .name = "expand_dims", .nin_min = 1, .nin_max = 1, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = expand_dims_parse,
     .infer = expand_dims_infer, .run = expand_dims_run,
-    .cost = tg_shape_cost_view, .view_of = 0};
+    .cost = tg_shape_cost_view, .view_of = 0, .grad = tg_grad_shape};

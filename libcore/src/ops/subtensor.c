@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grad/grad.h"
 #include "ops/shape.h"
 
 static const char *const part_names[3] = {"start", "stop", "step"};
@@ -343,7 +344,7 @@ const tg_op tg_op_subtensor = {
     .name = "subtensor", .nin_min = 1, .nin_max = -1, .nout = 1,
     .attr_keys = keys_index, .parse_attrs = index_parse,
     .infer = subtensor_infer, .run = subtensor_run,
-    .cost = tg_shape_cost_view, .view_of = 0, .impl = &kind_sub};
+    .cost = tg_shape_cost_view, .view_of = 0, .impl = &kind_sub, .grad = tg_grad_shape};
 
 /* ---- set_subtensor, inc_subtensor ---- */
 
@@ -527,10 +528,10 @@ const tg_op tg_op_set_subtensor = {
     .name = "set_subtensor", .nin_min = 2, .nin_max = -1, .nout = 1,
     .attr_keys = keys_index, .parse_attrs = index_parse,
     .infer = setinc_infer, .run = setinc_run, .cost = setinc_cost,
-    .view_of = -1, .impl = &kind_set};
+    .view_of = -1, .impl = &kind_set, .grad = tg_grad_shape};
 
 const tg_op tg_op_inc_subtensor = {
     .name = "inc_subtensor", .nin_min = 2, .nin_max = -1, .nout = 1,
     .attr_keys = keys_index, .parse_attrs = index_parse,
     .infer = setinc_infer, .run = setinc_run, .cost = setinc_cost,
-    .view_of = -1, .impl = &kind_inc};
+    .view_of = -1, .impl = &kind_inc, .grad = tg_grad_shape};

@@ -39,7 +39,9 @@ static const char *const format_ops[] = {
     "conv2d_grad_inputs", "conv2d_grad_weights", "pool2d", "pool2d_grad",
     "random_uniform", "random_normal", "random_binomial",
     "random_multinomial", "ifelse", "op_from_graph", "scan", "breakpoint",
-    "print", "assert", "grad", "rop", "lop", "composite", "transfer", NULL};
+    "print", "assert", "grad", "rop", "lop", "composite", "transfer",
+    /* tg's own forms, written by differentiation (docs/format-choices.md) */
+    "sum_to", NULL};
 
 const tg_op *tg_op_find(const char *name) {
     for (int i = 0; i < TABLE_SIZE; i++)

@@ -1,0 +1,49 @@
+/* Private: symbolic differentiation (reverse mode).
+ *
+ * A `grad(cost, w1..wn)` node of a file is expanded when the file is
+ * loaded: the graph of the vector-Jacobian products is built node by node
+ * from each op's grad rule, in reverse topological order, and the grad
+ * node's outputs become the gradients. New nodes carry the creation trace
+ * of the node they differentiate.
+ */
+#ifndef TG_GRAD_H
+#define TG_GRAD_H
+
+#include "ops/op.h"
+
+typedef struct tg_gb {
+    tg_graph *g;
+    tg_node **nodes; /* built, in order */
+    int nnodes, cnodes;
+    const tg_node *origin; /* trace source for new nodes */
+    tg_ctx *ctx;
+    int serial;
+    const char *prefix; /* ids of new variables: "<prefix>.<serial>" */
+} tg_gb;
+
+/* One node of op `op` over `in` (attrs: JSON text or NULL), typed at once;
+ * returns its output 0, or NULL with ctx set. */
+tg_var *tg_gb_op(tg_gb *b, const char *op, int nin, tg_var *const *in, const char *attrs);
+/* Shorthands. */
+tg_var *tg_gb_op1(tg_gb *b, const char *op, tg_var *x, const char *attrs);
+tg_var *tg_gb_op2(tg_gb *b, const char *op, tg_var *x, tg_var *y);
+/* A strong scalar constant of dtype dt. */
+tg_var *tg_gb_const(tg_gb *b, tg_dtype dt, double v);
+/* g summed back to x's run-time shape (undoing broadcasting). */
+tg_var *tg_gb_sum_to(tg_gb *b, tg_var *g, tg_var *x);
+
+/* The gradient rules of the op families (rules.c). */
+int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_blas(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_shape(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_nn(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+
+/* Expand the `grad` node n of g (whose inputs are typed): the gradient
+ * nodes are returned in *out (caller frees the array; the nodes belong to
+ * the caller until added to g). Errors: a cost that is not a scalar, a w
+ * the cost does not depend on (attrs.disconnected "raise"), an op without
+ * a gradient rule on the path. */
+int tg_grad_expand(tg_graph *g, tg_node *n, tg_node ***out, int *nout, tg_ctx *ctx);
+
+#endif

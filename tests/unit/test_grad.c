@@ -1,0 +1,331 @@
+/* Symbolic gradients against central finite differences of the forward
+ * function (float64), op by op, on shapes that broadcast and through
+ * strided views; a second derivative (Hessian-vector product); the error
+ * cases. The finite differences use only the forward kernels, so they are
+ * independent of the gradient rules under test. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+
+#define V(id, shape) "{\"id\":\"" id "\",\"type\":{\"dtype\":\"float64\",\"shape\":" shape "}}"
+#define N1(op, x, y) "{\"op\":\"" op "\",\"inputs\":[\"" x "\"],\"outputs\":[\"" y "\"]}"
+#define N2(op, x, y, z) "{\"op\":\"" op "\",\"inputs\":[\"" x "\",\"" y "\"],\"outputs\":[\"" z "\"]}"
+#define NA(op, x, y, attrs) "{\"op\":\"" op "\",\"inputs\":[\"" x "\"],\"outputs\":[\"" y "\"],\"attrs\":" attrs "}"
+/* c = sum(sin(y)): a weighting that differs per element. */
+#define COST(y) N1("sin", y, "sy") "," N1("sum", "sy", "c")
+#define J(...) #__VA_ARGS__
+
+static const char *UNARY[] = {"neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+                              "sqrt", "sqr", "reciprocal", "sin", "cos", "tan", "arcsin", "arccos",
+                              "arctan", "sinh", "cosh", "tanh", "arcsinh", "arctanh", "sigmoid",
+                              "softplus", "relu", "erf", "erfc", "identity", NULL};
+static const char *BINARY[] = {"add", "sub", "mul", "true_div", "pow", "maximum", "minimum",
+                               "arctan2", NULL};
+
+static double urand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) / 9007199254740992.0;
+}
+
+/* Build the graph text: vars, nodes, then grad(c, inputs...) and two
+ * functions, "cost" and "grads". */
+static char *build(const char *vars, const char *nodes, int nin, char ids[][16]) {
+    char *j = malloc(65536);
+    size_t k = (size_t)snprintf(j, 65536, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[%s],"
+                                          "\"nodes\":[%s,{\"op\":\"grad\",\"inputs\":[\"c\"",
+                                vars, nodes);
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, ",\"%s\"", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "],\"outputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"g_%s\"", i ? "," : "", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "]}],\"functions\":{\"cost\":{\"inputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"%s\"", i ? "," : "", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "],\"outputs\":[\"c\"]},\"grads\":{\"inputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"%s\"", i ? "," : "", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "],\"outputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"g_%s\"", i ? "," : "", ids[i]);
+    snprintf(j + k, 65536 - k, "]}}}");
+    return j;
+}
+
+/* Parse the ids and shapes of the variables list (our own simple JSON). */
+static int parse_vars(const char *vars, char ids[][16], int64_t shapes[][4], int *nds) {
+    int n = 0;
+    const char *p = vars;
+    while ((p = strstr(p, "\"id\":\""))) {
+        p += 6;
+        int k = 0;
+        while (*p != '"') ids[n][k++] = *p++;
+        ids[n][k] = 0;
+        p = strstr(p, "\"shape\":[") + 9;
+        nds[n] = 0;
+        while (*p != ']') {
+            shapes[n][nds[n]++] = strtoll(p, (char **)&p, 10);
+            if (*p == ',') p++;
+        }
+        n++;
+    }
+    return n;
+}
+
+static double call_cost(tg_function *f, tg_array **in) {
+    tg_array *out = NULL;
+    tg_ctx *ctx = tg_ctx_new();
+    if (tg_function_call(f, in, &out, ctx)) fail_msg("cost: %s", tg_ctx_message(ctx));
+    double v = tg_array_get_flat(out, 0);
+    tg_array_free(out);
+    tg_ctx_free(ctx);
+    return v;
+}
+
+static int check_case(const char *name, const char *vars, const char *nodes, double lo, double hi) {
+    char ids[8][16];
+    int64_t shapes[8][4];
+    int nds[8];
+    int nin = parse_vars(vars, ids, shapes, nds);
+    char *json = build(vars, nodes, nin, ids);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, name, ctx);
+    if (!g) {
+        printf("  %s: %s\n", name, tg_ctx_message(ctx));
+        free(json);
+        tg_ctx_free(ctx);
+        return 1;
+    }
+    tg_function *fc = tg_function_compile(g, tg_graph_function_find(g, "cost", ctx), NULL, ctx);
+    tg_function *fg = tg_function_compile(g, tg_graph_function_find(g, "grads", ctx), NULL, ctx);
+    assert_non_null(fc);
+    assert_non_null(fg);
+    tg_array *in[8], *gr[8] = {0};
+    uint64_t seed = 42;
+    for (int i = 0; i < nin; i++) {
+        in[i] = tg_array_new(TG_FLOAT64, nds[i], shapes[i]);
+        double *d = tg_array_data(in[i]);
+        for (int64_t e = 0; e < tg_array_size(in[i]); e++) d[e] = lo + (hi - lo) * urand(&seed);
+    }
+    if (tg_function_call(fg, in, gr, ctx)) fail_msg("%s: grads: %s", name, tg_ctx_message(ctx));
+    int bad = 0;
+    for (int i = 0; i < nin && !bad; i++) {
+        double *d = tg_array_data(in[i]);
+        for (int64_t e = 0; e < tg_array_size(in[i]) && !bad; e++) {
+            double keep = d[e], h = 1e-6 * fmax(1.0, fabs(keep));
+            d[e] = keep + h;
+            double up = call_cost(fc, in);
+            d[e] = keep - h;
+            double down = call_cost(fc, in);
+            d[e] = keep;
+            double num = (up - down) / (2 * h), sym = tg_array_get_flat(gr[i], e);
+            if (fabs(num - sym) > 1e-5 * fmax(1.0, fabs(num))) {
+                printf("  %s: d c / d %s[%lld]: symbolic %.10g, finite differences %.10g\n", name, ids[i],
+                       (long long)e, sym, num);
+                bad = 1;
+            }
+        }
+    }
+    for (int i = 0; i < nin; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(gr[i]);
+    }
+    tg_function_free(fc);
+    tg_function_free(fg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    free(json);
+    return bad;
+}
+
+static void test_unary(void **state) {
+    (void)state;
+    int fails = 0;
+    char nodes[512];
+    for (int i = 0; UNARY[i]; i++) {
+        snprintf(nodes, sizeof nodes, "{\"op\":\"%s\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]},%s,%s", UNARY[i],
+                 N1("sin", "y", "sy"), N1("sum", "sy", "c"));
+        bool pos = !strcmp(UNARY[i], "abs") || !strcmp(UNARY[i], "relu");
+        fails += check_case(UNARY[i], V("x", "[2,3]"), nodes, pos ? 0.1 : 0.05, pos ? 0.9 : 0.6);
+    }
+    fails += check_case("arccosh", V("x", "[4]"),
+                        N1("arccosh", "x", "y") "," N1("sin", "y", "sy") "," N1("sum", "sy", "c"), 1.2, 2.0);
+    if (fails) fail_msg("%d unary gradients differ", fails);
+}
+
+static void test_binary_broadcasting(void **state) {
+    (void)state;
+    int fails = 0;
+    char nodes[512];
+    for (int i = 0; BINARY[i]; i++) {
+        snprintf(nodes, sizeof nodes, "{\"op\":\"%s\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"z\"]},%s,%s",
+                 BINARY[i], N1("sin", "z", "sy"), N1("sum", "sy", "c"));
+        /* y broadcasts along x's rows; then along a length-1 axis. */
+        fails += check_case(BINARY[i], V("x", "[2,3]") "," V("y", "[3]"), nodes, 0.2, 0.9);
+        fails += check_case(BINARY[i], V("x", "[2,1]") "," V("y", "[2,3]"), nodes, 0.2, 0.9);
+    }
+    fails += check_case("add3", V("x", "[2,3]") "," V("y", "[3]") "," V("w", "[2,1]"),
+                        "{\"op\":\"add\",\"inputs\":[\"x\",\"y\",\"w\"],\"outputs\":[\"z\"]}," N1("sin", "z", "sy") "," N1("sum", "sy", "c"), -1, 1);
+    fails += check_case("mul3", V("x", "[2,3]") "," V("y", "[3]") "," V("w", "[2,1]"),
+                        "{\"op\":\"mul\",\"inputs\":[\"x\",\"y\",\"w\"],\"outputs\":[\"z\"]}," N1("sin", "z", "sy") "," N1("sum", "sy", "c"), -1, 1);
+    fails += check_case("weak", V("x", "[3]"),
+                        "{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":3}],\"outputs\":[\"z\"]}," N1("sin", "z", "sy") "," N1("sum", "sy", "c"), -1, 1);
+    fails += check_case("switch_clip", V("x", "[2,3]") "," V("y", "[3]"),
+                        "{\"op\":\"gt\",\"inputs\":[\"x\",{\"value\":0}],\"outputs\":[\"m\"]},"
+                        "{\"op\":\"switch\",\"inputs\":[\"m\",\"x\",\"y\"],\"outputs\":[\"s\"]},"
+                        "{\"op\":\"clip\",\"inputs\":[\"s\",{\"value\":-0.5},{\"value\":0.5}],\"outputs\":[\"z\"]},"
+                        N1("sin", "z", "sy") "," N1("sum", "sy", "c"), -1, 1);
+    if (fails) fail_msg("%d binary gradients differ", fails);
+}
+
+static void test_reductions(void **state) {
+    (void)state;
+    const char *ops[] = {"sum", "mean", "max", "min", "logsumexp", "prod", NULL};
+    int fails = 0;
+    char nodes[512];
+    for (int i = 0; ops[i]; i++) {
+        const char *axes[] = {"null", "1", "[0, 2]", "-1"};
+        for (int a = 0; a < 4; a++) {
+            snprintf(nodes, sizeof nodes,
+                     "{\"op\":\"%s\",\"inputs\":[\"x\"],\"outputs\":[\"r\"],\"attrs\":{\"axis\":%s,\"keepdims\":%s}},"
+                     "%s,%s",
+                     ops[i], axes[a], a == 2 ? "true" : "false", N1("sin", "r", "sy"), N1("sum", "sy", "c"));
+            fails += check_case(ops[i], V("x", "[2,3,4]"), nodes, 0.1, 1.0);
+        }
+    }
+    if (fails) fail_msg("%d reduction gradients differ", fails);
+}
+
+static void test_products_and_shapes(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("dot_mm", V("a", "[2,3]") "," V("b", "[3,4]"), N2("dot", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("dot_mv", V("a", "[2,3]") "," V("b", "[3]"), N2("dot", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("dot_vm", V("a", "[3]") "," V("b", "[3,2]"), N2("dot", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("dot_vv", V("a", "[3]") "," V("b", "[3]"), N2("dot", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("matmul", V("a", "[2,3]") "," V("b", "[3,2]"), N2("matmul", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("outer", V("a", "[2]") "," V("b", "[3]"), N2("outer", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("gemm", V("z", "[2,4]") "," V("x", "[2,3]") "," V("y", "[3,4]"),
+                        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":0.7},\"x\",\"y\",{\"value\":-1.5}],\"outputs\":[\"r\"]},"
+                        COST("r"), -1, 1);
+    fails += check_case("transposed_dot", V("a", "[3,2]") "," V("b", "[3,4]"),
+                        N1("transpose", "a", "at") "," N2("dot", "at", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("dimshuffle", V("a", "[2,1,3]"),
+                        NA("dimshuffle", "a", "d", J({"order": [2, "x", 0]})) "," COST("d"), -1, 1);
+    fails += check_case("reshape_flatten", V("a", "[2,3,2]"),
+                        "{\"op\":\"reshape\",\"inputs\":[\"a\",{\"value\":{\"dtype\":\"int64\",\"shape\":[2],\"data\":[3,4]}}],\"outputs\":[\"r\"]},"
+                        NA("flatten", "r", "f", J({"ndim": 1})) "," COST("f"), -1, 1);
+    fails += check_case("subtensor", V("a", "[4,3]"),
+                        NA("subtensor", "a", "s", J({"index": [{"start": 3, "stop": null, "step": -2}, 1]})) "," COST("s"), -1, 1);
+    fails += check_case("set_inc_subtensor", V("a", "[4,3]") "," V("b", "[3]"),
+                        "{\"op\":\"set_subtensor\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"s\"],\"attrs\":{\"index\":[1]}},"
+                        "{\"op\":\"inc_subtensor\",\"inputs\":[\"s\",\"b\"],\"outputs\":[\"t\"],\"attrs\":{\"index\":[{\"start\":0,\"stop\":2}]}},"
+                        COST("t"), -1, 1);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+static void test_nn(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("softmax", V("x", "[2,4]"), NA("softmax", "x", "p", J({"axis": -1})) "," COST("p"), -2, 2);
+    fails += check_case("softmax_axis0", V("x", "[3,2]"), NA("softmax", "x", "p", J({"axis": 0})) "," COST("p"), -2, 2);
+    fails += check_case("log_softmax", V("x", "[2,4]"), NA("log_softmax", "x", "p", J({"axis": 1})) "," COST("p"), -2, 2);
+    fails += check_case("cce_dense", V("x", "[2,4]") "," V("t", "[2,4]"),
+                        N1("softmax", "x", "p") "," N2("categorical_crossentropy", "p", "t", "e") "," COST("e"), 0.1, 1);
+    fails += check_case("cce_index", V("x", "[3,4]"),
+                        N1("softmax", "x", "p") ","
+                        "{\"op\":\"categorical_crossentropy\",\"inputs\":[\"p\",{\"value\":{\"dtype\":\"int64\",\"shape\":[3],\"data\":[3,0,1]}}],\"outputs\":[\"e\"]},"
+                        COST("e"), -2, 2);
+    fails += check_case("bce", V("x", "[5]") "," V("t", "[5]"),
+                        N1("sigmoid", "x", "p") "," N2("binary_crossentropy", "p", "t", "e") "," COST("e"), 0.1, 0.9);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+/* A gradient is a graph like any other: differentiate it again. With
+ * c = sum(x^3), d c/d x = 3 x^2 and d/dx sum(v * 3x^2) = 6 x v. */
+static void test_second_derivative(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" V("x", "[3]") "," V("v", "[3]") "],"
+        "\"nodes\":[{\"op\":\"pow\",\"inputs\":[\"x\",{\"value\":3}],\"outputs\":[\"x3\"]},"
+        N1("sum", "x3", "c") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"x\"],\"outputs\":[\"gx\"]},"
+        N2("mul", "gx", "v", "gv") "," N1("sum", "gv", "c2") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c2\",\"x\"],\"outputs\":[\"hv\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\",\"v\"],\"outputs\":[\"gx\",\"hv\"]}}}";
+    tg_graph *g = tu_load(json);
+    double xs[3] = {0.5, -1.0, 2.0}, vs[3] = {1.0, 2.0, -0.5};
+    int64_t three = 3;
+    tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 1, &three, xs), tg_array_new_from(TG_FLOAT64, 1, &three, vs)};
+    tg_array *out[2];
+    tu_call(g, "f", in, out);
+    for (int i = 0; i < 3; i++) {
+        assert_true(fabs(tg_array_get_flat(out[0], i) - 3 * xs[i] * xs[i]) < 1e-12);
+        assert_true(fabs(tg_array_get_flat(out[1], i) - 6 * xs[i] * vs[i]) < 1e-12);
+    }
+    for (int i = 0; i < 2; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(out[i]);
+    }
+    tg_graph_free(g);
+}
+
+/* The logistic regression's hand-written gradients equal grad's. */
+static void test_logreg_matches_hand_written(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/examples/logreg.json", TG_SOURCE_DIR);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load(path, ctx);
+    assert_non_null(g);
+    char *text = tg_graph_to_string(g, ctx);
+    tg_graph_free(g);
+    /* Add grad(cost, w, b) and a function returning both gradients. */
+    char *p = strstr(text, "\"nodes\": [");
+    assert_non_null(p);
+    size_t at = (size_t)(p - text) + strlen("\"nodes\": [");
+    const char *ins = "{\"op\": \"grad\", \"inputs\": [\"cost\", \"w\", \"b\"], \"outputs\": [\"gw_sym\", \"gb_sym\"]}, ";
+    char *full = malloc(strlen(text) + strlen(ins) + 256);
+    memcpy(full, text, at);
+    strcpy(full + at, ins);
+    strcat(full, text + at);
+    char *f = strstr(full, "\"functions\": {");
+    assert_non_null(f);
+    const char *fn = "\"functions\": {\"both\": {\"inputs\": [\"x\", \"y\"], \"outputs\": [\"gw\", \"gw_sym\", \"gb\", \"gb_sym\"]}, ";
+    char *full2 = malloc(strlen(full) + strlen(fn) + 16);
+    size_t fat = (size_t)(f - full);
+    memcpy(full2, full, fat);
+    strcpy(full2 + fat, fn);
+    strcat(full2, full + fat + strlen("\"functions\": {"));
+    tg_string_free(text);
+    g = tg_graph_load_string(full2, strlen(full2), NULL, "logreg+grad", ctx);
+    if (!g) fail_msg("%s", tg_ctx_message(ctx));
+    int64_t xs[2] = {5, 784}, n5 = 5;
+    tg_array *x = tg_array_new(TG_FLOAT64, 2, xs), *y = tg_array_new(TG_INT64, 1, &n5);
+    uint64_t s = 7;
+    for (int64_t i = 0; i < 5 * 784; i++) ((double *)tg_array_data(x))[i] = urand(&s) - 0.5;
+    for (int i = 0; i < 5; i++) ((int64_t *)tg_array_data(y))[i] = i % 2;
+    tg_array *in[2] = {x, y}, *out[4];
+    tu_call(g, "both", in, out);
+    tu_assert_close(out[1], out[0], 1e-10, 1e-12);
+    tu_assert_close(out[3], out[2], 1e-10, 1e-12);
+    for (int i = 0; i < 4; i++) tg_array_free(out[i]);
+    tg_array_free(x);
+    tg_array_free(y);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    free(full);
+    free(full2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_binary_broadcasting),
+        cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_products_and_shapes),
+        cmocka_unit_test(test_nn),
+        cmocka_unit_test(test_second_derivative),
+        cmocka_unit_test(test_logreg_matches_hand_written),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
