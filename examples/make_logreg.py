@@ -32,7 +32,22 @@ XENT = "xent = -y * T.log(p_1) - (1 - y) * T.log(1 - p_1)"
 COST = "cost = xent.mean() + 0.01 * (w ** 2).sum()"
 GRAD = "gw, gb = T.grad(cost, [w, b])"
 UPD = "updates={w: w - 0.1 * gw, b: b - 0.1 * gb}"
-g = {
+# The gradients written out by hand (d cost / d (x.w + b) = (p_1 - y) / N),
+# kept as a test that grad's expansion gives the same values.
+MANUAL = [
+    node("shape_i", ["x"], ["n"], 13, GRAD, attrs={"i": 0}),
+    node("sub", ["p_1", "y"], ["p_minus_y"], 13, GRAD),
+    node("true_div", ["p_minus_y", "n"], ["g_logit"], 13, GRAD),
+    node("transpose", ["x"], ["x_T"], 13, GRAD),
+    node("dot", ["x_T", "g_logit"], ["gw_data"], 13, GRAD),
+    node("mul", [{"value": 0.02}, "w"], ["gw_penalty"], 13, GRAD),
+    node("add", ["gw_data", "gw_penalty"], ["gw"], 13, GRAD, name="gw"),
+    node("sum", ["g_logit"], ["gb"], 13, GRAD, name="gb"),
+]
+
+
+def graph(manual):
+  return {
     "format": "tg-graph", "version": 1, "name": "logistic regression (Theano 2010, figure 1)",
     "variables": [
         {"id": "x", "type": {"dtype": "float64", "shape": [None, feats]}, "name": "x"},
@@ -61,15 +76,7 @@ g = {
         node("sum", ["w_sq"], ["w_sq_sum"], 12, COST),
         node("mul", [{"value": 0.01}, "w_sq_sum"], ["penalty"], 12, COST),
         node("add", ["xent_mean", "penalty"], ["cost"], 12, COST, name="cost"),
-        # d cost / d (x.w + b) = (p_1 - y) / N
-        node("shape_i", ["x"], ["n"], 13, GRAD, attrs={"i": 0}),
-        node("sub", ["p_1", "y"], ["p_minus_y"], 13, GRAD),
-        node("true_div", ["p_minus_y", "n"], ["g_logit"], 13, GRAD),
-        node("transpose", ["x"], ["x_T"], 13, GRAD),
-        node("dot", ["x_T", "g_logit"], ["gw_data"], 13, GRAD),
-        node("mul", [{"value": 0.02}, "w"], ["gw_penalty"], 13, GRAD),
-        node("add", ["gw_data", "gw_penalty"], ["gw"], 13, GRAD, name="gw"),
-        node("sum", ["g_logit"], ["gb"], 13, GRAD, name="gb"),
+    ] + (MANUAL if manual else [node("grad", ["cost", "w", "b"], ["gw", "gb"], 13, GRAD)]) + [
         node("gt", ["p_1", {"value": 0.5}], ["prediction"], 14, "prediction = p_1 > 0.5", name="prediction"),
         node("mul", [{"value": 0.1}, "gw"], ["step_w"], 17, UPD),
         node("sub", ["w", "step_w"], ["w_next"], 17, UPD),
@@ -84,7 +91,12 @@ g = {
     },
     "meta": {"source": "Theano: a CPU and GPU math compiler in Python (SciPy 2010), figure 1",
              "generator": "examples/make_logreg.py"},
-}
+  }
+
+
 with open("logreg.json", "w") as f:
-    json.dump(g, f, indent=1)
+    json.dump(graph(False), f, indent=1)
+    f.write("\n")
+with open("../tests/data/tools/logreg_manual.json", "w") as f:
+    json.dump(graph(True), f, indent=1)
     f.write("\n")

@@ -273,7 +273,7 @@ static void test_second_derivative(void **state) {
 static void test_logreg_matches_hand_written(void **state) {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/examples/logreg.json", TG_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/tools/logreg_manual.json", TG_TEST_DATA);
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = tg_graph_load(path, ctx);
     assert_non_null(g);
