@@ -398,6 +398,33 @@ int tg_graph_function_find(const tg_graph *g, const char *name,
     return -1;
 }
 
+static void heap_push(int *h, int *n, int v) {
+    int i = (*n)++;
+    h[i] = v;
+    while (i > 0 && h[(i - 1) / 2] > h[i]) {
+        int p = (i - 1) / 2, t = h[p];
+        h[p] = h[i];
+        h[i] = t;
+        i = p;
+    }
+}
+
+static int heap_pop(int *h, int *n) {
+    int top = h[0];
+    h[0] = h[--*n];
+    for (int i = 0;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *n && h[l] < h[m]) m = l;
+        if (r < *n && h[r] < h[m]) m = r;
+        if (m == i) break;
+        int t = h[m];
+        h[m] = h[i];
+        h[i] = t;
+        i = m;
+    }
+    return top;
+}
+
 /* Kahn's algorithm over producer -> consumer edges; ties keep file order,
  * so a file already in order stays as written. On a cycle, walk it from a
  * node left over to name the ids on it. */
@@ -450,16 +477,17 @@ int tg_graph_toposort(tg_graph *g, tg_ctx *ctx) {
                 cons[cstart[p] + ccount[p]++] = i;
             }
     }
-    /* A min-heap on the file position would keep file order exactly; a
-     * FIFO seeded in file order is close enough and linear. */
-    int head = 0, tail = 0, nsorted = 0;
+    /* A min-heap on the position: among the ready nodes the earliest
+     * goes first, so a list already in order stays exactly as it is (a
+     * saved graph loads back in the same order). */
+    int hn = 0, nsorted = 0;
     for (int i = 0; i < n; i++)
-        if (!indeg[i]) queue[tail++] = i;
-    while (head < tail) {
-        int i = queue[head++];
+        if (!indeg[i]) heap_push(queue, &hn, i);
+    while (hn) {
+        int i = heap_pop(queue, &hn);
         sorted[nsorted++] = g->nodes[i];
         for (int c = cstart[i]; c < cstart[i + 1]; c++)
-            if (--indeg[cons[c]] == 0) queue[tail++] = cons[c];
+            if (--indeg[cons[c]] == 0) heap_push(queue, &hn, cons[c]);
     }
     if (nsorted < n) {
         /* Every left-over node with indeg > 0 has a left-over producer:
