@@ -7,5 +7,6 @@
 #include "tg/array.h"
 #include "tg/graph.h"
 #include "tg/function.h"
+#include "tg/grad.h"
 
 #endif

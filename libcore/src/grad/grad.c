@@ -1,5 +1,5 @@
-/* Reverse-mode differentiation: the gradient builder, the `grad` derived
- * op expanded at load, and `sum_to`, which sums a gradient back to the
+/* Reverse-mode differentiation: the gradient builder, the derived ops
+ * `grad`, `lop` and `rop` expanded at load (rop by two reverse passes), and `sum_to`, which sums a gradient back to the
  * run-time shape of a broadcast operand. */
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +117,8 @@ tg_var *tg_gb_sum_to(tg_gb *b, tg_var *g, tg_var *x) {
 
 static bool differentiable(tg_dtype dt) { return tg_dtype_is_float(dt); }
 
+static int ctx_rc(const tg_gb *b) { return b->ctx && b->ctx->status ? b->ctx->status : TG_ENOMEM; }
+
 /* Accumulate contribution c into acc[v]. */
 static int accumulate(tg_gb *b, tg_var **acc, const tg_var *v, tg_var *c) {
     if (!c) return TG_OK;
@@ -125,86 +127,87 @@ static int accumulate(tg_gb *b, tg_var **acc, const tg_var *v, tg_var *c) {
         return TG_OK;
     }
     tg_var *s = tg_gb_op2(b, "add", acc[v->index], c);
-    if (!s) return b->ctx ? b->ctx->status : TG_ENOMEM;
+    if (!s) return ctx_rc(b);
     acc[v->index] = s;
     return TG_OK;
 }
 
-int tg_grad_expand(tg_graph *g, tg_node *gn, tg_node ***out, int *nout, tg_ctx *ctx) {
-    int rc = TG_OK, nvars0 = g->nvars;
-    tg_gb b = {.g = g, .ctx = ctx, .origin = gn, .prefix = gn->outputs[0]->id};
-    tg_var *cost = gn->inputs[0];
-    char desc[256];
-    tg_node_describe(gn, desc, sizeof desc);
-    tg_var **acc = tg_calloc((size_t)nvars0 + 1, sizeof *acc);
-    char *dep = tg_calloc((size_t)nvars0 + 1, 1);   /* depends on some w */
-    char *need = tg_calloc((size_t)nvars0 + 1, 1);  /* an ancestor of cost */
+/* g cast to dtype dt when it differs. */
+static tg_var *cast_to(tg_gb *b, tg_var *g, tg_dtype dt) {
+    if (!g || g->type.dtype == dt) return g;
+    char attrs[64];
+    snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
+    return tg_gb_op1(b, "cast", g, attrs);
+}
+
+/* One reverse pass over nodes[0..nn) (topological order, typed): the
+ * gradients seed[s] of the variables f[s] flow back to the w's, and res[j]
+ * gets the sum of the vector-Jacobian products reaching w[j], or NULL
+ * where none does. */
+typedef struct pass {
+    tg_node *const *nodes;
+    int nn;
+    int nseed;
+    tg_var *const *f, *const *seed;
+    int nw;
+    tg_var *const *w;
+    int w_at;         /* index of w[0] among the derived node's inputs (messages) */
+    const char *what; /* how messages name f[0] */
+    bool raise;       /* a w that no f depends on is an error */
+} pass;
+
+static int reverse(tg_gb *b, const pass *p, tg_var **res) {
+    tg_ctx *ctx = b->ctx;
+    int rc = TG_OK, nv = b->g->nvars;
+    tg_var **acc = tg_calloc((size_t)nv + 1, sizeof *acc);
+    char *dep = tg_calloc((size_t)nv + 1, 1);  /* depends on some w */
+    char *need = tg_calloc((size_t)nv + 1, 1); /* an ancestor of some f */
     tg_var **gout = NULL, **gin = NULL;
     if (!acc || !dep || !need) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
-    if (cost->type.ndim != 0) {
-        rc = tg_errorf(ctx, TG_ETYPE, "inputs[0]: the cost '%s' must be a scalar, not %d-dimensional",
-                       cost->id, cost->type.ndim);
-        goto done;
-    }
-    if (!differentiable(cost->type.dtype)) {
-        rc = tg_errorf(ctx, TG_ETYPE, "inputs[0]: the cost '%s' is %s; it must be a float", cost->id,
-                       tg_dtype_name(cost->type.dtype));
-        goto done;
-    }
-    int nw = gn->nin - 1;
-    if (gn->nout != nw) {
-        rc = tg_errorf(ctx, TG_ELOAD, "outputs: grad of %d variables needs %d outputs, got %d", nw, nw,
-                       gn->nout);
-        goto done;
-    }
-    for (int j = 1; j < gn->nin; j++) dep[gn->inputs[j]->index] = 1;
-    /* Forward: what depends on the w's (nodes are in topological order,
-     * and every node before gn is typed). */
-    int last = -1;
-    for (int i = 0; i < g->nnodes && g->nodes[i] != gn; i++) {
-        tg_node *n = g->nodes[i];
+    for (int j = 0; j < p->nw; j++) dep[p->w[j]->index] = 1;
+    for (int i = 0; i < p->nn; i++) {
+        tg_node *n = p->nodes[i];
         bool d = false;
-        for (int k = 0; k < n->nin; k++) d |= n->inputs[k]->index < nvars0 && dep[n->inputs[k]->index];
+        for (int k = 0; k < n->nin; k++) d |= n->inputs[k]->index < nv && dep[n->inputs[k]->index];
         if (d)
             for (int k = 0; k < n->nout; k++) dep[n->outputs[k]->index] = 1;
-        last = i;
     }
-    /* Backward: what the cost needs. */
-    need[cost->index] = 1;
-    for (int i = last; i >= 0; i--) {
-        tg_node *n = g->nodes[i];
+    for (int s = 0; s < p->nseed; s++) need[p->f[s]->index] = 1;
+    for (int i = p->nn - 1; i >= 0; i--) {
+        tg_node *n = p->nodes[i];
         bool nd = false;
         for (int k = 0; k < n->nout; k++) nd |= need[n->outputs[k]->index];
         if (nd)
-            for (int k = 0; k < n->nin; k++) need[n->inputs[k]->index] = 1;
+            for (int k = 0; k < n->nin; k++)
+                if (n->inputs[k]->index < nv) need[n->inputs[k]->index] = 1;
     }
-    for (int j = 1; j < gn->nin; j++) {
-        const tg_var *w = gn->inputs[j];
+    for (int j = 0; j < p->nw; j++) {
+        const tg_var *w = p->w[j];
         if (!differentiable(w->type.dtype)) {
             rc = tg_errorf(ctx, TG_ETYPE, "inputs[%d]: cannot differentiate with respect to '%s' of dtype %s",
-                           j, w->id, tg_dtype_name(w->type.dtype));
+                           p->w_at + j, w->id, tg_dtype_name(w->type.dtype));
             goto done;
         }
-        if (!need[w->index] && gn->a.mode == 0) {
+        if (!need[w->index] && p->raise) {
             rc = tg_errorf(ctx, TG_ELOAD,
-                           "inputs[%d]: the cost '%s' does not depend on '%s' (attrs.disconnected is "
+                           "inputs[%d]: %s '%s' does not depend on '%s' (attrs.disconnected is "
                            "\"raise\"; use \"warn\" or \"ignore\" to get zeros)",
-                           j, cost->id, w->id);
+                           p->w_at + j, p->what, p->f[0]->id, w->id);
             goto done;
         }
     }
-    acc[cost->index] = tg_gb_op1(&b, "ones_like", cost, NULL);
-    if (!acc[cost->index]) {
-        rc = ctx ? ctx->status : TG_ENOMEM;
-        goto done;
+    for (int s = 0; s < p->nseed && !rc; s++) {
+        tg_var *sd = cast_to(b, p->seed[s], p->f[s]->type.dtype);
+        rc = sd ? accumulate(b, acc, p->f[s], sd) : ctx_rc(b);
     }
+    if (rc) goto done;
     int maxio = 1;
-    for (int i = 0; i <= last; i++) {
-        if (g->nodes[i]->nin > maxio) maxio = g->nodes[i]->nin;
-        if (g->nodes[i]->nout > maxio) maxio = g->nodes[i]->nout;
+    for (int i = 0; i < p->nn; i++) {
+        if (p->nodes[i]->nin > maxio) maxio = p->nodes[i]->nin;
+        if (p->nodes[i]->nout > maxio) maxio = p->nodes[i]->nout;
     }
     gout = tg_calloc((size_t)maxio, sizeof *gout);
     gin = tg_calloc((size_t)maxio, sizeof *gin);
@@ -212,15 +215,16 @@ int tg_grad_expand(tg_graph *g, tg_node *gn, tg_node ***out, int *nout, tg_ctx *
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
-    for (int i = last; i >= 0 && !rc; i--) {
-        tg_node *n = g->nodes[i];
+    const tg_node *origin = b->origin;
+    for (int i = p->nn - 1; i >= 0 && !rc; i--) {
+        tg_node *n = p->nodes[i];
         bool any = false, relevant = false;
         for (int k = 0; k < n->nout; k++) {
-            gout[k] = acc[n->outputs[k]->index];
+            gout[k] = n->outputs[k]->index < nv ? acc[n->outputs[k]->index] : NULL;
             any |= gout[k] != NULL;
         }
         for (int k = 0; k < n->nin; k++)
-            relevant |= n->inputs[k]->index < nvars0 && dep[n->inputs[k]->index] &&
+            relevant |= n->inputs[k]->index < nv && dep[n->inputs[k]->index] &&
                         differentiable(n->inputs[k]->type.dtype);
         if (!any || !relevant) continue;
         for (int k = 0; k < n->nin; k++) gin[k] = NULL;
@@ -232,8 +236,8 @@ int tg_grad_expand(tg_graph *g, tg_node *gn, tg_node ***out, int *nout, tg_ctx *
                            n->op->name);
             break;
         }
-        b.origin = n;
-        if ((rc = n->op->grad(&b, n, gout, gin))) {
+        b->origin = n;
+        if ((rc = n->op->grad(b, n, gout, gin))) {
             char nd[256];
             tg_node_describe(n, nd, sizeof nd);
             tg_error_prefix(ctx, "differentiating %s", nd);
@@ -241,64 +245,18 @@ int tg_grad_expand(tg_graph *g, tg_node *gn, tg_node ***out, int *nout, tg_ctx *
         }
         for (int k = 0; k < n->nin && !rc; k++) {
             tg_var *v = n->inputs[k];
-            if (!gin[k] || v->index >= nvars0 || !dep[v->index] || !differentiable(v->type.dtype)) continue;
+            if (!gin[k] || v->index >= nv || !dep[v->index] || !differentiable(v->type.dtype)) continue;
             /* Gradients keep their input's dtype. */
-            if (gin[k]->type.dtype != v->type.dtype) {
-                char attrs[64];
-                snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(v->type.dtype));
-                gin[k] = tg_gb_op1(&b, "cast", gin[k], attrs);
-                if (!gin[k]) {
-                    rc = ctx ? ctx->status : TG_ENOMEM;
-                    break;
-                }
+            if (!(gin[k] = cast_to(b, gin[k], v->type.dtype))) {
+                rc = ctx_rc(b);
+                break;
             }
-            rc = accumulate(&b, acc, v, gin[k]);
+            rc = accumulate(b, acc, v, gin[k]);
         }
     }
-    /* The grad node's outputs become identities of the gradients (or zeros
-     * for a w the cost does not reach). */
-    b.origin = gn;
-    for (int j = 1; j < gn->nin && !rc; j++) {
-        tg_var *w = gn->inputs[j], *gw = acc[w->index];
-        if (!gw && !(gw = tg_gb_op1(&b, "zeros_like", w, NULL))) {
-            rc = ctx ? ctx->status : TG_ENOMEM;
-            break;
-        }
-        const tg_op *idop = tg_op_find("identity");
-        tg_node *idn = tg_node_new(idop, 1, 1);
-        if (!idn || gb_push(&b, idn)) {
-            tg_node_free(idn);
-            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
-            break;
-        }
-        idn->inputs[0] = gw;
-        idn->outputs[0] = gn->outputs[j - 1];
-        idn->outputs[0]->owner = idn;
-        idn->outputs[0]->owner_index = 0;
-        idn->json_index = gn->json_index;
-        if (gn->name && !(idn->name = tg_strdup(gn->name))) rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        if (!rc) rc = tg_trace_copy(&idn->trace, &gn->trace);
-        if (!rc) rc = idop->infer(idn, ctx);
-    }
+    b->origin = origin;
+    for (int j = 0; j < p->nw && !rc; j++) res[j] = acc[p->w[j]->index];
 done:
-    if (rc) {
-        if (ctx && ctx->status == TG_OK) ctx->status = rc;
-        for (int i = 0; i < b.nnodes; i++) {
-            /* Outputs handed over to identities belong to the grad node. */
-            tg_node *n = b.nodes[i];
-            for (int k = 0; k < n->nout; k++)
-                if (n->outputs[k] && n->outputs[k]->owner == n && n->op == tg_op_find("identity"))
-                    n->outputs[k]->owner = gn;
-            tg_node_free(n);
-        }
-        tg_free(b.nodes);
-        *out = NULL;
-        *nout = 0;
-    } else {
-        *out = b.nodes;
-        *nout = b.nnodes;
-    }
-    (void)desc;
     tg_free(acc);
     tg_free(dep);
     tg_free(need);
@@ -307,8 +265,156 @@ done:
     return rc;
 }
 
-/* ---- the `grad` op: a place holder in the table so that files can name
- * it; the loader expands it (tg_grad_expand) and it never runs. ---- */
+/* Output k of the derived node gn becomes an identity of value (or zeros
+ * like `like` when value is NULL). */
+static int bind_output(tg_gb *b, tg_node *gn, int k, tg_var *value, tg_var *like) {
+    tg_ctx *ctx = b->ctx;
+    if (!value && !(value = tg_gb_op1(b, "zeros_like", like, NULL))) return ctx_rc(b);
+    const tg_op *idop = tg_op_find("identity");
+    tg_node *idn = tg_node_new(idop, 1, 1);
+    if (!idn || gb_push(b, idn)) {
+        tg_node_free(idn);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    idn->inputs[0] = value;
+    idn->outputs[0] = gn->outputs[k];
+    idn->outputs[0]->owner = idn;
+    idn->outputs[0]->owner_index = 0;
+    idn->json_index = gn->json_index;
+    if (gn->name && !(idn->name = tg_strdup(gn->name))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    int rc = tg_trace_copy(&idn->trace, &gn->trace);
+    if (rc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return idop->infer(idn, ctx);
+}
+
+extern const tg_op tg_op_grad, tg_op_lop, tg_op_rop;
+
+/* u must have f's rank and a compatible static shape. */
+static int check_like(tg_ctx *ctx, int at, const tg_var *u, const tg_var *f, const char *role) {
+    if (!differentiable(u->type.dtype))
+        return tg_errorf(ctx, TG_ETYPE, "inputs[%d]: '%s' is %s; it must be a float", at, u->id,
+                         tg_dtype_name(u->type.dtype));
+    bool same = u->type.ndim == f->type.ndim;
+    for (int d = 0; same && d < u->type.ndim; d++)
+        same = u->type.shape[d] < 0 || f->type.shape[d] < 0 || u->type.shape[d] == f->type.shape[d];
+    if (!same) {
+        char a[160], c[160];
+        tg_type_str(&u->type, a, sizeof a);
+        tg_type_str(&f->type, c, sizeof c);
+        return tg_errorf(ctx, TG_ETYPE, "inputs[%d]: '%s' is %s but must have the shape of %s '%s' (%s)", at,
+                         u->id, a, role, f->id, c);
+    }
+    return TG_OK;
+}
+
+int tg_grad_expand(tg_graph *g, tg_node *gn, tg_node ***out, int *nout, tg_ctx *ctx) {
+    int rc = TG_OK;
+    tg_gb b = {.g = g, .ctx = ctx, .origin = gn, .prefix = gn->outputs[0]->id};
+    tg_var *f = gn->inputs[0];
+    tg_var **res = NULL, **f2 = NULL, **s2 = NULL;
+    tg_node **all = NULL;
+    bool is_grad = gn->op == &tg_op_grad, is_rop = gn->op == &tg_op_rop;
+    int pos = 0;
+    while (pos < g->nnodes && g->nodes[pos] != gn) pos++;
+    if (!differentiable(f->type.dtype)) {
+        rc = tg_errorf(ctx, TG_ETYPE, "inputs[0]: %s '%s' is %s; it must be a float", is_grad ? "the cost" : "f",
+                       f->id, tg_dtype_name(f->type.dtype));
+        goto done;
+    }
+    if (is_grad && f->type.ndim != 0) {
+        rc = tg_errorf(ctx, TG_ETYPE, "inputs[0]: the cost '%s' must be a scalar, not %d-dimensional", f->id,
+                       f->type.ndim);
+        goto done;
+    }
+    int nw = is_grad ? gn->nin - 1 : is_rop ? (gn->nin - 1) / 2 : gn->nin - 2;
+    int want_out = is_rop ? 1 : nw;
+    if (is_rop && (gn->nin - 1) % 2) {
+        rc = tg_errorf(ctx, TG_ELOAD, "inputs: rop(f, w1..wn, v1..vn) needs as many v's as w's, got %d inputs",
+                       gn->nin);
+        goto done;
+    }
+    if (gn->nout != want_out) {
+        rc = tg_errorf(ctx, TG_ELOAD, "outputs: %s of %d variables needs %d outputs, got %d", gn->op->name, nw,
+                       want_out, gn->nout);
+        goto done;
+    }
+    if (!is_grad && !is_rop && (rc = check_like(ctx, gn->nin - 1, gn->inputs[gn->nin - 1], f, "f")))
+        goto done;
+    for (int j = 0; is_rop && j < nw; j++)
+        if ((rc = check_like(ctx, 1 + nw + j, gn->inputs[1 + nw + j], gn->inputs[1 + j], "w")))
+            goto done;
+    res = tg_calloc((size_t)nw + 1, sizeof *res);
+    f2 = tg_calloc((size_t)nw + 1, sizeof *f2);
+    s2 = tg_calloc((size_t)nw + 1, sizeof *s2);
+    if (!res || !f2 || !s2) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    /* The output gradient: ones for a cost, u for lop; for rop a dummy u
+     * (zeros, never read by the result: lop is linear in u, so a second
+     * reverse pass, from the lop's outputs seeded with the v's back to u,
+     * gives J v). */
+    tg_var *seed = is_grad ? tg_gb_op1(&b, "ones_like", f, NULL)
+                   : is_rop ? tg_gb_op1(&b, "zeros_like", f, NULL)
+                            : gn->inputs[gn->nin - 1];
+    if (!seed) {
+        rc = ctx_rc(&b);
+        goto done;
+    }
+    pass p1 = {.nodes = g->nodes, .nn = pos, .nseed = 1, .f = &f, .seed = &seed, .nw = nw,
+               .w = gn->inputs + 1, .w_at = 1, .what = is_grad ? "the cost" : "f", .raise = gn->a.mode == 0};
+    if ((rc = reverse(&b, &p1, res))) goto done;
+    if (!is_rop) {
+        for (int j = 0; j < nw && !rc; j++) rc = bind_output(&b, gn, j, res[j], gn->inputs[1 + j]);
+        goto done;
+    }
+    int n2 = 0;
+    for (int j = 0; j < nw; j++)
+        if (res[j]) {
+            f2[n2] = res[j];
+            s2[n2++] = gn->inputs[1 + nw + j];
+        }
+    tg_var *jv = NULL;
+    if (n2) {
+        int nall = pos + b.nnodes;
+        if (!(all = tg_malloc(sizeof *all * (size_t)nall))) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        memcpy(all, g->nodes, sizeof *all * (size_t)pos);
+        memcpy(all + pos, b.nodes, sizeof *all * (size_t)b.nnodes);
+        pass p2 = {.nodes = all, .nn = nall, .nseed = n2, .f = f2, .seed = s2, .nw = 1, .w = &seed,
+                   .w_at = 0, .what = "f", .raise = false};
+        if ((rc = reverse(&b, &p2, &jv))) goto done;
+    }
+    rc = bind_output(&b, gn, 0, jv, f);
+done:
+    if (rc) {
+        if (ctx && ctx->status == TG_OK) ctx->status = rc;
+        /* Outputs handed over to identities belong to the derived node. */
+        for (int k = 0; k < gn->nout; k++)
+            if (gn->outputs[k]->owner != gn) {
+                gn->outputs[k]->owner = gn;
+                gn->outputs[k]->owner_index = k;
+            }
+        for (int i = 0; i < b.nnodes; i++) tg_node_free(b.nodes[i]);
+        tg_free(b.nodes);
+        *out = NULL;
+        *nout = 0;
+    } else {
+        *out = b.nodes;
+        *nout = b.nnodes;
+    }
+    tg_free(res);
+    tg_free(f2);
+    tg_free(s2);
+    tg_free(all);
+    return rc;
+}
+
+/* ---- the derived ops `grad`, `lop`, `rop`: place holders in the table so
+ * that files can name them; the loader expands them (tg_grad_expand) and
+ * they never run. ---- */
 
 static const char *const GRAD_KEYS[] = {"disconnected", NULL};
 static const char *const DISC[] = {"raise", "warn", "ignore", NULL};
@@ -318,7 +424,7 @@ static int grad_attrs(tg_node *n, tg_ctx *ctx) {
 }
 
 static int grad_infer(tg_node *n, tg_ctx *ctx) {
-    return tg_errorf(ctx, TG_ELOAD, "grad must be expanded by the loader");
+    return tg_errorf(ctx, TG_ELOAD, "%s must be expanded by the loader", n->op->name);
 }
 
 static int grad_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
@@ -335,6 +441,34 @@ const tg_op tg_op_grad = {
     .nin_min = 2,
     .nin_max = -1,
     .nout = -1,
+    .flags = TG_OPF_DERIVED,
+    .attr_keys = GRAD_KEYS,
+    .parse_attrs = grad_attrs,
+    .infer = grad_infer,
+    .run = grad_run,
+    .cost = no_cost,
+    .view_of = -1,
+};
+
+const tg_op tg_op_lop = {
+    .name = "lop",
+    .nin_min = 3,
+    .nin_max = -1,
+    .nout = -1,
+    .flags = TG_OPF_DERIVED,
+    .attr_keys = GRAD_KEYS,
+    .parse_attrs = grad_attrs,
+    .infer = grad_infer,
+    .run = grad_run,
+    .cost = no_cost,
+    .view_of = -1,
+};
+
+const tg_op tg_op_rop = {
+    .name = "rop",
+    .nin_min = 3,
+    .nin_max = -1,
+    .nout = 1,
     .flags = TG_OPF_DERIVED,
     .attr_keys = GRAD_KEYS,
     .parse_attrs = grad_attrs,

@@ -38,12 +38,28 @@ int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
 int tg_grad_blas(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
 int tg_grad_shape(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
 int tg_grad_nn(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+/* More rules (rules_more.c). */
+int tg_grad_varstd(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_matmul(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_outer(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_build(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_conv(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_pool(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_linalg(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
+int tg_grad_debug(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
 
-/* Expand the `grad` node n of g (whose inputs are typed): the gradient
- * nodes are returned in *out (caller frees the array; the nodes belong to
- * the caller until added to g). Errors: a cost that is not a scalar, a w
- * the cost does not depend on (attrs.disconnected "raise"), an op without
- * a gradient rule on the path. */
+/* Expand the derived node n of g (op `grad`, `lop` or `rop`; its inputs
+ * are typed): the new nodes are returned in *out (caller frees the array;
+ * the nodes belong to the caller until added to g), ending with identities
+ * that produce n's outputs. `lop(f, w.., u)` is the reverse pass seeded
+ * with u; `grad` is lop of a scalar seeded with ones; `rop(f, w.., v..)`
+ * is computed by two reverse passes (the "double lop" trick): a lop seeded
+ * with a dummy u = zeros_like(f), then the reverse pass of those results,
+ * seeded with the v's, back to u, which gives J v (lop is linear in u, so
+ * the result never reads u's value). Errors: a cost that is not a scalar,
+ * a u or v of the wrong shape, a w that f does not depend on
+ * (attrs.disconnected "raise"), an op without a gradient rule on the
+ * path (for rop, also on the gradient graph's own path). */
 int tg_grad_expand(tg_graph *g, tg_node *n, tg_node ***out, int *nout, tg_ctx *ctx);
 
 #endif

@@ -165,6 +165,7 @@ static tg_var *keep_axes(tg_gb *b, tg_node *n, tg_var *v) {
 int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     const char *op = n->op->name;
     tg_var *x = n->inputs[0], *out = n->outputs[0];
+    if (!strcmp(op, "var") || !strcmp(op, "std")) return tg_grad_varstd(b, n, gout, gin);
     tg_ctx_clear(b->ctx);
     tg_var *g = keep_axes(b, n, gout[0]);
     tg_var *gx = ADD(OP1("zeros_like", x), g); /* broadcast to x's shape */
@@ -211,13 +212,14 @@ int tg_grad_blas(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         } else if (a == 1 && c == 1) {
             gin[0] = MUL(g, y);
             gin[1] = MUL(g, x);
+        } else if (!strcmp(op, "matmul")) {
+            return tg_grad_matmul(b, n, gout, gin);
         } else {
             return tg_errorf(b->ctx, TG_EUNSUPPORTED,
                              "the gradient of %s of %d-d and %d-d operands is not implemented yet", op, a, c);
         }
     } else if (!strcmp(op, "outer")) {
-        if (n->inputs[0]->type.ndim != 1 || n->inputs[1]->type.ndim != 1)
-            return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of outer of matrices is not implemented yet");
+        if (n->inputs[0]->type.ndim != 1 || n->inputs[1]->type.ndim != 1) return tg_grad_outer(b, n, gout, gin);
         gin[0] = OP2("dot", g, n->inputs[1]);
         gin[1] = OP2("dot", n->inputs[0], g);
     } else if (!strcmp(op, "gemm") || !strcmp(op, "gemv")) {

@@ -222,10 +222,6 @@ static int load_node_outputs(loader *L, json_object *o, size_t j) {
     const char *opname = json_object_get_string(jop);
     const tg_op *op = tg_op_find(opname);
     if (!op) {
-        if (!strcmp(opname, "rop") || !strcmp(opname, "lop"))
-            return lerr(L, TG_EUNSUPPORTED,
-                        "%s.op: derived variable '%s' is not supported yet in this build",
-                        where, opname);
         if (tg_op_is_planned(opname))
             return lerr(L, TG_EUNSUPPORTED, "%s.op: op '%s' is not implemented yet in this build",
                         where, opname);
@@ -520,7 +516,7 @@ static int infer_types(loader *L) {
             v->type.ndim = -1;
         }
         if (nd->op->flags & TG_OPF_DERIVED) {
-            /* grad(cost, w...): replace the node by its gradient graph;
+            /* grad/lop/rop: replace the node by its derivative graph;
              * the new nodes are typed already and are checked again as
              * the loop walks over them. */
             tg_node **gnodes = NULL;

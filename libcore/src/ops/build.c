@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ops/shape.h"
+#include "grad/grad.h"
 
 /* ---- helpers ---- */
 
@@ -366,19 +367,19 @@ done:
 const tg_op tg_op_take = {
     .name = "take", .nin_min = 2, .nin_max = 2, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
-    .run = take_run, .cost = cost_copy, .view_of = -1, .impl = &kind_take};
+    .run = take_run, .cost = cost_copy, .view_of = -1, .impl = &kind_take, .grad = tg_grad_build};
 
 const tg_op tg_op_take_set = {
     .name = "take_set", .nin_min = 3, .nin_max = 3, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
     .run = take_setadd_run, .cost = cost_copy, .view_of = -1,
-    .impl = &kind_tset};
+    .impl = &kind_tset, .grad = tg_grad_build};
 
 const tg_op tg_op_take_add = {
     .name = "take_add", .nin_min = 3, .nin_max = 3, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
     .run = take_setadd_run, .cost = cost_copy, .view_of = -1,
-    .impl = &kind_tadd};
+    .impl = &kind_tadd, .grad = tg_grad_build};
 
 /* ---- join, stack ---- */
 
@@ -567,12 +568,12 @@ static int stack_run(tg_node *n, tg_array *const *in, tg_array **out,
 const tg_op tg_op_join = {
     .name = "join", .nin_min = 1, .nin_max = -1, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = axis_required_parse,
-    .infer = join_infer, .run = join_run, .cost = cost_copy, .view_of = -1};
+    .infer = join_infer, .run = join_run, .cost = cost_copy, .view_of = -1, .grad = tg_grad_build};
 
 const tg_op tg_op_stack = {
     .name = "stack", .nin_min = 1, .nin_max = -1, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = axis_required_parse,
-    .infer = stack_infer, .run = stack_run, .cost = cost_copy, .view_of = -1};
+    .infer = stack_infer, .run = stack_run, .cost = cost_copy, .view_of = -1, .grad = tg_grad_build};
 
 /* ---- split ---- */
 
@@ -672,7 +673,7 @@ static int split_run(tg_node *n, tg_array *const *in, tg_array **out,
 const tg_op tg_op_split = {
     .name = "split", .nin_min = 2, .nin_max = 2, .nout = -1,
     .attr_keys = keys_split, .parse_attrs = split_parse, .infer = split_infer,
-    .run = split_run, .cost = tg_shape_cost_view, .view_of = 0};
+    .run = split_run, .cost = tg_shape_cost_view, .view_of = 0, .grad = tg_grad_build};
 
 /* ---- alloc ---- */
 
@@ -752,7 +753,7 @@ static int alloc_run(tg_node *n, tg_array *const *in, tg_array **out,
 const tg_op tg_op_alloc = {
     .name = "alloc", .nin_min = 1, .nin_max = -1, .nout = 1,
     .infer = alloc_infer, .run = alloc_run, .cost = cost_write,
-    .view_of = -1};
+    .view_of = -1, .grad = tg_grad_build};
 
 /* ---- zeros_like, ones_like ---- */
 
@@ -1121,4 +1122,4 @@ const tg_op tg_op_repeat = {
     .name = "repeat", .nin_min = 2, .nin_max = 2, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = repeat_parse,
     .infer = repeat_infer, .run = repeat_run, .cost = cost_copy,
-    .view_of = -1};
+    .view_of = -1, .grad = tg_grad_build};

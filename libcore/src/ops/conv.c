@@ -27,6 +27,7 @@
 
 #include "ops/op.h"
 #include "tensor/tensor.h"
+#include "grad/grad.h"
 
 enum { BM_VALID, BM_FULL, BM_HALF, BM_EXPLICIT };
 
@@ -829,16 +830,16 @@ static void conv_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
 const tg_op tg_op_conv2d = {
     .name = "conv2d", .nin_min = 2, .nin_max = 2, .nout = 1, .flags = TG_OPF_FLOAT_ONLY,
     .attr_keys = CONV_KEYS, .parse_attrs = conv_attrs, .infer = conv_infer, .run = conv_run,
-    .cost = conv_cost, .view_of = -1, .free_extra = free_extra};
+    .cost = conv_cost, .view_of = -1, .free_extra = free_extra, .grad = tg_grad_conv};
 
 const tg_op tg_op_conv2d_grad_inputs = {
     .name = "conv2d_grad_inputs", .nin_min = 3, .nin_max = 3, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .attr_keys = CONV_KEYS, .parse_attrs = conv_attrs,
     .infer = gi_infer, .run = gi_run, .cost = conv_cost, .view_of = -1,
-    .free_extra = free_extra};
+    .free_extra = free_extra, .grad = tg_grad_conv};
 
 const tg_op tg_op_conv2d_grad_weights = {
     .name = "conv2d_grad_weights", .nin_min = 3, .nin_max = 3, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .attr_keys = CONV_KEYS, .parse_attrs = conv_attrs,
     .infer = gw_infer, .run = gw_run, .cost = conv_cost, .view_of = -1,
-    .free_extra = free_extra};
+    .free_extra = free_extra, .grad = tg_grad_conv};

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "grad/grad.h"
 
 enum { SHOW_SHAPE = 1, SHOW_MIN = 2, SHOW_MAX = 4, SHOW_MEAN = 8 };
 
@@ -280,7 +281,7 @@ const tg_op tg_op_print = {.name = "print",
                            .infer = pass_infer,
                            .run = print_run,
                            .cost = pass_cost,
-                           .view_of = 0};
+                           .view_of = 0, .grad = tg_grad_debug};
 
 const tg_op tg_op_assert = {.name = "assert",
                             .nin_min = 2,
@@ -292,7 +293,7 @@ const tg_op tg_op_assert = {.name = "assert",
                             .infer = assert_infer,
                             .run = assert_run,
                             .cost = pass_cost,
-                            .view_of = 0};
+                            .view_of = 0, .grad = tg_grad_debug};
 
 /* view_of covers output 0 only: every output i is input i + 1. */
 const tg_op tg_op_breakpoint = {.name = "breakpoint",
@@ -304,4 +305,4 @@ const tg_op tg_op_breakpoint = {.name = "breakpoint",
                                 .infer = bp_infer,
                                 .run = bp_run,
                                 .cost = pass_cost,
-                                .view_of = 1};
+                                .view_of = 1, .grad = tg_grad_debug};

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "grad/grad.h"
 
 typedef size_t flen; /* gfortran's hidden CHARACTER length */
 
@@ -215,7 +216,7 @@ const tg_op tg_op_cholesky = {
     .name = "cholesky", .nin_min = 1, .nin_max = 1, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .attr_keys = keys_chol,
     .parse_attrs = chol_parse, .infer = sq_infer, .run = chol_run,
-    .cost = cost_cubic, .view_of = -1};
+    .cost = cost_cubic, .view_of = -1, .grad = tg_grad_linalg};
 
 /* ---- LU: matrix_inverse and det ---- */
 
@@ -273,7 +274,7 @@ done:
 const tg_op tg_op_matrix_inverse = {
     .name = "matrix_inverse", .nin_min = 1, .nin_max = 1, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .infer = sq_infer, .run = inv_run,
-    .cost = cost_cubic, .view_of = -1};
+    .cost = cost_cubic, .view_of = -1, .grad = tg_grad_linalg};
 
 static int det_infer(tg_node *n, tg_ctx *ctx) {
     tg_dtype dt;
@@ -331,7 +332,7 @@ done:
 const tg_op tg_op_det = {
     .name = "det", .nin_min = 1, .nin_max = 1, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .infer = det_infer, .run = det_run,
-    .cost = cost_cubic, .view_of = -1};
+    .cost = cost_cubic, .view_of = -1, .grad = tg_grad_linalg};
 
 /* ---- solve ---- */
 
@@ -509,4 +510,4 @@ const tg_op tg_op_solve = {
     .name = "solve", .nin_min = 2, .nin_max = 2, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .attr_keys = keys_solve,
     .parse_attrs = solve_parse, .infer = solve_infer, .run = solve_run,
-    .cost = cost_cubic, .view_of = -1};
+    .cost = cost_cubic, .view_of = -1, .grad = tg_grad_linalg};

@@ -28,6 +28,7 @@
 
 #include "ops/op.h"
 #include "tensor/tensor.h"
+#include "grad/grad.h"
 
 enum { PM_MAX, PM_SUM, PM_AVG_INC, PM_AVG_EXC };
 
@@ -396,9 +397,9 @@ static void pool_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
 const tg_op tg_op_pool2d = {
     .name = "pool2d", .nin_min = 1, .nin_max = 1, .nout = 1, .flags = TG_OPF_FLOAT_ONLY,
     .attr_keys = POOL_KEYS, .parse_attrs = pool_attrs, .infer = pool_infer, .run = pool_run,
-    .cost = pool_cost, .view_of = -1, .free_extra = free_extra};
+    .cost = pool_cost, .view_of = -1, .free_extra = free_extra, .grad = tg_grad_pool};
 
 const tg_op tg_op_pool2d_grad = {
     .name = "pool2d_grad", .nin_min = 3, .nin_max = 3, .nout = 1, .flags = TG_OPF_FLOAT_ONLY,
     .attr_keys = POOL_KEYS, .parse_attrs = pool_attrs, .infer = pool_grad_infer,
-    .run = pool_grad_run, .cost = pool_cost, .view_of = -1, .free_extra = free_extra};
+    .run = pool_grad_run, .cost = pool_cost, .view_of = -1, .free_extra = free_extra, .grad = tg_grad_pool};

@@ -1,0 +1,297 @@
+/* Gradients of the ops that rules_more.c covers (var/std, batched matmul,
+ * the build ops, convolution and pooling, linear algebra, debugging ops)
+ * against central finite differences of the forward function (float64),
+ * on shapes that broadcast and through strided views. The checker is
+ * test_grad.c's: the finite differences use only the forward kernels. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define V(id, shape) "{\"id\":\"" id "\",\"type\":{\"dtype\":\"float64\",\"shape\":" shape "}}"
+#define N1(op, x, y) "{\"op\":\"" op "\",\"inputs\":[\"" x "\"],\"outputs\":[\"" y "\"]}"
+#define N2(op, x, y, z) "{\"op\":\"" op "\",\"inputs\":[\"" x "\",\"" y "\"],\"outputs\":[\"" z "\"]}"
+#define NA(op, x, y, attrs) "{\"op\":\"" op "\",\"inputs\":[\"" x "\"],\"outputs\":[\"" y "\"],\"attrs\":" attrs "}"
+/* c = sum(sin(y)): a weighting that differs per element. */
+#define COST(y) N1("sin", y, "sy") "," N1("sum", "sy", "c")
+#define J(...) #__VA_ARGS__
+
+
+static double urand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) / 9007199254740992.0;
+}
+
+/* Build the graph text: vars, nodes, then grad(c, inputs...) and two
+ * functions, "cost" and "grads". */
+static char *build(const char *vars, const char *nodes, int nin, char ids[][16]) {
+    char *j = malloc(65536);
+    size_t k = (size_t)snprintf(j, 65536, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[%s],"
+                                          "\"nodes\":[%s,{\"op\":\"grad\",\"inputs\":[\"c\"",
+                                vars, nodes);
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, ",\"%s\"", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "],\"outputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"g_%s\"", i ? "," : "", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "]}],\"functions\":{\"cost\":{\"inputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"%s\"", i ? "," : "", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "],\"outputs\":[\"c\"]},\"grads\":{\"inputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"%s\"", i ? "," : "", ids[i]);
+    k += (size_t)snprintf(j + k, 65536 - k, "],\"outputs\":[");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(j + k, 65536 - k, "%s\"g_%s\"", i ? "," : "", ids[i]);
+    snprintf(j + k, 65536 - k, "]}}}");
+    return j;
+}
+
+/* Parse the ids and shapes of the variables list (our own simple JSON). */
+static int parse_vars(const char *vars, char ids[][16], int64_t shapes[][4], int *nds) {
+    int n = 0;
+    const char *p = vars;
+    while ((p = strstr(p, "\"id\":\""))) {
+        p += 6;
+        int k = 0;
+        while (*p != '"') ids[n][k++] = *p++;
+        ids[n][k] = 0;
+        p = strstr(p, "\"shape\":[") + 9;
+        nds[n] = 0;
+        while (*p != ']') {
+            shapes[n][nds[n]++] = strtoll(p, (char **)&p, 10);
+            if (*p == ',') p++;
+        }
+        n++;
+    }
+    return n;
+}
+
+static double call_cost(tg_function *f, tg_array **in) {
+    tg_array *out = NULL;
+    tg_ctx *ctx = tg_ctx_new();
+    if (tg_function_call(f, in, &out, ctx)) fail_msg("cost: %s", tg_ctx_message(ctx));
+    double v = tg_array_get_flat(out, 0);
+    tg_array_free(out);
+    tg_ctx_free(ctx);
+    return v;
+}
+
+static int check_case(const char *name, const char *vars, const char *nodes, double lo, double hi) {
+    char ids[8][16];
+    int64_t shapes[8][4];
+    int nds[8];
+    int nin = parse_vars(vars, ids, shapes, nds);
+    char *json = build(vars, nodes, nin, ids);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, name, ctx);
+    if (!g) {
+        printf("  %s: %s\n", name, tg_ctx_message(ctx));
+        free(json);
+        tg_ctx_free(ctx);
+        return 1;
+    }
+    tg_function *fc = tg_function_compile(g, tg_graph_function_find(g, "cost", ctx), NULL, ctx);
+    tg_function *fg = tg_function_compile(g, tg_graph_function_find(g, "grads", ctx), NULL, ctx);
+    assert_non_null(fc);
+    assert_non_null(fg);
+    tg_array *in[8], *gr[8] = {0};
+    uint64_t seed = 42;
+    for (int i = 0; i < nin; i++) {
+        in[i] = tg_array_new(TG_FLOAT64, nds[i], shapes[i]);
+        double *d = tg_array_data(in[i]);
+        for (int64_t e = 0; e < tg_array_size(in[i]); e++) d[e] = lo + (hi - lo) * urand(&seed);
+    }
+    if (tg_function_call(fg, in, gr, ctx)) fail_msg("%s: grads: %s", name, tg_ctx_message(ctx));
+    int bad = 0;
+    for (int i = 0; i < nin && !bad; i++) {
+        double *d = tg_array_data(in[i]);
+        for (int64_t e = 0; e < tg_array_size(in[i]) && !bad; e++) {
+            double keep = d[e], h = 1e-6 * fmax(1.0, fabs(keep));
+            d[e] = keep + h;
+            double up = call_cost(fc, in);
+            d[e] = keep - h;
+            double down = call_cost(fc, in);
+            d[e] = keep;
+            double num = (up - down) / (2 * h), sym = tg_array_get_flat(gr[i], e);
+            if (fabs(num - sym) > 1e-5 * fmax(1.0, fabs(num))) {
+                printf("  %s: d c / d %s[%lld]: symbolic %.10g, finite differences %.10g\n", name, ids[i],
+                       (long long)e, sym, num);
+                bad = 1;
+            }
+        }
+    }
+    for (int i = 0; i < nin; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(gr[i]);
+    }
+    tg_function_free(fc);
+    tg_function_free(fg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    free(json);
+    return bad;
+}
+
+
+#define I64V(shape, data) "{\"value\":{\"dtype\":\"int64\",\"shape\":" shape ",\"data\":" data "}}"
+/* A + 3 I: well conditioned, and positive definite in the triangle that
+ * cholesky reads when A's entries are in [-0.5, 0.5]. */
+#define SHIFT3(a, y) "{\"op\":\"eye\",\"inputs\":[{\"value\":3},{\"value\":3},{\"value\":0}],\"outputs\":[\"I3\"]}," \
+    "{\"op\":\"mul\",\"inputs\":[\"I3\",{\"value\":3}],\"outputs\":[\"I3s\"]}," N2("add", a, "I3s", y)
+
+static void test_var_std(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("var_axes_ddof", V("x", "[2,3,4]"),
+                        NA("var", "x", "r", J({"axis": [0, 2], "ddof": 1})) "," COST("r"), -1, 1);
+    fails += check_case("var_all", V("x", "[2,3]"), NA("var", "x", "r", J({"axis": null})) "," COST("r"), -1, 1);
+    fails += check_case("std_keepdims", V("x", "[2,3,4]"),
+                        NA("std", "x", "r", J({"axis": -2, "keepdims": true, "ddof": 1})) "," COST("r"), -1, 1);
+    fails += check_case("std_strided", V("x", "[3,4]"),
+                        N1("transpose", "x", "xt") "," NA("std", "xt", "r", J({"axis": 1})) "," COST("r"), -1, 1);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+static void test_products(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("matmul_batched", V("a", "[2,1,2,3]") "," V("b", "[3,3,2]"),
+                        N2("matmul", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("matmul_vec_left", V("a", "[3]") "," V("b", "[2,3,4]"),
+                        N2("matmul", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("matmul_vec_right", V("a", "[2,3,4]") "," V("b", "[4]"),
+                        N2("matmul", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("matmul_strided", V("a", "[2,3,2]") "," V("b", "[3,4]"),
+                        NA("transpose", "a", "at", J({"axes": [0, 2, 1]})) "," N2("matmul", "at", "b", "y") ","
+                        COST("y"), -1, 1);
+    fails += check_case("outer_matrices", V("a", "[2,2]") "," V("b", "[3]"),
+                        N2("outer", "a", "b", "y") "," COST("y"), -1, 1);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+static void test_build(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("take", V("x", "[4,3]"),
+                        "{\"op\":\"take\",\"inputs\":[\"x\"," I64V("[4]", "[3,0,3,-1]") "],\"outputs\":[\"t\"]},"
+                        COST("t"), -1, 1);
+    fails += check_case("take_axis1", V("x", "[2,3]"),
+                        "{\"op\":\"take\",\"inputs\":[\"x\"," I64V("[2,2]", "[2,0,1,2]") "],\"outputs\":[\"t\"],"
+                        "\"attrs\":{\"axis\":1}}," COST("t"), -1, 1);
+    fails += check_case("take_set_dups", V("x", "[4,3]") "," V("y", "[3,3]"),
+                        "{\"op\":\"take_set\",\"inputs\":[\"x\",\"y\"," I64V("[3]", "[1,-3,2]") "],\"outputs\":[\"t\"]},"
+                        COST("t"), -1, 1);
+    fails += check_case("take_set_bcast_axis1", V("x", "[2,4]") "," V("y", "[2,1]"),
+                        "{\"op\":\"take_set\",\"inputs\":[\"x\",\"y\"," I64V("[3]", "[0,3,0]") "],\"outputs\":[\"t\"],"
+                        "\"attrs\":{\"axis\":1}}," COST("t"), -1, 1);
+    fails += check_case("take_add", V("x", "[4,3]") "," V("y", "[3]"),
+                        "{\"op\":\"take_add\",\"inputs\":[\"x\",\"y\"," I64V("[3]", "[0,0,2]") "],\"outputs\":[\"t\"]},"
+                        COST("t"), -1, 1);
+    fails += check_case("join", V("x", "[2,3]") "," V("y", "[3,2]"),
+                        N1("transpose", "y", "yt") ","
+                        "{\"op\":\"join\",\"inputs\":[\"x\",\"yt\",\"x\"],\"outputs\":[\"j\"],\"attrs\":{\"axis\":-1}},"
+                        COST("j"), -1, 1);
+    fails += check_case("stack", V("x", "[2,3]") "," V("y", "[2,3]"),
+                        "{\"op\":\"stack\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"s\"],\"attrs\":{\"axis\":1}},"
+                        COST("s"), -1, 1);
+    fails += check_case("split", V("x", "[5,2]"),
+                        "{\"op\":\"split\",\"inputs\":[\"x\"," I64V("[2]", "[2,3]") "],\"outputs\":[\"s1\",\"s2\"],"
+                        "\"attrs\":{\"axis\":0,\"n\":2}}," COST("s2"), -1, 1);
+    fails += check_case("split_both", V("x", "[2,5]"),
+                        "{\"op\":\"split\",\"inputs\":[\"x\"," I64V("[2]", "[4,1]") "],\"outputs\":[\"s1\",\"s2\"],"
+                        "\"attrs\":{\"axis\":1,\"n\":2}}," N1("sum", "s1", "c1") "," N1("sin", "s2", "q") ","
+                        N1("sum", "q", "c2") "," N2("mul", "c1", "c2", "c"), -1, 1);
+    fails += check_case("alloc", V("v", "[1,3]"),
+                        "{\"op\":\"alloc\",\"inputs\":[\"v\",{\"value\":2},{\"value\":2},{\"value\":3}],\"outputs\":[\"a\"]},"
+                        COST("a"), -1, 1);
+    fails += check_case("repeat_axis", V("x", "[2,3]"),
+                        "{\"op\":\"repeat\",\"inputs\":[\"x\",{\"value\":2}],\"outputs\":[\"r\"],\"attrs\":{\"axis\":1}},"
+                        COST("r"), -1, 1);
+    fails += check_case("repeat_counts", V("x", "[3,2]"),
+                        "{\"op\":\"repeat\",\"inputs\":[\"x\"," I64V("[3]", "[1,0,3]") "],\"outputs\":[\"r\"],"
+                        "\"attrs\":{\"axis\":0}}," COST("r"), -1, 1);
+    fails += check_case("repeat_flat", V("x", "[2,3]"),
+                        N1("transpose", "x", "xt") ","
+                        "{\"op\":\"repeat\",\"inputs\":[\"xt\",{\"value\":2}],\"outputs\":[\"r\"]}," COST("r"), -1, 1);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+static void test_conv_pool(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("conv2d", V("x", "[2,2,5,5]") "," V("w", "[3,2,2,2]"),
+                        N2("conv2d", "x", "w", "y") "," COST("y"), -1, 1);
+    fails += check_case("conv2d_half_sub", V("x", "[1,2,5,6]") "," V("w", "[2,2,3,3]"),
+                        "{\"op\":\"conv2d\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"],"
+                        "\"attrs\":{\"border_mode\":\"half\",\"subsample\":[2,2],\"filter_flip\":false}}," COST("y"), -1, 1);
+    fails += check_case("conv2d_grad_inputs", V("w", "[3,2,2,2]") "," V("gy", "[2,3,4,3]"),
+                        "{\"op\":\"conv2d_grad_inputs\",\"inputs\":[\"w\",\"gy\"," I64V("[4]", "[2,2,5,4]") "],"
+                        "\"outputs\":[\"y\"]}," COST("y"), -1, 1);
+    fails += check_case("conv2d_grad_weights", V("x", "[2,2,5,4]") "," V("gy", "[2,3,4,3]"),
+                        "{\"op\":\"conv2d_grad_weights\",\"inputs\":[\"x\",\"gy\"," I64V("[4]", "[3,2,2,2]") "],"
+                        "\"outputs\":[\"y\"]}," COST("y"), -1, 1);
+    fails += check_case("conv2d_grad_inputs_full", V("w", "[2,1,2,3]") "," V("gy", "[1,2,4,4]"),
+                        "{\"op\":\"conv2d_grad_inputs\",\"inputs\":[\"w\",\"gy\"," I64V("[4]", "[1,1,3,2]") "],"
+                        "\"outputs\":[\"y\"],\"attrs\":{\"border_mode\":\"full\"}}," COST("y"), -1, 1);
+    const char *modes[] = {"max", "sum", "average_inc_pad", "average_exc_pad"};
+    const char *cfg[] = {"\"ws\":[2,2],\"stride\":[1,2],\"pad\":[1,0],\"ignore_border\":true",
+                         "\"ws\":[2,2],\"ignore_border\":false"};
+    char nodes[2048];
+    for (int m = 0; m < 4; m++)
+        for (int c = 0; c < 2; c++) {
+            snprintf(nodes, sizeof nodes,
+                     "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{%s,\"mode\":\"%s\"}},"
+                     COST("y"), cfg[c], modes[m]);
+            fails += check_case(modes[m], V("x", "[1,2,4,5]"), nodes, -1, 1);
+            /* pool2d_grad is linear in gy; x and y only route it. Max mode:
+             * non-overlapping windows (config 1). */
+            if (m == 0 && c == 0) continue;
+            snprintf(nodes, sizeof nodes,
+                     "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{%s,\"mode\":\"%s\"}},"
+                     "{\"op\":\"pool2d_grad\",\"inputs\":[\"x\",\"y\",\"gy\"],\"outputs\":[\"z\"],"
+                     "\"attrs\":{%s,\"mode\":\"%s\"}}," COST("z"),
+                     cfg[c], modes[m], cfg[c], modes[m]);
+            fails += check_case(modes[m], c ? V("x", "[1,2,4,5]") "," V("gy", "[1,2,2,3]")
+                                            : V("x", "[1,2,4,5]") "," V("gy", "[1,2,5,2]"),
+                                nodes, -1, 1);
+        }
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+static void test_linalg(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("matrix_inverse", V("a", "[3,3]"), SHIFT3("a", "s") "," N1("matrix_inverse", "s", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("det", V("a", "[3,3]"), SHIFT3("a", "s") "," N1("det", "s", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("det_strided", V("a", "[3,3]"),
+                        SHIFT3("a", "s") "," N1("transpose", "s", "st") "," N1("det", "st", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("solve_vec", V("a", "[3,3]") "," V("b", "[3]"),
+                        SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("solve_mat", V("a", "[3,3]") "," V("b", "[3,2]"),
+                        SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("cholesky_lower", V("a", "[3,3]"), SHIFT3("a", "s") "," N1("cholesky", "s", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("cholesky_upper", V("a", "[3,3]"),
+                        SHIFT3("a", "s") "," NA("cholesky", "s", "y", J({"lower": false})) "," COST("y"), -0.5, 0.5);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+static void test_debug(void **state) {
+    (void)state;
+    int fails = 0;
+    fails += check_case("print", V("x", "[2,3]"),
+                        NA("print", "x", "p", J({"message": "grad test", "show": []})) "," COST("p"), -1, 1);
+    fails += check_case("assert", V("x", "[2,3]"),
+                        "{\"op\":\"assert\",\"inputs\":[\"x\",{\"value\":true}],\"outputs\":[\"p\"]}," COST("p"), -1, 1);
+    fails += check_case("breakpoint", V("x", "[2,3]") "," V("y", "[3]"),
+                        "{\"op\":\"gt\",\"inputs\":[\"y\",{\"value\":5}],\"outputs\":[\"m\"]},"
+                        N1("any", "m", "cond") ","
+                        "{\"op\":\"breakpoint\",\"inputs\":[\"cond\",\"x\",\"y\"],\"outputs\":[\"bx\",\"by\"]},"
+                        N2("mul", "bx", "by", "z") "," COST("z"), -1, 1);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_var_std),  cmocka_unit_test(test_products), cmocka_unit_test(test_build),
+        cmocka_unit_test(test_conv_pool), cmocka_unit_test(test_linalg),  cmocka_unit_test(test_debug),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
