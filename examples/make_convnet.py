@@ -1,8 +1,8 @@
 """Writes convnet.json: two convolution + max-pooling layers and a softmax
 classifier (LeNet-like, on 28x28 images given as rows of 784 float32),
-cross-entropy and SGD, with the gradients written out through
-conv2d_grad_weights, conv2d_grad_inputs and pool2d_grad (until `grad`
-lands). Run with /usr/bin/python3; uses the data of tg-example-mlp-data."""
+cross-entropy and SGD, with the gradients from the `grad` derived variable
+(which builds them from conv2d_grad_weights, conv2d_grad_inputs and
+pool2d_grad). Run with /usr/bin/python3; uses the data of tg-example-mlp-data."""
 import base64
 import json
 
@@ -60,34 +60,7 @@ nodes = [
     node("categorical_crossentropy", ["p", "y"], ["xent"], 16, "cost = T.nnet.categorical_crossentropy(p, y).mean()"),
     node("mean", ["xent"], ["cost"], 16, "cost = T.nnet.categorical_crossentropy(p, y).mean()", name="cost"),
     node("argmax", ["p"], ["prediction"], 17, "prediction = T.argmax(p, axis=-1)", attrs={"axis": -1}),
-    # backward
-    node("shape_i", ["x"], ["n"], 19, G, attrs={"i": 0}),
-    node("cast", ["n"], ["n_f"], 19, G, attrs={"dtype": "float32"}),
-    node("sub", ["p", "y"], ["p_minus_y"], 19, G),
-    node("true_div", ["p_minus_y", "n_f"], ["g_logits"], 19, G),
-    node("transpose", ["f"], ["f_T"], 19, G),
-    node("dot", ["f_T", "g_logits"], ["gW3"], 19, G),
-    node("sum", ["g_logits"], ["gb3"], 19, G, attrs={"axis": 0}),
-    node("transpose", ["W3"], ["W3_T"], 19, G),
-    node("dot", ["g_logits", "W3_T"], ["g_f"], 19, G),
-    node("shape", ["p2"], ["p2_shape"], 19, G),
-    node("reshape", ["g_f", "p2_shape"], ["g_p2"], 19, G),
-    node("pool2d_grad", ["a2", "p2", "g_p2"], ["g_a2"], 19, G, attrs=POOL),
-    node("sqr", ["a2"], ["a2_sq"], 19, G),
-    node("sub", [{"value": 1}, "a2_sq"], ["da2"], 19, G),
-    node("mul", ["g_a2", "da2"], ["g_z2"], 19, G),
-    node("shape", ["w2"], ["w2_shape"], 19, G),
-    node("conv2d_grad_weights", ["p1", "g_z2", "w2_shape"], ["gw2"], 19, G),
-    node("sum", ["g_z2"], ["gb2"], 19, G, attrs={"axis": [0, 2, 3]}),
-    node("shape", ["p1"], ["p1_shape"], 19, G),
-    node("conv2d_grad_inputs", ["w2", "g_z2", "p1_shape"], ["g_p1"], 19, G),
-    node("pool2d_grad", ["a1", "p1", "g_p1"], ["g_a1"], 19, G, attrs=POOL),
-    node("sqr", ["a1"], ["a1_sq"], 19, G),
-    node("sub", [{"value": 1}, "a1_sq"], ["da1"], 19, G),
-    node("mul", ["g_a1", "da1"], ["g_z1"], 19, G),
-    node("shape", ["w1"], ["w1_shape"], 19, G),
-    node("conv2d_grad_weights", ["img", "g_z1", "w1_shape"], ["gw1"], 19, G),
-    node("sum", ["g_z1"], ["gb1"], 19, G, attrs={"axis": [0, 2, 3]}),
+    node("grad", ["cost", "w1", "b1", "w2", "b2", "W3", "b3"], ["gw1", "gb1", "gw2", "gb2", "gW3", "gb3"], 19, G),
 ]
 params = ["w1", "b1", "w2", "b2", "W3", "b3"]
 for v in params:
