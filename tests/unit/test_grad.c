@@ -22,7 +22,7 @@
 static const char *UNARY[] = {"neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
                               "sqrt", "sqr", "reciprocal", "sin", "cos", "tan", "arcsin", "arccos",
                               "arctan", "sinh", "cosh", "tanh", "arcsinh", "arctanh", "sigmoid",
-                              "softplus", "relu", "erf", "erfc", "identity", NULL};
+                              "softplus", "relu", "erf", "erfc", "gammaln", "identity", NULL};
 static const char *BINARY[] = {"add", "sub", "mul", "true_div", "pow", "maximum", "minimum",
                                "arctan2", NULL};
 

@@ -139,9 +139,10 @@ int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     } else if (!strcmp(op, "erf") || !strcmp(op, "erfc")) {
         tg_var *d = MUL(MUL(g, K(M_2_SQRTPI)), OP1("exp", NEG(OP1("sqr", x))));
         gin[0] = op[3] ? NEG(d) : d;
+    } else if (!strcmp(op, "gammaln")) {
+        gin[0] = MUL(g, OP1("digamma", x));
     } else {
-        return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is not implemented yet%s", op,
-                         strcmp(op, "gammaln") ? "" : " (it needs digamma)");
+        return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is not implemented yet", op);
     }
     return done(b, n, gin);
 }

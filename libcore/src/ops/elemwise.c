@@ -158,6 +158,31 @@ static inline float gammaln_f(float x) {
 #define SOFTPLUS(x) _Generic((x), float: softplus_f, default: softplus_d)(x)
 #define GAMMALN(x) _Generic((x), float: gammaln_f, default: gammaln_d)(x)
 
+/* digamma, the derivative of gammaln (the gradient of gammaln needs it):
+ * reflection below 0, the recurrence psi(x) = psi(x + 1) - 1/x up to 10,
+ * then the asymptotic series; accurate to a few ulp. */
+static inline double digamma_d(double x) {
+    if (x != x || x == -INFINITY) return NAN;
+    if (x == INFINITY) return INFINITY;
+    double r = 0;
+    if (x <= 0) {
+        if (x == floor(x)) return NAN; /* poles */
+        r = -M_PI / tan(M_PI * x);
+        x = 1 - x;
+    }
+    while (x < 10) {
+        r -= 1 / x;
+        x += 1;
+    }
+    double f = 1 / (x * x);
+    return r + log(x) - 0.5 / x -
+           f * (1.0 / 12 -
+                f * (1.0 / 120 -
+                     f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132 - f * (691.0 / 32760 - f / 12))))));
+}
+static inline float digamma_f(float x) { return (float)digamma_d(x); }
+#define DIGAMMA(x) _Generic((x), float: digamma_f, default: digamma_d)(x)
+
 /* NumPy's floor_divide and remainder for floats (npy_divmod). */
 static inline double fdivmod_d(double a, double b, double *modp) {
     double mod = fmod(a, b);
@@ -295,6 +320,7 @@ IPOW(uint64_t, 0)
 #define GEN_FU(NAME, EXPR) FLOATS(DEF_VU, NAME, EXPR)
 FLOAT_UNARY(GEN_FU)
 FLOATS(DEF_U, l_gammaln, GAMMALN(x))
+FLOATS(DEF_U, l_digamma, DIGAMMA(x))
 
 /* dtype-keeping unary over ints and floats */
 FLOATS(DEF_U, l_neg, -x)
@@ -789,6 +815,7 @@ U_FLOAT(softplus, 20)
 U_FLOAT(erf, 10)
 U_FLOAT(erfc, 10)
 U_FLOAT(gammaln, 20)
+U_FLOAT(digamma, 20)
 
 OPDEF(neg, 1, 1, EW_SAME_UNARY, EWF_NO_BOOL, 1, 0, NULL, NULL, LF(neg), LS(neg), LU(neg))
 OPDEF(abs, 1, 1, EW_SAME_UNARY, 0, 1, 0, NULL, NULL, LF(abs), LS(abs), LU(abs), LB(abs))

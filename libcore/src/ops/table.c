@@ -41,7 +41,7 @@ static const char *const format_ops[] = {
     "random_multinomial", "ifelse", "op_from_graph", "scan", "breakpoint",
     "print", "assert", "grad", "rop", "lop", "composite", "transfer",
     /* tg's own forms, written by differentiation (docs/format-choices.md) */
-    "sum_to", NULL};
+    "sum_to", "digamma", NULL};
 
 const tg_op *tg_op_find(const char *name) {
     for (int i = 0; i < TABLE_SIZE; i++)
