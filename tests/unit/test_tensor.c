@@ -1,4 +1,4 @@
-/* Arrays: dtypes against NumPy's tables, half floats, casts, views that
+/* Arrays (dtype tables and half floats are test_dtype.c's): casts, views that
  * share buffers, reshape, broadcasting assignment, .npy files written by
  * NumPy in every dtype, order and byte order, malformed .npy files. */
 #include <math.h>
@@ -8,48 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <stdint.h>
-
-#include "numpy_tables.h"
 #include "tensor/tensor.h"
 #include "testutil.h"
-
-static void test_promotion_matches_numpy(void **state) {
-    (void)state;
-    for (int a = 0; a < TG_NDTYPES; a++)
-        for (int b = 0; b < TG_NDTYPES; b++) {
-            int got = (int)tg_dtype_promote((tg_dtype)a, (tg_dtype)b);
-            if (got != np_promote[a][b])
-                fail_msg("promote(%s, %s) = %s, NumPy says %s", tg_dtype_name(a), tg_dtype_name(b),
-                         tg_dtype_name(got), tg_dtype_name(np_promote[a][b]));
-            if (tg_dtype_can_cast_safe(a, b) != (bool)np_can_cast[a][b])
-                fail_msg("can_cast(%s, %s, safe) differs from NumPy", tg_dtype_name(a), tg_dtype_name(b));
-        }
-    assert_int_equal(tg_dtype_float_of(TG_INT8), TG_FLOAT32);
-    assert_int_equal(tg_dtype_float_of(TG_BOOL), TG_FLOAT32);
-    assert_int_equal(tg_dtype_float_of(TG_UINT16), TG_FLOAT32);
-    assert_int_equal(tg_dtype_float_of(TG_INT32), TG_FLOAT64);
-    assert_int_equal(tg_dtype_float_of(TG_FLOAT16), TG_FLOAT16);
-    assert_int_equal(tg_dtype_from_name("uint32"), TG_UINT32);
-    assert_int_equal(tg_dtype_from_name("complex64"), TG_DTYPE_INVALID);
-}
-
-static void test_half_matches_numpy(void **state) {
-    (void)state;
-    for (size_t i = 0; i < sizeof half_in / sizeof half_in[0]; i++) {
-        uint16_t h = tg_float_to_half(half_in[i]);
-        if (h != half_bits[i])
-            fail_msg("float_to_half(%.9g) = 0x%04x, NumPy gives 0x%04x", half_in[i], h, half_bits[i]);
-        if (!isinf(half_in[i]) && fabsf(half_in[i]) < 65504)
-            assert_true(tg_half_to_float(h) == (float)tg_half_to_float(half_bits[i]));
-    }
-    assert_true(isnan(tg_half_to_float(tg_float_to_half(NAN))));
-    /* Every half converts to float and back exactly. */
-    for (uint32_t b = 0; b < 65536; b++) {
-        if ((b & 0x7c00) == 0x7c00 && (b & 0x3ff)) continue; /* NaNs */
-        if (tg_float_to_half(tg_half_to_float((uint16_t)b)) != b) fail_msg("half 0x%04x does not round-trip", b);
-    }
-}
 
 static void test_casts(void **state) {
     (void)state;
@@ -253,8 +213,6 @@ static void test_npy_save_atomic(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_promotion_matches_numpy),
-        cmocka_unit_test(test_half_matches_numpy),
         cmocka_unit_test(test_casts),
         cmocka_unit_test(test_views_share_buffers),
         cmocka_unit_test(test_slice_normalize_matches_python),
