@@ -149,6 +149,13 @@ static void test_linalg(void **state) {
                         SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("solve_mat", V("a", "[3,3]") "," V("b", "[3,2]"),
                         SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("inverse_batched", V("a", "[2,3,3]"), SHIFT3("a", "s") "," N1("matrix_inverse", "s", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("det_batched", V("a", "[2,3,3]"), SHIFT3("a", "s") "," N1("det", "s", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("solve_batched_shared", V("a", "[2,3,3]") "," V("b", "[3]"),
+                        SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("solve_batched_mat", V("a", "[2,3,3]") "," V("b", "[2,3,2]"),
+                        SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
+    fails += check_case("cholesky_batched", V("a", "[2,3,3]"), SHIFT3("a", "s") "," N1("cholesky", "s", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("cholesky_lower", V("a", "[3,3]"), SHIFT3("a", "s") "," N1("cholesky", "s", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("cholesky_upper", V("a", "[3,3]"),
                         SHIFT3("a", "s") "," NA("cholesky", "s", "y", J({"lower": false})) "," COST("y"), -0.5, 0.5);

@@ -326,31 +326,53 @@ int tg_grad_pool(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     return finish(b, n, gin);
 }
 
-/* ---- linear algebra (matrices) ---- */
+/* ---- linear algebra (matrices, or stacks of them: leading axes are
+ * batch axes, as the forward ops treat them) ---- */
 
 static tg_var *T2(tg_gb *b, tg_var *v) { return swap_last(b, v); }
 
-static tg_var *dot(tg_gb *b, tg_var *x, tg_var *y) { return OP2("dot", x, y); }
+static tg_var *dot(tg_gb *b, tg_var *x, tg_var *y) { return OP2("matmul", x, y); }
+
+/* v with `extra` length-1 axes appended (to broadcast a per-matrix value
+ * over its matrix). */
+static tg_var *append_axes(tg_gb *b, tg_var *v, int extra, int at) {
+    int nd = v ? v->type.ndim : 0, order[TG_MAX_NDIM];
+    if (!v || nd + extra > TG_MAX_NDIM) return v;
+    for (int i = 0, j = 0; i < nd + extra; i++) order[i] = i >= at && i < at + extra ? -1 : j++;
+    return dimshuffle(b, v, nd + extra, order);
+}
 
 int tg_grad_linalg(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     const char *op = n->op->name;
     tg_var *g = gout[0], *A = n->inputs[0], *out = n->outputs[0];
     tg_dtype dt = out->type.dtype;
     tg_ctx_clear(b->ctx);
-    if (A->type.ndim != 2)
-        return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is implemented for matrices only", op);
+    int nd = A->type.ndim;
     if (!strcmp(op, "matrix_inverse")) {
         gin[0] = NEG(dot(b, dot(b, T2(b, out), g), T2(b, out)));
     } else if (!strcmp(op, "det")) {
-        gin[0] = MUL(MUL(g, out), T2(b, OP1("matrix_inverse", A)));
+        gin[0] = MUL(append_axes(b, MUL(g, out), 2, nd - 2), T2(b, OP1("matrix_inverse", A)));
     } else if (!strcmp(op, "solve")) {
-        tg_var *x = out;
+        tg_var *x = out, *rhs = n->inputs[1];
         char at[48];
         snprintf(at, sizeof at, "{\"assume_a\": \"%s\"}",
                  n->a.mode == 1 ? "sym" : n->a.mode == 2 ? "pos" : "gen");
-        tg_var *gb = op2a(b, "solve", n->a.mode ? A : T2(b, A), g, at);
-        gin[1] = gb;
-        gin[0] = NEG(x->type.ndim == 1 ? OP2("outer", gb, x) : dot(b, gb, T2(b, x)));
+        tg_var *AT = n->a.mode ? A : T2(b, A), *gb;
+        if (x->type.ndim == nd - 1 && nd > 2) {
+            /* One vector for a stack of matrices: solve for columns. */
+            int order[TG_MAX_NDIM];
+            for (int i = 0; i < nd - 1; i++) order[i] = i;
+            gb = dimshuffle(b, op2a(b, "solve", AT, append_axes(b, g, 1, nd - 1), at), nd - 1, order);
+        } else {
+            gb = op2a(b, "solve", AT, g, at);
+        }
+        /* A right-hand side shared by a stack of matrices sums back. */
+        gin[1] = tg_gb_sum_to(b, gb, rhs);
+        if (x->type.ndim == nd - 1) /* vectors: -gb x^T per matrix */
+            gin[0] = NEG(MUL(append_axes(b, gb, 1, nd - 1), append_axes(b, x, 1, nd - 2)));
+        else
+            gin[0] = NEG(dot(b, gb, T2(b, x)));
+        gin[0] = tg_gb_sum_to(b, gin[0], A);
     } else if (!strcmp(op, "cholesky")) {
         /* Murray (2016), as Theano's CholeskyGrad: with Phi the lower
          * triangle with the diagonal halved, S = L^-T Phi(L^T dL) L^-1; the
@@ -358,7 +380,7 @@ int tg_grad_linalg(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
          * minus diag(S). An upper factor U is L^T. */
         bool lower = n->a.flag;
         tg_var *L = lower ? out : T2(b, out), *gL = lower ? g : T2(b, g);
-        tg_var *nn = shape_i(b, A, 0);
+        tg_var *nn = shape_i(b, A, -1);
         tg_var *ar = op3(b, "arange", I64(0), nn, I64(1), NULL);
         tg_var *rows = dimshuffle(b, ar, 2, (int[]){0, -1}), *cols = dimshuffle(b, ar, 2, (int[]){-1, 0});
         char ea[48];
