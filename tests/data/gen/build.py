@@ -11,101 +11,16 @@ import os
 
 import numpy as np
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ops")
+from common import OUT, Graph, const, i64, rand_from, unknown, vec
+from common import flat_value as value
+
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
           "uint32", "uint64", "float16", "float32", "float64"]
 
 
-def jdata(a):
-    out = []
-    for v in np.asarray(a).reshape(-1).tolist():
-        if isinstance(v, float) and not np.isfinite(v):
-            v = "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf")
-        out.append(v)
-    return out
-
-
-def value(a):
-    a = np.asarray(a)
-    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": jdata(a)}
-
-
-def const(a):
-    return {"value": value(a)}
-
-
-def vec(*xs):
-    return const(np.array(xs, dtype=np.int64))
-
-
-def i64(x):
-    return const(np.int64(x))
-
-
-class Graph:
-    def __init__(self, name):
-        self.name = name
-        self.vars = []
-        self.nodes = []
-        self.funcs = {}
-        self.tests = []
-        self.count = 0
-
-    def inp(self, id, dtype, shape):
-        self.vars.append({"id": id, "type": {"dtype": dtype, "shape": list(shape)}})
-        return id
-
-    def op(self, op, inputs, attrs=None, out=None, nout=None):
-        self.count += 1
-        if nout is not None:
-            outs = ["%s%d_%d" % (op, self.count, i) for i in range(nout)]
-        else:
-            outs = [out or "%s%d" % (op, self.count)]
-        n = {"op": op, "inputs": list(inputs), "outputs": outs}
-        if attrs is not None:
-            n["attrs"] = attrs
-        self.nodes.append(n)
-        return outs if nout is not None else outs[0]
-
-    def func(self, name, inputs, outputs):
-        self.funcs[name] = {"inputs": list(inputs), "outputs": list(outputs)}
-
-    def case(self, fn, inputs, outputs=None, error=None, **tol):
-        c = {"function": fn,
-             "inputs": {k: value(v) for k, v in inputs.items()}}
-        if error is not None:
-            c["error"] = error
-        else:
-            c["outputs"] = {k: value(v) for k, v in outputs.items()}
-        c.update(tol)
-        self.tests.append(c)
-
-    def write(self):
-        doc = {"format": "tg-graph", "version": 1, "name": self.name,
-               "variables": self.vars, "nodes": self.nodes,
-               "functions": self.funcs, "meta": {"tests": self.tests}}
-        with open(os.path.join(OUT, self.name + ".json"), "w") as f:
-            json.dump(doc, f, indent=None, separators=(",", ":"))
-            f.write("\n")
-
-
 rng = np.random.default_rng(20261122)
-
-
-def rand(dtype, shape):
-    dtype = np.dtype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(dtype)
-    if dtype.kind == "u":
-        return rng.integers(0, 200, size=shape).astype(dtype)
-    if dtype.kind == "i":
-        return rng.integers(-100, 100, size=shape).astype(dtype)
-    return (rng.integers(-40, 40, size=shape) / 4).astype(dtype)
-
-
-def unknown(nd):
-    return [None] * nd
+rand = rand_from(rng)
 
 
 # ---------------------------------------------------------------- take

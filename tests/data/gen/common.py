@@ -53,3 +53,99 @@ def sample(dtype, shape, rng, lo=-5, hi=5):
     if dt.kind == "i":
         return rng.integers(lo, hi, size=shape).astype(dt)
     return (rng.random(shape) * (hi - lo) + lo).astype(dt)
+
+
+# ---- flat-data graph builder shared by build.py, shape.py and linalg.py ----
+
+def jdata(a):
+    out = []
+    for v in np.asarray(a).reshape(-1).tolist():
+        if isinstance(v, float) and not np.isfinite(v):
+            v = "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf")
+        out.append(v)
+    return out
+
+
+def flat_value(a):
+    a = np.asarray(a)
+    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": jdata(a)}
+
+
+def const(a):
+    return {"value": flat_value(a)}
+
+
+def vec(*xs):
+    return const(np.array(xs, dtype=np.int64))
+
+
+def i64(x):
+    return const(np.int64(x))
+
+
+class Graph:
+    def __init__(self, name):
+        self.name = name
+        self.vars = []
+        self.nodes = []
+        self.funcs = {}
+        self.tests = []
+        self.count = 0
+
+    def inp(self, id, dtype, shape):
+        self.vars.append({"id": id, "type": {"dtype": dtype, "shape": list(shape)}})
+        return id
+
+    def op(self, op, inputs, attrs=None, out=None, nout=None):
+        self.count += 1
+        if nout is not None:
+            outs = ["%s%d_%d" % (op, self.count, i) for i in range(nout)]
+        else:
+            outs = [out or "%s%d" % (op, self.count)]
+        n = {"op": op, "inputs": list(inputs), "outputs": outs}
+        if attrs is not None:
+            n["attrs"] = attrs
+        self.nodes.append(n)
+        return outs if nout is not None else outs[0]
+
+    def func(self, name, inputs, outputs):
+        self.funcs[name] = {"inputs": list(inputs), "outputs": list(outputs)}
+
+    def case(self, fn, inputs, outputs=None, error=None, **tol):
+        c = {"function": fn,
+             "inputs": {k: flat_value(v) for k, v in inputs.items()}}
+        if error is not None:
+            c["error"] = error
+        else:
+            c["outputs"] = {k: flat_value(v) for k, v in outputs.items()}
+        c.update(tol)
+        self.tests.append(c)
+
+    def write(self):
+        doc = {"format": "tg-graph", "version": 1, "name": self.name,
+               "variables": self.vars, "nodes": self.nodes,
+               "functions": self.funcs, "meta": {"tests": self.tests}}
+        with open(os.path.join(OUT, self.name + ".json"), "w") as f:
+            json.dump(doc, f, indent=None, separators=(",", ":"))
+            f.write("\n")
+
+
+
+def rand_from(rng):
+    """rand(dtype, shape): small exact values (quarters for floats) from rng."""
+    def rand(dtype, shape):
+        dtype = np.dtype(dtype)
+        if dtype.kind == "b":
+            return rng.integers(0, 2, size=shape).astype(dtype)
+        if dtype.kind == "u":
+            return rng.integers(0, 200, size=shape).astype(dtype)
+        if dtype.kind == "i":
+            return rng.integers(-100, 100, size=shape).astype(dtype)
+        return (rng.integers(-40, 40, size=shape) / 4).astype(dtype)
+    return rand
+
+
+def unknown(nd):
+    return [None] * nd
+
+
