@@ -6,7 +6,6 @@ repeat), with expectations computed by NumPy.
 Run with Debian's python (it has numpy): /usr/bin/python3 tests/data/gen/build.py
 Deterministic: fixed seeds, so re-running rewrites the same files.
 """
-import json
 import os
 
 import numpy as np

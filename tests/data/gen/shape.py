@@ -8,7 +8,6 @@ Deterministic: fixed seeds, so re-running rewrites the same files.
 Load-time errors (bad attrs, static index out of range...) are tested in
 tests/unit/test_shape.c, since a file that fails to load has no cases.
 """
-import json
 import os
 
 import numpy as np
