@@ -29,6 +29,12 @@ typedef struct tg_function tg_function;
 typedef struct tg_compile_options {
     const char *preset; /* "none", "fast_compile", "fast_run" (default) */
     bool no_gc;         /* keep intermediates between calls */
+    /* Rewrite tags (a pass name, a rewrite name, or a group tag such as
+     * "fusion" or "inplace") to turn on beyond the preset, and to turn off
+     * (Theano's optimizer_including / optimizer_excluding). NULL-terminated
+     * lists; NULL for none. An unknown tag is TG_EINVAL. */
+    const char *const *include;
+    const char *const *exclude;
 } tg_compile_options;
 
 /* Compile function `index` of g (see tg_graph_function_find). Errors:
@@ -79,6 +85,62 @@ typedef struct tg_hooks {
     void *ud;
 } tg_hooks;
 TG_API void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks);
+
+/* ---- what the optimizer did ----
+ *
+ * A node's key is the id of its first output: unique in a graph, and
+ * stable from the file through every rewrite (a rewrite's new nodes get
+ * fresh ids). The rewrite record lists, in the order they were applied,
+ * each rewrite's name, its pass, the nodes it matched (and so replaced)
+ * and the nodes it created, by key. From it every scheduled node maps back
+ * to the original nodes of the graph file it stands for (its origins): a
+ * node the optimizer left alone stands for itself; a fused `composite`
+ * for every node it swallowed. Strings are borrowed from f. */
+typedef struct tg_rewrite_info {
+    const char *name; /* "mul_self_to_sqr", "fuse_elemwise", ... */
+    const char *pass; /* "merge", "canonicalize", "stabilize", ... */
+    int nremoved;
+    const char *const *removed; /* keys of the nodes it replaced */
+    int ncreated;
+    const char *const *created; /* keys of the nodes it created */
+} tg_rewrite_info;
+TG_API int tg_function_rewrite_count(const tg_function *f);
+/* Entry i of the record. TG_EINVAL when i is out of range. */
+TG_API int tg_function_rewrite_get(const tg_function *f, int i,
+                                   tg_rewrite_info *info);
+/* The key of scheduled node `node`. */
+TG_API const char *tg_function_node_key(const tg_function *f, int node);
+/* The keys of the original nodes that scheduled node `node` stands for;
+ * returns how many (>= 1, or 0 for a node made from nothing original,
+ * such as a folded constant's producer). *keys is borrowed from f. */
+TG_API int tg_function_node_origins(const tg_function *f, int node,
+                                    const char *const **keys);
+
+/* The optimizer's own profile: one entry per pass that ran, in order. */
+typedef struct tg_pass_stats {
+    const char *name;
+    double seconds;
+    int nodes_before, nodes_after;
+    int applied; /* rewrites applied */
+} tg_pass_stats;
+TG_API int tg_function_pass_count(const tg_function *f);
+TG_API int tg_function_pass_get(const tg_function *f, int i,
+                                tg_pass_stats *st);
+/* Per rewrite: how often it was tried, how often it applied, and the time
+ * spent in it. */
+typedef struct tg_rewrite_stats {
+    const char *name;
+    const char *pass;
+    long tried, applied;
+    double seconds;
+} tg_rewrite_stats;
+TG_API int tg_function_rewrite_stats_count(const tg_function *f);
+TG_API int tg_function_rewrite_stats_get(const tg_function *f, int i,
+                                         tg_rewrite_stats *st);
+/* Seconds spent compiling f (clone, optimize, link) and, of that, in the
+ * optimizer. */
+TG_API double tg_function_compile_seconds(const tg_function *f);
+TG_API double tg_function_optimize_seconds(const tg_function *f);
 
 /* Scheduled nodes, for tools. */
 TG_API const char *tg_function_node_op(const tg_function *f, int node);

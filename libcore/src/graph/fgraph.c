@@ -102,6 +102,13 @@ static tg_node *clone_node(const tg_node *n, tg_ctx *ctx) {
         if (!c->inplace) goto fail;
         memcpy(c->inplace, n->inplace, (size_t)n->nout);
     }
+    if (n->norigins) {
+        c->origins = tg_calloc((size_t)n->norigins, sizeof *c->origins);
+        if (!c->origins) goto fail;
+        c->norigins = n->norigins;
+        for (int i = 0; i < n->norigins; i++)
+            if (!(c->origins[i] = tg_strdup(n->origins[i]))) goto fail;
+    }
     return c;
 fail:
     tg_node_free(c);

@@ -146,6 +146,8 @@ void tg_node_free(tg_node *n) {
     tg_free(n->outputs);
     tg_free(n->name);
     tg_free(n->inplace);
+    for (int i = 0; i < n->norigins; i++) tg_free(n->origins[i]);
+    tg_free(n->origins);
     tg_trace_free(&n->trace);
     tg_free(n);
 }

@@ -131,6 +131,11 @@ struct tg_node {
     int index;
     int8_t *inplace; /* nout entries: input index whose buffer output i
                         overwrites, or -1; NULL when none */
+    /* The keys (first output ids) of the original nodes this node stands
+     * for, when a rewrite made it; NULL: an original node, standing for
+     * itself. Owned. */
+    char **origins;
+    int norigins;
     void *mark;
 };
 

@@ -129,6 +129,7 @@ tg_function *tg_function_compile(tg_graph *g, int index,
                   preset);
         return NULL;
     }
+    uint64_t t0 = tg_now_ns();
     tg_function *f = tg_calloc(1, sizeof *f);
     if (!f) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -143,6 +144,7 @@ tg_function *tg_function_compile(tg_graph *g, int index,
     f->fg = tg_fgraph_from_decl(g, &g->funcs[index], ctx);
     if (!f->fg) goto fail;
     if (link_function(f, ctx)) goto fail;
+    f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
     return f;
 fail:
     tg_function_free(f);
@@ -168,6 +170,7 @@ void tg_function_free(tg_function *f) {
     tg_free(f->upd_shared);
     tg_free(f->scratch_in);
     tg_free(f->name);
+    tg_opt_record_free(&f->record);
     tg_fgraph_free(f->fg);
     tg_free(f);
 }
@@ -200,6 +203,53 @@ const char *tg_function_node_label(const tg_function *f, int node) {
     tg_node *n = f->sched[node].node;
     return n->name ? n->name : (n->nout ? n->outputs[0]->id : n->op->name);
 }
+const char *tg_function_node_key(const tg_function *f, int node) {
+    const tg_node *n = f->sched[node].node;
+    return n->nout ? n->outputs[0]->id : n->op->name;
+}
+
+int tg_function_node_origins(const tg_function *f, int node,
+                             const char *const **keys) {
+    const tg_node *n = f->sched[node].node;
+    if (n->origins || n->norigins) {
+        *keys = (const char *const *)n->origins;
+        return n->norigins;
+    }
+    /* An original node stands for itself: its key is its first output's
+     * id, which lives as long as f. */
+    *keys = n->nout ? (const char *const *)&n->outputs[0]->id : NULL;
+    return n->nout ? 1 : 0;
+}
+
+int tg_function_rewrite_count(const tg_function *f) { return f->record.n; }
+
+int tg_function_rewrite_get(const tg_function *f, int i, tg_rewrite_info *info) {
+    if (i < 0 || i >= f->record.n) return TG_EINVAL;
+    const tg_rw_entry *e = &f->record.entries[i];
+    info->name = e->name;
+    info->pass = e->pass;
+    info->nremoved = e->nremoved;
+    info->removed = (const char *const *)e->removed;
+    info->ncreated = e->ncreated;
+    info->created = (const char *const *)e->created;
+    return TG_OK;
+}
+
+int tg_function_pass_count(const tg_function *f) { return f->record.npasses; }
+int tg_function_pass_get(const tg_function *f, int i, tg_pass_stats *st) {
+    if (i < 0 || i >= f->record.npasses) return TG_EINVAL;
+    *st = f->record.passes[i];
+    return TG_OK;
+}
+int tg_function_rewrite_stats_count(const tg_function *f) { return f->record.nrstats; }
+int tg_function_rewrite_stats_get(const tg_function *f, int i, tg_rewrite_stats *st) {
+    if (i < 0 || i >= f->record.nrstats) return TG_EINVAL;
+    *st = f->record.rstats[i];
+    return TG_OK;
+}
+double tg_function_compile_seconds(const tg_function *f) { return f->compile_seconds; }
+double tg_function_optimize_seconds(const tg_function *f) { return f->record.seconds; }
+
 int tg_function_node_ninputs(const tg_function *f, int node) {
     return f->sched[node].node->nin;
 }

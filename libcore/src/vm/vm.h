@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include "ops/op.h"
 #include "tg/function.h"
+#include "rewrite/rewrite.h"
 
 /* Intermediates whose buffer is at most this many bytes stay in their
  * slot between calls (reused by the next call without allocating); larger
@@ -47,6 +48,8 @@ struct tg_function {
     bool hooked;
     bool no_gc;
     uint64_t ncalls;
+    tg_opt_record record; /* what the optimizer did */
+    double compile_seconds;
 };
 
 #endif

@@ -1,0 +1,40 @@
+/* Private: the optimizer (rewrite engine, passes) and its record.
+ *
+ * The optimizer rewrites a function graph in place. What it did is kept in
+ * a tg_opt_record that the compiled function owns: the rewrite record (for
+ * every applied rewrite, its name, pass, and the keys of the nodes it
+ * replaced and created), and its own profile (per pass, per rewrite).
+ * Nodes made by rewrites carry their origins (tg_node.origins).
+ */
+#ifndef TG_REWRITE_INTERNAL_H
+#define TG_REWRITE_INTERNAL_H
+
+#include "graph/graph.h"
+#include "tg/function.h"
+
+typedef struct tg_rw_entry {
+    const char *name; /* static strings: the rewrite's name and pass */
+    const char *pass;
+    char **removed; /* owned keys */
+    int nremoved;
+    char **created;
+    int ncreated;
+} tg_rw_entry;
+
+typedef struct tg_opt_record {
+    tg_rw_entry *entries;
+    int n, cap;
+    tg_pass_stats *passes;
+    int npasses, cpasses;
+    tg_rewrite_stats *rstats;
+    int nrstats;
+    double seconds; /* optimizer time */
+} tg_opt_record;
+
+void tg_opt_record_free(tg_opt_record *r);
+/* Append an entry (keys copied). */
+int tg_opt_record_add(tg_opt_record *r, const char *name, const char *pass,
+                      const char *const *removed, int nremoved,
+                      const char *const *created, int ncreated);
+
+#endif
