@@ -136,6 +136,7 @@ struct tg_node {
      * itself. Owned. */
     char **origins;
     int norigins;
+    uint8_t rwflags; /* the optimizer's: dead, on the worklist */
     void *mark;
 };
 
