@@ -41,7 +41,8 @@ struct tg_rw {
     tg_fgraph *fg;
     tg_ctx *ctx;
     tg_opt_record *rec;
-    struct tg_idmap *ids; /* ids in use */
+    const struct tg_idmap *taken; /* the graph's ids */
+    struct tg_idmap *ids;         /* ids made here (or all, without taken) */
     int serial;
     const char *pass;
     const tg_rw_rule *rule;
@@ -118,14 +119,6 @@ static bool unused(const tg_node *n) {
     return true;
 }
 
-static void detach_client(tg_var *v, tg_node *node, int index) {
-    for (int i = v->nclients - 1; i >= 0; i--)
-        if (v->clients[i].node == node && v->clients[i].index == index) {
-            v->clients[i] = v->clients[--v->nclients];
-            return;
-        }
-}
-
 /* Side-effect nodes (print, assert) stay while their outputs are used;
  * an unused node of any kind goes, as the function never computes it. */
 void tg_rw_prune(tg_rw *rw, tg_node *n) {
@@ -140,7 +133,7 @@ void tg_rw_prune(tg_rw *rw, tg_node *n) {
         tg_node *d = stack[--sp];
         for (int k = 0; k < d->nin; k++) {
             tg_var *in = d->inputs[k];
-            detach_client(in, d, k);
+            tg_fgraph_remove_client(in, d, k);
             tg_node *p = in->owner;
             if (p && !(p->rwflags & RW_DEAD) && unused(p)) {
                 if (sp == cap) {
@@ -165,7 +158,7 @@ static tg_var *new_var(tg_rw *rw, const char *base, const char *hint, tg_var_kin
     char id[160];
     snprintf(id, sizeof id, "%.90s:%.30s", base, hint);
     size_t len = strlen(id);
-    while (tg_idmap_get(rw->ids, id)) snprintf(id + len, sizeof id - len, ".%d", ++rw->serial);
+    while (tg_idmap_get(rw->ids, id) || (rw->taken && tg_idmap_get(rw->taken, id))) snprintf(id + len, sizeof id - len, ".%d", ++rw->serial);
     tg_var *v = tg_var_new(id, kind);
     if (!v) return NULL;
     if (grow((void **)&rw->fg->vars, &rw->fg->cvars, rw->fg->nvars + 1, sizeof *rw->fg->vars) ||
@@ -575,7 +568,8 @@ static int live_nodes(const tg_fgraph *fg) {
 
 /* ---- the entry point ---- */
 
-int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *rec, tg_ctx *ctx) {
+int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *rec,
+                const struct tg_idmap *taken, tg_ctx *ctx) {
     const char *preset = opts && opts->preset ? opts->preset : "fast_run";
     int level;
     if (!strcmp(preset, "none"))
@@ -600,7 +594,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
                                  t);
         }
     uint64_t t0 = tg_now_ns();
-    tg_rw rw = {.fg = fg, .ctx = ctx, .rec = rec};
+    tg_rw rw = {.fg = fg, .ctx = ctx, .rec = rec, .taken = taken};
     bool *enabled = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *enabled);
     rw.rstats = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *rw.rstats);
     rw.ids = tg_idmap_new();
@@ -609,7 +603,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         rc = oom(&rw);
         goto done;
     }
-    for (int i = 0; i < fg->nvars; i++)
+    for (int i = 0; !taken && i < fg->nvars; i++)
         if (tg_idmap_put(rw.ids, fg->vars[i]->id, fg->vars[i])) {
             rc = oom(&rw);
             goto done;

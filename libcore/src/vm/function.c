@@ -153,7 +153,7 @@ tg_function *tg_function_compile(tg_graph *g, int index,
             tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto fail;
         }
-    if (tg_optimize(f->fg, opts, &f->record, ctx)) goto fail;
+    if (tg_optimize(f->fg, opts, &f->record, g->ids, ctx)) goto fail;
     if (link_function(f, ctx)) goto fail;
     f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
     return f;
