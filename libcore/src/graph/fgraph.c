@@ -56,6 +56,8 @@ static void remove_client(tg_var *v, tg_node *node, int index) {
 
 void tg_fgraph_remove_client(tg_var *v, tg_node *node, int index) { remove_client(v, node, index); }
 
+int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v) { return fg_add_var(fg, v); }
+
 void tg_fgraph_free(tg_fgraph *fg) {
     if (!fg) return;
     for (int i = 0; i < fg->nnodes; i++) tg_node_free(fg->nodes[i]);

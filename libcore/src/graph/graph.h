@@ -239,6 +239,8 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
 void tg_fgraph_free(tg_fgraph *fg);
 /* Add a node (already wired to fg's variables) and its outputs. */
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);
+/* Append a variable (a new node's output) to fg's list. */
+int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v);
 /* Remove node's entry for input `index` from v's clients, O(1). */
 void tg_fgraph_remove_client(tg_var *v, tg_node *node, int index);
 /* Replace every use of `old` by `new` (clients move over; outputs too). */

@@ -28,7 +28,7 @@ static const pass_def passes[] = {
     {"stabilize", NULL, false},
     {"specialize", NULL, false},
     {"merge", tg_rw_merge, true},
-    {"fusion", NULL, false},
+    {"fusion", tg_rw_fusion, false},
     {"inplace", tg_rw_inplace, false},
 };
 enum { NPASSES = (int)(sizeof passes / sizeof passes[0]) };
@@ -639,6 +639,11 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         int before = live_nodes(fg);
         uint64_t p0 = tg_now_ns();
         rc = pd->global ? pd->global(&rw) : run_local(&rw, pd->name, enabled);
+        /* Global passes leave what they touched queued; the next pass
+         * starts from the whole graph anyway (and fusion's sort may free
+         * dead nodes). */
+        while (work_pop(&rw)) {
+        }
         if (rc) goto done;
         if (grow((void **)&rec->passes, &rec->cpasses, rec->npasses + 1, sizeof *rec->passes)) {
             rc = oom(&rw);

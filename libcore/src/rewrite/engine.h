@@ -78,6 +78,7 @@ bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n);
 /* ---- global passes ---- */
 int tg_rw_merge(tg_rw *rw);
 int tg_rw_inplace(tg_rw *rw);
+int tg_rw_fusion(tg_rw *rw);
 /* Record a global rewrite's application by hand: the caller replaced
  * `removed` by the node `created` (may be NULL). */
 int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed,

@@ -35,9 +35,9 @@ int tg_rw_inplace(tg_rw *rw) {
         tg_node *n = fg->nodes[i];
         if (tg_rw_dead(n) || n->inplace || n->nout != 1) continue;
         const tg_op *op = n->op;
-        bool elemwise = op->flags & TG_OPF_ELEMWISE;
+        bool elemwise = (op->flags & TG_OPF_ELEMWISE) || !strcmp(op->name, "composite");
         unsigned cand = 0;
-        if (elemwise)
+        if (op->flags & TG_OPF_ELEMWISE)
             cand = 3u; /* the kernels reuse inputs 0 and 1 (n-ary folds write
                           their first partial result before reading the rest) */
         else if (op->inplace_inputs)
