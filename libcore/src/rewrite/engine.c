@@ -156,7 +156,11 @@ void tg_rw_prune(tg_rw *rw, tg_node *n) {
 
 static tg_var *new_var(tg_rw *rw, const char *base, const char *hint, tg_var_kind kind) {
     char id[160];
-    snprintf(id, sizeof id, "%.90s:%.30s", base, hint);
+    /* "<original id>:<op>": a rewrite of a rewrite's node does not pile
+     * up suffixes. */
+    const char *colon = strchr(base, ':');
+    int blen = colon ? (int)(colon - base) : (int)strlen(base);
+    snprintf(id, sizeof id, "%.*s:%.30s", blen > 90 ? 90 : blen, base, hint);
     size_t len = strlen(id);
     while (tg_idmap_get(rw->ids, id) || (rw->taken && tg_idmap_get(rw->taken, id))) snprintf(id + len, sizeof id - len, ".%d", ++rw->serial);
     tg_var *v = tg_var_new(id, kind);

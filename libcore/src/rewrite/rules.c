@@ -605,6 +605,10 @@ const tg_rw_rule tg_rw_rules[] = {
     {"log_softmax", "stabilize", NULL, "log", log_softmax_rule},
     {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
+    /* Constants that stabilize and specialize make (a negated step size)
+     * fold too. */
+    {"constant_folding", "stabilize", "constant_folding", NULL, constant_folding},
+    {"constant_folding", "specialize", "constant_folding", NULL, constant_folding},
     {"pow_specialize", "specialize", NULL, "pow", pow_specialize},
     {"blas_update", "specialize", "gemm", "add sub", blas_update},
 };
