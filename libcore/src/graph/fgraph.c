@@ -386,7 +386,7 @@ int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
             for (int k = 0; k < d->nout; k++) d->outputs[k]->owner = NULL;
             tg_node_free(d);
         }
-    memcpy(fg->nodes, order, sizeof(tg_node *) * (size_t)norder);
+    if (norder) memcpy(fg->nodes, order, sizeof(tg_node *) * (size_t)norder);
     fg->nnodes = norder;
     for (int i = 0; i < norder; i++) fg->nodes[i]->index = i;
 done:
