@@ -48,7 +48,7 @@ for dt in ("float32", "float64"):
     for batch in batches:
         x, y = data(dt, batch, rng)
 
-        def step():
+        def step(W1=W1, b1=b1, W2=W2, b2=b2):
             h = np.tanh(x @ W1 + b1)
             a = h @ W2 + b2
             a -= a.max(axis=1, keepdims=True)
