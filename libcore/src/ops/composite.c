@@ -248,14 +248,26 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48]) {
     return false; /* int_div, mod, integer pow, gammaln, digamma */
 }
 
+/* The kernel's prelude. As in vmath.c, the libm functions are declared
+ * `omp declare simd` (GCC), so that the vectorised loop calls the same
+ * libmvec variant as the unfused ops' loops on this CPU, and sigmoid
+ * uses vmath.c's branch-free form. */
 static const char PRELUDE[] =
-    "#include <math.h>\n#include <stdint.h>\n"
+    "#include <stdint.h>\n"
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    "#define TG_VD(f) _Pragma(\"omp declare simd notinbranch\") double f(double); \\\n"
+    "    _Pragma(\"omp declare simd notinbranch\") float f##f(float);\n"
+    "TG_VD(exp) TG_VD(exp2) TG_VD(expm1) TG_VD(log) TG_VD(log2) TG_VD(log10) TG_VD(log1p)\n"
+    "TG_VD(sin) TG_VD(cos) TG_VD(tan) TG_VD(asin) TG_VD(acos) TG_VD(atan) TG_VD(sinh)\n"
+    "TG_VD(cosh) TG_VD(tanh) TG_VD(asinh) TG_VD(acosh) TG_VD(atanh) TG_VD(erf) TG_VD(erfc)\n"
+    "#endif\n"
+    "#include <math.h>\n"
     "static inline double tg_sigmoid_d(double x) {\n"
-    "    if (x >= 0) return 1.0 / (1.0 + exp(-x));\n"
-    "    double e = exp(x);\n    return e / (1.0 + e);\n}\n"
+    "    double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n"
+    "    return x >= 0 ? r : (x < 0 ? e * r : x);\n}\n"
     "static inline float tg_sigmoid_f(float x) {\n"
-    "    if (x >= 0) return 1.0f / (1.0f + expf(-x));\n"
-    "    float e = expf(x);\n    return e / (1.0f + e);\n}\n"
+    "    float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n"
+    "    return x >= 0 ? r : (x < 0 ? e * r : x);\n}\n"
     "static inline double tg_softplus_d(double x) { return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }\n"
     "static inline float tg_softplus_f(float x) { return (x > 0 ? x : 0) + log1pf(expf(-fabsf(x))); }\n"
     "#define TG_CLIP(T) static inline T tg_clip_##T(T x, T lo, T hi) { \\\n"
