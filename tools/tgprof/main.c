@@ -647,7 +647,8 @@ int main(int argc, char **argv) {
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "f:i:O:h", opts, NULL)) != -1) {
+    opterr = 0; /* our own one-line messages */
+    while ((c = getopt_long(argc, argv, ":f:i:O:h", opts, NULL)) != -1) {
         switch (c) {
         case 'f': fname = optarg; break;
         case 'O': preset = optarg; break;
@@ -675,7 +676,12 @@ int main(int argc, char **argv) {
             }
             ninputs++;
             break;
-        default: cli_error(TOOL, "bad usage (see tgprof --help)"); return TG_EXIT_USAGE;
+        case ':':
+            cli_error(TOOL, "option '%s' needs a value (see tgprof --help)", argv[optind - 1]);
+            return TG_EXIT_USAGE;
+        default:
+            cli_error(TOOL, "unknown option '%s' (see tgprof --help)", argv[optind - 1]);
+            return TG_EXIT_USAGE;
         }
     }
     if (optind != argc - 1) {
