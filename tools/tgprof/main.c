@@ -135,7 +135,7 @@ static const char *kind_name(tg_profile_out_kind k) {
 /* ---- the text report ---- */
 
 static void table(const prof *P, row *r, int n, int top, const char *what, bool nodes) {
-    printf("  %6s %6s %10s %11s %6s %5s %9s %8s  %s\n", "<% time>", "<sum %>", "<time s>",
+    printf("  %8s %7s %10s %11s %7s %7s %9s %9s  %s\n", "<% time>", "<sum %>", "<time s>",
            "<per call>", "<calls>", "<nodes>", "<MFLOP>", "<GFLOP/s>", what);
     double cum = 0;
     int shown = top > 0 && top < n ? top : n;
@@ -270,7 +270,7 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
                 rewritten++;
         if (!rewritten)
             printf("  (no node was rewritten: every scheduled node stands for itself)\n");
-        printf("  %6s %10s  %-24s %s\n", "<% time>", "<time s>", "<file node>", "<scheduled as>");
+        printf("  %8s %10s  %-24s %s\n", "<% time>", "<time s>", "<file node>", "<scheduled as>");
         int shown = top > 0 && top < nrows ? top : nrows;
         double rest = 0;
         for (int i = 0; i < nrows; i++) {
