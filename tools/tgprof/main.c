@@ -386,13 +386,20 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
 
 static json_object *jstr(const char *s) { return json_object_new_string(s ? s : ""); }
 
+/* A fraction of the time in nodes; sums of rounded seconds can pass 1 by
+ * an ulp, which the schema would reject. */
+static json_object *jshare(double t, double total) {
+    double s = total > 0 ? t / total : 0;
+    return json_object_new_double(s > 1 ? 1 : s < 0 ? 0 : s);
+}
+
 static json_object *group_json(const prof *P, row *r, int n) {
     json_object *a = json_object_new_array();
     for (int i = 0; i < n; i++) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "name", jstr(r[i].name));
         json_object_object_add(o, "time_s", json_object_new_double(r[i].seconds));
-        json_object_object_add(o, "share", json_object_new_double(P->nodes_s > 0 ? r[i].seconds / P->nodes_s : 0));
+        json_object_object_add(o, "share", jshare(r[i].seconds, P->nodes_s));
         json_object_object_add(o, "calls", json_object_new_int64((int64_t)r[i].calls));
         json_object_object_add(o, "nodes", json_object_new_int(r[i].nodes));
         json_object_object_add(o, "flops", json_object_new_double(r[i].flops));
@@ -426,7 +433,7 @@ static json_object *report_json(const prof *P, const tg_profile_memory *mem) {
         json_object_object_add(o, "op_key", jstr(P->opkey[k]));
         json_object_object_add(o, "op_class", jstr(tg_profile_op_class(tg_function_node_op(f, k))));
         json_object_object_add(o, "time_s", json_object_new_double(t));
-        json_object_object_add(o, "share", json_object_new_double(P->nodes_s > 0 ? t / P->nodes_s : 0));
+        json_object_object_add(o, "share", jshare(t, P->nodes_s));
         json_object_object_add(o, "calls", json_object_new_int64((int64_t)P->st[k].calls));
         json_object_object_add(o, "time_per_call_s",
                                json_object_new_double(P->st[k].calls ? t / (double)P->st[k].calls : 0));
@@ -479,7 +486,7 @@ static json_object *report_json(const prof *P, const tg_profile_memory *mem) {
         json_object_object_add(o, "key", jstr(orow[i].key));
         json_object_object_add(o, "time_s", json_object_new_double(orow[i].seconds));
         json_object_object_add(o, "share",
-                               json_object_new_double(P->nodes_s > 0 ? orow[i].seconds / P->nodes_s : 0));
+                               jshare(orow[i].seconds, P->nodes_s));
         json_object *via = json_object_new_array();
         for (int j = 0; j < orow[i].count; j++)
             json_object_array_add(via, jstr(tg_function_node_key(f, og[orow[i].first + j].node)));
