@@ -1,0 +1,114 @@
+/* tg/profile.h: per-node counters for a compiled function.
+ *
+ * A profile attaches to a function through its hooks (tg_function_set_hooks)
+ * and counts, for every scheduled node, the calls and the nanoseconds spent
+ * in its kernel, the op's cost estimate (flops, bytes moved), and what each
+ * output is: a new buffer, a view of an input, or an input overwritten in
+ * place. Calls made through tg_profile_call are timed as a whole, so that
+ * the time outside the kernels (binding inputs, updates, the VM's own work)
+ * shows as the difference. Optionally the start and duration of every node
+ * of the first `trace_calls` calls are kept for a timeline (Chrome trace).
+ *
+ * The hook path allocates nothing: every array is sized when the profile is
+ * made. Ownership: tg_profile_new returns a profile owned by the caller,
+ * freed with tg_profile_free() (which detaches the hooks); it borrows f,
+ * which must outlive it.
+ */
+#ifndef TG_PROFILE_H
+#define TG_PROFILE_H
+
+#include <stdint.h>
+
+#include "tg/array.h"
+#include "tg/function.h"
+#include "tg/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tg_profile tg_profile;
+
+/* What an output of a node is, as seen on the last profiled call. */
+typedef enum tg_profile_out_kind {
+    TG_PROFILE_OUT_NEW = 0, /* a buffer of its own */
+    TG_PROFILE_OUT_VIEW,    /* shares the buffer of input `of` */
+    TG_PROFILE_OUT_INPLACE  /* overwrote the buffer of input `of` */
+} tg_profile_out_kind;
+
+typedef struct tg_profile_output {
+    const char *id; /* the variable's id, borrowed from f */
+    tg_profile_out_kind kind;
+    int of;        /* input index for a view or in-place output, else -1 */
+    int64_t bytes; /* the array's bytes (its buffer's for a new output) */
+    tg_dtype dtype;
+    int ndim; /* -1: never computed */
+    int64_t shape[TG_MAX_NDIM];
+} tg_profile_output;
+
+typedef struct tg_profile_node {
+    uint64_t calls;
+    uint64_t ns;        /* total over every profiled call */
+    double flops;       /* one run, from the op's cost (last call); 0 when
+                           the op has no cost estimate */
+    double bytes_moved; /* one run: bytes read and written, same source */
+    int64_t bytes_new;  /* bytes of its new outputs (last call) */
+} tg_profile_node;
+
+/* Memory over one call, simulated from the schedule with the sizes of the
+ * last profiled call: buffers are allocated when their node runs and, with
+ * garbage collection, freed after the last node that reads them or any view
+ * of them (the VM's free lists). Function inputs, shared values and
+ * constants are not counted; outputs and update values are never freed. */
+typedef struct tg_profile_memory {
+    int64_t peak;       /* with intermediates freed after their last use */
+    int64_t peak_no_gc; /* keeping every intermediate (tg_compile_options.no_gc) */
+    int64_t allocated;  /* bytes of every new output of one call */
+    int nnew, nview, ninplace; /* outputs of each kind */
+} tg_profile_memory;
+
+/* Make a profile for f and attach it (replacing any hooks f had).
+ * trace_calls: how many calls (the first ones made through tg_profile_call)
+ * keep a per-node timeline; 0 for none. Errors: TG_ENOMEM, TG_EINVAL. */
+TG_API tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx);
+/* Detach from f and free. NULL is allowed. */
+TG_API void tg_profile_free(tg_profile *p);
+
+/* tg_function_call, timed. Same arguments, errors and ownership. */
+TG_API int tg_profile_call(tg_profile *p, tg_array *const *inputs,
+                           tg_array **outputs, tg_ctx *ctx);
+
+/* Calls that completed through tg_profile_call, and their total time. */
+TG_API uint64_t tg_profile_calls(const tg_profile *p);
+TG_API uint64_t tg_profile_total_ns(const tg_profile *p);
+/* The sum of every node's time. */
+TG_API uint64_t tg_profile_nodes_ns(const tg_profile *p);
+
+/* Counters of scheduled node `node` (0 .. tg_function_node_count - 1), and
+ * of its output j. TG_EINVAL when out of range. */
+TG_API int tg_profile_node_get(const tg_profile *p, int node, tg_profile_node *st);
+TG_API int tg_profile_output_get(const tg_profile *p, int node, int j,
+                                 tg_profile_output *out);
+
+TG_API int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
+                                 tg_ctx *ctx);
+
+/* The timeline: how many calls were kept, and for call c the start and end
+ * of the call and of each node, in nanoseconds from the profile's creation.
+ * A node that did not run in that call (a failed call) has dur 0 and start
+ * 0. TG_EINVAL when out of range. */
+TG_API long tg_profile_trace_count(const tg_profile *p);
+TG_API int tg_profile_trace_call(const tg_profile *p, long c, uint64_t *start,
+                                 uint64_t *end);
+TG_API int tg_profile_trace_node(const tg_profile *p, long c, int node,
+                                 uint64_t *start, uint64_t *dur);
+
+/* The op family of an op name, Theano's "op class": "elemwise", "reduce",
+ * "blas", "shape", "build", "nn", "conv", "linalg", "random", "debug",
+ * "grad"; the op name itself for an op outside the table (composite). */
+TG_API const char *tg_profile_op_class(const char *op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

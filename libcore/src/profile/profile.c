@@ -1,0 +1,360 @@
+/* Per-node counters through the VM's hooks (tg/profile.h).
+ *
+ * The hooks do as little as they can while the kernel's time is measured:
+ * `before` reads the clock; `after` reads it again first, then does the
+ * bookkeeping (cost estimate, what each output is), which therefore counts
+ * as VM overhead and not as the node's time. Every array is allocated by
+ * tg_profile_new, so the hook path never calls malloc.
+ */
+#include <string.h>
+
+#include "core/core.h"
+#include "ops/op.h"
+#include "tg/profile.h"
+#include "vm/vm.h"
+
+typedef struct prof_out {
+    tg_profile_out_kind kind;
+    int of;
+    int64_t bytes;
+    tg_dtype dtype;
+    int ndim;
+    int64_t shape[TG_MAX_NDIM];
+} prof_out;
+
+struct tg_profile {
+    tg_function *f;
+    int nsched;
+    tg_profile_node *nodes;
+    prof_out **outs; /* per node, node->nout entries (one block) */
+    prof_out *out_block;
+    uint64_t t_node;   /* start of the running node */
+    uint64_t t_origin; /* creation: the timeline's zero */
+    uint64_t calls, total_ns;
+    /* timeline: per kept call, start and end, then per node start and dur */
+    long trace_cap, trace_n;
+    bool tracing; /* the running call is kept */
+    uint64_t *trace_calls; /* 2 per call */
+    uint64_t *trace_nodes; /* 2 * nsched per call */
+};
+
+static int hook_before(void *ud, const tg_function *f, int node,
+                       tg_array *const *inputs, tg_ctx *ctx) {
+    (void)f, (void)node, (void)inputs, (void)ctx;
+    tg_profile *p = ud;
+    p->t_node = tg_now_ns();
+    return 0;
+}
+
+static tg_profile_out_kind out_kind(const tg_node *n, int j,
+                                    tg_array *const *in, const tg_array *o,
+                                    int *of) {
+    /* The op's declaration first (it names the input even when the buffer
+     * happens to be shared some other way), then what the buffers say:
+     * reshape of contiguous data, or an output that is its input. */
+    if (n->inplace && n->inplace[j] >= 0 && n->inplace[j] < n->nin &&
+        in[n->inplace[j]] && in[n->inplace[j]]->buf == o->buf) {
+        *of = n->inplace[j];
+        return TG_PROFILE_OUT_INPLACE;
+    }
+    if (j == 0 && n->op->view_of >= 0 && n->op->view_of < n->nin &&
+        in[n->op->view_of] && in[n->op->view_of]->buf == o->buf) {
+        *of = n->op->view_of;
+        return TG_PROFILE_OUT_VIEW;
+    }
+    for (int i = 0; i < n->nin; i++)
+        if (in[i] && in[i]->buf == o->buf) {
+            *of = i;
+            return TG_PROFILE_OUT_VIEW;
+        }
+    *of = -1;
+    return TG_PROFILE_OUT_NEW;
+}
+
+static int hook_after(void *ud, const tg_function *f, int node,
+                      tg_array *const *inputs, tg_array *const *outputs,
+                      tg_ctx *ctx) {
+    (void)ctx;
+    uint64_t t1 = tg_now_ns();
+    tg_profile *p = ud;
+    uint64_t dt = t1 - p->t_node;
+    tg_profile_node *st = &p->nodes[node];
+    st->calls++;
+    st->ns += dt;
+    if (p->tracing) {
+        uint64_t *e = p->trace_nodes + ((size_t)p->trace_n * (size_t)p->nsched + (size_t)node) * 2;
+        e[0] = p->t_node - p->t_origin;
+        e[1] = dt;
+    }
+    const tg_vm_node *s = &f->sched[node];
+    const tg_node *n = s->node;
+    if (s->op->cost) {
+        double fl = 0, by = 0;
+        s->op->cost(n, inputs, outputs, &fl, &by);
+        st->flops = fl;
+        st->bytes_moved = by;
+    }
+    int64_t fresh = 0;
+    prof_out *po = p->outs[node];
+    for (int j = 0; j < n->nout; j++) {
+        const tg_array *o = outputs[j];
+        if (!o) continue;
+        po[j].kind = out_kind(n, j, inputs, o, &po[j].of);
+        po[j].bytes = po[j].kind == TG_PROFILE_OUT_NEW
+                          ? (int64_t)o->buf->nbytes
+                          : (int64_t)tg_array_size_inline(o) * (int64_t)tg_dtype_size(o->dtype);
+        if (po[j].kind == TG_PROFILE_OUT_NEW) fresh += po[j].bytes;
+        po[j].dtype = o->dtype;
+        po[j].ndim = o->ndim;
+        memcpy(po[j].shape, o->shape, sizeof o->shape);
+    }
+    st->bytes_new = fresh;
+    return 0;
+}
+
+tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx) {
+    if (!f || trace_calls < 0) {
+        tg_errorf(ctx, TG_EINVAL, "tg_profile_new: %s",
+                  f ? "trace_calls must not be negative" : "no function");
+        return NULL;
+    }
+    tg_profile *p = tg_calloc(1, sizeof *p);
+    if (!p) goto oom;
+    p->f = f;
+    p->nsched = f->nsched;
+    int nouts = 0;
+    for (int k = 0; k < f->nsched; k++) nouts += f->sched[k].node->nout;
+    p->nodes = tg_calloc((size_t)f->nsched + 1, sizeof *p->nodes);
+    p->outs = tg_calloc((size_t)f->nsched + 1, sizeof *p->outs);
+    p->out_block = tg_calloc((size_t)nouts + 1, sizeof *p->out_block);
+    if (!p->nodes || !p->outs || !p->out_block) goto oom;
+    for (int k = 0, at = 0; k < f->nsched; k++) {
+        p->outs[k] = p->out_block + at;
+        for (int j = 0; j < f->sched[k].node->nout; j++) {
+            p->out_block[at + j].ndim = -1;
+            p->out_block[at + j].of = -1;
+        }
+        at += f->sched[k].node->nout;
+    }
+    if (trace_calls > 0) {
+        size_t per = (size_t)f->nsched * 2;
+        if ((size_t)trace_calls > SIZE_MAX / sizeof(uint64_t) / (per + 2)) {
+            tg_errorf(ctx, TG_EINVAL, "tg_profile_new: a timeline of %ld calls is too large", trace_calls);
+            tg_profile_free(p);
+            return NULL;
+        }
+        p->trace_calls = tg_calloc((size_t)trace_calls * 2, sizeof(uint64_t));
+        p->trace_nodes = tg_calloc((size_t)trace_calls * per + 1, sizeof(uint64_t));
+        if (!p->trace_calls || !p->trace_nodes) goto oom;
+        p->trace_cap = trace_calls;
+    }
+    p->t_origin = tg_now_ns();
+    tg_hooks h = {.before = hook_before, .after = hook_after, .ud = p};
+    tg_function_set_hooks(f, &h);
+    return p;
+oom:
+    tg_profile_free(p);
+    tg_errorf(ctx, TG_ENOMEM, "out of memory for the profile of '%s'", f->name);
+    return NULL;
+}
+
+void tg_profile_free(tg_profile *p) {
+    if (!p) return;
+    if (p->f && p->f->hooks.ud == p) tg_function_set_hooks(p->f, NULL);
+    tg_free(p->nodes);
+    tg_free(p->outs);
+    tg_free(p->out_block);
+    tg_free(p->trace_calls);
+    tg_free(p->trace_nodes);
+    tg_free(p);
+}
+
+int tg_profile_call(tg_profile *p, tg_array *const *inputs, tg_array **outputs,
+                    tg_ctx *ctx) {
+    p->tracing = p->trace_n < p->trace_cap;
+    if (p->tracing)
+        memset(p->trace_nodes + (size_t)p->trace_n * (size_t)p->nsched * 2, 0,
+               (size_t)p->nsched * 2 * sizeof(uint64_t));
+    uint64_t t0 = tg_now_ns();
+    int rc = tg_function_call(p->f, inputs, outputs, ctx);
+    uint64_t t1 = tg_now_ns();
+    if (p->tracing) {
+        p->trace_calls[p->trace_n * 2] = t0 - p->t_origin;
+        p->trace_calls[p->trace_n * 2 + 1] = t1 - p->t_origin;
+        p->trace_n++;
+        p->tracing = false;
+    }
+    if (rc == 0) {
+        p->calls++;
+        p->total_ns += t1 - t0;
+    }
+    return rc;
+}
+
+uint64_t tg_profile_calls(const tg_profile *p) { return p->calls; }
+uint64_t tg_profile_total_ns(const tg_profile *p) { return p->total_ns; }
+uint64_t tg_profile_nodes_ns(const tg_profile *p) {
+    uint64_t s = 0;
+    for (int k = 0; k < p->nsched; k++) s += p->nodes[k].ns;
+    return s;
+}
+
+int tg_profile_node_get(const tg_profile *p, int node, tg_profile_node *st) {
+    if (node < 0 || node >= p->nsched) return TG_EINVAL;
+    *st = p->nodes[node];
+    return TG_OK;
+}
+
+int tg_profile_output_get(const tg_profile *p, int node, int j,
+                          tg_profile_output *out) {
+    if (node < 0 || node >= p->nsched || j < 0 || j >= p->f->sched[node].node->nout)
+        return TG_EINVAL;
+    const prof_out *po = &p->outs[node][j];
+    out->id = p->f->sched[node].node->outputs[j]->id;
+    out->kind = po->kind;
+    out->of = po->of;
+    out->bytes = po->bytes;
+    out->dtype = po->dtype;
+    out->ndim = po->ndim;
+    memcpy(out->shape, po->shape, sizeof out->shape);
+    return TG_OK;
+}
+
+/* The simulation of tg_profile_memory: every slot belongs to one buffer
+ * (its root: the slot of the new output it views or overwrites, through
+ * chains of views); a buffer dies after the last node that reads any slot
+ * of it, unless one of its slots is pinned (a function output, an update,
+ * an input, a shared value). */
+int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
+                          tg_ctx *ctx) {
+    const tg_function *f = p->f;
+    int ns = f->nslots, rc = TG_OK;
+    memset(m, 0, sizeof *m);
+    int *root = tg_calloc((size_t)ns + 1, sizeof *root);
+    int *death = tg_calloc((size_t)ns + 1, sizeof *death);
+    int64_t *bytes = tg_calloc((size_t)ns + 1, sizeof *bytes);
+    int64_t *freed_at = tg_calloc((size_t)f->nsched + 1, sizeof *freed_at);
+    if (!root || !death || !bytes || !freed_at) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < ns; i++) {
+        root[i] = i;
+        death[i] = -1; /* never read: dies when made */
+    }
+    /* Roots in schedule order: an input's root is known before its
+     * readers run. */
+    for (int k = 0; k < f->nsched; k++) {
+        const tg_vm_node *s = &f->sched[k];
+        for (int j = 0; j < s->node->nout; j++) {
+            const prof_out *po = &p->outs[k][j];
+            int slot = s->out_slot + j;
+            if (po->ndim < 0) continue;
+            if (po->kind == TG_PROFILE_OUT_NEW) {
+                bytes[slot] = po->bytes;
+                m->allocated += po->bytes;
+                m->nnew++;
+            } else {
+                root[slot] = root[s->in_slots[po->of]];
+                if (po->kind == TG_PROFILE_OUT_VIEW)
+                    m->nview++;
+                else
+                    m->ninplace++;
+            }
+            if (death[root[slot]] < k) death[root[slot]] = k;
+        }
+        for (int j = 0; j < s->node->nin; j++) {
+            int r = root[s->in_slots[j]];
+            if (death[r] < k) death[r] = k;
+        }
+    }
+    const int INF = f->nsched;
+    for (int i = 0; i < f->fg->nout + f->fg->nupd; i++) death[root[f->out_slots[i]]] = INF;
+    for (int k = 0; k < f->nsched; k++)
+        for (int j = 0; j < f->sched[k].node->nout; j++) {
+            int slot = f->sched[k].out_slot + j;
+            if (bytes[slot] && death[slot] < INF) freed_at[death[slot]] += bytes[slot];
+        }
+    int64_t live = 0;
+    for (int k = 0; k < f->nsched; k++) {
+        const tg_vm_node *s = &f->sched[k];
+        for (int j = 0; j < s->node->nout; j++) live += bytes[s->out_slot + j];
+        if (live > m->peak) m->peak = live;
+        live -= freed_at[k];
+    }
+    m->peak_no_gc = m->allocated;
+done:
+    tg_free(root);
+    tg_free(death);
+    tg_free(bytes);
+    tg_free(freed_at);
+    return rc;
+}
+
+long tg_profile_trace_count(const tg_profile *p) { return p->trace_n; }
+
+int tg_profile_trace_call(const tg_profile *p, long c, uint64_t *start,
+                          uint64_t *end) {
+    if (c < 0 || c >= p->trace_n) return TG_EINVAL;
+    *start = p->trace_calls[c * 2];
+    *end = p->trace_calls[c * 2 + 1];
+    return TG_OK;
+}
+
+int tg_profile_trace_node(const tg_profile *p, long c, int node,
+                          uint64_t *start, uint64_t *dur) {
+    if (c < 0 || c >= p->trace_n || node < 0 || node >= p->nsched) return TG_EINVAL;
+    const uint64_t *e = p->trace_nodes + ((size_t)c * (size_t)p->nsched + (size_t)node) * 2;
+    *start = e[0];
+    *dur = e[1];
+    return TG_OK;
+}
+
+/* The family each op's .def file puts it in: the .def files are the one
+ * place that says it. */
+static const struct {
+    const char *op, *family;
+} families[] = {
+#define TG_OP(name) {#name, FAMILY},
+#define FAMILY "elemwise"
+#include "ops/elemwise.def"
+#undef FAMILY
+#define FAMILY "reduce"
+#include "ops/reduce.def"
+#undef FAMILY
+#define FAMILY "blas"
+#include "ops/blas.def"
+#undef FAMILY
+#define FAMILY "shape"
+#include "ops/shape.def"
+#undef FAMILY
+#define FAMILY "build"
+#include "ops/build.def"
+#undef FAMILY
+#define FAMILY "nn"
+#include "ops/nn.def"
+#undef FAMILY
+#define FAMILY "conv"
+#include "ops/conv.def"
+#undef FAMILY
+#define FAMILY "linalg"
+#include "ops/linalg.def"
+#undef FAMILY
+#define FAMILY "random"
+#include "ops/random.def"
+#undef FAMILY
+#define FAMILY "debug"
+#include "ops/debugops.def"
+#undef FAMILY
+#define FAMILY "grad"
+#include "ops/gradops.def"
+#undef FAMILY
+#undef TG_OP
+};
+
+const char *tg_profile_op_class(const char *op) {
+    if (!op) return "";
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strcmp(families[i].op, op) == 0) return families[i].family;
+    return op;
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# tgprof: the report ranks a large gemm above small elementwise ops; the
+# per-node times add up to the time in nodes; the memory figures match
+# sizes worked out by hand; the Chrome trace is valid JSON with every node
+# event inside its call's; the JSON report validates against
+# schemas/profile.schema.json; the examples profile; bad input gets exit 2
+# (a run-time failure exit 1) with one line on stderr.
+set -uo pipefail
+: "${TGPROF:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fails=$((fails + 1)); fi; }
+PY=/usr/bin/python3
+
+# One line on stderr, starting "tgprof: ", and the exit status wanted.
+bad() {
+  local want=$1 what=$2
+  shift 2
+  "$TGPROF" "$@" >/dev/null 2>"$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$rc" -eq "$want" ] && [ "$lines" -eq 1 ] && grep -q '^tgprof: ' "$tmp/err"; then
+    echo "ok: $what: exit $rc, $(cat "$tmp/err")"
+  else
+    echo "FAIL: $what: exit $rc (want $want), $lines lines on stderr:"
+    cat "$tmp/err"
+    fails=$((fails + 1))
+  fi
+}
+
+costly="$TG_TEST_DATA/prof/costly.json"
+counter="$TG_TEST_DATA/tools/counter.json"
+
+check '"$TGPROF" --help | grep -q "usage: tgprof FILE"' "--help"
+check '"$TGPROF" --version | grep -q "^tgprof "' "--version"
+bad 2 "no FILE"
+bad 2 "a missing file" "$tmp/nope.json"
+bad 2 "a file that is not a graph" "$TG_SRC/README.md"
+bad 2 "--calls 0" "$costly" --calls 0 -i v='[1,2,3,4,5,6,7,8]'
+bad 2 "--calls x" "$costly" --calls x -i v='[1,2,3,4,5,6,7,8]'
+bad 2 "--top -1" "$costly" --top -1 -i v='[1,2,3,4,5,6,7,8]'
+bad 2 "an unknown option" "$costly" --frobnicate
+bad 2 "an option without its value" "$costly" --calls
+bad 2 "an unknown preset" "$costly" -O fastest -i v='[1,2,3,4,5,6,7,8]'
+bad 2 "an unknown function" "$costly" -f nope -i v='[1,2,3,4,5,6,7,8]'
+bad 2 "a missing input" "$costly"
+bad 2 "an input the function lacks" "$costly" -i v='[1,2,3,4,5,6,7,8]' -i w=1
+bad 2 "a value of the wrong shape" "$costly" -i v='[1,2,3]'
+bad 2 "-i without =" "$costly" -i v
+bad 2 "an unwritable --json" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --json "$tmp/no/such/dir/r.json"
+bad 2 "an unwritable --trace" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --trace "$tmp/no/such/dir/t.json"
+bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
+
+"$TGPROF" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 5 --warmup 2 --top 3 \
+  --json "$tmp/costly.json" --trace "$tmp/costly.trace.json" >"$tmp/costly.txt" 2>"$tmp/costly.err"
+check '[ $? -eq 0 ] && [ ! -s "$tmp/costly.err" ]' "tgprof runs the costly graph"
+# The first row of each table: the gemm node, the gemm op, the blas class.
+first_row() { sed -n "/^$1/,/^\$/p" "$tmp/costly.txt" | sed -n '4p' | awk '{print $NF}'; }
+check '[ "$(sed -n "/^Nodes (apply)/,/^\$/p" "$tmp/costly.txt" | sed -n 4p | awk "{print \$(NF-1)}")" = g ]' \
+  "the gemm node is ranked first in the node table"
+check '[ "$(first_row "Op classes")" = blas ]' "blas is the first op class"
+check 'grep -q "^  ... (remaining 6 nodes account for" "$tmp/costly.txt"' "--top 3 leaves 6 nodes to the remaining line"
+check 'grep -q "no optimizer passes ran" "$tmp/costly.txt"' "the optimizer section says no pass ran"
+check 'grep -q "Calls: 5 (after 2 warm-up calls)" "$tmp/costly.txt"' "the summary counts calls and warm-up calls"
+
+$PY - "$tmp/costly.json" "$tmp/costly.trace.json" <<'PY'
+import json, sys
+rep = json.load(open(sys.argv[1]))
+f = rep["functions"][0]
+fails = 0
+def check(ok, what):
+    global fails
+    print(("ok: " if ok else "FAIL: ") + what)
+    fails += 0 if ok else 1
+nodes = f["nodes"]
+byname = {n["key"]: n for n in nodes}
+top = max(nodes, key=lambda n: n["time_s"])
+check(top["key"] == "g" and top["op"] == "gemm", "the JSON ranks the gemm first (%s)" % top["key"])
+for small in ("e1", "e2", "e3"):
+    check(byname[small]["time_s"] < top["time_s"] / 5, "%s takes well under a fifth of the gemm" % small)
+tsum = sum(n["time_s"] for n in nodes)
+tin = f["time_in_nodes_s"]
+check(abs(tsum - tin) <= 0.05 * tin, "per-node times (%.6f s) sum to the time in nodes (%.6f s) within 5%%" % (tsum, tin))
+check(0 < tin <= f["total_s"], "time in nodes %.6f s <= total %.6f s" % (tin, f["total_s"]))
+check(abs(f["vm_overhead_s"] - (f["total_s"] - tin)) < 1e-9, "VM overhead is total minus time in nodes")
+check(abs(sum(n["share"] for n in nodes) - 1) < 1e-6, "node shares sum to 1")
+for group in ("ops", "op_classes"):
+    s = sum(g["time_s"] for g in f[group])
+    check(abs(s - tin) <= 1e-6 * max(tin, 1e-9) + 1e-9, "%s times sum to the time in nodes" % group)
+    check(sum(g["nodes"] for g in f[group]) == len(nodes), "%s count every node once" % group)
+check(all(n["calls"] == 5 for n in nodes), "every node ran once per profiled call")
+check(byname["g"]["flops"] == 2 * 320 ** 3, "gemm's flops are 2*320^3 (%s)" % byname["g"]["flops"])
+m = f["memory"]
+# flat and z: 320*320 float64 each = 819200; e1, e2, e3: 8 float64 = 64
+check(m["peak_bytes_no_gc"] == 2 * 819200 + 3 * 64 and m["allocated_bytes"] == 2 * 819200 + 3 * 64,
+      "allocated and no-GC peak are 2*819200 + 3*64 bytes (%d)" % m["peak_bytes_no_gc"])
+check(2 * 819200 <= m["peak_bytes"] <= 2 * 819200 + 3 * 64, "the peak with freeing is flat + z (%d)" % m["peak_bytes"])
+check((m["new_outputs"], m["views"], m["inplace"]) == (5, 3, 1), "5 new outputs, 3 views, 1 in place")
+kinds = {o["id"]: (o["kind"], o.get("of")) for n in nodes for o in n["outputs"]}
+check(kinds["g"] == ("inplace", "z") and kinds["x"] == ("view", "flat") and kinds["s"] == ("view", "g")
+      and kinds["e4"] == ("view", "e3") and kinds["z"][0] == "new", "output kinds: %s" % kinds)
+check(byname["g"]["bytes_allocated"] == 0 and byname["z"]["bytes_allocated"] == 819200, "bytes allocated per node")
+check([o["key"] for o in f["original_nodes"]].count("g") == 1 and all(o["via"] for o in f["original_nodes"]),
+      "original nodes list each file node once")
+check(f["optimizer"]["passes"] == [] or all("nodes_before" in p for p in f["optimizer"]["passes"]), "optimizer passes")
+
+t = json.load(open(sys.argv[2]))
+ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
+calls = [e for e in ev if e.get("cat") == "call"]
+check(len(calls) == 5, "the trace has one event per profiled call (%d)" % len(calls))
+ok = True
+for e in ev:
+    for k in ("name", "ph", "ts", "dur", "pid", "tid"):
+        ok = ok and k in e
+for c in calls:
+    inner = [e for e in ev if e.get("cat") != "call" and c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"]]
+    ok = ok and len(inner) == len(nodes)
+    ok = ok and all({"op", "shapes", "bytes"} <= set(e["args"]) for e in inner)
+check(ok, "every call event encloses exactly its %d node events, each with op, shapes and bytes" % len(nodes))
+nodes_ev = sorted((e for e in ev if e.get("cat") != "call"), key=lambda e: e["ts"])
+check(all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(nodes_ev, nodes_ev[1:])), "node events do not overlap")
+check(len(nodes_ev) == 5 * len(nodes), "no node event outside a call")
+sys.exit(1 if fails else 0)
+PY
+[ $? -eq 0 ] || fails=$((fails + 1))
+
+# The examples: the MLP's training function and the logistic regression.
+"$TG_BUILD_DIR/tools/tg-example-mlp-data" "$tmp" 200
+"$TGPROF" "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 \
+  --json "$tmp/mlp.json" --trace "$tmp/mlp.trace.json" >"$tmp/mlp.txt"
+check '[ $? -eq 0 ] && grep -q "^Nodes (apply)" "$tmp/mlp.txt"' "tgprof profiles the MLP's training function"
+check '$PY -c "import json,sys; f=json.load(open(sys.argv[1]))[\"functions\"][0]; sys.exit(not (len(f[\"nodes\"]) > 40 and all(n[\"calls\"] == 3 for n in f[\"nodes\"])))" "$tmp/mlp.json"' \
+  "the MLP's report has every node, each run 3 times"
+"$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp" 100 >/dev/null
+"$TGPROF" "$TG_SRC/examples/logreg.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 \
+  --json "$tmp/logreg.json" >/dev/null
+check '[ $? -eq 0 ]' "tgprof profiles the logistic regression"
+$PY -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' "$tmp/mlp.trace.json" \
+  && echo "ok: the MLP's trace is valid JSON" || { echo "FAIL: the MLP's trace is not valid JSON"; fails=$((fails + 1)); }
+
+if $PY -c 'import jsonschema' 2>/dev/null; then
+  $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" <<'PY'
+import json, sys, copy
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(schema)
+v = jsonschema.Draft202012Validator(schema)
+fails = 0
+for p in sys.argv[2:]:
+    doc = json.load(open(p))
+    errs = list(v.iter_errors(doc))
+    print(("FAIL: %s: %s" % (p, errs[0].message)) if errs else "ok: %s validates" % p.split("/")[-1])
+    fails += bool(errs)
+doc = json.load(open(sys.argv[2]))
+broken = copy.deepcopy(doc); broken["functions"][0]["nodes"][0]["share"] = 2
+missing = copy.deepcopy(doc); del missing["functions"][0]["nodes"][0]["time_s"]
+for name, d in (("a share of 2", broken), ("a node without time_s", missing)):
+    ok = not v.is_valid(d)
+    print(("ok: " if ok else "FAIL: ") + "the schema rejects " + name)
+    fails += not ok
+sys.exit(1 if fails else 0)
+PY
+  [ $? -eq 0 ] || fails=$((fails + 1))
+else
+  echo "skip: python3-jsonschema is not installed"
+fi
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]

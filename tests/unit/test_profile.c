@@ -1,0 +1,221 @@
+/* The profiler's counters (tg/profile.h): calls and times per node, the
+ * timeline's nesting, what each output is (new, view, in place), the
+ * memory simulation against sizes worked out by hand, op classes, and
+ * detaching. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "vm/vm.h"
+
+static tg_function *compile(tg_graph *g) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, NULL, ctx), NULL, ctx);
+    if (!f) fail_msg("compile failed: %s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    return f;
+}
+
+static int find_node(const tg_function *f, const char *key) {
+    for (int k = 0; k < tg_function_node_count(f); k++)
+        if (strcmp(tg_function_node_key(f, k), key) == 0) return k;
+    fail_msg("no node '%s'", key);
+    return -1;
+}
+
+/* a = exp(x) (800 bytes), b = reshape(a) (a view), c = b * 2 (800),
+ * d = sum(c) (8, the output). With freeing: a lives until c has read b,
+ * so the peak is a + c = 1600; without: 800 + 800 + 8. */
+static const char *chain_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[100]}}],"
+    "\"nodes\":["
+    "{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+    "{\"op\":\"reshape\",\"inputs\":[\"a\",{\"value\":{\"dtype\":\"int64\",\"shape\":[2],\"data\":[10,10]}}],"
+    "\"outputs\":[\"b\"]},"
+    "{\"op\":\"mul\",\"inputs\":[\"b\",{\"value\":2.0}],\"outputs\":[\"c\"]},"
+    "{\"op\":\"sum\",\"inputs\":[\"c\"],\"outputs\":[\"d\"]}]}";
+
+static tg_array *ramp(int64_t n) {
+    tg_array *x = tg_array_new(TG_FLOAT64, 1, &n);
+    double *d = tg_array_data(x);
+    for (int64_t i = 0; i < n; i++) d[i] = (double)i / (double)n;
+    return x;
+}
+
+static void test_counts_and_memory(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(chain_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 2, ctx);
+    assert_non_null(p);
+    tg_array *x = ramp(100), *out = NULL;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(tg_profile_call(p, &x, &out, ctx), 0);
+        tg_array_free(out);
+        out = NULL;
+    }
+    assert_int_equal(tg_profile_calls(p), 3);
+    uint64_t sum = 0;
+    for (int k = 0; k < tg_function_node_count(f); k++) {
+        tg_profile_node st;
+        assert_int_equal(tg_profile_node_get(p, k, &st), 0);
+        assert_int_equal(st.calls, 3);
+        sum += st.ns;
+    }
+    assert_int_equal(sum, tg_profile_nodes_ns(p));
+    assert_true(tg_profile_nodes_ns(p) <= tg_profile_total_ns(p));
+
+    /* exp's cost: its elementwise estimate is positive; new 800 bytes. */
+    tg_profile_node st;
+    tg_profile_node_get(p, find_node(f, "a"), &st);
+    assert_int_equal(st.bytes_new, 800);
+    tg_profile_node_get(p, find_node(f, "b"), &st);
+    assert_int_equal(st.bytes_new, 0);
+
+    tg_profile_output o;
+    assert_int_equal(tg_profile_output_get(p, find_node(f, "b"), 0, &o), 0);
+    assert_string_equal(o.id, "b");
+    assert_int_equal(o.kind, TG_PROFILE_OUT_VIEW);
+    assert_int_equal(o.of, 0);
+    assert_int_equal(o.ndim, 2);
+    assert_int_equal(o.shape[0], 10);
+    assert_int_equal(o.shape[1], 10);
+    assert_int_equal(tg_profile_output_get(p, find_node(f, "c"), 0, &o), 0);
+    assert_int_equal(o.kind, TG_PROFILE_OUT_NEW);
+    assert_int_equal(o.bytes, 800);
+    assert_int_equal(tg_profile_output_get(p, find_node(f, "c"), 1, &o), TG_EINVAL);
+    assert_int_equal(tg_profile_node_get(p, -1, &st), TG_EINVAL);
+
+    tg_profile_memory m;
+    assert_int_equal(tg_profile_memory_get(p, &m, ctx), 0);
+    assert_int_equal(m.peak, 1600);
+    assert_int_equal(m.peak_no_gc, 1608);
+    assert_int_equal(m.allocated, 1608);
+    assert_int_equal(m.nnew, 3);
+    assert_int_equal(m.nview, 1);
+    assert_int_equal(m.ninplace, 0);
+
+    /* The timeline kept the first 2 calls; each node lies inside its call
+     * and after the node before it. */
+    assert_int_equal(tg_profile_trace_count(p), 2);
+    for (long c = 0; c < 2; c++) {
+        uint64_t c0, c1, prev_end = 0;
+        assert_int_equal(tg_profile_trace_call(p, c, &c0, &c1), 0);
+        assert_true(c1 >= c0);
+        prev_end = c0;
+        for (int k = 0; k < tg_function_node_count(f); k++) {
+            uint64_t s, d;
+            assert_int_equal(tg_profile_trace_node(p, c, k, &s, &d), 0);
+            assert_true(s >= prev_end);
+            assert_true(s + d <= c1);
+            prev_end = s + d;
+        }
+    }
+    uint64_t a, b;
+    assert_int_equal(tg_profile_trace_call(p, 2, &a, &b), TG_EINVAL);
+
+    /* Freeing detaches: the function runs without hooks again. */
+    tg_profile_free(p);
+    assert_false(f->hooked);
+    assert_int_equal(tg_function_call(f, &x, &out, ctx), 0);
+    double want = 0;
+    for (int i = 0; i < 100; i++) want += 2.0 * exp(i / 100.0);
+    assert_float_equal(tg_array_get_flat(out, 0), want, 1e-9 * want);
+    tg_array_free(out);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* gemm writing into z in place, a transpose view, and the cost estimate:
+ * 2 * 64 * 64 * 64 flops for a 64x64 by 64x64 product. */
+static const char *gemm_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[64,64]}}],"
+    "\"nodes\":["
+    "{\"op\":\"zeros_like\",\"inputs\":[\"x\"],\"outputs\":[\"z\"]},"
+    "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":1.0},\"x\",\"x\",{\"value\":0.0}],\"outputs\":[\"g\"],"
+    "\"inplace\":{\"0\":0}},"
+    "{\"op\":\"transpose\",\"inputs\":[\"g\"],\"outputs\":[\"t\"]}]}";
+
+static void test_inplace_view_cost(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(gemm_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 0, ctx);
+    int64_t shape[2] = {64, 64};
+    tg_array *x = tg_array_new(TG_FLOAT64, 2, shape), *out = NULL;
+    assert_int_equal(tg_profile_call(p, &x, &out, ctx), 0);
+    tg_array_free(out);
+    tg_profile_output o;
+    tg_profile_output_get(p, find_node(f, "g"), 0, &o);
+    assert_int_equal(o.kind, TG_PROFILE_OUT_INPLACE);
+    assert_int_equal(o.of, 0);
+    tg_profile_output_get(p, find_node(f, "t"), 0, &o);
+    assert_int_equal(o.kind, TG_PROFILE_OUT_VIEW);
+    tg_profile_node st;
+    tg_profile_node_get(p, find_node(f, "g"), &st);
+    assert_true(st.flops == 2.0 * 64 * 64 * 64);
+    assert_int_equal(st.bytes_new, 0);
+    tg_profile_memory m;
+    assert_int_equal(tg_profile_memory_get(p, &m, ctx), 0);
+    /* Only z is allocated (32768 bytes); g and t share it and t is the
+     * output, so nothing is freed. */
+    assert_int_equal(m.allocated, 64 * 64 * 8);
+    assert_int_equal(m.peak, 64 * 64 * 8);
+    assert_int_equal(m.ninplace, 1);
+    assert_int_equal(m.nview, 1);
+    assert_int_equal(tg_profile_trace_count(p), 0);
+    tg_profile_free(p);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* A failed call is not counted and leaves the counters usable. */
+static void test_failed_call(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(chain_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 1, ctx);
+    int64_t n = 7;
+    tg_array *bad = tg_array_new(TG_FLOAT64, 1, &n), *out = NULL;
+    assert_int_not_equal(tg_profile_call(p, &bad, &out, ctx), 0);
+    assert_int_equal(tg_profile_calls(p), 0);
+    assert_int_equal(tg_profile_total_ns(p), 0);
+    tg_array_free(bad);
+    tg_profile_free(p);
+    assert_null(tg_profile_new(NULL, 0, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_EINVAL);
+    assert_null(tg_profile_new(f, -1, ctx));
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+static void test_op_class(void **state) {
+    (void)state;
+    assert_string_equal(tg_profile_op_class("gemm"), "blas");
+    assert_string_equal(tg_profile_op_class("exp"), "elemwise");
+    assert_string_equal(tg_profile_op_class("sum"), "reduce");
+    assert_string_equal(tg_profile_op_class("conv2d"), "conv");
+    assert_string_equal(tg_profile_op_class("reshape"), "shape");
+    assert_string_equal(tg_profile_op_class("composite"), "composite");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counts_and_memory),
+        cmocka_unit_test(test_inplace_view_cost),
+        cmocka_unit_test(test_failed_call),
+        cmocka_unit_test(test_op_class),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
