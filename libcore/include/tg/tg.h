@@ -8,5 +8,6 @@
 #include "tg/graph.h"
 #include "tg/function.h"
 #include "tg/grad.h"
+#include "tg/tgf.h"
 
 #endif

@@ -151,6 +151,28 @@ fail:
     return NULL;
 }
 
+/* Restoring a compiled-function file links the saved optimized graph
+ * directly: the same linking as compile, without the optimizer. */
+tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
+                                     bool no_gc, tg_ctx *ctx) {
+    uint64_t t0 = tg_now_ns();
+    tg_function *f = tg_calloc(1, sizeof *f);
+    if (!f || !(f->name = tg_strdup(name))) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        if (f) tg_free(f);
+        tg_fgraph_free(fg);
+        return NULL;
+    }
+    f->no_gc = no_gc;
+    f->fg = fg;
+    if (link_function(f, ctx)) {
+        tg_function_free(f);
+        return NULL;
+    }
+    f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
+    return f;
+}
+
 void tg_function_free(tg_function *f) {
     if (!f) return;
     if (f->slots)
@@ -171,6 +193,7 @@ void tg_function_free(tg_function *f) {
     tg_free(f->scratch_in);
     tg_free(f->name);
     tg_opt_record_free(&f->record);
+    tg_free(f->strpool);
     tg_fgraph_free(f->fg);
     tg_free(f);
 }
