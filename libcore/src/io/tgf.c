@@ -150,6 +150,7 @@ static void fview_free(fview *v) {
 
 typedef struct table {
     const tg_array **arr; /* borrowed */
+    char **keys;          /* the index's keys (it borrows them), owned */
     int n, cap;
     struct tg_idmap *index; /* "s:<shared id>" or "p:<pointer>" -> k + 1 */
     json_object *shared;    /* shared id -> k */
@@ -169,14 +170,21 @@ static int table_add(table *T, const tg_var *v, const tg_array *a) {
         const tg_array **p = tg_realloc(T->arr, (size_t)c * sizeof *p);
         if (!p) return -1;
         T->arr = p;
+        char **q = tg_realloc(T->keys, (size_t)c * sizeof *q);
+        if (!q) return -1;
+        T->keys = q;
         T->cap = c;
     }
     int k = T->n;
-    if (tg_idmap_put(T->index, key, (void *)(intptr_t)(k + 1))) return -1;
+    if (!(T->keys[k] = tg_strdup(key))) return -1;
+    if (tg_idmap_put(T->index, T->keys[k], (void *)(intptr_t)(k + 1))) {
+        tg_free(T->keys[k]);
+        return -1;
+    }
+    T->arr[T->n++] = a;
     if (v->kind == TG_VAR_SHARED &&
         json_object_object_add(T->shared, v->id, json_object_new_int(k)) != 0)
         return -1;
-    T->arr[T->n++] = a;
     return k;
 }
 
@@ -457,6 +465,8 @@ done:
     json_object_put(root);
     json_object_put(T.shared);
     tg_idmap_free(T.index);
+    for (int k = 0; k < T.n; k++) tg_free(T.keys[k]);
+    tg_free(T.keys);
     tg_free(T.arr);
     return rc;
 }
@@ -534,6 +544,8 @@ static int read_preamble(reader *R) {
         return bad(R, TG_EPARSE, "not a compiled-function file (bad magic number)");
     if (get_u32(p + 56) != tg_crc32c(0, p, 56))
         return bad(R, TG_EPARSE, "preamble checksum mismatch: the file is damaged");
+    if (get_u32(p + 52) || get_u32(p + 60))
+        return bad(R, TG_EPARSE, "preamble: reserved bytes are not zero: the file is damaged");
     uint32_t ver = get_u32(p + 8);
     if (ver > TG_TGF_VERSION)
         return bad(R, TG_EVERSION,
