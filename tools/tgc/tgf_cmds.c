@@ -322,6 +322,8 @@ static void print_var(printer *P, const tg_var *v, int depth) {
                            : v->kind == TG_VAR_CONSTANT ? " (constant)"
                                                         : "";
         printf("%s [id %s]%s", v->id, idb, kind);
+        if (v->kind == TG_VAR_CONSTANT && v->value && tg_array_ndim(v->value) == 0)
+            printf(" %.17g", tg_array_get_flat(v->value, 0));
         type_suffix(P, &v->type);
         printf("\n");
         return;
