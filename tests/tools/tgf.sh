@@ -123,6 +123,24 @@ expect 0 "a file from another build runs" -- "$TGC" run "$tmp/other.tgf" -f pred
 one_line "other.tgf" "another build"; contains err "warning: .*0.0.0-other.*cuda" "the warning names the version and backend"
 same_dir "$tmp/tp.mlp.fast_run" "$tmp/o" "and computes the same bits"
 
+# The headers follow schemas/tgf-header.schema.json.
+if /usr/bin/python3 -c 'import jsonschema' 2>/dev/null; then
+  if /usr/bin/python3 - "$TG_SRC/schemas/tgf-header.schema.json" "$tmp"/*.fast_run.tgf "$tmp/s23.tgf" "$tmp/p.tgf" <<'PY'
+import json, struct, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(schema)
+v = jsonschema.Draft202012Validator(schema)
+for p in sys.argv[2:]:
+    raw = open(p, "rb").read()
+    hlen, = struct.unpack_from("<Q", raw, 24)
+    v.validate(json.loads(raw[64:64 + hlen]))
+PY
+  then pass "headers validate against tgf-header.schema.json"; else fail "a header does not validate"; fi
+else
+  echo "skip: python3-jsonschema is not installed"
+fi
+
 # Usage errors.
 expect 2 "compile without -o" -- "$TGC" compile "$E/mlp.json"
 expect 2 "compile an unknown function" -- "$TGC" compile "$E/mlp.json" -f nope -o "$tmp/x.tgf"
