@@ -55,7 +55,8 @@ typedef tg_array *(*tg_value_resolver)(void *ud, json_object *ref,
                                        const tg_var *v, const char *where,
                                        tg_ctx *ctx);
 /* Load a graph from parsed JSON (borrowed); `what` names it in errors. npy
- * paths are refused. */
+ * paths are refused. The functions' missing-input check is left to the
+ * caller, which clones them (tg_fgraph_from_decl makes it). */
 tg_graph *tg_graph_load_json(json_object *root, const char *what,
                              tg_value_resolver resolve, void *ud,
                              tg_ctx *ctx);

@@ -790,7 +790,9 @@ static int load_root(loader *L, json_object *root) {
         rc = implicit_main(L);
     if (rc) return rc;
     if ((rc = check_inplace_readers(L))) return rc;
-    for (int i = 0; i < g->nfuncs; i++) {
+    /* A compiled-function file's graphs are cloned for their function right
+     * after loading, which makes the same check. */
+    for (int i = 0; !L->resolve && i < g->nfuncs; i++) {
         tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[i], L->ctx);
         if (!fg) {
             if (g->funcs[i].json_inputs_given)

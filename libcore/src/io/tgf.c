@@ -157,9 +157,11 @@ typedef struct table {
     bool oom;
 } table;
 
+/* Index of a in the table (added when new): a shared variable's value by
+ * the variable's id, anything else (v NULL: raw bytes) by identity. */
 static int table_add(table *T, const tg_var *v, const tg_array *a) {
     char key[160];
-    if (v->kind == TG_VAR_SHARED)
+    if (v && v->kind == TG_VAR_SHARED)
         snprintf(key, sizeof key, "s:%s", v->id);
     else
         snprintf(key, sizeof key, "p:%p", (const void *)a);
@@ -182,7 +184,7 @@ static int table_add(table *T, const tg_var *v, const tg_array *a) {
         return -1;
     }
     T->arr[T->n++] = a;
-    if (v->kind == TG_VAR_SHARED &&
+    if (v && v->kind == TG_VAR_SHARED &&
         json_object_object_add(T->shared, v->id, json_object_new_int(k)) != 0)
         return -1;
     return k;
@@ -439,6 +441,7 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
                           const tg_graph *source, json_object *options, tg_ctx *ctx) {
     bool ok = true;
     int rc = TG_OK;
+    tg_array *orig = NULL;
     table T = {0};
     T.index = tg_idmap_new();
     T.shared = json_object_new_object();
@@ -454,7 +457,25 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
     json_object *fns = json_object_new_array();
     put(root, "functions", fns, &ok);
     for (int i = 0; ok && i < n; i++) push(fns, function_entry(fs[i], &T), &ok);
-    if (ok && source) put(root, "original", tg_graph_to_json_ext(source, table_writer, &T), &ok);
+    if (ok && source) {
+        /* The original graph is kept as text in the data section: only
+         * --reoptimize and checkpoints read it, so restoring does not pay
+         * for parsing it. */
+        json_object *oj = tg_graph_to_json_ext(source, table_writer, &T);
+        const char *txt = oj ? json_object_to_json_string_ext(oj, JSON_C_TO_STRING_PLAIN |
+                                                                      JSON_C_TO_STRING_NOSLASHESCAPE)
+                             : NULL;
+        int64_t len = txt ? (int64_t)strlen(txt) : 0;
+        if (txt && (orig = tg_array_new(TG_UINT8, 1, &len))) {
+            memcpy(tg_array_data(orig), txt, (size_t)len);
+            int k = table_add(&T, NULL, orig);
+            if (k < 0) ok = false;
+            put(root, "original", json_object_new_int(k), &ok);
+        } else {
+            ok = false;
+        }
+        json_object_put(oj);
+    }
     put(root, "shared", json_object_get(T.shared), &ok);
     if (!ok || T.oom) goto oom;
     rc = write_file(path, root, &T, ctx);
@@ -464,6 +485,7 @@ oom:
 done:
     json_object_put(root);
     json_object_put(T.shared);
+    tg_array_free(orig);
     tg_idmap_free(T.index);
     for (int k = 0; k < T.n; k++) tg_free(T.keys[k]);
     tg_free(T.keys);
@@ -510,6 +532,7 @@ struct tg_tgf {
     int nfns;
     tg_shared **shared;
     int nshared;
+    struct tg_idmap *shared_ids; /* id -> shared[k] */
     tg_array **arrays;
     int narrays;
     json_object *root; /* the header, kept for the original graph */
@@ -696,9 +719,10 @@ static tg_array *resolve_array(void *ud, json_object *ref, const tg_var *v, cons
         return NULL;
     }
     tg_array *a = t->arrays[k];
-    if (rc->current_shared && v->kind == TG_VAR_SHARED)
-        for (int i = 0; i < t->nshared; i++)
-            if (!strcmp(t->shared[i]->id, v->id) && t->shared[i]->value) a = t->shared[i]->value;
+    if (rc->current_shared && v->kind == TG_VAR_SHARED && t->shared_ids) {
+        tg_shared *s = tg_idmap_get(t->shared_ids, v->id);
+        if (s && s->value) a = s->value;
+    }
     if (!tg_type_accepts(&v->type, a)) {
         char want[128];
         tg_type_str(&v->type, want, sizeof want);
@@ -712,12 +736,12 @@ static tg_array *resolve_array(void *ud, json_object *ref, const tg_var *v, cons
 /* Make the graph's shared variables the set's: functions of one file share
  * state, as the functions of one graph do. */
 static int unify_shared(tg_tgf *t, tg_graph *g, tg_ctx *ctx) {
+    if (!t->shared_ids && !(t->shared_ids = tg_idmap_new()))
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     for (int i = 0; i < g->nvars; i++) {
         tg_var *v = g->vars[i];
         if (v->kind != TG_VAR_SHARED || !v->shared) continue;
-        tg_shared *found = NULL;
-        for (int j = 0; j < t->nshared && !found; j++)
-            if (!strcmp(t->shared[j]->id, v->id)) found = t->shared[j];
+        tg_shared *found = tg_idmap_get(t->shared_ids, v->id);
         if (found) {
             if (!tg_type_equal(&found->type, &v->shared->type))
                 return tg_errorf(ctx, TG_ELOAD,
@@ -731,7 +755,14 @@ static int unify_shared(tg_tgf *t, tg_graph *g, tg_ctx *ctx) {
         tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)(t->nshared + 1));
         if (!p) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         t->shared = p;
-        t->shared[t->nshared++] = tg_shared_ref(v->shared);
+        t->shared[t->nshared] = tg_shared_ref(v->shared);
+        /* The key is the shared state's own id, which lives as long as t
+         * holds it. */
+        if (tg_idmap_put(t->shared_ids, t->shared[t->nshared]->id, t->shared[t->nshared])) {
+            tg_shared_unref(t->shared[t->nshared]);
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        }
+        t->nshared++;
     }
     return TG_OK;
 }
@@ -929,18 +960,56 @@ fail:
     return NULL;
 }
 
+/* The saved original graph, parsed (the caller puts it); NULL with
+ * *absent set when the file keeps none, NULL with an error when it is bad. */
+static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
+    json_object *jk = NULL;
+    int64_t k;
+    *absent = !json_object_object_get_ex(t->root, "original", &jk);
+    if (*absent) return NULL;
+    if (!tg_json_get_int(jk, &k) || k < 0 || k >= t->narrays ||
+        t->arrays[k]->dtype != TG_UINT8 || t->arrays[k]->ndim != 1 ||
+        t->arrays[k]->shape[0] > INT32_MAX) {
+        tg_errorf(ctx, TG_ELOAD, "%s: header.original: expected the index of a uint8 array",
+                  t->what);
+        return NULL;
+    }
+    json_tokener *tok = json_tokener_new_ex(128);
+    if (!tok) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    int len = (int)t->arrays[k]->shape[0];
+    json_object *o = json_tokener_parse_ex(tok, tg_array_data(t->arrays[k]), len);
+    bool good = o && json_tokener_get_error(tok) == json_tokener_success &&
+                json_tokener_get_parse_end(tok) == (size_t)len &&
+                json_object_is_type(o, json_type_object);
+    json_tokener_free(tok);
+    if (!good) {
+        json_object_put(o);
+        tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not a JSON object",
+                  t->what, (long long)k);
+        return NULL;
+    }
+    return o;
+}
+
 /* --reoptimize: compile the saved original graph again. */
 static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *opts,
                       tg_ctx *ctx) {
-    json_object *jo = get(t->root, "original", json_type_object);
+    bool absent;
+    json_object *jo = original_json(t, &absent, ctx);
     if (!jo)
-        return tg_errorf(ctx, TG_ENOTFOUND,
-                         "%s: keeps no original graph, so it cannot be optimized again",
-                         t->what);
+        return absent ? tg_errorf(ctx, TG_ENOTFOUND,
+                                  "%s: keeps no original graph, so it cannot be optimized again",
+                                  t->what)
+                      : TG_ELOAD;
     char what[600];
     snprintf(what, sizeof what, "%s: original", t->what);
     resolve_ctx rc = {t, false};
     tg_graph *g = tg_graph_load_json(jo, what, resolve_array, &rc, ctx);
+    json_object_put(jo);
     if (!g) return TG_ELOAD;
     int r = unify_shared(t, g, ctx);
     for (int i = 0; !r && i < t->nfns; i++) {
@@ -1115,6 +1184,7 @@ fail:
 void tg_tgf_free(tg_tgf *t) {
     if (!t) return;
     for (int i = 0; i < t->nfns; i++) tg_function_free(t->fns[i]);
+    tg_idmap_free(t->shared_ids);
     for (int i = 0; i < t->nshared; i++) tg_shared_unref(t->shared[i]);
     for (int i = 0; i < t->narrays; i++) tg_array_free(t->arrays[i]);
     tg_free(t->fns);
@@ -1168,13 +1238,20 @@ int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx) {
     for (int i = 0; i < t->nfns; i++)
         if (t->fns[i]) fs[n++] = t->fns[i];
     tg_graph *src = NULL;
-    json_object *jo = get(t->root, "original", json_type_object);
+    bool absent;
+    json_object *jo = original_json(t, &absent, ctx);
+    if (!jo && !absent) {
+        tg_free(fs);
+        return tg_ctx_status(ctx);
+    }
     if (jo) {
         /* The original graph goes along, with the current shared values. */
         char what[600];
         snprintf(what, sizeof what, "%s: original", t->what);
         resolve_ctx r = {t, true};
-        if (!(src = tg_graph_load_json(jo, what, resolve_array, &r, ctx))) {
+        src = tg_graph_load_json(jo, what, resolve_array, &r, ctx);
+        json_object_put(jo);
+        if (!src) {
             tg_free(fs);
             return tg_ctx_status(ctx);
         }
