@@ -147,6 +147,8 @@ expect 2 "compile an unknown function" -- "$TGC" compile "$E/mlp.json" -f nope -
 expect 2 "export of a graph" -- "$TGC" export "$E/mlp.json" -o "$tmp/x.json"
 expect 2 "--reoptimize on a graph" -- "$TGC" run "$E/mlp.json" --reoptimize -f predict
 expect 0 "compile --help" -- "$TGC" compile --help
+expect 2 "-O on a .tgf without --reoptimize" -- "$TGC" run "$F" -O none -f predict -i x="$tmp/mlp/x.npy"
+contains err "already optimized" "says the file is already optimized"
 
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

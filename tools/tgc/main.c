@@ -211,6 +211,14 @@ static int cmd_run(int argc, char **argv) {
     tg_array **ins = NULL, **outs = NULL;
     int nin = 0, nout = 0;
     tgc_source src = {0};
+    if (tgc_is_tgf(path) && !reopt && (preset || ninc || nexc)) {
+        /* Loading a .tgf never optimizes; saying so beats ignoring -O. */
+        cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply with "
+                        "--reoptimize (or when compiling it)",
+                  path);
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
     tg_compile_options co = {.preset = preset, .include = ninc ? inc : NULL,
                              .exclude = nexc ? exc : NULL};
     if ((rc = tgc_source_open(&src, TOOL, path, fname, &co, reopt))) goto done;
