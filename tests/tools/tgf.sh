@@ -70,6 +70,8 @@ expect 0 "the export runs" -- "$TGC" run "$tmp/s5.json" -f train "${X[@]}" -o "$
 
 # print: debugprint.
 expect 0 "print a .tgf" -- "$TGC" print "$tmp/logreg.fast_run.tgf" -f train
+# The graph as written: the ids below are those of the file's nodes.
+expect 0 "print a graph" -- "$TGC" print "$E/logreg.json" -f train
 contains out "^add \[id A\] 'cost'" "the root has id A"
 n=$(grep -c "true_div \[id H\] 'p_1'" "$tmp/out")
 if [ "$n" -ge 2 ]; then pass "a node used $n times is listed at each use by its id"; else fail "p_1 printed $n times"; fi

@@ -193,7 +193,8 @@ static void test_record_and_origins_survive(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = tu_load(GRAPH);
-    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, "train", ctx), NULL, ctx);
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, "train", ctx),
+                                         &(tg_compile_options){.preset = "none"}, ctx);
     assert_non_null(f);
     /* Stand in for the optimizer: a record entry, and a node that stands
      * for two original nodes. */

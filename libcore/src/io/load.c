@@ -910,7 +910,7 @@ static const char *const BODY_KEYS[] = {"variables", "nodes", "inputs", "outputs
  * `outputs` as function "body". Errors are "<where>: LOCATION: message"
  * (the caller adds the file and the node that holds the body). */
 tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
-    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0};
+    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0, NULL, NULL};
     tg_graph *g = tg_graph_alloc();
     json_object *jvars, *jnodes, *ji, *jo;
     int rc = TG_OK;
@@ -1004,6 +1004,8 @@ fail:
     tg_free(L.file_order);
     tg_graph_free(g);
     return NULL;
+}
+
 tg_graph *tg_graph_load_json(json_object *root, const char *what,
                              tg_value_resolver resolve, void *ud, tg_ctx *ctx) {
     loader L = {what ? what : "(graph)", NULL, NULL, ctx, NULL, 0, resolve, ud};
