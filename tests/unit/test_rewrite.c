@@ -431,6 +431,49 @@ static void test_fusion(void **state) {
     tg_graph_free(g);
 }
 
+/* The increment ops update their input where it lies when it is an
+ * intermediate read only by them: values against a loop written here. */
+static void test_inplace_increments(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[1000]") "," V("y", "float64", "[3]") ","
+                         "{'id':'i','type':{'dtype':'int64','shape':[3]},'constant':{'data':[5,5,999]}}",
+                         N("exp", "['a']", "['e']") "," N("take_add", "['e','y','i']", "['t']") ","
+                         NA("inc_subtensor", "['t','y']", "['u']", "{'index':[{'start':0,'stop':3}]}") ","
+                         N("sqrt", "['u']", "['z']")));
+    const char *nofuse[] = {"fusion", NULL};
+    tg_compile_options o = {.preset = "fast_run", .exclude = nofuse};
+    tg_function *f = compile_opts(g, NULL, &o);
+    int inplace = 0;
+    for (int i = 0; i < tg_function_node_count(f); i++) {
+        tg_node *n = f->sched[i].node;
+        if (!strcmp(n->op->name, "take_add") || !strcmp(n->op->name, "inc_subtensor")) {
+            assert_non_null(n->inplace);
+            assert_int_equal(n->inplace[0], 0);
+            inplace++;
+        }
+    }
+    assert_int_equal(inplace, 2);
+    int64_t s1[1] = {1000}, s3[1] = {3};
+    tg_array *in[2] = {filled(TG_FLOAT64, 1, s1, 0, 1, 1), filled(TG_FLOAT64, 1, s3, 0, 1, 2)};
+    for (int rep = 0; rep < 2; rep++) {
+        tg_array *out = NULL;
+        call(f, in, &out);
+        const double *a = tg_array_data(in[0]), *y = tg_array_data(in[1]);
+        for (int k = 0; k < 1000; k++) {
+            double e = exp(a[k]);
+            if (k == 5) e += y[0] + y[1]; /* repeated indices accumulate */
+            if (k == 999) e += y[2];
+            if (k < 3) e += y[k];
+            assert_float_equal(tg_array_get_flat(out, k), sqrt(e), 1e-12);
+        }
+        tg_array_free(out);
+    }
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* Rewrites never change a type: the optimized graph's every variable
  * keeps the dtype the unoptimized one had for the same output. */
 static void test_examples_unchanged(void **state) {
@@ -465,6 +508,7 @@ int main(void) {
         cmocka_unit_test(test_record_origins_traces),
         cmocka_unit_test(test_inplace_safety),
         cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_examples_unchanged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
