@@ -133,6 +133,7 @@ static const rw_case cases[] = {
     {"log_softmax", G(V("a", "float64", "[3,5]"), N("softmax", "['a']", "['s']") "," N("log", "['s']", "['z']")), "log_softmax", "softmax", -5, 5},
     {"logsumexp", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," N("log", "['s']", "['z']")), "logsumexp", "exp", -5, 5},
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "log_softmax", "categorical_crossentropy", -5, 5},
+    {"softmax_crossentropy_grad", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -224,6 +225,16 @@ static void test_stabilize_values(void **state) {
     const char *lsm = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0}]", "['v']", "{'axis':0}") "," N("softmax", "['v']", "['s']") "," N("log", "['s']", "['l']") "," NA("subtensor", "['l']", "['z']", "{'index':[1]}"));
     assert_true(isinf(run1(lsm, 1e4, "none")));
     assert_float_equal(run1(lsm, 1e4, "fast_run"), -1e4, 1e-9);
+    /* d/dx of crossentropy(softmax(x), t) at x = [a, 0, 0], t = e1 is
+     * p - t = [1, -1, 0] for a = 1000; as written, -t/p divides by a
+     * probability that underflowed to 0. */
+    const char *xg = G(V("a", "float64", "[]") ",{'id':'t','type':{'dtype':'float64','shape':[1,3]},'constant':{'data':[[0,1,0]]}}",
+        NA("stack", "['a',{'value':0.0},{'value':0.0}]", "['v']", "{'axis':0}") "," NA("dimshuffle", "['v']", "['m']", "{'order':['x',0]}") ","
+        N("softmax", "['m']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") ","
+        N("grad", "['c','m']", "['gm']") "," NA("subtensor", "['gm']", "['z']", "{'index':[0,1]}"));
+    assert_true(isnan(run1(xg, 1000, "none")));
+    assert_float_equal(run1(xg, 1000, "fast_run"), -1.0, 1e-12);
+    assert_float_equal(run1(xg, 0.5, "fast_run"), 1 / (exp(0.5) + 2) - 1, 1e-12);
 }
 
 /* ---- presets, tags, record, origins, traces ---- */
