@@ -127,3 +127,33 @@ write("composite_large",
       [{"op": "composite", "inputs": ["u", "v"], "outputs": ["r"], "attrs": {"body": bd}}],
       [{"inputs": {"u": value(u), "v": value(v)},
         "outputs": {"r": value(np.sqrt(np.abs(u * v + np.log1p(1.5))))}}])
+
+# 5. In place: the composite writes its result over an intermediate it
+# reads (node key `inplace`), in every mode.
+a = rng.standard_normal(6)
+b = rng.standard_normal(6)
+bd = body([{"id": "x", "type": s("float64")}, {"id": "w", "type": s("float64")}],
+          [{"op": "mul", "inputs": ["x", "w"], "outputs": ["xw"]},
+           {"op": "sub", "inputs": ["xw", "x"], "outputs": ["r"]}],
+          ["x", "w"], ["r"])
+write("composite_inplace",
+      [{"id": "a", "type": typ(a)}, {"id": "b", "type": typ(b)}],
+      [{"op": "neg", "inputs": ["a"], "outputs": ["na"]},
+       {"op": "composite", "inputs": ["na", "b"], "outputs": ["y"], "inplace": {"0": 0},
+        "attrs": {"body": bd}}],
+      [{"inputs": {"a": value(a), "b": value(b)}, "outputs": {"y": value((-a) * b - (-a))},
+        "rtol": 0, "atol": 0}])
+
+# 6. float16 (the interpreter only: the generator has no half type),
+# computing in float32 and rounding once per op, as NumPy.
+h = rng.standard_normal((2, 3)).astype(np.float16)
+g = rng.standard_normal(3).astype(np.float16)
+bd = body([{"id": "x", "type": s("float16")}, {"id": "w", "type": s("float16")}],
+          [{"op": "mul", "inputs": ["x", "w"], "outputs": ["xw"]},
+           {"op": "add", "inputs": ["xw", "x"], "outputs": ["r"]}],
+          ["x", "w"], ["r"])
+write("composite_float16",
+      [{"id": "h", "type": typ(h)}, {"id": "g", "type": typ(g)}],
+      [{"op": "composite", "inputs": ["h", "g"], "outputs": ["y"], "attrs": {"body": bd}}],
+      [{"inputs": {"h": value(h), "g": value(g)}, "outputs": {"y": value(h * g + h)},
+        "rtol": 0, "atol": 0}])
