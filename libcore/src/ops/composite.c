@@ -341,8 +341,11 @@ static char *gen_source(const tg_fgraph *fg) {
     for (int k = 0; k < nout; k++)
         tg_str_addf(&s, "        %s *o%d = (%s *)p[%d];\n", ctype_of(fg->outputs[k]->type.dtype),
                     k, ctype_of(fg->outputs[k]->type.dtype), k);
+    /* No restrict: an output may overwrite an input in place (each
+     * position is read before it is written; `omp simd` vectorises
+     * without the promise). */
     for (int i = 0; i < nin; i++)
-        tg_str_addf(&s, "        const %s *restrict a%d = (const %s *)p[%d];\n",
+        tg_str_addf(&s, "        const %s *a%d = (const %s *)p[%d];\n",
                     ctype_of(fg->inputs[i]->type.dtype), i, ctype_of(fg->inputs[i]->type.dtype),
                     nout + i);
     tg_str_addf(&s,
