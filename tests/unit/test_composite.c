@@ -273,6 +273,19 @@ static void test_node_new(void **state) {
     assert_string_equal(fuse[3]->op->name, "sub");
     tg_var *ins[2] = {fg->inputs[0], fg->inputs[1]};
     tg_var *outs[2] = {fuse[1]->outputs[0], fuse[3]->outputs[0]}; /* c, d */
+    /* tg_composite_io finds the same lists from the clients: c is an
+     * fgraph output, d is read by sum; the constant 1 is left out. */
+    tg_var **fi, **fo;
+    int nfi, nfo;
+    assert_int_equal(tg_composite_io(fuse, 4, &fi, &nfi, &fo, &nfo, ctx), TG_OK);
+    assert_int_equal(nfi, 2);
+    assert_ptr_equal(fi[0], ins[0]);
+    assert_ptr_equal(fi[1], ins[1]);
+    assert_int_equal(nfo, 2);
+    assert_ptr_equal(fo[0], outs[0]);
+    assert_ptr_equal(fo[1], outs[1]);
+    tg_free(fi);
+    tg_free(fo);
     tg_node *n = tg_composite_node_new(fuse, 4, ins, 2, outs, 2, ctx);
     if (!n) fail_msg("%s", tg_ctx_message(ctx));
     assert_string_equal(n->outputs[0]->id, "c");

@@ -978,3 +978,47 @@ fail:
     tg_free(consts);
     return NULL;
 }
+
+static bool in_set(tg_node *const *nodes, int nnodes, const tg_node *nd) {
+    for (int j = 0; j < nnodes; j++)
+        if (nodes[j] == nd) return true;
+    return false;
+}
+
+int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs, int *nin,
+                    tg_var ***outputs, int *nout, tg_ctx *ctx) {
+    int nreads = 0, nmade = 0;
+    *inputs = *outputs = NULL;
+    *nin = *nout = 0;
+    for (int j = 0; j < nnodes; j++) {
+        nreads += nodes[j]->nin;
+        nmade += nodes[j]->nout;
+    }
+    tg_var **in = tg_calloc((size_t)nreads + 1, sizeof *in);
+    tg_var **out = tg_calloc((size_t)nmade + 1, sizeof *out);
+    if (!in || !out) {
+        tg_free(in);
+        tg_free(out);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    for (int j = 0; j < nnodes; j++) {
+        for (int k = 0; k < nodes[j]->nin; k++) {
+            tg_var *v = nodes[j]->inputs[k];
+            if ((v->owner && in_set(nodes, nnodes, v->owner)) ||
+                (v->kind == TG_VAR_CONSTANT && v->value && v->type.ndim == 0) ||
+                find_var(in, *nin, v) >= 0)
+                continue;
+            in[(*nin)++] = v;
+        }
+        for (int k = 0; k < nodes[j]->nout; k++) {
+            tg_var *v = nodes[j]->outputs[k];
+            bool outside = false;
+            for (int c = 0; c < v->nclients && !outside; c++)
+                outside = !v->clients[c].node || !in_set(nodes, nnodes, v->clients[c].node);
+            if (outside) out[(*nout)++] = v;
+        }
+    }
+    *inputs = in;
+    *outputs = out;
+    return TG_OK;
+}

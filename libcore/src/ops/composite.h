@@ -62,6 +62,17 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes,
                                tg_var *const *outputs, int nout,
                                tg_ctx *ctx);
 
+/* The inputs and outputs of a set of fgraph nodes for
+ * tg_composite_node_new, from the fgraph's client lists: *inputs, the
+ * variables the nodes read that none of them makes (0-d constants left
+ * out: they go into the body), in the order first read; *outputs, the
+ * variables the nodes make that a node outside the set, or the fgraph's
+ * outputs, read, in node order. Both arrays are tg_malloc'ed, owned by
+ * the caller (tg_free), possibly empty (*outputs empty: nothing outside
+ * needs the set). TG_ENOMEM only. */
+int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs,
+                    int *nin, tg_var ***outputs, int *nout, tg_ctx *ctx);
+
 /* How this node runs: 1 compiled kernel, 0 interpreter, -1 not decided
  * yet (it has not run). For tests and tools. */
 int tg_composite_node_mode(const tg_node *n);
