@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -467,12 +468,59 @@ static void test_grad(void **state) {
     drop_cache();
 }
 
+/* Threads running one node at once, before it has decided how to run:
+ * one compile, the same values everywhere. */
+typedef struct thr {
+    tg_node *nd;
+    tg_array *in[2], *out[2];
+    int rc;
+} thr;
+static void *thr_run(void *p) {
+    thr *t = p;
+    tg_ctx *ctx = tg_ctx_new();
+    t->rc = t->nd->op->run(t->nd, t->in, t->out, ctx);
+    tg_ctx_free(ctx);
+    return NULL;
+}
+static void test_threads(void **state) {
+    (void)state;
+    fresh_cache("thr");
+    char *j = paper_graph(7.75, "50000");
+    tg_graph *g = tu_load(j);
+    tg_array *a = ramp(50000, 2, -1), *b = ramp(50000, 1, 0.5);
+    thr t[4];
+    pthread_t id[4];
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    for (int i = 0; i < 4; i++) {
+        t[i] = (thr){.nd = first_node(g), .in = {a, b}};
+        assert_int_equal(pthread_create(&id[i], NULL, thr_run, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(id[i], NULL), 0);
+    assert_int_equal(tg_kcache_stats_get().compiles - s0.compiles, 1);
+    const double *ad = tg_array_data(a), *bd = tg_array_data(b);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(t[i].rc, TG_OK);
+        const double *y = tg_array_data(t[i].out[0]);
+        for (int64_t k = 0; k < 50000; k++)
+            if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 7.75 * ad[k] * bd[k])
+                fail_msg("thread %d, y[%lld] = %.17g", i, (long long)k, y[k]);
+        tg_array_free(t[i].out[0]);
+        tg_array_free(t[i].out[1]);
+    }
+    tg_array_free(a);
+    tg_array_free(b);
+    tg_graph_free(g);
+    free(j);
+    drop_cache();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
         cmocka_unit_test(test_numerics_large),   cmocka_unit_test(test_no_compiler),
         cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -589,18 +590,27 @@ static void kernel_rows(int64_t n, char **p, const int64_t *s, void *ud) {
 
 /* Decide once per node: the compiled kernel, or the interpreter (with one
  * warning per process when a compiler was wanted and failed). */
+static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void comp_decide(comp_body *b) {
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
-    tg_kernel_fn fn = NULL;
-    if (b->src && !interp_forced()) {
-        const char *why = NULL;
-        fn = tg_kcache_get(b->src, &why);
-        static int warned;
-        if (!fn && why && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-            fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
+    /* Threads running the same node wait for the first one's decision. */
+    pthread_mutex_lock(&decide_lock);
+    if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0) {
+        tg_kernel_fn fn = NULL;
+        if (b->src && !interp_forced()) {
+            const char *why = NULL;
+            fn = tg_kcache_get(b->src, &why);
+            static int warned;
+            if (!fn && why && !warned) {
+                warned = 1;
+                fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
+            }
+        }
+        b->fn = fn;
+        __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
     }
-    b->fn = fn;
-    __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&decide_lock);
 }
 
 int tg_composite_node_mode(const tg_node *n) {
