@@ -349,8 +349,10 @@ static char *gen_source(const tg_fgraph *fg) {
         tg_str_addf(&s, "        const %s *a%d = (const %s *)p[%d];\n",
                     ctype_of(fg->inputs[i]->type.dtype), i, ctype_of(fg->inputs[i]->type.dtype),
                     nout + i);
+    /* `if (parallel: ...)`: a bare `if` would also turn off `simd` below
+     * the threshold (OpenMP applies it to every part of the construct). */
     tg_str_addf(&s,
-                "#pragma omp parallel for simd if (n >= %d) schedule(static)\n"
+                "#pragma omp parallel for simd if (parallel: n >= %d) schedule(static)\n"
                 "        for (int64_t i = 0; i < n; i++) {\n",
                 TG_COMPOSITE_PAR_MIN);
     for (int i = 0; i < nin; i++)
@@ -361,7 +363,7 @@ static char *gen_source(const tg_fgraph *fg) {
     tg_str_addf(&s, "        }\n        return;\n    }\n");
     /* Any strides (broadcast inputs have stride 0). */
     tg_str_addf(&s,
-                "#pragma omp parallel for if (n >= %d) schedule(static)\n"
+                "#pragma omp parallel for if (parallel: n >= %d) schedule(static)\n"
                 "    for (int64_t i = 0; i < n; i++) {\n",
                 TG_COMPOSITE_PAR_MIN);
     for (int i = 0; i < nin; i++)
