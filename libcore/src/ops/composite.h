@@ -13,9 +13,12 @@
  *   - interpreted: the broadcast iteration in blocks of
  *     TG_COMPOSITE_BLOCK elements, each body op applied to the block with
  *     the elementwise ops' own vectorised loops.
- * Both give the values of the unfused ops: bit for bit, except the
- * transcendental functions, which may differ by 1 ulp where the unfused
- * op uses a vectorised (libmvec) loop.
+ * Both give the values of the unfused ops: arithmetic bit for bit (no FMA
+ * contraction); transcendental functions through the same libm/libmvec
+ * functions (identical where the kernel and vmath.c pick the same libmvec
+ * variant for the CPU; libmvec's documented 4 ulp otherwise).
+ * Environment: TG_CC (compiler, default cc), TG_CACHE_DIR (see
+ * tg_kcache_dir), TG_COMPOSITE=interp (no kernels).
  */
 #ifndef TG_COMPOSITE_H
 #define TG_COMPOSITE_H
