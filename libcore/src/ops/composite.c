@@ -316,8 +316,10 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg) {
     return true;
 }
 
-/* The kernel source, or NULL (see tg_composite_node_source). */
-static char *gen_source(const tg_fgraph *fg) {
+/* The kernel source, or NULL (see tg_composite_node_source). Input i with
+ * bit i of `scalars` is 0-d: read once, before the loop, so that the
+ * contiguous loop still vectorises (a learning rate, a scale). */
+static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
     int nin = fg->nin, nout = fg->nout;
     tg_str s = {0}, body = {0};
     char *res = NULL;
@@ -333,10 +335,16 @@ static char *gen_source(const tg_fgraph *fg) {
     tg_str_addf(&s, "; %s */\n%s", tg_dtype_name(fg->outputs[0]->type.dtype), PRELUDE);
     tg_str_addf(&s, "void tg_composite_kernel(int64_t n, char **p, const int64_t *s) {\n");
     /* Contiguous operands: typed pointers, a vectorisable loop. */
+    for (int i = 0; i < nin; i++)
+        if (scalars >> i & 1)
+            tg_str_addf(&s, "    const %s v%d = *(const %s *)p[%d];\n",
+                        ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
+                        ctype_of(fg->inputs[i]->type.dtype), nout + i);
     tg_str_addf(&s, "    if (1");
     for (int k = 0; k < nout + nin; k++) {
         tg_dtype dt = k < nout ? fg->outputs[k]->type.dtype : fg->inputs[k - nout]->type.dtype;
-        tg_str_addf(&s, " && s[%d] == %zu", k, tg_dtype_size(dt));
+        if (k < nout || !(scalars >> (k - nout) & 1))
+            tg_str_addf(&s, " && s[%d] == %zu", k, tg_dtype_size(dt));
     }
     tg_str_addf(&s, ") {\n");
     for (int k = 0; k < nout; k++)
@@ -346,7 +354,8 @@ static char *gen_source(const tg_fgraph *fg) {
      * position is read before it is written; `omp simd` vectorises
      * without the promise). */
     for (int i = 0; i < nin; i++)
-        tg_str_addf(&s, "        const %s *a%d = (const %s *)p[%d];\n",
+        if (!(scalars >> i & 1))
+            tg_str_addf(&s, "        const %s *a%d = (const %s *)p[%d];\n",
                     ctype_of(fg->inputs[i]->type.dtype), i, ctype_of(fg->inputs[i]->type.dtype),
                     nout + i);
     /* `if (parallel: ...)`: a bare `if` would also turn off `simd` below
@@ -356,8 +365,9 @@ static char *gen_source(const tg_fgraph *fg) {
                 "        for (int64_t i = 0; i < n; i++) {\n",
                 TG_COMPOSITE_PAR_MIN);
     for (int i = 0; i < nin; i++)
-        tg_str_addf(&s, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
-                    fg->inputs[i]->index, i);
+        if (!(scalars >> i & 1))
+            tg_str_addf(&s, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
+                        fg->inputs[i]->index, i);
     tg_str_addf(&s, "%s", body.s);
     for (int k = 0; k < nout; k++) tg_str_addf(&s, "        o%d[i] = v%d;\n", k, fg->outputs[k]->index);
     tg_str_addf(&s, "        }\n        return;\n    }\n");
@@ -367,7 +377,8 @@ static char *gen_source(const tg_fgraph *fg) {
                 "    for (int64_t i = 0; i < n; i++) {\n",
                 TG_COMPOSITE_PAR_MIN);
     for (int i = 0; i < nin; i++)
-        tg_str_addf(&s, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
+        if (!(scalars >> i & 1))
+            tg_str_addf(&s, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
                     ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
                     ctype_of(fg->inputs[i]->type.dtype), nout + i, nout + i);
     tg_str_addf(&s, "%s", body.s);
@@ -449,7 +460,7 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
                        b->fg->nout, b->fg->nout == 1 ? "" : "s", n->nout);
         goto fail;
     }
-    b->src = gen_source(b->fg);
+    b->src = gen_source(b->fg, 0);
     tg_graph_free(g);
     n->a.extra = b;
     return TG_OK;
@@ -594,11 +605,22 @@ static void kernel_rows(int64_t n, char **p, const int64_t *s, void *ud) {
  * warning per process when a compiler was wanted and failed). */
 static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void comp_decide(comp_body *b) {
+static void comp_decide(const tg_node *n, comp_body *b) {
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
     /* Threads running the same node wait for the first one's decision. */
     pthread_mutex_lock(&decide_lock);
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0) {
+        /* The types are known now: specialise for 0-d inputs. */
+        uint64_t scalars = 0;
+        for (int i = 0; i < n->nin; i++)
+            if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
+        if (scalars && b->src) {
+            char *src = gen_source(b->fg, scalars);
+            if (src) {
+                tg_free(b->src);
+                b->src = src;
+            }
+        }
         tg_kernel_fn fn = NULL;
         if (b->src && !interp_forced()) {
             const char *why = NULL;
@@ -668,7 +690,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     tg_array *ops[TG_COMPOSITE_MAX_IO];
     for (int k = 0; k < nout; k++) ops[k] = out[k];
     for (int i = 0; i < nin; i++) ops[nout + i] = in[i];
-    comp_decide(b);
+    comp_decide(n, b);
     if (b->mode == 1) {
         drive(nout + nin, ops, ndim, shape, kernel_rows, &b->fn);
         return TG_OK;

@@ -157,3 +157,24 @@ write("composite_float16",
       [{"op": "composite", "inputs": ["h", "g"], "outputs": ["y"], "attrs": {"body": bd}}],
       [{"inputs": {"h": value(h), "g": value(g)}, "outputs": {"y": value(h * g + h)},
         "rtol": 0, "atol": 0}])
+
+# 7. A 0-d input (a learning rate): the kernel reads it once and still
+# takes its contiguous loop; also a 0-d input meeting a broadcast one.
+w = rng.standard_normal(1000)
+gr = rng.standard_normal(1000)
+lr = np.array(0.01)
+bd = body([{"id": "w", "type": s("float64")}, {"id": "g", "type": s("float64")},
+           {"id": "lr", "type": s("float64")}],
+          [{"op": "mul", "inputs": ["lr", "g"], "outputs": ["step"]},
+           {"op": "sub", "inputs": ["w", "step"], "outputs": ["w2"]}],
+          ["w", "g", "lr"], ["w2"])
+write("composite_scalar_input",
+      [{"id": "w", "type": typ(w)}, {"id": "g", "type": typ(gr)}, {"id": "lr", "type": typ(lr)},
+       {"id": "m", "type": {"dtype": "float64", "shape": [3, 1]}}],
+      [{"op": "composite", "inputs": ["w", "g", "lr"], "outputs": ["w2"], "attrs": {"body": bd}},
+       {"op": "composite", "inputs": ["m", "g", "lr"], "outputs": ["m2"], "attrs": {"body": bd}}],
+      [{"inputs": {"w": value(w), "g": value(gr), "lr": value(lr),
+                   "m": value(np.array([[1.0], [2.0], [-3.0]]))},
+        "outputs": {"w2": value(w - lr * gr),
+                    "m2": value(np.array([[1.0], [2.0], [-3.0]]) - lr * gr)},
+        "rtol": 0, "atol": 0}])
