@@ -147,6 +147,17 @@ expect 2 "compile an unknown function" -- "$TGC" compile "$E/mlp.json" -f nope -
 expect 2 "export of a graph" -- "$TGC" export "$E/mlp.json" -o "$tmp/x.json"
 expect 2 "--reoptimize on a graph" -- "$TGC" run "$E/mlp.json" --reoptimize -f predict
 expect 0 "compile --help" -- "$TGC" compile --help
+cat >"$tmp/split.json" <<'JSON'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [4]}}],
+ "nodes": [{"op": "split", "inputs": ["x", {"value": {"data": [2, 2], "dtype": "int64", "shape": [2]}}],
+            "outputs": ["a", "b"], "attrs": {"axis": 0, "n": 2}},
+           {"op": "add", "inputs": ["a", "b"], "outputs": ["s"]}],
+ "functions": {"f": {"inputs": ["x", "a"], "outputs": ["s"]}}}
+JSON
+expect 2 "a function that takes one output of a node it computes" -- "$TGC" compile "$tmp/split.json" -o "$tmp/split.tgf"
+contains err "takes 'a' as an input while also computing it" "says why it cannot be saved"
+[ ! -e "$tmp/split.tgf" ] && pass "and writes no file" || fail "a file was written"
 expect 2 "-O on a .tgf without --reoptimize" -- "$TGC" run "$F" -O none -f predict -i x="$tmp/mlp/x.npy"
 contains err "already optimized" "says the file is already optimized"
 

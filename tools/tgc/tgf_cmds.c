@@ -80,7 +80,7 @@ int tgc_source_save_state(tgc_source *s, const char *tool, const char *out,
     }
     if (st) cli_error(tool, "--save-state: %s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
-    return st ? TG_EXIT_FOUND : TG_EXIT_OK;
+    return !st ? TG_EXIT_OK : st == TG_EUNSUPPORTED ? TG_EXIT_USAGE : TG_EXIT_FOUND;
 }
 
 void tgc_source_close(tgc_source *s) {
@@ -195,7 +195,8 @@ int tgc_cmd_compile(int argc, char **argv) {
     tg_tgf_save_info info = {.source = g, .options = &co};
     if (tg_tgf_save(out, fs, nf, &info, ctx)) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
-        rc = tg_ctx_status(ctx) == TG_EINVAL ? TG_EXIT_USAGE : TG_EXIT_FOUND;
+        int st = tg_ctx_status(ctx);
+        rc = st == TG_EINVAL || st == TG_EUNSUPPORTED ? TG_EXIT_USAGE : TG_EXIT_FOUND;
         goto done;
     }
     for (int i = 0; i < nf; i++)
