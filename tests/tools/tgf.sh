@@ -80,6 +80,11 @@ expect 0 "print --ids int --types --shapes" -- "$TGC" print "$E/logreg.json" -f 
 contains out "\[id 0\]" "--ids int numbers the nodes"
 contains out "x \[id [0-9]*\] <float64(?, 784)>" "--types --shapes show dtype and static shape"
 expect 2 "print --ids bad" -- "$TGC" print "$E/logreg.json" --ids hex
+expect 0 "print --profile" -- "$TGC" print "$tmp/mlp.fast_run.tgf" -f predict --profile 2 -i x="$tmp/mlp/x.npy"
+contains out "predict: 2 calls" "the profile's call count"
+contains out "dot \[id [A-Z]*\] 'xW1'  [0-9.]* ms/call ([0-9.]*%)" "each node with its time and share"
+expect 2 "print --profile without the inputs" -- "$TGC" print "$tmp/mlp.fast_run.tgf" -f predict --profile 2
+contains err "needs input 'x'" "names the missing input"
 
 # Damaged, truncated and hostile files: one line, exit 2, no crash.
 F=$tmp/mlp.fast_run.tgf

@@ -8,6 +8,7 @@
  *           [--include TAG]... [--exclude TAG]... [--reoptimize] [--each]
  *           [--save-state OUT.tgf]
  *   tgc print FILE [-f NAME] [--optimized] [--ids int|char] [--types] [--shapes]
+ *           [--profile N -i ID=VALUE...]
  *   tgc export FILE.tgf [-f NAME] -o GRAPH.json
  *
  * Exit status: 0 success; 1 a run-time failure; 2 bad usage or bad input.
@@ -33,7 +34,7 @@ static void usage(FILE *f) {
             "               [-O PRESET] [--include TAG]... [--exclude TAG]...\n"
             "               [--reoptimize] [--each] [--save-state OUT.tgf]\n"
             "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
-            "               [--types] [--shapes]\n"
+            "               [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
             "       tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"
             "\n"
             "check    load FILE (interchange JSON), compile every function and print\n"
