@@ -56,6 +56,8 @@ expect 2 "run -f train of a file holding only predict" -- "$TGC" run "$tmp/p.tgf
 contains err "no function 'train'" "the missing function is named"
 expect 0 "run --reoptimize" -- "$TGC" run "$tmp/mlp.fast_run.tgf" --reoptimize -f train -i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy" --calls 3 -o "$tmp/r.mlp"
 same_dir "$tmp/j.mlp.fast_run" "$tmp/r.mlp" "--reoptimize from the saved original gives the same bits"
+expect 0 "run --reoptimize -O none" -- "$TGC" run "$tmp/mlp.fast_run.tgf" --reoptimize -O none -f train -i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy" --calls 3 -o "$tmp/r0.mlp"
+same_dir "$tmp/j.mlp.none" "$tmp/r0.mlp" "--reoptimize -O none matches the graph run with -O none"
 
 # Checkpoint and resume: 5 calls straight against 2, --save-state, 3 more.
 X=(-i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy")

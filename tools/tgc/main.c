@@ -222,7 +222,10 @@ static int cmd_run(int argc, char **argv) {
     }
     tg_compile_options co = {.preset = preset, .include = ninc ? inc : NULL,
                              .exclude = nexc ? exc : NULL};
-    if ((rc = tgc_source_open(&src, TOOL, path, fname, &co, reopt))) goto done;
+    /* --reoptimize with no -O, --include or --exclude: the file's own
+     * options. */
+    bool given = preset || ninc || nexc;
+    if ((rc = tgc_source_open(&src, TOOL, path, fname, given ? &co : NULL, reopt))) goto done;
     f = src.f;
     nin = tg_function_input_count(f);
     nout = tg_function_output_count(f);

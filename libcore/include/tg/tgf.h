@@ -54,9 +54,9 @@ TG_API int tg_tgf_save(const char *path, tg_function *const *fs, int n,
                        const tg_tgf_save_info *info, tg_ctx *ctx);
 
 typedef struct tg_tgf_load_options {
-    /* Compile the saved original graph again with `options` instead of
-     * using the saved optimized graphs (TG_ENOTFOUND when the file keeps
-     * no original). */
+    /* Compile the saved original graph again with `options` (NULL: the
+     * options the file was compiled with) instead of using the saved
+     * optimized graphs (TG_ENOTFOUND when the file keeps no original). */
     bool reoptimize;
     const tg_compile_options *options;
     /* Read the arrays into memory instead of mapping the file. */

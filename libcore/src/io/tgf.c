@@ -1037,12 +1037,28 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
     json_object_put(jo);
     if (!g) return TG_ELOAD;
     int r = unify_shared(t, g, ctx);
+    /* Without options of the caller's, the file's own: reoptimizing then
+     * redoes what the writer did, with this build's optimizer. */
+    tg_compile_options saved = {0};
+    const char **inc = NULL, **exc = NULL;
+    if (!opts) {
+        json_object *jo2 = get(t->root, "options", json_type_object), *jg = NULL;
+        saved.preset = json_object_get_string(get(jo2, "preset", json_type_string));
+        if (string_list(get(jo2, "include", json_type_array), &inc, &(int){0})) inc = NULL;
+        if (string_list(get(jo2, "exclude", json_type_array), &exc, &(int){0})) exc = NULL;
+        saved.include = inc;
+        saved.exclude = exc;
+        saved.no_gc = (jg = get(jo2, "no_gc", json_type_boolean)) && json_object_get_boolean(jg);
+        opts = &saved;
+    }
     for (int i = 0; !r && i < t->nfns; i++) {
         const char *name = json_object_get_string(
             get(json_object_array_get_idx(jfns, (size_t)i), "name", json_type_string));
         int fi = tg_graph_function_find(g, name ? name : "", ctx);
         if (fi < 0 || !(t->fns[i] = tg_function_compile(g, fi, opts, ctx))) r = TG_ELOAD;
     }
+    tg_free(inc);
+    tg_free(exc);
     tg_graph_free(g);
     return r;
 }
