@@ -30,7 +30,7 @@ same_dir() { # same_dir A B WHAT: every .npy in A is byte-identical in B
   if [ "$ok" -eq 1 ] && [ -n "$(ls "$1")" ]; then pass "$3"; else fail "$3"; fi
 }
 E=$TG_SRC/examples
-P="python3 $TG_SRC/tests/tools/tgf_patch.py"
+P="/usr/bin/python3 $TG_SRC/tests/tools/tgf_patch.py"
 mkdir -p "$tmp/mlp" "$tmp/lr"
 "$TG_BUILD_DIR/tools/tg-example-mlp-data" "$tmp/mlp" 200 >/dev/null
 "$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp/lr" >/dev/null
