@@ -130,6 +130,16 @@ expect 0 "a file from another build runs" -- "$TGC" run "$tmp/other.tgf" -f pred
 one_line "other.tgf" "another build"; contains err "warning: .*0.0.0-other.*cuda" "the warning names the version and backend"
 same_dir "$tmp/tp.mlp.fast_run" "$tmp/o" "and computes the same bits"
 
+# An independent reader of the documented layout (Python, its own CRC-32C)
+# finds the weights byte for byte as in the example's .npy files.
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  expect 0 "read mlp.tgf with an independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/mlp.fast_run.tgf" W1="$E/mlp/W1.npy" W2="$E/mlp/W2.npy"
+  contains out "^W1 identical" "W1 is saved byte for byte"
+  contains out "^W2 identical" "W2 is saved byte for byte"
+else
+  echo "skip: the independent reader needs python3-numpy"
+fi
+
 # The headers follow schemas/tgf-header.schema.json.
 if /usr/bin/python3 -c 'import jsonschema' 2>/dev/null; then
   if /usr/bin/python3 - "$TG_SRC/schemas/tgf-header.schema.json" "$tmp"/*.fast_run.tgf "$tmp/s23.tgf" "$tmp/p.tgf" <<'PY'
