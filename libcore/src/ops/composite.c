@@ -489,7 +489,7 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
     for (int i = 0; i < g->nnodes; i++) {
         tg_node *nd = g->nodes[i];
         char desc[256];
-        tg_node_describe(nd, desc, sizeof desc);
+        tg_node_describe(nd, desc, sizeof desc); /* cold: bodies parse once per text */
         if (!(nd->op->flags & TG_OPF_ELEMWISE)) {
             rc = tg_errorf(ctx, TG_ELOAD, "attrs.body: %s: %s is not an elementwise op", desc,
                            nd->op->name);
@@ -992,8 +992,9 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
     for (int j = 0; j < nnodes; j++) {
         tg_node *nd = nodes[j];
         char desc[256];
-        tg_node_describe(nd, desc, sizeof desc);
+        desc[0] = 0;
         if (!(nd->op->flags & TG_OPF_ELEMWISE) || nd->nout != 1) {
+            tg_node_describe(nd, desc, sizeof desc);
             tg_errorf(ctx, TG_EINVAL, "composite: %s is not an elementwise op", desc);
             goto fail;
         }
@@ -1032,6 +1033,7 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
                 int later = -1;
                 for (int q = j; q < nnodes && later < 0; q++)
                     if (v->owner == nodes[q]) later = q;
+                tg_node_describe(nd, desc, sizeof desc);
                 tg_errorf(ctx, TG_EINVAL,
                           later >= 0 ? "composite: %s reads '%s' before nodes[%d] makes it (not "
                                        "in topological order)"
