@@ -2,6 +2,7 @@
  *
  *   tgprof FILE [-f NAME] [-i ID=VALUE]... [--calls N] [--warmup N]
  *          [--json OUT.json] [--trace OUT.trace.json] [--top N] [-O PRESET]
+ *          [--include TAG]... [--exclude TAG]...
  *
  * Runs the function, then prints the function summary, the time per op
  * class, per op (op + attrs), per node, per original node (through the
@@ -32,6 +33,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tgprof FILE [-f NAME] [-i ID=VALUE]... [--calls N] [--warmup N]\n"
             "              [--json OUT.json] [--trace OUT.trace.json] [--top N] [-O PRESET]\n"
+            "              [--include TAG]... [--exclude TAG]...\n"
             "\n"
             "Run a function of FILE (interchange JSON) and report where the time and\n"
             "the memory go: per op class, per op (op + attrs), per node, per original\n"
@@ -48,6 +50,9 @@ static void usage(FILE *f) {
             "                 event per call enclosing one per node\n"
             "  --top N        rows per table (default 20; 0 for all)\n"
             "  -O PRESET      none, fast_compile or fast_run (default)\n"
+            "  --include TAG, --exclude TAG\n"
+            "                 turn rewrites on or off beyond the preset (a pass, a group\n"
+            "                 such as fusion or inplace, or a rewrite's name; repeatable)\n"
             "  --version      print the version\n"
             "\n"
             "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
@@ -640,16 +645,90 @@ static bool parse_count(const char *opt, const char *s, long min, long *out) {
     return true;
 }
 
+/* A composite as Theano printed one: composite{(i1 * (1 - sqr(i0)))},
+ * its body written out as an expression over its inputs i0, i1, ... */
+static bool composite_expr(const tg_node *nd, tg_str *out) {
+    json_object *body, *nodes, *vars, *outs;
+    if (!nd->attrs || !json_object_object_get_ex(nd->attrs, "body", &body) ||
+        !json_object_object_get_ex(body, "nodes", &nodes) ||
+        !json_object_object_get_ex(body, "variables", &vars) ||
+        !json_object_object_get_ex(body, "outputs", &outs))
+        return false;
+    size_t nn = json_object_array_length(nodes), nv = json_object_array_length(vars);
+    const char **ids = calloc(nv + nn + 1, sizeof *ids);
+    char **ex = calloc(nv + nn + 1, sizeof *ex);
+    size_t m = 0;
+    bool ok = ids && ex;
+    /* inputs i<k> (x<k> in the body), constants by value */
+    for (size_t i = 0; ok && i < nv; i++) {
+        json_object *v = json_object_array_get_idx(vars, i), *jid, *c, *d;
+        if (!json_object_object_get_ex(v, "id", &jid)) continue;
+        ids[m] = json_object_get_string(jid);
+        tg_str e = {0};
+        if (json_object_object_get_ex(v, "constant", &c) && json_object_object_get_ex(c, "data", &d))
+            tg_str_addf(&e, "%s", json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN));
+        else
+            tg_str_addf(&e, "i%s", ids[m][0] == 'x' ? ids[m] + 1 : ids[m]);
+        ex[m++] = e.s;
+    }
+    static const char *const infix[][2] = {{"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"true_div", "/"}};
+    for (size_t j = 0; ok && j < nn; j++) {
+        json_object *jn = json_object_array_get_idx(nodes, j), *jop, *jin, *jout;
+        if (!json_object_object_get_ex(jn, "op", &jop) || !json_object_object_get_ex(jn, "inputs", &jin) ||
+            !json_object_object_get_ex(jn, "outputs", &jout)) {
+            ok = false;
+            break;
+        }
+        const char *op = json_object_get_string(jop), *sym = NULL;
+        for (size_t q = 0; q < 4; q++)
+            if (!strcmp(op, infix[q][0])) sym = infix[q][1];
+        tg_str e = {0};
+        size_t na = json_object_array_length(jin);
+        tg_str_addf(&e, sym ? "(" : "%s(", op);
+        for (size_t a = 0; a < na; a++) {
+            const char *arg = json_object_get_string(json_object_array_get_idx(jin, a)), *val = arg;
+            for (size_t q = 0; q < m; q++)
+                if (ids[q] && arg && !strcmp(ids[q], arg)) val = ex[q];
+            if (a) tg_str_addf(&e, sym ? " %s " : ", ", sym ? sym : "");
+            tg_str_addf(&e, "%s", val ? val : "?");
+        }
+        tg_str_addf(&e, ")");
+        ids[m] = json_object_get_string(json_object_array_get_idx(jout, 0));
+        ex[m++] = e.s;
+    }
+    if (ok) {
+        tg_str_addf(out, "composite{");
+        size_t no = json_object_array_length(outs);
+        for (size_t o = 0; o < no; o++) {
+            const char *id = json_object_get_string(json_object_array_get_idx(outs, o));
+            for (size_t q = m; q-- > 0;)
+                if (ids[q] && id && !strcmp(ids[q], id)) {
+                    tg_str_addf(out, "%s%s", o ? ", " : "", ex[q]);
+                    break;
+                }
+        }
+        tg_str_addf(out, "}");
+    }
+    for (size_t q = 0; q < m; q++) free(ex[q]);
+    free(ids);
+    free(ex);
+    return ok && !out->oom;
+}
+
 int main(int argc, char **argv) {
     const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL;
     long calls = 10, warmup = 1, top = 20;
     cli_input inputs[256];
     int ninputs = 0;
+    const char *inc[65] = {0}, *exc[65] = {0};
+    int ninc = 0, nexc = 0;
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
                                          {"warmup", required_argument, 0, 'w'},
                                          {"json", required_argument, 0, 'j'},
                                          {"trace", required_argument, 0, 't'},
                                          {"top", required_argument, 0, 'n'},
+                                         {"include", required_argument, 0, 'I'},
+                                         {"exclude", required_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
@@ -659,6 +738,17 @@ int main(int argc, char **argv) {
         switch (c) {
         case 'f': fname = optarg; break;
         case 'O': preset = optarg; break;
+        case 'I':
+        case 'X':
+            if ((c == 'I' ? ninc : nexc) >= 64) {
+                cli_error(TOOL, "--%s: at most 64 tags", c == 'I' ? "include" : "exclude");
+                return TG_EXIT_USAGE;
+            }
+            if (c == 'I')
+                inc[ninc++] = optarg;
+            else
+                exc[nexc++] = optarg;
+            break;
         case 'j': json_out = optarg; break;
         case 't': trace_out = optarg; break;
         case 'h': usage(stdout); return TG_EXIT_OK;
@@ -723,7 +813,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     int fi = tg_graph_function_find(g, fname, ctx);
-    tg_compile_options co = {.preset = preset};
+    tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc};
     if (fi < 0 || !(f = tg_function_compile(g, fi, &co, ctx))) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
         rc = TG_EXIT_USAGE;
@@ -819,7 +909,9 @@ int main(int argc, char **argv) {
         const tg_node *nd = f->sched[k].node;
         const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
         tg_str s = {0};
-        if (attrs && strcmp(attrs, "{}") != 0)
+        if (!strcmp(nd->op->name, "composite") && composite_expr(nd, &s))
+            ;
+        else if (attrs && strcmp(attrs, "{}") != 0)
             tg_str_addf(&s, "%s%s", nd->op->name, attrs);
         else
             tg_str_addf(&s, "%s", nd->op->name);

@@ -28,7 +28,9 @@
 #include "ops/op.h"
 
 #define TG_COMPOSITE_BLOCK 1024
-#define TG_COMPOSITE_PAR_MIN 32768
+#define TG_COMPOSITE_PAR_MIN 65536 /* TG_PARALLEL_MIN: as the elementwise ops (smaller
+                                       loops lose more to waking threads, and on a
+                                       busy machine to OpenBLAS's spinning ones) */
 
 /* Build a composite node that stands for `nodes`, a connected set of
  * elementwise nodes of one fgraph, given in topological order.
