@@ -485,6 +485,36 @@ static void test_inplace_increments(void **state) {
     tg_graph_free(g);
 }
 
+/* A long chain fuses into composites of at most 64 nodes each (a body of
+ * thousands would take the C compiler seconds), with the chain's value. */
+static void test_fusion_long_chain(void **state) {
+    (void)state;
+    char *buf = malloc(1 << 16);
+    int k = sprintf(buf, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"v0\","
+                         "\"type\":{\"dtype\":\"float64\",\"shape\":[8]}}],\"nodes\":[");
+    for (int i = 1; i <= 200; i++)
+        k += sprintf(buf + k, "%s{\"op\":\"%s\",\"inputs\":[\"v%d\"],\"outputs\":[\"v%d\"]}",
+                     i > 1 ? "," : "", i % 2 ? "sin" : "cos", i - 1, i);
+    sprintf(buf + k, "]}");
+    tg_graph *g = tu_load(buf);
+    free(buf);
+    tg_compile_options none = {.preset = "none"}, fr = {.preset = "fast_run"};
+    tg_function *ref = compile_opts(g, NULL, &none), *f = compile_opts(g, NULL, &fr);
+    assert_int_equal(tg_function_node_count(f), 4); /* 64 + 64 + 64 + 8 */
+    assert_int_equal(count_op(f, "composite"), 4);
+    int64_t shp[1] = {8};
+    tg_array *in = filled(TG_FLOAT64, 1, shp, -1, 1, 5), *o1 = NULL, *o2 = NULL;
+    call(ref, &in, &o1);
+    call(f, &in, &o2);
+    tu_assert_close(o2, o1, 1e-12, 1e-15);
+    tg_array_free(in);
+    tg_array_free(o1);
+    tg_array_free(o2);
+    tg_function_free(ref);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* Rewrites never change a type: the optimized graph's every variable
  * keeps the dtype the unoptimized one had for the same output. */
 static void test_examples_unchanged(void **state) {
@@ -519,6 +549,7 @@ int main(void) {
         cmocka_unit_test(test_record_origins_traces),
         cmocka_unit_test(test_inplace_safety),
         cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_fusion_long_chain),
         cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_examples_unchanged),
     };

@@ -16,6 +16,12 @@
 #include "ops/composite.h"
 #include "rewrite/engine.h"
 
+/* At most this many nodes in one composite: a longer chain becomes
+ * several. Each distinct body is C source compiled once; a body of
+ * thousands of nodes would take the compiler seconds, and the loop gains
+ * nothing more once the data stays in registers. */
+enum { FUSION_MAX_NODES = 64 };
+
 static bool fusable(const tg_node *n) {
     return (n->op->flags & TG_OPF_ELEMWISE) && n->nout == 1 && !n->inplace &&
            !(n->op->flags & TG_OPF_SIDE_EFFECT);
@@ -58,9 +64,9 @@ int tg_rw_fusion(tg_rw *rw) {
         group[ng++] = root;
         root->mark = root;
         /* Grow: scan the group's inputs for producers that may join. */
-        for (int g = 0; g < ng; g++) {
+        for (int g = 0; g < ng && ng < FUSION_MAX_NODES; g++) {
             tg_node *m = group[g];
-            for (int k = 0; k < m->nin; k++) {
+            for (int k = 0; k < m->nin && ng < FUSION_MAX_NODES; k++) {
                 tg_var *v = m->inputs[k];
                 tg_node *p = v->owner;
                 if (!p || p->mark || tg_rw_dead(p) || !fusable(p) || !full_shape(p, root)) continue;
