@@ -162,66 +162,6 @@ static void table(const prof *P, row *r, int n, int top, const char *what, bool 
     printf("\n");
 }
 
-/* Origins: (original key, scheduled node) pairs grouped by key. */
-typedef struct origin {
-    const char *key;
-    int node;
-} origin;
-
-static int cmp_origin(const void *a, const void *b) {
-    const origin *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
-    return c ? c : x->node - y->node;
-}
-
-typedef struct orig_row {
-    const char *key;
-    double seconds;
-    int first, count; /* into the sorted origin array */
-} orig_row;
-
-static int cmp_orig_row(const void *a, const void *b) {
-    const orig_row *x = a, *y = b;
-    if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;
-    return strcmp(x->key, y->key);
-}
-
-static origin *origins_collect(const prof *P, int *norig, orig_row **rows, int *nrows) {
-    int cap = 0;
-    for (int k = 0; k < P->n; k++) {
-        const char *const *keys;
-        cap += tg_function_node_origins(P->f, k, &keys);
-    }
-    origin *o = calloc((size_t)cap + 1, sizeof *o);
-    orig_row *r = calloc((size_t)cap + 1, sizeof *r);
-    if (!o || !r) {
-        free(o);
-        free(r);
-        return NULL;
-    }
-    int m = 0;
-    for (int k = 0; k < P->n; k++) {
-        const char *const *keys;
-        int c = tg_function_node_origins(P->f, k, &keys);
-        for (int i = 0; i < c; i++) o[m++] = (origin){keys[i], k};
-    }
-    qsort(o, (size_t)m, sizeof *o, cmp_origin);
-    int nr = 0;
-    for (int i = 0; i < m; i++) {
-        if (nr && strcmp(r[nr - 1].key, o[i].key) == 0) {
-            r[nr - 1].count++;
-        } else {
-            r[nr++] = (orig_row){o[i].key, 0, i, 1};
-        }
-        r[nr - 1].seconds += (double)P->st[o[i].node].ns * 1e-9;
-    }
-    qsort(r, (size_t)nr, sizeof *r, cmp_orig_row);
-    *norig = m;
-    *rows = r;
-    *nrows = nr;
-    return o;
-}
-
 static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
     tg_function *f = P->f;
     int n = P->n;
@@ -260,28 +200,25 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
 
     printf("Original nodes (time of each scheduled node shown under every file node it stands for)\n"
            "------------------------------------------------------------------------------------\n");
-    int norig = 0, nrows = 0;
-    orig_row *orow = NULL;
-    origin *o = origins_collect(P, &norig, &orow, &nrows);
-    if (o) {
+    tg_profile_origin *o = NULL;
+    int nrows = tg_profile_origins(P->p, &o, NULL);
+    if (nrows >= 0) {
         int rewritten = 0;
         for (int i = 0; i < nrows; i++)
-            if (orow[i].count > 1 || strcmp(orow[i].key, tg_function_node_key(f, o[orow[i].first].node)))
-                rewritten++;
-        if (!rewritten)
-            printf("  (no node was rewritten: every scheduled node stands for itself)\n");
+            if (o[i].nvia > 1 || strcmp(o[i].key, tg_function_node_key(f, o[i].via[0]))) rewritten++;
+        if (!rewritten) printf("  (no node was rewritten: every scheduled node stands for itself)\n");
         printf("  %8s %10s  %-24s %s\n", "<% time>", "<time s>", "<file node>", "<scheduled as>");
         int shown = top > 0 && top < nrows ? top : nrows;
         double rest = 0;
         for (int i = 0; i < nrows; i++) {
+            double t = (double)o[i].ns * 1e-9;
             if (i >= shown) {
-                rest += orow[i].seconds;
+                rest += t;
                 continue;
             }
-            printf("  %7.2f%% %10.6f  %-24s", P->nodes_s > 0 ? 100 * orow[i].seconds / P->nodes_s : 0,
-                   orow[i].seconds, orow[i].key);
-            for (int j = 0; j < orow[i].count; j++) {
-                int k = o[orow[i].first + j].node;
+            printf("  %7.2f%% %10.6f  %-24s", P->nodes_s > 0 ? 100 * t / P->nodes_s : 0, t, o[i].key);
+            for (int j = 0; j < o[i].nvia; j++) {
+                int k = o[i].via[j];
                 printf("%s%s (%s)", j ? ", " : " ", tg_function_node_key(f, k), tg_function_node_op(f, k));
             }
             printf("\n");
@@ -290,8 +227,7 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
             printf("  ... (remaining %d original nodes account for %.2f%% (%.6f s))\n", nrows - shown,
                    P->nodes_s > 0 ? 100 * rest / P->nodes_s : 0, rest);
     }
-    free(o);
-    free(orow);
+    tg_profile_origins_free(o);
     printf("\n");
 
     char b1[32], b2[32], b3[32];
@@ -477,24 +413,21 @@ static json_object *report_json(const prof *P, const tg_profile_memory *mem) {
     }
     free(r);
 
-    int norig = 0, nrows = 0;
-    orig_row *orow = NULL;
-    origin *og = origins_collect(P, &norig, &orow, &nrows);
+    tg_profile_origin *og = NULL;
+    int nrows = tg_profile_origins(P->p, &og, NULL);
     json_object *oa = json_object_new_array();
-    for (int i = 0; og && i < nrows; i++) {
+    for (int i = 0; i < nrows; i++) {
         json_object *o = json_object_new_object();
-        json_object_object_add(o, "key", jstr(orow[i].key));
-        json_object_object_add(o, "time_s", json_object_new_double(orow[i].seconds));
-        json_object_object_add(o, "share",
-                               jshare(orow[i].seconds, P->nodes_s));
+        double t = (double)og[i].ns * 1e-9;
+        json_object_object_add(o, "key", jstr(og[i].key));
+        json_object_object_add(o, "time_s", json_object_new_double(t));
+        json_object_object_add(o, "share", jshare(t, P->nodes_s));
         json_object *via = json_object_new_array();
-        for (int j = 0; j < orow[i].count; j++)
-            json_object_array_add(via, jstr(tg_function_node_key(f, og[orow[i].first + j].node)));
+        for (int j = 0; j < og[i].nvia; j++) json_object_array_add(via, jstr(tg_function_node_key(f, og[i].via[j])));
         json_object_object_add(o, "via", via);
         json_object_array_add(oa, o);
     }
-    free(og);
-    free(orow);
+    tg_profile_origins_free(og);
     json_object_object_add(fo, "original_nodes", oa);
 
     json_object *mo = json_object_new_object();
