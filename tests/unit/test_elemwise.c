@@ -13,7 +13,7 @@
 static tg_function *compile(tg_graph *g) {
     tg_ctx *ctx = tg_ctx_new();
     int i = tg_graph_function_find(g, NULL, ctx);
-    tg_function *f = i >= 0 ? tg_function_compile(g, i, NULL, ctx) : NULL;
+    tg_function *f = i >= 0 ? tg_function_compile(g, i, &(tg_compile_options){.preset = "none"}, ctx) : NULL;
     if (!f) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));

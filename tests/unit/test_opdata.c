@@ -42,7 +42,12 @@ static int run_file(const char *path) {
         return 1;
     }
     size_t ncases = json_object_array_length(tests);
-    for (size_t c = 0; c < ncases; c++) {
+    /* Each case runs as written (preset none: the op's own kernel) and
+     * optimized (fast_run: rewrites, fusion into composites, in place). */
+    static const char *const presets[] = {"none", "fast_run"};
+    for (size_t pc = 0; pc < 2 * ncases; pc++) {
+        size_t c = pc / 2;
+        tg_compile_options copts = {.preset = presets[pc % 2]};
         json_object *tc = json_object_array_get_idx(tests, c);
         json_object *jf = NULL, *jin = NULL, *jout = NULL, *jerr = NULL;
         json_object_object_get_ex(tc, "function", &jf);
@@ -52,9 +57,10 @@ static int run_file(const char *path) {
         double rtol = num_or(tc, "rtol", -1), atol = num_or(tc, "atol", -1);
         tg_ctx_clear(ctx);
         int fi = tg_graph_function_find(g, jf ? json_object_get_string(jf) : NULL, ctx);
-        tg_function *f = fi >= 0 ? tg_function_compile(g, fi, NULL, ctx) : NULL;
+        tg_function *f = fi >= 0 ? tg_function_compile(g, fi, &copts, ctx) : NULL;
         if (!f) {
-            printf("  %s: case %zu: compile failed: %s\n", path, c, tg_ctx_message(ctx));
+            printf("  %s: case %zu (%s): compile failed: %s\n", path, c, copts.preset,
+                   tg_ctx_message(ctx));
             failures++;
             continue;
         }

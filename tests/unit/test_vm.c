@@ -9,7 +9,7 @@
 static tg_function *compile(tg_graph *g, const char *name) {
     tg_ctx *ctx = tg_ctx_new();
     int i = tg_graph_function_find(g, name, ctx);
-    tg_function *f = i >= 0 ? tg_function_compile(g, i, NULL, ctx) : NULL;
+    tg_function *f = i >= 0 ? tg_function_compile(g, i, &(tg_compile_options){.preset = "none"}, ctx) : NULL;
     if (!f) {
         char msg[TG_CTX_MSG_MAX];
         snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));

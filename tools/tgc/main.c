@@ -17,11 +17,14 @@
 
 static const char *TOOL = "tgc";
 
+int tgc_cmd_cache(int argc, char **argv); /* cache.c */
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgc check FILE\n"
             "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
             "               [-O PRESET] [--each] [--save-state OUT.tgf]\n"
+            "       tgc cache list|clear\n"
             "\n"
             "check  load FILE (interchange JSON), compile every function and print\n"
             "       one line per function.\n"
@@ -38,6 +41,9 @@ static void usage(FILE *f) {
             "  -O PRESET      none, fast_compile or fast_run (default)\n"
             "  --save-state F write the function with its updated shared values\n"
             "                 (compiled-function files: not supported yet)\n"
+            "\n"
+            "cache  list or clear the compiled composite kernels (TG_CACHE_DIR, else\n"
+            "       $XDG_CACHE_HOME/tg, else ~/.cache/tg).\n"
             "\n"
             "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
 }
@@ -286,10 +292,11 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cache")) return tgc_cmd_cache(argc - 1, argv + 1); /* cache.c */
     if (!strcmp(cmd, "compile") || !strcmp(cmd, "print") || !strcmp(cmd, "export")) {
         cli_error(TOOL, "'%s' is not supported yet", cmd);
         return TG_EXIT_USAGE;
     }
-    cli_error(TOOL, "unknown command '%s' (check, run; see tgc --help)", cmd);
+    cli_error(TOOL, "unknown command '%s' (check, run, cache; see tgc --help)", cmd);
     return TG_EXIT_USAGE;
 }

@@ -31,17 +31,32 @@ static int add_client(tg_var *v, tg_node *node, int index) {
         return TG_ENOMEM;
     v->clients[v->nclients].node = node;
     v->clients[v->nclients].index = index;
+    if (node) node->inpos[index] = v->nclients;
     v->nclients++;
     return TG_OK;
 }
 
+/* Swap-remove; the entry moved into the hole gets its new position. A
+ * function output (node NULL) is found by a search: there are few. */
 static void remove_client(tg_var *v, tg_node *node, int index) {
-    for (int i = 0; i < v->nclients; i++)
-        if (v->clients[i].node == node && v->clients[i].index == index) {
-            v->clients[i] = v->clients[--v->nclients];
-            return;
-        }
+    int at = -1;
+    if (node) {
+        int p = node->inpos[index];
+        if (p >= 0 && p < v->nclients && v->clients[p].node == node && v->clients[p].index == index)
+            at = p;
+    } else {
+        for (int i = 0; i < v->nclients && at < 0; i++)
+            if (!v->clients[i].node && v->clients[i].index == index) at = i;
+    }
+    if (at < 0) return;
+    v->clients[at] = v->clients[--v->nclients];
+    if (at < v->nclients && v->clients[at].node)
+        v->clients[at].node->inpos[v->clients[at].index] = at;
 }
+
+void tg_fgraph_remove_client(tg_var *v, tg_node *node, int index) { remove_client(v, node, index); }
+
+int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v) { return fg_add_var(fg, v); }
 
 void tg_fgraph_free(tg_fgraph *fg) {
     if (!fg) return;
@@ -371,7 +386,7 @@ int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
             for (int k = 0; k < d->nout; k++) d->outputs[k]->owner = NULL;
             tg_node_free(d);
         }
-    memcpy(fg->nodes, order, sizeof(tg_node *) * (size_t)norder);
+    if (norder) memcpy(fg->nodes, order, sizeof(tg_node *) * (size_t)norder);
     fg->nnodes = norder;
     for (int i = 0; i < norder; i++) fg->nodes[i]->index = i;
 done:

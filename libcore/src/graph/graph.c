@@ -129,8 +129,9 @@ tg_node *tg_node_new(const tg_op *op, int nin, int nout) {
     n->nout = nout;
     n->json_index = -1;
     n->inputs = tg_calloc((size_t)(nin ? nin : 1), sizeof *n->inputs);
+    n->inpos = tg_calloc((size_t)(nin ? nin : 1), sizeof *n->inpos);
     n->outputs = tg_calloc((size_t)(nout ? nout : 1), sizeof *n->outputs);
-    if (!n->inputs || !n->outputs) {
+    if (!n->inputs || !n->inpos || !n->outputs) {
         tg_node_free(n);
         return NULL;
     }
@@ -143,6 +144,7 @@ void tg_node_free(tg_node *n) {
     if (n->op && n->op->free_extra) n->op->free_extra(&n->a);
     tg_free(n->a.message);
     tg_free(n->inputs);
+    tg_free(n->inpos);
     tg_free(n->outputs);
     tg_free(n->name);
     tg_free(n->inplace);

@@ -124,6 +124,9 @@ struct tg_node {
     tg_attrs a;
     int nin, nout;
     tg_var **inputs;
+    int *inpos; /* in a function graph: where in inputs[i]->clients this
+                   node's entry for input i is, so that removing it is
+                   O(1) however many readers the input has */
     tg_var **outputs;
     char *name;
     tg_trace trace;
@@ -136,6 +139,7 @@ struct tg_node {
      * itself. Owned. */
     char **origins;
     int norigins;
+    uint8_t rwflags; /* the optimizer's: dead, on the worklist */
     void *mark;
 };
 
@@ -235,6 +239,10 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
 void tg_fgraph_free(tg_fgraph *fg);
 /* Add a node (already wired to fg's variables) and its outputs. */
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);
+/* Append a variable (a new node's output) to fg's list. */
+int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v);
+/* Remove node's entry for input `index` from v's clients, O(1). */
+void tg_fgraph_remove_client(tg_var *v, tg_node *node, int index);
 /* Replace every use of `old` by `new` (clients move over; outputs too). */
 int tg_fgraph_replace(tg_fgraph *fg, tg_var *old, tg_var *newv);
 /* Recompute fg->nodes in topological order, dropping unreachable nodes. */

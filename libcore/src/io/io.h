@@ -52,4 +52,10 @@ int tg_file_write_atomic(const char *path, const void *data, size_t len,
 /* Read a whole file (NUL-terminated; *len without the NUL). */
 char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx);
 
+/* A nested body (FORMAT.md s7: an object with variables, nodes, inputs,
+ * outputs), loaded like a file: the result has one function, "body", with
+ * the body's inputs and outputs. `where` prefixes errors ("attrs.body").
+ * npy paths are refused. NULL on error, with ctx set. */
+tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx);
+
 #endif

@@ -893,3 +893,107 @@ tg_graph *tg_graph_load(const char *path, tg_ctx *ctx) {
     tg_free(text);
     return g;
 }
+
+/* ---- nested bodies ---- */
+
+static const char *const BODY_KEYS[] = {"variables", "nodes", "inputs", "outputs", NULL};
+
+/* A body (FORMAT.md s7): the same passes as a file, then its `inputs` and
+ * `outputs` as function "body". Errors are "<where>: LOCATION: message"
+ * (the caller adds the file and the node that holds the body). */
+tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
+    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0};
+    tg_graph *g = tg_graph_alloc();
+    json_object *jvars, *jnodes, *ji, *jo;
+    int rc = TG_OK;
+    if (!g || !(g->path = tg_strdup(L.what))) {
+        lerr(&L, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    L.g = g;
+    if (!json_object_is_type(body, json_type_object)) {
+        lerr(&L, TG_ELOAD, "expected an object with variables, nodes, inputs and outputs");
+        goto fail;
+    }
+    if ((rc = check_keys(&L, body, BODY_KEYS, "(body)"))) goto fail;
+    if (!json_object_object_get_ex(body, "variables", &jvars)) {
+        lerr(&L, TG_ELOAD, "variables: missing (an array, possibly empty)");
+        goto fail;
+    }
+    if (!json_object_object_get_ex(body, "nodes", &jnodes) ||
+        !json_object_is_type(jnodes, json_type_array)) {
+        lerr(&L, TG_ELOAD, "nodes: expected an array");
+        goto fail;
+    }
+    if (!json_object_object_get_ex(body, "inputs", &ji)) {
+        lerr(&L, TG_ELOAD, "inputs: missing (an array of ids)");
+        goto fail;
+    }
+    if (!json_object_object_get_ex(body, "outputs", &jo)) {
+        lerr(&L, TG_ELOAD, "outputs: missing (an array of ids)");
+        goto fail;
+    }
+    if ((rc = load_variables(&L, jvars))) goto fail;
+    size_t nn = json_object_array_length(jnodes);
+    if (!(L.file_order = tg_calloc(nn + 1, sizeof *L.file_order))) {
+        lerr(&L, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t j = 0; j < nn; j++)
+        if ((rc = load_node_outputs(&L, json_object_array_get_idx(jnodes, j), j))) goto fail;
+    for (int i = 0; i < g->nvars; i++) {
+        tg_var *v = g->vars[i];
+        if (v->declared && !v->owner && !v->type_given) {
+            lerr(&L, TG_ELOAD, "variables[%d].type: '%s' is an input and needs a type",
+                 v->json_index, v->id);
+            goto fail;
+        }
+    }
+    for (int i = 0; i < L.nfile; i++)
+        if ((rc = load_node_rest(&L, json_object_array_get_idx(jnodes, (size_t)i),
+                                 L.file_order[i])))
+            goto fail;
+    if (g->nnodes && tg_graph_toposort(g, ctx)) {
+        lwrap(&L, TG_ELOAD);
+        goto fail;
+    }
+    if ((rc = infer_types(&L))) goto fail;
+    if (!(g->funcs = tg_calloc(1, sizeof *g->funcs)) || !(g->funcs[0].name = tg_strdup("body"))) {
+        lerr(&L, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    g->nfuncs = 1;
+    tg_fdecl *fd = &g->funcs[0];
+    fd->json_inputs_given = 1;
+    if ((rc = id_list(&L, ji, "inputs", &fd->inputs, &fd->nin))) goto fail;
+    if ((rc = id_list(&L, jo, "outputs", &fd->outputs, &fd->nout))) goto fail;
+    if (fd->nout == 0) {
+        lerr(&L, TG_ELOAD, "outputs: a body needs at least one output");
+        goto fail;
+    }
+    for (int i = 0; i < fd->nin; i++) {
+        tg_var *v = fd->inputs[i];
+        if (v->kind != TG_VAR_INPUT || v->owner) {
+            lerr(&L, TG_ELOAD, "inputs[%d]: '%s' is not a free input of the body", i, v->id);
+            goto fail;
+        }
+        for (int j = 0; j < i; j++)
+            if (fd->inputs[j] == v) {
+                lerr(&L, TG_ELOAD, "inputs[%d]: '%s' is listed twice", i, v->id);
+                goto fail;
+            }
+    }
+    /* Every free input the outputs need must be listed. */
+    tg_fgraph *fg = tg_fgraph_from_decl(g, fd, ctx);
+    if (!fg) {
+        lwrap(&L, TG_EMISSING);
+        goto fail;
+    }
+    tg_fgraph_free(fg);
+    tg_free(L.file_order);
+    return g;
+fail:
+    tg_free(L.file_order);
+    tg_graph_free(g);
+    return NULL;
+}

@@ -585,7 +585,10 @@ static int run_loop(tg_inner_fn fn, tg_array *out, tg_array *const *ins, int nin
 static int prepare_out(const tg_node *n, tg_array *const *in, tg_array **slot, tg_dtype od,
                        int ndim, const int64_t *shape, tg_ctx *ctx) {
     int k = n->inplace ? n->inplace[0] : -1;
-    if (k >= 0 && (k < 2 || n->nin <= 2)) {
+    /* Small results are kept in their slot from call to call by the VM;
+     * taking over an input's buffer instead would make the producer of
+     * that input allocate again on the next call. */
+    if (k >= 0 && (k < 2 || n->nin <= 2) && in[k]->buf->nbytes > TG_VM_KEEP_BYTES) {
         tg_array *a = in[k];
         if (a->dtype == od && a->ndim == ndim && tg_shape_equal(ndim, a->shape, shape) &&
             tg_array_is_exclusive(a)) {

@@ -22,6 +22,12 @@ enum {
 
 struct tg_gb; /* the gradient builder, grad/grad.h */
 
+/* Intermediates whose buffer is at most this many bytes stay in their VM
+ * slot between calls (reused without allocating); larger ones are freed
+ * after their last reader, as Theano's VM with GC did. In-place kernels
+ * only take over buffers larger than this. */
+#define TG_VM_KEEP_BYTES 4096
+
 struct tg_op {
     const char *name;
     int nin_min, nin_max; /* nin_max -1: unbounded */

@@ -32,6 +32,13 @@ typedef struct tg_opt_record {
 } tg_opt_record;
 
 void tg_opt_record_free(tg_opt_record *r);
+/* Optimize fg in place with the preset and tags of opts (NULL: fast_run),
+ * filling rec. `taken` holds the ids of the graph fg was cloned from (new
+ * variables get ids outside it); NULL: fg's own ids are collected. Errors: TG_EINVAL (an unknown preset or tag), TG_ENOMEM;
+ * a rewrite that would change a type is reported as an optimizer bug. */
+int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts,
+                tg_opt_record *rec, const struct tg_idmap *taken,
+                tg_ctx *ctx);
 /* Append an entry (keys copied). */
 int tg_opt_record_add(tg_opt_record *r, const char *name, const char *pass,
                       const char *const *removed, int nremoved,

@@ -143,6 +143,17 @@ tg_function *tg_function_compile(tg_graph *g, int index,
     }
     f->fg = tg_fgraph_from_decl(g, &g->funcs[index], ctx);
     if (!f->fg) goto fail;
+    f->out_ids = tg_calloc((size_t)f->fg->nout + 1, sizeof *f->out_ids);
+    if (!f->out_ids) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < f->fg->nout; i++)
+        if (!(f->out_ids[i] = tg_strdup(f->fg->outputs[i]->id))) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+    if (tg_optimize(f->fg, opts, &f->record, g->ids, ctx)) goto fail;
     if (link_function(f, ctx)) goto fail;
     f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
     return f;
@@ -171,6 +182,9 @@ void tg_function_free(tg_function *f) {
     tg_free(f->scratch_in);
     tg_free(f->name);
     tg_opt_record_free(&f->record);
+    if (f->out_ids)
+        for (int i = 0; i < f->fg->nout; i++) tg_free(f->out_ids[i]);
+    tg_free(f->out_ids);
     tg_fgraph_free(f->fg);
     tg_free(f);
 }
@@ -184,7 +198,7 @@ const char *tg_function_input_id(const tg_function *f, int i) {
     return i >= 0 && i < f->fg->nin ? f->fg->inputs[i]->id : NULL;
 }
 const char *tg_function_output_id(const tg_function *f, int i) {
-    return i >= 0 && i < f->fg->nout ? f->fg->outputs[i]->id : NULL;
+    return i >= 0 && i < f->fg->nout ? f->out_ids[i] : NULL;
 }
 tg_dtype tg_function_input_dtype(const tg_function *f, int i) {
     return f->fg->inputs[i]->type.dtype;

@@ -14,10 +14,6 @@
 #include "tg/function.h"
 #include "rewrite/rewrite.h"
 
-/* Intermediates whose buffer is at most this many bytes stay in their
- * slot between calls (reused by the next call without allocating); larger
- * ones are freed after their last reader, as Theano's VM with GC did. */
-#define TG_VM_KEEP_BYTES 4096
 
 typedef struct tg_vm_node {
     tg_node *node;
@@ -49,6 +45,8 @@ struct tg_function {
     bool no_gc;
     uint64_t ncalls;
     tg_opt_record record; /* what the optimizer did */
+    char **out_ids; /* the declared output ids: rewrites may replace an
+                       output variable by another (a folded constant) */
     double compile_seconds;
 };
 

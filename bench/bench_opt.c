@@ -1,0 +1,121 @@
+/* Optimization time against graph size (the issue's target: 10,000 nodes
+ * under 1 s with fast_run, 100,000 under 12x that). The generated graphs
+ * repeat a block that has a bit of everything the passes look at: an
+ * MLP-like layer (dot, bias add, tanh) whose weight matrix every layer
+ * shares, a long elementwise chain with patterns to stabilize and
+ * canonicalize (log(1+x), x*x, neg(neg x), exp(x)-1, constants to
+ * collect), and subexpressions computed twice (for merge).
+ *
+ *   build-bench/bench/bench_opt [SIZES...]   (default 1000 10000 100000)
+ */
+#include "bench_common.h"
+#include "core/core.h"
+
+enum { BLOCK = 16 };
+
+static char *gen(int nodes) {
+    tg_str s = {0};
+    int blocks = nodes / BLOCK;
+    tg_str_addf(&s, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                    "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[16,32]}},"
+                    "{\"id\":\"W\",\"type\":{\"dtype\":\"float64\",\"shape\":[32,32]}},"
+                    "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[32]}}],\"nodes\":[");
+    const char *h = "x";
+    char prev[32];
+    for (int i = 0; i < blocks; i++) {
+#define NODE(op, ins, out) tg_str_addf(&s, "%s{\"op\":\"%s\",\"inputs\":[%s],\"outputs\":[\"%s%d\"]}", (i || strcmp(#out, "d") ? "," : ""), op, ins, #out, i)
+        char in[256];
+        snprintf(in, sizeof in, "\"%s\",\"W\"", h);
+        NODE("dot", in, d);
+        snprintf(in, sizeof in, "\"d%d\",\"b\"", i);
+        NODE("add", in, p);
+        snprintf(in, sizeof in, "\"p%d\"", i);
+        NODE("tanh", in, t);
+        /* log(1 + t*t) and its twin */
+        snprintf(in, sizeof in, "\"t%d\",\"t%d\"", i, i);
+        NODE("mul", in, q);
+        NODE("mul", in, q2x);
+        snprintf(in, sizeof in, "{\"value\":1},\"q%d\"", i);
+        NODE("add", in, o);
+        snprintf(in, sizeof in, "\"o%d\"", i);
+        NODE("log", in, l);
+        /* neg(neg(l)) */
+        snprintf(in, sizeof in, "\"l%d\"", i);
+        NODE("neg", in, n1);
+        snprintf(in, sizeof in, "\"n1%d\"", i);
+        NODE("neg", in, n2);
+        /* exp(n2) - 1 */
+        snprintf(in, sizeof in, "\"n2%d\"", i);
+        NODE("exp", in, e);
+        snprintf(in, sizeof in, "\"e%d\",{\"value\":1}", i);
+        NODE("sub", in, m);
+        /* constants to collect: (m + 2) + 3 */
+        snprintf(in, sizeof in, "\"m%d\",{\"value\":2}", i);
+        NODE("add", in, c1);
+        snprintf(in, sizeof in, "\"c1%d\",{\"value\":3}", i);
+        NODE("add", in, c2);
+        /* uses the twin, so merge has something to do */
+        snprintf(in, sizeof in, "\"c2%d\",\"q2x%d\"", i, i);
+        NODE("sub", in, r);
+        snprintf(in, sizeof in, "\"r%d\",{\"value\":0.01}", i);
+        NODE("mul", in, s);
+        snprintf(in, sizeof in, "\"s%d\",\"t%d\"", i, i);
+        NODE("add", in, h);
+#undef NODE
+        snprintf(prev, sizeof prev, "h%d", i);
+        h = prev;
+    }
+    tg_str_addf(&s, "]}");
+    return s.s;
+}
+
+static double best_compile(tg_graph *g, const char *preset, int reps, int *nodes_after) {
+    double best = 1e30;
+    tg_ctx *ctx = tg_ctx_new();
+    for (int r = 0; r < reps; r++) {
+        tg_compile_options o = {.preset = preset};
+        double t0 = bench_now();
+        tg_function *f = tg_function_compile(g, 0, &o, ctx);
+        double t = bench_now() - t0;
+        if (!f) bench_die("compile", ctx);
+        if (t < best) best = t;
+        *nodes_after = tg_function_node_count(f);
+        tg_function_free(f);
+    }
+    tg_ctx_free(ctx);
+    return best;
+}
+
+int main(int argc, char **argv) {
+    int sizes[8] = {1000, 10000, 100000}, nsizes = 3;
+    if (argc > 1) {
+        nsizes = 0;
+        for (int i = 1; i < argc && nsizes < 8; i++) sizes[nsizes++] = atoi(argv[i]);
+    }
+    printf("optimization time (compile = clone + optimize + link), best of 3\n");
+    printf("%9s %9s %10s %12s %12s %12s %10s\n", "nodes", "after", "load s", "none s", "fast_compile", "fast_run s",
+           "us/node");
+    double t10k = 0, t100k = 0;
+    for (int k = 0; k < nsizes; k++) {
+        char *json = gen(sizes[k]);
+        tg_ctx *ctx = tg_ctx_new();
+        double t0 = bench_now();
+        tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "bench", ctx);
+        double tload = bench_now() - t0;
+        if (!g) bench_die("load", ctx);
+        int n = tg_graph_node_count(g), after = 0, dummy;
+        int reps = 3;
+        double tn = best_compile(g, "none", reps, &dummy);
+        double tc = best_compile(g, "fast_compile", reps, &dummy);
+        double tr = best_compile(g, "fast_run", reps, &after);
+        printf("%9d %9d %10.3f %12.3f %12.3f %12.3f %10.2f\n", n, after, tload, tn, tc, tr, tr / n * 1e6);
+        if (sizes[k] == 10000) t10k = tr;
+        if (sizes[k] == 100000) t100k = tr;
+        tg_graph_free(g);
+        tg_ctx_free(ctx);
+        free(json);
+    }
+    if (t10k > 0) printf("10,000 nodes with fast_run: %.3f s (target < 1 s)\n", t10k);
+    if (t10k > 0 && t100k > 0) printf("100,000 / 10,000: %.1fx (target < 12x)\n", t100k / t10k);
+    return 0;
+}

@@ -1,0 +1,977 @@
+/* The composite op (FORMAT.md s7): a body of elementwise ops over scalars,
+ * run as one loop over the broadcast index space, compiled (kcache.c) or
+ * interpreted block by block. See composite.h.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grad/grad.h"
+#include "io/io.h"
+#include "ops/composite.h"
+
+typedef struct comp_body {
+    tg_fgraph *fg; /* the body: 0-d variables, elementwise nodes */
+    char *src;     /* the kernel's C source, or NULL: interpreter only */
+    /* -1 undecided, 0 interpreter, 1 compiled (fn) */
+    int mode;
+    tg_kernel_fn fn;
+} comp_body;
+
+static bool force_interp = false;
+static int force_env = -1;
+
+void tg_composite_force_interp(bool on) {
+    force_env = 0;
+    __atomic_store_n(&force_interp, on, __ATOMIC_RELAXED);
+}
+
+static bool interp_forced(void) {
+    if (__atomic_load_n(&force_env, __ATOMIC_RELAXED) < 0) {
+        const char *e = getenv("TG_COMPOSITE");
+        if (e && !strcmp(e, "interp")) __atomic_store_n(&force_interp, true, __ATOMIC_RELAXED);
+        __atomic_store_n(&force_env, 0, __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(&force_interp, __ATOMIC_RELAXED);
+}
+
+static void comp_free_extra(tg_attrs *a) {
+    comp_body *b = a->extra;
+    if (!b) return;
+    tg_fgraph_free(b->fg);
+    tg_free(b->src);
+    tg_free(b);
+    a->extra = NULL;
+}
+
+/* ---- code generation ---- */
+
+static const char *ctype_of(tg_dtype dt) {
+    switch (dt) {
+    case TG_BOOL: return "uint8_t";
+    case TG_INT8: return "int8_t";
+    case TG_INT16: return "int16_t";
+    case TG_INT32: return "int32_t";
+    case TG_INT64: return "int64_t";
+    case TG_UINT8: return "uint8_t";
+    case TG_UINT16: return "uint16_t";
+    case TG_UINT32: return "uint32_t";
+    case TG_UINT64: return "uint64_t";
+    case TG_FLOAT32: return "float";
+    case TG_FLOAT64: return "double";
+    default: return NULL;
+    }
+}
+
+static bool is_signed_int(tg_dtype dt) {
+    return dt == TG_INT8 || dt == TG_INT16 || dt == TG_INT32 || dt == TG_INT64;
+}
+
+/* A 0-d constant as a C expression of its own type. */
+static void emit_const(tg_str *s, const tg_array *v) {
+    tg_dtype dt = v->dtype;
+    const char *ct = ctype_of(dt);
+    if (dt == TG_FLOAT32 || dt == TG_FLOAT64) {
+        double x = tg_load_f64(dt, v->data);
+        if (isnan(x))
+            tg_str_addf(s, "((%s)__builtin_nan(\"\"))", ct);
+        else if (isinf(x))
+            tg_str_addf(s, "((%s)(%s__builtin_inf()))", ct, x < 0 ? "-" : "");
+        else
+            tg_str_addf(s, "((%s)%a)", ct, x);
+    } else if (dt == TG_UINT64) {
+        tg_str_addf(s, "((uint64_t)%" PRIu64 "ull)", *(const uint64_t *)v->data);
+    } else {
+        int64_t x = tg_load_i64(dt, v->data);
+        if (x == INT64_MIN)
+            tg_str_addf(s, "((%s)(-9223372036854775807ll - 1))", ct);
+        else
+            tg_str_addf(s, "((%s)%" PRId64 "ll)", ct, x);
+    }
+}
+
+/* The expression of node nd over its (already cast) operands a[]; false
+ * when the generator does not handle it. Every formula is the one of the
+ * elementwise loops (elemwise.c), so that values agree. */
+static bool node_expr(tg_str *s, const tg_node *nd, char a[][48]) {
+    const char *op = nd->op->name;
+    tg_dtype cd = (tg_dtype)nd->a.mode;
+    bool fl = cd == TG_FLOAT32 || cd == TG_FLOAT64, f32 = cd == TG_FLOAT32;
+    bool bl = cd == TG_BOOL, si = is_signed_int(cd);
+    const char *ct = ctype_of(cd), *sf = f32 ? "f" : "";
+    if (!ct) return false;
+    static const char *const libm[][2] = {
+        {"exp", "exp"}, {"exp2", "exp2"}, {"expm1", "expm1"}, {"log", "log"}, {"log2", "log2"},
+        {"log10", "log10"}, {"log1p", "log1p"}, {"sqrt", "sqrt"}, {"sin", "sin"}, {"cos", "cos"},
+        {"tan", "tan"}, {"arcsin", "asin"}, {"arccos", "acos"}, {"arctan", "atan"},
+        {"sinh", "sinh"}, {"cosh", "cosh"}, {"tanh", "tanh"}, {"arcsinh", "asinh"},
+        {"arccosh", "acosh"}, {"arctanh", "atanh"}, {"erf", "erf"}, {"erfc", "erfc"},
+        {"floor", "floor"}, {"ceil", "ceil"}, {"round", "rint"}, {"trunc", "trunc"}};
+    for (size_t i = 0; i < TG_ARRAY_LEN(libm); i++)
+        if (!strcmp(op, libm[i][0])) {
+            if (!fl) {
+                /* floor..trunc of integers are the integers themselves;
+                 * the float-only functions never compute in integers. */
+                if (i < 22) return false;
+                tg_str_addf(s, "%s", a[0]);
+                return true;
+            }
+            tg_str_addf(s, "%s%s(%s)", libm[i][1], sf, a[0]);
+            return true;
+        }
+    if (!strcmp(op, "sigmoid") || !strcmp(op, "softplus")) {
+        if (!fl) return false;
+        tg_str_addf(s, "tg_%s_%s(%s)", op, f32 ? "f" : "d", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "reciprocal")) {
+        if (!fl) return false;
+        tg_str_addf(s, "(1 / %s)", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "identity")) {
+        tg_str_addf(s, "%s", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "cast")) {
+        if (nd->a.dtype == TG_BOOL)
+            tg_str_addf(s, "(%s != 0)", a[0]);
+        else
+            tg_str_addf(s, "%s", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "neg")) {
+        if (fl) tg_str_addf(s, "(-%s)", a[0]);
+        else tg_str_addf(s, "((%s)(0 - (uint64_t)%s))", ct, a[0]);
+        return true;
+    }
+    if (!strcmp(op, "abs")) {
+        if (fl) tg_str_addf(s, "fabs%s(%s)", sf, a[0]);
+        else if (si) tg_str_addf(s, "(%s < 0 ? (%s)(0 - (uint64_t)%s) : %s)", a[0], ct, a[0], a[0]);
+        else tg_str_addf(s, "%s", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "sign")) {
+        if (fl) tg_str_addf(s, "(%s > 0 ? 1 : %s < 0 ? -1 : %s)", a[0], a[0], a[0]);
+        else if (si) tg_str_addf(s, "((%s > 0) - (%s < 0))", a[0], a[0]);
+        else tg_str_addf(s, "(%s > 0)", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "sqr")) {
+        if (fl) tg_str_addf(s, "(%s * %s)", a[0], a[0]);
+        else if (bl) tg_str_addf(s, "%s", a[0]);
+        else tg_str_addf(s, "((%s)((uint64_t)%s * (uint64_t)%s))", ct, a[0], a[0]);
+        return true;
+    }
+    if (!strcmp(op, "relu")) {
+        if (fl) tg_str_addf(s, "(%s > 0 ? %s : (%s != %s ? %s : 0))", a[0], a[0], a[0], a[0], a[0]);
+        else if (si) tg_str_addf(s, "(%s > 0 ? %s : 0)", a[0], a[0]);
+        else tg_str_addf(s, "%s", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "isnan") || !strcmp(op, "isinf")) {
+        if (!fl) tg_str_addf(s, "0");
+        else if (op[2] == 'n') tg_str_addf(s, "(%s != %s)", a[0], a[0]);
+        else tg_str_addf(s, "(isinf(%s) != 0)", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "logical_not")) {
+        tg_str_addf(s, "(%s == 0)", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "add") || !strcmp(op, "mul") || !strcmp(op, "sub")) {
+        char c = op[0] == 'a' ? '+' : op[0] == 'm' ? '*' : '-';
+        /* A left fold, each step rounded to the compute dtype as the
+         * unfused n-ary loop does. */
+        tg_str acc = {0};
+        tg_str_addf(&acc, "%s", a[0]);
+        for (int k = 1; k < nd->nin; k++) {
+            tg_str t = {0};
+            if (fl)
+                tg_str_addf(&t, "((%s)(%s %c %s))", ct, acc.s, c, a[k]);
+            else if (bl)
+                tg_str_addf(&t, "((uint8_t)(%s %c %s))", acc.s, c == '+' ? '|' : '&', a[k]);
+            else
+                tg_str_addf(&t, "((%s)((uint64_t)%s %c (uint64_t)%s))", ct, acc.s, c, a[k]);
+            tg_str_free(&acc);
+            acc = t;
+        }
+        if (acc.s) tg_str_addf(s, "%s", acc.s);
+        tg_str_free(&acc);
+        return true;
+    }
+    if (!strcmp(op, "true_div")) {
+        if (!fl) return false;
+        tg_str_addf(s, "(%s / %s)", a[0], a[1]);
+        return true;
+    }
+    if (!strcmp(op, "pow")) {
+        if (!fl) return false;
+        tg_str_addf(s, "pow%s(%s, %s)", sf, a[0], a[1]);
+        return true;
+    }
+    if (!strcmp(op, "arctan2")) {
+        if (!fl) return false;
+        tg_str_addf(s, "atan2%s(%s, %s)", sf, a[0], a[1]);
+        return true;
+    }
+    if (!strcmp(op, "maximum") || !strcmp(op, "minimum")) {
+        const char *cmp = op[1] == 'a' ? ">=" : "<=";
+        if (bl) tg_str_addf(s, "(%s %c %s)", a[0], op[1] == 'a' ? '|' : '&', a[1]);
+        else if (fl) tg_str_addf(s, "((%s %s %s || %s != %s) ? %s : %s)", a[0], cmp, a[1], a[0], a[0], a[0], a[1]);
+        else tg_str_addf(s, "(%s %s %s ? %s : %s)", a[0], cmp, a[1], a[0], a[1]);
+        return true;
+    }
+    static const char *const cmps[][2] = {{"eq", "=="}, {"neq", "!="}, {"lt", "<"},
+                                          {"le", "<="}, {"gt", ">"},   {"ge", ">="}};
+    for (size_t i = 0; i < TG_ARRAY_LEN(cmps); i++)
+        if (!strcmp(op, cmps[i][0])) {
+            tg_str_addf(s, "(%s %s %s)", a[0], cmps[i][1], a[1]);
+            return true;
+        }
+    if (!strncmp(op, "logical_", 8)) {
+        char c = op[8] == 'a' ? '&' : op[8] == 'o' ? '|' : '^';
+        tg_str_addf(s, "((%s != 0) %c (%s != 0))", a[0], c, a[1]);
+        return true;
+    }
+    if (!strcmp(op, "switch")) {
+        tg_str_addf(s, "(%s ? %s : %s)", a[0], a[1], a[2]);
+        return true;
+    }
+    if (!strcmp(op, "clip")) {
+        tg_str_addf(s, "tg_clip_%s(%s, %s, %s)", ct, a[0], a[1], a[2]);
+        return true;
+    }
+    return false; /* int_div, mod, integer pow, gammaln, digamma */
+}
+
+/* The kernel's prelude. As in vmath.c, the libm functions are declared
+ * `omp declare simd` (GCC), so that the vectorised loop calls the same
+ * libmvec variant as the unfused ops' loops on this CPU, and sigmoid
+ * uses vmath.c's branch-free form. */
+static const char PRELUDE[] =
+    "#include <stdint.h>\n"
+    "#if defined(__GNUC__) && !defined(__clang__)\n"
+    "#define TG_VD(f) _Pragma(\"omp declare simd notinbranch\") double f(double); \\\n"
+    "    _Pragma(\"omp declare simd notinbranch\") float f##f(float);\n"
+    "TG_VD(exp) TG_VD(exp2) TG_VD(expm1) TG_VD(log) TG_VD(log2) TG_VD(log10) TG_VD(log1p)\n"
+    "TG_VD(sin) TG_VD(cos) TG_VD(tan) TG_VD(asin) TG_VD(acos) TG_VD(atan) TG_VD(sinh)\n"
+    "TG_VD(cosh) TG_VD(tanh) TG_VD(asinh) TG_VD(acosh) TG_VD(atanh) TG_VD(erf) TG_VD(erfc)\n"
+    "#endif\n"
+    "#include <math.h>\n"
+    "static inline double tg_sigmoid_d(double x) {\n"
+    "    double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n"
+    "    return x >= 0 ? r : (x < 0 ? e * r : x);\n}\n"
+    "static inline float tg_sigmoid_f(float x) {\n"
+    "    float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n"
+    "    return x >= 0 ? r : (x < 0 ? e * r : x);\n}\n"
+    "static inline double tg_softplus_d(double x) { return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }\n"
+    "static inline float tg_softplus_f(float x) { return (x > 0 ? x : 0) + log1pf(expf(-fabsf(x))); }\n"
+    "#define TG_CLIP(T) static inline T tg_clip_##T(T x, T lo, T hi) { \\\n"
+    "    T m = (x >= lo || x != x) ? x : lo; return (m <= hi || m != m) ? m : hi; }\n"
+    "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
+    "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n";
+
+/* The statements computing every body variable from the inputs loaded as
+ * v<index>: one typed local per node output. */
+static bool emit_body(tg_str *s, const tg_fgraph *fg) {
+    for (int i = 0; i < fg->nvars; i++) {
+        tg_var *v = fg->vars[i];
+        if (v->kind == TG_VAR_CONSTANT) {
+            if (!ctype_of(v->type.dtype)) return false;
+            tg_str_addf(s, "        const %s v%d = ", ctype_of(v->type.dtype), v->index);
+            emit_const(s, v->value);
+            tg_str_addf(s, ";\n");
+        }
+    }
+    for (int j = 0; j < fg->nnodes; j++) {
+        tg_node *nd = fg->nodes[j];
+        tg_dtype cd = (tg_dtype)nd->a.mode, od = nd->outputs[0]->type.dtype;
+        if (!ctype_of(cd) || !ctype_of(od) || nd->nin > 16) return false;
+        char a[16][48];
+        for (int k = 0; k < nd->nin; k++) {
+            tg_dtype want = !strcmp(nd->op->name, "switch") && k == 0 ? TG_BOOL : cd;
+            if (!strcmp(nd->op->name, "cast")) want = nd->inputs[k]->type.dtype;
+            tg_var *in = nd->inputs[k];
+            if (in->type.dtype == want)
+                snprintf(a[k], sizeof a[k], "v%d", in->index);
+            else if (want == TG_BOOL)
+                snprintf(a[k], sizeof a[k], "((uint8_t)(v%d != 0))", in->index);
+            else
+                snprintf(a[k], sizeof a[k], "((%s)v%d)", ctype_of(want), in->index);
+        }
+        tg_str e = {0};
+        if (!node_expr(&e, nd, a)) {
+            tg_str_free(&e);
+            return false;
+        }
+        tg_str_addf(s, "        const %s v%d = (%s)(%s);\n", ctype_of(od), nd->outputs[0]->index,
+                    ctype_of(od), e.s ? e.s : "0");
+        tg_str_free(&e);
+    }
+    return true;
+}
+
+/* The kernel source, or NULL (see tg_composite_node_source). */
+static char *gen_source(const tg_fgraph *fg) {
+    int nin = fg->nin, nout = fg->nout;
+    tg_str s = {0}, body = {0};
+    char *res = NULL;
+    for (int i = 0; i < nin; i++)
+        if (!ctype_of(fg->inputs[i]->type.dtype)) goto done;
+    for (int k = 0; k < nout; k++)
+        if (!ctype_of(fg->outputs[k]->type.dtype)) goto done;
+    if (!emit_body(&body, fg) || body.oom) goto done;
+    /* The first line says what the kernel computes (tgc cache list). */
+    tg_str_addf(&s, "/* tg composite: %d in, %d out, ops", nin, nout);
+    for (int j = 0; j < fg->nnodes && j < 12; j++) tg_str_addf(&s, " %s", fg->nodes[j]->op->name);
+    if (fg->nnodes > 12) tg_str_addf(&s, " ...");
+    tg_str_addf(&s, "; %s */\n%s", tg_dtype_name(fg->outputs[0]->type.dtype), PRELUDE);
+    tg_str_addf(&s, "void tg_composite_kernel(int64_t n, char **p, const int64_t *s) {\n");
+    /* Contiguous operands: typed pointers, a vectorisable loop. */
+    tg_str_addf(&s, "    if (1");
+    for (int k = 0; k < nout + nin; k++) {
+        tg_dtype dt = k < nout ? fg->outputs[k]->type.dtype : fg->inputs[k - nout]->type.dtype;
+        tg_str_addf(&s, " && s[%d] == %zu", k, tg_dtype_size(dt));
+    }
+    tg_str_addf(&s, ") {\n");
+    for (int k = 0; k < nout; k++)
+        tg_str_addf(&s, "        %s *o%d = (%s *)p[%d];\n", ctype_of(fg->outputs[k]->type.dtype),
+                    k, ctype_of(fg->outputs[k]->type.dtype), k);
+    for (int i = 0; i < nin; i++)
+        tg_str_addf(&s, "        const %s *restrict a%d = (const %s *)p[%d];\n",
+                    ctype_of(fg->inputs[i]->type.dtype), i, ctype_of(fg->inputs[i]->type.dtype),
+                    nout + i);
+    tg_str_addf(&s,
+                "#pragma omp parallel for simd if (n >= %d) schedule(static)\n"
+                "        for (int64_t i = 0; i < n; i++) {\n",
+                TG_COMPOSITE_PAR_MIN);
+    for (int i = 0; i < nin; i++)
+        tg_str_addf(&s, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
+                    fg->inputs[i]->index, i);
+    tg_str_addf(&s, "%s", body.s);
+    for (int k = 0; k < nout; k++) tg_str_addf(&s, "        o%d[i] = v%d;\n", k, fg->outputs[k]->index);
+    tg_str_addf(&s, "        }\n        return;\n    }\n");
+    /* Any strides (broadcast inputs have stride 0). */
+    tg_str_addf(&s,
+                "#pragma omp parallel for if (n >= %d) schedule(static)\n"
+                "    for (int64_t i = 0; i < n; i++) {\n",
+                TG_COMPOSITE_PAR_MIN);
+    for (int i = 0; i < nin; i++)
+        tg_str_addf(&s, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
+                    ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
+                    ctype_of(fg->inputs[i]->type.dtype), nout + i, nout + i);
+    tg_str_addf(&s, "%s", body.s);
+    for (int k = 0; k < nout; k++)
+        tg_str_addf(&s, "        *(%s *)(p[%d] + i * s[%d]) = v%d;\n",
+                    ctype_of(fg->outputs[k]->type.dtype), k, k, fg->outputs[k]->index);
+    tg_str_addf(&s, "    }\n}\n");
+    if (!s.oom) res = tg_strdup(s.s);
+done:
+    tg_str_free(&s);
+    tg_str_free(&body);
+    return res;
+}
+
+/* ---- attributes: the body ---- */
+
+static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
+    json_object *jb;
+    tg_graph *g = NULL;
+    comp_body *b = NULL;
+    int rc = TG_OK;
+    if (!n->attrs || !json_object_object_get_ex(n->attrs, "body", &jb))
+        return tg_errorf(ctx, TG_ELOAD, "attrs.body: missing (a body of elementwise ops)");
+    if (!(g = tg_body_load(jb, "attrs.body", ctx))) return ctx ? ctx->status : TG_ELOAD;
+    if (!(b = tg_calloc(1, sizeof *b))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    b->mode = -1;
+    for (int i = 0; i < g->nnodes; i++) {
+        tg_node *nd = g->nodes[i];
+        char desc[256];
+        tg_node_describe(nd, desc, sizeof desc);
+        if (!(nd->op->flags & TG_OPF_ELEMWISE)) {
+            rc = tg_errorf(ctx, TG_ELOAD, "attrs.body: %s: %s is not an elementwise op", desc,
+                           nd->op->name);
+            goto fail;
+        }
+        if (nd->inplace) {
+            rc = tg_errorf(ctx, TG_ELOAD, "attrs.body: %s: inplace has no meaning in a body",
+                           desc);
+            goto fail;
+        }
+        for (int k = 0; k < nd->nin + nd->nout; k++) {
+            tg_var *v = k < nd->nin ? nd->inputs[k] : nd->outputs[k - nd->nin];
+            if (v->type.ndim != 0 || v->kind == TG_VAR_SHARED) {
+                char ts[160];
+                tg_type_str(&v->type, ts, sizeof ts);
+                rc = tg_errorf(ctx, TG_ELOAD,
+                               "attrs.body: %s: '%s' is %s%s; a body works on scalars (shape [])",
+                               desc, v->id, v->kind == TG_VAR_SHARED ? "shared " : "", ts);
+                goto fail;
+            }
+        }
+    }
+    for (int i = 0; i < g->funcs[0].nin; i++)
+        if (g->funcs[0].inputs[i]->type.ndim != 0) {
+            rc = tg_errorf(ctx, TG_ELOAD, "attrs.body.inputs[%d]: '%s' must be a scalar (shape [])",
+                           i, g->funcs[0].inputs[i]->id);
+            goto fail;
+        }
+    for (int i = 0; i < g->funcs[0].nout; i++)
+        if (g->funcs[0].outputs[i]->type.ndim != 0) {
+            rc = tg_errorf(ctx, TG_ELOAD, "attrs.body.outputs[%d]: '%s' must be a scalar", i,
+                           g->funcs[0].outputs[i]->id);
+            goto fail;
+        }
+    if (!(b->fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx))) {
+        rc = ctx ? ctx->status : TG_ELOAD;
+        goto fail;
+    }
+    if (b->fg->nin + b->fg->nout > TG_COMPOSITE_MAX_IO) {
+        rc = tg_errorf(ctx, TG_ELOAD, "attrs.body: more than %d inputs and outputs",
+                       TG_COMPOSITE_MAX_IO);
+        goto fail;
+    }
+    if (n->nout != b->fg->nout) {
+        rc = tg_errorf(ctx, TG_ELOAD, "outputs: the body has %d output%s, the node lists %d",
+                       b->fg->nout, b->fg->nout == 1 ? "" : "s", n->nout);
+        goto fail;
+    }
+    b->src = gen_source(b->fg);
+    tg_graph_free(g);
+    n->a.extra = b;
+    return TG_OK;
+fail:
+    tg_graph_free(g);
+    if (b) {
+        tg_fgraph_free(b->fg);
+        tg_free(b);
+    }
+    return rc;
+}
+
+/* ---- types ---- */
+
+static int comp_infer(tg_node *n, tg_ctx *ctx) {
+    comp_body *b = n->a.extra;
+    tg_fgraph *fg = b->fg;
+    int rc;
+    if (n->nin != fg->nin)
+        return tg_errorf(ctx, TG_ELOAD, "inputs: the body takes %d input%s, the node gives %d",
+                         fg->nin, fg->nin == 1 ? "" : "s", n->nin);
+    for (int i = 0; i < n->nin; i++) {
+        tg_dtype want = fg->inputs[i]->type.dtype;
+        if (n->inputs[i]->weak && (rc = tg_weak_take(n, i, want, ctx))) return rc;
+        if (n->inputs[i]->type.dtype != want)
+            return tg_errorf(ctx, TG_ETYPE,
+                             "inputs[%d] '%s': expected %s (the body's input '%s'), got %s", i,
+                             tg_var_label(n->inputs[i]), tg_dtype_name(want), fg->inputs[i]->id,
+                             tg_dtype_name(n->inputs[i]->type.dtype));
+    }
+    tg_type t;
+    if ((rc = tg_infer_broadcast(n, 0, n->nin, &t, ctx))) return rc;
+    for (int k = 0; k < n->nout; k++)
+        tg_set_out_type(n, k, fg->outputs[k]->type.dtype, t.ndim, t.shape);
+    return TG_OK;
+}
+
+/* ---- running ---- */
+
+/* The interpreter's state for one run. */
+typedef struct interp {
+    const tg_node *n;
+    tg_fgraph *fg;
+    int nout, nin;
+    tg_array *hdr;    /* nin block headers over the inputs */
+    tg_array **owned; /* per body variable: node results (reused) */
+    tg_array **cur;   /* per body variable: its current block value */
+    tg_array **args;  /* scratch for one node's inputs */
+    tg_ctx *ctx;
+    int rc;
+} interp;
+
+static void interp_rows(int64_t n, char **p, const int64_t *s, void *ud) {
+    interp *I = ud;
+    tg_fgraph *fg = I->fg;
+    for (int64_t off = 0; off < n && !I->rc; off += TG_COMPOSITE_BLOCK) {
+        int64_t m = n - off < TG_COMPOSITE_BLOCK ? n - off : TG_COMPOSITE_BLOCK;
+        for (int i = 0; i < I->nin; i++) {
+            tg_array *h = &I->hdr[i];
+            h->dtype = fg->inputs[i]->type.dtype;
+            h->ndim = 1;
+            h->shape[0] = m;
+            h->strides[0] = s[I->nout + i];
+            h->data = p[I->nout + i] + off * s[I->nout + i];
+            h->buf = NULL;
+            I->cur[fg->inputs[i]->index] = h;
+        }
+        for (int j = 0; j < fg->nnodes && !I->rc; j++) {
+            tg_node *nd = fg->nodes[j];
+            for (int k = 0; k < nd->nin; k++) {
+                tg_var *v = nd->inputs[k];
+                I->args[k] = v->kind == TG_VAR_CONSTANT ? v->value : I->cur[v->index];
+            }
+            int oi = nd->outputs[0]->index;
+            if (!strcmp(nd->op->name, "identity")) {
+                /* identity returns a reference to its input: alias it. */
+                I->cur[oi] = I->args[0];
+                continue;
+            }
+            if ((I->rc = nd->op->run(nd, I->args, &I->owned[oi], I->ctx))) break;
+            I->cur[oi] = I->owned[oi];
+        }
+        if (I->rc) break;
+        for (int k = 0; k < I->nout; k++) {
+            tg_var *v = fg->outputs[k];
+            const tg_array *src = v->kind == TG_VAR_CONSTANT ? v->value : I->cur[v->index];
+            tg_cast_strided(v->type.dtype, p[k] + off * s[k], s[k], src->dtype, src->data,
+                            src->ndim ? src->strides[0] : 0, m);
+        }
+    }
+}
+
+/* Call fn(n, p, s, ud) over every innermost row of the broadcast index
+ * space (one call when every operand is contiguous and unbroadcast). */
+typedef void (*rows_fn)(int64_t n, char **p, const int64_t *s, void *ud);
+static void drive(int nops, tg_array *const *ops, int ndim, const int64_t *shape, rows_fn fn,
+                  void *ud) {
+    char *p[TG_COMPOSITE_MAX_IO];
+    int64_t s[TG_COMPOSITE_MAX_IO], st[TG_COMPOSITE_MAX_IO][TG_MAX_NDIM];
+    int64_t total = tg_shape_size(ndim, shape);
+    if (total == 0) return;
+    bool flat = true;
+    for (int k = 0; k < nops && flat; k++)
+        flat = ops[k]->ndim == ndim && tg_shape_equal(ndim, ops[k]->shape, shape) &&
+               tg_array_is_contiguous(ops[k]);
+    if (flat || ndim == 0) {
+        for (int k = 0; k < nops; k++) {
+            p[k] = ops[k]->data;
+            s[k] = (int64_t)tg_isize(ops[k]->dtype);
+        }
+        fn(total, p, s, ud);
+        return;
+    }
+    for (int k = 0; k < nops; k++) {
+        const tg_array *a = ops[k];
+        int off = ndim - a->ndim;
+        for (int d = 0; d < ndim; d++)
+            st[k][d] = d < off || a->shape[d - off] != shape[d] ? 0 : a->strides[d - off];
+        s[k] = st[k][ndim - 1];
+    }
+    int64_t idx[TG_MAX_NDIM] = {0}, rows = total / shape[ndim - 1];
+    for (int64_t r = 0; r < rows; r++) {
+        for (int k = 0; k < nops; k++) {
+            char *q = ops[k]->data;
+            for (int d = 0; d < ndim - 1; d++) q += idx[d] * st[k][d];
+            p[k] = q;
+        }
+        fn(shape[ndim - 1], p, s, ud);
+        for (int d = ndim - 2; d >= 0; d--) {
+            if (++idx[d] < shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static void kernel_rows(int64_t n, char **p, const int64_t *s, void *ud) {
+    tg_kernel_fn fn = *(tg_kernel_fn *)ud;
+    fn(n, p, s);
+}
+
+/* Decide once per node: the compiled kernel, or the interpreter (with one
+ * warning per process when a compiler was wanted and failed). */
+static void comp_decide(comp_body *b) {
+    if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
+    tg_kernel_fn fn = NULL;
+    if (b->src && !interp_forced()) {
+        const char *why = NULL;
+        fn = tg_kcache_get(b->src, &why);
+        static int warned;
+        if (!fn && why && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
+    }
+    b->fn = fn;
+    __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+int tg_composite_node_mode(const tg_node *n) {
+    const comp_body *b = n->a.extra;
+    return b ? __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) : -1;
+}
+
+const char *tg_composite_node_source(const tg_node *n) {
+    const comp_body *b = n->a.extra;
+    return b ? b->src : NULL;
+}
+
+static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    comp_body *b = n->a.extra;
+    tg_fgraph *fg = b->fg;
+    int nin = n->nin, nout = n->nout, rc = TG_OK, ndim;
+    int64_t shape[TG_MAX_NDIM];
+    int nds[TG_COMPOSITE_MAX_IO] = {0};
+    const int64_t *shs[TG_COMPOSITE_MAX_IO] = {0};
+    for (int i = 0; i < nin; i++) {
+        nds[i] = in[i]->ndim;
+        shs[i] = in[i]->shape;
+    }
+    if (tg_broadcast_shapes(nin, nds, shs, &ndim, shape, NULL)) {
+        tg_str s = {0};
+        for (int i = 0; i < nin; i++) {
+            tg_str_addf(&s, "%s(", i ? " and " : "");
+            for (int d = 0; d < in[i]->ndim; d++)
+                tg_str_addf(&s, "%s%lld", d ? ", " : "", (long long)in[i]->shape[d]);
+            tg_str_addf(&s, in[i]->ndim == 1 ? ",)" : ")");
+        }
+        rc = tg_errorf(ctx, TG_ESHAPE, "shapes %s do not broadcast", s.s ? s.s : "");
+        tg_str_free(&s);
+        return rc;
+    }
+    /* Outputs: an input overwritten in place (every kernel reads position
+     * i of each input before it writes position i), else the previous
+     * output reused. */
+    for (int k = 0; k < nout; k++) {
+        tg_dtype od = fg->outputs[k]->type.dtype;
+        int j = n->inplace ? n->inplace[k] : -1;
+        if (j >= 0 && in[j]->dtype == od && in[j]->ndim == ndim &&
+            tg_shape_equal(ndim, in[j]->shape, shape) && tg_array_is_contiguous(in[j]) &&
+            tg_array_is_exclusive(in[j])) {
+            if (out[k] != in[j]) {
+                tg_array_free(out[k]);
+                out[k] = tg_array_ref(in[j]);
+            }
+            continue;
+        }
+        if ((rc = tg_array_prepare(&out[k], od, ndim, shape, ctx))) return rc;
+    }
+    tg_array *ops[TG_COMPOSITE_MAX_IO];
+    for (int k = 0; k < nout; k++) ops[k] = out[k];
+    for (int i = 0; i < nin; i++) ops[nout + i] = in[i];
+    comp_decide(b);
+    if (b->mode == 1) {
+        drive(nout + nin, ops, ndim, shape, kernel_rows, &b->fn);
+        return TG_OK;
+    }
+    interp I = {.n = n, .fg = fg, .nout = nout, .nin = nin, .ctx = ctx};
+    int maxin = 1;
+    for (int j = 0; j < fg->nnodes; j++)
+        if (fg->nodes[j]->nin > maxin) maxin = fg->nodes[j]->nin;
+    I.hdr = tg_calloc((size_t)nin + 1, sizeof *I.hdr);
+    I.owned = tg_calloc((size_t)fg->nvars + 1, sizeof *I.owned);
+    I.cur = tg_calloc((size_t)fg->nvars + 1, sizeof *I.cur);
+    I.args = tg_calloc((size_t)maxin, sizeof *I.args);
+    if (!I.hdr || !I.owned || !I.cur || !I.args) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    } else {
+        drive(nout + nin, ops, ndim, shape, interp_rows, &I);
+        rc = I.rc;
+    }
+    if (I.owned)
+        for (int i = 0; i < fg->nvars; i++) tg_array_free(I.owned[i]);
+    tg_free(I.hdr);
+    tg_free(I.owned);
+    tg_free(I.cur);
+    tg_free(I.args);
+    return rc;
+}
+
+static void comp_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *flops,
+                      double *bytes) {
+    const comp_body *b = n->a.extra;
+    double sz = (double)tg_array_size_inline(out[0]), by = 0;
+    for (int k = 0; k < n->nout; k++)
+        by += (double)tg_array_size_inline(out[k]) * (double)tg_dtype_size(out[k]->dtype);
+    for (int i = 0; i < n->nin; i++)
+        by += (double)tg_array_size_inline(in[i]) * (double)tg_dtype_size(in[i]->dtype);
+    *flops = sz * (double)b->fg->nnodes;
+    *bytes = by;
+}
+
+/* ---- gradient: the body expanded into elementwise nodes ---- */
+
+static int comp_grad(tg_gb *gb, tg_node *n, tg_var *const *gout, tg_var **gin) {
+    comp_body *b = n->a.extra;
+    tg_fgraph *fg = b->fg;
+    int rc = TG_OK, nv = fg->nvars;
+    tg_var **val = tg_calloc((size_t)nv + 1, sizeof *val);  /* outer var per body var */
+    tg_var **grad = tg_calloc((size_t)nv + 1, sizeof *grad); /* its gradient */
+    tg_node **clone = tg_calloc((size_t)fg->nnodes + 1, sizeof *clone);
+    tg_var *ins[16], *gi[16];
+    if (!val || !grad || !clone) {
+        rc = tg_errorf(gb->ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < fg->nin; i++) val[fg->inputs[i]->index] = n->inputs[i];
+    for (int i = 0; i < nv; i++) {
+        tg_var *v = fg->vars[i];
+        if (v->kind == TG_VAR_CONSTANT &&
+            !(val[i] = tg_gb_const(gb, v->type.dtype, tg_load_f64(v->value->dtype, v->value->data)))) {
+            rc = gb->ctx ? gb->ctx->status : TG_ENOMEM;
+            goto done;
+        }
+    }
+    for (int j = 0; j < fg->nnodes; j++) {
+        tg_node *nd = fg->nodes[j];
+        if (nd->nin > 16) {
+            rc = tg_errorf(gb->ctx, TG_EUNSUPPORTED, "composite: a body node with more than 16 inputs");
+            goto done;
+        }
+        for (int k = 0; k < nd->nin; k++) ins[k] = val[nd->inputs[k]->index];
+        tg_var *o = tg_gb_op(gb, nd->op->name, nd->nin, ins,
+                             nd->attrs ? json_object_to_json_string(nd->attrs) : NULL);
+        if (!o) {
+            rc = gb->ctx ? gb->ctx->status : TG_ENOMEM;
+            goto done;
+        }
+        val[nd->outputs[0]->index] = o;
+        clone[j] = o->owner;
+    }
+    for (int k = 0; k < fg->nout; k++) {
+        if (!gout[k]) continue;
+        int vi = fg->outputs[k]->index;
+        grad[vi] = grad[vi] ? tg_gb_op2(gb, "add", grad[vi], gout[k]) : gout[k];
+        if (!grad[vi]) {
+            rc = gb->ctx ? gb->ctx->status : TG_ENOMEM;
+            goto done;
+        }
+    }
+    for (int j = fg->nnodes - 1; j >= 0; j--) {
+        tg_node *nd = fg->nodes[j], *c = clone[j];
+        tg_var *g = grad[nd->outputs[0]->index];
+        if (!g || (c->op->flags & TG_OPF_NONDIFF)) continue;
+        for (int k = 0; k < c->nin; k++) gi[k] = NULL;
+        if (!c->op->grad) {
+            rc = tg_errorf(gb->ctx, TG_EUNSUPPORTED, "composite: %s has no gradient rule", c->op->name);
+            goto done;
+        }
+        if ((rc = c->op->grad(gb, c, &g, gi))) goto done;
+        for (int k = 0; k < c->nin; k++) {
+            if (!gi[k]) continue;
+            int vi = nd->inputs[k]->index;
+            grad[vi] = grad[vi] ? tg_gb_op2(gb, "add", grad[vi], gi[k]) : gi[k];
+            if (!grad[vi]) {
+                rc = gb->ctx ? gb->ctx->status : TG_ENOMEM;
+                goto done;
+            }
+        }
+    }
+    for (int i = 0; i < fg->nin; i++) gin[i] = grad[fg->inputs[i]->index];
+done:
+    tg_free(val);
+    tg_free(grad);
+    tg_free(clone);
+    return rc;
+}
+
+static const char *const COMP_KEYS[] = {"body", NULL};
+
+const tg_op tg_op_composite = {
+    .name = "composite",
+    .nin_min = 1,
+    .nin_max = TG_COMPOSITE_MAX_IO - 1,
+    .nout = -1,
+    .flags = 0,
+    .attr_keys = COMP_KEYS,
+    .parse_attrs = comp_parse_attrs,
+    .infer = comp_infer,
+    .run = comp_run,
+    .cost = comp_cost,
+    .view_of = -1,
+    .inplace_inputs = ~0u,
+    .free_extra = comp_free_extra,
+    .grad = comp_grad,
+};
+
+/* ---- building a composite from fused nodes ---- */
+
+static int find_var(tg_var *const *vs, int n, const tg_var *v) {
+    for (int i = 0; i < n; i++)
+        if (vs[i] == v) return i;
+    return -1;
+}
+
+static json_object *scalar_type(tg_dtype dt) {
+    json_object *t = json_object_new_object();
+    if (!t) return NULL;
+    json_object_object_add(t, "dtype", json_object_new_string(tg_dtype_name(dt)));
+    json_object_object_add(t, "shape", json_object_new_array());
+    return t;
+}
+
+tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const *inputs, int nin,
+                               tg_var *const *outputs, int nout, tg_ctx *ctx) {
+    tg_node *n = NULL;
+    json_object *body = NULL, *jvars, *jnodes, *jin, *jout, *attrs = NULL;
+    tg_var **consts = NULL;
+    int nconst = 0;
+    char id[32];
+    if (!nodes || nnodes < 1 || !inputs || nin < 1 || !outputs || nout < 1 ||
+        nin + nout > TG_COMPOSITE_MAX_IO) {
+        tg_errorf(ctx, TG_EINVAL,
+                  "composite: need nodes, 1 or more inputs and outputs, at most %d in all",
+                  TG_COMPOSITE_MAX_IO);
+        return NULL;
+    }
+    int nreads = 0;
+    for (int j = 0; j < nnodes; j++) nreads += nodes[j]->nin;
+    if (!(consts = tg_calloc((size_t)nreads + 1, sizeof *consts))) goto oom;
+    body = json_object_new_object();
+    jvars = json_object_new_array();
+    jnodes = json_object_new_array();
+    jin = json_object_new_array();
+    jout = json_object_new_array();
+    if (!body || !jvars || !jnodes || !jin || !jout) {
+        json_object_put(jvars);
+        json_object_put(jnodes);
+        json_object_put(jin);
+        json_object_put(jout);
+        goto oom;
+    }
+    json_object_object_add(body, "variables", jvars);
+    json_object_object_add(body, "nodes", jnodes);
+    json_object_object_add(body, "inputs", jin);
+    json_object_object_add(body, "outputs", jout);
+    /* Body ids: x<i> for inputs, c<i> for copied constants, t<j> for the
+     * output of nodes[j]. */
+    for (int i = 0; i < nin; i++) {
+        json_object *v = json_object_new_object();
+        snprintf(id, sizeof id, "x%d", i);
+        json_object_object_add(v, "id", json_object_new_string(id));
+        json_object_object_add(v, "type", scalar_type(inputs[i]->type.dtype));
+        json_object_array_add(jvars, v);
+        json_object_array_add(jin, json_object_new_string(id));
+    }
+    for (int j = 0; j < nnodes; j++) {
+        tg_node *nd = nodes[j];
+        char desc[256];
+        tg_node_describe(nd, desc, sizeof desc);
+        if (!(nd->op->flags & TG_OPF_ELEMWISE) || nd->nout != 1) {
+            tg_errorf(ctx, TG_EINVAL, "composite: %s is not an elementwise op", desc);
+            goto fail;
+        }
+        json_object *jn = json_object_new_object(), *ji = json_object_new_array(),
+                    *jo = json_object_new_array();
+        json_object_object_add(jn, "op", json_object_new_string(nd->op->name));
+        json_object_object_add(jn, "inputs", ji);
+        json_object_object_add(jn, "outputs", jo);
+        if (nd->attrs) json_object_object_add(jn, "attrs", json_object_get(nd->attrs));
+        json_object_array_add(jnodes, jn);
+        snprintf(id, sizeof id, "t%d", j);
+        json_object_array_add(jo, json_object_new_string(id));
+        for (int k = 0; k < nd->nin; k++) {
+            tg_var *v = nd->inputs[k];
+            int p = -1;
+            for (int q = 0; q < j && p < 0; q++)
+                if (v->owner == nodes[q]) p = q;
+            if (p >= 0) {
+                snprintf(id, sizeof id, "t%d", p);
+            } else if ((p = find_var(inputs, nin, v)) >= 0) {
+                snprintf(id, sizeof id, "x%d", p);
+            } else if (v->kind == TG_VAR_CONSTANT && v->value && v->type.ndim == 0) {
+                if ((p = find_var(consts, nconst, v)) < 0) {
+                    p = nconst;
+                    consts[nconst++] = v;
+                    json_object *jc = json_object_new_object(), *val = tg_value_to_json(v->value);
+                    snprintf(id, sizeof id, "c%d", p);
+                    json_object_object_add(jc, "id", json_object_new_string(id));
+                    json_object_object_add(jc, "type", scalar_type(v->type.dtype));
+                    json_object_object_add(jc, "constant", val);
+                    json_object_array_add(jvars, jc);
+                    if (!val) goto oom;
+                }
+                snprintf(id, sizeof id, "c%d", p);
+            } else {
+                int later = -1;
+                for (int q = j; q < nnodes && later < 0; q++)
+                    if (v->owner == nodes[q]) later = q;
+                tg_errorf(ctx, TG_EINVAL,
+                          later >= 0 ? "composite: %s reads '%s' before nodes[%d] makes it (not "
+                                       "in topological order)"
+                                     : "composite: %s reads '%s', which is neither an input nor "
+                                       "made by the fused nodes%.0d",
+                          desc, tg_var_label(v), later);
+                goto fail;
+            }
+            json_object_array_add(ji, json_object_new_string(id));
+        }
+    }
+    for (int k = 0; k < nout; k++) {
+        int p = -1;
+        for (int q = 0; q < nnodes && p < 0; q++)
+            if (outputs[k]->owner == nodes[q]) p = q;
+        if (p < 0) {
+            tg_errorf(ctx, TG_EINVAL, "composite: outputs[%d] '%s' is not made by the fused nodes",
+                      k, tg_var_label(outputs[k]));
+            goto fail;
+        }
+        snprintf(id, sizeof id, "t%d", p);
+        json_object_array_add(jout, json_object_new_string(id));
+    }
+    if (!(attrs = json_object_new_object())) goto oom;
+    json_object_object_add(attrs, "body", body);
+    body = NULL;
+    if (!(n = tg_node_new(&tg_op_composite, nin, nout))) goto oom;
+    n->json_index = -1;
+    n->attrs = attrs;
+    attrs = NULL;
+    for (int i = 0; i < nin; i++) n->inputs[i] = inputs[i];
+    for (int k = 0; k < nout; k++) {
+        tg_var *v = tg_var_new(outputs[k]->id, TG_VAR_RESULT);
+        if (!v) goto oom;
+        n->outputs[k] = v;
+        v->owner = n;
+        v->owner_index = k;
+        v->json_index = -1;
+        if (outputs[k]->name && !(v->name = tg_strdup(outputs[k]->name))) goto oom;
+    }
+    if (comp_parse_attrs(n, ctx) || comp_infer(n, ctx)) {
+        tg_error_prefix(ctx, "composite (built from %d nodes)", nnodes);
+        goto fail;
+    }
+    for (int k = 0; k < nout; k++) {
+        const tg_type *want = &outputs[k]->type, *got = &n->outputs[k]->type;
+        if (want->dtype != got->dtype || want->ndim != got->ndim ||
+            !tg_type_compatible(want, got)) {
+            char a[160], b[160];
+            tg_type_str(want, a, sizeof a);
+            tg_type_str(got, b, sizeof b);
+            tg_errorf(ctx, TG_ETYPE,
+                      "composite: outputs[%d] '%s' is %s, but the composite would give %s (every "
+                      "output has the broadcast shape of all the inputs)",
+                      k, tg_var_label(outputs[k]), a, b);
+            goto fail;
+        }
+        n->outputs[k]->type = *want; /* keeps the static lengths it had */
+    }
+    /* Origins: what the fused nodes stood for. */
+    int no = 0;
+    for (int j = 0; j < nnodes; j++) no += nodes[j]->norigins ? nodes[j]->norigins : 1;
+    if (!(n->origins = tg_calloc((size_t)no, sizeof *n->origins))) goto oom;
+    for (int j = 0; j < nnodes; j++) {
+        if (!nodes[j]->norigins) {
+            if (!(n->origins[n->norigins++] = tg_strdup(nodes[j]->outputs[0]->id))) goto oom;
+            continue;
+        }
+        for (int q = 0; q < nodes[j]->norigins; q++)
+            if (!(n->origins[n->norigins++] = tg_strdup(nodes[j]->origins[q]))) goto oom;
+    }
+    if (outputs[0]->owner && tg_trace_copy(&n->trace, &outputs[0]->owner->trace)) goto oom;
+    tg_free(consts);
+    return n;
+oom:
+    tg_errorf(ctx, TG_ENOMEM, "out of memory");
+fail:
+    if (n)
+        for (int k = 0; k < nout; k++) tg_var_free(n->outputs[k]);
+    tg_node_free(n);
+    if (body) json_object_put(body);
+    if (attrs) json_object_put(attrs);
+    tg_free(consts);
+    return NULL;
+}

@@ -1,0 +1,126 @@
+/* Private: the `composite` op (FORMAT.md s7): several elementwise ops fused
+ * into one loop, and the compiled-kernel cache behind it.
+ *
+ * A composite node holds its body (a graph of elementwise ops over 0-d
+ * variables) in attrs.body. Its outputs all have the broadcast shape of
+ * its inputs and the dtypes of the body's outputs. It runs either
+ *   - compiled: the body becomes C source (one loop over the broadcast
+ *     index space, a contiguous fast path, `omp parallel for simd` above
+ *     TG_COMPOSITE_PAR_MIN elements), built by the system C compiler into a
+ *     shared object, dlopen'ed, and kept on disk in the kernel cache; the
+ *     kernel is looked up lazily, at the node's first run, once per
+ *     distinct body per process; or
+ *   - interpreted: the broadcast iteration in blocks of
+ *     TG_COMPOSITE_BLOCK elements, each body op applied to the block with
+ *     the elementwise ops' own vectorised loops.
+ * Both give the values of the unfused ops: bit for bit, except the
+ * transcendental functions, which may differ by 1 ulp where the unfused
+ * op uses a vectorised (libmvec) loop.
+ */
+#ifndef TG_COMPOSITE_H
+#define TG_COMPOSITE_H
+
+#include <stdio.h>
+
+#include "ops/op.h"
+
+#define TG_COMPOSITE_BLOCK 1024
+#define TG_COMPOSITE_PAR_MIN 32768
+
+/* Build a composite node that stands for `nodes`, a connected set of
+ * elementwise nodes of one fgraph, given in topological order.
+ *
+ *   inputs[0..nin-1]   the variables from outside the set that the set
+ *                      reads, in the order the composite takes them
+ *                      (its inputs; each read only through elementwise
+ *                      broadcasting, as the nodes did). A 0-d constant
+ *                      the set reads need not be listed: it is copied
+ *                      into the body. Any other variable read from
+ *                      outside and not listed is TG_EINVAL.
+ *   outputs[0..nout-1] the variables produced in the set that are needed
+ *                      outside it (by other nodes, or as fgraph outputs),
+ *                      in the order the composite gives them.
+ *
+ * Returns a new node (owned by the caller, not added to any graph), typed,
+ * whose inputs are `inputs` (borrowed pointers: the node is wired to them
+ * but they are not told: tg_fgraph_add_node records the clients) and whose
+ * outputs are new variables, one per outputs[k], with the same id, name
+ * and type (so node keys stay stable; replace outputs[k] by the new
+ * node's outputs[k] with tg_fgraph_replace). The node's origins are the
+ * union of the fused nodes' origins (their keys when they had none), its
+ * trace that of the node producing outputs[0]. attrs.body is a body in
+ * the interchange format: saved and loaded like any attribute.
+ *
+ * Errors (ctx set, NULL returned): TG_EINVAL for a node that is not
+ * elementwise (or is itself a composite), nodes not in topological order,
+ * an output not produced by the set, an unlisted outside variable, more
+ * than TG_COMPOSITE_MAX_IO inputs plus outputs; TG_ETYPE when the body
+ * would not give an output its type; TG_ENOMEM. */
+#define TG_COMPOSITE_MAX_IO 64
+tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes,
+                               tg_var *const *inputs, int nin,
+                               tg_var *const *outputs, int nout,
+                               tg_ctx *ctx);
+
+/* How this node runs: 1 compiled kernel, 0 interpreter, -1 not decided
+ * yet (it has not run). For tests and tools. */
+int tg_composite_node_mode(const tg_node *n);
+
+/* The generated C source of a composite node's body (borrowed), or NULL
+ * when the body has an op the code generator does not handle (integer
+ * division, modulo and power, gammaln, digamma, float16): such bodies
+ * always run in the interpreter. */
+const char *tg_composite_node_source(const tg_node *n);
+
+/* Force the interpreter for every composite of this process (true), or let
+ * compiled kernels be used (false, the default). The environment variable
+ * TG_COMPOSITE=interp does the same at start. For tests and benchmarks. */
+void tg_composite_force_interp(bool on);
+
+/* ---- the kernel cache (kcache.c) ---- */
+
+/* The kernel signature: n elements; p[k] and s[k] (bytes) for the
+ * outputs, then the inputs. */
+typedef void (*tg_kernel_fn)(int64_t n, char **p, const int64_t *s);
+
+/* The kernel for `src`: from this process's map, else from the disk cache,
+ * else compiled (with the cache's lock held, so that processes compiling
+ * the same source at once compile it once). NULL when no compiler works
+ * (TG_CC names none, or the compile fails): then *why says why (static
+ * or thread-local text, may be NULL). */
+tg_kernel_fn tg_kcache_get(const char *src, const char **why);
+
+/* The cache folder: TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else
+ * $HOME/.cache/tg (malloc'ed through tg_malloc; NULL when none can be
+ * named). */
+char *tg_kcache_dir(void);
+
+/* Counters of this process: compiler runs, kernels loaded from disk
+ * without compiling, look-ups answered from the in-memory map. */
+typedef struct tg_kcache_stats {
+    long compiles, disk_hits, memory_hits, failures;
+} tg_kcache_stats;
+tg_kcache_stats tg_kcache_stats_get(void);
+
+/* Forget the in-memory map (the shared objects stay loaded), so that the
+ * next look-up goes to the disk. Only for tests, when no composite node
+ * of the process holds a kernel any more. */
+void tg_kcache_forget(void);
+
+/* One entry of the disk cache. */
+typedef struct tg_kcache_entry {
+    char hash[33];
+    int64_t bytes;       /* shared object + source */
+    double age_seconds;  /* since the shared object was written */
+    char first_line[160]; /* of the source */
+} tg_kcache_entry;
+
+/* The entries of dir (*out owned by the caller, tg_free). A folder that
+ * does not exist has no entries. TG_EIO when it cannot be read. */
+int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n,
+                   tg_ctx *ctx);
+/* Remove the cache's own files from dir (entries, temporaries, the lock),
+ * nothing else; *removed counts the entries removed. */
+int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx);
+
+#endif

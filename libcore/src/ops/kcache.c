@@ -1,0 +1,420 @@
+/* The compiled-kernel cache (Theano's compile cache, in C).
+ *
+ * An entry is <hash>.c (the source, kept for `tgc cache list` and for
+ * reading) and <hash>.so, in the cache folder. The hash is a 128-bit
+ * FNV-1a of the source, the compiler's identity (`$CC --version`), the
+ * flags and the CPU's feature flags (the code is built with
+ * -march=native, so a cache folder shared between machines must not hand
+ * one machine's code to another). Compiles take the folder's lock file
+ * (flock) and write to a temporary name that is renamed into place, so
+ * processes compiling at once build each kernel once and never load half
+ * a file.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/io.h"
+#include "ops/composite.h"
+
+extern char **environ;
+
+static const char *const CFLAGS[] = {"-O3", "-march=native", "-fopenmp", "-ffp-contract=off",
+                                     "-fno-math-errno", "-std=gnu11", "-shared", "-fPIC",
+                                     "-w", NULL};
+
+/* ---- hashing ---- */
+
+typedef unsigned __int128 u128;
+
+static u128 fnv_init(void) {
+    return ((u128)0x6c62272e07bb0142ull << 64) | 0x62b821756295c58dull;
+}
+static u128 fnv_add(u128 h, const char *s, size_t n) {
+    const u128 prime = ((u128)1 << 88) | 0x13bu;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= prime;
+    }
+    return h;
+}
+static void fnv_hex(u128 h, char out[33]) {
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)(h >> 64),
+             (unsigned long long)h);
+}
+
+/* ---- the process's state ---- */
+
+typedef struct kentry {
+    char hash[33];
+    void *handle;
+    tg_kernel_fn fn;
+} kentry;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static kentry *map;
+static int nmap, cmap;
+static tg_kcache_stats stats;
+/* The compiler's identity, for the TG_CC it was read with. */
+static char *cc_for, *cc_ident;
+static bool cc_ok;
+static char *cpu_flags;
+
+tg_kcache_stats tg_kcache_stats_get(void) {
+    pthread_mutex_lock(&lock);
+    tg_kcache_stats s = stats;
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+void tg_kcache_forget(void) {
+    pthread_mutex_lock(&lock);
+    nmap = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+static const char *cc_name(void) {
+    const char *cc = getenv("TG_CC");
+    return cc && *cc ? cc : "cc";
+}
+
+char *tg_kcache_dir(void) {
+    const char *d = getenv("TG_CACHE_DIR");
+    tg_str s = {0};
+    if (d && *d) {
+        tg_str_addf(&s, "%s", d);
+    } else if ((d = getenv("XDG_CACHE_HOME")) && *d) {
+        tg_str_addf(&s, "%s/tg", d);
+    } else if ((d = getenv("HOME")) && *d) {
+        tg_str_addf(&s, "%s/.cache/tg", d);
+    } else {
+        return NULL;
+    }
+    if (s.oom) {
+        tg_str_free(&s);
+        return NULL;
+    }
+    return s.s;
+}
+
+/* mkdir -p. */
+static int mkdirs(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+/* Run argv with stdout to out_fd (-1: /dev/null) and stderr to err_fd
+ * (-1: /dev/null); the exit status, or -1 when it could not start. */
+static int run_prog(char *const *argv, int out_fd, int err_fd) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (out_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    else
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (err_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    else
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return -1;
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Read `$CC --version` once per TG_CC value (lock held). */
+static void probe_cc(void) {
+    const char *cc = cc_name();
+    if (cc_for && strcmp(cc_for, cc) == 0) return;
+    tg_free(cc_for);
+    tg_free(cc_ident);
+    cc_ident = NULL;
+    cc_ok = false;
+    cc_for = tg_strdup(cc);
+    FILE *tmp = tmpfile();
+    if (!tmp) return;
+    char *argv[] = {(char *)cc, "--version", NULL};
+    if (run_prog(argv, fileno(tmp), -1) == 0) {
+        char buf[4096];
+        rewind(tmp);
+        size_t n = fread(buf, 1, sizeof buf - 1, tmp);
+        buf[n] = 0;
+        cc_ident = tg_strdup(buf);
+        cc_ok = cc_ident != NULL;
+    }
+    fclose(tmp);
+    if (!cpu_flags) {
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        char line[8192];
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "flags", 5) || !strncmp(line, "Features", 8) ||
+                !strncmp(line, "model name", 10)) {
+                tg_str s = {0};
+                if (cpu_flags) tg_str_addf(&s, "%s", cpu_flags);
+                tg_str_addf(&s, "%s", line);
+                tg_free(cpu_flags);
+                cpu_flags = s.s;
+                if (!strncmp(line, "flags", 5) || !strncmp(line, "Features", 8)) break;
+            }
+        if (f) fclose(f);
+    }
+}
+
+static kentry *map_find(const char *hash) {
+    for (int i = 0; i < nmap; i++)
+        if (!strcmp(map[i].hash, hash)) return &map[i];
+    return NULL;
+}
+
+static tg_kernel_fn load_so(const char *path, void **handle) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return NULL;
+    tg_kernel_fn fn;
+    *(void **)&fn = dlsym(h, "tg_composite_kernel");
+    if (!fn) {
+        dlclose(h);
+        return NULL;
+    }
+    *handle = h;
+    return fn;
+}
+
+static bool file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Compile src into dir/hash.so (lock held by the caller). */
+static int compile_into(const char *dir, const char *hash, const char *src, const char **why) {
+    char cpath[4200], spath[4200], tpath[4200], epath[4200];
+    snprintf(cpath, sizeof cpath, "%s/%s.c", dir, hash);
+    snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
+    snprintf(tpath, sizeof tpath, "%s/%s.tmp.%ld.so", dir, hash, (long)getpid());
+    snprintf(epath, sizeof epath, "%s/%s.tmp.%ld.err", dir, hash, (long)getpid());
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = tg_file_write_atomic(cpath, src, strlen(src), ctx);
+    tg_ctx_free(ctx);
+    if (rc) {
+        *why = "cannot write to the kernel cache folder";
+        return -1;
+    }
+    int efd = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const char *argv[32];
+    int k = 0;
+    argv[k++] = cc_name();
+    for (int i = 0; CFLAGS[i]; i++) argv[k++] = CFLAGS[i];
+    argv[k++] = "-o";
+    argv[k++] = tpath;
+    argv[k++] = cpath;
+    argv[k++] = "-lm";
+    argv[k] = NULL;
+    stats.compiles++;
+    int st = run_prog((char *const *)argv, -1, efd);
+    if (efd >= 0) close(efd);
+    unlink(epath);
+    if (st != 0 || rename(tpath, spath) != 0) {
+        unlink(tpath);
+        *why = st < 0 ? "the C compiler could not be started" : "the C compiler failed";
+        return -1;
+    }
+    return 0;
+}
+
+tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
+    tg_kernel_fn fn = NULL;
+    char *dir = NULL;
+    int lfd = -1;
+    *why = NULL;
+    pthread_mutex_lock(&lock);
+    probe_cc();
+    if (!cc_ok) {
+        *why = "no working C compiler (set TG_CC)";
+        stats.failures++;
+        goto done;
+    }
+    u128 h = fnv_init();
+    h = fnv_add(h, src, strlen(src) + 1);
+    h = fnv_add(h, cc_ident, strlen(cc_ident) + 1);
+    for (int i = 0; CFLAGS[i]; i++) h = fnv_add(h, CFLAGS[i], strlen(CFLAGS[i]) + 1);
+    if (cpu_flags) h = fnv_add(h, cpu_flags, strlen(cpu_flags));
+    char hash[33];
+    fnv_hex(h, hash);
+    kentry *e = map_find(hash);
+    if (e) {
+        stats.memory_hits++;
+        fn = e->fn;
+        goto done;
+    }
+    if (!(dir = tg_kcache_dir()) || mkdirs(dir) != 0) {
+        *why = "no usable kernel cache folder (set TG_CACHE_DIR)";
+        stats.failures++;
+        goto done;
+    }
+    char spath[4200], lpath[4200];
+    snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
+    snprintf(lpath, sizeof lpath, "%s/lock", dir);
+    void *handle = NULL;
+    bool compiled = false;
+    if (!file_exists(spath)) {
+        lfd = open(lpath, O_RDWR | O_CREAT, 0644);
+        if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
+            *why = "cannot lock the kernel cache folder";
+            stats.failures++;
+            goto done;
+        }
+        /* Another process may have built it while we waited. */
+        if (!file_exists(spath)) {
+            if (compile_into(dir, hash, src, why)) {
+                stats.failures++;
+                goto done;
+            }
+            compiled = true;
+        }
+    }
+    if (!(fn = load_so(spath, &handle))) {
+        *why = "the compiled kernel could not be loaded";
+        stats.failures++;
+        goto done;
+    }
+    if (!compiled) stats.disk_hits++;
+    if (nmap == cmap) {
+        int c = cmap ? cmap * 2 : 16;
+        kentry *p = tg_realloc(map, sizeof *p * (size_t)c);
+        if (!p) goto done; /* still usable, just not remembered */
+        map = p;
+        cmap = c;
+    }
+    memcpy(map[nmap].hash, hash, sizeof hash);
+    map[nmap].handle = handle;
+    map[nmap].fn = fn;
+    nmap++;
+done:
+    if (lfd >= 0) close(lfd); /* releases the flock */
+    tg_free(dir);
+    pthread_mutex_unlock(&lock);
+    return fn;
+}
+
+/* ---- listing and clearing ---- */
+
+static bool is_hash(const char *s, size_t n) {
+    if (n != 32) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+    return true;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const tg_kcache_entry *x = a, *y = b;
+    return x->age_seconds < y->age_seconds ? -1 : x->age_seconds > y->age_seconds;
+}
+
+int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n, tg_ctx *ctx) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return TG_OK;
+        return tg_errorf(ctx, TG_EIO, "%s: %s", dir, strerror(errno));
+    }
+    int cap = 0, rc = TG_OK;
+    struct dirent *de;
+    time_t now = time(NULL);
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len != 35 || strcmp(de->d_name + 32, ".so") || !is_hash(de->d_name, 32)) continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            tg_kcache_entry *p = tg_realloc(*out, sizeof *p * (size_t)cap);
+            if (!p) {
+                rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                break;
+            }
+            *out = p;
+        }
+        tg_kcache_entry *e = &(*out)[*n];
+        memset(e, 0, sizeof *e);
+        memcpy(e->hash, de->d_name, 32);
+        char p[4200];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (stat(p, &st) != 0) continue;
+        e->bytes = st.st_size;
+        e->age_seconds = difftime(now, st.st_mtime);
+        snprintf(p, sizeof p, "%s/%s.c", dir, e->hash);
+        FILE *f = fopen(p, "r");
+        if (f) {
+            if (fstat(fileno(f), &st) == 0) e->bytes += st.st_size;
+            if (fgets(e->first_line, sizeof e->first_line, f))
+                e->first_line[strcspn(e->first_line, "\n")] = 0;
+            fclose(f);
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (rc) {
+        tg_free(*out);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
+    if (*n > 1) qsort(*out, (size_t)*n, sizeof **out, cmp_entry);
+    return TG_OK;
+}
+
+int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
+    *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return TG_OK;
+        return tg_errorf(ctx, TG_EIO, "%s: %s", dir, strerror(errno));
+    }
+    int rc = TG_OK;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        size_t len = strlen(nm);
+        bool ours = !strcmp(nm, "lock") ||
+                    (len > 32 && is_hash(nm, 32) &&
+                     (!strcmp(nm + 32, ".so") || !strcmp(nm + 32, ".c") ||
+                      !strncmp(nm + 32, ".tmp.", 5) || !strncmp(nm + 32, ".c.", 3)));
+        if (!ours) continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, nm);
+        if (unlink(p) != 0) {
+            rc = tg_errorf(ctx, TG_EIO, "%s: %s", p, strerror(errno));
+            break;
+        }
+        if (len == 35 && !strcmp(nm + 32, ".so")) (*removed)++;
+    }
+    closedir(d);
+    return rc;
+}

@@ -1,0 +1,724 @@
+/* The rewrite engine: presets and tags, the worklist that applies local
+ * rewrites, the record of what was applied, and the final clean-up.
+ *
+ * Theano's optimizer re-ran whole passes until nothing changed, which made
+ * compilation super-linear in the graph size. Here a local pass visits
+ * every node once, and afterwards only the nodes that a rewrite built or
+ * whose inputs it replaced; global passes (merge, in-place) are one linear
+ * walk each.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "rewrite/engine.h"
+
+enum { RW_DEAD = 1, RW_QUEUED = 2 };
+
+/* The passes, in the order fast_run runs them. A local pass applies its
+ * rules from a worklist; a global one is one function. */
+typedef struct pass_def {
+    const char *name;
+    int (*global)(tg_rw *rw);
+    bool fast_compile; /* in fast_compile too */
+} pass_def;
+
+static const pass_def passes[] = {
+    {"merge", tg_rw_merge, true},
+    {"canonicalize", NULL, true},
+    {"stabilize", NULL, false},
+    {"specialize", NULL, false},
+    {"merge", tg_rw_merge, true},
+    {"fusion", tg_rw_fusion, false},
+    {"inplace", tg_rw_inplace, false},
+};
+enum { NPASSES = (int)(sizeof passes / sizeof passes[0]) };
+
+/* Group tags that name several rules, beyond pass and rule names. */
+static const char *const group_tags[] = {"constant_folding", "gemm", "fusion",
+                                         "inplace", "merge", NULL};
+
+struct tg_rw {
+    tg_fgraph *fg;
+    tg_ctx *ctx;
+    tg_opt_record *rec;
+    const struct tg_idmap *taken; /* the graph's ids */
+    struct tg_idmap *ids;         /* ids made here (or all, without taken) */
+    int serial;
+    const char *pass;
+    const tg_rw_rule *rule;
+    tg_node *cur; /* the node the current rewrite fired on */
+    /* The current application. */
+    tg_node **matched;
+    int nmatched, cmatched;
+    tg_node **created;
+    int ncreated, ccreated;
+    tg_var **replaced; /* new variables swapped in */
+    int nreplaced, creplaced;
+    /* The worklist: a FIFO ring over growing storage. */
+    tg_node **work;
+    size_t whead, wtail, wcap;
+    /* Per-rule statistics, parallel to tg_rw_rules. */
+    tg_rewrite_stats *rstats;
+    int applied; /* in the current pass */
+};
+
+/* ---- small helpers ---- */
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return TG_OK;
+    int c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *q = tg_realloc(*p, elem * (size_t)c);
+    if (!q) return TG_ENOMEM;
+    *p = q;
+    *cap = c;
+    return TG_OK;
+}
+
+static int oom(tg_rw *rw) { return tg_errorf(rw->ctx, TG_ENOMEM, "out of memory while optimizing"); }
+
+tg_fgraph *tg_rw_fgraph(tg_rw *rw) { return rw->fg; }
+tg_ctx *tg_rw_ctx(tg_rw *rw) { return rw->ctx; }
+const char *tg_rw_pass(const tg_rw *rw) { return rw->pass; }
+bool tg_rw_dead(const tg_node *n) { return n->rwflags & RW_DEAD; }
+
+static const char *node_key(const tg_node *n) { return n->nout ? n->outputs[0]->id : n->op->name; }
+
+/* ---- the worklist ---- */
+
+static int work_push(tg_rw *rw, tg_node *n) {
+    if (n->rwflags & (RW_QUEUED | RW_DEAD)) return TG_OK;
+    if (rw->wtail - rw->whead == rw->wcap) {
+        size_t c = rw->wcap ? rw->wcap * 2 : 256;
+        tg_node **w = tg_calloc(c, sizeof *w);
+        if (!w) return oom(rw);
+        for (size_t i = rw->whead; i < rw->wtail; i++) w[i - rw->whead] = rw->work[i % rw->wcap];
+        rw->wtail -= rw->whead;
+        rw->whead = 0;
+        tg_free(rw->work);
+        rw->work = w;
+        rw->wcap = c;
+    }
+    rw->work[rw->wtail++ % rw->wcap] = n;
+    n->rwflags |= RW_QUEUED;
+    return TG_OK;
+}
+
+static tg_node *work_pop(tg_rw *rw) {
+    if (rw->whead == rw->wtail) return NULL;
+    tg_node *n = rw->work[rw->whead++ % rw->wcap];
+    n->rwflags &= (uint8_t)~RW_QUEUED;
+    return n;
+}
+
+/* ---- pruning ---- */
+
+static bool unused(const tg_node *n) {
+    for (int k = 0; k < n->nout; k++)
+        if (n->outputs[k]->nclients) return false;
+    return true;
+}
+
+/* Side-effect nodes (print, assert) stay while their outputs are used;
+ * an unused node of any kind goes, as the function never computes it. */
+void tg_rw_prune(tg_rw *rw, tg_node *n) {
+    TG_UNUSED(rw);
+    /* An explicit stack: chains of dead producers can be long. */
+    tg_node *small[64], **stack = small;
+    int sp = 0, cap = 64;
+    if (n->rwflags & RW_DEAD || !unused(n)) return;
+    stack[sp++] = n;
+    n->rwflags |= RW_DEAD;
+    while (sp) {
+        tg_node *d = stack[--sp];
+        for (int k = 0; k < d->nin; k++) {
+            tg_var *in = d->inputs[k];
+            tg_fgraph_remove_client(in, d, k);
+            tg_node *p = in->owner;
+            if (p && !(p->rwflags & RW_DEAD) && unused(p)) {
+                if (sp == cap) {
+                    tg_node **s2 = tg_malloc(sizeof *s2 * (size_t)cap * 2);
+                    if (!s2) continue; /* left for the final sort to drop */
+                    memcpy(s2, stack, sizeof *s2 * (size_t)sp);
+                    if (stack != small) tg_free(stack);
+                    stack = s2;
+                    cap *= 2;
+                }
+                p->rwflags |= RW_DEAD;
+                stack[sp++] = p;
+            }
+        }
+    }
+    if (stack != small) tg_free(stack);
+}
+
+/* ---- building ---- */
+
+static tg_var *new_var(tg_rw *rw, const char *base, const char *hint, tg_var_kind kind) {
+    char id[160];
+    /* "<original id>:<op>": a rewrite of a rewrite's node does not pile
+     * up suffixes. */
+    const char *colon = strchr(base, ':');
+    int blen = colon ? (int)(colon - base) : (int)strlen(base);
+    snprintf(id, sizeof id, "%.*s:%.30s", blen > 90 ? 90 : blen, base, hint);
+    size_t len = strlen(id);
+    while (tg_idmap_get(rw->ids, id) || (rw->taken && tg_idmap_get(rw->taken, id))) snprintf(id + len, sizeof id - len, ".%d", ++rw->serial);
+    tg_var *v = tg_var_new(id, kind);
+    if (!v) return NULL;
+    if (grow((void **)&rw->fg->vars, &rw->fg->cvars, rw->fg->nvars + 1, sizeof *rw->fg->vars) ||
+        tg_idmap_put(rw->ids, v->id, v)) {
+        tg_var_free(v);
+        return NULL;
+    }
+    v->index = rw->fg->nvars;
+    rw->fg->vars[rw->fg->nvars++] = v;
+    return v;
+}
+
+static const char *base_id(tg_rw *rw) { return rw->cur ? node_key(rw->cur) : "opt"; }
+
+tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, const char *attrs) {
+    const tg_op *op = tg_op_find(opname);
+    if (!op) {
+        tg_errorf(rw->ctx, TG_EUNSUPPORTED, "optimizer: op '%s' is not available", opname);
+        return NULL;
+    }
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return NULL;
+    int nout = op->nout > 0 ? op->nout : 1;
+    tg_node *n = tg_node_new(op, nin, nout);
+    if (!n) {
+        oom(rw);
+        return NULL;
+    }
+    memcpy(n->inputs, in, sizeof *in * (size_t)nin);
+    if (attrs && !(n->attrs = json_tokener_parse(attrs))) {
+        tg_node_free(n);
+        tg_errorf(rw->ctx, TG_EINVAL, "optimizer: bad attrs %s for %s", attrs, opname);
+        return NULL;
+    }
+    if (rw->cur && tg_trace_copy(&n->trace, &rw->cur->trace)) goto nomem;
+    for (int k = 0; k < nout; k++) {
+        tg_var *v = new_var(rw, base_id(rw), opname, TG_VAR_RESULT);
+        if (!v) goto nomem;
+        v->owner = n;
+        v->owner_index = k;
+        n->outputs[k] = v;
+    }
+    if ((op->parse_attrs && op->parse_attrs(n, rw->ctx)) || op->infer(n, rw->ctx)) {
+        tg_error_prefix(rw->ctx, "optimizer (%s) building %s", rw->rule ? rw->rule->name : rw->pass,
+                        opname);
+        for (int k = 0; k < nout; k++) n->outputs[k]->owner = NULL;
+        tg_node_free(n);
+        return NULL;
+    }
+    if (tg_fgraph_add_node(rw->fg, n) ||
+        grow((void **)&rw->created, &rw->ccreated, rw->ncreated + 1, sizeof *rw->created)) {
+        for (int k = 0; k < nout; k++) n->outputs[k]->owner = NULL;
+        tg_node_free(n);
+        oom(rw);
+        return NULL;
+    }
+    rw->created[rw->ncreated++] = n;
+    return n->outputs[0];
+nomem:
+    for (int k = 0; k < nout; k++)
+        if (n->outputs[k]) n->outputs[k]->owner = NULL;
+    tg_node_free(n);
+    oom(rw);
+    return NULL;
+}
+
+tg_var *tg_rw_op1(tg_rw *rw, const char *op, tg_var *x, const char *attrs) {
+    return x ? tg_rw_op(rw, op, 1, &x, attrs) : NULL;
+}
+
+tg_var *tg_rw_op2(tg_rw *rw, const char *op, tg_var *x, tg_var *y) {
+    tg_var *in[2] = {x, y};
+    return x && y ? tg_rw_op(rw, op, 2, in, NULL) : NULL;
+}
+
+tg_var *tg_rw_const_array(tg_rw *rw, tg_array *a) {
+    if (!a) {
+        oom(rw);
+        return NULL;
+    }
+    tg_var *c = new_var(rw, base_id(rw), "const", TG_VAR_CONSTANT);
+    if (!c) {
+        tg_array_free(a);
+        oom(rw);
+        return NULL;
+    }
+    c->value = a;
+    c->inline_const = a->ndim == 0;
+    c->type.dtype = a->dtype;
+    c->type.ndim = a->ndim;
+    for (int d = 0; d < a->ndim; d++) c->type.shape[d] = a->shape[d];
+    return c;
+}
+
+tg_var *tg_rw_const(tg_rw *rw, tg_dtype dt, double v) {
+    return tg_rw_const_array(rw, tg_array_new_scalar(dt, v));
+}
+
+int tg_rw_match(tg_rw *rw, tg_node *n) {
+    for (int i = 0; i < rw->nmatched; i++)
+        if (rw->matched[i] == n) return TG_OK;
+    if (grow((void **)&rw->matched, &rw->cmatched, rw->nmatched + 1, sizeof *rw->matched))
+        return oom(rw);
+    rw->matched[rw->nmatched++] = n;
+    return TG_OK;
+}
+
+int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv) {
+    if (!newv) return rw->ctx && rw->ctx->status ? rw->ctx->status : oom(rw);
+    if (old == newv) return TG_OK;
+    if (!tg_type_compatible(&old->type, &newv->type)) {
+        char a[128], b[128];
+        tg_type_str(&old->type, a, sizeof a);
+        tg_type_str(&newv->type, b, sizeof b);
+        return tg_errorf(rw->ctx, TG_ELOAD,
+                         "optimizer bug: rewrite '%s' replaced '%s' (%s) by '%s' (%s)",
+                         rw->rule ? rw->rule->name : rw->pass, old->id, a, newv->id, b);
+    }
+    /* Keep the more precise static shape on the new variable. */
+    for (int d = 0; d < old->type.ndim; d++)
+        if (newv->type.shape[d] < 0) newv->type.shape[d] = old->type.shape[d];
+    for (int i = 0; i < old->nclients; i++)
+        if (old->clients[i].node && work_push(rw, old->clients[i].node)) return TG_ENOMEM;
+    if (tg_fgraph_replace(rw->fg, old, newv)) return oom(rw);
+    if (grow((void **)&rw->replaced, &rw->creplaced, rw->nreplaced + 1, sizeof *rw->replaced))
+        return oom(rw);
+    rw->replaced[rw->nreplaced++] = newv;
+    return TG_OK;
+}
+
+/* ---- origins and the record ---- */
+
+static int origins_add(char ***o, int *n, int *cap, const tg_node *src) {
+    const char *own = node_key(src);
+    const char *const *keys = src->origins ? (const char *const *)src->origins : &own;
+    int nk = src->origins ? src->norigins : 1;
+    for (int i = 0; i < nk; i++) {
+        bool have = false;
+        for (int j = 0; j < *n && !have; j++) have = strcmp((*o)[j], keys[i]) == 0;
+        if (have) continue;
+        if (grow((void **)o, cap, *n + 1, sizeof **o)) return TG_ENOMEM;
+        if (!((*o)[*n] = tg_strdup(keys[i]))) return TG_ENOMEM;
+        (*n)++;
+    }
+    return TG_OK;
+}
+
+/* Give `dst` the union of its own origins and those of `srcs`. */
+static int origins_merge(tg_node *dst, tg_node *const *srcs, int nsrc, bool keep_own) {
+    char **o = NULL;
+    int n = 0, cap = 0;
+    int rc = TG_OK;
+    if (keep_own && (rc = origins_add(&o, &n, &cap, dst))) goto fail;
+    for (int i = 0; i < nsrc; i++)
+        if (srcs[i] != dst && (rc = origins_add(&o, &n, &cap, srcs[i]))) goto fail;
+    for (int i = 0; i < dst->norigins; i++) tg_free(dst->origins[i]);
+    tg_free(dst->origins);
+    if (!o) o = tg_calloc(1, sizeof *o); /* made from nothing original */
+    if (!o) return TG_ENOMEM;
+    dst->origins = o;
+    dst->norigins = n;
+    return TG_OK;
+fail:
+    for (int i = 0; i < n; i++) tg_free(o[i]);
+    tg_free(o);
+    return TG_ENOMEM;
+}
+
+static int record(tg_rw *rw, const char *name, tg_node *const *removed, int nremoved,
+                  tg_node *const *created, int ncreated) {
+    const char *rk[64], *ck[64];
+    const char **rkeys = rk, **ckeys = ck;
+    int rc = TG_OK;
+    if (nremoved > 64) rkeys = tg_calloc((size_t)nremoved, sizeof *rkeys);
+    if (ncreated > 64) ckeys = tg_calloc((size_t)ncreated, sizeof *ckeys);
+    if (!rkeys || !ckeys) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    for (int i = 0; i < nremoved; i++) rkeys[i] = node_key(removed[i]);
+    for (int i = 0; i < ncreated; i++) ckeys[i] = node_key(created[i]);
+    rc = tg_opt_record_add(rw->rec, name, rw->pass, rkeys, nremoved, ckeys, ncreated);
+done:
+    if (rkeys && rkeys != rk) tg_free(rkeys);
+    if (ckeys && ckeys != ck) tg_free(ckeys);
+    return rc ? oom(rw) : TG_OK;
+}
+
+int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed, int nremoved,
+                 tg_node *created) {
+    if (created && origins_merge(created, removed, nremoved, true)) return oom(rw);
+    rw->applied++;
+    return record(rw, name, removed, nremoved, created ? &created : NULL, created ? 1 : 0);
+}
+
+/* After a local rewrite applied: record it, give the new nodes their
+ * origins, requeue what changed, prune what died. */
+static int finish_application(tg_rw *rw) {
+    if (tg_rw_match(rw, rw->cur)) return TG_ENOMEM;
+    /* New nodes that the replacement does not use (a rewrite may build a
+     * candidate and drop it) are not part of it. */
+    int nc = 0;
+    for (int i = 0; i < rw->ncreated; i++) {
+        tg_node *c = rw->created[i];
+        if (!unused(c))
+            rw->created[nc++] = c;
+        else
+            tg_rw_prune(rw, c);
+    }
+    rw->ncreated = nc;
+    for (int i = 0; i < nc; i++)
+        if (origins_merge(rw->created[i], rw->matched, rw->nmatched, false)) return oom(rw);
+    if (record(rw, rw->rule->name, rw->matched, rw->nmatched, rw->created, nc)) return TG_ENOMEM;
+    for (int i = 0; i < nc; i++)
+        if (work_push(rw, rw->created[i])) return TG_ENOMEM;
+    for (int i = 0; i < rw->nreplaced; i++) {
+        tg_var *v = rw->replaced[i];
+        for (int j = 0; j < v->nclients; j++)
+            if (v->clients[j].node && work_push(rw, v->clients[j].node)) return TG_ENOMEM;
+    }
+    for (int i = 0; i < rw->nmatched; i++) tg_rw_prune(rw, rw->matched[i]);
+    /* A matched node that lives on (its other outputs are used) may match
+     * again. */
+    for (int i = 0; i < rw->nmatched; i++)
+        if (!(rw->matched[i]->rwflags & RW_DEAD) && work_push(rw, rw->matched[i])) return TG_ENOMEM;
+    rw->applied++;
+    return TG_OK;
+}
+
+/* ---- rules by op ---- */
+
+typedef struct rule_set {
+    const tg_op **ops; /* parallel to lists */
+    int *start, *count;
+    int *rules; /* rule indices grouped by op */
+    int nops;
+    int *any; /* rules for every op */
+    int nany;
+} rule_set;
+
+static bool word_in(const char *list, const char *w) {
+    size_t lw = strlen(w);
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if ((size_t)(e - p) == lw && strncmp(p, w, lw) == 0) return true;
+        p = e;
+    }
+    return false;
+}
+
+static bool rule_has_tag(const tg_rw_rule *r, const char *tag) {
+    return strcmp(r->name, tag) == 0 || strcmp(r->pass, tag) == 0 || word_in(r->tags, tag);
+}
+
+static bool tag_known(const char *tag) {
+    for (int i = 0; i < NPASSES; i++)
+        if (strcmp(passes[i].name, tag) == 0) return true;
+    for (int i = 0; group_tags[i]; i++)
+        if (strcmp(group_tags[i], tag) == 0) return true;
+    for (int i = 0; i < tg_rw_nrules; i++)
+        if (rule_has_tag(&tg_rw_rules[i], tag)) return true;
+    return false;
+}
+
+static bool listed(const char *const *tags, const tg_rw_rule *r) {
+    for (int i = 0; tags && tags[i]; i++)
+        if (rule_has_tag(r, tags[i])) return true;
+    return false;
+}
+
+static bool pass_listed(const char *const *tags, const char *pass) {
+    for (int i = 0; tags && tags[i]; i++)
+        if (strcmp(tags[i], pass) == 0) return true;
+    return false;
+}
+
+/* ---- running a local pass ---- */
+
+static int run_local(tg_rw *rw, const char *pass, const bool *enabled) {
+    /* The rules of this pass, by op. */
+    int nr = 0;
+    int *idx = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *idx);
+    if (!idx) return oom(rw);
+    for (int i = 0; i < tg_rw_nrules; i++)
+        if (enabled[i] && strcmp(tg_rw_rules[i].pass, pass) == 0) idx[nr++] = i;
+    if (!nr) {
+        tg_free(idx);
+        return TG_OK;
+    }
+    int nops = tg_op_count();
+    /* rules_for[op] as a list of rule indices, built once per pass. */
+    int *cnt = tg_calloc((size_t)nops + 1, sizeof *cnt);
+    int **lists = tg_calloc((size_t)nops + 1, sizeof *lists);
+    int rc = TG_OK;
+    if (!cnt || !lists) {
+        rc = oom(rw);
+        goto done;
+    }
+    for (int o = 0; o < nops; o++) {
+        const tg_op *op = tg_op_at(o);
+        lists[o] = tg_calloc((size_t)nr + 1, sizeof **lists);
+        if (!lists[o]) {
+            rc = oom(rw);
+            goto done;
+        }
+        for (int i = 0; i < nr; i++) {
+            const tg_rw_rule *r = &tg_rw_rules[idx[i]];
+            if (!r->ops || word_in(r->ops, op->name)) lists[o][cnt[o]++] = idx[i];
+        }
+    }
+    /* Nodes hold op pointers: a small open-addressing map from the
+     * pointer to the table position. */
+    enum { OPMAP = 1024 };
+    const tg_op *mkey[OPMAP] = {0};
+    int mval[OPMAP];
+    for (int o = 0; o < nops; o++) {
+        uintptr_t h = ((uintptr_t)tg_op_at(o) >> 4) & (OPMAP - 1);
+        while (mkey[h]) h = (h + 1) & (OPMAP - 1);
+        mkey[h] = tg_op_at(o);
+        mval[h] = o;
+    }
+
+    tg_fgraph *fg = rw->fg;
+    for (int i = 0; i < fg->nnodes; i++)
+        if (work_push(rw, fg->nodes[i])) {
+            rc = TG_ENOMEM;
+            goto done;
+        }
+    tg_node *n;
+    while ((n = work_pop(rw))) {
+        if (n->rwflags & RW_DEAD) continue;
+        uintptr_t h = ((uintptr_t)n->op >> 4) & (OPMAP - 1);
+        while (mkey[h] && mkey[h] != n->op) h = (h + 1) & (OPMAP - 1);
+        if (!mkey[h]) continue;
+        int o = mval[h];
+        for (int j = 0; j < cnt[o]; j++) {
+            const tg_rw_rule *r = &tg_rw_rules[lists[o][j]];
+            tg_rewrite_stats *st = &rw->rstats[lists[o][j]];
+            rw->rule = r;
+            rw->cur = n;
+            rw->nmatched = rw->ncreated = rw->nreplaced = 0;
+            uint64_t t0 = tg_now_ns();
+            int got = r->fn(rw, n);
+            st->seconds += (double)(tg_now_ns() - t0) * 1e-9;
+            st->tried++;
+            if (got < 0) {
+                rc = got;
+                goto done;
+            }
+            if (got == 0) {
+                /* A rule that declined must not leave nodes behind. */
+                for (int k = 0; k < rw->ncreated; k++) tg_rw_prune(rw, rw->created[k]);
+                continue;
+            }
+            st->applied++;
+            if ((rc = finish_application(rw))) goto done;
+            break;
+        }
+    }
+done:
+    rw->rule = NULL;
+    rw->cur = NULL;
+    while ((n = work_pop(rw))) (void)n;
+    if (lists)
+        for (int o = 0; o < nops; o++) tg_free(lists[o]);
+    tg_free(lists);
+    tg_free(cnt);
+    tg_free(idx);
+    return rc;
+}
+
+/* ---- clean-up ---- */
+
+/* Drop dead nodes (the topological sort frees what no output reaches) and
+ * the variables nothing uses any more; renumber. */
+static int compact(tg_rw *rw) {
+    tg_fgraph *fg = rw->fg;
+    int rc = tg_fgraph_toposort(fg, rw->ctx);
+    if (rc) return rc;
+    for (int i = 0; i < fg->nvars; i++) fg->vars[i]->mark = NULL;
+    for (int i = 0; i < fg->nin; i++) fg->inputs[i]->mark = fg;
+    for (int i = 0; i < fg->nout + fg->nupd; i++) fg->outputs[i]->mark = fg;
+    for (int i = 0; i < fg->nupd; i++) fg->upd_shared[i]->mark = fg;
+    int k = 0;
+    for (int i = 0; i < fg->nvars; i++) {
+        tg_var *v = fg->vars[i];
+        if (v->owner || v->nclients || v->mark) {
+            v->index = k;
+            fg->vars[k++] = v;
+        } else {
+            tg_var_free(v);
+        }
+    }
+    fg->nvars = k;
+    for (int i = 0; i < fg->nvars; i++) fg->vars[i]->mark = NULL;
+    for (int i = 0; i < fg->nnodes; i++) fg->nodes[i]->rwflags = 0;
+    return TG_OK;
+}
+
+static int live_nodes(const tg_fgraph *fg) {
+    int n = 0;
+    for (int i = 0; i < fg->nnodes; i++) n += !(fg->nodes[i]->rwflags & RW_DEAD);
+    return n;
+}
+
+/* ---- the entry point ---- */
+
+int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *rec,
+                const struct tg_idmap *taken, tg_ctx *ctx) {
+    const char *preset = opts && opts->preset ? opts->preset : "fast_run";
+    int level;
+    if (!strcmp(preset, "none"))
+        level = 0;
+    else if (!strcmp(preset, "fast_compile"))
+        level = 1;
+    else if (!strcmp(preset, "fast_run"))
+        level = 2;
+    else
+        return tg_errorf(ctx, TG_EINVAL,
+                         "unknown preset '%s' (expected none, fast_compile or fast_run)", preset);
+    const char *const *inc = opts ? opts->include : NULL;
+    const char *const *exc = opts ? opts->exclude : NULL;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; (pass ? exc : inc) && (pass ? exc : inc)[i]; i++) {
+            const char *t = (pass ? exc : inc)[i];
+            if (!tag_known(t))
+                return tg_errorf(ctx, TG_EINVAL,
+                                 "unknown optimizer tag '%s' (a pass: merge, canonicalize, "
+                                 "stabilize, specialize, fusion, inplace; a group: "
+                                 "constant_folding, gemm; or a rewrite's name)",
+                                 t);
+        }
+    uint64_t t0 = tg_now_ns();
+    tg_rw rw = {.fg = fg, .ctx = ctx, .rec = rec, .taken = taken};
+    bool *enabled = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *enabled);
+    rw.rstats = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *rw.rstats);
+    rw.ids = tg_idmap_new();
+    int rc = TG_OK;
+    if (!enabled || !rw.rstats || !rw.ids) {
+        rc = oom(&rw);
+        goto done;
+    }
+    for (int i = 0; !taken && i < fg->nvars; i++)
+        if (tg_idmap_put(rw.ids, fg->vars[i]->id, fg->vars[i])) {
+            rc = oom(&rw);
+            goto done;
+        }
+    /* Which rules run: the preset's passes, plus included, less excluded. */
+    for (int i = 0; i < tg_rw_nrules; i++) {
+        const tg_rw_rule *r = &tg_rw_rules[i];
+        bool on = false;
+        for (int p = 0; p < NPASSES; p++)
+            if (!strcmp(passes[p].name, r->pass))
+                on = level == 2 || (level == 1 && passes[p].fast_compile);
+        if (listed(inc, r)) on = true;
+        if (listed(exc, r)) on = false;
+        enabled[i] = on;
+        rw.rstats[i].name = r->name;
+        rw.rstats[i].pass = r->pass;
+    }
+    for (int p = 0; p < NPASSES; p++) {
+        const pass_def *pd = &passes[p];
+        bool on;
+        if (pd->global) {
+            on = level == 2 || (level == 1 && pd->fast_compile);
+            if (pass_listed(inc, pd->name)) on = true;
+            if (pass_listed(exc, pd->name)) on = false;
+        } else {
+            on = false;
+            for (int i = 0; i < tg_rw_nrules; i++)
+                on |= enabled[i] && !strcmp(tg_rw_rules[i].pass, pd->name);
+        }
+        if (!on) continue;
+        rw.pass = pd->name;
+        rw.applied = 0;
+        int before = live_nodes(fg);
+        uint64_t p0 = tg_now_ns();
+        rc = pd->global ? pd->global(&rw) : run_local(&rw, pd->name, enabled);
+        /* Global passes leave what they touched queued; the next pass
+         * starts from the whole graph anyway (and fusion's sort may free
+         * dead nodes). */
+        while (work_pop(&rw)) {
+        }
+        if (rc) goto done;
+        if (grow((void **)&rec->passes, &rec->cpasses, rec->npasses + 1, sizeof *rec->passes)) {
+            rc = oom(&rw);
+            goto done;
+        }
+        tg_pass_stats *st = &rec->passes[rec->npasses++];
+        st->name = pd->name;
+        st->seconds = (double)(tg_now_ns() - p0) * 1e-9;
+        st->nodes_before = before;
+        st->nodes_after = live_nodes(fg);
+        st->applied = rw.applied;
+    }
+    if ((rc = compact(&rw))) goto done;
+    /* Keep the statistics of the rules that ran. */
+    int ns = 0;
+    for (int i = 0; i < tg_rw_nrules; i++)
+        if (enabled[i]) rw.rstats[ns++] = rw.rstats[i];
+    rec->rstats = rw.rstats;
+    rec->nrstats = ns;
+    rw.rstats = NULL;
+done:
+    rec->seconds = (double)(tg_now_ns() - t0) * 1e-9;
+    tg_free(enabled);
+    tg_free(rw.rstats);
+    tg_free(rw.matched);
+    tg_free(rw.created);
+    tg_free(rw.replaced);
+    tg_free(rw.work);
+    tg_idmap_free(rw.ids);
+    return rc;
+}
+
+/* ---- queries ---- */
+
+tg_node *tg_rw_producer(const tg_var *v, const char *name) {
+    return v->owner && !strcmp(v->owner->op->name, name) ? v->owner : NULL;
+}
+
+bool tg_rw_is_const_value(const tg_var *v, double val) {
+    if (v->kind != TG_VAR_CONSTANT || !v->value) return false;
+    const tg_array *a = v->value;
+    int64_t n = tg_array_size(a);
+    if (n == 0 || n > 4096) return false;
+    for (int64_t i = 0; i < n; i++)
+        if (tg_array_get_flat(a, i) != val) return false;
+    return true;
+}
+
+bool tg_rw_single_client(const tg_var *v) {
+    return v->nclients == 1 && v->clients[0].node != NULL;
+}
+
+bool tg_rw_type_same_known(const tg_type *a, const tg_type *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] < 0 || a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n) {
+    for (int i = 0; i < n; i++) {
+        const tg_var *o = others[i];
+        if (o == x) continue;
+        if (o->type.ndim > x->type.ndim) return false;
+        int off = x->type.ndim - o->type.ndim;
+        for (int d = 0; d < o->type.ndim; d++) {
+            int64_t lo = o->type.shape[d], lx = x->type.shape[d + off];
+            if (lo == 1) continue;
+            if (lx >= 0 && lo == lx) continue;
+            return false;
+        }
+    }
+    return true;
+}

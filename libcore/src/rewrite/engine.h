@@ -1,0 +1,92 @@
+/* Private: the rewrite engine, as the passes see it.
+ *
+ * A local rewrite looks at one node and, when its pattern matches, builds
+ * the replacement with tg_rw_op and tg_rw_const and swaps it in with
+ * tg_rw_replace. The engine records the application (the node it fired on
+ * plus any node declared with tg_rw_match count as replaced; every node
+ * built during it as created), gives the new nodes the trace of the node
+ * it fired on and the union of the replaced nodes' origins, prunes what
+ * became dead, and puts the new nodes and the clients of replaced
+ * variables back on the worklist. So each node is revisited only when
+ * something around it changed, and a pass costs time in proportion to
+ * the graph plus the rewrites it applies.
+ *
+ * A rewrite returns 1 when it applied, 0 when it did not (it must then
+ * have built nothing), or a negative status.
+ */
+#ifndef TG_REWRITE_ENGINE_H
+#define TG_REWRITE_ENGINE_H
+
+#include "ops/op.h"
+#include "rewrite/rewrite.h"
+
+typedef struct tg_rw tg_rw;
+
+typedef int (*tg_rw_fn)(tg_rw *rw, tg_node *n);
+
+/* A rewrite: its name (also a tag), its pass, further tags (space
+ * separated, may be NULL), and the ops it fires on (space separated; NULL:
+ * every op). Passes whose `fn` is NULL at the rule level are global. */
+typedef struct tg_rw_rule {
+    const char *name;
+    const char *pass;
+    const char *tags;
+    const char *ops;
+    tg_rw_fn fn;
+} tg_rw_rule;
+
+/* The rules of each pass (passes.c, stabilize.c, specialize.c). */
+extern const tg_rw_rule tg_rw_rules[];
+extern const int tg_rw_nrules;
+
+/* ---- building replacements ---- */
+/* A node of op `op` over `in` with attrs (JSON text or NULL), parsed and
+ * typed; returns its output 0 (tg_rw_out for the others), or NULL with the
+ * error on the engine's context. */
+tg_var *tg_rw_op(tg_rw *rw, const char *op, int nin, tg_var *const *in,
+                 const char *attrs);
+tg_var *tg_rw_op1(tg_rw *rw, const char *op, tg_var *x, const char *attrs);
+tg_var *tg_rw_op2(tg_rw *rw, const char *op, tg_var *x, tg_var *y);
+/* A strong scalar constant. */
+tg_var *tg_rw_const(tg_rw *rw, tg_dtype dt, double v);
+/* A constant holding `a` (the reference is taken over). */
+tg_var *tg_rw_const_array(tg_rw *rw, tg_array *a);
+/* Declare another node the current rewrite replaces (for the record and
+ * the origins of what it builds). */
+int tg_rw_match(tg_rw *rw, tg_node *n);
+/* Replace every use of `old` by `newv`. The types must agree (dtype and
+ * ndim equal, no contradicting static length): a rewrite that breaks this
+ * is a bug, reported as TG_ELOAD naming the rewrite. */
+int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv);
+tg_fgraph *tg_rw_fgraph(tg_rw *rw);
+tg_ctx *tg_rw_ctx(tg_rw *rw);
+
+/* ---- queries rewrites share ---- */
+/* The producer of v when it is op `name`, else NULL. */
+tg_node *tg_rw_producer(const tg_var *v, const char *name);
+/* v is a constant (possibly a broadcast one) all of whose elements equal
+ * val. */
+bool tg_rw_is_const_value(const tg_var *v, double val);
+/* Only one reader, and not a function output. */
+bool tg_rw_single_client(const tg_var *v);
+/* Static types equal, every length known. */
+bool tg_rw_type_same_known(const tg_type *a, const tg_type *b);
+/* An elementwise result over operands that include x has x's run-time
+ * shape for sure (no other operand can stretch it). */
+bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n);
+
+/* ---- global passes ---- */
+int tg_rw_merge(tg_rw *rw);
+int tg_rw_inplace(tg_rw *rw);
+int tg_rw_fusion(tg_rw *rw);
+/* Record a global rewrite's application by hand: the caller replaced
+ * `removed` by the node `created` (may be NULL). */
+int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed,
+                 int nremoved, tg_node *created);
+/* Mark a node dead and detach it when none of its outputs is used. */
+void tg_rw_prune(tg_rw *rw, tg_node *n);
+bool tg_rw_dead(const tg_node *n);
+/* The pass currently running, for record entries of global passes. */
+const char *tg_rw_pass(const tg_rw *rw);
+
+#endif

@@ -1,0 +1,132 @@
+/* Elementwise fusion (Theano's FusionOptimizer): chains and trees of
+ * elementwise ops become one `composite` node, one loop over the data
+ * instead of one loop (and one intermediate array) per op.
+ *
+ * Groups grow from a consumer backwards: a producer joins when it is
+ * elementwise, works over the whole output shape (not a smaller operand
+ * that the loop would recompute for every element of a broadcast), and
+ * every reader of its result is already in the group. Since nothing
+ * outside reads what a joined node produces, the group cannot close a
+ * cycle through an outside node. Each group of two or more nodes becomes
+ * one composite (ops/composite.h) whose origins are the nodes it fused.
+ */
+#include <string.h>
+
+#include "ops/composite.h"
+#include "rewrite/engine.h"
+
+static bool fusable(const tg_node *n) {
+    return (n->op->flags & TG_OPF_ELEMWISE) && n->nout == 1 && !n->inplace &&
+           !(n->op->flags & TG_OPF_SIDE_EFFECT);
+}
+
+/* p's result covers the whole iteration space of the group rooted at r:
+ * same ndim, and no axis where p is statically 1 but r is not. */
+static bool full_shape(const tg_node *p, const tg_node *r) {
+    const tg_type *a = &p->outputs[0]->type, *b = &r->outputs[0]->type;
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] == 1 && b->shape[d] != 1) return false;
+    return true;
+}
+
+/* Nodes of the group are marked with a pointer to the root. */
+int tg_rw_fusion(tg_rw *rw) {
+    tg_fgraph *fg = tg_rw_fgraph(rw);
+    tg_ctx *ctx = tg_rw_ctx(rw);
+    int rc = tg_fgraph_toposort(fg, ctx);
+    if (rc) return rc;
+    int n = fg->nnodes;
+    tg_node **group = tg_calloc((size_t)n + 1, sizeof *group);
+    tg_var **ins = tg_calloc(TG_COMPOSITE_MAX_IO + 1, sizeof *ins);
+    if (!group || !ins) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) fg->nodes[i]->mark = NULL;
+    /* Consumers first, so each group starts from its last node. */
+    for (int i = n - 1; i >= 0; i--) {
+        tg_node *root = fg->nodes[i];
+        if (root->mark || tg_rw_dead(root) || !fusable(root)) continue;
+        int ng = 0;
+        group[ng++] = root;
+        root->mark = root;
+        /* Grow: scan the group's inputs for producers that may join. */
+        for (int g = 0; g < ng; g++) {
+            tg_node *m = group[g];
+            for (int k = 0; k < m->nin; k++) {
+                tg_var *v = m->inputs[k];
+                tg_node *p = v->owner;
+                if (!p || p->mark || tg_rw_dead(p) || !fusable(p) || !full_shape(p, root)) continue;
+                bool inside = v->nclients > 0;
+                for (int c = 0; c < v->nclients && inside; c++)
+                    inside = v->clients[c].node && v->clients[c].node->mark == root;
+                if (!inside) continue;
+                p->mark = root;
+                group[ng++] = p;
+            }
+        }
+        if (ng < 2) continue;
+        /* Topological order: fg->nodes' order, which is one. */
+        int nm = 0;
+        for (int j = 0; j <= i; j++)
+            if (fg->nodes[j]->mark == root) group[nm++] = fg->nodes[j];
+        /* The outside variables the group reads; 0-d constants go into
+         * the body. */
+        int nin = 0;
+        bool too_many = false;
+        for (int j = 0; j < nm && !too_many; j++)
+            for (int k = 0; k < group[j]->nin; k++) {
+                tg_var *v = group[j]->inputs[k];
+                if ((v->owner && v->owner->mark == root) ||
+                    (v->kind == TG_VAR_CONSTANT && v->type.ndim == 0))
+                    continue;
+                bool have = false;
+                for (int q = 0; q < nin && !have; q++) have = ins[q] == v;
+                if (have) continue;
+                if (nin + 1 >= TG_COMPOSITE_MAX_IO) {
+                    too_many = true;
+                    break;
+                }
+                ins[nin++] = v;
+            }
+        if (too_many || nin == 0) {
+            for (int j = 0; j < nm; j++) group[j]->mark = NULL;
+            root->mark = root; /* the root stays visited */
+            continue;
+        }
+        tg_var *out = root->outputs[0];
+        tg_node *c = tg_composite_node_new(group, nm, ins, nin, &out, 1, ctx);
+        if (!c) {
+            /* A group the composite cannot express (a type it would not
+             * reproduce) stays as it is. */
+            if (ctx && (ctx->status == TG_ENOMEM)) {
+                rc = TG_ENOMEM;
+                goto done;
+            }
+            if (ctx) {
+                ctx->status = 0;
+                ctx->msg[0] = 0;
+            }
+            continue;
+        }
+        if (tg_fgraph_add_node(fg, c)) {
+            tg_node_free(c);
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        if ((rc = tg_fgraph_replace(fg, out, c->outputs[0]))) goto done;
+        for (int k = 0; k < c->nout; k++) {
+            c->outputs[k]->index = fg->nvars;
+            if ((rc = tg_fgraph_add_var(fg, c->outputs[k]))) goto done;
+        }
+        c->mark = c;
+        if ((rc = tg_rw_record(rw, "fuse_elemwise", group, nm, c))) goto done;
+        tg_rw_prune(rw, root);
+    }
+done:
+    for (int i = 0; i < fg->nnodes; i++) fg->nodes[i]->mark = NULL;
+    tg_free(group);
+    tg_free(ins);
+    return rc;
+}

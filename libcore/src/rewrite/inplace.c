@@ -1,0 +1,70 @@
+/* The in-place pass (Theano's destroy handler and inplace optimizers):
+ * an elementwise op, gemm/gemv/ger, or an increment op overwrites one of
+ * its inputs instead of allocating its result, when nothing else needs
+ * that input's buffer afterwards.
+ *
+ * An input qualifies when it has the output's dtype and shape for sure,
+ * this node is its only reader (and it is not a function output), and the
+ * buffer it lives in belongs to no function input, constant or shared
+ * variable: the walk follows views (dimshuffle, reshape, subtensor...)
+ * back to the array that owns the buffer and asks the same of every
+ * variable on the way. Since the node is the only reader of each, the
+ * order the schedule picks cannot make another reader see the
+ * overwritten value.
+ */
+#include <string.h>
+
+#include "rewrite/engine.h"
+
+/* Can the buffer behind v be overwritten by its only reader? */
+static bool buffer_free(const tg_var *v) {
+    for (int depth = 0; depth < 64; depth++) {
+        if (v->kind != TG_VAR_RESULT || !v->owner) return false; /* input, constant, shared */
+        if (!tg_rw_single_client(v)) return false;
+        const tg_node *p = v->owner;
+        if (p->op->view_of < 0 || v->owner_index != 0) return true;
+        v = p->inputs[p->op->view_of];
+    }
+    return false;
+}
+
+int tg_rw_inplace(tg_rw *rw) {
+    tg_fgraph *fg = tg_rw_fgraph(rw);
+    int nnodes = fg->nnodes;
+    for (int i = 0; i < nnodes; i++) {
+        tg_node *n = fg->nodes[i];
+        if (tg_rw_dead(n) || n->inplace || n->nout != 1) continue;
+        const tg_op *op = n->op;
+        bool elemwise = (op->flags & TG_OPF_ELEMWISE) || !strcmp(op->name, "composite");
+        unsigned cand = 0;
+        if (op->flags & TG_OPF_ELEMWISE)
+            cand = 3u; /* the kernels reuse inputs 0 and 1 (n-ary folds write
+                          their first partial result before reading the rest) */
+        else if (op->inplace_inputs)
+            cand = op->inplace_inputs; /* gemm's z, ger's A, ... */
+        else
+            continue;
+        const tg_type *ot = &n->outputs[0]->type;
+        /* Small results are kept by the VM from call to call anyway. */
+        int64_t size = (int64_t)tg_dtype_size(ot->dtype);
+        for (int d = 0; d < ot->ndim && size >= 0; d++) size = ot->shape[d] < 0 ? -1 : size * ot->shape[d];
+        if (size >= 0 && size <= TG_VM_KEEP_BYTES) continue;
+        int pick = -1;
+        for (int k = 0; k < n->nin && k < 32 && pick < 0; k++) {
+            if (!((cand >> k) & 1u)) continue;
+            const tg_var *in = n->inputs[k];
+            if (in->type.dtype != ot->dtype || in->type.ndim != ot->ndim) continue;
+            if (elemwise && !tg_rw_keeps_shape(in, (const tg_var *const *)n->inputs, n->nin)) continue;
+            bool twice = false; /* the same variable read twice by n */
+            for (int j = 0; j < n->nin; j++) twice |= j != k && n->inputs[j] == in;
+            if (twice || !buffer_free(in)) continue;
+            pick = k;
+        }
+        if (pick < 0) continue;
+        n->inplace = tg_malloc((size_t)n->nout);
+        if (!n->inplace) return tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory");
+        n->inplace[0] = (int8_t)pick;
+        if (tg_rw_record(rw, "inplace", &n, 1, NULL)) return TG_ENOMEM;
+    }
+    return TG_OK;
+}

@@ -1,0 +1,136 @@
+/* The merge pass (Theano's MergeOptimizer): equal constants become one,
+ * then nodes that apply the same op with the same attrs to the same
+ * inputs become one (common subexpressions). One walk in topological
+ * order with a hash table, so a node's inputs are already merged when it
+ * is looked up and chains of duplicates fold in one pass. */
+#include <string.h>
+
+#include "rewrite/engine.h"
+#include "tensor/tensor.h"
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+static uint64_t const_hash(const tg_var *v) {
+    const tg_array *a = v->value;
+    uint64_t h = mix(1469598103934665603ull, (uint64_t)a->dtype);
+    h = mix(h, (uint64_t)a->ndim);
+    for (int d = 0; d < a->ndim; d++) h = mix(h, (uint64_t)a->shape[d]);
+    int64_t n = tg_array_size(a);
+    int64_t step = n > 256 ? n / 256 : 1; /* a sample; equality is checked */
+    for (int64_t i = 0; i < n; i += step) {
+        double x = tg_array_get_flat(a, i);
+        uint64_t b;
+        memcpy(&b, &x, sizeof b);
+        h = mix(h, b);
+    }
+    return h;
+}
+
+static bool const_equal(const tg_var *a, const tg_var *b) {
+    return tg_type_equal(&a->type, &b->type) && tg_array_equal(a->value, b->value) &&
+           a->value->dtype == b->value->dtype;
+}
+
+static uint64_t node_hash(const tg_node *n) {
+    uint64_t h = mix(1469598103934665603ull, (uint64_t)(uintptr_t)n->op);
+    h = mix(h, (uint64_t)n->nin);
+    for (int i = 0; i < n->nin; i++) h = mix(h, (uint64_t)(uintptr_t)n->inputs[i]);
+    return h;
+}
+
+static bool node_equal(const tg_node *a, const tg_node *b) {
+    if (a->op != b->op || a->nin != b->nin || a->nout != b->nout) return false;
+    for (int i = 0; i < a->nin; i++)
+        if (a->inputs[i] != b->inputs[i]) return false;
+    if ((a->inplace == NULL) != (b->inplace == NULL)) return false;
+    if (a->inplace && memcmp(a->inplace, b->inplace, (size_t)a->nout)) return false;
+    if (!a->attrs || !b->attrs) {
+        if (a->attrs != b->attrs) {
+            /* NULL and {} are the same attrs. */
+            const json_object *o = a->attrs ? a->attrs : b->attrs;
+            if (json_object_object_length((json_object *)o)) return false;
+        }
+    } else if (!json_object_equal(a->attrs, b->attrs)) {
+        return false;
+    }
+    for (int k = 0; k < a->nout; k++)
+        if (!tg_type_equal(&a->outputs[k]->type, &b->outputs[k]->type)) return false;
+    return true;
+}
+
+typedef struct table {
+    void **slot;
+    uint64_t *hash;
+    size_t cap;
+} table;
+
+static int table_init(table *t, size_t n) {
+    t->cap = 64;
+    while (t->cap < n * 2) t->cap *= 2;
+    t->slot = tg_calloc(t->cap, sizeof *t->slot);
+    t->hash = tg_calloc(t->cap, sizeof *t->hash);
+    return t->slot && t->hash ? TG_OK : TG_ENOMEM;
+}
+
+static void table_free(table *t) {
+    tg_free(t->slot);
+    tg_free(t->hash);
+}
+
+/* The first entry equal to x (by eq), or NULL after inserting x. */
+static void *table_find_or_add(table *t, uint64_t h, void *x, bool (*eq)(const void *, const void *)) {
+    size_t i = (size_t)h & (t->cap - 1);
+    while (t->slot[i]) {
+        if (t->hash[i] == h && eq(t->slot[i], x)) return t->slot[i];
+        i = (i + 1) & (t->cap - 1);
+    }
+    t->slot[i] = x;
+    t->hash[i] = h;
+    return NULL;
+}
+
+static bool eq_const(const void *a, const void *b) { return const_equal(a, b); }
+static bool eq_node(const void *a, const void *b) { return node_equal(a, b); }
+
+int tg_rw_merge(tg_rw *rw) {
+    tg_fgraph *fg = tg_rw_fgraph(rw);
+    table t = {0};
+    int rc = TG_OK;
+    if (table_init(&t, (size_t)fg->nvars)) goto nomem;
+    /* Constants first: a node's inputs must be canonical when it is
+     * hashed. The function's outputs keep their own variables. */
+    for (int i = 0; i < fg->nvars; i++) {
+        tg_var *v = fg->vars[i];
+        if (v->kind != TG_VAR_CONSTANT || !v->value || !v->nclients) continue;
+        tg_var *same = table_find_or_add(&t, const_hash(v), v, eq_const);
+        if (!same) continue;
+        bool is_output = false;
+        for (int k = 0; k < v->nclients; k++) is_output |= v->clients[k].node == NULL;
+        if (is_output) continue;
+        if ((rc = tg_rw_replace(rw, v, same))) goto done;
+    }
+    table_free(&t);
+    memset(&t, 0, sizeof t);
+    if (table_init(&t, (size_t)fg->nnodes)) goto nomem;
+    int nnodes = fg->nnodes; /* nodes appended meanwhile are not merged */
+    for (int i = 0; i < nnodes; i++) {
+        tg_node *n = fg->nodes[i];
+        if (tg_rw_dead(n) || (n->op->flags & TG_OPF_SIDE_EFFECT)) continue;
+        tg_node *same = table_find_or_add(&t, node_hash(n), n, eq_node);
+        if (!same) continue;
+        for (int k = 0; k < n->nout; k++)
+            if ((rc = tg_rw_replace(rw, n->outputs[k], same->outputs[k]))) goto done;
+        tg_node *pair[2] = {n, same};
+        if ((rc = tg_rw_record(rw, "merge_nodes", pair, 2, same))) goto done;
+        tg_rw_prune(rw, n);
+    }
+    goto done;
+nomem:
+    rc = tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory while merging");
+done:
+    table_free(&t);
+    return rc;
+}

@@ -1,0 +1,615 @@
+/* The local rewrites: constant folding, canonicalize, stabilize,
+ * specialize. Each is a function from one node to "applied or not"; the
+ * table at the end gives its name, pass, tags and the ops it fires on.
+ *
+ * Every rewrite keeps the value and the type of what it replaces. Where
+ * broadcasting could make a simpler expression smaller than the original
+ * (x*y/y is x only when y cannot stretch x), the rewrite checks the
+ * static shapes and declines when it cannot be sure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rewrite/engine.h"
+#include "tensor/tensor.h"
+
+/* ---- helpers ---- */
+
+static const char *attrs_str(const tg_node *n) {
+    return n->attrs ? json_object_to_json_string_ext(n->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
+}
+
+/* new can stand for old: same dtype and ndim, no contradicting length. */
+static bool fits(const tg_var *newv, const tg_var *old) {
+    return newv && tg_type_compatible(&old->type, &newv->type);
+}
+
+/* Replace n's output 0 by newv when the types agree; else decline (the
+ * engine drops what was built). */
+static int swap(tg_rw *rw, tg_node *n, tg_var *newv) {
+    if (!newv) return tg_rw_ctx(rw) && tg_rw_ctx(rw)->status ? tg_rw_ctx(rw)->status : TG_ENOMEM;
+    if (!fits(newv, n->outputs[0])) return 0;
+    int rc = tg_rw_replace(rw, n->outputs[0], newv);
+    return rc ? rc : 1;
+}
+
+/* A scalar (0-d, or every length statically 1) constant's value. */
+static bool scalar_const(const tg_var *v, double *out) {
+    if (v->kind != TG_VAR_CONSTANT || !v->value || tg_array_size(v->value) != 1) return false;
+    *out = tg_array_get_flat(v->value, 0);
+    return true;
+}
+
+static bool is_float(const tg_var *v) { return tg_dtype_is_float(v->type.dtype); }
+
+/* x has the run-time shape of n's output for sure (no other input of n
+ * stretches it) and n's dtype. */
+static bool stands_for(const tg_var *x, const tg_node *n) {
+    return x->type.dtype == n->outputs[0]->type.dtype && x->type.ndim == n->outputs[0]->type.ndim &&
+           tg_rw_keeps_shape(x, (const tg_var *const *)n->inputs, n->nin);
+}
+
+/* ---- constant folding ---- */
+
+enum { FOLD_MAX_ELEMS = 1 << 20 };
+
+static int constant_folding(tg_rw *rw, tg_node *n) {
+    const tg_op *op = n->op;
+    if (op->flags & (TG_OPF_SIDE_EFFECT | TG_OPF_DERIVED | TG_OPF_LAZY)) return 0;
+    if (!strncmp(op->name, "random_", 7)) return 0;
+    if (n->nin == 0 || n->nout > 8) return 0;
+    for (int i = 0; i < n->nin; i++)
+        if (n->inputs[i]->kind != TG_VAR_CONSTANT || !n->inputs[i]->value) return 0;
+    /* Only results of known, moderate size: a constant alloc of 10^8
+     * elements stays a node. */
+    for (int k = 0; k < n->nout; k++) {
+        const tg_type *t = &n->outputs[k]->type;
+        int64_t size = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->shape[d] < 0) return 0;
+            size *= t->shape[d];
+            if (size > FOLD_MAX_ELEMS) return 0;
+        }
+    }
+    tg_array *in[16], *out[8] = {0};
+    if (n->nin > 16) return 0;
+    for (int i = 0; i < n->nin; i++) in[i] = n->inputs[i]->value;
+    tg_ctx quiet = {0};
+    int rc = op->run(n, in, out, &quiet);
+    bool ok = rc == 0;
+    for (int k = 0; ok && k < n->nout; k++) ok = out[k] && tg_type_accepts(&n->outputs[k]->type, out[k]);
+    if (!ok) {
+        /* A kernel error (a division by zero, a bad index) is the run's to
+         * report, with the node, when the function is called. */
+        for (int k = 0; k < n->nout; k++) tg_array_free(out[k]);
+        return 0;
+    }
+    for (int k = 0; k < n->nout; k++) {
+        tg_var *c = tg_rw_const_array(rw, out[k]);
+        out[k] = NULL;
+        if (!c) {
+            for (int j = k + 1; j < n->nout; j++) tg_array_free(out[j]);
+            return TG_ENOMEM;
+        }
+        if (n->outputs[k]->nclients && (rc = tg_rw_replace(rw, n->outputs[k], c))) {
+            for (int j = k + 1; j < n->nout; j++) tg_array_free(out[j]);
+            return rc;
+        }
+    }
+    return 1;
+}
+
+/* ---- canonicalize ---- */
+
+/* x*x -> sqr(x) */
+static int mul_self_to_sqr(tg_rw *rw, tg_node *n) {
+    if (n->nin != 2 || n->inputs[0] != n->inputs[1] || n->inputs[0]->type.dtype == TG_BOOL) return 0;
+    return swap(rw, n, tg_rw_op1(rw, "sqr", n->inputs[0], NULL));
+}
+
+/* (.. * y * ..) / y -> (.. * ..) */
+static int mul_div_cancel(tg_rw *rw, tg_node *n) {
+    tg_var *y = n->inputs[1];
+    tg_node *m = tg_rw_producer(n->inputs[0], "mul");
+    if (!m) return 0;
+    int at = -1;
+    for (int i = 0; i < m->nin && at < 0; i++)
+        if (m->inputs[i] == y) at = i;
+    if (at < 0) return 0;
+    tg_var *rest[64];
+    int nr = 0;
+    if (m->nin - 1 > 64) return 0;
+    for (int i = 0; i < m->nin; i++)
+        if (i != at) rest[nr++] = m->inputs[i];
+    tg_var *r = nr == 1 ? rest[0] : tg_rw_op(rw, "mul", nr, rest, NULL);
+    if (!r) return TG_ENOMEM;
+    /* y must not have stretched the rest, and the dtype must stay. */
+    tg_var *others[2] = {y, m->outputs[0]};
+    if (r->type.dtype != n->outputs[0]->type.dtype || r->type.ndim != n->outputs[0]->type.ndim ||
+        !tg_rw_keeps_shape(r, (const tg_var *const *)others, 2))
+        return 0;
+    if (tg_rw_match(rw, m)) return TG_ENOMEM;
+    return swap(rw, n, r);
+}
+
+/* f(g(x)) -> x for inverse pairs (exp(log x), log(exp x), neg(neg x)). */
+static int inverse_pair(tg_rw *rw, tg_node *n, const char *inner) {
+    tg_node *p = tg_rw_producer(n->inputs[0], inner);
+    if (!p || p->outputs[0]->type.dtype != p->inputs[0]->type.dtype) return 0;
+    tg_var *x = p->inputs[0];
+    if (!stands_for(x, n)) return 0;
+    if (tg_rw_match(rw, p)) return TG_ENOMEM;
+    return swap(rw, n, x);
+}
+static int exp_log(tg_rw *rw, tg_node *n) { return inverse_pair(rw, n, "log"); }
+static int log_exp(tg_rw *rw, tg_node *n) { return inverse_pair(rw, n, "exp"); }
+static int neg_neg(tg_rw *rw, tg_node *n) { return inverse_pair(rw, n, "neg"); }
+
+/* x - x -> zeros_like(x) */
+static int sub_self(tg_rw *rw, tg_node *n) {
+    if (n->inputs[0] != n->inputs[1] || n->inputs[0]->type.dtype != n->outputs[0]->type.dtype) return 0;
+    return swap(rw, n, tg_rw_op1(rw, "zeros_like", n->inputs[0], NULL));
+}
+
+/* add(add(a, b), c) -> add(a, b, c) (and mul), when the inner sum has no
+ * other reader and every operand already has the result's dtype (so no
+ * promotion changes where rounding happens). */
+static int flatten(tg_rw *rw, tg_node *n) {
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    tg_var *ops[64];
+    int no = 0, found = 0;
+    for (int i = 0; i < n->nin; i++) {
+        tg_var *v = n->inputs[i];
+        tg_node *p = v->owner;
+        if (p && p->op == n->op && tg_rw_single_client(v) && v->type.dtype == dt &&
+            no + p->nin <= 64) {
+            bool same = true;
+            for (int k = 0; k < p->nin; k++) same &= p->inputs[k]->type.dtype == dt;
+            if (same) {
+                for (int k = 0; k < p->nin; k++) ops[no++] = p->inputs[k];
+                if (tg_rw_match(rw, p)) return TG_ENOMEM;
+                found++;
+                continue;
+            }
+        }
+        if (no == 64) return 0;
+        ops[no++] = v;
+    }
+    if (!found) return 0;
+    return swap(rw, n, tg_rw_op(rw, n->op->name, no, ops, NULL));
+}
+
+/* add(x, c1, c2) -> add(x, c1+c2); add(x, 0) -> x; mul likewise with 1.
+ * Scalar constants only, combined in the result's dtype. */
+static int collect_constants(tg_rw *rw, tg_node *n) {
+    bool is_add = !strcmp(n->op->name, "add");
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    if (dt == TG_BOOL) return 0;
+    double acc = is_add ? 0 : 1;
+    int nconst = 0;
+    tg_var *rest[64];
+    int nr = 0;
+    if (n->nin > 64) return 0;
+    for (int i = 0; i < n->nin; i++) {
+        double v;
+        if (n->inputs[i]->type.ndim == 0 && scalar_const(n->inputs[i], &v)) {
+            acc = is_add ? acc + v : acc * v;
+            nconst++;
+        } else {
+            rest[nr++] = n->inputs[i];
+        }
+    }
+    bool neutral = acc == (is_add ? 0 : 1);
+    if (nconst == 0 || (nconst == 1 && !neutral) || nr == 0) return 0;
+    if (!tg_dtype_is_float(dt) && nconst > 1) {
+        /* Integer wrap-around: combine in the dtype itself. */
+        tg_array *c = tg_array_new_scalar(dt, acc);
+        if (!c) return TG_ENOMEM;
+        acc = tg_array_get_flat(c, 0);
+        tg_array_free(c);
+        neutral = acc == (is_add ? 0 : 1);
+    }
+    if (neutral) {
+        if (nr == 1) {
+            /* The constants may have set the dtype or the shape. */
+            if (!stands_for(rest[0], n)) return 0;
+            return swap(rw, n, rest[0]);
+        }
+        return swap(rw, n, tg_rw_op(rw, n->op->name, nr, rest, NULL));
+    }
+    rest[nr++] = tg_rw_const(rw, dt, acc);
+    if (!rest[nr - 1]) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op(rw, n->op->name, nr, rest, NULL));
+}
+
+/* The order of a dimshuffle, or of a transpose as one. */
+static bool order_of(const tg_node *n, int *order, int *norder) {
+    if (!strcmp(n->op->name, "dimshuffle")) {
+        *norder = n->a.norder;
+        memcpy(order, n->a.order, sizeof(int) * (size_t)n->a.norder);
+        return true;
+    }
+    if (!strcmp(n->op->name, "transpose")) {
+        int nd = n->inputs[0]->type.ndim;
+        *norder = nd;
+        if (n->a.axis_null)
+            for (int i = 0; i < nd; i++) order[i] = nd - 1 - i;
+        else
+            for (int i = 0; i < nd; i++) order[i] = n->a.axes[i] < 0 ? n->a.axes[i] + nd : n->a.axes[i];
+        return true;
+    }
+    return false;
+}
+
+static tg_var *dimshuffle(tg_rw *rw, tg_var *x, const int *order, int norder) {
+    char buf[256];
+    int k = snprintf(buf, sizeof buf, "{\"order\": [");
+    for (int i = 0; i < norder; i++)
+        if (order[i] < 0)
+            k += snprintf(buf + k, sizeof buf - (size_t)k, "%s\"x\"", i ? ", " : "");
+        else
+            k += snprintf(buf + k, sizeof buf - (size_t)k, "%s%d", i ? ", " : "", order[i]);
+    snprintf(buf + k, sizeof buf - (size_t)k, "]}");
+    return tg_rw_op1(rw, "dimshuffle", x, buf);
+}
+
+static bool identity_order(const int *order, int norder, int ndim) {
+    if (norder != ndim) return false;
+    for (int i = 0; i < norder; i++)
+        if (order[i] != i) return false;
+    return true;
+}
+
+/* transpose -> dimshuffle, dimshuffle(dimshuffle x) -> one, identity
+ * dimshuffle -> x. */
+static int dimshuffle_merge(tg_rw *rw, tg_node *n) {
+    int o2[TG_MAX_NDIM], n2;
+    if (!order_of(n, o2, &n2)) return 0;
+    tg_var *x = n->inputs[0];
+    if (identity_order(o2, n2, x->type.ndim)) return swap(rw, n, x);
+    tg_node *p = x->owner;
+    int o1[TG_MAX_NDIM], n1;
+    if (p && order_of(p, o1, &n1)) {
+        int o[TG_MAX_NDIM];
+        for (int i = 0; i < n2; i++) o[i] = o2[i] < 0 ? -1 : o1[o2[i]];
+        /* An axis the outer one drops must be one the inner one added or
+         * a length-1 axis of the input; the composed order drops it the
+         * same way. */
+        if (tg_rw_match(rw, p)) return TG_ENOMEM;
+        if (identity_order(o, n2, p->inputs[0]->type.ndim)) return swap(rw, n, p->inputs[0]);
+        return swap(rw, n, dimshuffle(rw, p->inputs[0], o, n2));
+    }
+    if (!strcmp(n->op->name, "transpose")) return swap(rw, n, dimshuffle(rw, x, o2, n2));
+    return 0;
+}
+
+/* dimshuffle(f(a, b)) -> f(dimshuffle(a), dimshuffle(b)) for an
+ * elementwise f read only here (Theano's local_dimshuffle_lift): the
+ * dimshuffles move towards the inputs, where they merge with others and
+ * leave the elementwise ops next to each other for fusion. */
+static int dimshuffle_lift(tg_rw *rw, tg_node *n) {
+    int o[TG_MAX_NDIM], no;
+    if (!order_of(n, o, &no)) return 0;
+    tg_var *y = n->inputs[0];
+    tg_node *e = y->owner;
+    if (!e || !(e->op->flags & TG_OPF_ELEMWISE) || e->nout != 1 || !tg_rw_single_client(y) ||
+        e->nin > 8)
+        return 0;
+    int m = y->type.ndim;
+    /* Every input must have been broadcast to the output exactly along
+     * the axes the order keeps (no input may be dropped: a length-1 axis
+     * of the output is length 1 in every input, so that holds). */
+    tg_var *ins[8];
+    for (int i = 0; i < e->nin; i++) {
+        tg_var *a = e->inputs[i];
+        int k = a->type.ndim, pad = m - k;
+        if (k == 0) {
+            ins[i] = a; /* a scalar broadcasts anywhere */
+            continue;
+        }
+        int oi[TG_MAX_NDIM], ni = 0;
+        bool keeps[TG_MAX_NDIM] = {0};
+        for (int j = 0; j < no; j++) {
+            if (o[j] < 0 || o[j] < pad) {
+                oi[ni++] = -1;
+            } else {
+                oi[ni++] = o[j] - pad;
+                keeps[o[j] - pad] = true;
+            }
+        }
+        /* Input axes the order drops must be length 1 statically. */
+        for (int d = 0; d < k; d++)
+            if (!keeps[d] && a->type.shape[d] != 1) return 0;
+        ins[i] = identity_order(oi, ni, k) ? a : dimshuffle(rw, a, oi, ni);
+        if (!ins[i]) return TG_ENOMEM;
+    }
+    if (tg_rw_match(rw, e)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op(rw, e->op->name, e->nin, ins, attrs_str(e)));
+}
+
+/* reshape(x) to x's own static shape -> x; reshape(reshape x) ->
+ * reshape x; flatten(x) to x's ndim -> x. */
+static int reshape_useless(tg_rw *rw, tg_node *n) {
+    tg_var *x = n->inputs[0];
+    if (tg_rw_type_same_known(&x->type, &n->outputs[0]->type)) return swap(rw, n, x);
+    tg_node *p = x->owner;
+    if (!strcmp(n->op->name, "reshape") && p && !strcmp(p->op->name, "reshape")) {
+        tg_var *in[2] = {p->inputs[0], n->inputs[1]};
+        if (tg_rw_match(rw, p)) return TG_ENOMEM;
+        return swap(rw, n, tg_rw_op(rw, "reshape", 2, in, NULL));
+    }
+    return 0;
+}
+
+/* cast to the same dtype -> x; cast(cast(x, a), b) -> cast(x, b) when
+ * x -> a loses nothing; identity(x) -> x. */
+static int cast_useless(tg_rw *rw, tg_node *n) {
+    tg_var *x = n->inputs[0];
+    if (x->type.dtype == n->outputs[0]->type.dtype) return swap(rw, n, x);
+    tg_node *p = tg_rw_producer(x, "cast");
+    if (p && tg_dtype_can_cast_safe(p->inputs[0]->type.dtype, x->type.dtype)) {
+        if (tg_rw_match(rw, p)) return TG_ENOMEM;
+        if (p->inputs[0]->type.dtype == n->outputs[0]->type.dtype) return swap(rw, n, p->inputs[0]);
+        return swap(rw, n, tg_rw_op1(rw, "cast", p->inputs[0], attrs_str(n)));
+    }
+    return 0;
+}
+
+static int identity_useless(tg_rw *rw, tg_node *n) { return swap(rw, n, n->inputs[0]); }
+
+/* ---- stabilize ---- */
+
+/* The operand of add(1, x) / add(x, 1), or NULL. */
+static tg_var *one_plus(const tg_var *v, tg_node **p) {
+    tg_node *a = tg_rw_producer(v, "add");
+    if (!a || a->nin != 2) return NULL;
+    double c;
+    for (int i = 0; i < 2; i++)
+        if (scalar_const(a->inputs[i], &c) && c == 1 && a->inputs[i]->type.ndim == 0) {
+            tg_var *x = a->inputs[1 - i];
+            if (x->type.dtype != a->outputs[0]->type.dtype || x->type.ndim != a->outputs[0]->type.ndim)
+                return NULL;
+            *p = a;
+            return x;
+        }
+    return NULL;
+}
+
+/* log(1 + x) -> log1p(x); log(1 + exp x) -> softplus(x) */
+static int log1p_rule(tg_rw *rw, tg_node *n) {
+    tg_node *a;
+    tg_var *x = one_plus(n->inputs[0], &a);
+    if (!x) return 0;
+    if (tg_rw_match(rw, a)) return TG_ENOMEM;
+    tg_node *e = tg_rw_producer(x, "exp");
+    if (e && e->outputs[0]->type.dtype == e->inputs[0]->type.dtype) {
+        if (tg_rw_match(rw, e)) return TG_ENOMEM;
+        return swap(rw, n, tg_rw_op1(rw, "softplus", e->inputs[0], NULL));
+    }
+    return swap(rw, n, tg_rw_op1(rw, "log1p", x, NULL));
+}
+
+/* log1p(exp x) -> softplus(x) */
+static int log1p_exp(tg_rw *rw, tg_node *n) {
+    tg_node *e = tg_rw_producer(n->inputs[0], "exp");
+    if (!e || e->outputs[0]->type.dtype != e->inputs[0]->type.dtype) return 0;
+    if (tg_rw_match(rw, e)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, "softplus", e->inputs[0], NULL));
+}
+
+/* exp(x) - 1 -> expm1(x) */
+static int expm1_rule(tg_rw *rw, tg_node *n) {
+    double c;
+    tg_node *e = tg_rw_producer(n->inputs[0], "exp");
+    if (!e || n->inputs[1]->type.ndim != 0 || !scalar_const(n->inputs[1], &c) || c != 1) return 0;
+    if (!stands_for(e->outputs[0], n) || e->inputs[0]->type.dtype != e->outputs[0]->type.dtype) return 0;
+    if (tg_rw_match(rw, e)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, "expm1", e->inputs[0], NULL));
+}
+
+/* log(sigmoid x) -> -softplus(-x); log(1 - sigmoid x) -> -softplus(x) */
+static int log_sigmoid(tg_rw *rw, tg_node *n) {
+    tg_var *v = n->inputs[0];
+    tg_node *s = tg_rw_producer(v, "sigmoid");
+    if (s) {
+        if (s->inputs[0]->type.dtype != s->outputs[0]->type.dtype) return 0;
+        if (tg_rw_match(rw, s)) return TG_ENOMEM;
+        return swap(rw, n, tg_rw_op1(rw, "neg", tg_rw_op1(rw, "softplus", tg_rw_op1(rw, "neg", s->inputs[0], NULL), NULL), NULL));
+    }
+    tg_node *d = tg_rw_producer(v, "sub");
+    double c;
+    if (!d || d->inputs[0]->type.ndim != 0 || !scalar_const(d->inputs[0], &c) || c != 1) return 0;
+    s = tg_rw_producer(d->inputs[1], "sigmoid");
+    if (!s || s->inputs[0]->type.dtype != s->outputs[0]->type.dtype || !stands_for(s->outputs[0], d))
+        return 0;
+    if (tg_rw_match(rw, d) || tg_rw_match(rw, s)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, "neg", tg_rw_op1(rw, "softplus", s->inputs[0], NULL), NULL));
+}
+
+/* log(softmax(x)) -> log_softmax(x) */
+static int log_softmax_rule(tg_rw *rw, tg_node *n) {
+    tg_node *s = tg_rw_producer(n->inputs[0], "softmax");
+    if (!s) return 0;
+    if (tg_rw_match(rw, s)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, "log_softmax", s->inputs[0], attrs_str(s)));
+}
+
+/* log(sum(exp x)) -> logsumexp(x), computed max-shifted */
+static int logsumexp_rule(tg_rw *rw, tg_node *n) {
+    tg_node *s = tg_rw_producer(n->inputs[0], "sum");
+    if (!s) return 0;
+    tg_node *e = tg_rw_producer(s->inputs[0], "exp");
+    if (!e || !is_float(e->inputs[0]) || e->inputs[0]->type.dtype != s->outputs[0]->type.dtype) return 0;
+    if (tg_rw_match(rw, s) || tg_rw_match(rw, e)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, "logsumexp", e->inputs[0], attrs_str(s)));
+}
+
+/* categorical_crossentropy(softmax(x), t) with one-hot t ->
+ * -sum(t * log_softmax(x), axis=-1): no log of a probability that
+ * underflowed to 0. */
+static int softmax_xent(tg_rw *rw, tg_node *n) {
+    tg_node *s = tg_rw_producer(n->inputs[0], "softmax");
+    tg_var *t = n->inputs[1];
+    if (!s || t->type.ndim != s->outputs[0]->type.ndim || !is_float(t)) return 0;
+    int nd = s->outputs[0]->type.ndim;
+    int ax = s->a.axes[0] < 0 ? s->a.axes[0] + nd : s->a.axes[0];
+    if (s->a.axis_null || ax != nd - 1) return 0;
+    if (tg_rw_match(rw, s)) return TG_ENOMEM;
+    tg_var *ls = tg_rw_op1(rw, "log_softmax", s->inputs[0], attrs_str(s));
+    tg_var *prod = tg_rw_op2(rw, "mul", t, ls);
+    tg_var *sum = tg_rw_op1(rw, "sum", prod, "{\"axis\": -1}");
+    return swap(rw, n, tg_rw_op1(rw, "neg", sum, NULL));
+}
+
+/* ---- specialize ---- */
+
+/* pow(x, 2) -> sqr, 0.5 -> sqrt, 1 -> x, -1 -> reciprocal, -0.5 ->
+ * reciprocal(sqrt) */
+static int pow_specialize(tg_rw *rw, tg_node *n) {
+    double c;
+    tg_var *x = n->inputs[0];
+    if (n->inputs[1]->type.ndim != 0 || !scalar_const(n->inputs[1], &c)) return 0;
+    if (x->type.dtype == TG_BOOL) return 0;
+    tg_var *r;
+    if (c == 2)
+        r = tg_rw_op1(rw, "sqr", x, NULL);
+    else if (c == 1)
+        r = x;
+    else if (c == 0.5)
+        r = tg_rw_op1(rw, "sqrt", x, NULL);
+    else if (c == -1 && is_float(n->outputs[0]))
+        r = tg_rw_op1(rw, "reciprocal", x, NULL);
+    else if (c == -0.5)
+        r = tg_rw_op1(rw, "reciprocal", tg_rw_op1(rw, "sqrt", x, NULL), NULL);
+    else
+        return 0;
+    if (!r) return TG_ENOMEM;
+    if (r->type.dtype != n->outputs[0]->type.dtype) return 0;
+    return swap(rw, n, r);
+}
+
+/* A term of a sum: coef * dot(x, y). coef is NULL for 1, or a scalar
+ * variable of the dot's dtype; neg flips the sign. */
+typedef struct term {
+    tg_node *prod; /* the dot/outer node */
+    tg_var *coef;
+    tg_node *mulnode; /* the mul around it, or NULL */
+} term;
+
+static bool product_term(tg_var *v, const char *prod, term *t) {
+    memset(t, 0, sizeof *t);
+    tg_node *d = tg_rw_producer(v, prod);
+    if (d && tg_rw_single_client(v)) {
+        t->prod = d;
+        return true;
+    }
+    tg_node *m = tg_rw_producer(v, "mul");
+    if (!m || m->nin != 2 || !tg_rw_single_client(v)) return false;
+    for (int i = 0; i < 2; i++) {
+        tg_var *c = m->inputs[i], *p = m->inputs[1 - i];
+        d = tg_rw_producer(p, prod);
+        if (d && tg_rw_single_client(p) && c->type.ndim == 0 &&
+            c->type.dtype == p->type.dtype) {
+            t->prod = d;
+            t->coef = c;
+            t->mulnode = m;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool float_blas(tg_dtype dt) { return dt == TG_FLOAT32 || dt == TG_FLOAT64; }
+
+/* z's run-time shape is the product's, for sure. */
+static bool same_static(const tg_type *a, const tg_type *b) { return tg_rw_type_same_known(a, b); }
+
+/* add(z, a*dot(x, y)) / sub(z, a*dot(x, y)) -> gemm or gemv; with outer:
+ * ger. z may itself be b*z0. */
+static int blas_update(tg_rw *rw, tg_node *n) {
+    bool is_sub = !strcmp(n->op->name, "sub");
+    if (n->nin != 2) return 0;
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    if (!float_blas(dt)) return 0;
+    static const char *const prods[] = {"dot", "outer"};
+    for (int pi = 0; pi < 2; pi++)
+        for (int side = is_sub ? 1 : 0; side < 2; side++) {
+            term t;
+            if (!product_term(n->inputs[side], prods[pi], &t)) continue;
+            tg_var *pv = t.prod->outputs[0];
+            tg_var *z = n->inputs[1 - side];
+            if (pv->type.dtype != dt || z->type.dtype != dt || !same_static(&z->type, &pv->type)) continue;
+            tg_var *x = t.prod->inputs[0], *y = t.prod->inputs[1];
+            if (x->type.dtype != dt || y->type.dtype != dt) continue;
+            const char *op;
+            if (pi == 1)
+                op = "ger";
+            else if (x->type.ndim == 2 && y->type.ndim == 2)
+                op = "gemm";
+            else if (x->type.ndim == 2 && y->type.ndim == 1)
+                op = "gemv";
+            else
+                continue;
+            /* z's coefficient: b*z0 with b a scalar of the dtype. */
+            tg_var *beta = NULL;
+            tg_node *zm = tg_rw_producer(z, "mul");
+            if (pi == 0 && zm && zm->nin == 2 && tg_rw_single_client(z)) {
+                for (int i = 0; i < 2 && !beta; i++)
+                    if (zm->inputs[i]->type.ndim == 0 && zm->inputs[i]->type.dtype == dt &&
+                        same_static(&zm->inputs[1 - i]->type, &pv->type)) {
+                        beta = zm->inputs[i];
+                        z = zm->inputs[1 - i];
+                    }
+                if (beta && tg_rw_match(rw, zm)) return TG_ENOMEM;
+            }
+            tg_var *alpha = t.coef ? t.coef : tg_rw_const(rw, dt, 1);
+            if (is_sub) alpha = tg_rw_op1(rw, "neg", alpha, NULL);
+            if (!alpha) return TG_ENOMEM;
+            if (tg_rw_match(rw, t.prod) || (t.mulnode && tg_rw_match(rw, t.mulnode))) return TG_ENOMEM;
+            tg_var *r;
+            if (pi == 1) {
+                tg_var *in[4] = {z, alpha, x, y};
+                r = tg_rw_op(rw, "ger", 4, in, NULL);
+            } else {
+                if (!beta) beta = tg_rw_const(rw, dt, 1);
+                tg_var *in[5] = {z, alpha, x, y, beta};
+                r = tg_rw_op(rw, op, 5, in, NULL);
+            }
+            return swap(rw, n, r);
+        }
+    return 0;
+}
+
+/* ---- the table ---- */
+
+const tg_rw_rule tg_rw_rules[] = {
+    {"constant_folding", "canonicalize", "constant_folding", NULL, constant_folding},
+    {"mul_self_to_sqr", "canonicalize", NULL, "mul", mul_self_to_sqr},
+    {"mul_div_cancel", "canonicalize", NULL, "true_div", mul_div_cancel},
+    {"exp_log", "canonicalize", NULL, "exp", exp_log},
+    {"log_exp", "canonicalize", NULL, "log", log_exp},
+    {"neg_neg", "canonicalize", NULL, "neg", neg_neg},
+    {"sub_self", "canonicalize", NULL, "sub", sub_self},
+    {"flatten_add_mul", "canonicalize", NULL, "add mul", flatten},
+    {"collect_constants", "canonicalize", NULL, "add mul", collect_constants},
+    {"dimshuffle_merge", "canonicalize", "dimshuffle", "dimshuffle transpose", dimshuffle_merge},
+    {"dimshuffle_lift", "canonicalize", "dimshuffle", "dimshuffle transpose", dimshuffle_lift},
+    {"reshape_useless", "canonicalize", NULL, "reshape flatten", reshape_useless},
+    {"cast_useless", "canonicalize", NULL, "cast", cast_useless},
+    {"identity_useless", "canonicalize", NULL, "identity", identity_useless},
+    {"log1p", "stabilize", NULL, "log", log1p_rule},
+    {"log1p_exp_to_softplus", "stabilize", NULL, "log1p", log1p_exp},
+    {"expm1", "stabilize", NULL, "sub", expm1_rule},
+    {"log_sigmoid", "stabilize", NULL, "log", log_sigmoid},
+    {"log_softmax", "stabilize", NULL, "log", log_softmax_rule},
+    {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
+    {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
+    /* Constants that stabilize and specialize make (a negated step size)
+     * fold too. */
+    {"constant_folding", "stabilize", "constant_folding", NULL, constant_folding},
+    {"constant_folding", "specialize", "constant_folding", NULL, constant_folding},
+    {"pow_specialize", "specialize", NULL, "pow", pow_specialize},
+    {"blas_update", "specialize", "gemm", "add sub", blas_update},
+};
+const int tg_rw_nrules = (int)(sizeof tg_rw_rules / sizeof tg_rw_rules[0]);

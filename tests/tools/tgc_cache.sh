@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# tgc cache list|clear, and composite kernels compiled once then loaded
+# from the cache, with TG_CC pointing nowhere (the interpreter).
+set -uo pipefail
+: "${TGC:?}" "${TG_TEST_DATA:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+expect() {
+  local want=$1 what=$2; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then pass "$what (exit $got)"; else
+    fail "$what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err"; fi
+}
+contains() { if grep -q -- "$2" "$tmp/$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/  | /' "$tmp/$1"; fi; }
+export TG_CACHE_DIR=$tmp/cache
+G=$TG_TEST_DATA/ops/composite_paper.json
+A='a=[[1, 2, 3, 4]]'
+B='b=[1, -1, 0.5, 0]'
+
+expect 0 "list an empty cache" -- "$TGC" cache list
+contains out "0 entries" "an empty cache has no entries"
+# A compiler wrapper that counts compiles (not --version probes).
+cat >"$tmp/cc" <<'SH'
+#!/bin/sh
+[ "$1" = --version ] || echo compile >>"$(dirname "$0")/cc.log"
+exec cc "$@"
+SH
+chmod +x "$tmp/cc"
+export TG_CC=$tmp/cc
+expect 0 "run a composite" -- "$TGC" run "$G" -i "$A" -i "$B"
+contains out "4\. *, *1\. *, *12.25, *16\." "(a+b)**2 computed"
+expect 0 "list after a run" -- "$TGC" cache list
+contains out "^[0-9a-f]\{32\} " "one line per entry, starting with the hash"
+contains out "tg composite: 2 in, 2 out, ops sqr sqr mul add mul mul add; float64" "the source's first line"
+contains out "1 entry" "one entry"
+touch "$TG_CACHE_DIR/keep.txt"
+expect 0 "run again: the kernel comes from the cache" -- "$TGC" run "$G" -i "$A" -i "$B"
+[ "$(wc -l <"$tmp/cc.log")" -eq 1 ] && pass "compiled once for two runs" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+expect 0 "clear" -- "$TGC" cache clear
+contains out "removed 1 entry" "clear says how many"
+[ -e "$TG_CACHE_DIR/keep.txt" ] && pass "clear leaves other files" || fail "clear removed a file not its own"
+expect 0 "list after clear" -- "$TGC" cache list
+contains out "0 entries" "nothing left"
+unset TG_CC
+expect 0 "no compiler: the interpreter" -- env TG_CC=/nonexistent/cc "$TGC" run "$G" -i "$A" -i "$B"
+contains out "4\. *, *1\. *, *12.25, *16\." "same values in the interpreter"
+contains err "warning: composite kernels run in the interpreter" "one warning line"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "exactly one line on stderr" || fail "more than one warning line"
+expect 2 "bad subcommand" -- "$TGC" cache frob
+contains err "expected 'list' or 'clear'" "bad subcommand message"
+expect 2 "no subcommand" -- "$TGC" cache
+expect 0 "cache --help" -- "$TGC" cache --help
+expect 0 "tgc --help mentions cache" -- "$TGC" --help
+contains out "tgc cache list|clear" "usage line"
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all passed"

@@ -1,0 +1,457 @@
+/* The composite op: building one from fused nodes (the fusion pass's entry
+ * point), numerics against the unfused ops at sizes above the parallel
+ * threshold, the kernel cache (miss, disk hit, memory hit, concurrent
+ * compiles, no compiler), load errors, saving, the gradient. The values
+ * against NumPy are in tests/data/ops/composite_*.json (test_opdata). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "graph/graph.h"
+#include "ops/composite.h"
+#include "tensor/tensor.h"
+
+/* A fresh, empty cache folder for this process, made the current one. */
+static char cache_dir[256];
+static void fresh_cache(const char *tag) {
+    snprintf(cache_dir, sizeof cache_dir, "%s/tg-cache-test-%ld-%s", P_tmpdir, (long)getpid(), tag);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    assert_int_equal(system(cmd), 0);
+    setenv("TG_CACHE_DIR", cache_dir, 1);
+}
+static void drop_cache(void) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A graph with one composite over float64 vectors a, b of length n whose
+ * body computes a**2 + b**2 + K*a*b and tanh(a) * exp(b); K makes the body
+ * (and so the kernel) distinct per test. */
+static char *paper_graph(double k, const char *len) {
+    char *s = NULL;
+    int r = asprintf(&s,
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[%s]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[%s]}}],"
+        "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\",\"z\"],"
+        "\"attrs\":{\"body\":{\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+        "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"sqr\",\"inputs\":[\"x\"],\"outputs\":[\"x2\"]},"
+        "{\"op\":\"sqr\",\"inputs\":[\"w\"],\"outputs\":[\"w2\"]},"
+        "{\"op\":\"mul\",\"inputs\":[{\"value\":%.17g},\"x\",\"w\"],\"outputs\":[\"kxw\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"x2\",\"w2\",\"kxw\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"tanh\",\"inputs\":[\"x\"],\"outputs\":[\"t\"]},"
+        "{\"op\":\"exp\",\"inputs\":[\"w\"],\"outputs\":[\"e\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"t\",\"e\"],\"outputs\":[\"te\"]}],"
+        "\"inputs\":[\"x\",\"w\"],\"outputs\":[\"s\",\"te\"]}}}]}",
+        len, len, k);
+    assert_true(r > 0);
+    return s;
+}
+
+/* The same computation as separate elementwise nodes. */
+static char *paper_graph_unfused(double k, const char *len) {
+    char *s = NULL;
+    int r = asprintf(&s,
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[%s]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[%s]}}],"
+        "\"nodes\":[{\"op\":\"sqr\",\"inputs\":[\"a\"],\"outputs\":[\"a2\"]},"
+        "{\"op\":\"sqr\",\"inputs\":[\"b\"],\"outputs\":[\"b2\"]},"
+        "{\"op\":\"mul\",\"inputs\":[{\"value\":%.17g},\"a\",\"b\"],\"outputs\":[\"kab\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"a2\",\"b2\",\"kab\"],\"outputs\":[\"y\"]},"
+        "{\"op\":\"tanh\",\"inputs\":[\"a\"],\"outputs\":[\"t\"]},"
+        "{\"op\":\"exp\",\"inputs\":[\"b\"],\"outputs\":[\"e\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"t\",\"e\"],\"outputs\":[\"z\"]}]}",
+        len, len, k);
+    assert_true(r > 0);
+    return s;
+}
+
+static tg_array *ramp(int64_t n, double scale, double off) {
+    tg_array *a = tg_array_new(TG_FLOAT64, 1, &n);
+    double *d = tg_array_data(a);
+    for (int64_t i = 0; i < n; i++) d[i] = off + scale * (double)((i * 7919) % 2003) / 2003.0;
+    return a;
+}
+
+/* Values from the composite, by its first node. */
+static tg_node *first_node(tg_graph *g) { return g->nodes[0]; }
+
+/* |x - y| in units in the last place of y. */
+static double ulps(double x, double y) {
+    if (x == y) return 0;
+    return fabs(x - y) / (nextafter(fabs(y), INFINITY) - fabs(y));
+}
+
+static void check_against_unfused(double k, int64_t n, bool interp, int *mode) {
+    char len[32];
+    snprintf(len, sizeof len, "%lld", (long long)n);
+    char *fj = paper_graph(k, len), *uj = paper_graph_unfused(k, len);
+    tg_graph *gf = tu_load(fj), *gu = tu_load(uj);
+    tg_array *in[2] = {ramp(n, 4, -2), ramp(n, 3, -1.5)};
+    tg_array *of[2] = {0}, *ou[2] = {0};
+    tg_composite_force_interp(interp);
+    tu_call(gf, NULL, in, of);
+    tg_composite_force_interp(false);
+    tu_call(gu, NULL, in, ou);
+    /* The function ran a clone of the node; this one decides on first
+     * use too, and a compiled kernel comes from the in-memory map. */
+    tg_array *direct[2] = {0};
+    tg_node *nd = first_node(gf);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_composite_force_interp(interp);
+    assert_int_equal(nd->op->run(nd, in, direct, ctx), TG_OK);
+    tg_composite_force_interp(false);
+    *mode = tg_composite_node_mode(nd);
+    const double *y = tg_array_data(of[0]), *yu = tg_array_data(ou[0]);
+    const double *z = tg_array_data(of[1]), *zu = tg_array_data(ou[1]);
+    const double *yd = tg_array_data(direct[0]);
+    double worst = 0;
+    int64_t wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (y[i] != yu[i] || yd[i] != yu[i])
+            fail_msg("y[%lld]: fused %.17g, unfused %.17g (arithmetic must match exactly)",
+                     (long long)i, y[i], yu[i]);
+        double u = ulps(z[i], zu[i]);
+        if (u > worst) {
+            worst = u;
+            wi = i;
+        }
+    }
+    /* The unfused ops' contiguous loops use libmvec (vmath.c), which glibc
+     * documents as accurate to 4 ulp; the kernel may use scalar libm. */
+    if (worst > 4)
+        fail_msg("tanh(a)*exp(b) at %lld: %.17g, unfused %.17g: %.1f ulp (at most 4)",
+                 (long long)wi, z[wi], zu[wi], worst);
+    for (int i = 0; i < 2; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(of[i]);
+        tg_array_free(ou[i]);
+        tg_array_free(direct[i]);
+    }
+    tg_ctx_free(ctx);
+    tg_graph_free(gf);
+    tg_graph_free(gu);
+    free(fj);
+    free(uj);
+}
+
+/* Several processes compile the same new body into an empty cache at once:
+ * all succeed, the compiler runs once in all, one entry is left. Runs
+ * first, before this process has started OpenMP threads. */
+static void test_cache_concurrent(void **state) {
+    (void)state;
+    fresh_cache("conc");
+    double k = 3.0 + (double)(getpid() % 1000) / 1024.0;
+    enum { NPROC = 4 };
+    pid_t pids[NPROC];
+    for (int p = 0; p < NPROC; p++) {
+        pids[p] = fork();
+        assert_true(pids[p] >= 0);
+        if (pids[p] == 0) {
+            char *j = paper_graph(k, "5");
+            tg_ctx *ctx = tg_ctx_new();
+            tg_graph *g = tg_graph_load_string(j, strlen(j), NULL, "conc", ctx);
+            tg_array *in[2] = {ramp(5, 1, 0), ramp(5, 2, 1)}, *out[2] = {0};
+            tg_node *nd = g ? first_node(g) : NULL;
+            int rc = nd ? nd->op->run(nd, in, out, ctx) : -1;
+            const double *a = tg_array_data(in[0]), *b = tg_array_data(in[1]);
+            bool ok = rc == 0 && tg_composite_node_mode(nd) == 1;
+            for (int i = 0; ok && i < 5; i++)
+                ok = ((const double *)tg_array_data(out[0]))[i] ==
+                     (a[i] * a[i] + b[i] * b[i]) + k * a[i] * b[i];
+            _exit(ok ? (int)tg_kcache_stats_get().compiles : 100);
+        }
+    }
+    int compiles = 0;
+    for (int p = 0; p < NPROC; p++) {
+        int st;
+        assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+        assert_true(WIFEXITED(st));
+        if (WEXITSTATUS(st) > 1) fail_msg("process %d failed (status %d)", p, WEXITSTATUS(st));
+        compiles += WEXITSTATUS(st);
+    }
+    assert_int_equal(compiles, 1);
+    tg_kcache_entry *e;
+    int n;
+    assert_int_equal(tg_kcache_list(cache_dir, &e, &n, NULL), TG_OK);
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(e[0].first_line, "tg composite: 2 in, 2 out"));
+    tg_free(e);
+    drop_cache();
+}
+
+/* Miss (compiles), then from disk without the compiler, then from memory. */
+static void test_cache_hit_miss(void **state) {
+    (void)state;
+    fresh_cache("hit");
+    int mode;
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    check_against_unfused(1.25, 1000, false, &mode);
+    assert_int_equal(mode, 1);
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    assert_int_equal(s1.compiles - s0.compiles, 1);
+    assert_int_equal(s1.disk_hits - s0.disk_hits, 0);
+    assert_true(s1.memory_hits - s0.memory_hits >= 1); /* the second node */
+    tg_kcache_forget();
+    check_against_unfused(1.25, 1000, false, &mode);
+    tg_kcache_stats s2 = tg_kcache_stats_get();
+    assert_int_equal(s2.compiles - s1.compiles, 0);
+    assert_int_equal(s2.disk_hits - s1.disk_hits, 1);
+    int removed;
+    assert_int_equal(tg_kcache_clear(cache_dir, &removed, NULL), TG_OK);
+    assert_int_equal(removed, 1);
+    tg_kcache_entry *e;
+    int n;
+    assert_int_equal(tg_kcache_list(cache_dir, &e, &n, NULL), TG_OK);
+    assert_int_equal(n, 0);
+    tg_free(e);
+    drop_cache();
+}
+
+/* 100000 elements: above the parallel threshold and many interpreter
+ * blocks; compiled and interpreted both match the unfused ops. */
+static void test_numerics_large(void **state) {
+    (void)state;
+    fresh_cache("num");
+    int mode;
+    check_against_unfused(2.0, 100000, false, &mode);
+    assert_int_equal(mode, 1);
+    check_against_unfused(2.0, 100001, true, &mode);
+    assert_int_equal(mode, 0);
+    drop_cache();
+}
+
+/* TG_CC naming no compiler: the interpreter, the same values. */
+static void test_no_compiler(void **state) {
+    (void)state;
+    fresh_cache("nocc");
+    setenv("TG_CC", "/nonexistent/bin/cc", 1);
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    int mode;
+    check_against_unfused(5.5, 3000, false, &mode);
+    assert_int_equal(mode, 0);
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    assert_int_equal(s1.compiles, s0.compiles);
+    assert_true(s1.failures > s0.failures);
+    unsetenv("TG_CC");
+    drop_cache();
+}
+
+/* The fusion pass's entry point: fuse c = a*b + 1 and d = exp(c) - a by
+ * hand in an fgraph; the composite gives the unfused values, keeps the
+ * output ids, carries the origins, and reads the 0-d constant from its
+ * body. */
+static void test_node_new(void **state) {
+    (void)state;
+    fresh_cache("api");
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,3]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"float32\",\"shape\":[3]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"ab\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"ab\",{\"value\":1}],\"outputs\":[\"c\"]},"
+        "{\"op\":\"exp\",\"inputs\":[\"c\"],\"outputs\":[\"e\"]},"
+        "{\"op\":\"sub\",\"inputs\":[\"e\",\"a\"],\"outputs\":[\"d\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"d\"],\"outputs\":[\"s\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"a\",\"b\"],\"outputs\":[\"c\",\"s\"]}}}");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
+    assert_non_null(fg);
+    assert_int_equal(fg->nnodes, 5);
+    tg_node *fuse[4];
+    for (int i = 0; i < 4; i++) fuse[i] = fg->nodes[i];
+    assert_string_equal(fuse[3]->op->name, "sub");
+    tg_var *ins[2] = {fg->inputs[0], fg->inputs[1]};
+    tg_var *outs[2] = {fuse[1]->outputs[0], fuse[3]->outputs[0]}; /* c, d */
+    tg_node *n = tg_composite_node_new(fuse, 4, ins, 2, outs, 2, ctx);
+    if (!n) fail_msg("%s", tg_ctx_message(ctx));
+    assert_string_equal(n->outputs[0]->id, "c");
+    assert_string_equal(n->outputs[1]->id, "d");
+    assert_int_equal(n->outputs[1]->type.dtype, TG_FLOAT64);
+    assert_int_equal(n->outputs[1]->type.ndim, 2);
+    assert_int_equal(n->norigins, 4);
+    assert_string_equal(n->origins[0], "ab");
+    assert_string_equal(n->origins[3], "d");
+    /* The body: 4 nodes, the weak 1 resolved to a float64 constant. */
+    const char *js = json_object_to_json_string_ext(n->attrs, JSON_C_TO_STRING_PLAIN);
+    assert_non_null(strstr(js, "\"constant\""));
+    assert_non_null(strstr(js, "\"op\":\"exp\""));
+    assert_non_null(tg_composite_node_source(n));
+    /* Misuse: an output not made by the set; a missing outside input; a
+     * non-elementwise node. */
+    tg_var *bad_out[1] = {fg->inputs[0]};
+    assert_null(tg_composite_node_new(fuse, 4, ins, 2, bad_out, 1, ctx));
+    assert_non_null(strstr(tg_ctx_message(ctx), "not made by the fused nodes"));
+    assert_null(tg_composite_node_new(fuse, 4, ins, 1, outs, 1, ctx));
+    assert_non_null(strstr(tg_ctx_message(ctx), "neither an input nor made by"));
+    tg_node *sum_node = NULL;
+    for (int i = 0; i < fg->nnodes; i++)
+        if (!strcmp(fg->nodes[i]->op->name, "sum")) sum_node = fg->nodes[i];
+    assert_null(tg_composite_node_new(&sum_node, 1, &sum_node->inputs[0], 1, &sum_node->outputs[0], 1, ctx));
+    assert_non_null(strstr(tg_ctx_message(ctx), "not an elementwise op"));
+    /* Wire it in: the fused nodes drop out of the fgraph. */
+    assert_int_equal(tg_fgraph_add_node(fg, n), TG_OK);
+    for (int k = 0; k < 2; k++) assert_int_equal(tg_fgraph_replace(fg, outs[k], n->outputs[k]), TG_OK);
+    assert_int_equal(tg_fgraph_toposort(fg, ctx), TG_OK);
+    assert_int_equal(fg->nnodes, 2);
+    /* Run it. */
+    double av[6] = {0.5, -1, 2, 0, 0.25, -0.75};
+    float bv[3] = {1.5f, -0.5f, 0.125f};
+    int64_t sa[2] = {2, 3}, sb[1] = {3};
+    tg_array *a = tu_f64(2, sa, av), *b = tg_array_new(TG_FLOAT32, 1, sb);
+    memcpy(tg_array_data(b), bv, sizeof bv);
+    tg_array *in[2] = {a, b}, *out[2] = {0};
+    assert_int_equal(n->op->run(n, in, out, ctx), TG_OK);
+    const double *c = tg_array_data(out[0]), *d = tg_array_data(out[1]);
+    for (int i = 0; i < 6; i++) {
+        double cw = av[i] * (double)bv[i % 3] + 1.0;
+        assert_true(c[i] == cw);
+        if (ulps(d[i], exp(cw) - av[i]) > 1) fail_msg("d[%d] = %.17g, want %.17g", i, d[i], exp(cw) - av[i]);
+    }
+    /* A second call reuses the outputs. */
+    tg_array *keep = out[0];
+    assert_int_equal(n->op->run(n, in, out, ctx), TG_OK);
+    assert_ptr_equal(out[0], keep);
+    for (int k = 0; k < 2; k++) tg_array_free(out[k]);
+    tg_array_free(a);
+    tg_array_free(b);
+    tg_fgraph_free(fg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    drop_cache();
+}
+
+/* A bad body is one load error naming where. */
+static void test_load_errors(void **state) {
+    (void)state;
+    static const struct {
+        const char *body, *want;
+    } cases[] = {
+        {"{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+         "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]},"
+         "{\"op\":\"nosuch\",\"inputs\":[\"y\"],\"outputs\":[\"z\"]}],"
+         "\"inputs\":[\"x\"],\"outputs\":[\"z\"]}",
+         "nodes[0] (composite -> r): attrs.body: nodes[1].op: unknown op 'nosuch'"},
+        {"{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+         "\"nodes\":[{\"op\":\"sum\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
+         "\"inputs\":[\"x\"],\"outputs\":[\"y\"]}",
+         "is not an elementwise op"},
+        {"{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],"
+         "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
+         "\"inputs\":[\"x\"],\"outputs\":[\"y\"]}",
+         "a body works on scalars"},
+        {"{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+         "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"q\"],\"outputs\":[\"y\"]}],"
+         "\"inputs\":[\"x\"],\"outputs\":[\"y\"]}",
+         "attrs.body: nodes[0] (neg -> y): inputs[0]: 'q' is not declared"},
+        {"{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"int32\",\"shape\":[]}}],"
+         "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
+         "\"inputs\":[\"x\"],\"outputs\":[\"y\"]}",
+         "inputs[0] 'a': expected int32 (the body's input 'x'), got float64"},
+        {"{\"variables\":[], \"nodes\":[], \"inputs\":[], \"outputs\":[], \"extra\":1}",
+         "attrs.body: (body).extra: unknown key"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *j = NULL, msg[2048];
+        assert_true(asprintf(&j,
+                             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"a\","
+                             "\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":[{\"op\":"
+                             "\"composite\",\"inputs\":[\"a\"],\"outputs\":[\"r\"],\"attrs\":{"
+                             "\"body\":%s}}]}",
+                             cases[i].body) > 0);
+        int rc = tu_load_fail(j, msg, sizeof msg);
+        assert_true(rc < 0);
+        if (!strstr(msg, cases[i].want)) fail_msg("case %zu: got '%s', want '%s'", i, msg, cases[i].want);
+        free(j);
+    }
+}
+
+/* Saved and loaded again: the same body, the same values. */
+static void test_save_roundtrip(void **state) {
+    (void)state;
+    fresh_cache("save");
+    char *j = paper_graph(0.5, "4");
+    tg_graph *g = tu_load(j);
+    char *s = tg_graph_to_string(g, NULL);
+    assert_non_null(s);
+    tg_graph *g2 = tu_load(s);
+    char *s2 = tg_graph_to_string(g2, NULL);
+    assert_string_equal(s, s2);
+    tg_array *in[2] = {ramp(4, 1, 0), ramp(4, 1, 1)}, *o1[2] = {0}, *o2[2] = {0};
+    tu_call(g, NULL, in, o1);
+    tu_call(g2, NULL, in, o2);
+    for (int k = 0; k < 2; k++) {
+        assert_true(tg_array_equal(o1[k], o2[k]));
+        tg_array_free(o1[k]);
+        tg_array_free(o2[k]);
+        tg_array_free(in[k]);
+    }
+    tg_string_free(s);
+    tg_string_free(s2);
+    tg_graph_free(g);
+    tg_graph_free(g2);
+    free(j);
+    drop_cache();
+}
+
+/* The gradient goes through the body: y = x*x*w + 3x, cost sum(y):
+ * d/dx = 2xw + 3, d/dw = x*x summed over the broadcast axis. */
+static void test_grad(void **state) {
+    (void)state;
+    fresh_cache("grad");
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,3]}},"
+        "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"
+        "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"],"
+        "\"attrs\":{\"body\":{\"variables\":["
+        "{\"id\":\"p\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+        "{\"id\":\"q\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"p\",\"p\",\"q\"],\"outputs\":[\"ppq\"]},"
+        "{\"op\":\"mul\",\"inputs\":[{\"value\":3},\"p\"],\"outputs\":[\"p3\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"ppq\",\"p3\"],\"outputs\":[\"r\"]}],"
+        "\"inputs\":[\"p\",\"q\"],\"outputs\":[\"r\"]}}},"
+        "{\"op\":\"sum\",\"inputs\":[\"y\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"x\",\"w\"],\"outputs\":[\"gx\",\"gw\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\",\"w\"],\"outputs\":[\"gx\",\"gw\"]}}}");
+    double xv[6] = {1, 2, 3, -1, 0.5, 4}, wv[3] = {2, -1, 0.5};
+    int64_t sx[2] = {2, 3}, sw[1] = {3};
+    tg_array *in[2] = {tu_f64(2, sx, xv), tu_f64(1, sw, wv)}, *out[2] = {0};
+    tu_call(g, "f", in, out);
+    double gx[6], gw[3] = {0, 0, 0};
+    for (int i = 0; i < 6; i++) {
+        gx[i] = 2 * xv[i] * wv[i % 3] + 3;
+        gw[i % 3] += xv[i] * xv[i];
+    }
+    tg_array *wgx = tu_f64(2, sx, gx), *wgw = tu_f64(1, sw, gw);
+    tu_assert_close(out[0], wgx, 1e-12, 0);
+    tu_assert_close(out[1], wgw, 1e-12, 0);
+    for (int k = 0; k < 2; k++) {
+        tg_array_free(in[k]);
+        tg_array_free(out[k]);
+    }
+    tg_array_free(wgx);
+    tg_array_free(wgw);
+    tg_graph_free(g);
+    drop_cache();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
+        cmocka_unit_test(test_numerics_large),   cmocka_unit_test(test_no_compiler),
+        cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

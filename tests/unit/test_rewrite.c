@@ -1,0 +1,471 @@
+/* The optimizer: every rewrite fires on a graph made for it, and the
+ * optimized function computes what the unoptimized one does (preset
+ * "none" runs the graph as written). Stabilizations are also checked
+ * against values worked out by hand where the unstable form overflows.
+ * Then presets, tags, the record, origins, traces and in-place safety. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "vm/vm.h"
+
+/* Graph text with ' for " (readability). */
+static char *jsonify(const char *s) {
+    char *o = strdup(s);
+    for (char *p = o; *p; p++)
+        if (*p == '\'') *p = '"';
+    return o;
+}
+
+static tg_graph *load(const char *s) {
+    char *j = jsonify(s);
+    tg_graph *g = tu_load(j);
+    free(j);
+    return g;
+}
+
+static tg_function *compile_opts(tg_graph *g, const char *fn, const tg_compile_options *o) {
+    tg_ctx *ctx = tg_ctx_new();
+    int i = tg_graph_function_find(g, fn, ctx);
+    tg_function *f = i >= 0 ? tg_function_compile(g, i, o, ctx) : NULL;
+    if (!f) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("compile failed: %s", msg);
+    }
+    tg_ctx_free(ctx);
+    return f;
+}
+
+/* Fusion and in-place hide the ops the other rewrites make: they are
+ * checked on their own below. */
+static const char *const no_fusion[] = {"fusion", "inplace", NULL};
+
+static tg_function *compile_preset(tg_graph *g, const char *preset) {
+    tg_compile_options o = {.preset = preset, .exclude = no_fusion};
+    return compile_opts(g, NULL, &o);
+}
+
+static bool fired(const tg_function *f, const char *name) {
+    for (int i = 0; i < tg_function_rewrite_count(f); i++) {
+        tg_rewrite_info r;
+        assert_int_equal(tg_function_rewrite_get(f, i, &r), 0);
+        if (!strcmp(r.name, name)) return true;
+    }
+    return false;
+}
+
+static int count_op(const tg_function *f, const char *op) {
+    int c = 0;
+    for (int i = 0; i < tg_function_node_count(f); i++) c += !strcmp(tg_function_node_op(f, i), op);
+    return c;
+}
+
+static void call(tg_function *f, tg_array *const *in, tg_array **out) {
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = tg_function_call(f, in, out, ctx);
+    if (rc) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("call failed: %s", msg);
+    }
+    tg_ctx_free(ctx);
+}
+
+/* Deterministic inputs in [lo, hi). */
+static tg_array *filled(tg_dtype dt, int ndim, const int64_t *shape, double lo, double hi, int seed) {
+    tg_array *a = tg_array_new(dt, ndim, shape);
+    int64_t n = tg_array_size(a);
+    double *tmp = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(seed + 1);
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tmp[i] = lo + (hi - lo) * (double)(s >> 11) / 9007199254740992.0;
+    }
+    tg_array *d = tu_f64(ndim, shape, tmp);
+    tg_array_free(a);
+    a = tg_array_copy(d, dt);
+    tg_array_free(d);
+    free(tmp);
+    return a;
+}
+
+typedef struct rw_case {
+    const char *rewrite; /* must be in the record */
+    const char *graph;   /* one implicit function over inputs a, b, ... */
+    const char *has_op;  /* must be scheduled after fast_run (or NULL) */
+    const char *no_op;   /* must be gone (or NULL) */
+    double lo, hi;       /* input range */
+} rw_case;
+
+#define G(vars, nodes) "{'format':'tg-graph','version':1,'variables':[" vars "],'nodes':[" nodes "]}"
+#define V(id, dt, shp) "{'id':'" id "','type':{'dtype':'" dt "','shape':" shp "}}"
+#define N(op, ins, outs) "{'op':'" op "','inputs':" ins ",'outputs':" outs "}"
+#define NA(op, ins, outs, attrs) "{'op':'" op "','inputs':" ins ",'outputs':" outs ",'attrs':" attrs "}"
+
+static const rw_case cases[] = {
+    {"merge_nodes", G(V("a", "float64", "[4,3]"), N("exp", "['a']", "['e1']") "," N("exp", "['a']", "['e2']") "," N("add", "['e1','e2']", "['y']")), "exp", NULL, -1, 1},
+    {"constant_folding", G(V("a", "float64", "[3]") ",{'id':'c','type':{'dtype':'float64','shape':[3]},'constant':{'data':[1,2,3]}}", N("exp", "['c']", "['ec']") "," N("mul", "['a','ec']", "['y']")), NULL, "exp", -1, 1},
+    {"mul_self_to_sqr", G(V("a", "float64", "[5]"), N("mul", "['a','a']", "['y']")), "sqr", "mul", -2, 2},
+    {"mul_div_cancel", G(V("a", "float64", "[2,3]") "," V("b", "float64", "[3]"), N("mul", "['a','b']", "['m']") "," N("true_div", "['m','b']", "['y']")), NULL, "true_div", 0.5, 2},
+    {"exp_log", G(V("a", "float64", "[4]"), N("log", "['a']", "['l']") "," N("exp", "['l']", "['y']") "," N("add", "['y','a']", "['z']")), NULL, "exp", 0.5, 2},
+    {"log_exp", G(V("a", "float64", "[4]"), N("exp", "['a']", "['e']") "," N("log", "['e']", "['y']") "," N("mul", "['y','a']", "['z']")), NULL, "log", -2, 2},
+    {"neg_neg", G(V("a", "float64", "[4]"), N("neg", "['a']", "['n1']") "," N("neg", "['n1']", "['n2']") "," N("mul", "['n2','a']", "['z']")), NULL, "neg", -2, 2},
+    {"sub_self", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("sub", "['a','a']", "['d']") "," N("add", "['d','b']", "['z']")), NULL, "sub", -2, 2},
+    {"flatten_add_mul", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]") "," V("c", "float64", "[4]"), N("add", "['a','b']", "['s']") "," N("add", "['s','c']", "['z']")), NULL, NULL, -2, 2},
+    {"collect_constants", G(V("a", "float64", "[4]"), N("add", "['a',{'value':2}]", "['s']") "," N("add", "['s',{'value':3}]", "['z']")), NULL, NULL, -2, 2},
+    {"collect_constants", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("mul", "['a',{'value':1}]", "['s']") "," N("sub", "['s','b']", "['z']")), NULL, "mul", -2, 2},
+    {"dimshuffle_merge", G(V("a", "float64", "[2,3,4]"), NA("dimshuffle", "['a']", "['d1']", "{'order':[2,0,1]}") "," NA("dimshuffle", "['d1']", "['d2']", "{'order':[1,2,0]}") "," N("exp", "['d2']", "['z']")), NULL, "dimshuffle", -1, 1},
+    {"dimshuffle_merge", G(V("a", "float64", "[2,3]"), NA("transpose", "['a']", "['t']", "{}") "," NA("dimshuffle", "['t']", "['d']", "{'order':[1,'x',0]}") "," N("exp", "['d']", "['z']")), "dimshuffle", "transpose", -1, 1},
+    {"dimshuffle_lift", G(V("a", "float64", "[2,3]") "," V("b", "float64", "[3]"), N("add", "['a','b']", "['s']") "," NA("dimshuffle", "['s']", "['d']", "{'order':[1,0]}") "," N("exp", "['d']", "['z']")), NULL, NULL, -1, 1},
+    {"reshape_useless", G(V("a", "float64", "[2,3]"), NA("reshape", "['a',{'value':{'dtype':'int64','shape':[2],'data':[2,3]}}]", "['r']", "{}") "," N("exp", "['r']", "['z']")), NULL, "reshape", -1, 1},
+    {"cast_useless", G(V("a", "float32", "[4]"), NA("cast", "['a']", "['c1']", "{'dtype':'float64'}") "," NA("cast", "['c1']", "['c2']", "{'dtype':'float32'}") "," N("exp", "['c2']", "['z']")), NULL, "cast", -1, 1},
+    {"identity_useless", G(V("a", "float64", "[4]"), N("identity", "['a']", "['i']") "," N("exp", "['i']", "['z']")), NULL, "identity", -1, 1},
+    {"log1p", G(V("a", "float64", "[6]"), N("add", "[{'value':1},'a']", "['s']") "," N("log", "['s']", "['z']")), "log1p", "log", -0.5, 2},
+    {"log1p", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['s']") "," N("log", "['s']", "['z']")), "softplus", "log", -3, 3},
+    {"expm1", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("sub", "['e',{'value':1}]", "['z']")), "expm1", "exp", -2, 2},
+    {"log_sigmoid", G(V("a", "float64", "[6]"), N("sigmoid", "['a']", "['s']") "," N("log", "['s']", "['z']")), "softplus", "log", -5, 5},
+    {"log_sigmoid", G(V("a", "float64", "[6]"), N("sigmoid", "['a']", "['s']") "," N("sub", "[{'value':1},'s']", "['d']") "," N("log", "['d']", "['z']")), "softplus", "log", -5, 5},
+    {"log_softmax", G(V("a", "float64", "[3,5]"), N("softmax", "['a']", "['s']") "," N("log", "['s']", "['z']")), "log_softmax", "softmax", -5, 5},
+    {"logsumexp", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," N("log", "['s']", "['z']")), "logsumexp", "exp", -5, 5},
+    {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "log_softmax", "categorical_crossentropy", -5, 5},
+    {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
+    {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
+    {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
+    {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.1},'d']", "['m']") "," N("sub", "['c','m']", "['z']")), "gemm", "dot", -1, 1},
+    {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]") "," V("c", "float64", "[4]"), N("dot", "['a','b']", "['d']") "," N("add", "['d','c']", "['z']")), "gemv", "dot", -1, 1},
+    {"blas_update", G(V("a", "float32", "[4]") "," V("b", "float32", "[5]") "," V("c", "float32", "[4,5]"), N("outer", "['a','b']", "['o']") "," N("mul", "[{'value':0.25},'o']", "['m']") "," N("add", "['c','m']", "['z']")), "ger", "outer", -1, 1},
+};
+
+static void check_case(const rw_case *c) {
+    tg_graph *g = load(c->graph);
+    tg_function *ref = compile_preset(g, "none");
+    tg_function *opt = compile_preset(g, "fast_run");
+    if (!fired(opt, c->rewrite)) {
+        fprintf(stderr, "rewrite %s did not fire on %s\n", c->rewrite, c->graph);
+        for (int i = 0; i < tg_function_rewrite_count(opt); i++) {
+            tg_rewrite_info r;
+            tg_function_rewrite_get(opt, i, &r);
+            fprintf(stderr, "  applied: %s (%s)\n", r.name, r.pass);
+        }
+        fail();
+    }
+    if (c->has_op && !count_op(opt, c->has_op)) fail_msg("%s: no %s after optimizing", c->rewrite, c->has_op);
+    if (c->no_op && count_op(opt, c->no_op)) fail_msg("%s: %s still there", c->rewrite, c->no_op);
+    int nin = tg_function_input_count(ref), nout = tg_function_output_count(ref);
+    assert_int_equal(nin, tg_function_input_count(opt));
+    assert_int_equal(nout, tg_function_output_count(opt));
+    tg_array *in[8] = {0}, *o1[8] = {0}, *o2[8] = {0};
+    for (int i = 0; i < nin; i++)
+        in[i] = filled(tg_function_input_dtype(ref, i), tg_function_input_ndim(ref, i),
+                       tg_function_input_shape(ref, i), c->lo, c->hi, i);
+    /* Twice: the second call reuses (or overwrites in place) storage. */
+    for (int rep = 0; rep < 2; rep++) {
+        call(ref, in, o1);
+        call(opt, in, o2);
+        for (int k = 0; k < nout; k++) {
+            assert_string_equal(tg_function_output_id(ref, k), tg_function_output_id(opt, k));
+            tu_assert_close(o2[k], o1[k], 1e-6, 1e-12);
+            tg_array_free(o1[k]);
+            tg_array_free(o2[k]);
+        }
+    }
+    for (int i = 0; i < nin; i++) tg_array_free(in[i]);
+    tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+static void test_each_rewrite(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+}
+
+/* ---- stability, against values worked out by hand ---- */
+
+static double run1(const char *graph, double x, const char *preset) {
+    tg_graph *g = load(graph);
+    tg_function *f = compile_preset(g, preset);
+    tg_array *in = tg_array_new_scalar(TG_FLOAT64, x), *out = NULL;
+    call(f, &in, &out);
+    double v = tg_array_get_flat(out, 0);
+    tg_array_free(in);
+    tg_array_free(out);
+    tg_function_free(f);
+    tg_graph_free(g);
+    return v;
+}
+
+static void test_stabilize_values(void **state) {
+    (void)state;
+    const char *lsig = G(V("a", "float64", "[]"), N("sigmoid", "['a']", "['s']") "," N("log", "['s']", "['z']"));
+    /* log(sigmoid(-800)) = -800 - log(1 + e^-800) = -800; the graph as
+     * written takes the log of an underflowed 0. */
+    assert_true(isinf(run1(lsig, -800, "none")));
+    assert_float_equal(run1(lsig, -800, "fast_run"), -800.0, 1e-9);
+    const char *sp = G(V("a", "float64", "[]"), N("exp", "['a']", "['e']") "," N("add", "[{'value':1},'e']", "['s']") "," N("log", "['s']", "['z']"));
+    assert_true(isinf(run1(sp, 1000, "none")));
+    assert_float_equal(run1(sp, 1000, "fast_run"), 1000.0, 1e-9);
+    /* log(1 + 1e-17): 1e-17 to double precision, not 0. */
+    const char *l1p = G(V("a", "float64", "[]"), N("add", "['a',{'value':1}]", "['s']") "," N("log", "['s']", "['z']"));
+    assert_true(run1(l1p, 1e-17, "none") == 0.0);
+    assert_float_equal(run1(l1p, 1e-17, "fast_run"), 1e-17, 1e-30);
+    const char *em1 = G(V("a", "float64", "[]"), N("exp", "['a']", "['e']") "," N("sub", "['e',{'value':1}]", "['z']"));
+    assert_float_equal(run1(em1, 1e-12, "fast_run"), 1e-12 + 0.5e-24, 1e-27);
+    /* log(sum(exp([1e4, 1e4]))) = 1e4 + log 2 */
+    const char *lse = G(V("a", "float64", "[]"), NA("stack", "['a','a']", "['v']", "{'axis':0}") "," N("exp", "['v']", "['e']") "," N("sum", "['e']", "['s']") "," N("log", "['s']", "['z']"));
+    assert_true(isinf(run1(lse, 1e4, "none")));
+    assert_float_equal(run1(lse, 1e4, "fast_run"), 1e4 + log(2.0), 1e-9);
+    /* log(softmax([x, 0]))[0] at x = 1e4: 0 to within e^-1e4. */
+    const char *lsm = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0}]", "['v']", "{'axis':0}") "," N("softmax", "['v']", "['s']") "," N("log", "['s']", "['l']") "," NA("subtensor", "['l']", "['z']", "{'index':[1]}"));
+    assert_true(isinf(run1(lsm, 1e4, "none")));
+    assert_float_equal(run1(lsm, 1e4, "fast_run"), -1e4, 1e-9);
+}
+
+/* ---- presets, tags, record, origins, traces ---- */
+
+static const char *chain =
+    G(V("a", "float64", "[100]"),
+      "{'op':'mul','inputs':['a','a'],'outputs':['sq'],'trace':[{'file':'model.py','line':7,'code':'sq = a*a'}]},"
+      N("add", "[{'value':1},'sq']", "['s']") "," N("log", "['s']", "['z']"));
+
+static void test_presets_and_tags(void **state) {
+    (void)state;
+    tg_graph *g = load(chain);
+    tg_function *none = compile_preset(g, "none");
+    assert_int_equal(tg_function_rewrite_count(none), 0);
+    assert_int_equal(tg_function_pass_count(none), 0);
+    assert_int_equal(tg_function_node_count(none), 3);
+    tg_function *fc = compile_preset(g, "fast_compile");
+    assert_true(fired(fc, "mul_self_to_sqr")); /* canonicalize */
+    assert_false(fired(fc, "log1p"));          /* stabilize is fast_run's */
+    tg_function *fr = compile_preset(g, "fast_run");
+    assert_true(fired(fr, "log1p"));
+    assert_int_equal(count_op(fr, "log1p"), 1);
+    /* --include stabilize on fast_compile; --exclude log1p on fast_run */
+    const char *inc[] = {"stabilize", NULL};
+    tg_compile_options o = {.preset = "fast_compile", .include = inc, .exclude = no_fusion};
+    tg_function *fi = compile_opts(g, NULL, &o);
+    assert_true(fired(fi, "log1p"));
+    const char *exc2[] = {"log1p", "fusion", NULL};
+    tg_compile_options o2 = {.preset = "fast_run", .exclude = exc2};
+    tg_function *fe = compile_opts(g, NULL, &o2);
+    assert_false(fired(fe, "log1p"));
+    assert_int_equal(count_op(fe, "log"), 1);
+    /* An unknown tag or preset is an error that names it. */
+    const char *bad[] = {"canonicalise", NULL};
+    tg_compile_options o3 = {.include = bad};
+    tg_ctx *ctx = tg_ctx_new();
+    assert_null(tg_function_compile(g, 0, &o3, ctx));
+    assert_non_null(strstr(tg_ctx_message(ctx), "canonicalise"));
+    tg_compile_options o4 = {.preset = "fast"};
+    assert_null(tg_function_compile(g, 0, &o4, ctx));
+    assert_non_null(strstr(tg_ctx_message(ctx), "'fast'"));
+    tg_ctx_free(ctx);
+    /* Pass statistics: the passes that ran, node counts. */
+    assert_true(tg_function_pass_count(fr) >= 4);
+    tg_pass_stats st;
+    assert_int_equal(tg_function_pass_get(fr, 0, &st), 0);
+    assert_string_equal(st.name, "merge");
+    assert_int_equal(st.nodes_before, 3);
+    assert_int_not_equal(tg_function_pass_get(fr, 99, &st), 0);
+    assert_true(tg_function_rewrite_stats_count(fr) > 0);
+    assert_true(tg_function_optimize_seconds(fr) >= 0 &&
+                tg_function_optimize_seconds(fr) <= tg_function_compile_seconds(fr));
+    tg_function_free(none);
+    tg_function_free(fc);
+    tg_function_free(fr);
+    tg_function_free(fi);
+    tg_function_free(fe);
+    tg_graph_free(g);
+}
+
+static void test_record_origins_traces(void **state) {
+    (void)state;
+    tg_graph *g = load(chain);
+    tg_function *f = compile_preset(g, "fast_run");
+    /* sqr stands for the mul; log1p for the add and the log. */
+    bool saw_sqr = false, saw_log1p = false;
+    for (int i = 0; i < tg_function_node_count(f); i++) {
+        const char *const *keys;
+        int n = tg_function_node_origins(f, i, &keys);
+        const char *op = tg_function_node_op(f, i);
+        if (!strcmp(op, "sqr")) {
+            saw_sqr = true;
+            assert_int_equal(n, 1);
+            assert_string_equal(keys[0], "sq");
+            /* The trace of the mul moved to the sqr. */
+            tg_node *node = f->sched[i].node;
+            assert_int_equal(node->trace.n, 1);
+            assert_string_equal(node->trace.frames[0].file, "model.py");
+        } else if (!strcmp(op, "log1p")) {
+            saw_log1p = true;
+            assert_int_equal(n, 2);
+            bool s = false, z = false;
+            for (int k = 0; k < n; k++) {
+                s |= !strcmp(keys[k], "s");
+                z |= !strcmp(keys[k], "z");
+            }
+            assert_true(s && z);
+        }
+    }
+    assert_true(saw_sqr && saw_log1p);
+    /* The record entry of log1p lists what it removed and created. */
+    bool found = false;
+    for (int i = 0; i < tg_function_rewrite_count(f); i++) {
+        tg_rewrite_info r;
+        tg_function_rewrite_get(f, i, &r);
+        if (strcmp(r.name, "log1p")) continue;
+        found = true;
+        assert_string_equal(r.pass, "stabilize");
+        assert_int_equal(r.nremoved, 2);
+        assert_int_equal(r.ncreated, 1);
+        assert_non_null(strstr(r.created[0], "log1p"));
+    }
+    assert_true(found);
+    /* The output keeps its declared id. */
+    assert_string_equal(tg_function_output_id(f, 0), "z");
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* In place: never over a function input, a shared variable or a value
+ * read again; over an intermediate read once, yes. */
+static void test_inplace_safety(void **state) {
+    (void)state;
+    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':["
+                       "{'id':'a','type':{'dtype':'float64','shape':[100,10]}},"
+                       "{'id':'w','type':{'dtype':'float64','shape':[]},'shared':{'data':0.5}}],"
+                       "'nodes':[" N("exp", "['a']", "['e']") "," N("add", "['w','a']", "['wa']") ","
+                       N("tanh", "['e']", "['t']") "," N("mul", "['t','e']", "['u']") ","
+                       N("sqr", "['u']", "['z']") "," N("add", "['z','wa']", "['y']") "]}");
+    const char *nofuse[] = {"fusion", NULL};
+    tg_compile_options o = {.preset = "fast_run", .exclude = nofuse};
+    tg_function *f = compile_opts(g, NULL, &o);
+    for (int i = 0; i < tg_function_node_count(f); i++) {
+        tg_node *n = f->sched[i].node;
+        if (!n->inplace) continue;
+        tg_var *over = n->inputs[n->inplace[0]];
+        assert_int_equal(over->kind, TG_VAR_RESULT);
+        assert_int_equal(over->nclients, 1);
+    }
+    /* sqr(u): u is read once: in place. tanh(e): e is read twice: not. */
+    bool sqr_inplace = false, tanh_inplace = true;
+    for (int i = 0; i < tg_function_node_count(f); i++) {
+        tg_node *n = f->sched[i].node;
+        if (!strcmp(n->op->name, "sqr")) sqr_inplace = n->inplace != NULL;
+        if (!strcmp(n->op->name, "tanh")) tanh_inplace = n->inplace != NULL;
+    }
+    assert_true(sqr_inplace);
+    assert_false(tanh_inplace);
+    /* Values: y = (tanh(e^a) e^a)^2 + w + a, and a and w untouched. */
+    int64_t shp[2] = {100, 10};
+    tg_array *a = filled(TG_FLOAT64, 2, shp, -1, 1, 3);
+    tg_array *keep = tg_array_copy(a, TG_FLOAT64), *out = NULL;
+    for (int rep = 0; rep < 3; rep++) {
+        call(f, &a, &out);
+        for (int64_t i = 0; i < 1000; i++) {
+            double x = tg_array_get_flat(a, i), e = exp(x);
+            double want = pow(tanh(e) * e, 2) + 0.5 + x;
+            assert_float_equal(tg_array_get_flat(out, i), want, 1e-12 * fabs(want));
+        }
+        tg_array_free(out);
+    }
+    assert_true(tg_array_equal(a, keep));
+    assert_float_equal(tg_array_get_flat(tg_function_shared_get(f, "w"), 0), 0.5, 0);
+    tg_array_free(a);
+    tg_array_free(keep);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Fusion: the elementwise ops of a^2 + b^2 + 2ab (the 2010 paper's
+ * expression) and a tanh/exp chain become one composite each, which
+ * stands for all of them and computes the same values. */
+static void test_fusion(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[1000]") "," V("b", "float64", "[1000]") "," V("c", "float64", "[1000]"),
+        N("pow", "['a',{'value':2}]", "['a2']") "," N("pow", "['b',{'value':2}]", "['b2']") ","
+        N("mul", "[{'value':2},'a']", "['ta']") "," N("mul", "['ta','b']", "['tab']") ","
+        N("add", "['a2','b2']", "['s1']") "," N("add", "['s1','tab']", "['y']") ","
+        N("dot", "['y','c']", "['d']") "," N("exp", "['d']", "['e']") "," N("tanh", "['e']", "['z']")));
+    tg_compile_options none = {.preset = "none"}, fr = {.preset = "fast_run"};
+    tg_function *ref = compile_opts(g, NULL, &none), *f = compile_opts(g, NULL, &fr);
+    assert_true(fired(f, "fuse_elemwise"));
+    /* y's six ops in one composite, then dot, then exp and tanh of a
+     * 0-d value in another. */
+    assert_int_equal(count_op(f, "composite"), 2);
+    assert_int_equal(count_op(f, "dot"), 1);
+    assert_int_equal(tg_function_node_count(f), 3);
+    for (int i = 0; i < tg_function_node_count(f); i++) {
+        if (strcmp(tg_function_node_op(f, i), "composite")) continue;
+        const char *const *keys;
+        int n = tg_function_node_origins(f, i, &keys);
+        /* The composite after the dot produces z itself; the other one
+         * stands for the six nodes of y (a flattened add made its key). */
+        if (!strcmp(tg_function_node_key(f, i), "z")) {
+            assert_int_equal(n, 2);
+            assert_true((!strcmp(keys[0], "e") && !strcmp(keys[1], "z")) ||
+                        (!strcmp(keys[0], "z") && !strcmp(keys[1], "e")));
+        } else {
+            assert_int_equal(n, 6);
+        }
+    }
+    tg_array *in[3], *o1 = NULL, *o2 = NULL;
+    int64_t shp[1] = {1000};
+    for (int i = 0; i < 3; i++) in[i] = filled(TG_FLOAT64, 1, shp, -0.05, 0.05, i + 7);
+    for (int rep = 0; rep < 2; rep++) {
+        call(ref, in, &o1);
+        call(f, in, &o2);
+        tu_assert_close(o2, o1, 1e-12, 1e-15);
+        tg_array_free(o1);
+        tg_array_free(o2);
+    }
+    for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+    tg_function_free(ref);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* Rewrites never change a type: the optimized graph's every variable
+ * keeps the dtype the unoptimized one had for the same output. */
+static void test_examples_unchanged(void **state) {
+    (void)state;
+    const char *ex[] = {"logreg", "mlp", "convnet"};
+    for (int e = 0; e < 3; e++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/examples/%s.json", TG_SOURCE_DIR, ex[e]);
+        tg_ctx *ctx = tg_ctx_new();
+        tg_graph *g = tg_graph_load(path, ctx);
+        assert_non_null(g);
+        for (int fi = 0; fi < tg_graph_function_count(g); fi++) {
+            tg_compile_options on = {.preset = "none"}, fr = {.preset = "fast_run"};
+            tg_function *a = tg_function_compile(g, fi, &on, ctx);
+            tg_function *b = tg_function_compile(g, fi, &fr, ctx);
+            assert_non_null(a);
+            assert_non_null(b);
+            assert_true(tg_function_node_count(b) <= tg_function_node_count(a));
+            tg_function_free(a);
+            tg_function_free(b);
+        }
+        tg_graph_free(g);
+        tg_ctx_free(ctx);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_rewrite),
+        cmocka_unit_test(test_stabilize_values),
+        cmocka_unit_test(test_presets_and_tags),
+        cmocka_unit_test(test_record_origins_traces),
+        cmocka_unit_test(test_inplace_safety),
+        cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_examples_unchanged),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

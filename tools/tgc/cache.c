@@ -1,0 +1,80 @@
+/* tgc cache list|clear: the compiled-kernel cache of composite ops
+ * (TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else ~/.cache/tg).
+ *
+ *   tgc cache list    one line per entry: hash, size, age, the first line
+ *                     of its C source; then a total
+ *   tgc cache clear   remove the entries (and the cache's temporary and
+ *                     lock files; nothing else in the folder)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ops/composite.h"
+
+int tgc_cmd_cache(int argc, char **argv);
+
+static const char *TOOL = "tgc cache";
+
+static void age_str(double s, char *buf, size_t n) {
+    if (s < 120)
+        snprintf(buf, n, "%.0fs", s < 0 ? 0 : s);
+    else if (s < 7200)
+        snprintf(buf, n, "%.0fm", s / 60);
+    else if (s < 172800)
+        snprintf(buf, n, "%.0fh", s / 3600);
+    else
+        snprintf(buf, n, "%.0fd", s / 86400);
+}
+
+int tgc_cmd_cache(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: tgc cache list|clear\n"
+               "list   the compiled composite kernels in the cache folder\n"
+               "clear  remove them\n"
+               "The folder: TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else ~/.cache/tg.\n");
+        return TG_EXIT_OK;
+    }
+    if (argc != 2 || (strcmp(argv[1], "list") && strcmp(argv[1], "clear"))) {
+        cli_error(TOOL, "expected 'list' or 'clear' (see tgc cache --help)");
+        return TG_EXIT_USAGE;
+    }
+    char *dir = tg_kcache_dir();
+    if (!dir) {
+        cli_error(TOOL, "no cache folder: set TG_CACHE_DIR (or HOME)");
+        return TG_EXIT_USAGE;
+    }
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = TG_EXIT_OK;
+    if (!strcmp(argv[1], "clear")) {
+        int removed = 0;
+        if (tg_kcache_clear(dir, &removed, ctx)) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_FOUND;
+        } else {
+            printf("removed %d entr%s from %s\n", removed, removed == 1 ? "y" : "ies", dir);
+        }
+    } else {
+        tg_kcache_entry *e = NULL;
+        int n = 0;
+        if (tg_kcache_list(dir, &e, &n, ctx)) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_FOUND;
+        } else {
+            long long total = 0;
+            if (n) printf("%-32s %10s %6s  %s\n", "HASH", "BYTES", "AGE", "SOURCE");
+            for (int i = 0; i < n; i++) {
+                char age[32];
+                age_str(e[i].age_seconds, age, sizeof age);
+                printf("%-32s %10lld %6s  %s\n", e[i].hash, (long long)e[i].bytes, age,
+                       e[i].first_line);
+                total += e[i].bytes;
+            }
+            printf("%d entr%s, %lld bytes in %s\n", n, n == 1 ? "y" : "ies", total, dir);
+        }
+        tg_free(e);
+    }
+    tg_ctx_free(ctx);
+    tg_free(dir);
+    return rc;
+}
