@@ -53,7 +53,9 @@ bad 2 "an unwritable --json" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --json
 bad 2 "an unwritable --trace" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --trace "$tmp/no/such/dir/t.json"
 bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
 
-"$TGPROF" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 5 --warmup 2 --top 3 \
+# Unoptimized: the optimizer would fold the constant gemm away; the nodes
+# and their memory are the file's.
+"$TGPROF" "$costly" -O none -i v='[1,2,3,4,5,6,7,8]' --calls 5 --warmup 2 --top 3 \
   --json "$tmp/costly.json" --trace "$tmp/costly.trace.json" >"$tmp/costly.txt" 2>"$tmp/costly.err"
 check '[ $? -eq 0 ] && [ ! -s "$tmp/costly.err" ]' "tgprof runs the costly graph"
 # The first row of each table: the gemm node, the gemm op, the blas class.
@@ -62,7 +64,7 @@ check '[ "$(sed -n "/^Nodes (apply)/,/^\$/p" "$tmp/costly.txt" | sed -n 4p | awk
   "the gemm node is ranked first in the node table"
 check '[ "$(first_row "Op classes")" = blas ]' "blas is the first op class"
 check 'grep -q "^  ... (remaining 6 nodes account for" "$tmp/costly.txt"' "--top 3 leaves 6 nodes to the remaining line"
-check 'grep -q "no optimizer passes ran" "$tmp/costly.txt"' "the optimizer section says no pass ran"
+check 'grep -q "no optimizer passes ran (preset none)" "$tmp/costly.txt"' "the optimizer section says no pass ran"
 check 'grep -q "Calls: 5 (after 2 warm-up calls)" "$tmp/costly.txt"' "the summary counts calls and warm-up calls"
 
 $PY - "$tmp/costly.json" "$tmp/costly.trace.json" <<'PY'
@@ -131,8 +133,37 @@ PY
 "$TGPROF" "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 \
   --json "$tmp/mlp.json" --trace "$tmp/mlp.trace.json" >"$tmp/mlp.txt"
 check '[ $? -eq 0 ] && grep -q "^Nodes (apply)" "$tmp/mlp.txt"' "tgprof profiles the MLP's training function"
-check '$PY -c "import json,sys; f=json.load(open(sys.argv[1]))[\"functions\"][0]; sys.exit(not (len(f[\"nodes\"]) > 40 and all(n[\"calls\"] == 3 for n in f[\"nodes\"])))" "$tmp/mlp.json"' \
-  "the MLP's report has every node, each run 3 times"
+$PY - "$tmp/mlp.json" <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1]))["functions"][0]
+fails = 0
+def check(ok, what):
+    global fails
+    print(("ok: " if ok else "FAIL: ") + what)
+    fails += 0 if ok else 1
+nodes = {n["key"]: n for n in f["nodes"]}
+check(len(nodes) > 20 and all(n["calls"] == 3 for n in nodes.values()), "the MLP's report has every node, each run 3 times")
+passes = f["optimizer"]["passes"]
+check(len(passes) > 0 and all(p["nodes_before"] > 0 and p["time_s"] >= 0 for p in passes),
+      "the optimizer's passes are listed (%s)" % ", ".join(p["name"] for p in passes))
+check(f["optimize_s"] <= f["compile_s"], "optimizer time is part of compile time")
+# A fused node stands for several file nodes, and each of them shows its
+# whole time; every original node's time is the sum over its stand-ins.
+fused = [n for n in nodes.values() if len(n["origins"]) > 1]
+check(len(fused) > 0, "some scheduled nodes stand for several file nodes (%d)" % len(fused))
+orig = {o["key"]: o for o in f["original_nodes"]}
+ok = True
+for o in orig.values():
+    want = sum(nodes[k]["time_s"] for k in o["via"])
+    ok = ok and abs(o["time_s"] - want) <= 1e-9 + 1e-9 * want
+for n in fused:
+    for k in n["origins"]:
+        ok = ok and k in orig and n["key"] in orig[k]["via"]
+check(ok, "original nodes carry the time of the scheduled nodes standing for them")
+sys.exit(1 if fails else 0)
+PY
+[ $? -eq 0 ] || fails=$((fails + 1))
+check 'grep -q "composite{" "$tmp/mlp.txt"' "fused nodes are named by their body (composite{...})"
 "$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp" 100 >/dev/null
 "$TGPROF" "$TG_SRC/examples/logreg.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 \
   --json "$tmp/logreg.json" >/dev/null

@@ -8,11 +8,15 @@
 
 #include "testutil.h"
 #include "core/core.h"
+#include "ops/op.h"
 #include "vm/vm.h"
 
 static tg_function *compile(tg_graph *g) {
     tg_ctx *ctx = tg_ctx_new();
-    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, NULL, ctx), NULL, ctx);
+    /* Unoptimized, so that the nodes are the file's (the optimizer's own
+     * rewrites are tested with tgprof on the examples). */
+    tg_compile_options co = {.preset = "none"};
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, NULL, ctx), &co, ctx);
     if (!f) fail_msg("compile failed: %s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
     return f;
@@ -267,6 +271,17 @@ static void test_op_class(void **state) {
     assert_string_equal(tg_profile_op_class("conv2d"), "conv");
     assert_string_equal(tg_profile_op_class("reshape"), "shape");
     assert_string_equal(tg_profile_op_class("composite"), "composite");
+    assert_string_equal(tg_profile_op_class("no_such_op"), "no_such_op");
+    /* Every op of the table has a family: a new .def file in ops.def must
+     * be listed in profile.c too. */
+    static const char *const families[] = {"elemwise", "reduce", "blas", "shape", "build", "nn", "conv",
+                                           "linalg", "random", "debug", "grad", "composite", NULL};
+    for (int i = 0; i < tg_op_count(); i++) {
+        const char *cls = tg_profile_op_class(tg_op_at(i)->name);
+        bool known = false;
+        for (int j = 0; families[j]; j++) known |= strcmp(families[j], cls) == 0;
+        if (!known) fail_msg("op '%s' has no family (class '%s'): list its .def in profile.c", tg_op_at(i)->name, cls);
+    }
 }
 
 int main(void) {

@@ -559,6 +559,95 @@ static int write_trace(const prof *P, const char *path) {
     return fclose(o) == 0 && !bad ? 0 : -1;
 }
 
+/* ---- composite bodies as expressions ---- */
+
+/* The expression of body variable `id`: an input is i<k>, a scalar
+ * constant its value, a node's output its op applied to its inputs' (infix
+ * for + - * /). Depth-limited: a body is a small DAG, but a shared
+ * subexpression is printed each time it is used. */
+static bool body_expr(json_object *body, const char *id, int depth, tg_str *out) {
+    json_object *ins, *vars, *nodes;
+    if (depth > 12 || !json_object_object_get_ex(body, "inputs", &ins) ||
+        !json_object_object_get_ex(body, "nodes", &nodes))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(ins); i++)
+        if (strcmp(json_object_get_string(json_object_array_get_idx(ins, i)), id) == 0) {
+            tg_str_addf(out, "i%zu", i);
+            return true;
+        }
+    if (json_object_object_get_ex(body, "variables", &vars))
+        for (size_t i = 0; i < json_object_array_length(vars); i++) {
+            json_object *v = json_object_array_get_idx(vars, i), *vid, *c, *data;
+            if (json_object_object_get_ex(v, "id", &vid) && strcmp(json_object_get_string(vid), id) == 0 &&
+                json_object_object_get_ex(v, "constant", &c)) {
+                if (json_object_object_get_ex(c, "data", &data) && !json_object_is_type(data, json_type_array))
+                    tg_str_addf(out, "%s", json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN));
+                else
+                    tg_str_addf(out, "%s", id);
+                return true;
+            }
+        }
+    for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+        json_object *nd = json_object_array_get_idx(nodes, i), *op, *nin, *nout;
+        if (!json_object_object_get_ex(nd, "op", &op) || !json_object_object_get_ex(nd, "inputs", &nin) ||
+            !json_object_object_get_ex(nd, "outputs", &nout) || json_object_array_length(nout) < 1 ||
+            strcmp(json_object_get_string(json_object_array_get_idx(nout, 0)), id) != 0)
+            continue;
+        const char *name = json_object_get_string(op);
+        size_t n = json_object_array_length(nin);
+        const char *infix = NULL;
+        if (n == 2) {
+            infix = !strcmp(name, "add")        ? " + "
+                    : !strcmp(name, "sub")      ? " - "
+                    : !strcmp(name, "mul")      ? " * "
+                    : !strcmp(name, "true_div") ? " / "
+                                                : NULL;
+        }
+        tg_str_addf(out, "%s(", infix ? "" : name);
+        for (size_t j = 0; j < n; j++) {
+            json_object *in = json_object_array_get_idx(nin, j);
+            if (j) tg_str_addf(out, "%s", infix ? infix : ", ");
+            if (json_object_is_type(in, json_type_string)) {
+                if (!body_expr(body, json_object_get_string(in), depth + 1, out)) return false;
+            } else { /* an inline constant */
+                json_object *val;
+                tg_str_addf(out, "%s",
+                            json_object_object_get_ex(in, "value", &val)
+                                ? json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN)
+                                : "?");
+            }
+        }
+        tg_str_addf(out, ")");
+        return true;
+    }
+    return false;
+}
+
+/* "composite{expr, expr}" from a composite node's attrs; false (out
+ * untouched) when the body is not as expected. */
+static bool composite_text(json_object *attrs, tg_str *out) {
+    json_object *body, *outs;
+    if (!attrs || !json_object_object_get_ex(attrs, "body", &body) ||
+        !json_object_object_get_ex(body, "outputs", &outs))
+        return false;
+    tg_str t = {0};
+    tg_str_addf(&t, "composite{");
+    for (size_t i = 0; i < json_object_array_length(outs); i++) {
+        if (i) tg_str_addf(&t, ", ");
+        if (!body_expr(body, json_object_get_string(json_object_array_get_idx(outs, i)), 0, &t)) {
+            tg_str_free(&t);
+            return false;
+        }
+    }
+    tg_str_addf(&t, "}");
+    if (t.oom || !t.s) {
+        tg_str_free(&t);
+        return false;
+    }
+    *out = t;
+    return true;
+}
+
 /* ---- main ---- */
 
 static bool parse_count(const char *opt, const char *s, long min, long *out) {
@@ -752,7 +841,9 @@ int main(int argc, char **argv) {
         const tg_node *nd = f->sched[k].node;
         const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
         tg_str s = {0};
-        if (attrs && strcmp(attrs, "{}") != 0)
+        if (strcmp(nd->op->name, "composite") == 0 && composite_text(nd->attrs, &s))
+            ; /* composite{tanh((i0 + i1))}, as Theano names a fused node */
+        else if (attrs && strcmp(attrs, "{}") != 0)
             tg_str_addf(&s, "%s%s", nd->op->name, attrs);
         else
             tg_str_addf(&s, "%s", nd->op->name);

@@ -122,7 +122,7 @@ TG_API void tg_profile_origins_free(tg_profile_origin *o);
 
 /* The op family of an op name, Theano's "op class": "elemwise", "reduce",
  * "blas", "shape", "build", "nn", "conv", "linalg", "random", "debug",
- * "grad"; the op name itself for an op outside the table (composite). */
+ * "grad", "composite"; the op name itself for an op outside the table. */
 TG_API const char *tg_profile_op_class(const char *op);
 
 #ifdef __cplusplus

@@ -422,6 +422,9 @@ static const struct {
 #define FAMILY "grad"
 #include "ops/gradops.def"
 #undef FAMILY
+#define FAMILY "composite"
+#include "ops/composite.def"
+#undef FAMILY
 #undef TG_OP
 };
 
