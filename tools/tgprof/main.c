@@ -307,14 +307,40 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
             printf("  %10.6f %8d %8d %9d  %s\n", ps.seconds, ps.nodes_before, ps.nodes_after, ps.applied,
                    ps.name);
         }
-        int nr = tg_function_rewrite_stats_count(f);
-        if (nr) printf("\n  %10s %9s %9s  %s\n", "<time s>", "<tried>", "<applied>", "<rewrite (pass)>");
-        for (int i = 0; i < nr; i++) {
-            tg_rewrite_stats rs;
-            if (tg_function_rewrite_stats_get(f, i, &rs)) continue;
-            printf("  %10.6f %9ld %9ld  %s (%s)\n", rs.seconds, rs.tried, rs.applied, rs.name,
-                   rs.pass ? rs.pass : "");
+        printf("  %10.6f %8s %8s %9s  total (%.1f%% of the compile time)\n", tg_function_optimize_seconds(f), "", "",
+               "", tg_function_compile_seconds(f) > 0
+                       ? 100 * tg_function_optimize_seconds(f) / tg_function_compile_seconds(f)
+                       : 0);
+        /* Rewrites that were tried, slowest first (Theano's optimizer
+         * profile); the ones never tried are only counted. */
+        int nr = tg_function_rewrite_stats_count(f), ntried = 0;
+        tg_rewrite_stats *rs = calloc((size_t)nr + 1, sizeof *rs);
+        for (int i = 0; rs && i < nr; i++)
+            if (tg_function_rewrite_stats_get(f, i, &rs[ntried]) == 0 && (rs[ntried].tried || rs[ntried].applied))
+                ntried++;
+        for (int i = 1; i < ntried; i++) /* insertion sort, stable */
+            for (int j = i; j > 0 && rs[j].seconds > rs[j - 1].seconds; j--) {
+                tg_rewrite_stats t = rs[j];
+                rs[j] = rs[j - 1];
+                rs[j - 1] = t;
+            }
+        if (ntried) printf("\n  %10s %9s %9s  %s\n", "<time s>", "<tried>", "<applied>", "<rewrite (pass)>");
+        int shown = top > 0 && top < ntried ? top : ntried;
+        for (int i = 0; i < shown; i++)
+            printf("  %10.6f %9ld %9ld  %s (%s)\n", rs[i].seconds, rs[i].tried, rs[i].applied, rs[i].name,
+                   rs[i].pass ? rs[i].pass : "");
+        if (shown < ntried) {
+            double rest = 0;
+            long applied = 0;
+            for (int i = shown; i < ntried; i++) {
+                rest += rs[i].seconds;
+                applied += rs[i].applied;
+            }
+            printf("  ... (remaining %d rewrites account for %.6f s and %ld applications)\n", ntried - shown, rest,
+                   applied);
         }
+        if (rs && nr > ntried) printf("  (%d more rewrites were never tried: nothing matched their op)\n", nr - ntried);
+        free(rs);
     }
 }
 
