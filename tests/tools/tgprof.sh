@@ -124,6 +124,9 @@ check(ok, "every call event encloses exactly its %d node events, each with op, s
 nodes_ev = sorted((e for e in ev if e.get("cat") != "call"), key=lambda e: e["ts"])
 check(all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(nodes_ev, nodes_ev[1:])), "node events do not overlap")
 check(len(nodes_ev) == 5 * len(nodes), "no node event outside a call")
+live = [e["args"]["bytes"] for e in t["traceEvents"] if e.get("ph") == "C" and e["name"] == "live memory"]
+check(len(live) == 2 * 5 * len(nodes) and max(live) == m["peak_bytes"],
+      "the live-memory counter track peaks at the report's peak (%s)" % (max(live) if live else None))
 sys.exit(1 if fails else 0)
 PY
 [ $? -eq 0 ] || fails=$((fails + 1))

@@ -102,6 +102,17 @@ static void test_counts_and_memory(void **state) {
     assert_int_equal(m.nnew, 3);
     assert_int_equal(m.nview, 1);
     assert_int_equal(m.ninplace, 0);
+    /* Node by node: a (800), b views it, c (800 more; a goes after c, its
+     * view's last reader), d (8; c goes after it). */
+    int64_t run[4], after[4];
+    assert_int_equal(tg_profile_memory_live(p, run, after, ctx), 0);
+    int order[4] = {find_node(f, "a"), find_node(f, "b"), find_node(f, "c"), find_node(f, "d")};
+    int64_t want_run[4] = {800, 800, 1600, 808}, want_after[4] = {800, 800, 800, 8};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(order[i], i); /* the only schedule of a chain */
+        assert_int_equal(run[i], want_run[i]);
+        assert_int_equal(after[i], want_after[i]);
+    }
 
     /* The timeline kept the first 2 calls; each node lies inside its call
      * and after the node before it. */

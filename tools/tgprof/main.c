@@ -540,6 +540,10 @@ static int write_trace(const prof *P, const char *path) {
     fprintf(o, "}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
     put_json_string(o, tg_function_name(f));
     fprintf(o, "}}");
+    /* Live memory as a counter track: the simulation's figures (the same
+     * for every call) placed at each node's start and end. */
+    int64_t *run = calloc((size_t)P->n + 1, sizeof *run), *after = calloc((size_t)P->n + 1, sizeof *after);
+    bool mem = run && after && tg_profile_memory_live(P->p, run, after, NULL) == 0;
     long nc = tg_profile_trace_count(P->p);
     for (long c = 0; c < nc; c++) {
         uint64_t t0, t1;
@@ -578,8 +582,18 @@ static int write_trace(const prof *P, const char *path) {
                 bytes += po.bytes;
             }
             fprintf(o, "],\"bytes\":%lld}}", (long long)bytes);
+            if (mem) {
+                fprintf(o, ",\n{\"name\":\"live memory\",\"ph\":\"C\",\"ts\":");
+                put_us(o, s);
+                fprintf(o, ",\"pid\":1,\"args\":{\"bytes\":%lld}}", (long long)run[k]);
+                fprintf(o, ",\n{\"name\":\"live memory\",\"ph\":\"C\",\"ts\":");
+                put_us(o, s + d);
+                fprintf(o, ",\"pid\":1,\"args\":{\"bytes\":%lld}}", (long long)after[k]);
+            }
         }
     }
+    free(run);
+    free(after);
     fprintf(o, "\n]}\n");
     bool bad = ferror(o);
     return fclose(o) == 0 && !bad ? 0 : -1;

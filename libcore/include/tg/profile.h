@@ -93,6 +93,13 @@ TG_API int tg_profile_output_get(const tg_profile *p, int node, int j,
 TG_API int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
                                  tg_ctx *ctx);
 
+/* The same simulation node by node: live_run[k], the bytes live while
+ * scheduled node k runs (its new outputs included), and live_after[k],
+ * after the buffers it was the last reader of are freed. Each array has
+ * tg_function_node_count entries (either may be NULL). TG_ENOMEM. */
+TG_API int tg_profile_memory_live(const tg_profile *p, int64_t *live_run,
+                                  int64_t *live_after, tg_ctx *ctx);
+
 /* The timeline: how many calls were kept, and for call c the start and end
  * of the call and of each node, in nanoseconds from the profile's creation.
  * A node that did not run in that call (a failed call) has dur 0 and start

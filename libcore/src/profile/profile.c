@@ -226,8 +226,8 @@ int tg_profile_output_get(const tg_profile *p, int node, int j,
  * chains of views); a buffer dies after the last node that reads any slot
  * of it, unless one of its slots is pinned (a function output, an update,
  * an input, a shared value). */
-int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
-                          tg_ctx *ctx) {
+static int memory_sim(const tg_profile *p, tg_profile_memory *m,
+                      int64_t *live_run, int64_t *live_after, tg_ctx *ctx) {
     const tg_function *f = p->f;
     int ns = f->nslots, rc = TG_OK;
     memset(m, 0, sizeof *m);
@@ -281,7 +281,9 @@ int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
         const tg_vm_node *s = &f->sched[k];
         for (int j = 0; j < s->node->nout; j++) live += bytes[s->out_slot + j];
         if (live > m->peak) m->peak = live;
+        if (live_run) live_run[k] = live;
         live -= freed_at[k];
+        if (live_after) live_after[k] = live;
     }
     m->peak_no_gc = m->allocated;
 done:
@@ -290,6 +292,17 @@ done:
     tg_free(bytes);
     tg_free(freed_at);
     return rc;
+}
+
+int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
+                          tg_ctx *ctx) {
+    return memory_sim(p, m, NULL, NULL, ctx);
+}
+
+int tg_profile_memory_live(const tg_profile *p, int64_t *live_run,
+                           int64_t *live_after, tg_ctx *ctx) {
+    tg_profile_memory m;
+    return memory_sim(p, &m, live_run, live_after, ctx);
 }
 
 long tg_profile_trace_count(const tg_profile *p) { return p->trace_n; }
