@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Build the loader's fuzz target with clang and run it for N seconds
-# (default 60) from the seed corpus; exits non-zero on any crash, leak or
-# sanitizer report.
+# Build a fuzz target with clang and run it for N seconds (default 60) from
+# its seed corpus; exits non-zero on any crash, leak or sanitizer report.
+#   tests/fuzz/run.sh [SECONDS] [TARGET]
+# TARGET: fuzz_load (the JSON loader, seeds in corpus_load/, the default)
+# or fuzz_tgf (compiled-function files, seeds in corpus_tgf/).
 set -euo pipefail
 secs=${1:-60}
+target=${2:-fuzz_load}
+case "$target" in
+  fuzz_load) corpus=corpus_load; maxlen=8192 ;;
+  fuzz_tgf) corpus=corpus_tgf; maxlen=32768 ;;
+  *) echo "run.sh: unknown target '$target' (fuzz_load, fuzz_tgf)" >&2; exit 2 ;;
+esac
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${TG_FUZZ_BUILD:-$src/build-fuzz}
 CC=clang cmake -S "$src" -B "$build" -DTG_FUZZ=ON -DTG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_load -j"$(nproc)" >/dev/null
+cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp "$src"/tests/fuzz/corpus_load/* "$work/"
+cp "$src/tests/fuzz/$corpus"/* "$work/"
 cd "$work"
-ASAN_OPTIONS=detect_leaks=1 "$build/tests/fuzz/fuzz_load" -max_total_time="$secs" -max_len=8192 \
+ASAN_OPTIONS=detect_leaks=1 "$build/tests/fuzz/$target" -max_total_time="$secs" -max_len="$maxlen" \
   -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 | tail -15
-echo "fuzz_load: ${secs}s without a crash"
+echo "$target: ${secs}s without a crash"

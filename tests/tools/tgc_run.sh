@@ -64,11 +64,13 @@ contains err "does not fit int32" "the overflow is named"
 expect 2 "a literal that is not JSON" -- "$TGC" run "$G" -f div -i 'k=abc'
 contains err "neither a .npy path nor a JSON literal" "the bad literal is described"
 expect 2 "-i without =" -- "$TGC" run "$G" -f div -i k
-expect 2 "a compiled-function file" -- "$TGC" run "$tmp/f.tgf"
-contains err "compiled-function files (.tgf) are not supported yet" "the .tgf message"
-expect 2 "--save-state" -- "$TGC" run "$G" -f step --save-state "$tmp/s.tgf"
-contains err "not supported yet" "the --save-state message"
+expect 2 "a missing compiled-function file" -- "$TGC" run "$tmp/f.tgf"
+contains err "f.tgf: cannot open" "the missing .tgf is named"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^tgc: ' "$tmp/err" && pass "errors are one line prefixed 'tgc: '" || fail "error format"
+# --save-state checkpoints the counter: resuming counts on from 3.
+expect 0 "--save-state" -- "$TGC" run "$G" -f step --calls 3 --save-state "$tmp/s.tgf"
+expect 0 "run the checkpoint" -- "$TGC" run "$tmp/s.tgf" -f step --calls 2
+contains out "^5$" "the checkpoint resumes where the run stopped"
 : >"$tmp/file"
 expect 2 "-o onto a file" -- "$TGC" run "$G" -f step -o "$tmp/file"
 expect 0 "-O none" -- "$TGC" run "$G" -f step -O none

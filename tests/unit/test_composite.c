@@ -102,7 +102,7 @@ static void check_against_unfused(double k, int64_t n, bool interp, int *mode) {
     tg_composite_force_interp(interp);
     tu_call(gf, NULL, in, of);
     tg_composite_force_interp(false);
-    tu_call(gu, NULL, in, ou);
+    tu_call_preset(gu, NULL, "none", in, ou); /* unfused: as written */
     /* The function ran a clone of the node; this one decides on first
      * use too, and a compiled kernel comes from the in-memory map. */
     tg_array *direct[2] = {0};

@@ -115,10 +115,16 @@ tg_array *tu_f64(int ndim, const int64_t *shape, const double *data) {
 
 void tu_call(tg_graph *g, const char *name, tg_array *const *inputs,
              tg_array **outputs) {
+    tu_call_preset(g, name, NULL, inputs, outputs);
+}
+
+void tu_call_preset(tg_graph *g, const char *name, const char *preset,
+                    tg_array *const *inputs, tg_array **outputs) {
     tg_ctx *ctx = tg_ctx_new();
     char msg[TG_CTX_MSG_MAX + 32];
     int idx = tg_graph_function_find(g, name, ctx);
-    tg_function *f = idx >= 0 ? tg_function_compile(g, idx, NULL, ctx) : NULL;
+    tg_compile_options o = {.preset = preset};
+    tg_function *f = idx >= 0 ? tg_function_compile(g, idx, &o, ctx) : NULL;
     if (!f || tg_function_call(f, inputs, outputs, ctx)) {
         snprintf(msg, sizeof msg, "call failed: %s", tg_ctx_message(ctx));
         tg_function_free(f);

@@ -37,5 +37,8 @@ tg_array *tu_f64(int ndim, const int64_t *shape, const double *data);
  * fails the test on error. outputs receives new references. */
 void tu_call(tg_graph *g, const char *name, tg_array *const *inputs,
              tg_array **outputs);
+/* Same with a preset ("none": the graph as written). */
+void tu_call_preset(tg_graph *g, const char *name, const char *preset,
+                    tg_array *const *inputs, tg_array **outputs);
 
 #endif

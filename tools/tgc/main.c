@@ -1,8 +1,14 @@
-/* tgc: check, run (and, later, compile, print, export) graphs.
+/* tgc: check, compile, run, print and export graphs and compiled
+ * functions.
  *
  *   tgc check FILE
+ *   tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...
+ *           [--exclude TAG]... -o OUT.tgf
  *   tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N] [-O PRESET]
- *           [--each] [--save-state OUT.tgf]
+ *           [--include TAG]... [--exclude TAG]... [--reoptimize] [--each]
+ *           [--save-state OUT.tgf]
+ *   tgc print FILE [-f NAME] [--optimized] [--ids int|char] [--types] [--shapes]
+ *   tgc export FILE.tgf [-f NAME] -o GRAPH.json
  *
  * Exit status: 0 success; 1 a run-time failure; 2 bad usage or bad input.
  */
@@ -14,6 +20,7 @@
 
 #include "cli.h"
 #include "tensor/tensor.h"
+#include "tgf_cmds.h"
 
 static const char *TOOL = "tgc";
 
@@ -22,13 +29,22 @@ int tgc_cmd_cache(int argc, char **argv); /* cache.c */
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgc check FILE\n"
+            "       tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...\n"
+            "               [--exclude TAG]... [--no-gc] -o OUT.tgf\n"
             "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
-            "               [-O PRESET] [--each] [--save-state OUT.tgf]\n"
+            "               [-O PRESET] [--include TAG]... [--exclude TAG]...\n"
+            "               [--reoptimize] [--each] [--save-state OUT.tgf]\n"
+            "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
+            "               [--types] [--shapes]\n"
+            "       tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"
             "       tgc cache list|clear\n"
             "\n"
-            "check  load FILE (interchange JSON), compile every function and print\n"
-            "       one line per function.\n"
-            "run    run a function of FILE.\n"
+            "check    load FILE (interchange JSON), compile every function and print\n"
+            "         one line per function.\n"
+            "compile  optimize the functions of FILE (all, or those named by -f) and\n"
+            "         save them, with their shared values, to a compiled-function file.\n"
+            "run      run a function of FILE: a graph (.json), compiled on the spot, or a\n"
+            "         compiled-function file (.tgf), restored without optimizing again.\n"
             "  -f NAME        the function (default: the only one, or 'main')\n"
             "  -i ID=VALUE    an input: a .npy file, or a JSON literal (3.5, [1, 2],\n"
             "                 true, \"nan\") read with the input's declared dtype\n"
@@ -39,8 +55,16 @@ static void usage(FILE *f) {
             "  --each         print one line per call with the scalar outputs\n"
             "                 (\"call 3: cost=0.6931\"), shapes for the others\n"
             "  -O PRESET      none, fast_compile or fast_run (default)\n"
-            "  --save-state F write the function with its updated shared values\n"
-            "                 (compiled-function files: not supported yet)\n"
+            "  --include TAG, --exclude TAG\n"
+            "                 turn rewrites on or off beyond the preset (repeatable)\n"
+            "  --reoptimize   for a .tgf: optimize its saved original graph again\n"
+            "  --save-state F after the run, write a .tgf with the updated shared values\n"
+            "                 (a checkpoint: running it resumes exactly where this run\n"
+            "                 stopped)\n"
+            "print    Theano's debugprint of a function: each node once with an id, later\n"
+            "         uses by id; --optimized prints it after the optimizer (a .tgf is\n"
+            "         always optimized).\n"
+            "export   write the optimized graph of a .tgf as interchange JSON.\n"
             "\n"
             "cache  list or clear the compiled composite kernels (TG_CACHE_DIR, else\n"
             "       $XDG_CACHE_HOME/tg, else ~/.cache/tg).\n"
@@ -49,9 +73,9 @@ static void usage(FILE *f) {
 }
 
 static tg_graph *load(const char *path) {
-    size_t n = strlen(path);
-    if (n >= 4 && strcmp(path + n - 4, ".tgf") == 0) {
-        cli_error(TOOL, "%s: compiled-function files (.tgf) are not supported yet", path);
+    if (tgc_is_tgf(path)) {
+        cli_error(TOOL, "%s: check takes a graph (.json); run, print and export read .tgf files",
+                  path);
         return NULL;
     }
     tg_ctx *ctx = tg_ctx_new();
@@ -118,18 +142,35 @@ static void print_each(long call, const tg_function *f, tg_array **outs) {
 static int cmd_run(int argc, char **argv) {
     const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL;
     long calls = 1;
-    bool each = false;
+    bool each = false, reopt = false;
+    const char *inc[65] = {0}, *exc[65] = {0};
+    int ninc = 0, nexc = 0;
     cli_input inputs[256];
     int ninputs = 0;
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
                                          {"each", no_argument, 0, 'e'},
                                          {"save-state", required_argument, 0, 's'},
+                                         {"include", required_argument, 0, 'I'},
+                                         {"exclude", required_argument, 0, 'X'},
+                                         {"reoptimize", no_argument, 0, 'r'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "f:i:o:O:h", opts, NULL)) != -1) {
         switch (c) {
+        case 'I':
+        case 'X':
+            if ((c == 'I' ? ninc : nexc) >= 64) {
+                cli_error(TOOL, "%s: at most 64 tags", c == 'I' ? "--include" : "--exclude");
+                return TG_EXIT_USAGE;
+            }
+            if (c == 'I')
+                inc[ninc++] = optarg;
+            else
+                exc[nexc++] = optarg;
+            break;
+        case 'r': reopt = true; break;
         case 'f': fname = optarg; break;
         case 'o': outdir = optarg; break;
         case 'O': preset = optarg; break;
@@ -169,28 +210,25 @@ static int cmd_run(int argc, char **argv) {
         cli_error(TOOL, "-O: unknown preset '%s' (none, fast_compile or fast_run)", preset);
         return TG_EXIT_USAGE;
     }
-    if (save) {
-        cli_error(TOOL, "--save-state: compiled-function files (.tgf) are not supported yet");
-        return TG_EXIT_USAGE;
-    }
     const char *path = argv[optind];
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
     tg_function *f = NULL;
     tg_array **ins = NULL, **outs = NULL;
     int nin = 0, nout = 0;
-    tg_graph *g = load(path);
-    if (!g) {
+    tgc_source src = {0};
+    if (tgc_is_tgf(path) && !reopt && (preset || ninc || nexc)) {
+        /* Loading a .tgf never optimizes; saying so beats ignoring -O. */
+        cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply with "
+                        "--reoptimize (or when compiling it)",
+                  path);
         rc = TG_EXIT_USAGE;
         goto done;
     }
-    int fi = tg_graph_function_find(g, fname, ctx);
-    tg_compile_options co = {.preset = preset};
-    if (fi < 0 || !(f = tg_function_compile(g, fi, &co, ctx))) {
-        cli_error(TOOL, "%s", tg_ctx_message(ctx));
-        rc = TG_EXIT_USAGE;
-        goto done;
-    }
+    tg_compile_options co = {.preset = preset, .include = ninc ? inc : NULL,
+                             .exclude = nexc ? exc : NULL};
+    if ((rc = tgc_source_open(&src, TOOL, path, fname, &co, reopt))) goto done;
+    f = src.f;
     nin = tg_function_input_count(f);
     nout = tg_function_output_count(f);
     ins = calloc((size_t)nin + 1, sizeof *ins);
@@ -265,13 +303,13 @@ static int cmd_run(int argc, char **argv) {
             tg_array_print(stdout, outs[k]);
         }
     }
+    if (save && rc == TG_EXIT_OK) rc = tgc_source_save_state(&src, TOOL, save, &co);
 done:
     for (int i = 0; ins && i < nin; i++) tg_array_free(ins[i]);
     for (int k = 0; outs && k < nout; k++) tg_array_free(outs[k]);
     free(ins);
     free(outs);
-    tg_function_free(f);
-    tg_graph_free(g);
+    tgc_source_close(&src);
     tg_ctx_free(ctx);
     return rc;
 }
@@ -292,11 +330,12 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compile")) return tgc_cmd_compile(argc - 1, argv + 1);
+    if (!strcmp(cmd, "print")) return tgc_cmd_print(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return tgc_cmd_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "cache")) return tgc_cmd_cache(argc - 1, argv + 1); /* cache.c */
-    if (!strcmp(cmd, "compile") || !strcmp(cmd, "print") || !strcmp(cmd, "export")) {
-        cli_error(TOOL, "'%s' is not supported yet", cmd);
-        return TG_EXIT_USAGE;
-    }
-    cli_error(TOOL, "unknown command '%s' (check, run, cache; see tgc --help)", cmd);
+    cli_error(TOOL,
+              "unknown command '%s' (check, compile, run, print, export, cache; see tgc --help)",
+              cmd);
     return TG_EXIT_USAGE;
 }

@@ -9,5 +9,6 @@
 #include "tg/function.h"
 #include "tg/grad.h"
 #include "tg/profile.h"
+#include "tg/tgf.h"
 
 #endif

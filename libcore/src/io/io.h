@@ -41,6 +41,26 @@ bool tg_id_valid(const char *id);
  * out of memory. */
 json_object *tg_graph_to_json(const tg_graph *g);
 
+/* Compiled-function files keep the values of declared constants and shared
+ * variables outside the JSON, in an array table. The saver asks `write`
+ * for the JSON that stands for such a value ({"tgf_array": k}); the loader
+ * hands a value object holding "tgf_array" to `resolve`, which returns a
+ * new reference to an array of v's type (or NULL with an error on ctx naming
+ * `where`). */
+typedef json_object *(*tg_value_writer)(void *ud, const tg_var *v,
+                                        const tg_array *a);
+json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write,
+                                  void *ud);
+typedef tg_array *(*tg_value_resolver)(void *ud, json_object *ref,
+                                       const tg_var *v, const char *where,
+                                       tg_ctx *ctx);
+/* Load a graph from parsed JSON (borrowed); `what` names it in errors. npy
+ * paths are refused. The functions' missing-input check is left to the
+ * caller, which clones them (tg_fgraph_from_decl makes it). */
+tg_graph *tg_graph_load_json(json_object *root, const char *what,
+                             tg_value_resolver resolve, void *ud,
+                             tg_ctx *ctx);
+
 /* base64 (RFC 4648, with padding). decode returns NULL on bad input. */
 char *tg_base64_encode(const void *data, size_t n);
 void *tg_base64_decode(const char *s, size_t len, size_t *out_n);

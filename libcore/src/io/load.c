@@ -23,6 +23,8 @@ typedef struct loader {
     tg_ctx *ctx;
     tg_node **file_order; /* nodes as written */
     int nfile;
+    tg_value_resolver resolve; /* values kept outside the JSON (.tgf) */
+    void *resolve_ud;
 } loader;
 
 static int lerr(loader *L, int status, const char *fmt, ...)
@@ -144,8 +146,12 @@ static int load_variables(loader *L, json_object *arr) {
             json_object *jv = has_c ? jc : js;
             char w[80];
             snprintf(w, sizeof w, "%s.%s", where, has_c ? "constant" : "shared");
-            tg_array *a = tg_value_from_json(jv, v->type.dtype, v->type.ndim, v->type.shape,
-                                             L->dir, w, NULL, L->ctx);
+            json_object *jref = NULL;
+            tg_array *a = L->resolve && json_object_is_type(jv, json_type_object) &&
+                                  json_object_object_get_ex(jv, "tgf_array", &jref)
+                              ? L->resolve(L->resolve_ud, jref, v, w, L->ctx)
+                              : tg_value_from_json(jv, v->type.dtype, v->type.ndim,
+                                                   v->type.shape, L->dir, w, NULL, L->ctx);
             if (!a) return lwrap(L, TG_ELOAD);
             if (has_c) {
                 v->value = a;
@@ -784,7 +790,9 @@ static int load_root(loader *L, json_object *root) {
         rc = implicit_main(L);
     if (rc) return rc;
     if ((rc = check_inplace_readers(L))) return rc;
-    for (int i = 0; i < g->nfuncs; i++) {
+    /* A compiled-function file's graphs are cloned for their function right
+     * after loading, which makes the same check. */
+    for (int i = 0; !L->resolve && i < g->nfuncs; i++) {
         tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[i], L->ctx);
         if (!fg) {
             if (g->funcs[i].json_inputs_given)
@@ -813,7 +821,7 @@ static void line_col(const char *s, size_t off, int *line, int *col) {
 
 static tg_graph *load_text(const char *json, size_t len, const char *dir, const char *what,
                            tg_ctx *ctx) {
-    loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0};
+    loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0, NULL, NULL};
     tg_graph *g = NULL;
     json_tokener *tok = json_tokener_new_ex(128);
     if (!tok) {
@@ -902,7 +910,7 @@ static const char *const BODY_KEYS[] = {"variables", "nodes", "inputs", "outputs
  * `outputs` as function "body". Errors are "<where>: LOCATION: message"
  * (the caller adds the file and the node that holds the body). */
 tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
-    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0};
+    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0, NULL, NULL};
     tg_graph *g = tg_graph_alloc();
     json_object *jvars, *jnodes, *ji, *jo;
     int rc = TG_OK;
@@ -996,4 +1004,22 @@ fail:
     tg_free(L.file_order);
     tg_graph_free(g);
     return NULL;
+}
+
+tg_graph *tg_graph_load_json(json_object *root, const char *what,
+                             tg_value_resolver resolve, void *ud, tg_ctx *ctx) {
+    loader L = {what ? what : "(graph)", NULL, NULL, ctx, NULL, 0, resolve, ud};
+    tg_graph *g = tg_graph_alloc();
+    if (!g || !(g->path = tg_strdup(L.what))) {
+        lerr(&L, TG_ENOMEM, "out of memory");
+        tg_graph_free(g);
+        return NULL;
+    }
+    L.g = g;
+    if (load_root(&L, root)) {
+        tg_graph_free(g);
+        g = NULL;
+    }
+    tg_free(L.file_order);
+    return g;
 }

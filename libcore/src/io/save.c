@@ -80,7 +80,7 @@ static json_object *inline_value(const tg_var *v) {
     return o;
 }
 
-static json_object *variable_json(const tg_var *v) {
+static json_object *variable_json(const tg_var *v, tg_value_writer write, void *ud) {
     bool ok = true, node_output = v->owner != NULL;
     json_object *o = json_object_new_object();
     put(o, "id", str(v->id), &ok);
@@ -89,9 +89,10 @@ static json_object *variable_json(const tg_var *v) {
     if (!node_output || v->type_given) put(o, "type", tg_type_to_json(&v->type), &ok);
     if (v->name) put(o, "name", str(v->name), &ok);
     if (v->kind == TG_VAR_CONSTANT && v->value)
-        put(o, "constant", tg_value_to_json(v->value), &ok);
+        put(o, "constant", write ? write(ud, v, v->value) : tg_value_to_json(v->value), &ok);
     if (v->kind == TG_VAR_SHARED && v->shared && v->shared->value)
-        put(o, "shared", tg_value_to_json(v->shared->value), &ok);
+        put(o, "shared",
+            write ? write(ud, v, v->shared->value) : tg_value_to_json(v->shared->value), &ok);
     if (v->test_value) put(o, "test_value", tg_value_to_json(v->test_value), &ok);
     if (!ok) {
         json_object_put(o);
@@ -197,7 +198,9 @@ static json_object *function_json(const tg_fdecl *fd) {
     return f;
 }
 
-json_object *tg_graph_to_json(const tg_graph *g) {
+json_object *tg_graph_to_json(const tg_graph *g) { return tg_graph_to_json_ext(g, NULL, NULL); }
+
+json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void *ud) {
     bool ok = true;
     json_object *root = json_object_new_object();
     put(root, "format", str("tg-graph"), &ok);
@@ -209,7 +212,7 @@ json_object *tg_graph_to_json(const tg_graph *g) {
         /* Inline constants go back inline; undeclared node outputs are
          * implied by their nodes. */
         if (v->inline_const || (v->owner && !v->declared)) continue;
-        push(vars, variable_json(v), &ok);
+        push(vars, variable_json(v, write, ud), &ok);
     }
     put(root, "variables", vars, &ok);
     json_object *nodes = json_object_new_array();

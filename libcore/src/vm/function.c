@@ -162,6 +162,40 @@ fail:
     return NULL;
 }
 
+/* Restoring a compiled-function file links the saved optimized graph
+ * directly: the same linking as compile, without the optimizer. */
+tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
+                                     bool no_gc, tg_ctx *ctx) {
+    uint64_t t0 = tg_now_ns();
+    tg_function *f = tg_calloc(1, sizeof *f);
+    if (!f || !(f->name = tg_strdup(name))) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        if (f) tg_free(f);
+        tg_fgraph_free(fg);
+        return NULL;
+    }
+    f->no_gc = no_gc;
+    f->fg = fg;
+    f->out_ids = tg_calloc((size_t)fg->nout + 1, sizeof *f->out_ids);
+    if (!f->out_ids) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        tg_function_free(f);
+        return NULL;
+    }
+    for (int i = 0; i < fg->nout; i++)
+        if (!(f->out_ids[i] = tg_strdup(fg->outputs[i]->id))) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            tg_function_free(f);
+            return NULL;
+        }
+    if (link_function(f, ctx)) {
+        tg_function_free(f);
+        return NULL;
+    }
+    f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
+    return f;
+}
+
 void tg_function_free(tg_function *f) {
     if (!f) return;
     if (f->slots)
@@ -185,6 +219,7 @@ void tg_function_free(tg_function *f) {
     if (f->out_ids)
         for (int i = 0; i < f->fg->nout; i++) tg_free(f->out_ids[i]);
     tg_free(f->out_ids);
+    tg_free(f->strpool);
     tg_fgraph_free(f->fg);
     tg_free(f);
 }

@@ -48,6 +48,16 @@ struct tg_function {
     char **out_ids; /* the declared output ids: rewrites may replace an
                        output variable by another (a folded constant) */
     double compile_seconds;
+    /* A restored function's rewrite and pass names (record entries point
+     * into it; the optimizer's own are static strings): one block, owned. */
+    char *strpool;
 };
+
+/* Link an already optimized function graph (taken over, freed on
+ * failure) into a function named `name`: what tg_function_compile does
+ * after the optimizer, and what restoring a .tgf file does instead of
+ * compiling. */
+tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
+                                     bool no_gc, tg_ctx *ctx);
 
 #endif

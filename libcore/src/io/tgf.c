@@ -1,0 +1,1487 @@
+/* Compiled-function files (.tgf): save and restore optimized functions.
+ *
+ * Layout (schemas/tgf.md): a 64-byte preamble (magic, format version,
+ * header and data offsets and lengths, the header's CRC-32C, the
+ * preamble's own CRC-32C), a JSON header (schemas/tgf-header.schema.json),
+ * then the arrays, each at a 64-byte aligned offset so that a mapped file
+ * hands them to the kernels without a copy. Each function's optimized
+ * graph is interchange JSON whose declared constants and shared variables
+ * say {"tgf_array": k} instead of holding their values.
+ *
+ * Restoring loads that graph with the ordinary loader, puts its nodes in
+ * the saved schedule and links it: the optimizer does not run, and the
+ * same nodes run in the same order on the same values, so results are bit
+ * for bit those of the saved function.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "io/io.h"
+#include "io/tgf.h"
+#include "tg/tgf.h"
+#include "vm/vm.h"
+
+void (*tg_tgf_write_hook)(size_t written);
+
+/* ---- little-endian fields ---- */
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t align_up(uint64_t x) { return (x + TG_TGF_ALIGN - 1) & ~(uint64_t)(TG_TGF_ALIGN - 1); }
+
+/* json-c's allocations fail softly; every add goes through these. */
+static void put(json_object *o, const char *key, json_object *val, bool *ok) {
+    if (!val || !o || json_object_object_add(o, key, val) != 0) {
+        json_object_put(val);
+        *ok = false;
+    }
+}
+static void push(json_object *arr, json_object *val, bool *ok) {
+    if (!val || !arr || json_object_array_add(arr, val) != 0) {
+        json_object_put(val);
+        *ok = false;
+    }
+}
+static json_object *str(const char *s) { return json_object_new_string(s ? s : ""); }
+
+/* ---- the build's fingerprint ---- */
+
+static const char *blas_name(void) {
+    const char *c = openblas_get_config();
+    return c ? c : "unknown";
+}
+
+static json_object *fingerprint_json(void) {
+    bool ok = true;
+    json_object *o = json_object_new_object(), *b = json_object_new_array();
+    put(o, "tg_version", str(tg_version()), &ok);
+    put(o, "format_version", json_object_new_int(TG_TGF_VERSION), &ok);
+    push(b, str("cpu"), &ok);
+    put(o, "backends", b, &ok);
+    put(o, "blas", str(blas_name()), &ok);
+    put(o, "byte_order", str("little"), &ok);
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- a function graph seen as a graph, for the saver ---- */
+
+typedef struct fview {
+    tg_graph g;
+    tg_fdecl fd;
+    tg_update *upd;
+    tg_var **vars;
+} fview;
+
+/* Borrow f's function graph as a one-function tg_graph (nothing copied),
+ * leaving out the variables of nodes that were pruned. */
+static int fview_init(fview *v, const tg_function *f) {
+    const tg_fgraph *fg = f->fg;
+    memset(v, 0, sizeof *v);
+    v->vars = tg_calloc((size_t)fg->nvars + 1, sizeof *v->vars);
+    v->upd = tg_calloc((size_t)fg->nupd + 1, sizeof *v->upd);
+    if (!v->vars || !v->upd) {
+        tg_free(v->vars);
+        tg_free(v->upd);
+        return TG_ENOMEM;
+    }
+    for (int i = 0; i < fg->nvars; i++) {
+        tg_var *x = fg->vars[i];
+        if (x->kind == TG_VAR_RESULT && !x->owner) continue;
+        v->vars[v->g.nvars++] = x;
+    }
+    for (int i = 0; i < fg->nupd; i++) {
+        v->upd[i].shared = fg->upd_shared[i];
+        v->upd[i].value = fg->outputs[fg->nout + i];
+    }
+    v->fd.name = f->name;
+    v->fd.json_inputs_given = 1;
+    v->fd.nin = fg->nin;
+    v->fd.nout = fg->nout;
+    v->fd.nupd = fg->nupd;
+    v->fd.inputs = fg->inputs;
+    v->fd.outputs = fg->outputs;
+    v->fd.updates = v->upd;
+    v->g.name = f->name;
+    v->g.path = f->name;
+    v->g.vars = v->vars;
+    v->g.nodes = fg->nodes;
+    v->g.nnodes = fg->nnodes;
+    v->g.funcs = &v->fd;
+    v->g.nfuncs = 1;
+    return TG_OK;
+}
+
+static void fview_free(fview *v) {
+    tg_free(v->vars);
+    tg_free(v->upd);
+}
+
+/* ---- the array table, while saving ---- */
+
+typedef struct table {
+    const tg_array **arr; /* borrowed */
+    char **keys;          /* the index's keys (it borrows them), owned */
+    int n, cap;
+    struct tg_idmap *index; /* "s:<shared id>" or "p:<pointer>" -> k + 1 */
+    json_object *shared;    /* shared id -> k */
+    bool oom;
+} table;
+
+/* Index of a in the table (added when new): a shared variable's value by
+ * the variable's id, anything else (v NULL: raw bytes) by identity. */
+static int table_add(table *T, const tg_var *v, const tg_array *a) {
+    char key[160];
+    if (v && v->kind == TG_VAR_SHARED)
+        snprintf(key, sizeof key, "s:%s", v->id);
+    else
+        snprintf(key, sizeof key, "p:%p", (const void *)a);
+    void *got = tg_idmap_get(T->index, key);
+    if (got) return (int)(intptr_t)got - 1;
+    if (T->n == T->cap) {
+        int c = T->cap ? T->cap * 2 : 16;
+        const tg_array **p = tg_realloc(T->arr, (size_t)c * sizeof *p);
+        if (!p) return -1;
+        T->arr = p;
+        char **q = tg_realloc(T->keys, (size_t)c * sizeof *q);
+        if (!q) return -1;
+        T->keys = q;
+        T->cap = c;
+    }
+    int k = T->n;
+    if (!(T->keys[k] = tg_strdup(key))) return -1;
+    if (tg_idmap_put(T->index, T->keys[k], (void *)(intptr_t)(k + 1))) {
+        tg_free(T->keys[k]);
+        return -1;
+    }
+    T->arr[T->n++] = a;
+    if (v && v->kind == TG_VAR_SHARED &&
+        json_object_object_add(T->shared, v->id, json_object_new_int(k)) != 0)
+        return -1;
+    return k;
+}
+
+static json_object *table_writer(void *ud, const tg_var *v, const tg_array *a) {
+    table *T = ud;
+    int k = table_add(T, v, a);
+    if (k < 0) {
+        T->oom = true;
+        return NULL;
+    }
+    json_object *o = json_object_new_object();
+    bool ok = true;
+    put(o, "tgf_array", json_object_new_int(k), &ok);
+    if (!ok) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- one function's entry in the header ---- */
+
+static json_object *keys_json(const char *const *k, int n) {
+    bool ok = true;
+    json_object *a = json_object_new_array();
+    for (int i = 0; i < n; i++) push(a, str(k[i]), &ok);
+    if (!ok) {
+        json_object_put(a);
+        return NULL;
+    }
+    return a;
+}
+
+static json_object *function_entry(const tg_function *f, table *T) {
+    bool ok = true;
+    fview fv;
+    if (fview_init(&fv, f)) return NULL;
+    json_object *o = json_object_new_object();
+    put(o, "name", str(f->name), &ok);
+    put(o, "graph", tg_graph_to_json_ext(&fv.g, table_writer, T), &ok);
+    fview_free(&fv);
+    json_object *sched = json_object_new_array(), *orig = json_object_new_object();
+    for (int k = 0; k < f->nsched; k++) {
+        push(sched, str(tg_function_node_key(f, k)), &ok);
+        const tg_node *n = f->sched[k].node;
+        if (n->origins || n->norigins)
+            put(orig, tg_function_node_key(f, k),
+                keys_json((const char *const *)n->origins, n->norigins), &ok);
+    }
+    put(o, "schedule", sched, &ok);
+    put(o, "origins", orig, &ok);
+    json_object *rw = json_object_new_array();
+    for (int i = 0; i < f->record.n; i++) {
+        const tg_rw_entry *e = &f->record.entries[i];
+        json_object *r = json_object_new_object();
+        put(r, "name", str(e->name), &ok);
+        put(r, "pass", str(e->pass), &ok);
+        put(r, "removed", keys_json((const char *const *)e->removed, e->nremoved), &ok);
+        put(r, "created", keys_json((const char *const *)e->created, e->ncreated), &ok);
+        push(rw, r, &ok);
+    }
+    put(o, "rewrites", rw, &ok);
+    json_object *ps = json_object_new_array();
+    for (int i = 0; i < f->record.npasses; i++) {
+        const tg_pass_stats *p = &f->record.passes[i];
+        json_object *r = json_object_new_object();
+        put(r, "name", str(p->name), &ok);
+        put(r, "seconds", json_object_new_double(p->seconds), &ok);
+        put(r, "nodes_before", json_object_new_int(p->nodes_before), &ok);
+        put(r, "nodes_after", json_object_new_int(p->nodes_after), &ok);
+        put(r, "applied", json_object_new_int(p->applied), &ok);
+        push(ps, r, &ok);
+    }
+    put(o, "passes", ps, &ok);
+    put(o, "compile_seconds", json_object_new_double(f->compile_seconds), &ok);
+    put(o, "optimize_seconds", json_object_new_double(f->record.seconds), &ok);
+    put(o, "no_gc", json_object_new_boolean(f->no_gc), &ok);
+    if (!ok || T->oom) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_object *tags_json(const char *const *tags) {
+    bool ok = true;
+    json_object *a = json_object_new_array();
+    for (int i = 0; tags && tags[i]; i++) push(a, str(tags[i]), &ok);
+    if (!ok) {
+        json_object_put(a);
+        return NULL;
+    }
+    return a;
+}
+
+static json_object *options_json(const tg_compile_options *o) {
+    bool ok = true;
+    json_object *j = json_object_new_object();
+    put(j, "preset", str(o && o->preset ? o->preset : "fast_run"), &ok);
+    put(j, "include", tags_json(o ? o->include : NULL), &ok);
+    put(j, "exclude", tags_json(o ? o->exclude : NULL), &ok);
+    put(j, "no_gc", json_object_new_boolean(o && o->no_gc), &ok);
+    if (!ok) {
+        json_object_put(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* ---- writing ---- */
+
+typedef struct wfile {
+    int fd;
+    const char *path;
+    size_t written;
+} wfile;
+
+static int wr(wfile *w, const void *data, size_t len, tg_ctx *ctx) {
+    const char *p = data;
+    while (len) {
+        size_t chunk = len > ((size_t)1 << 24) ? (size_t)1 << 24 : len;
+        ssize_t r = write(w->fd, p, chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return tg_errorf(ctx, TG_EIO, "%s: write failed: %s", w->path,
+                             r < 0 ? strerror(errno) : "no progress");
+        p += r;
+        len -= (size_t)r;
+        w->written += (size_t)r;
+        if (tg_tgf_write_hook) tg_tgf_write_hook(w->written);
+    }
+    return TG_OK;
+}
+
+static int wr_pad(wfile *w, uint64_t to, tg_ctx *ctx) {
+    static const char zeros[TG_TGF_ALIGN];
+    while (w->written < to) {
+        size_t n = to - w->written;
+        if (n > sizeof zeros) n = sizeof zeros;
+        int rc = wr(w, zeros, n, ctx);
+        if (rc) return rc;
+    }
+    return TG_OK;
+}
+
+/* Lay out the arrays, put the table in the header, and write the whole
+ * file to a temporary name beside path, sync it, rename it over path and
+ * sync the folder: readers see the old file or the new one, never a part. */
+static int write_file(const char *path, json_object *root, const table *T, tg_ctx *ctx) {
+    static atomic_uint counter;
+    int rc = TG_OK, n = T->n;
+    size_t tlen = strlen(path) + 64;
+    char *tmp = tg_malloc(tlen), *dircopy = tg_strdup(path);
+    tg_array **contig = tg_calloc((size_t)n + 1, sizeof *contig);
+    wfile w = {-1, path, 0};
+    bool created = false, ok = true;
+    if (!tmp || !dircopy || !contig) goto oom;
+    json_object *arrs = json_object_new_array();
+    put(root, "arrays", arrs, &ok);
+    if (!ok) goto oom;
+    uint64_t off = 0;
+    for (int k = 0; k < n; k++) {
+        const tg_array *a = T->arr[k];
+        contig[k] = tg_array_is_contiguous(a) ? tg_array_ref((tg_array *)a)
+                                              : tg_array_copy(a, a->dtype);
+        if (!contig[k]) goto oom;
+        size_t nb = (size_t)tg_array_size(a) * tg_isize(a->dtype);
+        json_object *e = json_object_new_object(), *shp = json_object_new_array();
+        put(e, "dtype", str(tg_dtype_name(a->dtype)), &ok);
+        for (int d = 0; d < a->ndim; d++) push(shp, json_object_new_int64(a->shape[d]), &ok);
+        put(e, "shape", shp, &ok);
+        put(e, "offset", json_object_new_int64((int64_t)off), &ok);
+        put(e, "nbytes", json_object_new_int64((int64_t)nb), &ok);
+        put(e, "crc32c", json_object_new_int64(tg_crc32c(0, contig[k]->data, nb)), &ok);
+        push(arrs, e, &ok);
+        if (!ok) goto oom;
+        off = align_up(off + nb);
+    }
+    const char *hdr = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
+                                                               JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (!hdr) goto oom;
+    size_t hlen = strlen(hdr);
+    uint64_t data_off = align_up(TG_TGF_PREAMBLE + hlen);
+    unsigned char pre[TG_TGF_PREAMBLE] = {0};
+    memcpy(pre, TG_TGF_MAGIC, 8);
+    put_u32(pre + 8, TG_TGF_VERSION);
+    put_u32(pre + 12, 0);
+    put_u64(pre + 16, TG_TGF_PREAMBLE);
+    put_u64(pre + 24, hlen);
+    put_u64(pre + 32, data_off);
+    put_u64(pre + 40, off);
+    put_u32(pre + 48, tg_crc32c(0, hdr, hlen));
+    put_u32(pre + 56, tg_crc32c(0, pre, 56));
+
+    for (int tries = 0; w.fd < 0; tries++) {
+        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&counter, 1));
+        w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (w.fd < 0 && (errno != EEXIST || tries > 100)) {
+            rc = tg_errorf(ctx, TG_EIO, "%s: cannot create a temporary file: %s", path,
+                           strerror(errno));
+            goto done;
+        }
+    }
+    created = true;
+    if ((rc = wr(&w, pre, sizeof pre, ctx)) || (rc = wr(&w, hdr, hlen, ctx)) ||
+        (rc = wr_pad(&w, data_off, ctx)))
+        goto done;
+    for (int k = 0; k < n; k++) {
+        const tg_array *a = contig[k];
+        size_t nb = (size_t)tg_array_size(a) * tg_isize(a->dtype);
+        if ((rc = wr(&w, a->data, nb, ctx)) ||
+            (rc = wr_pad(&w, align_up(w.written), ctx)))
+            goto done;
+    }
+    if ((rc = wr_pad(&w, data_off + off, ctx))) goto done;
+    if (fsync(w.fd) < 0) {
+        rc = tg_errorf(ctx, TG_EIO, "%s: fsync failed: %s", path, strerror(errno));
+        goto done;
+    }
+    int cr = close(w.fd);
+    w.fd = -1;
+    if (cr < 0) {
+        rc = tg_errorf(ctx, TG_EIO, "%s: close failed: %s", path, strerror(errno));
+        goto done;
+    }
+    if (rename(tmp, path) < 0) {
+        rc = tg_errorf(ctx, TG_EIO, "%s: cannot replace: %s", path, strerror(errno));
+        goto done;
+    }
+    created = false;
+    int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    goto done;
+oom:
+    rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+done:
+    if (w.fd >= 0) close(w.fd);
+    if (created) unlink(tmp);
+    for (int k = 0; contig && k < n; k++) tg_array_free(contig[k]);
+    tg_free(contig);
+    tg_free(tmp);
+    tg_free(dircopy);
+    return rc;
+}
+
+/* The common part of tg_tgf_save and tg_tgf_save_state. */
+static int save_functions(const char *path, tg_function *const *fs, int n,
+                          const tg_graph *source, json_object *options, tg_ctx *ctx) {
+    bool ok = true;
+    int rc = TG_OK;
+    tg_array *orig = NULL;
+    table T = {0};
+    T.index = tg_idmap_new();
+    T.shared = json_object_new_object();
+    json_object *root = json_object_new_object();
+    if (!T.index || !T.shared || !root) {
+        json_object_put(options);
+        goto oom;
+    }
+    put(root, "format", str("tg-compiled"), &ok);
+    put(root, "version", json_object_new_int(TG_TGF_VERSION), &ok);
+    put(root, "fingerprint", fingerprint_json(), &ok);
+    put(root, "options", options, &ok);
+    json_object *fns = json_object_new_array();
+    put(root, "functions", fns, &ok);
+    for (int i = 0; ok && i < n; i++) push(fns, function_entry(fs[i], &T), &ok);
+    if (ok && source) {
+        /* The original graph is kept as text in the data section: only
+         * --reoptimize and checkpoints read it, so restoring does not pay
+         * for parsing it. */
+        json_object *oj = tg_graph_to_json_ext(source, table_writer, &T);
+        const char *txt = oj ? json_object_to_json_string_ext(oj, JSON_C_TO_STRING_PLAIN |
+                                                                      JSON_C_TO_STRING_NOSLASHESCAPE)
+                             : NULL;
+        int64_t len = txt ? (int64_t)strlen(txt) : 0;
+        if (txt && (orig = tg_array_new(TG_UINT8, 1, &len))) {
+            memcpy(tg_array_data(orig), txt, (size_t)len);
+            int k = table_add(&T, NULL, orig);
+            if (k < 0) ok = false;
+            put(root, "original", json_object_new_int(k), &ok);
+        } else {
+            ok = false;
+        }
+        json_object_put(oj);
+    }
+    put(root, "shared", json_object_get(T.shared), &ok);
+    if (!ok || T.oom) goto oom;
+    rc = write_file(path, root, &T, ctx);
+    goto done;
+oom:
+    rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+done:
+    json_object_put(root);
+    json_object_put(T.shared);
+    tg_array_free(orig);
+    tg_idmap_free(T.index);
+    for (int k = 0; k < T.n; k++) tg_free(T.keys[k]);
+    tg_free(T.keys);
+    tg_free(T.arr);
+    return rc;
+}
+
+int tg_tgf_save(const char *path, tg_function *const *fs, int n, const tg_tgf_save_info *info,
+                tg_ctx *ctx) {
+    if (!path || !fs || n < 1) return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save: no path or no function");
+    for (int i = 0; i < n; i++)
+        if (!fs[i]) return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save: function %d is NULL", i);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(fs[i]->name, fs[j]->name))
+                return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save: function '%s' given twice",
+                                 fs[i]->name);
+    json_object *opts = options_json(info ? info->options : NULL);
+    if (!opts) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+    return save_functions(path, fs, n, info ? info->source : NULL, opts, ctx);
+}
+
+/* ---- reading ---- */
+
+/* A mapped file, shared by the arrays that live in it. */
+typedef struct mapping {
+    atomic_long refs;
+    void *base;
+    size_t len;
+} mapping;
+
+static void mapping_unref(mapping *m) {
+    if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+    munmap(m->base, m->len);
+    tg_free(m);
+}
+
+static void mapped_release(tg_buffer *b) { mapping_unref(b->release_ud); }
+
+struct tg_tgf {
+    char *what;
+    char *warning;
+    tg_function **fns;
+    int nfns;
+    tg_shared **shared;
+    int nshared;
+    struct tg_idmap *shared_ids; /* id -> shared[k] */
+    tg_array **arrays;
+    int narrays;
+    json_object *root; /* the header, kept for the original graph */
+    mapping *map;
+};
+
+typedef struct reader {
+    tg_tgf *t;
+    const unsigned char *data; /* the whole file */
+    size_t len;
+    uint64_t data_off, data_len;
+    tg_ctx *ctx;
+} reader;
+
+static int bad(reader *R, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(reader *R, int status, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tg_errorf(R->ctx, status, "%s: %s", R->t->what, msg);
+}
+
+static int read_preamble(reader *R) {
+    const unsigned char *p = R->data;
+    if (R->len < TG_TGF_PREAMBLE)
+        return bad(R, TG_EPARSE,
+                   "truncated: %zu bytes, shorter than the %d-byte preamble of a .tgf file",
+                   R->len, TG_TGF_PREAMBLE);
+    if (memcmp(p, TG_TGF_MAGIC, 8))
+        return bad(R, TG_EPARSE, "not a compiled-function file (bad magic number)");
+    if (get_u32(p + 56) != tg_crc32c(0, p, 56))
+        return bad(R, TG_EPARSE, "preamble checksum mismatch: the file is damaged");
+    if (get_u32(p + 52) || get_u32(p + 60))
+        return bad(R, TG_EPARSE, "preamble: reserved bytes are not zero: the file is damaged");
+    uint32_t ver = get_u32(p + 8);
+    if (ver > TG_TGF_VERSION)
+        return bad(R, TG_EVERSION,
+                   "format version %u is newer than this tg (%s) reads (%d): use a newer tg, "
+                   "or compile the graph again",
+                   ver, tg_version(), TG_TGF_VERSION);
+    if (ver == 0) return bad(R, TG_EPARSE, "format version 0 is not a valid version");
+    uint64_t hoff = get_u64(p + 16), hlen = get_u64(p + 24);
+    R->data_off = get_u64(p + 32);
+    R->data_len = get_u64(p + 40);
+    if (hoff != TG_TGF_PREAMBLE)
+        return bad(R, TG_EPARSE, "header offset %llu, expected %d", (unsigned long long)hoff,
+                   TG_TGF_PREAMBLE);
+    if (hlen > R->len - TG_TGF_PREAMBLE)
+        return bad(R, TG_EPARSE,
+                   "truncated: the header of %llu bytes runs past the end of the file "
+                   "(%zu bytes)",
+                   (unsigned long long)hlen, R->len);
+    if (R->data_off < TG_TGF_PREAMBLE + hlen || R->data_off % TG_TGF_ALIGN)
+        return bad(R, TG_EPARSE, "data offset %llu is not a %d-byte boundary after the header",
+                   (unsigned long long)R->data_off, TG_TGF_ALIGN);
+    if (R->data_off > R->len || R->data_len > R->len - R->data_off)
+        return bad(R, TG_EPARSE,
+                   "truncated: the data ends at byte %llu but the file has %zu bytes",
+                   (unsigned long long)(R->data_off + (R->data_off > UINT64_MAX - R->data_len
+                                                           ? 0
+                                                           : R->data_len)),
+                   R->len);
+    if (R->data_off + R->data_len != R->len)
+        return bad(R, TG_EPARSE, "%zu bytes after the end of the data (byte %llu)",
+                   R->len - (size_t)(R->data_off + R->data_len),
+                   (unsigned long long)(R->data_off + R->data_len));
+    if (get_u32(p + 48) != tg_crc32c(0, p + TG_TGF_PREAMBLE, hlen))
+        return bad(R, TG_EPARSE, "header checksum mismatch: the file is damaged");
+    if (hlen > (uint64_t)INT32_MAX) return bad(R, TG_EPARSE, "header too large");
+    json_tokener *tok = json_tokener_new_ex(64);
+    if (!tok) return bad(R, TG_ENOMEM, "out of memory");
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *root = json_tokener_parse_ex(tok, (const char *)p + TG_TGF_PREAMBLE, (int)hlen);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (!root || jerr != json_tokener_success || end != hlen) {
+        json_object_put(root);
+        return bad(R, TG_EPARSE, "header: invalid JSON at byte %zu: %s", end,
+                   jerr == json_tokener_success  ? "text after the end"
+                   : jerr == json_tokener_continue ? "unexpected end of input"
+                                                   : json_tokener_error_desc(jerr));
+    }
+    if (!json_object_is_type(root, json_type_object)) {
+        json_object_put(root);
+        return bad(R, TG_EPARSE, "header: expected a JSON object");
+    }
+    R->t->root = root;
+    return TG_OK;
+}
+
+static json_object *get(json_object *o, const char *key, json_type type) {
+    json_object *v = NULL;
+    if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, type)) return NULL;
+    return v;
+}
+
+/* One entry of the array table, checked against the file before anything
+ * of its size is allocated. */
+static int read_array(reader *R, json_object *e, int k, bool copy) {
+    json_object *jd = get(e, "dtype", json_type_string), *js = get(e, "shape", json_type_array),
+                *jo = NULL, *jn = NULL, *jc = NULL;
+    int64_t off, nb, crc;
+    if (!jd || !js || !json_object_object_get_ex(e, "offset", &jo) ||
+        !json_object_object_get_ex(e, "nbytes", &jn) ||
+        !json_object_object_get_ex(e, "crc32c", &jc) || !tg_json_get_int(jo, &off) ||
+        !tg_json_get_int(jn, &nb) || !tg_json_get_int(jc, &crc))
+        return bad(R, TG_EPARSE,
+                   "header: arrays[%d]: expected dtype, shape, offset, nbytes and crc32c", k);
+    tg_dtype dt = tg_dtype_from_name(json_object_get_string(jd));
+    if (dt == TG_DTYPE_INVALID)
+        return bad(R, TG_EPARSE, "header: arrays[%d].dtype: unknown dtype '%.40s'", k,
+                   json_object_get_string(jd));
+    size_t nd = json_object_array_length(js);
+    if (nd > TG_MAX_NDIM)
+        return bad(R, TG_EPARSE, "header: arrays[%d].shape: %zu dimensions (at most %d)", k, nd,
+                   TG_MAX_NDIM);
+    int64_t shape[TG_MAX_NDIM];
+    for (size_t d = 0; d < nd; d++)
+        if (!tg_json_get_int(json_object_array_get_idx(js, d), &shape[d]) || shape[d] < 0)
+            return bad(R, TG_EPARSE,
+                       "header: arrays[%d].shape[%zu]: expected a non-negative integer", k, d);
+    int64_t count = tg_shape_size((int)nd, shape), want;
+    if (count < 0 || __builtin_mul_overflow(count, (int64_t)tg_isize(dt), &want))
+        return bad(R, TG_EPARSE, "header: arrays[%d].shape: absurd size (overflows)", k);
+    if (nb != want)
+        return bad(R, TG_EPARSE,
+                   "header: arrays[%d]: nbytes %lld does not match its %s shape (%lld bytes)", k,
+                   (long long)nb, tg_dtype_name(dt), (long long)want);
+    if (off < 0 || off % TG_TGF_ALIGN || (uint64_t)off > R->data_len ||
+        (uint64_t)nb > R->data_len - (uint64_t)off)
+        return bad(R, TG_EPARSE,
+                   "arrays[%d]: %lld bytes at offset %lld run past the end of the data "
+                   "(%llu bytes) or are not %d-byte aligned",
+                   k, (long long)nb, (long long)off, (unsigned long long)R->data_len,
+                   TG_TGF_ALIGN);
+    const unsigned char *src = R->data + R->data_off + off;
+    if (crc < 0 || crc > UINT32_MAX || tg_crc32c(0, src, (size_t)nb) != (uint32_t)crc)
+        return bad(R, TG_EPARSE, "arrays[%d]: checksum mismatch: the data is damaged", k);
+    tg_array *a = tg_calloc(1, sizeof *a);
+    tg_buffer *b = NULL;
+    if (!a) return bad(R, TG_ENOMEM, "out of memory");
+    if (copy) {
+        b = tg_buffer_new((size_t)nb);
+        if (b && nb) memcpy(b->data, src, (size_t)nb);
+    } else if ((b = tg_malloc(sizeof *b))) {
+        atomic_init(&b->refcount, 1);
+        b->data = (void *)src;
+        b->nbytes = (size_t)nb;
+        b->release = mapped_release;
+        b->release_ud = R->t->map;
+        atomic_fetch_add(&R->t->map->refs, 1);
+    }
+    if (!b) {
+        tg_free(a);
+        return bad(R, TG_ENOMEM, "out of memory");
+    }
+    atomic_init(&a->refcount, 1);
+    a->dtype = dt;
+    a->ndim = (int)nd;
+    memcpy(a->shape, shape, sizeof(int64_t) * nd);
+    tg_strides_contiguous(dt, (int)nd, shape, a->strides);
+    a->buf = b;
+    a->data = b->data;
+    R->t->arrays[k] = a;
+    return TG_OK;
+}
+
+typedef struct resolve_ctx {
+    tg_tgf *t;
+    bool current_shared; /* shared variables take the set's current values */
+} resolve_ctx;
+
+static tg_array *resolve_array(void *ud, json_object *ref, const tg_var *v, const char *where,
+                               tg_ctx *ctx) {
+    resolve_ctx *rc = ud;
+    tg_tgf *t = rc->t;
+    int64_t k;
+    if (!tg_json_get_int(ref, &k) || k < 0 || k >= t->narrays) {
+        tg_errorf(ctx, TG_ELOAD, "%s.tgf_array: expected an index into the %d arrays", where,
+                  t->narrays);
+        return NULL;
+    }
+    tg_array *a = t->arrays[k];
+    if (rc->current_shared && v->kind == TG_VAR_SHARED && t->shared_ids) {
+        tg_shared *s = tg_idmap_get(t->shared_ids, v->id);
+        if (s && s->value) a = s->value;
+    }
+    if (!tg_type_accepts(&v->type, a)) {
+        char want[128];
+        tg_type_str(&v->type, want, sizeof want);
+        tg_errorf(ctx, TG_ELOAD, "%s: array %lld (%s, %d dimensions) does not fit '%s' (%s)",
+                  where, (long long)k, tg_dtype_name(a->dtype), a->ndim, v->id, want);
+        return NULL;
+    }
+    return tg_array_ref(a);
+}
+
+/* Make the graph's shared variables the set's: functions of one file share
+ * state, as the functions of one graph do. */
+static int unify_shared(tg_tgf *t, tg_graph *g, tg_ctx *ctx) {
+    if (!t->shared_ids && !(t->shared_ids = tg_idmap_new()))
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    for (int i = 0; i < g->nvars; i++) {
+        tg_var *v = g->vars[i];
+        if (v->kind != TG_VAR_SHARED || !v->shared) continue;
+        tg_shared *found = tg_idmap_get(t->shared_ids, v->id);
+        if (found) {
+            if (!tg_type_equal(&found->type, &v->shared->type))
+                return tg_errorf(ctx, TG_ELOAD,
+                                 "%s: shared variable '%s' has different types in two "
+                                 "functions",
+                                 t->what, v->id);
+            tg_shared_unref(v->shared);
+            v->shared = tg_shared_ref(found);
+            continue;
+        }
+        tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)(t->nshared + 1));
+        if (!p) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        t->shared = p;
+        t->shared[t->nshared] = tg_shared_ref(v->shared);
+        /* The key is the shared state's own id, which lives as long as t
+         * holds it. */
+        if (tg_idmap_put(t->shared_ids, t->shared[t->nshared]->id, t->shared[t->nshared])) {
+            tg_shared_unref(t->shared[t->nshared]);
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        }
+        t->nshared++;
+    }
+    return TG_OK;
+}
+
+/* Put fg's nodes in the order of `keys` (the saved schedule), checking
+ * that it names each node once and is a topological order. */
+static int reorder(tg_fgraph *fg, const char *const *keys, int nkeys, const char *what,
+                   tg_ctx *ctx) {
+    if (nkeys != fg->nnodes)
+        return tg_errorf(ctx, TG_ELOAD, "%s: the schedule has %d nodes, the graph %d", what,
+                         nkeys, fg->nnodes);
+    struct tg_idmap *m = tg_idmap_new();
+    tg_node **order = tg_calloc((size_t)fg->nnodes + 1, sizeof *order);
+    int rc = TG_OK;
+    if (!m || !order) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < fg->nnodes; i++) {
+        tg_node *n = fg->nodes[i];
+        n->mark = NULL;
+        if (!n->nout || tg_idmap_get(m, n->outputs[0]->id)) {
+            rc = tg_errorf(ctx, TG_ELOAD, "%s: a node has no key of its own", what);
+            goto done;
+        }
+        if (tg_idmap_put(m, n->outputs[0]->id, n)) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+    }
+    for (int k = 0; k < nkeys; k++) {
+        tg_node *n = tg_idmap_get(m, keys[k]);
+        if (!n || n->mark) {
+            rc = tg_errorf(ctx, TG_ELOAD, "%s: schedule[%d]: '%.128s' is %s", what, k, keys[k],
+                           n ? "listed twice" : "not a node of the graph");
+            goto done;
+        }
+        for (int j = 0; j < n->nin; j++) {
+            tg_node *p = n->inputs[j]->owner;
+            if (p && !p->mark) {
+                rc = tg_errorf(ctx, TG_ELOAD,
+                               "%s: schedule[%d]: '%.128s' comes before '%.128s', which it "
+                               "reads",
+                               what, k, keys[k], p->outputs[0]->id);
+                goto done;
+            }
+        }
+        n->mark = n;
+        order[k] = n;
+    }
+    for (int k = 0; k < nkeys; k++) {
+        order[k]->mark = NULL;
+        order[k]->index = k;
+        fg->nodes[k] = order[k];
+    }
+done:
+    if (rc && fg)
+        for (int i = 0; i < fg->nnodes; i++) fg->nodes[i]->mark = NULL;
+    tg_idmap_free(m);
+    tg_free(order);
+    return rc;
+}
+
+static int string_list(json_object *a, const char ***out, int *n) {
+    if (!a || !json_object_is_type(a, json_type_array)) return -1;
+    size_t len = json_object_array_length(a);
+    const char **s = tg_calloc(len + 1, sizeof *s);
+    if (!s) return -1;
+    for (size_t i = 0; i < len; i++) {
+        json_object *e = json_object_array_get_idx(a, i);
+        if (!json_object_is_type(e, json_type_string)) {
+            tg_free(s);
+            return -1;
+        }
+        s[i] = json_object_get_string(e);
+    }
+    *out = s;
+    *n = (int)len;
+    return 0;
+}
+
+/* The rewrite record of a restored function; its names live in f->strpool. */
+static int restore_record(tg_function *f, json_object *jrw, const char *what, tg_ctx *ctx) {
+    if (!jrw) return TG_OK;
+    if (!json_object_is_type(jrw, json_type_array))
+        return tg_errorf(ctx, TG_ELOAD, "%s.rewrites: expected an array", what);
+    size_t n = json_object_array_length(jrw), total = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(jrw, i);
+        json_object *jn = get(e, "name", json_type_string), *jp = get(e, "pass", json_type_string);
+        if (!jn || !jp)
+            return tg_errorf(ctx, TG_ELOAD, "%s.rewrites[%zu]: expected name and pass", what, i);
+        total += strlen(json_object_get_string(jn)) + strlen(json_object_get_string(jp)) + 2;
+    }
+    f->strpool = tg_malloc(total + 1);
+    if (!f->strpool) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    char *p = f->strpool;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(jrw, i);
+        const char *name = json_object_get_string(get(e, "name", json_type_string));
+        const char *pass = json_object_get_string(get(e, "pass", json_type_string));
+        const char **rm = NULL, **cr = NULL;
+        int nrm = 0, ncr = 0;
+        if (string_list(get(e, "removed", json_type_array), &rm, &nrm) ||
+            string_list(get(e, "created", json_type_array), &cr, &ncr)) {
+            tg_free(rm);
+            return tg_errorf(ctx, TG_ELOAD,
+                             "%s.rewrites[%zu]: removed and created must be lists of keys", what,
+                             i);
+        }
+        char *pn = p;
+        p = stpcpy(p, name) + 1;
+        char *pp = p;
+        p = stpcpy(p, pass) + 1;
+        int rc = tg_opt_record_add(&f->record, pn, pp, rm, nrm, cr, ncr);
+        tg_free(rm);
+        tg_free(cr);
+        if (rc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    return TG_OK;
+}
+
+static int restore_origins(tg_fgraph *fg, json_object *jo, const char *what, tg_ctx *ctx) {
+    if (!jo) return TG_OK;
+    if (!json_object_is_type(jo, json_type_object))
+        return tg_errorf(ctx, TG_ELOAD, "%s.origins: expected an object", what);
+    for (int i = 0; i < fg->nnodes; i++) {
+        tg_node *n = fg->nodes[i];
+        json_object *ja = NULL;
+        if (!n->nout || !json_object_object_get_ex(jo, n->outputs[0]->id, &ja)) continue;
+        const char **keys = NULL;
+        int nk = 0;
+        if (string_list(ja, &keys, &nk))
+            return tg_errorf(ctx, TG_ELOAD, "%s.origins.%.128s: expected a list of keys", what,
+                             n->outputs[0]->id);
+        n->origins = tg_calloc((size_t)nk + 1, sizeof *n->origins);
+        n->norigins = nk;
+        int rc = n->origins ? TG_OK : TG_ENOMEM;
+        for (int k = 0; !rc && k < nk; k++)
+            if (!(n->origins[k] = tg_strdup(keys[k]))) rc = TG_ENOMEM;
+        tg_free(keys);
+        if (rc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    return TG_OK;
+}
+
+/* One saved function: its graph loaded as it was saved, in its schedule,
+ * linked. No optimizer. */
+static tg_function *restore_function(tg_tgf *t, json_object *jf, int i, tg_ctx *ctx) {
+    char what[600];
+    snprintf(what, sizeof what, "%s: functions[%d]", t->what, i);
+    json_object *jname = get(jf, "name", json_type_string), *jg = get(jf, "graph", json_type_object),
+                *jsched = get(jf, "schedule", json_type_array), *jno = get(jf, "no_gc", json_type_boolean);
+    if (!jname || !jg || !jsched) {
+        tg_errorf(ctx, TG_ELOAD, "%s: expected name, graph and schedule", what);
+        return NULL;
+    }
+    char gwhat[640];
+    snprintf(gwhat, sizeof gwhat, "%s.graph", what);
+    resolve_ctx rc = {t, false};
+    tg_graph *g = tg_graph_load_json(jg, gwhat, resolve_array, &rc, ctx);
+    tg_function *f = NULL;
+    tg_fgraph *fg = NULL;
+    const char **keys = NULL;
+    int nkeys = 0;
+    if (!g) return NULL;
+    if (g->nfuncs != 1 || strcmp(g->funcs[0].name, json_object_get_string(jname))) {
+        tg_errorf(ctx, TG_ELOAD, "%s.graph: expected the one function '%.128s'", what,
+                  json_object_get_string(jname));
+        goto fail;
+    }
+    if (unify_shared(t, g, ctx)) goto fail;
+    if (!(fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx))) goto fail;
+    if (string_list(jsched, &keys, &nkeys)) {
+        tg_errorf(ctx, TG_ELOAD, "%s.schedule: expected a list of node keys", what);
+        goto fail;
+    }
+    if (reorder(fg, keys, nkeys, what, ctx) ||
+        restore_origins(fg, get(jf, "origins", json_type_object), what, ctx))
+        goto fail;
+    f = tg_function_link_fgraph(g->funcs[0].name, fg, jno && json_object_get_boolean(jno), ctx);
+    fg = NULL;
+    if (!f) goto fail;
+    json_object *jrw = NULL;
+    json_object_object_get_ex(jf, "rewrites", &jrw);
+    if (restore_record(f, jrw, what, ctx)) goto fail;
+    tg_free(keys);
+    tg_graph_free(g);
+    return f;
+fail:
+    tg_free(keys);
+    tg_fgraph_free(fg);
+    tg_function_free(f);
+    tg_graph_free(g);
+    return NULL;
+}
+
+/* The saved original graph, parsed (the caller puts it); NULL with
+ * *absent set when the file keeps none, NULL with an error when it is bad. */
+static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
+    json_object *jk = NULL;
+    int64_t k;
+    *absent = !json_object_object_get_ex(t->root, "original", &jk);
+    if (*absent) return NULL;
+    if (!tg_json_get_int(jk, &k) || k < 0 || k >= t->narrays ||
+        t->arrays[k]->dtype != TG_UINT8 || t->arrays[k]->ndim != 1 ||
+        t->arrays[k]->shape[0] > INT32_MAX) {
+        tg_errorf(ctx, TG_ELOAD, "%s: header.original: expected the index of a uint8 array",
+                  t->what);
+        return NULL;
+    }
+    json_tokener *tok = json_tokener_new_ex(128);
+    if (!tok) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    int len = (int)t->arrays[k]->shape[0];
+    json_object *o = json_tokener_parse_ex(tok, tg_array_data(t->arrays[k]), len);
+    bool good = o && json_tokener_get_error(tok) == json_tokener_success &&
+                json_tokener_get_parse_end(tok) == (size_t)len &&
+                json_object_is_type(o, json_type_object);
+    json_tokener_free(tok);
+    if (!good) {
+        json_object_put(o);
+        tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not a JSON object",
+                  t->what, (long long)k);
+        return NULL;
+    }
+    return o;
+}
+
+/* --reoptimize: compile the saved original graph again. */
+static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *opts,
+                      tg_ctx *ctx) {
+    bool absent;
+    json_object *jo = original_json(t, &absent, ctx);
+    if (!jo)
+        return absent ? tg_errorf(ctx, TG_ENOTFOUND,
+                                  "%s: keeps no original graph, so it cannot be optimized again",
+                                  t->what)
+                      : TG_ELOAD;
+    char what[600];
+    snprintf(what, sizeof what, "%s: original", t->what);
+    resolve_ctx rc = {t, false};
+    tg_graph *g = tg_graph_load_json(jo, what, resolve_array, &rc, ctx);
+    json_object_put(jo);
+    if (!g) return TG_ELOAD;
+    int r = unify_shared(t, g, ctx);
+    for (int i = 0; !r && i < t->nfns; i++) {
+        const char *name = json_object_get_string(
+            get(json_object_array_get_idx(jfns, (size_t)i), "name", json_type_string));
+        int fi = tg_graph_function_find(g, name ? name : "", ctx);
+        if (fi < 0 || !(t->fns[i] = tg_function_compile(g, fi, opts, ctx))) r = TG_ELOAD;
+    }
+    tg_graph_free(g);
+    return r;
+}
+
+static void fingerprint_check(tg_tgf *t) {
+    json_object *fp = get(t->root, "fingerprint", json_type_object);
+    const char *ver = json_object_get_string(get(fp, "tg_version", json_type_string));
+    const char *blas = json_object_get_string(get(fp, "blas", json_type_string));
+    json_object *be = get(fp, "backends", json_type_array);
+    tg_str w = {0};
+    if (ver && strcmp(ver, tg_version())) tg_str_addf(&w, "; built by tg %.40s (this is %s)", ver, tg_version());
+    if (blas && strcmp(blas, blas_name()))
+        tg_str_addf(&w, "; built with BLAS '%.80s' (this build has '%s')", blas, blas_name());
+    for (size_t i = 0; be && i < json_object_array_length(be); i++) {
+        const char *b = json_object_get_string(json_object_array_get_idx(be, i));
+        if (b && strcmp(b, "cpu"))
+            tg_str_addf(&w, "; used backend '%.40s', which this build lacks", b);
+    }
+    if (w.len) {
+        tg_str msg = {0};
+        tg_str_addf(&msg, "%s: loaded anyway, running on the CPU kernels%s", t->what, w.s);
+        t->warning = msg.s;
+    }
+    tg_str_free(&w);
+}
+
+static tg_tgf *load_mem(reader *R, const tg_tgf_load_options *opts, bool copy) {
+    tg_tgf *t = R->t;
+    tg_ctx *ctx = R->ctx;
+    if (read_preamble(R)) goto fail;
+    json_object *root = t->root, *jv = NULL;
+    const char *fmt = json_object_get_string(get(root, "format", json_type_string));
+    int64_t ver;
+    if (!fmt || strcmp(fmt, "tg-compiled")) {
+        bad(R, TG_EPARSE, "header.format: expected \"tg-compiled\"");
+        goto fail;
+    }
+    if (!json_object_object_get_ex(root, "version", &jv) || !tg_json_get_int(jv, &ver) || ver < 1) {
+        bad(R, TG_EPARSE, "header.version: expected a positive integer");
+        goto fail;
+    }
+    if (ver > TG_TGF_VERSION) {
+        bad(R, TG_EVERSION, "format version %lld is newer than this tg (%s) reads (%d)",
+            (long long)ver, tg_version(), TG_TGF_VERSION);
+        goto fail;
+    }
+    json_object *jarr = get(root, "arrays", json_type_array),
+                *jfns = get(root, "functions", json_type_array);
+    if (!jarr || !jfns || !json_object_array_length(jfns)) {
+        bad(R, TG_EPARSE, "header: expected arrays and a non-empty list of functions");
+        goto fail;
+    }
+    size_t na = json_object_array_length(jarr), nf = json_object_array_length(jfns);
+    if (na > (size_t)INT32_MAX / 2 || nf > (size_t)INT32_MAX / 2) {
+        bad(R, TG_EPARSE, "header: too many arrays or functions");
+        goto fail;
+    }
+    t->arrays = tg_calloc(na + 1, sizeof *t->arrays);
+    t->fns = tg_calloc(nf + 1, sizeof *t->fns);
+    if (!t->arrays || !t->fns) {
+        bad(R, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    t->narrays = (int)na;
+    t->nfns = (int)nf;
+    for (size_t k = 0; k < na; k++)
+        if (read_array(R, json_object_array_get_idx(jarr, k), (int)k, copy)) goto fail;
+    fingerprint_check(t);
+    if (opts && opts->reoptimize) {
+        if (reoptimize(t, jfns, opts->options, ctx)) goto fail;
+    } else {
+        for (size_t i = 0; i < nf; i++) {
+            t->fns[i] = restore_function(t, json_object_array_get_idx(jfns, i), (int)i, ctx);
+            if (!t->fns[i]) goto fail;
+        }
+    }
+    for (int i = 0; i < t->nfns; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(t->fns[i]->name, t->fns[j]->name)) {
+                bad(R, TG_ELOAD, "function '%.128s' is saved twice", t->fns[i]->name);
+                goto fail;
+            }
+    return t;
+fail:
+    tg_tgf_free(t);
+    return NULL;
+}
+
+static tg_tgf *tgf_new(const char *what, tg_ctx *ctx) {
+    tg_tgf *t = tg_calloc(1, sizeof *t);
+    if (!t || !(t->what = tg_strdup(what ? what : "(tgf)"))) {
+        tg_free(t);
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return t;
+}
+
+tg_tgf *tg_tgf_load_buffer(const void *data, size_t len, const char *what,
+                           const tg_tgf_load_options *opts, tg_ctx *ctx) {
+    tg_tgf *t = tgf_new(what, ctx);
+    if (!t) return NULL;
+    reader R = {t, data, data ? len : 0, 0, 0, ctx};
+    return load_mem(&R, opts, true);
+}
+
+tg_tgf *tg_tgf_load(const char *path, const tg_tgf_load_options *opts, tg_ctx *ctx) {
+    if (!path) {
+        tg_errorf(ctx, TG_EINVAL, "tg_tgf_load: no path");
+        return NULL;
+    }
+    if (opts && opts->no_mmap) {
+        size_t len;
+        char *text = tg_file_read(path, &len, ctx);
+        if (!text) return NULL;
+        tg_tgf *t = tg_tgf_load_buffer(text, len, path, opts, ctx);
+        tg_free(text);
+        return t;
+    }
+    tg_tgf *t = tgf_new(path, ctx);
+    if (!t) return NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        tg_errorf(ctx, TG_EIO, "%s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        tg_errorf(ctx, TG_EIO, "%s: not a regular file", path);
+        goto fail;
+    }
+    reader R = {t, NULL, (size_t)st.st_size, 0, 0, ctx};
+    if (R.len < TG_TGF_PREAMBLE) {
+        static const unsigned char none[1];
+        R.data = none;
+        close(fd);
+        return load_mem(&R, opts, true);
+    }
+    /* Private and writable: pages are copied only if something writes. */
+    void *base = mmap(NULL, R.len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) {
+        tg_errorf(ctx, TG_EIO, "%s: cannot map: %s", path, strerror(errno));
+        goto fail;
+    }
+    close(fd);
+    fd = -1;
+    if (!(t->map = tg_malloc(sizeof *t->map))) {
+        munmap(base, R.len);
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    atomic_init(&t->map->refs, 1);
+    t->map->base = base;
+    t->map->len = R.len;
+    madvise(base, R.len, MADV_WILLNEED);
+    R.data = base;
+    return load_mem(&R, opts, false);
+fail:
+    if (fd >= 0) close(fd);
+    tg_tgf_free(t);
+    return NULL;
+}
+
+void tg_tgf_free(tg_tgf *t) {
+    if (!t) return;
+    for (int i = 0; i < t->nfns; i++) tg_function_free(t->fns[i]);
+    tg_idmap_free(t->shared_ids);
+    for (int i = 0; i < t->nshared; i++) tg_shared_unref(t->shared[i]);
+    for (int i = 0; i < t->narrays; i++) tg_array_free(t->arrays[i]);
+    tg_free(t->fns);
+    tg_free(t->shared);
+    tg_free(t->arrays);
+    if (t->root) json_object_put(t->root);
+    mapping_unref(t->map);
+    tg_free(t->warning);
+    tg_free(t->what);
+    tg_free(t);
+}
+
+const char *tg_tgf_warning(const tg_tgf *t) { return t ? t->warning : NULL; }
+int tg_tgf_function_count(const tg_tgf *t) { return t ? t->nfns : 0; }
+tg_function *tg_tgf_function(tg_tgf *t, int i) {
+    return t && i >= 0 && i < t->nfns ? t->fns[i] : NULL;
+}
+tg_function *tg_tgf_function_take(tg_tgf *t, int i) {
+    tg_function *f = tg_tgf_function(t, i);
+    if (f) t->fns[i] = NULL;
+    return f;
+}
+
+int tg_tgf_function_find(const tg_tgf *t, const char *name, tg_ctx *ctx) {
+    int only = -1, count = 0;
+    for (int i = 0; i < t->nfns; i++) {
+        if (!t->fns[i]) continue;
+        count++;
+        only = i;
+        if (name ? !strcmp(t->fns[i]->name, name) : !strcmp(t->fns[i]->name, "main")) return i;
+    }
+    if (!name && count == 1) return only;
+    tg_str list = {0};
+    for (int i = 0, k = 0; i < t->nfns; i++)
+        if (t->fns[i]) tg_str_addf(&list, "%s'%s'", k++ ? ", " : "", t->fns[i]->name);
+    if (name)
+        tg_errorf(ctx, TG_ENOTFOUND, "no function '%s' in %s (it has %s)", name, t->what,
+                  list.s ? list.s : "none");
+    else
+        tg_errorf(ctx, TG_ENOTFOUND, "%s has %d functions and none is 'main': pick one of %s",
+                  t->what, count, list.s ? list.s : "none");
+    tg_str_free(&list);
+    return TG_ENOTFOUND;
+}
+
+int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx) {
+    if (!t || !path) return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save_state: no file or path");
+    tg_function **fs = tg_calloc((size_t)t->nfns + 1, sizeof *fs);
+    if (!fs) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    int n = 0, rc;
+    for (int i = 0; i < t->nfns; i++)
+        if (t->fns[i]) fs[n++] = t->fns[i];
+    tg_graph *src = NULL;
+    bool absent;
+    json_object *jo = original_json(t, &absent, ctx);
+    if (!jo && !absent) {
+        tg_free(fs);
+        return tg_ctx_status(ctx);
+    }
+    if (jo) {
+        /* The original graph goes along, with the current shared values. */
+        char what[600];
+        snprintf(what, sizeof what, "%s: original", t->what);
+        resolve_ctx r = {t, true};
+        src = tg_graph_load_json(jo, what, resolve_array, &r, ctx);
+        json_object_put(jo);
+        if (!src) {
+            tg_free(fs);
+            return tg_ctx_status(ctx);
+        }
+        if ((rc = unify_shared(t, src, ctx))) goto done;
+    }
+    json_object *opts = NULL, *jopt = get(t->root, "options", json_type_object);
+    if (jopt && json_object_deep_copy(jopt, &opts, NULL) != 0) opts = NULL;
+    if (!opts) opts = options_json(NULL);
+    rc = n ? save_functions(path, fs, n, src, opts, ctx)
+           : (json_object_put(opts), tg_errorf(ctx, TG_EINVAL, "%s: no function left to save", t->what));
+done:
+    tg_graph_free(src);
+    tg_free(fs);
+    return rc;
+}
+
+char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx) {
+    if (!t || i < 0 || i >= t->nfns || !t->fns[i]) {
+        tg_errorf(ctx, TG_EINVAL, "tg_tgf_export: no function %d", i);
+        return NULL;
+    }
+    fview fv;
+    if (fview_init(&fv, t->fns[i])) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    char *s = tg_graph_to_string(&fv.g, ctx);
+    fview_free(&fv);
+    return s;
+}
+
+/* ---- copy with swapped shared variables, call N times ---- */
+
+typedef struct copy_table {
+    const tg_array **arr;
+    int n, cap;
+    bool oom;
+} copy_table;
+
+static json_object *copy_writer(void *ud, const tg_var *v, const tg_array *a) {
+    (void)v;
+    copy_table *c = ud;
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 16;
+        const tg_array **p = tg_realloc(c->arr, sizeof *p * (size_t)cap);
+        if (!p) {
+            c->oom = true;
+            return NULL;
+        }
+        c->arr = p;
+        c->cap = cap;
+    }
+    c->arr[c->n] = a;
+    return json_object_new_int(c->n++);
+}
+
+static tg_array *copy_resolver(void *ud, json_object *ref, const tg_var *v, const char *where,
+                               tg_ctx *ctx) {
+    (void)v;
+    copy_table *c = ud;
+    int64_t k;
+    if (!tg_json_get_int(ref, &k) || k < 0 || k >= c->n) {
+        tg_errorf(ctx, TG_EINVAL, "%s: bad array reference", where);
+        return NULL;
+    }
+    return tg_array_ref((tg_array *)c->arr[k]);
+}
+
+/* The copy's graph goes through the same JSON as a saved file (with the
+ * values passed by reference, not copied), so that copy and restore share
+ * one path; then its shared variables are f's except the swapped ones. */
+tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
+                              const tg_array *const *swap_values, int nswap, tg_ctx *ctx) {
+    copy_table C = {0};
+    fview fv;
+    tg_graph *g = NULL;
+    tg_fgraph *fg = NULL;
+    tg_function *c = NULL;
+    const char **keys = NULL;
+    if (!f || (nswap && (!swap_ids || !swap_values))) {
+        tg_errorf(ctx, TG_EINVAL, "tg_function_copy: no function or no swap list");
+        return NULL;
+    }
+    if (fview_init(&fv, f)) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    json_object *root = tg_graph_to_json_ext(&fv.g, copy_writer, &C);
+    fview_free(&fv);
+    if (!root || C.oom) {
+        json_object_put(root);
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* copy_writer returned bare indices: wrap them as the loader expects. */
+    json_object *vars = get(root, "variables", json_type_array);
+    for (size_t i = 0; vars && i < json_object_array_length(vars); i++) {
+        json_object *e = json_object_array_get_idx(vars, i);
+        const char *key = json_object_object_get_ex(e, "shared", NULL) ? "shared" : "constant";
+        json_object *idx = NULL;
+        if (!json_object_object_get_ex(e, key, &idx) || !json_object_is_type(idx, json_type_int))
+            continue;
+        json_object *w = json_object_new_object();
+        if (!w || json_object_object_add(w, "tgf_array", json_object_get(idx)) ||
+            json_object_object_add(e, key, w)) {
+            json_object_put(w);
+            json_object_put(root);
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    g = tg_graph_load_json(root, f->name, copy_resolver, &C, ctx);
+    json_object_put(root);
+    if (!g) goto fail;
+    for (int k = 0; k < nswap; k++) {
+        tg_var *v = tg_graph_find(g, swap_ids[k]);
+        if (!v || v->kind != TG_VAR_SHARED) {
+            tg_errorf(ctx, TG_ENOTFOUND, "function '%s' uses no shared variable '%s'", f->name,
+                      swap_ids[k]);
+            goto fail;
+        }
+        if (!tg_type_accepts(&v->type, swap_values[k])) {
+            char want[128];
+            tg_type_str(&v->type, want, sizeof want);
+            tg_errorf(ctx, TG_ETYPE, "swap '%s': the variable is %s; a %s array of %d dimensions "
+                      "does not fit", swap_ids[k], want, tg_dtype_name(swap_values[k]->dtype),
+                      swap_values[k]->ndim);
+            goto fail;
+        }
+    }
+    /* Not swapped: f's own state. Swapped: the loader made fresh state;
+     * it starts from the given value. */
+    for (int i = 0; i < g->nvars; i++) {
+        tg_var *v = g->vars[i];
+        if (v->kind != TG_VAR_SHARED) continue;
+        int k = 0;
+        while (k < nswap && strcmp(swap_ids[k], v->id)) k++;
+        if (k < nswap) {
+            tg_array *cp = tg_array_copy(swap_values[k], swap_values[k]->dtype);
+            if (!cp) {
+                tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                goto fail;
+            }
+            tg_array_free(v->shared->value);
+            v->shared->value = cp;
+            continue;
+        }
+        for (int j = 0; j < f->fg->nvars; j++) {
+            tg_var *o = f->fg->vars[j];
+            if (o->kind == TG_VAR_SHARED && o->shared && !strcmp(o->id, v->id)) {
+                tg_shared_unref(v->shared);
+                v->shared = tg_shared_ref(o->shared);
+                break;
+            }
+        }
+    }
+    if (!(fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx))) goto fail;
+    keys = tg_calloc((size_t)f->nsched + 1, sizeof *keys);
+    if (!keys) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int k = 0; k < f->nsched; k++) keys[k] = tg_function_node_key(f, k);
+    if (reorder(fg, keys, f->nsched, f->name, ctx)) goto fail;
+    for (int k = 0; k < f->nsched; k++) {
+        const tg_node *src = f->sched[k].node;
+        tg_node *dst = fg->nodes[k];
+        if (!src->origins && !src->norigins) continue;
+        dst->origins = tg_calloc((size_t)src->norigins + 1, sizeof *dst->origins);
+        if (!dst->origins) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+        dst->norigins = src->norigins;
+        for (int j = 0; j < src->norigins; j++)
+            if (!(dst->origins[j] = tg_strdup(src->origins[j]))) {
+                tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                goto fail;
+            }
+    }
+    c = tg_function_link_fgraph(f->name, fg, f->no_gc, ctx);
+    fg = NULL;
+    if (!c) goto fail;
+    /* The record: names point into f's strings, which may not outlive c;
+     * copy them into c's pool. */
+    size_t total = 0;
+    for (int i = 0; i < f->record.n; i++)
+        total += strlen(f->record.entries[i].name) + strlen(f->record.entries[i].pass) + 2;
+    if (!(c->strpool = tg_malloc(total + 1))) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    char *p = c->strpool;
+    for (int i = 0; i < f->record.n; i++) {
+        const tg_rw_entry *e = &f->record.entries[i];
+        char *pn = p;
+        p = stpcpy(p, e->name) + 1;
+        char *pp = p;
+        p = stpcpy(p, e->pass) + 1;
+        if (tg_opt_record_add(&c->record, pn, pp, (const char *const *)e->removed, e->nremoved,
+                              (const char *const *)e->created, e->ncreated)) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    tg_free(keys);
+    tg_free(C.arr);
+    tg_graph_free(g);
+    return c;
+fail:
+    tg_free(keys);
+    tg_free(C.arr);
+    tg_fgraph_free(fg);
+    tg_function_free(c);
+    tg_graph_free(g);
+    return NULL;
+}
+
+int tg_function_call_n(tg_function *f, tg_array *const *inputs, tg_array **outputs, long n,
+                       tg_ctx *ctx) {
+    if (!f || n < 1) return tg_errorf(ctx, TG_EINVAL, "tg_function_call_n: n must be at least 1");
+    int nout = tg_function_output_count(f);
+    for (long i = 0; i < n; i++) {
+        if (i)
+            for (int k = 0; k < nout; k++) {
+                tg_array_free(outputs[k]);
+                outputs[k] = NULL;
+            }
+        int rc = tg_function_call(f, inputs, outputs, ctx);
+        if (rc) return rc;
+    }
+    return TG_OK;
+}

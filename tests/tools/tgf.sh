@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Compiled-function files through tgc: compile -> run from the .tgf gives
+# the same bits as running the graph (logreg, mlp, convnet); a checkpoint
+# resumes exactly; damaged, truncated and hostile files get one line and
+# exit 2; a newer format version is refused; a file from another build
+# loads with one warning; print and export.
+set -uo pipefail
+: "${TGC:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass() { echo "ok: $1"; }
+fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
+expect() {
+  local want=$1 what=$2; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then pass "$what (exit $got)"; else
+    fail "$what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err"; fi
+}
+contains() { if grep -q -- "$2" "$tmp/$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/  | /' "$tmp/$1"; fi; }
+one_line() { # the error is one line that names the file
+  local n; n=$(wc -l <"$tmp/err")
+  if [ "$n" -eq 1 ] && grep -q -- "$1" "$tmp/err"; then pass "$2: one line naming the file"; else
+    fail "$2: $n lines on stderr"; sed 's/^/  | /' "$tmp/err"; fi
+}
+same_dir() { # same_dir A B WHAT: every .npy in A is byte-identical in B
+  local ok=1 f
+  for f in "$1"/*.npy; do cmp -s "$f" "$2/$(basename "$f")" || { ok=0; echo "  | differs: $(basename "$f")"; }; done
+  if [ "$ok" -eq 1 ] && [ -n "$(ls "$1")" ]; then pass "$3"; else fail "$3"; fi
+}
+E=$TG_SRC/examples
+P="python3 $TG_SRC/tests/tools/tgf_patch.py"
+mkdir -p "$tmp/mlp" "$tmp/lr"
+"$TG_BUILD_DIR/tools/tg-example-mlp-data" "$tmp/mlp" 200 >/dev/null
+"$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp/lr" >/dev/null
+
+# compile -> save -> restore -> run: bit-identical to running from JSON.
+for ex in logreg mlp convnet; do
+  d=$tmp/mlp; [ "$ex" = logreg ] && d=$tmp/lr
+  for preset in fast_run none; do
+    expect 0 "compile $ex -O $preset" -- "$TGC" compile "$E/$ex.json" -O "$preset" -o "$tmp/$ex.$preset.tgf"
+    contains out "train:" "compile reports each function"
+    "$TGC" run "$E/$ex.json" -O "$preset" -f train -i x="$d/x.npy" -i y="$d/y.npy" --calls 3 -o "$tmp/j.$ex.$preset" >/dev/null
+    expect 0 "run $ex.tgf train" -- "$TGC" run "$tmp/$ex.$preset.tgf" -f train -i x="$d/x.npy" -i y="$d/y.npy" --calls 3 -o "$tmp/t.$ex.$preset"
+    same_dir "$tmp/j.$ex.$preset" "$tmp/t.$ex.$preset" "$ex ($preset): 3 training calls from the .tgf are bit-identical to the graph's"
+    "$TGC" run "$E/$ex.json" -O "$preset" -f predict -i x="$d/x.npy" -o "$tmp/jp.$ex.$preset" >/dev/null
+    "$TGC" run "$tmp/$ex.$preset.tgf" -f predict -i x="$d/x.npy" -o "$tmp/tp.$ex.$preset" >/dev/null
+    same_dir "$tmp/jp.$ex.$preset" "$tmp/tp.$ex.$preset" "$ex ($preset): predict from the .tgf is bit-identical"
+  done
+done
+# One function with -f; --reoptimize compiles the saved original again.
+expect 0 "compile -f predict" -- "$TGC" compile "$E/mlp.json" -f predict -o "$tmp/p.tgf"
+contains out "predict:" "compile -f names the function"
+expect 2 "run -f train of a file holding only predict" -- "$TGC" run "$tmp/p.tgf" -f train
+contains err "no function 'train'" "the missing function is named"
+expect 0 "run --reoptimize" -- "$TGC" run "$tmp/mlp.fast_run.tgf" --reoptimize -f train -i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy" --calls 3 -o "$tmp/r.mlp"
+same_dir "$tmp/j.mlp.fast_run" "$tmp/r.mlp" "--reoptimize from the saved original gives the same bits"
+
+# Checkpoint and resume: 5 calls straight against 2, --save-state, 3 more.
+X=(-i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy")
+"$TGC" run "$E/mlp.json" -f train "${X[@]}" --calls 5 -o "$tmp/s5" --save-state "$tmp/s5.tgf" >/dev/null
+expect 0 "run 2 calls with --save-state" -- "$TGC" run "$E/mlp.json" -f train "${X[@]}" --calls 2 --save-state "$tmp/s2.tgf"
+expect 0 "resume from the checkpoint for 3 calls" -- "$TGC" run "$tmp/s2.tgf" -f train "${X[@]}" --calls 3 -o "$tmp/s23" --save-state "$tmp/s23.tgf"
+same_dir "$tmp/s5" "$tmp/s23" "resumed training gives the same cost as never stopping"
+"$TGC" export "$tmp/s5.tgf" -o "$tmp/s5.json" && "$TGC" export "$tmp/s23.tgf" -o "$tmp/s23.json"
+if cmp -s "$tmp/s5.json" "$tmp/s23.json"; then pass "resumed shared values are identical to never stopping"; else fail "shared values differ after resume"; fi
+expect 0 "the export loads again" -- "$TGC" check "$tmp/s5.json"
+expect 0 "the export runs" -- "$TGC" run "$tmp/s5.json" -f train "${X[@]}" -o "$tmp/e5"
+
+# print: debugprint.
+expect 0 "print a .tgf" -- "$TGC" print "$tmp/logreg.fast_run.tgf" -f train
+# The graph as written: the ids below are those of the file's nodes.
+expect 0 "print a graph" -- "$TGC" print "$E/logreg.json" -f train
+contains out "^add \[id A\] 'cost'" "the root has id A"
+n=$(grep -c "true_div \[id H\] 'p_1'" "$tmp/out")
+if [ "$n" -ge 2 ]; then pass "a node used $n times is listed at each use by its id"; else fail "p_1 printed $n times"; fi
+n=$(grep -c "dot \[id O\] 'xw'" "$tmp/out")
+if [ "$n" -eq 1 ]; then pass "the subtree under it is printed once"; else fail "xw printed $n times"; fi
+contains out "(constant) 1\b" "scalar constants show their value"
+expect 0 "print --ids int --types --shapes" -- "$TGC" print "$E/logreg.json" -f predict --ids int --types --shapes
+contains out "\[id 0\]" "--ids int numbers the nodes"
+contains out "x \[id [0-9]*\] <float64(?, 784)>" "--types --shapes show dtype and static shape"
+expect 2 "print --ids bad" -- "$TGC" print "$E/logreg.json" --ids hex
+
+# Damaged, truncated and hostile files: one line, exit 2, no crash.
+F=$tmp/mlp.fast_run.tgf
+size=$(stat -c %s "$F")
+head -c 40 "$F" >"$tmp/short.tgf"
+expect 2 "a file shorter than the preamble" -- "$TGC" run "$tmp/short.tgf"
+one_line "short.tgf" "truncated preamble"
+head -c $((size - 1000)) "$F" >"$tmp/trunc.tgf"
+expect 2 "a truncated file" -- "$TGC" run "$tmp/trunc.tgf"
+one_line "trunc.tgf" "truncated data"; contains err "truncated" "says truncated"
+printf 'hello, this is not a tgf file at all, not even close; padding padding padding' >"$tmp/magic.tgf"
+expect 2 "bad magic" -- "$TGC" run "$tmp/magic.tgf"
+one_line "magic.tgf" "bad magic"
+$P "$F" "$tmp/fh.tgf" flip-header
+expect 2 "a changed header byte" -- "$TGC" run "$tmp/fh.tgf"
+one_line "fh.tgf" "header checksum"; contains err "checksum" "says checksum"
+$P "$F" "$tmp/fd.tgf" flip-data
+expect 2 "a changed data byte" -- "$TGC" run "$tmp/fd.tgf"
+one_line "fd.tgf" "array checksum"; contains err "arrays\[0\]: checksum" "names the array"
+$P "$F" "$tmp/v2.tgf" version 2
+expect 2 "a newer format version" -- "$TGC" run "$tmp/v2.tgf"
+one_line "v2.tgf" "newer version"; contains err "newer than this tg" "says newer"
+$P "$F" "$tmp/nj.tgf" header-raw '{"format": "tg-compiled", "version": 1,'
+expect 2 "a header that is not JSON" -- "$TGC" run "$tmp/nj.tgf"
+one_line "nj.tgf" "not JSON"; contains err "invalid JSON" "says invalid JSON"
+$P "$F" "$tmp/abs.tgf" header-text '"shape":[784,' '"shape":[4611686018427387904,'
+expect 2 "an absurd shape" -- "$TGC" run "$tmp/abs.tgf"
+one_line "abs.tgf" "absurd shape"; contains err "arrays\[" "names the array"
+$P "$F" "$tmp/off.tgf" header-text '"offset":0,' '"offset":999999999999,'
+expect 2 "an offset past the end" -- "$TGC" run "$tmp/off.tgf"
+one_line "off.tgf" "offset past the end"; contains err "past the end" "says past the end"
+$P "$F" "$tmp/gr.tgf" header-text '"op":"dot"' '"op":"dott"'
+expect 2 "a saved graph that does not load" -- "$TGC" run "$tmp/gr.tgf"
+one_line "gr.tgf" "bad graph"; contains err "functions\[0\].graph" "names the function's graph"
+
+# Another build: loads with one warning line and runs.
+ver=$("$TGC" --version | awk '{print $2}')
+$P "$F" "$tmp/other.tgf" header-text "\"tg_version\":\"$ver\"" '"tg_version":"0.0.0-other"'
+$P "$tmp/other.tgf" "$tmp/other.tgf" header-text '"backends":["cpu"]' '"backends":["cpu","cuda"]'
+expect 0 "a file from another build runs" -- "$TGC" run "$tmp/other.tgf" -f predict -i x="$tmp/mlp/x.npy" -o "$tmp/o"
+one_line "other.tgf" "another build"; contains err "warning: .*0.0.0-other.*cuda" "the warning names the version and backend"
+same_dir "$tmp/tp.mlp.fast_run" "$tmp/o" "and computes the same bits"
+
+# The headers follow schemas/tgf-header.schema.json.
+if /usr/bin/python3 -c 'import jsonschema' 2>/dev/null; then
+  if /usr/bin/python3 - "$TG_SRC/schemas/tgf-header.schema.json" "$tmp"/*.fast_run.tgf "$tmp/s23.tgf" "$tmp/p.tgf" <<'PY'
+import json, struct, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+jsonschema.Draft202012Validator.check_schema(schema)
+v = jsonschema.Draft202012Validator(schema)
+for p in sys.argv[2:]:
+    raw = open(p, "rb").read()
+    hlen, = struct.unpack_from("<Q", raw, 24)
+    v.validate(json.loads(raw[64:64 + hlen]))
+PY
+  then pass "headers validate against tgf-header.schema.json"; else fail "a header does not validate"; fi
+else
+  echo "skip: python3-jsonschema is not installed"
+fi
+
+# Usage errors.
+expect 2 "compile without -o" -- "$TGC" compile "$E/mlp.json"
+expect 2 "compile an unknown function" -- "$TGC" compile "$E/mlp.json" -f nope -o "$tmp/x.tgf"
+expect 2 "export of a graph" -- "$TGC" export "$E/mlp.json" -o "$tmp/x.json"
+expect 2 "--reoptimize on a graph" -- "$TGC" run "$E/mlp.json" --reoptimize -f predict
+expect 0 "compile --help" -- "$TGC" compile --help
+expect 2 "-O on a .tgf without --reoptimize" -- "$TGC" run "$F" -O none -f predict -i x="$tmp/mlp/x.npy"
+contains err "already optimized" "says the file is already optimized"
+
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,440 @@
+/* Compiled-function files: the checksum, save -> load -> call giving the
+ * same bits, shared state across the functions of a file, checkpoints,
+ * the rewrite record and origins surviving a save, copy with swapped
+ * shared variables, call N times, every truncation and a flipped byte in
+ * every header position refused cleanly, and a save killed with SIGKILL
+ * halfway leaving the previous file intact. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "io/tgf.h"
+#include "testutil.h"
+#include "vm/vm.h"
+
+/* w is shared and updated: w <- w * 0.5 + x; out = sum(w * x) + c. */
+static const char *GRAPH =
+    "{\"format\": \"tg-graph\", \"version\": 1,"
+    " \"variables\": ["
+    "  {\"id\": \"w\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]},"
+    "   \"shared\": {\"data\": [1.0, 2.0, 3.0]}},"
+    "  {\"id\": \"c\", \"type\": {\"dtype\": \"float64\", \"shape\": []}, \"constant\": {\"data\": 0.25}},"
+    "  {\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}],"
+    " \"nodes\": ["
+    "  {\"op\": \"mul\", \"inputs\": [\"w\", \"x\"], \"outputs\": [\"wx\"]},"
+    "  {\"op\": \"sum\", \"inputs\": [\"wx\"], \"outputs\": [\"s\"]},"
+    "  {\"op\": \"add\", \"inputs\": [\"s\", \"c\"], \"outputs\": [\"out\"]},"
+    "  {\"op\": \"mul\", \"inputs\": [\"w\", {\"value\": 0.5}], \"outputs\": [\"wh\"]},"
+    "  {\"op\": \"add\", \"inputs\": [\"wh\", \"x\"], \"outputs\": [\"w_next\"]}],"
+    " \"functions\": {"
+    "  \"train\": {\"inputs\": [\"x\"], \"outputs\": [\"out\"], \"updates\": {\"w\": \"w_next\"}},"
+    "  \"predict\": {\"inputs\": [\"x\"], \"outputs\": [\"out\"]}}}";
+
+static char dir[64];
+
+static int setup(void **state) {
+    (void)state;
+    strcpy(dir, "/tmp/tg_test_tgf.XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *path_in(const char *name) {
+    static char buf[4][256];
+    static int k;
+    char *p = buf[k++ % 4];
+    snprintf(p, 256, "%s/%s", dir, name);
+    return p;
+}
+
+static tg_array *vec3(double a, double b, double c) {
+    int64_t shp[1] = {3};
+    double d[3] = {a, b, c};
+    return tu_f64(1, shp, d);
+}
+
+static double call1(tg_function *f, tg_array *x) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *out = NULL;
+    if (tg_function_call(f, &x, &out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    double v = tg_array_get_flat(out, 0);
+    tg_array_free(out);
+    tg_ctx_free(ctx);
+    return v;
+}
+
+/* Compile both functions of GRAPH and save them to name. */
+static void save_graph(const char *name, tg_graph **gout, tg_function **fs) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load(GRAPH);
+    fs[0] = tg_function_compile(g, tg_graph_function_find(g, "train", ctx), NULL, ctx);
+    fs[1] = tg_function_compile(g, tg_graph_function_find(g, "predict", ctx), NULL, ctx);
+    assert_non_null(fs[0]);
+    assert_non_null(fs[1]);
+    tg_tgf_save_info info = {.source = g};
+    if (tg_tgf_save(path_in(name), fs, 2, &info, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    *gout = g;
+}
+
+static void test_crc32c_known_values(void **state) {
+    (void)state;
+    /* The check value of CRC-32C (RFC 3720 appendix B.4 and the CRC
+     * catalogue): "123456789" -> 0xE3069283; 32 zero bytes -> 0x8A9136AA. */
+    assert_int_equal(tg_crc32c(0, "123456789", 9), 0xE3069283u);
+    assert_int_equal(tg_crc32c_sw(0, "123456789", 9), 0xE3069283u);
+    unsigned char z[32] = {0};
+    assert_int_equal(tg_crc32c(0, z, 32), 0x8A9136AAu);
+    assert_int_equal(tg_crc32c(0, "", 0), 0u);
+    /* The hardware and table paths agree on every length and alignment,
+     * and the checksum continues across pieces. */
+    unsigned char buf[300];
+    for (int i = 0; i < 300; i++) buf[i] = (unsigned char)(i * 37 + 11);
+    for (int off = 0; off < 8; off++)
+        for (int n = 0; n + off <= 300; n += 7) {
+            uint32_t a = tg_crc32c(0, buf + off, (size_t)n), b = tg_crc32c_sw(0, buf + off, (size_t)n);
+            assert_int_equal(a, b);
+            uint32_t c = tg_crc32c(tg_crc32c(0, buf + off, (size_t)n / 2), buf + off + n / 2,
+                                   (size_t)(n - n / 2));
+            assert_int_equal(a, c);
+        }
+}
+
+static void test_save_load_same_bits_and_shared_state(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("a.tgf", &g, fs);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf *t = tg_tgf_load(path_in("a.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    assert_null(tg_tgf_warning(t));
+    assert_int_equal(tg_tgf_function_count(t), 2);
+    int ti = tg_tgf_function_find(t, "train", ctx), pi = tg_tgf_function_find(t, "predict", ctx);
+    assert_true(ti >= 0 && pi >= 0);
+    tg_function *tr = tg_tgf_function(t, ti), *pr = tg_tgf_function(t, pi);
+    assert_int_equal(tg_function_node_count(tr), tg_function_node_count(fs[0]));
+    for (int k = 0; k < tg_function_node_count(tr); k++)
+        assert_string_equal(tg_function_node_key(tr, k), tg_function_node_key(fs[0], k));
+    tg_array *x = vec3(0.1, -0.2, 0.3);
+    /* By hand: w = (1, 2, 3); out = 0.1 - 0.4 + 0.9 + 0.25 = 0.85. */
+    for (int call = 0; call < 4; call++) {
+        double a = call1(fs[0], x), b = call1(tr, x);
+        assert_memory_equal(&a, &b, sizeof a);
+        if (call == 0) assert_true(a > 0.85 - 1e-12 && a < 0.85 + 1e-12);
+    }
+    /* predict sees train's updates in both: one set of shared state. */
+    double a = call1(fs[1], x), b = call1(pr, x);
+    assert_memory_equal(&a, &b, sizeof a);
+    const tg_array *w1 = tg_function_shared_get(fs[0], "w"), *w2 = tg_function_shared_get(tr, "w");
+    assert_true(tg_array_equal(w1, w2));
+    /* Unknown function names are refused with the list. */
+    assert_true(tg_tgf_function_find(t, "nope", ctx) < 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "'train'"));
+    tg_array_free(x);
+    tg_tgf_free(t);
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static void test_checkpoint_resume_exact(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("b.tgf", &g, fs);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *x = vec3(0.3, 0.7, -1.1);
+    /* Straight: 7 calls. Resumed: 3 calls, checkpoint, load, 4 calls. */
+    for (int i = 0; i < 7; i++) call1(fs[0], x);
+    tg_tgf *t = tg_tgf_load(path_in("b.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *tr = tg_tgf_function(t, tg_tgf_function_find(t, "train", ctx));
+    for (int i = 0; i < 3; i++) call1(tr, x);
+    if (tg_tgf_save_state(t, path_in("b3.tgf"), ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf_free(t);
+    t = tg_tgf_load(path_in("b3.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tr = tg_tgf_function(t, tg_tgf_function_find(t, "train", ctx));
+    for (int i = 0; i < 4; i++) call1(tr, x);
+    const tg_array *w1 = tg_function_shared_get(fs[0], "w"), *w2 = tg_function_shared_get(tr, "w");
+    assert_memory_equal(tg_array_data(w1), tg_array_data(w2), 3 * sizeof(double));
+    /* The checkpoint keeps the original graph: reoptimizing it gives a
+     * function that starts from the checkpointed values too. */
+    tg_tgf_free(t);
+    tg_tgf_load_options lo = {.reoptimize = true};
+    t = tg_tgf_load(path_in("b3.tgf"), &lo, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tr = tg_tgf_function(t, tg_tgf_function_find(t, "train", ctx));
+    for (int i = 0; i < 4; i++) call1(tr, x);
+    w2 = tg_function_shared_get(tr, "w");
+    assert_memory_equal(tg_array_data(w1), tg_array_data(w2), 3 * sizeof(double));
+    tg_tgf_free(t);
+    tg_array_free(x);
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static void test_record_and_origins_survive(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load(GRAPH);
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, "train", ctx),
+                                         &(tg_compile_options){.preset = "none"}, ctx);
+    assert_non_null(f);
+    /* Stand in for the optimizer: a record entry, and a node that stands
+     * for two original nodes. */
+    const char *rm[2] = {"wx", "s"}, *cr[1] = {"s"};
+    assert_int_equal(tg_opt_record_add(&f->record, "fuse_test", "fusion", rm, 2, cr, 1), 0);
+    int k_s = -1;
+    for (int k = 0; k < f->nsched; k++)
+        if (!strcmp(tg_function_node_key(f, k), "s")) k_s = k;
+    assert_true(k_s >= 0);
+    tg_node *n = f->sched[k_s].node;
+    n->origins = calloc(2, sizeof *n->origins);
+    n->origins[0] = strdup("wx");
+    n->origins[1] = strdup("s");
+    n->norigins = 2;
+    if (tg_tgf_save(path_in("r.tgf"), &f, 1, NULL, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = tg_tgf_load(path_in("r.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *h = tg_tgf_function_take(t, 0);
+    tg_tgf_free(t); /* h outlives the set it came from */
+    assert_int_equal(tg_function_rewrite_count(h), 1);
+    tg_rewrite_info ri;
+    assert_int_equal(tg_function_rewrite_get(h, 0, &ri), 0);
+    assert_string_equal(ri.name, "fuse_test");
+    assert_string_equal(ri.pass, "fusion");
+    assert_int_equal(ri.nremoved, 2);
+    assert_string_equal(ri.removed[1], "s");
+    assert_int_equal(ri.ncreated, 1);
+    const char *const *keys;
+    assert_int_equal(tg_function_node_origins(h, k_s, &keys), 2);
+    assert_string_equal(keys[0], "wx");
+    assert_string_equal(keys[1], "s");
+    /* A node left alone stands for itself. */
+    int other = k_s == 0 ? 1 : 0;
+    assert_int_equal(tg_function_node_origins(h, other, &keys), 1);
+    assert_string_equal(keys[0], tg_function_node_key(h, other));
+    /* No original graph in this file: --reoptimize is refused. */
+    tg_tgf_load_options lo = {.reoptimize = true};
+    assert_null(tg_tgf_load(path_in("r.tgf"), &lo, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_ENOTFOUND);
+    tg_function_free(h);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static void test_copy_swap_and_call_n(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load(GRAPH);
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, "train", ctx), NULL, ctx);
+    tg_array *x = vec3(1, 1, 1), *w0 = vec3(10, 20, 30);
+    const char *ids[1] = {"w"};
+    const tg_array *vals[1] = {w0};
+    tg_function *c = tg_function_copy(f, ids, vals, 1, ctx);
+    if (!c) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *shared = tg_function_copy(f, NULL, NULL, 0, ctx);
+    assert_non_null(shared);
+    /* The swapped copy starts from (10, 20, 30): 60 + 0.25. */
+    double v = call1(c, x);
+    assert_true(v == 60.25);
+    /* f is untouched by the swapped copy's update: 1 + 2 + 3 + 0.25. */
+    v = call1(f, x);
+    assert_true(v == 6.25);
+    /* The unswapped copy shares f's w, which f just updated to
+     * w * 0.5 + 1 = (1.5, 2, 2.5): 6 + 0.25. */
+    v = call1(shared, x);
+    assert_true(v == 6.25);
+    /* call_n: 3 more calls of c, by hand: w goes (6, 11, 16) ->
+     * (4, 6.5, 9) -> (3, 4.25, 5.5) -> (2.5, 3.125, 3.75); the third call
+     * reads (3, 4.25, 5.5): 12.75 + 0.25. */
+    tg_array *out = NULL;
+    assert_int_equal(tg_function_call_n(c, &x, &out, 3, ctx), 0);
+    assert_true(tg_array_get_flat(out, 0) == 13.0);
+    const tg_array *wc = tg_function_shared_get(c, "w");
+    assert_true(tg_array_get_flat(wc, 0) == 2.5 && tg_array_get_flat(wc, 1) == 3.125 &&
+                tg_array_get_flat(wc, 2) == 3.75);
+    tg_array_free(out);
+    /* Bad swaps. */
+    const char *bad_id[1] = {"nope"};
+    assert_null(tg_function_copy(f, bad_id, vals, 1, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_ENOTFOUND);
+    int64_t s2[1] = {2};
+    double d2[2] = {1, 2};
+    tg_array *w2 = tu_f64(1, s2, d2);
+    const tg_array *bad_val[1] = {w2};
+    assert_null(tg_function_copy(f, ids, bad_val, 1, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_ETYPE);
+    assert_int_not_equal(tg_function_call_n(c, &x, &out, 0, ctx), 0);
+    tg_array_free(w2);
+    tg_array_free(x);
+    tg_array_free(w0);
+    tg_function_free(c);
+    tg_function_free(shared);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static unsigned char *read_all(const char *p, size_t *n) {
+    FILE *fp = fopen(p, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    *n = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc(*n + 1);
+    assert_int_equal(fread(b, 1, *n, fp), *n);
+    fclose(fp);
+    return b;
+}
+
+/* Every prefix of a file, and the file with any one byte of its preamble
+ * and header changed, is refused with one line naming it; nothing
+ * crashes or leaks (the ASan build runs this too). */
+static void test_damaged_files_refused(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("c.tgf", &g, fs);
+    size_t n;
+    unsigned char *b = read_all(path_in("c.tgf"), &n);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf *t = tg_tgf_load_buffer(b, n, "c.tgf", NULL, ctx);
+    assert_non_null(t);
+    tg_tgf_free(t);
+    for (size_t len = 0; len < n; len += len < 200 ? 1 : 61) {
+        t = tg_tgf_load_buffer(b, len, "c.tgf", NULL, ctx);
+        if (t) fail_msg("a file cut to %zu of %zu bytes loaded", len, n);
+        const char *m = tg_ctx_message(ctx);
+        assert_true(!strncmp(m, "c.tgf: ", 7));
+        assert_null(strchr(m, '\n'));
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | b[24 + i];
+    for (size_t i = 0; i < 64 + hlen; i += i < 64 ? 1 : 13) {
+        b[i] ^= 0x20;
+        t = tg_tgf_load_buffer(b, n, "c.tgf", NULL, ctx);
+        if (t) fail_msg("a file with byte %zu changed loaded", i);
+        b[i] ^= 0x20;
+    }
+    /* A flipped bit in the data: the array's checksum. */
+    uint64_t doff = 0;
+    for (int i = 7; i >= 0; i--) doff = doff << 8 | b[32 + i];
+    b[doff] ^= 1;
+    assert_null(tg_tgf_load_buffer(b, n, "c.tgf", NULL, ctx));
+    assert_non_null(strstr(tg_ctx_message(ctx), "checksum"));
+    free(b);
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static int hook_fd = -1;
+static void stop_after_first_write(size_t written) {
+    if (written < (1u << 20)) return;
+    /* Tell the parent a part of the file is on disk, then wait to die. */
+    char c = 'w';
+    if (write(hook_fd, &c, 1) != 1) _exit(3);
+    for (;;) pause();
+}
+
+/* kill -9 in the middle of a save leaves the previous file as it was. */
+static void test_kill_during_save_keeps_old_file(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("k.tgf", &g, fs);
+    size_t n0;
+    unsigned char *before = read_all(path_in("k.tgf"), &n0);
+    tg_ctx *ctx = tg_ctx_new();
+    /* A large constant makes the file big: a graph with 4 MiB of data. */
+    char *json = NULL;
+    size_t jl = 0;
+    FILE *m = open_memstream(&json, &jl);
+    fprintf(m, "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+               "{\"id\": \"w\", \"type\": {\"dtype\": \"float64\", \"shape\": [524288]},"
+               " \"shared\": {\"data\": [");
+    for (int i = 0; i < 524288; i++) fprintf(m, "%s%d", i ? "," : "", i % 1000);
+    fprintf(m, "]}}], \"nodes\": [{\"op\": \"mul\", \"inputs\": [\"w\", {\"value\": 2}],"
+               " \"outputs\": [\"y\"]}]}");
+    fclose(m);
+    tg_graph *bg = tu_load(json);
+    free(json);
+    tg_function *bf = tg_function_compile(bg, 0, NULL, ctx);
+    assert_non_null(bf);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        hook_fd = p[1];
+        tg_tgf_write_hook = stop_after_first_write;
+        tg_tgf_save(path_in("k.tgf"), &bf, 1, NULL, ctx);
+        _exit(4); /* the hook should have stopped us */
+    }
+    close(p[1]);
+    char c = 0;
+    assert_int_equal(read(p[0], &c, 1), 1);
+    close(p[0]);
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    /* The old file is byte for byte what it was and still loads. */
+    size_t n1;
+    unsigned char *after = read_all(path_in("k.tgf"), &n1);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(before, after, n0);
+    tg_tgf *t = tg_tgf_load(path_in("k.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf_free(t);
+    /* And a save that completes replaces it. */
+    assert_int_equal(tg_tgf_save(path_in("k.tgf"), &bf, 1, NULL, ctx), 0);
+    t = tg_tgf_load(path_in("k.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_array *out = NULL;
+    assert_int_equal(tg_function_call(tg_tgf_function(t, 0), NULL, &out, ctx), 0);
+    assert_true(tg_array_get_flat(out, 524287) == 2.0 * (524287 % 1000));
+    tg_array_free(out);
+    tg_tgf_free(t);
+    free(before);
+    free(after);
+    tg_function_free(bf);
+    tg_graph_free(bg);
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32c_known_values),
+        cmocka_unit_test(test_save_load_same_bits_and_shared_state),
+        cmocka_unit_test(test_checkpoint_resume_exact),
+        cmocka_unit_test(test_record_and_origins_survive),
+        cmocka_unit_test(test_copy_swap_and_call_n),
+        cmocka_unit_test(test_damaged_files_refused),
+        cmocka_unit_test(test_kill_during_save_keeps_old_file),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
