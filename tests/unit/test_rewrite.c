@@ -133,6 +133,7 @@ static const rw_case cases[] = {
     {"log_softmax", G(V("a", "float64", "[3,5]"), N("softmax", "['a']", "['s']") "," N("log", "['s']", "['z']")), "log_softmax", "softmax", -5, 5},
     {"logsumexp", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," N("log", "['s']", "['z']")), "logsumexp", "exp", -5, 5},
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "log_softmax", "categorical_crossentropy", -5, 5},
+    {"softmax_crossentropy_grad", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -224,6 +225,16 @@ static void test_stabilize_values(void **state) {
     const char *lsm = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0}]", "['v']", "{'axis':0}") "," N("softmax", "['v']", "['s']") "," N("log", "['s']", "['l']") "," NA("subtensor", "['l']", "['z']", "{'index':[1]}"));
     assert_true(isinf(run1(lsm, 1e4, "none")));
     assert_float_equal(run1(lsm, 1e4, "fast_run"), -1e4, 1e-9);
+    /* d/dx of crossentropy(softmax(x), t) at x = [a, 0, 0], t = e1 is
+     * p - t = [1, -1, 0] for a = 1000; as written, -t/p divides by a
+     * probability that underflowed to 0. */
+    const char *xg = G(V("a", "float64", "[]") ",{'id':'t','type':{'dtype':'float64','shape':[1,3]},'constant':{'data':[[0,1,0]]}}",
+        NA("stack", "['a',{'value':0.0},{'value':0.0}]", "['v']", "{'axis':0}") "," NA("dimshuffle", "['v']", "['m']", "{'order':['x',0]}") ","
+        N("softmax", "['m']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") ","
+        N("grad", "['c','m']", "['gm']") "," NA("subtensor", "['gm']", "['z']", "{'index':[0,1]}"));
+    assert_true(isnan(run1(xg, 1000, "none")));
+    assert_float_equal(run1(xg, 1000, "fast_run"), -1.0, 1e-12);
+    assert_float_equal(run1(xg, 0.5, "fast_run"), 1 / (exp(0.5) + 2) - 1, 1e-12);
 }
 
 /* ---- presets, tags, record, origins, traces ---- */
@@ -431,6 +442,49 @@ static void test_fusion(void **state) {
     tg_graph_free(g);
 }
 
+/* The increment ops update their input where it lies when it is an
+ * intermediate read only by them: values against a loop written here. */
+static void test_inplace_increments(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[1000]") "," V("y", "float64", "[3]") ","
+                         "{'id':'i','type':{'dtype':'int64','shape':[3]},'constant':{'data':[5,5,999]}}",
+                         N("exp", "['a']", "['e']") "," N("take_add", "['e','y','i']", "['t']") ","
+                         NA("inc_subtensor", "['t','y']", "['u']", "{'index':[{'start':0,'stop':3}]}") ","
+                         N("sqrt", "['u']", "['z']")));
+    const char *nofuse[] = {"fusion", NULL};
+    tg_compile_options o = {.preset = "fast_run", .exclude = nofuse};
+    tg_function *f = compile_opts(g, NULL, &o);
+    int inplace = 0;
+    for (int i = 0; i < tg_function_node_count(f); i++) {
+        tg_node *n = f->sched[i].node;
+        if (!strcmp(n->op->name, "take_add") || !strcmp(n->op->name, "inc_subtensor")) {
+            assert_non_null(n->inplace);
+            assert_int_equal(n->inplace[0], 0);
+            inplace++;
+        }
+    }
+    assert_int_equal(inplace, 2);
+    int64_t s1[1] = {1000}, s3[1] = {3};
+    tg_array *in[2] = {filled(TG_FLOAT64, 1, s1, 0, 1, 1), filled(TG_FLOAT64, 1, s3, 0, 1, 2)};
+    for (int rep = 0; rep < 2; rep++) {
+        tg_array *out = NULL;
+        call(f, in, &out);
+        const double *a = tg_array_data(in[0]), *y = tg_array_data(in[1]);
+        for (int k = 0; k < 1000; k++) {
+            double e = exp(a[k]);
+            if (k == 5) e += y[0] + y[1]; /* repeated indices accumulate */
+            if (k == 999) e += y[2];
+            if (k < 3) e += y[k];
+            assert_float_equal(tg_array_get_flat(out, k), sqrt(e), 1e-12);
+        }
+        tg_array_free(out);
+    }
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* Rewrites never change a type: the optimized graph's every variable
  * keeps the dtype the unoptimized one had for the same output. */
 static void test_examples_unchanged(void **state) {
@@ -465,6 +519,7 @@ int main(void) {
         cmocka_unit_test(test_record_origins_traces),
         cmocka_unit_test(test_inplace_safety),
         cmocka_unit_test(test_fusion),
+        cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_examples_unchanged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

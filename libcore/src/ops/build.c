@@ -331,9 +331,11 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
             rt;
     memcpy(xt.shape, x->shape, sizeof xt.shape);
     memcpy(it.shape, idx->shape, sizeof it.shape);
-    if ((rc = take_shape(&xt, &it, ax, &rt, ctx)) ||
-        (rc = tg_array_prepare(out, x->dtype, x->ndim, x->shape, ctx)) ||
-        (rc = tg_array_assign(*out, x, ctx)))
+    if ((rc = take_shape(&xt, &it, ax, &rt, ctx))) goto done;
+    /* In place (the optimizer's `inplace`): update x where it lies. */
+    if (!tg_op_take_input(n, in, 0, out) &&
+        ((rc = tg_array_prepare(out, x->dtype, x->ndim, x->shape, ctx)) ||
+         (rc = tg_array_assign(*out, x, ctx))))
         goto done;
     /* y broadcast to the indexed shape, in x's dtype, contiguous. */
     if (!(yb = tg_array_empty(x->dtype, rt.ndim, rt.shape))) {
@@ -372,13 +374,13 @@ const tg_op tg_op_take = {
 const tg_op tg_op_take_set = {
     .name = "take_set", .nin_min = 3, .nin_max = 3, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
-    .run = take_setadd_run, .cost = cost_copy, .view_of = -1,
+    .run = take_setadd_run, .cost = cost_copy, .view_of = -1, .inplace_inputs = 1u,
     .impl = &kind_tset, .grad = tg_grad_build};
 
 const tg_op tg_op_take_add = {
     .name = "take_add", .nin_min = 3, .nin_max = 3, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
-    .run = take_setadd_run, .cost = cost_copy, .view_of = -1,
+    .run = take_setadd_run, .cost = cost_copy, .view_of = -1, .inplace_inputs = 1u,
     .impl = &kind_tadd, .grad = tg_grad_build};
 
 /* ---- join, stack ---- */

@@ -339,3 +339,16 @@ int tg_infer_broadcast(tg_node *n, int first, int count, tg_type *t, tg_ctx *ctx
     }
     return TG_OK;
 }
+
+bool tg_op_take_input(const tg_node *n, tg_array *const *in, int k, tg_array **slot) {
+    if (!n->inplace || n->inplace[0] != k) return false;
+    tg_array *a = in[k];
+    if (a->buf->nbytes <= TG_VM_KEEP_BYTES || !tg_array_is_exclusive(a) ||
+        !tg_array_is_contiguous(a))
+        return false;
+    if (*slot != a) {
+        tg_array_free(*slot);
+        *slot = tg_array_ref(a);
+    }
+    return true;
+}

@@ -134,6 +134,12 @@ static inline void tg_set_out_type(tg_node *n, int i, tg_dtype dt, int ndim,
     for (int k = 0; k < ndim; k++) t->shape[k] = shape ? shape[k] : -1;
 }
 
+/* For kernels that may overwrite input k (the node's `inplace` says so):
+ * when that input is nobody else's, C-contiguous and larger than what the
+ * VM keeps from call to call, make *slot a reference to it and return
+ * true: the kernel then updates it where it lies instead of copying. */
+bool tg_op_take_input(const tg_node *n, tg_array *const *in, int k, tg_array **slot);
+
 /* The value of a constant input (NULL when input i is not a constant). */
 static inline const tg_array *tg_const_input(const tg_node *n, int i) {
     tg_var *v = n->inputs[i];

@@ -464,9 +464,11 @@ static int setinc_run(tg_node *n, tg_array *const *in, tg_array **out,
     region r;
     int64_t ys[TG_MAX_NDIM];
     int rc = index_region(n, x->ndim, x->shape, x->strides, in + 2, &r, ctx);
-    if (rc || (rc = broadcast_value(y, &r, ys, ctx)) ||
-        (rc = tg_array_prepare(out, x->dtype, x->ndim, x->shape, ctx)) ||
-        (rc = tg_array_assign(*out, x, ctx)))
+    if (rc || (rc = broadcast_value(y, &r, ys, ctx))) goto done;
+    /* In place (the optimizer's `inplace`): update x where it lies. */
+    if (!tg_op_take_input(n, in, 0, out) &&
+        ((rc = tg_array_prepare(out, x->dtype, x->ndim, x->shape, ctx)) ||
+         (rc = tg_array_assign(*out, x, ctx))))
         goto done;
     /* The same region in the contiguous copy. */
     tg_array *o = *out;
@@ -528,10 +530,10 @@ const tg_op tg_op_set_subtensor = {
     .name = "set_subtensor", .nin_min = 2, .nin_max = -1, .nout = 1,
     .attr_keys = keys_index, .parse_attrs = index_parse,
     .infer = setinc_infer, .run = setinc_run, .cost = setinc_cost,
-    .view_of = -1, .impl = &kind_set, .grad = tg_grad_shape};
+    .view_of = -1, .inplace_inputs = 1u, .impl = &kind_set, .grad = tg_grad_shape};
 
 const tg_op tg_op_inc_subtensor = {
     .name = "inc_subtensor", .nin_min = 2, .nin_max = -1, .nout = 1,
     .attr_keys = keys_index, .parse_attrs = index_parse,
     .infer = setinc_infer, .run = setinc_run, .cost = setinc_cost,
-    .view_of = -1, .impl = &kind_inc, .grad = tg_grad_shape};
+    .view_of = -1, .inplace_inputs = 1u, .impl = &kind_inc, .grad = tg_grad_shape};

@@ -462,6 +462,70 @@ static int softmax_xent(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op1(rw, "neg", sum, NULL));
 }
 
+/* The gradient of categorical_crossentropy(softmax(x), t) as the chain
+ * rule writes it, mul(sub(G, sum(mul(G, p))), p) with p = softmax(x) and
+ * G = neg(true_div(mul(ge, t), p)), is ge * (p * sum(t) - t): for one-hot
+ * rows, p - t (Theano's crossentropy_softmax_1hot_with_bias_dx). No
+ * division by a probability that underflowed to 0 (which gave 0/0). */
+static tg_node *producer_either(tg_var *v, const char *op, tg_var *with, tg_var **other) {
+    tg_node *m = tg_rw_producer(v, op);
+    if (!m || m->nin != 2) return NULL;
+    if (m->inputs[0] == with) {
+        *other = m->inputs[1];
+        return m;
+    }
+    if (m->inputs[1] == with) {
+        *other = m->inputs[0];
+        return m;
+    }
+    return NULL;
+}
+
+static int softmax_xent_grad(tg_rw *rw, tg_node *n) {
+    if (n->nin != 2) return 0;
+    for (int side = 0; side < 2; side++) {
+        tg_var *pv = n->inputs[side], *av = n->inputs[1 - side];
+        tg_node *sm = tg_rw_producer(pv, "softmax");
+        tg_node *sub = tg_rw_producer(av, "sub");
+        if (!sm || !sub) continue;
+        tg_var *G = sub->inputs[0];
+        tg_node *su = tg_rw_producer(sub->inputs[1], "sum");
+        tg_var *other;
+        tg_node *gp = su ? producer_either(su->inputs[0], "mul", pv, &other) : NULL;
+        if (!gp || other != G || !su->a.keepdims) continue;
+        tg_node *ng = tg_rw_producer(G, "neg");
+        tg_node *dv = ng ? tg_rw_producer(ng->inputs[0], "true_div") : NULL;
+        if (!dv || dv->inputs[1] != pv) continue;
+        tg_node *mt = tg_rw_producer(dv->inputs[0], "mul");
+        if (!mt || mt->nin != 2) continue;
+        /* ge is the operand with a length-1 last axis (the dimshuffled
+         * upstream gradient); t has p's shape. */
+        int nd = pv->type.ndim;
+        tg_var *ge = NULL, *t = NULL;
+        for (int k = 0; k < 2 && !ge; k++)
+            if (mt->inputs[k]->type.ndim == nd && mt->inputs[k]->type.shape[nd - 1] == 1 &&
+                mt->inputs[1 - k]->type.ndim == nd) {
+                ge = mt->inputs[k];
+                t = mt->inputs[1 - k];
+            }
+        if (!ge || t->type.dtype != pv->type.dtype) continue;
+        /* The sum runs over the softmax's axis. */
+        int ax = sm->a.axes[0] < 0 ? sm->a.axes[0] + nd : sm->a.axes[0];
+        if (su->a.axis_null || su->a.naxes != 1 ||
+            (su->a.axes[0] < 0 ? su->a.axes[0] + nd : su->a.axes[0]) != ax)
+            continue;
+        tg_node *parts[] = {sub, su, gp, ng, dv, mt};
+        for (int i = 0; i < 6; i++)
+            if (tg_rw_match(rw, parts[i])) return TG_ENOMEM;
+        char attrs[64];
+        snprintf(attrs, sizeof attrs, "{\"axis\": %d, \"keepdims\": true}", ax);
+        tg_var *st = tg_rw_op1(rw, "sum", t, attrs);
+        tg_var *d = tg_rw_op2(rw, "sub", tg_rw_op2(rw, "mul", pv, st), t);
+        return swap(rw, n, tg_rw_op2(rw, "mul", ge, d));
+    }
+    return 0;
+}
+
 /* ---- specialize ---- */
 
 /* pow(x, 2) -> sqr, 0.5 -> sqrt, 1 -> x, -1 -> reciprocal, -0.5 ->
@@ -605,6 +669,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"log_softmax", "stabilize", NULL, "log", log_softmax_rule},
     {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
+    {"softmax_crossentropy_grad", "stabilize", "softmax_crossentropy", "mul", softmax_xent_grad},
     /* Constants that stabilize and specialize make (a negated step size)
      * fold too. */
     {"constant_folding", "stabilize", "constant_folding", NULL, constant_folding},
