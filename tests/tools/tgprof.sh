@@ -167,6 +167,15 @@ sys.exit(1 if fails else 0)
 PY
 [ $? -eq 0 ] || fails=$((fails + 1))
 check 'grep -q "composite{" "$tmp/mlp.txt"' "fused nodes are named by their body (composite{...})"
+# A compiled-function file: restored without optimizing, origins kept.
+if [ -n "${TGC:-}" ] && "$TGC" compile "$TG_SRC/examples/mlp.json" -f train -o "$tmp/mlp.tgf" >/dev/null; then
+  "$TGPROF" "$tmp/mlp.tgf" -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 --json "$tmp/tgf.json" >"$tmp/tgf.txt"
+  check '[ $? -eq 0 ] && grep -q "no optimizer passes ran (restored from a .tgf" "$tmp/tgf.txt"' \
+    "tgprof profiles a .tgf, restored without optimizing"
+  check '$PY -c "import json,sys; f=json.load(open(sys.argv[1]))[\"functions\"][0]; sys.exit(not (f[\"preset\"] == \"saved\" and any(len(n[\"origins\"]) > 1 for n in f[\"nodes\"])))" "$tmp/tgf.json"' \
+    "the .tgf's report says preset saved and keeps the fused nodes' origins"
+  bad 2 "-O with a .tgf" "$tmp/mlp.tgf" -O none -i x="$tmp/x.npy" -i y="$tmp/y.npy"
+fi
 "$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp" 100 >/dev/null
 "$TGPROF" "$TG_SRC/examples/logreg.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 \
   --json "$tmp/logreg.json" >/dev/null
@@ -175,7 +184,8 @@ $PY -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' "$tmp/mlp.t
   && echo "ok: the MLP's trace is valid JSON" || { echo "FAIL: the MLP's trace is not valid JSON"; fails=$((fails + 1)); }
 
 if $PY -c 'import jsonschema' 2>/dev/null; then
-  $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" <<'PY'
+  $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
+    $( [ -f "$tmp/tgf.json" ] && echo "$tmp/tgf.json" ) <<'PY'
 import json, sys, copy
 import jsonschema
 schema = json.load(open(sys.argv[1]))
