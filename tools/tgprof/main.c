@@ -63,7 +63,8 @@ typedef struct row {
     double seconds;
     uint64_t calls;
     int nodes;
-    double flops; /* per call */
+    double flops; /* one run of each node, summed */
+    double total_flops; /* over every run: for GFLOP/s */
     int64_t bytes;
 } row;
 
@@ -101,6 +102,7 @@ static int group_rows(row *r, int n) {
             r[m - 1].calls += r[i].calls;
             r[m - 1].nodes += r[i].nodes;
             r[m - 1].flops += r[i].flops;
+            r[m - 1].total_flops += r[i].total_flops;
             r[m - 1].bytes += r[i].bytes;
             if (r[i].index < r[m - 1].index) r[m - 1].index = r[i].index;
         } else {
@@ -147,10 +149,10 @@ static void table(const prof *P, row *r, int n, int top, const char *what, bool 
         if (r[i].flops > 0) {
             snprintf(mf, sizeof mf, "%.3f", r[i].flops / 1e6);
             if (r[i].seconds > 0)
-                snprintf(gf, sizeof gf, "%.2f", r[i].flops * (double)P->calls / r[i].seconds / 1e9);
+                snprintf(gf, sizeof gf, "%.2f", r[i].total_flops / r[i].seconds / 1e9);
         }
         printf("  %7.2f%% %6.2f%% %10.6f %10.3es %7llu %7d %9s %9s  %s%s%s\n", 100 * share, 100 * cum,
-               r[i].seconds, P->calls ? r[i].seconds / (double)P->calls : 0, (unsigned long long)r[i].calls,
+               r[i].seconds, r[i].calls ? r[i].seconds / (double)r[i].calls : 0, (unsigned long long)r[i].calls,
                r[i].nodes, mf, gf, r[i].name, nodes && r[i].extra ? "  " : "",
                nodes && r[i].extra ? r[i].extra : "");
     }
@@ -188,7 +190,7 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
             const char *op = tg_function_node_op(f, k);
             r[k] = (row){k, t == 0 ? tg_profile_op_class(op) : t == 1 ? P->opkey[k] : tg_function_node_key(f, k),
                          t == 2 ? P->opkey[k] : NULL, (double)P->st[k].ns * 1e-9, P->st[k].calls, 1,
-                         P->st[k].flops, P->st[k].bytes_new};
+                         P->st[k].flops, P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
         }
         int m = t < 2 ? group_rows(r, n) : n;
         if (t == 2) qsort(r, (size_t)n, sizeof *r, cmp_row);
@@ -437,7 +439,8 @@ static json_object *report_json(const prof *P, const tg_profile_memory *mem) {
     for (int t = 0; r && t < 2; t++) {
         for (int k = 0; k < n; k++)
             r[k] = (row){k, t == 0 ? tg_profile_op_class(tg_function_node_op(f, k)) : P->opkey[k], NULL,
-                         (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops, P->st[k].bytes_new};
+                         (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops,
+                         P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
         int m = group_rows(r, n);
         json_object_object_add(fo, t == 0 ? "op_classes" : "ops", group_json(P, r, m));
     }
