@@ -76,7 +76,7 @@ static double time_calls(tg_function *f, tg_array *const *in, bool *reused, tg_c
     tg_array_free(out);
     int k = one > 0.02 ? 1 : (int)(0.02 / (one > 1e-7 ? one : 1e-7));
     double best = 1e30;
-    for (int r = 0; r < 7; r++) {
+    for (int r = 0; r < 15; r++) {
         t0 = bench_now();
         for (int i = 0; i < k; i++) {
             if (tg_function_call(f, in, &out, ctx)) bench_die("call", ctx);
@@ -102,7 +102,7 @@ static double triad(int64_t n) {
     volatile double s = 3.0;
     double best = 1e30;
     int k = n >= 1000000 ? 1 : (int)(20000000 / n);
-    for (int r = 0; r < 9; r++) {
+    for (int r = 0; r < 15; r++) {
         double t0 = bench_now(), sc = s;
         for (int j = 0; j < k; j++) {
 #pragma omp parallel for simd schedule(static) if (n >= TG_COMPOSITE_PAR_MIN)

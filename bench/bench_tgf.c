@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
     snprintf(what, sizeof what, "chain of %d nodes", nodes);
     compare(what, json, NULL, p1, ctx);
     free(json);
-    compare("mlp example (3 functions)", NULL, mlp, p2, ctx);
+    compare("mlp example (all functions)", NULL, mlp, p2, ctx);
 
     /* Large weights: w of unknown static length, so that any size fits. */
     const char *bj = "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["

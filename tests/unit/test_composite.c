@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -273,6 +274,19 @@ static void test_node_new(void **state) {
     assert_string_equal(fuse[3]->op->name, "sub");
     tg_var *ins[2] = {fg->inputs[0], fg->inputs[1]};
     tg_var *outs[2] = {fuse[1]->outputs[0], fuse[3]->outputs[0]}; /* c, d */
+    /* tg_composite_io finds the same lists from the clients: c is an
+     * fgraph output, d is read by sum; the constant 1 is left out. */
+    tg_var **fi, **fo;
+    int nfi, nfo;
+    assert_int_equal(tg_composite_io(fuse, 4, &fi, &nfi, &fo, &nfo, ctx), TG_OK);
+    assert_int_equal(nfi, 2);
+    assert_ptr_equal(fi[0], ins[0]);
+    assert_ptr_equal(fi[1], ins[1]);
+    assert_int_equal(nfo, 2);
+    assert_ptr_equal(fo[0], outs[0]);
+    assert_ptr_equal(fo[1], outs[1]);
+    tg_free(fi);
+    tg_free(fo);
     tg_node *n = tg_composite_node_new(fuse, 4, ins, 2, outs, 2, ctx);
     if (!n) fail_msg("%s", tg_ctx_message(ctx));
     assert_string_equal(n->outputs[0]->id, "c");
@@ -325,7 +339,15 @@ static void test_node_new(void **state) {
     for (int k = 0; k < 2; k++) tg_array_free(out[k]);
     tg_array_free(a);
     tg_array_free(b);
+    /* tg_fgraph_add_node may not list a new node's outputs in fg->vars;
+     * then tg_fgraph_free leaves them to us. */
+    tg_var *made[2] = {n->outputs[0], n->outputs[1]};
+    bool listed[2] = {false, false};
+    for (int i = 0; i < fg->nvars; i++)
+        for (int k = 0; k < 2; k++) listed[k] |= fg->vars[i] == made[k];
     tg_fgraph_free(fg);
+    for (int k = 0; k < 2; k++)
+        if (!listed[k]) tg_var_free(made[k]);
     tg_graph_free(g);
     tg_ctx_free(ctx);
     drop_cache();
@@ -446,12 +468,59 @@ static void test_grad(void **state) {
     drop_cache();
 }
 
+/* Threads running one node at once, before it has decided how to run:
+ * one compile, the same values everywhere. */
+typedef struct thr {
+    tg_node *nd;
+    tg_array *in[2], *out[2];
+    int rc;
+} thr;
+static void *thr_run(void *p) {
+    thr *t = p;
+    tg_ctx *ctx = tg_ctx_new();
+    t->rc = t->nd->op->run(t->nd, t->in, t->out, ctx);
+    tg_ctx_free(ctx);
+    return NULL;
+}
+static void test_threads(void **state) {
+    (void)state;
+    fresh_cache("thr");
+    char *j = paper_graph(7.75, "50000");
+    tg_graph *g = tu_load(j);
+    tg_array *a = ramp(50000, 2, -1), *b = ramp(50000, 1, 0.5);
+    thr t[4];
+    pthread_t id[4];
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    for (int i = 0; i < 4; i++) {
+        t[i] = (thr){.nd = first_node(g), .in = {a, b}};
+        assert_int_equal(pthread_create(&id[i], NULL, thr_run, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(id[i], NULL), 0);
+    assert_int_equal(tg_kcache_stats_get().compiles - s0.compiles, 1);
+    const double *ad = tg_array_data(a), *bd = tg_array_data(b);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(t[i].rc, TG_OK);
+        const double *y = tg_array_data(t[i].out[0]);
+        for (int64_t k = 0; k < 50000; k++)
+            if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 7.75 * ad[k] * bd[k])
+                fail_msg("thread %d, y[%lld] = %.17g", i, (long long)k, y[k]);
+        tg_array_free(t[i].out[0]);
+        tg_array_free(t[i].out[1]);
+    }
+    tg_array_free(a);
+    tg_array_free(b);
+    tg_graph_free(g);
+    free(j);
+    drop_cache();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
         cmocka_unit_test(test_numerics_large),   cmocka_unit_test(test_no_compiler),
         cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

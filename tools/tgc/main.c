@@ -8,6 +8,7 @@
  *           [--include TAG]... [--exclude TAG]... [--reoptimize] [--each]
  *           [--save-state OUT.tgf]
  *   tgc print FILE [-f NAME] [--optimized] [--ids int|char] [--types] [--shapes]
+ *           [--profile N -i ID=VALUE...]
  *   tgc export FILE.tgf [-f NAME] -o GRAPH.json
  *
  * Exit status: 0 success; 1 a run-time failure; 2 bad usage or bad input.
@@ -35,7 +36,7 @@ static void usage(FILE *f) {
             "               [-O PRESET] [--include TAG]... [--exclude TAG]...\n"
             "               [--reoptimize] [--each] [--save-state OUT.tgf]\n"
             "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
-            "               [--types] [--shapes]\n"
+            "               [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
             "       tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"
             "       tgc cache list|clear\n"
             "\n"
@@ -227,7 +228,10 @@ static int cmd_run(int argc, char **argv) {
     }
     tg_compile_options co = {.preset = preset, .include = ninc ? inc : NULL,
                              .exclude = nexc ? exc : NULL};
-    if ((rc = tgc_source_open(&src, TOOL, path, fname, &co, reopt))) goto done;
+    /* --reoptimize with no -O, --include or --exclude: the file's own
+     * options. */
+    bool given = preset || ninc || nexc;
+    if ((rc = tgc_source_open(&src, TOOL, path, fname, given ? &co : NULL, reopt))) goto done;
     f = src.f;
     nin = tg_function_input_count(f);
     nout = tg_function_output_count(f);

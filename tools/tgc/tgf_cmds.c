@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/core.h"
 #include "io/io.h"
 #include "tgf_cmds.h"
 #include "vm/vm.h"
@@ -80,7 +81,7 @@ int tgc_source_save_state(tgc_source *s, const char *tool, const char *out,
     }
     if (st) cli_error(tool, "--save-state: %s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
-    return st ? TG_EXIT_FOUND : TG_EXIT_OK;
+    return !st ? TG_EXIT_OK : st == TG_EUNSUPPORTED ? TG_EXIT_USAGE : TG_EXIT_FOUND;
 }
 
 void tgc_source_close(tgc_source *s) {
@@ -195,7 +196,8 @@ int tgc_cmd_compile(int argc, char **argv) {
     tg_tgf_save_info info = {.source = g, .options = &co};
     if (tg_tgf_save(out, fs, nf, &info, ctx)) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
-        rc = tg_ctx_status(ctx) == TG_EINVAL ? TG_EXIT_USAGE : TG_EXIT_FOUND;
+        int st = tg_ctx_status(ctx);
+        rc = st == TG_EINVAL || st == TG_EUNSUPPORTED ? TG_EXIT_USAGE : TG_EXIT_FOUND;
         goto done;
     }
     for (int i = 0; i < nf; i++)
@@ -255,8 +257,12 @@ int tgc_cmd_export(int argc, char **argv) {
 
 typedef struct printer {
     bool chars, types, shapes;
+    const double *secs; /* per scheduled node, with --profile; else NULL */
+    double total;
+    long calls;
     int next_id;
     struct tg_idmap *ids; /* key -> id + 1 */
+    const tg_function *f;
     json_object *bodies;  /* nodes with a body, printed after the tree */
 } printer;
 
@@ -335,6 +341,10 @@ static void print_var(printer *P, const tg_var *v, int depth) {
     printf(" [id %s] '%s'", idb, n->name ? n->name : v->id);
     if (n->inplace) printf(" (inplace)");
     type_suffix(P, &v->type);
+    if (P->secs && fresh && n->index >= 0 && n->index < P->f->nsched && P->f->sched[n->index].node == n) {
+        double t = P->secs[n->index];
+        printf("  %.3f ms/call (%.1f%%)", t * 1e3 / (double)P->calls, P->total > 0 ? 100.0 * t / P->total : 0.0);
+    }
     printf("\n");
     if (!fresh) return; /* printed once; later uses name its id */
     json_object *body = NULL;
@@ -397,10 +407,14 @@ static void print_bodies(printer *P, const tg_function *f) {
     }
 }
 
-static void print_function(const tg_function *f, bool chars, bool types, bool shapes) {
-    printer P = {chars, types, shapes, 0, tg_idmap_new(), json_object_new_array()};
+static void print_function(const tg_function *f, bool chars, bool types, bool shapes,
+                           const double *secs, long calls) {
+    printer P = {chars, types, shapes, secs, 0, calls, 0, tg_idmap_new(), f, json_object_new_array()};
     const tg_fgraph *fg = f->fg;
-    printf("%s:\n", f->name);
+    for (int k = 0; secs && k < f->nsched; k++) P.total += secs[k];
+    printf("%s:", f->name);
+    if (secs) printf(" %ld calls, %.3f ms per call in the nodes", calls, P.total * 1e3 / (double)calls);
+    printf("\n");
     for (int r = 0; r < fg->nout + fg->nupd; r++) {
         if (r >= fg->nout) printf("update %s <-\n", fg->upd_shared[r - fg->nout]->id);
         print_var(&P, fg->outputs[r], 0);
@@ -412,13 +426,87 @@ static void print_function(const tg_function *f, bool chars, bool types, bool sh
 
 static void print_usage(FILE *f) {
     fprintf(f, "usage: tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
-               "                 [--types] [--shapes]\n");
+               "                 [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
+               "--profile N  call the function N times with the -i inputs and show each\n"
+               "             node's time per call and share\n");
+}
+
+/* --profile: per-node wall time through the VM's hooks. */
+typedef struct prof {
+    double *secs;
+    uint64_t t0;
+} prof;
+
+static int prof_before(void *ud, const tg_function *f, int node, tg_array *const *in, tg_ctx *ctx) {
+    (void)f, (void)node, (void)in, (void)ctx;
+    ((prof *)ud)->t0 = tg_now_ns();
+    return 0;
+}
+
+static int prof_after(void *ud, const tg_function *f, int node, tg_array *const *in,
+                      tg_array *const *out, tg_ctx *ctx) {
+    (void)f, (void)in, (void)out, (void)ctx;
+    prof *p = ud;
+    p->secs[node] += (double)(tg_now_ns() - p->t0) * 1e-9;
+    return 0;
+}
+
+static int profile_run(tg_function *f, cli_input *inputs, int ninputs, long calls, double *secs) {
+    tg_ctx *ctx = tg_ctx_new();
+    int nin = tg_function_input_count(f), nout = tg_function_output_count(f), rc = TG_EXIT_OK;
+    tg_array **ins = calloc((size_t)nin + 1, sizeof *ins), **outs = calloc((size_t)nout + 1, sizeof *outs);
+    prof p = {secs, 0};
+    for (int k = 0; k < ninputs && !rc; k++) {
+        int idx = -1;
+        for (int i = 0; i < nin; i++)
+            if (!strcmp(tg_function_input_id(f, i), inputs[k].id)) idx = i;
+        if (idx < 0) {
+            cli_error(TOOL, "-i %s: function '%s' has no input '%s'", inputs[k].id, tg_function_name(f),
+                      inputs[k].id);
+            rc = TG_EXIT_USAGE;
+        } else {
+            tg_array_free(ins[idx]);
+            if (!(ins[idx] = cli_value_read(f, idx, inputs[k].value, ctx))) {
+                cli_error(TOOL, "%s", tg_ctx_message(ctx));
+                rc = TG_EXIT_USAGE;
+            }
+        }
+    }
+    for (int i = 0; i < nin && !rc; i++)
+        if (!ins[i]) {
+            cli_error(TOOL, "--profile: function '%s' needs input '%s': give it with -i %s=VALUE",
+                      tg_function_name(f), tg_function_input_id(f, i), tg_function_input_id(f, i));
+            rc = TG_EXIT_USAGE;
+        }
+    tg_hooks h = {prof_before, prof_after, &p};
+    tg_function_set_hooks(f, &h);
+    for (long c = 0; c < calls && !rc; c++) {
+        for (int k = 0; k < nout; k++) {
+            tg_array_free(outs[k]);
+            outs[k] = NULL;
+        }
+        if (tg_function_call(f, ins, outs, ctx)) {
+            cli_error(TOOL, "call %ld: %s", c + 1, tg_ctx_message(ctx));
+            rc = TG_EXIT_FOUND;
+        }
+    }
+    tg_function_set_hooks(f, NULL);
+    for (int i = 0; i < nin; i++) tg_array_free(ins[i]);
+    for (int k = 0; k < nout; k++) tg_array_free(outs[k]);
+    free(ins);
+    free(outs);
+    tg_ctx_free(ctx);
+    return rc;
 }
 
 int tgc_cmd_print(int argc, char **argv) {
     const char *fname = NULL, *preset = NULL, *ids = "char";
     bool optimized = false, types = false, shapes = false;
+    long calls = 0;
+    cli_input inputs[256];
+    int ninputs = 0;
     static const struct option opts[] = {{"optimized", no_argument, 0, 'z'},
+                                         {"profile", required_argument, 0, 'p'},
                                          {"ids", required_argument, 0, 'd'},
                                          {"types", no_argument, 0, 't'},
                                          {"shapes", no_argument, 0, 's'},
@@ -426,11 +514,28 @@ int tgc_cmd_print(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "f:O:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:O:i:h", opts, NULL)) != -1) {
         switch (c) {
         case 'f': fname = optarg; break;
         case 'O': preset = optarg; break;
         case 'z': optimized = true; break;
+        case 'p': {
+            char *end;
+            errno = 0;
+            calls = strtol(optarg, &end, 10);
+            if (*end || end == optarg || errno || calls < 1) {
+                cli_error(TOOL, "--profile: expected a positive number of calls, got '%s'", optarg);
+                return TG_EXIT_USAGE;
+            }
+            break;
+        }
+        case 'i':
+            if (ninputs >= 256 || !cli_input_parse(optarg, &inputs[ninputs])) {
+                cli_error(TOOL, "-i: expected ID=VALUE (at most 256), got '%s'", optarg);
+                return TG_EXIT_USAGE;
+            }
+            ninputs++;
+            break;
         case 'd': ids = optarg; break;
         case 't': types = true; break;
         case 's': shapes = true; break;
@@ -453,7 +558,21 @@ int tgc_cmd_print(int argc, char **argv) {
     tgc_source s;
     int rc = tgc_source_open(&s, TOOL, argv[optind], fname, &co, false);
     if (rc) return rc;
-    print_function(s.f, !strcmp(ids, "char"), types, shapes);
+    double *secs = NULL;
+    if (calls) {
+        secs = calloc((size_t)tg_function_node_count(s.f) + 1, sizeof *secs);
+        if (!secs || (rc = profile_run(s.f, inputs, ninputs, calls, secs))) {
+            free(secs);
+            tgc_source_close(&s);
+            return rc ? rc : TG_EXIT_FOUND;
+        }
+    } else if (ninputs) {
+        cli_error(TOOL, "print: -i gives inputs for --profile");
+        tgc_source_close(&s);
+        return TG_EXIT_USAGE;
+    }
+    print_function(s.f, !strcmp(ids, "char"), types, shapes, secs, calls);
+    free(secs);
     tgc_source_close(&s);
     return TG_EXIT_OK;
 }

@@ -13,6 +13,12 @@
  * the functions in it are borrowed from it unless taken with
  * tg_tgf_function_take. Functions loaded from one file share their shared
  * variables, as the functions of one graph do.
+ *
+ * A restored function keeps its rewrite record and node origins
+ * (tg_function_rewrite_get, tg_function_node_origins); its
+ * tg_function_optimize_seconds is 0 and its tg_function_compile_seconds
+ * the time it took to link, since nothing was optimized (the figures of
+ * the original compile stay in the file's header).
  */
 #ifndef TG_TGF_H
 #define TG_TGF_H
@@ -48,9 +54,9 @@ TG_API int tg_tgf_save(const char *path, tg_function *const *fs, int n,
                        const tg_tgf_save_info *info, tg_ctx *ctx);
 
 typedef struct tg_tgf_load_options {
-    /* Compile the saved original graph again with `options` instead of
-     * using the saved optimized graphs (TG_ENOTFOUND when the file keeps
-     * no original). */
+    /* Compile the saved original graph again with `options` (NULL: the
+     * options the file was compiled with) instead of using the saved
+     * optimized graphs (TG_ENOTFOUND when the file keeps no original). */
     bool reoptimize;
     const tg_compile_options *options;
     /* Read the arrays into memory instead of mapping the file. */

@@ -141,6 +141,29 @@ static int fview_init(fview *v, const tg_function *f) {
     return TG_OK;
 }
 
+/* A function that takes one output of a multi-output node as an input
+ * while computing another keeps two variables of one id, which a graph
+ * file cannot hold: refuse it with a clear message rather than write a
+ * file that does not load. */
+static int fview_check(const tg_function *f, tg_ctx *ctx) {
+    const tg_fgraph *fg = f->fg;
+    struct tg_idmap *m = tg_idmap_new();
+    int rc = m ? TG_OK : tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < fg->nvars; i++) {
+        const tg_var *x = fg->vars[i];
+        if (x->kind == TG_VAR_RESULT && !x->owner) continue;
+        if (tg_idmap_get(m, x->id))
+            rc = tg_errorf(ctx, TG_EUNSUPPORTED,
+                           "function '%s' takes '%s' as an input while also computing it; it "
+                           "cannot be saved (list the node's other outputs as inputs too)",
+                           f->name, x->id);
+        else if (tg_idmap_put(m, x->id, (void *)x))
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    tg_idmap_free(m);
+    return rc;
+}
+
 static void fview_free(fview *v) {
     tg_free(v->vars);
     tg_free(v->upd);
@@ -503,6 +526,8 @@ int tg_tgf_save(const char *path, tg_function *const *fs, int n, const tg_tgf_sa
             if (!strcmp(fs[i]->name, fs[j]->name))
                 return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save: function '%s' given twice",
                                  fs[i]->name);
+    for (int i = 0; i < n; i++)
+        if (fview_check(fs[i], ctx)) return tg_ctx_status(ctx);
     json_object *opts = options_json(info ? info->options : NULL);
     if (!opts) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
     return save_functions(path, fs, n, info ? info->source : NULL, opts, ctx);
@@ -1012,12 +1037,28 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
     json_object_put(jo);
     if (!g) return TG_ELOAD;
     int r = unify_shared(t, g, ctx);
+    /* Without options of the caller's, the file's own: reoptimizing then
+     * redoes what the writer did, with this build's optimizer. */
+    tg_compile_options saved = {0};
+    const char **inc = NULL, **exc = NULL;
+    if (!opts) {
+        json_object *jo2 = get(t->root, "options", json_type_object), *jg = NULL;
+        saved.preset = json_object_get_string(get(jo2, "preset", json_type_string));
+        if (string_list(get(jo2, "include", json_type_array), &inc, &(int){0})) inc = NULL;
+        if (string_list(get(jo2, "exclude", json_type_array), &exc, &(int){0})) exc = NULL;
+        saved.include = inc;
+        saved.exclude = exc;
+        saved.no_gc = (jg = get(jo2, "no_gc", json_type_boolean)) && json_object_get_boolean(jg);
+        opts = &saved;
+    }
     for (int i = 0; !r && i < t->nfns; i++) {
         const char *name = json_object_get_string(
             get(json_object_array_get_idx(jfns, (size_t)i), "name", json_type_string));
         int fi = tg_graph_function_find(g, name ? name : "", ctx);
         if (fi < 0 || !(t->fns[i] = tg_function_compile(g, fi, opts, ctx))) r = TG_ELOAD;
     }
+    tg_free(inc);
+    tg_free(exc);
     tg_graph_free(g);
     return r;
 }
@@ -1274,6 +1315,7 @@ char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx) {
         return NULL;
     }
     fview fv;
+    if (fview_check(t->fns[i], ctx)) return NULL;
     if (fview_init(&fv, t->fns[i])) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
@@ -1335,6 +1377,7 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         tg_errorf(ctx, TG_EINVAL, "tg_function_copy: no function or no swap list");
         return NULL;
     }
+    if (fview_check(f, ctx)) return NULL;
     if (fview_init(&fv, f)) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;

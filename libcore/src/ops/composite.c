@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,8 +316,10 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg) {
     return true;
 }
 
-/* The kernel source, or NULL (see tg_composite_node_source). */
-static char *gen_source(const tg_fgraph *fg) {
+/* The kernel source, or NULL (see tg_composite_node_source). Input i with
+ * bit i of `scalars` is 0-d: read once, before the loop, so that the
+ * contiguous loop still vectorises (a learning rate, a scale). */
+static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
     int nin = fg->nin, nout = fg->nout;
     tg_str s = {0}, body = {0};
     char *res = NULL;
@@ -332,36 +335,50 @@ static char *gen_source(const tg_fgraph *fg) {
     tg_str_addf(&s, "; %s */\n%s", tg_dtype_name(fg->outputs[0]->type.dtype), PRELUDE);
     tg_str_addf(&s, "void tg_composite_kernel(int64_t n, char **p, const int64_t *s) {\n");
     /* Contiguous operands: typed pointers, a vectorisable loop. */
+    for (int i = 0; i < nin; i++)
+        if (scalars >> i & 1)
+            tg_str_addf(&s, "    const %s v%d = *(const %s *)p[%d];\n",
+                        ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
+                        ctype_of(fg->inputs[i]->type.dtype), nout + i);
     tg_str_addf(&s, "    if (1");
     for (int k = 0; k < nout + nin; k++) {
         tg_dtype dt = k < nout ? fg->outputs[k]->type.dtype : fg->inputs[k - nout]->type.dtype;
-        tg_str_addf(&s, " && s[%d] == %zu", k, tg_dtype_size(dt));
+        if (k < nout || !(scalars >> (k - nout) & 1))
+            tg_str_addf(&s, " && s[%d] == %zu", k, tg_dtype_size(dt));
     }
     tg_str_addf(&s, ") {\n");
     for (int k = 0; k < nout; k++)
         tg_str_addf(&s, "        %s *o%d = (%s *)p[%d];\n", ctype_of(fg->outputs[k]->type.dtype),
                     k, ctype_of(fg->outputs[k]->type.dtype), k);
+    /* No restrict: an output may overwrite an input in place (each
+     * position is read before it is written; `omp simd` vectorises
+     * without the promise). */
     for (int i = 0; i < nin; i++)
-        tg_str_addf(&s, "        const %s *restrict a%d = (const %s *)p[%d];\n",
+        if (!(scalars >> i & 1))
+            tg_str_addf(&s, "        const %s *a%d = (const %s *)p[%d];\n",
                     ctype_of(fg->inputs[i]->type.dtype), i, ctype_of(fg->inputs[i]->type.dtype),
                     nout + i);
+    /* `if (parallel: ...)`: a bare `if` would also turn off `simd` below
+     * the threshold (OpenMP applies it to every part of the construct). */
     tg_str_addf(&s,
-                "#pragma omp parallel for simd if (n >= %d) schedule(static)\n"
+                "#pragma omp parallel for simd if (parallel: n >= %d) schedule(static)\n"
                 "        for (int64_t i = 0; i < n; i++) {\n",
                 TG_COMPOSITE_PAR_MIN);
     for (int i = 0; i < nin; i++)
-        tg_str_addf(&s, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
-                    fg->inputs[i]->index, i);
+        if (!(scalars >> i & 1))
+            tg_str_addf(&s, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
+                        fg->inputs[i]->index, i);
     tg_str_addf(&s, "%s", body.s);
     for (int k = 0; k < nout; k++) tg_str_addf(&s, "        o%d[i] = v%d;\n", k, fg->outputs[k]->index);
     tg_str_addf(&s, "        }\n        return;\n    }\n");
     /* Any strides (broadcast inputs have stride 0). */
     tg_str_addf(&s,
-                "#pragma omp parallel for if (n >= %d) schedule(static)\n"
+                "#pragma omp parallel for if (parallel: n >= %d) schedule(static)\n"
                 "    for (int64_t i = 0; i < n; i++) {\n",
                 TG_COMPOSITE_PAR_MIN);
     for (int i = 0; i < nin; i++)
-        tg_str_addf(&s, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
+        if (!(scalars >> i & 1))
+            tg_str_addf(&s, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
                     ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
                     ctype_of(fg->inputs[i]->type.dtype), nout + i, nout + i);
     tg_str_addf(&s, "%s", body.s);
@@ -443,7 +460,7 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
                        b->fg->nout, b->fg->nout == 1 ? "" : "s", n->nout);
         goto fail;
     }
-    b->src = gen_source(b->fg);
+    b->src = gen_source(b->fg, 0);
     tg_graph_free(g);
     n->a.extra = b;
     return TG_OK;
@@ -586,18 +603,38 @@ static void kernel_rows(int64_t n, char **p, const int64_t *s, void *ud) {
 
 /* Decide once per node: the compiled kernel, or the interpreter (with one
  * warning per process when a compiler was wanted and failed). */
-static void comp_decide(comp_body *b) {
+static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void comp_decide(const tg_node *n, comp_body *b) {
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
-    tg_kernel_fn fn = NULL;
-    if (b->src && !interp_forced()) {
-        const char *why = NULL;
-        fn = tg_kcache_get(b->src, &why);
-        static int warned;
-        if (!fn && why && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-            fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
+    /* Threads running the same node wait for the first one's decision. */
+    pthread_mutex_lock(&decide_lock);
+    if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0) {
+        /* The types are known now: specialise for 0-d inputs. */
+        uint64_t scalars = 0;
+        for (int i = 0; i < n->nin; i++)
+            if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
+        if (scalars && b->src) {
+            char *src = gen_source(b->fg, scalars);
+            if (src) {
+                tg_free(b->src);
+                b->src = src;
+            }
+        }
+        tg_kernel_fn fn = NULL;
+        if (b->src && !interp_forced()) {
+            const char *why = NULL;
+            fn = tg_kcache_get(b->src, &why);
+            static int warned;
+            if (!fn && why && !warned) {
+                warned = 1;
+                fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
+            }
+        }
+        b->fn = fn;
+        __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
     }
-    b->fn = fn;
-    __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&decide_lock);
 }
 
 int tg_composite_node_mode(const tg_node *n) {
@@ -653,7 +690,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     tg_array *ops[TG_COMPOSITE_MAX_IO];
     for (int k = 0; k < nout; k++) ops[k] = out[k];
     for (int i = 0; i < nin; i++) ops[nout + i] = in[i];
-    comp_decide(b);
+    comp_decide(n, b);
     if (b->mode == 1) {
         drive(nout + nin, ops, ndim, shape, kernel_rows, &b->fn);
         return TG_OK;
@@ -974,4 +1011,48 @@ fail:
     if (attrs) json_object_put(attrs);
     tg_free(consts);
     return NULL;
+}
+
+static bool in_set(tg_node *const *nodes, int nnodes, const tg_node *nd) {
+    for (int j = 0; j < nnodes; j++)
+        if (nodes[j] == nd) return true;
+    return false;
+}
+
+int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs, int *nin,
+                    tg_var ***outputs, int *nout, tg_ctx *ctx) {
+    int nreads = 0, nmade = 0;
+    *inputs = *outputs = NULL;
+    *nin = *nout = 0;
+    for (int j = 0; j < nnodes; j++) {
+        nreads += nodes[j]->nin;
+        nmade += nodes[j]->nout;
+    }
+    tg_var **in = tg_calloc((size_t)nreads + 1, sizeof *in);
+    tg_var **out = tg_calloc((size_t)nmade + 1, sizeof *out);
+    if (!in || !out) {
+        tg_free(in);
+        tg_free(out);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    for (int j = 0; j < nnodes; j++) {
+        for (int k = 0; k < nodes[j]->nin; k++) {
+            tg_var *v = nodes[j]->inputs[k];
+            if ((v->owner && in_set(nodes, nnodes, v->owner)) ||
+                (v->kind == TG_VAR_CONSTANT && v->value && v->type.ndim == 0) ||
+                find_var(in, *nin, v) >= 0)
+                continue;
+            in[(*nin)++] = v;
+        }
+        for (int k = 0; k < nodes[j]->nout; k++) {
+            tg_var *v = nodes[j]->outputs[k];
+            bool outside = false;
+            for (int c = 0; c < v->nclients && !outside; c++)
+                outside = !v->clients[c].node || !in_set(nodes, nnodes, v->clients[c].node);
+            if (outside) out[(*nout)++] = v;
+        }
+    }
+    *inputs = in;
+    *outputs = out;
+    return TG_OK;
 }

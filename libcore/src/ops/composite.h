@@ -13,9 +13,12 @@
  *   - interpreted: the broadcast iteration in blocks of
  *     TG_COMPOSITE_BLOCK elements, each body op applied to the block with
  *     the elementwise ops' own vectorised loops.
- * Both give the values of the unfused ops: bit for bit, except the
- * transcendental functions, which may differ by 1 ulp where the unfused
- * op uses a vectorised (libmvec) loop.
+ * Both give the values of the unfused ops: arithmetic bit for bit (no FMA
+ * contraction); transcendental functions through the same libm/libmvec
+ * functions (identical where the kernel and vmath.c pick the same libmvec
+ * variant for the CPU; libmvec's documented 4 ulp otherwise).
+ * Environment: TG_CC (compiler, default cc), TG_CACHE_DIR (see
+ * tg_kcache_dir), TG_COMPOSITE=interp (no kernels).
  */
 #ifndef TG_COMPOSITE_H
 #define TG_COMPOSITE_H
@@ -61,6 +64,17 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes,
                                tg_var *const *inputs, int nin,
                                tg_var *const *outputs, int nout,
                                tg_ctx *ctx);
+
+/* The inputs and outputs of a set of fgraph nodes for
+ * tg_composite_node_new, from the fgraph's client lists: *inputs, the
+ * variables the nodes read that none of them makes (0-d constants left
+ * out: they go into the body), in the order first read; *outputs, the
+ * variables the nodes make that a node outside the set, or the fgraph's
+ * outputs, read, in node order. Both arrays are tg_malloc'ed, owned by
+ * the caller (tg_free), possibly empty (*outputs empty: nothing outside
+ * needs the set). TG_ENOMEM only. */
+int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs,
+                    int *nin, tg_var ***outputs, int *nout, tg_ctx *ctx);
 
 /* How this node runs: 1 compiled kernel, 0 interpreter, -1 not decided
  * yet (it has not run). For tests and tools. */

@@ -109,12 +109,12 @@ write("composite_intdiv",
        {"inputs": {"i": value(i), "j": value(np.array([1, 0, 2], np.int64))},
         "error": "integer division by zero"}])
 
-# 4. Longer and strided: 4900 elements (several interpreter blocks), an
-# input broadcast along the first axis. (Sizes above the parallel threshold
+# 4. Longer and broadcast: rows of 1100 (two interpreter blocks each), an
+# input of shape (1,) broadcast along them. (Sizes above the parallel threshold
 # are checked against the unfused ops in tests/unit/test_composite.c.
 # NumPy's log1p and glibc's may differ by an ulp: the default tolerance.)
-u = rng.standard_normal((7, 700))
-v = rng.standard_normal((1, 700))
+u = rng.standard_normal((2, 1100))
+v = rng.standard_normal(1)
 bd = body([{"id": "u", "type": s("float64")}, {"id": "v", "type": s("float64")}],
           [{"op": "mul", "inputs": ["u", "v"], "outputs": ["uv"]},
            {"op": "log1p", "inputs": [{"value": 1.5}], "outputs": ["l"]},
@@ -127,3 +127,54 @@ write("composite_large",
       [{"op": "composite", "inputs": ["u", "v"], "outputs": ["r"], "attrs": {"body": bd}}],
       [{"inputs": {"u": value(u), "v": value(v)},
         "outputs": {"r": value(np.sqrt(np.abs(u * v + np.log1p(1.5))))}}])
+
+# 5. In place: the composite writes its result over an intermediate it
+# reads (node key `inplace`), in every mode.
+a = rng.standard_normal(6)
+b = rng.standard_normal(6)
+bd = body([{"id": "x", "type": s("float64")}, {"id": "w", "type": s("float64")}],
+          [{"op": "mul", "inputs": ["x", "w"], "outputs": ["xw"]},
+           {"op": "sub", "inputs": ["xw", "x"], "outputs": ["r"]}],
+          ["x", "w"], ["r"])
+write("composite_inplace",
+      [{"id": "a", "type": typ(a)}, {"id": "b", "type": typ(b)}],
+      [{"op": "neg", "inputs": ["a"], "outputs": ["na"]},
+       {"op": "composite", "inputs": ["na", "b"], "outputs": ["y"], "inplace": {"0": 0},
+        "attrs": {"body": bd}}],
+      [{"inputs": {"a": value(a), "b": value(b)}, "outputs": {"y": value((-a) * b - (-a))},
+        "rtol": 0, "atol": 0}])
+
+# 6. float16 (the interpreter only: the generator has no half type),
+# computing in float32 and rounding once per op, as NumPy.
+h = rng.standard_normal((2, 3)).astype(np.float16)
+g = rng.standard_normal(3).astype(np.float16)
+bd = body([{"id": "x", "type": s("float16")}, {"id": "w", "type": s("float16")}],
+          [{"op": "mul", "inputs": ["x", "w"], "outputs": ["xw"]},
+           {"op": "add", "inputs": ["xw", "x"], "outputs": ["r"]}],
+          ["x", "w"], ["r"])
+write("composite_float16",
+      [{"id": "h", "type": typ(h)}, {"id": "g", "type": typ(g)}],
+      [{"op": "composite", "inputs": ["h", "g"], "outputs": ["y"], "attrs": {"body": bd}}],
+      [{"inputs": {"h": value(h), "g": value(g)}, "outputs": {"y": value(h * g + h)},
+        "rtol": 0, "atol": 0}])
+
+# 7. A 0-d input (a learning rate): the kernel reads it once and still
+# takes its contiguous loop; also a 0-d input meeting a broadcast one.
+w = rng.standard_normal(1000)
+gr = rng.standard_normal(1000)
+lr = np.array(0.01)
+bd = body([{"id": "w", "type": s("float64")}, {"id": "g", "type": s("float64")},
+           {"id": "lr", "type": s("float64")}],
+          [{"op": "mul", "inputs": ["lr", "g"], "outputs": ["step"]},
+           {"op": "sub", "inputs": ["w", "step"], "outputs": ["w2"]}],
+          ["w", "g", "lr"], ["w2"])
+write("composite_scalar_input",
+      [{"id": "w", "type": typ(w)}, {"id": "g", "type": typ(gr)}, {"id": "lr", "type": typ(lr)},
+       {"id": "m", "type": {"dtype": "float64", "shape": [3, 1]}}],
+      [{"op": "composite", "inputs": ["w", "g", "lr"], "outputs": ["w2"], "attrs": {"body": bd}},
+       {"op": "composite", "inputs": ["m", "g", "lr"], "outputs": ["m2"], "attrs": {"body": bd}}],
+      [{"inputs": {"w": value(w), "g": value(gr), "lr": value(lr),
+                   "m": value(np.array([[1.0], [2.0], [-3.0]]))},
+        "outputs": {"w2": value(w - lr * gr),
+                    "m2": value(np.array([[1.0], [2.0], [-3.0]]) - lr * gr)},
+        "rtol": 0, "atol": 0}])
