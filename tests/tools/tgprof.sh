@@ -66,6 +66,7 @@ check '[ "$(first_row "Op classes")" = blas ]' "blas is the first op class"
 check 'grep -q "^  ... (remaining 6 nodes account for" "$tmp/costly.txt"' "--top 3 leaves 6 nodes to the remaining line"
 check 'grep -q "no optimizer passes ran (preset none)" "$tmp/costly.txt"' "the optimizer section says no pass ran"
 check 'grep -q "Calls: 5 (after 2 warm-up calls)" "$tmp/costly.txt"' "the summary counts calls and warm-up calls"
+check 'grep -q "Trace: the first 5 of 5 calls in" "$tmp/costly.txt"' "the summary says what the trace holds"
 
 $PY - "$tmp/costly.json" "$tmp/costly.trace.json" <<'PY'
 import json, sys

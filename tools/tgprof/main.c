@@ -78,6 +78,7 @@ typedef struct prof {
     tg_profile_node *st;
     char **opkey; /* "op" or "op{attrs}" per node, owned */
     double total_s, nodes_s;
+    const char *trace; /* --trace OUT, or NULL */
 } prof;
 
 static int cmp_row(const void *a, const void *b) {
@@ -178,7 +179,10 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
            P->total_s - P->nodes_s, P->total_s > 0 ? 100 * (P->total_s - P->nodes_s) / P->total_s : 0);
     printf("  Compile time: %.6f s, of which the optimizer %.6f s\n", tg_function_compile_seconds(f),
            tg_function_optimize_seconds(f));
-    printf("  Nodes: %d\n\n", n);
+    printf("  Nodes: %d\n", n);
+    if (P->trace)
+        printf("  Trace: the first %ld of %ld calls in %s\n", tg_profile_trace_count(P->p), P->calls, P->trace);
+    printf("\n");
 
     row *r = calloc((size_t)n + 1, sizeof *r);
     if (!r) return;
@@ -913,6 +917,7 @@ int main(int argc, char **argv) {
             tg_str_addf(&s, "%s", nd->op->name);
         P.opkey[k] = s.s;
     }
+    P.trace = trace_out;
     P.total_s = (double)tg_profile_total_ns(p) * 1e-9;
     P.nodes_s = (double)tg_profile_nodes_ns(p) * 1e-9;
     tg_profile_memory mem;
