@@ -14,9 +14,80 @@
 #include "io/io.h"
 #include "ops/composite.h"
 
+/* A parsed body, shared by every composite node with the same body text
+ * (a graph repeats the same fused pattern many times: parsing each copy
+ * again was most of the optimizer's time on large graphs). */
+typedef struct comp_parsed {
+    long refs;
+    uint64_t hash;
+    char *key; /* the body's JSON text */
+    tg_fgraph *fg;
+    struct comp_parsed *next;
+} comp_parsed;
+
+enum { PARSED_BUCKETS = 4096 };
+static comp_parsed *parsed_table[PARSED_BUCKETS];
+static pthread_mutex_t parsed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* A reference to the parsed body with this text, or NULL. */
+static comp_parsed *parsed_get(const char *key, uint64_t h) {
+    pthread_mutex_lock(&parsed_lock);
+    comp_parsed *p = parsed_table[h % PARSED_BUCKETS];
+    while (p && (p->hash != h || strcmp(p->key, key))) p = p->next;
+    if (p) p->refs++;
+    pthread_mutex_unlock(&parsed_lock);
+    return p;
+}
+
+/* Publish p (refs 1), or, when another thread published the same text
+ * meanwhile, free p and take that one. */
+static comp_parsed *parsed_put(comp_parsed *p) {
+    pthread_mutex_lock(&parsed_lock);
+    comp_parsed **slot = &parsed_table[p->hash % PARSED_BUCKETS];
+    for (comp_parsed *q = *slot; q; q = q->next)
+        if (q->hash == p->hash && !strcmp(q->key, p->key)) {
+            q->refs++;
+            pthread_mutex_unlock(&parsed_lock);
+            tg_fgraph_free(p->fg);
+            tg_free(p->key);
+            tg_free(p);
+            return q;
+        }
+    p->refs = 1;
+    p->next = *slot;
+    *slot = p;
+    pthread_mutex_unlock(&parsed_lock);
+    return p;
+}
+
+static void parsed_release(comp_parsed *p) {
+    if (!p) return;
+    pthread_mutex_lock(&parsed_lock);
+    bool last = --p->refs == 0;
+    if (last && p->key) {
+        comp_parsed **slot = &parsed_table[p->hash % PARSED_BUCKETS];
+        while (*slot != p) slot = &(*slot)->next;
+        *slot = p->next;
+    }
+    pthread_mutex_unlock(&parsed_lock);
+    if (last) {
+        tg_fgraph_free(p->fg);
+        tg_free(p->key);
+        tg_free(p);
+    }
+}
+
 typedef struct comp_body {
-    tg_fgraph *fg; /* the body: 0-d variables, elementwise nodes */
-    char *src;     /* the kernel's C source, or NULL: interpreter only */
+    comp_parsed *parsed;
+    tg_fgraph *fg; /* the body (parsed->fg): 0-d variables, elementwise nodes */
+    char *src;     /* the kernel's C source for this node, made when it
+                      first runs (NULL: not yet, or interpreter only) */
     /* -1 undecided, 0 interpreter, 1 compiled (fn) */
     int mode;
     tg_kernel_fn fn;
@@ -42,7 +113,7 @@ static bool interp_forced(void) {
 static void comp_free_extra(tg_attrs *a) {
     comp_body *b = a->extra;
     if (!b) return;
-    tg_fgraph_free(b->fg);
+    parsed_release(b->parsed);
     tg_free(b->src);
     tg_free(b);
     a->extra = NULL;
@@ -400,18 +471,25 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
     tg_graph *g = NULL;
     comp_body *b = NULL;
     int rc = TG_OK;
+    comp_parsed *p = NULL;
     if (!n->attrs || !json_object_object_get_ex(n->attrs, "body", &jb))
         return tg_errorf(ctx, TG_ELOAD, "attrs.body: missing (a body of elementwise ops)");
-    if (!(g = tg_body_load(jb, "attrs.body", ctx))) return ctx ? ctx->status : TG_ELOAD;
-    if (!(b = tg_calloc(1, sizeof *b))) {
-        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    if (!(b = tg_calloc(1, sizeof *b))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    b->mode = -1;
+    const char *key = json_object_to_json_string_ext(jb, JSON_C_TO_STRING_PLAIN);
+    uint64_t h = key ? fnv1a(key) : 0;
+    if (key && (b->parsed = parsed_get(key, h))) {
+        b->fg = b->parsed->fg;
+        goto check_node;
+    }
+    if (!(g = tg_body_load(jb, "attrs.body", ctx))) {
+        rc = ctx ? ctx->status : TG_ELOAD;
         goto fail;
     }
-    b->mode = -1;
     for (int i = 0; i < g->nnodes; i++) {
         tg_node *nd = g->nodes[i];
         char desc[256];
-        tg_node_describe(nd, desc, sizeof desc);
+        tg_node_describe(nd, desc, sizeof desc); /* cold: bodies parse once per text */
         if (!(nd->op->flags & TG_OPF_ELEMWISE)) {
             rc = tg_errorf(ctx, TG_ELOAD, "attrs.body: %s: %s is not an elementwise op", desc,
                            nd->op->name);
@@ -455,19 +533,44 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
                        TG_COMPOSITE_MAX_IO);
         goto fail;
     }
+    if (key) {
+        if (!(p = tg_calloc(1, sizeof *p)) || !(p->key = tg_strdup(key))) {
+            if (p) tg_free(p);
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+        p->hash = h;
+        p->fg = b->fg;
+        b->parsed = parsed_put(p); /* takes p (or frees it for an equal one) */
+        b->fg = b->parsed->fg;
+    } else {
+        /* No key (out of memory in json-c): a body of its own. */
+        if (!(p = tg_calloc(1, sizeof *p))) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+        p->refs = 1;
+        p->fg = b->fg;
+        p->hash = 0;
+        p->key = NULL;
+        b->parsed = p;
+    }
+check_node:
     if (n->nout != b->fg->nout) {
         rc = tg_errorf(ctx, TG_ELOAD, "outputs: the body has %d output%s, the node lists %d",
                        b->fg->nout, b->fg->nout == 1 ? "" : "s", n->nout);
         goto fail;
     }
-    b->src = gen_source(b->fg, 0);
     tg_graph_free(g);
     n->a.extra = b;
     return TG_OK;
 fail:
     tg_graph_free(g);
     if (b) {
-        tg_fgraph_free(b->fg);
+        if (b->parsed)
+            parsed_release(b->parsed);
+        else
+            tg_fgraph_free(b->fg);
         tg_free(b);
     }
     return rc;
@@ -614,7 +717,7 @@ static void comp_decide(const tg_node *n, comp_body *b) {
         uint64_t scalars = 0;
         for (int i = 0; i < n->nin; i++)
             if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
-        if (scalars && b->src) {
+        if (scalars || !b->src) {
             char *src = gen_source(b->fg, scalars);
             if (src) {
                 tg_free(b->src);
@@ -643,7 +746,9 @@ int tg_composite_node_mode(const tg_node *n) {
 }
 
 const char *tg_composite_node_source(const tg_node *n) {
-    const comp_body *b = n->a.extra;
+    comp_body *b = n->a.extra;
+    if (b && !b->src && __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0)
+        b->src = gen_source(b->fg, 0); /* before the first run decides */
     return b ? b->src : NULL;
 }
 
@@ -887,8 +992,9 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
     for (int j = 0; j < nnodes; j++) {
         tg_node *nd = nodes[j];
         char desc[256];
-        tg_node_describe(nd, desc, sizeof desc);
+        desc[0] = 0;
         if (!(nd->op->flags & TG_OPF_ELEMWISE) || nd->nout != 1) {
+            tg_node_describe(nd, desc, sizeof desc);
             tg_errorf(ctx, TG_EINVAL, "composite: %s is not an elementwise op", desc);
             goto fail;
         }
@@ -927,6 +1033,7 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
                 int later = -1;
                 for (int q = j; q < nnodes && later < 0; q++)
                     if (v->owner == nodes[q]) later = q;
+                tg_node_describe(nd, desc, sizeof desc);
                 tg_errorf(ctx, TG_EINVAL,
                           later >= 0 ? "composite: %s reads '%s' before nodes[%d] makes it (not "
                                        "in topological order)"

@@ -10,6 +10,7 @@
  * cycle through an outside node. Each group of two or more nodes becomes
  * one composite (ops/composite.h) whose origins are the nodes it fused.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/composite.h"
@@ -28,6 +29,11 @@ static bool full_shape(const tg_node *p, const tg_node *r) {
     for (int d = 0; d < a->ndim; d++)
         if (a->shape[d] == 1 && b->shape[d] != 1) return false;
     return true;
+}
+
+static int by_index(const void *a, const void *b) {
+    int x = (*(tg_node *const *)a)->index, y = (*(tg_node *const *)b)->index;
+    return (x > y) - (x < y);
 }
 
 /* Nodes of the group are marked with a pointer to the root. */
@@ -67,10 +73,10 @@ int tg_rw_fusion(tg_rw *rw) {
             }
         }
         if (ng < 2) continue;
-        /* Topological order: fg->nodes' order, which is one. */
-        int nm = 0;
-        for (int j = 0; j <= i; j++)
-            if (fg->nodes[j]->mark == root) group[nm++] = fg->nodes[j];
+        /* Topological order: fg->nodes' order (the sort above set each
+         * node's index to its position), without a walk over the graph. */
+        int nm = ng;
+        qsort(group, (size_t)nm, sizeof *group, by_index);
         /* The outside variables the group reads; 0-d constants go into
          * the body. */
         int nin = 0;
