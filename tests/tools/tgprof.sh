@@ -53,7 +53,8 @@ bad 2 "an unwritable --json" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --json
 bad 2 "an unwritable --trace" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --trace "$tmp/no/such/dir/t.json"
 bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
 
-# -O none: fast_run would fold the all-constant gemm at compile time.
+# Unoptimized: the optimizer would fold the constant gemm away; the nodes
+# and their memory are the file's.
 "$TGPROF" "$costly" -O none -i v='[1,2,3,4,5,6,7,8]' --calls 5 --warmup 2 --top 3 \
   --json "$tmp/costly.json" --trace "$tmp/costly.trace.json" >"$tmp/costly.txt" 2>"$tmp/costly.err"
 check '[ $? -eq 0 ] && [ ! -s "$tmp/costly.err" ]' "tgprof runs the costly graph"
@@ -63,8 +64,9 @@ check '[ "$(sed -n "/^Nodes (apply)/,/^\$/p" "$tmp/costly.txt" | sed -n 4p | awk
   "the gemm node is ranked first in the node table"
 check '[ "$(first_row "Op classes")" = blas ]' "blas is the first op class"
 check 'grep -q "^  ... (remaining 6 nodes account for" "$tmp/costly.txt"' "--top 3 leaves 6 nodes to the remaining line"
-check 'grep -q "no optimizer passes ran" "$tmp/costly.txt"' "the optimizer section says no pass ran"
+check 'grep -q "no optimizer passes ran (preset none)" "$tmp/costly.txt"' "the optimizer section says no pass ran"
 check 'grep -q "Calls: 5 (after 2 warm-up calls)" "$tmp/costly.txt"' "the summary counts calls and warm-up calls"
+check 'grep -q "Trace: the first 5 of 5 calls in" "$tmp/costly.txt"' "the summary says what the trace holds"
 
 $PY - "$tmp/costly.json" "$tmp/costly.trace.json" <<'PY'
 import json, sys
@@ -123,6 +125,9 @@ check(ok, "every call event encloses exactly its %d node events, each with op, s
 nodes_ev = sorted((e for e in ev if e.get("cat") != "call"), key=lambda e: e["ts"])
 check(all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(nodes_ev, nodes_ev[1:])), "node events do not overlap")
 check(len(nodes_ev) == 5 * len(nodes), "no node event outside a call")
+live = [e["args"]["bytes"] for e in t["traceEvents"] if e.get("ph") == "C" and e["name"] == "live memory"]
+check(len(live) == 2 * 5 * len(nodes) and max(live) == m["peak_bytes"],
+      "the live-memory counter track peaks at the report's peak (%s)" % (max(live) if live else None))
 sys.exit(1 if fails else 0)
 PY
 [ $? -eq 0 ] || fails=$((fails + 1))
@@ -132,8 +137,46 @@ PY
 "$TGPROF" "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 \
   --json "$tmp/mlp.json" --trace "$tmp/mlp.trace.json" >"$tmp/mlp.txt"
 check '[ $? -eq 0 ] && grep -q "^Nodes (apply)" "$tmp/mlp.txt"' "tgprof profiles the MLP's training function"
-check '$PY -c "import json,sys; f=json.load(open(sys.argv[1]))[\"functions\"][0]; sys.exit(not (len(f[\"nodes\"]) > 20 and all(n[\"calls\"] == 3 for n in f[\"nodes\"])))" "$tmp/mlp.json"' \
-  "the MLP's report has every node, each run 3 times"
+$PY - "$tmp/mlp.json" <<'PY'
+import json, sys
+f = json.load(open(sys.argv[1]))["functions"][0]
+fails = 0
+def check(ok, what):
+    global fails
+    print(("ok: " if ok else "FAIL: ") + what)
+    fails += 0 if ok else 1
+nodes = {n["key"]: n for n in f["nodes"]}
+check(len(nodes) > 20 and all(n["calls"] == 3 for n in nodes.values()), "the MLP's report has every node, each run 3 times")
+passes = f["optimizer"]["passes"]
+check(len(passes) > 0 and all(p["nodes_before"] > 0 and p["time_s"] >= 0 for p in passes),
+      "the optimizer's passes are listed (%s)" % ", ".join(p["name"] for p in passes))
+check(f["optimize_s"] <= f["compile_s"], "optimizer time is part of compile time")
+# A fused node stands for several file nodes, and each of them shows its
+# whole time; every original node's time is the sum over its stand-ins.
+fused = [n for n in nodes.values() if len(n["origins"]) > 1]
+check(len(fused) > 0, "some scheduled nodes stand for several file nodes (%d)" % len(fused))
+orig = {o["key"]: o for o in f["original_nodes"]}
+ok = True
+for o in orig.values():
+    want = sum(nodes[k]["time_s"] for k in o["via"])
+    ok = ok and abs(o["time_s"] - want) <= 1e-9 + 1e-9 * want
+for n in fused:
+    for k in n["origins"]:
+        ok = ok and k in orig and n["key"] in orig[k]["via"]
+check(ok, "original nodes carry the time of the scheduled nodes standing for them")
+sys.exit(1 if fails else 0)
+PY
+[ $? -eq 0 ] || fails=$((fails + 1))
+check 'grep -q "composite{" "$tmp/mlp.txt"' "fused nodes are named by their body (composite{...})"
+# A compiled-function file: restored without optimizing, origins kept.
+if [ -n "${TGC:-}" ] && "$TGC" compile "$TG_SRC/examples/mlp.json" -f train -o "$tmp/mlp.tgf" >/dev/null; then
+  "$TGPROF" "$tmp/mlp.tgf" -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 --json "$tmp/tgf.json" >"$tmp/tgf.txt"
+  check '[ $? -eq 0 ] && grep -q "no optimizer passes ran (restored from a .tgf" "$tmp/tgf.txt"' \
+    "tgprof profiles a .tgf, restored without optimizing"
+  check '$PY -c "import json,sys; f=json.load(open(sys.argv[1]))[\"functions\"][0]; sys.exit(not (f[\"preset\"] == \"saved\" and any(len(n[\"origins\"]) > 1 for n in f[\"nodes\"])))" "$tmp/tgf.json"' \
+    "the .tgf's report says preset saved and keeps the fused nodes' origins"
+  bad 2 "-O with a .tgf" "$tmp/mlp.tgf" -O none -i x="$tmp/x.npy" -i y="$tmp/y.npy"
+fi
 "$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp" 100 >/dev/null
 "$TGPROF" "$TG_SRC/examples/logreg.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 \
   --json "$tmp/logreg.json" >/dev/null
@@ -142,7 +185,8 @@ $PY -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' "$tmp/mlp.t
   && echo "ok: the MLP's trace is valid JSON" || { echo "FAIL: the MLP's trace is not valid JSON"; fails=$((fails + 1)); }
 
 if $PY -c 'import jsonschema' 2>/dev/null; then
-  $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" <<'PY'
+  $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
+    $( [ -f "$tmp/tgf.json" ] && echo "$tmp/tgf.json" ) <<'PY'
 import json, sys, copy
 import jsonschema
 schema = json.load(open(sys.argv[1]))

@@ -7,13 +7,16 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "core/core.h"
+#include "ops/op.h"
 #include "vm/vm.h"
 
 static tg_function *compile(tg_graph *g) {
     tg_ctx *ctx = tg_ctx_new();
-    /* As written: the tests name nodes that rewrites would replace. */
-    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, NULL, ctx),
-                                         &(tg_compile_options){.preset = "none"}, ctx);
+    /* Unoptimized, so that the nodes are the file's (the optimizer's own
+     * rewrites are tested with tgprof on the examples). */
+    tg_compile_options co = {.preset = "none"};
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, NULL, ctx), &co, ctx);
     if (!f) fail_msg("compile failed: %s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
     return f;
@@ -99,6 +102,17 @@ static void test_counts_and_memory(void **state) {
     assert_int_equal(m.nnew, 3);
     assert_int_equal(m.nview, 1);
     assert_int_equal(m.ninplace, 0);
+    /* Node by node: a (800), b views it, c (800 more; a goes after c, its
+     * view's last reader), d (8; c goes after it). */
+    int64_t run[4], after[4];
+    assert_int_equal(tg_profile_memory_live(p, run, after, ctx), 0);
+    int order[4] = {find_node(f, "a"), find_node(f, "b"), find_node(f, "c"), find_node(f, "d")};
+    int64_t want_run[4] = {800, 800, 1600, 808}, want_after[4] = {800, 800, 800, 8};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(order[i], i); /* the only schedule of a chain */
+        assert_int_equal(run[i], want_run[i]);
+        assert_int_equal(after[i], want_after[i]);
+    }
 
     /* The timeline kept the first 2 calls; each node lies inside its call
      * and after the node before it. */
@@ -202,6 +216,64 @@ static void test_failed_call(void **state) {
     tg_graph_free(g);
 }
 
+/* Time through rewrites: origins are set by hand here as the optimizer
+ * will set them (a fused node standing for several file nodes, and one
+ * file node stood for by two scheduled nodes). */
+static void set_origins(tg_node *n, const char *const *keys, int count) {
+    n->origins = tg_calloc((size_t)count, sizeof *n->origins);
+    for (int i = 0; i < count; i++) n->origins[i] = tg_strdup(keys[i]);
+    n->norigins = count;
+}
+
+static void test_origins(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(chain_json);
+    tg_function *f = compile(g);
+    int kc = find_node(f, "c"), kd = find_node(f, "d"), ka = find_node(f, "a"), kb = find_node(f, "b");
+    set_origins(f->sched[kc].node, (const char *const[]){"b", "c", "c"}, 3);
+    set_origins(f->sched[kd].node, (const char *const[]){"c", "d"}, 2);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 0, ctx);
+    tg_array *x = ramp(100), *out = NULL;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(tg_profile_call(p, &x, &out, ctx), 0);
+        tg_array_free(out);
+    }
+    tg_profile_node na, nb, nc, nd;
+    tg_profile_node_get(p, ka, &na);
+    tg_profile_node_get(p, kb, &nb);
+    tg_profile_node_get(p, kc, &nc);
+    tg_profile_node_get(p, kd, &nd);
+    tg_profile_origin *o = NULL;
+    int n = tg_profile_origins(p, &o, ctx);
+    /* a and b stand for themselves; c (fused) also for b, d also for c. */
+    assert_int_equal(n, 4);
+    uint64_t want[4] = {0};
+    const char *keys[4] = {"a", "b", "c", "d"};
+    want[0] = na.ns;
+    want[1] = nb.ns + nc.ns; /* scheduled b (itself) and c (fused) */
+    want[2] = nc.ns + nd.ns; /* listed twice by c, counted once */
+    want[3] = nd.ns;
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < 4 && strcmp(keys[j], o[i].key)) j++;
+        assert_true(j < 4);
+        assert_int_equal(o[i].ns, want[j]);
+        if (j == 2) {
+            assert_int_equal(o[i].nvia, 2);
+            assert_int_equal(o[i].via[0], kc < kd ? kc : kd);
+            assert_int_equal(o[i].via[1], kc < kd ? kd : kc);
+        }
+        if (i) assert_true(o[i - 1].ns >= o[i].ns);
+    }
+    tg_profile_origins_free(o);
+    tg_profile_free(p);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 static void test_op_class(void **state) {
     (void)state;
     assert_string_equal(tg_profile_op_class("gemm"), "blas");
@@ -210,6 +282,17 @@ static void test_op_class(void **state) {
     assert_string_equal(tg_profile_op_class("conv2d"), "conv");
     assert_string_equal(tg_profile_op_class("reshape"), "shape");
     assert_string_equal(tg_profile_op_class("composite"), "composite");
+    assert_string_equal(tg_profile_op_class("no_such_op"), "no_such_op");
+    /* Every op of the table has a family: a new .def file in ops.def must
+     * be listed in profile.c too. */
+    static const char *const families[] = {"elemwise", "reduce", "blas", "shape", "build", "nn", "conv",
+                                           "linalg", "random", "debug", "grad", "composite", NULL};
+    for (int i = 0; i < tg_op_count(); i++) {
+        const char *cls = tg_profile_op_class(tg_op_at(i)->name);
+        bool known = false;
+        for (int j = 0; families[j]; j++) known |= strcmp(families[j], cls) == 0;
+        if (!known) fail_msg("op '%s' has no family (class '%s'): list its .def in profile.c", tg_op_at(i)->name, cls);
+    }
 }
 
 int main(void) {
@@ -217,6 +300,7 @@ int main(void) {
         cmocka_unit_test(test_counts_and_memory),
         cmocka_unit_test(test_inplace_view_cost),
         cmocka_unit_test(test_failed_call),
+        cmocka_unit_test(test_origins),
         cmocka_unit_test(test_op_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

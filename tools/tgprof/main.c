@@ -35,7 +35,8 @@ static void usage(FILE *f) {
             "              [--json OUT.json] [--trace OUT.trace.json] [--top N] [-O PRESET]\n"
             "              [--include TAG]... [--exclude TAG]...\n"
             "\n"
-            "Run a function of FILE (interchange JSON) and report where the time and\n"
+            "Run a function of FILE (interchange JSON, or a compiled-function .tgf,\n"
+            "restored without optimizing) and report where the time and\n"
             "the memory go: per op class, per op (op + attrs), per node, per original\n"
             "node of the file (through fusion), the memory of a call, and the\n"
             "optimizer's own time.\n"
@@ -49,7 +50,7 @@ static void usage(FILE *f) {
             "  --trace OUT    write a Chrome trace (Perfetto, chrome://tracing): one\n"
             "                 event per call enclosing one per node\n"
             "  --top N        rows per table (default 20; 0 for all)\n"
-            "  -O PRESET      none, fast_compile or fast_run (default)\n"
+            "  -O PRESET      none, fast_compile or fast_run (default); not for a .tgf\n"
             "  --include TAG, --exclude TAG\n"
             "                 turn rewrites on or off beyond the preset (a pass, a group\n"
             "                 such as fusion or inplace, or a rewrite's name; repeatable)\n"
@@ -67,7 +68,8 @@ typedef struct row {
     double seconds;
     uint64_t calls;
     int nodes;
-    double flops; /* per call */
+    double flops; /* one run of each node, summed */
+    double total_flops; /* over every run: for GFLOP/s */
     int64_t bytes;
 } row;
 
@@ -81,6 +83,7 @@ typedef struct prof {
     tg_profile_node *st;
     char **opkey; /* "op" or "op{attrs}" per node, owned */
     double total_s, nodes_s;
+    const char *trace; /* --trace OUT, or NULL */
 } prof;
 
 static int cmp_row(const void *a, const void *b) {
@@ -105,6 +108,7 @@ static int group_rows(row *r, int n) {
             r[m - 1].calls += r[i].calls;
             r[m - 1].nodes += r[i].nodes;
             r[m - 1].flops += r[i].flops;
+            r[m - 1].total_flops += r[i].total_flops;
             r[m - 1].bytes += r[i].bytes;
             if (r[i].index < r[m - 1].index) r[m - 1].index = r[i].index;
         } else {
@@ -151,10 +155,10 @@ static void table(const prof *P, row *r, int n, int top, const char *what, bool 
         if (r[i].flops > 0) {
             snprintf(mf, sizeof mf, "%.3f", r[i].flops / 1e6);
             if (r[i].seconds > 0)
-                snprintf(gf, sizeof gf, "%.2f", r[i].flops * (double)P->calls / r[i].seconds / 1e9);
+                snprintf(gf, sizeof gf, "%.2f", r[i].total_flops / r[i].seconds / 1e9);
         }
         printf("  %7.2f%% %6.2f%% %10.6f %10.3es %7llu %7d %9s %9s  %s%s%s\n", 100 * share, 100 * cum,
-               r[i].seconds, P->calls ? r[i].seconds / (double)P->calls : 0, (unsigned long long)r[i].calls,
+               r[i].seconds, r[i].calls ? r[i].seconds / (double)r[i].calls : 0, (unsigned long long)r[i].calls,
                r[i].nodes, mf, gf, r[i].name, nodes && r[i].extra ? "  " : "",
                nodes && r[i].extra ? r[i].extra : "");
     }
@@ -165,66 +169,6 @@ static void table(const prof *P, row *r, int n, int top, const char *what, bool 
                P->nodes_s > 0 ? 100 * rest / P->nodes_s : 0, rest);
     }
     printf("\n");
-}
-
-/* Origins: (original key, scheduled node) pairs grouped by key. */
-typedef struct origin {
-    const char *key;
-    int node;
-} origin;
-
-static int cmp_origin(const void *a, const void *b) {
-    const origin *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
-    return c ? c : x->node - y->node;
-}
-
-typedef struct orig_row {
-    const char *key;
-    double seconds;
-    int first, count; /* into the sorted origin array */
-} orig_row;
-
-static int cmp_orig_row(const void *a, const void *b) {
-    const orig_row *x = a, *y = b;
-    if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;
-    return strcmp(x->key, y->key);
-}
-
-static origin *origins_collect(const prof *P, int *norig, orig_row **rows, int *nrows) {
-    int cap = 0;
-    for (int k = 0; k < P->n; k++) {
-        const char *const *keys;
-        cap += tg_function_node_origins(P->f, k, &keys);
-    }
-    origin *o = calloc((size_t)cap + 1, sizeof *o);
-    orig_row *r = calloc((size_t)cap + 1, sizeof *r);
-    if (!o || !r) {
-        free(o);
-        free(r);
-        return NULL;
-    }
-    int m = 0;
-    for (int k = 0; k < P->n; k++) {
-        const char *const *keys;
-        int c = tg_function_node_origins(P->f, k, &keys);
-        for (int i = 0; i < c; i++) o[m++] = (origin){keys[i], k};
-    }
-    qsort(o, (size_t)m, sizeof *o, cmp_origin);
-    int nr = 0;
-    for (int i = 0; i < m; i++) {
-        if (nr && strcmp(r[nr - 1].key, o[i].key) == 0) {
-            r[nr - 1].count++;
-        } else {
-            r[nr++] = (orig_row){o[i].key, 0, i, 1};
-        }
-        r[nr - 1].seconds += (double)P->st[o[i].node].ns * 1e-9;
-    }
-    qsort(r, (size_t)nr, sizeof *r, cmp_orig_row);
-    *norig = m;
-    *rows = r;
-    *nrows = nr;
-    return o;
 }
 
 static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
@@ -240,7 +184,10 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
            P->total_s - P->nodes_s, P->total_s > 0 ? 100 * (P->total_s - P->nodes_s) / P->total_s : 0);
     printf("  Compile time: %.6f s, of which the optimizer %.6f s\n", tg_function_compile_seconds(f),
            tg_function_optimize_seconds(f));
-    printf("  Nodes: %d\n\n", n);
+    printf("  Nodes: %d\n", n);
+    if (P->trace)
+        printf("  Trace: the first %ld of %ld calls in %s\n", tg_profile_trace_count(P->p), P->calls, P->trace);
+    printf("\n");
 
     row *r = calloc((size_t)n + 1, sizeof *r);
     if (!r) return;
@@ -252,7 +199,7 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
             const char *op = tg_function_node_op(f, k);
             r[k] = (row){k, t == 0 ? tg_profile_op_class(op) : t == 1 ? P->opkey[k] : tg_function_node_key(f, k),
                          t == 2 ? P->opkey[k] : NULL, (double)P->st[k].ns * 1e-9, P->st[k].calls, 1,
-                         P->st[k].flops, P->st[k].bytes_new};
+                         P->st[k].flops, P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
         }
         int m = t < 2 ? group_rows(r, n) : n;
         if (t == 2) qsort(r, (size_t)n, sizeof *r, cmp_row);
@@ -265,28 +212,25 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
 
     printf("Original nodes (time of each scheduled node shown under every file node it stands for)\n"
            "------------------------------------------------------------------------------------\n");
-    int norig = 0, nrows = 0;
-    orig_row *orow = NULL;
-    origin *o = origins_collect(P, &norig, &orow, &nrows);
-    if (o) {
+    tg_profile_origin *o = NULL;
+    int nrows = tg_profile_origins(P->p, &o, NULL);
+    if (nrows >= 0) {
         int rewritten = 0;
         for (int i = 0; i < nrows; i++)
-            if (orow[i].count > 1 || strcmp(orow[i].key, tg_function_node_key(f, o[orow[i].first].node)))
-                rewritten++;
-        if (!rewritten)
-            printf("  (no node was rewritten: every scheduled node stands for itself)\n");
+            if (o[i].nvia > 1 || strcmp(o[i].key, tg_function_node_key(f, o[i].via[0]))) rewritten++;
+        if (!rewritten) printf("  (no node was rewritten: every scheduled node stands for itself)\n");
         printf("  %8s %10s  %-24s %s\n", "<% time>", "<time s>", "<file node>", "<scheduled as>");
         int shown = top > 0 && top < nrows ? top : nrows;
         double rest = 0;
         for (int i = 0; i < nrows; i++) {
+            double t = (double)o[i].ns * 1e-9;
             if (i >= shown) {
-                rest += orow[i].seconds;
+                rest += t;
                 continue;
             }
-            printf("  %7.2f%% %10.6f  %-24s", P->nodes_s > 0 ? 100 * orow[i].seconds / P->nodes_s : 0,
-                   orow[i].seconds, orow[i].key);
-            for (int j = 0; j < orow[i].count; j++) {
-                int k = o[orow[i].first + j].node;
+            printf("  %7.2f%% %10.6f  %-24s", P->nodes_s > 0 ? 100 * t / P->nodes_s : 0, t, o[i].key);
+            for (int j = 0; j < o[i].nvia; j++) {
+                int k = o[i].via[j];
                 printf("%s%s (%s)", j ? ", " : " ", tg_function_node_key(f, k), tg_function_node_op(f, k));
             }
             printf("\n");
@@ -295,8 +239,7 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
             printf("  ... (remaining %d original nodes account for %.2f%% (%.6f s))\n", nrows - shown,
                    P->nodes_s > 0 ? 100 * rest / P->nodes_s : 0, rest);
     }
-    free(o);
-    free(orow);
+    tg_profile_origins_free(o);
     printf("\n");
 
     char b1[32], b2[32], b3[32];
@@ -366,9 +309,12 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
 
     printf("Optimizer\n---------\n");
     int np = tg_function_pass_count(f);
+    bool saved = strcmp(P->preset, "saved") == 0;
     if (np == 0) {
-        printf("  no optimizer passes ran (preset %s)\n", P->preset);
+        printf("  no optimizer passes ran (%s%s)\n", saved ? "restored from a .tgf without optimizing" : "preset ",
+               saved ? "" : P->preset);
     } else {
+        if (saved) printf("  (restored from a .tgf: the passes recorded when it was compiled)\n");
         printf("  %10s %8s %8s %9s  %s\n", "<time s>", "<before>", "<after>", "<applied>", "<pass>");
         for (int i = 0; i < np; i++) {
             tg_pass_stats ps;
@@ -376,14 +322,40 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
             printf("  %10.6f %8d %8d %9d  %s\n", ps.seconds, ps.nodes_before, ps.nodes_after, ps.applied,
                    ps.name);
         }
-        int nr = tg_function_rewrite_stats_count(f);
-        if (nr) printf("\n  %10s %9s %9s  %s\n", "<time s>", "<tried>", "<applied>", "<rewrite (pass)>");
-        for (int i = 0; i < nr; i++) {
-            tg_rewrite_stats rs;
-            if (tg_function_rewrite_stats_get(f, i, &rs)) continue;
-            printf("  %10.6f %9ld %9ld  %s (%s)\n", rs.seconds, rs.tried, rs.applied, rs.name,
-                   rs.pass ? rs.pass : "");
+        printf("  %10.6f %8s %8s %9s  total (%.1f%% of the compile time)\n", tg_function_optimize_seconds(f), "", "",
+               "", tg_function_compile_seconds(f) > 0
+                       ? 100 * tg_function_optimize_seconds(f) / tg_function_compile_seconds(f)
+                       : 0);
+        /* Rewrites that were tried, slowest first (Theano's optimizer
+         * profile); the ones never tried are only counted. */
+        int nr = tg_function_rewrite_stats_count(f), ntried = 0;
+        tg_rewrite_stats *rs = calloc((size_t)nr + 1, sizeof *rs);
+        for (int i = 0; rs && i < nr; i++)
+            if (tg_function_rewrite_stats_get(f, i, &rs[ntried]) == 0 && (rs[ntried].tried || rs[ntried].applied))
+                ntried++;
+        for (int i = 1; i < ntried; i++) /* insertion sort, stable */
+            for (int j = i; j > 0 && rs[j].seconds > rs[j - 1].seconds; j--) {
+                tg_rewrite_stats t = rs[j];
+                rs[j] = rs[j - 1];
+                rs[j - 1] = t;
+            }
+        if (ntried) printf("\n  %10s %9s %9s  %s\n", "<time s>", "<tried>", "<applied>", "<rewrite (pass)>");
+        int shown = top > 0 && top < ntried ? top : ntried;
+        for (int i = 0; i < shown; i++)
+            printf("  %10.6f %9ld %9ld  %s (%s)\n", rs[i].seconds, rs[i].tried, rs[i].applied, rs[i].name,
+                   rs[i].pass ? rs[i].pass : "");
+        if (shown < ntried) {
+            double rest = 0;
+            long applied = 0;
+            for (int i = shown; i < ntried; i++) {
+                rest += rs[i].seconds;
+                applied += rs[i].applied;
+            }
+            printf("  ... (remaining %d rewrites account for %.6f s and %ld applications)\n", ntried - shown, rest,
+                   applied);
         }
+        if (rs && nr > ntried) printf("  (%d more rewrites were never tried: nothing matched their op)\n", nr - ntried);
+        free(rs);
     }
 }
 
@@ -476,30 +448,28 @@ static json_object *report_json(const prof *P, const tg_profile_memory *mem) {
     for (int t = 0; r && t < 2; t++) {
         for (int k = 0; k < n; k++)
             r[k] = (row){k, t == 0 ? tg_profile_op_class(tg_function_node_op(f, k)) : P->opkey[k], NULL,
-                         (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops, P->st[k].bytes_new};
+                         (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops,
+                         P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
         int m = group_rows(r, n);
         json_object_object_add(fo, t == 0 ? "op_classes" : "ops", group_json(P, r, m));
     }
     free(r);
 
-    int norig = 0, nrows = 0;
-    orig_row *orow = NULL;
-    origin *og = origins_collect(P, &norig, &orow, &nrows);
+    tg_profile_origin *og = NULL;
+    int nrows = tg_profile_origins(P->p, &og, NULL);
     json_object *oa = json_object_new_array();
-    for (int i = 0; og && i < nrows; i++) {
+    for (int i = 0; i < nrows; i++) {
         json_object *o = json_object_new_object();
-        json_object_object_add(o, "key", jstr(orow[i].key));
-        json_object_object_add(o, "time_s", json_object_new_double(orow[i].seconds));
-        json_object_object_add(o, "share",
-                               jshare(orow[i].seconds, P->nodes_s));
+        double t = (double)og[i].ns * 1e-9;
+        json_object_object_add(o, "key", jstr(og[i].key));
+        json_object_object_add(o, "time_s", json_object_new_double(t));
+        json_object_object_add(o, "share", jshare(t, P->nodes_s));
         json_object *via = json_object_new_array();
-        for (int j = 0; j < orow[i].count; j++)
-            json_object_array_add(via, jstr(tg_function_node_key(f, og[orow[i].first + j].node)));
+        for (int j = 0; j < og[i].nvia; j++) json_object_array_add(via, jstr(tg_function_node_key(f, og[i].via[j])));
         json_object_object_add(o, "via", via);
         json_object_array_add(oa, o);
     }
-    free(og);
-    free(orow);
+    tg_profile_origins_free(og);
     json_object_object_add(fo, "original_nodes", oa);
 
     json_object *mo = json_object_new_object();
@@ -586,6 +556,10 @@ static int write_trace(const prof *P, const char *path) {
     fprintf(o, "}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
     put_json_string(o, tg_function_name(f));
     fprintf(o, "}}");
+    /* Live memory as a counter track: the simulation's figures (the same
+     * for every call) placed at each node's start and end. */
+    int64_t *run = calloc((size_t)P->n + 1, sizeof *run), *after = calloc((size_t)P->n + 1, sizeof *after);
+    bool mem = run && after && tg_profile_memory_live(P->p, run, after, NULL) == 0;
     long nc = tg_profile_trace_count(P->p);
     for (long c = 0; c < nc; c++) {
         uint64_t t0, t1;
@@ -624,11 +598,110 @@ static int write_trace(const prof *P, const char *path) {
                 bytes += po.bytes;
             }
             fprintf(o, "],\"bytes\":%lld}}", (long long)bytes);
+            if (mem) {
+                fprintf(o, ",\n{\"name\":\"live memory\",\"ph\":\"C\",\"ts\":");
+                put_us(o, s);
+                fprintf(o, ",\"pid\":1,\"args\":{\"bytes\":%lld}}", (long long)run[k]);
+                fprintf(o, ",\n{\"name\":\"live memory\",\"ph\":\"C\",\"ts\":");
+                put_us(o, s + d);
+                fprintf(o, ",\"pid\":1,\"args\":{\"bytes\":%lld}}", (long long)after[k]);
+            }
         }
     }
+    free(run);
+    free(after);
     fprintf(o, "\n]}\n");
     bool bad = ferror(o);
     return fclose(o) == 0 && !bad ? 0 : -1;
+}
+
+/* ---- composite bodies as expressions ---- */
+
+/* The expression of body variable `id`: an input is i<k>, a scalar
+ * constant its value, a node's output its op applied to its inputs' (infix
+ * for + - * /). Depth-limited: a body is a small DAG, but a shared
+ * subexpression is printed each time it is used. */
+static bool body_expr(json_object *body, const char *id, int depth, tg_str *out) {
+    json_object *ins, *vars, *nodes;
+    if (depth > 12 || !json_object_object_get_ex(body, "inputs", &ins) ||
+        !json_object_object_get_ex(body, "nodes", &nodes))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(ins); i++)
+        if (strcmp(json_object_get_string(json_object_array_get_idx(ins, i)), id) == 0) {
+            tg_str_addf(out, "i%zu", i);
+            return true;
+        }
+    if (json_object_object_get_ex(body, "variables", &vars))
+        for (size_t i = 0; i < json_object_array_length(vars); i++) {
+            json_object *v = json_object_array_get_idx(vars, i), *vid, *c, *data;
+            if (json_object_object_get_ex(v, "id", &vid) && strcmp(json_object_get_string(vid), id) == 0 &&
+                json_object_object_get_ex(v, "constant", &c)) {
+                if (json_object_object_get_ex(c, "data", &data) && !json_object_is_type(data, json_type_array))
+                    tg_str_addf(out, "%s", json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN));
+                else
+                    tg_str_addf(out, "%s", id);
+                return true;
+            }
+        }
+    for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+        json_object *nd = json_object_array_get_idx(nodes, i), *op, *nin, *nout;
+        if (!json_object_object_get_ex(nd, "op", &op) || !json_object_object_get_ex(nd, "inputs", &nin) ||
+            !json_object_object_get_ex(nd, "outputs", &nout) || json_object_array_length(nout) < 1 ||
+            strcmp(json_object_get_string(json_object_array_get_idx(nout, 0)), id) != 0)
+            continue;
+        const char *name = json_object_get_string(op);
+        size_t n = json_object_array_length(nin);
+        const char *infix = NULL;
+        if (n == 2) {
+            infix = !strcmp(name, "add")        ? " + "
+                    : !strcmp(name, "sub")      ? " - "
+                    : !strcmp(name, "mul")      ? " * "
+                    : !strcmp(name, "true_div") ? " / "
+                                                : NULL;
+        }
+        tg_str_addf(out, "%s(", infix ? "" : name);
+        for (size_t j = 0; j < n; j++) {
+            json_object *in = json_object_array_get_idx(nin, j);
+            if (j) tg_str_addf(out, "%s", infix ? infix : ", ");
+            if (json_object_is_type(in, json_type_string)) {
+                if (!body_expr(body, json_object_get_string(in), depth + 1, out)) return false;
+            } else { /* an inline constant */
+                json_object *val;
+                tg_str_addf(out, "%s",
+                            json_object_object_get_ex(in, "value", &val)
+                                ? json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN)
+                                : "?");
+            }
+        }
+        tg_str_addf(out, ")");
+        return true;
+    }
+    return false;
+}
+
+/* "composite{expr, expr}" from a composite node's attrs; false (out
+ * untouched) when the body is not as expected. */
+static bool composite_text(json_object *attrs, tg_str *out) {
+    json_object *body, *outs;
+    if (!attrs || !json_object_object_get_ex(attrs, "body", &body) ||
+        !json_object_object_get_ex(body, "outputs", &outs))
+        return false;
+    tg_str t = {0};
+    tg_str_addf(&t, "composite{");
+    for (size_t i = 0; i < json_object_array_length(outs); i++) {
+        if (i) tg_str_addf(&t, ", ");
+        if (!body_expr(body, json_object_get_string(json_object_array_get_idx(outs, i)), 0, &t)) {
+            tg_str_free(&t);
+            return false;
+        }
+    }
+    tg_str_addf(&t, "}");
+    if (t.oom || !t.s) {
+        tg_str_free(&t);
+        return false;
+    }
+    *out = t;
+    return true;
 }
 
 /* ---- main ---- */
@@ -643,76 +716,6 @@ static bool parse_count(const char *opt, const char *s, long min, long *out) {
     }
     *out = v;
     return true;
-}
-
-/* A composite as Theano printed one: composite{(i1 * (1 - sqr(i0)))},
- * its body written out as an expression over its inputs i0, i1, ... */
-static bool composite_expr(const tg_node *nd, tg_str *out) {
-    json_object *body, *nodes, *vars, *outs;
-    if (!nd->attrs || !json_object_object_get_ex(nd->attrs, "body", &body) ||
-        !json_object_object_get_ex(body, "nodes", &nodes) ||
-        !json_object_object_get_ex(body, "variables", &vars) ||
-        !json_object_object_get_ex(body, "outputs", &outs))
-        return false;
-    size_t nn = json_object_array_length(nodes), nv = json_object_array_length(vars);
-    const char **ids = calloc(nv + nn + 1, sizeof *ids);
-    char **ex = calloc(nv + nn + 1, sizeof *ex);
-    size_t m = 0;
-    bool ok = ids && ex;
-    /* inputs i<k> (x<k> in the body), constants by value */
-    for (size_t i = 0; ok && i < nv; i++) {
-        json_object *v = json_object_array_get_idx(vars, i), *jid, *c, *d;
-        if (!json_object_object_get_ex(v, "id", &jid)) continue;
-        ids[m] = json_object_get_string(jid);
-        tg_str e = {0};
-        if (json_object_object_get_ex(v, "constant", &c) && json_object_object_get_ex(c, "data", &d))
-            tg_str_addf(&e, "%s", json_object_to_json_string_ext(d, JSON_C_TO_STRING_PLAIN));
-        else
-            tg_str_addf(&e, "i%s", ids[m][0] == 'x' ? ids[m] + 1 : ids[m]);
-        ex[m++] = e.s;
-    }
-    static const char *const infix[][2] = {{"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"true_div", "/"}};
-    for (size_t j = 0; ok && j < nn; j++) {
-        json_object *jn = json_object_array_get_idx(nodes, j), *jop, *jin, *jout;
-        if (!json_object_object_get_ex(jn, "op", &jop) || !json_object_object_get_ex(jn, "inputs", &jin) ||
-            !json_object_object_get_ex(jn, "outputs", &jout)) {
-            ok = false;
-            break;
-        }
-        const char *op = json_object_get_string(jop), *sym = NULL;
-        for (size_t q = 0; q < 4; q++)
-            if (!strcmp(op, infix[q][0])) sym = infix[q][1];
-        tg_str e = {0};
-        size_t na = json_object_array_length(jin);
-        tg_str_addf(&e, sym ? "(" : "%s(", op);
-        for (size_t a = 0; a < na; a++) {
-            const char *arg = json_object_get_string(json_object_array_get_idx(jin, a)), *val = arg;
-            for (size_t q = 0; q < m; q++)
-                if (ids[q] && arg && !strcmp(ids[q], arg)) val = ex[q];
-            if (a) tg_str_addf(&e, sym ? " %s " : ", ", sym ? sym : "");
-            tg_str_addf(&e, "%s", val ? val : "?");
-        }
-        tg_str_addf(&e, ")");
-        ids[m] = json_object_get_string(json_object_array_get_idx(jout, 0));
-        ex[m++] = e.s;
-    }
-    if (ok) {
-        tg_str_addf(out, "composite{");
-        size_t no = json_object_array_length(outs);
-        for (size_t o = 0; o < no; o++) {
-            const char *id = json_object_get_string(json_object_array_get_idx(outs, o));
-            for (size_t q = m; q-- > 0;)
-                if (ids[q] && id && !strcmp(ids[q], id)) {
-                    tg_str_addf(out, "%s%s", o ? ", " : "", ex[q]);
-                    break;
-                }
-        }
-        tg_str_addf(out, "}");
-    }
-    for (size_t q = 0; q < m; q++) free(ex[q]);
-    free(ids);
-    free(ex);
-    return ok && !out->oom;
 }
 
 int main(int argc, char **argv) {
@@ -794,30 +797,48 @@ int main(int argc, char **argv) {
     }
     const char *path = argv[optind];
     size_t plen = strlen(path);
-    if (plen >= 4 && strcmp(path + plen - 4, ".tgf") == 0) {
-        cli_error(TOOL, "%s: compiled-function files (.tgf) are not supported yet", path);
+    bool is_tgf = plen >= 4 && strcmp(path + plen - 4, ".tgf") == 0;
+    if (is_tgf && (preset || ninc || nexc)) {
+        /* A .tgf is restored without optimizing; saying so beats ignoring -O. */
+        cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply when "
+                        "compiling it (tgc compile)", path);
         return TG_EXIT_USAGE;
     }
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = NULL;
+    tg_tgf *tgf = NULL;
     tg_function *f = NULL;
     tg_profile *p = NULL;
     tg_array **ins = NULL, **outs = NULL;
     json_object *rep = NULL;
-    prof P = {.path = path, .calls = calls, .warmup = warmup, .preset = preset ? preset : "fast_run"};
+    prof P = {.path = path, .calls = calls, .warmup = warmup,
+              .preset = is_tgf ? "saved" : preset ? preset : "fast_run"};
     int nin = 0, nout = 0;
-    if (!(g = tg_graph_load(path, ctx))) {
-        cli_error(TOOL, "%s", tg_ctx_message(ctx));
-        rc = TG_EXIT_USAGE;
-        goto done;
-    }
-    int fi = tg_graph_function_find(g, fname, ctx);
-    tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc};
-    if (fi < 0 || !(f = tg_function_compile(g, fi, &co, ctx))) {
-        cli_error(TOOL, "%s", tg_ctx_message(ctx));
-        rc = TG_EXIT_USAGE;
-        goto done;
+    if (is_tgf) {
+        /* Restored as saved: the optimized graph, its rewrite record and
+         * the shared values of the checkpoint. */
+        int fi;
+        if (!(tgf = tg_tgf_load(path, NULL, ctx)) || (fi = tg_tgf_function_find(tgf, fname, ctx)) < 0 ||
+            !(f = tg_tgf_function(tgf, fi))) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        if (tg_tgf_warning(tgf)) fprintf(stderr, "%s: warning: %s\n", TOOL, tg_tgf_warning(tgf));
+    } else {
+        if (!(g = tg_graph_load(path, ctx))) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        int fi = tg_graph_function_find(g, fname, ctx);
+        tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc};
+        if (fi < 0 || !(f = tg_function_compile(g, fi, &co, ctx))) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
     }
     nin = tg_function_input_count(f);
     nout = tg_function_output_count(f);
@@ -909,14 +930,15 @@ int main(int argc, char **argv) {
         const tg_node *nd = f->sched[k].node;
         const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
         tg_str s = {0};
-        if (!strcmp(nd->op->name, "composite") && composite_expr(nd, &s))
-            ;
+        if (strcmp(nd->op->name, "composite") == 0 && composite_text(nd->attrs, &s))
+            ; /* composite{tanh((i0 + i1))}, as Theano names a fused node */
         else if (attrs && strcmp(attrs, "{}") != 0)
             tg_str_addf(&s, "%s%s", nd->op->name, attrs);
         else
             tg_str_addf(&s, "%s", nd->op->name);
         P.opkey[k] = s.s;
     }
+    P.trace = trace_out;
     P.total_s = (double)tg_profile_total_ns(p) * 1e-9;
     P.nodes_s = (double)tg_profile_nodes_ns(p) * 1e-9;
     tg_profile_memory mem;
@@ -949,7 +971,10 @@ done:
     free(ins);
     free(outs);
     tg_profile_free(p);
-    tg_function_free(f);
+    if (tgf)
+        tg_tgf_free(tgf); /* f is borrowed from it */
+    else
+        tg_function_free(f);
     tg_graph_free(g);
     tg_ctx_free(ctx);
     return rc;

@@ -93,6 +93,13 @@ TG_API int tg_profile_output_get(const tg_profile *p, int node, int j,
 TG_API int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
                                  tg_ctx *ctx);
 
+/* The same simulation node by node: live_run[k], the bytes live while
+ * scheduled node k runs (its new outputs included), and live_after[k],
+ * after the buffers it was the last reader of are freed. Each array has
+ * tg_function_node_count entries (either may be NULL). TG_ENOMEM. */
+TG_API int tg_profile_memory_live(const tg_profile *p, int64_t *live_run,
+                                  int64_t *live_after, tg_ctx *ctx);
+
 /* The timeline: how many calls were kept, and for call c the start and end
  * of the call and of each node, in nanoseconds from the profile's creation.
  * A node that did not run in that call (a failed call) has dur 0 and start
@@ -103,9 +110,26 @@ TG_API int tg_profile_trace_call(const tg_profile *p, long c, uint64_t *start,
 TG_API int tg_profile_trace_node(const tg_profile *p, long c, int node,
                                  uint64_t *start, uint64_t *dur);
 
+/* Time through the optimizer's rewrites: every original node of the graph
+ * file that some scheduled node stands for (tg_function_node_origins), with
+ * the summed time of the scheduled nodes standing for it (a fused node's
+ * whole time goes to each node it swallowed: no split would be true) and
+ * their schedule positions. Sorted slowest first, then by key. */
+typedef struct tg_profile_origin {
+    const char *key; /* borrowed from f */
+    uint64_t ns;
+    int nvia;
+    const int *via; /* nvia schedule positions, ascending */
+} tg_profile_origin;
+/* *out receives a new array of the returned count, freed with
+ * tg_profile_origins_free. Returns the count, or TG_ENOMEM. */
+TG_API int tg_profile_origins(const tg_profile *p, tg_profile_origin **out,
+                              tg_ctx *ctx);
+TG_API void tg_profile_origins_free(tg_profile_origin *o);
+
 /* The op family of an op name, Theano's "op class": "elemwise", "reduce",
  * "blas", "shape", "build", "nn", "conv", "linalg", "random", "debug",
- * "grad"; the op name itself for an op outside the table (composite). */
+ * "grad", "composite"; the op name itself for an op outside the table. */
 TG_API const char *tg_profile_op_class(const char *op);
 
 #ifdef __cplusplus

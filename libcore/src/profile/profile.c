@@ -6,6 +6,7 @@
  * as VM overhead and not as the node's time. Every array is allocated by
  * tg_profile_new, so the hook path never calls malloc.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -225,8 +226,8 @@ int tg_profile_output_get(const tg_profile *p, int node, int j,
  * chains of views); a buffer dies after the last node that reads any slot
  * of it, unless one of its slots is pinned (a function output, an update,
  * an input, a shared value). */
-int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
-                          tg_ctx *ctx) {
+static int memory_sim(const tg_profile *p, tg_profile_memory *m,
+                      int64_t *live_run, int64_t *live_after, tg_ctx *ctx) {
     const tg_function *f = p->f;
     int ns = f->nslots, rc = TG_OK;
     memset(m, 0, sizeof *m);
@@ -280,7 +281,9 @@ int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
         const tg_vm_node *s = &f->sched[k];
         for (int j = 0; j < s->node->nout; j++) live += bytes[s->out_slot + j];
         if (live > m->peak) m->peak = live;
+        if (live_run) live_run[k] = live;
         live -= freed_at[k];
+        if (live_after) live_after[k] = live;
     }
     m->peak_no_gc = m->allocated;
 done:
@@ -289,6 +292,17 @@ done:
     tg_free(bytes);
     tg_free(freed_at);
     return rc;
+}
+
+int tg_profile_memory_get(const tg_profile *p, tg_profile_memory *m,
+                          tg_ctx *ctx) {
+    return memory_sim(p, m, NULL, NULL, ctx);
+}
+
+int tg_profile_memory_live(const tg_profile *p, int64_t *live_run,
+                           int64_t *live_after, tg_ctx *ctx) {
+    tg_profile_memory m;
+    return memory_sim(p, &m, live_run, live_after, ctx);
 }
 
 long tg_profile_trace_count(const tg_profile *p) { return p->trace_n; }
@@ -309,6 +323,78 @@ int tg_profile_trace_node(const tg_profile *p, long c, int node,
     *dur = e[1];
     return TG_OK;
 }
+
+/* Origins: (key, schedule position) pairs sorted by key, then grouped.
+ * The result is one block: the entries, then every via list. */
+typedef struct origin_pair {
+    const char *key;
+    int node;
+} origin_pair;
+
+static int cmp_pair(const void *a, const void *b) {
+    const origin_pair *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : x->node - y->node;
+}
+
+static int cmp_origin(const void *a, const void *b) {
+    const tg_profile_origin *x = a, *y = b;
+    if (x->ns != y->ns) return x->ns < y->ns ? 1 : -1;
+    return strcmp(x->key, y->key);
+}
+
+int tg_profile_origins(const tg_profile *p, tg_profile_origin **out,
+                       tg_ctx *ctx) {
+    const tg_function *f = p->f;
+    size_t npairs = 0;
+    *out = NULL;
+    for (int k = 0; k < p->nsched; k++) {
+        const char *const *keys;
+        npairs += (size_t)tg_function_node_origins(f, k, &keys);
+    }
+    origin_pair *pairs = tg_calloc(npairs + 1, sizeof *pairs);
+    if (!pairs) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    size_t m = 0;
+    for (int k = 0; k < p->nsched; k++) {
+        const char *const *keys;
+        int c = tg_function_node_origins(f, k, &keys);
+        for (int i = 0; i < c; i++) pairs[m++] = (origin_pair){keys[i], k};
+    }
+    qsort(pairs, npairs, sizeof *pairs, cmp_pair);
+    size_t ngroups = 0;
+    for (size_t i = 0; i < npairs; i++)
+        if (i == 0 || strcmp(pairs[i].key, pairs[i - 1].key)) ngroups++;
+    /* One block: ngroups entries, then npairs ints. */
+    size_t head = (ngroups + 1) * sizeof(tg_profile_origin);
+    char *block = tg_calloc(1, head + (npairs + 1) * sizeof(int));
+    if (!block) {
+        tg_free(pairs);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    tg_profile_origin *o = (tg_profile_origin *)block;
+    int *via = (int *)(block + head);
+    size_t g = 0, v = 0;
+    for (size_t i = 0; i < npairs; i++) {
+        bool new_key = i == 0 || strcmp(pairs[i].key, pairs[i - 1].key);
+        if (new_key) {
+            o[g].key = pairs[i].key;
+            o[g].via = via + v;
+            g++;
+        } else if (pairs[i].node == pairs[i - 1].node) {
+            continue; /* a key listed twice by one node counts once */
+        }
+        tg_profile_origin *cur = &o[g - 1];
+        via[v++] = pairs[i].node;
+        cur->nvia++;
+        cur->ns += p->nodes[pairs[i].node].ns;
+    }
+    tg_free(pairs);
+    qsort(o, ngroups, sizeof *o, cmp_origin);
+    *out = o;
+    return (int)ngroups;
+}
+
+void tg_profile_origins_free(tg_profile_origin *o) { tg_free(o); }
 
 /* The family each op's .def file puts it in: the .def files are the one
  * place that says it. */
@@ -348,6 +434,9 @@ static const struct {
 #undef FAMILY
 #define FAMILY "grad"
 #include "ops/gradops.def"
+#undef FAMILY
+#define FAMILY "composite"
+#include "ops/composite.def"
 #undef FAMILY
 #undef TG_OP
 };
