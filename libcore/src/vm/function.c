@@ -565,8 +565,18 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
     }
     for (int i = 0; i < fg->nupd; i++) {
         tg_shared *sh = f->upd_shared[i];
-        tg_array_free(sh->value);
+        tg_array *old = sh->value;
         sh->value = news[i];
+        /* Double buffering: the value the update replaced becomes the
+         * array the producer of the update writes into on the next call
+         * (tg_array_prepare reuses it once nothing else holds it), so a
+         * training step does not allocate its weights anew every call. */
+        int slot = f->out_slots[fg->nout + i];
+        if (old && !f->slots[slot] && f->slot_var[slot]->owner && old->dtype == news[i]->dtype &&
+            old->buf->nbytes > TG_VM_KEEP_BYTES)
+            f->slots[slot] = old;
+        else
+            tg_array_free(old);
     }
     if (news != small) tg_free(news);
     unbind_inputs(f);
