@@ -15,6 +15,7 @@
   let panes = [];          // {name, drawing, svg, root, zoom, vis}
   let mode = 'optimized';  // 'optimized' | 'original' | 'side'
   let collapsed = new Set();
+  let opened = new Set();   // groups the user expanded again (by id)
   let profileOn = false, maxShare = 0;
   let selected = null;     // the data node pinned in the panel
   let searchHits = [], searchAt = -1;
@@ -40,6 +41,7 @@
     for (const members of comp.values()) {
       if (members.length < 2) continue;
       const gid = 'g:' + members[0].id;
+      if (opened.has(gid)) continue;
       for (const m of members) of.set(m.id, gid);
       of.set(gid, members);
     }
@@ -191,7 +193,7 @@
       .on('dblclick', (ev, v) => {
         ev.stopPropagation();
         const n = v.src;
-        if (n.kind === 'group') { collapsed.delete(n.family); syncCollapse(); redraw(); }
+        if (n.kind === 'group') { opened.add(v.id); redraw(); }
         else if (n.body && n.body.nodes && n.body.nodes.length) { n._expanded = true; redraw(); }
         else rename(n, v.el);
       })
@@ -418,7 +420,7 @@
     data = d;
     const v = data.views || {};
     mode = data.side_by_side && v.original && v.optimized ? 'side' : (v[data.start] ? data.start : Object.keys(v)[0]);
-    collapsed = new Set(); selected = null;
+    collapsed = new Set(); opened = new Set(); selected = null;
     $('#title').textContent = `${data.file || ''} \u00b7 ${data.function || ''}`;
     document.title = `tgviz \u00b7 ${data.file || ''} \u00b7 ${data.function || ''}`;
     const seg = d3.select('#views').html('');
@@ -445,7 +447,7 @@
     const f = ev.target.value; ev.target.value = '';
     if (!f) return;
     if (collapsed.has(f)) collapsed.delete(f); else collapsed.add(f);
-    syncCollapse(); redraw();
+    opened.clear(); syncCollapse(); redraw();
   });
   $('#bodies').addEventListener('click', () => {
     const on = $('#bodies').textContent.startsWith('Expand');
@@ -457,7 +459,7 @@
   $('#fit').addEventListener('click', () => panes.forEach(fit));
   $('#reset').addEventListener('click', () => {
     for (const p of panes) resetAll(p.drawing);
-    collapsed.clear(); syncCollapse();
+    collapsed.clear(); opened.clear(); syncCollapse();
     $('#bodies').textContent = 'Expand bodies';
     redraw(); panes.forEach(fit);
   });
@@ -480,7 +482,7 @@
       for (const p of panes) { const n = find(p.drawing); if (n) { n._expanded = on; redraw(); return true; } }
       return false;
     },
-    collapseFamily(f, on = true) { if (on) collapsed.add(f); else collapsed.delete(f); syncCollapse(); redraw(); },
+    collapseFamily(f, on = true) { if (on) collapsed.add(f); else collapsed.delete(f); opened.clear(); syncCollapse(); redraw(); },
   };
 
   const raw = document.getElementById('tgviz-data').textContent;

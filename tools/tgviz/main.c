@@ -68,7 +68,11 @@ static const char *ext_format(const char *path) {
 static int profile_read(const char *path, const char *fname, json_object **nodes_out, json_object **root_out) {
     json_object *root = json_object_from_file(path), *fns, *nodes = NULL;
     if (!root) {
-        cli_error(TOOL, "--profile %s: cannot read it as JSON (%s)", path, json_util_get_last_err());
+        char why[200];
+        const char *e = json_util_get_last_err();
+        snprintf(why, sizeof why, "%s", e ? e : "unreadable");
+        for (size_t k = strlen(why); k > 0 && (why[k - 1] == '\n' || why[k - 1] == ' '); k--) why[k - 1] = 0;
+        cli_error(TOOL, "--profile %s: cannot read it as JSON (%s)", path, why);
         return -1;
     }
     if (!json_object_is_type(root, json_type_object) || !json_object_object_get_ex(root, "functions", &fns) ||
