@@ -249,7 +249,7 @@
     const defs = svg.append('defs');
     for (const [k, c] of [['plain', '#94a3b8'], ['view', '#2563eb'], ['destroy', '#dc2626']])
       defs.append('marker').attr('id', 'arrow-' + k).attr('viewBox', '0 0 10 10').attr('refX', 9).attr('refY', 5)
-        .attr('markerWidth', 7).attr('markerHeight', 7).attr('orient', 'auto')
+        .attr('markerUnits', 'userSpaceOnUse').attr('markerWidth', 9).attr('markerHeight', 9).attr('orient', 'auto')
         .append('path').attr('d', 'M0,0 L10,5 L0,10 z').attr('fill', c);
     const root = svg.append('g').attr('class', 'viewport');
     const p = { name, drawing, svg, root };
