@@ -181,7 +181,7 @@
       v.el = c.node();
       c.append('rect').attr('class', 'frame').attr('width', v.w).attr('height', v.h).attr('rx', 8);
       c.append('text').attr('class', 'head').attr('x', 8).attr('y', 14)
-        .text(`${v.src.op || ''} ${v.src.key || v.id}  \u25be  (double-click to collapse)`);
+        .text(`\u25be ${v.src.op || ''} ${v.src.key || v.id}`).append('title').text('double-click the frame to collapse');
       const inner = c.append('g').attr('transform', `translate(${PAD - v.body.x0 + (v.w - 2 * PAD - v.body.width) / 2},${PAD + HEAD - v.body.y0})`);
       drawGraph(inner, v.body, pane);
       c.on('dblclick', (ev) => { if (ev.target.closest('g.node')) return; ev.stopPropagation(); v.src._expanded = false; redraw(); })

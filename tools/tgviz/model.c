@@ -429,7 +429,7 @@ static void body_type(json_object *vars, const char *id, const char **dtype, jso
  * prefixed with the owner's key so that they stay unique on the page. A
  * malformed body is drawn as far as it goes: the loader, not the drawing,
  * is where a body is checked. */
-static int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
+int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
     json_object *vars = NULL, *nodes = NULL, *ins = NULL, *outs = NULL;
     json_object_object_get_ex(body, "variables", &vars);
     json_object_object_get_ex(body, "nodes", &nodes);

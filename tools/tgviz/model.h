@@ -39,6 +39,11 @@ int vz_from_graph(vz_graph *vg, const tg_graph *g, int fi, tg_ctx *ctx);
  * keys of the original nodes it stands for. */
 int vz_from_function(vz_graph *vg, const tg_function *f, tg_ctx *ctx);
 
+/* Draw a nested body from its JSON (FORMAT.md s7: variables, nodes,
+ * inputs, outputs), ids prefixed with prefix ("a:<prefix>/<key>"). A
+ * malformed body is drawn as far as it goes; always 0. */
+int vz_from_body(vz_graph *vg, json_object *body, const char *prefix);
+
 /* Lay the drawing out with dot and store x, y (centre, y down), w, h in
  * points on every node, and the drawing's width and height. Nested bodies
  * (attrs.body) are drawn and laid out the same way into node.body. */
