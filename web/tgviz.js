@@ -156,8 +156,9 @@
     paths.append('title').text((ve) => `${ve.e.var}: ${ve.e.label}${ve.e.mode ? ' (' + ve.e.mode + ')' : ''}`);
     const labels = eg.selectAll('text').data(vis.edges).join('text').attr('class', 'elabel')
       .attr('text-anchor', 'middle').attr('x', (ve) => ve.mx + 3).attr('y', (ve) => ve.my).text((ve) => ve.e.label);
+    const labelEls = labels.nodes();
     paths.each(function (ve, i) {
-      ve.path = this; ve.text = labels.nodes()[i];
+      ve.path = this; ve.text = labelEls[i];
       for (const v of [ve.s, ve.t]) { if (!byNode.has(v.id)) byNode.set(v.id, []); byNode.get(v.id).push(ve); }
     });
     const ng = g.append('g').attr('class', 'nodes');
