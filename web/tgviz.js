@@ -406,7 +406,10 @@
       '<span class="it"><span class="ln" style="border-color:#2563eb"></span>view of the input</span>' +
       '<span class="it"><span class="ln" style="border-color:#dc2626"></span>input destroyed (in place)</span>';
     if (profileOn) h += `<span class="title">Share of the time</span><span class="it">0 %<span class="grad"></span>${(maxShare * 100).toFixed(1)} %</span>`;
-    $('#legend').innerHTML = h;
+    const lg = $('#legend');
+    lg.innerHTML = h;
+    // A click on the legend folds it away to its first title, and back.
+    lg.onclick = () => lg.classList.toggle('folded');
   }
 
   /* ---- controls ---- */

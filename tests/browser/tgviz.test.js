@@ -111,6 +111,15 @@ const bodyFixture = {
     await page.close();
   }
 
+  // ---- --optimized --original: side by side from the start ----
+  {
+    const page = await open('side.html');
+    const n = await page.evaluate(() => [tgviz.data.views.original.nodes.length, tgviz.data.views.optimized.nodes.length]);
+    check(await count(page, 'div.pane') === 2 && await count(page, 'g.node[data-view=original]') === n[0] &&
+      await count(page, 'g.node[data-view=optimized]') === n[1], `logreg: both flags open side by side (${n[0]} and ${n[1]} nodes)`);
+    await page.close();
+  }
+
   // ---- the fixture: trace in the panel, view/destroy edges, profile ----
   {
     const page = await open('trace.html');

@@ -55,7 +55,7 @@ bad() { # args...; expected stderr substring is the last argument
 echo '{"format": "tg-graph", "version": 1, "variables": [], "nodes": [{"op": "dott"}]}' >"$tmp/bad.json"
 bad "$tmp/bad.json" -o "$tmp/x.html" "nodes\[0\]"
 bad "$tmp/nope.json" -o "$tmp/x.html" "nope.json"
-bad "$fx" "-o"
+bad "$fx" -o "needs a value"
 bad "$fx" -o "$tmp/x.html" --format gif "unknown format"
 bad "$fx" -o "$tmp/x.svg" --optimized --original "not both"
 bad "$fx" -o "$tmp/x.html" -f nope "nope"
@@ -82,6 +82,7 @@ else
   mkdir -p "$pages" "$art"
   "$TGVIZ" "$TG_SRC/examples/mlp.json" -f train -o "$pages/mlp.html"
   "$TGVIZ" "$fx" --profile "$TG_TEST_DATA/viz/trace_prof.json" -o "$pages/trace.html"
+  "$TGVIZ" "$TG_SRC/examples/logreg.json" -f train --optimized --original -o "$pages/side.html"
   if [ -z "${TG_SANITIZE:-}" ]; then
     # The large graph once, in the plain build: its dot layout takes a while.
     python3 "$TG_SRC/tests/browser/gen_big.py" "$tmp/big.json" 5000
