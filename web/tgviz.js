@@ -314,7 +314,8 @@
     if (n.share !== undefined) {
       h += `<h3>Profile</h3><table><tr><td class="k">time</td><td class="prof-time">${(n.time_s * 1e3).toFixed(3)} ms</td></tr>` +
         `<tr><td class="k">share</td><td class="prof-share">${(n.share * 100).toFixed(1)} %</td></tr></table>` +
-        `<div class="bar-share"><div style="width:${Math.min(100, n.share * 100)}%"></div></div>`;
+        `<div class="bar-share"><div style="width:${Math.min(100, n.share * 100)}%"></div></div>` +
+        (n.profile_via ? `<div class="hint prof-via">time of the optimized node${n.profile_via.length > 1 ? 's' : ''} ${esc(n.profile_via.join(', '))} that ${n.profile_via.length > 1 ? 'stand' : 'stands'} for it</div>` : '');
     }
     if (n.members) h += '<h3>Collapsed nodes</h3>' + n.members.map((m) => `<span class="chip">${esc(m.op)} ${esc(m.key)}</span>`).join('');
     const io = (name, list) => (list && list.length ? `<h3>${name}</h3><table>` + list.map((v, i) =>
@@ -431,6 +432,21 @@
     const modes = ['optimized', 'original'].filter((n) => v[n]);
     if (modes.length === 2) modes.push('side');
     for (const m of modes) seg.append('button').attr('data-mode', m).text(m === 'side' ? 'side by side' : m).on('click', () => setMode(m));
+    // The original graph shows the time of the optimized nodes that stand
+    // for it (a profile names the nodes of the compiled function).
+    if (v.original && v.optimized) {
+      const via = new Map();
+      for (const o of v.optimized.nodes)
+        if (o.kind === 'apply' && o.share !== undefined)
+          for (const k of o.origins || [o.key]) { if (!via.has(k)) via.set(k, []); via.get(k).push(o); }
+      for (const n of v.original.nodes) {
+        if (n.kind !== 'apply' || n.share !== undefined || !via.has(n.key)) continue;
+        const os = via.get(n.key);
+        n.share = os.reduce((a, o) => a + o.share, 0);
+        n.time_s = os.reduce((a, o) => a + o.time_s, 0);
+        n.profile_via = os.map((o) => o.key);
+      }
+    }
     maxShare = 0;
     const fams = new Set();
     const walk = (dr) => { for (const n of dr.nodes) { if (n.share !== undefined) maxShare = Math.max(maxShare, n.share); if (n.kind === 'apply') fams.add(n.family); if (n.body) walk(n.body); } };

@@ -164,6 +164,24 @@ const bodyFixture = {
     await page.close();
   }
 
+  // ---- the original graph shows the time of the optimized node that
+  // stands for it (a merge: c stands for a and b) ----
+  {
+    const page = await open('trace.html');
+    const node = (id, key, extra) => Object.assign({ id, kind: 'apply', op: 'add', family: 'elemwise', key, label: 'add\n' + key, fill: '#fde68a', shape: 'box', w: 60, h: 30 }, extra);
+    await page.evaluate((f) => tgviz.load(f), { file: 'merge', function: 'main', start: 'original', side_by_side: true, profile: { file: 'p.json' },
+      views: { original: { nodes: [node('a:a', 'a', { x: 40, y: 20 }), node('a:b', 'b', { x: 140, y: 20 }), node('a:d', 'd', { x: 90, y: 90 })], edges: [] },
+        optimized: { nodes: [node('a:c', 'c', { x: 60, y: 20, origins: ['a', 'b'], share: 0.8, time_s: 0.008 }), node('a:d', 'd', { x: 60, y: 90, share: 0.2, time_s: 0.002 })], edges: [] } } });
+    const fill = (v, id) => page.$eval(`svg[data-view=${v}] g.node[data-id="${id}"] .shape`, (e) => e.getAttribute('fill'));
+    check(await fill('original', 'a:a') === 'rgb(127, 0, 0)' && await fill('original', 'a:b') === 'rgb(127, 0, 0)', 'merge: both originals of the hottest node are dark red');
+    // d: 0.2 of 0.8 -> t = 0.25: (255 - 32, 255 - 63.75, same) = (223, 191, 191).
+    check(await fill('original', 'a:d') === 'rgb(223, 191, 191)', 'merge: an unmerged node keeps its own share', await fill('original', 'a:d'));
+    await page.hover('svg[data-view=original] g.node[data-id="a:b"]');
+    check((await page.textContent('#panel .prof-via')).includes('optimized node c'), 'merge: the panel says whose time it is');
+    check(await count(page, 'svg[data-view=optimized] g.node.origin') === 1, 'merge: hovering an original marks the optimized node it went into');
+    await page.close();
+  }
+
   // ---- 5,000 nodes ----
   if (fs.existsSync(path.join(pagesDir, 'big.html'))) {
     const page = await open('big.html');
