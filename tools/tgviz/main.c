@@ -159,7 +159,7 @@ static int profile_apply(json_object *drawn, json_object *prof) {
     return matched;
 }
 
-/* Write `len` bytes of page source, then the next piece. */
+/* fwrite all of n bytes, or -1. */
 static int put(FILE *out, const void *p, size_t n) { return fwrite(p, 1, n, out) == n ? 0 : -1; }
 
 /* The template holds four markers, each replaced by what it names. */
