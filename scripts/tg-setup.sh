@@ -14,9 +14,9 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # ---- packages ----
-pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libcmocka-dev)
+pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libcmocka-dev libgraphviz-dev nodejs npm)
 if [ "$mode" = test ]; then
-  pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema)
+  pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema chromium)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -29,6 +29,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# ---- npm: d3 for the pages (bundled into tgviz at build time) and, for
+# the tests, playwright-core to drive chromium; each into a project-local
+# node_modules from its committed package-lock.json ----
+npm_ci() { # DIR
+  [ -d "$1/node_modules" ] && [ "$1/node_modules/.package-lock.json" -nt "$1/package-lock.json" ] && return 0
+  echo "== npm ci in $1"
+  (cd "$1" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
+npm_ci web
+[ "$mode" = test ] && npm_ci tests/browser
 
 # ---- build ----
 werror=OFF

@@ -1,0 +1,203 @@
+// tgviz's pages in headless Debian chromium (playwright-core): every node
+// drawn, the panel with the right trace and profile, view/destroy edges,
+// search, collapse by family, drag, rename, nested bodies expanding in
+// place, no request leaving the page, the 5,000-node render time.
+//   node tgviz.test.js PAGES_DIR ARTIFACTS_DIR
+// PAGES_DIR holds mlp.html (both views), side.html (side by side),
+// trace.html (tests/data/viz/trace.json with its profile) and, optionally,
+// big.html (5,000 nodes). Screenshots go to ARTIFACTS_DIR.
+'use strict';
+const { chromium } = require('playwright-core');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const [pagesDir, artDir] = process.argv.slice(2);
+let fails = 0;
+function check(ok, what, detail) {
+  if (ok) console.log('ok: ' + what);
+  else { fails++; console.log('FAIL: ' + what + (detail !== undefined ? ' (' + detail + ')' : '')); }
+}
+
+// A nested body, as tgviz draws a composite node's attrs.body: fed to the
+// page directly, because this build's loader does not load composite yet.
+const bodyFixture = {
+  tool: 'tgviz', file: 'fixture', function: 'main', start: 'optimized', side_by_side: false,
+  views: { optimized: { width: 300, height: 260, nodes: [
+    { id: 'v:x', kind: 'input', label: 'x\nfloat32 (4,)', fill: '#86efac', shape: 'ellipse', key: 'x', x: 80, y: 20, w: 90, h: 36 },
+    { id: 'v:y', kind: 'input', label: 'y\nfloat32 (4,)', fill: '#86efac', shape: 'ellipse', key: 'y', x: 220, y: 20, w: 90, h: 36 },
+    { id: 'a:c', kind: 'apply', op: 'composite', family: 'control', key: 'c', label: 'composite\nc', fill: '#fef08a', shape: 'box', x: 150, y: 110, w: 100, h: 36,
+      attrs: { body: { nodes: [{ op: 'mul' }, { op: 'exp' }, { op: 'add' }] } }, trace: [{ file: 'fuse.py', line: 7, code: 'c = fuse(x, y)' }],
+      body: { width: 180, height: 200, nodes: [
+        { id: 'v:c/a', kind: 'input', label: 'a\nfloat32 ()', fill: '#86efac', shape: 'ellipse', key: 'a', x: 40, y: 18, w: 70, h: 36 },
+        { id: 'v:c/b', kind: 'input', label: 'b\nfloat32 ()', fill: '#86efac', shape: 'ellipse', key: 'b', x: 140, y: 18, w: 70, h: 36 },
+        { id: 'a:c/m', kind: 'apply', op: 'mul', family: 'elemwise', key: 'm', label: 'mul\nm', fill: '#fde68a', shape: 'box', x: 90, y: 80, w: 70, h: 30 },
+        { id: 'a:c/e', kind: 'apply', op: 'exp', family: 'elemwise', key: 'e', label: 'exp\ne', fill: '#fde68a', shape: 'box', x: 90, y: 135, w: 70, h: 30 },
+        { id: 'o:c/e', kind: 'output', label: 'e\nfloat32 ()', fill: '#fdba74', shape: 'invhouse', key: 'e', x: 90, y: 185, w: 80, h: 30 }],
+      edges: [{ source: 'v:c/a', target: 'a:c/m', var: 'a', label: 'float32 ()' }, { source: 'v:c/b', target: 'a:c/m', var: 'b', label: 'float32 ()' },
+        { source: 'a:c/m', target: 'a:c/e', var: 'm', label: 'float32 ()' }, { source: 'a:c/e', target: 'o:c/e', var: 'e', label: 'float32 ()' }] } },
+    { id: 'a:z', kind: 'apply', op: 'neg', family: 'elemwise', key: 'z', label: 'neg\nz', fill: '#fde68a', shape: 'box', x: 150, y: 190, w: 80, h: 36 },
+    { id: 'o:z', kind: 'output', label: 'z\nfloat32 (4,)', fill: '#fdba74', shape: 'invhouse', key: 'z', x: 150, y: 250, w: 90, h: 30 }],
+  edges: [{ source: 'v:x', target: 'a:c', var: 'x', label: 'float32 (4,)' }, { source: 'v:y', target: 'a:c', var: 'y', label: 'float32 (4,)' },
+    { source: 'a:c', target: 'a:z', var: 'c', label: 'float32 (4,)' }, { source: 'a:z', target: 'o:z', var: 'z', label: 'float32 (4,)' }] } },
+};
+
+(async () => {
+  const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tgviz-chromium-'));
+  const ctx = await chromium.launchPersistentContext(userDir, {
+    executablePath: '/usr/bin/chromium',
+    viewport: { width: 1500, height: 950 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const requests = [], errors = [];
+  async function open(file) {
+    const page = await ctx.newPage();
+    const url = 'file://' + path.resolve(pagesDir, file);
+    page.on('request', (r) => { if (r.url() !== url) requests.push(file + ': ' + r.url()); });
+    page.on('pageerror', (e) => errors.push(file + ': ' + e.message));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(file + ': ' + m.text()); });
+    await page.goto(url);
+    await page.waitForFunction(() => window.tgvizReady === true, null, { timeout: 60000 });
+    return page;
+  }
+  const count = (page, sel) => page.$$eval(sel, (l) => l.length);
+  const shot = (page, name) => page.screenshot({ path: path.join(artDir, name) });
+
+  // ---- the MLP: every node of both views, side by side, collapse, search ----
+  {
+    const page = await open('mlp.html');
+    const n = await page.evaluate(() => ({ o: tgviz.data.views.optimized.nodes.length, r: tgviz.data.views.original.nodes.length, e: tgviz.data.views.optimized.edges.length }));
+    check(await count(page, 'g.node[data-view=optimized]') === n.o, `mlp: all ${n.o} optimized nodes drawn`);
+    check(await count(page, 'path.edge') === n.e, `mlp: all ${n.e} edges drawn`);
+    check(await count(page, 'path.edge.view') > 0, 'mlp: transposes draw their input edge as a view (blue)');
+    await shot(page, 'tgviz-mlp.png');
+    await page.click('#views button[data-mode=original]');
+    check(await count(page, 'g.node[data-view=original]') === n.r, `mlp: all ${n.r} original nodes drawn after the toggle`);
+    await page.click('#views button[data-mode=side]');
+    check(await count(page, 'g.node[data-view=original]') === n.r && await count(page, 'g.node[data-view=optimized]') === n.o, 'mlp: side by side draws both');
+    // Hovering an optimized node marks the original nodes it stands for.
+    await page.hover('svg[data-view=optimized] g.node[data-id="a:xW1"]');
+    check(await count(page, 'svg[data-view=original] g.node.origin') === 1, 'mlp: an optimized node marks its original');
+    await shot(page, 'tgviz-mlp-side.png');
+    await page.click('#views button[data-mode=optimized]');
+    await page.fill('#search', 'dot');
+    const dots = await page.evaluate(() => tgviz.data.views.optimized.nodes.filter((n) => [n.id, n.key, n.name, n.op, n.label].join('\n').toLowerCase().includes('dot')).length);
+    check(await count(page, 'g.node.match') === dots && dots > 0, `mlp: search "dot" highlights ${dots} nodes`, await count(page, 'g.node.match'));
+    check((await page.textContent('#matches')).startsWith(String(dots)), 'mlp: search says how many match');
+    await page.fill('#search', '');
+    const before = await count(page, 'g.node');
+    await page.selectOption('#collapse', 'elemwise');
+    const groups = await count(page, 'g.node.group');
+    check(groups > 0 && await count(page, 'g.node') < before, `mlp: collapsing elemwise makes ${groups} groups of ${before} nodes`);
+    await page.dblclick('g.node.group');
+    check(await count(page, 'g.node.group') === groups - 1, 'mlp: double-clicking a group expands it');
+    await page.click('#reset');
+    check(await count(page, 'g.node') === before, 'mlp: reset layout brings every node back');
+    // Drag a node: it moves, and its edges follow.
+    const sel = 'g.node[data-id="a:xW1"]';
+    const t1 = await page.getAttribute(sel, 'transform');
+    const box = await page.locator(sel).boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width / 2 + 80, box.y + box.height / 2 + 40, { steps: 5 });
+    await page.mouse.up();
+    check(await page.getAttribute(sel, 'transform') !== t1, 'mlp: a node can be dragged');
+    // Rename in place.
+    await page.dblclick('g.node[data-id="a:xW1"]');
+    await page.fill('input.rename', 'first layer');
+    await page.press('input.rename', 'Enter');
+    check((await page.textContent('g.node[data-id="a:xW1"] text.l1')) === 'first layer', 'mlp: a label can be renamed in place');
+    await page.close();
+  }
+
+  // ---- --optimized --original: side by side from the start ----
+  {
+    const page = await open('side.html');
+    const n = await page.evaluate(() => [tgviz.data.views.original.nodes.length, tgviz.data.views.optimized.nodes.length]);
+    check(await count(page, 'div.pane') === 2 && await count(page, 'g.node[data-view=original]') === n[0] &&
+      await count(page, 'g.node[data-view=optimized]') === n[1], `logreg: both flags open side by side (${n[0]} and ${n[1]} nodes)`);
+    await page.close();
+  }
+
+  // ---- the fixture: trace in the panel, view/destroy edges, profile ----
+  {
+    const page = await open('trace.html');
+    check(await count(page, 'g.node[data-view=optimized]') === 10, 'trace: 10 nodes drawn (5 apply, 3 variables, 2 outputs)');
+    check(await count(page, 'path.edge.view') === 1 && await count(page, 'path.edge.destroy') === 1, 'trace: one view edge (blue) and one destroyed input (red)');
+    check(await page.$eval('path.edge.destroy', (e) => getComputedStyle(e).stroke) === 'rgb(220, 38, 38)', 'trace: the destroyed input is red');
+    await page.hover('g.node[data-id="a:xw"]');
+    const loc = await page.$$eval('#panel .frame .loc', (l) => l.map((e) => e.textContent));
+    check(loc.length === 2 && loc[1] === 'model.py:11 in build', 'trace: hover shows the creation trace', JSON.stringify(loc));
+    check((await page.textContent('#panel .trace')).includes('xw = T.dot(x, w)'), 'trace: the panel shows the code line');
+    check((await page.textContent('#panel')).includes('float32 (2, 3)'), 'trace: the panel shows the input types');
+    check((await page.textContent('#panel .prof-share')) === '62.0 %' && (await page.textContent('#panel .prof-time')) === '6.200 ms', 'trace: the panel shows the profile');
+    // Shading: the hottest node is dark red, the coldest nearly white.
+    const fill = (id) => page.$eval(`g.node[data-id="${id}"] .shape`, (e) => e.getAttribute('fill'));
+    check(await fill('a:xw') === 'rgb(127, 0, 0)', 'trace: the hottest node is dark red', await fill('a:xw'));
+    // share 0.01 of a largest 0.62: t = 0.0161 from white (255, 255, 255)
+    // to (127, 0, 0): 255 - 128 t = 252.9, 255 - 255 t = 250.9.
+    check(await fill('a:t') === 'rgb(253, 251, 251)', 'trace: a 1% node is nearly white', await fill('a:t'));
+    check(await count(page, '#legend .grad') === 1, 'trace: the legend shows the time scale');
+    await page.click('g.node[data-id="a:xw"]');
+    await shot(page, 'tgviz-trace-profile.png');
+    await page.uncheck('#prof');
+    check(await fill('a:xw') === '#c7d2fe', 'trace: the profile toggle restores the family colours', await fill('a:xw'));
+    await page.close();
+  }
+
+  // ---- a nested body expands in place and collapses again ----
+  {
+    const page = await open('trace.html');
+    await page.evaluate((f) => tgviz.load(f), bodyFixture);
+    const yz = await page.getAttribute('g.node[data-id="a:z"]', 'transform');
+    await page.dblclick('g.node[data-id="a:c"]');
+    check(await count(page, 'g.container[data-id="a:c"]') === 1, 'body: double-click expands the composite');
+    check(await count(page, 'g.container g.node') === 5, 'body: its 5 nodes are drawn inside');
+    check(await page.getAttribute('g.node[data-id="a:z"]', 'transform') !== yz, 'body: the nodes below make room');
+    await page.hover('g.container g.node[data-id="a:c/m"]');
+    check((await page.textContent('#panel h2')) === 'mul', 'body: hovering a body node shows it');
+    await shot(page, 'tgviz-body-expanded.png');
+    await page.dblclick('g.container > rect.frame', { position: { x: 5, y: 5 } });
+    check(await count(page, 'g.container') === 0 && await count(page, 'g.node[data-id="a:c"]') === 1, 'body: double-click on the frame collapses it');
+    check(await page.getAttribute('g.node[data-id="a:z"]', 'transform') === yz, 'body: the layout comes back');
+    await page.close();
+  }
+
+  // ---- the original graph shows the time of the optimized node that
+  // stands for it (a merge: c stands for a and b) ----
+  {
+    const page = await open('trace.html');
+    const node = (id, key, extra) => Object.assign({ id, kind: 'apply', op: 'add', family: 'elemwise', key, label: 'add\n' + key, fill: '#fde68a', shape: 'box', w: 60, h: 30 }, extra);
+    await page.evaluate((f) => tgviz.load(f), { file: 'merge', function: 'main', start: 'original', side_by_side: true, profile: { file: 'p.json' },
+      views: { original: { nodes: [node('a:a', 'a', { x: 40, y: 20 }), node('a:b', 'b', { x: 140, y: 20 }), node('a:d', 'd', { x: 90, y: 90 })], edges: [] },
+        optimized: { nodes: [node('a:c', 'c', { x: 60, y: 20, origins: ['a', 'b'], share: 0.8, time_s: 0.008 }), node('a:d', 'd', { x: 60, y: 90, share: 0.2, time_s: 0.002 })], edges: [] } } });
+    const fill = (v, id) => page.$eval(`svg[data-view=${v}] g.node[data-id="${id}"] .shape`, (e) => e.getAttribute('fill'));
+    check(await fill('original', 'a:a') === 'rgb(127, 0, 0)' && await fill('original', 'a:b') === 'rgb(127, 0, 0)', 'merge: both originals of the hottest node are dark red');
+    // d: 0.2 of 0.8 -> t = 0.25: (255 - 32, 255 - 63.75, same) = (223, 191, 191).
+    check(await fill('original', 'a:d') === 'rgb(223, 191, 191)', 'merge: an unmerged node keeps its own share', await fill('original', 'a:d'));
+    await page.hover('svg[data-view=original] g.node[data-id="a:b"]');
+    check((await page.textContent('#panel .prof-via')).includes('optimized node c'), 'merge: the panel says whose time it is');
+    check(await count(page, 'svg[data-view=optimized] g.node.origin') === 1, 'merge: hovering an original marks the optimized node it went into');
+    await page.close();
+  }
+
+  // ---- 5,000 nodes ----
+  if (fs.existsSync(path.join(pagesDir, 'big.html'))) {
+    const page = await open('big.html');
+    const ms = await page.evaluate(() => window.tgvizRenderMs);
+    const n = await page.evaluate(() => tgviz.data.views.optimized.nodes.length);
+    check(await count(page, 'g.node') === n, `big: all ${n} nodes drawn`);
+    console.log(`tgviz: a ${n}-node graph rendered in ${ms.toFixed(0)} ms in headless Chromium`);
+    check(ms < 5000, `big: rendered in under 5 s (${ms.toFixed(0)} ms)`);
+    await shot(page, 'tgviz-big.png');
+    await page.close();
+  }
+
+  check(requests.length === 0, 'no request left any page', requests.join(', '));
+  check(errors.length === 0, 'no script error on any page', errors.join(' | '));
+  await ctx.close();
+  fs.rmSync(userDir, { recursive: true, force: true });
+  console.log(`screenshots: ${artDir}`);
+  process.exit(fails ? 1 : 0);
+})().catch((e) => { console.log('FAIL: ' + (e && e.stack || e)); process.exit(1); });

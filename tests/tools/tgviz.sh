@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tgviz: the Graphviz outputs have the node and edge counts worked out by
+# hand for tests/data/viz/trace.json and agree with one another for every
+# example; every example renders as a page, SVG, PNG and PDF; bad input
+# gets one line and exit 2; the pages pass the browser tests
+# (tests/browser/tgviz.test.js) in headless chromium when chromium and
+# node are installed. Screenshots: $TG_BUILD_DIR/tests/artifacts/.
+set -uo pipefail
+: "${TGVIZ:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fails=$((fails + 1)); fi; }
+svg_nodes() { grep -c 'class="node"' "$1"; }
+svg_edges() { grep -c 'class="edge"' "$1"; }
+# DOT written by Graphviz: one statement per node/edge line.
+dot_nodes() { grep -cE '^\s+("[^"]+"|[A-Za-z0-9_:.]+)\s+\[' "$1" | head -1; }
+dot_edges() { grep -cE -- '->' "$1"; }
+fx="$TG_TEST_DATA/viz/trace.json"
+
+# trace.json: 5 apply nodes, 3 variables (x, w, the inline 1), 2 outputs;
+# 7 node inputs and 2 output edges.
+"$TGVIZ" "$fx" --original -o "$tmp/t.svg"
+check '[ "$(svg_nodes "$tmp/t.svg")" = 10 ] && [ "$(svg_edges "$tmp/t.svg")" = 9 ]' \
+  "trace.json as SVG: 10 nodes, 9 edges (got $(svg_nodes "$tmp/t.svg"), $(svg_edges "$tmp/t.svg"))"
+"$TGVIZ" "$fx" --original --format dot -o "$tmp/t.gv"
+check '[ "$(dot_edges "$tmp/t.gv")" = 9 ] && grep -q "\"a:xw\"" "$tmp/t.gv"' "trace.json as DOT: 9 edges"
+check '[ "$(grep -c "stroke=\"#dc2626\"" "$tmp/t.svg")" = 2 ] && [ "$(grep -c "stroke=\"#2563eb\"" "$tmp/t.svg")" = 2 ]' \
+  "trace.json as SVG: one red (destroyed) and one blue (view) edge, each a line and an arrowhead"
+"$TGVIZ" "$fx" --optimized -o - --format svg >"$tmp/t2.svg"
+check '[ "$(svg_nodes "$tmp/t2.svg")" = 10 ]' "-o - writes to standard output"
+
+for ex in "$TG_SRC"/examples/*.json; do
+  b=$(basename "$ex" .json)
+  for fmt in html svg png pdf dot; do
+    "$TGVIZ" "$ex" -o "$tmp/$b.$fmt" 2>/dev/null
+    check '[ -s "$tmp/$b.$fmt" ]' "$b renders as $fmt"
+  done
+  check 'head -c 8 "$tmp/$b.png" | od -An -c | grep -q "P   N   G"' "$b.png is a PNG"
+  check '[ "$(head -c 5 "$tmp/$b.pdf")" = "%PDF-" ]' "$b.pdf is a PDF"
+  # The page's data and the pictures hold the same nodes and edges.
+  pn=$(grep -o '"id":"[aouv]:[^"]*","fill"' "$tmp/$b.html" | sort -u | wc -l)
+  check '[ "$(svg_nodes "$tmp/$b.svg")" -gt 0 ] && [ "$(dot_edges "$tmp/$b.dot")" = "$(svg_edges "$tmp/$b.svg")" ]' \
+    "$b: DOT and SVG have the same $(svg_edges "$tmp/$b.svg") edges"
+  check 'grep -q "</html>" "$tmp/$b.html" && ! grep -q "TGVIZ_" "$tmp/$b.html"' "$b.html is complete"
+done
+
+# Bad input: one line, exit 2, no output file.
+bad() { # args...; expected stderr substring is the last argument
+  local want="${!#}"
+  "$TGVIZ" "${@:1:$#-1}" >/dev/null 2>"$tmp/err"; local rc=$?
+  check '[ $rc = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q -- "$want" "$tmp/err"' \
+    "exit 2 and one line for: ${*:1:$#-1} ($(head -c 120 "$tmp/err"))"
+}
+echo '{"format": "tg-graph", "version": 1, "variables": [], "nodes": [{"op": "dott"}]}' >"$tmp/bad.json"
+bad "$tmp/bad.json" -o "$tmp/x.html" "nodes\[0\]"
+bad "$tmp/nope.json" -o "$tmp/x.html" "nope.json"
+bad "$fx" -o "needs a value"
+bad "$fx" -o "$tmp/x.html" --format gif "unknown format"
+bad "$fx" -o "$tmp/x.svg" --optimized --original "not both"
+bad "$fx" -o "$tmp/x.html" -f nope "nope"
+bad "$fx" "required"
+bad "$fx" -o "$tmp/x.html" --bogus "unknown option"
+bad "$fx" -o "$tmp/nodir/x.html" "cannot open"
+echo '{"functions": [{"name": "main", "nodes": [{"key": "xw", "time_s": 1, "share": 2}]}]}' >"$tmp/p1.json"
+bad "$fx" --profile "$tmp/p1.json" -o "$tmp/x.html" "nodes\[0\].share"
+echo '{"functions": [{"name": "main", "nodes": [{"key": "nothere", "time_s": 1, "share": 0.5}]}]}' >"$tmp/p2.json"
+bad "$fx" --profile "$tmp/p2.json" -o "$tmp/x.html" "no node key"
+echo '{"functions": ' >"$tmp/p3.json"
+bad "$fx" --profile "$tmp/p3.json" -o "$tmp/x.html" "p3.json"
+check '[ ! -e "$tmp/x.html" ]' "no partial output after an error"
+check '"$TGVIZ" --help | grep -q "usage: tgviz" && "$TGVIZ" --version | grep -q "^tgviz "' "--help and --version"
+
+# ---- the pages in headless chromium ----
+if ! command -v node >/dev/null || [ ! -x /usr/bin/chromium ]; then
+  echo "skip: browser tests (need node and /usr/bin/chromium)"
+elif [ ! -d "$TG_SRC/tests/browser/node_modules/playwright-core" ]; then
+  echo "FAIL: browser tests: playwright-core missing (bash scripts/tg-setup.sh test installs it)"
+  fails=$((fails + 1))
+else
+  pages="$tmp/pages" art="$TG_BUILD_DIR/tests/artifacts"
+  mkdir -p "$pages" "$art"
+  "$TGVIZ" "$TG_SRC/examples/mlp.json" -f train -o "$pages/mlp.html"
+  "$TGVIZ" "$fx" --profile "$TG_TEST_DATA/viz/trace_prof.json" -o "$pages/trace.html"
+  "$TGVIZ" "$TG_SRC/examples/logreg.json" -f train --optimized --original -o "$pages/side.html"
+  if [ -z "${TG_SANITIZE:-}" ]; then
+    # The large graph once, in the plain build: its dot layout takes a while.
+    python3 "$TG_SRC/tests/browser/gen_big.py" "$tmp/big.json" 5000
+    start=$(date +%s%N)
+    "$TGVIZ" "$tmp/big.json" --optimized -o "$pages/big.html"
+    echo "tgviz: Graphviz layout and page of 5000 nodes: $((($(date +%s%N) - start) / 1000000)) ms"
+  fi
+  node "$TG_SRC/tests/browser/tgviz.test.js" "$pages" "$art" || fails=$((fails + 1))
+fi
+
+[ $fails = 0 ] && echo "all tgviz tests passed" || echo "$fails tgviz test(s) failed"
+exit $((fails > 0))

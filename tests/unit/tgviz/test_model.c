@@ -1,0 +1,129 @@
+/* tgviz's drawing model: a nested body (as a composite, scan or
+ * op_from_graph carries in attrs.body) is drawn from its JSON, laid out by
+ * dot, and a body inside a body is drawn into the inner node; a loaded
+ * graph gives one node per apply node, free variable and output. Counts
+ * worked out by hand from the JSON below. */
+#include <string.h>
+
+#include "model.h"
+#include "testutil.h"
+
+/* a, b -> m = mul(a, b) -> e = exp(m) -> output e; and g =
+ * op_from_graph(m) whose own body is q = neg(p). */
+static const char *body_json =
+    "{\"variables\":[{\"id\":\"a\",\"type\":{\"dtype\":\"float32\",\"shape\":[]}},"
+    "{\"id\":\"b\",\"type\":{\"dtype\":\"float32\",\"shape\":[]}},"
+    "{\"id\":\"m\",\"type\":{\"dtype\":\"float32\",\"shape\":[]}}],"
+    "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"m\"]},"
+    "{\"op\":\"exp\",\"inputs\":[\"m\"],\"outputs\":[\"e\"]},"
+    "{\"op\":\"op_from_graph\",\"inputs\":[\"m\"],\"outputs\":[\"g\"],\"attrs\":{\"name\":\"inner\",\"body\":"
+    "{\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"p\"],\"outputs\":[\"q\"]}],"
+    "\"inputs\":[\"p\"],\"outputs\":[\"q\"]}}}],"
+    "\"inputs\":[\"a\",\"b\"],\"outputs\":[\"e\",\"g\"]}";
+
+/* One Graphviz context for the process, as tgviz has: Graphviz 2.43's
+ * pango plugin keeps a font cache across contexts that a second context
+ * would read after the first freed it. */
+static GVC_t *gvc;
+
+static json_object *find(json_object *nodes, const char *id) {
+    for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+        json_object *n = json_object_array_get_idx(nodes, i), *v;
+        if (json_object_object_get_ex(n, "id", &v) && !strcmp(json_object_get_string(v), id)) return n;
+    }
+    return NULL;
+}
+
+static double num(json_object *o, const char *k) {
+    json_object *v;
+    assert_true(json_object_object_get_ex(o, k, &v));
+    return json_object_get_double(v);
+}
+
+static void test_body_drawn_and_laid_out(void **state) {
+    tg_ctx *ctx = tg_ctx_new();
+    json_object *body = json_tokener_parse(body_json), *out = json_object_new_object();
+    assert_non_null(body);
+    vz_graph vg;
+    vz_init(&vg, "body", true);
+    assert_int_equal(vz_from_body(&vg, body, "c"), 0);
+    assert_int_equal(vz_layout(&vg, gvc, out, ctx), 0);
+    /* 2 inputs + 3 apply nodes + 2 outputs; edges: mul 2, exp 1,
+     * op_from_graph 1, outputs 2. */
+    assert_int_equal(json_object_array_length(vg.nodes), 7);
+    assert_int_equal(json_object_array_length(vg.edges), 6);
+    json_object *m = find(vg.nodes, "a:c/m"), *e = find(vg.nodes, "a:c/e"), *a = find(vg.nodes, "v:c/a");
+    assert_non_null(m);
+    assert_non_null(e);
+    assert_non_null(a);
+    assert_non_null(find(vg.nodes, "o:c/g"));
+    /* Top to bottom: a above m above e, all inside the drawing. */
+    assert_true(num(a, "y") < num(m, "y"));
+    assert_true(num(m, "y") < num(e, "y"));
+    for (size_t i = 0; i < json_object_array_length(vg.nodes); i++) {
+        json_object *n = json_object_array_get_idx(vg.nodes, i);
+        assert_true(num(n, "x") >= 0 && num(n, "x") <= num(out, "width") + 0.5);
+        assert_true(num(n, "y") >= 0 && num(n, "y") <= num(out, "height") + 0.5);
+        assert_true(num(n, "w") > 0 && num(n, "h") > 0);
+    }
+    /* The inner body: input p, neg, output q; 2 edges. */
+    json_object *g = find(vg.nodes, "a:c/g"), *gb, *gn, *ge;
+    assert_non_null(g);
+    assert_true(json_object_object_get_ex(g, "body", &gb));
+    assert_true(json_object_object_get_ex(gb, "nodes", &gn));
+    assert_true(json_object_object_get_ex(gb, "edges", &ge));
+    assert_int_equal(json_object_array_length(gn), 3);
+    assert_int_equal(json_object_array_length(ge), 2);
+    assert_non_null(find(gn, "a:g/q"));
+    /* Types come from the body's variables. */
+    json_object *ms, *md;
+    json_object_object_get_ex(m, "outputs", &ms);
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(ms, 0), "dtype", &md));
+    assert_string_equal(json_object_get_string(md), "float32");
+    vz_free(&vg);
+    json_object_put(body);
+    json_object_put(out);
+    tg_ctx_free(ctx);
+}
+
+static void test_family(void **state) {
+    assert_string_equal(vz_op_family("add"), "elemwise");
+    assert_string_equal(vz_op_family("gemm"), "blas");
+    assert_string_equal(vz_op_family("sum"), "reduce");
+    assert_string_equal(vz_op_family("scan"), "control");
+    assert_string_equal(vz_op_family("no_such_op"), "other");
+}
+
+/* A malformed body is drawn as far as it goes, without a crash. */
+static void test_body_malformed(void **state) {
+    tg_ctx *ctx = tg_ctx_new();
+    const char *bad[] = {"{}", "{\"nodes\":3}", "{\"nodes\":[1,{\"op\":2},{\"op\":\"add\",\"outputs\":[]}]}",
+                         "{\"nodes\":[{\"op\":\"add\",\"inputs\":[\"u\",{\"value\":1},7],\"outputs\":[\"v\"]}],"
+                         "\"outputs\":[\"v\",\"zz\",4]}"};
+    size_t want[] = {0, 0, 0, 4}; /* u, add, the output v, and zz as an input feeding its output */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_object *body = json_tokener_parse(bad[i]), *out = json_object_new_object();
+        vz_graph vg;
+        vz_init(&vg, "body", true);
+        assert_int_equal(vz_from_body(&vg, body, "k"), 0);
+        size_t n = json_object_array_length(vg.nodes);
+        if (n) assert_int_equal(vz_layout(&vg, gvc, out, ctx), 0);
+        assert_true(n >= want[i]);
+        vz_free(&vg);
+        json_object_put(body);
+        json_object_put(out);
+    }
+    tg_ctx_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_body_drawn_and_laid_out),
+        cmocka_unit_test(test_family),
+        cmocka_unit_test(test_body_malformed),
+    };
+    gvc = gvContext();
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    gvFreeContext(gvc);
+    return rc;
+}

@@ -1,0 +1,401 @@
+/* tgviz: draw a graph as a self-contained interactive HTML page (d3,
+ * inlined; laid out by Graphviz's dot here, in C), or as DOT, SVG, PNG or
+ * PDF through Graphviz.
+ *
+ *   tgviz FILE [-f NAME] [--optimized] [--original] [--profile PROF.json]
+ *         [-O PRESET] [--format html|dot|svg|png|pdf] -o OUT
+ *
+ * Exit status: 0 success; 1 a run-time failure (Graphviz could not lay out
+ * or render); 2 bad usage or bad input.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "model.h"
+#include "vm/vm.h"
+
+static const char *TOOL = "tgviz";
+
+/* The page's sources, embedded at build time (tgviz_assets.c). */
+extern const unsigned char tgviz_html[], tgviz_css[], tgviz_js[], tgviz_d3[];
+extern const size_t tgviz_html_len, tgviz_css_len, tgviz_js_len, tgviz_d3_len;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tgviz FILE [-f NAME] [--optimized] [--original] [--profile PROF.json]\n"
+            "             [-O PRESET] [--format html|dot|svg|png|pdf] -o OUT\n"
+            "\n"
+            "Draw a graph (interchange JSON) as one self-contained HTML page that works\n"
+            "offline (zoom, pan, drag, search, a panel per node, nested bodies that expand\n"
+            "in place), or as a Graphviz picture.\n"
+            "  -f NAME          the function (default: the only one, 'main', or the first)\n"
+            "  --optimized      draw the compiled function's graph\n"
+            "  --original       draw the graph as loaded\n"
+            "                   (neither: the page holds both, with a toggle, starting on\n"
+            "                   the optimized one; both: side by side; a picture is the\n"
+            "                   optimized graph unless --original alone is given)\n"
+            "  --profile F      shade nodes by their share of the time, from tgprof's JSON\n"
+            "                   report ({\"functions\":[{\"name\",\"nodes\":[{\"key\",\"time_s\",\n"
+            "                   \"share\"}]}]})\n"
+            "  -O PRESET        optimizer preset: none, fast_compile or fast_run (default)\n"
+            "  --format F       html (default), dot, svg, png or pdf; without it, taken\n"
+            "                   from OUT's extension (.gv is dot)\n"
+            "  -o OUT           the file to write ('-': standard output)\n"
+            "  -h, --help       this help\n"
+            "  --version        the version\n"
+            "\n"
+            "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
+}
+
+static const char *ext_format(const char *path) {
+    const char *dot = strrchr(path, '.');
+    if (!dot) return NULL;
+    static const char *const map[][2] = {{".html", "html"}, {".htm", "html"}, {".dot", "dot"},
+                                         {".gv", "dot"},     {".svg", "svg"},  {".png", "png"},
+                                         {".pdf", "pdf"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(dot, map[i][0])) return map[i][1];
+    return NULL;
+}
+
+/* ---- the profile (tgprof's JSON report; only the fields named in the
+ * usage are read, others are tolerated) ---- */
+static int profile_read(const char *path, const char *fname, json_object **nodes_out, json_object **root_out) {
+    json_object *root = json_object_from_file(path), *fns, *nodes = NULL;
+    if (!root) {
+        char why[200];
+        const char *e = json_util_get_last_err();
+        snprintf(why, sizeof why, "%s", e ? e : "unreadable");
+        for (size_t k = strlen(why); k > 0 && (why[k - 1] == '\n' || why[k - 1] == ' '); k--) why[k - 1] = 0;
+        cli_error(TOOL, "--profile %s: cannot read it as JSON (%s)", path, why);
+        return -1;
+    }
+    if (!json_object_is_type(root, json_type_object) || !json_object_object_get_ex(root, "functions", &fns) ||
+        !json_object_is_type(fns, json_type_array)) {
+        cli_error(TOOL, "--profile %s: functions: expected an array of functions", path);
+        goto fail;
+    }
+    size_t nf = json_object_array_length(fns);
+    json_object *pick = NULL;
+    for (size_t i = 0; i < nf; i++) {
+        json_object *fo = json_object_array_get_idx(fns, i), *nm;
+        if (!json_object_is_type(fo, json_type_object)) {
+            cli_error(TOOL, "--profile %s: functions[%zu]: expected an object", path, i);
+            goto fail;
+        }
+        if (json_object_object_get_ex(fo, "name", &nm) && json_object_is_type(nm, json_type_string) &&
+            !strcmp(json_object_get_string(nm), fname))
+            pick = fo;
+    }
+    if (!pick && nf == 1) pick = json_object_array_get_idx(fns, 0);
+    if (!pick) {
+        cli_error(TOOL, "--profile %s: functions: no function named '%s'", path, fname);
+        goto fail;
+    }
+    size_t fi = 0;
+    for (; fi < nf && json_object_array_get_idx(fns, fi) != pick; fi++) {
+    }
+    if (!json_object_object_get_ex(pick, "nodes", &nodes) || !json_object_is_type(nodes, json_type_array)) {
+        cli_error(TOOL, "--profile %s: functions[%zu].nodes: expected an array", path, fi);
+        goto fail;
+    }
+    for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+        json_object *n = json_object_array_get_idx(nodes, i), *v;
+        if (!json_object_is_type(n, json_type_object) || !json_object_object_get_ex(n, "key", &v) ||
+            !json_object_is_type(v, json_type_string)) {
+            cli_error(TOOL, "--profile %s: functions[%zu].nodes[%zu].key: expected a string", path, fi, i);
+            goto fail;
+        }
+        if (!json_object_object_get_ex(n, "time_s", &v) ||
+            !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) ||
+            json_object_get_double(v) < 0) {
+            cli_error(TOOL, "--profile %s: functions[%zu].nodes[%zu].time_s: expected a number >= 0", path, fi, i);
+            goto fail;
+        }
+        double s;
+        if (!json_object_object_get_ex(n, "share", &v) ||
+            !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) ||
+            (s = json_object_get_double(v)) < 0 || s > 1) {
+            cli_error(TOOL, "--profile %s: functions[%zu].nodes[%zu].share: expected a number in [0, 1]", path,
+                      fi, i);
+            goto fail;
+        }
+    }
+    *nodes_out = nodes;
+    *root_out = root;
+    return 0;
+fail:
+    json_object_put(root);
+    return -1;
+}
+
+/* Copy time_s and share onto the drawn apply nodes with the same key;
+ * the number of nodes matched. */
+static int profile_apply(json_object *drawn, json_object *prof) {
+    int matched = 0;
+    size_t np = json_object_array_length(prof), nd = json_object_array_length(drawn);
+    for (size_t i = 0; i < nd; i++) {
+        json_object *d = json_object_array_get_idx(drawn, i), *k, *kind;
+        if (!json_object_object_get_ex(d, "kind", &kind) || strcmp(json_object_get_string(kind), "apply") ||
+            !json_object_object_get_ex(d, "key", &k))
+            continue;
+        for (size_t j = 0; j < np; j++) {
+            json_object *p = json_object_array_get_idx(prof, j), *pk, *v;
+            json_object_object_get_ex(p, "key", &pk);
+            if (strcmp(json_object_get_string(pk), json_object_get_string(k))) continue;
+            json_object_object_get_ex(p, "time_s", &v);
+            json_object_object_add(d, "time_s", json_object_new_double(json_object_get_double(v)));
+            json_object_object_get_ex(p, "share", &v);
+            json_object_object_add(d, "share", json_object_new_double(json_object_get_double(v)));
+            matched++;
+            break;
+        }
+    }
+    return matched;
+}
+
+/* fwrite all of n bytes, or -1. */
+static int put(FILE *out, const void *p, size_t n) { return fwrite(p, 1, n, out) == n ? 0 : -1; }
+
+/* The template holds four markers, each replaced by what it names. */
+static int page_write(FILE *out, const char *data) {
+    const char *t = (const char *)tgviz_html, *end = t + tgviz_html_len;
+    static const char *const marks[] = {"/*TGVIZ_CSS*/", "/*TGVIZ_D3*/", "/*TGVIZ_JS*/", "/*TGVIZ_DATA*/"};
+    while (t < end) {
+        const char *best = NULL;
+        int which = -1;
+        for (int m = 0; m < 4; m++) {
+            const char *p = strstr(t, marks[m]);
+            if (p && p < end && (!best || p < best)) best = p, which = m;
+        }
+        if (!best) return put(out, t, (size_t)(end - t));
+        if (put(out, t, (size_t)(best - t))) return -1;
+        int rc = 0;
+        switch (which) {
+        case 0: rc = put(out, tgviz_css, tgviz_css_len); break;
+        case 1: rc = put(out, tgviz_d3, tgviz_d3_len); break;
+        case 2: rc = put(out, tgviz_js, tgviz_js_len); break;
+        default: rc = put(out, data, strlen(data)); break;
+        }
+        if (rc) return -1;
+        t = best + strlen(marks[which]);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL;
+    bool want_opt = false, want_orig = false;
+    static const struct option longs[] = {{"help", no_argument, 0, 'h'},     {"version", no_argument, 0, 'V'},
+                                          {"optimized", no_argument, 0, 'P'}, {"original", no_argument, 0, 'R'},
+                                          {"profile", required_argument, 0, 'p'},
+                                          {"format", required_argument, 0, 'F'},
+                                          {0, 0, 0, 0}};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hf:o:O:", longs, NULL)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return TG_EXIT_OK;
+        case 'V': printf("tgviz %s\n", tg_version()); return TG_EXIT_OK;
+        case 'f': fname = optarg; break;
+        case 'o': outp = optarg; break;
+        case 'O': preset = optarg; break;
+        case 'P': want_opt = true; break;
+        case 'R': want_orig = true; break;
+        case 'p': prof_path = optarg; break;
+        case 'F': format = optarg; break;
+        case ':': cli_error(TOOL, "%s needs a value (see tgviz --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        default: cli_error(TOOL, "unknown option '%s' (see tgviz --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        cli_error(TOOL, optind >= argc ? "no graph file given (see tgviz --help)"
+                                       : "one graph file expected, got more (see tgviz --help)");
+        return TG_EXIT_USAGE;
+    }
+    if (!outp) {
+        cli_error(TOOL, "-o OUT is required (see tgviz --help)");
+        return TG_EXIT_USAGE;
+    }
+    if (!format) format = strcmp(outp, "-") ? ext_format(outp) : NULL;
+    if (!format) format = "html";
+    if (strcmp(format, "html") && strcmp(format, "dot") && strcmp(format, "svg") && strcmp(format, "png") &&
+        strcmp(format, "pdf")) {
+        cli_error(TOOL, "--format: unknown format '%s' (html, dot, svg, png or pdf)", format);
+        return TG_EXIT_USAGE;
+    }
+    bool page = !strcmp(format, "html");
+    if (!page && want_opt && want_orig) {
+        cli_error(TOOL, "--format %s draws one graph: give --optimized or --original, not both", format);
+        return TG_EXIT_USAGE;
+    }
+    if (!page && prof_path) {
+        cli_error(TOOL, "--profile shades the HTML page; --format %s has no shading", format);
+        return TG_EXIT_USAGE;
+    }
+    if (preset && strcmp(preset, "none") && strcmp(preset, "fast_compile") && strcmp(preset, "fast_run")) {
+        cli_error(TOOL, "-O: unknown preset '%s' (none, fast_compile or fast_run)", preset);
+        return TG_EXIT_USAGE;
+    }
+    /* Both flags: side by side; neither: the page holds both with a
+     * toggle, a picture the optimized graph. */
+    bool side = page && want_opt && want_orig;
+    if (!want_opt && !want_orig) {
+        want_opt = true;
+        want_orig = page;
+    }
+
+    int rc = TG_EXIT_OK;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = NULL;
+    tg_function *f = NULL;
+    GVC_t *gvc = NULL;
+    vz_graph vo = {0}, vr = {0};
+    json_object *data = NULL, *prof_root = NULL, *prof_nodes = NULL;
+    FILE *out = NULL;
+    const char *path = argv[optind];
+    size_t pl = strlen(path);
+    if (pl >= 4 && !strcmp(path + pl - 4, ".tgf")) {
+        cli_error(TOOL, "%s: compiled-function files (.tgf) are not supported yet", path);
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    if (!(g = tg_graph_load(path, ctx))) {
+        cli_error(TOOL, "%s", tg_ctx_message(ctx));
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    int fi;
+    if (!fname && tg_graph_function_count(g) > 1 && tg_graph_function_find(g, NULL, ctx) < 0) {
+        /* A picture of the first function beats an error: the graph is
+         * the same file, and -f picks another. */
+        fi = 0;
+        tg_ctx_clear(ctx);
+        fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n",
+                tg_graph_function_name(g, 0), tg_graph_function_count(g));
+    } else {
+        fi = tg_graph_function_find(g, fname, ctx);
+    }
+    if (fi < 0) {
+        cli_error(TOOL, "%s", tg_ctx_message(ctx));
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    const char *fn = tg_graph_function_name(g, fi);
+    if (want_opt) {
+        tg_compile_options co = {.preset = preset};
+        if (!(f = tg_function_compile(g, fi, &co, ctx))) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (prof_path && profile_read(prof_path, fn, &prof_nodes, &prof_root)) {
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    gvc = gvContext();
+    data = json_object_new_object();
+    json_object_object_add(data, "tool", json_object_new_string("tgviz"));
+    json_object_object_add(data, "version", json_object_new_string(tg_version()));
+    json_object_object_add(data, "file", json_object_new_string(path));
+    json_object_object_add(data, "function", json_object_new_string(fn));
+    json_object *views = json_object_new_object();
+    json_object_object_add(data, "views", views);
+    int matched = 0;
+    if (want_orig) {
+        vz_init(&vr, "original", page);
+        vz_from_graph(&vr, g, fi, ctx);
+        json_object *vj = json_object_new_object();
+        if (vz_layout(&vr, gvc, vj, ctx)) {
+            json_object_put(vj);
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
+        json_object_object_add(vj, "nodes", json_object_get(vr.nodes));
+        json_object_object_add(vj, "edges", json_object_get(vr.edges));
+        json_object_object_add(views, "original", vj);
+        if (prof_nodes) matched += profile_apply(vr.nodes, prof_nodes);
+    }
+    if (want_opt) {
+        vz_init(&vo, "optimized", page);
+        vz_from_function(&vo, f, ctx);
+        json_object *vj = json_object_new_object();
+        if (vz_layout(&vo, gvc, vj, ctx)) {
+            json_object_put(vj);
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
+        json_object_object_add(vj, "nodes", json_object_get(vo.nodes));
+        json_object_object_add(vj, "edges", json_object_get(vo.edges));
+        json_object_object_add(vj, "compile_seconds", json_object_new_double(tg_function_compile_seconds(f)));
+        json_object_object_add(vj, "rewrites", json_object_new_int(tg_function_rewrite_count(f)));
+        json_object_object_add(views, "optimized", vj);
+        if (prof_nodes) matched += profile_apply(vo.nodes, prof_nodes);
+    }
+    if (prof_nodes) {
+        if (matched == 0 && json_object_array_length(prof_nodes) > 0) {
+            cli_error(TOOL, "--profile %s: no node key of the profile names a node of function '%s'", prof_path,
+                      fn);
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        json_object *pj = json_object_new_object();
+        json_object_object_add(pj, "file", json_object_new_string(prof_path));
+        json_object_object_add(pj, "matched", json_object_new_int(matched));
+        json_object_object_add(data, "profile", pj);
+    }
+    json_object_object_add(data, "start", json_object_new_string(want_opt ? "optimized" : "original"));
+    json_object_object_add(data, "side_by_side", json_object_new_boolean(side));
+
+    bool to_stdout = !strcmp(outp, "-");
+    if (to_stdout && (!strcmp(format, "png") || !strcmp(format, "pdf")) && isatty(1)) {
+        cli_error(TOOL, "-o -: will not write %s to a terminal", format);
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    if (!(out = to_stdout ? stdout : fopen(outp, "wb"))) {
+        cli_error(TOOL, "-o %s: cannot open for writing (%s)", outp, strerror(errno));
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    if (page) {
+        const char *s = json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN);
+        /* json-c writes '/' as "\/", so "</script>" cannot occur in it. */
+        if (page_write(out, s)) {
+            cli_error(TOOL, "-o %s: write failed", outp);
+            rc = TG_EXIT_FOUND;
+        }
+    } else {
+        vz_graph *vg = want_opt ? &vo : &vr;
+        if (gvRender(gvc, vg->ag, format, out) != 0) {
+            cli_error(TOOL, "Graphviz could not render %s (is its %s plugin installed?)", format, format);
+            rc = TG_EXIT_FOUND;
+        }
+        gvFreeLayout(gvc, vg->ag);
+    }
+done:
+    if (out) {
+        bool is_stdout = out == stdout;
+        if ((is_stdout ? fflush(out) : fclose(out)) != 0 && rc == TG_EXIT_OK) {
+            cli_error(TOOL, "-o %s: write failed", outp);
+            rc = TG_EXIT_FOUND;
+        }
+        /* No partial output. */
+        if (rc != TG_EXIT_OK && !is_stdout) remove(outp);
+    }
+    json_object_put(data);
+    json_object_put(prof_root);
+    if (vr.ag) vz_free(&vr);
+    if (vo.ag) vz_free(&vo);
+    if (gvc) gvFreeContext(gvc);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,631 @@
+/* tgviz: from a loaded graph, a compiled function or a nested body (JSON)
+ * to a drawing, and its dot layout. See model.h. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "ops/op.h"
+#include "vm/vm.h"
+
+/* ---- op families, from the op table's own .def lists ---- */
+#define TG_OP(n) #n,
+static const char *const fam_elemwise[] = {
+#include "ops/elemwise.def"
+    NULL};
+static const char *const fam_reduce[] = {
+#include "ops/reduce.def"
+    NULL};
+static const char *const fam_blas[] = {
+#include "ops/blas.def"
+    NULL};
+static const char *const fam_shape[] = {
+#include "ops/shape.def"
+    NULL};
+static const char *const fam_build[] = {
+#include "ops/build.def"
+    NULL};
+static const char *const fam_nn[] = {
+#include "ops/nn.def"
+    NULL};
+static const char *const fam_conv[] = {
+#include "ops/conv.def"
+    NULL};
+static const char *const fam_linalg[] = {
+#include "ops/linalg.def"
+    NULL};
+static const char *const fam_random[] = {
+#include "ops/random.def"
+    NULL};
+static const char *const fam_debug[] = {
+#include "ops/debugops.def"
+    NULL};
+static const char *const fam_grad[] = {
+#include "ops/gradops.def"
+    NULL};
+#undef TG_OP
+/* Ops FORMAT.md defines that carry a body or choose lazily; listed by
+ * name so that they are coloured before the loader implements them. */
+static const char *const fam_control[] = {"ifelse", "scan", "op_from_graph", "composite",
+                                          "transfer", NULL};
+
+static const struct {
+    const char *name;
+    const char *const *ops;
+    const char *fill;
+} families[] = {
+    {"control", fam_control, "#fef08a"}, {"elemwise", fam_elemwise, "#fde68a"},
+    {"reduce", fam_reduce, "#fbcfe8"},   {"blas", fam_blas, "#c7d2fe"},
+    {"shape", fam_shape, "#e9d5ff"},     {"build", fam_build, "#e2e8f0"},
+    {"nn", fam_nn, "#bae6fd"},           {"conv", fam_conv, "#99f6e4"},
+    {"linalg", fam_linalg, "#a5b4fc"},   {"random", fam_random, "#fed7aa"},
+    {"debug", fam_debug, "#f5d0fe"},     {"grad", fam_grad, "#d9f99d"},
+};
+
+const char *vz_op_family(const char *op) {
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        for (const char *const *p = families[f].ops; *p; p++)
+            if (!strcmp(*p, op)) return families[f].name;
+    return "other";
+}
+
+static const char *family_fill(const char *fam) {
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        if (!strcmp(families[f].name, fam)) return families[f].fill;
+    return "#f1f5f9";
+}
+
+/* Node kinds other than apply: shape and colours, shared with the page
+ * through each node's "fill"/"shape". */
+static const struct {
+    const char *kind, *shape, *fill;
+} kinds[] = {
+    {"input", "ellipse", "#86efac"},
+    {"constant", "box", "#ffffff"},
+    {"shared", "cylinder", "#93c5fd"},
+    {"output", "invhouse", "#fdba74"},
+};
+
+static void kind_style(const char *kind, const char **shape, const char **fill) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (!strcmp(kinds[i].kind, kind)) {
+            *shape = kinds[i].shape;
+            *fill = kinds[i].fill;
+            return;
+        }
+    *shape = "box";
+    *fill = "#f1f5f9";
+}
+
+void vz_init(vz_graph *vg, const char *name, bool for_page) {
+    memset(vg, 0, sizeof *vg);
+    vg->ag = agopen((char *)name, Agdirected, NULL);
+    vg->nodes = json_object_new_array();
+    vg->edges = json_object_new_array();
+    vg->for_page = for_page;
+    agattr(vg->ag, AGRAPH, "rankdir", "TB");
+    agattr(vg->ag, AGRAPH, "nodesep", "0.25");
+    agattr(vg->ag, AGRAPH, "ranksep", "0.45");
+    agattr(vg->ag, AGRAPH, "fontname", "Helvetica");
+    /* The page draws its own edges, so straight lines are enough and keep
+     * dot fast on large graphs; the pictures get dot's splines. */
+    agattr(vg->ag, AGRAPH, "splines", for_page ? "false" : "true");
+    agattr(vg->ag, AGNODE, "fontname", "Helvetica");
+    agattr(vg->ag, AGNODE, "fontsize", "10");
+    agattr(vg->ag, AGNODE, "style", "filled");
+    agattr(vg->ag, AGNODE, "shape", "box");
+    agattr(vg->ag, AGNODE, "fillcolor", "#ffffff");
+    agattr(vg->ag, AGNODE, "color", "#475569");
+    agattr(vg->ag, AGNODE, "label", "\\N");
+    agattr(vg->ag, AGNODE, "height", "0.3");
+    agattr(vg->ag, AGNODE, "margin", "0.08,0.03");
+    agattr(vg->ag, AGEDGE, "fontname", "Helvetica");
+    agattr(vg->ag, AGEDGE, "fontsize", "8");
+    agattr(vg->ag, AGEDGE, "color", "#64748b");
+    agattr(vg->ag, AGEDGE, "fontcolor", "#475569");
+    agattr(vg->ag, AGEDGE, "label", "");
+    agattr(vg->ag, AGEDGE, "penwidth", "1");
+}
+
+void vz_free(vz_graph *vg) {
+    if (vg->ag) agclose(vg->ag);
+    json_object_put(vg->nodes);
+    json_object_put(vg->edges);
+    memset(vg, 0, sizeof *vg);
+}
+
+/* ---- JSON helpers ---- */
+static json_object *jstr(const char *s) { return s ? json_object_new_string(s) : NULL; }
+
+static json_object *shape_json(const tg_type *t) {
+    json_object *a = json_object_new_array();
+    for (int d = 0; d < t->ndim; d++)
+        json_object_array_add(a, t->shape[d] < 0 ? NULL : json_object_new_int64(t->shape[d]));
+    return a;
+}
+
+/* "float32 (784, ?)" as the pictures and the page print it. */
+static void type_str(char *buf, size_t n, const char *dtype, json_object *shape) {
+    size_t k = (size_t)snprintf(buf, n, "%s (", dtype ? dtype : "?");
+    size_t nd = shape ? json_object_array_length(shape) : 0;
+    for (size_t d = 0; d < nd && k < n; d++) {
+        json_object *e = json_object_array_get_idx(shape, d);
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", d ? ", " : "", e ? json_object_get_string(e) : "?");
+    }
+    if (k < n) snprintf(buf + k, n - k, "%s)", nd == 1 ? "," : "");
+}
+
+static json_object *var_json(const tg_var *v) {
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", jstr(v->id));
+    if (v->name) json_object_object_add(o, "name", jstr(v->name));
+    json_object_object_add(o, "dtype", jstr(tg_dtype_name(v->type.dtype)));
+    json_object_object_add(o, "shape", shape_json(&v->type));
+    return o;
+}
+
+static json_object *trace_json(const tg_trace *t) {
+    json_object *a = json_object_new_array();
+    for (int i = 0; i < t->n; i++) {
+        const tg_frame *fr = &t->frames[i];
+        json_object *o = json_object_new_object();
+        if (fr->file) json_object_object_add(o, "file", jstr(fr->file));
+        if (fr->line >= 0) json_object_object_add(o, "line", json_object_new_int64(fr->line));
+        if (fr->function) json_object_object_add(o, "function", jstr(fr->function));
+        if (fr->code) json_object_object_add(o, "code", jstr(fr->code));
+        json_object_array_add(a, o);
+    }
+    return a;
+}
+
+/* ---- drawing ---- */
+static Agnode_t *draw_node(vz_graph *vg, json_object *o, const char *id, const char *label,
+                           const char *shape, const char *fill) {
+    Agnode_t *n = agnode(vg->ag, (char *)id, 1);
+    agsafeset(n, "label", (char *)label, "");
+    agsafeset(n, "shape", (char *)shape, "");
+    agsafeset(n, "fillcolor", (char *)fill, "");
+    json_object_object_add(o, "id", json_object_new_string(id));
+    json_object_object_add(o, "fill", json_object_new_string(fill));
+    json_object_object_add(o, "shape", json_object_new_string(shape));
+    json_object_array_add(vg->nodes, o);
+    return n;
+}
+
+/* The edge carries variable `var` of type (dtype, shape) into input
+ * `index` of the target; mode is "view", "destroy" or NULL. shape is
+ * borrowed. */
+static void draw_edge(vz_graph *vg, const char *src, const char *dst, const char *var, const char *dtype,
+                      json_object *shape, int index, const char *mode) {
+    Agnode_t *a = agnode(vg->ag, (char *)src, 0), *b = agnode(vg->ag, (char *)dst, 0);
+    if (!a || !b) return;
+    char name[32], label[256];
+    snprintf(name, sizeof name, "e%ld", vg->nedges++);
+    Agedge_t *e = agedge(vg->ag, a, b, name, 1);
+    type_str(label, sizeof label, dtype, shape);
+    if (!vg->for_page) agsafeset(e, "label", label, "");
+    if (mode && !strcmp(mode, "view")) agsafeset(e, "color", "#2563eb", "");
+    if (mode && !strcmp(mode, "destroy")) {
+        agsafeset(e, "color", "#dc2626", "");
+        agsafeset(e, "penwidth", "2", "");
+    }
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "source", json_object_new_string(src));
+    json_object_object_add(o, "target", json_object_new_string(dst));
+    json_object_object_add(o, "var", jstr(var));
+    json_object_object_add(o, "dtype", jstr(dtype));
+    json_object_object_add(o, "shape", shape ? json_object_get(shape) : json_object_new_array());
+    json_object_object_add(o, "label", json_object_new_string(label));
+    json_object_object_add(o, "index", json_object_new_int(index));
+    if (mode) json_object_object_add(o, "mode", json_object_new_string(mode));
+    json_object_array_add(vg->edges, o);
+}
+
+static const char *var_kind(const tg_var *v) {
+    switch (v->kind) {
+    case TG_VAR_CONSTANT: return "constant";
+    case TG_VAR_SHARED: return "shared";
+    default: return "input";
+    }
+}
+
+/* The drawing's id of the place variable v comes from. */
+static void var_source(const tg_var *v, char *buf, size_t n) {
+    if (v->owner)
+        snprintf(buf, n, "a:%s", v->owner->nout ? v->owner->outputs[0]->id : v->owner->op->name);
+    else
+        snprintf(buf, n, "v:%s", v->id);
+}
+
+static void draw_var(vz_graph *vg, const tg_var *v) {
+    char id[200];
+    snprintf(id, sizeof id, "v:%s", v->id);
+    if (agnode(vg->ag, id, 0)) return;
+    const char *kind = var_kind(v), *shape, *fill;
+    kind_style(kind, &shape, &fill);
+    json_object *o = var_json(v);
+    char tbuf[160], label[400];
+    type_str(tbuf, sizeof tbuf, tg_dtype_name(v->type.dtype), json_object_object_get(o, "shape"));
+    if (v->inline_const && v->value && v->type.ndim == 0) {
+        /* A bare scalar reads best as its value. */
+        char val[64];
+        double d = tg_array_get_flat(v->value, 0);
+        snprintf(val, sizeof val, "%.6g", d);
+        json_object_object_add(o, "value", json_object_new_double(d));
+        snprintf(label, sizeof label, "%s\n%s", val, tbuf);
+    } else {
+        snprintf(label, sizeof label, "%s\n%s", tg_var_label(v), tbuf);
+    }
+    json_object_object_add(o, "var", json_object_new_string(v->id));
+    json_object_object_add(o, "kind", json_object_new_string(kind));
+    json_object_object_add(o, "label", json_object_new_string(label));
+    json_object_object_add(o, "key", json_object_new_string(v->id));
+    if (v->json_index >= 0) {
+        char loc[48];
+        snprintf(loc, sizeof loc, "variables[%d]", v->json_index);
+        json_object_object_add(o, "location", json_object_new_string(loc));
+    }
+    draw_node(vg, o, id, label, shape, fill);
+}
+
+/* An apply node. origins: the keys of the original nodes it stands for
+ * (NULL: itself). */
+static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origins, int norigins) {
+    char id[200], label[400];
+    const char *key = n->nout ? n->outputs[0]->id : n->op->name;
+    snprintf(id, sizeof id, "a:%s", key);
+    const char *fam = vz_op_family(n->op->name);
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "kind", json_object_new_string("apply"));
+    json_object_object_add(o, "op", json_object_new_string(n->op->name));
+    json_object_object_add(o, "family", json_object_new_string(fam));
+    json_object_object_add(o, "key", json_object_new_string(key));
+    if (n->name) json_object_object_add(o, "name", jstr(n->name));
+    if (n->json_index >= 0) {
+        char loc[48];
+        snprintf(loc, sizeof loc, "nodes[%d]", n->json_index);
+        json_object_object_add(o, "location", json_object_new_string(loc));
+    }
+    json_object_object_add(o, "attrs", n->attrs ? json_object_get(n->attrs) : json_object_new_object());
+    json_object *ins = json_object_new_array(), *outs = json_object_new_array();
+    for (int i = 0; i < n->nin; i++) json_object_array_add(ins, var_json(n->inputs[i]));
+    for (int i = 0; i < n->nout; i++) json_object_array_add(outs, var_json(n->outputs[i]));
+    json_object_object_add(o, "inputs", ins);
+    json_object_object_add(o, "outputs", outs);
+    json_object_object_add(o, "trace", trace_json(&n->trace));
+    if (norigins > 0) {
+        json_object *a = json_object_new_array();
+        for (int i = 0; i < norigins; i++) json_object_array_add(a, jstr(origins[i]));
+        json_object_object_add(o, "origins", a);
+    }
+    if (n->op->view_of >= 0) json_object_object_add(o, "view_of", json_object_new_int(n->op->view_of));
+    if (n->inplace) {
+        json_object *ip = json_object_new_object();
+        for (int i = 0; i < n->nout; i++)
+            if (n->inplace[i] >= 0) {
+                char k[16];
+                snprintf(k, sizeof k, "%d", i);
+                json_object_object_add(ip, k, json_object_new_int(n->inplace[i]));
+            }
+        json_object_object_add(o, "inplace", ip);
+    }
+    if (n->name && strcmp(n->name, key))
+        snprintf(label, sizeof label, "%s\n%s", n->op->name, n->name);
+    else
+        snprintf(label, sizeof label, "%s\n%s", n->op->name, key);
+    json_object_object_add(o, "label", json_object_new_string(label));
+    draw_node(vg, o, id, label, "box", family_fill(fam));
+    agsafeset(agnode(vg->ag, id, 0), "style", "filled,rounded", "");
+}
+
+static void draw_inputs(vz_graph *vg, const tg_node *n) {
+    char src[200], dst[200];
+    snprintf(dst, sizeof dst, "a:%s", n->nout ? n->outputs[0]->id : n->op->name);
+    for (int i = 0; i < n->nin; i++) {
+        const tg_var *v = n->inputs[i];
+        if (!v->owner) draw_var(vg, v);
+        var_source(v, src, sizeof src);
+        const char *mode = NULL;
+        if (n->op->view_of == i) mode = "view";
+        for (int k = 0; n->inplace && k < n->nout; k++)
+            if (n->inplace[k] == i) mode = "destroy";
+        json_object *shape = shape_json(&v->type);
+        draw_edge(vg, src, dst, v->id, tg_dtype_name(v->type.dtype), shape, i, mode);
+        json_object_put(shape);
+    }
+}
+
+/* Output node for v ("o:<id>"), or for an update of shared ("u:<id>"). */
+static void draw_output(vz_graph *vg, const tg_var *v, const tg_var *shared, int index) {
+    char id[200], src[200], label[400];
+    if (shared)
+        snprintf(id, sizeof id, "u:%s", shared->id);
+    else
+        snprintf(id, sizeof id, "o:%s", v->id);
+    if (agnode(vg->ag, id, 0)) return;
+    if (!v->owner) draw_var(vg, v);
+    json_object *o = var_json(v);
+    char tbuf[160];
+    type_str(tbuf, sizeof tbuf, tg_dtype_name(v->type.dtype), json_object_object_get(o, "shape"));
+    if (shared)
+        snprintf(label, sizeof label, "%s \u2190 %s\n%s", tg_var_label(shared), tg_var_label(v), tbuf);
+    else
+        snprintf(label, sizeof label, "%s\n%s", tg_var_label(v), tbuf);
+    json_object_object_add(o, "var", json_object_new_string(v->id));
+    json_object_object_add(o, "kind", json_object_new_string("output"));
+    json_object_object_add(o, "label", json_object_new_string(label));
+    json_object_object_add(o, "key", json_object_new_string(id + 2));
+    json_object_object_add(o, "index", json_object_new_int(index));
+    if (shared) json_object_object_add(o, "update_of", json_object_new_string(shared->id));
+    const char *shape, *fill;
+    kind_style("output", &shape, &fill);
+    draw_node(vg, o, id, label, shape, fill);
+    var_source(v, src, sizeof src);
+    json_object *shp = shape_json(&v->type);
+    draw_edge(vg, src, id, v->id, tg_dtype_name(v->type.dtype), shp, 0, NULL);
+    json_object_put(shp);
+}
+
+int vz_from_graph(vz_graph *vg, const tg_graph *g, int fi, tg_ctx *ctx) {
+    for (int i = 0; i < g->nnodes; i++) draw_apply(vg, g->nodes[i], NULL, 0);
+    for (int i = 0; i < g->nnodes; i++) draw_inputs(vg, g->nodes[i]);
+    if (fi >= 0 && fi < g->nfuncs) {
+        const tg_fdecl *fd = &g->funcs[fi];
+        for (int i = 0; i < fd->nin; i++)
+            if (!fd->inputs[i]->owner) draw_var(vg, fd->inputs[i]);
+        for (int i = 0; i < fd->nout; i++) draw_output(vg, fd->outputs[i], NULL, i);
+        for (int i = 0; i < fd->nupd; i++) draw_output(vg, fd->updates[i].value, fd->updates[i].shared, i);
+    }
+    return 0;
+}
+
+int vz_from_function(vz_graph *vg, const tg_function *f, tg_ctx *ctx) {
+    const tg_fgraph *fg = f->fg;
+    for (int i = 0; i < f->nsched; i++) {
+        const char *const *keys = NULL;
+        int nk = tg_function_node_origins(f, i, &keys);
+        draw_apply(vg, f->sched[i].node, keys, nk);
+    }
+    for (int i = 0; i < f->nsched; i++) draw_inputs(vg, f->sched[i].node);
+    for (int i = 0; i < fg->nin; i++) draw_var(vg, fg->inputs[i]);
+    for (int i = 0; i < fg->nout; i++) draw_output(vg, fg->outputs[i], NULL, i);
+    for (int i = 0; i < fg->nupd; i++) draw_output(vg, fg->outputs[fg->nout + i], fg->upd_shared[i], i);
+    return 0;
+}
+
+/* ---- nested bodies, drawn from their JSON (FORMAT.md s7) ---- */
+static const char *jget_str(json_object *o, const char *k) {
+    json_object *v;
+    return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : NULL;
+}
+
+/* The type a body gives variable id (from body.variables), or NULL. */
+static json_object *body_var(json_object *vars, const char *id) {
+    size_t n = vars ? json_object_array_length(vars) : 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(vars, i);
+        const char *vid = jget_str(v, "id");
+        if (vid && !strcmp(vid, id)) return v;
+    }
+    return NULL;
+}
+
+static void body_type(json_object *vars, const char *id, const char **dtype, json_object **shape) {
+    json_object *v = body_var(vars, id), *t, *s;
+    *dtype = NULL;
+    *shape = NULL;
+    if (v && json_object_object_get_ex(v, "type", &t)) {
+        *dtype = jget_str(t, "dtype");
+        if (json_object_object_get_ex(t, "shape", &s) && json_object_is_type(s, json_type_array)) *shape = s;
+    }
+}
+
+/* A body of a composite, scan or op_from_graph node: its inputs become
+ * input nodes, its nodes apply nodes, its outputs output nodes. Ids are
+ * prefixed with the owner's key so that they stay unique on the page. A
+ * malformed body is drawn as far as it goes: the loader, not the drawing,
+ * is where a body is checked. */
+int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
+    json_object *vars = NULL, *nodes = NULL, *ins = NULL, *outs = NULL;
+    json_object_object_get_ex(body, "variables", &vars);
+    json_object_object_get_ex(body, "nodes", &nodes);
+    json_object_object_get_ex(body, "inputs", &ins);
+    json_object_object_get_ex(body, "outputs", &outs);
+    if (vars && !json_object_is_type(vars, json_type_array)) vars = NULL;
+    if (nodes && !json_object_is_type(nodes, json_type_array)) nodes = NULL;
+    if (ins && !json_object_is_type(ins, json_type_array)) ins = NULL;
+    if (outs && !json_object_is_type(outs, json_type_array)) outs = NULL;
+    char id[512], src[512], label[600], tbuf[200];
+    size_t nn = nodes ? json_object_array_length(nodes) : 0;
+    /* Producers: output id -> node key, found by a scan of the nodes
+     * (bodies are small). */
+    for (size_t i = 0; i < nn; i++) {
+        json_object *n = json_object_array_get_idx(nodes, i), *o0, *nouts;
+        const char *op = jget_str(n, "op");
+        if (!op || !json_object_object_get_ex(n, "outputs", &nouts) ||
+            !json_object_is_type(nouts, json_type_array) || !json_object_array_length(nouts))
+            continue;
+        o0 = json_object_array_get_idx(nouts, 0);
+        if (!json_object_is_type(o0, json_type_string)) continue;
+        snprintf(id, sizeof id, "a:%s/%s", prefix, json_object_get_string(o0));
+        json_object *o = json_object_new_object();
+        const char *fam = vz_op_family(op);
+        json_object_object_add(o, "kind", json_object_new_string("apply"));
+        json_object_object_add(o, "op", json_object_new_string(op));
+        json_object_object_add(o, "family", json_object_new_string(fam));
+        json_object_object_add(o, "key", json_object_new_string(json_object_get_string(o0)));
+        const char *name = jget_str(n, "name");
+        if (name) json_object_object_add(o, "name", json_object_new_string(name));
+        json_object *a;
+        json_object_object_add(o, "attrs",
+                               json_object_object_get_ex(n, "attrs", &a) ? json_object_get(a)
+                                                                          : json_object_new_object());
+        if (json_object_object_get_ex(n, "trace", &a)) json_object_object_add(o, "trace", json_object_get(a));
+        json_object *io = json_object_new_array();
+        json_object_object_get_ex(n, "inputs", &a);
+        for (size_t k = 0; a && json_object_is_type(a, json_type_array) && k < json_object_array_length(a); k++) {
+            json_object *e = json_object_array_get_idx(a, k), *vo = json_object_new_object();
+            const char *dt;
+            json_object *sh;
+            if (json_object_is_type(e, json_type_string)) {
+                json_object_object_add(vo, "id", json_object_get(e));
+                body_type(vars, json_object_get_string(e), &dt, &sh);
+                if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));
+                if (sh) json_object_object_add(vo, "shape", json_object_get(sh));
+            } else {
+                json_object_object_add(vo, "value", json_object_get(e));
+            }
+            json_object_array_add(io, vo);
+        }
+        json_object_object_add(o, "inputs", io);
+        io = json_object_new_array();
+        for (size_t k = 0; k < json_object_array_length(nouts); k++) {
+            json_object *e = json_object_array_get_idx(nouts, k), *vo = json_object_new_object();
+            const char *dt;
+            json_object *sh;
+            json_object_object_add(vo, "id", json_object_get(e));
+            if (json_object_is_type(e, json_type_string)) {
+                body_type(vars, json_object_get_string(e), &dt, &sh);
+                if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));
+                if (sh) json_object_object_add(vo, "shape", json_object_get(sh));
+            }
+            json_object_array_add(io, vo);
+        }
+        json_object_object_add(o, "outputs", io);
+        snprintf(label, sizeof label, "%s\n%s", op, name ? name : json_object_get_string(o0));
+        json_object_object_add(o, "label", json_object_new_string(label));
+        draw_node(vg, o, id, label, "box", family_fill(fam));
+        agsafeset(agnode(vg->ag, id, 0), "style", "filled,rounded", "");
+    }
+    /* Where a body variable comes from: a node's output, or an input. */
+#define BODY_SOURCE(vid)                                                                              \
+    do {                                                                                              \
+        src[0] = 0;                                                                                   \
+        for (size_t j = 0; j < nn && !src[0]; j++) {                                                  \
+            json_object *m = json_object_array_get_idx(nodes, j), *mo;                                \
+            if (!json_object_object_get_ex(m, "outputs", &mo) || !json_object_is_type(mo, json_type_array)) \
+                continue;                                                                             \
+            for (size_t q = 0; q < json_object_array_length(mo); q++) {                               \
+                json_object *x = json_object_array_get_idx(mo, q);                                    \
+                if (json_object_is_type(x, json_type_string) && !strcmp(json_object_get_string(x), vid)) { \
+                    json_object *x0 = json_object_array_get_idx(mo, 0);                               \
+                    snprintf(src, sizeof src, "a:%s/%s", prefix, json_object_get_string(x0));         \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        if (!src[0]) {                                                                                \
+            snprintf(src, sizeof src, "v:%s/%s", prefix, vid);                                        \
+            if (!agnode(vg->ag, src, 0)) {                                                            \
+                const char *dt;                                                                       \
+                json_object *sh, *vo = json_object_new_object(), *decl = body_var(vars, vid);        \
+                body_type(vars, vid, &dt, &sh);                                                       \
+                type_str(tbuf, sizeof tbuf, dt, sh);                                                  \
+                bool isc = decl && json_object_object_get_ex(decl, "constant", NULL);                \
+                const char *kd = isc ? "constant" : "input", *shp, *fill;                             \
+                kind_style(kd, &shp, &fill);                                                          \
+                snprintf(label, sizeof label, "%s\n%s", vid, tbuf);                                   \
+                json_object_object_add(vo, "kind", json_object_new_string(kd));                       \
+                json_object_object_add(vo, "var", json_object_new_string(vid));                       \
+                json_object_object_add(vo, "key", json_object_new_string(vid));                       \
+                if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));              \
+                if (sh) json_object_object_add(vo, "shape", json_object_get(sh));                     \
+                json_object_object_add(vo, "label", json_object_new_string(label));                   \
+                draw_node(vg, vo, src, label, shp, fill);                                             \
+            }                                                                                         \
+        }                                                                                             \
+    } while (0)
+    for (size_t i = 0; ins && i < json_object_array_length(ins); i++) {
+        json_object *e = json_object_array_get_idx(ins, i);
+        if (json_object_is_type(e, json_type_string)) BODY_SOURCE(json_object_get_string(e));
+    }
+    for (size_t i = 0; i < nn; i++) {
+        json_object *n = json_object_array_get_idx(nodes, i), *a, *nouts;
+        if (!jget_str(n, "op") || !json_object_object_get_ex(n, "outputs", &nouts) ||
+            !json_object_is_type(nouts, json_type_array) || !json_object_array_length(nouts) ||
+            !json_object_is_type(json_object_array_get_idx(nouts, 0), json_type_string))
+            continue;
+        char dst[512];
+        snprintf(dst, sizeof dst, "a:%s/%s", prefix, json_object_get_string(json_object_array_get_idx(nouts, 0)));
+        if (!json_object_object_get_ex(n, "inputs", &a) || !json_object_is_type(a, json_type_array)) continue;
+        for (size_t k = 0; k < json_object_array_length(a); k++) {
+            json_object *e = json_object_array_get_idx(a, k);
+            if (!json_object_is_type(e, json_type_string)) continue; /* inline constant: in the panel */
+            const char *vid = json_object_get_string(e), *dt;
+            json_object *sh;
+            BODY_SOURCE(vid);
+            body_type(vars, vid, &dt, &sh);
+            draw_edge(vg, src, dst, vid, dt, sh, (int)k, NULL);
+        }
+    }
+    for (size_t i = 0; outs && i < json_object_array_length(outs); i++) {
+        json_object *e = json_object_array_get_idx(outs, i);
+        if (!json_object_is_type(e, json_type_string)) continue;
+        const char *vid = json_object_get_string(e), *dt, *shp, *fill;
+        json_object *sh;
+        BODY_SOURCE(vid);
+        snprintf(id, sizeof id, "o:%s/%s", prefix, vid);
+        if (agnode(vg->ag, id, 0)) continue;
+        body_type(vars, vid, &dt, &sh);
+        type_str(tbuf, sizeof tbuf, dt, sh);
+        snprintf(label, sizeof label, "%s\n%s", vid, tbuf);
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "kind", json_object_new_string("output"));
+        json_object_object_add(o, "var", json_object_new_string(vid));
+        json_object_object_add(o, "key", json_object_new_string(vid));
+        json_object_object_add(o, "label", json_object_new_string(label));
+        kind_style("output", &shp, &fill);
+        draw_node(vg, o, id, label, shp, fill);
+        draw_edge(vg, src, id, vid, dt, sh, 0, NULL);
+    }
+#undef BODY_SOURCE
+    return 0;
+}
+
+/* ---- layout ---- */
+int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
+    if (gvLayout(gvc, vg->ag, "dot") != 0) {
+        tg_ctx_clear(ctx);
+        fprintf(stderr, "tgviz: Graphviz could not lay the graph out\n");
+        return -1;
+    }
+    boxf bb = GD_bb(vg->ag);
+    double H = bb.UR.y;
+    size_t n = json_object_array_length(vg->nodes);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        json_object *o = json_object_array_get_idx(vg->nodes, i);
+        const char *id = jget_str(o, "id");
+        Agnode_t *an = agnode(vg->ag, (char *)id, 0);
+        if (!an) continue;
+        json_object_object_add(o, "x", json_object_new_double(ND_coord(an).x - bb.LL.x));
+        json_object_object_add(o, "y", json_object_new_double(H - ND_coord(an).y));
+        json_object_object_add(o, "w", json_object_new_double(ND_width(an) * 72.0));
+        json_object_object_add(o, "h", json_object_new_double(ND_height(an) * 72.0));
+        /* A node with a body gets the body's drawing, laid out the same
+         * way, for the page to expand in place. */
+        json_object *attrs, *body;
+        if (json_object_object_get_ex(o, "attrs", &attrs) && json_object_object_get_ex(attrs, "body", &body) &&
+            json_object_is_type(body, json_type_object)) {
+            vz_graph sub;
+            json_object *so = json_object_new_object();
+            vz_init(&sub, "body", true);
+            const char *key = jget_str(o, "key");
+            vz_from_body(&sub, body, key ? key : id);
+            if (json_object_array_length(sub.nodes) > 0) rc = vz_layout(&sub, gvc, so, ctx);
+            json_object_object_add(so, "nodes", json_object_get(sub.nodes));
+            json_object_object_add(so, "edges", json_object_get(sub.edges));
+            json_object_object_add(o, "body", so);
+            vz_free(&sub);
+        }
+    }
+    json_object_object_add(out, "width", json_object_new_double(bb.UR.x - bb.LL.x));
+    json_object_object_add(out, "height", json_object_new_double(bb.UR.y - bb.LL.y));
+    /* The pictures render from the laid-out graph; the page needs only the
+     * positions. */
+    if (vg->for_page) gvFreeLayout(gvc, vg->ag);
+    return rc;
+}

@@ -1,0 +1,55 @@
+/* tgviz's drawing model: the nodes and edges of one graph as JSON objects
+ * (what the page reads), laid out by Graphviz's dot in C.
+ *
+ * A drawing has one node per apply node ("a:<key>", the key being the id
+ * of its first output), one per variable that no node produces (input,
+ * constant, shared: "v:<id>"), and one per function output or update
+ * ("o:<id>", "u:<shared id>"). Edges carry the variable between them with
+ * its dtype and static shape, and say whether the target views or
+ * destroys it.
+ */
+#ifndef TGVIZ_MODEL_H
+#define TGVIZ_MODEL_H
+
+#include <graphviz/gvc.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "graph/graph.h"
+#include "tg/tg.h"
+
+typedef struct vz_graph {
+    Agraph_t *ag;
+    json_object *nodes; /* array of node objects, owned */
+    json_object *edges; /* array of edge objects, owned */
+    long nedges;
+    bool for_page; /* straight edges (the page draws its own) */
+} vz_graph;
+
+/* The family of an op for colouring and collapsing ("elemwise",
+ * "reduce", "blas", "shape", "build", "nn", "conv", "linalg", "random",
+ * "debug", "grad", "control"); "other" for an op this build does not
+ * know (a nested body may name one). */
+const char *vz_op_family(const char *op);
+
+/* Draw the graph as loaded, marking the outputs and updates of function
+ * fi (or none when fi < 0). */
+int vz_from_graph(vz_graph *vg, const tg_graph *g, int fi, tg_ctx *ctx);
+/* Draw a compiled function's function graph; each apply node lists the
+ * keys of the original nodes it stands for. */
+int vz_from_function(vz_graph *vg, const tg_function *f, tg_ctx *ctx);
+
+/* Draw a nested body from its JSON (FORMAT.md s7: variables, nodes,
+ * inputs, outputs), ids prefixed with prefix ("a:<prefix>/<key>"). A
+ * malformed body is drawn as far as it goes; always 0. */
+int vz_from_body(vz_graph *vg, json_object *body, const char *prefix);
+
+/* Lay the drawing out with dot and store x, y (centre, y down), w, h in
+ * points on every node, and the drawing's width and height. Nested bodies
+ * (attrs.body) are drawn and laid out the same way into node.body. */
+int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx);
+
+void vz_init(vz_graph *vg, const char *name, bool for_page);
+void vz_free(vz_graph *vg);
+
+#endif
