@@ -86,6 +86,9 @@ const bodyFixture = {
     check(await count(page, 'g.node.match') === dots && dots > 0, `mlp: search "dot" highlights ${dots} nodes`, await count(page, 'g.node.match'));
     check((await page.textContent('#matches')).startsWith(String(dots)), 'mlp: search says how many match');
     await page.fill('#search', '');
+    // Collapsing by family on the graph as written: in the optimized one
+    // the elementwise ops are fused into composites.
+    await page.click('#views button[data-mode=original]');
     const before = await count(page, 'g.node');
     await page.selectOption('#collapse', 'elemwise');
     const groups = await count(page, 'g.node.group');

@@ -131,6 +131,8 @@ void vz_init(vz_graph *vg, const char *name, bool for_page) {
 
 void vz_free(vz_graph *vg) {
     if (vg->ag) agclose(vg->ag);
+    for (int i = vg->nsubs; i-- > 0;) agclose(vg->subs[i]);
+    free(vg->subs);
     json_object_put(vg->nodes);
     json_object_put(vg->edges);
     memset(vg, 0, sizeof *vg);
@@ -619,6 +621,16 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             json_object_object_add(so, "nodes", json_object_get(sub.nodes));
             json_object_object_add(so, "edges", json_object_get(sub.edges));
             json_object_object_add(o, "body", so);
+            /* Keep the body's graph (and its own bodies') until this one
+             * is closed. */
+            Agraph_t **ns = realloc(vg->subs, sizeof *ns * (size_t)(vg->nsubs + sub.nsubs + 1));
+            if (ns) {
+                vg->subs = ns;
+                for (int k = 0; k < sub.nsubs; k++) vg->subs[vg->nsubs++] = sub.subs[k];
+                vg->subs[vg->nsubs++] = sub.ag;
+                sub.ag = NULL;
+                sub.nsubs = 0;
+            }
             vz_free(&sub);
         }
     }

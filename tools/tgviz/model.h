@@ -24,6 +24,12 @@ typedef struct vz_graph {
     json_object *edges; /* array of edge objects, owned */
     long nedges;
     bool for_page; /* straight edges (the page draws its own) */
+    /* Laid-out bodies, closed only with this graph: Graphviz 2.43 frees
+     * attribute symbols the other root graphs still use when a graph is
+     * closed, so closing a body's graph before this one is rendered made
+     * the render read freed memory. */
+    Agraph_t **subs;
+    int nsubs;
 } vz_graph;
 
 /* The family of an op for colouring and collapsing ("elemwise",
