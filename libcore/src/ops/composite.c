@@ -326,14 +326,30 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48]) {
  * uses vmath.c's branch-free form. */
 static const char PRELUDE[] =
     "#include <stdint.h>\n"
+    "#include <math.h>\n" /* one simd declaration a line: see vmath.c */
     "#if defined(__GNUC__) && !defined(__clang__)\n"
-    "#define TG_VD(f) _Pragma(\"omp declare simd notinbranch\") double f(double); \\\n"
-    "    _Pragma(\"omp declare simd notinbranch\") float f##f(float);\n"
-    "TG_VD(exp) TG_VD(exp2) TG_VD(expm1) TG_VD(log) TG_VD(log2) TG_VD(log10) TG_VD(log1p)\n"
-    "TG_VD(sin) TG_VD(cos) TG_VD(tan) TG_VD(asin) TG_VD(acos) TG_VD(atan) TG_VD(sinh)\n"
-    "TG_VD(cosh) TG_VD(tanh) TG_VD(asinh) TG_VD(acosh) TG_VD(atanh) TG_VD(erf) TG_VD(erfc)\n"
+    "#pragma omp declare simd notinbranch\ndouble exp(double);\n#pragma omp declare simd notinbranch\nfloat expf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble exp2(double);\n#pragma omp declare simd notinbranch\nfloat exp2f(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble expm1(double);\n#pragma omp declare simd notinbranch\nfloat expm1f(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble log(double);\n#pragma omp declare simd notinbranch\nfloat logf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble log2(double);\n#pragma omp declare simd notinbranch\nfloat log2f(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble log10(double);\n#pragma omp declare simd notinbranch\nfloat log10f(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble log1p(double);\n#pragma omp declare simd notinbranch\nfloat log1pf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble sin(double);\n#pragma omp declare simd notinbranch\nfloat sinf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble cos(double);\n#pragma omp declare simd notinbranch\nfloat cosf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble tan(double);\n#pragma omp declare simd notinbranch\nfloat tanf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble asin(double);\n#pragma omp declare simd notinbranch\nfloat asinf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble acos(double);\n#pragma omp declare simd notinbranch\nfloat acosf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble atan(double);\n#pragma omp declare simd notinbranch\nfloat atanf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble sinh(double);\n#pragma omp declare simd notinbranch\nfloat sinhf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble cosh(double);\n#pragma omp declare simd notinbranch\nfloat coshf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble tanh(double);\n#pragma omp declare simd notinbranch\nfloat tanhf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble asinh(double);\n#pragma omp declare simd notinbranch\nfloat asinhf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble acosh(double);\n#pragma omp declare simd notinbranch\nfloat acoshf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble atanh(double);\n#pragma omp declare simd notinbranch\nfloat atanhf(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble erf(double);\n#pragma omp declare simd notinbranch\nfloat erff(float);\n"
+    "#pragma omp declare simd notinbranch\ndouble erfc(double);\n#pragma omp declare simd notinbranch\nfloat erfcf(float);\n"
     "#endif\n"
-    "#include <math.h>\n"
     "static inline double tg_sigmoid_d(double x) {\n"
     "    double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);\n"
     "    return x >= 0 ? r : (x < 0 ? e * r : x);\n}\n"
@@ -429,34 +445,41 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
             tg_str_addf(&s, "        const %s *a%d = (const %s *)p[%d];\n",
                     ctype_of(fg->inputs[i]->type.dtype), i, ctype_of(fg->inputs[i]->type.dtype),
                     nout + i);
-    /* `if (parallel: ...)`: a bare `if` would also turn off `simd` below
-     * the threshold (OpenMP applies it to every part of the construct). */
-    tg_str_addf(&s,
-                "#pragma omp parallel for simd if (parallel: n >= %d) schedule(static)\n"
-                "        for (int64_t i = 0; i < n; i++) {\n",
-                TG_COMPOSITE_PAR_MIN);
+    /* Each loop twice: with threads from TG_COMPOSITE_PAR_MIN elements,
+     * and without any OpenMP runtime call below it (a broadcast operand
+     * makes the VM call the kernel once per row, and GOMP_parallel, even
+     * told to run on one thread, cost more than a short row). */
+    tg_str loop = {0};
+    tg_str_addf(&loop, "for (int64_t i = 0; i < n; i++) {\n");
     for (int i = 0; i < nin; i++)
         if (!(scalars >> i & 1))
-            tg_str_addf(&s, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
+            tg_str_addf(&loop, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
                         fg->inputs[i]->index, i);
-    tg_str_addf(&s, "%s", body.s);
-    for (int k = 0; k < nout; k++) tg_str_addf(&s, "        o%d[i] = v%d;\n", k, fg->outputs[k]->index);
-    tg_str_addf(&s, "        }\n        return;\n    }\n");
-    /* Any strides (broadcast inputs have stride 0). */
+    tg_str_addf(&loop, "%s", body.s);
+    for (int k = 0; k < nout; k++) tg_str_addf(&loop, "        o%d[i] = v%d;\n", k, fg->outputs[k]->index);
+    tg_str_addf(&loop, "        }\n");
     tg_str_addf(&s,
-                "#pragma omp parallel for if (parallel: n >= %d) schedule(static)\n"
-                "    for (int64_t i = 0; i < n; i++) {\n",
-                TG_COMPOSITE_PAR_MIN);
+                "        if (n >= %d) {\n#pragma omp parallel for simd schedule(static)\n        %s"
+                "        } else {\n#pragma omp simd\n        %s        }\n        return;\n    }\n",
+                TG_COMPOSITE_PAR_MIN, loop.s ? loop.s : "", loop.s ? loop.s : "");
+    tg_str_free(&loop);
+    /* Any strides (broadcast inputs have stride 0). */
+    tg_str sl = {0};
+    tg_str_addf(&sl, "for (int64_t i = 0; i < n; i++) {\n");
     for (int i = 0; i < nin; i++)
         if (!(scalars >> i & 1))
-            tg_str_addf(&s, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
+            tg_str_addf(&sl, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
                     ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
                     ctype_of(fg->inputs[i]->type.dtype), nout + i, nout + i);
-    tg_str_addf(&s, "%s", body.s);
+    tg_str_addf(&sl, "%s", body.s);
     for (int k = 0; k < nout; k++)
-        tg_str_addf(&s, "        *(%s *)(p[%d] + i * s[%d]) = v%d;\n",
+        tg_str_addf(&sl, "        *(%s *)(p[%d] + i * s[%d]) = v%d;\n",
                     ctype_of(fg->outputs[k]->type.dtype), k, k, fg->outputs[k]->index);
-    tg_str_addf(&s, "    }\n}\n");
+    tg_str_addf(&sl, "    }\n");
+    tg_str_addf(&s, "    if (n >= %d) {\n#pragma omp parallel for schedule(static)\n    %s    } else {\n    %s    }\n}\n",
+                TG_COMPOSITE_PAR_MIN, sl.s ? sl.s : "", sl.s ? sl.s : "");
+    if (loop.oom || sl.oom) s.oom = true;
+    tg_str_free(&sl);
     if (!s.oom) res = tg_strdup(s.s);
 done:
     tg_str_free(&s);
