@@ -969,6 +969,133 @@ static json_object *scalar_type(tg_dtype dt) {
     return t;
 }
 
+/* ---- bodies built before, by structure ----
+ *
+ * A graph repeats the same fused pattern many times (every layer, every
+ * step of an unrolled loop). Building the body's JSON and looking it up
+ * by its text cost more than the rest of the optimizer together, so the
+ * fusion pass's groups are first looked up by a compact signature of
+ * their structure (ops, attrs, where each operand comes from, input
+ * dtypes, constants' bits); a hit shares the body JSON and its parsed
+ * form. The table holds references, so an entry's pointers stay valid;
+ * it stops growing at SIG_MAX entries. */
+typedef struct sig_entry {
+    char *sig;
+    uint64_t hash;
+    json_object *body;
+    comp_parsed *parsed;
+    struct sig_entry *next;
+} sig_entry;
+enum { SIG_BUCKETS = 1024, SIG_MAX = 4096 };
+static sig_entry *sig_table[SIG_BUCKETS];
+static int sig_count;
+static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void sig_add_int(tg_str *s, char tag, long v) {
+    char buf[24];
+    int k = 0;
+    unsigned long u = v < 0 ? (unsigned long)-v : (unsigned long)v;
+    do buf[k++] = (char)('0' + u % 10);
+    while ((u /= 10) && k < 22);
+    if (v < 0) buf[k++] = '-';
+    char out[26];
+    int m = 0;
+    out[m++] = tag;
+    while (k) out[m++] = buf[--k];
+    tg_str_add(s, out, (size_t)m);
+}
+
+/* The signature, or NULL when the group is not regular (then the full
+ * path builds and checks it, and reports what is wrong). */
+static char *group_signature(tg_node *const *nodes, int nnodes, tg_var *const *inputs, int nin,
+                             tg_var *const *outputs, int nout) {
+    tg_str s = {0};
+    for (int i = 0; i < nin; i++) sig_add_int(&s, 'x', inputs[i]->type.dtype);
+    for (int j = 0; j < nnodes; j++) {
+        const tg_node *nd = nodes[j];
+        if (!(nd->op->flags & TG_OPF_ELEMWISE) || nd->nout != 1) goto irregular;
+        tg_str_add(&s, "|", 1);
+        tg_str_add(&s, nd->op->name, strlen(nd->op->name));
+        if (nd->attrs) {
+            const char *a = json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN);
+            if (!a) goto irregular;
+            tg_str_add(&s, a, strlen(a));
+        }
+        for (int k = 0; k < nd->nin; k++) {
+            const tg_var *v = nd->inputs[k];
+            int p = -1;
+            for (int q = 0; q < j && p < 0; q++)
+                if (v->owner == nodes[q]) p = q;
+            if (p >= 0) {
+                sig_add_int(&s, 't', p);
+            } else if ((p = find_var(inputs, nin, v)) >= 0) {
+                sig_add_int(&s, 'i', p);
+            } else if (v->kind == TG_VAR_CONSTANT && v->value && v->type.ndim == 0) {
+                /* the constant's dtype and bits */
+                sig_add_int(&s, 'c', v->value->dtype);
+                static const char hx[] = "0123456789abcdef";
+                const unsigned char *b = (const unsigned char *)v->value->data;
+                for (size_t q = 0; q < tg_isize(v->value->dtype); q++) {
+                    char h2[2] = {hx[b[q] >> 4], hx[b[q] & 15]};
+                    tg_str_add(&s, h2, 2);
+                }
+            } else {
+                goto irregular;
+            }
+        }
+    }
+    for (int k = 0; k < nout; k++) {
+        int p = -1;
+        for (int q = 0; q < nnodes && p < 0; q++)
+            if (outputs[k]->owner == nodes[q]) p = q;
+        if (p < 0) goto irregular;
+        sig_add_int(&s, 'o', p);
+    }
+    if (s.oom) goto irregular;
+    return s.s;
+irregular:
+    tg_str_free(&s);
+    return NULL;
+}
+
+/* A hit: new references to the body and its parsed form. */
+static bool sig_get(const char *sig, uint64_t h, json_object **body, comp_parsed **parsed) {
+    bool hit = false;
+    pthread_mutex_lock(&sig_lock);
+    for (sig_entry *e = sig_table[h % SIG_BUCKETS]; e && !hit; e = e->next)
+        if (e->hash == h && !strcmp(e->sig, sig)) {
+            *body = json_object_get(e->body);
+            pthread_mutex_lock(&parsed_lock);
+            e->parsed->refs++;
+            pthread_mutex_unlock(&parsed_lock);
+            *parsed = e->parsed;
+            hit = true;
+        }
+    pthread_mutex_unlock(&sig_lock);
+    return hit;
+}
+
+/* Remember a group's body (the sig string is taken over). */
+static void sig_put(char *sig, uint64_t h, json_object *body, comp_parsed *parsed) {
+    pthread_mutex_lock(&sig_lock);
+    sig_entry *e = NULL;
+    if (sig_count < SIG_MAX && (e = tg_calloc(1, sizeof *e))) {
+        e->sig = sig;
+        e->hash = h;
+        e->body = json_object_get(body);
+        pthread_mutex_lock(&parsed_lock);
+        parsed->refs++;
+        pthread_mutex_unlock(&parsed_lock);
+        e->parsed = parsed;
+        e->next = sig_table[h % SIG_BUCKETS];
+        sig_table[h % SIG_BUCKETS] = e;
+        sig_count++;
+        sig = NULL;
+    }
+    pthread_mutex_unlock(&sig_lock);
+    tg_free(sig);
+}
+
 tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const *inputs, int nin,
                                tg_var *const *outputs, int nout, tg_ctx *ctx) {
     tg_node *n = NULL;
@@ -982,6 +1109,31 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
                   "composite: need nodes, 1 or more inputs and outputs, at most %d in all",
                   TG_COMPOSITE_MAX_IO);
         return NULL;
+    }
+    char *sig = group_signature(nodes, nnodes, inputs, nin, outputs, nout);
+    uint64_t sig_hash = sig ? fnv1a(sig) : 0;
+    json_object *shared_body = NULL;
+    comp_parsed *shared_parsed = NULL;
+    if (sig && sig_get(sig, sig_hash, &shared_body, &shared_parsed)) {
+        tg_free(sig);
+        sig = NULL;
+        if (!(attrs = json_object_new_object())) {
+            json_object_put(shared_body);
+            parsed_release(shared_parsed);
+            goto oom;
+        }
+        json_object_object_add(attrs, "body", shared_body);
+        comp_body *cb = tg_calloc(1, sizeof *cb);
+        if (!cb || !(n = tg_node_new(&tg_op_composite, nin, nout))) {
+            tg_free(cb);
+            parsed_release(shared_parsed);
+            goto oom;
+        }
+        cb->mode = -1;
+        cb->parsed = shared_parsed;
+        cb->fg = shared_parsed->fg;
+        n->a.extra = cb;
+        goto wire;
     }
     int nreads = 0;
     for (int j = 0; j < nnodes; j++) nreads += nodes[j]->nin;
@@ -1084,6 +1236,7 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
     json_object_object_add(attrs, "body", body);
     body = NULL;
     if (!(n = tg_node_new(&tg_op_composite, nin, nout))) goto oom;
+wire:
     n->json_index = -1;
     n->attrs = attrs;
     attrs = NULL;
@@ -1097,7 +1250,23 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
         v->json_index = -1;
         if (outputs[k]->name && !(v->name = tg_strdup(outputs[k]->name))) goto oom;
     }
-    if (comp_parse_attrs(n, ctx) || comp_infer(n, ctx)) {
+    if (!n->a.extra) {
+        if (comp_parse_attrs(n, ctx)) {
+            tg_error_prefix(ctx, "composite (built from %d nodes)", nnodes);
+            goto fail;
+        }
+        json_object *jb;
+        if (sig && json_object_object_get_ex(n->attrs, "body", &jb)) {
+            sig_put(sig, sig_hash, jb, ((comp_body *)n->a.extra)->parsed);
+            sig = NULL;
+        }
+    }
+    if (((comp_body *)n->a.extra)->fg->nout != n->nout) {
+        tg_errorf(ctx, TG_EINVAL, "composite: the body has %d outputs, the node %d",
+                  ((comp_body *)n->a.extra)->fg->nout, n->nout);
+        goto fail;
+    }
+    if (comp_infer(n, ctx)) {
         tg_error_prefix(ctx, "composite (built from %d nodes)", nnodes);
         goto fail;
     }
@@ -1130,6 +1299,7 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
     }
     if (outputs[0]->owner && tg_trace_copy(&n->trace, &outputs[0]->owner->trace)) goto oom;
     tg_free(consts);
+    tg_free(sig);
     return n;
 oom:
     tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -1140,6 +1310,7 @@ fail:
     if (body) json_object_put(body);
     if (attrs) json_object_put(attrs);
     tg_free(consts);
+    tg_free(sig);
     return NULL;
 }
 
