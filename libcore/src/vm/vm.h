@@ -9,6 +9,7 @@
 #ifndef TG_VM_INTERNAL_H
 #define TG_VM_INTERNAL_H
 
+#include "backend/backend.h"
 #include "graph/graph.h"
 #include "ops/op.h"
 #include "tg/function.h"
@@ -22,6 +23,7 @@
 typedef struct tg_vm_node {
     tg_node *node;
     const tg_op *op;
+    tg_kernel_fn run; /* op->run, or the device kernel placement chose */
     int *in_slots; /* node->nin entries */
     int out_slot;  /* first of node->nout consecutive slots */
     int *free_slots;
@@ -50,6 +52,7 @@ struct tg_function {
     uint64_t ncalls;
     tg_opt_record record; /* what the optimizer did */
     double compile_seconds;
+    tg_kernel_fn *kernels; /* from placement, until linked (NULL: CPU) */
 };
 
 #endif
