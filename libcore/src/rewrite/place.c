@@ -100,18 +100,31 @@ static tg_var *make_transfer(place_state *st, tg_var *v, bool to_dev, tg_ctx *ct
         goto oom;
     }
     n->mark = (void *)(uintptr_t)(to_dev ? k_to_device : k_to_host);
-    const char *created = o->id;
-    if (st->rec && tg_opt_record_add(st->rec, to_dev ? "transfer_to_cuda" : "transfer_to_cpu", "place", NULL, 0,
-                                     &created, 1)) {
-        tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        return NULL;
-    }
     return o;
 oom:
     tg_node_free(n);
     tg_var_free(o);
     tg_errorf(ctx, TG_ENOMEM, "out of memory");
     return NULL;
+}
+
+/* Give host copy w the id of device value v, and v "<id>@cuda". */
+static int swap_ids(tg_var *v, tg_var *w, tg_ctx *ctx) {
+    tg_node *n = v->owner;
+    if (n && !n->origins && n->outputs[0] == v) {
+        n->origins = tg_calloc(1, sizeof *n->origins);
+        if (!n->origins || !(n->origins[0] = tg_strdup(v->id))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        n->norigins = 1;
+    }
+    size_t len = strlen(v->id);
+    char *dev_id = tg_calloc(len + sizeof "@cuda", 1);
+    if (!dev_id) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    memcpy(dev_id, v->id, len);
+    memcpy(dev_id + len, "@cuda", sizeof "@cuda");
+    tg_free(w->id);
+    w->id = v->id;
+    v->id = dev_id;
+    return TG_OK;
 }
 
 static bool var_on_dev(const place_state *st, const tg_var *v) {
@@ -178,6 +191,17 @@ int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn
         remove_client(v, NULL, i);
         if (add_client(w, NULL, i)) goto oom;
         fg->outputs[i] = w;
+        /* A function output keeps its id (callers look outputs up by
+         * it): the host copy takes it and the device value is renamed
+         * "<id>@cuda". Its node keeps standing for the original node. */
+        if (i < fg->nout && !strchr(v->id, '@') && (rc = swap_ids(v, w, ctx))) goto done;
+    }
+    /* The record: one entry per transfer, by its final key. */
+    for (int k = nnodes0; k < fg->nnodes && rec; k++) {
+        const char *created = fg->nodes[k]->outputs[0]->id;
+        if (tg_opt_record_add(rec, fg->nodes[k]->a.mode ? "transfer_to_cuda" : "transfer_to_cpu", "place", NULL, 0,
+                              &created, 1))
+            goto oom;
     }
     if ((rc = tg_fgraph_toposort(fg, ctx))) goto done;
     *kernels = tg_calloc((size_t)fg->nnodes + 1, sizeof **kernels);

@@ -312,6 +312,15 @@ tg_array *tg_cuda_download(const tg_array *a, tg_ctx *ctx) {
     return o;
 }
 
+/* ---- messages: the CPU kernels' words, so that an error reads the same
+ * on either device ---- */
+
+static void add_shape(tg_str *s, int n, const int64_t *sh) {
+    tg_str_addf(s, "(");
+    for (int i = 0; i < n; i++) tg_str_addf(s, "%s%lld", i ? ", " : "", (long long)sh[i]);
+    tg_str_addf(s, n == 1 ? ",)" : ")");
+}
+
 /* ---- elementwise ---- */
 
 static int dt_code(tg_dtype dt) { return dt == TG_FLOAT64 ? 1 : dt == TG_FLOAT32 ? 0 : -1; }
@@ -372,8 +381,16 @@ static int k_elemwise(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *c
         nd[k] = in[k]->ndim;
         shapes[k] = in[k]->shape;
     }
-    if (tg_broadcast_shapes(n->nin, nd, shapes, &ondim, shape, &bad))
-        return tg_errorf(ctx, TG_ESHAPE, "operands could not be broadcast together (output axis %d)", bad);
+    if (tg_broadcast_shapes(n->nin, nd, shapes, &ondim, shape, &bad)) {
+        tg_str s = {0};
+        for (int k = 0; k < n->nin; k++) {
+            if (k) tg_str_addf(&s, " and ");
+            add_shape(&s, in[k]->ndim, in[k]->shape);
+        }
+        int rc = tg_errorf(ctx, TG_ESHAPE, "shapes %s do not broadcast", s.s ? s.s : "");
+        tg_str_free(&s);
+        return rc;
+    }
     const tg_dtype od = n->outputs[0]->type.dtype;
     int rc = dev_prepare(&out[0], od, ondim, shape, ctx);
     if (rc) return rc;
@@ -419,6 +436,9 @@ static int reduce_into(int op, const tg_array *x, uint32_t mask, int ondim, cons
     }
     if (p.nout != tg_array_size_inline(*out))
         return tg_errorf(ctx, TG_ESHAPE, "CUDA reduction: output size mismatch");
+    if (p.nr == 0 && (op == TG_CU_MAX || op == TG_CU_MIN))
+        return tg_errorf(ctx, TG_ERUNTIME, "zero-size array to reduction operation %s which has no identity",
+                         op == TG_CU_MAX ? "max" : "min");
     return launch_check(tg_cu_reduce(&p, (*out)->data, x->data, dev.compute), ctx);
 }
 
@@ -438,10 +458,7 @@ static int k_reduce(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         else if (n->a.keepdims)
             oshape[ond++] = 1;
     }
-    int op = red_code(n->op->name);
-    if ((op == TG_CU_MAX || op == TG_CU_MIN) && tg_array_size_inline(x) == 0)
-        return tg_errorf(ctx, TG_ERUNTIME, "%s of an empty array", n->op->name);
-    return reduce_into(op, x, mask, ond, oshape, out, ctx);
+    return reduce_into(red_code(n->op->name), x, mask, ond, oshape, out, ctx);
 }
 
 static int k_sum_to(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
@@ -481,8 +498,15 @@ static int k_softmax(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ct
 static int k_xent(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     tg_array *p = NULL, *t = NULL;
     int rc;
-    if (!tg_shape_equal(in[0]->ndim, in[0]->shape, in[1]->shape) || in[0]->ndim != in[1]->ndim)
-        return tg_errorf(ctx, TG_ESHAPE, "probabilities and targets differ in shape");
+    if (in[0]->ndim != in[1]->ndim || !tg_shape_equal(in[0]->ndim, in[0]->shape, in[1]->shape)) {
+        tg_str s = {0};
+        for (int d = 0; d < in[0]->ndim; d++) tg_str_addf(&s, "%s%lld", d ? ", " : "", (long long)in[0]->shape[d]);
+        tg_str_addf(&s, ") and targets (");
+        for (int d = 0; d < in[1]->ndim; d++) tg_str_addf(&s, "%s%lld", d ? ", " : "", (long long)in[1]->shape[d]);
+        rc = tg_errorf(ctx, TG_ESHAPE, "probabilities (%s) do not match", s.s ? s.s : "");
+        tg_str_free(&s);
+        return rc;
+    }
     if ((rc = make_contiguous(in[0], &p, ctx)) || (rc = make_contiguous(in[1], &t, ctx))) goto done;
     int nl = p->ndim - 1;
     int64_t len = p->shape[nl], rows = 1;
@@ -578,8 +602,14 @@ static int k_dot(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     as_matrix(a, true, &M, &K, &ars, &acs);
     as_matrix(b, false, &K2, &N, &brs, &bcs);
     if (K != K2) {
-        rc = tg_errorf(ctx, TG_ESHAPE, "shapes not aligned: %lld (dim %d) != %lld (dim 0)", (long long)K,
-                       a->ndim - 1, (long long)K2);
+        tg_str s = {0};
+        tg_str_addf(&s, "inputs[0] and inputs[1]: shapes ");
+        add_shape(&s, a->ndim, a->shape);
+        tg_str_addf(&s, " and ");
+        add_shape(&s, b->ndim, b->shape);
+        rc = tg_errorf(ctx, TG_ESHAPE, "%s not aligned: %lld (dim %d) != %lld (dim 0)", s.s ? s.s : "",
+                       (long long)K, a->ndim - 1, (long long)K2);
+        tg_str_free(&s);
         goto done;
     }
     int64_t oshape[2];
@@ -619,9 +649,9 @@ static tg_kernel_fn cu_kernel(const tg_node *n) {
     const char *name = n->op->name;
     if (n->nout != 1) return NULL;
     const tg_type *ot = &n->outputs[0]->type;
-    if (is_view_op(name)) return n->op->run;
     const tg_dtype dt = n->nin ? n->inputs[0]->type.dtype : ot->dtype;
     if (dt_code(dt) < 0) return NULL;
+    if (is_view_op(name)) return n->op->run;
     int code = ew_code(name);
     if (code >= 0) {
         if (n->nin > TG_CU_MAXIN || ot->ndim > TG_CU_MAXD) return NULL;
