@@ -21,7 +21,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tgc check FILE\n"
             "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
-            "               [-O PRESET] [--each] [--save-state OUT.tgf]\n"
+            "               [-O PRESET] [--device cpu|cuda] [--each] [--save-state OUT.tgf]\n"
             "\n"
             "check  load FILE (interchange JSON), compile every function and print\n"
             "       one line per function.\n"
@@ -36,6 +36,9 @@ static void usage(FILE *f) {
             "  --each         print one line per call with the scalar outputs\n"
             "                 (\"call 3: cost=0.6931\"), shapes for the others\n"
             "  -O PRESET      none, fast_compile or fast_run (default)\n"
+            "  --device DEV   cpu (default: $TG_DEVICE, else cpu) or cuda: nodes with a\n"
+            "                 GPU kernel run on the GPU; without one, a line on stderr\n"
+            "                 says so and the run stays on the CPU\n"
             "  --save-state F write the function with its updated shared values\n"
             "                 (compiled-function files: not supported yet)\n"
             "\n"
@@ -110,7 +113,7 @@ static void print_each(long call, const tg_function *f, tg_array **outs) {
 }
 
 static int cmd_run(int argc, char **argv) {
-    const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL;
+    const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL, *device = NULL;
     long calls = 1;
     bool each = false;
     cli_input inputs[256];
@@ -118,6 +121,7 @@ static int cmd_run(int argc, char **argv) {
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
                                          {"each", no_argument, 0, 'e'},
                                          {"save-state", required_argument, 0, 's'},
+                                         {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
@@ -129,6 +133,13 @@ static int cmd_run(int argc, char **argv) {
         case 'O': preset = optarg; break;
         case 'e': each = true; break;
         case 's': save = optarg; break;
+        case 'd':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+                cli_error(TOOL, "--device: unknown device '%s' (cpu or cuda)", optarg);
+                return TG_EXIT_USAGE;
+            }
+            device = optarg;
+            break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'c': {
             char *end;
@@ -179,7 +190,7 @@ static int cmd_run(int argc, char **argv) {
         goto done;
     }
     int fi = tg_graph_function_find(g, fname, ctx);
-    tg_compile_options co = {.preset = preset};
+    tg_compile_options co = {.preset = preset, .device = device};
     if (fi < 0 || !(f = tg_function_compile(g, fi, &co, ctx))) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
         rc = TG_EXIT_USAGE;

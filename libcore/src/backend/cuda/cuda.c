@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -124,7 +125,9 @@ static block *pool_get(size_t n) {
     }
     pthread_mutex_unlock(&dev.lock);
     if (b) goto got;
-    b = tg_calloc(1, sizeof *b);
+    /* The pool's bookkeeping outlives every function and array: it uses
+     * the C allocator, not tg's hook (which counts what tg still holds). */
+    b = calloc(1, sizeof *b);
     if (!b) return NULL;
     if (cudaMalloc(&b->ptr, sz) != cudaSuccess) {
         /* Give the cached blocks back and try once more. */
@@ -132,7 +135,7 @@ static block *pool_get(size_t n) {
         tg_cuda_pool_trim();
         if (cudaMalloc(&b->ptr, sz) != cudaSuccess) {
             cudaGetLastError();
-            tg_free(b);
+            free(b);
             return NULL;
         }
     }
@@ -170,7 +173,7 @@ void tg_cuda_pool_trim(void) {
             cudaFree(b->ptr);
             pool_stats.bytes_held -= b->size;
             pool_stats.frees++;
-            tg_free(b);
+            free(b);
         }
     }
     pthread_mutex_unlock(&dev.lock);
