@@ -33,7 +33,7 @@ static void usage(FILE *f) {
             "       tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...\n"
             "               [--exclude TAG]... [--no-gc] -o OUT.tgf\n"
             "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
-            "               [-O PRESET] [--include TAG]... [--exclude TAG]...\n"
+            "               [-O PRESET] [--include TAG]... [--exclude TAG]... [--device cpu|cuda]\n"
             "               [--reoptimize] [--each] [--save-state OUT.tgf]\n"
             "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
             "               [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
@@ -58,6 +58,9 @@ static void usage(FILE *f) {
             "  -O PRESET      none, fast_compile or fast_run (default)\n"
             "  --include TAG, --exclude TAG\n"
             "                 turn rewrites on or off beyond the preset (repeatable)\n"
+            "  --device DEV   cpu (default: $TG_DEVICE, else cpu) or cuda: nodes with a\n"
+            "                 GPU kernel run on the GPU; without one, a line on stderr\n"
+            "                 says so and the run stays on the CPU\n"
             "  --reoptimize   for a .tgf: optimize its saved original graph again\n"
             "  --save-state F after the run, write a .tgf with the updated shared values\n"
             "                 (a checkpoint: running it resumes exactly where this run\n"
@@ -141,7 +144,7 @@ static void print_each(long call, const tg_function *f, tg_array **outs) {
 }
 
 static int cmd_run(int argc, char **argv) {
-    const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL;
+    const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL, *device = NULL;
     long calls = 1;
     bool each = false, reopt = false;
     const char *inc[65] = {0}, *exc[65] = {0};
@@ -154,6 +157,7 @@ static int cmd_run(int argc, char **argv) {
                                          {"include", required_argument, 0, 'I'},
                                          {"exclude", required_argument, 0, 'X'},
                                          {"reoptimize", no_argument, 0, 'r'},
+                                         {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
@@ -177,6 +181,13 @@ static int cmd_run(int argc, char **argv) {
         case 'O': preset = optarg; break;
         case 'e': each = true; break;
         case 's': save = optarg; break;
+        case 'd':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+                cli_error(TOOL, "--device: unknown device '%s' (cpu or cuda)", optarg);
+                return TG_EXIT_USAGE;
+            }
+            device = optarg;
+            break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'c': {
             char *end;
@@ -218,19 +229,19 @@ static int cmd_run(int argc, char **argv) {
     tg_array **ins = NULL, **outs = NULL;
     int nin = 0, nout = 0;
     tgc_source src = {0};
-    if (tgc_is_tgf(path) && !reopt && (preset || ninc || nexc)) {
+    if (tgc_is_tgf(path) && !reopt && (preset || ninc || nexc || device)) {
         /* Loading a .tgf never optimizes; saying so beats ignoring -O. */
-        cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply with "
+        cli_error(TOOL, "%s is already optimized: -O, --include, --exclude and --device apply with "
                         "--reoptimize (or when compiling it)",
                   path);
         rc = TG_EXIT_USAGE;
         goto done;
     }
     tg_compile_options co = {.preset = preset, .include = ninc ? inc : NULL,
-                             .exclude = nexc ? exc : NULL};
-    /* --reoptimize with no -O, --include or --exclude: the file's own
-     * options. */
-    bool given = preset || ninc || nexc;
+                             .exclude = nexc ? exc : NULL, .device = device};
+    /* --reoptimize with no -O, --include, --exclude or --device: the
+     * file's own options. */
+    bool given = preset || ninc || nexc || device;
     if ((rc = tgc_source_open(&src, TOOL, path, fname, given ? &co : NULL, reopt))) goto done;
     f = src.f;
     nin = tg_function_input_count(f);

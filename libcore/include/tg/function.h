@@ -35,6 +35,13 @@ typedef struct tg_compile_options {
      * lists; NULL for none. An unknown tag is TG_EINVAL. */
     const char *const *include;
     const char *const *exclude;
+    /* Where the nodes run: "cpu" (NULL: the environment variable
+     * TG_DEVICE, else "cpu") or "cuda": every node with a GPU kernel runs
+     * on the GPU, `transfer` nodes move values across; inputs, outputs
+     * and shared values stay on the host. Without a usable GPU (or a
+     * build without CUDA) one line on stderr says so and the function
+     * runs on the CPU. Anything else is TG_EINVAL. */
+    const char *device;
 } tg_compile_options;
 
 /* Compile function `index` of g (see tg_graph_function_find). Errors:

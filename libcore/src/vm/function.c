@@ -1,5 +1,6 @@
 /* Compiling (clone, link) and calling functions: the VM. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vm/vm.h"
@@ -69,6 +70,7 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
         tg_vm_node *s = &f->sched[k];
         s->node = n;
         s->op = n->op;
+        s->run = f->kernels ? f->kernels[k] : n->op->run;
         s->in_slots = tg_calloc((size_t)n->nin + 1, sizeof *s->in_slots);
         if (!s->in_slots) goto oom;
         for (int j = 0; j < n->nin; j++) {
@@ -154,7 +156,13 @@ tg_function *tg_function_compile(tg_graph *g, int index,
             goto fail;
         }
     if (tg_optimize(f->fg, opts, &f->record, g->ids, ctx)) goto fail;
+    /* Placement (rewrite/place.c) runs last, on the optimized graph. */
+    if (tg_place(f->fg, opts && opts->device ? opts->device : getenv("TG_DEVICE"), &f->record, &f->kernels,
+                 ctx))
+        goto fail;
     if (link_function(f, ctx)) goto fail;
+    tg_free(f->kernels);
+    f->kernels = NULL;
     f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
     return f;
 fail:
@@ -214,6 +222,7 @@ void tg_function_free(tg_function *f) {
     tg_free(f->shared);
     tg_free(f->upd_shared);
     tg_free(f->scratch_in);
+    tg_free(f->kernels);
     tg_free(f->name);
     tg_opt_record_free(&f->record);
     if (f->out_ids)
@@ -458,7 +467,7 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
         for (; s < end; s++) {
             tg_node *n = s->node;
             for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
-            int rc = s->op->run(n, in, slots + s->out_slot, ctx);
+            int rc = s->run(n, in, slots + s->out_slot, ctx);
             if (__builtin_expect(rc != 0, 0)) goto node_fail;
             for (int j = 0; j < n->nout; j++) {
                 const tg_array *o = slots[s->out_slot + j];
@@ -484,7 +493,7 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
         if (f->hooks.before &&
             (rc = f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
             return rc;
-        rc = s->op->run(n, in, slots + s->out_slot, ctx);
+        rc = s->run(n, in, slots + s->out_slot, ctx);
         if (rc) {
             tg_node_error_wrap(ctx, n);
             return rc;

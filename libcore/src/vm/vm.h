@@ -9,6 +9,7 @@
 #ifndef TG_VM_INTERNAL_H
 #define TG_VM_INTERNAL_H
 
+#include "backend/backend.h"
 #include "graph/graph.h"
 #include "ops/op.h"
 #include "tg/function.h"
@@ -18,6 +19,7 @@
 typedef struct tg_vm_node {
     tg_node *node;
     const tg_op *op;
+    tg_kernel_fn run; /* op->run, or the device kernel placement chose */
     int *in_slots; /* node->nin entries */
     int out_slot;  /* first of node->nout consecutive slots */
     int *free_slots;
@@ -51,6 +53,7 @@ struct tg_function {
     /* A restored function's rewrite and pass names (record entries point
      * into it; the optimizer's own are static strings): one block, owned. */
     char *strpool;
+    tg_kernel_fn *kernels; /* from placement, until linked (NULL: CPU) */
 };
 
 /* Link an already optimized function graph (taken over, freed on

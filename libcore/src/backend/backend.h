@@ -1,0 +1,61 @@
+/* Private: the interface between the core and a device backend (CUDA).
+ *
+ * ggml's habit: the core sees a backend only through this small struct of
+ * function pointers, so that the CPU build compiles without the CUDA
+ * headers. tg_backend_cuda() returns NULL when the build has no CUDA
+ * backend.
+ *
+ * Device arrays are ordinary tg_array headers whose buffer holds device
+ * memory (its `release` returns the block to the backend's pool); shape,
+ * strides and views work on them unchanged, but only the backend's kernels
+ * may read their data. The placement pass (rewrite/place.c) guarantees
+ * that every other kernel sees host arrays.
+ */
+#ifndef TG_BACKEND_INTERNAL_H
+#define TG_BACKEND_INTERNAL_H
+
+#include "graph/graph.h"
+#include "rewrite/rewrite.h"
+
+typedef int (*tg_kernel_fn)(tg_node *n, tg_array *const *in, tg_array **out,
+                            tg_ctx *ctx);
+
+typedef struct tg_backend {
+    const char *name;
+    /* True when a device can be used. The first call initialises the
+     * device (lazily: a binary built with CUDA pays nothing on a machine
+     * without a GPU until someone asks for the device); when there is
+     * none, *why says why, in a few words. */
+    bool (*available)(const char **why);
+    /* The device kernel for node n as it is typed now, or NULL when the
+     * backend has none for it (an op, a dtype or an attribute it does not
+     * handle). */
+    tg_kernel_fn (*kernel)(const tg_node *n);
+    /* For a node with a device kernel: bit i set when input i is read on
+     * the host or only for its shape (so that placement leaves it where
+     * it is, with no transfer). */
+    unsigned (*host_inputs)(const tg_node *n);
+    /* Copies between host and device. *out follows the kernels' output
+     * convention (reused when it fits). */
+    int (*to_device)(const tg_array *src, tg_array **out, tg_ctx *ctx);
+    int (*to_host)(const tg_array *src, tg_array **out, tg_ctx *ctx);
+    bool (*is_device)(const tg_array *a);
+} tg_backend;
+
+/* The CUDA backend, or NULL when this build has none. */
+const tg_backend *tg_backend_cuda(void);
+
+/* True when a lives in device memory (of any backend). */
+bool tg_array_on_device(const tg_array *a);
+
+/* The placement pass: with device "cuda", moves every node that has a
+ * device kernel to the device and inserts `transfer` nodes where values
+ * cross (rewrite/place.c), each recorded in rec (pass "place"). `device` NULL or "cpu": nothing to do. Sets
+ * *kernels (fg->nnodes entries, owned by the caller; NULL when everything
+ * runs on the CPU) to each scheduled node's kernel. An unknown device is
+ * TG_EINVAL; "cuda" without a usable device prints one line on stderr and
+ * leaves the graph on the CPU. */
+int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec,
+             tg_kernel_fn **kernels, tg_ctx *ctx);
+
+#endif

@@ -1,0 +1,701 @@
+/* The CUDA backend, host side: the device, its memory pool, two streams,
+ * host<->device copies, and each op's device kernel (launching kernels.cu
+ * or cuBLAS).
+ *
+ * The device is opened lazily, at the first call that needs it: a binary
+ * built with CUDA runs on a machine without a GPU (or without a driver)
+ * and only the request for the device fails, with one line, and the
+ * function stays on the CPU.
+ *
+ * Memory (Theano's CNMeM habit): blocks come from cudaMalloc once and go
+ * back to per-size-class free lists when their array dies; the next
+ * request of that class takes one from the list. Nothing calls cudaFree
+ * before tg_cuda_pool_trim (or process exit). Size classes are powers of
+ * two from 256 bytes, so a block wastes at most half its size.
+ *
+ * Streams: kernels and cuBLAS run on the compute stream; copies run on the
+ * transfer stream, ordered after the compute stream by an event (so that
+ * a block freed by one kernel and reused by an upload is not overwritten
+ * early) and the compute stream waits for an upload's event. Only a copy
+ * to the host synchronises, and only with the transfer stream.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/kernels.h"
+#include "ops/op.h"
+
+/* ---- the device ---- */
+
+static struct {
+    pthread_once_t once;
+    bool ok;
+    char why[160];
+    cudaStream_t compute, transfer;
+    cudaEvent_t ev_compute, ev_transfer;
+    cublasHandle_t blas;
+    pthread_mutex_t lock; /* the pool */
+} dev = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void dev_init(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(dev.why, sizeof dev.why, "no CUDA device (%s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        return;
+    }
+    if ((e = cudaSetDevice(0)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&dev.compute, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&dev.transfer, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&dev.ev_compute, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&dev.ev_transfer, cudaEventDisableTiming)) != cudaSuccess) {
+        snprintf(dev.why, sizeof dev.why, "CUDA device 0 unusable (%s)", cudaGetErrorString(e));
+        return;
+    }
+    if (cublasCreate(&dev.blas) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(dev.why, sizeof dev.why, "cuBLAS could not be initialised");
+        return;
+    }
+    cublasSetStream(dev.blas, dev.compute);
+    dev.ok = true;
+}
+
+static bool cu_available(const char **why) {
+    pthread_once(&dev.once, dev_init);
+    if (why) *why = dev.ok ? NULL : dev.why;
+    return dev.ok;
+}
+
+bool tg_cuda_available(void) { return cu_available(NULL); }
+
+void *tg_cuda_compute_stream(void) { return cu_available(NULL) ? dev.compute : NULL; }
+
+int tg_cuda_sync(tg_ctx *ctx) {
+    if (!cu_available(NULL)) return TG_OK;
+    cudaError_t e = cudaStreamSynchronize(dev.compute);
+    if (e != cudaSuccess) return tg_errorf(ctx, TG_ERUNTIME, "CUDA: %s", cudaGetErrorString(e));
+    return TG_OK;
+}
+
+static int cu_check(cudaError_t e, tg_ctx *ctx) {
+    if (e == cudaSuccess) return TG_OK;
+    return tg_errorf(ctx, e == cudaErrorMemoryAllocation ? TG_ENOMEM : TG_ERUNTIME, "CUDA: %s",
+                     cudaGetErrorString(e));
+}
+
+/* ---- the pool ---- */
+
+#define NCLASS 48
+typedef struct block {
+    void *ptr;
+    size_t size;
+    struct block *next;
+} block;
+
+static block *free_list[NCLASS];
+static tg_cuda_pool_stats pool_stats;
+
+static int size_class(size_t n, size_t *rounded) {
+    int c = 0;
+    size_t s = 256;
+    while (s < n && c < NCLASS - 1) {
+        s <<= 1;
+        c++;
+    }
+    *rounded = s;
+    return c;
+}
+
+static block *pool_get(size_t n) {
+    size_t sz;
+    int c = size_class(n ? n : 1, &sz);
+    pthread_mutex_lock(&dev.lock);
+    block *b = free_list[c];
+    if (b) {
+        free_list[c] = b->next;
+        pool_stats.reuses++;
+        pool_stats.bytes_in_use += b->size;
+    }
+    pthread_mutex_unlock(&dev.lock);
+    if (b) goto got;
+    /* The pool's bookkeeping outlives every function and array: it uses
+     * the C allocator, not tg's hook (which counts what tg still holds). */
+    b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    if (cudaMalloc(&b->ptr, sz) != cudaSuccess) {
+        /* Give the cached blocks back and try once more. */
+        cudaGetLastError();
+        tg_cuda_pool_trim();
+        if (cudaMalloc(&b->ptr, sz) != cudaSuccess) {
+            cudaGetLastError();
+            free(b);
+            return NULL;
+        }
+    }
+    b->size = sz;
+    pthread_mutex_lock(&dev.lock);
+    pool_stats.mallocs++;
+    pool_stats.bytes_held += sz;
+    pool_stats.bytes_in_use += sz;
+    pthread_mutex_unlock(&dev.lock);
+got:
+    pthread_mutex_lock(&dev.lock);
+    if (pool_stats.bytes_in_use > pool_stats.peak_in_use) pool_stats.peak_in_use = pool_stats.bytes_in_use;
+    pthread_mutex_unlock(&dev.lock);
+    return b;
+}
+
+static void pool_put(block *b) {
+    size_t sz;
+    int c = size_class(b->size, &sz);
+    pthread_mutex_lock(&dev.lock);
+    b->next = free_list[c];
+    free_list[c] = b;
+    pool_stats.bytes_in_use -= b->size;
+    pthread_mutex_unlock(&dev.lock);
+}
+
+void tg_cuda_pool_trim(void) {
+    if (!dev.ok) return;
+    cudaDeviceSynchronize();
+    pthread_mutex_lock(&dev.lock);
+    for (int c = 0; c < NCLASS; c++) {
+        while (free_list[c]) {
+            block *b = free_list[c];
+            free_list[c] = b->next;
+            cudaFree(b->ptr);
+            pool_stats.bytes_held -= b->size;
+            pool_stats.frees++;
+            free(b);
+        }
+    }
+    pthread_mutex_unlock(&dev.lock);
+}
+
+void tg_cuda_pool_get_stats(tg_cuda_pool_stats *st) {
+    pthread_mutex_lock(&dev.lock);
+    *st = pool_stats;
+    pthread_mutex_unlock(&dev.lock);
+}
+
+static void buffer_release(tg_buffer *buf) { pool_put(buf->release_ud); }
+
+static bool cu_is_device(const tg_array *a) { return a && a->buf && a->buf->release == buffer_release; }
+
+/* A C-contiguous device array; contents undefined. */
+static tg_array *dev_empty(tg_dtype dt, int ndim, const int64_t *shape, tg_ctx *ctx) {
+    int64_t n = tg_shape_size(ndim, shape);
+    if (n < 0) {
+        tg_errorf(ctx, TG_ENOMEM, "array too large");
+        return NULL;
+    }
+    size_t nbytes = (size_t)n * tg_isize(dt);
+    tg_array *a = tg_calloc(1, sizeof *a);
+    tg_buffer *buf = tg_calloc(1, sizeof *buf);
+    block *b = (a && buf) ? pool_get(nbytes) : NULL;
+    if (!b) {
+        tg_free(a);
+        tg_free(buf);
+        tg_errorf(ctx, TG_ENOMEM, "out of device memory (%zu bytes)", nbytes);
+        return NULL;
+    }
+    atomic_init(&buf->refcount, 1);
+    buf->data = b->ptr;
+    buf->nbytes = nbytes;
+    buf->release = buffer_release;
+    buf->release_ud = b;
+    atomic_init(&a->refcount, 1);
+    a->dtype = dt;
+    a->ndim = ndim;
+    for (int i = 0; i < ndim; i++) a->shape[i] = shape[i];
+    tg_strides_contiguous(dt, ndim, shape, a->strides);
+    a->data = b->ptr;
+    a->buf = buf;
+    return a;
+}
+
+/* The device form of tg_array_prepare: reuse *slot when it is a device
+ * array nobody else holds and its block is big enough. */
+static int dev_prepare(tg_array **slot, tg_dtype dt, int ndim, const int64_t *shape, tg_ctx *ctx) {
+    tg_array *o = *slot;
+    int64_t n = tg_shape_size(ndim, shape);
+    if (o && cu_is_device(o) && tg_array_is_exclusive(o) && n >= 0 &&
+        (size_t)n * tg_isize(dt) <= ((block *)o->buf->release_ud)->size) {
+        o->dtype = dt;
+        o->ndim = ndim;
+        for (int i = 0; i < ndim; i++) o->shape[i] = shape[i];
+        tg_strides_contiguous(dt, ndim, shape, o->strides);
+        o->data = o->buf->data;
+        o->buf->nbytes = (size_t)n * tg_isize(dt);
+        return TG_OK;
+    }
+    tg_array_free(o);
+    *slot = dev_empty(dt, ndim, shape, ctx);
+    return *slot ? TG_OK : (ctx ? ctx->status : TG_ENOMEM);
+}
+
+/* ---- copies ---- */
+
+static int cu_to_device(const tg_array *src, tg_array **out, tg_ctx *ctx) {
+    if (!cu_available(NULL)) return tg_errorf(ctx, TG_ERUNTIME, "no CUDA device");
+    if (cu_is_device(src)) {
+        tg_array_free(*out);
+        *out = tg_array_ref((tg_array *)src);
+        return TG_OK;
+    }
+    tg_array *tmp = NULL;
+    const tg_array *h = src;
+    if (!tg_array_is_contiguous(src)) {
+        if (!(tmp = tg_array_copy(src, src->dtype))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        h = tmp;
+    }
+    int rc = dev_prepare(out, src->dtype, src->ndim, src->shape, ctx);
+    size_t nbytes = (size_t)tg_array_size_inline(src) * tg_isize(src->dtype);
+    if (!rc && nbytes) {
+        /* The block may have been freed by a kernel still queued on the
+         * compute stream: order the copy after it. The copy from pageable
+         * memory returns once the source has been staged, so the host
+         * array may go right after. */
+        rc = cu_check(cudaEventRecord(dev.ev_compute, dev.compute), ctx);
+        if (!rc) rc = cu_check(cudaStreamWaitEvent(dev.transfer, dev.ev_compute, 0), ctx);
+        if (!rc) rc = cu_check(cudaMemcpyAsync((*out)->data, h->data, nbytes, cudaMemcpyHostToDevice, dev.transfer), ctx);
+        if (!rc) rc = cu_check(cudaEventRecord(dev.ev_transfer, dev.transfer), ctx);
+        if (!rc) rc = cu_check(cudaStreamWaitEvent(dev.compute, dev.ev_transfer, 0), ctx);
+    }
+    tg_array_free(tmp);
+    return rc;
+}
+
+static int make_contiguous(const tg_array *src, tg_array **dst, tg_ctx *ctx);
+
+static int cu_to_host(const tg_array *src, tg_array **out, tg_ctx *ctx) {
+    if (!cu_is_device(src)) {
+        tg_array_free(*out);
+        *out = tg_array_ref((tg_array *)src);
+        return TG_OK;
+    }
+    tg_array *c = NULL;
+    int rc = make_contiguous(src, &c, ctx);
+    if (rc) return rc;
+    rc = tg_array_prepare(out, src->dtype, src->ndim, src->shape, ctx);
+    size_t nbytes = (size_t)tg_array_size_inline(src) * tg_isize(src->dtype);
+    if (!rc && nbytes) {
+        rc = cu_check(cudaEventRecord(dev.ev_compute, dev.compute), ctx);
+        if (!rc) rc = cu_check(cudaStreamWaitEvent(dev.transfer, dev.ev_compute, 0), ctx);
+        if (!rc) rc = cu_check(cudaMemcpyAsync((*out)->data, c->data, nbytes, cudaMemcpyDeviceToHost, dev.transfer), ctx);
+        /* The value is needed on the host now: the one synchronisation. */
+        if (!rc) rc = cu_check(cudaStreamSynchronize(dev.transfer), ctx);
+    }
+    tg_array_free(c);
+    return rc;
+}
+
+tg_array *tg_cuda_upload(const tg_array *a, tg_ctx *ctx) {
+    tg_array *o = NULL;
+    if (cu_to_device(a, &o, ctx)) {
+        tg_array_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+tg_array *tg_cuda_download(const tg_array *a, tg_ctx *ctx) {
+    tg_array *o = NULL;
+    if (cu_to_host(a, &o, ctx)) {
+        tg_array_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* ---- messages: the CPU kernels' words, so that an error reads the same
+ * on either device ---- */
+
+static void add_shape(tg_str *s, int n, const int64_t *sh) {
+    tg_str_addf(s, "(");
+    for (int i = 0; i < n; i++) tg_str_addf(s, "%s%lld", i ? ", " : "", (long long)sh[i]);
+    tg_str_addf(s, n == 1 ? ",)" : ")");
+}
+
+/* ---- elementwise ---- */
+
+static int dt_code(tg_dtype dt) { return dt == TG_FLOAT64 ? 1 : dt == TG_FLOAT32 ? 0 : -1; }
+
+static int launch_check(int e, tg_ctx *ctx) { return e ? cu_check((cudaError_t)e, ctx) : TG_OK; }
+
+/* A C-contiguous device copy of src (or src itself when it already is). */
+static int make_contiguous(const tg_array *src, tg_array **dst, tg_ctx *ctx) {
+    if (tg_array_is_contiguous(src)) {
+        *dst = tg_array_ref((tg_array *)src);
+        return TG_OK;
+    }
+    if (dt_code(src->dtype) < 0 && tg_isize(src->dtype) != 4 && tg_isize(src->dtype) != 8)
+        return tg_errorf(ctx, TG_EINVAL, "CUDA: cannot copy a strided %s array", tg_dtype_name(src->dtype));
+    int rc = dev_prepare(dst, src->dtype, src->ndim, src->shape, ctx);
+    if (rc) return rc;
+    tg_cu_ew p = {.op = TG_CU_IDENTITY, .nin = 1, .ndim = src->ndim, .f64 = tg_isize(src->dtype) == 8};
+    p.n = tg_array_size_inline(src);
+    int64_t e = (int64_t)tg_isize(src->dtype);
+    for (int d = 0; d < src->ndim; d++) {
+        p.shape[d] = src->shape[d];
+        p.strides[0][d] = src->shape[d] == 1 ? 0 : src->strides[d] / e;
+    }
+    /* A bit copy: 4- and 8-byte elements move as float/double. */
+    void *in[1] = {src->data};
+    return launch_check(tg_cu_elemwise(&p, (*dst)->data, in, dev.compute), ctx);
+}
+
+typedef struct ew_entry {
+    const char *name;
+    int code;
+} ew_entry;
+
+static const ew_entry ew_table[] = {
+    {"neg", TG_CU_NEG},         {"abs", TG_CU_ABS},           {"exp", TG_CU_EXP},
+    {"log", TG_CU_LOG},         {"tanh", TG_CU_TANH},         {"sigmoid", TG_CU_SIGMOID},
+    {"relu", TG_CU_RELU},       {"sqr", TG_CU_SQR},           {"sqrt", TG_CU_SQRT},
+    {"identity", TG_CU_IDENTITY}, {"reciprocal", TG_CU_RECIPROCAL}, {"softplus", TG_CU_SOFTPLUS},
+    {"log1p", TG_CU_LOG1P},     {"expm1", TG_CU_EXPM1},       {"add", TG_CU_ADD},
+    {"sub", TG_CU_SUB},         {"mul", TG_CU_MUL},           {"true_div", TG_CU_DIV},
+    {"maximum", TG_CU_MAXIMUM}, {"minimum", TG_CU_MINIMUM},   {"pow", TG_CU_POW},
+    {"eq", TG_CU_EQ},           {"neq", TG_CU_NEQ},           {"lt", TG_CU_LT},
+    {"le", TG_CU_LE},           {"gt", TG_CU_GT},             {"ge", TG_CU_GE},
+};
+
+static int ew_code(const char *name) {
+    for (size_t i = 0; i < sizeof ew_table / sizeof ew_table[0]; i++)
+        if (strcmp(ew_table[i].name, name) == 0) return ew_table[i].code;
+    return -1;
+}
+
+static int k_elemwise(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    int nd[TG_CU_MAXIN], bad;
+    const int64_t *shapes[TG_CU_MAXIN];
+    int64_t shape[TG_MAX_NDIM];
+    int ondim;
+    for (int k = 0; k < n->nin; k++) {
+        nd[k] = in[k]->ndim;
+        shapes[k] = in[k]->shape;
+    }
+    if (tg_broadcast_shapes(n->nin, nd, shapes, &ondim, shape, &bad)) {
+        tg_str s = {0};
+        for (int k = 0; k < n->nin; k++) {
+            if (k) tg_str_addf(&s, " and ");
+            add_shape(&s, in[k]->ndim, in[k]->shape);
+        }
+        int rc = tg_errorf(ctx, TG_ESHAPE, "shapes %s do not broadcast", s.s ? s.s : "");
+        tg_str_free(&s);
+        return rc;
+    }
+    const tg_dtype od = n->outputs[0]->type.dtype;
+    int rc = dev_prepare(&out[0], od, ondim, shape, ctx);
+    if (rc) return rc;
+    tg_cu_ew p = {.op = ew_code(n->op->name), .nin = n->nin, .ndim = ondim,
+                  .f64 = in[0]->dtype == TG_FLOAT64, .out_bool = od == TG_BOOL, .flat = 1};
+    p.n = tg_shape_size(ondim, shape);
+    const int64_t e = (int64_t)tg_isize(in[0]->dtype);
+    void *ptr[TG_CU_MAXIN];
+    for (int d = 0; d < ondim; d++) p.shape[d] = shape[d];
+    for (int k = 0; k < n->nin; k++) {
+        const tg_array *a = in[k];
+        int off = ondim - a->ndim;
+        if (a->ndim != ondim || !tg_shape_equal(ondim, a->shape, shape) || !tg_array_is_contiguous(a)) p.flat = 0;
+        for (int d = 0; d < ondim; d++) {
+            int ad = d - off;
+            p.strides[k][d] = ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad] / e;
+        }
+        ptr[k] = a->data;
+    }
+    return launch_check(tg_cu_elemwise(&p, out[0]->data, ptr, dev.compute), ctx);
+}
+
+/* ---- reductions ---- */
+
+/* Reduce the axes of x in `mask` into a C-contiguous output of shape
+ * (ndim, shape) whose element count is the product of the kept axes. */
+static int reduce_into(int op, const tg_array *x, uint32_t mask, int ondim, const int64_t *oshape, tg_array **out,
+                       tg_ctx *ctx) {
+    int rc = dev_prepare(out, x->dtype, ondim, oshape, ctx);
+    if (rc) return rc;
+    tg_cu_red p = {.op = op, .f64 = x->dtype == TG_FLOAT64, .nout = 1, .nr = 1};
+    const int64_t e = (int64_t)tg_isize(x->dtype);
+    for (int d = 0; d < x->ndim; d++) {
+        if (mask >> d & 1) {
+            p.rshape[p.nred] = x->shape[d];
+            p.rstride[p.nred++] = x->strides[d] / e;
+            p.nr *= x->shape[d];
+        } else {
+            p.kshape[p.nkept] = x->shape[d];
+            p.kstride[p.nkept++] = x->strides[d] / e;
+            p.nout *= x->shape[d];
+        }
+    }
+    if (p.nout != tg_array_size_inline(*out))
+        return tg_errorf(ctx, TG_ESHAPE, "CUDA reduction: output size mismatch");
+    if (p.nr == 0 && (op == TG_CU_MAX || op == TG_CU_MIN))
+        return tg_errorf(ctx, TG_ERUNTIME, "zero-size array to reduction operation %s which has no identity",
+                         op == TG_CU_MAX ? "max" : "min");
+    return launch_check(tg_cu_reduce(&p, (*out)->data, x->data, dev.compute), ctx);
+}
+
+static int red_code(const char *name) {
+    return !strcmp(name, "sum") ? TG_CU_SUM : !strcmp(name, "max") ? TG_CU_MAX : !strcmp(name, "min") ? TG_CU_MIN
+         : !strcmp(name, "prod") ? TG_CU_PROD : !strcmp(name, "mean") ? TG_CU_MEAN : -1;
+}
+
+static int k_reduce(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const tg_array *x = in[0];
+    uint32_t mask = n->a.axis_null ? (x->ndim ? (uint32_t)((1u << x->ndim) - 1) : 0) : n->a.axis_mask;
+    int64_t oshape[TG_MAX_NDIM];
+    int ond = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (!(mask >> d & 1))
+            oshape[ond++] = x->shape[d];
+        else if (n->a.keepdims)
+            oshape[ond++] = 1;
+    }
+    return reduce_into(red_code(n->op->name), x, mask, ond, oshape, out, ctx);
+}
+
+static int k_sum_to(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const tg_array *g = in[0], *x = in[1];
+    int off = g->ndim - x->ndim;
+    if (off < 0) return tg_errorf(ctx, TG_ESHAPE, "sum_to: gradient of lower rank than its target");
+    uint32_t mask = 0;
+    for (int d = 0; d < g->ndim; d++) {
+        int xd = d - off;
+        if (xd < 0) {
+            mask |= 1u << d;
+        } else if (x->shape[xd] != g->shape[d]) {
+            if (x->shape[xd] != 1)
+                return tg_errorf(ctx, TG_ESHAPE, "sum_to: length %lld cannot be summed to %lld (dimension %d)",
+                                 (long long)g->shape[d], (long long)x->shape[xd], xd);
+            mask |= 1u << d;
+        }
+    }
+    return reduce_into(TG_CU_SUM, g, mask, x->ndim, x->shape, out, ctx);
+}
+
+/* ---- nn ---- */
+
+static int k_softmax(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    tg_array *x = NULL;
+    int rc = make_contiguous(in[0], &x, ctx);
+    if (rc) return rc;
+    int64_t len = x->ndim ? x->shape[x->ndim - 1] : 1, size = tg_array_size_inline(x);
+    if (!(rc = dev_prepare(&out[0], x->dtype, x->ndim, x->shape, ctx)))
+        rc = launch_check(tg_cu_softmax(x->dtype == TG_FLOAT64, strcmp(n->op->name, "log_softmax") == 0,
+                                        len ? size / len : 0, len, out[0]->data, x->data, dev.compute),
+                          ctx);
+    tg_array_free(x);
+    return rc;
+}
+
+static int k_xent(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    tg_array *p = NULL, *t = NULL;
+    int rc;
+    if (in[0]->ndim != in[1]->ndim || !tg_shape_equal(in[0]->ndim, in[0]->shape, in[1]->shape)) {
+        tg_str s = {0};
+        for (int d = 0; d < in[0]->ndim; d++) tg_str_addf(&s, "%s%lld", d ? ", " : "", (long long)in[0]->shape[d]);
+        tg_str_addf(&s, ") and targets (");
+        for (int d = 0; d < in[1]->ndim; d++) tg_str_addf(&s, "%s%lld", d ? ", " : "", (long long)in[1]->shape[d]);
+        rc = tg_errorf(ctx, TG_ESHAPE, "probabilities (%s) do not match", s.s ? s.s : "");
+        tg_str_free(&s);
+        return rc;
+    }
+    if ((rc = make_contiguous(in[0], &p, ctx)) || (rc = make_contiguous(in[1], &t, ctx))) goto done;
+    int nl = p->ndim - 1;
+    int64_t len = p->shape[nl], rows = 1;
+    for (int d = 0; d < nl; d++) rows *= p->shape[d];
+    if (!(rc = dev_prepare(&out[0], p->dtype, nl, p->shape, ctx)))
+        rc = launch_check(tg_cu_xent(p->dtype == TG_FLOAT64, rows, len, out[0]->data, p->data, t->data, dev.compute),
+                          ctx);
+done:
+    tg_array_free(p);
+    tg_array_free(t);
+    return rc;
+}
+
+static int k_like(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const tg_dtype od = n->outputs[0]->type.dtype;
+    int rc = dev_prepare(&out[0], od, in[0]->ndim, in[0]->shape, ctx);
+    if (rc) return rc;
+    double v = strcmp(n->op->name, "ones_like") == 0 ? 1.0 : 0.0;
+    return launch_check(tg_cu_fill(od == TG_FLOAT64, tg_array_size_inline(in[0]), v, out[0]->data, dev.compute), ctx);
+}
+
+/* ---- products (cuBLAS) ---- */
+
+/* How cuBLAS (column-major) reads a row-major (rows, cols) matrix view:
+ * unit-stride rows are the column-major transpose (op N on the swapped
+ * product), unit-stride columns op T. */
+static bool gemm_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t e, cublasOperation_t *op,
+                        int64_t *ld) {
+    if ((cols <= 1 || cs == e) && (rows <= 1 || (rs % e == 0 && rs / e >= cols))) {
+        *op = CUBLAS_OP_N;
+        *ld = rows <= 1 ? (cols > 1 ? cols : 1) : rs / e;
+        if (*ld < cols) *ld = cols > 1 ? cols : 1;
+        return true;
+    }
+    if ((rows <= 1 || rs == e) && (cols <= 1 || (cs % e == 0 && cs / e >= rows))) {
+        *op = CUBLAS_OP_T;
+        *ld = cols <= 1 ? (rows > 1 ? rows : 1) : cs / e;
+        if (*ld < rows) *ld = rows > 1 ? rows : 1;
+        return true;
+    }
+    return false;
+}
+
+/* C (M, N, C-contiguous) = alpha * A (M, K) B (K, N) + beta * C; A and B
+ * given as device pointers with byte strides. */
+static int gemm_dev(tg_dtype dt, int64_t M, int64_t N, int64_t K, const char *A, int64_t ars, int64_t acs,
+                    const char *B, int64_t brs, int64_t bcs, double alpha, double beta, char *C, tg_ctx *ctx) {
+    const int64_t e = (int64_t)tg_isize(dt);
+    cublasOperation_t opa, opb;
+    int64_t lda, ldb;
+    if (M == 0 || N == 0) return TG_OK;
+    if (K == 0) {
+        return beta == 0 ? cu_check(cudaMemsetAsync(C, 0, (size_t)(M * N * e), dev.compute), ctx)
+                         : tg_errorf(ctx, TG_EINVAL, "CUDA gemm: empty product with beta != 0");
+    }
+    if (!gemm_layout(M, K, ars, acs, e, &opa, &lda) || !gemm_layout(K, N, brs, bcs, e, &opb, &ldb))
+        return tg_errorf(ctx, TG_EINVAL, "CUDA gemm: operand layout not supported");
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX)
+        return tg_errorf(ctx, TG_ESHAPE, "a dimension of the product exceeds cuBLAS's int range");
+    /* Row-major C = A B is column-major C^T = B^T A^T. */
+    cublasStatus_t s;
+    if (dt == TG_FLOAT64)
+        s = cublasDgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &alpha, (const double *)B, (int)ldb,
+                        (const double *)A, (int)lda, &beta, (double *)C, (int)N);
+    else {
+        float fa = (float)alpha, fb = (float)beta;
+        s = cublasSgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &fa, (const float *)B, (int)ldb,
+                        (const float *)A, (int)lda, &fb, (float *)C, (int)N);
+    }
+    return s == CUBLAS_STATUS_SUCCESS ? TG_OK : tg_errorf(ctx, TG_ERUNTIME, "cuBLAS gemm failed (status %d)", (int)s);
+}
+
+/* As a (rows, cols) matrix: a vector is a row (first operand) or a column
+ * (second operand). */
+static void as_matrix(const tg_array *a, bool first, int64_t *r, int64_t *c, int64_t *rs, int64_t *cs) {
+    int64_t e = (int64_t)tg_isize(a->dtype);
+    if (a->ndim == 2) {
+        *r = a->shape[0], *c = a->shape[1], *rs = a->strides[0], *cs = a->strides[1];
+    } else if (first) {
+        *r = 1, *c = a->shape[0], *rs = a->shape[0] * e, *cs = a->strides[0];
+    } else {
+        *r = a->shape[0], *c = 1, *rs = a->strides[0], *cs = e;
+    }
+}
+
+static int k_dot(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    /* Views keep their strides: a transposed operand is read as such, and
+     * only a layout cuBLAS cannot read is copied first. */
+    tg_array *a = tg_array_ref(in[0]), *b = tg_array_ref(in[1]), *tmp = NULL;
+    int64_t M, K, K2, N, ars, acs, brs, bcs, ld;
+    cublasOperation_t op;
+    int rc;
+    as_matrix(a, true, &M, &K, &ars, &acs);
+    as_matrix(b, false, &K2, &N, &brs, &bcs);
+    if (K != K2) {
+        tg_str s = {0};
+        tg_str_addf(&s, "inputs[0] and inputs[1]: shapes ");
+        add_shape(&s, a->ndim, a->shape);
+        tg_str_addf(&s, " and ");
+        add_shape(&s, b->ndim, b->shape);
+        rc = tg_errorf(ctx, TG_ESHAPE, "%s not aligned: %lld (dim %d) != %lld (dim 0)", s.s ? s.s : "",
+                       (long long)K, a->ndim - 1, (long long)K2);
+        tg_str_free(&s);
+        goto done;
+    }
+    int64_t oshape[2];
+    int ond = 0;
+    if (a->ndim == 2) oshape[ond++] = M;
+    if (b->ndim == 2) oshape[ond++] = N;
+    if ((rc = dev_prepare(&out[0], n->outputs[0]->type.dtype, ond, oshape, ctx))) goto done;
+    const int64_t e = (int64_t)tg_isize(a->dtype);
+    if (!gemm_layout(M, K, ars, acs, e, &op, &ld)) {
+        if ((rc = make_contiguous(a, &tmp, ctx))) goto done;
+        tg_array_free(a);
+        a = tmp;
+        tmp = NULL;
+        as_matrix(a, true, &M, &K, &ars, &acs);
+    }
+    if (!gemm_layout(K, N, brs, bcs, e, &op, &ld)) {
+        if ((rc = make_contiguous(b, &tmp, ctx))) goto done;
+        tg_array_free(b);
+        b = tmp;
+        tmp = NULL;
+        as_matrix(b, false, &K2, &N, &brs, &bcs);
+    }
+    rc = gemm_dev(a->dtype, M, N, K, a->data, ars, acs, b->data, brs, bcs, 1.0, 0.0, out[0]->data, ctx);
+done:
+    tg_array_free(a);
+    tg_array_free(b);
+    return rc;
+}
+
+/* ---- kernel selection ---- */
+
+/* The CPU kernels of these ops only rewrite the array header (views):
+ * they are right for device arrays too. */
+static bool is_view_op(const char *name) { return !strcmp(name, "transpose") || !strcmp(name, "dimshuffle"); }
+
+static tg_kernel_fn cu_kernel(const tg_node *n) {
+    const char *name = n->op->name;
+    if (n->nout != 1) return NULL;
+    const tg_type *ot = &n->outputs[0]->type;
+    const tg_dtype dt = n->nin ? n->inputs[0]->type.dtype : ot->dtype;
+    if (dt_code(dt) < 0) return NULL;
+    if (is_view_op(name)) return n->op->run;
+    int code = ew_code(name);
+    if (code >= 0) {
+        if (n->nin > TG_CU_MAXIN || ot->ndim > TG_CU_MAXD) return NULL;
+        if (code < TG_CU_UNARY_END ? n->nin != 1 : n->nin < 2) return NULL;
+        if (code != TG_CU_ADD && code != TG_CU_MUL && code >= TG_CU_UNARY_END && n->nin != 2) return NULL;
+        for (int k = 0; k < n->nin; k++)
+            if (n->inputs[k]->type.dtype != dt) return NULL;
+        if (code >= TG_CU_CMP_BEGIN ? ot->dtype != TG_BOOL : ot->dtype != dt) return NULL;
+        return k_elemwise;
+    }
+    if (red_code(name) >= 0) return n->nin == 1 && ot->dtype == dt ? k_reduce : NULL;
+    if (!strcmp(name, "sum_to")) return ot->dtype == dt ? k_sum_to : NULL;
+    if (!strcmp(name, "zeros_like") || !strcmp(name, "ones_like")) return ot->dtype == dt ? k_like : NULL;
+    if (!strcmp(name, "softmax") || !strcmp(name, "log_softmax")) {
+        int nd = n->inputs[0]->type.ndim;
+        int ax = n->a.axes[0] < 0 ? n->a.axes[0] + nd : n->a.axes[0];
+        return nd >= 1 && ax == nd - 1 && ot->dtype == dt ? k_softmax : NULL;
+    }
+    if (!strcmp(name, "categorical_crossentropy"))
+        return n->a.mode == 0 && n->inputs[1]->type.dtype == dt && ot->dtype == dt ? k_xent : NULL;
+    if (!strcmp(name, "dot") || !strcmp(name, "matmul")) {
+        int na = n->inputs[0]->type.ndim, nb = n->inputs[1]->type.ndim;
+        if (na < 1 || na > 2 || nb < 1 || nb > 2 || n->inputs[1]->type.dtype != dt || ot->dtype != dt) return NULL;
+        return k_dot;
+    }
+    return NULL;
+}
+
+static unsigned cu_host_inputs(const tg_node *n) {
+    /* sum_to reads only its second input's shape. */
+    return strcmp(n->op->name, "sum_to") == 0 ? 2u : 0u;
+}
+
+static const tg_backend cuda_backend = {
+    .name = "cuda",
+    .available = cu_available,
+    .kernel = cu_kernel,
+    .host_inputs = cu_host_inputs,
+    .to_device = cu_to_device,
+    .to_host = cu_to_host,
+    .is_device = cu_is_device,
+};
+
+const tg_backend *tg_cuda_backend_get(void) { return &cuda_backend; }

@@ -1,0 +1,34 @@
+/* Private: what the CUDA backend offers beyond the tg_backend interface,
+ * for tests, benchmarks and tools built with CUDA. */
+#ifndef TG_CUDA_INTERNAL_H
+#define TG_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+typedef struct tg_cuda_pool_stats {
+    uint64_t mallocs; /* blocks taken from cudaMalloc */
+    uint64_t reuses;  /* requests served from a free list */
+    uint64_t frees;   /* blocks given back by tg_cuda_pool_trim */
+    size_t bytes_held, bytes_in_use, peak_in_use;
+} tg_cuda_pool_stats;
+
+struct tg_backend;
+const struct tg_backend *tg_cuda_backend_get(void);
+
+/* True when a device is usable (opens it on first call). */
+bool tg_cuda_available(void);
+void *tg_cuda_compute_stream(void);
+/* Wait for the compute stream (benchmarks). */
+int tg_cuda_sync(tg_ctx *ctx);
+/* New device / host copies of a (the caller frees them); NULL with ctx
+ * set on failure. */
+tg_array *tg_cuda_upload(const tg_array *a, tg_ctx *ctx);
+tg_array *tg_cuda_download(const tg_array *a, tg_ctx *ctx);
+void tg_cuda_pool_get_stats(tg_cuda_pool_stats *st);
+/* Give every cached block back to the driver. */
+void tg_cuda_pool_trim(void);
+
+#endif

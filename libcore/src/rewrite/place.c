@@ -1,0 +1,226 @@
+/* The placement pass: which device runs each node, and `transfer` nodes
+ * where a value crosses from one to the other.
+ *
+ * Runs after the optimizer, on the function graph that will be linked.
+ * With device "cuda", every node for which the backend has a kernel (for
+ * its op, dtypes and attributes) runs on the GPU; the rest stay on the
+ * CPU. A value goes over once per call however many nodes read it on the
+ * other side (one transfer node per value and direction). Function inputs,
+ * constants and shared values start on the host and function outputs and
+ * update values come back to it, so that the VM and the caller only ever
+ * see host arrays at the function's edges; intermediates that only GPU
+ * nodes read never leave the device.
+ *
+ * Ops whose CPU kernel reads only the array header (shape, shape_i) take
+ * a device array as it is: asking for a shape costs no copy.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "ops/op.h"
+#include "rewrite/rewrite.h"
+
+extern const tg_op tg_op_transfer;
+
+static int k_to_device(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    return tg_backend_cuda()->to_device(in[0], out, ctx);
+}
+
+static int k_to_host(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    return tg_backend_cuda()->to_host(in[0], out, ctx);
+}
+
+static bool reads_header_only(const tg_node *n) {
+    return !strcmp(n->op->name, "shape") || !strcmp(n->op->name, "shape_i");
+}
+
+static int add_client(tg_var *v, tg_node *node, int index) {
+    if (v->nclients == v->cclients) {
+        int c = v->cclients ? v->cclients * 2 : 4;
+        tg_client *p = tg_realloc(v->clients, (size_t)c * sizeof *p);
+        if (!p) return TG_ENOMEM;
+        v->clients = p;
+        v->cclients = c;
+    }
+    v->clients[v->nclients++] = (tg_client){node, index};
+    return TG_OK;
+}
+
+static void remove_client(tg_var *v, tg_node *node, int index) {
+    for (int i = 0; i < v->nclients; i++)
+        if (v->clients[i].node == node && v->clients[i].index == index) {
+            v->clients[i] = v->clients[--v->nclients];
+            return;
+        }
+}
+
+typedef struct place_state {
+    tg_fgraph *fg;
+    tg_opt_record *rec;
+    /* Per variable (by index at the start): its copy on the other side,
+     * once made. */
+    tg_var **to_dev, **to_host;
+    bool *on_dev;
+    int nvars0;
+} place_state;
+
+/* A transfer node from v to the other side; its output joins fg. */
+static tg_var *make_transfer(place_state *st, tg_var *v, bool to_dev, tg_ctx *ctx) {
+    tg_fgraph *fg = st->fg;
+    char id[512];
+    snprintf(id, sizeof id, "%s@%s", v->id, to_dev ? "cuda" : "cpu");
+    tg_node *n = tg_node_new(&tg_op_transfer, 1, 1);
+    tg_var *o = tg_var_new(id, TG_VAR_RESULT);
+    if (!n || !o) goto oom;
+    n->attrs = json_object_new_object();
+    if (!n->attrs || json_object_object_add(n->attrs, "to", json_object_new_string(to_dev ? "cuda" : "cpu")))
+        goto oom;
+    n->a.mode = to_dev ? 1 : 0;
+    /* Made from nothing original: no origins (an empty, non-NULL list). */
+    n->origins = tg_calloc(1, sizeof *n->origins);
+    if (!n->origins) goto oom;
+    if (v->owner && tg_trace_copy(&n->trace, &v->owner->trace)) goto oom;
+    o->type = v->type;
+    o->owner = n;
+    o->owner_index = 0;
+    n->inputs[0] = v;
+    n->outputs[0] = o;
+    if (fg->nvars == fg->cvars) {
+        int c = fg->cvars ? fg->cvars * 2 : 16;
+        tg_var **p = tg_realloc(fg->vars, (size_t)c * sizeof *p);
+        if (!p) goto oom;
+        fg->vars = p;
+        fg->cvars = c;
+    }
+    o->index = fg->nvars;
+    fg->vars[fg->nvars++] = o;
+    if (tg_fgraph_add_node(fg, n)) {
+        fg->nvars--;
+        goto oom;
+    }
+    n->mark = (void *)(uintptr_t)(to_dev ? k_to_device : k_to_host);
+    return o;
+oom:
+    tg_node_free(n);
+    tg_var_free(o);
+    tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return NULL;
+}
+
+/* Give host copy w the id of device value v, and v "<id>@cuda". */
+static int swap_ids(tg_var *v, tg_var *w, tg_ctx *ctx) {
+    tg_node *n = v->owner;
+    if (n && !n->origins && n->outputs[0] == v) {
+        n->origins = tg_calloc(1, sizeof *n->origins);
+        if (!n->origins || !(n->origins[0] = tg_strdup(v->id))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        n->norigins = 1;
+    }
+    size_t len = strlen(v->id);
+    char *dev_id = tg_calloc(len + sizeof "@cuda", 1);
+    if (!dev_id) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    memcpy(dev_id, v->id, len);
+    memcpy(dev_id + len, "@cuda", sizeof "@cuda");
+    tg_free(w->id);
+    w->id = v->id;
+    v->id = dev_id;
+    return TG_OK;
+}
+
+static bool var_on_dev(const place_state *st, const tg_var *v) {
+    return v->index < st->nvars0 && st->on_dev[v->index];
+}
+
+/* The copy of v on the requested side (v itself when it is there). */
+static tg_var *on_side(place_state *st, tg_var *v, bool dev, tg_ctx *ctx) {
+    if (var_on_dev(st, v) == dev || v->index >= st->nvars0) return v;
+    tg_var **cache = dev ? st->to_dev : st->to_host;
+    if (!cache[v->index]) cache[v->index] = make_transfer(st, v, dev, ctx);
+    return cache[v->index];
+}
+
+int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn **kernels, tg_ctx *ctx) {
+    *kernels = NULL;
+    if (!device || !strcmp(device, "cpu")) return TG_OK;
+    if (strcmp(device, "cuda"))
+        return tg_errorf(ctx, TG_EINVAL, "unknown device '%s' (expected cpu or cuda)", device);
+    const tg_backend *be = tg_backend_cuda();
+    const char *why = "this build has no CUDA backend";
+    if (!be || !be->available(&why)) {
+        fprintf(stderr, "tg: device cuda: %s; running on the CPU\n", why);
+        return TG_OK;
+    }
+    int rc = TG_OK;
+    const int nnodes0 = fg->nnodes;
+    place_state st = {.fg = fg, .rec = rec, .nvars0 = fg->nvars};
+    st.to_dev = tg_calloc((size_t)fg->nvars + 1, sizeof *st.to_dev);
+    st.to_host = tg_calloc((size_t)fg->nvars + 1, sizeof *st.to_host);
+    st.on_dev = tg_calloc((size_t)fg->nvars + 1, sizeof *st.on_dev);
+    tg_node **orig = tg_calloc((size_t)nnodes0 + 1, sizeof *orig);
+    if (!st.to_dev || !st.to_host || !st.on_dev || !orig) goto oom;
+    for (int i = 0; i < fg->nvars; i++) fg->vars[i]->index = i;
+    /* Decide, in topological order: a node's kernel depends only on its
+     * types, so one pass suffices. */
+    for (int k = 0; k < nnodes0; k++) {
+        tg_node *n = orig[k] = fg->nodes[k];
+        tg_kernel_fn fn = be->kernel(n);
+        n->mark = (void *)(uintptr_t)(fn ? fn : n->op->run);
+        if (fn)
+            for (int j = 0; j < n->nout; j++) st.on_dev[n->outputs[j]->index] = true;
+    }
+    /* Wire each node to the values on its side. */
+    for (int k = 0; k < nnodes0; k++) {
+        tg_node *n = orig[k];
+        bool dev = st.on_dev[n->outputs[0]->index];
+        unsigned keep = dev ? be->host_inputs(n) : (reads_header_only(n) ? ~0u : 0u);
+        for (int j = 0; j < n->nin; j++) {
+            if (keep >> j & 1) continue;
+            tg_var *v = n->inputs[j], *w = on_side(&st, v, dev, ctx);
+            if (!w) goto fail;
+            if (w == v) continue;
+            remove_client(v, n, j);
+            if (add_client(w, n, j)) goto oom;
+            n->inputs[j] = w;
+        }
+    }
+    /* Outputs and update values come back to the host. */
+    for (int i = 0; i < fg->nout + fg->nupd; i++) {
+        tg_var *v = fg->outputs[i], *w = on_side(&st, v, false, ctx);
+        if (!w) goto fail;
+        if (w == v) continue;
+        remove_client(v, NULL, i);
+        if (add_client(w, NULL, i)) goto oom;
+        fg->outputs[i] = w;
+        /* A function output keeps its id (callers look outputs up by
+         * it): the host copy takes it and the device value is renamed
+         * "<id>@cuda". Its node keeps standing for the original node. */
+        if (i < fg->nout && !strchr(v->id, '@') && (rc = swap_ids(v, w, ctx))) goto done;
+    }
+    /* The record: one entry per transfer, by its final key. */
+    for (int k = nnodes0; k < fg->nnodes && rec; k++) {
+        const char *created = fg->nodes[k]->outputs[0]->id;
+        if (tg_opt_record_add(rec, fg->nodes[k]->a.mode ? "transfer_to_cuda" : "transfer_to_cpu", "place", NULL, 0,
+                              &created, 1))
+            goto oom;
+    }
+    if ((rc = tg_fgraph_toposort(fg, ctx))) goto done;
+    *kernels = tg_calloc((size_t)fg->nnodes + 1, sizeof **kernels);
+    if (!*kernels) goto oom;
+    for (int k = 0; k < fg->nnodes; k++) {
+        (*kernels)[k] = (tg_kernel_fn)(uintptr_t)fg->nodes[k]->mark;
+        fg->nodes[k]->mark = NULL;
+    }
+    goto done;
+oom:
+    tg_errorf(ctx, TG_ENOMEM, "out of memory");
+fail:
+    rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
+done:
+    if (rc)
+        for (int k = 0; k < fg->nnodes; k++) fg->nodes[k]->mark = NULL;
+    tg_free(st.to_dev);
+    tg_free(st.to_host);
+    tg_free(st.on_dev);
+    tg_free(orig);
+    return rc;
+}

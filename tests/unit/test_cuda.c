@@ -1,0 +1,288 @@
+/* The CUDA backend against the CPU kernels (ggml's test-backend-ops habit):
+ * every GPU kernel runs on the same inputs as the CPU kernel of the same
+ * node, and the results must agree to rounding. Each case is a one-node
+ * graph compiled twice, with device "cpu" and "cuda"; on a GPU the cuda
+ * function must hold the node plus one transfer per input and output
+ * (proof that the node ran on the device). Without a GPU (or a build
+ * without CUDA) the GPU cases are skipped; the fallback test checks that
+ * device "cuda" then runs on the CPU with the same results. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "testutil.h"
+
+static bool have_gpu(void) {
+    const tg_backend *be = tg_backend_cuda();
+    return be && be->available(NULL);
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+enum { R_SIGNED, R_POSITIVE, R_SMALLINT };
+
+static tg_array *rand_array(tg_dtype dt, int ndim, const int64_t *shape, int range) {
+    tg_array *a = tg_array_new(dt, ndim, shape);
+    assert_non_null(a);
+    int64_t n = tg_array_size(a);
+    for (int64_t i = 0; i < n; i++) {
+        double v = range == R_POSITIVE ? 0.1 + 1.9 * urand()
+                 : range == R_SMALLINT ? floor(urand() * 3) - 1
+                                       : 4 * urand() - 2;
+        if (dt == TG_FLOAT64)
+            ((double *)tg_array_data(a))[i] = v;
+        else
+            ((float *)tg_array_data(a))[i] = (float)v;
+    }
+    return a;
+}
+
+typedef struct operand {
+    int ndim;
+    int64_t shape[4];
+} operand;
+
+static void shape_json(char *buf, size_t size, const operand *o) {
+    size_t k = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < o->ndim; d++) k += (size_t)snprintf(buf + k, size - k, "%s%lld", d ? "," : "", (long long)o->shape[d]);
+    snprintf(buf + k, size - k, "]");
+}
+
+static int count_op(const tg_function *f, const char *op) {
+    int c = 0;
+    for (int i = 0; i < tg_function_node_count(f); i++) c += strcmp(tg_function_node_op(f, i), op) == 0;
+    return c;
+}
+
+/* Run `op` (with attrs, a JSON object or NULL) on nin inputs of dtype dt
+ * on both devices and compare. */
+static void check_op(const char *op, const char *attrs, tg_dtype dt, int nin, const operand *ops, int range) {
+    /* sum_to reads its second input's shape only: it stays on the host. */
+    const int nup = strcmp(op, "sum_to") ? nin : nin - 1;
+    char json[4096], shp[64];
+    size_t k = (size_t)snprintf(json, sizeof json, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[");
+    for (int i = 0; i < nin; i++) {
+        shape_json(shp, sizeof shp, &ops[i]);
+        k += (size_t)snprintf(json + k, sizeof json - k, "%s{\"id\":\"x%d\",\"type\":{\"dtype\":\"%s\",\"shape\":%s}}",
+                              i ? "," : "", i, tg_dtype_name(dt), shp);
+    }
+    k += (size_t)snprintf(json + k, sizeof json - k, "],\"nodes\":[{\"op\":\"%s\",\"inputs\":[", op);
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(json + k, sizeof json - k, "%s\"x%d\"", i ? "," : "", i);
+    k += (size_t)snprintf(json + k, sizeof json - k, "],\"outputs\":[\"y\"]%s%s}],\"functions\":{\"f\":{\"inputs\":[",
+                          attrs ? ",\"attrs\":" : "", attrs ? attrs : "");
+    for (int i = 0; i < nin; i++) k += (size_t)snprintf(json + k, sizeof json - k, "%s\"x%d\"", i ? "," : "", i);
+    snprintf(json + k, sizeof json - k, "],\"outputs\":[\"y\"]}}}");
+
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options cpu = {.device = "cpu"}, gpu = {.device = "cuda"};
+    tg_function *fc = tg_function_compile(g, 0, &cpu, ctx);
+    tg_function *fg = tg_function_compile(g, 0, &gpu, ctx);
+    if (!fc || !fg) fail_msg("%s: %s", op, tg_ctx_message(ctx));
+    /* On the device: the node, a transfer per input and one back. */
+    if (count_op(fg, "transfer") != nup + 1)
+        fail_msg("%s %s: %d transfers, expected %d (the node did not go to the GPU)", op, tg_dtype_name(dt),
+                 count_op(fg, "transfer"), nup + 1);
+    /* The output keeps its id. */
+    assert_string_equal(tg_function_output_id(fg, 0), "y");
+    tg_array *in[4] = {0}, *yc = NULL, *yg = NULL;
+    for (int i = 0; i < nin; i++) in[i] = rand_array(dt, ops[i].ndim, ops[i].shape, range);
+    if (tg_function_call(fc, in, &yc, ctx) || tg_function_call(fg, in, &yg, ctx))
+        fail_msg("%s: %s", op, tg_ctx_message(ctx));
+    /* A second call reuses the pooled device buffers: same result. */
+    tg_array *yg2 = NULL;
+    if (tg_function_call(fg, in, &yg2, ctx)) fail_msg("%s: %s", op, tg_ctx_message(ctx));
+    char msg[4096];
+    double rtol = dt == TG_FLOAT64 ? 1e-12 : 2e-5, atol = dt == TG_FLOAT64 ? 1e-13 : 1e-6;
+    if (!tu_arrays_close(yg, yc, rtol, atol, msg, sizeof msg))
+        fail_msg("%s %s (attrs %s): GPU vs CPU\n%s", op, tg_dtype_name(dt), attrs ? attrs : "-", msg);
+    if (!tg_array_equal(yg, yg2)) fail_msg("%s: second call differs", op);
+    for (int i = 0; i < nin; i++) tg_array_free(in[i]);
+    tg_array_free(yc);
+    tg_array_free(yg);
+    tg_array_free(yg2);
+    tg_function_free(fc);
+    tg_function_free(fg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static const tg_dtype FLOATS[] = {TG_FLOAT32, TG_FLOAT64};
+
+static void test_unary(void **state) {
+    if (!have_gpu()) skip();
+    static const char *const pos[] = {"log", "sqrt", "log1p", NULL};
+    static const char *const any[] = {"neg", "abs", "exp", "tanh", "sigmoid", "relu", "sqr", "identity",
+                                      "reciprocal", "softplus", "expm1", NULL};
+    operand o = {2, {3, 70}};
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; pos[i]; i++) check_op(pos[i], NULL, FLOATS[t], 1, &o, R_POSITIVE);
+        for (int i = 0; any[i]; i++) check_op(any[i], NULL, FLOATS[t], 1, &o, R_SIGNED);
+    }
+}
+
+static void test_binary_broadcast(void **state) {
+    if (!have_gpu()) skip();
+    static const char *const ops[] = {"add", "sub", "mul", "true_div", "maximum", "minimum", NULL};
+    static const char *const cmp[] = {"eq", "neq", "lt", "le", "gt", "ge", NULL};
+    /* (4, 1, 3) with (5, 1): the output is (4, 5, 3); a 0-d operand; the
+     * same shape (the contiguous fast path). */
+    operand bc[2] = {{3, {4, 1, 3}}, {2, {5, 1}}}, sc[2] = {{2, {6, 7}}, {0, {0}}}, eq[2] = {{2, {9, 40}}, {2, {9, 40}}};
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; ops[i]; i++) {
+            check_op(ops[i], NULL, FLOATS[t], 2, bc, R_POSITIVE);
+            check_op(ops[i], NULL, FLOATS[t], 2, sc, R_POSITIVE);
+            check_op(ops[i], NULL, FLOATS[t], 2, eq, R_SIGNED);
+        }
+        check_op("pow", NULL, FLOATS[t], 2, bc, R_POSITIVE);
+        for (int i = 0; cmp[i]; i++) {
+            check_op(cmp[i], NULL, FLOATS[t], 2, bc, R_SMALLINT);
+            check_op(cmp[i], NULL, FLOATS[t], 2, eq, R_SMALLINT);
+        }
+        operand three[3] = {{2, {5, 4}}, {1, {4}}, {2, {5, 1}}};
+        check_op("add", NULL, FLOATS[t], 3, three, R_SIGNED);
+        check_op("mul", NULL, FLOATS[t], 3, three, R_SIGNED);
+    }
+}
+
+static void test_reduce(void **state) {
+    if (!have_gpu()) skip();
+    static const char *const ops[] = {"sum", "max", "min", "mean", "prod", NULL};
+    static const char *const attrs[] = {"{\"axis\":0}", "{\"axis\":[1,2]}", "{\"axis\":null}",
+                                        "{\"axis\":-1,\"keepdims\":true}", "{\"axis\":[0,2]}", NULL};
+    operand o = {3, {4, 5, 6}}, big = {2, {3, 3000}};
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; ops[i]; i++) {
+            for (int a = 0; attrs[a]; a++) check_op(ops[i], attrs[a], FLOATS[t], 1, &o, R_POSITIVE);
+            if (strcmp(ops[i], "prod")) check_op(ops[i], "{\"axis\":1}", FLOATS[t], 1, &big, R_POSITIVE);
+        }
+}
+
+static void test_sum_to(void **state) {
+    if (!have_gpu()) skip();
+    operand o[2] = {{3, {4, 5, 3}}, {2, {5, 1}}};
+    for (int t = 0; t < 2; t++) check_op("sum_to", NULL, FLOATS[t], 2, o, R_SIGNED);
+}
+
+static void test_nn(void **state) {
+    if (!have_gpu()) skip();
+    operand rows = {2, {7, 33}}, wide = {3, {2, 3, 700}}, pt[2] = {{2, {6, 10}}, {2, {6, 10}}};
+    for (int t = 0; t < 2; t++) {
+        check_op("softmax", NULL, FLOATS[t], 1, &rows, R_SIGNED);
+        check_op("softmax", NULL, FLOATS[t], 1, &wide, R_SIGNED);
+        check_op("log_softmax", NULL, FLOATS[t], 1, &rows, R_SIGNED);
+        check_op("log_softmax", NULL, FLOATS[t], 1, &wide, R_SIGNED);
+        check_op("categorical_crossentropy", NULL, FLOATS[t], 2, pt, R_POSITIVE);
+        check_op("zeros_like", NULL, FLOATS[t], 1, &rows, R_SIGNED);
+        check_op("ones_like", NULL, FLOATS[t], 1, &rows, R_SIGNED);
+    }
+}
+
+static void test_dot(void **state) {
+    if (!have_gpu()) skip();
+    operand mm[2] = {{2, {6, 7}}, {2, {7, 5}}}, vm[2] = {{1, {7}}, {2, {7, 5}}}, mv[2] = {{2, {6, 7}}, {1, {7}}},
+            vv[2] = {{1, {7}}, {1, {7}}}, big[2] = {{2, {60, 784}}, {2, {784, 500}}};
+    for (int t = 0; t < 2; t++) {
+        check_op("dot", NULL, FLOATS[t], 2, mm, R_SIGNED);
+        check_op("dot", NULL, FLOATS[t], 2, vm, R_SIGNED);
+        check_op("dot", NULL, FLOATS[t], 2, mv, R_SIGNED);
+        check_op("dot", NULL, FLOATS[t], 2, vv, R_SIGNED);
+        check_op("matmul", NULL, FLOATS[t], 2, mm, R_SIGNED);
+    }
+    /* cuBLAS's float32 sums of 784 products differ from OpenBLAS's more
+     * than the element tolerance above: checked in float64 only. */
+    check_op("dot", NULL, TG_FLOAT64, 2, big, R_SIGNED);
+}
+
+/* The MLP of examples/mlp.json trained for three steps on each device:
+ * the cost of every step and the weights after agree. This is the
+ * transposes (views of device arrays), the products, the broadcasts and
+ * sum_to of the backward pass, and the updates coming back to the host. */
+static void test_mlp_training(void **state) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g[2];
+    tg_function *f[2];
+    tg_array *cost[2][3];
+    const char *dev[2] = {"cpu", "cuda"};
+    int64_t xs[2] = {60, 784}, ys[2] = {60, 10};
+    rng_state = 42;
+    tg_array *x = rand_array(TG_FLOAT32, 2, xs, R_POSITIVE), *y = tg_array_new(TG_FLOAT32, 2, ys);
+    for (int r = 0; r < 60; r++) ((float *)tg_array_data(y))[r * 10 + r % 10] = 1;
+    tg_array *in[2] = {x, y};
+    for (int d = 0; d < 2; d++) {
+        g[d] = tg_graph_load(TG_SOURCE_DIR "/examples/mlp.json", ctx);
+        if (!g[d]) fail_msg("%s", tg_ctx_message(ctx));
+        tg_compile_options o = {.device = dev[d]};
+        f[d] = tg_function_compile(g[d], tg_graph_function_find(g[d], "train", ctx), &o, ctx);
+        if (!f[d]) fail_msg("%s", tg_ctx_message(ctx));
+        for (int s = 0; s < 3; s++)
+            if (tg_function_call(f[d], in, &cost[d][s], ctx)) fail_msg("%s: %s", dev[d], tg_ctx_message(ctx));
+    }
+    if (have_gpu()) {
+        /* The products and the elementwise work went to the GPU. */
+        assert_true(count_op(f[1], "transfer") > 0);
+    } else {
+        assert_int_equal(count_op(f[1], "transfer"), 0);
+    }
+    for (int s = 0; s < 3; s++) tu_assert_close(cost[1][s], cost[0][s], 1e-4, 1e-5);
+    static const char *const w[] = {"W1", "b1", "W2", "b2", NULL};
+    for (int i = 0; w[i]; i++)
+        tu_assert_close(tg_function_shared_get(f[1], w[i]), tg_function_shared_get(f[0], w[i]), 1e-4, 1e-5);
+    for (int d = 0; d < 2; d++) {
+        for (int s = 0; s < 3; s++) tg_array_free(cost[d][s]);
+        tg_function_free(f[d]);
+        tg_graph_free(g[d]);
+    }
+    tg_array_free(x);
+    tg_array_free(y);
+    tg_ctx_free(ctx);
+}
+
+/* Runs everywhere: an unknown device is an error naming it; a graph file
+ * holding transfer nodes runs on the CPU as the identity. */
+static void test_device_option(void **state) {
+    tg_graph *g = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                          "{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[{\"op\":\"transfer\",\"inputs\":[\"x\"],"
+                          "\"outputs\":[\"t\"],\"attrs\":{\"to\":\"cuda\"}},{\"op\":\"exp\",\"inputs\":[\"t\"],"
+                          "\"outputs\":[\"y\"]}],\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"y\"]}}}");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options bad = {.device = "tpu"};
+    assert_null(tg_function_compile(g, 0, &bad, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_EINVAL);
+    assert_non_null(strstr(tg_ctx_message(ctx), "'tpu'"));
+    tg_ctx_clear(ctx);
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    tg_array *x = tu_f64(1, (int64_t[]){2}, (double[]){0, 1}), *y = NULL;
+    assert_int_equal(tg_function_call(f, &x, &y, ctx), TG_OK);
+    assert_true(fabs(tg_array_get_flat(y, 0) - 1) < 1e-15 && fabs(tg_array_get_flat(y, 1) - M_E) < 1e-15);
+    tg_array_free(x);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    /* A bad transfer target is a load error naming the attribute. */
+    char msg[512];
+    assert_int_equal(tu_load_fail("{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                                  "{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[{\"op\":\"transfer\",\"inputs\":"
+                                  "[\"x\"],\"outputs\":[\"t\"],\"attrs\":{\"to\":\"gpu\"}}],\"functions\":{\"f\":"
+                                  "{\"inputs\":[\"x\"],\"outputs\":[\"t\"]}}}",
+                                  msg, sizeof msg),
+                     TG_ELOAD);
+    assert_non_null(strstr(msg, "attrs.to"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
+        cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_nn),
+        cmocka_unit_test(test_dot),             cmocka_unit_test(test_mlp_training),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
