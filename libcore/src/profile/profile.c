@@ -438,6 +438,9 @@ static const struct {
 #define FAMILY "composite"
 #include "ops/composite.def"
 #undef FAMILY
+#define FAMILY "transfer"
+#include "ops/transfer.def"
+#undef FAMILY
 #undef TG_OP
 };
 
