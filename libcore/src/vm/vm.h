@@ -53,6 +53,7 @@ struct tg_function {
     tg_opt_record record; /* what the optimizer did */
     double compile_seconds;
     tg_kernel_fn *kernels; /* from placement, until linked (NULL: CPU) */
+    bool on_device;        /* some nodes run on a device */
 };
 
 #endif
