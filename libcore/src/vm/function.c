@@ -160,6 +160,7 @@ tg_function *tg_function_compile(tg_graph *g, int index,
     if (tg_place(f->fg, opts && opts->device ? opts->device : getenv("TG_DEVICE"), &f->record, &f->kernels,
                  ctx))
         goto fail;
+    f->on_device = f->kernels != NULL;
     if (link_function(f, ctx)) goto fail;
     tg_free(f->kernels);
     f->kernels = NULL;
@@ -457,6 +458,30 @@ static void release_buffers(tg_function *f, const tg_vm_node *s) {
     }
 }
 
+/* Hooks read values. In a function placed on a device they get host
+ * copies of the device arrays (slow, but hooks serve debugging and
+ * profiling, which need the values): out NULL calls `before`, else
+ * `after`. */
+static int call_hook_host(tg_function *f, int k, tg_array *const *in, int nin, tg_array *const *out, int nout,
+                          tg_ctx *ctx) {
+    const tg_backend *be = tg_backend_cuda();
+    int n = nin + nout, rc = TG_OK;
+    tg_array **h = tg_calloc((size_t)n + 1, sizeof *h);
+    if (!h) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    for (int j = 0; j < n && !rc; j++) {
+        tg_array *a = j < nin ? in[j] : out[j - nin];
+        if (a && be && be->is_device(a))
+            rc = be->to_host(a, &h[j], ctx);
+        else
+            h[j] = a ? tg_array_ref(a) : NULL;
+    }
+    if (!rc)
+        rc = out ? f->hooks.after(f->hooks.ud, f, k, h, h + nin, ctx) : f->hooks.before(f->hooks.ud, f, k, h, ctx);
+    for (int j = 0; j < n; j++) tg_array_free(h[j]);
+    tg_free(h);
+    return rc;
+}
+
 /* The dispatch loop. Two copies: without hooks (the common case: nothing
  * but the kernel call and the frees), and with them. */
 static int run_schedule(tg_function *f, tg_ctx *ctx) {
@@ -491,7 +516,8 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
         int k = (int)(s - f->sched), rc;
         for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
         if (f->hooks.before &&
-            (rc = f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
+            (rc = f->on_device ? call_hook_host(f, k, in, n->nin, NULL, 0, ctx)
+                               : f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
             return rc;
         rc = s->run(n, in, slots + s->out_slot, ctx);
         if (rc) {
@@ -504,7 +530,8 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
                 return rc;
             }
         if (f->hooks.after &&
-            (rc = f->hooks.after(f->hooks.ud, f, k, in, slots + s->out_slot, ctx)) != 0)
+            (rc = f->on_device ? call_hook_host(f, k, in, n->nin, slots + s->out_slot, n->nout, ctx)
+                               : f->hooks.after(f->hooks.ud, f, k, in, slots + s->out_slot, ctx)) != 0)
             return rc;
         if (s->nfree) release_buffers(f, s);
     }

@@ -54,6 +54,7 @@ struct tg_function {
      * into it; the optimizer's own are static strings): one block, owned. */
     char *strpool;
     tg_kernel_fn *kernels; /* from placement, until linked (NULL: CPU) */
+    bool on_device;        /* some nodes run on a device */
 };
 
 /* Link an already optimized function graph (taken over, freed on
