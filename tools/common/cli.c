@@ -142,3 +142,38 @@ void cli_progress_step(cli_progress *p, long done) {
 void cli_progress_end(cli_progress *p) {
     if (p->on) fputs("\r\033[K", stderr);
 }
+
+int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
+                    const cli_input *inputs, int ninputs, tg_array **ins) {
+    int nin = tg_function_input_count(f);
+    const char *pre = what ? what : "", *sep = what ? ": " : "";
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = TG_EXIT_OK;
+    for (int k = 0; k < ninputs && rc == TG_EXIT_OK; k++) {
+        int idx = -1;
+        for (int i = 0; i < nin; i++)
+            if (strcmp(tg_function_input_id(f, i), inputs[k].id) == 0) idx = i;
+        if (idx < 0) {
+            tg_str list = {0};
+            for (int i = 0; i < nin; i++) tg_str_addf(&list, "%s%s", i ? ", " : "", tg_function_input_id(f, i));
+            cli_error(tool, "%s%s-i %s: function '%s' has no input '%s' (its inputs: %s)", pre, sep,
+                      inputs[k].id, tg_function_name(f), inputs[k].id, list.s ? list.s : "none");
+            tg_str_free(&list);
+            rc = TG_EXIT_USAGE;
+            break;
+        }
+        tg_array_free(ins[idx]);
+        if (!(ins[idx] = cli_value_read(f, idx, inputs[k].value, ctx))) {
+            cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+        }
+    }
+    for (int i = 0; i < nin && rc == TG_EXIT_OK; i++)
+        if (!ins[i]) {
+            cli_error(tool, "%s%sfunction '%s' needs input '%s': give it with -i %s=VALUE", pre, sep,
+                      tg_function_name(f), tg_function_input_id(f, i), tg_function_input_id(f, i));
+            rc = TG_EXIT_USAGE;
+        }
+    tg_ctx_free(ctx);
+    return rc;
+}

@@ -30,6 +30,14 @@ bool cli_input_parse(const char *arg, cli_input *out);
  * (a safe cast) and shape. NULL with a message on ctx otherwise. */
 tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx *ctx);
 
+/* Fill ins[0..nin-1] (zeroed by the caller) with the -i values for f's
+ * inputs: an -i naming no input of f, a value that cannot be read, or an
+ * input left without a value is one line on stderr ("what" prefixes it,
+ * may be NULL) and TG_EXIT_USAGE; TG_EXIT_OK otherwise. The arrays belong
+ * to the caller either way. */
+int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
+                    const cli_input *inputs, int ninputs, tg_array **ins);
+
 /* Create a folder and its parents (mkdir -p). 0 or -1 with errno. */
 int cli_mkdirs(const char *path);
 

@@ -456,28 +456,7 @@ static int profile_run(tg_function *f, cli_input *inputs, int ninputs, long call
     int nin = tg_function_input_count(f), nout = tg_function_output_count(f), rc = TG_EXIT_OK;
     tg_array **ins = calloc((size_t)nin + 1, sizeof *ins), **outs = calloc((size_t)nout + 1, sizeof *outs);
     prof p = {secs, 0};
-    for (int k = 0; k < ninputs && !rc; k++) {
-        int idx = -1;
-        for (int i = 0; i < nin; i++)
-            if (!strcmp(tg_function_input_id(f, i), inputs[k].id)) idx = i;
-        if (idx < 0) {
-            cli_error(TOOL, "-i %s: function '%s' has no input '%s'", inputs[k].id, tg_function_name(f),
-                      inputs[k].id);
-            rc = TG_EXIT_USAGE;
-        } else {
-            tg_array_free(ins[idx]);
-            if (!(ins[idx] = cli_value_read(f, idx, inputs[k].value, ctx))) {
-                cli_error(TOOL, "%s", tg_ctx_message(ctx));
-                rc = TG_EXIT_USAGE;
-            }
-        }
-    }
-    for (int i = 0; i < nin && !rc; i++)
-        if (!ins[i]) {
-            cli_error(TOOL, "--profile: function '%s' needs input '%s': give it with -i %s=VALUE",
-                      tg_function_name(f), tg_function_input_id(f, i), tg_function_input_id(f, i));
-            rc = TG_EXIT_USAGE;
-        }
+    rc = cli_inputs_read(TOOL, "--profile", f, inputs, ninputs, ins);
     tg_hooks h = {prof_before, prof_after, &p};
     tg_function_set_hooks(f, &h);
     for (long c = 0; c < calls && !rc; c++) {

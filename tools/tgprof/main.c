@@ -849,33 +849,7 @@ int main(int argc, char **argv) {
         rc = TG_EXIT_FOUND;
         goto done;
     }
-    for (int k = 0; k < ninputs; k++) {
-        int idx = -1;
-        for (int i = 0; i < nin; i++)
-            if (strcmp(tg_function_input_id(f, i), inputs[k].id) == 0) idx = i;
-        if (idx < 0) {
-            tg_str list = {0};
-            for (int i = 0; i < nin; i++) tg_str_addf(&list, "%s%s", i ? ", " : "", tg_function_input_id(f, i));
-            cli_error(TOOL, "-i %s: function '%s' has no input '%s' (its inputs: %s)", inputs[k].id,
-                      tg_function_name(f), inputs[k].id, list.s ? list.s : "none");
-            tg_str_free(&list);
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-        tg_array_free(ins[idx]);
-        if (!(ins[idx] = cli_value_read(f, idx, inputs[k].value, ctx))) {
-            cli_error(TOOL, "%s", tg_ctx_message(ctx));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-    }
-    for (int i = 0; i < nin; i++)
-        if (!ins[i]) {
-            cli_error(TOOL, "function '%s' needs input '%s': give it with -i %s=VALUE", tg_function_name(f),
-                      tg_function_input_id(f, i), tg_function_input_id(f, i));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
+    if ((rc = cli_inputs_read(TOOL, NULL, f, inputs, ninputs, ins))) goto done;
 
     /* Warm-up calls run without hooks: caches, the VM's kept buffers and
      * OpenBLAS's threads settle before anything is counted. */
