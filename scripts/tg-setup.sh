@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # ---- packages ----
-pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libcmocka-dev libgraphviz-dev nodejs npm)
+pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libcmocka-dev libgraphviz-dev)
 if [ "$mode" = test ]; then
   pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema chromium)
 fi
@@ -22,6 +22,10 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm from Debian only when the machine has none: a Node.js
+# installed another way (with its own npm) conflicts with Debian's npm.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing: ${missing[*]}"
   sudo=""
