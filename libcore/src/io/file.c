@@ -57,10 +57,10 @@ int tg_file_write_atomic(const char *path, const void *data, size_t len,
                          tg_ctx *ctx) {
     static atomic_uint counter;
     size_t plen = strlen(path), tlen = plen + 64;
-    char *tmp = tg_malloc(tlen), *dircopy = tg_strdup(path);
+    char *tmp = tg_malloc(tlen);
     int fd = -1, rc = TG_OK;
     bool created = false;
-    if (!tmp || !dircopy) {
+    if (!tmp) {
         rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
         goto done;
     }
@@ -88,31 +88,34 @@ int tg_file_write_atomic(const char *path, const void *data, size_t len,
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) < 0) {
-        rc = tg_errorf(ctx, TG_EIO, "%s: fsync failed: %s", path, strerror(errno));
-        goto done;
-    }
-    int cr = close(fd);
+    rc = tg_file_commit(fd, tmp, path, ctx);
     fd = -1;
-    if (cr < 0) {
-        rc = tg_errorf(ctx, TG_EIO, "%s: close failed: %s", path, strerror(errno));
-        goto done;
-    }
-    if (rename(tmp, path) < 0) {
-        rc = tg_errorf(ctx, TG_EIO, "%s: cannot replace: %s", path, strerror(errno));
-        goto done;
-    }
-    created = false;
-    /* Make the rename itself durable. */
-    int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    if (!rc) created = false;
 done:
     if (fd >= 0) close(fd);
     if (created) unlink(tmp);
     tg_free(tmp);
-    tg_free(dircopy);
     return rc;
+}
+
+int tg_file_commit(int fd, const char *tmp, const char *path, tg_ctx *ctx) {
+    if (fsync(fd) < 0) {
+        int e = errno;
+        close(fd);
+        return tg_errorf(ctx, TG_EIO, "%s: fsync failed: %s", path, strerror(e));
+    }
+    if (close(fd) < 0) return tg_errorf(ctx, TG_EIO, "%s: close failed: %s", path, strerror(errno));
+    if (rename(tmp, path) < 0)
+        return tg_errorf(ctx, TG_EIO, "%s: cannot replace: %s", path, strerror(errno));
+    /* Make the rename itself durable. */
+    char *dircopy = tg_strdup(path);
+    if (dircopy) {
+        int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        tg_free(dircopy);
+    }
+    return TG_OK;
 }

@@ -69,6 +69,11 @@ void *tg_base64_decode(const char *s, size_t len, size_t *out_n);
  * rename, fsync of the folder. A failure leaves the old file intact. */
 int tg_file_write_atomic(const char *path, const void *data, size_t len,
                          tg_ctx *ctx);
+/* The end of an atomic save: fsync the temporary file fd, close it, rename
+ * tmp over path, fsync the folder. fd is closed in every case; on success
+ * tmp no longer exists under its own name (the caller unlinks it on
+ * failure). */
+int tg_file_commit(int fd, const char *tmp, const char *path, tg_ctx *ctx);
 /* Read a whole file (NUL-terminated; *len without the NUL). */
 char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx);
 

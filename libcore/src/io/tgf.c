@@ -16,7 +16,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,11 +361,11 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
     static atomic_uint counter;
     int rc = TG_OK, n = T->n;
     size_t tlen = strlen(path) + 64;
-    char *tmp = tg_malloc(tlen), *dircopy = tg_strdup(path);
+    char *tmp = tg_malloc(tlen);
     tg_array **contig = tg_calloc((size_t)n + 1, sizeof *contig);
     wfile w = {-1, path, 0};
     bool created = false, ok = true;
-    if (!tmp || !dircopy || !contig) goto oom;
+    if (!tmp || !contig) goto oom;
     json_object *arrs = json_object_new_array();
     put(root, "arrays", arrs, &ok);
     if (!ok) goto oom;
@@ -426,26 +425,9 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
             goto done;
     }
     if ((rc = wr_pad(&w, data_off + off, ctx))) goto done;
-    if (fsync(w.fd) < 0) {
-        rc = tg_errorf(ctx, TG_EIO, "%s: fsync failed: %s", path, strerror(errno));
-        goto done;
-    }
-    int cr = close(w.fd);
+    rc = tg_file_commit(w.fd, tmp, path, ctx);
     w.fd = -1;
-    if (cr < 0) {
-        rc = tg_errorf(ctx, TG_EIO, "%s: close failed: %s", path, strerror(errno));
-        goto done;
-    }
-    if (rename(tmp, path) < 0) {
-        rc = tg_errorf(ctx, TG_EIO, "%s: cannot replace: %s", path, strerror(errno));
-        goto done;
-    }
-    created = false;
-    int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    if (!rc) created = false;
     goto done;
 oom:
     rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
@@ -455,7 +437,6 @@ done:
     for (int k = 0; contig && k < n; k++) tg_array_free(contig[k]);
     tg_free(contig);
     tg_free(tmp);
-    tg_free(dircopy);
     return rc;
 }
 
