@@ -3,19 +3,7 @@
 # from the cache, with TG_CC pointing nowhere (the interpreter).
 set -uo pipefail
 : "${TGC:?}" "${TG_TEST_DATA:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -eq "$want" ]; then pass "$what (exit $got)"; else
-    fail "$what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err"; fi
-}
-contains() { if grep -q -- "$2" "$tmp/$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/  | /' "$tmp/$1"; fi; }
+. "$(dirname "$0")/lib/checks.bash"
 export TG_CACHE_DIR=$tmp/cache
 G=$TG_TEST_DATA/ops/composite_paper.json
 A='a=[[1, 2, 3, 4]]'

@@ -3,21 +3,7 @@
 # inputs from literals and .npy files, outputs to .npy, --calls with updates.
 set -uo pipefail
 : "${TGC:?}" "${TG_SRC:?}" "${TG_TEST_DATA:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
-# expect STATUS DESCRIPTION -- command...: runs it, checks the exit status,
-# keeps stdout in $tmp/out and stderr in $tmp/err.
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -eq "$want" ]; then pass "$what (exit $got)"; else
-    fail "$what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err"; fi
-}
-contains() { if grep -q -- "$2" "$tmp/$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/  | /' "$tmp/$1"; fi; }
+. "$(dirname "$0")/lib/checks.bash"
 G=$TG_TEST_DATA/tools/counter.json
 L=$TG_SRC/examples/logreg.json
 

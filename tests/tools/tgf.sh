@@ -6,19 +6,7 @@
 # loads with one warning; print and export.
 set -uo pipefail
 : "${TGC:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; fails=$((fails + 1)); }
-expect() {
-  local want=$1 what=$2; shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -eq "$want" ]; then pass "$what (exit $got)"; else
-    fail "$what: exit $got, want $want"; sed 's/^/  | /' "$tmp/err"; fi
-}
-contains() { if grep -q -- "$2" "$tmp/$1"; then pass "$3"; else fail "$3: '$2' not in $1"; sed 's/^/  | /' "$tmp/$1"; fi; }
+. "$(dirname "$0")/lib/checks.bash"
 one_line() { # the error is one line that names the file
   local n; n=$(wc -l <"$tmp/err")
   if [ "$n" -eq 1 ] && grep -q -- "$1" "$tmp/err"; then pass "$2: one line naming the file"; else

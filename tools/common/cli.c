@@ -177,3 +177,16 @@ int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
     tg_ctx_free(ctx);
     return rc;
 }
+
+bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const char *arg) {
+    if (*n >= max) {
+        cli_error(tool, "-i: at most %d inputs", max);
+        return false;
+    }
+    if (!cli_input_parse(arg, &inputs[*n])) {
+        cli_error(tool, "-i: expected ID=VALUE, got '%s'", arg);
+        return false;
+    }
+    (*n)++;
+    return true;
+}

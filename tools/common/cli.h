@@ -30,6 +30,12 @@ bool cli_input_parse(const char *arg, cli_input *out);
  * (a safe cast) and shape. NULL with a message on ctx otherwise. */
 tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx *ctx);
 
+/* Append the -i argument `arg` to inputs (n entries so far, room for
+ * max): false, with one line on stderr, when it is not ID=VALUE or there
+ * is no room. */
+#define CLI_MAX_INPUTS 256
+bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const char *arg);
+
 /* Fill ins[0..nin-1] (zeroed by the caller) with the -i values for f's
  * inputs: an -i naming no input of f, a value that cannot be read, or an
  * input left without a value is one line on stderr ("what" prefixes it,

@@ -149,7 +149,7 @@ static int cmd_run(int argc, char **argv) {
     bool each = false, reopt = false;
     const char *inc[65] = {0}, *exc[65] = {0};
     int ninc = 0, nexc = 0;
-    cli_input inputs[256];
+    cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
                                          {"each", no_argument, 0, 'e'},
@@ -200,15 +200,7 @@ static int cmd_run(int argc, char **argv) {
             break;
         }
         case 'i':
-            if (ninputs >= 256) {
-                cli_error(TOOL, "-i: at most 256 inputs");
-                return TG_EXIT_USAGE;
-            }
-            if (!cli_input_parse(optarg, &inputs[ninputs])) {
-                cli_error(TOOL, "-i: expected ID=VALUE, got '%s'", optarg);
-                return TG_EXIT_USAGE;
-            }
-            ninputs++;
+            if (!cli_input_add(TOOL, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
         default: usage(stderr); return TG_EXIT_USAGE;
         }

@@ -482,7 +482,7 @@ int tgc_cmd_print(int argc, char **argv) {
     const char *fname = NULL, *preset = NULL, *ids = "char";
     bool optimized = false, types = false, shapes = false;
     long calls = 0;
-    cli_input inputs[256];
+    cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     static const struct option opts[] = {{"optimized", no_argument, 0, 'z'},
                                          {"profile", required_argument, 0, 'p'},
@@ -509,11 +509,7 @@ int tgc_cmd_print(int argc, char **argv) {
             break;
         }
         case 'i':
-            if (ninputs >= 256 || !cli_input_parse(optarg, &inputs[ninputs])) {
-                cli_error(TOOL, "-i: expected ID=VALUE (at most 256), got '%s'", optarg);
-                return TG_EXIT_USAGE;
-            }
-            ninputs++;
+            if (!cli_input_add(TOOL, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
         case 'd': ids = optarg; break;
         case 't': types = true; break;

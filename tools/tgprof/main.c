@@ -721,7 +721,7 @@ static bool parse_count(const char *opt, const char *s, long min, long *out) {
 int main(int argc, char **argv) {
     const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL;
     long calls = 10, warmup = 1, top = 20;
-    cli_input inputs[256];
+    cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     const char *inc[65] = {0}, *exc[65] = {0};
     int ninc = 0, nexc = 0;
@@ -766,15 +766,7 @@ int main(int argc, char **argv) {
             if (!parse_count("--top", optarg, 0, &top)) return TG_EXIT_USAGE;
             break;
         case 'i':
-            if (ninputs >= 256) {
-                cli_error(TOOL, "-i: at most 256 inputs");
-                return TG_EXIT_USAGE;
-            }
-            if (!cli_input_parse(optarg, &inputs[ninputs])) {
-                cli_error(TOOL, "-i: expected ID=VALUE, got '%s'", optarg);
-                return TG_EXIT_USAGE;
-            }
-            ninputs++;
+            if (!cli_input_add(TOOL, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
         case ':':
             cli_error(TOOL, "option '%s' needs a value (see tgprof --help)", argv[optind - 1]);
