@@ -9,7 +9,12 @@ of tg's) where the damage must get past them:
   header-raw TEXT  the header is TEXT (need not be JSON)
   flip-header      change one header byte, keeping the old checksum
   flip-data        change the first data byte, keeping the array's checksum
+  array-field K F V  set field F (shape0 or offset) of array K in the array
+                   table to V, fixing the table's checksum
+  section-string F OLD NEW  in function F's graph section, replace the
+                   string OLD by NEW (same length), fixing the checksums
 """
+import json
 import struct
 import sys
 
@@ -38,6 +43,30 @@ def main():
         header = header.replace(args[0].encode(), args[1].encode())
     elif mode == "header-raw":
         header = args[0].encode()
+    elif mode in ("array-field", "section-string"):
+        h = json.loads(header)
+        tab = h["array_table"]
+        data = bytearray(data)
+        t0 = tab["offset"]
+        if mode == "array-field":
+            k, field, value = int(args[0]), args[1], int(args[2])
+            at = t0 + 96 * k + (8 if field == "shape0" else 72)
+            struct.pack_into("<Q", data, at, value)
+        else:
+            f, old, new = int(args[0]), args[1].encode(), args[2].encode()
+            assert len(old) == len(new)
+            k = h["functions"][f]["graph_section"]
+            e = t0 + 96 * k
+            off, nb = struct.unpack_from("<QQ", data, e + 72)
+            sec = bytes(data[off:off + nb])
+            needle = struct.pack("<I", len(old)) + old
+            assert needle in sec, "string not in the section"
+            sec = sec.replace(needle, struct.pack("<I", len(new)) + new, 1)
+            data[off:off + nb] = sec
+            struct.pack_into("<I", data, e + 88, crc32c(sec))
+        tab["crc32c"] = crc32c(bytes(data[t0:t0 + 96 * tab["count"]]))
+        header = json.dumps(h, separators=(",", ":")).encode()
+        data = bytes(data)
     elif mode == "flip-header":
         raw[64 + hlen // 2] ^= 0x01
         open(dst, "wb").write(raw)

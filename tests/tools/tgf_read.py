@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """An independent reader of the .tgf layout (schemas/tgf.md), for
-tests/tools/tgf.sh: checks the preamble, both checksums and every array's
-CRC-32C with its own table-driven CRC, then prints each shared variable as
-"id dtype shape" and, for each given ID=NPY pair, whether the saved value is
-byte-identical to the .npy file (numpy).
+tests/tools/tgf.sh: checks the preamble, both checksums, the array table's
+and every array's CRC-32C with its own table-driven CRC, decodes each
+function's graph section (string table, variables, nodes in their
+schedule, the function, the rewrite record and passes) and checks it
+against the header's node count, then prints each shared variable as
+"id dtype shape" and, for each given ID=NPY pair, whether the saved value
+is byte-identical to the .npy file (numpy).
 
 tgf_read.py FILE.tgf [ID=PATH.npy]..."""
 import json
@@ -19,6 +22,11 @@ for i in range(256):
         c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
     TABLE.append(c)
 
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64"]
+KINDS = ["input", "constant", "shared", "result"]
+NONE = 0xFFFFFFFF
+
 
 def crc32c(data):
     crc = 0xFFFFFFFF
@@ -27,30 +35,119 @@ def crc32c(data):
     return crc ^ 0xFFFFFFFF
 
 
+class Cursor:
+    def __init__(self, data):
+        self.d, self.p = data, 0
+
+    def u8(self):
+        self.p += 1
+        return self.d[self.p - 1]
+
+    def u32(self):
+        self.p += 4
+        return struct.unpack_from("<I", self.d, self.p - 4)[0]
+
+    def i64(self):
+        self.p += 8
+        return struct.unpack_from("<q", self.d, self.p - 8)[0]
+
+    def bytes(self, n):
+        self.p += n
+        assert self.p <= len(self.d), "section truncated"
+        return self.d[self.p - n:self.p]
+
+
+def section(data):
+    """Decode one graph section; returns (variables, nodes, function)."""
+    c = Cursor(data)
+    assert c.bytes(4) == b"TGG\x02", "section magic"
+    strs = [c.bytes(c.u32()).decode() for _ in range(c.u32())]
+
+    def s(opt=True):
+        i = c.u32()
+        if i == NONE and opt:
+            return None
+        return strs[i]
+
+    variables = []
+    for _ in range(c.u32()):
+        v = {"id": s(False), "name": s(), "kind": KINDS[c.u8()], "flags": c.u8(),
+             "dtype": DTYPES[c.u8()]}
+        nd = c.u8()
+        v["shape"] = [c.i64() for _ in range(nd)]
+        v["array"], v["test_value"] = c.u32(), c.u32()
+        variables.append(v)
+    nodes = []
+    for _ in range(c.u32()):
+        n = {"op": s(False), "attrs": s(), "name": s()}
+        n["inputs"] = [variables[c.u32()]["id"] for _ in range(c.u32())]
+        nout = c.u32()
+        n["outputs"] = [variables[c.u32()]["id"] for _ in range(nout)]
+        if c.u8():
+            n["inplace"] = list(struct.unpack("<%db" % nout, c.bytes(nout)))
+        n["trace"] = [(s(), c.i64(), s(), s()) for _ in range(c.u32())]
+        no = c.u32()
+        n["origins"] = None if no == NONE else [s(False) for _ in range(no)]
+        if n["attrs"] is not None:
+            json.loads(n["attrs"])
+        nodes.append(n)
+    fn = {"inputs": [variables[c.u32()]["id"] for _ in range(c.u32())]}
+    fn["outputs"] = [(variables[c.u32()]["id"], s(False)) for _ in range(c.u32())]
+    fn["updates"] = [(variables[c.u32()]["id"], variables[c.u32()]["id"]) for _ in range(c.u32())]
+    record = []
+    for _ in range(c.u32()):
+        name, pas = s(False), s(False)
+        removed = [s(False) for _ in range(c.u32())]
+        created = [s(False) for _ in range(c.u32())]
+        record.append((name, pas, removed, created))
+    passes = []
+    for _ in range(c.u32()):
+        passes.append((s(False), struct.unpack("<d", c.bytes(8))[0], c.u32(), c.u32(), c.u32()))
+    assert c.p == len(data), "bytes after the section"
+    # Each node runs after the nodes it reads.
+    made = set(v["id"] for v in variables if v["kind"] != "result")
+    for n in nodes:
+        assert all(i in made for i in n["inputs"]), "schedule order"
+        made.update(n["outputs"])
+    return variables, nodes, fn, record, passes
+
+
 def main():
     raw = open(sys.argv[1], "rb").read()
     assert raw[:8] == b"TGF\x89\r\n\x1a\n", "magic"
     version, flags, hoff, hlen, doff, dlen = struct.unpack_from("<IIQQQQ", raw, 8)
     hcrc, res1, pcrc, res2 = struct.unpack_from("<IIII", raw, 48)
-    assert version == 1 and flags == 0 and hoff == 64 and res1 == 0 and res2 == 0
+    assert version == 2 and flags == 0 and hoff == 64 and res1 == 0 and res2 == 0
     assert pcrc == crc32c(raw[:56]), "preamble checksum"
     assert hcrc == crc32c(raw[64:64 + hlen]), "header checksum"
     assert doff % 64 == 0 and doff >= 64 + hlen and doff + dlen == len(raw), "layout"
     header = json.loads(raw[64:64 + hlen])
+    tab = header["array_table"]
+    tbytes = raw[doff + tab["offset"]:doff + tab["offset"] + 96 * tab["count"]]
+    assert tab["offset"] % 64 == 0 and crc32c(tbytes) == tab["crc32c"], "array table checksum"
     arrays = []
-    for k, a in enumerate(header["arrays"]):
-        assert a["offset"] % 64 == 0, "alignment"
-        data = raw[doff + a["offset"]:doff + a["offset"] + a["nbytes"]]
-        assert len(data) == a["nbytes"]
-        assert crc32c(data) == a["crc32c"], "array %d checksum" % k
-        arr = np.frombuffer(data, dtype=np.dtype(a["dtype"]).newbyteorder("<")).reshape(a["shape"])
-        arrays.append(arr)
-    for sid, k in sorted(header["shared"].items()):
+    for k in range(tab["count"]):
+        e = tbytes[96 * k:96 * (k + 1)]
+        dt, nd = e[0], e[1]
+        shape = list(struct.unpack_from("<%dQ" % nd, e, 8))
+        off, nb, crc = struct.unpack_from("<QQI", e, 72)
+        assert off % 64 == 0, "alignment"
+        data = raw[doff + off:doff + off + nb]
+        assert len(data) == nb and crc32c(data) == crc, "array %d checksum" % k
+        arrays.append(np.frombuffer(data, dtype=np.dtype(DTYPES[dt]).newbyteorder("<")).reshape(shape))
+    shared = {}
+    for f in header["functions"]:
+        variables, nodes, fn, record, passes = section(arrays[f["graph_section"]].tobytes())
+        assert len(nodes) == f["nodes"], "node count"
+        for v in variables:
+            if v["kind"] == "shared":
+                shared[v["id"]] = v["array"]
+    for sid, k in sorted(shared.items()):
         print(sid, arrays[k].dtype, list(arrays[k].shape))
     for pair in sys.argv[2:]:
         sid, path = pair.split("=", 1)
         want = np.load(path)
-        got = arrays[header["shared"][sid]]
+        got = arrays[shared[sid]]
         same = got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
         print("%s %s" % (sid, "identical" if same else "DIFFERS"))
     print("ok: %d arrays, %d functions" % (len(arrays), len(header["functions"])))

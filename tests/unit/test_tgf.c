@@ -88,6 +88,39 @@ static void save_graph(const char *name, tg_graph **gout, tg_function **fs) {
     *gout = g;
 }
 
+/* Long buffers take the hardware path's three interleaved streams (blocks
+ * of 4096 bytes, combined by shifting): it must agree with the table on
+ * every length around the block boundaries, at several alignments, and
+ * both with a plain bit-by-bit CRC written here. */
+static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    }
+    return ~c;
+}
+
+static void test_crc32c_long(void **state) {
+    (void)state;
+    size_t cap = 3 * 4096 * 5 + 64;
+    unsigned char *buf = malloc(cap);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < cap; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (unsigned char)x;
+    }
+    size_t lens[] = {3 * 4096 - 1, 3 * 4096, 3 * 4096 + 1, 3 * 4096 + 8, 6 * 4096 + 13,
+                     3 * 4096 * 5};
+    for (int off = 0; off < 8; off += 3)
+        for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+            uint32_t want = crc_bitwise(buf + off, lens[i]);
+            assert_int_equal(tg_crc32c_sw(0, buf + off, lens[i]), want);
+            assert_int_equal(tg_crc32c(0, buf + off, lens[i]), want);
+        }
+    free(buf);
+}
+
 static void test_crc32c_known_values(void **state) {
     (void)state;
     /* The check value of CRC-32C (RFC 3720 appendix B.4 and the CRC
@@ -235,6 +268,56 @@ static void test_record_and_origins_survive(void **state) {
     assert_null(tg_tgf_load(path_in("r.tgf"), &lo, ctx));
     assert_int_equal(tg_ctx_status(ctx), TG_ENOTFOUND);
     tg_function_free(h);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* A fast_run compile: the optimizer's passes come back with the function,
+ * and an output the optimizer folded into a constant keeps its declared
+ * id (the constant's own id differs). */
+static void test_passes_and_output_ids_survive(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load("{\"format\": \"tg-graph\", \"version\": 1,"
+                          " \"variables\": [{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}],"
+                          " \"nodes\": ["
+                          "  {\"op\": \"mul\", \"inputs\": [\"x\", {\"value\": 3}], \"outputs\": [\"y\"]},"
+                          "  {\"op\": \"add\", \"inputs\": [{\"value\": 1}, {\"value\": 2}], \"outputs\": [\"k\"]}],"
+                          " \"functions\": {\"main\": {\"inputs\": [\"x\"], \"outputs\": [\"y\", \"k\"]}}}");
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    if (!f) fail_msg("%s", tg_ctx_message(ctx));
+    assert_true(tg_function_pass_count(f) > 0);
+    if (tg_tgf_save(path_in("p.tgf"), &f, 1, NULL, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = tg_tgf_load(path_in("p.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *h = tg_tgf_function(t, 0);
+    assert_int_equal(tg_function_pass_count(h), tg_function_pass_count(f));
+    for (int i = 0; i < tg_function_pass_count(f); i++) {
+        tg_pass_stats a, b;
+        assert_int_equal(tg_function_pass_get(f, i, &a), 0);
+        assert_int_equal(tg_function_pass_get(h, i, &b), 0);
+        assert_string_equal(a.name, b.name);
+        assert_true(a.seconds == b.seconds);
+        assert_int_equal(a.nodes_before, b.nodes_before);
+        assert_int_equal(a.nodes_after, b.nodes_after);
+        assert_int_equal(a.applied, b.applied);
+    }
+    assert_true(tg_function_optimize_seconds(h) == 0); /* nothing optimized now */
+    assert_string_equal(tg_function_output_id(h, 0), "y");
+    assert_string_equal(tg_function_output_id(h, 1), "k");
+    /* And the values: (1, 2) * 3 and 1 + 2. */
+    double xv[2] = {1, 2};
+    tg_array *x = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2}), *out[2] = {NULL, NULL};
+    memcpy(tg_array_data(x), xv, sizeof xv);
+    if (tg_function_call(h, &x, out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    const double *y = tg_array_data(out[0]);
+    assert_true(y[0] == 3 && y[1] == 6);
+    assert_true(*(const int64_t *)tg_array_data(out[1]) == 3);
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    tg_array_free(x);
+    tg_tgf_free(t);
     tg_function_free(f);
     tg_graph_free(g);
     tg_ctx_free(ctx);
@@ -429,6 +512,8 @@ static void test_kill_during_save_keeps_old_file(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_known_values),
+        cmocka_unit_test(test_crc32c_long),
+        cmocka_unit_test(test_passes_and_output_ids_survive),
         cmocka_unit_test(test_save_load_same_bits_and_shared_state),
         cmocka_unit_test(test_checkpoint_resume_exact),
         cmocka_unit_test(test_record_and_origins_survive),

@@ -14,11 +14,12 @@
  * tg_tgf_function_take. Functions loaded from one file share their shared
  * variables, as the functions of one graph do.
  *
- * A restored function keeps its rewrite record and node origins
- * (tg_function_rewrite_get, tg_function_node_origins); its
- * tg_function_optimize_seconds is 0 and its tg_function_compile_seconds
- * the time it took to link, since nothing was optimized (the figures of
- * the original compile stay in the file's header).
+ * A restored function keeps its rewrite record, node origins and the
+ * optimizer's pass profile of the compile that made it
+ * (tg_function_rewrite_get, tg_function_node_origins,
+ * tg_function_pass_get); its tg_function_optimize_seconds is 0 and its
+ * tg_function_compile_seconds the time it took to restore, since nothing
+ * was optimized (the original compile time stays in the file's header).
  */
 #ifndef TG_TGF_H
 #define TG_TGF_H
@@ -33,7 +34,7 @@ extern "C" {
 #endif
 
 /* The file format version this build writes and the newest it reads. */
-#define TG_TGF_VERSION 1
+#define TG_TGF_VERSION 2
 
 typedef struct tg_tgf tg_tgf;
 

@@ -58,6 +58,8 @@ void tg_fgraph_remove_client(tg_var *v, tg_node *node, int index) { remove_clien
 
 int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v) { return fg_add_var(fg, v); }
 
+int tg_fgraph_add_client(tg_var *v, tg_node *node, int index) { return add_client(v, node, index); }
+
 void tg_fgraph_free(tg_fgraph *fg) {
     if (!fg) return;
     for (int i = 0; i < fg->nnodes; i++) tg_node_free(fg->nodes[i]);

@@ -241,6 +241,9 @@ void tg_fgraph_free(tg_fgraph *fg);
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);
 /* Append a variable (a new node's output) to fg's list. */
 int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v);
+/* Add a reader of v: input `index` of node, or (node NULL) output
+ * `index` of the function. */
+int tg_fgraph_add_client(tg_var *v, tg_node *node, int index);
 /* Remove node's entry for input `index` from v's clients, O(1). */
 void tg_fgraph_remove_client(tg_var *v, tg_node *node, int index);
 /* Replace every use of `old` by `new` (clients move over; outputs too). */

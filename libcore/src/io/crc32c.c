@@ -43,6 +43,35 @@ uint32_t tg_crc32c_sw(uint32_t crc, const void *data, size_t n) {
 }
 
 #if defined(__x86_64__)
+#include <pthread.h>
+
+/* The crc32 instruction has a latency of three cycles and a throughput of
+ * one: three independent streams over three blocks of BLOCK bytes keep it
+ * busy, and the three registers are then combined. Running the register
+ * through n zero bytes is linear in it, so "shift by BLOCK bytes" is four
+ * byte tables (shift1) and "by 2*BLOCK bytes" four more (shift2). */
+enum { BLOCK = 4096 };
+static uint32_t shift1[4][256], shift2[4][256];
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
+
+__attribute__((target("sse4.2"))) static uint32_t zeros(uint32_t c, size_t n) {
+    uint64_t r = c;
+    for (size_t i = 0; i < n; i += 8) r = __builtin_ia32_crc32di(r, 0);
+    return (uint32_t)r;
+}
+
+static void make_shift(void) {
+    for (int k = 0; k < 4; k++)
+        for (uint32_t b = 0; b < 256; b++) {
+            shift1[k][b] = zeros(b << (8 * k), BLOCK);
+            shift2[k][b] = zeros(shift1[k][b], BLOCK);
+        }
+}
+
+static uint32_t apply(uint32_t t[4][256], uint32_t r) {
+    return t[0][r & 0xff] ^ t[1][(r >> 8) & 0xff] ^ t[2][(r >> 16) & 0xff] ^ t[3][r >> 24];
+}
+
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const void *data,
                                                           size_t n) {
     const unsigned char *p = data;
@@ -51,8 +80,24 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const voi
         c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
         n--;
     }
-    /* Three independent streams hide the instruction's latency would be
-     * faster still; one stream already runs at several GiB/s. */
+    if (n >= 3 * BLOCK) {
+        pthread_once(&shift_once, make_shift);
+        while (n >= 3 * BLOCK) {
+            uint64_t a = c, b = 0, d = 0;
+            for (size_t i = 0; i < BLOCK; i += 8) {
+                uint64_t w0, w1, w2;
+                memcpy(&w0, p + i, 8);
+                memcpy(&w1, p + BLOCK + i, 8);
+                memcpy(&w2, p + 2 * BLOCK + i, 8);
+                a = __builtin_ia32_crc32di(a, w0);
+                b = __builtin_ia32_crc32di(b, w1);
+                d = __builtin_ia32_crc32di(d, w2);
+            }
+            c = apply(shift2, (uint32_t)a) ^ apply(shift1, (uint32_t)b) ^ (uint32_t)d;
+            p += 3 * BLOCK;
+            n -= 3 * BLOCK;
+        }
+    }
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);

@@ -83,4 +83,18 @@ char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx);
  * npy paths are refused. NULL on error, with ctx set. */
 tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx);
 
+/* Checks of one node that the JSON loader and the .tgf reader share. Each
+ * sets ctx to a message without the node ("inputs: dot expects 2 inputs,
+ * got 3"); the caller prefixes the file and the node. */
+/* The number of inputs and outputs against the op's. */
+int tg_node_check_arity(const tg_node *nd, tg_ctx *ctx);
+/* Every key of the attrs object `ja` is one the op knows. */
+int tg_node_check_attr_keys(const tg_node *nd, json_object *ja, tg_ctx *ctx);
+/* nd->inplace[oi] = ii (nd->inplace allocated, -1 filled), when the op can
+ * write output oi over input ii and no other output already does. */
+int tg_node_set_inplace(tg_node *nd, int oi, int64_t ii, tg_ctx *ctx);
+/* Once types are known: each in-place output fits its input's buffer,
+ * which is not a constant's. */
+int tg_node_check_inplace_types(const tg_node *nd, tg_ctx *ctx);
+
 #endif

@@ -57,6 +57,15 @@ static int node_err(loader *L, const tg_node *n, int status, const char *fmt, ..
     return tg_errorf(L->ctx, status, "%s: %s: %s", L->what, desc, msg);
 }
 
+/* An error a tg_node_check_* helper put on ctx, prefixed with the file and
+ * the node. */
+static int node_wrap(loader *L, const tg_node *n) {
+    char desc[256];
+    tg_node_describe(n, desc, sizeof desc);
+    tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
+    return L->ctx ? L->ctx->status : TG_ELOAD;
+}
+
 static bool key_in(const char *key, const char *const *keys) {
     for (; *keys; keys++)
         if (strcmp(key, *keys) == 0) return true;
@@ -351,32 +360,13 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
             return node_err(L, nd, TG_ELOAD, "inputs[%d]: expected an id or {\"value\": V}", k);
         }
     }
-    if (nd->nin < op->nin_min || (op->nin_max >= 0 && nd->nin > op->nin_max)) {
-        if (op->nin_min == op->nin_max)
-            return node_err(L, nd, TG_ELOAD, "inputs: %s expects %d inputs, got %d", op->name,
-                            op->nin_min, nd->nin);
-        if (op->nin_max < 0)
-            return node_err(L, nd, TG_ELOAD, "inputs: %s expects at least %d inputs, got %d",
-                            op->name, op->nin_min, nd->nin);
-        return node_err(L, nd, TG_ELOAD, "inputs: %s expects %d to %d inputs, got %d", op->name,
-                        op->nin_min, op->nin_max, nd->nin);
-    }
-    if (op->nout >= 0 && nd->nout != op->nout)
-        return node_err(L, nd, TG_ELOAD, "outputs: %s has %d output%s, got %d", op->name,
-                        op->nout, op->nout == 1 ? "" : "s", nd->nout);
+    if (tg_node_check_arity(nd, L->ctx)) return node_wrap(L, nd);
     if (nd->nout == 0) return lerr(L, TG_ELOAD, "%s.outputs: a node needs outputs", where);
     json_object *ja;
     if (json_object_object_get_ex(o, "attrs", &ja)) {
         if (!json_object_is_type(ja, json_type_object))
             return node_err(L, nd, TG_ELOAD, "attrs: expected an object");
-        if (!(op->flags & TG_OPF_OPEN_ATTRS)) {
-            json_object_object_foreach(ja, key, val) {
-                (void)val;
-                if (!op->attr_keys || !key_in(key, op->attr_keys))
-                    return node_err(L, nd, TG_ELOAD, "attrs.%s: %s has no attribute '%s'", key,
-                                    op->name, key);
-            }
-        }
+        if (tg_node_check_attr_keys(nd, ja, L->ctx)) return node_wrap(L, nd);
         /* Our own copy: parse_attrs adds the defaults to it. */
         if (json_object_deep_copy(ja, &nd->attrs, NULL) != 0)
             return lerr(L, TG_ENOMEM, "out of memory");
@@ -410,20 +400,8 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
             if (oi < 0 || oi >= nd->nout)
                 return node_err(L, nd, TG_ELOAD, "inplace.%.40s: not an output index", key);
             int64_t ii;
-            if (!tg_json_get_int(val, &ii) || ii < 0 || ii >= nd->nin || ii > INT8_MAX)
-                return node_err(L, nd, TG_ELOAD, "inplace.%s: not an input index", key);
-            bool can = (op->flags & TG_OPF_ELEMWISE) ||
-                       (ii < 32 && oi == 0 && (op->inplace_inputs >> ii) & 1u);
-            if (!can)
-                return node_err(L, nd, TG_ELOAD,
-                                "inplace.%s: %s cannot write output %d over input %d", key,
-                                op->name, oi, (int)ii);
-            for (int k = 0; k < nd->nout; k++)
-                if (nd->inplace[k] == ii)
-                    return node_err(L, nd, TG_ELOAD,
-                                    "inplace.%s: input %d is already overwritten by output %d",
-                                    key, (int)ii, k);
-            nd->inplace[oi] = (int8_t)ii;
+            if (!tg_json_get_int(val, &ii)) ii = -1;
+            if (tg_node_set_inplace(nd, oi, ii, L->ctx)) return node_wrap(L, nd);
         }
     }
     return TG_OK;
@@ -434,24 +412,7 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
 /* An in-place output needs an input buffer that holds exactly its values:
  * same dtype and shape, and never a constant's. Known once types are. */
 static int check_inplace(loader *L, tg_node *nd) {
-    for (int k = 0; nd->inplace && k < nd->nout; k++) {
-        if (nd->inplace[k] < 0) continue;
-        const tg_var *in = nd->inputs[nd->inplace[k]], *out = nd->outputs[k];
-        if (in->kind == TG_VAR_CONSTANT)
-            return node_err(L, nd, TG_ELOAD,
-                            "inplace.%d: input %d '%s' is a constant and cannot be overwritten",
-                            k, nd->inplace[k], in->inline_const ? "(inline)" : in->id);
-        if (in->type.dtype != out->type.dtype || in->type.ndim != out->type.ndim ||
-            !tg_type_compatible(&in->type, &out->type)) {
-            char a[160], b[160];
-            tg_type_str(&in->type, a, sizeof a);
-            tg_type_str(&out->type, b, sizeof b);
-            return node_err(L, nd, TG_ETYPE,
-                            "inplace.%d: output %d (%s) cannot be written over input %d (%s)", k,
-                            k, b, nd->inplace[k], a);
-        }
-    }
-    return TG_OK;
+    return tg_node_check_inplace_types(nd, L->ctx) ? node_wrap(L, nd) : TG_OK;
 }
 
 /* An overwritten input must have no other reader: no other node reads it,
@@ -1022,4 +983,75 @@ tg_graph *tg_graph_load_json(json_object *root, const char *what,
     }
     tg_free(L.file_order);
     return g;
+}
+
+/* ---- node checks shared with the .tgf reader ---- */
+
+int tg_node_check_arity(const tg_node *nd, tg_ctx *ctx) {
+    const tg_op *op = nd->op;
+    if (nd->nin < op->nin_min || (op->nin_max >= 0 && nd->nin > op->nin_max)) {
+        if (op->nin_min == op->nin_max)
+            return tg_errorf(ctx, TG_ELOAD, "inputs: %s expects %d inputs, got %d", op->name,
+                             op->nin_min, nd->nin);
+        if (op->nin_max < 0)
+            return tg_errorf(ctx, TG_ELOAD, "inputs: %s expects at least %d inputs, got %d",
+                             op->name, op->nin_min, nd->nin);
+        return tg_errorf(ctx, TG_ELOAD, "inputs: %s expects %d to %d inputs, got %d", op->name,
+                         op->nin_min, op->nin_max, nd->nin);
+    }
+    if (op->nout >= 0 && nd->nout != op->nout)
+        return tg_errorf(ctx, TG_ELOAD, "outputs: %s has %d output%s, got %d", op->name,
+                         op->nout, op->nout == 1 ? "" : "s", nd->nout);
+    return TG_OK;
+}
+
+int tg_node_check_attr_keys(const tg_node *nd, json_object *ja, tg_ctx *ctx) {
+    const tg_op *op = nd->op;
+    if (op->flags & TG_OPF_OPEN_ATTRS) return TG_OK;
+    json_object_object_foreach(ja, key, val) {
+        (void)val;
+        if (!op->attr_keys || !key_in(key, op->attr_keys))
+            return tg_errorf(ctx, TG_ELOAD, "attrs.%s: %s has no attribute '%s'", key, op->name,
+                             key);
+    }
+    return TG_OK;
+}
+
+int tg_node_set_inplace(tg_node *nd, int oi, int64_t ii, tg_ctx *ctx) {
+    const tg_op *op = nd->op;
+    if (ii < 0 || ii >= nd->nin || ii > INT8_MAX)
+        return tg_errorf(ctx, TG_ELOAD, "inplace.%d: not an input index", oi);
+    bool can = (op->flags & TG_OPF_ELEMWISE) ||
+               (ii < 32 && oi == 0 && (op->inplace_inputs >> ii) & 1u);
+    if (!can)
+        return tg_errorf(ctx, TG_ELOAD, "inplace.%d: %s cannot write output %d over input %d",
+                         oi, op->name, oi, (int)ii);
+    for (int k = 0; k < nd->nout; k++)
+        if (nd->inplace[k] == ii)
+            return tg_errorf(ctx, TG_ELOAD,
+                             "inplace.%d: input %d is already overwritten by output %d", oi,
+                             (int)ii, k);
+    nd->inplace[oi] = (int8_t)ii;
+    return TG_OK;
+}
+
+int tg_node_check_inplace_types(const tg_node *nd, tg_ctx *ctx) {
+    for (int k = 0; nd->inplace && k < nd->nout; k++) {
+        if (nd->inplace[k] < 0) continue;
+        const tg_var *in = nd->inputs[nd->inplace[k]], *out = nd->outputs[k];
+        if (in->kind == TG_VAR_CONSTANT)
+            return tg_errorf(ctx, TG_ELOAD,
+                             "inplace.%d: input %d '%s' is a constant and cannot be overwritten",
+                             k, nd->inplace[k], in->inline_const ? "(inline)" : in->id);
+        if (in->type.dtype != out->type.dtype || in->type.ndim != out->type.ndim ||
+            !tg_type_compatible(&in->type, &out->type)) {
+            char a[160], b[160];
+            tg_type_str(&in->type, a, sizeof a);
+            tg_type_str(&out->type, b, sizeof b);
+            return tg_errorf(ctx, TG_ETYPE,
+                             "inplace.%d: output %d (%s) cannot be written over input %d (%s)", k,
+                             k, b, nd->inplace[k], a);
+        }
+    }
+    return TG_OK;
 }

@@ -32,6 +32,7 @@
 #include "vm/vm.h"
 
 void (*tg_tgf_write_hook)(size_t written);
+bool tg_tgf_fuzz_no_checksums;
 
 /* ---- little-endian fields ---- */
 
@@ -175,7 +176,8 @@ typedef struct table {
     char **keys;          /* the index's keys (it borrows them), owned */
     int n, cap;
     struct tg_idmap *index; /* "s:<shared id>" or "p:<pointer>" -> k + 1 */
-    json_object *shared;    /* shared id -> k */
+    tg_array **owned;       /* arrays made for the file (graph sections) */
+    int nowned;
     bool oom;
 } table;
 
@@ -206,9 +208,6 @@ static int table_add(table *T, const tg_var *v, const tg_array *a) {
         return -1;
     }
     T->arr[T->n++] = a;
-    if (v && v->kind == TG_VAR_SHARED &&
-        json_object_object_add(T->shared, v->id, json_object_new_int(k)) != 0)
-        return -1;
     return k;
 }
 
@@ -231,58 +230,36 @@ static json_object *table_writer(void *ud, const tg_var *v, const tg_array *a) {
 
 /* ---- one function's entry in the header ---- */
 
-static json_object *keys_json(const char *const *k, int n) {
-    bool ok = true;
-    json_object *a = json_object_new_array();
-    for (int i = 0; i < n; i++) push(a, str(k[i]), &ok);
-    if (!ok) {
-        json_object_put(a);
-        return NULL;
-    }
-    return a;
+static int section_ref(void *ud, const tg_var *v, const tg_array *a) {
+    return table_add(ud, v, a);
 }
 
+/* A function's entry: its graph, schedule, origins and record go into a
+ * binary graph section (tgfgraph.c) stored as a uint8 array. */
 static json_object *function_entry(const tg_function *f, table *T) {
     bool ok = true;
-    fview fv;
-    if (fview_init(&fv, f)) return NULL;
+    tg_str sec = {0};
+    tg_array *a = NULL, **owned = tg_realloc(T->owned, sizeof *owned * (size_t)(T->nowned + 1));
+    if (!owned) return NULL;
+    T->owned = owned;
+    if (tgf_graph_encode(f, section_ref, T, &sec)) {
+        tg_str_free(&sec);
+        return NULL;
+    }
+    int64_t len = (int64_t)sec.len;
+    if (!(a = tg_array_new(TG_UINT8, 1, &len))) {
+        tg_str_free(&sec);
+        return NULL;
+    }
+    if (len) memcpy(tg_array_data(a), sec.s, sec.len);
+    tg_str_free(&sec);
+    T->owned[T->nowned++] = a;
+    int k = table_add(T, NULL, a);
+    if (k < 0) return NULL;
     json_object *o = json_object_new_object();
     put(o, "name", str(f->name), &ok);
-    put(o, "graph", tg_graph_to_json_ext(&fv.g, table_writer, T), &ok);
-    fview_free(&fv);
-    json_object *sched = json_object_new_array(), *orig = json_object_new_object();
-    for (int k = 0; k < f->nsched; k++) {
-        push(sched, str(tg_function_node_key(f, k)), &ok);
-        const tg_node *n = f->sched[k].node;
-        if (n->origins || n->norigins)
-            put(orig, tg_function_node_key(f, k),
-                keys_json((const char *const *)n->origins, n->norigins), &ok);
-    }
-    put(o, "schedule", sched, &ok);
-    put(o, "origins", orig, &ok);
-    json_object *rw = json_object_new_array();
-    for (int i = 0; i < f->record.n; i++) {
-        const tg_rw_entry *e = &f->record.entries[i];
-        json_object *r = json_object_new_object();
-        put(r, "name", str(e->name), &ok);
-        put(r, "pass", str(e->pass), &ok);
-        put(r, "removed", keys_json((const char *const *)e->removed, e->nremoved), &ok);
-        put(r, "created", keys_json((const char *const *)e->created, e->ncreated), &ok);
-        push(rw, r, &ok);
-    }
-    put(o, "rewrites", rw, &ok);
-    json_object *ps = json_object_new_array();
-    for (int i = 0; i < f->record.npasses; i++) {
-        const tg_pass_stats *p = &f->record.passes[i];
-        json_object *r = json_object_new_object();
-        put(r, "name", str(p->name), &ok);
-        put(r, "seconds", json_object_new_double(p->seconds), &ok);
-        put(r, "nodes_before", json_object_new_int(p->nodes_before), &ok);
-        put(r, "nodes_after", json_object_new_int(p->nodes_after), &ok);
-        put(r, "applied", json_object_new_int(p->applied), &ok);
-        push(ps, r, &ok);
-    }
-    put(o, "passes", ps, &ok);
+    put(o, "graph_section", json_object_new_int(k), &ok);
+    put(o, "nodes", json_object_new_int(f->nsched), &ok);
     put(o, "compile_seconds", json_object_new_double(f->compile_seconds), &ok);
     put(o, "optimize_seconds", json_object_new_double(f->record.seconds), &ok);
     put(o, "no_gc", json_object_new_boolean(f->no_gc), &ok);
@@ -364,11 +341,14 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
     char *tmp = tg_malloc(tlen);
     tg_array **contig = tg_calloc((size_t)n + 1, sizeof *contig);
     wfile w = {-1, path, 0};
+    unsigned char *table_bytes = NULL;
     bool created = false, ok = true;
     if (!tmp || !contig) goto oom;
-    json_object *arrs = json_object_new_array();
-    put(root, "arrays", arrs, &ok);
-    if (!ok) goto oom;
+    /* The array table: one fixed record per array, after the arrays
+     * (schemas/tgf.md), so that restoring many small arrays parses no
+     * JSON for them. */
+    size_t tsize = (size_t)n * TGF_ENTRY;
+    if (!(table_bytes = tg_calloc(tsize + 1, 1))) goto oom;
     uint64_t off = 0;
     for (int k = 0; k < n; k++) {
         const tg_array *a = T->arr[k];
@@ -376,17 +356,23 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
                                               : tg_array_copy(a, a->dtype);
         if (!contig[k]) goto oom;
         size_t nb = (size_t)tg_array_size(a) * tg_isize(a->dtype);
-        json_object *e = json_object_new_object(), *shp = json_object_new_array();
-        put(e, "dtype", str(tg_dtype_name(a->dtype)), &ok);
-        for (int d = 0; d < a->ndim; d++) push(shp, json_object_new_int64(a->shape[d]), &ok);
-        put(e, "shape", shp, &ok);
-        put(e, "offset", json_object_new_int64((int64_t)off), &ok);
-        put(e, "nbytes", json_object_new_int64((int64_t)nb), &ok);
-        put(e, "crc32c", json_object_new_int64(tg_crc32c(0, contig[k]->data, nb)), &ok);
-        push(arrs, e, &ok);
-        if (!ok) goto oom;
+        unsigned char *e = table_bytes + (size_t)k * TGF_ENTRY;
+        e[0] = (unsigned char)a->dtype;
+        e[1] = (unsigned char)a->ndim;
+        for (int d = 0; d < a->ndim; d++) put_u64(e + 8 + 8 * d, (uint64_t)a->shape[d]);
+        put_u64(e + 72, off);
+        put_u64(e + 80, nb);
+        put_u32(e + 88, tg_crc32c(0, contig[k]->data, nb));
         off = align_up(off + nb);
     }
+    uint64_t table_off = off;
+    off = align_up(off + tsize);
+    json_object *jt = json_object_new_object();
+    put(root, "array_table", jt, &ok);
+    put(jt, "offset", json_object_new_int64((int64_t)table_off), &ok);
+    put(jt, "count", json_object_new_int(n), &ok);
+    put(jt, "crc32c", json_object_new_int64(tg_crc32c(0, table_bytes, tsize)), &ok);
+    if (!ok) goto oom;
     const char *hdr = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
     if (!hdr) goto oom;
@@ -424,7 +410,8 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
             (rc = wr_pad(&w, align_up(w.written), ctx)))
             goto done;
     }
-    if ((rc = wr_pad(&w, data_off + off, ctx))) goto done;
+    if ((rc = wr(&w, table_bytes, tsize, ctx)) || (rc = wr_pad(&w, data_off + off, ctx)))
+        goto done;
     rc = tg_file_commit(w.fd, tmp, path, ctx);
     w.fd = -1;
     if (!rc) created = false;
@@ -436,6 +423,7 @@ done:
     if (created) unlink(tmp);
     for (int k = 0; contig && k < n; k++) tg_array_free(contig[k]);
     tg_free(contig);
+    tg_free(table_bytes);
     tg_free(tmp);
     return rc;
 }
@@ -448,9 +436,8 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
     tg_array *orig = NULL;
     table T = {0};
     T.index = tg_idmap_new();
-    T.shared = json_object_new_object();
     json_object *root = json_object_new_object();
-    if (!T.index || !T.shared || !root) {
+    if (!T.index || !root) {
         json_object_put(options);
         goto oom;
     }
@@ -480,7 +467,6 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
         }
         json_object_put(oj);
     }
-    put(root, "shared", json_object_get(T.shared), &ok);
     if (!ok || T.oom) goto oom;
     rc = write_file(path, root, &T, ctx);
     goto done;
@@ -488,8 +474,9 @@ oom:
     rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
 done:
     json_object_put(root);
-    json_object_put(T.shared);
     tg_array_free(orig);
+    for (int k = 0; k < T.nowned; k++) tg_array_free(T.owned[k]);
+    tg_free(T.owned);
     tg_idmap_free(T.index);
     for (int k = 0; k < T.n; k++) tg_free(T.keys[k]);
     tg_free(T.keys);
@@ -640,29 +627,8 @@ static json_object *get(json_object *o, const char *key, json_type type) {
 
 /* One entry of the array table, checked against the file before anything
  * of its size is allocated. */
-static int read_array(reader *R, json_object *e, int k, bool copy) {
-    json_object *jd = get(e, "dtype", json_type_string), *js = get(e, "shape", json_type_array),
-                *jo = NULL, *jn = NULL, *jc = NULL;
-    int64_t off, nb, crc;
-    if (!jd || !js || !json_object_object_get_ex(e, "offset", &jo) ||
-        !json_object_object_get_ex(e, "nbytes", &jn) ||
-        !json_object_object_get_ex(e, "crc32c", &jc) || !tg_json_get_int(jo, &off) ||
-        !tg_json_get_int(jn, &nb) || !tg_json_get_int(jc, &crc))
-        return bad(R, TG_EPARSE,
-                   "header: arrays[%d]: expected dtype, shape, offset, nbytes and crc32c", k);
-    tg_dtype dt = tg_dtype_from_name(json_object_get_string(jd));
-    if (dt == TG_DTYPE_INVALID)
-        return bad(R, TG_EPARSE, "header: arrays[%d].dtype: unknown dtype '%.40s'", k,
-                   json_object_get_string(jd));
-    size_t nd = json_object_array_length(js);
-    if (nd > TG_MAX_NDIM)
-        return bad(R, TG_EPARSE, "header: arrays[%d].shape: %zu dimensions (at most %d)", k, nd,
-                   TG_MAX_NDIM);
-    int64_t shape[TG_MAX_NDIM];
-    for (size_t d = 0; d < nd; d++)
-        if (!tg_json_get_int(json_object_array_get_idx(js, d), &shape[d]) || shape[d] < 0)
-            return bad(R, TG_EPARSE,
-                       "header: arrays[%d].shape[%zu]: expected a non-negative integer", k, d);
+static int make_array(reader *R, int k, tg_dtype dt, size_t nd, const int64_t *shape, int64_t off,
+                      int64_t nb, int64_t crc, bool copy) {
     int64_t count = tg_shape_size((int)nd, shape), want;
     if (count < 0 || __builtin_mul_overflow(count, (int64_t)tg_isize(dt), &want))
         return bad(R, TG_EPARSE, "header: arrays[%d].shape: absurd size (overflows)", k);
@@ -678,7 +644,8 @@ static int read_array(reader *R, json_object *e, int k, bool copy) {
                    k, (long long)nb, (long long)off, (unsigned long long)R->data_len,
                    TG_TGF_ALIGN);
     const unsigned char *src = R->data + R->data_off + off;
-    if (crc < 0 || crc > UINT32_MAX || tg_crc32c(0, src, (size_t)nb) != (uint32_t)crc)
+    if (!tg_tgf_fuzz_no_checksums &&
+        (crc < 0 || crc > UINT32_MAX || tg_crc32c(0, src, (size_t)nb) != (uint32_t)crc))
         return bad(R, TG_EPARSE, "arrays[%d]: checksum mismatch: the data is damaged", k);
     tg_array *a = tg_calloc(1, sizeof *a);
     tg_buffer *b = NULL;
@@ -706,6 +673,78 @@ static int read_array(reader *R, json_object *e, int k, bool copy) {
     a->buf = b;
     a->data = b->data;
     R->t->arrays[k] = a;
+    return TG_OK;
+}
+
+/* Format version 1: the array table in the JSON header. */
+static int read_array_json(reader *R, json_object *e, int k, bool copy) {
+    json_object *jd = get(e, "dtype", json_type_string), *js = get(e, "shape", json_type_array),
+                *jo = NULL, *jn = NULL, *jc = NULL;
+    int64_t off, nb, crc;
+    if (!jd || !js || !json_object_object_get_ex(e, "offset", &jo) ||
+        !json_object_object_get_ex(e, "nbytes", &jn) ||
+        !json_object_object_get_ex(e, "crc32c", &jc) || !tg_json_get_int(jo, &off) ||
+        !tg_json_get_int(jn, &nb) || !tg_json_get_int(jc, &crc))
+        return bad(R, TG_EPARSE,
+                   "header: arrays[%d]: expected dtype, shape, offset, nbytes and crc32c", k);
+    tg_dtype dt = tg_dtype_from_name(json_object_get_string(jd));
+    if (dt == TG_DTYPE_INVALID)
+        return bad(R, TG_EPARSE, "header: arrays[%d].dtype: unknown dtype '%.40s'", k,
+                   json_object_get_string(jd));
+    size_t nd = json_object_array_length(js);
+    if (nd > TG_MAX_NDIM)
+        return bad(R, TG_EPARSE, "header: arrays[%d].shape: %zu dimensions (at most %d)", k, nd,
+                   TG_MAX_NDIM);
+    int64_t shape[TG_MAX_NDIM];
+    for (size_t d = 0; d < nd; d++)
+        if (!tg_json_get_int(json_object_array_get_idx(js, d), &shape[d]) || shape[d] < 0)
+            return bad(R, TG_EPARSE,
+                       "header: arrays[%d].shape[%zu]: expected a non-negative integer", k, d);
+    return make_array(R, k, dt, nd, shape, off, nb, crc, copy);
+}
+
+/* Format version 2: the binary array table in the data section; returns
+ * the number of arrays through *n. */
+static int read_array_table(reader *R, json_object *jt, bool copy) {
+    json_object *jo = NULL, *jn = NULL, *jc = NULL;
+    int64_t off, n, crc;
+    if (!json_object_object_get_ex(jt, "offset", &jo) || !json_object_object_get_ex(jt, "count", &jn) ||
+        !json_object_object_get_ex(jt, "crc32c", &jc) || !tg_json_get_int(jo, &off) ||
+        !tg_json_get_int(jn, &n) || !tg_json_get_int(jc, &crc))
+        return bad(R, TG_EPARSE, "header.array_table: expected offset, count and crc32c");
+    if (n < 0 || n > INT32_MAX / 2 || off < 0 || off % TG_TGF_ALIGN || (uint64_t)off > R->data_len ||
+        (uint64_t)n > (R->data_len - (uint64_t)off) / TGF_ENTRY)
+        return bad(R, TG_EPARSE,
+                   "header.array_table: %lld entries at offset %lld run past the end of the data "
+                   "(%llu bytes) or are not aligned",
+                   (long long)n, (long long)off, (unsigned long long)R->data_len);
+    const unsigned char *tb = R->data + R->data_off + off;
+    if (!tg_tgf_fuzz_no_checksums &&
+        (crc < 0 || crc > UINT32_MAX || tg_crc32c(0, tb, (size_t)n * TGF_ENTRY) != (uint32_t)crc))
+        return bad(R, TG_EPARSE, "the array table's checksum does not match: the file is damaged");
+    tg_tgf *t = R->t;
+    if (!(t->arrays = tg_calloc((size_t)n + 1, sizeof *t->arrays)))
+        return bad(R, TG_ENOMEM, "out of memory");
+    t->narrays = (int)n;
+    for (int k = 0; k < (int)n; k++) {
+        const unsigned char *e = tb + (size_t)k * TGF_ENTRY;
+        int64_t shape[TG_MAX_NDIM];
+        if (e[0] >= TG_NDTYPES || e[1] > TG_MAX_NDIM)
+            return bad(R, TG_EPARSE, "array table[%d]: unknown dtype %u or %u dimensions", k, e[0],
+                       e[1]);
+        for (int d = 0; d < e[1]; d++) {
+            uint64_t len = get_u64(e + 8 + 8 * d);
+            if (len > INT64_MAX)
+                return bad(R, TG_EPARSE, "array table[%d]: shape[%d] is absurd", k, d);
+            shape[d] = (int64_t)len;
+        }
+        uint64_t aoff = get_u64(e + 72), nb = get_u64(e + 80);
+        if (aoff > INT64_MAX || nb > INT64_MAX)
+            return bad(R, TG_EPARSE, "array table[%d]: absurd offset or length", k);
+        int rc = make_array(R, k, (tg_dtype)e[0], e[1], shape, (int64_t)aoff, (int64_t)nb,
+                            get_u32(e + 88), copy);
+        if (rc) return rc;
+    }
     return TG_OK;
 }
 
@@ -917,9 +956,87 @@ static int restore_origins(tg_fgraph *fg, json_object *jo, const char *what, tg_
 
 /* One saved function: its graph loaded as it was saved, in its schedule,
  * linked. No optimizer. */
+/* The shared state for a saved shared variable: one per id across the
+ * file's functions. */
+static tg_shared *shared_for(void *ud, const char *id, const tg_type *type, tg_array *value,
+                             tg_ctx *ctx) {
+    tg_tgf *t = ud;
+    if (!t->shared_ids && !(t->shared_ids = tg_idmap_new())) goto oom;
+    tg_shared *found = tg_idmap_get(t->shared_ids, id);
+    if (found) {
+        if (!tg_type_equal(&found->type, type)) {
+            tg_errorf(ctx, TG_ELOAD, "%s: shared variable '%.128s' has different types in two "
+                      "functions", t->what, id);
+            return NULL;
+        }
+        return tg_shared_ref(found);
+    }
+    tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)(t->nshared + 1));
+    if (!p) goto oom;
+    t->shared = p;
+    tg_shared *s = tg_shared_new(id, type, value);
+    if (!s) goto oom;
+    if (tg_idmap_put(t->shared_ids, s->id, s)) {
+        tg_shared_unref(s);
+        goto oom;
+    }
+    t->shared[t->nshared++] = s;
+    return tg_shared_ref(s);
+oom:
+    tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return NULL;
+}
+
+/* Format version 2: the function's graph section. */
+static tg_function *restore_section(tg_tgf *t, json_object *jf, int64_t k, const char *what,
+                                    tg_ctx *ctx) {
+    json_object *jname = get(jf, "name", json_type_string), *jno = get(jf, "no_gc", json_type_boolean);
+    if (!jname) {
+        tg_errorf(ctx, TG_ELOAD, "%s: expected a name", what);
+        return NULL;
+    }
+    if (k < 0 || k >= t->narrays || t->arrays[k]->dtype != TG_UINT8 || t->arrays[k]->ndim != 1) {
+        tg_errorf(ctx, TG_ELOAD, "%s.graph_section: expected the index of a uint8 array", what);
+        return NULL;
+    }
+    tgf_decoded d;
+    if (tgf_graph_decode(tg_array_data(t->arrays[k]), (size_t)t->arrays[k]->shape[0], t->arrays,
+                         t->narrays, shared_for, t, what, &d, ctx))
+        return NULL;
+    int nout = d.fg->nout;
+    tg_function *f = tg_function_link_fgraph(json_object_get_string(jname), d.fg,
+                                             jno && json_object_get_boolean(jno), ctx);
+    if (f) {
+        /* The declared output ids, which a folded output does not keep. */
+        for (int i = 0; i < nout; i++) {
+            tg_free(f->out_ids[i]);
+            f->out_ids[i] = d.out_ids[i];
+            d.out_ids[i] = NULL;
+        }
+        f->record = d.record;
+        f->strpool = d.strpool;
+        memset(&d.record, 0, sizeof d.record);
+        d.strpool = NULL;
+    }
+    for (int i = 0; i < nout; i++) tg_free(d.out_ids[i]);
+    tg_free(d.out_ids);
+    tg_opt_record_free(&d.record);
+    tg_free(d.strpool);
+    return f;
+}
+
 static tg_function *restore_function(tg_tgf *t, json_object *jf, int i, tg_ctx *ctx) {
     char what[600];
     snprintf(what, sizeof what, "%s: functions[%d]", t->what, i);
+    json_object *jsec = NULL;
+    int64_t ks;
+    if (json_object_object_get_ex(jf, "graph_section", &jsec)) {
+        if (!tg_json_get_int(jsec, &ks)) {
+            tg_errorf(ctx, TG_ELOAD, "%s.graph_section: expected an array index", what);
+            return NULL;
+        }
+        return restore_section(t, jf, ks, what, ctx);
+    }
     json_object *jname = get(jf, "name", json_type_string), *jg = get(jf, "graph", json_type_object),
                 *jsched = get(jf, "schedule", json_type_array), *jno = get(jf, "no_gc", json_type_boolean);
     if (!jname || !jg || !jsched) {
@@ -1087,26 +1204,34 @@ static tg_tgf *load_mem(reader *R, const tg_tgf_load_options *opts, bool copy) {
         goto fail;
     }
     json_object *jarr = get(root, "arrays", json_type_array),
+                *jtab = get(root, "array_table", json_type_object),
                 *jfns = get(root, "functions", json_type_array);
-    if (!jarr || !jfns || !json_object_array_length(jfns)) {
-        bad(R, TG_EPARSE, "header: expected arrays and a non-empty list of functions");
+    if ((!jarr && !jtab) || !jfns || !json_object_array_length(jfns)) {
+        bad(R, TG_EPARSE, "header: expected an array table and a non-empty list of functions");
         goto fail;
     }
-    size_t na = json_object_array_length(jarr), nf = json_object_array_length(jfns);
+    size_t na = jarr ? json_object_array_length(jarr) : 0, nf = json_object_array_length(jfns);
     if (na > (size_t)INT32_MAX / 2 || nf > (size_t)INT32_MAX / 2) {
         bad(R, TG_EPARSE, "header: too many arrays or functions");
         goto fail;
     }
-    t->arrays = tg_calloc(na + 1, sizeof *t->arrays);
     t->fns = tg_calloc(nf + 1, sizeof *t->fns);
-    if (!t->arrays || !t->fns) {
+    if (!t->fns) {
         bad(R, TG_ENOMEM, "out of memory");
         goto fail;
     }
-    t->narrays = (int)na;
     t->nfns = (int)nf;
-    for (size_t k = 0; k < na; k++)
-        if (read_array(R, json_object_array_get_idx(jarr, k), (int)k, copy)) goto fail;
+    if (jtab) {
+        if (read_array_table(R, jtab, copy)) goto fail;
+    } else {
+        if (!(t->arrays = tg_calloc(na + 1, sizeof *t->arrays))) {
+            bad(R, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+        t->narrays = (int)na;
+        for (size_t k = 0; k < na; k++)
+            if (read_array_json(R, json_object_array_get_idx(jarr, k), (int)k, copy)) goto fail;
+    }
     fingerprint_check(t);
     if (opts && opts->reoptimize) {
         if (reoptimize(t, jfns, opts->options, ctx)) goto fail;

@@ -2,6 +2,7 @@
 #ifndef TG_TGF_INTERNAL_H
 #define TG_TGF_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,9 +14,53 @@ uint32_t tg_crc32c_sw(uint32_t crc, const void *data, size_t n);
 #define TG_TGF_MAGIC "TGF\x89\r\n\x1a\n"
 #define TG_TGF_PREAMBLE 64
 #define TG_TGF_ALIGN 64
+/* Format version 2's array table: one record per array, little-endian:
+ * byte 0 dtype (tg_dtype), 1 ndim, 2-7 zero, 8-71 the shape (8 x u64,
+ * unused ones zero), 72-79 offset from the data section, 80-87 nbytes,
+ * 88-91 CRC-32C of the data, 92-95 zero. */
+#define TGF_ENTRY 96
 
 /* For the crash test: when set, called after each chunk the saver writes
  * to its temporary file. */
 extern void (*tg_tgf_write_hook)(size_t written);
+/* For the fuzz target: when set, the reader skips the checksums of the
+ * array table and of the arrays, so that mutated graph sections reach the
+ * decoder. Never set in the library itself. */
+extern bool tg_tgf_fuzz_no_checksums;
+
+/* ---- the binary graph section (tgfgraph.c; schemas/tgf.md) ---- */
+struct tg_function;
+struct tg_fgraph;
+struct tg_var;
+struct tg_array;
+struct tg_shared;
+struct tg_type;
+struct tg_ctx;
+
+/* The index in the file's array table of a value the section refers to
+ * (v: its variable, NULL for a test value); -1 when out of memory. */
+typedef int (*tgf_array_ref_fn)(void *ud, const struct tg_var *v, const struct tg_array *a);
+/* The shared state for variable `id` of this type whose saved value is
+ * `value` (a reference), one per id across the file's functions; NULL
+ * with ctx set on error. */
+typedef struct tg_shared *(*tgf_shared_fn)(void *ud, const char *id, const struct tg_type *type,
+                                           struct tg_array *value, struct tg_ctx *ctx);
+
+/* Append f's graph section to out. TG_OK or TG_ENOMEM. */
+struct tg_str;
+int tgf_graph_encode(const struct tg_function *f, tgf_array_ref_fn ref, void *ud,
+                     struct tg_str *out);
+
+#include "rewrite/rewrite.h"
+typedef struct tgf_decoded {
+    struct tg_fgraph *fg; /* in the saved schedule, ready to link */
+    char **out_ids;       /* the declared output ids (fg->nout), owned */
+    tg_opt_record record; /* the rewrite record and the passes */
+    char *strpool;        /* the record's names point into it; owned */
+} tgf_decoded;
+/* Read a graph section; `what` prefixes errors. */
+int tgf_graph_decode(const void *data, size_t len, struct tg_array *const *arrays, int narrays,
+                     tgf_shared_fn shared, void *ud, const char *what, tgf_decoded *out,
+                     struct tg_ctx *ctx);
 
 #endif

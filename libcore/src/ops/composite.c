@@ -489,6 +489,60 @@ done:
 
 /* ---- attributes: the body ---- */
 
+typedef struct body_text {
+    uint64_t hash;
+    char text[];
+} body_text;
+
+/* Nodes often share one body object (clones, restored files), and writing
+ * a large body out as text for each of them cost more than the rest of
+ * restoring: a few recently seen body objects keep their text. Each entry
+ * holds a reference to its object, so the address cannot be reused by
+ * another object while it is cached; bodies are not changed once made. */
+enum { KEYCACHE = 8 };
+static struct {
+    json_object *obj;
+    body_text *bt;
+} keycache[KEYCACHE];
+static unsigned keycache_next;
+
+/* The body's text, the parse cache's key, with its hash: a copy the
+ * caller frees. NULL when out of memory. */
+static body_text *body_key(json_object *jb) {
+    body_text *c = NULL;
+    pthread_mutex_lock(&parsed_lock);
+    for (int i = 0; i < KEYCACHE; i++)
+        if (keycache[i].obj == jb) {
+            size_t len = strlen(keycache[i].bt->text);
+            if ((c = tg_malloc(sizeof *c + len + 1))) memcpy(c, keycache[i].bt, sizeof *c + len + 1);
+            pthread_mutex_unlock(&parsed_lock);
+            return c;
+        }
+    pthread_mutex_unlock(&parsed_lock);
+    const char *key = json_object_to_json_string_ext(jb, JSON_C_TO_STRING_PLAIN);
+    size_t len = key ? strlen(key) : 0;
+    body_text *k = key ? tg_malloc(sizeof *k + len + 1) : NULL;
+    c = key ? tg_malloc(sizeof *c + len + 1) : NULL;
+    if (!k || !c) {
+        tg_free(k);
+        tg_free(c);
+        return NULL;
+    }
+    k->hash = fnv1a(key);
+    memcpy(k->text, key, len + 1);
+    memcpy(c, k, sizeof *c + len + 1);
+    pthread_mutex_lock(&parsed_lock);
+    unsigned i = keycache_next++ % KEYCACHE;
+    json_object *old = keycache[i].obj;
+    body_text *oldbt = keycache[i].bt;
+    keycache[i].obj = json_object_get(jb);
+    keycache[i].bt = k;
+    pthread_mutex_unlock(&parsed_lock);
+    json_object_put(old);
+    tg_free(oldbt);
+    return c;
+}
+
 static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
     json_object *jb;
     tg_graph *g = NULL;
@@ -499,8 +553,9 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
         return tg_errorf(ctx, TG_ELOAD, "attrs.body: missing (a body of elementwise ops)");
     if (!(b = tg_calloc(1, sizeof *b))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     b->mode = -1;
-    const char *key = json_object_to_json_string_ext(jb, JSON_C_TO_STRING_PLAIN);
-    uint64_t h = key ? fnv1a(key) : 0;
+    body_text *bt = body_key(jb);
+    const char *key = bt ? bt->text : NULL;
+    uint64_t h = bt ? bt->hash : 0;
     if (key && (b->parsed = parsed_get(key, h))) {
         b->fg = b->parsed->fg;
         goto check_node;
@@ -585,10 +640,12 @@ check_node:
         goto fail;
     }
     tg_graph_free(g);
+    tg_free(bt);
     n->a.extra = b;
     return TG_OK;
 fail:
     tg_graph_free(g);
+    tg_free(bt);
     if (b) {
         if (b->parsed)
             parsed_release(b->parsed);

@@ -1,0 +1,734 @@
+/* The binary graph section of a .tgf file (format version 2, described in
+ * schemas/tgf.md): one function's optimized graph in its schedule, with
+ * each node's origins, the declared output ids and the rewrite record.
+ *
+ * Version 1 kept these as interchange JSON in the header; restoring then
+ * parsed, checked and cloned the graph as the loader does a file, which
+ * cost most of what compiling cost. Here a restore reads fixed records,
+ * builds the function graph directly in its schedule, parses each
+ * distinct attrs text once, and runs only what a kernel needs (the op's
+ * parse_attrs and infer, which also re-check every type).
+ *
+ * Every count and index is checked against what is left of the section
+ * before it is used, so a damaged or hostile section is one error line,
+ * never a read past its end or an allocation of an absurd size.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "io/io.h"
+#include "io/tgf.h"
+#include "ops/op.h"
+#include "rewrite/rewrite.h"
+#include "vm/vm.h"
+
+#define GRAPH_MAGIC "TGG\x02"
+#define NONE 0xffffffffu
+
+/* ---- writing ---- */
+
+typedef struct enc {
+    tg_str body;
+    char **strs; /* the string table, owned */
+    uint32_t nstrs, cstrs;
+    struct tg_idmap *index; /* string -> position + 1 (keys borrowed from strs) */
+    bool oom;
+} enc;
+
+static void put_bytes(enc *E, const void *p, size_t n) { tg_str_add(&E->body, p, n); }
+static void put32(enc *E, uint32_t v) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    put_bytes(E, b, 4);
+}
+static void put64(enc *E, uint64_t v) {
+    put32(E, (uint32_t)v);
+    put32(E, (uint32_t)(v >> 32));
+}
+static void put8(enc *E, uint8_t v) { put_bytes(E, &v, 1); }
+
+/* The position of s in the string table (added when new); NONE for NULL. */
+static uint32_t intern(enc *E, const char *s) {
+    if (!s) return NONE;
+    void *got = tg_idmap_get(E->index, s);
+    if (got) return (uint32_t)(uintptr_t)got - 1;
+    if (E->nstrs == E->cstrs) {
+        uint32_t c = E->cstrs ? E->cstrs * 2 : 256;
+        char **p = tg_realloc(E->strs, sizeof *p * c);
+        if (!p) {
+            E->oom = true;
+            return 0;
+        }
+        E->strs = p;
+        E->cstrs = c;
+    }
+    char *copy = tg_strdup(s);
+    if (!copy || tg_idmap_put(E->index, copy, (void *)(uintptr_t)(E->nstrs + 1))) {
+        tg_free(copy);
+        E->oom = true;
+        return 0;
+    }
+    E->strs[E->nstrs] = copy;
+    return E->nstrs++;
+}
+
+int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_str *out) {
+    const tg_fgraph *fg = f->fg;
+    enc E = {0};
+    int rc = TG_ENOMEM;
+    int *vix = tg_calloc((size_t)fg->nvars + 1, sizeof *vix);
+    E.index = tg_idmap_new();
+    if (!vix || !E.index) goto done;
+    /* The variables: every one but the outputs of pruned nodes. */
+    uint32_t nv = 0;
+    for (int i = 0; i < fg->nvars; i++) {
+        const tg_var *v = fg->vars[i];
+        vix[i] = v->kind == TG_VAR_RESULT && !v->owner ? -1 : (int)nv++;
+    }
+    put32(&E, nv);
+    for (int i = 0; i < fg->nvars; i++) {
+        const tg_var *v = fg->vars[i];
+        if (vix[i] < 0) continue;
+        int k = -1, tk = -1;
+        if (v->kind == TG_VAR_CONSTANT && v->value) k = ref(ud, v, v->value);
+        if (v->kind == TG_VAR_SHARED && v->shared) k = ref(ud, v, v->shared->value);
+        if (v->test_value) tk = ref(ud, NULL, v->test_value);
+        if (((v->kind == TG_VAR_CONSTANT || v->kind == TG_VAR_SHARED) && k < 0) ||
+            (v->test_value && tk < 0))
+            goto done;
+        put32(&E, intern(&E, v->id));
+        put32(&E, intern(&E, v->name));
+        put8(&E, (uint8_t)v->kind);
+        put8(&E, (uint8_t)(v->weak_in_file | v->inline_const << 1 | v->declared << 2 |
+                           v->type_given << 3));
+        put8(&E, (uint8_t)v->type.dtype);
+        put8(&E, (uint8_t)v->type.ndim);
+        for (int d = 0; d < v->type.ndim; d++) put64(&E, (uint64_t)v->type.shape[d]);
+        put32(&E, k < 0 ? NONE : (uint32_t)k);
+        put32(&E, tk < 0 ? NONE : (uint32_t)tk);
+    }
+    /* The nodes, in the order the VM runs them. */
+    put32(&E, (uint32_t)f->nsched);
+    for (int s = 0; s < f->nsched; s++) {
+        const tg_node *n = f->sched[s].node;
+        put32(&E, intern(&E, n->op->name));
+        const char *at = n->attrs ? json_object_to_json_string_ext(
+                                        n->attrs, JSON_C_TO_STRING_PLAIN |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE)
+                                  : NULL;
+        if (n->attrs && !at) goto done;
+        put32(&E, intern(&E, at));
+        put32(&E, intern(&E, n->name));
+        put32(&E, (uint32_t)n->nin);
+        for (int k = 0; k < n->nin; k++) put32(&E, (uint32_t)vix[n->inputs[k]->index]);
+        put32(&E, (uint32_t)n->nout);
+        for (int k = 0; k < n->nout; k++) put32(&E, (uint32_t)vix[n->outputs[k]->index]);
+        put8(&E, n->inplace != NULL);
+        for (int k = 0; n->inplace && k < n->nout; k++) put8(&E, (uint8_t)n->inplace[k]);
+        put32(&E, (uint32_t)n->trace.n);
+        for (int k = 0; k < n->trace.n; k++) {
+            const tg_frame *fr = &n->trace.frames[k];
+            put32(&E, intern(&E, fr->file));
+            put64(&E, (uint64_t)fr->line);
+            put32(&E, intern(&E, fr->function));
+            put32(&E, intern(&E, fr->code));
+        }
+        put32(&E, n->origins ? (uint32_t)n->norigins : NONE);
+        for (int k = 0; n->origins && k < n->norigins; k++) put32(&E, intern(&E, n->origins[k]));
+    }
+    /* The function: inputs, outputs with their declared ids, updates. */
+    put32(&E, (uint32_t)fg->nin);
+    for (int i = 0; i < fg->nin; i++) put32(&E, (uint32_t)vix[fg->inputs[i]->index]);
+    put32(&E, (uint32_t)fg->nout);
+    for (int i = 0; i < fg->nout; i++) {
+        put32(&E, (uint32_t)vix[fg->outputs[i]->index]);
+        put32(&E, intern(&E, tg_function_output_id(f, i)));
+    }
+    put32(&E, (uint32_t)fg->nupd);
+    for (int i = 0; i < fg->nupd; i++) {
+        put32(&E, (uint32_t)vix[fg->upd_shared[i]->index]);
+        put32(&E, (uint32_t)vix[fg->outputs[fg->nout + i]->index]);
+    }
+    /* The rewrite record and the optimizer's profile. */
+    put32(&E, (uint32_t)f->record.n);
+    for (int i = 0; i < f->record.n; i++) {
+        const tg_rw_entry *e = &f->record.entries[i];
+        put32(&E, intern(&E, e->name));
+        put32(&E, intern(&E, e->pass));
+        put32(&E, (uint32_t)e->nremoved);
+        for (int k = 0; k < e->nremoved; k++) put32(&E, intern(&E, e->removed[k]));
+        put32(&E, (uint32_t)e->ncreated);
+        for (int k = 0; k < e->ncreated; k++) put32(&E, intern(&E, e->created[k]));
+    }
+    put32(&E, (uint32_t)f->record.npasses);
+    for (int i = 0; i < f->record.npasses; i++) {
+        const tg_pass_stats *p = &f->record.passes[i];
+        double sec = p->seconds;
+        uint64_t bits;
+        memcpy(&bits, &sec, 8);
+        put32(&E, intern(&E, p->name));
+        put64(&E, bits);
+        put32(&E, (uint32_t)p->nodes_before);
+        put32(&E, (uint32_t)p->nodes_after);
+        put32(&E, (uint32_t)p->applied);
+    }
+    if (E.oom || E.body.oom) goto done;
+    /* The section: magic, the string table, then the records above. */
+    tg_str_add(out, GRAPH_MAGIC, 4);
+    enc T = {0};
+    put32(&T, E.nstrs);
+    for (uint32_t i = 0; i < E.nstrs; i++) {
+        size_t len = strlen(E.strs[i]);
+        put32(&T, (uint32_t)len);
+        put_bytes(&T, E.strs[i], len);
+    }
+    tg_str_add(out, T.body.s, T.body.len);
+    tg_str_free(&T.body);
+    tg_str_add(out, E.body.s, E.body.len);
+    rc = out->oom || T.body.oom ? TG_ENOMEM : TG_OK;
+done:
+    tg_free(vix);
+    tg_idmap_free(E.index);
+    for (uint32_t i = 0; i < E.nstrs; i++) tg_free(E.strs[i]);
+    tg_free(E.strs);
+    tg_str_free(&E.body);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+typedef struct dec {
+    const unsigned char *p, *end;
+    const char *what;
+    tg_ctx *ctx;
+    const char **strs; /* into pool */
+    uint32_t nstrs;
+    char *pool;
+    int rc;
+} dec;
+
+static int fail(dec *D, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(dec *D, int status, const char *fmt, ...) {
+    if (D->rc) return D->rc;
+    char msg[TG_CTX_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    D->rc = tg_errorf(D->ctx, status, "%s: %s", D->what, msg);
+    return D->rc;
+}
+
+static bool need(dec *D, size_t n) {
+    if (D->rc) return false;
+    if ((size_t)(D->end - D->p) < n) {
+        fail(D, TG_EPARSE, "the graph section is truncated");
+        return false;
+    }
+    return true;
+}
+static uint32_t get32(dec *D) {
+    if (!need(D, 4)) return 0;
+    const unsigned char *p = D->p;
+    D->p += 4;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(dec *D) {
+    uint64_t lo = get32(D);
+    return lo | (uint64_t)get32(D) << 32;
+}
+static uint8_t get8(dec *D) {
+    if (!need(D, 1)) return 0;
+    return *D->p++;
+}
+/* A count of items of at least `size` bytes each: never more than the
+ * bytes left could hold. */
+static uint32_t get_count(dec *D, size_t size, const char *what) {
+    uint32_t n = get32(D);
+    if (!D->rc && (size_t)n > (size_t)(D->end - D->p) / (size ? size : 1))
+        fail(D, TG_EPARSE, "graph section: %u %s do not fit in what is left of it", n, what);
+    return D->rc ? 0 : n;
+}
+/* A string of the table; NULL for NONE when `optional`. */
+static const char *get_str(dec *D, bool optional, const char *what) {
+    uint32_t i = get32(D);
+    if (D->rc) return NULL;
+    if (i == NONE && optional) return NULL;
+    if (i >= D->nstrs) {
+        fail(D, TG_EPARSE, "graph section: %s: string %u is not in the table (%u strings)", what,
+             i, D->nstrs);
+        return NULL;
+    }
+    return D->strs[i];
+}
+
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF): the strings end up in JSON that other tools read. */
+static bool utf8_ok(const unsigned char *p, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!len || i + (size_t)len > n) return false;
+        for (int k = 1; k < len; k++)
+            if ((p[i + k] & 0xC0) != 0x80) return false;
+        unsigned c1 = p[i + 1];
+        if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+            (c == 0xF4 && c1 > 0x8F))
+            return false;
+        i += (size_t)len;
+    }
+    return true;
+}
+
+static int read_strings(dec *D) {
+    uint32_t n = get_count(D, 4, "strings");
+    if (D->rc) return D->rc;
+    size_t total = (size_t)(D->end - D->p);
+    D->strs = tg_calloc((size_t)n + 1, sizeof *D->strs);
+    D->pool = tg_malloc(total + (size_t)n + 1);
+    if (!D->strs || !D->pool) return fail(D, TG_ENOMEM, "out of memory");
+    char *q = D->pool;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t len = get32(D);
+        if (!need(D, len)) return D->rc;
+        if (memchr(D->p, 0, len) || !utf8_ok(D->p, len))
+            return fail(D, TG_EPARSE, "graph section: string %u is not UTF-8 text without NUL", i);
+        memcpy(q, D->p, len);
+        q[len] = 0;
+        D->strs[i] = q;
+        q += len + 1;
+        D->p += len;
+    }
+    D->nstrs = n;
+    return TG_OK;
+}
+
+/* One parsed attrs text per (text, op): nodes with the same canonical
+ * attrs share one JSON object, which parse_attrs of the same op leaves as
+ * it is. */
+typedef struct attrs_cache {
+    json_object **obj; /* by string index */
+    const tg_op **op;
+} attrs_cache;
+
+static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *op) {
+    if (C->obj[si] && C->op[si] == op) return json_object_get(C->obj[si]);
+    json_tokener *tok = json_tokener_new_ex(64);
+    if (!tok) {
+        fail(D, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    const char *s = D->strs[si];
+    size_t len = strlen(s);
+    json_object *o = len <= INT32_MAX ? json_tokener_parse_ex(tok, s, (int)len) : NULL;
+    bool good = o && json_tokener_get_error(tok) == json_tokener_success &&
+                json_tokener_get_parse_end(tok) == len && json_object_is_type(o, json_type_object);
+    json_tokener_free(tok);
+    if (!good) {
+        json_object_put(o);
+        fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not a JSON object",
+             op->name);
+        return NULL;
+    }
+    if (!C->obj[si]) {
+        C->obj[si] = json_object_get(o);
+        C->op[si] = op;
+    }
+    return o;
+}
+
+static const char *kind_name(tg_var_kind k) {
+    return k == TG_VAR_INPUT ? "an input" : k == TG_VAR_CONSTANT ? "a constant"
+                                        : k == TG_VAR_SHARED     ? "shared"
+                                                                 : "a node output";
+}
+
+/* The variables. Shared state comes from `shared` so that the functions
+ * of one file share it. */
+static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays,
+                     tgf_shared_fn shared, void *ud) {
+    uint32_t n = get_count(D, 20, "variables");
+    if (D->rc) return D->rc;
+    struct tg_idmap *ids = tg_idmap_new();
+    if (!ids) return fail(D, TG_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < n && !D->rc; i++) {
+        const char *id = get_str(D, false, "a variable's id");
+        const char *name = get_str(D, true, "a variable's name");
+        uint8_t kind = get8(D), flags = get8(D), dt = get8(D), nd = get8(D);
+        if (D->rc) break;
+        if (!tg_id_valid(id) || tg_idmap_get(ids, id)) {
+            fail(D, TG_EPARSE, "graph section: variables[%u]: id '%.128s' is %s", i, id,
+                 tg_id_valid(id) ? "used twice" : "not a valid id");
+            break;
+        }
+        if (kind > TG_VAR_RESULT || dt >= TG_NDTYPES || nd > TG_MAX_NDIM || flags > 15) {
+            fail(D, TG_EPARSE, "graph section: variables[%u] '%.128s': bad kind, dtype or rank",
+                 i, id);
+            break;
+        }
+        tg_var *v = tg_var_new(id, (tg_var_kind)kind);
+        if (!v || (name && !(v->name = tg_strdup(name))) || tg_fgraph_add_var(fg, v) ||
+            tg_idmap_put(ids, v->id, v)) {
+            if (v && (fg->nvars == 0 || fg->vars[fg->nvars - 1] != v)) tg_var_free(v);
+            fail(D, TG_ENOMEM, "out of memory");
+            break;
+        }
+        v->weak_in_file = flags & 1;
+        v->inline_const = flags >> 1 & 1;
+        v->declared = flags >> 2 & 1;
+        v->type_given = flags >> 3 & 1;
+        v->type.dtype = (tg_dtype)dt;
+        v->type.ndim = nd;
+        for (int d = 0; d < nd; d++) {
+            int64_t len = (int64_t)get64(D);
+            if (len < -1) fail(D, TG_EPARSE, "graph section: '%.128s': a negative length", id);
+            v->type.shape[d] = len;
+        }
+        uint32_t k = get32(D), tk = get32(D);
+        if (D->rc) break;
+        bool valued = kind == TG_VAR_CONSTANT || kind == TG_VAR_SHARED;
+        if ((valued ? k >= (uint32_t)narrays : k != NONE) ||
+            (tk != NONE && tk >= (uint32_t)narrays)) {
+            fail(D, TG_EPARSE, "graph section: '%.128s' (%s): bad array index", id,
+                 kind_name((tg_var_kind)kind));
+            break;
+        }
+        if (valued && !tg_type_accepts(&v->type, arrays[k])) {
+            char want[128];
+            tg_type_str(&v->type, want, sizeof want);
+            fail(D, TG_ELOAD, "graph section: array %u (%s, %d dimensions) does not fit '%.128s' (%s)",
+                 k, tg_dtype_name(arrays[k]->dtype), arrays[k]->ndim, id, want);
+            break;
+        }
+        if (tk != NONE) v->test_value = tg_array_ref(arrays[tk]);
+        if (kind == TG_VAR_CONSTANT) v->value = tg_array_ref(arrays[k]);
+        if (kind == TG_VAR_SHARED && !(v->shared = shared(ud, v->id, &v->type, arrays[k], D->ctx)))
+            D->rc = tg_ctx_status(D->ctx) ? tg_ctx_status(D->ctx) : TG_ELOAD;
+    }
+    tg_idmap_free(ids);
+    return D->rc;
+}
+
+static tg_var *var_at(dec *D, tg_fgraph *fg, const char *what) {
+    uint32_t i = get32(D);
+    if (D->rc) return NULL;
+    if (i >= (uint32_t)fg->nvars) {
+        fail(D, TG_EPARSE, "graph section: %s: variable %u does not exist", what, i);
+        return NULL;
+    }
+    return fg->vars[i];
+}
+
+/* Free a node that did not make it into the graph, giving its outputs
+ * back. */
+static void disown(tg_node *n) {
+    for (int k = 0; k < n->nout; k++)
+        if (n->outputs[k] && n->outputs[k]->owner == n) n->outputs[k]->owner = NULL;
+    tg_node_free(n);
+}
+
+static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
+    char where[48];
+    snprintf(where, sizeof where, "schedule[%d]", s);
+    const char *opname = get_str(D, false, where);
+    uint32_t ai = get32(D);
+    const char *name = get_str(D, true, where);
+    uint32_t nin = get_count(D, 4, "inputs");
+    if (D->rc) return D->rc;
+    const tg_op *op = tg_op_find(opname);
+    if (!op || (op->flags & TG_OPF_DERIVED))
+        return fail(D, TG_ELOAD, "%s: '%.64s' is not an op this tg runs", where, opname);
+    if (ai != NONE && ai >= D->nstrs)
+        return fail(D, TG_EPARSE, "graph section: %s: bad attrs string", where);
+    tg_var **in = tg_calloc((size_t)nin + 1, sizeof *in);
+    if (!in) return fail(D, TG_ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < nin && !D->rc; k++) in[k] = var_at(D, fg, where);
+    uint32_t nout = get_count(D, 4, "outputs");
+    tg_node *n = D->rc ? NULL : tg_node_new(op, (int)nin, (int)nout);
+    if (!n) {
+        tg_free(in);
+        return D->rc ? D->rc : fail(D, TG_ENOMEM, "out of memory");
+    }
+    memcpy(n->inputs, in, sizeof *in * nin);
+    tg_free(in);
+    n->json_index = s;
+    if (name && !(n->name = tg_strdup(name))) goto oom;
+    /* Every input must exist before this node runs: made by an earlier
+     * node, or not a node output at all. */
+    for (uint32_t k = 0; k < nin; k++)
+        if (n->inputs[k]->kind == TG_VAR_RESULT && !n->inputs[k]->owner) {
+            fail(D, TG_ELOAD, "%s: input '%.128s' is not computed before it is read", where,
+                 n->inputs[k]->id);
+            goto bad;
+        }
+    for (uint32_t k = 0; k < nout && !D->rc; k++) {
+        tg_var *o = var_at(D, fg, where);
+        if (!o) break;
+        if (o->kind != TG_VAR_RESULT || o->owner) {
+            fail(D, TG_EPARSE, "graph section: %s: output '%.128s' is %s", where, o->id,
+                 o->owner ? "made twice" : kind_name(o->kind));
+            break;
+        }
+        n->outputs[k] = o;
+        o->owner = n;
+        o->owner_index = (int)k;
+    }
+    if (D->rc) goto bad;
+    if (tg_node_check_arity(n, D->ctx) || !nout) {
+        if (!nout) tg_errorf(D->ctx, TG_ELOAD, "outputs: a node needs outputs");
+        goto wrap;
+    }
+    if (ai != NONE) {
+        if (!(n->attrs = attrs_for(D, C, ai, op))) goto bad;
+        if (tg_node_check_attr_keys(n, n->attrs, D->ctx)) goto wrap;
+    }
+    if (op->parse_attrs && op->parse_attrs(n, D->ctx)) goto wrap;
+    uint8_t has_ip = get8(D);
+    if (has_ip > 1) fail(D, TG_EPARSE, "graph section: %s: bad in-place flag", where);
+    if (has_ip && !D->rc) {
+        if (!(n->inplace = tg_malloc(nout))) goto oom;
+        memset(n->inplace, -1, nout);
+        for (uint32_t k = 0; k < nout && !D->rc; k++) {
+            int8_t ii = (int8_t)get8(D);
+            if (!D->rc && ii >= 0 && tg_node_set_inplace(n, (int)k, ii, D->ctx)) goto wrap;
+        }
+    }
+    uint32_t nfr = get_count(D, 20, "trace frames");
+    if (D->rc) goto bad;
+    if (nfr) {
+        if (!(n->trace.frames = tg_calloc(nfr, sizeof *n->trace.frames))) goto oom;
+        n->trace.n = (int)nfr;
+        for (uint32_t k = 0; k < nfr && !D->rc; k++) {
+            tg_frame *fr = &n->trace.frames[k];
+            const char *file = get_str(D, true, where);
+            fr->line = (int64_t)get64(D);
+            const char *fn = get_str(D, true, where), *code = get_str(D, true, where);
+            if (D->rc) goto bad;
+            if ((file && !(fr->file = tg_strdup(file))) || (fn && !(fr->function = tg_strdup(fn))) ||
+                (code && !(fr->code = tg_strdup(code))))
+                goto oom;
+        }
+    }
+    uint32_t nor = get32(D);
+    if (nor != NONE) {
+        if (D->rc || nor > (uint32_t)(D->end - D->p) / 4) {
+            fail(D, TG_EPARSE, "graph section: %s: bad origins", where);
+            goto bad;
+        }
+        if (!(n->origins = tg_calloc((size_t)nor + 1, sizeof *n->origins))) goto oom;
+        n->norigins = (int)nor;
+        for (uint32_t k = 0; k < nor; k++) {
+            const char *key = get_str(D, false, where);
+            if (D->rc) goto bad;
+            if (!(n->origins[k] = tg_strdup(key))) goto oom;
+        }
+    }
+    if (D->rc) goto bad;
+    /* The op's inference gives the types again: the saved ones must agree
+     * (a declared type may refine a length the op leaves open). */
+    tg_type saved_small[4], *saved = nout <= 4 ? saved_small : tg_malloc(sizeof *saved * nout);
+    if (!saved) goto oom;
+    for (uint32_t k = 0; k < nout; k++) saved[k] = n->outputs[k]->type;
+    bool typed = op->infer != NULL;
+    for (uint32_t k = 0; k < nin; k++)
+        if (n->inputs[k]->type.dtype == TG_DTYPE_INVALID) typed = false;
+    if (!typed || op->infer(n, D->ctx)) {
+        if (!typed) tg_errorf(D->ctx, TG_ELOAD, "an input has no type, or %s has no inference", op->name);
+        if (saved != saved_small) tg_free(saved);
+        goto wrap;
+    }
+    for (uint32_t k = 0; k < nout; k++) {
+        tg_type *got = &n->outputs[k]->type, *want = &saved[k];
+        if (got->dtype != want->dtype || got->ndim != want->ndim || !tg_type_compatible(got, want)) {
+            char a[128], b[128];
+            tg_type_str(want, a, sizeof a);
+            tg_type_str(got, b, sizeof b);
+            tg_errorf(D->ctx, TG_ELOAD, "outputs[%u]: saved as %s, but the op gives %s", k, a, b);
+            if (saved != saved_small) tg_free(saved);
+            goto wrap;
+        }
+        *got = *want;
+    }
+    if (saved != saved_small) tg_free(saved);
+    if (tg_node_check_inplace_types(n, D->ctx)) goto wrap;
+    if (tg_fgraph_add_node(fg, n)) goto oom;
+    return TG_OK;
+wrap: {
+    char desc[256];
+    tg_node_describe(n, desc, sizeof desc);
+    tg_error_prefix(D->ctx, "%s: %s: %s", D->what, where, desc);
+    D->rc = tg_ctx_status(D->ctx) ? tg_ctx_status(D->ctx) : TG_ELOAD;
+    disown(n);
+    return D->rc;
+}
+oom:
+    fail(D, TG_ENOMEM, "out of memory");
+bad:
+    disown(n);
+    return D->rc;
+}
+
+static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
+    uint32_t nin = get_count(D, 4, "function inputs");
+    if (D->rc) return D->rc;
+    fg->inputs = tg_calloc((size_t)nin + 1, sizeof *fg->inputs);
+    if (!fg->inputs) return fail(D, TG_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < nin && !D->rc; i++) {
+        tg_var *v = var_at(D, fg, "inputs");
+        if (v && v->kind != TG_VAR_INPUT)
+            fail(D, TG_EPARSE, "graph section: inputs[%u] '%.128s' is %s", i, v->id,
+                 kind_name(v->kind));
+        fg->inputs[i] = v;
+    }
+    fg->nin = (int)nin;
+    uint32_t nout = get_count(D, 8, "function outputs");
+    if (D->rc) return D->rc;
+    const unsigned char *mark = D->p;
+    D->p += (size_t)nout * 8;
+    uint32_t nupd = get_count(D, 8, "updates");
+    D->p = mark;
+    if (D->rc) return D->rc;
+    fg->outputs = tg_calloc((size_t)nout + nupd + 1, sizeof *fg->outputs);
+    fg->upd_shared = tg_calloc((size_t)nupd + 1, sizeof *fg->upd_shared);
+    *out_ids = tg_calloc((size_t)nout + 1, sizeof **out_ids);
+    if (!fg->outputs || !fg->upd_shared || !*out_ids) return fail(D, TG_ENOMEM, "out of memory");
+    fg->nout = (int)nout;
+    for (uint32_t i = 0; i < nout && !D->rc; i++) {
+        tg_var *v = var_at(D, fg, "outputs");
+        const char *id = get_str(D, false, "outputs");
+        if (D->rc) break;
+        if (v->kind == TG_VAR_RESULT && !v->owner)
+            fail(D, TG_EPARSE, "graph section: outputs[%u] '%.128s' is never computed", i, v->id);
+        fg->outputs[i] = v;
+        if (!((*out_ids)[i] = tg_strdup(id))) fail(D, TG_ENOMEM, "out of memory");
+    }
+    get32(D); /* nupd, read above */
+    for (uint32_t i = 0; i < nupd && !D->rc; i++) {
+        tg_var *s = var_at(D, fg, "updates"), *v = var_at(D, fg, "updates");
+        if (D->rc) break;
+        if (s->kind != TG_VAR_SHARED || (v->kind == TG_VAR_RESULT && !v->owner) ||
+            v->type.dtype != s->type.dtype || v->type.ndim != s->type.ndim)
+            fail(D, TG_EPARSE, "graph section: updates[%u]: '%.128s' cannot update '%.128s'", i,
+                 v->id, s->id);
+        for (uint32_t j = 0; j < i && !D->rc; j++)
+            if (fg->upd_shared[j] == s)
+                fail(D, TG_EPARSE, "graph section: updates[%u]: '%.128s' is updated twice", i,
+                     s->id);
+        fg->upd_shared[i] = s;
+        fg->outputs[nout + i] = v;
+    }
+    fg->nupd = (int)nupd;
+    for (uint32_t r = 0; r < nout + nupd && !D->rc; r++)
+        if (tg_fgraph_add_client(fg->outputs[r], NULL, (int)r)) fail(D, TG_ENOMEM, "out of memory");
+    if (D->rc) return D->rc;
+    /* Every free input a node reads is an argument of the function. */
+    for (int i = 0; i < fg->nin; i++) fg->inputs[i]->mark = fg;
+    for (int i = 0; i < fg->nvars && !D->rc; i++) {
+        tg_var *v = fg->vars[i];
+        if (v->kind == TG_VAR_INPUT && v->nclients && v->mark != fg)
+            fail(D, TG_ELOAD, "graph section: '%.128s' is read but is not an input of the function",
+                 v->id);
+    }
+    for (int i = 0; i < fg->nin; i++) fg->inputs[i]->mark = NULL;
+    /* An overwritten input has no other reader (the loader's rule). */
+    for (int i = 0; i < fg->nnodes && !D->rc; i++) {
+        const tg_node *n = fg->nodes[i];
+        for (int k = 0; n->inplace && k < n->nout; k++) {
+            if (n->inplace[k] < 0) continue;
+            const tg_var *in = n->inputs[n->inplace[k]];
+            if (in->kind == TG_VAR_SHARED || in->nclients != 1)
+                fail(D, TG_ELOAD, "graph section: schedule[%d]: input '%.128s' is overwritten in "
+                     "place but read elsewhere too", i, in->id);
+        }
+    }
+    return D->rc;
+}
+
+static int read_record(dec *D, tg_opt_record *rec) {
+    uint32_t n = get_count(D, 16, "rewrites");
+    for (uint32_t i = 0; i < n && !D->rc; i++) {
+        const char *name = get_str(D, false, "rewrites"), *pass = get_str(D, false, "rewrites");
+        const char **lists[2] = {NULL, NULL};
+        uint32_t cnt[2] = {0, 0};
+        for (int l = 0; l < 2 && !D->rc; l++) {
+            cnt[l] = get_count(D, 4, "rewritten nodes");
+            if (D->rc) break;
+            if (!(lists[l] = tg_calloc((size_t)cnt[l] + 1, sizeof *lists[l]))) {
+                fail(D, TG_ENOMEM, "out of memory");
+                break;
+            }
+            for (uint32_t k = 0; k < cnt[l] && !D->rc; k++) lists[l][k] = get_str(D, false, "rewrites");
+        }
+        if (!D->rc && tg_opt_record_add(rec, name, pass, lists[0], (int)cnt[0], lists[1], (int)cnt[1]))
+            fail(D, TG_ENOMEM, "out of memory");
+        tg_free(lists[0]);
+        tg_free(lists[1]);
+    }
+    uint32_t np = get_count(D, 24, "passes");
+    if (D->rc) return D->rc;
+    if (np && !(rec->passes = tg_calloc(np, sizeof *rec->passes)))
+        return fail(D, TG_ENOMEM, "out of memory");
+    rec->cpasses = (int)np;
+    for (uint32_t i = 0; i < np && !D->rc; i++) {
+        tg_pass_stats *p = &rec->passes[i];
+        p->name = get_str(D, false, "passes");
+        uint64_t bits = get64(D);
+        memcpy(&p->seconds, &bits, 8);
+        p->nodes_before = (int)get32(D);
+        p->nodes_after = (int)get32(D);
+        p->applied = (int)get32(D);
+        rec->npasses = (int)i + 1;
+    }
+    return D->rc;
+}
+
+int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int narrays,
+                     tgf_shared_fn shared, void *ud, const char *what, tgf_decoded *out,
+                     tg_ctx *ctx) {
+    dec D = {data, (const unsigned char *)data + len, what, ctx, NULL, 0, NULL, TG_OK};
+    attrs_cache C = {0};
+    memset(out, 0, sizeof *out);
+    tg_fgraph *fg = tg_calloc(1, sizeof *fg);
+    if (!fg) return fail(&D, TG_ENOMEM, "out of memory");
+    if (len < 4 || memcmp(data, GRAPH_MAGIC, 4)) {
+        fail(&D, TG_EPARSE, "not a graph section (bad magic number)");
+        goto done;
+    }
+    D.p += 4;
+    if (read_strings(&D) || read_vars(&D, fg, arrays, narrays, shared, ud)) goto done;
+    C.obj = tg_calloc((size_t)D.nstrs + 1, sizeof *C.obj);
+    C.op = tg_calloc((size_t)D.nstrs + 1, sizeof *C.op);
+    if (!C.obj || !C.op) {
+        fail(&D, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    uint32_t nn = get_count(&D, 24, "nodes");
+    for (uint32_t s = 0; s < nn && !D.rc; s++) read_node(&D, fg, &C, (int)s);
+    if (D.rc || read_function(&D, fg, &out->out_ids) || read_record(&D, &out->record)) goto done;
+    if (D.p != D.end) fail(&D, TG_EPARSE, "graph section: %zu bytes after its end", (size_t)(D.end - D.p));
+done:
+    for (uint32_t i = 0; C.obj && i < D.nstrs; i++) json_object_put(C.obj[i]);
+    tg_free(C.obj);
+    tg_free(C.op);
+    tg_free(D.strs);
+    if (D.rc) {
+        if (out->out_ids)
+            for (int i = 0; i < fg->nout; i++) tg_free(out->out_ids[i]);
+        tg_free(out->out_ids);
+        out->out_ids = NULL;
+        tg_opt_record_free(&out->record);
+        tg_fgraph_free(fg);
+        tg_free(D.pool);
+        return D.rc;
+    }
+    out->fg = fg;
+    out->strpool = D.pool; /* the record's names point into it */
+    return TG_OK;
+}
