@@ -315,22 +315,23 @@ static int read_strings(dec *D) {
 typedef struct attrs_cache {
     json_object **obj; /* by string index */
     const tg_op **op;
+    json_tokener *tok; /* one for the whole section */
 } attrs_cache;
 
 static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *op) {
     if (C->obj[si] && C->op[si] == op) return json_object_get(C->obj[si]);
-    json_tokener *tok = json_tokener_new_ex(64);
-    if (!tok) {
+    json_tokener *tok = C->tok;
+    if (!tok && !(tok = C->tok = json_tokener_new_ex(64))) {
         fail(D, TG_ENOMEM, "out of memory");
         return NULL;
     }
+    json_tokener_reset(tok);
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     const char *s = D->strs[si];
     size_t len = strlen(s);
     json_object *o = len <= INT32_MAX ? json_tokener_parse_ex(tok, s, (int)len) : NULL;
     bool good = o && json_tokener_get_error(tok) == json_tokener_success &&
                 json_tokener_get_parse_end(tok) == len && json_object_is_type(o, json_type_object);
-    json_tokener_free(tok);
     if (!good) {
         json_object_put(o);
         fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not a JSON object",
@@ -717,6 +718,7 @@ done:
     for (uint32_t i = 0; C.obj && i < D.nstrs; i++) json_object_put(C.obj[i]);
     tg_free(C.obj);
     tg_free(C.op);
+    if (C.tok) json_tokener_free(C.tok);
     tg_free(D.strs);
     if (D.rc) {
         if (out->out_ids)
