@@ -339,11 +339,47 @@ static void test_weak_and_default_name(void **state) {
     tg_graph_free(g);
 }
 
+
+/* rop through op_from_graph and ifelse: r = ifelse(c, sq(x), 3x) with
+ * sq(a) = a*a as a body; rop(r, x, v) = 2 x v when c, else 3 v (by hand). */
+static void test_rop(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"c\",\"type\":{\"dtype\":\"bool\",\"shape\":[]}},"
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
+        "{\"id\":\"v\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"
+        "\"nodes\":[{\"op\":\"op_from_graph\",\"inputs\":[\"x\"],\"outputs\":[\"s\"],"
+        "\"attrs\":{\"name\":\"sq\",\"body\":{\"variables\":[{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"a\",\"a\"],\"outputs\":[\"aa\"]}],"
+        "\"inputs\":[\"a\"],\"outputs\":[\"aa\"]}}},"
+        "{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":3}],\"outputs\":[\"x3\"]},"
+        "{\"op\":\"ifelse\",\"inputs\":[\"c\",\"s\",\"x3\"],\"outputs\":[\"r\"]},"
+        "{\"op\":\"rop\",\"inputs\":[\"r\",\"x\",\"v\"],\"outputs\":[\"jv\"]}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"c\",\"x\",\"v\"],\"outputs\":[\"jv\"]}}}";
+    tg_graph *g = tu_load(json);
+    double x[3] = {0.5, -2, 3}, v[3] = {1, 0.25, -1};
+    tg_array *X = vec(3, x), *Vv = vec(3, v);
+    for (int c = 0; c < 2; c++) {
+        tg_array *C = tg_array_new_scalar(TG_BOOL, c), *out[1] = {0};
+        tu_call(g, "main", (tg_array *[]){C, X, Vv}, out);
+        double want[3];
+        for (int i = 0; i < 3; i++) want[i] = c ? 2 * x[i] * v[i] : 3 * v[i];
+        expect_vec(out[0], 3, want);
+        tg_array_free(out[0]);
+        tg_array_free(C);
+    }
+    tg_array_free(X);
+    tg_array_free(Vv);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_grad),
+        cmocka_unit_test(test_rop),
         cmocka_unit_test(test_ifelse_in_body),
         cmocka_unit_test(test_tgf),
         cmocka_unit_test(test_errors),
