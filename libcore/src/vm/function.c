@@ -698,8 +698,8 @@ static const tg_vm_node *run_controls(tg_function *f, const tg_vm_ctl **cp, cons
 }
 
 /* The dispatch loop. Two copies: without hooks (the common case: nothing
- * but the kernel call and the frees, and one compare for the lazy
- * ifelse's control points), and with them. */
+ * but the kernel call and the frees; the lazy ifelse's control points are
+ * handled between runs of nodes), and with them. */
 static int run_schedule(tg_function *f, tg_ctx *ctx) {
     tg_array **slots = f->slots;
     tg_array **in = f->scratch_in;
@@ -707,31 +707,33 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
     const tg_vm_ctl *c = f->ctl;
     const tg_vm_node *ctl_at = f->sched + c->at;
     if (!f->hooked) {
-        for (; s < end; s++) {
-            if (__builtin_expect(s == ctl_at, 0)) {
-                if (!(s = run_controls(f, &c, s, ctx))) return ctx ? ctx->status : TG_ERUNTIME;
-                ctl_at = f->sched + c->at;
-            }
-            tg_node *n = s->node;
-            for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
-            int rc = s->run(n, in, slots + s->out_slot, ctx);
-            if (__builtin_expect(rc != 0, 0)) goto node_fail;
-            for (int j = 0; j < n->nout; j++) {
-                const tg_array *o = slots[s->out_slot + j];
-                const tg_type *t = &n->outputs[j]->type;
-                if (__builtin_expect(!o || o->dtype != t->dtype || o->ndim != t->ndim, 0) ||
-                    !tg_type_accepts(t, o)) {
-                    rc = check_result(n->outputs[j], o, ctx);
-                    if (rc) goto node_fail;
+        /* Runs of nodes between control points (the sentinel's is `end`),
+         * so the inner loop has no per-node test for them. */
+        for (;;) {
+            for (; s < ctl_at; s++) {
+                tg_node *n = s->node;
+                for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
+                int rc = s->run(n, in, slots + s->out_slot, ctx);
+                if (__builtin_expect(rc != 0, 0)) goto node_fail;
+                for (int j = 0; j < n->nout; j++) {
+                    const tg_array *o = slots[s->out_slot + j];
+                    const tg_type *t = &n->outputs[j]->type;
+                    if (__builtin_expect(!o || o->dtype != t->dtype || o->ndim != t->ndim, 0) ||
+                        !tg_type_accepts(t, o)) {
+                        rc = check_result(n->outputs[j], o, ctx);
+                        if (rc) goto node_fail;
+                    }
                 }
+                if (s->nfree) release_buffers(f, s);
+                continue;
+            node_fail:
+                tg_node_error_wrap(ctx, n);
+                return ctx ? ctx->status : TG_ERUNTIME;
             }
-            if (s->nfree) release_buffers(f, s);
-            continue;
-        node_fail:
-            tg_node_error_wrap(ctx, n);
-            return ctx ? ctx->status : TG_ERUNTIME;
+            if (s == end) return TG_OK;
+            if (!(s = run_controls(f, &c, s, ctx))) return ctx ? ctx->status : TG_ERUNTIME;
+            ctl_at = f->sched + c->at;
         }
-        return TG_OK;
     }
     for (; s < end; s++) {
         if (s == ctl_at) {
