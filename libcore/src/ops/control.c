@@ -21,7 +21,6 @@
 #include "grad/grad.h"
 #include "io/io.h"
 #include "ops/control.h"
-#include "vm/vm.h"
 
 /* ---- ifelse ---- */
 
