@@ -282,11 +282,12 @@ static void test_op_class(void **state) {
     assert_string_equal(tg_profile_op_class("conv2d"), "conv");
     assert_string_equal(tg_profile_op_class("reshape"), "shape");
     assert_string_equal(tg_profile_op_class("composite"), "composite");
+    assert_string_equal(tg_profile_op_class("ifelse"), "control");
     assert_string_equal(tg_profile_op_class("no_such_op"), "no_such_op");
     /* Every op of the table has a family: a new .def file in ops.def must
      * be listed in profile.c too. */
     static const char *const families[] = {"elemwise", "reduce", "blas", "shape", "build", "nn", "conv",
-                                           "linalg", "random", "debug", "grad", "composite", "transfer", NULL};
+                                           "linalg", "random", "debug", "grad", "composite", "transfer", "control", NULL};
     for (int i = 0; i < tg_op_count(); i++) {
         const char *cls = tg_profile_op_class(tg_op_at(i)->name);
         bool known = false;

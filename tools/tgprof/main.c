@@ -906,8 +906,13 @@ int main(int argc, char **argv) {
         const tg_node *nd = f->sched[k].node;
         const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
         tg_str s = {0};
+        json_object *jname;
         if (strcmp(nd->op->name, "composite") == 0 && composite_text(nd->attrs, &s))
             ; /* composite{tanh((i0 + i1))}, as Theano names a fused node */
+        else if (strcmp(nd->op->name, "op_from_graph") == 0 && nd->attrs &&
+                 json_object_object_get_ex(nd->attrs, "name", &jname))
+            /* op_from_graph{normalize}: the body's name, not its text */
+            tg_str_addf(&s, "op_from_graph{%s}", json_object_get_string(jname));
         else if (attrs && strcmp(attrs, "{}") != 0)
             tg_str_addf(&s, "%s%s", nd->op->name, attrs);
         else

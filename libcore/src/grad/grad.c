@@ -39,18 +39,25 @@ tg_var *tg_gb_op(tg_gb *b, const char *opname, int nin, tg_var *const *in, const
         tg_errorf(b->ctx, TG_EUNSUPPORTED, "gradient: op '%s' is not available", opname);
         return NULL;
     }
-    int nout = op->nout > 0 ? op->nout : 1;
+    json_object *ja = NULL;
+    if (attrs && !(ja = json_tokener_parse(attrs))) {
+        tg_errorf(b->ctx, TG_EINVAL, "gradient: bad attrs %s for %s", attrs, opname);
+        return NULL;
+    }
+    tg_node *n = tg_gb_node(b, op, nin, in, op->nout > 0 ? op->nout : 1, ja);
+    json_object_put(ja);
+    return n ? n->outputs[0] : NULL;
+}
+
+tg_node *tg_gb_node(tg_gb *b, const tg_op *op, int nin, tg_var *const *in, int nout, json_object *attrs) {
+    const char *opname = op->name;
     tg_node *n = tg_node_new(op, nin, nout);
     if (!n) {
         tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
         return NULL;
     }
     for (int i = 0; i < nin; i++) n->inputs[i] = in[i];
-    if (attrs && !(n->attrs = json_tokener_parse(attrs))) {
-        tg_node_free(n);
-        tg_errorf(b->ctx, TG_EINVAL, "gradient: bad attrs %s for %s", attrs, opname);
-        return NULL;
-    }
+    if (attrs) n->attrs = json_object_get(attrs);
     if (b->origin && tg_trace_copy(&n->trace, &b->origin->trace)) {
         tg_node_free(n);
         tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
@@ -75,7 +82,7 @@ tg_var *tg_gb_op(tg_gb *b, const char *opname, int nin, tg_var *const *in, const
         tg_error_prefix(b->ctx, "gradient node %s", opname);
         return NULL;
     }
-    return n->outputs[0];
+    return n;
 }
 
 tg_var *tg_gb_op1(tg_gb *b, const char *op, tg_var *x, const char *attrs) {
@@ -88,16 +95,24 @@ tg_var *tg_gb_op2(tg_gb *b, const char *op, tg_var *x, tg_var *y) {
 }
 
 tg_var *tg_gb_const(tg_gb *b, tg_dtype dt, double v) {
-    tg_var *c = gb_new_var(b, TG_VAR_CONSTANT);
-    if (!c) return NULL;
-    c->value = tg_array_new_scalar(dt, v);
-    if (!c->value) {
+    return tg_gb_const_array(b, tg_array_new_scalar(dt, v));
+}
+
+tg_var *tg_gb_const_array(tg_gb *b, tg_array *a) {
+    if (!a) {
         tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
         return NULL;
     }
-    c->inline_const = true;
-    c->type.dtype = dt;
-    c->type.ndim = 0;
+    tg_var *c = gb_new_var(b, TG_VAR_CONSTANT);
+    if (!c) {
+        tg_array_free(a);
+        return NULL;
+    }
+    c->value = a;
+    c->inline_const = a->ndim == 0;
+    c->type.dtype = a->dtype;
+    c->type.ndim = a->ndim;
+    for (int d = 0; d < a->ndim; d++) c->type.shape[d] = a->shape[d];
     return c;
 }
 
@@ -263,6 +278,14 @@ done:
     tg_free(gout);
     tg_free(gin);
     return rc;
+}
+
+int tg_gb_lop(tg_gb *b, tg_node *const *nodes, int nn, int nseed, tg_var *const *f, tg_var *const *seed,
+              int nw, tg_var *const *w, tg_var **res) {
+    pass p = {.nodes = nodes, .nn = nn, .nseed = nseed, .f = f, .seed = seed, .nw = nw, .w = w,
+              .w_at = 0, .what = "f", .raise = false};
+    for (int j = 0; j < nw; j++) res[j] = NULL;
+    return reverse(b, &p, res);
 }
 
 /* Output k of the derived node gn becomes an identity of value (or zeros

@@ -27,8 +27,20 @@ tg_var *tg_gb_op(tg_gb *b, const char *op, int nin, tg_var *const *in, const cha
 /* Shorthands. */
 tg_var *tg_gb_op1(tg_gb *b, const char *op, tg_var *x, const char *attrs);
 tg_var *tg_gb_op2(tg_gb *b, const char *op, tg_var *x, tg_var *y);
+/* A node of op `op` with nout outputs over `in`, attrs a JSON object
+ * (borrowed; a reference is taken) or NULL; parsed and typed. Returns the
+ * node (its outputs are new variables of b->g), or NULL with ctx set. */
+tg_node *tg_gb_node(tg_gb *b, const tg_op *op, int nin, tg_var *const *in, int nout, json_object *attrs);
 /* A strong scalar constant of dtype dt. */
 tg_var *tg_gb_const(tg_gb *b, tg_dtype dt, double v);
+/* A constant holding a (the reference is taken over, even on failure). */
+tg_var *tg_gb_const_array(tg_gb *b, tg_array *a);
+/* A reverse pass over nodes[0..nn) (topological, built by b): the
+ * gradients seed[s] of f[s] flow back; res[j] gets the gradient reaching
+ * w[j] (float variables), or NULL when none does. For ops whose gradient
+ * differentiates a body of their own (op_from_graph). */
+int tg_gb_lop(tg_gb *b, tg_node *const *nodes, int nn, int nseed, tg_var *const *f, tg_var *const *seed,
+              int nw, tg_var *const *w, tg_var **res);
 /* g summed back to x's run-time shape (undoing broadcasting). */
 tg_var *tg_gb_sum_to(tg_gb *b, tg_var *g, tg_var *x);
 

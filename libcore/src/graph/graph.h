@@ -251,4 +251,24 @@ int tg_fgraph_replace(tg_fgraph *fg, tg_var *old, tg_var *newv);
 /* Recompute fg->nodes in topological order, dropping unreachable nodes. */
 int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx);
 
+/* ---- lazy regions (regions.c) ---- */
+/* Where each node of fg runs with respect to the ifelse nodes: region 0 is
+ * the eager code; the ifelse at position k of fg->nodes has regions
+ * 1 + 2k (its then-branch) and 2 + 2k (its else-branch), children of the
+ * region the ifelse itself runs in. of[k] is node k's region. */
+typedef struct tg_regions {
+    int nnodes, nreg;
+    bool lazy; /* fg has an ifelse: else every node is in region 0 */
+    int *of;
+    int *parent, *depth; /* per region */
+} tg_regions;
+/* fg->nodes must be in topological order. Uses the nodes' mark (left
+ * NULL). TG_ENOMEM only. */
+int tg_regions_compute(const tg_fgraph *fg, tg_regions *r, tg_ctx *ctx);
+void tg_regions_free(tg_regions *r);
+/* One of regions a and b contains the other (or they are equal): a node of
+ * one may stand for a node of the other without running where it would
+ * not have run. */
+bool tg_regions_nested(const tg_regions *r, int a, int b);
+
 #endif

@@ -20,16 +20,20 @@ typedef struct pass_def {
     const char *name;
     int (*global)(tg_rw *rw);
     bool fast_compile; /* in fast_compile too */
+    bool opt_in;       /* runs only when its rules are included by tag */
 } pass_def;
 
 static const pass_def passes[] = {
-    {"merge", tg_rw_merge, true},
-    {"canonicalize", NULL, true},
-    {"stabilize", NULL, false},
-    {"specialize", NULL, false},
-    {"merge", tg_rw_merge, true},
-    {"fusion", tg_rw_fusion, false},
-    {"inplace", tg_rw_inplace, false},
+    /* Inlining op_from_graph bodies (Theano inlines when asked): first, so
+     * that the other passes see the inlined nodes. */
+    {"inline", NULL, false, true},
+    {"merge", tg_rw_merge, true, false},
+    {"canonicalize", NULL, true, false},
+    {"stabilize", NULL, false, false},
+    {"specialize", NULL, false, false},
+    {"merge", tg_rw_merge, true, false},
+    {"fusion", tg_rw_fusion, false, false},
+    {"inplace", tg_rw_inplace, false, false},
 };
 enum { NPASSES = (int)(sizeof passes / sizeof passes[0]) };
 
@@ -199,18 +203,27 @@ tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, cons
     }
     for (int i = 0; i < nin; i++)
         if (!in[i]) return NULL;
-    int nout = op->nout > 0 ? op->nout : 1;
+    json_object *ja = NULL;
+    if (attrs && !(ja = json_tokener_parse(attrs))) {
+        tg_errorf(rw->ctx, TG_EINVAL, "optimizer: bad attrs %s for %s", attrs, opname);
+        return NULL;
+    }
+    tg_node *n = tg_rw_node(rw, op, nin, in, op->nout > 0 ? op->nout : 1, ja);
+    json_object_put(ja);
+    return n ? n->outputs[0] : NULL;
+}
+
+tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int nout, json_object *attrs) {
+    const char *opname = op->name;
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return NULL;
     tg_node *n = tg_node_new(op, nin, nout);
     if (!n) {
         oom(rw);
         return NULL;
     }
     memcpy(n->inputs, in, sizeof *in * (size_t)nin);
-    if (attrs && !(n->attrs = json_tokener_parse(attrs))) {
-        tg_node_free(n);
-        tg_errorf(rw->ctx, TG_EINVAL, "optimizer: bad attrs %s for %s", attrs, opname);
-        return NULL;
-    }
+    if (attrs) n->attrs = json_object_get(attrs);
     if (rw->cur && tg_trace_copy(&n->trace, &rw->cur->trace)) goto nomem;
     for (int k = 0; k < nout; k++) {
         tg_var *v = new_var(rw, base_id(rw), opname, TG_VAR_RESULT);
@@ -234,7 +247,7 @@ tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, cons
         return NULL;
     }
     rw->created[rw->ncreated++] = n;
-    return n->outputs[0];
+    return n;
 nomem:
     for (int k = 0; k < nout; k++)
         if (n->outputs[k]) n->outputs[k]->owner = NULL;
@@ -606,7 +619,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
             const char *t = (pass ? exc : inc)[i];
             if (!tag_known(t))
                 return tg_errorf(ctx, TG_EINVAL,
-                                 "unknown optimizer tag '%s' (a pass: merge, canonicalize, "
+                                 "unknown optimizer tag '%s' (a pass: inline, merge, canonicalize, "
                                  "stabilize, specialize, fusion, inplace; a group: "
                                  "constant_folding, gemm; or a rewrite's name)",
                                  t);
@@ -631,7 +644,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         const tg_rw_rule *r = &tg_rw_rules[i];
         bool on = false;
         for (int p = 0; p < NPASSES; p++)
-            if (!strcmp(passes[p].name, r->pass))
+            if (!strcmp(passes[p].name, r->pass) && !passes[p].opt_in)
                 on = level == 2 || (level == 1 && passes[p].fast_compile);
         if (listed(inc, r)) on = true;
         if (listed(exc, r)) on = false;

@@ -45,6 +45,10 @@ extern const int tg_rw_nrules;
  * error on the engine's context. */
 tg_var *tg_rw_op(tg_rw *rw, const char *op, int nin, tg_var *const *in,
                  const char *attrs);
+/* The same with nout outputs and attrs a JSON object (borrowed; the node
+ * takes a reference) or NULL; returns the node. */
+tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int nout,
+                   json_object *attrs);
 tg_var *tg_rw_op1(tg_rw *rw, const char *op, tg_var *x, const char *attrs);
 tg_var *tg_rw_op2(tg_rw *rw, const char *op, tg_var *x, tg_var *y);
 /* A strong scalar constant. */

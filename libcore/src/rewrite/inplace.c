@@ -22,6 +22,9 @@ static bool buffer_free(const tg_var *v) {
         if (v->kind != TG_VAR_RESULT || !v->owner) return false; /* input, constant, shared */
         if (!tg_rw_single_client(v)) return false;
         const tg_node *p = v->owner;
+        /* An ifelse output is the taken branch's value itself, whichever
+         * it is: its buffer may be anyone's. */
+        if (p->op->flags & TG_OPF_LAZY) return false;
         if (p->op->view_of < 0 || v->owner_index != 0) return true;
         v = p->inputs[p->op->view_of];
     }

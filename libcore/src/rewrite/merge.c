@@ -98,6 +98,7 @@ static bool eq_node(const void *a, const void *b) { return node_equal(a, b); }
 int tg_rw_merge(tg_rw *rw) {
     tg_fgraph *fg = tg_rw_fgraph(rw);
     table t = {0};
+    tg_regions reg = {0};
     int rc = TG_OK;
     if (table_init(&t, (size_t)fg->nvars)) goto nomem;
     /* Constants first: a node's inputs must be canonical when it is
@@ -115,12 +116,27 @@ int tg_rw_merge(tg_rw *rw) {
     table_free(&t);
     memset(&t, 0, sizeof t);
     if (table_init(&t, (size_t)fg->nnodes)) goto nomem;
+    /* With a lazy ifelse, two equal nodes merge only when one's region
+     * holds the other's (graph/regions.c): merging a node of one branch
+     * with its twin in the other branch, or in a nested ifelse's branch,
+     * would make it run where neither ran before (a division by zero the
+     * branch guarded against). Regions of the graph as it is now: merging
+     * within them only ever takes readers away from other nodes. */
+    bool lazy = false;
+    for (int i = 0; i < fg->nnodes && !lazy; i++)
+        lazy = !tg_rw_dead(fg->nodes[i]) && (fg->nodes[i]->op->flags & TG_OPF_LAZY);
+    if (lazy) {
+        if ((rc = tg_fgraph_toposort(fg, tg_rw_ctx(rw)))) goto done;
+        if ((rc = tg_regions_compute(fg, &reg, tg_rw_ctx(rw)))) goto done;
+        for (int i = 0; i < fg->nnodes; i++) fg->nodes[i]->index = i;
+    }
     int nnodes = fg->nnodes; /* nodes appended meanwhile are not merged */
     for (int i = 0; i < nnodes; i++) {
         tg_node *n = fg->nodes[i];
         if (tg_rw_dead(n) || (n->op->flags & TG_OPF_SIDE_EFFECT)) continue;
         tg_node *same = table_find_or_add(&t, node_hash(n), n, eq_node);
         if (!same) continue;
+        if (lazy && !tg_regions_nested(&reg, reg.of[n->index], reg.of[same->index])) continue;
         for (int k = 0; k < n->nout; k++)
             if ((rc = tg_rw_replace(rw, n->outputs[k], same->outputs[k]))) goto done;
         tg_node *pair[2] = {n, same};
@@ -132,5 +148,6 @@ nomem:
     rc = tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory while merging");
 done:
     table_free(&t);
+    tg_regions_free(&reg);
     return rc;
 }

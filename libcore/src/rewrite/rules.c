@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/control.h"
 #include "rewrite/engine.h"
 #include "tensor/tensor.h"
 
@@ -645,10 +646,107 @@ static int blas_update(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* ---- control flow ---- */
+
+/* ifelse(c, t.., e..) with a constant c -> the branch it names. */
+static int ifelse_const_cond(tg_rw *rw, tg_node *n) {
+    const tg_var *c = n->inputs[0];
+    if (c->kind != TG_VAR_CONSTANT || !c->value) return 0;
+    bool taken = tg_ifelse_truth(c->value);
+    int k = n->nout, done = 0;
+    for (int i = 0; i < k; i++) {
+        tg_var *o = n->outputs[i], *v = n->inputs[taken ? 1 + i : 1 + k + i];
+        if (!o->nclients) continue;
+        if (!fits(v, o)) return 0;
+    }
+    for (int i = 0; i < k; i++) {
+        tg_var *o = n->outputs[i];
+        if (!o->nclients) continue;
+        int rc = tg_rw_replace(rw, o, n->inputs[taken ? 1 + i : 1 + k + i]);
+        if (rc) return rc;
+        done = 1;
+    }
+    return done;
+}
+
+/* ifelse(c, .. x .., .. x ..): an output whose two branches are the same
+ * variable is that variable (the condition need not be known). */
+static int ifelse_same_branches(tg_rw *rw, tg_node *n) {
+    int k = n->nout, done = 0;
+    for (int i = 0; i < k; i++) {
+        tg_var *o = n->outputs[i], *t = n->inputs[1 + i];
+        if (!o->nclients || t != n->inputs[1 + k + i] || !fits(t, o)) continue;
+        int rc = tg_rw_replace(rw, o, t);
+        if (rc) return rc;
+        done = 1;
+    }
+    return done;
+}
+
+/* op_from_graph -> its body's nodes, reading the node's inputs (Theano's
+ * inline OpFromGraph). Nested op_from_graph nodes of the body come along
+ * as nodes and are inlined in turn from the worklist. */
+static int inline_op_from_graph(tg_rw *rw, tg_node *n) {
+    const tg_ofg *o = n->a.extra;
+    if (!o || !o->g) return 0;
+    tg_graph *g = o->g;
+    tg_fdecl *fd = &g->funcs[0];
+    int rc = 0;
+    tg_var *small[16], **ins = small;
+    int cap = 16;
+    for (int i = 0; i < g->nvars; i++) g->vars[i]->mark = NULL;
+    for (int i = 0; i < fd->nin; i++) fd->inputs[i]->mark = n->inputs[i];
+    for (int j = 0; j < g->nnodes && !rc; j++) {
+        tg_node *bn = g->nodes[j];
+        if (bn->nin > cap) {
+            if (ins != small) tg_free(ins);
+            cap = bn->nin;
+            if (!(ins = tg_calloc((size_t)cap, sizeof *ins))) {
+                ins = small;
+                rc = TG_ENOMEM;
+                break;
+            }
+        }
+        for (int i = 0; i < bn->nin && !rc; i++) {
+            tg_var *v = bn->inputs[i];
+            if (!v->mark) {
+                /* Body constants become constants of the function. */
+                if (v->kind != TG_VAR_CONSTANT || !v->value) {
+                    rc = tg_errorf(tg_rw_ctx(rw), TG_EINVAL, "optimizer: body variable '%s' has no value", v->id);
+                    break;
+                }
+                if (!(v->mark = tg_rw_const_array(rw, tg_array_ref(v->value)))) rc = TG_ENOMEM;
+            }
+            ins[i] = v->mark;
+        }
+        if (rc) break;
+        tg_node *c = tg_rw_node(rw, bn->op, bn->nin, ins, bn->nout, bn->attrs);
+        if (!c) {
+            rc = tg_rw_ctx(rw) && tg_rw_ctx(rw)->status ? tg_rw_ctx(rw)->status : TG_ENOMEM;
+            break;
+        }
+        if (bn->name && !c->name && !(c->name = tg_strdup(bn->name))) rc = TG_ENOMEM;
+        for (int k = 0; k < bn->nout; k++) bn->outputs[k]->mark = c->outputs[k];
+    }
+    for (int k = 0; k < fd->nout && !rc; k++) {
+        tg_var *v = fd->outputs[k];
+        if (!v->mark && v->kind == TG_VAR_CONSTANT && !(v->mark = tg_rw_const_array(rw, tg_array_ref(v->value))))
+            rc = TG_ENOMEM;
+    }
+    for (int k = 0; k < fd->nout && !rc; k++)
+        if (n->outputs[k]->nclients) rc = tg_rw_replace(rw, n->outputs[k], fd->outputs[k]->mark);
+    for (int i = 0; i < g->nvars; i++) g->vars[i]->mark = NULL;
+    if (ins != small) tg_free(ins);
+    return rc ? rc : 1;
+}
+
 /* ---- the table ---- */
 
 const tg_rw_rule tg_rw_rules[] = {
+    {"inline_op_from_graph", "inline", "inline", "op_from_graph", inline_op_from_graph},
     {"constant_folding", "canonicalize", "constant_folding", NULL, constant_folding},
+    {"ifelse_const_cond", "canonicalize", "ifelse", "ifelse", ifelse_const_cond},
+    {"ifelse_same_branches", "canonicalize", "ifelse", "ifelse", ifelse_same_branches},
     {"mul_self_to_sqr", "canonicalize", NULL, "mul", mul_self_to_sqr},
     {"mul_div_cancel", "canonicalize", NULL, "true_div", mul_div_cancel},
     {"exp_log", "canonicalize", NULL, "exp", exp_log},

@@ -3,7 +3,158 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/control.h"
 #include "vm/vm.h"
+
+/* ---- lazy ifelse: the layout of the schedule ---- */
+
+/* Reorder fg->nodes (and the placement's kernels with them) so that every
+ * ifelse with nodes of its own is preceded by its then-block and its
+ * else-block, and record the control points that pick the block
+ * (vm.h). Each region's nodes keep their topological order and a block is
+ * emitted where its ifelse stands, so the result is still topological;
+ * nested ifelse nodes are laid out the same way inside their block. An
+ * explicit stack, so that deep nesting cannot overflow C's. The control
+ * points' cond_slot holds the ifelse's position until slots exist. */
+static int lay_out_lazy(tg_function *f, tg_ctx *ctx) {
+    tg_fgraph *fg = f->fg;
+    int nn = fg->nnodes, rc = TG_OK;
+    tg_regions r = {0};
+    if ((rc = tg_regions_compute(fg, &r, ctx))) return rc;
+    int *head = NULL, *tail = NULL, *next = NULL, *order = NULL, *branch_of = NULL, *skip_of = NULL;
+    struct frame {
+        int cur, ifnode, side;
+    } *stack = NULL;
+    tg_node **nodes = NULL;
+    tg_kernel_fn *kern = NULL;
+    bool any = false;
+    for (int k = 0; k < nn && r.lazy; k++) any |= r.of[k] != 0;
+    if (!any) {
+        /* No ifelse has a node of its own: no control point, the order
+         * stays. */
+        if (!(f->ctl = tg_calloc(1, sizeof *f->ctl))) rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        else
+            f->ctl[0].at = nn;
+        goto done;
+    }
+    head = tg_malloc(sizeof *head * (size_t)r.nreg);
+    tail = tg_malloc(sizeof *tail * (size_t)r.nreg);
+    next = tg_malloc(sizeof *next * (size_t)(nn + 1));
+    order = tg_malloc(sizeof *order * (size_t)(nn + 1));
+    branch_of = tg_malloc(sizeof *branch_of * (size_t)(nn + 1));
+    skip_of = tg_malloc(sizeof *skip_of * (size_t)(nn + 1));
+    stack = tg_malloc(sizeof *stack * (size_t)(nn + 2));
+    nodes = tg_malloc(sizeof *nodes * (size_t)(nn + 1));
+    /* Two control points per ifelse at most, and the sentinel. */
+    f->ctl = tg_calloc((size_t)(2 * nn + 1), sizeof *f->ctl);
+    if (!head || !tail || !next || !order || !branch_of || !skip_of || !stack || !nodes || !f->ctl ||
+        (f->kernels && !(kern = tg_malloc(sizeof *kern * (size_t)(nn + 1))))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < r.nreg; i++) head[i] = tail[i] = -1;
+    for (int k = 0; k < nn; k++) {
+        int g = r.of[k];
+        next[k] = -1;
+        if (tail[g] < 0)
+            head[g] = k;
+        else
+            next[tail[g]] = k;
+        tail[g] = k;
+    }
+    int pos = 0, sp = 0, nc = 0;
+    stack[sp++] = (struct frame){head[0], -1, 0};
+    while (sp) {
+        struct frame *fr = &stack[sp - 1];
+        if (fr->cur < 0) {
+            struct frame done_fr = *fr;
+            sp--;
+            int I = done_fr.ifnode;
+            if (I < 0) continue;
+            if (done_fr.side == 0) {
+                tg_vm_ctl *sk = &f->ctl[nc];
+                skip_of[I] = nc++;
+                sk->at = pos;
+                sk->kind = TG_CTL_SKIP;
+                f->ctl[branch_of[I]].target = pos;
+                f->ctl[branch_of[I]].next = nc;
+                stack[sp++] = (struct frame){head[2 + 2 * I], I, 1};
+            } else {
+                f->ctl[skip_of[I]].target = pos;
+                f->ctl[skip_of[I]].next = nc;
+                order[pos++] = I;
+            }
+            continue;
+        }
+        int m = fr->cur;
+        fr->cur = next[m];
+        if ((fg->nodes[m]->op->flags & TG_OPF_LAZY) && (head[1 + 2 * m] >= 0 || head[2 + 2 * m] >= 0)) {
+            tg_vm_ctl *br = &f->ctl[nc];
+            branch_of[m] = nc++;
+            br->at = pos;
+            br->kind = TG_CTL_BRANCH;
+            br->cond_slot = m;
+            stack[sp++] = (struct frame){head[1 + 2 * m], m, 0};
+        } else {
+            order[pos++] = m;
+        }
+    }
+    /* Every node is in exactly one region, and every region with nodes
+     * belongs to a laid-out ifelse. */
+    if (pos != nn) {
+        rc = tg_errorf(ctx, TG_EINVAL, "internal error: lazy layout placed %d of %d nodes", pos, nn);
+        goto done;
+    }
+    /* cond_slot: the condition variable's index for now. */
+    for (int i = 0; i < nc; i++)
+        if (f->ctl[i].kind == TG_CTL_BRANCH) f->ctl[i].cond_slot = fg->nodes[f->ctl[i].cond_slot]->inputs[0]->index;
+    f->nctl = nc;
+    f->ctl[nc].at = nn;
+    for (int k = 0; k < nn; k++) nodes[k] = fg->nodes[order[k]];
+    for (int k = 0; k < nn; k++) {
+        fg->nodes[k] = nodes[k];
+        fg->nodes[k]->index = k;
+    }
+    if (kern) {
+        for (int k = 0; k < nn; k++) kern[k] = f->kernels[order[k]];
+        memcpy(f->kernels, kern, sizeof *kern * (size_t)nn);
+    }
+done:
+    tg_regions_free(&r);
+    tg_free(head);
+    tg_free(tail);
+    tg_free(next);
+    tg_free(order);
+    tg_free(branch_of);
+    tg_free(skip_of);
+    tg_free(stack);
+    tg_free(nodes);
+    tg_free(kern);
+    return rc;
+}
+
+/* The slots to release when control point c jumps: those whose last
+ * reader lies in the skipped range [c->at, c->target) but which were
+ * made before it (values made inside the range were not made this call). */
+static int ctl_free_lists(tg_function *f, const int *last_use, const bool *pinned, const int *made_at,
+                          tg_ctx *ctx) {
+    for (int i = 0; i < f->nctl; i++) {
+        tg_vm_ctl *c = &f->ctl[i];
+        int n = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int sl = 0; sl < f->nslots; sl++)
+                if (!pinned[sl] && last_use[sl] >= c->at && last_use[sl] < c->target && made_at[sl] < c->at) {
+                    if (pass) c->free_slots[c->nfree++] = sl;
+                    else
+                        n++;
+                }
+            if (pass || !n) break;
+            if (!(c->free_slots = tg_calloc((size_t)n, sizeof(int))))
+                return tg_errorf(ctx, TG_ENOMEM, "out of memory while linking");
+        }
+    }
+    return TG_OK;
+}
 
 /* ---- linking ---- */
 
@@ -27,6 +178,7 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
         !f->sched || !f->in_slots || !f->out_slots || !f->shared_slots ||
         !f->shared || !f->upd_shared)
         goto oom;
+    if ((rc = lay_out_lazy(f, ctx))) goto done;
 
     /* Slots: everything that is not a node output first, then the outputs
      * of each node, consecutive, in schedule order. */
@@ -103,6 +255,19 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
                 tg_vm_node *s = &f->sched[last_use[i]];
                 s->free_slots[s->nfree++] = i;
             }
+    for (int i = 0; i < f->nctl; i++)
+        if (f->ctl[i].kind == TG_CTL_BRANCH) f->ctl[i].cond_slot = slot_of[f->ctl[i].cond_slot];
+    if (f->nctl && !f->no_gc) {
+        /* made_at: the position of each slot's producer (-1: not a node's). */
+        int *made_at = tg_malloc(sizeof *made_at * ((size_t)f->nslots + 1));
+        if (!made_at) goto oom;
+        for (int i = 0; i < f->nslots; i++) made_at[i] = -1;
+        for (int k = 0; k < fg->nnodes; k++)
+            for (int j = 0; j < fg->nodes[k]->nout; j++) made_at[f->sched[k].out_slot + j] = k;
+        rc = ctl_free_lists(f, last_use, pinned, made_at, ctx);
+        tg_free(made_at);
+        if (rc) goto done;
+    }
     f->scratch_in = tg_calloc((size_t)f->max_nin + 1, sizeof *f->scratch_in);
     if (!f->scratch_in) goto oom;
     goto done;
@@ -230,6 +395,9 @@ void tg_function_free(tg_function *f) {
             tg_free(f->sched[k].free_slots);
         }
     tg_free(f->sched);
+    if (f->ctl)
+        for (int i = 0; i < f->nctl; i++) tg_free(f->ctl[i].free_slots);
+    tg_free(f->ctl);
     tg_free(f->slots);
     tg_free(f->slot_var);
     tg_free(f->in_slots);
@@ -460,18 +628,10 @@ static void unbind_inputs(tg_function *f) {
     }
 }
 
-static void release_buffers(tg_function *f, const tg_vm_node *s) {
-    for (int j = 0; j < s->nfree; j++) {
-        tg_array *a = f->slots[s->free_slots[j]];
-        /* Small results stay for the next call; views go, so that they do
-         * not pin their base's buffer (which would then be reallocated). */
-        if (a && (a->buf->nbytes > TG_VM_KEEP_BYTES ||
-                  atomic_load_explicit(&a->buf->refcount, memory_order_relaxed) > 1)) {
-            tg_array_free(a);
-            f->slots[s->free_slots[j]] = NULL;
-        }
-    }
-}
+/* Small results stay for the next call; views go, so that they do not pin
+ * their base's buffer (which would then be reallocated). */
+static void release_slots(tg_function *f, const int *list, int n);
+static void release_buffers(tg_function *f, const tg_vm_node *s) { release_slots(f, s->free_slots, s->nfree); }
 
 /* Hooks read values. In a function placed on a device they get host
  * copies of the device arrays (slow, but hooks serve debugging and
@@ -497,36 +657,89 @@ static int call_hook_host(tg_function *f, int k, tg_array *const *in, int nin, t
     return rc;
 }
 
+static void release_slots(tg_function *f, const int *list, int n) {
+    for (int j = 0; j < n; j++) {
+        tg_array *a = f->slots[list[j]];
+        if (a && (a->buf->nbytes > TG_VM_KEEP_BYTES ||
+                  atomic_load_explicit(&a->buf->refcount, memory_order_relaxed) > 1)) {
+            tg_array_free(a);
+            f->slots[list[j]] = NULL;
+        }
+    }
+}
+
+/* The control points at s (vm.h): returns where to go on (s itself when
+ * no jump is taken) and moves *cp past what it acted on; NULL when a
+ * condition was not computed. */
+static const tg_vm_node *run_controls(tg_function *f, const tg_vm_ctl **cp, const tg_vm_node *s, tg_ctx *ctx) {
+    const tg_vm_ctl *c = *cp;
+    int k = (int)(s - f->sched);
+    while (c->at == k) {
+        bool jump = c->kind == TG_CTL_SKIP;
+        if (!jump) {
+            const tg_array *cond = f->slots[c->cond_slot];
+            if (!cond) {
+                tg_errorf(ctx, TG_ERUNTIME, "the condition '%s' of an ifelse was not computed",
+                          f->slot_var[c->cond_slot]->id);
+                return NULL;
+            }
+            jump = !tg_ifelse_truth(cond);
+        }
+        if (jump) {
+            if (c->nfree) release_slots(f, c->free_slots, c->nfree);
+            k = c->target;
+            c = f->ctl + c->next;
+        } else {
+            c++;
+        }
+    }
+    *cp = c;
+    return f->sched + k;
+}
+
 /* The dispatch loop. Two copies: without hooks (the common case: nothing
- * but the kernel call and the frees), and with them. */
+ * but the kernel call and the frees; the lazy ifelse's control points are
+ * handled between runs of nodes), and with them. */
 static int run_schedule(tg_function *f, tg_ctx *ctx) {
     tg_array **slots = f->slots;
     tg_array **in = f->scratch_in;
     const tg_vm_node *s = f->sched, *end = f->sched + f->nsched;
+    const tg_vm_ctl *c = f->ctl;
+    const tg_vm_node *ctl_at = f->sched + c->at;
     if (!f->hooked) {
-        for (; s < end; s++) {
-            tg_node *n = s->node;
-            for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
-            int rc = s->run(n, in, slots + s->out_slot, ctx);
-            if (__builtin_expect(rc != 0, 0)) goto node_fail;
-            for (int j = 0; j < n->nout; j++) {
-                const tg_array *o = slots[s->out_slot + j];
-                const tg_type *t = &n->outputs[j]->type;
-                if (__builtin_expect(!o || o->dtype != t->dtype || o->ndim != t->ndim, 0) ||
-                    !tg_type_accepts(t, o)) {
-                    rc = check_result(n->outputs[j], o, ctx);
-                    if (rc) goto node_fail;
+        /* Runs of nodes between control points (the sentinel's is `end`),
+         * so the inner loop has no per-node test for them. */
+        for (;;) {
+            for (; s < ctl_at; s++) {
+                tg_node *n = s->node;
+                for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
+                int rc = s->run(n, in, slots + s->out_slot, ctx);
+                if (__builtin_expect(rc != 0, 0)) goto node_fail;
+                for (int j = 0; j < n->nout; j++) {
+                    const tg_array *o = slots[s->out_slot + j];
+                    const tg_type *t = &n->outputs[j]->type;
+                    if (__builtin_expect(!o || o->dtype != t->dtype || o->ndim != t->ndim, 0) ||
+                        !tg_type_accepts(t, o)) {
+                        rc = check_result(n->outputs[j], o, ctx);
+                        if (rc) goto node_fail;
+                    }
                 }
+                if (s->nfree) release_buffers(f, s);
+                continue;
+            node_fail:
+                tg_node_error_wrap(ctx, n);
+                return ctx ? ctx->status : TG_ERUNTIME;
             }
-            if (s->nfree) release_buffers(f, s);
-            continue;
-        node_fail:
-            tg_node_error_wrap(ctx, n);
-            return ctx ? ctx->status : TG_ERUNTIME;
+            if (s == end) return TG_OK;
+            if (!(s = run_controls(f, &c, s, ctx))) return ctx ? ctx->status : TG_ERUNTIME;
+            ctl_at = f->sched + c->at;
         }
-        return TG_OK;
     }
     for (; s < end; s++) {
+        if (s == ctl_at) {
+            if (!(s = run_controls(f, &c, s, ctx))) return ctx ? ctx->status : TG_ERUNTIME;
+            ctl_at = f->sched + c->at;
+        }
         tg_node *n = s->node;
         int k = (int)(s - f->sched), rc;
         for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];

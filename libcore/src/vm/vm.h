@@ -26,6 +26,27 @@ typedef struct tg_vm_node {
     int nfree;
 } tg_vm_node;
 
+/* A control point of the schedule: lazy ifelse (graph/regions.c). The
+ * nodes that only one branch of an ifelse needs are laid out as two
+ * blocks just before it, [then-block][else-block][ifelse], so that
+ * schedule positions stay one per node. Before the node at position `at`
+ * runs, the VM acts on the control points there, in order:
+ *   TG_CTL_BRANCH at the start of the then-block: when the condition (the
+ *     value in cond_slot) is false, jump to `target` (the else-block, or
+ *     the ifelse when that block is empty);
+ *   TG_CTL_SKIP at the end of the then-block: jump over the else-block to
+ *     `target`, the ifelse.
+ * After a jump the next control point is ctl[next] (those in the skipped
+ * range never fire), and the slots whose last reader was skipped
+ * (free_slots) are released as that reader would have. A sentinel with
+ * at = nsched ends the list. */
+enum { TG_CTL_BRANCH = 1, TG_CTL_SKIP = 2 };
+typedef struct tg_vm_ctl {
+    int at, kind, cond_slot, target, next;
+    int *free_slots;
+    int nfree;
+} tg_vm_ctl;
+
 struct tg_function {
     char *name;
     tg_fgraph *fg;
@@ -34,6 +55,8 @@ struct tg_function {
     tg_var **slot_var; /* the variable each slot holds */
     int nsched;
     tg_vm_node *sched;
+    tg_vm_ctl *ctl; /* nctl control points and the sentinel */
+    int nctl;
     int *in_slots;  /* function inputs */
     int *out_slots; /* outputs, then update values */
     int nshared;
