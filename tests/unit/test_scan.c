@@ -318,12 +318,107 @@ static void test_load_errors(void **state) {
     free(j2);
 }
 
+/* Steps allocate nothing in steady state: a call of 400 steps makes as
+ * many allocations as a call of 4 (the stacks are allocated once, each
+ * step's outputs land in their rows, the body's buffers are reused). The
+ * body: h[t] = tanh(W h[t-1] + x[t]), y[t] = 2 h[t], rows of 600 float64
+ * (larger than what the VM keeps between calls by default). */
+static long nallocs;
+static void *counting_realloc(void *ud, void *ptr, size_t size) {
+    (void)ud;
+    if (size && !ptr) nallocs++;
+    if (!size) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, size);
+}
+
+static void test_no_alloc_per_step(void **state) {
+    (void)state;
+    const char *json = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null, 600]}},
+                      {"id": "h0", "type": {"dtype": "float64", "shape": [600]}},
+                      {"id": "W", "type": {"dtype": "float64", "shape": [600, 600]}}],
+        "nodes": [{"op": "scan", "inputs": ["x", "h0", "W"], "outputs": ["h", "y"],
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                             "output_taps": [[-1]], "n_nonrecurrent": 1, "n_non_sequences": 1,
+                             "has_n_steps": false, "has_until": false,
+                             "body": {"variables": [
+                                 {"id": "b.x", "type": {"dtype": "float64", "shape": [600]}},
+                                 {"id": "b.h1", "type": {"dtype": "float64", "shape": [600]}},
+                                 {"id": "b.W", "type": {"dtype": "float64", "shape": [600, 600]}}],
+                               "nodes": [{"op": "dot", "inputs": ["b.W", "b.h1"], "outputs": ["b.a"]},
+                                         {"op": "add", "inputs": ["b.a", "b.x"], "outputs": ["b.s"]},
+                                         {"op": "tanh", "inputs": ["b.s"], "outputs": ["b.h"]},
+                                         {"op": "mul", "inputs": ["b.h", {"value": 2}], "outputs": ["b.y"]}],
+                               "inputs": ["b.x", "b.h1", "b.W"], "outputs": ["b.h", "b.y"]}}}],
+        "functions": {"main": {"inputs": ["x", "h0", "W"], "outputs": ["h", "y"]}}});
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    enum { N = 600, L = 400 };
+    double *x = malloc(sizeof(double) * N * L), *h0 = malloc(sizeof(double) * N),
+           *W = malloc(sizeof(double) * N * N);
+    for (int i = 0; i < N * L; i++) x[i] = 0.1 * sin(i);
+    for (int i = 0; i < N; i++) h0[i] = 0.01 * i;
+    for (int i = 0; i < N * N; i++) W[i] = 0.001 * cos(i);
+    long counts[2];
+    tg_array *in[3] = {mat(L, N, x), vec(N, h0), mat(N, N, W)};
+    tg_array *in4 = mat(4, N, x);
+    for (int c = 0; c < 2; c++) {
+        tg_array *use[3] = {c ? in[0] : in4, in[1], in[2]};
+        tg_array *out[2];
+        assert_int_equal(tg_function_call(f, use, out, ctx), 0); /* warm */
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+        tg_set_allocator(counting_realloc, NULL);
+        nallocs = 0;
+        int rc = tg_function_call(f, use, out, ctx);
+        counts[c] = nallocs;
+        tg_set_allocator(NULL, NULL);
+        assert_int_equal(rc, 0);
+        /* The last step, by hand. */
+        int64_t T = c ? L : 4;
+        double *h = malloc(sizeof(double) * N), *hn = malloc(sizeof(double) * N);
+        memcpy(h, h0, sizeof(double) * N);
+        for (int64_t t = 0; t < T; t++) {
+            for (int i = 0; i < N; i++) {
+                double s = 0;
+                for (int k = 0; k < N; k++) s += W[i * N + k] * h[k];
+                hn[i] = tanh(s + x[t * N + i]);
+            }
+            memcpy(h, hn, sizeof(double) * N);
+        }
+        const double *got = tg_array_data(out[0]), *goty = tg_array_data(out[1]);
+        for (int i = 0; i < N; i++) {
+            assert_true(fabs(got[(T - 1) * N + i] - h[i]) < 1e-12);
+            assert_true(fabs(goty[(T - 1) * N + i] - 2 * h[i]) < 1e-12);
+        }
+        free(h);
+        free(hn);
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+    }
+    if (counts[1] != counts[0])
+        fail_msg("4 steps: %ld allocations, 400 steps: %ld", counts[0], counts[1]);
+    for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+    tg_array_free(in4);
+    free(x);
+    free(h0);
+    free(W);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_power),      cmocka_unit_test(test_taps),
         cmocka_unit_test(test_go_backwards), cmocka_unit_test(test_until),
         cmocka_unit_test(test_zero_steps), cmocka_unit_test(test_run_errors),
-        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_errors), cmocka_unit_test(test_no_alloc_per_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -470,11 +470,31 @@ int tg_scan_compile_body(tg_node *n, tg_ctx *ctx) {
     if (p->fn) return TG_OK;
     /* The body runs on the CPU whatever TG_DEVICE says: its values live
      * in the rows of the stacked outputs, on the host. */
-    tg_compile_options o = {.preset = "fast_run", .device = "cpu"};
+    /* no_gc: every intermediate keeps its buffer from step to step (the
+     * VM would free the large ones after their last reader, and allocate
+     * them again the next step). */
+    tg_compile_options o = {.preset = "fast_run", .device = "cpu", .no_gc = true};
     p->fn = tg_function_compile(p->body, 0, &o, ctx);
     if (!p->fn) {
         tg_error_prefix(ctx, "compiling the body: ");
         return ctx ? ctx->status : TG_ELOAD;
+    }
+    /* Each step's outputs land in their rows through windows (below): an
+     * output node that would overwrite its input in place instead would
+     * only force a copy into the row. And an output slot that holds a
+     * body input or a constant, or that two outputs share, gets no
+     * window. */
+    tg_function *f = p->fn;
+    for (int o = 0; o < f->fg->nout; o++) {
+        int s = f->out_slots[o];
+        tg_var *v = f->slot_var[s];
+        bool ok = v->owner != NULL;
+        for (int q = 0; q < o; q++) ok &= f->out_slots[q] != s;
+        p->win_ok[o] = ok;
+        if (v->owner && v->owner->inplace) {
+            tg_free(v->owner->inplace);
+            v->owner->inplace = NULL;
+        }
     }
     return TG_OK;
 }
@@ -640,6 +660,30 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
                 tg_array *v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
                 v->data = stack_row(&sb[j], sb[j].lead + t + p->taps[p->out_off[j] + q]);
             }
+        /* Windows over this step's rows in the output slots: the body's
+         * output kernels write there directly. */
+        for (int o = 0; o < nst; o++) {
+            stack_buf *sbo = &sb[o];
+            if (!p->win_ok[o] || !sbo->have_row || !sbo->rowbytes) continue;
+            tg_array **slot = &f->slots[f->out_slots[o]];
+            char *row = stack_row(sbo, sbo->lead + t);
+            tg_array *a = *slot;
+            tg_window *w = a ? tg_buffer_window(a->buf) : NULL;
+            if (w && w->base == sbo->full->buf && tg_array_is_exclusive(a)) {
+                a->buf->data = row;
+                a->data = row;
+            } else {
+                tg_array *na = tg_window_array(sbo->full, row, sbo->full->dtype, sbo->nd, sbo->row);
+                if (!na) {
+                    rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                    goto done;
+                }
+                tg_array_free(a);
+                *slot = a = na;
+                w = tg_buffer_window(a->buf);
+            }
+            w->armed = true;
+        }
         if ((rc = tg_function_run_bound(f, ctx))) {
             tg_error_prefix(ctx, "step %" PRId64 ": ", t);
             goto done;
@@ -669,7 +713,9 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
                                a2);
                 goto done;
             }
-            if (s->rowbytes) {
+            tg_window *w = tg_buffer_window(a->buf);
+            if (w) w->armed = false;
+            if (s->rowbytes && a->data != stack_row(s, s->lead + t)) {
                 if (tg_array_is_contiguous(a)) {
                     memcpy(stack_row(s, s->lead + t), a->data, s->rowbytes);
                 } else {
@@ -722,6 +768,14 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     }
     rc = TG_OK;
 done:
+    /* Windows left in the output slots would keep the stacks alive. */
+    for (int o = 0; o < bfg->nout; o++) {
+        tg_array **slot = &f->slots[f->out_slots[o]];
+        if (*slot && tg_buffer_window((*slot)->buf)) {
+            tg_array_free(*slot);
+            *slot = NULL;
+        }
+    }
     for (int b = 0; b < bfg->nin; b++) {
         tg_array_free(f->slots[f->in_slots[b]]);
         f->slots[f->in_slots[b]] = NULL;
