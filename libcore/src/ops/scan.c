@@ -110,6 +110,11 @@ static int scan_parse_attrs(tg_node *n, tg_ctx *ctx) {
                        "truncation) or a positive number of steps", p->trunc);
         goto fail;
     }
+    if (p->nrec + p->nnr + 1 > SCAN_MAX_IO) {
+        rc = tg_errorf(ctx, TG_ELOAD, "attrs.n_recurrent, attrs.n_nonrecurrent: more than %d outputs",
+                       SCAN_MAX_IO - 1);
+        goto fail;
+    }
     if (p->nrec + p->nnr == 0) {
         rc = tg_errorf(ctx, TG_ELOAD, "attrs.n_recurrent, attrs.n_nonrecurrent: a scan needs at "
                        "least one output");
@@ -427,6 +432,14 @@ typedef struct stack_buf {
     bool have_row; /* row shape known (a non-recurrent output's after step 0) */
 } stack_buf;
 
+/* A body input view and how it moves: at step t its data is base + t *
+ * stride. */
+typedef struct mover {
+    tg_array *v;
+    char *base;
+    int64_t stride;
+} mover;
+
 static int stack_alloc(stack_buf *s, tg_dtype dt, int64_t rows, tg_ctx *ctx) {
     int64_t shp[TG_MAX_NDIM];
     shp[0] = rows;
@@ -516,6 +529,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
               base_ns = base_init + p->nrec;
     int nst = p->nrec + p->nnr;
     stack_buf sb[SCAN_MAX_IO];
+    mover mv[2 * SCAN_MAX_IO];
     memset(sb, 0, sizeof(stack_buf) * (size_t)nst);
     char a1[160], a2[160];
 
@@ -644,28 +658,37 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         f->slots[f->in_slots[b]] = tg_array_ref(v);
     }
 
+    /* Each body input view moves by a fixed stride per step: row(t) =
+     * base + t * stride (negative for go_backwards). */
+    int nmv = 0;
+    for (int i = 0; i < p->nseq; i++) {
+        const tg_array *s = in[base_seq + i];
+        for (int q = 0; q < p->seq_ntaps[i]; q++, nmv++) {
+            mv[nmv].v = f->slots[f->in_slots[tg_scan_bin_seq(p, i, q)]];
+            mv[nmv].base = s->data + seq_row(p, i, s->shape[0], 0, p->taps[p->seq_off[i] + q]) * s->strides[0];
+            mv[nmv].stride = p->backwards ? -s->strides[0] : s->strides[0];
+        }
+    }
+    int nmv_seq = nmv;
+    for (int j = 0; j < p->nrec; j++)
+        for (int q = 0; q < p->out_ntaps[j]; q++, nmv++) {
+            mv[nmv].v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
+            mv[nmv].base = stack_row(&sb[j], sb[j].lead + p->taps[p->out_off[j] + q]);
+            mv[nmv].stride = (int64_t)sb[j].rowbytes;
+        }
+    tg_array **oslot[SCAN_MAX_IO];
+    for (int o = 0; o < nst; o++) oslot[o] = &f->slots[f->out_slots[o]];
+
     int64_t t = 0;
     for (; t < T; t++) {
         /* Point the views at this step's rows. */
-        for (int i = 0; i < p->nseq; i++) {
-            const tg_array *s = in[base_seq + i];
-            for (int q = 0; q < p->seq_ntaps[i]; q++) {
-                tg_array *v = f->slots[f->in_slots[tg_scan_bin_seq(p, i, q)]];
-                v->data = s->data + seq_row(p, i, s->shape[0], t, p->taps[p->seq_off[i] + q]) *
-                                        s->strides[0];
-            }
-        }
-        for (int j = 0; j < p->nrec; j++)
-            for (int q = 0; q < p->out_ntaps[j]; q++) {
-                tg_array *v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
-                v->data = stack_row(&sb[j], sb[j].lead + t + p->taps[p->out_off[j] + q]);
-            }
+        for (int m = 0; m < nmv; m++) mv[m].v->data = mv[m].base + t * mv[m].stride;
         /* Windows over this step's rows in the output slots: the body's
          * output kernels write there directly. */
         for (int o = 0; o < nst; o++) {
             stack_buf *sbo = &sb[o];
             if (!p->win_ok[o] || !sbo->have_row || !sbo->rowbytes) continue;
-            tg_array **slot = &f->slots[f->out_slots[o]];
+            tg_array **slot = oslot[o];
             char *row = stack_row(sbo, sbo->lead + t);
             tg_array *a = *slot;
             tg_window *w = a ? tg_buffer_window(a->buf) : NULL;
@@ -691,7 +714,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         /* Land each output in its row. */
         for (int o = 0; o < nst; o++) {
             stack_buf *s = &sb[o];
-            const tg_array *a = f->slots[f->out_slots[o]];
+            const tg_array *a = *oslot[o];
             if (!s->have_row) {
                 s->nd = a->ndim;
                 memcpy(s->row, a->shape, sizeof(int64_t) * (size_t)a->ndim);
@@ -753,6 +776,11 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
                         }
                         tg_array_free(*slot);
                         *slot = v;
+                    }
+                for (int j = 0, m = nmv_seq; j < p->nrec; j++)
+                    for (int q = 0; q < p->out_ntaps[j]; q++, m++) {
+                        mv[m].v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
+                        mv[m].base = stack_row(&sb[j], sb[j].lead + p->taps[p->out_off[j] + q]);
                     }
             }
         }
