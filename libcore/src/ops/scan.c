@@ -785,6 +785,26 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             }
         }
     }
+    if (t > 0) {
+        /* The cost of the last step, while its values are still in the
+         * body's slots: what the profiler reports, times the steps. */
+        double fl = 0, by = 0;
+        for (int k = 0; k < f->nsched; k++) {
+            const tg_vm_node *sn = &f->sched[k];
+            if (!sn->op->cost) continue;
+            bool ok = true;
+            for (int j = 0; j < sn->node->nin; j++)
+                ok &= (f->scratch_in[j] = f->slots[sn->in_slots[j]]) != NULL;
+            for (int j = 0; j < sn->node->nout; j++) ok &= f->slots[sn->out_slot + j] != NULL;
+            if (!ok) continue;
+            double a = 0, b = 0;
+            sn->op->cost(sn->node, f->scratch_in, f->slots + sn->out_slot, &a, &b);
+            fl += a;
+            by += b;
+        }
+        p->step_flops = fl;
+        p->step_bytes = by;
+    }
     for (int o = 0; o < nst; o++) {
         tg_array *r = stack_result(&sb[o], n->outputs[o]->type.dtype, t, &n->outputs[o]->type);
         if (!r) {
@@ -812,6 +832,16 @@ done:
     return rc;
 }
 
+/* The profiler's estimate: the body's last step's cost times the steps. */
+static void scan_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *flops,
+                      double *bytes) {
+    const scan_p *p = n->a.extra;
+    TG_UNUSED(in);
+    double steps = out[0] ? (double)out[0]->shape[0] : 0;
+    *flops = steps * p->step_flops;
+    *bytes = steps * p->step_bytes;
+}
+
 static const char *const SCAN_KEYS[] = {"body", "n_sequences", "sequence_taps", "n_recurrent",
                                         "output_taps", "n_nonrecurrent", "n_non_sequences",
                                         "has_n_steps", "has_until", "go_backwards",
@@ -827,6 +857,7 @@ const tg_op tg_op_scan = {
     .parse_attrs = scan_parse_attrs,
     .infer = scan_infer,
     .run = scan_run,
+    .cost = scan_cost,
     .view_of = -1,
     .free_extra = scan_free_extra,
     .grad = tg_scan_grad,

@@ -24,7 +24,8 @@ typedef struct scan_p {
     int nbin, nbout;           /* the body's inputs and outputs */
     tg_graph *body;            /* parsed when loaded */
     tg_function *fn;           /* compiled when first run */
-    bool win_ok[SCAN_MAX_IO];  /* body output o may be written through a window */
+    bool win_ok[SCAN_MAX_IO];
+    double step_flops, step_bytes; /* the last run's last step (profiler) */  /* body output o may be written through a window */
 } scan_p;
 
 /* The body input of tap q of sequence i / of recurrent output j, and of
