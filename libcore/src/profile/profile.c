@@ -443,6 +443,7 @@ static const struct {
 #undef FAMILY
 #define FAMILY "control"
 #include "ops/control.def"
+#include "ops/scan.def"
 #undef FAMILY
 #undef TG_OP
 };

@@ -33,6 +33,42 @@ void tg_buffer_unref(tg_buffer *b) {
     tg_free(b);
 }
 
+void tg_window_release(tg_buffer *b) {
+    tg_window *w = b->release_ud;
+    tg_buffer_unref(w->base);
+    tg_free(w);
+}
+
+tg_array *tg_window_array(const tg_array *base, char *data, tg_dtype dt, int ndim,
+                          const int64_t *shape) {
+    tg_window *w = tg_malloc(sizeof *w);
+    tg_buffer *b = tg_malloc(sizeof *b);
+    tg_array *a = tg_malloc(sizeof *a);
+    int64_t n = tg_shape_size(ndim, shape);
+    if (!w || !b || !a || n < 0) {
+        tg_free(w);
+        tg_free(b);
+        tg_free(a);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&base->buf->refcount, 1, memory_order_relaxed);
+    w->base = base->buf;
+    w->armed = false;
+    atomic_init(&b->refcount, 1);
+    b->data = data;
+    b->nbytes = (size_t)n * tg_isize(dt);
+    b->release = tg_window_release;
+    b->release_ud = w;
+    atomic_init(&a->refcount, 1);
+    a->dtype = dt;
+    a->ndim = ndim;
+    memcpy(a->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    tg_strides_contiguous(dt, ndim, shape, a->strides);
+    a->data = data;
+    a->buf = b;
+    return a;
+}
+
 /* ---- headers ---- */
 
 int64_t tg_shape_size(int ndim, const int64_t *shape) {
@@ -165,7 +201,8 @@ int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
     if ((unsigned)dt >= TG_NDTYPES || ndim < 0 || ndim > TG_MAX_NDIM)
         return tg_errorf(ctx, TG_EINVAL, "cannot make an array of %d dimensions",
                          ndim);
-    if (a && tg_array_is_exclusive(a) && !a->buf->release) {
+    if (a && tg_array_is_exclusive(a) &&
+        (!a->buf->release || (tg_buffer_window(a->buf) && tg_buffer_window(a->buf)->armed))) {
         int64_t s = (int64_t)tg_isize(dt);
         int64_t need = s;
         bool ok = true;
@@ -182,6 +219,7 @@ int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
                 s *= shape[i] > 0 ? shape[i] : 1;
             }
             a->data = a->buf->data;
+            if (a->buf->release) tg_buffer_window(a->buf)->armed = false; /* once */
             return TG_OK;
         }
     }

@@ -44,6 +44,26 @@ void tg_strides_contiguous(tg_dtype dt, int ndim, const int64_t *shape,
 /* Product of the lengths; -1 on overflow past INT64_MAX/itemsize. */
 int64_t tg_shape_size(int ndim, const int64_t *shape);
 
+/* A window: a buffer header over `nbytes` bytes inside another buffer
+ * (`base`, referenced), so that a kernel writes its result where it is
+ * kept: scan puts a window over the row of its stacked output that a step
+ * fills into the slot of the body's output, and the body's last kernel
+ * writes that row through tg_array_prepare (ops/scan.c). Only while
+ * `armed` does tg_array_prepare reuse a window; scan arms the one it
+ * places for a step and disarms it after. */
+typedef struct tg_window {
+    tg_buffer *base;
+    bool armed;
+} tg_window;
+void tg_window_release(tg_buffer *b);
+/* A C-contiguous array of the given shape over a window at `data`
+ * (inside base's buffer); NULL when out of memory. */
+tg_array *tg_window_array(const tg_array *base, char *data, tg_dtype dt, int ndim,
+                          const int64_t *shape);
+static inline tg_window *tg_buffer_window(const tg_buffer *b) {
+    return b->release == tg_window_release ? (tg_window *)b->release_ud : NULL;
+}
+
 /* Kernel output preparation. *slot may hold the array this output had on
  * the previous call: when nothing else references it (array and buffer
  * refcount 1) and its buffer is big enough, it is reshaped and reused, so

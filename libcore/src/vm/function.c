@@ -766,6 +766,8 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
     return TG_OK;
 }
 
+int tg_function_run_bound(tg_function *f, tg_ctx *ctx) { return run_schedule(f, ctx); }
+
 int tg_function_call(tg_function *f, tg_array *const *inputs,
                      tg_array **outputs, tg_ctx *ctx) {
     int rc;

@@ -87,4 +87,10 @@ struct tg_function {
 tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
                                      bool no_gc, tg_ctx *ctx);
 
+/* Run f's schedule on the values its input slots already hold: no input
+ * checks, no shared values, no updates, no output references. A scan
+ * runs its body this way once per step, on views it moves along the rows
+ * (ops/scan.c); the caller owns what it put in the slots. */
+int tg_function_run_bound(tg_function *f, tg_ctx *ctx);
+
 #endif
