@@ -18,6 +18,8 @@ void tg_opt_record_free(tg_opt_record *r) {
     tg_free(r->entries);
     tg_free(r->passes);
     tg_free(r->rstats);
+    for (int i = 0; i < 2 * r->nvmap; i++) tg_free(r->vmap[i]);
+    tg_free(r->vmap);
     memset(r, 0, sizeof *r);
 }
 
@@ -56,4 +58,37 @@ int tg_opt_record_add(tg_opt_record *r, const char *name, const char *pass,
     }
     r->n++;
     return TG_OK;
+}
+
+int tg_opt_record_vmap_add(tg_opt_record *r, const char *old, const char *newv) {
+    if (r->nvmap == r->cvmap) {
+        int c = r->cvmap ? r->cvmap * 2 : 64;
+        char **p = tg_realloc(r->vmap, sizeof *p * 2 * (size_t)c);
+        if (!p) return TG_ENOMEM;
+        r->vmap = p;
+        r->cvmap = c;
+    }
+    char *a = tg_strdup(old), *b = tg_strdup(newv);
+    if (!a || !b) {
+        tg_free(a);
+        tg_free(b);
+        return TG_ENOMEM;
+    }
+    r->vmap[2 * r->nvmap] = a;
+    r->vmap[2 * r->nvmap + 1] = b;
+    r->nvmap++;
+    return TG_OK;
+}
+
+/* Backwards through the pairs: a variable is replaced at most once by
+ * each rewrite, and what replaced it may be replaced again later, so the
+ * latest pair naming `id` as the new one leads one step back. Linear per
+ * step: a debugging aid, not on any hot path. */
+const char *tg_opt_record_standin(const tg_opt_record *r, const char *id) {
+    int i = r->nvmap - 1;
+    while (i >= 0) {
+        if (strcmp(r->vmap[2 * i + 1], id) == 0) id = r->vmap[2 * i];
+        i--;
+    }
+    return id;
 }
