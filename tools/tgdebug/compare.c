@@ -240,12 +240,24 @@ static int sched_find(const tg_function *f, const char *key) {
     return -1;
 }
 
-static void print_key(const side *A, const char *title, const char *key) {
+/* A key of entry `e`'s removed or created nodes, with its op and trace:
+ * from the file when it is one of its nodes, else from the optimized
+ * function when the node is still there (and no later rewrite reused the
+ * key, as fusion does for the outputs it takes over). */
+static void print_key(const side *A, const char *title, const char *key, int e) {
     const tg_node *n = tgd_graph_node(A->g, key);
     int k = n ? -1 : sched_find(A->f, key);
-    if (!n && k >= 0) n = A->f->sched[k].node;
+    int later = n ? -1 : last_creator(A->f, key, tg_function_rewrite_count(A->f));
+    if (!n && k >= 0 && later == e) n = A->f->sched[k].node;
     if (!n) {
-        printf("  %s: %s (an intermediate node a later rewrite replaced)\n", title, key);
+        if (later > e) {
+            tg_rewrite_info r;
+            tg_function_rewrite_get(A->f, later, &r);
+            printf("  %s: %s (replaced later by rewrite %s, pass %s%s%s)\n", title, key, r.name, r.pass,
+                   k >= 0 ? ", into " : "", k >= 0 ? tg_function_node_op(A->f, k) : "");
+        } else {
+            printf("  %s: %s (an intermediate node a later rewrite replaced)\n", title, key);
+        }
         return;
     }
     printf("  %s: %s (%s)%s\n", title, key, n->op->name, k >= 0 ? " [in the optimized function]" : "");
@@ -435,8 +447,8 @@ int tgd_compare(int argc, char **argv) {
     printf("\n%s: %s\n", sure ? "bad rewrite" : "suspect rewrite (turning off any one rewrite did not fix it)", r.name);
     printf("pass: %s\n", r.pass);
     printf("record entry: %d of %d\n", culprit + 1, nrw);
-    for (int j = 0; j < r.nremoved; j++) print_key(&A, "removed", r.removed[j]);
-    for (int j = 0; j < r.ncreated; j++) print_key(&A, "created", r.created[j]);
+    for (int j = 0; j < r.nremoved; j++) print_key(&A, "removed", r.removed[j], culprit);
+    for (int j = 0; j < r.ncreated; j++) print_key(&A, "created", r.created[j], culprit);
     tgd_error(SUB, "node '%s' (%s) differs from the unoptimized function (max abs diff %.4g): %s rewrite '%s' (pass %s)",
               key, n->op->name, chk.d.maxabs, sure ? "made by" : "suspect", r.name, r.pass);
 done:
