@@ -208,7 +208,7 @@ static int side_open(side *s, const char *path, const char *fname, const char *p
         tgd_error(SUB, "out of memory");
         return TG_EXIT_FOUND;
     }
-    return cli_inputs_read("tgdebug compare", NULL, s->f, inputs, ninputs, s->ins);
+    return cli_inputs_read(TGDEBUG, SUB, s->f, inputs, ninputs, s->ins);
 }
 
 /* ---- naming the rewrite ---- */
@@ -312,7 +312,7 @@ int tgd_compare(int argc, char **argv) {
             if (!tgd_parse_double(SUB, "--atol", optarg, &t.atol)) return TG_EXIT_USAGE;
             break;
         case 'i':
-            if (!cli_input_add("tgdebug compare", inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
+            if (!cli_input_add(TGDEBUG, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
         case ':': tgd_error(SUB, "option '%s' needs a value (see tgdebug compare --help)", argv[optind - 1]); return TG_EXIT_USAGE;
         default: tgd_error(SUB, "unknown option '%s' (see tgdebug compare --help)", argv[optind - 1]); return TG_EXIT_USAGE;

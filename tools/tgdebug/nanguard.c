@@ -130,7 +130,7 @@ int tgd_nanguard(int argc, char **argv) {
             }
             break;
         case 'i':
-            if (!cli_input_add("tgdebug nanguard", inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
+            if (!cli_input_add(TGDEBUG, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
         case ':': tgd_error(SUB, "option '%s' needs a value (see tgdebug nanguard --help)", argv[optind - 1]); return TG_EXIT_USAGE;
         default: tgd_error(SUB, "unknown option '%s' (see tgdebug nanguard --help)", argv[optind - 1]); return TG_EXIT_USAGE;
@@ -189,7 +189,7 @@ int tgd_nanguard(int argc, char **argv) {
         rc = TG_EXIT_FOUND;
         goto done;
     }
-    if ((rc = cli_inputs_read("tgdebug nanguard", NULL, f, inputs, ninputs, ins))) goto done;
+    if ((rc = cli_inputs_read(TGDEBUG, SUB, f, inputs, ninputs, ins))) goto done;
     if (!(ng = tg_nanguard_new(f, &go, ctx))) {
         tgd_error(SUB, "%s", tg_ctx_message(ctx));
         rc = TG_EXIT_USAGE;
