@@ -112,19 +112,36 @@ void tg_array_stats(const tg_array *a, double big, tg_stats *st) {
 
 /* ---- the checks ---- */
 
-/* How many elements fail |x| <= t: the one pass every float output gets.
- * Large arrays are split across threads. */
-static int64_t fail_count_f64(const double *x, int64_t n, double t) {
-    int64_t c = 0;
-#pragma omp parallel for simd reduction(+ : c) if (n >= (1 << 20))
-    for (int64_t i = 0; i < n; i++) c += !(fabs(x[i]) <= t);
+/* Whether any element fails |x| <= t: the one pass every float output
+ * gets. An OR-reduction (no early exit, no counting) keeps the loop
+ * branch-free and vectorised; arrays of millions of elements are split
+ * across threads, smaller ones stay on this one (a parallel region costs
+ * more than it saves there, and wakes threads OpenBLAS wants). */
+enum { PAR_MIN = 1 << 21 };
+
+static int fails_f64(const double *x, int64_t n, double t) {
+    int c = 0;
+#pragma omp simd reduction(| : c)
+    for (int64_t i = 0; i < n; i++) c |= !(fabs(x[i]) <= t);
     return c;
 }
 
-static int64_t fail_count_f32(const float *x, int64_t n, float t) {
-    int64_t c = 0;
-#pragma omp parallel for simd reduction(+ : c) if (n >= (1 << 20))
-    for (int64_t i = 0; i < n; i++) c += !(fabsf(x[i]) <= t);
+static int fails_f32(const float *x, int64_t n, float t) {
+    int c = 0;
+#pragma omp simd reduction(| : c)
+    for (int64_t i = 0; i < n; i++) c |= !(fabsf(x[i]) <= t);
+    return c;
+}
+
+static int fails_par(const char *x, int64_t n, bool f64, double t) {
+    int c = 0;
+    int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for reduction(| : c) schedule(static)
+    for (int64_t k = 0; k < nchunks; k++) {
+        int64_t lo = k * chunk, m = n - lo < chunk ? n - lo : chunk;
+        c |= f64 ? fails_f64((const double *)x + lo, m, t)
+                 : fails_f32((const float *)x + lo, m, t > FLT_MAX ? FLT_MAX : (float)t);
+    }
     return c;
 }
 
@@ -132,9 +149,12 @@ static bool fast_fails(const tg_nanguard *g, const tg_array *a) {
     int64_t n = tg_array_size_inline(a);
     if (n == 0) return false;
     if (tg_array_is_contiguous(a)) {
-        if (a->dtype == TG_FLOAT64) return fail_count_f64((const double *)a->data, n, g->fast_t) != 0;
-        if (a->dtype == TG_FLOAT32)
-            return fail_count_f32((const float *)a->data, n, g->fast_t > FLT_MAX ? FLT_MAX : (float)g->fast_t) != 0;
+        bool f64 = a->dtype == TG_FLOAT64;
+        if (f64 || a->dtype == TG_FLOAT32) {
+            if (n >= PAR_MIN) return fails_par(a->data, n, f64, g->fast_t);
+            if (f64) return fails_f64((const double *)a->data, n, g->fast_t);
+            return fails_f32((const float *)a->data, n, g->fast_t > FLT_MAX ? FLT_MAX : (float)g->fast_t);
+        }
     }
     /* float16 and strided views: element by element. */
     for (int64_t i = 0; i < n; i++)
