@@ -153,6 +153,11 @@ contains out "^output cost .* pass$" "compare: mlp cost passes"
 contains out "^update W1 .* pass$" "compare: mlp update W1 passes"
 expect 0 "compare: convnet train" -- "$T" compare "$TG_SRC/examples/convnet.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy"
 expect 0 "compare: cmp_exp with the real optimizer" -- "$T" compare "$D/cmp_exp.json" -i x='[1,2,3]'
+# Random numbers: each compile has its own copy of the generator's state,
+# equal at the start, so the samples agree exactly.
+expect 0 "compare: random_uniform agrees" -- "$T" compare "$D/cmp_random.json"
+contains out "^output u  *max abs diff 0 .* pass$" "compare: the samples are identical"
+contains out "^update rng .* pass$" "compare: the generator states agree"
 T="$TGDEBUG_TESTRW"
 expect 1 "compare catches the broken rewrite" -- "$T" compare "$D/cmp_exp.json" -i x='[1,2,3]'
 line "bad rewrite: test_broken_exp" "compare names the rewrite"

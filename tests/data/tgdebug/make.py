@@ -91,3 +91,15 @@ write("cmp_exp",
       [node("mul", ["x", {"value": 2.0}], "a", code="a = x * 2"),
        node("exp", ["a"], "e", code="e = T.exp(a)"),
        node("sum", ["e"], "s", code="s = e.sum()")])
+
+# cmp_random: random numbers must be the same in both compiles (each has
+# its own copy of the generator's state, equal at the start).
+line[0] = 90
+rn = node("random_uniform", ["rng", {"value": {"dtype": "int64", "shape": [1], "data": [5]}}, {"value": 0.0}, {"value": 1.0}], "rng2")
+rn["outputs"] = ["rng2", "u"]
+write("cmp_random",
+      [{"id": "rng", "type": {"dtype": "uint64", "shape": [2]}, "shared": {"data": [42, 0]}}],
+      [rn,
+       node("mul", ["u", {"value": 2.0}], "u2"),
+       node("add", ["u2", {"value": 1.0}], "v")],
+      {"main": {"inputs": [], "outputs": ["u", "v"], "updates": {"rng": "rng2"}}})
