@@ -11,7 +11,7 @@
 # wrong rewrite (tgdebug-testrw) is named, with the node it removed. Bad
 # usage and bad files: exit 2 with one line.
 set -uo pipefail
-: "${TGDEBUG:?}" "${TGDEBUG_TESTRW:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
+: "${TGDEBUG:?}" "${TGDEBUG_TESTRW:?}" "${TGC:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
 source "$TG_SRC/tests/tools/lib/checks.bash"
 D="$TG_TEST_DATA/tgdebug"
 T="$TGDEBUG"
@@ -125,6 +125,16 @@ line "fused op: true_div (body variable t2 of the composite)" "fused00: the fuse
 line "original node: q (true_div)" "fused00: the original node is q"
 contains out "model.py:143 in build: q = num / den" "fused00: q's trace"
 contains out "nan=2 " "fused00: two NaNs (x == y at 0 and 2)"
+
+# The same from a compiled function (.tgf): the composite's origins were
+# saved with it.
+if "$TGC" compile "$D/fused00.json" -o "$tmp/f00.tgf" >/dev/null 2>&1; then
+  expect 1 "fused00.tgf: NaN in the composite" -- "$T" nanguard "$tmp/f00.tgf" -i x='[1,2,3]' -i y='[1,5,3]'
+  line "fused op: true_div (body variable t2 of the composite)" "fused00.tgf: the fused op is true_div"
+  line "original node: q" "fused00.tgf: the original node is q"
+else
+  fail "tgc compile fused00.json"
+fi
 
 # The MLP trains clean.
 "$TG_BUILD_DIR/tools/tg-example-mlp-data" "$tmp" 100 >/dev/null

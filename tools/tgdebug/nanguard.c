@@ -44,7 +44,10 @@ static const char *what_word(unsigned w) {
 static void print_origins(const tg_graph *g, const char *const *keys, int n, const char *title) {
     for (int i = 0; i < n; i++) {
         const tg_node *o = g ? tgd_graph_node(g, keys[i]) : NULL;
-        printf("%s: %s (%s)\n", title, keys[i], o ? o->op->name : "?");
+        if (o)
+            printf("%s: %s (%s)\n", title, keys[i], o->op->name);
+        else /* a .tgf keeps the optimized graph only */
+            printf("%s: %s\n", title, keys[i]);
         if (o) {
             printf("trace of %s:\n", keys[i]);
             tgd_print_trace(stdout, o, "  ");
