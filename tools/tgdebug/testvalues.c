@@ -19,7 +19,8 @@ static void usage(FILE *f) {
             "Run every node of FILE as written (no optimization), in the order of\n"
             "its dependencies, on the variables' test_value entries (free inputs\n"
             "must have one; shared variables use theirs, else their value), printing\n"
-            "each node's output shapes and statistics. The first shape mismatch or\n"
+            "each node's output shapes and statistics. The first shape mismatch (with\n"
+            "the static type, or with a test_value the file gives a node's output) or\n"
             "run-time error stops with the node, the shapes involved and the node's\n"
             "creation trace.\n"
             "  --quiet        print only the summary or the failure\n"
@@ -146,6 +147,16 @@ int tgd_testvalues(int argc, char **argv) {
                 tg_type_str(&v->type, want, sizeof want);
                 tgd_shape_str(outs[j], got, sizeof got);
                 snprintf(buf, sizeof buf, "output '%s' is %s, but its static type is %s", v->id, got, want);
+                why = buf;
+                st = TG_ESHAPE;
+            } else if (v->test_value && (v->test_value->ndim != outs[j]->ndim ||
+                                         !tg_shape_equal(outs[j]->ndim, v->test_value->shape, outs[j]->shape))) {
+                /* A test value given for a node's output states the shape
+                 * the author expects there. */
+                char want[160], got[160];
+                tgd_shape_str(v->test_value, want, sizeof want);
+                tgd_shape_str(outs[j], got, sizeof got);
+                snprintf(buf, sizeof buf, "output '%s' is %s, but its test_value is %s", v->id, got, want);
                 why = buf;
                 st = TG_ESHAPE;
             }

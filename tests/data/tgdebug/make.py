@@ -103,3 +103,12 @@ write("cmp_random",
        node("mul", ["u", {"value": 2.0}], "u2"),
        node("add", ["u2", {"value": 1.0}], "v")],
       {"main": {"inputs": [], "outputs": ["u", "v"], "updates": {"rng": "rng2"}}})
+
+# tv_outshape: a test_value on a node's output states the shape expected
+# there: h is (2,), the file says (3,).
+line[0] = 60
+ov = json.loads(json.dumps(ok_vars))
+ov.append({"id": "h", "test_value": {"data": [0, 0, 0], "shape": [3]}, "type": f64([None])})
+write("tv_outshape", ov, [node("mul", ["x", {"value": 2.0}], "x2", code="x2 = x * 2"),
+                          node("dot", ["x2", "W"], "h", code="h = T.dot(x2, W)"),
+                          node("tanh", ["h"], "out", code="out = T.tanh(h)")])
