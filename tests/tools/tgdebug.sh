@@ -49,6 +49,7 @@ bad 2 "nanguard on a file that is not a graph" nanguard "$TG_SRC/README.md"
 bad 2 "nanguard with an unknown option" nanguard "$D/overflow.json" --frobnicate
 bad 2 "nanguard --big x" nanguard "$D/overflow.json" -i x='[1,2,3]' --big x
 bad 2 "nanguard --big 0" nanguard "$D/overflow.json" -i x='[1,2,3]' --big 0
+bad 2 "nanguard with every check off" nanguard "$D/overflow.json" -i x='[1,2,3]' --no-nan --no-inf --big inf
 bad 2 "nanguard --calls 0" nanguard "$D/overflow.json" -i x='[1,2,3]' --calls 0
 bad 2 "nanguard --calls without its value" nanguard "$D/overflow.json" --calls
 bad 2 "nanguard with a missing input" nanguard "$D/overflow.json"

@@ -150,6 +150,10 @@ int tgd_nanguard(int argc, char **argv) {
         tgd_error(SUB, "-O: unknown preset '%s' (none, fast_compile or fast_run)", preset);
         return TG_EXIT_USAGE;
     }
+    if (go.no_nan && go.no_inf && isinf(go.big)) {
+        tgd_error(SUB, "--no-nan, --no-inf and --big inf leave nothing to check");
+        return TG_EXIT_USAGE;
+    }
     const char *path = argv[optind];
     size_t plen = strlen(path);
     bool is_tgf = plen >= 4 && !strcmp(path + plen - 4, ".tgf");
@@ -224,11 +228,13 @@ int tgd_nanguard(int argc, char **argv) {
     cli_progress_end(&prog);
     {
         double big = go.big ? go.big : 1e10;
-        char bigs[64] = "";
-        if (isfinite(big)) snprintf(bigs, sizeof bigs, "%sno |value| > %g", go.no_nan && go.no_inf ? "" : ", ", big);
-        printf("nanguard: %ld call%s of '%s', %d nodes checked: clean (%s%s%s%s)\n", calls, calls == 1 ? "" : "s",
-               tg_function_name(f), tg_function_node_count(f), go.no_nan ? "" : "no NaN",
-               !go.no_nan && !go.no_inf ? ", " : "", go.no_inf ? "" : "no Inf", bigs);
+        char what[128] = "";
+        size_t k = 0;
+        if (!go.no_nan) k += (size_t)snprintf(what + k, sizeof what - k, "no NaN");
+        if (!go.no_inf) k += (size_t)snprintf(what + k, sizeof what - k, "%sno Inf", k ? ", " : "");
+        if (isfinite(big)) snprintf(what + k, sizeof what - k, "%sno |value| > %g", k ? ", " : "", big);
+        printf("nanguard: %ld call%s of '%s', %d nodes checked: clean (%s)\n", calls, calls == 1 ? "" : "s",
+               tg_function_name(f), tg_function_node_count(f), what);
     }
 done:
     tg_nanguard_free(ng);
