@@ -75,8 +75,9 @@ typedef struct tg_offence {
 
 typedef struct tg_nanguard tg_nanguard;
 
-/* Guard f (sets its hooks). TG_EINVAL for a negative or NaN big,
- * TG_ENOMEM. */
+/* Guard f. The guard takes f's hooks (tg_function_set_hooks): a function
+ * is not guarded and profiled at once. TG_EINVAL for a negative or NaN
+ * big, TG_ENOMEM. */
 TG_API tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts,
                                     tg_ctx *ctx);
 TG_API void tg_nanguard_free(tg_nanguard *g);
