@@ -31,10 +31,14 @@ typedef struct tg_opt_record {
     double seconds; /* optimizer time */
     /* Variables a rewrite swapped in for others, as id pairs (old, new)
      * in the order applied: how `tgdebug compare` finds, for a value of
-     * the optimized function, the value of the file it stands for. Owned;
-     * not saved in compiled-function files. */
-    char **vmap;
+     * the optimized function, the value of the file it stands for. The
+     * ids are packed in one buffer (vmap_text; vmap holds the offsets of
+     * each pair's two strings), so that recording costs no allocation per
+     * rewrite. Owned; not saved in compiled-function files. */
+    size_t *vmap;
     int nvmap, cvmap; /* pairs */
+    char *vmap_text;
+    size_t vmap_len, vmap_cap;
 } tg_opt_record;
 
 void tg_opt_record_free(tg_opt_record *r);
