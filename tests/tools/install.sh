@@ -7,7 +7,7 @@ build=${TG_BUILD_DIR:?}
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for f in include/tg/tg.h include/tg/array.h bin/tgc; do
+for f in include/tg/tg.h include/tg/array.h include/tg/debug.h bin/tgc bin/tgdebug; do
   [ -e "$prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
 libdir=$(find "$prefix" -name tg.pc -printf '%h\n' | head -1)

@@ -10,5 +10,6 @@
 #include "tg/grad.h"
 #include "tg/profile.h"
 #include "tg/tgf.h"
+#include "tg/debug.h"
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "grad/grad.h"
 #include "io/io.h"
+#include "debug/debug.h"
 #include "ops/composite.h"
 
 /* A parsed body, shared by every composite node with the same body text
@@ -91,6 +92,11 @@ typedef struct comp_body {
     /* -1 undecided, 0 interpreter, 1 compiled (fn) */
     int mode;
     tg_kernel_fn fn;
+    /* Which of the node's origins each fused node stood for: body node
+     * t<j> (nodes[j] when the node was built) for origins[ostart[j] ..
+     * ostart[j+1]). NULL for a composite read from a file. */
+    int *ostart;
+    int nfused;
 } comp_body;
 
 static bool force_interp = false;
@@ -115,6 +121,7 @@ static void comp_free_extra(tg_attrs *a) {
     if (!b) return;
     parsed_release(b->parsed);
     tg_free(b->src);
+    tg_free(b->ostart);
     tg_free(b);
     a->extra = NULL;
 }
@@ -1346,7 +1353,11 @@ wire:
     int no = 0;
     for (int j = 0; j < nnodes; j++) no += nodes[j]->norigins ? nodes[j]->norigins : 1;
     if (!(n->origins = tg_calloc((size_t)no, sizeof *n->origins))) goto oom;
+    comp_body *cb = n->a.extra;
+    if (!(cb->ostart = tg_calloc((size_t)nnodes + 1, sizeof *cb->ostart))) goto oom;
+    cb->nfused = nnodes;
     for (int j = 0; j < nnodes; j++) {
+        cb->ostart[j] = n->norigins;
         if (!nodes[j]->norigins) {
             if (!(n->origins[n->norigins++] = tg_strdup(nodes[j]->outputs[0]->id))) goto oom;
             continue;
@@ -1354,6 +1365,7 @@ wire:
         for (int q = 0; q < nodes[j]->norigins; q++)
             if (!(n->origins[n->norigins++] = tg_strdup(nodes[j]->origins[q]))) goto oom;
     }
+    cb->ostart[nnodes] = n->norigins;
     if (outputs[0]->owner && tg_trace_copy(&n->trace, &outputs[0]->owner->trace)) goto oom;
     tg_free(consts);
     tg_free(sig);
@@ -1413,4 +1425,73 @@ int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs, int *ni
     *inputs = in;
     *outputs = out;
     return TG_OK;
+}
+
+/* ---- finding the body op that made a bad value (tgdebug nanguard) ---- */
+
+int tg_composite_locate(const tg_node *n, tg_array *const *in,
+                        bool (*bad)(const tg_array *a, void *ud), void *ud,
+                        tg_composite_where *w, tg_ctx *ctx) {
+    const comp_body *b = n->a.extra;
+    w->body_node = -1;
+    w->op = NULL;
+    w->var = NULL;
+    w->origin_start = 0;
+    w->norigins = n->norigins;
+    if (!b) return tg_errorf(ctx, TG_EINVAL, "not a parsed composite node");
+    tg_fgraph *fg = b->fg;
+    tg_array **val = tg_calloc((size_t)fg->nvars + 1, sizeof *val);
+    tg_array **args = tg_calloc((size_t)TG_COMPOSITE_MAX_IO + 8, sizeof *args);
+    bool *isbad = tg_calloc((size_t)fg->nvars + 1, sizeof *isbad);
+    int rc = TG_OK;
+    if (!val || !args || !isbad) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < fg->nin && i < n->nin; i++) {
+        val[fg->inputs[i]->index] = tg_array_ref(in[i]);
+        isbad[fg->inputs[i]->index] = bad(in[i], ud);
+    }
+    /* The body's ops on the whole arrays (they broadcast as the node
+     * does), in the body's order, each checked as it is made. */
+    for (int j = 0; j < fg->nnodes; j++) {
+        tg_node *nd = fg->nodes[j];
+        bool in_bad = false;
+        for (int k = 0; k < nd->nin; k++) {
+            tg_var *v = nd->inputs[k];
+            args[k] = v->kind == TG_VAR_CONSTANT ? v->value : val[v->index];
+            if (!args[k]) {
+                rc = tg_errorf(ctx, TG_EINVAL, "composite body: '%s' has no value", v->id);
+                goto done;
+            }
+            in_bad |= v->kind == TG_VAR_CONSTANT ? bad(v->value, ud) : isbad[v->index];
+        }
+        int oi = nd->outputs[0]->index;
+        if ((rc = nd->op->run(nd, args, &val[oi], ctx))) goto done;
+        isbad[oi] = bad(val[oi], ud);
+        if (isbad[oi] && !in_bad) {
+            /* Body ids are t<j> for the j-th fused node (see
+             * tg_composite_node_new). */
+            const char *id = nd->outputs[0]->id;
+            int t = id[0] == 't' ? atoi(id + 1) : -1;
+            w->body_node = t;
+            w->op = nd->op->name;
+            w->var = id;
+            if (b->ostart && t >= 0 && t < b->nfused) {
+                w->origin_start = b->ostart[t];
+                w->norigins = b->ostart[t + 1] - b->ostart[t];
+            } else if (t >= 0 && n->norigins == fg->nnodes && t < n->norigins) {
+                w->origin_start = t; /* one original node per fused node */
+                w->norigins = 1;
+            }
+            break;
+        }
+    }
+done:
+    if (val)
+        for (int i = 0; i < fg->nvars; i++) tg_array_free(val[i]);
+    tg_free(val);
+    tg_free(args);
+    tg_free(isbad);
+    return rc;
 }

@@ -66,6 +66,9 @@ struct tg_rw {
     int applied; /* in the current pass */
 };
 
+static const tg_rw_rule *test_rule;
+void tg_rw_test_rule_set(const tg_rw_rule *r) { test_rule = r; }
+
 /* ---- small helpers ---- */
 
 static int grow(void **p, int *cap, int need, size_t elem) {
@@ -314,6 +317,7 @@ int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv) {
     for (int i = 0; i < old->nclients; i++)
         if (old->clients[i].node && work_push(rw, old->clients[i].node)) return TG_ENOMEM;
     if (tg_fgraph_replace(rw->fg, old, newv)) return oom(rw);
+    if (tg_opt_record_vmap_add(rw->rec, old->id, newv->id)) return oom(rw);
     if (grow((void **)&rw->replaced, &rw->creplaced, rw->nreplaced + 1, sizeof *rw->replaced))
         return oom(rw);
     rw->replaced[rw->nreplaced++] = newv;
@@ -453,7 +457,7 @@ static bool tag_known(const char *tag) {
         if (strcmp(group_tags[i], tag) == 0) return true;
     for (int i = 0; i < tg_rw_nrules; i++)
         if (rule_has_tag(&tg_rw_rules[i], tag)) return true;
-    return false;
+    return test_rule && rule_has_tag(test_rule, tag);
 }
 
 static bool listed(const char *const *tags, const tg_rw_rule *r) {
@@ -470,14 +474,16 @@ static bool pass_listed(const char *const *tags, const char *pass) {
 
 /* ---- running a local pass ---- */
 
-static int run_local(tg_rw *rw, const char *pass, const bool *enabled) {
+static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test_on) {
     /* The rules of this pass, by op. */
     int nr = 0;
     int *idx = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *idx);
     if (!idx) return oom(rw);
     for (int i = 0; i < tg_rw_nrules; i++)
         if (enabled[i] && strcmp(tg_rw_rules[i].pass, pass) == 0) idx[nr++] = i;
-    if (!nr) {
+    const tg_rw_rule *extra = test_on && test_rule && !strcmp(test_rule->pass, pass) ? test_rule : NULL;
+    tg_rewrite_stats extra_st = {0};
+    if (!nr && !extra) {
         tg_free(idx);
         return TG_OK;
     }
@@ -527,9 +533,10 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled) {
         while (mkey[h] && mkey[h] != n->op) h = (h + 1) & (OPMAP - 1);
         if (!mkey[h]) continue;
         int o = mval[h];
-        for (int j = 0; j < cnt[o]; j++) {
-            const tg_rw_rule *r = &tg_rw_rules[lists[o][j]];
-            tg_rewrite_stats *st = &rw->rstats[lists[o][j]];
+        bool try_extra = extra && (!extra->ops || word_in(extra->ops, n->op->name));
+        for (int j = 0; j < cnt[o] + try_extra; j++) {
+            const tg_rw_rule *r = j < cnt[o] ? &tg_rw_rules[lists[o][j]] : extra;
+            tg_rewrite_stats *st = j < cnt[o] ? &rw->rstats[lists[o][j]] : &extra_st;
             rw->rule = r;
             rw->cur = n;
             rw->nmatched = rw->ncreated = rw->nreplaced = 0;
@@ -652,6 +659,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         rw.rstats[i].name = r->name;
         rw.rstats[i].pass = r->pass;
     }
+    bool test_on = test_rule && (level > 0 || listed(inc, test_rule)) && !listed(exc, test_rule);
     for (int p = 0; p < NPASSES; p++) {
         const pass_def *pd = &passes[p];
         bool on;
@@ -660,7 +668,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
             if (pass_listed(inc, pd->name)) on = true;
             if (pass_listed(exc, pd->name)) on = false;
         } else {
-            on = false;
+            on = test_on && !strcmp(test_rule->pass, pd->name);
             for (int i = 0; i < tg_rw_nrules; i++)
                 on |= enabled[i] && !strcmp(tg_rw_rules[i].pass, pd->name);
         }
@@ -669,7 +677,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         rw.applied = 0;
         int before = live_nodes(fg);
         uint64_t p0 = tg_now_ns();
-        rc = pd->global ? pd->global(&rw) : run_local(&rw, pd->name, enabled);
+        rc = pd->global ? pd->global(&rw) : run_local(&rw, pd->name, enabled, test_on);
         /* Global passes leave what they touched queued; the next pass
          * starts from the whole graph anyway (and fusion's sort may free
          * dead nodes). */

@@ -39,6 +39,13 @@ typedef struct tg_rw_rule {
 extern const tg_rw_rule tg_rw_rules[];
 extern const int tg_rw_nrules;
 
+/* One more rule, registered at run time, for tests of the tools that
+ * check the optimizer (`tgdebug compare` must name a wrong rewrite): it
+ * runs in its pass after the table's rules, in every preset but `none`,
+ * and its name is a tag like any rule's (so --exclude turns it off).
+ * NULL removes it. Not thread-safe; never set by the library itself. */
+void tg_rw_test_rule_set(const tg_rw_rule *r);
+
 /* ---- building replacements ---- */
 /* A node of op `op` over `in` with attrs (JSON text or NULL), parsed and
  * typed; returns its output 0 (tg_rw_out for the others), or NULL with the

@@ -29,9 +29,25 @@ typedef struct tg_opt_record {
     tg_rewrite_stats *rstats;
     int nrstats;
     double seconds; /* optimizer time */
+    /* Variables a rewrite swapped in for others, as id pairs (old, new)
+     * in the order applied: how `tgdebug compare` finds, for a value of
+     * the optimized function, the value of the file it stands for. The
+     * ids are packed in one buffer (vmap_text; vmap holds the offsets of
+     * each pair's two strings), so that recording costs no allocation per
+     * rewrite. Owned; not saved in compiled-function files. */
+    size_t *vmap;
+    int nvmap, cvmap; /* pairs */
+    char *vmap_text;
+    size_t vmap_len, vmap_cap;
 } tg_opt_record;
 
 void tg_opt_record_free(tg_opt_record *r);
+/* Note that variable `newv` replaced `old` (ids copied). TG_ENOMEM. */
+int tg_opt_record_vmap_add(tg_opt_record *r, const char *old, const char *newv);
+/* The id of the variable of the original graph that `id` stands for,
+ * following the replacements of r back (id itself when no rewrite made
+ * it). Borrowed from r or id. */
+const char *tg_opt_record_standin(const tg_opt_record *r, const char *id);
 /* Optimize fg in place with the preset and tags of opts (NULL: fast_run),
  * filling rec. `taken` holds the ids of the graph fg was cloned from (new
  * variables get ids outside it); NULL: fg's own ids are collected. Errors: TG_EINVAL (an unknown preset or tag), TG_ENOMEM;

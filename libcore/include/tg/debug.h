@@ -1,0 +1,103 @@
+/* tg/debug.h: finding where values go wrong (what `tgdebug` is made of).
+ *
+ * The NaN guard (Theano's NanGuardMode, made to name the culprit): it
+ * calls a function with hooks after every node that check the node's
+ * results for NaN, infinities and values of huge magnitude. The first
+ * offence stops the call. The node it names is the one that *made* the
+ * bad value (its inputs were clean, its outputs are not), never one that
+ * only passed it on; a bad value fed in (an input, a shared value, a
+ * constant) is named as such. Inside a fused `composite` node the guard
+ * re-runs the fused body op by op and names the original op.
+ *
+ * Ownership: tg_nanguard_new returns a guard owned by the caller, freed
+ * with tg_nanguard_free (which takes its hooks off the function); the
+ * function is borrowed and must outlive it. Strings and arrays a guard
+ * returns are borrowed from it (or from the function), valid until its
+ * next call or its free.
+ */
+#ifndef TG_DEBUG_H
+#define TG_DEBUG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tg/array.h"
+#include "tg/function.h"
+#include "tg/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Statistics of an array: element count, NaN and infinity counts, the
+ * count of finite elements whose magnitude exceeds `big` (0 when big is
+ * not finite or <= 0), and min, max and mean over the finite elements
+ * (NaN when there is none). Any dtype; integers and bools have no NaN or
+ * infinity. */
+typedef struct tg_stats {
+    int64_t size, nan, inf, big;
+    double min, max, mean;
+} tg_stats;
+TG_API void tg_array_stats(const tg_array *a, double big, tg_stats *st);
+
+typedef struct tg_nanguard_options {
+    bool no_nan;   /* do not look for NaN */
+    bool no_inf;   /* do not look for infinities */
+    double big;    /* flag finite |x| > big; 0: 1e10; INFINITY: off */
+} tg_nanguard_options;
+
+typedef enum tg_offence_where {
+    TG_OFFENCE_NONE = 0,
+    TG_OFFENCE_INPUT,    /* a function input was bad when the call began */
+    TG_OFFENCE_SHARED,   /* a shared value was bad when the call began */
+    TG_OFFENCE_CONSTANT, /* a constant of the graph (read by `node`) */
+    TG_OFFENCE_NODE      /* node `node` made it */
+} tg_offence_where;
+
+enum { TG_BAD_NAN = 1, TG_BAD_INF = 2, TG_BAD_BIG = 4 };
+
+typedef struct tg_offence {
+    tg_offence_where where;
+    uint64_t call;    /* 1 for the guard's first call */
+    const char *var;  /* id of the bad value */
+    int node;         /* schedule position; -1 for INPUT and SHARED */
+    int output;       /* output index of `node` (NODE) */
+    unsigned what;    /* TG_BAD_* bits found */
+    tg_stats stats;   /* of the bad value */
+    /* NODE, when the node is a fused `composite`: the body op that made
+     * the value (NULL when it could not be told apart), the body variable,
+     * and the original nodes of the file that op stood for (keys). */
+    const char *body_op;
+    const char *body_var;
+    int norigins;
+    const char *const *origins;
+} tg_offence;
+
+typedef struct tg_nanguard tg_nanguard;
+
+/* Guard f. The guard takes f's hooks (tg_function_set_hooks): a function
+ * is not guarded and profiled at once. TG_EINVAL for a negative or NaN
+ * big, TG_ENOMEM. */
+TG_API tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts,
+                                    tg_ctx *ctx);
+TG_API void tg_nanguard_free(tg_nanguard *g);
+
+/* Call the function as tg_function_call does, checking the inputs and
+ * shared values first, then every node's float outputs as they are made.
+ * On an offence the call stops before the updates (shared values are as
+ * before it), nothing is returned in outputs, the offence is kept
+ * (tg_nanguard_offence) and the status is TG_ESTOPPED with one line on
+ * ctx. Other failures are the function's own. */
+TG_API int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs,
+                            tg_ctx *ctx);
+/* The offence of the last call, or NULL when it was clean. */
+TG_API const tg_offence *tg_nanguard_offence(const tg_nanguard *g);
+/* For a NODE or CONSTANT offence: the node's inputs as they were when it
+ * ran (copies: an in-place node has overwritten its own); NULL outside
+ * 0 <= i < tg_function_node_ninputs(f, node). */
+TG_API const tg_array *tg_nanguard_node_input(const tg_nanguard *g, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,28 @@
+/* Private: what the debugging tools need from the rest of the library.
+ * (A header of its own: composite.h and the VM's backend.h name their
+ * kernel types alike and cannot be included together.) */
+#ifndef TG_DEBUG_INTERNAL_H
+#define TG_DEBUG_INTERNAL_H
+
+#include "graph/graph.h"
+
+/* Where in a composite a bad value was made: the body op, and which of
+ * the node's origins (n->origins[origin_start .. +norigins]) it stood
+ * for; body_node -1 when every body op's output is clean or the first bad
+ * one had bad inputs already (then the whole origins range is given). */
+typedef struct tg_composite_where {
+    int body_node;     /* j of the body's t<j>: the j-th fused node */
+    const char *op;    /* the body op's name (static) */
+    const char *var;   /* the body variable (borrowed from the node) */
+    int origin_start, norigins;
+} tg_composite_where;
+
+/* Re-run composite node n's body op by op on its inputs `in` (the arrays
+ * it ran on) and find the first body op whose result `bad` says is bad
+ * while its operands are not: what `tgdebug nanguard` names when a fused
+ * loop makes a NaN. TG_ENOMEM, or a kernel's error. */
+int tg_composite_locate(const tg_node *n, tg_array *const *in,
+                        bool (*bad)(const tg_array *a, void *ud), void *ud,
+                        tg_composite_where *w, tg_ctx *ctx);
+
+#endif

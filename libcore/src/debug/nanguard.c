@@ -1,0 +1,360 @@
+/* The NaN guard (tg/debug.h): Theano's NanGuardMode, but it names the
+ * node that made the first bad value, and stays cheap.
+ *
+ * Cheap: after each node, one branch-free pass over each float output
+ * counts the elements that fail |x| <= T (T the big threshold, or the
+ * largest finite value when big is off): NaN fails every comparison and
+ * infinity exceeds any finite T, so a clean array costs one vectorised
+ * read and nothing else. Only an array that fails is looked at again,
+ * element by element, to tell NaN, infinity and big apart and to compute
+ * the statistics.
+ *
+ * Right: a node's inputs were all checked before it ran (function inputs
+ * and shared values when the call began, the others as outputs of earlier
+ * nodes), so the first node with a bad output is the one that made it,
+ * unless one of its inputs is a constant that already held the bad value.
+ * To show that node's inputs as they were (an in-place node has
+ * overwritten one), the call is run again up to that node, which is
+ * possible because a stopped call applies no update.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "debug/debug.h"
+#include "tg/debug.h"
+#include "vm/vm.h"
+
+struct tg_nanguard {
+    tg_function *f;
+    bool nan, inf, big_on;
+    double big;
+    double fast_t; /* the fast pass flags !(|x| <= fast_t) */
+    uint64_t calls;
+    bool found;
+    tg_offence off;
+    /* The second run: stop before node `capture` and copy its inputs. */
+    int capture;
+    tg_array **cap;
+    int ncap;
+};
+
+/* ---- statistics ---- */
+
+void tg_array_stats(const tg_array *a, double big, tg_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->min = st->max = st->mean = NAN;
+    if (!a) return;
+    int64_t n = tg_array_size(a);
+    st->size = n;
+    bool fl = tg_dtype_is_float(a->dtype);
+    bool big_on = isfinite(big) && big > 0;
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    int64_t nfin = 0, nnan = 0, ninf = 0, nbig = 0;
+    bool contig = tg_array_is_contiguous(a);
+    if (contig && a->dtype == TG_FLOAT64) {
+        const double *x = (const double *)a->data;
+        for (int64_t i = 0; i < n; i++) {
+            double v = x[i];
+            if (isnan(v)) {
+                nnan++;
+            } else if (isinf(v)) {
+                ninf++;
+            } else {
+                nfin++;
+                sum += v;
+                if (v < lo) lo = v;
+                if (v > hi) hi = v;
+                if (big_on && fabs(v) > big) nbig++;
+            }
+        }
+    } else if (contig && a->dtype == TG_FLOAT32) {
+        const float *x = (const float *)a->data;
+        for (int64_t i = 0; i < n; i++) {
+            double v = x[i];
+            if (isnan(v)) {
+                nnan++;
+            } else if (isinf(v)) {
+                ninf++;
+            } else {
+                nfin++;
+                sum += v;
+                if (v < lo) lo = v;
+                if (v > hi) hi = v;
+                if (big_on && fabs(v) > big) nbig++;
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            double v = tg_array_get_flat(a, i);
+            if (fl && isnan(v)) {
+                nnan++;
+            } else if (fl && isinf(v)) {
+                ninf++;
+            } else {
+                nfin++;
+                sum += v;
+                if (v < lo) lo = v;
+                if (v > hi) hi = v;
+                if (big_on && fabs(v) > big) nbig++;
+            }
+        }
+    }
+    st->nan = nnan;
+    st->inf = ninf;
+    st->big = nbig;
+    if (nfin) {
+        st->min = lo;
+        st->max = hi;
+        st->mean = sum / (double)nfin;
+    }
+}
+
+/* ---- the checks ---- */
+
+/* Whether any element fails |x| <= t: the one pass every float output
+ * gets. An OR-reduction (no early exit, no counting) keeps the loop
+ * branch-free and vectorised; arrays of millions of elements are split
+ * across threads, smaller ones stay on this one (a parallel region costs
+ * more than it saves there, and wakes threads OpenBLAS wants). */
+enum { PAR_MIN = 1 << 21 };
+
+static int fails_f64(const double *x, int64_t n, double t) {
+    int c = 0;
+#pragma omp simd reduction(| : c)
+    for (int64_t i = 0; i < n; i++) c |= !(fabs(x[i]) <= t);
+    return c;
+}
+
+static int fails_f32(const float *x, int64_t n, float t) {
+    int c = 0;
+#pragma omp simd reduction(| : c)
+    for (int64_t i = 0; i < n; i++) c |= !(fabsf(x[i]) <= t);
+    return c;
+}
+
+static int fails_par(const char *x, int64_t n, bool f64, double t) {
+    int c = 0;
+    int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for reduction(| : c) schedule(static)
+    for (int64_t k = 0; k < nchunks; k++) {
+        int64_t lo = k * chunk, m = n - lo < chunk ? n - lo : chunk;
+        c |= f64 ? fails_f64((const double *)x + lo, m, t)
+                 : fails_f32((const float *)x + lo, m, t > FLT_MAX ? FLT_MAX : (float)t);
+    }
+    return c;
+}
+
+static bool fast_fails(const tg_nanguard *g, const tg_array *a) {
+    int64_t n = tg_array_size_inline(a);
+    if (n == 0) return false;
+    if (tg_array_is_contiguous(a)) {
+        bool f64 = a->dtype == TG_FLOAT64;
+        if (f64 || a->dtype == TG_FLOAT32) {
+            if (n >= PAR_MIN) return fails_par(a->data, n, f64, g->fast_t);
+            if (f64) return fails_f64((const double *)a->data, n, g->fast_t);
+            return fails_f32((const float *)a->data, n, g->fast_t > FLT_MAX ? FLT_MAX : (float)g->fast_t);
+        }
+    }
+    /* float16 and strided views: element by element. */
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs(tg_array_get_flat(a, i)) <= g->fast_t)) return true;
+    return false;
+}
+
+/* The TG_BAD_* bits the options care about in a (0: clean), with its
+ * statistics. Integer and bool arrays are always clean. */
+static unsigned classify(const tg_nanguard *g, const tg_array *a, tg_stats *st) {
+    if (!a || !tg_dtype_is_float(a->dtype) || !fast_fails(g, a)) return 0;
+    tg_array_stats(a, g->big_on ? g->big : INFINITY, st);
+    unsigned w = 0;
+    if (g->nan && st->nan) w |= TG_BAD_NAN;
+    if (g->inf && st->inf) w |= TG_BAD_INF;
+    if (g->big_on && st->big) w |= TG_BAD_BIG;
+    return w;
+}
+
+static bool is_bad(const tg_array *a, void *ud) {
+    tg_stats st;
+    return classify(ud, a, &st) != 0;
+}
+
+static const char *what_str(unsigned w) {
+    return w & TG_BAD_NAN ? "NaN" : w & TG_BAD_INF ? "an infinity" : "a value above the threshold";
+}
+
+static int count_of(unsigned w, const tg_stats *st) {
+    return (int)(w & TG_BAD_NAN ? st->nan : w & TG_BAD_INF ? st->inf : st->big);
+}
+
+/* ---- hooks ---- */
+
+static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in,
+                      tg_array *const *out, tg_ctx *ctx) {
+    (void)in;
+    tg_nanguard *g = ud;
+    const tg_node *n = f->sched[k].node;
+    for (int j = 0; j < n->nout; j++) {
+        const tg_array *a = out[j];
+        if (!a || !tg_dtype_is_float(a->dtype)) continue;
+        /* A view of a checked input holds nothing new. */
+        if (j == 0 && n->op->view_of >= 0 && n->op->view_of < n->nin &&
+            n->inputs[n->op->view_of]->kind != TG_VAR_CONSTANT)
+            continue;
+        tg_stats st;
+        unsigned w = classify(g, a, &st);
+        if (!w) continue;
+        g->found = true;
+        g->off.where = TG_OFFENCE_NODE;
+        g->off.node = k;
+        g->off.output = j;
+        g->off.var = n->outputs[j]->id;
+        g->off.what = w;
+        g->off.stats = st;
+        return TG_ESTOPPED; /* the message is set once the culprit is known */
+    }
+    return TG_OK;
+}
+
+static int before_hook(void *ud, const tg_function *f, int k, tg_array *const *in, tg_ctx *ctx) {
+    tg_nanguard *g = ud;
+    if (k != g->capture) return TG_OK;
+    int nin = f->sched[k].node->nin;
+    g->cap = tg_calloc((size_t)nin + 1, sizeof *g->cap);
+    if (!g->cap) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    g->ncap = nin;
+    for (int i = 0; i < nin; i++)
+        if (in[i] && !(g->cap[i] = tg_array_copy(in[i], in[i]->dtype)))
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return TG_ESTOPPED;
+}
+
+static void set_hooks(tg_nanguard *g, bool capture) {
+    tg_hooks h = {.before = capture ? before_hook : NULL, .after = capture ? NULL : after_hook, .ud = g};
+    tg_function_set_hooks(g->f, &h);
+}
+
+/* ---- the guard ---- */
+
+tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts, tg_ctx *ctx) {
+    double big = opts ? opts->big : 0;
+    if (isnan(big) || big < 0) {
+        tg_errorf(ctx, TG_EINVAL, "nanguard: the big threshold must be positive, got %g", big);
+        return NULL;
+    }
+    tg_nanguard *g = tg_calloc(1, sizeof *g);
+    if (!g) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    g->f = f;
+    g->nan = !(opts && opts->no_nan);
+    g->inf = !(opts && opts->no_inf);
+    g->big = big == 0 ? 1e10 : big;
+    g->big_on = isfinite(g->big);
+    g->fast_t = g->big_on ? g->big : DBL_MAX;
+    g->capture = -1;
+    if (g->nan || g->inf || g->big_on) set_hooks(g, false);
+    return g;
+}
+
+static void drop_capture(tg_nanguard *g) {
+    for (int i = 0; i < g->ncap; i++) tg_array_free(g->cap[i]);
+    tg_free(g->cap);
+    g->cap = NULL;
+    g->ncap = 0;
+}
+
+void tg_nanguard_free(tg_nanguard *g) {
+    if (!g) return;
+    tg_function_set_hooks(g->f, NULL);
+    drop_capture(g);
+    tg_free(g);
+}
+
+const tg_offence *tg_nanguard_offence(const tg_nanguard *g) { return g->found ? &g->off : NULL; }
+
+const tg_array *tg_nanguard_node_input(const tg_nanguard *g, int i) {
+    return g->found && g->cap && i >= 0 && i < g->ncap ? g->cap[i] : NULL;
+}
+
+/* An input or shared value that is bad when the call begins. */
+static bool check_value(tg_nanguard *g, const tg_array *a, tg_offence_where where, const char *id) {
+    tg_stats st;
+    unsigned w = classify(g, a, &st);
+    if (!w) return false;
+    g->found = true;
+    g->off.where = where;
+    g->off.node = -1;
+    g->off.var = id;
+    g->off.what = w;
+    g->off.stats = st;
+    return true;
+}
+
+int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx) {
+    tg_function *f = g->f;
+    drop_capture(g);
+    g->found = false;
+    memset(&g->off, 0, sizeof g->off);
+    g->off.node = -1;
+    g->off.call = ++g->calls;
+    bool on = g->nan || g->inf || g->big_on;
+    for (int i = 0; on && inputs && i < f->fg->nin && !g->found; i++)
+        if (check_value(g, inputs[i], TG_OFFENCE_INPUT, f->fg->inputs[i]->id))
+            return tg_errorf(ctx, TG_ESTOPPED, "call %llu: input '%s' holds %s (%d of %lld elements)",
+                             (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
+                             count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size);
+    for (int i = 0; on && i < f->nshared && !g->found; i++)
+        if (check_value(g, f->shared[i]->value, TG_OFFENCE_SHARED, f->shared[i]->id))
+            return tg_errorf(ctx, TG_ESTOPPED,
+                             "call %llu: shared variable '%s' holds %s (%d of %lld elements)",
+                             (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
+                             count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size);
+    int rc = tg_function_call(f, inputs, outputs, ctx);
+    if (rc != TG_ESTOPPED || !g->found) return rc;
+
+    /* Again, up to the culprit, for its inputs as they were. */
+    int k = g->off.node;
+    const tg_node *n = f->sched[k].node;
+    int nout = f->fg->nout;
+    tg_array *small[8] = {0}, **scratch = nout <= 8 ? small : tg_calloc((size_t)nout, sizeof *scratch);
+    if (!scratch) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    g->capture = k;
+    set_hooks(g, true);
+    rc = tg_function_call(f, inputs, scratch, ctx);
+    set_hooks(g, false);
+    g->capture = -1;
+    if (scratch != small) tg_free(scratch);
+    if (rc != TG_ESTOPPED || !g->cap) return rc ? rc : tg_errorf(ctx, TG_ERUNTIME, "nanguard: the second run did not reach node %d", k);
+    /* A constant input holding the bad value already: it is the source. */
+    for (int i = 0; i < g->ncap; i++) {
+        tg_stats st;
+        unsigned w = classify(g, g->cap[i], &st);
+        if (w) {
+            g->off.where = TG_OFFENCE_CONSTANT;
+            g->off.var = n->inputs[i]->id;
+            g->off.what = w;
+            g->off.stats = st;
+            return tg_errorf(ctx, TG_ESTOPPED, "call %llu: constant '%s' read by node '%s' (%s) holds %s",
+                             (unsigned long long)g->off.call, g->off.var, tg_function_node_key(f, k),
+                             n->op->name, what_str(w));
+        }
+    }
+    if (!strcmp(n->op->name, "composite")) {
+        tg_composite_where w;
+        tg_ctx *c2 = tg_ctx_new();
+        if (tg_composite_locate(n, g->cap, is_bad, g, &w, c2) == TG_OK && w.body_node >= 0) {
+            g->off.body_op = w.op;
+            g->off.body_var = w.var;
+            g->off.norigins = w.norigins;
+            g->off.origins = (const char *const *)n->origins + w.origin_start;
+        }
+        tg_ctx_free(c2);
+    }
+    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s) made %s in output '%s' (%d of %lld elements)",
+                     (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name,
+                     g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "",
+                     what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
+                     (long long)g->off.stats.size);
+}

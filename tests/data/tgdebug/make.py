@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Writes the graphs of tests/tools/tgdebug.sh (run it here after a change;
+the JSON files are committed). Each node gets a trace naming a made-up
+line of model.py, which the tests expect tgdebug to print."""
+import json
+
+line = [0]
+
+
+def node(op, inputs, out, attrs=None, code=None):
+    line[0] += 1
+    n = {"op": op, "inputs": inputs, "outputs": [out],
+         "trace": [{"file": "model.py", "line": 100 + line[0], "function": "build",
+                    "code": code or f"{out} = {op}({', '.join(i if isinstance(i, str) else 'c' for i in inputs)})"}]}
+    if attrs:
+        n["attrs"] = attrs
+    return n
+
+
+def write(name, variables, nodes, functions=None):
+    g = {"format": "tg-graph", "version": 1, "name": name, "variables": variables, "nodes": nodes}
+    if functions:
+        g["functions"] = functions
+    with open(name + ".json", "w") as f:
+        json.dump(g, f, indent=1)
+        f.write("\n")
+
+
+f64 = lambda shape: {"dtype": "float64", "shape": shape}
+
+# deep_log: the log of a negative number after many ops (a dot and a sum
+# break the elementwise chains, so fast_run fuses pieces around them).
+line[0] = 0
+write("deep_log",
+      [{"id": "x", "type": f64([4])},
+       {"id": "W", "type": f64([4, 4]), "constant": {"data": [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]}}],
+      [node("mul", ["x", {"value": 0.5}], "a1"),
+       node("add", ["a1", {"value": 1.0}], "a2"),
+       node("dot", ["W", "a2"], "h1"),
+       node("tanh", ["h1"], "h2"),
+       node("sqr", ["h2"], "h3"),
+       node("sub", ["h3", {"value": 2.0}], "d", code="d = h3 - 2"),
+       node("log", ["d"], "lg", code="lg = T.log(d)"),
+       node("mul", ["lg", {"value": 3.0}], "o1"),
+       node("exp", ["o1"], "o2"),
+       node("sum", ["o2"], "cost")])
+
+# overflow: exp of a large number. s = x + 5; ex = exp(s).
+line[0] = 20
+write("overflow",
+      [{"id": "x", "type": f64([3])}],
+      [node("add", ["x", {"value": 5.0}], "s", code="s = x + 5"),
+       node("exp", ["s"], "ex", code="ex = T.exp(s)"),
+       node("mul", ["ex", {"value": 2.0}], "y")])
+
+# fused00: 0/0 inside what fast_run fuses into one composite.
+line[0] = 40
+write("fused00",
+      [{"id": "x", "type": f64([3])}, {"id": "y", "type": f64([3])}],
+      [node("sub", ["x", "y"], "num", code="num = x - y"),
+       node("mul", ["num", "y"], "den", code="den = num * y"),
+       node("true_div", ["num", "den"], "q", code="q = num / den"),
+       node("add", ["q", {"value": 1.0}], "r"),
+       node("tanh", ["r"], "out")])
+
+# testvalues: a shape mismatch at the dot (x has 3 entries, W 4 rows).
+line[0] = 60
+tv_vars = [{"id": "x", "type": f64([None]), "test_value": {"data": [1, 2, 3], "shape": [3]}},
+           {"id": "W", "type": f64([None, None]), "test_value": {"data": [[1, 2], [3, 4], [5, 6], [7, 8]], "shape": [4, 2]}}]
+tv_nodes = [node("mul", ["x", {"value": 2.0}], "x2", code="x2 = x * 2"),
+            node("dot", ["x2", "W"], "h", code="h = T.dot(x2, W)"),
+            node("tanh", ["h"], "out", code="out = T.tanh(h)")]
+write("tv_bad", tv_vars, tv_nodes)
+ok_vars = json.loads(json.dumps(tv_vars))
+ok_vars[1]["test_value"] = {"data": [[1, 2], [3, 4], [5, 6]], "shape": [3, 2]}
+line[0] = 60
+write("tv_ok", ok_vars, [node("mul", ["x", {"value": 2.0}], "x2", code="x2 = x * 2"),
+                         node("dot", ["x2", "W"], "h", code="h = T.dot(x2, W)"),
+                         node("tanh", ["h"], "out", code="out = T.tanh(h)")])
+miss = json.loads(json.dumps(tv_vars))
+del miss[0]["test_value"]
+line[0] = 60
+write("tv_missing", miss, [node("mul", ["x", {"value": 2.0}], "x2"),
+                           node("dot", ["x2", "W"], "h"),
+                           node("tanh", ["h"], "out")])
+
+# cmp_exp: what the test-only broken rewrite (exp -> expm1) breaks.
+line[0] = 80
+write("cmp_exp",
+      [{"id": "x", "type": f64([3])}],
+      [node("mul", ["x", {"value": 2.0}], "a", code="a = x * 2"),
+       node("exp", ["a"], "e", code="e = T.exp(a)"),
+       node("sum", ["e"], "s", code="s = e.sum()")])
+
+# cmp_random: random numbers must be the same in both compiles (each has
+# its own copy of the generator's state, equal at the start).
+line[0] = 90
+rn = node("random_uniform", ["rng", {"value": {"dtype": "int64", "shape": [1], "data": [5]}}, {"value": 0.0}, {"value": 1.0}], "rng2")
+rn["outputs"] = ["rng2", "u"]
+write("cmp_random",
+      [{"id": "rng", "type": {"dtype": "uint64", "shape": [2]}, "shared": {"data": [42, 0]}}],
+      [rn,
+       node("mul", ["u", {"value": 2.0}], "u2"),
+       node("add", ["u2", {"value": 1.0}], "v")],
+      {"main": {"inputs": [], "outputs": ["u", "v"], "updates": {"rng": "rng2"}}})
+
+# tv_outshape: a test_value on a node's output states the shape expected
+# there: h is (2,), the file says (3,).
+line[0] = 60
+ov = json.loads(json.dumps(ok_vars))
+ov.append({"id": "h", "test_value": {"data": [0, 0, 0], "shape": [3]}, "type": f64([None])})
+write("tv_outshape", ov, [node("mul", ["x", {"value": 2.0}], "x2", code="x2 = x * 2"),
+                          node("dot", ["x2", "W"], "h", code="h = T.dot(x2, W)"),
+                          node("tanh", ["h"], "out", code="out = T.tanh(h)")])

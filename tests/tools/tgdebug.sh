@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# tgdebug nanguard, testvalues and compare.
+# nanguard: a NaN made deep inside a graph (log of a negative number after
+# a dot, a tanh, ...), an overflow in exp, and 0/0 inside a fused
+# composite are each caught at exactly the node that made them, with its
+# op and the creation trace the file gave it (through the composite's
+# origins to the file's node when fused); a NaN fed in is reported as the
+# input; --big and --no-nan change what counts. testvalues: a shape
+# mismatch stops at the right node with its trace; a missing test_value is
+# exit 2 naming the input. compare: the examples agree; a deliberately
+# wrong rewrite (tgdebug-testrw) is named, with the node it removed. Bad
+# usage and bad files: exit 2 with one line.
+set -uo pipefail
+: "${TGDEBUG:?}" "${TGDEBUG_TESTRW:?}" "${TGC:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
+source "$TG_SRC/tests/tools/lib/checks.bash"
+D="$TG_TEST_DATA/tgdebug"
+T="$TGDEBUG"
+
+# One line on stderr starting "tgdebug: ", and the exit status wanted.
+bad() {
+  local want=$1 what=$2
+  shift 2
+  "$T" "$@" >/dev/null 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$rc" -eq "$want" ] && [ "$lines" -eq 1 ] && grep -q '^tgdebug: ' "$tmp/err"; then
+    pass "$what: exit $rc, $(cat "$tmp/err")"
+  else
+    fail "$what: exit $rc (want $want), $lines lines on stderr:"
+    sed 's/^/  | /' "$tmp/err"
+  fi
+}
+# out LINE DESCRIPTION: stdout has exactly this line.
+line() { if grep -qxF -- "$1" "$tmp/out"; then pass "$2"; else fail "$2: no line '$1' in"; sed 's/^/  | /' "$tmp/out"; fi; }
+
+expect 0 "--help" -- "$T" --help
+contains out "nanguard" "--help lists nanguard"
+contains out "compare" "--help lists compare"
+expect 0 "--version" -- "$T" --version
+contains out "^tgdebug " "--version prints the version"
+expect 0 "nanguard --help" -- "$T" nanguard --help
+expect 0 "testvalues --help" -- "$T" testvalues --help
+expect 0 "compare --help" -- "$T" compare --help
+bad 2 "no subcommand"
+bad 2 "an unknown subcommand" frobnicate
+bad 2 "nanguard without FILE" nanguard
+bad 2 "nanguard on a missing file" nanguard "$tmp/nope.json"
+bad 2 "nanguard on a file that is not a graph" nanguard "$TG_SRC/README.md"
+bad 2 "nanguard with an unknown option" nanguard "$D/overflow.json" --frobnicate
+bad 2 "nanguard --big x" nanguard "$D/overflow.json" -i x='[1,2,3]' --big x
+bad 2 "nanguard --big 0" nanguard "$D/overflow.json" -i x='[1,2,3]' --big 0
+bad 2 "nanguard with every check off" nanguard "$D/overflow.json" -i x='[1,2,3]' --no-nan --no-inf --big inf
+bad 2 "nanguard --calls 0" nanguard "$D/overflow.json" -i x='[1,2,3]' --calls 0
+bad 2 "nanguard --calls without its value" nanguard "$D/overflow.json" --calls
+bad 2 "nanguard with a missing input" nanguard "$D/overflow.json"
+bad 2 "nanguard with an input of the wrong shape" nanguard "$D/overflow.json" -i x='[1,2]'
+bad 2 "nanguard with an unknown function" nanguard "$D/overflow.json" -f nope -i x='[1,2,3]'
+bad 2 "nanguard -O fastest" nanguard "$D/overflow.json" -O fastest -i x='[1,2,3]'
+bad 2 "testvalues without FILE" testvalues
+bad 2 "testvalues on a missing file" testvalues "$tmp/nope.json"
+bad 2 "testvalues on two files" testvalues "$D/tv_ok.json" "$D/tv_ok.json"
+bad 2 "compare without FILE" compare
+bad 2 "compare on a file that is not a graph" compare "$TG_SRC/README.md"
+bad 2 "compare --rtol -1" compare "$D/cmp_exp.json" -i x='[1,2,3]' --rtol -1
+bad 2 "compare with a missing input" compare "$D/cmp_exp.json"
+
+# ---- nanguard ----
+# deep_log: d = tanh(W . (x/2 + 1))^2 - 2 < 0, so lg = log(d) makes NaN;
+# o1, o2 and the sum after it only pass it on.
+for O in none fast_run; do
+  expect 1 "deep_log -O $O: NaN caught" -- "$T" nanguard "$D/deep_log.json" -O $O -i x='[1,2,3,4]'
+  line "nanguard: NaN in call 1 of 'main'" "deep_log -O $O: NaN in call 1"
+  contains out "model.py:107 in build: lg = T.log(d)" "deep_log -O $O: the trace of lg"
+  contains err "^tgdebug: nanguard: call 1: node '" "deep_log -O $O: one line on stderr"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "deep_log -O $O: one stderr line" || fail "deep_log -O $O: stderr has $(wc -l <"$tmp/err") lines"
+  if [ $O = none ]; then
+    line "node: lg" "deep_log -O none: the node is lg"
+    line "op: log" "deep_log -O none: the op is log"
+    contains out "^input 0 'd': float64 (4,) min=-1.18071 max=-1.00987" "deep_log -O none: lg's input, all negative"
+  else
+    line "op: composite" "deep_log -O fast_run: lg is fused"
+    line "fused op: log (body variable t3 of the composite)" "deep_log -O fast_run: the fused op is log"
+    line "original node: lg (log)" "deep_log -O fast_run: the original node is lg"
+  fi
+done
+# With -O none the node is the 7th of 10: the six before it are clean.
+expect 1 "deep_log: schedule position" -- "$T" nanguard "$D/deep_log.json" -O none -i x='[1,2,3,4]'
+line "schedule: 7 of 10" "deep_log: lg is node 7 of 10"
+# --no-nan: the only bad values are NaN, and nothing is huge: clean.
+expect 0 "deep_log --no-nan: clean" -- "$T" nanguard "$D/deep_log.json" --no-nan -i x='[1,2,3,4]'
+contains out "clean" "deep_log --no-nan: the summary says clean"
+# A NaN fed in is the input's, not a node's.
+expect 1 "deep_log with a NaN input" -- "$T" nanguard "$D/deep_log.json" -i x='[1, "nan", 3, 4]'
+line "input: x (fed in: no node made it)" "a NaN input is reported as the input"
+contains out "nan=1 " "the input has one NaN"
+
+# overflow: s = x + 5, ex = exp(s): exp(805) overflows at ex; exp(35) =
+# 1.6e15 > 1e10 also counts as big (default threshold).
+for O in none fast_run; do
+  expect 1 "overflow -O $O: Inf caught" -- "$T" nanguard "$D/overflow.json" -O $O -i x='[1,30,800]'
+  line "nanguard: Inf in call 1 of 'main'" "overflow -O $O: Inf"
+  contains out "model.py:122 in build: ex = T.exp(s)" "overflow -O $O: the trace of ex"
+done
+expect 1 "overflow -O none" -- "$T" nanguard "$D/overflow.json" -O none -i x='[1,30,800]'
+line "node: ex" "overflow: the node is ex"
+# --no-inf: exp(35) is still above 1e10.
+expect 1 "overflow --no-inf: big at ex" -- "$T" nanguard "$D/overflow.json" -O none --no-inf -i x='[1,30,800]'
+line "nanguard: big in call 1 of 'main'" "overflow --no-inf: big"
+line "node: ex" "overflow --no-inf: at ex"
+# --big 100: s = 104 is already above it, so s is the node.
+expect 1 "overflow --big 100: big at s" -- "$T" nanguard "$D/overflow.json" -O none --big 100 -i x='[1,2,99]'
+line "node: s" "--big 100: the node is s"
+contains out "model.py:121 in build: s = x + 5" "--big 100: the trace of s"
+expect 1 "overflow --big 100 fused" -- "$T" nanguard "$D/overflow.json" --big 100 -i x='[1,2,99]'
+line "fused op: add (body variable t0 of the composite)" "--big 100 fused: the add"
+line "original node: s (add)" "--big 100 fused: the original node s"
+# Nothing above 1e10, no Inf: clean (exp(13) = 4.4e5).
+expect 0 "overflow on small values: clean" -- "$T" nanguard "$D/overflow.json" -i x='[1,3,8]' --calls 3
+contains out "3 calls" "clean over 3 calls"
+expect 0 "overflow --big inf --no-inf: clean" -- "$T" nanguard "$D/overflow.json" -i x='[1,30,800]' --big inf --no-inf
+
+# fused00: num = x - y, den = num * y, q = num / den: 0/0 where x == y.
+expect 1 "fused00: NaN in the composite" -- "$T" nanguard "$D/fused00.json" -i x='[1,2,3]' -i y='[1,5,3]'
+line "op: composite" "fused00: the node is a composite"
+line "fused op: true_div (body variable t2 of the composite)" "fused00: the fused op is true_div"
+line "original node: q (true_div)" "fused00: the original node is q"
+contains out "model.py:143 in build: q = num / den" "fused00: q's trace"
+contains out "nan=2 " "fused00: two NaNs (x == y at 0 and 2)"
+
+# The same from a compiled function (.tgf): the composite's origins were
+# saved with it.
+if "$TGC" compile "$D/fused00.json" -o "$tmp/f00.tgf" >/dev/null 2>&1; then
+  expect 1 "fused00.tgf: NaN in the composite" -- "$T" nanguard "$tmp/f00.tgf" -i x='[1,2,3]' -i y='[1,5,3]'
+  line "fused op: true_div (body variable t2 of the composite)" "fused00.tgf: the fused op is true_div"
+  line "original node: q" "fused00.tgf: the original node is q"
+else
+  fail "tgc compile fused00.json"
+fi
+
+# The MLP trains clean.
+"$TG_BUILD_DIR/tools/tg-example-mlp-data" "$tmp" 100 >/dev/null
+expect 0 "nanguard on the MLP's train, 3 calls" -- "$T" nanguard "$TG_SRC/examples/mlp.json" -f train \
+  -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3
+
+# ---- testvalues ----
+expect 0 "testvalues on good test values" -- "$T" testvalues "$D/tv_ok.json"
+line "nodes[1] (dot -> h): float64 (2,) min=44 max=56 mean=50 nan=0 inf=0" "testvalues: h = (2,4,6).W by hand"
+expect 1 "testvalues: a shape mismatch" -- "$T" testvalues "$D/tv_bad.json"
+line "testvalues: FAILED at nodes[1] (dot -> h)" "testvalues: stops at h"
+contains out "^input 0 'x2': float64 (3,)" "testvalues: x2's shape"
+contains out "^input 1 'W': float64 (4, 2)" "testvalues: W's shape"
+contains out "model.py:162 in build: h = T.dot(x2, W)" "testvalues: h's trace"
+contains err "nodes\[1\] (dot -> h)" "testvalues: the stderr line names the node"
+expect 1 "testvalues: a node's output against its test_value" -- "$T" testvalues "$D/tv_outshape.json"
+line "testvalues: FAILED at nodes[1] (dot -> h)" "testvalues: h's test_value shape"
+line "error: output 'h' is float64 (2,), but its test_value is float64 (3,)" "testvalues: both shapes named"
+bad 2 "testvalues: an input without a test_value" testvalues "$D/tv_missing.json"
+contains err "'x' (variables\[0\])" "testvalues: names the input"
+
+# ---- compare ----
+mkdir -p "$tmp/lr"
+"$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp/lr" 50 >/dev/null
+expect 0 "compare: logreg train" -- "$T" compare "$TG_SRC/examples/logreg.json" -f train -i x="$tmp/lr/x.npy" -i y="$tmp/lr/y.npy"
+contains out "agrees" "compare: logreg agrees"
+expect 0 "compare: mlp train" -- "$T" compare "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy"
+contains out "^output cost .* pass$" "compare: mlp cost passes"
+contains out "^update W1 .* pass$" "compare: mlp update W1 passes"
+expect 0 "compare: convnet train" -- "$T" compare "$TG_SRC/examples/convnet.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy"
+expect 0 "compare: cmp_exp with the real optimizer" -- "$T" compare "$D/cmp_exp.json" -i x='[1,2,3]'
+# Random numbers: each compile has its own copy of the generator's state,
+# equal at the start, so the samples agree exactly.
+expect 0 "compare: random_uniform agrees" -- "$T" compare "$D/cmp_random.json"
+contains out "^output u  *max abs diff 0 .* pass$" "compare: the samples are identical"
+contains out "^update rng .* pass$" "compare: the generator states agree"
+T="$TGDEBUG_TESTRW"
+expect 1 "compare catches the broken rewrite" -- "$T" compare "$D/cmp_exp.json" -i x='[1,2,3]'
+line "bad rewrite: test_broken_exp" "compare names the rewrite"
+line "pass: canonicalize" "compare names its pass"
+line "  removed: e (exp)" "compare names the node it removed"
+contains out "model.py:182 in build: e = T.exp(a)" "compare prints e's trace"
+contains out "^output 0 'e:expm1' against the unoptimized 'e': max abs diff 1," "expm1 - exp = -1 everywhere"
+contains out "^output s .* FAIL$" "the output fails"
+contains err "made by rewrite 'test_broken_exp'" "the stderr line names the rewrite"
+expect 0 "the broken rewrite excluded from the examples' own check" -- "$T" compare "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy"
+
+echo "$fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,299 @@
+/* The NaN guard (tg/debug.h): statistics worked out by hand; the node
+ * that made a NaN is named, not the nodes that passed it on, with and
+ * without fusion (inside a composite, the body op and the file's node it
+ * stood for); NaN fed in is the input's; a constant holding NaN is the
+ * constant's; integer values are not checked; the call number counts,
+ * and a stopped call leaves the shared values as they were. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static char *dq(const char *s) {
+    char *r = strdup(s);
+    for (char *p = r; *p; p++)
+        if (*p == '\'') *p = '"';
+    return r;
+}
+
+static tg_graph *load(const char *json) {
+    char *s = dq(json);
+    tg_graph *g = tu_load(s);
+    free(s);
+    return g;
+}
+
+static tg_function *compile(tg_graph *g, const char *preset) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options o = {.preset = preset};
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, NULL, ctx), &o, ctx);
+    if (!f) fail_msg("compile: %s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    return f;
+}
+
+static void test_stats_by_hand(void **state) {
+    (void)state;
+    int64_t shape[1] = {6};
+    double d[6] = {1, NAN, -3, INFINITY, 2e11, -INFINITY};
+    tg_array *a = tu_f64(1, shape, d);
+    tg_stats st;
+    tg_array_stats(a, 1e10, &st);
+    assert_int_equal(st.size, 6);
+    assert_int_equal(st.nan, 1);
+    assert_int_equal(st.inf, 2);
+    assert_int_equal(st.big, 1);
+    assert_true(st.min == -3);
+    assert_true(st.max == 2e11);
+    assert_true(fabs(st.mean - (1 - 3 + 2e11) / 3) < 1e-3);
+    tg_array_stats(a, INFINITY, &st);
+    assert_int_equal(st.big, 0);
+    tg_array_free(a);
+    /* int64: no NaN, no infinity; min, max, mean still. */
+    int64_t sh2[1] = {3};
+    tg_array *b = tg_array_new(TG_INT64, 1, sh2);
+    int64_t *p = tg_array_data(b);
+    p[0] = 4;
+    p[1] = -2;
+    p[2] = 7;
+    tg_array_stats(b, 1e10, &st);
+    assert_int_equal(st.nan + st.inf + st.big, 0);
+    assert_true(st.min == -2 && st.max == 7 && st.mean == 3);
+    tg_array_free(b);
+}
+
+/* x -> a = x*0.5 + 1 -> h = tanh(a)^2 -> d = h - 2 (< 0) -> lg = log(d)
+ * -> o = exp(lg*3) -> cost = sum(o). */
+static const char *DEEP =
+    "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[4]}}],"
+    "'nodes':[{'op':'mul','inputs':['x',{'value':0.5}],'outputs':['a1']},"
+    "{'op':'add','inputs':['a1',{'value':1.0}],'outputs':['a2']},"
+    "{'op':'tanh','inputs':['a2'],'outputs':['h2']},"
+    "{'op':'sqr','inputs':['h2'],'outputs':['h3']},"
+    "{'op':'sub','inputs':['h3',{'value':2.0}],'outputs':['d']},"
+    "{'op':'log','inputs':['d'],'outputs':['lg'],'trace':[{'file':'m.py','line':7,'code':'lg = log(d)'}]},"
+    "{'op':'mul','inputs':['lg',{'value':3.0}],'outputs':['o1']},"
+    "{'op':'exp','inputs':['o1'],'outputs':['o2']},"
+    "{'op':'sum','inputs':['o2'],'outputs':['cost']}]}";
+
+static void run_deep(const char *preset, const double *xv, tg_offence *got, const tg_function **fo,
+                     tg_function **keep) {
+    tg_graph *g = load(DEEP);
+    tg_function *f = compile(g, preset);
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {4};
+    tg_array *x = tu_f64(1, shape, xv), *out[1] = {NULL};
+    tg_nanguard *ng = tg_nanguard_new(f, NULL, ctx);
+    assert_non_null(ng);
+    int rc = tg_nanguard_call(ng, &x, out, ctx);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    if (o) {
+        assert_int_equal(rc, TG_ESTOPPED);
+        *got = *o;
+        /* strings are borrowed from ng / f: copy what the tests read */
+        got->var = strdup(o->var);
+        got->body_op = o->body_op ? strdup(o->body_op) : NULL;
+        got->origins = NULL;
+        if (o->norigins) {
+            char **keys = calloc((size_t)o->norigins, sizeof *keys);
+            for (int i = 0; i < o->norigins; i++) keys[i] = strdup(o->origins[i]);
+            got->origins = (const char *const *)keys;
+        }
+        if (o->node >= 0) {
+            /* lg's input d, as it was: every entry below zero */
+            const tg_array *in0 = tg_nanguard_node_input(ng, 0);
+            assert_non_null(in0);
+            tg_stats st;
+            tg_array_stats(in0, 1e10, &st);
+            assert_true(st.max < 0 || o->body_op != NULL);
+        }
+    } else {
+        assert_int_equal(rc, TG_OK);
+        memset(got, 0, sizeof *got);
+        tg_array_free(out[0]);
+    }
+    tg_nanguard_free(ng);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    *fo = f;
+    *keep = f;
+}
+
+static void free_off(tg_offence *o) {
+    free((char *)o->var);
+    free((char *)o->body_op);
+    for (int i = 0; i < o->norigins; i++) free((char *)o->origins[i]);
+    free((void *)o->origins);
+}
+
+static void test_deep_log_unoptimized(void **state) {
+    (void)state;
+    double xv[4] = {1, 2, 3, 4};
+    tg_offence o;
+    const tg_function *f;
+    tg_function *keep;
+    run_deep("none", xv, &o, &f, &keep);
+    assert_int_equal(o.where, TG_OFFENCE_NODE);
+    assert_string_equal(tg_function_node_key(f, o.node), "lg");
+    assert_string_equal(tg_function_node_op(f, o.node), "log");
+    assert_int_equal(o.node, 5); /* the sixth node: the five before are clean */
+    assert_int_equal(o.what, TG_BAD_NAN);
+    assert_int_equal(o.stats.nan, 4);
+    assert_int_equal(o.call, 1);
+    free_off(&o);
+    tg_function_free(keep);
+}
+
+static void test_deep_log_fused(void **state) {
+    (void)state;
+    double xv[4] = {1, 2, 3, 4};
+    tg_offence o;
+    const tg_function *f;
+    tg_function *keep;
+    run_deep("fast_run", xv, &o, &f, &keep);
+    assert_int_equal(o.where, TG_OFFENCE_NODE);
+    assert_string_equal(tg_function_node_op(f, o.node), "composite");
+    assert_non_null(o.body_op);
+    assert_string_equal(o.body_op, "log");
+    assert_int_equal(o.norigins, 1);
+    assert_string_equal(o.origins[0], "lg");
+    free_off(&o);
+    tg_function_free(keep);
+}
+
+static void test_nan_input_is_the_input(void **state) {
+    (void)state;
+    double xv[4] = {1, NAN, 3, 4};
+    tg_offence o;
+    const tg_function *f;
+    tg_function *keep;
+    run_deep("fast_run", xv, &o, &f, &keep);
+    assert_int_equal(o.where, TG_OFFENCE_INPUT);
+    assert_string_equal(o.var, "x");
+    assert_int_equal(o.node, -1);
+    assert_int_equal(o.stats.nan, 1);
+    free_off(&o);
+    tg_function_free(keep);
+}
+
+/* A constant [nan, 1] added to x: the constant is the source. */
+static void test_nan_constant(void **state) {
+    (void)state;
+    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
+                       "{'id':'c','type':{'dtype':'float64','shape':[2]},'constant':{'data':['nan',1]}}],"
+                       "'nodes':[{'op':'add','inputs':['x','c'],'outputs':['y']}]}");
+    tg_function *f = compile(g, "none");
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {2};
+    double xv[2] = {1, 2};
+    tg_array *x = tu_f64(1, shape, xv), *out[1] = {NULL};
+    tg_nanguard *ng = tg_nanguard_new(f, NULL, ctx);
+    assert_int_equal(tg_nanguard_call(ng, &x, out, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_non_null(o);
+    assert_int_equal(o->where, TG_OFFENCE_CONSTANT);
+    assert_string_equal(o->var, "c");
+    assert_non_null(strstr(tg_ctx_message(ctx), "constant 'c'"));
+    tg_nanguard_free(ng);
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* k = 10^12 (int64, above 1e10 but not checked) + 1, then cast to
+ * float64: the cast is the first node with a value above 1e10. */
+static void test_integers_not_checked(void **state) {
+    (void)state;
+    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':[{'id':'k','type':{'dtype':'int64','shape':[1]}}],"
+                       "'nodes':[{'op':'add','inputs':['k',{'value':1}],'outputs':['k1']},"
+                       "{'op':'cast','inputs':['k1'],'outputs':['kf'],'attrs':{'dtype':'float64'}}]}");
+    tg_function *f = compile(g, "none");
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {1};
+    tg_array *k = tg_array_new(TG_INT64, 1, shape), *out[1] = {NULL};
+    *(int64_t *)tg_array_data(k) = 1000000000000LL;
+    tg_nanguard *ng = tg_nanguard_new(f, NULL, ctx);
+    assert_int_equal(tg_nanguard_call(ng, &k, out, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_string_equal(o->var, "kf");
+    assert_int_equal(o->what, TG_BAD_BIG);
+    tg_nanguard_free(ng);
+    /* --big inf: nothing to find. */
+    tg_nanguard_options opt = {.big = INFINITY};
+    ng = tg_nanguard_new(f, &opt, ctx);
+    assert_int_equal(tg_nanguard_call(ng, &k, out, ctx), TG_OK);
+    assert_null(tg_nanguard_offence(ng));
+    tg_array_free(out[0]);
+    tg_nanguard_free(ng);
+    tg_array_free(k);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* s_next = s * 10 from s = 1, threshold 1e3: calls 1..3 make 10, 100,
+ * 1000; call 4 makes 1e4. The stopped call applies no update (s stays
+ * 1000); with threshold 500 the next call finds the shared value itself. */
+static void test_calls_and_shared(void **state) {
+    (void)state;
+    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':[{'id':'s','type':{'dtype':'float64','shape':[]},"
+                       "'shared':{'data':1}}],'nodes':[{'op':'mul','inputs':['s',{'value':10.0}],'outputs':['s2']}],"
+                       "'functions':{'step':{'inputs':[],'outputs':[],'updates':{'s':'s2'}}}}");
+    tg_function *f = compile(g, "fast_run");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_nanguard_options opt = {.big = 1e3};
+    tg_nanguard *ng = tg_nanguard_new(f, &opt, ctx);
+    int rc = TG_OK;
+    int calls = 0;
+    while (calls < 10 && (rc = tg_nanguard_call(ng, NULL, NULL, ctx)) == TG_OK) calls++;
+    assert_int_equal(rc, TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->call, 4);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_true(o->stats.max == 1e4);
+    assert_true(tg_array_get_flat(tg_function_shared_get(f, "s"), 0) == 1000);
+    tg_nanguard_free(ng);
+    opt.big = 500;
+    ng = tg_nanguard_new(f, &opt, ctx);
+    assert_int_equal(tg_nanguard_call(ng, NULL, NULL, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_SHARED);
+    assert_string_equal(o->var, "s");
+    tg_nanguard_free(ng);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static void test_bad_options(void **state) {
+    (void)state;
+    tg_graph *g = load(DEEP);
+    tg_function *f = compile(g, "none");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_nanguard_options opt = {.big = -1};
+    assert_null(tg_nanguard_new(f, &opt, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_EINVAL);
+    opt.big = NAN;
+    assert_null(tg_nanguard_new(f, &opt, ctx));
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stats_by_hand),
+        cmocka_unit_test(test_deep_log_unoptimized),
+        cmocka_unit_test(test_deep_log_fused),
+        cmocka_unit_test(test_nan_input_is_the_input),
+        cmocka_unit_test(test_nan_constant),
+        cmocka_unit_test(test_integers_not_checked),
+        cmocka_unit_test(test_calls_and_shared),
+        cmocka_unit_test(test_bad_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,461 @@
+/* tgdebug compare: the optimized function against the unoptimized one,
+ * node by node (Theano's DebugMode and its BadOptimization).
+ *
+ * Both are compiled from their own copy of the file (so each has its own
+ * shared state, equal at the start, random states included) and called
+ * once on the same inputs. The unoptimized run keeps every node's result
+ * by variable id. The optimized run compares each node's results, as they
+ * are made (before an in-place node can overwrite them), with the values
+ * of the file's variables they stand for: the same id, or, for a variable
+ * a rewrite made, the one it replaced (the optimizer's record of
+ * replacements). The first node that differs beyond tolerance is traced
+ * through the rewrite record to the rewrites that made it; each is turned
+ * off in turn (a fresh compile with --exclude) and the last of them whose
+ * absence makes the function agree is named.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+#include "tgdebug.h"
+#include "vm/vm.h"
+
+static const char *SUB = "compare";
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tgdebug compare FILE [-f NAME] [-i ID=VALUE]... [--rtol R] [--atol A]\n"
+            "\n"
+            "Compile a function of FILE twice (preset fast_run and none), call both once\n"
+            "on the same inputs and the same shared state, and report every output and\n"
+            "update (max abs/rel difference, pass/fail). When they differ, name the\n"
+            "first optimized node whose value differs from the file's node(s) it stands\n"
+            "for, and the rewrite that made it: its name, pass, the nodes it removed and\n"
+            "created, their ops and creation traces.\n"
+            "  -f NAME        the function (default: the only one, or 'main')\n"
+            "  -i ID=VALUE    an input: a .npy file, or a JSON literal\n"
+            "  --rtol R       relative tolerance (default 1e-5 for float64, 1e-3 below)\n"
+            "  --atol A       absolute tolerance (default 1e-8 for float64, 1e-5 below)\n"
+            "\n"
+            "Exit status: 0 they agree, 1 a mismatch (or a run-time failure), 2 bad usage\n"
+            "or bad input.\n");
+}
+
+typedef struct tol {
+    double rtol, atol; /* < 0: by dtype */
+} tol;
+
+typedef struct diff {
+    double maxabs, maxrel;
+    bool ok;
+    bool shape_differs;
+} diff;
+
+static void compare_arrays(const tg_array *a, const tg_array *b, const tol *t, diff *d) {
+    memset(d, 0, sizeof *d);
+    d->ok = true;
+    if (a->ndim != b->ndim || !tg_shape_equal(a->ndim, a->shape, b->shape)) {
+        d->ok = false;
+        d->shape_differs = true;
+        d->maxabs = d->maxrel = INFINITY;
+        return;
+    }
+    bool lowp = a->dtype == TG_FLOAT32 || a->dtype == TG_FLOAT16 || b->dtype == TG_FLOAT32 || b->dtype == TG_FLOAT16;
+    double rtol = t->rtol >= 0 ? t->rtol : lowp ? 1e-3 : 1e-5;
+    double atol = t->atol >= 0 ? t->atol : lowp ? 1e-5 : 1e-8;
+    int64_t n = tg_array_size(a);
+    for (int64_t i = 0; i < n; i++) {
+        double x = tg_array_get_flat(a, i), y = tg_array_get_flat(b, i);
+        if (isnan(x) && isnan(y)) continue;
+        if (x == y) continue;
+        double e = fabs(x - y);
+        if (isnan(e)) e = INFINITY; /* NaN against a number, or inf - inf */
+        double r = y != 0 ? e / fabs(y) : INFINITY;
+        if (e > d->maxabs) d->maxabs = e;
+        if (r > d->maxrel) d->maxrel = r;
+        if (!(e <= atol + rtol * fabs(y))) d->ok = false;
+    }
+}
+
+/* ---- the unoptimized run: every node's results by variable id ---- */
+
+typedef struct refs {
+    struct tg_idmap *map;
+    tg_array **held;
+    int n, cap;
+} refs;
+
+static int keep(refs *r, const char *id, tg_array *a) {
+    if (!a) return TG_OK;
+    if (r->n == r->cap) {
+        int c = r->cap ? r->cap * 2 : 256;
+        tg_array **p = realloc(r->held, sizeof *p * (size_t)c);
+        if (!p) return TG_ENOMEM;
+        r->held = p;
+        r->cap = c;
+    }
+    r->held[r->n++] = tg_array_ref(a);
+    return tg_idmap_put(r->map, id, a) ? TG_ENOMEM : TG_OK;
+}
+
+static int keep_hook(void *ud, const tg_function *f, int k, tg_array *const *in, tg_array *const *out,
+                     tg_ctx *ctx) {
+    (void)in;
+    const tg_node *n = f->sched[k].node;
+    for (int j = 0; j < n->nout; j++)
+        if (keep(ud, n->outputs[j]->id, out[j])) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return TG_OK;
+}
+
+static void refs_free(refs *r) {
+    for (int i = 0; i < r->n; i++) tg_array_free(r->held[i]);
+    free(r->held);
+    if (r->map) tg_idmap_free(r->map);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the optimized run: compare as we go ---- */
+
+typedef struct checker {
+    const refs *ref;
+    const tol *t;
+    int compared; /* node outputs with a counterpart */
+    bool found;
+    int node, output;
+    const char *id, *ref_id;
+    diff d;
+} checker;
+
+/* The value of the file's variable that optimized variable v stands for. */
+static const tg_array *counterpart(const tg_function *f, const refs *ref, const tg_var *v, const char **ref_id) {
+    const tg_array *a = tg_idmap_get(ref->map, v->id);
+    if (a) {
+        *ref_id = v->id;
+        return a;
+    }
+    const char *id = tg_opt_record_standin(&f->record, v->id);
+    *ref_id = id;
+    return tg_idmap_get(ref->map, id);
+}
+
+static int check_hook(void *ud, const tg_function *f, int k, tg_array *const *in, tg_array *const *out,
+                      tg_ctx *ctx) {
+    (void)in;
+    (void)ctx;
+    checker *c = ud;
+    const tg_node *n = f->sched[k].node;
+    for (int j = 0; j < n->nout; j++) {
+        const char *rid;
+        const tg_array *b = counterpart(f, c->ref, n->outputs[j], &rid);
+        if (!b || !out[j]) continue;
+        c->compared++;
+        if (c->found) continue;
+        diff d;
+        compare_arrays(out[j], b, c->t, &d);
+        if (!d.ok) {
+            c->found = true;
+            c->node = k;
+            c->output = j;
+            c->id = n->outputs[j]->id;
+            c->ref_id = rid;
+            c->d = d;
+        }
+    }
+    return TG_OK;
+}
+
+/* ---- loading, compiling, calling ---- */
+
+typedef struct side {
+    tg_graph *g;
+    tg_function *f;
+    tg_array **ins, **outs;
+    int nin, nout;
+} side;
+
+static void side_free(side *s) {
+    for (int i = 0; s->ins && i < s->nin; i++) tg_array_free(s->ins[i]);
+    for (int i = 0; s->outs && i < s->nout; i++) tg_array_free(s->outs[i]);
+    free(s->ins);
+    free(s->outs);
+    tg_function_free(s->f);
+    tg_graph_free(s->g);
+    memset(s, 0, sizeof *s);
+}
+
+/* Load, compile, read the inputs. Exit status (2 with one line on stderr
+ * when quiet is false; quiet is for the recompiles, whose inputs were
+ * read once already and cannot fail again). */
+static int side_open(side *s, const char *path, const char *fname, const char *preset, const char *exclude,
+                     const cli_input *inputs, int ninputs, bool quiet, int *status, tg_ctx *ctx) {
+    const char *exc[2] = {exclude, NULL};
+    tg_compile_options co = {.preset = preset, .exclude = exclude ? exc : NULL};
+    int fi;
+    *status = TG_OK;
+    if (!(s->g = tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(s->g, fname, ctx)) < 0 ||
+        !(s->f = tg_function_compile(s->g, fi, &co, ctx))) {
+        *status = tg_ctx_status(ctx);
+        if (!quiet) tgd_error(SUB, "%s", tg_ctx_message(ctx));
+        return TG_EXIT_USAGE;
+    }
+    s->nin = tg_function_input_count(s->f);
+    s->nout = tg_function_output_count(s->f);
+    s->ins = calloc((size_t)s->nin + 1, sizeof *s->ins);
+    s->outs = calloc((size_t)s->nout + 1, sizeof *s->outs);
+    if (!s->ins || !s->outs) {
+        tgd_error(SUB, "out of memory");
+        return TG_EXIT_FOUND;
+    }
+    return cli_inputs_read(TGDEBUG, SUB, s->f, inputs, ninputs, s->ins);
+}
+
+/* ---- naming the rewrite ---- */
+
+static int last_creator(const tg_function *f, const char *key, int before) {
+    for (int i = before - 1; i >= 0; i--) {
+        tg_rewrite_info r;
+        tg_function_rewrite_get(f, i, &r);
+        for (int j = 0; j < r.ncreated; j++)
+            if (!strcmp(r.created[j], key)) return i;
+    }
+    return -1;
+}
+
+/* The record entries that led to node `key`: the one that created it, and,
+ * recursively, those that created what that one removed. */
+static void lineage(const tg_function *f, const char *key, int before, bool *in, int depth) {
+    int e = last_creator(f, key, before);
+    if (e < 0 || in[e] || depth > 64) return;
+    in[e] = true;
+    tg_rewrite_info r;
+    tg_function_rewrite_get(f, e, &r);
+    for (int j = 0; j < r.nremoved; j++) lineage(f, r.removed[j], e, in, depth + 1);
+}
+
+static int sched_find(const tg_function *f, const char *key) {
+    for (int k = 0; k < tg_function_node_count(f); k++)
+        if (!strcmp(tg_function_node_key(f, k), key)) return k;
+    return -1;
+}
+
+/* A key of entry `e`'s removed or created nodes, with its op and trace:
+ * from the file when it is one of its nodes, else from the optimized
+ * function when the node is still there (and no later rewrite reused the
+ * key, as fusion does for the outputs it takes over). */
+static void print_key(const side *A, const char *title, const char *key, int e) {
+    const tg_node *n = tgd_graph_node(A->g, key);
+    int k = n ? -1 : sched_find(A->f, key);
+    int later = n ? -1 : last_creator(A->f, key, tg_function_rewrite_count(A->f));
+    if (!n && k >= 0 && later == e) n = A->f->sched[k].node;
+    if (!n) {
+        if (later > e) {
+            tg_rewrite_info r;
+            tg_function_rewrite_get(A->f, later, &r);
+            printf("  %s: %s (replaced later by rewrite %s, pass %s%s%s)\n", title, key, r.name, r.pass,
+                   k >= 0 ? ", into " : "", k >= 0 ? tg_function_node_op(A->f, k) : "");
+        } else {
+            printf("  %s: %s (an intermediate node a later rewrite replaced)\n", title, key);
+        }
+        return;
+    }
+    printf("  %s: %s (%s)%s\n", title, key, n->op->name, k >= 0 ? " [in the optimized function]" : "");
+    tgd_print_trace(stdout, n, "      ");
+}
+
+/* Run a fresh fast_run compile with `exclude` turned off against the
+ * reference: 1 it agrees everywhere, 0 it differs, -1 it could not run
+ * (an unknown tag). */
+static int agrees_without(const char *path, const char *fname, const char *exclude, const cli_input *inputs,
+                          int ninputs, const refs *ref, const side *B, const tol *t) {
+    tg_ctx *ctx = tg_ctx_new();
+    side S = {0};
+    int st, res = -1;
+    if (side_open(&S, path, fname, "fast_run", exclude, inputs, ninputs, true, &st, ctx)) goto done;
+    checker c = {.ref = ref, .t = t};
+    tg_hooks h = {.after = check_hook, .ud = &c};
+    tg_function_set_hooks(S.f, &h);
+    if (tg_function_call(S.f, S.ins, S.outs, ctx)) goto done;
+    res = !c.found;
+    for (int i = 0; res && i < S.nout; i++) {
+        diff d;
+        compare_arrays(S.outs[i], B->outs[i], t, &d);
+        if (!d.ok) res = 0;
+    }
+done:
+    side_free(&S);
+    tg_ctx_free(ctx);
+    return res;
+}
+
+int tgd_compare(int argc, char **argv) {
+    const char *fname = NULL;
+    cli_input inputs[CLI_MAX_INPUTS];
+    int ninputs = 0;
+    tol t = {-1, -1};
+    static const struct option opts[] = {{"rtol", required_argument, 0, 'r'},
+                                         {"atol", required_argument, 0, 'a'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":f:i:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': fname = optarg; break;
+        case 'h': usage(stdout); return TG_EXIT_OK;
+        case 'r':
+            if (!tgd_parse_double(SUB, "--rtol", optarg, &t.rtol)) return TG_EXIT_USAGE;
+            break;
+        case 'a':
+            if (!tgd_parse_double(SUB, "--atol", optarg, &t.atol)) return TG_EXIT_USAGE;
+            break;
+        case 'i':
+            if (!cli_input_add(TGDEBUG, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
+            break;
+        case ':': tgd_error(SUB, "option '%s' needs a value (see tgdebug compare --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        default: tgd_error(SUB, "unknown option '%s' (see tgdebug compare --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        if (optind >= argc)
+            tgd_error(SUB, "missing FILE (see tgdebug compare --help)");
+        else
+            tgd_error(SUB, "unexpected argument '%s'", argv[optind + 1]);
+        return TG_EXIT_USAGE;
+    }
+    const char *path = argv[optind];
+    size_t plen = strlen(path);
+    if (plen >= 4 && !strcmp(path + plen - 4, ".tgf")) {
+        tgd_error(SUB, "%s is a compiled function: compare needs the graph file (.json) to compile it both ways", path);
+        return TG_EXIT_USAGE;
+    }
+    int rc, st;
+    tg_ctx *ctx = tg_ctx_new();
+    side A = {0}, B = {0};
+    refs ref = {0};
+    checker chk = {0};
+    bool *in = NULL;
+    if ((rc = side_open(&B, path, fname, "none", NULL, inputs, ninputs, false, &st, ctx))) goto done;
+    if ((rc = side_open(&A, path, fname, "fast_run", NULL, inputs, ninputs, false, &st, ctx))) goto done;
+    if (!(ref.map = tg_idmap_new())) {
+        tgd_error(SUB, "out of memory");
+        rc = TG_EXIT_FOUND;
+        goto done;
+    }
+    tg_hooks hb = {.after = keep_hook, .ud = &ref};
+    tg_function_set_hooks(B.f, &hb);
+    if (tg_function_call(B.f, B.ins, B.outs, ctx)) {
+        tgd_error(SUB, "the unoptimized function failed: %s", tg_ctx_message(ctx));
+        rc = tgd_exit_for(tg_ctx_status(ctx));
+        goto done;
+    }
+    tg_function_set_hooks(B.f, NULL);
+    chk = (checker){.ref = &ref, .t = &t};
+    tg_hooks ha = {.after = check_hook, .ud = &chk};
+    tg_function_set_hooks(A.f, &ha);
+    if (tg_function_call(A.f, A.ins, A.outs, ctx)) {
+        tgd_error(SUB, "the optimized function failed: %s", tg_ctx_message(ctx));
+        rc = tgd_exit_for(tg_ctx_status(ctx));
+        goto done;
+    }
+    tg_function_set_hooks(A.f, NULL);
+
+    printf("compare: '%s' of %s: %d nodes optimized (fast_run), %d unoptimized (none)\n",
+           tg_function_name(A.f), path, tg_function_node_count(A.f), tg_function_node_count(B.f));
+    int bad = 0;
+    for (int i = 0; i < A.nout; i++) {
+        diff d;
+        compare_arrays(A.outs[i], B.outs[i], &t, &d);
+        bad += !d.ok;
+        printf("output %-20s max abs diff %-11.4g max rel diff %-11.4g %s\n", tg_function_output_id(A.f, i),
+               d.maxabs, d.maxrel, d.ok ? "pass" : d.shape_differs ? "FAIL (shapes differ)" : "FAIL");
+    }
+    for (int i = 0; i < A.f->fg->nupd; i++) {
+        const char *id = A.f->upd_shared[i]->id;
+        const tg_array *a = tg_function_shared_get(A.f, id), *b = tg_function_shared_get(B.f, id);
+        if (!a || !b) continue;
+        diff d;
+        compare_arrays(a, b, &t, &d);
+        bad += !d.ok;
+        printf("update %-20s max abs diff %-11.4g max rel diff %-11.4g %s\n", id, d.maxabs, d.maxrel,
+               d.ok ? "pass" : d.shape_differs ? "FAIL (shapes differ)" : "FAIL");
+    }
+    printf("nodes: %d optimized node outputs compared with the values they stand for\n", chk.compared);
+    if (!chk.found && !bad) {
+        printf("compare: the optimized function agrees with the unoptimized one\n");
+        rc = TG_EXIT_OK;
+        goto done;
+    }
+    rc = TG_EXIT_FOUND;
+    if (!chk.found) {
+        tgd_error(SUB, "%d output%s differ%s, but no single node could be compared", bad, bad == 1 ? "" : "s",
+                  bad == 1 ? "s" : "");
+        goto done;
+    }
+    int k = chk.node;
+    const tg_node *n = A.f->sched[k].node;
+    const char *key = tg_function_node_key(A.f, k);
+    printf("\nfirst differing node: %s\n", key);
+    printf("op: %s\n", n->op->name);
+    printf("output %d '%s' against the unoptimized '%s': max abs diff %.4g, max rel diff %.4g%s\n", chk.output,
+           chk.id, chk.ref_id, chk.d.maxabs, chk.d.maxrel, chk.d.shape_differs ? " (shapes differ)" : "");
+    printf("trace:\n");
+    tgd_print_trace(stdout, n, "  ");
+    const char *const *okeys;
+    int no = tg_function_node_origins(A.f, k, &okeys);
+    printf("stands for:");
+    for (int i = 0; i < no; i++) printf(" %s", okeys[i]);
+    printf("\n");
+
+    int nrw = tg_function_rewrite_count(A.f);
+    in = calloc((size_t)nrw + 1, sizeof *in);
+    if (!in) {
+        tgd_error(SUB, "out of memory");
+        goto done;
+    }
+    lineage(A.f, key, nrw, in, 0);
+    int culprit = -1, nlin = 0;
+    /* Latest first: a rewrite that only made the pattern a broken one
+     * then matched would also fix things when turned off. */
+    for (int e = nrw - 1; e >= 0 && culprit < 0; e--) {
+        if (!in[e]) continue;
+        nlin++;
+        tg_rewrite_info r;
+        tg_function_rewrite_get(A.f, e, &r);
+        bool tried = false;
+        for (int q = e + 1; q < nrw; q++) {
+            tg_rewrite_info r2;
+            tg_function_rewrite_get(A.f, q, &r2);
+            if (in[q] && !strcmp(r2.name, r.name)) tried = true;
+        }
+        if (tried) continue;
+        int ok = agrees_without(path, fname, r.name, inputs, ninputs, &ref, &B, &t);
+        if (ok < 0) ok = agrees_without(path, fname, r.pass, inputs, ninputs, &ref, &B, &t);
+        if (ok == 1) culprit = e;
+    }
+    if (nlin == 0) {
+        printf("\nno rewrite made this node: it is the file's own node (an in-place or kernel problem)\n");
+        tgd_error(SUB, "node '%s' (%s) differs from the unoptimized function; no rewrite made it", key, n->op->name);
+        goto done;
+    }
+    bool sure = culprit >= 0;
+    if (!sure) culprit = last_creator(A.f, key, nrw);
+    tg_rewrite_info r;
+    tg_function_rewrite_get(A.f, culprit, &r);
+    printf("\n%s: %s\n", sure ? "bad rewrite" : "suspect rewrite (turning off any one rewrite did not fix it)", r.name);
+    printf("pass: %s\n", r.pass);
+    printf("record entry: %d of %d\n", culprit + 1, nrw);
+    for (int j = 0; j < r.nremoved; j++) print_key(&A, "removed", r.removed[j], culprit);
+    for (int j = 0; j < r.ncreated; j++) print_key(&A, "created", r.created[j], culprit);
+    tgd_error(SUB, "node '%s' (%s) differs from the unoptimized function (max abs diff %.4g): %s rewrite '%s' (pass %s)",
+              key, n->op->name, chk.d.maxabs, sure ? "made by" : "suspect", r.name, r.pass);
+done:
+    free(in);
+    refs_free(&ref);
+    side_free(&A);
+    side_free(&B);
+    tg_ctx_free(ctx);
+    return rc;
+}

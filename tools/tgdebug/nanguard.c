@@ -1,0 +1,252 @@
+/* tgdebug nanguard: run a function with the NaN guard (tg/debug.h) and
+ * report the node that made the first NaN, infinity or huge value. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tgdebug.h"
+#include "vm/vm.h"
+
+static const char *SUB = "nanguard";
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tgdebug nanguard FILE [-f NAME] [-i ID=VALUE]... [--calls N]\n"
+            "                        [--no-nan] [--no-inf] [--big THRESHOLD] [-O PRESET]\n"
+            "\n"
+            "Call a function of FILE (interchange JSON, or a compiled-function .tgf)\n"
+            "checking the inputs and shared values at each call, and every node's\n"
+            "float outputs as they are made, for NaN, infinities and values whose\n"
+            "magnitude exceeds THRESHOLD. At the first offence, print the node that\n"
+            "made it (not one that passed it on), its op, its inputs with shapes and\n"
+            "statistics, the call, and its creation trace; inside a fused composite,\n"
+            "the original op and node of the file. Integer values are not checked.\n"
+            "  -f NAME          the function (default: the only one, or 'main')\n"
+            "  -i ID=VALUE      an input: a .npy file, or a JSON literal (3.5, [1, 2],\n"
+            "                   \"nan\") read with the input's declared dtype\n"
+            "  --calls N        call it N times (default 1), updates applied each time\n"
+            "  --no-nan         do not look for NaN\n"
+            "  --no-inf         do not look for infinities\n"
+            "  --big T          flag finite values with |x| > T (default 1e10; inf: off)\n"
+            "  -O PRESET        none, fast_compile or fast_run (default); not for a .tgf\n"
+            "\n"
+            "Exit status: 0 clean, 1 an offence found (or a run-time failure), 2 bad\n"
+            "usage or bad input.\n");
+}
+
+static const char *what_word(unsigned w) {
+    return w & TG_BAD_NAN ? "NaN" : w & TG_BAD_INF ? "Inf" : "big";
+}
+
+/* The original nodes of the file a scheduled node stands for, each with
+ * its op and trace. */
+static void print_origins(const tg_graph *g, const char *const *keys, int n, const char *title) {
+    for (int i = 0; i < n; i++) {
+        const tg_node *o = g ? tgd_graph_node(g, keys[i]) : NULL;
+        if (o)
+            printf("%s: %s (%s)\n", title, keys[i], o->op->name);
+        else /* a .tgf keeps the optimized graph only */
+            printf("%s: %s\n", title, keys[i]);
+        if (o) {
+            printf("trace of %s:\n", keys[i]);
+            tgd_print_trace(stdout, o, "  ");
+        }
+    }
+}
+
+static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, const tg_offence *off,
+                   double big) {
+    printf("nanguard: %s in call %llu of '%s'\n", what_word(off->what), (unsigned long long)off->call,
+           tg_function_name(f));
+    if (off->where == TG_OFFENCE_INPUT || off->where == TG_OFFENCE_SHARED) {
+        printf("%s: %s (fed in: no node made it)\n", off->where == TG_OFFENCE_INPUT ? "input" : "shared", off->var);
+        printf("value: nan=%lld inf=%lld big=%lld of %lld; finite min=%.6g max=%.6g mean=%.6g\n",
+               (long long)off->stats.nan, (long long)off->stats.inf, (long long)off->stats.big,
+               (long long)off->stats.size, off->stats.min, off->stats.max, off->stats.mean);
+        return;
+    }
+    int k = off->node;
+    const tg_node *n = f->sched[k].node;
+    if (off->where == TG_OFFENCE_CONSTANT) {
+        printf("constant: %s (read by node %s, %s)\n", off->var, tg_function_node_key(f, k), n->op->name);
+        printf("value: nan=%lld inf=%lld big=%lld of %lld\n", (long long)off->stats.nan,
+               (long long)off->stats.inf, (long long)off->stats.big, (long long)off->stats.size);
+        printf("trace:\n");
+        tgd_print_trace(stdout, n, "  ");
+        return;
+    }
+    printf("node: %s\n", tg_function_node_key(f, k));
+    printf("op: %s\n", n->op->name);
+    printf("schedule: %d of %d\n", k + 1, tg_function_node_count(f));
+    printf("output %d '%s': nan=%lld inf=%lld big=%lld (|x| > %g) of %lld; finite min=%.6g max=%.6g mean=%.6g\n",
+           off->output, off->var, (long long)off->stats.nan, (long long)off->stats.inf,
+           (long long)off->stats.big, big, (long long)off->stats.size, off->stats.min, off->stats.max,
+           off->stats.mean);
+    for (int i = 0; i < n->nin; i++) {
+        printf("input %d '%s': ", i, n->inputs[i]->id);
+        tgd_print_stats(stdout, tg_nanguard_node_input(ng, i));
+    }
+    const char *const *keys;
+    int no = tg_function_node_origins(f, k, &keys);
+    if (off->body_op) {
+        printf("fused op: %s (body variable %s of the composite)\n", off->body_op, off->body_var);
+        print_origins(g, off->origins, off->norigins, "original node");
+        return;
+    }
+    printf("trace:\n");
+    tgd_print_trace(stdout, n, "  ");
+    bool self = no == 1 && !strcmp(keys[0], tg_function_node_key(f, k));
+    if (!self && no > 0) {
+        printf("stands for %d node%s of the file:\n", no, no == 1 ? "" : "s");
+        print_origins(g, keys, no, "original node");
+    }
+}
+
+int tgd_nanguard(int argc, char **argv) {
+    const char *fname = NULL, *preset = NULL;
+    long calls = 1;
+    cli_input inputs[CLI_MAX_INPUTS];
+    int ninputs = 0;
+    tg_nanguard_options go = {0};
+    static const struct option opts[] = {{"calls", required_argument, 0, 'c'}, {"no-nan", no_argument, 0, 'N'},
+                                         {"no-inf", no_argument, 0, 'I'},      {"big", required_argument, 0, 'b'},
+                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":f:i:O:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': fname = optarg; break;
+        case 'O': preset = optarg; break;
+        case 'N': go.no_nan = true; break;
+        case 'I': go.no_inf = true; break;
+        case 'h': usage(stdout); return TG_EXIT_OK;
+        case 'c':
+            if (!tgd_parse_long(SUB, "--calls", optarg, 1, &calls)) return TG_EXIT_USAGE;
+            break;
+        case 'b':
+            if (!tgd_parse_double(SUB, "--big", optarg, &go.big)) return TG_EXIT_USAGE;
+            if (go.big == 0) {
+                tgd_error(SUB, "--big: expected a threshold > 0 (inf turns the check off), got '%s'", optarg);
+                return TG_EXIT_USAGE;
+            }
+            break;
+        case 'i':
+            if (!cli_input_add(TGDEBUG, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
+            break;
+        case ':': tgd_error(SUB, "option '%s' needs a value (see tgdebug nanguard --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        default: tgd_error(SUB, "unknown option '%s' (see tgdebug nanguard --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        if (optind >= argc)
+            tgd_error(SUB, "missing FILE (see tgdebug nanguard --help)");
+        else
+            tgd_error(SUB, "unexpected argument '%s'", argv[optind + 1]);
+        return TG_EXIT_USAGE;
+    }
+    if (preset && strcmp(preset, "none") && strcmp(preset, "fast_compile") && strcmp(preset, "fast_run")) {
+        tgd_error(SUB, "-O: unknown preset '%s' (none, fast_compile or fast_run)", preset);
+        return TG_EXIT_USAGE;
+    }
+    if (go.no_nan && go.no_inf && isinf(go.big)) {
+        tgd_error(SUB, "--no-nan, --no-inf and --big inf leave nothing to check");
+        return TG_EXIT_USAGE;
+    }
+    const char *path = argv[optind];
+    size_t plen = strlen(path);
+    bool is_tgf = plen >= 4 && !strcmp(path + plen - 4, ".tgf");
+    if (is_tgf && preset) {
+        tgd_error(SUB, "%s is already optimized: -O applies when compiling it", path);
+        return TG_EXIT_USAGE;
+    }
+    int rc = TG_EXIT_OK;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = NULL;
+    tg_tgf *tgf = NULL;
+    tg_function *f = NULL;
+    tg_nanguard *ng = NULL;
+    tg_array **ins = NULL, **outs = NULL;
+    int nin = 0, nout = 0;
+    if (is_tgf) {
+        int fi;
+        if (!(tgf = tg_tgf_load(path, NULL, ctx)) || (fi = tg_tgf_function_find(tgf, fname, ctx)) < 0 ||
+            !(f = tg_tgf_function(tgf, fi))) {
+            tgd_error(SUB, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    } else {
+        int fi;
+        tg_compile_options co = {.preset = preset};
+        if (!(g = tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(g, fname, ctx)) < 0 ||
+            !(f = tg_function_compile(g, fi, &co, ctx))) {
+            tgd_error(SUB, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    }
+    nin = tg_function_input_count(f);
+    nout = tg_function_output_count(f);
+    ins = calloc((size_t)nin + 1, sizeof *ins);
+    outs = calloc((size_t)nout + 1, sizeof *outs);
+    if (!ins || !outs) {
+        tgd_error(SUB, "out of memory");
+        rc = TG_EXIT_FOUND;
+        goto done;
+    }
+    if ((rc = cli_inputs_read(TGDEBUG, SUB, f, inputs, ninputs, ins))) goto done;
+    if (!(ng = tg_nanguard_new(f, &go, ctx))) {
+        tgd_error(SUB, "%s", tg_ctx_message(ctx));
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    cli_progress prog;
+    cli_progress_start(&prog, calls, "nanguard");
+    for (long i = 0; i < calls; i++) {
+        for (int k = 0; k < nout; k++) {
+            tg_array_free(outs[k]);
+            outs[k] = NULL;
+        }
+        int st = tg_nanguard_call(ng, ins, outs, ctx);
+        cli_progress_step(&prog, i + 1);
+        if (st == TG_ESTOPPED && tg_nanguard_offence(ng)) {
+            cli_progress_end(&prog);
+            report(g, f, ng, tg_nanguard_offence(ng), go.big ? go.big : 1e10);
+            tgd_error(SUB, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
+        if (st) {
+            cli_progress_end(&prog);
+            tgd_error(SUB, "call %ld: %s", i + 1, tg_ctx_message(ctx));
+            rc = st == TG_ETYPE || st == TG_EMISSING ? TG_EXIT_USAGE : TG_EXIT_FOUND;
+            goto done;
+        }
+    }
+    cli_progress_end(&prog);
+    {
+        double big = go.big ? go.big : 1e10;
+        char what[128] = "";
+        size_t k = 0;
+        if (!go.no_nan) k += (size_t)snprintf(what + k, sizeof what - k, "no NaN");
+        if (!go.no_inf) k += (size_t)snprintf(what + k, sizeof what - k, "%sno Inf", k ? ", " : "");
+        if (isfinite(big)) snprintf(what + k, sizeof what - k, "%sno |value| > %g", k ? ", " : "", big);
+        printf("nanguard: %ld call%s of '%s', %d nodes checked: clean (%s)\n", calls, calls == 1 ? "" : "s",
+               tg_function_name(f), tg_function_node_count(f), what);
+    }
+done:
+    tg_nanguard_free(ng);
+    for (int i = 0; ins && i < nin; i++) tg_array_free(ins[i]);
+    for (int k = 0; outs && k < nout; k++) tg_array_free(outs[k]);
+    free(ins);
+    free(outs);
+    if (tgf)
+        tg_tgf_free(tgf);
+    else
+        tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    return rc;
+}
