@@ -275,7 +275,11 @@ dbg_expr *dbg_expr_parse(const char *text, char *err, size_t errsize) {
     parser P = {.s = text, .p = text, .err = err, .errsize = errsize, .e = e};
     int r = parse_or(&P);
     skip(&P);
-    if (r >= 0 && *P.p) perr(&P, P.p, "unexpected '%.1s' (join conditions with 'and' or 'or')", P.p);
+    if (r >= 0 && *P.p) {
+        char w[32];
+        if (!peek_ident(&P, w, sizeof w)) snprintf(w, sizeof w, "%.1s", P.p);
+        perr(&P, P.p, "unexpected '%s' (join conditions with 'and' or 'or')", w);
+    }
     if (r < 0 || P.failed) {
         dbg_expr_free(e);
         return NULL;
