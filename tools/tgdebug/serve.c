@@ -127,7 +127,9 @@ static int pause_hit(dbg *d, dbg_hit *h, tg_ctx *ctx) {
     S->state = ST_RUNNING;
     S->paused_ns += now_ns() - t0;
     pthread_mutex_unlock(&S->mu);
-    if (cmd == CMD_STEP) d->step = true;
+    /* Any pause satisfies a pending step (a breakpoint op's hit before
+     * the next node is where the step was going); continue clears it. */
+    d->step = cmd == CMD_STEP;
     if (cmd == CMD_STOP) {
         __atomic_store_n(&d->stop, 1, __ATOMIC_SEQ_CST);
         return tg_errorf(ctx, TG_ESTOPPED, "stopped by the debugger");
@@ -756,6 +758,28 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return send_reply(c, &r, via_query && r.status == 200 ? cookie : NULL);
 }
 
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decoding of the path and query values, in place. "%00" stays
+ * as written: a NUL would cut "/%00anything" short to a route's name. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls, (void)c;
+    char *w = s;
+    for (const char *r = s; *r; r++) {
+        int hi, lo;
+        if (*r == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi || lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     (void)cls, (void)c, (void)toe;
     free(*con_cls);
@@ -914,7 +938,8 @@ int tgdebug_serve(int argc, char **argv) {
     daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, handle, S, MHD_OPTION_SOCK_ADDR, &addr,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)4, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                              (size_t)(32 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+                              (size_t)(32 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK,
+                              unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_END);
     if (!daemon) {
         cli_error(TOOL, "cannot listen on %s:%ld: %s", S->o.bind, S->o.port,
                   errno ? strerror(errno) : "libmicrohttpd could not start");
