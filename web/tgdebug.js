@@ -102,7 +102,8 @@
     if (!xs.length) return;
     const W = +svg.attr('width'), H = +svg.attr('height');
     const x = d3.scaleLinear().domain(d3.extent(xs)).nice().range([30, W - 10]);
-    const bins = d3.bin().domain(x.domain()).thresholds(x.ticks(20))(xs);
+    // A threshold at the domain's end would make an empty last bin that hides the maximum.
+    const bins = d3.bin().domain(x.domain()).thresholds(x.ticks(20).filter((t) => t < x.domain()[1]))(xs);
     const y = d3.scaleLinear().domain([0, d3.max(bins, (b) => b.length)]).range([H - 18, 4]);
     svg.append('g').selectAll('rect').data(bins).join('rect').attr('class', 'bar')
       .attr('x', (b) => x(b.x0) + 0.5).attr('width', (b) => Math.max(0, x(b.x1) - x(b.x0) - 1))

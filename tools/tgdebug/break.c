@@ -698,7 +698,7 @@ static int do_hit(dbg *d, int node, bool after, const char *reason, tg_array *co
         dbg_hit_clear(&h);
         return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     }
-    d->hits++;
+    __atomic_add_fetch(&d->hits, 1, __ATOMIC_RELAXED); /* read by the HTTP threads */
     rc = d->on_hit(d, &h, ctx);
     dbg_hit_clear(&h);
     return rc;
@@ -741,7 +741,7 @@ static int hook_after(void *ud, const tg_function *f, int node, tg_array *const 
             leaves_compute(b->expr, true, out, d->call);
             if (!eval(b->expr, b->expr->root)) continue;
         }
-        b->hits++;
+        __atomic_add_fetch(&b->hits, 1, __ATOMIC_RELAXED);
         if (b->when)
             reason_add(reason, sizeof reason, "--break %s --when '%s'", b->spec, b->when);
         else

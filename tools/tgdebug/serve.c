@@ -248,7 +248,7 @@ static json_object *state_json(server *S) {
     json_object_object_add(o, "call", json_object_new_int64(S->call));
     json_object_object_add(o, "calls", json_object_new_int64(S->o.calls));
     json_object_object_add(o, "calls_done", json_object_new_int64(S->calls_done));
-    json_object_object_add(o, "hits", json_object_new_int64(S->d.hits));
+    json_object_object_add(o, "hits", json_object_new_int64(__atomic_load_n(&S->d.hits, __ATOMIC_RELAXED)));
     json_object_object_add(o, "pauses", json_object_new_int64((int64_t)S->pause_seq));
     json_object_object_add(o, "stopped", json_object_new_boolean(S->stopped));
     json_object_object_add(o, "error", S->state == ST_ERROR ? json_object_new_string(S->error) : NULL);
@@ -285,7 +285,7 @@ static json_object *state_json(server *S) {
             json_object_array_add(ks, json_object_new_string(tg_function_node_key(f, b->nodes[j])));
         json_object_object_add(bo, "scheduled", ks);
         json_object_object_add(bo, "note", json_object_new_string(b->note));
-        json_object_object_add(bo, "hits", json_object_new_int64(b->hits));
+        json_object_object_add(bo, "hits", json_object_new_int64(__atomic_load_n(&b->hits, __ATOMIC_RELAXED)));
         json_object_array_add(bps, bo);
     }
     json_object_object_add(o, "breakpoints", bps);
