@@ -55,6 +55,7 @@ function check(ok, what, detail) {
     check(s.call === 1 && s.reason === '--break scaled', 'paused at sc in call 1 by --break scaled', JSON.stringify([s.call, s.reason]));
     check((await page.textContent('#state')).startsWith('paused'), 'the badge says paused');
     check((await page.textContent('#node')).startsWith('sc (mul)'), 'the page names the node', await page.textContent('#node'));
+    check(await page.textContent('#trace') === 'at model.py:5 in build: sc = x * k', 'the page shows the creation trace', await page.textContent('#trace'));
     // The first monitored value (x0 = sc) is shown: x * 1.
     await page.waitForSelector('#value-data td[data-i="1"][data-j="2"]', { timeout: 10000 });
     check(await cell(1, 2) === '-6' && await cell(0, 0) === '1' && await cell(1, 1) === '5', 'the page shows sc[1, 2] = -6, sc[0, 0] = 1, sc[1, 1] = 5',

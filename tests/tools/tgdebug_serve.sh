@@ -159,6 +159,7 @@ check '[ "$(code "$base/api/state" -H "$(H)")" = 200 ] && kill -0 $pid' "after a
 # ---- where it is paused, and slices of sc = x * 1 = [[1, -2, 3], [-4, 5, -6]] ----
 check 'wait_state paused sc' "paused after sc at call 1"
 check '[ "$(py "d[\"reason\"], d[\"when\"], d[\"call\"]")" = "--break scaled after 1" ]' "the reason, when and call of the pause"
+check '[ "$(py "d[\"node\"][\"trace\"]")" = "at model.py:5 in build: sc = x * k" ]' "the paused node's creation trace"
 check '[ "$(py "d[\"values\"][0][\"name\"], d[\"values\"][0][\"min\"], d[\"values\"][0][\"max\"], d[\"values\"][0][\"mean\"]")" = "x0 -6.0 5.0 -0.5" ]' "x0's statistics: min -6, max 5, mean -0.5"
 check '[ "$(value "node=sc&out=0")" = "[[1,-2,3],[-4,5,-6]]" ]' "the whole value"
 check '[ "$(value "node=sc&slice=1,::-1")" = "[-6,5,-4]" ]' "slice 1,::-1 = [-6, 5, -4]"
@@ -294,6 +295,8 @@ else
   wait "$pid"
   check '[ $? = 0 ]' "the browser's server shut down cleanly"
 fi
+
+check '! grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$tmp"/*.err' "no sanitizer report from any server"
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]

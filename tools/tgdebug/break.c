@@ -572,8 +572,9 @@ static int resolve(dbg *d, dbg_bp *b, const tg_graph *g) {
     if (!nkeys) {
         tg_str s = {0};
         nearest(f, g, b->spec, &s);
-        cli_error("tgdebug", "--break %s: no node has that key or name in function '%s' (nearest: %s)", b->spec,
-                  tg_function_name(f), s.s ? s.s : "none");
+        cli_error("tgdebug", "--break %s: no node has that key or name in function '%s' (nearest: %s)%s", b->spec,
+                  tg_function_name(f), s.s ? s.s : "none",
+                  g ? "" : "; a .tgf keeps the names of the nodes it schedules only: give a replaced node's key");
         tg_str_free(&s);
         return TG_EXIT_USAGE;
     }

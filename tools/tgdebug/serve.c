@@ -230,7 +230,14 @@ static json_object *node_json(const tg_function *f, int k) {
     json_object_object_add(o, "origins", a);
     char tr[512];
     tg_node_trace_str(f->sched[k].node, tr, sizeof tr);
-    json_object_object_add(o, "trace", json_object_new_string(tr[0] == ' ' ? tr + 1 : tr));
+    /* " [at model.py:4 in build: sq = x * x]" without its frame */
+    char *t = tr;
+    size_t len = strlen(t);
+    if (len >= 3 && t[0] == ' ' && t[1] == '[' && t[len - 1] == ']') {
+        t[len - 1] = 0;
+        t += 2;
+    }
+    json_object_object_add(o, "trace", json_object_new_string(t));
     return o;
 }
 
