@@ -411,6 +411,12 @@ static bool eval(const dbg_expr *e, int i) {
     }
 }
 
+bool dbg_expr_eval(dbg_expr *e, tg_array *const *outs, tg_array *const *ins, long call) {
+    leaves_compute(e, false, ins, call);
+    leaves_compute(e, true, outs, call);
+    return eval(e, e->root);
+}
+
 /* ---- describing values ---- */
 
 static void add_num(tg_str *s, const char *k, double v) {

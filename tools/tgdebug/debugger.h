@@ -39,6 +39,11 @@ typedef struct dbg_expr dbg_expr;
 /* Parse EXPR; NULL with one line in err ("column 7: expected ')'"). */
 dbg_expr *dbg_expr_parse(const char *text, char *err, size_t errsize);
 void dbg_expr_free(dbg_expr *e);
+/* Evaluate e on a node's outputs and inputs (each indexed as the
+ * expression's x<N> and in<N>; the caller checked dbg_expr_max_vars) at
+ * call `call`. The hooks do the same in two halves: inputs before the
+ * node runs, outputs after. */
+bool dbg_expr_eval(dbg_expr *e, tg_array *const *outs, tg_array *const *ins, long call);
 /* The largest output / input index the expression names (-1: none). */
 void dbg_expr_max_vars(const dbg_expr *e, int *max_out, int *max_in);
 
