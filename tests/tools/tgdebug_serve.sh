@@ -249,6 +249,25 @@ kill -INT "$pid"
 wait "$pid"
 check '[ $? = 0 ] && grep -q "SIGINT: shutting down" "$tmp/fast.err"' "SIGINT: exit 0"
 
+# ==== a long run: stop while running, SIGTERM while running, a port in use ====
+start long "$bp" -i x='[[1,1,1],[1,1,1]]' --calls 100000000
+check 'wait_state running' "a long run is running"
+"$TGDEBUG" serve "$bp" -i x="$X" --port "$port" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check '[ $rc = 2 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "cannot listen on 127.0.0.1:$port" "$tmp/err"' \
+  "a port in use: exit $rc, one line ($(cat "$tmp/err"))"
+check '[ "$(post /api/stop)" = 200 ]' "stop while running: 200"
+check 'wait_state finished && [ "$(py "d[\"stopped\"]")" = True ] && [ "$(py "d[\"calls_done\"] < 100000000")" = True ]' \
+  "stopped while running: finished, stopped, after $(py "d['calls_done']") calls"
+kill -TERM "$pid"
+wait "$pid"
+check '[ $? = 0 ]' "SIGTERM after a stop: exit 0"
+start long2 "$bp" -i x='[[1,1,1],[1,1,1]]' --calls 100000000
+check 'wait_state running' "another long run is running"
+kill -TERM "$pid"
+wait "$pid"
+check '[ $? = 0 ] && grep -q "the run was stopped after" "$tmp/long2.err"' "SIGTERM while running: the run stops, exit 0"
+
 # ==== a failed assert is the page's error, not a crash ====
 start fails "$bp" -f fails -i x="$X"
 check 'wait_state error' "the run's state is error"
