@@ -169,6 +169,7 @@ check '[ "$(value "node=sc&slice=-1,-1")" = "-6" ]' "slice -1,-1 = -6 (a scalar)
 check '[ "$(value "node=sc&slice=::2,1:")" = "[[-2,3]]" ]' "slice ::2,1: = [[-2, 3]]"
 check '[ "$(value "node=sc&slice=0:5,-2:0:-1")" = "[[-2],[5]]" ]' "slice 0:5,-2:0:-1 = [[-2], [5]]"
 check '[ "$(value "node=sc&slice=1,5:")" = "[]" ]' "slice 1,5: = [] (empty)"
+check '[ "$(value "node=sc&slice=::9223372036854775807,::-9223372036854775808")" = "[[3]]" ]' "the largest steps: sc[::2**63-1, ::-2**63] = [[3]] (row 0, the last column)"
 check '[ "$(value "node=sc&in=1")" = "1" ]' "in=1 is k = 1"
 check '[ "$(value "node=sc&in=0&slice=1,2")" = "-6" ]' "in=0 (x), slice 1,2 = -6"
 for bad in "node=sc&slice=5" "node=sc&slice=0,3" "node=sc&slice=0,0,0" "node=sc&slice=0:1:0" "node=sc&slice=a" \

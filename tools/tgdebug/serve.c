@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,7 +403,8 @@ static bool slice_parse(const char *text, const tg_array *a, dim_sel *sel, char 
                 if (start > n) start = n;
                 if (stop < 0) stop = stop + n < 0 ? 0 : stop + n;
                 if (stop > n) stop = n;
-                sel[ax] = (dim_sel){start, step, stop > start ? (stop - start + step - 1) / step : 0, true};
+                /* 1 + (span - 1) / step: no overflow, whatever the step */
+                sel[ax] = (dim_sel){start, step, stop > start ? 1 + (stop - start - 1) / step : 0, true};
             } else {
                 start = given[0] ? v[0] : n - 1;
                 stop = given[1] ? v[1] : -1 - n; /* before the first element */
@@ -410,7 +412,8 @@ static bool slice_parse(const char *text, const tg_array *a, dim_sel *sel, char 
                 if (start >= n) start = n - 1;
                 if (stop < 0) stop = stop + n < 0 ? -1 : stop + n;
                 if (stop >= n) stop = n - 1;
-                sel[ax] = (dim_sel){start, step, start > stop ? (start - stop + (-step) - 1) / (-step) : 0, true};
+                if (step == INT64_MIN) step = -INT64_MAX; /* -step must exist; one element either way */
+                sel[ax] = (dim_sel){start, step, start > stop ? 1 + (start - stop - 1) / -step : 0, true};
             }
         }
         ax++;
