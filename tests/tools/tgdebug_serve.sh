@@ -269,6 +269,18 @@ kill -TERM "$pid"
 wait "$pid"
 check '[ $? = 0 ] && grep -q "the run was stopped after" "$tmp/long2.err"' "SIGTERM while running: the run stops, exit 0"
 
+# ==== the MLP: OpenBLAS's threads exist before the server's; SIGTERM still
+# reaches the shutdown, not the default action ====
+if [ -x "$TG_BUILD_DIR/tools/tg-example-mlp-data" ]; then
+  "$TG_BUILD_DIR/tools/tg-example-mlp-data" "$tmp" >/dev/null
+  start mlp "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 --break cost
+  check 'wait_state paused cost' "the MLP's training step pauses at cost"
+  check '[ "$(value "node=cost")" = "2.30258512" ]' "cost at call 1 is log(10) = 2.30258512 (uniform predictions over 10 classes)"
+  kill -TERM "$pid"
+  wait "$pid"
+  check '[ $? = 0 ] && grep -q "SIGTERM: shutting down" "$tmp/mlp.err"' "SIGTERM with OpenBLAS's threads running: exit 0"
+fi
+
 # ==== a failed assert is the page's error, not a crash ====
 start fails "$bp" -f fails -i x="$X"
 check 'wait_state error' "the run's state is error"

@@ -798,6 +798,17 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 /* ---- start-up ---- */
 
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(sig_pipe[1], &b, 1) < 0) {
+        /* the pipe is full: a signal is already waiting */
+    }
+    errno = saved;
+}
+
 static int make_token(char *out) {
     unsigned char b[TOKEN_HEX / 2];
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -936,14 +947,20 @@ int tgdebug_serve(int argc, char **argv) {
         rc = TG_EXIT_FOUND;
         goto done;
     }
-    /* SIGINT and SIGTERM are taken by sigwait below: every thread made
-     * from here on inherits the mask. SIGPIPE (a client gone) is
-     * ignored. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* SIGINT and SIGTERM write their number to a pipe that the main
+     * thread waits on. A handler, not sigwait: threads made before this
+     * point (OpenBLAS's and OpenMP's pools) do not block the signals, and
+     * whichever thread the kernel picks must not end the process. SIGPIPE
+     * (a client gone) is ignored. */
+    if (pipe2(sig_pipe, O_CLOEXEC) < 0) {
+        cli_error(TOOL, "cannot make a pipe: %s", strerror(errno));
+        rc = TG_EXIT_FOUND;
+        goto done;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, handle, S, MHD_OPTION_SOCK_ADDR, &addr,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)4, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
@@ -971,8 +988,9 @@ int tgdebug_serve(int argc, char **argv) {
     printf("tgdebug: serving %s, function '%s', at http://%s:%u/?token=%s\n", S->o.path, tg_function_name(S->s.f),
            strcmp(S->o.bind, "0.0.0.0") ? S->o.bind : "127.0.0.1", port, S->token);
     fflush(stdout);
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    unsigned char sig = 0;
+    while (read(sig_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
     fprintf(stderr, "tgdebug: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = TG_EXIT_OK;
 done:
@@ -997,6 +1015,13 @@ done:
         pthread_mutex_destroy(&S->mu);
         pthread_cond_destroy(&S->cv);
     }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    for (int i = 0; i < 2; i++)
+        if (sig_pipe[i] >= 0) {
+            close(sig_pipe[i]);
+            sig_pipe[i] = -1;
+        }
     tg_ctx_free(ctx);
     free(S);
     return rc;
