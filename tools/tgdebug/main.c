@@ -8,14 +8,29 @@
  * Exit status: 0 success; 1 a problem found (a NaN, a mismatch, a
  * failing test value) or a run-time failure; 2 bad usage or bad input.
  */
+#include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
+#include "debugger.h"
 #include "tgdebug.h"
+
+#ifndef TGDEBUG_SERVE
+/* A build without libmicrohttpd (or Graphviz, or d3) has no server. */
+int tgdebug_serve(int argc, char **argv) {
+    (void)argc, (void)argv;
+    cli_error("tgdebug serve", "this tgdebug was built without libmicrohttpd, Graphviz or d3 "
+                               "(bash scripts/tg-setup.sh installs them; then rebuild)");
+    return TG_EXIT_USAGE;
+}
+#endif
 
 static const tgd_command commands[] = {
     {"nanguard", tgd_nanguard, "run a function and stop at the node that makes the first NaN, Inf or huge value"},
     {"testvalues", tgd_testvalues, "run the graph as written on its variables' test values, node by node"},
     {"compare", tgd_compare, "compare the optimized function with the unoptimized one, node by node"},
+    {"run", tgdebug_run, "call a function with breakpoints, logging every hit"},
+    {"serve", tgdebug_serve, "debug a function in the browser: breakpoints, values, profile, graph"},
 };
 enum { NCOMMANDS = (int)(sizeof commands / sizeof commands[0]) };
 

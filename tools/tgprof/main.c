@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "profreport.h"
 #include "tensor/tensor.h"
 #include "vm/vm.h"
 
@@ -59,66 +60,6 @@ static void usage(FILE *f) {
             "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
 }
 
-/* ---- what was measured, per scheduled node ---- */
-
-typedef struct row {
-    int index; /* schedule position (nodes), or first member (groups) */
-    const char *name;  /* key, op+attrs, or class */
-    const char *extra; /* op of a node */
-    double seconds;
-    uint64_t calls;
-    int nodes;
-    double flops; /* one run of each node, summed */
-    double total_flops; /* over every run: for GFLOP/s */
-    int64_t bytes;
-} row;
-
-typedef struct prof {
-    const char *path;
-    tg_function *f;
-    tg_profile *p;
-    int n;
-    long calls, warmup;
-    const char *preset;
-    tg_profile_node *st;
-    char **opkey; /* "op" or "op{attrs}" per node, owned */
-    double total_s, nodes_s;
-    const char *trace; /* --trace OUT, or NULL */
-} prof;
-
-static int cmp_row(const void *a, const void *b) {
-    const row *x = a, *y = b;
-    if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;
-    return x->index - y->index;
-}
-
-static int cmp_str(const void *a, const void *b) {
-    const row *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    return c ? c : x->index - y->index;
-}
-
-/* Merge rows with the same name (sorted by name first), summing. */
-static int group_rows(row *r, int n) {
-    qsort(r, (size_t)n, sizeof *r, cmp_str);
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (m && strcmp(r[m - 1].name, r[i].name) == 0) {
-            r[m - 1].seconds += r[i].seconds;
-            r[m - 1].calls += r[i].calls;
-            r[m - 1].nodes += r[i].nodes;
-            r[m - 1].flops += r[i].flops;
-            r[m - 1].total_flops += r[i].total_flops;
-            r[m - 1].bytes += r[i].bytes;
-            if (r[i].index < r[m - 1].index) r[m - 1].index = r[i].index;
-        } else {
-            r[m++] = r[i];
-        }
-    }
-    qsort(r, (size_t)m, sizeof *r, cmp_row);
-    return m;
-}
-
 static void human_bytes(int64_t b, char *buf, size_t size) {
     if (b < 1024)
         snprintf(buf, size, "%lld B", (long long)b);
@@ -137,13 +78,9 @@ static void shape_text(const tg_profile_output *o, char *buf, size_t size) {
     if (k < size) snprintf(buf + k, size - k, ")");
 }
 
-static const char *kind_name(tg_profile_out_kind k) {
-    return k == TG_PROFILE_OUT_VIEW ? "view" : k == TG_PROFILE_OUT_INPLACE ? "inplace" : "new";
-}
-
 /* ---- the text report ---- */
 
-static void table(const prof *P, row *r, int n, int top, const char *what, bool nodes) {
+static void table(const prof_info *P, prof_row *r, int n, int top, const char *what, bool nodes) {
     printf("  %8s %7s %10s %11s %7s %7s %9s %9s  %s\n", "<% time>", "<sum %>", "<time s>",
            "<per call>", "<calls>", "<nodes>", "<MFLOP>", "<GFLOP/s>", what);
     double cum = 0;
@@ -171,7 +108,7 @@ static void table(const prof *P, row *r, int n, int top, const char *what, bool 
     printf("\n");
 }
 
-static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
+static void print_report(const prof_info *P, int top, const tg_profile_memory *mem) {
     tg_function *f = P->f;
     int n = P->n;
     printf("Function profile\n================\n");
@@ -189,7 +126,7 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
         printf("  Trace: the first %ld of %ld calls in %s\n", tg_profile_trace_count(P->p), P->calls, P->trace);
     printf("\n");
 
-    row *r = calloc((size_t)n + 1, sizeof *r);
+    prof_row *r = calloc((size_t)n + 1, sizeof *r);
     if (!r) return;
     /* Per op class, per op, per node: the same rows grouped three ways. */
     const char *titles[3] = {"Op classes", "Ops (op + attrs)", "Nodes (apply)"};
@@ -197,12 +134,12 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
     for (int t = 0; t < 3; t++) {
         for (int k = 0; k < n; k++) {
             const char *op = tg_function_node_op(f, k);
-            r[k] = (row){k, t == 0 ? tg_profile_op_class(op) : t == 1 ? P->opkey[k] : tg_function_node_key(f, k),
+            r[k] = (prof_row){k, t == 0 ? tg_profile_op_class(op) : t == 1 ? P->opkey[k] : tg_function_node_key(f, k),
                          t == 2 ? P->opkey[k] : NULL, (double)P->st[k].ns * 1e-9, P->st[k].calls, 1,
                          P->st[k].flops, P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
         }
-        int m = t < 2 ? group_rows(r, n) : n;
-        if (t == 2) qsort(r, (size_t)n, sizeof *r, cmp_row);
+        int m = t < 2 ? prof_group_rows(r, n) : n;
+        if (t == 2) qsort(r, (size_t)n, sizeof *r, prof_cmp_row);
         printf("%s\n", titles[t]);
         for (size_t i = 0; i < strlen(titles[t]); i++) putchar('-');
         printf("\n");
@@ -301,7 +238,7 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
             if (!nv++) printf("  Views and in-place outputs:\n");
             if (top > 0 && nv > top) continue;
             const tg_vm_node *s = &f->sched[k];
-            printf("    %-24s %-8s of %s (%s)\n", po.id, kind_name(po.kind), s->node->inputs[po.of]->id,
+            printf("    %-24s %-8s of %s (%s)\n", po.id, prof_kind_name(po.kind), s->node->inputs[po.of]->id,
                    P->opkey[k]);
         }
     if (top > 0 && nv > top) printf("    ... (remaining %d)\n", nv - top);
@@ -369,169 +306,6 @@ static void print_report(const prof *P, int top, const tg_profile_memory *mem) {
     }
 }
 
-/* ---- the JSON report ---- */
-
-static json_object *jstr(const char *s) { return json_object_new_string(s ? s : ""); }
-
-/* A fraction of the time in nodes; sums of rounded seconds can pass 1 by
- * an ulp, which the schema would reject. */
-static json_object *jshare(double t, double total) {
-    double s = total > 0 ? t / total : 0;
-    return json_object_new_double(s > 1 ? 1 : s < 0 ? 0 : s);
-}
-
-static json_object *group_json(const prof *P, row *r, int n) {
-    json_object *a = json_object_new_array();
-    for (int i = 0; i < n; i++) {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", jstr(r[i].name));
-        json_object_object_add(o, "time_s", json_object_new_double(r[i].seconds));
-        json_object_object_add(o, "share", jshare(r[i].seconds, P->nodes_s));
-        json_object_object_add(o, "calls", json_object_new_int64((int64_t)r[i].calls));
-        json_object_object_add(o, "nodes", json_object_new_int(r[i].nodes));
-        json_object_object_add(o, "flops", json_object_new_double(r[i].flops));
-        json_object_array_add(a, o);
-    }
-    return a;
-}
-
-static json_object *report_json(const prof *P, const tg_profile_memory *mem) {
-    tg_function *f = P->f;
-    int n = P->n;
-    json_object *fo = json_object_new_object();
-    json_object_object_add(fo, "name", jstr(tg_function_name(f)));
-    json_object_object_add(fo, "preset", jstr(P->preset));
-    json_object_object_add(fo, "calls", json_object_new_int64(P->calls));
-    json_object_object_add(fo, "warmup", json_object_new_int64(P->warmup));
-    json_object_object_add(fo, "total_s", json_object_new_double(P->total_s));
-    json_object_object_add(fo, "time_in_nodes_s", json_object_new_double(P->nodes_s));
-    json_object_object_add(fo, "vm_overhead_s", json_object_new_double(P->total_s - P->nodes_s));
-    json_object_object_add(fo, "compile_s", json_object_new_double(tg_function_compile_seconds(f)));
-    json_object_object_add(fo, "optimize_s", json_object_new_double(tg_function_optimize_seconds(f)));
-
-    json_object *nodes = json_object_new_array();
-    for (int k = 0; k < n; k++) {
-        json_object *o = json_object_new_object();
-        double t = (double)P->st[k].ns * 1e-9;
-        json_object_object_add(o, "key", jstr(tg_function_node_key(f, k)));
-        json_object_object_add(o, "index", json_object_new_int(k));
-        json_object_object_add(o, "label", jstr(tg_function_node_label(f, k)));
-        json_object_object_add(o, "op", jstr(tg_function_node_op(f, k)));
-        json_object_object_add(o, "op_key", jstr(P->opkey[k]));
-        json_object_object_add(o, "op_class", jstr(tg_profile_op_class(tg_function_node_op(f, k))));
-        json_object_object_add(o, "time_s", json_object_new_double(t));
-        json_object_object_add(o, "share", jshare(t, P->nodes_s));
-        json_object_object_add(o, "calls", json_object_new_int64((int64_t)P->st[k].calls));
-        json_object_object_add(o, "time_per_call_s",
-                               json_object_new_double(P->st[k].calls ? t / (double)P->st[k].calls : 0));
-        json_object_object_add(o, "flops", json_object_new_double(P->st[k].flops));
-        json_object_object_add(o, "bytes_moved", json_object_new_double(P->st[k].bytes_moved));
-        json_object_object_add(o, "bytes_allocated", json_object_new_int64(P->st[k].bytes_new));
-        json_object *outs = json_object_new_array();
-        for (int j = 0; j < tg_function_node_noutputs(f, k); j++) {
-            tg_profile_output po;
-            tg_profile_output_get(P->p, k, j, &po);
-            json_object *oo = json_object_new_object();
-            json_object_object_add(oo, "id", jstr(po.id));
-            json_object_object_add(oo, "kind", jstr(kind_name(po.kind)));
-            if (po.of >= 0) json_object_object_add(oo, "of", jstr(f->sched[k].node->inputs[po.of]->id));
-            json_object_object_add(oo, "bytes", json_object_new_int64(po.bytes));
-            if (po.ndim >= 0) {
-                json_object_object_add(oo, "dtype", jstr(tg_dtype_name(po.dtype)));
-                json_object *sh = json_object_new_array();
-                for (int d = 0; d < po.ndim; d++) json_object_array_add(sh, json_object_new_int64(po.shape[d]));
-                json_object_object_add(oo, "shape", sh);
-            }
-            json_object_array_add(outs, oo);
-        }
-        json_object_object_add(o, "outputs", outs);
-        const char *const *keys;
-        int no = tg_function_node_origins(f, k, &keys);
-        json_object *orr = json_object_new_array();
-        for (int i = 0; i < no; i++) json_object_array_add(orr, jstr(keys[i]));
-        json_object_object_add(o, "origins", orr);
-        json_object_array_add(nodes, o);
-    }
-    json_object_object_add(fo, "nodes", nodes);
-
-    row *r = calloc((size_t)n + 1, sizeof *r);
-    for (int t = 0; r && t < 2; t++) {
-        for (int k = 0; k < n; k++)
-            r[k] = (row){k, t == 0 ? tg_profile_op_class(tg_function_node_op(f, k)) : P->opkey[k], NULL,
-                         (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops,
-                         P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
-        int m = group_rows(r, n);
-        json_object_object_add(fo, t == 0 ? "op_classes" : "ops", group_json(P, r, m));
-    }
-    free(r);
-
-    tg_profile_origin *og = NULL;
-    int nrows = tg_profile_origins(P->p, &og, NULL);
-    json_object *oa = json_object_new_array();
-    for (int i = 0; i < nrows; i++) {
-        json_object *o = json_object_new_object();
-        double t = (double)og[i].ns * 1e-9;
-        json_object_object_add(o, "key", jstr(og[i].key));
-        json_object_object_add(o, "time_s", json_object_new_double(t));
-        json_object_object_add(o, "share", jshare(t, P->nodes_s));
-        json_object *via = json_object_new_array();
-        for (int j = 0; j < og[i].nvia; j++) json_object_array_add(via, jstr(tg_function_node_key(f, og[i].via[j])));
-        json_object_object_add(o, "via", via);
-        json_object_array_add(oa, o);
-    }
-    tg_profile_origins_free(og);
-    json_object_object_add(fo, "original_nodes", oa);
-
-    json_object *mo = json_object_new_object();
-    json_object_object_add(mo, "peak_bytes", json_object_new_int64(mem->peak));
-    json_object_object_add(mo, "peak_bytes_no_gc", json_object_new_int64(mem->peak_no_gc));
-    json_object_object_add(mo, "allocated_bytes", json_object_new_int64(mem->allocated));
-    json_object_object_add(mo, "new_outputs", json_object_new_int(mem->nnew));
-    json_object_object_add(mo, "views", json_object_new_int(mem->nview));
-    json_object_object_add(mo, "inplace", json_object_new_int(mem->ninplace));
-    json_object_object_add(fo, "memory", mo);
-
-    json_object *opt = json_object_new_object(), *passes = json_object_new_array(),
-                *rws = json_object_new_array();
-    for (int i = 0; i < tg_function_pass_count(f); i++) {
-        tg_pass_stats ps;
-        if (tg_function_pass_get(f, i, &ps)) continue;
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", jstr(ps.name));
-        json_object_object_add(o, "time_s", json_object_new_double(ps.seconds));
-        json_object_object_add(o, "nodes_before", json_object_new_int(ps.nodes_before));
-        json_object_object_add(o, "nodes_after", json_object_new_int(ps.nodes_after));
-        json_object_object_add(o, "applied", json_object_new_int(ps.applied));
-        json_object_array_add(passes, o);
-    }
-    for (int i = 0; i < tg_function_rewrite_stats_count(f); i++) {
-        tg_rewrite_stats rs;
-        if (tg_function_rewrite_stats_get(f, i, &rs)) continue;
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", jstr(rs.name));
-        json_object_object_add(o, "pass", jstr(rs.pass));
-        json_object_object_add(o, "tried", json_object_new_int64(rs.tried));
-        json_object_object_add(o, "applied", json_object_new_int64(rs.applied));
-        json_object_object_add(o, "time_s", json_object_new_double(rs.seconds));
-        json_object_array_add(rws, o);
-    }
-    json_object_object_add(opt, "passes", passes);
-    json_object_object_add(opt, "rewrites", rws);
-    json_object_object_add(fo, "optimizer", opt);
-
-    json_object *root = json_object_new_object();
-    json_object_object_add(root, "format", jstr("tg-profile"));
-    json_object_object_add(root, "version", json_object_new_int(1));
-    char tool[64];
-    snprintf(tool, sizeof tool, "tgprof %s", tg_version());
-    json_object_object_add(root, "tool", jstr(tool));
-    json_object_object_add(root, "file", jstr(P->path));
-    json_object *fs = json_object_new_array();
-    json_object_array_add(fs, fo);
-    json_object_object_add(root, "functions", fs);
-    return root;
-}
-
 /* ---- the Chrome trace ---- */
 
 static void put_json_string(FILE *o, const char *s) {
@@ -554,7 +328,7 @@ static void put_us(FILE *o, uint64_t ns) {
     fprintf(o, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
 }
 
-static int write_trace(const prof *P, const char *path) {
+static int write_trace(const prof_info *P, const char *path) {
     FILE *o = fopen(path, "w");
     if (!o) return -1;
     tg_function *f = P->f;
@@ -623,95 +397,6 @@ static int write_trace(const prof *P, const char *path) {
     fprintf(o, "\n]}\n");
     bool bad = ferror(o);
     return fclose(o) == 0 && !bad ? 0 : -1;
-}
-
-/* ---- composite bodies as expressions ---- */
-
-/* The expression of body variable `id`: an input is i<k>, a scalar
- * constant its value, a node's output its op applied to its inputs' (infix
- * for + - * /). Depth-limited: a body is a small DAG, but a shared
- * subexpression is printed each time it is used. */
-static bool body_expr(json_object *body, const char *id, int depth, tg_str *out) {
-    json_object *ins, *vars, *nodes;
-    if (depth > 12 || !json_object_object_get_ex(body, "inputs", &ins) ||
-        !json_object_object_get_ex(body, "nodes", &nodes))
-        return false;
-    for (size_t i = 0; i < json_object_array_length(ins); i++)
-        if (strcmp(json_object_get_string(json_object_array_get_idx(ins, i)), id) == 0) {
-            tg_str_addf(out, "i%zu", i);
-            return true;
-        }
-    if (json_object_object_get_ex(body, "variables", &vars))
-        for (size_t i = 0; i < json_object_array_length(vars); i++) {
-            json_object *v = json_object_array_get_idx(vars, i), *vid, *c, *data;
-            if (json_object_object_get_ex(v, "id", &vid) && strcmp(json_object_get_string(vid), id) == 0 &&
-                json_object_object_get_ex(v, "constant", &c)) {
-                if (json_object_object_get_ex(c, "data", &data) && !json_object_is_type(data, json_type_array))
-                    tg_str_addf(out, "%s", json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN));
-                else
-                    tg_str_addf(out, "%s", id);
-                return true;
-            }
-        }
-    for (size_t i = 0; i < json_object_array_length(nodes); i++) {
-        json_object *nd = json_object_array_get_idx(nodes, i), *op, *nin, *nout;
-        if (!json_object_object_get_ex(nd, "op", &op) || !json_object_object_get_ex(nd, "inputs", &nin) ||
-            !json_object_object_get_ex(nd, "outputs", &nout) || json_object_array_length(nout) < 1 ||
-            strcmp(json_object_get_string(json_object_array_get_idx(nout, 0)), id) != 0)
-            continue;
-        const char *name = json_object_get_string(op);
-        size_t n = json_object_array_length(nin);
-        const char *infix = NULL;
-        if (n == 2) {
-            infix = !strcmp(name, "add")        ? " + "
-                    : !strcmp(name, "sub")      ? " - "
-                    : !strcmp(name, "mul")      ? " * "
-                    : !strcmp(name, "true_div") ? " / "
-                                                : NULL;
-        }
-        tg_str_addf(out, "%s(", infix ? "" : name);
-        for (size_t j = 0; j < n; j++) {
-            json_object *in = json_object_array_get_idx(nin, j);
-            if (j) tg_str_addf(out, "%s", infix ? infix : ", ");
-            if (json_object_is_type(in, json_type_string)) {
-                if (!body_expr(body, json_object_get_string(in), depth + 1, out)) return false;
-            } else { /* an inline constant */
-                json_object *val;
-                tg_str_addf(out, "%s",
-                            json_object_object_get_ex(in, "value", &val)
-                                ? json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN)
-                                : "?");
-            }
-        }
-        tg_str_addf(out, ")");
-        return true;
-    }
-    return false;
-}
-
-/* "composite{expr, expr}" from a composite node's attrs; false (out
- * untouched) when the body is not as expected. */
-static bool composite_text(json_object *attrs, tg_str *out) {
-    json_object *body, *outs;
-    if (!attrs || !json_object_object_get_ex(attrs, "body", &body) ||
-        !json_object_object_get_ex(body, "outputs", &outs))
-        return false;
-    tg_str t = {0};
-    tg_str_addf(&t, "composite{");
-    for (size_t i = 0; i < json_object_array_length(outs); i++) {
-        if (i) tg_str_addf(&t, ", ");
-        if (!body_expr(body, json_object_get_string(json_object_array_get_idx(outs, i)), 0, &t)) {
-            tg_str_free(&t);
-            return false;
-        }
-    }
-    tg_str_addf(&t, "}");
-    if (t.oom || !t.s) {
-        tg_str_free(&t);
-        return false;
-    }
-    *out = t;
-    return true;
 }
 
 /* ---- main ---- */
@@ -814,7 +499,7 @@ int main(int argc, char **argv) {
     tg_profile *p = NULL;
     tg_array **ins = NULL, **outs = NULL;
     json_object *rep = NULL;
-    prof P = {.path = path, .calls = calls, .warmup = warmup,
+    prof_info P = {.path = path, .calls = calls, .warmup = warmup,
               .preset = is_tgf ? "saved" : preset ? preset : "fast_run"};
     int nin = 0, nout = 0;
     if (is_tgf) {
@@ -895,29 +580,16 @@ int main(int argc, char **argv) {
     P.p = p;
     P.n = n;
     P.st = calloc((size_t)n + 1, sizeof *P.st);
-    P.opkey = calloc((size_t)n + 1, sizeof *P.opkey);
-    if (!P.st || !P.opkey) {
+    if (!P.st) {
         cli_error(TOOL, "out of memory");
         rc = TG_EXIT_FOUND;
         goto done;
     }
-    for (int k = 0; k < n; k++) {
-        tg_profile_node_get(p, k, &P.st[k]);
-        const tg_node *nd = f->sched[k].node;
-        const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
-        tg_str s = {0};
-        json_object *jname;
-        if (strcmp(nd->op->name, "composite") == 0 && composite_text(nd->attrs, &s))
-            ; /* composite{tanh((i0 + i1))}, as Theano names a fused node */
-        else if (strcmp(nd->op->name, "op_from_graph") == 0 && nd->attrs &&
-                 json_object_object_get_ex(nd->attrs, "name", &jname))
-            /* op_from_graph{normalize}: the body's name, not its text */
-            tg_str_addf(&s, "op_from_graph{%s}", json_object_get_string(jname));
-        else if (attrs && strcmp(attrs, "{}") != 0)
-            tg_str_addf(&s, "%s%s", nd->op->name, attrs);
-        else
-            tg_str_addf(&s, "%s", nd->op->name);
-        P.opkey[k] = s.s;
+    for (int k = 0; k < n; k++) tg_profile_node_get(p, k, &P.st[k]);
+    if (prof_opkeys(&P)) {
+        cli_error(TOOL, "out of memory");
+        rc = TG_EXIT_FOUND;
+        goto done;
     }
     P.trace = trace_out;
     P.total_s = (double)tg_profile_total_ns(p) * 1e-9;
@@ -930,7 +602,7 @@ int main(int argc, char **argv) {
     }
     print_report(&P, (int)(top > 1000000 ? 1000000 : top), &mem);
     if (json_out) {
-        rep = report_json(&P, &mem);
+        rep = prof_report_json(&P, &mem);
         if (json_object_to_file_ext(json_out, rep, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE) < 0) {
             cli_error(TOOL, "--json %s: cannot write the report: %s", json_out, strerror(errno));
             rc = TG_EXIT_USAGE;
@@ -944,8 +616,7 @@ int main(int argc, char **argv) {
     }
 done:
     json_object_put(rep);
-    for (int k = 0; P.opkey && k < P.n; k++) tg_free(P.opkey[k]);
-    free(P.opkey);
+    prof_opkeys_free(&P);
     free(P.st);
     for (int i = 0; ins && i < nin; i++) tg_array_free(ins[i]);
     for (int k = 0; outs && k < nout; k++) tg_array_free(outs[k]);

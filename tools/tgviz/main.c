@@ -21,9 +21,6 @@
 
 static const char *TOOL = "tgviz";
 
-/* The page's sources, embedded at build time (tgviz_assets.c). */
-extern const unsigned char tgviz_html[], tgviz_css[], tgviz_js[], tgviz_d3[];
-extern const size_t tgviz_html_len, tgviz_css_len, tgviz_js_len, tgviz_d3_len;
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -157,35 +154,6 @@ static int profile_apply(json_object *drawn, json_object *prof) {
         }
     }
     return matched;
-}
-
-/* fwrite all of n bytes, or -1. */
-static int put(FILE *out, const void *p, size_t n) { return fwrite(p, 1, n, out) == n ? 0 : -1; }
-
-/* The template holds four markers, each replaced by what it names. */
-static int page_write(FILE *out, const char *data) {
-    const char *t = (const char *)tgviz_html, *end = t + tgviz_html_len;
-    static const char *const marks[] = {"/*TGVIZ_CSS*/", "/*TGVIZ_D3*/", "/*TGVIZ_JS*/", "/*TGVIZ_DATA*/"};
-    while (t < end) {
-        const char *best = NULL;
-        int which = -1;
-        for (int m = 0; m < 4; m++) {
-            const char *p = strstr(t, marks[m]);
-            if (p && p < end && (!best || p < best)) best = p, which = m;
-        }
-        if (!best) return put(out, t, (size_t)(end - t));
-        if (put(out, t, (size_t)(best - t))) return -1;
-        int rc = 0;
-        switch (which) {
-        case 0: rc = put(out, tgviz_css, tgviz_css_len); break;
-        case 1: rc = put(out, tgviz_d3, tgviz_d3_len); break;
-        case 2: rc = put(out, tgviz_js, tgviz_js_len); break;
-        default: rc = put(out, data, strlen(data)); break;
-        }
-        if (rc) return -1;
-        t = best + strlen(marks[which]);
-    }
-    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -367,7 +335,7 @@ int main(int argc, char **argv) {
     if (page) {
         const char *s = json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN);
         /* json-c writes '/' as "\/", so "</script>" cannot occur in it. */
-        if (page_write(out, s)) {
+        if (vz_page_write(out, s)) {
             cli_error(TOOL, "-o %s: write failed", outp);
             rc = TG_EXIT_FOUND;
         }

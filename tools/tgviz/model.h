@@ -56,6 +56,11 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix);
 int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx);
 
 void vz_init(vz_graph *vg, const char *name, bool for_page);
+
+/* Write the page (tools/tgviz/page.c) with `data` (the drawing's JSON,
+ * as json-c writes it: "</script>" cannot occur in it) to out. -1 when a
+ * write fails. */
+int vz_page_write(FILE *out, const char *data);
 void vz_free(vz_graph *vg);
 
 #endif

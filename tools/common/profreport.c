@@ -1,0 +1,332 @@
+/* The profile report as JSON (schemas/profile.schema.json), shared by tgprof
+ * --json and tgdebug serve's /api/profile: per-node rows, the same grouped per
+ * op and op class, per original node, memory, the optimizer's profile. */
+#include "profreport.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/vm.h"
+
+int prof_cmp_row(const void *a, const void *b) {
+    const prof_row *x = a, *y = b;
+    if (x->seconds != y->seconds) return x->seconds < y->seconds ? 1 : -1;
+    return x->index - y->index;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    const prof_row *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->index - y->index;
+}
+
+/* Merge rows with the same name (sorted by name first), summing. */
+int prof_group_rows(prof_row *r, int n) {
+    qsort(r, (size_t)n, sizeof *r, cmp_str);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m && strcmp(r[m - 1].name, r[i].name) == 0) {
+            r[m - 1].seconds += r[i].seconds;
+            r[m - 1].calls += r[i].calls;
+            r[m - 1].nodes += r[i].nodes;
+            r[m - 1].flops += r[i].flops;
+            r[m - 1].total_flops += r[i].total_flops;
+            r[m - 1].bytes += r[i].bytes;
+            if (r[i].index < r[m - 1].index) r[m - 1].index = r[i].index;
+        } else {
+            r[m++] = r[i];
+        }
+    }
+    qsort(r, (size_t)m, sizeof *r, prof_cmp_row);
+    return m;
+}
+
+const char *prof_kind_name(tg_profile_out_kind k) {
+    return k == TG_PROFILE_OUT_VIEW ? "view" : k == TG_PROFILE_OUT_INPLACE ? "inplace" : "new";
+}
+
+/* ---- composite bodies as expressions ---- */
+
+/* The expression of body variable `id`: an input is i<k>, a scalar
+ * constant its value, a node's output its op applied to its inputs' (infix
+ * for + - * /). Depth-limited: a body is a small DAG, but a shared
+ * subexpression is printed each time it is used. */
+static bool body_expr(json_object *body, const char *id, int depth, tg_str *out) {
+    json_object *ins, *vars, *nodes;
+    if (depth > 12 || !json_object_object_get_ex(body, "inputs", &ins) ||
+        !json_object_object_get_ex(body, "nodes", &nodes))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(ins); i++)
+        if (strcmp(json_object_get_string(json_object_array_get_idx(ins, i)), id) == 0) {
+            tg_str_addf(out, "i%zu", i);
+            return true;
+        }
+    if (json_object_object_get_ex(body, "variables", &vars))
+        for (size_t i = 0; i < json_object_array_length(vars); i++) {
+            json_object *v = json_object_array_get_idx(vars, i), *vid, *c, *data;
+            if (json_object_object_get_ex(v, "id", &vid) && strcmp(json_object_get_string(vid), id) == 0 &&
+                json_object_object_get_ex(v, "constant", &c)) {
+                if (json_object_object_get_ex(c, "data", &data) && !json_object_is_type(data, json_type_array))
+                    tg_str_addf(out, "%s", json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN));
+                else
+                    tg_str_addf(out, "%s", id);
+                return true;
+            }
+        }
+    for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+        json_object *nd = json_object_array_get_idx(nodes, i), *op, *nin, *nout;
+        if (!json_object_object_get_ex(nd, "op", &op) || !json_object_object_get_ex(nd, "inputs", &nin) ||
+            !json_object_object_get_ex(nd, "outputs", &nout) || json_object_array_length(nout) < 1 ||
+            strcmp(json_object_get_string(json_object_array_get_idx(nout, 0)), id) != 0)
+            continue;
+        const char *name = json_object_get_string(op);
+        size_t n = json_object_array_length(nin);
+        const char *infix = NULL;
+        if (n == 2) {
+            infix = !strcmp(name, "add")        ? " + "
+                    : !strcmp(name, "sub")      ? " - "
+                    : !strcmp(name, "mul")      ? " * "
+                    : !strcmp(name, "true_div") ? " / "
+                                                : NULL;
+        }
+        tg_str_addf(out, "%s(", infix ? "" : name);
+        for (size_t j = 0; j < n; j++) {
+            json_object *in = json_object_array_get_idx(nin, j);
+            if (j) tg_str_addf(out, "%s", infix ? infix : ", ");
+            if (json_object_is_type(in, json_type_string)) {
+                if (!body_expr(body, json_object_get_string(in), depth + 1, out)) return false;
+            } else { /* an inline constant */
+                json_object *val;
+                tg_str_addf(out, "%s",
+                            json_object_object_get_ex(in, "value", &val)
+                                ? json_object_to_json_string_ext(val, JSON_C_TO_STRING_PLAIN)
+                                : "?");
+            }
+        }
+        tg_str_addf(out, ")");
+        return true;
+    }
+    return false;
+}
+
+/* "composite{expr, expr}" from a composite node's attrs; false (out
+ * untouched) when the body is not as expected. */
+static bool composite_text(json_object *attrs, tg_str *out) {
+    json_object *body, *outs;
+    if (!attrs || !json_object_object_get_ex(attrs, "body", &body) ||
+        !json_object_object_get_ex(body, "outputs", &outs))
+        return false;
+    tg_str t = {0};
+    tg_str_addf(&t, "composite{");
+    for (size_t i = 0; i < json_object_array_length(outs); i++) {
+        if (i) tg_str_addf(&t, ", ");
+        if (!body_expr(body, json_object_get_string(json_object_array_get_idx(outs, i)), 0, &t)) {
+            tg_str_free(&t);
+            return false;
+        }
+    }
+    tg_str_addf(&t, "}");
+    if (t.oom || !t.s) {
+        tg_str_free(&t);
+        return false;
+    }
+    *out = t;
+    return true;
+}
+
+/* ---- the JSON report ---- */
+
+static json_object *jstr(const char *s) { return json_object_new_string(s ? s : ""); }
+
+/* A fraction of the time in nodes; sums of rounded seconds can pass 1 by
+ * an ulp, which the schema would reject. */
+static json_object *jshare(double t, double total) {
+    double s = total > 0 ? t / total : 0;
+    return json_object_new_double(s > 1 ? 1 : s < 0 ? 0 : s);
+}
+
+static json_object *group_json(const prof_info *P, prof_row *r, int n) {
+    json_object *a = json_object_new_array();
+    for (int i = 0; i < n; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", jstr(r[i].name));
+        json_object_object_add(o, "time_s", json_object_new_double(r[i].seconds));
+        json_object_object_add(o, "share", jshare(r[i].seconds, P->nodes_s));
+        json_object_object_add(o, "calls", json_object_new_int64((int64_t)r[i].calls));
+        json_object_object_add(o, "nodes", json_object_new_int(r[i].nodes));
+        json_object_object_add(o, "flops", json_object_new_double(r[i].flops));
+        json_object_array_add(a, o);
+    }
+    return a;
+}
+
+json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) {
+    tg_function *f = P->f;
+    int n = P->n;
+    json_object *fo = json_object_new_object();
+    json_object_object_add(fo, "name", jstr(tg_function_name(f)));
+    json_object_object_add(fo, "preset", jstr(P->preset));
+    json_object_object_add(fo, "calls", json_object_new_int64(P->calls));
+    json_object_object_add(fo, "warmup", json_object_new_int64(P->warmup));
+    json_object_object_add(fo, "total_s", json_object_new_double(P->total_s));
+    json_object_object_add(fo, "time_in_nodes_s", json_object_new_double(P->nodes_s));
+    json_object_object_add(fo, "vm_overhead_s", json_object_new_double(P->total_s - P->nodes_s));
+    json_object_object_add(fo, "compile_s", json_object_new_double(tg_function_compile_seconds(f)));
+    json_object_object_add(fo, "optimize_s", json_object_new_double(tg_function_optimize_seconds(f)));
+
+    json_object *nodes = json_object_new_array();
+    for (int k = 0; k < n; k++) {
+        json_object *o = json_object_new_object();
+        double t = (double)P->st[k].ns * 1e-9;
+        json_object_object_add(o, "key", jstr(tg_function_node_key(f, k)));
+        json_object_object_add(o, "index", json_object_new_int(k));
+        json_object_object_add(o, "label", jstr(tg_function_node_label(f, k)));
+        json_object_object_add(o, "op", jstr(tg_function_node_op(f, k)));
+        json_object_object_add(o, "op_key", jstr(P->opkey[k]));
+        json_object_object_add(o, "op_class", jstr(tg_profile_op_class(tg_function_node_op(f, k))));
+        json_object_object_add(o, "time_s", json_object_new_double(t));
+        json_object_object_add(o, "share", jshare(t, P->nodes_s));
+        json_object_object_add(o, "calls", json_object_new_int64((int64_t)P->st[k].calls));
+        json_object_object_add(o, "time_per_call_s",
+                               json_object_new_double(P->st[k].calls ? t / (double)P->st[k].calls : 0));
+        json_object_object_add(o, "flops", json_object_new_double(P->st[k].flops));
+        json_object_object_add(o, "bytes_moved", json_object_new_double(P->st[k].bytes_moved));
+        json_object_object_add(o, "bytes_allocated", json_object_new_int64(P->st[k].bytes_new));
+        json_object *outs = json_object_new_array();
+        for (int j = 0; j < tg_function_node_noutputs(f, k); j++) {
+            tg_profile_output po;
+            tg_profile_output_get(P->p, k, j, &po);
+            json_object *oo = json_object_new_object();
+            json_object_object_add(oo, "id", jstr(po.id));
+            json_object_object_add(oo, "kind", jstr(prof_kind_name(po.kind)));
+            if (po.of >= 0) json_object_object_add(oo, "of", jstr(f->sched[k].node->inputs[po.of]->id));
+            json_object_object_add(oo, "bytes", json_object_new_int64(po.bytes));
+            if (po.ndim >= 0) {
+                json_object_object_add(oo, "dtype", jstr(tg_dtype_name(po.dtype)));
+                json_object *sh = json_object_new_array();
+                for (int d = 0; d < po.ndim; d++) json_object_array_add(sh, json_object_new_int64(po.shape[d]));
+                json_object_object_add(oo, "shape", sh);
+            }
+            json_object_array_add(outs, oo);
+        }
+        json_object_object_add(o, "outputs", outs);
+        const char *const *keys;
+        int no = tg_function_node_origins(f, k, &keys);
+        json_object *orr = json_object_new_array();
+        for (int i = 0; i < no; i++) json_object_array_add(orr, jstr(keys[i]));
+        json_object_object_add(o, "origins", orr);
+        json_object_array_add(nodes, o);
+    }
+    json_object_object_add(fo, "nodes", nodes);
+
+    prof_row *r = calloc((size_t)n + 1, sizeof *r);
+    for (int t = 0; r && t < 2; t++) {
+        for (int k = 0; k < n; k++)
+            r[k] = (prof_row){k, t == 0 ? tg_profile_op_class(tg_function_node_op(f, k)) : P->opkey[k], NULL,
+                         (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops,
+                         P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
+        int m = prof_group_rows(r, n);
+        json_object_object_add(fo, t == 0 ? "op_classes" : "ops", group_json(P, r, m));
+    }
+    free(r);
+
+    tg_profile_origin *og = NULL;
+    int nrows = tg_profile_origins(P->p, &og, NULL);
+    json_object *oa = json_object_new_array();
+    for (int i = 0; i < nrows; i++) {
+        json_object *o = json_object_new_object();
+        double t = (double)og[i].ns * 1e-9;
+        json_object_object_add(o, "key", jstr(og[i].key));
+        json_object_object_add(o, "time_s", json_object_new_double(t));
+        json_object_object_add(o, "share", jshare(t, P->nodes_s));
+        json_object *via = json_object_new_array();
+        for (int j = 0; j < og[i].nvia; j++) json_object_array_add(via, jstr(tg_function_node_key(f, og[i].via[j])));
+        json_object_object_add(o, "via", via);
+        json_object_array_add(oa, o);
+    }
+    tg_profile_origins_free(og);
+    json_object_object_add(fo, "original_nodes", oa);
+
+    json_object *mo = json_object_new_object();
+    json_object_object_add(mo, "peak_bytes", json_object_new_int64(mem->peak));
+    json_object_object_add(mo, "peak_bytes_no_gc", json_object_new_int64(mem->peak_no_gc));
+    json_object_object_add(mo, "allocated_bytes", json_object_new_int64(mem->allocated));
+    json_object_object_add(mo, "new_outputs", json_object_new_int(mem->nnew));
+    json_object_object_add(mo, "views", json_object_new_int(mem->nview));
+    json_object_object_add(mo, "inplace", json_object_new_int(mem->ninplace));
+    json_object_object_add(fo, "memory", mo);
+
+    json_object *opt = json_object_new_object(), *passes = json_object_new_array(),
+                *rws = json_object_new_array();
+    for (int i = 0; i < tg_function_pass_count(f); i++) {
+        tg_pass_stats ps;
+        if (tg_function_pass_get(f, i, &ps)) continue;
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", jstr(ps.name));
+        json_object_object_add(o, "time_s", json_object_new_double(ps.seconds));
+        json_object_object_add(o, "nodes_before", json_object_new_int(ps.nodes_before));
+        json_object_object_add(o, "nodes_after", json_object_new_int(ps.nodes_after));
+        json_object_object_add(o, "applied", json_object_new_int(ps.applied));
+        json_object_array_add(passes, o);
+    }
+    for (int i = 0; i < tg_function_rewrite_stats_count(f); i++) {
+        tg_rewrite_stats rs;
+        if (tg_function_rewrite_stats_get(f, i, &rs)) continue;
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", jstr(rs.name));
+        json_object_object_add(o, "pass", jstr(rs.pass));
+        json_object_object_add(o, "tried", json_object_new_int64(rs.tried));
+        json_object_object_add(o, "applied", json_object_new_int64(rs.applied));
+        json_object_object_add(o, "time_s", json_object_new_double(rs.seconds));
+        json_object_array_add(rws, o);
+    }
+    json_object_object_add(opt, "passes", passes);
+    json_object_object_add(opt, "rewrites", rws);
+    json_object_object_add(fo, "optimizer", opt);
+
+    json_object *root = json_object_new_object();
+    json_object_object_add(root, "format", jstr("tg-profile"));
+    json_object_object_add(root, "version", json_object_new_int(1));
+    char tool[64];
+    snprintf(tool, sizeof tool, "%s %s", P->tool ? P->tool : "tgprof", tg_version());
+    json_object_object_add(root, "tool", jstr(tool));
+    json_object_object_add(root, "file", jstr(P->path));
+    json_object *fs = json_object_new_array();
+    json_object_array_add(fs, fo);
+    json_object_object_add(root, "functions", fs);
+    return root;
+}
+
+int prof_opkeys(prof_info *P) {
+    int n = P->n;
+    tg_function *f = P->f;
+    P->opkey = calloc((size_t)n + 1, sizeof *P->opkey);
+    if (!P->opkey) return -1;
+    for (int k = 0; k < n; k++) {
+        const tg_node *nd = f->sched[k].node;
+        const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
+        tg_str s = {0};
+        json_object *jname;
+        if (strcmp(nd->op->name, "composite") == 0 && composite_text(nd->attrs, &s))
+            ; /* composite{tanh((i0 + i1))}, as Theano names a fused node */
+        else if (strcmp(nd->op->name, "op_from_graph") == 0 && nd->attrs &&
+                 json_object_object_get_ex(nd->attrs, "name", &jname))
+            /* op_from_graph{normalize}: the body's name, not its text */
+            tg_str_addf(&s, "op_from_graph{%s}", json_object_get_string(jname));
+        else if (attrs && strcmp(attrs, "{}") != 0)
+            tg_str_addf(&s, "%s%s", nd->op->name, attrs);
+        else
+            tg_str_addf(&s, "%s", nd->op->name);
+        P->opkey[k] = s.s;
+    }
+    for (int k = 0; k < n; k++)
+        if (!P->opkey[k]) return -1;
+    return 0;
+}
+
+void prof_opkeys_free(prof_info *P) {
+    for (int k = 0; P->opkey && k < P->n; k++) tg_free(P->opkey[k]);
+    free(P->opkey);
+    P->opkey = NULL;
+}
+

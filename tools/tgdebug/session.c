@@ -1,0 +1,155 @@
+/* What `tgdebug run` and `tgdebug serve` share: options, loading the
+ * function (a graph or a .tgf) and its -i values, calling it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "debugger.h"
+
+static bool parse_long(const char *tool, const char *opt, const char *s, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || errno || v < min || v > max) {
+        cli_error(tool, "%s: expected an integer from %ld to %ld, got '%s'", opt, min, max, s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void (*usage)(FILE *)) {
+    static const struct option longs[] = {{"calls", required_argument, 0, 'c'}, {"break", required_argument, 0, 'b'},
+                                          {"when", required_argument, 0, 'w'},  {"port", required_argument, 0, 'p'},
+                                          {"bind", required_argument, 0, 'B'},  {"help", no_argument, 0, 'h'},
+                                          {"version", no_argument, 0, 'V'},     {0, 0, 0, 0}};
+    const char *tool = o->tool;
+    const char *node = NULL; /* the last --break, waiting for its --when */
+    int c;
+    o->calls = 1;
+    o->port = 0;
+    o->bind = "127.0.0.1";
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:i:O:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return -1;
+        case 'V': printf("tgdebug %s\n", tg_version()); return -1;
+        case 'f': o->fname = optarg; break;
+        case 'O':
+            if (strcmp(optarg, "none") && strcmp(optarg, "fast_compile") && strcmp(optarg, "fast_run")) {
+                cli_error(tool, "-O: unknown preset '%s' (none, fast_compile or fast_run)", optarg);
+                return TG_EXIT_USAGE;
+            }
+            o->preset = optarg;
+            break;
+        case 'i':
+            if (!cli_input_add(tool, o->inputs, &o->ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'c':
+            if (!parse_long(tool, "--calls", optarg, 1, 1000000000L, &o->calls)) return TG_EXIT_USAGE;
+            break;
+        case 'b':
+            if (node && !dbg_add_break(d, node, NULL)) return TG_EXIT_USAGE;
+            if (!*optarg) {
+                cli_error(tool, "--break: expected a node key or name");
+                return TG_EXIT_USAGE;
+            }
+            node = optarg;
+            break;
+        case 'w':
+            if (!node) {
+                cli_error(tool, "--when '%s': give it after the --break it qualifies", optarg);
+                return TG_EXIT_USAGE;
+            }
+            if (!dbg_add_break(d, node, optarg)) return TG_EXIT_USAGE;
+            node = NULL;
+            break;
+        case 'p':
+        case 'B':
+            if (!serve) {
+                cli_error(tool, "unknown option '%s' (see %s --help)", argv[optind - 1], tool);
+                return TG_EXIT_USAGE;
+            }
+            if (c == 'B')
+                o->bind = optarg;
+            else if (!parse_long(tool, "--port", optarg, 0, 65535, &o->port))
+                return TG_EXIT_USAGE;
+            break;
+        case ':': cli_error(tool, "option '%s' needs a value (see %s --help)", argv[optind - 1], tool); return TG_EXIT_USAGE;
+        default: cli_error(tool, "unknown option '%s' (see %s --help)", argv[optind - 1], tool); return TG_EXIT_USAGE;
+        }
+    }
+    if (node && !dbg_add_break(d, node, NULL)) return TG_EXIT_USAGE;
+    if (optind != argc - 1) {
+        if (optind >= argc)
+            cli_error(tool, "missing FILE (see %s --help)", tool);
+        else
+            cli_error(tool, "unexpected argument '%s'", argv[optind + 1]);
+        return TG_EXIT_USAGE;
+    }
+    o->path = argv[optind];
+    size_t pl = strlen(o->path);
+    if (o->preset && pl >= 4 && !strcmp(o->path + pl - 4, ".tgf")) {
+        cli_error(tool, "%s is already optimized: -O applies when compiling it (tgc compile)", o->path);
+        return TG_EXIT_USAGE;
+    }
+    return TG_EXIT_OK;
+}
+
+int dbg_session_open(const dbg_opts *o, dbg_session *s) {
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = TG_EXIT_USAGE;
+    size_t pl = strlen(o->path);
+    if (pl >= 4 && !strcmp(o->path + pl - 4, ".tgf")) {
+        int fi;
+        if (!(s->tgf = tg_tgf_load(o->path, NULL, ctx)) || (fi = tg_tgf_function_find(s->tgf, o->fname, ctx)) < 0 ||
+            !(s->f = tg_tgf_function(s->tgf, fi))) {
+            cli_error(o->tool, "%s", tg_ctx_message(ctx));
+            goto done;
+        }
+    } else {
+        int fi;
+        tg_compile_options co = {.preset = o->preset};
+        if (!(s->g = tg_graph_load(o->path, ctx)) || (fi = tg_graph_function_find(s->g, o->fname, ctx)) < 0 ||
+            !(s->f = tg_function_compile(s->g, fi, &co, ctx))) {
+            cli_error(o->tool, "%s", tg_ctx_message(ctx));
+            goto done;
+        }
+    }
+    s->nin = tg_function_input_count(s->f);
+    s->nout = tg_function_output_count(s->f);
+    s->ins = calloc((size_t)s->nin + 1, sizeof *s->ins);
+    s->outs = calloc((size_t)s->nout + 1, sizeof *s->outs);
+    if (!s->ins || !s->outs) {
+        cli_error(o->tool, "out of memory");
+        goto done;
+    }
+    rc = cli_inputs_read(o->tool, NULL, s->f, o->inputs, o->ninputs, s->ins);
+done:
+    tg_ctx_free(ctx);
+    return rc;
+}
+
+int dbg_session_call(dbg_session *s, tg_ctx *ctx) {
+    for (int k = 0; k < s->nout; k++) {
+        tg_array_free(s->outs[k]);
+        s->outs[k] = NULL;
+    }
+    return tg_function_call(s->f, s->ins, s->outs, ctx);
+}
+
+void dbg_session_close(dbg_session *s) {
+    for (int i = 0; s->ins && i < s->nin; i++) tg_array_free(s->ins[i]);
+    for (int k = 0; s->outs && k < s->nout; k++) tg_array_free(s->outs[k]);
+    free(s->ins);
+    free(s->outs);
+    if (s->tgf)
+        tg_tgf_free(s->tgf); /* f is borrowed from it */
+    else
+        tg_function_free(s->f);
+    tg_graph_free(s->g);
+    memset(s, 0, sizeof *s);
+}
