@@ -21,7 +21,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "debug/debug.h"
+#include "debug/guard.h"
 #include "tg/debug.h"
 #include "vm/vm.h"
 

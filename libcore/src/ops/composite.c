@@ -12,7 +12,7 @@
 
 #include "grad/grad.h"
 #include "io/io.h"
-#include "debug/debug.h"
+#include "debug/guard.h"
 #include "ops/composite.h"
 
 /* A parsed body, shared by every composite node with the same body text
