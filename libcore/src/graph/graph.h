@@ -61,10 +61,19 @@ typedef struct tg_client {
 } tg_client;
 
 struct tg_var {
-    char *id;
-    char *name; /* NULL: the id is the name */
-    tg_type type;
+    /* What the passes and the linker touch on every visit first, in one
+     * cache line: on graphs of 100,000 nodes the walks are bound by memory
+     * latency, not by the work per node. */
     tg_var_kind kind;
+    int index; /* position in its graph's or fgraph's var list */
+    tg_node *owner; /* producing node, or NULL */
+    int owner_index;
+    int nclients, cclients;
+    tg_client *clients;
+    void *mark; /* scratch for passes (clone maps, visit marks) */
+    char *id;
+    tg_type type;
+    char *name; /* NULL: the id is the name */
     bool weak;         /* a weak inline scalar (FORMAT.md s5) */
     bool weak_in_file; /* written weak: saved as a bare scalar again, so
                           that it stays weak (weak is cleared by infer) */
@@ -75,13 +84,6 @@ struct tg_var {
     tg_array *value;   /* constant value; NULL otherwise */
     tg_shared *shared; /* shared state; NULL otherwise */
     tg_array *test_value;
-    tg_node *owner; /* producing node, or NULL */
-    int owner_index;
-    /* fgraph bookkeeping */
-    int index; /* position in its graph's or fgraph's var list */
-    tg_client *clients;
-    int nclients, cclients;
-    void *mark; /* scratch for passes (clone maps, visit marks) */
 };
 
 /* Subtensor index entry (FORMAT.md s7): an integer, or a slice whose
@@ -119,19 +121,18 @@ typedef struct tg_attrs {
 } tg_attrs;
 
 struct tg_node {
+    /* Hot fields first (see tg_var); the parsed attrs, large, last. */
     const tg_op *op;
-    json_object *attrs; /* canonical attrs, owned (may be NULL: none) */
-    tg_attrs a;
     int nin, nout;
     tg_var **inputs;
     int *inpos; /* in a function graph: where in inputs[i]->clients this
                    node's entry for input i is, so that removing it is
                    O(1) however many readers the input has */
     tg_var **outputs;
-    char *name;
-    tg_trace trace;
-    int json_index; /* nodes[i] in the file, or -1 for a node made later */
     int index;
+    uint8_t rwflags; /* the optimizer's: dead, on the worklist */
+    void *mark;
+    json_object *attrs; /* canonical attrs, owned (may be NULL: none) */
     int8_t *inplace; /* nout entries: input index whose buffer output i
                         overwrites, or -1; NULL when none */
     /* The keys (first output ids) of the original nodes this node stands
@@ -139,8 +140,10 @@ struct tg_node {
      * itself. Owned. */
     char **origins;
     int norigins;
-    uint8_t rwflags; /* the optimizer's: dead, on the worklist */
-    void *mark;
+    int json_index; /* nodes[i] in the file, or -1 for a node made later */
+    char *name;
+    tg_trace trace;
+    tg_attrs a;
 };
 
 typedef struct tg_update {
