@@ -234,6 +234,28 @@ static int scan_parse_attrs(tg_node *n, tg_ctx *ctx) {
             goto fail;
         }
     }
+    /* keep_last: written by the optimizer (scan_keep_last) when only the
+     * last steps of an output are read. */
+    json_object *jk;
+    if (json_object_object_get_ex(n->attrs, "keep_last", &jk) && !json_object_is_type(jk, json_type_null)) {
+        int no = p->nrec + p->nnr;
+        if (!json_object_is_type(jk, json_type_array) || (int)json_object_array_length(jk) != no) {
+            rc = tg_errorf(ctx, TG_ELOAD, "attrs.keep_last: expected a list of %d integer%s (one "
+                           "per output: how many last steps it keeps, 0 for all)", no,
+                           no == 1 ? "" : "s");
+            goto fail;
+        }
+        for (int o = 0; o < no; o++) {
+            json_object *e = json_object_array_get_idx(jk, (size_t)o);
+            int64_t v = json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : -1;
+            if (v < 0) {
+                rc = tg_errorf(ctx, TG_ELOAD, "attrs.keep_last[%d]: expected an integer >= 0", o);
+                goto fail;
+            }
+            p->keep[o] = v;
+            p->has_keep |= v > 0;
+        }
+    }
     n->a.extra = p;
     return TG_OK;
 fail:
@@ -273,6 +295,12 @@ static int check_body_var(const tg_node *n, const tg_var *bv, const char *bwhere
     TG_UNUSED(n);
     return tg_errorf(ctx, TG_ETYPE, "attrs.body.%s[%d] '%s' is %s, but %s gives %s", bwhere, bi,
                      bv->id, got, what, want);
+}
+
+/* The static number of rows of output o over `steps` steps (-1 unknown). */
+static int64_t kept_rows(const scan_p *p, int o, int64_t steps) {
+    if (!p->keep[o]) return steps;
+    return steps >= 0 && steps < p->keep[o] ? steps : steps >= 0 ? p->keep[o] : -1;
 }
 
 static int scan_infer(tg_node *n, tg_ctx *ctx) {
@@ -379,7 +407,7 @@ static int scan_infer(tg_node *n, tg_ctx *ctx) {
         int64_t shp[TG_MAX_NDIM];
         if (nd + 1 > TG_MAX_NDIM)
             return tg_errorf(ctx, TG_ESHAPE, "attrs.body.outputs[%d]: too many dimensions to stack", j);
-        shp[0] = steps;
+        shp[0] = kept_rows(p, j, steps);
         for (int d = 0; d < nd; d++) shp[d + 1] = bo->type.shape[d] >= 0 ? bo->type.shape[d] : row[d];
         tg_set_out_type(n, j, bo->type.dtype, nd + 1, shp);
     }
@@ -400,7 +428,7 @@ static int scan_infer(tg_node *n, tg_ctx *ctx) {
             return tg_errorf(ctx, TG_ESHAPE, "attrs.body.outputs[%d]: too many dimensions to stack",
                              p->nrec + k);
         int64_t shp[TG_MAX_NDIM];
-        shp[0] = steps;
+        shp[0] = kept_rows(p, p->nrec + k, steps);
         for (int d = 0; d < nd; d++) shp[d + 1] = bo->type.shape[d];
         tg_set_out_type(n, p->nrec + k, bo->type.dtype, nd + 1, shp);
     }
@@ -421,6 +449,7 @@ static void shape_text(int nd, const int64_t *s, char *buf, size_t size) {
 typedef struct stack_buf {
     tg_array *full;
     int64_t lead, cap;
+    int64_t ring; /* > 0: only `ring` rows, row r at r % ring (keep_last) */
     int nd; /* per-step ndim */
     int64_t row[TG_MAX_NDIM];
     size_t rowbytes;
@@ -446,11 +475,23 @@ static int stack_alloc(stack_buf *s, tg_dtype dt, int64_t rows, tg_ctx *ctx) {
 }
 
 static inline char *stack_row(const stack_buf *s, int64_t r) {
+    if (s->ring) r %= s->ring;
     return s->full->data + (size_t)r * s->rowbytes;
 }
 
-/* The view of rows [lead, lead + steps) of s: the op's output. */
-static tg_array *stack_result(stack_buf *s, tg_dtype dt, int64_t steps, const tg_type *t) {
+/* Output o keeps its last p->keep[o] steps in a ring of this many rows
+ * (room for the taps' reach back and the step being written), or 0: the
+ * whole stack (no keep_last, or the steps fit anyway). */
+static int64_t ring_rows(const scan_p *p, int o, int64_t lead, int64_t T) {
+    int64_t k = p->keep[o];
+    if (!k || (!p->has_until && k >= T)) return 0;
+    return k > lead + 1 ? k : lead + 1;
+}
+
+/* The view of rows [lead, lead + steps) of s: the op's output. A ring
+ * gives a copy of its last `keep` steps, oldest first. */
+static tg_array *stack_result(stack_buf *s, tg_dtype dt, int64_t steps, const tg_type *t,
+                              int64_t keep) {
     int64_t shp[TG_MAX_NDIM], st[TG_MAX_NDIM];
     int nd = s->nd + 1;
     if (!s->have_row) {
@@ -458,11 +499,22 @@ static tg_array *stack_result(stack_buf *s, tg_dtype dt, int64_t steps, const tg
          * lengths, 0 where none is known (the array holds no element). */
         for (int d = 0; d < s->nd; d++) s->row[d] = t->shape[d + 1] >= 0 ? t->shape[d + 1] : 0;
     }
+    int64_t first = 0;
+    if (keep && steps > keep) {
+        first = steps - keep;
+        steps = keep;
+    }
     shp[0] = steps;
     for (int d = 0; d < s->nd; d++) shp[d + 1] = s->row[d];
     if (!s->full) return tg_array_empty(dt, nd, shp);
+    if (s->ring) {
+        tg_array *a = tg_array_empty(dt, nd, shp);
+        for (int64_t r = 0; a && r < steps; r++)
+            memcpy(a->data + (size_t)r * s->rowbytes, stack_row(s, s->lead + first + r), s->rowbytes);
+        return a;
+    }
     tg_strides_contiguous(dt, nd, shp, st);
-    return tg_array_view_raw(s->full, dt, nd, shp, st, stack_row(s, s->lead));
+    return tg_array_view_raw(s->full, dt, nd, shp, st, stack_row(s, s->lead + first));
 }
 
 int tg_scan_compile_body(tg_node *n, tg_ctx *ctx) {
@@ -559,7 +611,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         memcpy(s->row, init->shape + (p->out_flat[j] ? 0 : 1), sizeof(int64_t) * (size_t)s->nd);
         s->rowbytes = tg_isize(init->dtype) * (size_t)tg_shape_size(s->nd, s->row);
         s->have_row = true;
-        if ((rc = stack_alloc(s, init->dtype, s->lead + cap, ctx))) goto done;
+        s->ring = ring_rows(p, j, s->lead, T);
+        if ((rc = stack_alloc(s, init->dtype, s->ring ? s->ring : s->lead + cap, ctx))) goto done;
         int64_t shp[TG_MAX_NDIM], st[TG_MAX_NDIM];
         shp[0] = s->lead;
         memcpy(shp + 1, s->row, sizeof(int64_t) * (size_t)s->nd);
@@ -702,7 +755,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
                 }
                 s->rowbytes = tg_isize(a->dtype) * (size_t)sz;
                 s->have_row = true;
-                if ((rc = stack_alloc(s, a->dtype, cap, ctx))) goto done;
+                s->ring = ring_rows(p, o, 0, T);
+                if ((rc = stack_alloc(s, a->dtype, s->ring ? s->ring : cap, ctx))) goto done;
             } else if (!tg_shape_equal(s->nd, a->shape, s->row)) {
                 shape_text(a->ndim, a->shape, a1, sizeof a1);
                 shape_text(s->nd, s->row, a2, sizeof a2);
@@ -737,7 +791,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             if (t + 1 == cap && cap < T) {
                 int64_t nc = cap > T / 2 ? T : cap * 2;
                 for (int o = 0; o < nst; o++)
-                    if (sb[o].full && (rc = stack_alloc(&sb[o], sb[o].full->dtype, sb[o].lead + nc, ctx)))
+                    if (sb[o].full && !sb[o].ring && (rc = stack_alloc(&sb[o], sb[o].full->dtype, sb[o].lead + nc, ctx)))
                         goto done;
                 cap = nc;
                 /* The recurrent views held the old buffers. */
@@ -758,7 +812,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         }
     }
     for (int o = 0; o < nst; o++) {
-        tg_array *r = stack_result(&sb[o], n->outputs[o]->type.dtype, t, &n->outputs[o]->type);
+        tg_array *r = stack_result(&sb[o], n->outputs[o]->type.dtype, t, &n->outputs[o]->type,
+                                   p->keep[o]);
         if (!r) {
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto done;
@@ -787,7 +842,7 @@ done:
 static const char *const SCAN_KEYS[] = {"body", "n_sequences", "sequence_taps", "n_recurrent",
                                         "output_taps", "n_nonrecurrent", "n_non_sequences",
                                         "has_n_steps", "has_until", "go_backwards",
-                                        "truncate_gradient", "name", NULL};
+                                        "truncate_gradient", "name", "keep_last", NULL};
 
 const tg_op tg_op_scan = {
     .name = "scan",

@@ -24,6 +24,7 @@ typedef struct pass_def {
 
 static const pass_def passes[] = {
     {"merge", tg_rw_merge, true},
+    {"scan", NULL, false},
     {"canonicalize", NULL, true},
     {"stabilize", NULL, false},
     {"specialize", NULL, false},
@@ -192,6 +193,12 @@ static tg_var *new_var(tg_rw *rw, const char *base, const char *hint, tg_var_kin
 static const char *base_id(tg_rw *rw) { return rw->cur ? node_key(rw->cur) : "opt"; }
 
 tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, const char *attrs) {
+    tg_node *n = tg_rw_node(rw, opname, nin, in, attrs, 0);
+    return n ? n->outputs[0] : NULL;
+}
+
+tg_node *tg_rw_node(tg_rw *rw, const char *opname, int nin, tg_var *const *in, const char *attrs,
+                    int nout) {
     const tg_op *op = tg_op_find(opname);
     if (!op) {
         tg_errorf(rw->ctx, TG_EUNSUPPORTED, "optimizer: op '%s' is not available", opname);
@@ -199,7 +206,7 @@ tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, cons
     }
     for (int i = 0; i < nin; i++)
         if (!in[i]) return NULL;
-    int nout = op->nout > 0 ? op->nout : 1;
+    if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;
     tg_node *n = tg_node_new(op, nin, nout);
     if (!n) {
         oom(rw);
@@ -234,7 +241,7 @@ tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, cons
         return NULL;
     }
     rw->created[rw->ncreated++] = n;
-    return n->outputs[0];
+    return n;
 nomem:
     for (int k = 0; k < nout; k++)
         if (n->outputs[k]) n->outputs[k]->owner = NULL;
@@ -606,7 +613,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
             const char *t = (pass ? exc : inc)[i];
             if (!tag_known(t))
                 return tg_errorf(ctx, TG_EINVAL,
-                                 "unknown optimizer tag '%s' (a pass: merge, canonicalize, "
+                                 "unknown optimizer tag '%s' (a pass: merge, scan, canonicalize, "
                                  "stabilize, specialize, fusion, inplace; a group: "
                                  "constant_folding, gemm; or a rewrite's name)",
                                  t);
