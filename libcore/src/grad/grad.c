@@ -78,6 +78,44 @@ tg_var *tg_gb_op(tg_gb *b, const char *opname, int nin, tg_var *const *in, const
     return n->outputs[0];
 }
 
+tg_node *tg_gb_node(tg_gb *b, const char *opname, int nin, tg_var *const *in, int nout,
+                    json_object *attrs) {
+    const tg_op *op = tg_op_find(opname);
+    tg_node *n = op ? tg_node_new(op, nin, nout) : NULL;
+    if (!n) {
+        json_object_put(attrs);
+        tg_errorf(b->ctx, op ? TG_ENOMEM : TG_EUNSUPPORTED, "gradient: cannot make a %s node", opname);
+        return NULL;
+    }
+    for (int i = 0; i < nin; i++) n->inputs[i] = in[i];
+    n->attrs = attrs;
+    if (b->origin && tg_trace_copy(&n->trace, &b->origin->trace)) {
+        tg_node_free(n);
+        tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (int k = 0; k < nout; k++) {
+        tg_var *v = gb_new_var(b, TG_VAR_RESULT);
+        if (!v) {
+            tg_node_free(n);
+            return NULL;
+        }
+        v->owner = n;
+        v->owner_index = k;
+        n->outputs[k] = v;
+    }
+    if (gb_push(b, n)) {
+        tg_node_free(n);
+        tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if ((op->parse_attrs && op->parse_attrs(n, b->ctx)) || op->infer(n, b->ctx)) {
+        tg_error_prefix(b->ctx, "gradient node %s: ", opname);
+        return NULL;
+    }
+    return n;
+}
+
 tg_var *tg_gb_op1(tg_gb *b, const char *op, tg_var *x, const char *attrs) {
     return x ? tg_gb_op(b, op, 1, &x, attrs) : NULL;
 }

@@ -24,6 +24,10 @@ typedef struct tg_gb {
 /* One node of op `op` over `in` (attrs: JSON text or NULL), typed at once;
  * returns its output 0, or NULL with ctx set. */
 tg_var *tg_gb_op(tg_gb *b, const char *op, int nin, tg_var *const *in, const char *attrs);
+/* A node of `nout` outputs (attrs: a JSON object, taken over, or NULL),
+ * typed at once; returns the node, or NULL with ctx set. */
+tg_node *tg_gb_node(tg_gb *b, const char *op, int nin, tg_var *const *in, int nout,
+                    json_object *attrs);
 /* Shorthands. */
 tg_var *tg_gb_op1(tg_gb *b, const char *op, tg_var *x, const char *attrs);
 tg_var *tg_gb_op2(tg_gb *b, const char *op, tg_var *x, tg_var *y);

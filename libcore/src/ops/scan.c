@@ -856,4 +856,5 @@ const tg_op tg_op_scan = {
     .run = scan_run,
     .view_of = -1,
     .free_extra = scan_free_extra,
+    .grad = tg_scan_grad,
 };

@@ -1,0 +1,545 @@
+/* The gradient of scan: back-propagation through time, as a scan.
+ *
+ * The reverse scan walks the forward steps backwards (go_backwards) over
+ * what the forward pass kept: the sequences with their taps negated, each
+ * recurrent output's full stack (initial state then steps) read at the
+ * forward taps negated, and the gradients of the stacked outputs. Its body
+ * is the forward body, renamed, followed by a `grad` node of
+ *   cost = sum over outputs o of sum(out_o * total_o)
+ * with respect to the body's inputs (expanded when the body is loaded),
+ * where total_o is the gradient reaching step t's output o: the output's
+ * own gradient plus, for a recurrent output, what later steps sent back
+ * to it. That is carried as a recurrent state C_j of k_j rows (the taps
+ * reach k_j steps back): C_j[m] is the pending gradient of the value at
+ * position t - k_j + 1 + m, so total_j = g_j + C_j[k_j - 1], and the next
+ * carry is C_j shifted down one row plus the gradients of this step's
+ * taps (tap -d lands at row k_j - d). For taps exactly [-1] the carry is
+ * one value. After the last reverse step the carry holds the gradient of
+ * the initial state, oldest first. Sequences and non-sequences get their
+ * per-step gradients as non-recurrent outputs: the rows are added back
+ * where the taps read them, the non-sequences' summed over the steps.
+ *
+ * truncate_gradient = n: the reverse scan runs only over the last n
+ * steps; gradients that would flow further back are dropped, and the
+ * initial state gets only what those steps send to it directly.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "grad/grad.h"
+#include "ops/scan.h"
+
+/* ---- JSON helpers ---- */
+
+static json_object *jtype(tg_dtype dt, int nd, const int64_t *shape) {
+    json_object *t = json_object_new_object(), *s = json_object_new_array();
+    if (!t || !s) {
+        json_object_put(t);
+        json_object_put(s);
+        return NULL;
+    }
+    for (int d = 0; d < nd; d++)
+        json_object_array_add(s, shape[d] >= 0 ? json_object_new_int64(shape[d]) : NULL);
+    json_object_object_add(t, "dtype", json_object_new_string(tg_dtype_name(dt)));
+    json_object_object_add(t, "shape", s);
+    return t;
+}
+
+static json_object *jvar(const char *id, json_object *type) {
+    json_object *v = json_object_new_object();
+    if (!v) {
+        json_object_put(type);
+        return NULL;
+    }
+    json_object_object_add(v, "id", json_object_new_string(id));
+    json_object_object_add(v, "type", type);
+    return v;
+}
+
+/* {"op": op, "inputs": [...], "outputs": [out], "attrs": attrs} with the
+ * inputs given as ids (strings) or inline values (objects, taken over). */
+static json_object *jnode(const char *op, int nin, json_object *const *in, int nout,
+                          const char *const *out, const char *attrs) {
+    json_object *n = json_object_new_object(), *ji = json_object_new_array(),
+                *jo = json_object_new_array();
+    if (!n || !ji || !jo) {
+        json_object_put(n);
+        json_object_put(ji);
+        json_object_put(jo);
+        for (int i = 0; i < nin; i++) json_object_put(in[i]);
+        return NULL;
+    }
+    json_object_object_add(n, "op", json_object_new_string(op));
+    for (int i = 0; i < nin; i++) json_object_array_add(ji, in[i]);
+    for (int i = 0; i < nout; i++) json_object_array_add(jo, json_object_new_string(out[i]));
+    json_object_object_add(n, "inputs", ji);
+    json_object_object_add(n, "outputs", jo);
+    if (attrs) {
+        json_object *a = json_tokener_parse(attrs);
+        if (a) json_object_object_add(n, "attrs", a);
+    }
+    return n;
+}
+
+static json_object *js(const char *s) { return json_object_new_string(s); }
+
+/* A body node of one output. */
+static bool add1(json_object *nodes, const char *op, const char *out, const char *attrs, int nin, ...) {
+    json_object *in[16];
+    va_list ap;
+    va_start(ap, nin);
+    for (int i = 0; i < nin && i < 16; i++) in[i] = js(va_arg(ap, const char *));
+    va_end(ap);
+    json_object *n = jnode(op, nin, in, 1, &out, attrs);
+    return n && !json_object_array_add(nodes, n);
+}
+
+/* Rename every id of a body (its variables, its nodes' string inputs and
+ * outputs, its inputs and outputs, and the bodies nested in its nodes'
+ * attrs) to prefix + id, so that the copy's ids stay unique in the file. */
+static bool rename_ids(json_object *body, const char *prefix);
+
+static json_object *renamed(json_object *s, const char *prefix) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s%s", prefix, json_object_get_string(s));
+    return json_object_new_string(buf);
+}
+
+static bool rename_list(json_object *arr, const char *prefix) {
+    if (!json_object_is_type(arr, json_type_array)) return true;
+    for (size_t i = 0; i < json_object_array_length(arr); i++) {
+        json_object *e = json_object_array_get_idx(arr, i);
+        if (!json_object_is_type(e, json_type_string)) continue;
+        json_object *r = renamed(e, prefix);
+        if (!r || json_object_array_put_idx(arr, i, r)) return false;
+    }
+    return true;
+}
+
+static bool rename_ids(json_object *body, const char *prefix) {
+    json_object *vars, *nodes, *io;
+    if (json_object_object_get_ex(body, "variables", &vars) && json_object_is_type(vars, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(vars); i++) {
+            json_object *v = json_object_array_get_idx(vars, i), *id;
+            if (json_object_object_get_ex(v, "id", &id)) {
+                json_object *r = renamed(id, prefix);
+                if (!r) return false;
+                json_object_object_add(v, "id", r);
+            }
+        }
+    if (json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+            json_object *nd = json_object_array_get_idx(nodes, i), *x, *attrs, *nb;
+            if (json_object_object_get_ex(nd, "inputs", &x) && !rename_list(x, prefix)) return false;
+            if (json_object_object_get_ex(nd, "outputs", &x) && !rename_list(x, prefix)) return false;
+            if (json_object_object_get_ex(nd, "attrs", &attrs) &&
+                json_object_object_get_ex(attrs, "body", &nb) && !rename_ids(nb, prefix))
+                return false;
+        }
+    if (json_object_object_get_ex(body, "inputs", &io) && !rename_list(io, prefix)) return false;
+    if (json_object_object_get_ex(body, "outputs", &io) && !rename_list(io, prefix)) return false;
+    return true;
+}
+
+static const char *jid(json_object *body, const char *key, int i) {
+    json_object *a;
+    json_object_object_get_ex(body, key, &a);
+    return json_object_get_string(json_object_array_get_idx(a, (size_t)i));
+}
+
+/* ---- the outer graph ---- */
+
+static tg_var *i64c(tg_gb *b, int64_t v) { return tg_gb_const(b, TG_INT64, (double)v); }
+
+static tg_var *op_attrs(tg_gb *b, const char *op, int nin, tg_var *const *in, const char *fmt, ...) {
+    char attrs[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(attrs, sizeof attrs, fmt, ap);
+    va_end(ap);
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return NULL;
+    return tg_gb_op(b, op, nin, in, attrs);
+}
+
+static tg_var *reversed(tg_gb *b, tg_var *x) {
+    return op_attrs(b, "subtensor", 1, &x, "{\"index\": [{\"start\": null, \"stop\": null, \"step\": -1}]}");
+}
+
+static int rc_of(tg_gb *b) { return b->ctx && b->ctx->status ? b->ctx->status : TG_ENOMEM; }
+
+int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
+    scan_p *p = n->a.extra;
+    tg_fdecl *fd = &p->body->funcs[0];
+    const int base_seq = p->has_n ? 1 : 0, base_init = base_seq + p->nseq, base_ns = base_init + p->nrec;
+    const int nout = p->nrec + p->nnr;
+    bool has_g[SCAN_MAX_IO], carry[SCAN_MAX_IO], dseq[SCAN_MAX_IO], dns[SCAN_MAX_IO];
+    int ng = 0, nc = 0, nd = 0;
+    for (int o = 0; o < nout; o++) {
+        has_g[o] = gout[o] && tg_dtype_is_float(n->outputs[o]->type.dtype);
+        ng += has_g[o];
+    }
+    for (int j = 0; j < p->nrec; j++) nc += carry[j] = tg_dtype_is_float(n->outputs[j]->type.dtype);
+    for (int i = 0; i < p->nseq; i++) {
+        dseq[i] = tg_dtype_is_float(n->inputs[base_seq + i]->type.dtype);
+        if (dseq[i]) nd += p->seq_ntaps[i];
+    }
+    for (int k = 0; k < p->nns; k++) nd += dns[k] = tg_dtype_is_float(n->inputs[base_ns + k]->type.dtype);
+    if (!ng || nc + nd == 0) return TG_OK;
+
+    json_object *jb0 = NULL;
+    json_object_object_get_ex(n->attrs, "body", &jb0);
+    json_object *body = NULL, *attrs = NULL;
+    if (json_object_deep_copy(jb0, &body, NULL)) return tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
+    int rc = TG_OK;
+    char prefix[64];
+    json_object *keep[2] = {NULL, NULL};
+    {
+        uint64_t h = 1469598103934665603ull;
+        for (const char *s = b->prefix ? b->prefix : "g"; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        snprintf(prefix, sizeof prefix, "bp%08" PRIx64 "_%d:", h & 0xffffffffu, b->serial++);
+    }
+    if (!rename_ids(body, prefix)) goto oom;
+    json_object *vars, *nodes;
+    json_object_object_get_ex(body, "variables", &vars);
+    json_object_object_get_ex(body, "nodes", &nodes);
+    json_object *bin = json_object_new_array(), *bout = json_object_new_array();
+    if (!bin || !bout) {
+        json_object_put(bin);
+        json_object_put(bout);
+        goto oom;
+    }
+    /* The forward body's inputs and outputs, renamed. */
+    const char *fin[SCAN_MAX_IO * 2], *fout[SCAN_MAX_IO];
+    for (int i = 0; i < fd->nin; i++) fin[i] = jid(body, "inputs", i);
+    for (int o = 0; o < fd->nout; o++) fout[o] = jid(body, "outputs", o);
+    /* Its inputs and outputs are replaced below: keep the old lists (and
+     * so the id strings above) alive until the end. */
+    json_object *old_in = NULL, *old_out = NULL;
+    json_object_object_get_ex(body, "inputs", &old_in);
+    json_object_object_get_ex(body, "outputs", &old_out);
+    old_in = json_object_get(old_in);
+    old_out = json_object_get(old_out);
+    keep[0] = old_in;
+    keep[1] = old_out;
+    json_object *taps_seq = json_object_new_array(), *taps_out = json_object_new_array();
+    json_object_object_add(body, "inputs", bin);
+    json_object_object_add(body, "outputs", bout);
+    if (!taps_seq || !taps_out) {
+        json_object_put(taps_seq);
+        json_object_put(taps_out);
+        goto oom;
+    }
+    /* Reverse-scan sequences: the forward sequences, the recurrent
+     * outputs' full stacks, the output gradients. */
+    for (int i = 0; i < p->nseq; i++) {
+        json_object *t = json_object_new_array();
+        for (int q = 0; q < p->seq_ntaps[i]; q++) {
+            json_object_array_add(t, json_object_new_int(-p->taps[p->seq_off[i] + q]));
+            json_object_array_add(bin, js(fin[tg_scan_bin_seq(p, i, q)]));
+        }
+        json_object_array_add(taps_seq, t);
+    }
+    for (int j = 0; j < p->nrec; j++) {
+        json_object *t = json_object_new_array();
+        for (int q = 0; q < p->out_ntaps[j]; q++) {
+            json_object_array_add(t, json_object_new_int(-p->taps[p->out_off[j] + q]));
+            json_object_array_add(bin, js(fin[tg_scan_bin_rec(p, j, q)]));
+        }
+        json_object_array_add(taps_seq, t);
+    }
+    char gname[SCAN_MAX_IO][96], cname[SCAN_MAX_IO][96], tname[SCAN_MAX_IO][96];
+    for (int o = 0; o < nout; o++) {
+        snprintf(gname[o], sizeof gname[o], "%sg%d", prefix, o);
+        snprintf(tname[o], sizeof tname[o], "%stot%d", prefix, o);
+        if (!has_g[o]) continue;
+        json_object *t = json_object_new_array();
+        json_object_array_add(t, json_object_new_int(0));
+        json_object_array_add(taps_seq, t);
+        json_object_array_add(bin, js(gname[o]));
+        const tg_type *ot = &n->outputs[o]->type;
+        json_object_array_add(vars, jvar(gname[o], jtype(ot->dtype, ot->ndim - 1, ot->shape + 1)));
+    }
+    /* The carries. */
+    for (int j = 0; j < p->nrec; j++) {
+        snprintf(cname[j], sizeof cname[j], "%sc%d", prefix, j);
+        if (!carry[j]) continue;
+        const tg_type *it = &n->inputs[base_init + j]->type;
+        json_object_array_add(vars, jvar(cname[j], jtype(it->dtype, it->ndim, it->shape)));
+        json_object_array_add(bin, js(cname[j]));
+        json_object *t = json_object_new_array();
+        json_object_array_add(t, json_object_new_int(-1));
+        json_object_array_add(taps_out, t);
+    }
+    for (int k = 0; k < p->nns; k++) json_object_array_add(bin, js(fin[tg_scan_bin_ns(p, k)]));
+
+    /* The gradient reaching each output of the step, and the cost. */
+    char cost[96], buf[96], buf2[96];
+    const char *terms[SCAN_MAX_IO];
+    char termname[SCAN_MAX_IO][96];
+    int nterm = 0;
+    snprintf(cost, sizeof cost, "%scost", prefix);
+    for (int o = 0; o < nout; o++) {
+        bool c = o < p->nrec && carry[o];
+        if (!has_g[o] && !c) continue;
+        const char *pend = NULL;
+        if (c) {
+            if (p->out_flat[o]) {
+                pend = cname[o];
+            } else {
+                snprintf(buf, sizeof buf, "%slast%d", prefix, o);
+                char at[64];
+                snprintf(at, sizeof at, "{\"index\": [%d]}", p->out_k[o] - 1);
+                if (!add1(nodes, "subtensor", buf, at, 1, cname[o])) goto oom;
+                pend = buf;
+            }
+        }
+        if (has_g[o] && pend) {
+            if (!add1(nodes, "add", tname[o], NULL, 2, gname[o], pend)) goto oom;
+        } else if (!add1(nodes, "identity", tname[o], NULL, 1, has_g[o] ? gname[o] : pend)) {
+            goto oom;
+        }
+        snprintf(buf2, sizeof buf2, "%sprod%d", prefix, o);
+        if (!add1(nodes, "mul", buf2, NULL, 2, fout[o], tname[o])) goto oom;
+        snprintf(termname[nterm], sizeof termname[nterm], "%sterm%d", prefix, o);
+        if (!add1(nodes, "sum", termname[nterm], "{\"axis\": null}", 1, buf2)) goto oom;
+        terms[nterm] = termname[nterm];
+        nterm++;
+    }
+    {
+        json_object *in[SCAN_MAX_IO];
+        for (int i = 0; i < nterm; i++) in[i] = js(terms[i]);
+        const char *c1 = cost;
+        json_object *nn = jnode(nterm == 1 ? "identity" : "add", nterm, in, 1, &c1, NULL);
+        if (!nn || json_object_array_add(nodes, nn)) goto oom;
+    }
+    /* grad(cost, the float inputs the outputs may depend on). */
+    int wbin[SCAN_MAX_IO * 2], nw = 0;
+    for (int i = 0; i < p->nseq; i++)
+        if (dseq[i])
+            for (int q = 0; q < p->seq_ntaps[i]; q++) wbin[nw++] = tg_scan_bin_seq(p, i, q);
+    for (int j = 0; j < p->nrec; j++)
+        if (carry[j])
+            for (int q = 0; q < p->out_ntaps[j]; q++) wbin[nw++] = tg_scan_bin_rec(p, j, q);
+    for (int k = 0; k < p->nns; k++)
+        if (dns[k]) wbin[nw++] = tg_scan_bin_ns(p, k);
+    char (*gr)[96] = tg_calloc((size_t)nw + 1, sizeof *gr);
+    const char **grp = tg_calloc((size_t)nw + 1, sizeof *grp);
+    json_object **gin_j = tg_calloc((size_t)nw + 2, sizeof *gin_j);
+    if (!gr || !grp || !gin_j) {
+        tg_free(gr);
+        tg_free(grp);
+        tg_free(gin_j);
+        goto oom;
+    }
+    gin_j[0] = js(cost);
+    for (int m = 0; m < nw; m++) {
+        snprintf(gr[m], sizeof gr[m], "%sd%d", prefix, wbin[m]);
+        grp[m] = gr[m];
+        gin_j[m + 1] = js(fin[wbin[m]]);
+    }
+    json_object *gnode = jnode("grad", nw + 1, gin_j, nw, grp, "{\"disconnected\": \"ignore\"}");
+    tg_free(gin_j);
+    bool ok = gnode && !json_object_array_add(nodes, gnode);
+    /* The new carries, then the per-step gradients of the sequences and
+     * non-sequences. */
+    int m = 0;
+    for (int i = 0; i < p->nseq; i++)
+        if (dseq[i]) m += p->seq_ntaps[i];
+    for (int j = 0; j < p->nrec && ok; j++) {
+        if (!carry[j]) continue;
+        if (p->out_flat[j]) {
+            json_object_array_add(bout, js(gr[m++]));
+            continue;
+        }
+        int k = p->out_k[j];
+        char lo[96], z0[96], z[96], cur[96], nxt[96], at[128];
+        snprintf(lo, sizeof lo, "%slo%d", prefix, j);
+        snprintf(z0, sizeof z0, "%sz0_%d", prefix, j);
+        snprintf(z, sizeof z, "%sz%d", prefix, j);
+        snprintf(at, sizeof at, "{\"index\": [{\"start\": 0, \"stop\": %d}]}", k - 1);
+        ok = ok && add1(nodes, "subtensor", lo, at, 1, cname[j]);
+        ok = ok && add1(nodes, "subtensor", z0, "{\"index\": [{\"start\": 0, \"stop\": 1}]}", 1, cname[j]);
+        ok = ok && add1(nodes, "zeros_like", z, NULL, 1, z0);
+        snprintf(cur, sizeof cur, "%sshift%d", prefix, j);
+        ok = ok && add1(nodes, "join", cur, "{\"axis\": 0}", 2, z, lo);
+        for (int q = 0; q < p->out_ntaps[j] && ok; q++, m++) {
+            snprintf(nxt, sizeof nxt, "%scarry%d_%d", prefix, j, q);
+            snprintf(at, sizeof at, "{\"index\": [%d]}", k + p->taps[p->out_off[j] + q]);
+            ok = add1(nodes, "inc_subtensor", nxt, at, 2, cur, gr[m]);
+            memcpy(cur, nxt, sizeof cur);
+        }
+        if (ok) json_object_array_add(bout, js(cur));
+    }
+    m = 0;
+    for (int i = 0; i < p->nseq && ok; i++)
+        if (dseq[i])
+            for (int q = 0; q < p->seq_ntaps[i]; q++) json_object_array_add(bout, js(gr[m++]));
+    for (int j = 0; j < p->nrec; j++)
+        if (carry[j]) m += p->out_ntaps[j];
+    for (int k = 0; k < p->nns && ok; k++)
+        if (dns[k]) json_object_array_add(bout, js(gr[m++]));
+    tg_free(gr);
+    tg_free(grp);
+    if (!ok) {
+        json_object_put(taps_seq);
+        json_object_put(taps_out);
+        goto oom;
+    }
+
+    /* The reverse scan's attrs and inputs. */
+    attrs = json_object_new_object();
+    if (!attrs) {
+        json_object_put(taps_seq);
+        json_object_put(taps_out);
+        goto oom;
+    }
+    json_object_object_add(attrs, "body", body);
+    body = NULL;
+    json_object_object_add(attrs, "n_sequences", json_object_new_int(p->nseq + p->nrec + ng));
+    json_object_object_add(attrs, "sequence_taps", taps_seq);
+    json_object_object_add(attrs, "n_recurrent", json_object_new_int(nc));
+    json_object_object_add(attrs, "output_taps", taps_out);
+    json_object_object_add(attrs, "n_nonrecurrent", json_object_new_int(nd));
+    json_object_object_add(attrs, "n_non_sequences", json_object_new_int(p->nns));
+    json_object_object_add(attrs, "has_n_steps", json_object_new_boolean(1));
+    json_object_object_add(attrs, "has_until", json_object_new_boolean(0));
+    json_object_object_add(attrs, "go_backwards", json_object_new_boolean(1));
+    json_object_object_add(attrs, "truncate_gradient", json_object_new_int(-1));
+    {
+        json_object *jn;
+        char nm[200];
+        json_object_object_get_ex(n->attrs, "name", &jn);
+        snprintf(nm, sizeof nm, "grad_of_%s", jn ? json_object_get_string(jn) : "scan");
+        json_object_object_add(attrs, "name", js(nm));
+    }
+
+    int nsin = 1 + p->nseq + p->nrec + ng + nc + p->nns;
+    tg_var **sin = tg_calloc((size_t)nsin + 1, sizeof *sin);
+    tg_var **seq_eff = tg_calloc((size_t)p->nseq + 1, sizeof *seq_eff);
+    if (!sin || !seq_eff) {
+        tg_free(sin);
+        tg_free(seq_eff);
+        goto oom;
+    }
+    tg_var *T = op_attrs(b, "shape_i", 1, &n->outputs[0], "{\"i\": 0}");
+    tg_var *G = T;
+    if (T && p->trunc > 0) G = tg_gb_op2(b, "minimum", T, i64c(b, p->trunc));
+    int at = 0;
+    sin[at++] = G;
+    for (int i = 0; i < p->nseq; i++) {
+        tg_var *s = n->inputs[base_seq + i];
+        tg_var *se = p->backwards ? reversed(b, s) : s;
+        seq_eff[i] = se;
+        tg_var *stop = tg_gb_op2(b, "add", T, i64c(b, p->seq_span[i]));
+        tg_var *in2[2] = {se, stop};
+        sin[at++] = op_attrs(b, "subtensor", 2, in2, "{\"index\": [{\"start\": 0, \"stop\": \"$0\"}]}");
+    }
+    for (int j = 0; j < p->nrec; j++) {
+        tg_var *init = n->inputs[base_init + j];
+        tg_var *lead = p->out_flat[j] ? op_attrs(b, "expand_dims", 1, &init, "{\"axis\": 0}") : init;
+        tg_var *in2[2] = {lead, n->outputs[j]};
+        sin[at++] = op_attrs(b, "join", 2, in2, "{\"axis\": 0}");
+    }
+    for (int o = 0; o < nout; o++)
+        if (has_g[o]) sin[at++] = gout[o];
+    for (int j = 0; j < p->nrec; j++)
+        if (carry[j]) sin[at++] = tg_gb_op1(b, "zeros_like", n->inputs[base_init + j], NULL);
+    for (int k = 0; k < p->nns; k++) sin[at++] = n->inputs[base_ns + k];
+    for (int i = 0; i < nsin; i++)
+        if (!sin[i]) {
+            rc = rc_of(b);
+            json_object_put(attrs);
+            attrs = NULL;
+            goto outer_done;
+        }
+    tg_node *bw = tg_gb_node(b, "scan", nsin, sin, nc + nd, attrs);
+    attrs = NULL;
+    if (!bw) {
+        rc = rc_of(b);
+        goto outer_done;
+    }
+    /* Initial states: the last carry (zeros after no step). */
+    int ko = 0;
+    tg_var *D = NULL;
+    if (p->trunc > 0) D = tg_gb_op2(b, "sub", T, G);
+    for (int j = 0; j < p->nrec; j++) {
+        if (!carry[j]) continue;
+        tg_var *cs = bw->outputs[ko++];
+        tg_var *last = op_attrs(b, "subtensor", 1, &cs, "{\"index\": [{\"start\": -1}]}");
+        tg_var *cf = op_attrs(b, "sum", 1, &last, "{\"axis\": 0}");
+        if (cf && p->trunc > 0) {
+            /* Truncated: the carry holds positions D - k .. D - 1 (D = T -
+             * G steps were not reversed); the initial state is positions
+             * -k .. -1. Rows [k - min(D, k), 2k - min(D, k)) of [zeros;
+             * carry] are those. */
+            int k = p->out_k[j];
+            tg_var *z = tg_gb_op1(b, "zeros_like", cf, NULL);
+            tg_var *zc[2] = {z, cf};
+            if (p->out_flat[j]) {
+                zc[0] = op_attrs(b, "expand_dims", 1, &z, "{\"axis\": 0}");
+                zc[1] = op_attrs(b, "expand_dims", 1, &cf, "{\"axis\": 0}");
+            }
+            tg_var *both = op_attrs(b, "join", 2, zc, "{\"axis\": 0}");
+            tg_var *dc = tg_gb_op2(b, "minimum", D, i64c(b, k));
+            tg_var *start = tg_gb_op2(b, "sub", i64c(b, k), dc);
+            if (p->out_flat[j]) {
+                tg_var *in2[2] = {both, start};
+                cf = op_attrs(b, "subtensor", 2, in2, "{\"index\": [\"$0\"]}");
+            } else {
+                tg_var *stop = tg_gb_op2(b, "add", start, i64c(b, k));
+                tg_var *in3[3] = {both, start, stop};
+                cf = op_attrs(b, "subtensor", 3, in3, "{\"index\": [{\"start\": \"$0\", \"stop\": \"$1\"}]}");
+            }
+        }
+        if (!cf) {
+            rc = rc_of(b);
+            goto outer_done;
+        }
+        gin[base_init + j] = cf;
+    }
+    /* Sequences: each tap's rows added back where the steps read them. */
+    for (int i = 0; i < p->nseq; i++) {
+        if (!dseq[i]) continue;
+        tg_var *acc = tg_gb_op1(b, "zeros_like", seq_eff[i], NULL);
+        for (int q = 0; q < p->seq_ntaps[i]; q++) {
+            tg_var *dq = bw->outputs[ko++];
+            tg_var *fwd = reversed(b, dq);
+            int off = p->taps[p->seq_off[i] + q] - p->seq_min[i];
+            tg_var *start = tg_gb_op2(b, "add", tg_gb_op2(b, "sub", T, G), i64c(b, off));
+            tg_var *stop = tg_gb_op2(b, "add", T, i64c(b, off));
+            tg_var *in4[4] = {acc, fwd, start, stop};
+            acc = op_attrs(b, "inc_subtensor", 4, in4, "{\"index\": [{\"start\": \"$0\", \"stop\": \"$1\"}]}");
+        }
+        if (acc && p->backwards) acc = reversed(b, acc);
+        if (!acc) {
+            rc = rc_of(b);
+            goto outer_done;
+        }
+        gin[base_seq + i] = acc;
+    }
+    for (int k = 0; k < p->nns; k++) {
+        if (!dns[k]) continue;
+        tg_var *dw = bw->outputs[ko++];
+        tg_var *s = op_attrs(b, "sum", 1, &dw, "{\"axis\": 0}");
+        if (!s) {
+            rc = rc_of(b);
+            goto outer_done;
+        }
+        gin[base_ns + k] = s;
+    }
+outer_done:
+    tg_free(sin);
+    tg_free(seq_eff);
+    json_object_put(keep[0]);
+    json_object_put(keep[1]);
+    return rc;
+oom:
+    json_object_put(body);
+    json_object_put(attrs);
+    json_object_put(keep[0]);
+    json_object_put(keep[1]);
+    return tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
+}
