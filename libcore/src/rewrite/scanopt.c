@@ -85,16 +85,37 @@ static int seq0_index(const scan_io *s, const tg_var *v) {
 
 /* ---- JSON editing ---- */
 
-static json_object *attrs_copy(const tg_node *n) {
-    json_object *c = NULL;
-    if (json_object_deep_copy(n->attrs, &c, NULL) != 0) return NULL;
-    return c;
-}
-
 static json_object *jget(json_object *o, const char *key) {
     json_object *v = NULL;
     json_object_object_get_ex(o, key, &v);
     return v;
+}
+
+/* A copy of n's attrs whose body is written again from the parsed body:
+ * derived nodes (a `grad` in the body of a gradient's scan) are expanded
+ * there, and the JSON's node i is the parsed body's node i. */
+static json_object *attrs_copy(const tg_node *n) {
+    scan_p *p = n->a.extra;
+    json_object *c = NULL, *g = NULL, *body = NULL;
+    if (json_object_deep_copy(n->attrs, &c, NULL) != 0) return NULL;
+    if (!(g = tg_graph_to_json(p->body)) || !(body = json_object_new_object())) goto fail;
+    const tg_fdecl *fd = &p->body->funcs[0];
+    json_object *in = json_object_new_array(), *out = json_object_new_array();
+    json_object_object_add(body, "inputs", in);
+    json_object_object_add(body, "outputs", out);
+    if (!in || !out) goto fail;
+    for (int b = 0; b < fd->nin; b++) json_object_array_add(in, json_object_new_string(fd->inputs[b]->id));
+    for (int o = 0; o < fd->nout; o++) json_object_array_add(out, json_object_new_string(fd->outputs[o]->id));
+    json_object_object_add(body, "variables", json_object_get(jget(g, "variables")));
+    json_object_object_add(body, "nodes", json_object_get(jget(g, "nodes")));
+    json_object_put(g);
+    json_object_object_add(c, "body", body);
+    return c;
+fail:
+    json_object_put(c);
+    json_object_put(g);
+    json_object_put(body);
+    return NULL;
 }
 
 /* o[key] as a copy of its array with `val` inserted at idx (idx may be
@@ -151,8 +172,8 @@ static void body_undeclare(json_object *body, const char *id) {
     }
 }
 
-/* Drop the body's JSON nodes whose parsed node is flagged in drop[]
- * (indexed by the parsed node's position). */
+/* Drop the body's JSON nodes flagged in drop[] (by the parsed node's
+ * position, which attrs_copy made the JSON's). */
 static int body_drop_nodes(json_object *body, const scan_io *s, const bool *drop) {
     json_object *nodes = jget(body, "nodes"), *kept = json_object_new_array();
     if (!kept) return TG_ENOMEM;
@@ -162,10 +183,7 @@ static int body_drop_nodes(json_object *body, const scan_io *s, const bool *drop
         json_object_put(kept);
         return TG_ENOMEM;
     }
-    for (int i = 0; i < s->bg->nnodes; i++) {
-        int ji = s->bg->nodes[i]->json_index;
-        if (drop[i] && ji >= 0 && (size_t)ji < len) gone[ji] = true;
-    }
+    for (int i = 0; i < s->bg->nnodes && (size_t)i < len; i++) gone[i] = drop[i];
     for (size_t j = 0; j < len; j++)
         if (!gone[j]) json_object_array_add(kept, json_object_get(json_object_array_get_idx(nodes, j)));
     tg_free(gone);
