@@ -153,6 +153,17 @@ int main(int argc, char **argv) {
         memcpy(tg_array_data(s.in[1]), yd, n * sizeof *yd);
         free(xd);
         free(yd);
+        /* TG_BENCH_RNN_DUMP=DIR: the graph and inputs, for tgprof. */
+        const char *dump = getenv("TG_BENCH_RNN_DUMP");
+        if (dump) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/rnn_%d.json", dump, c->H);
+            if (tg_graph_save(g, path, ctx)) bench_die("save", ctx);
+            snprintf(path, sizeof path, "%s/x_%d.npy", dump, c->H);
+            if (tg_npy_save(path, s.in[0], ctx)) bench_die("save", ctx);
+            snprintf(path, sizeof path, "%s/y_%d.npy", dump, c->H);
+            if (tg_npy_save(path, s.in[1], ctx)) bench_die("save", ctx);
+        }
         double words = (double)c->T * c->B;
         double tgr = rate(run_tg, &s, words);
         char k1[64], k2[64];

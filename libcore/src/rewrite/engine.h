@@ -86,6 +86,9 @@ int tg_rw_scan_push_seq(tg_rw *rw, tg_node *n);
 int tg_rw_scan_keep_last(tg_rw *rw, tg_node *n);
 int tg_rw_scan_merge(tg_rw *rw, tg_node *n);
 int tg_rw_scan_prune(tg_rw *rw, tg_node *n);
+int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n);
+int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n);
+int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n);
 
 /* ---- global passes ---- */
 int tg_rw_merge(tg_rw *rw);

@@ -650,10 +650,13 @@ static int blas_update(tg_rw *rw, tg_node *n) {
 const tg_rw_rule tg_rw_rules[] = {
     /* Scan first: what it moves out of loops meets the other rewrites. */
     {"scan_inline", "scan", NULL, "scan", tg_rw_scan_inline},
+    {"scan_drop_outputs", "scan", NULL, "scan", tg_rw_scan_drop_outputs},
     {"scan_hoist", "scan", NULL, "scan", tg_rw_scan_hoist},
     {"scan_push_seq", "scan", NULL, "scan", tg_rw_scan_push_seq},
     {"scan_keep_last", "scan", NULL, "scan", tg_rw_scan_keep_last},
     {"scan_merge", "scan", NULL, "scan", tg_rw_scan_merge},
+    {"scan_sum_dot", "scan", NULL, "scan", tg_rw_scan_sum_dot},
+    {"scan_pull_out", "scan", NULL, "scan", tg_rw_scan_pull_out},
     {"scan_prune", "scan", NULL, "scan", tg_rw_scan_prune},
     {"constant_folding", "canonicalize", "constant_folding", NULL, constant_folding},
     {"mul_self_to_sqr", "canonicalize", NULL, "mul", mul_self_to_sqr},

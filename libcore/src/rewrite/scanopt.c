@@ -8,7 +8,7 @@
  *                   compute the same value every step: they become nodes
  *                   outside, whose results come in as new non-sequences.
  *   scan_push_seq   a body node that reads only the current row of one
- *                   sequence (taps [0]) and loop invariants is applied
+ *                   sequence (read at one tap) and loop invariants is applied
  *                   once to the whole sequence outside, feeding a new
  *                   sequence: an RNN's input projection x_t @ W becomes
  *                   one tall gemm over every step.
@@ -72,14 +72,15 @@ static int ns_index(const scan_io *s, const tg_var *v) {
     return b >= s->p->nbin - s->p->nns ? b - (s->p->nbin - s->p->nns) : -1;
 }
 
-/* Body variable v is the only tap, 0, of sequence i (returned), else -1. */
-static int seq0_index(const scan_io *s, const tg_var *v) {
+/* Body variable v is the only tap of sequence i (returned), else -1. A
+ * sequence read at one tap q gives step t its row t + max(q, 0) (read
+ * from the end with go_backwards): any array of the same length read at
+ * the same tap gives the same rows. */
+static int seq1_index(const scan_io *s, const tg_var *v) {
     int b = body_input_index(s, v);
     if (b < 0) return -1;
     for (int i = 0; i < s->p->nseq; i++)
-        if (s->p->seq_ntaps[i] == 1 && s->p->taps[s->p->seq_off[i]] == 0 &&
-            tg_scan_bin_seq(s->p, i, 0) == b)
-            return i;
+        if (s->p->seq_ntaps[i] == 1 && tg_scan_bin_seq(s->p, i, 0) == b) return i;
     return -1;
 }
 
@@ -382,7 +383,7 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
         bool ok = true;
         for (int k = 0; ok && k < bn->nin; k++) {
             tg_var *u = bn->inputs[k];
-            int si = seq0_index(&s, u);
+            int si = seq1_index(&s, u);
             if (si >= 0) {
                 ok = seq < 0 || seq == si;
                 seq = si;
@@ -397,7 +398,7 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
             /* The row must span the result, so that the whole sequence
              * only puts the steps in front. */
             for (int k = 0; ok && k < bn->nin; k++)
-                ok = seq0_index(&s, bn->inputs[k]) == seq ? bn->inputs[k]->type.ndim == ot->ndim
+                ok = seq1_index(&s, bn->inputs[k]) == seq ? bn->inputs[k]->type.ndim == ot->ndim
                                                           : bn->inputs[k]->type.ndim <= ot->ndim;
         } else {
             if (bn->nin != 2 || bn->inputs[0] == bn->inputs[1]) continue;
@@ -410,7 +411,7 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
         tg_var *S = n->inputs[s.base_seq + seq];
         for (int k = 0; k < bn->nin; k++) {
             tg_var *u = bn->inputs[k];
-            if (seq0_index(&s, u) == seq)
+            if (seq1_index(&s, u) == seq)
                 o[k] = S;
             else if (u->kind == TG_VAR_CONSTANT)
                 o[k] = outer_const(rw, u);
@@ -430,8 +431,8 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
         memmove(rowt.shape, rowt.shape + 1, sizeof(int64_t) * (size_t)rowt.ndim);
         if (!tg_type_compatible(&rowt, ot)) return 0;
 
-        /* The new body: bn's output becomes the tap of a new sequence,
-         * after the others' taps. */
+        /* The new body: bn's output becomes the tap of a new sequence
+         * (the old one's tap), after the others' taps. */
         json_object *attrs = attrs_copy(n);
         bool *drop = tg_calloc((size_t)bg->nnodes + 1, sizeof *drop);
         tg_var **ins = tg_calloc((size_t)n->nin + 2, sizeof *ins);
@@ -449,7 +450,7 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
             rc = TG_ENOMEM;
             goto out;
         }
-        json_object_array_add(tap0, json_object_new_int(0));
+        json_object_array_add(tap0, json_object_new_int(p->taps[p->seq_off[seq]]));
         if ((rc = body_drop_nodes(body, &s, drop)) ||
             (rc = body_declare(body, bn->outputs[0]->id, ot)) ||
             (rc = arr_insert(body, "inputs", (size_t)nseq_taps, json_object_new_string(bn->outputs[0]->id))) ||
@@ -951,6 +952,221 @@ done:
     return rc;
 }
 
+/* Non-recurrent outputs nobody reads stop being outputs, so the body no
+ * longer computes them (BPTT's scan gives the gradient of every float
+ * sequence, wanted or not). */
+static int scan_drop_outputs(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    int ndrop = 0, map[SCAN_MAX_IO];
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) ndrop += !n->outputs[o]->nclients;
+    if (!ndrop || ndrop == p->nrec + p->nnr) return 0;
+    json_object *attrs = attrs_copy(n);
+    if (!attrs) return TG_ENOMEM;
+    json_object *outs = jget(jget(attrs, "body"), "outputs"), *jk = jget(attrs, "keep_last");
+    int k = 0;
+    for (int o = 0; o < n->nout; o++) {
+        bool gone = o >= p->nrec && !n->outputs[o]->nclients;
+        map[o] = gone ? -1 : k;
+        if (!gone) {
+            k++;
+            continue;
+        }
+        json_object_array_del_idx(outs, (size_t)k, 1);
+        if (jk) json_object_array_del_idx(jk, (size_t)k, 1);
+    }
+    set_int(attrs, "n_nonrecurrent", p->nnr - ndrop);
+    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout - ndrop);
+    json_object_put(attrs);
+    if (!m) return err_status(rw);
+    for (int o = 0; o < n->nout; o++)
+        if (map[o] >= 0 && n->outputs[o]->nclients) {
+            int rc = tg_rw_replace(rw, n->outputs[o], m->outputs[map[o]]);
+            if (rc) return rc;
+        }
+    return 1;
+}
+
+/* ---- outputs computed outside: scan_pull_out, scan_sum_dot ---- */
+
+/* v, looking through `identity` nodes (grad writes them on outputs). */
+static tg_var *through_identity(tg_var *v) {
+    while (v->owner && !strcmp(v->owner->op->name, "identity") && v->owner->nin == 1) v = v->owner->inputs[0];
+    return v;
+}
+
+/* Is body variable v read by a body node other than `except` (and the
+ * identity chain up to `out`), or a body output other than number o? */
+static bool read_elsewhere(const scan_io *s, const tg_var *v, int o) {
+    for (int i = 0; i < s->bg->nnodes; i++) {
+        const tg_node *bn = s->bg->nodes[i];
+        for (int k = 0; k < bn->nin; k++)
+            if (bn->inputs[k] == v) {
+                /* An identity chain leading to output o is fine. */
+                const tg_var *w = bn->outputs[0];
+                if (strcmp(bn->op->name, "identity") != 0) return true;
+                while (w != s->fd->outputs[o]) {
+                    bool next = false;
+                    for (int j = 0; j < s->bg->nnodes && !next; j++) {
+                        const tg_node *c = s->bg->nodes[j];
+                        if (c->nin == 1 && c->inputs[0] == w && !strcmp(c->op->name, "identity")) {
+                            w = c->outputs[0];
+                            next = true;
+                        }
+                    }
+                    if (!next) return true;
+                }
+            }
+    }
+    for (int q = 0; q < s->fd->nout; q++)
+        if (q != o && through_identity(s->fd->outputs[q]) == v) return true;
+    return false;
+}
+
+/* Invariant in the loop: a non-sequence or a constant. */
+static bool invariant(const scan_io *s, const tg_var *v) {
+    return v->kind == TG_VAR_CONSTANT || ns_index(s, v) >= 0;
+}
+
+static tg_var *outer_of_invariant(tg_rw *rw, const scan_io *s, tg_node *n, tg_var *v) {
+    return v->kind == TG_VAR_CONSTANT ? outer_const(rw, v) : n->inputs[s->base_ns + ns_index(s, v)];
+}
+
+/* A copy of scan n whose output o stacks body variable v instead, with
+ * the variables add[] stacked as further non-recurrent outputs (one that
+ * is already a non-recurrent output is shared: at[k] says which output
+ * holds add[k]). n's other outputs are replaced by the copy's. */
+static tg_node *reoutput(tg_rw *rw, tg_node *n, const scan_io *s, int o, tg_var *v, tg_var *const *add,
+                         int nadd, int *at) {
+    scan_p *p = s->p;
+    json_object *attrs = attrs_copy(n);
+    if (!attrs) return NULL;
+    json_object *body = jget(attrs, "body"), *outs = jget(body, "outputs");
+    json_object_array_put_idx(outs, (size_t)o, json_object_new_string(v->id));
+    int extra = 0;
+    for (int k = 0; k < nadd; k++) {
+        at[k] = -1;
+        for (int q = p->nrec; q < p->nrec + p->nnr && at[k] < 0; q++)
+            if (q != o && through_identity(s->fd->outputs[q]) == add[k]) at[k] = q;
+        for (int j = 0; j < k && at[k] < 0; j++)
+            if (add[j] == add[k]) at[k] = at[j];
+        if (at[k] >= 0) continue;
+        at[k] = p->nrec + p->nnr + extra;
+        arr_insert(body, "outputs", (size_t)at[k], json_object_new_string(add[k]->id));
+        extra++;
+    }
+    set_int(attrs, "n_nonrecurrent", p->nnr + extra);
+    json_object *jk = jget(attrs, "keep_last");
+    for (int k = 0; jk && k < extra; k++) json_object_array_add(jk, json_object_new_int(0));
+    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout + extra);
+    json_object_put(attrs);
+    if (!m) return NULL;
+    for (int k = 0; k < n->nout; k++)
+        if (k != o && n->outputs[k]->nclients && tg_rw_replace(rw, n->outputs[k], m->outputs[k])) return NULL;
+    return m;
+}
+
+/* A non-recurrent output that is a product of a per-step value and a
+ * loop invariant (an input's gradient in BPTT: delta_t @ W^T) stacks the
+ * per-step value instead, and the product is one product outside over
+ * every step. */
+static int scan_pull_out(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
+        if (!n->outputs[o]->nclients) continue;
+        tg_var *x = through_identity(s.fd->outputs[o]);
+        tg_node *bn = x->owner;
+        if (!bn || bn->nin != 2 || (strcmp(bn->op->name, "dot") && strcmp(bn->op->name, "matmul")))
+            continue;
+        int at = invariant(&s, bn->inputs[1]) ? 0 : invariant(&s, bn->inputs[0]) ? 1 : -1;
+        if (at < 0 || invariant(&s, bn->inputs[at]) || read_elsewhere(&s, x, o)) continue;
+        int cd = bn->inputs[1 - at]->type.ndim, sd = bn->inputs[at]->type.ndim;
+        if (cd < 1 || cd > 2 || sd < 1 || (sd > 2 && strcmp(bn->op->name, "matmul"))) continue;
+        tg_var *C = outer_of_invariant(rw, &s, n, bn->inputs[1 - at]);
+        if (!C) return err_status(rw);
+        int unused;
+        tg_node *m = reoutput(rw, n, &s, o, bn->inputs[at], NULL, 0, &unused);
+        if (!m) return err_status(rw);
+        tg_var *ops[2];
+        ops[at] = m->outputs[o];
+        ops[1 - at] = C;
+        tg_var *R = push_build(rw, bn, at, ops);
+        if (!R) return err_status(rw);
+        int rc = tg_rw_replace(rw, n->outputs[o], R);
+        return rc ? rc : 1;
+    }
+    return 0;
+}
+
+/* a is transpose(b) of a matrix b (b returned), else NULL. */
+static tg_var *transposed(tg_var *a) {
+    tg_node *t = a->owner;
+    if (!t || t->nin != 1 || t->inputs[0]->type.ndim != 2) return NULL;
+    if (!strcmp(t->op->name, "transpose") && (t->a.axis_null || t->a.naxes == 0 ||
+                                              (t->a.naxes == 2 && t->a.axes[0] == 1 && t->a.axes[1] == 0)))
+        return t->inputs[0];
+    if (!strcmp(t->op->name, "dimshuffle") && t->a.norder == 2 && t->a.order[0] == 1 && t->a.order[1] == 0)
+        return t->inputs[0];
+    return NULL;
+}
+
+/* A reduction over the leading axis only: sum(x, axis=0). */
+static bool sum_axis0(const tg_node *c) {
+    if (strcmp(c->op->name, "sum") || c->a.keepdims || c->a.axis_null || c->a.naxes != 1) return false;
+    int a = c->a.axes[0], nd = c->inputs[0]->type.ndim;
+    return a == 0 || a == -nd;
+}
+
+/* BPTT's weight gradients: a non-recurrent output a_t^T b_t (a weight's
+ * gradient at step t) read only as its sum over the steps becomes one
+ * product over every step outside the loop, A^T B with A, B the steps'
+ * rows stacked: the loop keeps a_t and b_t (rows of the batch) instead of
+ * a weight-sized matrix per step, and the sum is a single tall gemm. */
+static int scan_sum_dot(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
+        tg_var *out = n->outputs[o];
+        if (!out->nclients || out->nclients > 16) continue;
+        bool ok = true;
+        for (int c = 0; c < out->nclients && ok; c++)
+            ok = out->clients[c].node && sum_axis0(out->clients[c].node);
+        if (!ok) continue;
+        tg_var *x = through_identity(s.fd->outputs[o]);
+        tg_node *bn = x->owner;
+        if (!bn || strcmp(bn->op->name, "dot") || bn->nin != 2) continue;
+        tg_var *a = transposed(bn->inputs[0]), *b = bn->inputs[1];
+        if (!a || b->type.ndim != 2 || invariant(&s, a) || invariant(&s, b) || read_elsewhere(&s, x, o))
+            continue;
+        int64_t ma = a->type.shape[1], nb = b->type.shape[1];
+        if (ma < 0 || nb < 0 || a->type.dtype != b->type.dtype) continue;
+        int at;
+        tg_node *m = reoutput(rw, n, &s, o, a, &b, 1, &at);
+        if (!m) return err_status(rw);
+        int64_t sa[2] = {-1, ma}, sb[2] = {-1, nb};
+        int64_t two = 2;
+        tg_var *shp_a = tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sa));
+        tg_var *shp_b = tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sb));
+        tg_var *A = tg_rw_op2(rw, "reshape", m->outputs[o], shp_a);
+        tg_var *B = tg_rw_op2(rw, "reshape", m->outputs[at], shp_b);
+        tg_var *R = tg_rw_op2(rw, "dot", tg_rw_op1(rw, "transpose", A, NULL), B);
+        if (!R) return err_status(rw);
+        tg_node *rd[16];
+        int nc = out->nclients;
+        for (int c = 0; c < nc; c++) rd[c] = out->clients[c].node;
+        for (int c = 0; c < nc; c++) {
+            int rc;
+            if ((rc = tg_rw_match(rw, rd[c])) || (rc = tg_rw_replace(rw, rd[c]->outputs[0], R))) return rc;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- the rules (listed in rules.c's table) ---- */
 
 int tg_rw_scan_inline(tg_rw *rw, tg_node *n) { return scan_inline(rw, n); }
@@ -959,3 +1175,6 @@ int tg_rw_scan_push_seq(tg_rw *rw, tg_node *n) { return scan_push_seq(rw, n); }
 int tg_rw_scan_keep_last(tg_rw *rw, tg_node *n) { return scan_keep_last(rw, n); }
 int tg_rw_scan_merge(tg_rw *rw, tg_node *n) { return scan_merge(rw, n); }
 int tg_rw_scan_prune(tg_rw *rw, tg_node *n) { return scan_prune(rw, n); }
+int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n) { return scan_pull_out(rw, n); }
+int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n) { return scan_sum_dot(rw, n); }
+int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n) { return scan_drop_outputs(rw, n); }
