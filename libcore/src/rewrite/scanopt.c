@@ -1167,6 +1167,37 @@ static int scan_sum_dot(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* ---- slice_product_reuse ---- */
+
+/* matmul(x[a:b], W) when matmul(x, W) is computed anyway: its rows
+ * [a:b]. BPTT's scan reads the forward sequences cut to the steps taken,
+ * so the product that scan_push_seq moves out of the backward loop would
+ * otherwise repeat the forward loop's input projection. */
+static int slice_product_reuse(tg_rw *rw, tg_node *n) {
+    if (n->nin != 2) return 0;
+    tg_node *sub = tg_rw_producer(n->inputs[0], "subtensor");
+    if (!sub || sub->a.nindex != 1 || !sub->a.index[0].is_slice) return 0;
+    tg_var *x = sub->inputs[0], *W = n->inputs[1];
+    /* Rows of x are rows of the product: x has a leading axis of rows. */
+    if (x->type.ndim < 2 || W->type.ndim > 2 || (!strcmp(n->op->name, "dot") && x->type.ndim != 2)) return 0;
+    for (int c = 0; c < x->nclients; c++) {
+        tg_node *m = x->clients[c].node;
+        if (!m || m == n || m->op != n->op || x->clients[c].index != 0 || m->inputs[1] != W || tg_rw_dead(m))
+            continue;
+        tg_var *in[TG_MAX_NDIM * 3 + 1];
+        if (sub->nin > TG_MAX_NDIM * 3 + 1) return 0;
+        in[0] = m->outputs[0];
+        for (int k = 1; k < sub->nin; k++) in[k] = sub->inputs[k];
+        tg_var *r = tg_rw_op(rw, "subtensor", sub->nin, in,
+                             json_object_to_json_string_ext(sub->attrs, JSON_C_TO_STRING_PLAIN));
+        if (!r) return err_status(rw);
+        if (!tg_type_compatible(&n->outputs[0]->type, &r->type)) return 0;
+        int rc = tg_rw_replace(rw, n->outputs[0], r);
+        return rc ? rc : 1;
+    }
+    return 0;
+}
+
 /* ---- the rules (listed in rules.c's table) ---- */
 
 int tg_rw_scan_inline(tg_rw *rw, tg_node *n) { return scan_inline(rw, n); }
@@ -1178,3 +1209,4 @@ int tg_rw_scan_prune(tg_rw *rw, tg_node *n) { return scan_prune(rw, n); }
 int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n) { return scan_pull_out(rw, n); }
 int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n) { return scan_sum_dot(rw, n); }
 int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n) { return scan_drop_outputs(rw, n); }
+int tg_rw_slice_product_reuse(tg_rw *rw, tg_node *n) { return slice_product_reuse(rw, n); }
