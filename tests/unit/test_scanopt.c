@@ -509,6 +509,121 @@ static void test_merge(void **state) {
     tg_graph_free(g);
 }
 
+/* ---- BPTT: scan_sum_dot, scan_pull_out, scan_drop_outputs,
+ * slice_product_reuse, scan_push_seq at a tap other than 0 ---- */
+
+/* The RNN with cost = mean(h * y) and its gradients (WRT is replaced by
+ * the list of variables). */
+static const char *BPTT_TAIL = J(
+    {"op": "mul", "inputs": ["h", "y"], "outputs": ["hy"]},
+    {"op": "mean", "inputs": ["hy"], "outputs": ["cost"]},
+    {"op": "grad", "inputs": ["cost", WRT], "outputs": [GOUT]}],
+    "functions": {"main": {"inputs": ["x", "h0", "W", "U", "b", "y"], "outputs": ["cost", GOUT]}}});
+
+/* BPTT by hand: the gradients of mean(h * y) for W (3x4), U (4x4), b (4)
+ * and x (5x2x3). */
+static void bptt_by_hand(tg_array *const *in, double *gW, double *gU, double *gb, double *gx) {
+    const double *x = tg_array_data(in[0]), *W = tg_array_data(in[2]), *U = tg_array_data(in[3]),
+                 *y = tg_array_data(in[5]);
+    double h[6][8];
+    rnn_by_hand((const tg_array *const *)in, false, 5, &h[1][0]);
+    memcpy(h[0], tg_array_data(in[1]), sizeof h[0]);
+    memset(gW, 0, sizeof(double) * 12);
+    memset(gU, 0, sizeof(double) * 16);
+    memset(gb, 0, sizeof(double) * 4);
+    memset(gx, 0, sizeof(double) * 30);
+    double carry[8] = {0};
+    for (int t = 4; t >= 0; t--) {
+        double d[8];
+        for (int i = 0; i < 8; i++) {
+            double dh = y[t * 8 + i] / 40.0 + carry[i];
+            d[i] = dh * (1 - h[t + 1][i] * h[t + 1][i]);
+        }
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++) {
+                gb[j] += d[r * 4 + j];
+                for (int k = 0; k < 3; k++) gW[k * 4 + j] += x[t * 6 + r * 3 + k] * d[r * 4 + j];
+                for (int k = 0; k < 4; k++) gU[k * 4 + j] += h[t][r * 4 + k] * d[r * 4 + j];
+            }
+        for (int r = 0; r < 2; r++) {
+            for (int k = 0; k < 4; k++) {
+                carry[r * 4 + k] = 0;
+                for (int j = 0; j < 4; j++) carry[r * 4 + k] += d[r * 4 + j] * U[k * 4 + j];
+            }
+            for (int k = 0; k < 3; k++)
+                for (int j = 0; j < 4; j++) gx[t * 6 + r * 3 + k] += d[r * 4 + j] * W[k * 4 + j];
+        }
+    }
+}
+
+static void run_bptt(bool with_x) {
+    char *json = malloc(strlen(RNN) + strlen(BPTT_TAIL) + 256);
+    strcpy(json, RNN);
+    memcpy(strstr(json, "GOBACK"), "false ", 6);
+    /* y joins the variables. */
+    char *v = strstr(json, "{\"id\": \"b\"");
+    memmove(v + 63, v, strlen(v) + 1);
+    memcpy(v, "{\"id\": \"y\", \"type\": {\"dtype\": \"float64\", \"shape\": [5, 2, 4]}}, ", 63);
+    strcpy(strstr(json, "}}}]") + 3, ", ");
+    const char *wrt = with_x ? "\"W\", \"U\", \"b\", \"x\"" : "\"W\", \"U\", \"b\"";
+    const char *gout = with_x ? "\"gW\", \"gU\", \"gb\", \"gx\"" : "\"gW\", \"gU\", \"gb\"";
+    char *tail = strdup(BPTT_TAIL);
+    size_t len = strlen(json);
+    for (const char *p = tail; *p;) {
+        if (!strncmp(p, "WRT", 3)) {
+            strcpy(json + len, wrt);
+            len += strlen(wrt);
+            p += 3;
+        } else if (!strncmp(p, "GOUT", 4)) {
+            strcpy(json + len, gout);
+            len += strlen(gout);
+            p += 4;
+        } else {
+            json[len++] = *p++;
+        }
+        json[len] = 0;
+    }
+    free(tail);
+    tg_graph *g = tu_load(json);
+    free(json);
+    tg_array *in[6];
+    tg_function *probe = compile(g, "none");
+    inputs_for(probe, in, -1, 1);
+    tg_function_free(probe);
+    tg_function *opt = check_against_none(g, "scan_sum_dot", 2, in);
+    /* The backward loop's products move out; its sequences are read at
+     * tap 1; its x-projection is the forward one's. */
+    assert_true(fired(opt, "scan_push_seq") >= 3);
+    assert_true(fired(opt, "slice_product_reuse") >= 1);
+    if (with_x)
+        assert_true(fired(opt, "scan_pull_out") >= 1);
+    else
+        assert_true(fired(opt, "scan_drop_outputs") >= 1);
+    tg_array *out[5];
+    call(opt, in, out);
+    double gW[12], gU[16], gb[4], gx[30];
+    bptt_by_hand(in, gW, gU, gb, gx);
+    tg_array *w[4] = {tu_f64(2, (int64_t[]){3, 4}, gW), tu_f64(2, (int64_t[]){4, 4}, gU),
+                      tu_f64(1, (int64_t[]){4}, gb), tu_f64(3, (int64_t[]){5, 2, 3}, gx)};
+    int nout = with_x ? 4 : 3;
+    for (int k = 0; k < nout; k++) tu_assert_close(out[k + 1], w[k], 1e-10, 1e-12);
+    free_all(w, 4);
+    free_all(out, nout + 1);
+    free_all(in, 6);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+static void test_bptt_weights(void **state) {
+    (void)state;
+    run_bptt(false);
+}
+
+static void test_bptt_with_inputs(void **state) {
+    (void)state;
+    run_bptt(true);
+}
+
 /* ---- scan_inline ---- */
 
 /* One step (n_steps the constant 1) with past, present and future taps
@@ -594,6 +709,8 @@ int main(void) {
         cmocka_unit_test(test_keep_ring),
         cmocka_unit_test(test_keep_until),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_bptt_weights),
+        cmocka_unit_test(test_bptt_with_inputs),
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_exclude_tag),
     };
