@@ -299,6 +299,19 @@ static void test_push_more(void **state) {
 
 /* ---- scan_keep_last ---- */
 
+/* A**2 .. A**(k+1) keeping the last 2 (keep_last written by hand). */
+static const char *POW_KEEP = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "A", "type": {"dtype": "float64", "shape": [2]}},
+                  {"id": "k", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["k", "A", "A"], "outputs": ["res"],
+               "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 1,
+                         "has_n_steps": true, "has_until": false, "keep_last": [2],
+                         "body": {"variables": [{"id": "b.p", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.A", "type": {"dtype": "float64", "shape": [2]}}],
+                                  "nodes": [{"op": "mul", "inputs": ["b.p", "b.A"], "outputs": ["b.o"]}],
+                                  "inputs": ["b.p", "b.A"], "outputs": ["b.o"]}}}]});
+
 /* The RNN read only through h[-1] and h[-2:]: the scan keeps 2 steps. */
 static const char *RNN_LAST_TAIL = J(
     {"op": "subtensor", "inputs": ["h"], "outputs": ["last"], "attrs": {"index": [-1]}},
@@ -435,6 +448,39 @@ static void test_keep_until(void **state) {
     tg_array_free(in[0]);
     tg_function_free(opt);
     tg_graph_free(g);
+}
+
+/* keep_last written in a file: checked at load, run as the optimizer's,
+ * and no gradient through it. */
+static void test_keep_last_attr(void **state) {
+    (void)state;
+    char *json = strdup(POW_KEEP);
+    tg_graph *g = tu_load(json);
+    tg_array *in[2] = {tu_f64(1, (int64_t[]){2}, (double[]){2, -3}), tg_array_new(TG_INT64, 0, NULL)};
+    *(int64_t *)tg_array_data(in[1]) = 5;
+    tg_array *out[1];
+    tu_call_preset(g, "main", "none", in, out);
+    /* From init A, step t gives A**(t+2): the last 2 of 5 steps. */
+    tg_array *want = tu_f64(2, (int64_t[]){2, 2}, (double[]){32, -243, 64, 729});
+    tu_assert_close(out[0], want, 1e-12, 0);
+    free_all(out, 1);
+    tg_array_free(want);
+    free_all(in, 2);
+    tg_graph_free(g);
+    char msg[512];
+    char *bad = strdup(json);
+    memcpy(strstr(bad, "[2]"), "[x]", 3);
+    assert_int_not_equal(tu_load_fail(bad, msg, sizeof msg), 0);
+    free(bad);
+    /* A gradient through it is refused. */
+    char *gj = malloc(strlen(json) + 200);
+    strcpy(gj, json);
+    strcpy(strstr(gj, "}}}]") + 3, ", {\"op\": \"sum\", \"inputs\": [\"res\"], \"outputs\": [\"s\"]},"
+                                  " {\"op\": \"grad\", \"inputs\": [\"s\", \"A\"], \"outputs\": [\"gA\"]}]}");
+    assert_int_not_equal(tu_load_fail(gj, msg, sizeof msg), 0);
+    if (!strstr(msg, "keep_last")) fail_msg("unexpected message: %s", msg);
+    free(gj);
+    free(json);
 }
 
 /* ---- scan_merge ---- */
@@ -708,6 +754,7 @@ int main(void) {
         cmocka_unit_test(test_keep_last),
         cmocka_unit_test(test_keep_ring),
         cmocka_unit_test(test_keep_until),
+        cmocka_unit_test(test_keep_last_attr),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_bptt_weights),
         cmocka_unit_test(test_bptt_with_inputs),

@@ -839,6 +839,16 @@ done:
     return rc;
 }
 
+/* A scan that keeps only its last steps (keep_last) has lost the steps
+ * back-propagation needs. */
+static int scan_grad_checked(struct tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
+    scan_p *p = n->a.extra;
+    if (p->has_keep)
+        return tg_errorf(b->ctx, TG_EUNSUPPORTED, "attrs.keep_last: no gradient through a scan that "
+                         "keeps only its last steps (differentiate the graph before optimizing it)");
+    return tg_scan_grad(b, n, gout, gin);
+}
+
 static const char *const SCAN_KEYS[] = {"body", "n_sequences", "sequence_taps", "n_recurrent",
                                         "output_taps", "n_nonrecurrent", "n_non_sequences",
                                         "has_n_steps", "has_until", "go_backwards",
@@ -856,5 +866,5 @@ const tg_op tg_op_scan = {
     .run = scan_run,
     .view_of = -1,
     .free_extra = scan_free_extra,
-    .grad = tg_scan_grad,
+    .grad = scan_grad_checked,
 };
