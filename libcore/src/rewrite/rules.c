@@ -659,6 +659,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"scan_pull_out", "scan", NULL, "scan", tg_rw_scan_pull_out},
     {"scan_prune", "scan", NULL, "scan", tg_rw_scan_prune},
     {"slice_product_reuse", "scan", NULL, "matmul dot", tg_rw_slice_product_reuse},
+    {"scan_reuse_step_product", "scan", NULL, "matmul dot", tg_rw_scan_reuse_step_product},
     {"constant_folding", "canonicalize", "constant_folding", NULL, constant_folding},
     {"mul_self_to_sqr", "canonicalize", NULL, "mul", mul_self_to_sqr},
     {"mul_div_cancel", "canonicalize", NULL, "true_div", mul_div_cancel},

@@ -1033,7 +1033,7 @@ static tg_var *outer_of_invariant(tg_rw *rw, const scan_io *s, tg_node *n, tg_va
     return v->kind == TG_VAR_CONSTANT ? outer_const(rw, v) : n->inputs[s->base_ns + ns_index(s, v)];
 }
 
-/* A copy of scan n whose output o stacks body variable v instead, with
+/* A copy of scan n whose output o (if >= 0) stacks body variable v instead, with
  * the variables add[] stacked as further non-recurrent outputs (one that
  * is already a non-recurrent output is shared: at[k] says which output
  * holds add[k]). n's other outputs are replaced by the copy's. */
@@ -1043,7 +1043,7 @@ static tg_node *reoutput(tg_rw *rw, tg_node *n, const scan_io *s, int o, tg_var 
     json_object *attrs = attrs_copy(n);
     if (!attrs) return NULL;
     json_object *body = jget(attrs, "body"), *outs = jget(body, "outputs");
-    json_object_array_put_idx(outs, (size_t)o, json_object_new_string(v->id));
+    if (o >= 0) json_object_array_put_idx(outs, (size_t)o, json_object_new_string(v->id));
     int extra = 0;
     for (int k = 0; k < nadd; k++) {
         at[k] = -1;
@@ -1198,6 +1198,61 @@ static int slice_product_reuse(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* ---- scan_reuse_step_product ---- */
+
+/* A product over a recurrent output's whole stack, initial state first,
+ *   M = join(expand_dims(init), h) @ C,
+ * whose rows the loop already computed (its body multiplies the
+ * previous step's value by the same non-sequence C: h_{t-1} @ C), is
+ *   join(expand_dims(init) @ C, P[1:], h[-1:] @ C)
+ * with P the stack of the body's products, a new output of the loop.
+ * BPTT's reverse scan recomputes each step's forward values from that
+ * product: this takes them from the forward loop instead of doing the
+ * loop's largest product a second time. */
+static int scan_reuse_step_product(tg_rw *rw, tg_node *n) {
+    if (n->nin != 2) return 0;
+    tg_node *J = tg_rw_producer(n->inputs[0], "join");
+    tg_var *C = n->inputs[1];
+    if (!J || J->nin != 2 || J->a.naxes != 1 || J->a.axes[0] != 0 || C->type.ndim != 2) return 0;
+    tg_node *E = tg_rw_producer(J->inputs[0], "expand_dims");
+    tg_var *O = J->inputs[1];
+    tg_node *F = O->owner;
+    if (!E || E->a.naxes != 1 || E->a.axes[0] != 0 || !F || strcmp(F->op->name, "scan")) return 0;
+    scan_io s;
+    if (!scan_view(F, &s)) return 0;
+    scan_p *p = s.p;
+    int j = O->owner_index;
+    if (j >= p->nrec || !p->out_flat[j] || p->has_until || F->inputs[s.base_init + j] != E->inputs[0] ||
+        O->type.ndim != 3)
+        return 0;
+    /* The body's product of h_{t-1} and C. */
+    tg_var *hp = s.fd->inputs[tg_scan_bin_rec(p, j, 0)];
+    tg_var *P = NULL;
+    for (int i = 0; i < s.bg->nnodes && !P; i++) {
+        tg_node *bn = s.bg->nodes[i];
+        if (bn->nin != 2 || (strcmp(bn->op->name, "dot") && strcmp(bn->op->name, "matmul"))) continue;
+        int k = ns_index(&s, bn->inputs[1]);
+        if (bn->inputs[0] == hp && hp->type.ndim == 2 && k >= 0 && F->inputs[s.base_ns + k] == C &&
+            bn->outputs[0]->type.dtype == n->outputs[0]->type.dtype)
+            P = bn->outputs[0];
+    }
+    if (!P) return 0;
+    int at;
+    tg_node *G = reoutput(rw, F, &s, -1, NULL, &P, 1, &at);
+    if (!G) return err_status(rw); /* F's outputs now read G's */
+    tg_var *Pst = G->outputs[at], *Oh = G->outputs[j];
+    tg_var *first = tg_rw_op2(rw, n->op->name, J->inputs[0], C);
+    tg_var *rest = tg_rw_op1(rw, "subtensor", Pst, "{\"index\": [{\"start\": 1}]}");
+    tg_var *lastrow = tg_rw_op1(rw, "subtensor", Oh, "{\"index\": [{\"start\": -1}]}");
+    tg_var *last = tg_rw_op2(rw, n->op->name, lastrow, C);
+    tg_var *parts[3] = {first, rest, last};
+    tg_var *R = first && rest && last ? tg_rw_op(rw, "join", 3, parts, "{\"axis\": 0}") : NULL;
+    if (!R) return err_status(rw);
+    int rc;
+    if ((rc = tg_rw_match(rw, F)) || (rc = tg_rw_replace(rw, n->outputs[0], R))) return rc;
+    return 1;
+}
+
 /* ---- the rules (listed in rules.c's table) ---- */
 
 int tg_rw_scan_inline(tg_rw *rw, tg_node *n) { return scan_inline(rw, n); }
@@ -1210,3 +1265,4 @@ int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n) { return scan_pull_out(rw, n); }
 int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n) { return scan_sum_dot(rw, n); }
 int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n) { return scan_drop_outputs(rw, n); }
 int tg_rw_slice_product_reuse(tg_rw *rw, tg_node *n) { return slice_product_reuse(rw, n); }
+int tg_rw_scan_reuse_step_product(tg_rw *rw, tg_node *n) { return scan_reuse_step_product(rw, n); }
