@@ -17,6 +17,7 @@ schema = json.load(open(os.path.join(src, "schemas/graph.schema.json")))
 jsonschema.Draft202012Validator.check_schema(schema)
 v = jsonschema.Draft202012Validator(schema)
 good = sorted(glob.glob(os.path.join(data, "ops/*.json"))) + sorted(glob.glob(os.path.join(src, "examples/*.json"))) \
+    + sorted(glob.glob(os.path.join(src, "examples/scan/*.json"))) \
     + sorted(glob.glob(os.path.join(data, "tools/*.json")))
 fails = 0
 for p in good:

@@ -286,7 +286,8 @@ static void test_op_class(void **state) {
     /* Every op of the table has a family: a new .def file in ops.def must
      * be listed in profile.c too. */
     static const char *const families[] = {"elemwise", "reduce", "blas", "shape", "build", "nn", "conv",
-                                           "linalg", "random", "debug", "grad", "composite", "transfer", NULL};
+                                           "linalg", "random", "debug", "grad", "composite", "transfer",
+                                           "control", NULL};
     for (int i = 0; i < tg_op_count(); i++) {
         const char *cls = tg_profile_op_class(tg_op_at(i)->name);
         bool known = false;

@@ -318,6 +318,48 @@ static void test_load_errors(void **state) {
     free(j2);
 }
 
+/* Outputs that are views of the body's inputs (a transpose of the step's
+ * slice) or a body input itself (the state passed through unchanged), and
+ * a strided (transposed) sequence: each lands in its row by a copy. */
+static void test_view_outputs(void **state) {
+    (void)state;
+    const char *json = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3, 2, 4]}},
+                      {"id": "h0", "type": {"dtype": "float64", "shape": [2]}}],
+        "nodes": [{"op": "transpose", "inputs": ["x"], "outputs": ["xt"], "attrs": {"axes": [2, 1, 0]}},
+                  {"op": "scan", "inputs": ["xt", "h0"], "outputs": ["h", "v"],
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                             "output_taps": [[-1]], "n_nonrecurrent": 1, "n_non_sequences": 0,
+                             "has_n_steps": false, "has_until": false,
+                             "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [2, 3]}},
+                                                    {"id": "b.h", "type": {"dtype": "float64", "shape": [2]}}],
+                                      "nodes": [{"op": "transpose", "inputs": ["b.x"], "outputs": ["b.t"]}],
+                                      "inputs": ["b.x", "b.h"], "outputs": ["b.h", "b.t"]}}}],
+        "functions": {"main": {"inputs": ["x", "h0"], "outputs": ["h", "v"]}}});
+    tg_graph *g = tu_load(json);
+    double x[24], h0[2] = {3.5, -1};
+    for (int i = 0; i < 24; i++) x[i] = i;
+    int64_t s3[3] = {3, 2, 4};
+    tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 3, s3, x), vec(2, h0)}, *out[2];
+    tu_call(g, "main", in, out);
+    /* xt = x.transpose(2, 1, 0): shape (4, 2, 3); step t's slice xt[t]
+     * (2, 3), transposed back: v[t][a][b] = xt[t][b][a] = x[a][b][t]. */
+    double H[8], V[4 * 3 * 2];
+    for (int t = 0; t < 4; t++) {
+        H[t * 2] = 3.5;
+        H[t * 2 + 1] = -1;
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 2; b++) V[(t * 3 + a) * 2 + b] = x[(a * 2 + b) * 4 + t];
+    }
+    expect(out[0], 2, (int64_t[]){4, 2}, H);
+    expect(out[1], 3, (int64_t[]){4, 3, 2}, V);
+    for (int i = 0; i < 2; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(out[i]);
+    }
+    tg_graph_free(g);
+}
+
 /* Steps allocate nothing in steady state: a call of 400 steps makes as
  * many allocations as a call of 4 (the stacks are allocated once, each
  * step's outputs land in their rows, the body's buffers are reused). The
@@ -419,6 +461,7 @@ int main(void) {
         cmocka_unit_test(test_go_backwards), cmocka_unit_test(test_until),
         cmocka_unit_test(test_zero_steps), cmocka_unit_test(test_run_errors),
         cmocka_unit_test(test_load_errors), cmocka_unit_test(test_no_alloc_per_step),
+        cmocka_unit_test(test_view_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

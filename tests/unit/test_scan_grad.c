@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gradcheck.h"
 #include "testutil.h"
@@ -39,6 +40,9 @@ static void test_rnn(void **state) {
                         RNN_ATTRS("") "}," NA("subtensor", "h", "hl", J({"index": [-1]})) "," COST("hl"),
                         -1, 1);
     /* truncate_gradient at least the number of steps: the full gradient. */
+    fails += check_case("rnn_backwards_truncate_ge_steps", V("x", "[4,2]") "," V("h0", "[2]") "," V("W", "[2,2]"),
+                        "{\"op\":\"scan\",\"inputs\":[\"x\",\"h0\",\"W\"],\"outputs\":[\"h\"],\"attrs\":"
+                        RNN_ATTRS(", \"truncate_gradient\": 9, \"go_backwards\": true") "}," COST("h"), -1, 1);
     fails += check_case("rnn_truncate_ge_steps", V("x", "[4,2]") "," V("h0", "[2]") "," V("W", "[2,2]"),
                         "{\"op\":\"scan\",\"inputs\":[\"x\",\"h0\",\"W\"],\"outputs\":[\"h\"],\"attrs\":"
                         RNN_ATTRS(", \"truncate_gradient\": 4") "}," COST("h"), -1, 1);
@@ -376,13 +380,63 @@ static void test_second_order(void **state) {
                                 nodes, -1, 1), 0);
 }
 
+/* A compiled gradient through scan (a reverse scan whose body holds a
+ * grad node) saved to a .tgf, restored without optimizing again, and
+ * copied, gives the same values bit for bit. */
+static void test_tgf(void **state) {
+    (void)state;
+    const char *json = "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+        V("x", "[5,2]") "," V("h0", "[2]") "," V("W", "[2,2]") "],"
+        "\"nodes\": [{\"op\":\"scan\",\"inputs\":[\"x\",\"h0\",\"W\"],\"outputs\":[\"h\"],\"attrs\":"
+        RNN_ATTRS(", \"truncate_gradient\": 3") "}," COST("h") ","
+        "{\"op\": \"grad\", \"inputs\": [\"c\", \"x\", \"h0\", \"W\"], \"outputs\": [\"gx\", \"gh0\", \"gW\"]}],"
+        "\"functions\": {\"g\": {\"inputs\": [\"x\", \"h0\", \"W\"], \"outputs\": [\"gx\", \"gh0\", \"gW\"]}}}";
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    char path[] = "/tmp/tg_scan_grad_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    tg_tgf_save_info info = {.source = g};
+    if (tg_tgf_save(path, &f, 1, &info, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = tg_tgf_load(path, NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *r = tg_tgf_function(t, 0), *c = tg_function_copy(f, NULL, NULL, 0, ctx);
+    assert_non_null(c);
+    int64_t s52[2] = {5, 2}, s2 = 2, s22[2] = {2, 2};
+    const double x[10] = {0.1, -0.3, 0.5, 0.2, -0.4, 0.6, 0.3, -0.1, 0.2, 0.9}, h0[2] = {0.2, -0.5},
+                 W[4] = {0.7, -0.4, 0.3, 0.9};
+    tg_array *in[3] = {tg_array_new_from(TG_FLOAT64, 2, s52, x), tg_array_new_from(TG_FLOAT64, 1, &s2, h0),
+                       tg_array_new_from(TG_FLOAT64, 2, s22, W)};
+    tg_array *o1[3], *o2[3], *o3[3];
+    assert_int_equal(tg_function_call(f, in, o1, ctx), 0);
+    assert_int_equal(tg_function_call(r, in, o2, ctx), 0);
+    assert_int_equal(tg_function_call(c, in, o3, ctx), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_true(tg_array_equal(o1[i], o2[i]));
+        assert_true(tg_array_equal(o1[i], o3[i]));
+        tg_array_free(o1[i]);
+        tg_array_free(o2[i]);
+        tg_array_free(o3[i]);
+        tg_array_free(in[i]);
+    }
+    close(fd);
+    unlink(path);
+    tg_function_free(c);
+    tg_tgf_free(t);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rnn),       cmocka_unit_test(test_taps),
         cmocka_unit_test(test_until),     cmocka_unit_test(test_int_state),
         cmocka_unit_test(test_nested),    cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_truncate_taps), cmocka_unit_test(test_rop),
-        cmocka_unit_test(test_second_order),
+        cmocka_unit_test(test_second_order), cmocka_unit_test(test_tgf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -514,6 +514,19 @@ static int infer_types(loader *L) {
                 goto done;
             }
         }
+        if (nd->nout > maxout) {
+            /* A node that a gradient expansion added (a scan's reverse
+             * scan) may have more outputs than any node of the file. */
+            tg_type *d2 = tg_realloc(declared, sizeof *d2 * (size_t)nd->nout);
+            if (d2) declared = d2;
+            bool *g2 = d2 ? tg_realloc(given, sizeof *g2 * (size_t)nd->nout) : NULL;
+            if (g2) given = g2;
+            if (!d2 || !g2) {
+                rc = lerr(L, TG_ENOMEM, "out of memory");
+                goto done;
+            }
+            maxout = nd->nout;
+        }
         for (int k = 0; k < nd->nout; k++) {
             tg_var *v = nd->outputs[k];
             given[k] = v->type_given;

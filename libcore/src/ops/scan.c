@@ -110,6 +110,11 @@ static int scan_parse_attrs(tg_node *n, tg_ctx *ctx) {
                        "truncation) or a positive number of steps", p->trunc);
         goto fail;
     }
+    if (p->nrec + p->nnr + 1 > SCAN_MAX_IO) {
+        rc = tg_errorf(ctx, TG_ELOAD, "attrs.n_recurrent, attrs.n_nonrecurrent: more than %d outputs",
+                       SCAN_MAX_IO - 1);
+        goto fail;
+    }
     if (p->nrec + p->nnr == 0) {
         rc = tg_errorf(ctx, TG_ELOAD, "attrs.n_recurrent, attrs.n_nonrecurrent: a scan needs at "
                        "least one output");
@@ -456,6 +461,16 @@ typedef struct stack_buf {
     bool have_row; /* row shape known (a non-recurrent output's after step 0) */
 } stack_buf;
 
+/* A body input view and how it moves: at step t its data is base + t *
+ * stride (or, in a keep_last ring, ring row off + t). */
+typedef struct mover {
+    tg_array *v;
+    char *base;
+    int64_t stride;
+    const stack_buf *ring; /* a keep_last ring: the row is ring row `off + t` */
+    int64_t off;
+} mover;
+
 static int stack_alloc(stack_buf *s, tg_dtype dt, int64_t rows, tg_ctx *ctx) {
     int64_t shp[TG_MAX_NDIM];
     shp[0] = rows;
@@ -568,6 +583,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
               base_ns = base_init + p->nrec;
     int nst = p->nrec + p->nnr;
     stack_buf sb[SCAN_MAX_IO];
+    mover mv[2 * SCAN_MAX_IO];
     memset(sb, 0, sizeof(stack_buf) * (size_t)nst);
     char a1[160], a2[160];
 
@@ -697,28 +713,41 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         f->slots[f->in_slots[b]] = tg_array_ref(v);
     }
 
+    /* Each body input view moves by a fixed stride per step: row(t) =
+     * base + t * stride (negative for go_backwards). */
+    int nmv = 0;
+    for (int i = 0; i < p->nseq; i++) {
+        const tg_array *s = in[base_seq + i];
+        for (int q = 0; q < p->seq_ntaps[i]; q++, nmv++) {
+            mv[nmv].v = f->slots[f->in_slots[tg_scan_bin_seq(p, i, q)]];
+            mv[nmv].base = s->data + seq_row(p, i, s->shape[0], 0, p->taps[p->seq_off[i] + q]) * s->strides[0];
+            mv[nmv].stride = p->backwards ? -s->strides[0] : s->strides[0];
+            mv[nmv].ring = NULL;
+        }
+    }
+    int nmv_seq = nmv;
+    for (int j = 0; j < p->nrec; j++)
+        for (int q = 0; q < p->out_ntaps[j]; q++, nmv++) {
+            mv[nmv].v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
+            mv[nmv].base = stack_row(&sb[j], sb[j].lead + p->taps[p->out_off[j] + q]);
+            mv[nmv].stride = (int64_t)sb[j].rowbytes;
+            mv[nmv].ring = sb[j].ring ? &sb[j] : NULL;
+            mv[nmv].off = sb[j].lead + p->taps[p->out_off[j] + q];
+        }
+    tg_array **oslot[SCAN_MAX_IO];
+    for (int o = 0; o < nst; o++) oslot[o] = &f->slots[f->out_slots[o]];
+
     int64_t t = 0;
     for (; t < T; t++) {
         /* Point the views at this step's rows. */
-        for (int i = 0; i < p->nseq; i++) {
-            const tg_array *s = in[base_seq + i];
-            for (int q = 0; q < p->seq_ntaps[i]; q++) {
-                tg_array *v = f->slots[f->in_slots[tg_scan_bin_seq(p, i, q)]];
-                v->data = s->data + seq_row(p, i, s->shape[0], t, p->taps[p->seq_off[i] + q]) *
-                                        s->strides[0];
-            }
-        }
-        for (int j = 0; j < p->nrec; j++)
-            for (int q = 0; q < p->out_ntaps[j]; q++) {
-                tg_array *v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
-                v->data = stack_row(&sb[j], sb[j].lead + t + p->taps[p->out_off[j] + q]);
-            }
+        for (int m = 0; m < nmv; m++)
+            mv[m].v->data = mv[m].ring ? stack_row(mv[m].ring, mv[m].off + t) : mv[m].base + t * mv[m].stride;
         /* Windows over this step's rows in the output slots: the body's
          * output kernels write there directly. */
         for (int o = 0; o < nst; o++) {
             stack_buf *sbo = &sb[o];
             if (!p->win_ok[o] || !sbo->have_row || !sbo->rowbytes) continue;
-            tg_array **slot = &f->slots[f->out_slots[o]];
+            tg_array **slot = oslot[o];
             char *row = stack_row(sbo, sbo->lead + t);
             tg_array *a = *slot;
             tg_window *w = a ? tg_buffer_window(a->buf) : NULL;
@@ -744,7 +773,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         /* Land each output in its row. */
         for (int o = 0; o < nst; o++) {
             stack_buf *s = &sb[o];
-            const tg_array *a = f->slots[f->out_slots[o]];
+            const tg_array *a = *oslot[o];
             if (!s->have_row) {
                 s->nd = a->ndim;
                 memcpy(s->row, a->shape, sizeof(int64_t) * (size_t)a->ndim);
@@ -808,8 +837,33 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
                         tg_array_free(*slot);
                         *slot = v;
                     }
+                for (int j = 0, m = nmv_seq; j < p->nrec; j++)
+                    for (int q = 0; q < p->out_ntaps[j]; q++, m++) {
+                        mv[m].v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
+                        mv[m].base = stack_row(&sb[j], sb[j].lead + p->taps[p->out_off[j] + q]);
+                    }
             }
         }
+    }
+    if (t > 0) {
+        /* The cost of the last step, while its values are still in the
+         * body's slots: what the profiler reports, times the steps. */
+        double fl = 0, by = 0;
+        for (int k = 0; k < f->nsched; k++) {
+            const tg_vm_node *sn = &f->sched[k];
+            if (!sn->op->cost) continue;
+            bool ok = true;
+            for (int j = 0; j < sn->node->nin; j++)
+                ok &= (f->scratch_in[j] = f->slots[sn->in_slots[j]]) != NULL;
+            for (int j = 0; j < sn->node->nout; j++) ok &= f->slots[sn->out_slot + j] != NULL;
+            if (!ok) continue;
+            double a = 0, b = 0;
+            sn->op->cost(sn->node, f->scratch_in, f->slots + sn->out_slot, &a, &b);
+            fl += a;
+            by += b;
+        }
+        p->step_flops = fl;
+        p->step_bytes = by;
     }
     for (int o = 0; o < nst; o++) {
         tg_array *r = stack_result(&sb[o], n->outputs[o]->type.dtype, t, &n->outputs[o]->type,
@@ -849,6 +903,16 @@ static int scan_grad_checked(struct tg_gb *b, tg_node *n, tg_var *const *gout, t
     return tg_scan_grad(b, n, gout, gin);
 }
 
+/* The profiler's estimate: the body's last step's cost times the steps. */
+static void scan_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *flops,
+                      double *bytes) {
+    const scan_p *p = n->a.extra;
+    TG_UNUSED(in);
+    double steps = out[0] ? (double)out[0]->shape[0] : 0;
+    *flops = steps * p->step_flops;
+    *bytes = steps * p->step_bytes;
+}
+
 static const char *const SCAN_KEYS[] = {"body", "n_sequences", "sequence_taps", "n_recurrent",
                                         "output_taps", "n_nonrecurrent", "n_non_sequences",
                                         "has_n_steps", "has_until", "go_backwards",
@@ -864,6 +928,7 @@ const tg_op tg_op_scan = {
     .parse_attrs = scan_parse_attrs,
     .infer = scan_infer,
     .run = scan_run,
+    .cost = scan_cost,
     .view_of = -1,
     .free_extra = scan_free_extra,
     .grad = scan_grad_checked,

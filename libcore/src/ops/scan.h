@@ -25,6 +25,7 @@ typedef struct scan_p {
     tg_graph *body;            /* parsed when loaded */
     tg_function *fn;           /* compiled when first run */
     bool win_ok[SCAN_MAX_IO];  /* body output o may be written through a window */
+    double step_flops, step_bytes; /* the last run's last step (profiler) */
     /* attrs.keep_last (an optimizer form, docs/optimizer.md): output o
      * keeps only its last keep[o] steps (0: all), in a ring of rows. */
     int64_t keep[SCAN_MAX_IO];

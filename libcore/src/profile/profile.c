@@ -441,6 +441,9 @@ static const struct {
 #define FAMILY "transfer"
 #include "ops/transfer.def"
 #undef FAMILY
+#define FAMILY "control"
+#include "ops/scan.def"
+#undef FAMILY
 #undef TG_OP
 };
 
