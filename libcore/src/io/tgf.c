@@ -286,6 +286,13 @@ static json_object *function_entry(const tg_function *f, table *T) {
     put(o, "compile_seconds", json_object_new_double(f->compile_seconds), &ok);
     put(o, "optimize_seconds", json_object_new_double(f->record.seconds), &ok);
     put(o, "no_gc", json_object_new_boolean(f->no_gc), &ok);
+    /* The outputs' declared ids: a rewrite may have replaced an output
+     * variable by one with another id (a folded constant, a scan output's
+     * reader rebuilt), and the caller asks for outputs by the ids it
+     * declared. */
+    json_object *oids = json_object_new_array();
+    for (int k = 0; k < f->fg->nout; k++) push(oids, str(f->out_ids[k]), &ok);
+    put(o, "output_ids", oids, &ok);
     if (!ok || T->oom) {
         json_object_put(o);
         return NULL;
@@ -952,6 +959,23 @@ static tg_function *restore_function(tg_tgf *t, json_object *jf, int i, tg_ctx *
     f = tg_function_link_fgraph(g->funcs[0].name, fg, jno && json_object_get_boolean(jno), ctx);
     fg = NULL;
     if (!f) goto fail;
+    json_object *joids = get(jf, "output_ids", json_type_array);
+    if (joids) {
+        if ((int)json_object_array_length(joids) != f->fg->nout) {
+            tg_errorf(ctx, TG_ELOAD, "%s.output_ids: expected %d ids, one per output", what, f->fg->nout);
+            goto fail;
+        }
+        for (int k = 0; k < f->fg->nout; k++) {
+            json_object *e = json_object_array_get_idx(joids, (size_t)k);
+            char *id = json_object_is_type(e, json_type_string) ? tg_strdup(json_object_get_string(e)) : NULL;
+            if (!id) {
+                tg_errorf(ctx, TG_ELOAD, "%s.output_ids[%d]: expected a string", what, k);
+                goto fail;
+            }
+            tg_free(f->out_ids[k]);
+            f->out_ids[k] = id;
+        }
+    }
     json_object *jrw = NULL;
     json_object_object_get_ex(jf, "rewrites", &jrw);
     if (restore_record(f, jrw, what, ctx)) goto fail;
