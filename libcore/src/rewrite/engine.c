@@ -35,7 +35,7 @@ static const pass_def passes[] = {
 enum { NPASSES = (int)(sizeof passes / sizeof passes[0]) };
 
 /* Group tags that name several rules, beyond pass and rule names. */
-static const char *const group_tags[] = {"constant_folding", "gemm", "fusion",
+static const char *const group_tags[] = {"constant_folding", "gemm", "fusion", "fill",
                                          "inplace", "merge", NULL};
 
 struct tg_rw {
