@@ -256,6 +256,23 @@ static void test_run_errors(void **state) {
                                                  "attrs": {"axis": 0}}],
                                       "inputs": ["b.v"], "outputs": ["b.w"]}}}],
         "functions": {"main": {"inputs": ["v0", "n"], "outputs": ["v"]}}});
+    /* An error inside the body: the scan node, the step, the body's node. */
+    const char *div = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [null]}}],
+        "nodes": [{"op": "scan", "inputs": ["x"], "outputs": ["y"], "name": "divider",
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                             "n_nonrecurrent": 1, "n_non_sequences": 0, "has_n_steps": false, "has_until": false,
+                             "body": {"variables": [{"id": "b.x", "type": {"dtype": "int64", "shape": []}}],
+                                      "nodes": [{"op": "int_div", "inputs": [{"value": 10}, "b.x"], "outputs": ["b.q"]}],
+                                      "inputs": ["b.x"], "outputs": ["b.q"]}}}],
+        "functions": {"main": {"inputs": ["x"], "outputs": ["y"]}}});
+    int64_t four = 4;
+    tg_array *xd = tg_array_new(TG_INT64, 1, &four);
+    int64_t *xp = tg_array_data(xd);
+    xp[0] = 1, xp[1] = 2, xp[2] = 0, xp[3] = 4;
+    call_fail(div, &xd, (const char *[]){"scan 'divider' -> y", "step 2, in the body: nodes[0] (int_div -> b.q)",
+                                         "division by zero", NULL});
+    tg_array_free(xd);
     double v0[2] = {1, 2};
     tg_array *in2[2] = {vec(2, v0), i64(3)};
     call_fail(grow, in2, (const char *[]){"scan", "-> v", "step 0", "(4,)", "(2,)", NULL});

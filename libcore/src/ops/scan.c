@@ -489,7 +489,7 @@ int tg_scan_compile_body(tg_node *n, tg_ctx *ctx) {
     tg_compile_options o = {.preset = "fast_run", .device = "cpu", .no_gc = true};
     p->fn = tg_function_compile(p->body, 0, &o, ctx);
     if (!p->fn) {
-        tg_error_prefix(ctx, "compiling the body: ");
+        tg_error_prefix(ctx, "compiling the body");
         return ctx ? ctx->status : TG_ELOAD;
     }
     /* Each step's outputs land in their rows through windows (below): an
@@ -708,7 +708,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             w->armed = true;
         }
         if ((rc = tg_function_run_bound(f, ctx))) {
-            tg_error_prefix(ctx, "step %" PRId64 ": ", t);
+            tg_error_prefix(ctx, "step %" PRId64 ", in the body", t);
             goto done;
         }
         /* Land each output in its row. */
