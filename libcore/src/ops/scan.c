@@ -594,7 +594,26 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         tg_array_free(src);
         if (rc) goto done;
     }
-    for (int k = 0; k < p->nnr; k++) sb[p->nrec + k].nd = n->outputs[p->nrec + k]->type.ndim - 1;
+    for (int k = 0; k < p->nnr; k++) {
+        /* A non-recurrent output whose per-step shape is static gets its
+         * stack now (its first step lands in place too); otherwise after
+         * step 0 gives the shape. */
+        stack_buf *s = &sb[p->nrec + k];
+        const tg_type *ot = &n->outputs[p->nrec + k]->type;
+        s->nd = ot->ndim - 1;
+        bool known = T > 0;
+        for (int d = 0; d < s->nd; d++) known &= ot->shape[d + 1] >= 0;
+        if (!known) continue;
+        memcpy(s->row, ot->shape + 1, sizeof(int64_t) * (size_t)s->nd);
+        int64_t sz = tg_shape_size(s->nd, s->row);
+        if (sz < 0) {
+            rc = tg_errorf(ctx, TG_ESHAPE, "output %d: a step is too large", p->nrec + k);
+            goto done;
+        }
+        s->rowbytes = tg_isize(ot->dtype) * (size_t)sz;
+        s->have_row = true;
+        if ((rc = stack_alloc(s, ot->dtype, cap, ctx))) goto done;
+    }
 
     /* The body's inputs: views made once, moved along the rows each
      * step. The nested function's input slots own them during the run. */
