@@ -535,6 +535,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
 
     /* The number of steps. */
     int64_t T = INT64_MAX;
+    p->copies = 0;
     if (p->has_n) {
         T = tg_load_i64(in[0]->dtype, in[0]->data);
         if (T < 0)
@@ -758,6 +759,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             tg_window *w = tg_buffer_window(a->buf);
             if (w) w->armed = false;
             if (s->rowbytes && a->data != stack_row(s, s->lead + t)) {
+                p->copies++;
                 if (tg_array_is_contiguous(a)) {
                     memcpy(stack_row(s, s->lead + t), a->data, s->rowbytes);
                 } else {

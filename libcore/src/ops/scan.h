@@ -25,7 +25,8 @@ typedef struct scan_p {
     tg_graph *body;            /* parsed when loaded */
     tg_function *fn;           /* compiled when first run */
     bool win_ok[SCAN_MAX_IO];
-    double step_flops, step_bytes; /* the last run's last step (profiler) */  /* body output o may be written through a window */
+    double step_flops, step_bytes; /* the last run's last step (profiler) */
+    int64_t copies;                /* rows the last run copied (not landed in place) */  /* body output o may be written through a window */
 } scan_p;
 
 /* The body input of tap q of sequence i / of recurrent output j, and of
