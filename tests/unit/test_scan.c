@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/scan.h"
 #include "testutil.h"
+#include "vm/vm.h"
 
 #define J(...) #__VA_ARGS__
 
@@ -103,6 +105,15 @@ static const char *MIX = J({"format": "tg-graph", "version": 1,
                            "outputs": ["b.h", "b.y", "b.z"]}}}],
     "functions": {"main": {"inputs": ["x", "h0", "y0", "w"], "outputs": ["h", "y", "z"]}}});
 
+/* Rows the scan node of f copied in its last run instead of having the
+ * body's kernel write them in place. */
+static int64_t scan_copies(const tg_function *f) {
+    for (int k = 0; k < f->nsched; k++)
+        if (!strcmp(f->sched[k].op->name, "scan")) return ((const scan_p *)f->sched[k].node->a.extra)->copies;
+    fail_msg("no scan node");
+    return -1;
+}
+
 static void run_mix(bool back) {
     char *json = strdup(MIX);
     char *at = strstr(json, "GOBACK");
@@ -115,6 +126,15 @@ static void run_mix(bool back) {
     tg_array *in[4] = {mat(L, 2, x), mat(3, 2, h0), vec(2, y0), tg_array_new_scalar(TG_FLOAT64, w)};
     tg_array *out[3];
     tu_call(g, "main", in, out);
+    /* Every step of every output landed in its row: nothing copied. */
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    tg_array *o2[3];
+    assert_int_equal(tg_function_call(f, in, o2, ctx), 0);
+    assert_int_equal(scan_copies(f), 0);
+    for (int i = 0; i < 3; i++) tg_array_free(o2[i]);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
     /* span 3: L - 3 steps; step t reads x rows t+2-2, t+2, t+3 */
     const int T = L - 3;
     double xs[L * 2];
@@ -256,6 +276,23 @@ static void test_run_errors(void **state) {
                                                  "attrs": {"axis": 0}}],
                                       "inputs": ["b.v"], "outputs": ["b.w"]}}}],
         "functions": {"main": {"inputs": ["v0", "n"], "outputs": ["v"]}}});
+    /* An error inside the body: the scan node, the step, the body's node. */
+    const char *div = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [null]}}],
+        "nodes": [{"op": "scan", "inputs": ["x"], "outputs": ["y"], "name": "divider",
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                             "n_nonrecurrent": 1, "n_non_sequences": 0, "has_n_steps": false, "has_until": false,
+                             "body": {"variables": [{"id": "b.x", "type": {"dtype": "int64", "shape": []}}],
+                                      "nodes": [{"op": "int_div", "inputs": [{"value": 10}, "b.x"], "outputs": ["b.q"]}],
+                                      "inputs": ["b.x"], "outputs": ["b.q"]}}}],
+        "functions": {"main": {"inputs": ["x"], "outputs": ["y"]}}});
+    int64_t four = 4;
+    tg_array *xd = tg_array_new(TG_INT64, 1, &four);
+    int64_t *xp = tg_array_data(xd);
+    xp[0] = 1, xp[1] = 2, xp[2] = 0, xp[3] = 4;
+    call_fail(div, &xd, (const char *[]){"scan 'divider' -> y", "step 2, in the body: nodes[0] (int_div -> b.q)",
+                                         "division by zero", NULL});
+    tg_array_free(xd);
     double v0[2] = {1, 2};
     tg_array *in2[2] = {vec(2, v0), i64(3)};
     call_fail(grow, in2, (const char *[]){"scan", "-> v", "step 0", "(4,)", "(2,)", NULL});
@@ -342,6 +379,15 @@ static void test_view_outputs(void **state) {
     int64_t s3[3] = {3, 2, 4};
     tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 3, s3, x), vec(2, h0)}, *out[2];
     tu_call(g, "main", in, out);
+    /* Both outputs are copied each step (4 steps, 2 outputs). */
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    tg_array *o2[2];
+    assert_int_equal(tg_function_call(f, in, o2, ctx), 0);
+    assert_int_equal(scan_copies(f), 8);
+    for (int i = 0; i < 2; i++) tg_array_free(o2[i]);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
     /* xt = x.transpose(2, 1, 0): shape (4, 2, 3); step t's slice xt[t]
      * (2, 3), transposed back: v[t][a][b] = xt[t][b][a] = x[a][b][t]. */
     double H[8], V[4 * 3 * 2];
@@ -443,6 +489,7 @@ static void test_no_alloc_per_step(void **state) {
         tg_array_free(out[0]);
         tg_array_free(out[1]);
     }
+    assert_int_equal(scan_copies(f), 0);
     if (counts[1] != counts[0])
         fail_msg("4 steps: %ld allocations, 400 steps: %ld", counts[0], counts[1]);
     for (int i = 0; i < 3; i++) tg_array_free(in[i]);

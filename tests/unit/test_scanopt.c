@@ -641,6 +641,10 @@ static void run_bptt(bool with_x) {
      * tap 1; its x-projection is the forward one's. */
     assert_true(fired(opt, "scan_push_seq") >= 3);
     assert_true(fired(opt, "slice_product_reuse") >= 1);
+    /* The weights' gradients, accumulated in the reverse loop, are sums
+     * of per-step products, then one product each outside. */
+    assert_true(fired(opt, "scan_acc_sum") >= 2);
+    assert_true(fired(opt, "scan_drop_recurrent") >= 2);
     /* The reverse loop takes h_{t-1} @ U from the forward loop. */
     assert_true(fired(opt, "scan_reuse_step_product") >= 1);
     if (with_x)

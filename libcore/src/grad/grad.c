@@ -110,7 +110,7 @@ tg_node *tg_gb_node(tg_gb *b, const char *opname, int nin, tg_var *const *in, in
         return NULL;
     }
     if ((op->parse_attrs && op->parse_attrs(n, b->ctx)) || op->infer(n, b->ctx)) {
-        tg_error_prefix(b->ctx, "gradient node %s: ", opname);
+        tg_error_prefix(b->ctx, "gradient node %s", opname);
         return NULL;
     }
     return n;

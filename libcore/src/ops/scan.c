@@ -543,7 +543,7 @@ int tg_scan_compile_body(tg_node *n, tg_ctx *ctx) {
     tg_compile_options o = {.preset = "fast_run", .device = "cpu", .no_gc = true};
     p->fn = tg_function_compile(p->body, 0, &o, ctx);
     if (!p->fn) {
-        tg_error_prefix(ctx, "compiling the body: ");
+        tg_error_prefix(ctx, "compiling the body");
         return ctx ? ctx->status : TG_ELOAD;
     }
     /* Each step's outputs land in their rows through windows (below): an
@@ -589,6 +589,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
 
     /* The number of steps. */
     int64_t T = INT64_MAX;
+    p->copies = 0;
     if (p->has_n) {
         T = tg_load_i64(in[0]->dtype, in[0]->data);
         if (T < 0)
@@ -649,7 +650,26 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         tg_array_free(src);
         if (rc) goto done;
     }
-    for (int k = 0; k < p->nnr; k++) sb[p->nrec + k].nd = n->outputs[p->nrec + k]->type.ndim - 1;
+    for (int k = 0; k < p->nnr; k++) {
+        /* A non-recurrent output whose per-step shape is static gets its
+         * stack now (its first step lands in place too); otherwise after
+         * step 0 gives the shape. */
+        stack_buf *s = &sb[p->nrec + k];
+        const tg_type *ot = &n->outputs[p->nrec + k]->type;
+        s->nd = ot->ndim - 1;
+        bool known = T > 0;
+        for (int d = 0; d < s->nd; d++) known &= ot->shape[d + 1] >= 0;
+        if (!known) continue;
+        memcpy(s->row, ot->shape + 1, sizeof(int64_t) * (size_t)s->nd);
+        int64_t sz = tg_shape_size(s->nd, s->row);
+        if (sz < 0) {
+            rc = tg_errorf(ctx, TG_ESHAPE, "output %d: a step is too large", p->nrec + k);
+            goto done;
+        }
+        s->rowbytes = tg_isize(ot->dtype) * (size_t)sz;
+        s->have_row = true;
+        if ((rc = stack_alloc(s, ot->dtype, cap, ctx))) goto done;
+    }
 
     /* The body's inputs: views made once, moved along the rows each
      * step. The nested function's input slots own them during the run. */
@@ -767,7 +787,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             w->armed = true;
         }
         if ((rc = tg_function_run_bound(f, ctx))) {
-            tg_error_prefix(ctx, "step %" PRId64 ": ", t);
+            tg_error_prefix(ctx, "step %" PRId64 ", in the body", t);
             goto done;
         }
         /* Land each output in its row. */
@@ -799,6 +819,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             tg_window *w = tg_buffer_window(a->buf);
             if (w) w->armed = false;
             if (s->rowbytes && a->data != stack_row(s, s->lead + t)) {
+                p->copies++;
                 if (tg_array_is_contiguous(a)) {
                     memcpy(stack_row(s, s->lead + t), a->data, s->rowbytes);
                 } else {

@@ -721,6 +721,8 @@ const tg_rw_rule tg_rw_rules[] = {
     {"scan_push_seq", "scan", NULL, "scan", tg_rw_scan_push_seq},
     {"scan_keep_last", "scan", NULL, "scan", tg_rw_scan_keep_last},
     {"scan_merge", "scan", NULL, "scan", tg_rw_scan_merge},
+    {"scan_acc_sum", "scan", NULL, "scan", tg_rw_scan_acc_sum},
+    {"scan_drop_recurrent", "scan", NULL, "scan", tg_rw_scan_drop_recurrent},
     {"scan_sum_dot", "scan", NULL, "scan", tg_rw_scan_sum_dot},
     {"scan_pull_out", "scan", NULL, "scan", tg_rw_scan_pull_out},
     {"scan_prune", "scan", NULL, "scan", tg_rw_scan_prune},

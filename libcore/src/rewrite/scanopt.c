@@ -1253,6 +1253,158 @@ static int scan_reuse_step_product(tg_rw *rw, tg_node *n) {
     return 1;
 }
 
+/* ---- accumulators: scan_acc_sum, scan_drop_recurrent ---- */
+
+/* Provably zeros: zeros_like(..), alloc(0, ..), or an all-zero constant. */
+static bool is_zeros(const tg_var *v) {
+    if (tg_rw_is_const_value(v, 0)) return true;
+    if (tg_rw_producer(v, "zeros_like")) return true;
+    tg_node *a = tg_rw_producer(v, "alloc");
+    return a && tg_rw_is_const_value(a->inputs[0], 0);
+}
+
+/* How many body nodes read v (and is it a body output?). */
+static int readers(const scan_io *s, const tg_var *v, tg_node **one) {
+    int c = 0;
+    for (int i = 0; i < s->bg->nnodes; i++)
+        for (int k = 0; k < s->bg->nodes[i]->nin; k++)
+            if (s->bg->nodes[i]->inputs[k] == v) {
+                c++;
+                if (one) *one = s->bg->nodes[i];
+                break;
+            }
+    return c;
+}
+
+/* Recurrent output j is an accumulator acc_t = acc_{t-1} + e_t: its one
+ * tap's input feeds only that add, whose result is only output j. The
+ * add (e_t returned through *e), or NULL. */
+static tg_node *accumulator(const scan_io *s, int j, tg_var **e) {
+    scan_p *p = s->p;
+    if (!p->out_flat[j]) return NULL;
+    tg_var *hp = s->fd->inputs[tg_scan_bin_rec(p, j, 0)];
+    tg_node *P = NULL;
+    if (readers(s, hp, &P) != 1 || is_body_output(s, hp) || body_input_index(s, hp) != tg_scan_bin_rec(p, j, 0))
+        return NULL;
+    tg_var *x = through_identity(s->fd->outputs[j]);
+    if (x->owner != P || strcmp(P->op->name, "add") || P->nin != 2 || read_elsewhere(s, x, j)) return NULL;
+    int k = P->inputs[0] == hp ? 1 : P->inputs[1] == hp ? 0 : -1;
+    if (k < 0 || P->inputs[k] == hp || P->inputs[k]->type.dtype != x->type.dtype ||
+        P->inputs[k]->type.ndim != x->type.ndim)
+        return NULL;
+    *e = P->inputs[k];
+    return P;
+}
+
+/* An accumulator from zeros read only as sum(acc[-1:], axis=0) (BPTT's
+ * non-sequence gradients) is the sum of its increments: they become a
+ * non-recurrent output E and the reader sum(E, axis=0), which
+ * scan_sum_dot turns into one product when the increment is a_t^T b_t;
+ * the accumulator, then unread, goes (scan_drop_recurrent). */
+static int scan_acc_sum(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    for (int j = 0; j < p->nrec; j++) {
+        tg_var *O = n->outputs[j], *e;
+        if (!O->nclients || O->nclients > 16 || !is_zeros(n->inputs[s.base_init + j]) || !accumulator(&s, j, &e))
+            continue;
+        tg_node *sums[64];
+        int ns = 0;
+        bool ok = true;
+        for (int c = 0; c < O->nclients && ok; c++) {
+            tg_node *sub = O->clients[c].node;
+            ok = sub && !strcmp(sub->op->name, "subtensor") && sub->nin == 1 && sub->a.nindex == 1;
+            if (!ok) break;
+            const tg_index_entry *ie = &sub->a.index[0];
+            ok = ie->is_slice && ie->given[0] && ie->dyn[0] < 0 && ie->v[0] == -1 && !ie->given[1] &&
+                 (!ie->given[2] || (ie->dyn[2] < 0 && ie->v[2] == 1));
+            tg_var *sv = sub->outputs[0];
+            for (int k = 0; ok && k < sv->nclients; k++) {
+                tg_node *sm = sv->clients[k].node;
+                ok = sm && sum_axis0(sm) && ns < 64;
+                if (ok) sums[ns++] = sm;
+            }
+            ok = ok && sv->nclients > 0;
+        }
+        if (!ok || !ns) continue;
+        int at;
+        tg_node *G = reoutput(rw, n, &s, -1, NULL, &e, 1, &at);
+        if (!G) return err_status(rw);
+        tg_var *R = tg_rw_op1(rw, "sum", G->outputs[at], "{\"axis\": 0}");
+        if (!R) return err_status(rw);
+        for (int k = 0; k < ns; k++) {
+            int rc;
+            if ((rc = tg_rw_match(rw, sums[k])) || (rc = tg_rw_replace(rw, sums[k]->outputs[0], R))) return rc;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* A recurrent output nobody reads, whose past values feed only its own
+ * next value (an accumulator left unread), stops being an output: its
+ * initial state, taps and body output go. */
+static int scan_drop_recurrent(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    if (p->nrec + p->nnr < 2) return 0;
+    for (int j = 0; j < p->nrec; j++) {
+        tg_var *e;
+        if (n->outputs[j]->nclients || !accumulator(&s, j, &e)) continue;
+        json_object *attrs = attrs_copy(n);
+        tg_var **ins = tg_calloc((size_t)n->nin + 1, sizeof *ins);
+        int map[SCAN_MAX_IO], rc = TG_OK;
+        if (!attrs || !ins) {
+            json_object_put(attrs);
+            tg_free(ins);
+            return TG_ENOMEM;
+        }
+        json_object *body = jget(attrs, "body");
+        int b = tg_scan_bin_rec(p, j, 0);
+        /* The add and the identities up to output j go with it. */
+        bool *drop = tg_calloc((size_t)s.bg->nnodes + 1, sizeof *drop);
+        if (!drop) {
+            json_object_put(attrs);
+            tg_free(ins);
+            return TG_ENOMEM;
+        }
+        for (tg_var *v = s.fd->outputs[j]; v->owner;) {
+            for (int i = 0; i < s.bg->nnodes; i++)
+                if (s.bg->nodes[i] == v->owner) drop[i] = true;
+            if (strcmp(v->owner->op->name, "identity")) break;
+            v = v->owner->inputs[0];
+        }
+        rc = body_drop_nodes(body, &s, drop);
+        tg_free(drop);
+        if (rc) {
+            json_object_put(attrs);
+            tg_free(ins);
+            return rc;
+        }
+        body_undeclare(body, s.fd->inputs[b]->id);
+        json_object_array_del_idx(jget(body, "inputs"), (size_t)b, 1);
+        json_object_array_del_idx(jget(body, "outputs"), (size_t)j, 1);
+        json_object_array_del_idx(jget(attrs, "output_taps"), (size_t)j, 1);
+        json_object *jk = jget(attrs, "keep_last");
+        if (jk && json_object_is_type(jk, json_type_array)) json_object_array_del_idx(jk, (size_t)j, 1);
+        set_int(attrs, "n_recurrent", p->nrec - 1);
+        int ni = 0;
+        for (int i = 0; i < n->nin; i++)
+            if (i != s.base_init + j) ins[ni++] = n->inputs[i];
+        for (int o = 0; o < n->nout; o++) map[o] = o < j ? o : o - 1;
+        tg_node *m = scan_build(rw, attrs, ni, ins, n->nout - 1);
+        json_object_put(attrs);
+        tg_free(ins);
+        if (!m) return err_status(rw);
+        for (int o = 0; o < n->nout && !rc; o++)
+            if (o != j && n->outputs[o]->nclients) rc = tg_rw_replace(rw, n->outputs[o], m->outputs[map[o]]);
+        return rc ? rc : 1;
+    }
+    return 0;
+}
+
 /* ---- the rules (listed in rules.c's table) ---- */
 
 int tg_rw_scan_inline(tg_rw *rw, tg_node *n) { return scan_inline(rw, n); }
@@ -1266,3 +1418,5 @@ int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n) { return scan_sum_dot(rw, n); }
 int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n) { return scan_drop_outputs(rw, n); }
 int tg_rw_slice_product_reuse(tg_rw *rw, tg_node *n) { return slice_product_reuse(rw, n); }
 int tg_rw_scan_reuse_step_product(tg_rw *rw, tg_node *n) { return scan_reuse_step_product(rw, n); }
+int tg_rw_scan_acc_sum(tg_rw *rw, tg_node *n) { return scan_acc_sum(rw, n); }
+int tg_rw_scan_drop_recurrent(tg_rw *rw, tg_node *n) { return scan_drop_recurrent(rw, n); }
