@@ -866,6 +866,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             }
         }
     }
+    p->last_steps = t;
     if (t > 0) {
         /* The cost of the last step, while its values are still in the
          * body's slots: what the profiler reports, times the steps. */
@@ -929,7 +930,8 @@ static void scan_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
                       double *bytes) {
     const scan_p *p = n->a.extra;
     TG_UNUSED(in);
-    double steps = out[0] ? (double)out[0]->shape[0] : 0;
+    /* With keep_last the outputs hold fewer rows than steps ran. */
+    double steps = p->has_keep ? (double)p->last_steps : out[0] ? (double)out[0]->shape[0] : 0;
     *flops = steps * p->step_flops;
     *bytes = steps * p->step_bytes;
 }

@@ -30,6 +30,7 @@ typedef struct scan_p {
      * keeps only its last keep[o] steps (0: all), in a ring of rows. */
     int64_t keep[SCAN_MAX_IO];
     bool has_keep;
+    int64_t last_steps; /* steps of the last run (the profiler's, with keep_last) */
     int64_t copies;                /* rows the last run copied (not landed in place) */
 } scan_p;
 
