@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "vm/vm.h"
@@ -421,6 +422,55 @@ static void test_keep_ring(void **state) {
     tg_graph_free(g);
 }
 
+/* A rewrite that rebuilds an output's reader (keep_last) changes the
+ * output variable's id: a saved and restored function, and its export,
+ * still answer to the declared id. */
+static void test_keep_last_saved(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(RING);
+    tg_function *f = compile(g, "fast_run");
+    assert_true(fired(f, "scan_keep_last") >= 1);
+    assert_string_equal(tg_function_output_id(f, 0), "zl");
+    char path[] = "/tmp/tg-scanopt-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf_save_info info = {0};
+    assert_int_equal(tg_tgf_save(path, &f, 1, &info, ctx), 0);
+    tg_tgf *t = tg_tgf_load(path, NULL, ctx);
+    assert_non_null(t);
+    assert_string_equal(tg_function_output_id(tg_tgf_function(t, 0), 0), "zl");
+    char *text = tg_tgf_export(t, 0, ctx);
+    assert_non_null(text);
+    tg_graph *e = tu_load(text);
+    tg_function *fe = compile(e, "none");
+    assert_string_equal(tg_function_output_id(fe, 0), "zl");
+    /* The three agree. */
+    double x[8] = {0.5, -1, 0.25, 2, -0.75, 1, 0.1, 0.3}, h0[6] = {1, -1, 0.5, 2, -0.25, 0.75};
+    tg_array *in[3] = {tu_f64(2, (int64_t[]){4, 2}, x), tu_f64(2, (int64_t[]){3, 2}, h0),
+                       tg_array_new(TG_INT64, 0, NULL)};
+    *(int64_t *)tg_array_data(in[2]) = 4;
+    tg_array *o1, *o2, *o3;
+    call(f, in, &o1);
+    call(tg_tgf_function(t, 0), in, &o2);
+    call(fe, in, &o3);
+    tu_assert_close(o2, o1, 0, 0);
+    tu_assert_close(o3, o1, 0, 0);
+    tg_array_free(o1);
+    tg_array_free(o2);
+    tg_array_free(o3);
+    free_all(in, 3);
+    tg_string_free(text);
+    tg_function_free(fe);
+    tg_graph_free(e);
+    tg_tgf_free(t);
+    tg_ctx_free(ctx);
+    unlink(path);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* until: p[t] = 2 p[t-1] until p > 100; only the last value read. */
 static const char *UNTIL = J({"format": "tg-graph", "version": 1,
     "variables": [{"id": "p0", "type": {"dtype": "float64", "shape": []}}],
@@ -760,6 +810,7 @@ int main(void) {
         cmocka_unit_test(test_keep_last),
         cmocka_unit_test(test_keep_ring),
         cmocka_unit_test(test_keep_until),
+        cmocka_unit_test(test_keep_last_saved),
         cmocka_unit_test(test_keep_last_attr),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_bptt_weights),
