@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/scan.h"
 #include "testutil.h"
+#include "vm/vm.h"
 
 #define J(...) #__VA_ARGS__
 
@@ -103,6 +105,15 @@ static const char *MIX = J({"format": "tg-graph", "version": 1,
                            "outputs": ["b.h", "b.y", "b.z"]}}}],
     "functions": {"main": {"inputs": ["x", "h0", "y0", "w"], "outputs": ["h", "y", "z"]}}});
 
+/* Rows the scan node of f copied in its last run instead of having the
+ * body's kernel write them in place. */
+static int64_t scan_copies(const tg_function *f) {
+    for (int k = 0; k < f->nsched; k++)
+        if (!strcmp(f->sched[k].op->name, "scan")) return ((const scan_p *)f->sched[k].node->a.extra)->copies;
+    fail_msg("no scan node");
+    return -1;
+}
+
 static void run_mix(bool back) {
     char *json = strdup(MIX);
     char *at = strstr(json, "GOBACK");
@@ -115,6 +126,15 @@ static void run_mix(bool back) {
     tg_array *in[4] = {mat(L, 2, x), mat(3, 2, h0), vec(2, y0), tg_array_new_scalar(TG_FLOAT64, w)};
     tg_array *out[3];
     tu_call(g, "main", in, out);
+    /* Every step of every output landed in its row: nothing copied. */
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    tg_array *o2[3];
+    assert_int_equal(tg_function_call(f, in, o2, ctx), 0);
+    assert_int_equal(scan_copies(f), 0);
+    for (int i = 0; i < 3; i++) tg_array_free(o2[i]);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
     /* span 3: L - 3 steps; step t reads x rows t+2-2, t+2, t+3 */
     const int T = L - 3;
     double xs[L * 2];
@@ -256,6 +276,23 @@ static void test_run_errors(void **state) {
                                                  "attrs": {"axis": 0}}],
                                       "inputs": ["b.v"], "outputs": ["b.w"]}}}],
         "functions": {"main": {"inputs": ["v0", "n"], "outputs": ["v"]}}});
+    /* An error inside the body: the scan node, the step, the body's node. */
+    const char *div = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [null]}}],
+        "nodes": [{"op": "scan", "inputs": ["x"], "outputs": ["y"], "name": "divider",
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                             "n_nonrecurrent": 1, "n_non_sequences": 0, "has_n_steps": false, "has_until": false,
+                             "body": {"variables": [{"id": "b.x", "type": {"dtype": "int64", "shape": []}}],
+                                      "nodes": [{"op": "int_div", "inputs": [{"value": 10}, "b.x"], "outputs": ["b.q"]}],
+                                      "inputs": ["b.x"], "outputs": ["b.q"]}}}],
+        "functions": {"main": {"inputs": ["x"], "outputs": ["y"]}}});
+    int64_t four = 4;
+    tg_array *xd = tg_array_new(TG_INT64, 1, &four);
+    int64_t *xp = tg_array_data(xd);
+    xp[0] = 1, xp[1] = 2, xp[2] = 0, xp[3] = 4;
+    call_fail(div, &xd, (const char *[]){"scan 'divider' -> y", "step 2, in the body: nodes[0] (int_div -> b.q)",
+                                         "division by zero", NULL});
+    tg_array_free(xd);
     double v0[2] = {1, 2};
     tg_array *in2[2] = {vec(2, v0), i64(3)};
     call_fail(grow, in2, (const char *[]){"scan", "-> v", "step 0", "(4,)", "(2,)", NULL});
@@ -316,6 +353,57 @@ static void test_load_errors(void **state) {
     load_fail(j2, (const char *[]){"attrs.body.variables[2]", "'b.S' is shared", NULL});
     free(j1);
     free(j2);
+}
+
+/* Outputs that are views of the body's inputs (a transpose of the step's
+ * slice) or a body input itself (the state passed through unchanged), and
+ * a strided (transposed) sequence: each lands in its row by a copy. */
+static void test_view_outputs(void **state) {
+    (void)state;
+    const char *json = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3, 2, 4]}},
+                      {"id": "h0", "type": {"dtype": "float64", "shape": [2]}}],
+        "nodes": [{"op": "transpose", "inputs": ["x"], "outputs": ["xt"], "attrs": {"axes": [2, 1, 0]}},
+                  {"op": "scan", "inputs": ["xt", "h0"], "outputs": ["h", "v"],
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                             "output_taps": [[-1]], "n_nonrecurrent": 1, "n_non_sequences": 0,
+                             "has_n_steps": false, "has_until": false,
+                             "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [2, 3]}},
+                                                    {"id": "b.h", "type": {"dtype": "float64", "shape": [2]}}],
+                                      "nodes": [{"op": "transpose", "inputs": ["b.x"], "outputs": ["b.t"]}],
+                                      "inputs": ["b.x", "b.h"], "outputs": ["b.h", "b.t"]}}}],
+        "functions": {"main": {"inputs": ["x", "h0"], "outputs": ["h", "v"]}}});
+    tg_graph *g = tu_load(json);
+    double x[24], h0[2] = {3.5, -1};
+    for (int i = 0; i < 24; i++) x[i] = i;
+    int64_t s3[3] = {3, 2, 4};
+    tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 3, s3, x), vec(2, h0)}, *out[2];
+    tu_call(g, "main", in, out);
+    /* Both outputs are copied each step (4 steps, 2 outputs). */
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    tg_array *o2[2];
+    assert_int_equal(tg_function_call(f, in, o2, ctx), 0);
+    assert_int_equal(scan_copies(f), 8);
+    for (int i = 0; i < 2; i++) tg_array_free(o2[i]);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    /* xt = x.transpose(2, 1, 0): shape (4, 2, 3); step t's slice xt[t]
+     * (2, 3), transposed back: v[t][a][b] = xt[t][b][a] = x[a][b][t]. */
+    double H[8], V[4 * 3 * 2];
+    for (int t = 0; t < 4; t++) {
+        H[t * 2] = 3.5;
+        H[t * 2 + 1] = -1;
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 2; b++) V[(t * 3 + a) * 2 + b] = x[(a * 2 + b) * 4 + t];
+    }
+    expect(out[0], 2, (int64_t[]){4, 2}, H);
+    expect(out[1], 3, (int64_t[]){4, 3, 2}, V);
+    for (int i = 0; i < 2; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(out[i]);
+    }
+    tg_graph_free(g);
 }
 
 /* Steps allocate nothing in steady state: a call of 400 steps makes as
@@ -401,6 +489,7 @@ static void test_no_alloc_per_step(void **state) {
         tg_array_free(out[0]);
         tg_array_free(out[1]);
     }
+    assert_int_equal(scan_copies(f), 0);
     if (counts[1] != counts[0])
         fail_msg("4 steps: %ld allocations, 400 steps: %ld", counts[0], counts[1]);
     for (int i = 0; i < 3; i++) tg_array_free(in[i]);
@@ -419,6 +508,7 @@ int main(void) {
         cmocka_unit_test(test_go_backwards), cmocka_unit_test(test_until),
         cmocka_unit_test(test_zero_steps), cmocka_unit_test(test_run_errors),
         cmocka_unit_test(test_load_errors), cmocka_unit_test(test_no_alloc_per_step),
+        cmocka_unit_test(test_view_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

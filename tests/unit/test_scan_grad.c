@@ -40,6 +40,9 @@ static void test_rnn(void **state) {
                         RNN_ATTRS("") "}," NA("subtensor", "h", "hl", J({"index": [-1]})) "," COST("hl"),
                         -1, 1);
     /* truncate_gradient at least the number of steps: the full gradient. */
+    fails += check_case("rnn_backwards_truncate_ge_steps", V("x", "[4,2]") "," V("h0", "[2]") "," V("W", "[2,2]"),
+                        "{\"op\":\"scan\",\"inputs\":[\"x\",\"h0\",\"W\"],\"outputs\":[\"h\"],\"attrs\":"
+                        RNN_ATTRS(", \"truncate_gradient\": 9, \"go_backwards\": true") "}," COST("h"), -1, 1);
     fails += check_case("rnn_truncate_ge_steps", V("x", "[4,2]") "," V("h0", "[2]") "," V("W", "[2,2]"),
                         "{\"op\":\"scan\",\"inputs\":[\"x\",\"h0\",\"W\"],\"outputs\":[\"h\"],\"attrs\":"
                         RNN_ATTRS(", \"truncate_gradient\": 4") "}," COST("h"), -1, 1);

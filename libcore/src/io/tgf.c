@@ -28,6 +28,7 @@
 
 #include "io/io.h"
 #include "io/tgf.h"
+#include "ops/op.h"
 #include "tg/tgf.h"
 #include "vm/vm.h"
 
@@ -1421,12 +1422,73 @@ char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx) {
         return NULL;
     }
     fview fv;
-    if (fview_check(t->fns[i], ctx)) return NULL;
-    if (fview_init(&fv, t->fns[i])) {
+    const tg_function *f = t->fns[i];
+    if (fview_check(f, ctx)) return NULL;
+    if (fview_init(&fv, f)) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
     }
-    char *s = tg_graph_to_string(&fv.g, ctx);
+    /* An output a rewrite replaced by a variable of another id is written
+     * as identity(new) -> declared id, so that the exported function's
+     * outputs keep the names the file gave them (when no variable of the
+     * graph holds that id already). */
+    const tg_fgraph *fg = f->fg;
+    int nx = 0;
+    tg_node **xn = tg_calloc((size_t)fg->nout + 1, sizeof *xn);
+    tg_var **outs = tg_calloc((size_t)fg->nout + 1, sizeof *outs);
+    tg_var **vars = tg_calloc((size_t)(fv.g.nvars + fg->nout) + 1, sizeof *vars);
+    tg_node **nodes = tg_calloc((size_t)(fg->nnodes + fg->nout) + 1, sizeof *nodes);
+    const tg_op *idop = tg_op_find("identity");
+    char *s = NULL;
+    if (!xn || !outs || !vars || !nodes || !idop) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    memcpy(vars, fv.g.vars, sizeof *vars * (size_t)fv.g.nvars);
+    memcpy(nodes, fg->nodes, sizeof *nodes * (size_t)fg->nnodes);
+    memcpy(outs, fg->outputs, sizeof *outs * (size_t)fg->nout);
+    int nv = fv.g.nvars, nn = fg->nnodes;
+    for (int k = 0; k < fg->nout; k++) {
+        const char *want = f->out_ids[k];
+        if (!strcmp(want, fg->outputs[k]->id)) continue;
+        bool taken = false;
+        for (int j = 0; j < nv && !taken; j++) taken = !strcmp(vars[j]->id, want);
+        if (taken) continue;
+        tg_node *n = tg_node_new(idop, 1, 1);
+        tg_var *v = n ? tg_var_new(want, TG_VAR_RESULT) : NULL;
+        if (!v) {
+            tg_node_free(n);
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        v->type = fg->outputs[k]->type;
+        v->owner = n;
+        n->inputs[0] = fg->outputs[k];
+        n->outputs[0] = v;
+        xn[nx++] = n;
+        nodes[nn++] = n;
+        vars[nv++] = v;
+        outs[k] = v;
+    }
+    fv.g.vars = vars;
+    fv.g.nvars = nv;
+    fv.g.nodes = nodes;
+    fv.g.nnodes = nn;
+    fv.fd.outputs = outs;
+    s = tg_graph_to_string(&fv.g, ctx);
+done:
+    for (int k = 0; k < nx; k++) {
+        tg_var *v = xn[k]->outputs[0];
+        xn[k]->inputs[0] = NULL;
+        xn[k]->outputs[0] = NULL;
+        v->owner = NULL;
+        tg_var_free(v);
+        tg_node_free(xn[k]);
+    }
+    tg_free(xn);
+    tg_free(outs);
+    tg_free(vars);
+    tg_free(nodes);
     fview_free(&fv);
     return s;
 }

@@ -483,7 +483,11 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
         tg_str_addf(&sl, "        *(%s *)(p[%d] + i * s[%d]) = v%d;\n",
                     ctype_of(fg->outputs[k]->type.dtype), k, k, fg->outputs[k]->index);
     tg_str_addf(&sl, "    }\n");
-    tg_str_addf(&s, "    if (n >= %d) {\n#pragma omp parallel for schedule(static)\n    %s    } else {\n    %s    }\n}\n",
+    /* `omp simd` here too: a broadcast operand (stride 0) or a strided
+     * row must not make each element call the scalar tanhf, expf... (the
+     * vector variants gather; same libmvec functions as the contiguous
+     * loop, so the same values). */
+    tg_str_addf(&s, "    if (n >= %d) {\n#pragma omp parallel for simd schedule(static)\n    %s    } else {\n#pragma omp simd\n    %s    }\n}\n",
                 TG_COMPOSITE_PAR_MIN, sl.s ? sl.s : "", sl.s ? sl.s : "");
     if (loop.oom || sl.oom) s.oom = true;
     tg_str_free(&sl);

@@ -239,6 +239,28 @@ static int scan_parse_attrs(tg_node *n, tg_ctx *ctx) {
             goto fail;
         }
     }
+    /* keep_last: written by the optimizer (scan_keep_last) when only the
+     * last steps of an output are read. */
+    json_object *jk;
+    if (json_object_object_get_ex(n->attrs, "keep_last", &jk) && !json_object_is_type(jk, json_type_null)) {
+        int no = p->nrec + p->nnr;
+        if (!json_object_is_type(jk, json_type_array) || (int)json_object_array_length(jk) != no) {
+            rc = tg_errorf(ctx, TG_ELOAD, "attrs.keep_last: expected a list of %d integer%s (one "
+                           "per output: how many last steps it keeps, 0 for all)", no,
+                           no == 1 ? "" : "s");
+            goto fail;
+        }
+        for (int o = 0; o < no; o++) {
+            json_object *e = json_object_array_get_idx(jk, (size_t)o);
+            int64_t v = json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : -1;
+            if (v < 0) {
+                rc = tg_errorf(ctx, TG_ELOAD, "attrs.keep_last[%d]: expected an integer >= 0", o);
+                goto fail;
+            }
+            p->keep[o] = v;
+            p->has_keep |= v > 0;
+        }
+    }
     n->a.extra = p;
     return TG_OK;
 fail:
@@ -278,6 +300,12 @@ static int check_body_var(const tg_node *n, const tg_var *bv, const char *bwhere
     TG_UNUSED(n);
     return tg_errorf(ctx, TG_ETYPE, "attrs.body.%s[%d] '%s' is %s, but %s gives %s", bwhere, bi,
                      bv->id, got, what, want);
+}
+
+/* The static number of rows of output o over `steps` steps (-1 unknown). */
+static int64_t kept_rows(const scan_p *p, int o, int64_t steps) {
+    if (!p->keep[o]) return steps;
+    return steps >= 0 && steps < p->keep[o] ? steps : steps >= 0 ? p->keep[o] : -1;
 }
 
 static int scan_infer(tg_node *n, tg_ctx *ctx) {
@@ -384,7 +412,7 @@ static int scan_infer(tg_node *n, tg_ctx *ctx) {
         int64_t shp[TG_MAX_NDIM];
         if (nd + 1 > TG_MAX_NDIM)
             return tg_errorf(ctx, TG_ESHAPE, "attrs.body.outputs[%d]: too many dimensions to stack", j);
-        shp[0] = steps;
+        shp[0] = kept_rows(p, j, steps);
         for (int d = 0; d < nd; d++) shp[d + 1] = bo->type.shape[d] >= 0 ? bo->type.shape[d] : row[d];
         tg_set_out_type(n, j, bo->type.dtype, nd + 1, shp);
     }
@@ -405,7 +433,7 @@ static int scan_infer(tg_node *n, tg_ctx *ctx) {
             return tg_errorf(ctx, TG_ESHAPE, "attrs.body.outputs[%d]: too many dimensions to stack",
                              p->nrec + k);
         int64_t shp[TG_MAX_NDIM];
-        shp[0] = steps;
+        shp[0] = kept_rows(p, p->nrec + k, steps);
         for (int d = 0; d < nd; d++) shp[d + 1] = bo->type.shape[d];
         tg_set_out_type(n, p->nrec + k, bo->type.dtype, nd + 1, shp);
     }
@@ -426,6 +454,7 @@ static void shape_text(int nd, const int64_t *s, char *buf, size_t size) {
 typedef struct stack_buf {
     tg_array *full;
     int64_t lead, cap;
+    int64_t ring; /* > 0: only `ring` rows, row r at r % ring (keep_last) */
     int nd; /* per-step ndim */
     int64_t row[TG_MAX_NDIM];
     size_t rowbytes;
@@ -433,11 +462,13 @@ typedef struct stack_buf {
 } stack_buf;
 
 /* A body input view and how it moves: at step t its data is base + t *
- * stride. */
+ * stride (or, in a keep_last ring, ring row off + t). */
 typedef struct mover {
     tg_array *v;
     char *base;
     int64_t stride;
+    const stack_buf *ring; /* a keep_last ring: the row is ring row `off + t` */
+    int64_t off;
 } mover;
 
 static int stack_alloc(stack_buf *s, tg_dtype dt, int64_t rows, tg_ctx *ctx) {
@@ -459,11 +490,23 @@ static int stack_alloc(stack_buf *s, tg_dtype dt, int64_t rows, tg_ctx *ctx) {
 }
 
 static inline char *stack_row(const stack_buf *s, int64_t r) {
+    if (s->ring) r %= s->ring;
     return s->full->data + (size_t)r * s->rowbytes;
 }
 
-/* The view of rows [lead, lead + steps) of s: the op's output. */
-static tg_array *stack_result(stack_buf *s, tg_dtype dt, int64_t steps, const tg_type *t) {
+/* Output o keeps its last p->keep[o] steps in a ring of this many rows
+ * (room for the taps' reach back and the step being written), or 0: the
+ * whole stack (no keep_last, or the steps fit anyway). */
+static int64_t ring_rows(const scan_p *p, int o, int64_t lead, int64_t T) {
+    int64_t k = p->keep[o];
+    if (!k || (!p->has_until && k >= T)) return 0;
+    return k > lead + 1 ? k : lead + 1;
+}
+
+/* The view of rows [lead, lead + steps) of s: the op's output. A ring
+ * gives a copy of its last `keep` steps, oldest first. */
+static tg_array *stack_result(stack_buf *s, tg_dtype dt, int64_t steps, const tg_type *t,
+                              int64_t keep) {
     int64_t shp[TG_MAX_NDIM], st[TG_MAX_NDIM];
     int nd = s->nd + 1;
     if (!s->have_row) {
@@ -471,11 +514,22 @@ static tg_array *stack_result(stack_buf *s, tg_dtype dt, int64_t steps, const tg
          * lengths, 0 where none is known (the array holds no element). */
         for (int d = 0; d < s->nd; d++) s->row[d] = t->shape[d + 1] >= 0 ? t->shape[d + 1] : 0;
     }
+    int64_t first = 0;
+    if (keep && steps > keep) {
+        first = steps - keep;
+        steps = keep;
+    }
     shp[0] = steps;
     for (int d = 0; d < s->nd; d++) shp[d + 1] = s->row[d];
     if (!s->full) return tg_array_empty(dt, nd, shp);
+    if (s->ring) {
+        tg_array *a = tg_array_empty(dt, nd, shp);
+        for (int64_t r = 0; a && r < steps; r++)
+            memcpy(a->data + (size_t)r * s->rowbytes, stack_row(s, s->lead + first + r), s->rowbytes);
+        return a;
+    }
     tg_strides_contiguous(dt, nd, shp, st);
-    return tg_array_view_raw(s->full, dt, nd, shp, st, stack_row(s, s->lead));
+    return tg_array_view_raw(s->full, dt, nd, shp, st, stack_row(s, s->lead + first));
 }
 
 int tg_scan_compile_body(tg_node *n, tg_ctx *ctx) {
@@ -489,7 +543,7 @@ int tg_scan_compile_body(tg_node *n, tg_ctx *ctx) {
     tg_compile_options o = {.preset = "fast_run", .device = "cpu", .no_gc = true};
     p->fn = tg_function_compile(p->body, 0, &o, ctx);
     if (!p->fn) {
-        tg_error_prefix(ctx, "compiling the body: ");
+        tg_error_prefix(ctx, "compiling the body");
         return ctx ? ctx->status : TG_ELOAD;
     }
     /* Each step's outputs land in their rows through windows (below): an
@@ -535,6 +589,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
 
     /* The number of steps. */
     int64_t T = INT64_MAX;
+    p->copies = 0;
     if (p->has_n) {
         T = tg_load_i64(in[0]->dtype, in[0]->data);
         if (T < 0)
@@ -573,7 +628,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         memcpy(s->row, init->shape + (p->out_flat[j] ? 0 : 1), sizeof(int64_t) * (size_t)s->nd);
         s->rowbytes = tg_isize(init->dtype) * (size_t)tg_shape_size(s->nd, s->row);
         s->have_row = true;
-        if ((rc = stack_alloc(s, init->dtype, s->lead + cap, ctx))) goto done;
+        s->ring = ring_rows(p, j, s->lead, T);
+        if ((rc = stack_alloc(s, init->dtype, s->ring ? s->ring : s->lead + cap, ctx))) goto done;
         int64_t shp[TG_MAX_NDIM], st[TG_MAX_NDIM];
         shp[0] = s->lead;
         memcpy(shp + 1, s->row, sizeof(int64_t) * (size_t)s->nd);
@@ -594,7 +650,26 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         tg_array_free(src);
         if (rc) goto done;
     }
-    for (int k = 0; k < p->nnr; k++) sb[p->nrec + k].nd = n->outputs[p->nrec + k]->type.ndim - 1;
+    for (int k = 0; k < p->nnr; k++) {
+        /* A non-recurrent output whose per-step shape is static gets its
+         * stack now (its first step lands in place too); otherwise after
+         * step 0 gives the shape. */
+        stack_buf *s = &sb[p->nrec + k];
+        const tg_type *ot = &n->outputs[p->nrec + k]->type;
+        s->nd = ot->ndim - 1;
+        bool known = T > 0;
+        for (int d = 0; d < s->nd; d++) known &= ot->shape[d + 1] >= 0;
+        if (!known) continue;
+        memcpy(s->row, ot->shape + 1, sizeof(int64_t) * (size_t)s->nd);
+        int64_t sz = tg_shape_size(s->nd, s->row);
+        if (sz < 0) {
+            rc = tg_errorf(ctx, TG_ESHAPE, "output %d: a step is too large", p->nrec + k);
+            goto done;
+        }
+        s->rowbytes = tg_isize(ot->dtype) * (size_t)sz;
+        s->have_row = true;
+        if ((rc = stack_alloc(s, ot->dtype, cap, ctx))) goto done;
+    }
 
     /* The body's inputs: views made once, moved along the rows each
      * step. The nested function's input slots own them during the run. */
@@ -667,6 +742,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             mv[nmv].v = f->slots[f->in_slots[tg_scan_bin_seq(p, i, q)]];
             mv[nmv].base = s->data + seq_row(p, i, s->shape[0], 0, p->taps[p->seq_off[i] + q]) * s->strides[0];
             mv[nmv].stride = p->backwards ? -s->strides[0] : s->strides[0];
+            mv[nmv].ring = NULL;
         }
     }
     int nmv_seq = nmv;
@@ -675,6 +751,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             mv[nmv].v = f->slots[f->in_slots[tg_scan_bin_rec(p, j, q)]];
             mv[nmv].base = stack_row(&sb[j], sb[j].lead + p->taps[p->out_off[j] + q]);
             mv[nmv].stride = (int64_t)sb[j].rowbytes;
+            mv[nmv].ring = sb[j].ring ? &sb[j] : NULL;
+            mv[nmv].off = sb[j].lead + p->taps[p->out_off[j] + q];
         }
     tg_array **oslot[SCAN_MAX_IO];
     for (int o = 0; o < nst; o++) oslot[o] = &f->slots[f->out_slots[o]];
@@ -682,7 +760,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     int64_t t = 0;
     for (; t < T; t++) {
         /* Point the views at this step's rows. */
-        for (int m = 0; m < nmv; m++) mv[m].v->data = mv[m].base + t * mv[m].stride;
+        for (int m = 0; m < nmv; m++)
+            mv[m].v->data = mv[m].ring ? stack_row(mv[m].ring, mv[m].off + t) : mv[m].base + t * mv[m].stride;
         /* Windows over this step's rows in the output slots: the body's
          * output kernels write there directly. */
         for (int o = 0; o < nst; o++) {
@@ -708,7 +787,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             w->armed = true;
         }
         if ((rc = tg_function_run_bound(f, ctx))) {
-            tg_error_prefix(ctx, "step %" PRId64 ": ", t);
+            tg_error_prefix(ctx, "step %" PRId64 ", in the body", t);
             goto done;
         }
         /* Land each output in its row. */
@@ -725,7 +804,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
                 }
                 s->rowbytes = tg_isize(a->dtype) * (size_t)sz;
                 s->have_row = true;
-                if ((rc = stack_alloc(s, a->dtype, cap, ctx))) goto done;
+                s->ring = ring_rows(p, o, 0, T);
+                if ((rc = stack_alloc(s, a->dtype, s->ring ? s->ring : cap, ctx))) goto done;
             } else if (!tg_shape_equal(s->nd, a->shape, s->row)) {
                 shape_text(a->ndim, a->shape, a1, sizeof a1);
                 shape_text(s->nd, s->row, a2, sizeof a2);
@@ -739,6 +819,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             tg_window *w = tg_buffer_window(a->buf);
             if (w) w->armed = false;
             if (s->rowbytes && a->data != stack_row(s, s->lead + t)) {
+                p->copies++;
                 if (tg_array_is_contiguous(a)) {
                     memcpy(stack_row(s, s->lead + t), a->data, s->rowbytes);
                 } else {
@@ -760,7 +841,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             if (t + 1 == cap && cap < T) {
                 int64_t nc = cap > T / 2 ? T : cap * 2;
                 for (int o = 0; o < nst; o++)
-                    if (sb[o].full && (rc = stack_alloc(&sb[o], sb[o].full->dtype, sb[o].lead + nc, ctx)))
+                    if (sb[o].full && !sb[o].ring && (rc = stack_alloc(&sb[o], sb[o].full->dtype, sb[o].lead + nc, ctx)))
                         goto done;
                 cap = nc;
                 /* The recurrent views held the old buffers. */
@@ -785,6 +866,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             }
         }
     }
+    p->last_steps = t;
     if (t > 0) {
         /* The cost of the last step, while its values are still in the
          * body's slots: what the profiler reports, times the steps. */
@@ -806,7 +888,8 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         p->step_bytes = by;
     }
     for (int o = 0; o < nst; o++) {
-        tg_array *r = stack_result(&sb[o], n->outputs[o]->type.dtype, t, &n->outputs[o]->type);
+        tg_array *r = stack_result(&sb[o], n->outputs[o]->type.dtype, t, &n->outputs[o]->type,
+                                   p->keep[o]);
         if (!r) {
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto done;
@@ -832,12 +915,23 @@ done:
     return rc;
 }
 
+/* A scan that keeps only its last steps (keep_last) has lost the steps
+ * back-propagation needs. */
+static int scan_grad_checked(struct tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
+    scan_p *p = n->a.extra;
+    if (p->has_keep)
+        return tg_errorf(b->ctx, TG_EUNSUPPORTED, "attrs.keep_last: no gradient through a scan that "
+                         "keeps only its last steps (differentiate the graph before optimizing it)");
+    return tg_scan_grad(b, n, gout, gin);
+}
+
 /* The profiler's estimate: the body's last step's cost times the steps. */
 static void scan_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *flops,
                       double *bytes) {
     const scan_p *p = n->a.extra;
     TG_UNUSED(in);
-    double steps = out[0] ? (double)out[0]->shape[0] : 0;
+    /* With keep_last the outputs hold fewer rows than steps ran. */
+    double steps = p->has_keep ? (double)p->last_steps : out[0] ? (double)out[0]->shape[0] : 0;
     *flops = steps * p->step_flops;
     *bytes = steps * p->step_bytes;
 }
@@ -845,7 +939,7 @@ static void scan_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
 static const char *const SCAN_KEYS[] = {"body", "n_sequences", "sequence_taps", "n_recurrent",
                                         "output_taps", "n_nonrecurrent", "n_non_sequences",
                                         "has_n_steps", "has_until", "go_backwards",
-                                        "truncate_gradient", "name", NULL};
+                                        "truncate_gradient", "name", "keep_last", NULL};
 
 const tg_op tg_op_scan = {
     .name = "scan",
@@ -860,5 +954,5 @@ const tg_op tg_op_scan = {
     .cost = scan_cost,
     .view_of = -1,
     .free_extra = scan_free_extra,
-    .grad = tg_scan_grad,
+    .grad = scan_grad_checked,
 };

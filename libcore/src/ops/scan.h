@@ -24,8 +24,14 @@ typedef struct scan_p {
     int nbin, nbout;           /* the body's inputs and outputs */
     tg_graph *body;            /* parsed when loaded */
     tg_function *fn;           /* compiled when first run */
-    bool win_ok[SCAN_MAX_IO];
-    double step_flops, step_bytes; /* the last run's last step (profiler) */  /* body output o may be written through a window */
+    bool win_ok[SCAN_MAX_IO];  /* body output o may be written through a window */
+    double step_flops, step_bytes; /* the last run's last step (profiler) */
+    /* attrs.keep_last (an optimizer form, docs/optimizer.md): output o
+     * keeps only its last keep[o] steps (0: all), in a ring of rows. */
+    int64_t keep[SCAN_MAX_IO];
+    bool has_keep;
+    int64_t last_steps; /* steps of the last run (the profiler's, with keep_last) */
+    int64_t copies;                /* rows the last run copied (not landed in place) */
 } scan_p;
 
 /* The body input of tap q of sequence i / of recurrent output j, and of

@@ -15,9 +15,11 @@
  * carry is C_j shifted down one row plus the gradients of this step's
  * taps (tap -d lands at row k_j - d). For taps exactly [-1] the carry is
  * one value. After the last reverse step the carry holds the gradient of
- * the initial state, oldest first. Sequences and non-sequences get their
- * per-step gradients as non-recurrent outputs: the rows are added back
- * where the taps read them, the non-sequences' summed over the steps.
+ * the initial state, oldest first. The sequences get their per-step
+ * gradients as non-recurrent outputs, added back where the taps read
+ * them; the non-sequences' are summed over the steps in recurrent
+ * accumulators (as Theano's, so that a rewrite keeping only the last
+ * step of an output whose stack nobody reads saves their memory).
  *
  * truncate_gradient = n: the reverse scan runs only over the last n
  * steps; gradients that would flow further back are dropped, and the
@@ -176,7 +178,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     const int base_seq = p->has_n ? 1 : 0, base_init = base_seq + p->nseq, base_ns = base_init + p->nrec;
     const int nout = p->nrec + p->nnr;
     bool has_g[SCAN_MAX_IO], carry[SCAN_MAX_IO], dseq[SCAN_MAX_IO], dns[SCAN_MAX_IO];
-    int ng = 0, nc = 0, nd = 0;
+    int ng = 0, nc = 0, nd = 0, na = 0;
     for (int o = 0; o < nout; o++) {
         has_g[o] = gout[o] && tg_dtype_is_float(n->outputs[o]->type.dtype);
         ng += has_g[o];
@@ -186,8 +188,8 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         dseq[i] = tg_dtype_is_float(n->inputs[base_seq + i]->type.dtype);
         if (dseq[i]) nd += p->seq_ntaps[i];
     }
-    for (int k = 0; k < p->nns; k++) nd += dns[k] = tg_dtype_is_float(n->inputs[base_ns + k]->type.dtype);
-    if (!ng || nc + nd == 0) return TG_OK;
+    for (int k = 0; k < p->nns; k++) na += dns[k] = tg_dtype_is_float(n->inputs[base_ns + k]->type.dtype);
+    if (!ng || nc + nd + na == 0) return TG_OK;
 
     json_object *jb0 = NULL;
     json_object_object_get_ex(n->attrs, "body", &jb0);
@@ -269,6 +271,18 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         const tg_type *it = &n->inputs[base_init + j]->type;
         json_object_array_add(vars, jvar(cname[j], jtype(it->dtype, it->ndim, it->shape)));
         json_object_array_add(bin, js(cname[j]));
+        json_object *t = json_object_new_array();
+        json_object_array_add(t, json_object_new_int(-1));
+        json_object_array_add(taps_out, t);
+    }
+    /* The non-sequences' gradients, accumulated over the steps. */
+    char aname[SCAN_MAX_IO][96];
+    for (int k = 0; k < p->nns; k++) {
+        snprintf(aname[k], sizeof aname[k], "%sacc%d", prefix, k);
+        if (!dns[k]) continue;
+        const tg_type *wt = &n->inputs[base_ns + k]->type;
+        json_object_array_add(vars, jvar(aname[k], jtype(wt->dtype, wt->ndim, wt->shape)));
+        json_object_array_add(bin, js(aname[k]));
         json_object *t = json_object_new_array();
         json_object_array_add(t, json_object_new_int(-1));
         json_object_array_add(taps_out, t);
@@ -373,14 +387,18 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         }
         if (ok) json_object_array_add(bout, js(cur));
     }
+    /* m is at the non-sequences' gradients now. */
+    for (int k = 0; k < p->nns && ok; k++) {
+        if (!dns[k]) continue;
+        char nx[112];
+        snprintf(nx, sizeof nx, "%sacc%d_next", prefix, k);
+        ok = add1(nodes, "add", nx, NULL, 2, aname[k], gr[m++]);
+        if (ok) json_object_array_add(bout, js(nx));
+    }
     m = 0;
     for (int i = 0; i < p->nseq && ok; i++)
         if (dseq[i])
             for (int q = 0; q < p->seq_ntaps[i]; q++) json_object_array_add(bout, js(gr[m++]));
-    for (int j = 0; j < p->nrec; j++)
-        if (carry[j]) m += p->out_ntaps[j];
-    for (int k = 0; k < p->nns && ok; k++)
-        if (dns[k]) json_object_array_add(bout, js(gr[m++]));
     tg_free(gr);
     tg_free(grp);
     if (!ok) {
@@ -400,7 +418,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     body = NULL;
     json_object_object_add(attrs, "n_sequences", json_object_new_int(p->nseq + p->nrec + ng));
     json_object_object_add(attrs, "sequence_taps", taps_seq);
-    json_object_object_add(attrs, "n_recurrent", json_object_new_int(nc));
+    json_object_object_add(attrs, "n_recurrent", json_object_new_int(nc + na));
     json_object_object_add(attrs, "output_taps", taps_out);
     json_object_object_add(attrs, "n_nonrecurrent", json_object_new_int(nd));
     json_object_object_add(attrs, "n_non_sequences", json_object_new_int(p->nns));
@@ -416,7 +434,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         json_object_object_add(attrs, "name", js(nm));
     }
 
-    int nsin = 1 + p->nseq + p->nrec + ng + nc + p->nns;
+    int nsin = 1 + p->nseq + p->nrec + ng + nc + na + p->nns;
     tg_var **sin = tg_calloc((size_t)nsin + 1, sizeof *sin);
     tg_var **seq_eff = tg_calloc((size_t)p->nseq + 1, sizeof *seq_eff);
     if (!sin || !seq_eff) {
@@ -447,6 +465,8 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         if (has_g[o]) sin[at++] = gout[o];
     for (int j = 0; j < p->nrec; j++)
         if (carry[j]) sin[at++] = tg_gb_op1(b, "zeros_like", n->inputs[base_init + j], NULL);
+    for (int k = 0; k < p->nns; k++)
+        if (dns[k]) sin[at++] = tg_gb_op1(b, "zeros_like", n->inputs[base_ns + k], NULL);
     for (int k = 0; k < p->nns; k++) sin[at++] = n->inputs[base_ns + k];
     for (int i = 0; i < nsin; i++)
         if (!sin[i]) {
@@ -455,7 +475,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
             attrs = NULL;
             goto outer_done;
         }
-    tg_node *bw = tg_gb_node(b, tg_op_find("scan"), nsin, sin, nc + nd, attrs);
+    tg_node *bw = tg_gb_node(b, tg_op_find("scan"), nsin, sin, nc + na + nd, attrs);
     json_object_put(attrs);
     attrs = NULL;
     if (!bw) {
@@ -501,6 +521,19 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         }
         gin[base_init + j] = cf;
     }
+    /* Non-sequences: the accumulated gradient after the last step (zeros
+     * after none). */
+    for (int k = 0; k < p->nns; k++) {
+        if (!dns[k]) continue;
+        tg_var *as = bw->outputs[ko++];
+        tg_var *last = op_attrs(b, "subtensor", 1, &as, "{\"index\": [{\"start\": -1}]}");
+        tg_var *s = op_attrs(b, "sum", 1, &last, "{\"axis\": 0}");
+        if (!s) {
+            rc = rc_of(b);
+            goto outer_done;
+        }
+        gin[base_ns + k] = s;
+    }
     /* Sequences: each tap's rows added back where the steps read them. */
     for (int i = 0; i < p->nseq; i++) {
         if (!dseq[i]) continue;
@@ -520,16 +553,6 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
             goto outer_done;
         }
         gin[base_seq + i] = acc;
-    }
-    for (int k = 0; k < p->nns; k++) {
-        if (!dns[k]) continue;
-        tg_var *dw = bw->outputs[ko++];
-        tg_var *s = op_attrs(b, "sum", 1, &dw, "{\"axis\": 0}");
-        if (!s) {
-            rc = rc_of(b);
-            goto outer_done;
-        }
-        gin[base_ns + k] = s;
     }
 outer_done:
     tg_free(sin);

@@ -28,6 +28,7 @@ static const pass_def passes[] = {
      * that the other passes see the inlined nodes. */
     {"inline", NULL, false, true},
     {"merge", tg_rw_merge, true, false},
+    {"scan", NULL, false, false},
     {"canonicalize", NULL, true, false},
     {"stabilize", NULL, false, false},
     {"specialize", NULL, false, false},
@@ -38,7 +39,7 @@ static const pass_def passes[] = {
 enum { NPASSES = (int)(sizeof passes / sizeof passes[0]) };
 
 /* Group tags that name several rules, beyond pass and rule names. */
-static const char *const group_tags[] = {"constant_folding", "gemm", "fusion",
+static const char *const group_tags[] = {"constant_folding", "gemm", "fusion", "fill",
                                          "inplace", "merge", NULL};
 
 struct tg_rw {
@@ -199,6 +200,12 @@ static tg_var *new_var(tg_rw *rw, const char *base, const char *hint, tg_var_kin
 static const char *base_id(tg_rw *rw) { return rw->cur ? node_key(rw->cur) : "opt"; }
 
 tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, const char *attrs) {
+    tg_node *n = tg_rw_node_text(rw, opname, nin, in, attrs, 0);
+    return n ? n->outputs[0] : NULL;
+}
+
+tg_node *tg_rw_node_text(tg_rw *rw, const char *opname, int nin, tg_var *const *in,
+                         const char *attrs, int nout) {
     const tg_op *op = tg_op_find(opname);
     if (!op) {
         tg_errorf(rw->ctx, TG_EUNSUPPORTED, "optimizer: op '%s' is not available", opname);
@@ -211,9 +218,10 @@ tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, cons
         tg_errorf(rw->ctx, TG_EINVAL, "optimizer: bad attrs %s for %s", attrs, opname);
         return NULL;
     }
-    tg_node *n = tg_rw_node(rw, op, nin, in, op->nout > 0 ? op->nout : 1, ja);
+    if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;
+    tg_node *n = tg_rw_node(rw, op, nin, in, nout, ja);
     json_object_put(ja);
-    return n ? n->outputs[0] : NULL;
+    return n;
 }
 
 tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int nout, json_object *attrs) {
@@ -626,7 +634,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
             const char *t = (pass ? exc : inc)[i];
             if (!tag_known(t))
                 return tg_errorf(ctx, TG_EINVAL,
-                                 "unknown optimizer tag '%s' (a pass: inline, merge, canonicalize, "
+                                 "unknown optimizer tag '%s' (a pass: inline, merge, scan, canonicalize, "
                                  "stabilize, specialize, fusion, inplace; a group: "
                                  "constant_folding, gemm; or a rewrite's name)",
                                  t);

@@ -56,6 +56,11 @@ tg_var *tg_rw_op(tg_rw *rw, const char *op, int nin, tg_var *const *in,
  * takes a reference) or NULL; returns the node. */
 tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int nout,
                    json_object *attrs);
+/* The same with the op by name and attrs as JSON text (or NULL), for an
+ * op whose node lists its outputs (scan): `nout` outputs (ignored when
+ * the op fixes the count); returns the node. */
+tg_node *tg_rw_node_text(tg_rw *rw, const char *op, int nin, tg_var *const *in,
+                         const char *attrs, int nout);
 tg_var *tg_rw_op1(tg_rw *rw, const char *op, tg_var *x, const char *attrs);
 tg_var *tg_rw_op2(tg_rw *rw, const char *op, tg_var *x, tg_var *y);
 /* A strong scalar constant. */
@@ -85,6 +90,21 @@ bool tg_rw_type_same_known(const tg_type *a, const tg_type *b);
 /* An elementwise result over operands that include x has x's run-time
  * shape for sure (no other operand can stretch it). */
 bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n);
+
+/* ---- the scan rewrites (scanopt.c) ---- */
+int tg_rw_scan_inline(tg_rw *rw, tg_node *n);
+int tg_rw_scan_hoist(tg_rw *rw, tg_node *n);
+int tg_rw_scan_push_seq(tg_rw *rw, tg_node *n);
+int tg_rw_scan_keep_last(tg_rw *rw, tg_node *n);
+int tg_rw_scan_merge(tg_rw *rw, tg_node *n);
+int tg_rw_scan_prune(tg_rw *rw, tg_node *n);
+int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n);
+int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n);
+int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n);
+int tg_rw_slice_product_reuse(tg_rw *rw, tg_node *n);
+int tg_rw_scan_reuse_step_product(tg_rw *rw, tg_node *n);
+int tg_rw_scan_acc_sum(tg_rw *rw, tg_node *n);
+int tg_rw_scan_drop_recurrent(tg_rw *rw, tg_node *n);
 
 /* ---- global passes ---- */
 int tg_rw_merge(tg_rw *rw);

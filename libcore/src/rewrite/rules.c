@@ -359,6 +359,72 @@ static int cast_useless(tg_rw *rw, tg_node *n) {
 
 static int identity_useless(tg_rw *rw, tg_node *n) { return swap(rw, n, n->inputs[0]); }
 
+/* ---- fills (the seeds and broadcasts that grad writes) ---- */
+
+/* ones_like(s) / zeros_like(s) of a scalar: the constant (grad's seed
+ * ones_like(cost) no longer keeps the cost's computation alive). */
+static int fill_scalar(tg_rw *rw, tg_node *n) {
+    const tg_var *x = n->inputs[0];
+    if (x->type.ndim != 0 || n->outputs[0]->type.ndim != 0) return 0;
+    return swap(rw, n, tg_rw_const(rw, n->outputs[0]->type.dtype, !strcmp(n->op->name, "ones_like")));
+}
+
+/* u = zeros_like(a) + c (read by n alone): a fill of a's shape with c.
+ * Returns c and sets *a, or NULL. */
+static tg_var *fill_of(const tg_var *u, tg_dtype dt, tg_var **a) {
+    tg_node *p = tg_rw_producer(u, "add");
+    if (!p || p->nin != 2 || !tg_rw_single_client(u) || u->type.dtype != dt) return NULL;
+    for (int k = 0; k < 2; k++) {
+        tg_node *z = tg_rw_producer(p->inputs[k], "zeros_like");
+        tg_var *c = p->inputs[1 - k];
+        if (z && c->type.dtype == dt && z->inputs[0]->type.dtype == dt) {
+            *a = z->inputs[0];
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* op(.., zeros_like(a) + c, ..) for an arithmetic op: when another
+ * operand x spans the result (its shape is the broadcast of everything,
+ * a included), the fill adds nothing: op(.., c, ..). Otherwise the fill
+ * moves past the op, zeros_like(a) + op(.., c, ..), towards a reader
+ * that spans it (grad of a sum or mean broadcasts the seed so, and a
+ * product with the full-size operand follows). Exact: 0 + v is v. */
+static int fill_sink(tg_rw *rw, tg_node *n) {
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    if (!tg_dtype_is_float(dt) || n->nin > 16) return 0;
+    for (int i = 0; i < n->nin; i++) {
+        tg_var *a;
+        tg_var *c = fill_of(n->inputs[i], dt, &a);
+        /* A divisor 0 + c is +0 where c is -0: its sign would flip an
+         * infinity. */
+        if (!c || (i > 0 && !strcmp(n->op->name, "true_div"))) continue;
+        tg_var *ins[16], *all[18];
+        int na = 0;
+        for (int k = 0; k < n->nin; k++) ins[k] = k == i ? c : n->inputs[k];
+        for (int k = 0; k < n->nin; k++) all[na++] = ins[k];
+        all[na++] = a;
+        bool spanned = false;
+        for (int k = 0; k < n->nin && !spanned; k++)
+            spanned = k != i && n->inputs[k]->type.dtype == dt &&
+                      n->inputs[k]->type.ndim == n->outputs[0]->type.ndim &&
+                      tg_rw_keeps_shape(n->inputs[k], (const tg_var *const *)all, na);
+        tg_node *p = n->inputs[i]->owner;
+        if (tg_rw_match(rw, p)) return TG_ENOMEM;
+        tg_var *r = tg_rw_op(rw, n->op->name, n->nin, ins, attrs_str(n));
+        if (!r) return TG_ENOMEM;
+        if (!spanned) {
+            tg_node *z = tg_rw_producer(p->inputs[0], "zeros_like") ? p->inputs[0]->owner : p->inputs[1]->owner;
+            r = tg_rw_op2(rw, "add", z->outputs[0], r);
+        } else if (r->type.ndim != n->outputs[0]->type.ndim) {
+            return 0;
+        }
+        return swap(rw, n, r);
+    }
+    return 0;
+}
+
 /* ---- stabilize ---- */
 
 /* The operand of add(1, x) / add(x, 1), or NULL. */
@@ -744,6 +810,20 @@ static int inline_op_from_graph(tg_rw *rw, tg_node *n) {
 
 const tg_rw_rule tg_rw_rules[] = {
     {"inline_op_from_graph", "inline", "inline", "op_from_graph", inline_op_from_graph},
+    /* Scan first: what it moves out of loops meets the other rewrites. */
+    {"scan_inline", "scan", NULL, "scan", tg_rw_scan_inline},
+    {"scan_drop_outputs", "scan", NULL, "scan", tg_rw_scan_drop_outputs},
+    {"scan_hoist", "scan", NULL, "scan", tg_rw_scan_hoist},
+    {"scan_push_seq", "scan", NULL, "scan", tg_rw_scan_push_seq},
+    {"scan_keep_last", "scan", NULL, "scan", tg_rw_scan_keep_last},
+    {"scan_merge", "scan", NULL, "scan", tg_rw_scan_merge},
+    {"scan_acc_sum", "scan", NULL, "scan", tg_rw_scan_acc_sum},
+    {"scan_drop_recurrent", "scan", NULL, "scan", tg_rw_scan_drop_recurrent},
+    {"scan_sum_dot", "scan", NULL, "scan", tg_rw_scan_sum_dot},
+    {"scan_pull_out", "scan", NULL, "scan", tg_rw_scan_pull_out},
+    {"scan_prune", "scan", NULL, "scan", tg_rw_scan_prune},
+    {"slice_product_reuse", "scan", NULL, "matmul dot", tg_rw_slice_product_reuse},
+    {"scan_reuse_step_product", "scan", NULL, "matmul dot", tg_rw_scan_reuse_step_product},
     {"constant_folding", "canonicalize", "constant_folding", NULL, constant_folding},
     {"ifelse_const_cond", "canonicalize", "ifelse", "ifelse", ifelse_const_cond},
     {"ifelse_same_branches", "canonicalize", "ifelse", "ifelse", ifelse_same_branches},
@@ -760,6 +840,8 @@ const tg_rw_rule tg_rw_rules[] = {
     {"reshape_useless", "canonicalize", NULL, "reshape flatten", reshape_useless},
     {"cast_useless", "canonicalize", NULL, "cast", cast_useless},
     {"identity_useless", "canonicalize", NULL, "identity", identity_useless},
+    {"fill_scalar", "canonicalize", "fill", "ones_like zeros_like", fill_scalar},
+    {"fill_sink", "canonicalize", "fill", "mul true_div add sub", fill_sink},
     {"log1p", "stabilize", NULL, "log", log1p_rule},
     {"log1p_exp_to_softplus", "stabilize", NULL, "log1p", log1p_exp},
     {"expm1", "stabilize", NULL, "sub", expm1_rule},

@@ -1,0 +1,1422 @@
+/* The scan rewrites (Theano's scan_opt; pass "scan", tag "scan"): work
+ * moved out of the loop, loops merged or inlined, and stacked outputs
+ * that keep only the steps someone reads.
+ *
+ *   scan_inline     a scan of one step (n_steps the constant 1) is its
+ *                   body, inlined: no nested function, no per-step cost.
+ *   scan_hoist      body nodes that read only non-sequences and constants
+ *                   compute the same value every step: they become nodes
+ *                   outside, whose results come in as new non-sequences.
+ *   scan_push_seq   a body node that reads only the current row of one
+ *                   sequence (read at one tap) and loop invariants is applied
+ *                   once to the whole sequence outside, feeding a new
+ *                   sequence: an RNN's input projection x_t @ W becomes
+ *                   one tall gemm over every step.
+ *   scan_keep_last  an output read only through out[-k] or out[-k:]
+ *                   (or not at all) keeps only its last k steps, in a
+ *                   ring of rows (attrs.keep_last, ops/scan.c).
+ *   scan_merge      two scans over the same steps (the same n_steps
+ *                   variable, or the same sequences), neither reading
+ *                   the other, become one loop with both bodies.
+ *
+ * A scan's body is JSON in its attrs (parsed into p->body when the node
+ * is made): each rewrite edits a copy of that JSON and builds the new scan
+ * node from it, so the new node is checked exactly as a loaded one is.
+ * Body nodes that move outside are rebuilt from the parsed body (their op,
+ * attrs and inputs), over the outer variables.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "io/io.h"
+#include "ops/scan.h"
+#include "rewrite/engine.h"
+
+/* ---- the scan node's layout ---- */
+
+typedef struct scan_io {
+    scan_p *p;
+    tg_graph *bg;
+    tg_fdecl *fd;
+    int base_seq, base_init, base_ns;
+} scan_io;
+
+static bool scan_view(tg_node *n, scan_io *s) {
+    scan_p *p = n->a.extra;
+    if (!p || !p->body || !p->body->funcs) return false;
+    s->p = p;
+    s->bg = p->body;
+    s->fd = &p->body->funcs[0];
+    s->base_seq = p->has_n ? 1 : 0;
+    s->base_init = s->base_seq + p->nseq;
+    s->base_ns = s->base_init + p->nrec;
+    return true;
+}
+
+/* The body input number of body variable v, or -1. */
+static int body_input_index(const scan_io *s, const tg_var *v) {
+    for (int b = 0; b < s->fd->nin; b++)
+        if (s->fd->inputs[b] == v) return b;
+    return -1;
+}
+
+static bool is_body_output(const scan_io *s, const tg_var *v) {
+    for (int o = 0; o < s->fd->nout; o++)
+        if (s->fd->outputs[o] == v) return true;
+    return false;
+}
+
+/* Body variable v is non-sequence number k (returned), else -1. */
+static int ns_index(const scan_io *s, const tg_var *v) {
+    int b = body_input_index(s, v);
+    return b >= s->p->nbin - s->p->nns ? b - (s->p->nbin - s->p->nns) : -1;
+}
+
+/* Body variable v is the only tap of sequence i (returned), else -1. A
+ * sequence read at one tap q gives step t its row t + max(q, 0) (read
+ * from the end with go_backwards): any array of the same length read at
+ * the same tap gives the same rows. */
+static int seq1_index(const scan_io *s, const tg_var *v) {
+    int b = body_input_index(s, v);
+    if (b < 0) return -1;
+    for (int i = 0; i < s->p->nseq; i++)
+        if (s->p->seq_ntaps[i] == 1 && tg_scan_bin_seq(s->p, i, 0) == b) return i;
+    return -1;
+}
+
+/* ---- JSON editing ---- */
+
+static json_object *jget(json_object *o, const char *key) {
+    json_object *v = NULL;
+    json_object_object_get_ex(o, key, &v);
+    return v;
+}
+
+/* A copy of n's attrs whose body is written again from the parsed body:
+ * derived nodes (a `grad` in the body of a gradient's scan) are expanded
+ * there, and the JSON's node i is the parsed body's node i. */
+static json_object *attrs_copy(const tg_node *n) {
+    scan_p *p = n->a.extra;
+    json_object *c = NULL, *g = NULL, *body = NULL;
+    if (json_object_deep_copy(n->attrs, &c, NULL) != 0) return NULL;
+    if (!(g = tg_graph_to_json(p->body)) || !(body = json_object_new_object())) goto fail;
+    const tg_fdecl *fd = &p->body->funcs[0];
+    json_object *in = json_object_new_array(), *out = json_object_new_array();
+    json_object_object_add(body, "inputs", in);
+    json_object_object_add(body, "outputs", out);
+    if (!in || !out) goto fail;
+    for (int b = 0; b < fd->nin; b++) json_object_array_add(in, json_object_new_string(fd->inputs[b]->id));
+    for (int o = 0; o < fd->nout; o++) json_object_array_add(out, json_object_new_string(fd->outputs[o]->id));
+    json_object_object_add(body, "variables", json_object_get(jget(g, "variables")));
+    json_object_object_add(body, "nodes", json_object_get(jget(g, "nodes")));
+    json_object_put(g);
+    json_object_object_add(c, "body", body);
+    return c;
+fail:
+    json_object_put(c);
+    json_object_put(g);
+    json_object_put(body);
+    return NULL;
+}
+
+/* o[key] as a copy of its array with `val` inserted at idx (idx may be
+ * the length). */
+static int arr_insert(json_object *o, const char *key, size_t idx, json_object *val) {
+    json_object *a = jget(o, key), *b = json_object_new_array();
+    if (!b) return TG_ENOMEM;
+    size_t len = a ? json_object_array_length(a) : 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i == idx) json_object_array_add(b, val);
+        if (i < len) json_object_array_add(b, json_object_get(json_object_array_get_idx(a, i)));
+    }
+    json_object_object_add(o, key, b);
+    return TG_OK;
+}
+
+static void set_int(json_object *o, const char *key, int64_t v) {
+    json_object_object_add(o, key, json_object_new_int64(v));
+}
+
+/* Declare body variable `id` an input of type t: its `variables` entry
+ * gets the type (one is added when the id had none). */
+static int body_declare(json_object *body, const char *id, const tg_type *t) {
+    json_object *vars = jget(body, "variables");
+    json_object *ty = tg_type_to_json(t);
+    if (!ty) return TG_ENOMEM;
+    for (size_t i = 0; vars && i < json_object_array_length(vars); i++) {
+        json_object *e = json_object_array_get_idx(vars, i);
+        json_object *jid = jget(e, "id");
+        if (jid && !strcmp(json_object_get_string(jid), id)) {
+            json_object_object_add(e, "type", ty);
+            return TG_OK;
+        }
+    }
+    json_object *e = json_object_new_object();
+    if (!e) {
+        json_object_put(ty);
+        return TG_ENOMEM;
+    }
+    json_object_object_add(e, "id", json_object_new_string(id));
+    json_object_object_add(e, "type", ty);
+    json_object_array_add(vars, e);
+    return TG_OK;
+}
+
+static void body_undeclare(json_object *body, const char *id) {
+    json_object *vars = jget(body, "variables");
+    for (size_t i = 0; vars && i < json_object_array_length(vars); i++) {
+        json_object *jid = jget(json_object_array_get_idx(vars, i), "id");
+        if (jid && !strcmp(json_object_get_string(jid), id)) {
+            json_object_array_del_idx(vars, i, 1);
+            return;
+        }
+    }
+}
+
+/* Drop the body's JSON nodes flagged in drop[] (by the parsed node's
+ * position, which attrs_copy made the JSON's). */
+static int body_drop_nodes(json_object *body, const scan_io *s, const bool *drop) {
+    json_object *nodes = jget(body, "nodes"), *kept = json_object_new_array();
+    if (!kept) return TG_ENOMEM;
+    size_t len = json_object_array_length(nodes);
+    bool *gone = tg_calloc(len + 1, sizeof *gone);
+    if (!gone) {
+        json_object_put(kept);
+        return TG_ENOMEM;
+    }
+    for (int i = 0; i < s->bg->nnodes && (size_t)i < len; i++) gone[i] = drop[i];
+    for (size_t j = 0; j < len; j++)
+        if (!gone[j]) json_object_array_add(kept, json_object_get(json_object_array_get_idx(nodes, j)));
+    tg_free(gone);
+    json_object_object_add(body, "nodes", kept);
+    return TG_OK;
+}
+
+/* The scan node for `attrs` over `in` (nin inputs, nout outputs); NULL
+ * with the error on the context. */
+static tg_node *scan_build(tg_rw *rw, json_object *attrs, int nin, tg_var *const *in, int nout) {
+    const char *txt = json_object_to_json_string_ext(attrs, JSON_C_TO_STRING_PLAIN);
+    if (!txt) return NULL;
+    return tg_rw_node_text(rw, "scan", nin, in, txt, nout);
+}
+
+static int err_status(tg_rw *rw) {
+    tg_ctx *ctx = tg_rw_ctx(rw);
+    return ctx && ctx->status ? ctx->status : TG_ENOMEM;
+}
+
+/* Replace n's output k by m's output map[k] (map NULL: the same k). */
+static int replace_outputs(tg_rw *rw, tg_node *n, tg_node *m, const int *map) {
+    for (int k = 0; k < n->nout; k++) {
+        if (!n->outputs[k]->nclients) continue;
+        int rc = tg_rw_replace(rw, n->outputs[k], m->outputs[map ? map[k] : k]);
+        if (rc) return rc;
+    }
+    return TG_OK;
+}
+
+/* Build and swap in: 1 (applied) or an error. */
+static int scan_swap(tg_rw *rw, tg_node *n, json_object *attrs, int nin, tg_var *const *in) {
+    tg_node *m = scan_build(rw, attrs, nin, in, n->nout);
+    if (!m) return err_status(rw);
+    int rc = replace_outputs(rw, n, m, NULL);
+    return rc ? rc : 1;
+}
+
+/* The outer variable standing for body constant c (a new constant). */
+static tg_var *outer_const(tg_rw *rw, const tg_var *c) {
+    return tg_rw_const_array(rw, tg_array_ref(c->value));
+}
+
+/* Rebuild body node bn outside over outer[] (indexed by body variable
+ * index; constants are made on demand); its outputs go into outer[]. */
+static int rebuild(tg_rw *rw, const tg_node *bn, tg_var **outer) {
+    tg_var *in[64], **ins = in;
+    int rc = TG_OK;
+    if (bn->nin > 64 && !(ins = tg_calloc((size_t)bn->nin, sizeof *ins))) return TG_ENOMEM;
+    for (int i = 0; i < bn->nin; i++) {
+        tg_var *u = bn->inputs[i];
+        if (!outer[u->index] && u->kind == TG_VAR_CONSTANT && u->value)
+            outer[u->index] = outer_const(rw, u);
+        if (!(ins[i] = outer[u->index])) {
+            rc = TG_ENOMEM;
+            goto done;
+        }
+    }
+    const char *attrs =
+        bn->attrs ? json_object_to_json_string_ext(bn->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
+    tg_node *m = tg_rw_node_text(rw, bn->op->name, bn->nin, ins, attrs, bn->nout);
+    if (!m) {
+        tg_ctx *ctx = tg_rw_ctx(rw);
+        rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
+        goto done;
+    }
+    for (int k = 0; k < bn->nout && k < m->nout; k++) outer[bn->outputs[k]->index] = m->outputs[k];
+done:
+    if (ins != in) tg_free(ins);
+    return rc;
+}
+
+/* Ops whose value is the same whenever their inputs are: everything but
+ * side effects (print, assert, breakpoint) and the random generators. */
+static bool pure(const tg_node *bn) {
+    return !(bn->op->flags & (TG_OPF_SIDE_EFFECT | TG_OPF_DERIVED)) &&
+           strncmp(bn->op->name, "random_", 7) != 0;
+}
+
+/* ---- scan_hoist ---- */
+
+static int scan_hoist(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    tg_graph *bg = s.bg;
+    int nv = bg->nvars, nn = bg->nnodes, rc = 0;
+    bool *inv = tg_calloc((size_t)nv + 1, sizeof *inv), *hoist = tg_calloc((size_t)nn + 1, sizeof *hoist);
+    bool *read_in = tg_calloc((size_t)nv + 1, sizeof *read_in);
+    tg_var **outer = tg_calloc((size_t)nv + 1, sizeof *outer);
+    tg_var **ins = NULL;
+    json_object *attrs = NULL;
+    if (!inv || !hoist || !read_in || !outer) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    for (int k = 0; k < s.p->nns; k++) {
+        tg_var *v = s.fd->inputs[tg_scan_bin_ns(s.p, k)];
+        inv[v->index] = true;
+        outer[v->index] = n->inputs[s.base_ns + k];
+    }
+    for (int i = 0; i < nv; i++)
+        if (bg->vars[i]->kind == TG_VAR_CONSTANT) inv[i] = true;
+    int nh = 0;
+    for (int i = 0; i < nn; i++) {
+        tg_node *bn = bg->nodes[i];
+        bool ok = pure(bn) && bn->nin > 0;
+        for (int k = 0; ok && k < bn->nin; k++) ok = inv[bn->inputs[k]->index];
+        for (int k = 0; ok && k < bn->nout; k++) ok = !is_body_output(&s, bn->outputs[k]);
+        /* Constants alone: constant folding's work, in the body. */
+        bool all_const = true;
+        for (int k = 0; k < bn->nin; k++) all_const &= bn->inputs[k]->kind == TG_VAR_CONSTANT;
+        if (!ok || all_const) continue;
+        hoist[i] = true;
+        nh++;
+        for (int k = 0; k < bn->nout; k++) inv[bn->outputs[k]->index] = true;
+    }
+    if (!nh) goto done;
+    /* What stays in the body reads which hoisted results? */
+    for (int i = 0; i < nn; i++)
+        if (!hoist[i])
+            for (int k = 0; k < bg->nodes[i]->nin; k++) read_in[bg->nodes[i]->inputs[k]->index] = true;
+    for (int i = 0; i < nn; i++)
+        if (hoist[i] && (rc = rebuild(rw, bg->nodes[i], outer))) goto done;
+    if (!(attrs = attrs_copy(n))) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    json_object *body = jget(attrs, "body");
+    if ((rc = body_drop_nodes(body, &s, hoist))) goto done;
+    int nnew = 0;
+    ins = tg_calloc((size_t)(n->nin + nv) + 1, sizeof *ins);
+    if (!ins) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    memcpy(ins, n->inputs, sizeof *ins * (size_t)n->nin);
+    for (int i = 0; i < nn; i++) {
+        if (!hoist[i]) continue;
+        tg_node *bn = bg->nodes[i];
+        for (int k = 0; k < bn->nout; k++) {
+            tg_var *v = bn->outputs[k];
+            if (!read_in[v->index]) continue;
+            if ((rc = body_declare(body, v->id, &v->type)) ||
+                (rc = arr_insert(body, "inputs", json_object_array_length(jget(body, "inputs")),
+                                 json_object_new_string(v->id))))
+                goto done;
+            ins[n->nin + nnew++] = outer[v->index];
+        }
+    }
+    set_int(attrs, "n_non_sequences", s.p->nns + nnew);
+    rc = scan_swap(rw, n, attrs, n->nin + nnew, ins);
+done:
+    json_object_put(attrs);
+    tg_free(inv);
+    tg_free(hoist);
+    tg_free(read_in);
+    tg_free(outer);
+    tg_free(ins);
+    return rc;
+}
+
+/* ---- scan_push_seq ---- */
+
+/* The outer form of body node bn applied to every row of sequence S
+ * (the operand at `at`; the others are outer invariants in `o`). */
+static tg_var *push_build(tg_rw *rw, const tg_node *bn, int at, tg_var **o) {
+    const char *name = bn->op->name;
+    if (bn->op->flags & TG_OPF_ELEMWISE) {
+        const char *attrs =
+            bn->attrs ? json_object_to_json_string_ext(bn->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
+        return tg_rw_op(rw, name, bn->nin, o, attrs);
+    }
+    /* dot / matmul of the row and an invariant c of at most 2 dims. */
+    tg_var *S = o[at], *c = o[1 - at];
+    int sd = bn->inputs[at]->type.ndim;
+    if (at == 0) return tg_rw_op2(rw, "matmul", S, c);
+    if (sd == 1) /* c . s_t for each row: S . c^T */
+        return c->type.ndim == 2 ? tg_rw_op2(rw, "dot", S, tg_rw_op1(rw, "transpose", c, NULL))
+                                 : tg_rw_op2(rw, "dot", S, c);
+    return tg_rw_op2(rw, "matmul", c, S);
+}
+
+static int scan_push_seq(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    tg_graph *bg = s.bg;
+    scan_p *p = s.p;
+    for (int i = 0; i < bg->nnodes; i++) {
+        tg_node *bn = bg->nodes[i];
+        bool ew = (bn->op->flags & TG_OPF_ELEMWISE) != 0;
+        bool prod = !strcmp(bn->op->name, "dot") || !strcmp(bn->op->name, "matmul");
+        if ((!ew && !prod) || !pure(bn) || bn->nout != 1 || bn->nin > 16 ||
+            is_body_output(&s, bn->outputs[0]))
+            continue;
+        int seq = -1, at = -1;
+        bool ok = true;
+        for (int k = 0; ok && k < bn->nin; k++) {
+            tg_var *u = bn->inputs[k];
+            int si = seq1_index(&s, u);
+            if (si >= 0) {
+                ok = seq < 0 || seq == si;
+                seq = si;
+                at = k;
+            } else {
+                ok = u->kind == TG_VAR_CONSTANT || ns_index(&s, u) >= 0;
+            }
+        }
+        if (!ok || seq < 0) continue;
+        const tg_type *ot = &bn->outputs[0]->type;
+        if (ew) {
+            /* The row must span the result, so that the whole sequence
+             * only puts the steps in front. */
+            for (int k = 0; ok && k < bn->nin; k++)
+                ok = seq1_index(&s, bn->inputs[k]) == seq ? bn->inputs[k]->type.ndim == ot->ndim
+                                                          : bn->inputs[k]->type.ndim <= ot->ndim;
+        } else {
+            if (bn->nin != 2 || bn->inputs[0] == bn->inputs[1]) continue;
+            int cd = bn->inputs[1 - at]->type.ndim, sd = bn->inputs[at]->type.ndim;
+            ok = cd >= 1 && cd <= 2 && sd >= 1 && (sd <= 2 || !strcmp(bn->op->name, "matmul"));
+        }
+        if (!ok) continue;
+        /* Build the outer node. */
+        tg_var *o[16];
+        tg_var *S = n->inputs[s.base_seq + seq];
+        for (int k = 0; k < bn->nin; k++) {
+            tg_var *u = bn->inputs[k];
+            if (seq1_index(&s, u) == seq)
+                o[k] = S;
+            else if (u->kind == TG_VAR_CONSTANT)
+                o[k] = outer_const(rw, u);
+            else
+                o[k] = n->inputs[s.base_ns + ns_index(&s, u)];
+            if (!o[k]) return TG_ENOMEM;
+        }
+        tg_var *R = push_build(rw, bn, at, o);
+        if (!R) {
+            tg_ctx *ctx = tg_rw_ctx(rw);
+            return ctx && ctx->status ? ctx->status : TG_ENOMEM;
+        }
+        /* R must be the stack of the body value's rows. */
+        tg_type rowt = R->type;
+        if (rowt.ndim != ot->ndim + 1 || rowt.dtype != ot->dtype) return 0;
+        rowt.ndim--;
+        memmove(rowt.shape, rowt.shape + 1, sizeof(int64_t) * (size_t)rowt.ndim);
+        if (!tg_type_compatible(&rowt, ot)) return 0;
+
+        /* The new body: bn's output becomes the tap of a new sequence
+         * (the old one's tap), after the others' taps. */
+        json_object *attrs = attrs_copy(n);
+        bool *drop = tg_calloc((size_t)bg->nnodes + 1, sizeof *drop);
+        tg_var **ins = tg_calloc((size_t)n->nin + 2, sizeof *ins);
+        int rc = TG_OK;
+        if (!attrs || !drop || !ins) {
+            rc = TG_ENOMEM;
+            goto out;
+        }
+        drop[i] = true;
+        json_object *body = jget(attrs, "body");
+        int nseq_taps = 0;
+        for (int q = 0; q < p->nseq; q++) nseq_taps += p->seq_ntaps[q];
+        json_object *tap0 = json_object_new_array();
+        if (!tap0) {
+            rc = TG_ENOMEM;
+            goto out;
+        }
+        json_object_array_add(tap0, json_object_new_int(p->taps[p->seq_off[seq]]));
+        if ((rc = body_drop_nodes(body, &s, drop)) ||
+            (rc = body_declare(body, bn->outputs[0]->id, ot)) ||
+            (rc = arr_insert(body, "inputs", (size_t)nseq_taps, json_object_new_string(bn->outputs[0]->id))) ||
+            (rc = arr_insert(attrs, "sequence_taps", (size_t)p->nseq, tap0)))
+            goto out;
+        int nin = 0, nseq = p->nseq + 1;
+        for (int k = 0; k < s.base_init; k++) ins[nin++] = n->inputs[k];
+        ins[nin++] = R;
+        for (int k = s.base_init; k < n->nin; k++) ins[nin++] = n->inputs[k];
+        /* The old sequence goes when nothing else in the body reads it
+         * (the new one has its length, so the number of steps stays). */
+        tg_var *row = s.fd->inputs[tg_scan_bin_seq(p, seq, 0)];
+        bool used = is_body_output(&s, row);
+        for (int j = 0; j < bg->nnodes && !used; j++)
+            for (int k = 0; j != i && k < bg->nodes[j]->nin; k++) used |= bg->nodes[j]->inputs[k] == row;
+        if (!used) {
+            json_object_array_del_idx(jget(body, "inputs"), (size_t)tg_scan_bin_seq(p, seq, 0), 1);
+            body_undeclare(body, row->id);
+            json_object_array_del_idx(jget(attrs, "sequence_taps"), (size_t)seq, 1);
+            memmove(ins + s.base_seq + seq, ins + s.base_seq + seq + 1,
+                    sizeof *ins * (size_t)(nin - s.base_seq - seq - 1));
+            nin--;
+            nseq--;
+        }
+        set_int(attrs, "n_sequences", nseq);
+        rc = scan_swap(rw, n, attrs, nin, ins);
+    out:
+        json_object_put(attrs);
+        tg_free(drop);
+        tg_free(ins);
+        return rc;
+    }
+    return 0;
+}
+
+/* ---- scan_keep_last ---- */
+
+/* How many last steps a subtensor of a stacked output reads: k for
+ * out[-k, ...] and out[-k:, ...], else 0 (it needs them all). */
+static int64_t last_steps(const tg_node *c) {
+    if (strcmp(c->op->name, "subtensor") != 0 || c->a.nindex < 1) return 0;
+    const tg_index_entry *e = &c->a.index[0];
+    if (!e->is_slice) return e->dyn[0] < 0 && e->v[0] < 0 ? -e->v[0] : 0;
+    if (!e->given[0] || e->dyn[0] >= 0 || e->v[0] >= 0 || e->given[1]) return 0;
+    if (e->given[2] && (e->dyn[2] >= 0 || e->v[2] != 1)) return 0;
+    return -e->v[0];
+}
+
+static int scan_keep_last(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    int no = n->nout;
+    int64_t keep[SCAN_MAX_IO];
+    bool change = false;
+    for (int o = 0; o < no; o++) {
+        tg_var *v = n->outputs[o];
+        int64_t k = v->nclients ? 0 : 1;
+        for (int c = 0; c < v->nclients && v->nclients <= 64; c++) {
+            int64_t kc = v->clients[c].node && v->clients[c].index == 0 ? last_steps(v->clients[c].node) : 0;
+            if (!kc) {
+                k = 0;
+                break;
+            }
+            if (kc > k) k = kc;
+        }
+        /* Useless when every step fits anyway. */
+        if (k && v->type.shape[0] >= 0 && k >= v->type.shape[0]) k = 0;
+        int64_t cur = s.p->keep[o];
+        keep[o] = cur && (!k || cur < k) ? cur : k;
+        change |= keep[o] != cur;
+    }
+    if (!change) return 0;
+    json_object *attrs = attrs_copy(n), *jk = json_object_new_array();
+    int rc = TG_OK;
+    if (!attrs || !jk) {
+        json_object_put(jk);
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    for (int o = 0; o < no; o++) json_object_array_add(jk, json_object_new_int64(keep[o]));
+    json_object_object_add(attrs, "keep_last", jk);
+    const char *txt = json_object_to_json_string_ext(attrs, JSON_C_TO_STRING_PLAIN);
+    tg_node *m = txt ? tg_rw_node_text(rw, "scan", n->nin, n->inputs, txt, no) : NULL;
+    if (!m) {
+        tg_ctx *ctx = tg_rw_ctx(rw);
+        rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
+        goto done;
+    }
+    for (int o = 0; o < no && !rc; o++) {
+        tg_var *v = n->outputs[o];
+        if (keep[o] == s.p->keep[o]) {
+            if (v->nclients) rc = tg_rw_replace(rw, v, m->outputs[o]);
+            continue;
+        }
+        /* Each reader reads the same rows of the kept ones. Copied first:
+         * replacing changes v's reader list. */
+        int nc = v->nclients; /* at most 64 (above) */
+        tg_node *rd[64];
+        for (int c = 0; c < nc; c++) rd[c] = v->clients[c].node;
+        for (int c = 0; c < nc && !rc; c++) {
+            tg_node *sub = rd[c];
+            tg_var *in[TG_MAX_NDIM * 3 + 1]; /* x and at most 3 parts per index entry */
+            in[0] = m->outputs[o];
+            for (int k = 1; k < sub->nin; k++) in[k] = sub->inputs[k];
+            tg_var *r = tg_rw_op(rw, "subtensor", sub->nin, in,
+                                 json_object_to_json_string_ext(sub->attrs, JSON_C_TO_STRING_PLAIN));
+            if (!r || tg_rw_match(rw, sub)) {
+                tg_ctx *ctx = tg_rw_ctx(rw);
+                rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
+                goto done;
+            }
+            rc = tg_rw_replace(rw, sub->outputs[0], r);
+        }
+    }
+    if (!rc) rc = 1;
+done:
+    json_object_put(attrs);
+    return rc;
+}
+
+/* ---- scan_merge ---- */
+
+/* Is `target` among the nodes `from` depends on? A walk back over the
+ * graph; visited nodes are listed to clear their marks. */
+static int depends_on(tg_node *from, tg_node *target, bool *out) {
+    int cap = 64, sp = 0, nvis = 0, vcap = 64;
+    tg_node **stack = tg_malloc(sizeof *stack * (size_t)cap), **vis = tg_malloc(sizeof *vis * (size_t)vcap);
+    static char token;
+    *out = false;
+    if (!stack || !vis) {
+        tg_free(stack);
+        tg_free(vis);
+        return TG_ENOMEM;
+    }
+    int rc = TG_OK;
+    stack[sp++] = from;
+    while (sp && !*out) {
+        tg_node *d = stack[--sp];
+        for (int k = 0; k < d->nin; k++) {
+            tg_node *p = d->inputs[k]->owner;
+            if (!p || p->mark == &token) continue;
+            if (p == target) {
+                *out = true;
+                break;
+            }
+            if (nvis == vcap || sp == cap) {
+                int nc = cap * 2;
+                tg_node **a = tg_realloc(stack, sizeof *a * (size_t)nc);
+                if (!a) {
+                    rc = TG_ENOMEM;
+                    goto done;
+                }
+                stack = a;
+                cap = nc;
+                tg_node **b = tg_realloc(vis, sizeof *b * (size_t)nc);
+                if (!b) {
+                    rc = TG_ENOMEM;
+                    goto done;
+                }
+                vis = b;
+                vcap = nc;
+            }
+            p->mark = &token;
+            vis[nvis++] = p;
+            stack[sp++] = p;
+        }
+    }
+done:
+    for (int i = 0; i < nvis; i++) vis[i]->mark = NULL;
+    tg_free(stack);
+    tg_free(vis);
+    return rc;
+}
+
+static bool same_json(json_object *a, json_object *b) {
+    if (!a || !b) return a == b;
+    return !strcmp(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN),
+                   json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN));
+}
+
+static bool mergeable(tg_node *a, tg_node *b) {
+    scan_p *p = a->a.extra, *q = b->a.extra;
+    if (!p || !q || a == b || tg_rw_dead(b) || b->op != a->op) return false;
+    if (p->has_until || q->has_until || p->has_n != q->has_n || p->backwards != q->backwards ||
+        p->trunc != q->trunc)
+        return false;
+    if (p->nrec + q->nrec + p->nnr + q->nnr > SCAN_MAX_IO || a->nin + b->nin > SCAN_MAX_IO)
+        return false;
+    if (p->has_n) return a->inputs[0] == b->inputs[0];
+    /* The same sequences with the same taps: the same number of steps. */
+    if (p->nseq != q->nseq || p->nseq == 0) return false;
+    for (int i = 0; i < p->nseq; i++)
+        if (a->inputs[i] != b->inputs[i]) return false;
+    return same_json(jget(a->attrs, "sequence_taps"), jget(b->attrs, "sequence_taps"));
+}
+
+/* The ids a body JSON defines (declared variables and node outputs), as
+ * the keys of a new object. */
+static json_object *body_ids(json_object *body) {
+    json_object *ids = json_object_new_object();
+    json_object *vars = jget(body, "variables"), *nodes = jget(body, "nodes");
+    for (size_t i = 0; ids && vars && i < json_object_array_length(vars); i++) {
+        json_object *id = jget(json_object_array_get_idx(vars, i), "id");
+        if (id) json_object_object_add(ids, json_object_get_string(id), NULL);
+    }
+    for (size_t i = 0; ids && nodes && i < json_object_array_length(nodes); i++) {
+        json_object *outs = jget(json_object_array_get_idx(nodes, i), "outputs");
+        for (size_t k = 0; outs && k < json_object_array_length(outs); k++)
+            json_object_object_add(ids, json_object_get_string(json_object_array_get_idx(outs, k)), NULL);
+    }
+    return ids;
+}
+
+/* Replace the string at l[k] when `ren` maps it. */
+static void rename_at(json_object *l, size_t k, json_object *ren) {
+    json_object *cur = json_object_array_get_idx(l, k), *to;
+    if (cur && json_object_is_type(cur, json_type_string) &&
+        (to = jget(ren, json_object_get_string(cur))))
+        json_object_array_put_idx(l, k, json_object_new_string(json_object_get_string(to)));
+}
+
+/* Rename in B's body JSON every id that A's body also defines (the two
+ * bodies had their own namespaces; the merged one has one). */
+static int rename_ids(json_object *ba, json_object *bb) {
+    json_object *aids = body_ids(ba), *bids = body_ids(bb), *ren = json_object_new_object();
+    int rc = TG_OK, serial = 0;
+    if (!aids || !bids || !ren) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    json_object_object_foreach(bids, id, unused) {
+        (void)unused;
+        if (!json_object_object_get_ex(aids, id, NULL)) continue;
+        char nid[160];
+        do
+            snprintf(nid, sizeof nid, "%.120s.m%d", id, ++serial);
+        while (json_object_object_get_ex(aids, nid, NULL) || json_object_object_get_ex(bids, nid, NULL));
+        json_object_object_add(ren, id, json_object_new_string(nid));
+        json_object_object_add(aids, nid, NULL);
+    }
+    json_object *vars = jget(bb, "variables"), *nodes = jget(bb, "nodes");
+    for (size_t i = 0; vars && i < json_object_array_length(vars); i++) {
+        json_object *e = json_object_array_get_idx(vars, i), *id = jget(e, "id"), *to;
+        if (id && (to = jget(ren, json_object_get_string(id))))
+            json_object_object_add(e, "id", json_object_new_string(json_object_get_string(to)));
+    }
+    for (size_t i = 0; nodes && i < json_object_array_length(nodes); i++) {
+        json_object *e = json_object_array_get_idx(nodes, i);
+        json_object *l[2] = {jget(e, "inputs"), jget(e, "outputs")};
+        for (int w = 0; w < 2; w++)
+            for (size_t k = 0; l[w] && k < json_object_array_length(l[w]); k++) rename_at(l[w], k, ren);
+    }
+    json_object *l[2] = {jget(bb, "inputs"), jget(bb, "outputs")};
+    for (int w = 0; w < 2; w++)
+        for (size_t k = 0; l[w] && k < json_object_array_length(l[w]); k++) rename_at(l[w], k, ren);
+done:
+    json_object_put(aids);
+    json_object_put(bids);
+    json_object_put(ren);
+    return rc;
+}
+
+/* A JSON array of a's items [from, to) then b's [bfrom, bto). */
+static json_object *cat(json_object *a, size_t from, size_t to, json_object *b, size_t bfrom, size_t bto) {
+    json_object *r = json_object_new_array();
+    for (size_t i = from; r && i < to; i++) json_object_array_add(r, json_object_get(json_object_array_get_idx(a, i)));
+    for (size_t i = bfrom; r && i < bto; i++) json_object_array_add(r, json_object_get(json_object_array_get_idx(b, i)));
+    return r;
+}
+
+static int scan_merge(tg_rw *rw, tg_node *n) {
+    scan_p *p = n->a.extra;
+    if (!p || p->has_until || (!p->has_n && p->nseq == 0)) return 0;
+    tg_var *key = n->inputs[0];
+    tg_node *m = NULL;
+    for (int c = 0; c < key->nclients && !m; c++) {
+        tg_node *o = key->clients[c].node;
+        if (!o || key->clients[c].index != 0 || !mergeable(n, o)) continue;
+        bool d1, d2;
+        int rc;
+        if ((rc = depends_on(n, o, &d1)) || (rc = depends_on(o, n, &d2))) return rc;
+        if (!d1 && !d2) m = o;
+    }
+    if (!m) return 0;
+    scan_p *q = m->a.extra;
+    json_object *A = attrs_copy(n), *B = attrs_copy(m);
+    tg_var **ins = tg_calloc((size_t)(n->nin + m->nin) + 1, sizeof *ins);
+    int *map = tg_calloc((size_t)(n->nout + m->nout) + 1, sizeof *map);
+    int rc = TG_OK;
+    if (!A || !B || !ins || !map) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    json_object *ba = jget(A, "body"), *bb = jget(B, "body");
+    if ((rc = rename_ids(ba, bb))) goto done;
+    int pst = 0, qst = 0, prt = 0, qrt = 0;
+    for (int i = 0; i < p->nseq; i++) pst += p->seq_ntaps[i];
+    for (int i = 0; i < q->nseq; i++) qst += q->seq_ntaps[i];
+    for (int j = 0; j < p->nrec; j++) prt += p->out_ntaps[j];
+    for (int j = 0; j < q->nrec; j++) qrt += q->out_ntaps[j];
+    json_object *ia = jget(ba, "inputs"), *ib = jget(bb, "inputs"), *oa = jget(ba, "outputs"),
+                *ob = jget(bb, "outputs");
+    /* Inputs: sequence taps, recurrent taps, non-sequences, A's then B's
+     * in each group. */
+    json_object *in = json_object_new_array();
+    json_object *parts[3][2] = {{cat(ia, 0, (size_t)pst, NULL, 0, 0), cat(ib, 0, (size_t)qst, NULL, 0, 0)},
+                                {cat(ia, (size_t)pst, (size_t)(pst + prt), NULL, 0, 0),
+                                 cat(ib, (size_t)qst, (size_t)(qst + qrt), NULL, 0, 0)},
+                                {cat(ia, (size_t)(pst + prt), (size_t)p->nbin, NULL, 0, 0),
+                                 cat(ib, (size_t)(qst + qrt), (size_t)q->nbin, NULL, 0, 0)}};
+    for (int g = 0; g < 3; g++)
+        for (int w = 0; w < 2; w++) {
+            json_object *l = parts[g][w];
+            for (size_t k = 0; in && l && k < json_object_array_length(l); k++)
+                json_object_array_add(in, json_object_get(json_object_array_get_idx(l, k)));
+            json_object_put(l);
+        }
+    json_object *out = json_object_new_array();
+    json_object *rec = cat(oa, 0, (size_t)p->nrec, ob, 0, (size_t)q->nrec);
+    json_object *nr = cat(oa, (size_t)p->nrec, (size_t)(p->nrec + p->nnr), ob, (size_t)q->nrec,
+                          (size_t)(q->nrec + q->nnr));
+    for (size_t k = 0; out && rec && k < json_object_array_length(rec); k++)
+        json_object_array_add(out, json_object_get(json_object_array_get_idx(rec, k)));
+    for (size_t k = 0; out && nr && k < json_object_array_length(nr); k++)
+        json_object_array_add(out, json_object_get(json_object_array_get_idx(nr, k)));
+    json_object_put(rec);
+    json_object_put(nr);
+    json_object *vars = cat(jget(ba, "variables"), 0, json_object_array_length(jget(ba, "variables")),
+                            jget(bb, "variables"), 0, json_object_array_length(jget(bb, "variables")));
+    json_object *nodes = cat(jget(ba, "nodes"), 0, json_object_array_length(jget(ba, "nodes")),
+                             jget(bb, "nodes"), 0, json_object_array_length(jget(bb, "nodes")));
+    if (!in || !out || !vars || !nodes) {
+        json_object_put(in);
+        json_object_put(out);
+        json_object_put(vars);
+        json_object_put(nodes);
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    json_object_object_add(ba, "inputs", in);
+    json_object_object_add(ba, "outputs", out);
+    json_object_object_add(ba, "variables", vars);
+    json_object_object_add(ba, "nodes", nodes);
+    json_object *st = jget(A, "sequence_taps"), *st2 = jget(B, "sequence_taps");
+    json_object *ot = jget(A, "output_taps"), *ot2 = jget(B, "output_taps");
+    json_object_object_add(A, "sequence_taps", cat(st, 0, json_object_array_length(st), st2, 0,
+                                                   json_object_array_length(st2)));
+    json_object_object_add(A, "output_taps", cat(ot, 0, json_object_array_length(ot), ot2, 0,
+                                                 json_object_array_length(ot2)));
+    set_int(A, "n_sequences", p->nseq + q->nseq);
+    set_int(A, "n_recurrent", p->nrec + q->nrec);
+    set_int(A, "n_nonrecurrent", p->nnr + q->nnr);
+    set_int(A, "n_non_sequences", p->nns + q->nns);
+    if (p->has_keep || q->has_keep) {
+        json_object *k = json_object_new_array();
+        for (int j = 0; k && j < p->nrec; j++) json_object_array_add(k, json_object_new_int64(p->keep[j]));
+        for (int j = 0; k && j < q->nrec; j++) json_object_array_add(k, json_object_new_int64(q->keep[j]));
+        for (int j = 0; k && j < p->nnr; j++) json_object_array_add(k, json_object_new_int64(p->keep[p->nrec + j]));
+        for (int j = 0; k && j < q->nnr; j++) json_object_array_add(k, json_object_new_int64(q->keep[q->nrec + j]));
+        json_object_object_add(A, "keep_last", k);
+    }
+    /* Outer inputs in the same order. */
+    int ni = 0, bp = p->has_n ? 1 : 0;
+    if (p->has_n) ins[ni++] = n->inputs[0];
+    for (int i = 0; i < p->nseq; i++) ins[ni++] = n->inputs[bp + i];
+    for (int i = 0; i < q->nseq; i++) ins[ni++] = m->inputs[bp + i];
+    for (int j = 0; j < p->nrec; j++) ins[ni++] = n->inputs[bp + p->nseq + j];
+    for (int j = 0; j < q->nrec; j++) ins[ni++] = m->inputs[bp + q->nseq + j];
+    for (int k = 0; k < p->nns; k++) ins[ni++] = n->inputs[bp + p->nseq + p->nrec + k];
+    for (int k = 0; k < q->nns; k++) ins[ni++] = m->inputs[bp + q->nseq + q->nrec + k];
+    int nout = n->nout + m->nout;
+    for (int j = 0; j < p->nrec; j++) map[j] = j;
+    for (int k = 0; k < p->nnr; k++) map[p->nrec + k] = p->nrec + q->nrec + k;
+    int *mapb = map + n->nout;
+    for (int j = 0; j < q->nrec; j++) mapb[j] = p->nrec + j;
+    for (int k = 0; k < q->nnr; k++) mapb[q->nrec + k] = p->nrec + q->nrec + p->nnr + k;
+    tg_node *merged = scan_build(rw, A, ni, ins, nout);
+    if (!merged) {
+        rc = err_status(rw);
+        goto done;
+    }
+    if ((rc = tg_rw_match(rw, m)) || (rc = replace_outputs(rw, n, merged, map)) ||
+        (rc = replace_outputs(rw, m, merged, mapb)))
+        goto done;
+    rc = 1;
+done:
+    json_object_put(A);
+    json_object_put(B);
+    tg_free(ins);
+    tg_free(map);
+    return rc;
+}
+
+/* ---- scan_inline ---- */
+
+/* x[i] (an integer index on the leading axis). */
+static tg_var *row_of(tg_rw *rw, tg_var *x, int64_t i) {
+    char attrs[64];
+    snprintf(attrs, sizeof attrs, "{\"index\": [%lld]}", (long long)i);
+    return tg_rw_op1(rw, "subtensor", x, attrs);
+}
+
+static int scan_inline(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    tg_var *ns = p->has_n ? n->inputs[0] : NULL;
+    if (!ns || ns->kind != TG_VAR_CONSTANT || !ns->value || tg_array_size(ns->value) != 1 ||
+        tg_array_get_flat(ns->value, 0) != 1)
+        return 0;
+    tg_graph *bg = s.bg;
+    tg_var **outer = tg_calloc((size_t)bg->nvars + 1, sizeof *outer);
+    int rc = TG_OK;
+    if (!outer) return TG_ENOMEM;
+    /* Step 0's inputs: the sequences' rows, the initial states' rows by
+     * tap, the non-sequences. */
+    for (int i = 0; i < p->nseq; i++) {
+        tg_var *S = n->inputs[s.base_seq + i];
+        for (int q = 0; q < p->seq_ntaps[i]; q++) {
+            int64_t r = -p->seq_min[i] + p->taps[p->seq_off[i] + q];
+            tg_var *v = row_of(rw, S, p->backwards ? -(r + 1) : r);
+            if (!v) goto fail;
+            outer[s.fd->inputs[tg_scan_bin_seq(p, i, q)]->index] = v;
+        }
+    }
+    for (int j = 0; j < p->nrec; j++) {
+        tg_var *init = n->inputs[s.base_init + j];
+        for (int q = 0; q < p->out_ntaps[j]; q++) {
+            tg_var *v = p->out_flat[j] ? init : row_of(rw, init, p->out_k[j] + p->taps[p->out_off[j] + q]);
+            if (!v) goto fail;
+            outer[s.fd->inputs[tg_scan_bin_rec(p, j, q)]->index] = v;
+        }
+    }
+    for (int k = 0; k < p->nns; k++) outer[s.fd->inputs[tg_scan_bin_ns(p, k)]->index] = n->inputs[s.base_ns + k];
+    for (int i = 0; i < bg->nnodes; i++)
+        if ((rc = rebuild(rw, bg->nodes[i], outer))) goto done;
+    /* Each output: its one step, stacked. */
+    for (int o = 0; o < p->nrec + p->nnr; o++) {
+        if (!n->outputs[o]->nclients) continue;
+        tg_var *bo = s.fd->outputs[o];
+        tg_var *v = outer[bo->index];
+        if (!v && bo->kind == TG_VAR_CONSTANT) v = outer[bo->index] = outer_const(rw, bo);
+        tg_var *st = v ? tg_rw_op1(rw, "expand_dims", v, "{\"axis\": 0}") : NULL;
+        if (!st) goto fail;
+        if ((rc = tg_rw_replace(rw, n->outputs[o], st))) goto done;
+    }
+    rc = 1;
+    goto done;
+fail:
+    rc = err_status(rw);
+done:
+    tg_free(outer);
+    return rc;
+}
+
+/* ---- scan_prune ---- */
+
+/* Non-sequences the body does not read (the other rewrites leave them
+ * when they move their readers out) stop being inputs. */
+static int scan_prune(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    tg_graph *bg = s.bg;
+    bool gone[SCAN_MAX_IO] = {0};
+    int ngone = 0;
+    for (int k = 0; k < p->nns; k++) {
+        tg_var *v = s.fd->inputs[tg_scan_bin_ns(p, k)];
+        bool used = is_body_output(&s, v);
+        for (int i = 0; i < bg->nnodes && !used; i++)
+            for (int j = 0; j < bg->nodes[i]->nin && !used; j++) used = bg->nodes[i]->inputs[j] == v;
+        /* The same body variable listed twice as an input is left alone. */
+        for (int b = 0; b < s.fd->nin && !used; b++) used = b != tg_scan_bin_ns(p, k) && s.fd->inputs[b] == v;
+        gone[k] = !used;
+        ngone += !used;
+    }
+    if (!ngone) return 0;
+    json_object *attrs = attrs_copy(n);
+    tg_var **ins = tg_calloc((size_t)n->nin + 1, sizeof *ins);
+    int rc = TG_OK;
+    if (!attrs || !ins) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    json_object *body = jget(attrs, "body");
+    for (int k = p->nns - 1; k >= 0; k--)
+        if (gone[k]) {
+            body_undeclare(body, s.fd->inputs[tg_scan_bin_ns(p, k)]->id);
+            json_object_array_del_idx(jget(body, "inputs"), (size_t)tg_scan_bin_ns(p, k), 1);
+        }
+    set_int(attrs, "n_non_sequences", p->nns - ngone);
+    int ni = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (i < s.base_ns || !gone[i - s.base_ns]) ins[ni++] = n->inputs[i];
+    rc = scan_swap(rw, n, attrs, ni, ins);
+done:
+    json_object_put(attrs);
+    tg_free(ins);
+    return rc;
+}
+
+/* Non-recurrent outputs nobody reads stop being outputs, so the body no
+ * longer computes them (BPTT's scan gives the gradient of every float
+ * sequence, wanted or not). */
+static int scan_drop_outputs(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    int ndrop = 0, map[SCAN_MAX_IO];
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) ndrop += !n->outputs[o]->nclients;
+    if (!ndrop || ndrop == p->nrec + p->nnr) return 0;
+    json_object *attrs = attrs_copy(n);
+    if (!attrs) return TG_ENOMEM;
+    json_object *outs = jget(jget(attrs, "body"), "outputs"), *jk = jget(attrs, "keep_last");
+    int k = 0;
+    for (int o = 0; o < n->nout; o++) {
+        bool gone = o >= p->nrec && !n->outputs[o]->nclients;
+        map[o] = gone ? -1 : k;
+        if (!gone) {
+            k++;
+            continue;
+        }
+        json_object_array_del_idx(outs, (size_t)k, 1);
+        if (jk) json_object_array_del_idx(jk, (size_t)k, 1);
+    }
+    set_int(attrs, "n_nonrecurrent", p->nnr - ndrop);
+    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout - ndrop);
+    json_object_put(attrs);
+    if (!m) return err_status(rw);
+    for (int o = 0; o < n->nout; o++)
+        if (map[o] >= 0 && n->outputs[o]->nclients) {
+            int rc = tg_rw_replace(rw, n->outputs[o], m->outputs[map[o]]);
+            if (rc) return rc;
+        }
+    return 1;
+}
+
+/* ---- outputs computed outside: scan_pull_out, scan_sum_dot ---- */
+
+/* v, looking through `identity` nodes (grad writes them on outputs). */
+static tg_var *through_identity(tg_var *v) {
+    while (v->owner && !strcmp(v->owner->op->name, "identity") && v->owner->nin == 1) v = v->owner->inputs[0];
+    return v;
+}
+
+/* Is body variable v read by a body node other than `except` (and the
+ * identity chain up to `out`), or a body output other than number o? */
+static bool read_elsewhere(const scan_io *s, const tg_var *v, int o) {
+    for (int i = 0; i < s->bg->nnodes; i++) {
+        const tg_node *bn = s->bg->nodes[i];
+        for (int k = 0; k < bn->nin; k++)
+            if (bn->inputs[k] == v) {
+                /* An identity chain leading to output o is fine. */
+                const tg_var *w = bn->outputs[0];
+                if (strcmp(bn->op->name, "identity") != 0) return true;
+                while (w != s->fd->outputs[o]) {
+                    bool next = false;
+                    for (int j = 0; j < s->bg->nnodes && !next; j++) {
+                        const tg_node *c = s->bg->nodes[j];
+                        if (c->nin == 1 && c->inputs[0] == w && !strcmp(c->op->name, "identity")) {
+                            w = c->outputs[0];
+                            next = true;
+                        }
+                    }
+                    if (!next) return true;
+                }
+            }
+    }
+    for (int q = 0; q < s->fd->nout; q++)
+        if (q != o && through_identity(s->fd->outputs[q]) == v) return true;
+    return false;
+}
+
+/* Invariant in the loop: a non-sequence or a constant. */
+static bool invariant(const scan_io *s, const tg_var *v) {
+    return v->kind == TG_VAR_CONSTANT || ns_index(s, v) >= 0;
+}
+
+static tg_var *outer_of_invariant(tg_rw *rw, const scan_io *s, tg_node *n, tg_var *v) {
+    return v->kind == TG_VAR_CONSTANT ? outer_const(rw, v) : n->inputs[s->base_ns + ns_index(s, v)];
+}
+
+/* A copy of scan n whose output o (if >= 0) stacks body variable v instead, with
+ * the variables add[] stacked as further non-recurrent outputs (one that
+ * is already a non-recurrent output is shared: at[k] says which output
+ * holds add[k]). n's other outputs are replaced by the copy's. */
+static tg_node *reoutput(tg_rw *rw, tg_node *n, const scan_io *s, int o, tg_var *v, tg_var *const *add,
+                         int nadd, int *at) {
+    scan_p *p = s->p;
+    json_object *attrs = attrs_copy(n);
+    if (!attrs) return NULL;
+    json_object *body = jget(attrs, "body"), *outs = jget(body, "outputs");
+    if (o >= 0) json_object_array_put_idx(outs, (size_t)o, json_object_new_string(v->id));
+    int extra = 0;
+    for (int k = 0; k < nadd; k++) {
+        at[k] = -1;
+        for (int q = p->nrec; q < p->nrec + p->nnr && at[k] < 0; q++)
+            if (q != o && through_identity(s->fd->outputs[q]) == add[k]) at[k] = q;
+        for (int j = 0; j < k && at[k] < 0; j++)
+            if (add[j] == add[k]) at[k] = at[j];
+        if (at[k] >= 0) continue;
+        at[k] = p->nrec + p->nnr + extra;
+        arr_insert(body, "outputs", (size_t)at[k], json_object_new_string(add[k]->id));
+        extra++;
+    }
+    set_int(attrs, "n_nonrecurrent", p->nnr + extra);
+    json_object *jk = jget(attrs, "keep_last");
+    for (int k = 0; jk && k < extra; k++) json_object_array_add(jk, json_object_new_int(0));
+    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout + extra);
+    json_object_put(attrs);
+    if (!m) return NULL;
+    for (int k = 0; k < n->nout; k++)
+        if (k != o && n->outputs[k]->nclients && tg_rw_replace(rw, n->outputs[k], m->outputs[k])) return NULL;
+    return m;
+}
+
+/* A non-recurrent output that is a product of a per-step value and a
+ * loop invariant (an input's gradient in BPTT: delta_t @ W^T) stacks the
+ * per-step value instead, and the product is one product outside over
+ * every step. */
+static int scan_pull_out(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
+        if (!n->outputs[o]->nclients) continue;
+        tg_var *x = through_identity(s.fd->outputs[o]);
+        tg_node *bn = x->owner;
+        if (!bn || bn->nin != 2 || (strcmp(bn->op->name, "dot") && strcmp(bn->op->name, "matmul")))
+            continue;
+        int at = invariant(&s, bn->inputs[1]) ? 0 : invariant(&s, bn->inputs[0]) ? 1 : -1;
+        if (at < 0 || invariant(&s, bn->inputs[at]) || read_elsewhere(&s, x, o)) continue;
+        int cd = bn->inputs[1 - at]->type.ndim, sd = bn->inputs[at]->type.ndim;
+        if (cd < 1 || cd > 2 || sd < 1 || (sd > 2 && strcmp(bn->op->name, "matmul"))) continue;
+        tg_var *C = outer_of_invariant(rw, &s, n, bn->inputs[1 - at]);
+        if (!C) return err_status(rw);
+        int unused;
+        tg_node *m = reoutput(rw, n, &s, o, bn->inputs[at], NULL, 0, &unused);
+        if (!m) return err_status(rw);
+        tg_var *ops[2];
+        ops[at] = m->outputs[o];
+        ops[1 - at] = C;
+        tg_var *R = push_build(rw, bn, at, ops);
+        if (!R) return err_status(rw);
+        int rc = tg_rw_replace(rw, n->outputs[o], R);
+        return rc ? rc : 1;
+    }
+    return 0;
+}
+
+/* a is transpose(b) of a matrix b (b returned), else NULL. */
+static tg_var *transposed(tg_var *a) {
+    tg_node *t = a->owner;
+    if (!t || t->nin != 1 || t->inputs[0]->type.ndim != 2) return NULL;
+    if (!strcmp(t->op->name, "transpose") && (t->a.axis_null || t->a.naxes == 0 ||
+                                              (t->a.naxes == 2 && t->a.axes[0] == 1 && t->a.axes[1] == 0)))
+        return t->inputs[0];
+    if (!strcmp(t->op->name, "dimshuffle") && t->a.norder == 2 && t->a.order[0] == 1 && t->a.order[1] == 0)
+        return t->inputs[0];
+    return NULL;
+}
+
+/* A reduction over the leading axis only: sum(x, axis=0). */
+static bool sum_axis0(const tg_node *c) {
+    if (strcmp(c->op->name, "sum") || c->a.keepdims || c->a.axis_null || c->a.naxes != 1) return false;
+    int a = c->a.axes[0], nd = c->inputs[0]->type.ndim;
+    return a == 0 || a == -nd;
+}
+
+/* BPTT's weight gradients: a non-recurrent output a_t^T b_t (a weight's
+ * gradient at step t) read only as its sum over the steps becomes one
+ * product over every step outside the loop, A^T B with A, B the steps'
+ * rows stacked: the loop keeps a_t and b_t (rows of the batch) instead of
+ * a weight-sized matrix per step, and the sum is a single tall gemm. */
+static int scan_sum_dot(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
+        tg_var *out = n->outputs[o];
+        if (!out->nclients || out->nclients > 16) continue;
+        bool ok = true;
+        for (int c = 0; c < out->nclients && ok; c++)
+            ok = out->clients[c].node && sum_axis0(out->clients[c].node);
+        if (!ok) continue;
+        tg_var *x = through_identity(s.fd->outputs[o]);
+        tg_node *bn = x->owner;
+        if (!bn || strcmp(bn->op->name, "dot") || bn->nin != 2) continue;
+        tg_var *a = transposed(bn->inputs[0]), *b = bn->inputs[1];
+        if (!a || b->type.ndim != 2 || invariant(&s, a) || invariant(&s, b) || read_elsewhere(&s, x, o))
+            continue;
+        int64_t ma = a->type.shape[1], nb = b->type.shape[1];
+        if (ma < 0 || nb < 0 || a->type.dtype != b->type.dtype) continue;
+        int at;
+        tg_node *m = reoutput(rw, n, &s, o, a, &b, 1, &at);
+        if (!m) return err_status(rw);
+        int64_t sa[2] = {-1, ma}, sb[2] = {-1, nb};
+        int64_t two = 2;
+        tg_var *shp_a = tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sa));
+        tg_var *shp_b = tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sb));
+        tg_var *A = tg_rw_op2(rw, "reshape", m->outputs[o], shp_a);
+        tg_var *B = tg_rw_op2(rw, "reshape", m->outputs[at], shp_b);
+        tg_var *R = tg_rw_op2(rw, "dot", tg_rw_op1(rw, "transpose", A, NULL), B);
+        if (!R) return err_status(rw);
+        tg_node *rd[16];
+        int nc = out->nclients;
+        for (int c = 0; c < nc; c++) rd[c] = out->clients[c].node;
+        for (int c = 0; c < nc; c++) {
+            int rc;
+            if ((rc = tg_rw_match(rw, rd[c])) || (rc = tg_rw_replace(rw, rd[c]->outputs[0], R))) return rc;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- slice_product_reuse ---- */
+
+/* matmul(x[a:b], W) when matmul(x, W) is computed anyway: its rows
+ * [a:b]. BPTT's scan reads the forward sequences cut to the steps taken,
+ * so the product that scan_push_seq moves out of the backward loop would
+ * otherwise repeat the forward loop's input projection. */
+static int slice_product_reuse(tg_rw *rw, tg_node *n) {
+    if (n->nin != 2) return 0;
+    tg_node *sub = tg_rw_producer(n->inputs[0], "subtensor");
+    if (!sub || sub->a.nindex != 1 || !sub->a.index[0].is_slice) return 0;
+    tg_var *x = sub->inputs[0], *W = n->inputs[1];
+    /* Rows of x are rows of the product: x has a leading axis of rows. */
+    if (x->type.ndim < 2 || W->type.ndim > 2 || (!strcmp(n->op->name, "dot") && x->type.ndim != 2)) return 0;
+    for (int c = 0; c < x->nclients; c++) {
+        tg_node *m = x->clients[c].node;
+        if (!m || m == n || m->op != n->op || x->clients[c].index != 0 || m->inputs[1] != W || tg_rw_dead(m))
+            continue;
+        tg_var *in[TG_MAX_NDIM * 3 + 1];
+        if (sub->nin > TG_MAX_NDIM * 3 + 1) return 0;
+        in[0] = m->outputs[0];
+        for (int k = 1; k < sub->nin; k++) in[k] = sub->inputs[k];
+        tg_var *r = tg_rw_op(rw, "subtensor", sub->nin, in,
+                             json_object_to_json_string_ext(sub->attrs, JSON_C_TO_STRING_PLAIN));
+        if (!r) return err_status(rw);
+        if (!tg_type_compatible(&n->outputs[0]->type, &r->type)) return 0;
+        int rc = tg_rw_replace(rw, n->outputs[0], r);
+        return rc ? rc : 1;
+    }
+    return 0;
+}
+
+/* ---- scan_reuse_step_product ---- */
+
+/* A product over a recurrent output's whole stack, initial state first,
+ *   M = join(expand_dims(init), h) @ C,
+ * whose rows the loop already computed (its body multiplies the
+ * previous step's value by the same non-sequence C: h_{t-1} @ C), is
+ *   join(expand_dims(init) @ C, P[1:], h[-1:] @ C)
+ * with P the stack of the body's products, a new output of the loop.
+ * BPTT's reverse scan recomputes each step's forward values from that
+ * product: this takes them from the forward loop instead of doing the
+ * loop's largest product a second time. */
+static int scan_reuse_step_product(tg_rw *rw, tg_node *n) {
+    if (n->nin != 2) return 0;
+    tg_node *J = tg_rw_producer(n->inputs[0], "join");
+    tg_var *C = n->inputs[1];
+    if (!J || J->nin != 2 || J->a.naxes != 1 || J->a.axes[0] != 0 || C->type.ndim != 2) return 0;
+    tg_node *E = tg_rw_producer(J->inputs[0], "expand_dims");
+    tg_var *O = J->inputs[1];
+    tg_node *F = O->owner;
+    if (!E || E->a.naxes != 1 || E->a.axes[0] != 0 || !F || strcmp(F->op->name, "scan")) return 0;
+    scan_io s;
+    if (!scan_view(F, &s)) return 0;
+    scan_p *p = s.p;
+    int j = O->owner_index;
+    if (j >= p->nrec || !p->out_flat[j] || p->has_until || F->inputs[s.base_init + j] != E->inputs[0] ||
+        O->type.ndim != 3)
+        return 0;
+    /* The body's product of h_{t-1} and C. */
+    tg_var *hp = s.fd->inputs[tg_scan_bin_rec(p, j, 0)];
+    tg_var *P = NULL;
+    for (int i = 0; i < s.bg->nnodes && !P; i++) {
+        tg_node *bn = s.bg->nodes[i];
+        if (bn->nin != 2 || (strcmp(bn->op->name, "dot") && strcmp(bn->op->name, "matmul"))) continue;
+        int k = ns_index(&s, bn->inputs[1]);
+        if (bn->inputs[0] == hp && hp->type.ndim == 2 && k >= 0 && F->inputs[s.base_ns + k] == C &&
+            bn->outputs[0]->type.dtype == n->outputs[0]->type.dtype)
+            P = bn->outputs[0];
+    }
+    if (!P) return 0;
+    int at;
+    tg_node *G = reoutput(rw, F, &s, -1, NULL, &P, 1, &at);
+    if (!G) return err_status(rw); /* F's outputs now read G's */
+    tg_var *Pst = G->outputs[at], *Oh = G->outputs[j];
+    tg_var *first = tg_rw_op2(rw, n->op->name, J->inputs[0], C);
+    tg_var *rest = tg_rw_op1(rw, "subtensor", Pst, "{\"index\": [{\"start\": 1}]}");
+    tg_var *lastrow = tg_rw_op1(rw, "subtensor", Oh, "{\"index\": [{\"start\": -1}]}");
+    tg_var *last = tg_rw_op2(rw, n->op->name, lastrow, C);
+    tg_var *parts[3] = {first, rest, last};
+    tg_var *R = first && rest && last ? tg_rw_op(rw, "join", 3, parts, "{\"axis\": 0}") : NULL;
+    if (!R) return err_status(rw);
+    int rc;
+    if ((rc = tg_rw_match(rw, F)) || (rc = tg_rw_replace(rw, n->outputs[0], R))) return rc;
+    return 1;
+}
+
+/* ---- accumulators: scan_acc_sum, scan_drop_recurrent ---- */
+
+/* Provably zeros: zeros_like(..), alloc(0, ..), or an all-zero constant. */
+static bool is_zeros(const tg_var *v) {
+    if (tg_rw_is_const_value(v, 0)) return true;
+    if (tg_rw_producer(v, "zeros_like")) return true;
+    tg_node *a = tg_rw_producer(v, "alloc");
+    return a && tg_rw_is_const_value(a->inputs[0], 0);
+}
+
+/* How many body nodes read v (and is it a body output?). */
+static int readers(const scan_io *s, const tg_var *v, tg_node **one) {
+    int c = 0;
+    for (int i = 0; i < s->bg->nnodes; i++)
+        for (int k = 0; k < s->bg->nodes[i]->nin; k++)
+            if (s->bg->nodes[i]->inputs[k] == v) {
+                c++;
+                if (one) *one = s->bg->nodes[i];
+                break;
+            }
+    return c;
+}
+
+/* Recurrent output j is an accumulator acc_t = acc_{t-1} + e_t: its one
+ * tap's input feeds only that add, whose result is only output j. The
+ * add (e_t returned through *e), or NULL. */
+static tg_node *accumulator(const scan_io *s, int j, tg_var **e) {
+    scan_p *p = s->p;
+    if (!p->out_flat[j]) return NULL;
+    tg_var *hp = s->fd->inputs[tg_scan_bin_rec(p, j, 0)];
+    tg_node *P = NULL;
+    if (readers(s, hp, &P) != 1 || is_body_output(s, hp) || body_input_index(s, hp) != tg_scan_bin_rec(p, j, 0))
+        return NULL;
+    tg_var *x = through_identity(s->fd->outputs[j]);
+    if (x->owner != P || strcmp(P->op->name, "add") || P->nin != 2 || read_elsewhere(s, x, j)) return NULL;
+    int k = P->inputs[0] == hp ? 1 : P->inputs[1] == hp ? 0 : -1;
+    if (k < 0 || P->inputs[k] == hp || P->inputs[k]->type.dtype != x->type.dtype ||
+        P->inputs[k]->type.ndim != x->type.ndim)
+        return NULL;
+    *e = P->inputs[k];
+    return P;
+}
+
+/* An accumulator from zeros read only as sum(acc[-1:], axis=0) (BPTT's
+ * non-sequence gradients) is the sum of its increments: they become a
+ * non-recurrent output E and the reader sum(E, axis=0), which
+ * scan_sum_dot turns into one product when the increment is a_t^T b_t;
+ * the accumulator, then unread, goes (scan_drop_recurrent). */
+static int scan_acc_sum(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    for (int j = 0; j < p->nrec; j++) {
+        tg_var *O = n->outputs[j], *e;
+        if (!O->nclients || O->nclients > 16 || !is_zeros(n->inputs[s.base_init + j]) || !accumulator(&s, j, &e))
+            continue;
+        tg_node *sums[64];
+        int ns = 0;
+        bool ok = true;
+        for (int c = 0; c < O->nclients && ok; c++) {
+            tg_node *sub = O->clients[c].node;
+            ok = sub && !strcmp(sub->op->name, "subtensor") && sub->nin == 1 && sub->a.nindex == 1;
+            if (!ok) break;
+            const tg_index_entry *ie = &sub->a.index[0];
+            ok = ie->is_slice && ie->given[0] && ie->dyn[0] < 0 && ie->v[0] == -1 && !ie->given[1] &&
+                 (!ie->given[2] || (ie->dyn[2] < 0 && ie->v[2] == 1));
+            tg_var *sv = sub->outputs[0];
+            for (int k = 0; ok && k < sv->nclients; k++) {
+                tg_node *sm = sv->clients[k].node;
+                ok = sm && sum_axis0(sm) && ns < 64;
+                if (ok) sums[ns++] = sm;
+            }
+            ok = ok && sv->nclients > 0;
+        }
+        if (!ok || !ns) continue;
+        int at;
+        tg_node *G = reoutput(rw, n, &s, -1, NULL, &e, 1, &at);
+        if (!G) return err_status(rw);
+        tg_var *R = tg_rw_op1(rw, "sum", G->outputs[at], "{\"axis\": 0}");
+        if (!R) return err_status(rw);
+        for (int k = 0; k < ns; k++) {
+            int rc;
+            if ((rc = tg_rw_match(rw, sums[k])) || (rc = tg_rw_replace(rw, sums[k]->outputs[0], R))) return rc;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* A recurrent output nobody reads, whose past values feed only its own
+ * next value (an accumulator left unread), stops being an output: its
+ * initial state, taps and body output go. */
+static int scan_drop_recurrent(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    if (p->nrec + p->nnr < 2) return 0;
+    for (int j = 0; j < p->nrec; j++) {
+        tg_var *e;
+        if (n->outputs[j]->nclients || !accumulator(&s, j, &e)) continue;
+        json_object *attrs = attrs_copy(n);
+        tg_var **ins = tg_calloc((size_t)n->nin + 1, sizeof *ins);
+        int map[SCAN_MAX_IO], rc = TG_OK;
+        if (!attrs || !ins) {
+            json_object_put(attrs);
+            tg_free(ins);
+            return TG_ENOMEM;
+        }
+        json_object *body = jget(attrs, "body");
+        int b = tg_scan_bin_rec(p, j, 0);
+        /* The add and the identities up to output j go with it. */
+        bool *drop = tg_calloc((size_t)s.bg->nnodes + 1, sizeof *drop);
+        if (!drop) {
+            json_object_put(attrs);
+            tg_free(ins);
+            return TG_ENOMEM;
+        }
+        for (tg_var *v = s.fd->outputs[j]; v->owner;) {
+            for (int i = 0; i < s.bg->nnodes; i++)
+                if (s.bg->nodes[i] == v->owner) drop[i] = true;
+            if (strcmp(v->owner->op->name, "identity")) break;
+            v = v->owner->inputs[0];
+        }
+        rc = body_drop_nodes(body, &s, drop);
+        tg_free(drop);
+        if (rc) {
+            json_object_put(attrs);
+            tg_free(ins);
+            return rc;
+        }
+        body_undeclare(body, s.fd->inputs[b]->id);
+        json_object_array_del_idx(jget(body, "inputs"), (size_t)b, 1);
+        json_object_array_del_idx(jget(body, "outputs"), (size_t)j, 1);
+        json_object_array_del_idx(jget(attrs, "output_taps"), (size_t)j, 1);
+        json_object *jk = jget(attrs, "keep_last");
+        if (jk && json_object_is_type(jk, json_type_array)) json_object_array_del_idx(jk, (size_t)j, 1);
+        set_int(attrs, "n_recurrent", p->nrec - 1);
+        int ni = 0;
+        for (int i = 0; i < n->nin; i++)
+            if (i != s.base_init + j) ins[ni++] = n->inputs[i];
+        for (int o = 0; o < n->nout; o++) map[o] = o < j ? o : o - 1;
+        tg_node *m = scan_build(rw, attrs, ni, ins, n->nout - 1);
+        json_object_put(attrs);
+        tg_free(ins);
+        if (!m) return err_status(rw);
+        for (int o = 0; o < n->nout && !rc; o++)
+            if (o != j && n->outputs[o]->nclients) rc = tg_rw_replace(rw, n->outputs[o], m->outputs[map[o]]);
+        return rc ? rc : 1;
+    }
+    return 0;
+}
+
+/* ---- the rules (listed in rules.c's table) ---- */
+
+int tg_rw_scan_inline(tg_rw *rw, tg_node *n) { return scan_inline(rw, n); }
+int tg_rw_scan_hoist(tg_rw *rw, tg_node *n) { return scan_hoist(rw, n); }
+int tg_rw_scan_push_seq(tg_rw *rw, tg_node *n) { return scan_push_seq(rw, n); }
+int tg_rw_scan_keep_last(tg_rw *rw, tg_node *n) { return scan_keep_last(rw, n); }
+int tg_rw_scan_merge(tg_rw *rw, tg_node *n) { return scan_merge(rw, n); }
+int tg_rw_scan_prune(tg_rw *rw, tg_node *n) { return scan_prune(rw, n); }
+int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n) { return scan_pull_out(rw, n); }
+int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n) { return scan_sum_dot(rw, n); }
+int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n) { return scan_drop_outputs(rw, n); }
+int tg_rw_slice_product_reuse(tg_rw *rw, tg_node *n) { return slice_product_reuse(rw, n); }
+int tg_rw_scan_reuse_step_product(tg_rw *rw, tg_node *n) { return scan_reuse_step_product(rw, n); }
+int tg_rw_scan_acc_sum(tg_rw *rw, tg_node *n) { return scan_acc_sum(rw, n); }
+int tg_rw_scan_drop_recurrent(tg_rw *rw, tg_node *n) { return scan_drop_recurrent(rw, n); }

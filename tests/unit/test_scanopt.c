@@ -1,0 +1,822 @@
+/* The scan rewrites (libcore/src/rewrite/scanopt.c): each fires on a graph
+ * made for it (the rewrite record names it) and the optimized function
+ * computes what the graph run as written does (preset none); the RNN,
+ * the ring of kept steps and the merged loops are also checked against
+ * plain C loops written here. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "vm/vm.h"
+
+#define J(...) #__VA_ARGS__
+
+static tg_function *compile(tg_graph *g, const char *preset) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options o = {.preset = preset};
+    tg_function *f = tg_function_compile(g, 0, &o, ctx);
+    if (!f) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("compile failed: %s", msg);
+    }
+    tg_ctx_free(ctx);
+    return f;
+}
+
+static int fired(const tg_function *f, const char *name) {
+    int c = 0;
+    for (int i = 0; i < tg_function_rewrite_count(f); i++) {
+        tg_rewrite_info r;
+        assert_int_equal(tg_function_rewrite_get(f, i, &r), 0);
+        c += !strcmp(r.name, name);
+    }
+    return c;
+}
+
+static void list_rewrites(const tg_function *f) {
+    for (int i = 0; i < tg_function_rewrite_count(f); i++) {
+        tg_rewrite_info r;
+        tg_function_rewrite_get(f, i, &r);
+        fprintf(stderr, "  applied: %s (%s)\n", r.name, r.pass);
+    }
+}
+
+static int count_op(const tg_function *f, const char *op) {
+    int c = 0;
+    for (int i = 0; i < tg_function_node_count(f); i++) c += !strcmp(tg_function_node_op(f, i), op);
+    return c;
+}
+
+static void call(tg_function *f, tg_array *const *in, tg_array **out) {
+    tg_ctx *ctx = tg_ctx_new();
+    if (tg_function_call(f, in, out, ctx)) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("call failed: %s", msg);
+    }
+    tg_ctx_free(ctx);
+}
+
+/* Deterministic values in [lo, hi). */
+static double *fill(int64_t n, double lo, double hi, int seed) {
+    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(seed + 1);
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        d[i] = lo + (hi - lo) * (double)(s >> 11) / 9007199254740992.0;
+    }
+    return d;
+}
+
+/* Random float64 inputs of the function's static shapes. */
+static void inputs_for(const tg_function *f, tg_array **in, double lo, double hi) {
+    for (int i = 0; i < tg_function_input_count(f); i++) {
+        int nd = tg_function_input_ndim(f, i);
+        const int64_t *shp = tg_function_input_shape(f, i);
+        int64_t n = 1;
+        for (int d = 0; d < nd; d++) n *= shp[d];
+        double *d = fill(n, lo, hi, i);
+        tg_array *a = tu_f64(nd, shp, d);
+        free(d);
+        if (tg_function_input_dtype(f, i) != TG_FLOAT64) {
+            tg_array *c = tg_array_copy(a, tg_function_input_dtype(f, i));
+            tg_array_free(a);
+            a = c;
+        }
+        in[i] = a;
+    }
+}
+
+/* Fast_run against none: `rewrite` fired at least `times` times and every
+ * output agrees, on two calls (the second reuses storage). Returns the
+ * optimized function for more checks (the caller frees it). */
+static tg_function *check_against_none(tg_graph *g, const char *rewrite, int times, tg_array **in) {
+    tg_function *ref = compile(g, "none"), *opt = compile(g, "fast_run");
+    if (fired(opt, rewrite) < times) {
+        fprintf(stderr, "%s fired %d times, expected %d\n", rewrite, fired(opt, rewrite), times);
+        list_rewrites(opt);
+        fail();
+    }
+    int nout = tg_function_output_count(ref);
+    for (int rep = 0; rep < 2; rep++) {
+        tg_array *o1[8] = {0}, *o2[8] = {0};
+        call(ref, in, o1);
+        call(opt, in, o2);
+        for (int k = 0; k < nout; k++) {
+            tu_assert_close(o2[k], o1[k], 1e-9, 1e-12);
+            tg_array_free(o1[k]);
+            tg_array_free(o2[k]);
+        }
+    }
+    tg_function_free(ref);
+    return opt;
+}
+
+static void free_all(tg_array **a, int n) {
+    for (int i = 0; i < n; i++) tg_array_free(a[i]);
+}
+
+/* ---- scan_hoist ---- */
+
+/* h[t] = h[t-1] * (exp(w) * 0.5) + x[t]: exp(w) * 0.5 is the same every
+ * step and moves out (two nodes). */
+static const char *HOIST = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [6, 3]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [3]}},
+                  {"id": "w", "type": {"dtype": "float64", "shape": [3]}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "h0", "w"], "outputs": ["h"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 1,
+                         "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [3]}},
+                                                {"id": "b.h", "type": {"dtype": "float64", "shape": [3]}},
+                                                {"id": "b.w", "type": {"dtype": "float64", "shape": [3]}}],
+                                  "nodes": [{"op": "exp", "inputs": ["b.w"], "outputs": ["b.e"]},
+                                            {"op": "mul", "inputs": ["b.e", {"value": 0.5}], "outputs": ["b.e2"]},
+                                            {"op": "mul", "inputs": ["b.h", "b.e2"], "outputs": ["b.m"]},
+                                            {"op": "add", "inputs": ["b.m", "b.x"], "outputs": ["b.o"]}],
+                                  "inputs": ["b.x", "b.h", "b.w"], "outputs": ["b.o"]}}}],
+    "functions": {"main": {"inputs": ["x", "h0", "w"], "outputs": ["h"]}}});
+
+static void test_hoist(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(HOIST);
+    tg_array *in[3];
+    tg_function *probe = compile(g, "none");
+    inputs_for(probe, in, -1, 1);
+    tg_function_free(probe);
+    tg_function *opt = check_against_none(g, "scan_hoist", 1, in);
+    /* exp runs outside, once. */
+    assert_int_equal(count_op(opt, "exp") + count_op(opt, "composite"), 1);
+    tg_array *out[1];
+    call(opt, in, out);
+    const double *x = tg_array_data(in[0]), *h0 = tg_array_data(in[1]), *w = tg_array_data(in[2]);
+    double h[3], want[18];
+    memcpy(h, h0, sizeof h);
+    for (int t = 0; t < 6; t++)
+        for (int i = 0; i < 3; i++) want[t * 3 + i] = h[i] = h[i] * exp(w[i]) * 0.5 + x[t * 3 + i];
+    tg_array *wa = tu_f64(2, (int64_t[]){6, 3}, want);
+    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+    tg_array_free(wa);
+    tg_array_free(out[0]);
+    free_all(in, 3);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* ---- scan_push_seq: a vanilla RNN ---- */
+
+/* h[t] = tanh(x[t] @ W + h[t-1] @ U + b), x (T, batch 2, in 3), h (2, 4).
+ * GOBACK is replaced by true or false. */
+static const char *RNN = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [5, 2, 3]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [2, 4]}},
+                  {"id": "W", "type": {"dtype": "float64", "shape": [3, 4]}},
+                  {"id": "U", "type": {"dtype": "float64", "shape": [4, 4]}},
+                  {"id": "b", "type": {"dtype": "float64", "shape": [4]}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "h0", "W", "U", "b"], "outputs": ["h"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 3,
+                         "has_n_steps": false, "has_until": false, "go_backwards": GOBACK,
+                         "body": {"variables": [{"id": "x_t", "type": {"dtype": "float64", "shape": [2, 3]}},
+                                                {"id": "h_p", "type": {"dtype": "float64", "shape": [2, 4]}},
+                                                {"id": "W_", "type": {"dtype": "float64", "shape": [3, 4]}},
+                                                {"id": "U_", "type": {"dtype": "float64", "shape": [4, 4]}},
+                                                {"id": "b_", "type": {"dtype": "float64", "shape": [4]}}],
+                                  "nodes": [{"op": "dot", "inputs": ["x_t", "W_"], "outputs": ["xw"]},
+                                            {"op": "dot", "inputs": ["h_p", "U_"], "outputs": ["hu"]},
+                                            {"op": "add", "inputs": ["xw", "hu", "b_"], "outputs": ["s"]},
+                                            {"op": "tanh", "inputs": ["s"], "outputs": ["h_t"]}],
+                                  "inputs": ["x_t", "h_p", "W_", "U_", "b_"], "outputs": ["h_t"]}}}],
+    "functions": {"main": {"inputs": ["x", "h0", "W", "U", "b"], "outputs": ["h"]}}});
+
+/* The RNN by hand: rows of x in the order the loop reads them. */
+static void rnn_by_hand(const tg_array *const *in, bool back, int T, double *out) {
+    const double *x = tg_array_data(in[0]), *h0 = tg_array_data(in[1]), *W = tg_array_data(in[2]),
+                 *U = tg_array_data(in[3]), *b = tg_array_data(in[4]);
+    double h[8], hn[8];
+    memcpy(h, h0, sizeof h);
+    for (int t = 0; t < T; t++) {
+        const double *xt = x + (back ? T - 1 - t : t) * 6;
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++) {
+                double s = b[j];
+                for (int k = 0; k < 3; k++) s += xt[r * 3 + k] * W[k * 4 + j];
+                for (int k = 0; k < 4; k++) s += h[r * 4 + k] * U[k * 4 + j];
+                hn[r * 4 + j] = tanh(s);
+            }
+        memcpy(h, hn, sizeof h);
+        memcpy(out + t * 8, h, sizeof h);
+    }
+}
+
+static void run_rnn(bool back) {
+    char *json = strdup(RNN);
+    memcpy(strstr(json, "GOBACK"), back ? "true  " : "false ", 6);
+    tg_graph *g = tu_load(json);
+    free(json);
+    tg_array *in[5];
+    tg_function *probe = compile(g, "none");
+    inputs_for(probe, in, -1, 1);
+    tg_function_free(probe);
+    tg_function *opt = check_against_none(g, "scan_push_seq", 1, in);
+    /* The input projection runs outside: one product over every step. */
+    assert_true(count_op(opt, "matmul") + count_op(opt, "dot") + count_op(opt, "gemm") >= 1);
+    /* W is no longer read inside: it stops being a non-sequence. */
+    assert_true(fired(opt, "scan_prune") >= 1);
+    for (int i = 0; i < opt->fg->nnodes; i++)
+        if (!strcmp(opt->fg->nodes[i]->op->name, "scan")) assert_int_equal(opt->fg->nodes[i]->nin, 4);
+    tg_array *out[1];
+    call(opt, in, out);
+    double want[40];
+    rnn_by_hand((const tg_array *const *)in, back, 5, want);
+    tg_array *wa = tu_f64(3, (int64_t[]){5, 2, 4}, want);
+    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+    tg_array_free(wa);
+    tg_array_free(out[0]);
+    free_all(in, 5);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+static void test_push_rnn(void **state) {
+    (void)state;
+    run_rnn(false);
+}
+
+static void test_push_rnn_backwards(void **state) {
+    (void)state;
+    run_rnn(true);
+}
+
+/* The other operand orders: W @ x_t for a vector row (x_t^T W^T outside),
+ * elementwise work on the row (x_t * 2 + c, two nodes pushed in turn),
+ * and a matmul of a matrix row on the left. */
+static const char *PUSH_MORE = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [4, 3]}},
+                  {"id": "m", "type": {"dtype": "float64", "shape": [4, 3, 2]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [2]}},
+                  {"id": "A", "type": {"dtype": "float64", "shape": [2, 3]}},
+                  {"id": "c", "type": {"dtype": "float64", "shape": [3]}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "m", "h0", "A", "c"], "outputs": ["h", "y"],
+               "attrs": {"n_sequences": 2, "sequence_taps": [[0], [0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 1, "n_non_sequences": 2,
+                         "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [3]}},
+                                                {"id": "b.m", "type": {"dtype": "float64", "shape": [3, 2]}},
+                                                {"id": "b.h", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.A", "type": {"dtype": "float64", "shape": [2, 3]}},
+                                                {"id": "b.c", "type": {"dtype": "float64", "shape": [3]}}],
+                                  "nodes": [{"op": "mul", "inputs": ["b.x", {"value": 2}], "outputs": ["b.x2"]},
+                                            {"op": "add", "inputs": ["b.x2", "b.c"], "outputs": ["b.xc"]},
+                                            {"op": "dot", "inputs": ["b.A", "b.xc"], "outputs": ["b.ax"]},
+                                            {"op": "matmul", "inputs": ["b.A", "b.m"], "outputs": ["b.am"]},
+                                            {"op": "dot", "inputs": ["b.am", "b.h"], "outputs": ["b.amh"]},
+                                            {"op": "add", "inputs": ["b.ax", "b.amh"], "outputs": ["b.s"]},
+                                            {"op": "tanh", "inputs": ["b.s"], "outputs": ["b.o"]},
+                                            {"op": "sum", "inputs": ["b.xc"], "outputs": ["b.y"]}],
+                                  "inputs": ["b.x", "b.m", "b.h", "b.A", "b.c"], "outputs": ["b.o", "b.y"]}}}],
+    "functions": {"main": {"inputs": ["x", "m", "h0", "A", "c"], "outputs": ["h", "y"]}}});
+
+static void test_push_more(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(PUSH_MORE);
+    tg_array *in[5];
+    tg_function *probe = compile(g, "none");
+    inputs_for(probe, in, -1, 1);
+    tg_function_free(probe);
+    /* mul, add, dot(A, x_t) and matmul(A, m_t) move out. */
+    tg_function *opt = check_against_none(g, "scan_push_seq", 4, in);
+    tg_function_free(opt);
+    free_all(in, 5);
+    tg_graph_free(g);
+}
+
+/* ---- scan_keep_last ---- */
+
+/* A**2 .. A**(k+1) keeping the last 2 (keep_last written by hand). */
+static const char *POW_KEEP = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "A", "type": {"dtype": "float64", "shape": [2]}},
+                  {"id": "k", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["k", "A", "A"], "outputs": ["res"],
+               "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 1,
+                         "has_n_steps": true, "has_until": false, "keep_last": [2],
+                         "body": {"variables": [{"id": "b.p", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.A", "type": {"dtype": "float64", "shape": [2]}}],
+                                  "nodes": [{"op": "mul", "inputs": ["b.p", "b.A"], "outputs": ["b.o"]}],
+                                  "inputs": ["b.p", "b.A"], "outputs": ["b.o"]}}}]});
+
+/* The RNN read only through h[-1] and h[-2:]: the scan keeps 2 steps. */
+static const char *RNN_LAST_TAIL = J(
+    {"op": "subtensor", "inputs": ["h"], "outputs": ["last"], "attrs": {"index": [-1]}},
+    {"op": "subtensor", "inputs": ["h"], "outputs": ["two"], "attrs": {"index": [{"start": -2}]}}],
+    "functions": {"main": {"inputs": ["x", "h0", "W", "U", "b"], "outputs": ["last", "two"]}}});
+
+static void test_keep_last(void **state) {
+    (void)state;
+    /* The RNN graph with its function replaced. */
+    char *json = malloc(strlen(RNN) + strlen(RNN_LAST_TAIL) + 16);
+    strcpy(json, RNN);
+    memcpy(strstr(json, "GOBACK"), "false ", 6);
+    char *cut = strstr(json, "}}}]"); /* the end of the scan node */
+    strcpy(cut + 3, ", ");
+    strcat(json, RNN_LAST_TAIL);
+    tg_graph *g = tu_load(json);
+    free(json);
+    tg_array *in[5];
+    tg_function *probe = compile(g, "none");
+    inputs_for(probe, in, -1, 1);
+    tg_function_free(probe);
+    tg_function *opt = check_against_none(g, "scan_keep_last", 1, in);
+    /* The optimized scan keeps 2 steps. */
+    int found = 0;
+    for (int i = 0; i < opt->fg->nnodes; i++) {
+        tg_node *n = opt->fg->nodes[i];
+        if (strcmp(n->op->name, "scan")) continue;
+        json_object *k = NULL;
+        assert_true(json_object_object_get_ex(n->attrs, "keep_last", &k));
+        assert_int_equal(json_object_get_int(json_object_array_get_idx(k, 0)), 2);
+        assert_int_equal(n->outputs[0]->type.shape[0], 2);
+        found++;
+    }
+    assert_int_equal(found, 1);
+    tg_array *out[2];
+    call(opt, in, out);
+    double want[40];
+    rnn_by_hand((const tg_array *const *)in, false, 5, want);
+    tg_array *w1 = tu_f64(2, (int64_t[]){2, 4}, want + 32), *w2 = tu_f64(3, (int64_t[]){2, 2, 4}, want + 24);
+    tu_assert_close(out[0], w1, 1e-12, 1e-12);
+    tu_assert_close(out[1], w2, 1e-12, 1e-12);
+    tg_array_free(w1);
+    tg_array_free(w2);
+    free_all(out, 2);
+    free_all(in, 5);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* A ring with several taps and an unknown number of steps:
+ *   h[t] = 0.5*h[t-1] + 0.25*h[t-3] + x[t],  z[t] = h[t] * 2,
+ * only z[-1] is read (h is read by no one: it keeps 1 step, in a ring of
+ * 4 rows since its taps reach 3 back). n steps comes in at run time. */
+static const char *RING = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null, 2]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [3, 2]}},
+                  {"id": "k", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["k", "x", "h0"], "outputs": ["h", "z"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                         "output_taps": [[-1, -3]], "n_nonrecurrent": 1, "n_non_sequences": 0,
+                         "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.h1", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.h3", "type": {"dtype": "float64", "shape": [2]}}],
+                                  "nodes": [{"op": "mul", "inputs": ["b.h1", {"value": 0.5}], "outputs": ["b.a"]},
+                                            {"op": "mul", "inputs": ["b.h3", {"value": 0.25}], "outputs": ["b.b"]},
+                                            {"op": "add", "inputs": ["b.a", "b.b", "b.x"], "outputs": ["b.h"]},
+                                            {"op": "mul", "inputs": ["b.h", {"value": 2}], "outputs": ["b.z"]}],
+                                  "inputs": ["b.x", "b.h1", "b.h3"], "outputs": ["b.h", "b.z"]}}},
+              {"op": "subtensor", "inputs": ["z"], "outputs": ["zl"], "attrs": {"index": [-1]}}],
+    "functions": {"main": {"inputs": ["x", "h0", "k"], "outputs": ["zl"]}}});
+
+static void test_keep_ring(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(RING);
+    tg_function *ref = compile(g, "none"), *opt = compile(g, "fast_run");
+    if (!fired(opt, "scan_keep_last")) {
+        list_rewrites(opt);
+        fail_msg("scan_keep_last did not fire");
+    }
+    enum { L = 11 };
+    double *x = fill(L * 2, -1, 1, 3), h0[6] = {1, -1, 0.5, 2, -0.25, 0.75};
+    for (int64_t k = 1; k <= L; k++) {
+        tg_array *in[3] = {tu_f64(2, (int64_t[]){L, 2}, x), tu_f64(2, (int64_t[]){3, 2}, h0),
+                           tg_array_new(TG_INT64, 0, NULL)};
+        *(int64_t *)tg_array_data(in[2]) = k;
+        tg_array *o1, *o2;
+        call(ref, in, &o1);
+        call(opt, in, &o2);
+        /* By hand. */
+        double h[L + 3][2];
+        memcpy(h, h0, sizeof h0);
+        for (int t = 0; t < k; t++)
+            for (int i = 0; i < 2; i++) h[t + 3][i] = 0.5 * h[t + 2][i] + 0.25 * h[t][i] + x[t * 2 + i];
+        double want[2] = {2 * h[k + 2][0], 2 * h[k + 2][1]};
+        tg_array *wa = tu_f64(1, (int64_t[]){2}, want);
+        tu_assert_close(o2, wa, 1e-12, 1e-12);
+        tu_assert_close(o1, wa, 1e-12, 1e-12);
+        tg_array_free(wa);
+        tg_array_free(o1);
+        tg_array_free(o2);
+        free_all(in, 3);
+    }
+    free(x);
+    tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* A rewrite that rebuilds an output's reader (keep_last) changes the
+ * output variable's id: a saved and restored function, and its export,
+ * still answer to the declared id. */
+static void test_keep_last_saved(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(RING);
+    tg_function *f = compile(g, "fast_run");
+    assert_true(fired(f, "scan_keep_last") >= 1);
+    assert_string_equal(tg_function_output_id(f, 0), "zl");
+    char path[] = "/tmp/tg-scanopt-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf_save_info info = {0};
+    assert_int_equal(tg_tgf_save(path, &f, 1, &info, ctx), 0);
+    tg_tgf *t = tg_tgf_load(path, NULL, ctx);
+    assert_non_null(t);
+    assert_string_equal(tg_function_output_id(tg_tgf_function(t, 0), 0), "zl");
+    char *text = tg_tgf_export(t, 0, ctx);
+    assert_non_null(text);
+    tg_graph *e = tu_load(text);
+    tg_function *fe = compile(e, "none");
+    assert_string_equal(tg_function_output_id(fe, 0), "zl");
+    /* The three agree. */
+    double x[8] = {0.5, -1, 0.25, 2, -0.75, 1, 0.1, 0.3}, h0[6] = {1, -1, 0.5, 2, -0.25, 0.75};
+    tg_array *in[3] = {tu_f64(2, (int64_t[]){4, 2}, x), tu_f64(2, (int64_t[]){3, 2}, h0),
+                       tg_array_new(TG_INT64, 0, NULL)};
+    *(int64_t *)tg_array_data(in[2]) = 4;
+    tg_array *o1, *o2, *o3;
+    call(f, in, &o1);
+    call(tg_tgf_function(t, 0), in, &o2);
+    call(fe, in, &o3);
+    tu_assert_close(o2, o1, 0, 0);
+    tu_assert_close(o3, o1, 0, 0);
+    tg_array_free(o1);
+    tg_array_free(o2);
+    tg_array_free(o3);
+    free_all(in, 3);
+    tg_string_free(text);
+    tg_function_free(fe);
+    tg_graph_free(e);
+    tg_tgf_free(t);
+    tg_ctx_free(ctx);
+    unlink(path);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* until: p[t] = 2 p[t-1] until p > 100; only the last value read. */
+static const char *UNTIL = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "p0", "type": {"dtype": "float64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": [{"value": 1000}, "p0"], "outputs": ["p"],
+               "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 0,
+                         "has_n_steps": true, "has_until": true,
+                         "body": {"variables": [{"id": "b.p", "type": {"dtype": "float64", "shape": []}}],
+                                  "nodes": [{"op": "mul", "inputs": ["b.p", {"value": 2}], "outputs": ["b.q"]},
+                                            {"op": "gt", "inputs": ["b.q", {"value": 100}], "outputs": ["b.stop"]}],
+                                  "inputs": ["b.p"], "outputs": ["b.q", "b.stop"]}}},
+              {"op": "subtensor", "inputs": ["p"], "outputs": ["pl"], "attrs": {"index": [-1]}}],
+    "functions": {"main": {"inputs": ["p0"], "outputs": ["pl"]}}});
+
+static void test_keep_until(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(UNTIL);
+    tg_array *in[1] = {tg_array_new_scalar(TG_FLOAT64, 0.75)};
+    tg_function *opt = check_against_none(g, "scan_keep_last", 1, in);
+    tg_array *out;
+    call(opt, in, &out);
+    /* 0.75 * 2^8 = 192 is the first above 100 */
+    assert_true(fabs(tg_array_get_flat(out, 0) - 192) < 1e-12);
+    tg_array_free(out);
+    tg_array_free(in[0]);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* keep_last written in a file: checked at load, run as the optimizer's,
+ * and no gradient through it. */
+static void test_keep_last_attr(void **state) {
+    (void)state;
+    char *json = strdup(POW_KEEP);
+    tg_graph *g = tu_load(json);
+    tg_array *in[2] = {tu_f64(1, (int64_t[]){2}, (double[]){2, -3}), tg_array_new(TG_INT64, 0, NULL)};
+    *(int64_t *)tg_array_data(in[1]) = 5;
+    tg_array *out[1];
+    tu_call_preset(g, "main", "none", in, out);
+    /* From init A, step t gives A**(t+2): the last 2 of 5 steps. */
+    tg_array *want = tu_f64(2, (int64_t[]){2, 2}, (double[]){32, -243, 64, 729});
+    tu_assert_close(out[0], want, 1e-12, 0);
+    free_all(out, 1);
+    tg_array_free(want);
+    free_all(in, 2);
+    tg_graph_free(g);
+    char msg[512];
+    char *bad = strdup(json);
+    memcpy(strstr(bad, "[2]"), "[x]", 3);
+    assert_int_not_equal(tu_load_fail(bad, msg, sizeof msg), 0);
+    free(bad);
+    /* A gradient through it is refused. */
+    char *gj = malloc(strlen(json) + 200);
+    strcpy(gj, json);
+    strcpy(strstr(gj, "}}}]") + 3, ", {\"op\": \"sum\", \"inputs\": [\"res\"], \"outputs\": [\"s\"]},"
+                                  " {\"op\": \"grad\", \"inputs\": [\"s\", \"A\"], \"outputs\": [\"gA\"]}]}");
+    assert_int_not_equal(tu_load_fail(gj, msg, sizeof msg), 0);
+    if (!strstr(msg, "keep_last")) fail_msg("unexpected message: %s", msg);
+    free(gj);
+    free(json);
+}
+
+/* ---- scan_merge ---- */
+
+/* Two loops of k steps with the same body ids: a[t] = a[t-1] * w and
+ * b[t] = b[t-1] + w. A third loop reads a (it must stay apart). */
+#define POW_SCAN(out, init, op)                                                                     \
+    "{\"op\": \"scan\", \"inputs\": [\"k\", \"" init "\", \"w\"], \"outputs\": [\"" out "\"],"      \
+    "\"attrs\": {\"n_sequences\": 0, \"sequence_taps\": [], \"n_recurrent\": 1,"                   \
+    "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": 1,"                     \
+    "\"has_n_steps\": true, \"has_until\": false,"                                                 \
+    "\"body\": {\"variables\": [{\"id\": \"b.p\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}," \
+    "{\"id\": \"b.w\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}],"                      \
+    "\"nodes\": [{\"op\": \"" op "\", \"inputs\": [\"b.p\", \"b.w\"], \"outputs\": [\"b.o\"]}],"   \
+    "\"inputs\": [\"b.p\", \"b.w\"], \"outputs\": [\"b.o\"]}}}"
+
+static const char *MERGE =
+    "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+    "{\"id\": \"k\", \"type\": {\"dtype\": \"int64\", \"shape\": []}},"
+    "{\"id\": \"a0\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}},"
+    "{\"id\": \"b0\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}},"
+    "{\"id\": \"w\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}],"
+    "\"nodes\": [" POW_SCAN("a", "a0", "mul") "," POW_SCAN("b", "b0", "add") ","
+    "{\"op\": \"subtensor\", \"inputs\": [\"a\"], \"outputs\": [\"al\"], \"attrs\": {\"index\": [-1]}},"
+    "{\"op\": \"scan\", \"inputs\": [\"k\", \"al\", \"w\"], \"outputs\": [\"c\"],"
+    "\"attrs\": {\"n_sequences\": 0, \"sequence_taps\": [], \"n_recurrent\": 1,"
+    "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": 1,"
+    "\"has_n_steps\": true, \"has_until\": false,"
+    "\"body\": {\"variables\": [{\"id\": \"b.p\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}},"
+    "{\"id\": \"b.w\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}],"
+    "\"nodes\": [{\"op\": \"sub\", \"inputs\": [\"b.p\", \"b.w\"], \"outputs\": [\"b.o\"]}],"
+    "\"inputs\": [\"b.p\", \"b.w\"], \"outputs\": [\"b.o\"]}}}],"
+    "\"functions\": {\"main\": {\"inputs\": [\"k\", \"a0\", \"b0\", \"w\"], \"outputs\": [\"a\", \"b\", \"c\"]}}}";
+
+static void test_merge(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(MERGE);
+    const double a0[3] = {1, -2, 0.5}, b0[3] = {0, 1, 2}, w[3] = {1.5, -0.5, 2};
+    for (int64_t k = 0; k <= 4; k++) {
+        tg_array *in[4] = {tg_array_new(TG_INT64, 0, NULL), tu_f64(1, (int64_t[]){3}, a0),
+                           tu_f64(1, (int64_t[]){3}, b0), tu_f64(1, (int64_t[]){3}, w)};
+        *(int64_t *)tg_array_data(in[0]) = k;
+        if (k == 0) { /* -1 of 0 steps: an error either way; compare from k = 1 */
+            free_all(in, 4);
+            continue;
+        }
+        tg_function *opt = check_against_none(g, "scan_merge", 1, in);
+        assert_int_equal(count_op(opt, "scan"), 2);
+        tg_array *out[3];
+        call(opt, in, out);
+        double wa[12], wb[12], wc[12], a[3], b[3], c[3];
+        memcpy(a, a0, sizeof a);
+        memcpy(b, b0, sizeof b);
+        for (int t = 0; t < k; t++)
+            for (int i = 0; i < 3; i++) {
+                wa[t * 3 + i] = a[i] *= w[i];
+                wb[t * 3 + i] = b[i] += w[i];
+            }
+        memcpy(c, a, sizeof c);
+        for (int t = 0; t < k; t++)
+            for (int i = 0; i < 3; i++) wc[t * 3 + i] = c[i] -= w[i];
+        const double *wants[3] = {wa, wb, wc};
+        for (int o = 0; o < 3; o++) {
+            tg_array *x = tu_f64(2, (int64_t[]){k, 3}, wants[o]);
+            tu_assert_close(out[o], x, 1e-12, 1e-12);
+            tg_array_free(x);
+        }
+        free_all(out, 3);
+        free_all(in, 4);
+        tg_function_free(opt);
+    }
+    tg_graph_free(g);
+}
+
+/* ---- BPTT: scan_sum_dot, scan_pull_out, scan_drop_outputs,
+ * slice_product_reuse, scan_push_seq at a tap other than 0 ---- */
+
+/* The RNN with cost = mean(h * y) and its gradients (WRT is replaced by
+ * the list of variables). */
+static const char *BPTT_TAIL = J(
+    {"op": "mul", "inputs": ["h", "y"], "outputs": ["hy"]},
+    {"op": "mean", "inputs": ["hy"], "outputs": ["cost"]},
+    {"op": "grad", "inputs": ["cost", WRT], "outputs": [GOUT]}],
+    "functions": {"main": {"inputs": ["x", "h0", "W", "U", "b", "y"], "outputs": ["cost", GOUT]}}});
+
+/* BPTT by hand: the gradients of mean(h * y) for W (3x4), U (4x4), b (4)
+ * and x (5x2x3). */
+static void bptt_by_hand(tg_array *const *in, double *gW, double *gU, double *gb, double *gx) {
+    const double *x = tg_array_data(in[0]), *W = tg_array_data(in[2]), *U = tg_array_data(in[3]),
+                 *y = tg_array_data(in[5]);
+    double h[6][8];
+    rnn_by_hand((const tg_array *const *)in, false, 5, &h[1][0]);
+    memcpy(h[0], tg_array_data(in[1]), sizeof h[0]);
+    memset(gW, 0, sizeof(double) * 12);
+    memset(gU, 0, sizeof(double) * 16);
+    memset(gb, 0, sizeof(double) * 4);
+    memset(gx, 0, sizeof(double) * 30);
+    double carry[8] = {0};
+    for (int t = 4; t >= 0; t--) {
+        double d[8];
+        for (int i = 0; i < 8; i++) {
+            double dh = y[t * 8 + i] / 40.0 + carry[i];
+            d[i] = dh * (1 - h[t + 1][i] * h[t + 1][i]);
+        }
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++) {
+                gb[j] += d[r * 4 + j];
+                for (int k = 0; k < 3; k++) gW[k * 4 + j] += x[t * 6 + r * 3 + k] * d[r * 4 + j];
+                for (int k = 0; k < 4; k++) gU[k * 4 + j] += h[t][r * 4 + k] * d[r * 4 + j];
+            }
+        for (int r = 0; r < 2; r++) {
+            for (int k = 0; k < 4; k++) {
+                carry[r * 4 + k] = 0;
+                for (int j = 0; j < 4; j++) carry[r * 4 + k] += d[r * 4 + j] * U[k * 4 + j];
+            }
+            for (int k = 0; k < 3; k++)
+                for (int j = 0; j < 4; j++) gx[t * 6 + r * 3 + k] += d[r * 4 + j] * W[k * 4 + j];
+        }
+    }
+}
+
+static void run_bptt(bool with_x) {
+    char *json = malloc(strlen(RNN) + strlen(BPTT_TAIL) + 256);
+    strcpy(json, RNN);
+    memcpy(strstr(json, "GOBACK"), "false ", 6);
+    /* y joins the variables. */
+    char *v = strstr(json, "{\"id\": \"b\"");
+    memmove(v + 63, v, strlen(v) + 1);
+    memcpy(v, "{\"id\": \"y\", \"type\": {\"dtype\": \"float64\", \"shape\": [5, 2, 4]}}, ", 63);
+    strcpy(strstr(json, "}}}]") + 3, ", ");
+    const char *wrt = with_x ? "\"W\", \"U\", \"b\", \"x\"" : "\"W\", \"U\", \"b\"";
+    const char *gout = with_x ? "\"gW\", \"gU\", \"gb\", \"gx\"" : "\"gW\", \"gU\", \"gb\"";
+    char *tail = strdup(BPTT_TAIL);
+    size_t len = strlen(json);
+    for (const char *p = tail; *p;) {
+        if (!strncmp(p, "WRT", 3)) {
+            strcpy(json + len, wrt);
+            len += strlen(wrt);
+            p += 3;
+        } else if (!strncmp(p, "GOUT", 4)) {
+            strcpy(json + len, gout);
+            len += strlen(gout);
+            p += 4;
+        } else {
+            json[len++] = *p++;
+        }
+        json[len] = 0;
+    }
+    free(tail);
+    tg_graph *g = tu_load(json);
+    free(json);
+    tg_array *in[6];
+    tg_function *probe = compile(g, "none");
+    inputs_for(probe, in, -1, 1);
+    tg_function_free(probe);
+    tg_function *opt = check_against_none(g, "scan_sum_dot", 2, in);
+    /* The backward loop's products move out; its sequences are read at
+     * tap 1; its x-projection is the forward one's. */
+    assert_true(fired(opt, "scan_push_seq") >= 3);
+    assert_true(fired(opt, "slice_product_reuse") >= 1);
+    /* The weights' gradients, accumulated in the reverse loop, are sums
+     * of per-step products, then one product each outside. */
+    assert_true(fired(opt, "scan_acc_sum") >= 2);
+    assert_true(fired(opt, "scan_drop_recurrent") >= 2);
+    /* The reverse loop takes h_{t-1} @ U from the forward loop. */
+    assert_true(fired(opt, "scan_reuse_step_product") >= 1);
+    if (with_x)
+        assert_true(fired(opt, "scan_pull_out") >= 1);
+    else
+        assert_true(fired(opt, "scan_drop_outputs") >= 1);
+    tg_array *out[5];
+    call(opt, in, out);
+    double gW[12], gU[16], gb[4], gx[30];
+    bptt_by_hand(in, gW, gU, gb, gx);
+    tg_array *w[4] = {tu_f64(2, (int64_t[]){3, 4}, gW), tu_f64(2, (int64_t[]){4, 4}, gU),
+                      tu_f64(1, (int64_t[]){4}, gb), tu_f64(3, (int64_t[]){5, 2, 3}, gx)};
+    int nout = with_x ? 4 : 3;
+    for (int k = 0; k < nout; k++) tu_assert_close(out[k + 1], w[k], 1e-10, 1e-12);
+    free_all(w, 4);
+    free_all(out, nout + 1);
+    free_all(in, 6);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+static void test_bptt_weights(void **state) {
+    (void)state;
+    run_bptt(false);
+}
+
+static void test_bptt_with_inputs(void **state) {
+    (void)state;
+    run_bptt(true);
+}
+
+/* ---- scan_inline ---- */
+
+/* One step (n_steps the constant 1) with past, present and future taps
+ * of a sequence read backwards, two taps of a recurrent output, and a
+ * non-recurrent output. */
+static const char *ONE = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [5, 2]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [3, 2]}},
+                  {"id": "w", "type": {"dtype": "float64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": [{"value": 1}, "x", "h0", "w"], "outputs": ["h", "z"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[-2, 0, 1]], "n_recurrent": 1,
+                         "output_taps": [[-1, -3]], "n_nonrecurrent": 1, "n_non_sequences": 1,
+                         "has_n_steps": true, "has_until": false, "go_backwards": true,
+                         "body": {"variables": [
+                             {"id": "b.xm2", "type": {"dtype": "float64", "shape": [2]}},
+                             {"id": "b.x0", "type": {"dtype": "float64", "shape": [2]}},
+                             {"id": "b.xp1", "type": {"dtype": "float64", "shape": [2]}},
+                             {"id": "b.h1", "type": {"dtype": "float64", "shape": [2]}},
+                             {"id": "b.h3", "type": {"dtype": "float64", "shape": [2]}},
+                             {"id": "b.w", "type": {"dtype": "float64", "shape": []}}],
+                           "nodes": [{"op": "mul", "inputs": ["b.h1", {"value": 0.5}], "outputs": ["b.a"]},
+                                     {"op": "mul", "inputs": ["b.xm2", "b.w"], "outputs": ["b.c"]},
+                                     {"op": "add", "inputs": ["b.a", "b.h3", "b.c", "b.xp1"], "outputs": ["b.h"]},
+                                     {"op": "mul", "inputs": ["b.h", "b.x0"], "outputs": ["b.z"]}],
+                           "inputs": ["b.xm2", "b.x0", "b.xp1", "b.h1", "b.h3", "b.w"],
+                           "outputs": ["b.h", "b.z"]}}}],
+    "functions": {"main": {"inputs": ["x", "h0", "w"], "outputs": ["h", "z"]}}});
+
+static void test_inline(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(ONE);
+    tg_array *in[3];
+    tg_function *probe = compile(g, "none");
+    inputs_for(probe, in, -1, 1);
+    tg_function_free(probe);
+    tg_function *opt = check_against_none(g, "scan_inline", 1, in);
+    assert_int_equal(count_op(opt, "scan"), 0);
+    /* By hand: read backwards, step 0 reads rows 4-0 (tap -2 -> x[4]),
+     * 4-2 (tap 0 -> x[2]) and 4-3 (tap 1 -> x[1]); h[-1] is h0[2], h[-3]
+     * h0[0]. */
+    const double *x = tg_array_data(in[0]), *h0 = tg_array_data(in[1]);
+    double w = tg_array_get_flat(in[2], 0), wh[2], wz[2];
+    for (int i = 0; i < 2; i++) {
+        wh[i] = 0.5 * h0[4 + i] + h0[i] + x[8 + i] * w + x[2 + i];
+        wz[i] = wh[i] * x[4 + i];
+    }
+    tg_array *out[2];
+    call(opt, in, out);
+    tg_array *a = tu_f64(2, (int64_t[]){1, 2}, wh), *b = tu_f64(2, (int64_t[]){1, 2}, wz);
+    tu_assert_close(out[0], a, 1e-12, 1e-12);
+    tu_assert_close(out[1], b, 1e-12, 1e-12);
+    tg_array_free(a);
+    tg_array_free(b);
+    free_all(out, 2);
+    free_all(in, 3);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* Excluding the tag leaves every scan as written. */
+static void test_exclude_tag(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(ONE);
+    const char *const exc[] = {"scan", NULL};
+    tg_compile_options o = {.preset = "fast_run", .exclude = exc};
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, &o, ctx);
+    assert_non_null(f);
+    assert_int_equal(fired(f, "scan_inline"), 0);
+    assert_int_equal(count_op(f, "scan"), 1);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hoist),
+        cmocka_unit_test(test_push_rnn),
+        cmocka_unit_test(test_push_rnn_backwards),
+        cmocka_unit_test(test_push_more),
+        cmocka_unit_test(test_keep_last),
+        cmocka_unit_test(test_keep_ring),
+        cmocka_unit_test(test_keep_until),
+        cmocka_unit_test(test_keep_last_saved),
+        cmocka_unit_test(test_keep_last_attr),
+        cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_bptt_weights),
+        cmocka_unit_test(test_bptt_with_inputs),
+        cmocka_unit_test(test_inline),
+        cmocka_unit_test(test_exclude_tag),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
