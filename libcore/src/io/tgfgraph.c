@@ -408,6 +408,10 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
                  k, tg_dtype_name(arrays[k]->dtype), arrays[k]->ndim, id, want);
             break;
         }
+        if (tk != NONE && (arrays[tk]->dtype != v->type.dtype || arrays[tk]->ndim != v->type.ndim)) {
+            fail(D, TG_ELOAD, "graph section: the test value of '%.128s' is not of its type", id);
+            break;
+        }
         if (tk != NONE) v->test_value = tg_array_ref(arrays[tk]);
         if (kind == TG_VAR_CONSTANT) v->value = tg_array_ref(arrays[k]);
         if (kind == TG_VAR_SHARED && !(v->shared = shared(ud, v->id, &v->type, arrays[k], D->ctx)))
@@ -555,7 +559,8 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
             if (saved != saved_small) tg_free(saved);
             goto wrap;
         }
-        *got = *want;
+        for (int d = 0; d < got->ndim; d++)
+            if (got->shape[d] < 0) got->shape[d] = want->shape[d];
     }
     if (saved != saved_small) tg_free(saved);
     if (tg_node_check_inplace_types(n, D->ctx)) goto wrap;
