@@ -190,3 +190,61 @@ bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const c
     (*n)++;
     return true;
 }
+
+bool cli_is_tgf(const char *path) {
+    size_t n = strlen(path);
+    return n >= 4 && !strcmp(path + n - 4, ".tgf");
+}
+
+int cli_session_open(cli_session *s, const char *tool, const char *what, const char *path,
+                     const char *fname, const tg_compile_options *co, const cli_input *inputs,
+                     int ninputs) {
+    const char *pre = what ? what : "", *sep = what ? ": " : "";
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = TG_EXIT_USAGE, fi;
+    memset(s, 0, sizeof *s);
+    if (!ctx) {
+        cli_error(tool, "%s%sout of memory", pre, sep);
+        return TG_EXIT_FOUND;
+    }
+    if (cli_is_tgf(path)) {
+        /* Restored as saved: the optimized graph, its rewrite record and
+         * the shared values of the checkpoint. */
+        if (!(s->tgf = tg_tgf_load(path, NULL, ctx)) || (fi = tg_tgf_function_find(s->tgf, fname, ctx)) < 0 ||
+            !(s->f = tg_tgf_function(s->tgf, fi))) {
+            cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
+            goto done;
+        }
+        if (tg_tgf_warning(s->tgf)) fprintf(stderr, "%s: warning: %s\n", tool, tg_tgf_warning(s->tgf));
+    } else if (!(s->g = tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(s->g, fname, ctx)) < 0 ||
+               !(s->f = tg_function_compile(s->g, fi, co, ctx))) {
+        cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
+        goto done;
+    }
+    s->nin = tg_function_input_count(s->f);
+    s->nout = tg_function_output_count(s->f);
+    s->ins = calloc((size_t)s->nin + 1, sizeof *s->ins);
+    s->outs = calloc((size_t)s->nout + 1, sizeof *s->outs);
+    if (!s->ins || !s->outs) {
+        cli_error(tool, "%s%sout of memory", pre, sep);
+        rc = TG_EXIT_FOUND;
+        goto done;
+    }
+    rc = cli_inputs_read(tool, what, s->f, inputs, ninputs, s->ins);
+done:
+    tg_ctx_free(ctx);
+    return rc;
+}
+
+void cli_session_close(cli_session *s) {
+    for (int i = 0; s->ins && i < s->nin; i++) tg_array_free(s->ins[i]);
+    for (int k = 0; s->outs && k < s->nout; k++) tg_array_free(s->outs[k]);
+    free(s->ins);
+    free(s->outs);
+    if (s->tgf)
+        tg_tgf_free(s->tgf); /* f is borrowed from it */
+    else
+        tg_function_free(s->f);
+    tg_graph_free(s->g);
+    memset(s, 0, sizeof *s);
+}

@@ -44,6 +44,27 @@ bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const c
 int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
                     const cli_input *inputs, int ninputs, tg_array **ins);
 
+/* True when `path` names a compiled-function file (ends in ".tgf"). */
+bool cli_is_tgf(const char *path);
+
+/* A function opened for running: a graph file (.json) loaded and its
+ * function `fname` compiled with `co`, or a .tgf restored as saved (a file
+ * from another build says so in one "warning:" line); then its inputs read
+ * from the -i values, and room for its outputs. */
+typedef struct cli_session {
+    tg_graph *g;
+    struct tg_tgf *tgf;
+    tg_function *f; /* borrowed from tgf for a .tgf */
+    int nin, nout;
+    tg_array **ins, **outs;
+} cli_session;
+/* TG_EXIT_OK, or the exit status with one line on stderr ("tool: what:
+ * message"; what may be NULL). Close s either way. */
+int cli_session_open(cli_session *s, const char *tool, const char *what, const char *path,
+                     const char *fname, const tg_compile_options *co, const cli_input *inputs,
+                     int ninputs);
+void cli_session_close(cli_session *s);
+
 /* Create a folder and its parents (mkdir -p). 0 or -1 with errno. */
 int cli_mkdirs(const char *path);
 

@@ -140,13 +140,7 @@ typedef struct dbg_opts {
     long port;
 } dbg_opts;
 
-typedef struct dbg_session {
-    tg_graph *g;
-    struct tg_tgf *tgf;
-    tg_function *f; /* borrowed from tgf for a .tgf */
-    int nin, nout;
-    tg_array **ins, **outs;
-} dbg_session;
+typedef cli_session dbg_session;
 
 /* Parse argv after the subcommand's name into o and d's breakpoints;
  * `serve` takes --port and --bind too. -1: --help or --version was

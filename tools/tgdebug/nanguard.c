@@ -155,48 +155,20 @@ int tgd_nanguard(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     const char *path = argv[optind];
-    size_t plen = strlen(path);
-    bool is_tgf = plen >= 4 && !strcmp(path + plen - 4, ".tgf");
-    if (is_tgf && preset) {
+    if (cli_is_tgf(path) && preset) {
         tgd_error(SUB, "%s is already optimized: -O applies when compiling it", path);
         return TG_EXIT_USAGE;
     }
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
-    tg_graph *g = NULL;
-    tg_tgf *tgf = NULL;
-    tg_function *f = NULL;
     tg_nanguard *ng = NULL;
-    tg_array **ins = NULL, **outs = NULL;
-    int nin = 0, nout = 0;
-    if (is_tgf) {
-        int fi;
-        if (!(tgf = tg_tgf_load(path, NULL, ctx)) || (fi = tg_tgf_function_find(tgf, fname, ctx)) < 0 ||
-            !(f = tg_tgf_function(tgf, fi))) {
-            tgd_error(SUB, "%s", tg_ctx_message(ctx));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-    } else {
-        int fi;
-        tg_compile_options co = {.preset = preset};
-        if (!(g = tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(g, fname, ctx)) < 0 ||
-            !(f = tg_function_compile(g, fi, &co, ctx))) {
-            tgd_error(SUB, "%s", tg_ctx_message(ctx));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-    }
-    nin = tg_function_input_count(f);
-    nout = tg_function_output_count(f);
-    ins = calloc((size_t)nin + 1, sizeof *ins);
-    outs = calloc((size_t)nout + 1, sizeof *outs);
-    if (!ins || !outs) {
-        tgd_error(SUB, "out of memory");
-        rc = TG_EXIT_FOUND;
-        goto done;
-    }
-    if ((rc = cli_inputs_read(TGDEBUG, SUB, f, inputs, ninputs, ins))) goto done;
+    tg_compile_options co = {.preset = preset};
+    cli_session S;
+    if ((rc = cli_session_open(&S, TGDEBUG, SUB, path, fname, &co, inputs, ninputs))) goto done;
+    tg_graph *g = S.g;
+    tg_function *f = S.f;
+    tg_array **ins = S.ins, **outs = S.outs;
+    int nout = S.nout;
     if (!(ng = tg_nanguard_new(f, &go, ctx))) {
         tgd_error(SUB, "%s", tg_ctx_message(ctx));
         rc = TG_EXIT_USAGE;
@@ -238,15 +210,7 @@ int tgd_nanguard(int argc, char **argv) {
     }
 done:
     tg_nanguard_free(ng);
-    for (int i = 0; ins && i < nin; i++) tg_array_free(ins[i]);
-    for (int k = 0; outs && k < nout; k++) tg_array_free(outs[k]);
-    free(ins);
-    free(outs);
-    if (tgf)
-        tg_tgf_free(tgf);
-    else
-        tg_function_free(f);
-    tg_graph_free(g);
+    cli_session_close(&S);
     tg_ctx_free(ctx);
     return rc;
 }

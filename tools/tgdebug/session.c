@@ -100,37 +100,8 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
 }
 
 int dbg_session_open(const dbg_opts *o, dbg_session *s) {
-    tg_ctx *ctx = tg_ctx_new();
-    int rc = TG_EXIT_USAGE;
-    size_t pl = strlen(o->path);
-    if (pl >= 4 && !strcmp(o->path + pl - 4, ".tgf")) {
-        int fi;
-        if (!(s->tgf = tg_tgf_load(o->path, NULL, ctx)) || (fi = tg_tgf_function_find(s->tgf, o->fname, ctx)) < 0 ||
-            !(s->f = tg_tgf_function(s->tgf, fi))) {
-            cli_error(o->tool, "%s", tg_ctx_message(ctx));
-            goto done;
-        }
-    } else {
-        int fi;
-        tg_compile_options co = {.preset = o->preset};
-        if (!(s->g = tg_graph_load(o->path, ctx)) || (fi = tg_graph_function_find(s->g, o->fname, ctx)) < 0 ||
-            !(s->f = tg_function_compile(s->g, fi, &co, ctx))) {
-            cli_error(o->tool, "%s", tg_ctx_message(ctx));
-            goto done;
-        }
-    }
-    s->nin = tg_function_input_count(s->f);
-    s->nout = tg_function_output_count(s->f);
-    s->ins = calloc((size_t)s->nin + 1, sizeof *s->ins);
-    s->outs = calloc((size_t)s->nout + 1, sizeof *s->outs);
-    if (!s->ins || !s->outs) {
-        cli_error(o->tool, "out of memory");
-        goto done;
-    }
-    rc = cli_inputs_read(o->tool, NULL, s->f, o->inputs, o->ninputs, s->ins);
-done:
-    tg_ctx_free(ctx);
-    return rc;
+    tg_compile_options co = {.preset = o->preset};
+    return cli_session_open(s, o->tool, NULL, o->path, o->fname, &co, o->inputs, o->ninputs);
 }
 
 int dbg_session_call(dbg_session *s, tg_ctx *ctx) {
@@ -141,15 +112,4 @@ int dbg_session_call(dbg_session *s, tg_ctx *ctx) {
     return tg_function_call(s->f, s->ins, s->outs, ctx);
 }
 
-void dbg_session_close(dbg_session *s) {
-    for (int i = 0; s->ins && i < s->nin; i++) tg_array_free(s->ins[i]);
-    for (int k = 0; s->outs && k < s->nout; k++) tg_array_free(s->outs[k]);
-    free(s->ins);
-    free(s->outs);
-    if (s->tgf)
-        tg_tgf_free(s->tgf); /* f is borrowed from it */
-    else
-        tg_function_free(s->f);
-    tg_graph_free(s->g);
-    memset(s, 0, sizeof *s);
-}
+void dbg_session_close(dbg_session *s) { cli_session_close(s); }

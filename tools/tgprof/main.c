@@ -483,8 +483,7 @@ int main(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     const char *path = argv[optind];
-    size_t plen = strlen(path);
-    bool is_tgf = plen >= 4 && strcmp(path + plen - 4, ".tgf") == 0;
+    bool is_tgf = cli_is_tgf(path);
     if (is_tgf && (preset || ninc || nexc)) {
         /* A .tgf is restored without optimizing; saying so beats ignoring -O. */
         cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply when "
@@ -493,50 +492,16 @@ int main(int argc, char **argv) {
     }
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
-    tg_graph *g = NULL;
-    tg_tgf *tgf = NULL;
-    tg_function *f = NULL;
     tg_profile *p = NULL;
-    tg_array **ins = NULL, **outs = NULL;
     json_object *rep = NULL;
     prof_info P = {.path = path, .calls = calls, .warmup = warmup,
               .preset = is_tgf ? "saved" : preset ? preset : "fast_run"};
-    int nin = 0, nout = 0;
-    if (is_tgf) {
-        /* Restored as saved: the optimized graph, its rewrite record and
-         * the shared values of the checkpoint. */
-        int fi;
-        if (!(tgf = tg_tgf_load(path, NULL, ctx)) || (fi = tg_tgf_function_find(tgf, fname, ctx)) < 0 ||
-            !(f = tg_tgf_function(tgf, fi))) {
-            cli_error(TOOL, "%s", tg_ctx_message(ctx));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-        if (tg_tgf_warning(tgf)) fprintf(stderr, "%s: warning: %s\n", TOOL, tg_tgf_warning(tgf));
-    } else {
-        if (!(g = tg_graph_load(path, ctx))) {
-            cli_error(TOOL, "%s", tg_ctx_message(ctx));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-        int fi = tg_graph_function_find(g, fname, ctx);
-        tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc};
-        if (fi < 0 || !(f = tg_function_compile(g, fi, &co, ctx))) {
-            cli_error(TOOL, "%s", tg_ctx_message(ctx));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-    }
-    nin = tg_function_input_count(f);
-    nout = tg_function_output_count(f);
-    ins = calloc((size_t)nin + 1, sizeof *ins);
-    outs = calloc((size_t)nout + 1, sizeof *outs);
-    if (!ins || !outs) {
-        cli_error(TOOL, "out of memory");
-        rc = TG_EXIT_FOUND;
-        goto done;
-    }
-    if ((rc = cli_inputs_read(TOOL, NULL, f, inputs, ninputs, ins))) goto done;
+    tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc};
+    cli_session S;
+    if ((rc = cli_session_open(&S, TOOL, NULL, path, fname, &co, inputs, ninputs))) goto done;
+    tg_function *f = S.f;
+    tg_array **ins = S.ins, **outs = S.outs;
+    int nout = S.nout;
 
     /* Warm-up calls run without hooks: caches, the VM's kept buffers and
      * OpenBLAS's threads settle before anything is counted. */
@@ -618,16 +583,8 @@ done:
     json_object_put(rep);
     prof_opkeys_free(&P);
     free(P.st);
-    for (int i = 0; ins && i < nin; i++) tg_array_free(ins[i]);
-    for (int k = 0; outs && k < nout; k++) tg_array_free(outs[k]);
-    free(ins);
-    free(outs);
-    tg_profile_free(p);
-    if (tgf)
-        tg_tgf_free(tgf); /* f is borrowed from it */
-    else
-        tg_function_free(f);
-    tg_graph_free(g);
+    tg_profile_free(p); /* before the function it hooks */
+    cli_session_close(&S);
     tg_ctx_free(ctx);
     return rc;
 }
