@@ -133,6 +133,17 @@ static void test_new_rejects_bad_arguments(void **state) {
     assert_int_equal(tg_shape_size(2, neg), -1);
     assert_int_equal(tg_shape_size(3, huge), -1);
     assert_int_equal(tg_shape_size(0, NULL), 1);
+    /* a zero extent does not excuse the others (NumPy: "array is too big") */
+    int64_t zbig[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 0}, zok[3] = {3, 0, 5};
+    assert_int_equal(tg_shape_size(3, zbig), -1);
+    assert_null(tg_array_new(TG_FLOAT32, 3, zbig));
+    assert_int_equal(tg_shape_size(3, zok), 0);
+    tg_array *z = tg_array_new(TG_FLOAT32, 3, zok);
+    assert_non_null(z);
+    assert_int_equal(z->strides[0], 20); /* as NumPy: (20, 20, 4) */
+    assert_int_equal(z->strides[1], 20);
+    assert_int_equal(z->strides[2], 4);
+    tg_array_free(z);
 }
 
 /* ---- views ---- */

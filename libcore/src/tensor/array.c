@@ -44,8 +44,8 @@ tg_array *tg_window_array(const tg_array *base, char *data, tg_dtype dt, int ndi
     tg_window *w = tg_malloc(sizeof *w);
     tg_buffer *b = tg_malloc(sizeof *b);
     tg_array *a = tg_malloc(sizeof *a);
-    int64_t n = tg_shape_size(ndim, shape);
-    if (!w || !b || !a || n < 0) {
+    int64_t n = tg_shape_size(ndim, shape), nb;
+    if (!w || !b || !a || n < 0 || __builtin_mul_overflow(n, (int64_t)tg_isize(dt), &nb)) {
         tg_free(w);
         tg_free(b);
         tg_free(a);
@@ -56,7 +56,7 @@ tg_array *tg_window_array(const tg_array *base, char *data, tg_dtype dt, int ndi
     w->armed = false;
     atomic_init(&b->refcount, 1);
     b->data = data;
-    b->nbytes = (size_t)n * tg_isize(dt);
+    b->nbytes = (size_t)nb;
     b->release = tg_window_release;
     b->release_ud = w;
     atomic_init(&a->refcount, 1);
@@ -71,13 +71,21 @@ tg_array *tg_window_array(const tg_array *base, char *data, tg_dtype dt, int ndi
 
 /* ---- headers ---- */
 
+/* The element count, or -1 for a negative extent or a count that does not
+ * fit.  As in NumPy, a zero extent does not excuse the others: (2^40, 2^40,
+ * 0) is too big, since its strides could not be written down. */
 int64_t tg_shape_size(int ndim, const int64_t *shape) {
     int64_t n = 1;
+    bool zero = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return -1;
+        if (shape[i] == 0) {
+            zero = true;
+            continue;
+        }
         if (__builtin_mul_overflow(n, shape[i], &n)) return -1;
     }
-    return n;
+    return zero ? 0 : n;
 }
 
 void tg_strides_contiguous(tg_dtype dt, int ndim, const int64_t *shape,
@@ -85,7 +93,10 @@ void tg_strides_contiguous(tg_dtype dt, int ndim, const int64_t *shape,
     int64_t s = (int64_t)tg_dtype_size(dt);
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = s;
-        s *= shape[i] > 0 ? shape[i] : 1;
+        /* saturate rather than overflow: only a shape no array can have
+         * gets here, and its caller refuses it by its byte count */
+        if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s))
+            s = INT64_MAX;
     }
 }
 
