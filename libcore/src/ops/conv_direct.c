@@ -1,0 +1,271 @@
+/* Direct convolution for conv2d's forward op: float32, NCHW, stride 1, no
+ * dilation, on CPUs with AVX-512F (chosen at run time; conv.c keeps its
+ * im2col + gemm path for everything else).
+ *
+ * Why: the im2col products of small convolutions are skinny (K = C*kh*kw
+ * of 75 or 288) and their column buffer is 25x the input, so the gemm
+ * alone stays far from the CPU's peak. Here each output vector of 16
+ * pixels (one row y, columns x0..x0+15) is accumulated in a register,
+ *   out[o][y][x0..] += w[o][c][a][b] * in_padded[c][y+a][x0+b..],
+ * for a block of OCB output channels x NV such vectors at once: each
+ * input vector load feeds OCB FMAs and each weight broadcast feeds NV, so
+ * the loop is bound by the FMAs, not by the loads. The accumulators stay
+ * in registers over the whole reduction (c, a, b) and are stored once,
+ * masked where the row ends before the vector does.
+ *
+ * Borders: each image is copied once into a zero-padded buffer (C, Hp,
+ * Wp), Hp = H + 2ph, Wp = W + 2pw, with 16 zeros of slack after it: a
+ * vector whose row ends early reads past the row (into the next row or
+ * the slack); those lanes are never stored. The weights are repacked once
+ * per call to (O/OCB, C, K, L, OCB), flipped when filter_flip, with zero
+ * channels up to a multiple of OCB (computed and not stored), so the
+ * broadcasts walk memory in order.
+ *
+ * Threads: with at least as many images as threads, each thread takes
+ * whole images (its own padded buffer); with fewer, all images are padded
+ * first and the threads share (image, channel block, vector group) items. */
+#include "ops/conv_direct.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "tensor/tensor.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_DIRECT 1
+#include <immintrin.h>
+#else
+#define HAVE_DIRECT 0
+#endif
+
+/* The register block: OCB output channels x NV vectors of 16 pixels:
+ * OCB*NV accumulators + NV input vectors of the 32 zmm registers. */
+#ifndef TG_CONV_OCB
+#define TG_CONV_OCB 8
+#endif
+#ifndef TG_CONV_NV
+#define TG_CONV_NV 3
+#endif
+#define OCB TG_CONV_OCB
+#define NV TG_CONV_NV
+#define SLACK 16
+
+bool tg_conv_direct_available(void) {
+#if HAVE_DIRECT
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+#if HAVE_DIRECT
+
+typedef struct dgeom {
+    int64_t C, H, W, O, K, L, ph, pw;
+    int64_t Hp, Wp, plane, OH, OW, xt, ntile, nb, ngroup;
+} dgeom;
+
+#define TARGET __attribute__((target("avx512f")))
+
+/* One block: OCB channels (nout of them stored) x nv vectors. in: the
+ * padded image; off[v]: the offset of vector v's first input (row y,
+ * column x0); wb: the block's packed weights (C, K, L, OCB); dst[v]:
+ * channel 0's output vector, channels ostride apart. */
+TARGET static inline __attribute__((always_inline)) void
+block(const int nv, const dgeom *d, const float *in, const int64_t *off, const float *wb,
+      float *const *dst, const __mmask16 *mask, int64_t ostride, int nout) {
+    __m512 acc[OCB][NV];
+#pragma GCC unroll 32
+    for (int o = 0; o < OCB; o++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) acc[o][v] = _mm512_setzero_ps();
+    const float *p[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++) p[v] = in + off[v];
+    const int64_t C = d->C, K = d->K, L = d->L, Wp = d->Wp, plane = d->plane;
+    for (int64_t c = 0; c < C; c++) {
+        for (int64_t a = 0; a < K; a++) {
+            const int64_t r = c * plane + a * Wp;
+            for (int64_t b = 0; b < L; b++, wb += OCB) {
+                __m512 xv[NV];
+#pragma GCC unroll 8
+                for (int v = 0; v < nv; v++) xv[v] = _mm512_loadu_ps(p[v] + r + b);
+#pragma GCC unroll 32
+                for (int o = 0; o < OCB; o++) {
+                    const __m512 wv = _mm512_set1_ps(wb[o]);
+#pragma GCC unroll 8
+                    for (int v = 0; v < nv; v++) acc[o][v] = _mm512_fmadd_ps(wv, xv[v], acc[o][v]);
+                }
+            }
+        }
+    }
+    for (int o = 0; o < nout; o++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++)
+            _mm512_mask_storeu_ps(dst[v] + o * ostride, mask[v], acc[o][v]);
+}
+
+/* The nv-vector blocks, one function each (the block inlined with nv
+ * constant, its loops unrolled). */
+#define BLOCK_FN(n)                                                                           \
+    TARGET static void block##n(const dgeom *d, const float *in, const int64_t *off,         \
+                                const float *wb, float *const *dst, const __mmask16 *mask,    \
+                                int64_t ostride, int nout) {                                  \
+        block(n, d, in, off, wb, dst, mask, ostride, nout);                                   \
+    }
+BLOCK_FN(1)
+#if NV >= 2
+BLOCK_FN(2)
+#endif
+#if NV >= 3
+BLOCK_FN(3)
+#endif
+#if NV >= 4
+BLOCK_FN(4)
+#endif
+#if NV >= 5
+BLOCK_FN(5)
+#endif
+#if NV >= 6
+BLOCK_FN(6)
+#endif
+#if NV > 6
+#error "TG_CONV_NV: at most 6"
+#endif
+
+typedef void (*block_fn)(const dgeom *, const float *, const int64_t *, const float *,
+                         float *const *, const __mmask16 *, int64_t, int);
+
+static const block_fn BLOCKS[NV + 1] = {
+    NULL, block1,
+#if NV >= 2
+    block2,
+#endif
+#if NV >= 3
+    block3,
+#endif
+#if NV >= 4
+    block4,
+#endif
+#if NV >= 5
+    block5,
+#endif
+#if NV >= 6
+    block6,
+#endif
+};
+
+/* Vector groups g0..g1-1 (NV vectors each; the last may hold fewer) of
+ * channel block ob for one padded image; yn: the image's output. */
+static void run_groups(const dgeom *d, const float *in, const float *wr, int64_t ob, int64_t g0,
+                       int64_t g1, float *yn) {
+    const int64_t ohw = d->OH * d->OW;
+    const float *wb = wr + ob * d->C * d->K * d->L * OCB;
+    int nout = (int)(d->O - ob * OCB < OCB ? d->O - ob * OCB : OCB);
+    float *yo = yn + ob * OCB * ohw;
+    for (int64_t g = g0; g < g1; g++) {
+        /* Groups of as even a size as can be (16 vectors in 3s: 3, 3, 3,
+         * 3, 2, 2, not 3, 3, 3, 3, 3, 1: a lone vector would do 8 FMAs
+         * per 9 loads). */
+        int64_t t0 = d->ntile * g / d->ngroup, nv = d->ntile * (g + 1) / d->ngroup - t0;
+        int64_t off[NV];
+        float *dst[NV];
+        __mmask16 mask[NV];
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t t = t0 + v, y = t / d->xt, x0 = (t % d->xt) * 16;
+            int64_t lanes = d->OW - x0 < 16 ? d->OW - x0 : 16;
+            off[v] = y * d->Wp + x0;
+            dst[v] = yo + y * d->OW + x0;
+            mask[v] = (__mmask16)(lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u);
+        }
+        BLOCKS[nv](d, in, off, wb, dst, mask, ohw, nout);
+    }
+}
+
+/* Image xn (C, H, W) into buf (C, Hp, Wp) + SLACK, zero-padded. */
+static void pad_image(const dgeom *d, const float *xn, float *buf) {
+    if (d->ph == 0 && d->pw == 0) {
+        memcpy(buf, xn, (size_t)(d->C * d->plane) * sizeof(float));
+        memset(buf + d->C * d->plane, 0, SLACK * sizeof(float));
+        return;
+    }
+    memset(buf, 0, (size_t)(d->C * d->plane + SLACK) * sizeof(float));
+    for (int64_t c = 0; c < d->C; c++)
+        for (int64_t i = 0; i < d->H; i++)
+            memcpy(buf + c * d->plane + (i + d->ph) * d->Wp + d->pw, xn + (c * d->H + i) * d->W,
+                   (size_t)d->W * sizeof(float));
+}
+
+bool tg_conv_direct_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                        int64_t L, int64_t ph, int64_t pw, bool flip, const float *x,
+                        const float *w, float *y, int nth) {
+    dgeom d = {.C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
+    d.Hp = H + 2 * ph;
+    d.Wp = W + 2 * pw;
+    d.plane = d.Hp * d.Wp;
+    d.OH = d.Hp - K + 1;
+    d.OW = d.Wp - L + 1;
+    d.xt = (d.OW + 15) / 16;
+    d.ntile = d.OH * d.xt;
+    d.nb = (O + OCB - 1) / OCB;
+    d.ngroup = (d.ntile + NV - 1) / NV;
+    const int64_t ckl = C * K * L, isz = C * d.plane + SLACK, ysz = O * d.OH * d.OW;
+    /* Weights: (nb, C, K, L, OCB), flipped when flip, zero past O. */
+    float *wr = tg_calloc((size_t)(d.nb * ckl * OCB), sizeof(float));
+    if (!wr) return false;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t a = 0; a < K; a++)
+                for (int64_t b = 0; b < L; b++) {
+                    int64_t sa = flip ? K - 1 - a : a, sb = flip ? L - 1 - b : b;
+                    wr[(((o / OCB) * C + c) * K * L + a * L + b) * OCB + o % OCB] =
+                        w[((o * C + c) * K + sa) * L + sb];
+                }
+    if (nth < 1) nth = 1;
+    const bool per_image = N >= nth;
+    float *bufs = tg_malloc((size_t)((per_image ? nth : N) * isz) * sizeof(float));
+    if (!bufs) {
+        tg_free(wr);
+        return false;
+    }
+    if (per_image) {
+#pragma omp parallel num_threads(nth)
+        {
+            float *buf = bufs + omp_get_thread_num() * isz;
+#pragma omp for schedule(static)
+            for (int64_t n = 0; n < N; n++) {
+                pad_image(&d, x + n * C * H * W, buf);
+                for (int64_t ob = 0; ob < d.nb; ob++)
+                    run_groups(&d, buf, wr, ob, 0, d.ngroup, y + n * ysz);
+            }
+        }
+    } else {
+        for (int64_t n = 0; n < N; n++) pad_image(&d, x + n * C * H * W, bufs + n * isz);
+        /* Items: (image, channel block, chunk of groups), about 4 per thread. */
+        int64_t per = N * d.nb, chunks = (4 * nth + per - 1) / per;
+        if (chunks > d.ngroup) chunks = d.ngroup;
+        const int64_t items = per * chunks;
+#pragma omp parallel for schedule(static) num_threads(nth)
+        for (int64_t it = 0; it < items; it++) {
+            int64_t n = it / (d.nb * chunks), ob = it / chunks % d.nb, ch = it % chunks;
+            int64_t g0 = d.ngroup * ch / chunks, g1 = d.ngroup * (ch + 1) / chunks;
+            run_groups(&d, bufs + n * isz, wr, ob, g0, g1, y + n * ysz);
+        }
+    }
+    tg_free(bufs);
+    tg_free(wr);
+    return true;
+}
+
+#else
+
+bool tg_conv_direct_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                        int64_t L, int64_t ph, int64_t pw, bool flip, const float *x,
+                        const float *w, float *y, int nth) {
+    (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+    (void)flip, (void)x, (void)w, (void)y, (void)nth;
+    return false;
+}
+
+#endif
