@@ -68,12 +68,13 @@ typedef struct dgeom {
 
 #define TARGET __attribute__((target("avx512f")))
 
-/* One block: OCB channels (nout of them stored) x nv vectors. in: the
- * padded image; off[v]: the offset of vector v's first input (row y,
+/* One block: OCB channels (nout of them stored) x nv vectors; lc: the
+ * kernel width when fixed at compile time (its loop unrolled), else 0. in:
+ * the padded image; off[v]: the offset of vector v's first input (row y,
  * column x0); wb: the block's packed weights (C, K, L, OCB); dst[v]:
  * channel 0's output vector, channels ostride apart. */
 TARGET static inline __attribute__((always_inline)) void
-block(const int nv, const dgeom *d, const float *in, const int64_t *off, const float *wb,
+block(const int nv, const int lc, const dgeom *d, const float *in, const int64_t *off, const float *wb,
       float *const *dst, const __mmask16 *mask, int64_t ostride, int nout) {
     __m512 acc[OCB][NV];
 #pragma GCC unroll 32
@@ -83,10 +84,11 @@ block(const int nv, const dgeom *d, const float *in, const int64_t *off, const f
     const float *p[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < nv; v++) p[v] = in + off[v];
-    const int64_t C = d->C, K = d->K, L = d->L, Wp = d->Wp, plane = d->plane;
+    const int64_t C = d->C, K = d->K, L = lc ? lc : d->L, Wp = d->Wp, plane = d->plane;
     for (int64_t c = 0; c < C; c++) {
         for (int64_t a = 0; a < K; a++) {
             const int64_t r = c * plane + a * Wp;
+#pragma GCC unroll 8
             for (int64_t b = 0; b < L; b++, wb += OCB) {
                 __m512 xv[NV];
 #pragma GCC unroll 8
@@ -106,55 +108,44 @@ block(const int nv, const dgeom *d, const float *in, const int64_t *off, const f
             _mm512_mask_storeu_ps(dst[v] + o * ostride, mask[v], acc[o][v]);
 }
 
-/* The nv-vector blocks, one function each (the block inlined with nv
- * constant, its loops unrolled). */
-#define BLOCK_FN(n)                                                                           \
-    TARGET static void block##n(const dgeom *d, const float *in, const int64_t *off,         \
-                                const float *wb, float *const *dst, const __mmask16 *mask,    \
-                                int64_t ostride, int nout) {                                  \
-        block(n, d, in, off, wb, dst, mask, ostride, nout);                                   \
+/* The blocks, one function per nv and kernel width class (3, 5, any):
+ * the block inlined with nv and the width constant, its loops unrolled. */
+#define BLOCK_FN(n, lc)                                                                       \
+    TARGET static void block##n##_##lc(const dgeom *d, const float *in, const int64_t *off,  \
+                                       const float *wb, float *const *dst,                    \
+                                       const __mmask16 *mask, int64_t ostride, int nout) {    \
+        block(n, lc, d, in, off, wb, dst, mask, ostride, nout);                               \
     }
-BLOCK_FN(1)
+#define BLOCK_FNS(n) BLOCK_FN(n, 0) BLOCK_FN(n, 3) BLOCK_FN(n, 5)
+BLOCK_FNS(1)
 #if NV >= 2
-BLOCK_FN(2)
+BLOCK_FNS(2)
 #endif
 #if NV >= 3
-BLOCK_FN(3)
+BLOCK_FNS(3)
 #endif
 #if NV >= 4
-BLOCK_FN(4)
+BLOCK_FNS(4)
 #endif
-#if NV >= 5
-BLOCK_FN(5)
-#endif
-#if NV >= 6
-BLOCK_FN(6)
-#endif
-#if NV > 6
-#error "TG_CONV_NV: at most 6"
+#if NV > 4
+#error "TG_CONV_NV: at most 4"
 #endif
 
 typedef void (*block_fn)(const dgeom *, const float *, const int64_t *, const float *,
                          float *const *, const __mmask16 *, int64_t, int);
 
-static const block_fn BLOCKS[NV + 1] = {
-    NULL, block1,
-#if NV >= 2
-    block2,
+#if NV == 1
+#define BLOCK_ROW_(lc) {NULL, block1_##lc}
+#elif NV == 2
+#define BLOCK_ROW_(lc) {NULL, block1_##lc, block2_##lc}
+#elif NV == 3
+#define BLOCK_ROW_(lc) {NULL, block1_##lc, block2_##lc, block3_##lc}
+#else
+#define BLOCK_ROW_(lc) {NULL, block1_##lc, block2_##lc, block3_##lc, block4_##lc}
 #endif
-#if NV >= 3
-    block3,
-#endif
-#if NV >= 4
-    block4,
-#endif
-#if NV >= 5
-    block5,
-#endif
-#if NV >= 6
-    block6,
-#endif
-};
+#define BLOCK_ROW(lc) BLOCK_ROW_(lc)
+/* [width class][nv]: any width, 3, 5. */
+static const block_fn BLOCKS[3][NV + 1] = {BLOCK_ROW(0), BLOCK_ROW(3), BLOCK_ROW(5)};
 
 /* Vector groups g0..g1-1 (NV vectors each; the last may hold fewer) of
  * channel block ob for one padded image; yn: the image's output. */
@@ -179,7 +170,7 @@ static void run_groups(const dgeom *d, const float *in, const float *wr, int64_t
             dst[v] = yo + y * d->OW + x0;
             mask[v] = (__mmask16)(lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u);
         }
-        BLOCKS[nv](d, in, off, wb, dst, mask, ohw, nout);
+        BLOCKS[d->L == 3 ? 1 : d->L == 5 ? 2 : 0][nv](d, in, off, wb, dst, mask, ohw, nout);
     }
 }
 
