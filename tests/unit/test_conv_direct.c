@@ -151,24 +151,28 @@ static void test_random_shapes(void **state) {
 
 /* Large enough for both thread layouts (TG_PARALLEL_MIN products and up):
  * batch 1 (threads share channel blocks of one image) and 5 (whole images
- * per thread), 20 output channels (blocks of 8, 8, 4), width 28. */
+ * per thread), 20 output channels (blocks of 8, 8, 4), width 26 to 29;
+ * each kernel class the direct path unrolls (3x3, 5x5, width 3 or 5 with
+ * another height) and one it does not (4x2). */
 static void test_threaded(void **state) {
     (void)state;
-    for (int64_t N = 1; N <= 5; N += 4) {
-        int64_t xs[4] = {N, 4, 12, 30}, ws[4] = {20, 4, 3, 3};
-        tg_graph *g = conv_graph("float32", xs, ws, "\"border_mode\":\"valid\"");
-        tg_array *x = rand_f32(xs), *w = rand_f32(ws);
-        tg_array *want = naive(x, w, 0, 0, true);
-        tg_array *yd = run_mode(g, x, w, "direct"), *yi = run_mode(g, x, w, "im2col");
-        tu_assert_close(yd, want, 0, 0);
-        tu_assert_close(yi, want, 0, 0);
-        tg_array_free(yd);
-        tg_array_free(yi);
-        tg_array_free(want);
-        tg_array_free(x);
-        tg_array_free(w);
-        tg_graph_free(g);
-    }
+    static const int64_t KS[][2] = {{3, 3}, {5, 5}, {2, 3}, {4, 5}, {4, 2}};
+    for (int64_t N = 1; N <= 5; N += 4)
+        for (size_t k = 0; k < sizeof KS / sizeof KS[0]; k++) {
+            int64_t xs[4] = {N, 4, 12, 30}, ws[4] = {20, 4, KS[k][0], KS[k][1]};
+            tg_graph *g = conv_graph("float32", xs, ws, "\"border_mode\":\"valid\"");
+            tg_array *x = rand_f32(xs), *w = rand_f32(ws);
+            tg_array *want = naive(x, w, 0, 0, true);
+            tg_array *yd = run_mode(g, x, w, "direct"), *yi = run_mode(g, x, w, "im2col");
+            tu_assert_close(yd, want, 0, 0);
+            tu_assert_close(yi, want, 0, 0);
+            tg_array_free(yd);
+            tg_array_free(yi);
+            tg_array_free(want);
+            tg_array_free(x);
+            tg_array_free(w);
+            tg_graph_free(g);
+        }
 }
 
 /* float16 computes in float32 (the direct path) and rounds back. */

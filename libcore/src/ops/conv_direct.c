@@ -69,12 +69,13 @@ typedef struct dgeom {
 #define TARGET __attribute__((target("avx512f")))
 
 /* One block: OCB channels (nout of them stored) x nv vectors; lc: the
- * kernel width when fixed at compile time (its loop unrolled), else 0. in:
+ * kernel width when fixed at compile time (its loop unrolled), else 0; kc:
+ * the same for the kernel height. in:
  * the padded image; off[v]: the offset of vector v's first input (row y,
  * column x0); wb: the block's packed weights (C, K, L, OCB); dst[v]:
  * channel 0's output vector, channels ostride apart. */
 TARGET static inline __attribute__((always_inline)) void
-block(const int nv, const int lc, const dgeom *d, const float *in, const int64_t *off, const float *wb,
+block(const int nv, const int kc, const int lc, const dgeom *d, const float *in, const int64_t *off, const float *wb,
       float *const *dst, const __mmask16 *mask, int64_t ostride, int nout) {
     __m512 acc[OCB][NV];
 #pragma GCC unroll 32
@@ -84,8 +85,9 @@ block(const int nv, const int lc, const dgeom *d, const float *in, const int64_t
     const float *p[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < nv; v++) p[v] = in + off[v];
-    const int64_t C = d->C, K = d->K, L = lc ? lc : d->L, Wp = d->Wp, plane = d->plane;
+    const int64_t C = d->C, K = kc ? kc : d->K, L = lc ? lc : d->L, Wp = d->Wp, plane = d->plane;
     for (int64_t c = 0; c < C; c++) {
+#pragma GCC unroll 8
         for (int64_t a = 0; a < K; a++) {
             const int64_t r = c * plane + a * Wp;
 #pragma GCC unroll 8
@@ -108,15 +110,18 @@ block(const int nv, const int lc, const dgeom *d, const float *in, const int64_t
             _mm512_mask_storeu_ps(dst[v] + o * ostride, mask[v], acc[o][v]);
 }
 
-/* The blocks, one function per nv and kernel width class (3, 5, any):
- * the block inlined with nv and the width constant, its loops unrolled. */
-#define BLOCK_FN(n, lc)                                                                       \
-    TARGET static void block##n##_##lc(const dgeom *d, const float *in, const int64_t *off,  \
-                                       const float *wb, float *const *dst,                    \
-                                       const __mmask16 *mask, int64_t ostride, int nout) {    \
-        block(n, lc, d, in, off, wb, dst, mask, ostride, nout);                               \
+/* The blocks, one function per nv and kernel class (any; width 3; 3x3;
+ * width 5; 5x5): the block inlined with nv and the fixed lengths
+ * constant, their loops unrolled. */
+#define BLOCK_FN(n, kc, lc)                                                                   \
+    TARGET static void block##n##_##kc##lc(const dgeom *d, const float *in,                  \
+                                           const int64_t *off, const float *wb,               \
+                                           float *const *dst, const __mmask16 *mask,          \
+                                           int64_t ostride, int nout) {                       \
+        block(n, kc, lc, d, in, off, wb, dst, mask, ostride, nout);                           \
     }
-#define BLOCK_FNS(n) BLOCK_FN(n, 0) BLOCK_FN(n, 3) BLOCK_FN(n, 5)
+#define BLOCK_FNS(n)                                                                          \
+    BLOCK_FN(n, 0, 0) BLOCK_FN(n, 0, 3) BLOCK_FN(n, 3, 3) BLOCK_FN(n, 0, 5) BLOCK_FN(n, 5, 5)
 BLOCK_FNS(1)
 #if NV >= 2
 BLOCK_FNS(2)
@@ -135,17 +140,23 @@ typedef void (*block_fn)(const dgeom *, const float *, const int64_t *, const fl
                          float *const *, const __mmask16 *, int64_t, int);
 
 #if NV == 1
-#define BLOCK_ROW_(lc) {NULL, block1_##lc}
+#define BLOCK_ROW(c) {NULL, block1_##c}
 #elif NV == 2
-#define BLOCK_ROW_(lc) {NULL, block1_##lc, block2_##lc}
+#define BLOCK_ROW(c) {NULL, block1_##c, block2_##c}
 #elif NV == 3
-#define BLOCK_ROW_(lc) {NULL, block1_##lc, block2_##lc, block3_##lc}
+#define BLOCK_ROW(c) {NULL, block1_##c, block2_##c, block3_##c}
 #else
-#define BLOCK_ROW_(lc) {NULL, block1_##lc, block2_##lc, block3_##lc, block4_##lc}
+#define BLOCK_ROW(c) {NULL, block1_##c, block2_##c, block3_##c, block4_##c}
 #endif
-#define BLOCK_ROW(lc) BLOCK_ROW_(lc)
-/* [width class][nv]: any width, 3, 5. */
-static const block_fn BLOCKS[3][NV + 1] = {BLOCK_ROW(0), BLOCK_ROW(3), BLOCK_ROW(5)};
+/* [kernel class][nv]: any, width 3, 3x3, width 5, 5x5. */
+static const block_fn BLOCKS[5][NV + 1] = {BLOCK_ROW(00), BLOCK_ROW(03), BLOCK_ROW(33),
+                                           BLOCK_ROW(05), BLOCK_ROW(55)};
+
+static int kernel_class(const dgeom *d) {
+    if (d->L == 3) return d->K == 3 ? 2 : 1;
+    if (d->L == 5) return d->K == 5 ? 4 : 3;
+    return 0;
+}
 
 /* Vector groups g0..g1-1 (NV vectors each; the last may hold fewer) of
  * channel block ob for one padded image; yn: the image's output. */
@@ -170,7 +181,7 @@ static void run_groups(const dgeom *d, const float *in, const float *wr, int64_t
             dst[v] = yo + y * d->OW + x0;
             mask[v] = (__mmask16)(lanes == 16 ? 0xFFFFu : (1u << lanes) - 1u);
         }
-        BLOCKS[d->L == 3 ? 1 : d->L == 5 ? 2 : 0][nv](d, in, off, wb, dst, mask, ohw, nout);
+        BLOCKS[kernel_class(d)][nv](d, in, off, wb, dst, mask, ohw, nout);
     }
 }
 
