@@ -4,8 +4,8 @@
  * output widths around the 16-lane vectors (1, 7, 15, 16, 17, 33), every
  * border mode, filter_flip both ways, channel counts that are not
  * multiples of the 8-channel block, batch 1 and 3 (both thread layouts),
- * float16 through the float32 path; and two small cases worked out by
- * hand. The random values are quarters in [-4, 4), so every product and
+ * float16 through the float32 path; two small cases worked out by hand;
+ * and every allocation of a call failing in turn. The random values are quarters in [-4, 4), so every product and
  * partial sum is exact in float32 and the paths must agree exactly. On a
  * CPU without AVX-512 both settings run im2col and the test still checks
  * that against the naive loop. */
@@ -238,12 +238,71 @@ static void test_by_hand(void **state) {
     tg_graph_free(g);
 }
 
+/* An allocator that fails its fail_at-th allocation. */
+static long alloc_n, alloc_fail_at;
+static void *failing_realloc(void *ud, void *p, size_t size) {
+    (void)ud;
+    if (size == 0) {
+        free(p);
+        return NULL;
+    }
+    if (++alloc_n == alloc_fail_at) return NULL;
+    return realloc(p, size);
+}
+
+/* Each allocation of a call on the direct path failing in turn: an "out
+ * of memory" (or, for the result, "cannot allocate") error, nothing leaked (the sanitizer build checks), until the
+ * call has allocated all it needs and gives the right values. */
+static void test_out_of_memory(void **state) {
+    (void)state;
+    int64_t xs[4] = {3, 3, 9, 20}, ws[4] = {10, 3, 3, 3};
+    tg_graph *g = conv_graph("float32", xs, ws, "\"border_mode\":\"half\"");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options opts = {.preset = "none"};
+    tg_function *f = tg_function_compile(g, 0, &opts, ctx);
+    assert_non_null(f);
+    tg_array *x = rand_f32(xs), *w = rand_f32(ws), *in[2] = {x, w};
+    tg_array *want = naive(x, w, 1, 1, true);
+    setenv("TG_CONV", "direct", 1);
+    long failed = 0;
+    bool ok = false;
+    for (long k = 1; k < 200 && !ok; k++) {
+        tg_array *out[1] = {NULL};
+        alloc_n = 0;
+        alloc_fail_at = k;
+        tg_set_allocator(failing_realloc, NULL);
+        int rc = tg_function_call(f, in, out, ctx);
+        tg_set_allocator(NULL, NULL);
+        if (rc == 0) {
+            ok = true;
+            tu_assert_close(out[0], want, 0, 0);
+        } else {
+            failed++;
+            const char *m = tg_ctx_message(ctx);
+            if (!strstr(m, "out of memory") && !strstr(m, "cannot allocate"))
+                fail_msg("allocation %ld failed: %s", k, tg_ctx_message(ctx));
+            tg_ctx_clear(ctx);
+        }
+        tg_array_free(out[0]);
+    }
+    unsetenv("TG_CONV");
+    assert_true(ok);
+    assert_true(failed >= 3); /* at least the result, the weights, the padded images */
+    tg_array_free(want);
+    tg_array_free(x);
+    tg_array_free(w);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_threaded),
         cmocka_unit_test(test_float16),
         cmocka_unit_test(test_by_hand),
+        cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,8 +75,9 @@ typedef struct dgeom {
  * column x0); wb: the block's packed weights (C, K, L, OCB); dst[v]:
  * channel 0's output vector, channels ostride apart. */
 TARGET static inline __attribute__((always_inline)) void
-block(const int nv, const int kc, const int lc, const dgeom *d, const float *in, const int64_t *off, const float *wb,
-      float *const *dst, const __mmask16 *mask, int64_t ostride, int nout) {
+block(const int nv, const int kc, const int lc, const dgeom *d, const float *in,
+      const int64_t *off, const float *wb, float *const *dst, const __mmask16 *mask,
+      int64_t ostride, int nout) {
     __m512 acc[OCB][NV];
 #pragma GCC unroll 32
     for (int o = 0; o < OCB; o++)
