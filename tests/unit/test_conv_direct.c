@@ -1,11 +1,12 @@
-/* conv2d's direct path (libcore/src/ops/conv_direct.c: float32, stride 1,
- * AVX-512) against its im2col path and against a naive loop in this file,
- * forced one way or the other through TG_CONV=direct / TG_CONV=im2col:
- * output widths around the 16-lane vectors (1, 7, 15, 16, 17, 33), every
- * border mode, filter_flip both ways, channel counts that are not
+/* conv2d's direct path (libcore/src/ops/conv_direct.c: float32 and
+ * float64, stride 1, AVX-512) against its im2col path and against a naive
+ * loop in this file, forced one way or the other through TG_CONV=direct /
+ * TG_CONV=im2col: output widths around the vectors (1, 7, 15, 16, 17, 33),
+ * every border mode, filter_flip both ways, channel counts that are not
  * multiples of the 8-channel block, batch 1 and 3 (both thread layouts),
- * float16 through the float32 path; two small cases worked out by hand;
- * and every allocation of a call failing in turn. The random values are quarters in [-4, 4), so every product and
+ * float16 through the float32 path, float64 (its own kernels); two small
+ * cases worked out by hand; and every allocation of a call failing in
+ * turn. The random values are quarters in [-4, 4), so every product and
  * partial sum is exact in float32 and the paths must agree exactly. On a
  * CPU without AVX-512 both settings run im2col and the test still checks
  * that against the naive loop. */
@@ -22,13 +23,15 @@ static int64_t rnd(int64_t lo, int64_t hi) { /* in [lo, hi) */
     return lo + (int64_t)((lcg >> 33) % (uint64_t)(hi - lo));
 }
 
-static tg_array *rand_f32(const int64_t *shape) {
-    tg_array *a = tg_array_new(TG_FLOAT32, 4, shape);
+static tg_array *rand_arr(tg_dtype dt, const int64_t *shape) {
+    tg_array *a = tg_array_new(dt, 4, shape);
     assert_non_null(a);
-    float *p = (float *)a->data;
-    for (int64_t i = 0; i < tg_array_size(a); i++) p[i] = (float)rnd(-16, 16) / 4.0f;
+    size_t e = tg_dtype_size(dt);
+    for (int64_t i = 0; i < tg_array_size(a); i++)
+        tg_store_f64(dt, a->data + (size_t)i * e, (double)rnd(-16, 16) / 4);
     return a;
 }
+static tg_array *rand_f32(const int64_t *shape) { return rand_arr(TG_FLOAT32, shape); }
 
 /* A graph y = conv2d(x, w) with the given attrs (a JSON object body). */
 static tg_graph *conv_graph(const char *dtype, const int64_t *xs, const int64_t *ws,
@@ -55,17 +58,17 @@ static tg_array *run_mode(tg_graph *g, tg_array *x, tg_array *w, const char *mod
 }
 
 /* Theano's conv2d by its definition: pad, flip the kernel when flip,
- * correlate; sums in double. */
+ * correlate; sums in double, the result in x's dtype (float32, float64). */
 static tg_array *naive(const tg_array *x, const tg_array *w, int64_t ph, int64_t pw,
                        bool flip) {
     const int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     const int64_t O = w->shape[0], K = w->shape[2], L = w->shape[3];
     const int64_t OH = H + 2 * ph - K + 1, OW = W + 2 * pw - L + 1;
     int64_t ys[4] = {N, O, OH, OW};
-    tg_array *y = tg_array_new(TG_FLOAT32, 4, ys);
+    const tg_dtype dt = x->dtype;
+    const size_t e = tg_dtype_size(dt);
+    tg_array *y = tg_array_new(dt, 4, ys);
     assert_non_null(y);
-    const float *xp = (const float *)x->data, *wp = (const float *)w->data;
-    float *yp = (float *)y->data;
     for (int64_t n = 0; n < N; n++)
         for (int64_t o = 0; o < O; o++)
             for (int64_t i = 0; i < OH; i++)
@@ -77,10 +80,12 @@ static tg_array *naive(const tg_array *x, const tg_array *w, int64_t ph, int64_t
                                 int64_t r = i + a - ph, q = j + b - pw;
                                 if (r < 0 || r >= H || q < 0 || q >= W) continue;
                                 int64_t ka = flip ? K - 1 - a : a, kb = flip ? L - 1 - b : b;
-                                s += (double)xp[((n * C + c) * H + r) * W + q] *
-                                     (double)wp[((o * C + c) * K + ka) * L + kb];
+                                size_t xi = (size_t)(((n * C + c) * H + r) * W + q),
+                                       wi = (size_t)(((o * C + c) * K + ka) * L + kb);
+                                s += tg_load_f64(dt, x->data + xi * e) *
+                                     tg_load_f64(dt, w->data + wi * e);
                             }
-                    yp[((n * O + o) * OH + i) * OW + j] = (float)s;
+                    tg_store_f64(dt, y->data + (size_t)(((n * O + o) * OH + i) * OW + j) * e, s);
                 }
     return y;
 }
@@ -97,8 +102,7 @@ static void pads(int border, int64_t K, int64_t L, int64_t *ph, int64_t *pw) {
     }
 }
 
-static void test_random_shapes(void **state) {
-    (void)state;
+static void random_shapes(tg_dtype dt) {
     static const int64_t OWS[] = {1, 7, 15, 16, 17, 33};
     static const int64_t COUTS[] = {1, 3, 9, 17};
     int ran = 0;
@@ -120,14 +124,14 @@ static void test_random_shapes(void **state) {
                         pads(border, K, L, &ph, &pw);
                         W = OWS[wi] - 2 * pw + L - 1;
                     }
-                    int64_t H = rnd(1, 10) + (border == B_VALID ? K - 1 : 0);
+                    int64_t H = rnd(1, 10) + (K - 1 - 2 * ph > 0 ? K - 1 - 2 * ph : 0);
                     int64_t xs[4] = {N, C, H, W}, ws[4] = {O, C, K, L};
                     char attrs[128];
                     snprintf(attrs, sizeof attrs, "\"border_mode\":%s%s%s,\"filter_flip\":%s",
                              border == B_EXPLICIT ? "" : "\"", BORDER_NAMES[border],
                              border == B_EXPLICIT ? "" : "\"", flip ? "true" : "false");
-                    tg_graph *g = conv_graph("float32", xs, ws, attrs);
-                    tg_array *x = rand_f32(xs), *w = rand_f32(ws);
+                    tg_graph *g = conv_graph(tg_dtype_name(dt), xs, ws, attrs);
+                    tg_array *x = rand_arr(dt, xs), *w = rand_arr(dt, ws);
                     tg_array *want = naive(x, w, ph, pw, flip);
                     tg_array *yd = run_mode(g, x, w, "direct"), *yi = run_mode(g, x, w, "im2col");
                     assert_int_equal(want->shape[3], OWS[wi]);
@@ -147,6 +151,15 @@ static void test_random_shapes(void **state) {
                     ran++;
                 }
     assert_int_equal(ran, 6 * NBORDER * 2 * 2);
+}
+static void test_random_shapes(void **state) {
+    (void)state;
+    random_shapes(TG_FLOAT32);
+}
+/* float64 has its own kernels (8 lanes a vector). */
+static void test_random_shapes_f64(void **state) {
+    (void)state;
+    random_shapes(TG_FLOAT64);
 }
 
 /* Large enough for both thread layouts (TG_PARALLEL_MIN products and up):
@@ -251,8 +264,9 @@ static void *failing_realloc(void *ud, void *p, size_t size) {
 }
 
 /* Each allocation of a call on the direct path failing in turn: an "out
- * of memory" (or, for the result, "cannot allocate") error, nothing leaked (the sanitizer build checks), until the
- * call has allocated all it needs and gives the right values. */
+ * of memory" (or, for the result, "cannot allocate") error, nothing leaked
+ * (the sanitizer build checks), until the call has allocated all it needs
+ * and gives the right values. */
 static void test_out_of_memory(void **state) {
     (void)state;
     int64_t xs[4] = {3, 3, 9, 20}, ws[4] = {10, 3, 3, 3};
@@ -299,6 +313,7 @@ static void test_out_of_memory(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_shapes),
+        cmocka_unit_test(test_random_shapes_f64),
         cmocka_unit_test(test_threaded),
         cmocka_unit_test(test_float16),
         cmocka_unit_test(test_by_hand),

@@ -1,5 +1,5 @@
-/* Direct convolution for conv2d's forward op (conv_direct.c): float32,
- * NCHW, stride 1, no dilation, AVX-512. Private to ops/conv.c. */
+/* Direct convolution for conv2d's forward op (conv_direct.c): float32
+ * and float64, NCHW, stride 1, no dilation, AVX-512. Private to ops/conv.c. */
 #ifndef TG_OPS_CONV_DIRECT_H
 #define TG_OPS_CONV_DIRECT_H
 
@@ -17,5 +17,9 @@ bool tg_conv_direct_available(void);
 bool tg_conv_direct_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
                         int64_t L, int64_t ph, int64_t pw, bool flip, const float *x,
                         const float *w, float *y, int nth);
+/* The same in float64. */
+bool tg_conv_direct_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                        int64_t L, int64_t ph, int64_t pw, bool flip, const double *x,
+                        const double *w, double *y, int nth);
 
 #endif
