@@ -1,12 +1,12 @@
-#ifndef CONV_DIRECT_T
-/* Direct convolution for conv2d's forward op: float32, NCHW, stride 1, no
- * dilation, on CPUs with AVX-512F (chosen at run time; conv.c keeps its
- * im2col + gemm path for everything else).
+/* Direct convolution for conv2d's forward op: float32 and float64, NCHW,
+ * stride 1, no dilation, on CPUs with AVX-512F (chosen at run time; conv.c
+ * keeps its im2col + gemm path for everything else).
  *
  * Why: the im2col products of small convolutions are skinny (K = C*kh*kw
  * of 75 or 288) and their column buffer is 25x the input, so the gemm
  * alone stays far from the CPU's peak. Here each output vector of 16
- * pixels (one row y, columns x0..x0+15) is accumulated in a register,
+ * pixels (8 in float64; one row y, columns x0..x0+15) is accumulated in a
+ * register,
  *   out[o][y][x0..] += w[o][c][a][b] * in_padded[c][y+a][x0+b..],
  * for a block of OCB output channels x NV such vectors at once: each
  * input vector load feeds OCB FMAs and each weight broadcast feeds NV, so
@@ -25,6 +25,7 @@
  * Threads: with at least as many images as threads, each thread takes
  * whole images (its own padded buffer); with fewer, all images are padded
  * first and the threads share (image, channel block, vector group) items. */
+#ifndef CONV_DIRECT_T /* the file itself; the kernels are at the end */
 #include "ops/conv_direct.h"
 
 #include <omp.h>
@@ -113,7 +114,6 @@ static int kernel_class(const dgeom *d) {
 #define FMA _mm512_fmadd_pd
 #define MSTORE _mm512_mask_storeu_pd
 #include "conv_direct.c"
-
 
 #else
 
