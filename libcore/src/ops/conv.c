@@ -19,12 +19,21 @@
  * b), columns (image, i, j)) and one gemm, threaded by OpenBLAS, covers
  * the group; im2col and col2im then run over OpenMP threads. The group
  * size bounds the column buffer (COLS_BUDGET bytes, at least one image).
+ *
+ * The forward op in float32 or float64 with stride 1 and no dilation takes
+ * the direct path of conv_direct.c instead (AVX-512, checked at run time)
+ * when the output rows are at least 8 wide (narrower rows would leave most
+ * of its 16-lane float32 vectors idle). The environment variable TG_CONV=im2col forces
+ * the im2col path, TG_CONV=direct the direct one wherever it applies
+ * (tests compare the two).
  */
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "ops/conv_direct.h"
 #include "ops/op.h"
 #include "tensor/tensor.h"
 #include "grad/grad.h"
@@ -580,6 +589,17 @@ static int per_image(int kind, tg_dtype wd, const geom *g, int nth, const char *
     return TG_OK;
 }
 
+/* Whether the forward op takes the direct path (see the top). */
+static bool use_direct(const geom *g, tg_dtype wd) {
+    if ((wd != TG_FLOAT32 && wd != TG_FLOAT64) || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
+        g->dw != 1)
+        return false;
+    const char *m = getenv("TG_CONV");
+    if (m && !strcmp(m, "im2col")) return false;
+    if (!tg_conv_direct_available()) return false;
+    return (m && !strcmp(m, "direct")) || g->OW >= 8;
+}
+
 static int conv_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const conv_p *p = n->a.extra;
     const tg_array *x = in[0], *w = in[1];
@@ -604,6 +624,26 @@ static int conv_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     if (g.N * g.O * ohw == 0) goto finish;
     if (ckk == 0) {
         memset(y, 0, (size_t)(g.N * g.O * ohw) * e);
+        goto finish;
+    }
+    if (use_direct(&g, wd)) {
+        const char *xd = as_work(x, wd, &tx, ctx), *wdp = as_work(w, wd, &tw, ctx);
+        if (!xd || !wdp) {
+            rc = TG_ENOMEM;
+            goto done;
+        }
+        double work = (double)g.N * (double)(g.O * ohw) * (double)ckk;
+        int nth = work < (double)TG_PARALLEL_MIN ? 1 : omp_get_max_threads();
+        bool ok = wd == TG_FLOAT64
+                      ? tg_conv_direct_f64(g.N, g.C, g.H, g.W, g.O, g.K, g.L, g.ph, g.pw, p->flip,
+                                           (const double *)xd, (const double *)wdp, (double *)y,
+                                           nth)
+                      : tg_conv_direct_f32(g.N, g.C, g.H, g.W, g.O, g.K, g.L, g.ph, g.pw, p->flip,
+                                           (const float *)xd, (const float *)wdp, (float *)y, nth);
+        if (!ok) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
         goto finish;
     }
     const char *xp = as_work(x, wd, &tx, ctx), *wp = kernel_work(w, wd, p->flip, &tw, ctx);

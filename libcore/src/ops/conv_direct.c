@@ -1,0 +1,328 @@
+/* Direct convolution for conv2d's forward op: float32 and float64, NCHW,
+ * stride 1, no dilation, on CPUs with AVX-512F (chosen at run time; conv.c
+ * keeps its im2col + gemm path for everything else).
+ *
+ * Why: the im2col products of small convolutions are skinny (K = C*kh*kw
+ * of 75 or 288) and their column buffer is 25x the input, so the gemm
+ * alone stays far from the CPU's peak. Here each output vector of 16
+ * pixels (8 in float64; one row y, columns x0..x0+15) is accumulated in a
+ * register,
+ *   out[o][y][x0..] += w[o][c][a][b] * in_padded[c][y+a][x0+b..],
+ * for a block of OCB output channels x NV such vectors at once: each
+ * input vector load feeds OCB FMAs and each weight broadcast feeds NV, so
+ * the loop is bound by the FMAs, not by the loads. The accumulators stay
+ * in registers over the whole reduction (c, a, b) and are stored once,
+ * masked where the row ends before the vector does.
+ *
+ * Borders: each image is copied once into a zero-padded buffer (C, Hp,
+ * Wp), Hp = H + 2ph, Wp = W + 2pw, with 16 zeros of slack after it: a
+ * vector whose row ends early reads past the row (into the next row or
+ * the slack); those lanes are never stored. The weights are repacked once
+ * per call to (O/OCB, C, K, L, OCB), flipped when filter_flip, with zero
+ * channels up to a multiple of OCB (computed and not stored), so the
+ * broadcasts walk memory in order.
+ *
+ * Threads: with at least as many images as threads, each thread takes
+ * whole images (its own padded buffer); with fewer, all images are padded
+ * first and the threads share (image, channel block, vector group) items. */
+#ifndef CONV_DIRECT_T /* the file itself; the kernels are at the end */
+#include "ops/conv_direct.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "tensor/tensor.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_DIRECT 1
+#include <immintrin.h>
+#else
+#define HAVE_DIRECT 0
+#endif
+
+/* The register block: OCB output channels x NV vectors of 16 pixels:
+ * OCB*NV accumulators + NV input vectors of the 32 zmm registers. */
+#ifndef TG_CONV_OCB
+#define TG_CONV_OCB 8
+#endif
+#ifndef TG_CONV_NV
+#define TG_CONV_NV 3
+#endif
+#define OCB TG_CONV_OCB
+#define NV TG_CONV_NV
+#define SLACK 16
+
+bool tg_conv_direct_available(void) {
+#if HAVE_DIRECT
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+#if HAVE_DIRECT
+
+typedef struct dgeom {
+    int64_t C, H, W, O, K, L, ph, pw;
+    int64_t Hp, Wp, plane, OH, OW, xt, ntile, nb, ngroup;
+} dgeom;
+
+#define TARGET __attribute__((target("avx512f")))
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define FN(name) CAT(name, SFX) /* name_f32, name_f64 */
+
+static int kernel_class(const dgeom *d) {
+    if (d->L == 3) return d->K == 3 ? 2 : 1;
+    if (d->L == 5) return d->K == 5 ? 4 : 3;
+    return 0;
+}
+
+/* The kernels, written once below for T (float, double) and expanded for
+ * each by including this file again with CONV_DIRECT_T set. */
+#define CONV_DIRECT_T 1
+#define T float
+#define SFX _f32
+#define VL 16
+#define VEC __m512
+#define MASK __mmask16
+#define ZERO _mm512_setzero_ps
+#define LOADU _mm512_loadu_ps
+#define SET1 _mm512_set1_ps
+#define FMA _mm512_fmadd_ps
+#define MSTORE _mm512_mask_storeu_ps
+#include "conv_direct.c"
+#undef T
+#undef SFX
+#undef VL
+#undef VEC
+#undef MASK
+#undef ZERO
+#undef LOADU
+#undef SET1
+#undef FMA
+#undef MSTORE
+#define T double
+#define SFX _f64
+#define VL 8
+#define VEC __m512d
+#define MASK __mmask8
+#define ZERO _mm512_setzero_pd
+#define LOADU _mm512_loadu_pd
+#define SET1 _mm512_set1_pd
+#define FMA _mm512_fmadd_pd
+#define MSTORE _mm512_mask_storeu_pd
+#include "conv_direct.c"
+
+#else
+
+bool tg_conv_direct_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                        int64_t L, int64_t ph, int64_t pw, bool flip, const float *x,
+                        const float *w, float *y, int nth) {
+    (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+    (void)flip, (void)x, (void)w, (void)y, (void)nth;
+    return false;
+}
+
+bool tg_conv_direct_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                        int64_t L, int64_t ph, int64_t pw, bool flip, const double *x,
+                        const double *w, double *y, int nth) {
+    (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+    (void)flip, (void)x, (void)w, (void)y, (void)nth;
+    return false;
+}
+
+#endif
+
+#else /* CONV_DIRECT_T: the kernels for T */
+
+/* One block: OCB channels (nout of them stored) x nv vectors; lc: the
+ * kernel width when fixed at compile time (its loop unrolled), else 0; kc:
+ * the same for the kernel height. in:
+ * the padded image; off[v]: the offset of vector v's first input (row y,
+ * column x0); wb: the block's packed weights (C, K, L, OCB); dst[v]:
+ * channel 0's output vector, channels ostride apart. */
+TARGET static inline __attribute__((always_inline)) void
+FN(block)(const int nv, const int kc, const int lc, const dgeom *d, const T *in,
+      const int64_t *off, const T *wb, T *const *dst, const MASK *mask,
+      int64_t ostride, int nout) {
+    VEC acc[OCB][NV];
+#pragma GCC unroll 32
+    for (int o = 0; o < OCB; o++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++) acc[o][v] = ZERO();
+    const T *p[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++) p[v] = in + off[v];
+    const int64_t C = d->C, K = kc ? kc : d->K, L = lc ? lc : d->L, Wp = d->Wp, plane = d->plane;
+    for (int64_t c = 0; c < C; c++) {
+#pragma GCC unroll 8
+        for (int64_t a = 0; a < K; a++) {
+            const int64_t r = c * plane + a * Wp;
+#pragma GCC unroll 8
+            for (int64_t b = 0; b < L; b++, wb += OCB) {
+                VEC xv[NV];
+#pragma GCC unroll 8
+                for (int v = 0; v < nv; v++) xv[v] = LOADU(p[v] + r + b);
+#pragma GCC unroll 32
+                for (int o = 0; o < OCB; o++) {
+                    const VEC wv = SET1(wb[o]);
+#pragma GCC unroll 8
+                    for (int v = 0; v < nv; v++) acc[o][v] = FMA(wv, xv[v], acc[o][v]);
+                }
+            }
+        }
+    }
+    for (int o = 0; o < nout; o++)
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++)
+            MSTORE(dst[v] + o * ostride, mask[v], acc[o][v]);
+}
+
+/* The blocks, one function per nv and kernel class (any; width 3; 3x3;
+ * width 5; 5x5): the block inlined with nv and the fixed lengths
+ * constant, their loops unrolled. */
+#define BLOCK_FN(n, kc, lc)                                                                   \
+    TARGET static void FN(block##n##_##kc##lc)(const dgeom *d, const T *in,                  \
+                                           const int64_t *off, const T *wb,               \
+                                           T *const *dst, const MASK *mask,          \
+                                           int64_t ostride, int nout) {                       \
+        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, ostride, nout);                           \
+    }
+#define BLOCK_FNS(n)                                                                          \
+    BLOCK_FN(n, 0, 0) BLOCK_FN(n, 0, 3) BLOCK_FN(n, 3, 3) BLOCK_FN(n, 0, 5) BLOCK_FN(n, 5, 5)
+BLOCK_FNS(1)
+#if NV >= 2
+BLOCK_FNS(2)
+#endif
+#if NV >= 3
+BLOCK_FNS(3)
+#endif
+#if NV >= 4
+BLOCK_FNS(4)
+#endif
+#if NV > 4
+#error "TG_CONV_NV: at most 4"
+#endif
+
+typedef void (*FN(block_fn))(const dgeom *, const T *, const int64_t *, const T *,
+                         T *const *, const MASK *, int64_t, int);
+
+#if NV == 1
+#define BLOCK_ROW(c) {NULL, FN(block1_##c)}
+#elif NV == 2
+#define BLOCK_ROW(c) {NULL, FN(block1_##c), FN(block2_##c)}
+#elif NV == 3
+#define BLOCK_ROW(c) {NULL, FN(block1_##c), FN(block2_##c), FN(block3_##c)}
+#else
+#define BLOCK_ROW(c) {NULL, FN(block1_##c), FN(block2_##c), FN(block3_##c), FN(block4_##c)}
+#endif
+/* [kernel class][nv]: any, width 3, 3x3, width 5, 5x5. */
+static const FN(block_fn) FN(BLOCKS)[5][NV + 1] = {BLOCK_ROW(00), BLOCK_ROW(03), BLOCK_ROW(33),
+                                           BLOCK_ROW(05), BLOCK_ROW(55)};
+
+
+/* Vector groups g0..g1-1 (NV vectors each; the last may hold fewer) of
+ * channel block ob for one padded image; yn: the image's output. */
+static void FN(run_groups)(const dgeom *d, const T *in, const T *wr, int64_t ob, int64_t g0,
+                       int64_t g1, T *yn) {
+    const int64_t ohw = d->OH * d->OW;
+    const T *wb = wr + ob * d->C * d->K * d->L * OCB;
+    int nout = (int)(d->O - ob * OCB < OCB ? d->O - ob * OCB : OCB);
+    T *yo = yn + ob * OCB * ohw;
+    for (int64_t g = g0; g < g1; g++) {
+        /* Groups of as even a size as can be (16 vectors in 3s: 3, 3, 3,
+         * 3, 2, 2, not 3, 3, 3, 3, 3, 1: a lone vector would do 8 FMAs
+         * per 9 loads). */
+        int64_t t0 = d->ntile * g / d->ngroup, nv = d->ntile * (g + 1) / d->ngroup - t0;
+        int64_t off[NV];
+        T *dst[NV];
+        MASK mask[NV];
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t t = t0 + v, y = t / d->xt, x0 = (t % d->xt) * VL;
+            int64_t lanes = d->OW - x0 < VL ? d->OW - x0 : VL;
+            off[v] = y * d->Wp + x0;
+            dst[v] = yo + y * d->OW + x0;
+            mask[v] = (MASK)((1u << lanes) - 1u);
+        }
+        FN(BLOCKS)[kernel_class(d)][nv](d, in, off, wb, dst, mask, ohw, nout);
+    }
+}
+
+/* Image xn (C, H, W) into buf (C, Hp, Wp) + SLACK, zero-padded. */
+static void FN(pad_image)(const dgeom *d, const T *xn, T *buf) {
+    if (d->ph == 0 && d->pw == 0) {
+        memcpy(buf, xn, (size_t)(d->C * d->plane) * sizeof(T));
+        memset(buf + d->C * d->plane, 0, SLACK * sizeof(T));
+        return;
+    }
+    memset(buf, 0, (size_t)(d->C * d->plane + SLACK) * sizeof(T));
+    for (int64_t c = 0; c < d->C; c++)
+        for (int64_t i = 0; i < d->H; i++)
+            memcpy(buf + c * d->plane + (i + d->ph) * d->Wp + d->pw, xn + (c * d->H + i) * d->W,
+                   (size_t)d->W * sizeof(T));
+}
+
+bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                        int64_t L, int64_t ph, int64_t pw, bool flip, const T *x,
+                        const T *w, T *y, int nth) {
+    dgeom d = {.C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
+    d.Hp = H + 2 * ph;
+    d.Wp = W + 2 * pw;
+    d.plane = d.Hp * d.Wp;
+    d.OH = d.Hp - K + 1;
+    d.OW = d.Wp - L + 1;
+    d.xt = (d.OW + VL - 1) / VL;
+    d.ntile = d.OH * d.xt;
+    d.nb = (O + OCB - 1) / OCB;
+    d.ngroup = (d.ntile + NV - 1) / NV;
+    const int64_t ckl = C * K * L, isz = C * d.plane + SLACK, ysz = O * d.OH * d.OW;
+    /* Weights: (nb, C, K, L, OCB), flipped when flip, zero past O. */
+    T *wr = tg_calloc((size_t)(d.nb * ckl * OCB), sizeof(T));
+    if (!wr) return false;
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t a = 0; a < K; a++)
+                for (int64_t b = 0; b < L; b++) {
+                    int64_t sa = flip ? K - 1 - a : a, sb = flip ? L - 1 - b : b;
+                    wr[(((o / OCB) * C + c) * K * L + a * L + b) * OCB + o % OCB] =
+                        w[((o * C + c) * K + sa) * L + sb];
+                }
+    if (nth < 1) nth = 1;
+    const bool per_image = N >= nth;
+    T *bufs = tg_malloc((size_t)((per_image ? nth : N) * isz) * sizeof(T));
+    if (!bufs) {
+        tg_free(wr);
+        return false;
+    }
+    if (per_image) {
+#pragma omp parallel num_threads(nth)
+        {
+            T *buf = bufs + omp_get_thread_num() * isz;
+#pragma omp for schedule(static)
+            for (int64_t n = 0; n < N; n++) {
+                FN(pad_image)(&d, x + n * C * H * W, buf);
+                for (int64_t ob = 0; ob < d.nb; ob++)
+                    FN(run_groups)(&d, buf, wr, ob, 0, d.ngroup, y + n * ysz);
+            }
+        }
+    } else {
+        for (int64_t n = 0; n < N; n++) FN(pad_image)(&d, x + n * C * H * W, bufs + n * isz);
+        /* Items: (image, channel block, chunk of groups), about 4 per thread. */
+        int64_t per = N * d.nb, chunks = (4 * nth + per - 1) / per;
+        if (chunks > d.ngroup) chunks = d.ngroup;
+        const int64_t items = per * chunks;
+#pragma omp parallel for schedule(static) num_threads(nth)
+        for (int64_t it = 0; it < items; it++) {
+            int64_t n = it / (d.nb * chunks), ob = it / chunks % d.nb, ch = it % chunks;
+            int64_t g0 = d.ngroup * ch / chunks, g1 = d.ngroup * (ch + 1) / chunks;
+            FN(run_groups)(&d, bufs + n * isz, wr, ob, g0, g1, y + n * ysz);
+        }
+    }
+    tg_free(bufs);
+    tg_free(wr);
+    return true;
+}
+
+#endif /* CONV_DIRECT_T */

@@ -1,0 +1,323 @@
+/* conv2d's direct path (libcore/src/ops/conv_direct.c: float32 and
+ * float64, stride 1, AVX-512) against its im2col path and against a naive
+ * loop in this file, forced one way or the other through TG_CONV=direct /
+ * TG_CONV=im2col: output widths around the vectors (1, 7, 15, 16, 17, 33),
+ * every border mode, filter_flip both ways, channel counts that are not
+ * multiples of the 8-channel block, batch 1 and 3 (both thread layouts),
+ * float16 through the float32 path, float64 (its own kernels); two small
+ * cases worked out by hand; and every allocation of a call failing in
+ * turn. The random values are quarters in [-4, 4), so every product and
+ * partial sum is exact in float32 and the paths must agree exactly. On a
+ * CPU without AVX-512 both settings run im2col and the test still checks
+ * that against the naive loop. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/tensor.h"
+#include "testutil.h"
+
+static uint64_t lcg = 2024;
+static int64_t rnd(int64_t lo, int64_t hi) { /* in [lo, hi) */
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (int64_t)((lcg >> 33) % (uint64_t)(hi - lo));
+}
+
+static tg_array *rand_arr(tg_dtype dt, const int64_t *shape) {
+    tg_array *a = tg_array_new(dt, 4, shape);
+    assert_non_null(a);
+    size_t e = tg_dtype_size(dt);
+    for (int64_t i = 0; i < tg_array_size(a); i++)
+        tg_store_f64(dt, a->data + (size_t)i * e, (double)rnd(-16, 16) / 4);
+    return a;
+}
+static tg_array *rand_f32(const int64_t *shape) { return rand_arr(TG_FLOAT32, shape); }
+
+/* A graph y = conv2d(x, w) with the given attrs (a JSON object body). */
+static tg_graph *conv_graph(const char *dtype, const int64_t *xs, const int64_t *ws,
+                            const char *attrs) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+             "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+             "{\"id\":\"w\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}}],"
+             "\"nodes\":[{\"op\":\"conv2d\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"],"
+             "\"attrs\":{%s}}]}",
+             dtype, (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], dtype,
+             (long long)ws[0], (long long)ws[1], (long long)ws[2], (long long)ws[3], attrs);
+    return tu_load(json);
+}
+
+/* y = conv2d(x, w) under TG_CONV=mode. */
+static tg_array *run_mode(tg_graph *g, tg_array *x, tg_array *w, const char *mode) {
+    setenv("TG_CONV", mode, 1);
+    tg_array *in[2] = {x, w}, *out[1] = {NULL};
+    tu_call_preset(g, NULL, "none", in, out);
+    unsetenv("TG_CONV");
+    return out[0];
+}
+
+/* Theano's conv2d by its definition: pad, flip the kernel when flip,
+ * correlate; sums in double, the result in x's dtype (float32, float64). */
+static tg_array *naive(const tg_array *x, const tg_array *w, int64_t ph, int64_t pw,
+                       bool flip) {
+    const int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    const int64_t O = w->shape[0], K = w->shape[2], L = w->shape[3];
+    const int64_t OH = H + 2 * ph - K + 1, OW = W + 2 * pw - L + 1;
+    int64_t ys[4] = {N, O, OH, OW};
+    const tg_dtype dt = x->dtype;
+    const size_t e = tg_dtype_size(dt);
+    tg_array *y = tg_array_new(dt, 4, ys);
+    assert_non_null(y);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < OW; j++) {
+                    double s = 0;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t a = 0; a < K; a++)
+                            for (int64_t b = 0; b < L; b++) {
+                                int64_t r = i + a - ph, q = j + b - pw;
+                                if (r < 0 || r >= H || q < 0 || q >= W) continue;
+                                int64_t ka = flip ? K - 1 - a : a, kb = flip ? L - 1 - b : b;
+                                size_t xi = (size_t)(((n * C + c) * H + r) * W + q),
+                                       wi = (size_t)(((o * C + c) * K + ka) * L + kb);
+                                s += tg_load_f64(dt, x->data + xi * e) *
+                                     tg_load_f64(dt, w->data + wi * e);
+                            }
+                    tg_store_f64(dt, y->data + (size_t)(((n * O + o) * OH + i) * OW + j) * e, s);
+                }
+    return y;
+}
+
+enum { B_VALID, B_HALF, B_FULL, B_EXPLICIT, NBORDER };
+static const char *const BORDER_NAMES[NBORDER] = {"valid", "half", "full", "[1, 2]"};
+
+static void pads(int border, int64_t K, int64_t L, int64_t *ph, int64_t *pw) {
+    switch (border) {
+    case B_HALF: *ph = K / 2, *pw = L / 2; break;
+    case B_FULL: *ph = K - 1, *pw = L - 1; break;
+    case B_EXPLICIT: *ph = 1, *pw = 2; break;
+    default: *ph = 0, *pw = 0;
+    }
+}
+
+static void random_shapes(tg_dtype dt) {
+    static const int64_t OWS[] = {1, 7, 15, 16, 17, 33};
+    static const int64_t COUTS[] = {1, 3, 9, 17};
+    int ran = 0;
+    for (size_t wi = 0; wi < sizeof OWS / sizeof OWS[0]; wi++)
+        for (int border = 0; border < NBORDER; border++)
+            for (int flip = 0; flip < 2; flip++)
+                for (int64_t N = 1; N <= 3; N += 2) {
+                    int64_t C = rnd(1, 6), O = COUTS[rnd(0, 4)], K = rnd(1, 6), L = rnd(1, 6);
+                    int64_t ph, pw;
+                    pads(border, K, L, &ph, &pw);
+                    /* The input width that gives output width OWS[wi]:
+                     * OW - L + 1 with "full" (a kernel at most OW wide),
+                     * else a wider kernel while it would be < 1. */
+                    if (border == B_FULL && L > OWS[wi]) L = OWS[wi];
+                    pads(border, K, L, &ph, &pw);
+                    int64_t W = OWS[wi] - 2 * pw + L - 1;
+                    while (W < 1) {
+                        L++;
+                        pads(border, K, L, &ph, &pw);
+                        W = OWS[wi] - 2 * pw + L - 1;
+                    }
+                    int64_t H = rnd(1, 10) + (K - 1 - 2 * ph > 0 ? K - 1 - 2 * ph : 0);
+                    int64_t xs[4] = {N, C, H, W}, ws[4] = {O, C, K, L};
+                    char attrs[128];
+                    snprintf(attrs, sizeof attrs, "\"border_mode\":%s%s%s,\"filter_flip\":%s",
+                             border == B_EXPLICIT ? "" : "\"", BORDER_NAMES[border],
+                             border == B_EXPLICIT ? "" : "\"", flip ? "true" : "false");
+                    tg_graph *g = conv_graph(tg_dtype_name(dt), xs, ws, attrs);
+                    tg_array *x = rand_arr(dt, xs), *w = rand_arr(dt, ws);
+                    tg_array *want = naive(x, w, ph, pw, flip);
+                    tg_array *yd = run_mode(g, x, w, "direct"), *yi = run_mode(g, x, w, "im2col");
+                    assert_int_equal(want->shape[3], OWS[wi]);
+                    tu_assert_close(yd, want, 0, 0);
+                    tu_assert_close(yi, want, 0, 0);
+                    /* Auto (direct from width 8 on) agrees too. */
+                    tg_array *in[2] = {x, w}, *ya[1] = {NULL};
+                    tu_call_preset(g, NULL, "none", in, ya);
+                    tu_assert_close(ya[0], want, 0, 0);
+                    tg_array_free(ya[0]);
+                    tg_array_free(yd);
+                    tg_array_free(yi);
+                    tg_array_free(want);
+                    tg_array_free(x);
+                    tg_array_free(w);
+                    tg_graph_free(g);
+                    ran++;
+                }
+    assert_int_equal(ran, 6 * NBORDER * 2 * 2);
+}
+static void test_random_shapes(void **state) {
+    (void)state;
+    random_shapes(TG_FLOAT32);
+}
+/* float64 has its own kernels (8 lanes a vector). */
+static void test_random_shapes_f64(void **state) {
+    (void)state;
+    random_shapes(TG_FLOAT64);
+}
+
+/* Large enough for both thread layouts (TG_PARALLEL_MIN products and up):
+ * batch 1 (threads share channel blocks of one image) and 5 (whole images
+ * per thread), 20 output channels (blocks of 8, 8, 4), width 26 to 29;
+ * each kernel class the direct path unrolls (3x3, 5x5, width 3 or 5 with
+ * another height) and one it does not (4x2). */
+static void test_threaded(void **state) {
+    (void)state;
+    static const int64_t KS[][2] = {{3, 3}, {5, 5}, {2, 3}, {4, 5}, {4, 2}};
+    for (int64_t N = 1; N <= 5; N += 4)
+        for (size_t k = 0; k < sizeof KS / sizeof KS[0]; k++) {
+            int64_t xs[4] = {N, 4, 12, 30}, ws[4] = {20, 4, KS[k][0], KS[k][1]};
+            tg_graph *g = conv_graph("float32", xs, ws, "\"border_mode\":\"valid\"");
+            tg_array *x = rand_f32(xs), *w = rand_f32(ws);
+            tg_array *want = naive(x, w, 0, 0, true);
+            tg_array *yd = run_mode(g, x, w, "direct"), *yi = run_mode(g, x, w, "im2col");
+            tu_assert_close(yd, want, 0, 0);
+            tu_assert_close(yi, want, 0, 0);
+            tg_array_free(yd);
+            tg_array_free(yi);
+            tg_array_free(want);
+            tg_array_free(x);
+            tg_array_free(w);
+            tg_graph_free(g);
+        }
+}
+
+/* float16 computes in float32 (the direct path) and rounds back. */
+static void test_float16(void **state) {
+    (void)state;
+    int64_t xs[4] = {2, 3, 5, 19}, ws[4] = {5, 3, 3, 2};
+    tg_graph *g = conv_graph("float16", xs, ws, "\"border_mode\":\"half\"");
+    tg_array *x32 = rand_f32(xs), *w32 = rand_f32(ws);
+    tg_array *x = tg_array_copy(x32, TG_FLOAT16), *w = tg_array_copy(w32, TG_FLOAT16);
+    assert_non_null(x);
+    assert_non_null(w);
+    tg_array *want32 = naive(x32, w32, 1, 1, true), *want = tg_array_copy(want32, TG_FLOAT16);
+    tg_array *yd = run_mode(g, x, w, "direct");
+    tu_assert_close(yd, want, 0, 0);
+    tg_array_free(yd);
+    tg_array_free(want);
+    tg_array_free(want32);
+    tg_array_free(x);
+    tg_array_free(w);
+    tg_array_free(x32);
+    tg_array_free(w32);
+    tg_graph_free(g);
+}
+
+/* Worked by hand. x = 1..9 as 3x3, w = [[1, 2], [3, 4]], valid:
+ * correlation (no flip) y[0][0] = 1*1 + 2*2 + 3*4 + 4*5 = 37, then 47, 67,
+ * 77; convolution (flip: the kernel read as [[4, 3], [2, 1]]) 4*1 + 3*2 +
+ * 2*4 + 1*5 = 23, then 33, 53, 63. And a row x_j = j + 1 (j < 33) with w =
+ * [1, 2, 3], half, no flip: y_j = x_{j-1} + 2 x_j + 3 x_{j+1} = 6j + 8, but
+ * y_32 = 32 + 2*33 = 98 (x_33 is padding). */
+static void test_by_hand(void **state) {
+    (void)state;
+    int64_t xs[4] = {1, 1, 3, 3}, ws[4] = {1, 1, 2, 2};
+    tg_array *x = tg_array_new(TG_FLOAT32, 4, xs), *w = tg_array_new(TG_FLOAT32, 4, ws);
+    for (int i = 0; i < 9; i++) ((float *)x->data)[i] = (float)(i + 1);
+    for (int i = 0; i < 4; i++) ((float *)w->data)[i] = (float)(i + 1);
+    static const float CORR[4] = {37, 47, 67, 77}, CONV[4] = {23, 33, 53, 63};
+    for (int flip = 0; flip < 2; flip++) {
+        tg_graph *g = conv_graph("float32", xs, ws, flip ? "\"filter_flip\":true"
+                                                         : "\"filter_flip\":false");
+        tg_array *y = run_mode(g, x, w, "direct");
+        assert_int_equal(y->shape[2], 2);
+        assert_int_equal(y->shape[3], 2);
+        for (int i = 0; i < 4; i++)
+            assert_true(((float *)y->data)[i] == (flip ? CONV : CORR)[i]);
+        tg_array_free(y);
+        tg_graph_free(g);
+    }
+    tg_array_free(x);
+    tg_array_free(w);
+    int64_t rs[4] = {1, 1, 1, 33}, ks[4] = {1, 1, 1, 3};
+    tg_array *r = tg_array_new(TG_FLOAT32, 4, rs), *k = tg_array_new(TG_FLOAT32, 4, ks);
+    for (int j = 0; j < 33; j++) ((float *)r->data)[j] = (float)(j + 1);
+    for (int j = 0; j < 3; j++) ((float *)k->data)[j] = (float)(j + 1);
+    tg_graph *g = conv_graph("float32", rs, ks, "\"border_mode\":\"half\",\"filter_flip\":false");
+    tg_array *y = run_mode(g, r, k, "direct");
+    assert_int_equal(y->shape[3], 33);
+    for (int j = 0; j < 33; j++)
+        assert_true(((float *)y->data)[j] == (j == 32 ? 98.0f : (float)(6 * j + 8)));
+    tg_array_free(y);
+    tg_array_free(r);
+    tg_array_free(k);
+    tg_graph_free(g);
+}
+
+/* An allocator that fails its fail_at-th allocation. */
+static long alloc_n, alloc_fail_at;
+static void *failing_realloc(void *ud, void *p, size_t size) {
+    (void)ud;
+    if (size == 0) {
+        free(p);
+        return NULL;
+    }
+    if (++alloc_n == alloc_fail_at) return NULL;
+    return realloc(p, size);
+}
+
+/* Each allocation of a call on the direct path failing in turn: an "out
+ * of memory" (or, for the result, "cannot allocate") error, nothing leaked
+ * (the sanitizer build checks), until the call has allocated all it needs
+ * and gives the right values. */
+static void test_out_of_memory(void **state) {
+    (void)state;
+    int64_t xs[4] = {3, 3, 9, 20}, ws[4] = {10, 3, 3, 3};
+    tg_graph *g = conv_graph("float32", xs, ws, "\"border_mode\":\"half\"");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options opts = {.preset = "none"};
+    tg_function *f = tg_function_compile(g, 0, &opts, ctx);
+    assert_non_null(f);
+    tg_array *x = rand_f32(xs), *w = rand_f32(ws), *in[2] = {x, w};
+    tg_array *want = naive(x, w, 1, 1, true);
+    setenv("TG_CONV", "direct", 1);
+    long failed = 0;
+    bool ok = false;
+    for (long k = 1; k < 200 && !ok; k++) {
+        tg_array *out[1] = {NULL};
+        alloc_n = 0;
+        alloc_fail_at = k;
+        tg_set_allocator(failing_realloc, NULL);
+        int rc = tg_function_call(f, in, out, ctx);
+        tg_set_allocator(NULL, NULL);
+        if (rc == 0) {
+            ok = true;
+            tu_assert_close(out[0], want, 0, 0);
+        } else {
+            failed++;
+            const char *m = tg_ctx_message(ctx);
+            if (!strstr(m, "out of memory") && !strstr(m, "cannot allocate"))
+                fail_msg("allocation %ld failed: %s", k, tg_ctx_message(ctx));
+            tg_ctx_clear(ctx);
+        }
+        tg_array_free(out[0]);
+    }
+    unsetenv("TG_CONV");
+    assert_true(ok);
+    assert_true(failed >= 3); /* at least the result, the weights, the padded images */
+    tg_array_free(want);
+    tg_array_free(x);
+    tg_array_free(w);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_shapes),
+        cmocka_unit_test(test_random_shapes_f64),
+        cmocka_unit_test(test_threaded),
+        cmocka_unit_test(test_float16),
+        cmocka_unit_test(test_by_hand),
+        cmocka_unit_test(test_out_of_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
