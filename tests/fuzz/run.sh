@@ -19,7 +19,29 @@ cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$src/tests/fuzz/$corpus"/* "$work/"
+# A finding is kept (in $build/fuzz-artifacts/) with the report around it,
+# so that a failure in CI can be replayed: $build/tests/fuzz/$target FILE.
+art="$build/fuzz-artifacts"
+mkdir -p "$art"
+log="$build/$target.log"
 cd "$work"
+rc=0
 ASAN_OPTIONS=detect_leaks=1 "$build/tests/fuzz/$target" -max_total_time="$secs" -max_len="$maxlen" \
-  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 | tail -15
+  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$art/" "$work" >"$log" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ]; then
+  # the report: from a little before the sanitizer's first line (the
+  # target's own message) to the end, without libFuzzer's progress lines
+  first=$(grep -n -m1 -E '^==[0-9]+==|runtime error:|deadly signal' "$log" | cut -d: -f1 || true)
+  first=$(( ${first:-1} > 40 ? ${first:-1} - 40 : 1 ))
+  tail -n +"$first" "$log" | grep -v -E '^#[0-9]+[[:space:]]' | head -n 160
+  for f in "$art"/crash-* "$art"/leak-* "$art"/timeout-* "$art"/oom-*; do
+    [ -e "$f" ] || continue
+    echo "$target: input kept in $f ($(stat -c %s "$f") bytes), base64:"
+    base64 -w 0 "$f" | head -c 65536
+    echo
+  done
+  echo "$target: failed after at most ${secs}s (exit $rc)"
+  exit "$rc"
+fi
+tail -n 8 "$log"
 echo "$target: ${secs}s without a crash"

@@ -610,6 +610,10 @@ static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
         tg_var *v = var_at(D, fg, "outputs");
         const char *id = get_str(D, false, "outputs");
         if (D->rc) break;
+        if (!tg_id_valid(id)) {
+            fail(D, TG_EPARSE, "graph section: outputs[%u]: its declared id is not a valid id", i);
+            break;
+        }
         if (v->kind == TG_VAR_RESULT && !v->owner)
             fail(D, TG_EPARSE, "graph section: outputs[%u] '%.128s' is never computed", i, v->id);
         fg->outputs[i] = v;
