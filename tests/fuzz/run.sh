@@ -31,6 +31,7 @@ ASAN_OPTIONS=detect_leaks=1 "$build/tests/fuzz/$target" -max_total_time="$secs" 
 if [ "$rc" -ne 0 ]; then
   # the report: from a little before the sanitizer's first line (the
   # target's own message) to the end, without libFuzzer's progress lines
+  grep -m1 -E '^[a-z].*: ' "$log" | grep -v -E '^(INFO|MS|artifact_prefix|stat)' || true
   first=$(grep -n -m1 -E '^==[0-9]+==|runtime error:|deadly signal' "$log" | cut -d: -f1 || true)
   first=$(( ${first:-1} > 40 ? ${first:-1} - 40 : 1 ))
   tail -n +"$first" "$log" | grep -v -E '^#[0-9]+[[:space:]]' | head -n 160

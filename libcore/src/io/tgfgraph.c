@@ -408,7 +408,8 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
                  k, tg_dtype_name(arrays[k]->dtype), arrays[k]->ndim, id, want);
             break;
         }
-        if (tk != NONE && (arrays[tk]->dtype != v->type.dtype || arrays[tk]->ndim != v->type.ndim)) {
+        if (tk != NONE && !tg_type_accepts(&v->type, arrays[tk])) {
+            /* dtype, rank and every static length, as the JSON loader asks */
             fail(D, TG_ELOAD, "graph section: the test value of '%.128s' is not of its type", id);
             break;
         }
