@@ -20,6 +20,38 @@ static inline void bench_die(const char *what, tg_ctx *ctx) {
     exit(1);
 }
 
+/* Calls per second of step(ud): `warmup` calls, then the best of 3 rounds
+ * of at least min_s seconds each. */
+static inline double bench_rate(void (*step)(void *), void *ud, int warmup, double min_s) {
+    for (int i = 0; i < warmup; i++) step(ud);
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        long n = 0;
+        double t0 = bench_now(), t;
+        do {
+            step(ud);
+            n++;
+            t = bench_now() - t0;
+        } while (t < min_s);
+        if (n / t > best) best = n / t;
+    }
+    return best;
+}
+
+/* One call of a compiled function with one output, for bench_rate. */
+typedef struct bench_call {
+    tg_function *f;
+    tg_array *in[2];
+    tg_ctx *ctx;
+} bench_call;
+
+static inline void bench_run_call(void *ud) {
+    bench_call *s = ud;
+    tg_array *out[1];
+    if (tg_function_call(s->f, s->in, out, s->ctx)) bench_die("call", s->ctx);
+    tg_array_free(out[0]);
+}
+
 /* Run a peer script (bench/peers/NAME) with Debian's python3 and return
  * its stdout (caller frees), or NULL when it cannot run (no NumPy). */
 static inline char *bench_peer(const char *script, const char *args) {

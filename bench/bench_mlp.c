@@ -21,35 +21,6 @@ static const int batches[] = {1, 10, 60};
 enum { NB = 3 };
 static double min_s = 0.3;
 
-/* Best of 3 rounds of at least min_s: calls per second. */
-static double rate(void (*step)(void *), void *ud) {
-    for (int i = 0; i < 10; i++) step(ud);
-    double best = 0;
-    for (int r = 0; r < 3; r++) {
-        long n = 0;
-        double t0 = bench_now(), t;
-        do {
-            step(ud);
-            n++;
-            t = bench_now() - t0;
-        } while (t < min_s);
-        if (n / t > best) best = n / t;
-    }
-    return best;
-}
-
-typedef struct tg_step {
-    tg_function *f;
-    tg_array *in[2];
-    tg_ctx *ctx;
-} tg_step;
-
-static void run_tg(void *ud) {
-    tg_step *s = ud;
-    tg_array *out[1];
-    if (tg_function_call(s->f, s->in, out, s->ctx)) bench_die("call", s->ctx);
-    tg_array_free(out[0]);
-}
 
 typedef struct blas_step {
     int b, f64;
@@ -166,7 +137,7 @@ int main(int argc, char **argv) {
         tg_dtype dt = di ? TG_FLOAT64 : TG_FLOAT32;
         for (int bi = 0; bi < NB; bi++) {
             int b = batches[bi];
-            tg_step s = {.ctx = ctx};
+            bench_call s = {.ctx = ctx};
             s.f = tg_function_compile(g, tg_graph_function_find(g, "train", ctx), NULL, ctx);
             if (!s.f) bench_die("compile", ctx);
             unsigned seed = 3;
@@ -180,14 +151,14 @@ int main(int argc, char **argv) {
                        tg_dtype_size(dt));
                 tg_array_free(y1);
             }
-            double tg_rate = rate(run_tg, &s) * b;
+            double tg_rate = bench_rate(bench_run_call, &s, 10, min_s) * b;
             size_t es = tg_dtype_size(dt);
             blas_step bs = {.b = b, .f64 = di};
             void **bufs[] = {&bs.x, &bs.W1, &bs.h, &bs.W2, &bs.a, &bs.d2, &bs.gW2, &bs.d1, &bs.gW1};
             size_t sizes[] = {(size_t)b * 784, 784 * 500, (size_t)b * 500, 5000, (size_t)b * 10, (size_t)b * 10,
                               5000, (size_t)b * 500, 784 * 500};
             for (int k = 0; k < 9; k++) *bufs[k] = calloc(sizes[k], es);
-            double blas_rate = rate(run_blas, &bs) * b;
+            double blas_rate = bench_rate(run_blas, &bs, 10, min_s) * b;
             for (int k = 0; k < 9; k++) free(*bufs[k]);
             char key[64];
             double pv[3];

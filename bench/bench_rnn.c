@@ -26,35 +26,6 @@ typedef struct cfg {
 static const cfg cfgs[] = {{200, 20, 20}, {600, 40, 20}};
 enum { NCFG = 2 };
 
-typedef struct tg_step {
-    tg_function *f;
-    tg_array *in[2];
-    tg_ctx *ctx;
-} tg_step;
-
-static void run_tg(void *ud) {
-    tg_step *s = ud;
-    tg_array *out[1];
-    if (tg_function_call(s->f, s->in, out, s->ctx)) bench_die("call", s->ctx);
-    tg_array_free(out[0]);
-}
-
-static double rate(void (*step)(void *), void *ud, double words) {
-    for (int i = 0; i < 3; i++) step(ud);
-    double best = 0;
-    for (int r = 0; r < 3; r++) {
-        long n = 0;
-        double t0 = bench_now(), t;
-        do {
-            step(ud);
-            n++;
-            t = bench_now() - t0;
-        } while (t < min_s);
-        if (n * words / t > best) best = n * words / t;
-    }
-    return best;
-}
-
 static float *uniform(size_t n, float scale, unsigned *seed) {
     float *p = malloc(n * sizeof *p);
     for (size_t i = 0; i < n; i++) p[i] = ((float)rand_r(seed) / (float)RAND_MAX - 0.5f) * scale;
@@ -140,7 +111,7 @@ int main(int argc, char **argv) {
         tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "bench_rnn", ctx);
         free(json);
         if (!g) bench_die("load", ctx);
-        tg_step s = {.ctx = ctx};
+        bench_call s = {.ctx = ctx};
         s.f = tg_function_compile(g, tg_graph_function_find(g, "train", ctx), NULL, ctx);
         if (!s.f) bench_die("compile", ctx);
         unsigned seed = 5;
@@ -165,7 +136,7 @@ int main(int argc, char **argv) {
             if (tg_npy_save(path, s.in[1], ctx)) bench_die("save", ctx);
         }
         double words = (double)c->T * c->B;
-        double tgr = rate(run_tg, &s, words);
+        double tgr = bench_rate(bench_run_call, &s, 3, min_s) * words;
         char k1[64], k2[64];
         snprintf(k1, sizeof k1, "loop_%d_%d", c->H, c->T);
         snprintf(k2, sizeof k2, "rnn_%d_%d", c->H, c->T);
