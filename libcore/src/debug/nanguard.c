@@ -41,6 +41,26 @@ struct tg_nanguard {
 
 /* ---- statistics ---- */
 
+/* The running statistics of tg_array_stats; one element at a time. */
+typedef struct stat_acc {
+    double lo, hi, sum;
+    int64_t nfin, nnan, ninf, nbig;
+} stat_acc;
+
+static inline void stat_add(stat_acc *s, double v, bool fl, bool big_on, double big) {
+    if (fl && isnan(v)) {
+        s->nnan++;
+    } else if (fl && isinf(v)) {
+        s->ninf++;
+    } else {
+        s->nfin++;
+        s->sum += v;
+        if (v < s->lo) s->lo = v;
+        if (v > s->hi) s->hi = v;
+        if (big_on && fabs(v) > big) s->nbig++;
+    }
+}
+
 void tg_array_stats(const tg_array *a, double big, tg_stats *st) {
     memset(st, 0, sizeof *st);
     st->min = st->max = st->mean = NAN;
@@ -49,64 +69,26 @@ void tg_array_stats(const tg_array *a, double big, tg_stats *st) {
     st->size = n;
     bool fl = tg_dtype_is_float(a->dtype);
     bool big_on = isfinite(big) && big > 0;
-    double lo = INFINITY, hi = -INFINITY, sum = 0;
-    int64_t nfin = 0, nnan = 0, ninf = 0, nbig = 0;
+    stat_acc s = {.lo = INFINITY, .hi = -INFINITY};
     bool contig = tg_array_is_contiguous(a);
+    /* the contiguous float loops read memory directly (no per-element
+     * index arithmetic) */
     if (contig && a->dtype == TG_FLOAT64) {
         const double *x = (const double *)a->data;
-        for (int64_t i = 0; i < n; i++) {
-            double v = x[i];
-            if (isnan(v)) {
-                nnan++;
-            } else if (isinf(v)) {
-                ninf++;
-            } else {
-                nfin++;
-                sum += v;
-                if (v < lo) lo = v;
-                if (v > hi) hi = v;
-                if (big_on && fabs(v) > big) nbig++;
-            }
-        }
+        for (int64_t i = 0; i < n; i++) stat_add(&s, x[i], true, big_on, big);
     } else if (contig && a->dtype == TG_FLOAT32) {
         const float *x = (const float *)a->data;
-        for (int64_t i = 0; i < n; i++) {
-            double v = x[i];
-            if (isnan(v)) {
-                nnan++;
-            } else if (isinf(v)) {
-                ninf++;
-            } else {
-                nfin++;
-                sum += v;
-                if (v < lo) lo = v;
-                if (v > hi) hi = v;
-                if (big_on && fabs(v) > big) nbig++;
-            }
-        }
+        for (int64_t i = 0; i < n; i++) stat_add(&s, x[i], true, big_on, big);
     } else {
-        for (int64_t i = 0; i < n; i++) {
-            double v = tg_array_get_flat(a, i);
-            if (fl && isnan(v)) {
-                nnan++;
-            } else if (fl && isinf(v)) {
-                ninf++;
-            } else {
-                nfin++;
-                sum += v;
-                if (v < lo) lo = v;
-                if (v > hi) hi = v;
-                if (big_on && fabs(v) > big) nbig++;
-            }
-        }
+        for (int64_t i = 0; i < n; i++) stat_add(&s, tg_array_get_flat(a, i), fl, big_on, big);
     }
-    st->nan = nnan;
-    st->inf = ninf;
-    st->big = nbig;
-    if (nfin) {
-        st->min = lo;
-        st->max = hi;
-        st->mean = sum / (double)nfin;
+    st->nan = s.nnan;
+    st->inf = s.ninf;
+    st->big = s.nbig;
+    if (s.nfin) {
+        st->min = s.lo;
+        st->max = s.hi;
+        st->mean = s.sum / (double)s.nfin;
     }
 }
 
