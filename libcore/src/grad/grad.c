@@ -108,11 +108,7 @@ tg_var *tg_gb_const_array(tg_gb *b, tg_array *a) {
         tg_array_free(a);
         return NULL;
     }
-    c->value = a;
-    c->inline_const = a->ndim == 0;
-    c->type.dtype = a->dtype;
-    c->type.ndim = a->ndim;
-    for (int d = 0; d < a->ndim; d++) c->type.shape[d] = a->shape[d];
+    tg_var_set_constant(c, a);
     return c;
 }
 

@@ -119,6 +119,14 @@ void tg_var_free(tg_var *v) {
     tg_free(v);
 }
 
+void tg_var_set_constant(tg_var *v, tg_array *a) {
+    v->value = a;
+    v->inline_const = a->ndim == 0;
+    v->type.dtype = a->dtype;
+    v->type.ndim = a->ndim;
+    for (int d = 0; d < a->ndim; d++) v->type.shape[d] = a->shape[d];
+}
+
 const char *tg_var_label(const tg_var *v) { return v->name ? v->name : v->id; }
 
 /* One allocation holds the node and, after it, its inputs, outputs and

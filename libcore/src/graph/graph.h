@@ -196,6 +196,9 @@ void *tg_idmap_get(const struct tg_idmap *m, const char *id);
 
 /* ---- variables and nodes ---- */
 tg_var *tg_var_new(const char *id, tg_var_kind kind);
+/* Make v (a new constant) hold a, which it takes, and type it exactly:
+ * a scalar is written inline ({"value": ...}) when saved. */
+void tg_var_set_constant(tg_var *v, tg_array *a);
 void tg_var_free(tg_var *v);
 tg_node *tg_node_new(const tg_op *op, int nin, int nout);
 void tg_node_free(tg_node *n);

@@ -250,10 +250,10 @@ static void ofg_cost(const tg_node *n, tg_array *const *in, tg_array *const *out
     *bytes = by;
 }
 
-/* The body's nodes copied into the builder, reading the node's inputs;
- * out[k] gets the copy of body output k. */
-int tg_ofg_inline_gb(tg_gb *b, const tg_node *n, tg_var **out) {
-    tg_ofg *o = n->a.extra;
+/* The body's nodes copied into t in their order, reading the node's
+ * inputs; out[k] gets the copy of body output k. */
+int tg_ofg_copy_body(const tg_node *n, const tg_ofg_target *t, tg_var **out) {
+    const tg_ofg *o = n->a.extra;
     tg_graph *g = o->g;
     tg_fdecl *fd = &g->funcs[0];
     for (int i = 0; i < g->nvars; i++) g->vars[i]->mark = NULL;
@@ -261,6 +261,7 @@ int tg_ofg_inline_gb(tg_gb *b, const tg_node *n, tg_var **out) {
     int rc = TG_OK;
     tg_var *small[16], **ins = small;
     int cap = 16;
+#define FAILED (t->ctx && t->ctx->status ? t->ctx->status : TG_ENOMEM)
     for (int j = 0; j < g->nnodes && !rc; j++) {
         tg_node *bn = g->nodes[j];
         if (bn->nin > cap) {
@@ -268,42 +269,49 @@ int tg_ofg_inline_gb(tg_gb *b, const tg_node *n, tg_var **out) {
             cap = bn->nin;
             if (!(ins = tg_calloc((size_t)cap, sizeof *ins))) {
                 ins = small;
-                rc = tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
+                rc = tg_errorf(t->ctx, TG_ENOMEM, "out of memory");
                 break;
             }
         }
         for (int i = 0; i < bn->nin && !rc; i++) {
             tg_var *v = bn->inputs[i];
             if (!v->mark) {
-                if (v->kind != TG_VAR_CONSTANT) {
-                    rc = tg_errorf(b->ctx, TG_EINVAL, "body variable '%s' has no value", v->id);
+                if (v->kind != TG_VAR_CONSTANT || !v->value) {
+                    rc = tg_errorf(t->ctx, TG_EINVAL, "body variable '%s' has no value", v->id);
                     break;
                 }
-                tg_var *c = tg_gb_const_array(b, tg_array_ref(v->value));
-                if (!c) {
-                    rc = b->ctx && b->ctx->status ? b->ctx->status : TG_ENOMEM;
-                    break;
-                }
-                v->mark = c;
+                if (!(v->mark = t->constant(t->ud, tg_array_ref(v->value)))) rc = FAILED;
             }
             ins[i] = v->mark;
         }
         if (rc) break;
-        tg_node *c = tg_gb_node(b, bn->op, bn->nin, ins, bn->nout, bn->attrs);
+        tg_node *c = t->node(t->ud, bn, ins);
         if (!c) {
-            rc = b->ctx && b->ctx->status ? b->ctx->status : TG_ENOMEM;
+            rc = FAILED;
             break;
         }
         for (int k = 0; k < bn->nout; k++) bn->outputs[k]->mark = c->outputs[k];
     }
     for (int k = 0; k < fd->nout && !rc; k++) {
         tg_var *v = fd->outputs[k];
-        if (!v->mark && v->kind == TG_VAR_CONSTANT) v->mark = tg_gb_const_array(b, tg_array_ref(v->value));
-        if (!(out[k] = v->mark)) rc = b->ctx && b->ctx->status ? b->ctx->status : TG_ENOMEM;
+        if (!v->mark && v->kind == TG_VAR_CONSTANT) v->mark = t->constant(t->ud, tg_array_ref(v->value));
+        if (!(out[k] = v->mark)) rc = FAILED;
     }
+#undef FAILED
     for (int i = 0; i < g->nvars; i++) g->vars[i]->mark = NULL;
     if (ins != small) tg_free(ins);
     return rc;
+}
+
+static tg_var *gb_constant(void *ud, tg_array *a) { return tg_gb_const_array(ud, a); }
+
+static tg_node *gb_node(void *ud, const tg_node *bn, tg_var *const *ins) {
+    return tg_gb_node(ud, bn->op, bn->nin, ins, bn->nout, bn->attrs);
+}
+
+int tg_ofg_inline_gb(tg_gb *b, const tg_node *n, tg_var **out) {
+    tg_ofg_target t = {gb_constant, gb_node, b, b->ctx};
+    return tg_ofg_copy_body(n, &t, out);
 }
 
 /* Theano's OpFromGraph grad with inlining: the body is copied into the

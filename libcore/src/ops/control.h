@@ -20,9 +20,24 @@ bool tg_ifelse_truth(const tg_array *c);
 /* attrs.name of an op_from_graph node (borrowed). */
 const char *tg_ofg_name(const tg_node *n);
 
-/* Copy the body of op_from_graph node n into the gradient builder, reading
- * n's inputs; out[k] (n->nout entries) receives the copy of body output k.
- * Body constants become new constants of the builder's graph. */
+/* Where the body of an op_from_graph node is copied to (the gradient
+ * builder or the optimizer): constant(ud, a) makes a constant holding a
+ * (which it takes), node(ud, bn, ins) a node like the body's bn reading
+ * ins; either returns NULL on failure, with ctx's status set or out of
+ * memory. */
+typedef struct tg_ofg_target {
+    tg_var *(*constant)(void *ud, tg_array *a);
+    tg_node *(*node)(void *ud, const tg_node *bn, tg_var *const *ins);
+    void *ud;
+    tg_ctx *ctx;
+} tg_ofg_target;
+
+/* Copy the body of op_from_graph node n into t, reading n's inputs; out[k]
+ * (n->nout entries) receives the copy of body output k. Body constants
+ * become new constants of the target's graph. */
+int tg_ofg_copy_body(const tg_node *n, const tg_ofg_target *t, tg_var **out);
+
+/* tg_ofg_copy_body into the gradient builder b. */
 int tg_ofg_inline_gb(struct tg_gb *b, const tg_node *n, tg_var **out);
 
 #endif

@@ -749,60 +749,27 @@ static int ifelse_same_branches(tg_rw *rw, tg_node *n) {
     return done;
 }
 
+static tg_var *rw_constant(void *ud, tg_array *a) { return tg_rw_const_array(ud, a); }
+
+static tg_node *rw_body_node(void *ud, const tg_node *bn, tg_var *const *ins) {
+    tg_node *c = tg_rw_node(ud, bn->op, bn->nin, ins, bn->nout, bn->attrs);
+    if (c && bn->name && !c->name && !(c->name = tg_strdup(bn->name))) return NULL;
+    return c;
+}
+
 /* op_from_graph -> its body's nodes, reading the node's inputs (Theano's
  * inline OpFromGraph). Nested op_from_graph nodes of the body come along
  * as nodes and are inlined in turn from the worklist. */
 static int inline_op_from_graph(tg_rw *rw, tg_node *n) {
     const tg_ofg *o = n->a.extra;
     if (!o || !o->g) return 0;
-    tg_graph *g = o->g;
-    tg_fdecl *fd = &g->funcs[0];
-    int rc = 0;
-    tg_var *small[16], **ins = small;
-    int cap = 16;
-    for (int i = 0; i < g->nvars; i++) g->vars[i]->mark = NULL;
-    for (int i = 0; i < fd->nin; i++) fd->inputs[i]->mark = n->inputs[i];
-    for (int j = 0; j < g->nnodes && !rc; j++) {
-        tg_node *bn = g->nodes[j];
-        if (bn->nin > cap) {
-            if (ins != small) tg_free(ins);
-            cap = bn->nin;
-            if (!(ins = tg_calloc((size_t)cap, sizeof *ins))) {
-                ins = small;
-                rc = TG_ENOMEM;
-                break;
-            }
-        }
-        for (int i = 0; i < bn->nin && !rc; i++) {
-            tg_var *v = bn->inputs[i];
-            if (!v->mark) {
-                /* Body constants become constants of the function. */
-                if (v->kind != TG_VAR_CONSTANT || !v->value) {
-                    rc = tg_errorf(tg_rw_ctx(rw), TG_EINVAL, "optimizer: body variable '%s' has no value", v->id);
-                    break;
-                }
-                if (!(v->mark = tg_rw_const_array(rw, tg_array_ref(v->value)))) rc = TG_ENOMEM;
-            }
-            ins[i] = v->mark;
-        }
-        if (rc) break;
-        tg_node *c = tg_rw_node(rw, bn->op, bn->nin, ins, bn->nout, bn->attrs);
-        if (!c) {
-            rc = tg_rw_ctx(rw) && tg_rw_ctx(rw)->status ? tg_rw_ctx(rw)->status : TG_ENOMEM;
-            break;
-        }
-        if (bn->name && !c->name && !(c->name = tg_strdup(bn->name))) rc = TG_ENOMEM;
-        for (int k = 0; k < bn->nout; k++) bn->outputs[k]->mark = c->outputs[k];
-    }
-    for (int k = 0; k < fd->nout && !rc; k++) {
-        tg_var *v = fd->outputs[k];
-        if (!v->mark && v->kind == TG_VAR_CONSTANT && !(v->mark = tg_rw_const_array(rw, tg_array_ref(v->value))))
-            rc = TG_ENOMEM;
-    }
-    for (int k = 0; k < fd->nout && !rc; k++)
-        if (n->outputs[k]->nclients) rc = tg_rw_replace(rw, n->outputs[k], fd->outputs[k]->mark);
-    for (int i = 0; i < g->nvars; i++) g->vars[i]->mark = NULL;
-    if (ins != small) tg_free(ins);
+    tg_var *small[8], **outs = n->nout <= 8 ? small : tg_calloc((size_t)n->nout, sizeof *outs);
+    if (!outs) return TG_ENOMEM;
+    tg_ofg_target t = {rw_constant, rw_body_node, rw, tg_rw_ctx(rw)};
+    int rc = tg_ofg_copy_body(n, &t, outs);
+    for (int k = 0; k < n->nout && !rc; k++)
+        if (n->outputs[k]->nclients) rc = tg_rw_replace(rw, n->outputs[k], outs[k]);
+    if (outs != small) tg_free(outs);
     return rc ? rc : 1;
 }
 
