@@ -83,8 +83,9 @@ static tg_var *clone_var(const tg_var *v, tg_var_kind kind) {
     }
     c->type = v->type;
     c->weak = v->weak;
-    c->weak_in_file = v->weak_in_file;
-    c->inline_const = v->inline_const;
+    /* only a constant is written inline ({"value": ...}) or weak */
+    c->weak_in_file = kind == TG_VAR_CONSTANT && v->weak_in_file;
+    c->inline_const = kind == TG_VAR_CONSTANT && v->inline_const;
     c->declared = v->declared;
     c->type_given = v->type_given;
     c->json_index = v->json_index;

@@ -381,8 +381,9 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
             fail(D, TG_ENOMEM, "out of memory");
             break;
         }
-        v->weak_in_file = flags & 1;
-        v->inline_const = flags >> 1 & 1;
+        /* only a constant is written inline ({"value": ...}) or weak */
+        v->weak_in_file = kind == TG_VAR_CONSTANT && (flags & 1);
+        v->inline_const = kind == TG_VAR_CONSTANT && (flags >> 1 & 1);
         v->declared = flags >> 2 & 1;
         v->type_given = flags >> 3 & 1;
         v->type.dtype = (tg_dtype)dt;
