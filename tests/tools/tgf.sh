@@ -176,5 +176,21 @@ contains err "takes 'a' as an input while also computing it" "says why it cannot
 expect 2 "-O on a .tgf without --reoptimize" -- "$TGC" run "$F" -O none -f predict -i x="$tmp/mlp/x.npy"
 contains err "already optimized" "says the file is already optimized"
 
+# An update (and an output) that constant folding turns into a scalar
+# constant: the export declares the constant the function names.
+cat >"$tmp/fold.json" <<'JSON'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "w", "type": {"dtype": "float64", "shape": []}, "shared": {"data": 5.0}},
+               {"id": "x", "type": {"dtype": "float64", "shape": []}}],
+ "nodes": [{"op": "add", "inputs": [{"value": 1.0}, {"value": 2.0}], "outputs": ["three"]},
+           {"op": "mul", "inputs": ["x", "w"], "outputs": ["y"]}],
+ "functions": {"f": {"inputs": ["x"], "outputs": ["y", "three"], "updates": {"w": "three"}}}}
+JSON
+"$TGC" compile "$tmp/fold.json" -o "$tmp/fold.tgf" 2>/dev/null && "$TGC" export "$tmp/fold.tgf" -o "$tmp/fold_x.json"
+expect 0 "the export of a folded update runs" -- "$TGC" run "$tmp/fold_x.json" -f f -i x=2
+contains out "10." "one call: y = 2 * 5"
+expect 0 "and runs twice" -- "$TGC" run "$tmp/fold_x.json" -f f -i x=2 --calls 2
+contains out "6." "the second call's y = 2 * 3 (w took the folded 3)"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

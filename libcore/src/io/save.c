@@ -198,6 +198,22 @@ static json_object *function_json(const tg_fdecl *fd) {
     return f;
 }
 
+/* Whether a function names v by its id (an input, an output, an update's
+ * value): such a variable must be declared even when its readers write it
+ * inline. */
+static bool named_by_function(const tg_graph *g, const tg_var *v) {
+    for (int i = 0; i < g->nfuncs; i++) {
+        const tg_fdecl *fd = &g->funcs[i];
+        for (int k = 0; k < fd->nin; k++)
+            if (fd->inputs[k] == v) return true;
+        for (int k = 0; k < fd->nout; k++)
+            if (fd->outputs[k] == v) return true;
+        for (int k = 0; k < fd->nupd; k++)
+            if (fd->updates[k].value == v) return true;
+    }
+    return false;
+}
+
 json_object *tg_graph_to_json(const tg_graph *g) { return tg_graph_to_json_ext(g, NULL, NULL); }
 
 json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void *ud) {
@@ -209,9 +225,10 @@ json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void
     json_object *vars = json_object_new_array();
     for (int i = 0; ok && i < g->nvars; i++) {
         const tg_var *v = g->vars[i];
-        /* Inline constants go back inline; undeclared node outputs are
-         * implied by their nodes. */
-        if (v->inline_const || (v->owner && !v->declared)) continue;
+        /* Inline constants go back inline (and are declared too when a
+         * function names them: a folded output or update); undeclared
+         * node outputs are implied by their nodes. */
+        if ((v->inline_const && !named_by_function(g, v)) || (v->owner && !v->declared)) continue;
         push(vars, variable_json(v, write, ud), &ok);
     }
     put(root, "variables", vars, &ok);
