@@ -381,8 +381,14 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
             fail(D, TG_ENOMEM, "out of memory");
             break;
         }
-        /* only a constant is written inline ({"value": ...}) or weak */
-        v->weak_in_file = kind == TG_VAR_CONSTANT && (flags & 1);
+        /* only a constant is written inline ({"value": ...}) or weak; and
+         * weak (a bare scalar, which loads as float64, int64 or bool and
+         * takes its dtype from the op reading it) only while it has that
+         * dtype: one an op made float32 is exported with its dtype, so the
+         * export has the types the function was saved with whatever op
+         * reads it */
+        v->weak_in_file = kind == TG_VAR_CONSTANT && (flags & 1) && nd == 0 &&
+                          (dt == TG_FLOAT64 || dt == TG_INT64 || dt == TG_BOOL);
         v->inline_const = kind == TG_VAR_CONSTANT && (flags >> 1 & 1);
         v->declared = flags >> 2 & 1;
         v->type_given = flags >> 3 & 1;
