@@ -6,9 +6,9 @@
 #include "graph/graph.h"
 #include "ops/op.h"
 
-static int grow(void **arr, int *cap, int need, size_t elt) {
+static int grow(void **arr, int *cap, int need, size_t elt, int first) {
     if (need <= *cap) return TG_OK;
-    int c = *cap ? *cap * 2 : 16;
+    int c = *cap ? *cap * 2 : first;
     while (c < need) c *= 2;
     void *p = tg_realloc(*arr, (size_t)c * elt);
     if (!p) return TG_ENOMEM;
@@ -18,7 +18,7 @@ static int grow(void **arr, int *cap, int need, size_t elt) {
 }
 
 static int fg_add_var(tg_fgraph *fg, tg_var *v) {
-    if (grow((void **)&fg->vars, &fg->cvars, fg->nvars + 1, sizeof *fg->vars))
+    if (grow((void **)&fg->vars, &fg->cvars, fg->nvars + 1, sizeof *fg->vars, 16))
         return TG_ENOMEM;
     v->index = fg->nvars;
     fg->vars[fg->nvars++] = v;
@@ -26,8 +26,10 @@ static int fg_add_var(tg_fgraph *fg, tg_var *v) {
 }
 
 static int add_client(tg_var *v, tg_node *node, int index) {
+    /* most variables have one or two readers: start small, since on
+     * large graphs the walks are bound by the memory they touch */
     if (grow((void **)&v->clients, &v->cclients, v->nclients + 1,
-             sizeof *v->clients))
+             sizeof *v->clients, 2))
         return TG_ENOMEM;
     v->clients[v->nclients].node = node;
     v->clients[v->nclients].index = index;
@@ -310,7 +312,7 @@ fail:
 
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n) {
     if (grow((void **)&fg->nodes, &fg->cnodes, fg->nnodes + 1,
-             sizeof *fg->nodes))
+             sizeof *fg->nodes, 16))
         return TG_ENOMEM;
     for (int k = 0; k < n->nin; k++)
         if (add_client(n->inputs[k], n, k)) {
