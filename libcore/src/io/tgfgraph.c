@@ -599,6 +599,9 @@ static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
         if (v && v->kind != TG_VAR_INPUT)
             fail(D, TG_EPARSE, "graph section: inputs[%u] '%.128s' is %s", i, v->id,
                  kind_name(v->kind));
+        for (uint32_t j = 0; j < i && !D->rc; j++) /* the JSON loader's rule too */
+            if (fg->inputs[j] == v)
+                fail(D, TG_EPARSE, "graph section: inputs[%u] '%.128s' is listed twice", i, v->id);
         fg->inputs[i] = v;
     }
     fg->nin = (int)nin;
@@ -632,7 +635,8 @@ static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
         tg_var *s = var_at(D, fg, "updates"), *v = var_at(D, fg, "updates");
         if (D->rc) break;
         if (s->kind != TG_VAR_SHARED || (v->kind == TG_VAR_RESULT && !v->owner) ||
-            v->type.dtype != s->type.dtype || v->type.ndim != s->type.ndim)
+            v->type.dtype != s->type.dtype || v->type.ndim != s->type.ndim ||
+            !tg_type_compatible(&v->type, &s->type)) /* the JSON loader's rule too */
             fail(D, TG_EPARSE, "graph section: updates[%u]: '%.128s' cannot update '%.128s'", i,
                  v->id, s->id);
         for (uint32_t j = 0; j < i && !D->rc; j++)
