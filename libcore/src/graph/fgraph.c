@@ -104,7 +104,12 @@ static tg_node *clone_node(const tg_node *n, tg_ctx *ctx) {
     c->a = n->a;
     c->a.message = NULL;
     c->a.extra = NULL;
+    c->a.index = NULL;
     if (n->attrs) c->attrs = json_object_get(n->attrs);
+    if (n->a.index) {
+        if (!(c->a.index = tg_calloc((size_t)n->a.nindex + 1, sizeof *c->a.index))) goto fail;
+        memcpy(c->a.index, n->a.index, (size_t)n->a.nindex * sizeof *c->a.index);
+    }
     if ((n->name && !(c->name = tg_strdup(n->name))) ||
         (n->a.message && !(c->a.message = tg_strdup(n->a.message))) ||
         tg_trace_copy(&c->trace, &n->trace))
@@ -115,6 +120,10 @@ static tg_node *clone_node(const tg_node *n, tg_ctx *ctx) {
         if (n->op->parse_attrs(c, ctx)) goto fail;
         keep.extra = c->a.extra;
         keep.message = c->a.message ? c->a.message : keep.message;
+        if (c->a.index != keep.index) { /* parsed again: keep the new one */
+            tg_free(keep.index);
+            keep.index = c->a.index;
+        }
         c->a = keep;
     }
     if (n->inplace) {

@@ -163,6 +163,7 @@ void tg_node_free(tg_node *n) {
     if (n->attrs) json_object_put(n->attrs);
     if (n->op && n->op->free_extra) n->op->free_extra(&n->a);
     tg_free(n->a.message);
+    tg_free(n->a.index);
     tg_free(n->name);
     tg_free(n->inplace);
     for (int i = 0; i < n->norigins; i++) tg_free(n->origins[i]);

@@ -113,7 +113,7 @@ typedef struct tg_attrs {
     int norder;
     int order[TG_MAX_NDIM]; /* dimshuffle; -1 is "x" */
     int nindex;
-    tg_index_entry index[TG_MAX_NDIM];
+    tg_index_entry *index; /* nindex entries (subtensor ops), owned */
     bool flag; /* cholesky lower, ... */
     int mode;  /* solve assume_a, pool mode, ... */
     char *message;
