@@ -63,8 +63,11 @@ static int count_op(const tg_function *f, const char *op) {
 /* Run `op` (with attrs, a JSON object or NULL) on nin inputs of dtype dt
  * on both devices and compare. */
 static void check_op(const char *op, const char *attrs, tg_dtype dt, int nin, const operand *ops, int range) {
-    /* sum_to reads its second input's shape only: it stays on the host. */
-    const int nup = strcmp(op, "sum_to") ? nin : nin - 1;
+    /* sum_to reads its second input's shape only, and the BLAS updates
+     * their scalars alpha and beta: those stay on the host. */
+    const int nup = !strcmp(op, "sum_to") || !strcmp(op, "ger") ? nin - 1
+                  : !strcmp(op, "gemm") || !strcmp(op, "gemv") ? nin - 2
+                                                               : nin;
     char json[4096], shp[64];
     size_t k = (size_t)snprintf(json, sizeof json, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[");
     for (int i = 0; i < nin; i++) {
@@ -202,6 +205,23 @@ static void test_dot(void **state) {
     check_op("dot", NULL, TG_FLOAT64, 2, big, R_SIGNED);
 }
 
+/* gemm (beta z + alpha x y), gemv (beta z + alpha A x) and ger (A + alpha
+ * x y^T) through cuBLAS, with the scalars read on the host. */
+static void test_blas_updates(void **state) {
+    if (!have_gpu()) skip();
+    const operand s0 = {0, {0}};
+    operand gemm[5] = {{2, {6, 5}}, s0, {2, {6, 7}}, {2, {7, 5}}, s0};
+    operand gemv[5] = {{1, {6}}, s0, {2, {6, 7}}, {1, {7}}, s0};
+    operand ger[4] = {{2, {6, 5}}, s0, {1, {6}}, {1, {5}}};
+    operand empty[5] = {{2, {6, 5}}, s0, {2, {6, 0}}, {2, {0, 5}}, s0}; /* beta z */
+    for (int t = 0; t < 2; t++) {
+        check_op("gemm", NULL, FLOATS[t], 5, gemm, R_SIGNED);
+        check_op("gemm", NULL, FLOATS[t], 5, empty, R_SIGNED);
+        check_op("gemv", NULL, FLOATS[t], 5, gemv, R_SIGNED);
+        check_op("ger", NULL, FLOATS[t], 4, ger, R_SIGNED);
+    }
+}
+
 /* The MLP of examples/mlp.json trained for three steps on each device:
  * the cost of every step and the weights after agree. This is the
  * transposes (views of device arrays), the products, the broadcasts and
@@ -315,7 +335,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_nn),
-        cmocka_unit_test(test_dot),             cmocka_unit_test(test_mlp_training),
+        cmocka_unit_test(test_dot),             cmocka_unit_test(test_blas_updates),
+        cmocka_unit_test(test_mlp_training),
         cmocka_unit_test(test_hooks_see_host_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

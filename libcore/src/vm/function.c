@@ -321,18 +321,17 @@ tg_function *tg_function_compile(tg_graph *g, int index,
             goto fail;
         }
     const char *device = opts && opts->device ? opts->device : getenv("TG_DEVICE");
-    /* On the GPU, elementwise nodes and products run as the GPU's own
-     * kernels: fused into a composite, or specialized into gemm (neither
-     * has a GPU kernel yet), they would stay on the CPU, with transfers
-     * around each. */
-    const char *no_fusion[67];
+    /* On the GPU, elementwise nodes run as the GPU's own kernels: fused
+     * into a composite (which has no GPU kernel yet) they would stay on
+     * the CPU, with transfers around each. gemm, gemv and ger run through
+     * cuBLAS. */
+    const char *no_fusion[66];
     tg_compile_options o2;
     if (device && !strcmp(device, "cuda")) {
         o2 = opts ? *opts : (tg_compile_options){0};
         int k = 0;
         for (int i = 0; o2.exclude && o2.exclude[i] && k < 64; i++) no_fusion[k++] = o2.exclude[i];
         no_fusion[k++] = "fusion";
-        no_fusion[k++] = "gemm";
         no_fusion[k] = NULL;
         o2.exclude = no_fusion;
         opts = &o2;

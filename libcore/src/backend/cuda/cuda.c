@@ -642,6 +642,132 @@ done:
     return rc;
 }
 
+/* gemm, gemv, ger: alpha and beta are 0-d arrays the placement leaves
+ * where they are (cu_host_inputs), normally host constants; one computed
+ * on the device is read back (a synchronisation, as any host read). */
+static int scalar_value(const tg_array *a, double *v, tg_ctx *ctx) {
+    tg_array *h = NULL;
+    const tg_array *s = a;
+    if (cu_is_device(a)) {
+        int rc = cu_to_host(a, &h, ctx);
+        if (rc) {
+            tg_array_free(h);
+            return rc;
+        }
+        s = h;
+    }
+    *v = tg_load_f64(s->dtype, s->data);
+    tg_array_free(h);
+    return TG_OK;
+}
+
+/* out[0] starts as a copy of in[0] (gemm's z, ger's A), or is in[0]
+ * itself when the node works in place and in[0] is ours to overwrite and
+ * not read by the product: the CPU kernel's rule (ops/blas.c). */
+static int dev_start_from(tg_node *n, tg_array *const *in, tg_array **out, bool copy, tg_ctx *ctx) {
+    tg_array *src = in[0];
+    bool inplace = n->inplace && n->inplace[0] == 0 && cu_is_device(src) && tg_array_is_exclusive(src) &&
+                   tg_array_is_contiguous(src);
+    for (int i = 1; inplace && i < n->nin; i++)
+        if (in[i]->buf == src->buf) inplace = false;
+    if (inplace) {
+        tg_array_free(*out);
+        *out = tg_array_ref(src);
+        return TG_OK;
+    }
+    int rc = dev_prepare(out, src->dtype, src->ndim, src->shape, ctx);
+    if (rc || !copy) return rc;
+    tg_array *c = NULL;
+    if ((rc = make_contiguous(src, &c, ctx))) return rc;
+    size_t nbytes = (size_t)tg_array_size_inline(src) * tg_isize(src->dtype);
+    if (nbytes)
+        rc = cu_check(cudaMemcpyAsync((*out)->data, c->data, nbytes, cudaMemcpyDeviceToDevice, dev.compute), ctx);
+    tg_array_free(c);
+    return rc;
+}
+
+/* A device operand cuBLAS can read as a (rows, cols) matrix: itself, or a
+ * C-contiguous copy (*tmp, the caller frees it). */
+static int blas_operand(const tg_array *a, bool first, tg_array **tmp, const tg_array **use, tg_ctx *ctx) {
+    int64_t r, c, rs, cs, ld;
+    cublasOperation_t op;
+    as_matrix(a, first, &r, &c, &rs, &cs);
+    *use = a;
+    if (gemm_layout(r, c, rs, cs, (int64_t)tg_isize(a->dtype), &op, &ld)) return TG_OK;
+    int rc = make_contiguous(a, tmp, ctx);
+    if (!rc) *use = *tmp;
+    return rc;
+}
+
+static int k_blas(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const bool ger = !strcmp(n->op->name, "ger"), mm = !strcmp(n->op->name, "gemm");
+    const tg_dtype dt = n->outputs[0]->type.dtype;
+    double alpha, beta = 1.0;
+    int rc = scalar_value(in[1], &alpha, ctx);
+    if (!rc && !ger) rc = scalar_value(in[4], &beta, ctx);
+    if (rc) return rc;
+    tg_array *ta = NULL, *tb = NULL;
+    const tg_array *A, *B; /* the product's operands */
+    int64_t M, N, K, K2, ars, acs, brs, bcs;
+    if (ger) { /* A + alpha x y^T: x as a column, y as a row */
+        const tg_array *Z = in[0], *x = in[2], *y = in[3];
+        if (Z->shape[0] != x->shape[0] || Z->shape[1] != y->shape[0])
+            return tg_errorf(ctx, TG_ESHAPE, "ger: A is (%lld, %lld) but x and y have lengths %lld and %lld",
+                             (long long)Z->shape[0], (long long)Z->shape[1], (long long)x->shape[0],
+                             (long long)y->shape[0]);
+        if ((rc = blas_operand(x, false, &ta, &A, ctx)) || (rc = blas_operand(y, true, &tb, &B, ctx))) goto done;
+        as_matrix(A, false, &M, &K, &ars, &acs);
+        as_matrix(B, true, &K2, &N, &brs, &bcs);
+    } else { /* beta z + alpha dot(x, y) (gemm) or dot(A, x) (gemv) */
+        const tg_array *Z = in[0], *a = in[2], *b = in[3];
+        if (a->shape[1] != b->shape[0]) {
+            tg_str s = {0};
+            tg_str_addf(&s, "inputs[2] and inputs[3]: shapes ");
+            add_shape(&s, a->ndim, a->shape);
+            tg_str_addf(&s, " and ");
+            add_shape(&s, b->ndim, b->shape);
+            rc = tg_errorf(ctx, TG_ESHAPE, "%s not aligned: %lld (dim 1) != %lld (dim 0)", s.s ? s.s : "",
+                           (long long)a->shape[1], (long long)b->shape[0]);
+            tg_str_free(&s);
+            return rc;
+        }
+        if (Z->shape[0] != a->shape[0] || (mm && Z->shape[1] != b->shape[1])) {
+            tg_str s = {0};
+            add_shape(&s, Z->ndim, Z->shape);
+            tg_str_addf(&s, " but %s has ", mm ? "dot(x, y)" : "dot(A, x)");
+            add_shape(&s, mm ? 2 : 1, (int64_t[]){a->shape[0], mm ? b->shape[1] : 1});
+            rc = tg_errorf(ctx, TG_ESHAPE, "inputs[0] 'z' has shape %s", s.s ? s.s : "");
+            tg_str_free(&s);
+            return rc;
+        }
+        if ((rc = blas_operand(a, true, &ta, &A, ctx)) || (rc = blas_operand(b, false, &tb, &B, ctx))) goto done;
+        as_matrix(A, true, &M, &K, &ars, &acs);
+        as_matrix(B, false, &K2, &N, &brs, &bcs);
+    }
+    /* beta 0: z is not read (a NaN there does not leak into the result) */
+    if ((rc = dev_start_from(n, in, out, ger || beta != 0.0, ctx))) goto done;
+    if (K == 0 && beta != 0.0) { /* an empty product: beta z */
+        const int64_t cnt = tg_array_size_inline(out[0]);
+        cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+        if (cnt > INT32_MAX)
+            rc = tg_errorf(ctx, TG_ESHAPE, "a dimension of the product exceeds cuBLAS's int range");
+        else if (cnt && beta != 1.0 && dt == TG_FLOAT64)
+            st = cublasDscal(dev.blas, (int)cnt, &beta, (double *)out[0]->data, 1);
+        else if (cnt && beta != 1.0) {
+            float fb = (float)beta;
+            st = cublasSscal(dev.blas, (int)cnt, &fb, (float *)out[0]->data, 1);
+        }
+        if (!rc && st != CUBLAS_STATUS_SUCCESS)
+            rc = tg_errorf(ctx, TG_ERUNTIME, "cuBLAS scal failed (status %d)", (int)st);
+        goto done;
+    }
+    rc = gemm_dev(dt, M, N, K, A->data, ars, acs, B->data, brs, bcs, alpha, ger ? 1.0 : beta, out[0]->data, ctx);
+done:
+    tg_array_free(ta);
+    tg_array_free(tb);
+    return rc;
+}
+
 /* ---- kernel selection ---- */
 
 /* The CPU kernels of these ops only rewrite the array header (views):
@@ -675,6 +801,12 @@ static tg_kernel_fn cu_kernel(const tg_node *n) {
     }
     if (!strcmp(name, "categorical_crossentropy"))
         return n->a.mode == 0 && n->inputs[1]->type.dtype == dt && ot->dtype == dt ? k_xent : NULL;
+    if (!strcmp(name, "gemm") || !strcmp(name, "gemv") || !strcmp(name, "ger")) {
+        const int arrays[3] = {0, 2, 3};
+        for (int k = 0; k < 3; k++)
+            if (n->inputs[arrays[k]]->type.dtype != dt) return NULL;
+        return ot->dtype == dt ? k_blas : NULL;
+    }
     if (!strcmp(name, "dot") || !strcmp(name, "matmul")) {
         int na = n->inputs[0]->type.ndim, nb = n->inputs[1]->type.ndim;
         if (na < 1 || na > 2 || nb < 1 || nb > 2 || n->inputs[1]->type.dtype != dt || ot->dtype != dt) return NULL;
@@ -684,8 +816,13 @@ static tg_kernel_fn cu_kernel(const tg_node *n) {
 }
 
 static unsigned cu_host_inputs(const tg_node *n) {
-    /* sum_to reads only its second input's shape. */
-    return strcmp(n->op->name, "sum_to") == 0 ? 2u : 0u;
+    const char *name = n->op->name;
+    /* sum_to reads only its second input's shape; alpha and beta of the
+     * BLAS updates are scalars read on the host. */
+    if (!strcmp(name, "sum_to")) return 2u;
+    if (!strcmp(name, "gemm") || !strcmp(name, "gemv")) return 1u << 1 | 1u << 4;
+    if (!strcmp(name, "ger")) return 1u << 1;
+    return 0u;
 }
 
 static const tg_backend cuda_backend = {
