@@ -26,11 +26,7 @@ static int fg_add_var(tg_fgraph *fg, tg_var *v) {
 }
 
 static int add_client(tg_var *v, tg_node *node, int index) {
-    /* most variables have one or two readers: start small, since on
-     * large graphs the walks are bound by the memory they touch */
-    if (grow((void **)&v->clients, &v->cclients, v->nclients + 1,
-             sizeof *v->clients, 2))
-        return TG_ENOMEM;
+    if (tg_var_clients_reserve(v, v->nclients + 1)) return TG_ENOMEM;
     v->clients[v->nclients].node = node;
     v->clients[v->nclients].index = index;
     if (node) node->inpos[index] = v->nclients;

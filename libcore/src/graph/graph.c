@@ -94,13 +94,11 @@ void *tg_idmap_get(const struct tg_idmap *m, const char *id) {
 /* ---- variables, nodes, shared state ---- */
 
 tg_var *tg_var_new(const char *id, tg_var_kind kind) {
-    tg_var *v = tg_calloc(1, sizeof *v);
+    size_t len = strlen(id ? id : "");
+    tg_var *v = tg_calloc(1, sizeof *v + len + 1);
     if (!v) return NULL;
-    v->id = tg_strdup(id ? id : "");
-    if (!v->id) {
-        tg_free(v);
-        return NULL;
-    }
+    memcpy(v->inl_id, id ? id : "", len + 1);
+    v->id = v->inl_id;
     v->kind = kind;
     v->json_index = -1;
     v->type.dtype = TG_DTYPE_INVALID;
@@ -108,14 +106,32 @@ tg_var *tg_var_new(const char *id, tg_var_kind kind) {
     return v;
 }
 
+int tg_var_clients_reserve(tg_var *v, int need) {
+    if (need <= v->cclients) return TG_OK;
+    if (!v->clients && need <= 2) {
+        v->clients = v->inl_clients;
+        v->cclients = 2;
+        return TG_OK;
+    }
+    int c = v->cclients ? v->cclients * 2 : 4;
+    while (c < need) c *= 2;
+    bool inl = v->clients == v->inl_clients;
+    tg_client *p = tg_realloc(inl ? NULL : v->clients, (size_t)c * sizeof *p);
+    if (!p) return TG_ENOMEM;
+    if (inl) memcpy(p, v->inl_clients, (size_t)v->nclients * sizeof *p);
+    v->clients = p;
+    v->cclients = c;
+    return TG_OK;
+}
+
 void tg_var_free(tg_var *v) {
     if (!v) return;
-    tg_free(v->id);
+    if (v->id != v->inl_id) tg_free(v->id);
     tg_free(v->name);
     tg_array_free(v->value);
     tg_array_free(v->test_value);
     tg_shared_unref(v->shared);
-    tg_free(v->clients);
+    if (v->clients != v->inl_clients) tg_free(v->clients);
     tg_free(v);
 }
 

@@ -84,7 +84,15 @@ struct tg_var {
     tg_array *value;   /* constant value; NULL otherwise */
     tg_shared *shared; /* shared state; NULL otherwise */
     tg_array *test_value;
+    /* Most variables have one or two readers and a short id: both live
+     * in the variable's own allocation until they outgrow it (clients
+     * then moves to the heap; id points elsewhere once replaced). */
+    tg_client inl_clients[2];
+    char inl_id[];
 };
+/* Make v->clients hold at least `need` entries (moving them off the
+ * inline slots when they outgrow them). TG_OK or TG_ENOMEM. */
+int tg_var_clients_reserve(tg_var *v, int need);
 
 /* Subtensor index entry (FORMAT.md s7): an integer, or a slice whose
  * parts may each be a constant, absent, or the k-th extra input. */

@@ -36,13 +36,7 @@ static bool reads_header_only(const tg_node *n) {
 }
 
 static int add_client(tg_var *v, tg_node *node, int index) {
-    if (v->nclients == v->cclients) {
-        int c = v->cclients ? v->cclients * 2 : 4;
-        tg_client *p = tg_realloc(v->clients, (size_t)c * sizeof *p);
-        if (!p) return TG_ENOMEM;
-        v->clients = p;
-        v->cclients = c;
-    }
+    if (tg_var_clients_reserve(v, v->nclients + 1)) return TG_ENOMEM;
     v->clients[v->nclients++] = (tg_client){node, index};
     return TG_OK;
 }
@@ -117,12 +111,18 @@ static int swap_ids(tg_var *v, tg_var *w, tg_ctx *ctx) {
         n->norigins = 1;
     }
     size_t len = strlen(v->id);
-    char *dev_id = tg_calloc(len + sizeof "@cuda", 1);
-    if (!dev_id) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    char *dev_id = tg_calloc(len + sizeof "@cuda", 1), *host_id = tg_strdup(v->id);
+    if (!dev_id || !host_id) {
+        tg_free(dev_id);
+        tg_free(host_id);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
     memcpy(dev_id, v->id, len);
     memcpy(dev_id + len, "@cuda", sizeof "@cuda");
-    tg_free(w->id);
-    w->id = v->id;
+    /* ids may live inside their variable (tg_var_new): copied, not moved */
+    if (w->id != w->inl_id) tg_free(w->id);
+    w->id = host_id;
+    if (v->id != v->inl_id) tg_free(v->id);
     v->id = dev_id;
     return TG_OK;
 }
