@@ -6,9 +6,9 @@
 #include "graph/graph.h"
 #include "ops/op.h"
 
-static int grow(void **arr, int *cap, int need, size_t elt, int first) {
+static int grow(void **arr, int *cap, int need, size_t elt) {
     if (need <= *cap) return TG_OK;
-    int c = *cap ? *cap * 2 : first;
+    int c = *cap ? *cap * 2 : 16;
     while (c < need) c *= 2;
     void *p = tg_realloc(*arr, (size_t)c * elt);
     if (!p) return TG_ENOMEM;
@@ -18,7 +18,7 @@ static int grow(void **arr, int *cap, int need, size_t elt, int first) {
 }
 
 static int fg_add_var(tg_fgraph *fg, tg_var *v) {
-    if (grow((void **)&fg->vars, &fg->cvars, fg->nvars + 1, sizeof *fg->vars, 16))
+    if (grow((void **)&fg->vars, &fg->cvars, fg->nvars + 1, sizeof *fg->vars))
         return TG_ENOMEM;
     v->index = fg->nvars;
     fg->vars[fg->nvars++] = v;
@@ -317,7 +317,7 @@ fail:
 
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n) {
     if (grow((void **)&fg->nodes, &fg->cnodes, fg->nnodes + 1,
-             sizeof *fg->nodes, 16))
+             sizeof *fg->nodes))
         return TG_ENOMEM;
     for (int k = 0; k < n->nin; k++)
         if (add_client(n->inputs[k], n, k)) {
