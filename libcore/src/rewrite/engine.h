@@ -75,6 +75,9 @@ int tg_rw_match(tg_rw *rw, tg_node *n);
  * is a bug, reported as TG_ELOAD naming the rewrite. */
 int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv);
 tg_fgraph *tg_rw_fgraph(tg_rw *rw);
+/* tg_fgraph_toposort for a pass (dead nodes go; the engine's count of
+ * them is reset). */
+int tg_rw_toposort(tg_rw *rw);
 tg_ctx *tg_rw_ctx(tg_rw *rw);
 
 /* ---- queries rewrites share ---- */

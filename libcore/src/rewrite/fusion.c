@@ -46,7 +46,7 @@ static int by_index(const void *a, const void *b) {
 int tg_rw_fusion(tg_rw *rw) {
     tg_fgraph *fg = tg_rw_fgraph(rw);
     tg_ctx *ctx = tg_rw_ctx(rw);
-    int rc = tg_fgraph_toposort(fg, ctx);
+    int rc = tg_rw_toposort(rw);
     if (rc) return rc;
     int n = fg->nnodes;
     tg_node **group = tg_calloc((size_t)n + 1, sizeof *group);

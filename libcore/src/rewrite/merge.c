@@ -126,7 +126,7 @@ int tg_rw_merge(tg_rw *rw) {
     for (int i = 0; i < fg->nnodes && !lazy; i++)
         lazy = !tg_rw_dead(fg->nodes[i]) && (fg->nodes[i]->op->flags & TG_OPF_LAZY);
     if (lazy) {
-        if ((rc = tg_fgraph_toposort(fg, tg_rw_ctx(rw)))) goto done;
+        if ((rc = tg_rw_toposort(rw))) goto done;
         if ((rc = tg_regions_compute(fg, &reg, tg_rw_ctx(rw)))) goto done;
         for (int i = 0; i < fg->nnodes; i++) fg->nodes[i]->index = i;
     }
