@@ -92,15 +92,15 @@ static int grow(void **p, int *cap, int need, size_t elem) {
 static int oom(tg_rw *rw) { return tg_errorf(rw->ctx, TG_ENOMEM, "out of memory while optimizing"); }
 
 tg_fgraph *tg_rw_fgraph(tg_rw *rw) { return rw->fg; }
+tg_ctx *tg_rw_ctx(tg_rw *rw) { return rw->ctx; }
+const char *tg_rw_pass(const tg_rw *rw) { return rw->pass; }
+bool tg_rw_dead(const tg_node *n) { return n->rwflags & RW_DEAD; }
 
 int tg_rw_toposort(tg_rw *rw) {
     int rc = tg_fgraph_toposort(rw->fg, rw->ctx);
     if (!rc) rw->ndead = 0; /* dead nodes are unreachable: all dropped */
     return rc;
 }
-tg_ctx *tg_rw_ctx(tg_rw *rw) { return rw->ctx; }
-const char *tg_rw_pass(const tg_rw *rw) { return rw->pass; }
-bool tg_rw_dead(const tg_node *n) { return n->rwflags & RW_DEAD; }
 
 static const char *node_key(const tg_node *n) { return n->nout ? n->outputs[0]->id : n->op->name; }
 
@@ -125,10 +125,11 @@ static int work_push(tg_rw *rw, tg_node *n) {
 }
 
 /* On graphs of 100,000 nodes a pass waits on memory, not on its rules:
- * each node's header, its inputs and their producers are cold. The queue
- * says which nodes come next, so fetch ahead in two steps: the header of
- * the node 16 places on, and the inputs (and their producers' headers) of
- * the one 8 places on, whose header the first step brought in. */
+ * each node's header and its variables are cold. The queue says which
+ * nodes come next, so fetch ahead in two steps: the header (and the input
+ * array before it) of the node 16 places on, and the input and output
+ * variables of the one 8 places on, whose header the first step brought
+ * in. */
 static inline void work_prefetch(const tg_rw *rw) {
     enum { FAR = 16, NEAR = 8 };
     if (rw->whead + FAR < rw->wtail) {
