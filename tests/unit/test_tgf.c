@@ -509,6 +509,237 @@ static void test_kill_during_save_keeps_old_file(void **state) {
     tg_ctx_free(ctx);
 }
 
+
+/* ---- graph sections written by hand ---- */
+
+/* A graph section built field by field (schemas/tgf.md), to reach the
+ * decoder's checks with what the encoder never writes. */
+typedef struct sec {
+    unsigned char b[4096];
+    size_t n;
+    const char *strs[32];
+    uint32_t nstrs;
+} sec;
+
+static void s8(sec *S, uint8_t v) { S->b[S->n++] = v; }
+static void s32(sec *S, uint32_t v) {
+    for (int i = 0; i < 4; i++) s8(S, (uint8_t)(v >> (8 * i)));
+}
+static void s64(sec *S, uint64_t v) {
+    s32(S, (uint32_t)v);
+    s32(S, (uint32_t)(v >> 32));
+}
+/* The string's index in the table (strings are given up front). */
+static uint32_t si(sec *S, const char *str) {
+    for (uint32_t i = 0; i < S->nstrs; i++)
+        if (!strcmp(S->strs[i], str)) return i;
+    fail_msg("string '%s' not in the table", str);
+    return 0;
+}
+#define NO 0xffffffffu
+static void sec_begin(sec *S, const char *const *strs) {
+    memset(S, 0, sizeof *S);
+    memcpy(S->b, "TGG\x02", 4);
+    S->n = 4;
+    while (strs[S->nstrs]) S->strs[S->nstrs] = strs[S->nstrs], S->nstrs++;
+    s32(S, S->nstrs);
+    for (uint32_t i = 0; i < S->nstrs; i++) {
+        s32(S, (uint32_t)strlen(S->strs[i]));
+        memcpy(S->b + S->n, S->strs[i], strlen(S->strs[i]));
+        S->n += strlen(S->strs[i]);
+    }
+}
+/* flags: 1 weak, 2 inline, 4 declared, 8 type given; len -1: unknown. */
+static void sec_var(sec *S, const char *id, int kind, int flags, tg_dtype dt, int nd,
+                    const int64_t *shape, uint32_t k, uint32_t tk) {
+    s32(S, si(S, id));
+    s32(S, NO);
+    s8(S, (uint8_t)kind);
+    s8(S, (uint8_t)flags);
+    s8(S, (uint8_t)dt);
+    s8(S, (uint8_t)nd);
+    for (int d = 0; d < nd; d++) s64(S, (uint64_t)shape[d]);
+    s32(S, k);
+    s32(S, tk);
+}
+/* A node of one output, no attrs, no trace, no origins; ip: the input
+ * its output overwrites, or -1. */
+static void sec_node(sec *S, const char *op, int nin, const uint32_t *in, uint32_t out, int ip) {
+    s32(S, si(S, op));
+    s32(S, NO);
+    s32(S, NO);
+    s32(S, (uint32_t)nin);
+    for (int k = 0; k < nin; k++) s32(S, in[k]);
+    s32(S, 1);
+    s32(S, out);
+    s8(S, ip >= 0);
+    if (ip >= 0) s8(S, (uint8_t)ip);
+    s32(S, 0);
+    s32(S, NO);
+}
+/* The function (inputs, one output declared as its own id), no updates,
+ * an empty record. */
+static void sec_end(sec *S, int nin, const uint32_t *in, uint32_t out, const char *out_id) {
+    s32(S, (uint32_t)nin);
+    for (int k = 0; k < nin; k++) s32(S, in[k]);
+    s32(S, 1);
+    s32(S, out);
+    s32(S, si(S, out_id));
+    s32(S, 0);
+    s32(S, 0);
+    s32(S, 0);
+}
+
+static tg_shared *sec_shared(void *ud, const char *id, const tg_type *type, tg_array *value,
+                             tg_ctx *ctx) {
+    (void)ud;
+    (void)ctx;
+    return tg_shared_new(id, type, value);
+}
+
+/* Decode S: the function graph, or NULL with the message in msg. */
+static tg_fgraph *sec_decode(const sec *S, tg_array *const *arrays, int narrays, char *msg,
+                             size_t size) {
+    tg_ctx *ctx = tg_ctx_new();
+    tgf_decoded d;
+    tg_fgraph *fg = NULL;
+    msg[0] = 0;
+    if (tgf_graph_decode(S->b, S->n, arrays, narrays, sec_shared, NULL, "t", &d, ctx)) {
+        snprintf(msg, size, "%s", tg_ctx_message(ctx));
+    } else {
+        fg = d.fg;
+        for (int i = 0; i < fg->nout; i++) tg_free(d.out_ids[i]);
+        tg_free(d.out_ids);
+        tg_opt_record_free(&d.record);
+        tg_free(d.strpool);
+    }
+    tg_ctx_free(ctx);
+    return fg;
+}
+
+static tg_var *fg_var(tg_fgraph *fg, const char *id) {
+    for (int i = 0; i < fg->nvars; i++)
+        if (!strcmp(fg->vars[i]->id, id)) return fg->vars[i];
+    fail_msg("no variable '%s'", id);
+    return NULL;
+}
+
+/* What the JSON loader refuses the decoder refuses too: bool data other
+ * than 0 and 1, a test value of a node output with no declared type, an
+ * inline constant whose type leaves a length open. */
+static void test_section_loader_rules(void **state) {
+    (void)state;
+    static const char *const strs[] = {"x", "c", "y", "add", "exp", NULL};
+    int64_t s3[1] = {3}, open1[1] = {-1};
+    double d3[3] = {1, 2, 3};
+    tg_array *f3 = tu_f64(1, s3, d3), *b3 = tg_array_new(TG_BOOL, 1, s3);
+    ((unsigned char *)tg_array_data(b3))[1] = 2;
+    tg_array *arrays[2] = {f3, b3};
+    char msg[512];
+    uint32_t in2[2] = {0, 1}, in1[1] = {0};
+    sec S;
+    /* bool data: a constant holding the byte 2 */
+    sec_begin(&S, strs);
+    s32(&S, 3);
+    sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_BOOL, 1, s3, NO, NO);
+    sec_var(&S, "c", TG_VAR_CONSTANT, 4 | 8, TG_BOOL, 1, s3, 1, NO);
+    sec_var(&S, "y", TG_VAR_RESULT, 0, TG_BOOL, 1, s3, NO, NO);
+    s32(&S, 1);
+    sec_node(&S, "add", 2, in2, 2, -1);
+    sec_end(&S, 1, in1, 2, "y");
+    assert_null(sec_decode(&S, arrays, 2, msg, sizeof msg));
+    assert_non_null(strstr(msg, "bool data holds a byte other than 0 or 1"));
+    /* an inline constant of type float64[?] */
+    sec_begin(&S, strs);
+    s32(&S, 3);
+    sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+    sec_var(&S, "c", TG_VAR_CONSTANT, 2, TG_FLOAT64, 1, open1, 0, NO);
+    sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
+    s32(&S, 1);
+    sec_node(&S, "add", 2, in2, 2, -1);
+    sec_end(&S, 1, in1, 2, "y");
+    assert_null(sec_decode(&S, arrays, 2, msg, sizeof msg));
+    assert_non_null(strstr(msg, "inline constant 'c' leaves a length of its type open"));
+    /* the same declared (not inline) loads */
+    sec_begin(&S, strs);
+    s32(&S, 3);
+    sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+    sec_var(&S, "c", TG_VAR_CONSTANT, 4 | 8, TG_FLOAT64, 1, open1, 0, NO);
+    sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
+    s32(&S, 1);
+    sec_node(&S, "add", 2, in2, 2, -1);
+    sec_end(&S, 1, in1, 2, "y");
+    tg_fgraph *fg = sec_decode(&S, arrays, 2, msg, sizeof msg);
+    if (!fg) fail_msg("%s", msg);
+    tg_fgraph_free(fg);
+    /* a test value on an undeclared node output */
+    sec_begin(&S, strs);
+    s32(&S, 2);
+    sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+    sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, 0);
+    s32(&S, 1);
+    sec_node(&S, "exp", 1, in1, 1, -1);
+    sec_end(&S, 1, in1, 1, "y");
+    assert_null(sec_decode(&S, arrays, 2, msg, sizeof msg));
+    assert_non_null(strstr(msg, "'y' has a test value but no declared type"));
+    tg_array_free(f3);
+    tg_array_free(b3);
+}
+
+/* What the export writes loads with the types the section has: a length
+ * the saved type fixes and the op leaves open is declared, and a weak
+ * constant stays weak only where the op reading it leaves its dtype. */
+static void test_section_export_types(void **state) {
+    (void)state;
+    static const char *const strs[] = {"x", "c", "y", "add", "exp", NULL};
+    int64_t s3[1] = {3}, open1[1] = {-1};
+    double two = 2.0;
+    tg_array *c = tu_f64(0, NULL, &two);
+    tg_array *arrays[1] = {c};
+    char msg[512];
+    uint32_t in2[2] = {0, 1}, in1[1] = {0};
+    sec S;
+    /* exp(x: float64[?]) saved as float64[3] */
+    sec_begin(&S, strs);
+    s32(&S, 2);
+    sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, open1, NO, NO);
+    sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
+    s32(&S, 1);
+    sec_node(&S, "exp", 1, in1, 1, -1);
+    sec_end(&S, 1, in1, 1, "y");
+    tg_fgraph *fg = sec_decode(&S, arrays, 1, msg, sizeof msg);
+    if (!fg) fail_msg("%s", msg);
+    tg_var *y = fg_var(fg, "y");
+    assert_true(y->declared && y->type_given);
+    assert_int_equal(y->type.shape[0], 3);
+    tg_fgraph_free(fg);
+    /* add(x, 2.0 weak): float64 x keeps it weak, float32 x does not (a
+     * bare 2.0 would become float32 there, the sum float32) */
+    for (int f32 = 0; f32 < 2; f32++) {
+        sec_begin(&S, strs);
+        s32(&S, 3);
+        sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, f32 ? TG_FLOAT32 : TG_FLOAT64, 0, NULL, NO, NO);
+        sec_var(&S, "c", TG_VAR_CONSTANT, 1 | 2, TG_FLOAT64, 0, NULL, 0, NO);
+        sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 0, NULL, NO, NO);
+        s32(&S, 1);
+        sec_node(&S, "add", 2, in2, 2, -1);
+        sec_end(&S, 1, in1, 2, "y");
+        fg = sec_decode(&S, arrays, 1, msg, sizeof msg);
+        if (!fg) fail_msg("%s", msg);
+        tg_var *cv = fg_var(fg, "c");
+        assert_int_equal(cv->weak_in_file, !f32);
+        assert_false(cv->weak);
+        assert_int_equal(cv->type.dtype, TG_FLOAT64);
+        assert_ptr_equal(cv->value, c);
+        assert_int_equal(fg_var(fg, "y")->type.dtype, TG_FLOAT64);
+        /* the trial leaves what the op noted for the run as it was */
+        assert_int_equal(fg->nodes[0]->a.mode, TG_FLOAT64);
+        assert_int_equal(fg->nodes[0]->a.dtype, TG_FLOAT64);
+        tg_fgraph_free(fg);
+    }
+    tg_array_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_known_values),
@@ -520,6 +751,8 @@ int main(void) {
         cmocka_unit_test(test_copy_swap_and_call_n),
         cmocka_unit_test(test_damaged_files_refused),
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
+        cmocka_unit_test(test_section_loader_rules),
+        cmocka_unit_test(test_section_export_types),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

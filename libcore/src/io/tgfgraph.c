@@ -21,6 +21,7 @@
 #include "io/tgf.h"
 #include "ops/op.h"
 #include "rewrite/rewrite.h"
+#include "tensor/tensor.h"
 #include "vm/vm.h"
 
 #define GRAPH_MAGIC "TGG\x02"
@@ -345,6 +346,22 @@ static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *
     return o;
 }
 
+/* Bool data holds only the bytes 0 and 1: the JSON loader refuses any
+ * other in base64 data (and data written as true/false would not keep
+ * it). */
+static bool bool_bytes_ok(const tg_array *a) {
+    if (a->dtype != TG_BOOL) return true;
+    tg_array *c = tg_array_is_contiguous(a) ? tg_array_ref((tg_array *)a)
+                                            : tg_array_copy(a, a->dtype);
+    if (!c) return false;
+    const unsigned char *p = tg_array_data(c);
+    int64_t n = tg_array_size_inline(c);
+    bool ok = true;
+    for (int64_t i = 0; i < n && ok; i++) ok = p[i] <= 1;
+    tg_array_free(c);
+    return ok;
+}
+
 static const char *kind_name(tg_var_kind k) {
     return k == TG_VAR_INPUT ? "an input" : k == TG_VAR_CONSTANT ? "a constant"
                                         : k == TG_VAR_SHARED     ? "shared"
@@ -420,6 +437,26 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
             fail(D, TG_ELOAD, "graph section: the test value of '%.128s' is not of its type", id);
             break;
         }
+        /* The JSON loader's rules for what the export writes of a variable:
+         * a test value needs a type (a node output's type is written only
+         * when the file gave it); an inline constant ({"value": ...}) takes
+         * its value's type, every length static; bool data is 0 or 1. */
+        if (tk != NONE && kind == TG_VAR_RESULT && !v->type_given) {
+            fail(D, TG_EPARSE, "graph section: '%.128s' has a test value but no declared type", id);
+            break;
+        }
+        bool open = false;
+        for (int d = 0; d < nd; d++) open |= v->type.shape[d] < 0;
+        if (v->inline_const && open) {
+            fail(D, TG_EPARSE,
+                 "graph section: inline constant '%.128s' leaves a length of its type open", id);
+            break;
+        }
+        if ((valued && !bool_bytes_ok(arrays[k])) || (tk != NONE && !bool_bytes_ok(arrays[tk]))) {
+            fail(D, TG_EPARSE, "graph section: '%.128s': bool data holds a byte other than 0 or 1",
+                 id);
+            break;
+        }
         if (tk != NONE) v->test_value = tg_array_ref(arrays[tk]);
         if (kind == TG_VAR_CONSTANT) v->value = tg_array_ref(arrays[k]);
         if (kind == TG_VAR_SHARED && !(v->shared = shared(ud, v->id, &v->type, arrays[k], D->ctx)))
@@ -445,6 +482,72 @@ static void disown(tg_node *n) {
     for (int k = 0; k < n->nout; k++)
         if (n->outputs[k] && n->outputs[k]->owner == n) n->outputs[k]->owner = NULL;
     tg_node_free(n);
+}
+
+/* A constant written weak is exported as a bare scalar, which the JSON
+ * loader reads as a weak float64, int64 or bool (one per place it is
+ * read) that takes its dtype from the op reading it. It stays weak only
+ * while the op, given it weak, leaves its dtype and gives the types it
+ * gives it as it is (`gives`, before any refinement); otherwise (or when
+ * the node reads it twice) the export writes its dtype. The node's types
+ * and the constant are left as they were. */
+static void weak_check(tg_node *n, const tg_type *gives) {
+    bool any = false;
+    for (int k = 0; k < n->nin; k++)
+        any |= n->inputs[k]->weak_in_file && n->inputs[k]->inline_const;
+    if (!any) return;
+    tg_var *w[8];
+    tg_array *val[8];
+    tg_type wt[8], out_small[4];
+    tg_type *out = n->nout <= 4 ? out_small : tg_malloc(sizeof *out * (size_t)n->nout);
+    int nw = 0;
+    bool keep = out != NULL;
+    for (int k = 0; k < n->nin; k++) {
+        tg_var *v = n->inputs[k];
+        if (!v->weak_in_file || !v->inline_const || v->weak) continue;
+        if (nw == 8) keep = false;
+        else {
+            w[nw] = v;
+            val[nw] = tg_array_ref(v->value);
+            wt[nw++] = v->type;
+            v->weak = true;
+        }
+    }
+    for (int k = 0; k < n->nin; k++)
+        for (int j = 0; j < k; j++)
+            if (n->inputs[j] == n->inputs[k] && n->inputs[k]->weak_in_file) keep = false;
+    if (keep) {
+        tg_attrs a = n->a; /* what infer notes there (ew: the compute dtype) */
+        for (int k = 0; k < n->nout; k++) {
+            out[k] = n->outputs[k]->type;
+            n->outputs[k]->type.dtype = TG_DTYPE_INVALID;
+            n->outputs[k]->type.ndim = -1;
+        }
+        tg_ctx *scratch = tg_ctx_new(); /* the trial's error is not the file's */
+        keep = scratch && n->op->infer(n, scratch) == TG_OK;
+        tg_ctx_free(scratch);
+        for (int k = 0; k < n->nout; k++) {
+            keep = keep && tg_type_equal(&n->outputs[k]->type, &gives[k]);
+            n->outputs[k]->type = out[k];
+        }
+        n->a = a;
+    }
+    for (int i = 0; i < nw; i++) {
+        tg_var *v = w[i];
+        keep = keep && v->value == val[i] && v->type.dtype == wt[i].dtype;
+        if (v->value != val[i]) {
+            tg_array_free(v->value);
+            v->value = val[i];
+        } else {
+            tg_array_free(val[i]);
+        }
+        v->type = wt[i];
+        v->weak = false;
+    }
+    if (!keep)
+        for (int k = 0; k < n->nin; k++)
+            if (n->inputs[k]->inline_const) n->inputs[k]->weak_in_file = false;
+    if (out != out_small) tg_free(out);
 }
 
 static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
@@ -510,6 +613,10 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         memset(n->inplace, -1, nout);
         for (uint32_t k = 0; k < nout && !D->rc; k++) {
             int8_t ii = (int8_t)get8(D);
+            /* the JSON loader reads output indices of at most 3 digits */
+            if (!D->rc && ii >= 0 && k > 999)
+                fail(D, TG_EPARSE, "graph section: %s: output %u is overwritten in place (at most "
+                     "999 can be)", where, k);
             if (!D->rc && ii >= 0 && tg_node_set_inplace(n, (int)k, ii, D->ctx)) goto wrap;
         }
     }
@@ -545,8 +652,9 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     }
     if (D->rc) goto bad;
     /* The op's inference gives the types again: the saved ones must agree
-     * (a declared type may refine a length the op leaves open). */
-    tg_type saved_small[4], *saved = nout <= 4 ? saved_small : tg_malloc(sizeof *saved * nout);
+     * (a declared type may refine a length the op leaves open). saved[]
+     * holds the saved types, then (from nout on) what the op gives. */
+    tg_type saved_small[8], *saved = nout <= 4 ? saved_small : tg_malloc(sizeof *saved * nout * 2);
     if (!saved) goto oom;
     for (uint32_t k = 0; k < nout; k++) saved[k] = n->outputs[k]->type;
     bool typed = op->infer != NULL;
@@ -567,9 +675,19 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
             if (saved != saved_small) tg_free(saved);
             goto wrap;
         }
+        saved[nout + k] = *got;
+        bool refined = false;
         for (int d = 0; d < got->ndim; d++)
-            if (got->shape[d] < 0) got->shape[d] = want->shape[d];
+            if (got->shape[d] < 0 && want->shape[d] >= 0) {
+                got->shape[d] = want->shape[d];
+                refined = true;
+            }
+        /* The JSON loader takes a refinement only from a declared type:
+         * the export declares this one, so that what reads the output
+         * sees the same lengths when the export is loaded again. */
+        if (refined) n->outputs[k]->declared = n->outputs[k]->type_given = true;
     }
+    weak_check(n, saved + nout);
     if (saved != saved_small) tg_free(saved);
     if (tg_node_check_inplace_types(n, D->ctx)) goto wrap;
     if (tg_fgraph_add_node(fg, n)) goto oom;
