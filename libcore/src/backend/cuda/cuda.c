@@ -595,6 +595,20 @@ static void as_matrix(const tg_array *a, bool first, int64_t *r, int64_t *c, int
     }
 }
 
+/* The CPU kernels' words for operands in[i], in[i + 1] whose inner
+ * lengths differ. */
+static int not_aligned(tg_ctx *ctx, int i, const tg_array *a, const tg_array *b, int64_t ka, int dima, int64_t kb) {
+    tg_str s = {0};
+    tg_str_addf(&s, "inputs[%d] and inputs[%d]: shapes ", i, i + 1);
+    add_shape(&s, a->ndim, a->shape);
+    tg_str_addf(&s, " and ");
+    add_shape(&s, b->ndim, b->shape);
+    int rc = tg_errorf(ctx, TG_ESHAPE, "%s not aligned: %lld (dim %d) != %lld (dim 0)", s.s ? s.s : "",
+                       (long long)ka, dima, (long long)kb);
+    tg_str_free(&s);
+    return rc;
+}
+
 static int k_dot(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     /* Views keep their strides: a transposed operand is read as such, and
      * only a layout cuBLAS cannot read is copied first. */
@@ -605,14 +619,7 @@ static int k_dot(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     as_matrix(a, true, &M, &K, &ars, &acs);
     as_matrix(b, false, &K2, &N, &brs, &bcs);
     if (K != K2) {
-        tg_str s = {0};
-        tg_str_addf(&s, "inputs[0] and inputs[1]: shapes ");
-        add_shape(&s, a->ndim, a->shape);
-        tg_str_addf(&s, " and ");
-        add_shape(&s, b->ndim, b->shape);
-        rc = tg_errorf(ctx, TG_ESHAPE, "%s not aligned: %lld (dim %d) != %lld (dim 0)", s.s ? s.s : "",
-                       (long long)K, a->ndim - 1, (long long)K2);
-        tg_str_free(&s);
+        rc = not_aligned(ctx, 0, a, b, K, a->ndim - 1, K2);
         goto done;
     }
     int64_t oshape[2];
@@ -720,17 +727,7 @@ static int k_blas(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         as_matrix(B, true, &K2, &N, &brs, &bcs);
     } else { /* beta z + alpha dot(x, y) (gemm) or dot(A, x) (gemv) */
         const tg_array *Z = in[0], *a = in[2], *b = in[3];
-        if (a->shape[1] != b->shape[0]) {
-            tg_str s = {0};
-            tg_str_addf(&s, "inputs[2] and inputs[3]: shapes ");
-            add_shape(&s, a->ndim, a->shape);
-            tg_str_addf(&s, " and ");
-            add_shape(&s, b->ndim, b->shape);
-            rc = tg_errorf(ctx, TG_ESHAPE, "%s not aligned: %lld (dim 1) != %lld (dim 0)", s.s ? s.s : "",
-                           (long long)a->shape[1], (long long)b->shape[0]);
-            tg_str_free(&s);
-            return rc;
-        }
+        if (a->shape[1] != b->shape[0]) return not_aligned(ctx, 2, a, b, a->shape[1], 1, b->shape[0]);
         if (Z->shape[0] != a->shape[0] || (mm && Z->shape[1] != b->shape[1])) {
             tg_str s = {0};
             add_shape(&s, Z->ndim, Z->shape);
