@@ -509,7 +509,6 @@ static void test_kill_during_save_keeps_old_file(void **state) {
     tg_ctx_free(ctx);
 }
 
-
 /* ---- graph sections written by hand ---- */
 
 /* A graph section built field by field (schemas/tgf.md), to reach the
@@ -590,6 +589,15 @@ static void sec_end(sec *S, int nin, const uint32_t *in, uint32_t out, const cha
     s32(S, 0);
 }
 
+/* The one node y = add(x, c) (variables 0, 1 -> 2) and the function
+ * x -> y. */
+static void sec_sum(sec *S) {
+    static const uint32_t in2[2] = {0, 1}, in1[1] = {0};
+    s32(S, 1);
+    sec_node(S, "add", 2, in2, 2, -1);
+    sec_end(S, 1, in1, 2, "y");
+}
+
 static tg_shared *sec_shared(void *ud, const char *id, const tg_type *type, tg_array *value,
                              tg_ctx *ctx) {
     (void)ud;
@@ -636,7 +644,7 @@ static void test_section_loader_rules(void **state) {
     ((unsigned char *)tg_array_data(b3))[1] = 2;
     tg_array *arrays[2] = {f3, b3};
     char msg[512];
-    uint32_t in2[2] = {0, 1}, in1[1] = {0};
+    uint32_t in1[1] = {0};
     sec S;
     /* bool data: a constant holding the byte 2 */
     sec_begin(&S, strs);
@@ -644,9 +652,7 @@ static void test_section_loader_rules(void **state) {
     sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_BOOL, 1, s3, NO, NO);
     sec_var(&S, "c", TG_VAR_CONSTANT, 4 | 8, TG_BOOL, 1, s3, 1, NO);
     sec_var(&S, "y", TG_VAR_RESULT, 0, TG_BOOL, 1, s3, NO, NO);
-    s32(&S, 1);
-    sec_node(&S, "add", 2, in2, 2, -1);
-    sec_end(&S, 1, in1, 2, "y");
+    sec_sum(&S);
     assert_null(sec_decode(&S, arrays, 2, msg, sizeof msg));
     assert_non_null(strstr(msg, "bool data holds a byte other than 0 or 1"));
     /* an inline constant of type float64[?] */
@@ -655,9 +661,7 @@ static void test_section_loader_rules(void **state) {
     sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
     sec_var(&S, "c", TG_VAR_CONSTANT, 2, TG_FLOAT64, 1, open1, 0, NO);
     sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
-    s32(&S, 1);
-    sec_node(&S, "add", 2, in2, 2, -1);
-    sec_end(&S, 1, in1, 2, "y");
+    sec_sum(&S);
     assert_null(sec_decode(&S, arrays, 2, msg, sizeof msg));
     assert_non_null(strstr(msg, "inline constant 'c' leaves a length of its type open"));
     /* the same declared (not inline) loads */
@@ -666,9 +670,7 @@ static void test_section_loader_rules(void **state) {
     sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
     sec_var(&S, "c", TG_VAR_CONSTANT, 4 | 8, TG_FLOAT64, 1, open1, 0, NO);
     sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
-    s32(&S, 1);
-    sec_node(&S, "add", 2, in2, 2, -1);
-    sec_end(&S, 1, in1, 2, "y");
+    sec_sum(&S);
     tg_fgraph *fg = sec_decode(&S, arrays, 2, msg, sizeof msg);
     if (!fg) fail_msg("%s", msg);
     tg_fgraph_free(fg);
@@ -697,7 +699,7 @@ static void test_section_export_types(void **state) {
     tg_array *c = tu_f64(0, NULL, &two);
     tg_array *arrays[1] = {c};
     char msg[512];
-    uint32_t in2[2] = {0, 1}, in1[1] = {0};
+    uint32_t in1[1] = {0};
     sec S;
     /* exp(x: float64[?]) saved as float64[3] */
     sec_begin(&S, strs);
@@ -721,9 +723,7 @@ static void test_section_export_types(void **state) {
         sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, f32 ? TG_FLOAT32 : TG_FLOAT64, 0, NULL, NO, NO);
         sec_var(&S, "c", TG_VAR_CONSTANT, 1 | 2, TG_FLOAT64, 0, NULL, 0, NO);
         sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 0, NULL, NO, NO);
-        s32(&S, 1);
-        sec_node(&S, "add", 2, in2, 2, -1);
-        sec_end(&S, 1, in1, 2, "y");
+        sec_sum(&S);
         fg = sec_decode(&S, arrays, 1, msg, sizeof msg);
         if (!fg) fail_msg("%s", msg);
         tg_var *cv = fg_var(fg, "c");

@@ -523,9 +523,8 @@ static void weak_check(tg_node *n, const tg_type *gives) {
             n->outputs[k]->type.dtype = TG_DTYPE_INVALID;
             n->outputs[k]->type.ndim = -1;
         }
-        tg_ctx *scratch = tg_ctx_new(); /* the trial's error is not the file's */
-        keep = scratch && n->op->infer(n, scratch) == TG_OK;
-        tg_ctx_free(scratch);
+        tg_ctx scratch = {0}; /* the trial's error is not the file's */
+        keep = n->op->infer(n, &scratch) == TG_OK;
         for (int k = 0; k < n->nout; k++) {
             keep = keep && tg_type_equal(&n->outputs[k]->type, &gives[k]);
             n->outputs[k]->type = out[k];
