@@ -134,6 +134,17 @@ static bool composite_text(json_object *attrs, tg_str *out) {
     return true;
 }
 
+const char *prof_clock_name(tg_profile_clock c) {
+    return c == TG_PROFILE_CLOCK_EVENTS ? "events" : c == TG_PROFILE_CLOCK_SYNC ? "sync" : "host";
+}
+
+const char *prof_device_timing(const prof_info *P, int *ndevice) {
+    int nd = 0;
+    for (int k = 0; k < P->n; k++) nd += tg_profile_node_clock(P->p, k) != TG_PROFILE_CLOCK_HOST;
+    if (ndevice) *ndevice = nd;
+    return !nd ? "none" : tg_profile_sync(P->p) ? "sync" : "events";
+}
+
 /* ---- the JSON report ---- */
 
 static json_object *jstr(const char *s) { return json_object_new_string(s ? s : ""); }
@@ -173,6 +184,7 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
     json_object_object_add(fo, "vm_overhead_s", json_object_new_double(P->total_s - P->nodes_s));
     json_object_object_add(fo, "compile_s", json_object_new_double(tg_function_compile_seconds(f)));
     json_object_object_add(fo, "optimize_s", json_object_new_double(tg_function_optimize_seconds(f)));
+    json_object_object_add(fo, "device_timing", jstr(prof_device_timing(P, NULL)));
 
     json_object *nodes = json_object_new_array();
     for (int k = 0; k < n; k++) {
@@ -215,6 +227,7 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
         json_object *orr = json_object_new_array();
         for (int i = 0; i < no; i++) json_object_array_add(orr, jstr(keys[i]));
         json_object_object_add(o, "origins", orr);
+        json_object_object_add(o, "clock", jstr(prof_clock_name(tg_profile_node_clock(P->p, k))));
         json_object_array_add(nodes, o);
     }
     json_object_object_add(fo, "nodes", nodes);

@@ -46,6 +46,12 @@ const char *prof_kind_name(tg_profile_out_kind k);
 /* P->opkey[k]: "op", "op{attrs}" or composite{expr} per node (owned). -1: out of memory. */
 int prof_opkeys(prof_info *P);
 void prof_opkeys_free(prof_info *P);
+/* "host", "events" or "sync". */
+const char *prof_clock_name(tg_profile_clock c);
+/* How the device nodes were timed: "none" (no node off the host clock),
+ * "events" or "sync"; *ndevice (may be NULL) the nodes not on the host
+ * clock. */
+const char *prof_device_timing(const prof_info *P, int *ndevice);
 /* The report: a new object owned by the caller. */
 json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem);
 

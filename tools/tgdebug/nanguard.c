@@ -14,6 +14,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tgdebug nanguard FILE [-f NAME] [-i ID=VALUE]... [--calls N]\n"
             "                        [--no-nan] [--no-inf] [--big THRESHOLD] [-O PRESET]\n"
+            "                        [--device cpu|cuda]\n"
             "\n"
             "Call a function of FILE (interchange JSON, or a compiled-function .tgf)\n"
             "checking the inputs and shared values at each call, and every node's\n"
@@ -30,6 +31,10 @@ static void usage(FILE *f) {
             "  --no-inf         do not look for infinities\n"
             "  --big T          flag finite values with |x| > T (default 1e10; inf: off)\n"
             "  -O PRESET        none, fast_compile or fast_run (default); not for a .tgf\n"
+            "  --device DEV     cpu (default: $TG_DEVICE, else cpu) or cuda: the nodes\n"
+            "                   with a GPU kernel run on the GPU and their outputs are\n"
+            "                   checked there (only the statistics come back); not for\n"
+            "                   a .tgf\n"
             "\n"
             "Exit status: 0 clean, 1 an offence found (or a run-time failure), 2 bad\n"
             "usage or bad input.\n");
@@ -104,13 +109,14 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
 }
 
 int tgd_nanguard(int argc, char **argv) {
-    const char *fname = NULL, *preset = NULL;
+    const char *fname = NULL, *preset = NULL, *device = NULL;
     long calls = 1;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     tg_nanguard_options go = {0};
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'}, {"no-nan", no_argument, 0, 'N'},
                                          {"no-inf", no_argument, 0, 'I'},      {"big", required_argument, 0, 'b'},
+                                         {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     opterr = 0;
@@ -121,6 +127,13 @@ int tgd_nanguard(int argc, char **argv) {
         case 'O': preset = optarg; break;
         case 'N': go.no_nan = true; break;
         case 'I': go.no_inf = true; break;
+        case 'd':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+                tgd_error(SUB, "--device: unknown device '%s' (cpu or cuda)", optarg);
+                return TG_EXIT_USAGE;
+            }
+            device = optarg;
+            break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'c':
             if (!tgd_parse_long(SUB, "--calls", optarg, 1, &calls)) return TG_EXIT_USAGE;
@@ -155,14 +168,14 @@ int tgd_nanguard(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     const char *path = argv[optind];
-    if (cli_is_tgf(path) && preset) {
-        tgd_error(SUB, "%s is already optimized: -O applies when compiling it", path);
+    if (cli_is_tgf(path) && (preset || device)) {
+        tgd_error(SUB, "%s is already optimized: -O and --device apply when compiling it", path);
         return TG_EXIT_USAGE;
     }
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
     tg_nanguard *ng = NULL;
-    tg_compile_options co = {.preset = preset};
+    tg_compile_options co = {.preset = preset, .device = device};
     cli_session S;
     if ((rc = cli_session_open(&S, TGDEBUG, SUB, path, fname, &co, inputs, ninputs))) goto done;
     tg_graph *g = S.g;

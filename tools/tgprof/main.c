@@ -2,13 +2,16 @@
  *
  *   tgprof FILE [-f NAME] [-i ID=VALUE]... [--calls N] [--warmup N]
  *          [--json OUT.json] [--trace OUT.trace.json] [--top N] [-O PRESET]
- *          [--include TAG]... [--exclude TAG]...
+ *          [--include TAG]... [--exclude TAG]... [--device cpu|cuda] [--sync]
  *
  * Runs the function, then prints the function summary, the time per op
  * class, per op (op + attrs), per node, per original node (through the
  * optimizer's rewrites), the memory a call needs, and the optimizer's own
  * profile. --json writes the same as a report (schemas/profile.schema.json);
  * --trace a Chrome trace (one event per call enclosing one per node).
+ * With --device cuda the nodes placed on the GPU are timed with CUDA
+ * events (no synchronisation), or with --sync on the host clock around a
+ * synchronised device (tg/profile.h).
  *
  * Exit status: 0 success; 1 a run-time failure; 2 bad usage or bad input.
  */
@@ -34,7 +37,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tgprof FILE [-f NAME] [-i ID=VALUE]... [--calls N] [--warmup N]\n"
             "              [--json OUT.json] [--trace OUT.trace.json] [--top N] [-O PRESET]\n"
-            "              [--include TAG]... [--exclude TAG]...\n"
+            "              [--include TAG]... [--exclude TAG]... [--device cpu|cuda] [--sync]\n"
             "\n"
             "Run a function of FILE (interchange JSON, or a compiled-function .tgf,\n"
             "restored without optimizing) and report where the time and\n"
@@ -55,6 +58,12 @@ static void usage(FILE *f) {
             "  --include TAG, --exclude TAG\n"
             "                 turn rewrites on or off beyond the preset (a pass, a group\n"
             "                 such as fusion or inplace, or a rewrite's name; repeatable)\n"
+            "  --device DEV   cpu (default: $TG_DEVICE, else cpu) or cuda: the nodes\n"
+            "                 with a GPU kernel run on the GPU (without one, a line\n"
+            "                 on stderr and the CPU); not for a .tgf\n"
+            "  --sync         time GPU nodes exactly: wait for the GPU before and after\n"
+            "                 each (default: CUDA events around each node, no waiting,\n"
+            "                 so the GPU overlaps with the host as when not profiled)\n"
             "  --version      print the version\n"
             "\n"
             "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
@@ -122,6 +131,18 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
     printf("  Compile time: %.6f s, of which the optimizer %.6f s\n", tg_function_compile_seconds(f),
            tg_function_optimize_seconds(f));
     printf("  Nodes: %d\n", n);
+    int ndev;
+    const char *dt = prof_device_timing(P, &ndev);
+    if (ndev && !strcmp(dt, "events"))
+        printf("  GPU nodes: %d (kernels and copies), timed with CUDA events and no synchronisation (a\n"
+               "    kernel's time is its time on the GPU; a copy back to the host waits for the GPU first,\n"
+               "    and that wait is not counted as its time)\n",
+               ndev);
+    else if (ndev)
+        printf("  GPU nodes: %d (kernels and copies), timed synchronously (--sync: the GPU is waited for\n"
+               "    before and after each;"
+               " exact wall time per node, without the overlap of an unprofiled call)\n",
+               ndev);
     if (P->trace)
         printf("  Trace: the first %ld of %ld calls in %s\n", tg_profile_trace_count(P->p), P->calls, P->trace);
     printf("\n");
@@ -414,7 +435,8 @@ static bool parse_count(const char *opt, const char *s, long min, long *out) {
 }
 
 int main(int argc, char **argv) {
-    const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL;
+    const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL, *device = NULL;
+    bool sync = false;
     long calls = 10, warmup = 1, top = 20;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
@@ -427,6 +449,8 @@ int main(int argc, char **argv) {
                                          {"top", required_argument, 0, 'n'},
                                          {"include", required_argument, 0, 'I'},
                                          {"exclude", required_argument, 0, 'X'},
+                                         {"device", required_argument, 0, 'd'},
+                                         {"sync", no_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
@@ -448,6 +472,14 @@ int main(int argc, char **argv) {
                 exc[nexc++] = optarg;
             break;
         case 'j': json_out = optarg; break;
+        case 'S': sync = true; break;
+        case 'd':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+                cli_error(TOOL, "--device: unknown device '%s' (cpu or cuda)", optarg);
+                return TG_EXIT_USAGE;
+            }
+            device = optarg;
+            break;
         case 't': trace_out = optarg; break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'V': printf("tgprof %s\n", tg_version()); return TG_EXIT_OK;
@@ -484,9 +516,9 @@ int main(int argc, char **argv) {
     }
     const char *path = argv[optind];
     bool is_tgf = cli_is_tgf(path);
-    if (is_tgf && (preset || ninc || nexc)) {
+    if (is_tgf && (preset || ninc || nexc || device)) {
         /* A .tgf is restored without optimizing; saying so beats ignoring -O. */
-        cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply when "
+        cli_error(TOOL, "%s is already optimized: -O, --include, --exclude and --device apply when "
                         "compiling it (tgc compile)", path);
         return TG_EXIT_USAGE;
     }
@@ -496,7 +528,7 @@ int main(int argc, char **argv) {
     json_object *rep = NULL;
     prof_info P = {.path = path, .calls = calls, .warmup = warmup,
               .preset = is_tgf ? "saved" : preset ? preset : "fast_run"};
-    tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc};
+    tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc, .device = device};
     cli_session S;
     if ((rc = cli_session_open(&S, TOOL, NULL, path, fname, &co, inputs, ninputs))) goto done;
     tg_function *f = S.f;
@@ -517,7 +549,7 @@ int main(int argc, char **argv) {
                 if (keep < 1) keep = 1;
                 if (keep > calls) keep = calls;
             }
-            if (!(p = tg_profile_new(f, keep, ctx))) {
+            if (!(p = tg_profile_new(f, keep, ctx)) || tg_profile_set_sync(p, sync, ctx)) {
                 cli_progress_end(&prog);
                 cli_error(TOOL, "%s", tg_ctx_message(ctx));
                 rc = TG_EXIT_FOUND;

@@ -9,6 +9,18 @@
  * shows as the difference. Optionally the start and duration of every node
  * of the first `trace_calls` calls are kept for a timeline (Chrome trace).
  *
+ * On a function placed on a GPU (tg_compile_options.device "cuda"), the
+ * nodes that run on the device are timed by the device itself: a pair of
+ * events queued around each node's work, with no synchronisation, read
+ * once per call after the call has finished (so a node's time is its time
+ * on the device, and the host keeps queueing work ahead of the GPU as it
+ * does unprofiled). The synchronous mode (tg_profile_set_sync) instead
+ * waits for the device before and after each device node and reads the
+ * host clock: exact wall time per node, without overlap. Copies back to
+ * the host wait for the device anyway and are timed on the host clock in
+ * both modes; host nodes always are. No device array is copied to the host
+ * for profiling.
+ *
  * The hook path allocates nothing: every array is sized when the profile is
  * made. Ownership: tg_profile_new returns a profile owned by the caller,
  * freed with tg_profile_free() (which detaches the hooks); it borrows f,
@@ -74,9 +86,33 @@ TG_API tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx)
 /* Detach from f and free. NULL is allowed. */
 TG_API void tg_profile_free(tg_profile *p);
 
-/* tg_function_call, timed. Same arguments, errors and ownership. */
+/* tg_function_call, timed. Same arguments, errors and ownership. On a
+ * function placed on a device it also waits for the device at the end of
+ * the call and reads the device times of its nodes; a call made with
+ * tg_function_call directly has them read at the next call (or by
+ * tg_profile_set_sync). A device error while reading them is
+ * TG_ERUNTIME. */
 TG_API int tg_profile_call(tg_profile *p, tg_array *const *inputs,
                            tg_array **outputs, tg_ctx *ctx);
+
+/* How a node's time is measured. */
+typedef enum tg_profile_clock {
+    TG_PROFILE_CLOCK_HOST = 0, /* the host clock around the kernel call */
+    TG_PROFILE_CLOCK_EVENTS,   /* device events around the node's work on
+                                  the device, no synchronisation */
+    TG_PROFILE_CLOCK_SYNC      /* the host clock, the device waited for
+                                  before (and, synchronous, after) */
+} tg_profile_clock;
+
+/* Synchronous (true) or event (false, the default) timing of the device
+ * nodes; no effect on a function that runs on the CPU. May be changed
+ * between calls (times already read are kept). TG_EINVAL when p is NULL;
+ * a device error reading pending times, TG_ERUNTIME. */
+TG_API int tg_profile_set_sync(tg_profile *p, bool sync, tg_ctx *ctx);
+TG_API bool tg_profile_sync(const tg_profile *p);
+/* Which clock scheduled node `node` is timed with now
+ * (TG_PROFILE_CLOCK_HOST when out of range). */
+TG_API tg_profile_clock tg_profile_node_clock(const tg_profile *p, int node);
 
 /* Calls that completed through tg_profile_call, and their total time. */
 TG_API uint64_t tg_profile_calls(const tg_profile *p);

@@ -20,6 +20,34 @@
 typedef int (*tg_kernel_fn)(tg_node *n, tg_array *const *in, tg_array **out,
                             tg_ctx *ctx);
 
+/* Statistics of a float device array, computed on the device for the NaN
+ * guard (debug/nanguard.c): only this struct comes back to the host. Over
+ * the finite elements: their count, min, max and sum (min and max are NaN
+ * when there is none); `big` counts the finite ones with |x| > big. */
+typedef struct tg_backend_stats {
+    int64_t size, nan, pinf, ninf, big, finite;
+    double min, max, sum;
+} tg_backend_stats;
+
+/* What the tools (tgprof, the NaN guard) ask of a device beyond running
+ * kernels. Every entry may be NULL (the tools then fall back to the host
+ * clock, or to host copies). */
+typedef struct tg_backend_tools {
+    /* Timing events (the profiler): created once and reused; record
+     * queues one on the stream the kernels run on, without waiting;
+     * elapsed waits for `end` to complete and gives the milliseconds
+     * between the two. */
+    int (*event_create)(void **ev, tg_ctx *ctx);
+    void (*event_destroy)(void *ev);
+    int (*event_record)(void *ev, tg_ctx *ctx);
+    int (*event_elapsed)(void *start, void *end, double *ms, tg_ctx *ctx);
+    /* Wait until the device has finished all queued work. */
+    int (*sync)(tg_ctx *ctx);
+    /* Statistics of float device array a (float16, 32 or 64, any
+     * strides); big <= 0 or not finite counts nothing as big. */
+    int (*stats)(const tg_array *a, double big, tg_backend_stats *st, tg_ctx *ctx);
+} tg_backend_tools;
+
 typedef struct tg_backend {
     const char *name;
     /* True when a device can be used. The first call initialises the
@@ -40,6 +68,8 @@ typedef struct tg_backend {
     int (*to_device)(const tg_array *src, tg_array **out, tg_ctx *ctx);
     int (*to_host)(const tg_array *src, tg_array **out, tg_ctx *ctx);
     bool (*is_device)(const tg_array *a);
+    /* For the tools; NULL when the backend offers none. */
+    const tg_backend_tools *tools;
 } tg_backend;
 
 /* The CUDA backend, or NULL when this build has none. */

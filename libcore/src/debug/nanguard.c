@@ -16,17 +16,26 @@
  * To show that node's inputs as they were (an in-place node has
  * overwritten one), the call is run again up to that node, which is
  * possible because a stopped call applies no update.
+ *
+ * On a device: a function placed on the GPU gets hooks that see device
+ * arrays as they are (tg_function_set_hooks_device). A float output that
+ * lives on the device is reduced there (the backend's `stats`: counts,
+ * min, max and sum in one pass) and only that small struct comes back, so
+ * the guard never downloads a clean array; the only download is of the
+ * culprit's inputs, in the second run, for the report.
  */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "debug/guard.h"
 #include "tg/debug.h"
 #include "vm/vm.h"
 
 struct tg_nanguard {
     tg_function *f;
+    const tg_backend *be; /* f runs partly on this device (stats on it) */
     bool nan, inf, big_on;
     double big;
     double fast_t; /* the fast pass flags !(|x| <= fast_t) */
@@ -156,6 +165,22 @@ static unsigned classify(const tg_nanguard *g, const tg_array *a, tg_stats *st) 
     return w;
 }
 
+/* classify for an array on the device: the statistics are computed there
+ * and only they come back. The bits, or a negative status with ctx set. */
+static int classify_device(const tg_nanguard *g, const tg_array *a, tg_stats *st, tg_ctx *ctx) {
+    tg_backend_stats b;
+    int rc = g->be->tools->stats(a, g->big_on ? g->big : INFINITY, &b, ctx);
+    if (rc) return rc < 0 ? rc : -rc;
+    *st = (tg_stats){.size = b.size, .nan = b.nan, .inf = b.pinf + b.ninf, .big = b.big,
+                     .min = b.finite ? b.min : NAN, .max = b.finite ? b.max : NAN,
+                     .mean = b.finite ? b.sum / (double)b.finite : NAN};
+    unsigned w = 0;
+    if (g->nan && st->nan) w |= TG_BAD_NAN;
+    if (g->inf && st->inf) w |= TG_BAD_INF;
+    if (g->big_on && st->big) w |= TG_BAD_BIG;
+    return (int)w;
+}
+
 static bool is_bad(const tg_array *a, void *ud) {
     tg_stats st;
     return classify(ud, a, &st) != 0;
@@ -184,7 +209,14 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
             n->inputs[n->op->view_of]->kind != TG_VAR_CONSTANT)
             continue;
         tg_stats st;
-        unsigned w = classify(g, a, &st);
+        unsigned w;
+        if (g->be && g->be->is_device(a)) {
+            int r = classify_device(g, a, &st, ctx);
+            if (r < 0) return -r;
+            w = (unsigned)r;
+        } else {
+            w = classify(g, a, &st);
+        }
         if (!w) continue;
         g->found = true;
         g->off.where = TG_OFFENCE_NODE;
@@ -205,15 +237,25 @@ static int before_hook(void *ud, const tg_function *f, int k, tg_array *const *i
     g->cap = tg_calloc((size_t)nin + 1, sizeof *g->cap);
     if (!g->cap) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     g->ncap = nin;
-    for (int i = 0; i < nin; i++)
-        if (in[i] && !(g->cap[i] = tg_array_copy(in[i], in[i]->dtype)))
+    for (int i = 0; i < nin; i++) {
+        if (!in[i]) continue;
+        if (g->be && g->be->is_device(in[i])) {
+            /* The one download: the culprit's inputs, for the report. */
+            int rc = g->be->to_host(in[i], &g->cap[i], ctx);
+            if (rc) return rc;
+        } else if (!(g->cap[i] = tg_array_copy(in[i], in[i]->dtype))) {
             return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        }
+    }
     return TG_ESTOPPED;
 }
 
 static void set_hooks(tg_nanguard *g, bool capture) {
     tg_hooks h = {.before = capture ? before_hook : NULL, .after = capture ? NULL : after_hook, .ud = g};
-    tg_function_set_hooks(g->f, &h);
+    if (g->be)
+        tg_function_set_hooks_device(g->f, &h);
+    else
+        tg_function_set_hooks(g->f, &h);
 }
 
 /* ---- the guard ---- */
@@ -230,6 +272,11 @@ tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts, tg
         return NULL;
     }
     g->f = f;
+    if (f->on_device) {
+        /* Without the device's statistics, hooks get host copies. */
+        const tg_backend *be = tg_backend_cuda();
+        if (be && be->tools && be->tools->stats) g->be = be;
+    }
     g->nan = !(opts && opts->no_nan);
     g->inf = !(opts && opts->no_inf);
     g->big = big == 0 ? 1e10 : big;

@@ -5,10 +5,21 @@
  * bookkeeping (cost estimate, what each output is), which therefore counts
  * as VM overhead and not as the node's time. Every array is allocated by
  * tg_profile_new, so the hook path never calls malloc.
+ *
+ * A function placed on a device gets hooks that see device arrays as they
+ * are (tg_function_set_hooks_device: shapes and buffers are all the
+ * bookkeeping reads). Each device node owns two events from a pool made
+ * with the profile; `before` records the first on the compute stream,
+ * `after` the second, and the elapsed times are read once per call, after
+ * the call's final synchronisation (flush_events). A copy back to the
+ * host (transfer to cpu) synchronises on its own: it is timed on the host
+ * clock after waiting for the device, so that the wait for the kernels
+ * queued before it is not counted as the copy's time.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "core/core.h"
 #include "ops/op.h"
 #include "tg/profile.h"
@@ -37,12 +48,47 @@ struct tg_profile {
     bool tracing; /* the running call is kept */
     uint64_t *trace_calls; /* 2 per call */
     uint64_t *trace_nodes; /* 2 * nsched per call */
+    /* A function placed on a device (dev NULL: every node on the host
+     * clock). kind is per node; the rest per device node (ndev of them). */
+    const tg_backend_tools *dev;
+    bool sync;   /* synchronous mode */
+    bool events; /* the backend has timing events */
+    uint8_t *kind; /* NODE_* */
+    int ndev;
+    int *dev_of;   /* per node: its device-node index, or -1 */
+    int *dev_node; /* per device node: its schedule position */
+    void **ev;     /* per device node: start and end events */
+    uint8_t *state; /* per device node: EV_* */
+    void *ev_call;  /* recorded when a traced call starts */
 };
+
+enum { NODE_HOST = 0, NODE_DEVICE, NODE_DOWNLOAD };
+enum { EV_IDLE = 0, EV_STARTED, EV_ENDED };
+
+static int flush_events(tg_profile *p, bool trace, uint64_t t0, uint64_t t1, tg_ctx *ctx);
+
+/* The device side of `before`: wait for the device (synchronous mode, or
+ * a copy to the host), or queue the node's start event. */
+static int device_before(tg_profile *p, int node, tg_ctx *ctx) {
+    if (p->sync || !p->events || p->kind[node] == NODE_DOWNLOAD) return p->dev->sync ? p->dev->sync(ctx) : TG_OK;
+    int i = p->dev_of[node];
+    /* Times of a call made with tg_function_call, which nobody read. */
+    if (p->state[i] == EV_ENDED) {
+        int rc = flush_events(p, false, 0, 0, ctx);
+        if (rc) return rc;
+    }
+    p->state[i] = EV_STARTED;
+    return p->dev->event_record(p->ev[2 * i], ctx);
+}
 
 static int hook_before(void *ud, const tg_function *f, int node,
                        tg_array *const *inputs, tg_ctx *ctx) {
-    (void)f, (void)node, (void)inputs, (void)ctx;
+    (void)f, (void)inputs;
     tg_profile *p = ud;
+    if (p->kind && p->kind[node] != NODE_HOST) {
+        int rc = device_before(p, node, ctx);
+        if (rc) return rc;
+    }
     p->t_node = tg_now_ns();
     return 0;
 }
@@ -75,17 +121,32 @@ static tg_profile_out_kind out_kind(const tg_node *n, int j,
 static int hook_after(void *ud, const tg_function *f, int node,
                       tg_array *const *inputs, tg_array *const *outputs,
                       tg_ctx *ctx) {
-    (void)ctx;
     uint64_t t1 = tg_now_ns();
     tg_profile *p = ud;
-    uint64_t dt = t1 - p->t_node;
     tg_profile_node *st = &p->nodes[node];
     st->calls++;
-    st->ns += dt;
-    if (p->tracing) {
-        uint64_t *e = p->trace_nodes + ((size_t)p->trace_n * (size_t)p->nsched + (size_t)node) * 2;
-        e[0] = p->t_node - p->t_origin;
-        e[1] = dt;
+    bool host_clock = true;
+    if (p->kind && p->kind[node] != NODE_HOST) {
+        int rc;
+        if (!p->sync && p->events && p->kind[node] == NODE_DEVICE) {
+            /* Timed by its events: read after the call. */
+            int i = p->dev_of[node];
+            if ((rc = p->dev->event_record(p->ev[2 * i + 1], ctx))) return rc;
+            p->state[i] = EV_ENDED;
+            host_clock = false;
+        } else if (p->sync && p->dev->sync) {
+            if ((rc = p->dev->sync(ctx))) return rc;
+            t1 = tg_now_ns();
+        }
+    }
+    if (host_clock) {
+        uint64_t dt = t1 - p->t_node;
+        st->ns += dt;
+        if (p->tracing) {
+            uint64_t *e = p->trace_nodes + ((size_t)p->trace_n * (size_t)p->nsched + (size_t)node) * 2;
+            e[0] = p->t_node - p->t_origin;
+            e[1] = dt;
+        }
     }
     const tg_vm_node *s = &f->sched[node];
     const tg_node *n = s->node;
@@ -113,7 +174,39 @@ static int hook_after(void *ud, const tg_function *f, int node,
     return 0;
 }
 
+/* A function placed on a device: which nodes run there (placement gave
+ * them the backend's kernel instead of the op's), and their events. */
+static int device_setup(tg_profile *p, tg_ctx *ctx) {
+    const tg_function *f = p->f;
+    const tg_backend *be = tg_backend_cuda();
+    if (!be || !be->tools) return TG_OK; /* host clock throughout */
+    p->dev = be->tools;
+    p->events = p->dev->event_create && p->dev->event_destroy && p->dev->event_record && p->dev->event_elapsed;
+    p->kind = tg_calloc((size_t)f->nsched + 1, 1);
+    p->dev_of = tg_calloc((size_t)f->nsched + 1, sizeof *p->dev_of);
+    p->dev_node = tg_calloc((size_t)f->nsched + 1, sizeof *p->dev_node);
+    p->state = tg_calloc((size_t)f->nsched + 1, 1);
+    if (!p->kind || !p->dev_of || !p->dev_node || !p->state) return TG_ENOMEM;
+    for (int k = 0; k < f->nsched; k++) {
+        const tg_vm_node *s = &f->sched[k];
+        p->dev_of[k] = -1;
+        if (s->run == s->op->run) continue;
+        bool down = !strcmp(s->op->name, "transfer") && s->node->a.mode == 0; /* to: cpu */
+        p->kind[k] = down ? NODE_DOWNLOAD : NODE_DEVICE;
+        if (!down) {
+            p->dev_of[k] = p->ndev;
+            p->dev_node[p->ndev++] = k;
+        }
+    }
+    if (!p->events || !p->ndev) return TG_OK;
+    if (!(p->ev = tg_calloc((size_t)p->ndev * 2 + 1, sizeof *p->ev))) return TG_ENOMEM;
+    int rc = p->dev->event_create(&p->ev_call, ctx);
+    for (int i = 0; i < 2 * p->ndev && !rc; i++) rc = p->dev->event_create(&p->ev[i], ctx);
+    return rc;
+}
+
 tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx) {
+    int rc;
     if (!f || trace_calls < 0) {
         tg_errorf(ctx, TG_EINVAL, "tg_profile_new: %s",
                   f ? "trace_calls must not be negative" : "no function");
@@ -149,12 +242,21 @@ tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx) {
         if (!p->trace_calls || !p->trace_nodes) goto oom;
         p->trace_cap = trace_calls;
     }
+    if (f->on_device && (rc = device_setup(p, ctx))) {
+        tg_profile_free(p);
+        if (rc == TG_ENOMEM) goto oom_set;
+        return NULL;
+    }
     p->t_origin = tg_now_ns();
     tg_hooks h = {.before = hook_before, .after = hook_after, .ud = p};
-    tg_function_set_hooks(f, &h);
+    if (f->on_device)
+        tg_function_set_hooks_device(f, &h);
+    else
+        tg_function_set_hooks(f, &h);
     return p;
 oom:
     tg_profile_free(p);
+oom_set:
     tg_errorf(ctx, TG_ENOMEM, "out of memory for the profile of '%s'", f->name);
     return NULL;
 }
@@ -167,7 +269,42 @@ void tg_profile_free(tg_profile *p) {
     tg_free(p->out_block);
     tg_free(p->trace_calls);
     tg_free(p->trace_nodes);
+    if (p->ev) {
+        for (int i = 0; i < 2 * p->ndev; i++) p->dev->event_destroy(p->ev[i]);
+        tg_free(p->ev);
+    }
+    if (p->ev_call) p->dev->event_destroy(p->ev_call);
+    tg_free(p->kind);
+    tg_free(p->dev_of);
+    tg_free(p->dev_node);
+    tg_free(p->state);
     tg_free(p);
+}
+
+/* Read the device times of the nodes whose two events were recorded, and
+ * make every device node idle again. trace: the call in [t0, t1] (host
+ * clock, from the profile's origin) is kept, and ev_call was recorded when
+ * it began: a node's start is placed at its event's distance from that
+ * one, clipped to the call, so that it never pokes out of its call. */
+static int flush_events(tg_profile *p, bool trace, uint64_t t0, uint64_t t1, tg_ctx *ctx) {
+    int rc = TG_OK;
+    for (int i = 0; i < p->ndev; i++) {
+        bool ended = p->state[i] == EV_ENDED;
+        p->state[i] = EV_IDLE;
+        if (!ended || rc) continue;
+        double ms = 0, off = 0;
+        if ((rc = p->dev->event_elapsed(p->ev[2 * i], p->ev[2 * i + 1], &ms, ctx))) continue;
+        uint64_t ns = ms > 0 ? (uint64_t)(ms * 1e6 + 0.5) : 0;
+        int k = p->dev_node[i];
+        p->nodes[k].ns += ns;
+        if (!trace || (rc = p->dev->event_elapsed(p->ev_call, p->ev[2 * i], &off, ctx))) continue;
+        uint64_t start = t0 + (off > 0 ? (uint64_t)(off * 1e6 + 0.5) : 0);
+        if (start > t1) start = t1;
+        uint64_t *e = p->trace_nodes + ((size_t)p->trace_n * (size_t)p->nsched + (size_t)k) * 2;
+        e[0] = start;
+        e[1] = ns < t1 - start ? ns : t1 - start;
+    }
+    return rc;
 }
 
 int tg_profile_call(tg_profile *p, tg_array *const *inputs, tg_array **outputs,
@@ -177,8 +314,20 @@ int tg_profile_call(tg_profile *p, tg_array *const *inputs, tg_array **outputs,
         memset(p->trace_nodes + (size_t)p->trace_n * (size_t)p->nsched * 2, 0,
                (size_t)p->nsched * 2 * sizeof(uint64_t));
     uint64_t t0 = tg_now_ns();
-    int rc = tg_function_call(p->f, inputs, outputs, ctx);
+    bool timed_on_device = p->events && p->ndev && !p->sync;
+    int rc = timed_on_device && p->tracing ? p->dev->event_record(p->ev_call, ctx) : TG_OK;
+    if (!rc) rc = tg_function_call(p->f, inputs, outputs, ctx);
+    /* The call's final synchronisation: its time ends when the device's
+     * work does, and every event is then complete. */
+    if (!rc && timed_on_device && p->dev->sync) rc = p->dev->sync(ctx);
     uint64_t t1 = tg_now_ns();
+    if (timed_on_device) {
+        /* After a failed call the events are dropped (the device may be
+         * what failed); the call's own error stands. */
+        tg_ctx *fctx = rc ? NULL : ctx;
+        int fr = flush_events(p, p->tracing && !rc, t0 - p->t_origin, t1 - p->t_origin, fctx);
+        if (!rc) rc = fr;
+    }
     if (p->tracing) {
         p->trace_calls[p->trace_n * 2] = t0 - p->t_origin;
         p->trace_calls[p->trace_n * 2 + 1] = t1 - p->t_origin;
@@ -190,6 +339,22 @@ int tg_profile_call(tg_profile *p, tg_array *const *inputs, tg_array **outputs,
         p->total_ns += t1 - t0;
     }
     return rc;
+}
+
+int tg_profile_set_sync(tg_profile *p, bool sync, tg_ctx *ctx) {
+    if (!p) return tg_errorf(ctx, TG_EINVAL, "tg_profile_set_sync: no profile");
+    int rc = TG_OK;
+    if (p->ndev && p->events) rc = flush_events(p, false, 0, 0, ctx);
+    p->sync = sync;
+    return rc;
+}
+
+bool tg_profile_sync(const tg_profile *p) { return p && p->sync; }
+
+tg_profile_clock tg_profile_node_clock(const tg_profile *p, int node) {
+    if (!p || node < 0 || node >= p->nsched || !p->kind || p->kind[node] == NODE_HOST) return TG_PROFILE_CLOCK_HOST;
+    if (p->kind[node] == NODE_DEVICE && p->events && !p->sync) return TG_PROFILE_CLOCK_EVENTS;
+    return p->dev->sync ? TG_PROFILE_CLOCK_SYNC : TG_PROFILE_CLOCK_HOST;
 }
 
 uint64_t tg_profile_calls(const tg_profile *p) { return p->calls; }

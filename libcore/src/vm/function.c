@@ -504,6 +504,12 @@ void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks) {
     else
         memset(&f->hooks, 0, sizeof f->hooks);
     f->hooked = f->hooks.before || f->hooks.after;
+    f->hooks_device = false;
+}
+
+void tg_function_set_hooks_device(tg_function *f, const tg_hooks *hooks) {
+    tg_function_set_hooks(f, hooks);
+    f->hooks_device = hooks != NULL;
 }
 
 /* ---- shared variables ---- */
@@ -742,9 +748,10 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
         tg_node *n = s->node;
         int k = (int)(s - f->sched), rc;
         for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
+        bool copies = f->on_device && !f->hooks_device;
         if (f->hooks.before &&
-            (rc = f->on_device ? call_hook_host(f, k, in, n->nin, NULL, 0, ctx)
-                               : f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
+            (rc = copies ? call_hook_host(f, k, in, n->nin, NULL, 0, ctx)
+                         : f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
             return rc;
         rc = s->run(n, in, slots + s->out_slot, ctx);
         if (rc) {
@@ -757,8 +764,8 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
                 return rc;
             }
         if (f->hooks.after &&
-            (rc = f->on_device ? call_hook_host(f, k, in, n->nin, slots + s->out_slot, n->nout, ctx)
-                               : f->hooks.after(f->hooks.ud, f, k, in, slots + s->out_slot, ctx)) != 0)
+            (rc = copies ? call_hook_host(f, k, in, n->nin, slots + s->out_slot, n->nout, ctx)
+                         : f->hooks.after(f->hooks.ud, f, k, in, slots + s->out_slot, ctx)) != 0)
             return rc;
         if (s->nfree) release_buffers(f, s);
     }

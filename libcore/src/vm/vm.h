@@ -67,6 +67,7 @@ struct tg_function {
     tg_array **scratch_in;
     tg_hooks hooks;
     bool hooked;
+    bool hooks_device; /* the hooks take device arrays as they are */
     bool no_gc;
     uint64_t ncalls;
     tg_opt_record record; /* what the optimizer did */
@@ -86,6 +87,12 @@ struct tg_function {
  * compiling. */
 tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
                                      bool no_gc, tg_ctx *ctx);
+
+/* Hooks that read device arrays as they are, for the library's own tools
+ * (the profiler times device nodes with events, the NaN guard reduces on
+ * the device): the VM then hands them no host copies. tg_function_set_hooks
+ * turns this off again, so a user's hooks always see host values. */
+void tg_function_set_hooks_device(tg_function *f, const tg_hooks *hooks);
 
 /* Run f's schedule on the values its input slots already hold: no input
  * checks, no shared values, no updates, no output references. A scan

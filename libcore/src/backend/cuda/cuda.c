@@ -830,6 +830,7 @@ static const tg_backend cuda_backend = {
     .to_device = cu_to_device,
     .to_host = cu_to_host,
     .is_device = cu_is_device,
+    .tools = &tg_cuda_tools,
 };
 
 const tg_backend *tg_cuda_backend_get(void) { return &cuda_backend; }

@@ -17,6 +17,8 @@ typedef struct tg_cuda_pool_stats {
 
 struct tg_backend;
 const struct tg_backend *tg_cuda_backend_get(void);
+/* The tools' services (events.c): events, synchronisation, statistics. */
+extern const struct tg_backend_tools tg_cuda_tools;
 
 /* True when a device is usable (opens it on first call). */
 bool tg_cuda_available(void);
