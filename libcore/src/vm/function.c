@@ -639,9 +639,9 @@ static void release_slots(tg_function *f, const int *list, int n);
 static void release_buffers(tg_function *f, const tg_vm_node *s) { release_slots(f, s->free_slots, s->nfree); }
 
 /* Hooks read values. In a function placed on a device they get host
- * copies of the device arrays (slow, but hooks serve debugging and
- * profiling, which need the values): out NULL calls `before`, else
- * `after`. */
+ * copies of the device arrays (slow, but a user's hooks need the values),
+ * unless they were set with tg_function_set_hooks_device (the profiler,
+ * the NaN guard): out NULL calls `before`, else `after`. */
 static int call_hook_host(tg_function *f, int k, tg_array *const *in, int nin, tg_array *const *out, int nout,
                           tg_ctx *ctx) {
     const tg_backend *be = tg_backend_cuda();
