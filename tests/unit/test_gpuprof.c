@@ -380,7 +380,7 @@ static void test_profile_mlp_events(void **state) {
         }
     }
     assert_true(nev > 10);  /* the products, the elementwise work, the uploads */
-    assert_true(nsync >= 5); /* the cost and the four updated weights */
+    assert_true(nsync >= 1); /* the cost, at least, comes back */
     assert_true(nview > 0); /* the backward pass's transposes of device values */
     /* Device times overlap the host's work (that is the point of not
      * synchronising), so the nodes' sum may pass the calls' wall time, but
