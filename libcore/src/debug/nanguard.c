@@ -166,11 +166,12 @@ static unsigned classify(const tg_nanguard *g, const tg_array *a, tg_stats *st) 
 }
 
 /* classify for an array on the device: the statistics are computed there
- * and only they come back. The bits, or a negative status with ctx set. */
+ * and only they come back. The bits (>= 0), or the status (negative) with
+ * ctx set. */
 static int classify_device(const tg_nanguard *g, const tg_array *a, tg_stats *st, tg_ctx *ctx) {
     tg_backend_stats b;
     int rc = g->be->tools->stats(a, g->big_on ? g->big : INFINITY, &b, ctx);
-    if (rc) return rc < 0 ? rc : -rc;
+    if (rc) return rc; /* statuses are negative */
     *st = (tg_stats){.size = b.size, .nan = b.nan, .inf = b.pinf + b.ninf, .big = b.big,
                      .min = b.finite ? b.min : NAN, .max = b.finite ? b.max : NAN,
                      .mean = b.finite ? b.sum / (double)b.finite : NAN};
@@ -212,7 +213,7 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
         unsigned w;
         if (g->be && g->be->is_device(a)) {
             int r = classify_device(g, a, &st, ctx);
-            if (r < 0) return -r;
+            if (r < 0) return r;
             w = (unsigned)r;
         } else {
             w = classify(g, a, &st);
