@@ -723,6 +723,46 @@ static void test_pool_gpu(void **state) {
         for (int t = 0; t < 3; t++) check_pool_case(&POOL_CASES[i], dts[t]);
 }
 
+/* Ties in max pooling: every maximum of a window gets its gradient (the
+ * CPU's rule, which cuDNN does not follow: the backend's own kernel runs
+ * it), with overlapping windows and padding. */
+static void test_pool_ties_gpu(void **state) {
+    if (!have_gpu()) skip();
+    static const tg_dtype dts[] = {TG_FLOAT32, TG_FLOAT64, TG_FLOAT16};
+    static const char *const attrs[] = {"{\"ws\":[2,2]}", "{\"ws\":[3,3],\"stride\":[1,1],\"pad\":[1,1]}",
+                                        "{\"ws\":[3,2],\"stride\":[2,1]}"};
+    const int64_t xs[4] = {2, 2, 7, 6};
+    for (int t = 0; t < 3; t++)
+        for (int a = 0; a < 3; a++) {
+            char json[4096], what[256];
+            tg_array *x64 = rand_array(TG_FLOAT64, 4, xs);
+            double *xv = tg_array_data(x64);
+            for (int i = 0; i < 42; i++) xv[42 + i] = 0.25; /* plane 1: all ties */
+            xv[0] = xv[1] = xv[6] = xv[7] = 0.75;           /* a tied maximum in plane 0 */
+            tg_array *x = tg_array_copy(x64, dts[t]), *in[3] = {x, NULL, NULL};
+            arg xa = {dts[t], 4, {2, 2, 7, 6}};
+            graph_json(json, sizeof json, "pool2d", attrs[a], 1, &xa);
+            pair p = pair_compile(json, NULL);
+            tg_array *y = pair_check(&p, in, 0, "pool2d with ties", true);
+            pair_free(&p);
+            const int64_t *ys = tg_array_shape(y);
+            arg ga[3] = {xa, {dts[t], 4, {ys[0], ys[1], ys[2], ys[3]}}, {dts[t], 4, {ys[0], ys[1], ys[2], ys[3]}}};
+            graph_json(json, sizeof json, "pool2d_grad", attrs[a], 3, ga);
+            snprintf(what, sizeof what, "pool2d_grad with ties %s %s", tg_dtype_name(dts[t]), attrs[a]);
+            p = pair_compile(json, NULL);
+            in[1] = y;
+            in[2] = rand_array(dts[t], 4, ys);
+            /* The same sums in the same order: equal. */
+            tg_array_free(pair_check(&p, in, 0, what, false));
+            expect_on_cudnn(&p, "pool2d_grad", 4, what);
+            pair_free(&p);
+            tg_array_free(in[2]);
+            tg_array_free(y);
+            tg_array_free(x);
+            tg_array_free(x64);
+        }
+}
+
 /* What cuDNN cannot reproduce stays on the CPU: no transfers, the CPU's
  * result. */
 static void test_pool_refused(void **state) {
@@ -910,7 +950,8 @@ int main(void) {
         cmocka_unit_test(test_convnet_gradient),  cmocka_unit_test(test_convnet_training),
         cmocka_unit_test(test_conv_gpu),          cmocka_unit_test(test_conv_float16_gpu),
         cmocka_unit_test(test_conv_errors_gpu),   cmocka_unit_test(test_policies_gpu),
-        cmocka_unit_test(test_pool_gpu),          cmocka_unit_test(test_softmax_gpu),
+        cmocka_unit_test(test_pool_gpu),          cmocka_unit_test(test_pool_ties_gpu),
+        cmocka_unit_test(test_softmax_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,10 @@
  * is storage only: convolutions compute in float32 (cuDNN's pseudo-half
  * configuration, tensor cores allowed), as the CPU kernels do.
  *
+ * The gradient of max pooling is the one exception: cuDNN gives a tie's
+ * gradient to one element of the window, Theano's rule to every maximum,
+ * so it runs the backend's own kernel (pool_kernels.cu).
+ *
  * Errors read as the CPU kernels' (ops/conv.c, ops/pool.c): the same
  * checks, in the same order, with the same words. A case cuDNN turns down
  * at run time (no algorithm for these lengths, a length beyond cuDNN's
@@ -41,6 +45,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cudnn.h"
+#include "backend/cuda/pool_kernels.h"
 #include "backend/dnn.h"
 #include "ops/convpool.h"
 #include "ops/op.h"
@@ -697,11 +702,22 @@ static int k_pool_grad(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *
     if (!ok) return host_run(n, s, "partial windows", in, out, ctx);
     if (!fits4(xd) || !fits4(yd)) return host_run(n, s, "a length beyond cuDNN's int", in, out, ctx);
     tg_array *c[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        if ((rc = dnn_contiguous(in[i], &c[i], ctx))) goto done;
+    if (pd.mode == TG_DNN_POOL_MAX) {
+        /* cuDNN gives a tie's gradient to one element, the CPU to all:
+         * the backend's own kernel keeps the CPU's rule. */
+        tg_cu_pool g = {.planes = xd[0] * xd[1], .h = xd[2], .w = xd[3], .oh = oh, .ow = ow,
+                        .wh = pd.window[0], .ww = pd.window[1], .sh = pd.stride[0], .sw = pd.stride[1],
+                        .ph = pd.pad[0], .pw = pd.pad[1]};
+        int e = tg_cu_maxpool_grad(dt == TG_FLOAT64 ? TG_CU_F64 : dt == TG_FLOAT16 ? TG_CU_F16 : TG_CU_F32, &g,
+                                   c[0]->data, c[1]->data, c[2]->data, (*out)->data, tg_cuda_compute_stream());
+        if (e) rc = tg_errorf(ctx, TG_ERUNTIME, "CUDA: %s", cudaGetErrorString((cudaError_t)e));
+        goto done;
+    }
     cudnnStatus_t e = set4(s->t[0], dt, xd);
     if (!e) e = set4(s->t[1], dt, yd);
     if ((rc = dnn_check(e, "descriptors", ctx)) || (rc = pool_desc(s, &pd, ctx))) goto done;
-    for (int i = 0; i < 3; i++)
-        if ((rc = dnn_contiguous(in[i], &c[i], ctx))) goto done;
     /* x and dx share t[0], y and dy t[1]. */
     rc = dnn_check(cudnnPoolingBackward(dnn.h, s->pool, scal(dt, 1), s->t[1], c[1]->data, s->t[1], c[2]->data,
                                         s->t[0], c[0]->data, scal(dt, 0), s->t[0], (*out)->data),
