@@ -114,6 +114,7 @@ typedef struct dnn_state {
     cudnnConvolutionDescriptor_t conv;
     cudnnPoolingDescriptor_t pool;
     bool chosen, warned;
+    bool refused; /* no algorithm for `shapes`: the CPU runs them */
     int algo;
     cudnnMathType_t math;
     int64_t shapes[NSHAPE]; /* what algo was chosen for */
@@ -366,16 +367,21 @@ static int choose(int kind, dnn_state *s, tg_dtype dt, bool timed, const void *a
                         "math type", ctx)))
         return rc;
     if (timed) {
-        /* The workspace: what the hungriest algorithm asks for, up to half
-         * of the free device memory (those that need more are reported
-         * as failed and skipped). */
+        /* The workspace: what the hungriest algorithm asks for, up to a
+         * quarter of the free device memory (the pool rounds blocks up to
+         * a power of two); those that need more are reported as failed
+         * and skipped. When even that cannot be had, the algorithms that
+         * need none are timed. */
         size_t want = 0, sz, free_b = 0, total_b = 0;
         for (int i = 0; i < algo_count(kind); i++)
             if (ws_size(kind, s, i, &sz) == CUDNN_STATUS_SUCCESS && sz > want) want = sz;
-        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && want > free_b / 2) want = free_b / 2;
+        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && want > free_b / 4) want = free_b / 4;
         cudaGetLastError();
         tg_array *ws = NULL;
-        if ((rc = workspace(want, &ws, ctx))) return rc;
+        if (workspace(want, &ws, ctx)) {
+            tg_ctx_clear(ctx);
+            want = 0;
+        }
         e = time_all(kind, s, a, b, out_ptr, ws ? ws->data : NULL, ws ? want : 0, cand, &k);
         tg_array_free(ws);
         s->st.ntime++;
@@ -437,6 +443,11 @@ static int conv_common(int kind, tg_node *n, const conv_call *c, const tg_array 
     memcpy(shapes + 4, c->ker, sizeof c->ker);
     memcpy(shapes + 8, c->res, sizeof c->res);
     size_t sz = 0;
+    if (s->refused && !memcmp(shapes, s->shapes, sizeof shapes)) {
+        rc = host_run(n, s, "no algorithm for these lengths", in, out, ctx);
+        goto done;
+    }
+    s->refused = false;
     bool same = s->chosen && !memcmp(shapes, s->shapes, sizeof shapes);
     bool supports = false;
     if (s->chosen && !same)
@@ -448,11 +459,12 @@ static int conv_common(int kind, tg_node *n, const conv_call *c, const tg_array 
         if (s->chosen && !same && (n->dnn_algo == TG_DNN_GUESS_ONCE || n->dnn_algo == TG_DNN_TIME_ONCE))
             s->st.nfallback++;
         if ((rc = choose(kind, s, dt, act == TG_DNN_TIME, ca->data, cb->data, dst->data, &none, ctx))) goto done;
+        memcpy(s->shapes, shapes, sizeof shapes);
         if (none) {
+            s->refused = true; /* not asked again for these lengths */
             rc = host_run(n, s, "no algorithm for these lengths", in, out, ctx);
             goto done;
         }
-        memcpy(s->shapes, shapes, sizeof shapes);
     } else if (!same) {
         memcpy(s->shapes, shapes, sizeof shapes); /* kept for the new lengths */
     }
