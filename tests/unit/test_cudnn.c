@@ -504,7 +504,7 @@ static void expect_on_cudnn(const pair *p, const char *op, int ntransfers, const
     if (count_op(p->gpu, "transfer") != ntransfers)
         fail_msg("%s: %d transfers, expected %d (the node did not go to the GPU)", what,
                  count_op(p->gpu, "transfer"), ntransfers);
-    tg_cudnn_stats st;
+    tg_cudnn_stats st = {0};
     if (!tg_cudnn_node_stats(find_node(p->gpu, op), &st)) fail_msg("%s: the node holds no cuDNN state", what);
     if (st.nhost) fail_msg("%s: %d calls ran on the CPU", what, st.nhost);
 }
@@ -647,7 +647,7 @@ static void test_policies_gpu(void **state) {
                 }
                 snprintf(what, sizeof what, "%s, policy %s, call %d", ops[o], pol ? pol : "(default)", call + 1);
                 tg_array_free(pair_check(&p, in, 1e-4, what, false));
-                tg_cudnn_stats st;
+                tg_cudnn_stats st = {0};
                 if (!tg_cudnn_node_stats(find_node(p.gpu, ops[o]), &st)) fail_msg("%s: no cuDNN state", what);
                 const int chosen = st.nguess + st.ntime;
                 assert_int_equal(timed ? st.nguess : st.ntime, 0);
@@ -826,7 +826,7 @@ static void test_softmax_gpu(void **state) {
             expect_on_cudnn(&p, ops[o], 2, what);
             pair_free(&p);
             p = pair_compile(json, NULL);
-            tg_cudnn_stats st;
+            tg_cudnn_stats st = {0};
             tg_array_free(pair_check(&p, &in, dts[t] == TG_FLOAT64 ? 1e-12 : 1e-5, what, false));
             assert_false(tg_cudnn_node_stats(find_node(p.gpu, ops[o]), &st));
             assert_int_equal(count_op(p.gpu, "transfer"), 2);
@@ -876,7 +876,7 @@ static void test_convnet_gradient(void **state) {
         if (have_gpu()) {
             for (int k = 0; k < 5; k++) {
                 tg_node *n = find_node(fg, dnn_ops[k]);
-                tg_cudnn_stats st;
+                tg_cudnn_stats st = {0};
                 if (!n || !tg_cudnn_node_stats(n, &st)) fail_msg("%s did not run on cuDNN", dnn_ops[k]);
             }
         } else {
@@ -918,7 +918,7 @@ static void test_convnet_training(void **state) {
             if (tg_function_call(f[d], in, &cost[d][s], ctx)) fail_msg("%s: %s", dev[d], tg_ctx_message(ctx));
     }
     if (have_gpu()) {
-        tg_cudnn_stats st;
+        tg_cudnn_stats st = {0};
         assert_true(tg_cudnn_node_stats(find_node(f[1], "conv2d"), &st));
         assert_true(tg_cudnn_node_stats(find_node(f[1], "pool2d"), &st));
     }
