@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "               [--exclude TAG]... [--no-gc] -o OUT.tgf\n"
             "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
             "               [-O PRESET] [--include TAG]... [--exclude TAG]... [--device cpu|cuda]\n"
-            "               [--reoptimize] [--each] [--save-state OUT.tgf]\n"
+            "               [--dnn-conv-algo POLICY] [--reoptimize] [--each] [--save-state OUT.tgf]\n"
             "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
             "               [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
             "       tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"
@@ -61,6 +61,11 @@ static void usage(FILE *f) {
             "  --device DEV   cpu (default: $TG_DEVICE, else cpu) or cuda: nodes with a\n"
             "                 GPU kernel run on the GPU; without one, a line on stderr\n"
             "                 says so and the run stays on the CPU\n"
+            "  --dnn-conv-algo POLICY\n"
+            "                 how each cuDNN convolution chooses its algorithm:\n"
+            "                 guess_once, guess_on_shape_change, time_once or\n"
+            "                 time_on_shape_change (default: $TG_DNN_CONV_ALGO, else\n"
+            "                 time_once)\n"
             "  --reoptimize   for a .tgf: optimize its saved original graph again\n"
             "  --save-state F after the run, write a .tgf with the updated shared values\n"
             "                 (a checkpoint: running it resumes exactly where this run\n"
@@ -144,7 +149,7 @@ static void print_each(long call, const tg_function *f, tg_array **outs) {
 }
 
 static int cmd_run(int argc, char **argv) {
-    const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL, *device = NULL;
+    const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL, *device = NULL, *algo = NULL;
     long calls = 1;
     bool each = false, reopt = false;
     const char *inc[65] = {0}, *exc[65] = {0};
@@ -158,6 +163,7 @@ static int cmd_run(int argc, char **argv) {
                                          {"exclude", required_argument, 0, 'X'},
                                          {"reoptimize", no_argument, 0, 'r'},
                                          {"device", required_argument, 0, 'd'},
+                                         {"dnn-conv-algo", required_argument, 0, 'a'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
@@ -188,6 +194,7 @@ static int cmd_run(int argc, char **argv) {
             }
             device = optarg;
             break;
+        case 'a': algo = optarg; break; /* checked by the compile: exit 2 */
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'c': {
             char *end;
@@ -221,19 +228,19 @@ static int cmd_run(int argc, char **argv) {
     tg_array **ins = NULL, **outs = NULL;
     int nin = 0, nout = 0;
     tgc_source src = {0};
-    if (tgc_is_tgf(path) && !reopt && (preset || ninc || nexc || device)) {
+    if (tgc_is_tgf(path) && !reopt && (preset || ninc || nexc || device || algo)) {
         /* Loading a .tgf never optimizes; saying so beats ignoring -O. */
-        cli_error(TOOL, "%s is already optimized: -O, --include, --exclude and --device apply with "
-                        "--reoptimize (or when compiling it)",
+        cli_error(TOOL, "%s is already optimized: -O, --include, --exclude, --device and --dnn-conv-algo "
+                        "apply with --reoptimize (or when compiling it)",
                   path);
         rc = TG_EXIT_USAGE;
         goto done;
     }
     tg_compile_options co = {.preset = preset, .include = ninc ? inc : NULL,
-                             .exclude = nexc ? exc : NULL, .device = device};
-    /* --reoptimize with no -O, --include, --exclude or --device: the
+                             .exclude = nexc ? exc : NULL, .device = device, .dnn_conv_algo = algo};
+    /* --reoptimize with no -O, --include, --exclude, --device or --dnn-conv-algo: the
      * file's own options. */
-    bool given = preset || ninc || nexc || device;
+    bool given = preset || ninc || nexc || device || algo;
     if ((rc = tgc_source_open(&src, TOOL, path, fname, given ? &co : NULL, reopt))) goto done;
     f = src.f;
     nin = tg_function_input_count(f);

@@ -42,6 +42,12 @@ typedef struct tg_compile_options {
      * build without CUDA) one line on stderr says so and the function
      * runs on the CPU. Anything else is TG_EINVAL. */
     const char *device;
+    /* How each cuDNN convolution node (device "cuda") chooses its
+     * algorithm, for the forward pass and both gradients: "guess_once",
+     * "guess_on_shape_change", "time_once" or "time_on_shape_change"
+     * (Theano's dnn.conv.algo_*). NULL: the environment variable
+     * TG_DNN_CONV_ALGO, else "time_once". Anything else is TG_EINVAL. */
+    const char *dnn_conv_algo;
 } tg_compile_options;
 
 /* Compile function `index` of g (see tg_graph_function_find). Errors:

@@ -151,6 +151,13 @@ struct tg_node {
     int json_index; /* nodes[i] in the file, or -1 for a node made later */
     char *name;
     tg_trace trace;
+    /* A device kernel's state for this node, kept across calls for the
+     * life of the function and freed with the node by kstate_free (the
+     * cuDNN kernels: descriptors, the algorithms chosen and the shapes
+     * they were chosen for). NULL: none. */
+    void *kstate;
+    void (*kstate_free)(void *kstate);
+    int8_t dnn_algo; /* cuDNN algorithm policy (backend/dnn.h), set by compile */
     tg_attrs a;
 };
 

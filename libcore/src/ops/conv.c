@@ -34,21 +34,12 @@
 #include <string.h>
 
 #include "ops/conv_direct.h"
+#include "ops/convpool.h"
 #include "ops/op.h"
 #include "tensor/tensor.h"
 #include "grad/grad.h"
 
-enum { BM_VALID, BM_FULL, BM_HALF, BM_EXPLICIT };
-
 #define COLS_BUDGET ((int64_t)32 << 20)
-
-typedef struct conv_p {
-    int bmode;
-    int64_t pad[2]; /* explicit padding */
-    int64_t sub[2];
-    int64_t dil[2];
-    bool flip;
-} conv_p;
 
 /* One convolution's geometry: input (N, C, H, W), kernel (O, C, K, L),
  * output (N, O, OH, OW). */

@@ -26,17 +26,10 @@
 #include <omp.h>
 #include <string.h>
 
+#include "ops/convpool.h"
 #include "ops/op.h"
 #include "tensor/tensor.h"
 #include "grad/grad.h"
-
-enum { PM_MAX, PM_SUM, PM_AVG_INC, PM_AVG_EXC };
-
-typedef struct pool_p {
-    int64_t ws[2], stride[2], pad[2];
-    bool ignore_border;
-    int mode;
-} pool_p;
 
 static const char *const POOL_KEYS[] = {"ws", "stride", "pad", "ignore_border", "mode", NULL};
 static const char *const MODES[] = {"max", "sum", "average_inc_pad", "average_exc_pad", NULL};

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/dnn.h"
 #include "ops/control.h"
 #include "vm/vm.h"
 
@@ -296,6 +297,8 @@ tg_function *tg_function_compile(tg_graph *g, int index,
                   preset);
         return NULL;
     }
+    tg_dnn_policy algo;
+    if (tg_dnn_policy_parse(opts ? opts->dnn_conv_algo : NULL, &algo, ctx)) return NULL;
     uint64_t t0 = tg_now_ns();
     tg_function *f = tg_calloc(1, sizeof *f);
     if (!f) {
@@ -340,6 +343,8 @@ tg_function *tg_function_compile(tg_graph *g, int index,
     /* Placement (rewrite/place.c) runs last, on the optimized graph. */
     if (tg_place(f->fg, device, &f->record, &f->kernels, ctx)) goto fail;
     f->on_device = f->kernels != NULL;
+    /* Each cuDNN node reads its algorithm policy from the node. */
+    for (int k = 0; f->on_device && k < f->fg->nnodes; k++) f->fg->nodes[k]->dnn_algo = (int8_t)algo;
     if (link_function(f, ctx)) goto fail;
     tg_free(f->kernels);
     f->kernels = NULL;

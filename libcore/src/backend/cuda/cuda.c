@@ -28,6 +28,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cudnn.h"
 #include "backend/cuda/kernels.h"
 #include "ops/op.h"
 
@@ -773,6 +774,8 @@ static bool is_view_op(const char *name) { return !strcmp(name, "transpose") || 
 
 static tg_kernel_fn cu_kernel(const tg_node *n) {
     const char *name = n->op->name;
+    tg_kernel_fn dnn = tg_cudnn_kernel(n); /* conv2d, pool2d, softmax: cudnn.c */
+    if (dnn) return dnn;
     if (n->nout != 1) return NULL;
     const tg_type *ot = &n->outputs[0]->type;
     const tg_dtype dt = n->nin ? n->inputs[0]->type.dtype : ot->dtype;
@@ -819,6 +822,7 @@ static unsigned cu_host_inputs(const tg_node *n) {
     if (!strcmp(name, "sum_to")) return 2u;
     if (!strcmp(name, "gemm") || !strcmp(name, "gemv")) return 1u << 1 | 1u << 4;
     if (!strcmp(name, "ger")) return 1u << 1;
+    if (!strcmp(name, "conv2d_grad_inputs") || !strcmp(name, "conv2d_grad_weights")) return 1u << 2; /* shp */
     return 0u;
 }
 
@@ -834,3 +838,13 @@ static const tg_backend cuda_backend = {
 };
 
 const tg_backend *tg_cuda_backend_get(void) { return &cuda_backend; }
+
+tg_array *tg_cuda_empty(tg_dtype dt, int ndim, const int64_t *shape, tg_ctx *ctx) {
+    return dev_empty(dt, ndim, shape, ctx);
+}
+
+int tg_cuda_prepare(tg_array **slot, tg_dtype dt, int ndim, const int64_t *shape, tg_ctx *ctx) {
+    return dev_prepare(slot, dt, ndim, shape, ctx);
+}
+
+int tg_cuda_contiguous(const tg_array *a, tg_array **out, tg_ctx *ctx) { return make_contiguous(a, out, ctx); }

@@ -1,0 +1,31 @@
+/* Private: the parsed attributes of the convolution ops (ops/conv.c) and
+ * the pooling ops (ops/pool.c), which their parse_attrs leave in
+ * n->a.extra. Shared with the cuDNN kernels (backend/cuda/cudnn.c), which
+ * read the same attributes rather than parsing them again. */
+#ifndef TG_OPS_CONVPOOL_H
+#define TG_OPS_CONVPOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* conv2d, conv2d_grad_inputs, conv2d_grad_weights */
+enum { BM_VALID, BM_FULL, BM_HALF, BM_EXPLICIT };
+
+typedef struct conv_p {
+    int bmode;
+    int64_t pad[2]; /* explicit padding */
+    int64_t sub[2];
+    int64_t dil[2];
+    bool flip;
+} conv_p;
+
+/* pool2d, pool2d_grad (mode: the order of the names in "mode") */
+enum { PM_MAX, PM_SUM, PM_AVG_INC, PM_AVG_EXC };
+
+typedef struct pool_p {
+    int64_t ws[2], stride[2], pad[2];
+    bool ignore_border;
+    int mode;
+} pool_p;
+
+#endif
