@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/nvrtc.h"
 #include "ops/op.h"
 
 /* ---- the device ---- */
@@ -771,8 +772,16 @@ done:
  * they are right for device arrays too. */
 static bool is_view_op(const char *name) { return !strcmp(name, "transpose") || !strcmp(name, "dimshuffle"); }
 
+/* For the composite kernels (nvrtc.c): outputs from the pool. */
+int tg_cuda_prepare(tg_array **slot, tg_dtype dt, int ndim, const int64_t *shape, tg_ctx *ctx) {
+    return dev_prepare(slot, dt, ndim, shape, ctx);
+}
+
 static tg_kernel_fn cu_kernel(const tg_node *n) {
     const char *name = n->op->name;
+    /* composite: its body compiled by NVRTC (nvrtc.c), any number of
+     * outputs; NULL keeps it on the CPU. */
+    if (!strcmp(name, "composite")) return tg_nvrtc_kernel(n);
     if (n->nout != 1) return NULL;
     const tg_type *ot = &n->outputs[0]->type;
     const tg_dtype dt = n->nin ? n->inputs[0]->type.dtype : ot->dtype;

@@ -30,5 +30,9 @@ tg_array *tg_cuda_download(const tg_array *a, tg_ctx *ctx);
 void tg_cuda_pool_get_stats(tg_cuda_pool_stats *st);
 /* Give every cached block back to the driver. */
 void tg_cuda_pool_trim(void);
+/* A C-contiguous device array from the pool in *slot (reused when it is
+ * a device array nobody else holds and big enough), as the kernels'
+ * outputs; contents undefined (nvrtc.c). */
+int tg_cuda_prepare(tg_array **slot, tg_dtype dt, int ndim, const int64_t *shape, tg_ctx *ctx);
 
 #endif
