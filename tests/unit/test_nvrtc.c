@@ -382,8 +382,14 @@ static double tol_a(tg_dtype dt) { return dt == TG_FLOAT32 ? 1e-6 : dt == TG_FLO
 
 /* ---- a fresh cache folder ---- */
 
-static char cache_dir[256];
+static char cache_dir[256], *saved_cache_dir;
+static bool saved;
 static void fresh_cache(const char *tag) {
+    if (!saved) {
+        const char *d = getenv("TG_CACHE_DIR");
+        saved_cache_dir = d ? strdup(d) : NULL;
+        saved = true;
+    }
     snprintf(cache_dir, sizeof cache_dir, "%s/tg-nvrtc-test-%ld-%s", P_tmpdir, (long)getpid(), tag);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
@@ -391,7 +397,13 @@ static void fresh_cache(const char *tag) {
     setenv("TG_CACHE_DIR", cache_dir, 1);
     tg_nvrtc_forget();
 }
+/* Remove the folder and go back to the caller's cache folder. */
 static void drop_cache(void) {
+    if (saved_cache_dir)
+        setenv("TG_CACHE_DIR", saved_cache_dir, 1);
+    else
+        unsetenv("TG_CACHE_DIR");
+    tg_nvrtc_forget();
     if (getenv("TG_TEST_KEEP")) return; /* to read what was made */
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
@@ -767,6 +779,8 @@ static shim_fn shim_build(const char *src, void **handle, bool *no_cxx) {
     *handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     if (!*handle) fail_msg("dlopen: %s", dlerror());
     unlink(so);
+    unlink(cpp);
+    rmdir(dir);
     shim_fn fn;
     *(void **)&fn = dlsym(*handle, "tg_shim_launch");
     assert_non_null(fn);
@@ -1052,7 +1066,9 @@ int main(void) {
         cmocka_unit_test(test_gpu_without_nvrtc),
         cmocka_unit_test(test_mlp_fused_on_the_device),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    free(saved_cache_dir);
+    return rc;
 }
 
 #else /* a build without the CUDA backend */
