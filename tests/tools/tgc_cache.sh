@@ -25,11 +25,23 @@ expect 0 "list after a run" -- "$TGC" cache list
 contains out "^[0-9a-f]\{32\} " "one line per entry, starting with the hash"
 contains out "tg composite: 2 in, 2 out, ops sqr sqr mul add mul mul add; float64" "the source's first line"
 contains out "1 entry" "one entry"
+contains out "^[0-9a-f]\{32\} cpu " "a CPU kernel lists as kind cpu"
 touch "$TG_CACHE_DIR/keep.txt"
 expect 0 "run again: the kernel comes from the cache" -- "$TGC" run "$G" -i "$A" -i "$B"
 [ "$(wc -l <"$tmp/cc.log")" -eq 1 ] && pass "compiled once for two runs" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+# A GPU entry as nvrtc.c writes it (source, code with its header line),
+# and one of its temporaries: listed with its kind, cleared with the rest.
+H=0123456789abcdef0123456789abcdef
+printf '/* tg composite (cuda): 1 in, 1 out, ops exp; float32 */\n' >"$TG_CACHE_DIR/$H.cu"
+printf 'tg-nvrtc 1 sm_90 4 0\nELF\0' >"$TG_CACHE_DIR/$H.cubin"
+printf 'x' >"$TG_CACHE_DIR/$H.cubin.tmp.1.0"
+expect 0 "list both kinds" -- "$TGC" cache list
+contains out "^$H cuda sm_90 .*tg composite (cuda): 1 in, 1 out" "a GPU kernel lists as cuda and its target"
+contains out "2 entries" "two entries"
 expect 0 "clear" -- "$TGC" cache clear
-contains out "removed 1 entry" "clear says how many"
+contains out "removed 2 entries" "clear says how many"
+[ -z "$(ls "$TG_CACHE_DIR" | grep -v keep.txt)" ] && pass "clear removed both kinds and the temporary" ||
+  fail "left: $(ls "$TG_CACHE_DIR")"
 [ -e "$TG_CACHE_DIR/keep.txt" ] && pass "clear leaves other files" || fail "clear removed a file not its own"
 expect 0 "list after clear" -- "$TGC" cache list
 contains out "0 entries" "nothing left"

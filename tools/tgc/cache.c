@@ -1,8 +1,10 @@
-/* tgc cache list|clear: the compiled-kernel cache of composite ops
- * (TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else ~/.cache/tg).
+/* tgc cache list|clear: the compiled-kernel cache of composite ops, CPU
+ * kernels and GPU kernels (NVRTC) alike (TG_CACHE_DIR, else
+ * $XDG_CACHE_HOME/tg, else ~/.cache/tg).
  *
- *   tgc cache list    one line per entry: hash, size, age, the first line
- *                     of its C source; then a total
+ *   tgc cache list    one line per entry: hash, kind ("cpu", or "cuda" and
+ *                     the NVRTC target), size, age, the first line of its
+ *                     source; then a total
  *   tgc cache clear   remove the entries (and the cache's temporary and
  *                     lock files; nothing else in the folder)
  */
@@ -30,7 +32,8 @@ static void age_str(double s, char *buf, size_t n) {
 int tgc_cmd_cache(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: tgc cache list|clear\n"
-               "list   the compiled composite kernels in the cache folder\n"
+               "list   the compiled composite kernels in the cache folder (kind cpu: C\n"
+               "       compiled by the system compiler; kind cuda: compiled by NVRTC)\n"
                "clear  remove them\n"
                "The folder: TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else ~/.cache/tg.\n");
         return TG_EXIT_OK;
@@ -62,12 +65,12 @@ int tgc_cmd_cache(int argc, char **argv) {
             rc = TG_EXIT_FOUND;
         } else {
             long long total = 0;
-            if (n) printf("%-32s %10s %6s  %s\n", "HASH", "BYTES", "AGE", "SOURCE");
+            if (n) printf("%-32s %-16s %10s %6s  %s\n", "HASH", "KIND", "BYTES", "AGE", "SOURCE");
             for (int i = 0; i < n; i++) {
                 char age[32];
                 age_str(e[i].age_seconds, age, sizeof age);
-                printf("%-32s %10lld %6s  %s\n", e[i].hash, (long long)e[i].bytes, age,
-                       e[i].first_line);
+                printf("%-32s %-16s %10lld %6s  %s\n", e[i].hash, e[i].kind, (long long)e[i].bytes,
+                       age, e[i].first_line);
                 total += e[i].bytes;
             }
             printf("%d entr%s, %lld bytes in %s\n", n, n == 1 ? "y" : "ies", total, dir);

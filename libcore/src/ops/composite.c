@@ -92,6 +92,7 @@ typedef struct comp_body {
     /* -1 undecided, 0 interpreter, 1 compiled (fn) */
     int mode;
     tg_kernel_fn fn;
+    void *dev; /* a device backend's kernel (tg_composite_node_dev_set) */
     /* Which of the node's origins each fused node stood for: body node
      * t<j> (nodes[j] when the node was built) for origins[ostart[j] ..
      * ostart[j+1]). NULL for a composite read from a file. */
@@ -841,6 +842,27 @@ const char *tg_composite_node_source(const tg_node *n) {
     if (b && !b->src && __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0)
         b->src = gen_source(b->fg, 0); /* before the first run decides */
     return b ? b->src : NULL;
+}
+
+extern const tg_op tg_op_composite;
+
+const tg_fgraph *tg_composite_node_body(const tg_node *n) {
+    const comp_body *b = n && n->op == &tg_op_composite ? n->a.extra : NULL;
+    return b ? b->fg : NULL;
+}
+
+const char *tg_composite_ctype(tg_dtype dt) { return ctype_of(dt); }
+
+bool tg_composite_body_emit(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg) && !s->oom; }
+
+void *tg_composite_node_dev_get(const tg_node *n) {
+    comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    return b ? __atomic_load_n(&b->dev, __ATOMIC_ACQUIRE) : NULL;
+}
+
+void tg_composite_node_dev_set(const tg_node *n, void *k) {
+    comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    if (b) __atomic_store_n(&b->dev, k, __ATOMIC_RELEASE);
 }
 
 static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {

@@ -88,6 +88,32 @@ int tg_composite_node_mode(const tg_node *n);
  * always run in the interpreter. */
 const char *tg_composite_node_source(const tg_node *n);
 
+/* ---- for a device backend (backend/cuda/nvrtc.c) ---- */
+
+/* The node's body (borrowed; NULL when n is not a parsed composite): 0-d
+ * variables, elementwise nodes, fg->inputs in the node's input order. */
+const tg_fgraph *tg_composite_node_body(const tg_node *n);
+
+/* The C type the generated code uses for dt ("float", "int32_t", bool is
+ * "uint8_t"), or NULL when the code generator has none (float16). */
+const char *tg_composite_ctype(tg_dtype dt);
+
+/* Append to s the statements that compute every variable of body fg, as
+ * the CPU kernel does: the input with body index i must be in scope as a
+ * local `v<i>`; each node output becomes `const <ctype> v<index> = ...;`
+ * (0-d constants too). The code is C that is also valid CUDA C++ given the
+ * helpers of the CPU kernel's prelude (tg_sigmoid_f/d, tg_softplus_f/d,
+ * tg_clip_<ctype>), the libm names and __builtin_nan/__builtin_inf. False
+ * when the body has an op or dtype the generator does not handle (s may
+ * hold part of the code then). */
+bool tg_composite_body_emit(tg_str *s, const tg_fgraph *fg);
+
+/* A slot in the node for a device backend's compiled kernel (NULL until
+ * set). The backend owns what it stores and keeps it for the life of the
+ * process; the node only forgets the pointer when it dies. */
+void *tg_composite_node_dev_get(const tg_node *n);
+void tg_composite_node_dev_set(const tg_node *n, void *k);
+
 /* Force the interpreter for every composite of this process (true), or let
  * compiled kernels be used (false, the default). The environment variable
  * TG_COMPOSITE=interp does the same at start. For tests and benchmarks. */
@@ -123,20 +149,33 @@ tg_kcache_stats tg_kcache_stats_get(void);
  * of the process holds a kernel any more. */
 void tg_kcache_forget(void);
 
-/* One entry of the disk cache. */
+/* One entry of the disk cache: a CPU kernel (<hash>.so and <hash>.c) or
+ * a GPU kernel compiled by NVRTC (<hash>.cubin or <hash>.ptx, and
+ * <hash>.cu; backend/cuda/nvrtc.c). */
 typedef struct tg_kcache_entry {
     char hash[33];
-    int64_t bytes;       /* shared object + source */
-    double age_seconds;  /* since the shared object was written */
+    int64_t bytes;       /* compiled code + source */
+    double age_seconds;  /* since the compiled code was written */
     char first_line[160]; /* of the source */
+    char kind[24];       /* "cpu", or "cuda " and the NVRTC target
+                            ("cuda sm_90", "cuda compute_90") */
 } tg_kcache_entry;
 
-/* The entries of dir (*out owned by the caller, tg_free). A folder that
- * does not exist has no entries. TG_EIO when it cannot be read. */
+/* The entries of dir, both kinds (*out owned by the caller, tg_free). A
+ * folder that does not exist has no entries. TG_EIO when it cannot be
+ * read. */
 int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n,
                    tg_ctx *ctx);
-/* Remove the cache's own files from dir (entries, temporaries, the lock),
- * nothing else; *removed counts the entries removed. */
+/* Remove the cache's own files from dir (entries of both kinds,
+ * temporaries, the lock), nothing else; *removed counts the entries
+ * removed. */
 int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx);
+
+/* For the GPU kernels' cache (nvrtc.c), which shares the folder, its
+ * lock file and its hash: mkdir -p (0, or -1 with errno set), and the
+ * 128-bit FNV-1a, as 32 hex digits, of parts[0..n-1] each with its
+ * terminating NUL. */
+int tg_kcache_mkdir(const char *dir);
+void tg_kcache_hash(const char *const *parts, int n, char out[33]);
 
 #endif

@@ -1,7 +1,10 @@
 /* The compiled-kernel cache (Theano's compile cache, in C).
  *
  * An entry is <hash>.c (the source, kept for `tgc cache list` and for
- * reading) and <hash>.so, in the cache folder. The hash is a 128-bit
+ * reading) and <hash>.so, in the cache folder. The GPU kernels of
+ * backend/cuda/nvrtc.c share the folder, the lock and the hash; their
+ * entries are <hash>.cu and <hash>.cubin or <hash>.ptx, and list and
+ * clear here too. The hash is a 128-bit
  * FNV-1a of the source, the compiler's identity (`$CC --version`), the
  * flags and the CPU's feature flags (the code is built with
  * -march=native, so a cache folder shared between machines must not hand
@@ -125,6 +128,14 @@ static int mkdirs(const char *path) {
     }
     return 0;
 }
+
+void tg_kcache_hash(const char *const *parts, int n, char out[33]) {
+    u128 h = fnv_init();
+    for (int i = 0; i < n; i++) h = fnv_add(h, parts[i], strlen(parts[i]) + 1);
+    fnv_hex(h, out);
+}
+
+int tg_kcache_mkdir(const char *dir) { return mkdirs(dir); }
 
 /* Run argv with stdout to out_fd (-1: /dev/null) and stderr to err_fd
  * (-1: /dev/null); the exit status, or -1 when it could not start. */
@@ -337,6 +348,15 @@ static int cmp_entry(const void *a, const void *b) {
     return x->age_seconds < y->age_seconds ? -1 : x->age_seconds > y->age_seconds;
 }
 
+/* The compiled code of an entry: <hash>.so (CPU), <hash>.cubin or
+ * <hash>.ptx (GPU, nvrtc.c), with the source beside it as <hash>.c or
+ * <hash>.cu. NULL for any other name. */
+static const char *entry_source_suffix(const char *nm) {
+    if (strlen(nm) <= 32 || !is_hash(nm, 32)) return NULL;
+    const char *x = nm + 32;
+    return !strcmp(x, ".so") ? ".c" : !strcmp(x, ".cubin") || !strcmp(x, ".ptx") ? ".cu" : NULL;
+}
+
 int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n, tg_ctx *ctx) {
     *out = NULL;
     *n = 0;
@@ -349,8 +369,8 @@ int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n, tg_ctx *ctx) 
     struct dirent *de;
     time_t now = time(NULL);
     while ((de = readdir(d))) {
-        size_t len = strlen(de->d_name);
-        if (len != 35 || strcmp(de->d_name + 32, ".so") || !is_hash(de->d_name, 32)) continue;
+        const char *srcx = entry_source_suffix(de->d_name);
+        if (!srcx) continue;
         if (*n == cap) {
             cap = cap ? cap * 2 : 16;
             tg_kcache_entry *p = tg_realloc(*out, sizeof *p * (size_t)cap);
@@ -369,7 +389,19 @@ int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n, tg_ctx *ctx) 
         if (stat(p, &st) != 0) continue;
         e->bytes = st.st_size;
         e->age_seconds = difftime(now, st.st_mtime);
-        snprintf(p, sizeof p, "%s/%s.c", dir, e->hash);
+        snprintf(e->kind, sizeof e->kind, "cpu");
+        if (srcx[2]) {
+            /* A GPU entry names its target on its first line
+             * ("tg-nvrtc 1 sm_90 ..."; nvrtc.c). */
+            char target[16] = "?";
+            FILE *f = fopen(p, "r");
+            if (f) {
+                if (fscanf(f, "tg-nvrtc %*d %15s", target) != 1) snprintf(target, sizeof target, "?");
+                fclose(f);
+            }
+            snprintf(e->kind, sizeof e->kind, "cuda %s", target);
+        }
+        snprintf(p, sizeof p, "%s/%s%s", dir, e->hash, srcx);
         FILE *f = fopen(p, "r");
         if (f) {
             if (fstat(fileno(f), &st) == 0) e->bytes += st.st_size;
@@ -402,10 +434,14 @@ int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
     while ((de = readdir(d))) {
         const char *nm = de->d_name;
         size_t len = strlen(nm);
-        bool ours = !strcmp(nm, "lock") ||
-                    (len > 32 && is_hash(nm, 32) &&
-                     (!strcmp(nm + 32, ".so") || !strcmp(nm + 32, ".c") ||
-                      !strncmp(nm + 32, ".tmp.", 5) || !strncmp(nm + 32, ".c.", 3)));
+        /* <hash>.so/.c (CPU), <hash>.cubin/.ptx/.cu (GPU), and the
+         * temporaries: <hash>.tmp.* and <hash>.<suffix>.tmp.* */
+        static const char *const sfx[] = {".so", ".c", ".cu", ".cubin", ".ptx", NULL};
+        bool ours = !strcmp(nm, "lock") || (len > 32 && is_hash(nm, 32) && !strncmp(nm + 32, ".tmp.", 5));
+        for (int i = 0; sfx[i] && !ours && len > 32 && is_hash(nm, 32); i++) {
+            size_t k = strlen(sfx[i]);
+            ours = !strncmp(nm + 32, sfx[i], k) && (!nm[32 + k] || !strncmp(nm + 32 + k, ".tmp.", 5));
+        }
         if (!ours) continue;
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", dir, nm);
@@ -413,7 +449,7 @@ int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
             rc = tg_errorf(ctx, TG_EIO, "%s: %s", p, strerror(errno));
             break;
         }
-        if (len == 35 && !strcmp(nm + 32, ".so")) (*removed)++;
+        if (entry_source_suffix(nm)) (*removed)++;
     }
     closedir(d);
     return rc;

@@ -324,21 +324,11 @@ tg_function *tg_function_compile(tg_graph *g, int index,
             goto fail;
         }
     const char *device = opts && opts->device ? opts->device : getenv("TG_DEVICE");
-    /* On the GPU, elementwise nodes run as the GPU's own kernels: fused
-     * into a composite (which has no GPU kernel yet) they would stay on
-     * the CPU, with transfers around each. gemm, gemv and ger run through
-     * cuBLAS. */
-    const char *no_fusion[66];
-    tg_compile_options o2;
-    if (device && !strcmp(device, "cuda")) {
-        o2 = opts ? *opts : (tg_compile_options){0};
-        int k = 0;
-        for (int i = 0; o2.exclude && o2.exclude[i] && k < 64; i++) no_fusion[k++] = o2.exclude[i];
-        no_fusion[k++] = "fusion";
-        no_fusion[k] = NULL;
-        o2.exclude = no_fusion;
-        opts = &o2;
-    }
+    /* The same optimizer for every device: on the GPU a composite runs as
+     * its body compiled by NVRTC (backend/cuda/nvrtc.c), and stays on the
+     * CPU, with transfers, only when its body cannot be compiled there.
+     * `exclude: ["fusion"]` (tgc --exclude fusion) leaves the elementwise
+     * nodes unfused, each on the GPU's own kernel. */
     if (tg_optimize(f->fg, opts, &f->record, g->ids, ctx)) goto fail;
     /* Placement (rewrite/place.c) runs last, on the optimized graph. */
     if (tg_place(f->fg, device, &f->record, &f->kernels, ctx)) goto fail;

@@ -30,6 +30,7 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/cudnn.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/nvrtc.h"
 #include "ops/op.h"
 
 /* ---- the device ---- */
@@ -774,6 +775,9 @@ static bool is_view_op(const char *name) { return !strcmp(name, "transpose") || 
 
 static tg_kernel_fn cu_kernel(const tg_node *n) {
     const char *name = n->op->name;
+    /* composite: its body compiled by NVRTC (nvrtc.c), any number of
+     * outputs; NULL keeps it on the CPU. */
+    if (!strcmp(name, "composite")) return tg_nvrtc_kernel(n);
     tg_kernel_fn dnn = tg_cudnn_kernel(n); /* conv2d, pool2d, softmax: cudnn.c */
     if (dnn) return dnn;
     if (n->nout != 1) return NULL;

@@ -32,10 +32,10 @@ tg_array *tg_cuda_download(const tg_array *a, tg_ctx *ctx);
 void tg_cuda_pool_get_stats(tg_cuda_pool_stats *st);
 /* Give every cached block back to the driver. */
 void tg_cuda_pool_trim(void);
-
-/* For the cuDNN kernels (cudnn.c): a C-contiguous device array from the
- * pool, contents undefined (NULL with ctx set on failure); the kernels'
- * output convention (*slot reused when it fits); a C-contiguous device
+/* For the cuDNN and composite kernels (cudnn.c, nvrtc.c): a C-contiguous
+ * device array from the pool, contents undefined (NULL with ctx set on
+ * failure); the kernels' output convention (*slot reused when it is a
+ * device array nobody else holds and big enough); a C-contiguous device
  * copy of a device array (a itself, referenced, when it is one; strided
  * float32 and float64 only). */
 tg_array *tg_cuda_empty(tg_dtype dt, int ndim, const int64_t *shape, tg_ctx *ctx);
