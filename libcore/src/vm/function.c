@@ -190,9 +190,17 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
         slot_of[i] = next;
         f->slot_var[next] = v;
         pinned[next] = true;
-        if (v->kind == TG_VAR_CONSTANT) {
+        if (v->kind == TG_VAR_CONSTANT && v->resident) {
+            /* Uploaded once: every call reads this copy. */
+            const tg_backend *be = tg_backend_cuda();
+            if ((rc = be->to_device(v->value, &f->slots[next], ctx))) goto done;
+        } else if (v->kind == TG_VAR_CONSTANT) {
             f->slots[next] = tg_array_ref(v->value);
         } else if (v->kind == TG_VAR_SHARED) {
+            if (v->resident && !f->shared_dev &&
+                !(f->shared_dev = tg_calloc((size_t)nvars + 1, sizeof *f->shared_dev)))
+                goto oom;
+            if (v->resident) f->shared_dev[f->nshared] = true;
             f->shared_slots[f->nshared] = next;
             f->shared[f->nshared++] = v->shared;
         }
@@ -403,6 +411,7 @@ void tg_function_free(tg_function *f) {
     tg_free(f->out_slots);
     tg_free(f->shared_slots);
     tg_free(f->shared);
+    tg_free(f->shared_dev);
     tg_free(f->upd_shared);
     tg_free(f->scratch_in);
     tg_free(f->kernels);
@@ -518,7 +527,7 @@ static tg_shared *find_shared(const tg_function *f, const char *id) {
 
 const tg_array *tg_function_shared_get(const tg_function *f, const char *id) {
     tg_shared *s = find_shared(f, id);
-    return s ? s->value : NULL;
+    return s ? tg_shared_value(s, NULL) : NULL;
 }
 
 int tg_function_shared_set(tg_function *f, const char *id,
@@ -538,8 +547,7 @@ int tg_function_shared_set(tg_function *f, const char *id,
     }
     tg_array *c = tg_array_copy(value, value->dtype);
     if (!c) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    tg_array_free(s->value);
-    s->value = c;
+    tg_shared_value_set(s, c);
     return TG_OK;
 }
 
@@ -767,19 +775,48 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
 
 int tg_function_run_bound(tg_function *f, tg_ctx *ctx) { return run_schedule(f, ctx); }
 
-int tg_function_call(tg_function *f, tg_array *const *inputs,
-                     tg_array **outputs, tg_ctx *ctx) {
-    int rc;
-    tg_fgraph *fg = f->fg;
+/* Shared values into their slots: the host value, brought back first when
+ * a device update made it stale, or, for a resident variable of a placed
+ * function, the device copy (uploaded when there is none yet). */
+static int bind_shared(tg_function *f, tg_ctx *ctx) {
     for (int i = 0; i < f->nshared; i++) {
         int slot = f->shared_slots[i];
-        tg_array *v = f->shared[i]->value;
+        tg_shared *sh = f->shared[i];
+        tg_array *v = sh->value;
+        if (__builtin_expect(f->shared_dev != NULL, 0) && f->shared_dev[i]) {
+            if (!(v = tg_shared_device(sh, ctx))) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+        } else if (__builtin_expect(sh->host_stale, 0) && !(v = tg_shared_fetch(sh, ctx))) {
+            return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+        }
         if (f->slots[slot] != v) {
             tg_array_free(f->slots[slot]);
             f->slots[slot] = v ? tg_array_ref(v) : NULL;
         }
     }
-    if ((rc = bind_inputs(f, inputs, ctx)) || (rc = run_schedule(f, ctx))) {
+    return TG_OK;
+}
+
+/* A new value for a shared variable that no slot or other output still
+ * holds: a copy on the value's own side. */
+static tg_array *copy_value(tg_array *a, tg_ctx *ctx) {
+    if (__builtin_expect(tg_array_on_device(a), 0)) {
+        tg_array *c = NULL;
+        if (tg_backend_cuda()->copy(a, &c, ctx)) {
+            tg_array_free(c);
+            return NULL;
+        }
+        return c;
+    }
+    tg_array *c = tg_array_copy(a, a->dtype);
+    if (!c) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return c;
+}
+
+int tg_function_call(tg_function *f, tg_array *const *inputs,
+                     tg_array **outputs, tg_ctx *ctx) {
+    int rc;
+    tg_fgraph *fg = f->fg;
+    if ((rc = bind_shared(f, ctx)) || (rc = bind_inputs(f, inputs, ctx)) || (rc = run_schedule(f, ctx))) {
         unbind_inputs(f);
         return rc;
     }
@@ -816,11 +853,12 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
             news[i] = a;
             f->slots[slot] = NULL;
         } else {
-            news[i] = tg_array_copy(a, a->dtype);
+            news[i] = f->on_device ? copy_value(a, ctx) : tg_array_copy(a, a->dtype);
             if (!news[i]) {
                 for (int j = 0; j < i; j++) tg_array_free(news[j]);
                 if (news != small) tg_free(news);
-                return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                return f->on_device ? (ctx && ctx->status ? ctx->status : TG_ENOMEM)
+                                    : tg_errorf(ctx, TG_ENOMEM, "out of memory");
             }
         }
     }
@@ -830,8 +868,22 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
     }
     for (int i = 0; i < fg->nupd; i++) {
         tg_shared *sh = f->upd_shared[i];
-        tg_array *old = sh->value;
-        sh->value = news[i];
+        tg_array *old;
+        if (__builtin_expect(f->on_device, 0) && tg_array_on_device(news[i])) {
+            /* Made on the device: the new device copy; the host copy is
+             * stale until someone on the host asks for it. */
+            old = sh->dev;
+            sh->dev = news[i];
+            sh->host_stale = true;
+        } else {
+            old = sh->value;
+            sh->value = news[i];
+            if (__builtin_expect(sh->dev != NULL, 0)) {
+                tg_array_free(sh->dev);
+                sh->dev = NULL;
+            }
+            sh->host_stale = false;
+        }
         /* Double buffering: the value the update replaced becomes the
          * array the producer of the update writes into on the next call
          * (tg_array_prepare reuses it once nothing else holds it), so a
