@@ -359,7 +359,7 @@ static tg_shared *shared_of(const tg_function *f, const char *id) {
 /* The device copy is the value; the host's is out of date. */
 static bool on_device_only(const tg_function *f, const char *id) {
     const tg_shared *s = shared_of(f, id);
-    return s->dev && s->host_stale;
+    return s->dev && !s->value;
 }
 
 /* ---- tests ---- */

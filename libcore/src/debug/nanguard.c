@@ -290,7 +290,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     for (int i = 0; on && i < f->nshared && !g->found; i++) {
         /* A value a device update left there comes back to be checked. */
         const tg_array *sv = tg_shared_value(f->shared[i], ctx);
-        if (!sv && f->shared[i]->host_stale) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+        if (!sv && f->shared[i]->dev) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
         if (check_value(g, sv, TG_OFFENCE_SHARED, f->shared[i]->id))
             return tg_errorf(ctx, TG_ESTOPPED,
                              "call %llu: shared variable '%s' holds %s (%d of %lld elements)",

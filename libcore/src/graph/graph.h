@@ -44,19 +44,22 @@ typedef struct tg_trace {
  *
  * A function placed on a device keeps a device copy (`dev`) that it reads
  * without an upload and into which it stores its update without a
- * download; the host value is then stale (`host_stale`) until something
- * on the host asks for it. So nobody reads `value` directly: readers go
- * through tg_shared_value (which brings the value back when it is stale)
- * and writers through tg_shared_value_set / tg_shared_device_set, which
- * keep the two copies consistent. */
+ * download; the host value is then stale until something on the host
+ * asks for it. Stale is `value` NULL with `dev` set (the old host array
+ * waits in `spare`, for the download to reuse), so that the CPU's call
+ * path, which compares `value` with what its slot holds, needs no test
+ * of its own when nothing is on a device. Readers go through
+ * tg_shared_value (which brings the value back when it is stale) and
+ * writers through tg_shared_value_set / tg_shared_device_set, which keep
+ * the copies consistent. */
 typedef struct tg_shared {
     long refcount;
     char *id;
     tg_type type;
-    tg_array *value;  /* the host value: stale while host_stale */
-    tg_array *dev;    /* the device copy, or NULL: equal to value unless
-                         host_stale */
-    bool host_stale;  /* dev is newer than value */
+    tg_array *value; /* the host value; NULL while stale */
+    tg_array *dev;   /* the device copy, or NULL; the value when stale,
+                        else equal to it */
+    tg_array *spare; /* while stale: the old host array, or NULL */
 } tg_shared;
 
 typedef enum tg_var_kind {
@@ -232,11 +235,11 @@ tg_shared *tg_shared_ref(tg_shared *s);
 void tg_shared_unref(tg_shared *s);
 /* The host value of s (borrowed), brought back from the device first when
  * a placed function updated it there since (one download, kept: a second
- * read costs nothing). NULL, with ctx set, when that download fails or s
- * has no value. */
+ * read costs nothing). NULL, with ctx set, when that download fails (s->dev
+ * is then still set), or when s has no value at all. */
 tg_array *tg_shared_fetch(tg_shared *s, tg_ctx *ctx);
 static inline tg_array *tg_shared_value(tg_shared *s, tg_ctx *ctx) {
-    return __builtin_expect(!s->host_stale, 1) ? s->value : tg_shared_fetch(s, ctx);
+    return __builtin_expect(s->value != NULL, 1) ? s->value : tg_shared_fetch(s, ctx);
 }
 /* Make `value` (taken over) the host value; the device copy, now out of
  * date, is dropped. */

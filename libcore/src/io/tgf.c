@@ -784,7 +784,7 @@ static tg_array *resolve_array(void *ud, json_object *ref, const tg_var *v, cons
     if (rc->current_shared && v->kind == TG_VAR_SHARED && t->shared_ids) {
         tg_shared *s = tg_idmap_get(t->shared_ids, v->id);
         tg_array *cur = s ? tg_shared_value(s, ctx) : NULL;
-        if (s && s->host_stale) return NULL; /* could not bring it back (ctx says why) */
+        if (s && !cur && s->dev) return NULL; /* could not bring it back (ctx says why) */
         if (cur) a = cur;
     }
     if (!tg_type_accepts(&v->type, a)) {

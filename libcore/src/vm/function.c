@@ -778,16 +778,30 @@ int tg_function_run_bound(tg_function *f, tg_ctx *ctx) { return run_schedule(f, 
 /* Shared values into their slots: the host value, brought back first when
  * a device update made it stale, or, for a resident variable of a placed
  * function, the device copy (uploaded when there is none yet). */
+static int bind_shared_placed(tg_function *f, tg_ctx *ctx) {
+    for (int i = 0; i < f->nshared; i++) {
+        int slot = f->shared_slots[i];
+        tg_shared *sh = f->shared[i];
+        tg_array *v = f->shared_dev && f->shared_dev[i] ? tg_shared_device(sh, ctx) : tg_shared_value(sh, ctx);
+        if (!v && (sh->dev || (f->shared_dev && f->shared_dev[i])))
+            return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+        if (f->slots[slot] != v) {
+            tg_array_free(f->slots[slot]);
+            f->slots[slot] = v ? tg_array_ref(v) : NULL;
+        }
+    }
+    return TG_OK;
+}
+
 static int bind_shared(tg_function *f, tg_ctx *ctx) {
+    if (__builtin_expect(f->on_device, 0)) return bind_shared_placed(f, ctx);
     for (int i = 0; i < f->nshared; i++) {
         int slot = f->shared_slots[i];
         tg_shared *sh = f->shared[i];
         tg_array *v = sh->value;
-        if (__builtin_expect(f->shared_dev != NULL, 0) && f->shared_dev[i]) {
-            if (!(v = tg_shared_device(sh, ctx))) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
-        } else if (__builtin_expect(sh->host_stale, 0) && !(v = tg_shared_fetch(sh, ctx))) {
+        /* NULL: stale, when a device copy is the value */
+        if (__builtin_expect(!v, 0) && sh->dev && !(v = tg_shared_fetch(sh, ctx)))
             return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
-        }
         if (f->slots[slot] != v) {
             tg_array_free(f->slots[slot]);
             f->slots[slot] = v ? tg_array_ref(v) : NULL;
@@ -866,23 +880,32 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
         tg_array *a = f->slots[f->out_slots[i]];
         outputs[i] = a ? tg_array_ref(a) : NULL;
     }
+    const bool placed = f->on_device;
     for (int i = 0; i < fg->nupd; i++) {
         tg_shared *sh = f->upd_shared[i];
         tg_array *old;
-        if (__builtin_expect(f->on_device, 0) && tg_array_on_device(news[i])) {
+        if (__builtin_expect(placed, 0) && tg_array_on_device(news[i])) {
             /* Made on the device: the new device copy; the host copy is
              * stale until someone on the host asks for it. */
             old = sh->dev;
             sh->dev = news[i];
-            sh->host_stale = true;
+            if (sh->value) {
+                tg_array_free(sh->spare);
+                sh->spare = sh->value;
+                sh->value = NULL;
+            }
         } else {
             old = sh->value;
             sh->value = news[i];
             if (__builtin_expect(sh->dev != NULL, 0)) {
+                /* the device copy is out of date: dropped */
                 tg_array_free(sh->dev);
                 sh->dev = NULL;
+                if (!old) old = sh->spare;
+                else
+                    tg_array_free(sh->spare);
+                sh->spare = NULL;
             }
-            sh->host_stale = false;
         }
         /* Double buffering: the value the update replaced becomes the
          * array the producer of the update writes into on the next call
