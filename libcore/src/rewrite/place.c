@@ -273,9 +273,9 @@ int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn
         fg->outputs[i] = w;
         /* A function output keeps its id (callers look outputs up by
          * it): the host copy takes it and the device value is renamed
-         * "<id>:cuda". Its node keeps standing for the original node. (A
-     * resident value returned as it is keeps its id: the host copy is
-     * "<id>:cpu".) */
+         * "<id>:cuda". Its node keeps standing for the original node.
+         * (A resident value returned as it is keeps its id: the host
+         * copy is "<id>:cpu".) */
         if (v->owner && !st.renamed[v->index]) {
             st.renamed[v->index] = true;
             if ((rc = swap_ids(&st, v, w, ctx))) goto done;
