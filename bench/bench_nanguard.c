@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
         tg_function_set_hooks(fp, NULL);
         /* and the shared values, checked when each call begins */
         for (int i = 0; i < fp->nshared; i++) {
-            const tg_array *a = fp->shared[i]->value;
+            const tg_array *a = tg_shared_value(fp->shared[i], NULL);
             if (!a || !tg_dtype_is_float(a->dtype)) continue;
             sz.total += tg_array_size(a);
             if (sz.len < sizeof sz.list - 32)

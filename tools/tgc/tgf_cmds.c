@@ -324,8 +324,9 @@ static void print_var(printer *P, const tg_var *v, int depth) {
     indent(depth);
     if (!v->owner) {
         id_str(P, take_id(P, v->id, &fresh), idb, sizeof idb);
-        const char *kind = v->kind == TG_VAR_SHARED     ? " (shared)"
-                           : v->kind == TG_VAR_CONSTANT ? " (constant)"
+        /* resident: placement left it on the device, with no transfer */
+        const char *kind = v->kind == TG_VAR_SHARED     ? (v->resident ? " (shared, resident on cuda)" : " (shared)")
+                           : v->kind == TG_VAR_CONSTANT ? (v->resident ? " (constant, resident on cuda)" : " (constant)")
                                                         : "";
         printf("%s [id %s]%s", v->id, idb, kind);
         if (v->kind == TG_VAR_CONSTANT && v->value && tg_array_ndim(v->value) == 0)

@@ -103,7 +103,7 @@ int tgd_testvalues(int argc, char **argv) {
         if (v->owner) continue;
         tg_array *a = v->test_value ? v->test_value
                       : v->kind == TG_VAR_CONSTANT ? v->value
-                      : v->kind == TG_VAR_SHARED && v->shared ? v->shared->value
+                      : v->kind == TG_VAR_SHARED && v->shared ? tg_shared_value(v->shared, NULL)
                                                               : NULL;
         if (!a && v->kind == TG_VAR_INPUT && reads(g, v)) {
             tg_str_addf(&missing, "%s'%s' (variables[%d])", nmissing ? ", " : "", v->id, v->json_index);

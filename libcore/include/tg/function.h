@@ -37,10 +37,14 @@ typedef struct tg_compile_options {
     const char *const *exclude;
     /* Where the nodes run: "cpu" (NULL: the environment variable
      * TG_DEVICE, else "cpu") or "cuda": every node with a GPU kernel runs
-     * on the GPU, `transfer` nodes move values across; inputs, outputs
-     * and shared values stay on the host. Without a usable GPU (or a
-     * build without CUDA) one line on stderr says so and the function
-     * runs on the CPU. Anything else is TG_EINVAL. */
+     * on the GPU, `transfer` nodes move values across; inputs come from
+     * the host and outputs go back to it. Shared variables that GPU nodes
+     * read stay on the GPU between calls, and their updates are made
+     * there: the host value comes back only when something on the host
+     * reads it (tg_function_shared_get, saving, a CPU function of the
+     * same graph). Without a usable GPU (or a build without CUDA) one
+     * line on stderr says so and the function runs on the CPU. Anything
+     * else is TG_EINVAL. */
     const char *device;
     /* How each cuDNN convolution node (device "cuda") chooses its
      * algorithm, for the forward pass and both gradients: "guess_once",
@@ -78,8 +82,11 @@ TG_API int tg_function_node_count(const tg_function *f);
 TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
                             tg_array **outputs, tg_ctx *ctx);
 
-/* Shared variables: the current value (borrowed) and replacing it (the
- * value must fit the variable's type; a copy is taken). */
+/* Shared variables: the current value (borrowed: valid until the next
+ * call or set; brought back from the GPU first when a function placed
+ * there updated it, and NULL when that copy fails) and replacing it (the
+ * value must fit the variable's type; a copy is taken, and the next call
+ * on the GPU uploads it). */
 TG_API const tg_array *tg_function_shared_get(const tg_function *f,
                                               const char *id);
 TG_API int tg_function_shared_set(tg_function *f, const char *id,

@@ -10,6 +10,10 @@
  * strides and views work on them unchanged, but only the backend's kernels
  * may read their data. The placement pass (rewrite/place.c) guarantees
  * that every other kernel sees host arrays.
+ *
+ * Shared variables keep a device copy between calls (graph.h, tg_shared):
+ * to_device makes it, to_host brings it back when the host asks, copy
+ * duplicates an update value on the device.
  */
 #ifndef TG_BACKEND_INTERNAL_H
 #define TG_BACKEND_INTERNAL_H
@@ -70,10 +74,19 @@ typedef struct tg_backend {
     bool (*is_device)(const tg_array *a);
     /* For the tools; NULL when the backend offers none. */
     const tg_backend_tools *tools;
+    /* A new C-contiguous device array (*out, NULL on entry) holding the
+     * values of device array src: an update value a function still holds
+     * elsewhere becomes a shared variable's device copy this way. */
+    int (*copy)(const tg_array *src, tg_array **out, tg_ctx *ctx);
 } tg_backend;
 
 /* The CUDA backend, or NULL when this build has none. */
 const tg_backend *tg_backend_cuda(void);
+
+/* Tests only (tests/unit/test_resident.c registers a mock device): make
+ * tg_backend_cuda() return b (NULL: the build's own again). No library
+ * caller uses it. */
+void tg_backend_test_set(const tg_backend *b);
 
 /* True when a lives in device memory (of any backend). */
 bool tg_array_on_device(const tg_array *a);

@@ -335,12 +335,16 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
             return tg_errorf(ctx, TG_ESTOPPED, "call %llu: input '%s' holds %s (%d of %lld elements)",
                              (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
                              count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size);
-    for (int i = 0; on && i < f->nshared && !g->found; i++)
-        if (check_value(g, f->shared[i]->value, TG_OFFENCE_SHARED, f->shared[i]->id))
+    for (int i = 0; on && i < f->nshared && !g->found; i++) {
+        /* A value a device update left there comes back to be checked. */
+        const tg_array *sv = tg_shared_value(f->shared[i], ctx);
+        if (!sv && f->shared[i]->dev) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+        if (check_value(g, sv, TG_OFFENCE_SHARED, f->shared[i]->id))
             return tg_errorf(ctx, TG_ESTOPPED,
                              "call %llu: shared variable '%s' holds %s (%d of %lld elements)",
                              (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
                              count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size);
+    }
     int rc = tg_function_call(f, inputs, outputs, ctx);
     if (rc != TG_ESTOPPED || !g->found) return rc;
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "ops/op.h"
 
 /* ---- id map: open addressing, FNV-1a ---- */
@@ -246,7 +247,75 @@ void tg_shared_unref(tg_shared *s) {
     if (!s || --s->refcount > 0) return;
     tg_free(s->id);
     tg_array_free(s->value);
+    tg_array_free(s->dev);
+    tg_array_free(s->spare);
     tg_free(s);
+}
+
+/* The copies of a shared value (graph.h). The device's are the device
+ * backend's arrays; a download reuses the stale host array's memory when
+ * nothing else holds it (a caller's borrowed pointer from
+ * tg_function_shared_get is valid until the next call or set). */
+tg_array *tg_shared_fetch(tg_shared *s, tg_ctx *ctx) {
+    if (s->value || !s->dev) return s->value;
+    const tg_backend *be = tg_backend_cuda();
+    if (!be) {
+        tg_errorf(ctx, TG_ERUNTIME, "shared variable '%s' lives on a device this build has no backend for", s->id);
+        return NULL;
+    }
+    tg_array *h = s->spare && tg_array_is_exclusive(s->spare) ? s->spare : NULL;
+    if (!h) tg_array_free(s->spare);
+    s->spare = NULL;
+    if (be->to_host(s->dev, &h, ctx)) {
+        /* The device copy stays the value. */
+        tg_array_free(h);
+        return NULL;
+    }
+    s->value = h;
+    return h;
+}
+
+void tg_shared_value_set(tg_shared *s, tg_array *value) {
+    tg_array_free(s->value);
+    s->value = value;
+    tg_array_free(s->dev);
+    s->dev = NULL;
+    tg_array_free(s->spare);
+    s->spare = NULL;
+}
+
+void tg_shared_device_set(tg_shared *s, tg_array *dev) {
+    tg_array_free(s->dev);
+    s->dev = dev;
+    if (s->value) {
+        tg_array_free(s->spare);
+        s->spare = s->value;
+        s->value = NULL;
+    }
+}
+
+int tg_shared_fetch_vars(tg_var *const *vars, int n, tg_ctx *ctx) {
+    for (int i = 0; i < n; i++) {
+        tg_shared *s = vars[i]->kind == TG_VAR_SHARED ? vars[i]->shared : NULL;
+        if (s && !s->value && s->dev && !tg_shared_fetch(s, ctx)) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+    }
+    return TG_OK;
+}
+
+tg_array *tg_shared_device(tg_shared *s, tg_ctx *ctx) {
+    if (s->dev) return s->dev;
+    const tg_backend *be = tg_backend_cuda();
+    if (!be || !s->value) {
+        tg_errorf(ctx, TG_ERUNTIME, "shared variable '%s' has no value to put on the device", s->id);
+        return NULL;
+    }
+    tg_array *d = NULL;
+    if (be->to_device(s->value, &d, ctx)) {
+        tg_array_free(d);
+        return NULL;
+    }
+    s->dev = d;
+    return d;
 }
 
 /* ---- descriptions for errors ---- */

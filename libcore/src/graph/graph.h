@@ -40,12 +40,26 @@ typedef struct tg_trace {
 
 /* Shared state: one per shared variable of a graph, referenced by every
  * function compiled from it, so that `train` and `predict` see the same
- * weights. */
+ * weights.
+ *
+ * A function placed on a device keeps a device copy (`dev`) that it reads
+ * without an upload and into which it stores its update without a
+ * download; the host value is then stale until something on the host
+ * asks for it. Stale is `value` NULL with `dev` set (the old host array
+ * waits in `spare`, for the download to reuse), so that the CPU's call
+ * path, which compares `value` with what its slot holds, needs no test
+ * of its own when nothing is on a device. Readers go through
+ * tg_shared_value (which brings the value back when it is stale) and
+ * writers through tg_shared_value_set / tg_shared_device_set, which keep
+ * the copies consistent. */
 typedef struct tg_shared {
     long refcount;
     char *id;
     tg_type type;
-    tg_array *value;
+    tg_array *value; /* the host value; NULL while stale */
+    tg_array *dev;   /* the device copy, or NULL; the value when stale,
+                        else equal to it */
+    tg_array *spare; /* while stale: the old host array, or NULL */
 } tg_shared;
 
 typedef enum tg_var_kind {
@@ -80,6 +94,9 @@ struct tg_var {
     bool inline_const; /* written inline as {"value": ...} */
     bool declared;     /* listed in `variables` */
     bool type_given;   /* the file gave a type (checked on node outputs) */
+    bool resident;     /* placement: a shared value or constant the device
+                          reads where it lives (its device copy), with no
+                          transfer node (rewrite/place.c) */
     int json_index;    /* variables[i], or -1 */
     tg_array *value;   /* constant value; NULL otherwise */
     tg_shared *shared; /* shared state; NULL otherwise */
@@ -223,6 +240,27 @@ int tg_trace_copy(tg_trace *dst, const tg_trace *src);
 tg_shared *tg_shared_new(const char *id, const tg_type *t, tg_array *value);
 tg_shared *tg_shared_ref(tg_shared *s);
 void tg_shared_unref(tg_shared *s);
+/* The host value of s (borrowed), brought back from the device first when
+ * a placed function updated it there since (one download, kept: a second
+ * read costs nothing). NULL, with ctx set, when that download fails (s->dev
+ * is then still set), or when s has no value at all. */
+tg_array *tg_shared_fetch(tg_shared *s, tg_ctx *ctx);
+static inline tg_array *tg_shared_value(tg_shared *s, tg_ctx *ctx) {
+    return __builtin_expect(s->value != NULL, 1) ? s->value : tg_shared_fetch(s, ctx);
+}
+/* Make `value` (taken over) the host value; the device copy, now out of
+ * date, is dropped. */
+void tg_shared_value_set(tg_shared *s, tg_array *value);
+/* Make `dev` (a device array, taken over) the value: the host copy is
+ * stale until tg_shared_value brings it back. */
+void tg_shared_device_set(tg_shared *s, tg_array *dev);
+/* The device copy of s (borrowed), uploaded from the host value when
+ * there is none. NULL with ctx set when the upload fails. */
+tg_array *tg_shared_device(tg_shared *s, tg_ctx *ctx);
+/* Bring the host values of the shared variables among vars up to date
+ * (writers that cannot fail halfway, such as the file encoders, call this
+ * first and then read tg_shared_value(s, NULL)). */
+int tg_shared_fetch_vars(tg_var *const *vars, int n, tg_ctx *ctx);
 
 /* "nodes[12] (dot 'logit' -> xw)": how errors name a node. */
 void tg_node_describe(const tg_node *n, char *buf, size_t size);

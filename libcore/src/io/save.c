@@ -90,9 +90,9 @@ static json_object *variable_json(const tg_var *v, tg_value_writer write, void *
     if (v->name) put(o, "name", str(v->name), &ok);
     if (v->kind == TG_VAR_CONSTANT && v->value)
         put(o, "constant", write ? write(ud, v, v->value) : tg_value_to_json(v->value), &ok);
-    if (v->kind == TG_VAR_SHARED && v->shared && v->shared->value)
-        put(o, "shared",
-            write ? write(ud, v, v->shared->value) : tg_value_to_json(v->shared->value), &ok);
+    /* The host value: brought back before writing (tg_shared_fetch_vars) */
+    const tg_array *sv = v->kind == TG_VAR_SHARED && v->shared ? tg_shared_value(v->shared, NULL) : NULL;
+    if (sv) put(o, "shared", write ? write(ud, v, sv) : tg_value_to_json(sv), &ok);
     if (v->test_value) put(o, "test_value", tg_value_to_json(v->test_value), &ok);
     if (!ok) {
         json_object_put(o);
@@ -394,6 +394,7 @@ static void emit(tg_str *b, json_object *o, int indent) {
 }
 
 char *tg_graph_to_string(const tg_graph *g, tg_ctx *ctx) {
+    if (tg_shared_fetch_vars(g->vars, g->nvars, ctx)) return NULL;
     json_object *root = tg_graph_to_json(g);
     if (!root) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory while writing the graph");

@@ -429,11 +429,27 @@ done:
     return rc;
 }
 
+/* The host values of f's shared variables, brought back from the device
+ * where a placed function left them, before anything writes them. */
+static int fetch_shared(const tg_function *f, tg_ctx *ctx) {
+    int rc = tg_shared_fetch_vars(f->fg->vars, f->fg->nvars, ctx);
+    return rc ? rc : tg_shared_fetch_vars(f->fg->upd_shared, f->fg->nupd, ctx);
+}
+
 /* The common part of tg_tgf_save and tg_tgf_save_state. */
 static int save_functions(const char *path, tg_function *const *fs, int n,
                           const tg_graph *source, json_object *options, tg_ctx *ctx) {
     bool ok = true;
     int rc = TG_OK;
+    for (int i = 0; i < n; i++)
+        if ((rc = fetch_shared(fs[i], ctx))) {
+            json_object_put(options);
+            return rc;
+        }
+    if (source && (rc = tg_shared_fetch_vars(source->vars, source->nvars, ctx))) {
+        json_object_put(options);
+        return rc;
+    }
     tg_array *orig = NULL;
     table T = {0};
     T.index = tg_idmap_new();
@@ -767,7 +783,9 @@ static tg_array *resolve_array(void *ud, json_object *ref, const tg_var *v, cons
     tg_array *a = t->arrays[k];
     if (rc->current_shared && v->kind == TG_VAR_SHARED && t->shared_ids) {
         tg_shared *s = tg_idmap_get(t->shared_ids, v->id);
-        if (s && s->value) a = s->value;
+        tg_array *cur = s ? tg_shared_value(s, ctx) : NULL;
+        if (s && !cur && s->dev) return NULL; /* could not bring it back (ctx says why) */
+        if (cur) a = cur;
     }
     if (!tg_type_accepts(&v->type, a)) {
         char want[128];
@@ -1423,7 +1441,7 @@ char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx) {
     }
     fview fv;
     const tg_function *f = t->fns[i];
-    if (fview_check(f, ctx)) return NULL;
+    if (fview_check(f, ctx) || fetch_shared(f, ctx)) return NULL;
     if (fview_init(&fv, f)) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
@@ -1545,7 +1563,7 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         tg_errorf(ctx, TG_EINVAL, "tg_function_copy: no function or no swap list");
         return NULL;
     }
-    if (fview_check(f, ctx)) return NULL;
+    if (fview_check(f, ctx) || fetch_shared(f, ctx)) return NULL;
     if (fview_init(&fv, f)) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
@@ -1606,8 +1624,7 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
                 tg_errorf(ctx, TG_ENOMEM, "out of memory");
                 goto fail;
             }
-            tg_array_free(v->shared->value);
-            v->shared->value = cp;
+            tg_shared_value_set(v->shared, cp);
             continue;
         }
         for (int j = 0; j < f->fg->nvars; j++) {

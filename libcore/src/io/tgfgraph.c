@@ -93,7 +93,7 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
         if (vix[i] < 0) continue;
         int k = -1, tk = -1;
         if (v->kind == TG_VAR_CONSTANT && v->value) k = ref(ud, v, v->value);
-        if (v->kind == TG_VAR_SHARED && v->shared) k = ref(ud, v, v->shared->value);
+        if (v->kind == TG_VAR_SHARED && v->shared) k = ref(ud, v, tg_shared_value(v->shared, NULL));
         if (v->test_value) tk = ref(ud, NULL, v->test_value);
         if (((v->kind == TG_VAR_CONSTANT || v->kind == TG_VAR_SHARED) && k < 0) ||
             (v->test_value && tk < 0))

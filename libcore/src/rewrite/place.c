@@ -5,11 +5,20 @@
  * With device "cuda", every node for which the backend has a kernel (for
  * its op, dtypes and attributes) runs on the GPU; the rest stay on the
  * CPU. A value goes over once per call however many nodes read it on the
- * other side (one transfer node per value and direction). Function inputs,
- * constants and shared values start on the host and function outputs and
- * update values come back to it, so that the VM and the caller only ever
- * see host arrays at the function's edges; intermediates that only GPU
- * nodes read never leave the device.
+ * other side (one transfer node per value and direction). Function inputs
+ * start on the host and function outputs come back to it, so that the
+ * caller only ever sees host arrays; intermediates that only GPU nodes
+ * read never leave the device.
+ *
+ * Shared values and constants that a device node reads are resident
+ * (tg_var.resident): the device node reads the device copy where it lives
+ * (the VM binds a shared variable's device copy, uploaded once, and
+ * uploads a constant once when linking), with no transfer node. A host
+ * node reading a resident value gets a transfer to the CPU that reads
+ * the host copy the value keeps (a download only when a device update
+ * made the host copy stale). An update value made on the device stays
+ * there: the VM stores it as the shared variable's device copy
+ * (vm/function.c).
  *
  * Ops whose CPU kernel reads only the array header (shape, shape_i) take
  * a device array as it is: asking for a shape costs no copy.
@@ -29,6 +38,19 @@ static int k_to_device(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *
 
 static int k_to_host(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     return tg_backend_cuda()->to_host(in[0], out, ctx);
+}
+
+/* The host side of a resident value: the host copy it keeps (a constant's
+ * value; a shared variable's, brought back only when stale). The slot's
+ * device array is the same value: this call's updates come after. */
+static int k_resident_to_host(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    (void)in;
+    const tg_var *v = n->inputs[0];
+    tg_array *h = v->kind == TG_VAR_SHARED ? tg_shared_value(v->shared, ctx) : v->value;
+    if (!h) return ctx && ctx->status ? ctx->status : tg_errorf(ctx, TG_ERUNTIME, "'%s' has no value", v->id);
+    tg_array_free(*out);
+    *out = tg_array_ref(h);
+    return TG_OK;
 }
 
 static bool reads_header_only(const tg_node *n) {
@@ -56,14 +78,44 @@ typedef struct place_state {
      * once made. */
     tg_var **to_dev, **to_host;
     bool *on_dev;
+    bool *renamed; /* an output whose host copy took its id */
     int nvars0;
+    /* Every id fg holds or held (copies, owned): a new one must be valid
+     * in a graph file and unique, so that a placed function saves. */
+    struct tg_idmap *ids;
+    char **keys;
+    int nkeys, ckeys;
 } place_state;
+
+static int claim_id(place_state *st, const char *id) {
+    if (st->nkeys == st->ckeys) {
+        int c = st->ckeys ? st->ckeys * 2 : 64;
+        char **p = tg_realloc(st->keys, (size_t)c * sizeof *p);
+        if (!p) return TG_ENOMEM;
+        st->keys = p;
+        st->ckeys = c;
+    }
+    char *k = tg_strdup(id);
+    if (!k) return TG_ENOMEM;
+    st->keys[st->nkeys++] = k;
+    return tg_idmap_put(st->ids, k, k) ? TG_ENOMEM : TG_OK;
+}
+
+/* "<base>:<side>", or "<base>:<side>.<n>" when that is taken; claimed. */
+static int fresh_id(place_state *st, const char *base, const char *side, char *buf, size_t size) {
+    snprintf(buf, size, "%.100s:%s", base, side);
+    for (int n = 1; tg_idmap_get(st->ids, buf); n++) snprintf(buf, size, "%.100s:%s.%d", base, side, n);
+    return claim_id(st, buf);
+}
 
 /* A transfer node from v to the other side; its output joins fg. */
 static tg_var *make_transfer(place_state *st, tg_var *v, bool to_dev, tg_ctx *ctx) {
     tg_fgraph *fg = st->fg;
-    char id[512];
-    snprintf(id, sizeof id, "%s@%s", v->id, to_dev ? "cuda" : "cpu");
+    char id[160];
+    if (fresh_id(st, v->id, to_dev ? "cuda" : "cpu", id, sizeof id)) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return NULL;
+    }
     tg_node *n = tg_node_new(&tg_op_transfer, 1, 1);
     tg_var *o = tg_var_new(id, TG_VAR_RESULT);
     if (!n || !o) goto oom;
@@ -93,7 +145,7 @@ static tg_var *make_transfer(place_state *st, tg_var *v, bool to_dev, tg_ctx *ct
         fg->nvars--;
         goto oom;
     }
-    n->mark = (void *)(uintptr_t)(to_dev ? k_to_device : k_to_host);
+    n->mark = (void *)(uintptr_t)(to_dev ? k_to_device : v->resident ? k_resident_to_host : k_to_host);
     return o;
 oom:
     tg_node_free(n);
@@ -102,23 +154,22 @@ oom:
     return NULL;
 }
 
-/* Give host copy w the id of device value v, and v "<id>@cuda". */
-static int swap_ids(tg_var *v, tg_var *w, tg_ctx *ctx) {
+/* Give host copy w the id of device value v, and v "<id>:cuda". */
+static int swap_ids(place_state *st, tg_var *v, tg_var *w, tg_ctx *ctx) {
     tg_node *n = v->owner;
     if (n && !n->origins && n->outputs[0] == v) {
         n->origins = tg_calloc(1, sizeof *n->origins);
         if (!n->origins || !(n->origins[0] = tg_strdup(v->id))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         n->norigins = 1;
     }
-    size_t len = strlen(v->id);
-    char *dev_id = tg_calloc(len + sizeof "@cuda", 1), *host_id = tg_strdup(v->id);
+    char buf[160];
+    if (fresh_id(st, v->id, "cuda", buf, sizeof buf)) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    char *dev_id = tg_strdup(buf), *host_id = tg_strdup(v->id);
     if (!dev_id || !host_id) {
         tg_free(dev_id);
         tg_free(host_id);
         return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     }
-    memcpy(dev_id, v->id, len);
-    memcpy(dev_id + len, "@cuda", sizeof "@cuda");
     /* ids may live inside their variable (tg_var_new): copied, not moved */
     if (w->id != w->inl_id) tg_free(w->id);
     w->id = host_id;
@@ -156,8 +207,12 @@ int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn
     st.to_dev = tg_calloc((size_t)fg->nvars + 1, sizeof *st.to_dev);
     st.to_host = tg_calloc((size_t)fg->nvars + 1, sizeof *st.to_host);
     st.on_dev = tg_calloc((size_t)fg->nvars + 1, sizeof *st.on_dev);
+    st.renamed = tg_calloc((size_t)fg->nvars + 1, sizeof *st.renamed);
+    st.ids = tg_idmap_new();
     tg_node **orig = tg_calloc((size_t)nnodes0 + 1, sizeof *orig);
-    if (!st.to_dev || !st.to_host || !st.on_dev || !orig) goto oom;
+    if (!st.to_dev || !st.to_host || !st.on_dev || !st.renamed || !st.ids || !orig) goto oom;
+    for (int i = 0; i < fg->nvars; i++)
+        if (claim_id(&st, fg->vars[i]->id)) goto oom;
     for (int i = 0; i < fg->nvars; i++) fg->vars[i]->index = i;
     /* Decide, in topological order: a node's kernel depends only on its
      * types, so one pass suffices. */
@@ -168,14 +223,37 @@ int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn
         if (fn)
             for (int j = 0; j < n->nout; j++) st.on_dev[n->outputs[j]->index] = true;
     }
+    /* Shared values and constants a device node reads live on the device. */
+    for (int k = 0; k < nnodes0; k++) {
+        tg_node *n = orig[k];
+        if (!n->nout || !st.on_dev[n->outputs[0]->index]) continue;
+        unsigned keep = be->host_inputs(n);
+        for (int j = 0; j < n->nin; j++) {
+            tg_var *v = n->inputs[j];
+            if (keep >> j & 1 || v->owner || v->resident) continue;
+            if ((v->kind == TG_VAR_SHARED && v->shared) || (v->kind == TG_VAR_CONSTANT && v->value)) {
+                v->resident = true;
+                st.on_dev[v->index] = true;
+                const char *id = v->id;
+                if (rec && tg_opt_record_add(rec, "resident_on_cuda", "place", NULL, 0, &id, 1)) goto oom;
+            }
+        }
+    }
     /* Wire each node to the values on its side. */
     for (int k = 0; k < nnodes0; k++) {
         tg_node *n = orig[k];
         bool dev = st.on_dev[n->outputs[0]->index];
         unsigned keep = dev ? be->host_inputs(n) : (reads_header_only(n) ? ~0u : 0u);
         for (int j = 0; j < n->nin; j++) {
-            if (keep >> j & 1) continue;
-            tg_var *v = n->inputs[j], *w = on_side(&st, v, dev, ctx);
+            tg_var *v = n->inputs[j];
+            /* What a device kernel reads on the host (gemm's alpha) comes
+             * from a resident constant's host copy (no copy at all). A
+             * resident shared variable is read where it lives: sum_to
+             * reads only its shape, which costs nothing there, and a
+             * stale host copy would cost a download per call. */
+            bool side = dev && !(keep >> j & 1 && v->resident && v->kind == TG_VAR_CONSTANT);
+            if (keep >> j & 1 && side == dev) continue;
+            tg_var *w = on_side(&st, v, side, ctx);
             if (!w) goto fail;
             if (w == v) continue;
             remove_client(v, n, j);
@@ -183,8 +261,10 @@ int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn
             n->inputs[j] = w;
         }
     }
-    /* Outputs and update values come back to the host. */
-    for (int i = 0; i < fg->nout + fg->nupd; i++) {
+    /* Outputs come back to the host; update values stay where they are
+     * made (one made on the device becomes the shared variable's device
+     * copy). */
+    for (int i = 0; i < fg->nout; i++) {
         tg_var *v = fg->outputs[i], *w = on_side(&st, v, false, ctx);
         if (!w) goto fail;
         if (w == v) continue;
@@ -193,8 +273,13 @@ int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn
         fg->outputs[i] = w;
         /* A function output keeps its id (callers look outputs up by
          * it): the host copy takes it and the device value is renamed
-         * "<id>@cuda". Its node keeps standing for the original node. */
-        if (i < fg->nout && !strchr(v->id, '@') && (rc = swap_ids(v, w, ctx))) goto done;
+         * "<id>:cuda". Its node keeps standing for the original node.
+         * (A resident value returned as it is keeps its id: the host
+         * copy is "<id>:cpu".) */
+        if (v->owner && !st.renamed[v->index]) {
+            st.renamed[v->index] = true;
+            if ((rc = swap_ids(&st, v, w, ctx))) goto done;
+        }
     }
     /* The record: one entry per transfer, by its final key. */
     for (int k = nnodes0; k < fg->nnodes && rec; k++) {
@@ -221,6 +306,10 @@ done:
     tg_free(st.to_dev);
     tg_free(st.to_host);
     tg_free(st.on_dev);
+    tg_free(st.renamed);
+    tg_idmap_free(st.ids);
+    for (int i = 0; i < st.nkeys; i++) tg_free(st.keys[i]);
+    tg_free(st.keys);
     tg_free(orig);
     return rc;
 }

@@ -191,9 +191,17 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
         slot_of[i] = next;
         f->slot_var[next] = v;
         pinned[next] = true;
-        if (v->kind == TG_VAR_CONSTANT) {
+        if (v->kind == TG_VAR_CONSTANT && v->resident) {
+            /* Uploaded once: every call reads this copy. */
+            const tg_backend *be = tg_backend_cuda();
+            if ((rc = be->to_device(v->value, &f->slots[next], ctx))) goto done;
+        } else if (v->kind == TG_VAR_CONSTANT) {
             f->slots[next] = tg_array_ref(v->value);
         } else if (v->kind == TG_VAR_SHARED) {
+            if (v->resident && !f->shared_dev &&
+                !(f->shared_dev = tg_calloc((size_t)nvars + 1, sizeof *f->shared_dev)))
+                goto oom;
+            if (v->resident) f->shared_dev[f->nshared] = true;
             f->shared_slots[f->nshared] = next;
             f->shared[f->nshared++] = v->shared;
         }
@@ -398,6 +406,7 @@ void tg_function_free(tg_function *f) {
     tg_free(f->out_slots);
     tg_free(f->shared_slots);
     tg_free(f->shared);
+    tg_free(f->shared_dev);
     tg_free(f->upd_shared);
     tg_free(f->scratch_in);
     tg_free(f->kernels);
@@ -519,7 +528,7 @@ static tg_shared *find_shared(const tg_function *f, const char *id) {
 
 const tg_array *tg_function_shared_get(const tg_function *f, const char *id) {
     tg_shared *s = find_shared(f, id);
-    return s ? s->value : NULL;
+    return s ? tg_shared_value(s, NULL) : NULL;
 }
 
 int tg_function_shared_set(tg_function *f, const char *id,
@@ -539,8 +548,7 @@ int tg_function_shared_set(tg_function *f, const char *id,
     }
     tg_array *c = tg_array_copy(value, value->dtype);
     if (!c) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    tg_array_free(s->value);
-    s->value = c;
+    tg_shared_value_set(s, c);
     return TG_OK;
 }
 
@@ -769,19 +777,62 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
 
 int tg_function_run_bound(tg_function *f, tg_ctx *ctx) { return run_schedule(f, ctx); }
 
-int tg_function_call(tg_function *f, tg_array *const *inputs,
-                     tg_array **outputs, tg_ctx *ctx) {
-    int rc;
-    tg_fgraph *fg = f->fg;
+/* Shared values into their slots: the host value, brought back first when
+ * a device update made it stale, or, for a resident variable of a placed
+ * function, the device copy (uploaded when there is none yet). */
+static int bind_shared_placed(tg_function *f, tg_ctx *ctx) {
     for (int i = 0; i < f->nshared; i++) {
         int slot = f->shared_slots[i];
-        tg_array *v = f->shared[i]->value;
+        tg_shared *sh = f->shared[i];
+        tg_array *v = f->shared_dev && f->shared_dev[i] ? tg_shared_device(sh, ctx) : tg_shared_value(sh, ctx);
+        if (!v && (sh->dev || (f->shared_dev && f->shared_dev[i])))
+            return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
         if (f->slots[slot] != v) {
             tg_array_free(f->slots[slot]);
             f->slots[slot] = v ? tg_array_ref(v) : NULL;
         }
     }
-    if ((rc = bind_inputs(f, inputs, ctx)) || (rc = run_schedule(f, ctx))) {
+    return TG_OK;
+}
+
+static int bind_shared(tg_function *f, tg_ctx *ctx) {
+    if (__builtin_expect(f->on_device, 0)) return bind_shared_placed(f, ctx);
+    for (int i = 0; i < f->nshared; i++) {
+        int slot = f->shared_slots[i];
+        tg_shared *sh = f->shared[i];
+        tg_array *v = sh->value;
+        /* NULL: stale, when a device copy is the value */
+        if (__builtin_expect(!v, 0) && sh->dev && !(v = tg_shared_fetch(sh, ctx)))
+            return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+        if (f->slots[slot] != v) {
+            tg_array_free(f->slots[slot]);
+            f->slots[slot] = v ? tg_array_ref(v) : NULL;
+        }
+    }
+    return TG_OK;
+}
+
+/* A new value for a shared variable that no slot or other output still
+ * holds: a copy on the value's own side. */
+static tg_array *copy_value(tg_array *a, tg_ctx *ctx) {
+    if (__builtin_expect(tg_array_on_device(a), 0)) {
+        tg_array *c = NULL;
+        if (tg_backend_cuda()->copy(a, &c, ctx)) {
+            tg_array_free(c);
+            return NULL;
+        }
+        return c;
+    }
+    tg_array *c = tg_array_copy(a, a->dtype);
+    if (!c) tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return c;
+}
+
+int tg_function_call(tg_function *f, tg_array *const *inputs,
+                     tg_array **outputs, tg_ctx *ctx) {
+    int rc;
+    tg_fgraph *fg = f->fg;
+    if ((rc = bind_shared(f, ctx)) || (rc = bind_inputs(f, inputs, ctx)) || (rc = run_schedule(f, ctx))) {
         unbind_inputs(f);
         return rc;
     }
@@ -818,11 +869,12 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
             news[i] = a;
             f->slots[slot] = NULL;
         } else {
-            news[i] = tg_array_copy(a, a->dtype);
+            news[i] = f->on_device ? copy_value(a, ctx) : tg_array_copy(a, a->dtype);
             if (!news[i]) {
                 for (int j = 0; j < i; j++) tg_array_free(news[j]);
                 if (news != small) tg_free(news);
-                return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                return f->on_device ? (ctx && ctx->status ? ctx->status : TG_ENOMEM)
+                                    : tg_errorf(ctx, TG_ENOMEM, "out of memory");
             }
         }
     }
@@ -830,10 +882,33 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
         tg_array *a = f->slots[f->out_slots[i]];
         outputs[i] = a ? tg_array_ref(a) : NULL;
     }
+    const bool placed = f->on_device;
     for (int i = 0; i < fg->nupd; i++) {
         tg_shared *sh = f->upd_shared[i];
-        tg_array *old = sh->value;
-        sh->value = news[i];
+        tg_array *old;
+        if (__builtin_expect(placed, 0) && tg_array_on_device(news[i])) {
+            /* Made on the device: the new device copy; the host copy is
+             * stale until someone on the host asks for it. */
+            old = sh->dev;
+            sh->dev = news[i];
+            if (sh->value) {
+                tg_array_free(sh->spare);
+                sh->spare = sh->value;
+                sh->value = NULL;
+            }
+        } else {
+            old = sh->value;
+            sh->value = news[i];
+            if (__builtin_expect(sh->dev != NULL, 0)) {
+                /* the device copy is out of date: dropped */
+                tg_array_free(sh->dev);
+                sh->dev = NULL;
+                if (!old) old = sh->spare;
+                else
+                    tg_array_free(sh->spare);
+                sh->spare = NULL;
+            }
+        }
         /* Double buffering: the value the update replaced becomes the
          * array the producer of the update writes into on the next call
          * (tg_array_prepare reuses it once nothing else holds it), so a

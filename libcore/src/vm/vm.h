@@ -62,6 +62,8 @@ struct tg_function {
     int nshared;
     int *shared_slots; /* slots bound to shared state at each call */
     tg_shared **shared; /* parallel to shared_slots */
+    bool *shared_dev;   /* parallel to shared_slots: bound to the device
+                           copy (resident); NULL when nothing is */
     tg_shared **upd_shared; /* fg->nupd entries */
     int max_nin;
     tg_array **scratch_in;

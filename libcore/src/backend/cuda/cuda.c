@@ -299,6 +299,17 @@ static int cu_to_host(const tg_array *src, tg_array **out, tg_ctx *ctx) {
     return rc;
 }
 
+static int cu_copy(const tg_array *src, tg_array **out, tg_ctx *ctx) {
+    if (!tg_array_is_contiguous(src)) return make_contiguous(src, out, ctx);
+    int rc = dev_prepare(out, src->dtype, src->ndim, src->shape, ctx);
+    size_t nbytes = (size_t)tg_array_size_inline(src) * tg_isize(src->dtype);
+    /* On the compute stream: after the kernel that made src, before any
+     * that reuses the block. */
+    if (!rc && nbytes)
+        rc = cu_check(cudaMemcpyAsync((*out)->data, src->data, nbytes, cudaMemcpyDeviceToDevice, dev.compute), ctx);
+    return rc;
+}
+
 tg_array *tg_cuda_upload(const tg_array *a, tg_ctx *ctx) {
     tg_array *o = NULL;
     if (cu_to_device(a, &o, ctx)) {
@@ -839,6 +850,7 @@ static const tg_backend cuda_backend = {
     .to_host = cu_to_host,
     .is_device = cu_is_device,
     .tools = &tg_cuda_tools,
+    .copy = cu_copy,
 };
 
 const tg_backend *tg_cuda_backend_get(void) { return &cuda_backend; }
