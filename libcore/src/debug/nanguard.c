@@ -336,10 +336,25 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                              (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
                              count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size);
     for (int i = 0; on && i < f->nshared && !g->found; i++) {
-        /* A value a device update left there comes back to be checked. */
-        const tg_array *sv = tg_shared_value(f->shared[i], ctx);
-        if (!sv && f->shared[i]->dev) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
-        if (check_value(g, sv, TG_OFFENCE_SHARED, f->shared[i]->id))
+        tg_shared *sh = f->shared[i];
+        bool bad;
+        if (!sh->value && sh->dev && g->be && tg_dtype_is_float(sh->dev->dtype)) {
+            /* A value a device update left there is checked there: only
+             * its statistics come back, not the array. */
+            tg_stats st;
+            int w = classify_device(g, sh->dev, &st, ctx);
+            if (w < 0) return w;
+            if ((bad = w != 0)) {
+                g->found = true;
+                g->off = (tg_offence){.where = TG_OFFENCE_SHARED, .node = -1, .var = sh->id, .what = (unsigned)w,
+                                      .stats = st, .call = g->off.call};
+            }
+        } else {
+            const tg_array *sv = tg_shared_value(sh, ctx);
+            if (!sv && sh->dev) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+            bad = check_value(g, sv, TG_OFFENCE_SHARED, sh->id);
+        }
+        if (bad)
             return tg_errorf(ctx, TG_ESTOPPED,
                              "call %llu: shared variable '%s' holds %s (%d of %lld elements)",
                              (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
