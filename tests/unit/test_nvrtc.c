@@ -471,6 +471,15 @@ static void test_every_body_compiles(void **state) {
             /* PTX for a virtual target, with the kernel's entry. */
             assert_true(size > 100 && ((const char *)img)[size - 1] == 0);
             assert_non_null(strstr(img, ".entry tg_composite_kernel"));
+            /* The device compiler's size of the by-value argument block is
+             * what tg_nvrtc_args_pack writes: cudaLaunchKernel copies that
+             * many bytes from it. */
+            const char *pd = strstr(img, "tg_composite_kernel_param_0[");
+            assert_non_null(pd);
+            const int nio = CASES[k].nin + count_outs(CASES[k].outs);
+            assert_int_equal(strtol(pd + strlen("tg_composite_kernel_param_0["), NULL, 10),
+                             80 + 8 * nio + 64 * CASES[k].nin);
+            assert_non_null(strstr(img, ".param .align 8 .b8 tg_composite_kernel_param_0["));
             if (k % 6 == 0 && v == 0) {
                 /* A real target gives a cubin (ELF). */
                 img = tg_nvrtc_image(src, "sm_90", &size, &why);

@@ -88,6 +88,7 @@ int tg_cuda_sync(tg_ctx *ctx) {
 
 static int cu_check(cudaError_t e, tg_ctx *ctx) {
     if (e == cudaSuccess) return TG_OK;
+    cudaGetLastError(); /* or the next launch (kernels.cu) reports it again */
     return tg_errorf(ctx, e == cudaErrorMemoryAllocation ? TG_ENOMEM : TG_ERUNTIME, "CUDA: %s",
                      cudaGetErrorString(e));
 }

@@ -19,6 +19,10 @@
 
 static int check(cudaError_t e, tg_ctx *ctx) {
     if (e == cudaSuccess) return TG_OK;
+    /* The runtime keeps a failed call's error as the thread's last error:
+     * cleared, or the next kernel launch (kernels.cu returns
+     * cudaGetLastError()) would fail with it. */
+    cudaGetLastError();
     return tg_errorf(ctx, e == cudaErrorMemoryAllocation ? TG_ENOMEM : TG_ERUNTIME, "CUDA: %s",
                      cudaGetErrorString(e));
 }

@@ -634,9 +634,11 @@ tg_nvrtc_run_fn tg_nvrtc_kernel(const tg_node *n) {
         for (k = kernels; k && strcmp(k->hash, hash); k = k->next) {}
         if (!k && (k = calloc(1, sizeof *k))) {
             cudaError_t e = cudaLibraryLoadData(&k->lib, img, NULL, NULL, 0, NULL, NULL, 0);
-            if (e == cudaSuccess) e = cudaLibraryGetKernel(&k->fn, k->lib, "tg_composite_kernel");
+            const bool loaded = e == cudaSuccess;
+            if (loaded) e = cudaLibraryGetKernel(&k->fn, k->lib, "tg_composite_kernel");
             if (e != cudaSuccess) {
                 cudaGetLastError();
+                if (loaded) cudaLibraryUnload(k->lib); /* loaded, but without the kernel */
                 snprintf(why_buf, sizeof why_buf, "the compiled kernel does not load (%s)",
                          cudaGetErrorString(e));
                 why = why_buf;

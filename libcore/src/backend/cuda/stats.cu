@@ -185,6 +185,9 @@ extern "C" int tg_cu_stats(const tg_cu_stats_in *p, const void *data, tg_cu_stat
         out->max = h_out->hi;
     }
 done:
+    /* A failed call's error stays the thread's last error: cleared, so
+     * that the next launch elsewhere (kernels.cu) does not report it. */
+    if (e != cudaSuccess) cudaGetLastError();
     pthread_mutex_unlock(&lock);
     return (int)e;
 }
