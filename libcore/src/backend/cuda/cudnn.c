@@ -96,10 +96,16 @@ static bool dnn_ready(void) {
     return dnn.ok;
 }
 
+/* cuDNN 9's CUDNN_STATUS_ALLOC_FAILED is only the host's failure (4003);
+ * the device's is 4004. */
+static bool dnn_oom(cudnnStatus_t s) {
+    return s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+           s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+}
+
 static int dnn_check(cudnnStatus_t s, const char *what, tg_ctx *ctx) {
     if (s == CUDNN_STATUS_SUCCESS) return TG_OK;
-    return tg_errorf(ctx, s == CUDNN_STATUS_ALLOC_FAILED ? TG_ENOMEM : TG_ERUNTIME, "cuDNN %s: %s", what,
-                     cudnnGetErrorString(s));
+    return tg_errorf(ctx, dnn_oom(s) ? TG_ENOMEM : TG_ERUNTIME, "cuDNN %s: %s", what, cudnnGetErrorString(s));
 }
 
 /* ---- per-node state ---- */
