@@ -395,7 +395,11 @@ static int choose(int kind, dnn_state *s, tg_dtype dt, bool timed, const void *a
         e = guess(kind, s, cand, &k);
         s->st.nguess++;
     }
-    if ((rc = dnn_check(e, timed ? "finding an algorithm" : "choosing an algorithm", ctx))) return rc;
+    /* cuDNN 9 may refuse the whole call (NOT_SUPPORTED and its sub-codes:
+     * these lengths, or a missing engine library) rather than each
+     * candidate: no algorithm, so the CPU runs it. */
+    if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) k = 0;
+    else if ((rc = dnn_check(e, timed ? "finding an algorithm" : "choosing an algorithm", ctx))) return rc;
     for (int i = 0; i < k; i++) {
         size_t sz;
         if (cand[i].status != CUDNN_STATUS_SUCCESS || !math_ok(dt, cand[i].math)) continue;
