@@ -65,11 +65,14 @@ _Static_assert(SAME(TG_DNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_ACCURATE) && SAME(TG_
 
 /* ---- the handle ---- */
 
+/* One handle for the process: cuDNN lets several threads call it, but
+ * never two at once on the same handle, so every kernel holds `lock`. */
 static struct {
     pthread_once_t once;
     bool ok;
     cudnnHandle_t h;
-} dnn = {.once = PTHREAD_ONCE_INIT};
+    pthread_mutex_t lock;
+} dnn = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void dnn_init(void) {
     /* A libcudnn of another major version than the header's would take
@@ -780,6 +783,21 @@ done:
 
 /* ---- the lookup ---- */
 
+/* The kernels as the VM calls them: one at a time on the handle. */
+#define LOCKED(fn)                                                                     \
+    static int fn##_locked(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) { \
+        pthread_mutex_lock(&dnn.lock);                                                 \
+        int rc = fn(n, in, out, ctx);                                                  \
+        pthread_mutex_unlock(&dnn.lock);                                               \
+        return rc;                                                                     \
+    }
+LOCKED(k_conv)
+LOCKED(k_conv_gi)
+LOCKED(k_conv_gw)
+LOCKED(k_pool)
+LOCKED(k_pool_grad)
+LOCKED(k_softmax)
+
 static bool is_float(tg_dtype dt) { return dt == TG_FLOAT16 || dt == TG_FLOAT32 || dt == TG_FLOAT64; }
 
 tg_kernel_fn tg_cudnn_kernel(const tg_node *n) {
@@ -788,13 +806,13 @@ tg_kernel_fn tg_cudnn_kernel(const tg_node *n) {
         int kind;
         tg_kernel_fn fn;
     } ops[] = {
-        {"conv2d", K_CONV, k_conv},
-        {"conv2d_grad_inputs", K_CONV_GI, k_conv_gi},
-        {"conv2d_grad_weights", K_CONV_GW, k_conv_gw},
-        {"pool2d", K_POOL, k_pool},
-        {"pool2d_grad", K_POOL_GRAD, k_pool_grad},
-        {"softmax", K_SOFTMAX, k_softmax},
-        {"log_softmax", K_LOG_SOFTMAX, k_softmax},
+        {"conv2d", K_CONV, k_conv_locked},
+        {"conv2d_grad_inputs", K_CONV_GI, k_conv_gi_locked},
+        {"conv2d_grad_weights", K_CONV_GW, k_conv_gw_locked},
+        {"pool2d", K_POOL, k_pool_locked},
+        {"pool2d_grad", K_POOL_GRAD, k_pool_grad_locked},
+        {"softmax", K_SOFTMAX, k_softmax_locked},
+        {"log_softmax", K_LOG_SOFTMAX, k_softmax_locked},
     };
     int i = 0, nops = (int)(sizeof ops / sizeof ops[0]);
     while (i < nops && strcmp(ops[i].name, n->op->name)) i++;
