@@ -787,6 +787,48 @@ static void test_pool_refused(void **state) {
     }
 }
 
+/* Strided operands: x arrives as a device view (dimshuffle of an NHWC
+ * array, its strides those of the transposition), which the kernels copy
+ * to C order first: float32 and float64 through the backend's copy,
+ * float16 through cudnnTransformTensor. conv2d and pool2d of it against
+ * the CPU. */
+static void test_strided_gpu(void **state) {
+    if (!have_gpu()) skip();
+    static const tg_dtype dts[] = {TG_FLOAT32, TG_FLOAT64, TG_FLOAT16};
+    static const char *const nodes[] = {
+        "{\"op\":\"conv2d\",\"inputs\":[\"xs\",\"w\"],\"outputs\":[\"y\"],"
+        "\"attrs\":{\"border_mode\":\"half\",\"subsample\":[2,1]}}",
+        "{\"op\":\"pool2d\",\"inputs\":[\"xs\"],\"outputs\":[\"y\"],"
+        "\"attrs\":{\"ws\":[3,2],\"stride\":[2,1],\"pad\":[1,1],\"mode\":\"average_exc_pad\"}}",
+        "{\"op\":\"pool2d\",\"inputs\":[\"xs\"],\"outputs\":[\"y\"],\"attrs\":{\"ws\":[2,2]}}",
+    };
+    const int64_t xs[4] = {2, 9, 8, 3}, ws[4] = {4, 3, 3, 3}; /* x (N, H, W, C) */
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < 3; k++) {
+            char json[4096], what[256];
+            const char *dn = tg_dtype_name(dts[t]);
+            snprintf(json, sizeof json,
+                     "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                     "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[2,9,8,3]}},"
+                     "{\"id\":\"w\",\"type\":{\"dtype\":\"%s\",\"shape\":[4,3,3,3]}}],\"nodes\":["
+                     "{\"op\":\"dimshuffle\",\"inputs\":[\"x\"],\"outputs\":[\"xs\"],"
+                     "\"attrs\":{\"order\":[0,3,1,2]}},%s],"
+                     "\"functions\":{\"f\":{\"inputs\":[\"x\",\"w\"],\"outputs\":[\"y\"]}}}",
+                     dn, dn, nodes[k]);
+            snprintf(what, sizeof what, "%s of a dimshuffled %s array", k ? "pool2d" : "conv2d", dn);
+            pair p = pair_compile(json, NULL);
+            tg_array *in[2] = {rand_array(dts[t], 4, xs), rand_array(dts[t], 4, ws)};
+            tg_array_free(pair_check(&p, in, dts[t] == TG_FLOAT16 && k ? 2e-3 : tol_for(dts[t]), what, false));
+            tg_cudnn_stats st = {0};
+            const char *op = k ? "pool2d" : "conv2d";
+            if (!tg_cudnn_node_stats(find_node(p.gpu, op), &st) || st.nhost)
+                fail_msg("%s: did not run on cuDNN", what);
+            tg_array_free(in[0]);
+            tg_array_free(in[1]);
+            pair_free(&p);
+        }
+}
+
 /* ---- softmax on the GPU ---- */
 
 static void test_softmax_gpu(void **state) {
@@ -951,7 +993,7 @@ int main(void) {
         cmocka_unit_test(test_conv_gpu),          cmocka_unit_test(test_conv_float16_gpu),
         cmocka_unit_test(test_conv_errors_gpu),   cmocka_unit_test(test_policies_gpu),
         cmocka_unit_test(test_pool_gpu),          cmocka_unit_test(test_pool_ties_gpu),
-        cmocka_unit_test(test_softmax_gpu),
+        cmocka_unit_test(test_softmax_gpu),       cmocka_unit_test(test_strided_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,11 +65,14 @@ _Static_assert(SAME(TG_DNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_ACCURATE) && SAME(TG_
 
 /* ---- the handle ---- */
 
+/* One handle for the process: cuDNN lets several threads call it, but
+ * never two at once on the same handle, so every kernel holds `lock`. */
 static struct {
     pthread_once_t once;
     bool ok;
     cudnnHandle_t h;
-} dnn = {.once = PTHREAD_ONCE_INIT};
+    pthread_mutex_t lock;
+} dnn = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void dnn_init(void) {
     /* A libcudnn of another major version than the header's would take
@@ -96,10 +99,16 @@ static bool dnn_ready(void) {
     return dnn.ok;
 }
 
+/* cuDNN 9's CUDNN_STATUS_ALLOC_FAILED is only the host's failure (4003);
+ * the device's is 4004. */
+static bool dnn_oom(cudnnStatus_t s) {
+    return s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+           s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+}
+
 static int dnn_check(cudnnStatus_t s, const char *what, tg_ctx *ctx) {
     if (s == CUDNN_STATUS_SUCCESS) return TG_OK;
-    return tg_errorf(ctx, s == CUDNN_STATUS_ALLOC_FAILED ? TG_ENOMEM : TG_ERUNTIME, "cuDNN %s: %s", what,
-                     cudnnGetErrorString(s));
+    return tg_errorf(ctx, dnn_oom(s) ? TG_ENOMEM : TG_ERUNTIME, "cuDNN %s: %s", what, cudnnGetErrorString(s));
 }
 
 /* ---- per-node state ---- */
@@ -389,7 +398,11 @@ static int choose(int kind, dnn_state *s, tg_dtype dt, bool timed, const void *a
         e = guess(kind, s, cand, &k);
         s->st.nguess++;
     }
-    if ((rc = dnn_check(e, timed ? "finding an algorithm" : "choosing an algorithm", ctx))) return rc;
+    /* cuDNN 9 may refuse the whole call (NOT_SUPPORTED and its sub-codes:
+     * these lengths, or a missing engine library) rather than each
+     * candidate: no algorithm, so the CPU runs it. */
+    if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) k = 0;
+    else if ((rc = dnn_check(e, timed ? "finding an algorithm" : "choosing an algorithm", ctx))) return rc;
     for (int i = 0; i < k; i++) {
         size_t sz;
         if (cand[i].status != CUDNN_STATUS_SUCCESS || !math_ok(dt, cand[i].math)) continue;
@@ -770,6 +783,21 @@ done:
 
 /* ---- the lookup ---- */
 
+/* The kernels as the VM calls them: one at a time on the handle. */
+#define LOCKED(fn)                                                                     \
+    static int fn##_locked(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) { \
+        pthread_mutex_lock(&dnn.lock);                                                 \
+        int rc = fn(n, in, out, ctx);                                                  \
+        pthread_mutex_unlock(&dnn.lock);                                               \
+        return rc;                                                                     \
+    }
+LOCKED(k_conv)
+LOCKED(k_conv_gi)
+LOCKED(k_conv_gw)
+LOCKED(k_pool)
+LOCKED(k_pool_grad)
+LOCKED(k_softmax)
+
 static bool is_float(tg_dtype dt) { return dt == TG_FLOAT16 || dt == TG_FLOAT32 || dt == TG_FLOAT64; }
 
 tg_kernel_fn tg_cudnn_kernel(const tg_node *n) {
@@ -778,13 +806,13 @@ tg_kernel_fn tg_cudnn_kernel(const tg_node *n) {
         int kind;
         tg_kernel_fn fn;
     } ops[] = {
-        {"conv2d", K_CONV, k_conv},
-        {"conv2d_grad_inputs", K_CONV_GI, k_conv_gi},
-        {"conv2d_grad_weights", K_CONV_GW, k_conv_gw},
-        {"pool2d", K_POOL, k_pool},
-        {"pool2d_grad", K_POOL_GRAD, k_pool_grad},
-        {"softmax", K_SOFTMAX, k_softmax},
-        {"log_softmax", K_LOG_SOFTMAX, k_softmax},
+        {"conv2d", K_CONV, k_conv_locked},
+        {"conv2d_grad_inputs", K_CONV_GI, k_conv_gi_locked},
+        {"conv2d_grad_weights", K_CONV_GW, k_conv_gw_locked},
+        {"pool2d", K_POOL, k_pool_locked},
+        {"pool2d_grad", K_POOL_GRAD, k_pool_grad_locked},
+        {"softmax", K_SOFTMAX, k_softmax_locked},
+        {"log_softmax", K_LOG_SOFTMAX, k_softmax_locked},
     };
     int i = 0, nops = (int)(sizeof ops / sizeof ops[0]);
     while (i < nops && strcmp(ops[i].name, n->op->name)) i++;
