@@ -227,43 +227,23 @@ static void test_blas_updates(void **state) {
  * transposes (views of device arrays), the products, the broadcasts and
  * sum_to of the backward pass, and the updates coming back to the host. */
 static void test_mlp_training(void **state) {
-    tg_ctx *ctx = tg_ctx_new();
-    tg_graph *g[2];
-    tg_function *f[2];
-    tg_array *cost[2][3];
-    const char *dev[2] = {"cpu", "cuda"};
     int64_t xs[2] = {60, 784}, ys[2] = {60, 10};
     rng_state = 42;
     tg_array *x = rand_array(TG_FLOAT32, 2, xs, R_POSITIVE), *y = tg_array_new(TG_FLOAT32, 2, ys);
     for (int r = 0; r < 60; r++) ((float *)tg_array_data(y))[r * 10 + r % 10] = 1;
     tg_array *in[2] = {x, y};
-    for (int d = 0; d < 2; d++) {
-        g[d] = tg_graph_load(TG_SOURCE_DIR "/examples/mlp.json", ctx);
-        if (!g[d]) fail_msg("%s", tg_ctx_message(ctx));
-        tg_compile_options o = {.device = dev[d]};
-        f[d] = tg_function_compile(g[d], tg_graph_function_find(g[d], "train", ctx), &o, ctx);
-        if (!f[d]) fail_msg("%s", tg_ctx_message(ctx));
-        for (int s = 0; s < 3; s++)
-            if (tg_function_call(f[d], in, &cost[d][s], ctx)) fail_msg("%s: %s", dev[d], tg_ctx_message(ctx));
-    }
+    static const char *const w[] = {"W1", "b1", "W2", "b2", NULL};
+    tu_pair p;
+    tu_train_pair(&p, TG_SOURCE_DIR "/examples/mlp.json", "train", "cuda", in, 3, w, 1e-4, 1e-5);
     if (have_gpu()) {
         /* The products and the elementwise work went to the GPU. */
-        assert_true(count_op(f[1], "transfer") > 0);
+        assert_true(count_op(p.f[1], "transfer") > 0);
     } else {
-        assert_int_equal(count_op(f[1], "transfer"), 0);
+        assert_int_equal(count_op(p.f[1], "transfer"), 0);
     }
-    for (int s = 0; s < 3; s++) tu_assert_close(cost[1][s], cost[0][s], 1e-4, 1e-5);
-    static const char *const w[] = {"W1", "b1", "W2", "b2", NULL};
-    for (int i = 0; w[i]; i++)
-        tu_assert_close(tg_function_shared_get(f[1], w[i]), tg_function_shared_get(f[0], w[i]), 1e-4, 1e-5);
-    for (int d = 0; d < 2; d++) {
-        for (int s = 0; s < 3; s++) tg_array_free(cost[d][s]);
-        tg_function_free(f[d]);
-        tg_graph_free(g[d]);
-    }
+    tu_pair_free(&p);
     tg_array_free(x);
     tg_array_free(y);
-    tg_ctx_free(ctx);
 }
 
 /* Runs everywhere: an unknown device is an error naming it; a graph file

@@ -941,42 +941,22 @@ static void test_convnet_gradient(void **state) {
 /* examples/convnet.json trained three steps on each device: the costs of
  * every step and the weights after agree. */
 static void test_convnet_training(void **state) {
-    tg_ctx *ctx = tg_ctx_new();
-    tg_graph *g[2];
-    tg_function *f[2];
-    tg_array *cost[2][3];
-    const char *dev[2] = {"cpu", "cuda"};
     const int64_t xs[2] = {16, 784}, ys[2] = {16, 10};
     tg_array *x64 = rand_array(TG_FLOAT64, 2, xs), *x = tg_array_copy(x64, TG_FLOAT32), *y = tg_array_new(TG_FLOAT32, 2, ys);
     for (int r = 0; r < 16; r++) ((float *)tg_array_data(y))[r * 10 + r % 10] = 1;
     tg_array *in[2] = {x, y};
-    for (int d = 0; d < 2; d++) {
-        g[d] = tg_graph_load(TG_SOURCE_DIR "/examples/convnet.json", ctx);
-        if (!g[d]) fail_msg("%s", tg_ctx_message(ctx));
-        tg_compile_options o = {.device = dev[d]};
-        f[d] = tg_function_compile(g[d], tg_graph_function_find(g[d], "train", ctx), &o, ctx);
-        if (!f[d]) fail_msg("%s", tg_ctx_message(ctx));
-        for (int s = 0; s < 3; s++)
-            if (tg_function_call(f[d], in, &cost[d][s], ctx)) fail_msg("%s: %s", dev[d], tg_ctx_message(ctx));
-    }
+    static const char *const w[] = {"w1", "b1", "w2", "b2", "W3", "b3", NULL};
+    tu_pair p;
+    tu_train_pair(&p, TG_SOURCE_DIR "/examples/convnet.json", "train", "cuda", in, 3, w, 1e-4, 1e-5);
     if (have_gpu()) {
         tg_cudnn_stats st = {0};
-        assert_true(tg_cudnn_node_stats(find_node(f[1], "conv2d"), &st));
-        assert_true(tg_cudnn_node_stats(find_node(f[1], "pool2d"), &st));
+        assert_true(tg_cudnn_node_stats(find_node(p.f[1], "conv2d"), &st));
+        assert_true(tg_cudnn_node_stats(find_node(p.f[1], "pool2d"), &st));
     }
-    for (int s = 0; s < 3; s++) tu_assert_close(cost[1][s], cost[0][s], 1e-4, 1e-5);
-    static const char *const w[] = {"w1", "b1", "w2", "b2", "W3", "b3", NULL};
-    for (int i = 0; w[i]; i++)
-        tu_assert_close(tg_function_shared_get(f[1], w[i]), tg_function_shared_get(f[0], w[i]), 1e-4, 1e-5);
-    for (int d = 0; d < 2; d++) {
-        for (int s = 0; s < 3; s++) tg_array_free(cost[d][s]);
-        tg_function_free(f[d]);
-        tg_graph_free(g[d]);
-    }
+    tu_pair_free(&p);
     tg_array_free(x64);
     tg_array_free(x);
     tg_array_free(y);
-    tg_ctx_free(ctx);
 }
 
 int main(void) {

@@ -1014,11 +1014,6 @@ static void test_gpu_without_nvrtc(void **state) {
  * device cuda no longer leaves fusion out. */
 static void test_mlp_fused_on_the_device(void **state) {
     (void)state;
-    tg_ctx *ctx = tg_ctx_new();
-    tg_graph *g[2];
-    tg_function *f[2];
-    tg_array *cost[2][3];
-    const char *dev[2] = {"cpu", "cuda"};
     int64_t xs[2] = {60, 784}, ys[2] = {60, 10};
     rng = 42;
     opd xo = {"x", "float32", 2, {60, 784}, R_POS};
@@ -1026,36 +1021,21 @@ static void test_mlp_fused_on_the_device(void **state) {
     for (int r = 0; r < 60; r++) ((float *)tg_array_data(y))[r * 10 + r % 10] = 1;
     tg_array *in[2] = {x, y};
     long l0 = tg_nvrtc_stats_get().launches;
-    for (int d = 0; d < 2; d++) {
-        g[d] = tg_graph_load(TG_SOURCE_DIR "/examples/mlp.json", ctx);
-        if (!g[d]) fail_msg("%s", tg_ctx_message(ctx));
-        tg_compile_options o = {.device = dev[d]};
-        f[d] = tg_function_compile(g[d], tg_graph_function_find(g[d], "train", ctx), &o, ctx);
-        if (!f[d]) fail_msg("%s", tg_ctx_message(ctx));
-        for (int s = 0; s < 3; s++)
-            if (tg_function_call(f[d], in, &cost[d][s], ctx)) fail_msg("%s: %s", dev[d], tg_ctx_message(ctx));
-    }
-    assert_true(count_op(f[1], "composite") > 0);
-    assert_int_equal(count_op(f[1], "composite"), count_op(f[0], "composite"));
+    static const char *const w[] = {"W1", "b1", "W2", "b2", NULL};
+    tu_pair p;
+    tu_train_pair(&p, TG_SOURCE_DIR "/examples/mlp.json", "train", "cuda", in, 3, w, 1e-4, 1e-5);
+    assert_true(count_op(p.f[1], "composite") > 0);
+    assert_int_equal(count_op(p.f[1], "composite"), count_op(p.f[0], "composite"));
     if (have_gpu()) {
         long launches = tg_nvrtc_stats_get().launches - l0;
-        print_message("MLP: %d composites, %ld GPU composite launches in 3 steps\n", count_op(f[1], "composite"),
+        print_message("MLP: %d composites, %ld GPU composite launches in 3 steps\n", count_op(p.f[1], "composite"),
                       launches);
         /* Every composite on the GPU, each call. */
-        assert_int_equal(launches, 3 * count_op(f[1], "composite"));
+        assert_int_equal(launches, 3 * count_op(p.f[1], "composite"));
     }
-    for (int s = 0; s < 3; s++) tu_assert_close(cost[1][s], cost[0][s], 1e-4, 1e-5);
-    static const char *const w[] = {"W1", "b1", "W2", "b2", NULL};
-    for (int i = 0; w[i]; i++)
-        tu_assert_close(tg_function_shared_get(f[1], w[i]), tg_function_shared_get(f[0], w[i]), 1e-4, 1e-5);
-    for (int d = 0; d < 2; d++) {
-        for (int s = 0; s < 3; s++) tg_array_free(cost[d][s]);
-        tg_function_free(f[d]);
-        tg_graph_free(g[d]);
-    }
+    tu_pair_free(&p);
     tg_array_free(x);
     tg_array_free(y);
-    tg_ctx_free(ctx);
 }
 
 int main(void) {

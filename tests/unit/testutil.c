@@ -134,3 +134,34 @@ void tu_call_preset(tg_graph *g, const char *name, const char *preset,
     tg_function_free(f);
     tg_ctx_free(ctx);
 }
+
+void tu_train_pair(tu_pair *p, const char *path, const char *fname, const char *device, tg_array *const *inputs,
+                   int steps, const char *const *weights, double rtol, double atol) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *cost[2][8] = {{0}};
+    const char *dev[2] = {"cpu", device};
+    assert_true(steps > 0 && steps <= 8);
+    for (int d = 0; d < 2; d++) {
+        p->g[d] = tg_graph_load(path, ctx);
+        if (!p->g[d]) fail_msg("%s", tg_ctx_message(ctx));
+        tg_compile_options o = {.device = dev[d]};
+        p->f[d] = tg_function_compile(p->g[d], tg_graph_function_find(p->g[d], fname, ctx), &o, ctx);
+        if (!p->f[d]) fail_msg("%s", tg_ctx_message(ctx));
+        for (int s = 0; s < steps; s++)
+            if (tg_function_call(p->f[d], inputs, &cost[d][s], ctx)) fail_msg("%s: %s", dev[d], tg_ctx_message(ctx));
+    }
+    for (int s = 0; s < steps; s++) tu_assert_close(cost[1][s], cost[0][s], rtol, atol);
+    for (int i = 0; weights && weights[i]; i++)
+        tu_assert_close(tg_function_shared_get(p->f[1], weights[i]), tg_function_shared_get(p->f[0], weights[i]),
+                        rtol, atol);
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < steps; s++) tg_array_free(cost[d][s]);
+    tg_ctx_free(ctx);
+}
+
+void tu_pair_free(tu_pair *p) {
+    for (int d = 0; d < 2; d++) {
+        tg_function_free(p->f[d]);
+        tg_graph_free(p->g[d]);
+    }
+}

@@ -41,4 +41,19 @@ void tu_call(tg_graph *g, const char *name, tg_array *const *inputs,
 void tu_call_preset(tg_graph *g, const char *name, const char *preset,
                     tg_array *const *inputs, tg_array **outputs);
 
+/* One training function on two devices: function `fname` of the graph
+ * file `path`, compiled once with device "cpu" and once with `device`
+ * (the same options otherwise), called `steps` times (at most 8) with the
+ * same inputs. Each step's first output (the cost) and then each shared
+ * variable named in `weights` (NULL-terminated) must agree to rtol/atol.
+ * The two functions stay in the pair for the caller's own checks
+ * (f[1] is the one on `device`); tu_pair_free frees them. */
+typedef struct tu_pair {
+    tg_graph *g[2];
+    tg_function *f[2];
+} tu_pair;
+void tu_train_pair(tu_pair *p, const char *path, const char *fname, const char *device, tg_array *const *inputs,
+                   int steps, const char *const *weights, double rtol, double atol);
+void tu_pair_free(tu_pair *p);
+
 #endif
