@@ -348,7 +348,8 @@ static void test_pool_lengths(void **state) {
     tg_ctx *ctx = tg_ctx_new();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tg_graph *g = attrs_graph("pool2d", cases[i].attrs);
-        for (int d = 0; d < 2; d++) assert_int_equal(tg_dnn_pool_out(g->nodes[0]->a.extra, d, cases[i].v), cases[i].want);
+        for (int d = 0; d < 2; d++)
+            assert_int_equal(tg_pool_out_len(g->nodes[0]->a.extra, d, cases[i].v), cases[i].want);
         tg_function *f = tg_function_compile(g, 0, NULL, ctx);
         assert_non_null(f);
         int64_t xs[4] = {1, 1, cases[i].v, cases[i].v};

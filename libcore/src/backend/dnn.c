@@ -87,20 +87,6 @@ bool tg_dnn_conv_map(const conv_p *p, int64_t K, int64_t L, tg_dnn_conv *d) {
 
 /* ---- pooling: ops/pool.c's geometry ---- */
 
-int64_t tg_dnn_pool_out(const pool_p *p, int d, int64_t v) {
-    if (v < 0) return -1;
-    int64_t ws = p->ws[d], s = p->stride[d];
-    if (p->ignore_border) {
-        int64_t o = v + 2 * p->pad[d] - ws;
-        o = o < 0 ? -((-o + s - 1) / s) + 1 : o / s + 1; /* floor division */
-        return o < 0 ? 0 : o;
-    }
-    if (s >= ws) return v == 0 ? 0 : (v - 1) / s + 1;
-    int64_t t = v - 1 - ws + s;
-    t = t < 0 ? 0 : t / s;
-    return t + 1;
-}
-
 bool tg_dnn_pool_map(const pool_p *p, int64_t H, int64_t W, tg_dnn_pool *d) {
     switch (p->mode) {
     case PM_MAX: d->mode = TG_DNN_POOL_MAX; break;
@@ -118,7 +104,7 @@ bool tg_dnn_pool_map(const pool_p *p, int64_t H, int64_t W, tg_dnn_pool *d) {
             if (v[i] < 0) return false;
             pool_p q = *p;
             q.ignore_border = true;
-            if (tg_dnn_pool_out(p, i, v[i]) != tg_dnn_pool_out(&q, i, v[i])) return false;
+            if (tg_pool_out_len(p, i, v[i]) != tg_pool_out_len(&q, i, v[i])) return false;
         }
         d->window[i] = (int)p->ws[i];
         d->pad[i] = (int)p->pad[i];

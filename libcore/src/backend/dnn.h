@@ -77,10 +77,6 @@ typedef struct tg_dnn_pool {
     int window[2], pad[2], stride[2];
 } tg_dnn_pool;
 
-/* Theano's output length along dimension d for an input of length v (-1:
- * unknown), as ops/pool.c. */
-int64_t tg_dnn_pool_out(const pool_p *p, int d, int64_t v);
-
 /* cuDNN's pooling descriptor for inputs of lengths H, W (-1: unknown);
  * false when cuDNN cannot give the CPU kernel's result: mode "sum" (cuDNN
  * has none), and ignore_border false with partial windows at the end, or

@@ -876,18 +876,8 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         nds[i] = in[i]->ndim;
         shs[i] = in[i]->shape;
     }
-    if (tg_broadcast_shapes(nin, nds, shs, &ndim, shape, NULL)) {
-        tg_str s = {0};
-        for (int i = 0; i < nin; i++) {
-            tg_str_addf(&s, "%s(", i ? " and " : "");
-            for (int d = 0; d < in[i]->ndim; d++)
-                tg_str_addf(&s, "%s%lld", d ? ", " : "", (long long)in[i]->shape[d]);
-            tg_str_addf(&s, in[i]->ndim == 1 ? ",)" : ")");
-        }
-        rc = tg_errorf(ctx, TG_ESHAPE, "shapes %s do not broadcast", s.s ? s.s : "");
-        tg_str_free(&s);
-        return rc;
-    }
+    if (tg_broadcast_shapes(nin, nds, shs, &ndim, shape, NULL))
+        return tg_broadcast_error((const tg_array *const *)in, nin, ctx);
     /* Outputs: an input overwritten in place (every kernel reads position
      * i of each input before it writes position i), else the previous
      * output reused. */

@@ -28,4 +28,8 @@ typedef struct pool_p {
     int mode;
 } pool_p;
 
+/* Theano's Pool.out_shape for dimension d (0 rows, 1 columns) of length v;
+ * -1 (unknown) stays -1. */
+int64_t tg_pool_out_len(const pool_p *p, int d, int64_t v);
+
 #endif

@@ -513,7 +513,7 @@ static void ew_cost(const tg_node *n, tg_array *const *in, tg_array *const *out,
 
 /* ---- running ---- */
 
-static int broadcast_err(tg_array *const *in, int nin, tg_ctx *ctx) {
+int tg_broadcast_error(const tg_array *const *in, int nin, tg_ctx *ctx) {
     tg_str s = {0};
     for (int i = 0; i < nin; i++) {
         tg_str_addf(&s, "%s(", i ? " and " : "");
@@ -672,7 +672,7 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
             shs[i] = in[i]->shape;
         }
         if (tg_broadcast_shapes(nin, nds, shs, &ndim, shape, NULL))
-            return broadcast_err(in, nin, ctx);
+            return tg_broadcast_error((const tg_array *const *)in, nin, ctx);
     }
     if (im->kind == EW_CAST) {
         if ((rc = prepare_out(n, in, &out[0], od, ndim, shape, ctx))) return rc;

@@ -124,6 +124,10 @@ int tg_weak_take(tg_node *n, int i, tg_dtype dt, tg_ctx *ctx);
  * static mismatch is a TG_ESHAPE error naming the inputs. */
 int tg_infer_broadcast(tg_node *n, int first, int count, tg_type *t,
                        tg_ctx *ctx);
+/* The run-time error of operands that do not broadcast, in the words of
+ * every elementwise kernel (CPU, composite, GPU): "shapes (2, 3) and (4,)
+ * do not broadcast". Returns TG_ESHAPE. */
+int tg_broadcast_error(const tg_array *const *in, int nin, tg_ctx *ctx);
 
 /* Set output i's type. */
 static inline void tg_set_out_type(tg_node *n, int i, tg_dtype dt, int ndim,

@@ -102,8 +102,7 @@ static int pool_attrs(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
-/* Theano's Pool.out_shape for one dimension; -1 stays unknown. */
-static int64_t out_len(const pool_p *p, int d, int64_t v) {
+int64_t tg_pool_out_len(const pool_p *p, int d, int64_t v) {
     if (v < 0) return -1;
     int64_t ws = p->ws[d], s = p->stride[d];
     if (p->ignore_border) {
@@ -133,7 +132,7 @@ static int pool_types(tg_node *n, int ni, tg_dtype *dt, int64_t *oshape, tg_ctx 
     }
     *dt = tg_dtype_float_of(d);
     for (int k = 0; k < x->ndim - 2; k++) oshape[k] = x->shape[k];
-    for (int k = 0; k < 2; k++) oshape[x->ndim - 2 + k] = out_len(p, k, x->shape[x->ndim - 2 + k]);
+    for (int k = 0; k < 2; k++) oshape[x->ndim - 2 + k] = tg_pool_out_len(p, k, x->shape[x->ndim - 2 + k]);
     for (int i = 1; i < ni; i++) {
         const tg_type *t = &n->inputs[i]->type;
         for (int k = 0; k < x->ndim; k++)
@@ -269,8 +268,8 @@ static int pool_setup(const pool_p *p, const tg_array *x, pgeom *g, win **wr, tg
     for (int k = 0; k < nd - 2; k++) g->P *= x->shape[k];
     g->H = x->shape[nd - 2];
     g->W = x->shape[nd - 1];
-    g->OH = out_len(p, 0, g->H);
-    g->OW = out_len(p, 1, g->W);
+    g->OH = tg_pool_out_len(p, 0, g->H);
+    g->OW = tg_pool_out_len(p, 1, g->W);
     g->mode = p->mode;
     *wr = tg_malloc((size_t)(g->OH + g->OW + 1) * sizeof(win));
     if (!*wr) return tg_errorf(ctx, TG_ENOMEM, "out of memory");

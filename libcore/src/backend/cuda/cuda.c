@@ -398,16 +398,8 @@ static int k_elemwise(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *c
         nd[k] = in[k]->ndim;
         shapes[k] = in[k]->shape;
     }
-    if (tg_broadcast_shapes(n->nin, nd, shapes, &ondim, shape, &bad)) {
-        tg_str s = {0};
-        for (int k = 0; k < n->nin; k++) {
-            if (k) tg_str_addf(&s, " and ");
-            add_shape(&s, in[k]->ndim, in[k]->shape);
-        }
-        int rc = tg_errorf(ctx, TG_ESHAPE, "shapes %s do not broadcast", s.s ? s.s : "");
-        tg_str_free(&s);
-        return rc;
-    }
+    if (tg_broadcast_shapes(n->nin, nd, shapes, &ondim, shape, &bad))
+        return tg_broadcast_error((const tg_array *const *)in, n->nin, ctx);
     const tg_dtype od = n->outputs[0]->type.dtype;
     int rc = dev_prepare(&out[0], od, ondim, shape, ctx);
     if (rc) return rc;

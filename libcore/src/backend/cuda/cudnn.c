@@ -644,8 +644,8 @@ static int pool_setup(tg_node *n, const tg_array *x, int64_t *oh, int64_t *ow, t
     const pool_p *p = n->a.extra;
     if (x->ndim < 2) return tg_errorf(ctx, TG_ESHAPE, "expected at least 2 dimensions");
     const int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
-    *oh = tg_dnn_pool_out(p, 0, H);
-    *ow = tg_dnn_pool_out(p, 1, W);
+    *oh = tg_pool_out_len(p, 0, H);
+    *ow = tg_pool_out_len(p, 1, W);
     int64_t planes = 1;
     for (int k = 0; k < x->ndim - 2; k++) planes *= x->shape[k];
     /* A window with no element of the input: only with an empty image

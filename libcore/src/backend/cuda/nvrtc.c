@@ -679,19 +679,8 @@ static int nv_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         shs[i] = in[i]->shape;
         if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
     }
-    if (tg_broadcast_shapes(nin, nds, shs, &ndim, shape, NULL)) {
-        /* The CPU kernel's words. */
-        tg_str s = {0};
-        for (int i = 0; i < nin; i++) {
-            tg_str_addf(&s, "%s(", i ? " and " : "");
-            for (int d = 0; d < in[i]->ndim; d++)
-                tg_str_addf(&s, "%s%lld", d ? ", " : "", (long long)in[i]->shape[d]);
-            tg_str_addf(&s, in[i]->ndim == 1 ? ",)" : ")");
-        }
-        rc = tg_errorf(ctx, TG_ESHAPE, "shapes %s do not broadcast", s.s ? s.s : "");
-        tg_str_free(&s);
-        return rc;
-    }
+    if (tg_broadcast_shapes(nin, nds, shs, &ndim, shape, NULL))
+        return tg_broadcast_error((const tg_array *const *)in, nin, ctx);
     /* Outputs: an input overwritten in place under the CPU kernel's rule
      * (each thread reads element i of every input before it writes
      * element i), else a pool block. */
