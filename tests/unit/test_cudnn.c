@@ -157,8 +157,10 @@ static void test_policy_option(void **state) {
 /* A node's kernel state goes with the node: freed once, when the
  * compiled function is. */
 static int nfreed;
-static void count_free(void *p) {
-    assert_ptr_equal(p, &nfreed);
+static void count_free(tg_kstate *p);
+static tg_kstate counted = {count_free};
+static void count_free(tg_kstate *p) {
+    assert_ptr_equal(p, &counted);
     nfreed++;
 }
 
@@ -168,8 +170,7 @@ static void test_node_state_lifetime(void **state) {
     tg_function *f = tg_function_compile(g, 0, NULL, ctx);
     assert_non_null(f);
     tg_node *n = f->sched[0].node;
-    n->kstate = &nfreed;
-    n->kstate_free = count_free;
+    n->kstate = &counted;
     nfreed = 0;
     tg_array *x = tu_f64(1, (int64_t[]){3}, (double[]){0, 1, 2}), *y = NULL;
     assert_int_equal(tg_function_call(f, &x, &y, ctx), TG_OK);

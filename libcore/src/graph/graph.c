@@ -177,7 +177,7 @@ tg_node *tg_node_new(const tg_op *op, int nin, int nout) {
 
 void tg_node_free(tg_node *n) {
     if (!n) return;
-    if (n->kstate_free) n->kstate_free(n->kstate);
+    if (n->kstate) n->kstate->free(n->kstate);
     if (n->attrs) json_object_put(n->attrs);
     if (n->op && n->op->free_extra) n->op->free_extra(&n->a);
     tg_free(n->a.message);

@@ -145,6 +145,12 @@ typedef struct tg_attrs {
     void *extra; /* op-specific; freed by op->free_extra */
 } tg_attrs;
 
+/* The head of a device kernel's per-node state (tg_node.kstate): the
+ * state's first member, whose `free` releases the whole state. */
+typedef struct tg_kstate {
+    void (*free)(struct tg_kstate *s);
+} tg_kstate;
+
 struct tg_node {
     /* Hot fields first (see tg_var); the parsed attrs, large, last. */
     const tg_op *op;
@@ -156,6 +162,7 @@ struct tg_node {
     tg_var **outputs;
     int index;
     uint8_t rwflags; /* the optimizer's: dead, on the worklist */
+    int8_t dnn_algo; /* cuDNN algorithm policy (backend/dnn.h), set by compile */
     void *mark;
     json_object *attrs; /* canonical attrs, owned (may be NULL: none) */
     int8_t *inplace; /* nout entries: input index whose buffer output i
@@ -169,12 +176,10 @@ struct tg_node {
     char *name;
     tg_trace trace;
     /* A device kernel's state for this node, kept across calls for the
-     * life of the function and freed with the node by kstate_free (the
-     * cuDNN kernels: descriptors, the algorithms chosen and the shapes
-     * they were chosen for). NULL: none. */
-    void *kstate;
-    void (*kstate_free)(void *kstate);
-    int8_t dnn_algo; /* cuDNN algorithm policy (backend/dnn.h), set by compile */
+     * life of the function and freed with the node (the cuDNN kernels:
+     * descriptors, the algorithms chosen and the shapes they were chosen
+     * for). NULL: none. */
+    tg_kstate *kstate;
     tg_attrs a;
 };
 

@@ -118,6 +118,7 @@ enum { K_CONV, K_CONV_GI, K_CONV_GW, K_POOL, K_POOL_GRAD, K_SOFTMAX, K_LOG_SOFTM
 #define NSHAPE 12 /* a convolution's three 4-d operands */
 
 typedef struct dnn_state {
+    tg_kstate head; /* first: tg_node.kstate points here */
     cudnnTensorDescriptor_t t[4];
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
@@ -130,8 +131,8 @@ typedef struct dnn_state {
     tg_cudnn_stats st;
 } dnn_state;
 
-static void state_free(void *p) {
-    dnn_state *s = p;
+static void state_free(tg_kstate *p) {
+    dnn_state *s = (dnn_state *)p;
     if (!s) return;
     for (int i = 0; i < 4; i++)
         if (s->t[i]) cudnnDestroyTensorDescriptor(s->t[i]);
@@ -143,12 +144,13 @@ static void state_free(void *p) {
 
 /* n's state, made at its first call with the descriptors its kind needs. */
 static dnn_state *state_get(tg_node *n, int kind, tg_ctx *ctx) {
-    if (n->kstate && n->kstate_free == state_free) return n->kstate;
+    if (n->kstate && n->kstate->free == state_free) return (dnn_state *)n->kstate;
     dnn_state *s = tg_calloc(1, sizeof *s);
     if (!s) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
     }
+    s->head.free = state_free;
     s->algo = -1;
     s->st.algo = -1;
     cudnnStatus_t e = CUDNN_STATUS_SUCCESS;
@@ -157,18 +159,17 @@ static dnn_state *state_get(tg_node *n, int kind, tg_ctx *ctx) {
     if (!e && kind <= K_CONV_GW) e = cudnnCreateConvolutionDescriptor(&s->conv);
     if (!e && (kind == K_POOL || kind == K_POOL_GRAD)) e = cudnnCreatePoolingDescriptor(&s->pool);
     if (e) {
-        state_free(s);
+        state_free(&s->head);
         dnn_check(e, "descriptors", ctx);
         return NULL;
     }
-    if (n->kstate_free) n->kstate_free(n->kstate);
-    n->kstate = s;
-    n->kstate_free = state_free;
+    if (n->kstate) n->kstate->free(n->kstate);
+    n->kstate = &s->head;
     return s;
 }
 
 bool tg_cudnn_node_stats(const tg_node *n, tg_cudnn_stats *st) {
-    if (!n->kstate || n->kstate_free != state_free) return false;
+    if (!n->kstate || n->kstate->free != state_free) return false;
     *st = ((const dnn_state *)n->kstate)->st;
     return true;
 }
