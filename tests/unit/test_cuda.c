@@ -37,6 +37,8 @@ static tg_array *rand_array(tg_dtype dt, int ndim, const int64_t *shape, int ran
                                        : 4 * urand() - 2;
         if (dt == TG_FLOAT64)
             ((double *)tg_array_data(a))[i] = v;
+        else if (dt == TG_FLOAT16)
+            ((uint16_t *)tg_array_data(a))[i] = tg_float_to_half((float)v);
         else
             ((float *)tg_array_data(a))[i] = (float)v;
     }
@@ -104,7 +106,10 @@ static void check_op(const char *op, const char *attrs, tg_dtype dt, int nin, co
     tg_array *yg2 = NULL;
     if (tg_function_call(fg, in, &yg2, ctx)) fail_msg("%s: %s", op, tg_ctx_message(ctx));
     char msg[4096];
-    double rtol = dt == TG_FLOAT64 ? 1e-12 : 2e-5, atol = dt == TG_FLOAT64 ? 1e-13 : 1e-6;
+    /* float16: one half ulp, where a float32 function's last-place
+     * difference moves the final rounding. */
+    double rtol = dt == TG_FLOAT64 ? 1e-12 : dt == TG_FLOAT16 ? 1e-3 : 2e-5,
+           atol = dt == TG_FLOAT64 ? 1e-13 : dt == TG_FLOAT16 ? 1e-6 : 1e-6;
     if (!tu_arrays_close(yg, yc, rtol, atol, msg, sizeof msg))
         fail_msg("%s %s (attrs %s): GPU vs CPU\n%s", op, tg_dtype_name(dt), attrs ? attrs : "-", msg);
     if (!tg_array_equal(yg, yg2)) fail_msg("%s: second call differs", op);
@@ -187,6 +192,49 @@ static void test_nn(void **state) {
         check_op("zeros_like", NULL, FLOATS[t], 1, &rows, R_SIGNED);
         check_op("ones_like", NULL, FLOATS[t], 1, &rows, R_SIGNED);
     }
+}
+
+/* float16 arrays: half storage, float compute on the GPU as on the CPU
+ * (elementwise, comparisons to bool, reductions, sum_to, softmax, fills),
+ * each node on the device with a transfer per input and one back. */
+static void test_float16(void **state) {
+    if (!have_gpu()) skip();
+    const tg_dtype h = TG_FLOAT16;
+    static const char *const pos[] = {"log", "sqrt", "log1p", NULL};
+    static const char *const any[] = {"neg", "abs", "exp", "tanh", "sigmoid", "relu", "sqr", "identity",
+                                      "reciprocal", "softplus", "expm1", NULL};
+    static const char *const bin[] = {"add", "sub", "mul", "true_div", "maximum", "minimum", "pow", NULL};
+    static const char *const cmp[] = {"eq", "neq", "lt", "le", "gt", "ge", NULL};
+    operand o = {2, {3, 70}}, bc[2] = {{3, {4, 1, 3}}, {2, {5, 1}}}, eq[2] = {{2, {9, 40}}, {2, {9, 40}}};
+    for (int i = 0; pos[i]; i++) check_op(pos[i], NULL, h, 1, &o, R_POSITIVE);
+    for (int i = 0; any[i]; i++) check_op(any[i], NULL, h, 1, &o, R_SIGNED);
+    for (int i = 0; bin[i]; i++) {
+        check_op(bin[i], NULL, h, 2, bc, R_POSITIVE);
+        check_op(bin[i], NULL, h, 2, eq, R_SIGNED);
+    }
+    for (int i = 0; cmp[i]; i++) check_op(cmp[i], NULL, h, 2, bc, R_SMALLINT);
+    operand three[3] = {{2, {5, 4}}, {1, {4}}, {2, {5, 1}}};
+    check_op("add", NULL, h, 3, three, R_SIGNED);
+    check_op("mul", NULL, h, 3, three, R_SIGNED);
+    /* reductions accumulate in double, as the CPU's */
+    static const char *const red[] = {"sum", "max", "min", "mean", NULL};
+    static const char *const attrs[] = {"{\"axis\":0}", "{\"axis\":[1,2]}", "{\"axis\":null}",
+                                        "{\"axis\":-1,\"keepdims\":true}", "{\"axis\":[0,2]}", NULL};
+    operand r3 = {3, {4, 5, 6}}, big = {2, {3, 3000}};
+    for (int i = 0; red[i]; i++) {
+        for (int a = 0; attrs[a]; a++) check_op(red[i], attrs[a], h, 1, &r3, R_SIGNED);
+        check_op(red[i], "{\"axis\":1}", h, 1, &big, R_SIGNED);
+    }
+    check_op("prod", "{\"axis\":0}", h, 1, &r3, R_POSITIVE);
+    operand st[2] = {{3, {4, 5, 3}}, {2, {5, 1}}};
+    check_op("sum_to", NULL, h, 2, st, R_SIGNED);
+    operand rows = {2, {7, 33}}, wide = {3, {2, 3, 700}};
+    check_op("softmax", NULL, h, 1, &rows, R_SIGNED);
+    check_op("softmax", NULL, h, 1, &wide, R_SIGNED);
+    check_op("log_softmax", NULL, h, 1, &rows, R_SIGNED);
+    check_op("log_softmax", NULL, h, 1, &wide, R_SIGNED);
+    check_op("zeros_like", NULL, h, 1, &rows, R_SIGNED);
+    check_op("ones_like", NULL, h, 1, &rows, R_SIGNED);
 }
 
 static void test_dot(void **state) {
@@ -316,7 +364,7 @@ int main(void) {
         cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_nn),
         cmocka_unit_test(test_dot),             cmocka_unit_test(test_blas_updates),
-        cmocka_unit_test(test_mlp_training),
+        cmocka_unit_test(test_mlp_training),      cmocka_unit_test(test_float16),
         cmocka_unit_test(test_hooks_see_host_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

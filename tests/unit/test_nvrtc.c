@@ -190,6 +190,32 @@ static const bcase CASES[] = {
      UN("sigmoid", "t0", "s") "," UN("softplus", "x", "sp") "," UN("relu", "t0", "r") "]",
      "[\"h\",\"dg\",\"s\",\"sp\",\"r\"]",
      true},
+    /* float16: __half loads and stores, float32 math, each float16 result
+     * rounded as the CPU interpreter's elemwise kernels round it. */
+    {"unary float16", 1, {{"x", "float16", 2, {6, 37}, R_ANY}}, UNARY_ANY("float16"), UNARY_ANY_OUTS, true},
+    {"binary float16",
+     3,
+     {{"x", "float16", 3, {4, 1, 3}, R_ANY}, {"w", "float16", 2, {5, 1}, R_ANY}, {"z", "float16", 1, {3}, R_ANY}},
+     BINARY,
+     BINARY_OUTS,
+     true},
+    /* Rounding after each op (h is rounded before sqr), a 0-d float16,
+     * mixed dtypes, casts to and from float16, switch of float16. */
+    {"chain float16",
+     4,
+     {{"x", "float16", 2, {16, 33}, R_ANY}, {"b", "float16", 1, {33}, R_ANY}, {"lr", "float16", 0, {0}, R_POS},
+      {"k", "int32", 1, {33}, R_SMALL}},
+     "[" BIN("add", "x", "b", "t0") "," UN("tanh", "t0", "h") "," UN("sqr", "h", "t1") ","
+     "{\"op\":\"sub\",\"inputs\":[{\"value\":1},\"t1\"],\"outputs\":[\"t2\"]}," BIN("mul", "lr", "t2", "dg") ","
+     BIN("mul", "x", "k", "xk") ","
+     "{\"op\":\"cast\",\"inputs\":[\"h\"],\"outputs\":[\"h64\"],\"attrs\":{\"dtype\":\"float64\"}},"
+     "{\"op\":\"mul\",\"inputs\":[\"h64\",{\"value\":0.1}],\"outputs\":[\"h64s\"]},"
+     "{\"op\":\"cast\",\"inputs\":[\"h64s\"],\"outputs\":[\"hb\"],\"attrs\":{\"dtype\":\"float16\"}},"
+     "{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"xi\"],\"attrs\":{\"dtype\":\"int32\"}},"
+     BIN("gt", "x", "b", "c") ","
+     "{\"op\":\"switch\",\"inputs\":[\"c\",\"x\",{\"value\":0.1}],\"outputs\":[\"sw\"]}]",
+     "[\"h\",\"dg\",\"xk\",\"hb\",\"xi\",\"c\",\"sw\"]",
+     true},
 };
 enum { NCASES = sizeof CASES / sizeof CASES[0] };
 
@@ -305,7 +331,7 @@ static tg_array *rand_input(const opd *o, int nd, const int64_t *sh, bool edges)
     tg_array *a = tg_array_new(dt, nd, sh);
     assert_non_null(a);
     int64_t n = tg_array_size(a);
-    const bool fl = dt == TG_FLOAT32 || dt == TG_FLOAT64;
+    const bool fl = dt == TG_FLOAT32 || dt == TG_FLOAT64 || dt == TG_FLOAT16;
     const bool sg = dt == TG_INT8 || dt == TG_INT16 || dt == TG_INT32 || dt == TG_INT64;
     const int bits = (int)tg_dtype_size(dt) * 8;
     for (int64_t i = 0; i < n; i++) {
@@ -316,7 +342,9 @@ static tg_array *rand_input(const opd *o, int nd, const int64_t *sh, bool edges)
                      : o->range == R_SMALL  ? floor(urand() * 7) - 3
                                             : 6 * urand() - 3;
             if (edges && i % 5 == 1) v = FEDGE[(i / 5) % (sizeof FEDGE / sizeof FEDGE[0])];
-            if (dt == TG_FLOAT32)
+            if (dt == TG_FLOAT16)
+                *(uint16_t *)p = tg_float_to_half((float)v);
+            else if (dt == TG_FLOAT32)
                 *(float *)p = (float)v;
             else
                 *(double *)p = v;
@@ -377,8 +405,14 @@ static int count_outs(const char *outs) {
     return n + 1;
 }
 
-static double tol_r(tg_dtype dt) { return dt == TG_FLOAT32 ? 2e-5 : dt == TG_FLOAT64 ? 1e-12 : 0; }
-static double tol_a(tg_dtype dt) { return dt == TG_FLOAT32 ? 1e-6 : dt == TG_FLOAT64 ? 1e-13 : 0; }
+/* float16: one half ulp (2^-10 relative), where a float32 function's
+ * last-place difference moves a rounding. */
+static double tol_r(tg_dtype dt) {
+    return dt == TG_FLOAT32 ? 2e-5 : dt == TG_FLOAT64 ? 1e-12 : dt == TG_FLOAT16 ? 1e-3 : 0;
+}
+static double tol_a(tg_dtype dt) {
+    return dt == TG_FLOAT32 ? 1e-6 : dt == TG_FLOAT64 ? 1e-13 : dt == TG_FLOAT16 ? 1e-6 : 0;
+}
 
 /* ---- a fresh cache folder ---- */
 
@@ -497,7 +531,6 @@ static void test_unsupported_bodies(void **state) {
     static const char *const bodies[][3] = {
         {"int64", "[{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":3}],\"outputs\":[\"a\"]}]", "op"},
         {"float64", "[{\"op\":\"gammaln\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}]", "op"},
-        {"float16", "[{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}]", "float16"},
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         bcase c = {"x", 1, {{"x", bodies[i][0], 1, {5}, R_ANY}}, bodies[i][1], "[\"a\"]", false};
@@ -749,7 +782,13 @@ static const char SHIM_HEAD[] =
     "#include <stdint.h>\n#include <math.h>\n"
     "struct tg_dim3 { unsigned x, y, z; };\n"
     "static tg_dim3 threadIdx, blockIdx, blockDim, gridDim;\n"
-    "#define __device__\n#define __global__\n#define __forceinline__ inline\n#define __launch_bounds__(n)\n";
+    "#define __device__\n#define __global__\n#define __forceinline__ inline\n#define __launch_bounds__(n)\n"
+    /* __half on the host: GCC's and Clang's _Float16 converts to nearest
+     * even, from float and from double in one rounding, as cast.c. */
+    "struct tg_half { _Float16 h; };\n"
+    "static inline float tg_h2f(tg_half x) { return (float)x.h; }\n"
+    "static inline tg_half tg_f2h(float f) { tg_half r; r.h = (_Float16)f; return r; }\n"
+    "static inline tg_half tg_d2h(double d) { tg_half r; r.h = (_Float16)d; return r; }\n";
 static const char SHIM_TAIL[] =
     "extern \"C\" void tg_shim_launch(const void *args, unsigned grid, unsigned block) {\n"
     "    gridDim.x = grid;\n    blockDim.x = block;\n"

@@ -176,9 +176,10 @@ static void emit_const(tg_str *s, const tg_array *v) {
 /* The expression of node nd over its (already cast) operands a[]; false
  * when the generator does not handle it. Every formula is the one of the
  * elementwise loops (elemwise.c), so that values agree. */
-static bool node_expr(tg_str *s, const tg_node *nd, char a[][48]) {
+static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
     const char *op = nd->op->name;
     tg_dtype cd = (tg_dtype)nd->a.mode;
+    if (half && cd == TG_FLOAT16) cd = TG_FLOAT32; /* float16 computes in float32 */
     bool fl = cd == TG_FLOAT32 || cd == TG_FLOAT64, f32 = cd == TG_FLOAT32;
     bool bl = cd == TG_BOOL, si = is_signed_int(cd);
     const char *ct = ctype_of(cd), *sf = f32 ? "f" : "";
@@ -373,39 +374,64 @@ static const char PRELUDE[] =
 
 /* The statements computing every body variable from the inputs loaded as
  * v<index>: one typed local per node output. */
-static bool emit_body(tg_str *s, const tg_fgraph *fg) {
+/* With half, float16 variables are float locals holding float16 values:
+ * each node computes as elemwise.c does (float16 in float32, an input of
+ * another dtype converted straight to float32) and rounds its float16
+ * result once with tg_h (from float) or tg_hd (from double: one
+ * rounding, as tensor/cast.c), which the including prelude defines. */
+static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLOAT16 ? "float" : ctype_of(dt); }
+
+static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
     for (int i = 0; i < fg->nvars; i++) {
         tg_var *v = fg->vars[i];
         if (v->kind == TG_VAR_CONSTANT) {
-            if (!ctype_of(v->type.dtype)) return false;
-            tg_str_addf(s, "        const %s v%d = ", ctype_of(v->type.dtype), v->index);
-            emit_const(s, v->value);
+            const char *ct = ctype_h(v->type.dtype, half);
+            if (!ct) return false;
+            tg_str_addf(s, "        const %s v%d = ", ct, v->index);
+            if (v->type.dtype == TG_FLOAT16) { /* exact in float */
+                double x = tg_load_f64(TG_FLOAT16, v->value->data);
+                if (isnan(x)) tg_str_addf(s, "((float)__builtin_nan(\"\"))");
+                else if (isinf(x)) tg_str_addf(s, "((float)(%s__builtin_inf()))", x < 0 ? "-" : "");
+                else tg_str_addf(s, "((float)%a)", x);
+            } else {
+                emit_const(s, v->value);
+            }
             tg_str_addf(s, ";\n");
         }
     }
     for (int j = 0; j < fg->nnodes; j++) {
         tg_node *nd = fg->nodes[j];
         tg_dtype cd = (tg_dtype)nd->a.mode, od = nd->outputs[0]->type.dtype;
-        if (!ctype_of(cd) || !ctype_of(od) || nd->nin > 16) return false;
+        if (!ctype_h(cd, half) || !ctype_h(od, half) || nd->nin > 16) return false;
+        const bool sw = !strcmp(nd->op->name, "switch"), cast = !strcmp(nd->op->name, "cast");
         char a[16][48];
         for (int k = 0; k < nd->nin; k++) {
-            tg_dtype want = !strcmp(nd->op->name, "switch") && k == 0 ? TG_BOOL : cd;
-            if (!strcmp(nd->op->name, "cast")) want = nd->inputs[k]->type.dtype;
+            tg_dtype want = sw && k == 0 ? TG_BOOL : cd;
+            if (cast) want = nd->inputs[k]->type.dtype;
             tg_var *in = nd->inputs[k];
-            if (in->type.dtype == want)
+            tg_dtype idt = in->type.dtype;
+            if (idt == want)
                 snprintf(a[k], sizeof a[k], "v%d", in->index);
             else if (want == TG_BOOL)
                 snprintf(a[k], sizeof a[k], "((uint8_t)(v%d != 0))", in->index);
+            else if (want == TG_FLOAT16 && sw) /* switch moves float16 values */
+                snprintf(a[k], sizeof a[k], idt == TG_FLOAT64 ? "tg_hd(v%d)" : "tg_h((float)v%d)", in->index);
             else
-                snprintf(a[k], sizeof a[k], "((%s)v%d)", ctype_of(want), in->index);
+                snprintf(a[k], sizeof a[k], "((%s)v%d)", ctype_h(want, half), in->index);
         }
         tg_str e = {0};
-        if (!node_expr(&e, nd, a)) {
+        if (!node_expr(&e, nd, a, half)) {
             tg_str_free(&e);
             return false;
         }
-        tg_str_addf(s, "        const %s v%d = (%s)(%s);\n", ctype_of(od), nd->outputs[0]->index,
-                    ctype_of(od), e.s ? e.s : "0");
+        if (od == TG_FLOAT16) {
+            bool dbl = cd == TG_FLOAT64 || (cast && nd->inputs[0]->type.dtype == TG_FLOAT64);
+            tg_str_addf(s, "        const float v%d = %s)(%s));\n", nd->outputs[0]->index,
+                        dbl ? "tg_hd((double" : "tg_h((float", e.s ? e.s : "0");
+        } else {
+            tg_str_addf(s, "        const %s v%d = (%s)(%s);\n", ctype_of(od), nd->outputs[0]->index,
+                        ctype_of(od), e.s ? e.s : "0");
+        }
         tg_str_free(&e);
     }
     return true;
@@ -422,7 +448,7 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
         if (!ctype_of(fg->inputs[i]->type.dtype)) goto done;
     for (int k = 0; k < nout; k++)
         if (!ctype_of(fg->outputs[k]->type.dtype)) goto done;
-    if (!emit_body(&body, fg) || body.oom) goto done;
+    if (!emit_body(&body, fg, false) || body.oom) goto done;
     /* The first line says what the kernel computes (tgc cache list). */
     tg_str_addf(&s, "/* tg composite: %d in, %d out, ops", nin, nout);
     for (int j = 0; j < fg->nnodes && j < 12; j++) tg_str_addf(&s, " %s", fg->nodes[j]->op->name);
@@ -853,7 +879,9 @@ const tg_fgraph *tg_composite_node_body(const tg_node *n) {
 
 const char *tg_composite_ctype(tg_dtype dt) { return ctype_of(dt); }
 
-bool tg_composite_body_emit(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg) && !s->oom; }
+bool tg_composite_body_emit(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg, false) && !s->oom; }
+
+bool tg_composite_body_emit_half(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg, true) && !s->oom; }
 
 void *tg_composite_node_dev_get(const tg_node *n) {
     comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;

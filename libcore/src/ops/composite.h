@@ -107,6 +107,12 @@ const char *tg_composite_ctype(tg_dtype dt);
  * when the body has an op or dtype the generator does not handle (s may
  * hold part of the code then). */
 bool tg_composite_body_emit(tg_str *s, const tg_fgraph *fg);
+/* The same, and float16 variables too: they are `float` locals holding
+ * float16 values; each node computes as the CPU interpreter's elemwise
+ * kernels do (float16 in float32) and rounds a float16 result once, with
+ * `float tg_h(float)` and `float tg_hd(double)` (round to nearest even),
+ * which the includer defines. */
+bool tg_composite_body_emit_half(tg_str *s, const tg_fgraph *fg);
 
 /* A slot in the node for a device backend's compiled kernel (NULL until
  * set). The backend owns what it stores and keeps it for the life of the

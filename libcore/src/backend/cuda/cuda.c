@@ -340,7 +340,11 @@ static void add_shape(tg_str *s, int n, const int64_t *sh) {
 
 /* ---- elementwise ---- */
 
-static int dt_code(tg_dtype dt) { return dt == TG_FLOAT64 ? 1 : dt == TG_FLOAT32 ? 0 : -1; }
+/* The kernels' dtype codes (TG_CU_DT_*): float16 is stored as half and
+ * computed in float; -1 for a dtype the kernels do not take. */
+static int dt_code(tg_dtype dt) {
+    return dt == TG_FLOAT64 ? TG_CU_DT_F64 : dt == TG_FLOAT32 ? TG_CU_DT_F32 : dt == TG_FLOAT16 ? TG_CU_DT_F16 : -1;
+}
 
 static int launch_check(int e, tg_ctx *ctx) { return e ? cu_check((cudaError_t)e, ctx) : TG_OK; }
 
@@ -350,18 +354,20 @@ static int make_contiguous(const tg_array *src, tg_array **dst, tg_ctx *ctx) {
         *dst = tg_array_ref((tg_array *)src);
         return TG_OK;
     }
-    if (dt_code(src->dtype) < 0 && tg_isize(src->dtype) != 4 && tg_isize(src->dtype) != 8)
+    const size_t isz = tg_isize(src->dtype);
+    if (isz != 2 && isz != 4 && isz != 8)
         return tg_errorf(ctx, TG_EINVAL, "CUDA: cannot copy a strided %s array", tg_dtype_name(src->dtype));
     int rc = dev_prepare(dst, src->dtype, src->ndim, src->shape, ctx);
     if (rc) return rc;
-    tg_cu_ew p = {.op = TG_CU_IDENTITY, .nin = 1, .ndim = src->ndim, .f64 = tg_isize(src->dtype) == 8};
+    tg_cu_ew p = {.op = TG_CU_IDENTITY, .nin = 1, .ndim = src->ndim, .f64 = isz == 8, .f16 = isz == 2};
     p.n = tg_array_size_inline(src);
     int64_t e = (int64_t)tg_isize(src->dtype);
     for (int d = 0; d < src->ndim; d++) {
         p.shape[d] = src->shape[d];
         p.strides[0][d] = src->shape[d] == 1 ? 0 : src->strides[d] / e;
     }
-    /* A bit copy: 4- and 8-byte elements move as float/double. */
+    /* A bit copy: 4- and 8-byte elements move as float/double, 2-byte
+     * ones as such. */
     void *in[1] = {src->data};
     return launch_check(tg_cu_elemwise(&p, (*dst)->data, in, dev.compute), ctx);
 }
@@ -404,7 +410,8 @@ static int k_elemwise(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *c
     int rc = dev_prepare(&out[0], od, ondim, shape, ctx);
     if (rc) return rc;
     tg_cu_ew p = {.op = ew_code(n->op->name), .nin = n->nin, .ndim = ondim,
-                  .f64 = in[0]->dtype == TG_FLOAT64, .out_bool = od == TG_BOOL, .flat = 1};
+                  .f64 = in[0]->dtype == TG_FLOAT64, .out_bool = od == TG_BOOL, .flat = 1,
+                  .f16 = in[0]->dtype == TG_FLOAT16};
     p.n = tg_shape_size(ondim, shape);
     const int64_t e = (int64_t)tg_isize(in[0]->dtype);
     void *ptr[TG_CU_MAXIN];
@@ -430,7 +437,7 @@ static int reduce_into(int op, const tg_array *x, uint32_t mask, int ondim, cons
                        tg_ctx *ctx) {
     int rc = dev_prepare(out, x->dtype, ondim, oshape, ctx);
     if (rc) return rc;
-    tg_cu_red p = {.op = op, .f64 = x->dtype == TG_FLOAT64, .nout = 1, .nr = 1};
+    tg_cu_red p = {.op = op, .f64 = x->dtype == TG_FLOAT64, .nout = 1, .nr = 1, .f16 = x->dtype == TG_FLOAT16};
     const int64_t e = (int64_t)tg_isize(x->dtype);
     for (int d = 0; d < x->ndim; d++) {
         if (mask >> d & 1) {
@@ -497,7 +504,7 @@ static int k_softmax(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ct
     if (rc) return rc;
     int64_t len = x->ndim ? x->shape[x->ndim - 1] : 1, size = tg_array_size_inline(x);
     if (!(rc = dev_prepare(&out[0], x->dtype, x->ndim, x->shape, ctx)))
-        rc = launch_check(tg_cu_softmax(x->dtype == TG_FLOAT64, strcmp(n->op->name, "log_softmax") == 0,
+        rc = launch_check(tg_cu_softmax(dt_code(x->dtype), strcmp(n->op->name, "log_softmax") == 0,
                                         len ? size / len : 0, len, out[0]->data, x->data, dev.compute),
                           ctx);
     tg_array_free(x);
@@ -534,7 +541,7 @@ static int k_like(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
     int rc = dev_prepare(&out[0], od, in[0]->ndim, in[0]->shape, ctx);
     if (rc) return rc;
     double v = strcmp(n->op->name, "ones_like") == 0 ? 1.0 : 0.0;
-    return launch_check(tg_cu_fill(od == TG_FLOAT64, tg_array_size_inline(in[0]), v, out[0]->data, dev.compute), ctx);
+    return launch_check(tg_cu_fill(dt_code(od), tg_array_size_inline(in[0]), v, out[0]->data, dev.compute), ctx);
 }
 
 /* ---- products (cuBLAS) ---- */
@@ -807,6 +814,9 @@ static tg_kernel_fn cu_kernel(const tg_node *n) {
         int ax = n->a.axes[0] < 0 ? n->a.axes[0] + nd : n->a.axes[0];
         return nd >= 1 && ax == nd - 1 && ot->dtype == dt ? k_softmax : NULL;
     }
+    /* float16 stops here: cross-entropy and the cuBLAS products have
+     * float32/float64 kernels only. */
+    if (dt == TG_FLOAT16) return NULL;
     if (!strcmp(name, "categorical_crossentropy"))
         return n->a.mode == 0 && n->inputs[1]->type.dtype == dt && ot->dtype == dt ? k_xent : NULL;
     if (!strcmp(name, "gemm") || !strcmp(name, "gemv") || !strcmp(name, "ger")) {

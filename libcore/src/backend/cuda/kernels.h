@@ -15,6 +15,10 @@ extern "C" {
 #define TG_CU_MAXD 8
 #define TG_CU_MAXIN 4
 
+/* The float dtypes of tg_cu_softmax and tg_cu_fill (0 and 1 are the old
+ * f64 flag's values). float16 is stored as half and computed in float. */
+enum { TG_CU_DT_F32 = 0, TG_CU_DT_F64 = 1, TG_CU_DT_F16 = 2 };
+
 /* Elementwise op codes. */
 enum {
     TG_CU_NEG, TG_CU_ABS, TG_CU_EXP, TG_CU_LOG, TG_CU_TANH, TG_CU_SIGMOID,
@@ -37,6 +41,8 @@ typedef struct tg_cu_ew {
     int f64;      /* 1: double, 0: float (inputs and a float output) */
     int out_bool; /* comparisons: the output is bool (one byte) */
     int flat;     /* every input is contiguous with the output's shape */
+    int f16;      /* 1: float16 storage, float compute (f64 is 0); with
+                   * TG_CU_IDENTITY a bit copy of 2-byte elements */
     int64_t n;
     int64_t shape[TG_CU_MAXD];
     int64_t strides[TG_CU_MAXIN][TG_CU_MAXD];
@@ -54,19 +60,20 @@ typedef struct tg_cu_red {
     int64_t kshape[TG_CU_MAXD], kstride[TG_CU_MAXD];
     int64_t rshape[TG_CU_MAXD], rstride[TG_CU_MAXD];
     int64_t nout, nr;
+    int f16; /* 1: float16 in and out, accumulated in double */
 } tg_cu_red;
 
 int tg_cu_reduce(const tg_cu_red *p, void *out, const void *in, void *stream);
 
 /* Row-wise softmax / log_softmax over the last axis of a C-contiguous
- * (rows, len) block. */
-int tg_cu_softmax(int f64, int log, int64_t rows, int64_t len, void *out,
+ * (rows, len) block; dt is a TG_CU_DT_* code. */
+int tg_cu_softmax(int dt, int log, int64_t rows, int64_t len, void *out,
                   const void *in, void *stream);
 /* out[r] = -sum_i t[r, i] * log(p[r, i]), both C-contiguous (rows, len). */
 int tg_cu_xent(int f64, int64_t rows, int64_t len, void *out, const void *p,
                const void *t, void *stream);
-/* Fill n elements with v. */
-int tg_cu_fill(int f64, int64_t n, double v, void *out, void *stream);
+/* Fill n elements of dtype dt (TG_CU_DT_*) with v. */
+int tg_cu_fill(int dt, int64_t n, double v, void *out, void *stream);
 
 #ifdef __cplusplus
 }

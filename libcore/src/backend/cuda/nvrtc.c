@@ -74,6 +74,23 @@ static const char PRELUDE[] =
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n";
 
+/* For bodies with float16: tg_half loads and stores, and the rounding of
+ * each float16 result (tg_composite_body_emit_half), to nearest even as
+ * the CPU's conversions. PTX's cvt does the conversions, so that NVRTC
+ * needs no toolkit headers (cuda_fp16.h) at run time. Under TG_HOST_SHIM
+ * the includer defines tg_half and the three conversions. */
+static const char PRELUDE_HALF[] =
+    "#ifndef TG_HOST_SHIM\n"
+    "struct tg_half { unsigned short x; };\n"
+    "TG_DEV float tg_h2f(tg_half h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h.x)); return f; }\n"
+    "TG_DEV tg_half tg_f2h(float f) { tg_half h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h.x) : \"f\"(f)); return h; }\n"
+    "TG_DEV tg_half tg_d2h(double d) { tg_half h; asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h.x) : \"d\"(d)); return h; }\n"
+    "#endif\n"
+    "TG_DEV float tg_h(float x) { return tg_h2f(tg_f2h(x)); }\n"
+    "TG_DEV float tg_hd(double x) { return tg_h2f(tg_d2h(x)); }\n";
+
+static const char *nv_ctype(tg_dtype dt) { return dt == TG_FLOAT16 ? "float" : tg_composite_ctype(dt); }
+
 char *tg_nvrtc_source(const tg_node *n, const char **why) {
     const char *dummy;
     if (!why) why = &dummy;
@@ -92,16 +109,18 @@ char *tg_nvrtc_source(const tg_node *n, const char **why) {
         *why = "more inputs and outputs than a kernel's arguments hold";
         return NULL;
     }
+    bool half = false;
+    for (int k = 0; k < fg->nvars; k++) half |= fg->vars[k]->type.dtype == TG_FLOAT16;
     for (int k = 0; k < nin + nout; k++) {
         const tg_var *v = k < nin ? fg->inputs[k] : fg->outputs[k - nin];
-        if (!tg_composite_ctype(v->type.dtype)) {
-            *why = "a dtype the kernel generator does not handle (float16)";
+        if (!nv_ctype(v->type.dtype)) {
+            *why = "a dtype the kernel generator does not handle";
             return NULL;
         }
     }
     tg_str body = {0}, s = {0};
     char *res = NULL;
-    if (!tg_composite_body_emit(&body, fg)) {
+    if (!tg_composite_body_emit_half(&body, fg)) {
         *why = body.oom ? "out of memory" : "an op the kernel generator does not handle";
         goto done;
     }
@@ -109,7 +128,7 @@ char *tg_nvrtc_source(const tg_node *n, const char **why) {
     tg_str_addf(&s, "/* tg composite (cuda): %d in, %d out, ops", nin, nout);
     for (int j = 0; j < fg->nnodes && j < 12; j++) tg_str_addf(&s, " %s", fg->nodes[j]->op->name);
     if (fg->nnodes > 12) tg_str_addf(&s, " ...");
-    tg_str_addf(&s, "; %s */\n%s", tg_dtype_name(fg->outputs[0]->type.dtype), PRELUDE);
+    tg_str_addf(&s, "; %s */\n%s%s", tg_dtype_name(fg->outputs[0]->type.dtype), PRELUDE, half ? PRELUDE_HALF : "");
     /* The argument block: tg_nvrtc_args_pack's layout. */
     tg_str_addf(&s,
                 "struct tg_args {\n    long long n;\n    int ndim, flat;\n    long long shape[8];\n"
@@ -118,8 +137,15 @@ char *tg_nvrtc_source(const tg_node *n, const char **why) {
     /* One element: inputs at byte offsets o[], outputs at position i. */
     tg_str_addf(&s, "TG_DEV void tg_point(const tg_args &a, long long i, const long long *o) {\n");
     for (int k = 0; k < nin; k++) {
-        const char *ct = tg_composite_ctype(fg->inputs[k]->type.dtype);
-        if (n->inputs[k]->type.ndim == 0) /* 0-d: the same value everywhere */
+        const char *ct = nv_ctype(fg->inputs[k]->type.dtype);
+        if (fg->inputs[k]->type.dtype == TG_FLOAT16) { /* loaded into float, exactly */
+            if (n->inputs[k]->type.ndim == 0)
+                tg_str_addf(&s, "    const float v%d = tg_h2f(*(const tg_half *)a.p[%d]);\n",
+                            fg->inputs[k]->index, nout + k);
+            else
+                tg_str_addf(&s, "    const float v%d = tg_h2f(*(const tg_half *)(a.p[%d] + o[%d]));\n",
+                            fg->inputs[k]->index, nout + k, k);
+        } else if (n->inputs[k]->type.ndim == 0) /* 0-d: the same value everywhere */
             tg_str_addf(&s, "    const %s v%d = *(const %s *)a.p[%d];\n", ct, fg->inputs[k]->index, ct,
                         nout + k);
         else
@@ -128,8 +154,11 @@ char *tg_nvrtc_source(const tg_node *n, const char **why) {
     }
     tg_str_addf(&s, "%s", body.s ? body.s : "");
     for (int k = 0; k < nout; k++) {
-        const char *ct = tg_composite_ctype(fg->outputs[k]->type.dtype);
-        tg_str_addf(&s, "    ((%s *)a.p[%d])[i] = v%d;\n", ct, k, fg->outputs[k]->index);
+        const char *ct = nv_ctype(fg->outputs[k]->type.dtype);
+        if (fg->outputs[k]->type.dtype == TG_FLOAT16) /* already a float16 value: exact */
+            tg_str_addf(&s, "    ((tg_half *)a.p[%d])[i] = tg_f2h(v%d);\n", k, fg->outputs[k]->index);
+        else
+            tg_str_addf(&s, "    ((%s *)a.p[%d])[i] = v%d;\n", ct, k, fg->outputs[k]->index);
     }
     tg_str_addf(&s, "}\n");
     /* The grid-stride loop: flat positions, else the broadcast index
