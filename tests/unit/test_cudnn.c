@@ -259,7 +259,8 @@ static void test_conv_lengths(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tg_graph *g = attrs_graph("conv2d", cases[i].attrs);
         const conv_p *p = g->nodes[0]->a.extra;
-        for (int d = 0; d < 2; d++) assert_int_equal(tg_dnn_conv_out(p, d, cases[i].in, cases[i].k), cases[i].want);
+        for (int d = 0; d < 2; d++)
+            assert_int_equal(tg_conv_out_len(p, d, cases[i].in, cases[i].k), cases[i].want);
         /* The CPU kernel agrees (or fails the same way). */
         tg_function *f = tg_function_compile(g, 0, NULL, ctx);
         assert_non_null(f);

@@ -54,28 +54,12 @@ tg_dnn_action tg_dnn_decide(tg_dnn_policy p, bool chosen, const int64_t *old, co
 
 /* ---- convolution: ops/conv.c's geometry ---- */
 
-int64_t tg_dnn_conv_pad(const conv_p *p, int d, int64_t k) {
-    int64_t kd = (k - 1) * p->dil[d] + 1;
-    switch (p->bmode) {
-    case BM_FULL: return kd - 1;
-    case BM_HALF: return kd / 2;
-    case BM_EXPLICIT: return p->pad[d];
-    default: return 0;
-    }
-}
-
-int64_t tg_dnn_conv_out(const conv_p *p, int d, int64_t in, int64_t k) {
-    int64_t kd = (k - 1) * p->dil[d] + 1, pad = tg_dnn_conv_pad(p, d, k);
-    if (k <= 0 || in < 0 || in + 2 * pad < kd) return -1;
-    return (in + 2 * pad - kd) / p->sub[d] + 1;
-}
-
 static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 bool tg_dnn_conv_map(const conv_p *p, int64_t K, int64_t L, tg_dnn_conv *d) {
     const int64_t k[2] = {K, L};
     for (int i = 0; i < 2; i++) {
-        int64_t pad = tg_dnn_conv_pad(p, i, k[i]);
+        int64_t pad = tg_conv_pad(p, i, k[i]);
         if (k[i] < 1 || !fits_int(pad) || !fits_int(p->sub[i]) || !fits_int(p->dil[i])) return false;
         d->pad[i] = (int)pad;
         d->stride[i] = (int)p->sub[i];

@@ -58,12 +58,6 @@ typedef struct tg_dnn_conv {
     int mode; /* filter_flip: a true convolution; else a cross-correlation */
 } tg_dnn_conv;
 
-/* The padding of dimension d (0 rows, 1 columns) for a kernel of length
- * k, and the output length for an input of length `in`: -1 when the
- * dilated kernel does not fit the padded input (ops/conv.c's rules). */
-int64_t tg_dnn_conv_pad(const conv_p *p, int d, int64_t k);
-int64_t tg_dnn_conv_out(const conv_p *p, int d, int64_t in, int64_t k);
-
 /* cuDNN's convolution descriptor for a (K, L) kernel; false when a value
  * does not fit cuDNN's int. */
 bool tg_dnn_conv_map(const conv_p *p, int64_t K, int64_t L, tg_dnn_conv *d);

@@ -148,7 +148,7 @@ static int conv_attrs(tg_node *n, tg_ctx *ctx) {
 
 /* ---- geometry ---- */
 
-static int64_t pad_of(const conv_p *p, int d, int64_t k) {
+int64_t tg_conv_pad(const conv_p *p, int d, int64_t k) {
     int64_t kd = (k - 1) * p->dil[d] + 1;
     switch (p->bmode) {
     case BM_FULL: return kd - 1;
@@ -158,33 +158,36 @@ static int64_t pad_of(const conv_p *p, int d, int64_t k) {
     }
 }
 
-/* Output length, or -1 when the kernel does not fit the padded input;
- * -2 when a length is unknown (negative). */
-static int64_t out_len(const conv_p *p, int d, int64_t in, int64_t k) {
+int64_t tg_conv_out_len(const conv_p *p, int d, int64_t in, int64_t k) {
     if (in < 0 || k < 0) return -2;
-    int64_t kd = (k - 1) * p->dil[d] + 1, pad = pad_of(p, d, k);
+    int64_t kd = (k - 1) * p->dil[d] + 1, pad = tg_conv_pad(p, d, k);
     if (k == 0 || in + 2 * pad < kd) return -1;
     return (in + 2 * pad - kd) / p->sub[d] + 1;
+}
+
+int tg_conv_out_lengths(const conv_p *p, int64_t H, int64_t W, int64_t K, int64_t L, int64_t *OH, int64_t *OW,
+                        tg_ctx *ctx) {
+    *OH = tg_conv_out_len(p, 0, H, K);
+    *OW = tg_conv_out_len(p, 1, W, L);
+    if (*OH < 0 || *OW < 0)
+        return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: a %lldx%lld kernel (dilated "
+                         "%lldx%lld) does not fit a %lldx%lld input padded by (%lld, %lld)",
+                         (long long)K, (long long)L, (long long)((K - 1) * p->dil[0] + 1),
+                         (long long)((L - 1) * p->dil[1] + 1), (long long)H, (long long)W,
+                         (long long)tg_conv_pad(p, 0, K), (long long)tg_conv_pad(p, 1, L));
+    return TG_OK;
 }
 
 /* Fill g's padding, strides, dilations and output lengths from its input
  * and kernel lengths. */
 static int geom_finish(geom *g, const conv_p *p, tg_ctx *ctx) {
-    g->ph = pad_of(p, 0, g->K);
-    g->pw = pad_of(p, 1, g->L);
+    g->ph = tg_conv_pad(p, 0, g->K);
+    g->pw = tg_conv_pad(p, 1, g->L);
     g->sh = p->sub[0];
     g->sw = p->sub[1];
     g->dh = p->dil[0];
     g->dw = p->dil[1];
-    g->OH = out_len(p, 0, g->H, g->K);
-    g->OW = out_len(p, 1, g->W, g->L);
-    if (g->OH < 0 || g->OW < 0)
-        return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: a %lldx%lld kernel (dilated "
-                         "%lldx%lld) does not fit a %lldx%lld input padded by (%lld, %lld)",
-                         (long long)g->K, (long long)g->L,
-                         (long long)((g->K - 1) * g->dh + 1), (long long)((g->L - 1) * g->dw + 1),
-                         (long long)g->H, (long long)g->W, (long long)g->ph, (long long)g->pw);
-    return TG_OK;
+    return tg_conv_out_lengths(p, g->H, g->W, g->K, g->L, &g->OH, &g->OW, ctx);
 }
 
 /* ---- type inference ---- */
@@ -237,7 +240,7 @@ static int conv_infer(tg_node *n, tg_ctx *ctx) {
                          n->inputs[1]->id, (long long)w->shape[1]);
     int64_t shape[4] = {x->shape[0], w->shape[0], -1, -1};
     for (int d = 0; d < 2; d++) {
-        int64_t o = out_len(p, d, x->shape[2 + d], w->shape[2 + d]);
+        int64_t o = tg_conv_out_len(p, d, x->shape[2 + d], w->shape[2 + d]);
         if (o == -1)
             return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: the kernel (%lld) does not "
                              "fit the padded input (%lld) along dimension %d",

@@ -506,19 +506,6 @@ done:
     return rc;
 }
 
-/* ops/conv.c's geom_finish: the output lengths, or its error. */
-static int conv_geom(const conv_p *p, int64_t H, int64_t W, int64_t K, int64_t L, int64_t *OH, int64_t *OW,
-                     tg_ctx *ctx) {
-    *OH = tg_dnn_conv_out(p, 0, H, K);
-    *OW = tg_dnn_conv_out(p, 1, W, L);
-    if (*OH < 0 || *OW < 0)
-        return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: a %lldx%lld kernel (dilated "
-                         "%lldx%lld) does not fit a %lldx%lld input padded by (%lld, %lld)",
-                         (long long)K, (long long)L, (long long)((K - 1) * p->dil[0] + 1),
-                         (long long)((L - 1) * p->dil[1] + 1), (long long)H, (long long)W,
-                         (long long)tg_dnn_conv_pad(p, 0, K), (long long)tg_dnn_conv_pad(p, 1, L));
-    return TG_OK;
-}
 
 static int check_gy(const int64_t *want, const tg_array *gy, tg_ctx *ctx) {
     if (gy->ndim != 4 || gy->shape[0] != want[0] || gy->shape[1] != want[1] || gy->shape[2] != want[2] ||
@@ -569,7 +556,7 @@ static int k_conv(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
                          (long long)x->shape[1], (long long)w->shape[1]);
     conv_call c = {.img = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]},
                    .ker = {w->shape[0], w->shape[1], w->shape[2], w->shape[3]}};
-    int rc = conv_geom(p, x->shape[2], x->shape[3], w->shape[2], w->shape[3], &c.res[2], &c.res[3], ctx);
+    int rc = tg_conv_out_lengths(p, x->shape[2], x->shape[3], w->shape[2], w->shape[3], &c.res[2], &c.res[3], ctx);
     if (rc) return rc;
     c.res[0] = x->shape[0];
     c.res[1] = w->shape[0];
@@ -593,7 +580,7 @@ static int k_conv_gi(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ct
     memcpy(c.ker, w->shape, sizeof c.ker);
     c.res[0] = c.img[0];
     c.res[1] = w->shape[0];
-    if ((rc = conv_geom(p, c.img[2], c.img[3], c.ker[2], c.ker[3], &c.res[2], &c.res[3], ctx)) ||
+    if ((rc = tg_conv_out_lengths(p, c.img[2], c.img[3], c.ker[2], c.ker[3], &c.res[2], &c.res[3], ctx)) ||
         (rc = check_gy(c.res, gy, ctx)))
         return rc;
     if ((rc = tg_cuda_prepare(out, n->outputs[0]->type.dtype, 4, c.img, ctx))) return rc;
@@ -616,7 +603,7 @@ static int k_conv_gw(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ct
     memcpy(c.img, x->shape, sizeof c.img);
     c.res[0] = c.img[0];
     c.res[1] = c.ker[0];
-    if ((rc = conv_geom(p, c.img[2], c.img[3], c.ker[2], c.ker[3], &c.res[2], &c.res[3], ctx)) ||
+    if ((rc = tg_conv_out_lengths(p, c.img[2], c.img[3], c.ker[2], c.ker[3], &c.res[2], &c.res[3], ctx)) ||
         (rc = check_gy(c.res, gy, ctx)))
         return rc;
     if ((rc = tg_cuda_prepare(out, n->outputs[0]->type.dtype, 4, c.ker, ctx))) return rc;
