@@ -20,6 +20,12 @@ void cli_error(const char *tool, const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+bool cli_device_ok(const char *prefix, const char *dev) {
+    if (!strcmp(dev, "cpu") || !strcmp(dev, "cuda")) return true;
+    cli_error(prefix, "--device: unknown device '%s' (cpu or cuda)", dev);
+    return false;
+}
+
 bool cli_input_parse(const char *arg, cli_input *out) {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg) return false;

@@ -13,6 +13,10 @@ enum { TG_EXIT_OK = 0, TG_EXIT_FOUND = 1, TG_EXIT_USAGE = 2 };
 
 /* Print "tool: message" on stderr. */
 void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* --device DEV: true when DEV names a device (cpu, cuda); else false, with
+ * the message "--device: unknown device ..." printed after `prefix` (the
+ * tool's name, "tgdebug: nanguard" for a subcommand). */
+bool cli_device_ok(const char *prefix, const char *dev);
 
 /* -i ID=VALUE pairs. */
 typedef struct cli_input {

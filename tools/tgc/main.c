@@ -188,10 +188,7 @@ static int cmd_run(int argc, char **argv) {
         case 'e': each = true; break;
         case 's': save = optarg; break;
         case 'd':
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
-                cli_error(TOOL, "--device: unknown device '%s' (cpu or cuda)", optarg);
-                return TG_EXIT_USAGE;
-            }
+            if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
             device = optarg;
             break;
         case 'a': algo = optarg; break; /* checked by the compile: exit 2 */

@@ -128,10 +128,7 @@ int tgd_nanguard(int argc, char **argv) {
         case 'N': go.no_nan = true; break;
         case 'I': go.no_inf = true; break;
         case 'd':
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
-                tgd_error(SUB, "--device: unknown device '%s' (cpu or cuda)", optarg);
-                return TG_EXIT_USAGE;
-            }
+            if (!cli_device_ok(TGDEBUG ": nanguard", optarg)) return TG_EXIT_USAGE;
             device = optarg;
             break;
         case 'h': usage(stdout); return TG_EXIT_OK;

@@ -474,10 +474,7 @@ int main(int argc, char **argv) {
         case 'j': json_out = optarg; break;
         case 'S': sync = true; break;
         case 'd':
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
-                cli_error(TOOL, "--device: unknown device '%s' (cpu or cuda)", optarg);
-                return TG_EXIT_USAGE;
-            }
+            if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
             device = optarg;
             break;
         case 't': trace_out = optarg; break;
