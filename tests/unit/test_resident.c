@@ -293,6 +293,23 @@ static void assert_same_bits(const tg_array *a, const tg_array *b, const char *w
     if (memcmp(a->data, b->data, nb)) fail_msg("%s: the values agree but their bits do not", what);
 }
 
+/* One training step of each function on the same data: the costs agree
+ * bit for bit (step_same: the mock device), or to rounding (step_close:
+ * a GPU). */
+static void step_same(tg_function *fa, tg_function *fb, const mlp *d, const char *what) {
+    tg_array *ca = train_step(fa, d), *cb = train_step(fb, d);
+    assert_same_bits(ca, cb, what);
+    tg_array_free(ca);
+    tg_array_free(cb);
+}
+
+static void step_close(tg_function *fa, tg_function *fb, const mlp *d) {
+    tg_array *ca = train_step(fa, d), *cb = train_step(fb, d);
+    tu_assert_close(ca, cb, 1e-4, 1e-5);
+    tg_array_free(ca);
+    tg_array_free(cb);
+}
+
 static void assert_weights_same(tg_function *dev, tg_function *cpu) {
     for (int i = 0; i < NW; i++)
         assert_same_bits(tg_function_shared_get(dev, weights[i]), tg_function_shared_get(cpu, weights[i]), weights[i]);
@@ -385,10 +402,7 @@ static void test_mlp_resident(void **state) {
     for (int i = 0; i < NW; i++) assert_true(recorded_resident(fd, weights[i]));
     mlp d = mlp_data(1);
     for (int s = 0; s < STEPS; s++) {
-        tg_array *cd = train_step(fd, &d), *cc = train_step(fc, &d);
-        assert_same_bits(cd, cc, "cost");
-        tg_array_free(cd);
-        tg_array_free(cc);
+        step_same(fd, fc, &d, "cost");
     }
     for (int i = 0; i < NW; i++) {
         assert_int_equal(ups(wsize[i]), 1);
@@ -409,10 +423,7 @@ static void test_mlp_resident(void **state) {
     assert_weights_same(fd, fc);
     for (int i = 0; i < NW; i++) assert_int_equal(downs(wsize[i]), 1);
     /* Reading did not cost the device copy: the next step uploads none. */
-    tg_array *cd = train_step(fd, &d), *cc = train_step(fc, &d);
-    assert_same_bits(cd, cc, "cost");
-    tg_array_free(cd);
-    tg_array_free(cc);
+    step_same(fd, fc, &d, "cost");
     assert_int_equal(mock.uploads, NW + 2 * (STEPS + 1) + consts);
     assert_weights_same(fd, fc);
     for (int i = 0; i < NW; i++) assert_int_equal(downs(wsize[i]), 2);
@@ -446,10 +457,7 @@ static void test_shared_set_seen(void **state) {
     assert_int_equal(mock.downloads, before);
     assert_int_equal(ups(500), 1);
     for (int s = 0; s < 2; s++) {
-        tg_array *cd = train_step(fd, &d), *cc = train_step(fc, &d);
-        assert_same_bits(cd, cc, "cost after shared_set");
-        tg_array_free(cd);
-        tg_array_free(cc);
+        step_same(fd, fc, &d, "cost after shared_set");
     }
     assert_int_equal(ups(500), 2);
     assert_int_equal(ups(784 * 500), 1);
@@ -559,32 +567,17 @@ static void test_functions_share(void **state) {
     for (int i = 0; i < NW; i++) assert_int_equal(downs(wsize[i]), 1);
     /* the CPU's train next: it reads the host values (valid) and its
      * update drops the device copies */
-    tg_array *cd = train_step(tc, &d), *cc = train_step(ref, &d);
-    assert_same_bits(cd, cc, "cost (CPU after device)");
-    tg_array_free(cd);
-    tg_array_free(cc);
+    step_same(tc, ref, &d, "cost (CPU after device)");
     for (int i = 0; i < NW; i++) assert_int_equal(downs(wsize[i]), 1);
     /* back on the device: each weight goes up again, once */
-    cd = train_step(td, &d);
-    cc = train_step(ref, &d);
-    assert_same_bits(cd, cc, "cost (device after CPU)");
-    tg_array_free(cd);
-    tg_array_free(cc);
+    step_same(td, ref, &d, "cost (device after CPU)");
     for (int i = 0; i < NW; i++) assert_int_equal(ups(wsize[i]), 2);
     /* A copy of the device function shares its state. */
     tg_ctx *ctx = tg_ctx_new();
     tg_function *cp = tg_function_copy(td, NULL, NULL, 0, ctx);
     if (!cp) fail_msg("%s", tg_ctx_message(ctx));
-    cd = train_step(cp, &d);
-    cc = train_step(ref, &d);
-    assert_same_bits(cd, cc, "cost (the copy after the device)");
-    tg_array_free(cd);
-    tg_array_free(cc);
-    cd = train_step(td, &d);
-    cc = train_step(ref, &d);
-    assert_same_bits(cd, cc, "cost (device after the copy)");
-    tg_array_free(cd);
-    tg_array_free(cc);
+    step_same(cp, ref, &d, "cost (the copy after the device)");
+    step_same(td, ref, &d, "cost (device after the copy)");
     assert_weights_same(td, ref);
     assert_weights_same(pc, ref);
     /* A copy with its own W2 (a value of the wrong type is refused):
@@ -636,10 +629,7 @@ static void test_read_on_both_sides(void **state) {
     for (int i = 0; i < NW; i++) assert_true(recorded_resident(fd, weights[i]));
     mlp d = mlp_data(5);
     for (int s = 0; s < 3; s++) {
-        tg_array *cd = train_step(fd, &d), *cc = train_step(fc, &d);
-        assert_same_bits(cd, cc, "cost");
-        tg_array_free(cd);
-        tg_array_free(cc);
+        step_same(fd, fc, &d, "cost");
     }
     /* Up once; down at each call but the first (the first reads the
      * host value it started from). */
@@ -737,10 +727,7 @@ static void test_transfer_failures(void **state) {
     tg_ctx_clear(ctx);
     mock.fail_download = false;
     /* nothing was lost: training goes on where it was */
-    tg_array *cd = train_step(fd, &d), *cc = train_step(fc, &d);
-    assert_same_bits(cd, cc, "cost after the failures");
-    tg_array_free(cd);
-    tg_array_free(cc);
+    step_same(fd, fc, &d, "cost after the failures");
     assert_weights_same(fd, fc);
     tg_function_free(pc);
     tg_ctx_free(ctx);
@@ -840,10 +827,7 @@ static void test_gpu_mlp_resident(void **state) {
     for (int i = 0; i < NW; i++) assert_true(recorded_resident(fd, weights[i]));
     mlp d = mlp_data(7);
     for (int s = 0; s < 5; s++) {
-        tg_array *cd = train_step(fd, &d), *cc = train_step(fc, &d);
-        tu_assert_close(cd, cc, 1e-4, 1e-5);
-        tg_array_free(cd);
-        tg_array_free(cc);
+        step_close(fd, fc, &d);
         for (int i = 0; i < NW; i++) assert_true(on_device_only(fd, weights[i]));
     }
     for (int i = 0; i < NW; i++) {
@@ -872,10 +856,7 @@ static void test_gpu_mlp_resident(void **state) {
     assert_int_equal(tg_function_shared_set(fd, "W2", w, ctx), TG_OK);
     assert_null(shared_of(fd, "W2")->dev);
     for (int i = 0; i < 2; i++) {
-        tg_array *cd = train_step(fd, &d), *cc = train_step(fc, &d);
-        tu_assert_close(cd, cc, 1e-4, 1e-5);
-        tg_array_free(cd);
-        tg_array_free(cc);
+        step_close(fd, fc, &d);
     }
     assert_int_equal(ups(500 * 10), 2);
     assert_int_equal(ups(784 * 500), 1);
@@ -892,10 +873,7 @@ static void test_gpu_mlp_resident(void **state) {
     tg_function *r = tg_tgf_function(t, 0);
     assert_true(r->on_device);
     for (int s = 0; s < 2; s++) {
-        tg_array *cr = train_step(r, &d), *cc = train_step(fc, &d);
-        tu_assert_close(cr, cc, 1e-4, 1e-5);
-        tg_array_free(cr);
-        tg_array_free(cc);
+        step_close(r, fc, &d);
     }
     for (int i = 0; i < NW; i++)
         tu_assert_close(tg_function_shared_get(r, weights[i]), tg_function_shared_get(fc, weights[i]), 1e-4, 1e-5);
