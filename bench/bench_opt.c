@@ -7,6 +7,9 @@
  * collect), and subexpressions computed twice (for merge).
  *
  *   build-bench/bench/bench_opt [SIZES...]   (default 1000 10000 100000)
+ *   build-bench/bench/bench_opt --loop N SIZE [PRESET]
+ *       compile one graph N times and print each time, nothing else: a
+ *       loop to run under perf or callgrind without the load in it
  */
 #include "bench_common.h"
 #include "core/core.h"
@@ -104,7 +107,29 @@ static double best_compile(tg_graph *g, const char *preset, int reps, int *nodes
     return best;
 }
 
+static int loop(int reps, int size, const char *preset) {
+    char *json = gen(size);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "bench", ctx);
+    if (!g) bench_die("load", ctx);
+    for (int r = 0; r < reps; r++) {
+        tg_compile_options o = {.preset = preset};
+        double t0 = bench_now();
+        tg_function *f = tg_function_compile(g, 0, &o, ctx);
+        double t = bench_now() - t0;
+        if (!f) bench_die("compile", ctx);
+        printf("%d nodes %s: %.4f s\n", tg_graph_node_count(g), preset, t);
+        tg_function_free(f);
+    }
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    free(json);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[1], "--loop"))
+        return loop(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : "fast_run");
     int sizes[8] = {1000, 10000, 100000}, nsizes = 3;
     if (argc > 1) {
         nsizes = 0;

@@ -225,11 +225,25 @@ typedef struct tg_fgraph {
     int nnodes, cnodes;
 } tg_fgraph;
 
+/* In a sweep over a graph's node or variable array: fetch the entry DIST
+ * places on (for writing), so that sweeps over graphs that outgrow the
+ * cache overlap their misses instead of waiting for each in turn. A macro
+ * and not a function: GCC 12 deletes calls to a function whose only
+ * effect is a prefetch. */
+#define TG_SWEEP_PREFETCH(arr, i, n)                                                       \
+    do {                                                                                   \
+        if ((i) + 16 < (n)) __builtin_prefetch((arr)[(i) + 16], 1);                        \
+    } while (0)
+
 /* ---- id map ---- */
 struct tg_idmap *tg_idmap_new(void);
 void tg_idmap_free(struct tg_idmap *m);
 int tg_idmap_put(struct tg_idmap *m, const char *id, void *v);
 void *tg_idmap_get(const struct tg_idmap *m, const char *id);
+/* The entry for id in a, else in b (either may be NULL), the two probes
+ * overlapped: for maps far bigger than the cache, one miss's wait
+ * instead of two. */
+void *tg_idmap_get2(const struct tg_idmap *a, const struct tg_idmap *b, const char *id);
 
 /* ---- variables and nodes ---- */
 tg_var *tg_var_new(const char *id, tg_var_kind kind);

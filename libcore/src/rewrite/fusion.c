@@ -55,9 +55,21 @@ int tg_rw_fusion(tg_rw *rw) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n; i++) fg->nodes[i]->mark = NULL;
+    for (int i = 0; i < n; i++) {
+        TG_SWEEP_PREFETCH(fg->nodes, i, n);
+        fg->nodes[i]->mark = NULL;
+    }
     /* Consumers first, so each group starts from its last node. */
     for (int i = n - 1; i >= 0; i--) {
+        if (i >= 16) { /* cold on large graphs: fetch ahead */
+            __builtin_prefetch(fg->nodes[i - 16]);
+            __builtin_prefetch((const char *)fg->nodes[i - 16] - 64);
+        }
+        if (i >= 8) {
+            const tg_node *m = fg->nodes[i - 8];
+            for (int k = 0; k < m->nin && k < 3; k++) __builtin_prefetch(m->inputs[k]);
+            if (m->nout) __builtin_prefetch(m->outputs[0]);
+        }
         tg_node *root = fg->nodes[i];
         if (root->mark || tg_rw_dead(root) || !fusable(root)) continue;
         int ng = 0;
@@ -137,7 +149,10 @@ int tg_rw_fusion(tg_rw *rw) {
         tg_rw_prune(rw, root);
     }
 done:
-    for (int i = 0; i < fg->nnodes; i++) fg->nodes[i]->mark = NULL;
+    for (int i = 0; i < fg->nnodes; i++) {
+        TG_SWEEP_PREFETCH(fg->nodes, i, fg->nnodes);
+        fg->nodes[i]->mark = NULL;
+    }
     tg_free(group);
     tg_free(ins);
     return rc;

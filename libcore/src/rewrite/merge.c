@@ -61,35 +61,63 @@ static bool node_equal(const tg_node *a, const tg_node *b) {
     return true;
 }
 
+/* Open addressing, at least half empty. A slot is the hash beside the
+ * entry, so that a probe reads one cache line (on large graphs the table
+ * is far bigger than the cache) and compares entries only when the hashes
+ * agree. */
+typedef struct tslot {
+    uint64_t hash;
+    void *x; /* NULL: empty */
+} tslot;
+
 typedef struct table {
-    void **slot;
-    uint64_t *hash;
-    size_t cap;
+    tslot *slot;
+    size_t cap, n;
 } table;
 
+/* Room for n entries at first; the table doubles when half full. */
 static int table_init(table *t, size_t n) {
     t->cap = 64;
+    t->n = 0;
     while (t->cap < n * 2) t->cap *= 2;
     t->slot = tg_calloc(t->cap, sizeof *t->slot);
-    t->hash = tg_calloc(t->cap, sizeof *t->hash);
-    return t->slot && t->hash ? TG_OK : TG_ENOMEM;
+    return t->slot ? TG_OK : TG_ENOMEM;
 }
 
-static void table_free(table *t) {
+static void table_free(table *t) { tg_free(t->slot); }
+
+static int table_grow(table *t) {
+    size_t cap = t->cap * 2;
+    tslot *slot = tg_calloc(cap, sizeof *slot);
+    if (!slot) return TG_ENOMEM;
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slot[i].x) continue;
+        size_t j = (size_t)t->slot[i].hash & (cap - 1);
+        while (slot[j].x) j = (j + 1) & (cap - 1);
+        slot[j] = t->slot[i];
+    }
     tg_free(t->slot);
-    tg_free(t->hash);
+    t->slot = slot;
+    t->cap = cap;
+    return TG_OK;
 }
 
-/* The first entry equal to x (by eq), or NULL after inserting x. */
+/* The first entry equal to x (by eq), or x itself after inserting it;
+ * NULL when out of memory. */
 static void *table_find_or_add(table *t, uint64_t h, void *x, bool (*eq)(const void *, const void *)) {
     size_t i = (size_t)h & (t->cap - 1);
-    while (t->slot[i]) {
-        if (t->hash[i] == h && eq(t->slot[i], x)) return t->slot[i];
+    while (t->slot[i].x) {
+        if (t->slot[i].hash == h && eq(t->slot[i].x, x)) return t->slot[i].x;
         i = (i + 1) & (t->cap - 1);
     }
-    t->slot[i] = x;
-    t->hash[i] = h;
-    return NULL;
+    if ((t->n + 1) * 2 > t->cap) {
+        if (table_grow(t)) return NULL;
+        for (i = (size_t)h & (t->cap - 1); t->slot[i].x;) i = (i + 1) & (t->cap - 1);
+    }
+    t->slot[i].x = x;
+    t->slot[i].hash = h;
+    t->n++;
+    return x;
 }
 
 static bool eq_const(const void *a, const void *b) { return const_equal(a, b); }
@@ -100,14 +128,17 @@ int tg_rw_merge(tg_rw *rw) {
     table t = {0};
     tg_regions reg = {0};
     int rc = TG_OK;
-    if (table_init(&t, (size_t)fg->nvars)) goto nomem;
+    /* Few variables are constants: the table grows as they come. */
+    if (table_init(&t, 32)) goto nomem;
     /* Constants first: a node's inputs must be canonical when it is
      * hashed. The function's outputs keep their own variables. */
     for (int i = 0; i < fg->nvars; i++) {
+        TG_SWEEP_PREFETCH(fg->vars, i, fg->nvars);
         tg_var *v = fg->vars[i];
         if (v->kind != TG_VAR_CONSTANT || !v->value || !v->nclients) continue;
         tg_var *same = table_find_or_add(&t, const_hash(v), v, eq_const);
-        if (!same) continue;
+        if (!same) goto nomem;
+        if (same == v) continue;
         bool is_output = false;
         for (int k = 0; k < v->nclients; k++) is_output |= v->clients[k].node == NULL;
         if (is_output) continue;
@@ -123,8 +154,10 @@ int tg_rw_merge(tg_rw *rw) {
      * branch guarded against). Regions of the graph as it is now: merging
      * within them only ever takes readers away from other nodes. */
     bool lazy = false;
-    for (int i = 0; i < fg->nnodes && !lazy; i++)
+    for (int i = 0; i < fg->nnodes && !lazy; i++) {
+        TG_SWEEP_PREFETCH(fg->nodes, i, fg->nnodes);
         lazy = !tg_rw_dead(fg->nodes[i]) && (fg->nodes[i]->op->flags & TG_OPF_LAZY);
+    }
     if (lazy) {
         if ((rc = tg_rw_toposort(rw))) goto done;
         if ((rc = tg_regions_compute(fg, &reg, tg_rw_ctx(rw)))) goto done;
@@ -132,10 +165,23 @@ int tg_rw_merge(tg_rw *rw) {
     }
     int nnodes = fg->nnodes; /* nodes appended meanwhile are not merged */
     for (int i = 0; i < nnodes; i++) {
+        /* cold on large graphs: fetch ahead the header and inputs of the
+         * nodes to hash next */
+        if (i + 16 < nnodes) {
+            __builtin_prefetch(fg->nodes[i + 16]);
+            __builtin_prefetch((const char *)fg->nodes[i + 16] - 64);
+        }
+        /* and the table slot of the node 8 on, whose header and inputs
+         * came in 8 steps ago: a table of 100,000 nodes is far bigger
+         * than the cache, and each lookup would wait for its miss. (Only
+         * a hint: merging the nodes before it may change its inputs.) */
+        if (i + 8 < nnodes)
+            __builtin_prefetch(&t.slot[(size_t)node_hash(fg->nodes[i + 8]) & (t.cap - 1)]);
         tg_node *n = fg->nodes[i];
         if (tg_rw_dead(n) || (n->op->flags & TG_OPF_SIDE_EFFECT)) continue;
         tg_node *same = table_find_or_add(&t, node_hash(n), n, eq_node);
-        if (!same) continue;
+        if (!same) goto nomem;
+        if (same == n) continue;
         if (lazy && !tg_regions_nested(&reg, reg.of[n->index], reg.of[same->index])) continue;
         for (int k = 0; k < n->nout; k++)
             if ((rc = tg_rw_replace(rw, n->outputs[k], same->outputs[k]))) goto done;
