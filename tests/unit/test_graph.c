@@ -1,6 +1,8 @@
 /* Function graphs: cloning what a function needs (and nothing else),
  * clients, replacing a variable, re-sorting after a replacement, traces
- * kept on clones. */
+ * kept on clones; the sort's order and cycle check on a node array that is
+ * not topological; the id map. */
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/graph.h"
@@ -80,6 +82,120 @@ static void test_replace_and_resort(void **state) {
     tg_graph_free(g);
 }
 
+/* The sort is a depth-first walk from the outputs, inputs in order,
+ * emitting each node after its inputs: worked out by hand below for an
+ * array in which two nodes come after their reader (as the optimizer
+ * appends what it builds). An unreachable node is dropped and taken off
+ * its inputs' reader lists, unless the optimizer pruned it (TG_NODE_DEAD:
+ * it is off them already). */
+static const char *json2 =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],"
+    "\"nodes\":["
+    "{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"p\"]},"
+    "{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"q\"]},"
+    "{\"op\":\"add\",\"inputs\":[\"p\",\"q\"],\"outputs\":[\"r\"]},"
+    "{\"op\":\"sqrt\",\"inputs\":[\"r\"],\"outputs\":[\"o\"]}],"
+    "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"o\"]}}}";
+
+static tg_node *fg_node(tg_fgraph *fg, const char *out) {
+    for (int i = 0; i < fg->nnodes; i++)
+        if (!strcmp(fg->nodes[i]->outputs[0]->id, out)) return fg->nodes[i];
+    return NULL;
+}
+
+static void test_sort_order_drop_and_cycle(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(json2);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
+    assert_non_null(fg);
+    assert_int_equal(fg->nnodes, 4);
+    /* Reorder the array: sqrt, add, neg, exp (every node after its reader). */
+    tg_node *e = fg_node(fg, "p"), *ng = fg_node(fg, "q"), *a = fg_node(fg, "r"), *s = fg_node(fg, "o");
+    fg->nodes[0] = s;
+    fg->nodes[1] = a;
+    fg->nodes[2] = ng;
+    fg->nodes[3] = e;
+    /* Two unreachable nodes reading x: one still attached, one pruned. */
+    tg_var *x = fg->inputs[0];
+    int readers = x->nclients;
+    tg_node *u1 = tg_node_new(tg_op_find("tanh"), 1, 1), *u2 = tg_node_new(tg_op_find("abs"), 1, 1);
+    assert_non_null(u1);
+    assert_non_null(u2);
+    u1->inputs[0] = x;
+    u2->inputs[0] = x;
+    u1->outputs[0] = tg_var_new("u1", TG_VAR_RESULT);
+    u2->outputs[0] = tg_var_new("u2", TG_VAR_RESULT);
+    u1->outputs[0]->owner = u1;
+    u2->outputs[0]->owner = u2;
+    assert_int_equal(tg_fgraph_add_node(fg, u1), 0);
+    assert_int_equal(tg_fgraph_add_node(fg, u2), 0);
+    assert_int_equal(x->nclients, readers + 2);
+    tg_fgraph_remove_client(x, u2, 0); /* what pruning does */
+    u2->rwflags = TG_NODE_DEAD;
+    tg_var *v1 = u1->outputs[0], *v2 = u2->outputs[0];
+    assert_int_equal(tg_fgraph_toposort(fg, ctx), 0);
+    /* From o: sqrt -> add -> p (exp, emitted) -> q (neg, emitted) ->
+     * add emitted -> sqrt emitted. */
+    assert_int_equal(fg->nnodes, 4);
+    assert_ptr_equal(fg->nodes[0], e);
+    assert_ptr_equal(fg->nodes[1], ng);
+    assert_ptr_equal(fg->nodes[2], a);
+    assert_ptr_equal(fg->nodes[3], s);
+    for (int i = 0; i < 4; i++) assert_int_equal(fg->nodes[i]->index, i);
+    assert_int_equal(x->nclients, readers); /* u1 taken off, u2 was off */
+    for (int i = 0; i < x->nclients; i++) assert_true(x->clients[i].node == e || x->clients[i].node == ng);
+    assert_null(v1->owner);
+    assert_null(v2->owner);
+    tg_var_free(v1);
+    tg_var_free(v2);
+    /* A cycle (which the loader never lets in): exp reads add's output. */
+    tg_var *r = a->outputs[0];
+    tg_fgraph_remove_client(x, e, 0);
+    e->inputs[0] = r;
+    assert_int_equal(tg_fgraph_add_client(r, e, 0), 0);
+    assert_int_equal(tg_fgraph_toposort(fg, ctx), TG_ELOAD);
+    assert_non_null(strstr(tg_ctx_message(ctx), "the graph has a cycle at '"));
+    tg_fgraph_free(fg);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
+/* Many keys (growth from 64 slots, collisions), replacement of a key's
+ * value, absent keys, and the two-map lookup. */
+static void test_idmap(void **state) {
+    (void)state;
+    enum { N = 5000 };
+    static char keys[N][16];
+    struct tg_idmap *m = tg_idmap_new(), *m2 = tg_idmap_new();
+    assert_non_null(m);
+    assert_non_null(m2);
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "v%d", i);
+        assert_int_equal(tg_idmap_put(i % 2 ? m2 : m, keys[i], (void *)(intptr_t)(i + 1)), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        assert_ptr_equal(tg_idmap_get(i % 2 ? m2 : m, keys[i]), (void *)(intptr_t)(i + 1));
+        assert_null(tg_idmap_get(i % 2 ? m : m2, keys[i]));
+        assert_ptr_equal(tg_idmap_get2(m, m2, keys[i]), (void *)(intptr_t)(i + 1));
+        assert_ptr_equal(tg_idmap_get2(m2, m, keys[i]), (void *)(intptr_t)(i + 1));
+    }
+    assert_null(tg_idmap_get(m, "v5000"));
+    assert_null(tg_idmap_get2(m, m2, "w1"));
+    assert_ptr_equal(tg_idmap_get2(NULL, m2, "v1"), (void *)(intptr_t)2);
+    assert_ptr_equal(tg_idmap_get2(m, NULL, "v0"), (void *)(intptr_t)1);
+    assert_null(tg_idmap_get2(NULL, NULL, "v0"));
+    /* put on a present key replaces its value (a copy of the key string
+     * finds it: keys compare by content) */
+    char copy[16];
+    strcpy(copy, "v42");
+    assert_int_equal(tg_idmap_put(m, copy, (void *)(intptr_t)7), 0);
+    assert_ptr_equal(tg_idmap_get(m, "v42"), (void *)(intptr_t)7);
+    tg_idmap_free(m);
+    tg_idmap_free(m2);
+}
+
 static void test_node_description(void **state) {
     (void)state;
     tg_graph *g = tu_load(json);
@@ -96,6 +212,8 @@ int main(void) {
         cmocka_unit_test(test_clone_takes_what_is_needed),
         cmocka_unit_test(test_replace_and_resort),
         cmocka_unit_test(test_node_description),
+        cmocka_unit_test(test_sort_order_drop_and_cycle),
+        cmocka_unit_test(test_idmap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

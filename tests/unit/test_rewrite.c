@@ -519,6 +519,52 @@ static void test_fusion_long_chain(void **state) {
     tg_graph_free(g);
 }
 
+/* Merge with more constants than its table starts with (it grows):
+ * 200 inline constants, 100 distinct values, so a_{i+100} = x + c_i is
+ * a_i again. Hand-worked: 100 adds of x and 199 of the running sum stay,
+ * and sum_i (x + i % 100 + 0.5) = 200 x + 10000. */
+static void test_merge_many_constants(void **state) {
+    (void)state;
+    char *buf = malloc(1 << 17);
+    int k = sprintf(buf, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
+                         "\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[");
+    for (int i = 0; i < 200; i++)
+        k += sprintf(buf + k, "%s{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":%d.5}],\"outputs\":[\"a%d\"]}",
+                     i ? "," : "", i % 100, i);
+    for (int i = 1; i < 200; i++)
+        k += sprintf(buf + k, ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"a%d\"],\"outputs\":[\"t%d\"]}",
+                     i == 1 ? "a" : "t", i - 1, i, i);
+    sprintf(buf + k, "]}");
+    tg_graph *g = tu_load(buf);
+    free(buf);
+    const char *const merge_only[] = {"merge", NULL};
+    tg_compile_options none = {.preset = "none"}, m = {.preset = "none", .include = merge_only};
+    tg_function *ref = compile_opts(g, NULL, &none), *f = compile_opts(g, NULL, &m);
+    assert_int_equal(tg_function_node_count(ref), 399);
+    assert_int_equal(tg_function_node_count(f), 299);
+    int merged = 0;
+    for (int i = 0; i < tg_function_rewrite_count(f); i++) {
+        tg_rewrite_info r;
+        assert_int_equal(tg_function_rewrite_get(f, i, &r), 0);
+        merged += !strcmp(r.name, "merge_nodes");
+    }
+    assert_int_equal(merged, 100);
+    int64_t shp[1] = {2};
+    double xv[2] = {1, 2}, want[2] = {10200, 10400};
+    tg_array *in = tu_f64(1, shp, xv), *w = tu_f64(1, shp, want), *o1 = NULL, *o2 = NULL;
+    call(ref, &in, &o1);
+    call(f, &in, &o2);
+    tu_assert_close(o1, w, 0, 0);
+    tu_assert_close(o2, w, 0, 0);
+    tg_array_free(in);
+    tg_array_free(w);
+    tg_array_free(o1);
+    tg_array_free(o2);
+    tg_function_free(ref);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* Rewrites never change a type: the optimized graph's every variable
  * keeps the dtype the unoptimized one had for the same output. */
 static void test_examples_unchanged(void **state) {
@@ -556,6 +602,7 @@ int main(void) {
         cmocka_unit_test(test_fusion_long_chain),
         cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_examples_unchanged),
+        cmocka_unit_test(test_merge_many_constants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

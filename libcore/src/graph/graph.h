@@ -161,7 +161,7 @@ struct tg_node {
                    O(1) however many readers the input has */
     tg_var **outputs;
     int index;
-    uint8_t rwflags; /* the optimizer's: dead, on the worklist */
+    uint8_t rwflags; /* the optimizer's: dead (TG_NODE_DEAD), on the worklist */
     int8_t dnn_algo; /* cuDNN algorithm policy (backend/dnn.h), set by compile */
     void *mark;
     json_object *attrs; /* canonical attrs, owned (may be NULL: none) */
@@ -182,6 +182,11 @@ struct tg_node {
     tg_kstate *kstate;
     tg_attrs a;
 };
+
+/* In tg_node.rwflags: the optimizer pruned the node (rewrite/engine.c,
+ * tg_rw_prune), which took it off its inputs' reader lists; the next
+ * topological sort frees it. */
+enum { TG_NODE_DEAD = 1 };
 
 typedef struct tg_update {
     tg_var *shared; /* the shared variable */

@@ -13,7 +13,7 @@
 
 #include "rewrite/engine.h"
 
-enum { RW_DEAD = 1, RW_QUEUED = 2 };
+enum { RW_DEAD = TG_NODE_DEAD, RW_QUEUED = 2 };
 
 /* The passes, in the order fast_run runs them. A local pass applies its
  * rules from a worklist; a global one is one function. */
@@ -94,7 +94,6 @@ static int oom(tg_rw *rw) { return tg_errorf(rw->ctx, TG_ENOMEM, "out of memory 
 tg_fgraph *tg_rw_fgraph(tg_rw *rw) { return rw->fg; }
 tg_ctx *tg_rw_ctx(tg_rw *rw) { return rw->ctx; }
 const char *tg_rw_pass(const tg_rw *rw) { return rw->pass; }
-bool tg_rw_dead(const tg_node *n) { return n->rwflags & RW_DEAD; }
 
 int tg_rw_toposort(tg_rw *rw) {
     int rc = tg_fgraph_toposort(rw->fg, rw->ctx);

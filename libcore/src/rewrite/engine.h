@@ -119,7 +119,7 @@ int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed,
                  int nremoved, tg_node *created);
 /* Mark a node dead and detach it when none of its outputs is used. */
 void tg_rw_prune(tg_rw *rw, tg_node *n);
-bool tg_rw_dead(const tg_node *n);
+static inline bool tg_rw_dead(const tg_node *n) { return n->rwflags & TG_NODE_DEAD; }
 /* The pass currently running, for record entries of global passes. */
 const char *tg_rw_pass(const tg_rw *rw);
 

@@ -35,6 +35,7 @@ int tg_rw_inplace(tg_rw *rw) {
     tg_fgraph *fg = tg_rw_fgraph(rw);
     int nnodes = fg->nnodes;
     for (int i = 0; i < nnodes; i++) {
+        TG_SWEEP_PREFETCH(fg->nodes, i, nnodes);
         tg_node *n = fg->nodes[i];
         if (tg_rw_dead(n) || n->inplace || n->nout != 1) continue;
         const tg_op *op = n->op;
