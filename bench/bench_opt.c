@@ -79,15 +79,22 @@ static int npass[8];
 static char pass_name[8][MAXPASS][32];
 static double pass_s[8][MAXPASS];
 
+/* Compile g's first function with a preset; *t: how long it took. */
+static tg_function *timed_compile(tg_graph *g, const char *preset, tg_ctx *ctx, double *t) {
+    tg_compile_options o = {.preset = preset};
+    double t0 = bench_now();
+    tg_function *f = tg_function_compile(g, 0, &o, ctx);
+    *t = bench_now() - t0;
+    if (!f) bench_die("compile", ctx);
+    return f;
+}
+
 static double best_compile(tg_graph *g, const char *preset, int reps, int *nodes_after, int slot) {
     double best = 1e30;
     tg_ctx *ctx = tg_ctx_new();
     for (int r = 0; r < reps; r++) {
-        tg_compile_options o = {.preset = preset};
-        double t0 = bench_now();
-        tg_function *f = tg_function_compile(g, 0, &o, ctx);
-        double t = bench_now() - t0;
-        if (!f) bench_die("compile", ctx);
+        double t;
+        tg_function *f = timed_compile(g, preset, ctx, &t);
         if (t < best) {
             best = t;
             if (slot >= 0) {
@@ -113,11 +120,8 @@ static int loop(int reps, int size, const char *preset) {
     tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "bench", ctx);
     if (!g) bench_die("load", ctx);
     for (int r = 0; r < reps; r++) {
-        tg_compile_options o = {.preset = preset};
-        double t0 = bench_now();
-        tg_function *f = tg_function_compile(g, 0, &o, ctx);
-        double t = bench_now() - t0;
-        if (!f) bench_die("compile", ctx);
+        double t;
+        tg_function *f = timed_compile(g, preset, ctx, &t);
         printf("%d nodes %s: %.4f s\n", tg_graph_node_count(g), preset, t);
         tg_function_free(f);
     }
