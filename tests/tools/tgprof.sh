@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tgprof: the report ranks a large gemm above small elementwise ops; the
-# per-node times add up to the time in nodes; the memory figures match
+# tgprof: the report ranks a large gemm above small elementwise ops, its
+# tables in decreasing order of time; the per-node times add up to the
+# time in nodes; the memory figures match
 # sizes worked out by hand; the Chrome trace is valid JSON with every node
 # event inside its call's; the JSON report validates against
 # schemas/profile.schema.json; the examples profile; bad input gets exit 2
@@ -58,18 +59,29 @@ bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
 "$TGPROF" "$costly" -O none -i v='[1,2,3,4,5,6,7,8]' --calls 5 --warmup 2 --top 3 \
   --json "$tmp/costly.json" --trace "$tmp/costly.trace.json" >"$tmp/costly.txt" 2>"$tmp/costly.err"
 check '[ $? -eq 0 ] && [ ! -s "$tmp/costly.err" ]' "tgprof runs the costly graph"
-# The first row of each table: the gemm node, the gemm op, the blas class.
-first_row() { sed -n "/^$1/,/^\$/p" "$tmp/costly.txt" | sed -n '4p' | awk '{print $NF}'; }
-check '[ "$(sed -n "/^Nodes (apply)/,/^\$/p" "$tmp/costly.txt" | sed -n 4p | awk "{print \$(NF-1)}")" = g ]' \
-  "the gemm node is ranked first in the node table"
-check '[ "$(first_row "Op classes")" = blas ]' "blas is the first op class"
+# The tables run in decreasing order of time, and the gemm ranks above the
+# small elementwise nodes (their class too). Not "first": the nodes that
+# make the gemm's operands, arange and zeros_like over 6.5 MB, can come
+# close to it where a fresh page is dear, and take longer in the sanitizer
+# build (Debug: tg's own kernels unoptimized and instrumented, OpenBLAS
+# not).
+table() { sed -n "/^$1/,/^\$/p" "$tmp/costly.txt" | sed -n '4,$p' | awk '$1 ~ /%$/'; }
+sorted_desc() { table "$1" | awk 'NR > 1 && $3 > prev {bad = 1} {prev = $3; n++} END {exit bad || n < 3}'; }
+# The position of a row (by its name column) in a table, 0 when not shown.
+row_of() { table "$1" | awk -v k="$2" -v c="$3" '$(NF - c) == k {print NR; found = 1; exit} END {if (!found) print 0}'; }
+check 'sorted_desc "Nodes (apply)"' "the node table is in decreasing order of time"
+check 'sorted_desc "Op classes"' "the op class table is in decreasing order of time"
+check '[ "$(row_of "Nodes (apply)" g 1)" -gt 0 ]' "the gemm node is among the 3 rows shown"
+check 'b=$(row_of "Op classes" blas 0); e=$(row_of "Op classes" elemwise 0); [ "$b" -gt 0 ] && { [ "$e" = 0 ] || [ "$b" -lt "$e" ]; }' \
+  "blas ranks above elemwise"
 check 'grep -q "^  ... (remaining 6 nodes account for" "$tmp/costly.txt"' "--top 3 leaves 6 nodes to the remaining line"
 check 'grep -q "no optimizer passes ran (preset none)" "$tmp/costly.txt"' "the optimizer section says no pass ran"
 check 'grep -q "Calls: 5 (after 2 warm-up calls)" "$tmp/costly.txt"' "the summary counts calls and warm-up calls"
 check 'grep -q "Trace: the first 5 of 5 calls in" "$tmp/costly.txt"' "the summary says what the trace holds"
 
-$PY - "$tmp/costly.json" "$tmp/costly.trace.json" <<'PY'
+$PY - "$tmp/costly.json" "$tmp/costly.trace.json" "$(table "Nodes (apply)" | head -1 | awk '{print $(NF-1)}')" <<'PY'
 import json, sys
+text_first = sys.argv[3]
 rep = json.load(open(sys.argv[1]))
 f = rep["functions"][0]
 fails = 0
@@ -80,9 +92,11 @@ def check(ok, what):
 nodes = f["nodes"]
 byname = {n["key"]: n for n in nodes}
 top = max(nodes, key=lambda n: n["time_s"])
-check(top["key"] == "g" and top["op"] == "gemm", "the JSON ranks the gemm first (%s)" % top["key"])
+check(top["key"] == text_first, "the JSON's slowest node (%s) heads the text's node table (%s)" % (top["key"], text_first))
+gemm = byname["g"]
+check(gemm["op"] == "gemm", "g is the gemm")
 for small in ("e1", "e2", "e3"):
-    check(byname[small]["time_s"] < top["time_s"] / 5, "%s takes well under a fifth of the gemm" % small)
+    check(byname[small]["time_s"] < gemm["time_s"] / 5, "%s takes well under a fifth of the gemm" % small)
 tsum = sum(n["time_s"] for n in nodes)
 tin = f["time_in_nodes_s"]
 check(abs(tsum - tin) <= 0.05 * tin, "per-node times (%.6f s) sum to the time in nodes (%.6f s) within 5%%" % (tsum, tin))
