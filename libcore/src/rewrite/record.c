@@ -4,17 +4,10 @@
 #include "core/core.h"
 #include "rewrite/rewrite.h"
 
-static void free_keys(char **k, int n) {
-    for (int i = 0; i < n; i++) tg_free(k[i]);
-    tg_free(k);
-}
-
 void tg_opt_record_free(tg_opt_record *r) {
     if (!r) return;
-    for (int i = 0; i < r->n; i++) {
-        free_keys(r->entries[i].removed, r->entries[i].nremoved);
-        free_keys(r->entries[i].created, r->entries[i].ncreated);
-    }
+    /* an entry's two key lists and their strings are one block, at removed */
+    for (int i = 0; i < r->n; i++) tg_free(r->entries[i].removed);
     tg_free(r->entries);
     tg_free(r->passes);
     tg_free(r->rstats);
@@ -23,14 +16,27 @@ void tg_opt_record_free(tg_opt_record *r) {
     memset(r, 0, sizeof *r);
 }
 
-static char **copy_keys(const char *const *k, int n) {
-    char **c = tg_calloc((size_t)n + 1, sizeof *c);
+/* Both key lists of an entry in one allocation: the removed pointers, a
+ * NULL, the created pointers, a NULL, then the strings (a rewrite applied
+ * a hundred thousand times made three to six small allocations each). */
+static char **copy_keys(const char *const *removed, int nremoved, const char *const *created, int ncreated) {
+    size_t nptr = (size_t)nremoved + (size_t)ncreated + 2, text = 0;
+    for (int i = 0; i < nremoved; i++) text += strlen(removed[i]) + 1;
+    for (int i = 0; i < ncreated; i++) text += strlen(created[i]) + 1;
+    char **c = tg_malloc(nptr * sizeof *c + text);
     if (!c) return NULL;
-    for (int i = 0; i < n; i++)
-        if (!(c[i] = tg_strdup(k[i]))) {
-            free_keys(c, i);
-            return NULL;
+    char *t = (char *)(c + nptr);
+    for (int side = 0, at = 0; side < 2; side++) {
+        const char *const *k = side ? created : removed;
+        int n = side ? ncreated : nremoved;
+        for (int i = 0; i < n; i++) {
+            size_t len = strlen(k[i]) + 1;
+            memcpy(t, k[i], len);
+            c[at++] = t;
+            t += len;
         }
+        c[at++] = NULL;
+    }
     return c;
 }
 
@@ -49,13 +55,9 @@ int tg_opt_record_add(tg_opt_record *r, const char *name, const char *pass,
     e->pass = pass;
     e->nremoved = nremoved;
     e->ncreated = ncreated;
-    e->removed = copy_keys(removed, nremoved);
-    e->created = copy_keys(created, ncreated);
-    if (!e->removed || !e->created) {
-        if (e->removed) free_keys(e->removed, nremoved);
-        if (e->created) free_keys(e->created, ncreated);
-        return TG_ENOMEM;
-    }
+    e->removed = copy_keys(removed, nremoved, created, ncreated);
+    if (!e->removed) return TG_ENOMEM;
+    e->created = e->removed + nremoved + 1;
     r->n++;
     return TG_OK;
 }

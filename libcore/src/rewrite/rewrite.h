@@ -15,7 +15,8 @@
 typedef struct tg_rw_entry {
     const char *name; /* static strings: the rewrite's name and pass */
     const char *pass;
-    char **removed; /* owned keys */
+    char **removed; /* keys: one block owned here holds both lists and
+                       their strings (created points into it) */
     int nremoved;
     char **created;
     int ncreated;
