@@ -230,7 +230,7 @@ typedef struct tg_fgraph {
     int nnodes, cnodes;
 } tg_fgraph;
 
-/* In a sweep over a graph's node or variable array: fetch the entry DIST
+/* In a sweep over a graph's node or variable array: fetch the entry 16
  * places on (for writing), so that sweeps over graphs that outgrow the
  * cache overlap their misses instead of waiting for each in turn. A macro
  * and not a function: GCC 12 deletes calls to a function whose only

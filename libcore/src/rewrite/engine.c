@@ -148,7 +148,8 @@ static int work_push_front(tg_rw *rw, tg_node *n) {
  * nodes come next, so fetch ahead in two steps: the header (and the input
  * array before it) of the node 16 places on, and the input and output
  * variables of the one 8 places on, whose header the first step brought
- * in. */
+ * in. always_inline: GCC 12 deletes calls to a function whose only effect
+ * is a prefetch (these never ran until that was seen). */
 static inline __attribute__((always_inline)) void work_prefetch(const tg_rw *rw) {
     enum { FAR = 16, NEAR = 8 };
     if (rw->whead + FAR < rw->wtail) {
