@@ -140,14 +140,6 @@ fail:
     return NULL;
 }
 
-/* Fetch a node's header and the input array before it. always_inline:
- * GCC 12 takes a function whose only effect is a prefetch for one without
- * effects and deletes its calls. */
-static inline __attribute__((always_inline)) void prefetch_node(const tg_node *m) {
-    __builtin_prefetch(m);
-    __builtin_prefetch((const char *)m - 64);
-}
-
 /* Iterative depth-first walk from the outputs back to the inputs, cloning
  * as it goes; post-order gives a topological order. map[] sends a graph
  * variable's index to its clone. */
@@ -383,11 +375,8 @@ int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
     for (int i = 0; i < n; i++) {
         /* three steps ahead: the node 24 on, the input variables of the
          * one 12 on, the producers of the one 6 on */
-        if (i + 24 < n) prefetch_node(fg->nodes[i + 24]);
-        if (i + 12 < n) {
-            const tg_node *m = fg->nodes[i + 12];
-            for (int k = 0; k < m->nin && k < 4; k++) __builtin_prefetch(m->inputs[k]);
-        }
+        if (i + 24 < n) tg_prefetch_node(fg->nodes[i + 24]);
+        if (i + 12 < n) tg_prefetch_node_vars(fg->nodes[i + 12]);
         if (i + 6 < n) {
             const tg_node *m = fg->nodes[i + 6];
             for (int k = 0; k < m->nin && k < 4; k++)
@@ -439,13 +428,8 @@ int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
     for (int i = 0; i < n; i++) {
         /* The dead are cold: fetch the nodes 16 on, then the variables
          * of those 8 on (their headers came in 8 steps ago). */
-        if (i + 16 < n && !state[i + 16]) prefetch_node(fg->nodes[i + 16]);
-        if (i + 8 < n && !state[i + 8]) {
-            const tg_node *m = fg->nodes[i + 8];
-            if (!(m->rwflags & TG_NODE_DEAD))
-                for (int k = 0; k < m->nin && k < 3; k++) __builtin_prefetch(m->inputs[k], 1);
-            if (m->nout) __builtin_prefetch(m->outputs[0], 1);
-        }
+        if (i + 16 < n && !state[i + 16]) tg_prefetch_node(fg->nodes[i + 16]);
+        if (i + 8 < n && !state[i + 8]) tg_prefetch_node_vars(fg->nodes[i + 8]);
         if (!state[i]) {
             tg_node *d = fg->nodes[i];
             /* a node the optimizer pruned is off its inputs' lists already */

@@ -230,15 +230,31 @@ typedef struct tg_fgraph {
     int nnodes, cnodes;
 } tg_fgraph;
 
-/* In a sweep over a graph's node or variable array: fetch the entry 16
- * places on (for writing), so that sweeps over graphs that outgrow the
- * cache overlap their misses instead of waiting for each in turn. A macro
- * and not a function: GCC 12 deletes calls to a function whose only
- * effect is a prefetch. */
+/* Fetching ahead, for walks over graphs that outgrow the cache: their
+ * misses then overlap instead of each waiting for the last. GCC 12 takes
+ * a function whose only effect is a prefetch for one without effects and
+ * deletes its calls: these are macros or always_inline.
+ *
+ * In a sweep over a node or variable array: the entry 16 places on (for
+ * writing). */
 #define TG_SWEEP_PREFETCH(arr, i, n)                                                       \
     do {                                                                                   \
         if ((i) + 16 < (n)) __builtin_prefetch((arr)[(i) + 16], 1);                        \
     } while (0)
+
+/* A node's header and the input array just before it (graph.c,
+ * tg_node_new). */
+static inline __attribute__((always_inline)) void tg_prefetch_node(const tg_node *m) {
+    __builtin_prefetch(m);
+    __builtin_prefetch((const char *)m - 64);
+}
+
+/* The variables a node reads (its first four) and makes (its first two):
+ * for a node whose header came in a few steps earlier. */
+static inline __attribute__((always_inline)) void tg_prefetch_node_vars(const tg_node *m) {
+    for (int k = 0; k < m->nin && k < 4; k++) __builtin_prefetch(m->inputs[k]);
+    for (int k = 0; k < m->nout && k < 2; k++) __builtin_prefetch(m->outputs[k]);
+}
 
 /* ---- id map ---- */
 struct tg_idmap *tg_idmap_new(void);

@@ -148,20 +148,12 @@ static int work_push_front(tg_rw *rw, tg_node *n) {
  * nodes come next, so fetch ahead in two steps: the header (and the input
  * array before it) of the node 16 places on, and the input and output
  * variables of the one 8 places on, whose header the first step brought
- * in. always_inline: GCC 12 deletes calls to a function whose only effect
- * is a prefetch (these never ran until that was seen). */
+ * in. always_inline, as graph.h says (these never ran until that was
+ * seen). */
 static inline __attribute__((always_inline)) void work_prefetch(const tg_rw *rw) {
     enum { FAR = 16, NEAR = 8 };
-    if (rw->whead + FAR < rw->wtail) {
-        const tg_node *f = rw->work[(rw->whead + FAR) % rw->wcap];
-        __builtin_prefetch(f);
-        __builtin_prefetch((const char *)f - 64);
-    }
-    if (rw->whead + NEAR < rw->wtail) {
-        const tg_node *m = rw->work[(rw->whead + NEAR) % rw->wcap];
-        for (int k = 0; k < m->nin && k < 4; k++) __builtin_prefetch(m->inputs[k]);
-        for (int k = 0; k < m->nout && k < 2; k++) __builtin_prefetch(m->outputs[k]);
-    }
+    if (rw->whead + FAR < rw->wtail) tg_prefetch_node(rw->work[(rw->whead + FAR) % rw->wcap]);
+    if (rw->whead + NEAR < rw->wtail) tg_prefetch_node_vars(rw->work[(rw->whead + NEAR) % rw->wcap]);
 }
 
 static tg_node *work_pop(tg_rw *rw) {
@@ -649,7 +641,7 @@ static int compact(tg_rw *rw) {
     for (int i = 0; i < fg->nvars; i++) {
         /* cold on large graphs: fetch ahead what the test and the frees
          * below read */
-        if (i + 16 < fg->nvars) __builtin_prefetch(fg->vars[i + 16]);
+        TG_SWEEP_PREFETCH(fg->vars, i, fg->nvars);
         if (i + 8 < fg->nvars) {
             const tg_var *w = fg->vars[i + 8];
             if (!w->owner && !w->nclients) {

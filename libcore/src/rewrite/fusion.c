@@ -61,15 +61,8 @@ int tg_rw_fusion(tg_rw *rw) {
     }
     /* Consumers first, so each group starts from its last node. */
     for (int i = n - 1; i >= 0; i--) {
-        if (i >= 16) { /* cold on large graphs: fetch ahead */
-            __builtin_prefetch(fg->nodes[i - 16]);
-            __builtin_prefetch((const char *)fg->nodes[i - 16] - 64);
-        }
-        if (i >= 8) {
-            const tg_node *m = fg->nodes[i - 8];
-            for (int k = 0; k < m->nin && k < 3; k++) __builtin_prefetch(m->inputs[k]);
-            if (m->nout) __builtin_prefetch(m->outputs[0]);
-        }
+        if (i >= 16) tg_prefetch_node(fg->nodes[i - 16]); /* cold on large graphs */
+        if (i >= 8) tg_prefetch_node_vars(fg->nodes[i - 8]);
         tg_node *root = fg->nodes[i];
         if (root->mark || tg_rw_dead(root) || !fusable(root)) continue;
         int ng = 0;

@@ -167,10 +167,7 @@ int tg_rw_merge(tg_rw *rw) {
     for (int i = 0; i < nnodes; i++) {
         /* cold on large graphs: fetch ahead the header and inputs of the
          * nodes to hash next */
-        if (i + 16 < nnodes) {
-            __builtin_prefetch(fg->nodes[i + 16]);
-            __builtin_prefetch((const char *)fg->nodes[i + 16] - 64);
-        }
+        if (i + 16 < nnodes) tg_prefetch_node(fg->nodes[i + 16]);
         /* and the table slot of the node 8 on, whose header and inputs
          * came in 8 steps ago: a table of 100,000 nodes is far bigger
          * than the cache, and each lookup would wait for its miss. (Only

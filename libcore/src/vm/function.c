@@ -209,11 +209,8 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
         next++;
     }
     for (int k = 0; k < fg->nnodes; k++) {
-        if (k + 16 < fg->nnodes) { /* the node 16 on and its output array */
-            __builtin_prefetch(fg->nodes[k + 16]);
-            __builtin_prefetch((const char *)fg->nodes[k + 16] - 64);
-        }
-        if (k + 8 < fg->nnodes && fg->nodes[k + 8]->nout) __builtin_prefetch(fg->nodes[k + 8]->outputs[0]);
+        if (k + 16 < fg->nnodes) tg_prefetch_node(fg->nodes[k + 16]);
+        if (k + 8 < fg->nnodes) tg_prefetch_node_vars(fg->nodes[k + 8]);
         tg_node *n = fg->nodes[k];
         for (int j = 0; j < n->nout; j++) {
             slot_of[n->outputs[j]->index] = next;
@@ -233,10 +230,7 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
     for (int i = 0; i < f->nslots; i++) last_use[i] = -1;
     f->nsched = fg->nnodes;
     for (int k = 0; k < fg->nnodes; k++) {
-        if (k + 8 < fg->nnodes) { /* the input variables of the node 8 on */
-            const tg_node *m = fg->nodes[k + 8];
-            for (int j = 0; j < m->nin && j < 4; j++) __builtin_prefetch(m->inputs[j]);
-        }
+        if (k + 8 < fg->nnodes) tg_prefetch_node_vars(fg->nodes[k + 8]);
         tg_node *n = fg->nodes[k];
         tg_vm_node *s = &f->sched[k];
         s->node = n;
