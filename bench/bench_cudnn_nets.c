@@ -29,7 +29,10 @@
  * of the three nets (narrow layers, small images, batch 8 and 16) on
  * whatever device there is, the CPU included: the graphs load, compile and
  * train, and the peer computes the same costs (tests/tools/gputools.sh).
- * TG_BENCH_NETS=mlp,vgg picks nets. */
+ * TG_BENCH_NETS=mlp,vgg picks nets. TG_BENCH_KEEP=DIR writes the graphs
+ * and their .npy files under DIR/<net>/ and leaves them there (to run
+ * tgprof on: tgprof DIR/vgg/vgg.json -i x=DIR/vgg/x_64.npy -i
+ * y=DIR/vgg/y_64.npy --device cuda). */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <ftw.h>
@@ -393,8 +396,14 @@ int main(int argc, char **argv) {
     int nnets = 3;
     const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     char root[4096];
-    snprintf(root, sizeof root, "%s/tg-bench-nets-XXXXXX", tmpdir);
-    if (!mkdtemp(root)) die(root);
+    const char *keep = getenv("TG_BENCH_KEEP");
+    if (keep && *keep) {
+        snprintf(root, sizeof root, "%s", keep);
+        if (mkdir(root, 0700) && errno != EEXIST) die(root);
+    } else {
+        snprintf(root, sizeof root, "%s/tg-bench-nets-XXXXXX", tmpdir);
+        if (!mkdtemp(root)) die(root);
+    }
     result res[6];
     int nres = 0;
     char peer_args[8192];
@@ -407,7 +416,7 @@ int main(int argc, char **argv) {
         if (pick && !strstr(pick, n->name)) continue;
         char dir[4200];
         snprintf(dir, sizeof dir, "%s/%s", root, n->name);
-        if (mkdir(dir, 0700)) die(dir);
+        if (mkdir(dir, 0700) && !(keep && *keep && errno == EEXIST)) die(dir);
         int np;
         const char *json = write_net(n, dir, &np);
         for (int b = 0; b < 2; b++) {
@@ -492,6 +501,9 @@ int main(int argc, char **argv) {
         if (gpu) printf("  nodes left on the CPU: %s\n", r->host);
     }
     free(out);
-    rm_tree(root);
+    if (keep && *keep)
+        printf("(the graphs and their data are in %s)\n", root);
+    else
+        rm_tree(root);
     return bad ? 1 : 0;
 }

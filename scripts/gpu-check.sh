@@ -19,6 +19,9 @@
 #                (tests/tools/gputools.sh, tgc_device.sh, tgc_dnn_algo.sh),
 #                in parallel; one PASS/FAIL line each, the tail of a failure
 #         bench: bench_cuda and bench_cudnn_nets at full size, beside PyTorch
+#         profile: tgprof (--sync, then CUDA events) on a training step of
+#                each net of bench_cudnn_nets (GPUKIT_NETS, default
+#                alexnet,vgg; batch GPUKIT_BATCH, default 64): profile.log
 #       The logs go to $OUT (the device tool brings back at most 8 files):
 #       summary.txt, env.txt, tests.log (every log, one after another),
 #       bench.log and logs.tar.gz; without $OUT, to .gpukit/logs/. Exit 1
@@ -32,7 +35,7 @@
 # PyTorch; default python3 run without this script's LD_LIBRARY_PATH).
 set -euo pipefail
 mode=${1:-}
-usage() { echo "usage: $0 pack [--build] | run [tests|bench|all]" >&2; exit 2; }
+usage() { echo "usage: $0 pack [--build] | run [tests|bench|all|profile]" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 root=$PWD
 kit=.gpukit
@@ -232,7 +235,7 @@ find_cuda_libs() {
 
 run() {
   local what=${1:-all}
-  case "$what" in tests | bench | all) ;; *) usage ;; esac
+  case "$what" in tests | bench | all | profile) ;; *) usage ;; esac
   # wait -n -p (the parallel tests) is bash 5.1's.
   [ "${BASH_VERSINFO[0]}" -gt 5 ] || { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -ge 1 ]; } ||
     die "bash $BASH_VERSION is too old (5.1 or newer needed)"
@@ -413,6 +416,29 @@ P
 
   local fails=0 passes=0 notrun=0 failed=()
   summary() { echo "$*" | tee -a "$rep/summary.txt"; }
+
+  # ---- profile ----
+  if [ "$what" = profile ]; then
+    local nets=${GPUKIT_NETS:-alexnet,vgg} bsz=${GPUKIT_BATCH:-64} keep=$cache/nets net plog=$rep/profile.log mode
+    : >"$plog"
+    echo "== profile: $nets, batch $bsz (log: $plog)"
+    # The graphs and data, from the benchmark (3 steps, no peer).
+    (cd "$B/bench" && TG_BENCH_KEEP=$keep TG_BENCH_NETS=$nets TG_BENCH_PYTHON=false TG_CACHE_DIR=$cache/bench \
+      timeout -k 10 "$(($(deadline) - 10))" "$B/bench/bench_cudnn_nets" 3) >>"$plog" 2>&1 || true
+    for net in ${nets//,/ }; do
+      for mode in --sync ""; do
+        [ "$(deadline)" -gt 20 ] || break
+        echo "===== tgprof $net batch $bsz ${mode:-(CUDA events)}" | tee -a "$plog"
+        # shellcheck disable=SC2086 # mode is empty or one word
+        (cd "$keep/$net" && TG_CACHE_DIR=$cache/bench timeout -k 10 "$(($(deadline) - 10))" "$B/tools/tgprof" \
+          "$net.json" -i "x=x_$bsz.npy" -i "y=y_$bsz.npy" --device cuda $mode --calls 3 --top 25) >>"$plog" 2>&1 ||
+          echo "tgprof failed: rc $?" | tee -a "$plog"
+      done
+    done
+    summary "== profile: $((SECONDS - t0)) s; $(grep -c '^=====' "$plog") profiles in $plog"
+    [ -n "${OUT:-}" ] || cat "$plog"
+    return 0
+  fi
 
   # ---- tests ----
   if [ "$what" != bench ]; then

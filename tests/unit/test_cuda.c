@@ -180,6 +180,35 @@ static void test_sum_to(void **state) {
     for (int t = 0; t < 2; t++) check_op("sum_to", NULL, FLOATS[t], 2, o, R_SIGNED);
 }
 
+/* Reductions the launcher cuts into pieces (few outputs, many elements
+ * each: partials combined by a second kernel), in both layouts: one block
+ * per output (a conv bias gradient, axes 0, 2, 3 of (64, 32, 40, 40); a
+ * whole array) and one thread per output (axis 0 of (20000, 16)); and a
+ * broadcast whose axes merge (the bias added over (N, C, H, W)). */
+static void test_reduce_pieces(void **state) {
+    if (!have_gpu()) skip();
+    static const char *const ops[] = {"sum", "max", "min", "mean", NULL};
+    operand conv = {4, {64, 32, 40, 40}}, col = {2, {20000, 16}}, flat = {1, {300001}};
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; ops[i]; i++) {
+            /* positive: no sum cancels to near 0, where float32's
+             * rounding would outweigh the relative tolerance */
+            check_op(ops[i], "{\"axis\":[0,2,3]}", FLOATS[t], 1, &conv, R_POSITIVE);
+            check_op(ops[i], "{\"axis\":0}", FLOATS[t], 1, &col, R_POSITIVE);
+            check_op(ops[i], "{\"axis\":null}", FLOATS[t], 1, &flat, R_POSITIVE);
+        }
+        operand st[2] = {{4, {64, 32, 40, 40}}, {4, {1, 32, 1, 1}}}, st2[2] = {{2, {20000, 16}}, {1, {16}}};
+        check_op("sum_to", NULL, FLOATS[t], 2, st, R_POSITIVE);
+        check_op("sum_to", NULL, FLOATS[t], 2, st2, R_POSITIVE);
+        operand bias[2] = {{4, {8, 32, 20, 20}}, {4, {1, 32, 1, 1}}};
+        check_op("add", NULL, FLOATS[t], 2, bias, R_SIGNED);
+    }
+    /* float16: accumulated in double, rounded once (means: a sum of
+     * 100,000 would pass float16's largest value) */
+    check_op("mean", "{\"axis\":[0,2,3]}", TG_FLOAT16, 1, &conv, R_POSITIVE);
+    check_op("mean", "{\"axis\":0}", TG_FLOAT16, 1, &col, R_POSITIVE);
+}
+
 static void test_nn(void **state) {
     if (!have_gpu()) skip();
     operand rows = {2, {7, 33}}, wide = {3, {2, 3, 700}}, pt[2] = {{2, {6, 10}}, {2, {6, 10}}};
@@ -362,7 +391,8 @@ static void test_hooks_see_host_values(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
-        cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_nn),
+        cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_reduce_pieces),
+        cmocka_unit_test(test_nn),
         cmocka_unit_test(test_dot),             cmocka_unit_test(test_blas_updates),
         cmocka_unit_test(test_mlp_training),      cmocka_unit_test(test_float16),
         cmocka_unit_test(test_hooks_see_host_values),

@@ -549,17 +549,20 @@ static void test_nanguard_device(void **state) {
     tg_nanguard_options go = {0};
     struct {
         const char *what;
-        int bad_at; /* x[bad_at] = -1 (NaN from log) */
-        float wbig; /* w[0] */
+        int bad_at; /* x[bad_at] = bad */
+        float bad;
+        float wbig; /* w[0], under the threshold (1e10) itself */
         bool offence;
     } cases[] = {
-        {"clean", -1, 1, false},
-        {"NaN from log", 100, 1, true},
-        {"big from mul", -1, 3e10f, true},
+        {"clean", -1, 0, 1, false},
+        {"NaN from log", 100, -1, 1, true},
+        /* log(20) * 9e9 = 2.7e10 at [0, 0] only: elsewhere |log x| is
+         * under 0.92 (x in [0.5, 2.5)), and exp(20) = 4.9e8. */
+        {"big from mul", 0, 20, 9e9f, true},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int i = 0; i < 64 * 33; i++) xd[i] = 0.5f + (float)((i * 37) % 100) / 50.f;
-        if (cases[c].bad_at >= 0) xd[cases[c].bad_at] = -1;
+        if (cases[c].bad_at >= 0) xd[cases[c].bad_at] = cases[c].bad;
         wd[0] = cases[c].wbig;
         tg_offence off[2];
         char key[2][64], msg[2][512];

@@ -329,6 +329,8 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
     return false; /* int_div, mod, integer pow, gammaln, digamma */
 }
 
+static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLOAT16 ? "float" : ctype_of(dt); }
+
 /* The kernel's prelude. As in vmath.c, the libm functions are declared
  * `omp declare simd` (GCC), so that the vectorised loop calls the same
  * libmvec variant as the unfused ops' loops on this CPU, and sigmoid
@@ -370,7 +372,23 @@ static const char PRELUDE[] =
     "#define TG_CLIP(T) static inline T tg_clip_##T(T x, T lo, T hi) { \\\n"
     "    T m = (x >= lo || x != x) ? x : lo; return (m <= hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
-    "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n";
+    "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
+    TG_COMPOSITE_F2I("static inline");
+
+/* The C conversion from float dtype `from` to integer dtype `to` of
+ * expression x, defined for NaN and out-of-range values as
+ * tensor/cast.c defines it (x86's scalar conversions): through the
+ * prelude's tg_f2i32, tg_f2i64 and tg_f2u64. Other conversions are C's
+ * own cast. */
+static void conv_expr(tg_str *s, tg_dtype to, tg_dtype from, bool half, const char *x) {
+    const char *ct = ctype_h(to, half);
+    if (!tg_dtype_is_float(from) || tg_dtype_is_float(to) || to == TG_BOOL) {
+        tg_str_addf(s, "((%s)(%s))", ct, x);
+        return;
+    }
+    const char *f = to == TG_INT64 || to == TG_UINT32 ? "tg_f2i64" : to == TG_UINT64 ? "tg_f2u64" : "tg_f2i32";
+    tg_str_addf(s, "((%s)%s((double)(%s)))", ct, f, x);
+}
 
 /* The statements computing every body variable from the inputs loaded as
  * v<index>: one typed local per node output. */
@@ -379,8 +397,6 @@ static const char PRELUDE[] =
  * another dtype converted straight to float32) and rounds its float16
  * result once with tg_h (from float) or tg_hd (from double: one
  * rounding, as tensor/cast.c), which the including prelude defines. */
-static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLOAT16 ? "float" : ctype_of(dt); }
-
 static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
     for (int i = 0; i < fg->nvars; i++) {
         tg_var *v = fg->vars[i];
@@ -416,8 +432,18 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
                 snprintf(a[k], sizeof a[k], "((uint8_t)(v%d != 0))", in->index);
             else if (want == TG_FLOAT16 && sw) /* switch moves float16 values */
                 snprintf(a[k], sizeof a[k], idt == TG_FLOAT64 ? "tg_hd(v%d)" : "tg_h((float)v%d)", in->index);
-            else
-                snprintf(a[k], sizeof a[k], "((%s)v%d)", ctype_h(want, half), in->index);
+            else {
+                char v[16];
+                snprintf(v, sizeof v, "v%d", in->index);
+                tg_str c = {0};
+                conv_expr(&c, want, idt, half, v);
+                if (c.oom || strlen(c.s) >= sizeof a[k]) {
+                    tg_str_free(&c);
+                    return false;
+                }
+                memcpy(a[k], c.s, strlen(c.s) + 1);
+                tg_str_free(&c);
+            }
         }
         tg_str e = {0};
         if (!node_expr(&e, nd, a, half)) {
@@ -429,8 +455,11 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
             tg_str_addf(s, "        const float v%d = %s)(%s));\n", nd->outputs[0]->index,
                         dbl ? "tg_hd((double" : "tg_h((float", e.s ? e.s : "0");
         } else {
-            tg_str_addf(s, "        const %s v%d = (%s)(%s);\n", ctype_of(od), nd->outputs[0]->index,
-                        ctype_of(od), e.s ? e.s : "0");
+            /* The expression's dtype: the compute dtype, a cast's input's. */
+            tg_dtype ed = cast ? nd->inputs[0]->type.dtype : cd;
+            tg_str_addf(s, "        const %s v%d = ", ctype_of(od), nd->outputs[0]->index);
+            conv_expr(s, od, ed, half, e.s ? e.s : "0");
+            tg_str_addf(s, ";\n");
         }
         tg_str_free(&e);
     }

@@ -62,6 +62,20 @@
  * than TG_COMPOSITE_MAX_IO inputs plus outputs; TG_ETYPE when the body
  * would not give an output its type; TG_ENOMEM. */
 #define TG_COMPOSITE_MAX_IO 64
+
+/* The generated kernels' float-to-integer conversions (C source, each
+ * function qualified by Q: "static inline" for the CPU's, the device
+ * qualifier for NVRTC's): NaN and out-of-range values give what
+ * tensor/cast.c gives (x86's scalar conversions), on any device. */
+#define TG_COMPOSITE_F2I(Q)                                                                              \
+    Q " int32_t tg_f2i32(double v) {\n"                                                                  \
+      "    return v > -2147483649.0 && v < 2147483648.0 ? (int32_t)v : (int32_t)(-2147483647 - 1); }\n"  \
+    Q " int64_t tg_f2i64(double v) {\n"                                                                  \
+      "    return v >= -9223372036854775808.0 && v < 9223372036854775808.0 ? (int64_t)v\n"               \
+      "                                                                  : (int64_t)(-9223372036854775807ll - 1); }\n" \
+    Q " uint64_t tg_f2u64(double v) {\n"                                                                 \
+      "    return v >= 9223372036854775808.0 ? (uint64_t)tg_f2i64(v - 9223372036854775808.0) ^ (1ull << 63)\n" \
+      "                                      : (uint64_t)tg_f2i64(v); }\n"
 tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes,
                                tg_var *const *inputs, int nin,
                                tg_var *const *outputs, int nout,

@@ -474,3 +474,27 @@ E.add("max", np.zeros((2, 0, 0), np.float32), {"axis": [1]}, error="zero-size ar
 E.add("max", np.zeros((0, 3)), {"axis": 1}, np.zeros(0), shape=[None, None])
 E.add("argmin", np.zeros((3, 0), np.uint8), {"axis": 0}, np.zeros(0, np.int64), shape=[None, None])
 write("reduce_errors", E.variables, E.nodes, E.tests, E.functions)
+
+# sum_to (tg's own form, written by differentiation: the gradient summed
+# down to its target's shape): float16 adds in float64 and rounds once, as
+# the reductions do (2048 + 1 + 1 is 2050, where float16 steps would stay
+# at 2048); integers add exactly (2**53 + 1 is not a double); leading axes
+# and length-1 axes are summed, float32 in float32.
+g16 = np.array([[2048, 3], [1, 0.5], [1, 0.25]], np.float16)
+g64 = np.array([[2**53, 7], [1, -2], [0, 5]], np.int64)
+g32 = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 8
+to = np.zeros((3, 1), np.float32)
+write("reduce_sum_to",
+      [{"id": "a", "type": typ(g16)}, {"id": "ta", "type": typ(np.zeros((1, 2), np.float16))},
+       {"id": "b", "type": typ(g64)}, {"id": "tb", "type": typ(np.zeros((2,), np.int64))},
+       {"id": "c", "type": typ(g32)}, {"id": "tc", "type": typ(to)}],
+      [{"op": "sum_to", "inputs": ["a", "ta"], "outputs": ["sa"]},
+       {"op": "sum_to", "inputs": ["b", "tb"], "outputs": ["sb"]},
+       {"op": "sum_to", "inputs": ["c", "tc"], "outputs": ["sc"]}],
+      [{"inputs": {"a": value(g16), "ta": value(np.zeros((1, 2), np.float16)), "b": value(g64),
+                   "tb": value(np.zeros((2,), np.int64)), "c": value(g32), "tc": value(to)},
+        "outputs": {"sa": value(g16.astype(np.float64).sum(axis=0, keepdims=True).astype(np.float16)),
+                    "sb": value(g64.sum(axis=0)),
+                    "sc": value(g32.sum(axis=(0, 2)).reshape(3, 1))},
+        "rtol": 0, "atol": 0}],
+      functions={"main": {"inputs": ["a", "ta", "b", "tb", "c", "tc"], "outputs": ["sa", "sb", "sc"]}})

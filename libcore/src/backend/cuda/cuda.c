@@ -415,21 +415,87 @@ static int k_elemwise(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *c
     p.n = tg_shape_size(ondim, shape);
     const int64_t e = (int64_t)tg_isize(in[0]->dtype);
     void *ptr[TG_CU_MAXIN];
-    for (int d = 0; d < ondim; d++) p.shape[d] = shape[d];
+    int64_t strides[TG_CU_MAXIN][TG_MAX_NDIM];
     for (int k = 0; k < n->nin; k++) {
         const tg_array *a = in[k];
         int off = ondim - a->ndim;
         if (a->ndim != ondim || !tg_shape_equal(ondim, a->shape, shape) || !tg_array_is_contiguous(a)) p.flat = 0;
         for (int d = 0; d < ondim; d++) {
             int ad = d - off;
-            p.strides[k][d] = ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad] / e;
+            strides[k][d] = ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad] / e;
         }
         ptr[k] = a->data;
+    }
+    /* The broadcast index costs a division per axis and element: axes of
+     * length 1 dropped, and an axis merged into the one outside it when
+     * every input steps through both as through one (a bias broadcast
+     * over (N, C, H, W) becomes (N, C, H*W)). */
+    p.ndim = 0;
+    for (int d = 0; d < ondim; d++) {
+        if (shape[d] == 1) continue;
+        int j = p.ndim;
+        bool merge = j > 0;
+        for (int k = 0; k < n->nin && merge; k++) merge = p.strides[k][j - 1] == shape[d] * strides[k][d];
+        if (merge) {
+            p.shape[j - 1] *= shape[d];
+            for (int k = 0; k < n->nin; k++) p.strides[k][j - 1] = strides[k][d];
+            continue;
+        }
+        p.shape[j] = shape[d];
+        for (int k = 0; k < n->nin; k++) p.strides[k][j] = strides[k][d];
+        p.ndim++;
     }
     return launch_check(tg_cu_elemwise(&p, out[0]->data, ptr, dev.compute), ctx);
 }
 
 /* ---- reductions ---- */
+
+/* How a reduction is launched (tg_cu_red's col, nsplit, chunk): the
+ * axes merged where they are contiguous with each other, then one block
+ * per output when the reduced elements lie side by side, else one thread
+ * per output; an output's reduction is cut into pieces when there are
+ * too few outputs to fill the GPU (8 blocks, or 2048 threads, per
+ * multiprocessor), each piece at least 4096 elements (row) or 32 (col). */
+static void red_plan(tg_cu_red *p, const tg_array *x, uint32_t mask) {
+    const int64_t e = (int64_t)tg_isize(x->dtype);
+    /* Axes of length 1 dropped; a run of axes of one kind merged when
+     * each outer stride is the inner length times the inner stride. */
+    int64_t sh[TG_MAX_NDIM], st[TG_MAX_NDIM];
+    bool red[TG_MAX_NDIM];
+    int n = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (x->shape[d] == 1) continue;
+        bool r = mask >> d & 1;
+        int64_t stride = x->strides[d] / e;
+        if (n && red[n - 1] == r && st[n - 1] == x->shape[d] * stride) {
+            sh[n - 1] *= x->shape[d];
+            st[n - 1] = stride;
+            continue;
+        }
+        sh[n] = x->shape[d];
+        st[n] = stride;
+        red[n++] = r;
+    }
+    p->nkept = p->nred = 0;
+    for (int d = 0; d < n; d++) {
+        if (red[d]) {
+            p->rshape[p->nred] = sh[d];
+            p->rstride[p->nred++] = st[d];
+        } else {
+            p->kshape[p->nkept] = sh[d];
+            p->kstride[p->nkept++] = st[d];
+        }
+    }
+    const int64_t sms = tg_cu_sm_count();
+    const bool inner_red = p->nred && p->rstride[p->nred - 1] == 1;
+    p->col = !inner_red && p->nkept && p->kstride[p->nkept - 1] == 1;
+    int64_t want = p->col ? (sms * 2048 + p->nout - 1) / p->nout : (sms * 8 + p->nout - 1) / p->nout;
+    int64_t most = p->nr / (p->col ? 32 : 4096);
+    p->nsplit = want < most ? want : most;
+    if (p->nsplit < 2) p->nsplit = 1;
+    p->chunk = p->nsplit > 1 ? (p->nr + p->nsplit - 1) / p->nsplit : p->nr;
+    if (p->nsplit > 1) p->nsplit = (p->nr + p->chunk - 1) / p->chunk; /* no empty piece */
+}
 
 /* Reduce the axes of x in `mask` into a C-contiguous output of shape
  * (ndim, shape) whose element count is the product of the kept axes. */
@@ -438,24 +504,29 @@ static int reduce_into(int op, const tg_array *x, uint32_t mask, int ondim, cons
     int rc = dev_prepare(out, x->dtype, ondim, oshape, ctx);
     if (rc) return rc;
     tg_cu_red p = {.op = op, .f64 = x->dtype == TG_FLOAT64, .nout = 1, .nr = 1, .f16 = x->dtype == TG_FLOAT16};
-    const int64_t e = (int64_t)tg_isize(x->dtype);
     for (int d = 0; d < x->ndim; d++) {
-        if (mask >> d & 1) {
-            p.rshape[p.nred] = x->shape[d];
-            p.rstride[p.nred++] = x->strides[d] / e;
+        if (mask >> d & 1)
             p.nr *= x->shape[d];
-        } else {
-            p.kshape[p.nkept] = x->shape[d];
-            p.kstride[p.nkept++] = x->strides[d] / e;
+        else
             p.nout *= x->shape[d];
-        }
     }
     if (p.nout != tg_array_size_inline(*out))
         return tg_errorf(ctx, TG_ESHAPE, "CUDA reduction: output size mismatch");
     if (p.nr == 0 && (op == TG_CU_MAX || op == TG_CU_MIN))
         return tg_errorf(ctx, TG_ERUNTIME, "zero-size array to reduction operation %s which has no identity",
                          op == TG_CU_MAX ? "max" : "min");
-    return launch_check(tg_cu_reduce(&p, (*out)->data, x->data, dev.compute), ctx);
+    if (p.nout == 0) return TG_OK;
+    red_plan(&p, x, mask);
+    /* The partials: from the pool, given back once queued (the next user
+     * of the block is ordered after this work on the stream). */
+    tg_array *part = NULL;
+    if (p.nsplit > 1) {
+        int64_t np = p.nout * p.nsplit;
+        if (!(part = tg_cuda_empty(TG_FLOAT64, 1, &np, ctx))) return ctx ? ctx->status : TG_ENOMEM;
+    }
+    rc = launch_check(tg_cu_reduce(&p, (*out)->data, part ? part->data : NULL, x->data, dev.compute), ctx);
+    tg_array_free(part);
+    return rc;
 }
 
 static int red_code(const char *name) {

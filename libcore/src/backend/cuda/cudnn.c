@@ -363,6 +363,27 @@ static bool math_ok(tg_dtype dt, cudnnMathType_t m) {
     return dt == TG_FLOAT16 || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
+_Static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT == 8 && CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT == 6 &&
+                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT == 7 && CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING == 6 &&
+                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING == 3 && CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD == 6,
+               "algo_name: cuDNN's algorithm numbers");
+
+/* The name of algorithm a of direction kind, and whether it is an FFT
+ * or Winograd one (tg_cudnn_stats.approx). */
+static const char *algo_name(int kind, int a, bool *approx) {
+    static const char *const fwd[] = {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct",
+                                       "fft", "fft_tiling", "winograd", "winograd_nonfused"};
+    static const char *const bwd_data[] = {"algo_0", "algo_1", "fft", "fft_tiling", "winograd",
+                                           "winograd_nonfused"};
+    static const char *const bwd_filter[] = {"algo_0", "algo_1", "fft", "algo_3", "winograd",
+                                             "winograd_nonfused", "fft_tiling"};
+    const char *const *t = kind == K_CONV ? fwd : kind == K_CONV_GI ? bwd_data : bwd_filter;
+    int n = kind == K_CONV ? 8 : kind == K_CONV_GI ? 6 : 7;
+    const char *name = a >= 0 && a < n ? t[a] : "other";
+    *approx = !strncmp(name, "fft", 3) || !strncmp(name, "winograd", 8);
+    return name;
+}
+
 /* Choose s's algorithm for the current descriptors (see the top): the
  * first candidate, best first, that succeeded and whose workspace size
  * cuDNN gives. *none: no candidate. */
@@ -404,18 +425,27 @@ static int choose(int kind, dnn_state *s, tg_dtype dt, bool timed, const void *a
      * candidate: no algorithm, so the CPU runs it. */
     if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) k = 0;
     else if ((rc = dnn_check(e, timed ? "finding an algorithm" : "choosing an algorithm", ctx))) return rc;
+    /* TG_CUDNN_EXACT=1: no FFT or Winograd algorithm (their float32
+     * errors reach about 1e-3 of the largest magnitude). */
+    const char *ex = getenv("TG_CUDNN_EXACT");
+    const bool exact = ex && *ex && strcmp(ex, "0");
     for (int i = 0; i < k; i++) {
         size_t sz;
+        bool approx;
         if (cand[i].status != CUDNN_STATUS_SUCCESS || !math_ok(dt, cand[i].math)) continue;
+        if (exact && (algo_name(kind, cand[i].algo, &approx), approx)) continue;
         cudnnMathType_t m = math_for(dt, cand[i].math);
         if (cudnnSetConvolutionMathType(s->conv, m) || ws_size(kind, s, cand[i].algo, &sz)) continue;
         s->chosen = true;
         s->algo = s->st.algo = cand[i].algo;
+        s->st.algo_name = algo_name(kind, s->algo, &s->st.approx);
         s->math = m;
         return TG_OK;
     }
     s->chosen = false;
     s->algo = s->st.algo = -1;
+    s->st.algo_name = NULL;
+    s->st.approx = false;
     *none = true;
     return TG_OK;
 }

@@ -12,6 +12,12 @@ typedef struct tg_cudnn_stats {
     int nfallback;     /* choices made again because a _once algorithm
                           did not support new shapes */
     int algo;          /* the algorithm in use (-1: none chosen) */
+    const char *algo_name; /* its name ("implicit_precomp_gemm", "fft"...;
+                              NULL: none chosen) */
+    bool approx;       /* an FFT or Winograd algorithm: sums rounded
+                          otherwise than a float32 product's (errors of
+                          about 1e-4 of the result's largest magnitude
+                          where a GEMM algorithm's are about 1e-6) */
     int nhost;         /* calls cuDNN turned down, run by the CPU kernel */
 } tg_cudnn_stats;
 

@@ -73,23 +73,27 @@ template <typename T> __device__ inline T binary(int op, T a, T b) {
     }
 }
 
-/* T computes, S is the inputs' storage, O the output's. */
-template <typename T, typename S, typename O>
+/* T computes, S is the inputs' storage, O the output's; I is the type
+ * of the flat index (32 bits when n allows: a cheaper division). */
+template <typename T, typename S, typename O, typename I>
 __global__ void ew_kernel(tg_cu_ew p, O *out, const S *a0, const S *a1,
                           const S *a2, const S *a3) {
     const S *in[TG_CU_MAXIN] = {a0, a1, a2, a3};
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < (I)p.n;
+         i += (I)gridDim.x * blockDim.x) {
         T v[TG_CU_MAXIN];
         if (p.flat) {
             for (int k = 0; k < p.nin; k++) v[k] = ld<T>(in[k][i]);
         } else {
-            int64_t off[TG_CU_MAXIN] = {0, 0, 0, 0}, r = i;
-            for (int d = p.ndim - 1; d >= 0; d--) {
-                int64_t idx = r % p.shape[d];
-                r /= p.shape[d];
-                for (int k = 0; k < p.nin; k++) off[k] += idx * p.strides[k][d];
+            int64_t off[TG_CU_MAXIN] = {0, 0, 0, 0};
+            I r = i;
+            for (int d = p.ndim - 1; d > 0; d--) {
+                const I len = (I)p.shape[d], q = r / len, idx = r - q * len;
+                r = q;
+                for (int k = 0; k < p.nin; k++) off[k] += (int64_t)idx * p.strides[k][d];
             }
+            if (p.ndim > 0)
+                for (int k = 0; k < p.nin; k++) off[k] += (int64_t)r * p.strides[k][0];
             for (int k = 0; k < p.nin; k++) v[k] = ld<T>(in[k][off[k]]);
         }
         T acc;
@@ -119,59 +123,142 @@ __global__ void copy16_kernel(tg_cu_ew p, unsigned short *out,
     }
 }
 
-/* One block per output element; threads stride over the reduced
- * elements and combine in shared memory. */
-template <typename T, typename A>
-__global__ void red_kernel(tg_cu_red p, T *out, const T *in) {
+/* Reductions. The host (cuda.c) merges adjacent axes and picks one of
+ * two layouts, and how many pieces each output's reduction is cut into
+ * (p.nsplit, p.chunk reduced elements each) so that the whole GPU works
+ * even when there are few outputs (a convolution's bias gradient: 64
+ * outputs of 3 million elements each):
+ *   row: one block per (output, piece); its threads stride over the
+ *        reduced elements, which lie side by side (a contiguous innermost
+ *        reduced axis), and combine in shared memory;
+ *   col: one thread per (output, piece), walking its reduced elements in
+ *        order; neighbouring threads have neighbouring outputs (a
+ *        contiguous innermost kept axis: sum over the batch axis).
+ * With one piece the result is stored directly; with several, each piece
+ * writes its partial (in the accumulator's type) and red_finish combines
+ * an output's partials in order. Every order is fixed: the same inputs
+ * give the same bits from call to call. I is the type of the reduced
+ * index (32 bits when nr allows: a cheaper division). */
+template <typename A> __device__ inline A red_init(int op) {
+    return op == TG_CU_MAX ? A(-INFINITY) : op == TG_CU_MIN ? A(INFINITY) : op == TG_CU_PROD ? A(1) : A(0);
+}
+
+/* a combined with x; NaN wins for max and min. */
+template <typename A> __device__ inline A red_step(int op, A a, A x) {
+    switch (op) {
+    case TG_CU_MAX: return (x > a || x != x) ? x : a;
+    case TG_CU_MIN: return (x < a || x != x) ? x : a;
+    case TG_CU_PROD: return a * x;
+    default: return a + x;
+    }
+}
+
+__device__ inline int64_t kept_offset(const tg_cu_red &p, int64_t o) {
+    int64_t base = 0;
+    for (int d = p.nkept - 1; d >= 0; d--) {
+        base += (o % p.kshape[d]) * p.kstride[d];
+        o /= p.kshape[d];
+    }
+    return base;
+}
+
+template <typename T, typename A, typename I>
+__global__ void red_row(tg_cu_red p, T *out, A *part, const T *in) {
     __shared__ A sh[256];
-    for (int64_t o = blockIdx.x; o < p.nout; o += gridDim.x) {
-        int64_t base = 0, r = o;
-        for (int d = p.nkept - 1; d >= 0; d--) {
-            base += (r % p.kshape[d]) * p.kstride[d];
-            r /= p.kshape[d];
-        }
-        A acc = p.op == TG_CU_MAX ? A(-INFINITY)
-              : p.op == TG_CU_MIN ? A(INFINITY)
-              : p.op == TG_CU_PROD ? A(1) : A(0);
-        bool nan = false;
-        for (int64_t j = threadIdx.x; j < p.nr; j += blockDim.x) {
-            int64_t off = base, q = j;
-            for (int d = p.nred - 1; d >= 0; d--) {
-                off += (q % p.rshape[d]) * p.rstride[d];
-                q /= p.rshape[d];
+    const int64_t nw = p.nout * p.nsplit;
+    for (int64_t w = blockIdx.x; w < nw; w += gridDim.x) {
+        const int64_t o = w / p.nsplit, piece = w - o * p.nsplit;
+        const int64_t base = kept_offset(p, o);
+        const I j0 = (I)(piece * p.chunk);
+        const I j1 = (I)(p.nr - (int64_t)j0 < p.chunk ? p.nr : (int64_t)j0 + p.chunk);
+        A acc = red_init<A>(p.op);
+        for (I j = j0 + (I)threadIdx.x; j < j1; j += (I)blockDim.x) {
+            int64_t off = base;
+            I q = j;
+            for (int d = p.nred - 1; d > 0; d--) {
+                const I len = (I)p.rshape[d], qq = q / len;
+                off += (int64_t)(q - qq * len) * p.rstride[d];
+                q = qq;
             }
-            A x = ld<A>(in[off]);
-            if (x != x) nan = true;
-            switch (p.op) {
-            case TG_CU_MAX: acc = x > acc ? x : acc; break;
-            case TG_CU_MIN: acc = x < acc ? x : acc; break;
-            case TG_CU_PROD: acc *= x; break;
-            default: acc += x;
-            }
+            off += (int64_t)q * p.rstride[0];
+            acc = red_step<A>(p.op, acc, ld<A>(in[off]));
         }
-        if (nan && (p.op == TG_CU_MAX || p.op == TG_CU_MIN)) acc = A(NAN);
         sh[threadIdx.x] = acc;
         __syncthreads();
         for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-            if (threadIdx.x < s) {
-                A x = sh[threadIdx.x + s], y = sh[threadIdx.x];
-                switch (p.op) {
-                case TG_CU_MAX: y = (x > y || x != x) ? x : y; break;
-                case TG_CU_MIN: y = (x < y || x != x) ? x : y; break;
-                case TG_CU_PROD: y *= x; break;
-                default: y += x;
-                }
-                sh[threadIdx.x] = y;
-            }
+            if (threadIdx.x < s) sh[threadIdx.x] = red_step<A>(p.op, sh[threadIdx.x], sh[threadIdx.x + s]);
             __syncthreads();
         }
         if (threadIdx.x == 0) {
             A v = sh[0];
-            if (p.op == TG_CU_MEAN) v = p.nr ? v / (A)p.nr : A(NAN);
-            out[o] = st<T>(v);
+            if (p.nsplit > 1)
+                part[w] = v;
+            else
+                out[o] = st<T>(p.op == TG_CU_MEAN ? (p.nr ? v / (A)p.nr : A(NAN)) : v);
         }
         __syncthreads();
     }
+}
+
+template <typename T, typename A>
+__global__ void red_col(tg_cu_red p, T *out, A *part, const T *in) {
+    const int64_t nt = p.nout * p.nsplit;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < nt; t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t piece = t / p.nout, o = t - piece * p.nout;
+        const int64_t j0 = piece * p.chunk, j1 = p.nr - j0 < p.chunk ? p.nr : j0 + p.chunk;
+        int64_t idx[TG_CU_MAXD], off = kept_offset(p, o), q = j0;
+        for (int d = p.nred - 1; d >= 0; d--) {
+            idx[d] = q % p.rshape[d];
+            q /= p.rshape[d];
+            off += idx[d] * p.rstride[d];
+        }
+        A acc = red_init<A>(p.op);
+        for (int64_t j = j0; j < j1; j++) {
+            acc = red_step<A>(p.op, acc, ld<A>(in[off]));
+            for (int d = p.nred - 1; d >= 0; d--) { /* the next element: odometer */
+                off += p.rstride[d];
+                if (++idx[d] < p.rshape[d]) break;
+                off -= idx[d] * p.rstride[d];
+                idx[d] = 0;
+            }
+        }
+        if (p.nsplit > 1)
+            part[piece * p.nout + o] = acc;
+        else
+            out[o] = st<T>(p.op == TG_CU_MEAN ? (p.nr ? acc / (A)p.nr : A(NAN)) : acc);
+    }
+}
+
+/* Each output's partials, in piece order: part[o * nsplit + piece] (row)
+ * or part[piece * nout + o] (col). */
+template <typename T, typename A>
+__global__ void red_finish(tg_cu_red p, T *out, const A *part) {
+    for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < p.nout; o += (int64_t)gridDim.x * blockDim.x) {
+        A v = red_init<A>(p.op);
+        for (int64_t k = 0; k < p.nsplit; k++)
+            v = red_step<A>(p.op, v, part[p.col ? k * p.nout + o : o * p.nsplit + k]);
+        out[o] = st<T>(p.op == TG_CU_MEAN ? (p.nr ? v / (A)p.nr : A(NAN)) : v);
+    }
+}
+
+template <typename T, typename A>
+int red_launch(const tg_cu_red *p, T *out, A *part, const T *in, cudaStream_t s) {
+    if (p->col) {
+        int64_t nt = p->nout * p->nsplit, b = (nt + 255) / 256;
+        red_col<T, A><<<(unsigned)(b > 65535 ? 65535 : b), 256, 0, s>>>(*p, out, part, in);
+    } else {
+        int64_t nw = p->nout * p->nsplit;
+        unsigned g = (unsigned)(nw > 65535 ? 65535 : nw);
+        if (p->nr <= INT32_MAX)
+            red_row<T, A, unsigned><<<g, 256, 0, s>>>(*p, out, part, in);
+        else
+            red_row<T, A, int64_t><<<g, 256, 0, s>>>(*p, out, part, in);
+    }
+    if (p->nsplit > 1) {
+        int64_t b = (p->nout + 255) / 256;
+        red_finish<T, A><<<(unsigned)(b > 65535 ? 65535 : b), 256, 0, s>>>(*p, out, part);
+    }
+    return (int)cudaGetLastError();
 }
 
 template <typename T> __device__ T block_reduce(T v, bool is_max, T *sh) {
@@ -240,6 +327,15 @@ unsigned grid_for(int64_t n, int threads) {
     return (unsigned)(b > 65535 ? 65535 : b);
 }
 
+template <typename T, typename S, typename O>
+void ew_launch(unsigned g, cudaStream_t s, const tg_cu_ew &p, O *out, const S *a0, const S *a1, const S *a2,
+               const S *a3) {
+    if (p.n <= INT32_MAX)
+        ew_kernel<T, S, O, unsigned><<<g, 256, 0, s>>>(p, out, a0, a1, a2, a3);
+    else
+        ew_kernel<T, S, O, int64_t><<<g, 256, 0, s>>>(p, out, a0, a1, a2, a3);
+}
+
 } // namespace
 
 extern "C" int tg_cu_elemwise(const tg_cu_ew *p, void *out, void *const *in,
@@ -256,42 +352,51 @@ extern "C" int tg_cu_elemwise(const tg_cu_ew *p, void *out, void *const *in,
         const __half *i0 = (const __half *)a[0], *i1 = (const __half *)a[1],
                      *i2 = (const __half *)a[2], *i3 = (const __half *)a[3];
         if (p->out_bool)
-            ew_kernel<float, __half, unsigned char><<<g, 256, 0, s>>>(*p, (unsigned char *)out, i0, i1, i2, i3);
+            ew_launch<float, __half, unsigned char>(g, s, *p, (unsigned char *)out, i0, i1, i2, i3);
         else
-            ew_kernel<float, __half, __half><<<g, 256, 0, s>>>(*p, (__half *)out, i0, i1, i2, i3);
+            ew_launch<float, __half, __half>(g, s, *p, (__half *)out, i0, i1, i2, i3);
     } else if (p->f64) {
         const double *i0 = (const double *)a[0], *i1 = (const double *)a[1],
                      *i2 = (const double *)a[2], *i3 = (const double *)a[3];
         if (p->out_bool)
-            ew_kernel<double, double, unsigned char><<<g, 256, 0, s>>>(*p, (unsigned char *)out, i0, i1, i2, i3);
+            ew_launch<double, double, unsigned char>(g, s, *p, (unsigned char *)out, i0, i1, i2, i3);
         else
-            ew_kernel<double, double, double><<<g, 256, 0, s>>>(*p, (double *)out, i0, i1, i2, i3);
+            ew_launch<double, double, double>(g, s, *p, (double *)out, i0, i1, i2, i3);
     } else {
         const float *i0 = (const float *)a[0], *i1 = (const float *)a[1],
                     *i2 = (const float *)a[2], *i3 = (const float *)a[3];
         if (p->out_bool)
-            ew_kernel<float, float, unsigned char><<<g, 256, 0, s>>>(*p, (unsigned char *)out, i0, i1, i2, i3);
+            ew_launch<float, float, unsigned char>(g, s, *p, (unsigned char *)out, i0, i1, i2, i3);
         else
-            ew_kernel<float, float, float><<<g, 256, 0, s>>>(*p, (float *)out, i0, i1, i2, i3);
+            ew_launch<float, float, float>(g, s, *p, (float *)out, i0, i1, i2, i3);
     }
     return (int)cudaGetLastError();
 }
 
-extern "C" int tg_cu_reduce(const tg_cu_red *p, void *out, const void *in,
+extern "C" int tg_cu_reduce(const tg_cu_red *p, void *out, void *part, const void *in,
                             void *stream) {
     if (p->nout == 0) return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    unsigned g = (unsigned)(p->nout > 65535 ? 65535 : p->nout);
     /* float32 sums accumulate in double: closer to the CPU's pairwise
      * sums than a float accumulator over long rows; float16 in double as
      * the CPU (reduce.c's row_sum_d), rounded to half once. */
-    if (p->f16)
-        red_kernel<__half, double><<<g, 256, 0, s>>>(*p, (__half *)out, (const __half *)in);
-    else if (p->f64)
-        red_kernel<double, double><<<g, 256, 0, s>>>(*p, (double *)out, (const double *)in);
-    else
-        red_kernel<float, double><<<g, 256, 0, s>>>(*p, (float *)out, (const float *)in);
-    return (int)cudaGetLastError();
+    if (p->f16) return red_launch<__half, double>(p, (__half *)out, (double *)part, (const __half *)in, s);
+    if (p->f64) return red_launch<double, double>(p, (double *)out, (double *)part, (const double *)in, s);
+    return red_launch<float, double>(p, (float *)out, (double *)part, (const float *)in, s);
+}
+
+extern "C" int tg_cu_sm_count(void) {
+    static int n = 0;
+    if (!n) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0)
+            n = v;
+        else
+            n = 1;
+        cudaGetLastError();
+    }
+    return n;
 }
 
 extern "C" int tg_cu_softmax(int dt, int log_, int64_t rows, int64_t len,

@@ -61,9 +61,18 @@ typedef struct tg_cu_red {
     int64_t rshape[TG_CU_MAXD], rstride[TG_CU_MAXD];
     int64_t nout, nr;
     int f16; /* 1: float16 in and out, accumulated in double */
+    /* The launch (kernels.cu): col 1 for one thread per output (the
+     * innermost kept axis contiguous), 0 for one block per output; each
+     * output's nr elements in nsplit pieces of chunk elements. */
+    int col;
+    int64_t nsplit, chunk;
 } tg_cu_red;
 
-int tg_cu_reduce(const tg_cu_red *p, void *out, const void *in, void *stream);
+/* part: nout * nsplit doubles when nsplit > 1 (the partials), else
+ * unused. */
+int tg_cu_reduce(const tg_cu_red *p, void *out, void *part, const void *in, void *stream);
+/* The device's multiprocessor count (1 when it cannot be read). */
+int tg_cu_sm_count(void);
 
 /* Row-wise softmax / log_softmax over the last axis of a C-contiguous
  * (rows, len) block; dt is a TG_CU_DT_* code. */

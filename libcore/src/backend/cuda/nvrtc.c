@@ -72,7 +72,8 @@ static const char PRELUDE[] =
     "#define TG_CLIP(T) TG_DEV T tg_clip_##T(T x, T lo, T hi) { \\\n"
     "    T m = (x >= lo || x != x) ? x : lo; return (m <= hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
-    "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n";
+    "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
+    TG_COMPOSITE_F2I("TG_DEV");
 
 /* For bodies with float16: tg_half loads and stores, and the rounding of
  * each float16 result (tg_composite_body_emit_half), to nearest even as
