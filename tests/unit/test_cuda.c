@@ -209,6 +209,43 @@ static void test_reduce_pieces(void **state) {
     check_op("mean", "{\"axis\":0}", TG_FLOAT16, 1, &col, R_POSITIVE);
 }
 
+/* flatten and reshape stay on the device: a view of a contiguous input,
+ * a device copy of a transposed one; the new shape is read on the host. */
+static void test_reshape_on_device(void **state) {
+    if (!have_gpu()) skip();
+    operand o = {3, {4, 3, 5}};
+    for (int t = 0; t < 2; t++) check_op("flatten", "{\"ndim\":2}", FLOATS[t], 1, &o, R_SIGNED);
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float32\",\"shape\":[4,3,5]}}],"
+        "\"nodes\":[{\"op\":\"dimshuffle\",\"inputs\":[\"x\"],\"outputs\":[\"t\"],\"attrs\":{\"order\":[2,0,1]}},"
+        "{\"op\":\"flatten\",\"inputs\":[\"t\"],\"outputs\":[\"f\"],\"attrs\":{\"ndim\":2}},"
+        "{\"op\":\"exp\",\"inputs\":[\"f\"],\"outputs\":[\"e\"]},"
+        "{\"op\":\"reshape\",\"inputs\":[\"e\",{\"value\":{\"dtype\":\"int64\",\"shape\":[2],\"data\":[3,20]}}],"
+        "\"outputs\":[\"y\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"y\"]}}}";
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options cpu = {.preset = "none", .device = "cpu"}, gpu = {.preset = "none", .device = "cuda"};
+    tg_function *fc = tg_function_compile(g, 0, &cpu, ctx), *fg = tg_function_compile(g, 0, &gpu, ctx);
+    if (!fc || !fg) fail_msg("%s", tg_ctx_message(ctx));
+    /* one upload, one download: nothing in between went to the host */
+    assert_int_equal(count_op(fg, "transfer"), 2);
+    int64_t xs[3] = {4, 3, 5};
+    tg_array *x = rand_array(TG_FLOAT32, 3, xs, R_SIGNED), *yc = NULL, *yg = NULL;
+    if (tg_function_call(fc, &x, &yc, ctx) || tg_function_call(fg, &x, &yg, ctx))
+        fail_msg("%s", tg_ctx_message(ctx));
+    tu_assert_close(yg, yc, 1e-6, 0);
+    assert_int_equal(tg_array_shape(yg)[0], 3);
+    tg_array_free(x);
+    tg_array_free(yc);
+    tg_array_free(yg);
+    tg_function_free(fc);
+    tg_function_free(fg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_nn(void **state) {
     if (!have_gpu()) skip();
     operand rows = {2, {7, 33}}, wide = {3, {2, 3, 700}}, pt[2] = {{2, {6, 10}}, {2, {6, 10}}};
@@ -392,7 +429,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_reduce_pieces),
-        cmocka_unit_test(test_nn),
+        cmocka_unit_test(test_reshape_on_device), cmocka_unit_test(test_nn),
         cmocka_unit_test(test_dot),             cmocka_unit_test(test_blas_updates),
         cmocka_unit_test(test_mlp_training),      cmocka_unit_test(test_float16),
         cmocka_unit_test(test_hooks_see_host_values),

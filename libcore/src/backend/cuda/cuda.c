@@ -855,6 +855,22 @@ done:
  * they are right for device arrays too. */
 static bool is_view_op(const char *name) { return !strcmp(name, "transpose") || !strcmp(name, "dimshuffle"); }
 
+/* flatten and reshape: the CPU kernel gives a view of a contiguous input
+ * (the header only, right for a device array too); any other input is
+ * made contiguous on the device first. The new shape (reshape's second
+ * input) is read on the host. Without this, a conv net's flatten sent
+ * the last pooled activations to the host and back every step. */
+static int k_reshape(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    if (tg_array_is_contiguous(in[0])) return n->op->run(n, in, out, ctx);
+    tg_array *c = NULL;
+    int rc = make_contiguous(in[0], &c, ctx);
+    if (rc) return rc;
+    tg_array *args[2] = {c, n->nin > 1 ? in[1] : NULL};
+    rc = n->op->run(n, args, out, ctx);
+    tg_array_free(c);
+    return rc;
+}
+
 static tg_kernel_fn cu_kernel(const tg_node *n) {
     const char *name = n->op->name;
     /* composite: its body compiled by NVRTC (nvrtc.c), any number of
@@ -867,6 +883,7 @@ static tg_kernel_fn cu_kernel(const tg_node *n) {
     const tg_dtype dt = n->nin ? n->inputs[0]->type.dtype : ot->dtype;
     if (dt_code(dt) < 0) return NULL;
     if (is_view_op(name)) return n->op->run;
+    if (!strcmp(name, "flatten") || !strcmp(name, "reshape")) return k_reshape;
     int code = ew_code(name);
     if (code >= 0) {
         if (n->nin > TG_CU_MAXIN || ot->ndim > TG_CU_MAXD) return NULL;
@@ -908,7 +925,7 @@ static unsigned cu_host_inputs(const tg_node *n) {
     const char *name = n->op->name;
     /* sum_to reads only its second input's shape; alpha and beta of the
      * BLAS updates are scalars read on the host. */
-    if (!strcmp(name, "sum_to")) return 2u;
+    if (!strcmp(name, "sum_to") || !strcmp(name, "reshape")) return 2u;
     if (!strcmp(name, "gemm") || !strcmp(name, "gemv")) return 1u << 1 | 1u << 4;
     if (!strcmp(name, "ger")) return 1u << 1;
     if (!strcmp(name, "conv2d_grad_inputs") || !strcmp(name, "conv2d_grad_weights")) return 1u << 2; /* shp */
