@@ -497,7 +497,7 @@ int main(int argc, char **argv) {
                r->cost[CHECK_STEPS - 1], CHECK_STEPS);
         bad += !falls;
         if (torch) {
-            double worst = 0;
+            double worst = 0, diff[CHECK_STEPS];
             bool all = true;
             for (int s = 0; s < CHECK_STEPS; s++) {
                 char key[64];
@@ -507,8 +507,13 @@ int main(int argc, char **argv) {
                     all = false;
                     break;
                 }
-                double d = fabs(c - r->cost[s]) / fmax(fabs(c), 1e-6);
+                double d = diff[s] = fabs(c - r->cost[s]) / fmax(fabs(c), 1e-6);
                 if (d > worst) worst = d;
+            }
+            if (all) {
+                printf("\n  relative differences by step:");
+                for (int s = 0; s < CHECK_STEPS; s++) printf(" %.1e", diff[s]);
+                printf("\n ");
             }
             /* float32 with different summation orders and conv
              * algorithms: agreement to 1e-3 over the first steps. */
