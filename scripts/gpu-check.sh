@@ -28,7 +28,9 @@
 #       when anything failed, timed out or did not run.
 # Environment: GPUKIT_JOBS (parallel tests; default min(8, cores)),
 # GPUKIT_BUDGET_S (the whole run's deadline in seconds, default 520: every
-# command's timeout is cut to end before it), GPUKIT_ONLY (a regular
+# command's timeout is cut to end before it), GPUKIT_BENCHES (the
+# benchmarks, ';'-separated "NAME STEPS TIMEOUT_S"; default "bench_cuda 200
+# 150;bench_cudnn_nets 50 300"), GPUKIT_ONLY (a regular
 # expression: only the tests whose names match, e.g. 'cudnn|^tools\.'),
 # GPUKIT_CUDA_LIBDIRS (folders holding cuBLAS/cuDNN/NVRTC, ':'-separated,
 # searched before anything else), TG_BENCH_PYTHON (the benchmarks'
@@ -563,7 +565,9 @@ P
       peer="env -u LD_LIBRARY_PATH $(command -v python3 || echo python3)"
     fi
     echo "TG_BENCH_PYTHON=$peer" | tee -a "$rep/bench.log"
-    for b in "bench_cuda 200 150" "bench_cudnn_nets 50 300"; do
+    local benches=()
+    IFS=';' read -r -a benches <<<"${GPUKIT_BENCHES:-bench_cuda 200 150;bench_cudnn_nets 50 300}"
+    for b in "${benches[@]}"; do
       # the benchmark, its STEPS, its timeout
       read -r -a args <<<"$b"
       tmo=${args[2]}
