@@ -511,14 +511,21 @@ int main(int argc, char **argv) {
                 if (d > worst) worst = d;
             }
             if (all) {
-                printf("\n  relative differences by step:");
+                printf("\n  relative differences of the costs by step:");
                 for (int s = 0; s < CHECK_STEPS; s++) printf(" %.1e", diff[s]);
                 printf("\n ");
             }
-            /* float32 with different summation orders and conv
-             * algorithms: agreement to 1e-3 over the first steps. */
-            bool agree = all && worst <= 1e-3;
-            printf("; %s (largest relative difference of the costs %.1e)", agree ? "peer agrees" : "peer DISAGREES",
+            /* The first cost is the forward pass from the same weights:
+             * float32 with other summation orders and conv algorithms,
+             * to 1e-5. The second follows one SGD step, so it checks the
+             * gradient: to 1e-3. Later ones are printed, not judged:
+             * the nets train at lr 0.01 from costs near 8, where the
+             * trajectories part the way chaotic ones do (on an H200 the
+             * difference grew tenfold a step, to 1e-2 by the fifth, with
+             * TG_CUDNN_EXACT=1 as without). */
+            bool agree = all && diff[0] <= 1e-5 && diff[1] <= 1e-3;
+            printf("; %s (forward %.1e, after one step %.1e; largest over %d steps %.1e)",
+                   agree ? "peer agrees" : "peer DISAGREES", all ? diff[0] : NAN, all ? diff[1] : NAN, CHECK_STEPS,
                    all ? worst : NAN);
             bad += !agree;
         }
