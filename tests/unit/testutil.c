@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,6 +91,14 @@ bool tu_arrays_close(const tg_array *got, const tg_array *want, double rtol,
             memcpy(&gi, pg, 8);
             memcpy(&wi, pw, 8);
             ok = gi == wi;
+            if (!ok) {
+                const bool u = want->dtype == TG_UINT64;
+                snprintf(msg, size, "%s %s: element %lld differs: got %s%" PRIu64 ", want %s%" PRIu64 " (exact)",
+                         tg_dtype_name(want->dtype), ws, (long long)i, !u && gi < 0 ? "-" : "",
+                         !u && gi < 0 ? 0 - (uint64_t)gi : (uint64_t)gi, !u && wi < 0 ? "-" : "",
+                         !u && wi < 0 ? 0 - (uint64_t)wi : (uint64_t)wi);
+                return false;
+            }
         } else if (isnan(w)) {
             ok = isnan(g);
         } else if (isinf(w)) {
