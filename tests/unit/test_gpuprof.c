@@ -553,12 +553,13 @@ static void test_nanguard_device(void **state) {
         float bad;
         float wbig; /* w[0], under the threshold (1e10) itself */
         bool offence;
+        const char *culprit; /* the node's key */
     } cases[] = {
-        {"clean", -1, 0, 1, false},
-        {"NaN from log", 100, -1, 1, true},
+        {"clean", -1, 0, 1, false, NULL},
+        {"NaN from log", 100, -1, 1, true, "l"},
         /* log(20) * 9e9 = 2.7e10 at [0, 0] only: elsewhere |log x| is
          * under 0.92 (x in [0.5, 2.5)), and exp(20) = 4.9e8. */
-        {"big from mul", 0, 20, 9e9f, true},
+        {"big from mul", 0, 20, 9e9f, true, "z"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int i = 0; i < 64 * 33; i++) xd[i] = 0.5f + (float)((i * 37) % 100) / 50.f;
@@ -574,6 +575,7 @@ static void test_nanguard_device(void **state) {
             fail_msg("%s: cpu %d '%s', cuda %d '%s'", cases[c].what, st[0], msg[0], st[1], msg[1]);
         assert_int_equal(st[0], cases[c].offence ? TG_ESTOPPED : TG_OK);
         if (cases[c].offence) {
+            assert_string_equal(key[0], cases[c].culprit);
             tg_stats *a = &off[0].stats, *b = &off[1].stats;
             if (strcmp(key[0], key[1]) || off[0].what != off[1].what || off[0].output != off[1].output ||
                 a->size != b->size || a->nan != b->nan || a->inf != b->inf || a->big != b->big ||
