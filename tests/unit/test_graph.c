@@ -98,12 +98,6 @@ static const char *json2 =
     "{\"op\":\"sqrt\",\"inputs\":[\"r\"],\"outputs\":[\"o\"]}],"
     "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"o\"]}}}";
 
-static tg_node *fg_node(tg_fgraph *fg, const char *out) {
-    for (int i = 0; i < fg->nnodes; i++)
-        if (!strcmp(fg->nodes[i]->outputs[0]->id, out)) return fg->nodes[i];
-    return NULL;
-}
-
 static void test_sort_order_drop_and_cycle(void **state) {
     (void)state;
     tg_graph *g = tu_load(json2);
@@ -112,7 +106,8 @@ static void test_sort_order_drop_and_cycle(void **state) {
     assert_non_null(fg);
     assert_int_equal(fg->nnodes, 4);
     /* Reorder the array: sqrt, add, neg, exp (every node after its reader). */
-    tg_node *e = fg_node(fg, "p"), *ng = fg_node(fg, "q"), *a = fg_node(fg, "r"), *s = fg_node(fg, "o");
+    tg_node *e = fg_find(fg, "p")->owner, *ng = fg_find(fg, "q")->owner, *a = fg_find(fg, "r")->owner,
+            *s = fg_find(fg, "o")->owner;
     fg->nodes[0] = s;
     fg->nodes[1] = a;
     fg->nodes[2] = ng;

@@ -509,20 +509,23 @@ static int sum_to_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
-/* out += g along the loop. float16 reaches here only as its float64
- * accumulator; integers add exactly (wrapping, as NumPy's sum). */
+/* out += g along the loop: ud gives the accumulator's dtype and g's.
+ * float16 adds into a float64 accumulator; integers add exactly
+ * (wrapping, as NumPy's sum). */
 static void acc_loop(int64_t n, char **p, const int64_t *s, void *ud) {
-    tg_dtype dt = *(tg_dtype *)ud;
-    if (dt == TG_FLOAT64)
+    const tg_dtype acc = ((const tg_dtype *)ud)[0], src = ((const tg_dtype *)ud)[1];
+    if (acc == TG_FLOAT64 && src == TG_FLOAT16)
+        for (int64_t i = 0; i < n; i++) *(double *)(p[0] + i * s[0]) += tg_load_f64(TG_FLOAT16, p[1] + i * s[1]);
+    else if (acc == TG_FLOAT64)
         for (int64_t i = 0; i < n; i++) *(double *)(p[0] + i * s[0]) += *(const double *)(p[1] + i * s[1]);
-    else if (dt == TG_FLOAT32)
+    else if (acc == TG_FLOAT32)
         for (int64_t i = 0; i < n; i++) *(float *)(p[0] + i * s[0]) += *(const float *)(p[1] + i * s[1]);
-    else if (dt == TG_BOOL)
+    else if (acc == TG_BOOL)
         for (int64_t i = 0; i < n; i++) *(uint8_t *)(p[0] + i * s[0]) |= *(const uint8_t *)(p[1] + i * s[1]) != 0;
     else
         for (int64_t i = 0; i < n; i++)
-            tg_store_i64(dt, p[0] + i * s[0],
-                         (int64_t)((uint64_t)tg_load_i64(dt, p[0] + i * s[0]) + (uint64_t)tg_load_i64(dt, p[1] + i * s[1])));
+            tg_store_i64(acc, p[0] + i * s[0],
+                         (int64_t)((uint64_t)tg_load_i64(acc, p[0] + i * s[0]) + (uint64_t)tg_load_i64(acc, p[1] + i * s[1])));
 }
 
 /* float16 sums in a float64 accumulator rounded once at the end, as the
@@ -538,11 +541,11 @@ static int sum_to_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *c
                              (long long)g->shape[d + off], (long long)x->shape[d], d);
     int rc = tg_array_prepare(&out[0], g->dtype, x->ndim, x->shape, ctx);
     if (rc) return rc;
-    tg_dtype dt = g->dtype;
+    const tg_dtype dt = g->dtype;
     tg_array *acc = out[0];
     if (dt == TG_FLOAT16 && !(acc = tg_array_new(TG_FLOAT64, x->ndim, x->shape)))
         return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    int64_t size = tg_array_size_inline(acc);
+    const int64_t size = tg_array_size_inline(acc);
     memset(acc->data, 0, (size_t)size * tg_dtype_size(acc->dtype));
     int64_t st[2][TG_MAX_NDIM];
     for (int d = 0; d < g->ndim; d++) {
@@ -551,25 +554,13 @@ static int sum_to_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *c
         st[0][d] = xd < 0 || x->shape[xd] == 1 ? 0 : acc->strides[xd];
     }
     char *base[2] = {acc->data, g->data};
-    tg_dtype adt = acc->dtype;
-    /* g is read in its own dtype; float16 through a float64 copy of each
-     * run would cost more than this cold path is worth: convert g. */
-    tg_array *g64 = NULL;
-    if (dt == TG_FLOAT16) {
-        if (!(g64 = tg_array_copy(g, TG_FLOAT64))) {
-            tg_array_free(acc);
-            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        }
-        base[1] = g64->data;
-        for (int d = 0; d < g->ndim; d++) st[1][d] = g64->strides[d];
-    }
+    tg_dtype dts[2] = {acc->dtype, dt};
     /* Not parallel: several threads could add into one output element. */
-    tg_iter_run(2, base, g->ndim, g->shape, (const int64_t(*)[TG_MAX_NDIM])st, acc_loop, &adt, false);
+    tg_iter_run(2, base, g->ndim, g->shape, (const int64_t(*)[TG_MAX_NDIM])st, acc_loop, dts, false);
     if (acc != out[0]) {
         tg_cast_strided(dt, out[0]->data, tg_dtype_size(dt), TG_FLOAT64, acc->data, 8, size);
         tg_array_free(acc);
     }
-    tg_array_free(g64);
     return TG_OK;
 }
 

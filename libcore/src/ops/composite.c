@@ -375,19 +375,13 @@ static const char PRELUDE[] =
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
     TG_COMPOSITE_F2I("static inline");
 
-/* The C conversion from float dtype `from` to integer dtype `to` of
- * expression x, defined for NaN and out-of-range values as
- * tensor/cast.c defines it (x86's scalar conversions): through the
- * prelude's tg_f2i32, tg_f2i64 and tg_f2u64. Other conversions are C's
- * own cast. */
-static void conv_expr(tg_str *s, tg_dtype to, tg_dtype from, bool half, const char *x) {
-    const char *ct = ctype_h(to, half);
-    if (!tg_dtype_is_float(from) || tg_dtype_is_float(to) || to == TG_BOOL) {
-        tg_str_addf(s, "((%s)(%s))", ct, x);
-        return;
-    }
-    const char *f = to == TG_INT64 || to == TG_UINT32 ? "tg_f2i64" : to == TG_UINT64 ? "tg_f2u64" : "tg_f2i32";
-    tg_str_addf(s, "((%s)%s((double)(%s)))", ct, f, x);
+/* The prelude's conversion from float dtype `from` to integer dtype `to`
+ * (tg_f2i32, tg_f2i64, tg_f2u64: NaN and out-of-range values as
+ * tensor/cast.c defines them, x86's scalar conversions), or NULL where
+ * C's own cast is right. */
+static const char *f2i_fn(tg_dtype to, tg_dtype from) {
+    if (!tg_dtype_is_float(from) || tg_dtype_is_float(to) || to == TG_BOOL) return NULL;
+    return to == TG_INT64 || to == TG_UINT32 ? "tg_f2i64" : to == TG_UINT64 ? "tg_f2u64" : "tg_f2i32";
 }
 
 /* The statements computing every body variable from the inputs loaded as
@@ -432,18 +426,11 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
                 snprintf(a[k], sizeof a[k], "((uint8_t)(v%d != 0))", in->index);
             else if (want == TG_FLOAT16 && sw) /* switch moves float16 values */
                 snprintf(a[k], sizeof a[k], idt == TG_FLOAT64 ? "tg_hd(v%d)" : "tg_h((float)v%d)", in->index);
-            else {
-                char v[16];
-                snprintf(v, sizeof v, "v%d", in->index);
-                tg_str c = {0};
-                conv_expr(&c, want, idt, half, v);
-                if (c.oom || strlen(c.s) >= sizeof a[k]) {
-                    tg_str_free(&c);
-                    return false;
-                }
-                memcpy(a[k], c.s, strlen(c.s) + 1);
-                tg_str_free(&c);
-            }
+            else if (f2i_fn(want, idt))
+                snprintf(a[k], sizeof a[k], "((%s)%s((double)v%d))", ctype_h(want, half), f2i_fn(want, idt),
+                         in->index);
+            else
+                snprintf(a[k], sizeof a[k], "((%s)v%d)", ctype_h(want, half), in->index);
         }
         tg_str e = {0};
         if (!node_expr(&e, nd, a, half)) {
@@ -456,10 +443,9 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
                         dbl ? "tg_hd((double" : "tg_h((float", e.s ? e.s : "0");
         } else {
             /* The expression's dtype: the compute dtype, a cast's input's. */
-            tg_dtype ed = cast ? nd->inputs[0]->type.dtype : cd;
-            tg_str_addf(s, "        const %s v%d = ", ctype_of(od), nd->outputs[0]->index);
-            conv_expr(s, od, ed, half, e.s ? e.s : "0");
-            tg_str_addf(s, ";\n");
+            const char *fn = f2i_fn(od, cast ? nd->inputs[0]->type.dtype : cd);
+            tg_str_addf(s, "        const %s v%d = (%s)%s%s(%s)%s;\n", ctype_of(od), nd->outputs[0]->index,
+                        ctype_of(od), fn ? fn : "", fn ? "((double)" : "", e.s ? e.s : "0", fn ? ")" : "");
         }
         tg_str_free(&e);
     }

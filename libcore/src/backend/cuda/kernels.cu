@@ -153,6 +153,11 @@ template <typename A> __device__ inline A red_step(int op, A a, A x) {
     }
 }
 
+/* An output's value from its combined elements (mean divides). */
+template <typename T, typename A> __device__ inline T red_final(const tg_cu_red &p, A v) {
+    return st<T>(p.op == TG_CU_MEAN ? (p.nr ? v / (A)p.nr : A(NAN)) : v);
+}
+
 __device__ inline int64_t kept_offset(const tg_cu_red &p, int64_t o) {
     int64_t base = 0;
     for (int d = p.nkept - 1; d >= 0; d--) {
@@ -194,7 +199,7 @@ __global__ void red_row(tg_cu_red p, T *out, A *part, const T *in) {
             if (p.nsplit > 1)
                 part[w] = v;
             else
-                out[o] = st<T>(p.op == TG_CU_MEAN ? (p.nr ? v / (A)p.nr : A(NAN)) : v);
+                out[o] = red_final<T, A>(p, v);
         }
         __syncthreads();
     }
@@ -225,7 +230,7 @@ __global__ void red_col(tg_cu_red p, T *out, A *part, const T *in) {
         if (p.nsplit > 1)
             part[piece * p.nout + o] = acc;
         else
-            out[o] = st<T>(p.op == TG_CU_MEAN ? (p.nr ? acc / (A)p.nr : A(NAN)) : acc);
+            out[o] = red_final<T, A>(p, acc);
     }
 }
 
@@ -237,7 +242,7 @@ __global__ void red_finish(tg_cu_red p, T *out, const A *part) {
         A v = red_init<A>(p.op);
         for (int64_t k = 0; k < p.nsplit; k++)
             v = red_step<A>(p.op, v, part[p.col ? k * p.nout + o : o * p.nsplit + k]);
-        out[o] = st<T>(p.op == TG_CU_MEAN ? (p.nr ? v / (A)p.nr : A(NAN)) : v);
+        out[o] = red_final<T, A>(p, v);
     }
 }
 
