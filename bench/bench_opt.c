@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
         double tn = best_compile(g, "none", reps, &dummy, -1);
         double tc = best_compile(g, "fast_compile", reps, &dummy, -1);
         double tr = best_compile(g, "fast_run", reps, &after, k);
-        printf("%9d %9d %10.3f %12.3f %12.3f %12.3f %10.2f\n", n, after, tload, tn, tc, tr, tr / n * 1e6);
+        printf("%9d %9d %10.3f %12.4f %12.4f %12.4f %10.2f\n", n, after, tload, tn, tc, tr, tr / n * 1e6);
         if (sizes[k] == 10000) t10k = tr;
         if (sizes[k] == 100000) t100k = tr;
         tg_graph_free(g);
@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < nsizes; k++) printf(" %10.4f", i < npass[k] ? pass_s[k][i] : 0);
         printf("\n");
     }
-    if (t10k > 0) printf("10,000 nodes with fast_run: %.3f s (target < 1 s)\n", t10k);
+    if (t10k > 0) printf("10,000 nodes with fast_run: %.4f s (target < 1 s)\n", t10k);
     if (t10k > 0 && t100k > 0) printf("100,000 / 10,000: %.1fx (target < 12x)\n", t100k / t10k);
     return 0;
 }

@@ -289,6 +289,20 @@ static void test_presets_and_tags(void **state) {
     assert_int_equal(st.nodes_before, 3);
     assert_int_not_equal(tg_function_pass_get(fr, 99, &st), 0);
     assert_true(tg_function_rewrite_stats_count(fr) > 0);
+    /* Each rewrite's time (counted in CPU ticks, turned into seconds per
+     * pass): the rewrites of a pass take no longer than the pass. */
+    for (int p = 0; p < tg_function_pass_count(fr); p++) {
+        assert_int_equal(tg_function_pass_get(fr, p, &st), 0);
+        double sum = 0;
+        for (int i = 0; i < tg_function_rewrite_stats_count(fr); i++) {
+            tg_rewrite_stats rs;
+            assert_int_equal(tg_function_rewrite_stats_get(fr, i, &rs), 0);
+            assert_true(rs.seconds >= 0 && rs.seconds < 60);
+            if (!strcmp(rs.pass, st.name)) sum += rs.seconds;
+        }
+        /* (a pass that runs twice, merge, holds both runs' rule times) */
+        if (strcmp(st.name, "merge")) assert_true(sum <= st.seconds * 1.001 + 1e-7);
+    }
     assert_true(tg_function_optimize_seconds(fr) >= 0 &&
                 tg_function_optimize_seconds(fr) <= tg_function_compile_seconds(fr));
     tg_function_free(none);
