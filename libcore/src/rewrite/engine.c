@@ -110,7 +110,7 @@ static int work_room(tg_rw *rw) {
         size_t c = rw->wcap ? rw->wcap * 2 : 256;
         tg_node **w = tg_calloc(c, sizeof *w);
         if (!w) return oom(rw);
-        for (size_t i = rw->whead; i < rw->wtail; i++) w[i - rw->whead] = rw->work[i % rw->wcap];
+        for (size_t i = rw->whead; i < rw->wtail; i++) w[i - rw->whead] = rw->work[i & (rw->wcap - 1)];
         rw->wtail -= rw->whead;
         rw->whead = 0;
         tg_free(rw->work);
@@ -123,7 +123,7 @@ static int work_room(tg_rw *rw) {
 static int work_push(tg_rw *rw, tg_node *n) {
     if (n->rwflags & (RW_QUEUED | RW_DEAD)) return TG_OK;
     if (work_room(rw)) return TG_ENOMEM;
-    rw->work[rw->wtail++ % rw->wcap] = n;
+    rw->work[rw->wtail++ & (rw->wcap - 1)] = n;
     n->rwflags |= RW_QUEUED;
     return TG_OK;
 }
@@ -138,7 +138,7 @@ static int work_push_front(tg_rw *rw, tg_node *n) {
         rw->whead += rw->wcap;
         rw->wtail += rw->wcap;
     }
-    rw->work[--rw->whead % rw->wcap] = n;
+    rw->work[--rw->whead & (rw->wcap - 1)] = n;
     n->rwflags |= RW_QUEUED;
     return TG_OK;
 }
@@ -152,14 +152,14 @@ static int work_push_front(tg_rw *rw, tg_node *n) {
  * seen). */
 static inline __attribute__((always_inline)) void work_prefetch(const tg_rw *rw) {
     enum { FAR = 16, NEAR = 8 };
-    if (rw->whead + FAR < rw->wtail) tg_prefetch_node(rw->work[(rw->whead + FAR) % rw->wcap]);
-    if (rw->whead + NEAR < rw->wtail) tg_prefetch_node_vars(rw->work[(rw->whead + NEAR) % rw->wcap]);
+    if (rw->whead + FAR < rw->wtail) tg_prefetch_node(rw->work[(rw->whead + FAR) & (rw->wcap - 1)]);
+    if (rw->whead + NEAR < rw->wtail) tg_prefetch_node_vars(rw->work[(rw->whead + NEAR) & (rw->wcap - 1)]);
 }
 
 static tg_node *work_pop(tg_rw *rw) {
     if (rw->whead == rw->wtail) return NULL;
     work_prefetch(rw);
-    tg_node *n = rw->work[rw->whead++ % rw->wcap];
+    tg_node *n = rw->work[rw->whead++ & (rw->wcap - 1)];
     n->rwflags &= (uint8_t)~RW_QUEUED;
     return n;
 }

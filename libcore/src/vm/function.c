@@ -229,6 +229,12 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
     /* Schedule and last uses. */
     for (int i = 0; i < f->nslots; i++) last_use[i] = -1;
     f->nsched = fg->nnodes;
+    /* Every node's input slots in one array (and below, its slots to free
+     * in another): two allocations for the function, not two per node. */
+    size_t total_in = 1;
+    for (int k = 0; k < fg->nnodes; k++) total_in += (size_t)fg->nodes[k]->nin;
+    if (!(f->sched_in = tg_malloc(total_in * sizeof *f->sched_in))) goto oom;
+    int *in_next = f->sched_in;
     for (int k = 0; k < fg->nnodes; k++) {
         if (k + 8 < fg->nnodes) tg_prefetch_node_vars(fg->nodes[k + 8]);
         tg_node *n = fg->nodes[k];
@@ -236,8 +242,8 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
         s->node = n;
         s->op = n->op;
         s->run = f->kernels ? f->kernels[k] : n->op->run;
-        s->in_slots = tg_calloc((size_t)n->nin + 1, sizeof *s->in_slots);
-        if (!s->in_slots) goto oom;
+        s->in_slots = in_next;
+        in_next += n->nin;
         for (int j = 0; j < n->nin; j++) {
             s->in_slots[j] = slot_of[n->inputs[j]->index];
             last_use[s->in_slots[j]] = k;
@@ -251,15 +257,21 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
     /* Outputs that no later node reads have last_use = their producer. */
     int *count = tg_calloc((size_t)fg->nnodes + 1, sizeof *count);
     if (!count) goto oom;
+    size_t total_free = 1;
     for (int i = 0; i < f->nslots; i++)
-        if (!pinned[i] && last_use[i] >= 0) count[last_use[i]]++;
+        if (!pinned[i] && last_use[i] >= 0) {
+            count[last_use[i]]++;
+            total_free++;
+        }
+    if (!(f->sched_free = tg_malloc(total_free * sizeof *f->sched_free))) {
+        tg_free(count);
+        goto oom;
+    }
+    int *free_next = f->sched_free;
     for (int k = 0; k < fg->nnodes; k++) {
         if (!count[k]) continue;
-        f->sched[k].free_slots = tg_calloc((size_t)count[k], sizeof(int));
-        if (!f->sched[k].free_slots) {
-            tg_free(count);
-            goto oom;
-        }
+        f->sched[k].free_slots = free_next;
+        free_next += count[k];
     }
     tg_free(count);
     if (!f->no_gc)
@@ -395,11 +407,8 @@ void tg_function_free(tg_function *f) {
     if (!f) return;
     if (f->slots)
         for (int i = 0; i < f->nslots; i++) tg_array_free(f->slots[i]);
-    if (f->sched)
-        for (int k = 0; k < f->nsched; k++) {
-            tg_free(f->sched[k].in_slots);
-            tg_free(f->sched[k].free_slots);
-        }
+    tg_free(f->sched_in); /* every node's in_slots */
+    tg_free(f->sched_free); /* and free_slots */
     tg_free(f->sched);
     if (f->ctl)
         for (int i = 0; i < f->nctl; i++) tg_free(f->ctl[i].free_slots);

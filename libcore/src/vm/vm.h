@@ -55,6 +55,8 @@ struct tg_function {
     tg_var **slot_var; /* the variable each slot holds */
     int nsched;
     tg_vm_node *sched;
+    int *sched_in;   /* the nodes' in_slots, one after another */
+    int *sched_free; /* the nodes' free_slots, one after another */
     tg_vm_ctl *ctl; /* nctl control points and the sentinel */
     int nctl;
     int *in_slots;  /* function inputs */
