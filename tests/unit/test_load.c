@@ -480,6 +480,105 @@ static void test_file_level(void **state) {
     }
 }
 
+/* The loader checks a file's syntax first and then parses its nodes one
+ * at a time (io/load.c, stream_root); whatever the layout of the text,
+ * the result must be that of parsing it whole. */
+static tg_graph *load_msg(const char *json, char *msg, size_t cap) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "t", ctx);
+    snprintf(msg, cap, "%s", g ? "" : tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    return g;
+}
+
+static void expect_error(const char *json, const char *sub) {
+    char msg[1024];
+    tg_graph *g = load_msg(json, msg, sizeof msg);
+    if (g) fail_msg("loaded, want an error with '%s': %s", sub, json);
+    if (!strstr(msg, sub)) fail_msg("'%s' lacks '%s'", msg, sub);
+}
+
+static void test_streamed_nodes(void **state) {
+    (void)state;
+    char msg[1024];
+    /* Keys in any order, white space of every kind, an escaped quote and
+     * backslash in a string, scalars (one at the end of an array) beside
+     * objects. */
+    tg_graph *g = load_msg(" \r\n\t{ \"nodes\" :\n [ {\"op\": \"neg\", \"inputs\": [\"x\"], \"outputs\": [\"y\"],"
+                           " \"name\": \"a \\\"q\\\" \\\\ }]\"} ,\t{\"op\":\"mul\",\"inputs\":[\"y\",{\"value\":2.5}],"
+                           "\"outputs\":[\"z\"]} ] ,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\","
+                           "\"shape\":[2]}}], \"meta\": {\"k\": [1, -2e3, true, null]}, \"version\"\t:\t1\r\n,"
+                           "\"format\":\"tg-graph\" }\n",
+                           msg, sizeof msg);
+    if (!g) fail_msg("%s", msg);
+    assert_int_equal(tg_graph_node_count(g), 2);
+    assert_string_equal(var(g, "y")->owner->name, "a \"q\" \\ }]");
+    assert_int_equal(var(g, "z")->type.ndim, 1);
+    assert_true(var(g, "z")->owner->inputs[1]->inline_const);
+    tg_graph_free(g);
+    /* A later "nodes" replaces an earlier one, as json-c does. */
+    g = load_msg(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+                      "\"nodes\":[{\"op\":\"tanh\",\"inputs\":[\"x\"],\"outputs\":[\"t\"]}],"
+                      "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}]}",
+                 msg, sizeof msg);
+    if (!g) fail_msg("%s", msg);
+    assert_int_equal(tg_graph_node_count(g), 1);
+    assert_null(tg_graph_find(g, "t"));
+    assert_string_equal(var(g, "y")->owner->op->name, "neg");
+    tg_graph_free(g);
+    g = load_msg(HEAD "\"variables\":[],\"nodes\":5,\"nodes\":[]}", msg, sizeof msg);
+    if (!g) fail_msg("%s", msg);
+    assert_int_equal(tg_graph_node_count(g), 0);
+    tg_graph_free(g);
+    expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
+                      "\"nodes\":{}}",
+                 "nodes: expected an array");
+    /* Elements that are not objects, a number too long to take apart
+     * alone, and the root's own checks before any node's. */
+    expect_error(HEAD "\"variables\":[],\"nodes\":[7]}", "nodes[0]: expected an object");
+    expect_error(HEAD "\"variables\":[],\"nodes\":[null]}", "nodes[0]: expected an object");
+    expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]},"
+                      "\"neg\"]}",
+                 "nodes[1]: expected an object");
+    expect_error(HEAD "\"variables\":[],\"nodes\":[1234567890123456789012345678901234567890123456789012345678901234567890]}",
+                 "nodes[0]: expected an object");
+    expect_error("{\"nodes\":[{\"op\":\"nope\"}],\"variables\":[],\"version\":1,\"format\":\"tg-graph\",\"bogus\":1}",
+                 "(root).bogus: unknown key");
+    expect_error("{\"nodes\":[{\"op\":\"nope\"}],\"variables\":[],\"version\":1,\"format\":\"tg-graph\",\"name\":1}",
+                 "name: expected a string");
+    /* A syntax error anywhere comes before any other error, with its
+     * place: here after a node that names an unknown op. */
+    expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]},\n"
+                      "{\"op\": }]}",
+                 "t: line 2, column 8: invalid JSON");
+    expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]}", "invalid JSON");
+    expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]}]} ]",
+                 "invalid JSON: unexpected character");
+    expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]},]}", "invalid JSON");
+    /* Nesting as deep as the whole parse allows, and one deeper: the
+     * verdict and the place of the error are json-c's on the whole text. */
+    for (int depth = 118; depth <= 130; depth++) {
+        char json[1024] = HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[],\"outputs\":[\"y\"],\"attrs\":{\"a\":";
+        size_t n = strlen(json);
+        for (int i = 0; i < depth; i++) json[n++] = '[';
+        json[n++] = '1';
+        for (int i = 0; i < depth; i++) json[n++] = ']';
+        snprintf(json + n, sizeof json - n, "}}]}");
+        json_tokener *tok = json_tokener_new_ex(128);
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        json_object *whole = json_tokener_parse_ex(tok, json, (int)strlen(json));
+        bool ok = json_tokener_get_error(tok) == json_tokener_success;
+        char want[64];
+        snprintf(want, sizeof want, "line 1, column %zu: invalid JSON", json_tokener_get_parse_end(tok) + 1);
+        json_object_put(whole);
+        json_tokener_free(tok);
+        tg_graph *h = load_msg(json, msg, sizeof msg);
+        assert_null(h); /* neg has no attr "a" (or the text is too deep) */
+        if (ok && strstr(msg, "invalid JSON")) fail_msg("depth %d: json-c parses it, tg says %s", depth, msg);
+        if (!ok && !strstr(msg, want)) fail_msg("depth %d: want '%s', got %s", depth, want, msg);
+    }
+}
+
 /* A graph file with an npy value next to it loads, relative to its own
  * folder. */
 static void test_npy_value(void **state) {
@@ -598,6 +697,7 @@ int main(void) {
         cmocka_unit_test(test_functions),
         cmocka_unit_test(test_inline_ids),
         cmocka_unit_test(test_file_level),
+        cmocka_unit_test(test_streamed_nodes),
         cmocka_unit_test(test_npy_value),
         cmocka_unit_test(test_allocation_failures),
     };
