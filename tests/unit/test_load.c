@@ -468,6 +468,14 @@ static void test_file_level(void **state) {
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
          "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"x\"]}]}",
          TG_ELOAD, "the graph has a cycle: x -> x"},
+        /* each function's inputs checked at load (tg_fdecl_check) */
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+         "\"nodes\":[],\"functions\":{\"f\":{\"inputs\":[],\"outputs\":[\"x\"]}}}",
+         TG_EMISSING, "test: functions.f: function 'f': output 'x' is a free input that is not among the function's inputs"},
+        {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+         "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]},{\"op\":\"exp\",\"inputs\":[\"y\"],\"outputs\":[\"z\"]}],"
+         "\"functions\":{\"g\":{\"inputs\":[\"x\"],\"outputs\":[\"z\"]},\"f\":{\"inputs\":[],\"outputs\":[\"z\"]}}}",
+         TG_EMISSING, "functions.f: function 'f': input 'x' is needed by nodes[0] (neg -> y)"},
     };
     for (size_t i = 0; i < TG_ARRAY_LEN(cases); i++) {
         tg_ctx *ctx = tg_ctx_new();

@@ -148,49 +148,55 @@ typedef struct walk_item {
     int next_input;
 } walk_item;
 
-tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
-                               tg_ctx *ctx) {
-    tg_fgraph *fg = tg_calloc(1, sizeof *fg);
+/* With build false, the same walk and the same errors without making
+ * anything (the loader's check of every function): map[] then sends a
+ * variable to itself once seen. TG_OK or an error status; *out: the
+ * graph when building. */
+static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgraph **out,
+                     tg_ctx *ctx) {
+    tg_fgraph *fg = build ? tg_calloc(1, sizeof *fg) : NULL;
     tg_var **map = tg_calloc((size_t)g->nvars + 1, sizeof *map);
     char *node_done = tg_calloc((size_t)g->nnodes + 1, 1);
     /* written before read: no zeroing (megabytes on large graphs) */
     walk_item *stack = tg_malloc(((size_t)g->nnodes + 1) * sizeof *stack);
-    int nroots = fd->nout + fd->nupd;
-    if (!fg || !map || !node_done || !stack) goto oom;
-    fg->nin = fd->nin;
-    fg->nout = fd->nout;
-    fg->nupd = fd->nupd;
-    fg->inputs = tg_calloc((size_t)fd->nin + 1, sizeof *fg->inputs);
-    fg->outputs = tg_calloc((size_t)nroots + 1, sizeof *fg->outputs);
-    fg->upd_shared = tg_calloc((size_t)fd->nupd + 1, sizeof *fg->upd_shared);
-    if (!fg->inputs || !fg->outputs || !fg->upd_shared) goto oom;
+    int nroots = fd->nout + fd->nupd, rc = TG_OK;
+    if ((build && !fg) || !map || !node_done || !stack) goto oom;
+    if (build) {
+        fg->nin = fd->nin;
+        fg->nout = fd->nout;
+        fg->nupd = fd->nupd;
+        fg->inputs = tg_calloc((size_t)fd->nin + 1, sizeof *fg->inputs);
+        fg->outputs = tg_calloc((size_t)nroots + 1, sizeof *fg->outputs);
+        fg->upd_shared = tg_calloc((size_t)fd->nupd + 1, sizeof *fg->upd_shared);
+        if (!fg->inputs || !fg->outputs || !fg->upd_shared) goto oom;
+    }
 
     /* Inputs first: an intermediate listed as an input is cut loose. */
     for (int i = 0; i < fd->nin; i++) {
         const tg_var *v = fd->inputs[i];
         if (map[v->index]) {
-            fg->inputs[i] = map[v->index];
+            if (build) fg->inputs[i] = map[v->index];
             continue;
         }
-        tg_var *c = clone_var(v, TG_VAR_INPUT);
-        if (!c || fg_add_var(fg, c)) {
+        tg_var *c = build ? clone_var(v, TG_VAR_INPUT) : (tg_var *)v;
+        if (build && (!c || fg_add_var(fg, c))) {
             tg_var_free(c);
             goto oom;
         }
         map[v->index] = c;
-        fg->inputs[i] = c;
+        if (build) fg->inputs[i] = c;
     }
     for (int i = 0; i < fd->nupd; i++) {
         const tg_var *s = fd->updates[i].shared;
         if (!map[s->index]) {
-            tg_var *c = clone_var(s, TG_VAR_SHARED);
-            if (!c || fg_add_var(fg, c)) {
+            tg_var *c = build ? clone_var(s, TG_VAR_SHARED) : (tg_var *)s;
+            if (build && (!c || fg_add_var(fg, c))) {
                 tg_var_free(c);
                 goto oom;
             }
             map[s->index] = c;
         }
-        fg->upd_shared[i] = map[s->index];
+        if (build) fg->upd_shared[i] = map[s->index];
     }
 
     for (int r = 0; r < nroots; r++) {
@@ -216,13 +222,13 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
                         char desc[256];
                         if (need_by) {
                             tg_node_describe(need_by, desc, sizeof desc);
-                            tg_errorf(ctx, TG_EMISSING,
+                            rc = tg_errorf(ctx, TG_EMISSING,
                                       "function '%s': input '%s' is needed by "
                                       "%s but is not among the function's "
                                       "inputs",
                                       fd->name, v->id, desc);
                         } else {
-                            tg_errorf(ctx, TG_EMISSING,
+                            rc = tg_errorf(ctx, TG_EMISSING,
                                       "function '%s': output '%s' is a free "
                                       "input that is not among the "
                                       "function's inputs",
@@ -230,8 +236,8 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
                         }
                         goto fail;
                     } else {
-                        tg_var *c = clone_var(v, v->kind);
-                        if (!c || fg_add_var(fg, c)) {
+                        tg_var *c = build ? clone_var(v, v->kind) : (tg_var *)v;
+                        if (build && (!c || fg_add_var(fg, c))) {
                             tg_var_free(c);
                             goto oom;
                         }
@@ -248,7 +254,7 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
                         !map[in->index]) {
                         /* A node already on the stack: a cycle, which the
                          * loader rules out; refuse rather than loop. */
-                        tg_errorf(ctx, TG_ELOAD, "the graph has a cycle at '%s'",
+                        rc = tg_errorf(ctx, TG_ELOAD, "the graph has a cycle at '%s'",
                                   in->id);
                         goto fail;
                     }
@@ -261,6 +267,10 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
             const tg_node *n = top->node;
             sp--;
             node_done[n->index] = 2;
+            if (!build) {
+                for (int k = 0; k < n->nout; k++) map[n->outputs[k]->index] = n->outputs[k];
+                continue;
+            }
             tg_node *c = clone_node(n, ctx);
             if (!c) goto oom;
             for (int k = 0; k < n->nin; k++) c->inputs[k] = map[n->inputs[k]->index];
@@ -297,23 +307,36 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
                 goto oom;
             }
         }
-        fg->outputs[r] = map[root->index];
+        if (build) fg->outputs[r] = map[root->index];
     }
     /* Clients of the function outputs. */
-    for (int r = 0; r < nroots; r++)
+    for (int r = 0; build && r < nroots; r++)
         if (add_client(fg->outputs[r], NULL, r)) goto oom;
     tg_free(map);
     tg_free(node_done);
     tg_free(stack);
-    return fg;
+    *out = fg;
+    return TG_OK;
 oom:
-    tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
 fail:
     tg_free(map);
     tg_free(node_done);
     tg_free(stack);
     tg_fgraph_free(fg);
-    return NULL;
+    *out = NULL;
+    return rc ? rc : TG_ENOMEM;
+}
+
+tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx) {
+    tg_fgraph *fg;
+    walk_decl(g, fd, true, &fg, ctx);
+    return fg;
+}
+
+int tg_fdecl_check(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx) {
+    tg_fgraph *none;
+    return walk_decl(g, fd, false, &none, ctx);
 }
 
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n) {

@@ -335,6 +335,10 @@ int tg_graph_toposort(tg_graph *g, tg_ctx *ctx);
  * listed is TG_EMISSING naming it and the node that needs it. */
 tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
                                tg_ctx *ctx);
+/* The checks tg_fgraph_from_decl makes (every free input the outputs need
+ * is among the function's inputs; no cycle), with its errors, without
+ * making the graph. TG_OK or the error's status. */
+int tg_fdecl_check(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx);
 void tg_fgraph_free(tg_fgraph *fg);
 /* Add a node (already wired to fg's variables) and its outputs. */
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);

@@ -975,15 +975,13 @@ static int load_root(loader *L, json_object *root) {
     /* A compiled-function file's graphs are cloned for their function right
      * after loading, which makes the same check. */
     for (int i = 0; !L->resolve && i < g->nfuncs; i++) {
-        tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[i], L->ctx);
-        if (!fg) {
+        if (tg_fdecl_check(g, &g->funcs[i], L->ctx)) {
             if (g->funcs[i].json_inputs_given)
                 tg_error_prefix(L->ctx, "functions.%.100s", g->funcs[i].name);
             else
                 tg_error_prefix(L->ctx, "(implicit main function)");
             return lwrap(L, TG_EMISSING);
         }
-        tg_fgraph_free(fg);
     }
     return TG_OK;
 }
@@ -1179,12 +1177,10 @@ tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
             }
     }
     /* Every free input the outputs need must be listed. */
-    tg_fgraph *fg = tg_fgraph_from_decl(g, fd, ctx);
-    if (!fg) {
+    if (tg_fdecl_check(g, fd, ctx)) {
         lwrap(&L, TG_EMISSING);
         goto fail;
     }
-    tg_fgraph_free(fg);
     tg_free(L.file_order);
     return g;
 fail:
