@@ -1,4 +1,6 @@
 /* The op table, built from ops.def, and name look-ups. */
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ops/op.h"
@@ -16,6 +18,7 @@ static const tg_op *const table[] = {
 enum {
     TABLE_SIZE = (int)(sizeof table / sizeof table[0]) - 1
 };
+_Static_assert(TABLE_SIZE * 2 <= 1024, "the op hash table (NSLOT) is at most half full");
 
 /* Every op name of FORMAT.md section 7, for suggestions and for telling a
  * planned op from a misspelt one. */
@@ -43,9 +46,31 @@ static const char *const format_ops[] = {
     /* tg's own forms, written by differentiation (docs/format-choices.md) */
     "sum_to", "digamma", NULL};
 
+/* Names to ops through a hash table built once: the loader looks up
+ * every node's op and the optimizer every op it builds, and a walk down
+ * the table was a hundred string comparisons each. */
+enum { NSLOT = 1024 };
+static const tg_op *slots[NSLOT];
+static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
+
+static uint32_t name_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void build_slots(void) {
+    for (int i = 0; i < TABLE_SIZE; i++) {
+        uint32_t j = name_hash(table[i]->name) & (NSLOT - 1);
+        while (slots[j]) j = (j + 1) & (NSLOT - 1);
+        slots[j] = table[i];
+    }
+}
+
 const tg_op *tg_op_find(const char *name) {
-    for (int i = 0; i < TABLE_SIZE; i++)
-        if (strcmp(table[i]->name, name) == 0) return table[i];
+    pthread_once(&slots_once, build_slots);
+    for (uint32_t j = name_hash(name) & (NSLOT - 1); slots[j]; j = (j + 1) & (NSLOT - 1))
+        if (strcmp(slots[j]->name, name) == 0) return slots[j];
     return NULL;
 }
 
