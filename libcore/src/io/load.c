@@ -346,8 +346,6 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
     json_object_object_get_ex(o, "inputs", &jin);
     for (int k = 0; k < nd->nin; k++) {
         json_object *e = json_object_array_get_idx(jin, (size_t)k);
-        char w[96];
-        snprintf(w, sizeof w, "%s.inputs[%d]", where, k);
         if (json_object_is_type(e, json_type_string)) {
             const char *id = json_object_get_string(e);
             tg_var *v = json_id(e) ? tg_graph_find(L->g, id) : NULL;
@@ -362,6 +360,7 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
             if (!json_object_object_get_ex(e, "value", &jv) || json_object_object_length(e) != 1)
                 return node_err(L, nd, TG_ELOAD,
                                 "inputs[%d]: expected an id or {\"value\": V}", k);
+            char w[96];
             snprintf(w, sizeof w, "%s.inputs[%d].value", where, k);
             int rc = new_inline_const(L, nd, k, jv, w, &nd->inputs[k]);
             if (rc) return rc;
