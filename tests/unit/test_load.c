@@ -488,9 +488,9 @@ static void test_file_level(void **state) {
     }
 }
 
-/* The loader checks a file's syntax first and then parses its nodes one
- * at a time (io/load.c, stream_root); whatever the layout of the text,
- * the result must be that of parsing it whole. */
+/* The JSON text (docs/format-choices.md): keys in any order, a key
+ * written twice keeps its last value, strict syntax checked before
+ * anything else, json-c's depth limit. */
 static tg_graph *load_msg(const char *json, char *msg, size_t cap) {
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "t", ctx);
@@ -506,7 +506,7 @@ static void expect_error(const char *json, const char *sub) {
     if (!strstr(msg, sub)) fail_msg("'%s' lacks '%s'", msg, sub);
 }
 
-static void test_streamed_nodes(void **state) {
+static void test_json_text(void **state) {
     (void)state;
     char msg[1024];
     /* Keys in any order, white space of every kind, an escaped quote and
@@ -541,8 +541,8 @@ static void test_streamed_nodes(void **state) {
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
                       "\"nodes\":{}}",
                  "nodes: expected an array");
-    /* Elements that are not objects, a number too long to take apart
-     * alone, and the root's own checks before any node's. */
+    /* Elements that are not objects, a long number, and the root's own
+     * checks before any node's. */
     expect_error(HEAD "\"variables\":[],\"nodes\":[7]}", "nodes[0]: expected an object");
     expect_error(HEAD "\"variables\":[],\"nodes\":[null]}", "nodes[0]: expected an object");
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]},"
@@ -563,8 +563,8 @@ static void test_streamed_nodes(void **state) {
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]}]} ]",
                  "invalid JSON: unexpected character");
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]},]}", "invalid JSON");
-    /* Nesting as deep as the whole parse allows, and one deeper: the
-     * verdict and the place of the error are json-c's on the whole text. */
+    /* Nesting as deep as json-c allows, and deeper: the verdict and the
+     * place of the error are json-c's. */
     for (int depth = 118; depth <= 130; depth++) {
         char json[1024] = HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[],\"outputs\":[\"y\"],\"attrs\":{\"a\":";
         size_t n = strlen(json);
@@ -705,7 +705,7 @@ int main(void) {
         cmocka_unit_test(test_functions),
         cmocka_unit_test(test_inline_ids),
         cmocka_unit_test(test_file_level),
-        cmocka_unit_test(test_streamed_nodes),
+        cmocka_unit_test(test_json_text),
         cmocka_unit_test(test_npy_value),
         cmocka_unit_test(test_allocation_failures),
     };

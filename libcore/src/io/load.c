@@ -1,8 +1,6 @@
 /* The loader: interchange JSON (FORMAT.md) -> tg_graph.
  *
- * Passes: parse (the syntax of the whole text, keeping the nodes as
- * places in the text, parsed again one at a time when a pass needs them:
- * stream_root); declared variables; nodes (outputs first, so that nodes
+ * Passes: parse; declared variables; nodes (outputs first, so that nodes
  * may come in any order, then inputs, attrs, traces); sort; types, node by
  * node; functions; a missing-input check of every function. Every error is
  * one line "FILE: LOCATION: message", where LOCATION is the JSON path and,
@@ -27,13 +25,6 @@ typedef struct loader {
     int nfile;
     tg_value_resolver resolve; /* values kept outside the JSON (.tgf) */
     void *resolve_ud;
-    /* Nodes streamed from the text (stream_root): where each element of
-     * `nodes` starts; NULL when they are in the JSON tree. */
-    const char *text;
-    size_t text_len;
-    size_t *node_off;
-    size_t nnode_off;
-    json_tokener *ntok;
 } loader;
 
 static int lerr(loader *L, int status, const char *fmt, ...)
@@ -709,196 +700,6 @@ static int implicit_main(loader *L) {
 
 /* ---- the whole file ---- */
 
-/* A file's nodes are most of it, and json-c's tree of a whole file of
- * 100,000 nodes is some hundreds of megabytes of small allocations, whose
- * building took longer than everything else the load does (0.6-0.8 s of
- * a 1.3 s load; all of it page faults and cache misses). So load_text
- * checks the syntax of the whole text first, keeping of `nodes` only
- * where each element starts (stream_root), and each pass over the nodes
- * parses one element at a time and frees it before the next: at most one
- * node's tree exists at a time, and its memory is reused while it is
- * still in the cache. Whatever the file, the result is that of parsing
- * the whole text: the syntax is checked before anything else, and any
- * file that the streaming does not take (invalid JSON, a root that is not
- * an object) is parsed whole, for its error. */
-enum { JSON_DEPTH = 128 };
-
-static size_t skip_ws(const char *s, size_t i, size_t len) {
-    while (i < len && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r')) i++;
-    return i;
-}
-
-/* Where the JSON value at s[i] ends, or 0 when it does not (the parser
- * then finds what is wrong). In strict mode json-c refuses a value with
- * anything after it, so each value is given to it alone. */
-static size_t value_end(const char *s, size_t i, size_t len) {
-    size_t j = i;
-    int depth = 0;
-    do {
-        if (j >= len) return 0;
-        char c = s[j];
-        if (c == '"') {
-            for (j++; j < len && s[j] != '"'; j++)
-                if (s[j] == '\\') j++;
-            if (j >= len) return 0;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if (c == '}' || c == ']') {
-            if (--depth < 0) return 0;
-        } else if (!depth) { /* a number, true, false or null */
-            while (j < len && !strchr(",]} \t\n\r", s[j])) j++;
-            return j > i ? j : 0;
-        }
-        j++;
-    } while (depth);
-    return j;
-}
-
-/* One JSON value at s[*i]; NULL for null. Fails (false) on any error. */
-static bool parse_value(json_tokener *tok, const char *s, size_t len, size_t *i,
-                        json_object **out) {
-    *out = NULL;
-    size_t e = value_end(s, *i, len), n = e - *i;
-    if (!e) return false;
-    char small[64];
-    const char *p = s + *i;
-    size_t give = n;
-    if (s[*i] != '"' && s[*i] != '{' && s[*i] != '[') {
-        /* a scalar ends only where the parser sees a terminator */
-        if (n >= sizeof small) return false;
-        memcpy(small, p, n);
-        small[n] = 0;
-        p = small;
-        give = n + 1;
-    }
-    json_tokener_reset(tok);
-    *out = json_tokener_parse_ex(tok, p, (int)give);
-    if (json_tokener_get_error(tok) != json_tokener_success ||
-        json_tokener_get_parse_end(tok) != n) {
-        json_object_put(*out);
-        *out = NULL;
-        return false;
-    }
-    *i = e;
-    return true;
-}
-
-/* Element j of nodes: a new reference (NULL for a JSON null). TG_OK or
- * TG_ENOMEM. */
-static int node_json(loader *L, json_object *jnodes, size_t j, json_object **out) {
-    if (!L->node_off) {
-        *out = json_object_get(json_object_array_get_idx(jnodes, j));
-        return TG_OK;
-    }
-    size_t off = L->node_off[j];
-    /* it parsed when the syntax was checked: only memory can fail now */
-    if (!parse_value(L->ntok, L->text, L->text_len, &off, out))
-        return lerr(L, TG_ENOMEM, "out of memory");
-    return TG_OK;
-}
-
-/* The root object of the text with an empty `nodes` in place of the
- * nodes, whose offsets go to L; NULL (L untouched but for its tokener)
- * when the text is not an object of valid JSON, for the caller to parse
- * it whole. The tokeners' depth limits are below the whole parse's by
- * the levels above them and one more, so that what is too deep for the
- * whole parse never passes here. */
-static json_object *stream_root(loader *L, const char *s, size_t len) {
-    json_tokener *mt = json_tokener_new_ex(JSON_DEPTH - 2);
-    L->ntok = json_tokener_new_ex(JSON_DEPTH - 3);
-    json_object *root = json_object_new_object(), *key = NULL, *val = NULL;
-    size_t *off = NULL, noff = 0, cap = 0;
-    bool streamed = false;
-    if (!mt || !L->ntok || !root) goto fail;
-    json_tokener_set_flags(mt, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    json_tokener_set_flags(L->ntok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    size_t i = skip_ws(s, 0, len);
-    if (i >= len || s[i] != '{') goto fail;
-    i = skip_ws(s, i + 1, len);
-    if (i < len && s[i] == '}') {
-        i++;
-    } else {
-        for (;;) {
-            if (i >= len || s[i] != '"' || !parse_value(mt, s, len, &i, &key) ||
-                !json_object_is_type(key, json_type_string))
-                goto fail;
-            i = skip_ws(s, i, len);
-            if (i >= len || s[i] != ':') goto fail;
-            i = skip_ws(s, i + 1, len);
-            const char *k = json_object_get_string(key);
-            if (!strcmp(k, "nodes") && i < len && s[i] == '[') {
-                /* a later `nodes` replaces an earlier one, as in json-c */
-                noff = 0;
-                i = skip_ws(s, i + 1, len);
-                if (i < len && s[i] == ']') {
-                    i++;
-                } else {
-                    for (;;) {
-                        if (noff == cap) {
-                            size_t c = cap ? cap * 2 : 1024;
-                            size_t *o = tg_realloc(off, c * sizeof *o);
-                            if (!o) goto fail;
-                            off = o;
-                            cap = c;
-                        }
-                        off[noff++] = i;
-                        json_object *el;
-                        if (!parse_value(L->ntok, s, len, &i, &el)) goto fail;
-                        json_object_put(el);
-                        i = skip_ws(s, i, len);
-                        if (i < len && s[i] == ',') {
-                            i = skip_ws(s, i + 1, len);
-                            continue;
-                        }
-                        if (i < len && s[i] == ']') {
-                            i++;
-                            break;
-                        }
-                        goto fail;
-                    }
-                }
-                if (!(val = json_object_new_array())) goto fail;
-                streamed = true;
-            } else {
-                if (!parse_value(mt, s, len, &i, &val)) goto fail;
-                if (!strcmp(k, "nodes")) streamed = false;
-            }
-            if (json_object_object_add(root, k, val)) goto fail;
-            val = NULL;
-            json_object_put(key);
-            key = NULL;
-            i = skip_ws(s, i, len);
-            if (i < len && s[i] == ',') {
-                i = skip_ws(s, i + 1, len);
-                continue;
-            }
-            if (i < len && s[i] == '}') {
-                i++;
-                break;
-            }
-            goto fail;
-        }
-    }
-    if (skip_ws(s, i, len) != len) goto fail;
-    json_tokener_free(mt);
-    if (streamed) {
-        L->text = s;
-        L->text_len = len;
-        L->node_off = off;
-        L->nnode_off = noff;
-    } else {
-        tg_free(off);
-    }
-    return root;
-fail:
-    json_tokener_free(mt);
-    json_object_put(key);
-    json_object_put(val);
-    json_object_put(root);
-    tg_free(off);
-    return NULL;
-}
-
 static const char *const TOP_KEYS[] = {"format", "version", "name", "variables",
                                        "nodes", "functions", "meta", NULL};
 
@@ -939,16 +740,11 @@ static int load_root(loader *L, json_object *root) {
     if ((rc = load_variables(L, jvars))) return rc;
     if (!json_object_is_type(jnodes, json_type_array))
         return lerr(L, TG_ELOAD, "nodes: expected an array");
-    size_t nn = L->node_off ? L->nnode_off : json_object_array_length(jnodes);
+    size_t nn = json_object_array_length(jnodes);
     L->file_order = tg_calloc(nn + 1, sizeof *L->file_order);
     if (!L->file_order) return lerr(L, TG_ENOMEM, "out of memory");
-    for (size_t j = 0; j < nn; j++) {
-        json_object *o;
-        if ((rc = node_json(L, jnodes, j, &o))) return rc;
-        rc = load_node_outputs(L, o, j);
-        json_object_put(o);
-        if (rc) return rc;
-    }
+    for (size_t j = 0; j < nn; j++)
+        if ((rc = load_node_outputs(L, json_object_array_get_idx(jnodes, j), j))) return rc;
     for (int i = 0; i < g->nvars; i++) {
         tg_var *v = g->vars[i];
         if (v->declared && !v->owner && !v->type_given)
@@ -956,13 +752,9 @@ static int load_root(loader *L, json_object *root) {
                         "variables[%d].type: '%s' is an input and needs a type", v->json_index,
                         v->id);
     }
-    for (int i = 0; i < L->nfile; i++) {
-        json_object *o;
-        if ((rc = node_json(L, jnodes, (size_t)i, &o))) return rc;
-        rc = load_node_rest(L, o, L->file_order[i]);
-        json_object_put(o);
-        if (rc) return rc;
-    }
+    for (int i = 0; i < L->nfile; i++)
+        if ((rc = load_node_rest(L, json_object_array_get_idx(jnodes, (size_t)i), L->file_order[i])))
+            return rc;
     if (g->nnodes && (rc = tg_graph_toposort(g, L->ctx))) return lwrap(L, TG_ELOAD);
     if ((rc = infer_types(L))) return rc;
     if (json_object_object_get_ex(root, "functions", &jfun))
@@ -1000,10 +792,9 @@ static void line_col(const char *s, size_t off, int *line, int *col) {
 
 static tg_graph *load_text(const char *json, size_t len, const char *dir, const char *what,
                            tg_ctx *ctx) {
-    loader L = {.what = what ? what : "(graph)", .dir = dir, .ctx = ctx};
+    loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0, NULL, NULL};
     tg_graph *g = NULL;
-    json_tokener *tok = json_tokener_new_ex(JSON_DEPTH);
-    json_object *root = NULL;
+    json_tokener *tok = json_tokener_new_ex(128);
     if (!tok) {
         lerr(&L, TG_ENOMEM, "out of memory");
         return NULL;
@@ -1013,9 +804,8 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
         lerr(&L, TG_EPARSE, "file too large for the JSON parser");
         return NULL;
     }
-    if ((root = stream_root(&L, json, len))) goto parsed;
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    root = json_tokener_parse_ex(tok, json, (int)len);
+    json_object *root = json_tokener_parse_ex(tok, json, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t end = json_tokener_get_parse_end(tok);
     if (!root || jerr != json_tokener_success) {
@@ -1035,7 +825,6 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
         lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: text after the end", line, col);
         goto done;
     }
-parsed:
     g = tg_graph_alloc();
     if (!g || !(g->path = tg_strdup(L.what)) || (dir && !(g->dir = tg_strdup(dir)))) {
         lerr(&L, TG_ENOMEM, "out of memory");
@@ -1050,8 +839,6 @@ parsed:
     }
 done:
     tg_free(L.file_order);
-    tg_free(L.node_off);
-    if (L.ntok) json_tokener_free(L.ntok);
     if (root) json_object_put(root);
     json_tokener_free(tok);
     return g;
@@ -1094,7 +881,7 @@ static const char *const BODY_KEYS[] = {"variables", "nodes", "inputs", "outputs
  * `outputs` as function "body". Errors are "<where>: LOCATION: message"
  * (the caller adds the file and the node that holds the body). */
 tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
-    loader L = {.what = where ? where : "body", .ctx = ctx};
+    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0, NULL, NULL};
     tg_graph *g = tg_graph_alloc();
     json_object *jvars, *jnodes, *ji, *jo;
     int rc = TG_OK;
@@ -1190,7 +977,7 @@ fail:
 
 tg_graph *tg_graph_load_json(json_object *root, const char *what,
                              tg_value_resolver resolve, void *ud, tg_ctx *ctx) {
-    loader L = {.what = what ? what : "(graph)", .ctx = ctx, .resolve = resolve, .resolve_ud = ud};
+    loader L = {what ? what : "(graph)", NULL, NULL, ctx, NULL, 0, resolve, ud};
     tg_graph *g = tg_graph_alloc();
     if (!g || !(g->path = tg_strdup(L.what))) {
         lerr(&L, TG_ENOMEM, "out of memory");
