@@ -491,18 +491,9 @@ static void test_file_level(void **state) {
 /* The JSON text (docs/format-choices.md): keys in any order, a key
  * written twice keeps its last value, strict syntax checked before
  * anything else, json-c's depth limit. */
-static tg_graph *load_msg(const char *json, char *msg, size_t cap) {
-    tg_ctx *ctx = tg_ctx_new();
-    tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "t", ctx);
-    snprintf(msg, cap, "%s", g ? "" : tg_ctx_message(ctx));
-    tg_ctx_free(ctx);
-    return g;
-}
-
 static void expect_error(const char *json, const char *sub) {
     char msg[1024];
-    tg_graph *g = load_msg(json, msg, sizeof msg);
-    if (g) fail_msg("loaded, want an error with '%s': %s", sub, json);
+    tu_load_fail(json, msg, sizeof msg);
     if (!strstr(msg, sub)) fail_msg("'%s' lacks '%s'", msg, sub);
 }
 
@@ -512,30 +503,25 @@ static void test_json_text(void **state) {
     /* Keys in any order, white space of every kind, an escaped quote and
      * backslash in a string, scalars (one at the end of an array) beside
      * objects. */
-    tg_graph *g = load_msg(" \r\n\t{ \"nodes\" :\n [ {\"op\": \"neg\", \"inputs\": [\"x\"], \"outputs\": [\"y\"],"
-                           " \"name\": \"a \\\"q\\\" \\\\ }]\"} ,\t{\"op\":\"mul\",\"inputs\":[\"y\",{\"value\":2.5}],"
-                           "\"outputs\":[\"z\"]} ] ,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\","
-                           "\"shape\":[2]}}], \"meta\": {\"k\": [1, -2e3, true, null]}, \"version\"\t:\t1\r\n,"
-                           "\"format\":\"tg-graph\" }\n",
-                           msg, sizeof msg);
-    if (!g) fail_msg("%s", msg);
+    tg_graph *g = tu_load(" \r\n\t{ \"nodes\" :\n [ {\"op\": \"neg\", \"inputs\": [\"x\"], \"outputs\": [\"y\"],"
+                          " \"name\": \"a \\\"q\\\" \\\\ }]\"} ,\t{\"op\":\"mul\",\"inputs\":[\"y\",{\"value\":2.5}],"
+                          "\"outputs\":[\"z\"]} ] ,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\","
+                          "\"shape\":[2]}}], \"meta\": {\"k\": [1, -2e3, true, null]}, \"version\"\t:\t1\r\n,"
+                          "\"format\":\"tg-graph\" }\n");
     assert_int_equal(tg_graph_node_count(g), 2);
     assert_string_equal(var(g, "y")->owner->name, "a \"q\" \\ }]");
     assert_int_equal(var(g, "z")->type.ndim, 1);
     assert_true(var(g, "z")->owner->inputs[1]->inline_const);
     tg_graph_free(g);
     /* A later "nodes" replaces an earlier one, as json-c does. */
-    g = load_msg(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
-                      "\"nodes\":[{\"op\":\"tanh\",\"inputs\":[\"x\"],\"outputs\":[\"t\"]}],"
-                      "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}]}",
-                 msg, sizeof msg);
-    if (!g) fail_msg("%s", msg);
+    g = tu_load(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+                "\"nodes\":[{\"op\":\"tanh\",\"inputs\":[\"x\"],\"outputs\":[\"t\"]}],"
+                "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}]}");
     assert_int_equal(tg_graph_node_count(g), 1);
     assert_null(tg_graph_find(g, "t"));
     assert_string_equal(var(g, "y")->owner->op->name, "neg");
     tg_graph_free(g);
-    g = load_msg(HEAD "\"variables\":[],\"nodes\":5,\"nodes\":[]}", msg, sizeof msg);
-    if (!g) fail_msg("%s", msg);
+    g = tu_load(HEAD "\"variables\":[],\"nodes\":5,\"nodes\":[]}");
     assert_int_equal(tg_graph_node_count(g), 0);
     tg_graph_free(g);
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
@@ -558,7 +544,7 @@ static void test_json_text(void **state) {
      * place: here after a node that names an unknown op. */
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]},\n"
                       "{\"op\": }]}",
-                 "t: line 2, column 8: invalid JSON");
+                 "test: line 2, column 8: invalid JSON");
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]}", "invalid JSON");
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"nope\",\"inputs\":[],\"outputs\":[\"y\"]}]} ]",
                  "invalid JSON: unexpected character");
@@ -580,8 +566,7 @@ static void test_json_text(void **state) {
         snprintf(want, sizeof want, "line 1, column %zu: invalid JSON", json_tokener_get_parse_end(tok) + 1);
         json_object_put(whole);
         json_tokener_free(tok);
-        tg_graph *h = load_msg(json, msg, sizeof msg);
-        assert_null(h); /* neg has no attr "a" (or the text is too deep) */
+        tu_load_fail(json, msg, sizeof msg); /* neg has no attr "a" (or the text is too deep) */
         if (ok && strstr(msg, "invalid JSON")) fail_msg("depth %d: json-c parses it, tg says %s", depth, msg);
         if (!ok && !strstr(msg, want)) fail_msg("depth %d: want '%s', got %s", depth, want, msg);
     }
