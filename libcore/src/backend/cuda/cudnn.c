@@ -378,7 +378,9 @@ static const char *algo_name(int kind, int a, bool *approx) {
     static const char *const bwd_filter[] = {"algo_0", "algo_1", "fft", "algo_3", "winograd",
                                              "winograd_nonfused", "fft_tiling"};
     const char *const *t = kind == K_CONV ? fwd : kind == K_CONV_GI ? bwd_data : bwd_filter;
-    int n = kind == K_CONV ? 8 : kind == K_CONV_GI ? 6 : 7;
+    int n = (int)(kind == K_CONV      ? TG_ARRAY_LEN(fwd)
+                  : kind == K_CONV_GI ? TG_ARRAY_LEN(bwd_data)
+                                      : TG_ARRAY_LEN(bwd_filter));
     const char *name = a >= 0 && a < n ? t[a] : "other";
     *approx = !strncmp(name, "fft", 3) || !strncmp(name, "winograd", 8);
     return name;

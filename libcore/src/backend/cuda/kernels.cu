@@ -246,23 +246,24 @@ __global__ void red_finish(tg_cu_red p, T *out, const A *part) {
     }
 }
 
+unsigned grid_for(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    return (unsigned)(b > 65535 ? 65535 : b);
+}
+
 template <typename T, typename A>
 int red_launch(const tg_cu_red *p, T *out, A *part, const T *in, cudaStream_t s) {
     if (p->col) {
-        int64_t nt = p->nout * p->nsplit, b = (nt + 255) / 256;
-        red_col<T, A><<<(unsigned)(b > 65535 ? 65535 : b), 256, 0, s>>>(*p, out, part, in);
+        red_col<T, A><<<grid_for(p->nout * p->nsplit, 256), 256, 0, s>>>(*p, out, part, in);
     } else {
-        int64_t nw = p->nout * p->nsplit;
-        unsigned g = (unsigned)(nw > 65535 ? 65535 : nw);
+        unsigned g = grid_for(p->nout * p->nsplit, 1); /* a block per (output, piece) */
         if (p->nr <= INT32_MAX)
             red_row<T, A, unsigned><<<g, 256, 0, s>>>(*p, out, part, in);
         else
             red_row<T, A, int64_t><<<g, 256, 0, s>>>(*p, out, part, in);
     }
-    if (p->nsplit > 1) {
-        int64_t b = (p->nout + 255) / 256;
-        red_finish<T, A><<<(unsigned)(b > 65535 ? 65535 : b), 256, 0, s>>>(*p, out, part);
-    }
+    if (p->nsplit > 1) red_finish<T, A><<<grid_for(p->nout, 256), 256, 0, s>>>(*p, out, part);
     return (int)cudaGetLastError();
 }
 
@@ -324,12 +325,6 @@ template <typename T> __global__ void fill_kernel(int64_t n, T v, T *out) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         out[i] = v;
-}
-
-unsigned grid_for(int64_t n, int threads) {
-    int64_t b = (n + threads - 1) / threads;
-    if (b < 1) b = 1;
-    return (unsigned)(b > 65535 ? 65535 : b);
 }
 
 template <typename T, typename S, typename O>
