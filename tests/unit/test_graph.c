@@ -1,8 +1,11 @@
 /* Function graphs: cloning what a function needs (and nothing else),
  * clients, replacing a variable, re-sorting after a replacement, traces
  * kept on clones; the sort's order and cycle check on a node array that is
- * not topological; the id map. */
+ * not topological; the id map; the arenas that hold a graph's nodes and
+ * variables. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph.h"
@@ -202,6 +205,127 @@ static void test_node_description(void **state) {
     tg_graph_free(g);
 }
 
+/* ---- arenas ---- */
+
+/* Every byte the library holds goes through tg_set_allocator's hook: a
+ * counting hook sees whether an arena gives all of it back. */
+static long g_live;
+
+static void *counting_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (n == 0) {
+        if (p) g_live--;
+        free(p);
+        return NULL;
+    }
+    void *q = realloc(p, n);
+    if (q && !p) g_live++;
+    return q;
+}
+
+static bool all_zero(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
+
+static void test_arena_blocks(void **state) {
+    (void)state;
+    g_live = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    tg_arena *a = tg_arena_new();
+    assert_non_null(a);
+    /* Zeroed, 16-byte aligned, in the order asked for, not overlapping:
+     * consecutive blocks follow one another (a 40-byte block takes 48). */
+    unsigned char *p1 = tg_arena_alloc(a, 40), *p2 = tg_arena_alloc(a, 40);
+    assert_non_null(p1);
+    assert_non_null(p2);
+    assert_int_equal((uintptr_t)p1 % 16, 0);
+    assert_int_equal((uintptr_t)p2 % 16, 0);
+    assert_true(p2 >= p1 + 48 && p2 < p1 + 48 + 64);
+    assert_true(all_zero(p1, 40) && all_zero(p2, 40));
+    memset(p1, 0xab, 40);
+    memset(p2, 0xcd, 40);
+    /* A released block is the next one of its size class, zeroed again;
+     * a block of another class is not it. */
+    tg_arena_release(a, p1, 40);
+    unsigned char *p3 = tg_arena_alloc(a, 64);
+    unsigned char *p4 = tg_arena_alloc(a, 33); /* 33..48: p1's class */
+    assert_ptr_not_equal(p3, p1);
+    assert_ptr_equal(p4, p1);
+    assert_true(all_zero(p4, 33));
+    assert_int_equal(p2[0], 0xcd); /* its neighbour untouched */
+    /* Large blocks come from the allocator, zeroed; 0 bytes is a block. */
+    unsigned char *big = tg_arena_alloc(a, TG_ARENA_MAX + 1);
+    unsigned char *none = tg_arena_alloc(a, 0);
+    assert_non_null(big);
+    assert_non_null(none);
+    assert_true(all_zero(big, TG_ARENA_MAX + 1));
+    /* More than a chunk's worth: still zeroed, still distinct. */
+    unsigned char *many[400];
+    for (int i = 0; i < 400; i++) {
+        many[i] = tg_arena_alloc(a, 1000);
+        assert_non_null(many[i]);
+        assert_true(all_zero(many[i], 1000));
+        memset(many[i], i & 0xff, 1000);
+    }
+    for (int i = 0; i < 400; i++) assert_int_equal(many[i][999], i & 0xff);
+    /* The owner lets go first: the blocks stay good until the last goes,
+     * and then every chunk is given back. */
+    tg_arena_unref(a);
+    assert_int_equal(p2[39], 0xcd);
+    assert_true(g_live > 0);
+    for (int i = 0; i < 400; i++) tg_arena_release(a, many[i], 1000);
+    tg_arena_release(a, big, TG_ARENA_MAX + 1);
+    tg_arena_release(a, none, 0);
+    tg_arena_release(a, p2, 40);
+    tg_arena_release(a, p3, 64);
+    assert_true(g_live > 0);
+    tg_arena_release(a, p4, 33);
+    assert_int_equal(g_live, 0);
+    /* No arena: the allocator itself. */
+    void *q = tg_arena_alloc(NULL, 24);
+    assert_non_null(q);
+    assert_int_equal(g_live, 1);
+    tg_arena_release(NULL, q, 24);
+    assert_int_equal(g_live, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
+/* The loader makes a graph's nodes in its arena, the clone a function
+ * graph's in the function graph's, in topological order; a node taken
+ * out of its function graph outlives it, and everything is given back. */
+static void test_arena_graphs(void **state) {
+    (void)state;
+    g_live = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    assert_non_null(g->arena);
+    for (int i = 0; i < g->nnodes; i++) assert_ptr_equal(g->nodes[i]->arena, g->arena);
+    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
+    assert_non_null(fg);
+    assert_non_null(fg->arena);
+    assert_ptr_not_equal(fg->arena, g->arena);
+    for (int i = 0; i < fg->nnodes; i++) {
+        assert_ptr_equal(fg->nodes[i]->arena, fg->arena);
+        if (i) assert_true((char *)fg->nodes[i] > (char *)fg->nodes[i - 1]);
+    }
+    for (int i = 0; i < fg->nvars; i++) assert_ptr_equal(fg->vars[i]->arena, fg->arena);
+    /* Take `add` (last) out and keep it past the function graph. */
+    tg_node *add = fg->nodes[--fg->nnodes];
+    assert_string_equal(add->op->name, "add");
+    tg_fgraph_free(fg);
+    tg_graph_free(g);
+    assert_string_equal(add->op->name, "add");
+    assert_int_equal(add->nin, 2);
+    assert_true(g_live > 0);
+    tg_node_free(add);
+    tg_ctx_free(ctx);
+    assert_int_equal(g_live, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clone_takes_what_is_needed),
@@ -209,6 +333,8 @@ int main(void) {
         cmocka_unit_test(test_node_description),
         cmocka_unit_test(test_sort_order_drop_and_cycle),
         cmocka_unit_test(test_idmap),
+        cmocka_unit_test(test_arena_blocks),
+        cmocka_unit_test(test_arena_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

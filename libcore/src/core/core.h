@@ -29,6 +29,21 @@ char *tg_strndup(const char *s, size_t n);
 void *tg_malloc_aligned(size_t n);
 void tg_free_aligned(void *p);
 
+/* An arena (core/arena.c): the small blocks of one function graph, handed
+ * out in order from large chunks and taken back by size for reuse. It
+ * lives while its owner holds it or any block from it is live. A NULL
+ * arena means the plain allocator: tg_arena_alloc(NULL, n) is
+ * tg_calloc(1, n) and tg_arena_release(NULL, p, n) is tg_free(p). */
+typedef struct tg_arena tg_arena;
+enum { TG_ARENA_MAX = 1024 }; /* larger blocks: tg_calloc / tg_free */
+tg_arena *tg_arena_new(void); /* the owner's reference; NULL: no memory */
+/* n zeroed bytes, 16-byte aligned; NULL: no memory. */
+void *tg_arena_alloc(tg_arena *a, size_t n);
+/* Give back a block of n bytes (the n it was allocated with). */
+void tg_arena_release(tg_arena *a, void *p, size_t n);
+/* The owner lets go; the arena goes with its last block. */
+void tg_arena_unref(tg_arena *a);
+
 /* Record a failure on ctx (ctx may be NULL: then nothing is recorded) and
  * return status, so that `return tg_errorf(ctx, TG_EINVAL, ...)` reads
  * well. The message is one line: newlines are replaced by spaces. */

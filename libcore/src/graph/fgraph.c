@@ -67,13 +67,14 @@ void tg_fgraph_free(tg_fgraph *fg) {
     tg_free(fg->inputs);
     tg_free(fg->outputs);
     tg_free(fg->upd_shared);
+    tg_arena_unref(fg->arena);
     tg_free(fg);
 }
 
 /* A copy of v for a function graph: same id, name, type, value and shared
  * state; no producer and no clients yet. */
-static tg_var *clone_var(const tg_var *v, tg_var_kind kind) {
-    tg_var *c = tg_var_new(v->id, kind);
+static tg_var *clone_var(tg_arena *a, const tg_var *v, tg_var_kind kind) {
+    tg_var *c = tg_var_new_in(a, v->id, kind);
     if (!c) return NULL;
     if (v->name && !(c->name = tg_strdup(v->name))) {
         tg_var_free(c);
@@ -93,8 +94,8 @@ static tg_var *clone_var(const tg_var *v, tg_var_kind kind) {
     return c;
 }
 
-static tg_node *clone_node(const tg_node *n, tg_ctx *ctx) {
-    tg_node *c = tg_node_new(n->op, n->nin, n->nout);
+static tg_node *clone_node(tg_arena *a, const tg_node *n, tg_ctx *ctx) {
+    tg_node *c = tg_node_new_in(a, n->op, n->nin, n->nout);
     if (!c) return NULL;
     c->json_index = n->json_index;
     c->a = n->a;
@@ -160,7 +161,9 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
     /* written before read: no zeroing (megabytes on large graphs) */
     walk_item *stack = tg_malloc(((size_t)g->nnodes + 1) * sizeof *stack);
     int nroots = fd->nout + fd->nupd, rc = TG_OK;
-    if ((build && !fg) || !map || !node_done || !stack) goto oom;
+    if ((build && (!fg || !(fg->arena = tg_arena_new()))) || !map || !node_done || !stack)
+        goto oom;
+    tg_arena *arena = build ? fg->arena : NULL;
     if (build) {
         fg->nin = fd->nin;
         fg->nout = fd->nout;
@@ -178,7 +181,7 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
             if (build) fg->inputs[i] = map[v->index];
             continue;
         }
-        tg_var *c = build ? clone_var(v, TG_VAR_INPUT) : (tg_var *)v;
+        tg_var *c = build ? clone_var(arena, v, TG_VAR_INPUT) : (tg_var *)v;
         if (build && (!c || fg_add_var(fg, c))) {
             tg_var_free(c);
             goto oom;
@@ -189,7 +192,7 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
     for (int i = 0; i < fd->nupd; i++) {
         const tg_var *s = fd->updates[i].shared;
         if (!map[s->index]) {
-            tg_var *c = build ? clone_var(s, TG_VAR_SHARED) : (tg_var *)s;
+            tg_var *c = build ? clone_var(arena, s, TG_VAR_SHARED) : (tg_var *)s;
             if (build && (!c || fg_add_var(fg, c))) {
                 tg_var_free(c);
                 goto oom;
@@ -236,7 +239,7 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
                         }
                         goto fail;
                     } else {
-                        tg_var *c = build ? clone_var(v, v->kind) : (tg_var *)v;
+                        tg_var *c = build ? clone_var(arena, v, v->kind) : (tg_var *)v;
                         if (build && (!c || fg_add_var(fg, c))) {
                             tg_var_free(c);
                             goto oom;
@@ -271,14 +274,14 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
                 for (int k = 0; k < n->nout; k++) map[n->outputs[k]->index] = n->outputs[k];
                 continue;
             }
-            tg_node *c = clone_node(n, ctx);
+            tg_node *c = clone_node(arena, n, ctx);
             if (!c) goto oom;
             for (int k = 0; k < n->nin; k++) c->inputs[k] = map[n->inputs[k]->index];
             for (int k = 0; k < n->nout; k++) {
                 const tg_var *o = n->outputs[k];
                 tg_var *oc = map[o->index];
                 if (!oc) {
-                    oc = clone_var(o, TG_VAR_RESULT);
+                    oc = clone_var(arena, o, TG_VAR_RESULT);
                     if (!oc || fg_add_var(fg, oc)) {
                         tg_var_free(oc);
                         tg_node_free(c);
@@ -291,7 +294,7 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
                 } else {
                     /* This output was cut loose as a function input: the
                      * node still needs a result variable of its own. */
-                    tg_var *dummy = clone_var(o, TG_VAR_RESULT);
+                    tg_var *dummy = clone_var(arena, o, TG_VAR_RESULT);
                     if (!dummy || fg_add_var(fg, dummy)) {
                         tg_var_free(dummy);
                         tg_node_free(c);

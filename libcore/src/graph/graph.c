@@ -108,10 +108,13 @@ void *tg_idmap_get2(const struct tg_idmap *a, const struct tg_idmap *b, const ch
 
 /* ---- variables, nodes, shared state ---- */
 
-tg_var *tg_var_new(const char *id, tg_var_kind kind) {
+tg_var *tg_var_new(const char *id, tg_var_kind kind) { return tg_var_new_in(NULL, id, kind); }
+
+tg_var *tg_var_new_in(tg_arena *a, const char *id, tg_var_kind kind) {
     size_t len = strlen(id ? id : "");
-    tg_var *v = tg_calloc(1, sizeof *v + len + 1);
+    tg_var *v = tg_arena_alloc(a, sizeof *v + len + 1);
     if (!v) return NULL;
+    v->arena = a;
     memcpy(v->inl_id, id ? id : "", len + 1);
     v->id = v->inl_id;
     v->kind = kind;
@@ -147,7 +150,8 @@ void tg_var_free(tg_var *v) {
     tg_array_free(v->test_value);
     tg_shared_unref(v->shared);
     if (v->clients != v->inl_clients) tg_free(v->clients);
-    tg_free(v);
+    /* inl_id keeps the id it was made with (a new id goes elsewhere) */
+    tg_arena_release(v->arena, v, sizeof *v + strlen(v->inl_id) + 1);
 }
 
 void tg_var_set_constant(tg_var *v, tg_array *a) {
@@ -173,12 +177,15 @@ static size_t node_prefix(int nin, int nout) {
     return (ni * sizeof(int) + 7) / 8 * 8 + (no + ni) * sizeof(tg_var *);
 }
 
-tg_node *tg_node_new(const tg_op *op, int nin, int nout) {
+tg_node *tg_node_new(const tg_op *op, int nin, int nout) { return tg_node_new_in(NULL, op, nin, nout); }
+
+tg_node *tg_node_new_in(tg_arena *a, const tg_op *op, int nin, int nout) {
     if (nin < 0 || nout < 0) return NULL;
     size_t ni = (size_t)(nin ? nin : 1), pre = node_prefix(nin, nout);
-    char *block = tg_calloc(1, pre + sizeof(tg_node));
+    char *block = tg_arena_alloc(a, pre + sizeof(tg_node));
     if (!block) return NULL;
     tg_node *n = (tg_node *)(block + pre); /* pre is a multiple of 8 */
+    n->arena = a;
     n->op = op;
     n->nin = nin;
     n->nout = nout;
@@ -201,7 +208,8 @@ void tg_node_free(tg_node *n) {
     for (int i = 0; i < n->norigins; i++) tg_free(n->origins[i]);
     tg_free(n->origins);
     tg_trace_free(&n->trace);
-    tg_free((char *)n - node_prefix(n->nin, n->nout)); /* with its arrays */
+    size_t pre = node_prefix(n->nin, n->nout); /* with its arrays */
+    tg_arena_release(n->arena, (char *)n - pre, pre + sizeof *n);
 }
 
 void tg_trace_free(tg_trace *t) {
@@ -429,7 +437,10 @@ tg_graph *tg_graph_alloc(void) {
     tg_graph *g = tg_calloc(1, sizeof *g);
     if (!g) return NULL;
     g->ids = tg_idmap_new();
-    if (!g->ids) {
+    g->arena = tg_arena_new();
+    if (!g->ids || !g->arena) {
+        tg_idmap_free(g->ids);
+        tg_arena_unref(g->arena);
         tg_free(g);
         return NULL;
     }
@@ -488,6 +499,7 @@ void tg_graph_free(tg_graph *g) {
     tg_free(g->name);
     tg_free(g->path);
     tg_free(g->dir);
+    tg_arena_unref(g->arena);
     tg_free(g);
 }
 

@@ -101,6 +101,8 @@ struct tg_var {
     tg_array *value;   /* constant value; NULL otherwise */
     tg_shared *shared; /* shared state; NULL otherwise */
     tg_array *test_value;
+    struct tg_arena *arena; /* where the variable lives (tg_var_new_in), or
+                               NULL: the allocator */
     /* Most variables have one or two readers and a short id: both live
      * in the variable's own allocation until they outgrow it (clients
      * then moves to the heap; id points elsewhere once replaced). */
@@ -180,6 +182,7 @@ struct tg_node {
      * descriptors, the algorithms chosen and the shapes they were chosen
      * for). NULL: none. */
     tg_kstate *kstate;
+    struct tg_arena *arena; /* where the node lives (tg_node_new_in), or NULL */
     tg_attrs a;
 };
 
@@ -214,6 +217,10 @@ struct tg_graph {
     int nfuncs;
     json_object *meta;  /* kept as is */
     struct tg_idmap *ids; /* id -> var */
+    /* Where the loader makes the nodes and variables (in file order, for
+     * the walks that clone functions out of the graph); the graph holds
+     * the owner's reference. Others may come from the allocator. */
+    struct tg_arena *arena;
 };
 
 /* The part of a graph one function needs, cloned. */
@@ -228,6 +235,10 @@ typedef struct tg_fgraph {
     int nvars, cvars;
     tg_node **nodes; /* topological */
     int nnodes, cnodes;
+    /* Where its nodes and variables are made (tg_node_new_in and
+     * tg_var_new_in), so that they lie in memory in the order they were
+     * made; NULL: the allocator. The fgraph holds the owner's reference. */
+    struct tg_arena *arena;
 } tg_fgraph;
 
 /* Fetching ahead, for walks over graphs that outgrow the cache: their
@@ -268,11 +279,15 @@ void *tg_idmap_get2(const struct tg_idmap *a, const struct tg_idmap *b, const ch
 
 /* ---- variables and nodes ---- */
 tg_var *tg_var_new(const char *id, tg_var_kind kind);
+/* The same, in an arena (NULL: the allocator); freed by tg_var_free. */
+tg_var *tg_var_new_in(struct tg_arena *a, const char *id, tg_var_kind kind);
 /* Make v (a new constant) hold a, which it takes, and type it exactly:
  * a scalar is written inline ({"value": ...}) when saved. */
 void tg_var_set_constant(tg_var *v, tg_array *a);
 void tg_var_free(tg_var *v);
 tg_node *tg_node_new(const tg_op *op, int nin, int nout);
+/* The same, in an arena (NULL: the allocator); freed by tg_node_free. */
+tg_node *tg_node_new_in(struct tg_arena *a, const tg_op *op, int nin, int nout);
 void tg_node_free(tg_node *n);
 const char *tg_var_label(const tg_var *v); /* name, or id */
 void tg_trace_free(tg_trace *t);

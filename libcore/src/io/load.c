@@ -129,7 +129,7 @@ static int load_variables(loader *L, json_object *arr) {
              has_tv = json_object_object_get_ex(o, "test_value", &jtv);
         if (has_c && has_s)
             return lerr(L, TG_ELOAD, "%s: '%s' cannot be both constant and shared", where, id);
-        tg_var *v = tg_var_new(id, has_c ? TG_VAR_CONSTANT : has_s ? TG_VAR_SHARED : TG_VAR_INPUT);
+        tg_var *v = tg_var_new_in(L->g->arena, id, has_c ? TG_VAR_CONSTANT : has_s ? TG_VAR_SHARED : TG_VAR_INPUT);
         if (!v || tg_graph_add_var(L->g, v)) {
             tg_var_free(v);
             return lerr(L, TG_ENOMEM, "out of memory");
@@ -250,7 +250,7 @@ static int load_node_outputs(loader *L, json_object *o, size_t j) {
         !json_object_is_type(jin, json_type_array))
         return lerr(L, TG_ELOAD, "%s.inputs: expected an array", where);
     int nout = (int)json_object_array_length(jout), nin = (int)json_object_array_length(jin);
-    tg_node *nd = tg_node_new(op, nin, nout);
+    tg_node *nd = tg_node_new_in(L->g->arena, op, nin, nout);
     if (!nd || tg_graph_add_node(L->g, nd)) {
         tg_node_free(nd);
         return lerr(L, TG_ENOMEM, "out of memory");
@@ -287,7 +287,7 @@ static int load_node_outputs(loader *L, json_object *o, size_t j) {
                             v->json_index);
             v->kind = TG_VAR_RESULT;
         } else {
-            v = tg_var_new(id, TG_VAR_RESULT);
+            v = tg_var_new_in(L->g->arena, id, TG_VAR_RESULT);
             if (!v || tg_graph_add_var(L->g, v)) {
                 tg_var_free(v);
                 return lerr(L, TG_ENOMEM, "out of memory");
@@ -311,7 +311,7 @@ static int new_inline_const(loader *L, tg_node *nd, int k, json_object *jv,
     snprintf(id, sizeof id, "%.100s:in%d", base, k);
     for (int s = 1; tg_graph_find(L->g, id); s++)
         snprintf(id, sizeof id, "%.100s:in%d.%d", base, k, s);
-    tg_var *v = tg_var_new(id, TG_VAR_CONSTANT);
+    tg_var *v = tg_var_new_in(L->g->arena, id, TG_VAR_CONSTANT);
     if (!v || tg_graph_add_var(L->g, v)) {
         tg_var_free(v);
         tg_array_free(a);

@@ -391,7 +391,7 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
                  i, id);
             break;
         }
-        tg_var *v = tg_var_new(id, (tg_var_kind)kind);
+        tg_var *v = tg_var_new_in(fg->arena, id, (tg_var_kind)kind);
         if (!v || (name && !(v->name = tg_strdup(name))) || tg_fgraph_add_var(fg, v) ||
             tg_idmap_put(ids, v->id, v)) {
             if (v && (fg->nvars == 0 || fg->vars[fg->nvars - 1] != v)) tg_var_free(v);
@@ -566,7 +566,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     if (!in) return fail(D, TG_ENOMEM, "out of memory");
     for (uint32_t k = 0; k < nin && !D->rc; k++) in[k] = var_at(D, fg, where);
     uint32_t nout = get_count(D, 4, "outputs");
-    tg_node *n = D->rc ? NULL : tg_node_new(op, (int)nin, (int)nout);
+    tg_node *n = D->rc ? NULL : tg_node_new_in(fg->arena, op, (int)nin, (int)nout);
     if (!n) {
         tg_free(in);
         return D->rc ? D->rc : fail(D, TG_ENOMEM, "out of memory");
@@ -835,7 +835,10 @@ int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int 
     attrs_cache C = {0};
     memset(out, 0, sizeof *out);
     tg_fgraph *fg = tg_calloc(1, sizeof *fg);
-    if (!fg) return fail(&D, TG_ENOMEM, "out of memory");
+    if (!fg || !(fg->arena = tg_arena_new())) {
+        tg_free(fg);
+        return fail(&D, TG_ENOMEM, "out of memory");
+    }
     if (len < 4 || memcmp(data, GRAPH_MAGIC, 4)) {
         fail(&D, TG_EPARSE, "not a graph section (bad magic number)");
         goto done;

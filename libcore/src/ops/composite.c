@@ -1221,6 +1221,12 @@ static void sig_put(char *sig, uint64_t h, json_object *body, comp_parsed *parse
 
 tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const *inputs, int nin,
                                tg_var *const *outputs, int nout, tg_ctx *ctx) {
+    return tg_composite_node_new_in(NULL, nodes, nnodes, inputs, nin, outputs, nout, ctx);
+}
+
+tg_node *tg_composite_node_new_in(tg_arena *arena, tg_node *const *nodes, int nnodes,
+                                  tg_var *const *inputs, int nin, tg_var *const *outputs, int nout,
+                                  tg_ctx *ctx) {
     tg_node *n = NULL;
     json_object *body = NULL, *jvars, *jnodes, *jin, *jout, *attrs = NULL;
     tg_var **consts = NULL;
@@ -1247,7 +1253,7 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
         }
         json_object_object_add(attrs, "body", shared_body);
         comp_body *cb = tg_calloc(1, sizeof *cb);
-        if (!cb || !(n = tg_node_new(&tg_op_composite, nin, nout))) {
+        if (!cb || !(n = tg_node_new_in(arena, &tg_op_composite, nin, nout))) {
             tg_free(cb);
             parsed_release(shared_parsed);
             goto oom;
@@ -1358,14 +1364,14 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const 
     if (!(attrs = json_object_new_object())) goto oom;
     json_object_object_add(attrs, "body", body);
     body = NULL;
-    if (!(n = tg_node_new(&tg_op_composite, nin, nout))) goto oom;
+    if (!(n = tg_node_new_in(arena, &tg_op_composite, nin, nout))) goto oom;
 wire:
     n->json_index = -1;
     n->attrs = attrs;
     attrs = NULL;
     for (int i = 0; i < nin; i++) n->inputs[i] = inputs[i];
     for (int k = 0; k < nout; k++) {
-        tg_var *v = tg_var_new(outputs[k]->id, TG_VAR_RESULT);
+        tg_var *v = tg_var_new_in(arena, outputs[k]->id, TG_VAR_RESULT);
         if (!v) goto oom;
         n->outputs[k] = v;
         v->owner = n;

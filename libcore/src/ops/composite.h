@@ -80,6 +80,11 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes,
                                tg_var *const *inputs, int nin,
                                tg_var *const *outputs, int nout,
                                tg_ctx *ctx);
+/* The same, with the node and its outputs made in arena (the fgraph's
+ * that it will join; NULL: the allocator). */
+tg_node *tg_composite_node_new_in(struct tg_arena *arena, tg_node *const *nodes, int nnodes,
+                                  tg_var *const *inputs, int nin,
+                                  tg_var *const *outputs, int nout, tg_ctx *ctx);
 
 /* The inputs and outputs of a set of fgraph nodes for
  * tg_composite_node_new, from the fgraph's client lists: *inputs, the

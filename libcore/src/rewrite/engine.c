@@ -231,7 +231,7 @@ static tg_var *new_var(tg_rw *rw, const char *base, const char *hint, tg_var_kin
         for (int j = 0; j < k; j++) id[len + 1 + j] = num[k - 1 - j];
         id[len + 1 + k] = 0;
     }
-    tg_var *v = tg_var_new(id, kind);
+    tg_var *v = tg_var_new_in(rw->fg->arena, id, kind);
     if (!v) return NULL;
     if (grow((void **)&rw->fg->vars, &rw->fg->cvars, rw->fg->nvars + 1, sizeof *rw->fg->vars) ||
         tg_idmap_put(rw->ids, v->id, v)) {
@@ -274,7 +274,7 @@ tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int 
     const char *opname = op->name;
     for (int i = 0; i < nin; i++)
         if (!in[i]) return NULL;
-    tg_node *n = tg_node_new(op, nin, nout);
+    tg_node *n = tg_node_new_in(rw->fg->arena, op, nin, nout);
     if (!n) {
         oom(rw);
         return NULL;

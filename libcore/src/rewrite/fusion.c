@@ -113,7 +113,7 @@ int tg_rw_fusion(tg_rw *rw) {
             continue;
         }
         tg_var *out = root->outputs[0];
-        tg_node *c = tg_composite_node_new(group, nm, ins, nin, &out, 1, ctx);
+        tg_node *c = tg_composite_node_new_in(fg->arena, group, nm, ins, nin, &out, 1, ctx);
         if (!c) {
             /* A group the composite cannot express (a type it would not
              * reproduce) stays as it is. */

@@ -116,8 +116,8 @@ static tg_var *make_transfer(place_state *st, tg_var *v, bool to_dev, tg_ctx *ct
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
     }
-    tg_node *n = tg_node_new(&tg_op_transfer, 1, 1);
-    tg_var *o = tg_var_new(id, TG_VAR_RESULT);
+    tg_node *n = tg_node_new_in(fg->arena, &tg_op_transfer, 1, 1);
+    tg_var *o = tg_var_new_in(fg->arena, id, TG_VAR_RESULT);
     if (!n || !o) goto oom;
     n->attrs = json_object_new_object();
     if (!n->attrs || json_object_object_add(n->attrs, "to", json_object_new_string(to_dev ? "cuda" : "cpu")))
