@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "graph/graph.h"
 #include "ops/op.h"
@@ -326,6 +328,37 @@ static void test_arena_graphs(void **state) {
     tg_set_allocator(NULL, NULL);
 }
 
+/* Under AddressSanitizer, touching a released block or writing past a
+ * block's end is reported (the child dies); in other builds, nothing to
+ * see. */
+static void test_arena_poison(void **state) {
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    for (int which = 0; which < 3; which++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            freopen("/dev/null", "w", stderr);
+            tg_arena *a = tg_arena_new();
+            volatile char *p = tg_arena_alloc(a, 40), *q = tg_arena_alloc(a, 40);
+            tg_arena_release(a, (char *)p, 40);
+            if (which == 1) p[20] = 1;  /* after release */
+            if (which == 2) q[44] = 1;  /* past the end */
+            tg_arena_release(a, (char *)q, 40);
+            tg_arena_unref(a);
+            _exit(0);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        assert_true(which == 0 ? clean : !clean);
+    }
+#else
+    skip();
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clone_takes_what_is_needed),
@@ -335,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_idmap),
         cmocka_unit_test(test_arena_blocks),
         cmocka_unit_test(test_arena_graphs),
+        cmocka_unit_test(test_arena_poison),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
