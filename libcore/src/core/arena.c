@@ -40,14 +40,16 @@ enum { ARENA_REDZONE = 16 };
 enum { ARENA_REDZONE = 0 };
 #endif
 
-/* 64 KiB less the allocator's header: below glibc's threshold for mmap,
- * so that chunks come from the heap (and reuse what earlier work freed,
- * already faulted in) rather than from fresh zero pages. */
-enum { ARENA_CHUNK = 64 * 1024 - 64, ARENA_ALIGN = 16 };
+/* Chunks grow from 4 KiB (the body of a small composite or scan is a
+ * graph of its own, with an arena of its own) to 64 KiB, less the
+ * allocator's header: below glibc's threshold for mmap, so that they come
+ * from the heap (and reuse what earlier work freed, already faulted in)
+ * rather than from fresh zero pages. */
+enum { ARENA_CHUNK_MIN = 4 * 1024 - 64, ARENA_CHUNK_MAX = 64 * 1024 - 64, ARENA_ALIGN = 16 };
 
 typedef struct arena_chunk {
     struct arena_chunk *next;
-    char pad[ARENA_ALIGN - sizeof(void *)];
+    size_t size; /* bytes, this header included */
     char data[];
 } arena_chunk;
 
@@ -55,6 +57,7 @@ struct tg_arena {
     long refs; /* the owner's, if it has not let go, and one per live block */
     char *cur, *end;
     arena_chunk *chunks;
+    size_t next_chunk; /* the size of the next chunk */
     void *free[TG_ARENA_MAX / ARENA_ALIGN + 1]; /* released blocks by size class */
 };
 
@@ -62,14 +65,17 @@ static size_t size_class(size_t n) { return (n + ARENA_ALIGN - 1) / ARENA_ALIGN;
 
 tg_arena *tg_arena_new(void) {
     tg_arena *a = tg_calloc(1, sizeof *a);
-    if (a) a->refs = 1;
+    if (a) {
+        a->refs = 1;
+        a->next_chunk = ARENA_CHUNK_MIN;
+    }
     return a;
 }
 
 static void arena_destroy(tg_arena *a) {
     for (arena_chunk *c = a->chunks, *next; c; c = next) {
         next = c->next;
-        ARENA_UNPOISON(c, ARENA_CHUNK);
+        ARENA_UNPOISON(c, c->size);
         tg_free(c);
     }
     tg_free(a);
@@ -91,12 +97,17 @@ void *tg_arena_alloc(tg_arena *a, size_t n) {
     } else {
         size_t step = bytes + ARENA_REDZONE;
         if ((size_t)(a->end - a->cur) < step) {
-            arena_chunk *c = tg_malloc(ARENA_CHUNK);
+            /* (the rest of the last chunk is left: blocks are small) */
+            size_t size = a->next_chunk;
+            arena_chunk *c = tg_malloc(size);
             if (!c) return NULL;
             c->next = a->chunks;
+            c->size = size;
             a->chunks = c;
             a->cur = c->data;
-            a->end = (char *)c + ARENA_CHUNK;
+            a->end = (char *)c + size;
+            if (a->next_chunk < ARENA_CHUNK_MAX)
+                a->next_chunk = (a->next_chunk + 64) * 2 - 64;
             ARENA_POISON(a->cur, (size_t)(a->end - a->cur));
         }
         p = a->cur;
