@@ -1099,13 +1099,14 @@ static json_object *scalar_type(tg_dtype dt) {
  * by its text cost more than the rest of the optimizer together, so the
  * fusion pass's groups are first looked up by a compact signature of
  * their structure (ops, attrs, where each operand comes from, input
- * dtypes, constants' bits); a hit shares the body JSON and its parsed
- * form. The table holds references, so an entry's pointers stay valid;
- * it stops growing at SIG_MAX entries. */
+ * dtypes, constants' bits); a hit shares the node's attrs ({"body":
+ * ...}, never changed once made: clones share them too) and the body's
+ * parsed form. The table holds references, so an entry's pointers stay
+ * valid; it stops growing at SIG_MAX entries. */
 typedef struct sig_entry {
     char *sig;
     uint64_t hash;
-    json_object *body;
+    json_object *attrs;
     comp_parsed *parsed;
     struct sig_entry *next;
 } sig_entry;
@@ -1182,12 +1183,12 @@ irregular:
 }
 
 /* A hit: new references to the body and its parsed form. */
-static bool sig_get(const char *sig, uint64_t h, json_object **body, comp_parsed **parsed) {
+static bool sig_get(const char *sig, uint64_t h, json_object **attrs, comp_parsed **parsed) {
     bool hit = false;
     pthread_mutex_lock(&sig_lock);
     for (sig_entry *e = sig_table[h % SIG_BUCKETS]; e && !hit; e = e->next)
         if (e->hash == h && !strcmp(e->sig, sig)) {
-            *body = json_object_get(e->body);
+            *attrs = json_object_get(e->attrs);
             pthread_mutex_lock(&parsed_lock);
             e->parsed->refs++;
             pthread_mutex_unlock(&parsed_lock);
@@ -1198,14 +1199,14 @@ static bool sig_get(const char *sig, uint64_t h, json_object **body, comp_parsed
     return hit;
 }
 
-/* Remember a group's body (the sig string is taken over). */
-static void sig_put(char *sig, uint64_t h, json_object *body, comp_parsed *parsed) {
+/* Remember a group's attrs (the sig string is taken over). */
+static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *parsed) {
     pthread_mutex_lock(&sig_lock);
     sig_entry *e = NULL;
     if (sig_count < SIG_MAX && (e = tg_calloc(1, sizeof *e))) {
         e->sig = sig;
         e->hash = h;
-        e->body = json_object_get(body);
+        e->attrs = json_object_get(attrs);
         pthread_mutex_lock(&parsed_lock);
         parsed->refs++;
         pthread_mutex_unlock(&parsed_lock);
@@ -1241,17 +1242,10 @@ tg_node *tg_composite_node_new_in(tg_arena *arena, tg_node *const *nodes, int nn
     }
     char *sig = group_signature(nodes, nnodes, inputs, nin, outputs, nout);
     uint64_t sig_hash = sig ? fnv1a(sig) : 0;
-    json_object *shared_body = NULL;
     comp_parsed *shared_parsed = NULL;
-    if (sig && sig_get(sig, sig_hash, &shared_body, &shared_parsed)) {
+    if (sig && sig_get(sig, sig_hash, &attrs, &shared_parsed)) {
         tg_free(sig);
         sig = NULL;
-        if (!(attrs = json_object_new_object())) {
-            json_object_put(shared_body);
-            parsed_release(shared_parsed);
-            goto oom;
-        }
-        json_object_object_add(attrs, "body", shared_body);
         comp_body *cb = tg_calloc(1, sizeof *cb);
         if (!cb || !(n = tg_node_new_in(arena, &tg_op_composite, nin, nout))) {
             tg_free(cb);
@@ -1384,9 +1378,8 @@ wire:
             tg_error_prefix(ctx, "composite (built from %d nodes)", nnodes);
             goto fail;
         }
-        json_object *jb;
-        if (sig && json_object_object_get_ex(n->attrs, "body", &jb)) {
-            sig_put(sig, sig_hash, jb, ((comp_body *)n->a.extra)->parsed);
+        if (sig) {
+            sig_put(sig, sig_hash, n->attrs, ((comp_body *)n->a.extra)->parsed);
             sig = NULL;
         }
     }
