@@ -144,13 +144,15 @@ static void test_crc32c_known_values(void **state) {
         }
 }
 
-static void test_save_load_same_bits_and_shared_state(void **state) {
-    (void)state;
+/* The same whether the file is mapped or read into memory (no_mmap: the
+ * arrays then live in the block it was read into). */
+static void save_load_same_bits(bool no_mmap) {
     tg_graph *g;
     tg_function *fs[2];
     save_graph("a.tgf", &g, fs);
     tg_ctx *ctx = tg_ctx_new();
-    tg_tgf *t = tg_tgf_load(path_in("a.tgf"), NULL, ctx);
+    tg_tgf_load_options lo = {.no_mmap = no_mmap};
+    tg_tgf *t = tg_tgf_load(path_in("a.tgf"), &lo, ctx);
     if (!t) fail_msg("%s", tg_ctx_message(ctx));
     assert_null(tg_tgf_warning(t));
     assert_int_equal(tg_tgf_function_count(t), 2);
@@ -181,6 +183,16 @@ static void test_save_load_same_bits_and_shared_state(void **state) {
     tg_function_free(fs[1]);
     tg_graph_free(g);
     tg_ctx_free(ctx);
+}
+
+static void test_save_load_same_bits_and_shared_state(void **state) {
+    (void)state;
+    save_load_same_bits(false);
+}
+
+static void test_save_load_read_into_memory(void **state) {
+    (void)state;
+    save_load_same_bits(true);
 }
 
 static void test_checkpoint_resume_exact(void **state) {
@@ -423,6 +435,17 @@ static void test_damaged_files_refused(void **state) {
     b[doff] ^= 1;
     assert_null(tg_tgf_load_buffer(b, n, "c.tgf", NULL, ctx));
     assert_non_null(strstr(tg_ctx_message(ctx), "checksum"));
+    /* The same file on disk, mapped and read into memory. */
+    FILE *fp = fopen(path_in("c_bad.tgf"), "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b, 1, n, fp), n);
+    fclose(fp);
+    for (int no_mmap = 0; no_mmap < 2; no_mmap++) {
+        tg_tgf_load_options lo = {.no_mmap = no_mmap};
+        assert_null(tg_tgf_load(path_in("c_bad.tgf"), &lo, ctx));
+        assert_non_null(strstr(tg_ctx_message(ctx), "checksum"));
+        assert_null(strchr(tg_ctx_message(ctx), '\n'));
+    }
     free(b);
     tg_function_free(fs[0]);
     tg_function_free(fs[1]);
@@ -746,6 +769,7 @@ int main(void) {
         cmocka_unit_test(test_crc32c_long),
         cmocka_unit_test(test_passes_and_output_ids_survive),
         cmocka_unit_test(test_save_load_same_bits_and_shared_state),
+        cmocka_unit_test(test_save_load_read_into_memory),
         cmocka_unit_test(test_checkpoint_resume_exact),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_copy_swap_and_call_n),

@@ -60,7 +60,10 @@ typedef struct tg_tgf_load_options {
      * optimized graphs (TG_ENOTFOUND when the file keeps no original). */
     bool reoptimize;
     const tg_compile_options *options;
-    /* Read the arrays into memory instead of mapping the file. */
+    /* Read the file into memory instead of mapping it (for a file that
+     * may change while it is in use, as on a network filesystem): one
+     * block, in which the arrays then live, as they would in the
+     * mapping. */
     bool no_mmap;
 } tg_tgf_load_options;
 

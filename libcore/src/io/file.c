@@ -7,12 +7,24 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/io.h"
 
-char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx) {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void tg_prefault(void *p, size_t n) {
+    if (n < ((size_t)1 << 20)) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
+static char *file_read(const char *path, size_t *len, bool aligned, tg_ctx *ctx) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         tg_errorf(ctx, TG_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -25,19 +37,23 @@ char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx) {
         return NULL;
     }
     size_t n = (size_t)st.st_size, got = 0;
-    char *buf = tg_malloc(n + 1);
+    char *buf = aligned ? tg_malloc_aligned(n + 1) : tg_malloc(n + 1);
     if (!buf) {
         tg_errorf(ctx, TG_ENOMEM, "%s: out of memory reading %zu bytes", path, n);
         close(fd);
         return NULL;
     }
+    tg_prefault(buf, n);
     while (got < n) {
         ssize_t r = read(fd, buf + got, n - got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             tg_errorf(ctx, TG_EIO, "%s: read failed: %s", path,
                       r < 0 ? strerror(errno) : "unexpected end of file");
-            tg_free(buf);
+            if (aligned)
+                tg_free_aligned(buf);
+            else
+                tg_free(buf);
             close(fd);
             return NULL;
         }
@@ -47,6 +63,14 @@ char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx) {
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx) {
+    return file_read(path, len, false, ctx);
+}
+
+char *tg_file_read_aligned(const char *path, size_t *len, tg_ctx *ctx) {
+    return file_read(path, len, true, ctx);
 }
 
 /* The temporary name is unique per process and call (pid and a counter,

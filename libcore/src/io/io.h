@@ -76,6 +76,13 @@ int tg_file_write_atomic(const char *path, const void *data, size_t len,
 int tg_file_commit(int fd, const char *tmp, const char *path, tg_ctx *ctx);
 /* Read a whole file (NUL-terminated; *len without the NUL). */
 char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx);
+/* The same into a 64-byte aligned block (tg_free_aligned). */
+char *tg_file_read_aligned(const char *path, size_t *len, tg_ctx *ctx);
+/* Fault in the whole pages of [p, p + n) for writing in one call, where
+ * the kernel can (Linux 5.14): a buffer about to be filled then takes no
+ * page fault per 4 KiB, each of which costs a few microseconds (more in a
+ * virtual machine). A no-op for small buffers and older kernels. */
+void tg_prefault(void *p, size_t n);
 
 /* A nested body (FORMAT.md s7: an object with variables, nodes, inputs,
  * outputs), loaded like a file: the result has one function, "body", with

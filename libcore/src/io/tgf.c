@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -520,16 +523,21 @@ int tg_tgf_save(const char *path, tg_function *const *fs, int n, const tg_tgf_sa
 
 /* ---- reading ---- */
 
-/* A mapped file, shared by the arrays that live in it. */
+/* A mapped file, or a file read into memory, shared by the arrays that
+ * live in it. */
 typedef struct mapping {
     atomic_long refs;
     void *base;
     size_t len;
+    bool heap; /* read into a tg_malloc_aligned block, not mapped */
 } mapping;
 
 static void mapping_unref(mapping *m) {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
-    munmap(m->base, m->len);
+    if (m->heap)
+        tg_free_aligned(m->base);
+    else
+        munmap(m->base, m->len);
     tg_free(m);
 }
 
@@ -669,7 +677,10 @@ static int make_array(reader *R, int k, tg_dtype dt, size_t nd, const int64_t *s
     if (!a) return bad(R, TG_ENOMEM, "out of memory");
     if (copy) {
         b = tg_buffer_new((size_t)nb);
-        if (b && nb) memcpy(b->data, src, (size_t)nb);
+        if (b && nb) {
+            tg_prefault(b->data, (size_t)nb);
+            memcpy(b->data, src, (size_t)nb);
+        }
     } else if ((b = tg_malloc(sizeof *b))) {
         atomic_init(&b->refcount, 1);
         b->data = (void *)src;
@@ -1295,17 +1306,28 @@ tg_tgf *tg_tgf_load(const char *path, const tg_tgf_load_options *opts, tg_ctx *c
         tg_errorf(ctx, TG_EINVAL, "tg_tgf_load: no path");
         return NULL;
     }
-    if (opts && opts->no_mmap) {
-        size_t len;
-        char *text = tg_file_read(path, &len, ctx);
-        if (!text) return NULL;
-        tg_tgf *t = tg_tgf_load_buffer(text, len, path, opts, ctx);
-        tg_free(text);
-        return t;
-    }
     tg_tgf *t = tgf_new(path, ctx);
+    int fd = -1;
     if (!t) return NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (opts && opts->no_mmap) {
+        /* Read into one aligned block that the arrays then live in, as
+         * they would in the mapping: no second copy of the weights. */
+        size_t len;
+        char *text = tg_file_read_aligned(path, &len, ctx);
+        if (!text) goto fail;
+        if (!(t->map = tg_malloc(sizeof *t->map))) {
+            tg_free_aligned(text);
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+        atomic_init(&t->map->refs, 1);
+        t->map->base = text;
+        t->map->len = len;
+        t->map->heap = true;
+        reader R = {t, (const unsigned char *)text, len, 0, 0, ctx};
+        return load_mem(&R, opts, false);
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0) {
         tg_errorf(ctx, TG_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -1338,7 +1360,13 @@ tg_tgf *tg_tgf_load(const char *path, const tg_tgf_load_options *opts, tg_ctx *c
     atomic_init(&t->map->refs, 1);
     t->map->base = base;
     t->map->len = R.len;
-    madvise(base, R.len, MADV_WILLNEED);
+    t->map->heap = false;
+    /* Every byte is read now (each array's checksum): map the pages in
+     * one call rather than fault them in 64 KiB at a time. A read
+     * population shares the page cache's pages (a write would copy them,
+     * as it does later). Kernels before 5.14 refuse the advice: then the
+     * pages come in on first touch, as they would anyway. */
+    if (madvise(base, R.len, MADV_POPULATE_READ) != 0) madvise(base, R.len, MADV_WILLNEED);
     R.data = base;
     return load_mem(&R, opts, false);
 fail:
