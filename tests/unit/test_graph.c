@@ -359,6 +359,81 @@ static void test_arena_poison(void **state) {
 #endif
 }
 
+/* Each pointer between an fgraph's nodes and variables agrees with the
+ * other side: inputs with the clients (by inpos), outputs with owners. */
+static void check_links(const tg_fgraph *fg) {
+    for (int i = 0; i < fg->nnodes; i++) {
+        const tg_node *n = fg->nodes[i];
+        assert_int_equal(n->index, i);
+        for (int k = 0; k < n->nin; k++) {
+            const tg_var *v = n->inputs[k];
+            assert_ptr_equal(fg->vars[v->index], v);
+            assert_true(n->inpos[k] >= 0 && n->inpos[k] < v->nclients);
+            assert_ptr_equal(v->clients[n->inpos[k]].node, n);
+            assert_int_equal(v->clients[n->inpos[k]].index, k);
+        }
+        for (int k = 0; k < n->nout; k++) {
+            assert_ptr_equal(n->outputs[k]->owner, n);
+            assert_int_equal(n->outputs[k]->owner_index, k);
+        }
+    }
+    for (int r = 0; r < fg->nout; r++) {
+        const tg_var *v = fg->outputs[r];
+        bool found = false;
+        for (int c = 0; c < v->nclients; c++) found |= !v->clients[c].node && v->clients[c].index == r;
+        assert_true(found);
+    }
+}
+
+/* Compaction moves every node and variable into a new arena, nodes in
+ * order each followed by what it makes, with the same graph, and gives
+ * every byte of the old arena back. */
+static void test_compact(void **state) {
+    (void)state;
+    g_live = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
+    assert_non_null(fg);
+    /* d = b + b: the neg node goes, its block waits in the arena. */
+    assert_int_equal(tg_fgraph_replace(fg, fg_find(fg, "c"), fg_find(fg, "b")), 0);
+    assert_int_equal(tg_fgraph_toposort(fg, ctx), 0);
+    assert_int_equal(fg->nnodes, 3);
+    check_links(fg);
+    const char *ops[3];
+    for (int i = 0; i < 3; i++) ops[i] = fg->nodes[i]->op->name;
+    tg_arena *old = fg->arena;
+    tg_node *old_mul = fg->nodes[0];
+    /* Not worth it on its own (far under a megabyte): nothing moves. */
+    assert_int_equal(tg_fgraph_compact(fg, false, ctx), 0);
+    assert_ptr_equal(fg->arena, old);
+    assert_ptr_equal(fg->nodes[0], old_mul);
+    assert_int_equal(tg_fgraph_compact(fg, true, ctx), 0);
+    assert_ptr_not_equal(fg->arena, old);
+    assert_int_equal(fg->nnodes, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_ptr_equal(fg->nodes[i]->arena, fg->arena);
+        assert_string_equal(fg->nodes[i]->op->name, ops[i]);
+        /* the node, then its output, then the next node */
+        assert_true((char *)fg->nodes[i]->outputs[0] > (char *)fg->nodes[i]);
+        if (i) assert_true((char *)fg->nodes[i] > (char *)fg->nodes[i - 1]->outputs[0]);
+    }
+    for (int i = 0; i < fg->nvars; i++) assert_ptr_equal(fg->vars[i]->arena, fg->arena);
+    check_links(fg);
+    /* What the nodes owned came along: the trace, the shared state. */
+    assert_int_equal(fg->nodes[0]->trace.n, 1);
+    assert_string_equal(fg->nodes[0]->trace.frames[0].file, "m.py");
+    assert_string_equal(fg->nodes[2]->inputs[0]->id, "b");
+    assert_ptr_equal(fg_find(fg, "w")->shared, tg_graph_find(g, "w")->shared);
+    assert_ptr_equal(fg->outputs[0], fg_find(fg, "d"));
+    tg_fgraph_free(fg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+    assert_int_equal(g_live, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clone_takes_what_is_needed),
@@ -369,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_arena_blocks),
         cmocka_unit_test(test_arena_graphs),
         cmocka_unit_test(test_arena_poison),
+        cmocka_unit_test(test_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
 /* The VM: schedules, storage, freeing, shared updates, functions from
  * intermediate variables, missing inputs, hooks, run-time errors. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/graph.h"
 #include "testutil.h"
 #include "vm/vm.h"
 
@@ -362,6 +364,74 @@ static void test_input_conversion(void **state) {
     tg_graph_free(g);
 }
 
+/* A long elementwise chain, 4,000 nodes: the optimizer fuses nearly all
+ * of it, and the compiled function keeps an arena of what is left, not
+ * of everything the clone and the rewrites made (compared with preset
+ * none, where every node lives); the values are those of the chain
+ * worked out here in plain C. */
+static void test_optimized_function_memory(void **state) {
+    (void)state;
+    enum { N = 4000 };
+    size_t cap = (size_t)N * 96 + 512, len = 0;
+    char *js = malloc(cap);
+    len += (size_t)snprintf(js + len, cap - len,
+                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
+                            "\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":[");
+    static const char *ops[4] = {"add", "mul", "tanh", "sub"};
+    for (int i = 0; i < N; i++) {
+        char prev[16];
+        snprintf(prev, sizeof prev, i ? "v%d" : "x", i - 1);
+        if (i % 4 == 2)
+            len += (size_t)snprintf(js + len, cap - len, "%s{\"op\":\"tanh\",\"inputs\":[\"%s\"],\"outputs\":[\"v%d\"]}",
+                                    i ? "," : "", prev, i);
+        else
+            len += (size_t)snprintf(js + len, cap - len, "%s{\"op\":\"%s\",\"inputs\":[\"%s\",\"x\"],\"outputs\":[\"v%d\"]}",
+                                    i ? "," : "", ops[i % 4], prev, i);
+    }
+    snprintf(js + len, cap - len, "]}");
+    tg_graph *g = tu_load(js);
+    free(js);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *fn = tg_function_compile(g, 0, &(tg_compile_options){.preset = "none"}, ctx);
+    tg_function *fr = tg_function_compile(g, 0, NULL, ctx);
+    if (!fn || !fr) fail_msg("%s", tg_ctx_message(ctx));
+    size_t live_n, held_n, live_r, held_r;
+    tg_arena_usage(fn->fg->arena, &live_n, &held_n);
+    tg_arena_usage(fr->fg->arena, &live_r, &held_r);
+    assert_true(held_n > ((size_t)2 << 20)); /* the whole chain: megabytes */
+    assert_true(fr->fg->nnodes < N / 20);
+    assert_true(held_r < ((size_t)1 << 18)); /* what is left: kilobytes */
+    assert_true(live_r <= held_r);
+    int64_t shape[1] = {3};
+    double xs[3] = {0.3, -0.7, 1.9};
+    tg_array *x = tu_f64(1, shape, xs), *out = NULL;
+    double want[3];
+    for (int e = 0; e < 3; e++) {
+        double v = xs[e];
+        for (int i = 0; i < N; i++) {
+            switch (i % 4) {
+            case 0: v = v + xs[e]; break;
+            case 1: v = v * xs[e]; break;
+            case 2: v = tanh(v); break;
+            default: v = v - xs[e]; break;
+            }
+        }
+        want[e] = v;
+    }
+    tg_array *w = tu_f64(1, shape, want);
+    for (int which = 0; which < 2; which++) {
+        assert_int_equal(tg_function_call(which ? fr : fn, &x, &out, ctx), 0);
+        tu_assert_close(out, w, 1e-12, 1e-12);
+        tg_array_free(out);
+    }
+    tg_array_free(w);
+    tg_array_free(x);
+    tg_function_free(fn);
+    tg_function_free(fr);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_out_of_order),
@@ -373,6 +443,7 @@ int main(void) {
         cmocka_unit_test(test_intermediates_freed),
         cmocka_unit_test(test_runtime_error_keeps_state),
         cmocka_unit_test(test_input_conversion),
+        cmocka_unit_test(test_optimized_function_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,6 +58,7 @@ struct tg_arena {
     char *cur, *end;
     arena_chunk *chunks;
     size_t next_chunk; /* the size of the next chunk */
+    size_t chunk_bytes, live_bytes; /* held in chunks; in live blocks there */
     void *free[TG_ARENA_MAX / ARENA_ALIGN + 1]; /* released blocks by size class */
 };
 
@@ -103,6 +104,7 @@ void *tg_arena_alloc(tg_arena *a, size_t n) {
             if (!c) return NULL;
             c->next = a->chunks;
             c->size = size;
+            a->chunk_bytes += size;
             a->chunks = c;
             a->cur = c->data;
             a->end = (char *)c + size;
@@ -113,6 +115,7 @@ void *tg_arena_alloc(tg_arena *a, size_t n) {
         p = a->cur;
         a->cur += step;
     }
+    a->live_bytes += bytes;
     /* only the n bytes asked for: past them is out of bounds */
     ARENA_UNPOISON(p, n);
     memset(p, 0, n);
@@ -130,6 +133,7 @@ void tg_arena_release(tg_arena *a, void *p, size_t n) {
         tg_free(p);
     } else {
         size_t k = size_class(n ? n : 1);
+        a->live_bytes -= k * ARENA_ALIGN;
         ARENA_UNPOISON(p, sizeof(void *));
         memcpy(p, &a->free[k], sizeof(void *));
         a->free[k] = p;
@@ -140,4 +144,9 @@ void tg_arena_release(tg_arena *a, void *p, size_t n) {
 
 void tg_arena_unref(tg_arena *a) {
     if (a && --a->refs == 0) arena_destroy(a);
+}
+
+void tg_arena_usage(const tg_arena *a, size_t *live, size_t *held) {
+    *live = a ? a->live_bytes : 0;
+    *held = a ? a->chunk_bytes : 0;
 }

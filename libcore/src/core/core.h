@@ -43,6 +43,8 @@ void *tg_arena_alloc(tg_arena *a, size_t n);
 void tg_arena_release(tg_arena *a, void *p, size_t n);
 /* The owner lets go; the arena goes with its last block. */
 void tg_arena_unref(tg_arena *a);
+/* Bytes in live blocks from the chunks, and bytes of chunks held. */
+void tg_arena_usage(const tg_arena *a, size_t *live, size_t *held);
 
 /* Record a failure on ctx (ctx may be NULL: then nothing is recorded) and
  * return status, so that `return tg_errorf(ctx, TG_EINVAL, ...)` reads

@@ -482,3 +482,103 @@ done:
     tg_free(edge);
     return rc;
 }
+
+/* ---- compaction ---- */
+
+static bool var_ok(const tg_fgraph *fg, const tg_var *v) {
+    return v && v->index >= 0 && v->index < fg->nvars && fg->vars[v->index] == v;
+}
+
+static bool node_ok(const tg_fgraph *fg, const tg_node *n) {
+    return n && n->index >= 0 && n->index < fg->nnodes && fg->nodes[n->index] == n;
+}
+
+/* Every pointer between fg's nodes and variables stays inside fg: then
+ * the positions (index) map each old block to its copy. */
+static bool closed(const tg_fgraph *fg) {
+    for (int i = 0; i < fg->nnodes; i++) {
+        const tg_node *n = fg->nodes[i];
+        if (!node_ok(fg, n)) return false;
+        for (int k = 0; k < n->nin; k++)
+            if (!var_ok(fg, n->inputs[k])) return false;
+        for (int k = 0; k < n->nout; k++)
+            if (!var_ok(fg, n->outputs[k])) return false;
+    }
+    for (int i = 0; i < fg->nvars; i++) {
+        const tg_var *v = fg->vars[i];
+        if (!var_ok(fg, v) || (v->owner && !node_ok(fg, v->owner))) return false;
+        for (int c = 0; c < v->nclients; c++)
+            if (v->clients[c].node && !node_ok(fg, v->clients[c].node)) return false;
+    }
+    for (int i = 0; i < fg->nin; i++)
+        if (!var_ok(fg, fg->inputs[i])) return false;
+    for (int i = 0; i < fg->nout + fg->nupd; i++)
+        if (!var_ok(fg, fg->outputs[i])) return false;
+    for (int i = 0; i < fg->nupd; i++)
+        if (!var_ok(fg, fg->upd_shared[i])) return false;
+    return true;
+}
+
+int tg_fgraph_compact(tg_fgraph *fg, bool always, tg_ctx *ctx) {
+    size_t live, held;
+    tg_arena_usage(fg->arena, &live, &held);
+    if (!fg->arena || (!always && held < 2 * live + ((size_t)1 << 20)) || !closed(fg))
+        return TG_OK;
+    tg_arena *na = tg_arena_new();
+    tg_node **nn = tg_calloc((size_t)fg->nnodes + 1, sizeof *nn);
+    tg_var **nv = tg_calloc((size_t)fg->nvars + 1, sizeof *nv);
+    if (!na || !nn || !nv) goto nomem;
+    /* Each node, then the variables it makes: a walk in schedule order
+     * reads them one after the other. The rest (inputs, constants,
+     * leftovers of removed nodes) after. */
+    for (int i = 0; i < fg->nnodes; i++) {
+        tg_node *n = fg->nodes[i];
+        if (!(nn[i] = tg_node_move(na, n))) goto nomem;
+        for (int k = 0; k < n->nout; k++) {
+            int j = n->outputs[k]->index;
+            if (!nv[j] && !(nv[j] = tg_var_move(na, fg->vars[j]))) goto nomem;
+        }
+    }
+    for (int j = 0; j < fg->nvars; j++)
+        if (!nv[j] && !(nv[j] = tg_var_move(na, fg->vars[j]))) goto nomem;
+    /* The copies still point at the old blocks: send them to the copies. */
+    for (int i = 0; i < fg->nnodes; i++) {
+        tg_node *c = nn[i];
+        for (int k = 0; k < c->nin; k++) c->inputs[k] = nv[c->inputs[k]->index];
+        for (int k = 0; k < c->nout; k++) c->outputs[k] = nv[c->outputs[k]->index];
+    }
+    for (int j = 0; j < fg->nvars; j++) {
+        tg_var *c = nv[j];
+        if (c->owner) c->owner = nn[c->owner->index];
+        for (int k = 0; k < c->nclients; k++)
+            if (c->clients[k].node) c->clients[k].node = nn[c->clients[k].node->index];
+    }
+    for (int i = 0; i < fg->nin; i++) fg->inputs[i] = nv[fg->inputs[i]->index];
+    for (int i = 0; i < fg->nout + fg->nupd; i++) fg->outputs[i] = nv[fg->outputs[i]->index];
+    for (int i = 0; i < fg->nupd; i++) fg->upd_shared[i] = nv[fg->upd_shared[i]->index];
+    /* Nothing points at the old blocks now; what they owned, the copies
+     * own. */
+    for (int i = 0; i < fg->nnodes; i++) {
+        tg_node_release_block(fg->nodes[i]);
+        fg->nodes[i] = nn[i];
+    }
+    for (int j = 0; j < fg->nvars; j++) {
+        tg_var_release_block(fg->vars[j]);
+        fg->vars[j] = nv[j];
+    }
+    tg_arena_unref(fg->arena);
+    fg->arena = na;
+    tg_free(nn);
+    tg_free(nv);
+    return TG_OK;
+nomem:
+    /* Give back the copies' blocks alone: the originals own everything. */
+    for (int i = 0; nn && i < fg->nnodes; i++)
+        if (nn[i]) tg_node_release_block(nn[i]);
+    for (int j = 0; nv && j < fg->nvars; j++)
+        if (nv[j]) tg_var_release_block(nv[j]);
+    tg_arena_unref(na);
+    tg_free(nn);
+    tg_free(nv);
+    return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+}

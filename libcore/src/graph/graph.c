@@ -212,6 +212,42 @@ void tg_node_free(tg_node *n) {
     tg_arena_release(n->arena, (char *)n - pre, pre + sizeof *n);
 }
 
+tg_node *tg_node_move(tg_arena *a, tg_node *n) {
+    tg_node *c = tg_node_new_in(a, n->op, n->nin, n->nout);
+    if (!c) return NULL;
+    int *inpos = c->inpos;
+    tg_var **inputs = c->inputs, **outputs = c->outputs;
+    *c = *n;
+    c->inpos = inpos;
+    c->inputs = inputs;
+    c->outputs = outputs;
+    c->arena = a;
+    memcpy(inpos, n->inpos, sizeof *inpos * (size_t)n->nin);
+    memcpy(inputs, n->inputs, sizeof *inputs * (size_t)n->nin);
+    memcpy(outputs, n->outputs, sizeof *outputs * (size_t)n->nout);
+    return c;
+}
+
+void tg_node_release_block(tg_node *n) {
+    size_t pre = node_prefix(n->nin, n->nout);
+    tg_arena_release(n->arena, (char *)n - pre, pre + sizeof *n);
+}
+
+tg_var *tg_var_move(tg_arena *a, tg_var *v) {
+    size_t len = strlen(v->inl_id);
+    tg_var *c = tg_arena_alloc(a, sizeof *c + len + 1);
+    if (!c) return NULL;
+    memcpy(c, v, sizeof *c + len + 1);
+    c->arena = a;
+    if (v->id == v->inl_id) c->id = c->inl_id;
+    if (v->clients == v->inl_clients) c->clients = c->inl_clients;
+    return c;
+}
+
+void tg_var_release_block(tg_var *v) {
+    tg_arena_release(v->arena, v, sizeof *v + strlen(v->inl_id) + 1);
+}
+
 void tg_trace_free(tg_trace *t) {
     for (int i = 0; i < t->n; i++) {
         tg_free(t->frames[i].file);

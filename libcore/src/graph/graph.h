@@ -288,6 +288,14 @@ void tg_var_free(tg_var *v);
 tg_node *tg_node_new(const tg_op *op, int nin, int nout);
 /* The same, in an arena (NULL: the allocator); freed by tg_node_free. */
 tg_node *tg_node_new_in(struct tg_arena *a, const tg_op *op, int nin, int nout);
+/* A copy of n in arena a that takes over everything n owns (its inputs
+ * and outputs are the same variables); NULL: no memory, n unchanged.
+ * Then tg_node_release_block(n) gives back n's block alone. */
+tg_node *tg_node_move(struct tg_arena *a, tg_node *n);
+void tg_node_release_block(tg_node *n);
+/* The same for a variable (its clients are the same nodes). */
+tg_var *tg_var_move(struct tg_arena *a, tg_var *v);
+void tg_var_release_block(tg_var *v);
 void tg_node_free(tg_node *n);
 const char *tg_var_label(const tg_var *v); /* name, or id */
 void tg_trace_free(tg_trace *t);
@@ -368,6 +376,12 @@ void tg_fgraph_remove_client(tg_var *v, tg_node *node, int index);
 int tg_fgraph_replace(tg_fgraph *fg, tg_var *old, tg_var *newv);
 /* Recompute fg->nodes in topological order, dropping unreachable nodes. */
 int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx);
+/* After the optimizer: when fg's arena holds more than twice what its
+ * live nodes and variables need, and a megabyte more (the blocks of the
+ * nodes that rewrites replaced wait there for reuse), or `always`, move
+ * them into a new arena, in order, and let the old one go. TG_OK (also
+ * when nothing was moved) or TG_ENOMEM (fg unchanged). */
+int tg_fgraph_compact(tg_fgraph *fg, bool always, tg_ctx *ctx);
 
 /* ---- lazy regions (regions.c) ---- */
 /* Where each node of fg runs with respect to the ifelse nodes: region 0 is

@@ -354,6 +354,9 @@ tg_function *tg_function_compile(tg_graph *g, int index,
      * `exclude: ["fusion"]` (tgc --exclude fusion) leaves the elementwise
      * nodes unfused, each on the GPU's own kernel. */
     if (tg_optimize(f->fg, opts, &f->record, g->ids, ctx)) goto fail;
+    /* The blocks of the nodes the rewrites replaced are not kept for
+     * the function's life. */
+    if (tg_fgraph_compact(f->fg, false, ctx)) goto fail;
     /* Placement (rewrite/place.c) runs last, on the optimized graph. */
     if (tg_place(f->fg, device, &f->record, &f->kernels, ctx)) goto fail;
     f->on_device = f->kernels != NULL;
