@@ -150,8 +150,7 @@ void tg_var_free(tg_var *v) {
     tg_array_free(v->test_value);
     tg_shared_unref(v->shared);
     if (v->clients != v->inl_clients) tg_free(v->clients);
-    /* inl_id keeps the id it was made with (a new id goes elsewhere) */
-    tg_arena_release(v->arena, v, sizeof *v + strlen(v->inl_id) + 1);
+    tg_var_release_block(v);
 }
 
 void tg_var_set_constant(tg_var *v, tg_array *a) {
@@ -208,8 +207,7 @@ void tg_node_free(tg_node *n) {
     for (int i = 0; i < n->norigins; i++) tg_free(n->origins[i]);
     tg_free(n->origins);
     tg_trace_free(&n->trace);
-    size_t pre = node_prefix(n->nin, n->nout); /* with its arrays */
-    tg_arena_release(n->arena, (char *)n - pre, pre + sizeof *n);
+    tg_node_release_block(n);
 }
 
 tg_node *tg_node_move(tg_arena *a, tg_node *n) {
@@ -229,7 +227,7 @@ tg_node *tg_node_move(tg_arena *a, tg_node *n) {
 }
 
 void tg_node_release_block(tg_node *n) {
-    size_t pre = node_prefix(n->nin, n->nout);
+    size_t pre = node_prefix(n->nin, n->nout); /* the block has the arrays */
     tg_arena_release(n->arena, (char *)n - pre, pre + sizeof *n);
 }
 
@@ -245,6 +243,7 @@ tg_var *tg_var_move(tg_arena *a, tg_var *v) {
 }
 
 void tg_var_release_block(tg_var *v) {
+    /* inl_id keeps the id it was made with (a new id goes elsewhere) */
     tg_arena_release(v->arena, v, sizeof *v + strlen(v->inl_id) + 1);
 }
 
