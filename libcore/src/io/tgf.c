@@ -21,9 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22 /* Linux 5.14 */
-#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +31,10 @@
 #include "ops/op.h"
 #include "tg/tgf.h"
 #include "vm/vm.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 
 void (*tg_tgf_write_hook)(size_t written);
 bool tg_tgf_fuzz_no_checksums;

@@ -1182,7 +1182,7 @@ irregular:
     return NULL;
 }
 
-/* A hit: new references to the body and its parsed form. */
+/* A hit: new references to the attrs and the parsed body. */
 static bool sig_get(const char *sig, uint64_t h, json_object **attrs, comp_parsed **parsed) {
     bool hit = false;
     pthread_mutex_lock(&sig_lock);
