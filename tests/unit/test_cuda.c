@@ -14,6 +14,13 @@
 #include "backend/backend.h"
 #include "testutil.h"
 
+#ifdef TG_HAVE_CUDA
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/cuda/cuda.h"
+#endif
+
 static bool have_gpu(void) {
     const tg_backend *be = tg_backend_cuda();
     return be && be->available(NULL);
@@ -425,8 +432,54 @@ static void test_hooks_see_host_values(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* cuBLAS is opened with dlopen when the device is, not linked: its
+ * initialisers cost every process 0.4 s and 200 MB. So it is not in this
+ * process until asked for (this test runs first, before anything opens
+ * the device); then it is, with every function the backend calls; and a
+ * library that is not there is refused with a line naming it. None of
+ * this needs a GPU. */
+#ifdef TG_HAVE_CUDA
+static bool mapped(const char *lib) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    bool found = false;
+    assert_non_null(f);
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, lib) != NULL;
+    fclose(f);
+    return found;
+}
+
+static void test_cublas_opened_lazily(void **state) {
+    (void)state;
+    assert_false(mapped("libcublas"));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *why = NULL;
+        setenv("TG_CUBLAS", "/nonexistent/libcublas.so.99", 1);
+        bool ok = tg_cuda_blas_load(&why);
+        _exit(!ok && why && strstr(why, "cuBLAS not found") && strstr(why, "/nonexistent/libcublas.so.99")
+                  ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_false(mapped("libcublas"));
+    const char *why = "unset";
+    assert_true(tg_cuda_blas_load(&why));
+    assert_null(why);
+    assert_true(mapped("libcublas"));
+    assert_true(tg_cuda_blas_load(NULL)); /* once: the same answer */
+}
+#endif
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+#ifdef TG_HAVE_CUDA
+        cmocka_unit_test(test_cublas_opened_lazily),
+#endif
         cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_reduce_pieces),
         cmocka_unit_test(test_reshape_on_device), cmocka_unit_test(test_nn),

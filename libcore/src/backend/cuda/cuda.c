@@ -21,6 +21,7 @@
  */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +34,87 @@
 #include "backend/cuda/nvrtc.h"
 #include "ops/op.h"
 
+/* ---- cuBLAS, opened with the device ----
+ *
+ * Not linked: loading libcublas (and the libcublasLt it needs) runs their
+ * initialisers, 0.4 s and 200 MB at the start of every process that links
+ * them, GPU or not (tgc --version took 0.42 s). It is opened with dlopen
+ * when a device is first found, so a CPU run never pays for it, and a
+ * machine with the CUDA runtime but no cuBLAS keeps its functions on the
+ * CPU (the device is then unusable, with one line saying why). The
+ * handle is never closed. */
+
+#ifndef TG_CUDA_LIBDIR
+#define TG_CUDA_LIBDIR "/usr/local/cuda/lib64"
+#endif
+
+/* The header maps each name to its versioned symbol (cublasSgemm is
+ * cublasSgemm_v2): look up the expanded name. */
+#define BLAS_SYM_(name) #name
+#define BLAS_SYM(name) BLAS_SYM_(name)
+
+static struct {
+    pthread_once_t once;
+    bool ok;
+    char why[300];
+    __typeof__(cublasCreate) *create;
+    __typeof__(cublasSetStream) *set_stream;
+    __typeof__(cublasSgemm) *sgemm;
+    __typeof__(cublasDgemm) *dgemm;
+    __typeof__(cublasSscal) *sscal;
+    __typeof__(cublasDscal) *dscal;
+} blas = {.once = PTHREAD_ONCE_INIT};
+
+static void blas_open(void) {
+    char names[3][300];
+    const char *env = getenv("TG_CUBLAS");
+    int nn = 0;
+    if (env && *env) {
+        snprintf(names[nn++], sizeof names[0], "%s", env);
+    } else {
+        snprintf(names[nn++], sizeof names[0], "libcublas.so.%d", CUBLAS_VER_MAJOR);
+        snprintf(names[nn++], sizeof names[0], "libcublas.so");
+        snprintf(names[nn++], sizeof names[0], "%s/libcublas.so.%d", TG_CUDA_LIBDIR, CUBLAS_VER_MAJOR);
+    }
+    void *h = NULL;
+    for (int i = 0; i < nn && !h; i++) {
+        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h && i == 0) {
+            const char *e = dlerror();
+            snprintf(blas.why, sizeof blas.why, "cuBLAS not found (%s)", e ? e : names[0]);
+        }
+    }
+    if (!h) return;
+    bool found = true;
+#define SYM(field, name) found = found && (*(void **)&blas.field = dlsym(h, BLAS_SYM(name))) != NULL
+    SYM(create, cublasCreate);
+    SYM(set_stream, cublasSetStream);
+    SYM(sgemm, cublasSgemm);
+    SYM(dgemm, cublasDgemm);
+    SYM(sscal, cublasSscal);
+    SYM(dscal, cublasDscal);
+#undef SYM
+    if (!found) {
+        snprintf(blas.why, sizeof blas.why, "cuBLAS library unusable (a function is missing)");
+        dlclose(h);
+        return;
+    }
+    blas.why[0] = 0;
+    blas.ok = true;
+}
+
+bool tg_cuda_blas_load(const char **why) {
+    pthread_once(&blas.once, blas_open);
+    if (why) *why = blas.ok ? NULL : blas.why;
+    return blas.ok;
+}
+
 /* ---- the device ---- */
 
 static struct {
     pthread_once_t once;
     bool ok;
-    char why[160];
+    char why[320];
     cudaStream_t compute, transfer;
     cudaEvent_t ev_compute, ev_transfer;
     cublasHandle_t blas;
@@ -61,11 +137,16 @@ static void dev_init(void) {
         snprintf(dev.why, sizeof dev.why, "CUDA device 0 unusable (%s)", cudaGetErrorString(e));
         return;
     }
-    if (cublasCreate(&dev.blas) != CUBLAS_STATUS_SUCCESS) {
+    const char *why;
+    if (!tg_cuda_blas_load(&why)) {
+        snprintf(dev.why, sizeof dev.why, "%s", why);
+        return;
+    }
+    if (blas.create(&dev.blas) != CUBLAS_STATUS_SUCCESS) {
         snprintf(dev.why, sizeof dev.why, "cuBLAS could not be initialised");
         return;
     }
-    cublasSetStream(dev.blas, dev.compute);
+    blas.set_stream(dev.blas, dev.compute);
     dev.ok = true;
 }
 
@@ -656,11 +737,11 @@ static int gemm_dev(tg_dtype dt, int64_t M, int64_t N, int64_t K, const char *A,
     /* Row-major C = A B is column-major C^T = B^T A^T. */
     cublasStatus_t s;
     if (dt == TG_FLOAT64)
-        s = cublasDgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &alpha, (const double *)B, (int)ldb,
+        s = blas.dgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &alpha, (const double *)B, (int)ldb,
                         (const double *)A, (int)lda, &beta, (double *)C, (int)N);
     else {
         float fa = (float)alpha, fb = (float)beta;
-        s = cublasSgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &fa, (const float *)B, (int)ldb,
+        s = blas.sgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &fa, (const float *)B, (int)ldb,
                         (const float *)A, (int)lda, &fb, (float *)C, (int)N);
     }
     return s == CUBLAS_STATUS_SUCCESS ? TG_OK : tg_errorf(ctx, TG_ERUNTIME, "cuBLAS gemm failed (status %d)", (int)s);
@@ -833,10 +914,10 @@ static int k_blas(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         if (cnt > INT32_MAX)
             rc = tg_errorf(ctx, TG_ESHAPE, "a dimension of the product exceeds cuBLAS's int range");
         else if (cnt && beta != 1.0 && dt == TG_FLOAT64)
-            st = cublasDscal(dev.blas, (int)cnt, &beta, (double *)out[0]->data, 1);
+            st = blas.dscal(dev.blas, (int)cnt, &beta, (double *)out[0]->data, 1);
         else if (cnt && beta != 1.0) {
             float fb = (float)beta;
-            st = cublasSscal(dev.blas, (int)cnt, &fb, (float *)out[0]->data, 1);
+            st = blas.sscal(dev.blas, (int)cnt, &fb, (float *)out[0]->data, 1);
         }
         if (!rc && st != CUBLAS_STATUS_SUCCESS)
             rc = tg_errorf(ctx, TG_ERUNTIME, "cuBLAS scal failed (status %d)", (int)st);

@@ -20,6 +20,10 @@ const struct tg_backend *tg_cuda_backend_get(void);
 /* The tools' services (events.c): events, synchronisation, statistics. */
 extern const struct tg_backend_tools tg_cuda_tools;
 
+/* Open cuBLAS (dlopen; once per process, $TG_CUBLAS overriding the
+ * library's name): true when it and every function the backend calls
+ * were found; *why otherwise. The device does this when it is opened. */
+bool tg_cuda_blas_load(const char **why);
 /* True when a device is usable (opens it on first call). */
 bool tg_cuda_available(void);
 void *tg_cuda_compute_stream(void);
