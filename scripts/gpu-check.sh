@@ -118,8 +118,10 @@ pack() {
     build/tools/tgviz build/bench/bench_cuda build/bench/bench_cudnn_nets; do
     if [ -f "$f" ] && [ -x "$f" ]; then files+=("$f"); else note "not built, left out: $f"; fi
   done
-  ldd build/tools/tgc | grep libcublas >/dev/null ||
-    die "build/tools/tgc is not linked to cuBLAS: build/ was built without CUDA (rebuild: cmake --build build)"
+  # cuBLAS is opened with dlopen (backend/cuda/cuda.c): its name is in
+  # the binary, not in its links.
+  grep -q 'libcublas\.so\.' build/tools/tgc ||
+    die "build/tools/tgc has no CUDA backend: build/ was built without CUDA (rebuild: cmake --build build)"
   # A build older than its sources tests old code: say so.
   local oldest newer
   oldest=$(ls -tr "${files[@]}" | sed -n 1p)
@@ -170,7 +172,9 @@ pack() {
   nvrtc_major=$(sed -n 's/^CMAKE_CUDA_COMPILER_VERSION:.*=\([0-9]*\)\..*/\1/p' build/CMakeCache.txt)
   [ -n "$nvrtc_major" ] || nvrtc_major=$(sed -n 's/^set(CMAKE_CUDA_COMPILER_VERSION "\([0-9]*\)\..*/\1/p' \
     build/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null | head -1)
-  [ -n "$nvrtc_major" ] && cuda_libs+="libnvrtc.so.$nvrtc_major"
+  # NVRTC and cuBLAS are opened with dlopen: their majors are the toolkit's
+  [ -n "$nvrtc_major" ] &&
+    cuda_libs+="libnvrtc.so.$nvrtc_major libcublas.so.$nvrtc_major libcublasLt.so.$nvrtc_major"
 
   {
     echo "src=$root"
