@@ -175,6 +175,7 @@ pack() {
   # NVRTC and cuBLAS are opened with dlopen: their majors are the toolkit's
   [ -n "$nvrtc_major" ] &&
     cuda_libs+="libnvrtc.so.$nvrtc_major libcublas.so.$nvrtc_major libcublasLt.so.$nvrtc_major"
+  cuda_libs=$(tr ' ' '\n' <<<"$cuda_libs" | grep . | sort -u | tr '\n' ' ')
 
   {
     echo "src=$root"
