@@ -5,6 +5,7 @@
  * every header position refused cleanly, and a save killed with SIGKILL
  * halfway leaving the previous file intact. */
 #define _GNU_SOURCE
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,39 @@ static void test_crc32c_long(void **state) {
             assert_int_equal(tg_crc32c_sw(0, buf + off, lens[i]), want);
             assert_int_equal(tg_crc32c(0, buf + off, lens[i]), want);
         }
+    free(buf);
+}
+
+/* From 1 MiB on, the buffer is checked in pieces on the OpenMP threads
+ * and their CRCs combined: the same value as one bit-by-bit pass, for any
+ * number of threads, length around the threshold, alignment and starting
+ * value. Combining alone: CRC("1234") and CRC("56789") give the check
+ * value of "123456789". */
+static void test_crc32c_parallel(void **state) {
+    (void)state;
+    assert_int_equal(tg_crc32c_combine(tg_crc32c(0, "1234", 4), tg_crc32c(0, "56789", 5), 5), 0xE3069283u);
+    assert_int_equal(tg_crc32c_combine(0xE3069283u, 0, 0), 0xE3069283u);
+    size_t cap = (3u << 20) + 64;
+    unsigned char *buf = malloc(cap);
+    assert_non_null(buf);
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; i < cap; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (unsigned char)x;
+    }
+    const size_t lens[] = {(1u << 20) - 1, 1u << 20, (1u << 20) + 5, (2u << 20) + 4097, (3u << 20) + 13};
+    const int threads[] = {1, 2, 3, 7};
+    int keep = omp_get_max_threads();
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+        uint32_t want = crc_bitwise(buf + 3, lens[i]);
+        for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+            omp_set_num_threads(threads[t]);
+            assert_int_equal(tg_crc32c(0, buf + 3, lens[i]), want);
+            /* continuing from the CRC of a first part */
+            assert_int_equal(tg_crc32c(tg_crc32c(0, buf + 3, 100), buf + 103, lens[i] - 100), want);
+        }
+    }
+    omp_set_num_threads(keep);
     free(buf);
 }
 
@@ -767,6 +801,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_known_values),
         cmocka_unit_test(test_crc32c_long),
+        cmocka_unit_test(test_crc32c_parallel),
         cmocka_unit_test(test_passes_and_output_ids_survive),
         cmocka_unit_test(test_save_load_same_bits_and_shared_state),
         cmocka_unit_test(test_save_load_read_into_memory),

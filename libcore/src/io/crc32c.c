@@ -1,7 +1,10 @@
 /* CRC-32C (Castagnoli), the checksum of every array and of the header of a
  * compiled-function file. The SSE4.2 instruction when the CPU has it
  * (several GiB/s, so that checking a memory-mapped file costs little next
- * to reading it), a table otherwise; both give the same value. */
+ * to reading it), a table otherwise; both give the same value; a buffer
+ * of a megabyte or more in pieces on several threads. */
+#include <omp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,7 +46,6 @@ uint32_t tg_crc32c_sw(uint32_t crc, const void *data, size_t n) {
 }
 
 #if defined(__x86_64__)
-#include <pthread.h>
 
 /* The crc32 instruction has a latency of three cycles and a throughput of
  * one: three independent streams over three blocks of BLOCK bytes keep it
@@ -119,9 +121,87 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const voi
 }
 #endif
 
-uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n) {
+static uint32_t crc_one(uint32_t crc, const void *data, size_t n) {
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("sse4.2")) return crc_hw(crc, data, n);
 #endif
     return tg_crc32c_sw(crc, data, n);
+}
+
+/* Combining: the CRC of A then B is the CRC of A run through |B| zero
+ * bytes, XOR the CRC of B alone (zlib's crc32_combine, with CRC-32C's
+ * polynomial). Polynomials mod P are 32-bit words, bit-reflected as the
+ * CRC is: x^0 is the top bit. a * b mod P: */
+static uint32_t mulmod(uint32_t a, uint32_t b) {
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if (!(a & (m - 1))) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return p;
+}
+
+/* x^(8n) mod P, by squaring: x^(2^k) for k = 3, 4, ... */
+static uint32_t x8nmod(uint64_t n) {
+    uint32_t p = 1u << 31, sq = 1u << 30; /* x^0; x^1 */
+    for (int k = 0; k < 3; k++) sq = mulmod(sq, sq); /* x^8: one byte */
+    for (; n; n >>= 1) {
+        if (n & 1) p = mulmod(sq, p);
+        sq = mulmod(sq, sq);
+    }
+    return p;
+}
+
+uint32_t tg_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    return mulmod(x8nmod(len_b), crc_a) ^ crc_b;
+}
+
+/* Large buffers (a memory-mapped file's weights) in pieces on the OpenMP
+ * threads, combined in order: checking is bound by reading the pages, and
+ * every core reads. Below PAR_MIN, or inside a parallel region, one
+ * thread. */
+enum { PAR_MIN = 1 << 20, PIECE_MIN = 1 << 19 };
+
+/* Piece i of n bytes cut in nt at multiples of 4 KiB: [*at, *at + *len). */
+static void piece(size_t n, int nt, int i, size_t *at, size_t *len) {
+    size_t step = ((n + (size_t)nt - 1) / (size_t)nt + 4095) & ~(size_t)4095;
+    size_t a = (size_t)i * step < n ? (size_t)i * step : n;
+    size_t e = i == nt - 1 || (size_t)(i + 1) * step >= n ? n : (size_t)(i + 1) * step;
+    *at = a;
+    *len = e - a;
+}
+
+/* GNU OpenMP's threads do not survive fork(), and a child that starts a
+ * parallel region after its parent had one hangs: a child checks on one
+ * thread (a process that forks to save, or a test's kill -9 child). */
+static bool forked;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void on_fork_child(void) { forked = true; }
+static void watch_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n) {
+    if (n >= PAR_MIN) pthread_once(&atfork_once, watch_fork);
+    int nt = n >= PAR_MIN && !forked && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    if (nt > 1 && (size_t)nt > n / PIECE_MIN) nt = (int)(n / PIECE_MIN);
+    if (nt > 64) nt = 64;
+    if (nt <= 1) return crc_one(crc, data, n);
+    uint32_t part[64];
+    const unsigned char *p = data;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int i = 0; i < nt; i++) {
+        size_t at, len;
+        piece(n, nt, i, &at, &len);
+        part[i] = crc_one(i ? 0 : crc, p + at, len);
+    }
+    crc = part[0];
+    for (int i = 1; i < nt; i++) {
+        size_t at, len;
+        piece(n, nt, i, &at, &len);
+        crc = tg_crc32c_combine(crc, part[i], len);
+    }
+    return crc;
 }

@@ -6,9 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* CRC-32C of n bytes, continuing from crc (0 to start). */
+/* CRC-32C of n bytes, continuing from crc (0 to start); from 1 MiB on,
+ * on the OpenMP threads. tg_crc32c_sw: the table version, one thread. */
 uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n);
 uint32_t tg_crc32c_sw(uint32_t crc, const void *data, size_t n);
+/* The CRC-32C of A then B, from crc_a = CRC(A), crc_b = CRC(B) and B's
+ * length. */
+uint32_t tg_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 /* The fixed preamble at offset 0 (all integers little-endian). */
 #define TG_TGF_MAGIC "TGF\x89\r\n\x1a\n"
