@@ -6,8 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* CRC-32C of n bytes, continuing from crc (0 to start); from 1 MiB on,
- * on the OpenMP threads. tg_crc32c_sw: the table version, one thread. */
+/* CRC-32C of n bytes, continuing from crc (0 to start); from
+ * tg_crc32c_par_min bytes on (16 MiB; tests lower it), on the OpenMP
+ * threads. tg_crc32c_sw: the table version, one thread. */
+extern size_t tg_crc32c_par_min;
 uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n);
 uint32_t tg_crc32c_sw(uint32_t crc, const void *data, size_t n);
 /* The CRC-32C of A then B, from crc_a = CRC(A), crc_b = CRC(B) and B's
