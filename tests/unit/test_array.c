@@ -5,9 +5,13 @@
  * allocation failures injected at every allocation. Expected values are
  * worked out by hand, or come from Python/NumPy (tensor_tables.h). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tensor/tensor.h"
 #include "tensor_tables.h"
@@ -747,8 +751,65 @@ static void test_allocation_failures(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* ---- transparent huge pages for large buffers ---- */
+
+/* Whether the mapping holding p has MADV_HUGEPAGE ("hg" in VmFlags). */
+static bool advised_huge(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    bool in = false, hg = false;
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && !strncmp(line, "VmFlags:", 8)) {
+            hg = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return hg;
+}
+
+static const void *huge_aligned(const tg_array *a) {
+    uintptr_t huge = (uintptr_t)2 << 20;
+    return (const void *)(((uintptr_t)tg_array_data((tg_array *)a) + huge - 1) & ~(huge - 1));
+}
+
+/* A buffer of 4 MiB or more is offered for huge pages (its 2 MiB-aligned
+ * part), a smaller one is not, and TG_THP=0 turns it off (read once per
+ * process: in a child, before its first large buffer). Runs first. */
+static void test_large_buffers_advised_huge(void **state) {
+    (void)state;
+    struct stat st;
+    if (stat("/sys/kernel/mm/transparent_hugepage", &st) != 0) skip(); /* kernel without THP */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("TG_THP", "0", 1);
+        tg_array *b = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2 << 20});
+        _exit(b && !advised_huge(huge_aligned(b)) ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    tg_array *small = tg_array_new(TG_FLOAT64, 1, (int64_t[]){1 << 17}); /* 1 MiB */
+    assert_non_null(small);
+    assert_false(advised_huge(tg_array_data(small)));
+    tg_array *big = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2 << 20}); /* 16 MiB */
+    assert_non_null(big);
+    const char *env = getenv("TG_THP"); /* the suite run with it off */
+    assert_int_equal(advised_huge(huge_aligned(big)), !(env && !strcmp(env, "0")));
+    tg_array_free(small);
+    tg_array_free(big);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_large_buffers_advised_huge),
         cmocka_unit_test(test_new_and_accessors),
         cmocka_unit_test(test_new_rejects_bad_arguments),
         cmocka_unit_test(test_transpose_shares_buffer),
