@@ -65,25 +65,31 @@ static struct {
     __typeof__(cublasDscal) *dscal;
 } blas = {.once = PTHREAD_ONCE_INIT};
 
-static void blas_open(void) {
+void *tg_cuda_dlopen(const char *path, const char *base, int major, const char *what, char *why,
+                     size_t why_len) {
     char names[3][300];
-    const char *env = getenv("TG_CUBLAS");
     int nn = 0;
-    if (env && *env) {
-        snprintf(names[nn++], sizeof names[0], "%s", env);
+    if (path && *path) {
+        snprintf(names[nn++], sizeof names[0], "%s", path);
     } else {
-        snprintf(names[nn++], sizeof names[0], "libcublas.so.%d", CUBLAS_VER_MAJOR);
-        snprintf(names[nn++], sizeof names[0], "libcublas.so");
-        snprintf(names[nn++], sizeof names[0], "%s/libcublas.so.%d", TG_CUDA_LIBDIR, CUBLAS_VER_MAJOR);
+        snprintf(names[nn++], sizeof names[0], "%s.%d", base, major);
+        snprintf(names[nn++], sizeof names[0], "%s", base);
+        snprintf(names[nn++], sizeof names[0], "%s/%s.%d", TG_CUDA_LIBDIR, base, major);
     }
     void *h = NULL;
     for (int i = 0; i < nn && !h; i++) {
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (!h && i == 0) {
             const char *e = dlerror();
-            snprintf(blas.why, sizeof blas.why, "cuBLAS not found (%s)", e ? e : names[0]);
+            snprintf(why, why_len, "%s not found (%s)", what, e ? e : names[0]);
         }
     }
+    return h;
+}
+
+static void blas_open(void) {
+    void *h = tg_cuda_dlopen(getenv("TG_CUBLAS"), "libcublas.so", CUBLAS_VER_MAJOR, "cuBLAS", blas.why,
+                             sizeof blas.why);
     if (!h) return;
     bool found = true;
 #define SYM(field, name) found = found && (*(void **)&blas.field = dlsym(h, BLAS_SYM(name))) != NULL

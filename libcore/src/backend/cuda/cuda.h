@@ -20,6 +20,11 @@ const struct tg_backend *tg_cuda_backend_get(void);
 /* The tools' services (events.c): events, synchronisation, statistics. */
 extern const struct tg_backend_tools tg_cuda_tools;
 
+/* dlopen a CUDA library: `path` when given (an environment variable's
+ * value), else <base>.<major>, <base>, then the toolkit's folder; NULL
+ * with "<what> not found (<the first try's error>)" in why. */
+void *tg_cuda_dlopen(const char *path, const char *base, int major, const char *what, char *why,
+                     size_t why_len);
 /* Open cuBLAS (dlopen; once per process, $TG_CUBLAS overriding the
  * library's name): true when it and every function the backend calls
  * were found; *why otherwise. The device does this when it is opened. */

@@ -253,10 +253,6 @@ size_t tg_nvrtc_args_pack(int nout, int nin, void *const *out_ptr, const tg_arra
 
 /* ---- NVRTC, opened at first use ---- */
 
-#ifndef TG_CUDA_LIBDIR
-#define TG_CUDA_LIBDIR "/usr/local/cuda/lib64"
-#endif
-
 static const char *const NV_OPTS[] = {"--std=c++17", "--fmad=false", NULL};
 
 static struct {
@@ -293,24 +289,7 @@ static bool nv_load(void) {
     nv.tried_for = strdup(env);
     nv.lib = NULL;
     nv.why[0] = 0;
-    char names[3][300];
-    int nn = 0;
-    const int major = CUDART_VERSION / 1000;
-    if (*env) {
-        snprintf(names[nn++], sizeof names[0], "%s", env);
-    } else {
-        snprintf(names[nn++], sizeof names[0], "libnvrtc.so.%d", major);
-        snprintf(names[nn++], sizeof names[0], "libnvrtc.so");
-        snprintf(names[nn++], sizeof names[0], "%s/libnvrtc.so.%d", TG_CUDA_LIBDIR, major);
-    }
-    void *h = NULL;
-    for (int i = 0; i < nn && !h; i++) {
-        h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h && i == 0) {
-            const char *e = dlerror();
-            snprintf(nv.why, sizeof nv.why, "NVRTC not found (%s)", e ? e : names[0]);
-        }
-    }
+    void *h = tg_cuda_dlopen(env, "libnvrtc.so", CUDART_VERSION / 1000, "NVRTC", nv.why, sizeof nv.why);
     if (!h) return false;
     bool ok = true;
 #define SYM(field, name) ok = ok && (*(void **)&nv.field = dlsym(h, name)) != NULL
