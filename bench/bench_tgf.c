@@ -7,6 +7,9 @@
  *    float64 vector, with a shared scalar every 10 nodes): load the JSON
  *    and compile (preset fast_run) against tg_tgf_load of the saved file.
  * 2. The MLP example (examples/mlp.json, every function): the same.
+ *    Both again with each load in a fresh process (cold caches and
+ *    first-touch page faults: what one `tgc run` pays), and the start-up
+ *    of a process that loads nothing.
  * 3. A function whose shared weights are WEIGHT_MIB MiB of float32: the
  *    time of tg_tgf_load (memory-mapped, every array's CRC-32C checked)
  *    as GiB/s of weights, beside reading the file into memory instead
@@ -98,7 +101,52 @@ static void compare(const char *what, const char *json, const char *path, const 
            mc * 1e3, mr * 1e3, mc / mr);
 }
 
+/* The same, each in a fresh process (this program run again with
+ * --child): what `tgc run` pays for its one load, cold caches and
+ * first-touch page faults included. Process start-up is not timed (the
+ * child times its own load), and is printed apart: that of this program
+ * doing nothing. */
+static int child(const char *mode, const char *path) {
+    tg_ctx *ctx = tg_ctx_new();
+    double t = !strcmp(mode, "compile") ? compile_all(NULL, path, NULL, ctx) : restore(path, false, ctx);
+    printf("%.9f\n", t);
+    tg_ctx_free(ctx);
+    return 0;
+}
+
+static double run_child(const char *mode, const char *path) {
+    char cmd[4300];
+    if (path)
+        snprintf(cmd, sizeof cmd, "/proc/%ld/exe --child %s '%s'", (long)getpid(), mode, path);
+    else
+        snprintf(cmd, sizeof cmd, "/proc/%ld/exe --child %s", (long)getpid(), mode);
+    double t0 = bench_now();
+    FILE *p = popen(cmd, "r");
+    double t = -1;
+    if (!p || fscanf(p, "%lf", &t) != 1) t = -1;
+    if (p) pclose(p);
+    return !strcmp(mode, "none") ? bench_now() - t0 : t;
+}
+
+static void compare_fresh(const char *what, const char *json_path, const char *tgf) {
+    enum { RUNS = 7 };
+    double c[RUNS], r[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        c[i] = run_child("compile", json_path);
+        r[i] = run_child("restore", tgf);
+    }
+    double mc = median(c, RUNS), mr = median(r, RUNS);
+    if (mc <= 0 || mr <= 0) {
+        printf("%-28s (fresh process: the child failed)\n", what);
+        return;
+    }
+    printf("%-28s compile from JSON %9.3f ms   restore from .tgf %9.3f ms   %6.1fx faster (fresh process)\n",
+           what, mc * 1e3, mr * 1e3, mc / mr);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--child")) return child(argv[2], argv[3]);
+    if (argc == 3 && !strcmp(argv[1], "--child")) return 0; /* start-up alone */
     int nodes = argc > 1 ? atoi(argv[1]) : 10000;
     long mib = argc > 2 ? atol(argv[2]) : 256;
     if (nodes < 1 || mib < 1) {
@@ -115,11 +163,19 @@ int main(int argc, char **argv) {
     snprintf(mlp, sizeof mlp, "%s/../examples/mlp.json", TG_BENCH_DIR);
 
     char *json = chain_json(nodes);
-    char what[64];
+    char what[64], pj[64];
     snprintf(what, sizeof what, "chain of %d nodes", nodes);
     compare(what, json, NULL, p1, ctx);
+    snprintf(pj, sizeof pj, "%s/chain.json", dir);
+    FILE *jf = fopen(pj, "w");
+    if (!jf || fputs(json, jf) < 0 || fclose(jf)) bench_die("write chain.json", ctx);
     free(json);
     compare("mlp example (all functions)", NULL, mlp, p2, ctx);
+    compare_fresh(what, pj, p1);
+    compare_fresh("mlp example (all functions)", mlp, p2);
+    double st[7];
+    for (int i = 0; i < 7; i++) st[i] = run_child("none", NULL);
+    printf("process start-up and exit, not in the figures above: %.1f ms\n", median(st, 7) * 1e3);
 
     /* Large weights: w of unknown static length, so that any size fits. */
     const char *bj = "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
@@ -153,6 +209,7 @@ int main(int argc, char **argv) {
     unlink(p1);
     unlink(p2);
     unlink(p3);
+    unlink(pj);
     rmdir(dir);
     tg_ctx_free(ctx);
     return 0;
