@@ -154,6 +154,21 @@ static void test_crc32c_parallel(void **state) {
             assert_int_equal(tg_crc32c(tg_crc32c(0, buf + 3, 100), buf + 103, lens[i] - 100), want);
         }
     }
+    /* A forked child of this process (whose OpenMP threads it does not
+     * have) checks on one thread rather than hang; an alarm ends it if it
+     * hangs after all. */
+    omp_set_num_threads(2);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        _exit(tg_crc32c(0, buf + 3, (3u << 20) + 13) == crc_bitwise(buf + 3, (3u << 20) + 13) ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
     omp_set_num_threads(keep);
     tg_crc32c_par_min = keep_min;
     free(buf);

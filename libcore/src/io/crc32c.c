@@ -2,7 +2,7 @@
  * compiled-function file. The SSE4.2 instruction when the CPU has it
  * (several GiB/s, so that checking a memory-mapped file costs little next
  * to reading it), a table otherwise; both give the same value; a buffer
- * of a megabyte or more in pieces on several threads. */
+ * of 16 MiB or more in pieces on several threads. */
 #include <omp.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -181,16 +181,16 @@ static void piece(size_t n, int nt, int i, size_t *at, size_t *len) {
 }
 
 /* GNU OpenMP's threads do not survive fork(), and a child that starts a
- * parallel region after its parent had one hangs: a child checks on one
- * thread (a process that forks to save, or a test's kill -9 child). */
+ * parallel region after its parent had one (here or in any other OpenMP
+ * code) hangs: a forked child checks on one thread (a process that forks
+ * to save, or a test's kill -9 child). Watched from the start, so that
+ * no fork is missed. */
 static bool forked;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void on_fork_child(void) { forked = true; }
-static void watch_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+__attribute__((constructor)) static void watch_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
 uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n) {
     const size_t par_min = tg_crc32c_par_min ? tg_crc32c_par_min : 2;
-    if (n >= par_min) pthread_once(&atfork_once, watch_fork);
     int nt = n >= par_min && !forked && !omp_in_parallel() ? omp_get_max_threads() : 1;
     if (nt > 1 && (size_t)nt > n / (par_min / 2)) nt = (int)(n / (par_min / 2));
     if (nt > 64) nt = 64;
