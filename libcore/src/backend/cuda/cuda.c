@@ -744,11 +744,11 @@ static int gemm_dev(tg_dtype dt, int64_t M, int64_t N, int64_t K, const char *A,
     cublasStatus_t s;
     if (dt == TG_FLOAT64)
         s = blas.dgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &alpha, (const double *)B, (int)ldb,
-                        (const double *)A, (int)lda, &beta, (double *)C, (int)N);
+                       (const double *)A, (int)lda, &beta, (double *)C, (int)N);
     else {
         float fa = (float)alpha, fb = (float)beta;
         s = blas.sgemm(dev.blas, opb, opa, (int)N, (int)M, (int)K, &fa, (const float *)B, (int)ldb,
-                        (const float *)A, (int)lda, &fb, (float *)C, (int)N);
+                       (const float *)A, (int)lda, &fb, (float *)C, (int)N);
     }
     return s == CUBLAS_STATUS_SUCCESS ? TG_OK : tg_errorf(ctx, TG_ERUNTIME, "cuBLAS gemm failed (status %d)", (int)s);
 }
