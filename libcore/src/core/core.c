@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "core/core.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +75,6 @@ char *tg_strndup(const char *s, size_t n) {
     return d;
 }
 
-/* Aligned blocks: over-allocate through the hook and keep the original
- * pointer just before the aligned address. */
 /* Large blocks (arrays, a file read into memory) are offered to the
  * kernel for transparent huge pages: fresh memory is faulted in a page at
  * a time on first touch, and 2 MiB pages take 512 times fewer faults.
@@ -88,17 +87,20 @@ char *tg_strndup(const char *s, size_t n) {
 enum { HUGE_MIN = 4 << 20 };
 
 static void advise_huge(void *p, size_t n) {
-    static int off = -1; /* a benign race: every thread computes the same */
-    if (off < 0) {
+    static atomic_int off = -1; /* read once; every thread reads the same */
+    int o = atomic_load_explicit(&off, memory_order_relaxed);
+    if (o < 0) {
         const char *e = getenv("TG_THP");
-        off = e && !strcmp(e, "0");
+        atomic_store_explicit(&off, o = e && !strcmp(e, "0"), memory_order_relaxed);
     }
-    if (off) return;
+    if (o) return;
     const uintptr_t huge = (uintptr_t)2 << 20;
     uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + n) & ~(huge - 1);
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
 
+/* Aligned blocks: over-allocate through the hook and keep the original
+ * pointer just before the aligned address. */
 void *tg_malloc_aligned(size_t n) {
     size_t total;
     if (__builtin_add_overflow(n, (size_t)64 + sizeof(void *), &total))
