@@ -118,9 +118,9 @@ pack() {
     build/tools/tgviz build/bench/bench_cuda build/bench/bench_cudnn_nets; do
     if [ -f "$f" ] && [ -x "$f" ]; then files+=("$f"); else note "not built, left out: $f"; fi
   done
-  # cuBLAS is opened with dlopen (backend/cuda/cuda.c): its name is in
-  # the binary, not in its links.
-  grep -q 'libcublas\.so\.' build/tools/tgc ||
+  # cuBLAS is opened with dlopen (backend/cuda/cuda.c): its functions'
+  # names are in the binary, not the library in its links.
+  grep -q 'cublasCreate_v2' build/tools/tgc ||
     die "build/tools/tgc has no CUDA backend: build/ was built without CUDA (rebuild: cmake --build build)"
   # A build older than its sources tests old code: say so.
   local oldest newer
