@@ -4,11 +4,14 @@
  * compiles, no compiler), load errors, saving, the gradient. The values
  * against NumPy are in tests/data/ops/composite_*.json (test_opdata). */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -216,6 +219,114 @@ static void test_cache_hit_miss(void **state) {
     assert_int_equal(tg_kcache_list(cache_dir, &e, &n, NULL), TG_OK);
     assert_int_equal(n, 0);
     tg_free(e);
+    drop_cache();
+}
+
+/* The .ccid files of the cache folder and the text of the last one;
+ * their count. */
+static int ccid_files(char *text, size_t cap) {
+    DIR *d = opendir(cache_dir);
+    int n = 0;
+    struct dirent *de;
+    text[0] = 0;
+    while (d && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len != 37 || strcmp(de->d_name + 32, ".ccid")) continue;
+        n++;
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", cache_dir, de->d_name);
+        FILE *f = fopen(p, "r");
+        assert_non_null(f);
+        size_t k = fread(text, 1, cap - 1, f);
+        text[k] = 0;
+        fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static void write_cc_wrapper(const char *path, int version, time_t mtime) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'wrapped cc %d'; exit 0; fi\nexec cc \"$@\"\n",
+            version);
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+    struct timespec ts[2] = {{mtime, 0}, {mtime, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* The compiler's identity is read by running `$TG_CC --version` once and
+ * kept in the cache folder (<hash>.ccid): a new process (here: after
+ * tg_kcache_forget) reads it from there without running the compiler;
+ * an edited compiler (a new text, a new time) is run again and, with a
+ * new identity, compiles again; a damaged .ccid is read again from the
+ * compiler; `cache clear` removes it. */
+static void test_cache_compiler_identity(void **state) {
+    (void)state;
+    fresh_cache("ccid");
+    assert_int_equal(mkdir(cache_dir, 0755), 0);
+    char cc[400], text[256];
+    snprintf(cc, sizeof cc, "%s/cc-wrapper.sh", cache_dir);
+    write_cc_wrapper(cc, 1, 1000000000);
+    setenv("TG_CC", cc, 1);
+    int mode;
+    tg_kcache_forget();
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    check_against_unfused(7.75, 500, false, &mode);
+    assert_int_equal(mode, 1);
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    assert_int_equal(s1.compiler_runs - s0.compiler_runs, 1);
+    assert_int_equal(s1.compiles - s0.compiles, 1);
+    assert_int_equal(ccid_files(text, sizeof text), 1);
+    assert_string_equal(text, "wrapped cc 1\n");
+
+    /* a new process: the identity from the folder, the kernel from disk */
+    tg_kcache_forget();
+    check_against_unfused(7.75, 500, false, &mode);
+    assert_int_equal(mode, 1);
+    tg_kcache_stats s2 = tg_kcache_stats_get();
+    assert_int_equal(s2.compiler_runs - s1.compiler_runs, 0);
+    assert_int_equal(s2.compiles - s1.compiles, 0);
+    assert_int_equal(s2.disk_hits - s1.disk_hits, 1);
+
+    /* the compiler edited in place (same size, a new time): run again;
+     * its new identity is a new kernel */
+    write_cc_wrapper(cc, 2, 1000000100);
+    tg_kcache_forget();
+    check_against_unfused(7.75, 500, false, &mode);
+    assert_int_equal(mode, 1);
+    tg_kcache_stats s3 = tg_kcache_stats_get();
+    assert_int_equal(s3.compiler_runs - s2.compiler_runs, 1);
+    assert_int_equal(s3.compiles - s2.compiles, 1);
+    assert_int_equal(ccid_files(text, sizeof text), 2);
+
+    /* damaged (emptied) .ccid files: the compiler is run again, and the
+     * same identity finds the kernel on disk */
+    DIR *d = opendir(cache_dir);
+    assert_non_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strlen(de->d_name) == 37 && !strcmp(de->d_name + 32, ".ccid")) {
+            char p[600];
+            snprintf(p, sizeof p, "%s/%s", cache_dir, de->d_name);
+            assert_int_equal(truncate(p, 0), 0);
+        }
+    closedir(d);
+    tg_kcache_forget();
+    check_against_unfused(7.75, 500, false, &mode);
+    assert_int_equal(mode, 1);
+    tg_kcache_stats s4 = tg_kcache_stats_get();
+    assert_int_equal(s4.compiler_runs - s3.compiler_runs, 1);
+    assert_int_equal(s4.compiles - s3.compiles, 0);
+    assert_int_equal(s4.disk_hits - s3.disk_hits, 1);
+
+    unsetenv("TG_CC");
+    tg_kcache_forget();
+    int removed;
+    assert_int_equal(tg_kcache_clear(cache_dir, &removed, NULL), TG_OK);
+    assert_int_equal(removed, 2);
+    assert_int_equal(ccid_files(text, sizeof text), 0);
     drop_cache();
 }
 
@@ -517,6 +628,7 @@ static void test_threads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
+        cmocka_unit_test(test_cache_compiler_identity),
         cmocka_unit_test(test_numerics_large),   cmocka_unit_test(test_no_compiler),
         cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),

@@ -166,11 +166,13 @@ char *tg_kcache_dir(void);
  * without compiling, look-ups answered from the in-memory map. */
 typedef struct tg_kcache_stats {
     long compiles, disk_hits, memory_hits, failures;
+    long compiler_runs; /* `$CC --version` run for the compiler's identity */
 } tg_kcache_stats;
 tg_kcache_stats tg_kcache_stats_get(void);
 
-/* Forget the in-memory map (the shared objects stay loaded), so that the
- * next look-up goes to the disk. Only for tests, when no composite node
+/* Forget the in-memory map (the shared objects stay loaded) and the
+ * compiler's identity, so that the next look-up goes to the disk, as in a
+ * new process. Only for tests, when no composite node
  * of the process holds a kernel any more. */
 void tg_kcache_forget(void);
 

@@ -85,6 +85,8 @@ tg_kcache_stats tg_kcache_stats_get(void) {
 void tg_kcache_forget(void) {
     pthread_mutex_lock(&lock);
     nmap = 0;
+    tg_free(cc_for);
+    cc_for = NULL;
     pthread_mutex_unlock(&lock);
 }
 
@@ -161,27 +163,114 @@ static int run_prog(char *const *argv, int out_fd, int err_fd) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Read `$CC --version` once per TG_CC value (lock held). */
+/* The compiler's file, symbolic links followed, found on PATH as
+ * posix_spawnp finds it; NULL when there is none. (realpath's memory:
+ * free, not tg_free.) */
+static char *cc_resolve(const char *cc) {
+    if (strchr(cc, '/')) return realpath(cc, NULL);
+    const char *path = getenv("PATH");
+    char def[256];
+    if (!path) {
+        size_t n = confstr(_CS_PATH, def, sizeof def);
+        path = n > 0 && n <= sizeof def ? def : "/bin:/usr/bin";
+    }
+    char buf[4200];
+    for (const char *p = path;; p++) {
+        const char *e = strchrnul(p, ':');
+        int len = (int)(e - p);
+        snprintf(buf, sizeof buf, "%.*s/%s", len ? len : 1, len ? p : ".", cc);
+        struct stat st;
+        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+            return realpath(buf, NULL);
+        if (!*e) return NULL;
+        p = e;
+    }
+}
+
+/* Where the identity of the compiler named cc is kept in the cache
+ * folder: <hash>.ccid, the hash of the name, the file it resolves to and
+ * that file's device, inode, size and modification and change times.
+ * Running `cc --version` costs a process (about 6 ms); a tg process that
+ * runs fused kernels from the cache reads this file instead, and a
+ * compiler that is replaced, upgraded or edited (a wrapper script) is a
+ * new file or a new time: its identity is read again. 0: no such
+ * compiler file. */
+static int ccid_path(const char *dir, const char *cc, char *out, size_t cap) {
+    char *real = cc_resolve(cc);
+    struct stat st;
+    if (!real || stat(real, &st) != 0) {
+        free(real);
+        return 0;
+    }
+    char key[512];
+    snprintf(key, sizeof key, "tg-ccid 1|%lu|%lu|%lld|%lld.%09ld|%lld.%09ld", (unsigned long)st.st_dev,
+             (unsigned long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+    u128 h = fnv_init();
+    h = fnv_add(h, cc, strlen(cc) + 1);
+    h = fnv_add(h, real, strlen(real) + 1);
+    h = fnv_add(h, key, strlen(key) + 1);
+    free(real);
+    char hex[33];
+    fnv_hex(h, hex);
+    return snprintf(out, cap, "%s/%s.ccid", dir, hex) < (int)cap;
+}
+
+/* The compiler's identity, `$CC --version`, once per TG_CC value (lock
+ * held): from the cache folder's <hash>.ccid when an earlier process
+ * wrote it for this very compiler file, else by running the compiler
+ * (and then kept there, when the folder is usable). */
 static void probe_cc(void) {
     const char *cc = cc_name();
     if (cc_for && strcmp(cc_for, cc) == 0) return;
+    char *dir = tg_kcache_dir();
+    if (dir && mkdirs(dir) != 0) {
+        tg_free(dir);
+        dir = NULL;
+    }
     tg_free(cc_for);
     tg_free(cc_ident);
     cc_ident = NULL;
     cc_ok = false;
     cc_for = tg_strdup(cc);
-    FILE *tmp = tmpfile();
-    if (!tmp) return;
-    char *argv[] = {(char *)cc, "--version", NULL};
-    if (run_prog(argv, fileno(tmp), -1) == 0) {
-        char buf[4096];
-        rewind(tmp);
-        size_t n = fread(buf, 1, sizeof buf - 1, tmp);
-        buf[n] = 0;
-        cc_ident = tg_strdup(buf);
-        cc_ok = cc_ident != NULL;
+    char idpath[4200];
+    bool have_id = dir && ccid_path(dir, cc, idpath, sizeof idpath);
+    char buf[4096];
+    if (have_id) {
+        FILE *f = fopen(idpath, "r");
+        if (f) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            bool whole = n > 0 && !ferror(f) && fgetc(f) == EOF;
+            fclose(f);
+            buf[n] = 0;
+            if (whole && strlen(buf) == n) {
+                cc_ident = tg_strdup(buf);
+                cc_ok = cc_ident != NULL;
+            }
+        }
     }
-    fclose(tmp);
+    if (!cc_ok) {
+        FILE *tmp = tmpfile();
+        char *argv[] = {(char *)cc, "--version", NULL};
+        stats.compiler_runs++;
+        if (tmp && run_prog(argv, fileno(tmp), -1) == 0) {
+            rewind(tmp);
+            size_t n = fread(buf, 1, sizeof buf - 1, tmp);
+            buf[n] = 0;
+            n = strlen(buf);
+            cc_ident = tg_strdup(buf);
+            cc_ok = cc_ident != NULL;
+            if (cc_ok && n > 0 && have_id) {
+                /* best effort: a folder that cannot be written to costs
+                 * the next process the same run */
+                tg_ctx *ctx = tg_ctx_new();
+                tg_file_write_atomic(idpath, buf, n, ctx);
+                tg_ctx_free(ctx);
+            }
+        }
+        if (tmp) fclose(tmp);
+    }
+    tg_free(dir);
     if (!cpu_flags) {
         FILE *f = fopen("/proc/cpuinfo", "r");
         char line[8192];
@@ -434,9 +523,10 @@ int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
     while ((de = readdir(d))) {
         const char *nm = de->d_name;
         size_t len = strlen(nm);
-        /* <hash>.so/.c (CPU), <hash>.cubin/.ptx/.cu (GPU), and the
+        /* <hash>.so/.c (CPU), <hash>.cubin/.ptx/.cu (GPU), <hash>.ccid
+         * (a compiler's identity), and the
          * temporaries: <hash>.tmp.* and <hash>.<suffix>.tmp.* */
-        static const char *const sfx[] = {".so", ".c", ".cu", ".cubin", ".ptx", NULL};
+        static const char *const sfx[] = {".so", ".c", ".cu", ".cubin", ".ptx", ".ccid", NULL};
         bool ours = !strcmp(nm, "lock") || (len > 32 && is_hash(nm, 32) && !strncmp(nm + 32, ".tmp.", 5));
         for (int i = 0; sfx[i] && !ours && len > 32 && is_hash(nm, 32); i++) {
             size_t k = strlen(sfx[i]);
