@@ -150,8 +150,9 @@ static void check_against_unfused(double k, int64_t n, bool interp, int *mode) {
 }
 
 /* Several processes compile the same new body into an empty cache at once:
- * all succeed, the compiler runs once in all, one entry is left. Runs
- * first, before this process has started OpenMP threads. */
+ * all succeed, the compiler runs once in all, one entry is left. (The
+ * children may run parallel loops: a forked child runs them on one
+ * thread; test_fork_child.) */
 static void test_cache_concurrent(void **state) {
     (void)state;
     fresh_cache("conc");
@@ -625,6 +626,59 @@ static void test_threads(void **state) {
     drop_cache();
 }
 
+/* A forked child of a process that ran parallel loops runs them again
+ * (on one thread) instead of hanging: GNU OpenMP's pool does not come
+ * along through fork(), and its next parallel region waited for the
+ * parent's threads forever (core.c). The function fuses exp, tanh and a
+ * multiplication into one composite over 2^21 float64 and sums it, both
+ * above the parallel threshold; the child's values are the parent's, bit
+ * for bit, and the sum is the one computed here. */
+static void test_fork_child(void **state) {
+    (void)state;
+    fresh_cache("fork");
+    enum { N = 1 << 21 };
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":["
+        "{\"op\":\"exp\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]},"
+        "{\"op\":\"tanh\",\"inputs\":[\"b\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"c\",\"a\"],\"outputs\":[\"d\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"d\"],\"outputs\":[\"s\"]}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"a\"],\"outputs\":[\"s\",\"d\"]}}}");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    tg_array *a = ramp(N, 1.0 / N, -0.5);
+    tg_array *out[2] = {0};
+    assert_int_equal(tg_function_call(f, &a, out, ctx), TG_OK);
+    const double *ad = tg_array_data(a), *d = tg_array_data(out[1]);
+    double s = *(const double *)tg_array_data(out[0]), want = 0;
+    for (int64_t i = 0; i < N; i++) want += tanh(exp(ad[i])) * ad[i];
+    assert_true(fabs(s - want) <= 1e-9 * fabs(want) + 1e-9);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        tg_array *o2[2] = {0};
+        if (tg_function_call(f, &a, o2, ctx) != TG_OK) _exit(2);
+        if (*(const double *)tg_array_data(o2[0]) != s) _exit(3);
+        if (memcmp(tg_array_data(o2[1]), d, (size_t)N * sizeof(double))) _exit(4);
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st)) fail_msg("the forked child was killed by signal %d (a hang stopped by the alarm)", WTERMSIG(st));
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    tg_array_free(a);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    drop_cache();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
@@ -632,7 +686,7 @@ int main(void) {
         cmocka_unit_test(test_numerics_large),   cmocka_unit_test(test_no_compiler),
         cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),         cmocka_unit_test(test_fork_child),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

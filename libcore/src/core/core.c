@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "core/core.h"
 
+#include <omp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,25 @@ static void *default_realloc(void *ud, void *p, size_t n) {
     }
     return realloc(p, n);
 }
+
+/* GNU OpenMP's thread pool does not survive fork(): the child keeps the
+ * pool's bookkeeping but not its threads, and its first parallel region
+ * of more than one thread waits for them forever. A child of a process
+ * that ran any parallel loop (an elementwise op on a large array, a
+ * reduction, a fused kernel, a checksum) hung on its next one: a Python
+ * frontend's multiprocessing workers (fork is its default on Linux), a
+ * server that forks per request. So a forked child runs tg's OpenMP code
+ * on one thread, as PyTorch's children do: every parallel region takes
+ * its thread count from omp_get_max_threads() or the default, and a team
+ * of one never touches the pool. Watched from start-up, so that no fork
+ * is missed. (A program that exec()s after fork is not affected.) */
+static atomic_bool forked_child;
+bool tg_forked_child(void) { return atomic_load_explicit(&forked_child, memory_order_relaxed); }
+static void on_fork_child(void) {
+    atomic_store(&forked_child, true);
+    omp_set_num_threads(1);
+}
+__attribute__((constructor)) static void watch_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
 static tg_realloc_fn g_realloc = default_realloc;
 static void *g_realloc_ud;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "io/tgf.h"
 
 static uint32_t table[8][256];
@@ -180,18 +181,10 @@ static void piece(size_t n, int nt, int i, size_t *at, size_t *len) {
     *len = e - a;
 }
 
-/* GNU OpenMP's threads do not survive fork(), and a child that starts a
- * parallel region after its parent had one (here or in any other OpenMP
- * code) hangs: a forked child checks on one thread (a process that forks
- * to save, or a test's kill -9 child). Watched from the start, so that
- * no fork is missed. */
-static bool forked;
-static void on_fork_child(void) { forked = true; }
-__attribute__((constructor)) static void watch_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
-
 uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n) {
     const size_t par_min = tg_crc32c_par_min ? tg_crc32c_par_min : 2;
-    int nt = n >= par_min && !forked && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    /* (a forked child: one thread, core.c) */
+    int nt = n >= par_min && !tg_forked_child() && !omp_in_parallel() ? omp_get_max_threads() : 1;
     if (nt > 1 && (size_t)nt > n / (par_min / 2)) nt = (int)(n / (par_min / 2));
     if (nt > 64) nt = 64;
     if (nt <= 1) return crc_one(crc, data, n);
