@@ -16,7 +16,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # ---- packages ----
 pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libcmocka-dev libgraphviz-dev libmicrohttpd-dev)
 if [ "$mode" = test ]; then
-  pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema chromium wrk iproute2)
+  # locales: test_locale builds a de_DE locale with localedef
+  pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema chromium wrk iproute2 locales)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

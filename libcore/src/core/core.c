@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "core/core.h"
 
+#include <locale.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -205,27 +206,63 @@ void tg_str_add(tg_str *b, const char *s, size_t n) {
     b->s[b->len] = 0;
 }
 
+/* The "C" locale, made once (NULL only when out of memory: then the
+ * host's locale is used). uselocale switches the calling thread alone. */
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
+static locale_t enter_c_locale(void) {
+    pthread_once(&c_locale_once, make_c_locale);
+    return c_locale ? uselocale(c_locale) : (locale_t)0;
+}
+static void leave_c_locale(locale_t old) {
+    if (old) uselocale(old);
+}
+
+int tg_snprintf_c(char *buf, size_t size, const char *fmt, ...) {
+    locale_t old = enter_c_locale();
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    leave_c_locale(old);
+    return n;
+}
+
+double tg_strtod_c(const char *s, char **end) {
+    pthread_once(&c_locale_once, make_c_locale);
+    return c_locale ? strtod_l(s, end, c_locale) : strtod(s, end);
+}
+
+float tg_strtof_c(const char *s, char **end) {
+    pthread_once(&c_locale_once, make_c_locale);
+    return c_locale ? strtof_l(s, end, c_locale) : strtof(s, end);
+}
+
 void tg_str_addf(tg_str *b, const char *fmt, ...) {
     char small[256];
     va_list ap;
+    locale_t old = enter_c_locale();
     va_start(ap, fmt);
     int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
+    if (n < 0) goto done;
     if ((size_t)n < sizeof small) {
         tg_str_add(b, small, (size_t)n);
-        return;
+        goto done;
     }
     char *big = tg_malloc((size_t)n + 1);
     if (!big) {
         b->oom = true;
-        return;
+        goto done;
     }
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
     tg_str_add(b, big, (size_t)n);
     tg_free(big);
+done:
+    leave_c_locale(old);
 }
 
 void tg_str_free(tg_str *b) {

@@ -72,6 +72,17 @@ void tg_str_addf(tg_str *b, const char *fmt, ...)
 void tg_str_add(tg_str *b, const char *s, size_t n);
 void tg_str_free(tg_str *b);
 
+/* Numbers as programs read them back, whatever locale the host process
+ * set: tg_str_addf above, tg_snprintf_c and tg_strtod_c format and read
+ * in the "C" locale ('.' for the decimal point). A host that called
+ * setlocale(LC_ALL, "") in a locale with a decimal comma (de_DE, fr_FR,
+ * ru_RU...) otherwise got "0,125" in .tgf headers and exported JSON (files
+ * that no longer load) and fused kernels whose C source did not compile
+ * ("0x1,4p+1"). Messages (tg_errorf) keep the host's locale. */
+int tg_snprintf_c(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+double tg_strtod_c(const char *s, char **end);
+float tg_strtof_c(const char *s, char **end);
+
 /* Monotonic time in nanoseconds. */
 uint64_t tg_now_ns(void);
 

@@ -686,14 +686,14 @@ json_object *tg_json_new_float(double v, tg_dtype dt) {
     char buf[40];
     /* Whole numbers as written by people: 65504.0, not 6.55e+04. */
     if (v == floor(v) && fabs(v) < 1e16) {
-        snprintf(buf, sizeof buf, "%.1f", v);
+        tg_snprintf_c(buf, sizeof buf, "%.1f", v);
         return json_object_new_double_s(v, buf);
     }
     int lo = dt == TG_FLOAT16 ? 3 : dt == TG_FLOAT32 ? 6 : 15, hi = lo + 3;
     if (dt == TG_FLOAT64) hi = 17;
     for (int prec = lo; prec <= hi; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        double back = strtod(buf, NULL);
+        tg_snprintf_c(buf, sizeof buf, "%.*g", prec, v);
+        double back = tg_strtod_c(buf, NULL);
         if (dt == TG_FLOAT32 ? (float)back == (float)v
             : dt == TG_FLOAT16 ? tg_float_to_half((float)back) == tg_float_to_half((float)v)
                                : back == v)

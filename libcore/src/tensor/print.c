@@ -36,8 +36,8 @@ typedef struct pfmt {
 
 /* True when the decimal string s reads back as the value v of dtype dt. */
 static bool reads_back(const char *s, double v, tg_dtype dt) {
-    if (dt == TG_FLOAT32) return strtof(s, NULL) == (float)v;
-    double x = strtod(s, NULL);
+    if (dt == TG_FLOAT32) return tg_strtof_c(s, NULL) == (float)v;
+    double x = tg_strtod_c(s, NULL);
     if (dt == TG_FLOAT64) return x == v;
     uint16_t a, b;
     tg_cast_strided(TG_FLOAT16, &a, 2, TG_FLOAT64, &x, 8, 1);
@@ -56,11 +56,11 @@ static int digits_sci(double v, tg_dtype dt, int frac, bool keep, char *d,
     v = fabs(v);
     if (frac < 0) {
         for (int p = 0; p <= 17; p++) {
-            snprintf(buf, sizeof buf, "%.*e", p, v);
+            tg_snprintf_c(buf, sizeof buf, "%.*e", p, v);
             if (reads_back(buf, v, dt)) break;
         }
     } else {
-        snprintf(buf, sizeof buf, "%.*e", frac, v);
+        tg_snprintf_c(buf, sizeof buf, "%.*e", frac, v);
     }
     int n = 0;
     for (const char *c = buf; *c && *c != 'e'; c++)
@@ -88,7 +88,7 @@ static void fmt_positional(tg_str *o, double v, tg_dtype dt, int precision,
         /* Too many fractional digits: round at the cap instead; too few:
          * print more of the exact value (dragon4's min_digits). */
         char buf[400];
-        snprintf(buf, sizeof buf, "%.*f", want, fabs(v));
+        tg_snprintf_c(buf, sizeof buf, "%.*f", want, fabs(v));
         char *dot = strchr(buf, '.');
         size_t il = dot ? (size_t)(dot - buf) : strlen(buf);
         memcpy(ip + ni, buf, il);
