@@ -3,14 +3,16 @@
 # its seed corpus; exits non-zero on any crash, leak or sanitizer report.
 #   tests/fuzz/run.sh [SECONDS] [TARGET]
 # TARGET: fuzz_load (the JSON loader, seeds in corpus_load/, the default)
-# or fuzz_tgf (compiled-function files, seeds in corpus_tgf/).
+# fuzz_tgf (compiled-function files, seeds in corpus_tgf/) or fuzz_npy
+# (.npy arrays, seeds in corpus_npy/).
 set -euo pipefail
 secs=${1:-60}
 target=${2:-fuzz_load}
 case "$target" in
   fuzz_load) corpus=corpus_load; maxlen=8192 ;;
   fuzz_tgf) corpus=corpus_tgf; maxlen=32768 ;;
-  *) echo "run.sh: unknown target '$target' (fuzz_load, fuzz_tgf)" >&2; exit 2 ;;
+  fuzz_npy) corpus=corpus_npy; maxlen=4096 ;;
+  *) echo "run.sh: unknown target '$target' (fuzz_load, fuzz_tgf, fuzz_npy)" >&2; exit 2 ;;
 esac
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${TG_FUZZ_BUILD:-$src/build-fuzz}
