@@ -1,6 +1,9 @@
 /* The VM: schedules, storage, freeing, shared updates, functions from
- * intermediate variables, missing inputs, hooks, run-time errors. */
+ * intermediate variables, missing inputs, hooks, run-time errors, one
+ * call at a time. */
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -432,6 +435,111 @@ static void test_optimized_function_memory(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* One call at a time: a hook of a call that calls the function again,
+ * and a second thread calling it while the first one's call runs, get
+ * TG_EBUSY and one line; the running call is unharmed, and the function
+ * takes calls again once it returns (also after a failed call). */
+typedef struct busy_state {
+    tg_function *f;
+    int inner_rc;
+    char inner_msg[TG_CTX_MSG_MAX];
+    /* the two-thread case */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool inside, tried, threaded;
+} busy_state;
+
+static int reenter_hook(void *ud, const tg_function *f, int node, tg_array *const *inputs, tg_ctx *ctx) {
+    (void)f;
+    (void)inputs;
+    (void)ctx;
+    busy_state *b = ud;
+    if (node != 0) return 0;
+    if (b->threaded) {
+        /* hold the call until the other thread has tried */
+        pthread_mutex_lock(&b->mu);
+        b->inside = true;
+        pthread_cond_broadcast(&b->cv);
+        while (!b->tried) pthread_cond_wait(&b->cv, &b->mu);
+        pthread_mutex_unlock(&b->mu);
+        return 0;
+    }
+    tg_array *x = scalar(5), *out[1] = {0};
+    tg_ctx *c2 = tg_ctx_new();
+    b->inner_rc = tg_function_call(b->f, &x, out, c2);
+    snprintf(b->inner_msg, sizeof b->inner_msg, "%s", tg_ctx_message(c2));
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_ctx_free(c2);
+    return 0;
+}
+
+static void *second_caller(void *ud) {
+    busy_state *b = ud;
+    pthread_mutex_lock(&b->mu);
+    while (!b->inside) pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    tg_array *x = scalar(7), *out[1] = {0};
+    tg_ctx *c2 = tg_ctx_new();
+    b->inner_rc = tg_function_call(b->f, &x, out, c2);
+    snprintf(b->inner_msg, sizeof b->inner_msg, "%s", tg_ctx_message(c2));
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_ctx_free(c2);
+    pthread_mutex_lock(&b->mu);
+    b->tried = true;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+static void test_one_call_at_a_time(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(chain_json);
+    tg_function *f = compile(g, NULL);
+    busy_state b = {.f = f, .inner_rc = 99};
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    tg_function_set_hooks(f, &(tg_hooks){.before = reenter_hook, .ud = &b});
+    tg_array *x = scalar(3), *out[1] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+
+    /* from a hook of the running call */
+    assert_int_equal(tg_function_call(f, &x, out, ctx), TG_OK);
+    assert_true(value0(out[0]) == (3 + 1) * 3 - 2);
+    tg_array_free(out[0]);
+    out[0] = NULL;
+    assert_int_equal(b.inner_rc, TG_EBUSY);
+    assert_non_null(strstr(b.inner_msg, "already running a call"));
+
+    /* from another thread while the call runs */
+    b.threaded = true;
+    b.inner_rc = 99;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, second_caller, &b), 0);
+    assert_int_equal(tg_function_call(f, &x, out, ctx), TG_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(b.inner_rc, TG_EBUSY);
+    assert_true(value0(out[0]) == (3 + 1) * 3 - 2);
+    tg_array_free(out[0]);
+    out[0] = NULL;
+
+    /* free again after a call that failed (a missing input) */
+    tg_function_set_hooks(f, NULL);
+    tg_array *none[1] = {NULL};
+    assert_int_not_equal(tg_function_call(f, none, out, ctx), TG_OK);
+    assert_int_equal(tg_function_call(f, &x, out, ctx), TG_OK);
+    assert_true(value0(out[0]) == (3 + 1) * 3 - 2);
+    tg_array_free(out[0]);
+
+    pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.cv);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_out_of_order),
@@ -444,6 +552,7 @@ int main(void) {
         cmocka_unit_test(test_runtime_error_keeps_state),
         cmocka_unit_test(test_input_conversion),
         cmocka_unit_test(test_optimized_function_memory),
+        cmocka_unit_test(test_one_call_at_a_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,7 +78,12 @@ TG_API int tg_function_node_count(const tg_function *f);
  * contradicts a static length). outputs receives one new reference per
  * output (the caller frees them). Updates of shared variables are applied
  * together after the outputs. Run-time failures (TG_ERUNTIME, TG_ESHAPE)
- * name the node and its creation trace; shared values are then unchanged. */
+ * name the node and its creation trace; shared values are then unchanged.
+ * A function runs one call at a time: a call while another is running (in
+ * another thread, or from a hook of that call) is refused with TG_EBUSY.
+ * Threads each take their own copy (tg_function_copy); copies and the
+ * functions of one graph share the shared variables they do not swap, so
+ * those that update the same variable must not run at the same time. */
 TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
                             tg_array **outputs, tg_ctx *ctx);
 

@@ -36,7 +36,8 @@ extern "C" {
     X(TG_EMISSING, -10, "missing input")                                    \
     X(TG_ENOTFOUND, -11, "not found")                                       \
     X(TG_EVERSION, -12, "unsupported version")                              \
-    X(TG_ESTOPPED, -13, "stopped")
+    X(TG_ESTOPPED, -13, "stopped")                                          \
+    X(TG_EBUSY, -14, "busy")
 
 typedef enum tg_status {
 #define TG_STATUS_ENUM_(name, value, desc) name = value,

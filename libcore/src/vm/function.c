@@ -844,8 +844,26 @@ static tg_array *copy_value(tg_array *a, tg_ctx *ctx) {
     return c;
 }
 
+static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx);
+
+/* One call at a time: the slots, the scratch arrays and the binding of
+ * shared values belong to the function, so a second call while one runs
+ * (another thread, or a hook of this call calling it again) would run on
+ * the first one's buffers. It is refused instead. */
 int tg_function_call(tg_function *f, tg_array *const *inputs,
                      tg_array **outputs, tg_ctx *ctx) {
+    if (atomic_exchange_explicit(&f->busy, true, memory_order_acquire))
+        return tg_errorf(ctx, TG_EBUSY,
+                         "function '%s' is already running a call (in another thread, or a hook of that call "
+                         "called it again): a function runs one call at a time; give each thread its own "
+                         "(tg_function_copy)",
+                         f->name);
+    int rc = call(f, inputs, outputs, ctx);
+    atomic_store_explicit(&f->busy, false, memory_order_release);
+    return rc;
+}
+
+static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx) {
     int rc;
     tg_fgraph *fg = f->fg;
     if ((rc = bind_shared(f, ctx)) || (rc = bind_inputs(f, inputs, ctx)) || (rc = run_schedule(f, ctx))) {

@@ -9,6 +9,8 @@
 #ifndef TG_VM_INTERNAL_H
 #define TG_VM_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "backend/backend.h"
 #include "graph/graph.h"
 #include "ops/op.h"
@@ -83,6 +85,7 @@ struct tg_function {
     char *strpool;
     tg_kernel_fn *kernels; /* from placement, until linked (NULL: CPU) */
     bool on_device;        /* some nodes run on a device */
+    atomic_bool busy;      /* a call is running (tg_function_call) */
 };
 
 /* Link an already optimized function graph (taken over, freed on
