@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <json-c/json.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,24 @@ void cli_error(const char *tool, const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+/* At exit: what the tool printed must have reached stdout. A full disk,
+ * a closed pipe reader or /dev/full otherwise lost the output silently
+ * with exit status 0 (coreutils' close_stdout does the same). */
+static const char *watched_tool;
+static void check_stdout(void) {
+    int e = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) e = errno ? errno : EIO;
+    if (!e && fclose(stdout) != 0 && errno != EBADF) e = errno;
+    if (e) {
+        cli_error(watched_tool, "writing to standard output failed: %s", strerror(e));
+        _exit(TG_EXIT_FOUND);
+    }
+}
+void cli_watch_stdout(const char *tool) {
+    watched_tool = tool;
+    atexit(check_stdout);
 }
 
 bool cli_device_ok(const char *prefix, const char *dev) {

@@ -13,6 +13,9 @@ enum { TG_EXIT_OK = 0, TG_EXIT_FOUND = 1, TG_EXIT_USAGE = 2 };
 
 /* Print "tool: message" on stderr. */
 void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Check at exit that everything printed reached stdout: if not, one line
+ * on stderr and exit status 1 (TG_EXIT_FOUND). Call first in main. */
+void cli_watch_stdout(const char *tool);
 /* --device DEV: true when DEV names a device (cpu, cuda); else false, with
  * the message "--device: unknown device ..." printed after `prefix` (the
  * tool's name, "tgdebug: nanguard" for a subcommand). */

@@ -300,6 +300,7 @@ done:
 }
 
 int main(int argc, char **argv) {
+    cli_watch_stdout(TOOL);
     if (argc < 2) {
         usage(stderr);
         return TG_EXIT_USAGE;

@@ -46,6 +46,7 @@ static void usage(FILE *f) {
 }
 
 int tgdebug_main(int argc, char **argv) {
+    cli_watch_stdout(TGDEBUG);
     if (argc < 2) {
         fprintf(stderr, "%s: missing SUBCOMMAND (see tgdebug --help)\n", TGDEBUG);
         return TG_EXIT_USAGE;

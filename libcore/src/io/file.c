@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -76,50 +77,99 @@ char *tg_file_read_aligned(const char *path, size_t *len, tg_ctx *ctx) {
 /* The temporary name is unique per process and call (pid and a counter,
  * created with O_EXCL), so that concurrent saves of one path from several
  * threads or processes never write into each other's file; the last
- * rename wins, and every reader sees some complete file. */
-int tg_file_write_atomic(const char *path, const void *data, size_t len,
-                         tg_ctx *ctx) {
+ * rename wins, and every reader sees some complete file.
+ *
+ * Two kinds of path are not replaced by a rename. One that names
+ * something other than a regular file (a character device, a FIFO, a
+ * socket: `-o /dev/stdout`, a pipe) is written as it is: renaming a
+ * temporary over it would replace the device node (as root, /dev/stdout
+ * itself) or fail for want of a writable /dev. A symbolic link to a
+ * regular file is followed: the file it names is replaced and the link
+ * stays, as numpy.save and torch.save write through links. */
+int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
     static atomic_uint counter;
-    size_t plen = strlen(path), tlen = plen + 64;
-    char *tmp = tg_malloc(tlen);
-    int fd = -1, rc = TG_OK;
-    bool created = false;
-    if (!tmp) {
-        rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
-        goto done;
+    memset(sv, 0, sizeof *sv);
+    sv->fd = -1;
+    struct stat st, lst;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) return tg_errorf(ctx, TG_EIO, "%s: is a folder", path);
+        sv->fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (sv->fd < 0) return tg_errorf(ctx, TG_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+        if (!(sv->dest = tg_strdup(path))) {
+            close(sv->fd);
+            sv->fd = -1;
+            return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+        }
+        return TG_OK;
     }
-    for (int tries = 0; fd < 0; tries++) {
-        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
-                 atomic_fetch_add(&counter, 1));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && (errno != EEXIST || tries > 100)) {
-            rc = tg_errorf(ctx, TG_EIO, "%s: cannot create a temporary file: %s",
-                           path, strerror(errno));
-            goto done;
+    const char *dest = path;
+    char *real = NULL;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0 && (real = realpath(path, NULL)))
+        dest = real;
+    sv->dest = tg_strdup(dest);
+    size_t tlen = strlen(dest) + 64;
+    sv->tmp = tg_malloc(tlen);
+    free(real);
+    if (!sv->dest || !sv->tmp) {
+        tg_file_abort(sv);
+        return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+    }
+    for (int tries = 0; sv->fd < 0; tries++) {
+        snprintf(sv->tmp, tlen, "%s.tmp.%ld.%u", sv->dest, (long)getpid(), atomic_fetch_add(&counter, 1));
+        sv->fd = open(sv->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (sv->fd < 0 && (errno != EEXIST || tries > 100)) {
+            int e = errno;
+            tg_file_abort(sv);
+            return tg_errorf(ctx, TG_EIO, "%s: cannot create a temporary file: %s", path, strerror(e));
         }
     }
-    created = true;
+    return TG_OK;
+}
+
+int tg_file_finish(tg_file_save *sv, tg_ctx *ctx) {
+    int rc;
+    if (sv->tmp) {
+        rc = tg_file_commit(sv->fd, sv->tmp, sv->dest, ctx);
+        if (rc) unlink(sv->tmp);
+    } else {
+        rc = close(sv->fd) < 0 ? tg_errorf(ctx, TG_EIO, "%s: write failed: %s", sv->dest, strerror(errno)) : TG_OK;
+    }
+    sv->fd = -1;
+    tg_free(sv->tmp);
+    tg_free(sv->dest);
+    sv->tmp = sv->dest = NULL;
+    return rc;
+}
+
+void tg_file_abort(tg_file_save *sv) {
+    if (sv->fd >= 0) close(sv->fd);
+    if (sv->tmp && sv->fd >= 0) unlink(sv->tmp);
+    sv->fd = -1;
+    tg_free(sv->tmp);
+    tg_free(sv->dest);
+    sv->tmp = sv->dest = NULL;
+}
+
+int tg_file_write_atomic(const char *path, const void *data, size_t len,
+                         tg_ctx *ctx) {
+    tg_file_save sv;
+    int rc = tg_file_begin(path, &sv, ctx);
+    if (rc) return rc;
     const char *p = data;
     size_t left = len;
     while (left) {
-        ssize_t w = write(fd, p, left);
+        ssize_t w = write(sv.fd, p, left);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             rc = tg_errorf(ctx, TG_EIO, "%s: write failed: %s", path,
                            w < 0 ? strerror(errno) : "no progress");
-            goto done;
+            tg_file_abort(&sv);
+            return rc;
         }
         p += w;
         left -= (size_t)w;
     }
-    rc = tg_file_commit(fd, tmp, path, ctx);
-    fd = -1;
-    if (!rc) created = false;
-done:
-    if (fd >= 0) close(fd);
-    if (created) unlink(tmp);
-    tg_free(tmp);
-    return rc;
+    return tg_file_finish(&sv, ctx);
 }
 
 int tg_file_commit(int fd, const char *tmp, const char *path, tg_ctx *ctx) {

@@ -66,9 +66,24 @@ char *tg_base64_encode(const void *data, size_t n);
 void *tg_base64_decode(const char *s, size_t len, size_t *out_n);
 
 /* Write `len` bytes to path atomically: a temporary file beside it, fsync,
- * rename, fsync of the folder. A failure leaves the old file intact. */
+ * rename, fsync of the folder. A failure leaves the old file intact. (A
+ * device or FIFO is written in place, a link followed: tg_file_begin.) */
 int tg_file_write_atomic(const char *path, const void *data, size_t len,
                          tg_ctx *ctx);
+/* A save in steps: tg_file_begin opens where the bytes go (sv->fd): a
+ * temporary beside the file (beside the file a symbolic link names, the
+ * link kept), or, for a path that names a device, FIFO or socket
+ * (/dev/stdout), that path itself; tg_file_finish syncs and renames the
+ * temporary into place (or just closes the device); tg_file_abort closes
+ * and removes the temporary. Both finish and abort release sv. */
+typedef struct tg_file_save {
+    int fd;
+    char *tmp;  /* NULL: writing in place */
+    char *dest; /* the file the temporary replaces */
+} tg_file_save;
+int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx);
+int tg_file_finish(tg_file_save *sv, tg_ctx *ctx);
+void tg_file_abort(tg_file_save *sv);
 /* The end of an atomic save: fsync the temporary file fd, close it, rename
  * tmp over path, fsync the folder. fd is closed in every case; on success
  * tmp no longer exists under its own name (the caller unlinks it on

@@ -338,17 +338,16 @@ static int wr_pad(wfile *w, uint64_t to, tg_ctx *ctx) {
 
 /* Lay out the arrays, put the table in the header, and write the whole
  * file to a temporary name beside path, sync it, rename it over path and
- * sync the folder: readers see the old file or the new one, never a part. */
+ * sync the folder: readers see the old file or the new one, never a part
+ * (a device or FIFO is written in place, a link followed: tg_file_begin). */
 static int write_file(const char *path, json_object *root, const table *T, tg_ctx *ctx) {
-    static atomic_uint counter;
     int rc = TG_OK, n = T->n;
-    size_t tlen = strlen(path) + 64;
-    char *tmp = tg_malloc(tlen);
     tg_array **contig = tg_calloc((size_t)n + 1, sizeof *contig);
     wfile w = {-1, path, 0};
+    tg_file_save sv = {.fd = -1};
     unsigned char *table_bytes = NULL;
-    bool created = false, ok = true;
-    if (!tmp || !contig) goto oom;
+    bool ok = true;
+    if (!contig) goto oom;
     /* The array table: one fixed record per array, after the arrays
      * (schemas/tgf.md), so that restoring many small arrays parses no
      * JSON for them. */
@@ -394,17 +393,8 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
     put_u32(pre + 48, tg_crc32c(0, hdr, hlen));
     put_u32(pre + 56, tg_crc32c(0, pre, 56));
 
-    for (int tries = 0; w.fd < 0; tries++) {
-        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(),
-                 atomic_fetch_add(&counter, 1));
-        w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (w.fd < 0 && (errno != EEXIST || tries > 100)) {
-            rc = tg_errorf(ctx, TG_EIO, "%s: cannot create a temporary file: %s", path,
-                           strerror(errno));
-            goto done;
-        }
-    }
-    created = true;
+    if ((rc = tg_file_begin(path, &sv, ctx))) goto done;
+    w.fd = sv.fd;
     if ((rc = wr(&w, pre, sizeof pre, ctx)) || (rc = wr(&w, hdr, hlen, ctx)) ||
         (rc = wr_pad(&w, data_off, ctx)))
         goto done;
@@ -417,19 +407,15 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
     }
     if ((rc = wr(&w, table_bytes, tsize, ctx)) || (rc = wr_pad(&w, data_off + off, ctx)))
         goto done;
-    rc = tg_file_commit(w.fd, tmp, path, ctx);
-    w.fd = -1;
-    if (!rc) created = false;
+    rc = tg_file_finish(&sv, ctx);
     goto done;
 oom:
     rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
 done:
-    if (w.fd >= 0) close(w.fd);
-    if (created) unlink(tmp);
+    tg_file_abort(&sv); /* (nothing left to do after finish) */
     for (int k = 0; contig && k < n; k++) tg_array_free(contig[k]);
     tg_free(contig);
     tg_free(table_bytes);
-    tg_free(tmp);
     return rc;
 }
 

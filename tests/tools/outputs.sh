@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Where the tools' output goes, and what happens when it cannot go there:
+# - printing to a full device (/dev/full) or any stdout that fails is one
+#   line on stderr and exit 1, for every tool (it was exit 0, the output
+#   silently lost);
+# - -o naming a device or a FIFO writes into it (/dev/stdout, a pipe)
+#   instead of renaming a temporary over it: the device node stays (as
+#   root, the rename had replaced /dev/full with a regular file; not
+#   root, no temporary could be made in /dev);
+# - -o through a symbolic link replaces the file it names, the link stays.
+set -uo pipefail
+: "${TGC:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
+. "$(dirname "$0")/lib/checks.bash"
+G=$TG_TEST_DATA/tools/counter.json
+L=$TG_SRC/examples/logreg.json
+
+# ---- a stdout that fails ----
+if [ -c /dev/full ]; then
+  expect 1 "tgc print to /dev/full" -- sh -c '"$0" print "$1" -f step >/dev/full' "$TGC" "$G"
+  contains err "^tgc: writing to standard output failed: No space left on device" "the failed write is one line"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "exactly one line" || fail "not one line"
+  expect 1 "tgc run to /dev/full" -- sh -c '"$0" run "$1" -f step >/dev/full' "$TGC" "$G"
+  expect 1 "tgc check to /dev/full" -- sh -c '"$0" check "$1" >/dev/full' "$TGC" "$L"
+  expect 1 "tgc --version to /dev/full" -- sh -c '"$0" --version >/dev/full' "$TGC"
+  for tool in tgprof tgdebug tgviz; do
+    t=$TG_BUILD_DIR/tools/$tool
+    [ -x "$t" ] || continue
+    expect 1 "$tool --version to /dev/full" -- sh -c '"$0" --version >/dev/full' "$t"
+    contains err "^$tool: writing to standard output failed" "$tool says so"
+  done
+  expect 1 "tgprof's report to /dev/full" -- sh -c '"$0" "$1" -f step --calls 2 >/dev/full' \
+    "$TG_BUILD_DIR/tools/tgprof" "$G"
+
+else
+  echo "note: no /dev/full here; the full-device checks did not run"
+fi
+
+# ---- -o naming a device ----
+expect 0 "compile" -- "$TGC" compile "$G" -o "$tmp/c.tgf"
+# (As root a regression would replace the device node, so /dev/full is
+# named only when not root; the FIFO below tests the same path.)
+if [ -c /dev/full ] && [ "$(id -u)" -ne 0 ]; then
+  expect 1 "export -o /dev/full" -- "$TGC" export "$tmp/c.tgf" -f step -o /dev/full
+  contains err "/dev/full: write failed: No space left on device" "the device's error is named"
+fi
+# stdout as a pipe, named through /proc (its folder takes no temporary)
+expect 0 "export -o /proc/self/fd/1, a pipe" -- sh -c '"$0" export "$1" -f step -o /proc/self/fd/1 | cat' "$TGC" "$tmp/c.tgf"
+contains out '"format": "tg-graph"' "the graph came out on stdout"
+
+# ---- -o naming a FIFO: the bytes go through it ----
+mkfifo "$tmp/pipe"
+timeout 30 cat "$tmp/pipe" >"$tmp/through.tgf" &
+reader=$!
+expect 0 "compile -o a FIFO" -- "$TGC" compile "$G" -o "$tmp/pipe"
+wait "$reader"
+[ -p "$tmp/pipe" ] && pass "the FIFO is still a FIFO" || fail "the FIFO was replaced"
+expect 0 "the file read through the FIFO runs" -- "$TGC" run "$tmp/through.tgf" -f step --calls 2
+contains out "^2$" "and counts"
+
+# ---- -o through a symbolic link ----
+"$TGC" compile "$G" -f step -o "$tmp/real.tgf" >/dev/null 2>&1
+ln -s real.tgf "$tmp/link.tgf"
+expect 0 "compile all functions -o a link" -- "$TGC" compile "$G" -o "$tmp/link.tgf"
+[ -L "$tmp/link.tgf" ] && pass "the link stays a link" || fail "the link was replaced by a file"
+expect 0 "the file it names was replaced" -- "$TGC" run "$tmp/real.tgf" -f double -i 'x=[1]'
+contains out "2" "with the new functions"
+# a checkpoint through the link as well
+expect 0 "--save-state through the link" -- "$TGC" run "$tmp/link.tgf" -f step --calls 3 --save-state "$tmp/link.tgf"
+[ -L "$tmp/link.tgf" ] && pass "the link still stays" || fail "the link was replaced"
+expect 0 "resume from the file" -- "$TGC" run "$tmp/real.tgf" -f step
+contains out "^4$" "the state went into the file the link names"
+ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$tmp")" || pass "no temporary left behind"
+
+[ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
