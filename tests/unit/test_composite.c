@@ -257,6 +257,21 @@ static void write_cc_wrapper(const char *path, int version, time_t mtime) {
     assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
 }
 
+/* Forget what this process knows (as a new process would), run the
+ * kernel of test_cache_compiler_identity, and check how many compiler
+ * runs, compiles and disk hits that took since `before`. */
+static tg_kcache_stats run_as_new_process(tg_kcache_stats before, long runs, long compiles, long disk_hits) {
+    int mode;
+    tg_kcache_forget();
+    check_against_unfused(7.75, 500, false, &mode);
+    assert_int_equal(mode, 1);
+    tg_kcache_stats s = tg_kcache_stats_get();
+    assert_int_equal(s.compiler_runs - before.compiler_runs, runs);
+    assert_int_equal(s.compiles - before.compiles, compiles);
+    assert_int_equal(s.disk_hits - before.disk_hits, disk_hits);
+    return s;
+}
+
 /* The compiler's identity is read by running `$TG_CC --version` once and
  * kept in the cache folder (<hash>.ccid): a new process (here: after
  * tg_kcache_forget) reads it from there without running the compiler;
@@ -283,23 +298,12 @@ static void test_cache_compiler_identity(void **state) {
     assert_string_equal(text, "wrapped cc 1\n");
 
     /* a new process: the identity from the folder, the kernel from disk */
-    tg_kcache_forget();
-    check_against_unfused(7.75, 500, false, &mode);
-    assert_int_equal(mode, 1);
-    tg_kcache_stats s2 = tg_kcache_stats_get();
-    assert_int_equal(s2.compiler_runs - s1.compiler_runs, 0);
-    assert_int_equal(s2.compiles - s1.compiles, 0);
-    assert_int_equal(s2.disk_hits - s1.disk_hits, 1);
+    tg_kcache_stats s2 = run_as_new_process(s1, 0, 0, 1);
 
     /* the compiler edited in place (same size, a new time): run again;
      * its new identity is a new kernel */
     write_cc_wrapper(cc, 2, 1000000100);
-    tg_kcache_forget();
-    check_against_unfused(7.75, 500, false, &mode);
-    assert_int_equal(mode, 1);
-    tg_kcache_stats s3 = tg_kcache_stats_get();
-    assert_int_equal(s3.compiler_runs - s2.compiler_runs, 1);
-    assert_int_equal(s3.compiles - s2.compiles, 1);
+    tg_kcache_stats s3 = run_as_new_process(s2, 1, 1, 0);
     assert_int_equal(ccid_files(text, sizeof text), 2);
 
     /* damaged (emptied) .ccid files: the compiler is run again, and the
@@ -314,13 +318,7 @@ static void test_cache_compiler_identity(void **state) {
             assert_int_equal(truncate(p, 0), 0);
         }
     closedir(d);
-    tg_kcache_forget();
-    check_against_unfused(7.75, 500, false, &mode);
-    assert_int_equal(mode, 1);
-    tg_kcache_stats s4 = tg_kcache_stats_get();
-    assert_int_equal(s4.compiler_runs - s3.compiler_runs, 1);
-    assert_int_equal(s4.compiles - s3.compiles, 0);
-    assert_int_equal(s4.disk_hits - s3.disk_hits, 1);
+    run_as_new_process(s3, 1, 0, 1);
 
     unsetenv("TG_CC");
     tg_kcache_forget();

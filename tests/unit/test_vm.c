@@ -449,6 +449,17 @@ typedef struct busy_state {
     bool inside, tried, threaded;
 } busy_state;
 
+/* The second call: its status and message into b. */
+static void try_call(busy_state *b, double v) {
+    tg_array *x = scalar(v), *out[1] = {0};
+    tg_ctx *c2 = tg_ctx_new();
+    b->inner_rc = tg_function_call(b->f, &x, out, c2);
+    snprintf(b->inner_msg, sizeof b->inner_msg, "%s", tg_ctx_message(c2));
+    tg_array_free(out[0]);
+    tg_array_free(x);
+    tg_ctx_free(c2);
+}
+
 static int reenter_hook(void *ud, const tg_function *f, int node, tg_array *const *inputs, tg_ctx *ctx) {
     (void)f;
     (void)inputs;
@@ -464,13 +475,7 @@ static int reenter_hook(void *ud, const tg_function *f, int node, tg_array *cons
         pthread_mutex_unlock(&b->mu);
         return 0;
     }
-    tg_array *x = scalar(5), *out[1] = {0};
-    tg_ctx *c2 = tg_ctx_new();
-    b->inner_rc = tg_function_call(b->f, &x, out, c2);
-    snprintf(b->inner_msg, sizeof b->inner_msg, "%s", tg_ctx_message(c2));
-    tg_array_free(out[0]);
-    tg_array_free(x);
-    tg_ctx_free(c2);
+    try_call(b, 5);
     return 0;
 }
 
@@ -479,13 +484,7 @@ static void *second_caller(void *ud) {
     pthread_mutex_lock(&b->mu);
     while (!b->inside) pthread_cond_wait(&b->cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
-    tg_array *x = scalar(7), *out[1] = {0};
-    tg_ctx *c2 = tg_ctx_new();
-    b->inner_rc = tg_function_call(b->f, &x, out, c2);
-    snprintf(b->inner_msg, sizeof b->inner_msg, "%s", tg_ctx_message(c2));
-    tg_array_free(out[0]);
-    tg_array_free(x);
-    tg_ctx_free(c2);
+    try_call(b, 7);
     pthread_mutex_lock(&b->mu);
     b->tried = true;
     pthread_cond_broadcast(&b->cv);
