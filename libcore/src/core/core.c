@@ -49,16 +49,11 @@ static void *default_realloc(void *ud, void *p, size_t n) {
  * reduction, a fused kernel, a checksum) hung on its next one: a Python
  * frontend's multiprocessing workers (fork is its default on Linux), a
  * server that forks per request. So a forked child runs tg's OpenMP code
- * on one thread, as PyTorch's children do: every parallel region takes
- * its thread count from omp_get_max_threads() or the default, and a team
- * of one never touches the pool. Watched from start-up, so that no fork
+ * on one thread, as PyTorch's children do: every parallel region (the
+ * checksum's too) takes its thread count from omp_get_max_threads() or
+ * the default, and a team of one never touches the pool. Watched from start-up, so that no fork
  * is missed. (A program that exec()s after fork is not affected.) */
-static atomic_bool forked_child;
-bool tg_forked_child(void) { return atomic_load_explicit(&forked_child, memory_order_relaxed); }
-static void on_fork_child(void) {
-    atomic_store(&forked_child, true);
-    omp_set_num_threads(1);
-}
+static void on_fork_child(void) { omp_set_num_threads(1); }
 __attribute__((constructor)) static void watch_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
 static tg_realloc_fn g_realloc = default_realloc;
@@ -211,9 +206,13 @@ void tg_str_add(tg_str *b, const char *s, size_t n) {
 static locale_t c_locale;
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
 static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
-static locale_t enter_c_locale(void) {
+static locale_t get_c_locale(void) {
     pthread_once(&c_locale_once, make_c_locale);
-    return c_locale ? uselocale(c_locale) : (locale_t)0;
+    return c_locale;
+}
+static locale_t enter_c_locale(void) {
+    locale_t c = get_c_locale();
+    return c ? uselocale(c) : (locale_t)0;
 }
 static void leave_c_locale(locale_t old) {
     if (old) uselocale(old);
@@ -230,13 +229,13 @@ int tg_snprintf_c(char *buf, size_t size, const char *fmt, ...) {
 }
 
 double tg_strtod_c(const char *s, char **end) {
-    pthread_once(&c_locale_once, make_c_locale);
-    return c_locale ? strtod_l(s, end, c_locale) : strtod(s, end);
+    locale_t c = get_c_locale();
+    return c ? strtod_l(s, end, c) : strtod(s, end);
 }
 
 float tg_strtof_c(const char *s, char **end) {
-    pthread_once(&c_locale_once, make_c_locale);
-    return c_locale ? strtof_l(s, end, c_locale) : strtof(s, end);
+    locale_t c = get_c_locale();
+    return c ? strtof_l(s, end, c) : strtof(s, end);
 }
 
 void tg_str_addf(tg_str *b, const char *fmt, ...) {

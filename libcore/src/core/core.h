@@ -29,10 +29,6 @@ char *tg_strndup(const char *s, size_t n);
 void *tg_malloc_aligned(size_t n);
 void tg_free_aligned(void *p);
 
-/* True in a child made by fork() (core.c): tg's OpenMP code then runs on
- * one thread, since the parent's thread pool did not come along. */
-bool tg_forked_child(void);
-
 /* An arena (core/arena.c): the small blocks of one function graph, handed
  * out in order from large chunks and taken back by size for reuse. It
  * lives while its owner holds it or any block from it is live. A NULL

@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/core.h"
 #include "io/tgf.h"
 
 static uint32_t table[8][256];
@@ -183,8 +182,8 @@ static void piece(size_t n, int nt, int i, size_t *at, size_t *len) {
 
 uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n) {
     const size_t par_min = tg_crc32c_par_min ? tg_crc32c_par_min : 2;
-    /* (a forked child: one thread, core.c) */
-    int nt = n >= par_min && !tg_forked_child() && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    /* (a forked child has one thread: core.c) */
+    int nt = n >= par_min && !omp_in_parallel() ? omp_get_max_threads() : 1;
     if (nt > 1 && (size_t)nt > n / (par_min / 2)) nt = (int)(n / (par_min / 2));
     if (nt > 64) nt = 64;
     if (nt <= 1) return crc_one(crc, data, n);

@@ -126,28 +126,33 @@ int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
     return TG_OK;
 }
 
+static int commit(int fd, const char *tmp, const char *path, tg_ctx *ctx);
+
+static void release(tg_file_save *sv) {
+    sv->fd = -1;
+    tg_free(sv->tmp);
+    tg_free(sv->dest);
+    sv->tmp = sv->dest = NULL;
+}
+
 int tg_file_finish(tg_file_save *sv, tg_ctx *ctx) {
     int rc;
     if (sv->tmp) {
-        rc = tg_file_commit(sv->fd, sv->tmp, sv->dest, ctx);
+        rc = commit(sv->fd, sv->tmp, sv->dest, ctx);
         if (rc) unlink(sv->tmp);
     } else {
         rc = close(sv->fd) < 0 ? tg_errorf(ctx, TG_EIO, "%s: write failed: %s", sv->dest, strerror(errno)) : TG_OK;
     }
-    sv->fd = -1;
-    tg_free(sv->tmp);
-    tg_free(sv->dest);
-    sv->tmp = sv->dest = NULL;
+    release(sv);
     return rc;
 }
 
 void tg_file_abort(tg_file_save *sv) {
-    if (sv->fd >= 0) close(sv->fd);
-    if (sv->tmp && sv->fd >= 0) unlink(sv->tmp);
-    sv->fd = -1;
-    tg_free(sv->tmp);
-    tg_free(sv->dest);
-    sv->tmp = sv->dest = NULL;
+    if (sv->fd >= 0) {
+        close(sv->fd);
+        if (sv->tmp) unlink(sv->tmp);
+    }
+    release(sv);
 }
 
 int tg_file_write_atomic(const char *path, const void *data, size_t len,
@@ -172,7 +177,10 @@ int tg_file_write_atomic(const char *path, const void *data, size_t len,
     return tg_file_finish(&sv, ctx);
 }
 
-int tg_file_commit(int fd, const char *tmp, const char *path, tg_ctx *ctx) {
+/* Sync the temporary file fd, close it, rename tmp over path, sync the
+ * folder. fd is closed in every case; on success tmp no longer exists
+ * under its own name (the caller unlinks it on failure). */
+static int commit(int fd, const char *tmp, const char *path, tg_ctx *ctx) {
     if (fsync(fd) < 0) {
         int e = errno;
         close(fd);

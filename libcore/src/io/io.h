@@ -84,11 +84,6 @@ typedef struct tg_file_save {
 int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx);
 int tg_file_finish(tg_file_save *sv, tg_ctx *ctx);
 void tg_file_abort(tg_file_save *sv);
-/* The end of an atomic save: fsync the temporary file fd, close it, rename
- * tmp over path, fsync the folder. fd is closed in every case; on success
- * tmp no longer exists under its own name (the caller unlinks it on
- * failure). */
-int tg_file_commit(int fd, const char *tmp, const char *path, tg_ctx *ctx);
 /* Read a whole file (NUL-terminated; *len without the NUL). */
 char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx);
 /* The same into a 64-byte aligned block (tg_free_aligned). */
