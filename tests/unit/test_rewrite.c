@@ -137,6 +137,9 @@ static const rw_case cases[] = {
     {"log_softmax", G(V("a", "float64", "[3,5]"), N("softmax", "['a']", "['s']") "," N("log", "['s']", "['z']")), "log_softmax", "softmax", -5, 5},
     {"logsumexp", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," N("log", "['s']", "['z']")), "logsumexp", "exp", -5, 5},
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "log_softmax", "categorical_crossentropy", -5, 5},
+    /* class indices: logsumexp(x) - x[t] */
+    {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'int64','shape':[3]},'constant':{'data':[1,0,3]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "logsumexp", "categorical_crossentropy", -5, 5},
+    {"softmax_crossentropy", G(V("a", "float32", "[2,3,5]") ",{'id':'t','type':{'dtype':'uint8','shape':[2,3]},'constant':{'data':[[4,0,2],[1,1,3]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "logsumexp", "softmax", -5, 5},
     {"softmax_crossentropy_grad", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
@@ -211,24 +214,24 @@ static void test_stabilize_values(void **state) {
     /* log(sigmoid(-800)) = -800 - log(1 + e^-800) = -800; the graph as
      * written takes the log of an underflowed 0. */
     assert_true(isinf(run1(lsig, -800, "none")));
-    assert_float_equal(run1(lsig, -800, "fast_run"), -800.0, 1e-9);
+    tu_assert_near(run1(lsig, -800, "fast_run"), -800.0, 1e-9);
     const char *sp = G(V("a", "float64", "[]"), N("exp", "['a']", "['e']") "," N("add", "[{'value':1},'e']", "['s']") "," N("log", "['s']", "['z']"));
     assert_true(isinf(run1(sp, 1000, "none")));
-    assert_float_equal(run1(sp, 1000, "fast_run"), 1000.0, 1e-9);
+    tu_assert_near(run1(sp, 1000, "fast_run"), 1000.0, 1e-9);
     /* log(1 + 1e-17): 1e-17 to double precision, not 0. */
     const char *l1p = G(V("a", "float64", "[]"), N("add", "['a',{'value':1}]", "['s']") "," N("log", "['s']", "['z']"));
     assert_true(run1(l1p, 1e-17, "none") == 0.0);
-    assert_float_equal(run1(l1p, 1e-17, "fast_run"), 1e-17, 1e-30);
+    tu_assert_near(run1(l1p, 1e-17, "fast_run"), 1e-17, 1e-30);
     const char *em1 = G(V("a", "float64", "[]"), N("exp", "['a']", "['e']") "," N("sub", "['e',{'value':1}]", "['z']"));
-    assert_float_equal(run1(em1, 1e-12, "fast_run"), 1e-12 + 0.5e-24, 1e-27);
+    tu_assert_near(run1(em1, 1e-12, "fast_run"), 1e-12 + 0.5e-24, 1e-27);
     /* log(sum(exp([1e4, 1e4]))) = 1e4 + log 2 */
     const char *lse = G(V("a", "float64", "[]"), NA("stack", "['a','a']", "['v']", "{'axis':0}") "," N("exp", "['v']", "['e']") "," N("sum", "['e']", "['s']") "," N("log", "['s']", "['z']"));
     assert_true(isinf(run1(lse, 1e4, "none")));
-    assert_float_equal(run1(lse, 1e4, "fast_run"), 1e4 + log(2.0), 1e-9);
+    tu_assert_near(run1(lse, 1e4, "fast_run"), 1e4 + log(2.0), 1e-9);
     /* log(softmax([x, 0]))[0] at x = 1e4: 0 to within e^-1e4. */
     const char *lsm = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0}]", "['v']", "{'axis':0}") "," N("softmax", "['v']", "['s']") "," N("log", "['s']", "['l']") "," NA("subtensor", "['l']", "['z']", "{'index':[1]}"));
     assert_true(isinf(run1(lsm, 1e4, "none")));
-    assert_float_equal(run1(lsm, 1e4, "fast_run"), -1e4, 1e-9);
+    tu_assert_near(run1(lsm, 1e4, "fast_run"), -1e4, 1e-9);
     /* d/dx of crossentropy(softmax(x), t) at x = [a, 0, 0], t = e1 is
      * p - t = [1, -1, 0] for a = 1000; as written, -t/p divides by a
      * probability that underflowed to 0. */
@@ -237,8 +240,77 @@ static void test_stabilize_values(void **state) {
         N("softmax", "['m']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") ","
         N("grad", "['c','m']", "['gm']") "," NA("subtensor", "['gm']", "['z']", "{'index':[0,1]}"));
     assert_true(isnan(run1(xg, 1000, "none")));
-    assert_float_equal(run1(xg, 1000, "fast_run"), -1.0, 1e-12);
-    assert_float_equal(run1(xg, 0.5, "fast_run"), 1 / (exp(0.5) + 2) - 1, 1e-12);
+    tu_assert_near(run1(xg, 1000, "fast_run"), -1.0, 1e-12);
+    tu_assert_near(run1(xg, 0.5, "fast_run"), 1 / (exp(0.5) + 2) - 1, 1e-12);
+    /* With a class index for the target: the same gradient, and the cost
+     * -log p[1] = logsumexp([a, 0, 0]) - 0, which is a to within e^-a at
+     * a = 1000 (inf as written: p[1] underflowed to 0). */
+#define XI(t, v, nodes)                                                                           \
+    G(V("a", "float64", "[]") ",{'id':'t','type':{'dtype':'" t "','shape':[1]},'constant':{'data':[" v "]}}", \
+      NA("stack", "['a',{'value':0.0},{'value':1.0}]", "['v']", "{'axis':0}") "," NA("dimshuffle", "['v']", "['m']", "{'order':['x',0]}") "," \
+      N("softmax", "['m']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," nodes)
+    const char *xig = XI("int64", "1", N("sum", "['x']", "['c']") "," N("grad", "['c','m']", "['gm']") "," NA("subtensor", "['gm']", "['z']", "{'index':[0,1]}"));
+    assert_true(isnan(run1(xig, 1000, "none")));
+    tu_assert_near(run1(xig, 1000, "fast_run"), -1.0, 1e-12);
+    const char *xi = XI("int32", "1", NA("subtensor", "['x']", "['z']", "{'index':[0]}"));
+    assert_true(isinf(run1(xi, 1000, "none")));
+    tu_assert_near(run1(xi, 1000, "fast_run"), 1000.0, 1e-9);
+    /* -log softmax([a, 0, 1])[2] = log(e^a + 1 + e) - 1 */
+    const char *xi2 = XI("uint16", "2", NA("subtensor", "['x']", "['z']", "{'index':[0]}"));
+    tu_assert_near(run1(xi2, 0.5, "none"), log(exp(0.5) + 1 + exp(1.0)) - 1, 1e-12);
+    tu_assert_near(run1(xi2, 0.5, "fast_run"), log(exp(0.5) + 1 + exp(1.0)) - 1, 1e-12);
+    /* A masked class (logit -inf) that is not the target adds nothing,
+     * and is not multiplied by the 0 of a one-hot row (0 * -inf: NaN). */
+    tu_assert_near(run1(xi2, -INFINITY, "none"), log(1 + exp(1.0)) - 1, 1e-12);
+    tu_assert_near(run1(xi2, -INFINITY, "fast_run"), log(1 + exp(1.0)) - 1, 1e-12);
+    /* The target masked: p = 0, the cost is +inf either way. */
+    const char *xi0 = XI("int64", "0", NA("subtensor", "['x']", "['z']", "{'index':[0]}"));
+    assert_true(isinf(run1(xi0, -INFINITY, "none")) && run1(xi0, -INFINITY, "none") > 0);
+    assert_true(isinf(run1(xi0, -INFINITY, "fast_run")) && run1(xi0, -INFINITY, "fast_run") > 0);
+#undef XI
+}
+
+/* Class indices out of range stay a run-time error once the crossentropy
+ * is rewritten (the rewrite picks a logit with a comparison that no index
+ * outside [0, k) matches, so without its check the cost would read 0 or
+ * the logsumexp). */
+static void test_xent_index_range(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[2,3]") "," V("t", "int64", "[2]"),
+                         N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")));
+    const int64_t sa[2] = {2, 3}, st[1] = {2};
+    const double av[6] = {0.5, -1, 2, 0, 0, 0};
+    tg_array *a = tu_f64(2, sa, av);
+    const int64_t bad[3][2] = {{0, 3}, {-1, 0}, {2, 7}};
+    for (int p = 0; p < 2; p++) {
+        tg_function *f = compile_preset(g, p ? "fast_run" : "none");
+        assert_true(p == 0 || fired(f, "softmax_crossentropy"));
+        for (int i = 0; i < 4; i++) {
+            tg_array *t = tg_array_new(TG_INT64, 1, st), *out = NULL;
+            int64_t *td = (int64_t *)t->data;
+            td[0] = i < 3 ? bad[i][0] : 2;
+            td[1] = i < 3 ? bad[i][1] : 0;
+            tg_array *in[2] = {a, t};
+            tg_ctx *ctx = tg_ctx_new();
+            int rc = tg_function_call(f, in, &out, ctx);
+            if (i < 3) {
+                assert_int_not_equal(rc, 0);
+                assert_non_null(strstr(tg_ctx_message(ctx), "out of range"));
+            } else {
+                /* -log softmax(a)[row][t]: worked out by hand */
+                assert_int_equal(rc, 0);
+                double r0 = log(exp(0.5) + exp(-1.0) + exp(2.0)) - 2.0, r1 = log(3.0);
+                tu_assert_near(tg_array_get_flat(out, 0), r0, 1e-12);
+                tu_assert_near(tg_array_get_flat(out, 1), r1, 1e-12);
+            }
+            tg_array_free(out);
+            tg_array_free(t);
+            tg_ctx_free(ctx);
+        }
+        tg_function_free(f);
+    }
+    tg_array_free(a);
+    tg_graph_free(g);
 }
 
 /* ---- presets, tags, record, origins, traces ---- */
@@ -400,12 +472,12 @@ static void test_inplace_safety(void **state) {
         for (int64_t i = 0; i < 1000; i++) {
             double x = tg_array_get_flat(a, i), e = exp(x);
             double want = pow(tanh(e) * e, 2) + 0.5 + x;
-            assert_float_equal(tg_array_get_flat(out, i), want, 1e-12 * fabs(want));
+            tu_assert_near(tg_array_get_flat(out, i), want, 1e-12 * fabs(want));
         }
         tg_array_free(out);
     }
     assert_true(tg_array_equal(a, keep));
-    assert_float_equal(tg_array_get_flat(tg_function_shared_get(f, "w"), 0), 0.5, 0);
+    tu_assert_near(tg_array_get_flat(tg_function_shared_get(f, "w"), 0), 0.5, 0);
     tg_array_free(a);
     tg_array_free(keep);
     tg_function_free(f);
@@ -493,7 +565,7 @@ static void test_inplace_increments(void **state) {
             if (k == 5) e += y[0] + y[1]; /* repeated indices accumulate */
             if (k == 999) e += y[2];
             if (k < 3) e += y[k];
-            assert_float_equal(tg_array_get_flat(out, k), sqrt(e), 1e-12);
+            tu_assert_near(tg_array_get_flat(out, k), sqrt(e), 1e-12);
         }
         tg_array_free(out);
     }
@@ -609,6 +681,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_rewrite),
         cmocka_unit_test(test_stabilize_values),
+        cmocka_unit_test(test_xent_index_range),
         cmocka_unit_test(test_presets_and_tags),
         cmocka_unit_test(test_record_origins_traces),
         cmocka_unit_test(test_inplace_safety),

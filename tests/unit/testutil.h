@@ -2,6 +2,7 @@
 #ifndef TG_TESTUTIL_H
 #define TG_TESTUTIL_H
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +29,18 @@ bool tu_arrays_close(const tg_array *got, const tg_array *want, double rtol,
         if (!tu_arrays_close((got), (want), (rtol), (atol), tu_msg_,        \
                              sizeof tu_msg_))                               \
             fail_msg("%s", tu_msg_);                                        \
+    } while (0)
+
+/* |got - want| <= tol in double precision (equal infinities and two NaNs
+ * match). cmocka's assert_float_equal rounds both sides to float, and its
+ * macro casts only the first term of an expression. */
+#define tu_assert_near(got, want, tol)                                      \
+    do {                                                                    \
+        double tu_g_ = (got), tu_w_ = (want);                               \
+        if (!(tu_g_ == tu_w_ || fabs(tu_g_ - tu_w_) <= (tol) ||             \
+              (isnan(tu_g_) && isnan(tu_w_))))                              \
+            fail_msg("got %.17g, want %.17g (tolerance %g)", tu_g_, tu_w_,  \
+                     (double)(tol));                                        \
     } while (0)
 
 /* A float64 array from literal data. */

@@ -512,21 +512,61 @@ static int logsumexp_rule(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op1(rw, "logsumexp", e->inputs[0], attrs_str(s)));
 }
 
+static int softmax_xent_index(tg_rw *rw, tg_node *n, tg_node *s);
+
 /* categorical_crossentropy(softmax(x), t) with one-hot t ->
  * -sum(t * log_softmax(x), axis=-1): no log of a probability that
- * underflowed to 0. */
+ * underflowed to 0. Class indices: softmax_xent_index. */
 static int softmax_xent(tg_rw *rw, tg_node *n) {
     tg_node *s = tg_rw_producer(n->inputs[0], "softmax");
     tg_var *t = n->inputs[1];
-    if (!s || t->type.ndim != s->outputs[0]->type.ndim || !is_float(t)) return 0;
+    if (!s) return 0;
     int nd = s->outputs[0]->type.ndim;
     int ax = s->a.axes[0] < 0 ? s->a.axes[0] + nd : s->a.axes[0];
     if (s->a.axis_null || ax != nd - 1) return 0;
+    if (n->a.mode == 1) return softmax_xent_index(rw, n, s);
+    if (t->type.ndim != nd || !is_float(t)) return 0;
     if (tg_rw_match(rw, s)) return TG_ENOMEM;
     tg_var *ls = tg_rw_op1(rw, "log_softmax", s->inputs[0], attrs_str(s));
     tg_var *prod = tg_rw_op2(rw, "mul", t, ls);
     tg_var *sum = tg_rw_op1(rw, "sum", prod, "{\"axis\": -1}");
     return swap(rw, n, tg_rw_op1(rw, "neg", sum, NULL));
+}
+
+/* The same with integer class indices t (one per row of x) ->
+ * logsumexp(x) - x[t] (Theano's crossentropy_softmax_argmax_1hot): no
+ * log of a probability that underflowed to 0. The picked logit is
+ * sum(switch(t[..., None] == arange(k), x, 0)) over the class axis, so
+ * that a -inf logit (a masked class) is never multiplied by 0. An index
+ * outside [0, k) is still a run-time error, through an assert. */
+static int softmax_xent_index(tg_rw *rw, tg_node *n, tg_node *s) {
+    tg_var *x = s->inputs[0], *t = n->inputs[1];
+    int nd = x->type.ndim;
+    char tk = tg_dtype_kind(t->type.dtype);
+    if (!is_float(x) || x->type.dtype != n->outputs[0]->type.dtype || t->type.ndim != nd - 1 ||
+        (tk != 'i' && tk != 'u'))
+        return 0;
+    if (tg_rw_match(rw, s)) return TG_ENOMEM;
+    char order[16 * TG_MAX_NDIM + 32], axis[32];
+    int len = snprintf(order, sizeof order, "{\"order\": [");
+    for (int d = 0; d < nd - 1; d++) len += snprintf(order + len, sizeof order - (size_t)len, "%d, ", d);
+    snprintf(order + len, sizeof order - (size_t)len, "\"x\"]}");
+    snprintf(axis, sizeof axis, "{\"i\": %d}", nd - 1);
+    tg_var *k = tg_rw_op(rw, "shape_i", 1, &x, axis);
+    tg_var *range[3] = {tg_rw_const(rw, TG_INT64, 0), k, tg_rw_const(rw, TG_INT64, 1)};
+    tg_var *hit = tg_rw_op2(rw, "eq", tg_rw_op1(rw, "dimshuffle", t, order),
+                            tg_rw_op(rw, "arange", 3, range, NULL));
+    tg_var *pick[3] = {hit, x, tg_rw_const(rw, x->type.dtype, 0)};
+    tg_var *picked = tg_rw_op1(rw, "sum", tg_rw_op(rw, "switch", 3, pick, NULL), "{\"axis\": -1}");
+    tg_var *check[3] = {
+        tg_rw_op2(rw, "sub", tg_rw_op1(rw, "logsumexp", x, "{\"axis\": -1}"), picked),
+        tg_rw_op2(rw, "ge", t, tg_rw_const(rw, t->type.dtype, 0)),
+        tg_rw_op2(rw, "lt", t, k),
+    };
+    return swap(rw, n,
+                tg_rw_op(rw, "assert", 3, check,
+                         "{\"message\": \"categorical_crossentropy: a class index is out of range "
+                         "(each must be at least 0 and less than the number of classes)\"}"));
 }
 
 /* The gradient of categorical_crossentropy(softmax(x), t) as the chain
