@@ -141,6 +141,8 @@ static const rw_case cases[] = {
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'int64','shape':[3]},'constant':{'data':[1,0,3]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "logsumexp", "categorical_crossentropy", -5, 5},
     {"softmax_crossentropy", G(V("a", "float32", "[2,3,5]") ",{'id':'t','type':{'dtype':'uint8','shape':[2,3]},'constant':{'data':[[4,0,2],[1,1,3]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "logsumexp", "softmax", -5, 5},
     {"softmax_crossentropy_grad", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
+    {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]"), N("gt", "['a',{'value':1}]", "['c']") "," N("switch", "['c','a',{'value':0.0}]", "['s']") "," N("mul", "['b','s']", "['z']")), "switch", NULL, 0.5, 2},
+    {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[4,1]"), N("gt", "['a',{'value':1}]", "['c']") "," N("zeros_like", "['a']", "['zl']") "," N("switch", "['c','zl','a']", "['s']") "," N("true_div", "['s','b']", "['z']")), "switch", NULL, 0.5, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -268,6 +270,21 @@ static void test_stabilize_values(void **state) {
     assert_true(isinf(run1(xi0, -INFINITY, "none")) && run1(xi0, -INFINITY, "none") > 0);
     assert_true(isinf(run1(xi0, -INFINITY, "fast_run")) && run1(xi0, -INFINITY, "fast_run") > 0);
 #undef XI
+    /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
+     * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
+     * NaN, the gradient of numpy.where in every autodiff). */
+    const char *wl = G(V("a", "float64", "[]"), N("gt", "['a',{'value':0}]", "['c']") "," N("log", "['a']", "['f']") ","
+                       N("switch", "['c','f',{'value':0.0}]", "['y']") "," N("grad", "['y','a']", "['z']"));
+    assert_true(isnan(run1(wl, 0, "none")));
+    tu_assert_near(run1(wl, 0, "fast_run"), 0.0, 0);
+    tu_assert_near(run1(wl, -2, "fast_run"), 0.0, 0);
+    tu_assert_near(run1(wl, 4, "fast_run"), 0.25, 1e-15);
+    const char *ws = G(V("a", "float64", "[]"), N("le", "['a',{'value':0}]", "['c']") "," N("sqrt", "['a']", "['f']") ","
+                       N("switch", "['c',{'value':0.0},'f']", "['y']") "," N("grad", "['y','a']", "['z']"));
+    assert_true(isnan(run1(ws, 0, "none")));
+    tu_assert_near(run1(ws, 0, "fast_run"), 0.0, 0);
+    tu_assert_near(run1(ws, -4, "fast_run"), 0.0, 0);
+    tu_assert_near(run1(ws, 4, "fast_run"), 0.25, 0);
 }
 
 /* Class indices out of range stay a run-time error once the crossentropy

@@ -633,6 +633,49 @@ static int softmax_xent_grad(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* A switch one of whose branches is zero: its node, and in *keep the
+ * position (1 or 2) of the other branch. */
+static tg_node *zero_switch(const tg_var *v, int *keep) {
+    tg_node *s = tg_rw_producer(v, "switch");
+    if (!s || s->nin != 3) return NULL;
+    for (int b = 1; b <= 2; b++) {
+        const tg_var *z = s->inputs[b];
+        if (tg_rw_is_const_value(z, 0) || tg_rw_producer(z, "zeros_like")) {
+            *keep = 3 - b;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* mul(.., switch(c, 0, x), ..) -> switch(c, 0, mul(.., x, ..)) and
+ * true_div(switch(c, 0, x), y) -> switch(c, 0, true_div(x, y)) (Theano's
+ * local_mul_switch_sink and local_div_switch_sink): where the switch
+ * picks 0 the product is 0 even when another operand is inf or NaN there.
+ * The gradient of switch(c, f(x), 0) is switch(c, g, 0) times f'(x), and
+ * f' is often infinite where c is false (log, sqrt, a division at 0): as
+ * written, 0 * inf made the gradient NaN. Elsewhere the values are the
+ * same (a product with a selected 0 may lose its sign: 0, not -0). */
+static int switch_sink(tg_rw *rw, tg_node *n) {
+    bool div = !strcmp(n->op->name, "true_div");
+    int last = div ? 1 : n->nin;
+    for (int i = 0; i < last; i++) {
+        int keep;
+        tg_node *s = zero_switch(n->inputs[i], &keep);
+        if (!s) continue;
+        enum { MAXIN = 64 };
+        tg_var *in[MAXIN];
+        if (n->nin > MAXIN) return 0;
+        for (int k = 0; k < n->nin; k++) in[k] = k == i ? s->inputs[keep] : n->inputs[k];
+        if (tg_rw_single_client(n->inputs[i]) && tg_rw_match(rw, s)) return TG_ENOMEM;
+        tg_var *inner = tg_rw_op(rw, n->op->name, n->nin, in, NULL);
+        tg_var *sw[3] = {s->inputs[0], s->inputs[1], s->inputs[2]};
+        sw[keep] = inner;
+        return swap(rw, n, inner ? tg_rw_op(rw, "switch", 3, sw, NULL) : NULL);
+    }
+    return 0;
+}
+
 /* ---- specialize ---- */
 
 /* pow(x, 2) -> sqr, 0.5 -> sqrt, 1 -> x, -1 -> reciprocal, -0.5 ->
@@ -857,6 +900,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
     {"softmax_crossentropy_grad", "stabilize", "softmax_crossentropy", "mul", softmax_xent_grad},
+    {"switch_sink", "stabilize", NULL, "mul true_div", switch_sink},
     /* Constants that stabilize and specialize make (a negated step size)
      * fold too. */
     {"constant_folding", "stabilize", "constant_folding", NULL, constant_folding},
