@@ -135,6 +135,9 @@ static const rw_case cases[] = {
     {"log_sigmoid", G(V("a", "float64", "[6]"), N("sigmoid", "['a']", "['s']") "," N("log", "['s']", "['z']")), "softplus", "log", -5, 5},
     {"log_sigmoid", G(V("a", "float64", "[6]"), N("sigmoid", "['a']", "['s']") "," N("sub", "[{'value':1},'s']", "['d']") "," N("log", "['d']", "['z']")), "softplus", "log", -5, 5},
     {"log_softmax", G(V("a", "float64", "[3,5]"), N("softmax", "['a']", "['s']") "," N("log", "['s']", "['z']")), "log_softmax", "softmax", -5, 5},
+    {"softmax_simplify", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}") "," N("true_div", "['e','s']", "['z']")), "softmax", "exp", -5, 5},
+    {"softmax_simplify", G(V("a", "float32", "[4,3,2]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," NA("dimshuffle", "['s']", "['d']", "{'order':[0,'x',1]}") "," N("true_div", "['e','d']", "['z']")), "softmax", "exp", -5, 5},
+    {"softmax_simplify", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':-1}") "," NA("expand_dims", "['s']", "['d']", "{'axis':-1}") "," N("true_div", "['e','d']", "['q']") "," N("log", "['q']", "['z']")), "log_softmax", "exp", -5, 5},
     {"logsumexp", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," N("log", "['s']", "['z']")), "logsumexp", "exp", -5, 5},
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "log_softmax", "categorical_crossentropy", -5, 5},
     /* class indices: logsumexp(x) - x[t] */
@@ -270,6 +273,13 @@ static void test_stabilize_values(void **state) {
     assert_true(isinf(run1(xi0, -INFINITY, "none")) && run1(xi0, -INFINITY, "none") > 0);
     assert_true(isinf(run1(xi0, -INFINITY, "fast_run")) && run1(xi0, -INFINITY, "fast_run") > 0);
 #undef XI
+    /* exp(v) / sum(exp(v)) at v = [a, 0, 1]: the first element is 1 to
+     * within e^-a at a = 1000 (inf / inf as written). */
+    const char *hs = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0},{'value':1.0}]", "['v']", "{'axis':0}") "," N("exp", "['v']", "['e']") ","
+                       NA("sum", "['e']", "['s']", "{'axis':0,'keepdims':true}") "," N("true_div", "['e','s']", "['q']") "," NA("subtensor", "['q']", "['z']", "{'index':[0]}"));
+    assert_true(isnan(run1(hs, 1000, "none")));
+    tu_assert_near(run1(hs, 1000, "fast_run"), 1.0, 0);
+    tu_assert_near(run1(hs, 0.5, "fast_run"), exp(0.5) / (exp(0.5) + 1 + exp(1.0)), 1e-15);
     /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
      * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
      * NaN, the gradient of numpy.where in every autodiff). */

@@ -512,6 +512,60 @@ static int logsumexp_rule(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op1(rw, "logsumexp", e->inputs[0], attrs_str(s)));
 }
 
+/* The sum of `e` over one axis of an nd-dimensional e, with that axis
+ * kept: sum(e, axis=a, keepdims=true), or sum(e, axis=a) with the axis
+ * put back by dimshuffle or expand_dims (Theano's
+ * e.sum(axis=1).dimshuffle(0, 'x')). The sum node, and the axis in *ax. */
+static tg_node *sum_keeping_axis(const tg_var *v, const tg_var *e, int *ax) {
+    int nd = e->type.ndim;
+    tg_node *s = tg_rw_producer(v, "sum"), *d = NULL;
+    if (!s) {
+        d = tg_rw_producer(v, "dimshuffle");
+        if (!d) d = tg_rw_producer(v, "expand_dims");
+        if (!d || !(s = tg_rw_producer(d->inputs[0], "sum")) || s->a.keepdims) return NULL;
+    } else if (!s->a.keepdims) {
+        return NULL;
+    }
+    if (s->inputs[0] != e || s->a.axis_null || __builtin_popcount(s->a.axis_mask) != 1 ||
+        s->outputs[0]->type.dtype != e->type.dtype)
+        return NULL;
+    *ax = __builtin_ctz(s->a.axis_mask);
+    if (d && !strcmp(d->op->name, "dimshuffle")) {
+        /* 0 .. ax-1, "x", ax .. nd-2 */
+        if (d->a.norder != nd) return NULL;
+        for (int k = 0; k < nd; k++)
+            if (d->a.order[k] != (k < *ax ? k : k == *ax ? -1 : k - 1)) return NULL;
+    } else if (d) {
+        int a = d->a.axes[0] < 0 ? d->a.axes[0] + nd : d->a.axes[0];
+        if (d->a.naxes != 1 || a != *ax) return NULL;
+    }
+    return s;
+}
+
+/* exp(x) / sum(exp(x), axis=a, keepdims) -> softmax(x, axis=a), computed
+ * max-shifted (Theano's softmax_simplifier): as written, a logit above
+ * 709 (88 in float32) overflowed exp and gave inf / inf = NaN. A log of
+ * it then becomes log_softmax. */
+static int softmax_simplify(tg_rw *rw, tg_node *n) {
+    tg_node *e = tg_rw_producer(n->inputs[0], "exp");
+    if (!e || !is_float(e->inputs[0]) || e->inputs[0]->type.ndim < 1) return 0;
+    tg_var *ev = e->outputs[0];
+    int ax;
+    tg_node *s = sum_keeping_axis(n->inputs[1], ev, &ax);
+    if (!s) return 0;
+    /* What dies with the division counts as replaced (the record). */
+    tg_node *d = n->inputs[1]->owner != s ? n->inputs[1]->owner : NULL;
+    bool d_dies = !d || tg_rw_single_client(d->outputs[0]);
+    bool s_dies = d_dies && tg_rw_single_client(s->outputs[0]);
+    bool e_dies = s_dies && ev->nclients == 2;
+    if ((d && d_dies && tg_rw_match(rw, d)) || (s_dies && tg_rw_match(rw, s)) ||
+        (e_dies && tg_rw_match(rw, e)))
+        return TG_ENOMEM;
+    char attrs[32];
+    snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
+    return swap(rw, n, tg_rw_op1(rw, "softmax", e->inputs[0], attrs));
+}
+
 static int softmax_xent_index(tg_rw *rw, tg_node *n, tg_node *s);
 
 /* categorical_crossentropy(softmax(x), t) with one-hot t ->
@@ -896,6 +950,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"log1p_exp_to_softplus", "stabilize", NULL, "log1p", log1p_exp},
     {"expm1", "stabilize", NULL, "sub", expm1_rule},
     {"log_sigmoid", "stabilize", NULL, "log", log_sigmoid},
+    {"softmax_simplify", "stabilize", NULL, "true_div", softmax_simplify},
     {"log_softmax", "stabilize", NULL, "log", log_softmax_rule},
     {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
