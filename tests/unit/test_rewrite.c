@@ -144,6 +144,10 @@ static const rw_case cases[] = {
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'int64','shape':[3]},'constant':{'data':[1,0,3]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "logsumexp", "categorical_crossentropy", -5, 5},
     {"softmax_crossentropy", G(V("a", "float32", "[2,3,5]") ",{'id':'t','type':{'dtype':'uint8','shape':[2,3]},'constant':{'data':[[4,0,2],[1,1,3]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "logsumexp", "softmax", -5, 5},
     {"softmax_crossentropy_grad", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['x']") "," N("sum", "['x']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
+    {"sigmoid_simplify", G(V("a", "float64", "[6]"), N("neg", "['a']", "['n']") "," N("exp", "['n']", "['e']") "," N("add", "[{'value':1},'e']", "['d']") "," N("true_div", "[{'value':1},'d']", "['z']")), "sigmoid", "exp", -5, 5},
+    {"sigmoid_simplify", G(V("a", "float32", "[2,3]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("true_div", "['e','d']", "['z']")), "sigmoid", "exp", -5, 5},
+    {"sigmoid_simplify", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("reciprocal", "['d']", "['z']")), "sigmoid", "exp", -5, 5},
+    {"sigmoid_times_exp", G(V("a", "float64", "[6]") "," V("b", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("true_div", "['b','d']", "['q']") "," N("neg", "['q']", "['m']") "," N("mul", "['e','m']", "['z']")), "sigmoid", "exp", -5, 5},
     {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]"), N("gt", "['a',{'value':1}]", "['c']") "," N("switch", "['c','a',{'value':0.0}]", "['s']") "," N("mul", "['b','s']", "['z']")), "switch", NULL, 0.5, 2},
     {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[4,1]"), N("gt", "['a',{'value':1}]", "['c']") "," N("zeros_like", "['a']", "['zl']") "," N("switch", "['c','zl','a']", "['s']") "," N("true_div", "['s','b']", "['z']")), "switch", NULL, 0.5, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
@@ -280,6 +284,24 @@ static void test_stabilize_values(void **state) {
     assert_true(isnan(run1(hs, 1000, "none")));
     tu_assert_near(run1(hs, 1000, "fast_run"), 1.0, 0);
     tu_assert_near(run1(hs, 0.5, "fast_run"), exp(0.5) / (exp(0.5) + 1 + exp(1.0)), 1e-15);
+    /* A written-out sigmoid 1 / (1 + exp(-x)): its log is -1000 at
+     * x = -1000 (as written log(0) = -inf), and its derivative
+     * sigmoid(x) sigmoid(-x) is 0 to within e^-1000 at x = +-1000 (as
+     * written inf / inf = NaN at -1000). */
+    const char *ws1 = G(V("a", "float64", "[]"), N("neg", "['a']", "['n']") "," N("exp", "['n']", "['e']") "," N("add", "[{'value':1},'e']", "['d']") "," N("true_div", "[{'value':1},'d']", "['y']"));
+    const char *wsl = G(V("a", "float64", "[]"), N("neg", "['a']", "['n']") "," N("exp", "['n']", "['e']") "," N("add", "[{'value':1},'e']", "['d']") "," N("true_div", "[{'value':1},'d']", "['y']") "," N("log", "['y']", "['z']"));
+    const char *wsg = G(V("a", "float64", "[]"), N("neg", "['a']", "['n']") "," N("exp", "['n']", "['e']") "," N("add", "[{'value':1},'e']", "['d']") "," N("true_div", "[{'value':1},'d']", "['y']") "," N("grad", "['y','a']", "['z']"));
+    assert_true(isinf(run1(wsl, -1000, "none")));
+    tu_assert_near(run1(wsl, -1000, "fast_run"), -1000.0, 0);
+    assert_true(isnan(run1(wsg, -1000, "none")));
+    tu_assert_near(run1(wsg, -1000, "fast_run"), 0.0, 0);
+    tu_assert_near(run1(wsg, 1000, "fast_run"), 0.0, 0);
+    tu_assert_near(run1(wsg, 0.5, "fast_run"), exp(-0.5) / ((1 + exp(-0.5)) * (1 + exp(-0.5))), 1e-15);
+    tu_assert_near(run1(ws1, 0.5, "fast_run"), 1 / (1 + exp(-0.5)), 1e-15);
+    /* exp(x) / (1 + exp(x)) is 1 at x = 1000 (inf / inf as written) */
+    const char *we = G(V("a", "float64", "[]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("true_div", "['e','d']", "['z']"));
+    assert_true(isnan(run1(we, 1000, "none")));
+    tu_assert_near(run1(we, 1000, "fast_run"), 1.0, 0);
     /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
      * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
      * NaN, the gradient of numpy.where in every autodiff). */

@@ -687,6 +687,69 @@ static int softmax_xent_grad(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* d = 1 + exp(z) (in either order, the 1 a scalar constant): the exp
+ * node. */
+static tg_node *one_plus_exp(const tg_var *d) {
+    tg_node *a = tg_rw_producer(d, "add");
+    double c;
+    if (!a || a->nin != 2) return NULL;
+    for (int k = 0; k < 2; k++) {
+        tg_node *e = tg_rw_producer(a->inputs[1 - k], "exp");
+        if (e && scalar_const(a->inputs[k], &c) && c == 1 && is_float(e->outputs[0])) return e;
+    }
+    return NULL;
+}
+
+/* -z, without a double negation: x when z is neg(x). */
+static tg_var *negated(tg_rw *rw, tg_var *z) {
+    tg_node *m = tg_rw_producer(z, "neg");
+    return m ? m->inputs[0] : tg_rw_op1(rw, "neg", z, NULL);
+}
+
+/* A written-out sigmoid (Theano's local_exp_over_1_plus_exp and
+ * local_1_over_1_plus_exp): 1 / (1 + exp(z)) -> sigmoid(-z) (so
+ * 1 / (1 + exp(-x)) -> sigmoid(x)), reciprocal(1 + exp(z)) the same, and
+ * exp(z) / (1 + exp(z)) -> sigmoid(z). Then log of it becomes a softplus;
+ * exp(z) / (1 + exp(z)) as written is inf / inf = NaN for z > 709. */
+static int sigmoid_simplify(tg_rw *rw, tg_node *n) {
+    bool recip = !strcmp(n->op->name, "reciprocal");
+    tg_var *d = n->inputs[recip ? 0 : 1];
+    tg_node *e = one_plus_exp(d);
+    if (!e) return 0;
+    tg_var *z = e->inputs[0];
+    double c = 0;
+    bool one = recip || (scalar_const(n->inputs[0], &c) && c == 1);
+    if (!one && n->inputs[0] != e->outputs[0]) return 0;
+    if (tg_rw_single_client(d) && tg_rw_match(rw, d->owner)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, "sigmoid", one ? negated(rw, z) : z, NULL));
+}
+
+/* In a product, exp(z) times B / (1 + exp(z)) (the same exp) ->
+ * sigmoid(z) times B (Theano's local_sigm_times_exp), the neg of the
+ * quotient kept: how the chain rule writes the derivative of a
+ * written-out sigmoid, which as written is inf / inf = NaN for |x| > 709
+ * (the exp overflows either in it or in the forward pass). */
+static int sigmoid_times_exp(tg_rw *rw, tg_node *n) {
+    enum { MAXIN = 64 };
+    if (n->nin > MAXIN) return 0;
+    for (int i = 0; i < n->nin; i++) {
+        tg_node *e = tg_rw_producer(n->inputs[i], "exp");
+        if (!e) continue;
+        for (int j = 0; j < n->nin; j++) {
+            if (j == i) continue;
+            tg_node *ng = tg_rw_producer(n->inputs[j], "neg");
+            tg_node *q = tg_rw_producer(ng ? ng->inputs[0] : n->inputs[j], "true_div");
+            if (!q || one_plus_exp(q->inputs[1]) != e) continue;
+            tg_var *in[MAXIN];
+            for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
+            in[i] = tg_rw_op1(rw, "sigmoid", e->inputs[0], NULL);
+            in[j] = ng ? tg_rw_op1(rw, "neg", q->inputs[0], NULL) : q->inputs[0];
+            return swap(rw, n, tg_rw_op(rw, "mul", n->nin, in, NULL));
+        }
+    }
+    return 0;
+}
+
 /* A switch one of whose branches is zero: its node, and in *keep the
  * position (1 or 2) of the other branch. */
 static tg_node *zero_switch(const tg_var *v, int *keep) {
@@ -955,6 +1018,8 @@ const tg_rw_rule tg_rw_rules[] = {
     {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
     {"softmax_crossentropy_grad", "stabilize", "softmax_crossentropy", "mul", softmax_xent_grad},
+    {"sigmoid_simplify", "stabilize", "sigmoid", "true_div reciprocal", sigmoid_simplify},
+    {"sigmoid_times_exp", "stabilize", "sigmoid", "mul", sigmoid_times_exp},
     {"switch_sink", "stabilize", NULL, "mul true_div", switch_sink},
     /* Constants that stabilize and specialize make (a negated step size)
      * fold too. */
