@@ -139,6 +139,7 @@ static const rw_case cases[] = {
     {"softmax_simplify", G(V("a", "float32", "[4,3,2]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," NA("dimshuffle", "['s']", "['d']", "{'order':[0,'x',1]}") "," N("true_div", "['e','d']", "['z']")), "softmax", "exp", -5, 5},
     {"softmax_simplify", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':-1}") "," NA("expand_dims", "['s']", "['d']", "{'axis':-1}") "," N("true_div", "['e','d']", "['q']") "," N("log", "['q']", "['z']")), "log_softmax", "exp", -5, 5},
     {"logsumexp", G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," N("log", "['s']", "['z']")), "logsumexp", "exp", -5, 5},
+    {"logaddexp", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]"), N("exp", "['a']", "['ea']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") "," N("log", "['s']", "['z']")), "softplus", "exp", -5, 5},
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[0,1,0,0],[1,0,0,0],[0,0,0,1]]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "log_softmax", "categorical_crossentropy", -5, 5},
     /* class indices: logsumexp(x) - x[t] */
     {"softmax_crossentropy", G(V("a", "float64", "[3,4]") ",{'id':'t','type':{'dtype':'int64','shape':[3]},'constant':{'data':[1,0,3]}}", N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")), "logsumexp", "categorical_crossentropy", -5, 5},
@@ -302,6 +303,19 @@ static void test_stabilize_values(void **state) {
     const char *we = G(V("a", "float64", "[]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("true_div", "['e','d']", "['z']"));
     assert_true(isnan(run1(we, 1000, "none")));
     tu_assert_near(run1(we, 1000, "fast_run"), 1.0, 0);
+    /* log(exp(a) + exp(a - 1)) = a + log(1 + e^-1), and log(2 e^a) with
+     * equal terms: overflow at 1000, log 0 at -1000 as written; two -inf
+     * give -inf (not -inf - -inf = NaN). */
+    const char *la = G(V("a", "float64", "[]"), N("sub", "['a',{'value':1.0}]", "['b']") "," N("exp", "['a']", "['ea']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") "," N("log", "['s']", "['z']"));
+    const char *la2 = G(V("a", "float64", "[]"), N("exp", "['a']", "['ea']") "," N("neg", "['a']", "['n']") "," N("neg", "['n']", "['b']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") "," N("log", "['s']", "['z']"));
+    assert_true(isinf(run1(la, 1000, "none")));
+    tu_assert_near(run1(la, 1000, "fast_run"), 1000 + log1p(exp(-1.0)), 1e-12);
+    assert_true(isinf(run1(la, -1000, "none")));
+    tu_assert_near(run1(la, -1000, "fast_run"), -1000 + log1p(exp(-1.0)), 1e-12);
+    tu_assert_near(run1(la, 0.25, "fast_run"), log(exp(0.25) + exp(-0.75)), 1e-15);
+    tu_assert_near(run1(la2, 1000, "fast_run"), 1000 + log(2.0), 1e-12);
+    assert_true(isinf(run1(la2, -INFINITY, "fast_run")) && run1(la2, -INFINITY, "fast_run") < 0);
+    assert_true(isinf(run1(la2, INFINITY, "fast_run")) && run1(la2, INFINITY, "fast_run") > 0);
     /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
      * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
      * NaN, the gradient of numpy.where in every autodiff). */

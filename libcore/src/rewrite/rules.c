@@ -568,6 +568,27 @@ static int softmax_simplify(tg_rw *rw, tg_node *n) {
 
 static int softmax_xent_index(tg_rw *rw, tg_node *n, tg_node *s);
 
+/* log(exp(a) + exp(b)) -> max(a, b) + softplus(-|a - b|) (Theano's
+ * local_log_add; numpy.logaddexp): as written exp overflowed above 709
+ * (inf) or underflowed below -745 (log 0 = -inf). Where a == b, a + log 2,
+ * which also keeps two infinities of one sign (inf - inf is NaN). */
+static int logaddexp_rule(tg_rw *rw, tg_node *n) {
+    tg_node *s = tg_rw_producer(n->inputs[0], "add");
+    if (!s || s->nin != 2) return 0;
+    tg_node *ea = tg_rw_producer(s->inputs[0], "exp"), *eb = tg_rw_producer(s->inputs[1], "exp");
+    if (!ea || !eb) return 0;
+    tg_var *a = ea->inputs[0], *b = eb->inputs[0];
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    if (!is_float(a) || a->type.dtype != dt || b->type.dtype != dt) return 0;
+    if (tg_rw_single_client(s->outputs[0]) && tg_rw_match(rw, s)) return TG_ENOMEM;
+    tg_var *d = tg_rw_op1(rw, "abs", tg_rw_op2(rw, "sub", a, b), NULL);
+    tg_var *far = tg_rw_op2(rw, "add", tg_rw_op2(rw, "maximum", a, b),
+                            tg_rw_op1(rw, "softplus", tg_rw_op1(rw, "neg", d, NULL), NULL));
+    tg_var *pick[3] = {tg_rw_op2(rw, "eq", a, b), tg_rw_op2(rw, "add", a, tg_rw_const(rw, dt, log(2.0))),
+                       far};
+    return swap(rw, n, tg_rw_op(rw, "switch", 3, pick, NULL));
+}
+
 /* categorical_crossentropy(softmax(x), t) with one-hot t ->
  * -sum(t * log_softmax(x), axis=-1): no log of a probability that
  * underflowed to 0. Class indices: softmax_xent_index. */
@@ -1016,6 +1037,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"softmax_simplify", "stabilize", NULL, "true_div", softmax_simplify},
     {"log_softmax", "stabilize", NULL, "log", log_softmax_rule},
     {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
+    {"logaddexp", "stabilize", "logsumexp", "log", logaddexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
     {"softmax_crossentropy_grad", "stabilize", "softmax_crossentropy", "mul", softmax_xent_grad},
     {"sigmoid_simplify", "stabilize", "sigmoid", "true_div reciprocal", sigmoid_simplify},
