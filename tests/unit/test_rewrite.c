@@ -132,6 +132,7 @@ static const rw_case cases[] = {
     {"log1p", G(V("a", "float64", "[6]"), N("add", "[{'value':1},'a']", "['s']") "," N("log", "['s']", "['z']")), "log1p", "log", -0.5, 2},
     {"log1p", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['s']") "," N("log", "['s']", "['z']")), "softplus", "log", -3, 3},
     {"expm1", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("sub", "['e',{'value':1}]", "['z']")), "expm1", "exp", -2, 2},
+    {"sigmoid_1m", G(V("a", "float64", "[2,3]"), N("sigmoid", "['a']", "['s']") "," N("sub", "[{'value':1},'s']", "['z']")), "sigmoid", "sub", -5, 5},
     {"log_sigmoid", G(V("a", "float64", "[6]"), N("sigmoid", "['a']", "['s']") "," N("log", "['s']", "['z']")), "softplus", "log", -5, 5},
     {"log_sigmoid", G(V("a", "float64", "[6]"), N("sigmoid", "['a']", "['s']") "," N("sub", "[{'value':1},'s']", "['d']") "," N("log", "['d']", "['z']")), "softplus", "log", -5, 5},
     {"log_softmax", G(V("a", "float64", "[3,5]"), N("softmax", "['a']", "['s']") "," N("log", "['s']", "['z']")), "log_softmax", "softmax", -5, 5},
@@ -316,6 +317,15 @@ static void test_stabilize_values(void **state) {
     tu_assert_near(run1(la2, 1000, "fast_run"), 1000 + log(2.0), 1e-12);
     assert_true(isinf(run1(la2, -INFINITY, "fast_run")) && run1(la2, -INFINITY, "fast_run") < 0);
     assert_true(isinf(run1(la2, INFINITY, "fast_run")) && run1(la2, INFINITY, "fast_run") > 0);
+    /* 1 - sigmoid(40) = 1 / (1 + e^40), not the 0 of 1 - 1.0; and the
+     * derivative of sigmoid there, s (1 - s) = e^-40 / (1 + e^-40)^2. */
+    const char *ms = G(V("a", "float64", "[]"), N("sigmoid", "['a']", "['s']") "," N("sub", "[{'value':1},'s']", "['z']"));
+    const char *gs = G(V("a", "float64", "[]"), N("sigmoid", "['a']", "['s']") "," N("grad", "['s','a']", "['z']"));
+    tu_assert_near(run1(ms, 40, "none"), 0.0, 0);
+    tu_assert_near(run1(ms, 40, "fast_run"), 1 / (1 + exp(40.0)), 1e-30);
+    tu_assert_near(run1(gs, 40, "none"), 0.0, 0);
+    tu_assert_near(run1(gs, 40, "fast_run"), exp(-40.0) / ((1 + exp(-40.0)) * (1 + exp(-40.0))), 1e-30);
+    tu_assert_near(run1(gs, 0.5, "fast_run"), exp(-0.5) / ((1 + exp(-0.5)) * (1 + exp(-0.5))), 1e-15);
     /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
      * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
      * NaN, the gradient of numpy.where in every autodiff). */

@@ -43,6 +43,7 @@ static bool scalar_const(const tg_var *v, double *out) {
 }
 
 static bool is_float(const tg_var *v) { return tg_dtype_is_float(v->type.dtype); }
+static tg_var *negated(tg_rw *rw, tg_var *z);
 
 /* x has the run-time shape of n's output for sure (no other input of n
  * stretches it) and n's dtype. */
@@ -482,7 +483,7 @@ static int log_sigmoid(tg_rw *rw, tg_node *n) {
     if (s) {
         if (s->inputs[0]->type.dtype != s->outputs[0]->type.dtype) return 0;
         if (tg_rw_match(rw, s)) return TG_ENOMEM;
-        return swap(rw, n, tg_rw_op1(rw, "neg", tg_rw_op1(rw, "softplus", tg_rw_op1(rw, "neg", s->inputs[0], NULL), NULL), NULL));
+        return swap(rw, n, tg_rw_op1(rw, "neg", tg_rw_op1(rw, "softplus", negated(rw, s->inputs[0]), NULL), NULL));
     }
     tg_node *d = tg_rw_producer(v, "sub");
     double c;
@@ -492,6 +493,20 @@ static int log_sigmoid(tg_rw *rw, tg_node *n) {
         return 0;
     if (tg_rw_match(rw, d) || tg_rw_match(rw, s)) return TG_ENOMEM;
     return swap(rw, n, tg_rw_op1(rw, "neg", tg_rw_op1(rw, "softplus", s->inputs[0], NULL), NULL));
+}
+
+/* 1 - sigmoid(x) -> sigmoid(-x) (Theano's local_1msigmoid): as written
+ * the difference cancels to 0 once sigmoid(x) rounds to 1 (x > 37 in
+ * float64), where sigmoid(-x) keeps its digits; the derivative of a
+ * sigmoid, s * (1 - s), gains them too. */
+static int sigmoid_1m(tg_rw *rw, tg_node *n) {
+    double c;
+    tg_node *s = tg_rw_producer(n->inputs[1], "sigmoid");
+    if (!s || !scalar_const(n->inputs[0], &c) || c != 1 || !stands_for(s->outputs[0], n) ||
+        s->inputs[0]->type.dtype != s->outputs[0]->type.dtype)
+        return 0;
+    if (tg_rw_single_client(s->outputs[0]) && tg_rw_match(rw, s)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, "sigmoid", negated(rw, s->inputs[0]), NULL));
 }
 
 /* log(softmax(x)) -> log_softmax(x) */
@@ -1033,6 +1048,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"log1p", "stabilize", NULL, "log", log1p_rule},
     {"log1p_exp_to_softplus", "stabilize", NULL, "log1p", log1p_exp},
     {"expm1", "stabilize", NULL, "sub", expm1_rule},
+    {"sigmoid_1m", "stabilize", "sigmoid", "sub", sigmoid_1m},
     {"log_sigmoid", "stabilize", NULL, "log", log_sigmoid},
     {"softmax_simplify", "stabilize", NULL, "true_div", softmax_simplify},
     {"log_softmax", "stabilize", NULL, "log", log_softmax_rule},
