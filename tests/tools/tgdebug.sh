@@ -172,6 +172,12 @@ expect 0 "compare: cmp_exp with the real optimizer" -- "$T" compare "$D/cmp_exp.
 expect 0 "compare: random_uniform agrees" -- "$T" compare "$D/cmp_random.json"
 contains out "^output u  *max abs diff 0 .* pass$" "compare: the samples are identical"
 contains out "^update rng .* pass$" "compare: the generator states agree"
+# A stabilization is counted, not failed: the gradient of switch(x > 0,
+# log x, 0) is NaN at 0 as written and 0 after switch_sink.
+expect 0 "compare: a stabilized gradient agrees" -- "$T" compare "$D/cmp_stable.json" -i x='[0,1,2]'
+contains out "^output g .* pass (1 stabilized: finite where the unoptimized value is inf or NaN)$" "compare: the stabilized value is counted on its output"
+line "stabilized: 1 value in 1 node output finite where the unoptimized function gives inf or NaN; the first in node g.11:switch (composite), from rewrite switch_sink (pass stabilize)" "compare names the stabilizing rewrite"
+expect 0 "compare: cmp_infsign with the real optimizer" -- "$T" compare "$D/cmp_infsign.json" -i x='[0,1]'
 T="$TGDEBUG_TESTRW"
 expect 1 "compare catches the broken rewrite" -- "$T" compare "$D/cmp_exp.json" -i x='[1,2,3]'
 line "bad rewrite: test_broken_exp" "compare names the rewrite"
@@ -181,6 +187,10 @@ contains out "model.py:182 in build: e = T.exp(a)" "compare prints e's trace"
 contains out "^output 0 'e:expm1' against the unoptimized 'e': max abs diff 1," "expm1 - exp = -1 everywhere"
 contains out "^output s .* FAIL$" "the output fails"
 contains err "made by rewrite 'test_broken_exp'" "the stderr line names the rewrite"
+# +inf as written, -inf optimized: another infinity is a mismatch.
+expect 1 "compare: an infinity of the other sign fails" -- "$T" compare "$D/cmp_infsign.json" -i x='[0,1]'
+contains out "^output y .* FAIL$" "compare: -inf against +inf fails the output"
+line "bad rewrite: test_broken_exp" "compare: names the rewrite behind the sign"
 expect 0 "the broken rewrite excluded from the examples' own check" -- "$T" compare "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy"
 
 echo "$fails failed"

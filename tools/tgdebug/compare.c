@@ -33,7 +33,8 @@ static void usage(FILE *f) {
             "update (max abs/rel difference, pass/fail). When they differ, name the\n"
             "first optimized node whose value differs from the file's node(s) it stands\n"
             "for, and the rewrite that made it: its name, pass, the nodes it removed and\n"
-            "created, their ops and creation traces.\n"
+            "created, their ops and creation traces. A value that is finite where the\n"
+            "unoptimized one is inf or NaN is counted as stabilized, not as a mismatch.\n"
             "  -f NAME        the function (default: the only one, or 'main')\n"
             "  -i ID=VALUE    an input: a .npy file, or a JSON literal\n"
             "  --rtol R       relative tolerance (default 1e-5 for float64, 1e-3 below)\n"
@@ -51,6 +52,7 @@ typedef struct diff {
     double maxabs, maxrel;
     bool ok;
     bool shape_differs;
+    int64_t stabilized; /* finite where the reference is inf or NaN */
 } diff;
 
 static void compare_arrays(const tg_array *a, const tg_array *b, const tol *t, diff *d) {
@@ -70,13 +72,30 @@ static void compare_arrays(const tg_array *a, const tg_array *b, const tol *t, d
         double x = tg_array_get_flat(a, i), y = tg_array_get_flat(b, i);
         if (isnan(x) && isnan(y)) continue;
         if (x == y) continue;
+        /* Finite where the graph as written overflowed or made a NaN: what
+         * the stabilizing rewrites are for (Theano's DebugMode compared
+         * their results with values_eq_approx_remove_inf_nan). Counted
+         * and reported, not a mismatch. Another non-finite value (NaN for
+         * inf, -inf for inf) is one. */
+        if (!isfinite(y) && isfinite(x)) {
+            d->stabilized++;
+            continue;
+        }
         double e = fabs(x - y);
         if (isnan(e)) e = INFINITY; /* NaN against a number, or inf - inf */
-        double r = y != 0 ? e / fabs(y) : INFINITY;
+        double r = y != 0 && isfinite(y) ? e / fabs(y) : INFINITY;
         if (e > d->maxabs) d->maxabs = e;
         if (r > d->maxrel) d->maxrel = r;
-        if (!(e <= atol + rtol * fabs(y))) d->ok = false;
+        if (!isfinite(y) || !(e <= atol + rtol * fabs(y))) d->ok = false;
     }
+}
+
+static void print_verdict(const char *what, const char *id, const diff *d) {
+    printf("%s %-20s max abs diff %-11.4g max rel diff %-11.4g %s", what, id, d->maxabs, d->maxrel,
+           d->ok ? "pass" : d->shape_differs ? "FAIL (shapes differ)" : "FAIL");
+    if (d->stabilized)
+        printf(" (%lld stabilized: finite where the unoptimized value is inf or NaN)", (long long)d->stabilized);
+    printf("\n");
 }
 
 /* ---- the unoptimized run: every node's results by variable id ---- */
@@ -126,6 +145,8 @@ typedef struct checker {
     int node, output;
     const char *id, *ref_id;
     diff d;
+    int64_t stabilized; /* values, over every node output */
+    int stab_outputs, stab_node;
 } checker;
 
 /* The value of the file's variable that optimized variable v stands for. */
@@ -154,6 +175,11 @@ static int check_hook(void *ud, const tg_function *f, int k, tg_array *const *in
         if (c->found) continue;
         diff d;
         compare_arrays(out[j], b, c->t, &d);
+        if (d.stabilized) {
+            if (!c->stabilized) c->stab_node = k;
+            c->stabilized += d.stabilized;
+            c->stab_outputs++;
+        }
         if (!d.ok) {
             c->found = true;
             c->node = k;
@@ -369,8 +395,7 @@ int tgd_compare(int argc, char **argv) {
         diff d;
         compare_arrays(A.outs[i], B.outs[i], &t, &d);
         bad += !d.ok;
-        printf("output %-20s max abs diff %-11.4g max rel diff %-11.4g %s\n", tg_function_output_id(A.f, i),
-               d.maxabs, d.maxrel, d.ok ? "pass" : d.shape_differs ? "FAIL (shapes differ)" : "FAIL");
+        print_verdict("output", tg_function_output_id(A.f, i), &d);
     }
     for (int i = 0; i < A.f->fg->nupd; i++) {
         const char *id = A.f->upd_shared[i]->id;
@@ -379,10 +404,38 @@ int tgd_compare(int argc, char **argv) {
         diff d;
         compare_arrays(a, b, &t, &d);
         bad += !d.ok;
-        printf("update %-20s max abs diff %-11.4g max rel diff %-11.4g %s\n", id, d.maxabs, d.maxrel,
-               d.ok ? "pass" : d.shape_differs ? "FAIL (shapes differ)" : "FAIL");
+        print_verdict("update", id, &d);
     }
     printf("nodes: %d optimized node outputs compared with the values they stand for\n", chk.compared);
+    if (chk.stabilized) {
+        /* Where the optimizer made finite what the graph as written did
+         * not, and which rewrite made the first such node. */
+        const char *skey = tg_function_node_key(A.f, chk.stab_node);
+        int nrw = tg_function_rewrite_count(A.f), e = last_creator(A.f, skey, nrw);
+        tg_rewrite_info r = {0};
+        /* the latest stabilize rewrite behind it, if any (fusion made the
+         * node itself) */
+        bool *lin = calloc((size_t)nrw + 1, sizeof *lin);
+        if (lin) lineage(A.f, skey, nrw, lin, 0);
+        for (int q = nrw - 1; lin && q >= 0; q--) {
+            if (!lin[q]) continue;
+            tg_function_rewrite_get(A.f, q, &r);
+            if (!strcmp(r.pass, "stabilize")) {
+                e = q;
+                break;
+            }
+        }
+        free(lin);
+        if (e >= 0) tg_function_rewrite_get(A.f, e, &r);
+        printf("stabilized: %lld value%s in %d node output%s finite where the unoptimized function gives inf "
+               "or NaN; the first in node %s (%s)",
+               (long long)chk.stabilized, chk.stabilized == 1 ? "" : "s", chk.stab_outputs,
+               chk.stab_outputs == 1 ? "" : "s", skey, tg_function_node_op(A.f, chk.stab_node));
+        if (e >= 0)
+            printf(", from rewrite %s (pass %s)\n", r.name, r.pass);
+        else
+            printf("\n");
+    }
     if (!chk.found && !bad) {
         printf("compare: the optimized function agrees with the unoptimized one\n");
         rc = TG_EXIT_OK;

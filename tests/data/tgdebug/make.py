@@ -92,6 +92,31 @@ write("cmp_exp",
        node("exp", ["a"], "e", code="e = T.exp(a)"),
        node("sum", ["e"], "s", code="s = e.sum()")])
 
+# cmp_stable: the gradient of switch(x > 0, log(x), 0) is NaN at 0 as
+# written (0 * 1/0) and 0 once switch_sink has run: compare counts it as
+# stabilized, not as a mismatch.
+line[0] = 85
+write("cmp_stable",
+      [{"id": "x", "type": f64([3])}],
+      [node("gt", ["x", {"value": 0.0}], "c", code="c = x > 0"),
+       node("log", ["x"], "l", code="l = T.log(x)"),
+       node("switch", ["c", "l", {"value": 0.0}], "y", code="y = T.switch(c, l, 0)"),
+       node("sum", ["y"], "s", code="s = y.sum()"),
+       node("grad", ["s", "x"], "g", code="g = T.grad(s, x)")],
+      {"main": {"inputs": ["x"], "outputs": ["s", "g"]}})
+
+# cmp_infsign: 1/(exp(x) - 1) - 1/exp(x) is +inf at 0; the test-only
+# broken rewrite makes it -1 - inf = -inf. Another infinity is a mismatch,
+# not a stabilization.
+line[0] = 87
+write("cmp_infsign",
+      [{"id": "x", "type": f64([2])}],
+      [node("exp", ["x"], "e", code="e = T.exp(x)"),
+       node("sub", ["e", {"value": 1.0}], "d", code="d = e - 1"),
+       node("true_div", [{"value": 1.0}, "d"], "p", code="p = 1 / d"),
+       node("true_div", [{"value": 1.0}, "e"], "q", code="q = 1 / e"),
+       node("sub", ["p", "q"], "y", code="y = p - q")])
+
 # cmp_random: random numbers must be the same in both compiles (each has
 # its own copy of the generator's state, equal at the start).
 line[0] = 90
