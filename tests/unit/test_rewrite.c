@@ -113,6 +113,8 @@ static const rw_case cases[] = {
     {"mul_self_to_sqr", G(V("a", "float64", "[5]"), N("mul", "['a','a']", "['y']")), "sqr", "mul", -2, 2},
     {"mul_div_cancel", G(V("a", "float64", "[2,3]") "," V("b", "float64", "[3]"), N("mul", "['a','b']", "['m']") "," N("true_div", "['m','b']", "['y']")), NULL, "true_div", 0.5, 2},
     {"exp_log", G(V("a", "float64", "[4]"), N("log", "['a']", "['l']") "," N("exp", "['l']", "['y']") "," N("add", "['y','a']", "['z']")), NULL, "exp", 0.5, 2},
+    /* never negative: x alone, no switch */
+    {"exp_log", G(V("a", "float64", "[4]"), N("sqr", "['a']", "['q']") "," N("log", "['q']", "['l']") "," N("exp", "['l']", "['y']") "," N("add", "['y','a']", "['z']")), NULL, "switch", -2, 2},
     {"log_exp", G(V("a", "float64", "[4]"), N("exp", "['a']", "['e']") "," N("log", "['e']", "['y']") "," N("mul", "['y','a']", "['z']")), NULL, "log", -2, 2},
     {"neg_neg", G(V("a", "float64", "[4]"), N("neg", "['a']", "['n1']") "," N("neg", "['n1']", "['n2']") "," N("mul", "['n2','a']", "['z']")), NULL, "neg", -2, 2},
     {"sub_self", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("sub", "['a','a']", "['d']") "," N("add", "['d','b']", "['z']")), NULL, "sub", -2, 2},
@@ -326,6 +328,14 @@ static void test_stabilize_values(void **state) {
     tu_assert_near(run1(gs, 40, "none"), 0.0, 0);
     tu_assert_near(run1(gs, 40, "fast_run"), exp(-40.0) / ((1 + exp(-40.0)) * (1 + exp(-40.0))), 1e-30);
     tu_assert_near(run1(gs, 0.5, "fast_run"), exp(-0.5) / ((1 + exp(-0.5)) * (1 + exp(-0.5))), 1e-15);
+    /* exp(log x) is x where the log is defined, NaN for x < 0 as written
+     * (not a finite x that hides the NaN from nanguard). */
+    const char *el = G(V("a", "float64", "[]"), N("log", "['a']", "['l']") "," N("exp", "['l']", "['z']"));
+    assert_true(isnan(run1(el, -2, "none")));
+    assert_true(isnan(run1(el, -2, "fast_run")));
+    tu_assert_near(run1(el, 3, "fast_run"), 3.0, 0);
+    tu_assert_near(run1(el, 0, "fast_run"), 0.0, 0);
+    assert_true(isnan(run1(el, NAN, "fast_run")));
     /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
      * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
      * NaN, the gradient of numpy.where in every autodiff). */

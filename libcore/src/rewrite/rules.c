@@ -135,7 +135,7 @@ static int mul_div_cancel(tg_rw *rw, tg_node *n) {
     return swap(rw, n, r);
 }
 
-/* f(g(x)) -> x for inverse pairs (exp(log x), log(exp x), neg(neg x)). */
+/* f(g(x)) -> x for inverse pairs (log(exp x), neg(neg x)). */
 static int inverse_pair(tg_rw *rw, tg_node *n, const char *inner) {
     tg_node *p = tg_rw_producer(n->inputs[0], inner);
     if (!p || p->outputs[0]->type.dtype != p->inputs[0]->type.dtype) return 0;
@@ -144,7 +144,36 @@ static int inverse_pair(tg_rw *rw, tg_node *n, const char *inner) {
     if (tg_rw_match(rw, p)) return TG_ENOMEM;
     return swap(rw, n, x);
 }
-static int exp_log(tg_rw *rw, tg_node *n) { return inverse_pair(rw, n, "log"); }
+/* x >= 0 (or NaN) wherever it is defined: an op whose values are never
+ * negative, or a constant with no negative element. */
+static bool never_negative(const tg_var *x) {
+    static const char *const ops[] = {"exp", "sqr", "abs", "softplus", "sigmoid", "relu", "sqrt", "exp2", NULL};
+    if (x->owner)
+        for (int i = 0; ops[i]; i++)
+            if (!strcmp(x->owner->op->name, ops[i])) return true;
+    if (x->kind != TG_VAR_CONSTANT || !x->value) return false;
+    int64_t n = tg_array_size(x->value);
+    if (n > 4096) return false;
+    for (int64_t i = 0; i < n; i++)
+        if (tg_array_get_flat(x->value, i) < 0) return false;
+    return true;
+}
+
+/* exp(log x) -> x where log is defined: switch(x >= 0, x, nan) (as
+ * PyTensor's local_exp_log does), x alone when x is never negative. A
+ * negative x gives NaN as written, and that NaN is what nanguard must
+ * find: the bare x hid it (and a finite value flowed on). */
+static int exp_log(tg_rw *rw, tg_node *n) {
+    tg_node *p = tg_rw_producer(n->inputs[0], "log");
+    if (!p || p->outputs[0]->type.dtype != p->inputs[0]->type.dtype) return 0;
+    tg_var *x = p->inputs[0];
+    if (!stands_for(x, n)) return 0;
+    if (tg_rw_single_client(p->outputs[0]) && tg_rw_match(rw, p)) return TG_ENOMEM;
+    if (never_negative(x)) return swap(rw, n, x);
+    tg_dtype dt = x->type.dtype;
+    tg_var *pick[3] = {tg_rw_op2(rw, "ge", x, tg_rw_const(rw, dt, 0)), x, tg_rw_const(rw, dt, NAN)};
+    return swap(rw, n, tg_rw_op(rw, "switch", 3, pick, NULL));
+}
 static int log_exp(tg_rw *rw, tg_node *n) { return inverse_pair(rw, n, "exp"); }
 static int neg_neg(tg_rw *rw, tg_node *n) { return inverse_pair(rw, n, "neg"); }
 
