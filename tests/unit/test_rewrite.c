@@ -515,6 +515,32 @@ static void test_record_origins_traces(void **state) {
     assert_string_equal(tg_function_output_id(f, 0), "z");
     tg_function_free(f);
     tg_graph_free(g);
+    /* The stabilizations that replace several nodes (written-out softmax,
+     * logaddexp, written-out sigmoid) record every node that died with
+     * them: one fused node stands for the whole expression. */
+    static const struct {
+        const char *graph;
+        const char *keys[6];
+    } whole[] = {
+        {G(V("a", "float64", "[3,5]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1}") "," NA("dimshuffle", "['s']", "['d']", "{'order':[0,'x']}") "," N("true_div", "['e','d']", "['z']")), {"e", "s", "d", "z"}},
+        {G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("exp", "['a']", "['ea']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") "," N("log", "['s']", "['z']")), {"ea", "eb", "s", "z"}},
+        {G(V("a", "float64", "[4]"), N("neg", "['a']", "['n']") "," N("exp", "['n']", "['e']") "," N("add", "[{'value':1},'e']", "['d']") "," N("true_div", "[{'value':1},'d']", "['z']")), {"e", "d", "z"}},
+    };
+    for (size_t c = 0; c < sizeof whole / sizeof whole[0]; c++) {
+        g = load(whole[c].graph);
+        tg_compile_options o = {.preset = "fast_run"};
+        f = compile_opts(g, NULL, &o);
+        int last = tg_function_node_count(f) - 1; /* the node of output z */
+        const char *const *keys;
+        int n = tg_function_node_origins(f, last, &keys);
+        for (int w = 0; whole[c].keys[w]; w++) {
+            bool has = false;
+            for (int k = 0; k < n; k++) has |= !strcmp(keys[k], whole[c].keys[w]);
+            if (!has) fail_msg("case %zu: the node of z does not stand for %s", c, whole[c].keys[w]);
+        }
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
 }
 
 /* In place: never over a function input, a shared variable or a value

@@ -624,7 +624,13 @@ static int logaddexp_rule(tg_rw *rw, tg_node *n) {
     tg_var *a = ea->inputs[0], *b = eb->inputs[0];
     tg_dtype dt = n->outputs[0]->type.dtype;
     if (!is_float(a) || a->type.dtype != dt || b->type.dtype != dt) return 0;
-    if (tg_rw_single_client(s->outputs[0]) && tg_rw_match(rw, s)) return TG_ENOMEM;
+    /* what dies with the log counts as replaced (the record) */
+    if (tg_rw_single_client(s->outputs[0])) {
+        if (tg_rw_match(rw, s)) return TG_ENOMEM;
+        if ((tg_rw_single_client(ea->outputs[0]) && tg_rw_match(rw, ea)) ||
+            (tg_rw_single_client(eb->outputs[0]) && tg_rw_match(rw, eb)))
+            return TG_ENOMEM;
+    }
     tg_var *d = tg_rw_op1(rw, "abs", tg_rw_op2(rw, "sub", a, b), NULL);
     tg_var *far = tg_rw_op2(rw, "add", tg_rw_op2(rw, "maximum", a, b),
                             tg_rw_op1(rw, "softplus", tg_rw_op1(rw, "neg", d, NULL), NULL));
@@ -785,7 +791,11 @@ static int sigmoid_simplify(tg_rw *rw, tg_node *n) {
     double c = 0;
     bool one = recip || (scalar_const(n->inputs[0], &c) && c == 1);
     if (!one && n->inputs[0] != e->outputs[0]) return 0;
-    if (tg_rw_single_client(d) && tg_rw_match(rw, d->owner)) return TG_ENOMEM;
+    /* what dies with the division counts as replaced (the record) */
+    if (tg_rw_single_client(d) &&
+        (tg_rw_match(rw, d->owner) ||
+         (e->outputs[0]->nclients == 1 + (n->inputs[0] == e->outputs[0]) && tg_rw_match(rw, e))))
+        return TG_ENOMEM;
     return swap(rw, n, tg_rw_op1(rw, "sigmoid", one ? negated(rw, z) : z, NULL));
 }
 
