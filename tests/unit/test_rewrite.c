@@ -152,6 +152,7 @@ static const rw_case cases[] = {
     {"sigmoid_simplify", G(V("a", "float32", "[2,3]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("true_div", "['e','d']", "['z']")), "sigmoid", "exp", -5, 5},
     {"sigmoid_simplify", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("reciprocal", "['d']", "['z']")), "sigmoid", "exp", -5, 5},
     {"sigmoid_times_exp", G(V("a", "float64", "[6]") "," V("b", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['d']") "," N("true_div", "['b','d']", "['q']") "," N("neg", "['q']", "['m']") "," N("mul", "['e','m']", "['z']")), "sigmoid", "exp", -5, 5},
+    {"softmax_times_exp", G(V("a", "float64", "[3,5]") "," V("b", "float64", "[3,1]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}") "," N("true_div", "['b','s']", "['q']") "," N("neg", "['q']", "['m']") "," N("mul", "['m','e']", "['z']")), "softmax", "exp", -5, 5},
     {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]"), N("gt", "['a',{'value':1}]", "['c']") "," N("switch", "['c','a',{'value':0.0}]", "['s']") "," N("mul", "['b','s']", "['z']")), "switch", NULL, 0.5, 2},
     {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[4,1]"), N("gt", "['a',{'value':1}]", "['c']") "," N("zeros_like", "['a']", "['zl']") "," N("switch", "['c','zl','a']", "['s']") "," N("true_div", "['s','b']", "['z']")), "switch", NULL, 0.5, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
@@ -336,6 +337,13 @@ static void test_stabilize_values(void **state) {
     tu_assert_near(run1(el, 3, "fast_run"), 3.0, 0);
     tu_assert_near(run1(el, 0, "fast_run"), 0.0, 0);
     assert_true(isnan(run1(el, NAN, "fast_run")));
+    /* d/da log(sum(exp([a, 0, 1]))) = softmax([a, 0, 1])[0]: 1 to within
+     * e^-a at a = 1000 (inf / inf as written). */
+    const char *lg = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0},{'value':1.0}]", "['v']", "{'axis':0}") "," N("exp", "['v']", "['e']") ","
+                       N("sum", "['e']", "['s']") "," N("log", "['s']", "['l']") "," N("grad", "['l','a']", "['z']"));
+    assert_true(isnan(run1(lg, 1000, "none")));
+    tu_assert_near(run1(lg, 1000, "fast_run"), 1.0, 0);
+    tu_assert_near(run1(lg, 0.5, "fast_run"), exp(0.5) / (exp(0.5) + 1 + exp(1.0)), 1e-15);
     /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
      * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
      * NaN, the gradient of numpy.where in every autodiff). */

@@ -559,7 +559,8 @@ static int logsumexp_rule(tg_rw *rw, tg_node *n) {
 /* The sum of `e` over one axis of an nd-dimensional e, with that axis
  * kept: sum(e, axis=a, keepdims=true), or sum(e, axis=a) with the axis
  * put back by dimshuffle or expand_dims (Theano's
- * e.sum(axis=1).dimshuffle(0, 'x')). The sum node, and the axis in *ax. */
+ * e.sum(axis=1).dimshuffle(0, 'x')), or the sum of a vector. The sum
+ * node, and the axis in *ax. */
 static tg_node *sum_keeping_axis(const tg_var *v, const tg_var *e, int *ax) {
     int nd = e->type.ndim;
     tg_node *s = tg_rw_producer(v, "sum"), *d = NULL;
@@ -567,13 +568,13 @@ static tg_node *sum_keeping_axis(const tg_var *v, const tg_var *e, int *ax) {
         d = tg_rw_producer(v, "dimshuffle");
         if (!d) d = tg_rw_producer(v, "expand_dims");
         if (!d || !(s = tg_rw_producer(d->inputs[0], "sum")) || s->a.keepdims) return NULL;
-    } else if (!s->a.keepdims) {
-        return NULL;
+    } else if (!s->a.keepdims && nd != 1) {
+        return NULL; /* (the sum of a vector is a scalar: it broadcasts back) */
     }
-    if (s->inputs[0] != e || s->a.axis_null || __builtin_popcount(s->a.axis_mask) != 1 ||
-        s->outputs[0]->type.dtype != e->type.dtype)
-        return NULL;
-    *ax = __builtin_ctz(s->a.axis_mask);
+    if (nd < 1 || s->inputs[0] != e || s->outputs[0]->type.dtype != e->type.dtype) return NULL;
+    uint32_t mask = s->a.axis_null ? 1u : s->a.axis_mask;
+    if (__builtin_popcount(mask) != 1) return NULL;
+    *ax = __builtin_ctz(mask);
     if (d && !strcmp(d->op->name, "dimshuffle")) {
         /* 0 .. ax-1, "x", ax .. nd-2 */
         if (d->a.norder != nd) return NULL;
@@ -799,31 +800,54 @@ static int sigmoid_simplify(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op1(rw, "sigmoid", one ? negated(rw, z) : z, NULL));
 }
 
-/* In a product, exp(z) times B / (1 + exp(z)) (the same exp) ->
- * sigmoid(z) times B (Theano's local_sigm_times_exp), the neg of the
- * quotient kept: how the chain rule writes the derivative of a
- * written-out sigmoid, which as written is inf / inf = NaN for |x| > 709
- * (the exp overflows either in it or in the forward pass). */
-static int sigmoid_times_exp(tg_rw *rw, tg_node *n) {
+/* In a product, exp(z) times B / D, where D is 1 + exp(z) (the same
+ * exp: sigmoid) or a sum of exp(z) over one axis with the axis kept
+ * (softmax) -> the sigmoid or softmax of z times B, the neg of the
+ * quotient kept (Theano's local_sigm_times_exp). This is how the chain
+ * rule writes the derivatives of a written-out sigmoid and of a
+ * written-out log(sum(exp(x))): as written inf / inf = NaN once the exp
+ * overflows (in them or in the forward pass). */
+static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     enum { MAXIN = 64 };
     if (n->nin > MAXIN) return 0;
     for (int i = 0; i < n->nin; i++) {
         tg_node *e = tg_rw_producer(n->inputs[i], "exp");
-        if (!e) continue;
+        if (!e || !is_float(e->outputs[0])) continue;
         for (int j = 0; j < n->nin; j++) {
             if (j == i) continue;
-            tg_node *ng = tg_rw_producer(n->inputs[j], "neg");
-            tg_node *q = tg_rw_producer(ng ? ng->inputs[0] : n->inputs[j], "true_div");
-            if (!q || one_plus_exp(q->inputs[1]) != e) continue;
+            /* the quotient, under a neg and a broadcast of a scalar (the
+             * gradient of a sum over a vector) */
+            tg_var *f = n->inputs[j];
+            bool neg = false, scalar = false;
+            for (int w = 0; w < 2; w++) {
+                tg_node *p = tg_rw_producer(f, "neg");
+                if (p) {
+                    neg = !neg;
+                    f = p->inputs[0];
+                } else if ((p = tg_rw_producer(f, "dimshuffle")) && p->inputs[0]->type.ndim == 0) {
+                    scalar = true;
+                    f = p->inputs[0];
+                }
+            }
+            tg_node *q = tg_rw_producer(f, "true_div");
+            int ax = 0;
+            if (!q || (scalar && q->inputs[0]->type.ndim != 0) ||
+                (softmax ? !sum_keeping_axis(q->inputs[1], e->outputs[0], &ax)
+                         : one_plus_exp(q->inputs[1]) != e))
+                continue;
+            char attrs[32];
+            snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
             tg_var *in[MAXIN];
             for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
-            in[i] = tg_rw_op1(rw, "sigmoid", e->inputs[0], NULL);
-            in[j] = ng ? tg_rw_op1(rw, "neg", q->inputs[0], NULL) : q->inputs[0];
+            in[i] = tg_rw_op1(rw, softmax ? "softmax" : "sigmoid", e->inputs[0], softmax ? attrs : NULL);
+            in[j] = neg ? tg_rw_op1(rw, "neg", q->inputs[0], NULL) : q->inputs[0];
             return swap(rw, n, tg_rw_op(rw, "mul", n->nin, in, NULL));
         }
     }
     return 0;
 }
+static int sigmoid_times_exp(tg_rw *rw, tg_node *n) { return exp_ratio_times_exp(rw, n, false); }
+static int softmax_times_exp(tg_rw *rw, tg_node *n) { return exp_ratio_times_exp(rw, n, true); }
 
 /* A switch one of whose branches is zero: its node, and in *keep the
  * position (1 or 2) of the other branch. */
@@ -1097,6 +1121,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"softmax_crossentropy_grad", "stabilize", "softmax_crossentropy", "mul", softmax_xent_grad},
     {"sigmoid_simplify", "stabilize", "sigmoid", "true_div reciprocal", sigmoid_simplify},
     {"sigmoid_times_exp", "stabilize", "sigmoid", "mul", sigmoid_times_exp},
+    {"softmax_times_exp", "stabilize", NULL, "mul", softmax_times_exp},
     {"switch_sink", "stabilize", NULL, "mul true_div", switch_sink},
     /* Constants that stabilize and specialize make (a negated step size)
      * fold too. */
