@@ -113,8 +113,9 @@ static const rw_case cases[] = {
     {"mul_self_to_sqr", G(V("a", "float64", "[5]"), N("mul", "['a','a']", "['y']")), "sqr", "mul", -2, 2},
     {"mul_div_cancel", G(V("a", "float64", "[2,3]") "," V("b", "float64", "[3]"), N("mul", "['a','b']", "['m']") "," N("true_div", "['m','b']", "['y']")), NULL, "true_div", 0.5, 2},
     {"exp_log", G(V("a", "float64", "[4]"), N("log", "['a']", "['l']") "," N("exp", "['l']", "['y']") "," N("add", "['y','a']", "['z']")), NULL, "exp", 0.5, 2},
-    /* never negative: x alone, no switch */
+    /* never negative: x alone, no switch (a sqr; 1 + a*a) */
     {"exp_log", G(V("a", "float64", "[4]"), N("sqr", "['a']", "['q']") "," N("log", "['q']", "['l']") "," N("exp", "['l']", "['y']") "," N("add", "['y','a']", "['z']")), NULL, "switch", -2, 2},
+    {"exp_log", G(V("a", "float64", "[4]"), N("mul", "['a','a']", "['q']") "," N("add", "[{'value':1},'q']", "['o']") "," N("log", "['o']", "['l']") "," N("exp", "['l']", "['y']") "," N("add", "['y','a']", "['z']")), NULL, "switch", -2, 2},
     {"log_exp", G(V("a", "float64", "[4]"), N("exp", "['a']", "['e']") "," N("log", "['e']", "['y']") "," N("mul", "['y','a']", "['z']")), NULL, "log", -2, 2},
     {"neg_neg", G(V("a", "float64", "[4]"), N("neg", "['a']", "['n1']") "," N("neg", "['n1']", "['n2']") "," N("mul", "['n2','a']", "['z']")), NULL, "neg", -2, 2},
     {"sub_self", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("sub", "['a','a']", "['d']") "," N("add", "['d','b']", "['z']")), NULL, "sub", -2, 2},

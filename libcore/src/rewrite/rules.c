@@ -145,12 +145,28 @@ static int inverse_pair(tg_rw *rw, tg_node *n, const char *inner) {
     return swap(rw, n, x);
 }
 /* x >= 0 (or NaN) wherever it is defined: an op whose values are never
- * negative, or a constant with no negative element. */
-static bool never_negative(const tg_var *x) {
-    static const char *const ops[] = {"exp", "sqr", "abs", "softplus", "sigmoid", "relu", "sqrt", "exp2", NULL};
-    if (x->owner)
+ * negative, a sum, product or maximum of such values (x*x included), or
+ * a constant with no negative element; looked at `depth` producers deep. */
+static bool never_negative_at(const tg_var *x, int depth) {
+    static const char *const ops[] = {"exp", "sqr", "abs", "softplus", "sigmoid", "relu", "sqrt", "exp2", "cosh", NULL};
+    const tg_node *p = x->owner;
+    if (p) {
+        const char *op = p->op->name;
         for (int i = 0; ops[i]; i++)
-            if (!strcmp(x->owner->op->name, ops[i])) return true;
+            if (!strcmp(op, ops[i])) return true;
+        if (depth <= 0) return false;
+        bool sum = !strcmp(op, "add") || !strcmp(op, "mul") || !strcmp(op, "true_div");
+        if (!strcmp(op, "mul") && p->nin == 2 && p->inputs[0] == p->inputs[1]) return true;
+        if (!strcmp(op, "maximum")) {
+            for (int i = 0; i < p->nin; i++)
+                if (never_negative_at(p->inputs[i], depth - 1)) return true;
+            return false;
+        }
+        if (!sum) return false;
+        for (int i = 0; i < p->nin; i++)
+            if (!never_negative_at(p->inputs[i], depth - 1)) return false;
+        return true;
+    }
     if (x->kind != TG_VAR_CONSTANT || !x->value) return false;
     int64_t n = tg_array_size(x->value);
     if (n > 4096) return false;
@@ -158,6 +174,7 @@ static bool never_negative(const tg_var *x) {
         if (tg_array_get_flat(x->value, i) < 0) return false;
     return true;
 }
+static bool never_negative(const tg_var *x) { return never_negative_at(x, 4); }
 
 /* exp(log x) -> x where log is defined: switch(x >= 0, x, nan) (as
  * PyTensor's local_exp_log does), x alone when x is never negative. A
