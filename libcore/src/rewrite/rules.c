@@ -45,6 +45,17 @@ static bool scalar_const(const tg_var *v, double *out) {
 static bool is_float(const tg_var *v) { return tg_dtype_is_float(v->type.dtype); }
 static tg_var *negated(tg_rw *rw, tg_var *z);
 
+/* The most operands a rule rebuilds an n-ary add or mul with (it declines
+ * beyond). */
+enum { MAX_OPERANDS = 64 };
+
+/* Declare producer p replaced too when the node being rewritten is the
+ * one reader of its output: it dies with the replacement, which stands
+ * for it in the record and the origins. */
+static int match_if_dies(tg_rw *rw, tg_node *p) {
+    return p && tg_rw_single_client(p->outputs[0]) ? tg_rw_match(rw, p) : TG_OK;
+}
+
 /* x has the run-time shape of n's output for sure (no other input of n
  * stretches it) and n's dtype. */
 static bool stands_for(const tg_var *x, const tg_node *n) {
@@ -119,9 +130,9 @@ static int mul_div_cancel(tg_rw *rw, tg_node *n) {
     for (int i = 0; i < m->nin && at < 0; i++)
         if (m->inputs[i] == y) at = i;
     if (at < 0) return 0;
-    tg_var *rest[64];
+    tg_var *rest[MAX_OPERANDS];
     int nr = 0;
-    if (m->nin - 1 > 64) return 0;
+    if (m->nin - 1 > MAX_OPERANDS) return 0;
     for (int i = 0; i < m->nin; i++)
         if (i != at) rest[nr++] = m->inputs[i];
     tg_var *r = nr == 1 ? rest[0] : tg_rw_op(rw, "mul", nr, rest, NULL);
@@ -185,7 +196,7 @@ static int exp_log(tg_rw *rw, tg_node *n) {
     if (!p || p->outputs[0]->type.dtype != p->inputs[0]->type.dtype) return 0;
     tg_var *x = p->inputs[0];
     if (!stands_for(x, n)) return 0;
-    if (tg_rw_single_client(p->outputs[0]) && tg_rw_match(rw, p)) return TG_ENOMEM;
+    if (match_if_dies(rw, p)) return TG_ENOMEM;
     if (never_negative(x)) return swap(rw, n, x);
     tg_dtype dt = x->type.dtype;
     tg_var *pick[3] = {tg_rw_op2(rw, "ge", x, tg_rw_const(rw, dt, 0)), x, tg_rw_const(rw, dt, NAN)};
@@ -236,9 +247,9 @@ static int collect_constants(tg_rw *rw, tg_node *n) {
     if (dt == TG_BOOL) return 0;
     double acc = is_add ? 0 : 1;
     int nconst = 0;
-    tg_var *rest[64];
+    tg_var *rest[MAX_OPERANDS];
     int nr = 0;
-    if (n->nin > 64) return 0;
+    if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
         double v;
         if (n->inputs[i]->type.ndim == 0 && scalar_const(n->inputs[i], &v)) {
@@ -551,7 +562,7 @@ static int sigmoid_1m(tg_rw *rw, tg_node *n) {
     if (!s || !scalar_const(n->inputs[0], &c) || c != 1 || !stands_for(s->outputs[0], n) ||
         s->inputs[0]->type.dtype != s->outputs[0]->type.dtype)
         return 0;
-    if (tg_rw_single_client(s->outputs[0]) && tg_rw_match(rw, s)) return TG_ENOMEM;
+    if (match_if_dies(rw, s)) return TG_ENOMEM;
     return swap(rw, n, tg_rw_op1(rw, "sigmoid", negated(rw, s->inputs[0]), NULL));
 }
 
@@ -642,13 +653,9 @@ static int logaddexp_rule(tg_rw *rw, tg_node *n) {
     tg_var *a = ea->inputs[0], *b = eb->inputs[0];
     tg_dtype dt = n->outputs[0]->type.dtype;
     if (!is_float(a) || a->type.dtype != dt || b->type.dtype != dt) return 0;
-    /* what dies with the log counts as replaced (the record) */
-    if (tg_rw_single_client(s->outputs[0])) {
-        if (tg_rw_match(rw, s)) return TG_ENOMEM;
-        if ((tg_rw_single_client(ea->outputs[0]) && tg_rw_match(rw, ea)) ||
-            (tg_rw_single_client(eb->outputs[0]) && tg_rw_match(rw, eb)))
-            return TG_ENOMEM;
-    }
+    if (tg_rw_single_client(s->outputs[0]) &&
+        (tg_rw_match(rw, s) || match_if_dies(rw, ea) || match_if_dies(rw, eb)))
+        return TG_ENOMEM;
     tg_var *d = tg_rw_op1(rw, "abs", tg_rw_op2(rw, "sub", a, b), NULL);
     tg_var *far = tg_rw_op2(rw, "add", tg_rw_op2(rw, "maximum", a, b),
                             tg_rw_op1(rw, "softplus", tg_rw_op1(rw, "neg", d, NULL), NULL));
@@ -825,8 +832,7 @@ static int sigmoid_simplify(tg_rw *rw, tg_node *n) {
  * written-out log(sum(exp(x))): as written inf / inf = NaN once the exp
  * overflows (in them or in the forward pass). */
 static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
-    enum { MAXIN = 64 };
-    if (n->nin > MAXIN) return 0;
+    if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
         tg_node *e = tg_rw_producer(n->inputs[i], "exp");
         if (!e || !is_float(e->outputs[0])) continue;
@@ -854,7 +860,7 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
                 continue;
             char attrs[32];
             snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
-            tg_var *in[MAXIN];
+            tg_var *in[MAX_OPERANDS];
             for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
             in[i] = tg_rw_op1(rw, softmax ? "softmax" : "sigmoid", e->inputs[0], softmax ? attrs : NULL);
             in[j] = neg ? tg_rw_op1(rw, "neg", q->inputs[0], NULL) : q->inputs[0];
@@ -896,11 +902,10 @@ static int switch_sink(tg_rw *rw, tg_node *n) {
         int keep;
         tg_node *s = zero_switch(n->inputs[i], &keep);
         if (!s) continue;
-        enum { MAXIN = 64 };
-        tg_var *in[MAXIN];
-        if (n->nin > MAXIN) return 0;
+        tg_var *in[MAX_OPERANDS];
+        if (n->nin > MAX_OPERANDS) return 0;
         for (int k = 0; k < n->nin; k++) in[k] = k == i ? s->inputs[keep] : n->inputs[k];
-        if (tg_rw_single_client(n->inputs[i]) && tg_rw_match(rw, s)) return TG_ENOMEM;
+        if (match_if_dies(rw, s)) return TG_ENOMEM;
         tg_var *inner = tg_rw_op(rw, n->op->name, n->nin, in, NULL);
         tg_var *sw[3] = {s->inputs[0], s->inputs[1], s->inputs[2]};
         sw[keep] = inner;
