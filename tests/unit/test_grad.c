@@ -152,6 +152,44 @@ static void test_second_derivative(void **state) {
     tg_graph_free(g);
 }
 
+/* Where the general formula divides zero by zero. The gradient of a
+ * product at a zero is the product of the others: for prod over rows of
+ * [[2, 0, 3], [0, 0, 4], [2, 5, 3]] that is [[0, 6, 0], [0, 0, 0],
+ * [15, 6, 10]] (prod / x would give NaN at every zero). For x^y at x = 0:
+ * d/dx is 0 where y = 0 (x^0 is constant), inf where 0 < y < 1, -inf
+ * where y = -1 (-x^-2), and d/dy is 0 where y >= 0 (0^y stays 0), -inf
+ * where y = -1 (inf * log 0). Both presets. */
+static void test_zeros(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" V("a", "[3,3]") "," V("x", "[5]") "," V("y", "[5]") "],"
+        "\"nodes\":[" NA("prod", "a", "p", J({"axis": 1})) "," N1("sum", "p", "c") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"a\"],\"outputs\":[\"ga\"]},"
+        N2("pow", "x", "y", "z") "," N1("sum", "z", "d") ","
+        "{\"op\":\"grad\",\"inputs\":[\"d\",\"x\",\"y\"],\"outputs\":[\"gx\",\"gy\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"a\",\"x\",\"y\"],\"outputs\":[\"ga\",\"gx\",\"gy\"]}}}";
+    tg_graph *g = tu_load(json);
+    double as[9] = {2, 0, 3, 0, 0, 4, 2, 5, 3}, xs[5] = {0, 0, 0, 0, 2}, ys[5] = {0, 2, 0.5, -1, 3};
+    double want_a[9] = {0, 6, 0, 0, 0, 0, 15, 6, 10};
+    double want_x[5] = {0, 0, INFINITY, -INFINITY, 12};
+    double want_y[5] = {0, 0, 0, -INFINITY, 8 * log(2.0)};
+    int64_t s33[2] = {3, 3}, s5 = 5;
+    tg_array *in[3] = {tu_f64(2, s33, as), tu_f64(1, &s5, xs), tu_f64(1, &s5, ys)};
+    const char *presets[2] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_array *out[3];
+        tu_call_preset(g, "f", presets[p], in, out);
+        for (int i = 0; i < 9; i++) tu_assert_near(tg_array_get_flat(out[0], i), want_a[i], 1e-12);
+        for (int i = 0; i < 5; i++) {
+            tu_assert_near(tg_array_get_flat(out[1], i), want_x[i], 1e-12);
+            tu_assert_near(tg_array_get_flat(out[2], i), want_y[i], 1e-12);
+        }
+        for (int i = 0; i < 3; i++) tg_array_free(out[i]);
+    }
+    for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+    tg_graph_free(g);
+}
+
 /* The logistic regression's hand-written gradients equal grad's. */
 static void test_logreg_matches_hand_written(void **state) {
     (void)state;
@@ -208,6 +246,7 @@ int main(void) {
         cmocka_unit_test(test_products_and_shapes),
         cmocka_unit_test(test_nn),
         cmocka_unit_test(test_second_derivative),
+        cmocka_unit_test(test_zeros),
         cmocka_unit_test(test_logreg_matches_hand_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
