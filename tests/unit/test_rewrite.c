@@ -156,6 +156,12 @@ static const rw_case cases[] = {
     {"softmax_times_exp", G(V("a", "float64", "[3,5]") "," V("b", "float64", "[3,1]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}") "," N("true_div", "['b','s']", "['q']") "," N("neg", "['q']", "['m']") "," N("mul", "['m','e']", "['z']")), "softmax", "exp", -5, 5},
     {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]"), N("gt", "['a',{'value':1}]", "['c']") "," N("switch", "['c','a',{'value':0.0}]", "['s']") "," N("mul", "['b','s']", "['z']")), "switch", NULL, 0.5, 2},
     {"switch_sink", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[4,1]"), N("gt", "['a',{'value':1}]", "['c']") "," N("zeros_like", "['a']", "['zl']") "," N("switch", "['c','zl','a']", "['s']") "," N("true_div", "['s','b']", "['z']")), "switch", NULL, 0.5, 2},
+    /* a constant condition: the branch it picks (a vector true
+     * everywhere; a scalar false picking the broadcast one) */
+    {"switch_const_cond", G(V("a", "float64", "[2,3]") "," V("b", "float64", "[3]") ",{'id':'t','type':{'dtype':'bool','shape':[3]},'constant':{'data':[true,true,true]}}", N("switch", "['t','a','b']", "['s']") "," N("exp", "['s']", "['z']")), NULL, "switch", -2, 2},
+    {"switch_const_cond", G(V("a", "float64", "[3]") "," V("b", "float64", "[2,3]"), N("switch", "[{'value':false},'a','b']", "['s']") "," N("exp", "['s']", "['z']")), NULL, "switch", -2, 2},
+    /* the gradient of pow(x, 3): its y = 0 mask goes */
+    {"switch_const_cond", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':3}]", "['p']") "," N("sum", "['p']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "switch", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -199,6 +205,28 @@ static void check_case(const rw_case *c) {
     }
     for (int i = 0; i < nin; i++) tg_array_free(in[i]);
     tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* A constant condition whose branch would be stretched by the other
+ * input keeps its switch: switch(true, a[1], b[3]) is a repeated. */
+static void test_switch_const_cond_broadcast(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[1]") "," V("b", "float64", "[3]"),
+                         N("switch", "[{'value':true},'a','b']", "['z']")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    assert_false(fired(opt, "switch_const_cond"));
+    int64_t one = 1, three = 3;
+    double av = 2.5, bv[3] = {1, 2, 3};
+    tg_array *in[2] = {tu_f64(1, &one, &av), tu_f64(1, &three, bv)}, *out[1];
+    call(opt, in, out);
+    assert_int_equal(tg_array_ndim(out[0]), 1);
+    assert_int_equal(tg_array_shape(out[0])[0], 3);
+    for (int i = 0; i < 3; i++) tu_assert_near(tg_array_get_flat(out[0], i), 2.5, 0);
+    tg_array_free(out[0]);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
     tg_function_free(opt);
     tg_graph_free(g);
 }
@@ -798,6 +826,7 @@ static void test_examples_unchanged(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_rewrite),
+        cmocka_unit_test(test_switch_const_cond_broadcast),
         cmocka_unit_test(test_stabilize_values),
         cmocka_unit_test(test_xent_index_range),
         cmocka_unit_test(test_presets_and_tags),

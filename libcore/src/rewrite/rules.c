@@ -1056,6 +1056,24 @@ static int ifelse_const_cond(tg_rw *rw, tg_node *n) {
     return done;
 }
 
+/* switch(c, a, b) with c a constant that is true everywhere -> a, false
+ * everywhere -> b (Theano's local_useless_switch), when that branch has
+ * the result's dtype and, for sure, its shape. The gradient of pow(x, 3)
+ * masks y = 0 as switch(3 != 0, .., 0), which folds to such a switch. */
+enum { SWITCH_COND_MAX = 1 << 16 };
+
+static int switch_const_cond(tg_rw *rw, tg_node *n) {
+    const tg_var *c = n->inputs[0];
+    if (c->kind != TG_VAR_CONSTANT || !c->value) return 0;
+    int64_t size = tg_array_size(c->value);
+    if (size < 1 || size > SWITCH_COND_MAX) return 0;
+    bool taken = tg_array_get_flat(c->value, 0) != 0; /* NaN is true, as in the kernel */
+    for (int64_t i = 1; i < size; i++)
+        if ((tg_array_get_flat(c->value, i) != 0) != taken) return 0;
+    tg_var *v = n->inputs[taken ? 1 : 2];
+    return stands_for(v, n) ? swap(rw, n, v) : 0;
+}
+
 /* ifelse(c, .. x .., .. x ..): an output whose two branches are the same
  * variable is that variable (the condition need not be known). */
 static int ifelse_same_branches(tg_rw *rw, tg_node *n) {
@@ -1115,6 +1133,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"constant_folding", "canonicalize", "constant_folding", NULL, constant_folding},
     {"ifelse_const_cond", "canonicalize", "ifelse", "ifelse", ifelse_const_cond},
     {"ifelse_same_branches", "canonicalize", "ifelse", "ifelse", ifelse_same_branches},
+    {"switch_const_cond", "canonicalize", NULL, "switch", switch_const_cond},
     {"mul_self_to_sqr", "canonicalize", NULL, "mul", mul_self_to_sqr},
     {"mul_div_cancel", "canonicalize", NULL, "true_div", mul_div_cancel},
     {"exp_log", "canonicalize", NULL, "exp", exp_log},
