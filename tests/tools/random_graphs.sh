@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Random graphs through tgc against NumPy and finite differences
+# (tests/tools/random_graphs.py): mixed dtypes, gradients, scans, views
+# with in-place updates and checkpoints. Fixed seeds, so a failure
+# names a graph that can be made again:
+#   TGC=... python3 tests/tools/random_graphs.py FAMILY SEED 1
+# (TG_RANDOM_KEEP=DIR keeps the failing graph and its inputs). Most
+# seeds run the composite interpreter (fast); a few compile the fused
+# kernels with the C compiler. TG_RANDOM_SCALE (default 1) scales the
+# counts; the sanitizer build runs fewer.
+set -uo pipefail
+: "${TGC:?}" "${TG_SRC:?}"
+. "$(dirname "$0")/lib/checks.bash"
+export TG_CACHE_DIR=$tmp/cache
+PY="/usr/bin/python3 $TG_SRC/tests/tools/random_graphs.py"
+scale=${TG_RANDOM_SCALE:-1}
+n() { awk -v n="$1" -v s="$scale" 'BEGIN { m = int(n * s); print (m < 1 ? 1 : m) }'; }
+family() { # family NAME FIRST COUNT [interp]
+  local what="$1 graphs, seeds $2 on ($(n "$3"))${4:+, interpreter}"
+  if env ${4:+TG_COMPOSITE=interp} $PY "$1" "$2" "$(n "$3")" >"$tmp/out" 2>"$tmp/err"; then pass "$what"; else
+    fail "$what"; sed 's/^/  | /' "$tmp/out" "$tmp/err"; fi
+}
+family mixed 0 200 interp
+family grad 0 200 interp
+family scan 0 80 interp
+family alias 0 100 interp
+family mixed 10000 12
+family grad 10000 6
+family scan 10000 4
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "all passed"
