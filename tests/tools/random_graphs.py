@@ -25,7 +25,8 @@ that finite differences or NumPy do not share (docs/format-choices.md,
 docs/optimizer.md): ties of max/min reductions, x - x on inf/NaN (fast_run
 gives 0), arctan2(0, 0), a std over equal values, comparisons and argmax
 of values an ulp could reorder. Prints one line per failing seed and
-exits 1 when any fails."""
+exits 1 when any fails; TG_RANDOM_KEEP=DIR keeps each failing seed's
+graph, inputs and outputs in DIR/FAMILY-SEED."""
 import json
 import os
 import random
@@ -123,7 +124,7 @@ def mixed_unary(op, x):
     if op == "sqr":
         return np.square(x)
     if op in ("floor", "ceil", "round", "trunc"):
-        return x.copy() if k != "f" else getattr(np, op if op != "round" else "round")(x)
+        return x.copy() if k != "f" else getattr(np, op)(x)
     if op in ("isnan", "isinf"):
         return getattr(np, op)(x) if k == "f" else np.zeros(x.shape, bool)
     if op == "logical_not":
