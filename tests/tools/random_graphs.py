@@ -59,6 +59,26 @@ def save_inputs(d, vals):
     return args
 
 
+def run_presets(d, g, vals, *options):
+    """Write graph g and its inputs to d and run it with -O none and -O
+    fast_run (options: more `tgc run` options). Returns the graph's path,
+    the input arguments, the runs' errors and {preset: output folder} of
+    the runs that succeeded."""
+    p = os.path.join(d, "g.json")
+    with open(p, "w") as f:
+        json.dump(g, f)
+    args = save_inputs(d, vals)
+    bad, done = [], {}
+    for how in ("none", "fast_run"):
+        od = os.path.join(d, how)
+        rc, err = tgc("run", p, "-O", how, "-o", od, *options, *args)
+        if rc:
+            bad.append("-O %s: %s" % (how, err))
+        else:
+            done[how] = od
+    return p, args, bad, done
+
+
 def bshape(*ss):
     try:
         return list(np.broadcast_shapes(*[tuple(s) for s in ss]))
@@ -285,22 +305,16 @@ def run_mixed(seed, d):
     if not made:
         return []
     g, vals, want = made
-    p = os.path.join(d, "g.json")
-    json.dump(g, open(p, "w"))
-    args = save_inputs(d, vals)
-    bad = []
+    p, args, bad, done = run_presets(d, g, vals)
     rc, err = tgc("compile", p, "-o", d + "/g.tgf")
     if rc:
-        return ["compile: " + err]
-    got = {}
-    for how in ("none", "fast_run", "tgf"):
-        od = os.path.join(d, how)
-        rc, err = tgc("run", d + "/g.tgf", "-o", od, *args) if how == "tgf" else \
-            tgc("run", p, "-O", how, "-o", od, *args)
-        if rc:
-            bad.append("%s: %s" % (how, err))
-            continue
-        got[how] = {o: np.load(os.path.join(od, o + ".npy")) for o in want}
+        return bad + ["compile: " + err]
+    rc, err = tgc("run", d + "/g.tgf", "-o", d + "/tgf", *args)
+    if rc:
+        bad.append("the .tgf: " + err)
+    else:
+        done["tgf"] = d + "/tgf"
+    got = {how: {o: np.load(os.path.join(od, o + ".npy")) for o in want} for how, od in done.items()}
     for o, w in want.items():
         for how in ("none", "fast_run"):
             if how in got:
@@ -575,16 +589,8 @@ def run_grad(seed, d):
     # A finite difference loses about eps * |term| / h to cancellation.
     atol = 1e-5 + 1e-8 * sum(abs(float(b.env[t])) for t in terms)
     fd = finite_differences(lambda v: float(replay(g, v)[cost]), vals, wrt)
-    p = os.path.join(d, "g.json")
-    json.dump(g, open(p, "w"))
-    args = save_inputs(d, vals)
-    bad = []
-    for how in ("none", "fast_run"):
-        od = os.path.join(d, how)
-        rc, err = tgc("run", p, "-O", how, "-o", od, *args)
-        if rc:
-            bad.append("-O %s: %s" % (how, err))
-            continue
+    _, _, bad, done = run_presets(d, g, vals)
+    for how, od in done.items():
         c = float(np.load(os.path.join(od, cost + ".npy")))
         if abs(c - want_cost) > 1e-9 * max(1, abs(want_cost)):
             bad.append("-O %s: cost %r, want %r" % (how, c, want_cost))
@@ -781,16 +787,8 @@ def run_scan(seed, d):
     except IndexError:
         return []  # a reader of a step the loop did not make (until stopped it)
     fd = finite_differences(lambda v: forward(v)["cost"], vals, wrt) if grads else {}
-    p = os.path.join(d, "g.json")
-    json.dump(g, open(p, "w"))
-    args = save_inputs(d, vals)
-    bad = []
-    for how in ("none", "fast_run"):
-        od = os.path.join(d, how)
-        rc, err = tgc("run", p, "-O", how, "-o", od, *args)
-        if rc:
-            bad.append("-O %s: %s" % (how, err))
-            continue
+    _, _, bad, done = run_presets(d, g, vals)
+    for how, od in done.items():
         for q in [rid for rid, _, _ in readers] + ["cost"]:
             gv, w = np.load(os.path.join(od, q + ".npy")), np.asarray(want[q])
             if gv.shape != w.shape or not np.allclose(gv, w, rtol=1e-9, atol=1e-9):
@@ -873,23 +871,15 @@ def run_alias(seed, d):
         fn["updates"] = {"sh": r.choice(same)}
     g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": b.nodes,
          "functions": {"main": fn}}
-    p = os.path.join(d, "g.json")
-    json.dump(g, open(p, "w"))
     vals = {i: b.env[i] for i in ins}
-    args = save_inputs(d, vals)
-    bad = []
     # two calls: the second sees the shared value the first wrote
     calls = 2 if "updates" in fn else 1
     over = {}
     if calls == 2:
         over = {"sh": replay(g, vals)[fn["updates"]["sh"]]}
     want = replay(g, dict(vals, **over))
-    for how in ("none", "fast_run"):
-        od = os.path.join(d, how)
-        rc, err = tgc("run", p, "-O", how, "-o", od, "--calls", str(calls), *args)
-        if rc:
-            bad.append("-O %s: %s" % (how, err))
-            continue
+    p, args, bad, done = run_presets(d, g, vals, "--calls", str(calls))
+    for how, od in done.items():
         for o in outs:
             gv = np.load(os.path.join(od, o + ".npy"))
             if gv.shape != want[o].shape or not np.allclose(gv, want[o], rtol=1e-12, atol=1e-12):
