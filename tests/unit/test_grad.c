@@ -16,7 +16,8 @@
 static const char *UNARY[] = {"neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
                               "sqrt", "sqr", "reciprocal", "sin", "cos", "tan", "arcsin", "arccos",
                               "arctan", "sinh", "cosh", "tanh", "arcsinh", "arctanh", "sigmoid",
-                              "softplus", "relu", "erf", "erfc", "gammaln", "identity", NULL};
+                              "softplus", "relu", "erf", "erfc", "gammaln", "digamma", "identity",
+                              NULL};
 static const char *BINARY[] = {"add", "sub", "mul", "true_div", "pow", "maximum", "minimum",
                                "arctan2", NULL};
 
@@ -152,6 +153,42 @@ static void test_second_derivative(void **state) {
     tg_graph_free(g);
 }
 
+/* The second derivative of gammaln is trigamma: the Hessian of
+ * sum(gammaln(x)) is diag(psi1(x)), at x = 1, 1/2, 2 the closed forms
+ * pi^2/6, pi^2/2 and pi^2/6 - 1 (Abramowitz and Stegun 6.4); the first
+ * derivative psi(x): -gamma, -gamma - 2 ln 2, 1 - gamma. */
+static void test_gammaln_second_derivative(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" V("x", "[3]") "," V("v", "[3]") "],"
+        "\"nodes\":[" N1("gammaln", "x", "lg") "," N1("sum", "lg", "c") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"x\"],\"outputs\":[\"gx\"]},"
+        N2("mul", "gx", "v", "gv") "," N1("sum", "gv", "c2") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c2\",\"x\"],\"outputs\":[\"hv\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\",\"v\"],\"outputs\":[\"gx\",\"hv\"]}}}";
+    const double euler = 0.57721566490153286061, pi2 = M_PI * M_PI;
+    double xs[3] = {1.0, 0.5, 2.0}, vs[3] = {1.0, 2.0, -0.5};
+    double psi[3] = {-euler, -euler - 2 * M_LN2, 1 - euler}, psi1[3] = {pi2 / 6, pi2 / 2, pi2 / 6 - 1};
+    const char *presets[] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_graph *g = tu_load(json);
+        int64_t three = 3;
+        tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 1, &three, xs),
+                           tg_array_new_from(TG_FLOAT64, 1, &three, vs)};
+        tg_array *out[2];
+        tu_call_preset(g, "f", presets[p], in, out);
+        for (int i = 0; i < 3; i++) {
+            assert_true(fabs(tg_array_get_flat(out[0], i) - psi[i]) < 1e-13);
+            assert_true(fabs(tg_array_get_flat(out[1], i) - psi1[i] * vs[i]) < 1e-12);
+        }
+        for (int i = 0; i < 2; i++) {
+            tg_array_free(in[i]);
+            tg_array_free(out[i]);
+        }
+        tg_graph_free(g);
+    }
+}
+
 /* Where the general formula divides zero by zero. The gradient of a
  * product at a zero is the product of the others: for prod over rows of
  * [[2, 0, 3], [0, 0, 4], [2, 5, 3]] that is [[0, 6, 0], [0, 0, 0],
@@ -246,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_products_and_shapes),
         cmocka_unit_test(test_nn),
         cmocka_unit_test(test_second_derivative),
+        cmocka_unit_test(test_gammaln_second_derivative),
         cmocka_unit_test(test_zeros),
         cmocka_unit_test(test_logreg_matches_hand_written),
     };

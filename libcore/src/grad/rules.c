@@ -146,6 +146,8 @@ int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         gin[0] = op[3] ? NEG(d) : d;
     } else if (!strcmp(op, "gammaln")) {
         gin[0] = MUL(g, OP1("digamma", x));
+    } else if (!strcmp(op, "digamma")) {
+        gin[0] = MUL(g, OP1("trigamma", x));
     } else {
         return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is not implemented yet", op);
     }

@@ -103,7 +103,7 @@ int tg_composite_node_mode(const tg_node *n);
 
 /* The generated C source of a composite node's body (borrowed), or NULL
  * when the body has an op the code generator does not handle (integer
- * division, modulo and power, gammaln, digamma, float16): such bodies
+ * division, modulo and power, gammaln, digamma, trigamma, float16): such bodies
  * always run in the interpreter. */
 const char *tg_composite_node_source(const tg_node *n);
 

@@ -183,6 +183,38 @@ static inline double digamma_d(double x) {
 static inline float digamma_f(float x) { return (float)digamma_d(x); }
 #define DIGAMMA(x) _Generic((x), float: digamma_f, default: digamma_d)(x)
 
+/* trigamma, the derivative of digamma (the gradient of digamma, so the
+ * second derivative of gammaln, needs it): reflection below 0,
+ * psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x); the recurrence
+ * psi1(x) = psi1(x + 1) + 1/x^2 up to 10; then the asymptotic series
+ * 1/x + 1/(2x^2) + sum B_2k / x^(2k+1). The poles (0, -1, -2, ...) are
+ * +inf: both sides go there. */
+static inline double trigamma_d(double x) {
+    if (x != x || x == -INFINITY) return NAN;
+    if (x == INFINITY) return 0;
+    double r = 0, sign = 1;
+    if (x <= 0) {
+        if (x == floor(x)) return INFINITY;
+        double s = sin(M_PI * x);
+        r = M_PI * M_PI / (s * s);
+        sign = -1;
+        x = 1 - x;
+    }
+    double t = 0;
+    while (x < 10) {
+        t += 1 / (x * x);
+        x += 1;
+    }
+    double f = 1 / (x * x);
+    t += 1 / x + 0.5 * f +
+         f / x *
+             (1.0 / 6 -
+              f * (1.0 / 30 - f * (1.0 / 42 - f * (1.0 / 30 - f * (5.0 / 66 - f * (691.0 / 2730 - f * 7.0 / 6))))));
+    return r + sign * t;
+}
+static inline float trigamma_f(float x) { return (float)trigamma_d(x); }
+#define TRIGAMMA(x) _Generic((x), float: trigamma_f, default: trigamma_d)(x)
+
 /* NumPy's floor_divide and remainder for floats (npy_divmod). */
 static inline double fdivmod_d(double a, double b, double *modp) {
     double mod = fmod(a, b);
@@ -321,6 +353,7 @@ IPOW(uint64_t, 0)
 FLOAT_UNARY(GEN_FU)
 FLOATS(DEF_U, l_gammaln, GAMMALN(x))
 FLOATS(DEF_U, l_digamma, DIGAMMA(x))
+FLOATS(DEF_U, l_trigamma, TRIGAMMA(x))
 
 /* dtype-keeping unary over ints and floats */
 FLOATS(DEF_U, l_neg, -x)
@@ -819,6 +852,7 @@ U_FLOAT(erf, 10)
 U_FLOAT(erfc, 10)
 U_FLOAT(gammaln, 20)
 U_FLOAT(digamma, 20)
+U_FLOAT(trigamma, 20)
 
 OPDEF(neg, 1, 1, EW_SAME_UNARY, EWF_NO_BOOL, 1, 0, NULL, NULL, LF(neg), LS(neg), LU(neg))
 OPDEF(abs, 1, 1, EW_SAME_UNARY, 0, 1, 0, NULL, NULL, LF(abs), LS(abs), LU(abs), LB(abs))
