@@ -19,6 +19,25 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
   alias   views, in-place candidates and shared updates, outputs that are
           inputs or repeat: two calls; then a checkpoint resumed from its
           .tgf (--save-state) bit-identical to never stopping
+  nn      conv2d (border modes, strides, dilation, flip) and pool2d (modes,
+          strides, padding, partial windows) against loops written from
+          Theano's definitions; cholesky, inverse, det and solve; the
+          crossentropies; split, stack, flatten, repeat, take_set/take_add
+          along any axis, outer, alloc, ifelse, eye; the special functions
+          (erf, gammaln, digamma, arccosh, ...): values against NumPy,
+          gradients against finite differences, float64 and float32
+  conv    conv2d on shapes that reach every CPU path (the direct kernel's
+          channel blocks and row tails, im2col over groups of images), the
+          path forced at random by TG_CONV: values and both gradients
+          against the tap-by-tap reference and its adjoint
+  weak    weak inline scalars (FORMAT.md s5) on every dtype and op,
+          identities included (bool * 1 is int64): values and dtypes
+          against NumPy 2's rules; an integer that does not fit is one
+          load error
+  index   basic indexing chained (negative indices and steps, bounds past
+          the ends, "$k" bounds given at run time) through subtensor,
+          set_subtensor and inc_subtensor: values against NumPy, gradients
+          against finite differences; an index out of range is one error
 
 The generators stay away from the cases where tg follows a convention
 that finite differences or NumPy do not share (docs/format-choices.md,
@@ -28,6 +47,7 @@ of values an ulp could reorder. Prints one line per failing seed and
 exits 1 when any fails; TG_RANDOM_KEEP=DIR keeps each failing seed's
 graph, inputs and outputs in DIR/FAMILY-SEED."""
 import json
+import math
 import os
 import random
 import shutil
@@ -404,10 +424,14 @@ def replay(g, vals):
         elif op == "join":
             y = np.concatenate(x, a["axis"])
         elif op == "take":
-            y = np.take(x[0], x[1], axis=0)
+            y = np.take(x[0], x[1], axis=a.get("axis", 0))
         else:
-            raise ValueError(op)
-        env[o] = np.asarray(y)
+            y = replay_nn(op, a, x)
+        if isinstance(y, list):
+            for oi, yi in zip(n["outputs"], y):
+                env[oi] = np.asarray(yi)
+        else:
+            env[o] = np.asarray(y)
     return env
 
 
@@ -901,7 +925,667 @@ def run_alias(seed, d):
     return bad
 
 
-FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias}
+# ---- networks and structured ops: conv2d, pool2d, linear algebra, ... ----
+# References written from Theano's definitions (FORMAT.md s7), not from
+# tg's kernels: loops over the filter taps and the windows.
+
+def conv2d_ref(x, w, a):
+    """Theano's conv2d: filter_flip true is a true convolution."""
+    s, dl = a.get("subsample", [1, 1]), a.get("filter_dilation", [1, 1])
+    if a.get("filter_flip", True):
+        w = w[:, :, ::-1, ::-1]
+    kd = [(w.shape[2] - 1) * dl[0] + 1, (w.shape[3] - 1) * dl[1] + 1]
+    bm = a.get("border_mode", "valid")
+    pad = bm if not isinstance(bm, str) else \
+        {"valid": [0, 0], "full": [kd[0] - 1, kd[1] - 1], "half": [kd[0] // 2, kd[1] // 2]}[bm]
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    R, C = (xp.shape[2] - kd[0]) // s[0] + 1, (xp.shape[3] - kd[1]) // s[1] + 1
+    y = np.zeros((x.shape[0], w.shape[0], R, C))
+    for u in range(w.shape[2]):
+        for v in range(w.shape[3]):
+            patch = xp[:, :, u * dl[0]:u * dl[0] + (R - 1) * s[0] + 1:s[0],
+                       v * dl[1]:v * dl[1] + (C - 1) * s[1] + 1:s[1]]
+            y += np.einsum("bcij,oc->boij", patch, w[:, :, u, v])
+    return y
+
+
+def conv2d_ref_grads(x, w, a, R):
+    """The gradients of sum(conv2d(x, w) * R) by x and w, tap by tap (the
+    adjoint of conv2d_ref's loop)."""
+    s, dl = a.get("subsample", [1, 1]), a.get("filter_dilation", [1, 1])
+    flip = a.get("filter_flip", True)
+    wf = w[:, :, ::-1, ::-1] if flip else w
+    kd = [(w.shape[2] - 1) * dl[0] + 1, (w.shape[3] - 1) * dl[1] + 1]
+    bm = a.get("border_mode", "valid")
+    pad = bm if not isinstance(bm, str) else \
+        {"valid": [0, 0], "full": [kd[0] - 1, kd[1] - 1], "half": [kd[0] // 2, kd[1] // 2]}[bm]
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    gxp, gwf = np.zeros_like(xp), np.zeros_like(wf)
+    Rr, Rc = R.shape[2], R.shape[3]
+    for u in range(w.shape[2]):
+        for v in range(w.shape[3]):
+            sl = (slice(None), slice(None), slice(u * dl[0], u * dl[0] + (Rr - 1) * s[0] + 1, s[0]),
+                  slice(v * dl[1], v * dl[1] + (Rc - 1) * s[1] + 1, s[1]))
+            gwf[:, :, u, v] = np.einsum("boij,bcij->oc", R, xp[sl])
+            gxp[sl] += np.einsum("boij,oc->bcij", R, wf[:, :, u, v])
+    gx = gxp[:, :, pad[0]:pad[0] + x.shape[2], pad[1]:pad[1] + x.shape[3]]
+    return gx, gwf[:, :, ::-1, ::-1] if flip else gwf
+
+
+def run_conv_big(seed, d):
+    """conv2d on shapes large enough for every path of the CPU kernels (the
+    direct AVX-512 kernel's blocks of output channels and its row tails,
+    im2col with groups of images): forward and gradients against the
+    tap-by-tap references, on a path forced at random (TG_CONV)."""
+    r, rng = random.Random(seed), np.random.default_rng(seed)
+    f32 = r.random() < 0.5
+    B, C, O = r.randint(1, 3), r.randint(1, 6), r.randint(1, 20)
+    K, L = r.randint(1, 5), r.randint(1, 5)
+    H, W = r.randint(K, 12), r.randint(max(L, 8), 40)
+    a = {"border_mode": r.choice(["valid", "full", "half", [r.randint(0, 2), r.randint(0, 2)]])}
+    if r.random() < 0.3:
+        a["subsample"] = [r.randint(1, 2), r.randint(1, 3)]
+    if r.random() < 0.2:
+        a["filter_dilation"] = [r.randint(1, 2), r.randint(1, 2)]
+    a["filter_flip"] = r.random() < 0.5
+    dt = np.float32 if f32 else np.float64
+    x = rng.normal(size=(B, C, H, W)).astype(dt).astype(np.float64)
+    w = (rng.normal(size=(O, C, K, L)) * 0.3).astype(dt).astype(np.float64)
+    try:
+        y = conv2d_ref(x, w, a)
+    except ValueError:
+        return []  # the dilated filter does not fit: a load error, tested elsewhere
+    if min(y.shape) < 1:
+        return []
+    R = np.round(rng.normal(size=y.shape), 2)
+    gx, gw = conv2d_ref_grads(x, w, a, R)
+    sd = "float32" if f32 else "float64"
+    g = {"format": "tg-graph", "version": 1,
+         "variables": [{"id": "x", "type": {"dtype": sd, "shape": list(x.shape)}},
+                       {"id": "w", "type": {"dtype": sd, "shape": list(w.shape)}},
+                       {"id": "R", "type": {"dtype": sd, "shape": list(R.shape)}}],
+         "nodes": [{"op": "conv2d", "inputs": ["x", "w"], "outputs": ["y"], "attrs": a},
+                   {"op": "mul", "inputs": ["y", "R"], "outputs": ["yr"]},
+                   {"op": "sum", "inputs": ["yr"], "outputs": ["cost"]},
+                   {"op": "grad", "inputs": ["cost", "x", "w"], "outputs": ["Gx", "Gw"]}],
+         "functions": {"main": {"inputs": ["x", "w", "R"], "outputs": ["y", "Gx", "Gw"]}}}
+    vals = {"x": x.astype(dt), "w": w.astype(dt), "R": R.astype(dt)}
+    path = r.choice([None, "im2col", "direct"])
+    old = os.environ.pop("TG_CONV", None)
+    if path:
+        os.environ["TG_CONV"] = path
+    try:
+        _, _, bad, done = run_presets(d, g, vals)
+    finally:
+        os.environ.pop("TG_CONV", None)
+        if old is not None:
+            os.environ["TG_CONV"] = old
+    rtol = 2e-4 if f32 else 1e-10
+    for how, od in done.items():
+        for o, want in (("y", y), ("Gx", gx), ("Gw", gw)):
+            got = np.load(os.path.join(od, o + ".npy"))
+            scale = rtol * max(1.0, float(np.max(np.abs(want))))
+            if got.dtype != dt or got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=scale):
+                bad.append("-O %s (TG_CONV=%s): %s differs from the reference%s" % (
+                    how, path, o, " by up to %g" % np.max(np.abs(got - want)) if got.shape == want.shape else ""))
+    return bad
+
+
+def pool_len(v, ws, st, pad, ib):
+    """Theano's Pool.out_shape along one dimension."""
+    if ib:
+        return max(0, (v + 2 * pad - ws) // st + 1)
+    return (v - 1) // st + 1 if st >= ws else max(0, (v - 1 - ws + st) // st) + 1
+
+
+def pool2d_ref(x, a):
+    """Theano's CPU Pool: a window [j*stride, j*stride + ws) of the padded
+    image, cut at its end; max, sum and average_exc_pad over its real part,
+    average_inc_pad divided by the size of the cut window."""
+    ws = a["ws"]
+    st, pad = a.get("stride", ws), a.get("pad", [0, 0])
+    ib, mode = a.get("ignore_border", True), a.get("mode", "max")
+    H, W = x.shape[-2:]
+    R, C = pool_len(H, ws[0], st[0], pad[0], ib), pool_len(W, ws[1], st[1], pad[1], ib)
+    y = np.zeros(x.shape[:-2] + (R, C))
+    for i in range(R):
+        r0 = i * st[0]
+        r1 = min(r0 + ws[0], H + 2 * pad[0])
+        for j in range(C):
+            c0 = j * st[1]
+            c1 = min(c0 + ws[1], W + 2 * pad[1])
+            win = x[..., max(r0, pad[0]) - pad[0]:min(r1, H + pad[0]) - pad[0],
+                    max(c0, pad[1]) - pad[1]:min(c1, W + pad[1]) - pad[1]]
+            if mode == "max":
+                y[..., i, j] = win.max(axis=(-2, -1))
+            elif mode == "sum":
+                y[..., i, j] = win.sum(axis=(-2, -1))
+            elif mode == "average_exc_pad":
+                y[..., i, j] = win.mean(axis=(-2, -1))
+            else:
+                y[..., i, j] = win.sum(axis=(-2, -1)) / ((r1 - r0) * (c1 - c0))
+    return y
+
+
+def digamma(x):
+    """psi(x) for x > 0: the recurrence up to 6, then the asymptotic series."""
+    x, acc = np.array(x, dtype=np.float64), 0.0
+    while (x < 6).any():
+        small = x < 6
+        acc = acc - np.where(small, 1 / x, 0)
+        x = np.where(small, x + 1, x)
+    x2 = 1 / (x * x)
+    return acc + np.log(x) - 0.5 / x - x2 * (1 / 12 - x2 * (1 / 120 - x2 * (1 / 252 - x2 * (1 / 240 - x2 / 132))))
+
+
+# op: (NumPy, the domain its input is mapped into: unit (-0.9, 0.9),
+# pos [0.5, oo), ge1 [1.5, oo), any)
+NN_ELEM = {"tan": (np.tan, "unit"), "arcsin": (np.arcsin, "unit"), "arccos": (np.arccos, "unit"),
+           "arctanh": (np.arctanh, "unit"), "cosh": (np.cosh, "any"), "arccosh": (np.arccosh, "ge1"),
+           "erf": (np.vectorize(math.erf), "any"), "erfc": (np.vectorize(math.erfc), "any"),
+           "gammaln": (np.vectorize(math.lgamma), "pos"), "digamma": (digamma, "pos"),
+           "log10": (np.log10, "pos"), "reciprocal": (np.reciprocal, "pos"),
+           "log2": (np.log2, "pos"), "exp2": (np.exp2, "any"), "cos": (np.cos, "any")}
+
+
+def along(x, axis, f):
+    """f applied to x with `axis` moved first, moved back."""
+    return np.moveaxis(f(np.moveaxis(x, axis, 0)), 0, axis)
+
+
+def replay_nn(op, a, x):
+    if op in NN_ELEM:
+        return NN_ELEM[op][0](x[0])
+    if op == "conv2d":
+        return conv2d_ref(x[0], x[1], a)
+    if op == "pool2d":
+        return pool2d_ref(x[0], a)
+    if op == "cholesky":
+        L = np.linalg.cholesky(x[0])
+        return L if a.get("lower", True) else L.T
+    if op in ("matrix_inverse", "det"):
+        return np.linalg.inv(x[0]) if op == "matrix_inverse" else np.linalg.det(x[0])
+    if op == "solve":
+        return np.linalg.solve(x[0], x[1])
+    if op == "categorical_crossentropy":
+        p, t = x
+        if t.dtype.kind in "iu":
+            return -np.log(np.take_along_axis(p, t[..., None], -1))[..., 0]
+        return -np.sum(t * np.log(p), axis=-1)
+    if op == "binary_crossentropy":
+        p, t = x
+        return -(t * np.log(p) + (1 - t) * np.log(1 - p))
+    if op == "flatten":
+        nd = a.get("ndim", 1)
+        return x[0].reshape(x[0].shape[:nd - 1] + (int(np.prod(x[0].shape[nd - 1:])),))
+    if op == "stack":
+        return np.stack(x, a["axis"])
+    if op == "split":
+        return np.split(x[0], np.cumsum(x[1])[:-1], axis=a["axis"])
+    if op == "repeat":
+        return np.repeat(x[0], x[1], axis=a.get("axis"))
+    if op in ("take_set", "take_add"):
+        def put(t):
+            t = t.copy()
+            ys = np.broadcast_to(np.moveaxis(x[1], ax, 0), (len(x[2]),) + t.shape[1:])
+            for k, i in enumerate(x[2]):  # in order: the last of repeated indices wins
+                t[i] = ys[k] if op == "take_set" else t[i] + ys[k]
+            return t
+        ax = a.get("axis", 0)
+        return along(x[0], ax, put)
+    if op == "outer":
+        return np.outer(x[0], x[1])
+    if op == "squeeze":
+        return np.squeeze(x[0], axis=a.get("axis"))
+    if op == "expand_dims":
+        return np.expand_dims(x[0], a["axis"])
+    if op == "alloc":
+        return np.broadcast_to(x[0], [int(q) for q in x[1:]]).copy()
+    if op == "eye":
+        return np.eye(int(x[0]), int(x[1]), int(x[2]))
+    if op == "ifelse":
+        k = (len(x) - 1) // 2
+        return list(x[1:1 + k] if x[0] else x[1 + k:])
+    raise ValueError(op)
+
+
+def nn_conv(b, r, inp, cst):
+    B, C, O = r.randint(1, 2), r.randint(1, 3), r.randint(1, 3)
+    kh, kw, H, W = r.randint(1, 3), r.randint(1, 3), r.randint(3, 7), r.randint(3, 7)
+    a = {}
+    if r.random() < 0.8:
+        a["border_mode"] = r.choice(["valid", "full", "half", [r.randint(0, 2), r.randint(0, 2)]])
+    if r.random() < 0.5:
+        a["subsample"] = [r.randint(1, 3), r.randint(1, 3)]
+    if r.random() < 0.4:
+        a["filter_dilation"] = [r.randint(1, 2), r.randint(1, 2)]
+    if r.random() < 0.5:
+        a["filter_flip"] = r.random() < 0.5
+    x, w = inp("x", (B, C, H, W)), inp("w", (O, C, kh, kw), 0.5)
+    try:
+        y = b.add("conv2d", [x, w], a)
+    except ValueError:
+        return None  # the filter does not fit: a load error, tested elsewhere
+    if b.env[y].shape[2] < 1 or b.env[y].shape[3] < 1:
+        return None
+    outs = [y]
+    if r.random() < 0.5:
+        y = b.add("tanh", [b.add("add", [y, cst(np.round(np.linspace(-0.5, 0.5, O).reshape(O, 1, 1), 3))])])
+    if r.random() < 0.5:
+        outs.append(nn_pool(b, r, inp, cst, y))
+    return outs
+
+
+def nn_pool(b, r, inp, cst, x=None):
+    if x is None:
+        x = inp("x", r.choice([(2, 2, 5, 6), (1, 3, 4, 4), (3, 7, 5), (6, 7), (2, 1, 3, 8)]))
+    ws = [r.randint(1, 3), r.randint(1, 3)]
+    a = {"ws": ws, "mode": r.choice(["max", "max", "sum", "average_inc_pad", "average_exc_pad"])}
+    if r.random() < 0.6:
+        a["stride"] = [r.randint(1, 3), r.randint(1, 3)]
+    if r.random() < 0.5:
+        a["ignore_border"] = False
+    elif r.random() < 0.5:
+        a["pad"] = [r.randrange(ws[0]), r.randrange(ws[1])]
+    return b.add("pool2d", [x], a)
+
+
+def nn_linalg(b, r, inp, cst):
+    n = r.randint(2, 4)
+    X = inp("X", (n, n), 0.4)
+    spd = b.add("add", [b.add("dot", [X, b.add("transpose", [X], {"axes": None})]), cst(np.eye(n) * n)])
+    gen = b.add("add", [X, cst(np.eye(n) * 3)])
+    outs = []
+    for _ in range(r.randint(1, 3)):
+        c = r.random()
+        if c < 0.3:
+            outs.append(b.add("cholesky", [spd], {"lower": r.random() < 0.5}))
+        elif c < 0.5:
+            outs.append(b.add("matrix_inverse", [r.choice([spd, gen])]))
+        elif c < 0.7:
+            outs.append(b.add("det", [r.choice([spd, gen])]))
+        else:
+            rhs = inp("r%d" % len(outs), r.choice([(n,), (n, 2)]))
+            kind = r.choice(["gen", "sym", "pos"])
+            outs.append(b.add("solve", [gen if kind == "gen" else spd, rhs], {"assume_a": kind}))
+    return outs
+
+
+def nn_xent(b, r, inp, cst):
+    N, K = r.randint(1, 4), r.randint(2, 5)
+    z = inp("z", (N, K))
+    if r.random() < 0.6:
+        p = b.add("softmax", [z], {"axis": -1})
+        rng = np.random.default_rng(r.randrange(1 << 30))
+        t = rng.integers(0, K, size=N)
+        tv = b.const(t.astype(np.int64)) if r.random() < 0.5 else cst(np.eye(K)[t])
+        return [b.add("categorical_crossentropy", [p, tv])]
+    p = b.add("sigmoid", [z])
+    t = b.add("sigmoid", [inp("t", (N, K))]) if r.random() < 0.5 else \
+        cst(np.round(np.random.default_rng(r.randrange(1 << 30)).random((N, K)), 3))
+    return [b.add("binary_crossentropy", [p, t])]
+
+
+def nn_elem(b, r, inp, cst):
+    x, outs = inp("x", (3, 4)), []
+    for _ in range(r.randint(1, 4)):
+        op = r.choice(sorted(NN_ELEM))
+        dom = NN_ELEM[op][1]
+        y = x if dom == "any" else \
+            b.add("mul", [b.add("tanh", [x]), {"value": 0.9}]) if dom == "unit" else \
+            b.add("add", [b.add("sqr", [x]), {"value": 0.5 if dom == "pos" else 1.5}])
+        x = b.add(op, [y])
+        outs.append(x)
+    return outs
+
+
+def nn_shape(b, r, inp, cst):
+    rng = np.random.default_rng(r.randrange(1 << 30))
+    x = inp("x", r.choice([(3, 4), (2, 3, 4), (4,), (5, 2)]))
+    outs = []
+    for _ in range(r.randint(1, 4)):
+        xv = b.env[x]
+        c = r.random()
+        if c < 0.12 and xv.ndim:
+            ax = r.randrange(xv.ndim)
+            m = xv.shape[ax]
+            cuts = sorted(r.sample(range(0, m + 1), 2)) if m > 1 else [0, m]
+            sizes = [cuts[0], cuts[1] - cuts[0], m - cuts[1]]
+            parts = ["p%d_%d" % (len(b.nodes), i) for i in range(3)]
+            b.nodes.append({"op": "split", "inputs": [x, b.const(np.array(sizes, np.int64))],
+                            "outputs": parts, "attrs": {"axis": ax, "n": 3}})
+            b.env = replay_one(b, b.nodes[-1])
+            x = r.choice([q for q in parts if b.env[q].size] or parts)
+            outs.append(parts[r.randrange(3)])
+        elif c < 0.24:
+            y = b.add("sin", [x])
+            x = b.add("stack", [x, y] if r.random() < 0.5 else [y, x, y], {"axis": r.randint(-xv.ndim - 1, xv.ndim)})
+        elif c < 0.34 and xv.ndim > 1:
+            x = b.add("flatten", [x], {"ndim": r.randint(1, xv.ndim)})
+        elif c < 0.46:
+            ax = r.choice([None] + list(range(xv.ndim)))
+            m = xv.size if ax is None else xv.shape[ax]
+            reps = np.int64(r.randint(0, 3)) if r.random() < 0.5 else rng.integers(0, 3, size=m).astype(np.int64)
+            x = b.add("repeat", [x, b.const(reps)], {"axis": ax})
+        elif c < 0.62 and xv.ndim and min(xv.shape):
+            ax = r.randrange(xv.ndim)
+            m = xv.shape[ax]
+            idx = rng.integers(-m, m, size=r.randint(1, 5)).astype(np.int64)
+            ysh = list(xv.shape)
+            ysh[ax] = len(idx)
+            if r.random() < 0.3:
+                ysh[ax] = 1  # broadcast along the indexed axis
+            y = inp("y%d" % len(b.nodes), tuple(ysh))
+            x = b.add(r.choice(["take_set", "take_add"]), [x, y, b.const(idx)], {"axis": ax})
+        elif c < 0.7 and xv.ndim == 1:
+            u = inp("u%d" % len(b.nodes), (r.randint(1, 4),))
+            x = b.add("outer", [x, u] if r.random() < 0.5 else [u, x])
+        elif c < 0.78:
+            ax = r.randint(-xv.ndim - 1, xv.ndim)
+            y = b.add("expand_dims", [x], {"axis": ax})
+            x = b.add("squeeze", [b.add("tanh", [y])], {"axis": ax} if r.random() < 0.5 else {})
+        elif c < 0.86:
+            v = b.add("sum", [x], {"axis": 0, "keepdims": True}) if xv.ndim else x
+            dims = [b.const(np.int64(d)) for d in ([r.randint(1, 3)] + list(b.env[v].shape[1:]) if xv.ndim else [2, 3])]
+            x = b.add("alloc", [v] + dims)
+        elif c < 0.94:
+            s = b.add("sum", [x])
+            if abs(float(b.env[s])) < 1e-3:
+                continue
+            cond = b.add("gt", [s, {"value": 0.0}])
+            t1, e1 = b.add("tanh", [x]), b.add("mul", [x, {"value": 3.0}])
+            t2, e2 = b.add("sqr", [x]), b.add("sin", [x])
+            o = ["q%d_%d" % (len(b.nodes), i) for i in range(2)]
+            b.nodes.append({"op": "ifelse", "inputs": [cond, t1, t2, e1, e2], "outputs": o})
+            b.env = replay_one(b, b.nodes[-1])
+            x = o[0]
+            outs.append(o[1])
+        elif xv.ndim == 2:
+            e = b.add("eye", [b.const(np.int64(xv.shape[0])), b.const(np.int64(xv.shape[1])),
+                              b.const(np.int64(r.randint(-1, 1)))])
+            x = b.add("mul", [x, b.add("add", [e, {"value": 0.5}])])
+    return outs + [x]
+
+
+def run_nn(seed, d):
+    r, rng = random.Random(seed), np.random.default_rng(seed)
+    kind = r.choice(["conv", "conv", "conv", "pool", "pool", "pool", "linalg", "xent", "elem", "shape", "shape"])
+    f32 = kind in ("conv", "pool", "xent", "elem") and r.random() < 0.25
+    b, vals = Builder(r), {}
+
+    def inp(name, shape, scale=1.0):
+        v = rng.normal(size=shape) * scale
+        v = v.astype(np.float32).astype(np.float64) if f32 else v
+        b.variables.append({"id": name, "type": {"dtype": "float64", "shape": list(shape)}})
+        b.env[name] = vals[name] = v
+        b.pool.append(name)
+        b.raw.add(name)
+        return name
+
+    def cst(v):
+        return b.const(np.asarray(v).astype(np.float32).astype(np.float64) if f32 else np.asarray(v))
+    outs = {"conv": nn_conv, "pool": nn_pool, "linalg": nn_linalg, "xent": nn_xent, "elem": nn_elem,
+            "shape": nn_shape}[kind](b, r, inp, cst)
+    if not outs:
+        return []
+    outs = list(dict.fromkeys(outs if isinstance(outs, list) else [outs]))
+    terms = [b.add("sum", [b.add("mul", [o, cst(np.round(rng.normal(size=b.env[o].shape), 3))])]) for o in outs]
+    cost = b.add("add", terms) if len(terms) > 1 else terms[0]
+    wrt = list(vals)
+    b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
+                    "attrs": {"disconnected": "ignore"}})
+    if f32:  # the same values, computed by tg in float32; the references in float64
+        for v in b.variables:
+            if v["type"]["dtype"] == "float64":
+                v["type"]["dtype"] = "float32"
+        vals = {k: v.astype(np.float32) for k, v in vals.items()}
+    g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": b.nodes,
+         "functions": {"main": {"inputs": wrt, "outputs": outs + [cost] + ["G" + w for w in wrt]}}}
+    want = {o: b.env[o] for o in outs + [cost]}
+    if not all(np.all(np.isfinite(v)) for v in want.values()):
+        return []
+    # float64: rounding of the sums; a finite difference loses about
+    # eps * |term| / h to cancellation. float32: tg's rounding.
+    rtol, frtol = (1e-4, 2e-3) if f32 else (1e-9, 1e-4)
+    atol = (1e-4 if f32 else 1e-5) + (1e-5 if f32 else 1e-8) * sum(abs(float(b.env[t])) for t in terms)
+    v64 = {k: v.astype(np.float64) for k, v in vals.items()}
+    fd = finite_differences(lambda v: float(replay(g, v)[cost]), v64, wrt)
+    _, _, bad, done = run_presets(d, g, vals)
+    for how, od in done.items():
+        for o, w in want.items():
+            gv = np.load(os.path.join(od, o + ".npy"))
+            if gv.dtype != (np.float32 if f32 else np.float64) or gv.shape != w.shape or \
+                    not np.allclose(gv, w, rtol=rtol, atol=atol if o == cost else rtol):
+                bad.append("-O %s: %s (%s %s) differs from NumPy's %s %s" % (how, o, gv.dtype, gv.shape, w.dtype, w.shape))
+        for w in wrt:
+            gv = np.load(os.path.join(od, "G" + w + ".npy"))
+            if gv.shape != fd[w].shape or not np.allclose(gv, fd[w], rtol=frtol, atol=atol):
+                bad.append("-O %s: gradient of %s differs from finite differences by up to %g" %
+                           (how, w, np.max(np.abs(gv - fd[w])) if gv.shape == fd[w].shape else np.inf))
+    return bad
+
+
+# ---- weak inline scalars (FORMAT.md s5, NEP 50) ----
+
+def weak_dtype(adt, v):
+    """The dtype weak scalar v takes meeting an array of dtype adt; None
+    when an integer does not fit it (a load error)."""
+    adt = np.dtype(adt)
+    if isinstance(v, bool):
+        return adt
+    if isinstance(v, int):
+        if adt.kind == "b":
+            return np.dtype("int64")
+        if adt.kind in "iu" and not np.iinfo(adt).min <= v <= np.iinfo(adt).max:
+            return None
+        return adt
+    return adt if adt.kind == "f" else np.dtype("float64")
+
+
+# identities and absorbing elements first: rewrites that drop them must
+# keep the dtype the scalar gives (bool * 1 is int64, int8 + 0.0 float64)
+WEAK_VALUES = [0, 1, -1, 0.0, 1.0, -1.0, True, False, 2, 3, -3, 100, 127, 200, 300, -129, 0.5, -2.5, 1e-3]
+WEAK_OPS = ["add", "sub", "mul", "true_div", "int_div", "mod", "pow", "maximum", "minimum", "eq", "neq",
+            "lt", "le", "gt", "ge", "logical_and", "logical_or", "switch", "clip"]
+
+
+def run_weak(seed, d):
+    r = random.Random(seed)
+    dt = r.choice(DT)
+    sh = r.choice([[3, 4], [4], []])
+    x0 = np.asarray(mixed_sample(dt, sh, r)).astype(dt).reshape(sh)
+    variables = [{"id": "x", "type": {"dtype": dt, "shape": sh}}]
+    env, pool, nodes, outs = {"x": x0}, ["x"], [], []
+    if r.random() < 0.1:  # an integer that does not fit: refused when loading
+        ints = [t for t in DT if np.dtype(t).kind in "iu"]
+        dt = r.choice(ints)
+        v = r.choice([-1, -129, 128, 256, 70000, -40000, 1 << 40])
+        if weak_dtype(dt, v) is not None:
+            return []
+        variables[0]["type"]["dtype"] = dt
+        g = {"format": "tg-graph", "version": 1, "variables": variables,
+             "nodes": [{"op": r.choice(["add", "mul", "maximum"]), "inputs": ["x", {"value": v}], "outputs": ["y"]}]}
+        p = os.path.join(d, "g.json")
+        with open(p, "w") as f:
+            json.dump(g, f)
+        rc, err = tgc("run", p, *save_inputs(d, {"x": x0.astype(dt)}))
+        if rc == 0 or "nodes[0]" not in err or "%d" % v not in err or len(err.splitlines()) != 1:
+            return ["%s %s + %d: want one load error naming nodes[0] and the value, got rc %d: %s" % (dt, sh, v, rc, err)]
+        return []
+    for k in range(r.randint(1, 6)):
+        x = r.choice(pool)
+        xv = env[x]
+        op, v = r.choice(WEAK_OPS), r.choice(WEAK_VALUES)
+        wd = weak_dtype(xv.dtype, v)
+        if wd is None:
+            continue
+        sv = np.array(v).astype(wd)
+        try:
+            if op == "switch":
+                c = r.choice(pool)
+                if bshape(env[c].shape, xv.shape) is None:
+                    continue
+                left = r.random() < 0.5
+                a, b = (sv, xv) if left else (xv, sv)
+                res = np.where(env[c].astype(bool), a, b)
+                ins = [c, {"value": v}, x] if left else [c, x, {"value": v}]
+            elif op == "clip":
+                lo, hi = sorted([v, r.choice(WEAK_VALUES)], key=float)
+                if weak_dtype(xv.dtype, hi) is None or xv.dtype.kind == "b" or \
+                        weak_dtype(xv.dtype, lo) != xv.dtype or weak_dtype(xv.dtype, hi) != xv.dtype:
+                    continue  # (a bound that would widen the dtype: not clip's)
+                res = np.minimum(np.maximum(xv, np.array(lo).astype(xv.dtype)), np.array(hi).astype(xv.dtype))
+                ins = [x, {"value": lo}, {"value": hi}]
+            else:
+                left = r.random() < 0.5
+                res = mixed_binary(op, sv, xv) if left else mixed_binary(op, xv, sv)
+                ins = [{"value": v}, x] if left else [x, {"value": v}]
+        except Skip:
+            continue
+        if op in tuple(CMP) + ("int_div", "mod") and xv.dtype.kind == "f" and x != "x":
+            continue  # an ulp could flip a computed value's comparison or quotient
+        o = "v%d" % (k + 1)
+        nodes.append({"op": op, "inputs": ins, "outputs": [o]})
+        env[o] = np.asarray(res)
+        pool.append(o)
+        outs.append(o)
+    if not outs:
+        return []
+    g = {"format": "tg-graph", "version": 1, "variables": variables, "nodes": nodes,
+         "functions": {"main": {"inputs": ["x"], "outputs": outs}}}
+    _, _, bad, done = run_presets(d, g, {"x": x0})
+    for how, od in done.items():
+        for o in outs:
+            e = close(np.load(os.path.join(od, o + ".npy")), env[o], 1e-2)
+            if e:
+                bad.append("-O %s, %s = %s: %s" % (how, o, json.dumps(next(n for n in nodes if n["outputs"] == [o])["inputs"]), e))
+    return bad
+
+
+# ---- basic indexing: subtensor, set_subtensor, inc_subtensor ----
+
+def run_index(seed, d):
+    """NumPy basic indexing (negative indices and steps, out-of-range
+    slice bounds, fewer entries than dimensions, bounds given at run time
+    as "$k" inputs), chained: values against NumPy, gradients against
+    finite differences; an integer index out of range is one run-time
+    error."""
+    r, rng = random.Random(seed), np.random.default_rng(seed)
+    b, vals = Builder(r), {}
+    shape = [r.randint(1, 5) for _ in range(r.randint(1, 3))]
+    vals["x"] = rng.normal(size=shape)
+    b.variables.append({"id": "x", "type": {"dtype": "float64", "shape": shape}})
+    b.env["x"] = vals["x"]
+    ints, x, outs, err = {}, "x", [], None
+    for k in range(r.randint(1, 3)):
+        xv = b.env[x]
+        if xv.ndim == 0:
+            break
+        extra, entries, npidx = [], [], []
+
+        def num(v):
+            if v is None or r.random() > 0.3:
+                return v
+            name = "k%d_%d" % (k, len(extra))
+            ints[name] = np.int64(v)
+            b.variables.append({"id": name, "type": {"dtype": "int64", "shape": []}})
+            b.env[name] = ints[name]
+            extra.append(name)
+            return "$%d" % (len(extra) - 1)
+        for i in range(r.randint(1, xv.ndim)):
+            n = xv.shape[i]
+            if r.random() < 0.3:
+                v = r.randrange(-n, n) if n and r.random() < 0.97 else r.choice([n, -n - 1])
+                if not -n <= v < n:
+                    err = err or "index %d" % v
+                entries.append(num(v))
+                npidx.append(v)
+            else:
+                lo, hi = [r.choice([None, r.randint(-n - 2, n + 2)]) for _ in range(2)]
+                st = r.choice([None, 1, 2, 3, -1, -2])
+                entries.append({"start": num(lo), "stop": num(hi), "step": num(st)})
+                npidx.append(slice(lo, hi, st))
+        if err:  # the error is the test: no gradient, no values
+            b.nodes.append({"op": "subtensor", "inputs": [x] + extra, "outputs": ["bad"],
+                            "attrs": {"index": entries}})
+            outs = ["bad"]
+            break
+        part = xv[tuple(npidx)]
+        c = r.random()
+        if c < 0.5 or not part.size:
+            y = "s%d" % k
+            b.nodes.append({"op": "subtensor", "inputs": [x] + extra, "outputs": [y], "attrs": {"index": entries}})
+            b.env[y] = part.copy()
+        else:
+            yid = "y%d" % k
+            ysh = list(part.shape) if r.random() < 0.7 else [1] * part.ndim
+            if ysh and r.random() < 0.2:
+                ysh = ysh[1:]  # fewer dimensions: broadcast
+            vals[yid] = rng.normal(size=ysh)
+            b.variables.append({"id": yid, "type": {"dtype": "float64", "shape": ysh}})
+            b.env[yid] = vals[yid]
+            op = "set_subtensor" if c < 0.75 else "inc_subtensor"
+            want = xv.copy()
+            if op == "set_subtensor":
+                want[tuple(npidx)] = vals[yid]
+            else:
+                want[tuple(npidx)] += vals[yid]
+            y = "s%d" % k
+            b.nodes.append({"op": op, "inputs": [x, yid] + extra, "outputs": [y], "attrs": {"index": entries}})
+            b.env[y] = want
+        outs.append(y)
+        x = y if r.random() < 0.8 else x
+    g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": b.nodes,
+         "functions": {"main": {"inputs": list(vals) + list(ints), "outputs": outs}}}
+    if err:
+        _, _, bad, done = run_presets(d, g, {**vals, **ints})
+        if done or len(bad) != 2 or any(len(e.splitlines()) != 1 or "nodes[%d]" % (len(b.nodes) - 1) not in e
+                                        for e in bad):
+            return ["%s: want one error line naming the node under each preset, got %s" % (err, bad or "none")]
+        return []
+    terms = [b.add("sum", [b.add("mul", [o, b.const(np.round(rng.normal(size=b.env[o].shape), 3))])]) for o in outs]
+    cost = b.add("add", terms) if len(terms) > 1 else terms[0]
+    wrt = list(vals)
+    b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
+                    "attrs": {"disconnected": "ignore"}})
+    g["functions"]["main"]["outputs"] = outs + ["G" + w for w in wrt]
+
+    def forward(v):
+        env = {**v, **ints}
+        for n in b.nodes[:-1]:
+            if n["op"] in ("set_subtensor", "inc_subtensor", "subtensor"):
+                ex = {"$%d" % i: int(env[q]) for i, q in enumerate(n["inputs"][1 + (n["op"] != "subtensor"):])}
+                ix = tuple(slice(*[ex.get(e[key], e[key]) for key in ("start", "stop", "step")])
+                           if isinstance(e, dict) else ex.get(e, e) for e in n["attrs"]["index"])
+                t = env[n["inputs"][0]]
+                if n["op"] == "subtensor":
+                    env[n["outputs"][0]] = t[ix]
+                else:
+                    t = t.copy()
+                    if n["op"] == "set_subtensor":
+                        t[ix] = env[n["inputs"][1]]
+                    else:
+                        t[ix] += env[n["inputs"][1]]
+                    env[n["outputs"][0]] = t
+            else:
+                env.update(replay({"variables": b.variables, "nodes": [n]}, env))
+        return env
+    fd = finite_differences(lambda v: float(forward(v)[cost]), vals, wrt)
+    _, _, bad, done = run_presets(d, g, {**vals, **ints})
+    for how, od in done.items():
+        for o in outs:
+            e = close(np.load(os.path.join(od, o + ".npy")), b.env[o], 1e-12)
+            if e:
+                bad.append("-O %s, %s: %s" % (how, o, e))
+        for w in wrt:
+            gv = np.load(os.path.join(od, "G" + w + ".npy"))
+            if gv.shape != fd[w].shape or not np.allclose(gv, fd[w], rtol=1e-5, atol=1e-6):
+                bad.append("-O %s: gradient of %s differs from finite differences" % (how, w))
+    return bad
+
+
+FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "nn": run_nn,
+            "conv": run_conv_big, "weak": run_weak, "index": run_index}
 
 
 def main():

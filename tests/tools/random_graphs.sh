@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Random graphs through tgc against NumPy and finite differences
 # (tests/tools/random_graphs.py): mixed dtypes, gradients, scans, views
-# with in-place updates and checkpoints. Fixed seeds, so a failure
-# names a graph that can be made again:
+# with in-place updates and checkpoints, convolutions, pooling, linear
+# algebra and the other network ops, weak scalars, basic indexing. Fixed
+# seeds, so a failure names a graph that can be made again:
 #   TGC=... python3 tests/tools/random_graphs.py FAMILY SEED 1
 # (TG_RANDOM_KEEP=DIR keeps the failing graph and its inputs). Most
 # seeds run the composite interpreter (fast); a few compile the fused
@@ -24,8 +25,14 @@ family mixed 0 200 interp
 family grad 0 200 interp
 family scan 0 80 interp
 family alias 0 100 interp
+family nn 0 300 interp
+family conv 0 60 interp
+family weak 0 300 interp
+family index 0 300 interp
 family mixed 10000 12
 family grad 10000 6
 family scan 10000 4
+family nn 10000 20
+family weak 10000 20
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"
