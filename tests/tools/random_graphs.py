@@ -38,6 +38,10 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           the ends, "$k" bounds given at run time) through subtensor,
           set_subtensor and inc_subtensor: values against NumPy, gradients
           against finite differences; an index out of range is one error
+  tools   a graph of another family (grad, nn, index, scan, alias, mixed
+          by seed), then tgc print/compile/export (the exported graph
+          bit-identical to fast_run), tgprof, tgdebug compare and tgviz on
+          it (those named in TGPROF, TGDEBUG, TGVIZ): each must succeed
 
 The generators stay away from the cases where tg follows a convention
 that finite differences or NumPy do not share (docs/format-choices.md,
@@ -83,7 +87,8 @@ def run_presets(d, g, vals, *options):
     """Write graph g and its inputs to d and run it with -O none and -O
     fast_run (options: more `tgc run` options). Returns the graph's path,
     the input arguments, the runs' errors and {preset: output folder} of
-    the runs that succeeded."""
+    the runs that succeeded. In the tools family, the other tools then
+    run on the same graph (tool_checks)."""
     p = os.path.join(d, "g.json")
     with open(p, "w") as f:
         json.dump(g, f)
@@ -96,7 +101,56 @@ def run_presets(d, g, vals, *options):
             bad.append("-O %s: %s" % (how, err))
         else:
             done[how] = od
+    if TOOLS["on"] and done and not options:
+        bad += tool_checks(d, p, args)
     return p, args, bad, done
+
+
+TOOLS = {"on": False, "compare": True}
+
+
+def tool_checks(d, p, args):
+    """tgc print and export, tgprof (its JSON report and trace), tgdebug
+    compare (optimized against unoptimized: they must agree on these
+    graphs) and tgviz (the page, with the profile, and the pictures) on a
+    graph that runs: each must succeed, silently for the sanitizers. A
+    tool missing from the environment (TGPROF, TGDEBUG, TGVIZ) is left
+    out."""
+    env = os.environ
+    runs = [[TGC, "print", p, "--types", "--shapes"], [TGC, "print", p, "--optimized", "--ids", "int"],
+            [TGC, "compile", p, "-o", d + "/t.tgf"], [TGC, "export", d + "/t.tgf", "-o", d + "/t.json"],
+            [TGC, "print", d + "/t.tgf"]]
+    if env.get("TGPROF"):
+        runs.append([env["TGPROF"], p, *args, "--calls", "2", "--json", d + "/prof.json",
+                     "--trace", d + "/trace.json", "--top", "0"])
+    if env.get("TGDEBUG") and TOOLS["compare"]:
+        runs.append([env["TGDEBUG"], "compare", p, *args])
+    if env.get("TGVIZ"):
+        runs += [[env["TGVIZ"], p, "-o", d + "/v.html"] + (["--profile", d + "/prof.json"] if env.get("TGPROF") else []),
+                 [env["TGVIZ"], p, "--original", "-o", d + "/v.svg"], [env["TGVIZ"], p, "-o", d + "/v.gv"]]
+    bad = []
+    for cmd in runs:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        what = " ".join([os.path.basename(cmd[0])] + cmd[1:2])
+        if r.returncode or "Sanitizer" in r.stderr or "runtime error" in r.stderr:
+            bad.append("%s: rc %d: %s" % (what, r.returncode, (r.stderr or r.stdout).strip()[-400:]))
+    if not bad and env.get("TGPROF"):
+        with open(d + "/prof.json") as f:
+            prof = json.load(f)
+        with open(d + "/trace.json") as f:
+            trace = json.load(f)
+        if not prof.get("functions") or not (trace.get("traceEvents") if isinstance(trace, dict) else trace):
+            bad.append("tgprof: an empty report or trace")
+    if not bad:
+        rc, err = tgc("run", d + "/t.json", "-O", "none", "-o", d + "/exported", *args)
+        if rc:
+            bad.append("the exported graph: " + err)
+        else:
+            for f in os.listdir(d + "/fast_run"):
+                a, b = np.load(os.path.join(d, "fast_run", f)), np.load(os.path.join(d, "exported", f))
+                if a.dtype != b.dtype or a.tobytes() != b.tobytes():
+                    bad.append("%s from the exported graph is not bit-identical to fast_run" % f)
+    return bad
 
 
 def bshape(*ss):
@@ -1584,8 +1638,20 @@ def run_index(seed, d):
     return bad
 
 
+def run_tools(seed, d):
+    """A graph of another family (by seed: grad, nn, index, scan, alias,
+    mixed), with that family's checks, then every tool on it."""
+    fam = ["grad", "nn", "index", "scan", "alias", "mixed"][seed % 6]
+    TOOLS["on"], TOOLS["compare"] = True, fam != "mixed"  # float16 fused: rounds once
+    try:
+        return ["(%s) %s" % (fam, e) for e in FAMILIES[fam](seed // 6, d)]
+    finally:
+        TOOLS["on"] = False
+
+
 FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "nn": run_nn,
-            "conv": run_conv_big, "weak": run_weak, "index": run_index}
+            "conv": run_conv_big, "weak": run_weak, "index": run_index,
+            "tools": run_tools}
 
 
 def main():

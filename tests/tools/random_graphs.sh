@@ -2,8 +2,9 @@
 # Random graphs through tgc against NumPy and finite differences
 # (tests/tools/random_graphs.py): mixed dtypes, gradients, scans, views
 # with in-place updates and checkpoints, convolutions, pooling, linear
-# algebra and the other network ops, weak scalars, basic indexing. Fixed
-# seeds, so a failure names a graph that can be made again:
+# algebra and the other network ops, weak scalars, basic indexing; and
+# the other tools (tgprof, tgdebug, tgviz) on such graphs. Fixed seeds,
+# so a failure names a graph that can be made again:
 #   TGC=... python3 tests/tools/random_graphs.py FAMILY SEED 1
 # (TG_RANDOM_KEEP=DIR keeps the failing graph and its inputs). Most
 # seeds run the composite interpreter (fast); a few compile the fused
@@ -29,6 +30,7 @@ family nn 0 300 interp
 family conv 0 60 interp
 family weak 0 300 interp
 family index 0 300 interp
+family tools 0 60 interp
 family mixed 10000 12
 family grad 10000 6
 family scan 10000 4
