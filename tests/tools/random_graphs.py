@@ -13,6 +13,9 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
   grad    float64 graphs of elementwise ops, reductions, softmax, dot,
           views, subtensor updates, join and take with `grad` of a
           weighted sum: the gradient against finite differences
+  hess    the grad family's graphs differentiated twice: the gradient of
+          sum(G * v), a Hessian-vector product, against the central
+          difference of tg's gradient G along v
   scan    scans with random taps, direction, n_steps, until and readers
           (whole, last, last two, first, sum over steps): the outputs
           against a NumPy loop, the gradients against finite differences
@@ -631,7 +634,10 @@ def finite_differences(cost_of, vals, wrt):
     return out
 
 
-def run_grad(seed, d):
+def grad_graph(seed):
+    """The grad family's graph for a seed: a Builder holding the nodes up
+    to a scalar cost (a weighted sum of the last values), and the inputs'
+    values; None when the seed made nothing to differentiate."""
     r = random.Random(seed)
     rng = np.random.default_rng(seed)
     b = Builder(r)
@@ -652,18 +658,26 @@ def run_grad(seed, d):
             pass
     outs = [p for p in b.pool if p.startswith("v")][-3:]
     if not outs:
-        return []
+        return None
     terms = [b.add("sum", [b.add("mul", [o, b.const(np.round(rng.normal(size=b.env[o].shape), 3))])])
              for o in outs]
     cost = b.add("add", terms) if len(terms) > 1 else terms[0]
-    wrt = [i for i, _ in ins]
+    if not np.isfinite(float(b.env[cost])):
+        return None
+    return b, vals, cost, terms, rng
+
+
+def run_grad(seed, d):
+    made = grad_graph(seed)
+    if not made:
+        return []
+    b, vals, cost, terms, _ = made
+    wrt = list(vals)
     b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
                     "attrs": {"disconnected": "ignore"}})
     g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": b.nodes,
          "functions": {"main": {"inputs": wrt, "outputs": [cost] + ["G" + w for w in wrt]}}}
     want_cost = float(b.env[cost])
-    if not np.isfinite(want_cost):
-        return []
     # A finite difference loses about eps * |term| / h to cancellation.
     atol = 1e-5 + 1e-8 * sum(abs(float(b.env[t])) for t in terms)
     fd = finite_differences(lambda v: float(replay(g, v)[cost]), vals, wrt)
@@ -677,6 +691,48 @@ def run_grad(seed, d):
             if gv.shape != fd[w].shape or not np.allclose(gv, fd[w], rtol=1e-4, atol=atol):
                 bad.append("-O %s: gradient of %s differs from finite differences by up to %g" %
                            (how, w, np.max(np.abs(gv - fd[w])) if gv.shape == fd[w].shape else np.inf))
+    return bad
+
+
+def run_hess(seed, d):
+    """Second derivatives: the grad family's graph, its gradient G, and
+    the gradient of sum(G * v), a Hessian-vector product, against the
+    central difference of G along v (G from tg at x + hv and x - hv,
+    -O none; the grad family checks G itself)."""
+    made = grad_graph(seed)
+    if not made:
+        return []
+    b, vals, cost, terms, rng = made
+    wrt = list(vals)
+    vs = {w: b.const(np.round(rng.normal(size=vals[w].shape), 3)) for w in wrt}
+    b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
+                    "attrs": {"disconnected": "ignore"}})
+    for w in wrt:
+        b.nodes.append({"op": "mul", "inputs": ["G" + w, vs[w]], "outputs": ["Gv" + w]})
+        b.nodes.append({"op": "sum", "inputs": ["Gv" + w], "outputs": ["S" + w]})
+    b.nodes.append({"op": "add", "inputs": ["S" + w for w in wrt] + [{"value": 0.0}], "outputs": ["s"]})
+    b.nodes.append({"op": "grad", "inputs": ["s"] + wrt, "outputs": ["H" + w for w in wrt],
+                    "attrs": {"disconnected": "ignore"}})
+    g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": b.nodes,
+         "functions": {"main": {"inputs": wrt, "outputs": ["G" + w for w in wrt] + ["H" + w for w in wrt]}}}
+    p, _, bad, done = run_presets(d, g, vals)
+    h, side = 1e-6, {}
+    for sgn in (1, -1):
+        sd = os.path.join(d, "side%d" % sgn)
+        os.makedirs(sd)
+        rc, err = tgc("run", p, "-O", "none", "-o", sd + "/out",
+                      *save_inputs(sd, {w: vals[w] + sgn * h * b.env[vs[w]] for w in wrt}))
+        if rc:
+            return bad + ["x %s hv: %s" % ("+-"[sgn < 0], err)]
+        side[sgn] = {w: np.load(os.path.join(sd, "out", "G" + w + ".npy")) for w in wrt}
+    atol = 1e-5 + 1e-8 * sum(abs(float(b.env[t])) for t in terms)
+    for how, od in done.items():
+        for w in wrt:
+            hv = np.load(os.path.join(od, "H" + w + ".npy"))
+            fd = (side[1][w] - side[-1][w]) / (2 * h)
+            if hv.shape != fd.shape or not np.allclose(hv, fd, rtol=1e-4, atol=atol * 10):
+                bad.append("-O %s: Hessian-vector product of %s differs from the difference of gradients by up to %g" %
+                           (how, w, np.max(np.abs(hv - fd)) if hv.shape == fd.shape else np.inf))
     return bad
 
 
@@ -1651,7 +1707,7 @@ def run_tools(seed, d):
 
 FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "nn": run_nn,
             "conv": run_conv_big, "weak": run_weak, "index": run_index,
-            "tools": run_tools}
+            "tools": run_tools, "hess": run_hess}
 
 
 def main():

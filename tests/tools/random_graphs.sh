@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Random graphs through tgc against NumPy and finite differences
-# (tests/tools/random_graphs.py): mixed dtypes, gradients, scans, views
-# with in-place updates and checkpoints, convolutions, pooling, linear
-# algebra and the other network ops, weak scalars, basic indexing; and
-# the other tools (tgprof, tgdebug, tgviz) on such graphs. Fixed seeds,
-# so a failure names a graph that can be made again:
+# (tests/tools/random_graphs.py): mixed dtypes, gradients and second
+# derivatives, scans, views with in-place updates and checkpoints,
+# convolutions, pooling, linear algebra and the other network ops, weak
+# scalars, basic indexing; and the other tools (tgprof, tgdebug, tgviz)
+# on such graphs. Fixed seeds, so a failure names a graph that can be
+# made again:
 #   TGC=... python3 tests/tools/random_graphs.py FAMILY SEED 1
 # (TG_RANDOM_KEEP=DIR keeps the failing graph and its inputs). Most
 # seeds run the composite interpreter (fast); a few compile the fused
@@ -24,6 +25,7 @@ family() { # family NAME FIRST COUNT [interp]
 }
 family mixed 0 200 interp
 family grad 0 200 interp
+family hess 0 150 interp
 family scan 0 80 interp
 family alias 0 100 interp
 family nn 0 300 interp

@@ -228,6 +228,41 @@ static void test_zeros(void **state) {
 }
 
 /* The logistic regression's hand-written gradients equal grad's. */
+/* Second derivatives at the same zeros. For a row's product, the
+ * Hessian has the product of all but x_i and x_j at (i, j), 0 on the
+ * diagonal; its row sums (the Hessian times ones) for the rows [2, 0, 3],
+ * [0, 0, 4], [2, 5, 3] are [3, 5, 2], [4, 4, 0], [8, 5, 7] (each a sum of
+ * two entries, worked out by hand). For x^y by x: y (y - 1) x^(y - 2), at
+ * (x, y) = (0, 0) 0 (x^0 is constant), (0, 2) 2, (2, 3) 12. Both were
+ * NaN (0 * inf in the masked branches) or, for the products, 0 where a
+ * zero's partner carries the derivative. */
+static void test_zeros_second_derivative(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" V("a", "[3,3]") "," V("x", "[3]") "," V("y", "[3]") "],"
+        "\"nodes\":[" NA("prod", "a", "p", J({"axis": 1})) "," N1("sum", "p", "c1") ","
+        N2("pow", "x", "y", "z") "," N1("sum", "z", "c2") "," N2("add", "c1", "c2", "c") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"a\",\"x\"],\"outputs\":[\"ga\",\"gx\"]},"
+        N1("sum", "ga", "sa") "," N1("sum", "gx", "sx") "," N2("add", "sa", "sx", "s") ","
+        "{\"op\":\"grad\",\"inputs\":[\"s\",\"a\",\"x\"],\"outputs\":[\"ha\",\"hx\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"a\",\"x\",\"y\"],\"outputs\":[\"ha\",\"hx\"]}}}";
+    tg_graph *g = tu_load(json);
+    double as[9] = {2, 0, 3, 0, 0, 4, 2, 5, 3}, xs[3] = {0, 0, 2}, ys[3] = {0, 2, 3};
+    double want_a[9] = {3, 5, 2, 4, 4, 0, 8, 5, 7}, want_x[3] = {0, 2, 12};
+    int64_t s33[2] = {3, 3}, s3 = 3;
+    tg_array *in[3] = {tu_f64(2, s33, as), tu_f64(1, &s3, xs), tu_f64(1, &s3, ys)};
+    const char *presets[2] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_array *out[2];
+        tu_call_preset(g, "f", presets[p], in, out);
+        for (int i = 0; i < 9; i++) tu_assert_near(tg_array_get_flat(out[0], i), want_a[i], 1e-12);
+        for (int i = 0; i < 3; i++) tu_assert_near(tg_array_get_flat(out[1], i), want_x[i], 1e-12);
+        for (int i = 0; i < 2; i++) tg_array_free(out[i]);
+    }
+    for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+    tg_graph_free(g);
+}
+
 static void test_logreg_matches_hand_written(void **state) {
     (void)state;
     char path[1024];
@@ -285,6 +320,7 @@ int main(void) {
         cmocka_unit_test(test_second_derivative),
         cmocka_unit_test(test_gammaln_second_derivative),
         cmocka_unit_test(test_zeros),
+        cmocka_unit_test(test_zeros_second_derivative),
         cmocka_unit_test(test_logreg_matches_hand_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,10 +61,15 @@ int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         /* As PyTorch's: y x^(y-1) is 0 * inf at x = 0, y = 0, and x^y
          * log x is 0 * -inf at x = 0, y > 0; both derivatives are 0
          * there (x^0 is constant, and 0^y stays 0 for y > 0). */
-        tg_var *dx = where(b, OP2("neq", y, K(0)), MUL(y, OP2("pow", x, SUB(y, K(1)))), true);
+        /* The masked branches read x as 1 there, so that their own
+         * gradients (second derivatives) are finite times 0, not inf
+         * times 0. */
+        tg_var *y0 = OP2("eq", y, K(0));
+        tg_var *dx = where(b, y0, MUL(y, OP2("pow", op3(b, "switch", y0, K(1), x), SUB(y, K(1)))), false);
         tg_var *flat = OP2("logical_and", OP2("eq", x, K(0)), OP2("ge", y, K(0)));
+        tg_var *logx = OP1("log", op3(b, "switch", flat, K(1), x));
         gin[0] = tg_gb_sum_to(b, MUL(g, dx), x);
-        gin[1] = tg_gb_sum_to(b, MUL(g, where(b, flat, MUL(out, OP1("log", x)), false)), y);
+        gin[1] = tg_gb_sum_to(b, MUL(g, where(b, flat, MUL(out, logx), false)), y);
     } else if (!strcmp(op, "maximum") || !strcmp(op, "minimum")) {
         tg_var *m = OP2(op[1] == 'a' ? "ge" : "le", x, y); /* ties go to x */
         gin[0] = tg_gb_sum_to(b, where(b, m, ADD(g, OP1("zeros_like", out)), true), x);
@@ -190,19 +195,29 @@ int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     } else if (!strcmp(op, "logsumexp")) {
         gin[0] = MUL(gx, OP1("exp", SUB(x, keep_axes(b, n, out))));
     } else if (!strcmp(op, "prod")) {
-        /* prod / x is 0 / 0 at a zero. As Theano's Prod (without
-         * no_zeros_in_input): a zero that is the only one in its group
-         * gets the product of the others, and every other element of a
-         * group holding a zero gets 0 (its product of the others holds
-         * that zero). */
+        /* The product of the others, prod / x, is 0 / 0 at a zero. As
+         * Theano's Prod (without no_zeros_in_input), by the zeros in
+         * x's group: none, prod / x; one, the product of the others at
+         * the zero and 0 elsewhere; more, 0. Written so that its own
+         * gradient (a second derivative) is right at the zeros too
+         * (Theano refuses it; PyTorch's cumulative products agree): a
+         * division only by nonzero (x with its zeros made 1), and the 0s
+         * that a zero makes carry that zero, s = the sum of the group's
+         * zeros (0, whose derivative by each zero is 1): s * rest / x
+         * where one zero makes it, (s - x) * rest at either of two
+         * zeros. */
         const char *at = n->attrs ? json_object_to_json_string(n->attrs) : NULL;
-        tg_var *z = OP2("eq", x, tg_gb_const(b, x->type.dtype, 0));
-        tg_var *nonzero = op3(b, "switch", z, tg_gb_const(b, x->type.dtype, 1), x);
+        tg_dtype xd = x->type.dtype;
+        tg_var *z = OP2("eq", x, tg_gb_const(b, xd, 0));
+        tg_var *nonzero = op3(b, "switch", z, tg_gb_const(b, xd, 1), x);
         tg_var *rest = keep_axes(b, n, tg_gb_op1(b, "prod", nonzero, at));
         tg_var *nzeros = keep_axes(b, n, tg_gb_op1(b, "sum", z, at));
-        tg_var *at_zero = where(b, OP2("eq", nzeros, tg_gb_const(b, TG_INT64, 1)), rest, true);
-        tg_var *elsewhere = where(b, OP2("eq", nzeros, tg_gb_const(b, TG_INT64, 0)), DIV(rest, x), true);
-        gin[0] = MUL(gx, op3(b, "switch", z, at_zero, elsewhere));
+        tg_var *s = keep_axes(b, n, tg_gb_op1(b, "sum", where(b, z, x, true), at));
+#define NZ(k) OP2("eq", nzeros, tg_gb_const(b, TG_INT64, k))
+        tg_var *one = op3(b, "switch", z, rest, DIV(MUL(s, rest), nonzero));
+        tg_var *two = where(b, OP2("logical_and", NZ(2), z), MUL(SUB(s, x), rest), true);
+        gin[0] = MUL(gx, op3(b, "switch", NZ(0), DIV(rest, nonzero), op3(b, "switch", NZ(1), one, two)));
+#undef NZ
     } else {
         return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is not implemented yet", op);
     }
