@@ -13,9 +13,9 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
   grad    float64 graphs of elementwise ops, reductions, softmax, dot,
           views, subtensor updates, join and take with `grad` of a
           weighted sum: the gradient against finite differences
-  hess    the grad family's graphs differentiated twice: the gradient of
-          sum(G * v), a Hessian-vector product, against the central
-          difference of tg's gradient G along v
+  hess    the grad and nn families' graphs differentiated twice: the
+          gradient of sum(G * v), a Hessian-vector product, against the
+          central difference of tg's gradient G along v
   scan    scans with random taps, direction, n_steps, until and readers
           (whole, last, last two, first, sum over steps): the outputs
           against a NumPy loop, the gradients against finite differences
@@ -695,14 +695,22 @@ def run_grad(seed, d):
 
 
 def run_hess(seed, d):
-    """Second derivatives: the grad family's graph, its gradient G, and
-    the gradient of sum(G * v), a Hessian-vector product, against the
-    central difference of G along v (G from tg at x + hv and x - hv,
+    """Second derivatives: the grad family's graph (even seeds) or the nn
+    family's in float64 (odd seeds), its gradient G, and the gradient of
+    sum(G * v), a Hessian-vector product, against the central difference
+    of G along v (G from tg at x + hv and x - hv,
     -O none; the grad family checks G itself)."""
-    made = grad_graph(seed)
-    if not made:
-        return []
-    b, vals, cost, terms, rng = made
+    if seed % 2:
+        made = nn_graph(seed // 2)
+        if not made or made[-1] or any(n["op"] == "digamma" for n in made[0].nodes):
+            return []  # (float32: too coarse for a difference of gradients;
+            # digamma's second derivative needs trigamma's gradient, not implemented)
+        b, vals, _, cost, terms, rng, _ = made
+    else:
+        made = grad_graph(seed // 2)
+        if not made:
+            return []
+        b, vals, cost, terms, rng = made
     wrt = list(vals)
     vs = {w: b.const(np.round(rng.normal(size=vals[w].shape), 3)) for w in wrt}
     b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
@@ -1417,7 +1425,10 @@ def nn_shape(b, r, inp, cst):
     return outs + [x]
 
 
-def run_nn(seed, d):
+def nn_graph(seed):
+    """The nn family's graph for a seed: a Builder holding the nodes up to
+    a scalar cost, the inputs' values, the outputs checked, and whether
+    tg computes it in float32; None when the seed made nothing."""
     r, rng = random.Random(seed), np.random.default_rng(seed)
     kind = r.choice(["conv", "conv", "conv", "pool", "pool", "pool", "linalg", "xent", "elem", "shape", "shape"])
     f32 = kind in ("conv", "pool", "xent", "elem") and r.random() < 0.25
@@ -1437,10 +1448,18 @@ def run_nn(seed, d):
     outs = {"conv": nn_conv, "pool": nn_pool, "linalg": nn_linalg, "xent": nn_xent, "elem": nn_elem,
             "shape": nn_shape}[kind](b, r, inp, cst)
     if not outs:
-        return []
+        return None
     outs = list(dict.fromkeys(outs if isinstance(outs, list) else [outs]))
     terms = [b.add("sum", [b.add("mul", [o, cst(np.round(rng.normal(size=b.env[o].shape), 3))])]) for o in outs]
     cost = b.add("add", terms) if len(terms) > 1 else terms[0]
+    return b, vals, outs, cost, terms, rng, f32
+
+
+def run_nn(seed, d):
+    made = nn_graph(seed)
+    if not made:
+        return []
+    b, vals, outs, cost, terms, _, f32 = made
     wrt = list(vals)
     b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
                     "attrs": {"disconnected": "ignore"}})

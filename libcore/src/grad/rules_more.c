@@ -294,20 +294,27 @@ int tg_grad_pool(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         gin[0] = op3(b, "pool2d_grad", x, n->outputs[0], g, at);
         return finish(b, n, gin);
     }
+    if (!strcmp(n->op->name, "pool2d_grad_grad")) { /* linear in gg; x and y route */
+        gin[2] = op3(b, "pool2d_grad", x, n->inputs[1], g, at);
+        return finish(b, n, gin);
+    }
     /* pool2d_grad(x, y, gy) is linear in gy: its transpose is the pooling
      * itself for the sum and average modes. In max mode it routes gy to the
      * window maxima (piecewise constant in x and y: no gradient there);
-     * its transpose picks each window's routed element, which is a sum
-     * pooling of g masked by the routes when windows do not overlap. */
+     * its transpose picks each window's routed element: a sum pooling of
+     * g masked by the routes when windows do not overlap (ops the GPU
+     * has), pool2d_grad_grad when they do. */
     if (n->a.mode != 0) {
         gin[2] = OP1A("pool2d", g, at);
     } else {
         int64_t ws[2], st[2];
-        if (!attr_pair(n, "ws", ws) || !attr_pair(n, "stride", st) || st[0] < ws[0] || st[1] < ws[1])
-            return tg_errorf(b->ctx, TG_EUNSUPPORTED,
-                             "the gradient of pool2d_grad in max mode with overlapping windows is not "
-                             "implemented yet");
         tg_var *y = n->inputs[1];
+        if (!attr_pair(n, "ws", ws) || !attr_pair(n, "stride", st) || st[0] < ws[0] || st[1] < ws[1]) {
+            /* overlapping windows: an element may be routed from one
+             * window and not from another */
+            gin[2] = op3(b, "pool2d_grad_grad", x, y, g, at);
+            return finish(b, n, gin);
+        }
         tg_var *route = op3(b, "pool2d_grad", x, y, OP1("ones_like", y), at);
         json_object *o = json_object_new_object();
         if (!o || json_object_object_add(o, "ws", json_object_get(json_object_object_get(n->attrs, "ws"))) ||

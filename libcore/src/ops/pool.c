@@ -162,6 +162,25 @@ static int pool_grad_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
+/* pool2d_grad_grad(x, y, gg): y's type; gg has x's shape. */
+static int pool_gg_infer(tg_node *n, tg_ctx *ctx) {
+    tg_dtype dt;
+    int64_t shape[TG_MAX_NDIM];
+    int rc = pool_types(n, 2, &dt, shape, ctx);
+    if (rc) return rc;
+    const tg_type *x = &n->inputs[0]->type, *gg = &n->inputs[2]->type;
+    if (gg->ndim != x->ndim)
+        return tg_errorf(ctx, TG_ETYPE, "inputs[2] '%s': expected %d dimensions, got %d",
+                         n->inputs[2]->id, x->ndim, gg->ndim);
+    for (int k = 0; k < x->ndim; k++)
+        if (gg->shape[k] >= 0 && x->shape[k] >= 0 && gg->shape[k] != x->shape[k])
+            return tg_errorf(ctx, TG_ESHAPE, "inputs[2] '%s': length %lld along axis %d, "
+                             "inputs[0] has %lld", n->inputs[2]->id, (long long)gg->shape[k], k,
+                             (long long)x->shape[k]);
+    tg_set_out_type(n, 0, tg_dtype_float_of(tg_dtype_promote(dt, gg->dtype)), x->ndim, shape);
+    return TG_OK;
+}
+
 /* ---- kernels ---- */
 
 /* Per output index along one dimension: the real window [lo, hi) in
@@ -247,8 +266,35 @@ typedef struct pgeom {
             }                                                                          \
         }                                                                              \
     }
+/* The transpose of bwd in gy: out[o] = what bwd would route from gy[o],
+ * read back from gg (max: the sum of gg over the window's elements equal
+ * to its max; otherwise the window's sum of gg over the divisor). Each
+ * output reads its own window: threads take rows. */
+#define POOL_GG_KERNEL(T, SFX)                                                          \
+    static void gg_##SFX(const pgeom *g, const T *x, const T *y, const T *gg, T *out) { \
+        const int64_t rows = g->P * g->OH;                                              \
+        int nth = rows * g->OW >= TG_PARALLEL_MIN / 8 ? omp_get_max_threads() : 1;      \
+        _Pragma("omp parallel for schedule(static) num_threads(nth)")                   \
+        for (int64_t r = 0; r < rows; r++) {                                            \
+            const int64_t pl = r / g->OH, i = r % g->OH;                                \
+            const T *xp = x + pl * g->H * g->W, *gp = gg + pl * g->H * g->W;            \
+            const win wi = g->wr[i];                                                    \
+            for (int64_t j = 0; j < g->OW; j++) {                                       \
+                const win wj = g->wc[j];                                                \
+                const int64_t o = r * g->OW + j;                                        \
+                T s = 0;                                                                \
+                for (int64_t a = wi.lo; a < wi.hi; a++)                                 \
+                    for (int64_t b = wj.lo; b < wj.hi; b++)                             \
+                        if (g->mode != PM_MAX || xp[a * g->W + b] == y[o]) s += gp[a * g->W + b]; \
+                if (g->mode != PM_MAX && g->mode != PM_SUM) s /= (T)(wi.div * wj.div);  \
+                out[o] = s;                                                             \
+            }                                                                           \
+        }                                                                               \
+    }
 POOL_KERNELS(float, f32)
 POOL_KERNELS(double, f64)
+POOL_GG_KERNEL(float, f32)
+POOL_GG_KERNEL(double, f64)
 
 static const char *as_work(const tg_array *a, tg_dtype wd, tg_array **tmp, tg_ctx *ctx) {
     *tmp = NULL;
@@ -373,13 +419,62 @@ done:
     return rc;
 }
 
+static int pool_gg_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const pool_p *p = n->a.extra;
+    const tg_array *x = in[0];
+    tg_array *t[3] = {NULL, NULL, NULL}, *work = NULL;
+    win *wt = NULL;
+    pgeom g;
+    const tg_dtype odt = n->outputs[0]->type.dtype;
+    const tg_dtype wd = odt == TG_FLOAT16 ? TG_FLOAT32 : odt;
+    int rc = pool_setup(p, x, &g, &wt, ctx);
+    if (rc) goto done;
+    int64_t shape[TG_MAX_NDIM];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 2] = g.OH;
+    shape[x->ndim - 1] = g.OW;
+    for (int i = 1; i < 3; i++) {
+        const tg_array *a = in[i];
+        bool ok = a->ndim == x->ndim;
+        for (int k = 0; ok && k < x->ndim; k++) ok = a->shape[k] == (i == 1 ? shape : x->shape)[k];
+        if (!ok) {
+            rc = tg_errorf(ctx, TG_ESHAPE, "inputs[%d]: its shape is not %s", i,
+                           i == 1 ? "the pooled shape of inputs[0]" : "that of inputs[0]");
+            goto done;
+        }
+    }
+    if ((rc = tg_array_prepare(out, odt, x->ndim, shape, ctx))) goto done;
+    if (g.P * g.OH * g.OW == 0) goto done;
+    if (odt != wd && !(work = tg_array_empty(wd, x->ndim, shape))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    const char *pp[3];
+    for (int i = 0; i < 3; i++)
+        if (!(pp[i] = as_work(in[i], wd, &t[i], ctx))) {
+            rc = TG_ENOMEM;
+            goto done;
+        }
+    char *o = work ? work->data : (*out)->data;
+    if (wd == TG_FLOAT64)
+        gg_f64(&g, (const double *)pp[0], (const double *)pp[1], (const double *)pp[2], (double *)o);
+    else
+        gg_f32(&g, (const float *)pp[0], (const float *)pp[1], (const float *)pp[2], (float *)o);
+    if (work) rc = tg_array_assign(*out, work, ctx);
+done:
+    for (int i = 0; i < 3; i++) tg_array_free(t[i]);
+    tg_array_free(work);
+    tg_free(wt);
+    return rc;
+}
+
 static void pool_cost(const tg_node *n, tg_array *const *in, tg_array *const *out,
                       double *flops, double *bytes) {
     const pool_p *p = n->a.extra;
     *flops = 0;
     *bytes = 0;
     if (!out[0]) return;
-    double no = (double)tg_array_size_inline(n->nin == 1 ? out[0] : in[2]);
+    double no = (double)tg_array_size_inline(n->nin == 1 ? out[0] : in[1]);
     *flops = no * (double)(p->ws[0] * p->ws[1]);
     for (int i = 0; i < n->nin; i++)
         *bytes += (double)tg_array_size_inline(in[i]) * (double)tg_isize(in[i]->dtype);
@@ -395,3 +490,10 @@ const tg_op tg_op_pool2d_grad = {
     .name = "pool2d_grad", .nin_min = 3, .nin_max = 3, .nout = 1, .flags = TG_OPF_FLOAT_ONLY,
     .attr_keys = POOL_KEYS, .parse_attrs = pool_attrs, .infer = pool_grad_infer,
     .run = pool_grad_run, .cost = pool_cost, .view_of = -1, .free_extra = free_extra, .grad = tg_grad_pool};
+
+/* The transpose of pool2d_grad in gy (a tg form, written by the gradient
+ * of pool2d_grad, so a second derivative through max pooling). */
+const tg_op tg_op_pool2d_grad_grad = {
+    .name = "pool2d_grad_grad", .nin_min = 3, .nin_max = 3, .nout = 1, .flags = TG_OPF_FLOAT_ONLY,
+    .attr_keys = POOL_KEYS, .parse_attrs = pool_attrs, .infer = pool_gg_infer,
+    .run = pool_gg_run, .cost = pool_cost, .view_of = -1, .free_extra = free_extra, .grad = tg_grad_pool};
