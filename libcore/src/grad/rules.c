@@ -65,7 +65,8 @@ int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
          * gradients (second derivatives) are finite times 0, not inf
          * times 0. */
         tg_var *y0 = OP2("eq", y, K(0));
-        tg_var *dx = where(b, y0, MUL(y, OP2("pow", op3(b, "switch", y0, K(1), x), SUB(y, K(1)))), false);
+        tg_var *x1 = op3(b, "switch", y0, K(1), x);
+        tg_var *dx = where(b, y0, MUL(y, OP2("pow", x1, SUB(y, K(1)))), false);
         tg_var *flat = OP2("logical_and", OP2("eq", x, K(0)), OP2("ge", y, K(0)));
         tg_var *logx = OP1("log", op3(b, "switch", flat, K(1), x));
         gin[0] = tg_gb_sum_to(b, MUL(g, dx), x);
@@ -216,7 +217,8 @@ int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
 #define NZ(k) OP2("eq", nzeros, tg_gb_const(b, TG_INT64, k))
         tg_var *one = op3(b, "switch", z, rest, DIV(MUL(s, rest), nonzero));
         tg_var *two = where(b, OP2("logical_and", NZ(2), z), MUL(SUB(s, x), rest), true);
-        gin[0] = MUL(gx, op3(b, "switch", NZ(0), DIV(rest, nonzero), op3(b, "switch", NZ(1), one, two)));
+        tg_var *some = op3(b, "switch", NZ(1), one, two);
+        gin[0] = MUL(gx, op3(b, "switch", NZ(0), DIV(rest, nonzero), some));
 #undef NZ
     } else {
         return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is not implemented yet", op);

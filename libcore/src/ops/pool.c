@@ -457,7 +457,8 @@ static int pool_gg_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *
         }
     char *o = work ? work->data : (*out)->data;
     if (wd == TG_FLOAT64)
-        gg_f64(&g, (const double *)pp[0], (const double *)pp[1], (const double *)pp[2], (double *)o);
+        gg_f64(&g, (const double *)pp[0], (const double *)pp[1], (const double *)pp[2],
+               (double *)o);
     else
         gg_f32(&g, (const float *)pp[0], (const float *)pp[1], (const float *)pp[2], (float *)o);
     if (work) rc = tg_array_assign(*out, work, ctx);
