@@ -619,6 +619,16 @@ def grad_step(b):
             b.add("take", [x, b.const(idx)], {"axis": 0})
 
 
+def check_grads(bad, how, od, fd, rtol, atol):
+    """Adds to bad each gradient G<w> that the run in od wrote and that
+    differs from the finite differences fd[w]."""
+    for w, want in fd.items():
+        gv = np.load(os.path.join(od, "G" + w + ".npy"))
+        if gv.shape != want.shape or not np.allclose(gv, want, rtol=rtol, atol=atol):
+            bad.append("-O %s: gradient of %s differs from finite differences by up to %g" %
+                       (how, w, np.max(np.abs(gv - want)) if gv.shape == want.shape else np.inf))
+
+
 def finite_differences(cost_of, vals, wrt):
     out = {}
     for k in wrt:
@@ -686,11 +696,7 @@ def run_grad(seed, d):
         c = float(np.load(os.path.join(od, cost + ".npy")))
         if abs(c - want_cost) > 1e-9 * max(1, abs(want_cost)):
             bad.append("-O %s: cost %r, want %r" % (how, c, want_cost))
-        for w in wrt:
-            gv = np.load(os.path.join(od, "G" + w + ".npy"))
-            if gv.shape != fd[w].shape or not np.allclose(gv, fd[w], rtol=1e-4, atol=atol):
-                bad.append("-O %s: gradient of %s differs from finite differences by up to %g" %
-                           (how, w, np.max(np.abs(gv - fd[w])) if gv.shape == fd[w].shape else np.inf))
+        check_grads(bad, how, od, fd, 1e-4, atol)
     return bad
 
 
@@ -935,10 +941,7 @@ def run_scan(seed, d):
             gv, w = np.load(os.path.join(od, q + ".npy")), np.asarray(want[q])
             if gv.shape != w.shape or not np.allclose(gv, w, rtol=1e-9, atol=1e-9):
                 bad.append("-O %s: %s differs from the NumPy loop" % (how, q))
-        for w in fd:
-            gv = np.load(os.path.join(od, "G" + w + ".npy"))
-            if gv.shape != fd[w].shape or not np.allclose(gv, fd[w], rtol=1e-5, atol=1e-6):
-                bad.append("-O %s: gradient of %s differs from finite differences" % (how, w))
+        check_grads(bad, how, od, fd, 1e-5, 1e-6)
     return bad
 
 
@@ -1486,11 +1489,7 @@ def run_nn(seed, d):
             if gv.dtype != (np.float32 if f32 else np.float64) or gv.shape != w.shape or \
                     not np.allclose(gv, w, rtol=rtol, atol=atol if o == cost else rtol):
                 bad.append("-O %s: %s (%s %s) differs from NumPy's %s %s" % (how, o, gv.dtype, gv.shape, w.dtype, w.shape))
-        for w in wrt:
-            gv = np.load(os.path.join(od, "G" + w + ".npy"))
-            if gv.shape != fd[w].shape or not np.allclose(gv, fd[w], rtol=frtol, atol=atol):
-                bad.append("-O %s: gradient of %s differs from finite differences by up to %g" %
-                           (how, w, np.max(np.abs(gv - fd[w])) if gv.shape == fd[w].shape else np.inf))
+        check_grads(bad, how, od, fd, frtol, atol)
     return bad
 
 
@@ -1706,10 +1705,7 @@ def run_index(seed, d):
             e = close(np.load(os.path.join(od, o + ".npy")), b.env[o], 1e-12)
             if e:
                 bad.append("-O %s, %s: %s" % (how, o, e))
-        for w in wrt:
-            gv = np.load(os.path.join(od, "G" + w + ".npy"))
-            if gv.shape != fd[w].shape or not np.allclose(gv, fd[w], rtol=1e-5, atol=1e-6):
-                bad.append("-O %s: gradient of %s differs from finite differences" % (how, w))
+        check_grads(bad, how, od, fd, 1e-5, 1e-6)
     return bad
 
 

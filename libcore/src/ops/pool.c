@@ -368,7 +368,11 @@ done:
     return rc;
 }
 
-static int pool_grad_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+/* pool2d_grad(x, y, gy) (gg false: gy has the pooled shape, the result
+ * x's) and pool2d_grad_grad(x, y, gg) (gg true: gg has x's shape, the
+ * result the pooled one). */
+static int pool_back_run(tg_node *n, tg_array *const *in, tg_array **out, bool gg,
+                         tg_ctx *ctx) {
     const pool_p *p = n->a.extra;
     const tg_array *x = in[0];
     tg_array *t[3] = {NULL, NULL, NULL}, *work = NULL;
@@ -378,26 +382,30 @@ static int pool_grad_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx
     const tg_dtype wd = odt == TG_FLOAT16 ? TG_FLOAT32 : odt;
     int rc = pool_setup(p, x, &g, &wt, ctx);
     if (rc) goto done;
+    int64_t pooled[TG_MAX_NDIM];
+    memcpy(pooled, x->shape, sizeof pooled);
+    pooled[x->ndim - 2] = g.OH;
+    pooled[x->ndim - 1] = g.OW;
     for (int i = 1; i < 3; i++) {
-        const tg_array *a = in[i];
-        bool ok = a->ndim == x->ndim && a->shape[x->ndim - 2] == g.OH &&
-                  a->shape[x->ndim - 1] == g.OW;
-        for (int k = 0; ok && k < x->ndim - 2; k++) ok = a->shape[k] == x->shape[k];
+        const int64_t *want = i == 2 && gg ? x->shape : pooled;
+        bool ok = in[i]->ndim == x->ndim;
+        for (int k = 0; ok && k < x->ndim; k++) ok = in[i]->shape[k] == want[k];
         if (!ok) {
-            rc = tg_errorf(ctx, TG_ESHAPE, "inputs[%d]: its shape is not the pooled shape of "
-                           "inputs[0]", i);
+            rc = tg_errorf(ctx, TG_ESHAPE, "inputs[%d]: its shape is not %s", i,
+                           want == pooled ? "the pooled shape of inputs[0]" : "that of inputs[0]");
             goto done;
         }
     }
-    if ((rc = tg_array_prepare(out, odt, x->ndim, x->shape, ctx))) goto done;
-    const int64_t total = tg_array_size_inline(x);
-    if (odt != wd && !(work = tg_array_empty(wd, x->ndim, x->shape))) {
+    const int64_t *oshape = gg ? pooled : x->shape;
+    if ((rc = tg_array_prepare(out, odt, x->ndim, oshape, ctx))) goto done;
+    const int64_t total = tg_array_size_inline(*out);
+    if (odt != wd && !(work = tg_array_empty(wd, x->ndim, oshape))) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
-    char *gx = work ? work->data : (*out)->data;
-    memset(gx, 0, (size_t)total * tg_isize(wd));
-    if (total > 0 && g.OH * g.OW > 0) {
+    char *o = work ? work->data : (*out)->data;
+    memset(o, 0, (size_t)total * tg_isize(wd)); /* bwd adds into it */
+    if (total > 0 && g.P * g.OH * g.OW > 0) {
         const char *pp[3];
         for (int i = 0; i < 3; i++)
             if (!(pp[i] = as_work(in[i], wd, &t[i], ctx))) {
@@ -405,11 +413,11 @@ static int pool_grad_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx
                 goto done;
             }
         if (wd == TG_FLOAT64)
-            bwd_f64(&g, (const double *)pp[0], (const double *)pp[1], (const double *)pp[2],
-                    (double *)gx);
+            (gg ? gg_f64 : bwd_f64)(&g, (const double *)pp[0], (const double *)pp[1],
+                                    (const double *)pp[2], (double *)o);
         else
-            bwd_f32(&g, (const float *)pp[0], (const float *)pp[1], (const float *)pp[2],
-                    (float *)gx);
+            (gg ? gg_f32 : bwd_f32)(&g, (const float *)pp[0], (const float *)pp[1],
+                                    (const float *)pp[2], (float *)o);
     }
     if (work) rc = tg_array_assign(*out, work, ctx);
 done:
@@ -419,54 +427,12 @@ done:
     return rc;
 }
 
+static int pool_grad_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    return pool_back_run(n, in, out, false, ctx);
+}
+
 static int pool_gg_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
-    const pool_p *p = n->a.extra;
-    const tg_array *x = in[0];
-    tg_array *t[3] = {NULL, NULL, NULL}, *work = NULL;
-    win *wt = NULL;
-    pgeom g;
-    const tg_dtype odt = n->outputs[0]->type.dtype;
-    const tg_dtype wd = odt == TG_FLOAT16 ? TG_FLOAT32 : odt;
-    int rc = pool_setup(p, x, &g, &wt, ctx);
-    if (rc) goto done;
-    int64_t shape[TG_MAX_NDIM];
-    memcpy(shape, x->shape, sizeof shape);
-    shape[x->ndim - 2] = g.OH;
-    shape[x->ndim - 1] = g.OW;
-    for (int i = 1; i < 3; i++) {
-        const tg_array *a = in[i];
-        bool ok = a->ndim == x->ndim;
-        for (int k = 0; ok && k < x->ndim; k++) ok = a->shape[k] == (i == 1 ? shape : x->shape)[k];
-        if (!ok) {
-            rc = tg_errorf(ctx, TG_ESHAPE, "inputs[%d]: its shape is not %s", i,
-                           i == 1 ? "the pooled shape of inputs[0]" : "that of inputs[0]");
-            goto done;
-        }
-    }
-    if ((rc = tg_array_prepare(out, odt, x->ndim, shape, ctx))) goto done;
-    if (g.P * g.OH * g.OW == 0) goto done;
-    if (odt != wd && !(work = tg_array_empty(wd, x->ndim, shape))) {
-        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        goto done;
-    }
-    const char *pp[3];
-    for (int i = 0; i < 3; i++)
-        if (!(pp[i] = as_work(in[i], wd, &t[i], ctx))) {
-            rc = TG_ENOMEM;
-            goto done;
-        }
-    char *o = work ? work->data : (*out)->data;
-    if (wd == TG_FLOAT64)
-        gg_f64(&g, (const double *)pp[0], (const double *)pp[1], (const double *)pp[2],
-               (double *)o);
-    else
-        gg_f32(&g, (const float *)pp[0], (const float *)pp[1], (const float *)pp[2], (float *)o);
-    if (work) rc = tg_array_assign(*out, work, ctx);
-done:
-    for (int i = 0; i < 3; i++) tg_array_free(t[i]);
-    tg_array_free(work);
-    tg_free(wt);
-    return rc;
+    return pool_back_run(n, in, out, true, ctx);
 }
 
 static void pool_cost(const tg_node *n, tg_array *const *in, tg_array *const *out,
