@@ -129,11 +129,9 @@ static tg_node *clone_node(tg_arena *a, const tg_node *n, tg_ctx *ctx) {
         memcpy(c->inplace, n->inplace, (size_t)n->nout);
     }
     if (n->norigins) {
-        c->origins = tg_calloc((size_t)n->norigins, sizeof *c->origins);
-        if (!c->origins) goto fail;
+        if (!(c->origins = tg_origins_pack((const char *const *)n->origins, n->norigins)))
+            goto fail;
         c->norigins = n->norigins;
-        for (int i = 0; i < n->norigins; i++)
-            if (!(c->origins[i] = tg_strdup(n->origins[i]))) goto fail;
     }
     return c;
 fail:

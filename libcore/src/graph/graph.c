@@ -204,10 +204,25 @@ void tg_node_free(tg_node *n) {
     tg_free(n->a.index);
     tg_free(n->name);
     tg_free(n->inplace);
-    for (int i = 0; i < n->norigins; i++) tg_free(n->origins[i]);
     tg_free(n->origins);
     tg_trace_free(&n->trace);
     tg_node_release_block(n);
+}
+
+char **tg_origins_pack(const char *const *keys, int n) {
+    size_t bytes = ((size_t)n + 1) * sizeof(char *), at;
+    for (int i = 0; i < n; i++) bytes += strlen(keys[i]) + 1;
+    char **o = tg_malloc(bytes);
+    if (!o) return NULL;
+    at = ((size_t)n + 1) * sizeof(char *);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(keys[i]) + 1;
+        o[i] = (char *)o + at;
+        memcpy(o[i], keys[i], len);
+        at += len;
+    }
+    o[n] = NULL;
+    return o;
 }
 
 tg_node *tg_node_move(tg_arena *a, tg_node *n) {

@@ -171,7 +171,8 @@ struct tg_node {
                         overwrites, or -1; NULL when none */
     /* The keys (first output ids) of the original nodes this node stands
      * for, when a rewrite made it; NULL: an original node, standing for
-     * itself. Owned. */
+     * itself. Owned, in one block (tg_origins_pack): the pointers, a
+     * NULL, then the strings they point to; one tg_free releases it. */
     char **origins;
     int norigins;
     int json_index; /* nodes[i] in the file, or -1 for a node made later */
@@ -297,6 +298,12 @@ void tg_node_release_block(tg_node *n);
 tg_var *tg_var_move(struct tg_arena *a, tg_var *v);
 void tg_var_release_block(tg_var *v);
 void tg_node_free(tg_node *n);
+/* A node's origins as one block holding n + 1 pointers (the last NULL)
+ * and the n strings they point to, copied from keys (NULL when n is 0):
+ * one allocation where a list of tg_strdup copies made n + 1, which on
+ * graphs of 100,000 nodes the allocator then had to take back one by
+ * one. NULL: no memory. */
+char **tg_origins_pack(const char *const *keys, int n);
 const char *tg_var_label(const tg_var *v); /* name, or id */
 void tg_trace_free(tg_trace *t);
 int tg_trace_copy(tg_trace *dst, const tg_trace *src);

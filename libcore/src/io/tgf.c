@@ -960,11 +960,9 @@ static int restore_origins(tg_fgraph *fg, json_object *jo, const char *what, tg_
         if (string_list(ja, &keys, &nk))
             return tg_errorf(ctx, TG_ELOAD, "%s.origins.%.128s: expected a list of keys", what,
                              n->outputs[0]->id);
-        n->origins = tg_calloc((size_t)nk + 1, sizeof *n->origins);
+        n->origins = tg_origins_pack(keys, nk);
         n->norigins = nk;
         int rc = n->origins ? TG_OK : TG_ENOMEM;
-        for (int k = 0; !rc && k < nk; k++)
-            if (!(n->origins[k] = tg_strdup(keys[k]))) rc = TG_ENOMEM;
         tg_free(keys);
         if (rc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     }
@@ -1663,17 +1661,12 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         const tg_node *src = f->sched[k].node;
         tg_node *dst = fg->nodes[k];
         if (!src->origins && !src->norigins) continue;
-        dst->origins = tg_calloc((size_t)src->norigins + 1, sizeof *dst->origins);
+        dst->origins = tg_origins_pack((const char *const *)src->origins, src->norigins);
         if (!dst->origins) {
             tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto fail;
         }
         dst->norigins = src->norigins;
-        for (int j = 0; j < src->norigins; j++)
-            if (!(dst->origins[j] = tg_strdup(src->origins[j]))) {
-                tg_errorf(ctx, TG_ENOMEM, "out of memory");
-                goto fail;
-            }
     }
     c = tg_function_link_fgraph(f->name, fg, f->no_gc, ctx);
     fg = NULL;

@@ -641,13 +641,16 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
             fail(D, TG_EPARSE, "graph section: %s: bad origins", where);
             goto bad;
         }
-        if (!(n->origins = tg_calloc((size_t)nor + 1, sizeof *n->origins))) goto oom;
-        n->norigins = (int)nor;
-        for (uint32_t k = 0; k < nor; k++) {
-            const char *key = get_str(D, false, where);
-            if (D->rc) goto bad;
-            if (!(n->origins[k] = tg_strdup(key))) goto oom;
+        const char *small[16], **keys = nor <= 16 ? small : tg_malloc(sizeof *keys * nor);
+        if (!keys) goto oom;
+        for (uint32_t k = 0; k < nor && !D->rc; k++) keys[k] = get_str(D, false, where);
+        if (!D->rc) {
+            n->origins = tg_origins_pack(keys, (int)nor);
+            n->norigins = (int)nor;
         }
+        if (keys != small) tg_free(keys);
+        if (D->rc) goto bad;
+        if (!n->origins) goto oom;
     }
     if (D->rc) goto bad;
     /* The op's inference gives the types again: the saved ones must agree

@@ -1410,20 +1410,25 @@ wire:
     /* Origins: what the fused nodes stood for. */
     int no = 0;
     for (int j = 0; j < nnodes; j++) no += nodes[j]->norigins ? nodes[j]->norigins : 1;
-    if (!(n->origins = tg_calloc((size_t)no, sizeof *n->origins))) goto oom;
     comp_body *cb = n->a.extra;
-    if (!(cb->ostart = tg_calloc((size_t)nnodes + 1, sizeof *cb->ostart))) goto oom;
-    cb->nfused = nnodes;
-    for (int j = 0; j < nnodes; j++) {
-        cb->ostart[j] = n->norigins;
-        if (!nodes[j]->norigins) {
-            if (!(n->origins[n->norigins++] = tg_strdup(nodes[j]->outputs[0]->id))) goto oom;
-            continue;
-        }
-        for (int q = 0; q < nodes[j]->norigins; q++)
-            if (!(n->origins[n->norigins++] = tg_strdup(nodes[j]->origins[q]))) goto oom;
+    const char **keys = tg_malloc(sizeof *keys * (size_t)(no + 1));
+    if (!keys || !(cb->ostart = tg_calloc((size_t)nnodes + 1, sizeof *cb->ostart))) {
+        tg_free(keys);
+        goto oom;
     }
-    cb->ostart[nnodes] = n->norigins;
+    cb->nfused = nnodes;
+    for (int j = 0, k = 0; j < nnodes; j++) {
+        cb->ostart[j] = k;
+        if (!nodes[j]->norigins)
+            keys[k++] = nodes[j]->outputs[0]->id;
+        else
+            for (int q = 0; q < nodes[j]->norigins; q++) keys[k++] = nodes[j]->origins[q];
+    }
+    cb->ostart[nnodes] = no;
+    n->origins = tg_origins_pack(keys, no);
+    tg_free(keys);
+    if (!n->origins) goto oom;
+    n->norigins = no;
     if (outputs[0]->owner && tg_trace_copy(&n->trace, &outputs[0]->owner->trace)) goto oom;
     tg_free(consts);
     tg_free(sig);

@@ -376,40 +376,48 @@ int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv) {
 
 /* ---- origins and the record ---- */
 
-static int origins_add(char ***o, int *n, int *cap, const tg_node *src) {
+/* Append src's keys (its origins, or its own key) to o[0..*n), leaving out
+ * those already there. The keys are pointers into the nodes; packed into
+ * one block at the end (tg_origins_pack). */
+static int origins_add(const char ***o, int *n, int *cap, const char **small,
+                       const tg_node *src) {
     const char *own = node_key(src);
     const char *const *keys = src->origins ? (const char *const *)src->origins : &own;
     int nk = src->origins ? src->norigins : 1;
     for (int i = 0; i < nk; i++) {
         bool have = false;
-        for (int j = 0; j < *n && !have; j++) have = strcmp((*o)[j], keys[i]) == 0;
+        for (int j = 0; j < *n && !have; j++)
+            have = (*o)[j] == keys[i] || strcmp((*o)[j], keys[i]) == 0;
         if (have) continue;
-        if (grow((void **)o, cap, *n + 1, sizeof **o)) return TG_ENOMEM;
-        if (!((*o)[*n] = tg_strdup(keys[i]))) return TG_ENOMEM;
-        (*n)++;
+        if (*n == *cap) { /* *o starts as the caller's array small */
+            const char **q = tg_malloc(sizeof *q * (size_t)*cap * 2);
+            if (!q) return TG_ENOMEM;
+            memcpy(q, *o, sizeof *q * (size_t)*n);
+            if (*o != small) tg_free(*o);
+            *o = q;
+            *cap *= 2;
+        }
+        (*o)[(*n)++] = keys[i];
     }
     return TG_OK;
 }
 
 /* Give `dst` the union of its own origins and those of `srcs`. */
 static int origins_merge(tg_node *dst, tg_node *const *srcs, int nsrc, bool keep_own) {
-    char **o = NULL;
-    int n = 0, cap = 0;
+    const char *small[32] = {0}, **o = small;
+    int n = 0, cap = 32;
     int rc = TG_OK;
-    if (keep_own && (rc = origins_add(&o, &n, &cap, dst))) goto fail;
-    for (int i = 0; i < nsrc; i++)
-        if (srcs[i] != dst && (rc = origins_add(&o, &n, &cap, srcs[i]))) goto fail;
-    for (int i = 0; i < dst->norigins; i++) tg_free(dst->origins[i]);
+    if (keep_own) rc = origins_add(&o, &n, &cap, small, dst);
+    for (int i = 0; !rc && i < nsrc; i++)
+        if (srcs[i] != dst) rc = origins_add(&o, &n, &cap, small, srcs[i]);
+    /* made from nothing original: an empty, non-NULL list */
+    char **packed = rc ? NULL : tg_origins_pack(o, n);
+    if (o != small) tg_free(o);
+    if (!packed) return TG_ENOMEM;
     tg_free(dst->origins);
-    if (!o) o = tg_calloc(1, sizeof *o); /* made from nothing original */
-    if (!o) return TG_ENOMEM;
-    dst->origins = o;
+    dst->origins = packed;
     dst->norigins = n;
     return TG_OK;
-fail:
-    for (int i = 0; i < n; i++) tg_free(o[i]);
-    tg_free(o);
-    return TG_ENOMEM;
 }
 
 static int record(tg_rw *rw, const char *name, tg_node *const *removed, int nremoved,

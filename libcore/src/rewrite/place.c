@@ -124,7 +124,7 @@ static tg_var *make_transfer(place_state *st, tg_var *v, bool to_dev, tg_ctx *ct
         goto oom;
     n->a.mode = to_dev ? 1 : 0;
     /* Made from nothing original: no origins (an empty, non-NULL list). */
-    n->origins = tg_calloc(1, sizeof *n->origins);
+    n->origins = tg_origins_pack(NULL, 0);
     if (!n->origins) goto oom;
     if (v->owner && tg_trace_copy(&n->trace, &v->owner->trace)) goto oom;
     o->type = v->type;
@@ -158,8 +158,9 @@ oom:
 static int swap_ids(place_state *st, tg_var *v, tg_var *w, tg_ctx *ctx) {
     tg_node *n = v->owner;
     if (n && !n->origins && n->outputs[0] == v) {
-        n->origins = tg_calloc(1, sizeof *n->origins);
-        if (!n->origins || !(n->origins[0] = tg_strdup(v->id))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        const char *key = v->id;
+        if (!(n->origins = tg_origins_pack(&key, 1)))
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         n->norigins = 1;
     }
     char buf[160];
