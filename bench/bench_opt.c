@@ -6,7 +6,9 @@
  * canonicalize (log(1+x), x*x, neg(neg x), exp(x)-1, constants to
  * collect), and subexpressions computed twice (for merge).
  *
- *   build-bench/bench/bench_opt [SIZES...]   (default 1000 10000 100000)
+ *   build-bench/bench/bench_opt [--traces] [SIZES...]
+ *       (default 1000 10000 100000); --traces: every node with a creation
+ *       trace of two frames, as a frontend's exporter writes them
  *   build-bench/bench/bench_opt --loop N SIZE [PRESET]
  *       compile one graph N times and print each time, nothing else: a
  *       loop to run under perf or callgrind without the load in it
@@ -15,6 +17,9 @@
 #include "core/core.h"
 
 enum { BLOCK = 16 };
+
+/* --traces: what each node carries after its outputs (empty: nothing). */
+static char trace_text[256];
 
 static char *gen(int nodes) {
     tg_str s = {0};
@@ -26,7 +31,7 @@ static char *gen(int nodes) {
     const char *h = "x";
     char prev[32];
     for (int i = 0; i < blocks; i++) {
-#define NODE(op, ins, out) tg_str_addf(&s, "%s{\"op\":\"%s\",\"inputs\":[%s],\"outputs\":[\"%s%d\"]}", (i || strcmp(#out, "d") ? "," : ""), op, ins, #out, i)
+#define NODE(op, ins, out) tg_str_addf(&s, "%s{\"op\":\"%s\",\"inputs\":[%s],\"outputs\":[\"%s%d\"]%s}", (i || strcmp(#out, "d") ? "," : ""), op, ins, #out, i, trace_text)
         char in[256];
         snprintf(in, sizeof in, "\"%s\",\"W\"", h);
         NODE("dot", in, d);
@@ -132,6 +137,15 @@ static int loop(int reps, int size, const char *preset) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--traces")) {
+        snprintf(trace_text, sizeof trace_text,
+                 ",\"trace\":[{\"file\":\"/home/me/model/train.py\",\"line\":41,"
+                 "\"function\":\"main\",\"code\":\"loss = net(x)\"},"
+                 "{\"file\":\"/home/me/model/net.py\",\"line\":17,"
+                 "\"function\":\"forward\",\"code\":\"h = tanh(x @ W + b)\"}]");
+        argv++;
+        argc--;
+    }
     if (argc >= 4 && !strcmp(argv[1], "--loop"))
         return loop(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : "fast_run");
     int sizes[8] = {1000, 10000, 100000}, nsizes = 3;
@@ -139,7 +153,8 @@ int main(int argc, char **argv) {
         nsizes = 0;
         for (int i = 1; i < argc && nsizes < 8; i++) sizes[nsizes++] = atoi(argv[i]);
     }
-    printf("optimization time (compile = clone + optimize + link), best of 3\n");
+    printf("optimization time (compile = clone + optimize + link), best of 3%s\n",
+           trace_text[0] ? ", every node with a trace of two frames" : "");
     printf("%9s %9s %10s %12s %12s %12s %10s\n", "nodes", "after", "load s", "none s", "fast_compile", "fast_run s",
            "us/node");
     double t10k = 0, t100k = 0;

@@ -220,8 +220,9 @@ static void test_failed_call(void **state) {
  * will set them (a fused node standing for several file nodes, and one
  * file node stood for by two scheduled nodes). */
 static void set_origins(tg_node *n, const char *const *keys, int count) {
-    n->origins = tg_calloc((size_t)count, sizeof *n->origins);
-    for (int i = 0; i < count; i++) n->origins[i] = tg_strdup(keys[i]);
+    tg_free(n->origins);
+    n->origins = tg_origins_pack(keys, count);
+    assert_non_null(n->origins);
     n->norigins = count;
 }
 

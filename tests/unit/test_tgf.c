@@ -303,9 +303,10 @@ static void test_record_and_origins_survive(void **state) {
         if (!strcmp(tg_function_node_key(f, k), "s")) k_s = k;
     assert_true(k_s >= 0);
     tg_node *n = f->sched[k_s].node;
-    n->origins = calloc(2, sizeof *n->origins);
-    n->origins[0] = strdup("wx");
-    n->origins[1] = strdup("s");
+    const char *two[2] = {"wx", "s"};
+    tg_free(n->origins);
+    n->origins = tg_origins_pack(two, 2);
+    assert_non_null(n->origins);
     n->norigins = 2;
     if (tg_tgf_save(path_in("r.tgf"), &f, 1, NULL, ctx)) fail_msg("%s", tg_ctx_message(ctx));
     tg_tgf *t = tg_tgf_load(path_in("r.tgf"), NULL, ctx);

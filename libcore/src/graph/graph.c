@@ -262,35 +262,42 @@ void tg_var_release_block(tg_var *v) {
     tg_arena_release(v->arena, v, sizeof *v + strlen(v->inl_id) + 1);
 }
 
+/* The count in front of a trace's frames, as large as a frame so that
+ * the frames after it stay aligned. */
+typedef union trace_head {
+    int refs;
+    tg_frame align;
+} trace_head;
+
+tg_frame *tg_trace_frames_new(size_t n) {
+    if (n > (SIZE_MAX - sizeof(trace_head)) / sizeof(tg_frame)) return NULL;
+    trace_head *h = tg_calloc(1, sizeof *h + n * sizeof(tg_frame));
+    if (!h) return NULL;
+    h->refs = 1;
+    return (tg_frame *)(h + 1);
+}
+
 void tg_trace_free(tg_trace *t) {
-    for (int i = 0; i < t->n; i++) {
-        tg_free(t->frames[i].file);
-        tg_free(t->frames[i].function);
-        tg_free(t->frames[i].code);
+    if (t->frames) {
+        trace_head *h = (trace_head *)t->frames - 1;
+        /* traces of a graph are shared by the functions compiled from it,
+         * which may be freed on other threads */
+        if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+            for (int i = 0; i < t->n; i++) {
+                tg_free(t->frames[i].file);
+                tg_free(t->frames[i].function);
+                tg_free(t->frames[i].code);
+            }
+            tg_free(h);
+        }
     }
-    tg_free(t->frames);
     t->frames = NULL;
     t->n = 0;
 }
 
 int tg_trace_copy(tg_trace *dst, const tg_trace *src) {
-    tg_trace t = {0};
-    if (src->n) {
-        t.frames = tg_calloc((size_t)src->n, sizeof *t.frames);
-        if (!t.frames) return TG_ENOMEM;
-        for (int i = 0; i < src->n; i++, t.n++) {
-            const tg_frame *s = &src->frames[i];
-            tg_frame *d = &t.frames[i];
-            d->line = s->line;
-            if ((s->file && !(d->file = tg_strdup(s->file))) ||
-                (s->function && !(d->function = tg_strdup(s->function))) ||
-                (s->code && !(d->code = tg_strdup(s->code)))) {
-                t.n++;
-                tg_trace_free(&t);
-                return TG_ENOMEM;
-            }
-        }
-    }
+    tg_trace t = *src;
+    if (t.frames) __atomic_add_fetch(&((trace_head *)t.frames - 1)->refs, 1, __ATOMIC_RELAXED);
     tg_trace_free(dst);
     *dst = t;
     return TG_OK;

@@ -35,7 +35,7 @@ typedef struct tg_frame {
 
 typedef struct tg_trace {
     int n;
-    tg_frame *frames;
+    tg_frame *frames; /* from tg_trace_frames_new, shared by the copies */
 } tg_trace;
 
 /* Shared state: one per shared variable of a graph, referenced by every
@@ -305,7 +305,16 @@ void tg_node_free(tg_node *n);
  * one. NULL: no memory. */
 char **tg_origins_pack(const char *const *keys, int n);
 const char *tg_var_label(const tg_var *v); /* name, or id */
+/* n zeroed frames for a trace to fill in, read-only once filled: a block
+ * with a reference count in front, so that the copies of a trace (a clone
+ * or a rewrite gives each node the trace of the node it stands for) share
+ * it. Exported graphs give every node a trace, and copying its strings
+ * took more than half of a fast_run compile of such graphs. NULL: no
+ * memory. */
+tg_frame *tg_trace_frames_new(size_t n);
+/* Drops t's reference (the strings of its n frames go with the last). */
 void tg_trace_free(tg_trace *t);
+/* dst (freed first) shares src's frames. TG_OK. */
 int tg_trace_copy(tg_trace *dst, const tg_trace *src);
 tg_shared *tg_shared_new(const char *id, const tg_type *t, tg_array *value);
 tg_shared *tg_shared_ref(tg_shared *s);

@@ -203,7 +203,7 @@ static int load_trace(loader *L, tg_node *nd, json_object *jt, const char *where
         return lerr(L, TG_ELOAD, "%s.trace: expected an array of frames", where);
     size_t n = json_object_array_length(jt);
     if (!n) return TG_OK;
-    nd->trace.frames = tg_calloc(n, sizeof *nd->trace.frames);
+    nd->trace.frames = tg_trace_frames_new(n);
     if (!nd->trace.frames) return lerr(L, TG_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_object *f = json_object_array_get_idx(jt, i), *x;

@@ -622,7 +622,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     uint32_t nfr = get_count(D, 20, "trace frames");
     if (D->rc) goto bad;
     if (nfr) {
-        if (!(n->trace.frames = tg_calloc(nfr, sizeof *n->trace.frames))) goto oom;
+        if (!(n->trace.frames = tg_trace_frames_new(nfr))) goto oom;
         n->trace.n = (int)nfr;
         for (uint32_t k = 0; k < nfr && !D->rc; k++) {
             tg_frame *fr = &n->trace.frames[k];
