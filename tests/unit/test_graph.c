@@ -3,6 +3,7 @@
  * kept on clones; the sort's order and cycle check on a node array that is
  * not topological; the id map; the arenas that hold a graph's nodes and
  * variables. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +76,40 @@ static void test_clone_takes_what_is_needed(void **state) {
     tg_trace_free(&t);
     assert_int_equal(t.n, 0);
     assert_null(t.frames);
+    tg_fgraph_free(fg);
+    tg_ctx_free(ctx);
+}
+
+/* Functions compiled from one graph share its traces and may be made and
+ * freed on several threads at once: the count must be exact, or the
+ * frames go too early (a use after free) or never (a leak), which the
+ * sanitizer build reports. */
+static void *copy_traces(void *arg) {
+    const tg_trace *src = arg;
+    for (int i = 0; i < 100000; i++) {
+        tg_trace t = {0};
+        if (tg_trace_copy(&t, src)) return arg;
+        tg_trace_free(&t);
+    }
+    return NULL;
+}
+
+static void test_trace_shared_across_threads(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
+    assert_non_null(fg);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, copy_traces, &fg->nodes[0]->trace), 0);
+    for (int i = 0; i < 2; i++) {
+        void *r;
+        assert_int_equal(pthread_join(th[i], &r), 0);
+        assert_null(r);
+    }
+    tg_graph_free(g);
+    assert_string_equal(fg->nodes[0]->trace.frames[0].file, "m.py");
     tg_fgraph_free(fg);
     tg_ctx_free(ctx);
 }
@@ -457,6 +492,7 @@ static void test_compact(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clone_takes_what_is_needed),
+        cmocka_unit_test(test_trace_shared_across_threads),
         cmocka_unit_test(test_replace_and_resort),
         cmocka_unit_test(test_node_description),
         cmocka_unit_test(test_sort_order_drop_and_cycle),
