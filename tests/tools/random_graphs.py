@@ -27,7 +27,7 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           Theano's definitions; cholesky, inverse, det and solve; the
           crossentropies; split, stack, flatten, repeat, take_set/take_add
           along any axis, outer, alloc, ifelse, eye; the special functions
-          (erf, gammaln, digamma, arccosh, ...): values against NumPy,
+          (erf, gammaln, digamma, polygamma, arccosh, ...): values against NumPy,
           gradients against finite differences, float64 and float32
   conv    conv2d on shapes that reach every CPU path (the direct kernel's
           channel blocks and row tails, im2col over groups of images), the
@@ -708,9 +708,8 @@ def run_hess(seed, d):
     -O none; the grad family checks G itself)."""
     if seed % 2:
         made = nn_graph(seed // 2)
-        if not made or made[-1] or any(n["op"] == "digamma" for n in made[0].nodes):
-            return []  # (float32: too coarse for a difference of gradients;
-            # digamma's second derivative needs trigamma's gradient, not implemented)
+        if not made or made[-1]:
+            return []  # (float32: too coarse for a difference of gradients)
         b, vals, _, cost, terms, rng, _ = made
     else:
         made = grad_graph(seed // 2)
@@ -1199,12 +1198,30 @@ def digamma(x):
     return acc + np.log(x) - 0.5 / x - x2 * (1 / 12 - x2 * (1 / 120 - x2 * (1 / 252 - x2 * (1 / 240 - x2 / 132))))
 
 
+def polygamma(n, x):
+    """psi_n(x) for x > 0 and whole n >= 0: (-1)^(n+1) n! times the sum of
+    (x + k)^-(n+1), 30 terms, then the Euler-Maclaurin tail (three
+    Bernoulli terms)."""
+    n, x = int(n), np.array(x, dtype=np.float64)
+    if n == 0:
+        return digamma(x)
+    s = n + 1
+    acc = sum((x + k) ** -s for k in range(30))
+    a = x + 30
+    tail = a ** -n / n + 0.5 * a ** -s + s / 12 * a ** (-s - 1) - \
+        s * (s + 1) * (s + 2) / 720 * a ** (-s - 3) + s * (s + 1) * (s + 2) * (s + 3) * (s + 4) / 30240 * a ** (-s - 5)
+    return (-1) ** (n + 1) * math.factorial(n) * (acc + tail)
+
+
 # op: (NumPy, the domain its input is mapped into: unit (-0.9, 0.9),
 # pos [0.5, oo), ge1 [1.5, oo), any)
 NN_ELEM = {"tan": (np.tan, "unit"), "arcsin": (np.arcsin, "unit"), "arccos": (np.arccos, "unit"),
            "arctanh": (np.arctanh, "unit"), "cosh": (np.cosh, "any"), "arccosh": (np.arccosh, "ge1"),
            "erf": (np.vectorize(math.erf), "any"), "erfc": (np.vectorize(math.erfc), "any"),
            "gammaln": (np.vectorize(math.lgamma), "pos"), "digamma": (digamma, "pos"),
+           "trigamma": (lambda x: polygamma(1, x), "pos"),
+           # polygamma(n, x) with a weak order n from 0 to 3 (nn_elem)
+           "polygamma": (None, "pos"),
            "log10": (np.log10, "pos"), "reciprocal": (np.reciprocal, "pos"),
            "log2": (np.log2, "pos"), "exp2": (np.exp2, "any"), "cos": (np.cos, "any")}
 
@@ -1215,6 +1232,8 @@ def along(x, axis, f):
 
 
 def replay_nn(op, a, x):
+    if op == "polygamma":
+        return polygamma(x[0], x[1])
     if op in NN_ELEM:
         return NN_ELEM[op][0](x[0])
     if op == "conv2d":
@@ -1355,7 +1374,7 @@ def nn_elem(b, r, inp, cst):
         y = x if dom == "any" else \
             b.add("mul", [b.add("tanh", [x]), {"value": 0.9}]) if dom == "unit" else \
             b.add("add", [b.add("sqr", [x]), {"value": 0.5 if dom == "pos" else 1.5}])
-        x = b.add(op, [y])
+        x = b.add(op, [{"value": r.randint(0, 3)}, y] if op == "polygamma" else [y])
         outs.append(x)
     return outs
 

@@ -33,6 +33,16 @@ static void test_unary(void **state) {
     }
     fails += check_case("arccosh", V("x", "[4]"),
                         N1("arccosh", "x", "y") "," N1("sin", "y", "sy") "," N1("sum", "sy", "c"), 1.2, 2.0);
+    fails += check_case("trigamma", V("x", "[2,3]"),
+                        N1("trigamma", "x", "y") "," N1("sin", "y", "sy") "," N1("sum", "sy", "c"), 0.6, 2.0);
+    /* polygamma of a weak order, and of an int64 order that broadcasts
+     * (no gradient reaches the order) */
+    fails += check_case("polygamma", V("x", "[2,3]"),
+                        "{\"op\":\"polygamma\",\"inputs\":[{\"value\":2},\"x\"],\"outputs\":[\"y\"]},"
+                        N1("sin", "y", "sy") "," N1("sum", "sy", "c"), 0.8, 2.0);
+    fails += check_case("polygamma_n", V("x", "[2,3]"),
+                        "{\"op\":\"polygamma\",\"inputs\":[{\"value\":{\"dtype\":\"int64\",\"shape\":[2,1],\"data\":[3,4]}},\"x\"],\"outputs\":[\"y\"]},"
+                        N1("sin", "y", "sy") "," N1("sum", "sy", "c"), 1.5, 3.0);
     if (fails) fail_msg("%d unary gradients differ", fails);
 }
 
@@ -189,6 +199,49 @@ static void test_gammaln_second_derivative(void **state) {
     }
 }
 
+/* Third and fourth derivatives of gammaln: digamma's gradient is
+ * trigamma, trigamma's polygamma(2, x), polygamma(n, x)'s polygamma(n + 1,
+ * x). Closed forms (Abramowitz and Stegun 6.4): psi2(1) = -2 zeta(3),
+ * psi2(1/2) = -14 zeta(3), psi3(1) = pi^4/15, psi3(1/2) = pi^4, and the
+ * recurrence psi_n(x + 1) = psi_n(x) + (-1)^n n! / x^(n+1) for x = 2.
+ * Both presets. */
+static void test_gammaln_higher_derivatives(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" V("x", "[3]") "," V("v", "[3]") "],"
+        "\"nodes\":[" N1("gammaln", "x", "lg") "," N1("sum", "lg", "c") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"x\"],\"outputs\":[\"gx\"]},"
+        N2("mul", "gx", "v", "gv") "," N1("sum", "gv", "c2") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c2\",\"x\"],\"outputs\":[\"hv\"]},"
+        N1("sum", "hv", "c3") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c3\",\"x\"],\"outputs\":[\"t\"]},"
+        N1("sum", "t", "c4") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c4\",\"x\"],\"outputs\":[\"q\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\",\"v\"],\"outputs\":[\"t\",\"q\"]}}}";
+    const double zeta3 = 1.2020569031595942854, pi4 = M_PI * M_PI * M_PI * M_PI;
+    double xs[3] = {1.0, 0.5, 2.0}, vs[3] = {1.0, 2.0, -0.5};
+    double psi2[3] = {-2 * zeta3, -14 * zeta3, -2 * zeta3 + 2};
+    double psi3[3] = {pi4 / 15, pi4, pi4 / 15 - 6};
+    const char *presets[] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_graph *g = tu_load(json);
+        int64_t three = 3;
+        tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 1, &three, xs),
+                           tg_array_new_from(TG_FLOAT64, 1, &three, vs)};
+        tg_array *out[2];
+        tu_call_preset(g, "f", presets[p], in, out);
+        for (int i = 0; i < 3; i++) {
+            assert_true(fabs(tg_array_get_flat(out[0], i) - psi2[i] * vs[i]) < 1e-12);
+            assert_true(fabs(tg_array_get_flat(out[1], i) - psi3[i] * vs[i]) < 1e-11);
+        }
+        for (int i = 0; i < 2; i++) {
+            tg_array_free(in[i]);
+            tg_array_free(out[i]);
+        }
+        tg_graph_free(g);
+    }
+}
+
 /* Where the general formula divides zero by zero. The gradient of a
  * product at a zero is the product of the others: for prod over rows of
  * [[2, 0, 3], [0, 0, 4], [2, 5, 3]] that is [[0, 6, 0], [0, 0, 0],
@@ -319,6 +372,7 @@ int main(void) {
         cmocka_unit_test(test_nn),
         cmocka_unit_test(test_second_derivative),
         cmocka_unit_test(test_gammaln_second_derivative),
+        cmocka_unit_test(test_gammaln_higher_derivatives),
         cmocka_unit_test(test_zeros),
         cmocka_unit_test(test_zeros_second_derivative),
         cmocka_unit_test(test_logreg_matches_hand_written),

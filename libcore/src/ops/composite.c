@@ -326,7 +326,7 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
         tg_str_addf(s, "tg_clip_%s(%s, %s, %s)", ct, a[0], a[1], a[2]);
         return true;
     }
-    return false; /* int_div, mod, integer pow, gammaln, digamma, trigamma */
+    return false; /* int_div, mod, integer pow, gammaln, digamma, trigamma, polygamma */
 }
 
 static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLOAT16 ? "float" : ctype_of(dt); }

@@ -44,7 +44,7 @@ static const char *const format_ops[] = {
     "random_multinomial", "ifelse", "op_from_graph", "scan", "breakpoint",
     "print", "assert", "grad", "rop", "lop", "composite", "transfer",
     /* tg's own forms, written by differentiation (docs/format-choices.md) */
-    "sum_to", "digamma", "trigamma", "pool2d_grad_grad", NULL};
+    "sum_to", "digamma", "trigamma", "polygamma", "pool2d_grad_grad", NULL};
 
 /* Names to ops through a hash table built once: the loader looks up
  * every node's op and the optimizer every op it builds, and a walk down

@@ -24,7 +24,7 @@
  * Owned by the caller (tg_free). NULL when the body cannot run on the
  * GPU: an op or a dtype the generator does not handle (the CPU code
  * generator's set: int_div, mod, integer pow, gammaln, digamma,
- * trigamma stay on the CPU; float16 is computed in float and rounded
+ * trigamma, polygamma stay on the CPU; float16 is computed in float and rounded
  * after each op, as the CPU interpreter does), more than TG_NV_MAXOPS operands, or out of
  * memory; *why (may be NULL) then says which, in a few static words.
  *
