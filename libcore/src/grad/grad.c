@@ -143,8 +143,7 @@ static int accumulate(tg_gb *b, tg_var **acc, const tg_var *v, tg_var *c) {
     return TG_OK;
 }
 
-/* g cast to dtype dt when it differs. */
-static tg_var *cast_to(tg_gb *b, tg_var *g, tg_dtype dt) {
+tg_var *tg_gb_cast(tg_gb *b, tg_var *g, tg_dtype dt) {
     if (!g || g->type.dtype == dt) return g;
     char attrs[64];
     snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
@@ -211,7 +210,7 @@ static int reverse(tg_gb *b, const pass *p, tg_var **res) {
         }
     }
     for (int s = 0; s < p->nseed && !rc; s++) {
-        tg_var *sd = cast_to(b, p->seed[s], p->f[s]->type.dtype);
+        tg_var *sd = tg_gb_cast(b, p->seed[s], p->f[s]->type.dtype);
         rc = sd ? accumulate(b, acc, p->f[s], sd) : ctx_rc(b);
     }
     if (rc) goto done;
@@ -258,7 +257,7 @@ static int reverse(tg_gb *b, const pass *p, tg_var **res) {
             tg_var *v = n->inputs[k];
             if (!gin[k] || v->index >= nv || !dep[v->index] || !differentiable(v->type.dtype)) continue;
             /* Gradients keep their input's dtype. */
-            if (!(gin[k] = cast_to(b, gin[k], v->type.dtype))) {
+            if (!(gin[k] = tg_gb_cast(b, gin[k], v->type.dtype))) {
                 rc = ctx_rc(b);
                 break;
             }

@@ -43,6 +43,8 @@ int tg_gb_lop(tg_gb *b, tg_node *const *nodes, int nn, int nseed, tg_var *const 
               int nw, tg_var *const *w, tg_var **res);
 /* g summed back to x's run-time shape (undoing broadcasting). */
 tg_var *tg_gb_sum_to(tg_gb *b, tg_var *g, tg_var *x);
+/* g cast to dtype dt (g itself when it has it; NULL stays NULL). */
+tg_var *tg_gb_cast(tg_gb *b, tg_var *g, tg_dtype dt);
 
 /* The gradient rules of the op families (rules.c). */
 int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);

@@ -159,13 +159,8 @@ int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     } else if (!strcmp(op, "polygamma")) {
         /* d/dx polygamma(n, x) = polygamma(n + 1, x), n + 1 in the
          * gradient's dtype; n, an order, gets none (as floor's input) */
-        tg_var *n1 = x->type.dtype == dt ? x : NULL;
-        if (!n1) {
-            char attrs[64];
-            snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
-            n1 = tg_gb_op1(b, "cast", x, attrs);
-        }
-        gin[1] = tg_gb_sum_to(b, MUL(g, OP2("polygamma", ADD(n1, K(1)), y)), y);
+        tg_var *n1 = ADD(tg_gb_cast(b, x, dt), K(1));
+        gin[1] = tg_gb_sum_to(b, MUL(g, OP2("polygamma", n1, y)), y);
     } else {
         return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is not implemented yet", op);
     }

@@ -116,7 +116,11 @@ int64_t tg_pool_out_len(const pool_p *p, int d, int64_t v) {
     return t + 1;
 }
 
-static int pool_types(tg_node *n, int ni, tg_dtype *dt, int64_t *oshape, tg_ctx *ctx) {
+/* The dtype of a pooling op over inputs[0..ni) and the pooled shape of
+ * inputs[0]; every other input must have the pooled shape, except
+ * inputs[xshaped] (-1: none), which has inputs[0]'s. */
+static int pool_types(tg_node *n, int ni, int xshaped, tg_dtype *dt, int64_t *oshape,
+                      tg_ctx *ctx) {
     const pool_p *p = n->a.extra;
     const tg_type *x = &n->inputs[0]->type;
     if (x->ndim < 2)
@@ -135,11 +139,13 @@ static int pool_types(tg_node *n, int ni, tg_dtype *dt, int64_t *oshape, tg_ctx 
     for (int k = 0; k < 2; k++) oshape[x->ndim - 2 + k] = tg_pool_out_len(p, k, x->shape[x->ndim - 2 + k]);
     for (int i = 1; i < ni; i++) {
         const tg_type *t = &n->inputs[i]->type;
+        const int64_t *want = i == xshaped ? x->shape : oshape;
         for (int k = 0; k < x->ndim; k++)
-            if (t->shape[k] >= 0 && oshape[k] >= 0 && t->shape[k] != oshape[k])
-                return tg_errorf(ctx, TG_ESHAPE, "inputs[%d] '%s': length %lld along axis %d, "
-                                 "the pooling gives %lld", i, n->inputs[i]->id,
-                                 (long long)t->shape[k], k, (long long)oshape[k]);
+            if (t->shape[k] >= 0 && want[k] >= 0 && t->shape[k] != want[k])
+                return tg_errorf(ctx, TG_ESHAPE, "inputs[%d] '%s': length %lld along axis %d, %s %lld",
+                                 i, n->inputs[i]->id, (long long)t->shape[k], k,
+                                 i == xshaped ? "inputs[0] has" : "the pooling gives",
+                                 (long long)want[k]);
     }
     return TG_OK;
 }
@@ -147,7 +153,7 @@ static int pool_types(tg_node *n, int ni, tg_dtype *dt, int64_t *oshape, tg_ctx 
 static int pool_infer(tg_node *n, tg_ctx *ctx) {
     tg_dtype dt;
     int64_t shape[TG_MAX_NDIM];
-    int rc = pool_types(n, 1, &dt, shape, ctx);
+    int rc = pool_types(n, 1, -1, &dt, shape, ctx);
     if (rc) return rc;
     tg_set_out_type(n, 0, dt, n->inputs[0]->type.ndim, shape);
     return TG_OK;
@@ -156,7 +162,7 @@ static int pool_infer(tg_node *n, tg_ctx *ctx) {
 static int pool_grad_infer(tg_node *n, tg_ctx *ctx) {
     tg_dtype dt;
     int64_t shape[TG_MAX_NDIM];
-    int rc = pool_types(n, 3, &dt, shape, ctx);
+    int rc = pool_types(n, 3, -1, &dt, shape, ctx);
     if (rc) return rc;
     tg_set_out_type(n, 0, dt, n->inputs[0]->type.ndim, n->inputs[0]->type.shape);
     return TG_OK;
@@ -166,18 +172,9 @@ static int pool_grad_infer(tg_node *n, tg_ctx *ctx) {
 static int pool_gg_infer(tg_node *n, tg_ctx *ctx) {
     tg_dtype dt;
     int64_t shape[TG_MAX_NDIM];
-    int rc = pool_types(n, 2, &dt, shape, ctx);
+    int rc = pool_types(n, 3, 2, &dt, shape, ctx);
     if (rc) return rc;
-    const tg_type *x = &n->inputs[0]->type, *gg = &n->inputs[2]->type;
-    if (gg->ndim != x->ndim)
-        return tg_errorf(ctx, TG_ETYPE, "inputs[2] '%s': expected %d dimensions, got %d",
-                         n->inputs[2]->id, x->ndim, gg->ndim);
-    for (int k = 0; k < x->ndim; k++)
-        if (gg->shape[k] >= 0 && x->shape[k] >= 0 && gg->shape[k] != x->shape[k])
-            return tg_errorf(ctx, TG_ESHAPE, "inputs[2] '%s': length %lld along axis %d, "
-                             "inputs[0] has %lld", n->inputs[2]->id, (long long)gg->shape[k], k,
-                             (long long)x->shape[k]);
-    tg_set_out_type(n, 0, tg_dtype_float_of(tg_dtype_promote(dt, gg->dtype)), x->ndim, shape);
+    tg_set_out_type(n, 0, dt, n->inputs[0]->type.ndim, shape);
     return TG_OK;
 }
 
