@@ -60,7 +60,17 @@ struct tg_rw {
     int ncreated, ccreated;
     tg_var **replaced; /* new variables swapped in */
     int nreplaced, creplaced;
-    /* The worklist: a FIFO ring over growing storage. */
+    /* The worklist of a local pass: first the nodes of fg->nodes[icur ..
+     * ninit), the graph as the pass found it, in order; then a FIFO ring
+     * over growing storage. The first part is a cursor, not entries: a
+     * node there counts as queued without being marked, so that the pass
+     * touches each node once, when it looks at it, instead of marking all
+     * of them first (on 100,000 nodes the marking sweep had left the
+     * first ones cold again by the time the pass reached them). Entries
+     * pushed to the front while the cursor lasts (nfront of them) come
+     * before it. */
+    int icur, ninit;
+    size_t nfront;
     tg_node **work;
     size_t whead, wtail, wcap;
     /* Per-rule statistics, parallel to tg_rw_rules. */
@@ -120,8 +130,13 @@ static int work_room(tg_rw *rw) {
     return TG_OK;
 }
 
+/* n is among the nodes the cursor has yet to reach. */
+static inline bool work_pending(const tg_rw *rw, const tg_node *n) {
+    return n->index >= rw->icur && n->index < rw->ninit && rw->fg->nodes[n->index] == n;
+}
+
 static int work_push(tg_rw *rw, tg_node *n) {
-    if (n->rwflags & (RW_QUEUED | RW_DEAD)) return TG_OK;
+    if (n->rwflags & (RW_QUEUED | RW_DEAD) || work_pending(rw, n)) return TG_OK;
     if (work_room(rw)) return TG_ENOMEM;
     rw->work[rw->wtail++ & (rw->wcap - 1)] = n;
     n->rwflags |= RW_QUEUED;
@@ -132,7 +147,7 @@ static int work_push(tg_rw *rw, tg_node *n) {
  * in the cache, not after the rest of the graph (on a graph of 100,000
  * nodes, a miss for every node it touches). */
 static int work_push_front(tg_rw *rw, tg_node *n) {
-    if (n->rwflags & (RW_QUEUED | RW_DEAD)) return TG_OK;
+    if (n->rwflags & (RW_QUEUED | RW_DEAD) || work_pending(rw, n)) return TG_OK;
     if (work_room(rw)) return TG_ENOMEM;
     if (rw->whead == 0) { /* positions are taken modulo wcap, a power of two */
         rw->whead += rw->wcap;
@@ -140,6 +155,7 @@ static int work_push_front(tg_rw *rw, tg_node *n) {
     }
     rw->work[--rw->whead & (rw->wcap - 1)] = n;
     n->rwflags |= RW_QUEUED;
+    if (rw->icur < rw->ninit) rw->nfront++;
     return TG_OK;
 }
 
@@ -152,13 +168,21 @@ static int work_push_front(tg_rw *rw, tg_node *n) {
  * seen). */
 static inline __attribute__((always_inline)) void work_prefetch(const tg_rw *rw) {
     enum { FAR = 16, NEAR = 8 };
+    if (!rw->nfront && rw->icur < rw->ninit) {
+        tg_node *const *a = rw->fg->nodes;
+        if (rw->icur + FAR < rw->ninit) tg_prefetch_node(a[rw->icur + FAR]);
+        if (rw->icur + NEAR < rw->ninit) tg_prefetch_node_vars(a[rw->icur + NEAR]);
+        return;
+    }
     if (rw->whead + FAR < rw->wtail) tg_prefetch_node(rw->work[(rw->whead + FAR) & (rw->wcap - 1)]);
     if (rw->whead + NEAR < rw->wtail) tg_prefetch_node_vars(rw->work[(rw->whead + NEAR) & (rw->wcap - 1)]);
 }
 
 static tg_node *work_pop(tg_rw *rw) {
-    if (rw->whead == rw->wtail) return NULL;
     work_prefetch(rw);
+    if (!rw->nfront && rw->icur < rw->ninit) return rw->fg->nodes[rw->icur++];
+    if (rw->whead == rw->wtail) return NULL;
+    if (rw->nfront) rw->nfront--;
     tg_node *n = rw->work[rw->whead++ & (rw->wcap - 1)];
     n->rwflags &= (uint8_t)~RW_QUEUED;
     return n;
@@ -600,14 +624,11 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
         mval[h] = o;
     }
 
-    tg_fgraph *fg = rw->fg;
-    for (int i = 0; i < fg->nnodes; i++) {
-        TG_SWEEP_PREFETCH(fg->nodes, i, fg->nnodes);
-        if (work_push(rw, fg->nodes[i])) {
-            rc = TG_ENOMEM;
-            goto done;
-        }
-    }
+    /* Every node, in order (the cursor; fg->nodes only grows during a
+     * local pass, and each node's index is its place there). */
+    rw->icur = 0;
+    rw->ninit = rw->fg->nnodes;
+    rw->nfront = 0;
     tg_node *n;
     while ((n = work_pop(rw))) {
         if (n->rwflags & RW_DEAD) continue;
@@ -644,6 +665,8 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
 done:
     rw->rule = NULL;
     rw->cur = NULL;
+    rw->icur = rw->ninit = 0;
+    rw->nfront = 0;
     while ((n = work_pop(rw))) (void)n;
     if (ticks) {
         uint64_t dk = rw_ticks() - k0, dns = tg_now_ns() - ns0;
