@@ -351,6 +351,7 @@ int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n) {
         }
     n->index = fg->nnodes;
     fg->nodes[fg->nnodes++] = n;
+    tg_opset_add(fg->opseen, n->op);
     return TG_OK;
 }
 

@@ -224,6 +224,8 @@ struct tg_graph {
     struct tg_arena *arena;
 };
 
+enum { TG_OPSET_WORDS = 16 }; /* 1024 bits */
+
 /* The part of a graph one function needs, cloned. */
 typedef struct tg_fgraph {
     tg_var **inputs;
@@ -240,7 +242,29 @@ typedef struct tg_fgraph {
      * tg_var_new_in), so that they lie in memory in the order they were
      * made; NULL: the allocator. The fgraph holds the owner's reference. */
     struct tg_arena *arena;
+    /* The ops its nodes may have: bit tg_opset_bit(op) is set by
+     * tg_fgraph_add_node (the only way a node joins an fgraph) and never
+     * cleared, so a clear bit means no node has that op (a set one may be
+     * another op's, or a node since removed). A pass whose rules match
+     * none of them, or merge asking whether any node is lazy, then skips
+     * a sweep over every node: on 100,000 nodes, memory-bound, 3 ms each. */
+    uint64_t opseen[TG_OPSET_WORDS];
 } tg_fgraph;
+
+/* Which bit of an op set stands for op. */
+static inline unsigned tg_opset_bit(const tg_op *op) {
+    return (unsigned)(((uint64_t)(uintptr_t)op * 0x9e3779b97f4a7c15ull) >> 54); /* 10 bits */
+}
+static inline void tg_opset_add(uint64_t *set, const tg_op *op) {
+    unsigned b = tg_opset_bit(op);
+    set[b / 64] |= 1ull << (b % 64);
+}
+/* Whether two op sets share a bit. */
+static inline bool tg_opset_meet(const uint64_t *a, const uint64_t *b) {
+    uint64_t any = 0;
+    for (int i = 0; i < TG_OPSET_WORDS; i++) any |= a[i] & b[i];
+    return any != 0;
+}
 
 /* Fetching ahead, for walks over graphs that outgrow the cache: their
  * misses then overlap instead of each waiting for the last. GCC 12 takes

@@ -625,9 +625,13 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
     }
 
     /* Every node, in order (the cursor; fg->nodes only grows during a
-     * local pass, and each node's index is its place there). */
+     * local pass, and each node's index is its place there); none when
+     * no rule of the pass is for an op the graph may have. */
+    uint64_t pass_ops[TG_OPSET_WORDS] = {0};
+    for (int o = 0; o < nops; o++)
+        if (cnt[o]) tg_opset_add(pass_ops, tg_op_at(o));
     rw->icur = 0;
-    rw->ninit = rw->fg->nnodes;
+    rw->ninit = extra || tg_opset_meet(rw->fg->opseen, pass_ops) ? rw->fg->nnodes : 0;
     rw->nfront = 0;
     tg_node *n;
     while ((n = work_pop(rw))) {

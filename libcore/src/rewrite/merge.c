@@ -153,8 +153,12 @@ int tg_rw_merge(tg_rw *rw) {
      * would make it run where neither ran before (a division by zero the
      * branch guarded against). Regions of the graph as it is now: merging
      * within them only ever takes readers away from other nodes. */
-    bool lazy = false;
-    for (int i = 0; i < fg->nnodes && !lazy; i++) {
+    uint64_t lazy_ops[TG_OPSET_WORDS] = {0};
+    for (int o = 0; o < tg_op_count(); o++)
+        if (tg_op_at(o)->flags & TG_OPF_LAZY) tg_opset_add(lazy_ops, tg_op_at(o));
+    /* (no lazy op among those fg may have: no sweep to find one) */
+    bool lazy = false, maybe_lazy = tg_opset_meet(fg->opseen, lazy_ops);
+    for (int i = 0; i < fg->nnodes && maybe_lazy && !lazy; i++) {
         TG_SWEEP_PREFETCH(fg->nodes, i, fg->nnodes);
         lazy = !tg_rw_dead(fg->nodes[i]) && (fg->nodes[i]->op->flags & TG_OPF_LAZY);
     }
