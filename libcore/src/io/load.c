@@ -790,6 +790,21 @@ static void line_col(const char *s, size_t off, int *line, int *col) {
     }
 }
 
+/* The whole text is parsed into one json-c tree, which is slow on large
+ * files (json-c makes a hash table for every object: 100,000 nodes are a
+ * 120 MB tree, built at 8 to 20 MB/s) and then freed. Parsing each
+ * variable and node alone from its span of the text, freeing it after
+ * use, loads twice as fast (bench_opt: 10,000 nodes 0.12 -> 0.06 s,
+ * 100,000 1.4 -> 0.63 s), and was tried twice (commit 14633c9, reverted
+ * by 28fba01; then again with arena chunks kept across compiles): both
+ * times the compiles after it got slower. The freed tree leaves a hole of
+ * faulted-in memory that the compile's allocations reuse; without it they
+ * come from the top of the heap, which the C library trims when a compile
+ * frees its graph, and each compile page-faults them in again (the first
+ * compile of 100,000 nodes 0.25 -> 0.5 s, 23,000 faults at several us
+ * each on this kind of VM). Load and first compile together came out
+ * only 15-20% faster, and later compiles slower, so the whole-text parse
+ * stays. */
 static tg_graph *load_text(const char *json, size_t len, const char *dir, const char *what,
                            tg_ctx *ctx) {
     loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0, NULL, NULL};
