@@ -3,6 +3,7 @@
  * kept on clones; the sort's order and cycle check on a node array that is
  * not topological; the id map; the arenas that hold a graph's nodes and
  * variables. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -262,6 +263,89 @@ static void test_node_description(void **state) {
     tg_graph_free(g);
 }
 
+/* ---- the clone's recorded order ---- */
+
+/* Two function graphs made the same way: the same variables and nodes in
+ * the same order, wired the same. */
+static void same_fgraph(const char *what, const tg_fgraph *a, const tg_fgraph *b) {
+    if (a->nvars != b->nvars || a->nnodes != b->nnodes || a->nin != b->nin || a->nout != b->nout ||
+        a->nupd != b->nupd)
+        fail_msg("%s: %d/%d vars, %d/%d nodes", what, a->nvars, b->nvars, a->nnodes, b->nnodes);
+    for (int i = 0; i < a->nvars; i++)
+        if (strcmp(a->vars[i]->id, b->vars[i]->id) || a->vars[i]->kind != b->vars[i]->kind ||
+            a->vars[i]->nclients != b->vars[i]->nclients || !a->vars[i]->owner != !b->vars[i]->owner)
+            fail_msg("%s: variable %d is '%s' and '%s'", what, i, a->vars[i]->id, b->vars[i]->id);
+    for (int i = 0; i < a->nnodes; i++) {
+        const tg_node *x = a->nodes[i], *y = b->nodes[i];
+        if (x->op != y->op || x->nin != y->nin || x->nout != y->nout)
+            fail_msg("%s: node %d is %s and %s", what, i, x->op->name, y->op->name);
+        for (int k = 0; k < x->nin; k++)
+            if (x->inputs[k]->index != y->inputs[k]->index || x->inpos[k] != y->inpos[k])
+                fail_msg("%s: node %d, input %d differs", what, i, k);
+        for (int k = 0; k < x->nout; k++)
+            if (x->outputs[k]->index != y->outputs[k]->index) fail_msg("%s: node %d, output %d differs", what, i, k);
+    }
+    for (int i = 0; i < a->nin; i++)
+        if (a->inputs[i]->index != b->inputs[i]->index) fail_msg("%s: input %d differs", what, i);
+    for (int i = 0; i < a->nout + a->nupd; i++)
+        if (a->outputs[i]->index != b->outputs[i]->index) fail_msg("%s: output %d differs", what, i);
+    for (int i = 0; i < a->nupd; i++)
+        if (a->upd_shared[i]->index != b->upd_shared[i]->index) fail_msg("%s: update %d differs", what, i);
+}
+
+/* The loader records each function's walk; the clone replays it. The
+ * replay makes what the walk makes, for every function of every graph
+ * file of the op tests and the examples (without a record, the clone
+ * walks); a graph whose counts changed since is walked again. */
+static void test_clone_replay(void **state) {
+    (void)state;
+    const char *dirs[] = {TG_TEST_DATA "/ops", TG_TEST_DATA "/scan", TG_TEST_DATA "/../../examples"};
+    int files = 0, funcs = 0;
+    tg_ctx *ctx = tg_ctx_new();
+    for (int d = 0; d < 3; d++) {
+        DIR *dir = opendir(dirs[d]);
+        assert_non_null(dir);
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            size_t n = strlen(e->d_name);
+            if (n < 6 || strcmp(e->d_name + n - 5, ".json")) continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+            tg_ctx_clear(ctx);
+            tg_graph *g = tg_graph_load(path, ctx);
+            if (!g) continue; /* (an op test of a load error) */
+            files++;
+            for (int f = 0; f < g->nfuncs; f++) {
+                tg_fdecl *fd = &g->funcs[f];
+                if (!fd->order) fail_msg("%s: function %d has no record", e->d_name, f);
+                tg_fgraph *replayed = tg_fgraph_from_decl(g, fd, ctx);
+                int *order = fd->order;
+                fd->order = NULL;
+                tg_fgraph *walked = tg_fgraph_from_decl(g, fd, ctx);
+                /* a record for other counts is not replayed */
+                fd->order = order;
+                fd->order_nodes++;
+                tg_fgraph *stale = tg_fgraph_from_decl(g, fd, ctx);
+                fd->order_nodes--;
+                assert_non_null(replayed);
+                assert_non_null(walked);
+                assert_non_null(stale);
+                same_fgraph(e->d_name, replayed, walked);
+                same_fgraph(e->d_name, stale, walked);
+                tg_fgraph_free(replayed);
+                tg_fgraph_free(walked);
+                tg_fgraph_free(stale);
+                funcs++;
+            }
+            tg_graph_free(g);
+        }
+        closedir(dir);
+    }
+    tg_ctx_free(ctx);
+    printf("  %d functions of %d files replayed\n", funcs, files);
+    assert_true(files >= 100);
+}
+
 /* ---- arenas ---- */
 
 /* Every byte the library holds goes through tg_set_allocator's hook: a
@@ -497,6 +581,7 @@ int main(void) {
         cmocka_unit_test(test_node_description),
         cmocka_unit_test(test_sort_order_drop_and_cycle),
         cmocka_unit_test(test_idmap),
+        cmocka_unit_test(test_clone_replay),
         cmocka_unit_test(test_arena_blocks),
         cmocka_unit_test(test_arena_graphs),
         cmocka_unit_test(test_arena_poison),

@@ -147,19 +147,113 @@ typedef struct walk_item {
     int next_input;
 } walk_item;
 
+/* The walk's order as it is recorded (tg_fdecl.order). */
+typedef struct walk_rec {
+    int *ev;
+    int n, cap;
+    bool oom;
+} walk_rec;
+
+static void rec_add(walk_rec *r, int e) {
+    if (!r || r->oom) return;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 256;
+        int *ev = tg_realloc(r->ev, (size_t)cap * sizeof *ev);
+        if (!ev) {
+            r->oom = true;
+            return;
+        }
+        r->ev = ev;
+        r->cap = cap;
+    }
+    r->ev[r->n++] = e;
+}
+
+/* A constant or shared value of the graph, cloned into fg. */
+static tg_var *clone_leaf(tg_fgraph *fg, const tg_var *v) {
+    tg_var *c = clone_var(fg->arena, v, v->kind);
+    if (c && fg_add_var(fg, c)) {
+        tg_var_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Node n of the graph, cloned into fg once its inputs are (map). */
+static int clone_step(tg_fgraph *fg, tg_var **map, const tg_node *n, tg_ctx *ctx) {
+    tg_node *c = clone_node(fg->arena, n, ctx);
+    if (!c) return TG_ENOMEM;
+    for (int k = 0; k < n->nin; k++) c->inputs[k] = map[n->inputs[k]->index];
+    for (int k = 0; k < n->nout; k++) {
+        const tg_var *o = n->outputs[k];
+        /* An output cut loose as a function input (mapped already): the
+         * node still needs a result variable of its own. */
+        bool loose = map[o->index] != NULL;
+        tg_var *oc = clone_var(fg->arena, o, TG_VAR_RESULT);
+        if (!oc || fg_add_var(fg, oc)) {
+            tg_var_free(oc);
+            tg_node_free(c);
+            return TG_ENOMEM;
+        }
+        if (!loose) map[o->index] = oc;
+        oc->owner = c;
+        oc->owner_index = k;
+        c->outputs[k] = oc;
+    }
+    if (tg_fgraph_add_node(fg, c)) {
+        tg_node_free(c);
+        return TG_ENOMEM;
+    }
+    return TG_OK;
+}
+
+/* The recorded order (tg_fdecl.order), cloned event by event. Fetching
+ * ahead as the walk cannot: the node 16 events on (its header, the input
+ * array before it, its attrs), then the variables of the one 8 on (the
+ * four lines of each: the clone copies the type and the id), whose header
+ * came in 8 steps ago. */
+static int replay(tg_fgraph *fg, tg_var **map, const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx) {
+    const int *ev = fd->order;
+    int n = fd->norder;
+    for (int i = 0; i < n; i++) {
+        if (i + 16 < n) {
+            const char *p = ev[i + 16] >= 0 ? (const char *)g->nodes[ev[i + 16]]
+                                            : (const char *)g->vars[~ev[i + 16]];
+            for (int l = -64; l < (int)sizeof(tg_node); l += 64) __builtin_prefetch(p + l);
+        }
+        if (i + 8 < n && ev[i + 8] >= 0) {
+            const tg_node *m = g->nodes[ev[i + 8]];
+            for (int k = 0; k < m->nout && k < 2; k++)
+                for (int l = 0; l < (int)sizeof(tg_var) + 32; l += 64)
+                    __builtin_prefetch((const char *)m->outputs[k] + l);
+            for (int k = 0; k < m->nin && k < 4; k++) __builtin_prefetch(m->inputs[k]);
+        }
+        if (ev[i] >= 0) {
+            if (clone_step(fg, map, g->nodes[ev[i]], ctx)) return TG_ENOMEM;
+        } else {
+            const tg_var *v = g->vars[~ev[i]];
+            if (!(map[v->index] = clone_leaf(fg, v))) return TG_ENOMEM;
+        }
+    }
+    return TG_OK;
+}
+
 /* With build false, the same walk and the same errors without making
  * anything (the loader's check of every function): map[] then sends a
- * variable to itself once seen. TG_OK or an error status; *out: the
- * graph when building. */
+ * variable to itself once seen; with rec, what the walk would make is
+ * recorded in order. TG_OK or an error status; *out: the graph when
+ * building. */
 static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgraph **out,
-                     tg_ctx *ctx) {
+                     walk_rec *rec, tg_ctx *ctx) {
     tg_fgraph *fg = build ? tg_calloc(1, sizeof *fg) : NULL;
     tg_var **map = tg_calloc((size_t)g->nvars + 1, sizeof *map);
-    char *node_done = tg_calloc((size_t)g->nnodes + 1, 1);
+    bool replaying = build && fd->order && fd->order_nodes == g->nnodes && fd->order_vars == g->nvars;
+    char *node_done = replaying ? NULL : tg_calloc((size_t)g->nnodes + 1, 1);
     /* written before read: no zeroing (megabytes on large graphs) */
-    walk_item *stack = tg_malloc(((size_t)g->nnodes + 1) * sizeof *stack);
+    walk_item *stack = replaying ? NULL : tg_malloc(((size_t)g->nnodes + 1) * sizeof *stack);
     int nroots = fd->nout + fd->nupd, rc = TG_OK;
-    if ((build && (!fg || !(fg->arena = tg_arena_new()))) || !map || !node_done || !stack)
+    if ((build && (!fg || !(fg->arena = tg_arena_new()))) || !map ||
+        (!replaying && (!node_done || !stack)))
         goto oom;
     tg_arena *arena = build ? fg->arena : NULL;
     if (build) {
@@ -200,7 +294,8 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
         if (build) fg->upd_shared[i] = map[s->index];
     }
 
-    for (int r = 0; r < nroots; r++) {
+    if (replaying && replay(fg, map, g, fd, ctx)) goto oom;
+    for (int r = 0; r < nroots && !replaying; r++) {
         const tg_var *root = r < fd->nout ? fd->outputs[r]
                                           : fd->updates[r - fd->nout].value;
         const tg_node *need_by = NULL;
@@ -237,12 +332,10 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
                         }
                         goto fail;
                     } else {
-                        tg_var *c = build ? clone_var(arena, v, v->kind) : (tg_var *)v;
-                        if (build && (!c || fg_add_var(fg, c))) {
-                            tg_var_free(c);
-                            goto oom;
-                        }
+                        tg_var *c = build ? clone_leaf(fg, v) : (tg_var *)v;
+                        if (!c) goto oom;
                         map[v->index] = c;
+                        rec_add(rec, ~v->index);
                     }
                 }
             }
@@ -268,48 +361,17 @@ static int walk_decl(const tg_graph *g, const tg_fdecl *fd, bool build, tg_fgrap
             const tg_node *n = top->node;
             sp--;
             node_done[n->index] = 2;
+            rec_add(rec, n->index);
             if (!build) {
                 for (int k = 0; k < n->nout; k++) map[n->outputs[k]->index] = n->outputs[k];
                 continue;
             }
-            tg_node *c = clone_node(arena, n, ctx);
-            if (!c) goto oom;
-            for (int k = 0; k < n->nin; k++) c->inputs[k] = map[n->inputs[k]->index];
-            for (int k = 0; k < n->nout; k++) {
-                const tg_var *o = n->outputs[k];
-                tg_var *oc = map[o->index];
-                if (!oc) {
-                    oc = clone_var(arena, o, TG_VAR_RESULT);
-                    if (!oc || fg_add_var(fg, oc)) {
-                        tg_var_free(oc);
-                        tg_node_free(c);
-                        goto oom;
-                    }
-                    map[o->index] = oc;
-                    oc->owner = c;
-                    oc->owner_index = k;
-                    c->outputs[k] = oc;
-                } else {
-                    /* This output was cut loose as a function input: the
-                     * node still needs a result variable of its own. */
-                    tg_var *dummy = clone_var(arena, o, TG_VAR_RESULT);
-                    if (!dummy || fg_add_var(fg, dummy)) {
-                        tg_var_free(dummy);
-                        tg_node_free(c);
-                        goto oom;
-                    }
-                    dummy->owner = c;
-                    dummy->owner_index = k;
-                    c->outputs[k] = dummy;
-                }
-            }
-            if (tg_fgraph_add_node(fg, c)) {
-                tg_node_free(c);
-                goto oom;
-            }
+            if (clone_step(fg, map, n, ctx)) goto oom;
         }
-        if (build) fg->outputs[r] = map[root->index];
     }
+    if (build)
+        for (int r = 0; r < nroots; r++)
+            fg->outputs[r] = map[(r < fd->nout ? fd->outputs[r] : fd->updates[r - fd->nout].value)->index];
     /* Clients of the function outputs. */
     for (int r = 0; build && r < nroots; r++)
         if (add_client(fg->outputs[r], NULL, r)) goto oom;
@@ -331,13 +393,31 @@ fail:
 
 tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx) {
     tg_fgraph *fg;
-    walk_decl(g, fd, true, &fg, ctx);
+    walk_decl(g, fd, true, &fg, NULL, ctx);
     return fg;
 }
 
 int tg_fdecl_check(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx) {
     tg_fgraph *none;
-    return walk_decl(g, fd, false, &none, ctx);
+    return walk_decl(g, fd, false, &none, NULL, ctx);
+}
+
+int tg_fdecl_record(const tg_graph *g, tg_fdecl *fd, tg_ctx *ctx) {
+    tg_fgraph *none;
+    walk_rec rec = {0};
+    int rc = walk_decl(g, fd, false, &none, &rec, ctx);
+    tg_free(fd->order);
+    fd->order = NULL;
+    fd->norder = 0;
+    if (rc || rec.oom) {
+        tg_free(rec.ev);
+        return rc; /* (out of memory for the record: the clones walk) */
+    }
+    fd->order = rec.ev;
+    fd->norder = rec.n;
+    fd->order_nodes = g->nnodes;
+    fd->order_vars = g->nvars;
+    return TG_OK;
 }
 
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n) {

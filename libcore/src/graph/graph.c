@@ -541,6 +541,7 @@ static void fdecl_free(tg_fdecl *f) {
     tg_free(f->inputs);
     tg_free(f->outputs);
     tg_free(f->updates);
+    tg_free(f->order);
 }
 
 void tg_graph_free(tg_graph *g) {
