@@ -397,12 +397,7 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ct
     return fg;
 }
 
-int tg_fdecl_check(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx) {
-    tg_fgraph *none;
-    return walk_decl(g, fd, false, &none, NULL, ctx);
-}
-
-int tg_fdecl_record(const tg_graph *g, tg_fdecl *fd, tg_ctx *ctx) {
+int tg_fdecl_check(const tg_graph *g, tg_fdecl *fd, tg_ctx *ctx) {
     tg_fgraph *none;
     walk_rec rec = {0};
     int rc = walk_decl(g, fd, false, &none, &rec, ctx);

@@ -205,7 +205,7 @@ typedef struct tg_fdecl {
     tg_var **outputs;
     tg_update *updates;
     /* What the clone's depth-first walk made, in order, recorded by
-     * tg_fdecl_record when the graph was loaded (NULL: not recorded): a
+     * tg_fdecl_check when the graph was loaded (NULL: not recorded): a
      * node's position in the graph's node list (>= 0), or ~index of a
      * variable without a producer (a constant or shared value met on the
      * way). tg_fgraph_from_decl replays it instead of walking again: a
@@ -411,11 +411,10 @@ tg_fgraph *tg_fgraph_from_decl(const tg_graph *g, const tg_fdecl *fd,
                                tg_ctx *ctx);
 /* The checks tg_fgraph_from_decl makes (every free input the outputs need
  * is among the function's inputs; no cycle), with its errors, without
- * making the graph. TG_OK or the error's status. */
-int tg_fdecl_check(const tg_graph *g, const tg_fdecl *fd, tg_ctx *ctx);
-/* The same check, recording the walk's order into fd for the clones to
- * replay (without memory for it, the check alone). */
-int tg_fdecl_record(const tg_graph *g, tg_fdecl *fd, tg_ctx *ctx);
+ * making the graph; the walk's order is recorded into fd for the clones to
+ * replay (without memory for it, the check alone). TG_OK or the error's
+ * status. */
+int tg_fdecl_check(const tg_graph *g, tg_fdecl *fd, tg_ctx *ctx);
 void tg_fgraph_free(tg_fgraph *fg);
 /* Add a node (already wired to fg's variables) and its outputs. */
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);

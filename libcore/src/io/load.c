@@ -766,7 +766,7 @@ static int load_root(loader *L, json_object *root) {
     /* A compiled-function file's graphs are cloned for their function right
      * after loading, which makes the same check. */
     for (int i = 0; !L->resolve && i < g->nfuncs; i++) {
-        if (tg_fdecl_record(g, &g->funcs[i], L->ctx)) {
+        if (tg_fdecl_check(g, &g->funcs[i], L->ctx)) {
             if (g->funcs[i].json_inputs_given)
                 tg_error_prefix(L->ctx, "functions.%.100s", g->funcs[i].name);
             else
@@ -978,7 +978,7 @@ tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
             }
     }
     /* Every free input the outputs need must be listed. */
-    if (tg_fdecl_record(g, fd, ctx)) {
+    if (tg_fdecl_check(g, fd, ctx)) {
         lwrap(&L, TG_EMISSING);
         goto fail;
     }

@@ -600,6 +600,8 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
         rc = oom(rw);
         goto done;
     }
+    /* (and the set of ops the pass has rules for) */
+    uint64_t pass_ops[TG_OPSET_WORDS] = {0};
     for (int o = 0; o < nops; o++) {
         const tg_op *op = tg_op_at(o);
         lists[o] = tg_calloc((size_t)nr + 1, sizeof **lists);
@@ -611,6 +613,7 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
             const tg_rw_rule *r = &tg_rw_rules[idx[i]];
             if (!r->ops || word_in(r->ops, op->name)) lists[o][cnt[o]++] = idx[i];
         }
+        if (cnt[o]) tg_opset_add(pass_ops, op);
     }
     /* Nodes hold op pointers: a small open-addressing map from the
      * pointer to the table position. */
@@ -627,9 +630,6 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
     /* Every node, in order (the cursor; fg->nodes only grows during a
      * local pass, and each node's index is its place there); none when
      * no rule of the pass is for an op the graph may have. */
-    uint64_t pass_ops[TG_OPSET_WORDS] = {0};
-    for (int o = 0; o < nops; o++)
-        if (cnt[o]) tg_opset_add(pass_ops, tg_op_at(o));
     rw->icur = 0;
     rw->ninit = extra || tg_opset_meet(rw->fg->opseen, pass_ops) ? rw->fg->nnodes : 0;
     rw->nfront = 0;
