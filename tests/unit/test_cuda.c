@@ -253,6 +253,53 @@ static void test_reshape_on_device(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Inputs of 1 MiB and more go up through the pinned staging buffers
+ * (cuda.c), in pieces of 8 MiB taken in turn: two inputs of 20 MB (two
+ * whole pieces and a partial one each, the second input reusing the
+ * buffers the first has just filled) and a small one that takes the
+ * plain copy, then a second call with other values (no stale piece may
+ * survive). x - y and x * s are exact in float32 on both devices, so the
+ * GPU's outputs must equal the CPU's bit for bit. */
+static void test_large_uploads(void **state) {
+    if (!have_gpu()) skip();
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float32\",\"shape\":[5000001]}},"
+        "{\"id\":\"y\",\"type\":{\"dtype\":\"float32\",\"shape\":[5000001]}},"
+        "{\"id\":\"s\",\"type\":{\"dtype\":\"float32\",\"shape\":[1]}}],"
+        "\"nodes\":[{\"op\":\"sub\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"d\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"d\",\"s\"],\"outputs\":[\"z\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\",\"y\",\"s\"],\"outputs\":[\"z\"]}}}";
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options cpu = {.preset = "none", .device = "cpu"}, gpu = {.preset = "none", .device = "cuda"};
+    tg_function *fc = tg_function_compile(g, 0, &cpu, ctx), *fg = tg_function_compile(g, 0, &gpu, ctx);
+    if (!fc || !fg) fail_msg("%s", tg_ctx_message(ctx));
+    assert_int_equal(count_op(fg, "transfer"), 4); /* x, y, s up; z down */
+    int64_t n = 5000001, one = 1;
+    for (int call = 0; call < 2; call++) {
+        tg_array *in[3] = {rand_array(TG_FLOAT32, 1, &n, R_SIGNED), rand_array(TG_FLOAT32, 1, &n, R_SIGNED),
+                           tg_array_new(TG_FLOAT32, 1, &one)};
+        ((float *)tg_array_data(in[2]))[0] = call ? 0.5f : 2.0f;
+        tg_array *zc = NULL, *zg = NULL;
+        if (tg_function_call(fc, in, &zc, ctx) || tg_function_call(fg, in, &zg, ctx))
+            fail_msg("%s", tg_ctx_message(ctx));
+        const float *x = tg_array_data(in[0]), *y = tg_array_data(in[1]), *z = tg_array_data(zg);
+        /* by hand at the ends of the pieces, then all of it against the CPU */
+        const int64_t at[] = {0, 2097151, 2097152, 4194304, 4999999, 5000000};
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+            assert_true(z[at[i]] == (x[at[i]] - y[at[i]]) * (call ? 0.5f : 2.0f));
+        assert_true(tg_array_equal(zg, zc));
+        for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+        tg_array_free(zc);
+        tg_array_free(zg);
+    }
+    tg_function_free(fc);
+    tg_function_free(fg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_nn(void **state) {
     if (!have_gpu()) skip();
     operand rows = {2, {7, 33}}, wide = {3, {2, 3, 700}}, pt[2] = {{2, {6, 10}}, {2, {6, 10}}};
@@ -482,7 +529,7 @@ int main(void) {
 #endif
         cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_reduce_pieces),
-        cmocka_unit_test(test_reshape_on_device), cmocka_unit_test(test_nn),
+        cmocka_unit_test(test_reshape_on_device), cmocka_unit_test(test_nn), cmocka_unit_test(test_large_uploads),
         cmocka_unit_test(test_dot),             cmocka_unit_test(test_blas_updates),
         cmocka_unit_test(test_mlp_training),      cmocka_unit_test(test_float16),
         cmocka_unit_test(test_hooks_see_host_values),

@@ -22,6 +22,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +334,94 @@ static int dev_prepare(tg_array **slot, tg_dtype dt, int ndim, const int64_t *sh
 
 /* ---- copies ---- */
 
+/* Uploads from pageable memory: cudaMemcpyAsync stages them through the
+ * driver's own pinned buffers, one thread copying, at about 6 GB/s on an
+ * H200 (VGG's batch of 38.5 MB: 6 ms a step, where PyTorch's copy took
+ * 4.5). An upload of STAGE_MIN bytes or more goes instead through two
+ * pinned buffers of STAGE_BYTES, taken in turn: the host copies a piece
+ * into one (on the OpenMP threads when the piece is large) while the DMA
+ * engine sends the previous piece from the other, and a buffer is filled
+ * again only after the event recorded behind its last copy. The host
+ * array may go as soon as the call returns, as before. The buffers are
+ * allocated at the first such upload and kept for the process; when
+ * that allocation fails, or with TG_CUDA_STAGING=0, uploads are the
+ * plain pageable copy. One upload at a time uses them (the lock). */
+enum { STAGE_BYTES = 8 << 20, STAGE_MIN = 1 << 20, STAGE_PAR = 2 << 20 };
+static struct {
+    pthread_mutex_t lock;
+    bool tried, ok;
+    char *buf[2];
+    cudaEvent_t done[2];
+} stage = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The buffers and their events, once; false: use the plain copy. Under
+ * stage.lock. */
+static bool stage_ready(void) {
+    if (stage.tried) return stage.ok;
+    stage.tried = true;
+    const char *env = getenv("TG_CUDA_STAGING");
+    if (env && !strcmp(env, "0")) return false;
+    char *b = NULL;
+    if (cudaHostAlloc((void **)&b, 2 * (size_t)STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError(); /* (clear it: the plain copy follows) */
+        return false;
+    }
+    if (cudaEventCreateWithFlags(&stage.done[0], cudaEventDisableTiming) != cudaSuccess) {
+        cudaFreeHost(b);
+        return false;
+    }
+    if (cudaEventCreateWithFlags(&stage.done[1], cudaEventDisableTiming) != cudaSuccess) {
+        cudaEventDestroy(stage.done[0]);
+        cudaFreeHost(b);
+        return false;
+    }
+    stage.buf[0] = b;
+    stage.buf[1] = b + STAGE_BYTES;
+    stage.ok = true;
+    return true;
+}
+
+/* memcpy, in as many pieces as there are OpenMP threads when n is large
+ * and no parallel region is running. */
+static void copy_par(char *dst, const char *src, size_t n) {
+    int nt = n >= STAGE_PAR && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    if (nt > 8) nt = 8;
+    if (nt <= 1) {
+        memcpy(dst, src, n);
+        return;
+    }
+    size_t step = (n / (size_t)nt + 63) & ~(size_t)63;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int i = 0; i < nt; i++) {
+        size_t at = (size_t)i * step < n ? (size_t)i * step : n;
+        size_t end = at + step < n ? at + step : n;
+        memcpy(dst + at, src + at, end - at);
+    }
+}
+
+/* Copy n bytes of host memory to dst on the transfer stream through the
+ * pinned buffers. 1: they are not to be had (the caller copies plainly);
+ * else TG_OK or an error. */
+static int staged_upload(char *dst, const char *src, size_t n, tg_ctx *ctx) {
+    pthread_mutex_lock(&stage.lock);
+    if (!stage_ready()) {
+        pthread_mutex_unlock(&stage.lock);
+        return 1;
+    }
+    int rc = TG_OK, k = 0;
+    for (size_t at = 0; at < n && !rc; at += STAGE_BYTES, k ^= 1) {
+        size_t len = n - at < STAGE_BYTES ? n - at : STAGE_BYTES;
+        /* (an event never recorded is complete) */
+        rc = cu_check(cudaEventSynchronize(stage.done[k]), ctx);
+        if (rc) break;
+        copy_par(stage.buf[k], src + at, len);
+        rc = cu_check(cudaMemcpyAsync(dst + at, stage.buf[k], len, cudaMemcpyHostToDevice, dev.transfer), ctx);
+        if (!rc) rc = cu_check(cudaEventRecord(stage.done[k], dev.transfer), ctx);
+    }
+    pthread_mutex_unlock(&stage.lock);
+    return rc;
+}
+
 static int cu_to_device(const tg_array *src, tg_array **out, tg_ctx *ctx) {
     if (!cu_available(NULL)) return tg_errorf(ctx, TG_ERUNTIME, "no CUDA device");
     if (cu_is_device(src)) {
@@ -355,7 +444,14 @@ static int cu_to_device(const tg_array *src, tg_array **out, tg_ctx *ctx) {
          * array may go right after. */
         rc = cu_check(cudaEventRecord(dev.ev_compute, dev.compute), ctx);
         if (!rc) rc = cu_check(cudaStreamWaitEvent(dev.transfer, dev.ev_compute, 0), ctx);
-        if (!rc) rc = cu_check(cudaMemcpyAsync((*out)->data, h->data, nbytes, cudaMemcpyHostToDevice, dev.transfer), ctx);
+        if (!rc && nbytes >= STAGE_MIN) {
+            rc = staged_upload((*out)->data, h->data, nbytes, ctx);
+            if (rc == 1)
+                rc = cu_check(cudaMemcpyAsync((*out)->data, h->data, nbytes, cudaMemcpyHostToDevice, dev.transfer),
+                              ctx);
+        } else if (!rc) {
+            rc = cu_check(cudaMemcpyAsync((*out)->data, h->data, nbytes, cudaMemcpyHostToDevice, dev.transfer), ctx);
+        }
         if (!rc) rc = cu_check(cudaEventRecord(dev.ev_transfer, dev.transfer), ctx);
         if (!rc) rc = cu_check(cudaStreamWaitEvent(dev.compute, dev.ev_transfer, 0), ctx);
     }
