@@ -278,6 +278,36 @@ static void test_zeros(void **state) {
     tg_graph_free(g);
 }
 
+/* logsumexp over rows that are all -inf (log 0 in a log-space sum, as
+ * CTC's or an HMM's dynamic programme writes an impossible path): the
+ * value is -inf and the gradient 0, not NaN (docs/format-choices.md); rows
+ * with some -inf are softmax as usual. By hand: [1, -inf, -inf] -> [1,
+ * 0, 0]; [0, 0, log 2] sums to 4 -> [1/4, 1/4, 1/2]; and the rows of
+ * the sum c = sum(l) weigh 1 each. Both presets (fast_run fuses it). */
+static void test_logsumexp_neg_inf(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" V("x", "[3,3]") "],"
+        "\"nodes\":[" NA("logsumexp", "x", "l", J({"axis": 1})) "," N1("sum", "l", "c") ","
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"x\"],\"outputs\":[\"gx\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"l\",\"gx\"]}}}";
+    tg_graph *g = tu_load(json);
+    double xs[9] = {-INFINITY, -INFINITY, -INFINITY, 1, -INFINITY, -INFINITY, 0, 0, log(2.0)};
+    double want_l[3] = {-INFINITY, 1, log(4.0)}, want_g[9] = {0, 0, 0, 1, 0, 0, 0.25, 0.25, 0.5};
+    int64_t s33[2] = {3, 3};
+    tg_array *x = tu_f64(2, s33, xs);
+    const char *presets[2] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_array *out[2];
+        tu_call_preset(g, "f", presets[p], &x, out);
+        for (int i = 0; i < 3; i++) tu_assert_near(tg_array_get_flat(out[0], i), want_l[i], 1e-12);
+        for (int i = 0; i < 9; i++) tu_assert_near(tg_array_get_flat(out[1], i), want_g[i], 1e-12);
+        for (int i = 0; i < 2; i++) tg_array_free(out[i]);
+    }
+    tg_array_free(x);
+    tg_graph_free(g);
+}
+
 /* The logistic regression's hand-written gradients equal grad's. */
 /* Second derivatives at the same zeros. For a row's product, the
  * Hessian has the product of all but x_i and x_j at (i, j), 0 on the
@@ -373,6 +403,7 @@ int main(void) {
         cmocka_unit_test(test_gammaln_higher_derivatives),
         cmocka_unit_test(test_zeros),
         cmocka_unit_test(test_zeros_second_derivative),
+        cmocka_unit_test(test_logsumexp_neg_inf),
         cmocka_unit_test(test_logreg_matches_hand_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -201,7 +201,16 @@ int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     } else if (!strcmp(op, "max") || !strcmp(op, "min")) {
         gin[0] = where(b, OP2("eq", x, keep_axes(b, n, out)), gx, true);
     } else if (!strcmp(op, "logsumexp")) {
-        gin[0] = MUL(gx, OP1("exp", SUB(x, keep_axes(b, n, out))));
+        /* softmax(x) = exp(x - out). Where a whole group is -inf (log 0
+         * in a log-space sum: a masked or impossible path of CTC or an
+         * HMM), out is -inf and x - out NaN; the gradient there is 0
+         * (PyTorch and JAX give the NaN; their users asked for 0, their
+         * issues 31829 and 6811): subtracting 0 instead leaves exp(-inf)
+         * = 0. A group with a +inf keeps the NaN. */
+        tg_var *m = keep_axes(b, n, out);
+        tg_dtype od = out->type.dtype;
+        tg_var *shift = op3(b, "switch", OP2("eq", m, tg_gb_const(b, od, -INFINITY)), tg_gb_const(b, od, 0), m);
+        gin[0] = MUL(gx, OP1("exp", SUB(x, shift)));
     } else if (!strcmp(op, "prod")) {
         /* The product of the others, prod / x, is 0 / 0 at a zero. As
          * Theano's Prod (without no_zeros_in_input), by the zeros in
