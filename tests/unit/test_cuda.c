@@ -258,8 +258,9 @@ static void test_reshape_on_device(void **state) {
  * whole pieces and a partial one each, the second input reusing the
  * buffers the first has just filled) and a small one that takes the
  * plain copy, then a second call with other values (no stale piece may
- * survive). x - y and x * s are exact in float32 on both devices, so the
- * GPU's outputs must equal the CPU's bit for bit. */
+ * survive). x - y is correctly rounded in float32 on both devices and
+ * s is a power of two, so the GPU's outputs must equal the CPU's bit for
+ * bit. */
 static void test_large_uploads(void **state) {
     if (!have_gpu()) skip();
     const char *json =
