@@ -5,6 +5,7 @@
 #   bash scripts/tg-setup.sh test      install what is missing, build, and run
 #                                      every test: the suite, the suite under
 #                                      ASan+UBSan, the loaders' fuzzers (45 s + 60 s + 30 s)
+#                                      and the run fuzzer (60 s)
 # Works as root or through sudo. Builds go to build/ (and build-asan/,
 # build-fuzz/ for the tests).
 set -euo pipefail
@@ -73,9 +74,10 @@ cmake --build build-asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 if [ -x tests/fuzz/run.sh ]; then
-  echo "== fuzzing the JSON loader (45 s), the .tgf loader (60 s) and the .npy reader (30 s) (build-fuzz/)"
+  echo "== fuzzing the JSON loader (45 s), the .tgf loader (60 s), the .npy reader (30 s) and running what loads (60 s) (build-fuzz/)"
   tests/fuzz/run.sh 45 fuzz_load
   tests/fuzz/run.sh 60 fuzz_tgf
   tests/fuzz/run.sh 30 fuzz_npy
+  tests/fuzz/run.sh 60 fuzz_run
 fi
 echo "== all tests passed"

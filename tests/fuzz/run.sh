@@ -4,7 +4,9 @@
 #   tests/fuzz/run.sh [SECONDS] [TARGET]
 # TARGET: fuzz_load (the JSON loader, seeds in corpus_load/, the default)
 # fuzz_tgf (compiled-function files, seeds in corpus_tgf/) or fuzz_npy
-# (.npy arrays, seeds in corpus_npy/).
+# (.npy arrays, seeds in corpus_npy/) or fuzz_run (compiling and calling
+# every function of what loads; seeds: corpus_load/, the op test files
+# tests/data/ops/ and the examples).
 set -euo pipefail
 secs=${1:-60}
 target=${2:-fuzz_load}
@@ -12,7 +14,8 @@ case "$target" in
   fuzz_load) corpus=corpus_load; maxlen=8192 ;;
   fuzz_tgf) corpus=corpus_tgf; maxlen=32768 ;;
   fuzz_npy) corpus=corpus_npy; maxlen=4096 ;;
-  *) echo "run.sh: unknown target '$target' (fuzz_load, fuzz_tgf, fuzz_npy)" >&2; exit 2 ;;
+  fuzz_run) corpus=corpus_load; maxlen=16384 ;;
+  *) echo "run.sh: unknown target '$target' (fuzz_load, fuzz_tgf, fuzz_npy, fuzz_run)" >&2; exit 2 ;;
 esac
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${TG_FUZZ_BUILD:-$src/build-fuzz}
@@ -21,6 +24,11 @@ cmake --build "$build" --target "$target" -j"$(nproc)" >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$src/tests/fuzz/$corpus"/* "$work/"
+if [ "$target" = fuzz_run ]; then
+  # every op's test file under 16 KiB, and the examples: graphs that
+  # load, to start the mutations from
+  find "$src/tests/data/ops" "$src/examples" -maxdepth 1 -name '*.json' -size -16k -exec cp {} "$work/" \;
+fi
 # A finding is kept (in $build/fuzz-artifacts/) with the report around it,
 # so that a failure in CI can be replayed: $build/tests/fuzz/$target FILE.
 art="$build/fuzz-artifacts"

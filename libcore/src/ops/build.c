@@ -824,18 +824,24 @@ static double load_num(const tg_array *a) {
 }
 
 /* NumPy's length: ceil((stop - start) / step), at least 0; exact for
- * integers. -1 for a zero step. */
+ * integers, in unsigned arithmetic (stop - start may not fit int64).
+ * ARANGE_ZERO_STEP for a zero step; ARANGE_NO_LENGTH where NumPy says
+ * "cannot compute length" or overflows: a NaN or infinite quotient, or a
+ * length past int64. */
+enum { ARANGE_ZERO_STEP = -1, ARANGE_NO_LENGTH = -2 };
 static int64_t arange_len(bool ints, int64_t i0, int64_t i1, int64_t is,
                           double f0, double f1, double fs) {
     if (ints) {
-        if (is == 0) return -1;
-        int64_t d = i1 - i0;
-        int64_t len = is > 0 ? (d + is - 1) / is : (d + is + 1) / is;
-        if ((is > 0 && d <= 0) || (is < 0 && d >= 0)) return 0;
-        return len;
+        if (is == 0) return ARANGE_ZERO_STEP;
+        if ((is > 0 && i1 <= i0) || (is < 0 && i1 >= i0)) return 0;
+        uint64_t d = is > 0 ? (uint64_t)i1 - (uint64_t)i0 : (uint64_t)i0 - (uint64_t)i1;
+        uint64_t st = is > 0 ? (uint64_t)is : 0 - (uint64_t)is;
+        uint64_t len = d / st + (d % st != 0);
+        return len > (uint64_t)INT64_MAX ? ARANGE_NO_LENGTH : (int64_t)len;
     }
-    if (fs == 0) return -1;
+    if (fs == 0) return ARANGE_ZERO_STEP;
     double l = ceil((f1 - f0) / fs);
+    if (!(fabs(l) < 0x1p63)) return ARANGE_NO_LENGTH; /* (NaN too) */
     return l > 0 ? (int64_t)l : 0;
 }
 
@@ -870,6 +876,7 @@ static int arange_infer(tg_node *n, tg_ctx *ctx) {
                          tg_load_i64(c[1]->dtype, c[1]->data),
                          tg_load_i64(c[2]->dtype, c[2]->data), load_num(c[0]),
                          load_num(c[1]), load_num(c[2]));
+        if (len < 0) len = -1; /* unknown: the run says why */
     }
     tg_set_out_type(n, 0, n->a.dtype, 1, &len);
     return TG_OK;
@@ -885,8 +892,26 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
     int64_t is = ints ? tg_load_i64(in[2]->dtype, in[2]->data) : 0;
     double f0 = load_num(in[0]), f1 = load_num(in[1]), fs = load_num(in[2]);
     int64_t len = arange_len(ints, i0, i1, is, f0, f1, fs);
-    if (len < 0) return tg_errorf(ctx, TG_ERUNTIME, "arange: step is zero");
+    if (len == ARANGE_ZERO_STEP) return tg_errorf(ctx, TG_ERUNTIME, "arange: step is zero");
+    if (len < 0 && ints)
+        return tg_errorf(ctx, TG_ERUNTIME,
+                         "arange: cannot compute the length of start %lld to stop %lld by step %lld "
+                         "(more than 2^63 elements)",
+                         (long long)i0, (long long)i1, (long long)is);
+    if (len < 0)
+        return tg_errorf(ctx, TG_ERUNTIME,
+                         "arange: cannot compute the length of start %.17g to stop %.17g by "
+                         "step %.17g (not finite, or more than 2^63 elements)",
+                         f0, f1, fs);
     tg_dtype dt = n->a.dtype;
+    /* Floats into an integer dtype: start and its second value must fit
+     * int64 (NumPy's cast would overflow). */
+    if (!ints && !tg_dtype_is_float(dt) && len > 0 &&
+        !(fabs(f0) < 0x1p63 && fabs(f0 + fs) < 0x1p63))
+        return tg_errorf(ctx, TG_ERUNTIME, "arange: start %.17g or start + step %.17g does not fit %s",
+                         f0, f0 + fs, tg_dtype_name(dt));
+    /* (the integers' second value, wrapping as NumPy's int64 does) */
+    int64_t i01 = (int64_t)((uint64_t)i0 + (uint64_t)is);
     int rc = tg_array_prepare(out, dt, 1, &len, ctx);
     if (rc || len == 0) return rc;
     char *d = out[0]->data;
@@ -895,14 +920,14 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
     switch (dt) {
     case TG_FLOAT64: {
         double *p = (double *)(void *)d, a = ints ? (double)i0 : f0;
-        double b = ints ? (double)(i0 + is) : f0 + fs, delta = b - a;
+        double b = ints ? (double)i01 : f0 + fs, delta = b - a;
         for (int64_t i = 0; i < len; i++) p[i] = a + (double)i * delta;
         break;
     }
     case TG_FLOAT32:
     case TG_FLOAT16: {
         float a = ints ? (float)i0 : (float)f0;
-        float b = ints ? (float)(i0 + is) : (float)(f0 + fs);
+        float b = ints ? (float)i01 : (float)(f0 + fs);
         if (dt == TG_FLOAT16) {
             a = tg_half_to_float(tg_float_to_half(a));
             b = tg_half_to_float(tg_float_to_half(b));
@@ -917,7 +942,7 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
     }
     default: {
         int64_t a = ints ? i0 : (int64_t)f0;
-        int64_t b = ints ? i0 + is : (int64_t)(f0 + fs);
+        int64_t b = ints ? i01 : (int64_t)(f0 + fs);
         uint64_t delta = (uint64_t)b - (uint64_t)a;
         size_t isz = tg_isize(dt);
         for (int64_t i = 0; i < len; i++)

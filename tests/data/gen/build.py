@@ -421,6 +421,10 @@ def gen_arange():
                {"abc": np.arange(s, e, st)})
     g.case("dynamic_int", {"a": np.int32(0), "b": np.int64(3), "c": np.int16(0)},
            error="step is zero")
+    # stop - start past int64: an error (NumPy's subtraction wraps, with an
+    # overflow warning, and it returns []; tg's overflowed in int64)
+    g.case("dynamic_int", {"a": np.int32(-5), "b": np.int64(2**63 - 1), "c": np.int16(1)},
+           error="cannot compute the length")
 
     a = g.inp("fa", "float32", [])
     b = g.inp("fb", "float64", [])
@@ -431,6 +435,11 @@ def gen_arange():
         g.case("dynamic_float", {"fa": np.float32(s), "fb": np.float64(e)},
                {"fab": np.arange(s, e, 0.5),
                 "fab32": np.arange(s, e, 1, dtype=np.float32)})
+    # an infinite or NaN length (NumPy: "Maximum allowed size exceeded",
+    # "arange: cannot compute length"; tg cast inf to int64)
+    for s, e in [(0.0, np.inf), (np.nan, 1.0), (0.0, -np.inf)]:
+        g.case("dynamic_float", {"fa": np.float32(s), "fb": np.float64(e)},
+               error="cannot compute the length")
     g.write()
 
 

@@ -1,0 +1,138 @@
+/* libFuzzer target: running what loads. Each function of the graph (four
+ * at most, from one the hash picks) is compiled, with preset none or fast_run as the input's
+ * hash says, and called twice on inputs of its declared types: lengths
+ * the file leaves unknown are 0 to 4, values small (integers -3 to 3 as
+ * the dtype allows, floats in [-3, 3] with a NaN, an inf or a -0 now and
+ * then), all drawn from the hash. Nothing may crash, leak or trip a
+ * sanitizer; a call may fail (a shape that does not match at run time, an
+ * assert, a singular matrix), with its error on the context.
+ *
+ * So that each input costs milliseconds: fused bodies run in the
+ * interpreter (no C compiler per input), a function whose inputs would
+ * hold more than 2^16 elements is compiled but not called, and a call
+ * stops after 20,000 nodes (a hook). One allocation of more than 64 MiB
+ * fails, as it would on a machine without the memory: a graph asking for
+ * an absurd array must get an error, not the allocation. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h" /* tg_errorf */
+#include "tg/tg.h"
+
+enum { MAX_FUNCTIONS = 4, MAX_ELEMENTS = 1 << 16, MAX_NODES = 20000 };
+static const size_t MAX_ALLOC = (size_t)64 << 20;
+
+static void *capped_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (n == 0) {
+        free(p);
+        return NULL;
+    }
+    return n > MAX_ALLOC ? NULL : realloc(p, n);
+}
+
+static uint64_t rng;
+/* calls made and calls that succeeded (for a driver that includes this
+ * file to see how much of the corpus runs) */
+static long ncalls, ncalls_ok;
+static uint64_t next(void) { /* splitmix64 */
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int budget_hook(void *ud, const tg_function *f, int node, tg_array *const *inputs, tg_ctx *ctx) {
+    (void)f, (void)node, (void)inputs;
+    int *left = ud;
+    if (--*left > 0) return 0;
+    return tg_errorf(ctx, TG_ESTOPPED, "fuzz_run: node budget spent");
+}
+
+/* An input of f's declared type, or NULL when it would be too large. */
+static tg_array *make_input(const tg_function *f, int i) {
+    tg_dtype dt = tg_function_input_dtype(f, i);
+    int nd = tg_function_input_ndim(f, i);
+    const int64_t *decl = tg_function_input_shape(f, i);
+    if (nd < 0 || nd > 8 || dt == TG_DTYPE_INVALID) return NULL;
+    int64_t shape[8], n = 1;
+    for (int d = 0; d < nd; d++) {
+        shape[d] = decl && decl[d] >= 0 ? decl[d] : (int64_t)(next() % 5);
+        if (shape[d] > MAX_ELEMENTS || (shape[d] && n > MAX_ELEMENTS / shape[d])) return NULL;
+        n *= shape[d];
+    }
+    tg_array *v = tg_array_new(TG_FLOAT64, nd, shape);
+    if (!v) return NULL;
+    double *p = tg_array_data(v);
+    char kind = tg_dtype_kind(dt);
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t r = next();
+        if (kind == 'b')
+            p[k] = (double)(r & 1);
+        else if (kind == 'u')
+            p[k] = (double)(r % 4);
+        else if (kind == 'i')
+            p[k] = (double)(int)(r % 7) - 3;
+        else
+            switch (r % 64) {
+            case 0: p[k] = NAN; break;
+            case 1: p[k] = INFINITY; break;
+            case 2: p[k] = -INFINITY; break;
+            case 3: p[k] = -0.0; break;
+            default: p[k] = (double)(int)(r % 61) / 10.0 - 3.0;
+            }
+    }
+    tg_array *a = dt == TG_FLOAT64 ? tg_array_ref(v) : tg_array_copy(v, dt);
+    tg_array_free(v);
+    return a;
+}
+
+static void run_function(tg_graph *g, int index, const char *preset, tg_ctx *ctx) {
+    tg_compile_options o = {.preset = preset, .device = "cpu"};
+    tg_function *f = tg_function_compile(g, index, &o, ctx);
+    if (!f) return;
+    int nin = tg_function_input_count(f), nout = tg_function_output_count(f);
+    tg_array **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    bool ok = in && out;
+    for (int i = 0; ok && i < nin; i++) ok = (in[i] = make_input(f, i)) != NULL;
+    for (int call = 0; ok && call < 2; call++) {
+        int left = MAX_NODES;
+        tg_hooks h = {.before = budget_hook, .ud = &left};
+        tg_function_set_hooks(f, &h);
+        ncalls++;
+        if (tg_function_call(f, in, out, ctx) == TG_OK && ++ncalls_ok)
+            for (int k = 0; k < nout; k++) {
+                tg_array_free(out[k]);
+                out[k] = NULL;
+            }
+        tg_ctx_clear(ctx);
+    }
+    for (int i = 0; in && i < nin; i++) tg_array_free(in[i]);
+    free(in);
+    free(out);
+    tg_function_free(f);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static bool ready;
+    if (!ready) {
+        setenv("TG_COMPOSITE", "interp", 1);
+        tg_set_allocator(capped_realloc, NULL);
+        ready = true;
+    }
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the input */
+    for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 1099511628211ull;
+    rng = h;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string((const char *)data, size, NULL, "fuzz", ctx);
+    if (g) {
+        int nf = tg_graph_function_count(g), start = nf ? (int)(next() % (uint64_t)nf) : 0;
+        for (int k = 0; k < nf && k < MAX_FUNCTIONS; k++)
+            run_function(g, (start + k) % nf, next() & 1 ? "fast_run" : "none", ctx);
+        tg_graph_free(g);
+    }
+    tg_ctx_free(ctx);
+    return 0;
+}
