@@ -5,7 +5,10 @@
  * the dtype allows, floats in [-3, 3] with a NaN, an inf or a -0 now and
  * then), all drawn from the hash. Nothing may crash, leak or trip a
  * sanitizer; a call may fail (a shape that does not match at run time, an
- * assert, a singular matrix), with its error on the context.
+ * assert, a singular matrix), with its error on the context. One function
+ * in four also goes through a .tgf file before its first call: saved,
+ * restored, and called on the same inputs, it must give the same status
+ * and the same outputs bit for bit (a violation aborts).
  *
  * So that each input costs milliseconds: fused bodies run in the
  * interpreter (no C compiler per input), a function whose inputs would
@@ -15,8 +18,10 @@
  * an absurd array must get an error, not the allocation. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h" /* tg_errorf */
 #include "tg/tg.h"
@@ -89,29 +94,82 @@ static tg_array *make_input(const tg_function *f, int i) {
     return a;
 }
 
-static void run_function(tg_graph *g, int index, const char *preset, tg_ctx *ctx) {
+/* The same bytes: dtype, shape and every byte of the data (so NaNs of
+ * the same payload compare equal, and -0 differs from 0). */
+static bool same_bits(const tg_array *a, const tg_array *b) {
+    if (tg_array_dtype(a) != tg_array_dtype(b) || tg_array_ndim(a) != tg_array_ndim(b)) return false;
+    for (int d = 0; d < tg_array_ndim(a); d++)
+        if (tg_array_shape(a)[d] != tg_array_shape(b)[d]) return false;
+    tg_array *ca = tg_array_copy(a, tg_array_dtype(a)), *cb = tg_array_copy(b, tg_array_dtype(b));
+    if (!ca || !cb) abort(); /* (small arrays: the cap cannot refuse them) */
+    bool same = !memcmp(tg_array_data(ca), tg_array_data(cb), (size_t)tg_array_size(ca) * tg_dtype_size(tg_array_dtype(ca)));
+    tg_array_free(ca);
+    tg_array_free(cb);
+    return same;
+}
+
+/* Call f once with the node budget; the outputs in out (NULLs on
+ * failure). The status. */
+static int call_once(tg_function *f, tg_array *const *in, tg_array **out, int nout, tg_ctx *ctx) {
+    int left = MAX_NODES;
+    tg_hooks h = {.before = budget_hook, .ud = &left};
+    tg_function_set_hooks(f, &h);
+    for (int k = 0; k < nout; k++) out[k] = NULL;
+    ncalls++;
+    int rc = tg_function_call(f, in, out, ctx);
+    ncalls_ok += rc == TG_OK;
+    tg_ctx_clear(ctx);
+    return rc;
+}
+
+static void free_outputs(tg_array **out, int nout) {
+    for (int k = 0; k < nout; k++) {
+        tg_array_free(out[k]);
+        out[k] = NULL;
+    }
+}
+
+/* Where a function is saved for the round trip below: memory-backed when
+ * /dev/shm is there. */
+static char tgf_path[64];
+static void remove_tgf(void) { unlink(tgf_path); }
+
+static void run_function(tg_graph *g, int index, const char *preset, bool round_trip, tg_ctx *ctx) {
     tg_compile_options o = {.preset = preset, .device = "cpu"};
     tg_function *f = tg_function_compile(g, index, &o, ctx);
     if (!f) return;
     int nin = tg_function_input_count(f), nout = tg_function_output_count(f);
-    tg_array **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
-    bool ok = in && out;
+    tg_array **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out),
+             **back = calloc((size_t)nout + 1, sizeof *back);
+    bool ok = in && out && back;
     for (int i = 0; ok && i < nin; i++) ok = (in[i] = make_input(f, i)) != NULL;
-    for (int call = 0; ok && call < 2; call++) {
-        int left = MAX_NODES;
-        tg_hooks h = {.before = budget_hook, .ud = &left};
-        tg_function_set_hooks(f, &h);
-        ncalls++;
-        if (tg_function_call(f, in, out, ctx) == TG_OK && ++ncalls_ok)
-            for (int k = 0; k < nout; k++) {
-                tg_array_free(out[k]);
-                out[k] = NULL;
-            }
+    /* Saved before the first call (its shared values as compiled), then
+     * restored and called on the same inputs, the function must do
+     * exactly what it did: the same status, the same outputs bit for bit
+     * (issue 6: compile -> save -> restore -> run is bit-identical). */
+    tg_tgf *t = NULL;
+    if (ok && round_trip) {
+        tg_tgf_save_info info = {.source = g, .options = &o};
+        if (tg_tgf_save(tgf_path, &f, 1, &info, ctx) == TG_OK && !(t = tg_tgf_load(tgf_path, NULL, ctx)))
+            abort(); /* what tg saved must load */
         tg_ctx_clear(ctx);
     }
+    for (int call = 0; ok && call < 2; call++) {
+        int rc = call_once(f, in, out, nout, ctx);
+        if (call == 0 && t) {
+            tg_function *r = tg_tgf_function(t, 0);
+            if (!r || call_once(r, in, back, nout, ctx) != rc) abort();
+            for (int k = 0; rc == TG_OK && k < nout; k++)
+                if (!same_bits(out[k], back[k])) abort();
+            free_outputs(back, nout);
+        }
+        free_outputs(out, nout);
+    }
+    tg_tgf_free(t);
     for (int i = 0; in && i < nin; i++) tg_array_free(in[i]);
     free(in);
     free(out);
+    free(back);
     tg_function_free(f);
 }
 
@@ -120,6 +178,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!ready) {
         setenv("TG_COMPOSITE", "interp", 1);
         tg_set_allocator(capped_realloc, NULL);
+        snprintf(tgf_path, sizeof tgf_path, "%s/tg_fuzz_run.%ld.tgf",
+                 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (long)getpid());
+        atexit(remove_tgf);
         ready = true;
     }
     uint64_t h = 1469598103934665603ull; /* FNV-1a of the input */
@@ -130,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (g) {
         int nf = tg_graph_function_count(g), start = nf ? (int)(next() % (uint64_t)nf) : 0;
         for (int k = 0; k < nf && k < MAX_FUNCTIONS; k++)
-            run_function(g, (start + k) % nf, next() & 1 ? "fast_run" : "none", ctx);
+            run_function(g, (start + k) % nf, next() & 1 ? "fast_run" : "none", (next() & 3) == 0, ctx);
         tg_graph_free(g);
     }
     tg_ctx_free(ctx);

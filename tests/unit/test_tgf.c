@@ -5,6 +5,7 @@
  * every header position refused cleanly, and a save killed with SIGKILL
  * halfway leaving the previous file intact. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -442,6 +443,96 @@ static void test_copy_swap_and_call_n(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* In-place hints from the file (an optimized graph exported and loaded
+ * again) that merging makes stale: the two copies of maximum(x, x) are
+ * one result after merge, which both readers claimed to overwrite. The
+ * optimizer drops the hints that no longer hold, so the function saves
+ * and restores (it did not load: "input 't' is overwritten in place but
+ * read elsewhere too"; found by fuzz_run), and computes what the
+ * unoptimized one does: y = max(x, x) + 1.5, e = exp(max(x, x)), by hand
+ * for x = [0, 1, 2]. */
+static void test_stale_inplace_hints_dropped(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\": \"tg-graph\", \"version\": 1,"
+        " \"variables\": [{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}],"
+        " \"nodes\": ["
+        "  {\"op\": \"maximum\", \"inputs\": [\"x\", \"x\"], \"outputs\": [\"t\"]},"
+        "  {\"op\": \"add\", \"inputs\": [\"t\", {\"value\": 1.5}], \"outputs\": [\"y\"], \"inplace\": {\"0\": 0}},"
+        "  {\"op\": \"maximum\", \"inputs\": [\"x\", \"x\"], \"outputs\": [\"t2\"]},"
+        "  {\"op\": \"exp\", \"inputs\": [\"t2\"], \"outputs\": [\"e\"], \"inplace\": {\"0\": 0}}],"
+        " \"functions\": {\"f\": {\"inputs\": [\"x\"], \"outputs\": [\"y\", \"e\"]}}}";
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    const char *presets[2] = {"fast_compile", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_compile_options o = {.preset = presets[p]};
+        tg_function *f = tg_function_compile(g, 0, &o, ctx);
+        if (!f) fail_msg("%s", tg_ctx_message(ctx));
+        /* merged: one maximum left */
+        int nmax = 0;
+        for (int i = 0; i < tg_function_node_count(f); i++) nmax += !strcmp(tg_function_node_op(f, i), "maximum");
+        assert_int_equal(nmax, 1);
+        tg_tgf_save_info info = {.source = g, .options = &o};
+        if (tg_tgf_save(path_in("stale.tgf"), &f, 1, &info, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+        tg_tgf *t = tg_tgf_load(path_in("stale.tgf"), NULL, ctx);
+        if (!t) fail_msg("%s: %s", presets[p], tg_ctx_message(ctx));
+        tg_array *x = vec3(0, 1, 2), *out[2] = {NULL, NULL}, *back[2] = {NULL, NULL};
+        if (tg_function_call(f, &x, out, ctx) || tg_function_call(tg_tgf_function(t, 0), &x, back, ctx))
+            fail_msg("%s", tg_ctx_message(ctx));
+        for (int i = 0; i < 3; i++) {
+            tu_assert_near(tg_array_get_flat(out[0], i), i + 1.5, 0);
+            tu_assert_near(tg_array_get_flat(out[1], i), exp((double)i), 1e-15 * exp((double)i));
+        }
+        for (int k = 0; k < 2; k++) {
+            assert_true(tg_array_equal(out[k], back[k]));
+            tg_array_free(out[k]);
+            tg_array_free(back[k]);
+        }
+        tg_array_free(x);
+        tg_tgf_free(t);
+        tg_function_free(f);
+    }
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
+/* A conv2d whose input lengths are unknown until run time: its output
+ * type had -2 for the unknown lengths (the "unknown" of the length
+ * helper, not of a type), which a restore refuses as a negative length
+ * ("'y': a negative length"; found by fuzz_run). Saved, restored and
+ * called, it gives the 1x1x2x2 sums of a 2x2 kernel of ones over 3x3
+ * inputs 0..8: 8, 12, 20, 24 by hand. */
+static void test_unknown_conv_lengths_restore(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\": \"tg-graph\", \"version\": 1,"
+        " \"variables\": [{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [null, null, null, null]}},"
+        "  {\"id\": \"w\", \"type\": {\"dtype\": \"float64\", \"shape\": [null, null, null, null]}}],"
+        " \"nodes\": [{\"op\": \"conv2d\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\"]}],"
+        " \"functions\": {\"f\": {\"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\"]}}}";
+    tg_graph *g = tu_load(json);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    if (!f) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf_save_info info = {.source = g};
+    if (tg_tgf_save(path_in("conv.tgf"), &f, 1, &info, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = tg_tgf_load(path_in("conv.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    int64_t xs[4] = {1, 1, 3, 3}, ws[4] = {1, 1, 2, 2};
+    double xd[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8}, wd[4] = {1, 1, 1, 1}, want[4] = {8, 12, 20, 24};
+    tg_array *in[2] = {tu_f64(4, xs, xd), tu_f64(4, ws, wd)}, *y = NULL;
+    if (tg_function_call(tg_tgf_function(t, 0), in, &y, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    assert_int_equal(tg_array_size(y), 4);
+    for (int i = 0; i < 4; i++) tu_assert_near(tg_array_get_flat(y, i), want[i], 0);
+    tg_array_free(y);
+    for (int i = 0; i < 2; i++) tg_array_free(in[i]);
+    tg_tgf_free(t);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
 static unsigned char *read_all(const char *p, size_t *n) {
     FILE *fp = fopen(p, "rb");
     assert_non_null(fp);
@@ -828,6 +919,8 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_resume_exact),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_copy_swap_and_call_n),
+        cmocka_unit_test(test_stale_inplace_hints_dropped),
+        cmocka_unit_test(test_unknown_conv_lengths_restore),
         cmocka_unit_test(test_damaged_files_refused),
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
         cmocka_unit_test(test_section_loader_rules),

@@ -183,6 +183,7 @@ static tg_var *clone_leaf(tg_fgraph *fg, const tg_var *v) {
 static int clone_step(tg_fgraph *fg, tg_var **map, const tg_node *n, tg_ctx *ctx) {
     tg_node *c = clone_node(fg->arena, n, ctx);
     if (!c) return TG_ENOMEM;
+    if (c->inplace) fg->inplace_hints = true;
     for (int k = 0; k < n->nin; k++) c->inputs[k] = map[n->inputs[k]->index];
     for (int k = 0; k < n->nout; k++) {
         const tg_var *o = n->outputs[k];

@@ -260,6 +260,10 @@ typedef struct tg_fgraph {
      * none of them, or merge asking whether any node is lazy, then skips
      * a sweep over every node: on 100,000 nodes, memory-bound, 3 ms each. */
     uint64_t opseen[TG_OPSET_WORDS];
+    /* A node was cloned with in-place hints from its file (a graph the
+     * optimizer wrote, exported and loaded again): the optimizer checks
+     * them once it is done (rewrite/engine.c). */
+    bool inplace_hints;
 } tg_fgraph;
 
 /* Which bit of an op set stands for op. */

@@ -245,7 +245,7 @@ static int conv_infer(tg_node *n, tg_ctx *ctx) {
             return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: the kernel (%lld) does not "
                              "fit the padded input (%lld) along dimension %d",
                              (long long)w->shape[2 + d], (long long)x->shape[2 + d], 2 + d);
-        shape[2 + d] = o;
+        shape[2 + d] = o < 0 ? -1 : o; /* (-2: a length unknown until run time) */
     }
     tg_set_out_type(n, 0, out_dtype(x->dtype, w->dtype), 4, shape);
     return TG_OK;

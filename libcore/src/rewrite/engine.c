@@ -737,6 +737,36 @@ static int compact(tg_rw *rw) {
     return TG_OK;
 }
 
+/* In-place hints a rewrite made stale. A node may overwrite an input only
+ * while it is that input's one reader and the input is no shared value
+ * (the rule a .tgf restore checks). Hints come from a file that the
+ * optimizer wrote (`tgc export`) and that was loaded again; merging
+ * equal nodes then gives one result the readers, and the hints, of all:
+ * three copies of maximum(x, x), each overwritten by its reader, became
+ * one result that three nodes claimed. The kernels never overwrite a
+ * buffer they do not hold alone (tg_array_is_exclusive), so the function
+ * computed right, but saved it did not load again (found by fuzz_run).
+ * The pass's own hints (inplace.c) are made last and hold. */
+static void drop_stale_inplace(tg_fgraph *fg) {
+    for (int i = 0; i < fg->nnodes; i++) {
+        tg_node *n = fg->nodes[i];
+        if (!n->inplace) continue;
+        bool any = false;
+        for (int k = 0; k < n->nout; k++) {
+            if (n->inplace[k] < 0) continue;
+            const tg_var *in = n->inputs[n->inplace[k]];
+            if (in->kind == TG_VAR_SHARED || in->nclients != 1)
+                n->inplace[k] = -1;
+            else
+                any = true;
+        }
+        if (!any) {
+            tg_free(n->inplace);
+            n->inplace = NULL;
+        }
+    }
+}
+
 static int live_nodes(const tg_rw *rw) {
 #ifndef NDEBUG /* the debug (sanitizer) build checks the count by a walk */
     int walk = 0;
@@ -838,6 +868,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         st->applied = rw.applied;
     }
     if ((rc = compact(&rw))) goto done;
+    if (fg->inplace_hints) drop_stale_inplace(fg);
     /* Keep the statistics of the rules that ran. */
     int ns = 0;
     for (int i = 0; i < tg_rw_nrules; i++)
