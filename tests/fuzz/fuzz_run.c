@@ -1,9 +1,9 @@
 /* libFuzzer target: running what loads. Each function of the graph (four
- * at most, from one the hash picks) is compiled, with preset none or fast_run as the input's
- * hash says, and called twice on inputs of its declared types: lengths
- * the file leaves unknown are 0 to 4, values small (integers -3 to 3 as
- * the dtype allows, floats in [-3, 3] with a NaN, an inf or a -0 now and
- * then), all drawn from the hash. Nothing may crash, leak or trip a
+ * at most, from one the hash picks) is compiled, with preset none or
+ * fast_run as the input's hash says, and called twice on inputs of its
+ * declared types: lengths the file leaves unknown are 0 to 4, values
+ * small (integers -3 to 3 as the dtype allows, floats in [-3, 3] with a
+ * NaN, an inf or a -0 now and then), all drawn from the hash. Nothing may crash, leak or trip a
  * sanitizer; a call may fail (a shape that does not match at run time, an
  * assert, a singular matrix), with its error on the context. One function
  * in four also goes through a .tgf file before its first call: saved,
