@@ -39,9 +39,6 @@ static void *capped_realloc(void *ud, void *p, size_t n) {
 }
 
 static uint64_t rng;
-/* calls made and calls that succeeded (for a driver that includes this
- * file to see how much of the corpus runs) */
-static long ncalls, ncalls_ok;
 static uint64_t next(void) { /* splitmix64 */
     uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -115,9 +112,7 @@ static int call_once(tg_function *f, tg_array *const *in, tg_array **out, int no
     tg_hooks h = {.before = budget_hook, .ud = &left};
     tg_function_set_hooks(f, &h);
     for (int k = 0; k < nout; k++) out[k] = NULL;
-    ncalls++;
     int rc = tg_function_call(f, in, out, ctx);
-    ncalls_ok += rc == TG_OK;
     tg_ctx_clear(ctx);
     return rc;
 }

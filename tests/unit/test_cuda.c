@@ -69,6 +69,16 @@ static int count_op(const tg_function *f, const char *op) {
     return c;
 }
 
+/* g's first function compiled as written (preset none: the kernels, not
+ * the optimizer, are compared; it would drop an identity, for one) for
+ * the CPU into *fc and for the GPU into *fg; a failure names `what`. */
+static void compile_both(tg_graph *g, tg_ctx *ctx, const char *what, tg_function **fc, tg_function **fg) {
+    tg_compile_options cpu = {.preset = "none", .device = "cpu"}, gpu = {.preset = "none", .device = "cuda"};
+    *fc = tg_function_compile(g, 0, &cpu, ctx);
+    *fg = tg_function_compile(g, 0, &gpu, ctx);
+    if (!*fc || !*fg) fail_msg("%s: %s", what, tg_ctx_message(ctx));
+}
+
 /* Run `op` (with attrs, a JSON object or NULL) on nin inputs of dtype dt
  * on both devices and compare. */
 static void check_op(const char *op, const char *attrs, tg_dtype dt, int nin, const operand *ops, int range) {
@@ -93,12 +103,8 @@ static void check_op(const char *op, const char *attrs, tg_dtype dt, int nin, co
 
     tg_graph *g = tu_load(json);
     tg_ctx *ctx = tg_ctx_new();
-    /* As written: the kernels, not the optimizer, are compared (it would
-     * drop an identity, for one). */
-    tg_compile_options cpu = {.preset = "none", .device = "cpu"}, gpu = {.preset = "none", .device = "cuda"};
-    tg_function *fc = tg_function_compile(g, 0, &cpu, ctx);
-    tg_function *fg = tg_function_compile(g, 0, &gpu, ctx);
-    if (!fc || !fg) fail_msg("%s: %s", op, tg_ctx_message(ctx));
+    tg_function *fc, *fg;
+    compile_both(g, ctx, op, &fc, &fg);
     /* On the device: the node, a transfer per input and one back. */
     if (count_op(fg, "transfer") != nup + 1)
         fail_msg("%s %s: %d transfers, expected %d (the node did not go to the GPU)", op, tg_dtype_name(dt),
@@ -233,9 +239,8 @@ static void test_reshape_on_device(void **state) {
         "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"y\"]}}}";
     tg_graph *g = tu_load(json);
     tg_ctx *ctx = tg_ctx_new();
-    tg_compile_options cpu = {.preset = "none", .device = "cpu"}, gpu = {.preset = "none", .device = "cuda"};
-    tg_function *fc = tg_function_compile(g, 0, &cpu, ctx), *fg = tg_function_compile(g, 0, &gpu, ctx);
-    if (!fc || !fg) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *fc, *fg;
+    compile_both(g, ctx, "f", &fc, &fg);
     /* one upload, one download: nothing in between went to the host */
     assert_int_equal(count_op(fg, "transfer"), 2);
     int64_t xs[3] = {4, 3, 5};
@@ -273,9 +278,8 @@ static void test_large_uploads(void **state) {
         "\"functions\":{\"f\":{\"inputs\":[\"x\",\"y\",\"s\"],\"outputs\":[\"z\"]}}}";
     tg_graph *g = tu_load(json);
     tg_ctx *ctx = tg_ctx_new();
-    tg_compile_options cpu = {.preset = "none", .device = "cpu"}, gpu = {.preset = "none", .device = "cuda"};
-    tg_function *fc = tg_function_compile(g, 0, &cpu, ctx), *fg = tg_function_compile(g, 0, &gpu, ctx);
-    if (!fc || !fg) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *fc, *fg;
+    compile_both(g, ctx, "f", &fc, &fg);
     assert_int_equal(count_op(fg, "transfer"), 4); /* x, y, s up; z down */
     int64_t n = 5000001, one = 1;
     for (int call = 0; call < 2; call++) {

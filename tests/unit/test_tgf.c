@@ -90,6 +90,16 @@ static void save_graph(const char *name, tg_graph **gout, tg_function **fs) {
     *gout = g;
 }
 
+/* f saved alone to name (info may be NULL) and loaded back; a failure of
+ * either names `what`. */
+static tg_tgf *round_trip(const char *name, tg_function *f, const tg_tgf_save_info *info, const char *what,
+                          tg_ctx *ctx) {
+    if (tg_tgf_save(path_in(name), &f, 1, info, ctx)) fail_msg("%s: %s", what, tg_ctx_message(ctx));
+    tg_tgf *t = tg_tgf_load(path_in(name), NULL, ctx);
+    if (!t) fail_msg("%s: %s", what, tg_ctx_message(ctx));
+    return t;
+}
+
 /* Long buffers take the hardware path's three interleaved streams (blocks
  * of 4096 bytes, combined by shifting): it must agree with the table on
  * every length around the block boundaries, at several alignments, and
@@ -309,9 +319,7 @@ static void test_record_and_origins_survive(void **state) {
     n->origins = tg_origins_pack(two, 2);
     assert_non_null(n->origins);
     n->norigins = 2;
-    if (tg_tgf_save(path_in("r.tgf"), &f, 1, NULL, ctx)) fail_msg("%s", tg_ctx_message(ctx));
-    tg_tgf *t = tg_tgf_load(path_in("r.tgf"), NULL, ctx);
-    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = round_trip("r.tgf", f, NULL, "record", ctx);
     tg_function *h = tg_tgf_function_take(t, 0);
     tg_tgf_free(t); /* h outlives the set it came from */
     assert_int_equal(tg_function_rewrite_count(h), 1);
@@ -355,9 +363,7 @@ static void test_passes_and_output_ids_survive(void **state) {
     tg_function *f = tg_function_compile(g, 0, NULL, ctx);
     if (!f) fail_msg("%s", tg_ctx_message(ctx));
     assert_true(tg_function_pass_count(f) > 0);
-    if (tg_tgf_save(path_in("p.tgf"), &f, 1, NULL, ctx)) fail_msg("%s", tg_ctx_message(ctx));
-    tg_tgf *t = tg_tgf_load(path_in("p.tgf"), NULL, ctx);
-    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = round_trip("p.tgf", f, NULL, "passes", ctx);
     tg_function *h = tg_tgf_function(t, 0);
     assert_int_equal(tg_function_pass_count(h), tg_function_pass_count(f));
     for (int i = 0; i < tg_function_pass_count(f); i++) {
@@ -474,9 +480,7 @@ static void test_stale_inplace_hints_dropped(void **state) {
         for (int i = 0; i < tg_function_node_count(f); i++) nmax += !strcmp(tg_function_node_op(f, i), "maximum");
         assert_int_equal(nmax, 1);
         tg_tgf_save_info info = {.source = g, .options = &o};
-        if (tg_tgf_save(path_in("stale.tgf"), &f, 1, &info, ctx)) fail_msg("%s", tg_ctx_message(ctx));
-        tg_tgf *t = tg_tgf_load(path_in("stale.tgf"), NULL, ctx);
-        if (!t) fail_msg("%s: %s", presets[p], tg_ctx_message(ctx));
+        tg_tgf *t = round_trip("stale.tgf", f, &info, presets[p], ctx);
         tg_array *x = vec3(0, 1, 2), *out[2] = {NULL, NULL}, *back[2] = {NULL, NULL};
         if (tg_function_call(f, &x, out, ctx) || tg_function_call(tg_tgf_function(t, 0), &x, back, ctx))
             fail_msg("%s", tg_ctx_message(ctx));
@@ -516,9 +520,7 @@ static void test_unknown_conv_lengths_restore(void **state) {
     tg_function *f = tg_function_compile(g, 0, NULL, ctx);
     if (!f) fail_msg("%s", tg_ctx_message(ctx));
     tg_tgf_save_info info = {.source = g};
-    if (tg_tgf_save(path_in("conv.tgf"), &f, 1, &info, ctx)) fail_msg("%s", tg_ctx_message(ctx));
-    tg_tgf *t = tg_tgf_load(path_in("conv.tgf"), NULL, ctx);
-    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = round_trip("conv.tgf", f, &info, "conv2d", ctx);
     int64_t xs[4] = {1, 1, 3, 3}, ws[4] = {1, 1, 2, 2};
     double xd[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8}, wd[4] = {1, 1, 1, 1}, want[4] = {8, 12, 20, 24};
     tg_array *in[2] = {tu_f64(4, xs, xd), tu_f64(4, ws, wd)}, *y = NULL;

@@ -422,6 +422,13 @@ int tg_fdecl_check(const tg_graph *g, tg_fdecl *fd, tg_ctx *ctx);
 void tg_fgraph_free(tg_fgraph *fg);
 /* Add a node (already wired to fg's variables) and its outputs. */
 int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);
+/* Whether a node of a function graph may overwrite its input `in` in
+ * place: it is the input's one reader (a function output counts as one)
+ * and the input is no shared value. The rule a .tgf restore checks
+ * (io/tgfgraph.c) and the optimizer keeps (rewrite/engine.c). */
+static inline bool tg_inplace_input_ok(const tg_var *in) {
+    return in->kind != TG_VAR_SHARED && in->nclients == 1;
+}
 /* Append a variable (a new node's output) to fg's list. */
 int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v);
 /* Add a reader of v: input `index` of node, or (node NULL) output

@@ -785,7 +785,7 @@ static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
         for (int k = 0; n->inplace && k < n->nout; k++) {
             if (n->inplace[k] < 0) continue;
             const tg_var *in = n->inputs[n->inplace[k]];
-            if (in->kind == TG_VAR_SHARED || in->nclients != 1)
+            if (!tg_inplace_input_ok(in))
                 fail(D, TG_ELOAD, "graph section: schedule[%d]: input '%.128s' is overwritten in "
                      "place but read elsewhere too", i, in->id);
         }

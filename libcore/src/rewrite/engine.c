@@ -737,11 +737,11 @@ static int compact(tg_rw *rw) {
     return TG_OK;
 }
 
-/* In-place hints a rewrite made stale. A node may overwrite an input only
- * while it is that input's one reader and the input is no shared value
- * (the rule a .tgf restore checks). Hints come from a file that the
- * optimizer wrote (`tgc export`) and that was loaded again; merging
- * equal nodes then gives one result the readers, and the hints, of all:
+/* In-place hints a rewrite made stale: those that break
+ * tg_inplace_input_ok (the rule a .tgf restore checks). Hints come from
+ * a file that the optimizer wrote (`tgc export`) and that was loaded
+ * again; merging equal nodes then gives one result the readers, and the
+ * hints, of all:
  * three copies of maximum(x, x), each overwritten by its reader, became
  * one result that three nodes claimed. The kernels never overwrite a
  * buffer they do not hold alone (tg_array_is_exclusive), so the function
@@ -753,12 +753,8 @@ static void drop_stale_inplace(tg_fgraph *fg) {
         if (!n->inplace) continue;
         bool any = false;
         for (int k = 0; k < n->nout; k++) {
-            if (n->inplace[k] < 0) continue;
-            const tg_var *in = n->inputs[n->inplace[k]];
-            if (in->kind == TG_VAR_SHARED || in->nclients != 1)
-                n->inplace[k] = -1;
-            else
-                any = true;
+            if (n->inplace[k] >= 0 && !tg_inplace_input_ok(n->inputs[n->inplace[k]])) n->inplace[k] = -1;
+            any |= n->inplace[k] >= 0;
         }
         if (!any) {
             tg_free(n->inplace);

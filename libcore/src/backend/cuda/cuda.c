@@ -444,14 +444,10 @@ static int cu_to_device(const tg_array *src, tg_array **out, tg_ctx *ctx) {
          * array may go right after. */
         rc = cu_check(cudaEventRecord(dev.ev_compute, dev.compute), ctx);
         if (!rc) rc = cu_check(cudaStreamWaitEvent(dev.transfer, dev.ev_compute, 0), ctx);
-        if (!rc && nbytes >= STAGE_MIN) {
-            rc = staged_upload((*out)->data, h->data, nbytes, ctx);
-            if (rc == 1)
-                rc = cu_check(cudaMemcpyAsync((*out)->data, h->data, nbytes, cudaMemcpyHostToDevice, dev.transfer),
-                              ctx);
-        } else if (!rc) {
+        /* (1: not staged, the plain copy) */
+        if (!rc) rc = nbytes >= STAGE_MIN ? staged_upload((*out)->data, h->data, nbytes, ctx) : 1;
+        if (rc == 1)
             rc = cu_check(cudaMemcpyAsync((*out)->data, h->data, nbytes, cudaMemcpyHostToDevice, dev.transfer), ctx);
-        }
         if (!rc) rc = cu_check(cudaEventRecord(dev.ev_transfer, dev.transfer), ctx);
         if (!rc) rc = cu_check(cudaStreamWaitEvent(dev.compute, dev.ev_transfer, 0), ctx);
     }
