@@ -162,6 +162,11 @@ static const rw_case cases[] = {
     {"switch_const_cond", G(V("a", "float64", "[3]") "," V("b", "float64", "[2,3]"), N("switch", "[{'value':false},'a','b']", "['s']") "," N("exp", "['s']", "['z']")), NULL, "switch", -2, 2},
     /* the gradient of pow(x, 3): its y = 0 mask goes */
     {"switch_const_cond", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':3}]", "['p']") "," N("sum", "['p']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "switch", -2, 2},
+    {"mul_quotient_cancel", G(V("a", "float64", "[5]") "," V("b", "float64", "[5]"), N("sigmoid", "['a']", "['s']") "," N("true_div", "['b','s']", "['q']") "," N("mul", "['q','s']", "['z']")), NULL, "true_div", -5, 5},
+    {"mul_quotient_cancel", G(V("a", "float64", "[4]"), N("sigmoid", "['a']", "['s']") "," N("log", "['s']", "['l']") "," N("sum", "['l']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
+    {"softmax_grad_quotient", G(V("a", "float64", "[3,4]"), NA("softmax", "['a']", "['p']", "{'axis':0}") "," N("log", "['p']", "['l']") "," N("sum", "['l']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
+    {"sigmoid_times_exp", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("exp", "['a']", "['ea']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") "," N("log", "['s']", "['l']") "," N("sum", "['l']", "['c']") "," N("grad", "['c','a']", "['z']")), "sigmoid", "true_div", -5, 5},
+    {"softmax_simplify", G(V("a", "float64", "[2,3]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}") "," N("true_div", "['e','s']", "['z']")), "logsumexp", "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -373,6 +378,46 @@ static void test_stabilize_values(void **state) {
     assert_true(isnan(run1(lg, 1000, "none")));
     tu_assert_near(run1(lg, 1000, "fast_run"), 1.0, 0);
     tu_assert_near(run1(lg, 0.5, "fast_run"), exp(0.5) / (exp(0.5) + 1 + exp(1.0)), 1e-15);
+    /* d/da log(sigmoid a) = 1 - sigmoid(a): 1 at a = -800, where as
+     * written the chain rule's g / s * s (1 - s) divides by an underflowed
+     * s (NaN); d/da log(1 - sigmoid a) = -sigmoid(a): -1 at a = 800. */
+    const char *lsg = G(V("a", "float64", "[]"), N("sigmoid", "['a']", "['s']") "," N("log", "['s']", "['l']") "," N("grad", "['l','a']", "['z']"));
+    assert_true(isnan(run1(lsg, -800, "none")));
+    tu_assert_near(run1(lsg, -800, "fast_run"), 1.0, 0);
+    tu_assert_near(run1(lsg, 0.5, "fast_run"), 1 / (1 + exp(0.5)), 1e-15);
+    const char *l1g = G(V("a", "float64", "[]"), N("sigmoid", "['a']", "['s']") "," N("sub", "[{'value':1},'s']", "['m']") "," N("log", "['m']", "['l']") "," N("grad", "['l','a']", "['z']"));
+    assert_true(isnan(run1(l1g, 800, "none")));
+    tu_assert_near(run1(l1g, 800, "fast_run"), -1.0, 0);
+    tu_assert_near(run1(l1g, 0.5, "fast_run"), -1 / (1 + exp(-0.5)), 1e-15);
+    /* d/da log(softmax([a, 0]))[1] = -softmax([a, 0])[0]: -1 at a = 1000,
+     * where as written the probability 0 of class 1 divides (NaN). */
+    const char *lsmg = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0}]", "['v']", "{'axis':0}") "," N("softmax", "['v']", "['p']") "," N("log", "['p']", "['l']") ","
+                         NA("subtensor", "['l']", "['y']", "{'index':[1]}") "," N("grad", "['y','a']", "['z']"));
+    assert_true(isnan(run1(lsmg, 1000, "none")));
+    tu_assert_near(run1(lsmg, 1000, "fast_run"), -1.0, 0);
+    tu_assert_near(run1(lsmg, 0.5, "fast_run"), -exp(0.5) / (exp(0.5) + 1), 1e-15);
+    /* d/da log(exp(a) + exp(-a)) = tanh(a): 1 at a = 1000 (inf / inf as
+     * written). */
+    const char *lag = G(V("a", "float64", "[]"), N("neg", "['a']", "['b']") "," N("exp", "['a']", "['ea']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") ","
+                        N("log", "['s']", "['l']") "," N("grad", "['l','a']", "['z']"));
+    assert_true(isnan(run1(lag, 1000, "none")));
+    tu_assert_near(run1(lag, 1000, "fast_run"), 1.0, 0);
+    tu_assert_near(run1(lag, 0.5, "fast_run"), tanh(0.5), 1e-15);
+    /* A softmax over every element of m = [[a, 0], [a, 0]] written out,
+     * exp(m) / sum(exp(m)) with a null axis: e^a / (2 e^a + 2), 1/4 at
+     * a = 0 and 1/2 at a = 1000 (inf / inf as written); and the
+     * derivative of log(sum(exp(m))), 2 e^a / (2 e^a + 2). */
+#define M2(nodes) \
+    G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0}]", "['v']", "{'axis':0}") "," NA("stack", "['v','v']", "['m']", "{'axis':0}") "," N("exp", "['m']", "['e']") "," nodes)
+    const char *sall = M2(NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}") "," N("true_div", "['e','s']", "['q']") "," NA("subtensor", "['q']", "['z']", "{'index':[0,0]}"));
+    tu_assert_near(run1(sall, 0, "fast_run"), 0.25, 1e-15);
+    assert_true(isnan(run1(sall, 1000, "none")));
+    tu_assert_near(run1(sall, 1000, "fast_run"), 0.5, 1e-12); /* (x - logsumexp: eps * x) */
+    const char *lall = M2(N("sum", "['e']", "['s']") "," N("log", "['s']", "['l']") "," N("grad", "['l','a']", "['z']"));
+    assert_true(isnan(run1(lall, 1000, "none")));
+    tu_assert_near(run1(lall, 1000, "fast_run"), 1.0, 1e-12);
+    tu_assert_near(run1(lall, 0.5, "fast_run"), exp(0.5) / (exp(0.5) + 1), 1e-15);
+#undef M2
     /* d/dx sum(switch(x > 0, f(x), 0)) at x = 0 is 0: as written it is
      * switch(c, 1, 0) * f'(0), and f'(0) is inf for log and sqrt (0 * inf:
      * NaN, the gradient of numpy.where in every autodiff). */

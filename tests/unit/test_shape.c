@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/graph.h"
 #include "testutil.h"
 #include "tensor/tensor.h"
 
@@ -244,10 +245,38 @@ static void test_views_share(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* reshape(y, shape(z)), as gradients write it, has z's static lengths
+ * (where they are known): the optimizer's shape tests can then see that
+ * such a gradient spans the result (mul_quotient_cancel). A reshape to a
+ * run-time shape of another origin knows none. */
+static void test_reshape_to_shape_of(void **state) {
+    (void)state;
+    char *json = graph_json("{'id':'y','type':{'dtype':'float64','shape':[6]}},"
+                            "{'id':'z','type':{'dtype':'float32','shape':[2,null,3]}},"
+                            "{'id':'w','type':{'dtype':'int64','shape':[3]}}",
+                            "{'op':'shape','inputs':['z'],'outputs':['s']},"
+                            "{'op':'reshape','inputs':['y','s'],'outputs':['r']},"
+                            "{'op':'reshape','inputs':['y','w'],'outputs':['q']}",
+                            "{'main':{'inputs':['y','z','w'],'outputs':['r','q']}}");
+    tg_graph *g = tu_load(json);
+    free(json);
+    const tg_var *r = tg_graph_find(g, "r"), *q = tg_graph_find(g, "q");
+    assert_non_null(r);
+    assert_non_null(q);
+    assert_int_equal(r->type.ndim, 3);
+    assert_int_equal(r->type.shape[0], 2);
+    assert_int_equal(r->type.shape[1], -1);
+    assert_int_equal(r->type.shape[2], 3);
+    assert_int_equal(r->type.dtype, TG_FLOAT64);
+    for (int d = 0; d < 3; d++) assert_int_equal(q->type.shape[d], -1);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_views_share),
+        cmocka_unit_test(test_reshape_to_shape_of),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -323,6 +323,10 @@ static int reshape_infer(tg_node *n, tg_ctx *ctx) {
         int rc = reshape_resolve((int)nnd, req, static_size(&x->type), shape,
                                  TG_ESHAPE, who, ctx);
         if (rc) return rc;
+    } else if (s->owner && !strcmp(s->owner->op->name, "shape") && s->owner->inputs[0]->type.ndim == nnd) {
+        /* reshape(x, shape(z)), as gradients write it: z's lengths,
+         * where they are known */
+        for (int i = 0; i < nnd; i++) shape[i] = s->owner->inputs[0]->type.shape[i];
     }
     tg_set_out_type(n, 0, x->type.dtype, (int)nnd, shape);
     return TG_OK;

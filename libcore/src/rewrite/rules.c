@@ -146,6 +146,66 @@ static int mul_div_cancel(tg_rw *rw, tg_node *n) {
     return swap(rw, n, r);
 }
 
+/* a and b hold the same values for sure: the same variable, equal
+ * constants, or the same op with the same attrs applied to such inputs,
+ * looked at `depth` producers deep. Rewrites make their own copies of a
+ * node (1 - sigmoid(x) -> sigmoid(-x), once for each of two readers),
+ * which the merge pass joins only after them. */
+static bool same_value(const tg_var *a, const tg_var *b, int depth) {
+    if (a == b) return true;
+    if (!tg_type_equal(&a->type, &b->type)) return false;
+    if (a->kind == TG_VAR_CONSTANT && b->kind == TG_VAR_CONSTANT)
+        return a->value && b->value && a->value->dtype == b->value->dtype && tg_array_equal(a->value, b->value);
+    const tg_node *p = a->owner, *q = b->owner;
+    if (depth <= 0 || !p || !q || p->op != q->op || p->nin != q->nin || p->nout != 1 || q->nout != 1) return false;
+    if ((p->op->flags & TG_OPF_SIDE_EFFECT) || !strncmp(p->op->name, "random_", 7)) return false;
+    const json_object *pa = p->attrs, *qa = q->attrs;
+    if (pa && !json_object_object_length((json_object *)pa)) pa = NULL;
+    if (qa && !json_object_object_length((json_object *)qa)) qa = NULL;
+    if ((pa == NULL) != (qa == NULL) || (pa && !json_object_equal((json_object *)pa, (json_object *)qa)))
+        return false;
+    for (int i = 0; i < p->nin; i++)
+        if (!same_value(p->inputs[i], q->inputs[i], depth - 1)) return false;
+    return true;
+}
+
+/* (a / y) * .. * y -> a * .. (Theano's local_mul_canonizer cancelling a
+ * factor against a divisor), the quotient perhaps negated. This is how
+ * the chain rule writes the derivative of log(f(x)) when f' has f as a
+ * factor: for log(sigmoid x), g / s * s * (1 - s), NaN once s underflows
+ * to 0 (x < -745), which becomes g * (1 - s) and then g * sigmoid(-x);
+ * for log(1 - sigmoid x), -(g / (1 - s)) * s * (1 - s) -> -g * s. As with
+ * mul_div_cancel, the NaN that y = 0 or inf gave as written goes. */
+static int mul_quotient_cancel(tg_rw *rw, tg_node *n) {
+    if (n->nin < 2 || n->nin > MAX_OPERANDS || !is_float(n->outputs[0])) return 0;
+    for (int i = 0; i < n->nin; i++) {
+        tg_var *f = n->inputs[i];
+        tg_node *ng = tg_rw_producer(f, "neg");
+        if (ng) f = ng->inputs[0];
+        tg_node *q = tg_rw_producer(f, "true_div");
+        /* G / p * p with p a softmax is part of the softmax's gradient,
+         * which softmax_grad_quotient rewrites whole */
+        if (!q || tg_rw_producer(q->inputs[1], "softmax")) continue;
+        for (int j = 0; j < n->nin; j++) {
+            if (j == i || !same_value(n->inputs[j], q->inputs[1], 3)) continue;
+            /* a must not be stretched by y, nor change the dtype */
+            tg_var *a = q->inputs[0];
+            if (a->type.dtype != n->outputs[0]->type.dtype) return 0;
+            tg_var *in[MAX_OPERANDS];
+            int k = 0;
+            for (int m = 0; m < n->nin; m++)
+                if (m != j) in[k++] = m == i ? a : n->inputs[m];
+            tg_var *r = k == 1 ? in[0] : tg_rw_op(rw, "mul", k, in, NULL);
+            if (!r) return TG_ENOMEM;
+            if (!stands_for(r, n)) return 0;
+            if (ng && !(r = tg_rw_op1(rw, "neg", r, NULL))) return TG_ENOMEM;
+            if (match_if_dies(rw, ng) || (tg_rw_single_client(f) && match_if_dies(rw, q))) return TG_ENOMEM;
+            return swap(rw, n, r);
+        }
+    }
+    return 0;
+}
+
 /* f(g(x)) -> x for inverse pairs (log(exp x), neg(neg x)). */
 static int inverse_pair(tg_rw *rw, tg_node *n, const char *inner) {
     tg_node *p = tg_rw_producer(n->inputs[0], inner);
@@ -156,17 +216,21 @@ static int inverse_pair(tg_rw *rw, tg_node *n, const char *inner) {
     return swap(rw, n, x);
 }
 /* x >= 0 (or NaN) wherever it is defined: an op whose values are never
- * negative, a sum, product or maximum of such values (x*x included), or
- * a constant with no negative element; looked at `depth` producers deep. */
+ * negative, a sum, product, quotient or maximum of such values (x*x
+ * included), their reductions (sum, prod, mean, max, min), or a constant
+ * with no negative element; looked at `depth` producers deep. */
 static bool never_negative_at(const tg_var *x, int depth) {
-    static const char *const ops[] = {"exp", "sqr", "abs", "softplus", "sigmoid", "relu", "sqrt", "exp2", "cosh", NULL};
+    static const char *const ops[] = {"exp",  "sqr",  "abs",  "softplus", "sigmoid", "relu",
+                                      "sqrt", "exp2", "cosh", "softmax",  "erfc",    NULL};
     const tg_node *p = x->owner;
     if (p) {
         const char *op = p->op->name;
         for (int i = 0; ops[i]; i++)
             if (!strcmp(op, ops[i])) return true;
         if (depth <= 0) return false;
-        bool sum = !strcmp(op, "add") || !strcmp(op, "mul") || !strcmp(op, "true_div");
+        /* sums, products, quotients, means and extremes of such values */
+        bool sum = !strcmp(op, "add") || !strcmp(op, "mul") || !strcmp(op, "true_div") || !strcmp(op, "sum") ||
+                   !strcmp(op, "prod") || !strcmp(op, "mean") || !strcmp(op, "max") || !strcmp(op, "min");
         if (!strcmp(op, "mul") && p->nin == 2 && p->inputs[0] == p->inputs[1]) return true;
         if (!strcmp(op, "maximum")) {
             for (int i = 0; i < p->nin; i++)
@@ -600,7 +664,8 @@ static tg_node *sum_keeping_axis(const tg_var *v, const tg_var *e, int *ax) {
         return NULL; /* (the sum of a vector is a scalar: it broadcasts back) */
     }
     if (nd < 1 || s->inputs[0] != e || s->outputs[0]->type.dtype != e->type.dtype) return NULL;
-    uint32_t mask = s->a.axis_null ? 1u : s->a.axis_mask;
+    /* (a null axis is every axis: one only for a vector) */
+    uint32_t mask = s->a.axis_null ? (nd == 1 ? 1u : 0u) : s->a.axis_mask;
     if (__builtin_popcount(mask) != 1) return NULL;
     *ax = __builtin_ctz(mask);
     if (d && !strcmp(d->op->name, "dimshuffle")) {
@@ -615,6 +680,23 @@ static tg_node *sum_keeping_axis(const tg_var *v, const tg_var *e, int *ax) {
     return s;
 }
 
+/* The sum of e over several axes, or every axis (a null axis), with the
+ * axes kept, or over every axis to a scalar (which broadcasts back): the
+ * sum node, or NULL. */
+static tg_node *sum_kept(const tg_var *v, const tg_var *e) {
+    tg_node *s = tg_rw_producer(v, "sum");
+    if (!s || (!s->a.keepdims && s->outputs[0]->type.ndim != 0) || s->inputs[0] != e ||
+        s->outputs[0]->type.dtype != e->type.dtype)
+        return NULL;
+    return s;
+}
+
+/* exp(z) / s with s = sum(exp(z)) over the axes of s (sum_kept): the
+ * softmax over those axes, exp(z - logsumexp(z, axes, keepdims)). */
+static tg_var *softmax_over(tg_rw *rw, tg_var *z, const tg_node *s) {
+    return tg_rw_op1(rw, "exp", tg_rw_op2(rw, "sub", z, tg_rw_op1(rw, "logsumexp", z, attrs_str(s))), NULL);
+}
+
 /* exp(x) / sum(exp(x), axis=a, keepdims) -> softmax(x, axis=a), computed
  * max-shifted (Theano's softmax_simplifier): as written, a logit above
  * 709 (88 in float32) overflowed exp and gave inf / inf = NaN. A log of
@@ -624,8 +706,8 @@ static int softmax_simplify(tg_rw *rw, tg_node *n) {
     if (!e || !is_float(e->inputs[0]) || e->inputs[0]->type.ndim < 1) return 0;
     tg_var *ev = e->outputs[0];
     int ax;
-    tg_node *s = sum_keeping_axis(n->inputs[1], ev, &ax);
-    if (!s) return 0;
+    tg_node *s = sum_keeping_axis(n->inputs[1], ev, &ax), *sk = NULL;
+    if (!s && !(s = sk = sum_kept(n->inputs[1], ev))) return 0;
     /* What dies with the division counts as replaced (the record). */
     tg_node *d = n->inputs[1]->owner != s ? n->inputs[1]->owner : NULL;
     bool d_dies = !d || tg_rw_single_client(d->outputs[0]);
@@ -634,6 +716,8 @@ static int softmax_simplify(tg_rw *rw, tg_node *n) {
     if ((d && d_dies && tg_rw_match(rw, d)) || (s_dies && tg_rw_match(rw, s)) ||
         (e_dies && tg_rw_match(rw, e)))
         return TG_ENOMEM;
+    if (sk) /* over several axes */
+        return swap(rw, n, softmax_over(rw, e->inputs[0], sk));
     char attrs[32];
     snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
     return swap(rw, n, tg_rw_op1(rw, "softmax", e->inputs[0], attrs));
@@ -738,49 +822,116 @@ static tg_node *producer_either(tg_var *v, const char *op, tg_var *with, tg_var 
     return NULL;
 }
 
-static int softmax_xent_grad(tg_rw *rw, tg_node *n) {
-    if (n->nin != 2) return 0;
-    for (int side = 0; side < 2; side++) {
-        tg_var *pv = n->inputs[side], *av = n->inputs[1 - side];
-        tg_node *sm = tg_rw_producer(pv, "softmax");
-        tg_node *sub = tg_rw_producer(av, "sub");
-        if (!sm || !sub) continue;
+/* The chain rule's gradient through p = softmax(x) of an upstream
+ * gradient G = u / p (or -(u / p)): mul(sub(G, sum(G * p, axis,
+ * keepdims)), p), among the operands of n, a product. The sum's operand
+ * may already read u (or -u): mul_quotient_cancel turns G * p into it.
+ * Fills *g with the parts; false when n is not that. */
+typedef struct softmax_grad {
+    int at_sub, at_p; /* operands of n */
+    tg_node *sub, *su, *gp, *ng, *dv, *sm;
+    tg_var *p, *u;
+    bool neg;
+    int ax;
+} softmax_grad;
+
+static bool softmax_grad_parts(tg_node *n, softmax_grad *g) {
+    memset(g, 0, sizeof *g);
+    for (int i = 0; i < n->nin; i++) {
+        tg_node *sub = tg_rw_producer(n->inputs[i], "sub");
+        if (!sub) continue;
         tg_var *G = sub->inputs[0];
         tg_node *su = tg_rw_producer(sub->inputs[1], "sum");
-        tg_var *other;
-        tg_node *gp = su ? producer_either(su->inputs[0], "mul", pv, &other) : NULL;
-        if (!gp || other != G || !su->a.keepdims) continue;
         tg_node *ng = tg_rw_producer(G, "neg");
-        tg_node *dv = ng ? tg_rw_producer(ng->inputs[0], "true_div") : NULL;
-        if (!dv || dv->inputs[1] != pv) continue;
-        tg_node *mt = tg_rw_producer(dv->inputs[0], "mul");
-        if (!mt || mt->nin != 2) continue;
-        /* ge is the operand with a length-1 last axis (the dimshuffled
-         * upstream gradient); t has p's shape. */
+        tg_node *dv = tg_rw_producer(ng ? ng->inputs[0] : G, "true_div");
+        if (!su || !dv || !su->a.keepdims || su->a.axis_null || su->a.naxes != 1) continue;
+        tg_var *pv = dv->inputs[1], *u = dv->inputs[0];
+        tg_node *sm = tg_rw_producer(pv, "softmax");
+        if (!sm || sm->a.axis_null) continue;
+        int at_p = -1;
+        for (int j = 0; j < n->nin && at_p < 0; j++)
+            if (j != i && n->inputs[j] == pv) at_p = j;
+        if (at_p < 0) continue;
+        /* the sum's operand: G * p, or what that became */
+        tg_var *other, *x = su->inputs[0];
+        tg_node *gp = producer_either(x, "mul", pv, &other);
+        tg_node *nu = tg_rw_producer(x, "neg");
+        if (gp ? other != G : ng ? !nu || nu->inputs[0] != u : x != u) continue;
+        /* over the softmax's axis */
         int nd = pv->type.ndim;
-        tg_var *ge = NULL, *t = NULL;
-        for (int k = 0; k < 2 && !ge; k++)
-            if (mt->inputs[k]->type.ndim == nd && mt->inputs[k]->type.shape[nd - 1] == 1 &&
-                mt->inputs[1 - k]->type.ndim == nd) {
-                ge = mt->inputs[k];
-                t = mt->inputs[1 - k];
-            }
-        if (!ge || t->type.dtype != pv->type.dtype) continue;
-        /* The sum runs over the softmax's axis. */
         int ax = sm->a.axes[0] < 0 ? sm->a.axes[0] + nd : sm->a.axes[0];
-        if (su->a.axis_null || su->a.naxes != 1 ||
-            (su->a.axes[0] < 0 ? su->a.axes[0] + nd : su->a.axes[0]) != ax)
-            continue;
-        tg_node *parts[] = {sub, su, gp, ng, dv, mt};
-        for (int i = 0; i < 6; i++)
-            if (tg_rw_match(rw, parts[i])) return TG_ENOMEM;
-        char attrs[64];
-        snprintf(attrs, sizeof attrs, "{\"axis\": %d, \"keepdims\": true}", ax);
-        tg_var *st = tg_rw_op1(rw, "sum", t, attrs);
-        tg_var *d = tg_rw_op2(rw, "sub", tg_rw_op2(rw, "mul", pv, st), t);
-        return swap(rw, n, tg_rw_op2(rw, "mul", ge, d));
+        if ((su->a.axes[0] < 0 ? su->a.axes[0] + nd : su->a.axes[0]) != ax) continue;
+        if (u->type.dtype != pv->type.dtype || G->type.ndim != nd) continue;
+        *g = (softmax_grad){i, at_p, sub, su, gp, ng, dv, sm, pv, u, ng != NULL, ax};
+        return true;
     }
-    return 0;
+    return false;
+}
+
+/* n with operands at_sub and at_p replaced by r. */
+static int softmax_grad_swap(tg_rw *rw, tg_node *n, const softmax_grad *g, tg_var *r) {
+    if (!r) return TG_ENOMEM;
+    tg_node *parts[] = {g->sub, g->su, g->gp, g->ng, g->dv};
+    for (int i = 0; i < 5; i++)
+        if (parts[i] && tg_rw_single_client(parts[i]->outputs[0]) && tg_rw_match(rw, parts[i])) return TG_ENOMEM;
+    if (n->nin == 2) return swap(rw, n, r);
+    tg_var *in[MAX_OPERANDS];
+    int k = 0;
+    if (n->nin > MAX_OPERANDS) return 0;
+    for (int i = 0; i < n->nin; i++)
+        if (i == g->at_sub)
+            in[k++] = r;
+        else if (i != g->at_p)
+            in[k++] = n->inputs[i];
+    return swap(rw, n, tg_rw_op(rw, "mul", k, in, NULL));
+}
+
+/* The gradient of categorical_crossentropy(softmax(x), t) as the chain
+ * rule writes it: G = -(ge * t) / p, ge the upstream gradient with a
+ * length-1 class axis, is ge * (p * sum(t) - t): for one-hot rows, p - t
+ * (Theano's crossentropy_softmax_1hot_with_bias_dx). No division by a
+ * probability that underflowed to 0 (which gave 0/0). */
+static int softmax_xent_grad(tg_rw *rw, tg_node *n) {
+    softmax_grad g;
+    if (!softmax_grad_parts(n, &g) || !g.neg) return 0;
+    tg_node *mt = tg_rw_producer(g.u, "mul");
+    if (!mt || mt->nin != 2) return 0;
+    /* ge is the operand with a length-1 last axis (the dimshuffled
+     * upstream gradient); t has p's shape. */
+    int nd = g.p->type.ndim;
+    tg_var *ge = NULL, *t = NULL;
+    for (int k = 0; k < 2 && !ge; k++)
+        if (mt->inputs[k]->type.ndim == nd && mt->inputs[k]->type.shape[nd - 1] == 1 &&
+            mt->inputs[1 - k]->type.ndim == nd) {
+            ge = mt->inputs[k];
+            t = mt->inputs[1 - k];
+        }
+    if (!ge || t->type.dtype != g.p->type.dtype || g.ax != nd - 1) return 0;
+    if (tg_rw_single_client(g.u) && tg_rw_match(rw, mt)) return TG_ENOMEM;
+    char attrs[64];
+    snprintf(attrs, sizeof attrs, "{\"axis\": %d, \"keepdims\": true}", g.ax);
+    tg_var *st = tg_rw_op1(rw, "sum", t, attrs);
+    tg_var *d = tg_rw_op2(rw, "sub", tg_rw_op2(rw, "mul", g.p, st), t);
+    return softmax_grad_swap(rw, n, &g, tg_rw_op2(rw, "mul", ge, d));
+}
+
+/* Any other upstream gradient G = u / p: (G - sum(G * p)) * p is
+ * u - p * sum(u) (Theano's local_logsoftmax_grad, for the derivative of
+ * log(softmax(x)): u the gradient of the log). As written it divided by
+ * a probability that underflowed to 0: NaN for every element of the row
+ * once the logits spread by more than 745. */
+static int softmax_grad_quotient(tg_rw *rw, tg_node *n) {
+    softmax_grad g;
+    if (!softmax_grad_parts(n, &g)) return 0;
+    tg_var *u = g.u;
+    /* u spread to p's shape (where it broadcast against p in G) */
+    const tg_var *both[2] = {u, g.p};
+    if (u->type.ndim != g.p->type.ndim || !tg_rw_keeps_shape(u, both, 2))
+        u = tg_rw_op2(rw, "add", u, tg_rw_op1(rw, "zeros_like", g.p, NULL));
+    char attrs[64];
+    snprintf(attrs, sizeof attrs, "{\"axis\": %d, \"keepdims\": true}", g.ax);
+    tg_var *ps = tg_rw_op2(rw, "mul", g.p, tg_rw_op1(rw, "sum", u, attrs));
+    return softmax_grad_swap(rw, n, &g, g.neg ? tg_rw_op2(rw, "sub", ps, u) : tg_rw_op2(rw, "sub", u, ps));
 }
 
 /* d = 1 + exp(z) (in either order, the 1 a scalar constant): the exp
@@ -824,25 +975,52 @@ static int sigmoid_simplify(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op1(rw, "sigmoid", one ? negated(rw, z) : z, NULL));
 }
 
+/* d = exp(a) + exp(b) with e one of the two (the same node): the other
+ * exp node, of the same type as e. */
+static tg_node *other_exp(const tg_var *d, const tg_node *e) {
+    tg_node *a = tg_rw_producer(d, "add");
+    if (!a || a->nin != 2) return NULL;
+    for (int k = 0; k < 2; k++) {
+        tg_node *o = tg_rw_producer(a->inputs[1 - k], "exp");
+        if (a->inputs[k] == e->outputs[0] && o && tg_type_equal(&o->outputs[0]->type, &e->outputs[0]->type) &&
+            tg_type_equal(&a->outputs[0]->type, &e->outputs[0]->type))
+            return o;
+    }
+    return NULL;
+}
+
 /* In a product, exp(z) times B / D, where D is 1 + exp(z) (the same
- * exp: sigmoid) or a sum of exp(z) over one axis with the axis kept
- * (softmax) -> the sigmoid or softmax of z times B, the neg of the
- * quotient kept (Theano's local_sigm_times_exp). This is how the chain
- * rule writes the derivatives of a written-out sigmoid and of a
- * written-out log(sum(exp(x))): as written inf / inf = NaN once the exp
- * overflows (in them or in the forward pass). */
+ * exp: sigmoid), exp(z) + exp(w) (sigmoid(z - w)) or a sum of exp(z) over
+ * one axis with the axis kept (softmax; over several axes, the
+ * softmax_over form) -> the sigmoid or softmax of z times B, the neg of the quotient kept (Theano's local_sigm_times_exp).
+ * This is how the chain rule writes the derivatives of a written-out
+ * sigmoid, of a written-out log(exp(a) + exp(b)) and of a written-out
+ * log(sum(exp(x))): as written inf / inf = NaN once the exp overflows
+ * (in them or in the forward pass). */
+static bool same_order(const tg_node *p, const int *order, int norder) {
+    int o[64], no = 0;
+    if (p->a.norder > 64 || !order_of(p, o, &no) || no != norder) return false;
+    return !memcmp(o, order, sizeof(int) * (size_t)norder);
+}
+
 static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
-        tg_node *e = tg_rw_producer(n->inputs[i], "exp");
+        /* exp(z), or a dimshuffle of it when the quotient has the same
+         * one (dimshuffle_lift moved a broadcast of their product onto
+         * both: the gradient of a reduction that read it) */
+        tg_node *ds = tg_rw_producer(n->inputs[i], "dimshuffle");
+        int order[64], norder = 0;
+        if (ds && (ds->a.norder > 64 || !order_of(ds, order, &norder))) continue;
+        tg_node *e = tg_rw_producer(ds ? ds->inputs[0] : n->inputs[i], "exp");
         if (!e || !is_float(e->outputs[0])) continue;
         for (int j = 0; j < n->nin; j++) {
             if (j == i) continue;
             /* the quotient, under a neg and a broadcast of a scalar (the
-             * gradient of a sum over a vector) */
+             * gradient of a sum over a vector), and e's dimshuffle */
             tg_var *f = n->inputs[j];
-            bool neg = false, scalar = false;
-            for (int w = 0; w < 2; w++) {
+            bool neg = false, scalar = false, same = !ds;
+            for (int w = 0; w < 3; w++) {
                 tg_node *p = tg_rw_producer(f, "neg");
                 if (p) {
                     neg = !neg;
@@ -850,20 +1028,34 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
                 } else if ((p = tg_rw_producer(f, "dimshuffle")) && p->inputs[0]->type.ndim == 0) {
                     scalar = true;
                     f = p->inputs[0];
+                } else if (p && !same && same_order(p, order, norder)) {
+                    same = true;
+                    f = p->inputs[0];
                 }
             }
             tg_node *q = tg_rw_producer(f, "true_div");
             int ax = 0;
-            if (!q || (scalar && q->inputs[0]->type.ndim != 0) ||
-                (softmax ? !sum_keeping_axis(q->inputs[1], e->outputs[0], &ax)
-                         : one_plus_exp(q->inputs[1]) != e))
+            tg_node *e2 = NULL, *sk = NULL;
+            if (!q || !same || (scalar && q->inputs[0]->type.ndim != 0) ||
+                (softmax ? !sum_keeping_axis(q->inputs[1], e->outputs[0], &ax) &&
+                               !(sk = sum_kept(q->inputs[1], e->outputs[0]))
+                         : one_plus_exp(q->inputs[1]) != e && !(e2 = other_exp(q->inputs[1], e))))
                 continue;
             char attrs[32];
             snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
             tg_var *in[MAX_OPERANDS];
             for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
-            in[i] = tg_rw_op1(rw, softmax ? "softmax" : "sigmoid", e->inputs[0], softmax ? attrs : NULL);
+            if (e2) /* exp(a) / (exp(a) + exp(b)) = sigmoid(a - b) */
+                in[i] = tg_rw_op1(rw, "sigmoid", tg_rw_op2(rw, "sub", e->inputs[0], e2->inputs[0]), NULL);
+            else if (sk)
+                in[i] = softmax_over(rw, e->inputs[0], sk);
+            else
+                in[i] = tg_rw_op1(rw, softmax ? "softmax" : "sigmoid", e->inputs[0], softmax ? attrs : NULL);
             in[j] = neg ? tg_rw_op1(rw, "neg", q->inputs[0], NULL) : q->inputs[0];
+            if (ds) {
+                in[i] = dimshuffle(rw, in[i], order, norder);
+                if (!scalar) in[j] = dimshuffle(rw, in[j], order, norder);
+            }
             return swap(rw, n, tg_rw_op(rw, "mul", n->nin, in, NULL));
         }
     }
@@ -1136,6 +1328,15 @@ const tg_rw_rule tg_rw_rules[] = {
     {"switch_const_cond", "canonicalize", NULL, "switch", switch_const_cond},
     {"mul_self_to_sqr", "canonicalize", NULL, "mul", mul_self_to_sqr},
     {"mul_div_cancel", "canonicalize", NULL, "true_div", mul_div_cancel},
+    {"mul_quotient_cancel", "canonicalize", NULL, "mul", mul_quotient_cancel},
+    /* The gradient rules of stabilize, here too: nodes come in order, so
+     * they see the chain rule's products before dimshuffle_lift spreads
+     * the broadcast of a reduction's gradient over their operands. Tagged
+     * stabilize, so that --exclude stabilize turns them off. */
+    {"softmax_crossentropy_grad", "canonicalize", "stabilize softmax_crossentropy", "mul", softmax_xent_grad},
+    {"softmax_grad_quotient", "canonicalize", "stabilize", "mul", softmax_grad_quotient},
+    {"sigmoid_times_exp", "canonicalize", "stabilize sigmoid", "mul", sigmoid_times_exp},
+    {"softmax_times_exp", "canonicalize", "stabilize", "mul", softmax_times_exp},
     {"exp_log", "canonicalize", NULL, "exp", exp_log},
     {"log_exp", "canonicalize", NULL, "log", log_exp},
     {"neg_neg", "canonicalize", NULL, "neg", neg_neg},
@@ -1160,6 +1361,9 @@ const tg_rw_rule tg_rw_rules[] = {
     {"logaddexp", "stabilize", "logsumexp", "log", logaddexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
     {"softmax_crossentropy_grad", "stabilize", "softmax_crossentropy", "mul", softmax_xent_grad},
+    {"softmax_grad_quotient", "stabilize", NULL, "mul", softmax_grad_quotient},
+    /* again, for the copies that stabilize made (sigmoid_1m) */
+    {"mul_quotient_cancel", "stabilize", NULL, "mul", mul_quotient_cancel},
     {"sigmoid_simplify", "stabilize", "sigmoid", "true_div reciprocal", sigmoid_simplify},
     {"sigmoid_times_exp", "stabilize", "sigmoid", "mul", sigmoid_times_exp},
     {"softmax_times_exp", "stabilize", NULL, "mul", softmax_times_exp},
