@@ -168,6 +168,108 @@ static void run_function(tg_graph *g, int index, const char *preset, bool round_
     tg_function_free(f);
 }
 
+/* TG_FUZZ_DIFF=DIR (a hunting mode, not run in CI): each function is
+ * compiled with none and with fast_run and called once on the same
+ * inputs; where the unoptimized call succeeds with finite values and the
+ * optimized one fails, or gives another dtype or shape, or values apart
+ * by more than a tolerance, the input goes to DIR with a line saying
+ * what differed. */
+static const char *diff_dir;
+static const uint8_t *cur_data;
+static size_t cur_size;
+
+static void diff_report(const char *fn, const char *what) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < cur_size; i++) h = (h ^ cur_data[i]) * 1099511628211ull;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%016llx.json", diff_dir, (unsigned long long)h);
+    FILE *fp = fopen(path, "wb");
+    if (fp) {
+        fwrite(cur_data, 1, cur_size, fp);
+        fclose(fp);
+    }
+    fprintf(stderr, "DIFF %s function %s: %s\n", path, fn, what);
+}
+
+/* g and g2: the same file loaded twice, so that the shared values one
+ * call updates are not those the other reads. */
+static void diff_function(tg_graph *g, tg_graph *g2, int index, tg_ctx *ctx) {
+    tg_compile_options on = {.preset = "none", .device = "cpu"}, or = {.preset = "fast_run", .device = "cpu"};
+    tg_function *fn = tg_function_compile(g, index, &on, ctx);
+    tg_ctx_clear(ctx);
+    tg_function *fr = fn ? tg_function_compile(g2, index, &or, ctx) : NULL;
+    char what[512];
+    if (fn && !fr) {
+        snprintf(what, sizeof what, "fast_run does not compile: %s", tg_ctx_message(ctx));
+        diff_report(tg_graph_function_name(g, index), what);
+    }
+    tg_ctx_clear(ctx);
+    if (!fn || !fr) {
+        tg_function_free(fn);
+        tg_function_free(fr);
+        return;
+    }
+    int nin = tg_function_input_count(fn), nout = tg_function_output_count(fn);
+    tg_array **in = calloc((size_t)nin + 1, sizeof *in), **a = calloc((size_t)nout + 1, sizeof *a),
+             **b = calloc((size_t)nout + 1, sizeof *b);
+    bool ok = in && a && b && tg_function_output_count(fr) == nout;
+    for (int i = 0; ok && i < nin; i++) ok = (in[i] = make_input(fn, i)) != NULL;
+    if (ok) {
+        int left = MAX_NODES;
+        tg_hooks h = {.before = budget_hook, .ud = &left};
+        tg_function_set_hooks(fn, &h);
+        int rn = tg_function_call(fn, in, a, ctx);
+        bool budget = rn != TG_OK && strstr(tg_ctx_message(ctx), "budget");
+        tg_ctx_clear(ctx);
+        left = MAX_NODES;
+        tg_function_set_hooks(fr, &h);
+        int rr = tg_function_call(fr, in, b, ctx);
+        snprintf(what, sizeof what, "%s", rr ? tg_ctx_message(ctx) : "");
+        tg_ctx_clear(ctx);
+        const char *name = tg_graph_function_name(g, index);
+        if (rn == TG_OK && rr != TG_OK) {
+            char w[600];
+            snprintf(w, sizeof w, "none runs, fast_run fails: %s", what);
+            diff_report(name, w);
+        }
+        for (int k = 0; rn == TG_OK && rr == TG_OK && !budget && k < nout; k++) {
+            const tg_array *x = a[k], *y = b[k];
+            bool shape = tg_array_ndim(x) == tg_array_ndim(y);
+            for (int d = 0; shape && d < tg_array_ndim(x); d++) shape = tg_array_shape(x)[d] == tg_array_shape(y)[d];
+            if (tg_array_dtype(x) != tg_array_dtype(y) || !shape) {
+                snprintf(what, sizeof what, "output %d: dtype or shape differs (%s, ndim %d; %s, ndim %d)", k,
+                         tg_dtype_name(tg_array_dtype(x)), tg_array_ndim(x), tg_dtype_name(tg_array_dtype(y)),
+                         tg_array_ndim(y));
+                diff_report(name, what);
+                break;
+            }
+            tg_array *cx = tg_array_copy(x, TG_FLOAT64), *cy = tg_array_copy(y, TG_FLOAT64);
+            if (!cx || !cy) abort();
+            const double *px = tg_array_data(cx), *py = tg_array_data(cy);
+            double tol = tg_array_dtype(x) == TG_FLOAT64 ? 1e-9 : tg_array_dtype(x) == TG_FLOAT16 ? 1e-2 : 1e-5;
+            if (getenv("TG_FUZZ_DIFF_TOL")) tol = atof(getenv("TG_FUZZ_DIFF_TOL"));
+            for (int64_t e = 0; e < tg_array_size(cx); e++) {
+                double u = px[e], v = py[e];
+                if (!isfinite(u)) continue;
+                if (isfinite(v) && fabs(u - v) <= tol * (1 + fabs(u) + fabs(v))) continue;
+                snprintf(what, sizeof what, "output %d element %lld: none %.17g, fast_run %.17g", k, (long long)e, u, v);
+                diff_report(name, what);
+                break;
+            }
+            tg_array_free(cx);
+            tg_array_free(cy);
+        }
+    }
+    for (int i = 0; in && i < nin; i++) tg_array_free(in[i]);
+    if (a) free_outputs(a, nout);
+    if (b) free_outputs(b, nout);
+    free(in);
+    free(a);
+    free(b);
+    tg_function_free(fn);
+    tg_function_free(fr);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static bool ready;
     if (!ready) {
@@ -176,6 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         snprintf(tgf_path, sizeof tgf_path, "%s/tg_fuzz_run.%ld.tgf",
                  access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (long)getpid());
         atexit(remove_tgf);
+        diff_dir = getenv("TG_FUZZ_DIFF");
         ready = true;
     }
     uint64_t h = 1469598103934665603ull; /* FNV-1a of the input */
@@ -183,7 +286,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rng = h;
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = tg_graph_load_string((const char *)data, size, NULL, "fuzz", ctx);
-    if (g) {
+    if (g && diff_dir) {
+        cur_data = data;
+        cur_size = size;
+        int nf = tg_graph_function_count(g);
+        tg_graph *g2 = tg_graph_load_string((const char *)data, size, NULL, "fuzz", ctx);
+        for (int k = 0; g2 && k < nf && k < MAX_FUNCTIONS; k++) diff_function(g, g2, k, ctx);
+        tg_graph_free(g2);
+        tg_graph_free(g);
+    } else if (g) {
         int nf = tg_graph_function_count(g), start = nf ? (int)(next() % (uint64_t)nf) : 0;
         for (int k = 0; k < nf && k < MAX_FUNCTIONS; k++)
             run_function(g, (start + k) % nf, next() & 1 ? "fast_run" : "none", (next() & 3) == 0, ctx);

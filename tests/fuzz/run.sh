@@ -6,7 +6,12 @@
 # fuzz_tgf (compiled-function files, seeds in corpus_tgf/) or fuzz_npy
 # (.npy arrays, seeds in corpus_npy/) or fuzz_run (compiling and calling
 # every function of what loads; seeds: corpus_load/, the op test files
-# tests/data/ops/ and the examples).
+# tests/data/ops/ and the examples). TG_FUZZ_DIFF=DIR turns fuzz_run into
+# a hunt for optimizer bugs (not run in CI): each function runs with
+# presets none and fast_run on the same inputs, and an input whose
+# optimized run fails, or differs where the unoptimized one is finite
+# (beyond TG_FUZZ_DIFF_TOL, by default 1e-9 in float64, 1e-5 in float32),
+# is written to DIR with a line on standard error.
 set -euo pipefail
 secs=${1:-60}
 target=${2:-fuzz_load}

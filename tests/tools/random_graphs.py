@@ -41,6 +41,18 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           the ends, "$k" bounds given at run time) through subtensor,
           set_subtensor and inc_subtensor: values against NumPy, gradients
           against finite differences; an index out of range is one error
+  rewrite the patterns of the stabilize, specialize and canonicalize
+          rewrites (log(1 + x), exp(x) - 1, log(1 + exp x), log(sigmoid),
+          log(1 - sigmoid), log(softmax), log(sum(exp)), a written-out
+          softmax over one axis or several, log(exp a + exp b), softmax
+          with crossentropy, x*x and pow, gemm/gemv/ger, neg(neg x),
+          x*y/y, exp(log x)) and near misses, chained, with inputs past
+          exp's overflow, where 1 + x rounds, or moderate, float64 and
+          float32: -O none against NumPy as written where that is finite,
+          -O fast_run against the exact values wherever every rewrite of
+          the chain had to fire (and the ops they make in the optimized
+          graph), and the gradient of a weighted sum against central
+          differences of the exact values
   tools   a graph of another family (grad, nn, index, scan, alias, mixed
           by seed), then tgc print/compile/export (the exported graph
           bit-identical to fast_run), tgprof, tgdebug compare and tgviz on
@@ -57,6 +69,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -1739,9 +1752,426 @@ def run_tools(seed, d):
         TOOLS["on"] = False
 
 
+# ---- the optimizer's rewrites, in the ranges they are for ----
+
+def np_lse(x, axis, keepdims):
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    y = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return y if keepdims else (y.reshape(()) if axis is None else np.squeeze(y, axis=axis))
+
+
+def np_softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def np_sigmoid(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+class RwBuilder:
+    """A graph whose every variable has two values: `naive`, NumPy doing
+    what the nodes say in the graph's dtype (an exp that overflows is inf),
+    and `exact`, the mathematical value computed stably in float64.
+    `fires` holds the variables whose every rewrite must have fired (the
+    patterns as the rules know them, their intermediate values read by
+    nothing else), with the ops the optimized graph must then hold."""
+
+    def __init__(self, r, rng, dt, override=None):
+        self.r, self.rng, self.dt, self.override = r, rng, np.dtype(dt), override
+        # gsafe: the gradient is finite where the exact one is (no written-
+        # out softmax); big: an input past exp's overflow
+        self.gsafe, self.big, self.tiny, self.kink = True, False, False, False
+        self.variables, self.nodes, self.inputs, self.vals = [], [], [], {}
+        self.naive, self.exact, self.fires, self.expect, self.extra = {}, {}, {}, {}, []
+        self.mag, self.imag = {}, {}
+        self.k = 0
+
+    def input(self, shape, regime):
+        iid = "x%d" % len(self.inputs)
+        big = 1000.0 if self.dt == np.float64 else 120.0
+        low = 750.0 if self.dt == np.float64 else 110.0
+        rng = self.rng
+        if regime == "big":  # past exp's overflow and underflow, with moderate values among them
+            v = np.sign(rng.normal(size=shape)) * rng.uniform(low, big, size=shape)
+            v = np.where(rng.random(shape) < 0.3, rng.normal(size=shape) * 3, v)
+        elif regime == "tiny":  # where 1 + x rounds
+            v = rng.normal(size=shape) * (1e-12 if self.dt == np.float64 else 1e-5)
+        elif regime == "pos":
+            v = rng.uniform(0.1, 5, size=shape)
+        else:
+            v = rng.normal(size=shape) * 2
+        v = np.asarray(v).astype(self.dt)
+        if self.override is not None:
+            v = self.override[iid]
+        self.big |= regime == "big"
+        self.tiny |= regime == "tiny"
+        self.variables.append({"id": iid, "type": {"dtype": self.dt.name, "shape": list(shape)}})
+        self.inputs.append(iid)
+        self.vals[iid] = v
+        self.naive[iid], self.exact[iid], self.fires[iid] = v, v.astype(np.float64), True
+        fin = v[np.isfinite(v)]
+        self.mag[iid] = self.imag[iid] = float(np.max(np.abs(fin))) if fin.size else 0.0
+        return iid
+
+    def const(self, v):
+        cid = "c%d" % len(self.variables)
+        self.variables.append({"id": cid, "type": {"dtype": v.dtype.name, "shape": list(v.shape)},
+                               "constant": {"data": v.ravel().tolist()}})
+        self.naive[cid], self.exact[cid], self.fires[cid] = v, v.astype(np.float64), True
+        self.mag[cid] = float(np.max(np.abs(v))) if v.size else 0.0
+        self.imag[cid] = 0.0
+        return cid
+
+    def add(self, op, ins, naive, exact, attrs=None):
+        self.k += 1
+        o = "v%d" % self.k
+        n = {"op": op, "inputs": ins, "outputs": [o]}
+        if attrs is not None:
+            n["attrs"] = attrs
+        self.nodes.append(n)
+        self.naive[o] = np.asarray(naive).astype(self.dt)
+        self.exact[o] = np.asarray(exact, np.float64)
+        self.fires[o] = False  # (done() says, for a pattern's result)
+        # the largest magnitude on the way (as written): what rounding
+        # errors of the values as written scale with
+        mags = [self.mag[i] if isinstance(i, str) else abs(float(np.max(np.abs(i["value"])))) for i in ins]
+        fin = self.naive[o][np.isfinite(self.naive[o])]
+        self.mag[o] = max(mags + [float(np.max(np.abs(fin))) if fin.size else 0.0])
+        # and of the inputs alone: what the stable forms' errors scale with
+        # (log1p(x) to |x|; logsumexp(x) - x[t] to |x|)
+        self.imag[o] = max([self.imag[i] for i in ins if isinstance(i, str)] + [0.0])
+        return o
+
+    def done(self, o, fired, ops, inter):
+        """o ends a pattern over the variables `inter` (its intermediate
+        values); fired: its rewrite fires when its inputs' did. One in
+        four patterns also returns an intermediate value, which may keep
+        the rewrite from firing (not its values from being right)."""
+        if inter and self.r.random() < 0.25:
+            self.extra.append(self.r.choice(inter))
+            fired = False
+        self.fires[o] = fired
+        if fired and ops:
+            self.expect[o] = ops
+        return o
+
+
+ONE = {"value": 1.0}
+
+
+def rw_pattern(b, x):
+    """One pattern a rewrite looks for (or a near miss), applied to x (or
+    to new inputs); its output."""
+    r, N, E, dt = b.r, b.naive, b.exact, b.dt
+    f = b.fires[x]
+    xn, xe = N[x], E[x]
+    nd = xn.ndim
+    c = r.randrange(17)
+    if c in (1, 2, 6, 7, 8, 13) and any(n["op"] == "log" and n["outputs"][0] == x for n in b.nodes):
+        # exp(log y) goes first (canonicalize), to y (or to a switch that
+        # keeps the NaN of a negative y): no exp left for these rules, and
+        # no log for the one that made x
+        f = False
+        b.expect.pop(x, None)
+    if c == 0:  # log(1 + x) -> log1p; log(2 + x) stays
+        two = r.random() < 0.2
+        k = 2.0 if two else 1.0
+        ins = [x, {"value": k}] if r.random() < 0.5 else [{"value": k}, x]
+        a = b.add("add", ins, xn + dt.type(k), xe + k)
+        return b.done(b.add("log", [a], np.log(N[a]), np.log(xe + 2) if two else np.log1p(xe)),
+                      f and not two, [] if two else ["log1p|softplus"], [a])  # (of an exp: softplus)
+    if c == 1:  # exp(x) - 1 -> expm1
+        e = b.add("exp", [x], np.exp(xn), np.exp(xe))
+        return b.done(b.add("sub", [e, ONE], N[e] - dt.type(1), np.expm1(xe)), f, ["expm1"], [e])
+    if c == 2:  # log(1 + exp x), log1p(exp x) -> softplus
+        e = b.add("exp", [x], np.exp(xn), np.exp(xe))
+        if r.random() < 0.5:
+            return b.done(b.add("log1p", [e], np.log1p(N[e]), np.logaddexp(0, xe)), f, ["softplus"], [e])
+        a = b.add("add", [ONE, e], dt.type(1) + N[e], 1 + E[e])
+        return b.done(b.add("log", [a], np.log(N[a]), np.logaddexp(0, xe)), f, ["softplus"], [e, a])
+    if c == 3:  # log(sigmoid x) -> -softplus(-x)
+        s = b.add("sigmoid", [x], np_sigmoid(xn), np_sigmoid(xe))
+        return b.done(b.add("log", [s], np.log(N[s]), -np.logaddexp(0, -xe)), f, ["softplus"], [s])
+    if c == 4:  # log(1 - sigmoid x) -> -softplus(x)
+        s = b.add("sigmoid", [x], np_sigmoid(xn), np_sigmoid(xe))
+        m = b.add("sub", [ONE, s], dt.type(1) - N[s], np_sigmoid(-xe))
+        return b.done(b.add("log", [m], np.log(N[m]), -np.logaddexp(0, xe)), f, ["softplus"], [s, m])
+    if c == 5 and nd:  # log(softmax x) -> log_softmax
+        ax = r.randrange(-nd, nd)
+        s = b.add("softmax", [x], np_softmax(xn, ax), np_softmax(xe, ax), {"axis": ax})
+        return b.done(b.add("log", [s], np.log(N[s]), xe - np_lse(xe, ax, True)), f, ["log_softmax"], [s])
+    if c == 6 and nd:  # log(sum(exp x)) -> logsumexp
+        ax, kd = r.choice([None] + list(range(nd))), r.random() < 0.5
+        e = b.add("exp", [x], np.exp(xn), np.exp(xe))
+        s = b.add("sum", [e], np.sum(N[e], axis=ax, keepdims=kd), np.sum(E[e], axis=ax, keepdims=kd),
+                  {"axis": ax, "keepdims": kd})
+        return b.done(b.add("log", [s], np.log(N[s]), np_lse(xe, ax, kd)), f, ["logsumexp"], [e, s])
+    if c == 7 and nd:  # exp(x) / sum(exp x, axis, keepdims) -> softmax; over two axes, exp(x - logsumexp)
+        ax = r.randrange(nd)
+        f = f and np.isfinite(xe).all()  # (an infinite logit: NaN, or 0 for the others)
+        b.gsafe = False  # the chain rule's e / s^2 terms overflow: left as written
+        e = b.add("exp", [x], np.exp(xn), np.exp(xe))
+        t = r.random()
+        if t < 0.15 and nd >= 2:
+            axes = [0, nd - 1]
+            s = b.add("sum", [e], np.sum(N[e], axis=tuple(axes), keepdims=True),
+                      np.sum(E[e], axis=tuple(axes), keepdims=True), {"axis": axes, "keepdims": True})
+            ex = np.exp(xe - np.max(xe, axis=tuple(axes), keepdims=True))
+            return b.done(b.add("true_div", [e, s], N[e] / N[s], ex / np.sum(ex, axis=tuple(axes), keepdims=True)),
+                          f, ["logsumexp"], [e, s])
+        if t < 0.5 and nd >= 2:  # Theano's e.sum(axis).dimshuffle(.., 'x', ..)
+            s = b.add("sum", [e], np.sum(N[e], axis=ax), np.sum(E[e], axis=ax), {"axis": ax, "keepdims": False})
+            order = list(range(nd - 1))
+            order.insert(ax, "x")
+            s = b.add("dimshuffle", [s], np.expand_dims(N[s], ax), np.expand_dims(E[s], ax), {"order": order})
+        else:
+            s = b.add("sum", [e], np.sum(N[e], axis=ax, keepdims=True), np.sum(E[e], axis=ax, keepdims=True),
+                      {"axis": ax, "keepdims": True})
+        return b.done(b.add("true_div", [e, s], N[e] / N[s], np_softmax(xe, ax)), f, ["softmax"], [e, s])
+    if c == 8:  # log(exp a + exp b) -> logaddexp form
+        y = b.input(xn.shape, r.choice(["big", "moderate"]))
+        ea = b.add("exp", [x], np.exp(xn), np.exp(xe))
+        eb = b.add("exp", [y], np.exp(N[y]), np.exp(E[y]))
+        s = b.add("add", [ea, eb], N[ea] + N[eb], E[ea] + E[eb])
+        return b.done(b.add("log", [s], np.log(N[s]), np.logaddexp(xe, E[y])), f, ["softplus"], [ea, s])
+    if c == 9:  # x * x -> sqr; pow(x, 2) -> sqr; pow(x, 0.5) -> sqrt; pow(x, 3) stays
+        t = r.randrange(4)
+        if t == 0:
+            return b.done(b.add("mul", [x, x], xn * xn, xe * xe), f, ["sqr"], [])
+        k = [2.0, 0.5, 3.0][t - 1]
+        if k == 0.5:
+            b.kink = True
+            b.gsafe &= bool(np.all(xn != 0))  # (sqrt' is infinite at an underflowed 0)
+            x = b.add("abs", [x], np.abs(xn), np.abs(xe))
+            xn, xe = N[x], E[x]
+        return b.done(b.add("pow", [x, {"value": k}], np.power(xn, dt.type(k)), np.power(xe, k)),
+                      f and k != 3, {2.0: ["sqr"], 0.5: ["sqrt"], 3.0: []}[k], [])
+    if c == 10 and nd:  # categorical_crossentropy(softmax x, t) -> log_softmax or logsumexp form
+        if nd != 2:
+            shp = b.const(np.array([-1, xn.shape[-1]], np.int64))
+            x = b.add("reshape", [x, shp], xn.reshape(-1, xn.shape[-1]), xe.reshape(-1, xe.shape[-1]))
+            xn, xe = N[x], E[x]
+        s = b.add("softmax", [x], np_softmax(xn, -1), np_softmax(xe, -1), {"axis": -1})
+        k = xn.shape[-1]
+        idx = b.rng.integers(0, k, size=xn.shape[:-1])
+        picked = np.take_along_axis(xe, idx[..., None], -1)[..., 0]
+        if r.random() < 0.5:
+            hot = np.eye(k)[idx]
+            t = b.const(hot.astype(dt))
+            naive, ops = -np.sum(hot.astype(dt) * np.log(N[s]), axis=-1), ["log_softmax"]
+        else:
+            t = b.const(idx.astype(np.int64))
+            naive, ops = -np.log(np.take_along_axis(N[s], idx[..., None], -1)[..., 0]), ["logsumexp"]
+        return b.done(b.add("categorical_crossentropy", [s, t], naive, np_lse(xe, -1, False) - picked), f, ops, [s])
+    if c == 11:  # alpha * dot(A, B) + beta * Z -> gemm; dot(A, v) + z -> gemv; Z + alpha * outer -> ger
+        m, kk, n = r.randint(1, 4), r.randint(1, 4), r.randint(1, 4)
+        t = r.randrange(3)
+        if t == 2:
+            u, v = b.input([m], "moderate"), b.input([n], "moderate")
+            p = b.add("outer", [u, v], np.outer(N[u], N[v]), np.outer(E[u], E[v]))
+            Z, ops = b.input([m, n], "moderate"), ["ger"]
+        else:
+            A, B = b.input([m, kk], "moderate"), b.input([kk, n] if t == 0 else [kk], "moderate")
+            p = b.add("dot", [A, B], np.dot(N[A], N[B]), np.dot(E[A], E[B]))
+            Z, ops = b.input([m, n] if t == 0 else [m], "moderate"), ["gemm" if t == 0 else "gemv"]
+        alpha = r.choice([None, 0.5, -2.0])
+        if alpha is not None:
+            p = b.add("mul", [p, {"value": alpha}] if r.random() < 0.5 else [{"value": alpha}, p],
+                      N[p] * dt.type(alpha), E[p] * alpha)
+        beta = r.choice([None, None, 3.0]) if t != 2 else None
+        z = Z
+        if beta is not None:
+            z = b.add("mul", [{"value": beta}, Z], N[Z] * dt.type(beta), E[Z] * beta)
+        if r.random() < 0.3:
+            o = b.add("sub", [z, p], N[z] - N[p], E[z] - E[p])
+        else:
+            o = b.add("add", [z, p] if r.random() < 0.5 else [p, z], N[z] + N[p], E[z] + E[p])
+        return b.done(o, True, ops, [p])
+    if c == 12:  # neg(neg x), x * y / y, (x + 2) + 3: values only
+        t = r.randrange(3)
+        if t == 0:
+            a = b.add("neg", [x], -xn, -xe)
+            return b.done(b.add("neg", [a], -N[a], -E[a]), f, [], [a])
+        if t == 1:
+            y = b.input(xn.shape, "pos")
+            a = b.add("mul", [x, y], xn * N[y], xe * E[y])
+            return b.done(b.add("true_div", [a, y], N[a] / N[y], xe), f, [], [a])
+        a = b.add("add", [x, {"value": 2.0}], xn + dt.type(2), xe + 2)
+        return b.done(b.add("add", [a, {"value": 3.0}], N[a] + dt.type(3), xe + 5), f, [], [a])
+    if c == 13:  # exp(log x) for a positive x; log(exp x)
+        if r.random() < 0.5:
+            b.kink = True
+            b.gsafe &= bool(np.all(xn != 0))  # (log' is infinite at an underflowed 0)
+            a = b.add("abs", [x], np.abs(xn), np.abs(xe))
+            l = b.add("log", [a], np.log(N[a]), np.log(E[a]))
+            return b.done(b.add("exp", [l], np.exp(N[l]), E[a]), f, [], [l])
+        e = b.add("exp", [x], np.exp(xn), np.exp(xe))
+        return b.done(b.add("log", [e], np.log(N[e]), xe), f, [], [e])
+    if c == 14 and nd:  # logsumexp, softmax, log_softmax, sigmoid, softplus as ops
+        op = r.choice(["logsumexp", "softmax", "log_softmax", "sigmoid", "softplus"])
+        ax = r.randrange(nd)
+        if op == "logsumexp":
+            return b.done(b.add(op, [x], np_lse(xn, ax, False), np_lse(xe, ax, False), {"axis": ax}), f, [], [])
+        if op in ("softmax", "log_softmax"):
+            g = (lambda v: np_softmax(v, ax)) if op == "softmax" else (lambda v: v - np_lse(v, ax, True))
+            return b.done(b.add(op, [x], g(xn), g(xe), {"axis": ax}), f, [], [])
+        g = np_sigmoid if op == "sigmoid" else (lambda v: np.logaddexp(0, v))
+        return b.done(b.add(op, [x], g(xn), g(xe)), f, [], [])
+    if c == 15:  # 1 - sigmoid(x) -> sigmoid(-x)
+        s = b.add("sigmoid", [x], np_sigmoid(xn), np_sigmoid(xe))
+        return b.done(b.add("sub", [ONE, s], dt.type(1) - N[s], np_sigmoid(-xe)), f, [], [s])
+    # a scale between patterns, which keeps a chain's values in range
+    return b.done(b.add("mul", [x, {"value": 0.5}], xn * dt.type(0.5), xe * 0.5), f, [], [])
+
+
+def rw_graph(seed, override=None):
+    r = random.Random(seed)
+    b = RwBuilder(r, np.random.default_rng(seed), r.choice(["float64", "float32"]), override)
+    shape = r.choice([[5], [3, 4], [2, 3, 4], [1, 6]])
+    x = b.input(shape, r.choice(["big", "big", "tiny", "moderate"]))
+    outs = []
+    for _ in range(r.randint(1, 3)):
+        with np.errstate(all="ignore"):
+            o = rw_pattern(b, x)
+        outs.append(o)
+        x = o if r.random() < 0.6 else b.input(shape, r.choice(["big", "tiny", "moderate"]))
+    outs = list(dict.fromkeys(outs[-2:] + b.extra))
+    # the ops that the rewrites of the patterns that the outputs read make
+    live, want = set(outs), set()
+    for n in reversed(b.nodes):
+        if n["outputs"][0] in live:
+            live.update(i for i in n["inputs"] if isinstance(i, str))
+    for o, ops in b.expect.items():
+        if o in live:
+            want.update(ops)
+    b.expect = want
+    g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": b.nodes,
+         "functions": {"main": {"inputs": b.inputs, "outputs": outs}}}
+    return g, b, outs
+
+
+def rw_close(got, want, rtol, scale):
+    """Where got is not want to rtol * (|want| + scale): NaN and infinities
+    where want has them."""
+    g, w = got.astype(np.float64), np.asarray(want, np.float64)
+    fin = np.isfinite(w)
+    bad = ~fin & ~((g == w) | (np.isnan(g) & np.isnan(w)))
+    with np.errstate(all="ignore"):
+        bad |= fin & ~(np.abs(g - w) <= rtol * (np.abs(w) + scale))
+    return bad
+
+
+def run_rewrite(seed, d):
+    """The rewrites' patterns and near misses, chained, in the ranges
+    they are for (exp past overflow, 1 + x rounding to 1) and out of them,
+    float64 and float32: -O none must give NumPy's values as written
+    where those are finite; -O fast_run must give the exact values
+    (computed stably) wherever each rewrite of the chain had to fire, and
+    then hold the ops it makes (tgc print --optimized); elsewhere it must
+    give the values as written or the exact ones. A second function, the
+    gradient of a weighted sum of the outputs, must match the central
+    differences of the exact values wherever the rewrites fired (or no
+    input is past exp's overflow), as written too when nothing
+    overflows."""
+    g, b, outs = rw_graph(seed)
+    rng = np.random.default_rng(seed + 7)
+    terms, weights = [], {}
+    for o in outs:
+        wv = np.round(rng.normal(size=b.naive[o].shape), 3).astype(b.dt)
+        weights[o] = wv.astype(np.float64)
+        terms.append(b.add("sum", [b.add("mul", [o, b.const(wv)], 0, 0)], 0, 0, {"axis": None, "keepdims": False}))
+    cost = b.add("add", terms, 0, 0) if len(terms) > 1 else terms[0]
+    wrt = list(b.vals)
+    b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
+                    "attrs": {"disconnected": "ignore"}})
+    g["functions"]["grad"] = {"inputs": wrt, "outputs": ["G" + w for w in wrt]}
+    p, args, bad, done = run_presets(d, g, b.vals, "-f", "main")
+    f64 = b.dt == np.float64
+    tight, loose = (1e-9, 1e-6) if f64 else (2e-4, 1e-3)
+    for how, od in done.items():
+        for o in outs:
+            got = np.load(os.path.join(od, o + ".npy"))
+            n, e = b.naive[o], b.exact[o].astype(b.dt)
+            if got.shape != n.shape or got.dtype != b.dt:
+                bad.append("-O %s, %s: %s %s, want %s %s" % (how, o, got.dtype, got.shape, b.dt, n.shape))
+                continue
+            fin = np.isfinite(n)
+            with np.errstate(all="ignore"):
+                scale = max([np.max(np.abs(v[np.isfinite(v)])) for v in (n, e) if np.isfinite(v).any()] + [1e-30])
+            if how == "none" or not b.fires[o]:
+                s2 = max(scale, b.mag[o])
+                off = fin & rw_close(got, n, loose, s2) & rw_close(got, e, loose, s2)
+            else:
+                fe = e[np.isfinite(e)]
+                off = rw_close(got, e, tight, max([b.imag[o], 1e-30] + ([float(np.max(np.abs(fe)))] if fe.size else [])))
+            if off.any():
+                i = np.flatnonzero(off)[0]
+                bad.append("-O %s, %s[%d]: %r, want %r (as written %r)" % (
+                    how, o, i, got.flat[i].item(), e.flat[i].item(), n.flat[i].item()))
+    if "fast_run" in done and b.expect:
+        r = subprocess.run([TGC, "print", p, "-f", "main", "--optimized"], capture_output=True, text=True, timeout=300)
+        ops = {m.group(1) for m in re.finditer(r"^[ |>]*([a-z_0-9]+) ", r.stdout, re.M)}
+        miss = sorted(w for w in b.expect if not set(w.split("|")) & ops)
+        if r.returncode or miss:
+            bad.append("fast_run did not make %s: %s" % (", ".join(miss), (r.stderr or r.stdout)[-300:]))
+    # the gradient, against central differences of the exact values
+    strict = b.gsafe and all(b.fires[o] for o in outs)
+    # as written, every value finite and the outputs right: its gradient too
+    with np.errstate(all="ignore"):
+        clean = not b.big and all(np.isfinite(v).all() for v in b.naive.values()) and not any(
+            rw_close(b.naive[o], b.exact[o].astype(b.dt), 1e-6 if f64 else 1e-3, 1.0).any() for o in outs)
+    hows = [h for h, on in (("fast_run", strict or clean), ("none", clean)) if on]
+    if b.kink and b.tiny:
+        hows = []  # abs at a tiny x: the difference would straddle its kink
+    with np.errstate(all="ignore"):
+        if not all(np.isfinite(b.exact[o].astype(b.dt)).all() for o in outs):
+            hows = []  # an output that overflows: its derivative too, where differences see none
+
+    def outs_at(v):
+        with np.errstate(all="ignore"):
+            return rw_graph(seed, v)[1].exact
+    fd = {}
+    for k in wrt:
+        v, gk = b.vals[k], np.zeros(b.vals[k].shape)
+        for idx in np.ndindex(v.shape):
+            h = 1e-5 * max(abs(float(v[idx])), 1.0)
+            hi, lo = dict(b.vals), dict(b.vals)
+            hi[k], lo[k] = v.astype(np.float64), v.astype(np.float64)
+            hi[k][idx] += h
+            lo[k][idx] -= h
+            eh, el = outs_at(hi), outs_at(lo)
+            # output by output and element by element, before the weighted
+            # sum: a large output elsewhere must not swallow the difference
+            with np.errstate(all="ignore"):
+                gk[idx] = sum(float(np.sum(weights[o] * np.where(eh[o] == el[o], 0.0, eh[o] - el[o])))
+                              for o in outs) / (2 * h)
+        fd[k] = gk
+    rtol, atol = (1e-4, 1e-5) if f64 else (2e-2, 1e-3)
+    for how in hows:
+        od = os.path.join(d, "grad-" + how)
+        rc, err = tgc("run", p, "-f", "grad", "-O", how, "-o", od, *args)
+        if rc:
+            bad.append("grad -O %s: %s" % (how, err))
+            continue
+        for k in wrt:
+            gv, want = np.load(os.path.join(od, "G" + k + ".npy")).astype(np.float64), fd[k]
+            with np.errstate(all="ignore"):
+                ok = np.isfinite(want.astype(b.dt))
+            big = max(1.0, float(np.max(np.abs(want[ok])))) if ok.any() else 1.0
+            with np.errstate(all="ignore"):
+                off = ok & ~(np.abs(gv - want) <= rtol * np.abs(want) + atol * big)
+            if off.any():
+                i = np.flatnonzero(off)[0]
+                bad.append("grad -O %s, G%s[%d]: %r, want %r" % (how, k, i, gv.flat[i], want.flat[i]))
+    return bad
+
+
 FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "nn": run_nn,
             "conv": run_conv_big, "weak": run_weak, "index": run_index,
-            "tools": run_tools, "hess": run_hess}
+            "tools": run_tools, "hess": run_hess, "rewrite": run_rewrite}
 
 
 def main():

@@ -3,8 +3,9 @@
 # (tests/tools/random_graphs.py): mixed dtypes, gradients and second
 # derivatives, scans, views with in-place updates and checkpoints,
 # convolutions, pooling, linear algebra and the other network ops, weak
-# scalars, basic indexing; and the other tools (tgprof, tgdebug, tgviz)
-# on such graphs. Fixed seeds, so a failure names a graph that can be
+# scalars, basic indexing, the optimizer's rewrites where they matter
+# (past exp's overflow, where 1 + x rounds) with their gradients; and the
+# other tools (tgprof, tgdebug, tgviz) on such graphs. Fixed seeds, so a failure names a graph that can be
 # made again:
 #   TGC=... python3 tests/tools/random_graphs.py FAMILY SEED 1
 # (TG_RANDOM_KEEP=DIR keeps the failing graph and its inputs). Most
@@ -33,10 +34,12 @@ family conv 0 60 interp
 family weak 0 300 interp
 family index 0 300 interp
 family tools 0 60 interp
+family rewrite 0 400 interp
 family mixed 10000 12
 family grad 10000 6
 family scan 10000 4
 family nn 10000 20
 family weak 10000 20
+family rewrite 10000 20
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"
