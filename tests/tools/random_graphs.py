@@ -1912,17 +1912,18 @@ def rw_pattern(b, x):
     if c == 7 and nd:  # exp(x) / sum(exp x, axis, keepdims) -> softmax; over two axes, exp(x - logsumexp)
         ax = r.randrange(nd)
         f = f and np.isfinite(xe).all()  # (an infinite logit: NaN, or 0 for the others)
-        b.gsafe = False  # the chain rule's e / s^2 terms overflow: left as written
         e = b.add("exp", [x], np.exp(xn), np.exp(xe))
         t = r.random()
         if t < 0.15 and nd >= 2:
             axes = [0, nd - 1]
             s = b.add("sum", [e], np.sum(N[e], axis=tuple(axes), keepdims=True),
                       np.sum(E[e], axis=tuple(axes), keepdims=True), {"axis": axes, "keepdims": True})
+            b.gsafe = False  # (its gradient is left as written: e / s^2 overflows)
             ex = np.exp(xe - np.max(xe, axis=tuple(axes), keepdims=True))
             return b.done(b.add("true_div", [e, s], N[e] / N[s], ex / np.sum(ex, axis=tuple(axes), keepdims=True)),
                           f, ["logsumexp"], [e, s])
         if t < 0.5 and nd >= 2:  # Theano's e.sum(axis).dimshuffle(.., 'x', ..)
+            b.gsafe = False  # (its gradient is left as written)
             s = b.add("sum", [e], np.sum(N[e], axis=ax), np.sum(E[e], axis=ax), {"axis": ax, "keepdims": False})
             order = list(range(nd - 1))
             order.insert(ax, "x")

@@ -167,6 +167,9 @@ static const rw_case cases[] = {
     {"softmax_grad_quotient", G(V("a", "float64", "[3,4]"), NA("softmax", "['a']", "['p']", "{'axis':0}") "," N("log", "['p']", "['l']") "," N("sum", "['l']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"sigmoid_times_exp", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("exp", "['a']", "['ea']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") "," N("log", "['s']", "['l']") "," N("sum", "['l']", "['c']") "," N("grad", "['c','a']", "['z']")), "sigmoid", "true_div", -5, 5},
     {"softmax_simplify", G(V("a", "float64", "[2,3]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}") "," N("true_div", "['e','s']", "['z']")), "logsumexp", "true_div", -5, 5},
+    {"written_softmax_grad", G(V("a", "float64", "[3,4]") ",{'id':'w','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[1,2,3,4],[0,1,0,-1],[2,-2,1,0.5]]}}",
+                               N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}") "," N("true_div", "['e','s']", "['y']") ","
+                               N("mul", "['y','w']", "['m']") "," N("sum", "['m']", "['c']") "," N("grad", "['c','a']", "['z']")), "softmax", "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -403,6 +406,16 @@ static void test_stabilize_values(void **state) {
     assert_true(isnan(run1(lag, 1000, "none")));
     tu_assert_near(run1(lag, 1000, "fast_run"), 1.0, 0);
     tu_assert_near(run1(lag, 0.5, "fast_run"), tanh(0.5), 1e-15);
+    /* d/da of a written-out softmax([a, 0, 1])[0] = p0 (1 - p0): 0 to
+     * within e^-a at a = 1000, where as written e and s overflow together
+     * (inf / inf). */
+    const char *wsm = G(V("a", "float64", "[]"), NA("stack", "['a',{'value':0.0},{'value':1.0}]", "['v']", "{'axis':0}") "," N("exp", "['v']", "['e']") ","
+                        NA("sum", "['e']", "['s']", "{'axis':0,'keepdims':true}") "," N("true_div", "['e','s']", "['q']") ","
+                        NA("subtensor", "['q']", "['y']", "{'index':[0]}") "," N("grad", "['y','a']", "['z']"));
+    assert_true(isnan(run1(wsm, 1000, "none")));
+    tu_assert_near(run1(wsm, 1000, "fast_run"), 0.0, 0);
+    double p0 = exp(0.5) / (exp(0.5) + 1 + exp(1.0));
+    tu_assert_near(run1(wsm, 0.5, "fast_run"), p0 * (1 - p0), 1e-15);
     /* A softmax over every element of m = [[a, 0], [a, 0]] written out,
      * exp(m) / sum(exp(m)) with a null axis: e^a / (2 e^a + 2), 1/4 at
      * a = 0 and 1/2 at a = 1000 (inf / inf as written); and the

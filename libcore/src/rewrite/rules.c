@@ -1061,6 +1061,81 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     }
     return 0;
 }
+/* The chain rule's gradient through a written-out softmax y = e / s,
+ * e = exp(z), s = sum(e) over one axis with the axis kept: e times a sum
+ * of terms each u / s, -(u / s), that summed over the axis (sum_to(.., s),
+ * or a keepdims sum), or a fill (zeros_like) ->
+ * softmax(z) * (the same sum without the 1 / s): g / s + sum(-(g y) / s)
+ * -> softmax(z) * (g - sum(g y)). s is the same along the axis, so a sum
+ * over it of u / s is sum(u) / s. As written, e and s overflow together
+ * past 709 (88 in float32): inf / inf = NaN. */
+static int written_softmax_grad(tg_rw *rw, tg_node *n) {
+    if (n->nin > MAX_OPERANDS) return 0;
+    for (int i = 0; i < n->nin; i++) {
+        tg_node *e = tg_rw_producer(n->inputs[i], "exp");
+        if (!e || !is_float(e->outputs[0]) || e->outputs[0]->type.ndim < 1) continue;
+        for (int j = 0; j < n->nin; j++) {
+            tg_node *a = j == i ? NULL : tg_rw_producer(n->inputs[j], "add");
+            if (!a || a->nin > MAX_OPERANDS) continue;
+            tg_var *s = NULL, *parts[MAX_OPERANDS];
+            int ax = -1, np = 0;
+            bool ok = true;
+            char kept[64];
+            for (int k = 0; k < a->nin && ok; k++) {
+                tg_var *t = a->inputs[k];
+                tg_node *p = tg_rw_producer(t, "zeros_like");
+                if (p) { /* a fill no larger than e adds nothing */
+                    ok = tg_type_equal(&p->inputs[0]->type, &e->outputs[0]->type);
+                    continue;
+                }
+                tg_node *over = tg_rw_producer(t, "sum_to");
+                if (!over) {
+                    over = tg_rw_producer(t, "sum");
+                    if (over && (!over->a.keepdims || over->a.axis_null || over->a.naxes != 1)) over = NULL;
+                }
+                if (over) t = over->inputs[0];
+                bool neg = (p = tg_rw_producer(t, "neg")) != NULL;
+                if (neg) t = p->inputs[0];
+                tg_node *q = tg_rw_producer(t, "true_div");
+                if (!q || q->inputs[0]->type.dtype != e->outputs[0]->type.dtype) {
+                    ok = false;
+                    break;
+                }
+                if (!s) {
+                    s = q->inputs[1];
+                    if (!sum_keeping_axis(s, e->outputs[0], &ax)) ok = false;
+                    snprintf(kept, sizeof kept, "{\"axis\": %d, \"keepdims\": true}", ax);
+                } else if (!same_value(q->inputs[1], s, 2)) {
+                    ok = false;
+                }
+                /* the sum runs over the softmax's axis */
+                int nd = e->outputs[0]->type.ndim;
+                if (ok && over && !strcmp(over->op->name, "sum_to"))
+                    ok = over->inputs[1] == s && t->type.ndim == nd;
+                else if (ok && over)
+                    ok = (over->a.axes[0] < 0 ? over->a.axes[0] + nd : over->a.axes[0]) == ax;
+                if (!ok) break;
+                tg_var *u = q->inputs[0];
+                if (over) u = tg_rw_op1(rw, "sum", u, kept);
+                if (neg) u = tg_rw_op1(rw, "neg", u, NULL);
+                if (!u) return TG_ENOMEM;
+                parts[np++] = u;
+            }
+            if (!ok || !np) continue;
+            tg_var *in[MAX_OPERANDS];
+            for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
+            char attrs[32];
+            snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
+            in[i] = tg_rw_op1(rw, "softmax", e->inputs[0], attrs);
+            in[j] = np == 1 ? parts[0] : tg_rw_op(rw, "add", np, parts, NULL);
+            tg_var *r = tg_rw_op(rw, "mul", n->nin, in, NULL);
+            if (!r) return TG_ENOMEM;
+            if (!stands_for(r, n)) return 0;
+            return swap(rw, n, r);
+        }
+    }
+    return 0;
+}
 static int sigmoid_times_exp(tg_rw *rw, tg_node *n) { return exp_ratio_times_exp(rw, n, false); }
 static int softmax_times_exp(tg_rw *rw, tg_node *n) { return exp_ratio_times_exp(rw, n, true); }
 
@@ -1337,6 +1412,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"softmax_grad_quotient", "canonicalize", "stabilize", "mul", softmax_grad_quotient},
     {"sigmoid_times_exp", "canonicalize", "stabilize sigmoid", "mul", sigmoid_times_exp},
     {"softmax_times_exp", "canonicalize", "stabilize", "mul", softmax_times_exp},
+    {"written_softmax_grad", "canonicalize", "stabilize", "mul", written_softmax_grad},
     {"exp_log", "canonicalize", NULL, "exp", exp_log},
     {"log_exp", "canonicalize", NULL, "log", log_exp},
     {"neg_neg", "canonicalize", NULL, "neg", neg_neg},
@@ -1367,6 +1443,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"sigmoid_simplify", "stabilize", "sigmoid", "true_div reciprocal", sigmoid_simplify},
     {"sigmoid_times_exp", "stabilize", "sigmoid", "mul", sigmoid_times_exp},
     {"softmax_times_exp", "stabilize", NULL, "mul", softmax_times_exp},
+    {"written_softmax_grad", "stabilize", NULL, "mul", written_softmax_grad},
     {"switch_sink", "stabilize", NULL, "mul true_div", switch_sink},
     /* Constants that stabilize and specialize make (a negated step size)
      * fold too. */
