@@ -72,6 +72,17 @@ expect 0 "print --ids int --types --shapes" -- "$TGC" print "$E/logreg.json" -f 
 contains out "\[id 0\]" "--ids int numbers the nodes"
 contains out "x \[id [0-9]*\] <float64(?, 784)>" "--types --shapes show dtype and static shape"
 expect 2 "print --ids bad" -- "$TGC" print "$E/logreg.json" --ids hex
+# --include / --exclude choose the rewrites of --optimized: the MLP's
+# training step without fusion has no composite, with it one or more
+expect 0 "print --optimized" -- "$TGC" print "$E/mlp.json" -f train --optimized
+contains out "^ *[|>]* *composite \[id" "fast_run fuses"
+expect 0 "print --optimized --exclude fusion" -- "$TGC" print "$E/mlp.json" -f train --optimized --exclude fusion
+if grep -q "composite \[id" "$tmp/out"; then fail "--exclude fusion left a composite"; else pass "--exclude fusion: no composite"; fi
+contains out "gemm \[id" "the other passes still ran (gemm)"
+expect 2 "print --exclude without --optimized" -- "$TGC" print "$E/mlp.json" -f train --exclude fusion
+contains err "choose the rewrites of --optimized" "says why"
+expect 2 "print --exclude an unknown tag" -- "$TGC" print "$E/mlp.json" -f train --optimized --exclude nonesuch
+contains err "unknown optimizer tag 'nonesuch'" "names the tag"
 expect 0 "print --profile" -- "$TGC" print "$tmp/mlp.fast_run.tgf" -f predict --profile 2 -i x="$tmp/mlp/x.npy"
 contains out "predict: 2 calls" "the profile's call count"
 contains out "dot \[id [A-Z]*\] 'xW1'  [0-9.]* ms/call ([0-9.]*%)" "each node with its time and share"

@@ -7,7 +7,8 @@
  *   tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N] [-O PRESET]
  *           [--include TAG]... [--exclude TAG]... [--reoptimize] [--each]
  *           [--save-state OUT.tgf]
- *   tgc print FILE [-f NAME] [--optimized] [--ids int|char] [--types] [--shapes]
+ *   tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--include TAG]...
+ *           [--exclude TAG]... [--ids int|char] [--types] [--shapes]
  *           [--profile N -i ID=VALUE...]
  *   tgc export FILE.tgf [-f NAME] -o GRAPH.json
  *
@@ -35,8 +36,9 @@ static void usage(FILE *f) {
             "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
             "               [-O PRESET] [--include TAG]... [--exclude TAG]... [--device cpu|cuda]\n"
             "               [--dnn-conv-algo POLICY] [--reoptimize] [--each] [--save-state OUT.tgf]\n"
-            "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
-            "               [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
+            "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--include TAG]...\n"
+            "               [--exclude TAG]... [--ids int|char] [--types] [--shapes]\n"
+            "               [--profile N -i ID=VALUE...]\n"
             "       tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"
             "       tgc cache list|clear\n"
             "\n"
@@ -71,8 +73,8 @@ static void usage(FILE *f) {
             "                 (a checkpoint: running it resumes exactly where this run\n"
             "                 stopped)\n"
             "print    Theano's debugprint of a function: each node once with an id, later\n"
-            "         uses by id; --optimized prints it after the optimizer (a .tgf is\n"
-            "         always optimized).\n"
+            "         uses by id; --optimized prints it after the optimizer (with -O,\n"
+            "         --include and --exclude as for run; a .tgf is always optimized).\n"
             "export   write the optimized graph of a .tgf as interchange JSON.\n"
             "\n"
             "cache  list or clear the compiled composite kernels (TG_CACHE_DIR, else\n"

@@ -485,7 +485,10 @@ int tgc_cmd_print(int argc, char **argv) {
     long calls = 0;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
+    taglist inc = {{0}, 0}, exc = {{0}, 0};
     static const struct option opts[] = {{"optimized", no_argument, 0, 'z'},
+                                         {"include", required_argument, 0, 'I'},
+                                         {"exclude", required_argument, 0, 'X'},
                                          {"profile", required_argument, 0, 'p'},
                                          {"ids", required_argument, 0, 'd'},
                                          {"types", no_argument, 0, 't'},
@@ -512,6 +515,12 @@ int tgc_cmd_print(int argc, char **argv) {
         case 'i':
             if (!cli_input_add(TOOL, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
+        case 'I':
+            if (!tag_add(&inc, "--include", optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'X':
+            if (!tag_add(&exc, "--exclude", optarg)) return TG_EXIT_USAGE;
+            break;
         case 'd': ids = optarg; break;
         case 't': types = true; break;
         case 's': shapes = true; break;
@@ -530,7 +539,12 @@ int tgc_cmd_print(int argc, char **argv) {
     if (!preset_ok(preset)) return TG_EXIT_USAGE;
     /* A graph prints as written (preset none) unless --optimized; a .tgf
      * holds only its optimized graph. */
-    tg_compile_options co = {.preset = optimized ? preset : "none"};
+    if ((inc.n || exc.n) && !optimized) {
+        cli_error(TOOL, "print: --include and --exclude choose the rewrites of --optimized");
+        return TG_EXIT_USAGE;
+    }
+    tg_compile_options co = {.preset = optimized ? preset : "none", .include = inc.n ? inc.v : NULL,
+                             .exclude = exc.n ? exc.v : NULL};
     tgc_source s;
     int rc = tgc_source_open(&s, TOOL, argv[optind], fname, &co, false);
     if (rc) return rc;
