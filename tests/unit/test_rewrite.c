@@ -175,6 +175,11 @@ static const rw_case cases[] = {
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.1},'d']", "['m']") "," N("sub", "['c','m']", "['z']")), "gemm", "dot", -1, 1},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]") "," V("c", "float64", "[4]"), N("dot", "['a','b']", "['d']") "," N("add", "['d','c']", "['z']")), "gemv", "dot", -1, 1},
+    /* a sum of more terms: (c + 0.5 dot(a, b)) + e + 2 is one add once
+     * flattened; the gemm takes c and the product, the rest is added */
+    {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]") "," V("e", "float64", "[5]"),
+                      N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("add", "['c','m']", "['s']") ","
+                      N("add", "['s','e']", "['s2']") "," N("add", "['s2',{'value':2}]", "['z']")), "gemm", "dot", -1, 1},
     {"blas_update", G(V("a", "float32", "[4]") "," V("b", "float32", "[5]") "," V("c", "float32", "[4,5]"), N("outer", "['a','b']", "['o']") "," N("mul", "[{'value':0.25},'o']", "['m']") "," N("add", "['c','m']", "['z']")), "ger", "outer", -1, 1},
 };
 

@@ -824,9 +824,10 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         /* A rule run in one pass but tagged with another's name (the
          * gradient rules of stabilize, run early in canonicalize too) is
          * off where that other pass is off. */
-        for (int p = 0; p < NPASSES; p++)
-            if (word_in(r->tags, passes[p].name) && (passes[p].opt_in || !(level == 2 || (level == 1 && passes[p].fast_compile))))
-                on = false;
+        for (int p = 0; p < NPASSES; p++) {
+            bool pass_on = !passes[p].opt_in && (level == 2 || (level == 1 && passes[p].fast_compile));
+            if (!pass_on && word_in(r->tags, passes[p].name)) on = false;
+        }
         if (listed(inc, r)) on = true;
         if (listed(exc, r)) on = false;
         enabled[i] = on;

@@ -989,19 +989,22 @@ static tg_node *other_exp(const tg_var *d, const tg_node *e) {
     return NULL;
 }
 
-/* In a product, exp(z) times B / D, where D is 1 + exp(z) (the same
- * exp: sigmoid), exp(z) + exp(w) (sigmoid(z - w)) or a sum of exp(z) over
- * one axis with the axis kept (softmax; over several axes, the
- * softmax_over form) -> the sigmoid or softmax of z times B, the neg of the quotient kept (Theano's local_sigm_times_exp).
- * This is how the chain rule writes the derivatives of a written-out
- * sigmoid, of a written-out log(exp(a) + exp(b)) and of a written-out
- * log(sum(exp(x))): as written inf / inf = NaN once the exp overflows
- * (in them or in the forward pass). */
+/* p is a dimshuffle (or transpose) with this order. */
 static bool same_order(const tg_node *p, const int *order, int norder) {
     int o[64], no = 0;
     if (p->a.norder > 64 || !order_of(p, o, &no) || no != norder) return false;
     return !memcmp(o, order, sizeof(int) * (size_t)norder);
 }
+
+/* In a product, exp(z) times B / D, where D is 1 + exp(z) (the same
+ * exp: sigmoid), exp(z) + exp(w) (sigmoid(z - w)) or a sum of exp(z) over
+ * one axis with the axis kept (softmax; over several axes, the
+ * softmax_over form) -> the sigmoid or softmax of z times B, the neg of
+ * the quotient kept (Theano's local_sigm_times_exp). This is how the
+ * chain rule writes the derivatives of a written-out sigmoid, of a
+ * written-out log(exp(a) + exp(b)) and of a written-out log(sum(exp(x))):
+ * as written inf / inf = NaN once the exp overflows (in them or in the
+ * forward pass). */
 
 static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     if (n->nin > MAX_OPERANDS) return 0;
@@ -1245,58 +1248,80 @@ static bool float_blas(tg_dtype dt) { return dt == TG_FLOAT32 || dt == TG_FLOAT6
 static bool same_static(const tg_type *a, const tg_type *b) { return tg_rw_type_same_known(a, b); }
 
 /* add(z, a*dot(x, y)) / sub(z, a*dot(x, y)) -> gemm or gemv; with outer:
- * ger. z may itself be b*z0. */
+ * ger. z may itself be b*z0. A sum of more terms (flatten_add_mul made
+ * z + a*dot(x, y) + c one add) keeps the others: add(gemm(..), c..), as
+ * Theano's gemm optimizer took its terms from a sum of several. */
+/* blas_update with the product term at n's operand `side` and z at
+ * operand zi: the rewrite's result (> 0), or 0 when they do not fit. */
+static int blas_try(tg_rw *rw, tg_node *n, int pi, int side, int zi) {
+    static const char *const prods[] = {"dot", "outer"};
+    bool is_sub = !strcmp(n->op->name, "sub");
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    term t;
+    if (!product_term(n->inputs[side], prods[pi], &t)) return 0;
+    tg_var *pv = t.prod->outputs[0];
+    tg_var *z = n->inputs[zi];
+    if (pv->type.dtype != dt || z->type.dtype != dt || !same_static(&z->type, &pv->type)) return 0;
+    tg_var *x = t.prod->inputs[0], *y = t.prod->inputs[1];
+    if (x->type.dtype != dt || y->type.dtype != dt) return 0;
+    const char *op;
+    if (pi == 1)
+        op = "ger";
+    else if (x->type.ndim == 2 && y->type.ndim == 2)
+        op = "gemm";
+    else if (x->type.ndim == 2 && y->type.ndim == 1)
+        op = "gemv";
+    else
+        return 0;
+    /* z's coefficient: b*z0 with b a scalar of the dtype. */
+    tg_var *beta = NULL;
+    tg_node *zm = tg_rw_producer(z, "mul");
+    if (pi == 0 && zm && zm->nin == 2 && tg_rw_single_client(z)) {
+        for (int i = 0; i < 2 && !beta; i++)
+            if (zm->inputs[i]->type.ndim == 0 && zm->inputs[i]->type.dtype == dt &&
+                same_static(&zm->inputs[1 - i]->type, &pv->type)) {
+                beta = zm->inputs[i];
+                z = zm->inputs[1 - i];
+            }
+    }
+    bool beta_from_zm = beta != NULL;
+    tg_var *alpha = t.coef ? t.coef : tg_rw_const(rw, dt, 1);
+    if (is_sub) alpha = tg_rw_op1(rw, "neg", alpha, NULL);
+    if (!alpha) return TG_ENOMEM;
+    tg_var *r;
+    if (pi == 1) {
+        tg_var *in[4] = {z, alpha, x, y};
+        r = tg_rw_op(rw, "ger", 4, in, NULL);
+    } else {
+        if (!beta) beta = tg_rw_const(rw, dt, 1);
+        tg_var *in[5] = {z, alpha, x, y, beta};
+        r = tg_rw_op(rw, op, 5, in, NULL);
+    }
+    if (r && n->nin > 2) { /* the other terms of the sum */
+        tg_var *in[MAX_OPERANDS];
+        int k = 0;
+        in[k++] = r;
+        for (int m = 0; m < n->nin; m++)
+            if (m != side && m != zi) in[k++] = n->inputs[m];
+        if ((r = tg_rw_op(rw, "add", k, in, NULL)) && !stands_for(r, n)) return 0;
+    }
+    /* (matched last: a try that does not fit records nothing) */
+    if ((beta_from_zm && tg_rw_match(rw, zm)) || tg_rw_match(rw, t.prod) || (t.mulnode && tg_rw_match(rw, t.mulnode)))
+        return TG_ENOMEM;
+    return swap(rw, n, r);
+}
+
 static int blas_update(tg_rw *rw, tg_node *n) {
     bool is_sub = !strcmp(n->op->name, "sub");
-    if (n->nin != 2) return 0;
-    tg_dtype dt = n->outputs[0]->type.dtype;
-    if (!float_blas(dt)) return 0;
-    static const char *const prods[] = {"dot", "outer"};
+    if (n->nin < 2 || (n->nin > 2 && (is_sub || n->nin > MAX_OPERANDS))) return 0;
+    if (!float_blas(n->outputs[0]->type.dtype)) return 0;
     for (int pi = 0; pi < 2; pi++)
-        for (int side = is_sub ? 1 : 0; side < 2; side++) {
-            term t;
-            if (!product_term(n->inputs[side], prods[pi], &t)) continue;
-            tg_var *pv = t.prod->outputs[0];
-            tg_var *z = n->inputs[1 - side];
-            if (pv->type.dtype != dt || z->type.dtype != dt || !same_static(&z->type, &pv->type)) continue;
-            tg_var *x = t.prod->inputs[0], *y = t.prod->inputs[1];
-            if (x->type.dtype != dt || y->type.dtype != dt) continue;
-            const char *op;
-            if (pi == 1)
-                op = "ger";
-            else if (x->type.ndim == 2 && y->type.ndim == 2)
-                op = "gemm";
-            else if (x->type.ndim == 2 && y->type.ndim == 1)
-                op = "gemv";
-            else
-                continue;
-            /* z's coefficient: b*z0 with b a scalar of the dtype. */
-            tg_var *beta = NULL;
-            tg_node *zm = tg_rw_producer(z, "mul");
-            if (pi == 0 && zm && zm->nin == 2 && tg_rw_single_client(z)) {
-                for (int i = 0; i < 2 && !beta; i++)
-                    if (zm->inputs[i]->type.ndim == 0 && zm->inputs[i]->type.dtype == dt &&
-                        same_static(&zm->inputs[1 - i]->type, &pv->type)) {
-                        beta = zm->inputs[i];
-                        z = zm->inputs[1 - i];
-                    }
-                if (beta && tg_rw_match(rw, zm)) return TG_ENOMEM;
+        for (int side = is_sub ? 1 : 0; side < n->nin; side++)
+            for (int zi = 0; zi < n->nin; zi++) {
+                if (zi == side) continue;
+                int rc = blas_try(rw, n, pi, side, zi);
+                if (rc) return rc;
             }
-            tg_var *alpha = t.coef ? t.coef : tg_rw_const(rw, dt, 1);
-            if (is_sub) alpha = tg_rw_op1(rw, "neg", alpha, NULL);
-            if (!alpha) return TG_ENOMEM;
-            if (tg_rw_match(rw, t.prod) || (t.mulnode && tg_rw_match(rw, t.mulnode))) return TG_ENOMEM;
-            tg_var *r;
-            if (pi == 1) {
-                tg_var *in[4] = {z, alpha, x, y};
-                r = tg_rw_op(rw, "ger", 4, in, NULL);
-            } else {
-                if (!beta) beta = tg_rw_const(rw, dt, 1);
-                tg_var *in[5] = {z, alpha, x, y, beta};
-                r = tg_rw_op(rw, op, 5, in, NULL);
-            }
-            return swap(rw, n, r);
-        }
     return 0;
 }
 
