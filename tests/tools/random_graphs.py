@@ -45,7 +45,8 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           rewrites (log(1 + x), exp(x) - 1, log(1 + exp x), log(sigmoid),
           log(1 - sigmoid), log(softmax), log(sum(exp)), a written-out
           softmax over one axis or several, log(exp a + exp b), softmax
-          with crossentropy, x*x and pow, gemm/gemv/ger, neg(neg x),
+          with crossentropy, sigmoid with binary crossentropy, x*x and
+          pow, gemm/gemv/ger, neg(neg x),
           x*y/y, exp(log x)) and near misses, chained, with inputs past
           exp's overflow, where 1 + x rounds, or moderate, float64 and
           float32: -O none against NumPy as written where that is finite,
@@ -1900,7 +1901,7 @@ def rw_pattern(b, x):
             f = False
             b.wild[x] = True
     nd = xn.ndim
-    c = r.randrange(17)
+    c = r.randrange(18)
     if c in (1, 2, 6, 7, 8, 13) and log_under(b, x):
         # exp(log y) goes first (canonicalize), to y (or to a switch that
         # keeps the NaN of a negative y): no exp left for these rules, and
@@ -2057,6 +2058,14 @@ def rw_pattern(b, x):
     if c == 15:  # 1 - sigmoid(x) -> sigmoid(-x)
         s = b.add("sigmoid", [x], np_sigmoid(xn), np_sigmoid(xe))
         return b.done(b.add("sub", [ONE, s], dt.type(1) - N[s], np_sigmoid(-xe)), f, [], [s])
+    if c == 16:  # binary_crossentropy(sigmoid x, t) -> t softplus(-x) + (1 - t) softplus(x)
+        t = np.where(b.rng.random(xn.shape) < 0.2, 0.25, b.rng.integers(0, 2, size=xn.shape)).astype(dt)
+        s = b.add("sigmoid", [x], np_sigmoid(xn), np_sigmoid(xe))
+        tc = b.const(t)
+        naive = -(t * np.log(N[s]) + (1 - t) * np.log(1 - N[s]))
+        t64 = t.astype(np.float64)
+        return b.done(b.add("binary_crossentropy", [s, tc], naive,
+                            t64 * np.logaddexp(0, -xe) + (1 - t64) * np.logaddexp(0, xe)), f, ["softplus"], [s])
     # a scale between patterns, which keeps a chain's values in range
     return b.done(b.add("mul", [x, {"value": 0.5}], xn * dt.type(0.5), xe * 0.5), f, [], [])
 

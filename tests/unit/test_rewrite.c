@@ -170,6 +170,10 @@ static const rw_case cases[] = {
     {"written_softmax_grad", G(V("a", "float64", "[3,4]") ",{'id':'w','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[1,2,3,4],[0,1,0,-1],[2,-2,1,0.5]]}}",
                                N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}") "," N("true_div", "['e','s']", "['y']") ","
                                N("mul", "['y','w']", "['m']") "," N("sum", "['m']", "['c']") "," N("grad", "['c','a']", "['z']")), "softmax", "true_div", -5, 5},
+    {"sigmoid_binary_crossentropy", G(V("a", "float64", "[2,3]") ",{'id':'t','type':{'dtype':'float64','shape':[3]},'constant':{'data':[0,1,0.25]}}",
+                                      N("sigmoid", "['a']", "['p']") "," N("binary_crossentropy", "['p','t']", "['z']")), "softplus", "binary_crossentropy", -5, 5},
+    {"mul_quotient_cancel", G(V("a", "float64", "[2,3]") ",{'id':'t','type':{'dtype':'float64','shape':[3]},'constant':{'data':[0,1,0.25]}}",
+                              N("sigmoid", "['a']", "['p']") "," N("binary_crossentropy", "['p','t']", "['y']") "," N("sum", "['y']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -411,6 +415,23 @@ static void test_stabilize_values(void **state) {
     assert_true(isnan(run1(lag, 1000, "none")));
     tu_assert_near(run1(lag, 1000, "fast_run"), 1.0, 0);
     tu_assert_near(run1(lag, 0.5, "fast_run"), tanh(0.5), 1e-15);
+    /* binary_crossentropy(sigmoid(a), t) = t softplus(-a) + (1 - t)
+     * softplus(a): 800 at a = 800 for t = 0 (log(1 - 1) = -inf as
+     * written: inf), softplus(-40) = 4.25e-18 at a = 40 for t = 1 (0 *
+     * -inf as written: NaN); its derivative sigmoid(a) - t, -1 at a = -800
+     * for t = 1 (NaN as written). */
+#define BX(t, more) G(V("a", "float64", "[]"), N("sigmoid", "['a']", "['p']") "," N("binary_crossentropy", "['p',{'value':" t "}]", "['y']") more)
+    const char *bx0 = BX("0.0", ""), *bx1 = BX("1.0", ""), *bg1 = BX("1.0", "," N("grad", "['y','a']", "['z']"));
+#undef BX
+    assert_true(isinf(run1(bx0, 800, "none")));
+    tu_assert_near(run1(bx0, 800, "fast_run"), 800.0, 1e-12);
+    tu_assert_near(run1(bx0, 0.5, "fast_run"), log1p(exp(0.5)), 1e-15);
+    assert_true(isnan(run1(bx1, 40, "none")));
+    tu_assert_near(run1(bx1, 40, "fast_run"), log1p(exp(-40.0)), 1e-30);
+    tu_assert_near(run1(bx1, -800, "fast_run"), 800.0, 1e-12);
+    assert_true(isnan(run1(bg1, -800, "none")));
+    tu_assert_near(run1(bg1, -800, "fast_run"), -1.0, 0);
+    tu_assert_near(run1(bg1, 0.5, "fast_run"), 1 / (1 + exp(-0.5)) - 1, 1e-15);
     /* d/da of a written-out softmax([a, 0, 1])[0] = p0 (1 - p0): 0 to
      * within e^-a at a = 1000, where as written e and s overflow together
      * (inf / inf). */

@@ -170,12 +170,15 @@ static bool same_value(const tg_var *a, const tg_var *b, int depth) {
 }
 
 /* (a / y) * .. * y -> a * .. (Theano's local_mul_canonizer cancelling a
- * factor against a divisor), the quotient perhaps negated. This is how
+ * factor against a divisor), the quotient perhaps negated, and
+ * (a / (y1 * y2)) * .. * y1 * y2 -> a * .. likewise. This is how
  * the chain rule writes the derivative of log(f(x)) when f' has f as a
  * factor: for log(sigmoid x), g / s * s * (1 - s), NaN once s underflows
  * to 0 (x < -745), which becomes g * (1 - s) and then g * sigmoid(-x);
- * for log(1 - sigmoid x), -(g / (1 - s)) * s * (1 - s) -> -g * s. As with
- * mul_div_cancel, the NaN that y = 0 or inf gave as written goes. */
+ * for log(1 - sigmoid x), -(g / (1 - s)) * s * (1 - s) -> -g * s; for
+ * binary_crossentropy(sigmoid x, t), g (s - t) / (s (1 - s)) * s * (1 - s)
+ * -> g (s - t). As with mul_div_cancel, the NaN that y = 0 or inf gave as
+ * written goes. */
 static int mul_quotient_cancel(tg_rw *rw, tg_node *n) {
     if (n->nin < 2 || n->nin > MAX_OPERANDS || !is_float(n->outputs[0])) return 0;
     for (int i = 0; i < n->nin; i++) {
@@ -186,22 +189,48 @@ static int mul_quotient_cancel(tg_rw *rw, tg_node *n) {
         /* G / p * p with p a softmax is part of the softmax's gradient,
          * which softmax_grad_quotient rewrites whole */
         if (!q || tg_rw_producer(q->inputs[1], "softmax")) continue;
-        for (int j = 0; j < n->nin; j++) {
-            if (j == i || !same_value(n->inputs[j], q->inputs[1], 3)) continue;
-            /* a must not be stretched by y, nor change the dtype */
-            tg_var *a = q->inputs[0];
-            if (a->type.dtype != n->outputs[0]->type.dtype) return 0;
-            tg_var *in[MAX_OPERANDS];
-            int k = 0;
-            for (int m = 0; m < n->nin; m++)
-                if (m != j) in[k++] = m == i ? a : n->inputs[m];
-            tg_var *r = k == 1 ? in[0] : tg_rw_op(rw, "mul", k, in, NULL);
-            if (!r) return TG_ENOMEM;
-            if (!stands_for(r, n)) return 0;
-            if (ng && !(r = tg_rw_op1(rw, "neg", r, NULL))) return TG_ENOMEM;
-            if (match_if_dies(rw, ng) || (tg_rw_single_client(f) && match_if_dies(rw, q))) return TG_ENOMEM;
-            return swap(rw, n, r);
+        /* the divisor's factors: y itself, or those of a product y */
+        tg_var *y = q->inputs[1], *fac[8] = {y};
+        int nf = 1;
+        tg_node *ym = tg_rw_producer(y, "mul");
+        /* each factor matched to another operand of n */
+        bool used[MAX_OPERANDS] = {false};
+        int got = 0;
+        for (int pass = 0; pass < 2 && !got; pass++) {
+            if (pass == 1) {
+                if (!ym || ym->nin > 8) break;
+                nf = ym->nin;
+                for (int k = 0; k < nf; k++) fac[k] = ym->inputs[k];
+            }
+            memset(used, 0, sizeof used);
+            used[i] = true;
+            got = 0;
+            for (int k = 0; k < nf; k++) {
+                int j = 0;
+                while (j < n->nin && (used[j] || !same_value(n->inputs[j], fac[k], 3))) j++;
+                if (j == n->nin) break;
+                used[j] = true;
+                got++;
+            }
+            if (got != nf) got = 0;
         }
+        if (!got) continue;
+        /* a must not be stretched by y, nor change the dtype */
+        tg_var *a = q->inputs[0];
+        if (a->type.dtype != n->outputs[0]->type.dtype) return 0;
+        tg_var *in[MAX_OPERANDS];
+        int k = 0;
+        for (int m = 0; m < n->nin; m++)
+            if (m == i)
+                in[k++] = a;
+            else if (!used[m])
+                in[k++] = n->inputs[m];
+        tg_var *r = k == 1 ? in[0] : tg_rw_op(rw, "mul", k, in, NULL);
+        if (!r) return TG_ENOMEM;
+        if (!stands_for(r, n)) return 0;
+        if (ng && !(r = tg_rw_op1(rw, "neg", r, NULL))) return TG_ENOMEM;
+        if (match_if_dies(rw, ng) || (tg_rw_single_client(f) && match_if_dies(rw, q))) return TG_ENOMEM;
+        return swap(rw, n, r);
     }
     return 0;
 }
@@ -646,6 +675,25 @@ static int logsumexp_rule(tg_rw *rw, tg_node *n) {
     if (!e || !is_float(e->inputs[0]) || e->inputs[0]->type.dtype != s->outputs[0]->type.dtype) return 0;
     if (tg_rw_match(rw, s) || tg_rw_match(rw, e)) return TG_ENOMEM;
     return swap(rw, n, tg_rw_op1(rw, "logsumexp", e->inputs[0], attrs_str(s)));
+}
+
+/* binary_crossentropy(sigmoid(x), t) = -(t log s + (1 - t) log(1 - s))
+ * -> t softplus(-x) + (1 - t) softplus(x) (TensorFlow's
+ * sigmoid_cross_entropy_with_logits, PyTorch's BCEWithLogits): as
+ * written, log(1 - s) is -inf once s rounds to 1 (x > 37 in float64, 17
+ * in float32), inf for t = 0 and 0 * -inf = NaN for t = 1. */
+static int sigmoid_binary_xent(tg_rw *rw, tg_node *n) {
+    tg_node *s = tg_rw_producer(n->inputs[0], "sigmoid");
+    tg_var *t = n->inputs[1];
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    if (!s || !tg_dtype_is_float(dt) || s->inputs[0]->type.dtype != dt || t->type.dtype != dt) return 0;
+    tg_var *x = s->inputs[0];
+    if (match_if_dies(rw, s)) return TG_ENOMEM;
+    tg_var *one = tg_rw_const(rw, dt, 1);
+    tg_var *r = tg_rw_op2(rw, "add", tg_rw_op2(rw, "mul", t, tg_rw_op1(rw, "softplus", negated(rw, x), NULL)),
+                          tg_rw_op2(rw, "mul", tg_rw_op2(rw, "sub", one, t), tg_rw_op1(rw, "softplus", x, NULL)));
+    if (!r) return TG_ENOMEM;
+    return stands_for(r, n) ? swap(rw, n, r) : 0;
 }
 
 /* The sum of `e` over one axis of an nd-dimensional e, with that axis
@@ -1461,6 +1509,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"logsumexp", "stabilize", NULL, "log", logsumexp_rule},
     {"logaddexp", "stabilize", "logsumexp", "log", logaddexp_rule},
     {"softmax_crossentropy", "stabilize", NULL, "categorical_crossentropy", softmax_xent},
+    {"sigmoid_binary_crossentropy", "stabilize", "sigmoid", "binary_crossentropy", sigmoid_binary_xent},
     {"softmax_crossentropy_grad", "stabilize", "softmax_crossentropy", "mul", softmax_xent_grad},
     {"softmax_grad_quotient", "stabilize", NULL, "mul", softmax_grad_quotient},
     /* again, for the copies that stabilize made (sigmoid_1m) */
