@@ -2060,12 +2060,26 @@ def rw_pattern(b, x):
         return b.done(b.add("sub", [ONE, s], dt.type(1) - N[s], np_sigmoid(-xe)), f, [], [s])
     if c == 16:  # binary_crossentropy(sigmoid x, t) -> t softplus(-x) + (1 - t) softplus(x)
         t = np.where(b.rng.random(xn.shape) < 0.2, 0.25, b.rng.integers(0, 2, size=xn.shape)).astype(dt)
-        s = b.add("sigmoid", [x], np_sigmoid(xn), np_sigmoid(xe))
-        tc = b.const(t)
-        naive = -(t * np.log(N[s]) + (1 - t) * np.log(1 - N[s]))
-        t64 = t.astype(np.float64)
-        return b.done(b.add("binary_crossentropy", [s, tc], naive,
-                            t64 * np.logaddexp(0, -xe) + (1 - t64) * np.logaddexp(0, xe)), f, ["softplus"], [s])
+        tc, t64 = b.const(t), t.astype(np.float64)
+        exact = t64 * np.logaddexp(0, -xe) + (1 - t64) * np.logaddexp(0, xe)
+        if r.random() < 0.5:
+            s = b.add("sigmoid", [x], np_sigmoid(xn), np_sigmoid(xe))
+            naive = -(t * np.log(N[s]) + (1 - t) * np.log(1 - N[s]))
+            return b.done(b.add("binary_crossentropy", [s, tc], naive, exact), f, ["softplus"], [s])
+        # written out, as the 2010 paper's logistic regression:
+        # p = 1 / (1 + exp(-x)), -t log p - (1 - t) log(1 - p)
+        nx = b.add("neg", [x], -xn, -xe)
+        e = b.add("exp", [nx], np.exp(N[nx]), np.exp(E[nx]))
+        d = b.add("add", [ONE, e], dt.type(1) + N[e], 1 + E[e])
+        s = b.add("true_div", [ONE, d], dt.type(1) / N[d], np_sigmoid(xe))
+        ls = b.add("log", [s], np.log(N[s]), -np.logaddexp(0, -xe))
+        m = b.add("sub", [ONE, s], dt.type(1) - N[s], np_sigmoid(-xe))
+        lm = b.add("log", [m], np.log(N[m]), -np.logaddexp(0, xe))
+        a1 = b.add("mul", [tc, ls], t * N[ls], t64 * E[ls])
+        omt = b.const((1 - t).astype(dt))
+        a2 = b.add("mul", [omt, lm], (1 - t) * N[lm], (1 - t64) * E[lm])
+        sm = b.add("add", [a1, a2], N[a1] + N[a2], E[a1] + E[a2])
+        return b.done(b.add("neg", [sm], -N[sm], exact), f, ["softplus"], [s, m])
     # a scale between patterns, which keeps a chain's values in range
     return b.done(b.add("mul", [x, {"value": 0.5}], xn * dt.type(0.5), xe * 0.5), f, [], [])
 

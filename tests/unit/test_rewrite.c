@@ -174,6 +174,12 @@ static const rw_case cases[] = {
                                       N("sigmoid", "['a']", "['p']") "," N("binary_crossentropy", "['p','t']", "['z']")), "softplus", "binary_crossentropy", -5, 5},
     {"mul_quotient_cancel", G(V("a", "float64", "[2,3]") ",{'id':'t','type':{'dtype':'float64','shape':[3]},'constant':{'data':[0,1,0.25]}}",
                               N("sigmoid", "['a']", "['p']") "," N("binary_crossentropy", "['p','t']", "['y']") "," N("sum", "['y']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
+    /* the logistic cost written out, p = 1 / (1 + exp(-a)): its gradient */
+    {"mul_sum_quotient", G(V("a", "float64", "[2,3]") ",{'id':'y','type':{'dtype':'float64','shape':[3]},'constant':{'data':[0,1,1]}}",
+                           N("neg", "['a']", "['n']") "," N("exp", "['n']", "['e']") "," N("add", "[{'value':1},'e']", "['d']") "," N("true_div", "[{'value':1},'d']", "['p']") ","
+                           N("log", "['p']", "['lp']") "," N("mul", "['y','lp']", "['t1']") "," N("sub", "[{'value':1},'p']", "['q']") "," N("log", "['q']", "['lq']") ","
+                           N("sub", "[{'value':1},'y']", "['my']") "," N("mul", "['my','lq']", "['t2']") "," N("add", "['t1','t2']", "['t']") "," N("sum", "['t']", "['c']") ","
+                           N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
@@ -432,6 +438,25 @@ static void test_stabilize_values(void **state) {
     assert_true(isnan(run1(bg1, -800, "none")));
     tu_assert_near(run1(bg1, -800, "fast_run"), -1.0, 0);
     tu_assert_near(run1(bg1, 0.5, "fast_run"), 1 / (1 + exp(-0.5)) - 1, 1e-15);
+    /* The 2010 paper's logistic cost written out, p = 1 / (1 + exp(-a)),
+     * -y log p - (1 - y) log(1 - p): its derivative p - y, -1 at a = -800
+     * for y = 1 and 1 at a = 800 for y = 0 (NaN as written: the chain
+     * rule's (-(y / p) + (1 - y) / (1 - p)) p (1 - p) with p rounded to 0
+     * or 1). */
+#define LR(yv) \
+    G(V("a", "float64", "[]"), N("neg", "['a']", "['n']") "," N("exp", "['n']", "['e']") "," N("add", "[{'value':1},'e']", "['d']") "," \
+      N("true_div", "[{'value':1},'d']", "['p']") "," N("log", "['p']", "['lp']") "," N("mul", "[{'value':" yv "},'lp']", "['t1']") "," \
+      N("sub", "[{'value':1},'p']", "['q']") "," N("log", "['q']", "['lq']") "," N("mul", "[{'value':" yv "},'lq']", "['t2']") "," \
+      N("add", "['t1','lq']", "['t4']") "," N("sub", "['t4','t2']", "['t5']") "," \
+      N("neg", "['t5']", "['c']") "," N("grad", "['c','a']", "['z']"))
+    const char *lr1 = LR("1.0"), *lr0 = LR("0.0");
+#undef LR
+    assert_true(isnan(run1(lr1, -800, "none")));
+    tu_assert_near(run1(lr1, -800, "fast_run"), -1.0, 0);
+    tu_assert_near(run1(lr1, 0.5, "fast_run"), 1 / (1 + exp(-0.5)) - 1, 1e-15);
+    assert_true(isnan(run1(lr0, 800, "none")));
+    tu_assert_near(run1(lr0, 800, "fast_run"), 1.0, 0);
+    tu_assert_near(run1(lr0, 0.5, "fast_run"), 1 / (1 + exp(-0.5)), 1e-15);
     /* d/da of a written-out softmax([a, 0, 1])[0] = p0 (1 - p0): 0 to
      * within e^-a at a = 1000, where as written e and s overflow together
      * (inf / inf). */

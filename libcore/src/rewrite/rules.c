@@ -677,6 +677,86 @@ static int logsumexp_rule(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op1(rw, "logsumexp", e->inputs[0], attrs_str(s)));
 }
 
+/* t = [neg] (u / y') or [neg] mul(.., [neg] (u / y'), ..) with y' the
+ * same value as y: t * y with that quotient cancelled (NULL: t is not
+ * such a term; *fail on no memory). */
+static tg_var *term_times(tg_rw *rw, tg_var *t, const tg_var *y, bool *fail) {
+    bool neg = false;
+    tg_node *p = tg_rw_producer(t, "neg");
+    if (p) {
+        neg = true;
+        t = p->inputs[0];
+    }
+    tg_node *m = tg_rw_producer(t, "mul");
+    int nf = m ? m->nin : 1;
+    if (nf > MAX_OPERANDS) return NULL;
+    for (int k = 0; k < nf; k++) {
+        tg_var *f = m ? m->inputs[k] : t;
+        bool fneg = false;
+        tg_node *fn = tg_rw_producer(f, "neg");
+        if (fn) {
+            fneg = true;
+            f = fn->inputs[0];
+        }
+        tg_node *q = tg_rw_producer(f, "true_div");
+        if (!q || !same_value(q->inputs[1], y, 3)) continue;
+        tg_var *in[MAX_OPERANDS];
+        for (int j = 0; j < nf; j++) in[j] = m ? m->inputs[j] : t;
+        in[k] = q->inputs[0];
+        tg_var *r = nf == 1 ? in[0] : tg_rw_op(rw, "mul", nf, in, NULL);
+        if (r && neg != fneg) r = tg_rw_op1(rw, "neg", r, NULL);
+        if (!r) *fail = true;
+        return r;
+    }
+    return NULL;
+}
+
+/* (.. + u/y + ..) * y -> (.. + u + ..) with the other terms times y: the
+ * product distributed over a sum one of whose terms (perhaps inside a
+ * product, perhaps negated) divides by y. This is how the chain rule
+ * writes the gradient of a written-out logistic cost,
+ * -y log p - (1 - y) log(1 - p) with p a sigmoid: (-(a / (1 - p)) + b / p)
+ * * p * (1 - p), NaN as written once p rounds to 0 or 1 (|x| > 745), which
+ * becomes a p - .. finite. */
+static int mul_sum_quotient(tg_rw *rw, tg_node *n) {
+    if (n->nin < 2 || n->nin > MAX_OPERANDS || !is_float(n->outputs[0])) return 0;
+    for (int i = 0; i < n->nin; i++) {
+        tg_var *av = n->inputs[i];
+        tg_node *an = tg_rw_producer(av, "neg");
+        tg_node *a = tg_rw_producer(an ? an->inputs[0] : av, "add");
+        if (!a || a->nin > MAX_OPERANDS) continue;
+        for (int j = 0; j < n->nin; j++) {
+            if (j == i) continue;
+            tg_var *y = n->inputs[j], *terms[MAX_OPERANDS];
+            int hits = 0;
+            bool fail = false;
+            for (int k = 0; k < a->nin; k++) {
+                tg_var *c = term_times(rw, a->inputs[k], y, &fail);
+                if (fail) return TG_ENOMEM;
+                if (c) hits++;
+                terms[k] = c ? c : tg_rw_op2(rw, "mul", a->inputs[k], y);
+                if (!terms[k]) return TG_ENOMEM;
+            }
+            if (!hits) continue;
+            tg_var *sum = tg_rw_op(rw, "add", a->nin, terms, NULL);
+            if (sum && an) sum = tg_rw_op1(rw, "neg", sum, NULL);
+            if (!sum) return TG_ENOMEM;
+            tg_var *in[MAX_OPERANDS];
+            int k = 0;
+            for (int m = 0; m < n->nin; m++)
+                if (m == i)
+                    in[k++] = sum;
+                else if (m != j)
+                    in[k++] = n->inputs[m];
+            tg_var *r = k == 1 ? in[0] : tg_rw_op(rw, "mul", k, in, NULL);
+            if (!r) return TG_ENOMEM;
+            if (!stands_for(r, n)) return 0;
+            return swap(rw, n, r);
+        }
+    }
+    return 0;
+}
+
 /* binary_crossentropy(sigmoid(x), t) = -(t log s + (1 - t) log(1 - s))
  * -> t softplus(-x) + (1 - t) softplus(x) (TensorFlow's
  * sigmoid_cross_entropy_with_logits, PyTorch's BCEWithLogits): as
@@ -1514,6 +1594,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"softmax_grad_quotient", "stabilize", NULL, "mul", softmax_grad_quotient},
     /* again, for the copies that stabilize made (sigmoid_1m) */
     {"mul_quotient_cancel", "stabilize", NULL, "mul", mul_quotient_cancel},
+    {"mul_sum_quotient", "stabilize", NULL, "mul", mul_sum_quotient},
     {"sigmoid_simplify", "stabilize", "sigmoid", "true_div reciprocal", sigmoid_simplify},
     {"sigmoid_times_exp", "stabilize", "sigmoid", "mul", sigmoid_times_exp},
     {"softmax_times_exp", "stabilize", NULL, "mul", softmax_times_exp},
