@@ -506,19 +506,25 @@ def replay(g, vals):
     return env
 
 
+def append_node(b, op, ins, attrs):
+    """A node with one new output, v<k>, appended to b.nodes; its id."""
+    b.k += 1
+    o = "v%d" % b.k
+    n = {"op": op, "inputs": ins, "outputs": [o]}
+    if attrs is not None:
+        n["attrs"] = attrs
+    b.nodes.append(n)
+    return o
+
+
 class Builder:
     def __init__(self, r):
         self.r, self.variables, self.nodes, self.env, self.pool, self.k = r, [], [], {}, [], 0
         self.raw = set()  # inputs: random values, no ties
 
     def add(self, op, ins, attrs=None):
-        self.k += 1
-        o = "v%d" % self.k
-        n = {"op": op, "inputs": ins, "outputs": [o]}
-        if attrs is not None:
-            n["attrs"] = attrs
-        self.nodes.append(n)
-        self.env = replay_one(self, n)
+        o = append_node(self, op, ins, attrs)
+        self.env = replay_one(self, self.nodes[-1])
         v = self.env[o]
         if v.dtype == np.float64 and v.size and np.all(np.isfinite(v)) and np.max(np.abs(v)) < 1e6:
             self.pool.append(o)
@@ -1827,12 +1833,7 @@ class RwBuilder:
         return cid
 
     def add(self, op, ins, naive, exact, attrs=None):
-        self.k += 1
-        o = "v%d" % self.k
-        n = {"op": op, "inputs": ins, "outputs": [o]}
-        if attrs is not None:
-            n["attrs"] = attrs
-        self.nodes.append(n)
+        o = append_node(self, op, ins, attrs)
         self.naive[o] = np.asarray(naive).astype(self.dt)
         self.exact[o] = np.asarray(exact, np.float64)
         self.fires[o] = False  # (done() says, for a pattern's result)

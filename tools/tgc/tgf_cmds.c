@@ -114,6 +114,12 @@ static bool tag_add(taglist *l, const char *opt, const char *tag) {
     return true;
 }
 
+/* getopt's 'I' (--include) and 'X' (--exclude) into their lists; false
+ * on too many (said). */
+static bool tag_opt(int c, taglist *inc, taglist *exc) {
+    return c == 'I' ? tag_add(inc, "--include", optarg) : tag_add(exc, "--exclude", optarg);
+}
+
 static bool preset_ok(const char *p) {
     if (!p || !strcmp(p, "none") || !strcmp(p, "fast_compile") || !strcmp(p, "fast_run"))
         return true;
@@ -146,10 +152,8 @@ int tgc_cmd_compile(int argc, char **argv) {
         case 'O': preset = optarg; break;
         case 'g': no_gc = true; break;
         case 'I':
-            if (!tag_add(&inc, "--include", optarg)) return TG_EXIT_USAGE;
-            break;
         case 'X':
-            if (!tag_add(&exc, "--exclude", optarg)) return TG_EXIT_USAGE;
+            if (!tag_opt(c, &inc, &exc)) return TG_EXIT_USAGE;
             break;
         case 'h': compile_usage(stdout); return TG_EXIT_OK;
         default: compile_usage(stderr); return TG_EXIT_USAGE;
@@ -516,10 +520,8 @@ int tgc_cmd_print(int argc, char **argv) {
             if (!cli_input_add(TOOL, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
         case 'I':
-            if (!tag_add(&inc, "--include", optarg)) return TG_EXIT_USAGE;
-            break;
         case 'X':
-            if (!tag_add(&exc, "--exclude", optarg)) return TG_EXIT_USAGE;
+            if (!tag_opt(c, &inc, &exc)) return TG_EXIT_USAGE;
             break;
         case 'd': ids = optarg; break;
         case 't': types = true; break;

@@ -717,7 +717,7 @@ static tg_var *term_times(tg_rw *rw, tg_var *t, const tg_var *y, bool *fail) {
  * writes the gradient of a written-out logistic cost,
  * -y log p - (1 - y) log(1 - p) with p a sigmoid: (-(a / (1 - p)) + b / p)
  * * p * (1 - p), NaN as written once p rounds to 0 or 1 (|x| > 745), which
- * becomes a p - .. finite. */
+ * becomes -a p + b (1 - p): p - y, finite. */
 static int mul_sum_quotient(tg_rw *rw, tg_node *n) {
     if (n->nin < 2 || n->nin > MAX_OPERANDS || !is_float(n->outputs[0])) return 0;
     for (int i = 0; i < n->nin; i++) {
