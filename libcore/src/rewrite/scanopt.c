@@ -489,10 +489,12 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
 /* ---- scan_keep_last ---- */
 
 /* How many last steps a subtensor of a stacked output reads: k for
- * out[-k, ...] and out[-k:, ...], else 0 (it needs them all). */
+ * out[-k, ...] and out[-k:, ...], else 0 (it needs them all; so for an
+ * index as negative as INT64_MIN, which -k cannot hold). */
 static int64_t last_steps(const tg_node *c) {
     if (strcmp(c->op->name, "subtensor") != 0 || c->a.nindex < 1) return 0;
     const tg_index_entry *e = &c->a.index[0];
+    if (e->v[0] == INT64_MIN) return 0;
     if (!e->is_slice) return e->dyn[0] < 0 && e->v[0] < 0 ? -e->v[0] : 0;
     if (!e->given[0] || e->dyn[0] >= 0 || e->v[0] >= 0 || e->given[1]) return 0;
     if (e->given[2] && (e->dyn[2] >= 0 || e->v[2] != 1)) return 0;
