@@ -169,6 +169,13 @@ static bool same_value(const tg_var *a, const tg_var *b, int depth) {
     return true;
 }
 
+/* v's true_div producer, or that of the x of v = neg(x), whose neg node
+ * goes to *ng (NULL: v is not negated). NULL: no quotient there. */
+static tg_node *quotient(const tg_var *v, tg_node **ng) {
+    *ng = tg_rw_producer(v, "neg");
+    return tg_rw_producer(*ng ? (*ng)->inputs[0] : v, "true_div");
+}
+
 /* (a / y) * .. * y -> a * .. (Theano's local_mul_canonizer cancelling a
  * factor against a divisor), the quotient perhaps negated, and
  * (a / (y1 * y2)) * .. * y1 * y2 -> a * .. likewise. This is how
@@ -182,10 +189,8 @@ static bool same_value(const tg_var *a, const tg_var *b, int depth) {
 static int mul_quotient_cancel(tg_rw *rw, tg_node *n) {
     if (n->nin < 2 || n->nin > MAX_OPERANDS || !is_float(n->outputs[0])) return 0;
     for (int i = 0; i < n->nin; i++) {
-        tg_var *f = n->inputs[i];
-        tg_node *ng = tg_rw_producer(f, "neg");
-        if (ng) f = ng->inputs[0];
-        tg_node *q = tg_rw_producer(f, "true_div");
+        tg_node *ng, *q = quotient(n->inputs[i], &ng);
+        tg_var *f = ng ? ng->inputs[0] : n->inputs[i];
         /* G / p * p with p a softmax is part of the softmax's gradient,
          * which softmax_grad_quotient rewrites whole */
         if (!q || tg_rw_producer(q->inputs[1], "softmax")) continue;
@@ -681,24 +686,15 @@ static int logsumexp_rule(tg_rw *rw, tg_node *n) {
  * same value as y: t * y with that quotient cancelled (NULL: t is not
  * such a term; *fail on no memory). */
 static tg_var *term_times(tg_rw *rw, tg_var *t, const tg_var *y, bool *fail) {
-    bool neg = false;
     tg_node *p = tg_rw_producer(t, "neg");
-    if (p) {
-        neg = true;
-        t = p->inputs[0];
-    }
+    bool neg = p != NULL;
+    if (p) t = p->inputs[0];
     tg_node *m = tg_rw_producer(t, "mul");
     int nf = m ? m->nin : 1;
     if (nf > MAX_OPERANDS) return NULL;
     for (int k = 0; k < nf; k++) {
-        tg_var *f = m ? m->inputs[k] : t;
-        bool fneg = false;
-        tg_node *fn = tg_rw_producer(f, "neg");
-        if (fn) {
-            fneg = true;
-            f = fn->inputs[0];
-        }
-        tg_node *q = tg_rw_producer(f, "true_div");
+        tg_node *fn, *q = quotient(m ? m->inputs[k] : t, &fn);
+        bool fneg = fn != NULL;
         if (!q || !same_value(q->inputs[1], y, 3)) continue;
         tg_var *in[MAX_OPERANDS];
         for (int j = 0; j < nf; j++) in[j] = m ? m->inputs[j] : t;
@@ -970,8 +966,7 @@ static bool softmax_grad_parts(tg_node *n, softmax_grad *g) {
         if (!sub) continue;
         tg_var *G = sub->inputs[0];
         tg_node *su = tg_rw_producer(sub->inputs[1], "sum");
-        tg_node *ng = tg_rw_producer(G, "neg");
-        tg_node *dv = tg_rw_producer(ng ? ng->inputs[0] : G, "true_div");
+        tg_node *ng, *dv = quotient(G, &ng);
         if (!su || !dv || !su->a.keepdims || su->a.axis_null || su->a.naxes != 1) continue;
         tg_var *pv = dv->inputs[1], *u = dv->inputs[0];
         tg_node *sm = tg_rw_producer(pv, "softmax");
