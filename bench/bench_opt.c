@@ -12,9 +12,13 @@
  *   build-bench/bench/bench_opt --loop N SIZE [PRESET]
  *       compile one graph N times and print each time, nothing else: a
  *       loop to run under perf or callgrind without the load in it
+ *   build-bench/bench/bench_opt [--traces] --json SIZE
+ *       print the generated graph (for tgc, tgviz, tgprof)
  */
 #include "bench_common.h"
 #include "core/core.h"
+
+#include <sys/resource.h>
 
 enum { BLOCK = 16 };
 
@@ -126,8 +130,12 @@ static int loop(int reps, int size, const char *preset) {
     if (!g) bench_die("load", ctx);
     for (int r = 0; r < reps; r++) {
         double t;
+        struct rusage u0, u1;
+        getrusage(RUSAGE_SELF, &u0);
         tg_function *f = timed_compile(g, preset, ctx, &t);
-        printf("%d nodes %s: %.4f s\n", tg_graph_node_count(g), preset, t);
+        getrusage(RUSAGE_SELF, &u1);
+        printf("%d nodes %s: %.4f s, %ld page faults\n", tg_graph_node_count(g), preset, t,
+               u1.ru_minflt - u0.ru_minflt + u1.ru_majflt - u0.ru_majflt);
         tg_function_free(f);
     }
     tg_graph_free(g);
@@ -145,6 +153,12 @@ int main(int argc, char **argv) {
                  "\"function\":\"forward\",\"code\":\"h = tanh(x @ W + b)\"}]");
         argv++;
         argc--;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--json")) {
+        char *json = gen(atoi(argv[2]));
+        fputs(json, stdout);
+        free(json);
+        return 0;
     }
     if (argc >= 4 && !strcmp(argv[1], "--loop"))
         return loop(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : "fast_run");

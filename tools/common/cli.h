@@ -13,9 +13,13 @@ enum { TG_EXIT_OK = 0, TG_EXIT_FOUND = 1, TG_EXIT_USAGE = 2 };
 
 /* Print "tool: message" on stderr. */
 void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Check at exit that everything printed reached stdout: if not, one line
- * on stderr and exit status 1 (TG_EXIT_FOUND). Call first in main. */
-void cli_watch_stdout(const char *tool);
+/* Call first in main. Checks at exit that everything printed reached
+ * stdout: if not, one line on stderr and exit status 1 (TG_EXIT_FOUND).
+ * Turns off glibc's fast bins, whose LIFO lists of small freed chunks
+ * (the JSON tree a graph file is parsed into: millions of them for
+ * 100,000 nodes) the first large allocation after the load would
+ * otherwise walk and merge out of order (docs/optimizer.md). */
+void cli_start(const char *tool);
 /* --device DEV: true when DEV names a device (cpu, cuda); else false, with
  * the message "--device: unknown device ..." printed after `prefix` (the
  * tool's name, "tgdebug: nanguard" for a subcommand). */

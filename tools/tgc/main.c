@@ -302,7 +302,7 @@ done:
 }
 
 int main(int argc, char **argv) {
-    cli_watch_stdout(TOOL);
+    cli_start(TOOL);
     if (argc < 2) {
         usage(stderr);
         return TG_EXIT_USAGE;

@@ -46,7 +46,7 @@ static void usage(FILE *f) {
 }
 
 int tgdebug_main(int argc, char **argv) {
-    cli_watch_stdout(TGDEBUG);
+    cli_start(TGDEBUG);
     if (argc < 2) {
         fprintf(stderr, "%s: missing SUBCOMMAND (see tgdebug --help)\n", TGDEBUG);
         return TG_EXIT_USAGE;

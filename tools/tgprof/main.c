@@ -435,7 +435,7 @@ static bool parse_count(const char *opt, const char *s, long min, long *out) {
 }
 
 int main(int argc, char **argv) {
-    cli_watch_stdout(TOOL);
+    cli_start(TOOL);
     const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL, *device = NULL;
     bool sync = false;
     long calls = 10, warmup = 1, top = 20;

@@ -157,7 +157,7 @@ static int profile_apply(json_object *drawn, json_object *prof) {
 }
 
 int main(int argc, char **argv) {
-    cli_watch_stdout(TOOL);
+    cli_start(TOOL);
     const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL;
     bool want_opt = false, want_orig = false;
     static const struct option longs[] = {{"help", no_argument, 0, 'h'},     {"version", no_argument, 0, 'V'},
