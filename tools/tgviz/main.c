@@ -3,7 +3,8 @@
  * PDF through Graphviz.
  *
  *   tgviz FILE [-f NAME] [--optimized] [--original] [--profile PROF.json]
- *         [-O PRESET] [--format html|dot|svg|png|pdf] -o OUT
+ *         [-O PRESET] [--format html|dot|svg|png|pdf] [--layout auto|dot|layers]
+ *         -o OUT
  *
  * Exit status: 0 success; 1 a run-time failure (Graphviz could not lay out
  * or render); 2 bad usage or bad input.
@@ -25,7 +26,8 @@ static const char *TOOL = "tgviz";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgviz FILE [-f NAME] [--optimized] [--original] [--profile PROF.json]\n"
-            "             [-O PRESET] [--format html|dot|svg|png|pdf] -o OUT\n"
+            "             [-O PRESET] [--format html|dot|svg|png|pdf]\n"
+            "             [--layout auto|dot|layers] -o OUT\n"
             "\n"
             "Draw a graph (interchange JSON) as one self-contained HTML page that works\n"
             "offline (zoom, pan, drag, search, a panel per node, nested bodies that expand\n"
@@ -42,6 +44,9 @@ static void usage(FILE *f) {
             "  -O PRESET        optimizer preset: none, fast_compile or fast_run (default)\n"
             "  --format F       html (default), dot, svg, png or pdf; without it, taken\n"
             "                   from OUT's extension (.gv is dot)\n"
+            "  --layout L       dot (Graphviz), layers (tgviz's own layered layout, linear\n"
+            "                   time, straight edges) or auto (default: dot up to 2,000\n"
+            "                   drawn nodes, layers above)\n"
             "  -o OUT           the file to write ('-': standard output)\n"
             "  -h, --help       this help\n"
             "  --version        the version\n"
@@ -160,7 +165,8 @@ int main(int argc, char **argv) {
     cli_start(TOOL);
     const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL;
     bool want_opt = false, want_orig = false;
-    static const struct option longs[] = {{"help", no_argument, 0, 'h'},     {"version", no_argument, 0, 'V'},
+    vz_layout_kind layout = VZ_LAYOUT_AUTO;
+    static const struct option longs[] = {{"layout", required_argument, 0, 'L'},{"help", no_argument, 0, 'h'},     {"version", no_argument, 0, 'V'},
                                           {"optimized", no_argument, 0, 'P'}, {"original", no_argument, 0, 'R'},
                                           {"profile", required_argument, 0, 'p'},
                                           {"format", required_argument, 0, 'F'},
@@ -178,6 +184,15 @@ int main(int argc, char **argv) {
         case 'R': want_orig = true; break;
         case 'p': prof_path = optarg; break;
         case 'F': format = optarg; break;
+        case 'L':
+            if (!strcmp(optarg, "auto")) layout = VZ_LAYOUT_AUTO;
+            else if (!strcmp(optarg, "dot")) layout = VZ_LAYOUT_DOT;
+            else if (!strcmp(optarg, "layers")) layout = VZ_LAYOUT_LAYERS;
+            else {
+                cli_error(TOOL, "--layout: unknown layout '%s' (auto, dot or layers)", optarg);
+                return TG_EXIT_USAGE;
+            }
+            break;
         case ':': cli_error(TOOL, "%s needs a value (see tgviz --help)", argv[optind - 1]); return TG_EXIT_USAGE;
         default: cli_error(TOOL, "unknown option '%s' (see tgviz --help)", argv[optind - 1]); return TG_EXIT_USAGE;
         }
@@ -279,6 +294,7 @@ int main(int argc, char **argv) {
     int matched = 0;
     if (want_orig) {
         vz_init(&vr, "original", page);
+        vr.layout = layout;
         vz_from_graph(&vr, g, fi, ctx);
         json_object *vj = json_object_new_object();
         if (vz_layout(&vr, gvc, vj, ctx)) {
@@ -293,6 +309,7 @@ int main(int argc, char **argv) {
     }
     if (want_opt) {
         vz_init(&vo, "optimized", page);
+        vo.layout = layout;
         vz_from_function(&vo, f, ctx);
         json_object *vj = json_object_new_object();
         if (vz_layout(&vo, gvc, vj, ctx)) {

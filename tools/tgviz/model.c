@@ -132,6 +132,8 @@ void vz_init(vz_graph *vg, const char *name, bool for_page) {
 void vz_free(vz_graph *vg) {
     if (vg->ag) agclose(vg->ag);
     for (int i = vg->nsubs; i-- > 0;) agclose(vg->subs[i]);
+    if (vg->readers) tg_idmap_free(vg->readers);
+    if (vg->copies) tg_idmap_free(vg->copies);
     free(vg->subs);
     json_object_put(vg->nodes);
     json_object_put(vg->edges);
@@ -241,10 +243,10 @@ static void var_source(const tg_var *v, char *buf, size_t n) {
         snprintf(buf, n, "v:%s", v->id);
 }
 
-static void draw_var(vz_graph *vg, const tg_var *v) {
-    char id[200];
-    snprintf(id, sizeof id, "v:%s", v->id);
-    if (agnode(vg->ag, id, 0)) return;
+/* Leaf v as node `id`: copy k of `copies` when it is drawn beside each
+ * of its readers (copies 0: drawn once). */
+static void draw_leaf(vz_graph *vg, const tg_var *v, const char *id, int k, int copies) {
+    if (agnode(vg->ag, (char *)id, 0)) return;
     const char *kind = var_kind(v), *shape, *fill;
     kind_style(kind, &shape, &fill);
     json_object *o = var_json(v);
@@ -269,8 +271,31 @@ static void draw_var(vz_graph *vg, const tg_var *v) {
         snprintf(loc, sizeof loc, "variables[%d]", v->json_index);
         json_object_object_add(o, "location", json_object_new_string(loc));
     }
+    if (copies) {
+        json_object_object_add(o, "copy", json_object_new_int(k));
+        json_object_object_add(o, "copies", json_object_new_int(copies));
+    }
     draw_node(vg, o, id, label, shape, fill);
 }
+
+static void draw_var(vz_graph *vg, const tg_var *v) {
+    char id[200];
+    snprintf(id, sizeof id, "v:%s", v->id);
+    draw_leaf(vg, v, id, 1, 0);
+}
+
+/* Count n among the readers of the leaves it reads (once per leaf). */
+static void count_readers(vz_graph *vg, const tg_node *n) {
+    if (!vg->readers && !(vg->readers = tg_idmap_new())) return;
+    for (int i = 0; i < n->nin; i++) {
+        const tg_var *v = n->inputs[i];
+        bool seen = v->owner != NULL;
+        for (int j = 0; j < i && !seen; j++) seen = n->inputs[j] == v;
+        if (!seen)
+            tg_idmap_put(vg->readers, v->id, (void *)((intptr_t)tg_idmap_get(vg->readers, v->id) + 1));
+    }
+}
+
 
 /* An apply node. origins: the keys of the original nodes it stands for
  * (NULL: itself). */
@@ -327,8 +352,23 @@ static void draw_inputs(vz_graph *vg, const tg_node *n) {
     snprintf(dst, sizeof dst, "a:%s", n->nout ? n->outputs[0]->id : n->op->name);
     for (int i = 0; i < n->nin; i++) {
         const tg_var *v = n->inputs[i];
-        if (!v->owner) draw_var(vg, v);
-        var_source(v, src, sizeof src);
+        int readers = !v->owner && vg->readers ? (int)(intptr_t)tg_idmap_get(vg->readers, v->id) : 0;
+        if (readers > VZ_SHARE_MAX) {
+            /* This reader's copy: made at its first read of v. */
+            int j = 0;
+            while (j < i && n->inputs[j] != v) j++;
+            int k = (int)(intptr_t)(vg->copies ? tg_idmap_get(vg->copies, v->id) : NULL);
+            if (j == i && (vg->copies || (vg->copies = tg_idmap_new())))
+                tg_idmap_put(vg->copies, v->id, (void *)(intptr_t)++k);
+            if (k <= 1)
+                snprintf(src, sizeof src, "v:%s", v->id);
+            else
+                snprintf(src, sizeof src, "c%d:%s", k, v->id);
+            draw_leaf(vg, v, src, k, readers);
+        } else {
+            if (!v->owner) draw_var(vg, v);
+            var_source(v, src, sizeof src);
+        }
         const char *mode = NULL;
         if (n->op->view_of == i) mode = "view";
         for (int k = 0; n->inplace && k < n->nout; k++)
@@ -372,6 +412,7 @@ static void draw_output(vz_graph *vg, const tg_var *v, const tg_var *shared, int
 
 int vz_from_graph(vz_graph *vg, const tg_graph *g, int fi, tg_ctx *ctx) {
     for (int i = 0; i < g->nnodes; i++) draw_apply(vg, g->nodes[i], NULL, 0);
+    for (int i = 0; i < g->nnodes; i++) count_readers(vg, g->nodes[i]);
     for (int i = 0; i < g->nnodes; i++) draw_inputs(vg, g->nodes[i]);
     if (fi >= 0 && fi < g->nfuncs) {
         const tg_fdecl *fd = &g->funcs[fi];
@@ -390,6 +431,7 @@ int vz_from_function(vz_graph *vg, const tg_function *f, tg_ctx *ctx) {
         int nk = tg_function_node_origins(f, i, &keys);
         draw_apply(vg, f->sched[i].node, keys, nk);
     }
+    for (int i = 0; i < f->nsched; i++) count_readers(vg, f->sched[i].node);
     for (int i = 0; i < f->nsched; i++) draw_inputs(vg, f->sched[i].node);
     for (int i = 0; i < fg->nin; i++) draw_var(vg, fg->inputs[i]);
     for (int i = 0; i < fg->nout; i++) draw_output(vg, fg->outputs[i], NULL, i);
@@ -588,25 +630,72 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
 }
 
 /* ---- layout ---- */
-int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
-    if (gvLayout(gvc, vg->ag, "dot") != 0) {
-        tg_ctx_clear(ctx);
-        fprintf(stderr, "tgviz: Graphviz could not lay the graph out\n");
-        return -1;
-    }
-    boxf bb = GD_bb(vg->ag);
-    double H = bb.UR.y;
+/* Give Graphviz the positions layers.c chose, so that the pictures render
+ * from them ("nop": neato -n, which keeps every pos; straight edges, since
+ * routing splines around 100,000 nodes would take as long as dot). */
+static int place_for_render(vz_graph *vg, GVC_t *gvc, double height) {
+    agattr(vg->ag, AGRAPH, "splines", "line");
     size_t n = json_object_array_length(vg->nodes);
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(vg->nodes, i), *v;
+        const char *id = jget_str(o, "id");
+        Agnode_t *an = id ? agnode(vg->ag, (char *)id, 0) : NULL;
+        if (!an) continue;
+        double x = 0, y = 0, w = 0, h = 0;
+        if (json_object_object_get_ex(o, "x", &v)) x = json_object_get_double(v);
+        if (json_object_object_get_ex(o, "y", &v)) y = json_object_get_double(v);
+        if (json_object_object_get_ex(o, "w", &v)) w = json_object_get_double(v);
+        if (json_object_object_get_ex(o, "h", &v)) h = json_object_get_double(v);
+        char buf[96];
+        snprintf(buf, sizeof buf, "%.2f,%.2f!", x, height - y);
+        agsafeset(an, "pos", buf, "");
+        snprintf(buf, sizeof buf, "%.4f", w / 72.0);
+        agsafeset(an, "width", buf, "");
+        snprintf(buf, sizeof buf, "%.4f", h / 72.0);
+        agsafeset(an, "height", buf, "");
+        agsafeset(an, "fixedsize", "true", "");
+    }
+    return gvLayout(gvc, vg->ag, "nop");
+}
+
+int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
+    size_t n = json_object_array_length(vg->nodes);
+    double W, H;
+    vg->layered = vg->layout == VZ_LAYOUT_LAYERS || (vg->layout == VZ_LAYOUT_AUTO && n > VZ_DOT_MAX);
+    if (vg->layered) {
+        if (vz_layers(vg, &W, &H)) {
+            fprintf(stderr, "tgviz: out of memory laying the graph out\n");
+            return -1;
+        }
+        if (!vg->for_page && place_for_render(vg, gvc, H) != 0) {
+            tg_ctx_clear(ctx);
+            fprintf(stderr, "tgviz: Graphviz could not place the graph for rendering\n");
+            return -1;
+        }
+    } else {
+        if (gvLayout(gvc, vg->ag, "dot") != 0) {
+            tg_ctx_clear(ctx);
+            fprintf(stderr, "tgviz: Graphviz could not lay the graph out\n");
+            return -1;
+        }
+        boxf bb = GD_bb(vg->ag);
+        W = bb.UR.x - bb.LL.x;
+        H = bb.UR.y - bb.LL.y;
+        for (size_t i = 0; i < n; i++) {
+            json_object *o = json_object_array_get_idx(vg->nodes, i);
+            const char *id = jget_str(o, "id");
+            Agnode_t *an = agnode(vg->ag, (char *)id, 0);
+            if (!an) continue;
+            json_object_object_add(o, "x", json_object_new_double(ND_coord(an).x - bb.LL.x));
+            json_object_object_add(o, "y", json_object_new_double(bb.UR.y - ND_coord(an).y));
+            json_object_object_add(o, "w", json_object_new_double(ND_width(an) * 72.0));
+            json_object_object_add(o, "h", json_object_new_double(ND_height(an) * 72.0));
+        }
+    }
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         json_object *o = json_object_array_get_idx(vg->nodes, i);
         const char *id = jget_str(o, "id");
-        Agnode_t *an = agnode(vg->ag, (char *)id, 0);
-        if (!an) continue;
-        json_object_object_add(o, "x", json_object_new_double(ND_coord(an).x - bb.LL.x));
-        json_object_object_add(o, "y", json_object_new_double(H - ND_coord(an).y));
-        json_object_object_add(o, "w", json_object_new_double(ND_width(an) * 72.0));
-        json_object_object_add(o, "h", json_object_new_double(ND_height(an) * 72.0));
         /* A node with a body gets the body's drawing, laid out the same
          * way, for the page to expand in place. */
         json_object *attrs, *body;
@@ -615,6 +704,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             vz_graph sub;
             json_object *so = json_object_new_object();
             vz_init(&sub, "body", true);
+            sub.layout = vg->layout;
             const char *key = jget_str(o, "key");
             vz_from_body(&sub, body, key ? key : id);
             if (json_object_array_length(sub.nodes) > 0) rc = vz_layout(&sub, gvc, so, ctx);
@@ -634,10 +724,11 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             vz_free(&sub);
         }
     }
-    json_object_object_add(out, "width", json_object_new_double(bb.UR.x - bb.LL.x));
-    json_object_object_add(out, "height", json_object_new_double(bb.UR.y - bb.LL.y));
+    json_object_object_add(out, "width", json_object_new_double(W));
+    json_object_object_add(out, "height", json_object_new_double(H));
+    json_object_object_add(out, "layout", json_object_new_string(vg->layered ? "layers" : "dot"));
     /* The pictures render from the laid-out graph; the page needs only the
      * positions. */
-    if (vg->for_page) gvFreeLayout(gvc, vg->ag);
+    if (vg->for_page && !vg->layered) gvFreeLayout(gvc, vg->ag);
     return rc;
 }

@@ -4,7 +4,10 @@
  * A drawing has one node per apply node ("a:<key>", the key being the id
  * of its first output), one per variable that no node produces (input,
  * constant, shared: "v:<id>"), and one per function output or update
- * ("o:<id>", "u:<shared id>"). Edges carry the variable between them with
+ * ("o:<id>", "u:<shared id>"). A leaf that more than VZ_SHARE_MAX nodes
+ * read is drawn once beside each of them instead ("v:<id>" for the first
+ * reader, "c<k>:<id>" for the k-th), so that no edge runs the depth of the
+ * drawing from a weight every layer reads. Edges carry the variable between them with
  * its dtype and static shape, and say whether the target views or
  * destroys it.
  */
@@ -18,6 +21,13 @@
 #include "graph/graph.h"
 #include "tg/tg.h"
 
+enum { VZ_SHARE_MAX = 4 };
+
+/* How a drawing is laid out: dot up to VZ_DOT_MAX nodes and the linear
+ * layered layout (layers.c) above, or one of them always. */
+typedef enum { VZ_LAYOUT_AUTO, VZ_LAYOUT_DOT, VZ_LAYOUT_LAYERS } vz_layout_kind;
+enum { VZ_DOT_MAX = 2000 };
+
 typedef struct vz_graph {
     Agraph_t *ag;
     json_object *nodes; /* array of node objects, owned */
@@ -30,6 +40,12 @@ typedef struct vz_graph {
      * the render read freed memory. */
     Agraph_t **subs;
     int nsubs;
+    /* Leaves read by many nodes, drawn beside each reader: how many nodes
+     * read each leaf, and how many copies of it are drawn so far (id ->
+     * count). */
+    struct tg_idmap *readers, *copies;
+    vz_layout_kind layout; /* set after vz_init; bodies inherit it */
+    bool layered;          /* vz_layout used layers.c */
 } vz_graph;
 
 /* The family of an op for colouring and collapsing ("elemwise",
@@ -56,6 +72,10 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix);
 int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx);
 
 void vz_init(vz_graph *vg, const char *name, bool for_page);
+
+/* The layered layout of layers.c: x, y, w, h on every node, and the
+ * drawing's size. -1 when out of memory. */
+int vz_layers(vz_graph *vg, double *width, double *height);
 
 /* Write the page (tools/tgviz/page.c) with `data` (the drawing's JSON,
  * as json-c writes it: "</script>" cannot occur in it) to out. -1 when a
