@@ -74,6 +74,40 @@ bad "$fx" --profile "$tmp/p3.json" -o "$tmp/x.html" "p3.json"
 check '[ ! -e "$tmp/x.html" ]' "no partial output after an error"
 check '"$TGVIZ" --help | grep -q "usage: tgviz" && "$TGVIZ" --version | grep -q "^tgviz "' "--help and --version"
 
+# A compiled-function file: the page of mlp.tgf holds the nodes, edges and
+# origins that the page of mlp.json compiled with the same preset holds
+# (the original view: the same apply nodes and as many edges); -O is refused; a file that keeps no original graph draws
+# the optimized one (and refuses --original); a truncated file is one line.
+"$TGC" compile "$TG_SRC/examples/mlp.json" -o "$tmp/mlp.tgf" >/dev/null
+"$TGVIZ" "$TG_SRC/examples/mlp.json" -f train -o "$tmp/mlp_json.html"
+"$TGVIZ" "$tmp/mlp.tgf" -f train -o "$tmp/mlp_tgf.html"
+same=$(python3 - "$tmp/mlp_json.html" "$tmp/mlp_tgf.html" <<'PY'
+import json, re, sys
+def views(p):
+    d = json.loads(re.search(r'<script id="tgviz-data" type="application/json">(.*?)</script>',
+                             open(p).read(), re.S).group(1))
+    # The original graph's inline constants get new ids when it is saved
+    # and loaded again (written inline, named after their reader): compare
+    # its apply nodes and its edge count; the optimized view whole.
+    full = lambda k: k == "optimized"
+    return {k: (sorted((n["id"], n.get("label"), tuple(n.get("origins", ())))
+                       for n in v["nodes"] if full(k) or n["id"].startswith("a:")),
+                sorted((e["source"], e["target"], e["var"]) for e in v["edges"]) if full(k) else len(v["edges"]))
+            for k, v in d["views"].items()}
+a, b = views(sys.argv[1]), views(sys.argv[2])
+print("same" if a == b and set(a) == {"original", "optimized"} and len(a["optimized"][0]) > 10 else "differ")
+PY
+)
+check '[ "$same" = same ]' "mlp.tgf draws the nodes, edges and origins of mlp.json compiled the same way ($same)"
+bad "$tmp/mlp.tgf" -f train -O none -o "$tmp/x.html" "already optimized"
+python3 "$TG_SRC/tests/tools/tgf_patch.py" "$tmp/mlp.tgf" "$tmp/noorig.tgf" header-text '"original"' '"orig_gone"'
+"$TGVIZ" "$tmp/noorig.tgf" -f train -o "$tmp/noorig.html" 2>"$tmp/err"
+check '[ $? = 0 ] && grep -q "keeps no original graph" "$tmp/err" && grep -q "\"optimized\":{" "$tmp/noorig.html" && ! grep -q "\"original\":{" "$tmp/noorig.html"' \
+  "a .tgf without its original graph: the optimized view alone, with a note"
+bad "$tmp/noorig.tgf" -f train --original -o "$tmp/x.html" "keeps no original graph"
+head -c 3000 "$tmp/mlp.tgf" >"$tmp/trunc.tgf"
+bad "$tmp/trunc.tgf" -o "$tmp/x.html" "truncated"
+
 # Large graphs: leaves read by many nodes drawn beside each reader, the
 # layered layout (tests/tools/viz_layout.py).
 mkdir -p "$tmp/layout"

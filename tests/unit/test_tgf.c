@@ -298,6 +298,54 @@ static void test_checkpoint_resume_exact(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* tg_tgf_original: the kept graph loads with the functions' shared state,
+ * current values included. w0 = (1, 2, 3), x = (0.3, 0.7, -1.1), two
+ * training calls: w = (0.8, 1.7, 0.4), then (0.7, 1.55, -0.9), and
+ * predict = 0.21 + 1.085 + 0.99 + 0.25 = 2.535. One more call through a
+ * function compiled from the original graph: w = (0.65, 1.475, -1.55),
+ * which the file's predict sees: 0.195 + 1.0325 + 1.705 + 0.25 = 3.1825. */
+static void test_original_graph(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("o.tgf", &g, fs);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf *t = tg_tgf_load(path_in("o.tgf"), NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *tr = tg_tgf_function(t, tg_tgf_function_find(t, "train", ctx));
+    tg_function *pr = tg_tgf_function(t, tg_tgf_function_find(t, "predict", ctx));
+    tg_array *x = vec3(0.3, 0.7, -1.1);
+    call1(tr, x);
+    call1(tr, x);
+    tg_graph *o = tg_tgf_original(t, ctx);
+    if (!o) fail_msg("%s", tg_ctx_message(ctx));
+    assert_int_equal(tg_graph_node_count(o), 5);
+    assert_int_equal(tg_graph_function_count(o), 2);
+    tg_compile_options none = {.preset = "none"};
+    tg_function *op = tg_function_compile(o, tg_graph_function_find(o, "predict", ctx), &none, ctx);
+    tg_function *ot = tg_function_compile(o, tg_graph_function_find(o, "train", ctx), &none, ctx);
+    assert_non_null(op);
+    assert_non_null(ot);
+    assert_float_equal(call1(op, x), 2.535, 1e-12);
+    call1(ot, x);
+    assert_float_equal(call1(pr, x), 3.1825, 1e-12);
+    tg_function_free(op);
+    tg_function_free(ot);
+    tg_graph_free(o);
+    tg_tgf_free(t);
+    /* A file saved without its source keeps no original graph. */
+    t = round_trip("o2.tgf", fs[1], NULL, "no source", ctx);
+    assert_null(tg_tgf_original(t, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_ENOTFOUND);
+    assert_non_null(strstr(tg_ctx_message(ctx), "keeps no original graph"));
+    tg_tgf_free(t);
+    tg_array_free(x);
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_record_and_origins_survive(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -919,6 +967,7 @@ int main(void) {
         cmocka_unit_test(test_save_load_same_bits_and_shared_state),
         cmocka_unit_test(test_save_load_read_into_memory),
         cmocka_unit_test(test_checkpoint_resume_exact),
+        cmocka_unit_test(test_original_graph),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_copy_swap_and_call_n),
         cmocka_unit_test(test_stale_inplace_hints_dropped),

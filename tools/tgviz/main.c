@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "tg/tgf.h"
 #include "vm/vm.h"
 
 static const char *TOOL = "tgviz";
@@ -31,7 +32,8 @@ static void usage(FILE *f) {
             "\n"
             "Draw a graph (interchange JSON) as one self-contained HTML page that works\n"
             "offline (zoom, pan, drag, search, a panel per node, nested bodies that expand\n"
-            "in place), or as a Graphviz picture.\n"
+            "in place), or as a Graphviz picture. FILE may be a compiled-function .tgf:\n"
+            "its saved optimized graph, as restored, and the original graph it keeps.\n"
             "  -f NAME          the function (default: the only one, 'main', or the first)\n"
             "  --optimized      draw the compiled function's graph\n"
             "  --original       draw the graph as loaded\n"
@@ -41,7 +43,8 @@ static void usage(FILE *f) {
             "  --profile F      shade nodes by their share of the time, from tgprof's JSON\n"
             "                   report ({\"functions\":[{\"name\",\"nodes\":[{\"key\",\"time_s\",\n"
             "                   \"share\"}]}]})\n"
-            "  -O PRESET        optimizer preset: none, fast_compile or fast_run (default)\n"
+            "  -O PRESET        optimizer preset: none, fast_compile or fast_run (default);\n"
+            "                   not for a .tgf\n"
             "  --format F       html (default), dot, svg, png or pdf; without it, taken\n"
             "                   from OUT's extension (.gv is dot)\n"
             "  --layout L       dot (Graphviz), layers (tgviz's own layered layout, linear\n"
@@ -228,7 +231,7 @@ int main(int argc, char **argv) {
     }
     /* Both flags: side by side; neither: the page holds both with a
      * toggle, a picture the optimized graph. */
-    bool side = page && want_opt && want_orig;
+    bool side = page && want_opt && want_orig, orig_asked = want_orig;
     if (!want_opt && !want_orig) {
         want_opt = true;
         want_orig = page;
@@ -238,45 +241,93 @@ int main(int argc, char **argv) {
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = NULL;
     tg_function *f = NULL;
+    bool f_owned = false; /* compiled here, not borrowed from the .tgf */
+    struct tg_tgf *tgf = NULL;
+    int gfi = -1; /* the function's index in g */
     GVC_t *gvc = NULL;
     vz_graph vo = {0}, vr = {0};
     json_object *data = NULL, *prof_root = NULL, *prof_nodes = NULL;
     FILE *out = NULL;
     const char *path = argv[optind];
-    size_t pl = strlen(path);
-    if (pl >= 4 && !strcmp(path + pl - 4, ".tgf")) {
-        cli_error(TOOL, "%s: compiled-function files (.tgf) are not supported yet", path);
-        rc = TG_EXIT_USAGE;
-        goto done;
-    }
-    if (!(g = tg_graph_load(path, ctx))) {
-        cli_error(TOOL, "%s", tg_ctx_message(ctx));
-        rc = TG_EXIT_USAGE;
-        goto done;
-    }
+    bool is_tgf = cli_is_tgf(path);
+    const char *fn;
     int fi;
-    if (!fname && tg_graph_function_count(g) > 1 && tg_graph_function_find(g, NULL, ctx) < 0) {
-        /* A picture of the first function beats an error: the graph is
-         * the same file, and -f picks another. */
-        fi = 0;
-        tg_ctx_clear(ctx);
-        fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n",
-                tg_graph_function_name(g, 0), tg_graph_function_count(g));
-    } else {
-        fi = tg_graph_function_find(g, fname, ctx);
-    }
-    if (fi < 0) {
-        cli_error(TOOL, "%s", tg_ctx_message(ctx));
-        rc = TG_EXIT_USAGE;
-        goto done;
-    }
-    const char *fn = tg_graph_function_name(g, fi);
-    if (want_opt) {
-        tg_compile_options co = {.preset = preset};
-        if (!(f = tg_function_compile(g, fi, &co, ctx))) {
+    if (is_tgf) {
+        /* A compiled function: its saved optimized graph as it was
+         * restored, and the original graph the file keeps. */
+        if (preset) {
+            cli_error(TOOL, "%s is already optimized: -O applies when compiling it (tgc compile)", path);
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        if (!(tgf = tg_tgf_load(path, NULL, ctx))) {
             cli_error(TOOL, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
             goto done;
+        }
+        if (tg_tgf_warning(tgf)) fprintf(stderr, "%s: warning: %s\n", TOOL, tg_tgf_warning(tgf));
+        if (!fname && tg_tgf_function_count(tgf) > 1 && tg_tgf_function_find(tgf, NULL, ctx) < 0) {
+            fi = 0;
+            tg_ctx_clear(ctx);
+            fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n",
+                    tg_function_name(tg_tgf_function(tgf, 0)), tg_tgf_function_count(tgf));
+        } else {
+            fi = tg_tgf_function_find(tgf, fname, ctx);
+        }
+        if (fi < 0) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        f = tg_tgf_function(tgf, fi);
+        fn = tg_function_name(f);
+        if (want_orig && !(g = tg_tgf_original(tgf, ctx))) {
+            if (tg_ctx_status(ctx) != TG_ENOTFOUND || orig_asked) {
+                cli_error(TOOL, "%s", tg_ctx_message(ctx));
+                rc = TG_EXIT_USAGE;
+                goto done;
+            }
+            /* Neither flag: the page holds what the file has. */
+            fprintf(stderr, "tgviz: %s keeps no original graph: drawing the optimized one only\n", path);
+            tg_ctx_clear(ctx);
+            want_orig = false;
+        }
+        if (g && (gfi = tg_graph_function_find(g, fn, ctx)) < 0) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    } else {
+        if (!(g = tg_graph_load(path, ctx))) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        if (!fname && tg_graph_function_count(g) > 1 && tg_graph_function_find(g, NULL, ctx) < 0) {
+            /* A picture of the first function beats an error: the graph is
+             * the same file, and -f picks another. */
+            fi = 0;
+            tg_ctx_clear(ctx);
+            fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n",
+                    tg_graph_function_name(g, 0), tg_graph_function_count(g));
+        } else {
+            fi = tg_graph_function_find(g, fname, ctx);
+        }
+        if (fi < 0) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        gfi = fi;
+        fn = tg_graph_function_name(g, fi);
+        if (want_opt) {
+            tg_compile_options co = {.preset = preset};
+            if (!(f = tg_function_compile(g, fi, &co, ctx))) {
+                cli_error(TOOL, "%s", tg_ctx_message(ctx));
+                rc = TG_EXIT_USAGE;
+                goto done;
+            }
+            f_owned = true;
         }
     }
     if (prof_path && profile_read(prof_path, fn, &prof_nodes, &prof_root)) {
@@ -295,7 +346,7 @@ int main(int argc, char **argv) {
     if (want_orig) {
         vz_init(&vr, "original", page);
         vr.layout = layout;
-        vz_from_graph(&vr, g, fi, ctx);
+        vz_from_graph(&vr, g, gfi, ctx);
         json_object *vj = json_object_new_object();
         if (vz_layout(&vr, gvc, vj, ctx)) {
             json_object_put(vj);
@@ -380,8 +431,9 @@ done:
     if (vr.ag) vz_free(&vr);
     if (vo.ag) vz_free(&vo);
     if (gvc) gvFreeContext(gvc);
-    tg_function_free(f);
+    if (f_owned) tg_function_free(f);
     tg_graph_free(g);
+    tg_tgf_free(tgf);
     tg_ctx_free(ctx);
     return rc;
 }

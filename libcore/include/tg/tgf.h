@@ -103,6 +103,13 @@ TG_API int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx);
  * tg_string_free. */
 TG_API char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx);
 
+/* The original graph the file keeps (the one its functions were compiled
+ * from, for reoptimization), loaded, its shared variables those of the
+ * file's functions with their current values; the caller frees it
+ * (tg_graph_free) before t. NULL with TG_ENOTFOUND when the file keeps
+ * none, TG_ELOAD when it is damaged. */
+TG_API tg_graph *tg_tgf_original(tg_tgf *t, tg_ctx *ctx);
+
 /* Theano's function.copy(swap=...): a new function computing what f does,
  * sharing f's shared variables except those named in swap_ids, which get
  * state of their own starting from swap_values[k] (copied; it must fit the

@@ -1409,6 +1409,29 @@ int tg_tgf_function_find(const tg_tgf *t, const char *name, tg_ctx *ctx) {
     return TG_ENOTFOUND;
 }
 
+tg_graph *tg_tgf_original(tg_tgf *t, tg_ctx *ctx) {
+    if (!t) {
+        tg_errorf(ctx, TG_EINVAL, "tg_tgf_original: no file");
+        return NULL;
+    }
+    bool absent;
+    json_object *jo = original_json(t, &absent, ctx);
+    if (!jo) {
+        if (absent) tg_errorf(ctx, TG_ENOTFOUND, "%s: keeps no original graph", t->what);
+        return NULL;
+    }
+    char what[600];
+    snprintf(what, sizeof what, "%s: original", t->what);
+    resolve_ctx r = {t, true};
+    tg_graph *g = tg_graph_load_json(jo, what, resolve_array, &r, ctx);
+    json_object_put(jo);
+    if (g && unify_shared(t, g, ctx)) {
+        tg_graph_free(g);
+        g = NULL;
+    }
+    return g;
+}
+
 int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx) {
     if (!t || !path) return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save_state: no file or path");
     tg_function **fs = tg_calloc((size_t)t->nfns + 1, sizeof *fs);

@@ -3,6 +3,7 @@
  * dot, and a body inside a body is drawn into the inner node; a loaded
  * graph gives one node per apply node, free variable and output. Counts
  * worked out by hand from the JSON below. */
+#include <math.h>
 #include <string.h>
 
 #include "model.h"
@@ -116,8 +117,82 @@ static void test_body_malformed(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* The layered layout on a hand-made drawing: a -> b, a -> c, b -> d,
+ * c -> d, and a leaf e read by d only. Ranks by hand: a 0; b, c 1; d 2;
+ * e, a source, moves down to just above its reader: 1. Sizes by hand from
+ * the labels (5.6 pt a glyph, 12 pt a line, margins 5.76 and 2.16 pt on
+ * each side; an ellipse is the box times sqrt 2). */
+static void test_layers(void **state) {
+    (void)state;
+    vz_graph vg;
+    vz_init(&vg, "t", true);
+    const char *nodes[][3] = {{"a:a", "add\na", "box"},
+                              {"a:b", "categorical_crossentropy\nb", "box"},
+                              {"a:c", "exp\nc", "box"},
+                              {"a:d", "mul\nd", "box"},
+                              {"v:e", "e\nfloat32 (3,)", "ellipse"}};
+    for (int i = 0; i < 5; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "id", json_object_new_string(nodes[i][0]));
+        json_object_object_add(o, "label", json_object_new_string(nodes[i][1]));
+        json_object_object_add(o, "shape", json_object_new_string(nodes[i][2]));
+        json_object_array_add(vg.nodes, o);
+    }
+    const char *edges[][2] = {{"a:a", "a:b"}, {"a:a", "a:c"}, {"a:b", "a:d"}, {"a:c", "a:d"}, {"v:e", "a:d"},
+                              {"a:d", "a:nowhere"}};
+    for (int i = 0; i < 6; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "source", json_object_new_string(edges[i][0]));
+        json_object_object_add(o, "target", json_object_new_string(edges[i][1]));
+        json_object_array_add(vg.edges, o);
+    }
+    double W, H;
+    assert_int_equal(vz_layers(&vg, &W, &H), 0);
+    json_object *a = find(vg.nodes, "a:a"), *b = find(vg.nodes, "a:b"), *c = find(vg.nodes, "a:c"),
+                *d = find(vg.nodes, "a:d"), *e = find(vg.nodes, "v:e");
+    /* widths: 3 glyphs -> the 54 pt minimum; 24 glyphs: 24 * 5.6 + 11.52;
+     * e's 12 glyphs ("float32 (3,)"): (12 * 5.6 + 11.52) * sqrt 2. Heights: two lines,
+     * 24 + 4.32 (sqrt 2 times that for e). */
+    assert_float_equal(num(a, "w"), 54.0, 1e-9);
+    assert_float_equal(num(b, "w"), 145.92, 1e-9);
+    assert_float_equal(num(e, "w"), (12 * 5.6 + 11.52) * 1.4142135623730951, 1e-9);
+    assert_float_equal(num(a, "h"), 28.32, 1e-9);
+    assert_float_equal(num(e, "h"), 28.32 * 1.4142135623730951, 1e-9);
+    /* y: rank 0 holds a (28.32 tall), rank 1 is as tall as e, rank 2
+     * holds d; 32.4 pt between ranks. */
+    double r1 = 28.32 + 32.4, h1 = 28.32 * 1.4142135623730951;
+    assert_float_equal(num(a, "y"), 14.16, 1e-9);
+    assert_float_equal(num(b, "y"), r1 + h1 / 2, 1e-9);
+    assert_float_equal(num(c, "y"), r1 + h1 / 2, 1e-9);
+    assert_float_equal(num(e, "y"), r1 + h1 / 2, 1e-9);
+    assert_float_equal(num(d, "y"), r1 + h1 + 32.4 + 14.16, 1e-9);
+    assert_float_equal(H, r1 + h1 + 32.4 + 28.32, 1e-9);
+    /* Rank 1's three nodes keep the separation; everything lies in the
+     * drawing, the leftmost node at 0. */
+    json_object *r[3] = {b, c, e};
+    double left = 1e30;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            if (i != j && num(r[i], "x") < num(r[j], "x"))
+                assert_true(num(r[j], "x") - num(r[j], "w") / 2 - (num(r[i], "x") + num(r[i], "w") / 2) >=
+                            18.0 - 1e-9);
+    json_object *all[5] = {a, b, c, d, e};
+    for (int i = 0; i < 5; i++) {
+        double x = num(all[i], "x"), w = num(all[i], "w");
+        assert_true(x - w / 2 >= -1e-9 && x + w / 2 <= W + 1e-9);
+        if (x - w / 2 < left) left = x - w / 2;
+    }
+    assert_float_equal(left, 0.0, 1e-9);
+    /* d reads b, c and e: the sweeps put it between the outer two. */
+    double lo = fmin(num(b, "x"), fmin(num(c, "x"), num(e, "x")));
+    double hi = fmax(num(b, "x"), fmax(num(c, "x"), num(e, "x")));
+    assert_true(num(d, "x") >= lo && num(d, "x") <= hi);
+    vz_free(&vg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layers),
         cmocka_unit_test(test_body_drawn_and_laid_out),
         cmocka_unit_test(test_family),
         cmocka_unit_test(test_body_malformed),
