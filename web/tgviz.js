@@ -5,14 +5,16 @@
  * outputs, trace, origins, time_s, share and body (a drawing of its nested
  * graph). What the page shows is derived from the data and the user's
  * state (drags, expanded bodies, collapsed families, renamed labels) by
- * visible(), and drawn by draw(); tests drive it through window.tgviz. */
+ * visible(); update() draws the part of it that is in view, as SVG
+ * elements or, zoomed far out, as a picture on a canvas (see "what is in
+ * view" below); tests drive it through window.tgviz. */
 (function () {
   'use strict';
   const t0 = performance.now();
   const PAD = 14, HEAD = 20;
   const $ = (s) => document.querySelector(s);
   let data = null;
-  let panes = [];          // {name, drawing, svg, root, zoom, vis}
+  let panes = [];          // {name, drawing, svg, root, zoom, vis, ...}: see makePane
   let mode = 'optimized';  // 'optimized' | 'original' | 'side'
   let collapsed = new Set();
   let opened = new Set();   // groups the user expanded again (by id)
@@ -26,6 +28,7 @@
   // Connected components of apply nodes of one collapsed family.
   function groups(d) {
     const parent = new Map();
+    if (!collapsed.size) return parent;
     const find = (a) => { while (parent.get(a) !== a) { parent.set(a, parent.get(parent.get(a))); a = parent.get(a); } return a; };
     const byId = new Map(d.nodes.map((n) => [n.id, n]));
     for (const n of d.nodes) if (n.kind === 'apply' && collapsed.has(n.family)) parent.set(n.id, n.id);
@@ -52,11 +55,11 @@
     const of = groups(d);
     const vnodes = [], byId = new Map();
     for (const n of d.nodes) {
-      if (of.has(n.id)) continue;
-      const [x, y] = pos(n);
-      const v = { id: n.id, src: n, x, y, w: n.w, h: n.h, bx: n.x, by: n.y };
+      if (of.size && of.has(n.id)) continue;
+      const v = { id: n.id, src: n, x: n.x + (n._dx || 0), y: n.y + (n._dy || 0), w: n.w, h: n.h, bx: n.x, by: n.y };
       if (n._expanded && n.body && n.body.nodes && n.body.nodes.length) {
         v.body = visible(n.body);
+        for (const b of v.body.nodes) b.parent = v;
         v.w = Math.max(n.w, v.body.width + 2 * PAD);
         v.h = Math.max(n.h, v.body.height + 2 * PAD + HEAD);
       }
@@ -88,15 +91,23 @@
       }
       e.y += dh / 2;
     }
+    // Edges, and on each node the edges that meet it (v.adj, absent when
+    // none). Edges into or out of a group are kept once per variable; only
+    // those can repeat.
     const vedges = [], seen = new Set();
     for (const e of d.edges) {
       const s = of.has(e.source) ? of.get(e.source) : e.source;
       const t = of.has(e.target) ? of.get(e.target) : e.target;
       if (s === t || !byId.has(s) || !byId.has(t)) continue;
-      const k = s + '\u0000' + t + '\u0000' + e.var;
-      if ((s !== e.source || t !== e.target) && seen.has(k)) continue;
-      seen.add(k);
-      vedges.push({ e, s: byId.get(s), t: byId.get(t) });
+      if (s !== e.source || t !== e.target) {
+        const k = s + '\u0000' + t + '\u0000' + e.var;
+        if (seen.has(k)) continue;
+        seen.add(k);
+      }
+      const ve = { e, s: byId.get(s), t: byId.get(t) };
+      vedges.push(ve);
+      if (ve.s.adj) ve.s.adj.push(ve); else ve.s.adj = [ve];
+      if (ve.t.adj) ve.t.adj.push(ve); else ve.t.adj = [ve];
     }
     let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
     for (const v of vnodes) {
@@ -133,86 +144,422 @@
     s.attr('class', 'shape').attr('fill', fillOf(n));
   }
 
-  function edgePath(ve) {
+  // An edge's cubic Bezier, from the bottom of its source to the top of its
+  // target, into q: [sx, sy, c1x, c1y, c2x, c2y, tx, ty] (q is reused by
+  // callers that go through many edges).
+  function edgeCurve(ve, q) {
     const s = ve.s, t = ve.t;
     const sx = s.x, sy = s.y + s.h / 2, tx = t.x, ty = t.y - t.h / 2 - 2;
-    const my = (sy + ty) / 2;
-    ve.mx = (sx + tx) / 2; ve.my = my;
-    if (ty > sy) return `M${sx},${sy} C${sx},${my} ${tx},${my} ${tx},${ty}`;
+    q[0] = sx; q[1] = sy; q[6] = tx; q[7] = ty;
+    if (ty > sy) { q[2] = sx; q[3] = q[5] = (sy + ty) / 2; q[4] = tx; return q; }
     // Upward (an update back to its shared variable): loop around the side.
     const side = Math.max(s.w, t.w) / 2 + 30;
-    return `M${sx},${sy} C${sx + side},${sy + 60} ${tx + side},${ty - 60} ${tx},${ty}`;
+    q[2] = sx + side; q[3] = sy + 60; q[4] = tx + side; q[5] = ty - 60;
+    return q;
+  }
+  const curve = new Float64Array(8);
+
+  function edgePath(ve) {
+    const c = edgeCurve(ve, curve);
+    ve.mx = (c[0] + c[6]) / 2; ve.my = (c[1] + c[7]) / 2;
+    return `M${c[0]},${c[1]} C${c[2]},${c[3]} ${c[4]},${c[5]} ${c[6]},${c[7]}`;
   }
 
   function nodeLabel(n) { return n._label !== undefined ? n._label : n.label || n.id; }
 
-  function drawGraph(g, vis, pane) {
-    const eg = g.append('g').attr('class', 'edges');
-    const byNode = new Map();
-    const paths = eg.selectAll('path').data(vis.edges).join('path')
-      .attr('class', (ve) => 'edge' + (ve.e.mode ? ' ' + ve.e.mode : ''))
-      .attr('marker-end', (ve) => `url(#arrow-${ve.e.mode || 'plain'})`)
-      .attr('d', edgePath);
-    paths.append('title').text((ve) => `${ve.e.var}: ${ve.e.label}${ve.e.mode ? ' (' + ve.e.mode + ')' : ''}`);
-    const labels = eg.selectAll('text').data(vis.edges).join('text').attr('class', 'elabel')
-      .attr('text-anchor', 'middle').attr('x', (ve) => ve.mx + 3).attr('y', (ve) => ve.my).text((ve) => ve.e.label);
-    const labelEls = labels.nodes();
-    paths.each(function (ve, i) {
-      ve.path = this; ve.text = labelEls[i];
-      for (const v of [ve.s, ve.t]) { if (!byNode.has(v.id)) byNode.set(v.id, []); byNode.get(v.id).push(ve); }
-    });
-    const ng = g.append('g').attr('class', 'nodes');
-    const nodes = ng.selectAll('g.node').data(vis.nodes.filter((v) => !v.body)).join('g')
-      .attr('class', (v) => `node kind-${v.src.kind}` + (v.src.kind === 'group' ? ' group' : '') + (isHot(v.src) ? ' hot' : ''))
-      .attr('data-id', (v) => v.id).attr('data-view', pane.name)
-      .attr('transform', (v) => `translate(${v.x},${v.y})`);
-    nodes.each(function (v) {
-      v.el = this;
-      const sel = d3.select(this);
-      shapePath(sel, v);
-      const lines = nodeLabel(v.src).split('\n');
-      const dy = lines.length > 1 ? -2 : 3.5;
-      sel.append('text').attr('class', 'l1').attr('text-anchor', 'middle').attr('y', dy).text(lines[0]);
-      if (lines.length > 1) sel.append('text').attr('class', 'l2').attr('text-anchor', 'middle').attr('y', dy + 11).text(lines.slice(1).join(' '));
-    });
-    // Expanded bodies: a frame with the body drawn inside.
-    for (const v of vis.nodes.filter((v) => v.body)) {
-      const c = ng.append('g').attr('class', 'container').attr('data-id', v.id).attr('data-view', pane.name)
-        .attr('transform', `translate(${v.x - v.w / 2},${v.y - v.h / 2})`);
-      v.el = c.node();
-      c.append('rect').attr('class', 'frame').attr('width', v.w).attr('height', v.h).attr('rx', 8);
-      c.append('text').attr('class', 'head').attr('x', 8).attr('y', 14)
-        .text(`\u25be ${v.src.op || ''} ${v.src.key || v.id}`).append('title').text('double-click the frame to collapse');
-      const inner = c.append('g').attr('transform', `translate(${PAD - v.body.x0 + (v.w - 2 * PAD - v.body.width) / 2},${PAD + HEAD - v.body.y0})`);
-      drawGraph(inner, v.body, pane);
-      c.on('dblclick', (ev) => { if (ev.target.closest('g.node')) return; ev.stopPropagation(); v.src._expanded = false; redraw(); })
-        .on('mouseenter', () => show(v.src, pane)).on('click', (ev) => { if (!ev.target.closest('g.node')) { ev.stopPropagation(); pin(v.src, pane); } });
+  /* ---- what is in view ----
+   * A drawing of 100,000 nodes cannot be 100,000 SVG groups: the browser
+   * takes minutes to build them and hundreds of MB to hold them. So a
+   * pane's top level is drawn by update(), after every zoom or pan (at
+   * most once a frame), and only the nodes and edges whose boxes meet the
+   * region around the view (the view and half a screen on each side, so
+   * that a pan shows what was already there) have elements; a spatial
+   * index (grid*, below) finds them without looking at the rest.
+   * Level of detail: when more than LOD_NODES nodes or LOD_EDGES edges lie
+   * in that region, the labels cannot be read anyway, so the pane removes
+   * its SVG elements and paints the nodes as plain rectangles and the
+   * edges as lines on a <canvas> under the SVG (paint()). A canvas needs
+   * no DOM and its picture is made again in tens of ms even for 100,000
+   * nodes and 150,000 edges, so the overview of any size stays fast; the
+   * price is no hover or click while zoomed out, which come back with the
+   * SVG when zooming in. Search still marks its matches. The pane goes back to
+   * SVG only below LOD_BACK of the limits, so that zooming or panning at
+   * the boundary does not flip between the two every frame. Nested bodies
+   * are small: an expanded one is drawn whole (drawGraph) when its frame
+   * is in view. */
+  const LOD_NODES = 3000, LOD_EDGES = 6000, LOD_BACK = 0.7, FRESH_MAX = 200;
+
+  /* A uniform grid over the boxes of items (a drawing's nodes or edges),
+   * in compressed rows: cell c holds items[at[start[c]]] to
+   * items[at[start[c + 1] - 1]]. An item is in every cell its box meets,
+   * except those spanning more than GRID_BIG cells (long edges), which go
+   * into one list (big) that every query scans. boxOf(item, box, o) writes
+   * the item's [x0, y0, x1, y1] to box[o..o+3]. Items that moved after the
+   * grid was built (a dragged node and its edges) are listed in moved and
+   * tested with their live boxes. */
+  const GRID_BIG = 64;
+  function gridNew(items, boxOf) {
+    const n = items.length, box = new Float64Array(4 * n);
+    let X0 = Infinity, Y0 = Infinity, X1 = -Infinity, Y1 = -Infinity;
+    for (let i = 0; i < n; i++) {
+      items[i]._gi = i;
+      boxOf(items[i], box, 4 * i);
+      // Comparisons, not Math.min: an item without a place (NaN) is left
+      // out of the extent, and then out of every cell.
+      if (box[4 * i] < X0) X0 = box[4 * i];
+      if (box[4 * i + 1] < Y0) Y0 = box[4 * i + 1];
+      if (box[4 * i + 2] > X1) X1 = box[4 * i + 2];
+      if (box[4 * i + 3] > Y1) Y1 = box[4 * i + 3];
     }
-    nodes.on('mouseenter', (ev, v) => { show(v.src, pane); light(v, byNode, true); linkOrigins(v.src, pane, true); })
-      .on('mouseleave', (ev, v) => { light(v, byNode, false); linkOrigins(v.src, pane, false); if (selected) show(selected.n, selected.pane); })
-      .on('click', (ev, v) => { ev.stopPropagation(); pin(v.src, pane); })
-      .on('dblclick', (ev, v) => {
+    if (!(X0 <= X1)) X0 = Y0 = X1 = Y1 = 0;
+    // Square cells, about two items to a cell.
+    const s = Math.max(1, Math.sqrt(Math.max(X1 - X0, 1) * Math.max(Y1 - Y0, 1) / Math.max(1, n / 2)));
+    const cols = Math.floor((X1 - X0) / s) + 1, rows = Math.floor((Y1 - Y0) / s) + 1;
+    const g = { items, boxOf, box, X0, Y0, X1, Y1, s, cols, rows, start: new Int32Array(cols * rows + 1), at: null,
+      big: [], moved: [], isMoved: new Uint8Array(n), stamp: new Uint32Array(n), q: 0 };
+    const isBig = new Uint8Array(n);
+    let fill = null;
+    // Two passes: count the entries of each cell, then place them.
+    for (let pass = 0; pass < 2; pass++) {
+      for (let i = 0; i < n; i++) {
+        if (isBig[i]) continue;
+        const c0 = gridCol(g, box[4 * i]), r0 = gridRow(g, box[4 * i + 1]);
+        const c1 = gridCol(g, box[4 * i + 2]), r1 = gridRow(g, box[4 * i + 3]);
+        if ((c1 - c0 + 1) * (r1 - r0 + 1) > GRID_BIG) { isBig[i] = 1; g.big.push(i); continue; }
+        for (let r = r0; r <= r1; r++)
+          for (let c = c0; c <= c1; c++) {
+            if (pass === 0) g.start[r * cols + c + 1]++;
+            else g.at[fill[r * cols + c]++] = i;
+          }
+      }
+      if (pass === 0) {
+        for (let c = 0; c < cols * rows; c++) g.start[c + 1] += g.start[c];
+        g.at = new Int32Array(g.start[cols * rows]);
+        fill = g.start.slice(0, cols * rows);
+      }
+    }
+    return g;
+  }
+  function gridCol(g, x) { return Math.min(g.cols - 1, Math.max(0, Math.floor((x - g.X0) / g.s))); }
+  function gridRow(g, y) { return Math.min(g.rows - 1, Math.max(0, Math.floor((y - g.Y0) / g.s))); }
+
+  // The items whose boxes meet [x0, x1] x [y0, y1], once each: a new array,
+  // or the grid's own list of items when that is all of them.
+  function gridQuery(g, x0, y0, x1, y1) {
+    const out = [];
+    const { items, box, start, at, stamp, isMoved, cols } = g;
+    const q = ++g.q;
+    const meets = (i) => box[4 * i] <= x1 && box[4 * i + 2] >= x0 && box[4 * i + 1] <= y1 && box[4 * i + 3] >= y0;
+    // Zoomed out over all of it: no cells to look at.
+    if (x0 <= g.X0 && y0 <= g.Y0 && x1 >= g.X1 && y1 >= g.Y1) {
+      if (!g.moved.length) return items;
+      for (let i = 0; i < items.length; i++) if (!isMoved[i] || (g.boxOf(items[i], box, 4 * i), meets(i))) out.push(items[i]);
+      return out;
+    }
+    const c0 = gridCol(g, x0), c1 = gridCol(g, x1), r1 = gridRow(g, y1);
+    for (let r = gridRow(g, y0); r <= r1; r++)
+      for (let c = c0; c <= c1; c++)
+        for (let j = start[r * cols + c], e = start[r * cols + c + 1]; j < e; j++) {
+          const i = at[j];
+          if (stamp[i] === q) continue;
+          stamp[i] = q;
+          if (!isMoved[i] && meets(i)) out.push(items[i]);
+        }
+    for (const i of g.big) if (!isMoved[i] && meets(i)) out.push(items[i]);
+    for (const i of g.moved) { g.boxOf(items[i], box, 4 * i); if (meets(i)) out.push(items[i]); }
+    return out;
+  }
+  function gridMove(g, item) {
+    if (!g.isMoved[item._gi]) { g.isMoved[item._gi] = 1; g.moved.push(item._gi); }
+  }
+
+  function nodeBox(v, b, o) { b[o] = v.x - v.w / 2; b[o + 1] = v.y - v.h / 2; b[o + 2] = v.x + v.w / 2; b[o + 3] = v.y + v.h / 2; }
+  // A Bezier curve lies in the hull of its control points.
+  function edgeBox(ve, b, o) {
+    const c = edgeCurve(ve, curve);
+    b[o] = Math.min(c[0], c[2], c[4], c[6]); b[o + 1] = Math.min(c[1], c[3], c[5], c[7]);
+    b[o + 2] = Math.max(c[0], c[2], c[4], c[6]); b[o + 3] = Math.max(c[1], c[3], c[5], c[7]);
+  }
+
+  // A pane's derived drawing, its index and empty layers; update() fills them.
+  function layout(p) {
+    p.vis = visible(p.drawing);
+    p.nodeGrid = gridNew(p.vis.nodes, nodeBox);
+    p.edgeGrid = gridNew(p.vis.edges, edgeBox);
+    p.root.selectAll('*').remove();
+    const eg = p.root.append('g').attr('class', 'edges');
+    p.edgeLayer = eg.append('g');     // paths under their labels
+    p.labelLayer = eg.append('g');
+    p.nodeLayer = p.root.append('g').attr('class', 'nodes');
+    p.shown = new Set(); p.shownEdges = new Set();
+    p.lod = false; p.dirty = true;
+  }
+
+  function schedule(p) {
+    if (!p.raf) p.raf = requestAnimationFrame(() => { p.raf = 0; if (panes.includes(p)) update(p); });
+  }
+
+  // Draws what lies in the region around pane p's view (see above).
+  function update(p) {
+    const t = d3.zoomTransform(p.svg.node());
+    if (!p.dirty && p.drawn && p.drawn.k === t.k && p.drawn.x === t.x && p.drawn.y === t.y) return;
+    const t1 = performance.now();
+    p.dirty = false; p.drawn = t;
+    const mx = p.W / 2 / t.k, my = p.H / 2 / t.k;
+    const x0 = -t.x / t.k - mx, y0 = -t.y / t.k - my, x1 = (p.W - t.x) / t.k + mx, y1 = (p.H - t.y) / t.k + my;
+    let ns = gridQuery(p.nodeGrid, x0, y0, x1, y1), es = gridQuery(p.edgeGrid, x0, y0, x1, y1);
+    const f = p.lod ? LOD_BACK : 1;
+    p.lod = ns.length > LOD_NODES * f || es.length > LOD_EDGES * f;
+    if (p.lod) { sync(p, [], []); paint(p, ns, es, t); } else {
+      paint(p, null);
+      // A jump (a search, a zoom into the overview) brings hundreds of new
+      // nodes at once: then this frame makes those on the screen, and the
+      // next one those in the margin.
+      let fresh = 0;
+      for (const v of ns) if (!v.el) fresh++;
+      p.screenOnly = fresh > FRESH_MAX && !p.screenOnly;
+      if (p.screenOnly) {
+        const sx0 = -t.x / t.k, sy0 = -t.y / t.k, sx1 = sx0 + p.W / t.k, sy1 = sy0 + p.H / t.k;
+        const b = p.edgeGrid.box;
+        ns = ns.filter((v) => v.el || (v.x + v.w / 2 >= sx0 && v.x - v.w / 2 <= sx1 && v.y + v.h / 2 >= sy0 && v.y - v.h / 2 <= sy1));
+        es = es.filter((ve) => ve.path || (b[4 * ve._gi + 2] >= sx0 && b[4 * ve._gi] <= sx1 && b[4 * ve._gi + 3] >= sy0 && b[4 * ve._gi + 1] <= sy1));
+        p.dirty = true; schedule(p);
+      }
+      sync(p, ns, es);
+    }
+    p.stats = { mode: p.lod ? 'canvas' : 'svg', nodes: ns.length, edges: es.length, ms: performance.now() - t1 };
+  }
+
+  // Gives the nodes ns and edges es elements, and takes them from the rest.
+  function sync(p, ns, es) {
+    const gen = p.gen = (p.gen || 0) + 1;
+    for (const v of ns) v._gen = gen;
+    for (const ve of es) ve._gen = gen;
+    for (const v of p.shown) if (v._gen !== gen) { unlinkNode(v); p.shown.delete(v); }
+    for (const ve of p.shownEdges) if (ve._gen !== gen) { unlinkEdge(ve); p.shownEdges.delete(ve); }
+    for (const ve of es) if (!ve.path) { addEdge(p.edgeLayer, p.labelLayer, ve); p.shownEdges.add(ve); }
+    for (const v of ns) if (!v.el) { addNode(p.nodeLayer, v, p); p.shown.add(v); }
+  }
+  function unlinkNode(v) {
+    v.el.remove(); v.el = null;
+    const clear = (vis) => {
+      for (const b of vis.nodes) { b.el = null; if (b.body) clear(b.body); }
+      for (const ve of vis.edges) ve.path = ve.text = null;
+    };
+    if (v.body) clear(v.body);
+  }
+  function unlinkEdge(ve) { ve.path.remove(); ve.text.remove(); ve.path = ve.text = null; }
+
+  /* The overview, painted pixel by pixel into one ImageData: the edges as
+   * lines (a curve as a few straight pieces), the nodes over them as
+   * rectangles of their fill, at least a pixel and outlined from 5 pixels
+   * up; then, with the canvas API, rings around search matches and the
+   * pinned node. Why by hand: in Chrome's software rasteriser every
+   * fillRect or path segment costs a microsecond or two, over 0.3 s for
+   * 100,000 nodes and 150,000 edges, while pixels written into an array
+   * cost what the pixels cost: a few ms for a screen. While searching,
+   * what does not match is faded. ns === null clears the canvas. */
+  const EDGE_COLOURS = { plain: '#94a3b8', view: '#2563eb', destroy: '#dc2626' };
+  const rgbaOf = new Map();
+  // A colour as the 32-bit little-endian RGBA of an ImageData pixel; faded:
+  // a quarter of it over the page's background (#f8fafc).
+  function rgba(col, fade) {
+    const key = fade ? col + ' faded' : col;
+    let u = rgbaOf.get(key);
+    if (u === undefined) {
+      const c = d3.rgb(col), f = fade ? 0.25 : 1;
+      const r = Math.round(f * c.r + (1 - f) * 248), g = Math.round(f * c.g + (1 - f) * 250), b = Math.round(f * c.b + (1 - f) * 252);
+      u = ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
+      rgbaOf.set(key, u);
+    }
+    return u;
+  }
+  // The pixels of the line (x0, y0)-(x1, y1), clipped to the image
+  // (Liang-Barsky), so that a long edge costs only its part in view.
+  function pixLine(img, x0, y0, x1, y1, u) {
+    const w = img.width, dx = x1 - x0, dy = y1 - y0;
+    // The line is inside where p * t <= q for each side.
+    let a = 0, b = 1;
+    const clip = (p, q) => {
+      if (p === 0) return q >= 0;
+      const r = q / p;
+      if (p < 0) { if (r > b) return false; if (r > a) a = r; } else { if (r < a) return false; if (r < b) b = r; }
+      return true;
+    };
+    if (!clip(-dx, x0) || !clip(dx, w - 1 - x0) || !clip(-dy, y0) || !clip(dy, img.height - 1 - y0)) return;
+    const n = Math.ceil(Math.max(Math.abs(dx), Math.abs(dy)) * (b - a));
+    const sx = x0 + a * dx, sy = y0 + a * dy, ix = n ? (b - a) * dx / n : 0, iy = n ? (b - a) * dy / n : 0;
+    for (let i = 0; i <= n; i++) img.px[Math.round(sy + i * iy) * w + Math.round(sx + i * ix)] = u;
+  }
+  // The pixels of [x0, x1) x [y0, y1), at least one, clipped to the image.
+  function pixRect(img, x0, y0, x1, y1, u) {
+    const w = img.width;
+    let xa = Math.round(x0), ya = Math.round(y0);
+    let xb = Math.max(xa + 1, Math.round(x1)), yb = Math.max(ya + 1, Math.round(y1));
+    xa = Math.max(0, xa); ya = Math.max(0, ya); xb = Math.min(w, xb); yb = Math.min(img.height, yb);
+    if (xa >= xb) return;
+    const px = img.px;
+    for (let y = ya; y < yb; y++) {
+      if (xb - xa > 16) px.fill(u, y * w + xa, y * w + xb);
+      else for (let i = y * w + xa, e = y * w + xb; i < e; i++) px[i] = u;  // a call costs more than a few pixels
+    }
+  }
+
+  function paint(p, ns, es, t) {
+    const c = p.canvas, dpr = window.devicePixelRatio || 1;
+    if (!ns && !p.painted) return;
+    const cw = Math.max(1, Math.round(p.W * dpr)), ch = Math.max(1, Math.round(p.H * dpr));
+    if (c.width !== cw || c.height !== ch) { c.width = cw; c.height = ch; p.image = null; }
+    const ctx = c.getContext('2d');
+    p.painted = !!ns;
+    if (!ns) { ctx.clearRect(0, 0, cw, ch); return; }
+    if (!p.image) {
+      const data = ctx.createImageData(cw, ch);
+      p.image = { data, px: new Uint32Array(data.data.buffer), width: cw, height: ch };
+    }
+    const img = p.image;
+    img.px.fill(0);
+    // Screen pixels: X(x), Y(y).
+    const k = t.k * dpr, X = (x) => t.x * dpr + x * k, Y = (y) => t.y * dpr + y * k;
+    const searching = !!$('#search').value.trim();
+    for (const ve of es) {
+      const q = edgeCurve(ve, curve), u = rgba(EDGE_COLOURS[ve.e.mode] || EDGE_COLOURS.plain, searching);
+      for (let i = 0; i < 8; i += 2) { q[i] = X(q[i]); q[i + 1] = Y(q[i + 1]); }
+      // Pieces of about 6 pixels of the control polygon, 1 to 16 of them.
+      let len = 0;
+      for (let i = 2; i < 8; i += 2) len += Math.abs(q[i] - q[i - 2]) + Math.abs(q[i + 1] - q[i - 1]);
+      const n = Math.max(1, Math.min(16, Math.ceil(len / 6)));
+      let px = q[0], py = q[1];
+      for (let i = 1; i <= n; i++) {
+        const s = i / n, r = 1 - s, a = r * r * r, b = 3 * r * r * s, d = 3 * r * s * s, e = s * s * s;
+        const x = a * q[0] + b * q[2] + d * q[4] + e * q[6], y = a * q[1] + b * q[3] + d * q[5] + e * q[7];
+        pixLine(img, px, py, x, y, u);
+        px = x; py = y;
+      }
+    }
+    const border = rgba('#475569', searching), marked = [];
+    for (const v of ns) {
+      const pinned = selected && selected.n === v.src;
+      if (v.match || pinned) marked.push(v);
+      const u = rgba(v.body ? '#f1f5f9' : v.colour || (v.colour = fillOf(v.src)), searching && !v.match);
+      const x0 = X(v.x - v.w / 2), y0 = Y(v.y - v.h / 2), x1 = X(v.x + v.w / 2), y1 = Y(v.y + v.h / 2);
+      if (x1 - x0 >= 5 && y1 - y0 >= 5) {
+        pixRect(img, x0, y0, x1, y1, v.match ? rgba('#475569', false) : border);
+        pixRect(img, x0 + 1, y0 + 1, x1 - 1, y1 - 1, u);
+      } else pixRect(img, x0, y0, x1, y1, u);
+    }
+    ctx.putImageData(img.data, 0, 0);
+    // Matches and the pinned node: a ring of at least 8 pixels.
+    ctx.lineWidth = 2.5 * dpr;
+    for (const v of marked) {
+      const w = Math.max(8 * dpr, v.w * k), h = Math.max(8 * dpr, v.h * k);
+      ctx.strokeStyle = selected && selected.n === v.src ? '#f59e0b' : '#db2777';
+      ctx.strokeRect(X(v.x) - w / 2, Y(v.y) - h / 2, w, h);
+    }
+  }
+
+  // One edge's path and label.
+  function addEdge(pathLayer, labelLayer, ve) {
+    const path = pathLayer.append('path').datum(ve)
+      .attr('class', 'edge' + (ve.e.mode ? ' ' + ve.e.mode : ''))
+      .attr('marker-end', `url(#arrow-${ve.e.mode || 'plain'})`)
+      .attr('d', edgePath(ve));
+    path.append('title').text(`${ve.e.var}: ${ve.e.label}${ve.e.mode ? ' (' + ve.e.mode + ')' : ''}`);
+    ve.path = path.node();
+    ve.text = labelLayer.append('text').attr('class', 'elabel').attr('text-anchor', 'middle')
+      .attr('x', ve.mx + 3).attr('y', ve.my).text(ve.e.label).node();
+  }
+
+  // The offset of an expanded node's body drawing from its frame's corner.
+  function bodyOffset(v) {
+    return [PAD - v.body.x0 + (v.w - 2 * PAD - v.body.width) / 2, PAD + HEAD - v.body.y0];
+  }
+  // Where a node of the derived drawing lies in its pane's coordinates
+  // (a node of an expanded body lies inside its parent's frame).
+  function absPos(v) {
+    if (!v.parent) return [v.x, v.y];
+    const [px, py] = absPos(v.parent), [ox, oy] = bodyOffset(v.parent);
+    return [px - v.parent.w / 2 + ox + v.x, py - v.parent.h / 2 + oy + v.y];
+  }
+
+  // A node's group (or an expanded node's frame with its body) in ng.
+  function addNode(ng, v, pane) {
+    if (v.body) return addFrame(ng, v, pane);
+    const sel = ng.append('g').datum(v)
+      .attr('class', `node kind-${v.src.kind}` + (v.src.kind === 'group' ? ' group' : '') + (isHot(v.src) ? ' hot' : '') +
+        (v.match ? ' match' : '') + (selected && selected.n === v.src ? ' sel' : ''))
+      .attr('data-id', v.id).attr('data-view', pane.name)
+      .attr('transform', `translate(${v.x},${v.y})`);
+    v.el = sel.node();
+    shapePath(sel, v);
+    const lines = nodeLabel(v.src).split('\n');
+    const dy = lines.length > 1 ? -2 : 3.5;
+    sel.append('text').attr('class', 'l1').attr('text-anchor', 'middle').attr('y', dy).text(lines[0]);
+    if (lines.length > 1) sel.append('text').attr('class', 'l2').attr('text-anchor', 'middle').attr('y', dy + 11).text(lines.slice(1).join(' '));
+    sel.on('mouseenter', () => { show(v.src, pane); light(v, true); linkOrigins(v.src, pane, true); })
+      .on('mouseleave', () => { light(v, false); linkOrigins(v.src, pane, false); if (selected) show(selected.n, selected.pane); })
+      .on('click', (ev) => { ev.stopPropagation(); pin(v.src, pane); })
+      .on('dblclick', (ev) => {
         ev.stopPropagation();
         const n = v.src;
         if (n.kind === 'group') { opened.add(v.id); redraw(); }
         else if (n.body && n.body.nodes && n.body.nodes.length) { n._expanded = true; redraw(); }
         else rename(n, v.el);
       })
-      .call(d3.drag().clickDistance(4)
-        .on('drag', function (ev, v) {
-          v.x += ev.dx; v.y += ev.dy;
-          const members = v.src.kind === 'group' ? v.src.members : [v.src];
-          for (const m of members) { m._dx = (m._dx || 0) + ev.dx; m._dy = (m._dy || 0) + ev.dy; }
-          d3.select(this).attr('transform', `translate(${v.x},${v.y})`);
-          for (const ve of byNode.get(v.id) || []) {
-            ve.path.setAttribute('d', edgePath(ve));
-            ve.text.setAttribute('x', ve.mx + 3); ve.text.setAttribute('y', ve.my);
-          }
-        }));
+      .call(pane.drag);
   }
 
-  function light(v, byNode, on) {
-    for (const ve of byNode.get(v.id) || []) ve.path.classList.toggle('lit', on);
+  // Dragging a node (of any drawing in the pane): its edges follow. A node
+  // of the top level and its edges leave the index's cells for its list of
+  // moved items, and the pane is drawn again when the drag ends (edges
+  // that were out of view may have come in).
+  function makeDrag(pane) {
+    return d3.drag().clickDistance(4)
+      .on('start', (ev, v) => {
+        if (v.parent) return;
+        gridMove(pane.nodeGrid, v);
+        for (const ve of v.adj || []) gridMove(pane.edgeGrid, ve);
+      })
+      .on('drag', (ev, v) => {
+        v.x += ev.dx; v.y += ev.dy;
+        const members = v.src.kind === 'group' ? v.src.members : [v.src];
+        for (const m of members) { m._dx = (m._dx || 0) + ev.dx; m._dy = (m._dy || 0) + ev.dy; }
+        v.el.setAttribute('transform', `translate(${v.x},${v.y})`);
+        for (const ve of v.adj || []) {
+          if (!ve.path) continue;
+          ve.path.setAttribute('d', edgePath(ve));
+          ve.text.setAttribute('x', ve.mx + 3); ve.text.setAttribute('y', ve.my);
+        }
+      })
+      .on('end', () => { pane.dirty = true; schedule(pane); });
+  }
+
+  // An expanded node: a frame with its body drawn inside, whole.
+  function addFrame(ng, v, pane) {
+    const c = ng.append('g').datum(v).attr('class', 'container').attr('data-id', v.id).attr('data-view', pane.name)
+      .attr('transform', `translate(${v.x - v.w / 2},${v.y - v.h / 2})`);
+    v.el = c.node();
+    c.append('rect').attr('class', 'frame').attr('width', v.w).attr('height', v.h).attr('rx', 8);
+    c.append('text').attr('class', 'head').attr('x', 8).attr('y', 14)
+      .text(`\u25be ${v.src.op || ''} ${v.src.key || v.id}`).append('title').text('double-click the frame to collapse');
+    const [ox, oy] = bodyOffset(v);
+    drawGraph(c.append('g').attr('transform', `translate(${ox},${oy})`), v.body, pane);
+    c.on('dblclick', (ev) => { if (ev.target.closest('g.node')) return; ev.stopPropagation(); v.src._expanded = false; redraw(); })
+      .on('mouseenter', () => show(v.src, pane)).on('click', (ev) => { if (!ev.target.closest('g.node')) { ev.stopPropagation(); pin(v.src, pane); } });
+  }
+
+  // All of a (body's) drawing, in g.
+  function drawGraph(g, vis, pane) {
+    const eg = g.append('g').attr('class', 'edges');
+    const pl = eg.append('g'), ll = eg.append('g');
+    for (const ve of vis.edges) addEdge(pl, ll, ve);
+    const ng = g.append('g').attr('class', 'nodes');
+    for (const v of vis.nodes) if (!v.body) addNode(ng, v, pane);
+    for (const v of vis.nodes) if (v.body) addNode(ng, v, pane);
+  }
+
+  function light(v, on) {
+    for (const ve of v.adj || []) if (ve.path) ve.path.classList.toggle('lit', on);
   }
 
   // Before and after: the original nodes an optimized node stands for,
@@ -232,13 +579,7 @@
   }
 
   function redraw() {
-    for (const p of panes) {
-      const t = d3.zoomTransform(p.svg.node());
-      p.root.selectAll('*').remove();
-      p.vis = visible(p.drawing);
-      drawGraph(p.root, p.vis, p);
-      p.svg.call(p.zoom.transform, t);
-    }
+    for (const p of panes) { layout(p); update(p); }
     applySearch();
   }
 
@@ -246,6 +587,7 @@
   function makePane(name, drawing) {
     const div = d3.select('#main').append('div').attr('class', 'pane').attr('data-view', name);
     if (mode === 'side') div.append('div').attr('class', 'pname').text(name);
+    const canvas = div.append('canvas').node();
     const svg = div.append('svg').attr('data-view', name);
     const defs = svg.append('defs');
     for (const [k, c] of [['plain', '#94a3b8'], ['view', '#2563eb'], ['destroy', '#dc2626']])
@@ -253,10 +595,15 @@
         .attr('markerUnits', 'userSpaceOnUse').attr('markerWidth', 9).attr('markerHeight', 9).attr('orient', 'auto')
         .append('path').attr('d', 'M0,0 L10,5 L0,10 z').attr('fill', c);
     const root = svg.append('g').attr('class', 'viewport');
-    const p = { name, drawing, svg, root };
-    p.zoom = d3.zoom().scaleExtent([0.02, 6]).on('zoom', (ev) => {
+    const p = { name, drawing, svg, root, canvas, W: 50, H: 50, raf: 0 };
+    p.drag = makeDrag(p);
+    // The extent is the pane's size as last measured: d3's default reads
+    // the SVG's size, which makes the browser lay out every element drawn
+    // since the last frame, at every wheel step.
+    p.zoom = d3.zoom().scaleExtent([0.02, 6]).extent(() => [[0, 0], [p.W, p.H]]).on('zoom', (ev) => {
       root.attr('transform', ev.transform);
       svg.classed('far', ev.transform.k < 0.6).classed('veryfar', ev.transform.k < 0.22);
+      schedule(p);
     });
     svg.call(p.zoom).on('dblclick.zoom', null).on('click', () => { selected = null; panelHint(); });
     return p;
@@ -264,9 +611,13 @@
 
   function fit(p) {
     const box = p.svg.node().getBoundingClientRect(), vis = p.vis;
-    const W = Math.max(box.width, 50), H = Math.max(box.height, 50);
+    const W = p.W = Math.max(box.width, 50), H = p.H = Math.max(box.height, 50);
     const k = Math.min(1.4, 0.92 * Math.min(W / Math.max(vis.width, 1), H / Math.max(vis.height, 1)));
+    // A huge drawing fits at a scale below the usual least one: let the
+    // user zoom out that far and a little more.
+    p.zoom.scaleExtent([Math.min(0.02, k / 2), 6]);
     const x = (W - vis.width * k) / 2 - vis.x0 * k, y = Math.max(30, (H - vis.height * k) / 2) - vis.y0 * k;
+    p.dirty = true;
     p.svg.call(p.zoom.transform, d3.zoomIdentity.translate(x, y).scale(k));
   }
 
@@ -276,7 +627,8 @@
     const v = data.views || {};
     const names = mode === 'side' ? ['original', 'optimized'].filter((n) => v[n]) : [mode];
     for (const n of names) panes.push(makePane(n, v[n]));
-    for (const p of panes) { p.vis = visible(p.drawing); drawGraph(p.root, p.vis, p); fit(p); }
+    // Drawn now, not at the next frame, so that the first frame is complete.
+    for (const p of panes) { layout(p); fit(p); update(p); }
     d3.selectAll('#views button').classed('on', function () { return this.dataset.mode === mode; });
     legend();
     applySearch();
@@ -294,11 +646,12 @@
       ? `{body: ${(v.nodes || []).length} nodes; double-click the node to expand it}` : v), 2);
   }
   function panelHint() {
-    $('#panel').innerHTML = '<div class="hint">Hover or click a node for its details.<br>Double-click a node with a body to expand it; double-click another node (or press F2) to rename it.<br>Drag to move, scroll to zoom.</div>';
+    $('#panel').innerHTML = '<div class="hint">Hover or click a node for its details.<br>Double-click a node with a body to expand it; double-click another node (or press F2) to rename it.<br>Drag to move, scroll to zoom. Zoomed far out, a large graph is drawn as plain boxes: zoom in for labels and details.</div>';
   }
   function pin(n, pane) {
     selected = { n, pane };
     d3.selectAll('g.node').classed('sel', function () { return d3.select(this).datum().src === n; });
+    for (const p of panes) if (p.lod) { p.dirty = true; schedule(p); }
     show(n, pane);
   }
   function show(n, pane) {
@@ -351,46 +704,63 @@
     let done = false;
     const finish = (ok) => {
       if (done) return; done = true;
-      if (ok) n._label = inp.value.split(' | ').join('\n');
+      if (ok) { n._label = inp.value.split(' | ').join('\n'); delete n._hay; }
       inp.remove();
-      if (ok) redraw();
+      if (ok) relabel(n);
     };
     inp.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') finish(true); if (ev.key === 'Escape') finish(false); ev.stopPropagation(); });
     inp.addEventListener('blur', () => finish(true));
   }
 
-  /* ---- search ---- */
+  // A renamed node's element made again; the layout stays. A node of a
+  // body is drawn again with its whole pane.
+  function relabel(n) {
+    let found = false;
+    for (const p of panes) {
+      const v = p.vis.byId.get(n.id);
+      if (!v || v.src !== n) continue;
+      found = true;
+      if (v.el) { unlinkNode(v); addNode(p.nodeLayer, v, p); }
+    }
+    if (found) applySearch(); else redraw();
+  }
+
+  /* ---- search ----
+   * Over the derived drawings (nodes of expanded bodies included), not the
+   * DOM, so that it finds nodes that are not drawn; v.match marks a hit for
+   * the elements made later and for the overview. */
+  function hay(n) {
+    if (n._hay === undefined) n._hay = [n.id, n.key, n.name, n.op, n.var, nodeLabel(n)].filter(Boolean).join('\n').toLowerCase();
+    return n._hay;
+  }
   function applySearch(jump) {
     const q = $('#search').value.trim().toLowerCase();
     searchHits = [];
     for (const p of panes) {
+      const walk = (vis) => {
+        for (const v of vis.nodes) {
+          if (v.body) { v.match = false; walk(v.body); continue; }
+          v.match = !!q && hay(v.src).includes(q);
+          if (v.match) searchHits.push({ p, v });
+        }
+      };
+      walk(p.vis);
       p.svg.classed('searching', !!q);
-      p.svg.selectAll('g.node').classed('match', function () {
-        if (!q) return false;
-        const n = d3.select(this).datum().src;
-        const hay = [n.id, n.key, n.name, n.op, n.var, nodeLabel(n)].filter(Boolean).join('\n').toLowerCase();
-        const hit = hay.includes(q);
-        if (hit) searchHits.push({ p, v: d3.select(this).datum() });
-        return hit;
-      });
+      p.svg.selectAll('g.node').classed('match', (v) => v.match);
+      if (p.lod && (q || p.searched)) { p.dirty = true; schedule(p); }
+      p.searched = !!q;
     }
     $('#matches').textContent = q ? `${searchHits.length} match${searchHits.length === 1 ? '' : 'es'}` : '';
     if (jump && searchHits.length) next();
   }
+  // Centres the next hit (update() draws it when it comes into view).
   function next() {
     if (!searchHits.length) return;
     searchAt = (searchAt + 1) % searchHits.length;
     const { p, v } = searchHits[searchAt];
-    const box = p.svg.node().getBoundingClientRect();
     const k = Math.max(d3.zoomTransform(p.svg.node()).k, 0.9);
-    const m = d3.select(v.el).attr('transform').match(/translate\(([-\d.e]+),([-\d.e]+)\)/);
-    let x = v.x, y = v.y;
-    // A node inside an expanded body: its screen position gives its place.
-    if (v.el.ownerSVGElement) {
-      const ctm = v.el.getCTM(), root = p.root.node().getCTM();
-      if (ctm && root) { const inv = root.inverse().multiply(ctm); x = inv.e; y = inv.f; }
-    } else if (m) { x = +m[1]; y = +m[2]; }
-    p.svg.transition().duration(350).call(p.zoom.transform, d3.zoomIdentity.translate(box.width / 2 - x * k, box.height / 2 - y * k).scale(k));
+    const [x, y] = absPos(v);
+    p.svg.transition().duration(350).call(p.zoom.transform, d3.zoomIdentity.translate(p.W / 2 - x * k, p.H / 2 - y * k).scale(k));
     pin(v.src, p);
   }
 
@@ -497,6 +867,10 @@
     load, setMode, redraw,
     get data() { return data; },
     get panes() { return panes; },
+    // What each pane drew last: mode 'svg' or 'canvas', the nodes and edges
+    // in the region around the view, and how long update() took.
+    // pending: another update is due (the margin after a jump, say).
+    stats() { return panes.map((p) => Object.assign({ name: p.name, pending: !!p.raf }, p.stats)); },
     expand(id, on = true) {
       const find = (d) => { for (const n of d.nodes) { if (n.id === id) return n; if (n.body) { const r = find(n.body); if (r) return r; } } return null; };
       for (const p of panes) { const n = find(p.drawing); if (n) { n._expanded = on; redraw(); return true; } }
