@@ -144,23 +144,32 @@ fail:
 static int profile_apply(json_object *drawn, json_object *prof) {
     int matched = 0;
     size_t np = json_object_array_length(prof), nd = json_object_array_length(drawn);
+    /* The profile's nodes by key (the first of a key wins), so that the
+     * match is linear: 100,000 drawn nodes against 12,500 profiled ones
+     * were 10^9 string comparisons. */
+    struct tg_idmap *by_key = tg_idmap_new();
+    if (!by_key) return -1;
+    for (size_t j = np; j-- > 0;) {
+        json_object *p = json_object_array_get_idx(prof, j), *pk;
+        if (json_object_object_get_ex(p, "key", &pk) && tg_idmap_put(by_key, json_object_get_string(pk), p)) {
+            tg_idmap_free(by_key);
+            return -1;
+        }
+    }
     for (size_t i = 0; i < nd; i++) {
-        json_object *d = json_object_array_get_idx(drawn, i), *k, *kind;
+        json_object *d = json_object_array_get_idx(drawn, i), *k, *kind, *v;
         if (!json_object_object_get_ex(d, "kind", &kind) || strcmp(json_object_get_string(kind), "apply") ||
             !json_object_object_get_ex(d, "key", &k))
             continue;
-        for (size_t j = 0; j < np; j++) {
-            json_object *p = json_object_array_get_idx(prof, j), *pk, *v;
-            json_object_object_get_ex(p, "key", &pk);
-            if (strcmp(json_object_get_string(pk), json_object_get_string(k))) continue;
-            json_object_object_get_ex(p, "time_s", &v);
-            json_object_object_add(d, "time_s", json_object_new_double(json_object_get_double(v)));
-            json_object_object_get_ex(p, "share", &v);
-            json_object_object_add(d, "share", json_object_new_double(json_object_get_double(v)));
-            matched++;
-            break;
-        }
+        json_object *p = tg_idmap_get(by_key, json_object_get_string(k));
+        if (!p) continue;
+        json_object_object_get_ex(p, "time_s", &v);
+        json_object_object_add(d, "time_s", json_object_new_double(json_object_get_double(v)));
+        json_object_object_get_ex(p, "share", &v);
+        json_object_object_add(d, "share", json_object_new_double(json_object_get_double(v)));
+        matched++;
     }
+    tg_idmap_free(by_key);
     return matched;
 }
 
@@ -169,7 +178,8 @@ int main(int argc, char **argv) {
     const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL;
     bool want_opt = false, want_orig = false;
     vz_layout_kind layout = VZ_LAYOUT_AUTO;
-    static const struct option longs[] = {{"layout", required_argument, 0, 'L'},{"help", no_argument, 0, 'h'},     {"version", no_argument, 0, 'V'},
+    static const struct option longs[] = {{"help", no_argument, 0, 'h'},     {"version", no_argument, 0, 'V'},
+                                          {"layout", required_argument, 0, 'L'},
                                           {"optimized", no_argument, 0, 'P'}, {"original", no_argument, 0, 'R'},
                                           {"profile", required_argument, 0, 'p'},
                                           {"format", required_argument, 0, 'F'},
@@ -342,7 +352,7 @@ int main(int argc, char **argv) {
     json_object_object_add(data, "function", json_object_new_string(fn));
     json_object *views = json_object_new_object();
     json_object_object_add(data, "views", views);
-    int matched = 0;
+    int matched = 0, m = 0;
     if (want_orig) {
         vz_init(&vr, "original", page);
         vr.layout = layout;
@@ -356,7 +366,12 @@ int main(int argc, char **argv) {
         json_object_object_add(vj, "nodes", json_object_get(vr.nodes));
         json_object_object_add(vj, "edges", json_object_get(vr.edges));
         json_object_object_add(views, "original", vj);
-        if (prof_nodes) matched += profile_apply(vr.nodes, prof_nodes);
+        if (prof_nodes && (m = profile_apply(vr.nodes, prof_nodes)) < 0) {
+            cli_error(TOOL, "out of memory");
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
+        matched += m;
     }
     if (want_opt) {
         vz_init(&vo, "optimized", page);
@@ -373,7 +388,12 @@ int main(int argc, char **argv) {
         json_object_object_add(vj, "compile_seconds", json_object_new_double(tg_function_compile_seconds(f)));
         json_object_object_add(vj, "rewrites", json_object_new_int(tg_function_rewrite_count(f)));
         json_object_object_add(views, "optimized", vj);
-        if (prof_nodes) matched += profile_apply(vo.nodes, prof_nodes);
+        if (prof_nodes && (m = profile_apply(vo.nodes, prof_nodes)) < 0) {
+            cli_error(TOOL, "out of memory");
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
+        matched += m;
     }
     if (prof_nodes) {
         if (matched == 0 && json_object_array_length(prof_nodes) > 0) {
