@@ -74,6 +74,14 @@ static void node_size(json_object *o, double *w, double *h) {
     }
 }
 
+/* A position in points, written with two decimals (what json-c would
+ * write is 17 digits: a fifth of a large page's data). */
+static json_object *coord(double v) {
+    char buf[32];
+    tg_snprintf_c(buf, sizeof buf, "%.2f", v);
+    return json_object_new_double_s(tg_strtod_c(buf, NULL), buf);
+}
+
 static int cmp_want(const void *a, const void *b, void *ud) {
     const lay *L = ud;
     int i = *(const int *)a, j = *(const int *)b;
@@ -242,10 +250,10 @@ int vz_layers(vz_graph *vg, double *width, double *height) {
     if (n == 0) x0 = x1 = 0;
     for (int i = 0; i < n; i++) {
         json_object *o = json_object_array_get_idx(vg->nodes, (size_t)i);
-        json_object_object_add(o, "x", json_object_new_double(L.x[i] - x0));
-        json_object_object_add(o, "y", json_object_new_double(rank_y[L.rank[i]]));
-        json_object_object_add(o, "w", json_object_new_double(L.w[i]));
-        json_object_object_add(o, "h", json_object_new_double(L.h[i]));
+        json_object_object_add(o, "x", coord(L.x[i] - x0));
+        json_object_object_add(o, "y", coord(rank_y[L.rank[i]]));
+        json_object_object_add(o, "w", coord(L.w[i]));
+        json_object_object_add(o, "h", coord(L.h[i]));
     }
     *width = x1 - x0;
     *height = n ? top - RANKSEP : 0;

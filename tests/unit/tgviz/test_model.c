@@ -148,25 +148,27 @@ static void test_layers(void **state) {
     }
     double W, H;
     assert_int_equal(vz_layers(&vg, &W, &H), 0);
+    /* Positions and sizes are written with two decimals. */
+    const double TOL = 0.011;
     json_object *a = find(vg.nodes, "a:a"), *b = find(vg.nodes, "a:b"), *c = find(vg.nodes, "a:c"),
                 *d = find(vg.nodes, "a:d"), *e = find(vg.nodes, "v:e");
     /* widths: 3 glyphs -> the 54 pt minimum; 24 glyphs: 24 * 5.6 + 11.52;
      * e's 12 glyphs ("float32 (3,)"): (12 * 5.6 + 11.52) * sqrt 2. Heights: two lines,
      * 24 + 4.32 (sqrt 2 times that for e). */
-    assert_float_equal(num(a, "w"), 54.0, 1e-9);
-    assert_float_equal(num(b, "w"), 145.92, 1e-9);
-    assert_float_equal(num(e, "w"), (12 * 5.6 + 11.52) * 1.4142135623730951, 1e-9);
-    assert_float_equal(num(a, "h"), 28.32, 1e-9);
-    assert_float_equal(num(e, "h"), 28.32 * 1.4142135623730951, 1e-9);
+    assert_float_equal(num(a, "w"), 54.0, TOL);
+    assert_float_equal(num(b, "w"), 145.92, TOL);
+    assert_float_equal(num(e, "w"), (12 * 5.6 + 11.52) * 1.4142135623730951, TOL);
+    assert_float_equal(num(a, "h"), 28.32, TOL);
+    assert_float_equal(num(e, "h"), 28.32 * 1.4142135623730951, TOL);
     /* y: rank 0 holds a (28.32 tall), rank 1 is as tall as e, rank 2
      * holds d; 32.4 pt between ranks. */
     double r1 = 28.32 + 32.4, h1 = 28.32 * 1.4142135623730951;
-    assert_float_equal(num(a, "y"), 14.16, 1e-9);
-    assert_float_equal(num(b, "y"), r1 + h1 / 2, 1e-9);
-    assert_float_equal(num(c, "y"), r1 + h1 / 2, 1e-9);
-    assert_float_equal(num(e, "y"), r1 + h1 / 2, 1e-9);
-    assert_float_equal(num(d, "y"), r1 + h1 + 32.4 + 14.16, 1e-9);
-    assert_float_equal(H, r1 + h1 + 32.4 + 28.32, 1e-9);
+    assert_float_equal(num(a, "y"), 14.16, TOL);
+    assert_float_equal(num(b, "y"), r1 + h1 / 2, TOL);
+    assert_float_equal(num(c, "y"), r1 + h1 / 2, TOL);
+    assert_float_equal(num(e, "y"), r1 + h1 / 2, TOL);
+    assert_float_equal(num(d, "y"), r1 + h1 + 32.4 + 14.16, TOL);
+    assert_float_equal(H, r1 + h1 + 32.4 + 28.32, TOL);
     /* Rank 1's three nodes keep the separation; everything lies in the
      * drawing, the leftmost node at 0. */
     json_object *r[3] = {b, c, e};
@@ -175,14 +177,14 @@ static void test_layers(void **state) {
         for (int j = 0; j < 3; j++)
             if (i != j && num(r[i], "x") < num(r[j], "x"))
                 assert_true(num(r[j], "x") - num(r[j], "w") / 2 - (num(r[i], "x") + num(r[i], "w") / 2) >=
-                            18.0 - 1e-9);
+                            18.0 - TOL);
     json_object *all[5] = {a, b, c, d, e};
     for (int i = 0; i < 5; i++) {
         double x = num(all[i], "x"), w = num(all[i], "w");
-        assert_true(x - w / 2 >= -1e-9 && x + w / 2 <= W + 1e-9);
+        assert_true(x - w / 2 >= -TOL && x + w / 2 <= W + TOL);
         if (x - w / 2 < left) left = x - w / 2;
     }
-    assert_float_equal(left, 0.0, 1e-9);
+    assert_float_equal(left, 0.0, TOL);
     /* d reads b, c and e: the sweeps put it between the outer two. */
     double lo = fmin(num(b, "x"), fmin(num(c, "x"), num(e, "x")));
     double hi = fmax(num(b, "x"), fmax(num(c, "x"), num(e, "x")));
