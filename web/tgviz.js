@@ -661,8 +661,9 @@
     if (n.view_of !== undefined) rows.push(['output 0 views', 'input ' + n.view_of]);
     if (n.inplace && Object.keys(n.inplace).length) rows.push(['destroys', Object.entries(n.inplace).map(([o, i]) => `output ${o} overwrites input ${i}`).join('; ')]);
     if (n.update_of) rows.push(['updates', n.update_of]);
+    if (n.copies) rows.push(['drawn', `beside each of its ${n.copies} readers (copy ${n.copy})`]);
     if (n.value !== undefined) rows.push(['value', n.value]);
-    if (n.dtype) rows.push(['type', typeStr(n)]);
+    if (n.dtype) rows.push(['type', typeStr({ dtype: n.dtype, shape: n.type_shape })]);
     h += '<table>' + rows.filter((r) => r[1] !== undefined && r[1] !== null).map((r) => `<tr><td class="k">${r[0]}</td><td>${esc(r[1])}</td></tr>`).join('') + '</table>';
     if (n.share !== undefined) {
       h += `<h3>Profile</h3><table><tr><td class="k">time</td><td class="prof-time">${(n.time_s * 1e3).toFixed(3)} ms</td></tr>` +

@@ -7,7 +7,8 @@
 //   node tgviz.test.js PAGES_DIR ARTIFACTS_DIR
 // PAGES_DIR holds mlp.html (both views), side.html (side by side),
 // trace.html (tests/data/viz/trace.json with its profile) and, optionally,
-// big.html (5,000 nodes). Screenshots go to ARTIFACTS_DIR.
+// copies.html (a weight read by six layers) and big.html (5,000 nodes).
+// Screenshots go to ARTIFACTS_DIR.
 'use strict';
 const { chromium } = require('playwright-core');
 const fs = require('fs');
@@ -248,6 +249,21 @@ function viewCheck(view) {
     await page.hover('svg[data-view=original] g.node[data-id="a:b"]');
     check((await page.textContent('#panel .prof-via')).includes('optimized node c'), 'merge: the panel says whose time it is');
     check(await count(page, 'svg[data-view=optimized] g.node.origin') === 1, 'merge: hovering an original marks the optimized node it went into');
+    await page.close();
+  }
+
+  // ---- a weight read by six layers, drawn beside each reader ----
+  if (fs.existsSync(path.join(pagesDir, 'copies.html'))) {
+    const page = await open('copies.html');
+    const ids = await page.$$eval('g.node', (l) => l.map((e) => e.dataset.id).filter((i) => /^(v|c\d+):W$/.test(i)).sort());
+    check(JSON.stringify(ids) === JSON.stringify(['c2:W', 'c3:W', 'c4:W', 'c5:W', 'c6:W', 'v:W']), 'copies: W drawn six times', JSON.stringify(ids));
+    await page.hover('g.node[data-id="c3:W"]');
+    const panel = await page.textContent('#panel');
+    check(panel.includes('beside each of its 6 readers (copy 3)'), 'copies: the panel says which copy of how many', panel.slice(0, 200));
+    // A variable's node: the panel's type row is its dtype and shape (the
+    // node's "shape" is the drawing's; hovering a leaf used to throw).
+    const type = await page.$$eval('#panel tr', (l) => l.map((r) => [...r.cells].map((c) => c.textContent)).filter((c) => c[0] === 'type'));
+    check(JSON.stringify(type) === JSON.stringify([['type', 'float32 (8, 8)']]), 'copies: the panel gives W\'s type', JSON.stringify(type));
     await page.close();
   }
 

@@ -132,6 +132,8 @@ else
   "$TGVIZ" "$TG_SRC/examples/mlp.json" -f train -o "$pages/mlp.html"
   "$TGVIZ" "$fx" -O none --profile "$TG_TEST_DATA/viz/trace_prof.json" -o "$pages/trace.html"
   "$TGVIZ" "$TG_SRC/examples/logreg.json" -f train --optimized --original -o "$pages/side.html"
+  # six layers reading one weight (viz_layout.py wrote it): W drawn six times
+  [ -f "$tmp/layout/six.json" ] && "$TGVIZ" "$tmp/layout/six.json" --original -o "$pages/copies.html"
   if [ -z "${TG_SANITIZE:-}" ]; then
     # The large graph once, in the plain build (5,000 nodes as written:
     # fast_run fuses them): the layered layout, which auto picks above

@@ -188,6 +188,11 @@ static json_object *trace_json(const tg_trace *t) {
 static Agnode_t *draw_node(vz_graph *vg, json_object *o, const char *id, const char *label,
                            const char *shape, const char *fill) {
     Agnode_t *n = agnode(vg->ag, (char *)id, 1);
+    /* "shape" is the drawing's: a variable's own shape (from var_json)
+     * moves to "type_shape". */
+    json_object *ts;
+    if (json_object_object_get_ex(o, "shape", &ts) && json_object_is_type(ts, json_type_array))
+        json_object_object_add(o, "type_shape", json_object_get(ts));
     agsafeset(n, "label", (char *)label, "");
     agsafeset(n, "shape", (char *)shape, "");
     agsafeset(n, "fillcolor", (char *)fill, "");
