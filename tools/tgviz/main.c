@@ -173,6 +173,18 @@ static int profile_apply(json_object *drawn, json_object *prof) {
     return matched;
 }
 
+/* The function to draw: `found`, the index of -f NAME (or, without -f,
+ * of the only function or 'main'), except that without -f a file of
+ * several functions none of which is 'main' draws the first, with a note:
+ * a picture of the file beats an error, and -f picks another. < 0: the
+ * error is on ctx. */
+static int choose(const char *fname, int count, int found, const char *first, tg_ctx *ctx) {
+    if (fname || count < 2 || found >= 0) return found;
+    tg_ctx_clear(ctx);
+    fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n", first, count);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cli_start(TOOL);
     const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL;
@@ -276,14 +288,9 @@ int main(int argc, char **argv) {
             goto done;
         }
         if (tg_tgf_warning(tgf)) fprintf(stderr, "%s: warning: %s\n", TOOL, tg_tgf_warning(tgf));
-        if (!fname && tg_tgf_function_count(tgf) > 1 && tg_tgf_function_find(tgf, NULL, ctx) < 0) {
-            fi = 0;
-            tg_ctx_clear(ctx);
-            fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n",
-                    tg_function_name(tg_tgf_function(tgf, 0)), tg_tgf_function_count(tgf));
-        } else {
-            fi = tg_tgf_function_find(tgf, fname, ctx);
-        }
+        tg_function *first = tg_tgf_function(tgf, 0);
+        fi = choose(fname, tg_tgf_function_count(tgf), tg_tgf_function_find(tgf, fname, ctx),
+                    first ? tg_function_name(first) : "", ctx);
         if (fi < 0) {
             cli_error(TOOL, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
@@ -313,16 +320,8 @@ int main(int argc, char **argv) {
             rc = TG_EXIT_USAGE;
             goto done;
         }
-        if (!fname && tg_graph_function_count(g) > 1 && tg_graph_function_find(g, NULL, ctx) < 0) {
-            /* A picture of the first function beats an error: the graph is
-             * the same file, and -f picks another. */
-            fi = 0;
-            tg_ctx_clear(ctx);
-            fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n",
-                    tg_graph_function_name(g, 0), tg_graph_function_count(g));
-        } else {
-            fi = tg_graph_function_find(g, fname, ctx);
-        }
+        fi = choose(fname, tg_graph_function_count(g), tg_graph_function_find(g, fname, ctx),
+                    tg_graph_function_name(g, 0), ctx);
         if (fi < 0) {
             cli_error(TOOL, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
