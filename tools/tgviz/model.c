@@ -301,7 +301,6 @@ static void count_readers(vz_graph *vg, const tg_node *n) {
     }
 }
 
-
 /* An apply node. origins: the keys of the original nodes it stands for
  * (NULL: itself). */
 static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origins, int norigins) {
