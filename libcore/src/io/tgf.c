@@ -1133,23 +1133,35 @@ static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
     return o;
 }
 
+/* The saved original graph, loaded, its shared variables the set's
+ * (current: with their values now, not as saved). NULL with *absent set
+ * when the file keeps none (no error), NULL with an error when it is bad. */
+static tg_graph *original_graph(tg_tgf *t, bool current, bool *absent, tg_ctx *ctx) {
+    json_object *jo = original_json(t, absent, ctx);
+    if (!jo) return NULL;
+    char what[600];
+    snprintf(what, sizeof what, "%s: original", t->what);
+    resolve_ctx r = {t, current};
+    tg_graph *g = tg_graph_load_json(jo, what, resolve_array, &r, ctx);
+    json_object_put(jo);
+    if (g && unify_shared(t, g, ctx)) {
+        tg_graph_free(g);
+        g = NULL;
+    }
+    return g;
+}
+
 /* --reoptimize: compile the saved original graph again. */
 static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *opts,
                       tg_ctx *ctx) {
     bool absent;
-    json_object *jo = original_json(t, &absent, ctx);
-    if (!jo)
+    tg_graph *g = original_graph(t, false, &absent, ctx);
+    if (!g)
         return absent ? tg_errorf(ctx, TG_ENOTFOUND,
                                   "%s: keeps no original graph, so it cannot be optimized again",
                                   t->what)
-                      : TG_ELOAD;
-    char what[600];
-    snprintf(what, sizeof what, "%s: original", t->what);
-    resolve_ctx rc = {t, false};
-    tg_graph *g = tg_graph_load_json(jo, what, resolve_array, &rc, ctx);
-    json_object_put(jo);
-    if (!g) return TG_ELOAD;
-    int r = unify_shared(t, g, ctx);
+                      : tg_ctx_status(ctx) ? tg_ctx_status(ctx) : TG_ELOAD;
+    int r = TG_OK;
     /* Without options of the caller's, the file's own: reoptimizing then
      * redoes what the writer did, with this build's optimizer. */
     tg_compile_options saved = {0};
@@ -1415,20 +1427,8 @@ tg_graph *tg_tgf_original(tg_tgf *t, tg_ctx *ctx) {
         return NULL;
     }
     bool absent;
-    json_object *jo = original_json(t, &absent, ctx);
-    if (!jo) {
-        if (absent) tg_errorf(ctx, TG_ENOTFOUND, "%s: keeps no original graph", t->what);
-        return NULL;
-    }
-    char what[600];
-    snprintf(what, sizeof what, "%s: original", t->what);
-    resolve_ctx r = {t, true};
-    tg_graph *g = tg_graph_load_json(jo, what, resolve_array, &r, ctx);
-    json_object_put(jo);
-    if (g && unify_shared(t, g, ctx)) {
-        tg_graph_free(g);
-        g = NULL;
-    }
+    tg_graph *g = original_graph(t, true, &absent, ctx);
+    if (!g && absent) tg_errorf(ctx, TG_ENOTFOUND, "%s: keeps no original graph", t->what);
     return g;
 }
 
@@ -1439,32 +1439,18 @@ int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx) {
     int n = 0, rc;
     for (int i = 0; i < t->nfns; i++)
         if (t->fns[i]) fs[n++] = t->fns[i];
-    tg_graph *src = NULL;
+    /* The original graph goes along, with the current shared values. */
     bool absent;
-    json_object *jo = original_json(t, &absent, ctx);
-    if (!jo && !absent) {
+    tg_graph *src = original_graph(t, true, &absent, ctx);
+    if (!src && !absent) {
         tg_free(fs);
         return tg_ctx_status(ctx);
-    }
-    if (jo) {
-        /* The original graph goes along, with the current shared values. */
-        char what[600];
-        snprintf(what, sizeof what, "%s: original", t->what);
-        resolve_ctx r = {t, true};
-        src = tg_graph_load_json(jo, what, resolve_array, &r, ctx);
-        json_object_put(jo);
-        if (!src) {
-            tg_free(fs);
-            return tg_ctx_status(ctx);
-        }
-        if ((rc = unify_shared(t, src, ctx))) goto done;
     }
     json_object *opts = NULL, *jopt = get(t->root, "options", json_type_object);
     if (jopt && json_object_deep_copy(jopt, &opts, NULL) != 0) opts = NULL;
     if (!opts) opts = options_json(NULL);
     rc = n ? save_functions(path, fs, n, src, opts, ctx)
            : (json_object_put(opts), tg_errorf(ctx, TG_EINVAL, "%s: no function left to save", t->what));
-done:
     tg_graph_free(src);
     tg_free(fs);
     return rc;
