@@ -1128,7 +1128,6 @@ static bool same_order(const tg_node *p, const int *order, int norder) {
  * written-out log(exp(a) + exp(b)) and of a written-out log(sum(exp(x))):
  * as written inf / inf = NaN once the exp overflows (in them or in the
  * forward pass). */
-
 static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
@@ -1370,12 +1369,9 @@ static bool float_blas(tg_dtype dt) { return dt == TG_FLOAT32 || dt == TG_FLOAT6
 /* z's run-time shape is the product's, for sure. */
 static bool same_static(const tg_type *a, const tg_type *b) { return tg_rw_type_same_known(a, b); }
 
-/* add(z, a*dot(x, y)) / sub(z, a*dot(x, y)) -> gemm or gemv; with outer:
- * ger. z may itself be b*z0. A sum of more terms (flatten_add_mul made
- * z + a*dot(x, y) + c one add) keeps the others: add(gemm(..), c..), as
- * Theano's gemm optimizer took its terms from a sum of several. */
-/* blas_update with the product term at n's operand `side` and z at
- * operand zi: the rewrite's result (> 0), or 0 when they do not fit. */
+/* blas_update with the product term (dot when pi is 0, outer when 1) at
+ * n's operand `side` and z at operand zi: the rewrite's result (> 0), or
+ * 0 when they do not fit. */
 static int blas_try(tg_rw *rw, tg_node *n, int pi, int side, int zi) {
     static const char *const prods[] = {"dot", "outer"};
     bool is_sub = !strcmp(n->op->name, "sub");
@@ -1434,6 +1430,10 @@ static int blas_try(tg_rw *rw, tg_node *n, int pi, int side, int zi) {
     return swap(rw, n, r);
 }
 
+/* add(z, a*dot(x, y)) / sub(z, a*dot(x, y)) -> gemm or gemv; with outer:
+ * ger. z may itself be b*z0. A sum of more terms (flatten_add_mul made
+ * z + a*dot(x, y) + c one add) keeps the others: add(gemm(..), c..), as
+ * Theano's gemm optimizer took its terms from a sum of several. */
 static int blas_update(tg_rw *rw, tg_node *n) {
     bool is_sub = !strcmp(n->op->name, "sub");
     if (n->nin < 2 || (n->nin > 2 && (is_sub || n->nin > MAX_OPERANDS))) return 0;
