@@ -90,6 +90,13 @@ static void save_graph(const char *name, tg_graph **gout, tg_function **fs) {
     *gout = g;
 }
 
+/* What save_graph made. */
+static void free_saved(tg_graph *g, tg_function **fs) {
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
+    tg_graph_free(g);
+}
+
 /* f saved alone to name (info may be NULL) and loaded back; a failure of
  * either names `what`. */
 static tg_tgf *round_trip(const char *name, tg_function *f, const tg_tgf_save_info *info, const char *what,
@@ -243,9 +250,7 @@ static void save_load_same_bits(bool no_mmap) {
     assert_non_null(strstr(tg_ctx_message(ctx), "'train'"));
     tg_array_free(x);
     tg_tgf_free(t);
-    tg_function_free(fs[0]);
-    tg_function_free(fs[1]);
-    tg_graph_free(g);
+    free_saved(g, fs);
     tg_ctx_free(ctx);
 }
 
@@ -292,9 +297,7 @@ static void test_checkpoint_resume_exact(void **state) {
     assert_memory_equal(tg_array_data(w1), tg_array_data(w2), 3 * sizeof(double));
     tg_tgf_free(t);
     tg_array_free(x);
-    tg_function_free(fs[0]);
-    tg_function_free(fs[1]);
-    tg_graph_free(g);
+    free_saved(g, fs);
     tg_ctx_free(ctx);
 }
 
@@ -340,9 +343,7 @@ static void test_original_graph(void **state) {
     assert_non_null(strstr(tg_ctx_message(ctx), "keeps no original graph"));
     tg_tgf_free(t);
     tg_array_free(x);
-    tg_function_free(fs[0]);
-    tg_function_free(fs[1]);
-    tg_graph_free(g);
+    free_saved(g, fs);
     tg_ctx_free(ctx);
 }
 
@@ -642,9 +643,7 @@ static void test_damaged_files_refused(void **state) {
         assert_null(strchr(tg_ctx_message(ctx), '\n'));
     }
     free(b);
-    tg_function_free(fs[0]);
-    tg_function_free(fs[1]);
-    tg_graph_free(g);
+    free_saved(g, fs);
     tg_ctx_free(ctx);
 }
 
@@ -721,9 +720,7 @@ static void test_kill_during_save_keeps_old_file(void **state) {
     free(after);
     tg_function_free(bf);
     tg_graph_free(bg);
-    tg_function_free(fs[0]);
-    tg_function_free(fs[1]);
-    tg_graph_free(g);
+    free_saved(g, fs);
     tg_ctx_free(ctx);
 }
 
