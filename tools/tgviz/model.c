@@ -129,7 +129,76 @@ void vz_init(vz_graph *vg, const char *name, bool for_page) {
     agattr(vg->ag, AGEDGE, "penwidth", "1");
 }
 
+/* One body's layout, shared by every copy of the body: its nodes' x, y,
+ * w and h (four per node, in drawing order, NULL for a node dot left
+ * out) and the drawing's size. */
+typedef struct {
+    char *text;
+    size_t n;
+    json_object **xywh;
+    double width, height;
+    bool layered;
+} body_layout;
+
+struct vz_bodies {
+    struct tg_idmap *map; /* text -> body_layout */
+    body_layout **e;
+    int n, cap;
+};
+
+static const char *const XYWH[4] = {"x", "y", "w", "h"};
+
+static void bodies_free(struct vz_bodies *b) {
+    if (!b) return;
+    for (int i = 0; i < b->n; i++) {
+        for (size_t k = 0; k < 4 * b->e[i]->n; k++) json_object_put(b->e[i]->xywh[k]);
+        free(b->e[i]->xywh);
+        free(b->e[i]->text);
+        free(b->e[i]);
+    }
+    free(b->e);
+    if (b->map) tg_idmap_free(b->map);
+    free(b);
+}
+
+/* Keep vg's layout under its body's text; out of memory, it is not kept
+ * (the next copy is laid out again). */
+static void bodies_remember(vz_graph *vg, double width, double height) {
+    struct vz_bodies *b = vg->bodies;
+    size_t n = json_object_array_length(vg->nodes);
+    body_layout *L = calloc(1, sizeof *L);
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 16;
+        body_layout **e = realloc(b->e, sizeof *e * (size_t)cap);
+        if (!e) {
+            free(L);
+            return;
+        }
+        b->e = e;
+        b->cap = cap;
+    }
+    if (!L) return;
+    if (!(L->text = strdup(vg->body_text)) || !(L->xywh = calloc(4 * n + 1, sizeof *L->xywh)) ||
+        tg_idmap_put(b->map, L->text, L) != TG_OK) {
+        free(L->text);
+        free(L->xywh);
+        free(L);
+        return;
+    }
+    L->n = n;
+    L->width = width;
+    L->height = height;
+    L->layered = vg->layered;
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(vg->nodes, i), *v;
+        for (int k = 0; k < 4; k++)
+            if (json_object_object_get_ex(o, XYWH[k], &v)) L->xywh[4 * i + (size_t)k] = json_object_get(v);
+    }
+    b->e[b->n++] = L;
+}
+
 void vz_free(vz_graph *vg) {
+    bodies_free(vg->bodies);
     if (vg->ag) agclose(vg->ag);
     for (int i = vg->nsubs; i-- > 0;) agclose(vg->subs[i]);
     if (vg->readers) tg_idmap_free(vg->readers);
@@ -665,8 +734,19 @@ static int place_for_render(vz_graph *vg, GVC_t *gvc, double height) {
 int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
     size_t n = json_object_array_length(vg->nodes);
     double W, H;
-    vg->layered = vg->layout == VZ_LAYOUT_LAYERS || (vg->layout == VZ_LAYOUT_AUTO && n > VZ_DOT_MAX);
-    if (vg->layered) {
+    const body_layout *seen = vg->body_text ? tg_idmap_get(vg->bodies->map, vg->body_text) : NULL;
+    bool dot = false;
+    if (seen && seen->n == n) { /* a copy of a body laid out before */
+        for (size_t i = 0; i < n; i++) {
+            json_object *o = json_object_array_get_idx(vg->nodes, i);
+            for (int k = 0; k < 4; k++)
+                if (seen->xywh[4 * i + (size_t)k])
+                    json_object_object_add(o, XYWH[k], json_object_get(seen->xywh[4 * i + (size_t)k]));
+        }
+        W = seen->width;
+        H = seen->height;
+        vg->layered = seen->layered;
+    } else if ((vg->layered = vg->layout == VZ_LAYOUT_LAYERS || (vg->layout == VZ_LAYOUT_AUTO && n > VZ_DOT_MAX))) {
         if (vz_layers(vg, &W, &H)) {
             fprintf(stderr, "tgviz: out of memory laying the graph out\n");
             return -1;
@@ -682,6 +762,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             fprintf(stderr, "tgviz: Graphviz could not lay the graph out\n");
             return -1;
         }
+        dot = true;
         boxf bb = GD_bb(vg->ag);
         W = bb.UR.x - bb.LL.x;
         H = bb.UR.y - bb.LL.y;
@@ -696,6 +777,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             json_object_object_add(o, "h", json_object_new_double(ND_height(an) * 72.0));
         }
     }
+    if (vg->body_text && !seen) bodies_remember(vg, W, H);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         json_object *o = json_object_array_get_idx(vg->nodes, i);
@@ -709,9 +791,20 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             json_object *so = json_object_new_object();
             vz_init(&sub, "body", true);
             sub.layout = vg->layout;
+            if (!vg->bodies && (vg->bodies = calloc(1, sizeof *vg->bodies)) &&
+                !(vg->bodies->map = tg_idmap_new())) {
+                free(vg->bodies);
+                vg->bodies = NULL;
+            }
+            char *text = vg->bodies ? strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN)) : NULL;
+            sub.bodies = text ? vg->bodies : NULL;
+            sub.body_text = text;
             const char *key = jget_str(o, "key");
             vz_from_body(&sub, body, key ? key : id);
             if (json_object_array_length(sub.nodes) > 0) rc = vz_layout(&sub, gvc, so, ctx);
+            sub.bodies = NULL; /* (vg's) */
+            sub.body_text = NULL;
+            free(text);
             json_object_object_add(so, "nodes", json_object_get(sub.nodes));
             json_object_object_add(so, "edges", json_object_get(sub.edges));
             json_object_object_add(o, "body", so);
@@ -733,6 +826,6 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
     json_object_object_add(out, "layout", json_object_new_string(vg->layered ? "layers" : "dot"));
     /* The pictures render from the laid-out graph; the page needs only the
      * positions. */
-    if (vg->for_page && !vg->layered) gvFreeLayout(gvc, vg->ag);
+    if (vg->for_page && dot) gvFreeLayout(gvc, vg->ag);
     return rc;
 }

@@ -192,12 +192,91 @@ static void test_layers(void **state) {
     vz_free(&vg);
 }
 
+/* The nodes of the body drawn in node `id` of vg. */
+static json_object *body_nodes(vz_graph *vg, const char *id) {
+    json_object *n = find(vg->nodes, id), *b, *bn;
+    assert_non_null(n);
+    assert_true(json_object_object_get_ex(n, "body", &b));
+    assert_true(json_object_object_get_ex(b, "nodes", &bn));
+    return bn;
+}
+
+/* Bodies are laid out once per distinct text: two nodes with the same
+ * body share one layout (the same x, y, w, h objects), with their own
+ * ids; a body that differs (an int8 where the others have float32, so
+ * wider labels) gets its own, the one it gets when laid out alone. */
+static void test_bodies_laid_out_once(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    char other[2048];
+    snprintf(other, sizeof other, "%s", body_json);
+    for (char *p; (p = strstr(other, "float32"));) memcpy(p, "int8   ", 7); /* (json allows the spaces) */
+    json_object *same = json_tokener_parse(body_json), *diff = json_tokener_parse(other);
+    assert_non_null(same);
+    assert_non_null(diff);
+    vz_graph vg;
+    vz_init(&vg, "top", true);
+    const char *keys[3] = {"k1", "k2", "k3"};
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "a:%s", keys[i]);
+        json_object *o = json_object_new_object(), *attrs = json_object_new_object();
+        json_object_object_add(attrs, "body", json_object_get(i < 2 ? same : diff));
+        json_object_object_add(o, "id", json_object_new_string(id));
+        json_object_object_add(o, "key", json_object_new_string(keys[i]));
+        json_object_object_add(o, "attrs", attrs);
+        json_object_array_add(vg.nodes, o);
+        agnode(vg.ag, id, 1);
+    }
+    json_object *out = json_object_new_object();
+    assert_int_equal(vz_layout(&vg, gvc, out, ctx), 0);
+    json_object *b1 = body_nodes(&vg, "a:k1"), *b2 = body_nodes(&vg, "a:k2"), *b3 = body_nodes(&vg, "a:k3");
+    size_t n = json_object_array_length(b1);
+    assert_int_equal(n, 7);
+    assert_int_equal(json_object_array_length(b2), n);
+    assert_non_null(find(b2, "a:k2/m"));
+    assert_non_null(find(b2, "a:k2/g"));
+    static const char *const xywh[4] = {"x", "y", "w", "h"};
+    bool differs = false;
+    for (size_t i = 0; i < n; i++) {
+        json_object *p = json_object_array_get_idx(b1, i), *q = json_object_array_get_idx(b2, i), *u, *v;
+        for (int k = 0; k < 4; k++) {
+            assert_true(json_object_object_get_ex(p, xywh[k], &u));
+            assert_true(json_object_object_get_ex(q, xywh[k], &v));
+            assert_ptr_equal(u, v);
+        }
+        differs |= num(p, "w") != num(json_object_array_get_idx(b3, i), "w");
+    }
+    assert_true(differs);
+    /* k3's body as it is laid out alone */
+    vz_graph alone;
+    json_object *out2 = json_object_new_object();
+    vz_init(&alone, "body", true);
+    assert_int_equal(vz_from_body(&alone, diff, "k3"), 0);
+    assert_int_equal(vz_layout(&alone, gvc, out2, ctx), 0);
+    assert_int_equal(json_object_array_length(alone.nodes), n);
+    for (size_t i = 0; i < n; i++) {
+        json_object *p = json_object_array_get_idx(alone.nodes, i), *q = json_object_array_get_idx(b3, i), *v;
+        assert_true(json_object_object_get_ex(q, "id", &v));
+        assert_string_equal(json_object_get_string(v), json_object_get_string(json_object_object_get(p, "id")));
+        for (int k = 0; k < 4; k++) assert_float_equal(num(p, xywh[k]), num(q, xywh[k]), 1e-9);
+    }
+    vz_free(&alone);
+    vz_free(&vg);
+    json_object_put(same);
+    json_object_put(diff);
+    json_object_put(out);
+    json_object_put(out2);
+    tg_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers),
         cmocka_unit_test(test_body_drawn_and_laid_out),
         cmocka_unit_test(test_family),
         cmocka_unit_test(test_body_malformed),
+        cmocka_unit_test(test_bodies_laid_out_once),
     };
     gvc = gvContext();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
