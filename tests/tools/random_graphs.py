@@ -44,7 +44,8 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
   rewrite the patterns of the stabilize, specialize and canonicalize
           rewrites (log(1 + x), exp(x) - 1, log(1 + exp x), log(sigmoid),
           log(1 - sigmoid), log(softmax), log(sum(exp)), a written-out
-          softmax over one axis or several, log(exp a + exp b), softmax
+          softmax over one axis (kept, or put back by dimshuffle or
+          expand_dims), two or every axis, log(exp a + exp b), softmax
           with crossentropy, sigmoid with binary crossentropy, x*x and
           pow, gemm/gemv/ger, neg(neg x),
           x*y/y, exp(log x)) and near misses, chained, with inputs past
@@ -1788,8 +1789,8 @@ class RwBuilder:
 
     def __init__(self, r, rng, dt, override=None):
         self.r, self.rng, self.dt, self.override = r, rng, np.dtype(dt), override
-        # gsafe: the gradient is finite where the exact one is (no written-
-        # out softmax); big: an input past exp's overflow
+        # gsafe: the gradient is finite where the exact one is; big: an
+        # input past exp's overflow
         self.gsafe, self.big, self.tiny, self.kink = True, False, False, False
         self.variables, self.nodes, self.inputs, self.vals = [], [], [], {}
         self.naive, self.exact, self.fires, self.expect, self.extra = {}, {}, {}, {}, []
@@ -1949,20 +1950,23 @@ def rw_pattern(b, x):
         f = f and np.isfinite(xe).all()  # (an infinite logit: NaN, or 0 for the others)
         e = b.add("exp", [x], np.exp(xn), np.exp(xe))
         t = r.random()
-        if t < 0.15 and nd >= 2:
-            axes = [0, nd - 1]
-            s = b.add("sum", [e], np.sum(N[e], axis=tuple(axes), keepdims=True),
-                      np.sum(E[e], axis=tuple(axes), keepdims=True), {"axis": axes, "keepdims": True})
-            b.gsafe = False  # (its gradient is left as written: e / s^2 overflows)
-            ex = np.exp(xe - np.max(xe, axis=tuple(axes), keepdims=True))
-            return b.done(b.add("true_div", [e, s], N[e] / N[s], ex / np.sum(ex, axis=tuple(axes), keepdims=True)),
+        if t < 0.15 and nd >= 2:  # two axes kept, or every axis (kept, or summed to a scalar)
+            k = r.randrange(3)
+            axes, kd = [[0, nd - 1], None, None][k], k < 2
+            sa = tuple(axes) if axes else None
+            s = b.add("sum", [e], np.sum(N[e], axis=sa, keepdims=kd), np.sum(E[e], axis=sa, keepdims=kd),
+                      {"axis": axes, "keepdims": kd})
+            ex = np.exp(xe - np.max(xe, axis=sa, keepdims=True))
+            return b.done(b.add("true_div", [e, s], N[e] / N[s], ex / np.sum(ex, axis=sa, keepdims=True)),
                           f, ["logsumexp"], [e, s])
-        if t < 0.5 and nd >= 2:  # Theano's e.sum(axis).dimshuffle(.., 'x', ..)
-            b.gsafe = False  # (its gradient is left as written)
+        if t < 0.5 and nd >= 2:  # Theano's e.sum(axis).dimshuffle(.., 'x', ..), or expand_dims
             s = b.add("sum", [e], np.sum(N[e], axis=ax), np.sum(E[e], axis=ax), {"axis": ax, "keepdims": False})
-            order = list(range(nd - 1))
-            order.insert(ax, "x")
-            s = b.add("dimshuffle", [s], np.expand_dims(N[s], ax), np.expand_dims(E[s], ax), {"order": order})
+            if r.random() < 0.5:
+                order = list(range(nd - 1))
+                order.insert(ax, "x")
+                s = b.add("dimshuffle", [s], np.expand_dims(N[s], ax), np.expand_dims(E[s], ax), {"order": order})
+            else:
+                s = b.add("expand_dims", [s], np.expand_dims(N[s], ax), np.expand_dims(E[s], ax), {"axis": ax})
         else:
             s = b.add("sum", [e], np.sum(N[e], axis=ax, keepdims=True), np.sum(E[e], axis=ax, keepdims=True),
                       {"axis": ax, "keepdims": True})

@@ -499,6 +499,153 @@ static void test_stabilize_values(void **state) {
     tu_assert_near(run1(ws, 4, "fast_run"), 0.25, 0);
 }
 
+/* ---- the gradient of a written-out softmax over several axes, or with
+ * its axis put back by dimshuffle or expand_dims ---- */
+
+/* Flat indices i and j of an array of this shape agree off the axes in
+ * mask (they are in one softmax). */
+static bool same_softmax(int ndim, const int64_t *shape, uint32_t mask, int64_t i, int64_t j) {
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (!(mask >> d & 1u) && i % shape[d] != j % shape[d]) return false;
+        i /= shape[d];
+        j /= shape[d];
+    }
+    return true;
+}
+
+/* d/da sum(w * softmax(a)), the softmax over the axes in mask, worked out
+ * in double from the stable formula: y_i (w_i - sum_j w_j y_j) over each
+ * softmax, y = exp(a - max) / sum(exp(a - max)). */
+static void softmax_grad_ref(int ndim, const int64_t *shape, uint32_t mask, const tg_array *a, const tg_array *w,
+                             double *out) {
+    int64_t n = tg_array_size(a);
+    for (int64_t i = 0; i < n; i++) {
+        double m = -INFINITY, z = 0, wy = 0;
+        for (int64_t j = 0; j < n; j++)
+            if (same_softmax(ndim, shape, mask, i, j)) m = fmax(m, tg_array_get_flat(a, j));
+        for (int64_t j = 0; j < n; j++)
+            if (same_softmax(ndim, shape, mask, i, j)) z += exp(tg_array_get_flat(a, j) - m);
+        for (int64_t j = 0; j < n; j++)
+            if (same_softmax(ndim, shape, mask, i, j))
+                wy += tg_array_get_flat(w, j) * exp(tg_array_get_flat(a, j) - m) / z;
+        out[i] = exp(tg_array_get_flat(a, i) - m) / z * (tg_array_get_flat(w, i) - wy);
+    }
+}
+
+/* y = exp(a) / s for the sum s of exp(a) given, and z = d/da sum(y * w). */
+#define WSG(dt, shp, sum)                                                                             \
+    G(V("a", dt, shp) "," V("w", dt, shp), N("exp", "['a']", "['e']") "," sum "," N("true_div", "['e','s']", "['y']") "," \
+      N("mul", "['y','w']", "['m']") "," N("sum", "['m']", "['c']") "," N("grad", "['c','a']", "['z']"))
+#define SUM_AX(ax) NA("sum", "['e']", "['s0']", "{'axis':" ax "}")
+
+static const struct {
+    const char *graph;
+    uint32_t mask; /* the softmax's axes */
+} written_softmaxes[] = {
+    /* several axes, kept */
+    {WSG("float64", "[2,3,4]", NA("sum", "['e']", "['s']", "{'axis':[0,2],'keepdims':true}")), 5},
+    {WSG("float32", "[2,3,4]", NA("sum", "['e']", "['s']", "{'axis':[-1,0],'keepdims':true}")), 5},
+    /* every axis: a null axis kept, or a sum to a scalar */
+    {WSG("float64", "[3,4]", NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}")), 3},
+    {WSG("float32", "[3,4]", NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}")), 3},
+    {WSG("float64", "[2,3,4]", N("sum", "['e']", "['s']")), 7},
+    {WSG("float32", "[3,4]", N("sum", "['e']", "['s']")), 3},
+    {WSG("float64", "[5]", N("sum", "['e']", "['s']")), 1},
+    /* one axis put back by dimshuffle (Theano's e.sum(axis=1).dimshuffle(0, 'x')) */
+    {WSG("float64", "[2,3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x',1]}")), 2},
+    {WSG("float32", "[3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x']}")), 2},
+    {WSG("float64", "[3,4]", SUM_AX("0") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0]}")), 1},
+    /* ... or by expand_dims */
+    {WSG("float64", "[3,5]", SUM_AX("-1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':-1}")), 2},
+    {WSG("float32", "[2,3,4]", SUM_AX("1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':1}")), 2},
+    {WSG("float32", "[3,5]", SUM_AX("0") "," NA("expand_dims", "['s0']", "['s']", "{'axis':0}")), 1},
+};
+#undef SUM_AX
+#undef WSG
+
+/* The rewrite fires on each form; the gradient matches the graph as
+ * written for moderate logits, and where exp overflows (800 in float64,
+ * 100 in float32: NaN as written) it is finite and the stable formula's. */
+static void test_written_softmax_grad_forms(void **state) {
+    (void)state;
+    for (size_t c = 0; c < sizeof written_softmaxes / sizeof written_softmaxes[0]; c++) {
+        tg_graph *g = load(written_softmaxes[c].graph);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (!fired(opt, "written_softmax_grad") || count_op(opt, "true_div"))
+            fail_msg("written_softmax_grad did not make %s stable", written_softmaxes[c].graph);
+        tg_dtype dt = tg_function_input_dtype(ref, 0);
+        int nd = tg_function_input_ndim(ref, 0);
+        const int64_t *shape = tg_function_input_shape(ref, 0);
+        bool f32 = dt == TG_FLOAT32;
+        tg_array *in[2] = {filled(dt, nd, shape, -3, 3, 0), filled(dt, nd, shape, -2, 2, 1)}, *o1 = NULL, *o2 = NULL;
+        int64_t n = tg_array_size(in[0]);
+        double *want = malloc(sizeof(double) * (size_t)n);
+        /* moderate logits: as written, to a tight tolerance */
+        call(ref, in, &o1);
+        call(opt, in, &o2);
+        tu_assert_close(o2, o1, f32 ? 1e-5 : 1e-12, f32 ? 1e-6 : 1e-14);
+        softmax_grad_ref(nd, shape, written_softmaxes[c].mask, in[0], in[1], want);
+        for (int64_t i = 0; i < n; i++) tu_assert_near(tg_array_get_flat(o2, i), want[i], f32 ? 1e-6 : 1e-14);
+        tg_array_free(o1);
+        tg_array_free(o2);
+        /* two logits past overflow (in one softmax for a vector) */
+        double *big = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) big[i] = tg_array_get_flat(in[0], i);
+        big[0] = f32 ? 100 : 800;
+        big[n - 1] = f32 ? 99.5 : 799.5;
+        tg_array *bd = tu_f64(nd, shape, big);
+        tg_array_free(in[0]);
+        in[0] = tg_array_copy(bd, dt);
+        tg_array_free(bd);
+        call(ref, in, &o1);
+        bool finite = true;
+        for (int64_t i = 0; i < n; i++) finite &= isfinite(tg_array_get_flat(o1, i));
+        assert_false(finite); /* as written: inf / inf */
+        call(opt, in, &o2);
+        softmax_grad_ref(nd, shape, written_softmaxes[c].mask, in[0], in[1], want);
+        for (int64_t i = 0; i < n; i++) {
+            double got = tg_array_get_flat(o2, i);
+            assert_true(isfinite(got));
+            tu_assert_near(got, want[i], f32 ? 1e-6 : 1e-13);
+        }
+        tg_array_free(o1);
+        tg_array_free(o2);
+        free(big);
+        free(want);
+        tg_array_free(in[0]);
+        tg_array_free(in[1]);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+}
+
+/* e * (u / s + sum_to(-(u y) / s, s)) with u wider than e: sum_to sums u's
+ * extra axis too (s has length 1 there), which a sum over the softmax's
+ * axis would not. The rewrite declines; the value is the one written. */
+static void test_written_softmax_grad_wider(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[3,1]") "," V("u", "float64", "[3,5]"),
+                         N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':0,'keepdims':true}") ","
+                         N("true_div", "['e','s']", "['y']") "," N("true_div", "['u','s']", "['q1']") "," N("mul", "['u','y']", "['uy']") ","
+                         N("true_div", "['uy','s']", "['q2']") "," N("neg", "['q2']", "['n2']") "," N("sum_to", "['n2','s']", "['st']") ","
+                         N("add", "['q1','st']", "['ad']") "," N("mul", "['e','ad']", "['z']")));
+    tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+    assert_false(fired(opt, "written_softmax_grad"));
+    const int64_t sa[2] = {3, 1}, su[2] = {3, 5};
+    tg_array *in[2] = {filled(TG_FLOAT64, 2, sa, -3, 3, 0), filled(TG_FLOAT64, 2, su, -2, 2, 1)}, *o1 = NULL, *o2 = NULL;
+    call(ref, in, &o1);
+    call(opt, in, &o2);
+    tu_assert_close(o2, o1, 1e-12, 1e-14);
+    tg_array_free(o1);
+    tg_array_free(o2);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
 /* Class indices out of range stay a run-time error once the crossentropy
  * is rewritten (the rewrite picks a logit with a comparison that no index
  * outside [0, k) matches, so without its check the cost would read 0 or
@@ -937,6 +1084,8 @@ int main(void) {
         cmocka_unit_test(test_each_rewrite),
         cmocka_unit_test(test_switch_const_cond_broadcast),
         cmocka_unit_test(test_stabilize_values),
+        cmocka_unit_test(test_written_softmax_grad_forms),
+        cmocka_unit_test(test_written_softmax_grad_wider),
         cmocka_unit_test(test_xent_index_range),
         cmocka_unit_test(test_presets_and_tags),
         cmocka_unit_test(test_record_origins_traces),

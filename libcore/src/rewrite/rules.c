@@ -1186,60 +1186,166 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     }
     return 0;
 }
+
+/* The softmax that a written-out y = e / s computes, e = exp(z): s, the
+ * sum node of e under it (s itself, or what dimshuffle or expand_dims put
+ * the axis back on), the axes it sums (mask, of e's nd), and the one axis
+ * (ax: softmax) or -1 (several, or every axis: softmax_over). */
+typedef struct written_softmax {
+    const tg_var *s;
+    tg_node *sum;
+    uint32_t mask;
+    int ax, nd;
+} written_softmax;
+
+static bool written_softmax_of(const tg_var *s, const tg_var *e, written_softmax *w) {
+    int ax = -1, nd = e->type.ndim;
+    tg_node *sum = sum_keeping_axis(s, e, &ax);
+    if (!sum && !(sum = sum_kept(s, e))) return false;
+    uint32_t mask = ax >= 0 ? 1u << ax : sum->a.axis_mask;
+    if (!mask || mask >> nd) return false;
+    *w = (written_softmax){s, sum, mask, ax, nd};
+    return true;
+}
+
+/* The written-out softmax that the terms of a, a sum in its gradient,
+ * divide by: the divisor of the first quotient under them (through negs,
+ * views and sums). */
+static bool written_softmax_in(const tg_node *a, const tg_var *e, written_softmax *w) {
+    static const char *const through[] = {"neg", "dimshuffle", "transpose", "expand_dims", "reshape", "sum_to", "sum"};
+    for (int k = 0; k < a->nin; k++) {
+        const tg_var *t = a->inputs[k];
+        for (int depth = 0; depth < 8 && t->owner; depth++) {
+            const tg_node *p = t->owner;
+            if (!strcmp(p->op->name, "true_div")) return written_softmax_of(p->inputs[1], e, w);
+            size_t i = 0;
+            while (i < sizeof through / sizeof through[0] && strcmp(p->op->name, through[i])) i++;
+            if (i == sizeof through / sizeof through[0]) break;
+            t = p->inputs[0];
+        }
+    }
+    return false;
+}
+
+/* Axis i of a value of shape K (kept: e's with 1 at the softmax's axes)
+ * or D (those axes gone) as an axis of K; -1 beyond. */
+static int k_axis(const written_softmax *w, bool kept, int i) {
+    if (kept) return i < w->nd ? i : -1;
+    for (int a = 0; a < w->nd; a++)
+        if (!(w->mask >> a & 1u) && i-- == 0) return a;
+    return -1;
+}
+
+/* A dimshuffle from K or D (kin) to K or D (kout) that keeps the values:
+ * it takes away or puts back length-1 softmax axes, nothing else. */
+static bool keeps_values(const written_softmax *w, const int *o, int no, bool kin, bool kout) {
+    if (no != (kout ? w->nd : w->nd - __builtin_popcount(w->mask))) return false;
+    for (int k = 0; k < no; k++) {
+        int at = k_axis(w, kout, k);
+        if (o[k] < 0 ? at < 0 || !(w->mask >> at & 1u) : k_axis(w, kin, o[k]) != at) return false;
+    }
+    return true;
+}
+
+/* t, a term of the gradient, is a sum over the softmax's axes, sum_to(x,
+ * s) or sum(x, those axes), under views that keep its values: dimshuffles
+ * and expand_dims that take away or put back those (length 1) axes, and
+ * reshapes to the shape of s or of the sum. So the chain rule writes the
+ * gradient of the sum when dimshuffle or expand_dims put its axis back
+ * (dimshuffle(reshape(sum_to(x, s), shape(sum)))), and that of a sum to
+ * a scalar (its dimshuffle to e's ndim). t has e's ndim, or none when the
+ * sum is over every axis. The sum_to or sum node, or NULL. */
+static tg_node *summed_term(const written_softmax *w, const tg_var *t) {
+    int nr = w->nd - __builtin_popcount(w->mask);
+    if (t->type.ndim != w->nd && !(nr == 0 && t->type.ndim == 0)) return NULL;
+    for (int depth = 0; depth < 8; depth++) {
+        tg_node *p = t->owner;
+        if (!p || p->nout != 1) return NULL;
+        const char *op = p->op->name;
+        if (!strcmp(op, "sum_to")) return p->inputs[1] == w->s ? p : NULL;
+        if (!strcmp(op, "sum")) return p->inputs[0]->type.ndim == w->nd && p->a.axis_mask == w->mask ? p : NULL;
+        const tg_var *x = p->inputs[0];
+        bool kin = x->type.ndim == w->nd, kout = t->type.ndim == w->nd, ok;
+        int o[TG_MAX_NDIM], no = 0;
+        if (!kin && x->type.ndim != nr) return NULL;
+        if (order_of(p, o, &no)) {
+            ok = keeps_values(w, o, no, kin, kout);
+        } else if (!strcmp(op, "expand_dims")) {
+            ok = !kin && kout && p->a.axis_mask == w->mask;
+        } else if (!strcmp(op, "reshape")) {
+            tg_node *sh = tg_rw_producer(p->inputs[1], "shape");
+            ok = sh && (sh->inputs[0] == w->s || sh->inputs[0] == w->sum->outputs[0]);
+        } else {
+            return NULL;
+        }
+        if (!ok) return NULL;
+        t = x;
+    }
+    return NULL;
+}
+
 /* The chain rule's gradient through a written-out softmax y = e / s,
- * e = exp(z), s = sum(e) over one axis with the axis kept: e times a sum
- * of terms each u / s, -(u / s), that summed over the axis (sum_to(.., s),
- * or a keepdims sum), or a fill (zeros_like) ->
- * softmax(z) * (the same sum without the 1 / s): g / s + sum(-(g y) / s)
- * -> softmax(z) * (g - sum(g y)). s is the same along the axis, so a sum
- * over it of u / s is sum(u) / s. As written, e and s overflow together
- * past 709 (88 in float32): inf / inf = NaN. */
+ * e = exp(z), s = sum(e) over the softmax's axes with them kept: e times a
+ * sum of terms each u / s, -(u / s), that summed over those axes
+ * (sum_to(.., s), or a sum over them with keepdims), or a fill
+ * (zeros_like) -> the softmax times the same sum without the 1 / s:
+ * g / s + sum(-(g y) / s) -> softmax(z) * (g - sum(g y)). s is the same
+ * along those axes, so a sum over them of u / s is sum(u) / s. One axis
+ * kept by keepdims, or put back by dimshuffle or expand_dims after a
+ * plain sum (the terms then views of the sums: summed_term), gives
+ * softmax(z, axis); several axes with keepdims, or every axis (a null
+ * axis, kept or summed to a scalar), exp(z - logsumexp(z, axes)), the
+ * forms of softmax_simplify. As written, e and s overflow together past
+ * 709 (88 in float32): inf / inf = NaN. */
 static int written_softmax_grad(tg_rw *rw, tg_node *n) {
     if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
         tg_node *e = tg_rw_producer(n->inputs[i], "exp");
         if (!e || !is_float(e->outputs[0]) || e->outputs[0]->type.ndim < 1) continue;
+        const tg_var *ev = e->outputs[0];
         for (int j = 0; j < n->nin; j++) {
             tg_node *a = j == i ? NULL : tg_rw_producer(n->inputs[j], "add");
-            if (!a || a->nin > MAX_OPERANDS) continue;
-            tg_var *s = NULL, *parts[MAX_OPERANDS];
-            int ax = -1, np = 0;
+            written_softmax w;
+            if (!a || a->nin > MAX_OPERANDS || !written_softmax_in(a, ev, &w)) continue;
+            /* the sums over the softmax's axes, made again */
+            char kept[160];
+            int len = snprintf(kept, sizeof kept, "{\"axis\": [");
+            for (int d = 0, first = 1; d < w.nd; d++)
+                if (w.mask >> d & 1u) {
+                    len += snprintf(kept + len, sizeof kept - (size_t)len, "%s%d", first ? "" : ", ", d);
+                    first = 0;
+                }
+            snprintf(kept + len, sizeof kept - (size_t)len, "], \"keepdims\": true}");
+            tg_var *parts[MAX_OPERANDS];
+            int np = 0;
             bool ok = true;
-            char kept[64];
             for (int k = 0; k < a->nin && ok; k++) {
                 tg_var *t = a->inputs[k];
                 tg_node *p = tg_rw_producer(t, "zeros_like");
                 if (p) { /* a fill no larger than e adds nothing */
-                    ok = tg_type_equal(&p->inputs[0]->type, &e->outputs[0]->type);
+                    ok = tg_type_equal(&p->inputs[0]->type, &ev->type);
                     continue;
                 }
-                tg_node *over = tg_rw_producer(t, "sum_to");
-                if (!over) {
-                    over = tg_rw_producer(t, "sum");
-                    if (over && (!over->a.keepdims || over->a.axis_null || over->a.naxes != 1)) over = NULL;
+                bool neg = false;
+                for (; (p = tg_rw_producer(t, "neg")); t = p->inputs[0]) neg = !neg;
+                tg_node *over = tg_rw_producer(t, "true_div") ? NULL : summed_term(&w, t);
+                if (over) {
+                    t = over->inputs[0];
+                    /* sum_to(x, s) sums over the axes where s has length
+                     * 1: the softmax's, and others only where e has
+                     * length 1, which x must not stretch */
+                    const tg_var *xs[1] = {t};
+                    if (t->type.ndim != w.nd || (!strcmp(over->op->name, "sum_to") && !tg_rw_keeps_shape(ev, xs, 1))) {
+                        ok = false;
+                        break;
+                    }
+                    for (; (p = tg_rw_producer(t, "neg")); t = p->inputs[0]) neg = !neg;
                 }
-                if (over) t = over->inputs[0];
-                bool neg = (p = tg_rw_producer(t, "neg")) != NULL;
-                if (neg) t = p->inputs[0];
                 tg_node *q = tg_rw_producer(t, "true_div");
-                if (!q || q->inputs[0]->type.dtype != e->outputs[0]->type.dtype) {
+                if (!q || q->inputs[0]->type.dtype != ev->type.dtype || !same_value(q->inputs[1], w.s, 2)) {
                     ok = false;
                     break;
                 }
-                if (!s) {
-                    s = q->inputs[1];
-                    if (!sum_keeping_axis(s, e->outputs[0], &ax)) ok = false;
-                    snprintf(kept, sizeof kept, "{\"axis\": %d, \"keepdims\": true}", ax);
-                } else if (!same_value(q->inputs[1], s, 2)) {
-                    ok = false;
-                }
-                /* the sum runs over the softmax's axis */
-                int nd = e->outputs[0]->type.ndim;
-                if (ok && over && !strcmp(over->op->name, "sum_to"))
-                    ok = over->inputs[1] == s && t->type.ndim == nd;
-                else if (ok && over)
-                    ok = (over->a.axes[0] < 0 ? over->a.axes[0] + nd : over->a.axes[0]) == ax;
-                if (!ok) break;
                 tg_var *u = q->inputs[0];
                 if (over) u = tg_rw_op1(rw, "sum", u, kept);
                 if (neg) u = tg_rw_op1(rw, "neg", u, NULL);
@@ -1249,9 +1355,13 @@ static int written_softmax_grad(tg_rw *rw, tg_node *n) {
             if (!ok || !np) continue;
             tg_var *in[MAX_OPERANDS];
             for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
-            char attrs[32];
-            snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
-            in[i] = tg_rw_op1(rw, "softmax", e->inputs[0], attrs);
+            if (w.ax >= 0) {
+                char attrs[32];
+                snprintf(attrs, sizeof attrs, "{\"axis\": %d}", w.ax);
+                in[i] = tg_rw_op1(rw, "softmax", e->inputs[0], attrs);
+            } else {
+                in[i] = softmax_over(rw, e->inputs[0], w.sum);
+            }
             in[j] = np == 1 ? parts[0] : tg_rw_op(rw, "add", np, parts, NULL);
             tg_var *r = tg_rw_op(rw, "mul", n->nin, in, NULL);
             if (!r) return TG_ENOMEM;
