@@ -18,13 +18,35 @@
 /* A parsed body, shared by every composite node with the same body text
  * (a graph repeats the same fused pattern many times: parsing each copy
  * again was most of the optimizer's time on large graphs). */
+enum { KERNS = 4 };
+
 typedef struct comp_parsed {
     long refs;
     uint64_t hash;
     char *key; /* the body's JSON text */
     tg_fgraph *fg;
     struct comp_parsed *next;
+    /* The kernels decided for this body (comp_decide), one per mask of
+     * 0-d inputs: every node with the body and the mask has the same
+     * source, so it is written, hashed and looked up once, not once per
+     * node (12,500 composites of one body took 0.5 s on their first
+     * call). Under decide_lock. */
+    struct {
+        uint64_t scalars;
+        char *src;
+        tg_kernel_fn fn;
+        bool tried;         /* fn is the kernel cache's answer (NULL: none) */
+        unsigned long gen;  /* ... in this tg_kcache_generation */
+    } kern[KERNS];
+    int nkern;
 } comp_parsed;
+
+static void parsed_free(comp_parsed *p) {
+    tg_fgraph_free(p->fg);
+    for (int k = 0; k < p->nkern; k++) tg_free(p->kern[k].src);
+    tg_free(p->key);
+    tg_free(p);
+}
 
 enum { PARSED_BUCKETS = 4096 };
 static comp_parsed *parsed_table[PARSED_BUCKETS];
@@ -55,9 +77,7 @@ static comp_parsed *parsed_put(comp_parsed *p) {
         if (q->hash == p->hash && !strcmp(q->key, p->key)) {
             q->refs++;
             pthread_mutex_unlock(&parsed_lock);
-            tg_fgraph_free(p->fg);
-            tg_free(p->key);
-            tg_free(p);
+            parsed_free(p);
             return q;
         }
     p->refs = 1;
@@ -77,11 +97,7 @@ static void parsed_release(comp_parsed *p) {
         *slot = p->next;
     }
     pthread_mutex_unlock(&parsed_lock);
-    if (last) {
-        tg_fgraph_free(p->fg);
-        tg_free(p->key);
-        tg_free(p);
-    }
+    if (last) parsed_free(p);
 }
 
 typedef struct comp_body {
@@ -89,6 +105,7 @@ typedef struct comp_body {
     tg_fgraph *fg; /* the body (parsed->fg): 0-d variables, elementwise nodes */
     char *src;     /* the kernel's C source for this node, made when it
                       first runs (NULL: not yet, or interpreter only) */
+    bool src_shared; /* src is parsed->kern's, not this node's */
     /* -1 undecided, 0 interpreter, 1 compiled (fn) */
     int mode;
     tg_kernel_fn fn;
@@ -120,8 +137,8 @@ static bool interp_forced(void) {
 static void comp_free_extra(tg_attrs *a) {
     comp_body *b = a->extra;
     if (!b) return;
+    if (!b->src_shared) tg_free(b->src);
     parsed_release(b->parsed);
-    tg_free(b->src);
     tg_free(b->ostart);
     tg_free(b);
     a->extra = NULL;
@@ -841,6 +858,19 @@ static void kernel_rows(int64_t n, char **p, const int64_t *s, void *ud) {
  * warning per process when a compiler was wanted and failed). */
 static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The compiled kernel of src, or NULL (one warning per process when a
+ * compiler was wanted and failed). */
+static tg_kernel_fn kernel_of(const char *src) {
+    const char *why = NULL;
+    tg_kernel_fn fn = tg_kcache_get(src, &why);
+    static int warned;
+    if (!fn && why && !warned) {
+        warned = 1;
+        fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
+    }
+    return fn;
+}
+
 static void comp_decide(const tg_node *n, comp_body *b) {
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
     /* Threads running the same node wait for the first one's decision. */
@@ -850,21 +880,45 @@ static void comp_decide(const tg_node *n, comp_body *b) {
         uint64_t scalars = 0;
         for (int i = 0; i < n->nin; i++)
             if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
-        if (scalars || !b->src) {
-            char *src = gen_source(b->fg, scalars);
-            if (src) {
-                tg_free(b->src);
-                b->src = src;
+        comp_parsed *p = b->parsed;
+        int k = 0;
+        while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
+        if (p && k < p->nkern) { /* another node with this body decided */
+            if (!b->src_shared) tg_free(b->src);
+            b->src = p->kern[k].src;
+            b->src_shared = true;
+        } else {
+            if (scalars || !b->src) {
+                char *src = gen_source(b->fg, scalars);
+                if (src) {
+                    if (!b->src_shared) tg_free(b->src);
+                    b->src = src;
+                    b->src_shared = false;
+                }
+            }
+            if (p && p->nkern < KERNS && b->src && !b->src_shared) {
+                k = p->nkern++;
+                p->kern[k].scalars = scalars;
+                p->kern[k].src = b->src;
+                p->kern[k].fn = NULL;
+                p->kern[k].tried = false;
+                b->src_shared = true;
+            } else {
+                k = -1;
             }
         }
         tg_kernel_fn fn = NULL;
         if (b->src && !interp_forced()) {
-            const char *why = NULL;
-            fn = tg_kcache_get(b->src, &why);
-            static int warned;
-            if (!fn && why && !warned) {
-                warned = 1;
-                fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
+            if (k < 0) {
+                fn = kernel_of(b->src);
+            } else {
+                unsigned long gen = tg_kcache_generation();
+                if (!p->kern[k].tried || p->kern[k].gen != gen) {
+                    p->kern[k].fn = kernel_of(b->src);
+                    p->kern[k].tried = true;
+                    p->kern[k].gen = gen;
+                }
+                fn = p->kern[k].fn;
             }
         }
         b->fn = fn;

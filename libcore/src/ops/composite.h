@@ -175,6 +175,9 @@ tg_kcache_stats tg_kcache_stats_get(void);
  * new process. Only for tests, when no composite node
  * of the process holds a kernel any more. */
 void tg_kcache_forget(void);
+/* How many times tg_kcache_forget ran: what a kernel remembered outside
+ * the cache was looked up in. */
+unsigned long tg_kcache_generation(void);
 
 /* One entry of the disk cache: a CPU kernel (<hash>.so and <hash>.c) or
  * a GPU kernel compiled by NVRTC (<hash>.cubin or <hash>.ptx, and

@@ -82,8 +82,15 @@ tg_kcache_stats tg_kcache_stats_get(void) {
     return s;
 }
 
+/* Bumped by tg_kcache_forget: a composite body that remembers its
+ * kernel asks again after a forget (composite.c). */
+static unsigned long generation;
+
+unsigned long tg_kcache_generation(void) { return __atomic_load_n(&generation, __ATOMIC_ACQUIRE); }
+
 void tg_kcache_forget(void) {
     pthread_mutex_lock(&lock);
+    __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     nmap = 0;
     tg_free(cc_for);
     cc_for = NULL;
