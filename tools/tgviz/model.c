@@ -802,7 +802,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             const char *key = jget_str(o, "key");
             vz_from_body(&sub, body, key ? key : id);
             if (json_object_array_length(sub.nodes) > 0) rc = vz_layout(&sub, gvc, so, ctx);
-            sub.bodies = NULL; /* (vg's) */
+            if (sub.bodies == vg->bodies) sub.bodies = NULL; /* vg's; one of its own, vz_free frees */
             sub.body_text = NULL;
             free(text);
             json_object_object_add(so, "nodes", json_object_get(sub.nodes));
