@@ -45,7 +45,9 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           rewrites (log(1 + x), exp(x) - 1, log(1 + exp x), log(sigmoid),
           log(1 - sigmoid), log(softmax), log(sum(exp)), a written-out
           softmax over one axis (kept, or put back by dimshuffle or
-          expand_dims), two or every axis, log(exp a + exp b), softmax
+          expand_dims), two or every axis (also, chained only with each
+          other, over inputs whose lengths are unknown until run time: a
+          null batch length, 1 at times), log(exp a + exp b), softmax
           with crossentropy, sigmoid with binary crossentropy, x*x and
           pow, gemm/gemv/ger, neg(neg x),
           x*y/y, exp(log x)) and near misses, chained, with inputs past
@@ -1796,6 +1798,9 @@ class RwBuilder:
         self.naive, self.exact, self.fires, self.expect, self.extra = {}, {}, {}, {}, []
         self.mag, self.imag, self.pouts, self.wild = {}, {}, [], {}
         self.k = 0
+        # the axes of the inputs' types with a null length (known at run
+        # time only)
+        self.null = ()
 
     def input(self, shape, regime):
         iid = "x%d" % len(self.inputs)
@@ -1816,7 +1821,8 @@ class RwBuilder:
             v = self.override[iid]
         self.big |= regime == "big"
         self.tiny |= regime == "tiny"
-        self.variables.append({"id": iid, "type": {"dtype": self.dt.name, "shape": list(shape)}})
+        typ = [None if d in self.null else k for d, k in enumerate(shape)]
+        self.variables.append({"id": iid, "type": {"dtype": self.dt.name, "shape": typ}})
         self.inputs.append(iid)
         self.vals[iid] = v
         self.naive[iid], self.exact[iid], self.fires[iid] = v, v.astype(np.float64), True
@@ -1888,9 +1894,9 @@ def log_under(b, x):
     return False
 
 
-def rw_pattern(b, x):
+def rw_pattern(b, x, only=None):
     """One pattern a rewrite looks for (or a near miss), applied to x (or
-    to new inputs); its output."""
+    to new inputs); its output. only: that pattern (its number)."""
     r, N, E, dt = b.r, b.naive, b.exact, b.dt
     f = b.fires[x]
     xn, xe = N[x], E[x]
@@ -1904,6 +1910,8 @@ def rw_pattern(b, x):
             b.wild[x] = True
     nd = xn.ndim
     c = r.randrange(18)
+    if only is not None:
+        c = only
     if c in (1, 2, 6, 7, 8, 13) and log_under(b, x):
         # exp(log y) goes first (canonicalize), to y (or to a switch that
         # keeps the NaN of a negative y): no exp left for these rules, and
@@ -2093,11 +2101,19 @@ def rw_graph(seed, override=None):
     r = random.Random(seed)
     b = RwBuilder(r, np.random.default_rng(seed), r.choice(["float64", "float32"]), override)
     shape = r.choice([[5], [3, 4], [2, 3, 4], [1, 6]])
+    # one graph in five: written-out softmaxes chained over inputs whose
+    # batch length (or every length) is null, as in real models, at times
+    # 1 at run time (its own stream: the other seeds build what they did)
+    q = random.Random(seed * 7919 + 17)
+    only = None
+    if q.random() < 0.2:
+        shape = q.choice([[5], [3, 4], [1, 4], [2, 3, 4], [1, 3, 4]])
+        b.null, only = tuple(range(len(shape) if q.random() < 0.3 else 1)), 7
     x = b.input(shape, r.choice(["big", "big", "tiny", "moderate"]))
     outs = []
-    for _ in range(r.randint(1, 3)):
+    for _ in range(r.randint(1, 3) if only is None else q.choice([1, 1, 2])):
         with np.errstate(all="ignore"):
-            o = rw_pattern(b, x)
+            o = rw_pattern(b, x, only)
         outs.append(o)
         x = o if r.random() < 0.6 else b.input(shape, r.choice(["big", "tiny", "moderate"]))
     outs = list(dict.fromkeys(outs[-2:] + b.extra))

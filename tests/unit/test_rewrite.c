@@ -538,80 +538,186 @@ static void softmax_grad_ref(int ndim, const int64_t *shape, uint32_t mask, cons
       N("mul", "['y','w']", "['m']") "," N("sum", "['m']", "['c']") "," N("grad", "['c','a']", "['z']"))
 #define SUM_AX(ax) NA("sum", "['e']", "['s0']", "{'axis':" ax "}")
 
-static const struct {
+typedef struct written_softmax_case {
     const char *graph;
-    uint32_t mask; /* the softmax's axes */
-} written_softmaxes[] = {
+    uint32_t mask;  /* the softmax's axes */
+    int64_t run[4]; /* the run-time shape where the type has null lengths */
+} written_softmax_case;
+
+static const written_softmax_case written_softmaxes[] = {
     /* several axes, kept */
-    {WSG("float64", "[2,3,4]", NA("sum", "['e']", "['s']", "{'axis':[0,2],'keepdims':true}")), 5},
-    {WSG("float32", "[2,3,4]", NA("sum", "['e']", "['s']", "{'axis':[-1,0],'keepdims':true}")), 5},
+    {WSG("float64", "[2,3,4]", NA("sum", "['e']", "['s']", "{'axis':[0,2],'keepdims':true}")), 5, {0}},
+    {WSG("float32", "[2,3,4]", NA("sum", "['e']", "['s']", "{'axis':[-1,0],'keepdims':true}")), 5, {0}},
     /* every axis: a null axis kept, or a sum to a scalar */
-    {WSG("float64", "[3,4]", NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}")), 3},
-    {WSG("float32", "[3,4]", NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}")), 3},
-    {WSG("float64", "[2,3,4]", N("sum", "['e']", "['s']")), 7},
-    {WSG("float32", "[3,4]", N("sum", "['e']", "['s']")), 3},
-    {WSG("float64", "[5]", N("sum", "['e']", "['s']")), 1},
+    {WSG("float64", "[3,4]", NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}")), 3, {0}},
+    {WSG("float32", "[3,4]", NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}")), 3, {0}},
+    {WSG("float64", "[2,3,4]", N("sum", "['e']", "['s']")), 7, {0}},
+    {WSG("float32", "[3,4]", N("sum", "['e']", "['s']")), 3, {0}},
+    {WSG("float64", "[5]", N("sum", "['e']", "['s']")), 1, {0}},
     /* one axis put back by dimshuffle (Theano's e.sum(axis=1).dimshuffle(0, 'x')) */
-    {WSG("float64", "[2,3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x',1]}")), 2},
-    {WSG("float32", "[3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x']}")), 2},
-    {WSG("float64", "[3,4]", SUM_AX("0") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0]}")), 1},
+    {WSG("float64", "[2,3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x',1]}")), 2, {0}},
+    {WSG("float32", "[3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x']}")), 2, {0}},
+    {WSG("float64", "[3,4]", SUM_AX("0") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0]}")), 1, {0}},
     /* ... or by expand_dims */
-    {WSG("float64", "[3,5]", SUM_AX("-1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':-1}")), 2},
-    {WSG("float32", "[2,3,4]", SUM_AX("1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':1}")), 2},
-    {WSG("float32", "[3,5]", SUM_AX("0") "," NA("expand_dims", "['s0']", "['s']", "{'axis':0}")), 1},
+    {WSG("float64", "[3,5]", SUM_AX("-1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':-1}")), 2, {0}},
+    {WSG("float32", "[2,3,4]", SUM_AX("1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':1}")), 2, {0}},
+    {WSG("float32", "[3,5]", SUM_AX("0") "," NA("expand_dims", "['s0']", "['s']", "{'axis':0}")), 1, {0}},
+};
+
+/* The same with lengths unknown until run time (a batch of null length,
+ * as real models have): the chain rule then keeps sum_to(.., y) and
+ * sum_to(g / s, e), which static lengths would have shown to be no-ops.
+ * Batches of 1 too, where the batch axis broadcasts. */
+static const written_softmax_case written_softmaxes_null[] = {
+    /* one axis, kept */
+    {WSG("float64", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}")), 2, {4, 5}},
+    {WSG("float64", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}")), 2, {1, 5}},
+    {WSG("float32", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':-1,'keepdims':true}")), 2, {3, 5}},
+    {WSG("float32", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':-1,'keepdims':true}")), 2, {1, 5}},
+    {WSG("float64", "[null,null]", NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}")), 2, {3, 4}},
+    /* ... over the batch axis itself */
+    {WSG("float64", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':0,'keepdims':true}")), 1, {3, 5}},
+    {WSG("float32", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':0,'keepdims':true}")), 1, {1, 5}},
+    /* several axes, kept */
+    {WSG("float64", "[null,3,4]", NA("sum", "['e']", "['s']", "{'axis':[1,2],'keepdims':true}")), 6, {2, 3, 4}},
+    {WSG("float64", "[null,3,4]", NA("sum", "['e']", "['s']", "{'axis':[1,2],'keepdims':true}")), 6, {1, 3, 4}},
+    {WSG("float32", "[null,3,4]", NA("sum", "['e']", "['s']", "{'axis':[-1,-2],'keepdims':true}")), 6, {2, 3, 4}},
+    {WSG("float32", "[null,3,4]", NA("sum", "['e']", "['s']", "{'axis':[0,2],'keepdims':true}")), 5, {2, 3, 4}},
+    {WSG("float64", "[null,3,4]", NA("sum", "['e']", "['s']", "{'axis':[0,2],'keepdims':true}")), 5, {1, 3, 4}},
+    /* every axis: a null axis kept, or a sum to a scalar */
+    {WSG("float64", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}")), 3, {3, 5}},
+    {WSG("float32", "[null,3,4]", N("sum", "['e']", "['s']")), 7, {2, 3, 4}},
+    {WSG("float64", "[null]", N("sum", "['e']", "['s']")), 1, {5}},
+    /* one axis put back by dimshuffle or expand_dims */
+    {WSG("float64", "[null,5]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x']}")), 2, {3, 5}},
+    {WSG("float32", "[null,5]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x']}")), 2, {1, 5}},
+    {WSG("float64", "[null,3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x',1]}")), 2, {2, 3, 4}},
+    {WSG("float64", "[null,5]", SUM_AX("-1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':-1}")), 2, {1, 5}},
+    {WSG("float32", "[null,5]", SUM_AX("0") "," NA("expand_dims", "['s0']", "['s']", "{'axis':0}")), 1, {3, 5}},
 };
 #undef SUM_AX
 #undef WSG
 
-/* The rewrite fires on each form; the gradient matches the graph as
- * written for moderate logits, and where exp overflows (800 in float64,
- * 100 in float32: NaN as written) it is finite and the stable formula's. */
+/* The rewrite fires on the case's graph; the gradient matches the graph
+ * as written for moderate logits, and where exp overflows (800 in
+ * float64, 100 in float32: NaN as written) it is finite and the stable
+ * formula's. */
+static void check_written_softmax(const written_softmax_case *c) {
+    tg_graph *g = load(c->graph);
+    tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+    if (!fired(opt, "written_softmax_grad") || count_op(opt, "true_div"))
+        fail_msg("written_softmax_grad did not make %s stable", c->graph);
+    tg_dtype dt = tg_function_input_dtype(ref, 0);
+    int nd = tg_function_input_ndim(ref, 0);
+    const int64_t *shape = c->run[0] ? c->run : tg_function_input_shape(ref, 0);
+    bool f32 = dt == TG_FLOAT32;
+    tg_array *in[2] = {filled(dt, nd, shape, -3, 3, 0), filled(dt, nd, shape, -2, 2, 1)}, *o1 = NULL, *o2 = NULL;
+    int64_t n = tg_array_size(in[0]);
+    double *want = malloc(sizeof(double) * (size_t)n);
+    /* moderate logits: as written, to a tight tolerance */
+    call(ref, in, &o1);
+    call(opt, in, &o2);
+    tu_assert_close(o2, o1, f32 ? 1e-5 : 1e-12, f32 ? 1e-6 : 1e-14);
+    assert_int_equal(tg_array_size(o2), n);
+    softmax_grad_ref(nd, shape, c->mask, in[0], in[1], want);
+    for (int64_t i = 0; i < n; i++) tu_assert_near(tg_array_get_flat(o2, i), want[i], f32 ? 1e-6 : 1e-14);
+    tg_array_free(o1);
+    tg_array_free(o2);
+    /* two logits past overflow (in one softmax for a vector) */
+    double *big = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) big[i] = tg_array_get_flat(in[0], i);
+    big[0] = f32 ? 100 : 800;
+    big[n - 1] = f32 ? 99.5 : 799.5;
+    tg_array *bd = tu_f64(nd, shape, big);
+    tg_array_free(in[0]);
+    in[0] = tg_array_copy(bd, dt);
+    tg_array_free(bd);
+    call(ref, in, &o1);
+    bool finite = true;
+    for (int64_t i = 0; i < n; i++) finite &= isfinite(tg_array_get_flat(o1, i));
+    assert_false(finite); /* as written: inf / inf */
+    call(opt, in, &o2);
+    softmax_grad_ref(nd, shape, c->mask, in[0], in[1], want);
+    for (int64_t i = 0; i < n; i++) {
+        double got = tg_array_get_flat(o2, i);
+        assert_true(isfinite(got));
+        tu_assert_near(got, want[i], f32 ? 1e-6 : 1e-13);
+    }
+    tg_array_free(o1);
+    tg_array_free(o2);
+    free(big);
+    free(want);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
 static void test_written_softmax_grad_forms(void **state) {
     (void)state;
-    for (size_t c = 0; c < sizeof written_softmaxes / sizeof written_softmaxes[0]; c++) {
-        tg_graph *g = load(written_softmaxes[c].graph);
+    for (size_t c = 0; c < sizeof written_softmaxes / sizeof written_softmaxes[0]; c++)
+        check_written_softmax(&written_softmaxes[c]);
+}
+
+/* With null lengths no check of the rewrite may need a static length. */
+static void test_written_softmax_grad_null(void **state) {
+    (void)state;
+    for (size_t c = 0; c < sizeof written_softmaxes_null / sizeof written_softmaxes_null[0]; c++)
+        check_written_softmax(&written_softmaxes_null[c]);
+}
+
+/* e * (u / s + sum_to(-(u y) / s, s)), e = exp(a) of shape (k, 1), s its
+ * sum over axis 0 (1, 1), u of shape (k, 5): wider than e, so sum_to
+ * sums u's axis 1 too (s has length 1 there), which a sum over the
+ * softmax's axis would not. The rewrite keeps the sum_to: y_i (u_ij -
+ * sum_kl u_kl y_k), as written for moderate logits, finite past
+ * overflow. Static lengths, and null ones (k known at run time only). */
+static void test_written_softmax_grad_wider(void **state) {
+    (void)state;
+#define WIDER(sa, su)                                                                                                   \
+    G(V("a", "float64", sa) "," V("u", "float64", su),                                                                  \
+      N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':0,'keepdims':true}") ","                      \
+      N("true_div", "['e','s']", "['y']") "," N("true_div", "['u','s']", "['q1']") "," N("mul", "['u','y']", "['uy']") "," \
+      N("true_div", "['uy','s']", "['q2']") "," N("neg", "['q2']", "['n2']") "," N("sum_to", "['n2','s']", "['st']") ","  \
+      N("add", "['q1','st']", "['ad']") "," N("mul", "['e','ad']", "['z']"))
+    const char *graphs[2] = {WIDER("[3,1]", "[3,5]"), WIDER("[null,1]", "[null,5]")};
+#undef WIDER
+    for (int c = 0; c < 2; c++) {
+        tg_graph *g = load(graphs[c]);
         tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
         if (!fired(opt, "written_softmax_grad") || count_op(opt, "true_div"))
-            fail_msg("written_softmax_grad did not make %s stable", written_softmaxes[c].graph);
-        tg_dtype dt = tg_function_input_dtype(ref, 0);
-        int nd = tg_function_input_ndim(ref, 0);
-        const int64_t *shape = tg_function_input_shape(ref, 0);
-        bool f32 = dt == TG_FLOAT32;
-        tg_array *in[2] = {filled(dt, nd, shape, -3, 3, 0), filled(dt, nd, shape, -2, 2, 1)}, *o1 = NULL, *o2 = NULL;
-        int64_t n = tg_array_size(in[0]);
-        double *want = malloc(sizeof(double) * (size_t)n);
-        /* moderate logits: as written, to a tight tolerance */
-        call(ref, in, &o1);
-        call(opt, in, &o2);
-        tu_assert_close(o2, o1, f32 ? 1e-5 : 1e-12, f32 ? 1e-6 : 1e-14);
-        softmax_grad_ref(nd, shape, written_softmaxes[c].mask, in[0], in[1], want);
-        for (int64_t i = 0; i < n; i++) tu_assert_near(tg_array_get_flat(o2, i), want[i], f32 ? 1e-6 : 1e-14);
-        tg_array_free(o1);
-        tg_array_free(o2);
-        /* two logits past overflow (in one softmax for a vector) */
-        double *big = malloc(sizeof(double) * (size_t)n);
-        for (int64_t i = 0; i < n; i++) big[i] = tg_array_get_flat(in[0], i);
-        big[0] = f32 ? 100 : 800;
-        big[n - 1] = f32 ? 99.5 : 799.5;
-        tg_array *bd = tu_f64(nd, shape, big);
-        tg_array_free(in[0]);
-        in[0] = tg_array_copy(bd, dt);
-        tg_array_free(bd);
-        call(ref, in, &o1);
-        bool finite = true;
-        for (int64_t i = 0; i < n; i++) finite &= isfinite(tg_array_get_flat(o1, i));
-        assert_false(finite); /* as written: inf / inf */
-        call(opt, in, &o2);
-        softmax_grad_ref(nd, shape, written_softmaxes[c].mask, in[0], in[1], want);
-        for (int64_t i = 0; i < n; i++) {
-            double got = tg_array_get_flat(o2, i);
-            assert_true(isfinite(got));
-            tu_assert_near(got, want[i], f32 ? 1e-6 : 1e-13);
+            fail_msg("written_softmax_grad did not make %s stable", graphs[c]);
+        const int64_t sa[2] = {3, 1}, su[2] = {3, 5};
+        tg_array *in[2] = {filled(TG_FLOAT64, 2, sa, -3, 3, 0), filled(TG_FLOAT64, 2, su, -2, 2, 1)}, *o1 = NULL, *o2 = NULL;
+        for (int big = 0; big < 2; big++) {
+            if (big) {
+                double av[3] = {800, tg_array_get_flat(in[0], 1), 799.5};
+                tg_array_free(in[0]);
+                in[0] = tu_f64(2, sa, av);
+            }
+            call(ref, in, &o1);
+            call(opt, in, &o2);
+            assert_int_equal(tg_array_size(o2), 15);
+            double m = -INFINITY, zs = 0, y[3], tot = 0;
+            for (int i = 0; i < 3; i++) m = fmax(m, tg_array_get_flat(in[0], i));
+            for (int i = 0; i < 3; i++) zs += exp(tg_array_get_flat(in[0], i) - m);
+            for (int i = 0; i < 3; i++) y[i] = exp(tg_array_get_flat(in[0], i) - m) / zs;
+            for (int i = 0; i < 15; i++) tot += tg_array_get_flat(in[1], i) * y[i / 5];
+            bool finite = true;
+            for (int i = 0; i < 15; i++) {
+                double want = y[i / 5] * (tg_array_get_flat(in[1], i) - tot), got = tg_array_get_flat(o2, i);
+                finite &= isfinite(tg_array_get_flat(o1, i));
+                assert_true(isfinite(got));
+                tu_assert_near(got, want, 1e-13);
+            }
+            if (big)
+                assert_false(finite); /* as written: inf / inf */
+            else
+                tu_assert_close(o2, o1, 1e-12, 1e-14);
+            tg_array_free(o1);
+            tg_array_free(o2);
         }
-        tg_array_free(o1);
-        tg_array_free(o2);
-        free(big);
-        free(want);
         tg_array_free(in[0]);
         tg_array_free(in[1]);
         tg_function_free(ref);
@@ -620,30 +726,58 @@ static void test_written_softmax_grad_forms(void **state) {
     }
 }
 
-/* e * (u / s + sum_to(-(u y) / s, s)) with u wider than e: sum_to sums u's
- * extra axis too (s has length 1 there), which a sum over the softmax's
- * axis would not. The rewrite declines; the value is the one written. */
-static void test_written_softmax_grad_wider(void **state) {
+/* With null lengths the rewrite still declines where a run-time length
+ * could make its product differ, and gives the values as written:
+ * a fill of another variable (zeros_like(x), x of 3 rows where e has 1,
+ * stretches the product), and sum_to(-(u / s), s) with u of length 1
+ * where e has k and of 5 where e has 1 (s stretches u along the first
+ * axis, where sum_to(u, s) could not sum, and sum_to sums u's second axis,
+ * which a sum over the softmax's axis would not). Where u is only
+ * shorter than e (length 1 on the batch axis) it fires: sum_to(u / s, s)
+ * sums just the softmax's axis there. */
+static void test_written_softmax_grad_null_unsure(void **state) {
     (void)state;
-    tg_graph *g = load(G(V("a", "float64", "[3,1]") "," V("u", "float64", "[3,5]"),
-                         N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':0,'keepdims':true}") ","
-                         N("true_div", "['e','s']", "['y']") "," N("true_div", "['u','s']", "['q1']") "," N("mul", "['u','y']", "['uy']") ","
-                         N("true_div", "['uy','s']", "['q2']") "," N("neg", "['q2']", "['n2']") "," N("sum_to", "['n2','s']", "['st']") ","
-                         N("add", "['q1','st']", "['ad']") "," N("mul", "['e','ad']", "['z']")));
-    tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
-    assert_false(fired(opt, "written_softmax_grad"));
-    const int64_t sa[2] = {3, 1}, su[2] = {3, 5};
-    tg_array *in[2] = {filled(TG_FLOAT64, 2, sa, -3, 3, 0), filled(TG_FLOAT64, 2, su, -2, 2, 1)}, *o1 = NULL, *o2 = NULL;
-    call(ref, in, &o1);
-    call(opt, in, &o2);
-    tu_assert_close(o2, o1, 1e-12, 1e-14);
-    tg_array_free(o1);
-    tg_array_free(o2);
-    tg_array_free(in[0]);
-    tg_array_free(in[1]);
-    tg_function_free(ref);
-    tg_function_free(opt);
-    tg_graph_free(g);
+    /* e * (u / s + sum_to(-(u / s), s)), s over the last axis */
+#define SHORT_WIDE                                                                                    \
+    N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':-1,'keepdims':true}") ","     \
+    N("true_div", "['u','s']", "['q1']") "," N("neg", "['q1']", "['n1']") ","                          \
+    N("sum_to", "['n1','s']", "['st']") "," N("add", "['q1','st']", "['ad']") "," N("mul", "['e','ad']", "['z']")
+    static const struct {
+        const char *graph;
+        bool fires;
+        int64_t sa[3], su[3], sx[3];
+    } cases[] = {
+        {G(V("a", "float64", "[null,5]") "," V("u", "float64", "[null,5]") "," V("x", "float64", "[null,5]"),
+           N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}") ","
+           N("true_div", "['u','s']", "['q1']") "," N("zeros_like", "['x']", "['zx']") "," N("add", "['q1','zx']", "['ad']") ","
+           N("mul", "['e','ad']", "['z']")),
+         false, {1, 5}, {1, 5}, {3, 5}},
+        {G(V("a", "float64", "[null,1,4]") "," V("u", "float64", "[1,5,4]"), SHORT_WIDE), false, {3, 1, 4}, {1, 5, 4}, {0}},
+        {G(V("a", "float64", "[null,5]") "," V("u", "float64", "[1,5]"), SHORT_WIDE), true, {3, 5}, {1, 5}, {0}},
+    };
+#undef SHORT_WIDE
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tg_graph *g = load(cases[c].graph);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (fired(opt, "written_softmax_grad") != cases[c].fires)
+            fail_msg("written_softmax_grad %s on %s", cases[c].fires ? "did not fire" : "fired", cases[c].graph);
+        int na = cases[c].sa[2] ? 3 : 2, nu = cases[c].su[2] ? 3 : 2, nx = cases[c].sx[0] ? 2 : 0;
+        tg_array *in[3] = {filled(TG_FLOAT64, na, cases[c].sa, -3, 3, 0), filled(TG_FLOAT64, nu, cases[c].su, -2, 2, 1),
+                           nx ? filled(TG_FLOAT64, nx, cases[c].sx, -2, 2, 2) : NULL};
+        tg_array *o1 = NULL, *o2 = NULL;
+        call(ref, in, &o1);
+        call(opt, in, &o2);
+        assert_int_equal(o2->ndim, o1->ndim);
+        for (int d = 0; d < o1->ndim; d++) assert_int_equal(o2->shape[d], o1->shape[d]);
+        tu_assert_close(o2, o1, 1e-12, 1e-14);
+        tg_array_free(o1);
+        tg_array_free(o2);
+        for (int k = 0; k < 3; k++)
+            if (in[k]) tg_array_free(in[k]);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
 }
 
 /* Class indices out of range stay a run-time error once the crossentropy
@@ -1085,7 +1219,9 @@ int main(void) {
         cmocka_unit_test(test_switch_const_cond_broadcast),
         cmocka_unit_test(test_stabilize_values),
         cmocka_unit_test(test_written_softmax_grad_forms),
+        cmocka_unit_test(test_written_softmax_grad_null),
         cmocka_unit_test(test_written_softmax_grad_wider),
+        cmocka_unit_test(test_written_softmax_grad_null_unsure),
         cmocka_unit_test(test_xent_index_range),
         cmocka_unit_test(test_presets_and_tags),
         cmocka_unit_test(test_record_origins_traces),

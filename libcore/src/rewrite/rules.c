@@ -1284,14 +1284,63 @@ static tg_node *summed_term(const written_softmax *w, const tg_var *t) {
     return NULL;
 }
 
+/* v's run-time shape is e's wherever e's length may differ from 1 (v may
+ * have more leading axes, and be longer where e has length 1), for sure:
+ * from static lengths, or from how v is made (e itself, a broadcasting
+ * elementwise op with such an operand, a fill of one, a sum_to to one),
+ * so that it holds when lengths are unknown until run time. */
+static bool covers(const tg_var *v, const tg_var *e, int depth) {
+    int nd = e->type.ndim, off = v->type.ndim - nd;
+    if (off < 0) return false;
+    if (v == e) return true;
+    bool known = true;
+    for (int d = 0; d < nd && known; d++)
+        known = e->type.shape[d] == 1 || (e->type.shape[d] >= 0 && v->type.shape[d + off] == e->type.shape[d]);
+    if (known) return true;
+    const tg_node *p = v->owner;
+    if (depth <= 0 || !p || p->nout != 1) return false;
+    const char *op = p->op->name;
+    if (!strcmp(op, "sum_to")) return covers(p->inputs[1], e, depth - 1);
+    if (!(p->op->flags & TG_OPF_ELEMWISE) && strcmp(op, "zeros_like") && strcmp(op, "ones_like")) return false;
+    for (int i = 0; i < p->nin; i++)
+        if (covers(p->inputs[i], e, depth - 1)) return true;
+    return false;
+}
+
+/* v's run-time shape broadcasts to e's without stretching it (v has at
+ * most e's ndim, each of its lengths e's or 1), for sure: from static
+ * lengths, or from how v is made (e, s, a broadcasting elementwise op of
+ * such operands, a fill of one, a sum_to to one). */
+static bool within(const written_softmax *w, const tg_var *v, const tg_var *e, int depth) {
+    if (v->type.ndim > e->type.ndim) return false;
+    if (v == e || v == w->s || tg_rw_keeps_shape(e, &v, 1)) return true;
+    const tg_node *p = v->owner;
+    if (depth <= 0 || !p || p->nout != 1) return false;
+    const char *op = p->op->name;
+    if (!strcmp(op, "sum_to")) return within(w, p->inputs[1], e, depth - 1);
+    if (!(p->op->flags & TG_OPF_ELEMWISE) && strcmp(op, "zeros_like") && strcmp(op, "ones_like")) return false;
+    for (int i = 0; i < p->nin; i++)
+        if (!within(w, p->inputs[i], e, depth - 1)) return false;
+    return true;
+}
+
 /* The chain rule's gradient through a written-out softmax y = e / s,
  * e = exp(z), s = sum(e) over the softmax's axes with them kept: e times a
- * sum of terms each u / s, -(u / s), that summed over those axes
- * (sum_to(.., s), or a sum over them with keepdims), or a fill
+ * sum of terms each u / s, -(u / s), that summed over those axes (a sum
+ * over them with keepdims), sum_to(.., s) or sum_to(.., e), or a fill
  * (zeros_like) -> the softmax times the same sum without the 1 / s:
  * g / s + sum(-(g y) / s) -> softmax(z) * (g - sum(g y)). s is the same
- * along those axes, so a sum over them of u / s is sum(u) / s. One axis
- * kept by keepdims, or put back by dimshuffle or expand_dims after a
+ * along those axes, so a sum over them of u / s is sum(u) / s; and
+ * sum_to(u / s, T) = sum_to(u, T) / s for T = s or T of e's lengths, as
+ * sum_to sums only leading axes and axes where T has length 1, where s
+ * has length 1 too. Lengths unknown until run time need no static one:
+ * the chain rule then writes sum_to(g / s, e) for the quotient's own
+ * term, which becomes g where g and T have e's shape for sure (covers and
+ * within: made from e and s), and a sum_to(u / s, s) becomes the sum over
+ * the softmax's axes where u is no wider than e; else the sum_to is kept
+ * with its target (so a u wider than e has that axis summed too), where
+ * s does not stretch u, and otherwise the rule declines. One
+ * axis kept by keepdims, or put back by dimshuffle or expand_dims after a
  * plain sum (the terms then views of the sums: summed_term), gives
  * softmax(z, axis); several axes with keepdims, or every axis (a null
  * axis, kept or summed to a scalar), exp(z - logsumexp(z, axes)), the
@@ -1323,22 +1372,20 @@ static int written_softmax_grad(tg_rw *rw, tg_node *n) {
                 tg_var *t = a->inputs[k];
                 tg_node *p = tg_rw_producer(t, "zeros_like");
                 if (p) { /* a fill no larger than e adds nothing */
-                    ok = tg_type_equal(&p->inputs[0]->type, &ev->type);
+                    const tg_var *x = p->inputs[0];
+                    ok = x->type.dtype == ev->type.dtype && tg_rw_keeps_shape(ev, &x, 1);
                     continue;
                 }
                 bool neg = false;
                 for (; (p = tg_rw_producer(t, "neg")); t = p->inputs[0]) neg = !neg;
-                tg_node *over = tg_rw_producer(t, "true_div") ? NULL : summed_term(&w, t);
+                tg_node *over = NULL;
+                if (!tg_rw_producer(t, "true_div")) {
+                    over = tg_rw_producer(t, "sum_to");
+                    /* sum_to(.., T), T of e's lengths: no views around */
+                    if (!over || over->inputs[1] == w.s || !covers(over->inputs[1], ev, 6)) over = summed_term(&w, t);
+                }
                 if (over) {
                     t = over->inputs[0];
-                    /* sum_to(x, s) sums over the axes where s has length
-                     * 1: the softmax's, and others only where e has
-                     * length 1, which x must not stretch */
-                    const tg_var *xs[1] = {t};
-                    if (t->type.ndim != w.nd || (!strcmp(over->op->name, "sum_to") && !tg_rw_keeps_shape(ev, xs, 1))) {
-                        ok = false;
-                        break;
-                    }
                     for (; (p = tg_rw_producer(t, "neg")); t = p->inputs[0]) neg = !neg;
                 }
                 tg_node *q = tg_rw_producer(t, "true_div");
@@ -1347,7 +1394,29 @@ static int written_softmax_grad(tg_rw *rw, tg_node *n) {
                     break;
                 }
                 tg_var *u = q->inputs[0];
-                if (over) u = tg_rw_op1(rw, "sum", u, kept);
+                const tg_var *to = over && !strcmp(over->op->name, "sum_to") ? over->inputs[1] : NULL;
+                if (to && to != w.s && covers(u, ev, 6) && within(&w, u, ev, 6) && within(&w, to, ev, 6)) {
+                    /* u, u / s and T have e's shape: sum_to(u / s, T) is
+                     * u / s */
+                } else if (over && u->type.ndim == w.nd && (!to || (to == w.s && within(&w, u, ev, 6)))) {
+                    /* a sum over the softmax's axes, or sum_to(u / s, s)
+                     * for a u no wider than e (which sums just those
+                     * axes: where s has length 1, u / s has it too or e
+                     * not), made again: no e or s needed for a shape */
+                    u = tg_rw_op1(rw, "sum", u, kept);
+                } else if (to) {
+                    /* sum_to(u, T) adds up what sum_to(u / s, T) does
+                     * where s does not stretch u (a scalar s, or u of e's
+                     * lengths at least) */
+                    if (w.s->type.ndim && !covers(u, ev, 6)) {
+                        ok = false;
+                        break;
+                    }
+                    u = tg_rw_op2(rw, "sum_to", u, over->inputs[1]);
+                } else if (over) {
+                    ok = false; /* a sum whose axes would not be e's */
+                    break;
+                }
                 if (neg) u = tg_rw_op1(rw, "neg", u, NULL);
                 if (!u) return TG_ENOMEM;
                 parts[np++] = u;
@@ -1365,7 +1434,10 @@ static int written_softmax_grad(tg_rw *rw, tg_node *n) {
             in[j] = np == 1 ? parts[0] : tg_rw_op(rw, "add", np, parts, NULL);
             tg_var *r = tg_rw_op(rw, "mul", n->nin, in, NULL);
             if (!r) return TG_ENOMEM;
-            if (!stands_for(r, n)) return 0;
+            /* Each part is its term times s (a fill, nothing), and s
+             * broadcasts to e, which both products hold: the run-time
+             * shape is n's whether or not the static lengths show it. */
+            if (r->type.dtype != n->outputs[0]->type.dtype || r->type.ndim != n->outputs[0]->type.ndim) return 0;
             return swap(rw, n, r);
         }
     }
