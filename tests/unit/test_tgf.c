@@ -76,10 +76,10 @@ static double call1(tg_function *f, tg_array *x) {
     return v;
 }
 
-/* Compile both functions of GRAPH and save them to name. */
-static void save_graph(const char *name, tg_graph **gout, tg_function **fs) {
+/* Compile both functions of the graph `json` and save them to name. */
+static void save_graph_text(const char *name, const char *json, tg_graph **gout, tg_function **fs) {
     tg_ctx *ctx = tg_ctx_new();
-    tg_graph *g = tu_load(GRAPH);
+    tg_graph *g = tu_load(json);
     fs[0] = tg_function_compile(g, tg_graph_function_find(g, "train", ctx), NULL, ctx);
     fs[1] = tg_function_compile(g, tg_graph_function_find(g, "predict", ctx), NULL, ctx);
     assert_non_null(fs[0]);
@@ -88,6 +88,11 @@ static void save_graph(const char *name, tg_graph **gout, tg_function **fs) {
     if (tg_tgf_save(path_in(name), fs, 2, &info, ctx)) fail_msg("%s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
     *gout = g;
+}
+
+/* Compile both functions of GRAPH and save them to name. */
+static void save_graph(const char *name, tg_graph **gout, tg_function **fs) {
+    save_graph_text(name, GRAPH, gout, fs);
 }
 
 /* What save_graph made. */
@@ -955,6 +960,80 @@ static void test_section_export_types(void **state) {
     tg_array_free(c);
 }
 
+/* The whole file at path; *n its length. */
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)len + 1);
+    assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+/* save_state copies the kept original graph's text, its references moved
+ * to the new file's arrays, w's to its value now: the file is the one
+ * loading and writing the graph again gives, byte for byte, and the
+ * original compiled from it predicts with w after two training calls,
+ * (0.7, 1.55, -0.9) as in test_original_graph: 2.535. A text that
+ * mentions tgf_array other than as a reference (here a variable's name)
+ * is loaded and written again, with the same values. */
+static void test_save_state_copies_original(void **state) {
+    (void)state;
+    static const char *named = "{\"id\": \"x\", \"name\": \"not a {\\\"tgf_array\\\":0} reference\",";
+    char *other = malloc(strlen(GRAPH) + strlen(named) + 1);
+    const char *at = strstr(GRAPH, "{\"id\": \"x\",");
+    assert_non_null(at);
+    sprintf(other, "%.*s%s%s", (int)(at - GRAPH), GRAPH, named, at + strlen("{\"id\": \"x\","));
+    const char *texts[2] = {GRAPH, other};
+    for (int v = 0; v < 2; v++) {
+        tg_graph *g;
+        tg_function *fs[2];
+        save_graph_text("s.tgf", texts[v], &g, fs);
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tgf *t = tg_tgf_load(path_in("s.tgf"), NULL, ctx);
+        if (!t) fail_msg("%s", tg_ctx_message(ctx));
+        tg_function *tr = tg_tgf_function(t, tg_tgf_function_find(t, "train", ctx));
+        tg_array *x = vec3(0.3, 0.7, -1.1);
+        call1(tr, x);
+        call1(tr, x);
+        unsigned long c0 = tg_tgf_original_copies;
+        if (tg_tgf_save_state(t, path_in("s1.tgf"), ctx)) fail_msg("%s", tg_ctx_message(ctx));
+        assert_int_equal(tg_tgf_original_copies - c0, v == 0 ? 1 : 0);
+        tg_tgf_reparse_original = true;
+        int rc = tg_tgf_save_state(t, path_in("s2.tgf"), ctx);
+        tg_tgf_reparse_original = false;
+        if (rc) fail_msg("%s", tg_ctx_message(ctx));
+        assert_int_equal(tg_tgf_original_copies - c0, v == 0 ? 1 : 0);
+        size_t n1, n2;
+        char *b1 = slurp(path_in("s1.tgf"), &n1), *b2 = slurp(path_in("s2.tgf"), &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(b1, b2, n1);
+        free(b1);
+        free(b2);
+        tg_tgf *t1 = tg_tgf_load(path_in("s1.tgf"), NULL, ctx);
+        if (!t1) fail_msg("%s", tg_ctx_message(ctx));
+        tg_graph *o = tg_tgf_original(t1, ctx);
+        if (!o) fail_msg("%s", tg_ctx_message(ctx));
+        tg_compile_options none = {.preset = "none"};
+        tg_function *op = tg_function_compile(o, tg_graph_function_find(o, "predict", ctx), &none, ctx);
+        assert_non_null(op);
+        double p = call1(op, x);
+        assert_true(fabs(p - 2.535) < 1e-12);
+        tg_function_free(op);
+        tg_graph_free(o);
+        tg_tgf_free(t1);
+        tg_tgf_free(t);
+        tg_array_free(x);
+        free_saved(g, fs);
+        tg_ctx_free(ctx);
+    }
+    free(other);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_known_values),
@@ -965,6 +1044,7 @@ int main(void) {
         cmocka_unit_test(test_save_load_read_into_memory),
         cmocka_unit_test(test_checkpoint_resume_exact),
         cmocka_unit_test(test_original_graph),
+        cmocka_unit_test(test_save_state_copies_original),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_copy_swap_and_call_n),
         cmocka_unit_test(test_stale_inplace_hints_dropped),

@@ -186,14 +186,8 @@ typedef struct table {
     bool oom;
 } table;
 
-/* Index of a in the table (added when new): a shared variable's value by
- * the variable's id, anything else (v NULL: raw bytes) by identity. */
-static int table_add(table *T, const tg_var *v, const tg_array *a) {
-    char key[160];
-    if (v && v->kind == TG_VAR_SHARED)
-        snprintf(key, sizeof key, "s:%s", v->id);
-    else
-        snprintf(key, sizeof key, "p:%p", (const void *)a);
+/* Index of a in the table under key (added when new). */
+static int table_add_key(table *T, const char *key, const tg_array *a) {
     void *got = tg_idmap_get(T->index, key);
     if (got) return (int)(intptr_t)got - 1;
     if (T->n == T->cap) {
@@ -214,6 +208,21 @@ static int table_add(table *T, const tg_var *v, const tg_array *a) {
     }
     T->arr[T->n++] = a;
     return k;
+}
+
+/* Index of a in the table: a shared variable's value by the variable's
+ * id, anything else (v NULL: raw bytes) by identity. */
+static int table_add_shared(table *T, const char *id, const tg_array *a) {
+    char key[160]; /* (an id has at most 128 characters) */
+    snprintf(key, sizeof key, "s:%s", id);
+    return table_add_key(T, key, a);
+}
+
+static int table_add(table *T, const tg_var *v, const tg_array *a) {
+    if (v && v->kind == TG_VAR_SHARED) return table_add_shared(T, v->id, a);
+    char key[40];
+    snprintf(key, sizeof key, "p:%p", (const void *)a);
+    return table_add_key(T, key, a);
 }
 
 static json_object *table_writer(void *ud, const tg_var *v, const tg_array *a) {
@@ -426,9 +435,13 @@ static int fetch_shared(const tg_function *f, tg_ctx *ctx) {
     return rc ? rc : tg_shared_fetch_vars(f->fg->upd_shared, f->fg->nupd, ctx);
 }
 
-/* The common part of tg_tgf_save and tg_tgf_save_state. */
+static tg_array *original_copy(const struct tg_tgf *t, table *T, tg_ctx *ctx);
+
+/* The common part of tg_tgf_save and tg_tgf_save_state: the original
+ * graph written from source, or copied from the file `copy` (or none). */
 static int save_functions(const char *path, tg_function *const *fs, int n,
-                          const tg_graph *source, json_object *options, tg_ctx *ctx) {
+                          const tg_graph *source, const struct tg_tgf *copy, json_object *options,
+                          tg_ctx *ctx) {
     bool ok = true;
     int rc = TG_OK;
     for (int i = 0; i < n; i++)
@@ -473,6 +486,14 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
             ok = false;
         }
         json_object_put(oj);
+    } else if (ok && copy) {
+        if (!(orig = original_copy(copy, &T, ctx))) {
+            rc = tg_ctx_status(ctx);
+            goto done;
+        }
+        int k = table_add(&T, NULL, orig);
+        if (k < 0) ok = false;
+        put(root, "original", json_object_new_int(k), &ok);
     }
     if (!ok || T.oom) goto oom;
     rc = write_file(path, root, &T, ctx);
@@ -505,7 +526,7 @@ int tg_tgf_save(const char *path, tg_function *const *fs, int n, const tg_tgf_sa
         if (fview_check(fs[i], ctx)) return tg_ctx_status(ctx);
     json_object *opts = options_json(info ? info->options : NULL);
     if (!opts) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
-    return save_functions(path, fs, n, info ? info->source : NULL, opts, ctx);
+    return save_functions(path, fs, n, info ? info->source : NULL, NULL, opts, ctx);
 }
 
 /* ---- reading ---- */
@@ -538,6 +559,11 @@ struct tg_tgf {
     tg_shared **shared;
     int nshared;
     struct tg_idmap *shared_ids; /* id -> shared[k] */
+    /* The array of the file each shared value was restored from (one of
+     * arrays), or NULL (a value from a version-1 file, or from the
+     * original graph): save_state copies the original graph's text with
+     * its references to them moved to the current values. */
+    const tg_array **shared_from;
     tg_array **arrays;
     int narrays;
     json_object *root; /* the header, kept for the original graph */
@@ -817,6 +843,10 @@ static int unify_shared(tg_tgf *t, tg_graph *g, tg_ctx *ctx) {
         tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)(t->nshared + 1));
         if (!p) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         t->shared = p;
+        const tg_array **q = tg_realloc(t->shared_from, sizeof *q * (size_t)(t->nshared + 1));
+        if (!q) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        t->shared_from = q;
+        t->shared_from[t->nshared] = NULL;
         t->shared[t->nshared] = tg_shared_ref(v->shared);
         /* The key is the shared state's own id, which lives as long as t
          * holds it. */
@@ -989,12 +1019,16 @@ static tg_shared *shared_for(void *ud, const char *id, const tg_type *type, tg_a
     tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)(t->nshared + 1));
     if (!p) goto oom;
     t->shared = p;
+    const tg_array **q = tg_realloc(t->shared_from, sizeof *q * (size_t)(t->nshared + 1));
+    if (!q) goto oom;
+    t->shared_from = q;
     tg_shared *s = tg_shared_new(id, type, value);
     if (!s) goto oom;
     if (tg_idmap_put(t->shared_ids, s->id, s)) {
         tg_shared_unref(s);
         goto oom;
     }
+    t->shared_from[t->nshared] = value;
     t->shared[t->nshared++] = s;
     return tg_shared_ref(s);
 oom:
@@ -1100,14 +1134,23 @@ fail:
 
 /* The saved original graph, parsed (the caller puts it); NULL with
  * *absent set when the file keeps none, NULL with an error when it is bad. */
-static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
+/* The index of the array holding t's original graph (text), or -1 when
+ * header.original is not the index of a uint8 array. */
+static int64_t original_index(const tg_tgf *t) {
     json_object *jk = NULL;
     int64_t k;
-    *absent = !json_object_object_get_ex(t->root, "original", &jk);
+    if (!json_object_object_get_ex(t->root, "original", &jk) || !tg_json_get_int(jk, &k) || k < 0 ||
+        k >= t->narrays || t->arrays[k]->dtype != TG_UINT8 || t->arrays[k]->ndim != 1 ||
+        t->arrays[k]->shape[0] > INT32_MAX)
+        return -1;
+    return k;
+}
+
+static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
+    *absent = !json_object_object_get_ex(t->root, "original", NULL);
     if (*absent) return NULL;
-    if (!tg_json_get_int(jk, &k) || k < 0 || k >= t->narrays ||
-        t->arrays[k]->dtype != TG_UINT8 || t->arrays[k]->ndim != 1 ||
-        t->arrays[k]->shape[0] > INT32_MAX) {
+    int64_t k = original_index(t);
+    if (k < 0) {
         tg_errorf(ctx, TG_ELOAD, "%s: header.original: expected the index of a uint8 array",
                   t->what);
         return NULL;
@@ -1380,6 +1423,7 @@ void tg_tgf_free(tg_tgf *t) {
     for (int i = 0; i < t->narrays; i++) tg_array_free(t->arrays[i]);
     tg_free(t->fns);
     tg_free(t->shared);
+    tg_free(t->shared_from);
     tg_free(t->arrays);
     if (t->root) json_object_put(t->root);
     mapping_unref(t->map);
@@ -1432,6 +1476,104 @@ tg_graph *tg_tgf_original(tg_tgf *t, tg_ctx *ctx) {
     return g;
 }
 
+/* ---- save_state: the original graph copied as text ---- */
+
+bool tg_tgf_reparse_original;
+unsigned long tg_tgf_original_copies;
+
+/* How save_functions writes a reference to an array of the table. */
+static const char REF[] = "{\"tgf_array\":";
+enum { REF_LEN = sizeof REF - 1 };
+
+/* The array index of the reference at r (a REF whose digits end in '}'
+ * within end), with *next after it; -1 when it is not one. */
+static int64_t ref_at(const char *r, const char *end, const char **next) {
+    const char *q = r + REF_LEN;
+    int64_t k = 0;
+    int nd = 0;
+    while (q < end && *q >= '0' && *q <= '9' && nd < 10) {
+        k = k * 10 + (*q++ - '0');
+        nd++;
+    }
+    if (!nd || q >= end || *q != '}') return -1;
+    *next = q + 1;
+    return k;
+}
+
+/* Whether t's original graph can be copied as text (original_copy):
+ * every shared value was restored from an array of the file, and each
+ * mention of tgf_array in the text is a reference as save_functions
+ * writes them, to an array of the file. Otherwise (a version-1 file, a
+ * text written some other way) it is loaded and written again. */
+static bool original_copyable(const tg_tgf *t) {
+    int64_t k = original_index(t);
+    if (k < 0) return false;
+    for (int i = 0; i < t->nshared; i++)
+        if (!t->shared_from || !t->shared_from[i]) return false;
+    const char *txt = tg_array_data(t->arrays[k]), *end = txt + t->arrays[k]->shape[0], *p;
+    size_t mentions = 0, refs = 0;
+    for (p = txt; (p = memmem(p, (size_t)(end - p), "tgf_array", 9)); p += 9) mentions++;
+    for (p = txt; (p = memmem(p, (size_t)(end - p), REF, REF_LEN));) {
+        int64_t a = ref_at(p, end, &p);
+        if (a < 0 || a >= t->narrays) return false;
+        refs++;
+    }
+    return refs == mentions;
+}
+
+/* t's original graph as text for a new file of table T: each reference
+ * moved to T, a shared value's to the value now. This is what loading it
+ * with the current shared values and writing it again gives (the same
+ * text, the arrays added to T in the same order), without doing either:
+ * for a 10,000-node graph that was most of a checkpoint's time. NULL
+ * with an error in ctx. */
+static tg_array *original_copy(const tg_tgf *t, table *T, tg_ctx *ctx) {
+    int64_t k = original_index(t);
+    const char *txt = tg_array_data(t->arrays[k]), *end = txt + t->arrays[k]->shape[0], *p = txt, *r;
+    struct tg_idmap *from = tg_idmap_new(); /* "%p" of the array -> shared index + 1 */
+    char(*keys)[24] = tg_calloc((size_t)t->nshared + 1, sizeof *keys);
+    tg_str out = {0};
+    tg_array *res = NULL;
+    bool ok = from && keys;
+    for (int i = 0; ok && i < t->nshared; i++) {
+        snprintf(keys[i], sizeof keys[i], "%p", (const void *)t->shared_from[i]);
+        ok = tg_idmap_put(from, keys[i], (void *)(intptr_t)(i + 1)) == TG_OK;
+    }
+    while (ok && (r = memmem(p, (size_t)(end - p), REF, REF_LEN))) {
+        const char *next;
+        const tg_array *a = t->arrays[ref_at(r, end, &next)]; /* (checked by original_copyable) */
+        char key[24];
+        snprintf(key, sizeof key, "%p", (const void *)a);
+        intptr_t i = (intptr_t)tg_idmap_get(from, key);
+        int nk;
+        if (i) {
+            tg_shared *s = t->shared[i - 1];
+            const tg_array *cur = tg_shared_value(s, ctx);
+            if (!cur && s->dev) goto done; /* could not bring it back (ctx says why) */
+            nk = table_add_shared(T, s->id, cur ? cur : a);
+        } else {
+            nk = table_add(T, NULL, a);
+        }
+        tg_str_add(&out, p, (size_t)(r - p));
+        tg_str_addf(&out, "%s%d}", REF, nk);
+        ok = nk >= 0 && !out.oom;
+        p = next;
+    }
+    tg_str_add(&out, p, (size_t)(end - p));
+    int64_t len = (int64_t)out.len;
+    if (ok && !out.oom && (res = tg_array_new(TG_UINT8, 1, &len))) {
+        memcpy(tg_array_data(res), out.s, out.len);
+        tg_tgf_original_copies++;
+    } else {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+done:
+    tg_str_free(&out);
+    tg_free(keys);
+    if (from) tg_idmap_free(from);
+    return res;
+}
+
 int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx) {
     if (!t || !path) return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save_state: no file or path");
     tg_function **fs = tg_calloc((size_t)t->nfns + 1, sizeof *fs);
@@ -1439,17 +1581,19 @@ int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx) {
     int n = 0, rc;
     for (int i = 0; i < t->nfns; i++)
         if (t->fns[i]) fs[n++] = t->fns[i];
-    /* The original graph goes along, with the current shared values. */
-    bool absent;
-    tg_graph *src = original_graph(t, true, &absent, ctx);
-    if (!src && !absent) {
+    /* The original graph goes along, with the current shared values:
+     * its text copied, or, where that cannot be done, loaded and written
+     * again. */
+    bool absent = false, copy = !tg_tgf_reparse_original && original_copyable(t);
+    tg_graph *src = copy ? NULL : original_graph(t, true, &absent, ctx);
+    if (!copy && !src && !absent) {
         tg_free(fs);
         return tg_ctx_status(ctx);
     }
     json_object *opts = NULL, *jopt = get(t->root, "options", json_type_object);
     if (jopt && json_object_deep_copy(jopt, &opts, NULL) != 0) opts = NULL;
     if (!opts) opts = options_json(NULL);
-    rc = n ? save_functions(path, fs, n, src, opts, ctx)
+    rc = n ? save_functions(path, fs, n, src, copy ? t : NULL, opts, ctx)
            : (json_object_put(opts), tg_errorf(ctx, TG_EINVAL, "%s: no function left to save", t->what));
     tg_graph_free(src);
     tg_free(fs);

@@ -33,6 +33,11 @@ extern void (*tg_tgf_write_hook)(size_t written);
  * array table and of the arrays, so that mutated graph sections reach the
  * decoder. Never set in the library itself. */
 extern bool tg_tgf_fuzz_no_checksums;
+/* For tests: tg_tgf_save_state loads the kept original graph and writes
+ * it again, as it does when its text cannot be copied. */
+extern bool tg_tgf_reparse_original;
+/* How many times tg_tgf_save_state copied the original graph's text. */
+extern unsigned long tg_tgf_original_copies;
 
 /* ---- the binary graph section (tgfgraph.c; schemas/tgf.md) ---- */
 struct tg_function;
