@@ -129,72 +129,125 @@ void vz_init(vz_graph *vg, const char *name, bool for_page) {
     agattr(vg->ag, AGEDGE, "penwidth", "1");
 }
 
-/* One body's layout, shared by every copy of the body: its nodes' x, y,
- * w and h (four per node, in drawing order, NULL for a node dot left
- * out) and the drawing's size. */
-typedef struct {
+/* Bodies drawn once. Each distinct body (by its JSON text) is drawn and
+ * laid out once, with PH in place of its owner's key in the ids; every
+ * node with that body gets a copy whose writer puts the drawing out with
+ * its own key (copy_write): the composites of a large optimized graph
+ * are mostly copies of a few bodies. */
+static const char PH[] = "\x01";       /* (ids cannot hold it) */
+static const char PH_JSON[] = "\\u0001"; /* how json-c writes it */
+
+typedef struct body_drawing {
+    long refs; /* the memo's and each copy's */
     char *text;
-    size_t n;
-    json_object **xywh;
-    double width, height;
-    bool layered;
-} body_layout;
+    json_object *drawing;
+    char *written; /* drawing as json-c writes it with flags */
+    int flags;
+} body_drawing;
 
 struct vz_bodies {
-    struct tg_idmap *map; /* text -> body_layout */
-    body_layout **e;
+    struct tg_idmap *map; /* text -> body_drawing */
+    body_drawing **e;
     int n, cap;
 };
 
-static const char *const XYWH[4] = {"x", "y", "w", "h"};
+static void drawing_unref(body_drawing *d) {
+    if (!d || --d->refs > 0) return;
+    json_object_put(d->drawing);
+    free(d->written);
+    free(d->text);
+    free(d);
+}
 
 static void bodies_free(struct vz_bodies *b) {
     if (!b) return;
-    for (int i = 0; i < b->n; i++) {
-        for (size_t k = 0; k < 4 * b->e[i]->n; k++) json_object_put(b->e[i]->xywh[k]);
-        free(b->e[i]->xywh);
-        free(b->e[i]->text);
-        free(b->e[i]);
-    }
+    for (int i = 0; i < b->n; i++) drawing_unref(b->e[i]);
     free(b->e);
     if (b->map) tg_idmap_free(b->map);
     free(b);
 }
 
-/* Keep vg's layout under its body's text; out of memory, it is not kept
- * (the next copy is laid out again). */
-static void bodies_remember(vz_graph *vg, double width, double height) {
-    struct vz_bodies *b = vg->bodies;
-    size_t n = json_object_array_length(vg->nodes);
-    body_layout *L = calloc(1, sizeof *L);
-    if (b->n == b->cap) {
+/* Keep the drawing of body `text` (taking the reference to drawing);
+ * NULL when out of memory (drawing released). */
+static body_drawing *bodies_keep(struct vz_bodies *b, const char *text, json_object *drawing) {
+    body_drawing *d = calloc(1, sizeof *d);
+    if (d && b->n == b->cap) {
         int cap = b->cap ? 2 * b->cap : 16;
-        body_layout **e = realloc(b->e, sizeof *e * (size_t)cap);
-        if (!e) {
-            free(L);
-            return;
+        body_drawing **e = realloc(b->e, sizeof *e * (size_t)cap);
+        if (e) {
+            b->e = e;
+            b->cap = cap;
         }
-        b->e = e;
-        b->cap = cap;
     }
-    if (!L) return;
-    if (!(L->text = strdup(vg->body_text)) || !(L->xywh = calloc(4 * n + 1, sizeof *L->xywh)) ||
-        tg_idmap_put(b->map, L->text, L) != TG_OK) {
-        free(L->text);
-        free(L->xywh);
-        free(L);
-        return;
+    if (!d || b->n == b->cap || !(d->text = strdup(text)) || tg_idmap_put(b->map, d->text, d) != TG_OK) {
+        if (d) free(d->text);
+        free(d);
+        json_object_put(drawing);
+        return NULL;
     }
-    L->n = n;
-    L->width = width;
-    L->height = height;
-    L->layered = vg->layered;
-    for (size_t i = 0; i < n; i++) {
-        json_object *o = json_object_array_get_idx(vg->nodes, i), *v;
-        for (int k = 0; k < 4; k++)
-            if (json_object_object_get_ex(o, XYWH[k], &v)) L->xywh[4 * i + (size_t)k] = json_object_get(v);
+    d->refs = 1;
+    d->drawing = drawing;
+    d->flags = -1;
+    b->e[b->n++] = d;
+    return d;
+}
+
+typedef struct body_copy {
+    body_drawing *d;
+    char key[];
+} body_copy;
+
+static void copy_free(json_object *jso, void *ud) {
+    (void)jso;
+    body_copy *c = ud;
+    drawing_unref(c->d);
+    free(c);
+}
+
+static int copy_write(json_object *jso, struct printbuf *pb, int level, int flags) {
+    (void)level;
+    body_copy *c = json_object_get_userdata(jso);
+    body_drawing *d = c->d;
+    if (!d->written || d->flags != flags) {
+        free(d->written);
+        const char *w = json_object_to_json_string_ext(d->drawing, flags);
+        d->written = w ? strdup(w) : NULL;
+        d->flags = flags;
+        if (!d->written) return -1;
     }
-    b->e[b->n++] = L;
+    json_object *k = json_object_new_string(c->key);
+    const char *kq = k ? json_object_to_json_string_ext(k, flags) : NULL; /* "key", escaped */
+    if (!kq) {
+        json_object_put(k);
+        return -1;
+    }
+    int kl = (int)strlen(kq) - 2, pl = (int)strlen(PH_JSON);
+    const char *p = d->written, *q;
+    while ((q = strstr(p, PH_JSON))) {
+        printbuf_memappend(pb, p, (int)(q - p));
+        printbuf_memappend(pb, kq + 1, kl);
+        p = q + pl;
+    }
+    printbuf_memappend(pb, p, (int)strlen(p));
+    json_object_put(k);
+    return 0;
+}
+
+/* A copy of d's drawing with key for the placeholder, or NULL. */
+static json_object *body_copy_new(body_drawing *d, const char *key) {
+    size_t n = strlen(key);
+    json_object *o = json_object_new_object();
+    body_copy *c = malloc(sizeof *c + n + 1);
+    if (!o || !c) {
+        json_object_put(o);
+        free(c);
+        return NULL;
+    }
+    memcpy(c->key, key, n + 1);
+    c->d = d;
+    d->refs++;
+    json_object_set_serializer(o, copy_write, c, copy_free);
+    return o;
 }
 
 void vz_free(vz_graph *vg) {
@@ -734,19 +787,8 @@ static int place_for_render(vz_graph *vg, GVC_t *gvc, double height) {
 int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
     size_t n = json_object_array_length(vg->nodes);
     double W, H;
-    const body_layout *seen = vg->body_text ? tg_idmap_get(vg->bodies->map, vg->body_text) : NULL;
     bool dot = false;
-    if (seen && seen->n == n) { /* a copy of a body laid out before */
-        for (size_t i = 0; i < n; i++) {
-            json_object *o = json_object_array_get_idx(vg->nodes, i);
-            for (int k = 0; k < 4; k++)
-                if (seen->xywh[4 * i + (size_t)k])
-                    json_object_object_add(o, XYWH[k], json_object_get(seen->xywh[4 * i + (size_t)k]));
-        }
-        W = seen->width;
-        H = seen->height;
-        vg->layered = seen->layered;
-    } else if ((vg->layered = vg->layout == VZ_LAYOUT_LAYERS || (vg->layout == VZ_LAYOUT_AUTO && n > VZ_DOT_MAX))) {
+    if ((vg->layered = vg->layout == VZ_LAYOUT_LAYERS || (vg->layout == VZ_LAYOUT_AUTO && n > VZ_DOT_MAX))) {
         if (vz_layers(vg, &W, &H)) {
             fprintf(stderr, "tgviz: out of memory laying the graph out\n");
             return -1;
@@ -777,7 +819,6 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             json_object_object_add(o, "h", json_object_new_double(ND_height(an) * 72.0));
         }
     }
-    if (vg->body_text && !seen) bodies_remember(vg, W, H);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         json_object *o = json_object_array_get_idx(vg->nodes, i);
@@ -785,29 +826,32 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
         /* A node with a body gets the body's drawing, laid out the same
          * way, for the page to expand in place. */
         json_object *attrs, *body;
-        if (json_object_object_get_ex(o, "attrs", &attrs) && json_object_object_get_ex(attrs, "body", &body) &&
-            json_object_is_type(body, json_type_object)) {
+        if (!json_object_object_get_ex(o, "attrs", &attrs) || !json_object_object_get_ex(attrs, "body", &body) ||
+            !json_object_is_type(body, json_type_object))
+            continue;
+        const char *key = jget_str(o, "key");
+        if (!key) key = id;
+        if (!vg->bodies && (vg->bodies = calloc(1, sizeof *vg->bodies)) && !(vg->bodies->map = tg_idmap_new())) {
+            free(vg->bodies);
+            vg->bodies = NULL;
+        }
+        /* A body whose text holds the placeholder is drawn for this node
+         * alone. */
+        const char *text = vg->bodies ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
+        bool shared = text && !strstr(text, PH_JSON);
+        body_drawing *d = shared ? tg_idmap_get(vg->bodies->map, text) : NULL;
+        if (!d) {
+            char *kept = shared ? strdup(text) : NULL; /* (the next body's text takes json-c's buffer) */
             vz_graph sub;
             json_object *so = json_object_new_object();
             vz_init(&sub, "body", true);
             sub.layout = vg->layout;
-            if (!vg->bodies && (vg->bodies = calloc(1, sizeof *vg->bodies)) &&
-                !(vg->bodies->map = tg_idmap_new())) {
-                free(vg->bodies);
-                vg->bodies = NULL;
-            }
-            char *text = vg->bodies ? strdup(json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN)) : NULL;
-            sub.bodies = text ? vg->bodies : NULL;
-            sub.body_text = text;
-            const char *key = jget_str(o, "key");
-            vz_from_body(&sub, body, key ? key : id);
+            sub.bodies = vg->bodies; /* for the bodies in it */
+            vz_from_body(&sub, body, kept ? PH : key);
             if (json_object_array_length(sub.nodes) > 0) rc = vz_layout(&sub, gvc, so, ctx);
             if (sub.bodies == vg->bodies) sub.bodies = NULL; /* vg's; one of its own, vz_free frees */
-            sub.body_text = NULL;
-            free(text);
             json_object_object_add(so, "nodes", json_object_get(sub.nodes));
             json_object_object_add(so, "edges", json_object_get(sub.edges));
-            json_object_object_add(o, "body", so);
             /* Keep the body's graph (and its own bodies') until this one
              * is closed. */
             Agraph_t **ns = realloc(vg->subs, sizeof *ns * (size_t)(vg->nsubs + sub.nsubs + 1));
@@ -819,7 +863,23 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
                 sub.nsubs = 0;
             }
             vz_free(&sub);
+            if (!kept) {
+                json_object_object_add(o, "body", so);
+                continue;
+            }
+            d = bodies_keep(vg->bodies, kept, so);
+            free(kept);
+            if (!d) {
+                fprintf(stderr, "tgviz: out of memory drawing a nested body\n");
+                return -1;
+            }
         }
+        json_object *copy = body_copy_new(d, key);
+        if (!copy) {
+            fprintf(stderr, "tgviz: out of memory drawing a nested body\n");
+            return -1;
+        }
+        json_object_object_add(o, "body", copy);
     }
     json_object_object_add(out, "width", json_object_new_double(W));
     json_object_object_add(out, "height", json_object_new_double(H));

@@ -46,12 +46,11 @@ typedef struct vz_graph {
     struct tg_idmap *readers, *copies;
     vz_layout_kind layout; /* set after vz_init; bodies inherit it */
     bool layered;          /* vz_layout used layers.c */
-    /* Bodies laid out so far, by their JSON text (the top graph's, shared
-     * by its bodies): the composites of a large optimized graph are
-     * mostly copies of a few bodies, and each copy's drawing differs
-     * only in its ids, so each distinct body is laid out once. */
+    /* The drawings of the distinct nested bodies met so far, by their
+     * JSON text (the top graph's, which its bodies use too): each is
+     * drawn and laid out once, and each node with that body gets a copy
+     * that writes it out with its own ids (model.c). */
     struct vz_bodies *bodies;
-    const char *body_text; /* a body's: its key in bodies */
 } vz_graph;
 
 /* The family of an op for colouring and collapsing ("elemwise",
