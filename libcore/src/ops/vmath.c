@@ -106,14 +106,46 @@ float erfcf(float);
 
 #include "ops/vmath.h"
 
+/* y[i] = EXPR(v), v = x[i], for i < n, every element through the vector
+ * body: blocks of VB with a constant trip count, and a tail shorter than
+ * VB through a zero-padded copy. A loop over n would leave its last n %
+ * width elements to a scalar epilogue calling scalar libm, which rounds
+ * differently from libmvec: an element's value depended on its distance
+ * from the end of the array, so on the array's length, on how a parallel
+ * loop split it, and (the callers' strided paths gather into blocks) on
+ * its layout. Now it depends on the element alone. VB is a multiple of
+ * every vector width (16 floats in a zmm register). */
+enum { VB = 16 };
+#define VAPPLY(T, EXPR)                                                       \
+    do {                                                                      \
+        int64_t b_ = 0;                                                       \
+        for (; b_ + VB <= n; b_ += VB) {                                      \
+            const T *xb_ = x + b_;                                            \
+            T *yb_ = y + b_;                                                  \
+            _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {             \
+                T v = xb_[k_];                                                \
+                yb_[k_] = (EXPR);                                             \
+            }                                                                 \
+        }                                                                     \
+        if (b_ < n) {                                                         \
+            T xt_[VB] = {0}, yt_[VB];                                         \
+            for (int64_t k_ = b_; k_ < n; k_++) xt_[k_ - b_] = x[k_];         \
+            _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {             \
+                T v = xt_[k_];                                                \
+                yt_[k_] = (EXPR);                                             \
+            }                                                                 \
+            for (int64_t k_ = b_; k_ < n; k_++) y[k_] = yt_[k_ - b_];         \
+        }                                                                     \
+    } while (0)
+
 #define VLOOP(NAME, F)                                                        \
     CLONES void tg_vm_##NAME##_f64(int64_t n, const double *restrict x,       \
                                    double *restrict y) {                      \
-        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = F(x[i]);   \
+        VAPPLY(double, F(v));                                                 \
     }                                                                         \
     CLONES void tg_vm_##NAME##_f32(int64_t n, const float *restrict x,        \
                                    float *restrict y) {                       \
-        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = F##f(x[i]); \
+        VAPPLY(float, F##f(v));                                               \
     }
 VLOOP(exp, exp)
 VLOOP(exp2, exp2)
@@ -141,26 +173,22 @@ VLOOP(erfc, erfc)
  * vectorise: with e = exp(-|x|), sigmoid = 1/(1+e) for x >= 0 and
  * e/(1+e) below; softplus = max(x, 0) + log1p(e). */
 CLONES void tg_vm_sigmoid_f64(int64_t n, const double *restrict x, double *restrict y) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        double e = exp(-fabs(x[i])), r = 1.0 / (1.0 + e);
-        y[i] = x[i] >= 0 ? r : (x[i] < 0 ? e * r : x[i]);
-    }
+    VAPPLY(double, ({
+               double e = exp(-fabs(v)), r = 1.0 / (1.0 + e);
+               v >= 0 ? r : (v < 0 ? e * r : v);
+           }));
 }
 CLONES void tg_vm_sigmoid_f32(int64_t n, const float *restrict x, float *restrict y) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        float e = expf(-fabsf(x[i])), r = 1.0f / (1.0f + e);
-        y[i] = x[i] >= 0 ? r : (x[i] < 0 ? e * r : x[i]);
-    }
+    VAPPLY(float, ({
+               float e = expf(-fabsf(v)), r = 1.0f / (1.0f + e);
+               v >= 0 ? r : (v < 0 ? e * r : v);
+           }));
 }
 CLONES void tg_vm_softplus_f64(int64_t n, const double *restrict x, double *restrict y) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) y[i] = (x[i] > 0 ? x[i] : 0) + log1p(exp(-fabs(x[i])));
+    VAPPLY(double, (v > 0 ? v : 0) + log1p(exp(-fabs(v))));
 }
 CLONES void tg_vm_softplus_f32(int64_t n, const float *restrict x, float *restrict y) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; i++) y[i] = (x[i] > 0 ? x[i] : 0) + log1pf(expf(-fabsf(x[i])));
+    VAPPLY(float, (v > 0 ? v : 0) + log1pf(expf(-fabsf(v))));
 }
 
 /* sqrt and 1/x vectorise to single instructions (no libmvec). */
