@@ -1500,17 +1500,20 @@ static int64_t ref_at(const char *r, const char *end, const char **next) {
     return k;
 }
 
-/* Whether t's original graph can be copied as text (original_copy):
- * every shared value was restored from an array of the file, and each
- * mention of tgf_array in the text is a reference as save_functions
- * writes them, to an array of the file. Otherwise (a version-1 file, a
- * text written some other way) it is loaded and written again. */
+/* Whether t's original graph can be copied as text (original_copy): it
+ * is braced, every shared value was restored from an array of the file,
+ * and each mention of tgf_array in the text is a reference as
+ * save_functions writes them, to an array of the file. Otherwise (a
+ * version-1 file, a text written some other way) it is loaded and
+ * written again. */
 static bool original_copyable(const tg_tgf *t) {
     int64_t k = original_index(t);
     if (k < 0) return false;
     for (int i = 0; i < t->nshared; i++)
         if (!t->shared_from || !t->shared_from[i]) return false;
     const char *txt = tg_array_data(t->arrays[k]), *end = txt + t->arrays[k]->shape[0], *p;
+    /* (what is not an object gets the loader's error) */
+    if (end - txt < 2 || txt[0] != '{' || end[-1] != '}') return false;
     size_t mentions = 0, refs = 0;
     for (p = txt; (p = memmem(p, (size_t)(end - p), "tgf_array", 9)); p += 9) mentions++;
     for (p = txt; (p = memmem(p, (size_t)(end - p), REF, REF_LEN));) {
@@ -1561,7 +1564,7 @@ static tg_array *original_copy(const tg_tgf *t, table *T, tg_ctx *ctx) {
     }
     tg_str_add(&out, p, (size_t)(end - p));
     int64_t len = (int64_t)out.len;
-    if (ok && !out.oom && (res = tg_array_new(TG_UINT8, 1, &len))) {
+    if (ok && !out.oom && out.len && (res = tg_array_new(TG_UINT8, 1, &len))) {
         memcpy(tg_array_data(res), out.s, out.len);
         tg_tgf_original_copies++;
     } else {
