@@ -22,20 +22,6 @@ static char *data_path(const char *name) {
     return path;
 }
 
-static void *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    ((char *)buf)[n] = 0;
-    *len = (size_t)n;
-    return buf;
-}
-
 /* A fresh empty folder for files written by a test. */
 static void make_tmpdir(char *dir, size_t size) {
     snprintf(dir, size, "/tmp/tg_npy_XXXXXX");
@@ -81,7 +67,7 @@ static void test_numpy_files_load(void **state) {
         }
         /* The same bytes from memory give the same array. */
         size_t len;
-        void *buf = read_all(data_path(name), &len);
+        void *buf = tu_read_file(data_path(name), &len);
         tg_array *m = tg_npy_load_mem(buf, len, name, ctx);
         assert_non_null(m);
         assert_true(tg_array_equal(a, m));
@@ -119,7 +105,7 @@ static void test_malformed_files_refused(void **state) {
             fail_msg("%s: '%s' lacks '%s' or the file name", name, msg, sub);
         /* The in-memory reader agrees and names what it was given. */
         size_t len;
-        void *buf = read_all(data_path(name), &len);
+        void *buf = tu_read_file(data_path(name), &len);
         tg_ctx_clear(ctx);
         assert_null(tg_npy_load_mem(buf, len, "input x", ctx));
         if (!strstr(tg_ctx_message(ctx), sub) || strncmp(tg_ctx_message(ctx), "input x: ", 9))
@@ -146,7 +132,7 @@ static void test_prefixes_and_corruption(void **state) {
     tg_ctx *ctx = tg_ctx_new();
     for (size_t k = 0; k < TG_ARRAY_LEN(names); k++) {
         size_t len;
-        unsigned char *buf = read_all(data_path(names[k]), &len);
+        unsigned char *buf = tu_read_file(data_path(names[k]), &len);
         for (size_t n = 0; n < len; n++) {
             unsigned char *p = malloc(n ? n : 1); /* exact size: ASan sees overreads */
             memcpy(p, buf, n);
@@ -194,7 +180,7 @@ static void test_lying_header_allocates_nothing_big(void **state) {
 static void test_bool_bytes_normalised(void **state) {
     (void)state;
     size_t len;
-    unsigned char *buf = read_all(data_path("bool_C_le.npy"), &len);
+    unsigned char *buf = tu_read_file(data_path("bool_C_le.npy"), &len);
     buf[len - 24] = 2;
     buf[len - 23] = 255;
     tg_ctx *ctx = tg_ctx_new();
@@ -226,7 +212,7 @@ static void test_save_matches_numpy_bytes(void **state) {
         assert_non_null(a);
         assert_int_equal(tg_npy_save(out, a, ctx), 0);
         size_t n1, n2;
-        unsigned char *want = read_all(data_path(names[k]), &n1), *got = read_all(out, &n2);
+        unsigned char *want = tu_read_file(data_path(names[k]), &n1), *got = tu_read_file(out, &n2);
         if (strstr(names[k], "_F")) {
             /* NumPy kept Fortran order; tg writes C order: same header
              * length, same values. */
@@ -301,7 +287,7 @@ static void test_save_is_atomic(void **state) {
     assert_int_equal(tg_npy_save("/nonexistent-dir/x.npy", a, ctx), TG_EIO);
     assert_non_null(strstr(tg_ctx_message(ctx), "/nonexistent-dir/x.npy"));
     size_t len;
-    char *old = read_all(path, &len);
+    char *old = tu_read_file(path, &len);
     assert_int_equal(len, 3);
     free(old);
     /* Success replaces it. */

@@ -589,18 +589,6 @@ static void test_unknown_conv_lengths_restore(void **state) {
     tg_graph_free(g);
 }
 
-static unsigned char *read_all(const char *p, size_t *n) {
-    FILE *fp = fopen(p, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    *n = (size_t)ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    assert_int_equal(fread(b, 1, *n, fp), *n);
-    fclose(fp);
-    return b;
-}
-
 /* Every prefix of a file, and the file with any one byte of its preamble
  * and header changed, is refused with one line naming it; nothing
  * crashes or leaks (the ASan build runs this too). */
@@ -610,7 +598,7 @@ static void test_damaged_files_refused(void **state) {
     tg_function *fs[2];
     save_graph("c.tgf", &g, fs);
     size_t n;
-    unsigned char *b = read_all(path_in("c.tgf"), &n);
+    unsigned char *b = tu_read_file(path_in("c.tgf"), &n);
     tg_ctx *ctx = tg_ctx_new();
     tg_tgf *t = tg_tgf_load_buffer(b, n, "c.tgf", NULL, ctx);
     assert_non_null(t);
@@ -668,7 +656,7 @@ static void test_kill_during_save_keeps_old_file(void **state) {
     tg_function *fs[2];
     save_graph("k.tgf", &g, fs);
     size_t n0;
-    unsigned char *before = read_all(path_in("k.tgf"), &n0);
+    unsigned char *before = tu_read_file(path_in("k.tgf"), &n0);
     tg_ctx *ctx = tg_ctx_new();
     /* A large constant makes the file big: a graph with 4 MiB of data. */
     char *json = NULL;
@@ -706,7 +694,7 @@ static void test_kill_during_save_keeps_old_file(void **state) {
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     /* The old file is byte for byte what it was and still loads. */
     size_t n1;
-    unsigned char *after = read_all(path_in("k.tgf"), &n1);
+    unsigned char *after = tu_read_file(path_in("k.tgf"), &n1);
     assert_int_equal(n0, n1);
     assert_memory_equal(before, after, n0);
     tg_tgf *t = tg_tgf_load(path_in("k.tgf"), NULL, ctx);
@@ -960,20 +948,6 @@ static void test_section_export_types(void **state) {
     tg_array_free(c);
 }
 
-/* The whole file at path; *n its length. */
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len + 1);
-    assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 /* save_state copies the kept original graph's text, its references moved
  * to the new file's arrays, w's to its value now: the file is the one
  * loading and writing the graph again gives, byte for byte, and the
@@ -1009,7 +983,7 @@ static void test_save_state_copies_original(void **state) {
         if (rc) fail_msg("%s", tg_ctx_message(ctx));
         assert_int_equal(tg_tgf_original_copies - c0, v == 0 ? 1 : 0);
         size_t n1, n2;
-        char *b1 = slurp(path_in("s1.tgf"), &n1), *b2 = slurp(path_in("s2.tgf"), &n2);
+        char *b1 = tu_read_file(path_in("s1.tgf"), &n1), *b2 = tu_read_file(path_in("s2.tgf"), &n2);
         assert_int_equal(n1, n2);
         assert_memory_equal(b1, b2, n1);
         free(b1);

@@ -14,6 +14,9 @@
 /* Load a graph from a JSON string; fails the test (printing the loader's
  * message) when it does not load. */
 tg_graph *tu_load(const char *json);
+/* The whole file at path, NUL-terminated (free it); *len its length.
+ * Fails the test when it cannot be read. */
+void *tu_read_file(const char *path, size_t *len);
 /* Load expecting failure: returns the status and copies the message. */
 int tu_load_fail(const char *json, char *msg, size_t size);
 
