@@ -53,7 +53,7 @@ typedef struct loop_ud {
  * VFN gives it, whatever the layout (computing EXPR per element for
  * strided data rounded differently: exp(x.T) and exp(x).T differed in a
  * third of their elements). */
-#define VUNARY_LOOP(NAME, T, EXPR, VFN)                                         \
+#define VUNARY_LOOP(NAME, T, VFN)                                               \
     static void NAME(int64_t n, char **p, const int64_t *s, void *ud) {         \
         (void)ud;                                                               \
         if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {         \
@@ -140,18 +140,6 @@ typedef tg_inner_fn loop_table[TG_NDTYPES];
 
 /* ---- scalar helpers ---- */
 
-static inline double sigmoid_d(double x) {
-    if (x >= 0) return 1.0 / (1.0 + exp(-x));
-    double e = exp(x);
-    return e / (1.0 + e);
-}
-static inline float sigmoid_f(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-static inline double softplus_d(double x) { return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }
-static inline float softplus_f(float x) { return (x > 0 ? x : 0) + log1pf(expf(-fabsf(x))); }
 static inline double gammaln_d(double x) {
     int sg;
     return lgamma_r(x, &sg);
@@ -160,8 +148,6 @@ static inline float gammaln_f(float x) {
     int sg;
     return lgammaf_r(x, &sg);
 }
-#define SIGMOID(x) _Generic((x), float: sigmoid_f, default: sigmoid_d)(x)
-#define SOFTPLUS(x) _Generic((x), float: softplus_f, default: softplus_d)(x)
 #define GAMMALN(x) _Generic((x), float: gammaln_f, default: gammaln_d)(x)
 
 /* digamma, the derivative of gammaln (the gradient of gammaln needs it):
@@ -419,15 +405,12 @@ IPOW(uint64_t, 0)
 
 /* float-only unary */
 #define FLOAT_UNARY(X)                                                          \
-    X(exp, exp(x)) X(exp2, exp2(x)) X(expm1, expm1(x)) X(log, log(x))           \
-    X(log2, log2(x)) X(log10, log10(x)) X(log1p, log1p(x)) X(sqrt, sqrt(x))     \
-    X(reciprocal, 1 / x) X(sin, sin(x)) X(cos, cos(x)) X(tan, tan(x))           \
-    X(arcsin, asin(x)) X(arccos, acos(x)) X(arctan, atan(x)) X(sinh, sinh(x))   \
-    X(cosh, cosh(x)) X(tanh, tanh(x)) X(arcsinh, asinh(x))                      \
-    X(arccosh, acosh(x)) X(arctanh, atanh(x)) X(sigmoid, SIGMOID(x))            \
-    X(softplus, SOFTPLUS(x)) X(erf, erf(x)) X(erfc, erfc(x))
-#define DEF_VU(SUF, T, DT, OPNAME, EXPR) VUNARY_LOOP(l_##OPNAME##_##SUF, T, EXPR, tg_vm_##OPNAME##_##SUF)
-#define GEN_FU(NAME, EXPR) FLOATS(DEF_VU, NAME, EXPR)
+    X(exp) X(exp2) X(expm1) X(log) X(log2) X(log10) X(log1p) X(sqrt)            \
+    X(reciprocal) X(sin) X(cos) X(tan) X(arcsin) X(arccos) X(arctan) X(sinh)    \
+    X(cosh) X(tanh) X(arcsinh) X(arccosh) X(arctanh) X(sigmoid) X(softplus)     \
+    X(erf) X(erfc)
+#define DEF_VU(SUF, T, DT, OPNAME) VUNARY_LOOP(l_##OPNAME##_##SUF, T, tg_vm_##OPNAME##_##SUF)
+#define GEN_FU(NAME) FLOATS(DEF_VU, NAME)
 FLOAT_UNARY(GEN_FU)
 FLOATS(DEF_U, l_gammaln, GAMMALN(x))
 FLOATS(DEF_U, l_digamma, DIGAMMA(x))
