@@ -50,9 +50,9 @@ typedef struct loop_ud {
 
 /* A float unary loop through the libmvec-vectorised kernel VFN (vmath.c),
  * strided data gathered into blocks for it: each element gets the value
- * VFN gives it, whatever the layout (computing EXPR per element for
- * strided data rounded differently: exp(x.T) and exp(x).T differed in a
- * third of their elements). */
+ * VFN gives it, whatever the layout (strided data computed one element at
+ * a time with scalar libm rounded differently: exp(x.T) and exp(x).T
+ * differed in a third of their elements). */
 #define VUNARY_LOOP(NAME, T, VFN)                                               \
     static void NAME(int64_t n, char **p, const int64_t *s, void *ud) {         \
         (void)ud;                                                               \
