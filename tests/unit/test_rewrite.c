@@ -124,10 +124,23 @@ static const rw_case cases[] = {
     {"collect_constants", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("mul", "['a',{'value':1}]", "['s']") "," N("sub", "['s','b']", "['z']")), NULL, "mul", -2, 2},
     {"dimshuffle_merge", G(V("a", "float64", "[2,3,4]"), NA("dimshuffle", "['a']", "['d1']", "{'order':[2,0,1]}") "," NA("dimshuffle", "['d1']", "['d2']", "{'order':[1,2,0]}") "," N("exp", "['d2']", "['z']")), NULL, "dimshuffle", -1, 1},
     {"dimshuffle_merge", G(V("a", "float64", "[2,3]"), NA("transpose", "['a']", "['t']", "{}") "," NA("dimshuffle", "['t']", "['d']", "{'order':[1,'x',0]}") "," N("exp", "['d']", "['z']")), "dimshuffle", "transpose", -1, 1},
+    /* a length-1 axis dropped and put back in its place: no value moves */
+    {"dimshuffle_merge", G(V("a", "float64", "[1,6,1]"), NA("dimshuffle", "['a']", "['d']", "{'order':['x',1,'x']}") "," N("exp", "['d']", "['z']")), NULL, "dimshuffle", -1, 1},
     {"dimshuffle_lift", G(V("a", "float64", "[2,3]") "," V("b", "float64", "[3]"), N("add", "['a','b']", "['s']") "," NA("dimshuffle", "['s']", "['d']", "{'order':[1,0]}") "," N("exp", "['d']", "['z']")), NULL, NULL, -1, 1},
     {"reshape_useless", G(V("a", "float64", "[2,3]"), NA("reshape", "['a',{'value':{'dtype':'int64','shape':[2],'data':[2,3]}}]", "['r']", "{}") "," N("exp", "['r']", "['z']")), NULL, "reshape", -1, 1},
     {"cast_useless", G(V("a", "float32", "[4]"), NA("cast", "['a']", "['c1']", "{'dtype':'float64'}") "," NA("cast", "['c1']", "['c2']", "{'dtype':'float32'}") "," N("exp", "['c2']", "['z']")), NULL, "cast", -1, 1},
     {"identity_useless", G(V("a", "float64", "[4]"), N("identity", "['a']", "['i']") "," N("exp", "['i']", "['z']")), NULL, "identity", -1, 1},
+    /* a classifier's prediction; an argmin of every element; neg swaps
+     * argmax for argmin; log_softmax over the first axis */
+    {"argmax_pushdown", G(V("a", "float64", "[3,4]"), N("softmax", "['a']", "['p']") "," NA("argmax", "['p']", "['z']", "{'axis':-1}")), "argmax", "softmax", -3, 3},
+    {"argmax_pushdown", G(V("a", "float32", "[3,4]"), N("sigmoid", "['a']", "['p']") "," N("exp", "['p']", "['q']") "," NA("argmin", "['q']", "['z']", "{'axis':null}")), "argmin", "exp", -3, 3},
+    {"argmax_pushdown", G(V("a", "float64", "[3,4]"), N("neg", "['a']", "['p']") "," NA("argmax", "['p']", "['z']", "{'axis':0,'keepdims':true}")), "argmin", "neg", -3, 3},
+    {"argmax_pushdown", G(V("a", "float64", "[3,4]"), NA("log_softmax", "['a']", "['p']", "{'axis':0}") "," NA("argmax", "['p']", "['z']", "{'axis':0}") "," N("exp", "['p']", "['y']")), "log_softmax", NULL, -3, 3},
+    /* a's static lengths: mean's count, prod(shape(a)), is 6 */
+    {"shape_static", G(V("a", "float64", "[2,3]"), N("shape", "['a']", "['s']") "," N("prod", "['s']", "['p']") "," NA("cast", "['p']", "['c']", "{'dtype':'float64'}") "," N("true_div", "['a','c']", "['z']")), NULL, "shape", -1, 1},
+    {"shape_static", G(V("a", "float64", "[2,3]"), NA("shape_i", "['a']", "['s']", "{'i':-2}") "," NA("cast", "['s']", "['c']", "{'dtype':'float64'}") "," N("mul", "['a','c']", "['z']")), NULL, "shape_i", -1, 1},
+    /* the gradient of a reshape: reshape(g, shape(a)) to a constant shape */
+    {"shape_static", G(V("a", "float64", "[2,3]"), NA("reshape", "['a',{'value':{'dtype':'int64','shape':[1],'data':[6]}}]", "['r']", "{}") "," N("exp", "['r']", "['e']") "," N("sum", "['e']", "['c']") "," N("grad", "['c','a']", "['z']")), "reshape", "shape", -1, 1},
     {"fill_scalar", G(V("a", "float64", "[4]"), N("sum", "['a']", "['s']") "," N("ones_like", "['s']", "['o']") "," N("mul", "['o','a']", "['z']")), NULL, "ones_like", -2, 2},
     {"fill_sink", G(V("a", "float64", "[4,3]") "," V("c", "float64", "[3]") "," V("x", "float64", "[4,3]"), N("zeros_like", "['a']", "['zl']") "," N("add", "['zl','c']", "['u']") "," N("mul", "['u','x']", "['z']")), NULL, "zeros_like", -2, 2},
     {"fill_sink", G(V("a", "float64", "[4,3]") "," V("c", "float64", "[1,1]") "," V("x", "float64", "[4,3]"), N("zeros_like", "['a']", "['zl']") "," N("add", "['zl','c']", "['u']") "," N("true_div", "['u',{'value':3}]", "['v']") "," N("mul", "['v','x']", "['z']")), NULL, "zeros_like", -2, 2},
@@ -250,6 +263,102 @@ static void test_switch_const_cond_broadcast(void **state) {
     tg_array_free(out[0]);
     tg_array_free(in[0]);
     tg_array_free(in[1]);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* shape and shape_i stay where a length is not static, and where their
+ * input is computed for them alone (folding would drop its computation,
+ * and the error it raises when its lengths contradict the static ones):
+ * here add(a[3], b[null]) fails for a b of 2, optimized or not. */
+static void test_shape_static_declines(void **state) {
+    (void)state;
+    static const char *const graphs[] = {
+        G(V("a", "float64", "[2,null]"), N("shape", "['a']", "['s']") "," NA("shape_i", "['a']", "['t']", "{'i':1}") "," N("add", "['s','t']", "['z']")),
+        G(V("a", "float64", "[3]") "," V("b", "float64", "[null]"), N("add", "['a','b']", "['x']") "," N("shape", "['x']", "['z']")),
+    };
+    for (size_t c = 0; c < sizeof graphs / sizeof graphs[0]; c++) {
+        tg_graph *g = load(graphs[c]);
+        tg_function *opt = compile_preset(g, "fast_run");
+        if (fired(opt, "shape_static")) fail_msg("shape_static fired on %s", graphs[c]);
+        int64_t sa[2] = {2, 5}, sb = 2;
+        tg_array *in[2] = {filled(TG_FLOAT64, c ? 1 : 2, c ? (int64_t[]){3} : sa, -1, 1, 0), filled(TG_FLOAT64, 1, &sb, -1, 1, 1)};
+        tg_array *out = NULL;
+        tg_ctx *ctx = tg_ctx_new();
+        int rc = tg_function_call(opt, in, &out, ctx);
+        if (c == 0) {
+            assert_int_equal(rc, 0);
+            int64_t want[2] = {2 + 5, 5 + 5};
+            for (int i = 0; i < 2; i++) assert_int_equal(((int64_t *)out->data)[i], want[i]);
+            tg_array_free(out);
+        } else {
+            assert_int_not_equal(rc, 0);
+            assert_non_null(strstr(tg_ctx_message(ctx), "add"));
+        }
+        tg_ctx_free(ctx);
+        tg_array_free(in[0]);
+        tg_array_free(in[1]);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+}
+
+/* argmax(f(x)) stays where f mixes the values it compares: a softmax
+ * over another axis than the argmax's, a decreasing function of
+ * integers (neg wraps), a function that is not monotonic. */
+static void test_argmax_pushdown_declines(void **state) {
+    (void)state;
+    static const char *const graphs[] = {
+        G(V("a", "float64", "[3,4]"), NA("softmax", "['a']", "['p']", "{'axis':1}") "," NA("argmax", "['p']", "['z']", "{'axis':0}")),
+        G(V("a", "float64", "[3,4]"), N("softmax", "['a']", "['p']") "," NA("argmax", "['p']", "['z']", "{'axis':null}")),
+        G(V("a", "int64", "[3,4]"), N("neg", "['a']", "['p']") "," NA("argmax", "['p']", "['z']", "{'axis':1}")),
+        G(V("a", "float64", "[3,4]"), N("sqr", "['a']", "['p']") "," NA("argmax", "['p']", "['z']", "{'axis':1}")),
+    };
+    for (size_t c = 0; c < sizeof graphs / sizeof graphs[0]; c++) {
+        tg_graph *g = load(graphs[c]);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (fired(opt, "argmax_pushdown")) fail_msg("argmax_pushdown fired on %s", graphs[c]);
+        const int64_t sh[2] = {3, 4};
+        tg_array *in = filled(c == 2 ? TG_INT64 : TG_FLOAT64, 2, sh, -3, 3, (int)c), *o1 = NULL, *o2 = NULL;
+        call(ref, &in, &o1);
+        call(opt, &in, &o2);
+        tu_assert_close(o2, o1, 0, 0);
+        tg_array_free(o1);
+        tg_array_free(o2);
+        tg_array_free(in);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+}
+
+/* Index by index against NumPy's argmax of the logits (worked out with
+ * numpy.argmax on these rows): a row whose softmax rounds two logits to
+ * one value (float32 1e-10 and 2e-10: exp(-1e-10) is 1) gives the index
+ * of the larger logit, where argmax(softmax) as written gives the first
+ * of the tie (NumPy: 0; the unoptimized function: 0, checked too). */
+static void test_argmax_pushdown_values(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float32", "[2,3]"), N("softmax", "['a']", "['p']") "," NA("argmax", "['p']", "['z']", "{'axis':1}")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    assert_true(fired(opt, "argmax_pushdown"));
+    assert_int_equal(count_op(opt, "softmax"), 0);
+    const int64_t sh[2] = {2, 3};
+    const double v[6] = {1.0, 7.5, -2.0, 1e-10, 2e-10, -1.0};
+    tg_array *d = tu_f64(2, sh, v), *in = tg_array_copy(d, TG_FLOAT32), *out = NULL, *ref_out = NULL;
+    call(opt, &in, &out);
+    assert_int_equal(out->dtype, TG_INT64);
+    assert_int_equal(((int64_t *)out->data)[0], 1);
+    assert_int_equal(((int64_t *)out->data)[1], 1);
+    tg_function *ref = compile_preset(g, "none");
+    call(ref, &in, &ref_out);
+    assert_int_equal(((int64_t *)ref_out->data)[0], 1);
+    assert_int_equal(((int64_t *)ref_out->data)[1], 0);
+    tg_function_free(ref);
+    tg_array_free(ref_out);
+    tg_array_free(out);
+    tg_array_free(in);
+    tg_array_free(d);
     tg_function_free(opt);
     tg_graph_free(g);
 }
@@ -558,6 +667,11 @@ static const written_softmax_case written_softmaxes[] = {
     {WSG("float64", "[2,3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x',1]}")), 2, {0}},
     {WSG("float32", "[3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x']}")), 2, {0}},
     {WSG("float64", "[3,4]", SUM_AX("0") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0]}")), 1, {0}},
+    /* ... over an axis of length 1 (each softmax a single 1, the gradient
+     * 0): the chain rule's sum over it is gone and its dimshuffles compose
+     * to ['x', 1], which moves no value (random_graphs rewrite 95164) */
+    {WSG("float32", "[1,6]", SUM_AX("0") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0]}")), 1, {0}},
+    {WSG("float64", "[1,6]", SUM_AX("0") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0]}")), 1, {0}},
     /* ... or by expand_dims */
     {WSG("float64", "[3,5]", SUM_AX("-1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':-1}")), 2, {0}},
     {WSG("float32", "[2,3,4]", SUM_AX("1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':1}")), 2, {0}},
@@ -1216,6 +1330,9 @@ static void test_examples_unchanged(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_rewrite),
+        cmocka_unit_test(test_shape_static_declines),
+        cmocka_unit_test(test_argmax_pushdown_declines),
+        cmocka_unit_test(test_argmax_pushdown_values),
         cmocka_unit_test(test_switch_const_cond_broadcast),
         cmocka_unit_test(test_stabilize_values),
         cmocka_unit_test(test_written_softmax_grad_forms),

@@ -418,13 +418,24 @@ static bool identity_order(const int *order, int norder, int ndim) {
     return true;
 }
 
+/* A dimshuffle of x by order that moves no value: each axis stays where
+ * it is, or is a length-1 axis of x dropped and put back in its place
+ * (order ['x', 1] of a [1, n] x, which the gradient of a sum over a
+ * length-1 axis writes and dimshuffle_merge composes). */
+static bool keeps_layout(const int *order, int norder, const tg_var *x) {
+    if (norder != x->type.ndim) return false;
+    for (int i = 0; i < norder; i++)
+        if (order[i] != i && !(order[i] < 0 && x->type.shape[i] == 1)) return false;
+    return true;
+}
+
 /* transpose -> dimshuffle, dimshuffle(dimshuffle x) -> one, identity
- * dimshuffle -> x. */
+ * dimshuffle (or one that moves no value) -> x. */
 static int dimshuffle_merge(tg_rw *rw, tg_node *n) {
     int o2[TG_MAX_NDIM], n2;
     if (!order_of(n, o2, &n2)) return 0;
     tg_var *x = n->inputs[0];
-    if (identity_order(o2, n2, x->type.ndim)) return swap(rw, n, x);
+    if (keeps_layout(o2, n2, x)) return swap(rw, n, x);
     tg_node *p = x->owner;
     int o1[TG_MAX_NDIM], n1;
     if (p && order_of(p, o1, &n1)) {
@@ -434,7 +445,7 @@ static int dimshuffle_merge(tg_rw *rw, tg_node *n) {
          * a length-1 axis of the input; the composed order drops it the
          * same way. */
         if (tg_rw_match(rw, p)) return TG_ENOMEM;
-        if (identity_order(o, n2, p->inputs[0]->type.ndim)) return swap(rw, n, p->inputs[0]);
+        if (keeps_layout(o, n2, p->inputs[0])) return swap(rw, n, p->inputs[0]);
         return swap(rw, n, dimshuffle(rw, p->inputs[0], o, n2));
     }
     if (!strcmp(n->op->name, "transpose")) return swap(rw, n, dimshuffle(rw, x, o2, n2));
@@ -514,6 +525,66 @@ static int cast_useless(tg_rw *rw, tg_node *n) {
 }
 
 static int identity_useless(tg_rw *rw, tg_node *n) { return swap(rw, n, n->inputs[0]); }
+
+/* argmax(f(x)) -> argmax(x), argmin too, for f that keeps the order of
+ * the values it compares (Theano's local_argmax_pushdown): softmax and
+ * log_softmax over the argmax's axes, and the strictly increasing
+ * elementwise functions of one input; neg(x) of floats swaps argmax and
+ * argmin. A classifier's prediction, argmax(softmax(logits)), stops
+ * computing the softmax. Where f rounds two different values to one (a
+ * saturated sigmoid, exp past overflow) the result is the index of the
+ * true extreme rather than the first of the tie; where a softmax row
+ * holds a NaN (all of it NaN, index 0 as written) it is the NaN's index,
+ * as argmax(x) gives. */
+static int argmax_pushdown(tg_rw *rw, tg_node *n) {
+    static const char *const increasing[] = {"exp",  "exp2",    "expm1", "sigmoid", "tanh", "softplus",
+                                             "arctan", "sinh", "arcsinh", "erf", NULL};
+    tg_node *p = n->inputs[0]->owner;
+    if (!p || p->nin != 1 || p->nout != 1) return 0;
+    tg_var *x = p->inputs[0];
+    if (x->type.dtype == TG_BOOL || x->type.ndim != p->outputs[0]->type.ndim) return 0;
+    const char *op = n->op->name, *f = p->op->name;
+    bool ok = false;
+    if (!strcmp(f, "softmax") || !strcmp(f, "log_softmax")) {
+        ok = p->a.axis_mask == n->a.axis_mask;
+    } else if (!strcmp(f, "neg")) {
+        if (!is_float(x)) return 0;
+        op = !strcmp(op, "argmax") ? "argmin" : "argmax";
+        ok = true;
+    } else {
+        for (int i = 0; increasing[i] && !ok; i++) ok = !strcmp(f, increasing[i]);
+    }
+    if (!ok) return 0;
+    if (match_if_dies(rw, p)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op1(rw, op, x, attrs_str(n)));
+}
+
+/* shape(x) -> the constant, when x's type gives every length; shape_i(x)
+ * when it gives that axis's (Theano's constant shapes). The lengths that
+ * gradients read (reshape back to shape(x), mean's count) become
+ * constants that fold and let reshape_useless see a reshape to x's own
+ * shape. Only where x is computed anyway (another reader, a function
+ * output, or no producer): otherwise the fold would also drop x's
+ * computation, and with it an error that computing x raises at run time
+ * (lengths that contradict the static ones), which the unoptimized
+ * function reports. */
+static int shape_static(tg_rw *rw, tg_node *n) {
+    const tg_var *x = n->inputs[0];
+    if (x->owner && x->nclients < 2) return 0;
+    int nd = x->type.ndim;
+    if (!strcmp(n->op->name, "shape_i")) {
+        int64_t i = n->a.i < 0 ? n->a.i + nd : n->a.i;
+        if (i < 0 || i >= nd || x->type.shape[i] < 0) return 0;
+        return swap(rw, n, tg_rw_const(rw, TG_INT64, (double)x->type.shape[i]));
+    }
+    for (int d = 0; d < nd; d++)
+        if (x->type.shape[d] < 0) return 0;
+    int64_t len = nd;
+    tg_array *a = tg_array_new(TG_INT64, 1, &len);
+    if (!a) return TG_ENOMEM;
+    for (int d = 0; d < nd; d++) ((int64_t *)tg_array_data(a))[d] = x->type.shape[d];
+    return swap(rw, n, tg_rw_const_array(rw, a));
+}
 
 /* ---- fills (the seeds and broadcasts that grad writes) ---- */
 
@@ -1247,10 +1318,22 @@ static bool keeps_values(const written_softmax *w, const int *o, int no, bool ki
     return true;
 }
 
+/* c is a constant shape, the lengths of v's type (all static): a
+ * shape(v) that shape_static folded. */
+static bool static_shape_of(const tg_var *c, const tg_var *v) {
+    if (c->kind != TG_VAR_CONSTANT || !c->value || c->value->dtype != TG_INT64 || c->value->ndim != 1 ||
+        c->value->shape[0] != v->type.ndim)
+        return false;
+    for (int d = 0; d < v->type.ndim; d++)
+        if (v->type.shape[d] < 0 || (int64_t)tg_array_get_flat(c->value, d) != v->type.shape[d]) return false;
+    return true;
+}
+
 /* t, a term of the gradient, is a sum over the softmax's axes, sum_to(x,
  * s) or sum(x, those axes), under views that keep its values: dimshuffles
  * and expand_dims that take away or put back those (length 1) axes, and
- * reshapes to the shape of s or of the sum. So the chain rule writes the
+ * reshapes to the shape of s or of the sum (shape(s) or shape(sum), or
+ * the constant shape_static made of it). So the chain rule writes the
  * gradient of the sum when dimshuffle or expand_dims put its axis back
  * (dimshuffle(reshape(sum_to(x, s), shape(sum)))), and that of a sum to
  * a scalar (its dimshuffle to e's ndim). t has e's ndim, or none when the
@@ -1274,7 +1357,8 @@ static tg_node *summed_term(const written_softmax *w, const tg_var *t) {
             ok = !kin && kout && p->a.axis_mask == w->mask;
         } else if (!strcmp(op, "reshape")) {
             tg_node *sh = tg_rw_producer(p->inputs[1], "shape");
-            ok = sh && (sh->inputs[0] == w->s || sh->inputs[0] == w->sum->outputs[0]);
+            ok = sh ? sh->inputs[0] == w->s || sh->inputs[0] == w->sum->outputs[0]
+                    : static_shape_of(p->inputs[1], w->s) || static_shape_of(p->inputs[1], w->sum->outputs[0]);
         } else {
             return NULL;
         }
@@ -1754,6 +1838,8 @@ const tg_rw_rule tg_rw_rules[] = {
     {"reshape_useless", "canonicalize", NULL, "reshape flatten", reshape_useless},
     {"cast_useless", "canonicalize", NULL, "cast", cast_useless},
     {"identity_useless", "canonicalize", NULL, "identity", identity_useless},
+    {"shape_static", "canonicalize", "constant_folding", "shape shape_i", shape_static},
+    {"argmax_pushdown", "canonicalize", NULL, "argmax argmin", argmax_pushdown},
     {"fill_scalar", "canonicalize", "fill", "ones_like zeros_like", fill_scalar},
     {"fill_sink", "canonicalize", "fill", "mul true_div add sub", fill_sink},
     {"log1p", "stabilize", NULL, "log", log1p_rule},
