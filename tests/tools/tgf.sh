@@ -203,5 +203,44 @@ contains out "10." "one call: y = 2 * 5"
 expect 0 "and runs twice" -- "$TGC" run "$tmp/fold_x.json" -f f -i x=2 --calls 2
 contains out "6." "the second call's y = 2 * 3 (w took the folded 3)"
 
+# A graph of 3,000 nodes (over 64 KiB, so the tools grow the heap at once
+# and offer it for huge pages before loading): compiled and run from the
+# .tgf, and run from the JSON, with that off (TG_THP=0) and on, every
+# output bit-identical. The page faults of each load are printed, not
+# asserted (they depend on the kernel's THP setting).
+/usr/bin/python3 - "$tmp/big.json" <<'PY'
+import json, sys
+ops = ["add", "mul", "tanh", "sub"]
+vs = [{"id": "x", "type": {"dtype": "float64", "shape": [16]}}]
+vs += [{"id": "w%d" % k, "type": {"dtype": "float64", "shape": []}, "shared": {"data": 0.1 * (k % 10)}} for k in range(301)]
+ns = []
+for i in range(3000):
+    prev = "x" if i == 0 else "v%d" % (i - 1)
+    ins = [prev] if i % 4 == 2 else [prev, "w%d" % (i // 10)]
+    ns.append({"op": ops[i % 4], "inputs": ins, "outputs": ["v%d" % i]})
+json.dump({"format": "tg-graph", "version": 1, "variables": vs, "nodes": ns}, open(sys.argv[1], "w"))
+PY
+[ "$(stat -c %s "$tmp/big.json")" -gt 65536 ] && pass "the chain's JSON is over 64 KiB" || fail "the chain's JSON is under 64 KiB"
+X='[0.5,-1,2,0.25,3,-2,1.5,0,-0.5,1,-3,2.5,0.75,-1.25,4,-4]'
+for thp in 0 1; do
+  expect 0 "compile the chain (TG_THP=$thp)" -- env TG_THP=$thp "$TGC" compile "$tmp/big.json" -o "$tmp/big.$thp.tgf"
+  expect 0 "run the chain's .tgf (TG_THP=$thp)" -- env TG_THP=$thp "$TGC" run "$tmp/big.$thp.tgf" -i x="$X" -o "$tmp/bt.$thp"
+  expect 0 "run the chain's JSON (TG_THP=$thp)" -- env TG_THP=$thp "$TGC" run "$tmp/big.json" -i x="$X" -o "$tmp/bj.$thp"
+  same_dir "$tmp/bj.$thp" "$tmp/bt.$thp" "the chain from the .tgf is bit-identical to the JSON's (TG_THP=$thp)"
+  echo "tgc check of the chain, TG_THP=$thp: $(env TG_THP=$thp /usr/bin/time -f '%R page faults, %e s' "$TGC" check "$tmp/big.json" 2>&1 >/dev/null | tail -1)"
+done
+same_dir "$tmp/bj.0" "$tmp/bj.1" "and the same with the heap grown for huge pages as without"
+/usr/bin/python3 -c "
+import numpy as np, sys
+x = np.array($X)
+ops = ['add', 'mul', 'tanh', 'sub']
+v = x
+for i in range(3000):
+    w = 0.1 * ((i // 10) % 10)
+    v = {'add': lambda: v + w, 'mul': lambda: v * w, 'tanh': lambda: np.tanh(v), 'sub': lambda: v - w}[ops[i % 4]]()
+got = np.load(sys.argv[1])
+sys.exit(0 if np.allclose(got, v, rtol=1e-12, atol=1e-14) else 1)
+" "$tmp/bj.1/v2999.npy" && pass "the chain's output is NumPy's" || fail "the chain's output is not NumPy's"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

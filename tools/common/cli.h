@@ -20,6 +20,12 @@ void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(pri
  * 100,000 nodes) the first large allocation after the load would
  * otherwise walk and merge out of order (docs/optimizer.md). */
 void cli_start(const char *tool);
+/* Before loading `path`: when it is a file of 64 KiB or more, grow the
+ * heap by `factor` times its size (the tool's peak per byte of JSON),
+ * offered for transparent huge pages and kept when freed (M_TOP_PAD), so
+ * that loading and compiling it do not fault their memory in 4 KiB at a
+ * time. TG_THP=0: nothing. */
+void cli_heap_for(const char *path, unsigned factor);
 /* --device DEV: true when DEV names a device (cpu, cuda); else false, with
  * the message "--device: unknown device ..." printed after `prefix` (the
  * tool's name, "tgdebug: nanguard" for a subcommand). */

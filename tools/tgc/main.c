@@ -90,6 +90,7 @@ static tg_graph *load(const char *path) {
         return NULL;
     }
     tg_ctx *ctx = tg_ctx_new();
+    cli_heap_for(path, 80);
     tg_graph *g = tg_graph_load(path, ctx);
     if (!g) cli_error(TOOL, "%s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);

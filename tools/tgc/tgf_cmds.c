@@ -28,6 +28,7 @@ int tgc_source_open(tgc_source *s, const char *tool, const char *path, const cha
     tg_ctx *ctx = tg_ctx_new();
     int rc = TG_EXIT_OK;
     memset(s, 0, sizeof *s);
+    cli_heap_for(path, 80);
     if (tgc_is_tgf(path)) {
         tg_tgf_load_options lo = {.reoptimize = reoptimize, .options = co};
         if (!(s->t = tg_tgf_load(path, &lo, ctx))) {
@@ -173,6 +174,7 @@ int tgc_cmd_compile(int argc, char **argv) {
     tg_ctx *ctx = tg_ctx_new();
     tg_function **fs = NULL;
     int nf = 0;
+    cli_heap_for(path, 80);
     tg_graph *g = tg_graph_load(path, ctx);
     if (!g) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));

@@ -220,6 +220,7 @@ static int side_open(side *s, const char *path, const char *fname, const char *p
     tg_compile_options co = {.preset = preset, .exclude = exclude ? exc : NULL};
     int fi;
     *status = TG_OK;
+    cli_heap_for(path, 80);
     if (!(s->g = tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(s->g, fname, ctx)) < 0 ||
         !(s->f = tg_function_compile(s->g, fi, &co, ctx))) {
         *status = tg_ctx_status(ctx);

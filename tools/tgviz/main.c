@@ -274,6 +274,7 @@ int main(int argc, char **argv) {
     bool is_tgf = cli_is_tgf(path);
     const char *fn;
     int fi;
+    cli_heap_for(path, 400); /* the layout needs 400 bytes a byte of JSON */
     if (is_tgf) {
         /* A compiled function: its saved optimized graph as it was
          * restored, and the original graph the file keeps. */
