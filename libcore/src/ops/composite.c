@@ -469,6 +469,115 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
     return true;
 }
 
+/* The libm functions the prelude declares `omp declare simd` (and the
+ * helpers that call them). */
+static const char *const SIMD_FNS[] = {"exp",  "exp2",  "expm1", "log",   "log2",  "log10", "log1p", "sin",
+                                       "cos",  "tan",   "asin",  "acos",  "atan",  "sinh",  "cosh",  "tanh",
+                                       "asinh", "acosh", "atanh", "erf",  "erfc",  "tg_sigmoid_d", "tg_sigmoid_f",
+                                       "tg_softplus_d", "tg_softplus_f", NULL};
+
+/* The body calls a function whose vector variant (libmvec) rounds
+ * differently from its scalar one (within a few ulp): a loop that the
+ * compiler vectorises with a scalar remainder, or splits among threads,
+ * would give an element bits that depend on where it falls. */
+static bool calls_simd_fn(const char *body) {
+    for (const char *q = body; (q = strchr(q, '(')) != NULL; q++) {
+        const char *e = q, *b = q;
+        while (b > body && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') || (b[-1] >= '0' && b[-1] <= '9'))) b--;
+        for (int k = 0; SIMD_FNS[k]; k++) {
+            size_t len = strlen(SIMD_FNS[k]);
+            if ((size_t)(e - b) == len + 1 && !strncmp(b, SIMD_FNS[k], len) && b[len] == 'f') return true;
+            if ((size_t)(e - b) == len && !strncmp(b, SIMD_FNS[k], len)) return true;
+        }
+    }
+    return false;
+}
+
+enum { KB = 16 }; /* block: a multiple of every vector length of float and double */
+
+/* One block of KB elements through the vectorised body: input i read from
+ * `in[i]`, output k written to `out[k]` (C expressions of pointers). A
+ * constant trip count that every vector length divides leaves no scalar
+ * remainder, so every element takes the same vector call. */
+static void block_text(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const char *body, const char *ind,
+                       const char *in_fmt, const char *out_fmt) {
+    tg_str_addf(s, "%s#pragma omp simd\n%sfor (int j = 0; j < %d; j++) {\n", ind, ind, KB);
+    for (int i = 0; i < fg->nin; i++)
+        if (!(scalars >> i & 1)) {
+            tg_str_addf(s, "%s    const %s v%d = ", ind, ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index);
+            tg_str_addf(s, in_fmt, i);
+            tg_str_addf(s, "[j];\n");
+        }
+    tg_str_addf(s, "%s", body);
+    for (int k = 0; k < fg->nout; k++) {
+        tg_str_addf(s, "%s    ", ind);
+        tg_str_addf(s, out_fmt, k);
+        tg_str_addf(s, "[j] = v%d;\n", fg->outputs[k]->index);
+    }
+    tg_str_addf(s, "%s}\n", ind);
+}
+
+/* Elements b .. b+m-1 of every strided input into t<i> (the rest of the
+ * block repeats the first), the block, and the outputs back: the strided
+ * and broadcast path, and the tail of the contiguous one. */
+static void gathered_block(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const char *body, const char *ind,
+                           const char *m) {
+    int nin = fg->nin, nout = fg->nout;
+    for (int i = 0; i < nin; i++)
+        if (!(scalars >> i & 1)) {
+            const char *ct = ctype_of(fg->inputs[i]->type.dtype);
+            tg_str_addf(s, "%s%s t%d[%d];\n", ind, ct, i, KB);
+            tg_str_addf(s, "%sfor (int j = 0; j < %d; j++) t%d[j] = *(const %s *)(p[%d] + (b + (j < %s ? j : 0)) * s[%d]);\n",
+                        ind, KB, i, ct, nout + i, m, nout + i);
+        }
+    for (int k = 0; k < nout; k++) tg_str_addf(s, "%s%s u%d[%d];\n", ind, ctype_of(fg->outputs[k]->type.dtype), k, KB);
+    block_text(s, fg, scalars, body, ind, "t%d", "u%d");
+    for (int k = 0; k < nout; k++)
+        tg_str_addf(s, "%sfor (int j = 0; j < %s; j++) *(%s *)(p[%d] + (b + j) * s[%d]) = u%d[j];\n", ind, m,
+                    ctype_of(fg->outputs[k]->type.dtype), k, k, k);
+}
+
+/* The kernel of a body that calls such functions: whole blocks of KB
+ * elements, contiguous (in place) or gathered; the last partial block
+ * gathered and padded. Threads take whole blocks, so the bits of an
+ * element depend neither on the array's length, its layout, its place in
+ * it, nor the number of threads. */
+static void gen_blocked(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const char *body, const char *contig) {
+    int nin = fg->nin, nout = fg->nout;
+    tg_str_addf(s, "    const int64_t nb = n - n %% %d;\n    if (%s) {\n", KB, contig);
+    for (int k = 0; k < nout; k++)
+        tg_str_addf(s, "        %s *o%d = (%s *)p[%d];\n", ctype_of(fg->outputs[k]->type.dtype), k,
+                    ctype_of(fg->outputs[k]->type.dtype), k);
+    for (int i = 0; i < nin; i++)
+        if (!(scalars >> i & 1))
+            tg_str_addf(s, "        const %s *a%d = (const %s *)p[%d];\n", ctype_of(fg->inputs[i]->type.dtype), i,
+                        ctype_of(fg->inputs[i]->type.dtype), nout + i);
+    for (int par = 1; par >= 0; par--) {
+        if (par)
+            tg_str_addf(s, "        if (nb >= %d) {\n#pragma omp parallel for schedule(static)\n", TG_COMPOSITE_PAR_MIN);
+        else
+            tg_str_addf(s, "        } else {\n");
+        tg_str_addf(s, "        for (int64_t b = 0; b < nb; b += %d) {\n", KB);
+        block_text(s, fg, scalars, body, "            ", "(a%d + b)", "(o%d + b)");
+        tg_str_addf(s, "        }\n");
+    }
+    tg_str_addf(s, "        }\n    } else {\n");
+    for (int par = 1; par >= 0; par--) {
+        if (par)
+            tg_str_addf(s, "        if (nb >= %d) {\n#pragma omp parallel for schedule(static)\n", TG_COMPOSITE_PAR_MIN);
+        else
+            tg_str_addf(s, "        } else {\n");
+        tg_str_addf(s, "        for (int64_t b = 0; b < nb; b += %d) {\n", KB);
+        char kb[8];
+        snprintf(kb, sizeof kb, "%d", KB);
+        gathered_block(s, fg, scalars, body, "            ", kb);
+        tg_str_addf(s, "        }\n");
+    }
+    tg_str_addf(s, "        }\n    }\n    if (nb < n) {\n        const int64_t b = nb;\n        const int m = (int)(n - nb);\n");
+    gathered_block(s, fg, scalars, body, "        ", "m");
+    tg_str_addf(s, "    }\n}\n");
+}
+
 /* The kernel source, or NULL (see tg_composite_node_source). Input i with
  * bit i of `scalars` is 0-d: read once, before the loop, so that the
  * contiguous loop still vectorises (a learning rate, a scale). */
@@ -493,13 +602,23 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
             tg_str_addf(&s, "    const %s v%d = *(const %s *)p[%d];\n",
                         ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
                         ctype_of(fg->inputs[i]->type.dtype), nout + i);
-    tg_str_addf(&s, "    if (1");
+    tg_str cond = {0};
+    tg_str_addf(&cond, "1");
     for (int k = 0; k < nout + nin; k++) {
         tg_dtype dt = k < nout ? fg->outputs[k]->type.dtype : fg->inputs[k - nout]->type.dtype;
         if (k < nout || !(scalars >> (k - nout) & 1))
-            tg_str_addf(&s, " && s[%d] == %zu", k, tg_dtype_size(dt));
+            tg_str_addf(&cond, " && s[%d] == %zu", k, tg_dtype_size(dt));
     }
-    tg_str_addf(&s, ") {\n");
+    if (calls_simd_fn(body.s ? body.s : "")) {
+        gen_blocked(&s, fg, scalars, body.s, cond.s ? cond.s : "0");
+        if (cond.oom) s.oom = true;
+        tg_str_free(&cond);
+        if (!s.oom) res = tg_strdup(s.s);
+        goto done;
+    }
+    tg_str_addf(&s, "    if (%s) {\n", cond.s ? cond.s : "0");
+    if (cond.oom) s.oom = true;
+    tg_str_free(&cond);
     for (int k = 0; k < nout; k++)
         tg_str_addf(&s, "        %s *o%d = (%s *)p[%d];\n", ctype_of(fg->outputs[k]->type.dtype),
                     k, ctype_of(fg->outputs[k]->type.dtype), k);
