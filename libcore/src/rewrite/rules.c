@@ -98,6 +98,20 @@ static int constant_folding(tg_rw *rw, tg_node *n) {
         for (int k = 0; k < n->nout; k++) tg_array_free(out[k]);
         return 0;
     }
+    /* A view (dimshuffle, subtensor of a constant) becomes an array of
+     * its own, in C order: as a .tgf saves and restores it. A transposed
+     * view made a gemm call BLAS with another transpose flag in the
+     * compiled function than in its restored copy, and OpenBLAS sums in
+     * another order there (random_graphs tools seed 95112: 1 ulp). */
+    for (int k = 0; k < n->nout; k++) {
+        bool shared = !tg_array_is_contiguous(out[k]);
+        for (int i = 0; i < n->nin && !shared; i++) shared = out[k]->buf == in[i]->buf;
+        if (shared) {
+            tg_array *own = tg_array_copy(out[k], out[k]->dtype);
+            tg_array_free(out[k]);
+            out[k] = own;
+        }
+    }
     for (int k = 0; k < n->nout; k++) {
         tg_var *c = tg_rw_const_array(rw, out[k]);
         out[k] = NULL;
@@ -1576,6 +1590,21 @@ static int switch_sink(tg_rw *rw, tg_node *n) {
 
 /* pow(x, 2) -> sqr, 0.5 -> sqrt, 1 -> x, -1 -> reciprocal, -0.5 ->
  * reciprocal(sqrt) */
+/* pow(x, 0.5) (recip: pow(x, -0.5)) as C's pow gives it, NumPy's power:
+ * sqrt where they agree, and where they do not, pow's value. At -inf pow
+ * gives +inf (+0 for -0.5) and sqrt NaN; at -0 pow gives +0 (+inf) and
+ * sqrt -0 (whose reciprocal is -inf), which adding +0 makes +0. The
+ * switch and the add fuse with the sqrt into one kernel. (Specialize runs
+ * after canonicalize, whose collect_constants would drop the + 0.) */
+static tg_var *pow_half(tg_rw *rw, tg_var *x, bool recip) {
+    tg_dtype dt = x->type.dtype;
+    tg_var *r = tg_rw_op2(rw, "add", tg_rw_op1(rw, "sqrt", x, NULL), tg_rw_const(rw, dt, 0));
+    if (recip) r = tg_rw_op1(rw, "reciprocal", r, NULL);
+    tg_var *in[3] = {tg_rw_op2(rw, "eq", x, tg_rw_const(rw, dt, -INFINITY)),
+                     tg_rw_const(rw, dt, recip ? 0 : INFINITY), r};
+    return tg_rw_op(rw, "switch", 3, in, NULL); /* NULL when out of memory */
+}
+
 static int pow_specialize(tg_rw *rw, tg_node *n) {
     double c;
     tg_var *x = n->inputs[0];
@@ -1587,11 +1616,11 @@ static int pow_specialize(tg_rw *rw, tg_node *n) {
     else if (c == 1)
         r = x;
     else if (c == 0.5)
-        r = tg_rw_op1(rw, "sqrt", x, NULL);
+        r = is_float(x) ? pow_half(rw, x, false) : tg_rw_op1(rw, "sqrt", x, NULL);
     else if (c == -1 && is_float(n->outputs[0]))
         r = tg_rw_op1(rw, "reciprocal", x, NULL);
     else if (c == -0.5)
-        r = tg_rw_op1(rw, "reciprocal", tg_rw_op1(rw, "sqrt", x, NULL), NULL);
+        r = is_float(x) ? pow_half(rw, x, true) : tg_rw_op1(rw, "reciprocal", tg_rw_op1(rw, "sqrt", x, NULL), NULL);
     else
         return 0;
     if (!r) return TG_ENOMEM;
