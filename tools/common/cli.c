@@ -55,7 +55,7 @@ void cli_start(const char *tool) {
  * faults were half of `tgc compile` of a 100,000-node graph. So before
  * loading a file of 64 KiB or more, the heap grows at once by `factor`
  * times its size (what the tool's peak needs: 80 to compile, 400 to lay
- * out; at most a quarter of the memory, and 1 GiB; address space, not
+ * out; at most a quarter of the memory, and 2 GiB; address space, not
  * memory, until touched), that stretch is offered for transparent huge
  * pages, and M_TOP_PAD keeps it when blocks are freed, so the compile
  * reuses what the parse freed. TG_THP=0 turns it off, as it does for
@@ -70,7 +70,7 @@ void cli_heap_for(const char *path, unsigned factor) {
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     if (pages > 0 && psize > 0 && want > (uint64_t)pages * (uint64_t)psize / 4)
         want = (uint64_t)pages * (uint64_t)psize / 4;
-    if (want > (uint64_t)1 << 30) want = (uint64_t)1 << 30;
+    if (want > ((uint64_t)2 << 30) - (2 << 20)) want = ((uint64_t)2 << 30) - (2 << 20); /* an int */
     if (!mallopt(M_TOP_PAD, (int)want)) return;
     /* Grow the heap now: blocks under the mmap threshold until the break
      * moves (by the block and M_TOP_PAD); freed, they go back to the top
