@@ -496,24 +496,20 @@ static bool calls_simd_fn(const char *body) {
 enum { KB = 16 }; /* block: a multiple of every vector length of float and double */
 
 /* One block of KB elements through the vectorised body: input i read from
- * `in[i]`, output k written to `out[k]` (C expressions of pointers). A
- * constant trip count that every vector length divides leaves no scalar
- * remainder, so every element takes the same vector call. */
+ * a<i> + b and output k written to o<k> + b (direct: contiguous operands),
+ * or from the gathered copies t<i> and to u<k>. A constant trip count that
+ * every vector length divides leaves no scalar remainder, so every element
+ * takes the same vector call. */
 static void block_text(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const char *body, const char *ind,
-                       const char *in_fmt, const char *out_fmt) {
+                       bool direct) {
     tg_str_addf(s, "%s#pragma omp simd\n%sfor (int j = 0; j < %d; j++) {\n", ind, ind, KB);
     for (int i = 0; i < fg->nin; i++)
-        if (!(scalars >> i & 1)) {
-            tg_str_addf(s, "%s    const %s v%d = ", ind, ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index);
-            tg_str_addf(s, in_fmt, i);
-            tg_str_addf(s, "[j];\n");
-        }
+        if (!(scalars >> i & 1))
+            tg_str_addf(s, direct ? "%s    const %s v%d = a%d[b + j];\n" : "%s    const %s v%d = t%d[j];\n", ind,
+                        ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index, i);
     tg_str_addf(s, "%s", body);
-    for (int k = 0; k < fg->nout; k++) {
-        tg_str_addf(s, "%s    ", ind);
-        tg_str_addf(s, out_fmt, k);
-        tg_str_addf(s, "[j] = v%d;\n", fg->outputs[k]->index);
-    }
+    for (int k = 0; k < fg->nout; k++)
+        tg_str_addf(s, direct ? "%s    o%d[b + j] = v%d;\n" : "%s    u%d[j] = v%d;\n", ind, k, fg->outputs[k]->index);
     tg_str_addf(s, "%s}\n", ind);
 }
 
@@ -531,7 +527,7 @@ static void gathered_block(tg_str *s, const tg_fgraph *fg, uint64_t scalars, con
                         ind, KB, i, ct, nout + i, m, nout + i);
         }
     for (int k = 0; k < nout; k++) tg_str_addf(s, "%s%s u%d[%d];\n", ind, ctype_of(fg->outputs[k]->type.dtype), k, KB);
-    block_text(s, fg, scalars, body, ind, "t%d", "u%d");
+    block_text(s, fg, scalars, body, ind, false);
     for (int k = 0; k < nout; k++)
         tg_str_addf(s, "%sfor (int j = 0; j < %s; j++) *(%s *)(p[%d] + (b + j) * s[%d]) = u%d[j];\n", ind, m,
                     ctype_of(fg->outputs[k]->type.dtype), k, k, k);
@@ -558,7 +554,7 @@ static void gen_blocked(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const 
         else
             tg_str_addf(s, "        } else {\n");
         tg_str_addf(s, "        for (int64_t b = 0; b < nb; b += %d) {\n", KB);
-        block_text(s, fg, scalars, body, "            ", "(a%d + b)", "(o%d + b)");
+        block_text(s, fg, scalars, body, "            ", true);
         tg_str_addf(s, "        }\n");
     }
     tg_str_addf(s, "        }\n    } else {\n");

@@ -1588,8 +1588,6 @@ static int switch_sink(tg_rw *rw, tg_node *n) {
 
 /* ---- specialize ---- */
 
-/* pow(x, 2) -> sqr, 0.5 -> sqrt, 1 -> x, -1 -> reciprocal, -0.5 ->
- * reciprocal(sqrt) */
 /* pow(x, 0.5) (recip: pow(x, -0.5)) as C's pow gives it, NumPy's power:
  * sqrt where they agree, and where they do not, pow's value. At -inf pow
  * gives +inf (+0 for -0.5) and sqrt NaN; at -0 pow gives +0 (+inf) and
@@ -1605,6 +1603,8 @@ static tg_var *pow_half(tg_rw *rw, tg_var *x, bool recip) {
     return tg_rw_op(rw, "switch", 3, in, NULL); /* NULL when out of memory */
 }
 
+/* pow(x, 2) -> sqr, 0.5 -> sqrt, 1 -> x, -1 -> reciprocal, -0.5 ->
+ * reciprocal(sqrt) (for floats through pow_half) */
 static int pow_specialize(tg_rw *rw, tg_node *n) {
     double c;
     tg_var *x = n->inputs[0];
