@@ -180,6 +180,7 @@ static const rw_case cases[] = {
     {"softmax_grad_quotient", G(V("a", "float64", "[3,4]"), NA("softmax", "['a']", "['p']", "{'axis':0}") "," N("log", "['p']", "['l']") "," N("sum", "['l']", "['c']") "," N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"sigmoid_times_exp", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("exp", "['a']", "['ea']") "," N("exp", "['b']", "['eb']") "," N("add", "['ea','eb']", "['s']") "," N("log", "['s']", "['l']") "," N("sum", "['l']", "['c']") "," N("grad", "['c','a']", "['z']")), "sigmoid", "true_div", -5, 5},
     {"softmax_simplify", G(V("a", "float64", "[2,3]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':null,'keepdims':true}") "," N("true_div", "['e','s']", "['z']")), "logsumexp", "true_div", -5, 5},
+    {"softmax_simplify", G(V("a", "float64", "[2,3,4]"), N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s0']", "{'axis':[0,2]}") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0,'x']}") "," N("true_div", "['e','s']", "['z']")), "logsumexp", "true_div", -5, 5},
     {"written_softmax_grad", G(V("a", "float64", "[3,4]") ",{'id':'w','type':{'dtype':'float64','shape':[3,4]},'constant':{'data':[[1,2,3,4],[0,1,0,-1],[2,-2,1,0.5]]}}",
                                N("exp", "['a']", "['e']") "," NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}") "," N("true_div", "['e','s']", "['y']") ","
                                N("mul", "['y','w']", "['m']") "," N("sum", "['m']", "['c']") "," N("grad", "['c','a']", "['z']")), "softmax", "true_div", -5, 5},
@@ -742,6 +743,11 @@ static const written_softmax_case written_softmaxes[] = {
     {WSG("float64", "[2,3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x',1]}")), 2, {0}},
     {WSG("float32", "[3,4]", SUM_AX("1") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x']}")), 2, {0}},
     {WSG("float64", "[3,4]", SUM_AX("0") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0]}")), 1, {0}},
+    /* several axes, a plain sum, put back by dimshuffle or expand_dims
+     * (Theano's e.sum(axis=(0, 2)).dimshuffle('x', 0, 'x')) */
+    {WSG("float64", "[2,3,4]", SUM_AX("[0,2]") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0,'x']}")), 5, {0}},
+    {WSG("float32", "[2,3,4]", SUM_AX("[2,0]") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0,'x']}")), 5, {0}},
+    {WSG("float64", "[2,3,4]", SUM_AX("[1,2]") "," NA("expand_dims", "['s0']", "['s']", "{'axis':[1,2]}")), 6, {0}},
     /* ... over an axis of length 1 (each softmax a single 1, the gradient
      * 0): the chain rule's sum over it is gone and its dimshuffles compose
      * to ['x', 1], which moves no value (random_graphs rewrite 95164) */
@@ -758,6 +764,9 @@ static const written_softmax_case written_softmaxes[] = {
  * sum_to(g / s, e), which static lengths would have shown to be no-ops.
  * Batches of 1 too, where the batch axis broadcasts. */
 static const written_softmax_case written_softmaxes_null[] = {
+    /* several axes, a plain sum put back by dimshuffle */
+    {WSG("float64", "[null,3,4]", SUM_AX("[1,2]") "," NA("dimshuffle", "['s0']", "['s']", "{'order':[0,'x','x']}")), 6, {2, 3, 4}},
+    {WSG("float32", "[null,3,4]", SUM_AX("[0,2]") "," NA("dimshuffle", "['s0']", "['s']", "{'order':['x',0,'x']}")), 5, {2, 3, 4}},
     /* one axis, kept */
     {WSG("float64", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}")), 2, {4, 5}},
     {WSG("float64", "[null,5]", NA("sum", "['e']", "['s']", "{'axis':1,'keepdims':true}")), 2, {1, 5}},

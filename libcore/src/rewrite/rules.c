@@ -900,10 +900,45 @@ static tg_node *sum_kept(const tg_var *v, const tg_var *e) {
     return s;
 }
 
-/* exp(z) / s with s = sum(exp(z)) over the axes of s (sum_kept): the
- * softmax over those axes, exp(z - logsumexp(z, axes, keepdims)). */
+/* The sum of e over several axes without keepdims, its axes put back in
+ * their places by a dimshuffle (Theano's e.sum(axis=(0, 2)).dimshuffle('x',
+ * 0, 'x')) or an expand_dims: the sum node, or NULL. (One axis is
+ * sum_keeping_axis's.) */
+static tg_node *sum_put_back(const tg_var *v, const tg_var *e) {
+    int nd = e->type.ndim;
+    tg_node *d = tg_rw_producer(v, "dimshuffle");
+    if (!d) d = tg_rw_producer(v, "expand_dims");
+    tg_node *s = d ? tg_rw_producer(d->inputs[0], "sum") : NULL;
+    if (!s || s->a.keepdims || s->inputs[0] != e || s->outputs[0]->type.dtype != e->type.dtype || nd < 2 ||
+        v->type.ndim != nd)
+        return NULL;
+    uint32_t mask = s->a.axis_mask;
+    if (!mask || mask >> nd) return NULL;
+    if (!strcmp(d->op->name, "expand_dims")) return d->a.axis_mask == mask ? s : NULL;
+    if (d->a.norder != nd) return NULL;
+    for (int k = 0, kept = 0; k < nd; k++)
+        if (d->a.order[k] != (mask >> k & 1u ? -1 : kept++)) return NULL;
+    return s;
+}
+
+/* "{"axis": [..], "keepdims": true}" for the axes of mask. */
+static void kept_axes_attrs(uint32_t mask, char *buf, size_t cap) {
+    int len = snprintf(buf, cap, "{\"axis\": [");
+    for (int d = 0, first = 1; d < 32 && len > 0 && (size_t)len < cap; d++)
+        if (mask >> d & 1u) {
+            len += snprintf(buf + len, cap - (size_t)len, "%s%d", first ? "" : ", ", d);
+            first = 0;
+        }
+    if (len > 0 && (size_t)len < cap) snprintf(buf + len, cap - (size_t)len, "], \"keepdims\": true}");
+}
+
+/* exp(z) / s with s = sum(exp(z)) over the axes of s (sum_kept,
+ * sum_put_back): the softmax over those axes, exp(z - logsumexp(z, axes,
+ * keepdims)). */
 static tg_var *softmax_over(tg_rw *rw, tg_var *z, const tg_node *s) {
-    return tg_rw_op1(rw, "exp", tg_rw_op2(rw, "sub", z, tg_rw_op1(rw, "logsumexp", z, attrs_str(s))), NULL);
+    char attrs[160];
+    kept_axes_attrs(s->a.axis_mask, attrs, sizeof attrs);
+    return tg_rw_op1(rw, "exp", tg_rw_op2(rw, "sub", z, tg_rw_op1(rw, "logsumexp", z, attrs)), NULL);
 }
 
 /* exp(x) / sum(exp(x), axis=a, keepdims) -> softmax(x, axis=a), computed
@@ -916,7 +951,7 @@ static int softmax_simplify(tg_rw *rw, tg_node *n) {
     tg_var *ev = e->outputs[0];
     int ax;
     tg_node *s = sum_keeping_axis(n->inputs[1], ev, &ax), *sk = NULL;
-    if (!s && !(s = sk = sum_kept(n->inputs[1], ev))) return 0;
+    if (!s && !(s = sk = sum_kept(n->inputs[1], ev)) && !(s = sk = sum_put_back(n->inputs[1], ev))) return 0;
     /* What dies with the division counts as replaced (the record). */
     tg_node *d = n->inputs[1]->owner != s ? n->inputs[1]->owner : NULL;
     bool d_dies = !d || tg_rw_single_client(d->outputs[0]);
@@ -1286,7 +1321,7 @@ typedef struct written_softmax {
 static bool written_softmax_of(const tg_var *s, const tg_var *e, written_softmax *w) {
     int ax = -1, nd = e->type.ndim;
     tg_node *sum = sum_keeping_axis(s, e, &ax);
-    if (!sum && !(sum = sum_kept(s, e))) return false;
+    if (!sum && !(sum = sum_kept(s, e)) && !(sum = sum_put_back(s, e))) return false;
     uint32_t mask = ax >= 0 ? 1u << ax : sum->a.axis_mask;
     if (!mask || mask >> nd) return false;
     *w = (written_softmax){s, sum, mask, ax, nd};
@@ -1456,13 +1491,7 @@ static int written_softmax_grad(tg_rw *rw, tg_node *n) {
             if (!a || a->nin > MAX_OPERANDS || !written_softmax_in(a, ev, &w)) continue;
             /* the sums over the softmax's axes, made again */
             char kept[160];
-            int len = snprintf(kept, sizeof kept, "{\"axis\": [");
-            for (int d = 0, first = 1; d < w.nd; d++)
-                if (w.mask >> d & 1u) {
-                    len += snprintf(kept + len, sizeof kept - (size_t)len, "%s%d", first ? "" : ", ", d);
-                    first = 0;
-                }
-            snprintf(kept + len, sizeof kept - (size_t)len, "], \"keepdims\": true}");
+            kept_axes_attrs(w.mask, kept, sizeof kept);
             tg_var *parts[MAX_OPERANDS];
             int np = 0;
             bool ok = true;
