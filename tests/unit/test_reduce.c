@@ -483,6 +483,65 @@ static void test_attr_errors(void **state) {
     }
 }
 
+/* Sums, means, variances of long rows, over leading axes and over the
+ * columns of a batch (a bias gradient) give the same bits whatever the
+ * number of threads: the pieces they are cut into depend on the shape
+ * alone. Before, one piece per thread gave other last bits for 1, 2 and
+ * 3 threads. Values of many magnitudes, so that another order of adding
+ * shows. */
+static void test_same_bits_any_thread_count(void **state) {
+    (void)state;
+    const int64_t n = 1000003, sb[2] = {4096, 500}, s3[3] = {64, 2049, 3};
+    tg_array *v = tg_array_new(TG_FLOAT64, 1, &n), *b = tg_array_new(TG_FLOAT64, 2, sb),
+             *c = tg_array_new(TG_FLOAT32, 3, s3);
+    uint64_t r = 88172645463325252ull;
+    double *pv = (double *)v->data, *pb = (double *)b->data;
+    float *pc = (float *)c->data;
+    for (int64_t i = 0; i < n; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        pv[i] = ((double)(r >> 11) / 9007199254740992.0 - 0.3) * pow(10, (double)(r % 9) - 4);
+        if (i < sb[0] * sb[1]) pb[i] = pv[i] * 3 + 1;
+        if (i < s3[0] * s3[1] * s3[2]) pc[i] = (float)pv[i];
+    }
+    static const struct {
+        const char *op, *attrs;
+        int which; /* v, b, c */
+    } cases[] = {
+        {"sum", NULL, 0},
+        {"mean", NULL, 0},
+        {"var", NULL, 0},
+        {"std", "{\"ddof\":1}", 0},
+        {"sum", "{\"axis\":0}", 1},
+        {"mean", "{\"axis\":0,\"keepdims\":true}", 1},
+        {"var", "{\"axis\":0}", 1},
+        {"sum", "{\"axis\":[0,1]}", 2},
+        {"sum", "{\"axis\":0}", 2},
+        {"mean", "{\"axis\":1}", 2},
+    };
+    const tg_array *xs[3] = {v, b, c};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tg_array *ref = NULL;
+        for (int t = 1; t <= 4; t++) {
+            omp_set_num_threads(t);
+            tg_array *y = reduce(cases[k].op, cases[k].attrs, xs[cases[k].which]);
+            if (!ref) {
+                ref = y;
+                continue;
+            }
+            assert_int_equal(tg_array_size(y), tg_array_size(ref));
+            if (memcmp(y->data, ref->data, (size_t)tg_array_size(y) * tg_dtype_size(y->dtype)))
+                fail_msg("%s %s of input %d: other bits with %d threads than with 1", cases[k].op,
+                         cases[k].attrs ? cases[k].attrs : "", cases[k].which, t);
+            tg_array_free(y);
+        }
+        tg_array_free(ref);
+    }
+    tg_array_free(v);
+    tg_array_free(b);
+    tg_array_free(c);
+    omp_set_num_threads(2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
@@ -492,6 +551,7 @@ int main(void) {
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
+        cmocka_unit_test(test_same_bits_any_thread_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

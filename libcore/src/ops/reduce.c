@@ -869,6 +869,8 @@ static bool col_setup(col_job *j, const tg_array *x, uint32_t mask) {
 }
 
 #define COL_BAND 16384 /* columns per accumulator block */
+#define COL_BANDS 16    /* at most this many bands of rows */
+#define RED_CHUNKS 64   /* pieces of a long row's sum */
 
 static void col_buf_at(char *scratch, int i, int64_t band, col_buf *b) {
     char *s = scratch + (size_t)i * 4 * (size_t)band * 8;
@@ -889,12 +891,21 @@ static const char *col_block(const col_job *j, int64_t a, int64_t c0) {
 static int col_run(const col_job *j, tg_ctx *ctx) {
     int64_t A = 1;
     for (int d = 0; d < j->nko; d++) A *= j->ko_shape[d];
-    int nth = A * j->C * j->R >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+    bool big = A * j->C * j->R >= TG_PARALLEL_MIN;
+    int nth = big ? omp_get_max_threads() : 1;
     if (nth > 64) nth = 64;
     int64_t band = j->C < COL_BAND ? j->C : COL_BAND, nblk = (j->C + band - 1) / band;
-    /* Bands of rows only when blocks (a, column block) are too few. */
-    int nb = A * nblk >= nth ? 1 : nth;
-    if (nb > j->R) nb = j->R > 0 ? (int)j->R : 1;
+    /* Bands of rows only when blocks (a, column block) are too few to
+     * share out, at least 64 rows each. How many depends on the shape
+     * alone, and bands merge in order, so the result does not depend on
+     * the number of threads (bands per thread gave other last bits for a
+     * bias gradient's sum over a batch with 1, 2 or 3 threads). */
+    int nb = 1;
+    if (big && A * nblk < COL_BANDS) {
+        int64_t r = j->R / 64, cap = ((int64_t)1 << 17) / band; /* scratch of at most 4 MiB */
+        if (r > cap) r = cap;
+        nb = r < 1 ? 1 : r > COL_BANDS ? COL_BANDS : (int)r;
+    }
     int nbuf = nb > 1 ? nb : nth;
     char *scratch = tg_malloc((size_t)nbuf * 4 * (size_t)band * 8);
     if (!scratch) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -919,7 +930,7 @@ static int col_run(const col_job *j, tg_ctx *ctx) {
             col_buf b0;
             col_buf_at(scratch, 0, band, &b0);
             for (int pass = 1; pass <= passes; pass++) {
-#pragma omp parallel for schedule(static) num_threads(nb)
+#pragma omp parallel for schedule(static) num_threads(nth < nb ? nth : nb)
                 for (int t = 0; t < nb; t++) {
                     col_buf b;
                     col_buf_at(scratch, t, band, &b);
@@ -986,17 +997,25 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         for (int d = 0; d < nred && leading; d++) leading = (mask >> d) & 1u;
     }
     if (leading) {
-        /* Each thread sums a band of rows into its own accumulator (rows
-         * stream through memory once), then the partials are added. */
-        int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
-        if (nth > 64) nth = 64;
-        if (inner < nth) nth = (int)inner;
-        double *acc = tg_calloc((size_t)outer * (size_t)nth, sizeof(double));
+        /* Bands of rows, each summed into its own accumulator (rows
+         * stream through memory once), then the partials are added in
+         * order. How many bands depends on the shape alone (at least 64
+         * rows each, accumulators of at most 4 MiB), so the result does
+         * not depend on the number of threads, which take whole bands. */
+        int nb = 1;
+        if (outer * inner >= TG_PARALLEL_MIN) {
+            int64_t r = inner / 64, cap = ((int64_t)1 << 19) / outer;
+            if (r > cap) r = cap;
+            nb = r < 1 ? 1 : r > COL_BANDS ? COL_BANDS : (int)r;
+        }
+        int nth = nb > 1 ? omp_get_max_threads() : 1;
+        if (nth > nb) nth = nb;
+        double *acc = tg_calloc((size_t)outer * (size_t)nb, sizeof(double));
         if (!acc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
 #pragma omp parallel for schedule(static) num_threads(nth)
-        for (int t = 0; t < nth; t++) {
+        for (int t = 0; t < nb; t++) {
             double *a = acc + (size_t)t * (size_t)outer;
-            int64_t r0 = inner * t / nth, r1 = inner * (t + 1) / nth;
+            int64_t r0 = inner * t / nb, r1 = inner * (t + 1) / nb;
             for (int64_t r = r0; r < r1; r++) {
                 const char *row = x->data + r * outer * isz;
                 if (dt == TG_FLOAT64) {
@@ -1010,7 +1029,7 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
                 }
             }
         }
-        for (int t = 1; t < nth; t++)
+        for (int t = 1; t < nb; t++)
             for (int64_t j = 0; j < outer; j++) acc[j] += acc[(size_t)t * (size_t)outer + j];
         for (int64_t j = 0; j < outer; j++)
             tg_store_f64(od, o + j * osz, im->kind == R_MEAN ? acc[j] / (double)inner : acc[j]);
@@ -1057,27 +1076,29 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         /* One output: split a long row across threads for sums (and the
          * two passes of var and std). */
         if ((k == R_SUM || k == R_MEAN || k == R_VAR || k == R_STD) && tg_dtype_is_float(od) &&
-            inner >= TG_PARALLEL_MIN && omp_get_max_threads() > 1 &&
-            (dt == TG_FLOAT64 || dt == TG_FLOAT32)) {
+            inner >= TG_PARALLEL_MIN && (dt == TG_FLOAT64 || dt == TG_FLOAT32)) {
+            /* RED_CHUNKS pieces whatever the number of threads, added in
+             * order: the result does not depend on OMP_NUM_THREADS (one
+             * piece per thread gave other last bits for 1, 2 and 3). */
             int nth = omp_get_max_threads();
-            double part[64] = {0};
-            if (nth > 64) nth = 64;
+            double part[RED_CHUNKS] = {0};
+            if (nth > RED_CHUNKS) nth = RED_CHUNKS;
 #pragma omp parallel for schedule(static) num_threads(nth)
-            for (int t = 0; t < nth; t++) {
-                int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
+            for (int t = 0; t < RED_CHUNKS; t++) {
+                int64_t b = inner * t / RED_CHUNKS, e = inner * (t + 1) / RED_CHUNKS;
                 part[t] = row_sum_d(dt, v->data + b * rs, e - b, rs);
             }
             double s = 0;
-            for (int t = 0; t < nth; t++) s += part[t];
+            for (int t = 0; t < RED_CHUNKS; t++) s += part[t];
             if (k == R_VAR || k == R_STD) {
                 double mean = s / (double)inner;
 #pragma omp parallel for schedule(static) num_threads(nth)
-                for (int t = 0; t < nth; t++) {
-                    int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
+                for (int t = 0; t < RED_CHUNKS; t++) {
+                    int64_t b = inner * t / RED_CHUNKS, e = inner * (t + 1) / RED_CHUNKS;
                     part[t] = row_sqdev(dt, v->data + b * rs, e - b, rs, mean);
                 }
                 double acc = 0;
-                for (int t = 0; t < nth; t++) acc += part[t];
+                for (int t = 0; t < RED_CHUNKS; t++) acc += part[t];
                 double cnt = (double)(inner - ddof > 0 ? inner - ddof : 0);
                 s = acc / cnt;
                 if (k == R_STD) s = sqrt(s);
