@@ -548,26 +548,22 @@ static void gen_blocked(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const 
         if (!(scalars >> i & 1))
             tg_str_addf(s, "        const %s *a%d = (const %s *)p[%d];\n", ctype_of(fg->inputs[i]->type.dtype), i,
                         ctype_of(fg->inputs[i]->type.dtype), nout + i);
-    for (int par = 1; par >= 0; par--) {
-        if (par)
-            tg_str_addf(s, "        if (nb >= %d) {\n#pragma omp parallel for schedule(static)\n", TG_COMPOSITE_PAR_MIN);
-        else
-            tg_str_addf(s, "        } else {\n");
-        tg_str_addf(s, "        for (int64_t b = 0; b < nb; b += %d) {\n", KB);
-        block_text(s, fg, scalars, body, "            ", true);
-        tg_str_addf(s, "        }\n");
-    }
-    tg_str_addf(s, "        }\n    } else {\n");
-    for (int par = 1; par >= 0; par--) {
-        if (par)
-            tg_str_addf(s, "        if (nb >= %d) {\n#pragma omp parallel for schedule(static)\n", TG_COMPOSITE_PAR_MIN);
-        else
-            tg_str_addf(s, "        } else {\n");
-        tg_str_addf(s, "        for (int64_t b = 0; b < nb; b += %d) {\n", KB);
-        char kb[8];
-        snprintf(kb, sizeof kb, "%d", KB);
-        gathered_block(s, fg, scalars, body, "            ", kb);
-        tg_str_addf(s, "        }\n");
+    char kb[8];
+    snprintf(kb, sizeof kb, "%d", KB);
+    for (int direct = 1; direct >= 0; direct--) {
+        for (int par = 1; par >= 0; par--) {
+            if (par)
+                tg_str_addf(s, "        if (nb >= %d) {\n#pragma omp parallel for schedule(static)\n", TG_COMPOSITE_PAR_MIN);
+            else
+                tg_str_addf(s, "        } else {\n");
+            tg_str_addf(s, "        for (int64_t b = 0; b < nb; b += %d) {\n", KB);
+            if (direct)
+                block_text(s, fg, scalars, body, "            ", true);
+            else
+                gathered_block(s, fg, scalars, body, "            ", kb);
+            tg_str_addf(s, "        }\n");
+        }
+        if (direct) tg_str_addf(s, "        }\n    } else {\n");
     }
     tg_str_addf(s, "        }\n    }\n    if (nb < n) {\n        const int64_t b = nb;\n        const int m = (int)(n - nb);\n");
     gathered_block(s, fg, scalars, body, "        ", "m");
