@@ -41,5 +41,12 @@ family scan 10000 4
 family nn 10000 20
 family weak 10000 20
 family rewrite 10000 20
+# Seeds that found bugs, one graph each (2026-11-28): a fused kernel's
+# scalar remainder, a folded view of a constant in a .tgf, pow(-inf, 0.5),
+# a softmax over a length-1 axis.
+family tools 97099 1
+family tools 95112 1
+family weak 98167 1
+family rewrite 95164 1
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"
