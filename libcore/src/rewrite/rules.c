@@ -594,10 +594,7 @@ static int shape_static(tg_rw *rw, tg_node *n) {
     for (int d = 0; d < nd; d++)
         if (x->type.shape[d] < 0) return 0;
     int64_t len = nd;
-    tg_array *a = tg_array_new(TG_INT64, 1, &len);
-    if (!a) return TG_ENOMEM;
-    for (int d = 0; d < nd; d++) ((int64_t *)tg_array_data(a))[d] = x->type.shape[d];
-    return swap(rw, n, tg_rw_const_array(rw, a));
+    return swap(rw, n, tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &len, x->type.shape)));
 }
 
 /* ---- fills (the seeds and broadcasts that grad writes) ---- */
