@@ -57,8 +57,20 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           the chain had to fire (and the ops they make in the optimized
           graph), and the gradient of a weighted sum against central
           differences of the exact values
-  tools   a graph of another family (grad, nn, index, scan, alias, mixed
-          by seed), then tgc print/compile/export (the exported graph
+  more    op_from_graph bodies (static or null lengths, nested, used
+          twice), arctan2, arange, zeros_like/ones_like among the grad
+          family's ops, with the gradient of a weighted sum, the rop of
+          one value along constant tangents and its lop against a
+          constant cotangent: values against NumPy, the gradient and lop
+          against finite differences, the rop against the central
+          difference along the tangents, the .tgf bit-identical to
+          fast_run; every fifth seed the random ops (uniform, normal,
+          binomial, multinomial) chained through a shared state, at times
+          about to wrap: two calls against Philox 4x32-10 written here
+          from random.c's description, the .tgf and a checkpoint resumed
+          after the first call bit-identical to fast_run
+  tools   a graph of another family (grad, nn, index, scan, alias, mixed,
+          more by seed), then tgc print/compile/export (the exported graph
           bit-identical to fast_run), tgprof, tgdebug compare and tgviz on
           it (those named in TGPROF, TGDEBUG, TGVIZ): each must succeed
 
@@ -459,7 +471,7 @@ def replay(g, vals):
         return np.asarray(i["value"], dtype=np.float64) if isinstance(i, dict) else env[i]
     for n in g["nodes"]:
         op, a, o = n["op"], n.get("attrs", {}), n["outputs"][0]
-        if op in ("grad", "scan"):
+        if op in ("grad", "scan", "rop", "lop"):
             continue
         x = [val(i) for i in n["inputs"]]
         if op in SMOOTH:
@@ -512,6 +524,18 @@ def replay(g, vals):
             y = np.concatenate(x, a["axis"])
         elif op == "take":
             y = np.take(x[0], x[1], axis=a.get("axis", 0))
+        elif op == "op_from_graph":
+            body = a["body"]
+            inner = replay(body, dict(zip(body["inputs"], x)))
+            y = [inner[q] for q in body["outputs"]]
+        elif op == "arctan2":
+            y = np.arctan2(x[0], x[1])
+        elif op in ("zeros_like", "ones_like"):
+            y = (np.zeros_like if op == "zeros_like" else np.ones_like)(x[0])
+        elif op == "arange":
+            y = np.arange(x[0], x[1], x[2], dtype=a.get("dtype"))
+        elif op == "cast":
+            y = x[0].astype(a["dtype"])
         else:
             y = replay_nn(op, a, x)
         if isinstance(y, list):
@@ -1766,11 +1790,12 @@ def run_index(seed, d):
 
 def run_tools(seed, d):
     """A graph of another family (by seed: grad, nn, index, scan, alias,
-    mixed), with that family's checks, then every tool on it."""
-    fam = ["grad", "nn", "index", "scan", "alias", "mixed"][seed % 6]
+    mixed, more), with that family's checks, then every tool on it."""
+    fams = ["grad", "nn", "index", "scan", "alias", "mixed", "more"]
+    fam = fams[seed % len(fams)]
     TOOLS["on"], TOOLS["compare"] = True, fam != "mixed"  # float16 fused: rounds once
     try:
-        return ["(%s) %s" % (fam, e) for e in FAMILIES[fam](seed // 6, d)]
+        return ["(%s) %s" % (fam, e) for e in FAMILIES[fam](seed // len(fams), d)]
     finally:
         TOOLS["on"] = False
 
@@ -2271,9 +2296,344 @@ def run_rewrite(seed, d):
     return bad
 
 
+# ---- more: op_from_graph bodies, rop and lop, arctan2, arange, the
+# *_like ops, and the random-number ops ----
+
+def ofg_step(b, depth=0):
+    """An op_from_graph node over one to three values of b's pool: its body
+    is built by grad_step (and, once deep, by ofg_step) from inputs of the
+    same values, declared with their static lengths or with null ones; one
+    or two body outputs, used once or twice (the same arguments)."""
+    r = b.r
+    args = [r.choice(b.pool) for _ in range(r.randint(1, 3))]
+    inner = Builder(r)
+    names = []
+    for i, a in enumerate(args):
+        pid = "p%d" % i
+        shp = list(b.env[a].shape)
+        inner.variables.append({"id": pid, "type": {"dtype": "float64",
+                                                    "shape": shp if r.random() < 0.6 else [None] * len(shp)}})
+        inner.env[pid] = b.env[a]
+        inner.pool.append(pid)
+        if a in b.raw:
+            inner.raw.add(pid)
+        names.append(pid)
+    for _ in range(r.randint(1, 5)):
+        try:
+            if depth < 1 and r.random() < 0.2:
+                ofg_step(inner, depth + 1)
+            else:
+                grad_step(inner)
+        except (ValueError, IndexError):
+            pass
+    made = [p for p in inner.pool if p not in names]
+    outs = made[-r.randint(1, 2):] if made else [r.choice(names)]
+    body = {"variables": inner.variables, "nodes": inner.nodes, "inputs": names, "outputs": outs}
+    for _ in range(1 if r.random() < 0.7 else 2):
+        b.k += 1
+        node = {"op": "op_from_graph", "inputs": args, "outputs": ["v%d_%d" % (b.k, i) for i in range(len(outs))],
+                "attrs": {"body": body, "name": "body%d" % b.k}}
+        b.nodes.append(node)
+        b.env = replay_one(b, node)
+        for o in node["outputs"]:
+            v = b.env[o]
+            if v.dtype == np.float64 and v.size and np.all(np.isfinite(v)) and np.max(np.abs(v)) < 1e6:
+                b.pool.append(o)
+
+
+def more_step(b):
+    r = b.r
+    c = r.random()
+    if c < 0.45:
+        grad_step(b)
+        return
+    if c < 0.7:
+        ofg_step(b)
+        return
+    x = r.choice(b.pool)
+    xv = b.env[x]
+    fits = [p for p in b.pool if bshape(xv.shape, b.env[p].shape) is not None]
+    if c < 0.8:
+        # arctan2 away from its cut (first argument 0, second negative)
+        # and from the origin, where it has no derivative
+        y = r.choice(fits)
+        yv = b.env[y]
+        if np.min(np.abs(xv) + np.maximum(yv, 0)) > 1e-2:
+            b.add("arctan2", [x, y])
+    elif c < 0.88:
+        y = r.choice(fits)
+        if r.random() < 0.5:
+            b.add("add", [x, b.add("zeros_like", [y])])
+        else:
+            b.add("mul", [b.add("ones_like", [y]), x])
+    elif xv.ndim:
+        n = xv.shape[-1]
+        if r.random() < 0.5:
+            start, step = r.randint(-3, 3), r.choice([1, 2, -1, 3])
+            stop = start + n * step - (step > 0) + (step < 0)  # n elements, the stop not on the grid
+            dt = r.choice([None, "int64", "int32", "float64"])
+            ins = [b.const(np.int64(start)), b.const(np.int64(stop)), b.const(np.int64(step))]
+        else:
+            start, step = round(r.uniform(-2, 2), 2), r.choice([0.5, 0.25, -0.5, -0.25])
+            stop = start + (n - 0.5) * step
+            dt = r.choice([None, "float64"])
+            ins = [b.const(np.float64(start)), b.const(np.float64(stop)), b.const(np.float64(step))]
+        a = b.add("arange", ins, {"dtype": dt} if dt else None)
+        if len(b.env[a]) == n:
+            b.add("mul", [x, a])
+
+
+def philox(ctr, key, sub=0):
+    """Philox 4x32-10 (Salmon et al., SC 2011) of the 64-bit counter ctr
+    (words 0-1), sub-index sub (word 2) and 64-bit key: four words."""
+    M = 0xFFFFFFFF
+    c0, c1, c2, c3 = ctr & M, ctr >> 32, sub, 0
+    k0, k1 = key & M, key >> 32
+    for _ in range(10):
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & M, p1 & M, ((p0 >> 32) ^ c3 ^ k1) & M, p0 & M
+        k0, k1 = (k0 + 0x9E3779B9) & M, (k1 + 0xBB67AE85) & M
+    return c0, c1, c2, c3
+
+
+def u53(hi, lo):
+    return float(((hi << 32) | lo) >> 11) * 2.0 ** -53
+
+
+M64 = (1 << 64) - 1
+
+
+def random_ref(op, state, ins, dtype):
+    """FORMAT.md's random ops from random.c's description: (new state,
+    sample). Uniform and normal: element i from block i // 2, two 53-bit
+    uniforms a block (Box-Muller for normal); binomial: a counter value
+    per element, its draws two a block along the sub-index; multinomial:
+    a counter value per row, each draw the first category whose
+    cumulative probability exceeds it (the last takes the rest)."""
+    key, ctr = int(state[0]), int(state[1])
+    if op == "random_multinomial":
+        n, pv = ins
+        rows = pv.shape[0] if pv.ndim == 2 else 1
+        p2 = pv.reshape(rows, -1).astype(np.float64)
+        k = p2.shape[1]
+        out = np.zeros((rows, k), np.int64)
+        for row in range(rows):
+            t = int(n.ravel()[row if n.size > 1 else 0])
+            cum = np.cumsum(p2[row])
+            for j in range(0, t, 2):
+                w = philox((ctr + row) & M64, key, j >> 1)
+                for e, u in enumerate((u53(w[0], w[1]), u53(w[2], w[3]))):
+                    if j + e < t:
+                        hit = [i for i in range(k - 1) if cum[i] > u]
+                        out[row, hit[0] if hit else k - 1] += 1
+        return np.array([key, (ctr + rows) & M64], np.uint64), out.reshape(pv.shape).astype(dtype)
+    size, a, bb = ins
+    shape = tuple(int(q) for q in size)
+    total = int(np.prod(shape))
+    av, bv = np.broadcast_to(a, shape).ravel(), np.broadcast_to(bb, shape).ravel()
+    out = np.zeros(total, np.float64)
+    if op == "random_binomial":
+        for i in range(total):
+            cnt, t, p = 0, int(av[i]), float(bv[i])
+            for j in range(0, t, 2):
+                w = philox((ctr + i) & M64, key, j >> 1)
+                cnt += u53(w[0], w[1]) < p
+                if j + 1 < t:
+                    cnt += u53(w[2], w[3]) < p
+            out[i] = cnt
+        used = total
+    else:
+        for i in range(total):
+            w = philox((ctr + i // 2) & M64, key)
+            u0, u1 = u53(w[0], w[1]), u53(w[2], w[3])
+            if op == "random_normal":
+                rad = math.sqrt(-2.0 * math.log(1.0 - u0))
+                v = rad * (math.sin if i % 2 else math.cos)(2.0 * math.pi * u1)
+                out[i] = av[i] + bv[i] * v
+            else:
+                out[i] = av[i] + (bv[i] - av[i]) * (u1 if i % 2 else u0)
+        used = (total + 1) // 2
+    return np.array([key, (ctr + used) & M64], np.uint64), out.reshape(shape).astype(dtype)
+
+
+def run_random_ops(seed, d):
+    """One to three random nodes chained through a shared state (key and
+    counter at random, the counter at times about to wrap), with a fused
+    use of a float sample: two calls against the reference above, the
+    .tgf bit-identical to fast_run, and a checkpoint after the first call
+    resumed to the second's values."""
+    r, rng = random.Random(seed), np.random.default_rng(seed)
+    key = r.getrandbits(64)
+    ctr = r.choice([r.getrandbits(64), M64 - r.randrange(4), r.randrange(100)])
+    b = Builder(r)
+    b.variables.append({"id": "rng", "type": {"dtype": "uint64", "shape": [2]},
+                        "shared": {"data": [key, ctr]}})
+    b.variables.append({"id": "x", "type": {"dtype": "float64", "shape": []}})
+    st, nodes, outs, specs = "rng", [], [], []
+    for k in range(r.randint(1, 3)):
+        op = r.choice(["random_uniform", "random_normal", "random_binomial", "random_multinomial"])
+        shape = r.choice([[5], [2, 3], [1], [0], [7], [3, 1]])
+        if op == "random_multinomial":
+            kk = r.randint(1, 4)
+            rows = r.choice([None, 1, 3])
+            pv = rng.random((rows or 1, kk)) + 0.05
+            pv = np.round(pv / pv.sum(axis=1, keepdims=True), 4)
+            pv[:, -1] = np.maximum(0, 1 - pv[:, :-1].sum(axis=1))
+            pv = pv if rows else pv[0]
+            n = np.array([r.randint(0, 6) for _ in range(rows or 1)], np.int64) if rows and r.random() < 0.5 \
+                else np.int64(r.randint(0, 9))
+            ins = [n, pv]
+            dt = r.choice(["int64", "int32", "float64"])
+        else:
+            size = np.array(shape, np.int64)
+            bshape_ = r.choice([[], shape[-1:], shape])
+            if op == "random_binomial":
+                a = rng.integers(0, 6, size=bshape_).astype(np.int64)
+                p = np.round(rng.random(size=r.choice([[], shape])), 3)
+                ins = [size, a, p]
+                dt = r.choice(["int64", "int32", "float64", "uint8"])
+            else:
+                a = np.round(rng.normal(size=bshape_), 3)
+                c = np.round(np.abs(rng.normal(size=r.choice([[], shape]))) + (a.max() if a.size else 0) + 0.5, 3) \
+                    if op == "random_uniform" else np.round(np.abs(rng.normal(size=r.choice([[], shape]))), 3)
+                ins = [size, a, c]
+                dt = r.choice(["float64", "float32"])
+        ids = [b.const(v) for v in ins]
+        attrs = {"dtype": dt} if (dt != "int64" or r.random() < 0.5) else {}
+        st2, s = "st%d" % k, "s%d" % k
+        nodes.append({"op": op, "inputs": [st] + ids, "outputs": [st2, s], "attrs": attrs})
+        specs.append((op, ins, dt, s))
+        outs.append(s)
+        if dt in ("float64", "float32") and r.random() < 0.7:
+            nodes.append({"op": "add", "inputs": [s, "x"], "outputs": ["f%d" % k]})
+            nodes.append({"op": "mul", "inputs": ["f%d" % k, {"value": 2.0}], "outputs": ["g%d" % k]})
+            outs.append("g%d" % k)
+        st = st2
+    outs.append(st)
+    g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": nodes,
+         "functions": {"main": {"inputs": ["x"], "outputs": outs, "updates": {"rng": st}}}}
+    xv = np.float64(round(r.uniform(-2, 2), 3))
+    vals = {"x": np.asarray(xv)}
+    state, want = np.array([key, ctr], np.uint64), {}
+    for call in range(2):
+        for k, (op, ins, dt, s) in enumerate(specs):
+            state, want[s] = random_ref(op, state, ins, dt)
+            if "g%d" % k in outs:
+                want["g%d" % k] = (want[s].astype(np.float64) + xv) * 2.0
+        want[st] = state
+    p, args, bad, done = run_presets(d, g, vals, "--calls", "2")
+    for how, od in done.items():
+        for o in outs:
+            gv, wv = np.load(os.path.join(od, o + ".npy")), want[o]
+            exact = o not in [q[3] for q in specs if q[0] == "random_normal"]
+            if gv.dtype != wv.dtype or gv.shape != wv.shape or \
+                    (exact and gv.tobytes() != wv.tobytes()) or \
+                    (not exact and not np.allclose(gv, wv, rtol=1e-13, atol=1e-13)):
+                bad.append("-O %s: %s after two calls is %r, want %r" % (how, o, gv.ravel()[:6], wv.ravel()[:6]))
+    if bad:
+        return bad
+    steps = [("compile", p, "-o", d + "/c0.tgf"),
+             ("run", d + "/c0.tgf", "-o", d + "/tgf", "--calls", "2"),
+             ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
+             ("run", d + "/c1.tgf", "-o", d + "/resumed", "--calls", "1")]
+    for s in steps:
+        rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
+        if rc:
+            return ["%s: %s" % (" ".join(s[:2]), err)]
+    for o in outs:
+        a = np.load(os.path.join(d, "fast_run", o + ".npy")).tobytes()
+        for how in ("tgf", "resumed"):
+            if np.load(os.path.join(d, how, o + ".npy")).tobytes() != a:
+                bad.append("%s: %s differs from fast_run's run of the JSON" % (how, o))
+    return bad
+
+
+def run_more(seed, d):
+    """Every fifth seed: the random ops. Otherwise the grad family's
+    inputs, grown by grad_step, op_from_graph bodies, arctan2, arange and
+    the *_like ops; then the gradient of a weighted sum, the rop of one
+    value along constant tangents and its lop against a constant
+    cotangent: the values against NumPy, the gradient and the lop against
+    finite differences, the rop against the central difference along the
+    tangents; and the .tgf of the graph bit-identical to fast_run."""
+    if seed % 5 == 4:
+        return run_random_ops(seed, d)
+    r, rng = random.Random(seed), np.random.default_rng(seed)
+    b = Builder(r)
+    ins = [("a", [3, 4]), ("b", r.choice([[4], [1, 4], [3, 1], [], [3, 4]]))]
+    vals = {}
+    for iid, sh in ins:
+        vals[iid] = np.asarray(np.round(rng.normal(size=sh) * 1.2, 4))
+        b.variables.append({"id": iid, "type": {"dtype": "float64", "shape": sh}})
+        b.env[iid] = vals[iid]
+        b.pool.append(iid)
+        b.raw.add(iid)
+    for _ in range(r.randint(3, 12)):
+        try:
+            more_step(b)
+        except (ValueError, IndexError):
+            pass
+    made = [p for p in b.pool if p.startswith("v")]
+    if not made:
+        return []
+    outs = made[-3:]
+    terms = [b.add("sum", [b.add("mul", [o, b.const(np.round(rng.normal(size=b.env[o].shape), 3))])])
+             for o in outs]
+    cost = b.add("add", terms) if len(terms) > 1 else terms[0]
+    if not np.isfinite(float(b.env[cost])):
+        return []
+    f = r.choice(made)
+    fv = b.env[f]
+    wrt = list(vals)
+    tang = {w: np.round(rng.normal(size=vals[w].shape), 3) for w in wrt}
+    u = np.round(rng.normal(size=fv.shape), 3)
+    b.nodes.append({"op": "grad", "inputs": [cost] + wrt, "outputs": ["G" + w for w in wrt],
+                    "attrs": {"disconnected": "ignore"}})
+    b.nodes.append({"op": "rop", "inputs": [f] + wrt + [b.const(tang[w]) for w in wrt], "outputs": ["R"],
+                    "attrs": {"disconnected": "ignore"}})
+    b.nodes.append({"op": "lop", "inputs": [f] + wrt + [b.const(u)], "outputs": ["L" + w for w in wrt],
+                    "attrs": {"disconnected": "ignore"}})
+    outputs = [cost, f] + ["G" + w for w in wrt] + ["R"] + ["L" + w for w in wrt]
+    g = {"format": "tg-graph", "version": 1, "variables": b.variables, "nodes": b.nodes,
+         "functions": {"main": {"inputs": wrt, "outputs": outputs}}}
+    big = max(1.0, float(np.max(np.abs(fv))) if fv.size else 1.0)
+    atol = 1e-5 + 1e-8 * (sum(abs(float(b.env[t])) for t in terms) + big)
+    fd = finite_differences(lambda v: float(replay(g, v)[cost]), vals, wrt)
+    fdl = finite_differences(lambda v: float(np.sum(u * replay(g, v)[f])), vals, wrt)
+    h = 1e-6
+    side = [replay(g, {w: vals[w] + sgn * h * tang[w] for w in wrt})[f] for sgn in (1, -1)]
+    fdr = (side[0] - side[1]) / (2 * h)
+    p, args, bad, done = run_presets(d, g, vals)
+    for how, od in done.items():
+        for o, want in ((cost, b.env[cost]), (f, fv)):
+            gv = np.load(os.path.join(od, o + ".npy"))
+            if gv.shape != want.shape or not np.allclose(gv, want, rtol=1e-9, atol=1e-12):
+                bad.append("-O %s: %s differs from NumPy" % (how, o))
+        check_grads(bad, how, od, fd, 1e-4, atol)
+        rv = np.load(os.path.join(od, "R.npy"))
+        if rv.shape != fdr.shape or not np.allclose(rv, fdr, rtol=1e-4, atol=atol):
+            bad.append("-O %s: rop differs from the central difference by up to %g" %
+                       (how, np.max(np.abs(rv - fdr)) if rv.shape == fdr.shape else np.inf))
+        for w in wrt:
+            lv = np.load(os.path.join(od, "L" + w + ".npy"))
+            if lv.shape != fdl[w].shape or not np.allclose(lv, fdl[w], rtol=1e-4, atol=atol):
+                bad.append("-O %s: lop of %s differs from finite differences by up to %g" %
+                           (how, w, np.max(np.abs(lv - fdl[w])) if lv.shape == fdl[w].shape else np.inf))
+    if "fast_run" in done:
+        for s in [("compile", p, "-o", d + "/g.tgf"), ("run", d + "/g.tgf", "-o", d + "/tgf")]:
+            rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
+            if rc:
+                return bad + ["%s: %s" % (" ".join(s[:2]), err)]
+        for o in outputs:
+            if np.load(os.path.join(d, "tgf", o + ".npy")).tobytes() != \
+                    np.load(os.path.join(d, "fast_run", o + ".npy")).tobytes():
+                bad.append("the .tgf's %s differs from fast_run's run of the JSON" % o)
+    return bad
+
+
 FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "nn": run_nn,
             "conv": run_conv_big, "weak": run_weak, "index": run_index,
-            "tools": run_tools, "hess": run_hess, "rewrite": run_rewrite}
+            "tools": run_tools, "hess": run_hess, "rewrite": run_rewrite, "more": run_more}
 
 
 def main():
