@@ -69,6 +69,12 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           about to wrap: two calls against Philox 4x32-10 written here
           from random.c's description, the .tgf and a checkpoint resumed
           after the first call bit-identical to fast_run
+  shapes  the grad family's ops over inputs whose lengths are null (a few
+          static), built on one set of lengths and run on another: where
+          NumPy raises, both presets stop with one run-time error (no
+          rewrite may drop a check); where it does not, values and the
+          gradient of a sum of squares against NumPy and finite
+          differences (skipping points two step sizes disagree on)
   tools   a graph of another family (grad, nn, index, scan, alias, mixed,
           more by seed), then tgc print/compile/export (the exported graph
           bit-identical to fast_run), tgprof, tgdebug compare and tgviz on
@@ -2631,9 +2637,113 @@ def run_more(seed, d):
     return bad
 
 
+# ---- shapes: lengths known only at run time ----
+
+def live_graph(variables, nodes, outs):
+    """The variables and nodes that the ids outs need, in their order."""
+    need, keep = set(outs), []
+    for n in reversed(nodes):
+        if set(n["outputs"]) & need:
+            keep.append(n)
+            need |= {i for i in n["inputs"] if isinstance(i, str)}
+    return [v for v in variables if v["id"] in need], keep[::-1]
+
+
+def run_shapes(seed, d):
+    """The grad family's ops over inputs whose lengths are null (some
+    static), built on one set of lengths and run on another (a length
+    kept, 1 or another): where NumPy raises for the run's lengths, both
+    presets must stop with one run-time error (exit 1), the optimizer
+    keeping every check; where it does not, the values and the gradient
+    of a sum of squares must be NumPy's and the finite differences'
+    (those of a point where the function is not smooth, which two step
+    sizes disagree on, are skipped)."""
+    r, rng = random.Random(seed), np.random.default_rng(seed)
+    b = Builder(r)
+    decl, lens = {}, {}
+    for i in range(r.randint(2, 4)):
+        iid = "x%d" % i
+        nd = r.choice([0, 1, 1, 2, 2])
+        sh = [r.choice([1, 2, 3]) for _ in range(nd)]
+        dl = [q if r.random() < 0.25 else None for q in sh]
+        decl[iid], lens[iid] = dl, sh
+        b.variables.append({"id": iid, "type": {"dtype": "float64", "shape": dl}})
+        b.env[iid] = np.asarray(np.round(rng.normal(size=sh) * 1.2, 4))
+        b.pool.append(iid)
+        b.raw.add(iid)
+    ins = list(decl)
+    for _ in range(r.randint(2, 10)):
+        try:
+            grad_step(b)
+        except (ValueError, IndexError):
+            pass
+    made = [p for p in b.pool if p.startswith("v")]
+    if not made:
+        return []
+    outs = made[-2:]
+    terms = [b.add("sum", [b.add("sqr", [o])]) for o in outs]
+    cost = b.add("add", terms) if len(terms) > 1 else terms[0]
+    variables, nodes = live_graph(b.variables, b.nodes, [cost])
+    used = [i for i in ins if any(v["id"] == i for v in variables)]
+    if not used:
+        return []
+    nodes.append({"op": "grad", "inputs": [cost] + used, "outputs": ["G" + w for w in used],
+                  "attrs": {"disconnected": "ignore"}})
+    g = {"format": "tg-graph", "version": 1, "variables": variables, "nodes": nodes,
+         "functions": {"main": {"inputs": used, "outputs": outs + [cost] + ["G" + w for w in used]}}}
+    # the run's lengths: each null length kept, 1, or 1 to 4
+    vals = {}
+    for i in used:
+        sh = [q if dl is not None or r.random() < 0.5 else (1 if r.random() < 0.5 else r.randint(1, 4))
+              for q, dl in zip(lens[i], decl[i])]
+        vals[i] = np.asarray(np.round(rng.normal(size=sh) * 1.2, 4))
+    try:
+        with np.errstate(all="ignore"):
+            want = replay(g, vals)
+        fails = None
+    except (ValueError, IndexError) as e:
+        fails = str(e)
+    if fails is not None:
+        p = os.path.join(d, "g.json")
+        with open(p, "w") as f:
+            json.dump(g, f)
+        args, bad = save_inputs(d, vals), []
+        for how in ("none", "fast_run"):
+            rc, err = tgc("run", p, "-O", how, "-o", os.path.join(d, how), *args)
+            if rc != 1 or err.count("\n") or "call 1: " not in err:
+                bad.append("-O %s: NumPy raises (%s) but tgc exits %d: %r" % (how, fails, rc, err[:200]))
+        return bad
+    p, args, bad, done = run_presets(d, g, vals)
+    if any(not np.all(np.isfinite(want[o])) for o in outs + [cost]):
+        return []
+    if any(n["op"] == "std" and np.min(want[n["outputs"][0]], initial=1) < 1e-3 for n in nodes):
+        used = []  # a std over equal values: Theano's NaN gradient (the generator's other rule)
+    fd = finite_differences(lambda v: float(replay(g, v)[cost]), vals, used)
+    smooth = {}
+    for w in used:  # the same differences with a step ten times smaller
+        v, g2 = vals[w], np.zeros_like(vals[w])
+        for idx in np.ndindex(v.shape):
+            h = 1e-7 * max(1.0, abs(v[idx]))
+            hi, lo = dict(vals), dict(vals)
+            hi[w], lo[w] = v.copy(), v.copy()
+            hi[w][idx] += h
+            lo[w][idx] -= h
+            g2[idx] = (float(replay(g, hi)[cost]) - float(replay(g, lo)[cost])) / (2 * h)
+        smooth[w] = np.allclose(fd[w], g2, rtol=1e-3, atol=1e-4)
+    atol = 1e-5 + 1e-8 * abs(float(want[cost]))
+    for how, od in done.items():
+        for o in outs + [cost]:
+            gv = np.load(os.path.join(od, o + ".npy"))
+            if gv.shape != want[o].shape or not np.allclose(gv, want[o], rtol=1e-9, atol=1e-12):
+                bad.append("-O %s: %s %s differs from NumPy's %s" % (how, o, gv.shape, want[o].shape))
+        check_grads(bad, how, od, {w: fd[w] for w in used if smooth[w]}, 1e-4, atol)
+    return bad
+
+
 FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "nn": run_nn,
             "conv": run_conv_big, "weak": run_weak, "index": run_index,
-            "tools": run_tools, "hess": run_hess, "rewrite": run_rewrite, "more": run_more}
+            "tools": run_tools, "hess": run_hess, "rewrite": run_rewrite, "more": run_more,
+            "shapes": run_shapes}
 
 
 def main():

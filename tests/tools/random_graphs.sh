@@ -3,7 +3,8 @@
 # (tests/tools/random_graphs.py): mixed dtypes, gradients and second
 # derivatives, scans, views with in-place updates and checkpoints,
 # convolutions, pooling, linear algebra and the other network ops, weak
-# scalars, basic indexing, op_from_graph with rop and lop, the random
+# scalars, basic indexing, lengths known only at run time (errors
+# where NumPy raises), op_from_graph with rop and lop, the random
 # ops, the optimizer's rewrites where they matter
 # (past exp's overflow, where 1 + x rounds) with their gradients; and the
 # other tools (tgprof, tgdebug, tgviz) on such graphs. Fixed seeds, so a failure names a graph that can be
@@ -37,6 +38,7 @@ family index 0 300 interp
 family tools 0 60 interp
 family rewrite 0 400 interp
 family more 0 60 interp
+family shapes 0 150 interp
 family mixed 10000 12
 family grad 10000 6
 family scan 10000 4
@@ -44,6 +46,7 @@ family nn 10000 20
 family weak 10000 20
 family rewrite 10000 20
 family more 10000 6
+family shapes 10000 20
 # Seeds that found bugs, one graph each (2026-11-28): a fused kernel's
 # scalar remainder, a folded view of a constant in a .tgf, pow(-inf, 0.5),
 # a softmax over a length-1 axis. (The two tools seeds were 97099 and
