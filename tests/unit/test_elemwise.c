@@ -326,6 +326,35 @@ static void test_broadcast_error_message(void **state) {
     tg_graph_free(g);
 }
 
+/* A node the optimizer made has no place in the file: its run-time error
+ * names the file's nodes it stands for (here the fused mul and add). */
+static void test_fused_error_names_origins(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],"
+        "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"a\",{\"value\":2}],\"outputs\":[\"twice\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"twice\",\"b\"],\"outputs\":[\"y\"]}]}");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, &(tg_compile_options){.preset = "fast_run"}, ctx);
+    assert_non_null(f);
+    tg_array *a = tg_array_new(TG_FLOAT64, 1, (int64_t[]){3});
+    tg_array *b = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2});
+    tg_array *in[2] = {a, b}, *out[1] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_ESHAPE);
+    const char *m = tg_ctx_message(ctx), *s = strstr(m, "(composite -> y, standing for ");
+    if (!s) fail_msg("message: %s", m);
+    assert_non_null(strstr(s, "twice"));
+    assert_non_null(strstr(m, "do not broadcast"));
+    tg_array_free(out[0]);
+    tg_array_free(a);
+    tg_array_free(b);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* ---- one value, one result, whatever the layout ---- */
 
 /* The libmvec-vectorised ops give each element the same bits wherever it
@@ -406,6 +435,7 @@ int main(void) {
         cmocka_unit_test(test_float16_scalars_reuse_storage),
         cmocka_unit_test(test_kept_result_not_overwritten),
         cmocka_unit_test(test_broadcast_error_message),
+        cmocka_unit_test(test_fused_error_names_origins),
         cmocka_unit_test(test_same_bits_any_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

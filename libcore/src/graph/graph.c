@@ -435,8 +435,24 @@ void tg_node_trace_str(const tg_node *n, char *buf, size_t size) {
 
 void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n) {
     if (!ctx) return;
-    char desc[256], trace[1024], old[TG_CTX_MSG_MAX];
+    char desc[320], trace[1024], old[TG_CTX_MSG_MAX];
     tg_node_describe(n, desc, sizeof desc);
+    /* A node a rewrite made (a fused composite, a gemm) has no place in
+     * the file: name the file's nodes it stands for by their keys (first
+     * output ids), at most four, so that the error leads back to them. */
+    size_t k = strlen(desc);
+    if (n->json_index < 0 && n->norigins > 0 && k && desc[k - 1] == ')') {
+        k--;
+        for (int i = 0; i < n->norigins && i < 4 && k < sizeof desc; i++) {
+            int w = snprintf(desc + k, sizeof desc - k, "%s%s", i ? ", " : ", standing for ",
+                             n->origins[i] ? n->origins[i] : "?");
+            if (w < 0) break;
+            k += (size_t)w;
+        }
+        if (k < sizeof desc && n->norigins > 4)
+            k += (size_t)snprintf(desc + k, sizeof desc - k, " and %d more", n->norigins - 4);
+        if (k < sizeof desc) snprintf(desc + k, sizeof desc - k, ")");
+    }
     tg_node_trace_str(n, trace, sizeof trace);
     memcpy(old, ctx->msg, sizeof old);
     snprintf(ctx->msg, sizeof ctx->msg, "%s: %s%s", desc, old, trace);
