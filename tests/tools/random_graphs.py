@@ -499,21 +499,26 @@ def replay(g, vals):
             y = getattr(np, op)(x[0], axis=a.get("axis"), keepdims=a.get("keepdims", False))
         elif op == "logsumexp":
             ax = a.get("axis")
-            m = np.max(x[0], axis=ax, keepdims=True)
+            m = np.max(x[0], axis=ax, keepdims=True, initial=-np.inf)  # -inf over no element
             y = np.log(np.sum(np.exp(x[0] - m), axis=ax, keepdims=True)) + m
             if not a.get("keepdims", False):
                 y = y.reshape(()) if ax is None else np.squeeze(y, axis=ax)
         elif op in ("softmax", "log_softmax"):
             ax = a["axis"]
-            m = np.max(x[0], axis=ax, keepdims=True)
+            m = np.max(x[0], axis=ax, keepdims=True, initial=-np.inf)  # an empty axis: empty
             e = np.exp(x[0] - m)
             y = e / np.sum(e, axis=ax, keepdims=True)
             y = y if op == "softmax" else np.log(y)
         elif op == "transpose":
             y = x[0].T
         elif op == "dimshuffle":
-            order = [q for q in a["order"] if q != "x"]
-            y = np.expand_dims(np.transpose(x[0], order), a["order"].index("x"))
+            keep = [q for q in a["order"] if q != "x"]
+            drop = tuple(i for i in range(x[0].ndim) if i not in keep)
+            y = np.squeeze(x[0], axis=drop) if drop else x[0]  # ValueError: a length other than 1
+            y = np.transpose(y, [sorted(keep).index(q) for q in keep])
+            for pos, q in enumerate(a["order"]):
+                if q == "x":
+                    y = np.expand_dims(y, pos)
         elif op == "reshape":
             y = x[0].reshape(x[1].tolist())
         elif op == "subtensor":
@@ -1327,6 +1332,8 @@ def replay_nn(op, a, x):
     if op == "stack":
         return np.stack(x, a["axis"])
     if op == "split":
+        if np.sum(x[1]) != x[0].shape[a["axis"]] or np.min(x[1]) < 0:
+            raise ValueError("split sizes %s for a length %d" % (x[1], x[0].shape[a["axis"]]))
         return np.split(x[0], np.cumsum(x[1])[:-1], axis=a["axis"])
     if op == "repeat":
         return np.repeat(x[0], x[1], axis=a.get("axis"))
@@ -2650,10 +2657,68 @@ def live_graph(variables, nodes, outs):
     return [v for v in variables if v["id"] in need], keep[::-1]
 
 
+def add_multi(b, op, ins, nout, attrs):
+    """A node with nout outputs appended to b; its outputs join the pool."""
+    b.k += 1
+    node = {"op": op, "inputs": ins, "outputs": ["v%d_%d" % (b.k, i) for i in range(nout)], "attrs": attrs}
+    b.nodes.append(node)
+    b.env = replay_one(b, node)
+    for o in node["outputs"]:
+        v = b.env[o]
+        if v.dtype == np.float64 and v.size and np.all(np.isfinite(v)) and np.max(np.abs(v)) < 1e6:
+            b.pool.append(o)
+
+
+def shape_step(b):
+    """The shape ops whose checks depend on run-time lengths: dimshuffle
+    and squeeze dropping a length-1 axis, reshape to a constant shape with
+    -1, join, stack, split by constant sizes, alloc, expand_dims,
+    flatten and repeat."""
+    r = b.r
+    x = r.choice(b.pool)
+    xv, c = b.env[x], r.random()
+    ones = [i for i in range(xv.ndim) if xv.shape[i] == 1]
+    if c < 0.15 and ones:
+        drop = r.choice(ones)
+        order = [i for i in range(xv.ndim) if i != drop]
+        r.shuffle(order)
+        if r.random() < 0.5:
+            order.insert(r.randrange(len(order) + 1), "x")
+        b.add("dimshuffle", [x], {"order": order})
+    elif c < 0.25 and ones:
+        b.add("squeeze", [x], {"axis": r.choice(ones)})
+    elif c < 0.4 and xv.size:
+        shp = r.choice([[-1], [xv.shape[0], -1] if xv.ndim else [1, -1], [-1, 2] if xv.size % 2 == 0 else [-1, 1],
+                        [1, -1, 1]])
+        b.add("reshape", [x, b.const(np.array(shp, np.int64))])
+    elif c < 0.55 and xv.ndim:
+        y = r.choice([p for p in b.pool if b.env[p].ndim == xv.ndim])
+        if r.random() < 0.5:
+            b.add("join", [x, y], {"axis": r.randrange(xv.ndim)})
+        else:
+            b.add("stack", [x, y], {"axis": r.randrange(xv.ndim + 1)})
+    elif c < 0.65 and xv.ndim:
+        ax = r.randrange(xv.ndim)
+        n = xv.shape[ax]
+        if n >= 2:
+            k = r.randint(1, n - 1)
+            add_multi(b, "split", [x, b.const(np.array([k, n - k], np.int64))], 2, {"axis": ax, "n": 2})
+    elif c < 0.75:
+        target = [r.randint(1, 3)] + [q if q != 1 or r.random() < 0.5 else r.randint(2, 3) for q in xv.shape]
+        b.add("alloc", [x] + [b.const(np.int64(q)) for q in target])
+    elif c < 0.85:
+        if xv.ndim and r.random() < 0.5:
+            b.add("flatten", [x], {"ndim": 1})
+        else:
+            b.add("expand_dims", [x], {"axis": r.randrange(xv.ndim + 1)})
+    elif xv.ndim:
+        b.add("repeat", [x, b.const(np.int64(r.randint(1, 3)))], {"axis": r.choice([None] + list(range(xv.ndim)))})
+
+
 def run_shapes(seed, d):
-    """The grad family's ops over inputs whose lengths are null (some
-    static), built on one set of lengths and run on another (a length
-    kept, 1 or another): where NumPy raises for the run's lengths, both
+    """The grad family's ops and the shape ops (shape_step) over inputs
+    whose lengths are null (some static), built on one set of lengths and
+    run on another (a length kept, 0, 1 or another): where NumPy raises for the run's lengths, both
     presets must stop with one run-time error (exit 1), the optimizer
     keeping every check; where it does not, the values and the gradient
     of a sum of squares must be NumPy's and the finite differences'
@@ -2673,15 +2738,15 @@ def run_shapes(seed, d):
         b.pool.append(iid)
         b.raw.add(iid)
     ins = list(decl)
-    for _ in range(r.randint(2, 10)):
+    for _ in range(r.randint(3, 14)):
         try:
-            grad_step(b)
+            (shape_step if r.random() < 0.4 else grad_step)(b)
         except (ValueError, IndexError):
             pass
     made = [p for p in b.pool if p.startswith("v")]
     if not made:
         return []
-    outs = made[-2:]
+    outs = made[-3:]
     terms = [b.add("sum", [b.add("sqr", [o])]) for o in outs]
     cost = b.add("add", terms) if len(terms) > 1 else terms[0]
     variables, nodes = live_graph(b.variables, b.nodes, [cost])
@@ -2695,7 +2760,7 @@ def run_shapes(seed, d):
     # the run's lengths: each null length kept, 1, or 1 to 4
     vals = {}
     for i in used:
-        sh = [q if dl is not None or r.random() < 0.5 else (1 if r.random() < 0.5 else r.randint(1, 4))
+        sh = [q if dl is not None or r.random() < 0.5 else r.choice([0, 1, 1, 1, 2, 3, 4])
               for q, dl in zip(lens[i], decl[i])]
         vals[i] = np.asarray(np.round(rng.normal(size=sh) * 1.2, 4))
     try:
@@ -2716,7 +2781,7 @@ def run_shapes(seed, d):
         return bad
     p, args, bad, done = run_presets(d, g, vals)
     if any(not np.all(np.isfinite(want[o])) for o in outs + [cost]):
-        return []
+        used = []  # values only (a mean over no element is NaN, as NumPy's)
     if any(n["op"] == "std" and np.min(want[n["outputs"][0]], initial=1) < 1e-3 for n in nodes):
         used = []  # a std over equal values: Theano's NaN gradient (the generator's other rule)
     fd = finite_differences(lambda v: float(replay(g, v)[cost]), vals, used)
@@ -2735,7 +2800,7 @@ def run_shapes(seed, d):
     for how, od in done.items():
         for o in outs + [cost]:
             gv = np.load(os.path.join(od, o + ".npy"))
-            if gv.shape != want[o].shape or not np.allclose(gv, want[o], rtol=1e-9, atol=1e-12):
+            if gv.shape != want[o].shape or not np.allclose(gv, want[o], rtol=1e-9, atol=1e-12, equal_nan=True):
                 bad.append("-O %s: %s %s differs from NumPy's %s" % (how, o, gv.shape, want[o].shape))
         check_grads(bad, how, od, {w: fd[w] for w in used if smooth[w]}, 1e-4, atol)
     return bad
