@@ -17,7 +17,8 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           gradient of sum(G * v), a Hessian-vector product, against the
           central difference of tg's gradient G along v
   scan    scans with random taps, direction, n_steps, until and readers
-          (whole, last, last two, first, sum over steps): the outputs
+          (whole, last, last two, first, sum over steps), the step at
+          times wrapped in an op_from_graph: the outputs
           against a NumPy loop, the gradients against finite differences
   alias   views, in-place candidates and shared updates, outputs that are
           inputs or repeat: two calls; then a checkpoint resumed from its
@@ -987,6 +988,15 @@ def run_scan(seed, d):
     if grads:
         nodes.append({"op": "grad", "inputs": ["cost"] + wrt, "outputs": ["G" + w for w in wrt],
                       "attrs": {"disconnected": "ignore"}})
+    if r.random() < 0.3:
+        # the step as one op_from_graph node: the same values and gradients
+        body = S["body"]
+        decl = {v["id"]: v for v in body["variables"]}
+        attrs["body"] = {"variables": [decl[i] for i in body["inputs"]],
+                         "nodes": [{"op": "op_from_graph", "inputs": body["inputs"],
+                                    "outputs": ["w%d" % k for k in range(len(body["outputs"]))],
+                                    "attrs": {"body": body, "name": "step"}}],
+                         "inputs": body["inputs"], "outputs": ["w%d" % k for k in range(len(body["outputs"]))]}
     g = {"format": "tg-graph", "version": 1, "variables": variables, "nodes": nodes,
          "functions": {"main": {"inputs": list(vals),
                                 "outputs": [q for q, _, _ in readers] + ["cost"] + (["G" + w for w in wrt] if grads else [])}}}
