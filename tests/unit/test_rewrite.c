@@ -304,6 +304,70 @@ static void test_shape_static_declines(void **state) {
     }
 }
 
+/* reshape(reshape(x, t1), t2) -> reshape(x, t2) only where no size that
+ * t1 refuses passes t2: the inner reshape's check must not go (Theano's
+ * local_reshape_chain drops it). Each case: the targets, whether the
+ * chain merges, and a length of x that only the inner target refuses
+ * (0: none), which must stay an error; a length both take gives the
+ * values of -O none. */
+static int entries(const char *list) {
+    int n = 1;
+    for (; *list; list++) n += *list == ',';
+    return n;
+}
+
+static void test_reshape_chain_keeps_check(void **state) {
+    (void)state;
+    static const struct {
+        const char *t1, *t2;
+        bool merges;
+        int64_t refused, taken;
+    } cases[] = {
+        {"[-1,2]", "[-1]", false, 3, 4},  /* the random 'shapes' family's seed 320402 */
+        {"[2,3]", "[-1]", false, 5, 6},
+        {"[-1,3]", "[3,-1]", true, 0, 9}, /* the same multiples */
+        {"[-1,2]", "[-1,4]", true, 0, 8}, /* multiples of 4 are of 2 */
+        {"[-1,4]", "[-1,2]", false, 6, 8},
+        {"[2,3]", "[6]", true, 0, 6},
+        {"[-1,2]", "[3,2]", true, 0, 6},
+        {"[2,3]", "[3,-1]", false, 9, 6},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 G(V("a", "float64", "[null]"),
+                   NA("reshape", "['a',{'value':{'dtype':'int64','shape':[%d],'data':%s}}]", "['r']", "{}") ","
+                   NA("reshape", "['r',{'value':{'dtype':'int64','shape':[%d],'data':%s}}]", "['z']", "{}")),
+                          entries(cases[c].t1), cases[c].t1, entries(cases[c].t2), cases[c].t2);
+        tg_graph *g = load(text);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (count_op(opt, "reshape") != (cases[c].merges ? 1 : 2))
+            fail_msg("%s then %s: %d reshapes", cases[c].t1, cases[c].t2, count_op(opt, "reshape"));
+        for (int k = 0; k < 2; k++) {
+            int64_t len = k ? cases[c].taken : cases[c].refused;
+            if (!len) continue;
+            tg_array *in = filled(TG_FLOAT64, 1, &len, -1, 1, (int)c), *o1 = NULL, *o2 = NULL;
+            tg_ctx *ctx = tg_ctx_new();
+            int r1 = tg_function_call(ref, &in, &o1, ctx), r2 = tg_function_call(opt, &in, &o2, ctx);
+            if (k == 0 && (r1 == 0 || r2 == 0))
+                fail_msg("%s then %s of %lld elements: none %d, fast_run %d", cases[c].t1, cases[c].t2,
+                         (long long)len, r1, r2);
+            if (k == 1) {
+                assert_int_equal(r1, 0);
+                assert_int_equal(r2, 0);
+                tu_assert_close(o2, o1, 0, 0);
+            }
+            tg_array_free(o1);
+            tg_array_free(o2);
+            tg_array_free(in);
+            tg_ctx_free(ctx);
+        }
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+}
+
 /* argmax(f(x)) stays where f mixes the values it compares: a softmax
  * over another axis than the argmax's, a decreasing function of
  * integers (neg wraps), a function that is not monotonic. */
@@ -1415,6 +1479,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_rewrite),
         cmocka_unit_test(test_shape_static_declines),
+        cmocka_unit_test(test_reshape_chain_keeps_check),
         cmocka_unit_test(test_argmax_pushdown_declines),
         cmocka_unit_test(test_argmax_pushdown_values),
         cmocka_unit_test(test_pow_half_edges),

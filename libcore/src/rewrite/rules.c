@@ -510,13 +510,52 @@ static int dimshuffle_lift(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op(rw, e->op->name, e->nin, ins, attrs_str(e)));
 }
 
+/* A constant reshape target: the product of its entries other than one
+ * -1 in *prod, whether it has the -1 in *free. False when the shape is
+ * not a constant int vector, or has another negative entry or a -1 with
+ * a zero beside it (a reshape that always fails). */
+static bool reshape_target(const tg_var *s, int64_t *prod, bool *free) {
+    if (s->kind != TG_VAR_CONSTANT || !s->value || s->value->ndim != 1) return false;
+    int64_t p = 1, n = tg_array_size(s->value);
+    bool f = false;
+    for (int64_t i = 0; i < n; i++) {
+        double d = tg_array_get_flat(s->value, i);
+        if (d == -1 && !f) {
+            f = true;
+        } else {
+            if (d < 0 || d > (double)(INT64_MAX / 2) || (p && (int64_t)d > INT64_MAX / p)) return false;
+            p *= (int64_t)d;
+        }
+    }
+    if (f && p == 0) return false;
+    *prod = p;
+    *free = f;
+    return true;
+}
+
+/* Whether a reshape of x to t2 cannot succeed where the reshape of x to
+ * t1 fails: every size that t2 accepts, t1 accepts (a size P for a
+ * target without -1, the multiples of P with one). */
+static bool reshape_check_implied(const tg_var *t1, const tg_var *t2) {
+    int64_t p1, p2;
+    bool f1, f2;
+    if (!reshape_target(t1, &p1, &f1) || !reshape_target(t2, &p2, &f2)) return false;
+    if (!f2) return f1 ? p2 % p1 == 0 : p1 == p2;
+    return f1 && p2 % p1 == 0;
+}
+
 /* reshape(x) to x's own static shape -> x; reshape(reshape x) ->
- * reshape x; flatten(x) to x's ndim -> x. */
+ * reshape x; flatten(x) to x's ndim -> x. The chain merges only where
+ * the inner reshape's size check survives: it has another reader (so it
+ * still runs), or the outer target's check implies it (Theano's
+ * local_reshape_chain drops it, and with it the error of a size the
+ * inner target does not take). */
 static int reshape_useless(tg_rw *rw, tg_node *n) {
     tg_var *x = n->inputs[0];
     if (tg_rw_type_same_known(&x->type, &n->outputs[0]->type)) return swap(rw, n, x);
     tg_node *p = x->owner;
-    if (!strcmp(n->op->name, "reshape") && p && !strcmp(p->op->name, "reshape")) {
+    if (!strcmp(n->op->name, "reshape") && p && !strcmp(p->op->name, "reshape") &&
+        (x->nclients >= 2 || reshape_check_implied(p->inputs[1], n->inputs[1]))) {
         tg_var *in[2] = {p->inputs[0], n->inputs[1]};
         if (tg_rw_match(rw, p)) return TG_ENOMEM;
         return swap(rw, n, tg_rw_op(rw, "reshape", 2, in, NULL));
