@@ -511,10 +511,10 @@ static int dimshuffle_lift(tg_rw *rw, tg_node *n) {
 }
 
 /* A constant reshape target: the product of its entries other than one
- * -1 in *prod, whether it has the -1 in *free. False when the shape is
+ * -1 in *prod, whether it has the -1 in *minus1. False when the shape is
  * not a constant int vector, or has another negative entry or a -1 with
  * a zero beside it (a reshape that always fails). */
-static bool reshape_target(const tg_var *s, int64_t *prod, bool *free) {
+static bool reshape_target(const tg_var *s, int64_t *prod, bool *minus1) {
     if (s->kind != TG_VAR_CONSTANT || !s->value || s->value->ndim != 1) return false;
     int64_t p = 1, n = tg_array_size(s->value);
     bool f = false;
@@ -529,7 +529,7 @@ static bool reshape_target(const tg_var *s, int64_t *prod, bool *free) {
     }
     if (f && p == 0) return false;
     *prod = p;
-    *free = f;
+    *minus1 = f;
     return true;
 }
 
