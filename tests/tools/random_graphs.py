@@ -18,7 +18,8 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           central difference of tg's gradient G along v
   scan    scans with random taps, direction, n_steps, until and readers
           (whole, last, last two, first, sum over steps), the step at
-          times wrapped in an op_from_graph: the outputs
+          times wrapped in an op_from_graph, at times with the rop of a
+          reader against the central difference along tangents: the outputs
           against a NumPy loop, the gradients against finite differences
   alias   views, in-place candidates and shared updates, outputs that are
           inputs or repeat: two calls; then a checkpoint resumed from its
@@ -997,9 +998,21 @@ def run_scan(seed, d):
                                     "outputs": ["w%d" % k for k in range(len(body["outputs"]))],
                                     "attrs": {"body": body, "name": "step"}}],
                          "inputs": body["inputs"], "outputs": ["w%d" % k for k in range(len(body["outputs"]))]}
+    rop = None
+    if grads and r.random() < 0.5:
+        # the R-op of one reader along constant tangents (two reverse
+        # passes through the scan)
+        trng = np.random.default_rng(seed + 7)
+        rop = (r.choice(readers)[0], {w: np.round(trng.normal(size=vals[w].shape), 3) for w in wrt})
+        for w in wrt:
+            variables.append({"id": "t" + w, "type": {"dtype": "float64", "shape": list(vals[w].shape)},
+                              "constant": {"data": rop[1][w].ravel().tolist()}})
+        nodes.append({"op": "rop", "inputs": [rop[0]] + wrt + ["t" + w for w in wrt], "outputs": ["R"],
+                      "attrs": {"disconnected": "ignore"}})
     g = {"format": "tg-graph", "version": 1, "variables": variables, "nodes": nodes,
          "functions": {"main": {"inputs": list(vals),
-                                "outputs": [q for q, _, _ in readers] + ["cost"] + (["G" + w for w in wrt] if grads else [])}}}
+                                "outputs": [q for q, _, _ in readers] + ["cost"] + (["G" + w for w in wrt] if grads else [])
+                                + (["R"] if rop else [])}}}
 
     def forward(v):
         outs = scan_loop(S, v)
@@ -1022,6 +1035,14 @@ def run_scan(seed, d):
             if gv.shape != w.shape or not np.allclose(gv, w, rtol=1e-9, atol=1e-9):
                 bad.append("-O %s: %s differs from the NumPy loop" % (how, q))
         check_grads(bad, how, od, fd, 1e-5, 1e-6)
+        if rop:
+            h = 1e-6
+            side = [np.asarray(forward({w: vals[w] + sgn * h * rop[1].get(w, 0) for w in vals})[rop[0]])
+                    for sgn in (1, -1)]
+            want_r = (side[0] - side[1]) / (2 * h)
+            rv = np.load(os.path.join(od, "R.npy"))
+            if rv.shape != want_r.shape or not np.allclose(rv, want_r, rtol=1e-5, atol=1e-6):
+                bad.append("-O %s: rop of %s differs from the central difference" % (how, rop[0]))
     return bad
 
 
