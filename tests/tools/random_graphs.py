@@ -71,8 +71,10 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           about to wrap: two calls against Philox 4x32-10 written here
           from random.c's description, the .tgf and a checkpoint resumed
           after the first call bit-identical to fast_run
-  shapes  the grad family's ops over inputs whose lengths are null (a few
-          static), built on one set of lengths and run on another: where
+  shapes  the grad family's ops and the shape ops (dimshuffle and squeeze
+          dropping an axis, reshape, join, stack, split, alloc, repeat,
+          indices given at run time) over inputs whose lengths are null (a
+          few static), built on one set of lengths and run on another: where
           NumPy raises, both presets stop with one run-time error (no
           rewrite may drop a check); where it does not, values and the
           gradient of a sum of squares against NumPy and finite
@@ -524,8 +526,10 @@ def replay(g, vals):
         elif op == "reshape":
             y = x[0].reshape(x[1].tolist())
         elif op == "subtensor":
-            y = x[0][tuple(slice(e.get("start"), e.get("stop"), e.get("step")) if isinstance(e, dict) else e
-                           for e in a["index"])]
+            def at(e):  # "$k": the k-th extra input
+                return int(x[1 + int(e[1:])]) if isinstance(e, str) else e
+            y = x[0][tuple(slice(at(e.get("start")), at(e.get("stop")), at(e.get("step"))) if isinstance(e, dict)
+                           else at(e) for e in a["index"])]
         elif op in ("set_subtensor", "inc_subtensor"):
             e = a["index"][0]
             y = x[0].copy()
@@ -536,7 +540,11 @@ def replay(g, vals):
         elif op == "join":
             y = np.concatenate(x, a["axis"])
         elif op == "take":
-            y = np.take(x[0], x[1], axis=a.get("axis", 0))
+            ax, idx = a.get("axis", 0), np.asarray(x[1])
+            n = x[0].shape[ax]
+            if idx.size and (idx.min() < -n or idx.max() >= n):  # np.take skips this over no element
+                raise IndexError("index out of bounds for axis %d with size %d" % (ax, n))
+            y = np.take(x[0], idx, axis=ax)
         elif op == "op_from_graph":
             body = a["body"]
             inner = replay(body, dict(zip(body["inputs"], x)))
@@ -2709,6 +2717,17 @@ def shape_step(b):
     x = r.choice(b.pool)
     xv, c = b.env[x], r.random()
     ones = [i for i in range(xv.ndim) if xv.shape[i] == 1]
+    if c < 0.1 and xv.ndim and "k0" in b.env:
+        # indices given at run time: an index, a slice bound, take's
+        # vector (the build's values are valid, the run's at random)
+        t = r.random()
+        if t < 0.6:
+            e = r.choice(["$0", {"start": "$0", "stop": None}, {"start": None, "stop": "$0"},
+                          {"start": None, "stop": None, "step": -1}])
+            b.add("subtensor", [x, "k0"] if "$0" in json.dumps(e) else [x], {"index": [e]})
+        else:
+            b.add("take", [x, "i0"], {"axis": r.randrange(xv.ndim)})
+        return
     if c < 0.15 and ones:
         drop = r.choice(ones)
         order = [i for i in range(xv.ndim) if i != drop]
@@ -2769,6 +2788,9 @@ def run_shapes(seed, d):
         b.pool.append(iid)
         b.raw.add(iid)
     ins = list(decl)
+    b.variables.append({"id": "k0", "type": {"dtype": "int64", "shape": []}})
+    b.variables.append({"id": "i0", "type": {"dtype": "int64", "shape": [2]}})
+    b.env["k0"], b.env["i0"] = np.asarray(np.int64(0)), np.zeros(2, np.int64)
     for _ in range(r.randint(3, 14)):
         try:
             (shape_step if r.random() < 0.4 else grad_step)(b)
@@ -2782,18 +2804,23 @@ def run_shapes(seed, d):
     cost = b.add("add", terms) if len(terms) > 1 else terms[0]
     variables, nodes = live_graph(b.variables, b.nodes, [cost])
     used = [i for i in ins if any(v["id"] == i for v in variables)]
+    iused = [i for i in ("k0", "i0") if any(v["id"] == i for v in variables)]
     if not used:
         return []
     nodes.append({"op": "grad", "inputs": [cost] + used, "outputs": ["G" + w for w in used],
                   "attrs": {"disconnected": "ignore"}})
     g = {"format": "tg-graph", "version": 1, "variables": variables, "nodes": nodes,
-         "functions": {"main": {"inputs": used, "outputs": outs + [cost] + ["G" + w for w in used]}}}
+         "functions": {"main": {"inputs": used + iused, "outputs": outs + [cost] + ["G" + w for w in used]}}}
     # the run's lengths: each null length kept, 1, or 1 to 4
     vals = {}
     for i in used:
         sh = [q if dl is not None or r.random() < 0.5 else r.choice([0, 1, 1, 1, 2, 3, 4])
               for q, dl in zip(lens[i], decl[i])]
         vals[i] = np.asarray(np.round(rng.normal(size=sh) * 1.2, 4))
+    if "k0" in iused:
+        vals["k0"] = np.asarray(np.int64(r.randint(-4, 4)))
+    if "i0" in iused:
+        vals["i0"] = np.array([r.randint(-4, 4) for _ in range(2)], np.int64)
     try:
         with np.errstate(all="ignore"):
             want = replay(g, vals)
