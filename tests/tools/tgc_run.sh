@@ -27,7 +27,7 @@ contains out "call 4: n1=4" "--each prints one line per call"
 expect 0 "literal vector input" -- "$TGC" run "$G" -f double -i 'x=[1, 2.5, -3]'
 contains out "\[ *2\.\?, *5\.\?, *-6\.\?\]" "the doubled vector is printed"
 expect 2 "a literal of the wrong shape" -- "$TGC" run "$G" -f double -i 'x=[[1, 2]]'
-contains err "shape" "the shape error says so"
+contains err "the input has shape (?,), the value has shape (1, 2)" "the shape error names both shapes as NumPy tuples"
 expect 2 "a float literal for an int32 input" -- "$TGC" run "$G" -f div -i 'k=2.5'
 expect 2 "an input the function does not have" -- "$TGC" run "$G" -f double -i 'x=[1]' -i 'nope=3'
 contains err "no input 'nope'" "the unknown input is named"

@@ -164,8 +164,9 @@ tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx 
                 tg_str_addf(&want, "%s%lld", d ? ", " : "", (long long)shape[d]);
         }
         for (int d = 0; d < a->ndim; d++) tg_str_addf(&got, "%s%lld", d ? ", " : "", (long long)a->shape[d]);
-        tg_errorf(ctx, TG_ESHAPE, "-i %s: the input has shape (%s), the value has shape (%s)", id,
-                  want.s ? want.s : "", got.s ? got.s : "");
+        /* NumPy's tuples, as the loader writes them: (3,) and () */
+        tg_errorf(ctx, TG_ESHAPE, "-i %s: the input has shape (%s%s), the value has shape (%s%s)", id,
+                  want.s ? want.s : "", nd == 1 ? "," : "", got.s ? got.s : "", a->ndim == 1 ? "," : "");
         tg_str_free(&want);
         tg_str_free(&got);
         tg_array_free(a);
