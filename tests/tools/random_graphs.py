@@ -1884,6 +1884,7 @@ class RwBuilder:
         # gsafe: the gradient is finite where the exact one is; big: an
         # input past exp's overflow
         self.gsafe, self.big, self.tiny, self.kink = True, False, False, False
+        self.zero_grad = set()  # inputs whose gradient is an exact cancellation
         self.variables, self.nodes, self.inputs, self.vals = [], [], [], {}
         self.naive, self.exact, self.fires, self.expect, self.extra = {}, {}, {}, {}, []
         self.mag, self.imag, self.pouts, self.wild = {}, {}, [], {}
@@ -2135,6 +2136,10 @@ def rw_pattern(b, x, only=None):
             return b.done(b.add("neg", [a], -N[a], -E[a]), f, [], [a])
         if t == 1:
             y = b.input(xn.shape, "pos")
+            # y's gradient, g x / y - g x y / y^2, is 0 only by cancelling
+            # terms of size |g x / y| (exactly as written, not once
+            # rewritten): its rounding says nothing of the rewrites
+            b.zero_grad.add(y)
             a = b.add("mul", [x, y], xn * N[y], xe * E[y])
             return b.done(b.add("true_div", [a, y], N[a] / N[y], xe), f, [], [a])
         a = b.add("add", [x, {"value": 2.0}], xn + dt.type(2), xe + 2)
@@ -2336,6 +2341,8 @@ def run_rewrite(seed, d):
             bad.append("grad -O %s: %s" % (how, err))
             continue
         for k in wrt:
+            if k in b.zero_grad:
+                continue
             gv, want = np.load(os.path.join(od, "G" + k + ".npy")).astype(np.float64), fd[k]
             with np.errstate(all="ignore"):
                 ok = np.isfinite(want.astype(b.dt))
