@@ -735,6 +735,20 @@ def grad_graph(seed):
     ins = [("a", [3, 4]), ("b", r.choice([[4], [1, 4], [3, 1], [], [3, 4], [4, 3]]))]
     if r.random() < 0.5:
         ins.append(("c", r.choice([[4, 2], [3], [2, 4]])))
+    vals = add_inputs(b, rng, ins)
+    grow(b, grad_step, r.randint(3, 14))
+    outs = [p for p in b.pool if p.startswith("v")][-3:]
+    if not outs:
+        return None
+    terms, cost = weighted_cost(b, rng, outs)
+    if not np.isfinite(float(b.env[cost])):
+        return None
+    return b, vals, cost, terms, rng
+
+
+def add_inputs(b, rng, ins):
+    """float64 inputs (id, shape) of random values, in b's pool; their
+    values."""
     vals = {}
     for iid, sh in ins:
         vals[iid] = np.asarray(np.round(rng.normal(size=sh) * 1.2, 4))
@@ -742,20 +756,24 @@ def grad_graph(seed):
         b.env[iid] = vals[iid]
         b.pool.append(iid)
         b.raw.add(iid)
-    for _ in range(r.randint(3, 14)):
+    return vals
+
+
+def grow(b, step, n):
+    """n tries of step on b (a try that meets shapes it cannot use adds
+    nothing)."""
+    for _ in range(n):
         try:
-            grad_step(b)
+            step(b)
         except (ValueError, IndexError):
             pass
-    outs = [p for p in b.pool if p.startswith("v")][-3:]
-    if not outs:
-        return None
+
+
+def weighted_cost(b, rng, outs):
+    """The sums of outs weighted by random constants, and their sum."""
     terms = [b.add("sum", [b.add("mul", [o, b.const(np.round(rng.normal(size=b.env[o].shape), 3))])])
              for o in outs]
-    cost = b.add("add", terms) if len(terms) > 1 else terms[0]
-    if not np.isfinite(float(b.env[cost])):
-        return None
-    return b, vals, cost, terms, rng
+    return terms, b.add("add", terms) if len(terms) > 1 else terms[0]
 
 
 def run_grad(seed, d):
@@ -2377,14 +2395,8 @@ def ofg_step(b, depth=0):
         if a in b.raw:
             inner.raw.add(pid)
         names.append(pid)
-    for _ in range(r.randint(1, 5)):
-        try:
-            if depth < 1 and r.random() < 0.2:
-                ofg_step(inner, depth + 1)
-            else:
-                grad_step(inner)
-        except (ValueError, IndexError):
-            pass
+    grow(inner, lambda b: ofg_step(b, depth + 1) if depth < 1 and r.random() < 0.2 else grad_step(b),
+         r.randint(1, 5))
     made = [p for p in inner.pool if p not in names]
     outs = made[-r.randint(1, 2):] if made else [r.choice(names)]
     body = {"variables": inner.variables, "nodes": inner.nodes, "inputs": names, "outputs": outs}
@@ -2621,25 +2633,13 @@ def run_more(seed, d):
     r, rng = random.Random(seed), np.random.default_rng(seed)
     b = Builder(r)
     ins = [("a", [3, 4]), ("b", r.choice([[4], [1, 4], [3, 1], [], [3, 4]]))]
-    vals = {}
-    for iid, sh in ins:
-        vals[iid] = np.asarray(np.round(rng.normal(size=sh) * 1.2, 4))
-        b.variables.append({"id": iid, "type": {"dtype": "float64", "shape": sh}})
-        b.env[iid] = vals[iid]
-        b.pool.append(iid)
-        b.raw.add(iid)
-    for _ in range(r.randint(3, 12)):
-        try:
-            more_step(b)
-        except (ValueError, IndexError):
-            pass
+    vals = add_inputs(b, rng, ins)
+    grow(b, more_step, r.randint(3, 12))
     made = [p for p in b.pool if p.startswith("v")]
     if not made:
         return []
     outs = made[-3:]
-    terms = [b.add("sum", [b.add("mul", [o, b.const(np.round(rng.normal(size=b.env[o].shape), 3))])])
-             for o in outs]
-    cost = b.add("add", terms) if len(terms) > 1 else terms[0]
+    terms, cost = weighted_cost(b, rng, outs)
     if not np.isfinite(float(b.env[cost])):
         return []
     f = r.choice(made)
@@ -2798,11 +2798,7 @@ def run_shapes(seed, d):
     b.variables.append({"id": "k0", "type": {"dtype": "int64", "shape": []}})
     b.variables.append({"id": "i0", "type": {"dtype": "int64", "shape": [2]}})
     b.env["k0"], b.env["i0"] = np.asarray(np.int64(0)), np.zeros(2, np.int64)
-    for _ in range(r.randint(3, 14)):
-        try:
-            (shape_step if r.random() < 0.4 else grad_step)(b)
-        except (ValueError, IndexError):
-            pass
+    grow(b, lambda b: (shape_step if r.random() < 0.4 else grad_step)(b), r.randint(3, 14))
     made = [p for p in b.pool if p.startswith("v")]
     if not made:
         return []
