@@ -2401,15 +2401,7 @@ def ofg_step(b, depth=0):
     outs = made[-r.randint(1, 2):] if made else [r.choice(names)]
     body = {"variables": inner.variables, "nodes": inner.nodes, "inputs": names, "outputs": outs}
     for _ in range(1 if r.random() < 0.7 else 2):
-        b.k += 1
-        node = {"op": "op_from_graph", "inputs": args, "outputs": ["v%d_%d" % (b.k, i) for i in range(len(outs))],
-                "attrs": {"body": body, "name": "body%d" % b.k}}
-        b.nodes.append(node)
-        b.env = replay_one(b, node)
-        for o in node["outputs"]:
-            v = b.env[o]
-            if v.dtype == np.float64 and v.size and np.all(np.isfinite(v)) and np.max(np.abs(v)) < 1e6:
-                b.pool.append(o)
+        add_multi(b, "op_from_graph", args, len(outs), {"body": body, "name": "body%d" % (b.k + 1)})
 
 
 def more_step(b):
