@@ -55,7 +55,7 @@ family tools 113282 1
 family tools 110964 1
 family weak 98167 1
 family rewrite 95164 1
-# (2026-11-29) a reshape chain merged past the inner reshape's size check;
+# (later, 2026-11-28) a reshape chain merged past the inner reshape's size check;
 # the gradient of x * y / y in y, 0 only by cancellation (a generator flaw).
 family shapes 320402 1
 family rewrite 600264 1
