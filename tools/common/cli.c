@@ -156,19 +156,10 @@ tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx 
     bool fits = a->ndim == nd;
     for (int d = 0; fits && d < nd; d++) fits = shape[d] < 0 || shape[d] == a->shape[d];
     if (!fits) {
-        tg_str want = {0}, got = {0};
-        for (int d = 0; d < nd; d++) {
-            if (shape[d] < 0)
-                tg_str_addf(&want, "%s?", d ? ", " : "");
-            else
-                tg_str_addf(&want, "%s%lld", d ? ", " : "", (long long)shape[d]);
-        }
-        for (int d = 0; d < a->ndim; d++) tg_str_addf(&got, "%s%lld", d ? ", " : "", (long long)a->shape[d]);
-        /* NumPy's tuples, as the loader writes them: (3,) and () */
-        tg_errorf(ctx, TG_ESHAPE, "-i %s: the input has shape (%s%s), the value has shape (%s%s)", id,
-                  want.s ? want.s : "", nd == 1 ? "," : "", got.s ? got.s : "", a->ndim == 1 ? "," : "");
-        tg_str_free(&want);
-        tg_str_free(&got);
+        char want[256], got[256];
+        tg_shape_text(nd, shape, want, sizeof want);
+        tg_shape_text(a->ndim, a->shape, got, sizeof got);
+        tg_errorf(ctx, TG_ESHAPE, "-i %s: the input has shape %s, the value has shape %s", id, want, got);
         tg_array_free(a);
         return NULL;
     }

@@ -14,6 +14,10 @@
  * ("variables[3].constant"). A bare number or boolean is a scalar; *weak is
  * set when the value is a scalar written without a dtype and weak is
  * allowed (weak != NULL). */
+/* A shape as NumPy writes it, "(3,)", "(2, 3)", "()", with "?" for an
+ * unknown length (s NULL: every one). */
+void tg_shape_text(int nd, const int64_t *s, char *buf, size_t size);
+
 tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
                              const int64_t *shape, const char *dir,
                              const char *where, bool *weak, tg_ctx *ctx);

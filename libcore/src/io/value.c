@@ -395,7 +395,7 @@ static int fill_nested(fill_state *st, json_object *d, int depth, int ndim,
 }
 
 /* "(2, ?)"; s NULL: every length unknown. */
-static void shape_str(int nd, const int64_t *s, char *buf, size_t size) {
+void tg_shape_text(int nd, const int64_t *s, char *buf, size_t size) {
     size_t o = (size_t)snprintf(buf, size, "(");
     for (int i = 0; i < nd && o < size; i++) {
         if (!s || s[i] < 0)
@@ -424,7 +424,7 @@ static int fill(fill_state *st, json_object *data, int nd, const int64_t *shape)
             /* a flat C-order list */
             if (dshape[0] != st->n) {
                 char sh[160];
-                shape_str(nd, shape, sh, sizeof sh);
+                tg_shape_text(nd, shape, sh, sizeof sh);
                 return tg_errorf(st->ctx, TG_ELOAD, "%s.data: %lld elements for a shape of %lld %s",
                                  st->where, (long long)dshape[0], (long long)st->n, sh);
             }
@@ -447,8 +447,8 @@ static bool shape_agrees(int vnd, const int64_t *vshape, int ndim, const int64_t
     for (int i = 0; ok && shape && i < ndim; i++) ok = shape[i] < 0 || shape[i] == vshape[i];
     if (!ok) {
         char want[160], got[160];
-        shape_str(ndim, shape, want, sizeof want);
-        shape_str(vnd, vshape, got, sizeof got);
+        tg_shape_text(ndim, shape, want, sizeof want);
+        tg_shape_text(vnd, vshape, got, sizeof got);
         tg_errorf(ctx, TG_ESHAPE, "%s: the value has shape %s, but the variable's type says %s",
                   where, got, want);
     }
