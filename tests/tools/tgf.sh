@@ -107,7 +107,7 @@ one_line "fh.tgf" "header checksum"; contains err "checksum" "says checksum"
 $P "$F" "$tmp/fd.tgf" flip-data
 expect 2 "a changed data byte" -- "$TGC" run "$tmp/fd.tgf"
 one_line "fd.tgf" "array checksum"; contains err "arrays\[0\]: checksum" "names the array"
-$P "$F" "$tmp/v3.tgf" version 3
+$P "$F" "$tmp/v3.tgf" version 4
 expect 2 "a newer format version" -- "$TGC" run "$tmp/v3.tgf"
 one_line "v3.tgf" "newer version"; contains err "newer than this tg" "says newer"
 $P "$F" "$tmp/nj.tgf" header-raw '{"format": "tg-compiled", "version": 2,'

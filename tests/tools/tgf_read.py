@@ -60,7 +60,9 @@ class Cursor:
 def section(data):
     """Decode one graph section; returns (variables, nodes, function)."""
     c = Cursor(data)
-    assert c.bytes(4) == b"TGG\x02", "section magic"
+    magic = c.bytes(4)
+    assert magic in (b"TGG\x02", b"TGG\x03"), "section magic"
+    v3 = magic == b"TGG\x03"
     strs = [c.bytes(c.u32()).decode() for _ in range(c.u32())]
 
     def s(opt=True):
@@ -88,6 +90,11 @@ def section(data):
         n["trace"] = [(s(), c.i64(), s(), s()) for _ in range(c.u32())]
         no = c.u32()
         n["origins"] = None if no == NONE else [s(False) for _ in range(no)]
+        if no != NONE and v3:
+            ends = [c.u32() for _ in range(c.u32())]
+            if ends:
+                assert ends[-1] == no and all(a < b for a, b in zip([0] + ends, ends)), "origin groups"
+                n["groups"] = ends
         if n["attrs"] is not None:
             json.loads(n["attrs"])
         nodes.append(n)
@@ -103,13 +110,19 @@ def section(data):
     passes = []
     for _ in range(c.u32()):
         passes.append((s(False), struct.unpack("<d", c.bytes(8))[0], c.u32(), c.u32(), c.u32()))
+    grads = {}
+    if v3:
+        for _ in range(c.u32()):
+            k = s(False)
+            grads[k] = (s(), s(), s(False), s(False))
+        assert list(grads) == sorted(grads), "gradient nodes sorted by key"
     assert c.p == len(data), "bytes after the section"
     # Each node runs after the nodes it reads.
     made = set(v["id"] for v in variables if v["kind"] != "result")
     for n in nodes:
         assert all(i in made for i in n["inputs"]), "schedule order"
         made.update(n["outputs"])
-    return variables, nodes, fn, record, passes
+    return variables, nodes, fn, record, passes, grads
 
 
 def main():
@@ -117,7 +130,7 @@ def main():
     assert raw[:8] == b"TGF\x89\r\n\x1a\n", "magic"
     version, flags, hoff, hlen, doff, dlen = struct.unpack_from("<IIQQQQ", raw, 8)
     hcrc, res1, pcrc, res2 = struct.unpack_from("<IIII", raw, 48)
-    assert version == 2 and flags == 0 and hoff == 64 and res1 == 0 and res2 == 0
+    assert version in (2, 3) and flags == 0 and hoff == 64 and res1 == 0 and res2 == 0
     assert pcrc == crc32c(raw[:56]), "preamble checksum"
     assert hcrc == crc32c(raw[64:64 + hlen]), "header checksum"
     assert doff % 64 == 0 and doff >= 64 + hlen and doff + dlen == len(raw), "layout"
@@ -137,8 +150,15 @@ def main():
         arrays.append(np.frombuffer(data, dtype=np.dtype(DTYPES[dt]).newbyteorder("<")).reshape(shape))
     shared = {}
     for f in header["functions"]:
-        variables, nodes, fn, record, passes = section(arrays[f["graph_section"]].tobytes())
+        variables, nodes, fn, record, passes, grads = section(arrays[f["graph_section"]].tobytes())
         assert len(nodes) == f["nodes"], "node count"
+        for k, (of, of_op, by, by_op) in grads.items():
+            print("gradient node %s: from %s %s, of %s (%s)" % (k, by_op, by, of or "-", of_op or "-"))
+        for n in nodes:
+            if "groups" in n:
+                ends = n["groups"]
+                parts = [n["origins"][a:b] for a, b in zip([0] + ends, ends)]
+                print("origin groups of %s: %s" % (n["outputs"][0], " | ".join(" ".join(p) for p in parts)))
         for v in variables:
             if v["kind"] == "shared":
                 shared[v["id"]] = v["array"]

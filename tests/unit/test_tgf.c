@@ -450,6 +450,167 @@ static void test_passes_and_output_ids_survive(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* The nodes a grad's expansion makes name no node of the file: the
+ * function keeps, by key, which derivative each takes part in, errors and
+ * tg_function_key_gradient say it, and a .tgf, a restored function's copy
+ * and its composites' origin groups keep it. sum(sqrt(x) * x) and its
+ * gradient 1.5 sqrt(x), written by the chain rule as
+ * sqrt(x) + x / (2 sqrt(x)): NaN at x = 0. */
+static const char *GRAD_GRAPH =
+    "{\"format\": \"tg-graph\", \"version\": 1,"
+    " \"variables\": [{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [null]}},"
+    "                {\"id\": \"y\", \"type\": {\"dtype\": \"float64\", \"shape\": [null]}}],"
+    " \"nodes\": ["
+    "  {\"op\": \"sqrt\", \"inputs\": [\"x\"], \"outputs\": [\"r\"]},"
+    "  {\"op\": \"mul\", \"inputs\": [\"r\", \"x\"], \"outputs\": [\"m\"]},"
+    "  {\"op\": \"sum\", \"inputs\": [\"m\"], \"outputs\": [\"c\"]},"
+    "  {\"op\": \"grad\", \"inputs\": [\"c\", \"x\"], \"outputs\": [\"gx\"]},"
+    "  {\"op\": \"maximum\", \"inputs\": [\"x\", \"y\"], \"outputs\": [\"mx\"]},"
+    "  {\"op\": \"sum\", \"inputs\": [\"mx\"], \"outputs\": [\"cm\"]},"
+    "  {\"op\": \"grad\", \"inputs\": [\"cm\", \"x\"], \"outputs\": [\"gm\"]},"
+    "  {\"op\": \"rop\", \"inputs\": [\"r\", \"x\", \"y\"], \"outputs\": [\"jv\"]}],"
+    " \"functions\": {\"f\": {\"inputs\": [\"x\"], \"outputs\": [\"c\", \"gx\"]},"
+    "               \"g\": {\"inputs\": [\"x\", \"y\"], \"outputs\": [\"gm\"]},"
+    "               \"j\": {\"inputs\": [\"x\", \"y\"], \"outputs\": [\"jv\"]}}}";
+
+/* The scheduled node of op `op` (the first), or -1. */
+static int sched_of(const tg_function *f, const char *op) {
+    for (int k = 0; k < tg_function_node_count(f); k++)
+        if (!strcmp(tg_function_node_op(f, k), op)) return k;
+    return -1;
+}
+
+static void expect_grad(const tg_function *f, const char *key, const char *of, const char *of_op,
+                        const char *by, const char *by_op) {
+    tg_key_gradient kg;
+    if (!tg_function_key_gradient(f, key, &kg)) fail_msg("%s: no gradient entry", key);
+    assert_string_equal(kg.of, of);
+    assert_string_equal(kg.of_op, of_op);
+    assert_string_equal(kg.by, by);
+    assert_string_equal(kg.by_op, by_op);
+}
+
+static void test_gradient_nodes_named(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load(GRAD_GRAPH);
+    tg_compile_options none = {.preset = "none"};
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, "f", ctx), &none, ctx);
+    assert_non_null(f);
+    /* x / (2 sqrt x), the derivative of sqrt: the division's key. */
+    int k = sched_of(f, "true_div");
+    assert_true(k >= 0);
+    const char *key = tg_function_node_key(f, k);
+    assert_true(!strncmp(key, "gx.", 3));
+    expect_grad(f, key, "r", "sqrt", "gx", "grad");
+    /* The file's own nodes, and the grad node's output, are not such keys. */
+    tg_key_gradient kg;
+    assert_false(tg_function_key_gradient(f, "r", &kg));
+    assert_false(tg_function_key_gradient(f, "gx", &kg));
+    assert_false(tg_function_key_gradient(f, "nonesuch", &kg));
+    /* The values: c = 0 + 1 + 8, gx = (nan, 1.5, 3). */
+    tg_array *x = vec3(0, 1, 4), *out[2] = {NULL, NULL};
+    if (tg_function_call(f, &x, out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    const double *gv = tg_array_data(out[1]);
+    assert_true(tg_array_get_flat(out[0], 0) == 9 && isnan(gv[0]) && gv[1] == 1.5 && gv[2] == 3);
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+
+    /* Saved and restored (fast_run: the division fused into a composite
+     * whose origins are grad keys), and copied. */
+    tg_function *h = tg_function_compile(g, tg_graph_function_find(g, "f", ctx), NULL, ctx);
+    assert_non_null(h);
+    tg_tgf *t = round_trip("grad.tgf", h, NULL, "gradient nodes", ctx);
+    tg_function *fs[2] = {tg_tgf_function(t, 0), NULL};
+    fs[1] = tg_function_copy(fs[0], NULL, NULL, 0, ctx);
+    if (!fs[1]) fail_msg("%s", tg_ctx_message(ctx));
+    for (int i = 0; i < 2; i++) {
+        expect_grad(fs[i], key, "r", "sqrt", "gx", "grad");
+        int kc = sched_of(fs[i], "composite");
+        assert_true(kc >= 0);
+        const char *const *keys;
+        int no = tg_function_node_origins(fs[i], kc, &keys);
+        bool found = false;
+        for (int j = 0; j < no; j++) found |= !strcmp(keys[j], key);
+        assert_true(found);
+        /* The composite's origin groups: the one that holds the division
+         * is the division alone. */
+        const tg_node *cn = fs[i]->sched[kc].node;
+        int nf;
+        const int *st = tg_composite_origin_starts(cn, &nf);
+        {
+            assert_non_null(st);
+            int start = -1, len = 0;
+            for (int j = 0; j < nf; j++)
+                if (st[j + 1] - st[j] == 1 && !strcmp(keys[st[j]], key)) start = st[j], len = 1;
+            assert_true(start >= 0 && len == 1);
+            int nf0;
+            const int *st0 = tg_composite_origin_starts(h->sched[sched_of(h, "composite")].node, &nf0);
+            assert_int_equal(nf, nf0);
+            assert_memory_equal(st, st0, sizeof *st * (size_t)(nf + 1));
+        }
+    }
+    tg_function_free(fs[1]);
+    tg_tgf_free(t);
+    tg_function_free(h);
+
+    /* A run-time error in such a node says whose derivative it is: the
+     * gradient of maximum(x, y) runs ge(x, y) before maximum itself when
+     * nothing is optimized, and the lengths do not broadcast. */
+    tg_function *m = tg_function_compile(g, tg_graph_function_find(g, "g", ctx), &none, ctx);
+    assert_non_null(m);
+    int64_t two = 2;
+    tg_array *ins[2] = {x, tu_f64(1, &two, (double[]){1, 2})}, *gm = NULL;
+    assert_int_not_equal(tg_function_call(m, ins, &gm, ctx), 0);
+    const char *msg = tg_ctx_message(ctx);
+    if (!strstr(msg, "; from grad gm, differentiating mx (maximum)): shapes (3,) and (2,) do not broadcast"))
+        fail_msg("message: %s", msg);
+    tg_function_free(m);
+
+    /* An rop's nodes say rop. */
+    tg_function *j = tg_function_compile(g, tg_graph_function_find(g, "j", ctx), &none, ctx);
+    assert_non_null(j);
+    int kd = sched_of(j, "true_div");
+    assert_true(kd >= 0);
+    tg_key_gradient kj;
+    assert_true(tg_function_key_gradient(j, tg_function_node_key(j, kd), &kj));
+    assert_string_equal(kj.by, "jv");
+    assert_string_equal(kj.by_op, "rop");
+    tg_function_free(j);
+
+    tg_array_free(ins[1]);
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* A format version 2 file (tests/fuzz/corpus_tgf/grad_v2.tgf, written by
+ * tg before version 3 from tests/data/tools/grad_nan.json) still loads
+ * and runs; it has no gradients' table and no origin groups. */
+static void test_version_2_file(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf *t = tg_tgf_load(TG_TEST_DATA "/../fuzz/corpus_tgf/grad_v2.tgf", NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *f = tg_tgf_function(t, 0);
+    tg_array *x = vec3(0, 1, 4), *out[2] = {NULL, NULL};
+    if (tg_function_call(f, &x, out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    const double *gv = tg_array_data(out[1]);
+    assert_true(tg_array_get_flat(out[0], 0) == 9 && isnan(gv[0]) && gv[1] == 1.5 && gv[2] == 3);
+    for (int k = 0; k < tg_function_node_count(f); k++) {
+        tg_key_gradient kg;
+        assert_false(tg_function_key_gradient(f, tg_function_node_key(f, k), &kg));
+        int nf;
+        assert_null(tg_composite_origin_starts(f->sched[k].node, &nf));
+    }
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    tg_array_free(x);
+    tg_tgf_free(t);
+    tg_ctx_free(ctx);
+}
+
 static void test_copy_swap_and_call_n(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -896,6 +1057,104 @@ static void test_section_loader_rules(void **state) {
     tg_array_free(b3);
 }
 
+/* Version 3 sections: a node's origin groups (only a composite's, rising
+ * to its origin count) and the gradients' table after the passes. */
+static void sec_v3(sec *S, const char *const *strs, int ngroups, const uint32_t *ends) {
+    static const uint32_t in2[2] = {0, 1};
+    int64_t s3[1] = {3};
+    sec_begin(S, strs);
+    S->b[3] = 0x03;
+    s32(S, 3);
+    sec_var(S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+    sec_var(S, "c", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+    sec_var(S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
+    s32(S, 1);
+    /* add(x, c) -> y standing for y.1 and y.2, a gradient's nodes */
+    s32(S, si(S, "add"));
+    s32(S, NO);
+    s32(S, NO);
+    s32(S, 2);
+    s32(S, in2[0]);
+    s32(S, in2[1]);
+    s32(S, 1);
+    s32(S, 2);
+    s8(S, 0);
+    s32(S, 0);
+    s32(S, 2);
+    s32(S, si(S, "y.1"));
+    s32(S, si(S, "y.2"));
+    s32(S, (uint32_t)ngroups);
+    for (int k = 0; k < ngroups; k++) s32(S, ends[k]);
+    sec_end(S, 2, in2, 2, "y");
+}
+
+static void test_section_version_3(void **state) {
+    (void)state;
+    static const char *const strs[] = {"x", "c", "y", "add", "y.1", "y.2", "g", "grad", "exp", NULL};
+    char msg[512];
+    sec S;
+    /* no groups, and the table: y.1 is the expansion's own, y.2 from exp */
+    sec_v3(&S, strs, 0, NULL);
+    s32(&S, 2);
+    s32(&S, si(&S, "y.1"));
+    s32(&S, NO);
+    s32(&S, NO);
+    s32(&S, si(&S, "g"));
+    s32(&S, si(&S, "grad"));
+    s32(&S, si(&S, "y.2"));
+    s32(&S, si(&S, "x"));
+    s32(&S, si(&S, "exp"));
+    s32(&S, si(&S, "g"));
+    s32(&S, si(&S, "grad"));
+    tg_ctx *ctx = tg_ctx_new();
+    tgf_decoded d;
+    if (tgf_graph_decode(S.b, S.n, NULL, 0, sec_shared, NULL, "t", &d, ctx))
+        fail_msg("%s", tg_ctx_message(ctx));
+    assert_int_equal(d.record.ngrads, 2);
+    const tg_grad_origin *o = tg_opt_record_grad(&d.record, "y.2");
+    assert_non_null(o);
+    assert_string_equal(o->of, "x");
+    assert_string_equal(o->of_op, "exp");
+    assert_string_equal(o->by, "g");
+    o = tg_opt_record_grad(&d.record, "y.1");
+    assert_non_null(o);
+    assert_string_equal(o->of, "");
+    assert_null(tg_opt_record_grad(&d.record, "y"));
+    char note[256];
+    const char *keys[2] = {"y.1", "y.2"};
+    tg_opt_record_grad_note(&d.record, keys, 2, note, sizeof note);
+    assert_string_equal(note, "from grad g, differentiating x (exp)");
+    tg_fgraph_free(d.fg);
+    for (int i = 0; i < 1; i++) tg_free(d.out_ids[i]);
+    tg_free(d.out_ids);
+    tg_opt_record_free(&d.record);
+    tg_free(d.strpool);
+    tg_ctx_free(ctx);
+    /* the table cut short */
+    sec_v3(&S, strs, 0, NULL);
+    s32(&S, 2);
+    s32(&S, si(&S, "y.1"));
+    assert_null(sec_decode(&S, NULL, 0, msg, sizeof msg));
+    assert_non_null(strstr(msg, "2 gradient nodes do not fit"));
+    /* a key that is no string of the table */
+    sec_v3(&S, strs, 0, NULL);
+    s32(&S, 1);
+    for (int k = 0; k < 5; k++) s32(&S, k == 3 ? 99 : si(&S, "g"));
+    assert_null(sec_decode(&S, NULL, 0, msg, sizeof msg));
+    assert_non_null(strstr(msg, "gradient nodes: string 99 is not in the table"));
+    /* origin groups on a node that is not a composite, or that do not
+     * rise to the origin count */
+    static const uint32_t two[2] = {1, 2}, bad[1] = {1};
+    sec_v3(&S, strs, 2, two);
+    s32(&S, 0);
+    assert_null(sec_decode(&S, NULL, 0, msg, sizeof msg));
+    assert_non_null(strstr(msg, "bad origin groups"));
+    sec_v3(&S, strs, 1, bad);
+    s32(&S, 0);
+    assert_null(sec_decode(&S, NULL, 0, msg, sizeof msg));
+    assert_non_null(strstr(msg, "bad origin groups"));
+}
+
 /* What the export writes loads with the types the section has: a length
  * the saved type fixes and the op leaves open is declared, and a weak
  * constant stays weak only where the op reading it leaves its dtype. */
@@ -1020,6 +1279,8 @@ int main(void) {
         cmocka_unit_test(test_original_graph),
         cmocka_unit_test(test_save_state_copies_original),
         cmocka_unit_test(test_record_and_origins_survive),
+        cmocka_unit_test(test_gradient_nodes_named),
+        cmocka_unit_test(test_version_2_file),
         cmocka_unit_test(test_copy_swap_and_call_n),
         cmocka_unit_test(test_stale_inplace_hints_dropped),
         cmocka_unit_test(test_unknown_conv_lengths_restore),
@@ -1027,6 +1288,7 @@ int main(void) {
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
         cmocka_unit_test(test_section_loader_rules),
         cmocka_unit_test(test_section_export_types),
+        cmocka_unit_test(test_section_version_3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

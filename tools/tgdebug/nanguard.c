@@ -46,13 +46,15 @@ static const char *what_word(unsigned w) {
 
 /* The original nodes of the file a scheduled node stands for, each with
  * its op and trace. */
-static void print_origins(const tg_graph *g, const char *const *keys, int n, const char *title) {
+static void print_origins(const tg_graph *g, const tg_function *f, const char *const *keys, int n,
+                          const char *title) {
     for (int i = 0; i < n; i++) {
         const tg_node *o = g ? tgd_graph_node(g, keys[i]) : NULL;
         if (o)
             printf("%s: %s (%s)\n", title, keys[i], o->op->name);
         else /* a .tgf keeps the optimized graph only */
             printf("%s: %s\n", title, keys[i]);
+        tgd_print_gradient(stdout, f, keys[i], "  ");
         if (o) {
             printf("trace of %s:\n", keys[i]);
             tgd_print_trace(stdout, o, "  ");
@@ -83,6 +85,11 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
     }
     printf("node: %s\n", tg_function_node_key(f, k));
     printf("op: %s\n", n->op->name);
+    const char *const *keys;
+    int no = tg_function_node_origins(f, k, &keys);
+    bool self = no == 1 && !strcmp(keys[0], tg_function_node_key(f, k));
+    /* (a node a rewrite made is described through its origins below) */
+    if (self) tgd_print_gradient(stdout, f, keys[0], "");
     printf("schedule: %d of %d\n", k + 1, tg_function_node_count(f));
     printf("output %d '%s': nan=%lld inf=%lld big=%lld (|x| > %g) of %lld; finite min=%.6g max=%.6g mean=%.6g\n",
            off->output, off->var, (long long)off->stats.nan, (long long)off->stats.inf,
@@ -92,19 +99,16 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
         printf("input %d '%s': ", i, n->inputs[i]->id);
         tgd_print_stats(stdout, tg_nanguard_node_input(ng, i));
     }
-    const char *const *keys;
-    int no = tg_function_node_origins(f, k, &keys);
     if (off->body_op) {
         printf("fused op: %s (body variable %s of the composite)\n", off->body_op, off->body_var);
-        print_origins(g, off->origins, off->norigins, "original node");
+        print_origins(g, f, off->origins, off->norigins, "original node");
         return;
     }
     printf("trace:\n");
     tgd_print_trace(stdout, n, "  ");
-    bool self = no == 1 && !strcmp(keys[0], tg_function_node_key(f, k));
     if (!self && no > 0) {
         printf("stands for %d node%s of the file:\n", no, no == 1 ? "" : "s");
-        print_origins(g, keys, no, "original node");
+        print_origins(g, f, keys, no, "original node");
     }
 }
 

@@ -141,6 +141,24 @@ TG_API const char *tg_function_node_key(const tg_function *f, int node);
 TG_API int tg_function_node_origins(const tg_function *f, int node,
                                     const char *const **keys);
 
+/* Expanding a grad, rop or lop node of the file makes nodes of its own,
+ * keyed "<its output id>.<n>", that name no node of the file. For such a
+ * key (a scheduled node's own, or one among a node's origins): the node
+ * whose derivative it takes part in, by key and op (both "" for the
+ * expansion's own nodes, such as the seed of the cost), and the grad, rop
+ * or lop node that made it, by key and op. Theano left such nodes
+ * nameless; PyTorch names them after the forward op (MulBackward0). */
+typedef struct tg_key_gradient {
+    const char *of;    /* "r": the node differentiated, or "" */
+    const char *of_op; /* "sqrt", or "" */
+    const char *by;    /* "gx": the grad, rop or lop node */
+    const char *by_op; /* "grad", "rop" or "lop" */
+} tg_key_gradient;
+/* Fills *out and returns true for such a key; false for any other. The
+ * strings are borrowed from f. */
+TG_API bool tg_function_key_gradient(const tg_function *f, const char *key,
+                                     tg_key_gradient *out);
+
 /* The optimizer's own profile: one entry per pass that ran, in order. */
 typedef struct tg_pass_stats {
     const char *name;

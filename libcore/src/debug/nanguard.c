@@ -401,9 +401,17 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
         }
         tg_ctx_free(c2);
     }
-    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s) made %s in output '%s' (%d of %lld elements)",
+    /* A node of a gradient's expansion names no node of the file: say
+     * which derivative it (or the body op's origins) belongs to. */
+    char note[512] = "";
+    if (f->record.ngrads) {
+        const char *const *keys = g->off.body_op ? g->off.origins : NULL;
+        int nk = g->off.body_op ? g->off.norigins : tg_function_node_origins(f, k, &keys);
+        tg_opt_record_grad_note(&f->record, keys, nk, note, sizeof note);
+    }
+    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s%s) made %s in output '%s' (%d of %lld elements)",
                      (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name,
-                     g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "",
-                     what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
+                     g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "", *note ? "; " : "",
+                     note, what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
                      (long long)g->off.stats.size);
 }

@@ -8,6 +8,8 @@
 
 /* ---- the builder ---- */
 
+static const char *node_key(const tg_node *n) { return n->nout ? n->outputs[0]->id : n->op->name; }
+
 static int gb_push(tg_gb *b, tg_node *n) {
     if (b->nnodes == b->cnodes) {
         int c = b->cnodes ? b->cnodes * 2 : 32;
@@ -62,6 +64,17 @@ tg_node *tg_gb_node(tg_gb *b, const tg_op *op, int nin, tg_var *const *in, int n
         tg_node_free(n);
         tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
         return NULL;
+    }
+    /* Which derivative the node takes part in, for the messages and tools
+     * that name it: it has no place in the file. */
+    if (b->by) {
+        const tg_node *o = b->origin && b->origin != b->by ? b->origin : NULL;
+        if (!(n->grad_of = tg_grad_of_pack(o ? node_key(o) : "", o ? o->op->name : "", node_key(b->by),
+                                           b->by->op->name))) {
+            tg_node_free(n);
+            tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
+            return NULL;
+        }
     }
     for (int k = 0; k < nout; k++) {
         tg_var *v = gb_new_var(b, TG_VAR_RESULT);
@@ -327,7 +340,7 @@ static int check_like(tg_ctx *ctx, int at, const tg_var *u, const tg_var *f, con
 
 int tg_grad_expand(tg_graph *g, tg_node *gn, tg_node ***out, int *nout, tg_ctx *ctx) {
     int rc = TG_OK;
-    tg_gb b = {.g = g, .ctx = ctx, .origin = gn, .prefix = gn->outputs[0]->id};
+    tg_gb b = {.g = g, .ctx = ctx, .origin = gn, .by = gn, .prefix = gn->outputs[0]->id};
     tg_var *f = gn->inputs[0];
     tg_var **res = NULL, **f2 = NULL, **s2 = NULL;
     tg_node **all = NULL;

@@ -16,6 +16,7 @@ typedef struct tg_gb {
     tg_node **nodes; /* built, in order */
     int nnodes, cnodes;
     const tg_node *origin; /* trace source for new nodes */
+    const tg_node *by;     /* the grad, rop or lop node being expanded */
     tg_ctx *ctx;
     int serial;
     const char *prefix; /* ids of new variables: "<prefix>.<serial>" */

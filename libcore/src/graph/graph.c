@@ -205,6 +205,7 @@ void tg_node_free(tg_node *n) {
     tg_free(n->name);
     tg_free(n->inplace);
     tg_free(n->origins);
+    tg_free(n->grad_of);
     tg_trace_free(&n->trace);
     tg_node_release_block(n);
 }
@@ -223,6 +224,26 @@ char **tg_origins_pack(const char *const *keys, int n) {
     }
     o[n] = NULL;
     return o;
+}
+
+char *tg_grad_of_pack(const char *of, const char *of_op, const char *by, const char *by_op) {
+    const char *s[4] = {of ? of : "", of_op ? of_op : "", by ? by : "", by_op ? by_op : ""};
+    size_t len[4], total = 0;
+    for (int i = 0; i < 4; i++) total += (len[i] = strlen(s[i])) + 1;
+    char *b = tg_malloc(total), *p = b;
+    if (!b) return NULL;
+    for (int i = 0; i < 4; i++) {
+        memcpy(p, s[i], len[i] + 1);
+        p += len[i] + 1;
+    }
+    return b;
+}
+
+void tg_grad_of_split(const char *block, const char *s[4]) {
+    for (int i = 0; i < 4; i++) {
+        s[i] = block;
+        block += strlen(block) + 1;
+    }
 }
 
 tg_node *tg_node_move(tg_arena *a, tg_node *n) {
@@ -433,9 +454,11 @@ void tg_node_trace_str(const tg_node *n, char *buf, size_t size) {
     snprintf(buf + k, size - (size_t)k, "]");
 }
 
-void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n) {
+void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n) { tg_node_error_wrap_note(ctx, n, NULL); }
+
+void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note) {
     if (!ctx) return;
-    char desc[320], trace[1024], old[TG_CTX_MSG_MAX];
+    char desc[640], trace[1024], old[TG_CTX_MSG_MAX];
     tg_node_describe(n, desc, sizeof desc);
     /* A node a rewrite made (a fused composite, a gemm) has no place in
      * the file: name the file's nodes it stands for by their keys (first
@@ -453,6 +476,9 @@ void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n) {
             k += (size_t)snprintf(desc + k, sizeof desc - k, " and %d more", n->norigins - 4);
         if (k < sizeof desc) snprintf(desc + k, sizeof desc - k, ")");
     }
+    k = strlen(desc);
+    if (note && *note && k && desc[k - 1] == ')')
+        snprintf(desc + k - 1, sizeof desc - (k - 1), "; %s)", note);
     tg_node_trace_str(n, trace, sizeof trace);
     memcpy(old, ctx->msg, sizeof old);
     snprintf(ctx->msg, sizeof ctx->msg, "%s: %s%s", desc, old, trace);

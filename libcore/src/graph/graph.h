@@ -175,6 +175,13 @@ struct tg_node {
      * NULL, then the strings they point to; one tg_free releases it. */
     char **origins;
     int norigins;
+    /* For a node that expanding a grad, rop or lop node of the file made:
+     * which derivative it takes part in, as one owned block of four
+     * NUL-terminated strings (tg_grad_of_pack): the key of the node it
+     * differentiates ("" for the expansion's own nodes, such as the seed
+     * of the cost), that node's op, then the grad, rop or lop node's key
+     * and op. NULL: any other node. */
+    char *grad_of;
     int json_index; /* nodes[i] in the file, or -1 for a node made later */
     char *name;
     tg_trace trace;
@@ -343,6 +350,23 @@ void tg_node_free(tg_node *n);
  * graphs of 100,000 nodes the allocator then had to take back one by
  * one. NULL: no memory. */
 char **tg_origins_pack(const char *const *keys, int n);
+/* (ops/composite.c; declared here because composite.h's kernel type
+ * clashes with the backends') Which of a composite node's origins each
+ * fused node stood for: fused node j (body variable t<j>) stood for
+ * origins[starts[j] .. starts[j + 1]). Returns the starts (*nfused + 1 of them), or NULL when
+ * the node does not know (read from a graph file, or not a composite). */
+const int *tg_composite_origin_starts(const tg_node *n, int *nfused);
+/* Give a composite node read back from a compiled-function file the
+ * starts it was saved with (copied): nfused + 1 of them, 0 first, rising
+ * (each fused node stood for at least one), the last the node's origin
+ * count. TG_EINVAL when they are not so, TG_ENOMEM. */
+int tg_composite_set_origin_starts(tg_node *n, const int *starts, int nfused);
+
+/* A node's grad_of block (above), the four strings copied; NULL for
+ * "of" or "of_op" is "". NULL: no memory. */
+char *tg_grad_of_pack(const char *of, const char *of_op, const char *by, const char *by_op);
+/* The four strings of a grad_of block, in its order. */
+void tg_grad_of_split(const char *block, const char *s[4]);
 const char *tg_var_label(const tg_var *v); /* name, or id */
 /* n zeroed frames for a trace to fill in, read-only once filled: a block
  * with a reference count in front, so that the copies of a trace (a clone
@@ -388,6 +412,10 @@ void tg_node_trace_str(const tg_node *n, char *buf, size_t size);
 /* Prefix the message on ctx with the node's description and append its
  * trace: what the VM does to every run-time error. */
 void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n);
+/* The same, with `note` (when not NULL or "") added inside the node's
+ * parentheses after "; ": what the VM says of a node made by a gradient's
+ * expansion. */
+void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note);
 
 /* "float32[3, ?]" */
 void tg_type_str(const tg_type *t, char *buf, size_t size);

@@ -1823,6 +1823,12 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
             goto fail;
         }
         dst->norigins = src->norigins;
+        int nf;
+        const int *st = tg_composite_origin_starts(src, &nf);
+        if (st && tg_composite_set_origin_starts(dst, st, nf) == TG_ENOMEM) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
     }
     c = tg_function_link_fgraph(f->name, fg, f->no_gc, ctx);
     fg = NULL;
@@ -1845,6 +1851,21 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         p = stpcpy(p, e->pass) + 1;
         if (tg_opt_record_add(&c->record, pn, pp, (const char *const *)e->removed, e->nremoved,
                               (const char *const *)e->created, e->ncreated)) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
+    /* and what the gradients' nodes stand for */
+    if (f->record.ngrads) {
+        const char **gs = tg_malloc(sizeof *gs * 5 * (size_t)f->record.ngrads);
+        for (int i = 0; gs && i < f->record.ngrads; i++) {
+            const tg_grad_origin *o = &f->record.grads[i];
+            const char *five[5] = {o->key, o->of, o->of_op, o->by, o->by_op};
+            memcpy(gs + 5 * i, five, sizeof five);
+        }
+        int grc = gs ? tg_opt_record_grads_set(&c->record, f->record.ngrads, gs) : TG_ENOMEM;
+        tg_free(gs);
+        if (grc) {
             tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto fail;
         }

@@ -24,7 +24,9 @@
 #include "tensor/tensor.h"
 #include "vm/vm.h"
 
-#define GRAPH_MAGIC "TGG\x02"
+#define GRAPH_MAGIC "TGG\x03"
+/* Version 2 sections (format version 2 files) end after the passes. */
+#define GRAPH_MAGIC_V2 "TGG\x02"
 #define NONE 0xffffffffu
 
 /* ---- writing ---- */
@@ -137,6 +139,14 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
         }
         put32(&E, n->origins ? (uint32_t)n->norigins : NONE);
         for (int k = 0; n->origins && k < n->norigins; k++) put32(&E, intern(&E, n->origins[k]));
+        if (n->origins) {
+            /* a composite's origins by fused node (tgdebug nanguard names
+             * the ones of the body op that went bad) */
+            int nf;
+            const int *st = tg_composite_origin_starts(n, &nf);
+            put32(&E, st ? (uint32_t)nf : 0);
+            for (int k = 1; st && k <= nf; k++) put32(&E, (uint32_t)st[k]);
+        }
     }
     /* The function: inputs, outputs with their declared ids, updates. */
     put32(&E, (uint32_t)fg->nin);
@@ -174,6 +184,17 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
         put32(&E, (uint32_t)p->nodes_after);
         put32(&E, (uint32_t)p->applied);
     }
+    /* The nodes gradients' expansions made, by key: what the keys above
+     * that name no node of the file stand for. */
+    put32(&E, (uint32_t)f->record.ngrads);
+    for (int i = 0; i < f->record.ngrads; i++) {
+        const tg_grad_origin *g = &f->record.grads[i];
+        put32(&E, intern(&E, g->key));
+        put32(&E, *g->of ? intern(&E, g->of) : NONE);
+        put32(&E, *g->of_op ? intern(&E, g->of_op) : NONE);
+        put32(&E, intern(&E, g->by));
+        put32(&E, intern(&E, g->by_op));
+    }
     if (E.oom || E.body.oom) goto done;
     /* The section: magic, the string table, then the records above. */
     tg_str_add(out, GRAPH_MAGIC, 4);
@@ -207,6 +228,7 @@ typedef struct dec {
     uint32_t nstrs;
     char *pool;
     int rc;
+    bool v2; /* a version 2 section: no origin groups, no gradients' nodes */
 } dec;
 
 static int fail(dec *D, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -651,6 +673,23 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         if (keys != small) tg_free(keys);
         if (D->rc) goto bad;
         if (!n->origins) goto oom;
+        uint32_t nf = D->v2 ? 0 : get_count(D, 4, "origin groups");
+        if (nf) {
+            int *st = tg_malloc(sizeof *st * ((size_t)nf + 1));
+            if (!st) goto oom;
+            st[0] = 0;
+            for (uint32_t k = 1; k <= nf && !D->rc; k++) {
+                uint32_t e = get32(D);
+                st[k] = e > nor ? -1 : (int)e;
+            }
+            int grc = D->rc ? D->rc : tg_composite_set_origin_starts(n, st, (int)nf);
+            tg_free(st);
+            if (grc == TG_ENOMEM) goto oom;
+            if (grc) {
+                fail(D, TG_EPARSE, "graph section: %s: bad origin groups", where);
+                goto bad;
+            }
+        }
     }
     if (D->rc) goto bad;
     /* The op's inference gives the types again: the saved ones must agree
@@ -831,10 +870,23 @@ static int read_record(dec *D, tg_opt_record *rec) {
     return D->rc;
 }
 
+/* The gradients' nodes (format version 3 on). */
+static int read_grads(dec *D, tg_opt_record *rec) {
+    uint32_t n = get_count(D, 20, "gradient nodes");
+    if (D->rc || !n) return D->rc;
+    const char **s = tg_calloc((size_t)n * 5, sizeof *s);
+    if (!s) return fail(D, TG_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < n && !D->rc; i++)
+        for (int j = 0; j < 5 && !D->rc; j++) s[5 * i + j] = get_str(D, j == 1 || j == 2, "gradient nodes");
+    if (!D->rc && tg_opt_record_grads_set(rec, (int)n, s)) fail(D, TG_ENOMEM, "out of memory");
+    tg_free(s);
+    return D->rc;
+}
+
 int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int narrays,
                      tgf_shared_fn shared, void *ud, const char *what, tgf_decoded *out,
                      tg_ctx *ctx) {
-    dec D = {data, (const unsigned char *)data + len, what, ctx, NULL, 0, NULL, TG_OK};
+    dec D = {data, (const unsigned char *)data + len, what, ctx, NULL, 0, NULL, TG_OK, false};
     attrs_cache C = {0};
     memset(out, 0, sizeof *out);
     tg_fgraph *fg = tg_calloc(1, sizeof *fg);
@@ -842,7 +894,8 @@ int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int 
         tg_free(fg);
         return fail(&D, TG_ENOMEM, "out of memory");
     }
-    if (len < 4 || memcmp(data, GRAPH_MAGIC, 4)) {
+    bool v2 = D.v2 = len >= 4 && !memcmp(data, GRAPH_MAGIC_V2, 4);
+    if (len < 4 || (memcmp(data, GRAPH_MAGIC, 4) && !v2)) {
         fail(&D, TG_EPARSE, "not a graph section (bad magic number)");
         goto done;
     }
@@ -856,7 +909,9 @@ int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int 
     }
     uint32_t nn = get_count(&D, 24, "nodes");
     for (uint32_t s = 0; s < nn && !D.rc; s++) read_node(&D, fg, &C, (int)s);
-    if (D.rc || read_function(&D, fg, &out->out_ids) || read_record(&D, &out->record)) goto done;
+    if (D.rc || read_function(&D, fg, &out->out_ids) || read_record(&D, &out->record) ||
+        (!v2 && read_grads(&D, &out->record)))
+        goto done;
     if (D.p != D.end) fail(&D, TG_EPARSE, "graph section: %zu bytes after its end", (size_t)(D.end - D.p));
 done:
     for (uint32_t i = 0; C.obj && i < D.nstrs; i++) json_object_put(C.obj[i]);

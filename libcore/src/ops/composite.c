@@ -1655,6 +1655,27 @@ int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs, int *ni
     return TG_OK;
 }
 
+const int *tg_composite_origin_starts(const tg_node *n, int *nfused) {
+    const comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    *nfused = b && b->ostart ? b->nfused : 0;
+    return b ? b->ostart : NULL;
+}
+
+int tg_composite_set_origin_starts(tg_node *n, const int *starts, int nfused) {
+    comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    if (!b || nfused < 1 || nfused > n->norigins || starts[0] != 0 || starts[nfused] != n->norigins)
+        return TG_EINVAL;
+    for (int j = 0; j < nfused; j++)
+        if (starts[j + 1] <= starts[j]) return TG_EINVAL;
+    int *c = tg_malloc(sizeof *c * ((size_t)nfused + 1));
+    if (!c) return TG_ENOMEM;
+    memcpy(c, starts, sizeof *c * ((size_t)nfused + 1));
+    tg_free(b->ostart);
+    b->ostart = c;
+    b->nfused = nfused;
+    return TG_OK;
+}
+
 /* ---- finding the body op that made a bad value (tgdebug nanguard) ---- */
 
 int tg_composite_locate(const tg_node *n, tg_array *const *in,

@@ -1,4 +1,6 @@
 /* The rewrite record: what the optimizer did, kept with the function. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -13,6 +15,8 @@ void tg_opt_record_free(tg_opt_record *r) {
     tg_free(r->rstats);
     tg_free(r->vmap);
     tg_free(r->vmap_text);
+    tg_free(r->grads);
+    tg_free(r->grads_text);
     memset(r, 0, sizeof *r);
 }
 
@@ -102,4 +106,105 @@ const char *tg_opt_record_standin(const tg_opt_record *r, const char *id) {
     for (int i = r->nvmap - 1; i >= 0; i--)
         if (strcmp(r->vmap_text + r->vmap[2 * i + 1], id) == 0) id = r->vmap_text + r->vmap[2 * i];
     return id;
+}
+
+/* ---- the nodes of gradient expansions ---- */
+
+static int grad_cmp(const void *a, const void *b) {
+    return strcmp(((const tg_grad_origin *)a)->key, ((const tg_grad_origin *)b)->key);
+}
+
+int tg_opt_record_grads_set(tg_opt_record *r, int n, const char *const *s) {
+    size_t text = 0;
+    for (int i = 0; i < 5 * n; i++) text += strlen(s[i] ? s[i] : "") + 1;
+    tg_grad_origin *g = n ? tg_calloc((size_t)n, sizeof *g) : NULL;
+    char *t = n ? tg_malloc(text) : NULL;
+    if (n && (!g || !t)) {
+        tg_free(g);
+        tg_free(t);
+        return TG_ENOMEM;
+    }
+    char *p = t;
+    for (int i = 0; i < n; i++) {
+        const char **f[5] = {&g[i].key, &g[i].of, &g[i].of_op, &g[i].by, &g[i].by_op};
+        for (int j = 0; j < 5; j++) {
+            const char *v = s[5 * i + j] ? s[5 * i + j] : "";
+            size_t len = strlen(v) + 1;
+            memcpy(p, v, len);
+            *f[j] = p;
+            p += len;
+        }
+    }
+    if (n > 1) qsort(g, (size_t)n, sizeof *g, grad_cmp);
+    tg_free(r->grads);
+    tg_free(r->grads_text);
+    r->grads = g;
+    r->grads_text = t;
+    r->ngrads = n;
+    return TG_OK;
+}
+
+int tg_opt_record_grads_from(tg_opt_record *r, const tg_fgraph *fg) {
+    int n = 0;
+    for (int i = 0; i < fg->nnodes; i++) n += fg->nodes[i]->grad_of && fg->nodes[i]->nout;
+    if (!n) return tg_opt_record_grads_set(r, 0, NULL);
+    const char **s = tg_malloc(sizeof *s * 5 * (size_t)n);
+    if (!s) return TG_ENOMEM;
+    for (int i = 0, k = 0; i < fg->nnodes; i++) {
+        const tg_node *nd = fg->nodes[i];
+        if (!nd->grad_of || !nd->nout) continue;
+        s[5 * k] = nd->outputs[0]->id;
+        tg_grad_of_split(nd->grad_of, s + 5 * k + 1);
+        k++;
+    }
+    int rc = tg_opt_record_grads_set(r, n, s);
+    tg_free(s);
+    return rc;
+}
+
+const tg_grad_origin *tg_opt_record_grad(const tg_opt_record *r, const char *key) {
+    if (!r->ngrads || !key) return NULL;
+    tg_grad_origin k = {.key = key};
+    return bsearch(&k, r->grads, (size_t)r->ngrads, sizeof k, grad_cmp);
+}
+
+void tg_opt_record_grad_note(const tg_opt_record *r, const char *const *keys, int nk, char *buf,
+                             size_t size) {
+    if (!size) return;
+    buf[0] = 0;
+    const tg_grad_origin *seen[16];
+    int nseen = 0;
+    for (int i = 0; i < nk && nseen < 16; i++) {
+        const tg_grad_origin *g = tg_opt_record_grad(r, keys[i]);
+        bool dup = !g;
+        for (int j = 0; j < nseen && !dup; j++)
+            dup = !strcmp(seen[j]->by, g->by) && !strcmp(seen[j]->of, g->of);
+        if (!dup) seen[nseen++] = g;
+    }
+    size_t k = 0;
+    for (int i = 0; i < nseen && k < size; i++) {
+        bool first = true;
+        for (int j = 0; j < i && first; j++) first = strcmp(seen[j]->by, seen[i]->by) != 0;
+        if (!first) continue;
+        int w = snprintf(buf + k, size - k, "%sfrom %s %s", k ? "; " : "", seen[i]->by_op, seen[i]->by);
+        if (w < 0) return;
+        k += (size_t)w;
+        int shown = 0, more = 0;
+        for (int j = i; j < nseen && k < size; j++) {
+            if (strcmp(seen[j]->by, seen[i]->by) || !*seen[j]->of) continue;
+            if (shown == 3) {
+                more++;
+                continue;
+            }
+            w = snprintf(buf + k, size - k, "%s%s (%s)", shown ? ", " : ", differentiating ", seen[j]->of,
+                         seen[j]->of_op);
+            if (w < 0) return;
+            k += (size_t)w;
+            shown++;
+        }
+        if (more && k < size) {
+            w = snprintf(buf + k, size - k, " and %d more", more);
+            if (w > 0) k += (size_t)w;
+        }
+    }
 }

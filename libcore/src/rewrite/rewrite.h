@@ -22,6 +22,11 @@ typedef struct tg_rw_entry {
     int ncreated;
 } tg_rw_entry;
 
+/* See tg_function_key_gradient (tg/function.h). */
+typedef struct tg_grad_origin {
+    const char *key, *of, *of_op, *by, *by_op;
+} tg_grad_origin;
+
 typedef struct tg_opt_record {
     tg_rw_entry *entries;
     int n, cap;
@@ -40,9 +45,30 @@ typedef struct tg_opt_record {
     int nvmap, cvmap; /* pairs */
     char *vmap_text;
     size_t vmap_len, vmap_cap;
+    /* The nodes a gradient's expansion made (tg_node.grad_of), by key, as
+     * the function held them before the rewrites: what a key in the
+     * origins of an optimized node, or a scheduled node's own, that is in
+     * no file stands for. Sorted by key; the strings in one block
+     * (grads_text). Owned; saved in compiled-function files. */
+    tg_grad_origin *grads;
+    int ngrads;
+    char *grads_text;
 } tg_opt_record;
 
 void tg_opt_record_free(tg_opt_record *r);
+/* Replace r's gradient table by n entries given as 5n strings (key, of,
+ * of_op, by, by_op each; copied; "" for none), sorted here. TG_ENOMEM. */
+int tg_opt_record_grads_set(tg_opt_record *r, int n, const char *const *s);
+/* The table from the nodes of fg that carry grad_of. TG_ENOMEM. */
+int tg_opt_record_grads_from(tg_opt_record *r, const tg_fgraph *fg);
+/* The entry for key, or NULL. */
+const tg_grad_origin *tg_opt_record_grad(const tg_opt_record *r, const char *key);
+/* What the nodes of keys[0..nk) that a gradient's expansion made belong
+ * to, for messages: "from grad gx, differentiating r (sqrt), m (mul)",
+ * each grad, rop or lop node once with up to three of the nodes it
+ * differentiates, "; " between them. "" when there are none. */
+void tg_opt_record_grad_note(const tg_opt_record *r, const char *const *keys, int nk, char *buf,
+                             size_t size);
 /* Note that variable `newv` replaced `old` (ids copied). TG_ENOMEM. */
 int tg_opt_record_vmap_add(tg_opt_record *r, const char *old, const char *newv);
 /* The id of the variable of the original graph that `id` stands for,

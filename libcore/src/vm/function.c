@@ -337,6 +337,11 @@ tg_function *tg_function_compile(tg_graph *g, int index,
     }
     f->fg = tg_fgraph_from_decl(g, &g->funcs[index], ctx);
     if (!f->fg) goto fail;
+    /* What the gradients' nodes stand for, before rewrites replace them. */
+    if (tg_opt_record_grads_from(&f->record, f->fg)) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
     f->out_ids = tg_calloc((size_t)f->fg->nout + 1, sizeof *f->out_ids);
     if (!f->out_ids) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -482,6 +487,13 @@ int tg_function_node_origins(const tg_function *f, int node,
     return n->nout ? 1 : 0;
 }
 
+bool tg_function_key_gradient(const tg_function *f, const char *key, tg_key_gradient *out) {
+    const tg_grad_origin *g = f ? tg_opt_record_grad(&f->record, key) : NULL;
+    if (!g) return false;
+    *out = (tg_key_gradient){g->of, g->of_op, g->by, g->by_op};
+    return true;
+}
+
 int tg_function_rewrite_count(const tg_function *f) { return f->record.n; }
 
 int tg_function_rewrite_get(const tg_function *f, int i, tg_rewrite_info *info) {
@@ -584,6 +596,20 @@ static void shape_str(const tg_array *a, char *buf, size_t size) {
 
 /* A result that contradicts its static type is the kernel's or the file's
  * fault; either way the user needs the node. */
+/* A run-time error in a node a gradient's expansion made, or in one that
+ * stands for such nodes, says which derivative they belong to, since their
+ * keys name no node of the file. */
+static void error_wrap(const tg_function *f, tg_ctx *ctx, const tg_node *n) {
+    char note[512] = "";
+    if (f->record.ngrads) {
+        const char *own = n->nout ? n->outputs[0]->id : NULL;
+        bool made = n->origins || n->norigins;
+        tg_opt_record_grad_note(&f->record, made ? (const char *const *)n->origins : &own,
+                                made ? n->norigins : own != NULL, note, sizeof note);
+    }
+    tg_node_error_wrap_note(ctx, n, note);
+}
+
 static int check_result(const tg_var *v, const tg_array *a, tg_ctx *ctx) {
     if (!a)
         return tg_errorf(ctx, TG_ERUNTIME, "output '%s' was not computed",
@@ -751,7 +777,7 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
                 if (s->nfree) release_buffers(f, s);
                 continue;
             node_fail:
-                tg_node_error_wrap(ctx, n);
+                error_wrap(f, ctx, n);
                 return ctx ? ctx->status : TG_ERUNTIME;
             }
             if (s == end) return TG_OK;
@@ -774,12 +800,12 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
             return rc;
         rc = s->run(n, in, slots + s->out_slot, ctx);
         if (rc) {
-            tg_node_error_wrap(ctx, n);
+            error_wrap(f, ctx, n);
             return rc;
         }
         for (int j = 0; j < n->nout; j++)
             if ((rc = check_result(n->outputs[j], slots[s->out_slot + j], ctx))) {
-                tg_node_error_wrap(ctx, n);
+                error_wrap(f, ctx, n);
                 return rc;
             }
         if (f->hooks.after &&
