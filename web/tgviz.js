@@ -654,6 +654,11 @@
     for (const p of panes) if (p.lod) { p.dirty = true; schedule(p); }
     show(n, pane);
   }
+  /* A node of a gradient's expansion names no node of the file: which
+   * derivative it takes part in ("grad gx, differentiating r (sqrt)"). */
+  function gradText(g) {
+    return `${g.by_op} ${g.by}` + (g.of ? `, differentiating ${g.of} (${g.of_op})` : '');
+  }
   function show(n, pane) {
     let h = `<h2>${esc(n.op || n.kind)}</h2><div class="sub">${esc(nodeLabel(n).replace('\n', ' \u00b7 '))}</div>`;
     const rows = [['kind', n.kind + (n.family ? ' \u00b7 ' + n.family : '')], ['key', n.key], ['name', n.name],
@@ -661,6 +666,7 @@
     if (n.view_of !== undefined) rows.push(['output 0 views', 'input ' + n.view_of]);
     if (n.inplace && Object.keys(n.inplace).length) rows.push(['destroys', Object.entries(n.inplace).map(([o, i]) => `output ${o} overwrites input ${i}`).join('; ')]);
     if (n.update_of) rows.push(['updates', n.update_of]);
+    if (n.gradient) rows.push(['gradient', gradText(n.gradient)]);
     if (n.copies) rows.push(['drawn', `beside each of its ${n.copies} readers (copy ${n.copy})`]);
     if (n.value !== undefined) rows.push(['value', n.value]);
     if (n.dtype) rows.push(['type', typeStr({ dtype: n.dtype, shape: n.type_shape })]);
@@ -676,7 +682,11 @@
       `<tr><td class="k">${i}: ${esc(v.id !== undefined ? v.id : 'inline')}</td><td>${v.dtype ? esc(typeStr(v)) : esc(JSON.stringify(v.value))}</td></tr>`).join('') + '</table>' : '');
     h += io('Inputs', n.inputs) + io('Outputs', n.outputs);
     if (n.attrs && Object.keys(n.attrs).length) h += `<h3>Attributes</h3><pre>${esc(attrsText(n.attrs))}</pre>`;
-    if (n.origins) h += '<h3>Stands for (original nodes)</h3>' + n.origins.map((k) => `<span class="chip" data-key="${esc(k)}">${esc(k)}</span>`).join('');
+    if (n.origins) {
+      const og = n.origin_gradients || {};
+      h += '<h3>Stands for (original nodes)</h3>' + n.origins.map((k) => `<span class="chip" data-key="${esc(k)}"` +
+        (og[k] ? ` title="${esc(gradText(og[k]))}">${esc(k)} <span class="grad-of">\u2202${esc(og[k].of || og[k].by)}</span>` : `>${esc(k)}`) + '</span>').join('');
+    }
     h += '<h3>Creation trace</h3>';
     if (n.trace && n.trace.length) {
       h += '<div class="trace">' + n.trace.map((f) => `<div class="frame"><div class="loc">${esc(f.file || '?')}:${esc(f.line !== undefined ? f.line : '?')}` +

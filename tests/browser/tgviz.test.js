@@ -234,6 +234,38 @@ function viewCheck(view) {
     await page.close();
   }
 
+  // ---- the nodes of the MLP's grad name no node of the file: the panel
+  // says whose derivative each is (original view: the node itself;
+  // optimized view: the chips of the file nodes a fused node stands for) ----
+  {
+    const page = await open('mlp.html');
+    await page.click('#views button[data-mode=original]');
+    const g = await page.evaluate(() => {
+      const n = tgviz.data.views.original.nodes.find((m) => m.gradient && m.gradient.of === 'xW1');
+      return n ? { id: n.id, g: n.gradient } : null;
+    });
+    check(g && g.g.by === 'gW1' && g.g.by_op === 'grad' && g.g.of_op === 'dot', 'mlp: a node of the grad says it differentiates xW1 (dot)', JSON.stringify(g));
+    if (g) {
+      await page.hover(`svg[data-view=original] g.node[data-id="${g.id}"]`);
+      check((await page.textContent('#panel')).includes('grad gW1, differentiating xW1 (dot)'), 'mlp: the panel says so');
+    }
+    check(await page.evaluate(() => tgviz.data.views.original.nodes.filter((m) => m.gradient && !m.key.startsWith('gW1.')).length) === 0,
+      'mlp: no node of the file says it is a gradient');
+    await page.click('#views button[data-mode=optimized]');
+    const f = await page.evaluate(() => {
+      const n = tgviz.data.views.optimized.nodes.find((m) => m.origin_gradients && Object.values(m.origin_gradients).some((o) => o.of === 'h'));
+      return n ? n.id : null;
+    });
+    check(f !== null, 'mlp: a fused node of the optimized graph stands for nodes of the gradient of h', f);
+    if (f) {
+      await page.hover(`svg[data-view=optimized] g.node[data-id="${f}"]`);
+      const chips = await page.$$eval('#panel .chip[title]', (l) => l.map((e) => [e.getAttribute('title'), e.querySelector('.grad-of').textContent]));
+      check(chips.some(([t, d]) => t === 'grad gW1, differentiating h (tanh)' && d === '\u2202h'), 'mlp: its chips say which derivative each original node takes part in', JSON.stringify(chips));
+      await shot(page, 'tgviz-mlp-gradient.png');
+    }
+    await page.close();
+  }
+
   // ---- the original graph shows the time of the optimized node that
   // stands for it (a merge: c stands for a and b) ----
   {

@@ -127,6 +127,30 @@ line "original node: q (true_div)" "fused00: the original node is q"
 contains out "model.py:143 in build: q = num / den" "fused00: q's trace"
 contains out "nan=2 " "fused00: two NaNs (x == y at 0 and 2)"
 
+# grad_sqrt: the NaN is made by a node of the grad's expansion (0 * inf in
+# the derivative of sqrt at 0), keyed gx.8, which names no node of the
+# file: nanguard says whose derivative it is, and gives r's trace.
+expect 1 "grad_sqrt -O none: NaN in the gradient" -- "$T" nanguard "$D/grad_sqrt.json" -O none -i x='[0,1,4]'
+line "op: true_div" "grad_sqrt -O none: the division"
+line "from: grad gx, differentiating r (sqrt)" "grad_sqrt -O none: from grad gx, differentiating r"
+contains out "model.py:251 in build: r = T.sqrt(x)" "grad_sqrt -O none: r's trace"
+contains err "(true_div; from grad gx, differentiating r (sqrt)) made NaN" "grad_sqrt -O none: the one line says it too"
+expect 1 "grad_sqrt fused: NaN in the composite" -- "$T" nanguard "$D/grad_sqrt.json" -i x='[0,1,4]'
+line "fused op: true_div (body variable t3 of the composite)" "grad_sqrt fused: the fused op is true_div"
+line "  from: grad gx, differentiating r (sqrt)" "grad_sqrt fused: its origin is from grad gx, differentiating r"
+if [ "$(grep -c '^original node: ' "$tmp/out")" = 1 ]; then pass "grad_sqrt fused: one original node"; else fail "grad_sqrt fused: not one original node"; sed 's/^/  | /' "$tmp/out"; fi
+# The same from a .tgf: the gradients' table and the composite's origin
+# groups were saved with it (a file of format version 2 had neither, and
+# named every node the composite fused).
+if "$TGC" compile "$D/grad_sqrt.json" -o "$tmp/gs.tgf" >/dev/null 2>&1; then
+  expect 1 "grad_sqrt.tgf: NaN in the composite" -- "$T" nanguard "$tmp/gs.tgf" -i x='[0,1,4]'
+  line "  from: grad gx, differentiating r (sqrt)" "grad_sqrt.tgf: from grad gx, differentiating r"
+  if [ "$(grep -c '^original node: ' "$tmp/out")" = 1 ]; then pass "grad_sqrt.tgf: one original node"; else fail "grad_sqrt.tgf: not one original node"; sed 's/^/  | /' "$tmp/out"; fi
+  contains err "(composite: its true_div; from grad gx, differentiating r (sqrt)) made NaN" "grad_sqrt.tgf: the one line"
+else
+  fail "compile grad_sqrt.json to a .tgf"
+fi
+
 # The same from a compiled function (.tgf): the composite's origins were
 # saved with it.
 if "$TGC" compile "$D/fused00.json" -o "$tmp/f00.tgf" >/dev/null 2>&1; then

@@ -145,6 +145,14 @@ if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   expect 0 "read mlp.tgf with an independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/mlp.fast_run.tgf" W1="$E/mlp/W1.npy" W2="$E/mlp/W2.npy"
   contains out "^W1 identical" "W1 is saved byte for byte"
   contains out "^W2 identical" "W2 is saved byte for byte"
+  # and the gradients' table and a composite's origin groups (version 3)
+  if "$TGC" compile "$TG_SRC/tests/data/tgdebug/grad_sqrt.json" -o "$tmp/gs.tgf" >/dev/null 2>"$tmp/err"; then
+    expect 0 "read a gradient's .tgf with the independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/gs.tgf"
+    contains out "^gradient node gx\.8: from grad gx, of r (sqrt)$" "the table says gx.8 is from grad gx, of r"
+    contains out "^origin groups of gx\.9: .*| gx\.8 |" "the composite's groups give gx.8 a group of its own"
+  else
+    fail "compile grad_sqrt.json"
+  fi
 else
   echo "skip: the independent reader needs python3-numpy"
 fi

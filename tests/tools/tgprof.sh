@@ -178,10 +178,20 @@ for n in fused:
     for k in n["origins"]:
         ok = ok and k in orig and n["key"] in orig[k]["via"]
 check(ok, "original nodes carry the time of the scheduled nodes standing for them")
+# The keys the grad's expansion made (gW1.<n>) name no node of the file:
+# each says whose derivative it is; the file's own keys say nothing.
+grads = {k: o["gradient"] for k, o in orig.items() if "gradient" in o}
+check(len(grads) > 0 and all(k.startswith("gW1.") and g["by"] == "gW1" and g["by_op"] == "grad"
+                             for k, g in grads.items()) and
+      all("gradient" not in o for k, o in orig.items() if not k.startswith("gW1.")),
+      "the gradient's keys say they come from grad gW1 (%d of them), the file's keys do not" % len(grads))
+check(any(g.get("of") == "xW1" and g.get("of_op") == "dot" for g in grads.values()),
+      "one of them differentiates xW1 (dot)")
 sys.exit(1 if fails else 0)
 PY
 [ $? -eq 0 ] || fails=$((fails + 1))
 check 'grep -q "composite{" "$tmp/mlp.txt"' "fused nodes are named by their body (composite{...})"
+check 'grep -q "  gW1\.[0-9]* (grad gW1 of [a-zA-Z0-9_]*) " "$tmp/mlp.txt"' "the original nodes table says which node a gradient's key differentiates"
 # A compiled-function file: restored without optimizing, origins kept.
 if [ -n "${TGC:-}" ] && "$TGC" compile "$TG_SRC/examples/mlp.json" -f train -o "$tmp/mlp.tgf" >/dev/null; then
   "$TGPROF" "$tmp/mlp.tgf" -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 --json "$tmp/tgf.json" >"$tmp/tgf.txt"

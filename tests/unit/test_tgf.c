@@ -586,7 +586,7 @@ static void test_gradient_nodes_named(void **state) {
 }
 
 /* A format version 2 file (tests/fuzz/corpus_tgf/grad_v2.tgf, written by
- * tg before version 3 from tests/data/tools/grad_nan.json) still loads
+ * tg before version 3 from tests/data/tgdebug/grad_sqrt.json) still loads
  * and runs; it has no gradients' table and no origin groups. */
 static void test_version_2_file(void **state) {
     (void)state;

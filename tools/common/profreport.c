@@ -255,6 +255,17 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
         json_object *via = json_object_new_array();
         for (int j = 0; j < og[i].nvia; j++) json_object_array_add(via, jstr(tg_function_node_key(f, og[i].via[j])));
         json_object_object_add(o, "via", via);
+        tg_key_gradient kg;
+        if (tg_function_key_gradient(f, og[i].key, &kg)) {
+            json_object *gr = json_object_new_object();
+            if (*kg.of) {
+                json_object_object_add(gr, "of", jstr(kg.of));
+                json_object_object_add(gr, "of_op", jstr(kg.of_op));
+            }
+            json_object_object_add(gr, "by", jstr(kg.by));
+            json_object_object_add(gr, "by_op", jstr(kg.by_op));
+            json_object_object_add(o, "gradient", gr);
+        }
         json_object_array_add(oa, o);
     }
     tg_profile_origins_free(og);

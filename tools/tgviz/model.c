@@ -423,9 +423,25 @@ static void count_readers(vz_graph *vg, const tg_node *n) {
     }
 }
 
+/* Which derivative a node of a gradient's expansion takes part in, for
+ * the page: {of, of_op (absent for the expansion's own nodes), by,
+ * by_op}. */
+static json_object *gradient_json(const char *of, const char *of_op, const char *by, const char *by_op) {
+    json_object *g = json_object_new_object();
+    if (of && *of) {
+        json_object_object_add(g, "of", jstr(of));
+        json_object_object_add(g, "of_op", jstr(of_op));
+    }
+    json_object_object_add(g, "by", jstr(by));
+    json_object_object_add(g, "by_op", jstr(by_op));
+    return g;
+}
+
 /* An apply node. origins: the keys of the original nodes it stands for
- * (NULL: itself). */
-static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origins, int norigins) {
+ * (NULL: itself). f: the function drawn (NULL: the file's graph), whose
+ * table says which of those keys a gradient's expansion made. */
+static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origins, int norigins,
+                       const tg_function *f) {
     char id[200], label[400];
     const char *key = n->nout ? n->outputs[0]->id : n->op->name;
     snprintf(id, sizeof id, "a:%s", key);
@@ -449,9 +465,28 @@ static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origin
     json_object_object_add(o, "outputs", outs);
     json_object_object_add(o, "trace", trace_json(&n->trace));
     if (norigins > 0) {
-        json_object *a = json_object_new_array();
-        for (int i = 0; i < norigins; i++) json_object_array_add(a, jstr(origins[i]));
+        json_object *a = json_object_new_array(), *gs = NULL;
+        for (int i = 0; i < norigins; i++) {
+            json_object_array_add(a, jstr(origins[i]));
+            tg_key_gradient kg;
+            if (f && tg_function_key_gradient(f, origins[i], &kg)) {
+                if (!gs) gs = json_object_new_object();
+                json_object_object_add(gs, origins[i], gradient_json(kg.of, kg.of_op, kg.by, kg.by_op));
+            }
+        }
         json_object_object_add(o, "origins", a);
+        /* a node that stands for itself says it of itself, below */
+        bool self = norigins == 1 && !strcmp(origins[0], key);
+        if (gs && self) {
+            json_object_object_add(o, "gradient", json_object_get(json_object_object_get(gs, key)));
+            json_object_put(gs);
+        } else if (gs) {
+            json_object_object_add(o, "origin_gradients", gs);
+        }
+    } else if (n->grad_of) {
+        const char *gs[4];
+        tg_grad_of_split(n->grad_of, gs);
+        json_object_object_add(o, "gradient", gradient_json(gs[0], gs[1], gs[2], gs[3]));
     }
     if (n->op->view_of >= 0) json_object_object_add(o, "view_of", json_object_new_int(n->op->view_of));
     if (n->inplace) {
@@ -537,7 +572,7 @@ static void draw_output(vz_graph *vg, const tg_var *v, const tg_var *shared, int
 }
 
 int vz_from_graph(vz_graph *vg, const tg_graph *g, int fi, tg_ctx *ctx) {
-    for (int i = 0; i < g->nnodes; i++) draw_apply(vg, g->nodes[i], NULL, 0);
+    for (int i = 0; i < g->nnodes; i++) draw_apply(vg, g->nodes[i], NULL, 0, NULL);
     for (int i = 0; i < g->nnodes; i++) count_readers(vg, g->nodes[i]);
     for (int i = 0; i < g->nnodes; i++) draw_inputs(vg, g->nodes[i]);
     if (fi >= 0 && fi < g->nfuncs) {
@@ -555,7 +590,7 @@ int vz_from_function(vz_graph *vg, const tg_function *f, tg_ctx *ctx) {
     for (int i = 0; i < f->nsched; i++) {
         const char *const *keys = NULL;
         int nk = tg_function_node_origins(f, i, &keys);
-        draw_apply(vg, f->sched[i].node, keys, nk);
+        draw_apply(vg, f->sched[i].node, keys, nk, f);
     }
     for (int i = 0; i < f->nsched; i++) count_readers(vg, f->sched[i].node);
     for (int i = 0; i < f->nsched; i++) draw_inputs(vg, f->sched[i].node);

@@ -353,8 +353,10 @@ char **tg_origins_pack(const char *const *keys, int n);
 /* (ops/composite.c; declared here because composite.h's kernel type
  * clashes with the backends') Which of a composite node's origins each
  * fused node stood for: fused node j (body variable t<j>) stood for
- * origins[starts[j] .. starts[j + 1]). Returns the starts (*nfused + 1 of them), or NULL when
- * the node does not know (read from a graph file, or not a composite). */
+ * origins[starts[j] .. starts[j + 1]). Returns the starts (*nfused + 1
+ * of them), or NULL when the node does not know: not a composite, one read
+ * from a graph file, or one whose origins grew past its groups (merge
+ * folded an equal composite into it). */
 const int *tg_composite_origin_starts(const tg_node *n, int *nfused);
 /* Give a composite node read back from a compiled-function file the
  * starts it was saved with (copied): nfused + 1 of them, 0 first, rising

@@ -1657,8 +1657,11 @@ int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs, int *ni
 
 const int *tg_composite_origin_starts(const tg_node *n, int *nfused) {
     const comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
-    *nfused = b && b->ostart ? b->nfused : 0;
-    return b ? b->ostart : NULL;
+    /* (a merge that folded an equal composite into this one appended its
+     * origins, past the last group: then the groups no longer cover them) */
+    bool whole = b && b->ostart && b->nfused > 0 && b->ostart[b->nfused] == n->norigins;
+    *nfused = whole ? b->nfused : 0;
+    return whole ? b->ostart : NULL;
 }
 
 int tg_composite_set_origin_starts(tg_node *n, const int *starts, int nfused) {

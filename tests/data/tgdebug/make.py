@@ -137,3 +137,16 @@ ov.append({"id": "h", "test_value": {"data": [0, 0, 0], "shape": [3]}, "type": f
 write("tv_outshape", ov, [node("mul", ["x", {"value": 2.0}], "x2", code="x2 = x * 2"),
                           node("dot", ["x2", "W"], "h", code="h = T.dot(x2, W)"),
                           node("tanh", ["h"], "out", code="out = T.tanh(h)")])
+
+# grad_sqrt: the gradient of sum(sqrt(x) * x) is 1.5 sqrt(x), but the
+# chain rule writes it sqrt(x) + x * 1 / (2 sqrt(x)): 0 * inf = NaN at
+# x = 0, made by a node of the grad's expansion (gx.8), which names no
+# node of the file; tgdebug says whose derivative it is.
+line[0] = 150
+write("grad_sqrt",
+      [{"id": "x", "type": f64([3])}],
+      [node("sqrt", ["x"], "r", code="r = T.sqrt(x)"),
+       node("mul", ["r", "x"], "m", code="m = r * x"),
+       node("sum", ["m"], "c", code="c = m.sum()"),
+       node("grad", ["c", "x"], "gx", code="gx = T.grad(c, x)")],
+      {"f": {"inputs": ["x"], "outputs": ["c", "gx"]}})
