@@ -44,7 +44,8 @@
     if (st.node) {
       $('node').textContent = st.node.key + ' (' + st.node.op + '), ' + st.when + ' it ran';
       $('reason').textContent = st.reason;
-      $('origins').textContent = st.node.origins.join(', ');
+      const gr = st.node.gradients || {};
+      $('origins').textContent = st.node.origins.map((k) => (gr[k] ? k + ' (' + gr[k] + ')' : k)).join(', ');
       $('trace').textContent = st.node.trace || '—';
     } else {
       for (const id of ['node', 'reason', 'origins', 'trace']) $(id).textContent = '—';

@@ -215,6 +215,13 @@ contains err "made by rewrite 'test_broken_exp'" "the stderr line names the rewr
 expect 1 "compare: an infinity of the other sign fails" -- "$T" compare "$D/cmp_infsign.json" -i x='[0,1]'
 contains out "^output y .* FAIL$" "compare: -inf against +inf fails the output"
 line "bad rewrite: test_broken_exp" "compare: names the rewrite behind the sign"
+# The exp the gradient of log_softmax makes (the softmax s) broken into
+# s - 1: the gradient y - s sum(y) is off by sum(y) = 3 everywhere, in a
+# node standing for keys of the grad's expansion, which compare explains.
+expect 1 "compare: a broken node of a gradient" -- "$T" compare "$D/cmp_grad.json" -i x='[1,2,3,4]' -i y='[1,0,0,2]'
+contains out "^output 0 'gx\.[0-9]*' against the unoptimized 'gx\.[0-9]*': max abs diff 3," "compare: off by sum(y) = 3"
+contains out "^  gx\.[0-9]*: grad gx, differentiating ls (log_softmax)$" "compare says whose derivative the node it stands for is"
+line "bad rewrite: test_broken_exp" "compare: names the rewrite inside the gradient"
 expect 0 "the broken rewrite excluded from the examples' own check" -- "$T" compare "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy"
 
 echo "$fails failed"

@@ -462,6 +462,8 @@ int tgd_compare(int argc, char **argv) {
     printf("stands for:");
     for (int i = 0; i < no; i++) printf(" %s", okeys[i]);
     printf("\n");
+    /* (keys of a gradient's expansion: whose derivative each is) */
+    for (int i = 0; i < no; i++) tgd_print_gradient(stdout, A.f, okeys[i], "  ", okeys[i]);
 
     int nrw = tg_function_rewrite_count(A.f);
     in = calloc((size_t)nrw + 1, sizeof *in);

@@ -54,7 +54,7 @@ static void print_origins(const tg_graph *g, const tg_function *f, const char *c
             printf("%s: %s (%s)\n", title, keys[i], o->op->name);
         else /* a .tgf keeps the optimized graph only */
             printf("%s: %s\n", title, keys[i]);
-        tgd_print_gradient(stdout, f, keys[i], "  ");
+        tgd_print_gradient(stdout, f, keys[i], "  ", NULL);
         if (o) {
             printf("trace of %s:\n", keys[i]);
             tgd_print_trace(stdout, o, "  ");
@@ -89,7 +89,7 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
     int no = tg_function_node_origins(f, k, &keys);
     bool self = no == 1 && !strcmp(keys[0], tg_function_node_key(f, k));
     /* (a node a rewrite made is described through its origins below) */
-    if (self) tgd_print_gradient(stdout, f, keys[0], "");
+    if (self) tgd_print_gradient(stdout, f, keys[0], "", NULL);
     printf("schedule: %d of %d\n", k + 1, tg_function_node_count(f));
     printf("output %d '%s': nan=%lld inf=%lld big=%lld (|x| > %g) of %lld; finite min=%.6g max=%.6g mean=%.6g\n",
            off->output, off->var, (long long)off->stats.nan, (long long)off->stats.inf,

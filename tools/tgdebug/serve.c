@@ -227,8 +227,23 @@ static json_object *node_json(const tg_function *f, int k) {
     const char *const *keys;
     int n = tg_function_node_origins(f, k, &keys);
     json_object *a = json_object_new_array();
-    for (int i = 0; i < n; i++) json_object_array_add(a, json_object_new_string(keys[i]));
+    json_object *gs = NULL;
+    for (int i = 0; i < n; i++) {
+        json_object_array_add(a, json_object_new_string(keys[i]));
+        /* a key of a gradient's expansion: whose derivative it is */
+        tg_key_gradient kg;
+        if (tg_function_key_gradient(f, keys[i], &kg)) {
+            char t[400];
+            if (*kg.of)
+                snprintf(t, sizeof t, "%s %s, differentiating %s (%s)", kg.by_op, kg.by, kg.of, kg.of_op);
+            else
+                snprintf(t, sizeof t, "%s %s", kg.by_op, kg.by);
+            if (!gs) gs = json_object_new_object();
+            json_object_object_add(gs, keys[i], json_object_new_string(t));
+        }
+    }
     json_object_object_add(o, "origins", a);
+    if (gs) json_object_object_add(o, "gradients", gs);
     char tr[512];
     tg_node_trace_str(f->sched[k].node, tr, sizeof tr);
     /* " [at model.py:4 in build: sq = x * x]" without its frame */

@@ -48,10 +48,11 @@ void tgd_print_stats(FILE *o, const tg_array *a);
  * starting with indent; "(no trace in the file)" when there is none. */
 void tgd_print_trace(FILE *o, const tg_node *n, const char *indent);
 /* For a key that a gradient's expansion made (tg_function_key_gradient):
- * "<indent>from: grad gx, differentiating r (sqrt)", then a line for each
- * step back while the node differentiated is itself such a node (a second
- * derivative). Nothing for any other key. */
-void tgd_print_gradient(FILE *o, const tg_function *f, const char *key, const char *indent);
+ * "<indent><label>: grad gx, differentiating r (sqrt)" (label NULL:
+ * "from"), then a line for each step back while the node differentiated
+ * is itself such a node (a second derivative). Nothing for any other
+ * key. */
+void tgd_print_gradient(FILE *o, const tg_function *f, const char *key, const char *indent, const char *label);
 /* The node of graph g whose key (first output id) is key, or NULL. */
 tg_node *tgd_graph_node(const tg_graph *g, const char *key);
 /* Exit status for a library failure: 2 for bad input, 1 otherwise. */

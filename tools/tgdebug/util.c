@@ -77,14 +77,14 @@ void tgd_print_trace(FILE *o, const tg_node *n, const char *indent) {
     }
 }
 
-void tgd_print_gradient(FILE *o, const tg_function *f, const char *key, const char *indent) {
+void tgd_print_gradient(FILE *o, const tg_function *f, const char *key, const char *indent, const char *label) {
     tg_key_gradient kg;
     /* (at most 8 steps: a chain of such keys ends, but output is bounded) */
     for (int step = 0; step < 8 && tg_function_key_gradient(f, key, &kg); step++) {
         if (step)
             fprintf(o, "%s  %s: ", indent, key);
         else
-            fprintf(o, "%sfrom: ", indent);
+            fprintf(o, "%s%s: ", indent, label ? label : "from");
         fprintf(o, "%s %s", kg.by_op, kg.by);
         if (!*kg.of) {
             fputc('\n', o);

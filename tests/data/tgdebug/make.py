@@ -150,3 +150,16 @@ write("grad_sqrt",
        node("sum", ["m"], "c", code="c = m.sum()"),
        node("grad", ["c", "x"], "gx", code="gx = T.grad(c, x)")],
       {"f": {"inputs": ["x"], "outputs": ["c", "gx"]}})
+
+# cmp_grad: the gradient of log_softmax makes an exp (of the log-softmax,
+# the softmax) that tgdebug-testrw's broken rewrite turns into expm1; the
+# node that differs stands for keys of the grad's expansion, and compare
+# says whose derivative they are.
+line[0] = 160
+write("cmp_grad",
+      [{"id": "x", "type": f64([4])}, {"id": "y", "type": f64([4])}],
+      [node("log_softmax", ["x"], "ls", code="ls = log_softmax(x)"),
+       node("mul", ["ls", "y"], "m", code="m = ls * y"),
+       node("sum", ["m"], "c", code="c = m.sum()"),
+       node("grad", ["c", "x"], "gx", code="gx = T.grad(c, x)")],
+      {"f": {"inputs": ["x", "y"], "outputs": ["gx"]}})
