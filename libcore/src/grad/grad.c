@@ -435,6 +435,7 @@ done:
     } else {
         *out = b.nodes;
         *nout = b.nnodes;
+        g->has_grads = true;
     }
     tg_free(res);
     tg_free(f2);

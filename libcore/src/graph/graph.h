@@ -175,6 +175,7 @@ struct tg_node {
      * NULL, then the strings they point to; one tg_free releases it. */
     char **origins;
     int norigins;
+    int json_index; /* nodes[i] in the file, or -1 for a node made later */
     /* For a node that expanding a grad, rop or lop node of the file made:
      * which derivative it takes part in, as one owned block of four
      * NUL-terminated strings (tg_grad_of_pack): the key of the node it
@@ -182,7 +183,6 @@ struct tg_node {
      * of the cost), that node's op, then the grad, rop or lop node's key
      * and op. NULL: any other node. */
     char *grad_of;
-    int json_index; /* nodes[i] in the file, or -1 for a node made later */
     char *name;
     tg_trace trace;
     /* A device kernel's state for this node, kept across calls for the
@@ -240,6 +240,9 @@ struct tg_graph {
      * the walks that clone functions out of the graph); the graph holds
      * the owner's reference. Others may come from the allocator. */
     struct tg_arena *arena;
+    /* a grad, rop or lop node was expanded (some nodes carry grad_of):
+     * compiling a function looks for them only then */
+    bool has_grads;
 };
 
 enum { TG_OPSET_WORDS = 16 }; /* 1024 bits */

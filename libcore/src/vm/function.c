@@ -337,8 +337,9 @@ tg_function *tg_function_compile(tg_graph *g, int index,
     }
     f->fg = tg_fgraph_from_decl(g, &g->funcs[index], ctx);
     if (!f->fg) goto fail;
-    /* What the gradients' nodes stand for, before rewrites replace them. */
-    if (tg_opt_record_grads_from(&f->record, f->fg)) {
+    /* What the gradients' nodes stand for, before rewrites replace them
+     * (a sweep over the nodes only when the file had a grad to expand). */
+    if (g->has_grads && tg_opt_record_grads_from(&f->record, f->fg)) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto fail;
     }
