@@ -468,8 +468,11 @@ static const char *GRAD_GRAPH =
     "  {\"op\": \"maximum\", \"inputs\": [\"x\", \"y\"], \"outputs\": [\"mx\"]},"
     "  {\"op\": \"sum\", \"inputs\": [\"mx\"], \"outputs\": [\"cm\"]},"
     "  {\"op\": \"grad\", \"inputs\": [\"cm\", \"x\"], \"outputs\": [\"gm\"]},"
-    "  {\"op\": \"rop\", \"inputs\": [\"r\", \"x\", \"y\"], \"outputs\": [\"jv\"]}],"
+    "  {\"op\": \"rop\", \"inputs\": [\"r\", \"x\", \"y\"], \"outputs\": [\"jv\"]},"
+    "  {\"op\": \"sum\", \"inputs\": [\"gx\"], \"outputs\": [\"sg\"]},"
+    "  {\"op\": \"grad\", \"inputs\": [\"sg\", \"x\"], \"outputs\": [\"hx\"]}],"
     " \"functions\": {\"f\": {\"inputs\": [\"x\"], \"outputs\": [\"c\", \"gx\"]},"
+    "               \"h\": {\"inputs\": [\"x\"], \"outputs\": [\"hx\"]},"
     "               \"g\": {\"inputs\": [\"x\", \"y\"], \"outputs\": [\"gm\"]},"
     "               \"j\": {\"inputs\": [\"x\", \"y\"], \"outputs\": [\"jv\"]}}}";
 
@@ -577,6 +580,31 @@ static void test_gradient_nodes_named(void **state) {
     assert_string_equal(kj.by, "jv");
     assert_string_equal(kj.by_op, "rop");
     tg_function_free(j);
+
+    /* A second derivative: the nodes of grad hx differentiate nodes of
+     * grad gx, which differentiate the file's; the chain leads back.
+     * hx = d/dx sum(1.5 sqrt(x)) = 0.75 / sqrt(x): (0.75, 0.375, 0.25) at
+     * (1, 4, 9). */
+    tg_function *hf = tg_function_compile(g, tg_graph_function_find(g, "h", ctx), &none, ctx);
+    assert_non_null(hf);
+    int chained = 0;
+    for (int q = 0; q < tg_function_node_count(hf); q++) {
+        tg_key_gradient k1, k2;
+        if (!tg_function_key_gradient(hf, tg_function_node_key(hf, q), &k1) || strcmp(k1.by, "hx") ||
+            strncmp(k1.of, "gx.", 3))
+            continue;
+        assert_true(tg_function_key_gradient(hf, k1.of, &k2));
+        assert_string_equal(k2.by, "gx");
+        chained++;
+    }
+    assert_true(chained > 0);
+    tg_array *x149 = vec3(1, 4, 9), *hv = NULL;
+    if (tg_function_call(hf, &x149, &hv, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    const double *h = tg_array_data(hv);
+    assert_true(fabs(h[0] - 0.75) < 1e-12 && fabs(h[1] - 0.375) < 1e-12 && fabs(h[2] - 0.25) < 1e-12);
+    tg_array_free(hv);
+    tg_array_free(x149);
+    tg_function_free(hf);
 
     tg_array_free(ins[1]);
     tg_array_free(x);
