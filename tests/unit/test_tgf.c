@@ -600,8 +600,8 @@ static void test_gradient_nodes_named(void **state) {
     assert_true(chained > 0);
     tg_array *x149 = vec3(1, 4, 9), *hv = NULL;
     if (tg_function_call(hf, &x149, &hv, ctx)) fail_msg("%s", tg_ctx_message(ctx));
-    const double *h = tg_array_data(hv);
-    assert_true(fabs(h[0] - 0.75) < 1e-12 && fabs(h[1] - 0.375) < 1e-12 && fabs(h[2] - 0.25) < 1e-12);
+    const double *hd = tg_array_data(hv);
+    assert_true(fabs(hd[0] - 0.75) < 1e-12 && fabs(hd[1] - 0.375) < 1e-12 && fabs(hd[2] - 0.25) < 1e-12);
     tg_array_free(hv);
     tg_array_free(x149);
     tg_function_free(hf);
