@@ -150,6 +150,9 @@ if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
     expect 0 "read a gradient's .tgf with the independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/gs.tgf"
     contains out "^gradient node gx\.8: from grad gx, of r (sqrt)$" "the table says gx.8 is from grad gx, of r"
     contains out "^origin groups of gx\.9: .*| gx\.8 |" "the composite's groups give gx.8 a group of its own"
+    # a checkpoint written from a restored function keeps the table
+    expect 0 "read a resumed checkpoint with the independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/s23.tgf"
+    contains out "^gradient node gW1\.[0-9]*: from grad gW1, of xW1 (dot)$" "the checkpoint of a checkpoint still says which node each gradient key differentiates"
   else
     fail "compile grad_sqrt.json"
   fi
