@@ -299,7 +299,7 @@ check '[ $? = 0 ]' "SIGTERM after a failed run: exit 0"
 # whose derivative each original node of the paused one is ====
 start grad "$TG_SRC/tests/data/tgdebug/grad_sqrt.json" -i x='[0,1,4]' --break gx.8
 check 'wait_state paused' "--break gx.8 pauses at the composite it was fused into"
-check '[ "$(py "d[\"node\"][\"gradients\"][\"gx.8\"]")" = "grad gx, differentiating r (sqrt)" ]' \
+check '[ "$(py "d[\"node\"][\"gradients\"][\"gx.8\"]")" = "from grad gx, differentiating r (sqrt)" ]' \
   "the state says gx.8 is from grad gx, differentiating r (sqrt)"
 check '[ "$(py "sorted(d[\"node\"][\"gradients\"]) == sorted(d[\"node\"][\"origins\"])")" = True ]' \
   "every original node of the composite (all of the gradient) says whose derivative it is"

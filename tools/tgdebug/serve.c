@@ -231,13 +231,9 @@ static json_object *node_json(const tg_function *f, int k) {
     for (int i = 0; i < n; i++) {
         json_object_array_add(a, json_object_new_string(keys[i]));
         /* a key of a gradient's expansion: whose derivative it is */
-        tg_key_gradient kg;
-        if (tg_function_key_gradient(f, keys[i], &kg)) {
-            char t[400];
-            if (*kg.of)
-                snprintf(t, sizeof t, "%s %s, differentiating %s (%s)", kg.by_op, kg.by, kg.of, kg.of_op);
-            else
-                snprintf(t, sizeof t, "%s %s", kg.by_op, kg.by);
+        char t[400];
+        tg_opt_record_grad_note(&f->record, keys + i, 1, t, sizeof t);
+        if (*t) {
             if (!gs) gs = json_object_new_object();
             json_object_object_add(gs, keys[i], json_object_new_string(t));
         }
