@@ -464,29 +464,28 @@ static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origin
     json_object_object_add(o, "inputs", ins);
     json_object_object_add(o, "outputs", outs);
     json_object_object_add(o, "trace", trace_json(&n->trace));
+    /* (a node that stands for itself says whose derivative it is below,
+     * from its own grad_of or, restored from a .tgf, f's table) */
+    bool self = norigins == 1 && !strcmp(origins[0], key);
+    tg_key_gradient kg;
     if (norigins > 0) {
         json_object *a = json_object_new_array(), *gs = NULL;
         for (int i = 0; i < norigins; i++) {
             json_object_array_add(a, jstr(origins[i]));
-            tg_key_gradient kg;
-            if (f && tg_function_key_gradient(f, origins[i], &kg)) {
+            if (!self && f && tg_function_key_gradient(f, origins[i], &kg)) {
                 if (!gs) gs = json_object_new_object();
                 json_object_object_add(gs, origins[i], gradient_json(kg.of, kg.of_op, kg.by, kg.by_op));
             }
         }
         json_object_object_add(o, "origins", a);
-        /* a node that stands for itself says it of itself, below */
-        bool self = norigins == 1 && !strcmp(origins[0], key);
-        if (gs && self) {
-            json_object_object_add(o, "gradient", json_object_get(json_object_object_get(gs, key)));
-            json_object_put(gs);
-        } else if (gs) {
-            json_object_object_add(o, "origin_gradients", gs);
-        }
-    } else if (n->grad_of) {
+        if (gs) json_object_object_add(o, "origin_gradients", gs);
+    }
+    if (n->grad_of && (self || !norigins)) {
         const char *gs[4];
         tg_grad_of_split(n->grad_of, gs);
         json_object_object_add(o, "gradient", gradient_json(gs[0], gs[1], gs[2], gs[3]));
+    } else if (self && f && tg_function_key_gradient(f, key, &kg)) {
+        json_object_object_add(o, "gradient", gradient_json(kg.of, kg.of_op, kg.by, kg.by_op));
     }
     if (n->op->view_of >= 0) json_object_object_add(o, "view_of", json_object_new_int(n->op->view_of));
     if (n->inplace) {

@@ -600,15 +600,14 @@ static void shape_str(const tg_array *a, char *buf, size_t size) {
 /* A run-time error in a node a gradient's expansion made, or in one that
  * stands for such nodes, says which derivative they belong to, since their
  * keys name no node of the file. */
-static void error_wrap(const tg_function *f, tg_ctx *ctx, const tg_node *n) {
+static void error_wrap(const tg_function *f, tg_ctx *ctx, int k) {
     char note[512] = "";
     if (f->record.ngrads) {
-        const char *own = n->nout ? n->outputs[0]->id : NULL;
-        bool made = n->origins || n->norigins;
-        tg_opt_record_grad_note(&f->record, made ? (const char *const *)n->origins : &own,
-                                made ? n->norigins : own != NULL, note, sizeof note);
+        const char *const *keys;
+        int nk = tg_function_node_origins(f, k, &keys);
+        tg_opt_record_grad_note(&f->record, keys, nk, note, sizeof note);
     }
-    tg_node_error_wrap_note(ctx, n, note);
+    tg_node_error_wrap_note(ctx, f->sched[k].node, note);
 }
 
 static int check_result(const tg_var *v, const tg_array *a, tg_ctx *ctx) {
@@ -778,7 +777,7 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
                 if (s->nfree) release_buffers(f, s);
                 continue;
             node_fail:
-                error_wrap(f, ctx, n);
+                error_wrap(f, ctx, (int)(s - f->sched));
                 return ctx ? ctx->status : TG_ERUNTIME;
             }
             if (s == end) return TG_OK;
@@ -801,12 +800,12 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
             return rc;
         rc = s->run(n, in, slots + s->out_slot, ctx);
         if (rc) {
-            error_wrap(f, ctx, n);
+            error_wrap(f, ctx, k);
             return rc;
         }
         for (int j = 0; j < n->nout; j++)
             if ((rc = check_result(n->outputs[j], slots[s->out_slot + j], ctx))) {
-                error_wrap(f, ctx, n);
+                error_wrap(f, ctx, k);
                 return rc;
             }
         if (f->hooks.after &&
