@@ -821,6 +821,11 @@ static const written_softmax_case written_softmaxes[] = {
     {WSG("float64", "[3,5]", SUM_AX("-1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':-1}")), 2, {0}},
     {WSG("float32", "[2,3,4]", SUM_AX("1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':1}")), 2, {0}},
     {WSG("float32", "[3,5]", SUM_AX("0") "," NA("expand_dims", "['s0']", "['s']", "{'axis':0}")), 1, {0}},
+    /* ... over an axis of length 1: the sum's gradient is then a
+     * reshape and a dimshuffle of the quotient's, with no sum under them
+     * (random_graphs rewrite 9120031) */
+    {WSG("float64", "[1,6]", SUM_AX("0") "," NA("expand_dims", "['s0']", "['s']", "{'axis':0}")), 1, {0}},
+    {WSG("float32", "[2,1,3]", SUM_AX("1") "," NA("expand_dims", "['s0']", "['s']", "{'axis':1}")), 2, {0}},
 };
 
 /* The same with lengths unknown until run time (a batch of null length,

@@ -1422,9 +1422,14 @@ static bool static_shape_of(const tg_var *c, const tg_var *v) {
  * gradient of the sum when dimshuffle or expand_dims put its axis back
  * (dimshuffle(reshape(sum_to(x, s), shape(sum)))), and that of a sum to
  * a scalar (its dimshuffle to e's ndim). t has e's ndim, or none when the
- * sum is over every axis. The sum_to or sum node, or NULL. */
-static tg_node *summed_term(const written_softmax *w, const tg_var *t) {
+ * sum is over every axis. The sum_to or sum node, or NULL. Where each of
+ * the softmax's axes has length 1 the chain rule writes no sum, a sum over
+ * them being the term itself: then NULL, and *bare the value under the
+ * views (of e's ndim, length 1 at those axes), where they stop at
+ * anything else. */
+static tg_node *summed_term(const written_softmax *w, const tg_var *t, const tg_var **bare) {
     int nr = w->nd - __builtin_popcount(w->mask);
+    *bare = NULL;
     if (t->type.ndim != w->nd && !(nr == 0 && t->type.ndim == 0)) return NULL;
     for (int depth = 0; depth < 8; depth++) {
         tg_node *p = t->owner;
@@ -1432,6 +1437,12 @@ static tg_node *summed_term(const written_softmax *w, const tg_var *t) {
         const char *op = p->op->name;
         if (!strcmp(op, "sum_to")) return p->inputs[1] == w->s ? p : NULL;
         if (!strcmp(op, "sum")) return p->inputs[0]->type.ndim == w->nd && p->a.axis_mask == w->mask ? p : NULL;
+        if (depth > 0 && (!strcmp(op, "neg") || !strcmp(op, "true_div"))) {
+            bool ones = t->type.ndim == w->nd;
+            for (int a = 0; a < w->nd && ones; a++) ones = !(w->mask >> a & 1u) || t->type.shape[a] == 1;
+            if (ones) *bare = t;
+            return NULL;
+        }
         const tg_var *x = p->inputs[0];
         bool kin = x->type.ndim == w->nd, kout = t->type.ndim == w->nd, ok;
         int o[TG_MAX_NDIM], no = 0;
@@ -1542,13 +1553,16 @@ static int written_softmax_grad(tg_rw *rw, tg_node *n) {
                 bool neg = false;
                 for (; (p = tg_rw_producer(t, "neg")); t = p->inputs[0]) neg = !neg;
                 tg_node *over = NULL;
+                const tg_var *bare = NULL;
                 if (!tg_rw_producer(t, "true_div")) {
                     over = tg_rw_producer(t, "sum_to");
                     /* sum_to(.., T), T of e's lengths: no views around */
-                    if (!over || over->inputs[1] == w.s || !covers(over->inputs[1], ev, 6)) over = summed_term(&w, t);
+                    if (!over || over->inputs[1] == w.s || !covers(over->inputs[1], ev, 6))
+                        over = summed_term(&w, t, &bare);
                 }
-                if (over) {
-                    t = over->inputs[0];
+                if (over || bare) {
+                    /* (a bare term: the quotient's own, seen through views) */
+                    t = over ? over->inputs[0] : (tg_var *)bare;
                     for (; (p = tg_rw_producer(t, "neg")); t = p->inputs[0]) neg = !neg;
                 }
                 tg_node *q = tg_rw_producer(t, "true_div");
