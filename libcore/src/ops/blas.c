@@ -615,6 +615,23 @@ static bool rows_collapse(const tg_array *a, int nd) {
     return true;
 }
 
+/* Product bi of a batched matmul over the broadcast batch axes (bn of
+ * them; a has ba, b bb) into o. */
+static int batch_product(tg_dtype dt, const tg_array *a, const tg_array *b, int bn, int ba, int bb,
+                         const int64_t *shape, int64_t bi, char *o) {
+    const char *pa = a->data, *pb = b->data;
+    int64_t r = bi;
+    for (int d = bn - 1; d >= 0; d--) {
+        int64_t idx = r % shape[d];
+        r /= shape[d];
+        int ia = d - (bn - ba), ib = d - (bn - bb);
+        if (ia >= 0 && a->shape[ia] != 1) pa += idx * a->strides[ia];
+        if (ib >= 0 && b->shape[ib] != 1) pb += idx * b->strides[ib];
+    }
+    mat A = as_mat(a, pa, true), B = as_mat(b, pb, false);
+    return gemm_any(dt, &A, &B, S_ONE, S_ZERO, o);
+}
+
 static int run_product(blas_kind kind, tg_dtype dt, tg_array *a, tg_array *b, tg_array **out, tg_ctx *ctx) {
     int64_t shape[TG_MAX_NDIM];
     int nd = 0, rc, k;
@@ -651,20 +668,18 @@ static int run_product(blas_kind kind, tg_dtype dt, tg_array *a, tg_array *b, tg
                   : 1;
     if (nth > nbatch) nth = (int)nbatch;
     int err = 0;
+    /* (no team for one thread: see TG_PAR_FOR) */
+    if (nth > 1) {
 #pragma omp parallel for schedule(static) num_threads(nth) reduction(min : err)
-    for (int64_t bi = 0; bi < nbatch; bi++) {
-        const char *pa = a->data, *pb = b->data;
-        int64_t r = bi;
-        for (int d = bn - 1; d >= 0; d--) {
-            int64_t idx = r % shape[d];
-            r /= shape[d];
-            int ia = d - (bn - ba), ib = d - (bn - bb);
-            if (ia >= 0 && a->shape[ia] != 1) pa += idx * a->strides[ia];
-            if (ib >= 0 && b->shape[ib] != 1) pb += idx * b->strides[ib];
+        for (int64_t bi = 0; bi < nbatch; bi++) {
+            int e = batch_product(dt, a, b, bn, ba, bb, shape, bi, o + (size_t)bi * osz);
+            if (e < err) err = e;
         }
-        mat A = as_mat(a, pa, true), B = as_mat(b, pb, false);
-        int e = gemm_any(dt, &A, &B, S_ONE, S_ZERO, o + (size_t)bi * osz);
-        if (e < err) err = e;
+    } else {
+        for (int64_t bi = 0; bi < nbatch; bi++) {
+            int e = batch_product(dt, a, b, bn, ba, bb, shape, bi, o + (size_t)bi * osz);
+            if (e < err) err = e;
+        }
     }
     return err ? kernel_error(ctx, err) : TG_OK;
 }

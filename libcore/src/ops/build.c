@@ -5,6 +5,7 @@
  * work on C-contiguous data (a strided input is copied once), so that the
  * inner loop is a memcpy of a whole trailing block. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -279,12 +280,10 @@ static int take_run(tg_node *n, tg_array *const *in, tg_array **out,
     const char *src = xc->data;
     char *dst = out[0]->data;
     int64_t total = outer * m;
-#pragma omp parallel for if (total * post >= TG_PARALLEL_MIN)
-    for (int64_t t = 0; t < total; t++) {
+    TG_PAR_FOR(total * post >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1, t, total, {
         int64_t o = t / m, j = t % m;
-        memcpy(dst + t * (int64_t)blk, src + (o * len + iv[j]) * (int64_t)blk,
-               blk);
-    }
+        memcpy(dst + t * (int64_t)blk, src + (o * len + iv[j]) * (int64_t)blk, blk);
+    });
 done:
     tg_array_free(tmp);
     tg_free(iv);
@@ -351,15 +350,14 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
     const char *src = yb->data;
     /* Rows of different outer positions never collide; inside one, the
      * indices are applied in order (the last set wins, adds accumulate). */
-#pragma omp parallel for if (outer * m * post >= TG_PARALLEL_MIN && outer > 1)
-    for (int64_t o = 0; o < outer; o++) {
+    TG_PAR_FOR(outer * m * post >= TG_PARALLEL_MIN && outer > 1 ? omp_get_max_threads() : 1, o, outer, {
         for (int64_t j = 0; j < m; j++) {
             char *d = dst + (o * len + iv[j]) * (int64_t)blk;
             const char *s = src + (o * m + j) * (int64_t)blk;
             if (add) add_block(x->dtype, d, s, post);
             else memcpy(d, s, blk);
         }
-    }
+    });
 done:
     tg_array_free(yb);
     tg_free(iv);
@@ -1131,14 +1129,13 @@ static int repeat_run(tg_node *n, tg_array *const *in, tg_array **out,
     size_t blk = (size_t)post * tg_isize(x->dtype);
     const char *src = xc->data;
     char *dst = out[0]->data;
-#pragma omp parallel for if (outer * total * post >= TG_PARALLEL_MIN && outer > 1)
-    for (int64_t o = 0; o < outer; o++) {
+    TG_PAR_FOR(outer * total * post >= TG_PARALLEL_MIN && outer > 1 ? omp_get_max_threads() : 1, o, outer, {
         char *d = dst + o * total * (int64_t)blk;
         for (int64_t j = 0; j < len; j++) {
             const char *s = src + (o * len + j) * (int64_t)blk;
             for (int64_t t = 0; t < rep[j]; t++, d += blk) memcpy(d, s, blk);
         }
-    }
+    });
 done:
     tg_array_free(tmp);
     tg_free(rep);

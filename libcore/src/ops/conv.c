@@ -369,14 +369,13 @@ static void im2col_group(tg_dtype wd, const geom *g, const char *x, int64_t n0, 
     const size_t e = tg_isize(wd);
     const int64_t work = rows * g->K * g->L * ohw;
     int nth = work >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int64_t r = 0; r < rows; r++) {
+    TG_PAR_FOR(nth, r, rows, {
         int64_t gi = r / g->C, c = r % g->C;
         const char *img = x + (size_t)((n0 + gi) * g->C * g->H * g->W) * e;
         char *dst = cols + (size_t)(gi * ohw) * e;
         if (wd == TG_FLOAT64) im2col_f64(g, (const double *)img, c, (double *)dst, ld);
         else im2col_f32(g, (const float *)img, c, (float *)dst, ld);
-    }
+    });
 }
 
 /* gx images n0.. += col2im of dcols (CKK x G*OHW). */
@@ -386,14 +385,13 @@ static void col2im_group(tg_dtype wd, const geom *g, char *x, int64_t n0, int64_
     const size_t e = tg_isize(wd);
     const int64_t work = rows * g->K * g->L * ohw;
     int nth = work >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int64_t r = 0; r < rows; r++) {
+    TG_PAR_FOR(nth, r, rows, {
         int64_t gi = r / g->C, c = r % g->C;
         char *img = x + (size_t)((n0 + gi) * g->C * g->H * g->W) * e;
         const char *src = cols + (size_t)(gi * ohw) * e;
         if (wd == TG_FLOAT64) col2im_f64(g, (double *)img, c, (const double *)src, ld);
         else col2im_f32(g, (float *)img, c, (const float *)src, ld);
-    }
+    });
 }
 
 /* Between (G, O, OHW) images and an (O, G*OHW) matrix; to_mat picks the
@@ -402,13 +400,12 @@ static void regroup(const geom *g, size_t e, char *img, char *mat, int64_t G, bo
     const int64_t ohw = g->OH * g->OW;
     const size_t row = (size_t)ohw * e;
     int nth = G * g->O * ohw >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int64_t r = 0; r < G * g->O; r++) {
+    TG_PAR_FOR(nth, r, G * g->O, {
         int64_t gi = r / g->O, o = r % g->O;
         char *a = img + (size_t)r * row, *m = mat + (size_t)(o * G + gi) * row;
         if (to_mat) memcpy(m, a, row);
         else memcpy(a, m, row);
-    }
+    });
 }
 
 /* a in dtype wd, C-contiguous: itself or a converted copy in *tmp. */
@@ -527,6 +524,31 @@ static void col2im_image(tg_dtype wd, const geom *g, char *img, const char *cols
 
 enum { PI_FWD, PI_GRAD_IN, PI_GRAD_W };
 
+/* This thread's share of per_image's images (an `omp for`: all of them
+ * outside a parallel region), with its own cols and part. */
+static void per_image_share(int kind, tg_dtype wd, const geom *g, const char *x, const char *wm, char *y,
+                            char *cols, char *part) {
+    const size_t e = tg_isize(wd);
+    const int64_t ohw = g->OH * g->OW, ckk = g->C * g->K * g->L, wsz = g->O * ckk;
+    const int64_t xsz = g->C * g->H * g->W, ysz = g->O * ohw;
+    int t = omp_get_thread_num();
+    char *c = cols + (size_t)(t * ckk * ohw) * e;
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < g->N; n++) {
+        char *xi = (char *)x + (size_t)(n * xsz) * e, *yi = y + (size_t)(n * ysz) * e;
+        if (kind == PI_FWD) {
+            im2col_image(wd, g, xi, c);
+            gemm(wd, false, false, g->O, ohw, ckk, wm, ckk, c, ohw, 0.0, yi, ohw);
+        } else if (kind == PI_GRAD_IN) {
+            gemm(wd, true, false, ckk, ohw, g->O, wm, ckk, yi, ohw, 0.0, c, ohw);
+            col2im_image(wd, g, xi, c);
+        } else {
+            im2col_image(wd, g, xi, c);
+            gemm(wd, false, true, g->O, ckk, ohw, yi, ohw, c, ohw, 1.0, part + (size_t)(t * wsz) * e, ckk);
+        }
+    }
+}
+
 /* The per-image loop of one op. fwd: y[n] = W cols(x[n]); grad_in: x[n]
  * = col2im(W^T gy[n]) (x zeroed by the caller); grad_w: acc += gy[n]
  * cols(x[n])^T, with one accumulator per thread summed into acc at the
@@ -535,7 +557,6 @@ static int per_image(int kind, tg_dtype wd, const geom *g, int nth, const char *
                      const char *wm, char *y, char *acc, tg_ctx *ctx) {
     const size_t e = tg_isize(wd);
     const int64_t ohw = g->OH * g->OW, ckk = g->C * g->K * g->L, wsz = g->O * ckk;
-    const int64_t xsz = g->C * g->H * g->W, ysz = g->O * ohw;
     char *cols = tg_malloc((size_t)(nth * ckk * ohw) * e);
     char *part = kind == PI_GRAD_W ? tg_calloc((size_t)(nth * wsz), e) : NULL;
     if (!cols || (kind == PI_GRAD_W && !part)) {
@@ -544,25 +565,13 @@ static int per_image(int kind, tg_dtype wd, const geom *g, int nth, const char *
         return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     }
     blas_guard bg = blas_single(nth);
+    /* (no team for one thread: see TG_PAR_FOR; the loop's `omp for`
+     * then runs it all in this thread) */
+    if (nth > 1) {
 #pragma omp parallel num_threads(nth)
-    {
-        int t = omp_get_thread_num();
-        char *c = cols + (size_t)(t * ckk * ohw) * e;
-#pragma omp for schedule(static)
-        for (int64_t n = 0; n < g->N; n++) {
-            char *xi = (char *)x + (size_t)(n * xsz) * e, *yi = y + (size_t)(n * ysz) * e;
-            if (kind == PI_FWD) {
-                im2col_image(wd, g, xi, c);
-                gemm(wd, false, false, g->O, ohw, ckk, wm, ckk, c, ohw, 0.0, yi, ohw);
-            } else if (kind == PI_GRAD_IN) {
-                gemm(wd, true, false, ckk, ohw, g->O, wm, ckk, yi, ohw, 0.0, c, ohw);
-                col2im_image(wd, g, xi, c);
-            } else {
-                im2col_image(wd, g, xi, c);
-                gemm(wd, false, true, g->O, ckk, ohw, yi, ohw, c, ohw, 1.0,
-                     part + (size_t)(t * wsz) * e, ckk);
-            }
-        }
+        per_image_share(kind, wd, g, x, wm, y, cols, part);
+    } else {
+        per_image_share(kind, wd, g, x, wm, y, cols, part);
     }
     blas_restore(bg);
     if (kind == PI_GRAD_W) {

@@ -264,6 +264,17 @@ static void FN(pad_image)(const dgeom *d, const T *xn, T *buf) {
                    (size_t)d->W * sizeof(T));
 }
 
+/* This thread's share of the images (an `omp for`: all of them outside a
+ * parallel region), padded one at a time into buf. */
+static void FN(image_share)(const dgeom *d, int64_t N, const T *x, const T *wr, T *y, T *buf) {
+    const int64_t ysz = d->O * d->OH * d->OW;
+#pragma omp for schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        FN(pad_image)(d, x + n * d->C * d->H * d->W, buf);
+        for (int64_t ob = 0; ob < d->nb; ob++) FN(run_groups)(d, buf, wr, ob, 0, d->ngroup, y + n * ysz);
+    }
+}
+
 bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
                         int64_t L, int64_t ph, int64_t pw, bool flip, const T *x,
                         const T *w, T *y, int nth) {
@@ -297,15 +308,12 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
         return false;
     }
     if (per_image) {
+        /* (no team for one thread: see TG_PAR_FOR) */
+        if (nth > 1) {
 #pragma omp parallel num_threads(nth)
-        {
-            T *buf = bufs + omp_get_thread_num() * isz;
-#pragma omp for schedule(static)
-            for (int64_t n = 0; n < N; n++) {
-                FN(pad_image)(&d, x + n * C * H * W, buf);
-                for (int64_t ob = 0; ob < d.nb; ob++)
-                    FN(run_groups)(&d, buf, wr, ob, 0, d.ngroup, y + n * ysz);
-            }
+            FN(image_share)(&d, N, x, wr, y, bufs + omp_get_thread_num() * isz);
+        } else {
+            FN(image_share)(&d, N, x, wr, y, bufs);
         }
     } else {
         for (int64_t n = 0; n < N; n++) FN(pad_image)(&d, x + n * C * H * W, bufs + n * isz);
@@ -313,12 +321,11 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
         int64_t per = N * d.nb, chunks = (4 * nth + per - 1) / per;
         if (chunks > d.ngroup) chunks = d.ngroup;
         const int64_t items = per * chunks;
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t it = 0; it < items; it++) {
+        TG_PAR_FOR(nth, it, items, {
             int64_t n = it / (d.nb * chunks), ob = it / chunks % d.nb, ch = it % chunks;
             int64_t g0 = d.ngroup * ch / chunks, g1 = d.ngroup * (ch + 1) / chunks;
             FN(run_groups)(&d, bufs + n * isz, wr, ob, g0, g1, y + n * ysz);
-        }
+        });
     }
     tg_free(bufs);
     tg_free(wr);

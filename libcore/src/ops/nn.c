@@ -194,31 +194,28 @@ static void sm_compute(int kind, tg_dtype wd, const char *src, char *dst, int64_
     int nth = total >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
     if (inner == 1 && len <= CHUNK / 4) {
         int64_t g = (CHUNK / len) * 16, nb = (outer + g - 1) / g;
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t b = 0; b < nb; b++) {
+        TG_PAR_FOR(nth, b, nb, {
             int64_t r0 = b * g, nr = outer - r0 < g ? outer - r0 : g;
             size_t off = (size_t)(r0 * len) * isz;
             if (wd == TG_FLOAT64)
                 sm_short_f64(kind, (const double *)(src + off), (double *)(dst + off), nr, len);
             else
                 sm_short_f32(kind, (const float *)(src + off), (float *)(dst + off), nr, len);
-        }
+        });
         return;
     }
     if (inner == 1) {
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t o = 0; o < outer; o++) {
+        TG_PAR_FOR(nth, o, outer, {
             size_t off = (size_t)(o * len) * isz;
             if (wd == TG_FLOAT64)
                 sm_row_f64(kind, (const double *)(src + off), (double *)(dst + off), len);
             else
                 sm_row_f32(kind, (const float *)(src + off), (float *)(dst + off), len);
-        }
+        });
         return;
     }
     int64_t nblk = (inner + COLS - 1) / COLS;
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int64_t t = 0; t < outer * nblk; t++) {
+    TG_PAR_FOR(nth, t, outer * nblk, {
         int64_t o = t / nblk, j0 = (t % nblk) * COLS;
         int nc = (int)(inner - j0 < COLS ? inner - j0 : COLS);
         size_t off = (size_t)(o * len * inner + j0) * isz;
@@ -226,7 +223,7 @@ static void sm_compute(int kind, tg_dtype wd, const char *src, char *dst, int64_
             sm_cols_f64(kind, (const double *)(src + off), (double *)(dst + off), len, inner, nc);
         else
             sm_cols_f32(kind, (const float *)(src + off), (float *)(dst + off), len, inner, nc);
-    }
+    });
 }
 
 static int sm_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
@@ -346,6 +343,33 @@ static const char *row_ptr(const tg_array *a, int nlead, int64_t r) {
     return p;
 }
 
+/* sum_i t_i log p_i over row r of the dense targets. */
+static double cce_row(const tg_array *p, const tg_array *t, int nl, int64_t r, int64_t k, int64_t ps,
+                      int64_t ts) {
+    const char *pr = row_ptr(p, nl, r), *tr = row_ptr(t, nl, r);
+    double acc = 0;
+    if (p->dtype == TG_FLOAT64 && ps == 8) {
+        double lp[CHUNK];
+        for (int64_t i0 = 0; i0 < k; i0 += CHUNK) {
+            int64_t c = k - i0 < CHUNK ? k - i0 : CHUNK;
+            tg_vm_log_f64(c, (const double *)pr + i0, lp);
+            if (t->dtype == TG_FLOAT64 && ts == 8) {
+                const double *tq = (const double *)tr + i0;
+                double a = 0;
+#pragma omp simd reduction(+ : a)
+                for (int64_t i = 0; i < c; i++) a += tq[i] * lp[i];
+                acc += a;
+            } else {
+                for (int64_t i = 0; i < c; i++) acc += tg_load_f64(t->dtype, tr + (i0 + i) * ts) * lp[i];
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < k; i++)
+            acc += tg_load_f64(t->dtype, tr + i * ts) * log(tg_load_f64(p->dtype, pr + i * ps));
+    }
+    return acc;
+}
+
 static int cce_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const tg_array *p = in[0], *t = in[1];
     tg_dtype od = n->outputs[0]->type.dtype;
@@ -391,33 +415,7 @@ static int cce_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     }
     int64_t ts = t->strides[nl];
     int nth = rows * k >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(nth)
-    for (int64_t r = 0; r < rows; r++) {
-        const char *pr = row_ptr(p, nl, r), *tr = row_ptr(t, nl, r);
-        double acc = 0;
-        if (p->dtype == TG_FLOAT64 && ps == 8) {
-            double lp[CHUNK];
-            for (int64_t i0 = 0; i0 < k; i0 += CHUNK) {
-                int64_t c = k - i0 < CHUNK ? k - i0 : CHUNK;
-                tg_vm_log_f64(c, (const double *)pr + i0, lp);
-                if (t->dtype == TG_FLOAT64 && ts == 8) {
-                    const double *tq = (const double *)tr + i0;
-                    double a = 0;
-#pragma omp simd reduction(+ : a)
-                    for (int64_t i = 0; i < c; i++) a += tq[i] * lp[i];
-                    acc += a;
-                } else {
-                    for (int64_t i = 0; i < c; i++)
-                        acc += tg_load_f64(t->dtype, tr + (i0 + i) * ts) * lp[i];
-                }
-            }
-        } else {
-            for (int64_t i = 0; i < k; i++)
-                acc += tg_load_f64(t->dtype, tr + i * ts) *
-                       log(tg_load_f64(p->dtype, pr + i * ps));
-        }
-        tg_store_f64(od, o + (size_t)r * osz, -acc);
-    }
+    TG_PAR_FOR(nth, r, rows, { tg_store_f64(od, o + (size_t)r * osz, -cce_row(p, t, nl, r, k, ps, ts)); });
     return TG_OK;
 }
 

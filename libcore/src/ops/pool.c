@@ -209,8 +209,7 @@ typedef struct pgeom {
     static void fwd_##SFX(const pgeom *g, const T *x, T *y) {                          \
         const int64_t rows = g->P * g->OH;                                             \
         int nth = rows * g->OW >= TG_PARALLEL_MIN / 8 ? omp_get_max_threads() : 1;     \
-        _Pragma("omp parallel for schedule(static) num_threads(nth)")                  \
-        for (int64_t r = 0; r < rows; r++) {                                           \
+        TG_PAR_FOR(nth, r, rows, {                                                     \
             const int64_t pl = r / g->OH, i = r % g->OH;                               \
             const T *xp = x + pl * g->H * g->W;                                        \
             T *yp = y + r * g->OW;                                                     \
@@ -233,14 +232,13 @@ typedef struct pgeom {
                     yp[j] = s;                                                         \
                 }                                                                      \
             }                                                                          \
-        }                                                                              \
+        });                                                                            \
     }                                                                                  \
     /* gx (zeroed) += the gradient; windows may overlap, so threads take     \
      * whole planes. */                                                                 \
     static void bwd_##SFX(const pgeom *g, const T *x, const T *y, const T *gy, T *gx) { \
         int nth = g->P * g->OH * g->OW >= TG_PARALLEL_MIN / 8 ? omp_get_max_threads() : 1; \
-        _Pragma("omp parallel for schedule(static) num_threads(nth)")                  \
-        for (int64_t pl = 0; pl < g->P; pl++) {                                        \
+        TG_PAR_FOR(nth, pl, g->P, {                                                    \
             const T *xp = x + pl * g->H * g->W;                                        \
             T *gp = gx + pl * g->H * g->W;                                             \
             for (int64_t i = 0; i < g->OH; i++) {                                      \
@@ -261,7 +259,7 @@ typedef struct pgeom {
                     }                                                                  \
                 }                                                                      \
             }                                                                          \
-        }                                                                              \
+        });                                                                            \
     }
 /* The transpose of bwd in gy: out[o] = what bwd would route from gy[o],
  * read back from gg (max: the sum of gg over the window's elements equal
@@ -271,8 +269,7 @@ typedef struct pgeom {
     static void gg_##SFX(const pgeom *g, const T *x, const T *y, const T *gg, T *out) { \
         const int64_t rows = g->P * g->OH;                                              \
         int nth = rows * g->OW >= TG_PARALLEL_MIN / 8 ? omp_get_max_threads() : 1;      \
-        _Pragma("omp parallel for schedule(static) num_threads(nth)")                   \
-        for (int64_t r = 0; r < rows; r++) {                                            \
+        TG_PAR_FOR(nth, r, rows, {                                                      \
             const int64_t pl = r / g->OH, i = r % g->OH;                                \
             const T *xp = x + pl * g->H * g->W, *gp = gg + pl * g->H * g->W;            \
             const win wi = g->wr[i];                                                    \
@@ -286,7 +283,7 @@ typedef struct pgeom {
                 if (g->mode != PM_MAX && g->mode != PM_SUM) s /= (T)(wi.div * wj.div);  \
                 out[o] = s;                                                             \
             }                                                                           \
-        }                                                                               \
+        });                                                                             \
     }
 POOL_KERNELS(float, f32)
 POOL_KERNELS(double, f64)

@@ -301,6 +301,42 @@ static inline void store_count(tg_dtype od, char *o, int64_t i, int64_t v) {
         tg_store_i64(od, o + (size_t)i * tg_isize(od), v);
 }
 
+/* Successes in `trials` Bernoulli(p) draws from counter c. */
+static int64_t binomial_count(uint64_t key, uint64_t c, int64_t trials, double p) {
+    int64_t cnt = 0;
+    for (int64_t j = 0; j < trials; j += 2) {
+        uint32_t w[4];
+        block(key, c, (uint32_t)(j >> 1), w);
+        cnt += u53(w[0], w[1]) < p;
+        if (j + 1 < trials) cnt += u53(w[2], w[3]) < p;
+    }
+    return cnt;
+}
+
+/* row[0..k) += the categories of `trials` draws from counter c, cr the
+ * row's cumulative probabilities. */
+static void multinomial_row(uint64_t key, uint64_t c, const double *cr, int64_t k, int64_t trials,
+                            int64_t *row) {
+    for (int64_t j = 0; j < trials; j += 2) {
+        uint32_t w[4];
+        block(key, c, (uint32_t)(j >> 1), w);
+        double u[2] = {u53(w[0], w[1]), u53(w[2], w[3])};
+        for (int e = 0; e < 2 && j + e < trials; e++) {
+            /* The first category whose cumulative probability exceeds u,
+             * among the first k - 1; else the last. */
+            int64_t lo = 0, hi = k - 1;
+            while (lo < hi) {
+                int64_t mid = (lo + hi) / 2;
+                if (cr[mid] > u[e])
+                    hi = mid;
+                else
+                    lo = mid + 1;
+            }
+            row[lo]++;
+        }
+    }
+}
+
 static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const rnd_impl *im = n->op->impl;
     uint64_t key, ctr;
@@ -355,18 +391,14 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         for (int64_t i = 0; i < na; i++) work += pn[i];
         if (s0) work *= total;
         int nth = work >= TG_PARALLEL_MIN / 4 || total >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+        /* (no team for one thread: see TG_PAR_FOR) */
+        if (nth > 1) {
 #pragma omp parallel for schedule(dynamic, 256) num_threads(nth)
-        for (int64_t i = 0; i < total; i++) {
-            int64_t trials = pn[s0 ? 0 : i], cnt = 0;
-            double p = pb[s1 ? 0 : i];
-            uint64_t c = ctr + (uint64_t)i;
-            for (int64_t j = 0; j < trials; j += 2) {
-                uint32_t w[4];
-                block(key, c, (uint32_t)(j >> 1), w);
-                cnt += u53(w[0], w[1]) < p;
-                if (j + 1 < trials) cnt += u53(w[2], w[3]) < p;
-            }
-            store_count(od, o, i, cnt);
+            for (int64_t i = 0; i < total; i++)
+                store_count(od, o, i, binomial_count(key, ctr + (uint64_t)i, pn[s0 ? 0 : i], pb[s1 ? 0 : i]));
+        } else {
+            for (int64_t i = 0; i < total; i++)
+                store_count(od, o, i, binomial_count(key, ctr + (uint64_t)i, pn[s0 ? 0 : i], pb[s1 ? 0 : i]));
         }
         used = total;
     } else {
@@ -374,8 +406,7 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         int64_t nblk = (total + 1) / 2, nch = (nblk + GROUP - 1) / GROUP;
         int nth = total >= TG_PARALLEL_MIN / 4 ? omp_get_max_threads() : 1;
         bool normal = im->kind == RN;
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t ch = 0; ch < nch; ch++) {
+        TG_PAR_FOR(nth, ch, nch, {
             int64_t k0 = ch * GROUP;
             int nb = (int)(nblk - k0 < GROUP ? nblk - k0 : GROUP);
             double u0[GROUP], u1[GROUP], c[GROUP], sn[GROUP];
@@ -406,7 +437,7 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
                     store(od, o, i, normal ? x + y * v : x + (y - x) * v);
                 }
             }
-        }
+        });
         used = nblk;
     }
     rc = write_state(&out[0], key, ctr + (uint64_t)used, ctx);
@@ -474,28 +505,12 @@ static int mn_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
     int64_t work = 0;
     for (int64_t r = 0; r < rows; r++) work += trials[r];
     int nth = work >= TG_PARALLEL_MIN / 4 ? omp_get_max_threads() : 1;
+    /* (no team for one thread: see TG_PAR_FOR) */
+    if (nth > 1) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nth)
-    for (int64_t r = 0; r < rows; r++) {
-        const double *cr = cum + r * k;
-        int64_t *row = cd + r * k;
-        for (int64_t j = 0; j < trials[r]; j += 2) {
-            uint32_t w[4];
-            block(key, ctr + (uint64_t)r, (uint32_t)(j >> 1), w);
-            double u[2] = {u53(w[0], w[1]), u53(w[2], w[3])};
-            for (int e = 0; e < 2 && j + e < trials[r]; e++) {
-                /* The first category whose cumulative probability exceeds
-                 * u, among the first k - 1; else the last. */
-                int64_t lo = 0, hi = k - 1;
-                while (lo < hi) {
-                    int64_t mid = (lo + hi) / 2;
-                    if (cr[mid] > u[e])
-                        hi = mid;
-                    else
-                        lo = mid + 1;
-                }
-                row[lo]++;
-            }
-        }
+        for (int64_t r = 0; r < rows; r++) multinomial_row(key, ctr + (uint64_t)r, cum + r * k, k, trials[r], cd + r * k);
+    } else {
+        for (int64_t r = 0; r < rows; r++) multinomial_row(key, ctr + (uint64_t)r, cum + r * k, k, trials[r], cd + r * k);
     }
     rc = tg_array_assign(out[1], cnt, ctx);
     if (!rc) rc = write_state(&out[0], key, ctr + (uint64_t)rows, ctx);

@@ -911,8 +911,7 @@ static int col_run(const col_job *j, tg_ctx *ctx) {
     if (!scratch) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     int passes = two_pass(j->k) ? 2 : 1;
     if (nb == 1) {
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t it = 0; it < A * nblk; it++) {
+        TG_PAR_FOR(nth, it, A * nblk, {
             col_buf b;
             col_buf_at(scratch, omp_get_thread_num(), band, &b);
             int64_t a = it / nblk, c0 = (it % nblk) * band, m = j->C - c0 < band ? j->C - c0 : band;
@@ -922,7 +921,7 @@ static int col_run(const col_job *j, tg_ctx *ctx) {
                 if (pass == 1 && passes == 2) col_center(j, m, &b);
             }
             col_final(j, m, &b, j->out + (a * j->C + c0) * j->osz);
-        }
+        });
     } else {
         for (int64_t it = 0; it < A * nblk; it++) {
             int64_t a = it / nblk, c0 = (it % nblk) * band, m = j->C - c0 < band ? j->C - c0 : band;
@@ -930,13 +929,12 @@ static int col_run(const col_job *j, tg_ctx *ctx) {
             col_buf b0;
             col_buf_at(scratch, 0, band, &b0);
             for (int pass = 1; pass <= passes; pass++) {
-#pragma omp parallel for schedule(static) num_threads(nth < nb ? nth : nb)
-                for (int t = 0; t < nb; t++) {
+                TG_PAR_FOR(nth < nb ? nth : nb, t, nb, {
                     col_buf b;
-                    col_buf_at(scratch, t, band, &b);
+                    col_buf_at(scratch, (int)t, band, &b);
                     if (pass == 2) b.aux = b0.aux; /* the merged center */
                     col_rows(j, pa, m, j->R * t / nb, j->R * (t + 1) / nb, pass, &b);
-                }
+                });
                 for (int t = 1; t < nb; t++) {
                     col_buf b;
                     col_buf_at(scratch, t, band, &b);
@@ -949,6 +947,23 @@ static int col_run(const col_job *j, tg_ctx *ctx) {
     }
     tg_free(scratch);
     return TG_OK;
+}
+
+/* acc[0..outer) += rows r0..r1 of x, rows of `outer` contiguous floats. */
+static void rows_into(double *acc, const char *x, tg_dtype dt, int64_t outer, int64_t r0, int64_t r1) {
+    int64_t isz = (int64_t)tg_dtype_size(dt);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *row = x + r * outer * isz;
+        if (dt == TG_FLOAT64) {
+            const double *q = (const double *)row;
+#pragma omp simd
+            for (int64_t j = 0; j < outer; j++) acc[j] += q[j];
+        } else {
+            const float *q = (const float *)row;
+#pragma omp simd
+            for (int64_t j = 0; j < outer; j++) acc[j] += q[j];
+        }
+    }
 }
 
 /* ---- the kernel ---- */
@@ -1012,23 +1027,10 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         if (nth > nb) nth = nb;
         double *acc = tg_calloc((size_t)outer * (size_t)nb, sizeof(double));
         if (!acc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int t = 0; t < nb; t++) {
-            double *a = acc + (size_t)t * (size_t)outer;
-            int64_t r0 = inner * t / nb, r1 = inner * (t + 1) / nb;
-            for (int64_t r = r0; r < r1; r++) {
-                const char *row = x->data + r * outer * isz;
-                if (dt == TG_FLOAT64) {
-                    const double *q = (const double *)row;
-#pragma omp simd
-                    for (int64_t j = 0; j < outer; j++) a[j] += q[j];
-                } else {
-                    const float *q = (const float *)row;
-#pragma omp simd
-                    for (int64_t j = 0; j < outer; j++) a[j] += q[j];
-                }
-            }
-        }
+        TG_PAR_FOR(nth, t, nb, {
+            rows_into(acc + (size_t)t * (size_t)outer, x->data, dt, outer, inner * t / nb,
+                      inner * (t + 1) / nb);
+        });
         for (int t = 1; t < nb; t++)
             for (int64_t j = 0; j < outer; j++) acc[j] += acc[(size_t)t * (size_t)outer + j];
         for (int64_t j = 0; j < outer; j++)
@@ -1083,20 +1085,18 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
             int nth = omp_get_max_threads();
             double part[RED_CHUNKS] = {0};
             if (nth > RED_CHUNKS) nth = RED_CHUNKS;
-#pragma omp parallel for schedule(static) num_threads(nth)
-            for (int t = 0; t < RED_CHUNKS; t++) {
+            TG_PAR_FOR(nth, t, RED_CHUNKS, {
                 int64_t b = inner * t / RED_CHUNKS, e = inner * (t + 1) / RED_CHUNKS;
                 part[t] = row_sum_d(dt, v->data + b * rs, e - b, rs);
-            }
+            });
             double s = 0;
             for (int t = 0; t < RED_CHUNKS; t++) s += part[t];
             if (k == R_VAR || k == R_STD) {
                 double mean = s / (double)inner;
-#pragma omp parallel for schedule(static) num_threads(nth)
-                for (int t = 0; t < RED_CHUNKS; t++) {
+                TG_PAR_FOR(nth, t, RED_CHUNKS, {
                     int64_t b = inner * t / RED_CHUNKS, e = inner * (t + 1) / RED_CHUNKS;
                     part[t] = row_sqdev(dt, v->data + b * rs, e - b, rs, mean);
-                }
+                });
                 double acc = 0;
                 for (int t = 0; t < RED_CHUNKS; t++) acc += part[t];
                 double cnt = (double)(inner - ddof > 0 ? inner - ddof : 0);
@@ -1143,8 +1143,7 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         }
     } else {
         int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t j = 0; j < outer; j++) {
+        TG_PAR_FOR(nth, j, outer, {
             /* Decompose j over the kept axes (the first `kept` of v). */
             const char *p = v->data;
             int64_t r = j;
@@ -1153,7 +1152,7 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
                 r /= v->shape[d];
             }
             row_reduce(k, dt, od, ddof, p, inner, rs, o + j * osz);
-        }
+        });
     }
     tg_array_free(v);
     return TG_OK;

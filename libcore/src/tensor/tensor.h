@@ -127,6 +127,27 @@ int tg_broadcast_shapes(int n, const int *ndims, const int64_t *const *shapes,
  * at least TG_PARALLEL_MIN elements and `parallel` is true. */
 #define TG_ITER_MAX_OPS 8
 #define TG_PARALLEL_MIN (1 << 16)
+
+/* for (int64_t I = 0; I < N; I++) { BODY } on NTH threads (schedule
+ * static), or in the calling thread with no team at all when NTH is 1 or
+ * less. libgomp opens a team even for one thread, and closing it makes a
+ * futex system call whether anyone waits or not (an `if` clause that is
+ * false too): 1.3 us per region on the 2-core VM, more than the work of a
+ * small node, paid by every kernel below TG_PARALLEL_MIN and by every
+ * kernel under OMP_NUM_THREADS=1. BODY may call omp_get_thread_num() (0
+ * when serial); it must hold no #pragma line (_Pragma is fine), and may
+ * not leave the loop. */
+#define TG_PAR_FOR(nth, I, N, ...)                                                  \
+    do {                                                                            \
+        const int tg_par_nth_ = (nth);                                              \
+        const int64_t tg_par_n_ = (N);                                              \
+        if (tg_par_nth_ > 1) {                                                      \
+            _Pragma("omp parallel for schedule(static) num_threads(tg_par_nth_)")   \
+            for (int64_t I = 0; I < tg_par_n_; I++) { __VA_ARGS__ }                 \
+        } else {                                                                    \
+            for (int64_t I = 0; I < tg_par_n_; I++) { __VA_ARGS__ }                 \
+        }                                                                           \
+    } while (0)
 typedef void (*tg_inner_fn)(int64_t n, char **ptrs, const int64_t *strides,
                             void *ud);
 void tg_iter_run(int nops, char **base, int ndim, const int64_t *shape,
