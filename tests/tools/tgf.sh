@@ -68,6 +68,18 @@ if [ "$n" -ge 2 ]; then pass "a node used $n times is listed at each use by its 
 n=$(grep -c "dot \[id O\] 'xw'" "$tmp/out")
 if [ "$n" -eq 1 ]; then pass "the subtree under it is printed once"; else fail "xw printed $n times"; fi
 contains out "(constant) 1\b" "scalar constants show their value"
+# the nodes a grad node expanded into say whose derivative they are:
+# tanh's (h) is a product by 1 - h^2, dot's (hW2) a product by W2^T, the
+# cost's seed is the grad's own
+expect 0 "print a graph with a grad" -- "$TGC" print "$E/mlp.json" -f train
+contains out "^[ |]*mul \[id [A-Z]*\] 'gW1.32' (grad gW1 of h)$" "a gradient's node names the node it differentiates"
+contains out "^[ |]*dot \[id [A-Z]*\] 'gW1.26' (grad gW1 of hW2)$" "... for each node on the chain"
+contains out "^[ |]*ones_like \[id [A-Z]*\] 'gW1.0' (grad gW1)$" "the seed names only its grad"
+if grep -q "'W1_next' (grad" "$tmp/out"; then fail "a node of the file marked as a gradient's"; else pass "the file's own nodes are not marked"; fi
+expect 0 "print --optimized with a grad" -- "$TGC" print "$E/mlp.json" -f train --optimized
+contains out "composite \[id [A-Z]*\] 'gW1.32' (grad gW1 of h)$" "and after fusion, by the key it keeps"
+expect 0 "print the .tgf" -- "$TGC" print "$tmp/mlp.fast_run.tgf" -f train
+contains out "composite \[id [A-Z]*\] 'gW1.32' (grad gW1 of h)$" "a .tgf's table says the same"
 expect 0 "print --ids int --types --shapes" -- "$TGC" print "$E/logreg.json" -f predict --ids int --types --shapes
 contains out "\[id 0\]" "--ids int numbers the nodes"
 contains out "x \[id [0-9]*\] <float64(?, 784)>" "--types --shapes show dtype and static shape"
