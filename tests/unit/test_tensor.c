@@ -2,6 +2,7 @@
  * share buffers, reshape, broadcasting assignment, .npy files written by
  * NumPy in every dtype, order and byte order, malformed .npy files. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,31 @@ static void test_npy_malformed(void **state) {
 }
 
 /* A failed save leaves the previous file intact. */
+/* TG_PAR_FOR runs every iteration once; with one thread it opens no
+ * OpenMP team (libgomp's costs a futex system call), with two it does. */
+static void test_par_for(void **state) {
+    (void)state;
+    enum { N = 1000 };
+    static int hits[N];
+    for (int nth = 0; nth <= 2; nth++) {
+        memset(hits, 0, sizeof hits);
+        int in_team = 0, levels = 0;
+        TG_PAR_FOR(nth, i, N, {
+            hits[i]++;
+            if (omp_in_parallel()) __atomic_fetch_add(&in_team, 1, __ATOMIC_RELAXED);
+            if (i == 0) levels = omp_get_level();
+        });
+        for (int i = 0; i < N; i++) assert_int_equal(hits[i], 1);
+        if (nth <= 1) {
+            assert_int_equal(in_team, 0);
+            assert_int_equal(levels, 0);
+        } else {
+            assert_int_equal(levels, 1);
+            if (omp_get_thread_limit() >= 2) assert_int_equal(in_team, N);
+        }
+    }
+}
+
 static void test_npy_save_atomic(void **state) {
     (void)state;
     char path[] = "/tmp/tg_atomic_XXXXXX";
@@ -220,6 +246,7 @@ int main(void) {
         cmocka_unit_test(test_npy_from_numpy),
         cmocka_unit_test(test_npy_malformed),
         cmocka_unit_test(test_npy_save_atomic),
+        cmocka_unit_test(test_par_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
