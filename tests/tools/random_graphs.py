@@ -944,6 +944,9 @@ def scan_loop(S, vals):
     n = S["n"] if S["has_n"] else min(usable)
     past = [[vals[h]] if t == [-1] else list(vals[h]) for h, t in zip(S["inits"], S["out_taps"])]
     outs = [[] for _ in range(S["nrec"] + S["nnr"])]
+    # how near the operands of a maximum or gt came to a tie: differences
+    # across a kink (or a flipped until) are no derivative
+    S["margin"] = np.inf
 
     def value(q, env):
         if isinstance(q, dict):
@@ -965,6 +968,8 @@ def scan_loop(S, vals):
             i += 1
         for nd in S["bnodes"]:
             args = [value(q, env) for q in nd["inputs"]]
+            if nd["op"] in ("maximum", "gt"):
+                S["margin"] = min(S["margin"], float(np.min(np.abs(args[0] - args[1]))))
             env[nd["outputs"][0]] = np.greater(*args) if nd["op"] == "gt" else BODY_OPS[nd["op"]](*args)
         for k in range(S["nrec"] + S["nnr"]):
             v = np.asarray(env[S["bouts"][k]], dtype=np.float64)
@@ -1053,6 +1058,10 @@ def run_scan(seed, d):
         want = forward(vals)
     except IndexError:
         return []  # a reader of a step the loop did not make (until stopped it)
+    if S["margin"] < 1e-3:
+        # a tie within reach of the differences (scan 9140074: a sequence
+        # element and a weight both -1.1 in a maximum): values only
+        grads, rop = False, None
     fd = finite_differences(lambda v: forward(v)["cost"], vals, wrt) if grads else {}
     _, _, bad, done = run_presets(d, g, vals)
     for how, od in done.items():
