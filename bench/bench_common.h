@@ -7,7 +7,23 @@
 #include <string.h>
 #include <time.h>
 
+#include "../tools/common/ompspin.h"
 #include "tg/tg.h"
+
+/* The benchmarks run with the tools' OpenMP setting (ompspin.h): glibc
+ * passes the program's arguments to its constructors. */
+__attribute__((constructor)) static void bench_omp_respawn(int argc, char **argv, char **envp) {
+    (void)argc;
+    (void)envp;
+    tg_omp_respawn(argv);
+}
+
+/* What a peer's command starts with: peers run in the environment the
+ * benchmark was started with (a GOMP_SPINCOUNT that tg_omp_respawn set
+ * is tg's, not theirs: PyTorch and numexpr use libgomp too). */
+static inline const char *bench_peer_env(void) {
+    return getenv("TG_OMP_RESPAWNED") ? "env -u GOMP_SPINCOUNT -u TG_OMP_RESPAWNED " : "";
+}
 
 static inline double bench_now(void) {
     struct timespec ts;
@@ -56,7 +72,8 @@ static inline void bench_run_call(void *ud) {
  * its stdout (caller frees), or NULL when it cannot run (no NumPy). */
 static inline char *bench_peer(const char *script, const char *args) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/peers/%s %s 2>/dev/null", TG_BENCH_DIR, script, args);
+    snprintf(cmd, sizeof cmd, "%s/usr/bin/python3 %s/peers/%s %s 2>/dev/null", bench_peer_env(), TG_BENCH_DIR, script,
+             args);
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
     size_t cap = 1 << 16, n = 0;

@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
         snprintf(args, sizeof args, "%d %d", B, steps);
         const char *py = getenv("TG_BENCH_PYTHON") ? getenv("TG_BENCH_PYTHON") : "python3";
         char cmd[1024];
-        snprintf(cmd, sizeof cmd, "%s %s/peers/mlp_torch.py %s 2>/dev/null", py, TG_BENCH_DIR, args);
+        snprintf(cmd, sizeof cmd, "%s%s %s/peers/mlp_torch.py %s 2>/dev/null", bench_peer_env(), py, TG_BENCH_DIR, args);
         FILE *p = popen(cmd, "r");
         char out[4096] = "";
         if (p) {

@@ -450,7 +450,7 @@ int main(int argc, char **argv) {
     /* The peer, once for every case (one CUDA context, one import). */
     const char *py = getenv("TG_BENCH_PYTHON") ? getenv("TG_BENCH_PYTHON") : "python3";
     char cmd[16384];
-    snprintf(cmd, sizeof cmd, "%s %s/peers/cudnn_nets.py %s %d %d %.3f%s 2>&1", py, TG_BENCH_DIR,
+    snprintf(cmd, sizeof cmd, "%s%s %s/peers/cudnn_nets.py %s %d %d %.3f%s 2>&1", bench_peer_env(), py, TG_BENCH_DIR,
              gpu ? "cuda" : "cpu", max_steps, CHECK_STEPS, budget, peer_args);
     FILE *p = popen(cmd, "r");
     size_t cap = 1 << 16, len = 0;

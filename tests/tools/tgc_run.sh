@@ -102,5 +102,29 @@ if "$TG_BUILD_DIR/tools/tg-example-logreg-data" "$tmp" 200; then
   first=$(sed -n '1s/.*cost=\([^ ]*\).*/\1/p' "$tmp/out"); last=$(sed -n '5s/.*cost=\([^ ]*\).*/\1/p' "$tmp/out")
   awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' && pass "the cost falls ($first -> $last)" || fail "cost $first -> $last"
 fi
+# libgomp's spin count (tools/common/ompspin.h): run starts itself again
+# with GOMP_SPINCOUNT=1000 unless the environment chose one; libgomp
+# prints what it read (OMP_DISPLAY_ENV, once per start)
+spin() { env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u TG_OMP_SPIN -u TG_OMP_RESPAWNED OMP_DISPLAY_ENV=verbose "$@"; }
+expect 0 "run with libgomp's settings shown" -- spin "$TGC" run "$G" -f step
+contains err "GOMP_SPINCOUNT = '1000'" "run: libgomp's threads spin 1000 rounds"
+contains out "^1$" "the run's output is the same"
+expect 0 "run with GOMP_SPINCOUNT=77" -- spin env GOMP_SPINCOUNT=77 "$TGC" run "$G" -f step
+n=$(grep -c "GOMP_SPINCOUNT = " "$tmp/err")
+if [ "$n" -eq 1 ] && grep -q "GOMP_SPINCOUNT = '77'" "$tmp/err"; then pass "a spin count the user set is kept, with no second start"; else fail "GOMP_SPINCOUNT=77: $n starts"; sed 's/^/  | /' "$tmp/err"; fi
+expect 0 "run with OMP_WAIT_POLICY=active" -- spin env OMP_WAIT_POLICY=active "$TGC" run "$G" -f step
+n=$(grep -c "GOMP_SPINCOUNT = " "$tmp/err")
+if [ "$n" -eq 1 ]; then pass "a wait policy the user set is kept"; else fail "OMP_WAIT_POLICY=active: $n starts"; fi
+expect 0 "run with TG_OMP_SPIN=keep" -- spin env TG_OMP_SPIN=keep "$TGC" run "$G" -f step
+n=$(grep -c "GOMP_SPINCOUNT = " "$tmp/err")
+if [ "$n" -eq 1 ] && ! grep -q "GOMP_SPINCOUNT = '1000'" "$tmp/err"; then pass "TG_OMP_SPIN=keep keeps libgomp's default"; else fail "TG_OMP_SPIN=keep: $n starts"; fi
+expect 0 "run with TG_OMP_SPIN=20" -- spin env TG_OMP_SPIN=20 "$TGC" run "$G" -f step
+contains err "GOMP_SPINCOUNT = '20'" "TG_OMP_SPIN=20 asks for 20 rounds"
+expect 0 "run with TG_OMP_SPIN=banana" -- spin env TG_OMP_SPIN=banana "$TGC" run "$G" -f step
+contains err "GOMP_SPINCOUNT = '1000'" "a TG_OMP_SPIN that is not a number: 1000"
+expect 0 "check" -- spin "$TGC" check "$G"
+n=$(grep -c "GOMP_SPINCOUNT = " "$tmp/err")
+if [ "$n" -eq 1 ]; then pass "check, which calls nothing, starts once"; else fail "check started $n times"; fi
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -54,6 +54,12 @@ bad 2 "an unwritable --json" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --json
 bad 2 "an unwritable --trace" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --trace "$tmp/no/such/dir/t.json"
 bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
 
+# libgomp's spin count (tools/common/ompspin.h): tgprof starts itself again
+# with GOMP_SPINCOUNT=1000, as tgc run does
+env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u TG_OMP_SPIN -u TG_OMP_RESPAWNED OMP_DISPLAY_ENV=verbose \
+  "$TGPROF" "$counter" -f div -i k=2 --calls 2 >/dev/null 2>"$tmp/spin.err"
+check 'grep -q "GOMP_SPINCOUNT = '"'1000'"'" "$tmp/spin.err"' "tgprof runs with libgomp's threads spinning 1000 rounds"
+
 # Unoptimized: the optimizer would fold the constant gemm away; the nodes
 # and their memory are the file's.
 "$TGPROF" "$costly" -O none -i v='[1,2,3,4,5,6,7,8]' --calls 5 --warmup 2 --top 3 \

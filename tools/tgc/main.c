@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ompspin.h"
 #include "tensor/tensor.h"
 #include "tgf_cmds.h"
 
@@ -303,6 +304,8 @@ done:
 }
 
 int main(int argc, char **argv) {
+    /* (run calls functions: libgomp's spin count, ompspin.h) */
+    if (argc >= 2 && !strcmp(argv[1], "run")) tg_omp_respawn(argv);
     cli_start(TOOL);
     if (argc < 2) {
         usage(stderr);

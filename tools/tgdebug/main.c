@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "debugger.h"
+#include "ompspin.h"
 #include "tgdebug.h"
 
 #ifndef TGDEBUG_SERVE
@@ -67,5 +68,8 @@ int tgdebug_main(int argc, char **argv) {
 }
 
 #ifndef TGDEBUG_NO_MAIN
-int main(int argc, char **argv) { return tgdebug_main(argc, argv); }
+int main(int argc, char **argv) {
+    tg_omp_respawn(argv); /* libgomp's spin count (ompspin.h) */
+    return tgdebug_main(argc, argv);
+}
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ompspin.h"
 #include "profreport.h"
 #include "tensor/tensor.h"
 #include "vm/vm.h"
@@ -445,6 +446,7 @@ static bool parse_count(const char *opt, const char *s, long min, long *out) {
 }
 
 int main(int argc, char **argv) {
+    tg_omp_respawn(argv); /* libgomp's spin count (ompspin.h) */
     cli_start(TOOL);
     const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL, *device = NULL;
     bool sync = false;
