@@ -19,7 +19,9 @@
  * call it first in main; TG_OMP_RESPAWNED=1 tells the second run (and
  * the benchmarks, whose peers then get the environment back) that the
  * spin count is tg's. Where execv fails (no /proc), the program runs on
- * as it is. */
+ * as it is; nor does it start again under valgrind (whose child would run
+ * unchecked) or when started through the dynamic loader (ld.so tgc ...,
+ * where /proc/self/exe is the loader). */
 #ifndef TG_OMPSPIN_H
 #define TG_OMPSPIN_H
 
@@ -30,6 +32,14 @@
 static inline void tg_omp_respawn(char **argv) {
     const char *want = getenv("TG_OMP_SPIN");
     if ((want && !strcmp(want, "keep")) || getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY")) return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "valgrind")) return;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = 0;
+    const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+    if (!strncmp(base, "ld-linux", 8) || !strncmp(base, "ld.so", 5)) return;
     if (!want || !*want || strspn(want, "0123456789") != strlen(want) || strlen(want) > 12) want = "1000";
     if (setenv("GOMP_SPINCOUNT", want, 1) || setenv("TG_OMP_RESPAWNED", "1", 1)) return;
     execv("/proc/self/exe", argv);
