@@ -3,11 +3,12 @@
  * OpenBLAS's threads are its own (Debian's pthreads build), so a product
  * or a LAPACK call right after one of tg's parallel kernels shares the
  * cores with spinning threads, and every barrier inside it waits for a
- * thread the scheduler has parked. On the 2-core VM (tgprof, best of
- * runs): the MLP's training step at batch 600 29 -> 24.5 ms, the
- * determinant of a 256x256 matrix 5.9 -> 0.53 ms, bench_rnn 30,300 ->
- * 36,800 words/s, with GOMP_SPINCOUNT=1000; bench_fusion, whose kernels
- * follow each other with no BLAS between, within noise.
+ * thread the scheduler has parked. On the 2-core VM, with
+ * GOMP_SPINCOUNT=1000 against the default (tgprof; bench_rnn): the MLP's
+ * training step at batch 600 9-15% faster, the determinant of a 256x256
+ * matrix 6.3 -> 0.50 ms (NumPy: 0.57), bench_rnn's 200-wide RNN 1.4-1.8x;
+ * bench_fusion, whose kernels follow each other with no BLAS between,
+ * within noise.
  *
  * libgomp reads its settings once, when the program is loaded, so only
  * the environment the program starts with can choose them:
