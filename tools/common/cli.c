@@ -260,6 +260,16 @@ bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const c
     return true;
 }
 
+bool cli_gradient_text(const tg_function *f, const char *key, char *buf, size_t size) {
+    tg_key_gradient kg;
+    if (!tg_function_key_gradient(f, key, &kg)) return false;
+    if (*kg.of)
+        snprintf(buf, size, "%s %s of %s", kg.by_op, kg.by, kg.of);
+    else
+        snprintf(buf, size, "%s %s", kg.by_op, kg.by);
+    return true;
+}
+
 bool cli_is_tgf(const char *path) {
     size_t n = strlen(path);
     return n >= 4 && !strcmp(path + n - 4, ".tgf");

@@ -64,6 +64,12 @@ int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
 /* True when `path` names a compiled-function file (ends in ".tgf"). */
 bool cli_is_tgf(const char *path);
 
+/* For a key that a grad, rop or lop expansion made (it names no node of
+ * the file): whose derivative it is, in the words tgprof's tables and
+ * tgc print use, "grad gW1 of h" ("grad gW1" for the seed), into buf;
+ * false (buf untouched) for any other key. */
+bool cli_gradient_text(const tg_function *f, const char *key, char *buf, size_t size);
+
 /* A function opened for running: a graph file (.json) loaded and its
  * function `fname` compiled with `co`, or a .tgf restored as saved (a file
  * from another build says so in one "warning:" line); then its inputs read

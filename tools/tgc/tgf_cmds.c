@@ -347,12 +347,9 @@ static void print_var(printer *P, const tg_var *v, int depth) {
     if (n->nout > 1) printf(".%d", v->owner_index);
     printf(" [id %s] '%s'", idb, n->name ? n->name : v->id);
     /* A key a gradient's expansion made names no node of the file: say
-     * whose derivative it is (tgprof's words) */
-    tg_key_gradient kg;
-    if (tg_function_key_gradient(P->f, n->outputs[0]->id, &kg)) {
-        if (*kg.of) printf(" (%s %s of %s)", kg.by_op, kg.by, kg.of);
-        else printf(" (%s %s)", kg.by_op, kg.by);
-    }
+     * whose derivative it is */
+    char grad[256];
+    if (cli_gradient_text(P->f, n->outputs[0]->id, grad, sizeof grad)) printf(" (%s)", grad);
     if (n->inplace) printf(" (inplace)");
     type_suffix(P, &v->type);
     if (P->secs && fresh && n->index >= 0 && n->index < P->f->nsched && P->f->sched[n->index].node == n) {

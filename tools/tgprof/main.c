@@ -189,14 +189,11 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
             }
             /* A key a gradient's expansion made names no node of the
              * file: say whose derivative it is. */
-            char cell[256];
-            tg_key_gradient kg;
-            if (!tg_function_key_gradient(f, o[i].key, &kg))
-                snprintf(cell, sizeof cell, "%s", o[i].key);
-            else if (*kg.of)
-                snprintf(cell, sizeof cell, "%s (%s %s of %s)", o[i].key, kg.by_op, kg.by, kg.of);
+            char cell[256], grad[200];
+            if (cli_gradient_text(f, o[i].key, grad, sizeof grad))
+                snprintf(cell, sizeof cell, "%s (%s)", o[i].key, grad);
             else
-                snprintf(cell, sizeof cell, "%s (%s %s)", o[i].key, kg.by_op, kg.by);
+                snprintf(cell, sizeof cell, "%s", o[i].key);
             printf("  %7.2f%% %10.6f  %-24s", P->nodes_s > 0 ? 100 * t / P->nodes_s : 0, t, cell);
             for (int j = 0; j < o[i].nvia; j++) {
                 int k = o[i].via[j];
