@@ -287,6 +287,126 @@ static void test_intermediates_freed(void **state) {
     tg_set_allocator(NULL, NULL);
 }
 
+/* The function's pool of freed buffers (tensor/pool.c): a function
+ * called again with the same shapes allocates no large buffer; its
+ * results are never overwritten while the caller holds them; another
+ * shape's buffers are let go after a call that did not use them;
+ * TG_POOL_MIB=0 turns it off; tg_function_trim empties it. Counted with
+ * the counting allocator. */
+static int large_allocs;
+static void *count_large(void *ud, void *p, size_t n) {
+    if (!p && n > 4096) large_allocs++;
+    return count_realloc(ud, p, n);
+}
+
+/* y = exp(-((x + 1) * 2)) ... five nodes, each a fresh vector. */
+static const char *pool_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],"
+    "\"nodes\":["
+    "{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":1}],\"outputs\":[\"a\"]},"
+    "{\"op\":\"mul\",\"inputs\":[\"a\",{\"value\":2}],\"outputs\":[\"b\"]},"
+    "{\"op\":\"neg\",\"inputs\":[\"b\"],\"outputs\":[\"c\"]},"
+    "{\"op\":\"exp\",\"inputs\":[\"c\"],\"outputs\":[\"d\"]},"
+    "{\"op\":\"sub\",\"inputs\":[\"d\",\"x\"],\"outputs\":[\"y\"]}]}";
+
+static tg_array *ramp(int64_t n, double v0) {
+    tg_array *x = tg_array_new(TG_FLOAT64, 1, &n);
+    for (int64_t i = 0; i < n; i++) ((double *)tg_array_data(x))[i] = v0 + (double)(i % 7) * 0.25;
+    return x;
+}
+
+/* exp(-2 (x + 1)) - x at element i, by hand */
+static void check_pool_out(const tg_array *y, int64_t n, double v0) {
+    assert_int_equal(tg_array_size(y), n);
+    for (int64_t i = 0; i < n; i += 997) {
+        double x = v0 + (double)(i % 7) * 0.25;
+        assert_true(fabs(tg_array_get_flat(y, i) - (exp(-2 * (x + 1)) - x)) < 1e-12);
+    }
+}
+
+static void test_buffer_pool(void **state) {
+    (void)state;
+    tg_set_allocator(count_large, NULL);
+    live_bytes = 0;
+    tg_graph *g = tu_load(pool_json);
+    tg_function *f = compile(g, NULL);
+    tg_ctx *ctx = tg_ctx_new();
+    const int64_t n = 100000; /* 800 kB vectors */
+    tg_array *x = ramp(n, -1.5), *y = NULL;
+    assert_int_equal(tg_function_call(f, &x, &y, ctx), 0);
+    check_pool_out(y, n, -1.5);
+    tg_array_free(y);
+    tg_bufpool_counts pc;
+    tg_bufpool_stats(&f->pool, &pc);
+    assert_true(pc.buffers >= 1 && pc.bytes >= (size_t)n * 8);
+    /* Again: from the third call on, nothing large is allocated (the
+     * output's slot array is reused once the caller let it go, the rest
+     * comes from the pool; the first call's output took a pooled buffer,
+     * so the second still allocates one). */
+    for (int k = 0; k < 3; k++) {
+        large_allocs = 0;
+        assert_int_equal(tg_function_call(f, &x, &y, ctx), 0);
+        if (k) assert_int_equal(large_allocs, 0);
+        check_pool_out(y, n, -1.5);
+        tg_array_free(y);
+    }
+    tg_bufpool_stats(&f->pool, &pc);
+    assert_true(pc.hits >= 3);
+    /* A result the caller holds is never written again. */
+    tg_array *x2 = ramp(n, 0.5), *y1 = NULL, *y2 = NULL;
+    assert_int_equal(tg_function_call(f, &x, &y1, ctx), 0);
+    assert_int_equal(tg_function_call(f, &x2, &y2, ctx), 0);
+    assert_int_equal(tg_function_call(f, &x2, &y, ctx), 0);
+    check_pool_out(y1, n, -1.5);
+    check_pool_out(y2, n, 0.5);
+    check_pool_out(y, n, 0.5);
+    assert_true(tg_array_data(y1) != tg_array_data(y2) && tg_array_data(y2) != tg_array_data(y));
+    tg_array_free(y1);
+    tg_array_free(y2);
+    tg_array_free(y);
+    /* Another length: the old length's buffers sat through the call and
+     * are gone after it; what is pooled is the new length's. */
+    const int64_t m = 30000;
+    tg_array *xs = ramp(m, 2.0);
+    assert_int_equal(tg_function_call(f, &xs, &y, ctx), 0);
+    check_pool_out(y, m, 2.0);
+    tg_array_free(y);
+    tg_bufpool_stats(&f->pool, &pc);
+    assert_true(pc.buffers >= 1);
+    assert_true(pc.bytes % ((size_t)m * 8) == 0 && pc.bytes <= (size_t)m * 8 * 5);
+    /* tg_function_trim gives it back */
+    size_t before = live_bytes;
+    tg_function_trim(f);
+    tg_bufpool_stats(&f->pool, &pc);
+    assert_int_equal(pc.buffers, 0);
+    assert_int_equal(pc.bytes, 0);
+    assert_true(live_bytes + (size_t)m * 8 <= before);
+    tg_function_free(f);
+    /* TG_POOL_MIB=0: every call allocates its intermediates again. */
+    setenv("TG_POOL_MIB", "0", 1);
+    f = compile(g, NULL);
+    unsetenv("TG_POOL_MIB");
+    for (int k = 0; k < 3; k++) {
+        large_allocs = 0;
+        assert_int_equal(tg_function_call(f, &x, &y, ctx), 0);
+        check_pool_out(y, n, -1.5);
+        tg_array_free(y);
+        if (k) assert_true(large_allocs >= 3);
+    }
+    tg_bufpool_stats(&f->pool, &pc);
+    assert_int_equal(pc.budget, 0);
+    assert_int_equal(pc.buffers, 0);
+    tg_function_free(f);
+    tg_array_free(x);
+    tg_array_free(x2);
+    tg_array_free(xs);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    assert_int_equal(live_bytes, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
 /* A run-time failure names the node and its trace, and leaves shared
  * values unchanged. */
 static void test_runtime_error_keeps_state(void **state) {
@@ -548,6 +668,7 @@ int main(void) {
         cmocka_unit_test(test_missing_input),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_intermediates_freed),
+        cmocka_unit_test(test_buffer_pool),
         cmocka_unit_test(test_runtime_error_keeps_state),
         cmocka_unit_test(test_input_conversion),
         cmocka_unit_test(test_optimized_function_memory),

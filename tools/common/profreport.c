@@ -278,6 +278,15 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
     json_object_object_add(mo, "new_outputs", json_object_new_int(mem->nnew));
     json_object_object_add(mo, "views", json_object_new_int(mem->nview));
     json_object_object_add(mo, "inplace", json_object_new_int(mem->ninplace));
+    if (P->pool) {
+        json_object *po = json_object_new_object();
+        json_object_object_add(po, "reused", json_object_new_int64((int64_t)P->pool->reused));
+        json_object_object_add(po, "allocated", json_object_new_int64((int64_t)P->pool->allocated));
+        json_object_object_add(po, "held_buffers", json_object_new_int(P->pool->buffers));
+        json_object_object_add(po, "held_bytes", json_object_new_int64(P->pool->bytes));
+        json_object_object_add(po, "budget_bytes", json_object_new_int64(P->pool->budget));
+        json_object_object_add(mo, "pool", po);
+    }
     json_object_object_add(fo, "memory", mo);
 
     json_object *opt = json_object_new_object(), *passes = json_object_new_array(),

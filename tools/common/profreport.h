@@ -35,6 +35,9 @@ typedef struct prof_info {
     double total_s, nodes_s;
     const char *trace; /* --trace OUT, or NULL */
     const char *tool;  /* the report's "tool" (NULL: tgprof) */
+    /* The function's buffer pool over the profiled calls (reused and
+     * allocated counted from their start; held now), or NULL. */
+    const tg_pool_stats *pool;
 } prof_info;
 
 /* Merge rows with the same name (sorted by name first), summing; then

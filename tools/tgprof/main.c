@@ -217,6 +217,18 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
     printf("  Peak, keeping every intermediate (no GC): %s (%lld bytes)\n", b2, (long long)mem->peak_no_gc);
     printf("  Allocated: %s in %d new outputs; %d views, %d in place (no allocation)\n", b3, mem->nnew,
            mem->nview, mem->ninplace);
+    if (P->pool) {
+        char b4[32], b5[32];
+        human_bytes(P->pool->bytes, b4, sizeof b4);
+        human_bytes(P->pool->budget, b5, sizeof b5);
+        if (P->pool->budget)
+            printf("  Buffers over 4 KiB in the profiled calls: %llu reused from the function's pool, %llu allocated;\n"
+                   "    between calls the pool holds %d (%s; at most %s, TG_POOL_MIB)\n",
+                   (unsigned long long)P->pool->reused, (unsigned long long)P->pool->allocated, P->pool->buffers, b4,
+                   b5);
+        else
+            printf("  Buffer pool: off (TG_POOL_MIB=0): every call allocates its intermediates\n");
+    }
     /* Largest allocations: every output of every node, new ones by size. */
     int nout = 0;
     for (int k = 0; k < n; k++) nout += tg_function_node_noutputs(f, k);
@@ -548,6 +560,7 @@ int main(int argc, char **argv) {
     cli_progress prog;
     cli_progress_start(&prog, warmup + calls, "profiling");
     long done_calls = 0;
+    tg_pool_stats pool0 = {0}, pool;
     for (long i = 0; i < warmup + calls; i++) {
         if (i == warmup) {
             long keep = 0;
@@ -556,6 +569,7 @@ int main(int argc, char **argv) {
                 if (keep < 1) keep = 1;
                 if (keep > calls) keep = calls;
             }
+            tg_function_pool_stats(f, &pool0);
             if (!(p = tg_profile_new(f, keep, ctx)) || tg_profile_set_sync(p, sync, ctx)) {
                 cli_progress_end(&prog);
                 cli_error(TOOL, "%s", tg_ctx_message(ctx));
@@ -579,6 +593,10 @@ int main(int argc, char **argv) {
         cli_progress_step(&prog, done_calls);
     }
     cli_progress_end(&prog);
+    tg_function_pool_stats(f, &pool);
+    pool.reused -= pool0.reused;
+    pool.allocated -= pool0.allocated;
+    P.pool = &pool;
 
     P.f = f;
     P.p = p;

@@ -87,6 +87,28 @@ TG_API int tg_function_node_count(const tg_function *f);
 TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
                             tg_array **outputs, tg_ctx *ctx);
 
+/* Memory between calls. A call frees each intermediate of more than
+ * 4 KiB after its last reader, into the function's pool, and takes the
+ * buffers it allocates from there when one of the size is in it; what sat
+ * in the pool through a whole call is freed at its end. So a function
+ * called again with the same shapes allocates nothing large, and page
+ * faults nothing in again (glibc returns freed memory to the kernel, and
+ * each 4 KiB page of it comes back as a fault: the MLP's training step at
+ * batch 600 took 25 ms a call that way, 7 ms with the pool). Between
+ * calls the pool holds at most what the last call freed, and at most
+ * TG_POOL_MIB MiB (environment, read when the function is made: default
+ * 256 or a sixteenth of the memory, whichever is less; 0 turns the pool
+ * off). tg_function_trim frees what the pool holds now. */
+TG_API void tg_function_trim(tg_function *f);
+typedef struct tg_pool_stats {
+    int buffers;        /* in the pool now */
+    int64_t bytes;      /* their size */
+    int64_t budget;     /* the most it holds (TG_POOL_MIB); 0: no pool */
+    uint64_t reused;    /* buffers of more than 4 KiB that calls took from it */
+    uint64_t allocated; /* and that calls allocated, none of the size being in it */
+} tg_pool_stats;
+TG_API void tg_function_pool_stats(const tg_function *f, tg_pool_stats *out);
+
 /* Shared variables: the current value (borrowed: valid until the next
  * call or set; brought back from the GPU first when a function placed
  * there updated it, and NULL when that copy fails) and replacing it (the

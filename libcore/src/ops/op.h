@@ -22,11 +22,7 @@ enum {
 
 struct tg_gb; /* the gradient builder, grad/grad.h */
 
-/* Intermediates whose buffer is at most this many bytes stay in their VM
- * slot between calls (reused without allocating); larger ones are freed
- * after their last reader, as Theano's VM with GC did. In-place kernels
- * only take over buffers larger than this. */
-#define TG_VM_KEEP_BYTES 4096
+/* TG_VM_KEEP_BYTES: tensor/tensor.h */
 
 struct tg_op {
     const char *name;

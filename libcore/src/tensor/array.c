@@ -8,7 +8,9 @@
 /* ---- buffers ---- */
 
 tg_buffer *tg_buffer_new(size_t nbytes) {
-    tg_buffer *b = tg_malloc(sizeof *b);
+    tg_buffer *b = tg_bufpool_take(nbytes); /* NULL outside a call */
+    if (b) return b;
+    b = tg_malloc(sizeof *b);
     if (!b) return NULL;
     b->data = tg_malloc_aligned(nbytes ? nbytes : 1);
     if (!b->data) {
@@ -26,10 +28,12 @@ void tg_buffer_unref(tg_buffer *b) {
     if (!b) return;
     if (atomic_fetch_sub_explicit(&b->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (b->release)
+    if (b->release) {
         b->release(b);
-    else
+    } else {
+        if (tg_bufpool_put(b)) return; /* a call is running: kept for it */
         tg_free_aligned(b->data);
+    }
     tg_free(b);
 }
 

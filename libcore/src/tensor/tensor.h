@@ -33,6 +33,51 @@ struct tg_array {
 tg_buffer *tg_buffer_new(size_t nbytes);
 void tg_buffer_unref(tg_buffer *b);
 
+/* Intermediates whose buffer is at most this many bytes stay in their VM
+ * slot between calls (reused without allocating); larger ones are freed
+ * after their last reader, as Theano's VM with GC did, into the running
+ * function's pool (below). In-place kernels only take over buffers larger
+ * than this. */
+#define TG_VM_KEEP_BYTES 4096
+
+/* A function's pool of freed buffers (pool.c): while a call of the
+ * function runs on a thread (tg_bufpool_enter .. tg_bufpool_leave), the
+ * buffers of more than TG_VM_KEEP_BYTES that the thread frees are kept
+ * here, and tg_buffer_new takes one of exactly the size it needs, so that
+ * a function called again allocates (and page-faults) nothing. What sits
+ * unused through a whole call is freed at its end; at most `budget` bytes
+ * (TG_POOL_MIB) and TG_BUFPOOL_SLOTS buffers. Zero-initialised is empty,
+ * and reads its budget on first use. */
+#define TG_BUFPOOL_SLOTS 64
+typedef struct tg_bufpool {
+    tg_buffer *bufs[TG_BUFPOOL_SLOTS]; /* oldest first */
+    uint64_t when[TG_BUFPOOL_SLOTS];   /* the call each was pooled in */
+    int n;
+    size_t bytes, budget;
+    bool ready; /* budget read */
+    uint64_t call;
+    uint64_t hits, misses;
+} tg_bufpool;
+typedef struct tg_bufpool_counts {
+    int buffers;
+    size_t bytes, budget;
+    uint64_t hits, misses;
+} tg_bufpool_counts;
+/* An empty pool with the budget of the environment (TG_POOL_MIB). */
+void tg_bufpool_init(tg_bufpool *p);
+/* Make p the calling thread's pool; returns the one it replaces (a call
+ * from a hook of another function's call), for tg_bufpool_leave. */
+tg_bufpool *tg_bufpool_enter(tg_bufpool *p);
+/* Restore prev, and free what sat in p through the whole call. */
+void tg_bufpool_leave(tg_bufpool *p, tg_bufpool *prev);
+void tg_bufpool_clear(tg_bufpool *p); /* free every pooled buffer */
+void tg_bufpool_free(tg_bufpool *p);  /* the same, for a pool going away */
+void tg_bufpool_stats(const tg_bufpool *p, tg_bufpool_counts *out);
+/* For tg_buffer_new and tg_buffer_unref: a pooled buffer of exactly
+ * nbytes (refcount 1), or NULL; and keeping b (true) instead of freeing. */
+tg_buffer *tg_bufpool_take(size_t nbytes);
+bool tg_bufpool_put(tg_buffer *b);
+
 /* An array of the given shape over a fresh uninitialised buffer. */
 tg_array *tg_array_empty(tg_dtype dt, int ndim, const int64_t *shape);
 /* A view header: same buffer as a (one more reference), given layout. */

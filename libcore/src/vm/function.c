@@ -330,6 +330,7 @@ tg_function *tg_function_compile(tg_graph *g, int index,
         return NULL;
     }
     f->no_gc = opts && opts->no_gc;
+    tg_bufpool_init(&f->pool);
     f->name = tg_strdup(g->funcs[index].name);
     if (!f->name) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -392,6 +393,7 @@ tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
     }
     f->no_gc = no_gc;
     f->fg = fg;
+    tg_bufpool_init(&f->pool);
     f->out_ids = tg_calloc((size_t)fg->nout + 1, sizeof *f->out_ids);
     if (!f->out_ids) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -438,6 +440,7 @@ void tg_function_free(tg_function *f) {
         for (int i = 0; i < f->fg->nout; i++) tg_free(f->out_ids[i]);
     tg_free(f->out_ids);
     tg_free(f->strpool);
+    tg_bufpool_free(&f->pool);
     tg_fgraph_free(f->fg);
     tg_free(f);
 }
@@ -463,6 +466,18 @@ const int64_t *tg_function_input_shape(const tg_function *f, int i) {
     return f->fg->inputs[i]->type.shape;
 }
 int tg_function_node_count(const tg_function *f) { return f->nsched; }
+void tg_function_trim(tg_function *f) {
+    if (f) tg_bufpool_clear(&f->pool);
+}
+void tg_function_pool_stats(const tg_function *f, tg_pool_stats *out) {
+    tg_bufpool_counts c;
+    tg_bufpool_stats(&f->pool, &c);
+    *out = (tg_pool_stats){.buffers = c.buffers,
+                           .bytes = (int64_t)c.bytes,
+                           .budget = (int64_t)c.budget,
+                           .reused = c.hits,
+                           .allocated = c.misses};
+}
 const char *tg_function_node_op(const tg_function *f, int node) {
     return f->sched[node].op->name;
 }
@@ -884,7 +899,9 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
                          "called it again): a function runs one call at a time; give each thread its own "
                          "(tg_function_copy)",
                          f->name);
+    tg_bufpool *prev = tg_bufpool_enter(&f->pool);
     int rc = call(f, inputs, outputs, ctx);
+    tg_bufpool_leave(&f->pool, prev);
     atomic_store_explicit(&f->busy, false, memory_order_release);
     return rc;
 }

@@ -1,0 +1,150 @@
+/* A function's pool of freed buffers (tensor.h, tg_bufpool).
+ *
+ * Why: without it, each call of a function allocates every intermediate
+ * above TG_VM_KEEP_BYTES and frees it after its last reader. glibc gives
+ * the freed memory at the top of the heap back to the kernel once it
+ * passes the trim threshold, and blocks past the mmap threshold are
+ * unmapped on free, so the next call faults the same memory in again, a
+ * 4 KiB page at a time: the MLP's training step at batch 600 (float32,
+ * 1.2 MB intermediates) made 9 brk calls and 1,330 page faults per
+ * call, 25 ms a call against 7 with the memory kept. How often glibc
+ * trims depends on the process's history (its mmap threshold rises with
+ * the largest block freed so far), so the same step in two programs
+ * differed by 3x.
+ *
+ * What: while a call runs on a thread, buffers that thread frees (plain
+ * library memory above TG_VM_KEEP_BYTES) go to the running function's
+ * pool instead of to free(), and buffers it allocates come from the pool
+ * when one of exactly that size is there (the most recently pooled, whose
+ * memory is likeliest in the cache). A training step then allocates no
+ * large buffer after its first call.
+ *
+ * Bounds: a buffer that sat in the pool through a whole call without
+ * being taken is freed at the end of that call, so a function called with
+ * another batch size does not keep the old sizes; the pool holds at most
+ * `budget` bytes (TG_POOL_MIB, default 256 MiB or a sixteenth of the
+ * memory, whichever is less; 0 turns the pool off) and at most
+ * TG_BUFPOOL_SLOTS buffers, the oldest going first. Between calls a function
+ * therefore keeps at most what its last call freed, within the budget;
+ * tg_function_trim gives it back. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tensor/tensor.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POOL_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define POOL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define POOL_SANITIZED 1
+#else
+#define POOL_POISON(p, n) ((void)(p), (void)(n))
+#define POOL_UNPOISON(p, n) ((void)(p), (void)(n))
+#define POOL_SANITIZED 0
+#endif
+
+static _Thread_local tg_bufpool *active;
+
+static size_t default_budget(void) {
+    const char *e = getenv("TG_POOL_MIB");
+    if (e && *e) {
+        char *end;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (*end == 0 && v <= (1ull << 30)) return (size_t)v << 20;
+        /* not a number of MiB: the default, as for any unreadable
+         * setting of the environment */
+    }
+    size_t b = (size_t)256 << 20;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0 && (size_t)pages * (size_t)psize / 16 < b) b = (size_t)pages * (size_t)psize / 16;
+    return b;
+}
+
+void tg_bufpool_init(tg_bufpool *p) {
+    memset(p, 0, sizeof *p);
+    p->budget = default_budget();
+    p->ready = true;
+}
+
+/* Take entry i out of the list (unpoisoned), keeping the order. */
+static tg_buffer *unlink_at(tg_bufpool *p, int i) {
+    tg_buffer *b = p->bufs[i];
+    p->bytes -= b->nbytes;
+    p->n--;
+    memmove(p->bufs + i, p->bufs + i + 1, (size_t)(p->n - i) * sizeof *p->bufs);
+    memmove(p->when + i, p->when + i + 1, (size_t)(p->n - i) * sizeof *p->when);
+    POOL_UNPOISON(b->data, b->nbytes);
+    return b;
+}
+
+static void drop(tg_bufpool *p, int i) {
+    tg_buffer *b = unlink_at(p, i);
+    tg_free_aligned(b->data);
+    tg_free(b);
+}
+
+tg_bufpool *tg_bufpool_enter(tg_bufpool *p) {
+    if (!p->ready) tg_bufpool_init(p);
+    p->call++;
+    tg_bufpool *prev = active;
+    active = p->budget ? p : NULL;
+    return prev;
+}
+
+void tg_bufpool_leave(tg_bufpool *p, tg_bufpool *prev) {
+    active = prev;
+    /* what sat here through this whole call */
+    for (int i = p->n - 1; i >= 0; i--)
+        if (p->when[i] < p->call) drop(p, i);
+}
+
+void tg_bufpool_clear(tg_bufpool *p) {
+    while (p->n) drop(p, p->n - 1);
+}
+
+void tg_bufpool_stats(const tg_bufpool *p, tg_bufpool_counts *out) {
+    out->buffers = p->n;
+    out->bytes = p->bytes;
+    out->budget = p->ready ? p->budget : default_budget();
+    out->hits = p->hits;
+    out->misses = p->misses;
+}
+
+tg_buffer *tg_bufpool_take(size_t nbytes) {
+    tg_bufpool *p = active;
+    if (!p || nbytes <= TG_VM_KEEP_BYTES) return NULL;
+    for (int i = p->n - 1; i >= 0; i--) {
+        tg_buffer *b = p->bufs[i];
+        if (b->nbytes != nbytes) continue;
+        unlink_at(p, i);
+#if POOL_SANITIZED
+        /* as AddressSanitizer's malloc does: a kernel that reads what it
+         * did not write sees garbage, not the last call's values */
+        memset(b->data, 0xbe, nbytes);
+#endif
+        atomic_init(&b->refcount, 1);
+        p->hits++;
+        return b;
+    }
+    p->misses++;
+    return NULL;
+}
+
+bool tg_bufpool_put(tg_buffer *b) {
+    tg_bufpool *p = active;
+    if (!p || b->release || b->nbytes <= TG_VM_KEEP_BYTES || b->nbytes > p->budget) return false;
+    if (p->n == TG_BUFPOOL_SLOTS) drop(p, 0);
+    while (p->n && p->bytes + b->nbytes > p->budget) drop(p, 0);
+    p->bufs[p->n] = b;
+    p->when[p->n] = p->call;
+    p->n++;
+    p->bytes += b->nbytes;
+    POOL_POISON(b->data, b->nbytes);
+    return true;
+}
+
+void tg_bufpool_free(tg_bufpool *p) {
+    if (active == p) active = NULL;
+    tg_bufpool_clear(p);
+}
