@@ -59,6 +59,11 @@ int tg_rw_inplace(tg_rw *rw) {
             const tg_var *in = n->inputs[k];
             if (in->type.dtype != ot->dtype || in->type.ndim != ot->ndim) continue;
             if (elemwise && !tg_rw_keeps_shape(in, (const tg_var *const *)n->inputs, n->nin)) continue;
+            /* sum_to takes its input over only when nothing is summed */
+            bool differ = false;
+            for (int d = 0; d < ot->ndim; d++)
+                differ |= in->type.shape[d] >= 0 && ot->shape[d] >= 0 && in->type.shape[d] != ot->shape[d];
+            if (differ) continue;
             bool twice = false; /* the same variable read twice by n */
             for (int j = 0; j < n->nin; j++) twice |= j != k && n->inputs[j] == in;
             if (twice || !buffer_free(in)) continue;
