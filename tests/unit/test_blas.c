@@ -10,8 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/op.h"
 #include "tensor/tensor.h"
 #include "testutil.h"
+
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int n);
 
 /* ---- helpers ---- */
 
@@ -466,6 +470,49 @@ static void expect_load_error(const char *vars, const char *node, const char *wa
 
 #define V(id, dt, shape) "{\"id\":\"" id "\",\"type\":{\"dtype\":\"" dt "\",\"shape\":" shape "}}"
 
+/* Small LAPACK calls run on one OpenBLAS thread (linalg.c): the guard
+ * sets the process's count to 1 and puts back what was there, and a
+ * batch of 3x3 inverses leaves the count as it found it, with A inv(A) =
+ * I checked by a loop here. */
+static void test_lapack_threads(void **state) {
+    (void)state;
+    int before = openblas_get_num_threads();
+    openblas_set_num_threads(2);
+    int two = openblas_get_num_threads(); /* 1 on a one-core machine */
+    tg_blas_guard g = tg_blas_single();
+    assert_int_equal(openblas_get_num_threads(), 1);
+    tg_blas_restore(g);
+    assert_int_equal(openblas_get_num_threads(), two);
+    enum { B = 200 };
+    tg_graph *gr = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"a\",\"type\":"
+                           "{\"dtype\":\"float64\",\"shape\":[200,3,3]}}],\"nodes\":[{\"op\":\"matrix_inverse\","
+                           "\"inputs\":[\"a\"],\"outputs\":[\"y\"]}]}");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(gr, 0, NULL, ctx);
+    assert_non_null(f);
+    int64_t shape[3] = {B, 3, 3};
+    tg_array *a = rand_array(TG_FLOAT64, 3, shape, 0, 0), *y = NULL;
+    double *ad = tg_array_data(a);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < 3; i++) ad[b * 9 + i * 4] += 16; /* far from singular */
+    assert_int_equal(tg_function_call(f, &a, &y, ctx), 0);
+    assert_int_equal(openblas_get_num_threads(), two);
+    const double *yd = tg_array_data(y);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                double s = 0;
+                for (int k = 0; k < 3; k++) s += ad[b * 9 + i * 3 + k] * yd[b * 9 + k * 3 + j];
+                assert_true(fabs(s - (i == j)) < 1e-12);
+            }
+    tg_array_free(a);
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(gr);
+    tg_ctx_free(ctx);
+    openblas_set_num_threads(before);
+}
+
 static void test_load_errors(void **state) {
     (void)state;
     const char *ab = V("a", "float64", "[3,4]") "," V("b", "float64", "[5,2]");
@@ -538,7 +585,7 @@ int main(void) {
         cmocka_unit_test(test_zero_strides),  cmocka_unit_test(test_integers),
         cmocka_unit_test(test_float16),       cmocka_unit_test(test_batched),
         cmocka_unit_test(test_gemm_inplace),  cmocka_unit_test(test_gemv_ger),
-        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_lapack_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

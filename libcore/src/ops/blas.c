@@ -43,6 +43,19 @@ static int kernel_error(tg_ctx *ctx, int k) {
     return tg_errorf(ctx, TG_ENOMEM, "out of memory");
 }
 
+/* ---- OpenBLAS's thread count (op.h) ---- */
+
+tg_blas_guard tg_blas_single(void) {
+    tg_blas_guard g = {openblas_get_num_threads()};
+    if (g.saved > 1) openblas_set_num_threads(1);
+    else g.saved = 0;
+    return g;
+}
+
+void tg_blas_restore(tg_blas_guard g) {
+    if (g.saved > 1) openblas_set_num_threads(g.saved);
+}
+
 /* ---- operands as BLAS sees them ---- */
 
 typedef struct mat {

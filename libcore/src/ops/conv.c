@@ -477,25 +477,8 @@ static int too_big(const geom *g, int64_t G, tg_ctx *ctx) {
  * with its own column buffer and a single-threaded gemm: no scatter of the
  * product, and OpenBLAS's threads do not compete with OpenMP's (spinning
  * OpenMP workers would slow OpenBLAS's pool down). OpenBLAS's thread count
- * is process-wide: it is set to 1 for the loop and restored after. */
-
-typedef struct blas_guard {
-    int saved;
-} blas_guard;
-
-static blas_guard blas_single(int nth) {
-    blas_guard b = {0};
-    if (nth > 1) {
-        b.saved = openblas_get_num_threads();
-        if (b.saved > 1) openblas_set_num_threads(1);
-        else b.saved = 0;
-    }
-    return b;
-}
-
-static void blas_restore(blas_guard b) {
-    if (b.saved > 1) openblas_set_num_threads(b.saved);
-}
+ * is process-wide: it is set to 1 for the loop and restored after
+ * (tg_blas_single). */
 
 /* Threads for the per-image path, or 0 to use the grouped path (fewer
  * images than threads: a threaded gemm over a group does better). */
@@ -564,7 +547,7 @@ static int per_image(int kind, tg_dtype wd, const geom *g, int nth, const char *
         tg_free(part);
         return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     }
-    blas_guard bg = blas_single(nth);
+    tg_blas_guard bg = nth > 1 ? tg_blas_single() : (tg_blas_guard){0};
     /* (no team for one thread: see TG_PAR_FOR; the loop's `omp for`
      * then runs it all in this thread) */
     if (nth > 1) {
@@ -573,7 +556,7 @@ static int per_image(int kind, tg_dtype wd, const geom *g, int nth, const char *
     } else {
         per_image_share(kind, wd, g, x, wm, y, cols, part);
     }
-    blas_restore(bg);
+    tg_blas_restore(bg);
     if (kind == PI_GRAD_W) {
         for (int64_t i = 0; i < wsz; i++) {
             if (wd == TG_FLOAT64) {

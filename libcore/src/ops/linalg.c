@@ -45,6 +45,24 @@ void dposv_(const char *uplo, const int *n, const int *nrhs, double *a,
 
 /* ---- helpers ---- */
 
+/* OpenBLAS's LAPACK splits even a 3x3 solve among its threads, whose
+ * wake-up costs far more than the work: a batch of 3,333 inverses of 3x3
+ * took 10.6-15 ms with two threads, 0.7-1.3 ms with one (NumPy, threaded:
+ * 28 ms; tgprof, 2 cores). The threads pay off from order 128 or so
+ * (inverse of 256x256: 1.1 ms against 1.6; a determinant or a Cholesky
+ * factor gains less, or loses). Matrices of order up to
+ * LAPACK_SINGLE_MAX run with one thread (tg_blas_single). */
+#define LAPACK_SINGLE_MAX 100
+#define SINGLE_THREADED(NAME)                                                            \
+    static int NAME##_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) { \
+        const tg_array *a = in[0];                                                      \
+        bool small = a->ndim >= 2 && a->shape[a->ndim - 1] <= LAPACK_SINGLE_MAX;        \
+        tg_blas_guard g = small ? tg_blas_single() : (tg_blas_guard){0};              \
+        int rc = NAME##_body(n, in, out, ctx);                                          \
+        tg_blas_restore(g);                                                             \
+        return rc;                                                                      \
+    }
+
 static const char *type_s(const tg_var *v, char *buf, size_t size) {
     tg_type_str(&v->type, buf, size);
     return buf;
@@ -175,7 +193,7 @@ static int sq_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
-static int chol_run(tg_node *n, tg_array *const *in, tg_array **out,
+static int chol_body(tg_node *n, tg_array *const *in, tg_array **out,
                     tg_ctx *ctx) {
     const tg_array *a = in[0];
     int64_t nmat;
@@ -212,6 +230,8 @@ static int chol_run(tg_node *n, tg_array *const *in, tg_array **out,
     return TG_OK;
 }
 
+SINGLE_THREADED(chol)
+
 const tg_op tg_op_cholesky = {
     .name = "cholesky", .nin_min = 1, .nin_max = 1, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .attr_keys = keys_chol,
@@ -227,7 +247,7 @@ static int lu(tg_dtype dt, int nn, char *m, int *ipiv) {
     return info;
 }
 
-static int inv_run(tg_node *n, tg_array *const *in, tg_array **out,
+static int inv_body(tg_node *n, tg_array *const *in, tg_array **out,
                    tg_ctx *ctx) {
     const tg_array *a = in[0];
     int64_t nmat;
@@ -271,6 +291,8 @@ done:
     return rc;
 }
 
+SINGLE_THREADED(inv)
+
 const tg_op tg_op_matrix_inverse = {
     .name = "matrix_inverse", .nin_min = 1, .nin_max = 1, .nout = 1,
     .flags = TG_OPF_FLOAT_ONLY, .infer = sq_infer, .run = inv_run,
@@ -285,7 +307,7 @@ static int det_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
-static int det_run(tg_node *n, tg_array *const *in, tg_array **out,
+static int det_body(tg_node *n, tg_array *const *in, tg_array **out,
                    tg_ctx *ctx) {
     const tg_array *a = in[0];
     int64_t nmat;
@@ -328,6 +350,8 @@ done:
     tg_free(ipiv);
     return rc;
 }
+
+SINGLE_THREADED(det)
 
 const tg_op tg_op_det = {
     .name = "det", .nin_min = 1, .nin_max = 1, .nout = 1,
@@ -419,7 +443,7 @@ static int solve_one(int mode, tg_dtype dt, int nn, int nrhs, char *a,
     return TG_OK;
 }
 
-static int solve_run(tg_node *n, tg_array *const *in, tg_array **out,
+static int solve_body(tg_node *n, tg_array *const *in, tg_array **out,
                      tg_ctx *ctx) {
     const tg_array *A = in[0], *B = in[1];
     int64_t nmat;
@@ -505,6 +529,8 @@ done:
     tg_free(ipiv);
     return rc;
 }
+
+SINGLE_THREADED(solve)
 
 const tg_op tg_op_solve = {
     .name = "solve", .nin_min = 2, .nin_max = 2, .nout = 1,

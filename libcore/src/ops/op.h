@@ -140,6 +140,16 @@ static inline void tg_set_out_type(tg_node *n, int i, tg_dtype dt, int ndim,
  * true: the kernel then updates it where it lies instead of copying. */
 bool tg_op_take_input(const tg_node *n, tg_array *const *in, int k, tg_array **slot);
 
+/* OpenBLAS's thread count is the process's: tg_blas_single sets it to 1
+ * (when it is more) for calls that its threads only slow down, and
+ * tg_blas_restore puts back what was there (ops/blas.c). Two threads
+ * doing so at once can only leave the count where it was. */
+typedef struct tg_blas_guard {
+    int saved;
+} tg_blas_guard;
+tg_blas_guard tg_blas_single(void);
+void tg_blas_restore(tg_blas_guard g);
+
 /* The value of a constant input (NULL when input i is not a constant). */
 static inline const tg_array *tg_const_input(const tg_node *n, int i) {
     tg_var *v = n->inputs[i];
