@@ -456,6 +456,69 @@ static void test_reuse_output(void **state) {
 }
 
 /* Attribute errors are load errors naming the attribute. */
+/* sum_to is the reductions' sum laid out in its target's shape: a
+ * convolution bias's gradient (axes 0, 2, 3 of a 4-d gradient to (C, 1,
+ * 1)), leading and middle axes, with 1, 2 and 3 threads (the same bits
+ * each time), float32 and float64, against sums in double here. */
+static void test_sum_to_axes(void **state) {
+    (void)state;
+    static const struct {
+        const char *target;
+        int64_t t[3];
+    } cases[2] = {{"[9,1,1]", {9, 1, 1}}, {"[1,1,13]", {1, 1, 13}}};
+    for (int di = 0; di < 2; di++) {
+        tg_dtype dt = di ? TG_FLOAT64 : TG_FLOAT32;
+        int64_t gs[4] = {37, 9, 11, 13};
+        tg_array *gd = tg_array_new(TG_FLOAT64, 4, gs);
+        double *gp = tg_array_data(gd);
+        for (int64_t i = 0; i < 37 * 9 * 11 * 13; i++) gp[i] = sin((double)i * 0.37) * 3 + 0.25;
+        tg_array *g = tg_array_copy(gd, dt);
+        for (int c = 0; c < 2; c++) {
+            char json[1024];
+            snprintf(json, sizeof json,
+                     "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                     "{\"id\":\"g\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null,null,null]}},"
+                     "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":%s}}],"
+                     "\"nodes\":[{\"op\":\"sum_to\",\"inputs\":[\"g\",\"x\"],\"outputs\":[\"s\"]}],"
+                     "\"functions\":{\"main\":{\"inputs\":[\"g\",\"x\"],\"outputs\":[\"s\"]}}}",
+                     tg_dtype_name(dt), tg_dtype_name(dt), cases[c].target);
+            tg_graph *gr = tu_load(json);
+            tg_array *x = tg_array_new(dt, 3, cases[c].t), *first = NULL;
+            for (int t = 0; t < NTHREADS; t++) {
+                omp_set_num_threads(THREADS[t]);
+                tg_array *in[2] = {g, x}, *out[1] = {0};
+                tu_call(gr, NULL, in, out);
+                assert_int_equal(out[0]->ndim, 3);
+                for (int d = 0; d < 3; d++) assert_int_equal(out[0]->shape[d], cases[c].t[d]);
+                int64_t n = tg_array_size(out[0]);
+                for (int64_t j = 0; j < n; j++) {
+                    double want = 0;
+                    for (int64_t i = 0; i < 37 * 9 * 11 * 13; i++) {
+                        int64_t ch = (i / (11 * 13)) % 9, col = i % 13;
+                        if ((c == 0 && ch == j) || (c == 1 && col == j))
+                            want += (double)tg_array_get_flat(g, i);
+                    }
+                    double got = tg_array_get_flat(out[0], j);
+                    if (fabs(got - want) > (di ? 1e-11 : 1e-3))
+                        fail_msg("%s case %d, %d threads, element %lld: %.17g, want %.17g", tg_dtype_name(dt), c,
+                                 THREADS[t], (long long)j, got, want);
+                }
+                if (!first) first = out[0];
+                else {
+                    assert_true(tg_array_equal(first, out[0]));
+                    tg_array_free(out[0]);
+                }
+            }
+            omp_set_num_threads(2);
+            tg_array_free(first);
+            tg_array_free(x);
+            tg_graph_free(gr);
+        }
+        tg_array_free(g);
+        tg_array_free(gd);
+    }
+}
+
 static void test_attr_errors(void **state) {
     (void)state;
     static const struct {
@@ -551,7 +614,7 @@ int main(void) {
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
-        cmocka_unit_test(test_same_bits_any_thread_count),
+        cmocka_unit_test(test_same_bits_any_thread_count), cmocka_unit_test(test_sum_to_axes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

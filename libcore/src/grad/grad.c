@@ -522,50 +522,27 @@ static int sum_to_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
-/* out += g along the loop: ud gives the accumulator's dtype and g's.
- * float16 adds into a float64 accumulator; integers add exactly
- * (wrapping, as NumPy's sum). */
-static void acc_loop(int64_t n, char **p, const int64_t *s, void *ud) {
-    const tg_dtype acc = ((const tg_dtype *)ud)[0], src = ((const tg_dtype *)ud)[1];
-    /* Unit strides apart, so that they vectorize: a bias's gradient sums
-     * the rows of a matrix, each row one contiguous run (the MLP's b1 at
-     * batch 600, 600x500 float32: 189 -> 49 us in tgprof). */
-    if (acc == src && acc == TG_FLOAT32 && s[0] == 4 && s[1] == 4) {
-        float *restrict o = (float *)p[0];
-        const float *restrict g = (const float *)p[1];
-        for (int64_t i = 0; i < n; i++) o[i] += g[i];
-    } else if (acc == src && acc == TG_FLOAT64 && s[0] == 8 && s[1] == 8) {
-        double *restrict o = (double *)p[0];
-        const double *restrict g = (const double *)p[1];
-        for (int64_t i = 0; i < n; i++) o[i] += g[i];
-    } else if (acc == TG_FLOAT64 && src == TG_FLOAT16)
-        for (int64_t i = 0; i < n; i++) *(double *)(p[0] + i * s[0]) += tg_load_f64(TG_FLOAT16, p[1] + i * s[1]);
-    else if (acc == TG_FLOAT64)
-        for (int64_t i = 0; i < n; i++) *(double *)(p[0] + i * s[0]) += *(const double *)(p[1] + i * s[1]);
-    else if (acc == TG_FLOAT32)
-        for (int64_t i = 0; i < n; i++) *(float *)(p[0] + i * s[0]) += *(const float *)(p[1] + i * s[1]);
-    else if (acc == TG_BOOL)
-        for (int64_t i = 0; i < n; i++) *(uint8_t *)(p[0] + i * s[0]) |= *(const uint8_t *)(p[1] + i * s[1]) != 0;
-    else
-        for (int64_t i = 0; i < n; i++)
-            tg_store_i64(acc, p[0] + i * s[0],
-                         (int64_t)((uint64_t)tg_load_i64(acc, p[0] + i * s[0]) + (uint64_t)tg_load_i64(acc, p[1] + i * s[1])));
-}
-
-/* float16 sums in a float64 accumulator rounded once at the end, as the
- * reductions and the GPU's sum_to; float32 and float64 in their own
- * dtype. */
+/* The sum over the leading axes g has and x lacks and over those where x
+ * has length 1: the reductions' sum (ops/reduce.c: pairwise in float64,
+ * float16 too, rounded once; integers wrap, bool is "any"), laid out in x's
+ * shape. */
 static int sum_to_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const tg_array *g = in[0], *x = in[1];
     int off = g->ndim - x->ndim;
     if (off < 0) return tg_errorf(ctx, TG_ESHAPE, "sum_to: gradient of lower rank than its target");
-    for (int d = 0; d < x->ndim; d++)
-        if (x->shape[d] != g->shape[d + off] && x->shape[d] != 1)
-            return tg_errorf(ctx, TG_ESHAPE, "sum_to: length %lld cannot be summed to %lld (dimension %d)",
-                             (long long)g->shape[d + off], (long long)x->shape[d], d);
-    bool same = off == 0;
-    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == g->shape[d];
-    if (same) {
+    uint32_t mask = 0;
+    for (int d = 0; d < g->ndim; d++) {
+        int xd = d - off;
+        if (xd < 0) {
+            mask |= 1u << d;
+        } else if (x->shape[xd] != g->shape[d]) {
+            if (x->shape[xd] != 1)
+                return tg_errorf(ctx, TG_ESHAPE, "sum_to: length %lld cannot be summed to %lld (dimension %d)",
+                                 (long long)g->shape[d], (long long)x->shape[xd], xd);
+            mask |= 1u << d;
+        }
+    }
+    if (!mask) {
         /* Nothing to sum (the gradient of an add whose operands had one
          * shape at run time): the gradient itself, taken over when the
          * in-place pass lets this node overwrite it, else copied. */
@@ -573,29 +550,7 @@ static int sum_to_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *c
         int rc = tg_array_prepare(&out[0], g->dtype, x->ndim, x->shape, ctx);
         return rc ? rc : tg_array_assign(out[0], g, ctx);
     }
-    int rc = tg_array_prepare(&out[0], g->dtype, x->ndim, x->shape, ctx);
-    if (rc) return rc;
-    const tg_dtype dt = g->dtype;
-    tg_array *acc = out[0];
-    if (dt == TG_FLOAT16 && !(acc = tg_array_new(TG_FLOAT64, x->ndim, x->shape)))
-        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    const int64_t size = tg_array_size_inline(acc);
-    memset(acc->data, 0, (size_t)size * tg_dtype_size(acc->dtype));
-    int64_t st[2][TG_MAX_NDIM];
-    for (int d = 0; d < g->ndim; d++) {
-        st[1][d] = g->strides[d];
-        int xd = d - off;
-        st[0][d] = xd < 0 || x->shape[xd] == 1 ? 0 : acc->strides[xd];
-    }
-    char *base[2] = {acc->data, g->data};
-    tg_dtype dts[2] = {acc->dtype, dt};
-    /* Not parallel: several threads could add into one output element. */
-    tg_iter_run(2, base, g->ndim, g->shape, (const int64_t(*)[TG_MAX_NDIM])st, acc_loop, dts, false);
-    if (acc != out[0]) {
-        tg_cast_strided(dt, out[0]->data, tg_dtype_size(dt), TG_FLOAT64, acc->data, 8, size);
-        tg_array_free(acc);
-    }
-    return TG_OK;
+    return tg_reduce_sum_into(g, mask, g->dtype, x->ndim, x->shape, out, ctx);
 }
 
 static void sum_to_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *f, double *by) {

@@ -150,6 +150,13 @@ typedef struct tg_blas_guard {
 tg_blas_guard tg_blas_single(void);
 void tg_blas_restore(tg_blas_guard g);
 
+/* The sum of x over the axes in mask (bits), as the `sum` op computes it
+ * (pairwise in float64, threads that do not change the bits), into *out
+ * of dtype od and shape oshape: the kept axes' lengths in order, with 1s
+ * anywhere (ops/reduce.c). */
+int tg_reduce_sum_into(const tg_array *x, uint32_t mask, tg_dtype od, int ond, const int64_t *oshape, tg_array **out,
+                       tg_ctx *ctx);
+
 /* The value of a constant input (NULL when input i is not a constant). */
 static inline const tg_array *tg_const_input(const tg_node *n, int i) {
     tg_var *v = n->inputs[i];

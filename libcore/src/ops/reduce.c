@@ -968,21 +968,19 @@ static void rows_into(double *acc, const char *x, tg_dtype dt, int64_t outer, in
 
 /* ---- the kernel ---- */
 
-static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
-    const red_impl *im = n->op->impl;
-    const tg_array *x = in[0];
-    tg_dtype od = n->outputs[0]->type.dtype;
-    uint32_t mask = n->a.axis_mask;
+/* The reduction of x over the axes in mask into *out, of dtype od and
+ * shape oshape (ond axes: the kept axes' lengths, with 1s anywhere). */
+static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uint32_t mask, tg_dtype od,
+                       int64_t ddof, int ond, const int64_t *oshape, tg_array **out, tg_ctx *ctx) {
+    const red_impl imk = {kind}, *im = &imk;
     int nd = x->ndim;
-    int64_t oshape[TG_MAX_NDIM], outer = 1, inner = 1;
-    int ond = 0, perm[TG_MAX_NDIM], np = 0;
+    int64_t outer = 1, inner = 1;
+    int perm[TG_MAX_NDIM], np = 0;
     for (int d = 0; d < nd; d++) {
         if (mask & (1u << d)) {
             inner *= x->shape[d];
-            if (n->a.keepdims) oshape[ond++] = 1;
         } else {
             outer *= x->shape[d];
-            oshape[ond++] = x->shape[d];
             perm[np++] = d;
         }
     }
@@ -992,7 +990,7 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         (im->kind == R_MAX || im->kind == R_MIN || im->kind == R_ARGMAX || im->kind == R_ARGMIN))
         return tg_errorf(ctx, TG_ERUNTIME,
                          "zero-size array to reduction operation %s which has no identity",
-                         n->op->name);
+                         opname);
     int rc = tg_array_prepare(&out[0], od, ond, oshape, ctx);
     if (rc) return rc;
     char *o = out[0]->data;
@@ -1039,7 +1037,7 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         return TG_OK;
     }
 
-    col_job cj = {.k = im->kind, .dt = dt, .od = od, .ddof = n->a.ddof, .base = x->data,
+    col_job cj = {.k = im->kind, .dt = dt, .od = od, .ddof = ddof, .base = x->data,
                   .osz = osz, .out = o};
     if (outer > 0 && col_setup(&cj, x, mask)) return col_run(&cj, ctx);
 
@@ -1073,7 +1071,6 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     }
     /* Row start pointers come from the kept axes of v. */
     red_kind k = im->kind;
-    int64_t ddof = n->a.ddof;
     if (outer == 1) {
         /* One output: split a long row across threads for sums (and the
          * two passes of var and std). */
@@ -1156,6 +1153,23 @@ static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     }
     tg_array_free(v);
     return TG_OK;
+}
+
+static int red_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const red_impl *im = n->op->impl;
+    const tg_array *x = in[0];
+    uint32_t mask = n->a.axis_mask;
+    int64_t oshape[TG_MAX_NDIM];
+    int ond = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (!(mask & (1u << d))) oshape[ond++] = x->shape[d];
+        else if (n->a.keepdims) oshape[ond++] = 1;
+    return reduce_into(im->kind, n->op->name, x, mask, n->outputs[0]->type.dtype, n->a.ddof, ond, oshape, out, ctx);
+}
+
+int tg_reduce_sum_into(const tg_array *x, uint32_t mask, tg_dtype od, int ond, const int64_t *oshape, tg_array **out,
+                       tg_ctx *ctx) {
+    return reduce_into(R_SUM, "sum", x, mask, od, 0, ond, oshape, out, ctx);
 }
 
 static void red_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *flops,
