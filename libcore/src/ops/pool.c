@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/convpool.h"
@@ -203,10 +204,58 @@ typedef struct pgeom {
     int64_t P, H, W, OH, OW;
     const win *wr, *wc;
     int mode;
+    /* max over 2x2 windows 2 apart, each whole (no padding, none cut by
+     * the border): the convnets' pooling, with loops of its own
+     * (TG_POOL_GENERAL in the environment: the general loops, which the
+     * tests compare them with) */
+    bool max2x2;
 } pgeom;
 
+/* The larger of u and v, or the NaN among them: branch-free, so that the
+ * 2x2 loops vectorize. */
+#define MAX2(u, v) ((u) > (v) || (u) != (u) ? (u) : (v))
+
 #define POOL_KERNELS(T, SFX)                                                           \
+    /* 2x2, stride 2: each output reads two pairs of neighbours (about 4x the \
+     * general loop on the convnet example's first pooling). */               \
+    static void fwd2_##SFX(const pgeom *g, const T *x, T *y) {                         \
+        const int64_t rows = g->P * g->OH, OW = g->OW, W = g->W;                      \
+        int nth = rows * OW >= TG_PARALLEL_MIN / 8 ? omp_get_max_threads() : 1;        \
+        TG_PAR_FOR(nth, r, rows, {                                                     \
+            const int64_t pl = r / g->OH, i = r % g->OH;                               \
+            const T *restrict x0 = x + pl * g->H * W + 2 * i * W, *restrict x1 = x0 + W; \
+            T *restrict yp = y + r * OW;                                               \
+            for (int64_t j = 0; j < OW; j++) {                                         \
+                T a = MAX2(x0[2 * j], x0[2 * j + 1]), b = MAX2(x1[2 * j], x1[2 * j + 1]); \
+                yp[j] = MAX2(a, b);                                                    \
+            }                                                                          \
+        });                                                                            \
+    }                                                                                  \
+    /* Its gradient when the windows tile x exactly: every element of gx is  \
+     * written once (gy where it equals its window's max, else 0), no zeroing \
+     * first, no adding. */                                                        \
+    static void bwd2_##SFX(const pgeom *g, const T *x, const T *y, const T *gy, T *gx) { \
+        const int64_t rows = g->P * g->OH, OW = g->OW, W = g->W;                      \
+        int nth = rows * OW >= TG_PARALLEL_MIN / 8 ? omp_get_max_threads() : 1;        \
+        TG_PAR_FOR(nth, r, rows, {                                                     \
+            const int64_t off = (r / g->OH) * g->H * W + 2 * (r % g->OH) * W;         \
+            const T *restrict x0 = x + off, *restrict x1 = x0 + W;                     \
+            T *restrict g0 = gx + off, *restrict g1 = g0 + W;                          \
+            const T *restrict yp = y + r * OW, *restrict dp = gy + r * OW;             \
+            for (int64_t j = 0; j < OW; j++) {                                         \
+                const T m = yp[j], d = dp[j];                                          \
+                g0[2 * j] = x0[2 * j] == m ? d : 0;                                    \
+                g0[2 * j + 1] = x0[2 * j + 1] == m ? d : 0;                            \
+                g1[2 * j] = x1[2 * j] == m ? d : 0;                                    \
+                g1[2 * j + 1] = x1[2 * j + 1] == m ? d : 0;                            \
+            }                                                                          \
+        });                                                                            \
+    }                                                                                  \
     static void fwd_##SFX(const pgeom *g, const T *x, T *y) {                          \
+        if (g->max2x2) {                                                               \
+            fwd2_##SFX(g, x, y);                                                       \
+            return;                                                                    \
+        }                                                                              \
         const int64_t rows = g->P * g->OH;                                             \
         int nth = rows * g->OW >= TG_PARALLEL_MIN / 8 ? omp_get_max_threads() : 1;     \
         TG_PAR_FOR(nth, r, rows, {                                                     \
@@ -317,6 +366,9 @@ static int pool_setup(const pool_p *p, const tg_array *x, pgeom *g, win **wr, tg
     windows(p, 1, g->W, g->OW, *wr + g->OH);
     g->wr = *wr;
     g->wc = *wr + g->OH;
+    g->max2x2 = p->mode == PM_MAX && p->ws[0] == 2 && p->ws[1] == 2 && p->stride[0] == 2 && p->stride[1] == 2 &&
+                p->pad[0] == 0 && p->pad[1] == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W &&
+                !getenv("TG_POOL_GENERAL");
     if (g->P > 0 && (p->mode == PM_MAX || p->mode == PM_AVG_EXC)) {
         for (int64_t i = 0; i < g->OH + g->OW; i++)
             if ((*wr)[i].hi <= (*wr)[i].lo && g->OH * g->OW > 0)
@@ -398,7 +450,10 @@ static int pool_back_run(tg_node *n, tg_array *const *in, tg_array **out, bool g
         goto done;
     }
     char *o = work ? work->data : (*out)->data;
-    memset(o, 0, (size_t)total * tg_isize(wd)); /* bwd adds into it */
+    /* bwd adds into it; the 2x2 loop writes every element when its windows
+     * tile x */
+    const bool tiled = !gg && g.max2x2 && 2 * g.OH == g.H && 2 * g.OW == g.W;
+    if (!tiled) memset(o, 0, (size_t)total * tg_isize(wd));
     if (total > 0 && g.P * g.OH * g.OW > 0) {
         const char *pp[3];
         for (int i = 0; i < 3; i++)
@@ -407,11 +462,11 @@ static int pool_back_run(tg_node *n, tg_array *const *in, tg_array **out, bool g
                 goto done;
             }
         if (wd == TG_FLOAT64)
-            (gg ? gg_f64 : bwd_f64)(&g, (const double *)pp[0], (const double *)pp[1],
-                                    (const double *)pp[2], (double *)o);
+            (gg ? gg_f64 : tiled ? bwd2_f64 : bwd_f64)(&g, (const double *)pp[0], (const double *)pp[1],
+                                                       (const double *)pp[2], (double *)o);
         else
-            (gg ? gg_f32 : bwd_f32)(&g, (const float *)pp[0], (const float *)pp[1],
-                                    (const float *)pp[2], (float *)o);
+            (gg ? gg_f32 : tiled ? bwd2_f32 : bwd_f32)(&g, (const float *)pp[0], (const float *)pp[1],
+                                                       (const float *)pp[2], (float *)o);
     }
     if (work) rc = tg_array_assign(*out, work, ctx);
 done:
