@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -803,6 +804,89 @@ static void test_same_bits_any_layout(void **state) {
     drop_cache();
 }
 
+/* Broadcast operands: the rows the kernel runs over are merged axes
+ * (a bias (1, C, 1, 1) over (N, C, H, W) is N*C rows of H*W), an input
+ * constant along a row is read once per row (a kernel of its own), and
+ * threads take whole rows. None of it may change a bit: each case is
+ * computed again on the operand copied out to the full shape (one
+ * contiguous run), for a body that calls tanh (the blocked kernel) and
+ * one that does not, float64 and float32, with 1 and 2 threads. */
+static void test_same_bits_broadcast(void **state) {
+    (void)state;
+    fresh_cache("bcast");
+    static const char *bodies[2] = {
+        "{\"op\":\"add\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"tanh\",\"inputs\":[\"s\"],\"outputs\":[\"r\"]}",
+        "{\"op\":\"mul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"sub\",\"inputs\":[\"s\",\"x\"],\"outputs\":[\"r\"]}"};
+    static const int64_t bshapes[4][4] = {{1, 8, 1, 1}, {1, 1, 1, 13}, {40, 1, 12, 1}, {1, 1, 1, 1}};
+    const int64_t ashape[4] = {40, 8, 12, 13}; /* 49,920 elements; 2 x that for threads */
+    for (int d = 0; d < 2; d++)
+        for (int bo = 0; bo < 2; bo++) {
+            const char *dt = d ? "float32" : "float64";
+            tg_dtype t = d ? TG_FLOAT32 : TG_FLOAT64;
+            char *j = NULL;
+            assert_true(asprintf(&j,
+                                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                                 "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null,null,null]}},"
+                                 "{\"id\":\"b\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null,null,null]}}],"
+                                 "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"],"
+                                 "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\","
+                                 "\"shape\":[]}},{\"id\":\"w\",\"type\":{\"dtype\":\"%s\",\"shape\":[]}}],"
+                                 "\"nodes\":[%s],\"inputs\":[\"x\",\"w\"],\"outputs\":[\"r\"]}}}]}",
+                                 dt, dt, dt, dt, bodies[bo]) > 0);
+            tg_graph *g = tu_load(j);
+            tg_node *nd = first_node(g);
+            tg_ctx *ctx = tg_ctx_new();
+            for (int big = 0; big < 2; big++) {
+                int64_t as[4] = {ashape[0] * (big + 1), ashape[1], ashape[2], ashape[3]};
+                int64_t na = as[0] * as[1] * as[2] * as[3];
+                tg_array *fa = ramp(na, 4, -2), *a0 = tg_array_copy(fa, t);
+                tg_array *a = tg_array_reshape(a0, 4, as, ctx);
+                assert_non_null(a);
+                for (int c = 0; c < 4; c++) {
+                    int64_t bs[4];
+                    memcpy(bs, bshapes[c], sizeof bs);
+                    if (bs[0] > 1) bs[0] = as[0];
+                    int64_t nb = bs[0] * bs[1] * bs[2] * bs[3];
+                    tg_array *fb = ramp(nb, 3, -1.5), *b0 = tg_array_copy(fb, t);
+                    tg_array *b = tg_array_reshape(b0, 4, bs, ctx), *full = tg_array_empty(t, 4, as);
+                    assert_non_null(b);
+                    assert_int_equal(tg_array_assign(full, b, ctx), TG_OK);
+                    tg_array *ref[1] = {0}, *rin[2] = {a, full};
+                    assert_int_equal(nd->op->run(nd, rin, ref, ctx), TG_OK);
+                    assert_int_equal(tg_composite_node_mode(nd), 1);
+                    for (int th = 1; th <= 2; th++) {
+                        omp_set_num_threads(th);
+                        tg_array *got[1] = {0}, *in[2] = {a, b};
+                        assert_int_equal(nd->op->run(nd, in, got, ctx), TG_OK);
+                        assert_int_equal(tg_array_size(got[0]), na);
+                        if (memcmp(tg_array_data(got[0]), tg_array_data(ref[0]), (size_t)na * tg_dtype_size(t))) {
+                            int64_t i = 0;
+                            while (tg_array_get_flat(got[0], i) == tg_array_get_flat(ref[0], i)) i++;
+                            fail_msg("%s body %d, b case %d, %d threads, element %lld: %.17g, full: %.17g", dt, bo,
+                                     c, th, (long long)i, tg_array_get_flat(got[0], i), tg_array_get_flat(ref[0], i));
+                        }
+                        tg_array_free(got[0]);
+                    }
+                    omp_set_num_threads(2);
+                    tg_array_free(ref[0]);
+                    tg_array_free(full);
+                    tg_array_free(b);
+                    tg_array_free(b0);
+                    tg_array_free(fb);
+                }
+                tg_array_free(a);
+                tg_array_free(a0);
+                tg_array_free(fa);
+            }
+            tg_ctx_free(ctx);
+            tg_graph_free(g);
+            free(j);
+        }
+    drop_cache();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
@@ -811,7 +895,7 @@ int main(void) {
         cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_fork_child),
-        cmocka_unit_test(test_same_bits_any_layout),
+        cmocka_unit_test(test_same_bits_any_layout), cmocka_unit_test(test_same_bits_broadcast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

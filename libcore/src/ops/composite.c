@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,13 @@ typedef struct comp_body {
     /* -1 undecided, 0 interpreter, 1 compiled (fn) */
     int mode;
     tg_kernel_fn fn;
+    /* The kernel that reads the inputs of row_mask once per row (row
+     * constants and 0-d inputs; row_kernel), when row_ready, as the
+     * kernel cache was in generation row_gen. Under decide_lock. */
+    tg_kernel_fn row_fn;
+    uint64_t row_mask;
+    unsigned long row_gen;
+    bool row_ready;
     void *dev; /* a device backend's kernel (tg_composite_node_dev_set) */
     /* Which of the node's origins each fused node stood for: body node
      * t<j> (nodes[j] when the node was built) for origins[ostart[j] ..
@@ -917,47 +925,82 @@ static void interp_rows(int64_t n, char **p, const int64_t *s, void *ud) {
     }
 }
 
-/* Call fn(n, p, s, ud) over every innermost row of the broadcast index
- * space (one call when every operand is contiguous and unbroadcast). */
+/* The broadcast index space as rows: adjacent axes merged where every
+ * operand steps through them as through one (contiguous runs, and axes
+ * broadcast together: x (600, 8, 24, 24) + b (1, 8, 1, 1) is 4,800 rows
+ * of 576, b constant along each, not 115,200 rows of 24), then
+ * fn(n, p, s, ud) once per row, with s the operands' strides along it. */
 typedef void (*rows_fn)(int64_t n, char **p, const int64_t *s, void *ud);
-static void drive(int nops, tg_array *const *ops, int ndim, const int64_t *shape, rows_fn fn,
-                  void *ud) {
-    char *p[TG_COMPOSITE_MAX_IO];
-    int64_t s[TG_COMPOSITE_MAX_IO], st[TG_COMPOSITE_MAX_IO][TG_MAX_NDIM];
-    int64_t total = tg_shape_size(ndim, shape);
-    if (total == 0) return;
-    bool flat = true;
-    for (int k = 0; k < nops && flat; k++)
-        flat = ops[k]->ndim == ndim && tg_shape_equal(ndim, ops[k]->shape, shape) &&
-               tg_array_is_contiguous(ops[k]);
-    if (flat || ndim == 0) {
-        for (int k = 0; k < nops; k++) {
-            p[k] = ops[k]->data;
-            s[k] = (int64_t)tg_isize(ops[k]->dtype);
-        }
-        fn(total, p, s, ud);
-        return;
-    }
+typedef struct row_plan {
+    int nops, nd;
+    int64_t shape[TG_MAX_NDIM];
+    int64_t st[TG_COMPOSITE_MAX_IO][TG_MAX_NDIM];
+    char *base[TG_COMPOSITE_MAX_IO];
+    int64_t total, rows, len; /* len: elements in a row (shape[nd - 1]) */
+} row_plan;
+
+static void plan_rows(int nops, tg_array *const *ops, int ndim, const int64_t *shape, row_plan *P) {
+    P->nops = nops;
+    P->total = tg_shape_size(ndim, shape);
+    int64_t st[TG_COMPOSITE_MAX_IO][TG_MAX_NDIM];
     for (int k = 0; k < nops; k++) {
         const tg_array *a = ops[k];
         int off = ndim - a->ndim;
         for (int d = 0; d < ndim; d++)
             st[k][d] = d < off || a->shape[d - off] != shape[d] ? 0 : a->strides[d - off];
-        s[k] = st[k][ndim - 1];
+        P->base[k] = a->data;
     }
-    int64_t idx[TG_MAX_NDIM] = {0}, rows = total / shape[ndim - 1];
-    for (int64_t r = 0; r < rows; r++) {
-        for (int k = 0; k < nops; k++) {
-            char *q = ops[k]->data;
-            for (int d = 0; d < ndim - 1; d++) q += idx[d] * st[k][d];
-            p[k] = q;
-        }
-        fn(shape[ndim - 1], p, s, ud);
-        for (int d = ndim - 2; d >= 0; d--) {
-            if (++idx[d] < shape[d]) break;
-            idx[d] = 0;
+    /* merge axis d into the axis kept before it when, for every operand,
+     * stepping the kept one is stepping d shape[d] times; length-1 axes go */
+    int nd = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1 && ndim > 1) continue;
+        bool merge = nd > 0;
+        for (int k = 0; k < nops && merge; k++) merge = P->st[k][nd - 1] == st[k][d] * shape[d];
+        if (merge) {
+            P->shape[nd - 1] *= shape[d];
+            for (int k = 0; k < nops; k++) P->st[k][nd - 1] = st[k][d];
+        } else {
+            P->shape[nd] = shape[d];
+            for (int k = 0; k < nops; k++) P->st[k][nd] = st[k][d];
+            nd++;
         }
     }
+    if (nd == 0) { /* every length 1 */
+        P->shape[0] = 1;
+        for (int k = 0; k < nops; k++) P->st[k][0] = 0;
+        nd = 1;
+    }
+    P->nd = nd;
+    P->len = P->shape[nd - 1];
+    P->rows = P->len ? P->total / P->len : 0;
+}
+
+/* Row r's operand pointers. */
+static void row_ptrs(const row_plan *P, int64_t r, char **p) {
+    for (int k = 0; k < P->nops; k++) p[k] = P->base[k];
+    for (int d = P->nd - 2; d >= 0 && r; d--) {
+        int64_t i = r % P->shape[d];
+        r /= P->shape[d];
+        for (int k = 0; k < P->nops; k++) p[k] += i * P->st[k][d];
+    }
+}
+
+/* fn on every row; with threads taking whole rows when `par` (fn may run
+ * concurrently: the compiled kernels, not the interpreter) and there is
+ * enough work in rows too short for the kernel's own threads. */
+static void drive_plan(const row_plan *P, rows_fn fn, void *ud, bool par) {
+    if (P->total == 0) return;
+    int64_t s[TG_COMPOSITE_MAX_IO];
+    for (int k = 0; k < P->nops; k++) s[k] = P->st[k][P->nd - 1];
+    int nth = par && P->rows > 1 && P->len < TG_COMPOSITE_PAR_MIN && P->total >= TG_COMPOSITE_PAR_MIN
+                  ? omp_get_max_threads()
+                  : 1;
+    TG_PAR_FOR(nth, r, P->rows, {
+        char *p[TG_COMPOSITE_MAX_IO];
+        row_ptrs(P, r, p);
+        fn(P->len, p, s, ud);
+    });
 }
 
 static void kernel_rows(int64_t n, char **p, const int64_t *s, void *ud) {
@@ -1073,6 +1116,56 @@ void tg_composite_node_dev_set(const tg_node *n, void *k) {
     if (b) __atomic_store_n(&b->dev, k, __ATOMIC_RELEASE);
 }
 
+/* The kernel of b with the inputs in `extra` read once per call as well
+ * as the 0-d ones, or NULL (b's own kernel then runs). Kept with the
+ * body's kernels (one per mask, KERNS at most) and, for the last mask
+ * asked, with the node. */
+static tg_kernel_fn row_kernel(const tg_node *n, comp_body *b, uint64_t extra) {
+    uint64_t scalars = extra;
+    for (int i = 0; i < n->nin; i++)
+        if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
+    pthread_mutex_lock(&decide_lock); /* uncontended: tens of ns beside a broadcast kernel */
+    unsigned long gen = tg_kcache_generation();
+    if (b->row_ready && b->row_mask == scalars && b->row_gen == gen) {
+        tg_kernel_fn fn = b->row_fn;
+        pthread_mutex_unlock(&decide_lock);
+        return fn;
+    }
+    tg_kernel_fn fn = NULL;
+    comp_parsed *p = b->parsed;
+    int k = 0;
+    while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
+    if (p && k < p->nkern) {
+        if (!p->kern[k].tried || p->kern[k].gen != gen) {
+            p->kern[k].fn = kernel_of(p->kern[k].src);
+            p->kern[k].tried = true;
+            p->kern[k].gen = gen;
+        }
+        fn = p->kern[k].fn;
+    } else {
+        char *src = gen_source(b->fg, scalars);
+        if (src) {
+            fn = kernel_of(src);
+            if (p && p->nkern < KERNS) {
+                k = p->nkern++;
+                p->kern[k].scalars = scalars;
+                p->kern[k].src = src;
+                p->kern[k].fn = fn;
+                p->kern[k].tried = true;
+                p->kern[k].gen = gen;
+            } else {
+                tg_free(src);
+            }
+        }
+    }
+    b->row_fn = fn;
+    b->row_mask = scalars;
+    b->row_gen = gen;
+    b->row_ready = true;
+    pthread_mutex_unlock(&decide_lock);
+    return fn;
+}
+
 static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     comp_body *b = n->a.extra;
     tg_fgraph *fg = b->fg;
@@ -1106,9 +1199,25 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     tg_array *ops[TG_COMPOSITE_MAX_IO];
     for (int k = 0; k < nout; k++) ops[k] = out[k];
     for (int i = 0; i < nin; i++) ops[nout + i] = in[i];
-    comp_decide(n, b);
-    if (b->mode == 1) {
-        drive(nout + nin, ops, ndim, shape, kernel_rows, &b->fn);
+    row_plan P;
+    plan_rows(nout + nin, ops, ndim, shape, &P);
+    /* Inputs constant along the rows (a bias broadcast over an image) are
+     * read once per row, as 0-d inputs are, by a kernel of their own: the
+     * rest of the row then takes the contiguous, vectorised loop instead
+     * of gathering. Only when that kernel is missing is the node's own
+     * kernel made (one compile per node, not two). */
+    uint64_t rowc = 0;
+    if (P.len > 1)
+        for (int i = 0; i < nin; i++)
+            if (in[i]->ndim > 0 && n->inputs[i]->type.ndim > 0 && P.st[nout + i][P.nd - 1] == 0)
+                rowc |= (uint64_t)1 << i;
+    tg_kernel_fn fn = rowc && !interp_forced() ? row_kernel(n, b, rowc) : NULL;
+    if (!fn) {
+        comp_decide(n, b);
+        if (b->mode == 1) fn = b->fn;
+    }
+    if (fn) {
+        drive_plan(&P, kernel_rows, &fn, true);
         return TG_OK;
     }
     interp I = {.n = n, .fg = fg, .nout = nout, .nin = nin, .ctx = ctx};
@@ -1122,7 +1231,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     if (!I.hdr || !I.owned || !I.cur || !I.args) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
     } else {
-        drive(nout + nin, ops, ndim, shape, interp_rows, &I);
+        drive_plan(&P, interp_rows, &I, false);
         rc = I.rc;
     }
     if (I.owned)
