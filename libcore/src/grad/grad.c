@@ -526,28 +526,35 @@ static int sum_to_infer(tg_node *n, tg_ctx *ctx) {
  * has length 1: the reductions' sum (ops/reduce.c: pairwise in float64,
  * float16 too, rounded once; integers wrap, bool is "any"), laid out in x's
  * shape. */
-static int sum_to_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
-    const tg_array *g = in[0], *x = in[1];
+int tg_sum_to_mask(const tg_array *g, const tg_array *x, uint32_t *mask, tg_ctx *ctx) {
     int off = g->ndim - x->ndim;
     if (off < 0) return tg_errorf(ctx, TG_ESHAPE, "sum_to: gradient of lower rank than its target");
-    uint32_t mask = 0;
+    *mask = 0;
     for (int d = 0; d < g->ndim; d++) {
         int xd = d - off;
         if (xd < 0) {
-            mask |= 1u << d;
+            *mask |= 1u << d;
         } else if (x->shape[xd] != g->shape[d]) {
             if (x->shape[xd] != 1)
                 return tg_errorf(ctx, TG_ESHAPE, "sum_to: length %lld cannot be summed to %lld (dimension %d)",
                                  (long long)g->shape[d], (long long)x->shape[xd], xd);
-            mask |= 1u << d;
+            *mask |= 1u << d;
         }
     }
+    return TG_OK;
+}
+
+static int sum_to_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    const tg_array *g = in[0], *x = in[1];
+    uint32_t mask;
+    int rc = tg_sum_to_mask(g, x, &mask, ctx);
+    if (rc) return rc;
     if (!mask) {
         /* Nothing to sum (the gradient of an add whose operands had one
          * shape at run time): the gradient itself, taken over when the
          * in-place pass lets this node overwrite it, else copied. */
         if (tg_op_take_input(n, in, 0, &out[0])) return TG_OK;
-        int rc = tg_array_prepare(&out[0], g->dtype, x->ndim, x->shape, ctx);
+        rc = tg_array_prepare(&out[0], g->dtype, x->ndim, x->shape, ctx);
         return rc ? rc : tg_array_assign(out[0], g, ctx);
     }
     return tg_reduce_sum_into(g, mask, g->dtype, x->ndim, x->shape, out, ctx);

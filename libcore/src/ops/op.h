@@ -156,6 +156,10 @@ void tg_blas_restore(tg_blas_guard g);
  * anywhere (ops/reduce.c). */
 int tg_reduce_sum_into(const tg_array *x, uint32_t mask, tg_dtype od, int ond, const int64_t *oshape, tg_array **out,
                        tg_ctx *ctx);
+/* sum_to(g, x)'s axes of g to sum (bits): those x lacks, and those where
+ * x has length 1 and g another; TG_ESHAPE when g cannot be summed to x's
+ * shape (grad/grad.c; the GPU's sum_to too). */
+int tg_sum_to_mask(const tg_array *g, const tg_array *x, uint32_t *mask, tg_ctx *ctx);
 
 /* The value of a constant input (NULL when input i is not a constant). */
 static inline const tg_array *tg_const_input(const tg_node *n, int i) {

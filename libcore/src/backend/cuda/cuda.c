@@ -729,20 +729,9 @@ static int k_reduce(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
 
 static int k_sum_to(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const tg_array *g = in[0], *x = in[1];
-    int off = g->ndim - x->ndim;
-    if (off < 0) return tg_errorf(ctx, TG_ESHAPE, "sum_to: gradient of lower rank than its target");
-    uint32_t mask = 0;
-    for (int d = 0; d < g->ndim; d++) {
-        int xd = d - off;
-        if (xd < 0) {
-            mask |= 1u << d;
-        } else if (x->shape[xd] != g->shape[d]) {
-            if (x->shape[xd] != 1)
-                return tg_errorf(ctx, TG_ESHAPE, "sum_to: length %lld cannot be summed to %lld (dimension %d)",
-                                 (long long)g->shape[d], (long long)x->shape[xd], xd);
-            mask |= 1u << d;
-        }
-    }
+    uint32_t mask;
+    int rc = tg_sum_to_mask(g, x, &mask, ctx);
+    if (rc) return rc;
     return reduce_into(TG_CU_SUM, g, mask, x->ndim, x->shape, out, ctx);
 }
 
