@@ -1025,15 +1025,33 @@ static tg_kernel_fn kernel_of(const char *src) {
     return fn;
 }
 
+/* Bit i for each 0-d input i: read once per call by the kernel. */
+static uint64_t zero_d_inputs(const tg_node *n) {
+    uint64_t m = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (n->inputs[i]->type.ndim == 0) m |= (uint64_t)1 << i;
+    return m;
+}
+
+/* The kernel of body kernel k, asked of the cache again when it was
+ * cleared since (tgc cache clear). Under decide_lock. */
+static tg_kernel_fn kern_fn(comp_parsed *p, int k) {
+    unsigned long gen = tg_kcache_generation();
+    if (!p->kern[k].tried || p->kern[k].gen != gen) {
+        p->kern[k].fn = kernel_of(p->kern[k].src);
+        p->kern[k].tried = true;
+        p->kern[k].gen = gen;
+    }
+    return p->kern[k].fn;
+}
+
 static void comp_decide(const tg_node *n, comp_body *b) {
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
     /* Threads running the same node wait for the first one's decision. */
     pthread_mutex_lock(&decide_lock);
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0) {
         /* The types are known now: specialise for 0-d inputs. */
-        uint64_t scalars = 0;
-        for (int i = 0; i < n->nin; i++)
-            if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
+        uint64_t scalars = zero_d_inputs(n);
         comp_parsed *p = b->parsed;
         int k = 0;
         while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
@@ -1062,19 +1080,7 @@ static void comp_decide(const tg_node *n, comp_body *b) {
             }
         }
         tg_kernel_fn fn = NULL;
-        if (b->src && !interp_forced()) {
-            if (k < 0) {
-                fn = kernel_of(b->src);
-            } else {
-                unsigned long gen = tg_kcache_generation();
-                if (!p->kern[k].tried || p->kern[k].gen != gen) {
-                    p->kern[k].fn = kernel_of(b->src);
-                    p->kern[k].tried = true;
-                    p->kern[k].gen = gen;
-                }
-                fn = p->kern[k].fn;
-            }
-        }
+        if (b->src && !interp_forced()) fn = k < 0 ? kernel_of(b->src) : kern_fn(p, k);
         b->fn = fn;
         __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
     }
@@ -1121,9 +1127,7 @@ void tg_composite_node_dev_set(const tg_node *n, void *k) {
  * body's kernels (one per mask, KERNS at most) and, for the last mask
  * asked, with the node. */
 static tg_kernel_fn row_kernel(const tg_node *n, comp_body *b, uint64_t extra) {
-    uint64_t scalars = extra;
-    for (int i = 0; i < n->nin; i++)
-        if (n->inputs[i]->type.ndim == 0) scalars |= (uint64_t)1 << i;
+    uint64_t scalars = extra | zero_d_inputs(n);
     pthread_mutex_lock(&decide_lock); /* uncontended: tens of ns beside a broadcast kernel */
     unsigned long gen = tg_kcache_generation();
     if (b->row_ready && b->row_mask == scalars && b->row_gen == gen) {
@@ -1135,29 +1139,19 @@ static tg_kernel_fn row_kernel(const tg_node *n, comp_body *b, uint64_t extra) {
     comp_parsed *p = b->parsed;
     int k = 0;
     while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
-    if (p && k < p->nkern) {
-        if (!p->kern[k].tried || p->kern[k].gen != gen) {
-            p->kern[k].fn = kernel_of(p->kern[k].src);
-            p->kern[k].tried = true;
-            p->kern[k].gen = gen;
-        }
-        fn = p->kern[k].fn;
-    } else {
+    if (!(p && k < p->nkern)) {
         char *src = gen_source(b->fg, scalars);
-        if (src) {
-            fn = kernel_of(src);
-            if (p && p->nkern < KERNS) {
-                k = p->nkern++;
-                p->kern[k].scalars = scalars;
-                p->kern[k].src = src;
-                p->kern[k].fn = fn;
-                p->kern[k].tried = true;
-                p->kern[k].gen = gen;
-            } else {
-                tg_free(src);
-            }
+        if (src && p && p->nkern < KERNS) {
+            k = p->nkern++;
+            p->kern[k].scalars = scalars;
+            p->kern[k].src = src;
+            p->kern[k].tried = false;
+        } else if (src) {
+            fn = kernel_of(src); /* no room among the body's kernels */
+            tg_free(src);
         }
     }
+    if (p && k < p->nkern) fn = kern_fn(p, k);
     b->row_fn = fn;
     b->row_mask = scalars;
     b->row_gen = gen;

@@ -349,6 +349,14 @@ static const char *as_work(const tg_array *a, tg_dtype wd, tg_array **tmp, tg_ct
     return (*tmp)->data;
 }
 
+/* TG_POOL_GENERAL in the environment, read once. */
+static bool general_only(void) {
+    static int v = -1;
+    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (r < 0) __atomic_store_n(&v, r = getenv("TG_POOL_GENERAL") != NULL, __ATOMIC_RELAXED);
+    return r;
+}
+
 /* Geometry and window tables for x; *wr and *wc are allocated. */
 static int pool_setup(const pool_p *p, const tg_array *x, pgeom *g, win **wr, tg_ctx *ctx) {
     const int nd = x->ndim;
@@ -367,8 +375,7 @@ static int pool_setup(const pool_p *p, const tg_array *x, pgeom *g, win **wr, tg
     g->wr = *wr;
     g->wc = *wr + g->OH;
     g->max2x2 = p->mode == PM_MAX && p->ws[0] == 2 && p->ws[1] == 2 && p->stride[0] == 2 && p->stride[1] == 2 &&
-                p->pad[0] == 0 && p->pad[1] == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W &&
-                !getenv("TG_POOL_GENERAL");
+                p->pad[0] == 0 && p->pad[1] == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W && !general_only();
     if (g->P > 0 && (p->mode == PM_MAX || p->mode == PM_AVG_EXC)) {
         for (int64_t i = 0; i < g->OH + g->OW; i++)
             if ((*wr)[i].hi <= (*wr)[i].lo && g->OH * g->OW > 0)

@@ -972,7 +972,6 @@ static void rows_into(double *acc, const char *x, tg_dtype dt, int64_t outer, in
  * shape oshape (ond axes: the kept axes' lengths, with 1s anywhere). */
 static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uint32_t mask, tg_dtype od,
                        int64_t ddof, int ond, const int64_t *oshape, tg_array **out, tg_ctx *ctx) {
-    const red_impl imk = {kind}, *im = &imk;
     int nd = x->ndim;
     int64_t outer = 1, inner = 1;
     int perm[TG_MAX_NDIM], np = 0;
@@ -987,7 +986,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
     for (int d = 0; d < nd; d++)
         if (mask & (1u << d)) perm[np++] = d;
     if (inner == 0 &&
-        (im->kind == R_MAX || im->kind == R_MIN || im->kind == R_ARGMAX || im->kind == R_ARGMIN))
+        (kind == R_MAX || kind == R_MIN || kind == R_ARGMAX || kind == R_ARGMIN))
         return tg_errorf(ctx, TG_ERUNTIME,
                          "zero-size array to reduction operation %s which has no identity",
                          opname);
@@ -1001,7 +1000,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
     /* Leading reduced axes over a contiguous rest: accumulate rows (sums
      * and means of float64/float32, the gradient-of-broadcast case). */
     bool leading = tg_array_is_contiguous(x) && outer > 1 && inner > 1 &&
-                   (im->kind == R_SUM || im->kind == R_MEAN) && tg_dtype_is_float(dt) &&
+                   (kind == R_SUM || kind == R_MEAN) && tg_dtype_is_float(dt) &&
                    dt != TG_FLOAT16;
     if (leading) {
         int nred = 0;
@@ -1032,12 +1031,12 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
         for (int t = 1; t < nb; t++)
             for (int64_t j = 0; j < outer; j++) acc[j] += acc[(size_t)t * (size_t)outer + j];
         for (int64_t j = 0; j < outer; j++)
-            tg_store_f64(od, o + j * osz, im->kind == R_MEAN ? acc[j] / (double)inner : acc[j]);
+            tg_store_f64(od, o + j * osz, kind == R_MEAN ? acc[j] / (double)inner : acc[j]);
         tg_free(acc);
         return TG_OK;
     }
 
-    col_job cj = {.k = im->kind, .dt = dt, .od = od, .ddof = ddof, .base = x->data,
+    col_job cj = {.k = kind, .dt = dt, .od = od, .ddof = ddof, .base = x->data,
                   .osz = osz, .out = o};
     if (outer > 0 && col_setup(&cj, x, mask)) return col_run(&cj, ctx);
 
@@ -1070,7 +1069,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
         rs = isz;
     }
     /* Row start pointers come from the kept axes of v. */
-    red_kind k = im->kind;
+    const red_kind k = kind;
     if (outer == 1) {
         /* One output: split a long row across threads for sums (and the
          * two passes of var and std). */

@@ -64,7 +64,6 @@ static size_t default_budget(void) {
 void tg_bufpool_init(tg_bufpool *p) {
     memset(p, 0, sizeof *p);
     p->budget = default_budget();
-    p->ready = true;
 }
 
 /* Take entry i out of the list (unpoisoned), keeping the order. */
@@ -85,7 +84,6 @@ static void drop(tg_bufpool *p, int i) {
 }
 
 tg_bufpool *tg_bufpool_enter(tg_bufpool *p) {
-    if (!p->ready) tg_bufpool_init(p);
     p->call++;
     tg_bufpool *prev = active;
     active = p->budget ? p : NULL;
@@ -101,14 +99,6 @@ void tg_bufpool_leave(tg_bufpool *p, tg_bufpool *prev) {
 
 void tg_bufpool_clear(tg_bufpool *p) {
     while (p->n) drop(p, p->n - 1);
-}
-
-void tg_bufpool_stats(const tg_bufpool *p, tg_bufpool_counts *out) {
-    out->buffers = p->n;
-    out->bytes = p->bytes;
-    out->budget = p->ready ? p->budget : default_budget();
-    out->hits = p->hits;
-    out->misses = p->misses;
 }
 
 tg_buffer *tg_bufpool_take(size_t nbytes) {

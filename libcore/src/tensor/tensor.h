@@ -46,23 +46,17 @@ void tg_buffer_unref(tg_buffer *b);
  * here, and tg_buffer_new takes one of exactly the size it needs, so that
  * a function called again allocates (and page-faults) nothing. What sits
  * unused through a whole call is freed at its end; at most `budget` bytes
- * (TG_POOL_MIB) and TG_BUFPOOL_SLOTS buffers. Zero-initialised is empty,
- * and reads its budget on first use. */
+ * (TG_POOL_MIB) and TG_BUFPOOL_SLOTS buffers. Zero-initialised, it is
+ * off (budget 0). */
 #define TG_BUFPOOL_SLOTS 64
 typedef struct tg_bufpool {
     tg_buffer *bufs[TG_BUFPOOL_SLOTS]; /* oldest first */
     uint64_t when[TG_BUFPOOL_SLOTS];   /* the call each was pooled in */
     int n;
     size_t bytes, budget;
-    bool ready; /* budget read */
     uint64_t call;
-    uint64_t hits, misses;
+    uint64_t hits, misses; /* buffers taken, and allocated for want of one */
 } tg_bufpool;
-typedef struct tg_bufpool_counts {
-    int buffers;
-    size_t bytes, budget;
-    uint64_t hits, misses;
-} tg_bufpool_counts;
 /* An empty pool with the budget of the environment (TG_POOL_MIB). */
 void tg_bufpool_init(tg_bufpool *p);
 /* Make p the calling thread's pool; returns the one it replaces (a call
@@ -72,7 +66,6 @@ tg_bufpool *tg_bufpool_enter(tg_bufpool *p);
 void tg_bufpool_leave(tg_bufpool *p, tg_bufpool *prev);
 void tg_bufpool_clear(tg_bufpool *p); /* free every pooled buffer */
 void tg_bufpool_free(tg_bufpool *p);  /* the same, for a pool going away */
-void tg_bufpool_stats(const tg_bufpool *p, tg_bufpool_counts *out);
 /* For tg_buffer_new and tg_buffer_unref: a pooled buffer of exactly
  * nbytes (refcount 1), or NULL; and keeping b (true) instead of freeing. */
 tg_buffer *tg_bufpool_take(size_t nbytes);

@@ -470,13 +470,12 @@ void tg_function_trim(tg_function *f) {
     if (f) tg_bufpool_clear(&f->pool);
 }
 void tg_function_pool_stats(const tg_function *f, tg_pool_stats *out) {
-    tg_bufpool_counts c;
-    tg_bufpool_stats(&f->pool, &c);
-    *out = (tg_pool_stats){.buffers = c.buffers,
-                           .bytes = (int64_t)c.bytes,
-                           .budget = (int64_t)c.budget,
-                           .reused = c.hits,
-                           .allocated = c.misses};
+    const tg_bufpool *p = &f->pool;
+    *out = (tg_pool_stats){.buffers = p->n,
+                           .bytes = (int64_t)p->bytes,
+                           .budget = (int64_t)p->budget,
+                           .reused = p->hits,
+                           .allocated = p->misses};
 }
 const char *tg_function_node_op(const tg_function *f, int node) {
     return f->sched[node].op->name;
