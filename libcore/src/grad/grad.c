@@ -546,7 +546,7 @@ int tg_sum_to_mask(const tg_array *g, const tg_array *x, uint32_t *mask, tg_ctx 
 
 static int sum_to_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const tg_array *g = in[0], *x = in[1];
-    uint32_t mask;
+    uint32_t mask = 0;
     int rc = tg_sum_to_mask(g, x, &mask, ctx);
     if (rc) return rc;
     if (!mask) {

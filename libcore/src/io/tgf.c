@@ -1543,7 +1543,7 @@ static tg_array *original_copy(const tg_tgf *t, table *T, tg_ctx *ctx) {
         ok = tg_idmap_put(from, keys[i], (void *)(intptr_t)(i + 1)) == TG_OK;
     }
     while (ok && (r = memmem(p, (size_t)(end - p), REF, REF_LEN))) {
-        const char *next;
+        const char *next = NULL;
         const tg_array *a = t->arrays[ref_at(r, end, &next)]; /* (checked by original_copyable) */
         char key[24];
         snprintf(key, sizeof key, "%p", (const void *)a);

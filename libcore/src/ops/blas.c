@@ -502,7 +502,7 @@ static int blas_infer(tg_node *n, tg_ctx *ctx) {
     const blas_impl *im = n->op->impl;
     int rc;
     tg_dtype dt = TG_DTYPE_INVALID;
-    int64_t shape[TG_MAX_NDIM];
+    int64_t shape[TG_MAX_NDIM] = {0};
     int nd = 0;
     switch (im->kind) {
     case B_DOT:

@@ -180,7 +180,7 @@ static int chol_parse(tg_node *n, tg_ctx *ctx) {
 }
 
 static int sq_infer(tg_node *n, tg_ctx *ctx) {
-    tg_dtype dt;
+    tg_dtype dt = TG_FLOAT64;
     int rc = want_square(n, 0, ctx);
     if (rc || (rc = compute_dtype(n, 0, &dt, ctx))) return rc;
     const tg_type *t = &n->inputs[0]->type;
@@ -196,8 +196,8 @@ static int sq_infer(tg_node *n, tg_ctx *ctx) {
 static int chol_body(tg_node *n, tg_array *const *in, tg_array **out,
                     tg_ctx *ctx) {
     const tg_array *a = in[0];
-    int64_t nmat;
-    int nn;
+    int64_t nmat = 0;
+    int nn = 0;
     int rc = check_square_run(a, &nmat, &nn, ctx);
     if (rc) return rc;
     tg_dtype dt = n->outputs[0]->type.dtype;
@@ -250,8 +250,8 @@ static int lu(tg_dtype dt, int nn, char *m, int *ipiv) {
 static int inv_body(tg_node *n, tg_array *const *in, tg_array **out,
                    tg_ctx *ctx) {
     const tg_array *a = in[0];
-    int64_t nmat;
-    int nn;
+    int64_t nmat = 0;
+    int nn = 0;
     int rc = check_square_run(a, &nmat, &nn, ctx);
     if (rc) return rc;
     tg_dtype dt = n->outputs[0]->type.dtype;
@@ -299,7 +299,7 @@ const tg_op tg_op_matrix_inverse = {
     .cost = cost_cubic, .view_of = -1, .grad = tg_grad_linalg};
 
 static int det_infer(tg_node *n, tg_ctx *ctx) {
-    tg_dtype dt;
+    tg_dtype dt = TG_FLOAT64;
     int rc = want_square(n, 0, ctx);
     if (rc || (rc = compute_dtype(n, 0, &dt, ctx))) return rc;
     const tg_type *t = &n->inputs[0]->type;
@@ -310,8 +310,8 @@ static int det_infer(tg_node *n, tg_ctx *ctx) {
 static int det_body(tg_node *n, tg_array *const *in, tg_array **out,
                    tg_ctx *ctx) {
     const tg_array *a = in[0];
-    int64_t nmat;
-    int nn;
+    int64_t nmat = 0;
+    int nn = 0;
     int rc = check_square_run(a, &nmat, &nn, ctx);
     if (rc) return rc;
     tg_dtype dt = n->outputs[0]->type.dtype;
@@ -369,7 +369,7 @@ static int solve_parse(tg_node *n, tg_ctx *ctx) {
 
 static int solve_infer(tg_node *n, tg_ctx *ctx) {
     char b1[160], b2[160];
-    tg_dtype da, db;
+    tg_dtype da = TG_FLOAT64, db = TG_FLOAT64;
     int rc = want_square(n, 0, ctx);
     if (rc || (rc = compute_dtype(n, 0, &da, ctx)) ||
         (rc = compute_dtype(n, 1, &db, ctx)))
@@ -446,8 +446,8 @@ static int solve_one(int mode, tg_dtype dt, int nn, int nrhs, char *a,
 static int solve_body(tg_node *n, tg_array *const *in, tg_array **out,
                      tg_ctx *ctx) {
     const tg_array *A = in[0], *B = in[1];
-    int64_t nmat;
-    int nn;
+    int64_t nmat = 0;
+    int nn = 0;
     int rc = check_square_run(A, &nmat, &nn, ctx);
     if (rc) return rc;
     tg_dtype dt = n->outputs[0]->type.dtype;

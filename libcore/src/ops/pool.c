@@ -152,7 +152,7 @@ static int pool_types(tg_node *n, int ni, int xshaped, tg_dtype *dt, int64_t *os
 }
 
 static int pool_infer(tg_node *n, tg_ctx *ctx) {
-    tg_dtype dt;
+    tg_dtype dt = TG_FLOAT64;
     int64_t shape[TG_MAX_NDIM];
     int rc = pool_types(n, 1, -1, &dt, shape, ctx);
     if (rc) return rc;

@@ -267,7 +267,7 @@ static tg_array *finish(tg_array *raw, const npy_info *h, const char *what,
 tg_array *tg_npy_load_mem(const void *buf, size_t len, const char *what,
                           tg_ctx *ctx) {
     const unsigned char *b = buf;
-    size_t hoff, hlen;
+    size_t hoff = 0, hlen = 0;
     npy_info h;
     if (!what) what = "<memory>";
     if (parse_preamble(b, len, len, what, &hoff, &hlen, ctx)) return NULL;
@@ -311,7 +311,7 @@ tg_array *tg_npy_load(const char *path, tg_ctx *ctx) {
         tg_errorf(ctx, TG_EIO, "%s: not a regular file", path);
         goto fail;
     }
-    size_t flen = (size_t)st.st_size, hoff, hlen;
+    size_t flen = (size_t)st.st_size, hoff = 0, hlen = 0;
     unsigned char pre[12];
     size_t npre = flen < sizeof pre ? flen : sizeof pre;
     if (read_at(fd, pre, npre, 0, path, ctx)) goto fail;
