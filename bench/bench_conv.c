@@ -2,9 +2,12 @@
  * the same run with the same thread count) and beside the GEMM-only bound:
  * the time of one sgemm as large as the whole im2col product (out channels
  * x in channels*kernel x batch*output pixels), which is what an im2col
- * convolution cannot beat. Best of REPS calls, in ms and GFLOP/s (2 flops
- * per multiply-add of the direct definition). tg runs with the threads
- * OpenMP gives it (OMP_NUM_THREADS); so do OpenBLAS and torch.
+ * convolution cannot beat. Then conv2d_grad_weights in float32 on the
+ * convnet example's two layers (batch 600) and the same two cases: tg,
+ * tg's im2col + BLAS path (TG_CONV=im2col) and PyTorch
+ * (torch.nn.grad.conv2d_weight). Best of REPS calls, in ms and GFLOP/s (2
+ * flops per multiply-add of the direct definition). tg runs with the
+ * threads OpenMP gives it (OMP_NUM_THREADS); so do OpenBLAS and torch.
  * Arguments: bench_conv [REPS]. */
 #include <cblas.h>
 #include <omp.h>
@@ -17,6 +20,15 @@ typedef struct bcase {
 } bcase;
 
 static const bcase CASES[] = {
+    {"c3x32x32_k5x5x32", "valid", 64, 3, 32, 32, 32, 5, 0},
+    {"c32x16x16_k3x3x64", "half", 64, 32, 16, 16, 64, 3, 1},
+};
+
+/* conv2d_grad_weights's cases: the convnet example's layers, then the
+ * forward's. */
+static const bcase GW_CASES[] = {
+    {"convnet_l1", "valid", 600, 1, 28, 28, 8, 5, 0},
+    {"convnet_l2", "valid", 600, 8, 12, 12, 16, 5, 0},
     {"c3x32x32_k5x5x32", "valid", 64, 3, 32, 32, 32, 5, 0},
     {"c32x16x16_k3x3x64", "half", 64, 32, 16, 16, 64, 3, 1},
 };
@@ -109,6 +121,66 @@ int main(int argc, char **argv) {
         tg_graph_free(g);
     }
     printf("  tg/gemm, tg/torch: tg's time over theirs (below 1 is faster)\n");
+
+    printf("\nconv2d_grad_weights, float32, best of %d, %d threads\n", reps, nth);
+    printf("  %-18s %6s %9s %8s %10s %8s %9s %8s %9s %8s\n", "case", "border", "tg ms", "GFLOP/s",
+           "im2col ms", "GFLOP/s", "torch ms", "GFLOP/s", "tg/im2col", "tg/torch");
+    for (size_t k = 0; k < sizeof GW_CASES / sizeof GW_CASES[0]; k++) {
+        const bcase *b = &GW_CASES[k];
+        int64_t OH = b->H + 2 * b->pad - b->K + 1, OW = b->W + 2 * b->pad - b->K + 1;
+        int64_t xs[4] = {b->N, b->C, b->H, b->W}, gs[4] = {b->N, b->O, OH, OW};
+        double flops = 2.0 * (double)(b->N * b->O * OH * OW) * (double)(b->C * b->K * b->K);
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                 "{\"id\":\"x\",\"type\":{\"dtype\":\"float32\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+                 "{\"id\":\"gy\",\"type\":{\"dtype\":\"float32\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+                 "{\"id\":\"shp\",\"type\":{\"dtype\":\"int64\",\"shape\":[4]},"
+                 "\"constant\":{\"dtype\":\"int64\",\"shape\":[4],\"data\":[%lld,%lld,%lld,%lld]}}],"
+                 "\"nodes\":[{\"op\":\"conv2d_grad_weights\",\"inputs\":[\"x\",\"gy\",\"shp\"],"
+                 "\"outputs\":[\"dw\"],\"attrs\":{\"border_mode\":\"%s\"}}],"
+                 "\"functions\":{\"main\":{\"inputs\":[\"x\",\"gy\"],\"outputs\":[\"dw\"]}}}",
+                 (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3],
+                 (long long)gs[0], (long long)gs[1], (long long)gs[2], (long long)gs[3],
+                 (long long)b->O, (long long)b->C, (long long)b->K, (long long)b->K, b->border);
+        tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, b->name, ctx);
+        if (!g) bench_die(b->name, ctx);
+        tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+        if (!f) bench_die(b->name, ctx);
+        tg_array *x = tg_array_new(TG_FLOAT32, 4, xs), *gy = tg_array_new(TG_FLOAT32, 4, gs);
+        fill(tg_array_data(x), tg_array_size(x), 5);
+        fill(tg_array_data(gy), tg_array_size(gy), 6);
+        tg_array *in[2] = {x, gy}, *out = NULL;
+        double best[2] = {1e30, 1e30};
+        /* tg as it chooses, then the im2col + BLAS path */
+        for (int path = 0; path < 2; path++) {
+            if (path) setenv("TG_CONV", "im2col", 1);
+            for (int r = 0; r < reps + 1; r++) {
+                double t0 = bench_now();
+                if (tg_function_call(f, in, &out, ctx)) bench_die(b->name, ctx);
+                double t = bench_now() - t0;
+                if (r && t < best[path]) best[path] = t;
+                tg_array_free(out);
+                out = NULL;
+            }
+            unsetenv("TG_CONV");
+        }
+        char key[64];
+        snprintf(key, sizeof key, "gw_%s", b->name);
+        double tms = torch ? bench_peer_value(peer, key) : -1;
+        printf("  %-18s %6s %9.2f %8.1f %10.2f %8.1f", b->name, b->border, best[0] * 1e3,
+               flops / best[0] / 1e9, best[1] * 1e3, flops / best[1] / 1e9);
+        if (tms > 0)
+            printf(" %9.2f %8.1f %8.2fx %7.2fx\n", tms, flops / (tms * 1e-3) / 1e9,
+                   best[0] / best[1], best[0] * 1e3 / tms);
+        else
+            printf(" %9s %8s %8.2fx %8s\n", "-", "-", best[0] / best[1], "-");
+        tg_array_free(x);
+        tg_array_free(gy);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+    printf("  tg/im2col, tg/torch: tg's time over theirs (below 1 is faster)\n");
     free(peer);
     tg_ctx_free(ctx);
     return 0;

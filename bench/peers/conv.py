@@ -1,8 +1,9 @@
 """Peer of bench_conv: the same float32 conv2d forwards in PyTorch
 (torch.nn.functional.conv2d, a cross-correlation: the cost is the same as
-tg's flipped convolution), best of REPS runs after a warm-up, with
+tg's flipped convolution), then the weight gradients
+(torch.nn.grad.conv2d_weight), best of REPS runs after a warm-up, with
 torch.set_num_threads(THREADS). Prints "case ms" lines with bench_conv's
-case names, or "torch: not installed"."""
+case names (the gradients' prefixed "gw_"), or "torch: not installed".
 import sys
 import time
 
@@ -31,3 +32,16 @@ with torch.no_grad():
             F.conv2d(x, w, padding=pad)
             best = min(best, time.perf_counter() - t0)
         print(f"{name} {best * 1e3:.4f}")
+GW_CASES = [("convnet_l1", (600, 1, 28, 28), (8, 1, 5, 5), 0),
+            ("convnet_l2", (600, 8, 12, 12), (16, 8, 5, 5), 0)] + CASES
+for name, xs, ws, pad in GW_CASES:
+    x = torch.rand(xs, generator=g, dtype=torch.float32) - 0.5
+    oh, ow = xs[2] + 2 * pad - ws[2] + 1, xs[3] + 2 * pad - ws[3] + 1
+    gy = torch.rand((xs[0], ws[0], oh, ow), generator=g, dtype=torch.float32) - 0.5
+    torch.nn.grad.conv2d_weight(x, ws, gy, padding=pad)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.nn.grad.conv2d_weight(x, ws, gy, padding=pad)
+        best = min(best, time.perf_counter() - t0)
+    print(f"gw_{name} {best * 1e3:.4f}")

@@ -23,9 +23,11 @@
  * The forward op in float32 or float64 with stride 1 and no dilation takes
  * the direct path of conv_direct.c instead (AVX-512, checked at run time)
  * when the output rows are at least 8 wide (narrower rows would leave most
- * of its 16-lane float32 vectors idle). The environment variable TG_CONV=im2col forces
- * the im2col path, TG_CONV=direct the direct one wherever it applies
- * (tests compare the two).
+ * of its 16-lane float32 vectors idle); the weight gradient in float32 or
+ * float64 takes gw_direct below on AVX-512 (any stride, dilation and
+ * padding). The environment variable TG_CONV=im2col forces the im2col
+ * path for both, TG_CONV=direct the forward's direct one wherever it
+ * applies (tests compare them).
  */
 #include <cblas.h>
 #include <limits.h>
@@ -489,12 +491,17 @@ static int image_threads(const geom *g) {
     return g->N >= nth ? nth : 0;
 }
 
-static void im2col_image(tg_dtype wd, const geom *g, const char *img, char *cols) {
-    const int64_t ohw = g->OH * g->OW;
+/* One image's columns, rows ld apart (ld >= OH*OW; what lies past OH*OW in
+ * a row is left as it is). */
+static void im2col_image_ld(tg_dtype wd, const geom *g, const char *img, char *cols, int64_t ld) {
     for (int64_t c = 0; c < g->C; c++) {
-        if (wd == TG_FLOAT64) im2col_f64(g, (const double *)img, c, (double *)cols, ohw);
-        else im2col_f32(g, (const float *)img, c, (float *)cols, ohw);
+        if (wd == TG_FLOAT64) im2col_f64(g, (const double *)img, c, (double *)cols, ld);
+        else im2col_f32(g, (const float *)img, c, (float *)cols, ld);
     }
+}
+
+static void im2col_image(tg_dtype wd, const geom *g, const char *img, char *cols) {
+    im2col_image_ld(wd, g, img, cols, g->OH * g->OW);
 }
 
 static void col2im_image(tg_dtype wd, const geom *g, char *img, const char *cols) {
@@ -754,6 +761,212 @@ done:
     return rc;
 }
 
+/* ---- the weight gradient on AVX-512 ----
+ *
+ * dw[o][c][a][b] = sum over images n and outputs (i, j) of gy[n][o][i][j]
+ * x[n][c][i*sh + a*dh - ph][j*sw + b*dw - pw]: a product whose factors are
+ * all small (O of 8 or 16, OH*OW of 64 or 576 in the convnet example), on
+ * which OpenBLAS, called per image on im2col's columns, reached 22-31
+ * GFLOP/s. Here tg_conv_gw_chunk (conv_direct.c) keeps each entry's
+ * partial sums in a register through a chunk of images whose data sits in
+ * the cache (about 256 KiB).
+ *
+ * With stride 1 no columns are made. Each image is copied, padded, into a
+ * buffer (C, Hp, Wp), and gy's rows are spread to rows Wp apart with zeros
+ * between them; the sum over (i, j) is then one over p = i*Wp + j < (OH-1)
+ * Wp + OW, and row (c, a, b) of the columns is the stretch of the padded
+ * image that starts at c*Hp*Wp + a*dh*Wp + b*dw. The entries of x this
+ * reads at the zeros of gy past each row's OW would turn into NaN if they
+ * were not finite: an image holding an infinity or a NaN is done through
+ * im2col instead (the copy checks). Other strides go through im2col, the
+ * columns of a chunk side by side.
+ *
+ * Chunks hold a number of images fixed by the shapes; each writes its own
+ * partial result, and the partials are added in chunk order, so the
+ * gradient has the same bits whatever the number of threads. TG_CONV=im2col
+ * keeps the BLAS path (the tests compare the two). */
+#define GW_CHUNK_BYTES ((int64_t)64 << 10)
+#define GW_PARTS_BYTES ((int64_t)64 << 20)
+
+static bool use_gw_direct(tg_dtype wd) {
+    if (wd != TG_FLOAT32 && wd != TG_FLOAT64) return false;
+    const char *m = getenv("TG_CONV");
+    if (m && !strcmp(m, "im2col")) return false;
+    return tg_conv_direct_available();
+}
+
+typedef struct gwplan {
+    const geom *g;
+    tg_dtype wd;
+    size_t e;
+    bool slices;       /* stride 1: stretches of padded images */
+    int64_t vl, ohw, ckk, wsz, xsz;
+    int64_t G, nchunk; /* images per chunk, chunks */
+    int64_t Hp, Wp, plane, xps; /* slices: a padded image, xps with slack */
+    int64_t P, lda;    /* slices: the sum's length, gy's spread rows */
+    int64_t ld;        /* im2col: a column row, whole vectors */
+    const int64_t *boff, *coff; /* rows of the columns: the stretches', im2col's */
+    size_t tsz;        /* a thread's buffers, entries */
+} gwplan;
+
+static void gw_chunk(const gwplan *q, int64_t M, int64_t R, int64_t P, int64_t G, const char *a,
+                     int64_t lda, int64_t astride, const char *b, const int64_t *boff,
+                     int64_t bstride, char *part) {
+    if (q->wd == TG_FLOAT64)
+        tg_conv_gw_chunk_f64(M, R, P, G, (const double *)a, lda, astride, (const double *)b,
+                             boff, bstride, (double *)part);
+    else
+        tg_conv_gw_chunk_f32(M, R, P, G, (const float *)a, lda, astride, (const float *)b, boff,
+                             bstride, (float *)part);
+}
+
+/* part (+)= im2col's product for images n0..n0+gn-1 one at a time, in cols
+ * (one image's columns) and tmp (a partial). */
+static void gw_by_image(const gwplan *q, const char *x, const char *gy, int64_t n0, int64_t gn,
+                        char *cols, char *tmp, char *part) {
+    const geom *g = q->g;
+    for (int64_t i = 0; i < gn; i++) {
+        im2col_image_ld(q->wd, g, x + (size_t)((n0 + i) * q->xsz) * q->e, cols, q->ld);
+        gw_chunk(q, g->O, q->ckk, q->ohw, 1, gy + (size_t)((n0 + i) * g->O * q->ohw) * q->e,
+                 q->ohw, 0, cols, q->coff, 0, i ? tmp : part);
+        if (!i) continue;
+        for (int64_t k = 0; k < q->wsz; k++) {
+            if (q->wd == TG_FLOAT64) ((double *)part)[k] += ((const double *)tmp)[k];
+            else ((float *)part)[k] += ((const float *)tmp)[k];
+        }
+    }
+}
+
+/* This thread's share of the chunks (an `omp for`: all of them outside a
+ * parallel region), in its buffers buf (q->tsz entries, zeroed). */
+static void gw_share(const gwplan *q, const char *x, const char *gy, char *buf, char *parts) {
+    const geom *g = q->g;
+    const size_t e = q->e;
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < q->nchunk; k++) {
+        const int64_t n0 = k * q->G, gn = g->N - n0 < q->G ? g->N - n0 : q->G;
+        char *part = parts + (size_t)(k * q->wsz) * e;
+        if (!q->slices) {
+            /* the columns of the chunk's images side by side */
+            for (int64_t i = 0; i < gn; i++)
+                im2col_image_ld(q->wd, g, x + (size_t)((n0 + i) * q->xsz) * e,
+                                buf + (size_t)(i * q->ckk * q->ld) * e, q->ld);
+            gw_chunk(q, g->O, q->ckk, q->ohw, gn, gy + (size_t)(n0 * g->O * q->ohw) * e,
+                     q->ohw, g->O * q->ohw, buf, q->coff, q->ckk * q->ld, part);
+            continue;
+        }
+        char *xb = buf, *ab = xb + (size_t)(q->G * q->xps) * e;
+        char *cols = ab + (size_t)(q->G * g->O * q->lda + q->vl) * e;
+        char *tmp = cols + (size_t)(q->ckk * q->ld + q->vl) * e;
+        bool finite = true;
+        for (int64_t i = 0; i < gn; i++) {
+            const char *xi = x + (size_t)((n0 + i) * q->xsz) * e;
+            char *bi = xb + (size_t)(i * q->xps) * e;
+            finite &= q->wd == TG_FLOAT64
+                          ? tg_conv_pad_finite_f64(g->C, g->H, g->W, g->ph, g->pw, q->Hp, q->Wp,
+                                                   (const double *)xi, (double *)bi)
+                          : tg_conv_pad_finite_f32(g->C, g->H, g->W, g->ph, g->pw, q->Hp, q->Wp,
+                                                   (const float *)xi, (float *)bi);
+        }
+        if (!finite) {
+            gw_by_image(q, x, gy, n0, gn, cols, tmp, part);
+            continue;
+        }
+        const char *gyc = gy + (size_t)(n0 * g->O * q->ohw) * e;
+        if (q->wd == TG_FLOAT64)
+            tg_conv_spread_f64(gn * g->O * g->OH, g->OW, (const double *)gyc, g->OW, (double *)ab,
+                               q->Wp);
+        else
+            tg_conv_spread_f32(gn * g->O * g->OH, g->OW, (const float *)gyc, g->OW, (float *)ab,
+                               q->Wp);
+        gw_chunk(q, g->O, q->ckk, q->P, gn, ab, q->lda, g->O * q->lda, xb, q->boff, q->xps, part);
+    }
+}
+
+static int gw_direct(tg_dtype wd, const geom *g, const char *x, const char *gy, char *dw,
+                     tg_ctx *ctx) {
+    gwplan q = {.g = g, .wd = wd, .e = tg_isize(wd), .slices = g->sh == 1 && g->sw == 1};
+    const int64_t e = (int64_t)q.e;
+    q.vl = 64 / e;
+    q.ohw = g->OH * g->OW;
+    q.ckk = g->C * g->K * g->L;
+    q.wsz = g->O * q.ckk;
+    q.xsz = g->C * g->H * g->W;
+    q.ld = (q.ohw + q.vl - 1) / q.vl * q.vl;
+    int64_t per;
+    if (q.slices) {
+        q.Hp = g->H + 2 * g->ph;
+        q.Wp = g->W + 2 * g->pw;
+        q.plane = q.Hp * q.Wp;
+        q.xps = g->C * q.plane + q.vl;
+        q.P = (g->OH - 1) * q.Wp + g->OW;
+        q.lda = g->OH * q.Wp;
+        per = (q.xps + g->O * q.lda) * e;
+    } else {
+        per = q.ckk * q.ld * e;
+    }
+    q.G = GW_CHUNK_BYTES / per;
+    if (q.G < 1) q.G = 1;
+    if (q.G > g->N) q.G = g->N;
+    while ((g->N + q.G - 1) / q.G * q.wsz * e > GW_PARTS_BYTES && q.G < g->N) q.G *= 2;
+    if (q.G > g->N) q.G = g->N;
+    q.nchunk = (g->N + q.G - 1) / q.G;
+    /* a thread's buffers: slices: the padded images, gy's spread rows,
+     * one image's columns and a partial (for images that are not finite);
+     * im2col: the chunk's columns; each with vl entries of slack */
+    q.tsz = q.slices ? (size_t)(q.G * q.xps + q.G * g->O * q.lda + q.vl + q.ckk * q.ld + q.vl +
+                                q.wsz)
+                     : (size_t)(q.G * q.ckk * q.ld + q.vl);
+    const double work = (double)g->N * (double)q.wsz * (double)q.ohw;
+    int nth = work < (double)TG_PARALLEL_MIN ? 1 : omp_get_max_threads();
+    if (nth > q.nchunk) nth = (int)q.nchunk;
+    int64_t *offs = tg_malloc((size_t)(2 * q.ckk) * sizeof *offs);
+    /* (zeroed: the padding of the images, the gaps between gy's rows and
+     * the columns' rows past OH*OW are never written with anything else) */
+    char *bufs = tg_calloc((size_t)nth * q.tsz, q.e);
+    char *parts = q.nchunk > 1 ? tg_malloc((size_t)(q.nchunk * q.wsz) * q.e) : dw;
+    if (!offs || !bufs || !parts) {
+        tg_free(offs);
+        tg_free(bufs);
+        if (parts != dw) tg_free(parts);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    for (int64_t c = 0, r = 0; c < g->C; c++)
+        for (int64_t a = 0; a < g->K; a++)
+            for (int64_t b = 0; b < g->L; b++, r++) {
+                offs[r] = c * q.plane + a * g->dh * q.Wp + b * g->dw;
+                offs[q.ckk + r] = r * q.ld;
+            }
+    q.boff = offs;
+    q.coff = offs + q.ckk;
+    /* (no team for one thread: see TG_PAR_FOR) */
+    if (nth > 1) {
+#pragma omp parallel num_threads(nth)
+        gw_share(&q, x, gy, bufs + (size_t)omp_get_thread_num() * q.tsz * q.e, parts);
+    } else {
+        gw_share(&q, x, gy, bufs, parts);
+    }
+    if (q.nchunk > 1) {
+        if (wd == TG_FLOAT64) {
+            const double *pp = (const double *)parts;
+            double *out = (double *)dw;
+            memcpy(out, pp, (size_t)q.wsz * q.e);
+            for (int64_t k = 1; k < q.nchunk; k++)
+                for (int64_t i = 0; i < q.wsz; i++) out[i] += pp[k * q.wsz + i];
+        } else {
+            const float *pp = (const float *)parts;
+            float *out = (float *)dw;
+            memcpy(out, pp, (size_t)q.wsz * q.e);
+            for (int64_t k = 1; k < q.nchunk; k++)
+                for (int64_t i = 0; i < q.wsz; i++) out[i] += pp[k * q.wsz + i];
+        }
+        tg_free(parts);
+    }
+    tg_free(offs);
+    tg_free(bufs);
+    return TG_OK;
+}
+
 /* conv2d_grad_weights(x, gy, shp): sum over images of gy[n] cols[n]^T. */
 static int gw_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const conv_p *p = n->a.extra;
@@ -786,19 +999,27 @@ static int gw_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         rc = TG_ENOMEM;
         goto done;
     }
-    const int nth = image_threads(&g);
-    const int64_t G = nth ? 1 : group_size(g.N, ckk * ohw * (int64_t)e);
-    if ((rc = too_big(&g, G, ctx))) goto done;
-    if (!nth) cols = tg_malloc((size_t)(ckk * G * ohw) * e);
-    if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
     /* With filter_flip the product is the gradient of the flipped kernel. */
-    if (p->flip) acc = tg_malloc((size_t)total * e);
-    if ((!nth && !cols) || (G > 1 && !tmp) || (p->flip && !acc)) {
+    if (p->flip && !(acc = tg_malloc((size_t)total * e))) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
     char *dst = p->flip ? acc : gw;
-    if (nth && (rc = per_image(PI_GRAD_W, wd, &g, nth, xp, NULL, (char *)gp, dst, ctx)))
+    const bool direct = use_gw_direct(wd);
+    const int nth = direct ? -1 : image_threads(&g);
+    const int64_t G = nth ? 1 : group_size(g.N, ckk * ohw * (int64_t)e);
+    if (direct) {
+        if ((rc = gw_direct(wd, &g, xp, gp, dst, ctx))) goto done;
+    } else {
+        if ((rc = too_big(&g, G, ctx))) goto done;
+        if (!nth) cols = tg_malloc((size_t)(ckk * G * ohw) * e);
+        if (G > 1) tmp = tg_malloc((size_t)(g.O * G * ohw) * e);
+        if ((!nth && !cols) || (G > 1 && !tmp)) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+    }
+    if (nth > 0 && (rc = per_image(PI_GRAD_W, wd, &g, nth, xp, NULL, (char *)gp, dst, ctx)))
         goto done;
     for (int64_t n0 = 0; !nth && n0 < g.N; n0 += G) {
         int64_t gn = g.N - n0 < G ? g.N - n0 : G;

@@ -24,7 +24,11 @@
  *
  * Threads: with at least as many images as threads, each thread takes
  * whole images (its own padded buffer); with fewer, all images are padded
- * first and the threads share (image, channel block, vector group) items. */
+ * first and the threads share (image, channel block, vector group) items.
+ *
+ * Also here, for conv.c's weight gradient without BLAS (gw_direct): its
+ * products over a chunk of images (tg_conv_gw_chunk), the padded copy of
+ * an image that checks it is finite, and the spread of gy's rows. */
 #ifndef CONV_DIRECT_T /* the file itself; the kernels are at the end */
 #include "ops/conv_direct.h"
 
@@ -92,6 +96,11 @@ static int kernel_class(const dgeom *d) {
 #define SET1 _mm512_set1_ps
 #define FMA _mm512_fmadd_ps
 #define MSTORE _mm512_mask_storeu_ps
+#define MLOADZ _mm512_maskz_loadu_ps
+#define STOREU _mm512_storeu_ps
+#define FMUL _mm512_mul_ps
+#define CMP_UNORD(u, v) _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q)
+#define HSUM _mm512_reduce_add_ps
 #include "conv_direct.c"
 #undef T
 #undef SFX
@@ -103,6 +112,11 @@ static int kernel_class(const dgeom *d) {
 #undef SET1
 #undef FMA
 #undef MSTORE
+#undef MLOADZ
+#undef STOREU
+#undef FMUL
+#undef CMP_UNORD
+#undef HSUM
 #define T double
 #define SFX _f64
 #define VL 8
@@ -113,6 +127,11 @@ static int kernel_class(const dgeom *d) {
 #define SET1 _mm512_set1_pd
 #define FMA _mm512_fmadd_pd
 #define MSTORE _mm512_mask_storeu_pd
+#define MLOADZ _mm512_maskz_loadu_pd
+#define STOREU _mm512_storeu_pd
+#define FMUL _mm512_mul_pd
+#define CMP_UNORD(u, v) _mm512_cmp_pd_mask(u, v, _CMP_UNORD_Q)
+#define HSUM _mm512_reduce_add_pd
 #include "conv_direct.c"
 
 #else
@@ -131,6 +150,42 @@ bool tg_conv_direct_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
     (void)flip, (void)x, (void)w, (void)y, (void)nth;
     return false;
+}
+
+void tg_conv_gw_chunk_f32(int64_t M, int64_t R, int64_t P, int64_t G, const float *a,
+                          int64_t lda, int64_t astride, const float *b, const int64_t *boff,
+                          int64_t bstride, float *part) {
+    (void)M, (void)R, (void)P, (void)G, (void)a, (void)lda, (void)astride, (void)b;
+    (void)boff, (void)bstride, (void)part;
+}
+
+void tg_conv_gw_chunk_f64(int64_t M, int64_t R, int64_t P, int64_t G, const double *a,
+                          int64_t lda, int64_t astride, const double *b, const int64_t *boff,
+                          int64_t bstride, double *part) {
+    (void)M, (void)R, (void)P, (void)G, (void)a, (void)lda, (void)astride, (void)b;
+    (void)boff, (void)bstride, (void)part;
+}
+
+bool tg_conv_pad_finite_f32(int64_t C, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t Hp,
+                            int64_t Wp, const float *x, float *buf) {
+    (void)C, (void)H, (void)W, (void)ph, (void)pw, (void)Hp, (void)Wp, (void)x, (void)buf;
+    return false;
+}
+
+bool tg_conv_pad_finite_f64(int64_t C, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t Hp,
+                            int64_t Wp, const double *x, double *buf) {
+    (void)C, (void)H, (void)W, (void)ph, (void)pw, (void)Hp, (void)Wp, (void)x, (void)buf;
+    return false;
+}
+
+void tg_conv_spread_f32(int64_t rows, int64_t n, const float *src, int64_t sstride, float *dst,
+                        int64_t dstride) {
+    (void)rows, (void)n, (void)src, (void)sstride, (void)dst, (void)dstride;
+}
+
+void tg_conv_spread_f64(int64_t rows, int64_t n, const double *src, int64_t sstride,
+                        double *dst, int64_t dstride) {
+    (void)rows, (void)n, (void)src, (void)sstride, (void)dst, (void)dstride;
 }
 
 #endif
@@ -330,6 +385,118 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     tg_free(bufs);
     tg_free(wr);
     return true;
+}
+
+/* ---- the weight gradient's products ----
+ *
+ * One block of part: mr rows of a (output channels) by nr rows of b, each
+ * entry a vector of partial sums over p kept in a register through all G
+ * images, then summed across its lanes once. Per vector of p: mr + nr
+ * loads for mr * nr FMAs (4 x 6: 10 loads, 24 FMAs; 24 accumulators + 4 +
+ * 1 of the 32 registers). The last vector of a's rows is loaded under a
+ * mask (zeros past P); b's rows are read whole (see the header). */
+TARGET static inline __attribute__((always_inline)) void
+FN(gw_block)(const int mr, const int nr, int64_t P, int64_t G, const T *a, int64_t lda,
+             int64_t astride, const T *b, const int64_t *boff, int64_t bstride, T *part,
+             int64_t R) {
+    VEC acc[4][6];
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < nr; j++) acc[i][j] = ZERO();
+    const int64_t nfull = P / VL, rem = P % VL;
+    const MASK m = (MASK)((1u << rem) - 1u);
+    for (int64_t g = 0; g < G; g++, a += astride, b += bstride) {
+        const T *bp[6];
+#pragma GCC unroll 6
+        for (int j = 0; j < nr; j++) bp[j] = b + boff[j];
+        for (int64_t v = 0; v <= nfull; v++) {
+            if (v == nfull && !rem) break;
+            VEC av[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < mr; i++)
+                av[i] = v < nfull ? LOADU(a + i * lda + v * VL) : MLOADZ(m, a + i * lda + v * VL);
+#pragma GCC unroll 6
+            for (int j = 0; j < nr; j++) {
+                const VEC bv = LOADU(bp[j] + v * VL);
+#pragma GCC unroll 4
+                for (int i = 0; i < mr; i++) acc[i][j] = FMA(av[i], bv, acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 6
+        for (int j = 0; j < nr; j++) part[i * R + j] = HSUM(acc[i][j]);
+}
+
+#define GW_FN(mr, nr)                                                                        \
+    TARGET static void FN(gw_block##mr##nr)(int64_t P, int64_t G, const T *a, int64_t lda,    \
+                                           int64_t astride, const T *b, const int64_t *boff, \
+                                           int64_t bstride, T *part, int64_t R) {            \
+        FN(gw_block)(mr, nr, P, G, a, lda, astride, b, boff, bstride, part, R);              \
+    }
+#define GW_FNS(mr) GW_FN(mr, 1) GW_FN(mr, 2) GW_FN(mr, 3) GW_FN(mr, 4) GW_FN(mr, 5) GW_FN(mr, 6)
+GW_FNS(1)
+GW_FNS(2)
+GW_FNS(3)
+GW_FNS(4)
+typedef void (*FN(gw_fn))(int64_t, int64_t, const T *, int64_t, int64_t, const T *,
+                          const int64_t *, int64_t, T *, int64_t);
+#define GW_ROW(mr)                                                                            \
+    {FN(gw_block##mr##1), FN(gw_block##mr##2), FN(gw_block##mr##3), FN(gw_block##mr##4),       \
+     FN(gw_block##mr##5), FN(gw_block##mr##6)}
+static const FN(gw_fn) FN(GW_BLOCKS)[4][6] = {GW_ROW(1), GW_ROW(2), GW_ROW(3), GW_ROW(4)};
+
+void FN(tg_conv_gw_chunk)(int64_t M, int64_t R, int64_t P, int64_t G, const T *a, int64_t lda,
+                          int64_t astride, const T *b, const int64_t *boff, int64_t bstride,
+                          T *part) {
+    /* Blocks of as even a size as can be (25 rows: 5 blocks of 5, not
+     * four of 6 and one of 1, whose 4 + 1 loads would feed 4 FMAs). */
+    const int64_t mb = (M + 3) / 4, nb = (R + 5) / 6;
+    for (int64_t bi = 0; bi < mb; bi++) {
+        const int64_t i0 = M * bi / mb, mr = M * (bi + 1) / mb - i0;
+        for (int64_t bj = 0; bj < nb; bj++) {
+            const int64_t j0 = R * bj / nb, nr = R * (bj + 1) / nb - j0;
+            FN(GW_BLOCKS)[mr - 1][nr - 1](P, G, a + i0 * lda, lda, astride, b, boff + j0,
+                                          bstride, part + i0 * R + j0, R);
+        }
+    }
+}
+
+/* x (C, H, W) into the inside of buf (C, Hp, Wp); whether every value
+ * copied is finite. The stores are whole vectors (AMD's masked stores are
+ * slow), their lanes past a row zeros: over the border (zeros), the next
+ * row (written after) or the slack after buf (see the header). */
+TARGET bool FN(tg_conv_pad_finite)(int64_t C, int64_t H, int64_t W, int64_t ph, int64_t pw,
+                                   int64_t Hp, int64_t Wp, const T *x, T *buf) {
+    const VEC z = ZERO();
+    MASK bad = 0;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < H; i++) {
+            const T *src = x + (c * H + i) * W;
+            T *dst = buf + (c * Hp + i + ph) * Wp + pw;
+            for (int64_t j = 0; j < W; j += VL) {
+                const int64_t n = W - j < VL ? W - j : VL;
+                const MASK m = (MASK)((1u << n) - 1u);
+                const VEC v = MLOADZ(m, src + j);
+                /* v * 0 is NaN exactly where v is not finite */
+                bad |= CMP_UNORD(FMUL(v, z), z);
+                STOREU(dst + j, v);
+            }
+        }
+    return !bad;
+}
+
+/* rows pieces of n entries, src sstride apart, to dst dstride apart
+ * (dstride >= n), whole-vector stores as above. */
+TARGET void FN(tg_conv_spread)(int64_t rows, int64_t n, const T *src, int64_t sstride, T *dst,
+                               int64_t dstride) {
+    for (int64_t r = 0; r < rows; r++, src += sstride, dst += dstride)
+        for (int64_t j = 0; j < n; j += VL) {
+            const int64_t k = n - j < VL ? n - j : VL;
+            STOREU(dst + j, MLOADZ((MASK)((1u << k) - 1u), src + j));
+        }
 }
 
 #endif /* CONV_DIRECT_T */
