@@ -3,7 +3,7 @@
 tg's flipped convolution), then the weight gradients
 (torch.nn.grad.conv2d_weight), best of REPS runs after a warm-up, with
 torch.set_num_threads(THREADS). Prints "case ms" lines with bench_conv's
-case names (the gradients' prefixed "gw_"), or "torch: not installed".
+case names (the gradients' prefixed "gw_"), or "torch: not installed"."""
 import sys
 import time
 

@@ -769,7 +769,7 @@ done:
  * which OpenBLAS, called per image on im2col's columns, reached 22-31
  * GFLOP/s. Here tg_conv_gw_chunk (conv_direct.c) keeps each entry's
  * partial sums in a register through a chunk of images whose data sits in
- * the cache (about 256 KiB).
+ * the cache.
  *
  * With stride 1 no columns are made. Each image is copied, padded, into a
  * buffer (C, Hp, Wp), and gy's rows are spread to rows Wp apart with zeros
@@ -785,7 +785,8 @@ done:
  * partial result, and the partials are added in chunk order, so the
  * gradient has the same bits whatever the number of threads. TG_CONV=im2col
  * keeps the BLAS path (the tests compare the two). */
-#define GW_CHUNK_BYTES ((int64_t)64 << 10)
+#define GW_CHUNK_VECS 64
+#define GW_CHUNK_BYTES ((int64_t)512 << 10)
 #define GW_PARTS_BYTES ((int64_t)64 << 20)
 
 static bool use_gw_direct(tg_dtype wd) {
@@ -905,7 +906,12 @@ static int gw_direct(tg_dtype wd, const geom *g, const char *x, const char *gy, 
     } else {
         per = q.ckk * q.ld * e;
     }
-    q.G = GW_CHUNK_BYTES / per;
+    /* Enough images for GW_CHUNK_VECS vectors of each entry's sum (its
+     * lanes are added once a chunk: 24 sums of 16 lanes for each block),
+     * as long as their data stays within GW_CHUNK_BYTES. */
+    const int64_t nvec = ((q.slices ? q.P : q.ohw) + q.vl - 1) / q.vl;
+    q.G = (GW_CHUNK_VECS + nvec - 1) / nvec;
+    if (q.G * per > GW_CHUNK_BYTES) q.G = GW_CHUNK_BYTES / per;
     if (q.G < 1) q.G = 1;
     if (q.G > g->N) q.G = g->N;
     while ((g->N + q.G - 1) / q.G * q.wsz * e > GW_PARTS_BYTES && q.G < g->N) q.G *= 2;
