@@ -2,10 +2,10 @@
  * the same run with the same thread count) and beside the GEMM-only bound:
  * the time of one sgemm as large as the whole im2col product (out channels
  * x in channels*kernel x batch*output pixels), which is what an im2col
- * convolution cannot beat. Then conv2d_grad_weights in float32 on the
- * convnet example's two layers (batch 600) and the same two cases: tg,
- * tg's im2col + BLAS path (TG_CONV=im2col) and PyTorch
- * (torch.nn.grad.conv2d_weight). Best of REPS calls, in ms and GFLOP/s (2
+ * convolution cannot beat. Then conv2d_grad_weights and conv2d_grad_inputs
+ * in float32 on the convnet example's two layers (batch 600) and the same
+ * two cases: tg, tg's im2col + BLAS path (TG_CONV=im2col) and PyTorch
+ * (torch.nn.grad.conv2d_weight, conv2d_input). Best of REPS calls, in ms and GFLOP/s (2
  * flops per multiply-add of the direct definition). tg runs with the
  * threads OpenMP gives it (OMP_NUM_THREADS); so do OpenBLAS and torch.
  * Arguments: bench_conv [REPS]. */
@@ -24,7 +24,7 @@ static const bcase CASES[] = {
     {"c32x16x16_k3x3x64", "half", 64, 32, 16, 16, 64, 3, 1},
 };
 
-/* conv2d_grad_weights's cases: the convnet example's layers, then the
+/* The gradients' cases: the convnet example's layers, then the
  * forward's. */
 static const bcase GW_CASES[] = {
     {"convnet_l1", "valid", 600, 1, 28, 28, 8, 5, 0},
@@ -38,6 +38,77 @@ static void fill(float *p, int64_t n, uint64_t s) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         p[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
     }
+}
+
+/* The table of one gradient op (weights: conv2d_grad_weights(x, gy, shp);
+ * else conv2d_grad_inputs(w, gy, shp)) over GW_CASES: tg as it chooses,
+ * tg's im2col + BLAS path (TG_CONV=im2col), torch's time from the peer
+ * ("gw_CASE" or "gi_CASE"). */
+static void grad_table(bool weights, int reps, int nth, const char *peer, bool torch,
+                       tg_ctx *ctx) {
+    const char *op = weights ? "conv2d_grad_weights" : "conv2d_grad_inputs";
+    printf("\n%s, float32, best of %d, %d threads\n", op, reps, nth);
+    printf("  %-18s %6s %9s %8s %10s %8s %9s %8s %9s %8s\n", "case", "border", "tg ms", "GFLOP/s",
+           "im2col ms", "GFLOP/s", "torch ms", "GFLOP/s", "tg/im2col", "tg/torch");
+    for (size_t k = 0; k < sizeof GW_CASES / sizeof GW_CASES[0]; k++) {
+        const bcase *b = &GW_CASES[k];
+        int64_t OH = b->H + 2 * b->pad - b->K + 1, OW = b->W + 2 * b->pad - b->K + 1;
+        int64_t xs[4] = {b->N, b->C, b->H, b->W}, gs[4] = {b->N, b->O, OH, OW};
+        int64_t ws[4] = {b->O, b->C, b->K, b->K};
+        const int64_t *first = weights ? xs : ws, *shp = weights ? ws : xs;
+        double flops = 2.0 * (double)(b->N * b->O * OH * OW) * (double)(b->C * b->K * b->K);
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                 "{\"id\":\"a\",\"type\":{\"dtype\":\"float32\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+                 "{\"id\":\"gy\",\"type\":{\"dtype\":\"float32\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+                 "{\"id\":\"shp\",\"type\":{\"dtype\":\"int64\",\"shape\":[4]},"
+                 "\"constant\":{\"dtype\":\"int64\",\"shape\":[4],\"data\":[%lld,%lld,%lld,%lld]}}],"
+                 "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"a\",\"gy\",\"shp\"],"
+                 "\"outputs\":[\"g\"],\"attrs\":{\"border_mode\":\"%s\"}}],"
+                 "\"functions\":{\"main\":{\"inputs\":[\"a\",\"gy\"],\"outputs\":[\"g\"]}}}",
+                 (long long)first[0], (long long)first[1], (long long)first[2],
+                 (long long)first[3], (long long)gs[0], (long long)gs[1], (long long)gs[2],
+                 (long long)gs[3], (long long)shp[0], (long long)shp[1], (long long)shp[2],
+                 (long long)shp[3], op, b->border);
+        tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, b->name, ctx);
+        if (!g) bench_die(b->name, ctx);
+        tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+        if (!f) bench_die(b->name, ctx);
+        tg_array *a = tg_array_new(TG_FLOAT32, 4, first), *gy = tg_array_new(TG_FLOAT32, 4, gs);
+        fill(tg_array_data(a), tg_array_size(a), 5);
+        fill(tg_array_data(gy), tg_array_size(gy), 6);
+        tg_array *in[2] = {a, gy}, *out = NULL;
+        double best[2] = {1e30, 1e30};
+        /* tg as it chooses, then the im2col + BLAS path */
+        for (int path = 0; path < 2; path++) {
+            if (path) setenv("TG_CONV", "im2col", 1);
+            for (int r = 0; r < reps + 1; r++) {
+                double t0 = bench_now();
+                if (tg_function_call(f, in, &out, ctx)) bench_die(b->name, ctx);
+                double t = bench_now() - t0;
+                if (r && t < best[path]) best[path] = t;
+                tg_array_free(out);
+                out = NULL;
+            }
+            unsetenv("TG_CONV");
+        }
+        char key[64];
+        snprintf(key, sizeof key, "%s_%s", weights ? "gw" : "gi", b->name);
+        double tms = torch ? bench_peer_value(peer, key) : -1;
+        printf("  %-18s %6s %9.2f %8.1f %10.2f %8.1f", b->name, b->border, best[0] * 1e3,
+               flops / best[0] / 1e9, best[1] * 1e3, flops / best[1] / 1e9);
+        if (tms > 0)
+            printf(" %9.2f %8.1f %8.2fx %7.2fx\n", tms, flops / (tms * 1e-3) / 1e9,
+                   best[0] / best[1], best[0] * 1e3 / tms);
+        else
+            printf(" %9s %8s %8.2fx %8s\n", "-", "-", best[0] / best[1], "-");
+        tg_array_free(a);
+        tg_array_free(gy);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+    printf("  tg/im2col, tg/torch: tg's time over theirs (below 1 is faster)\n");
 }
 
 int main(int argc, char **argv) {
@@ -122,65 +193,8 @@ int main(int argc, char **argv) {
     }
     printf("  tg/gemm, tg/torch: tg's time over theirs (below 1 is faster)\n");
 
-    printf("\nconv2d_grad_weights, float32, best of %d, %d threads\n", reps, nth);
-    printf("  %-18s %6s %9s %8s %10s %8s %9s %8s %9s %8s\n", "case", "border", "tg ms", "GFLOP/s",
-           "im2col ms", "GFLOP/s", "torch ms", "GFLOP/s", "tg/im2col", "tg/torch");
-    for (size_t k = 0; k < sizeof GW_CASES / sizeof GW_CASES[0]; k++) {
-        const bcase *b = &GW_CASES[k];
-        int64_t OH = b->H + 2 * b->pad - b->K + 1, OW = b->W + 2 * b->pad - b->K + 1;
-        int64_t xs[4] = {b->N, b->C, b->H, b->W}, gs[4] = {b->N, b->O, OH, OW};
-        double flops = 2.0 * (double)(b->N * b->O * OH * OW) * (double)(b->C * b->K * b->K);
-        char json[1024];
-        snprintf(json, sizeof json,
-                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                 "{\"id\":\"x\",\"type\":{\"dtype\":\"float32\",\"shape\":[%lld,%lld,%lld,%lld]}},"
-                 "{\"id\":\"gy\",\"type\":{\"dtype\":\"float32\",\"shape\":[%lld,%lld,%lld,%lld]}},"
-                 "{\"id\":\"shp\",\"type\":{\"dtype\":\"int64\",\"shape\":[4]},"
-                 "\"constant\":{\"dtype\":\"int64\",\"shape\":[4],\"data\":[%lld,%lld,%lld,%lld]}}],"
-                 "\"nodes\":[{\"op\":\"conv2d_grad_weights\",\"inputs\":[\"x\",\"gy\",\"shp\"],"
-                 "\"outputs\":[\"dw\"],\"attrs\":{\"border_mode\":\"%s\"}}],"
-                 "\"functions\":{\"main\":{\"inputs\":[\"x\",\"gy\"],\"outputs\":[\"dw\"]}}}",
-                 (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3],
-                 (long long)gs[0], (long long)gs[1], (long long)gs[2], (long long)gs[3],
-                 (long long)b->O, (long long)b->C, (long long)b->K, (long long)b->K, b->border);
-        tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, b->name, ctx);
-        if (!g) bench_die(b->name, ctx);
-        tg_function *f = tg_function_compile(g, 0, NULL, ctx);
-        if (!f) bench_die(b->name, ctx);
-        tg_array *x = tg_array_new(TG_FLOAT32, 4, xs), *gy = tg_array_new(TG_FLOAT32, 4, gs);
-        fill(tg_array_data(x), tg_array_size(x), 5);
-        fill(tg_array_data(gy), tg_array_size(gy), 6);
-        tg_array *in[2] = {x, gy}, *out = NULL;
-        double best[2] = {1e30, 1e30};
-        /* tg as it chooses, then the im2col + BLAS path */
-        for (int path = 0; path < 2; path++) {
-            if (path) setenv("TG_CONV", "im2col", 1);
-            for (int r = 0; r < reps + 1; r++) {
-                double t0 = bench_now();
-                if (tg_function_call(f, in, &out, ctx)) bench_die(b->name, ctx);
-                double t = bench_now() - t0;
-                if (r && t < best[path]) best[path] = t;
-                tg_array_free(out);
-                out = NULL;
-            }
-            unsetenv("TG_CONV");
-        }
-        char key[64];
-        snprintf(key, sizeof key, "gw_%s", b->name);
-        double tms = torch ? bench_peer_value(peer, key) : -1;
-        printf("  %-18s %6s %9.2f %8.1f %10.2f %8.1f", b->name, b->border, best[0] * 1e3,
-               flops / best[0] / 1e9, best[1] * 1e3, flops / best[1] / 1e9);
-        if (tms > 0)
-            printf(" %9.2f %8.1f %8.2fx %7.2fx\n", tms, flops / (tms * 1e-3) / 1e9,
-                   best[0] / best[1], best[0] * 1e3 / tms);
-        else
-            printf(" %9s %8s %8.2fx %8s\n", "-", "-", best[0] / best[1], "-");
-        tg_array_free(x);
-        tg_array_free(gy);
-        tg_function_free(f);
-        tg_graph_free(g);
-    }
-    printf("  tg/im2col, tg/torch: tg's time over theirs (below 1 is faster)\n");
+    grad_table(true, reps, nth, peer, torch, ctx);
+    grad_table(false, reps, nth, peer, torch, ctx);
     free(peer);
     tg_ctx_free(ctx);
     return 0;

@@ -1,9 +1,10 @@
 """Peer of bench_conv: the same float32 conv2d forwards in PyTorch
 (torch.nn.functional.conv2d, a cross-correlation: the cost is the same as
-tg's flipped convolution), then the weight gradients
-(torch.nn.grad.conv2d_weight), best of REPS runs after a warm-up, with
-torch.set_num_threads(THREADS). Prints "case ms" lines with bench_conv's
-case names (the gradients' prefixed "gw_"), or "torch: not installed"."""
+tg's flipped convolution), then the weight and input gradients
+(torch.nn.grad.conv2d_weight, conv2d_input), best of REPS runs after a
+warm-up, with torch.set_num_threads(THREADS). Prints "case ms" lines with
+bench_conv's case names (the gradients' prefixed "gw_", "gi_"), or "torch:
+not installed"."""
 import sys
 import time
 
@@ -38,10 +39,13 @@ for name, xs, ws, pad in GW_CASES:
     x = torch.rand(xs, generator=g, dtype=torch.float32) - 0.5
     oh, ow = xs[2] + 2 * pad - ws[2] + 1, xs[3] + 2 * pad - ws[3] + 1
     gy = torch.rand((xs[0], ws[0], oh, ow), generator=g, dtype=torch.float32) - 0.5
-    torch.nn.grad.conv2d_weight(x, ws, gy, padding=pad)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        torch.nn.grad.conv2d_weight(x, ws, gy, padding=pad)
-        best = min(best, time.perf_counter() - t0)
-    print(f"gw_{name} {best * 1e3:.4f}")
+    w = torch.rand(ws, generator=g, dtype=torch.float32) - 0.5
+    for tag, fn in (("gw", lambda: torch.nn.grad.conv2d_weight(x, ws, gy, padding=pad)),
+                    ("gi", lambda: torch.nn.grad.conv2d_input(xs, w, gy, padding=pad))):
+        fn()
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        print(f"{tag}_{name} {best * 1e3:.4f}")

@@ -1,6 +1,13 @@
-/* conv2d_grad_weights without BLAS (libcore/src/ops/conv.c, gw_direct, and
- * the AVX-512 products of conv_direct.c) against its im2col + BLAS path
- * (TG_CONV=im2col) and against a naive loop in this file:
+/* The convolution's gradients on their AVX-512 paths against the im2col
+ * + BLAS path (TG_CONV=im2col) and against naive loops in this file.
+ *
+ * conv2d_grad_inputs (stride 1: the forward's direct kernel on gy padded,
+ * the kernel's channels swapped, flip negated): every border mode with
+ * strides 1 and 2, flip both ways, widths around the vectors, forced onto
+ * the direct path (TG_CONV=direct) and as chosen.
+ *
+ * conv2d_grad_weights without BLAS (libcore/src/ops/conv.c, gw_direct, and
+ * the AVX-512 products of conv_direct.c):
  * - output widths around the vectors (1, 7, 8, 9, 15, 16, 17, 33), every
  *   border mode, filter_flip both ways, strides 1 and 2, dilations 1 and
  *   2, output channel counts that are not multiples of the 4-row block,
@@ -49,8 +56,10 @@ typedef struct gwcase {
     char border[32]; /* the border_mode attribute's JSON */
 } gwcase;
 
+/* The output length, 0 where the dilated kernel does not fit. */
 static int64_t out_len(int64_t n, int64_t k, int64_t p, int64_t s, int64_t d) {
-    return (n + 2 * p - ((k - 1) * d + 1)) / s + 1;
+    const int64_t room = n + 2 * p - ((k - 1) * d + 1);
+    return room < 0 ? 0 : room / s + 1;
 }
 
 /* A graph dw = conv2d_grad_weights(x, gy, shp) for the case. */
@@ -115,6 +124,61 @@ static tg_array *run_mode(tg_graph *g, tg_array *x, tg_array *gy, const char *mo
     tu_call_preset(g, NULL, "none", in, out);
     unsetenv("TG_CONV");
     return out[0];
+}
+
+/* A graph gx = conv2d_grad_inputs(w, gy, shp) for the case. */
+static tg_graph *gi_graph(const char *dtype, const gwcase *c) {
+    const int64_t OH = out_len(c->H, c->K, c->ph, c->sh, c->dh);
+    const int64_t OW = out_len(c->W, c->L, c->pw, c->sw, c->dw);
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+             "{\"id\":\"w\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+             "{\"id\":\"gy\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+             "{\"id\":\"shp\",\"type\":{\"dtype\":\"int64\",\"shape\":[4]},"
+             "\"constant\":{\"dtype\":\"int64\",\"shape\":[4],\"data\":[%lld,%lld,%lld,%lld]}}],"
+             "\"nodes\":[{\"op\":\"conv2d_grad_inputs\",\"inputs\":[\"w\",\"gy\",\"shp\"],"
+             "\"outputs\":[\"gx\"],\"attrs\":{\"border_mode\":%s,\"subsample\":[%lld,%lld],"
+             "\"filter_dilation\":[%lld,%lld],\"filter_flip\":%s}}],"
+             "\"functions\":{\"main\":{\"inputs\":[\"w\",\"gy\"],\"outputs\":[\"gx\"]}}}",
+             dtype, (long long)c->O, (long long)c->C, (long long)c->K, (long long)c->L, dtype,
+             (long long)c->N, (long long)c->O, (long long)OH, (long long)OW, (long long)c->N,
+             (long long)c->C, (long long)c->H, (long long)c->W, c->border, (long long)c->sh,
+             (long long)c->sw, (long long)c->dh, (long long)c->dw, c->flip ? "true" : "false");
+    return tu_load(json);
+}
+
+/* The input gradient by its definition: gx[n][c][r][q] = sum of gy[n][o][i][j]
+ * w[o][c][a][b] over the (o, i, j, a, b) with r = i*sh + a*dh - ph and q =
+ * j*sw + b*dw - pw, the taps reversed when flip; sums in double. */
+static tg_array *naive_gi(const gwcase *k, const tg_array *w, const tg_array *gy) {
+    const int64_t OH = gy->shape[2], OW = gy->shape[3];
+    const int64_t xs[4] = {k->N, k->C, k->H, k->W};
+    const tg_dtype dt = w->dtype;
+    const size_t e = tg_dtype_size(dt);
+    double *acc = calloc((size_t)(k->N * k->C * k->H * k->W), sizeof(double));
+    assert_non_null(acc);
+    for (int64_t n = 0; n < k->N; n++)
+        for (int64_t o = 0; o < k->O; o++)
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < OW; j++) {
+                    double gv = tg_load_f64(dt, gy->data + (size_t)(((n * k->O + o) * OH + i) * OW + j) * e);
+                    for (int64_t c = 0; c < k->C; c++)
+                        for (int64_t a = 0; a < k->K; a++)
+                            for (int64_t b = 0; b < k->L; b++) {
+                                int64_t r = i * k->sh + a * k->dh - k->ph;
+                                int64_t q = j * k->sw + b * k->dw - k->pw;
+                                if (r < 0 || r >= k->H || q < 0 || q >= k->W) continue;
+                                int64_t ka = k->flip ? k->K - 1 - a : a, kb = k->flip ? k->L - 1 - b : b;
+                                double wv = tg_load_f64(dt, w->data + (size_t)(((o * k->C + c) * k->K + ka) * k->L + kb) * e);
+                                acc[((n * k->C + c) * k->H + r) * k->W + q] += gv * wv;
+                            }
+                }
+    tg_array *x = tg_array_new(dt, 4, xs);
+    assert_non_null(x);
+    for (int64_t t = 0; t < k->N * k->C * k->H * k->W; t++) tg_store_f64(dt, x->data + (size_t)t * e, acc[t]);
+    free(acc);
+    return x;
 }
 
 static tg_array *gy_for(const gwcase *c, tg_dtype dt, bool exact) {
@@ -274,6 +338,80 @@ static void test_not_finite(void **state) {
     }
 }
 
+/* gx under each setting against the naive sums, exactly (quarters). The
+ * widths: the input's, which are the direct kernel's output rows. */
+static void grad_inputs_shapes(tg_dtype dt) {
+    static const int64_t WS[] = {1, 7, 8, 9, 15, 16, 17, 33};
+    int ran = 0;
+    for (size_t wi = 0; wi < sizeof WS / sizeof WS[0]; wi++)
+        for (int border = 0; border < 4; border++)
+            for (int flip = 0; flip < 2; flip++)
+                for (int s = 1; s <= 2; s++) {
+                    gwcase c = {.N = rnd(1, 4), .C = rnd(1, 10), .O = rnd(1, 6), .K = rnd(1, 6),
+                                .L = rnd(1, 6), .sh = s, .sw = s, .dh = 1, .dw = 1, .flip = flip};
+                    set_border(&c, border);
+                    c.W = WS[wi];
+                    while (out_len(c.W, c.L, c.pw, c.sw, c.dw) < 1) c.W++;
+                    c.H = rnd(1, 9);
+                    while (out_len(c.H, c.K, c.ph, c.sh, c.dh) < 1) c.H++;
+                    int64_t ws[4] = {c.O, c.C, c.K, c.L};
+                    tg_graph *g = gi_graph(tg_dtype_name(dt), &c);
+                    tg_array *w = rand_arr(dt, ws, true), *gy = gy_for(&c, dt, true);
+                    tg_array *want = naive_gi(&c, w, gy);
+                    static const char *const MODES[3] = {NULL, "im2col", "direct"};
+                    for (int m = 0; m < 3; m++) {
+                        tg_array *y = run_mode(g, w, gy, MODES[m]);
+                        tu_assert_close(y, want, 0, 0);
+                        tg_array_free(y);
+                    }
+                    tg_array_free(want);
+                    tg_array_free(w);
+                    tg_array_free(gy);
+                    tg_graph_free(g);
+                    ran++;
+                }
+    assert_int_equal(ran, 8 * 4 * 2 * 2);
+}
+
+static void test_grad_inputs(void **state) {
+    (void)state;
+    grad_inputs_shapes(TG_FLOAT32);
+    grad_inputs_shapes(TG_FLOAT64);
+}
+
+/* The convnet example's second layer (the direct path as chosen: 12x12
+ * against 8x8), batch 40 on 1-3 threads, values that round: close to the
+ * naive sums, and the same bits each time (every pixel is one sum in a
+ * fixed order). */
+static void test_grad_inputs_threads(void **state) {
+    (void)state;
+    gwcase c = {.N = 40, .C = 8, .H = 12, .W = 12, .O = 16, .K = 5, .L = 5, .sh = 1, .sw = 1,
+                .dh = 1, .dw = 1, .flip = true};
+    set_border(&c, 0);
+    int64_t ws[4] = {c.O, c.C, c.K, c.L};
+    tg_graph *g = gi_graph("float32", &c);
+    tg_array *w = rand_arr(TG_FLOAT32, ws, false), *gy = gy_for(&c, TG_FLOAT32, false);
+    tg_array *want = naive_gi(&c, w, gy), *first = NULL;
+    const int saved = omp_get_max_threads();
+    for (int nth = 1; nth <= 3; nth++) {
+        omp_set_num_threads(nth);
+        tg_array *y = run_mode(g, w, gy, NULL);
+        tu_assert_close(y, want, 1e-5, 1e-5);
+        if (!first) {
+            first = y;
+            continue;
+        }
+        assert_memory_equal(y->data, first->data, (size_t)tg_array_size(y) * sizeof(float));
+        tg_array_free(y);
+    }
+    omp_set_num_threads(saved);
+    tg_array_free(first);
+    tg_array_free(want);
+    tg_array_free(w);
+    tg_array_free(gy);
+    tg_graph_free(g);
+}
+
 /* float16 computes in float32 and rounds back. */
 static void test_float16(void **state) {
     (void)state;
@@ -348,19 +486,22 @@ static void *failing_realloc(void *ud, void *p, size_t size) {
  * the call has allocated all it needs and gives the right values. */
 static void test_out_of_memory(void **state) {
     (void)state;
-    for (int s = 1; s <= 2; s++) {
-        gwcase c = {.N = 7, .C = 3, .H = 9, .W = 20, .O = 10, .K = 3, .L = 3, .sh = s, .sw = s,
-                    .dh = 1, .dw = 1, .flip = true};
+    /* the weight gradient with strides 1 and 2, then the input gradient's
+     * direct path */
+    for (int s = 1; s <= 3; s++) {
+        const bool gi = s == 3;
+        gwcase c = {.N = 7, .C = 3, .H = 9, .W = 20, .O = 10, .K = 3, .L = 3, .sh = gi ? 1 : s,
+                    .sw = gi ? 1 : s, .dh = 1, .dw = 1, .flip = true};
         set_border(&c, 1);
-        int64_t xs[4] = {c.N, c.C, c.H, c.W};
-        tg_graph *g = gw_graph("float32", &c);
+        int64_t xs[4] = {c.N, c.C, c.H, c.W}, ws[4] = {c.O, c.C, c.K, c.L};
+        tg_graph *g = gi ? gi_graph("float32", &c) : gw_graph("float32", &c);
         tg_ctx *ctx = tg_ctx_new();
         tg_compile_options opts = {.preset = "none"};
         tg_function *f = tg_function_compile(g, 0, &opts, ctx);
         assert_non_null(f);
-        tg_array *x = rand_arr(TG_FLOAT32, xs, true), *gy = gy_for(&c, TG_FLOAT32, true);
+        tg_array *x = rand_arr(TG_FLOAT32, gi ? ws : xs, true), *gy = gy_for(&c, TG_FLOAT32, true);
         tg_array *in[2] = {x, gy};
-        tg_array *want = naive(&c, x, gy);
+        tg_array *want = gi ? naive_gi(&c, x, gy) : naive(&c, x, gy);
         long failed = 0;
         bool ok = false;
         for (long k = 1; k < 200 && !ok; k++) {
@@ -383,7 +524,9 @@ static void test_out_of_memory(void **state) {
             tg_array_free(out[0]);
         }
         assert_true(ok);
-        assert_true(failed >= 3); /* at least the result, the flip's buffer, the buffers */
+        /* at least the result and the buffers (the flip's, the chunks'; the
+         * kernel's, the padded images') */
+        assert_true(failed >= 3);
         tg_array_free(want);
         tg_array_free(x);
         tg_array_free(gy);
@@ -402,6 +545,8 @@ int main(void) {
         cmocka_unit_test(test_float16),
         cmocka_unit_test(test_by_hand),
         cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_grad_inputs),
+        cmocka_unit_test(test_grad_inputs_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
