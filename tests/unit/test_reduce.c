@@ -519,6 +519,49 @@ static void test_sum_to_axes(void **state) {
     }
 }
 
+/* sum and mean over axes whose runs are uniform inside but not between
+ * them ((5, 6, 7, 4) over axes 0, 2 and 3: runs of 28 elements, 5 to an
+ * output; over 0 and 2: runs of 7 with 4 kept after them, taken as
+ * columns): against sums in double here, float32 and float64. */
+static void test_sum_runs(void **state) {
+    (void)state;
+    static const char *const AXES[2] = {"[0,2,3]", "[0,2]"};
+    for (int di = 0; di < 2; di++)
+        for (int op = 0; op < 2; op++)
+            for (int ax = 0; ax < 2; ax++) {
+                tg_dtype dt = di ? TG_FLOAT64 : TG_FLOAT32;
+                char json[1024];
+                snprintf(json, sizeof json,
+                         "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                         "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[5,6,7,4]}}],"
+                         "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"x\"],\"outputs\":[\"s\"],"
+                         "\"attrs\":{\"axis\":%s}}]}",
+                         tg_dtype_name(dt), op ? "mean" : "sum", AXES[ax]);
+                tg_graph *gr = tu_load(json);
+                int64_t xs[4] = {5, 6, 7, 4};
+                tg_array *x = tg_array_new(dt, 4, xs);
+                for (int64_t i = 0; i < 5 * 6 * 7 * 4; i++)
+                    tg_store_f64(dt, (char *)tg_array_data(x) + i * (int64_t)tg_dtype_size(dt),
+                                 cos((double)i * 0.61) * 2 - 0.125);
+                tg_array *in[1] = {x}, *out[1] = {0};
+                tu_call(gr, NULL, in, out);
+                const int64_t n = tg_array_size(out[0]), cnt = ax ? 35 : 140;
+                assert_int_equal(n, ax ? 24 : 6);
+                for (int64_t j = 0; j < n; j++) {
+                    double want = 0;
+                    for (int64_t i = 0; i < 5 * 6 * 7 * 4; i++) {
+                        int64_t ch = (i / 28) % 6, last = i % 4;
+                        if (ax ? ch * 4 + last == j : ch == j) want += tg_array_get_flat(x, i);
+                    }
+                    if (op) want /= (double)cnt;
+                    tu_assert_near(tg_array_get_flat(out[0], j), want, di ? 1e-12 : 1e-4);
+                }
+                tg_array_free(out[0]);
+                tg_array_free(x);
+                tg_graph_free(gr);
+            }
+}
+
 static void test_attr_errors(void **state) {
     (void)state;
     static const struct {
@@ -615,6 +658,7 @@ int main(void) {
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
         cmocka_unit_test(test_same_bits_any_thread_count), cmocka_unit_test(test_sum_to_axes),
+        cmocka_unit_test(test_sum_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

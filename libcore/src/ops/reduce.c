@@ -1061,6 +1061,58 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
             expect *= v->shape[d];
         }
     }
+    if (!uniform && outer > 1 && (kind == R_SUM || kind == R_MEAN) &&
+        (dt == TG_FLOAT64 || dt == TG_FLOAT32) && tg_dtype_is_float(od)) {
+        /* Sums over runs that are uniform inside but not between them (a
+         * convolution's bias gradient: (N, C, H, W) summed over N, H and W,
+         * runs of H*W): each run summed where it lies, pairwise, and the
+         * runs' sums added in order, where copying the view into rows
+         * first moved the whole input once more. */
+        int inner_from = nd; /* v's axes inner_from.. form one run */
+        int64_t run = 1, rstride = isz, expect2 = 0;
+        bool first2 = true;
+        for (int d = nd - 1; d >= kept; d--) {
+            if (v->shape[d] == 1) {
+                inner_from = d;
+                continue;
+            }
+            if (first2) {
+                rstride = v->strides[d];
+                expect2 = rstride * v->shape[d];
+                first2 = false;
+            } else if (v->strides[d] != expect2) {
+                break;
+            } else {
+                expect2 *= v->shape[d];
+            }
+            run *= v->shape[d];
+            inner_from = d;
+        }
+        const int64_t nrun = inner / run;
+        const int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+        TG_PAR_FOR(nth, j, outer, {
+            const char *p = v->data;
+            int64_t r = j;
+            for (int d = kept - 1; d >= 0; d--) {
+                p += (r % v->shape[d]) * v->strides[d];
+                r /= v->shape[d];
+            }
+            double acc = 0;
+            for (int64_t q = 0; q < nrun; q++) {
+                /* run q's start: q over the reduced axes kept..inner_from-1 */
+                const char *rp = p;
+                int64_t u = q;
+                for (int d = inner_from - 1; d >= kept; d--) {
+                    rp += (u % v->shape[d]) * v->strides[d];
+                    u /= v->shape[d];
+                }
+                acc += row_sum_d(dt, rp, run, rstride);
+            }
+            tg_store_f64(od, o + j * osz, kind == R_MEAN ? acc / (double)inner : acc);
+        });
+        tg_array_free(v);
+        return TG_OK;
+    }
     if (!uniform) {
         c = tg_array_copy(v, dt);
         tg_array_free(v);
