@@ -62,24 +62,30 @@ static int64_t out_len(int64_t n, int64_t k, int64_t p, int64_t s, int64_t d) {
     return room < 0 ? 0 : room / s + 1;
 }
 
-/* A graph dw = conv2d_grad_weights(x, gy, shp) for the case. */
-static tg_graph *gw_graph(const char *dtype, const gwcase *c) {
+/* A graph of one gradient op for the case: weights: dw =
+ * conv2d_grad_weights(x, gy, shp (O, C, K, L)); else gx =
+ * conv2d_grad_inputs(w, gy, shp (N, C, H, W)). Its inputs: the first
+ * operand (x or w), then gy. */
+static tg_graph *grad_graph(bool weights, const char *dtype, const gwcase *c) {
     const int64_t OH = out_len(c->H, c->K, c->ph, c->sh, c->dh);
     const int64_t OW = out_len(c->W, c->L, c->pw, c->sw, c->dw);
+    const int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->O, c->C, c->K, c->L};
+    const int64_t *a = weights ? xs : ws, *shp = weights ? ws : xs;
     char json[2048];
     snprintf(json, sizeof json,
              "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-             "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
+             "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
              "{\"id\":\"gy\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
              "{\"id\":\"shp\",\"type\":{\"dtype\":\"int64\",\"shape\":[4]},"
              "\"constant\":{\"dtype\":\"int64\",\"shape\":[4],\"data\":[%lld,%lld,%lld,%lld]}}],"
-             "\"nodes\":[{\"op\":\"conv2d_grad_weights\",\"inputs\":[\"x\",\"gy\",\"shp\"],"
-             "\"outputs\":[\"dw\"],\"attrs\":{\"border_mode\":%s,\"subsample\":[%lld,%lld],"
+             "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"a\",\"gy\",\"shp\"],"
+             "\"outputs\":[\"g\"],\"attrs\":{\"border_mode\":%s,\"subsample\":[%lld,%lld],"
              "\"filter_dilation\":[%lld,%lld],\"filter_flip\":%s}}],"
-             "\"functions\":{\"main\":{\"inputs\":[\"x\",\"gy\"],\"outputs\":[\"dw\"]}}}",
-             dtype, (long long)c->N, (long long)c->C, (long long)c->H, (long long)c->W, dtype,
-             (long long)c->N, (long long)c->O, (long long)OH, (long long)OW, (long long)c->O,
-             (long long)c->C, (long long)c->K, (long long)c->L, c->border, (long long)c->sh,
+             "\"functions\":{\"main\":{\"inputs\":[\"a\",\"gy\"],\"outputs\":[\"g\"]}}}",
+             dtype, (long long)a[0], (long long)a[1], (long long)a[2], (long long)a[3], dtype,
+             (long long)c->N, (long long)c->O, (long long)OH, (long long)OW, (long long)shp[0],
+             (long long)shp[1], (long long)shp[2], (long long)shp[3],
+             weights ? "conv2d_grad_weights" : "conv2d_grad_inputs", c->border, (long long)c->sh,
              (long long)c->sw, (long long)c->dh, (long long)c->dw, c->flip ? "true" : "false");
     return tu_load(json);
 }
@@ -124,28 +130,6 @@ static tg_array *run_mode(tg_graph *g, tg_array *x, tg_array *gy, const char *mo
     tu_call_preset(g, NULL, "none", in, out);
     unsetenv("TG_CONV");
     return out[0];
-}
-
-/* A graph gx = conv2d_grad_inputs(w, gy, shp) for the case. */
-static tg_graph *gi_graph(const char *dtype, const gwcase *c) {
-    const int64_t OH = out_len(c->H, c->K, c->ph, c->sh, c->dh);
-    const int64_t OW = out_len(c->W, c->L, c->pw, c->sw, c->dw);
-    char json[2048];
-    snprintf(json, sizeof json,
-             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-             "{\"id\":\"w\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
-             "{\"id\":\"gy\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld]}},"
-             "{\"id\":\"shp\",\"type\":{\"dtype\":\"int64\",\"shape\":[4]},"
-             "\"constant\":{\"dtype\":\"int64\",\"shape\":[4],\"data\":[%lld,%lld,%lld,%lld]}}],"
-             "\"nodes\":[{\"op\":\"conv2d_grad_inputs\",\"inputs\":[\"w\",\"gy\",\"shp\"],"
-             "\"outputs\":[\"gx\"],\"attrs\":{\"border_mode\":%s,\"subsample\":[%lld,%lld],"
-             "\"filter_dilation\":[%lld,%lld],\"filter_flip\":%s}}],"
-             "\"functions\":{\"main\":{\"inputs\":[\"w\",\"gy\"],\"outputs\":[\"gx\"]}}}",
-             dtype, (long long)c->O, (long long)c->C, (long long)c->K, (long long)c->L, dtype,
-             (long long)c->N, (long long)c->O, (long long)OH, (long long)OW, (long long)c->N,
-             (long long)c->C, (long long)c->H, (long long)c->W, c->border, (long long)c->sh,
-             (long long)c->sw, (long long)c->dh, (long long)c->dw, c->flip ? "true" : "false");
-    return tu_load(json);
 }
 
 /* The input gradient by its definition: gx[n][c][r][q] = sum of gy[n][o][i][j]
@@ -201,7 +185,7 @@ static void set_border(gwcase *c, int border) {
 
 static void check_case(const gwcase *c, tg_dtype dt) {
     int64_t xs[4] = {c->N, c->C, c->H, c->W};
-    tg_graph *g = gw_graph(tg_dtype_name(dt), c);
+    tg_graph *g = grad_graph(true, tg_dtype_name(dt), c);
     tg_array *x = rand_arr(dt, xs, true), *gy = gy_for(c, dt, true);
     tg_array *want = naive(c, x, gy);
     tg_array *ya = run_mode(g, x, gy, NULL), *yi = run_mode(g, x, gy, "im2col");
@@ -270,7 +254,7 @@ static void test_threads_same_bits(void **state) {
             c.flip = true;
             set_border(&c, k == 3 ? 1 : 0);
             int64_t xs[4] = {c.N, c.C, c.H, c.W};
-            tg_graph *g = gw_graph(tg_dtype_name(dt), &c);
+            tg_graph *g = grad_graph(true, tg_dtype_name(dt), &c);
             tg_array *x = rand_arr(dt, xs, false), *gy = gy_for(&c, dt, false);
             tg_array *want = naive(&c, x, gy), *first = NULL;
             for (int nth = 1; nth <= 3; nth++) {
@@ -309,7 +293,7 @@ static void test_not_finite(void **state) {
                     .dh = 1, .dw = 1, .flip = false};
         set_border(&c, 0);
         int64_t xs[4] = {c.N, c.C, c.H, c.W};
-        tg_graph *g = gw_graph(tg_dtype_name(dt), &c);
+        tg_graph *g = grad_graph(true, tg_dtype_name(dt), &c);
         tg_array *x = rand_arr(dt, xs, true), *gy = gy_for(&c, dt, true);
         /* image 2, channel 1, row 4, the last column; image 6, channel 0,
          * row 0, column 0 */
@@ -355,7 +339,7 @@ static void grad_inputs_shapes(tg_dtype dt) {
                     c.H = rnd(1, 9);
                     while (out_len(c.H, c.K, c.ph, c.sh, c.dh) < 1) c.H++;
                     int64_t ws[4] = {c.O, c.C, c.K, c.L};
-                    tg_graph *g = gi_graph(tg_dtype_name(dt), &c);
+                    tg_graph *g = grad_graph(false, tg_dtype_name(dt), &c);
                     tg_array *w = rand_arr(dt, ws, true), *gy = gy_for(&c, dt, true);
                     tg_array *want = naive_gi(&c, w, gy);
                     static const char *const MODES[3] = {NULL, "im2col", "direct"};
@@ -389,7 +373,7 @@ static void test_grad_inputs_threads(void **state) {
                 .dh = 1, .dw = 1, .flip = true};
     set_border(&c, 0);
     int64_t ws[4] = {c.O, c.C, c.K, c.L};
-    tg_graph *g = gi_graph("float32", &c);
+    tg_graph *g = grad_graph(false, "float32", &c);
     tg_array *w = rand_arr(TG_FLOAT32, ws, false), *gy = gy_for(&c, TG_FLOAT32, false);
     tg_array *want = naive_gi(&c, w, gy), *first = NULL;
     const int saved = omp_get_max_threads();
@@ -419,7 +403,7 @@ static void test_float16(void **state) {
                 .dh = 1, .dw = 1, .flip = true};
     set_border(&c, 1);
     int64_t xs[4] = {c.N, c.C, c.H, c.W};
-    tg_graph *g = gw_graph("float16", &c);
+    tg_graph *g = grad_graph(true, "float16", &c);
     tg_array *x32 = rand_arr(TG_FLOAT32, xs, true), *gy32 = gy_for(&c, TG_FLOAT32, true);
     tg_array *x = tg_array_copy(x32, TG_FLOAT16), *gy = tg_array_copy(gy32, TG_FLOAT16);
     assert_non_null(x);
@@ -456,7 +440,7 @@ static void test_by_hand(void **state) {
                 for (int i = 0; i < 9; i++) ((float *)x->data)[n * 9 + i] = (float)(n ? -(i + 1) : i + 1);
                 for (int i = 0; i < 4; i++) ((float *)gy->data)[n * 4 + i] = (float)(i + 1);
             }
-            tg_graph *g = gw_graph("float32", &c);
+            tg_graph *g = grad_graph(true, "float32", &c);
             tg_array *y = run_mode(g, x, gy, NULL);
             static const float CORR[4] = {37, 47, 67, 77};
             for (int i = 0; i < 4; i++)
@@ -466,18 +450,6 @@ static void test_by_hand(void **state) {
             tg_array_free(gy);
             tg_graph_free(g);
         }
-}
-
-/* An allocator that fails its fail_at-th allocation. */
-static long alloc_n, alloc_fail_at;
-static void *failing_realloc(void *ud, void *p, size_t size) {
-    (void)ud;
-    if (size == 0) {
-        free(p);
-        return NULL;
-    }
-    if (++alloc_n == alloc_fail_at) return NULL;
-    return realloc(p, size);
 }
 
 /* Each allocation of a call failing in turn, on the stride-1 path and on
@@ -494,7 +466,7 @@ static void test_out_of_memory(void **state) {
                     .sw = gi ? 1 : s, .dh = 1, .dw = 1, .flip = true};
         set_border(&c, 1);
         int64_t xs[4] = {c.N, c.C, c.H, c.W}, ws[4] = {c.O, c.C, c.K, c.L};
-        tg_graph *g = gi ? gi_graph("float32", &c) : gw_graph("float32", &c);
+        tg_graph *g = grad_graph(!gi, "float32", &c);
         tg_ctx *ctx = tg_ctx_new();
         tg_compile_options opts = {.preset = "none"};
         tg_function *f = tg_function_compile(g, 0, &opts, ctx);
@@ -502,28 +474,10 @@ static void test_out_of_memory(void **state) {
         tg_array *x = rand_arr(TG_FLOAT32, gi ? ws : xs, true), *gy = gy_for(&c, TG_FLOAT32, true);
         tg_array *in[2] = {x, gy};
         tg_array *want = gi ? naive_gi(&c, x, gy) : naive(&c, x, gy);
-        long failed = 0;
-        bool ok = false;
-        for (long k = 1; k < 200 && !ok; k++) {
-            tg_array *out[1] = {NULL};
-            alloc_n = 0;
-            alloc_fail_at = k;
-            tg_set_allocator(failing_realloc, NULL);
-            int rc = tg_function_call(f, in, out, ctx);
-            tg_set_allocator(NULL, NULL);
-            if (rc == 0) {
-                ok = true;
-                tu_assert_close(out[0], want, 0, 0);
-            } else {
-                failed++;
-                const char *m = tg_ctx_message(ctx);
-                if (!strstr(m, "out of memory") && !strstr(m, "cannot allocate"))
-                    fail_msg("allocation %ld failed: %s", k, tg_ctx_message(ctx));
-                tg_ctx_clear(ctx);
-            }
-            tg_array_free(out[0]);
-        }
-        assert_true(ok);
+        tg_array *out[1] = {NULL};
+        long failed = tu_call_failing_each(f, in, out, ctx);
+        tu_assert_close(out[0], want, 0, 0);
+        tg_array_free(out[0]);
         /* at least the result and the buffers (the flip's, the chunks'; the
          * kernel's, the padded images') */
         assert_true(failed >= 3);

@@ -119,6 +119,35 @@ bool tu_arrays_close(const tg_array *got, const tg_array *want, double rtol,
     return true;
 }
 
+/* An allocator that fails its fail_at-th allocation. */
+static long alloc_n, alloc_fail_at;
+static void *failing_realloc(void *ud, void *p, size_t size) {
+    (void)ud;
+    if (size == 0) {
+        free(p);
+        return NULL;
+    }
+    if (++alloc_n == alloc_fail_at) return NULL;
+    return realloc(p, size);
+}
+
+long tu_call_failing_each(tg_function *f, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
+    for (long k = 1; k < 200; k++) {
+        alloc_n = 0;
+        alloc_fail_at = k;
+        tg_set_allocator(failing_realloc, NULL);
+        int rc = tg_function_call(f, in, out, ctx);
+        tg_set_allocator(NULL, NULL);
+        if (rc == 0) return k - 1;
+        const char *m = tg_ctx_message(ctx);
+        if (!strstr(m, "out of memory") && !strstr(m, "cannot allocate"))
+            fail_msg("allocation %ld failed: %s", k, m);
+        tg_ctx_clear(ctx);
+    }
+    fail_msg("no call succeeded with one allocation failing");
+    return -1;
+}
+
 tg_array *tu_f64(int ndim, const int64_t *shape, const double *data) {
     return tg_array_new_from(TG_FLOAT64, ndim, shape, data);
 }

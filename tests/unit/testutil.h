@@ -46,6 +46,13 @@ bool tu_arrays_close(const tg_array *got, const tg_array *want, double rtol,
                      (double)(tol));                                        \
     } while (0)
 
+/* Call f with each of its allocations failing in turn (the first, then
+ * the second, ...) until a call succeeds: every failed call must leave an
+ * "out of memory" or "cannot allocate" message (the sanitizer build checks
+ * that nothing leaks). out receives the successful call's results; returns
+ * how many calls failed. Fails the test when none succeeds in 200. */
+long tu_call_failing_each(tg_function *f, tg_array *const *in, tg_array **out, tg_ctx *ctx);
+
 /* A float64 array from literal data. */
 tg_array *tu_f64(int ndim, const int64_t *shape, const double *data);
 

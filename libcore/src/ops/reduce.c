@@ -970,6 +970,16 @@ static void rows_into(double *acc, const char *x, tg_dtype dt, int64_t outer, in
 
 /* The reduction of x over the axes in mask into *out, of dtype od and
  * shape oshape (ond axes: the kept axes' lengths, with 1s anywhere). */
+/* The byte offset of flat index i over v's axes a0..a1-1 (row-major). */
+static int64_t index_offset(const tg_array *v, int a0, int a1, int64_t i) {
+    int64_t off = 0;
+    for (int d = a1 - 1; d >= a0; d--) {
+        off += (i % v->shape[d]) * v->strides[d];
+        i /= v->shape[d];
+    }
+    return off;
+}
+
 static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uint32_t mask, tg_dtype od,
                        int64_t ddof, int ond, const int64_t *oshape, tg_array **out, tg_ctx *ctx) {
     int nd = x->ndim;
@@ -1091,23 +1101,10 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
         const int64_t nrun = inner / run;
         const int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
         TG_PAR_FOR(nth, j, outer, {
-            const char *p = v->data;
-            int64_t r = j;
-            for (int d = kept - 1; d >= 0; d--) {
-                p += (r % v->shape[d]) * v->strides[d];
-                r /= v->shape[d];
-            }
+            const char *p = v->data + index_offset(v, 0, kept, j);
             double acc = 0;
-            for (int64_t q = 0; q < nrun; q++) {
-                /* run q's start: q over the reduced axes kept..inner_from-1 */
-                const char *rp = p;
-                int64_t u = q;
-                for (int d = inner_from - 1; d >= kept; d--) {
-                    rp += (u % v->shape[d]) * v->strides[d];
-                    u /= v->shape[d];
-                }
-                acc += row_sum_d(dt, rp, run, rstride);
-            }
+            for (int64_t q = 0; q < nrun; q++)
+                acc += row_sum_d(dt, p + index_offset(v, kept, inner_from, q), run, rstride);
             tg_store_f64(od, o + j * osz, kind == R_MEAN ? acc / (double)inner : acc);
         });
         tg_array_free(v);
@@ -1192,13 +1189,8 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
     } else {
         int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
         TG_PAR_FOR(nth, j, outer, {
-            /* Decompose j over the kept axes (the first `kept` of v). */
-            const char *p = v->data;
-            int64_t r = j;
-            for (int d = kept - 1; d >= 0; d--) {
-                p += (r % v->shape[d]) * v->strides[d];
-                r /= v->shape[d];
-            }
+            /* j over the kept axes (the first `kept` of v) */
+            const char *p = v->data + index_offset(v, 0, kept, j);
             row_reduce(k, dt, od, ddof, p, inner, rs, o + j * osz);
         });
     }
