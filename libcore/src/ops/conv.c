@@ -23,11 +23,12 @@
  * The forward op in float32 or float64 with stride 1 and no dilation takes
  * the direct path of conv_direct.c instead (AVX-512, checked at run time)
  * when the output rows are at least 8 wide (narrower rows would leave most
- * of its 16-lane float32 vectors idle); the weight gradient in float32 or
- * float64 takes gw_direct below on AVX-512 (any stride, dilation and
- * padding). The environment variable TG_CONV=im2col forces the im2col
- * path for both, TG_CONV=direct the forward's direct one wherever it
- * applies (tests compare them).
+ * of its 16-lane float32 vectors idle); so does the input gradient, as
+ * the forward convolution of gy (gi_use_direct says when); the weight
+ * gradient in float32 or float64 takes gw_direct below on AVX-512 (any
+ * stride, dilation and padding). The environment variable TG_CONV=im2col
+ * forces the im2col path for all three, TG_CONV=direct the direct kernel
+ * wherever it applies (tests compare them).
  */
 #include <cblas.h>
 #include <limits.h>
