@@ -40,10 +40,10 @@ void tg_conv_gw_chunk_f64(int64_t M, int64_t R, int64_t P, int64_t G, const doub
                           int64_t bstride, double *part);
 
 /* One image x (C, H, W) copied into the inside of buf (C, Hp, Wp) at (ph,
- * pw); returns whether every value of x is finite. What lies outside is
- * left as it is if it is zero: zeros may be written over the border and
- * up to 15 (float32) or 7 (float64) entries past buf's end, which buf must
- * have room for. AVX-512 only. */
+ * pw); returns whether every value of x is finite. buf's border must be
+ * zero already: the copy may write zeros over it, and up to 15 (float32)
+ * or 7 (float64) entries past buf's end, which buf must have room for.
+ * AVX-512 only. */
 bool tg_conv_pad_finite_f32(int64_t C, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t Hp,
                             int64_t Wp, const float *x, float *buf);
 bool tg_conv_pad_finite_f64(int64_t C, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t Hp,
