@@ -583,15 +583,23 @@ static int per_image(int kind, tg_dtype wd, const geom *g, int nth, const char *
     return TG_OK;
 }
 
+/* TG_CONV as this call finds it (read at each call: the tests and
+ * bench_conv set it between calls), IM2COL on a CPU without AVX-512. */
+typedef enum { MODE_AUTO, MODE_IM2COL, MODE_DIRECT } conv_mode;
+static conv_mode mode_now(void) {
+    if (!tg_conv_direct_available()) return MODE_IM2COL;
+    const char *m = getenv("TG_CONV");
+    if (m && !strcmp(m, "im2col")) return MODE_IM2COL;
+    return m && !strcmp(m, "direct") ? MODE_DIRECT : MODE_AUTO;
+}
+
 /* Whether the forward op takes the direct path (see the top). */
 static bool use_direct(const geom *g, tg_dtype wd) {
     if ((wd != TG_FLOAT32 && wd != TG_FLOAT64) || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
         g->dw != 1)
         return false;
-    const char *m = getenv("TG_CONV");
-    if (m && !strcmp(m, "im2col")) return false;
-    if (!tg_conv_direct_available()) return false;
-    return (m && !strcmp(m, "direct")) || g->OW >= 8;
+    const conv_mode m = mode_now();
+    return m == MODE_DIRECT || (m == MODE_AUTO && g->OW >= 8);
 }
 
 static int conv_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
@@ -717,11 +725,9 @@ static bool gi_use_direct(const geom *g, tg_dtype wd) {
     if ((wd != TG_FLOAT32 && wd != TG_FLOAT64) || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
         g->dw != 1 || g->ph > g->K - 1 || g->pw > g->L - 1)
         return false;
-    const char *m = getenv("TG_CONV");
-    if (m && !strcmp(m, "im2col")) return false;
-    if (!tg_conv_direct_available()) return false;
-    return (m && !strcmp(m, "direct")) ||
-           (g->W >= 8 && g->C >= 8 && g->H * g->W <= 3 * g->OH * g->OW);
+    const conv_mode m = mode_now();
+    return m == MODE_DIRECT ||
+           (m == MODE_AUTO && g->W >= 8 && g->C >= 8 && g->H * g->W <= 3 * g->OH * g->OW);
 }
 
 /* conv2d_grad_inputs(w, gy, shp): the transposed convolution. */
@@ -845,10 +851,7 @@ done:
 #define GW_PARTS_BYTES ((int64_t)64 << 20)
 
 static bool use_gw_direct(tg_dtype wd) {
-    if (wd != TG_FLOAT32 && wd != TG_FLOAT64) return false;
-    const char *m = getenv("TG_CONV");
-    if (m && !strcmp(m, "im2col")) return false;
-    return tg_conv_direct_available();
+    return (wd == TG_FLOAT32 || wd == TG_FLOAT64) && mode_now() != MODE_IM2COL;
 }
 
 typedef struct gwplan {
