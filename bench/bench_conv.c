@@ -3,8 +3,8 @@
  * the time of one sgemm as large as the whole im2col product (out channels
  * x in channels*kernel x batch*output pixels), which is what an im2col
  * convolution cannot beat. Then conv2d_grad_weights and conv2d_grad_inputs
- * in float32 on the convnet example's two layers (batch 600) and the same
- * two cases: tg, tg's im2col + BLAS path (TG_CONV=im2col) and PyTorch
+ * in float32 on the same cases (the convnet example's two layers at batch
+ * 600, two wider ones): tg, tg's im2col + BLAS path (TG_CONV=im2col) and PyTorch
  * (torch.nn.grad.conv2d_weight, conv2d_input). Best of REPS calls, in ms and GFLOP/s (2
  * flops per multiply-add of the direct definition). tg runs with the
  * threads OpenMP gives it (OMP_NUM_THREADS); so do OpenBLAS and torch.
@@ -19,19 +19,16 @@ typedef struct bcase {
     int64_t N, C, H, W, O, K, pad;
 } bcase;
 
+/* The convnet example's two layers at batch 600 (outputs 24 and 8 pixels
+ * wide: the direct path's narrow rows), then two wider cases; the forward
+ * and both gradients on each. */
 static const bcase CASES[] = {
-    {"c3x32x32_k5x5x32", "valid", 64, 3, 32, 32, 32, 5, 0},
-    {"c32x16x16_k3x3x64", "half", 64, 32, 16, 16, 64, 3, 1},
-};
-
-/* The gradients' cases: the convnet example's layers, then the
- * forward's. */
-static const bcase GW_CASES[] = {
     {"convnet_l1", "valid", 600, 1, 28, 28, 8, 5, 0},
     {"convnet_l2", "valid", 600, 8, 12, 12, 16, 5, 0},
     {"c3x32x32_k5x5x32", "valid", 64, 3, 32, 32, 32, 5, 0},
     {"c32x16x16_k3x3x64", "half", 64, 32, 16, 16, 64, 3, 1},
 };
+#define GW_CASES CASES
 
 static void fill(float *p, int64_t n, uint64_t s) {
     for (int64_t i = 0; i < n; i++) {

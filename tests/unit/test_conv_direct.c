@@ -4,6 +4,7 @@
  * TG_CONV=im2col: output widths around the vectors (1, 7, 15, 16, 17, 33),
  * every border mode, filter_flip both ways, channel counts that are not
  * multiples of the 8-channel block, batch 1 and 3 (both thread layouts),
+ * narrow outputs tiled over the flattened plane,
  * float16 through the float32 path, float64 (its own kernels); two small
  * cases worked out by hand; and every allocation of a call failing in
  * turn. The random values are quarters in [-4, 4), so every product and
@@ -188,6 +189,39 @@ static void test_threaded(void **state) {
         }
 }
 
+/* Narrow outputs, where the tiles run over the flattened padded plane
+ * (conv_direct.c): the convnet example's two layers (24x24 from 28x28, one
+ * input channel; 8x8 from 12x12, 8 channels), padded rows of 9 to 12
+ * positions (vectors of 16 lanes over pieces of three rows), in float32
+ * and float64, batch 1 and 5 (both thread layouts), both flips. */
+static void test_flat_tiles(void **state) {
+    (void)state;
+    static const int64_t SH[][6] = {
+        /* C, H, W, O, K, L */
+        {1, 28, 28, 8, 5, 5}, {8, 12, 12, 16, 5, 5}, {3, 7, 9, 5, 2, 2},
+        {2, 11, 10, 9, 3, 3}, {5, 6, 12, 3, 1, 5}, {4, 9, 11, 17, 4, 2},
+    };
+    for (int d = 0; d < 2; d++)
+        for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++)
+            for (int64_t N = 1; N <= 5; N += 4)
+                for (int flip = 0; flip < 2; flip++) {
+                    const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+                    int64_t xs[4] = {N, SH[k][0], SH[k][1], SH[k][2]};
+                    int64_t ws[4] = {SH[k][3], SH[k][0], SH[k][4], SH[k][5]};
+                    tg_graph *g = conv_graph(tg_dtype_name(dt), xs, ws,
+                                             flip ? "\"filter_flip\":true" : "\"filter_flip\":false");
+                    tg_array *x = rand_arr(dt, xs), *w = rand_arr(dt, ws);
+                    tg_array *want = naive(x, w, 0, 0, flip);
+                    tg_array *yd = run_mode(g, x, w, "direct");
+                    tu_assert_close(yd, want, 0, 0);
+                    tg_array_free(yd);
+                    tg_array_free(want);
+                    tg_array_free(x);
+                    tg_array_free(w);
+                    tg_graph_free(g);
+                }
+}
+
 /* float16 computes in float32 (the direct path) and rounds back. */
 static void test_float16(void **state) {
     (void)state;
@@ -285,6 +319,7 @@ int main(void) {
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_random_shapes_f64),
         cmocka_unit_test(test_threaded),
+        cmocka_unit_test(test_flat_tiles),
         cmocka_unit_test(test_float16),
         cmocka_unit_test(test_by_hand),
         cmocka_unit_test(test_out_of_memory),

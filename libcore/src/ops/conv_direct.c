@@ -22,6 +22,17 @@
  * channels up to a multiple of OCB (computed and not stored), so the
  * broadcasts walk memory in order.
  *
+ * Narrow outputs: a row of OW pixels takes ceil(OW / 16) vectors, so an
+ * 8-pixel row leaves half of each idle. Where it takes fewer vectors, the
+ * tiles run over the padded plane flattened instead: a vector covers 16
+ * consecutive positions f = y * Wp + x of it, whose inputs are as
+ * consecutive (in_padded[f + a * Wp + b]); the positions x >= OW are not
+ * outputs (their sums, of the next row's pixels, are dropped), and the
+ * others, in up to three row pieces, are packed (compress) and stored at
+ * their rows. Each output's sum is the same, in the same order, either
+ * way: the same bits. (convnet's 8x8 outputs from 12x12: 6 vectors a
+ * plane instead of 8; 24x24 from 28x28: 42 instead of 48.)
+ *
  * Threads: with at least as many images as threads, each thread takes
  * whole images (its own padded buffer); with fewer, all images are padded
  * first and the threads share (image, channel block, vector group) items.
@@ -70,7 +81,13 @@ bool tg_conv_direct_available(void) {
 typedef struct dgeom {
     int64_t C, H, W, O, K, L, ph, pw;
     int64_t Hp, Wp, plane, OH, OW, xt, ntile, nb, ngroup;
+    /* Tiles over the flat padded plane (see the header) instead of rows. */
+    bool flat;
 } dgeom;
+
+/* A flat vector's lanes that are outputs: at most this many row pieces
+ * (16 lanes over rows of Wp >= 8 positions). */
+enum { FLAT_MIN_WP = 8, FLAT_SEGS = 3 };
 
 #define TARGET __attribute__((target("avx512f")))
 #define CAT_(a, b) a##b
@@ -96,6 +113,7 @@ static int kernel_class(const dgeom *d) {
 #define SET1 _mm512_set1_ps
 #define FMA _mm512_fmadd_ps
 #define MSTORE _mm512_mask_storeu_ps
+#define MCOMPRESS _mm512_maskz_compress_ps
 #define MLOADZ _mm512_maskz_loadu_ps
 #define STOREU _mm512_storeu_ps
 #define FMUL _mm512_mul_ps
@@ -112,6 +130,7 @@ static int kernel_class(const dgeom *d) {
 #undef SET1
 #undef FMA
 #undef MSTORE
+#undef MCOMPRESS
 #undef MLOADZ
 #undef STOREU
 #undef FMUL
@@ -127,6 +146,7 @@ static int kernel_class(const dgeom *d) {
 #define SET1 _mm512_set1_pd
 #define FMA _mm512_fmadd_pd
 #define MSTORE _mm512_mask_storeu_pd
+#define MCOMPRESS _mm512_maskz_compress_pd
 #define MLOADZ _mm512_maskz_loadu_pd
 #define STOREU _mm512_storeu_pd
 #define FMUL _mm512_mul_pd
@@ -192,16 +212,28 @@ void tg_conv_spread_f64(int64_t rows, int64_t n, const double *src, int64_t sstr
 
 #else /* CONV_DIRECT_T: the kernels for T */
 
+/* Where a flat vector's outputs go: for vector v, n[v] row pieces, piece
+ * k the lanes sel[v][k], stored at dst[v][k] (channel 0's; channels
+ * ostride apart) lane for lane under that mask; or, where that address
+ * would fall before the plane (cnt[v][k] != 0), packed to the lowest
+ * lanes first (compress) and stored under cnt[v][k]. */
+typedef struct FN(segs) {
+    int n[NV];
+    T *dst[NV][FLAT_SEGS];
+    MASK sel[NV][FLAT_SEGS], cnt[NV][FLAT_SEGS];
+} FN(segs);
+
 /* One block: OCB channels (nout of them stored) x nv vectors; lc: the
  * kernel width when fixed at compile time (its loop unrolled), else 0; kc:
  * the same for the kernel height. in:
  * the padded image; off[v]: the offset of vector v's first input (row y,
  * column x0); wb: the block's packed weights (C, K, L, OCB); dst[v]:
- * channel 0's output vector, channels ostride apart. */
+ * channel 0's output vector, channels ostride apart, stored under mask[v];
+ * or, when sg, the flat vectors' pieces sg says (dst and mask unused). */
 TARGET static inline __attribute__((always_inline)) void
 FN(block)(const int nv, const int kc, const int lc, const dgeom *d, const T *in,
       const int64_t *off, const T *wb, T *const *dst, const MASK *mask,
-      int64_t ostride, int nout) {
+      const FN(segs) *sg, int64_t ostride, int nout) {
     VEC acc[OCB][NV];
 #pragma GCC unroll 32
     for (int o = 0; o < OCB; o++)
@@ -229,6 +261,19 @@ FN(block)(const int nv, const int kc, const int lc, const dgeom *d, const T *in,
             }
         }
     }
+    if (sg) {
+        for (int o = 0; o < nout; o++)
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++)
+                for (int k = 0; k < sg->n[v]; k++) {
+                    if (sg->cnt[v][k])
+                        MSTORE(sg->dst[v][k] + o * ostride, sg->cnt[v][k],
+                               MCOMPRESS(sg->sel[v][k], acc[o][v]));
+                    else
+                        MSTORE(sg->dst[v][k] + o * ostride, sg->sel[v][k], acc[o][v]);
+                }
+        return;
+    }
     for (int o = 0; o < nout; o++)
 #pragma GCC unroll 8
         for (int v = 0; v < nv; v++)
@@ -242,8 +287,15 @@ FN(block)(const int nv, const int kc, const int lc, const dgeom *d, const T *in,
     TARGET static void FN(block##n##_##kc##lc)(const dgeom *d, const T *in,                  \
                                            const int64_t *off, const T *wb,               \
                                            T *const *dst, const MASK *mask,          \
-                                           int64_t ostride, int nout) {                       \
-        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, ostride, nout);                           \
+                                           const FN(segs) *sg, int64_t ostride, int nout) {   \
+        (void)sg;                                                                             \
+        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, NULL, ostride, nout);                     \
+    }                                                                                         \
+    TARGET static void FN(blockf##n##_##kc##lc)(const dgeom *d, const T *in,                 \
+                                           const int64_t *off, const T *wb,               \
+                                           T *const *dst, const MASK *mask,          \
+                                           const FN(segs) *sg, int64_t ostride, int nout) {   \
+        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, sg, ostride, nout);                       \
     }
 #define BLOCK_FNS(n)                                                                          \
     BLOCK_FN(n, 0, 0) BLOCK_FN(n, 0, 3) BLOCK_FN(n, 3, 3) BLOCK_FN(n, 0, 5) BLOCK_FN(n, 5, 5)
@@ -262,20 +314,25 @@ BLOCK_FNS(4)
 #endif
 
 typedef void (*FN(block_fn))(const dgeom *, const T *, const int64_t *, const T *,
-                         T *const *, const MASK *, int64_t, int);
+                         T *const *, const MASK *, const FN(segs) *, int64_t, int);
 
 #if NV == 1
-#define BLOCK_ROW(c) {NULL, FN(block1_##c)}
+#define BLOCK_ROW(b, c) {NULL, FN(b##1_##c)}
 #elif NV == 2
-#define BLOCK_ROW(c) {NULL, FN(block1_##c), FN(block2_##c)}
+#define BLOCK_ROW(b, c) {NULL, FN(b##1_##c), FN(b##2_##c)}
 #elif NV == 3
-#define BLOCK_ROW(c) {NULL, FN(block1_##c), FN(block2_##c), FN(block3_##c)}
+#define BLOCK_ROW(b, c) {NULL, FN(b##1_##c), FN(b##2_##c), FN(b##3_##c)}
 #else
-#define BLOCK_ROW(c) {NULL, FN(block1_##c), FN(block2_##c), FN(block3_##c), FN(block4_##c)}
+#define BLOCK_ROW(b, c) {NULL, FN(b##1_##c), FN(b##2_##c), FN(b##3_##c), FN(b##4_##c)}
 #endif
-/* [kernel class][nv]: any, width 3, 3x3, width 5, 5x5. */
-static const FN(block_fn) FN(BLOCKS)[5][NV + 1] = {BLOCK_ROW(00), BLOCK_ROW(03), BLOCK_ROW(33),
-                                           BLOCK_ROW(05), BLOCK_ROW(55)};
+/* [flat][kernel class][nv]: rows, then flat tiles (each compiled apart,
+ * so that the rows' blocks stay as they were); the classes any, width 3,
+ * 3x3, width 5, 5x5. */
+static const FN(block_fn) FN(BLOCKS)[2][5][NV + 1] = {
+    {BLOCK_ROW(block, 00), BLOCK_ROW(block, 03), BLOCK_ROW(block, 33), BLOCK_ROW(block, 05),
+     BLOCK_ROW(block, 55)},
+    {BLOCK_ROW(blockf, 00), BLOCK_ROW(blockf, 03), BLOCK_ROW(blockf, 33), BLOCK_ROW(blockf, 05),
+     BLOCK_ROW(blockf, 55)}};
 
 
 /* Vector groups g0..g1-1 (NV vectors each; the last may hold fewer) of
@@ -294,14 +351,42 @@ static void FN(run_groups)(const dgeom *d, const T *in, const T *wr, int64_t ob,
         int64_t off[NV];
         T *dst[NV];
         MASK mask[NV];
+        FN(segs) sg;
         for (int64_t v = 0; v < nv; v++) {
-            int64_t t = t0 + v, y = t / d->xt, x0 = (t % d->xt) * VL;
-            int64_t lanes = d->OW - x0 < VL ? d->OW - x0 : VL;
-            off[v] = y * d->Wp + x0;
-            dst[v] = yo + y * d->OW + x0;
-            mask[v] = (MASK)((1u << lanes) - 1u);
+            int64_t t = t0 + v;
+            if (d->flat) {
+                /* positions f0 .. f0 + VL - 1; row y's outputs are its
+                 * positions y * Wp .. y * Wp + OW - 1 */
+                const int64_t f0 = t * VL;
+                int k = 0;
+                for (int64_t y = f0 / d->Wp; y < d->OH && y * d->Wp < f0 + VL; y++) {
+                    int64_t l0 = y * d->Wp - f0, l1 = l0 + d->OW; /* lanes [l0, l1) */
+                    if (l0 < 0) l0 = 0;
+                    if (l1 > VL) l1 = VL;
+                    if (l1 <= l0) continue;
+                    /* lane l is output x = f0 + l - y * Wp of row y */
+                    const int64_t at = y * d->OW + f0 - y * d->Wp;
+                    sg.sel[v][k] = (MASK)(((1u << (l1 - l0)) - 1u) << l0);
+                    if (at >= 0) {
+                        sg.dst[v][k] = yo + at;
+                        sg.cnt[v][k] = 0;
+                    } else {
+                        sg.dst[v][k] = yo + at + l0;
+                        sg.cnt[v][k] = (MASK)((1u << (l1 - l0)) - 1u);
+                    }
+                    k++;
+                }
+                sg.n[v] = k;
+                off[v] = f0;
+            } else {
+                int64_t y = t / d->xt, x0 = (t % d->xt) * VL;
+                int64_t lanes = d->OW - x0 < VL ? d->OW - x0 : VL;
+                off[v] = y * d->Wp + x0;
+                dst[v] = yo + y * d->OW + x0;
+                mask[v] = (MASK)((1u << lanes) - 1u);
+            }
         }
-        FN(BLOCKS)[kernel_class(d)][nv](d, in, off, wb, dst, mask, ohw, nout);
+        FN(BLOCKS)[d->flat][kernel_class(d)][nv](d, in, off, wb, dst, mask, &sg, ohw, nout);
     }
 }
 
@@ -341,6 +426,14 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     d.OW = d.Wp - L + 1;
     d.xt = (d.OW + VL - 1) / VL;
     d.ntile = d.OH * d.xt;
+    /* Flat tiles where they are fewer (the last row's positions past OW
+     * are not covered); the buffer's slack covers what their last vector
+     * reads past the plane, as for rows. */
+    const int64_t nflat = ((d.OH - 1) * d.Wp + d.OW + VL - 1) / VL;
+    if (d.Wp >= FLAT_MIN_WP && nflat < d.ntile) {
+        d.flat = true;
+        d.ntile = nflat;
+    }
     d.nb = (O + OCB - 1) / OCB;
     d.ngroup = (d.ntile + NV - 1) / NV;
     const int64_t ckl = C * K * L, isz = C * d.plane + SLACK, ysz = O * d.OH * d.OW;
