@@ -191,15 +191,20 @@ static void test_threaded(void **state) {
 
 /* Narrow outputs, where the tiles run over the flattened padded plane
  * (conv_direct.c): the convnet example's two layers (24x24 from 28x28, one
- * input channel; 8x8 from 12x12, 8 channels), padded rows of 9 to 12
- * positions (vectors of 16 lanes over pieces of three rows), in float32
- * and float64, batch 1 and 5 (both thread layouts), both flips. */
+ * input channel; 8x8 from 12x12, 8 channels) and their input gradients'
+ * "full" convolutions (padded rows shared: every position an output),
+ * padded rows of 9 to 12 positions (vectors of 16 lanes over pieces of
+ * three rows), "half" and uneven borders, a border wider than the kernel
+ * (rows not shared), in float32 and float64, batch 1 and 5 (both thread
+ * layouts), both flips. */
 static void test_flat_tiles(void **state) {
     (void)state;
-    static const int64_t SH[][6] = {
-        /* C, H, W, O, K, L */
-        {1, 28, 28, 8, 5, 5}, {8, 12, 12, 16, 5, 5}, {3, 7, 9, 5, 2, 2},
-        {2, 11, 10, 9, 3, 3}, {5, 6, 12, 3, 1, 5}, {4, 9, 11, 17, 4, 2},
+    static const int64_t SH[][8] = {
+        /* C, H, W, O, K, L, ph, pw */
+        {1, 28, 28, 8, 5, 5, 0, 0}, {8, 12, 12, 16, 5, 5, 0, 0}, {16, 8, 8, 8, 5, 5, 4, 4},
+        {8, 24, 24, 1, 5, 5, 4, 4}, {3, 7, 9, 5, 2, 2, 0, 0},    {2, 11, 10, 9, 3, 3, 0, 0},
+        {5, 6, 12, 3, 1, 5, 0, 0},  {4, 9, 11, 17, 4, 2, 0, 0},  {3, 6, 6, 9, 3, 3, 1, 1},
+        {2, 5, 7, 4, 3, 5, 2, 3},   {2, 5, 7, 4, 3, 3, 1, 3},    {3, 4, 9, 5, 2, 4, 0, 1},
     };
     for (int d = 0; d < 2; d++)
         for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++)
@@ -208,10 +213,12 @@ static void test_flat_tiles(void **state) {
                     const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
                     int64_t xs[4] = {N, SH[k][0], SH[k][1], SH[k][2]};
                     int64_t ws[4] = {SH[k][3], SH[k][0], SH[k][4], SH[k][5]};
-                    tg_graph *g = conv_graph(tg_dtype_name(dt), xs, ws,
-                                             flip ? "\"filter_flip\":true" : "\"filter_flip\":false");
+                    char attrs[96];
+                    snprintf(attrs, sizeof attrs, "\"border_mode\":[%d, %d],\"filter_flip\":%s",
+                             (int)SH[k][6], (int)SH[k][7], flip ? "true" : "false");
+                    tg_graph *g = conv_graph(tg_dtype_name(dt), xs, ws, attrs);
                     tg_array *x = rand_arr(dt, xs), *w = rand_arr(dt, ws);
-                    tg_array *want = naive(x, w, 0, 0, flip);
+                    tg_array *want = naive(x, w, SH[k][6], SH[k][7], flip);
                     tg_array *yd = run_mode(g, x, w, "direct");
                     tu_assert_close(yd, want, 0, 0);
                     tg_array_free(yd);

@@ -15,9 +15,10 @@
  * masked where the row ends before the vector does.
  *
  * Borders: each image is copied once into a zero-padded buffer (C, Hp,
- * Wp), Hp = H + 2ph, Wp = W + 2pw, with 16 zeros of slack after it: a
- * vector whose row ends early reads past the row (into the next row or
- * the slack); those lanes are never stored. The weights are repacked once
+ * Wp), Hp = H + 2ph, rows Wp = W + pw apart (a row's right border is the
+ * next row's left; W + 2pw where pw > L - 1), with 16 (+ pw) zeros of
+ * slack after it: a vector whose row ends early reads past the row (into
+ * the next row or the slack); those lanes are never stored. The weights are repacked once
  * per call to (O/OCB, C, K, L, OCB), flipped when filter_flip, with zero
  * channels up to a multiple of OCB (computed and not stored), so the
  * broadcasts walk memory in order.
@@ -31,7 +32,9 @@
  * others, in up to three row pieces, are packed (compress) and stored at
  * their rows. Each output's sum is the same, in the same order, either
  * way: the same bits. (convnet's 8x8 outputs from 12x12: 6 vectors a
- * plane instead of 8; 24x24 from 28x28: 42 instead of 48.)
+ * plane instead of 8; 24x24 from 28x28: 42 instead of 48; its input
+ * gradients, "full" convolutions whose padded rows are all outputs: 12x12
+ * from 8x8, 9 instead of 12; 28x28 from 24x24, 49 instead of 56.)
  *
  * Threads: with at least as many images as threads, each thread takes
  * whole images (its own padded buffer); with fewer, all images are padded
@@ -80,7 +83,9 @@ bool tg_conv_direct_available(void) {
 
 typedef struct dgeom {
     int64_t C, H, W, O, K, L, ph, pw;
-    int64_t Hp, Wp, plane, OH, OW, xt, ntile, nb, ngroup;
+    /* Wp: the padded buffer's row stride (see pad_image); slack: the
+     * zeros after its last plane */
+    int64_t Hp, Wp, plane, OH, OW, xt, ntile, nb, ngroup, slack;
     /* Tiles over the flat padded plane (see the header) instead of rows. */
     bool flat;
 } dgeom;
@@ -390,14 +395,15 @@ static void FN(run_groups)(const dgeom *d, const T *in, const T *wr, int64_t ob,
     }
 }
 
-/* Image xn (C, H, W) into buf (C, Hp, Wp) + SLACK, zero-padded. */
+/* Image xn (C, H, W) into buf (C, Hp, Wp) + slack, zero-padded: row i of
+ * channel c at c * plane + (i + ph) * Wp + pw. */
 static void FN(pad_image)(const dgeom *d, const T *xn, T *buf) {
     if (d->ph == 0 && d->pw == 0) {
         memcpy(buf, xn, (size_t)(d->C * d->plane) * sizeof(T));
-        memset(buf + d->C * d->plane, 0, SLACK * sizeof(T));
+        memset(buf + d->C * d->plane, 0, (size_t)d->slack * sizeof(T));
         return;
     }
-    memset(buf, 0, (size_t)(d->C * d->plane + SLACK) * sizeof(T));
+    memset(buf, 0, (size_t)(d->C * d->plane + d->slack) * sizeof(T));
     for (int64_t c = 0; c < d->C; c++)
         for (int64_t i = 0; i < d->H; i++)
             memcpy(buf + c * d->plane + (i + d->ph) * d->Wp + d->pw, xn + (c * d->H + i) * d->W,
@@ -420,10 +426,18 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
                         const T *w, T *y, int nth) {
     dgeom d = {.C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
     d.Hp = H + 2 * ph;
-    d.Wp = W + 2 * pw;
+    /* Rows pw zeros apart, not 2 pw: a row's right border is the next
+     * row's left one (and the last row's, the next plane's first pw
+     * entries or the slack, zeros too). A window reaches at most L - 1
+     * entries past its row's data, so with pw <= L - 1 every output x <
+     * OW = W + 2pw - L + 1 <= Wp reads only its row, the zeros after it
+     * and the rows below: fewer positions that are not outputs for the
+     * flat tiles (none for a "full" convolution, the input gradient's). */
+    d.Wp = pw <= L - 1 ? W + pw : W + 2 * pw;
+    d.slack = SLACK + (d.Wp < W + 2 * pw ? pw : 0);
     d.plane = d.Hp * d.Wp;
     d.OH = d.Hp - K + 1;
-    d.OW = d.Wp - L + 1;
+    d.OW = W + 2 * pw - L + 1;
     d.xt = (d.OW + VL - 1) / VL;
     d.ntile = d.OH * d.xt;
     /* Flat tiles where they are fewer (the last row's positions past OW
@@ -436,7 +450,7 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     }
     d.nb = (O + OCB - 1) / OCB;
     d.ngroup = (d.ntile + NV - 1) / NV;
-    const int64_t ckl = C * K * L, isz = C * d.plane + SLACK, ysz = O * d.OH * d.OW;
+    const int64_t ckl = C * K * L, isz = C * d.plane + d.slack, ysz = O * d.OH * d.OW;
     /* Weights: (nb, C, K, L, OCB), flipped when flip, zero past O. */
     T *wr = tg_calloc((size_t)(d.nb * ckl * OCB), sizeof(T));
     if (!wr) return false;
