@@ -352,8 +352,36 @@ static void test_implicit_main(void **state) {
     assert_string_equal(g->nodes[0]->outputs[0]->id, "mid");
     assert_string_equal(var(g, "mid")->name, "declared output");
     assert_int_equal(var(g, "mid")->kind, TG_VAR_RESULT);
-    int i = tg_graph_function_find(g, NULL, NULL);
+    const int i = tg_graph_function_find(g, NULL, NULL);
     assert_int_equal(i, 0);
+    tg_graph_free(g);
+
+    /* A grad node's outputs, all of them (the node expands into nodes of
+     * its own: only the last gradient was an output once), between the
+     * outputs of the nodes around it. d/da (a*b + a) = b + 1, d/db = a. */
+    g = tu_load(HEAD "\"variables\":[{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+                "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+                "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"a\"],\"outputs\":[\"first\"]},"
+                "{\"op\":\"mul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"m\"]},"
+                "{\"op\":\"add\",\"inputs\":[\"m\",\"a\"],\"outputs\":[\"c\"]},"
+                "{\"op\":\"grad\",\"inputs\":[\"c\",\"a\",\"b\"],\"outputs\":[\"ga\",\"gb\"]},"
+                "{\"op\":\"exp\",\"inputs\":[\"b\"],\"outputs\":[\"last\"]}]}");
+    f = &g->funcs[0];
+    assert_int_equal(f->nout, 4);
+    assert_string_equal(f->outputs[0]->id, "first");
+    assert_string_equal(f->outputs[1]->id, "ga");
+    assert_string_equal(f->outputs[2]->id, "gb");
+    assert_string_equal(f->outputs[3]->id, "last");
+    tg_array *in[2] = {tg_array_new_scalar(TG_FLOAT64, 3), tg_array_new_scalar(TG_FLOAT64, -2)};
+    tg_array *out[4] = {0};
+    tu_call_preset(g, NULL, "fast_run", in, out);
+    assert_true(tg_array_get_flat(out[0], 0) == -3);
+    assert_true(tg_array_get_flat(out[1], 0) == -1);
+    assert_true(tg_array_get_flat(out[2], 0) == 3);
+    assert_true(tg_array_get_flat(out[3], 0) == exp(-2.0));
+    for (int k = 0; k < 4; k++) tg_array_free(out[k]);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
     tg_graph_free(g);
 }
 
