@@ -1312,7 +1312,9 @@ static void test_sum_to_nothing_to_sum(void **state) {
                    N("sum_to", "['t','a']", "['c1']") "," N("sum_to", "['t','b']", "['c2']")),
                  dts[di], dts[di]);
         tg_graph *g = load(js);
-        const char *nofuse[] = {"fusion", NULL};
+        /* (sum_to_useless would remove the two sums to a's shape: e and t
+         * have it for sure) */
+        const char *nofuse[] = {"fusion", "sum_to_useless", NULL};
         tg_compile_options o = {.preset = "fast_run", .exclude = nofuse};
         tg_function *f = compile_opts(g, NULL, &o);
         took tk = {-1, false};
@@ -1356,6 +1358,87 @@ static void test_sum_to_nothing_to_sum(void **state) {
         tg_function_free(f);
         tg_graph_free(g);
     }
+}
+
+/* sum_to_useless: the gradient of a bias added to a convolution (then
+ * tanh and max pooling) and to a product, over a batch of unknown length,
+ * sums nothing for the other operand: the sum_to goes, and the gradients
+ * are those of the graph as written. Where an operand of unknown length
+ * could be stretched (x + y, both (null, 3): x may be (1, 3) at run
+ * time), it stays, and sums: d/dx sum((x + y)^2) = sum over y's rows of
+ * 2 (x + y), worked out here. */
+static void test_sum_to_useless(void **state) {
+    (void)state;
+    static const struct {
+        const char *graph;
+        int nin;
+        int64_t shapes[3][4];
+        int ndims[3];
+    } fires[] = {
+        {G(V("a", "float64", "[null,2,6,6]") "," V("b", "float64", "[3,2,3,3]") "," V("c", "float64", "[3]"),
+           N("conv2d", "['a','b']", "['cv']") "," NA("dimshuffle", "['c']", "['cb']", "{'order':['x',0,'x','x']}") ","
+           N("add", "['cv','cb']", "['z']") "," N("tanh", "['z']", "['t']") ","
+           NA("pool2d", "['t']", "['p']", "{'ws':[2,2],'mode':'max'}") "," N("mul", "['p','p']", "['pp']") ","
+           N("sum", "['pp']", "['cost']") "," N("grad", "['cost','b','c']", "['gb','gc']")),
+         3, {{4, 2, 6, 6}, {3, 2, 3, 3}, {3}}, {4, 4, 1}},
+        {G(V("a", "float64", "[null,3]") "," V("b", "float64", "[3,4]") "," V("c", "float64", "[4]"),
+           N("dot", "['a','b']", "['d']") "," N("add", "['d','c']", "['z']") "," N("tanh", "['z']", "['t']") ","
+           N("mul", "['t','t']", "['tt']") "," N("sum", "['tt']", "['cost']") "," N("grad", "['cost','b','c']", "['gb','gc']")),
+         3, {{5, 3}, {3, 4}, {4}}, {2, 2, 1}},
+    };
+    for (size_t k = 0; k < sizeof fires / sizeof fires[0]; k++) {
+        tg_graph *g = load(fires[k].graph);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (!fired(opt, "sum_to_useless")) fail_msg("sum_to_useless did not fire on case %zu", k);
+        /* one sum_to left: the bias's */
+        assert_int_equal(count_op(opt, "sum_to"), 1);
+        tg_array *in[3];
+        for (int i = 0; i < fires[k].nin; i++)
+            in[i] = filled(TG_FLOAT64, fires[k].ndims[i], fires[k].shapes[i], -1, 1, (int)(7 * k) + i);
+        tg_array *o1[2] = {0}, *o2[2] = {0};
+        call(ref, in, o1);
+        call(opt, in, o2);
+        for (int j = 0; j < 2; j++) {
+            tu_assert_close(o2[j], o1[j], 1e-12, 1e-14);
+            tg_array_free(o1[j]);
+            tg_array_free(o2[j]);
+        }
+        for (int i = 0; i < fires[k].nin; i++) tg_array_free(in[i]);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+    /* declines: x + y, either may be stretched */
+    tg_graph *g = load(G(V("a", "float64", "[null,3]") "," V("b", "float64", "[null,3]"),
+                         N("add", "['a','b']", "['s']") "," N("mul", "['s','s']", "['q']") ","
+                         N("sum", "['q']", "['cost']") "," N("grad", "['cost','a','b']", "['ga','gb']")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    /* (it fires inside: the gradient of s * s is s's shape) */
+    tg_function *nosum = compile_opts(g, NULL, &(tg_compile_options){.preset = "fast_run", .exclude = (const char *const[]){"fusion", "inplace", "sum_to_useless", NULL}});
+    assert_int_equal(count_op(opt, "sum_to"), 2);
+    assert_true(count_op(nosum, "sum_to") > 2);
+    tg_function_free(nosum);
+    int64_t sa[2] = {1, 3}, sb[2] = {5, 3};
+    tg_array *in[2] = {filled(TG_FLOAT64, 2, sa, -1, 1, 3), filled(TG_FLOAT64, 2, sb, -1, 1, 4)};
+    tg_array *out[2] = {0};
+    call(opt, in, out);
+    assert_int_equal(out[0]->shape[0], 1);
+    assert_int_equal(out[1]->shape[0], 5);
+    for (int j = 0; j < 3; j++) {
+        double want = 0, x = tg_array_get_flat(in[0], j);
+        for (int r = 0; r < 5; r++) {
+            double y = tg_array_get_flat(in[1], r * 3 + j);
+            want += 2 * (x + y);
+            tu_assert_near(tg_array_get_flat(out[1], r * 3 + j), 2 * (x + y), 1e-14);
+        }
+        tu_assert_near(tg_array_get_flat(out[0], j), want, 1e-13);
+    }
+    for (int j = 0; j < 2; j++) {
+        tg_array_free(in[j]);
+        tg_array_free(out[j]);
+    }
+    tg_function_free(opt);
+    tg_graph_free(g);
 }
 
 /* Fusion: the elementwise ops of a^2 + b^2 + 2ab (the 2010 paper's
@@ -1574,6 +1657,7 @@ int main(void) {
         cmocka_unit_test(test_fusion_long_chain),
         cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_sum_to_nothing_to_sum),
+        cmocka_unit_test(test_sum_to_useless),
         cmocka_unit_test(test_examples_unchanged),
         cmocka_unit_test(test_merge_many_constants),
     };

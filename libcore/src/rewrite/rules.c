@@ -636,6 +636,82 @@ static int shape_static(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &len, x->type.shape)));
 }
 
+/* ---- sums to a shape the gradient has already ---- */
+
+/* One axis's run-time length, as far as the graph shows it: a static
+ * length (len >= 0), or axis d of variable v (every variable whose axis
+ * reduces to the same (v, d) has the same length there at run time). */
+typedef struct axis_len {
+    const tg_var *v;
+    int d;
+    int64_t len;
+} axis_len;
+
+static bool axis_same(axis_len a, axis_len b) {
+    return a.len >= 0 || b.len >= 0 ? a.len == b.len : a.v == b.v && a.d == b.d;
+}
+
+/* Where v's axis d has its length from, following the ops that give an
+ * output axis an input's length: a broadcasting elementwise op whose
+ * operands agree (each either 1 there or of one length), sum_to (its
+ * target's shape), the fills, pool2d_grad, softmax and log_softmax (their
+ * input's shape), dimshuffle, dot of matrices, conv2d's batch and
+ * channels. Anything else, or past *budget steps: (v, d) itself, which
+ * proves nothing beyond v. */
+static axis_len axis_of(const tg_var *v, int d, int *budget) {
+    axis_len self = {v, d, v->type.shape[d]};
+    if (self.len >= 0) {
+        self.v = NULL;
+        return self;
+    }
+    const tg_node *p = v->owner;
+    if (--*budget < 0 || !p || p->nout != 1) return self;
+    const char *op = p->op->name;
+    const int nd = v->type.ndim;
+    if (p->op->flags & TG_OPF_ELEMWISE) {
+        axis_len got = {NULL, 0, 1};
+        for (int i = 0; i < p->nin; i++) {
+            const tg_var *x = p->inputs[i];
+            int k = d - (nd - x->type.ndim);
+            if (k < 0 || x->type.shape[k] == 1) continue;
+            axis_len a = axis_of(x, k, budget);
+            if (a.len == 1) continue;
+            if (got.len == 1 && !got.v)
+                got = a;
+            else if (!axis_same(got, a))
+                return self;
+        }
+        return got;
+    }
+    if (!strcmp(op, "sum_to")) return p->inputs[1]->type.ndim == nd ? axis_of(p->inputs[1], d, budget) : self;
+    if (!strcmp(op, "zeros_like") || !strcmp(op, "ones_like") || !strcmp(op, "pool2d_grad") ||
+        !strcmp(op, "softmax") || !strcmp(op, "log_softmax"))
+        return p->inputs[0]->type.ndim == nd ? axis_of(p->inputs[0], d, budget) : self;
+    if (!strcmp(op, "dimshuffle") && d < p->a.norder) {
+        if (p->a.order[d] < 0) return (axis_len){NULL, 0, 1};
+        return axis_of(p->inputs[0], p->a.order[d], budget);
+    }
+    if (!strcmp(op, "dot") && nd == 2 && p->inputs[0]->type.ndim == 2 && p->inputs[1]->type.ndim == 2)
+        return axis_of(p->inputs[d], d, budget);
+    if (!strcmp(op, "conv2d") && d < 2 && nd == 4)
+        return axis_of(p->inputs[d], 0, budget);
+    return self;
+}
+
+/* sum_to(g, x) -> g where g has x's shape at run time for sure, axis by
+ * axis (there is nothing to sum). The gradient of a bias added to a
+ * convolution or a product writes one for the other operand, whose batch
+ * length is unknown until run time: it copied the gradient at every call
+ * (the convnet example's first layer: 2.8 million values). */
+static int sum_to_useless(tg_rw *rw, tg_node *n) {
+    const tg_var *g = n->inputs[0], *x = n->inputs[1];
+    if (g->type.ndim != x->type.ndim || g->type.dtype != n->outputs[0]->type.dtype) return 0;
+    int budget = 256;
+    for (int d = 0; d < x->type.ndim; d++)
+        if (!axis_same(axis_of(g, d, &budget), axis_of(x, d, &budget))) return 0;
+    return swap(rw, n, n->inputs[0]);
+}
+
 /* ---- fills (the seeds and broadcasts that grad writes) ---- */
 
 /* ones_like(s) / zeros_like(s) of a scalar: the constant (grad's seed
@@ -1946,6 +2022,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"reshape_useless", "canonicalize", NULL, "reshape flatten", reshape_useless},
     {"cast_useless", "canonicalize", NULL, "cast", cast_useless},
     {"identity_useless", "canonicalize", NULL, "identity", identity_useless},
+    {"sum_to_useless", "canonicalize", NULL, "sum_to", sum_to_useless},
     {"shape_static", "canonicalize", "constant_folding", "shape shape_i", shape_static},
     {"argmax_pushdown", "canonicalize", NULL, "argmax argmin", argmax_pushdown},
     {"fill_scalar", "canonicalize", "fill", "ones_like zeros_like", fill_scalar},
