@@ -668,10 +668,10 @@ static int load_functions(loader *L, json_object *jf) {
     return TG_OK;
 }
 
-/* No `functions`: one implicit `main`. outs[0..nouts): the outputs of the
- * file's nodes in file order, taken before the grad, lop and rop nodes
- * were expanded (each becomes nodes of its own; its outputs remain). */
-static int implicit_main(loader *L, tg_var *const *outs, int nouts) {
+/* No `functions`: one implicit `main`, read off the file's nodes as
+ * written (before the grad, lop and rop nodes expand into nodes of their
+ * own; their outputs remain, the variables the function names). */
+static int implicit_main(loader *L) {
     tg_graph *g = L->g;
     g->funcs = tg_calloc(1, sizeof *g->funcs);
     if (!g->funcs) return lerr(L, TG_ENOMEM, "out of memory");
@@ -689,10 +689,15 @@ static int implicit_main(loader *L, tg_var *const *outs, int nouts) {
         tg_var *v = g->vars[i];
         if (v->declared && v->kind == TG_VAR_INPUT && !v->owner) fd->inputs[fd->nin++] = v;
     }
-    for (int i = 0; i < g->nnodes; i++)
-        for (int k = 0; k < g->nodes[i]->nin; k++) consumed[g->nodes[i]->inputs[k]->index] = true;
-    for (int i = 0; i < nouts; i++)
-        if (!consumed[outs[i]->index]) fd->outputs[fd->nout++] = outs[i];
+    for (int i = 0; i < L->nfile; i++) {
+        const tg_node *nd = L->file_order[i];
+        for (int k = 0; k < nd->nin; k++) consumed[nd->inputs[k]->index] = true;
+    }
+    for (int i = 0; i < L->nfile; i++) {
+        tg_node *nd = L->file_order[i];
+        for (int k = 0; k < nd->nout; k++)
+            if (!consumed[nd->outputs[k]->index]) fd->outputs[fd->nout++] = nd->outputs[k];
+    }
     tg_free(consumed);
     return TG_OK;
 }
@@ -756,21 +761,11 @@ static int load_root(loader *L, json_object *root) {
             return rc;
     if (g->nnodes && (rc = tg_graph_toposort(g, L->ctx))) return lwrap(L, TG_ELOAD);
     const bool has_funcs = json_object_object_get_ex(root, "functions", &jfun);
-    tg_var **outs = NULL;
-    int nouts = 0;
-    if (!has_funcs) {
-        /* (a grad node of several outputs was once one of its expansion's
-         * nodes here, with only the last gradient as an output) */
-        for (int i = 0; i < L->nfile; i++) nouts += L->file_order[i]->nout;
-        if (!(outs = tg_calloc((size_t)nouts + 1, sizeof *outs))) return lerr(L, TG_ENOMEM, "out of memory");
-        nouts = 0;
-        for (int i = 0; i < L->nfile; i++)
-            for (int k = 0; k < L->file_order[i]->nout; k++) outs[nouts++] = L->file_order[i]->outputs[k];
-    }
-    rc = infer_types(L);
-    if (!rc) rc = has_funcs ? load_functions(L, jfun) : implicit_main(L, outs, nouts);
-    tg_free(outs);
-    if (rc) return rc;
+    /* (after the expansions, a grad node of several outputs was one of its
+     * expansion's nodes in file_order, with only the last gradient) */
+    if (!has_funcs && (rc = implicit_main(L))) return rc;
+    if ((rc = infer_types(L))) return rc;
+    if (has_funcs && (rc = load_functions(L, jfun))) return rc;
     if ((rc = check_inplace_readers(L))) return rc;
     /* A compiled-function file's graphs are cloned for their function right
      * after loading, which makes the same check. */

@@ -18,10 +18,10 @@
  * Wp), Hp = H + 2ph, rows Wp = W + pw apart (a row's right border is the
  * next row's left; W + 2pw where pw > L - 1), with 16 (+ pw) zeros of
  * slack after it: a vector whose row ends early reads past the row (into
- * the next row or the slack); those lanes are never stored. The weights are repacked once
- * per call to (O/OCB, C, K, L, OCB), flipped when filter_flip, with zero
- * channels up to a multiple of OCB (computed and not stored), so the
- * broadcasts walk memory in order.
+ * the next row or the slack); those lanes are never stored. The weights
+ * are repacked once per call to (O/OCB, C, K, L, OCB), flipped when
+ * filter_flip, with zero channels up to a multiple of OCB (computed and
+ * not stored), so the broadcasts walk memory in order.
  *
  * Narrow outputs: a row of OW pixels takes ceil(OW / 16) vectors, so an
  * 8-pixel row leaves half of each idle. Where it takes fewer vectors, the

@@ -669,21 +669,23 @@ static axis_len axis_of(const tg_var *v, int d, int *budget) {
     const char *op = p->op->name;
     const int nd = v->type.ndim;
     if (p->op->flags & TG_OPF_ELEMWISE) {
+        /* the operands' lengths other than 1 (missing axes count as 1) */
         axis_len got = {NULL, 0, 1};
+        bool have = false;
         for (int i = 0; i < p->nin; i++) {
             const tg_var *x = p->inputs[i];
             int k = d - (nd - x->type.ndim);
             if (k < 0 || x->type.shape[k] == 1) continue;
             axis_len a = axis_of(x, k, budget);
             if (a.len == 1) continue;
-            if (got.len == 1 && !got.v)
-                got = a;
-            else if (!axis_same(got, a))
-                return self;
+            if (have && !axis_same(got, a)) return self;
+            got = a;
+            have = true;
         }
         return got;
     }
-    if (!strcmp(op, "sum_to")) return p->inputs[1]->type.ndim == nd ? axis_of(p->inputs[1], d, budget) : self;
+    if (!strcmp(op, "sum_to"))
+        return p->inputs[1]->type.ndim == nd ? axis_of(p->inputs[1], d, budget) : self;
     if (!strcmp(op, "zeros_like") || !strcmp(op, "ones_like") || !strcmp(op, "pool2d_grad") ||
         !strcmp(op, "softmax") || !strcmp(op, "log_softmax"))
         return p->inputs[0]->type.ndim == nd ? axis_of(p->inputs[0], d, budget) : self;
