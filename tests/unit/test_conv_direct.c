@@ -4,7 +4,9 @@
  * TG_CONV=im2col: output widths around the vectors (1, 7, 15, 16, 17, 33),
  * every border mode, filter_flip both ways, channel counts that are not
  * multiples of the 8-channel block, batch 1 and 3 (both thread layouts),
- * narrow outputs tiled over the flattened plane,
+ * narrow outputs tiled over the flattened plane, the same cases again
+ * with output channels in the vectors (channel tiles, TG_CONV_TILES) and
+ * the tiling each size takes,
  * float16 through the float32 path, float64 (its own kernels); two small
  * cases worked out by hand; and every allocation of a call failing in
  * turn. The random values are quarters in [-4, 4), so every product and
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/conv_direct.h"
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -168,8 +171,7 @@ static void test_random_shapes_f64(void **state) {
  * per thread), 20 output channels (blocks of 8, 8, 4), width 26 to 29;
  * each kernel class the direct path unrolls (3x3, 5x5, width 3 or 5 with
  * another height) and one it does not (4x2). */
-static void test_threaded(void **state) {
-    (void)state;
+static void threaded(void) {
     static const int64_t KS[][2] = {{3, 3}, {5, 5}, {2, 3}, {4, 5}, {4, 2}};
     for (int64_t N = 1; N <= 5; N += 4)
         for (size_t k = 0; k < sizeof KS / sizeof KS[0]; k++) {
@@ -189,6 +191,11 @@ static void test_threaded(void **state) {
         }
 }
 
+static void test_threaded(void **state) {
+    (void)state;
+    threaded();
+}
+
 /* Narrow outputs, where the tiles run over the flattened padded plane
  * (conv_direct.c): the convnet example's two layers (24x24 from 28x28, one
  * input channel; 8x8 from 12x12, 8 channels) and their input gradients'
@@ -197,14 +204,15 @@ static void test_threaded(void **state) {
  * three rows), "half" and uneven borders, a border wider than the kernel
  * (rows not shared), in float32 and float64, batch 1 and 5 (both thread
  * layouts), both flips. */
-static void test_flat_tiles(void **state) {
-    (void)state;
+static void flat_tiles(void) {
     static const int64_t SH[][8] = {
         /* C, H, W, O, K, L, ph, pw */
         {1, 28, 28, 8, 5, 5, 0, 0}, {8, 12, 12, 16, 5, 5, 0, 0}, {16, 8, 8, 8, 5, 5, 4, 4},
         {8, 24, 24, 1, 5, 5, 4, 4}, {3, 7, 9, 5, 2, 2, 0, 0},    {2, 11, 10, 9, 3, 3, 0, 0},
         {5, 6, 12, 3, 1, 5, 0, 0},  {4, 9, 11, 17, 4, 2, 0, 0},  {3, 6, 6, 9, 3, 3, 1, 1},
         {2, 5, 7, 4, 3, 5, 2, 3},   {2, 5, 7, 4, 3, 3, 1, 3},    {3, 4, 9, 5, 2, 4, 0, 1},
+        /* 32 and 48 channels (two and three vectors of float32), 8x8 */
+        {4, 10, 10, 32, 3, 3, 0, 0}, {3, 8, 8, 48, 3, 3, 1, 1},
     };
     for (int d = 0; d < 2; d++)
         for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++)
@@ -227,6 +235,56 @@ static void test_flat_tiles(void **state) {
                     tg_array_free(w);
                     tg_graph_free(g);
                 }
+}
+
+static void test_flat_tiles(void **state) {
+    (void)state;
+    setenv("TG_CONV_TILES", "flat", 1); /* (the 8x8 cases take channel tiles else) */
+    flat_tiles();
+    unsetenv("TG_CONV_TILES");
+}
+
+/* Channel tiles (conv_direct.c: a vector holds 16 output channels of one
+ * pixel, 8 in float64; tiles of 1 to 4 rows; blocks of one or two vectors;
+ * channel counts that fill the vectors or not), forced by TG_CONV_TILES on
+ * every case above: the same exact values. */
+static void test_channel_tiles(void **state) {
+    (void)state;
+    setenv("TG_CONV_TILES", "channels", 1);
+    random_shapes(TG_FLOAT32);
+    random_shapes(TG_FLOAT64);
+    flat_tiles();
+    unsetenv("TG_CONV_TILES");
+}
+
+/* The same on the larger cases, both thread layouts (the items of one
+ * image are its channel blocks' tiles). */
+static void test_channel_tiles_threaded(void **state) {
+    (void)state;
+    setenv("TG_CONV_TILES", "channels", 1);
+    threaded();
+    unsetenv("TG_CONV_TILES");
+}
+
+/* The tiling each size takes: rows for rows of 16 (no idle lane), flat
+ * tiles for the convnet's first layer (24 of 28 positions a row), channel
+ * tiles for its second (8x8 outputs, 16 channels: a third of a flat
+ * vector's lanes idle, none of a channel vector's), but not in float64
+ * (8 lanes: the rows fill them) nor where the channels would fill half a
+ * vector (8 of them). */
+static void test_tiling_choice(void **state) {
+    (void)state;
+    if (!tg_conv_direct_tiling_f32(1, 1, 1, 1, 1, 1, 0, 0)) skip(); /* no AVX-512 build */
+    unsetenv("TG_CONV_TILES");
+    assert_string_equal(tg_conv_direct_tiling_f32(32, 16, 16, 64, 3, 3, 1, 1), "rows");
+    assert_string_equal(tg_conv_direct_tiling_f32(1, 28, 28, 8, 5, 5, 0, 0), "flat");
+    assert_string_equal(tg_conv_direct_tiling_f32(8, 12, 12, 16, 5, 5, 0, 0), "channels");
+    /* (in float64 a row of 8 fills a vector) */
+    assert_string_equal(tg_conv_direct_tiling_f64(8, 12, 12, 16, 5, 5, 0, 0), "rows");
+    assert_string_equal(tg_conv_direct_tiling_f32(8, 12, 12, 8, 5, 5, 0, 0), "flat");
+    setenv("TG_CONV_TILES", "rows", 1);
+    assert_string_equal(tg_conv_direct_tiling_f32(8, 12, 12, 16, 5, 5, 0, 0), "rows");
+    unsetenv("TG_CONV_TILES");
 }
 
 /* float16 computes in float32 (the direct path) and rounds back. */
@@ -327,6 +385,9 @@ int main(void) {
         cmocka_unit_test(test_random_shapes_f64),
         cmocka_unit_test(test_threaded),
         cmocka_unit_test(test_flat_tiles),
+        cmocka_unit_test(test_channel_tiles),
+        cmocka_unit_test(test_channel_tiles_threaded),
+        cmocka_unit_test(test_tiling_choice),
         cmocka_unit_test(test_float16),
         cmocka_unit_test(test_by_hand),
         cmocka_unit_test(test_out_of_memory),

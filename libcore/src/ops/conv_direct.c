@@ -36,6 +36,21 @@
  * gradients, "full" convolutions whose padded rows are all outputs: 12x12
  * from 8x8, 9 instead of 12; 28x28 from 24x24, 49 instead of 56.)
  *
+ * Channel tiles: where the output has few pixels and 16 or more
+ * channels (the convnet's second layer, 8x8 outputs of 16 channels: a
+ * flat vector's lanes a third idle), a vector holds VL output channels of
+ * one pixel instead, and a tile is 24 pixels (R rows of 24 / R columns,
+ * R = 1..4, whichever computes fewest positions) x one vector, or 12
+ * pixels x two: per tap, one or two weight loads and a broadcast of each
+ * pixel's input, FMAs bound again. The weights are repacked (C, K, L,
+ * opad), each tap's channels together. The accumulators leave through a
+ * small buffer, each channel's pixels stored at their rows. The sums run
+ * in the same order as the other tilings: the same bits. A call takes
+ * them where they compute a tenth fewer lanes (outputs or not) than the
+ * vector groups (tg_conv_direct_tiling says which; TG_CONV_TILES=rows,
+ * flat or channels forces one). convnet's second layer: 72 positions x
+ * 16 channels a plane against 96 x 16.
+ *
  * Threads: with at least as many images as threads, each thread takes
  * whole images (its own padded buffer); with fewer, all images are padded
  * first and the threads share (image, channel block, vector group) items.
@@ -47,6 +62,7 @@
 #include "ops/conv_direct.h"
 
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -69,7 +85,12 @@
 #endif
 #define OCB TG_CONV_OCB
 #define NV TG_CONV_NV
-#define SLACK 16
+/* Zeros after a padded image: what a row vector (16 lanes) or a channel
+ * tile's row (up to 24 pixels) reads past the last row's outputs. */
+#define SLACK 24
+/* A channel tile: CH_P(ov) pixels x ov vectors of output channels. */
+#define CH_P(ov) ((ov) == 1 ? 24 : 12)
+enum { CH_PMAX = 24, CH_RMAX = 4 };
 
 bool tg_conv_direct_available(void) {
 #if HAVE_DIRECT
@@ -88,6 +109,12 @@ typedef struct dgeom {
     int64_t Hp, Wp, plane, OH, OW, xt, ntile, nb, ngroup, slack;
     /* Tiles over the flat padded plane (see the header) instead of rows. */
     bool flat;
+    /* Channel tiles instead (see the header): opad, O rounded up to
+     * whole vectors; nvec of them in ncb blocks of one or two; for a
+     * block of ov vectors, tiles of cr[ov] rows x CH_P(ov) / cr[ov]
+     * columns, cxt[ov] of them across a row, cnt[ov] in all. */
+    bool ch;
+    int64_t opad, nvec, ncb, cr[3], cxt[3], cnt[3];
 } dgeom;
 
 /* A flat vector's lanes that are outputs: at most this many row pieces
@@ -175,6 +202,18 @@ bool tg_conv_direct_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
     (void)flip, (void)x, (void)w, (void)y, (void)nth;
     return false;
+}
+
+const char *tg_conv_direct_tiling_f32(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                                      int64_t L, int64_t ph, int64_t pw) {
+    (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+    return NULL;
+}
+
+const char *tg_conv_direct_tiling_f64(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                                      int64_t L, int64_t ph, int64_t pw) {
+    (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+    return NULL;
 }
 
 void tg_conv_gw_chunk_f32(int64_t M, int64_t R, int64_t P, int64_t G, const float *a,
@@ -395,6 +434,126 @@ static void FN(run_groups)(const dgeom *d, const T *in, const T *wr, int64_t ob,
     }
 }
 
+/* ---- channel tiles ----
+ *
+ * One tile: CH_P(ov) output pixels (R rows of X = CH_P(ov) / R columns,
+ * each row at in + roff[r]) x ov vectors of VL output channels, one
+ * accumulator per pixel and vector:
+ *   acc[i][j] += in_padded[c][y_i + a][x_i + b] * w[c][a][b][channels of j],
+ * a broadcast of the pixel's input against a load of the weights, which
+ * the repacking lays out (C, K, L, opad). Each output's sum runs over c,
+ * a, b in the same order as in the row and flat tiles: the same bits.
+ * The accumulators go to tmp (ov, P, VL), for run_ctiles to store. */
+TARGET static inline __attribute__((always_inline)) void
+FN(cblock)(const int ov, const int R, const int kc, const int lc, const dgeom *d, const T *in,
+           const int64_t *roff, const T *wb, T *tmp, T *y) {
+    const int P = CH_P(ov), X = P / R;
+    VEC acc[CH_PMAX][2];
+#pragma GCC unroll 24
+    for (int i = 0; i < P; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < ov; j++) acc[i][j] = ZERO();
+    const int64_t C = d->C, K = kc ? kc : d->K, L = lc ? lc : d->L, Wp = d->Wp,
+                  plane = d->plane, ws = d->opad;
+    for (int64_t c = 0; c < C; c++)
+#pragma GCC unroll 8
+        for (int64_t a = 0; a < K; a++) {
+            const T *q[CH_RMAX];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) q[r] = in + roff[r] + c * plane + a * Wp;
+#pragma GCC unroll 8
+            for (int64_t b = 0; b < L; b++, wb += ws) {
+                /* Each tap's broadcasts straight from memory: told that
+                 * q[r][x + 1] now is q[r][x] at the next tap, GCC keeps
+                 * the values in registers from one tap to the next, which
+                 * takes more registers than there are (spills). */
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) __asm__("" : "+r"(q[r]));
+                VEC wv[2];
+#pragma GCC unroll 2
+                for (int j = 0; j < ov; j++) wv[j] = LOADU(wb + j * VL);
+#pragma GCC unroll 24
+                for (int i = 0; i < P; i++) {
+                    const VEC xv = SET1(q[i / X][i % X]);
+#pragma GCC unroll 2
+                    for (int j = 0; j < ov; j++) acc[i][j] = FMA(wv[j], xv, acc[i][j]);
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) q[r]++;
+            }
+        }
+#pragma GCC unroll 2
+    for (int j = 0; j < ov; j++)
+#pragma GCC unroll 24
+        for (int i = 0; i < P; i++) STOREU(tmp + (j * P + i) * VL, acc[i][j]);
+    if (!y) return;
+    /* A whole tile of whole channel vectors: its outputs straight from
+     * tmp, every offset a constant but the row's (unrolled). */
+    const int64_t ohw = d->OH * d->OW, OW = d->OW;
+#pragma GCC unroll 2
+    for (int j = 0; j < ov; j++)
+#pragma GCC unroll 16
+        for (int l = 0; l < VL; l++) {
+            T *yo = y + (j * VL + l) * ohw;
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 24
+                for (int x = 0; x < X; x++) yo[r * OW + x] = tmp[(j * P + r * X + x) * VL + l];
+        }
+}
+
+#define CBLOCK_FN(ov, R, k)                                                                   \
+    TARGET static void FN(cblock##ov##_##R##_##k)(const dgeom *d, const T *in,                \
+                                                  const int64_t *roff, const T *wb, T *tmp,   \
+                                                  T *y) {                                     \
+        FN(cblock)(ov, R, k, k, d, in, roff, wb, tmp, y);                                     \
+    }
+#define CBLOCK_FNS(ov, R) CBLOCK_FN(ov, R, 0) CBLOCK_FN(ov, R, 3) CBLOCK_FN(ov, R, 5)
+CBLOCK_FNS(1, 1) CBLOCK_FNS(1, 2) CBLOCK_FNS(1, 3) CBLOCK_FNS(1, 4)
+CBLOCK_FNS(2, 1) CBLOCK_FNS(2, 2) CBLOCK_FNS(2, 3) CBLOCK_FNS(2, 4)
+typedef void (*FN(cblock_fn))(const dgeom *, const T *, const int64_t *, const T *, T *, T *);
+#define CBLOCK_ROW(ov, k)                                                                     \
+    {NULL, FN(cblock##ov##_1_##k), FN(cblock##ov##_2_##k), FN(cblock##ov##_3_##k),             \
+     FN(cblock##ov##_4_##k)}
+/* [class: any, 3x3, 5x5][ov][R] */
+static const FN(cblock_fn) FN(CBLOCKS)[3][3][CH_RMAX + 1] = {
+    {{NULL}, CBLOCK_ROW(1, 0), CBLOCK_ROW(2, 0)},
+    {{NULL}, CBLOCK_ROW(1, 3), CBLOCK_ROW(2, 3)},
+    {{NULL}, CBLOCK_ROW(1, 5), CBLOCK_ROW(2, 5)}};
+
+/* Tiles t0..t1-1 of channel block cb for one padded image; yn: the
+ * image's output. A tile's rows past the last are computed again from
+ * the last (not stored); its columns past the row's end read on into
+ * the next row or the slack (not stored either). */
+static void FN(run_ctiles)(const dgeom *d, const T *in, const T *wc, int64_t cb, int64_t t0,
+                           int64_t t1, T *yn) {
+    T tmp[2 * CH_PMAX * VL];
+    const int64_t v0 = d->nvec * cb / d->ncb, ov = d->nvec * (cb + 1) / d->ncb - v0;
+    const int64_t R = d->cr[ov], X = CH_P(ov) / R, xt = d->cxt[ov], ohw = d->OH * d->OW;
+    const T *wb = wc + v0 * VL;
+    const int cls = d->K == 3 && d->L == 3 ? 1 : d->K == 5 && d->L == 5 ? 2 : 0;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t y0 = t / xt * R, x0 = t % xt * X;
+        int64_t roff[CH_RMAX];
+        for (int64_t r = 0; r < R; r++) roff[r] = (y0 + r < d->OH ? y0 + r : d->OH - 1) * d->Wp + x0;
+        const int64_t nr = d->OH - y0 < R ? d->OH - y0 : R, nx = d->OW - x0 < X ? d->OW - x0 : X;
+        /* (whole tiles of whole vectors: stored by the block) */
+        const bool whole = nr == R && nx == X && (v0 + ov) * VL <= d->O;
+        FN(CBLOCKS)[cls][ov][R](d, in, roff, wb, tmp,
+                                whole ? yn + v0 * VL * ohw + y0 * d->OW + x0 : NULL);
+        if (whole) continue;
+        for (int64_t j = 0; j < ov; j++)
+            for (int64_t l = 0; l < VL; l++) {
+                const int64_t o = (v0 + j) * VL + l;
+                if (o >= d->O) break;
+                T *yo = yn + o * ohw + y0 * d->OW + x0;
+                const T *src = tmp + j * CH_P(ov) * VL + l;
+                for (int64_t r = 0; r < nr; r++)
+                    for (int64_t x = 0; x < nx; x++) yo[r * d->OW + x] = src[(r * X + x) * VL];
+            }
+    }
+}
+
 /* Image xn (C, H, W) into buf (C, Hp, Wp) + slack, zero-padded: row i of
  * channel c at c * plane + (i + ph) * Wp + pw. */
 static void FN(pad_image)(const dgeom *d, const T *xn, T *buf) {
@@ -412,20 +571,34 @@ static void FN(pad_image)(const dgeom *d, const T *xn, T *buf) {
 
 /* This thread's share of the images (an `omp for`: all of them outside a
  * parallel region), padded one at a time into buf. */
+/* Image n's blocks: channel tiles or row/flat vector groups. */
+static void FN(run_image)(const dgeom *d, const T *in, const T *wr, T *yn) {
+    if (d->ch)
+        for (int64_t cb = 0; cb < d->ncb; cb++) {
+            const int64_t ov = d->nvec * (cb + 1) / d->ncb - d->nvec * cb / d->ncb;
+            FN(run_ctiles)(d, in, wr, cb, 0, d->cnt[ov], yn);
+        }
+    else
+        for (int64_t ob = 0; ob < d->nb; ob++) FN(run_groups)(d, in, wr, ob, 0, d->ngroup, yn);
+}
+
+/* This thread's share of the images (an `omp for`: all of them outside a
+ * parallel region), padded one at a time into buf. */
 static void FN(image_share)(const dgeom *d, int64_t N, const T *x, const T *wr, T *y, T *buf) {
     const int64_t ysz = d->O * d->OH * d->OW;
 #pragma omp for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         FN(pad_image)(d, x + n * d->C * d->H * d->W, buf);
-        for (int64_t ob = 0; ob < d->nb; ob++) FN(run_groups)(d, buf, wr, ob, 0, d->ngroup, y + n * ysz);
+        FN(run_image)(d, buf, wr, y + n * ysz);
     }
 }
 
-bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
-                        int64_t L, int64_t ph, int64_t pw, bool flip, const T *x,
-                        const T *w, T *y, int nth) {
-    dgeom d = {.C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
-    d.Hp = H + 2 * ph;
+/* The geometry and the tiling of a call (see the header). tiles: "rows",
+ * "flat" or "channels" to force one (the tests), else NULL. */
+static void FN(plan)(dgeom *d, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K, int64_t L,
+                     int64_t ph, int64_t pw, const char *tiles) {
+    *d = (dgeom){.C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
+    d->Hp = H + 2 * ph;
     /* Rows pw zeros apart, not 2 pw: a row's right border is the next
      * row's left one (and the last row's, the next plane's first pw
      * entries or the slack, zeros too). A window reaches at most L - 1
@@ -433,34 +606,73 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
      * OW = W + 2pw - L + 1 <= Wp reads only its row, the zeros after it
      * and the rows below: fewer positions that are not outputs for the
      * flat tiles (none for a "full" convolution, the input gradient's). */
-    d.Wp = pw <= L - 1 ? W + pw : W + 2 * pw;
-    d.slack = SLACK + (d.Wp < W + 2 * pw ? pw : 0);
-    d.plane = d.Hp * d.Wp;
-    d.OH = d.Hp - K + 1;
-    d.OW = W + 2 * pw - L + 1;
-    d.xt = (d.OW + VL - 1) / VL;
-    d.ntile = d.OH * d.xt;
+    d->Wp = pw <= L - 1 ? W + pw : W + 2 * pw;
+    d->slack = SLACK + (d->Wp < W + 2 * pw ? pw : 0);
+    d->plane = d->Hp * d->Wp;
+    d->OH = d->Hp - K + 1;
+    d->OW = W + 2 * pw - L + 1;
+    d->xt = (d->OW + VL - 1) / VL;
+    d->ntile = d->OH * d->xt;
     /* Flat tiles where they are fewer (the last row's positions past OW
      * are not covered); the buffer's slack covers what their last vector
      * reads past the plane, as for rows. */
-    const int64_t nflat = ((d.OH - 1) * d.Wp + d.OW + VL - 1) / VL;
-    if (d.Wp >= FLAT_MIN_WP && nflat < d.ntile) {
-        d.flat = true;
-        d.ntile = nflat;
+    const int64_t nflat = ((d->OH - 1) * d->Wp + d->OW + VL - 1) / VL;
+    if (tiles ? !strcmp(tiles, "flat") && d->Wp >= FLAT_MIN_WP
+              : d->Wp >= FLAT_MIN_WP && nflat < d->ntile) {
+        d->flat = true;
+        d->ntile = nflat;
     }
-    d.nb = (O + OCB - 1) / OCB;
-    d.ngroup = (d.ntile + NV - 1) / NV;
+    d->nb = (O + OCB - 1) / OCB;
+    d->ngroup = (d->ntile + NV - 1) / NV;
+    /* Channel tiles: blocks of one or two vectors of channels; each
+     * block's tiles of R rows by the R that computes fewest positions. */
+    d->nvec = (O + VL - 1) / VL;
+    d->opad = d->nvec * VL;
+    d->ncb = (d->nvec + 1) / 2;
+    double ch_lanes = 0;
+    for (int ov = 1; ov <= 2; ov++) {
+        int64_t best = -1;
+        for (int64_t R = 1; R <= CH_RMAX; R++) {
+            const int64_t X = CH_P(ov) / R, xt = (d->OW + X - 1) / X, n = (d->OH + R - 1) / R * xt;
+            if (best < 0 || n * R * X < best) {
+                best = n * R * X;
+                d->cr[ov] = R;
+                d->cxt[ov] = xt;
+                d->cnt[ov] = n;
+            }
+        }
+    }
+    for (int64_t cb = 0; cb < d->ncb; cb++) {
+        const int64_t ov = d->nvec * (cb + 1) / d->ncb - d->nvec * cb / d->ncb;
+        ch_lanes += (double)(d->cnt[ov] * CH_P(ov)) * (double)(ov * VL);
+    }
+    /* The lanes each computes, outputs or not: channel tiles where they
+     * compute a tenth fewer than the vector groups (each lane costs one
+     * FMA per tap either way). */
+    const double px_lanes = (double)(d->ntile * VL) * (double)(d->nb * OCB);
+    d->ch = tiles ? !strcmp(tiles, "channels") : ch_lanes * 1.1 < px_lanes;
+}
+
+bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                        int64_t L, int64_t ph, int64_t pw, bool flip, const T *x,
+                        const T *w, T *y, int nth) {
+    dgeom d;
+    FN(plan)(&d, C, H, W, O, K, L, ph, pw, getenv("TG_CONV_TILES"));
     const int64_t ckl = C * K * L, isz = C * d.plane + d.slack, ysz = O * d.OH * d.OW;
-    /* Weights: (nb, C, K, L, OCB), flipped when flip, zero past O. */
-    T *wr = tg_calloc((size_t)(d.nb * ckl * OCB), sizeof(T));
+    /* Weights: (nb, C, K, L, OCB) for the vector groups, (C, K, L, opad)
+     * for the channel tiles; flipped when flip, zero past O. */
+    T *wr = tg_calloc((size_t)(d.ch ? ckl * d.opad : d.nb * ckl * OCB), sizeof(T));
     if (!wr) return false;
     for (int64_t o = 0; o < O; o++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t a = 0; a < K; a++)
                 for (int64_t b = 0; b < L; b++) {
                     int64_t sa = flip ? K - 1 - a : a, sb = flip ? L - 1 - b : b;
-                    wr[(((o / OCB) * C + c) * K * L + a * L + b) * OCB + o % OCB] =
-                        w[((o * C + c) * K + sa) * L + sb];
+                    const T v = w[((o * C + c) * K + sa) * L + sb];
+                    if (d.ch)
+                        wr[((c * K + a) * L + b) * d.opad + o] = v;
+                    else
+                        wr[(((o / OCB) * C + c) * K * L + a * L + b) * OCB + o % OCB] = v;
                 }
     if (nth < 1) nth = 1;
     const bool per_image = N >= nth;
@@ -479,19 +691,36 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
         }
     } else {
         for (int64_t n = 0; n < N; n++) FN(pad_image)(&d, x + n * C * H * W, bufs + n * isz);
-        /* Items: (image, channel block, chunk of groups), about 4 per thread. */
-        int64_t per = N * d.nb, chunks = (4 * nth + per - 1) / per;
-        if (chunks > d.ngroup) chunks = d.ngroup;
+        /* Items: (image, block, chunk of its groups or tiles), about 4 per
+         * thread. */
+        const int64_t nblk = d.ch ? d.ncb : d.nb, per = N * nblk;
+        const int64_t most = d.ch ? d.cnt[d.nvec > 1 ? 2 : 1] : d.ngroup;
+        int64_t chunks = (4 * nth + per - 1) / per;
+        if (chunks > most) chunks = most;
         const int64_t items = per * chunks;
         TG_PAR_FOR(nth, it, items, {
-            int64_t n = it / (d.nb * chunks), ob = it / chunks % d.nb, ch = it % chunks;
-            int64_t g0 = d.ngroup * ch / chunks, g1 = d.ngroup * (ch + 1) / chunks;
-            FN(run_groups)(&d, bufs + n * isz, wr, ob, g0, g1, y + n * ysz);
+            int64_t n = it / (nblk * chunks), ob = it / chunks % nblk, ch = it % chunks;
+            if (d.ch) {
+                const int64_t ov = d.nvec * (ob + 1) / d.ncb - d.nvec * ob / d.ncb;
+                FN(run_ctiles)(&d, bufs + n * isz, wr, ob, d.cnt[ov] * ch / chunks,
+                               d.cnt[ov] * (ch + 1) / chunks, y + n * ysz);
+            } else {
+                FN(run_groups)(&d, bufs + n * isz, wr, ob, d.ngroup * ch / chunks,
+                               d.ngroup * (ch + 1) / chunks, y + n * ysz);
+            }
         });
     }
     tg_free(bufs);
     tg_free(wr);
     return true;
+}
+
+/* Which tiling a call of these sizes takes (tg_conv_direct_tiling). */
+const char *FN(tg_conv_direct_tiling)(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                                      int64_t L, int64_t ph, int64_t pw) {
+    dgeom d;
+    FN(plan)(&d, C, H, W, O, K, L, ph, pw, getenv("TG_CONV_TILES"));
+    return d.ch ? "channels" : d.flat ? "flat" : "rows";
 }
 
 /* ---- the weight gradient's products ----
