@@ -569,8 +569,6 @@ static void FN(pad_image)(const dgeom *d, const T *xn, T *buf) {
                    (size_t)d->W * sizeof(T));
 }
 
-/* This thread's share of the images (an `omp for`: all of them outside a
- * parallel region), padded one at a time into buf. */
 /* Image n's blocks: channel tiles or row/flat vector groups. */
 static void FN(run_image)(const dgeom *d, const T *in, const T *wr, T *yn) {
     if (d->ch)
