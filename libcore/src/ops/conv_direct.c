@@ -122,6 +122,20 @@ typedef struct dgeom {
 enum { FLAT_MIN_WP = 8, FLAT_SEGS = 3 };
 
 #define TARGET __attribute__((target("avx512f")))
+/* The register blocks, unrolled over every tap, are thousands of loads
+ * each: clang's AddressSanitizer gives each a check and a branch, and then
+ * takes many minutes over each function (the fuzzers' build: 7 minutes for
+ * this file, over 15 with the channel tiles). There their loads go
+ * unchecked; GCC's sanitizer build (the unit tests, which run every block
+ * of every tiling) checks them in a few seconds. */
+#if defined(__clang__) && defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BLOCK_ATTR __attribute__((no_sanitize("address", "undefined")))
+#endif
+#endif
+#ifndef BLOCK_ATTR
+#define BLOCK_ATTR
+#endif
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(name, SFX) /* name_f32, name_f64 */
@@ -274,7 +288,7 @@ typedef struct FN(segs) {
  * column x0); wb: the block's packed weights (C, K, L, OCB); dst[v]:
  * channel 0's output vector, channels ostride apart, stored under mask[v];
  * or, when sg, the flat vectors' pieces sg says (dst and mask unused). */
-TARGET static inline __attribute__((always_inline)) void
+TARGET BLOCK_ATTR static inline __attribute__((always_inline)) void
 FN(block)(const int nv, const int kc, const int lc, const dgeom *d, const T *in,
       const int64_t *off, const T *wb, T *const *dst, const MASK *mask,
       const FN(segs) *sg, int64_t ostride, int nout) {
@@ -327,19 +341,17 @@ FN(block)(const int nv, const int kc, const int lc, const dgeom *d, const T *in,
 /* The blocks, one function per nv and kernel class (any; width 3; 3x3;
  * width 5; 5x5): the block inlined with nv and the fixed lengths
  * constant, their loops unrolled. */
-#define BLOCK_FN(n, kc, lc)                                                                   \
-    TARGET static void FN(block##n##_##kc##lc)(const dgeom *d, const T *in,                  \
-                                           const int64_t *off, const T *wb,               \
-                                           T *const *dst, const MASK *mask,          \
-                                           const FN(segs) *sg, int64_t ostride, int nout) {   \
-        (void)sg;                                                                             \
-        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, NULL, ostride, nout);                     \
-    }                                                                                         \
-    TARGET static void FN(blockf##n##_##kc##lc)(const dgeom *d, const T *in,                 \
-                                           const int64_t *off, const T *wb,               \
-                                           T *const *dst, const MASK *mask,          \
-                                           const FN(segs) *sg, int64_t ostride, int nout) {   \
-        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, sg, ostride, nout);                       \
+#define BLOCK_FN(n, kc, lc)                                                                        \
+    TARGET BLOCK_ATTR static void FN(block##n##_##kc##lc)(                                         \
+        const dgeom *d, const T *in, const int64_t *off, const T *wb, T *const *dst,               \
+        const MASK *mask, const FN(segs) *sg, int64_t ostride, int nout) {                         \
+        (void)sg;                                                                                  \
+        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, NULL, ostride, nout);                      \
+    }                                                                                              \
+    TARGET BLOCK_ATTR static void FN(blockf##n##_##kc##lc)(                                        \
+        const dgeom *d, const T *in, const int64_t *off, const T *wb, T *const *dst,               \
+        const MASK *mask, const FN(segs) *sg, int64_t ostride, int nout) {                         \
+        FN(block)(n, kc, lc, d, in, off, wb, dst, mask, sg, ostride, nout);                        \
     }
 #define BLOCK_FNS(n)                                                                          \
     BLOCK_FN(n, 0, 0) BLOCK_FN(n, 0, 3) BLOCK_FN(n, 3, 3) BLOCK_FN(n, 0, 5) BLOCK_FN(n, 5, 5)
@@ -444,7 +456,7 @@ static void FN(run_groups)(const dgeom *d, const T *in, const T *wr, int64_t ob,
  * the repacking lays out (C, K, L, opad). Each output's sum runs over c,
  * a, b in the same order as in the row and flat tiles: the same bits.
  * The accumulators go to tmp (ov, P, VL), for run_ctiles to store. */
-TARGET static inline __attribute__((always_inline)) void
+TARGET BLOCK_ATTR static inline __attribute__((always_inline)) void
 FN(cblock)(const int ov, const int R, const int kc, const int lc, const dgeom *d, const T *in,
            const int64_t *roff, const T *wb, T *tmp, T *y) {
     const int P = CH_P(ov), X = P / R;
@@ -502,11 +514,10 @@ FN(cblock)(const int ov, const int R, const int kc, const int lc, const dgeom *d
         }
 }
 
-#define CBLOCK_FN(ov, R, k)                                                                   \
-    TARGET static void FN(cblock##ov##_##R##_##k)(const dgeom *d, const T *in,                \
-                                                  const int64_t *roff, const T *wb, T *tmp,   \
-                                                  T *y) {                                     \
-        FN(cblock)(ov, R, k, k, d, in, roff, wb, tmp, y);                                     \
+#define CBLOCK_FN(ov, R, k)                                                                        \
+    TARGET BLOCK_ATTR static void FN(cblock##ov##_##R##_##k)(                                      \
+        const dgeom *d, const T *in, const int64_t *roff, const T *wb, T *tmp, T *y) {             \
+        FN(cblock)(ov, R, k, k, d, in, roff, wb, tmp, y);                                          \
     }
 #define CBLOCK_FNS(ov, R) CBLOCK_FN(ov, R, 0) CBLOCK_FN(ov, R, 3) CBLOCK_FN(ov, R, 5)
 CBLOCK_FNS(1, 1) CBLOCK_FNS(1, 2) CBLOCK_FNS(1, 3) CBLOCK_FNS(1, 4)
@@ -535,7 +546,8 @@ static void FN(run_ctiles)(const dgeom *d, const T *in, const T *wc, int64_t cb,
     for (int64_t t = t0; t < t1; t++) {
         const int64_t y0 = t / xt * R, x0 = t % xt * X;
         int64_t roff[CH_RMAX];
-        for (int64_t r = 0; r < R; r++) roff[r] = (y0 + r < d->OH ? y0 + r : d->OH - 1) * d->Wp + x0;
+        for (int64_t r = 0; r < R; r++)
+            roff[r] = (y0 + r < d->OH ? y0 + r : d->OH - 1) * d->Wp + x0;
         const int64_t nr = d->OH - y0 < R ? d->OH - y0 : R, nx = d->OW - x0 < X ? d->OW - x0 : X;
         /* (whole tiles of whole vectors: stored by the block) */
         const bool whole = nr == R && nx == X && (v0 + ov) * VL <= d->O;
@@ -729,7 +741,7 @@ const char *FN(tg_conv_direct_tiling)(int64_t C, int64_t H, int64_t W, int64_t O
  * loads for mr * nr FMAs (4 x 6: 10 loads, 24 FMAs; 24 accumulators + 4 +
  * 1 of the 32 registers). The last vector of a's rows is loaded under a
  * mask (zeros past P); b's rows are read whole (see the header). */
-TARGET static inline __attribute__((always_inline)) void
+TARGET BLOCK_ATTR static inline __attribute__((always_inline)) void
 FN(gw_block)(const int mr, const int nr, int64_t P, int64_t G, const T *a, int64_t lda,
              int64_t astride, const T *b, const int64_t *boff, int64_t bstride, T *part,
              int64_t R) {
@@ -764,11 +776,11 @@ FN(gw_block)(const int mr, const int nr, int64_t P, int64_t G, const T *a, int64
         for (int j = 0; j < nr; j++) part[i * R + j] = HSUM(acc[i][j]);
 }
 
-#define GW_FN(mr, nr)                                                                        \
-    TARGET static void FN(gw_block##mr##nr)(int64_t P, int64_t G, const T *a, int64_t lda,    \
-                                           int64_t astride, const T *b, const int64_t *boff, \
-                                           int64_t bstride, T *part, int64_t R) {            \
-        FN(gw_block)(mr, nr, P, G, a, lda, astride, b, boff, bstride, part, R);              \
+#define GW_FN(mr, nr)                                                                              \
+    TARGET BLOCK_ATTR static void FN(gw_block##mr##nr)(                                            \
+        int64_t P, int64_t G, const T *a, int64_t lda, int64_t astride, const T *b,                \
+        const int64_t *boff, int64_t bstride, T *part, int64_t R) {                                \
+        FN(gw_block)(mr, nr, P, G, a, lda, astride, b, boff, bstride, part, R);                    \
     }
 #define GW_FNS(mr) GW_FN(mr, 1) GW_FN(mr, 2) GW_FN(mr, 3) GW_FN(mr, 4) GW_FN(mr, 5) GW_FN(mr, 6)
 GW_FNS(1)
