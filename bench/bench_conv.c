@@ -27,6 +27,8 @@ static const bcase CASES[] = {
     {"convnet_l2", "valid", 600, 8, 12, 12, 16, 5, 0},
     {"c3x32x32_k5x5x32", "valid", 64, 3, 32, 32, 32, 5, 0},
     {"c32x16x16_k3x3x64", "half", 64, 32, 16, 16, 64, 3, 1},
+    {"c128x4x4_k3x3x128", "half", 64, 128, 4, 4, 128, 3, 1},
+    {"c512x2x2_k3x3x512", "half", 64, 512, 2, 2, 512, 3, 1},
 };
 #define GW_CASES CASES
 

@@ -6,13 +6,16 @@
  * multiples of the 8-channel block, batch 1 and 3 (both thread layouts),
  * narrow outputs tiled over the flattened plane, the same cases again
  * with output channels in the vectors (channel tiles, TG_CONV_TILES) and
- * the tiling each size takes,
+ * again with images in them (batch tiles, border taps left out; infinite
+ * weights), the tiling each size takes and the small planes of many
+ * channels that now take the direct path,
  * float16 through the float32 path, float64 (its own kernels); two small
  * cases worked out by hand; and every allocation of a call failing in
  * turn. The random values are quarters in [-4, 4), so every product and
  * partial sum is exact in float32 and the paths must agree exactly. On a
  * CPU without AVX-512 both settings run im2col and the test still checks
  * that against the naive loop. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +144,8 @@ static void random_shapes(tg_dtype dt) {
                     assert_int_equal(want->shape[3], OWS[wi]);
                     tu_assert_close(yd, want, 0, 0);
                     tu_assert_close(yi, want, 0, 0);
-                    /* Auto (direct from width 8 on) agrees too. */
+                    /* Auto (direct from width 8 on, and narrower where
+                     * channel tiles fill their vectors) agrees too. */
                     tg_array *in[2] = {x, w}, *ya[1] = {NULL};
                     tu_call_preset(g, NULL, "none", in, ya);
                     tu_assert_close(ya[0], want, 0, 0);
@@ -266,6 +270,97 @@ static void test_channel_tiles_threaded(void **state) {
     unsetenv("TG_CONV_TILES");
 }
 
+/* Batch tiles (conv_direct.c: a vector's lanes are output channels, a
+ * tile P images at one pixel, the input transposed, the taps over the
+ * border left out), forced by TG_CONV_TILES on every case above, both
+ * dtypes, both thread layouts: the same exact values (the left-out terms
+ * are zeros). */
+static void test_batch_tiles(void **state) {
+    (void)state;
+    setenv("TG_CONV_TILES", "batch", 1);
+    random_shapes(TG_FLOAT32);
+    random_shapes(TG_FLOAT64);
+    flat_tiles();
+    threaded();
+    unsetenv("TG_CONV_TILES");
+}
+
+/* Where conv2d takes batch tiles by itself: small planes of many channels
+ * (a CIFAR network's last layers), 4x4 and 2x2 outputs, "half" borders;
+ * batch 20 and 37 (tiles of 24 images, the last partly past N), 20 and
+ * 40 output channels (blocks of one and of two vectors, the last partly
+ * past O), both flips, float32 and float64: the tiling the direct kernel
+ * reports, and the values of conv2d as it chooses (no TG_CONV) and of
+ * im2col, against the naive loop. */
+static void test_batch_tiles_auto(void **state) {
+    (void)state;
+    static const int64_t SH[][4] = {{20, 24, 4, 20}, {37, 16, 2, 40}}; /* N, C, H=W, O */
+    const bool avx = tg_conv_direct_tiling_f32(1, 1, 1, 1, 1, 1, 1, 0, 0) != NULL;
+    unsetenv("TG_CONV_TILES");
+    for (int d = 0; d < 2; d++)
+        for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++)
+            for (int flip = 0; flip < 2; flip++) {
+                const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+                int64_t xs[4] = {SH[k][0], SH[k][1], SH[k][2], SH[k][2]};
+                int64_t ws[4] = {SH[k][3], SH[k][1], 3, 3};
+                if (avx && !d)
+                    assert_string_equal(tg_conv_direct_tiling_f32(xs[0], xs[1], xs[2], xs[3],
+                                                                  ws[0], 3, 3, 1, 1),
+                                        "batch");
+                char attrs[96];
+                snprintf(attrs, sizeof attrs, "\"border_mode\":\"half\",\"filter_flip\":%s",
+                         flip ? "true" : "false");
+                tg_graph *g = conv_graph(tg_dtype_name(dt), xs, ws, attrs);
+                tg_array *x = rand_arr(dt, xs), *w = rand_arr(dt, ws);
+                tg_array *want = naive(x, w, 1, 1, flip);
+                tg_array *in[2] = {x, w}, *ya[1] = {NULL};
+                tu_call_preset(g, NULL, "none", in, ya);
+                tg_array *yi = run_mode(g, x, w, "im2col");
+                tu_assert_close(ya[0], want, 0, 0);
+                tu_assert_close(yi, want, 0, 0);
+                tg_array_free(ya[0]);
+                tg_array_free(yi);
+                tg_array_free(want);
+                tg_array_free(x);
+                tg_array_free(w);
+                tg_graph_free(g);
+            }
+}
+
+/* An infinite weight: its products with the border's zeros are NaN, so
+ * batch tiles read every tap there, as the row tiles do: the same values,
+ * NaN where the weight's tap lies on the border (tap (0, 0) without flip:
+ * output row 0 and column 0), inf or -inf where it meets the image. */
+static void test_batch_tiles_nonfinite(void **state) {
+    (void)state;
+    int64_t xs[4] = {20, 8, 4, 4}, ws[4] = {16, 8, 3, 3};
+    tg_graph *g = conv_graph("float32", xs, ws, "\"border_mode\":\"half\",\"filter_flip\":false");
+    tg_array *x = rand_f32(xs), *w = rand_f32(ws);
+    /* x away from zero, so that inf * x is never NaN inside the image */
+    for (int64_t i = 0; i < tg_array_size(x); i++)
+        if (((float *)x->data)[i] == 0) ((float *)x->data)[i] = 0.25f;
+    ((float *)w->data)[0] = INFINITY; /* o 0, c 0, tap (0, 0) */
+    setenv("TG_CONV_TILES", "batch", 1);
+    tg_array *yb = run_mode(g, x, w, "direct");
+    setenv("TG_CONV_TILES", "rows", 1);
+    tg_array *yr = run_mode(g, x, w, "direct");
+    unsetenv("TG_CONV_TILES");
+    tu_assert_close(yb, yr, 0, 0);
+    const float *y = (const float *)yb->data;
+    for (int64_t n = 0; n < 20; n++)
+        for (int64_t i = 0; i < 4; i++)
+            for (int64_t j = 0; j < 4; j++) {
+                const float v = y[((n * 16 + 0) * 4 + i) * 4 + j];
+                if (i == 0 || j == 0) assert_true(isnan(v));
+                else assert_true(isinf(v));
+            }
+    tg_array_free(yb);
+    tg_array_free(yr);
+    tg_array_free(x);
+    tg_array_free(w);
+    tg_graph_free(g);
+}
+
 /* The tiling each size takes: rows for rows of 16 (no idle lane), flat
  * tiles for the convnet's first layer (24 of 28 positions a row), channel
  * tiles for its second (8x8 outputs, 16 channels: a third of a flat
@@ -274,16 +369,23 @@ static void test_channel_tiles_threaded(void **state) {
  * vector (8 of them). */
 static void test_tiling_choice(void **state) {
     (void)state;
-    if (!tg_conv_direct_tiling_f32(1, 1, 1, 1, 1, 1, 0, 0)) skip(); /* no AVX-512 build */
+    if (!tg_conv_direct_tiling_f32(64, 1, 1, 1, 1, 1, 1, 0, 0)) skip(); /* no AVX-512 build */
     unsetenv("TG_CONV_TILES");
-    assert_string_equal(tg_conv_direct_tiling_f32(32, 16, 16, 64, 3, 3, 1, 1), "rows");
-    assert_string_equal(tg_conv_direct_tiling_f32(1, 28, 28, 8, 5, 5, 0, 0), "flat");
-    assert_string_equal(tg_conv_direct_tiling_f32(8, 12, 12, 16, 5, 5, 0, 0), "channels");
+    assert_string_equal(tg_conv_direct_tiling_f32(64, 32, 16, 16, 64, 3, 3, 1, 1), "rows");
+    assert_string_equal(tg_conv_direct_tiling_f32(64, 1, 28, 28, 8, 5, 5, 0, 0), "flat");
+    assert_string_equal(tg_conv_direct_tiling_f32(64, 8, 12, 12, 16, 5, 5, 0, 0), "channels");
     /* (in float64 a row of 8 fills a vector) */
-    assert_string_equal(tg_conv_direct_tiling_f64(8, 12, 12, 16, 5, 5, 0, 0), "rows");
-    assert_string_equal(tg_conv_direct_tiling_f32(8, 12, 12, 8, 5, 5, 0, 0), "flat");
+    assert_string_equal(tg_conv_direct_tiling_f64(64, 8, 12, 12, 16, 5, 5, 0, 0), "rows");
+    assert_string_equal(tg_conv_direct_tiling_f32(64, 8, 12, 12, 8, 5, 5, 0, 0), "flat");
+    /* small planes of many channels: batch tiles (4x4 from 4x4 "half":
+     * 100 of the 144 taps inside the image, 16 outputs a 24-pixel tile),
+     * not for one image (Np would be 16 or 24 of it) */
+    assert_string_equal(tg_conv_direct_tiling_f32(64, 128, 4, 4, 128, 3, 3, 1, 1), "batch");
+    assert_string_equal(tg_conv_direct_tiling_f32(64, 512, 2, 2, 512, 3, 3, 1, 1), "batch");
+    assert_string_equal(tg_conv_direct_tiling_f64(64, 128, 4, 4, 128, 3, 3, 1, 1), "batch");
+    assert_string_equal(tg_conv_direct_tiling_f32(1, 128, 4, 4, 128, 3, 3, 1, 1), "channels");
     setenv("TG_CONV_TILES", "rows", 1);
-    assert_string_equal(tg_conv_direct_tiling_f32(8, 12, 12, 16, 5, 5, 0, 0), "rows");
+    assert_string_equal(tg_conv_direct_tiling_f32(64, 8, 12, 12, 16, 5, 5, 0, 0), "rows");
     unsetenv("TG_CONV_TILES");
 }
 
@@ -387,6 +489,9 @@ int main(void) {
         cmocka_unit_test(test_flat_tiles),
         cmocka_unit_test(test_channel_tiles),
         cmocka_unit_test(test_channel_tiles_threaded),
+        cmocka_unit_test(test_batch_tiles),
+        cmocka_unit_test(test_batch_tiles_auto),
+        cmocka_unit_test(test_batch_tiles_nonfinite),
         cmocka_unit_test(test_tiling_choice),
         cmocka_unit_test(test_float16),
         cmocka_unit_test(test_by_hand),

@@ -18,7 +18,9 @@
  * - images holding an infinity or a NaN (the stride-1 path reads x past
  *   each output row and must not turn 0 * inf into NaN there);
  * - float16 through float32, a case worked out by hand, and every
- *   allocation of a call failing in turn.
+ *   allocation of a call failing in turn;
+ * - both gradients on small planes of many channels (4x4 and 2x2), as
+ *   chosen.
  * On a CPU without AVX-512 both settings run im2col, and the test still
  * checks that against the naive loop. */
 #include <math.h>
@@ -363,6 +365,39 @@ static void test_grad_inputs(void **state) {
     grad_inputs_shapes(TG_FLOAT64);
 }
 
+/* Small planes of many channels (a CIFAR network's last layers): 4x4 and
+ * 2x2 "half", batch 20 and 37, 20 and 40 channels, float32 and float64:
+ * the weight gradient as chosen (planes of 4 pixels or fewer take the
+ * grouped im2col product, larger ones gw_direct) and the input gradient
+ * as chosen (the direct kernel's batch tiles) and through im2col, against
+ * the naive sums. */
+static void test_small_planes(void **state) {
+    (void)state;
+    static const int64_t SH[][4] = {{20, 24, 4, 20}, {37, 16, 2, 40}}; /* N, C, H=W, O */
+    for (int d = 0; d < 2; d++)
+        for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++) {
+            const tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+            gwcase c = {.N = SH[k][0], .C = SH[k][1], .H = SH[k][2], .W = SH[k][2],
+                        .O = SH[k][3], .K = 3, .L = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+                        .flip = k == 0};
+            set_border(&c, 1);
+            check_case(&c, dt);
+            int64_t ws[4] = {c.O, c.C, c.K, c.L};
+            tg_graph *g = grad_graph(false, tg_dtype_name(dt), &c);
+            tg_array *w = rand_arr(dt, ws, true), *gy = gy_for(&c, dt, true);
+            tg_array *want = naive_gi(&c, w, gy);
+            tg_array *ya = run_mode(g, w, gy, NULL), *yi = run_mode(g, w, gy, "im2col");
+            tu_assert_close(ya, want, 0, 0);
+            tu_assert_close(yi, want, 0, 0);
+            tg_array_free(ya);
+            tg_array_free(yi);
+            tg_array_free(want);
+            tg_array_free(w);
+            tg_array_free(gy);
+            tg_graph_free(g);
+        }
+}
+
 /* The convnet example's second layer (the direct path as chosen: 12x12
  * against 8x8), batch 40 on 1-3 threads, values that round: close to the
  * naive sums, and the same bits each time (every pixel is one sum in a
@@ -501,6 +536,7 @@ int main(void) {
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_grad_inputs),
         cmocka_unit_test(test_grad_inputs_threads),
+        cmocka_unit_test(test_small_planes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

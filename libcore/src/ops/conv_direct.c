@@ -48,8 +48,26 @@
  * in the same order as the other tilings: the same bits. A call takes
  * them where they compute a tenth fewer lanes (outputs or not) than the
  * vector groups (tg_conv_direct_tiling says which; TG_CONV_TILES=rows,
- * flat or channels forces one). convnet's second layer: 72 positions x
+ * flat, channels or batch forces one). convnet's second layer: 72 positions x
  * 16 channels a plane against 96 x 16.
+ *
+ * Batch tiles: where the output plane is smaller still (CIFAR's last
+ * layers: 4x4 or 2x2 pixels of 128 to 512 channels, "half" borders), a
+ * per-image tile of 24 pixels computes more positions than there are
+ * outputs, and most of each window lies on the border. There a tile is
+ * P images at one output pixel instead (P = 16 or 24 with one vector of
+ * channels, half that with two): the input is transposed once to (C, Hp,
+ * Wb, Np), the images innermost (Wb = W + 2pw; Np: N rounded up to P,
+ * zeros past N), so a tap's P inputs are consecutive, and each tile reads
+ * only the taps whose input lies inside the image: a window of a 2x2
+ * output's corner with a 3x3 kernel, 4 of its 9. Every term left out is
+ * a weight times a border zero, which adds a zero to a sum that is never
+ * -0 but by underflow: the same values as the other tilings (a zero's
+ * sign may differ where each term before the left-out one underflowed to
+ * -0). Where a weight is infinite or NaN the border's terms are NaN, and
+ * every tap is read. The threads share (channel block, group of images,
+ * stretch of pixels) items; the outputs leave through a small buffer,
+ * images O * OH * OW apart.
  *
  * Threads: with at least as many images as threads, each thread takes
  * whole images (its own padded buffer); with fewer, all images are padded
@@ -91,6 +109,12 @@
 /* A channel tile: CH_P(ov) pixels x ov vectors of output channels. */
 #define CH_P(ov) ((ov) == 1 ? 24 : 12)
 enum { CH_PMAX = 24, CH_RMAX = 4 };
+/* Batch tiles: the bytes of inputs and weights a stretch of input
+ * channels may read (see run_bitem). */
+#ifndef TG_CONV_BT_CACHE
+#define TG_CONV_BT_CACHE (256 << 10)
+#endif
+#define BT_CACHE ((int64_t)TG_CONV_BT_CACHE)
 
 bool tg_conv_direct_available(void) {
 #if HAVE_DIRECT
@@ -115,6 +139,12 @@ typedef struct dgeom {
      * columns, cxt[ov] of them across a row, cnt[ov] in all. */
     bool ch;
     int64_t opad, nvec, ncb, cr[3], cxt[3], cnt[3];
+    /* Batch tiles instead (see the header; the channel blocks as for
+     * channel tiles): bp images a tile of one vector (bp / 2 of two),
+     * the input transposed to (C, Hp, Wb, Np); skip: taps over the
+     * border left out (every weight finite, set by the call). */
+    bool bt, skip;
+    int64_t N, bp, Wb, Np, bps, cblk;
 } dgeom;
 
 /* A flat vector's lanes that are outputs: at most this many row pieces
@@ -165,6 +195,10 @@ static int kernel_class(const dgeom *d) {
 #define FMUL _mm512_mul_ps
 #define CMP_UNORD(u, v) _mm512_cmp_ps_mask(u, v, _CMP_UNORD_Q)
 #define HSUM _mm512_reduce_add_ps
+#define UINT uint32_t
+#define EXP_MASK 0x7f800000u
+#define IDX_T int32_t
+#define PERMX2 _mm512_permutex2var_ps
 #include "conv_direct.c"
 #undef T
 #undef SFX
@@ -182,6 +216,10 @@ static int kernel_class(const dgeom *d) {
 #undef FMUL
 #undef CMP_UNORD
 #undef HSUM
+#undef UINT
+#undef EXP_MASK
+#undef IDX_T
+#undef PERMX2
 #define T double
 #define SFX _f64
 #define VL 8
@@ -198,6 +236,10 @@ static int kernel_class(const dgeom *d) {
 #define FMUL _mm512_mul_pd
 #define CMP_UNORD(u, v) _mm512_cmp_pd_mask(u, v, _CMP_UNORD_Q)
 #define HSUM _mm512_reduce_add_pd
+#define UINT uint64_t
+#define EXP_MASK 0x7ff0000000000000ull
+#define IDX_T int64_t
+#define PERMX2 _mm512_permutex2var_pd
 #include "conv_direct.c"
 
 #else
@@ -218,15 +260,15 @@ bool tg_conv_direct_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     return false;
 }
 
-const char *tg_conv_direct_tiling_f32(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
-                                      int64_t L, int64_t ph, int64_t pw) {
-    (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+const char *tg_conv_direct_tiling_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
+                                      int64_t K, int64_t L, int64_t ph, int64_t pw) {
+    (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
     return NULL;
 }
 
-const char *tg_conv_direct_tiling_f64(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
-                                      int64_t L, int64_t ph, int64_t pw) {
-    (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+const char *tg_conv_direct_tiling_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
+                                      int64_t K, int64_t L, int64_t ph, int64_t pw) {
+    (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
     return NULL;
 }
 
@@ -466,7 +508,7 @@ FN(cblock)(const int ov, const int R, const int kc, const int lc, const dgeom *d
 #pragma GCC unroll 2
         for (int j = 0; j < ov; j++) acc[i][j] = ZERO();
     const int64_t C = d->C, K = kc ? kc : d->K, L = lc ? lc : d->L, Wp = d->Wp,
-                  plane = d->plane, ws = d->opad;
+                  plane = d->plane, ws = ov * VL;
     for (int64_t c = 0; c < C; c++)
 #pragma GCC unroll 8
         for (int64_t a = 0; a < K; a++) {
@@ -541,7 +583,7 @@ static void FN(run_ctiles)(const dgeom *d, const T *in, const T *wc, int64_t cb,
     T tmp[2 * CH_PMAX * VL];
     const int64_t v0 = d->nvec * cb / d->ncb, ov = d->nvec * (cb + 1) / d->ncb - v0;
     const int64_t R = d->cr[ov], X = CH_P(ov) / R, xt = d->cxt[ov], ohw = d->OH * d->OW;
-    const T *wb = wc + v0 * VL;
+    const T *wb = wc + v0 * VL * d->C * d->K * d->L;
     const int cls = d->K == 3 && d->L == 3 ? 1 : d->K == 5 && d->L == 5 ? 2 : 0;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t y0 = t / xt * R, x0 = t % xt * X;
@@ -564,6 +606,146 @@ static void FN(run_ctiles)(const dgeom *d, const T *in, const T *wc, int64_t cb,
                     for (int64_t x = 0; x < nx; x++) yo[r * d->OW + x] = src[(r * X + x) * VL];
             }
     }
+}
+
+/* ---- batch tiles ----
+ *
+ * One tile: P images at one output pixel x ov vectors of VL output
+ * channels, one accumulator per image and vector:
+ *   acc[i][j] += xb[c][y + a][x + b][n0 + i] * w[c][a][b][channels of j]
+ * over the taps a0 <= a < a1, b0 <= b < b1 (the others lie on the
+ * border; all of them where every weight is not finite), c, a, b in the
+ * order of the other tilings, here for c0 <= c < c1 only: the sums
+ * start from zero when first, else from tmp, and go back to tmp (ov, P,
+ * VL), the same bits as one run over every c. in: xb at (c 0, row y,
+ * column x, image n0); wb: the block's first channel in the (C, K, L,
+ * opad) weights. */
+TARGET BLOCK_ATTR static inline __attribute__((always_inline)) void
+FN(bblock)(const int ov, const int P, const dgeom *d, const T *in, const T *wb, int64_t c0,
+           int64_t c1, int64_t a0, int64_t a1, int64_t b0, int64_t b1, bool first, T *tmp) {
+    VEC acc[CH_PMAX][2];
+#pragma GCC unroll 24
+    for (int i = 0; i < P; i++)
+#pragma GCC unroll 2
+        for (int j = 0; j < ov; j++) acc[i][j] = first ? ZERO() : LOADU(tmp + (j * P + i) * VL);
+    const int64_t Np = d->Np, rs = d->Wb * Np, ps = d->bps, ws = ov * VL, L = d->L,
+                  kl = d->K * L;
+    for (int64_t c = c0; c < c1; c++)
+        for (int64_t a = a0; a < a1; a++) {
+            const T *q = in + c * ps + a * rs + b0 * Np;
+            const T *w = wb + (c * kl + a * L + b0) * ws;
+            for (int64_t b = b0; b < b1; b++, q += Np, w += ws) {
+                VEC wv[2];
+#pragma GCC unroll 2
+                for (int j = 0; j < ov; j++) wv[j] = LOADU(w + j * VL);
+#pragma GCC unroll 24
+                for (int i = 0; i < P; i++) {
+                    const VEC xv = SET1(q[i]);
+#pragma GCC unroll 2
+                    for (int j = 0; j < ov; j++) acc[i][j] = FMA(wv[j], xv, acc[i][j]);
+                }
+            }
+        }
+#pragma GCC unroll 2
+    for (int j = 0; j < ov; j++)
+#pragma GCC unroll 24
+        for (int i = 0; i < P; i++) STOREU(tmp + (j * P + i) * VL, acc[i][j]);
+}
+
+#define BBLOCK_FN(ov, P)                                                                           \
+    TARGET BLOCK_ATTR static void FN(bblock##ov##_##P)(                                            \
+        const dgeom *d, const T *in, const T *wb, int64_t c0, int64_t c1, int64_t a0, int64_t a1,  \
+        int64_t b0, int64_t b1, bool first, T *tmp) {                                              \
+        FN(bblock)(ov, P, d, in, wb, c0, c1, a0, a1, b0, b1, first, tmp);                          \
+    }
+BBLOCK_FN(1, 16) BBLOCK_FN(1, 24) BBLOCK_FN(2, 8) BBLOCK_FN(2, 12)
+
+/* An item of run_batch's: channel block cb (one vector: tiles of bp
+ * images; two: of bp / 2), every image, pixels p0..p1-1. The input
+ * channels in stretches of cblk, each over all the item's tiles while its
+ * weights and inputs stay in the cache, the sums kept between stretches
+ * in abuf (2 Np VL a pixel); then the outputs. */
+static void FN(run_bitem)(const dgeom *d, const T *xb, const T *wr, int64_t cb, int64_t p0,
+                          int64_t p1, T *abuf, T *y) {
+    const int64_t v0 = d->nvec * cb / d->ncb, ov = d->nvec * (cb + 1) / d->ncb - v0;
+    const int64_t P = d->bp / ov, ohw = d->OH * d->OW, ysz = d->O * ohw;
+    const int64_t ntile = (d->N + P - 1) / P, pstride = ntile * P * ov * VL;
+    const T *wb = wr + v0 * VL * d->C * d->K * d->L;
+    for (int64_t c0 = 0; c0 < d->C; c0 += d->cblk) {
+        const int64_t c1 = d->C - c0 < d->cblk ? d->C : c0 + d->cblk;
+        for (int64_t pix = p0; pix < p1; pix++) {
+            const int64_t oy = pix / d->OW, ox = pix % d->OW;
+            int64_t a0 = 0, a1 = d->K, b0 = 0, b1 = d->L;
+            if (d->skip) {
+                /* input row oy + a - ph in [0, H), column ox + b - pw in [0, W) */
+                if (d->ph > oy) a0 = d->ph - oy;
+                if (d->H + d->ph - oy < a1) a1 = d->H + d->ph - oy;
+                if (d->pw > ox) b0 = d->pw - ox;
+                if (d->W + d->pw - ox < b1) b1 = d->W + d->pw - ox;
+                if (a1 < a0) a1 = a0;
+                if (b1 < b0) b1 = b0;
+            }
+            const T *in = xb + (oy * d->Wb + ox) * d->Np;
+            T *acc = abuf + (pix - p0) * pstride;
+            const bool first = c0 == 0;
+            for (int64_t t = 0; t < ntile; t++, in += P, acc += P * ov * VL) {
+                if (ov == 1) {
+                    if (P == 24) FN(bblock1_24)(d, in, wb, c0, c1, a0, a1, b0, b1, first, acc);
+                    else FN(bblock1_16)(d, in, wb, c0, c1, a0, a1, b0, b1, first, acc);
+                } else {
+                    if (P == 12) FN(bblock2_12)(d, in, wb, c0, c1, a0, a1, b0, b1, first, acc);
+                    else FN(bblock2_8)(d, in, wb, c0, c1, a0, a1, b0, b1, first, acc);
+                }
+            }
+        }
+    }
+    for (int64_t pix = p0; pix < p1; pix++)
+        for (int64_t t = 0; t < ntile; t++) {
+            const int64_t n0 = t * P, ni = d->N - n0 < P ? d->N - n0 : P;
+            const T *acc = abuf + (pix - p0) * pstride + t * P * ov * VL;
+            for (int64_t j = 0; j < ov; j++)
+                for (int64_t l = 0; l < VL; l++) {
+                    const int64_t o = (v0 + j) * VL + l;
+                    if (o >= d->O) break;
+                    T *yo = y + n0 * ysz + o * ohw + pix;
+                    const T *src = acc + j * P * VL + l;
+                    for (int64_t i = 0; i < ni; i++) yo[i * ysz] = src[i * VL];
+                }
+        }
+}
+
+/* Batch tiles over all N images: x transposed into a zeroed (C, Hp, Wb,
+ * Np) (channels bps apart), then the items (channel block, stretch of
+ * pixels), about 4 per thread, shared. False when out of memory. */
+static bool FN(run_batch)(const dgeom *d, const T *x, const T *wr, T *y, int nth) {
+    const int64_t Np = d->Np, rs = d->Wb * Np, ps = d->bps, ohw = d->OH * d->OW;
+    int64_t chunks = (4 * nth + d->ncb - 1) / d->ncb;
+    if (chunks > ohw) chunks = ohw;
+    const int64_t most = (ohw + chunks - 1) / chunks, asz = most * 2 * Np * VL;
+    T *xb = tg_calloc((size_t)(d->C * ps), sizeof(T));
+    T *abuf = tg_malloc((size_t)(nth * asz) * sizeof(T));
+    if (!xb || !abuf) {
+        tg_free(xb);
+        tg_free(abuf);
+        return false;
+    }
+    const int64_t C = d->C, H = d->H, W = d->W, N = d->N;
+    TG_PAR_FOR(nth, c, C, {
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < H; i++) {
+                const T *src = x + ((n * C + c) * H + i) * W;
+                T *dst = xb + c * ps + (i + d->ph) * rs + d->pw * Np + n;
+                for (int64_t j = 0; j < W; j++) dst[j * Np] = src[j];
+            }
+    });
+    TG_PAR_FOR(nth, it, d->ncb * chunks, {
+        const int64_t k = it % chunks;
+        FN(run_bitem)(d, xb, wr, it / chunks, ohw * k / chunks, ohw * (k + 1) / chunks,
+                      abuf + omp_get_thread_num() * asz, y);
+    });
+    tg_free(xb);
+    tg_free(abuf);
+    return true;
 }
 
 /* Image xn (C, H, W) into buf (C, Hp, Wp) + slack, zero-padded: row i of
@@ -605,9 +787,9 @@ static void FN(image_share)(const dgeom *d, int64_t N, const T *x, const T *wr, 
 
 /* The geometry and the tiling of a call (see the header). tiles: "rows",
  * "flat" or "channels" to force one (the tests), else NULL. */
-static void FN(plan)(dgeom *d, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K, int64_t L,
-                     int64_t ph, int64_t pw, const char *tiles) {
-    *d = (dgeom){.C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
+static void FN(plan)(dgeom *d, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                     int64_t L, int64_t ph, int64_t pw, const char *tiles) {
+    *d = (dgeom){.N = N, .C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
     d->Hp = H + 2 * ph;
     /* Rows pw zeros apart, not 2 pw: a row's right border is the next
      * row's left one (and the last row's, the next plane's first pw
@@ -661,30 +843,150 @@ static void FN(plan)(dgeom *d, int64_t C, int64_t H, int64_t W, int64_t O, int64
      * FMA per tap either way). */
     const double px_lanes = (double)(d->ntile * VL) * (double)(d->nb * OCB);
     d->ch = tiles ? !strcmp(tiles, "channels") : ch_lanes * 1.1 < px_lanes;
+    /* Batch tiles: bp = 16 or 24 images, whichever pads N less (24 on a
+     * tie); their lanes per image, the taps inside the image only (the
+     * FMAs of one image's outputs: the rows' and the columns' counts
+     * multiply), plus a lane's worth for each output's scalar store. */
+    d->Wb = W + 2 * pw;
+    const int64_t n24 = (N + 23) / 24 * 24, n16 = (N + 15) / 16 * 16;
+    d->bp = n16 < n24 ? 16 : 24;
+    d->Np = d->bp == 16 ? n16 : n24;
+    /* an input channel's stretch, a line more than Hp Wb Np: channels
+     * 4 KiB apart would all fall in the same few sets of the cache */
+    d->bps = d->Hp * d->Wb * d->Np + VL;
+    /* input channels a stretch: its inputs (Hp Wb bp) and weights (K L
+     * 2 VL) in BT_CACHE bytes */
+    const int64_t per_c = (int64_t)sizeof(T) * (d->Hp * d->Wb * d->Np + K * L * 2 * VL);
+    d->cblk = BT_CACHE / per_c > 1 ? BT_CACHE / per_c : 1;
+    int64_t rows = 0, cols = 0;
+    for (int64_t y = 0; y < d->OH; y++) {
+        const int64_t r = (K < H + ph - y ? K : H + ph - y) - (ph > y ? ph - y : 0);
+        rows += r > 0 ? r : 0;
+    }
+    for (int64_t x = 0; x < d->OW; x++) {
+        const int64_t r = (L < W + pw - x ? L : W + pw - x) - (pw > x ? pw - x : 0);
+        cols += r > 0 ? r : 0;
+    }
+    const double taps = (double)rows * (double)cols * (double)C;
+    const double bt_lanes = (double)d->Np / (double)(N > 0 ? N : 1) * (double)d->opad *
+                            (taps + (double)(d->OH * d->OW * VL));
+    const double other = (d->ch ? ch_lanes : px_lanes) * (double)(C * K * L);
+    d->bt = tiles ? !strcmp(tiles, "batch") : N >= 8 && bt_lanes * 1.2 < other;
+    if (d->bt) d->ch = false;
+}
+
+/* VL rows of VL entries transposed in registers: at level s (VL/2 down
+ * to 1), rows i and i + s (bit s of i clear) swap the entries whose row
+ * and column differ in bit s; after every level each entry's row and
+ * column have traded all their bits. */
+TARGET static inline __attribute__((always_inline)) void FN(transpose)(VEC *v) {
+#pragma GCC unroll 4
+    for (int s = VL / 2; s >= 1; s /= 2) {
+        IDX_T lo[VL], hi[VL];
+        for (int j = 0; j < VL; j++) {
+            lo[j] = (IDX_T)(j & s ? VL + j - s : j);
+            hi[j] = (IDX_T)(j & s ? VL + j : j + s);
+        }
+        const __m512i il = _mm512_loadu_si512(lo), ih = _mm512_loadu_si512(hi);
+#pragma GCC unroll 16
+        for (int i = 0; i < VL; i++) {
+            if (i & s) continue;
+            const VEC a = v[i], b = v[i + s];
+            v[i] = PERMX2(a, il, b);
+            v[i + s] = PERMX2(a, ih, b);
+        }
+    }
+}
+
+/* Block k of the repacked weights: cw, channel block k of the channel
+ * and batch tiles (ov vectors from v0: (C, K, L, ov VL) at v0 VL C K L);
+ * else the vector groups' block k ((C, K, L, OCB) at k OCB C K L); zeros
+ * past O. From w (O, C, K, L), each (K, L) read reversed when flip: row r
+ * = c K L + t takes w's entry c K L + t, or c K L + K L - 1 - t. cw: VL
+ * channels by VL entries at a time, read as vectors, transposed in
+ * registers and stored as vectors (each a row's VL channels); the vector
+ * groups' narrower rows entry by entry. Whether every weight read is
+ * finite. */
+TARGET static bool FN(repack_block)(const dgeom *d, bool cw, bool flip, const T *w, T *wr,
+                                    int64_t k) {
+    const int64_t kl = d->K * d->L, ckl = d->C * kl;
+    const int64_t v0 = d->nvec * k / d->ncb, o0 = cw ? v0 * VL : k * OCB;
+    const int64_t width = cw ? (d->nvec * (k + 1) / d->ncb - v0) * VL : OCB;
+    T *base = wr + o0 * ckl;
+    if (!cw) {
+        bool bad = false;
+        for (int64_t o = o0; o < o0 + width; o++) {
+            T *dst = base + (o - o0);
+            if (o >= d->O) {
+                for (int64_t r = 0; r < ckl; r++) dst[r * width] = 0;
+                continue;
+            }
+            const T *src = w + o * ckl;
+            for (int64_t r = 0, c = 0, t = 0; r < ckl; r++) {
+                const T v = src[flip ? c * kl + kl - 1 - t : r];
+                UINT u;
+                memcpy(&u, &v, sizeof u);
+                bad |= (~u & EXP_MASK) == 0; /* all exponent bits set: inf, NaN */
+                dst[r * width] = v;
+                if (++t == kl) t = 0, c++;
+            }
+        }
+        return !bad;
+    }
+    const VEC z = ZERO();
+    MASK bad = 0;
+    for (int64_t j = 0; j < width / VL; j++) {
+        const int64_t oj = o0 + j * VL;
+        for (int64_t s0 = 0; s0 < ckl; s0 += VL) {
+            const int64_t n = ckl - s0 < VL ? ckl - s0 : VL;
+            const MASK m = (MASK)(n == VL ? ~0u : (1u << n) - 1u);
+            VEC v[VL];
+#pragma GCC unroll 16
+            for (int i = 0; i < VL; i++) {
+                v[i] = oj + i < d->O ? MLOADZ(m, w + (oj + i) * ckl + s0) : z;
+                bad |= CMP_UNORD(FMUL(v[i], z), z);
+            }
+            FN(transpose)(v);
+            /* v[i]: source column s0 + i of the VL channels */
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t sc = s0 + i, c = sc / kl;
+                const int64_t r = flip ? c * kl + kl - 1 - (sc - c * kl) : sc;
+                STOREU(base + r * width + j * VL, v[i]);
+            }
+        }
+    }
+    return !bad;
 }
 
 bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
                         int64_t L, int64_t ph, int64_t pw, bool flip, const T *x,
                         const T *w, T *y, int nth) {
     dgeom d;
-    FN(plan)(&d, C, H, W, O, K, L, ph, pw, getenv("TG_CONV_TILES"));
+    FN(plan)(&d, N, C, H, W, O, K, L, ph, pw, getenv("TG_CONV_TILES"));
     const int64_t ckl = C * K * L, isz = C * d.plane + d.slack, ysz = O * d.OH * d.OW;
-    /* Weights: (nb, C, K, L, OCB) for the vector groups, (C, K, L, opad)
-     * for the channel tiles; flipped when flip, zero past O. */
-    T *wr = tg_calloc((size_t)(d.ch ? ckl * d.opad : d.nb * ckl * OCB), sizeof(T));
+    const bool cw = d.ch || d.bt; /* weights (C, K, L, opad) */
+    /* Weights: (nb, C, K, L, OCB) for the vector groups, each channel
+     * block's (C, K, L, ov VL) one after the other for the channel and
+     * batch tiles (repack_block); flipped when flip, zero past O. */
+    const int64_t op = cw ? d.opad : d.nb * OCB, nob = cw ? d.ncb : d.nb;
+    T *wr = tg_malloc((size_t)(ckl * op) * sizeof(T));
     if (!wr) return false;
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t a = 0; a < K; a++)
-                for (int64_t b = 0; b < L; b++) {
-                    int64_t sa = flip ? K - 1 - a : a, sb = flip ? L - 1 - b : b;
-                    const T v = w[((o * C + c) * K + sa) * L + sb];
-                    if (d.ch)
-                        wr[((c * K + a) * L + b) * d.opad + o] = v;
-                    else
-                        wr[(((o / OCB) * C + c) * K * L + a * L + b) * OCB + o % OCB] = v;
-                }
     if (nth < 1) nth = 1;
+    bool finite = true;
+    if (nth > 1 && nob > 1 && ckl * op >= ((int64_t)1 << 16)) {
+#pragma omp parallel for schedule(static) num_threads(nth) reduction(&& : finite)
+        for (int64_t ob = 0; ob < nob; ob++)
+            finite = FN(repack_block)(&d, cw, flip, w, wr, ob) && finite;
+    } else {
+        for (int64_t ob = 0; ob < nob; ob++)
+            finite = FN(repack_block)(&d, cw, flip, w, wr, ob) && finite;
+    }
+    if (d.bt) {
+        d.skip = finite;
+        const bool ok = FN(run_batch)(&d, x, wr, y, nth);
+        tg_free(wr);
+        return ok;
+    }
     const bool per_image = N >= nth;
     T *bufs = tg_malloc((size_t)((per_image ? nth : N) * isz) * sizeof(T));
     if (!bufs) {
@@ -726,11 +1028,11 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
 }
 
 /* Which tiling a call of these sizes takes (tg_conv_direct_tiling). */
-const char *FN(tg_conv_direct_tiling)(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
-                                      int64_t L, int64_t ph, int64_t pw) {
+const char *FN(tg_conv_direct_tiling)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
+                                      int64_t K, int64_t L, int64_t ph, int64_t pw) {
     dgeom d;
-    FN(plan)(&d, C, H, W, O, K, L, ph, pw, getenv("TG_CONV_TILES"));
-    return d.ch ? "channels" : d.flat ? "flat" : "rows";
+    FN(plan)(&d, N, C, H, W, O, K, L, ph, pw, getenv("TG_CONV_TILES"));
+    return d.bt ? "batch" : d.ch ? "channels" : d.flat ? "flat" : "rows";
 }
 
 /* ---- the weight gradient's products ----

@@ -24,13 +24,13 @@ bool tg_conv_direct_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
                         int64_t L, int64_t ph, int64_t pw, bool flip, const double *x,
                         const double *w, double *y, int nth);
 
-/* The tiling tg_conv_direct takes for these sizes: "rows", "flat" or
- * "channels" (conv_direct.c's header); TG_CONV_TILES set to one of them
- * forces it. NULL without AVX-512 support in the build. */
-const char *tg_conv_direct_tiling_f32(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
-                                      int64_t L, int64_t ph, int64_t pw);
-const char *tg_conv_direct_tiling_f64(int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
-                                      int64_t L, int64_t ph, int64_t pw);
+/* The tiling tg_conv_direct takes for these sizes: "rows", "flat",
+ * "channels" or "batch" (conv_direct.c's header); TG_CONV_TILES set to one
+ * of them forces it. NULL without AVX-512 support in the build. */
+const char *tg_conv_direct_tiling_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
+                                      int64_t K, int64_t L, int64_t ph, int64_t pw);
+const char *tg_conv_direct_tiling_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
+                                      int64_t K, int64_t L, int64_t ph, int64_t pw);
 
 /* The weight gradient's product over a chunk of G images (AVX-512; call
  * only where tg_conv_direct_available()):
