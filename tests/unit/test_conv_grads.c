@@ -20,7 +20,8 @@
  * - float16 through float32, a case worked out by hand, and every
  *   allocation of a call failing in turn;
  * - both gradients on small planes of many channels (4x4 and 2x2), as
- *   chosen.
+ *   chosen (the weight gradient's sum by batch, tg_conv_gw_batch: the same
+ *   bits on 1-3 threads, and another path where gy is not finite).
  * On a CPU without AVX-512 both settings run im2col, and the test still
  * checks that against the naive loop. */
 #include <math.h>
@@ -398,6 +399,53 @@ static void test_small_planes(void **state) {
         }
 }
 
+/* The weight gradient of a small plane (tg_conv_gw_batch) on 1, 2 and 3
+ * threads, values that round: the same bits each time, close to the
+ * naive sums. And a gy holding an infinity: its products with the
+ * border's zeros are NaN, which that sum leaves out, so the gradient
+ * takes another path and agrees with im2col: NaN at tap (0, 0) of output
+ * channel 0 (pixel (0, 0) reads the border there). */
+static void test_small_planes_threads(void **state) {
+    (void)state;
+    gwcase c = {.N = 37, .C = 40, .H = 4, .W = 4, .O = 21, .K = 3, .L = 3, .sh = 1, .sw = 1,
+                .dh = 1, .dw = 1, .flip = true};
+    set_border(&c, 1);
+    int64_t xs[4] = {c.N, c.C, c.H, c.W};
+    tg_graph *g = grad_graph(true, "float32", &c);
+    tg_array *x = rand_arr(TG_FLOAT32, xs, false), *gy = gy_for(&c, TG_FLOAT32, false);
+    tg_array *want = naive(&c, x, gy), *first = NULL;
+    const int saved = omp_get_max_threads();
+    for (int nth = 1; nth <= 3; nth++) {
+        omp_set_num_threads(nth);
+        tg_array *y = run_mode(g, x, gy, NULL);
+        tu_assert_close(y, want, 1e-5, 1e-5);
+        if (!first) {
+            first = y;
+            continue;
+        }
+        assert_memory_equal(y->data, first->data, (size_t)tg_array_size(y) * sizeof(float));
+        tg_array_free(y);
+    }
+    omp_set_num_threads(saved);
+    /* (quarters from here: every order of the sums gives the same) */
+    tg_array *xe = rand_arr(TG_FLOAT32, xs, true), *ge = gy_for(&c, TG_FLOAT32, true);
+    ((float *)ge->data)[0] = INFINITY; /* n 0, o 0, pixel (0, 0) */
+    tg_array *ya = run_mode(g, xe, ge, NULL), *yi = run_mode(g, xe, ge, "im2col");
+    tu_assert_close(ya, yi, 0, 0);
+    /* (filter_flip: tap (0, 0) of the product is (2, 2) of the kernel) */
+    for (int64_t ch = 0; ch < c.C; ch++)
+        assert_true(isnan(((const float *)ya->data)[(0 * c.C + ch) * 9 + 8]));
+    tg_array_free(ya);
+    tg_array_free(yi);
+    tg_array_free(xe);
+    tg_array_free(ge);
+    tg_array_free(first);
+    tg_array_free(want);
+    tg_array_free(x);
+    tg_array_free(gy);
+    tg_graph_free(g);
+}
+
 /* The convnet example's second layer (the direct path as chosen: 12x12
  * against 8x8), batch 40 on 1-3 threads, values that round: close to the
  * naive sums, and the same bits each time (every pixel is one sum in a
@@ -537,6 +585,7 @@ int main(void) {
         cmocka_unit_test(test_grad_inputs),
         cmocka_unit_test(test_grad_inputs_threads),
         cmocka_unit_test(test_small_planes),
+        cmocka_unit_test(test_small_planes_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -876,6 +876,20 @@ static bool use_gw_direct(tg_dtype wd) {
     return (wd == TG_FLOAT32 || wd == TG_FLOAT64) && mode_now() != MODE_IM2COL;
 }
 
+/* Whether the weight gradient takes tg_conv_gw_batch (conv_direct.c):
+ * stride 1, no dilation, planes of 16 pixels or fewer (a CIFAR network's
+ * last layers, 4x4 and 2x2) and input channels that fill a vector, as
+ * chosen (TG_CONV=direct keeps gw_direct, the tests compare them). Its
+ * vectors hold input channels and it sums only the products whose input
+ * lies inside the image; gw_direct's vectors would run over a row or two
+ * of padded pixels, mostly idle (bench_conv, 2 threads, 64 images, 3x3
+ * "half": 128x4x4 to 128 channels 3.9-4.1 ms, 512x2x2 to 512 151 ms). */
+static bool use_gw_batch(const geom *g, tg_dtype wd) {
+    return (wd == TG_FLOAT32 || wd == TG_FLOAT64) && mode_now() == MODE_AUTO &&
+           tg_conv_direct_available() && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+           g->dw == 1 && g->OH * g->OW <= 16 && g->C >= (wd == TG_FLOAT64 ? 8 : 16);
+}
+
 typedef struct gwplan {
     const geom *g;
     tg_dtype wd;
@@ -1091,13 +1105,30 @@ static int gw_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         goto done;
     }
     char *dst = p->flip ? acc : gw;
-    /* Planes of 4 pixels or fewer (2x2: a CIFAR VGG's last layers): the
-     * direct kernel's vectors run over a few pixels, mostly idle, and the
-     * per-image products are as thin (K = 4); one product over a group of
-     * images' columns side by side does far better (bench_conv, 64 images
-     * 512x2x2 to 512 channels, 3x3 "half", 2 threads: 151 ms direct, 17
-     * ms per image, 13.5 ms grouped; at 4x4 the direct kernel is still
-     * ahead: 2.9 ms against 4.2). */
+    if (use_gw_batch(&g, wd)) {
+        const int nb = (double)total * (double)(g.N * ohw) < (double)TG_PARALLEL_MIN
+                           ? 1
+                           : omp_get_max_threads();
+        const int r = wd == TG_FLOAT64
+                          ? tg_conv_gw_batch_f64(g.N, g.C, g.H, g.W, g.O, g.K, g.L, g.ph, g.pw,
+                                                 (const double *)xp, (const double *)gp,
+                                                 (double *)dst, nb)
+                          : tg_conv_gw_batch_f32(g.N, g.C, g.H, g.W, g.O, g.K, g.L, g.ph, g.pw,
+                                                 (const float *)xp, (const float *)gp,
+                                                 (float *)dst, nb);
+        if (r < 0) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        if (r == 0) goto flip;
+    }
+    /* Planes of 4 pixels or fewer (2x2: a CIFAR VGG's last layers) with
+     * few channels or a gy that is not finite: the direct kernel's
+     * vectors run over a few pixels, mostly idle, and the per-image
+     * products are as thin (K = 4); one product over a group of images'
+     * columns side by side does far better (bench_conv, 64 images 512x2x2
+     * to 512 channels, 3x3 "half", 2 threads: 151 ms direct, 17 ms per
+     * image, 13.5 ms grouped). */
     const bool tiny = g.OH * g.OW <= 4;
     const bool direct = use_gw_direct(wd) && (!tiny || mode_now() == MODE_DIRECT);
     const int nth = direct ? -1 : tiny ? 0 : image_threads(&g);
@@ -1123,6 +1154,7 @@ static int gw_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         gemm(wd, false, true, g.O, ckk, gn * ohw, gn > 1 ? tmp : src, gn * ohw, cols, gn * ohw,
              n0 == 0 ? 0.0 : 1.0, dst, ckk);
     }
+flip:
     if (p->flip) {
         const int64_t kl = g.K * g.L;
         for (int64_t pl = 0; pl < g.O * g.C; pl++)

@@ -303,6 +303,22 @@ void tg_conv_spread_f32(int64_t rows, int64_t n, const float *src, int64_t sstri
     (void)rows, (void)n, (void)src, (void)sstride, (void)dst, (void)dstride;
 }
 
+int tg_conv_gw_batch_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                         int64_t L, int64_t ph, int64_t pw, const float *x, const float *gy,
+                         float *dw, int nth) {
+    (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+    (void)x, (void)gy, (void)dw, (void)nth;
+    return -1;
+}
+
+int tg_conv_gw_batch_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                         int64_t L, int64_t ph, int64_t pw, const double *x, const double *gy,
+                         double *dw, int nth) {
+    (void)N, (void)C, (void)H, (void)W, (void)O, (void)K, (void)L, (void)ph, (void)pw;
+    (void)x, (void)gy, (void)dw, (void)nth;
+    return -1;
+}
+
 void tg_conv_spread_f64(int64_t rows, int64_t n, const double *src, int64_t sstride,
                         double *dst, int64_t dstride) {
     (void)rows, (void)n, (void)src, (void)sstride, (void)dst, (void)dstride;
@@ -1110,6 +1126,147 @@ void FN(tg_conv_gw_chunk)(int64_t M, int64_t R, int64_t P, int64_t G, const T *a
                                           bstride, part + i0 * R + j0, R);
         }
     }
+}
+
+/* ---- the weight gradient by batch ----
+ *
+ * For small planes: dw[o][c][a][b] = sum over n, then the pixels (oy, ox)
+ * whose input (oy + a - ph, ox + b - pw) lies inside the image, of
+ * gy[n][o][oy][ox] x[n][c][..]. One tile: GWB_MR output channels
+ * (broadcasts of gy) x nv vectors of VL input channels (loads of x), one
+ * tap, its accumulators kept through the whole sum; x transposed to (N,
+ * H, W, Cp) and gy to (N, OH OW, Op), channels innermost. */
+#define GWB_MR 6
+typedef struct FN(gwbq) {
+    int64_t N, C, H, W, O, K, L, ph, pw, OH, OW, Cp, Op;
+    const T *xc, *gt;
+    T *dt; /* (K L, Op, Cp) */
+} FN(gwbq);
+
+TARGET BLOCK_ATTR static inline __attribute__((always_inline)) void
+FN(gwb_block)(const int nv, const FN(gwbq) *q, int64_t o0, int64_t c0, int64_t a, int64_t b) {
+    VEC acc[GWB_MR][4];
+#pragma GCC unroll 6
+    for (int i = 0; i < GWB_MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nv; j++) acc[i][j] = ZERO();
+    /* output pixels whose input is inside the image */
+    const int64_t oy0 = q->ph - a > 0 ? q->ph - a : 0, ox0 = q->pw - b > 0 ? q->pw - b : 0;
+    const int64_t oy1 = q->H + q->ph - a < q->OH ? q->H + q->ph - a : q->OH;
+    const int64_t ox1 = q->W + q->pw - b < q->OW ? q->W + q->pw - b : q->OW;
+    const int64_t ohw = q->OH * q->OW, Op = q->Op, Cp = q->Cp;
+    for (int64_t n = 0; n < q->N; n++)
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            const T *g = q->gt + (n * ohw + oy * q->OW + ox0) * Op + o0;
+            const T *xp = q->xc + ((n * q->H + oy + a - q->ph) * q->W + ox0 + b - q->pw) * Cp + c0;
+            for (int64_t ox = ox0; ox < ox1; ox++, g += Op, xp += Cp) {
+                VEC xv[4];
+#pragma GCC unroll 4
+                for (int j = 0; j < nv; j++) xv[j] = LOADU(xp + j * VL);
+#pragma GCC unroll 6
+                for (int i = 0; i < GWB_MR; i++) {
+                    const VEC gv = SET1(g[i]);
+#pragma GCC unroll 4
+                    for (int j = 0; j < nv; j++) acc[i][j] = FMA(gv, xv[j], acc[i][j]);
+                }
+            }
+        }
+    T *dst = q->dt + ((a * q->L + b) * Op + o0) * Cp + c0;
+#pragma GCC unroll 6
+    for (int i = 0; i < GWB_MR; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < nv; j++) STOREU(dst + i * Cp + j * VL, acc[i][j]);
+}
+
+#define GWB_FN(nv)                                                                                 \
+    TARGET BLOCK_ATTR static void FN(gwb_block##nv)(const FN(gwbq) * q, int64_t o0, int64_t c0,    \
+                                                    int64_t a, int64_t b) {                        \
+        FN(gwb_block)(nv, q, o0, c0, a, b);                                                        \
+    }
+GWB_FN(1) GWB_FN(2) GWB_FN(3) GWB_FN(4)
+
+int FN(tg_conv_gw_batch)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                         int64_t L, int64_t ph, int64_t pw, const T *x, const T *gy, T *dw,
+                         int nth) {
+    FN(gwbq) q = {.N = N, .C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
+    q.OH = H + 2 * ph - K + 1;
+    q.OW = W + 2 * pw - L + 1;
+    q.Cp = (C + VL - 1) / VL * VL;
+    q.Op = (O + GWB_MR - 1) / GWB_MR * GWB_MR;
+    const int64_t ohw = q.OH * q.OW, kl = K * L, hw = H * W;
+    T *xc = tg_malloc((size_t)(N * hw * q.Cp) * sizeof(T));
+    T *gt = tg_malloc((size_t)(N * ohw * q.Op) * sizeof(T));
+    T *dt = tg_malloc((size_t)(kl * q.Op * q.Cp) * sizeof(T));
+    if (!xc || !gt || !dt) {
+        tg_free(xc);
+        tg_free(gt);
+        tg_free(dt);
+        return -1;
+    }
+    if (nth < 1) nth = 1;
+    /* gy (N, O, OH OW) to (N, OH OW, Op), zeros past O; whether it is
+     * finite (v - v: 0, else NaN) */
+    bool finite = true;
+    const int64_t Op = q.Op, Cp = q.Cp;
+    if (nth > 1) {
+#pragma omp parallel for schedule(static) num_threads(nth) reduction(&& : finite)
+        for (int64_t n = 0; n < N; n++) {
+            T bad = 0;
+            for (int64_t p = 0; p < ohw; p++)
+                for (int64_t o = 0; o < Op; o++) {
+                    const T v = o < O ? gy[(n * O + o) * ohw + p] : 0;
+                    bad += v - v;
+                    gt[(n * ohw + p) * Op + o] = v;
+                }
+            finite = finite && bad == 0;
+        }
+    } else {
+        for (int64_t n = 0; n < N; n++) {
+            T bad = 0;
+            for (int64_t p = 0; p < ohw; p++)
+                for (int64_t o = 0; o < Op; o++) {
+                    const T v = o < O ? gy[(n * O + o) * ohw + p] : 0;
+                    bad += v - v;
+                    gt[(n * ohw + p) * Op + o] = v;
+                }
+            finite = finite && bad == 0;
+        }
+    }
+    if (!finite) {
+        tg_free(xc);
+        tg_free(gt);
+        tg_free(dt);
+        return 1;
+    }
+    /* x (N, C, H W) to (N, H W, Cp), zeros past C */
+    TG_PAR_FOR(nth, n, N, {
+        for (int64_t p = 0; p < hw; p++)
+            for (int64_t c = 0; c < Cp; c++)
+                xc[(n * hw + p) * Cp + c] = c < C ? x[(n * C + c) * hw + p] : 0;
+    });
+    q.xc = xc;
+    q.gt = gt;
+    q.dt = dt;
+    /* items: (tap, block of GWB_MR channels, block of up to 4 vectors) */
+    const int64_t nvec = Cp / VL, ncb = (nvec + 3) / 4, nob = Op / GWB_MR;
+    TG_PAR_FOR(nth, it, kl * nob * ncb, {
+        const int64_t t = it / (nob * ncb), ob = it / ncb % nob, cb = it % ncb;
+        const int64_t v0 = nvec * cb / ncb, nv = nvec * (cb + 1) / ncb - v0;
+        const int64_t a = t / L, b = t % L, o0 = ob * GWB_MR, c0 = v0 * VL;
+        if (nv == 4) FN(gwb_block4)(&q, o0, c0, a, b);
+        else if (nv == 3) FN(gwb_block3)(&q, o0, c0, a, b);
+        else if (nv == 2) FN(gwb_block2)(&q, o0, c0, a, b);
+        else FN(gwb_block1)(&q, o0, c0, a, b);
+    });
+    /* dt (K L, Op, Cp) to dw (O, C, K L) */
+    TG_PAR_FOR(nth, o, O, {
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t t = 0; t < kl; t++) dw[(o * C + c) * kl + t] = dt[(t * Op + o) * Cp + c];
+    });
+    tg_free(xc);
+    tg_free(gt);
+    tg_free(dt);
+    return 0;
 }
 
 /* x (C, H, W) into the inside of buf (C, Hp, Wp); whether every value

@@ -47,6 +47,24 @@ void tg_conv_gw_chunk_f64(int64_t M, int64_t R, int64_t P, int64_t G, const doub
                           int64_t lda, int64_t astride, const double *b, const int64_t *boff,
                           int64_t bstride, double *part);
 
+/* The weight gradient of a stride-1, undilated convolution, for small
+ * planes (AVX-512; call only where tg_conv_direct_available()):
+ *   dw[o][c][a][b] = sum over n, then the output pixels (oy, ox) whose
+ *   input (oy + a - ph, ox + b - pw) lies inside x, of gy[n][o][oy][ox]
+ *   x[n][c][oy + a - ph][ox + b - pw],
+ * x (N, C, H, W), gy (N, O, OH, OW) with OH = H + 2ph - K + 1 and OW =
+ * W + 2pw - L + 1, dw (O, C, K, L) written, unflipped; the sums' order
+ * depends on the shapes alone. Returns 0, or 1 when gy holds an infinity
+ * or a NaN (whose products with the border's zeros, which this sum leaves
+ * out, are NaN: the caller takes another path; dw unchanged), or -1 when
+ * out of memory. */
+int tg_conv_gw_batch_f32(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                         int64_t L, int64_t ph, int64_t pw, const float *x, const float *gy,
+                         float *dw, int nth);
+int tg_conv_gw_batch_f64(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
+                         int64_t L, int64_t ph, int64_t pw, const double *x, const double *gy,
+                         double *dw, int nth);
+
 /* One image x (C, H, W) copied into the inside of buf (C, Hp, Wp) at (ph,
  * pw); returns whether every value of x is finite. buf's border must be
  * zero already: the copy may write zeros over it, and up to 15 (float32)
