@@ -43,7 +43,8 @@
  * R = 1..4, whichever computes fewest positions) x one vector, or 12
  * pixels x two: per tap, one or two weight loads and a broadcast of each
  * pixel's input, FMAs bound again. The weights are repacked (C, K, L,
- * opad), each tap's channels together. The accumulators leave through a
+ * ov VL) for each block of channels, one block after the other, each
+ * tap's channels together. The accumulators leave through a
  * small buffer, each channel's pixels stored at their rows. The sums run
  * in the same order as the other tilings: the same bits. A call takes
  * them where they compute a tenth fewer lanes (outputs or not) than the
@@ -65,9 +66,10 @@
  * -0 but by underflow: the same values as the other tilings (a zero's
  * sign may differ where each term before the left-out one underflowed to
  * -0). Where a weight is infinite or NaN the border's terms are NaN, and
- * every tap is read. The threads share (channel block, group of images,
- * stretch of pixels) items; the outputs leave through a small buffer,
- * images O * OH * OW apart.
+ * every tap is read. The threads share (channel block, stretch of pixels)
+ * items, each over every image, its input channels in stretches that
+ * stay in the cache; the outputs leave through a buffer, images O * OH *
+ * OW apart.
  *
  * Threads: with at least as many images as threads, each thread takes
  * whole images (its own padded buffer); with fewer, all images are padded
@@ -511,7 +513,8 @@ static void FN(run_groups)(const dgeom *d, const T *in, const T *wr, int64_t ob,
  * accumulator per pixel and vector:
  *   acc[i][j] += in_padded[c][y_i + a][x_i + b] * w[c][a][b][channels of j],
  * a broadcast of the pixel's input against a load of the weights, which
- * the repacking lays out (C, K, L, opad). Each output's sum runs over c,
+ * the repacking lays out (C, K, L, ov VL) for each channel block. Each
+ * output's sum runs over c,
  * a, b in the same order as in the row and flat tiles: the same bits.
  * The accumulators go to tmp (ov, P, VL), for run_ctiles to store. */
 TARGET BLOCK_ATTR static inline __attribute__((always_inline)) void
@@ -634,8 +637,8 @@ static void FN(run_ctiles)(const dgeom *d, const T *in, const T *wc, int64_t cb,
  * order of the other tilings, here for c0 <= c < c1 only: the sums
  * start from zero when first, else from tmp, and go back to tmp (ov, P,
  * VL), the same bits as one run over every c. in: xb at (c 0, row y,
- * column x, image n0); wb: the block's first channel in the (C, K, L,
- * opad) weights. */
+ * column x, image n0); wb: the channel block's (C, K, L, ov VL)
+ * weights. */
 TARGET BLOCK_ATTR static inline __attribute__((always_inline)) void
 FN(bblock)(const int ov, const int P, const dgeom *d, const T *in, const T *wb, int64_t c0,
            int64_t c1, int64_t a0, int64_t a1, int64_t b0, int64_t b1, bool first, T *tmp) {
@@ -802,7 +805,7 @@ static void FN(image_share)(const dgeom *d, int64_t N, const T *x, const T *wr, 
 }
 
 /* The geometry and the tiling of a call (see the header). tiles: "rows",
- * "flat" or "channels" to force one (the tests), else NULL. */
+ * "flat", "channels" or "batch" to force one (the tests), else NULL. */
 static void FN(plan)(dgeom *d, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
                      int64_t L, int64_t ph, int64_t pw, const char *tiles) {
     *d = (dgeom){.N = N, .C = C, .H = H, .W = W, .O = O, .K = K, .L = L, .ph = ph, .pw = pw};
@@ -870,7 +873,7 @@ static void FN(plan)(dgeom *d, int64_t N, int64_t C, int64_t H, int64_t W, int64
     /* an input channel's stretch, a line more than Hp Wb Np: channels
      * 4 KiB apart would all fall in the same few sets of the cache */
     d->bps = d->Hp * d->Wb * d->Np + VL;
-    /* input channels a stretch: its inputs (Hp Wb bp) and weights (K L
+    /* input channels a stretch: its inputs (Hp Wb Np) and weights (K L
      * 2 VL) in BT_CACHE bytes */
     const int64_t per_c = (int64_t)sizeof(T) * (d->Hp * d->Wb * d->Np + K * L * 2 * VL);
     d->cblk = BT_CACHE / per_c > 1 ? BT_CACHE / per_c : 1;
@@ -980,7 +983,7 @@ bool FN(tg_conv_direct)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, i
     dgeom d;
     FN(plan)(&d, N, C, H, W, O, K, L, ph, pw, getenv("TG_CONV_TILES"));
     const int64_t ckl = C * K * L, isz = C * d.plane + d.slack, ysz = O * d.OH * d.OW;
-    const bool cw = d.ch || d.bt; /* weights (C, K, L, opad) */
+    const bool cw = d.ch || d.bt; /* weights (C, K, L, ov VL) a block */
     /* Weights: (nb, C, K, L, OCB) for the vector groups, each channel
      * block's (C, K, L, ov VL) one after the other for the channel and
      * batch tiles (repack_block); flipped when flip, zero past O. */
@@ -1185,6 +1188,20 @@ FN(gwb_block)(const int nv, const FN(gwbq) *q, int64_t o0, int64_t c0, int64_t a
     }
 GWB_FN(1) GWB_FN(2) GWB_FN(3) GWB_FN(4)
 
+/* Image n of gy (O, OH OW) into gt (OH OW, Op), zeros past O; whether it
+ * is finite (v - v: 0, else NaN). */
+static bool FN(gwb_gy)(const FN(gwbq) *q, const T *gy, T *gt, int64_t n) {
+    const int64_t ohw = q->OH * q->OW, O = q->O, Op = q->Op;
+    T bad = 0;
+    for (int64_t p = 0; p < ohw; p++)
+        for (int64_t o = 0; o < Op; o++) {
+            const T v = o < O ? gy[(n * O + o) * ohw + p] : 0;
+            bad += v - v;
+            gt[(n * ohw + p) * Op + o] = v;
+        }
+    return bad == 0;
+}
+
 int FN(tg_conv_gw_batch)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t K,
                          int64_t L, int64_t ph, int64_t pw, const T *x, const T *gy, T *dw,
                          int nth) {
@@ -1204,33 +1221,14 @@ int FN(tg_conv_gw_batch)(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, 
         return -1;
     }
     if (nth < 1) nth = 1;
-    /* gy (N, O, OH OW) to (N, OH OW, Op), zeros past O; whether it is
-     * finite (v - v: 0, else NaN) */
+    /* gy (N, O, OH OW) to (N, OH OW, Op), zeros past O */
     bool finite = true;
     const int64_t Op = q.Op, Cp = q.Cp;
     if (nth > 1) {
 #pragma omp parallel for schedule(static) num_threads(nth) reduction(&& : finite)
-        for (int64_t n = 0; n < N; n++) {
-            T bad = 0;
-            for (int64_t p = 0; p < ohw; p++)
-                for (int64_t o = 0; o < Op; o++) {
-                    const T v = o < O ? gy[(n * O + o) * ohw + p] : 0;
-                    bad += v - v;
-                    gt[(n * ohw + p) * Op + o] = v;
-                }
-            finite = finite && bad == 0;
-        }
+        for (int64_t n = 0; n < N; n++) finite = FN(gwb_gy)(&q, gy, gt, n) && finite;
     } else {
-        for (int64_t n = 0; n < N; n++) {
-            T bad = 0;
-            for (int64_t p = 0; p < ohw; p++)
-                for (int64_t o = 0; o < Op; o++) {
-                    const T v = o < O ? gy[(n * O + o) * ohw + p] : 0;
-                    bad += v - v;
-                    gt[(n * ohw + p) * Op + o] = v;
-                }
-            finite = finite && bad == 0;
-        }
+        for (int64_t n = 0; n < N; n++) finite = FN(gwb_gy)(&q, gy, gt, n) && finite;
     }
     if (!finite) {
         tg_free(xc);
