@@ -366,6 +366,28 @@ static void test_grad_inputs(void **state) {
     grad_inputs_shapes(TG_FLOAT64);
 }
 
+/* g's float32 result as chosen (no TG_CONV) on 1, 2 and 3 threads: close
+ * to want, and the same bits each time; returns the first (the caller
+ * frees it). */
+static tg_array *same_bits_on_threads(tg_graph *g, tg_array *a, tg_array *b,
+                                      const tg_array *want) {
+    tg_array *first = NULL;
+    const int saved = omp_get_max_threads();
+    for (int nth = 1; nth <= 3; nth++) {
+        omp_set_num_threads(nth);
+        tg_array *y = run_mode(g, a, b, NULL);
+        tu_assert_close(y, want, 1e-5, 1e-5);
+        if (!first) {
+            first = y;
+            continue;
+        }
+        assert_memory_equal(y->data, first->data, (size_t)tg_array_size(y) * sizeof(float));
+        tg_array_free(y);
+    }
+    omp_set_num_threads(saved);
+    return first;
+}
+
 /* Small planes of many channels (a CIFAR network's last layers): 4x4 and
  * 2x2 "half", batch 20 and 37, 20 and 40 channels, float32 and float64:
  * the weight gradient as chosen (planes of 4 pixels or fewer take the
@@ -413,20 +435,7 @@ static void test_small_planes_threads(void **state) {
     int64_t xs[4] = {c.N, c.C, c.H, c.W};
     tg_graph *g = grad_graph(true, "float32", &c);
     tg_array *x = rand_arr(TG_FLOAT32, xs, false), *gy = gy_for(&c, TG_FLOAT32, false);
-    tg_array *want = naive(&c, x, gy), *first = NULL;
-    const int saved = omp_get_max_threads();
-    for (int nth = 1; nth <= 3; nth++) {
-        omp_set_num_threads(nth);
-        tg_array *y = run_mode(g, x, gy, NULL);
-        tu_assert_close(y, want, 1e-5, 1e-5);
-        if (!first) {
-            first = y;
-            continue;
-        }
-        assert_memory_equal(y->data, first->data, (size_t)tg_array_size(y) * sizeof(float));
-        tg_array_free(y);
-    }
-    omp_set_num_threads(saved);
+    tg_array *want = naive(&c, x, gy), *first = same_bits_on_threads(g, x, gy, want);
     /* (quarters from here: every order of the sums gives the same) */
     tg_array *xe = rand_arr(TG_FLOAT32, xs, true), *ge = gy_for(&c, TG_FLOAT32, true);
     ((float *)ge->data)[0] = INFINITY; /* n 0, o 0, pixel (0, 0) */
@@ -458,20 +467,7 @@ static void test_grad_inputs_threads(void **state) {
     int64_t ws[4] = {c.O, c.C, c.K, c.L};
     tg_graph *g = grad_graph(false, "float32", &c);
     tg_array *w = rand_arr(TG_FLOAT32, ws, false), *gy = gy_for(&c, TG_FLOAT32, false);
-    tg_array *want = naive_gi(&c, w, gy), *first = NULL;
-    const int saved = omp_get_max_threads();
-    for (int nth = 1; nth <= 3; nth++) {
-        omp_set_num_threads(nth);
-        tg_array *y = run_mode(g, w, gy, NULL);
-        tu_assert_close(y, want, 1e-5, 1e-5);
-        if (!first) {
-            first = y;
-            continue;
-        }
-        assert_memory_equal(y->data, first->data, (size_t)tg_array_size(y) * sizeof(float));
-        tg_array_free(y);
-    }
-    omp_set_num_threads(saved);
+    tg_array *want = naive_gi(&c, w, gy), *first = same_bits_on_threads(g, w, gy, want);
     tg_array_free(first);
     tg_array_free(want);
     tg_array_free(w);
