@@ -467,12 +467,17 @@ static void test_out_of_memory(void **state) {
     tg_array *x = rand_f32(xs), *w = rand_f32(ws), *in[2] = {x, w};
     tg_array *want = naive(x, w, 1, 1, true);
     setenv("TG_CONV", "direct", 1);
-    tg_array *out[1] = {NULL};
-    long failed = tu_call_failing_each(f, in, out, ctx);
+    /* row tiles, then batch tiles (the transposed input, the sums) */
+    for (int bt = 0; bt < 2; bt++) {
+        if (bt) setenv("TG_CONV_TILES", "batch", 1);
+        tg_array *out[1] = {NULL};
+        long failed = tu_call_failing_each(f, in, out, ctx);
+        tu_assert_close(out[0], want, 0, 0);
+        tg_array_free(out[0]);
+        assert_true(failed >= 3); /* at least the result, the weights, the padded images */
+    }
+    unsetenv("TG_CONV_TILES");
     unsetenv("TG_CONV");
-    tu_assert_close(out[0], want, 0, 0);
-    tg_array_free(out[0]);
-    assert_true(failed >= 3); /* at least the result, the weights, the padded images */
     tg_array_free(want);
     tg_array_free(x);
     tg_array_free(w);

@@ -538,11 +538,13 @@ static void test_by_hand(void **state) {
 static void test_out_of_memory(void **state) {
     (void)state;
     /* the weight gradient with strides 1 and 2, then the input gradient's
-     * direct path */
-    for (int s = 1; s <= 3; s++) {
-        const bool gi = s == 3;
-        gwcase c = {.N = 7, .C = 3, .H = 9, .W = 20, .O = 10, .K = 3, .L = 3, .sh = gi ? 1 : s,
-                    .sw = gi ? 1 : s, .dh = 1, .dw = 1, .flip = true};
+     * direct path, then the weight gradient by batch (a 2x2 plane, 16
+     * channels) */
+    for (int s = 1; s <= 4; s++) {
+        const bool gi = s == 3, small = s == 4;
+        gwcase c = {.N = 7, .C = small ? 16 : 3, .H = small ? 2 : 9, .W = small ? 2 : 20,
+                    .O = 10, .K = 3, .L = 3, .sh = s == 2 ? 2 : 1, .sw = s == 2 ? 2 : 1,
+                    .dh = 1, .dw = 1, .flip = true};
         set_border(&c, 1);
         int64_t xs[4] = {c.N, c.C, c.H, c.W}, ws[4] = {c.O, c.C, c.K, c.L};
         tg_graph *g = grad_graph(!gi, "float32", &c);
