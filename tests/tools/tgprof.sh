@@ -213,6 +213,17 @@ fi
 check '[ $? -eq 0 ]' "tgprof profiles the logistic regression"
 $PY -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' "$tmp/mlp.trace.json" \
   && echo "ok: the MLP's trace is valid JSON" || { echo "FAIL: the MLP's trace is not valid JSON"; fails=$((fails + 1)); }
+# A report or trace whose write fails (the file-size limit, as a full disk
+# would) leaves the file that was there as it was, and no temporary.
+for opt in json trace; do
+  echo previous >"$tmp/keep.$opt"
+  (ulimit -f 8; trap '' XFSZ; exec "$TGPROF" "$TG_SRC/examples/logreg.json" -f train -i x="$tmp/x.npy" \
+     -i y="$tmp/y.npy" --calls 2 --$opt "$tmp/keep.$opt") >/dev/null 2>"$tmp/err"
+  rc=$?
+  check '[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^tgprof: --$opt .*keep.$opt: write failed" "$tmp/err" &&
+         [ "$(cat "$tmp/keep.$opt")" = previous ] && [ -z "$(ls "$tmp" | grep "keep.$opt.tmp")" ]' \
+    "a failed --$opt write leaves the previous file and no temporary (rc $rc, $(head -c 100 "$tmp/err"))"
+done
 
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \

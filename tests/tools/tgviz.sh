@@ -64,7 +64,7 @@ bad "$fx" -o "$tmp/x.html" -f nope "nope"
 bad "$fx" "required"
 bad "$fx" -o "$tmp/x.html" --bogus "unknown option"
 bad "$fx" -o "$tmp/x.html" --layout neato "unknown layout"
-bad "$fx" -o "$tmp/nodir/x.html" "cannot open"
+bad "$fx" -o "$tmp/nodir/x.html" "nodir/x.html: cannot create a temporary file: No such file"
 echo '{"functions": [{"name": "main", "nodes": [{"key": "xw", "time_s": 1, "share": 2}]}]}' >"$tmp/p1.json"
 bad "$fx" --profile "$tmp/p1.json" -o "$tmp/x.html" "nodes\[0\].share"
 echo '{"functions": [{"name": "main", "nodes": [{"key": "nothere", "time_s": 1, "share": 0.5}]}]}' >"$tmp/p2.json"
@@ -72,6 +72,20 @@ bad "$fx" --profile "$tmp/p2.json" -o "$tmp/x.html" "no node key"
 echo '{"functions": ' >"$tmp/p3.json"
 bad "$fx" --profile "$tmp/p3.json" -o "$tmp/x.html" "p3.json"
 check '[ ! -e "$tmp/x.html" ]' "no partial output after an error"
+# A write that fails (here the file-size limit, as a full disk would)
+# leaves the file that was at OUT as it was, and no temporary beside it;
+# Graphviz's own writer would end the process there.
+for fmt in html svg png; do
+  echo previous >"$tmp/keep.$fmt"
+  (ulimit -f 16; trap '' XFSZ; exec "$TGVIZ" "$TG_SRC/examples/mlp.json" -f train -o "$tmp/keep.$fmt") 2>"$tmp/err"
+  rc=$?
+  check '[ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "keep.$fmt: write failed: File too large" "$tmp/err" &&
+         [ "$(cat "$tmp/keep.$fmt")" = previous ] && [ -z "$(ls "$tmp" | grep "keep.$fmt.tmp")" ]' \
+    "a failed write of $fmt leaves the previous file and no temporary (rc $rc, $(head -c 100 "$tmp/err"))"
+done
+"$TGVIZ" "$TG_SRC/examples/mlp.json" -f train -o "$tmp/keep.svg" 2>/dev/null
+check '[ $? = 0 ] && [ "$(svg_nodes "$tmp/keep.svg")" -gt 10 ] && [ -z "$(ls "$tmp" | grep "\.tmp\.")" ]' \
+  "a write that succeeds replaces the file"
 check '"$TGVIZ" --help | grep -q "usage: tgviz" && "$TGVIZ" --version | grep -q "^tgviz "' "--help and --version"
 
 # A compiled-function file: the page of mlp.tgf holds the nodes, edges and

@@ -190,6 +190,55 @@ int cli_mkdirs(const char *path) {
     return 0;
 }
 
+FILE *cli_out_open(cli_out *o, const char *tool, const char *opt, const char *path) {
+    *o = (cli_out){.tool = tool, .opt = opt, .path = path};
+    if (!strcmp(path, "-")) return o->f = stdout;
+    tg_ctx *ctx = tg_ctx_new();
+    int fd = -1;
+    if (!(o->sv = malloc(sizeof *o->sv)) || !ctx) {
+        cli_error(tool, "%s %s: out of memory", opt, path);
+    } else if (tg_file_begin(path, o->sv, ctx)) {
+        cli_error(tool, "%s %s", opt, tg_ctx_message(ctx));
+    } else if ((fd = dup(o->sv->fd)) < 0 || !(o->f = fdopen(fd, "wb"))) {
+        cli_error(tool, "%s %s: cannot open for writing: %s", opt, path, strerror(errno));
+        if (fd >= 0) close(fd);
+        tg_file_abort(o->sv);
+    } else {
+        tg_ctx_free(ctx);
+        return o->f;
+    }
+    free(o->sv);
+    o->sv = NULL;
+    tg_ctx_free(ctx);
+    return NULL;
+}
+
+int cli_out_close(cli_out *o, bool keep) {
+    if (!o->f) return 0;
+    /* fflush first: its errno says why a buffered write failed. */
+    int bad = fflush(o->f) != 0 || ferror(o->f) ? errno ? errno : EIO : 0;
+    if (o->f != stdout && fclose(o->f) != 0 && !bad) bad = errno ? errno : EIO;
+    o->f = NULL;
+    if (bad && keep) cli_error(o->tool, "%s %s: write failed: %s", o->opt, o->path, strerror(bad));
+    int rc = bad ? -1 : 0;
+    if (o->sv) {
+        if (keep && !bad) {
+            tg_ctx *ctx = tg_ctx_new();
+            if (!ctx || tg_file_finish(o->sv, ctx)) {
+                cli_error(o->tool, "%s %s", o->opt, ctx ? tg_ctx_message(ctx) : "out of memory");
+                if (!ctx) tg_file_abort(o->sv);
+                rc = -1;
+            }
+            tg_ctx_free(ctx);
+        } else {
+            tg_file_abort(o->sv);
+        }
+        free(o->sv);
+        o->sv = NULL;
+    }
+    return rc;
+}
+
 void cli_progress_start(cli_progress *p, long total, const char *label) {
     p->on = total > 1 && isatty(2);
     p->total = total;

@@ -91,6 +91,22 @@ void cli_session_close(cli_session *s);
 /* Create a folder and its parents (mkdir -p). 0 or -1 with errno. */
 int cli_mkdirs(const char *path);
 
+/* An output file (-o, --json, --trace) that is written whole or not at
+ * all. cli_out_open gives a stream to a temporary file beside `path`
+ * ("-": standard output; a device or FIFO is written in place);
+ * cli_out_close flushes it and, when `keep` is true and every write
+ * succeeded, syncs it and renames it over `path`. A failure, `keep`
+ * false, or a kill before the rename leave the previous file as it was.
+ * Both print one line on stderr ("tool: opt path: why") on failure:
+ * open returns NULL, close -1. */
+typedef struct cli_out {
+    FILE *f;
+    struct tg_file_save *sv; /* NULL for standard output */
+    const char *tool, *opt, *path; /* borrowed, for messages */
+} cli_out;
+FILE *cli_out_open(cli_out *o, const char *tool, const char *opt, const char *path);
+int cli_out_close(cli_out *o, bool keep);
+
 /* A progress bar on stderr, drawn only when stderr is a terminal. */
 typedef struct cli_progress {
     bool on;

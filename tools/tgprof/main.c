@@ -369,9 +369,7 @@ static void put_us(FILE *o, uint64_t ns) {
     fprintf(o, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
 }
 
-static int write_trace(const prof_info *P, const char *path) {
-    FILE *o = fopen(path, "w");
-    if (!o) return -1;
+static void write_trace(const prof_info *P, FILE *o) {
     tg_function *f = P->f;
     fprintf(o, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
@@ -436,8 +434,6 @@ static int write_trace(const prof_info *P, const char *path) {
     free(run);
     free(after);
     fprintf(o, "\n]}\n");
-    bool bad = ferror(o);
-    return fclose(o) == 0 && !bad ? 0 : -1;
 }
 
 /* ---- main ---- */
@@ -623,18 +619,40 @@ int main(int argc, char **argv) {
         goto done;
     }
     print_report(&P, (int)(top > 1000000 ? 1000000 : top), &mem);
+    /* Each file whole or not at all: a failure leaves what was there. */
     if (json_out) {
         rep = prof_report_json(&P, &mem);
-        if (json_object_to_file_ext(json_out, rep, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE) < 0) {
-            cli_error(TOOL, "--json %s: cannot write the report: %s", json_out, strerror(errno));
+        const char *text = rep ? json_object_to_json_string_ext(rep, JSON_C_TO_STRING_PRETTY |
+                                                                         JSON_C_TO_STRING_NOSLASHESCAPE)
+                               : NULL;
+        cli_out o;
+        if (!text) {
+            cli_error(TOOL, "--json %s: out of memory", json_out);
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
+        if (!cli_out_open(&o, TOOL, "--json", json_out)) {
             rc = TG_EXIT_USAGE;
             goto done;
         }
+        fputs(text, o.f);
+        fputc('\n', o.f);
+        if (cli_out_close(&o, true)) {
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
     }
-    if (trace_out && write_trace(&P, trace_out) < 0) {
-        cli_error(TOOL, "--trace %s: cannot write the trace: %s", trace_out, strerror(errno));
-        rc = TG_EXIT_USAGE;
-        goto done;
+    if (trace_out) {
+        cli_out o;
+        if (!cli_out_open(&o, TOOL, "--trace", trace_out)) {
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+        write_trace(&P, o.f);
+        if (cli_out_close(&o, true)) {
+            rc = TG_EXIT_FOUND;
+            goto done;
+        }
     }
 done:
     json_object_put(rep);

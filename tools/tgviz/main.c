@@ -270,6 +270,7 @@ int main(int argc, char **argv) {
     vz_graph vo = {0}, vr = {0};
     json_object *data = NULL, *prof_root = NULL, *prof_nodes = NULL;
     FILE *out = NULL;
+    cli_out co_out = {0};
     const char *path = argv[optind];
     bool is_tgf = cli_is_tgf(path);
     const char *fn;
@@ -416,36 +417,41 @@ int main(int argc, char **argv) {
         rc = TG_EXIT_USAGE;
         goto done;
     }
-    if (!(out = to_stdout ? stdout : fopen(outp, "wb"))) {
-        cli_error(TOOL, "-o %s: cannot open for writing (%s)", outp, strerror(errno));
+    if (!(out = cli_out_open(&co_out, TOOL, "-o", outp))) {
         rc = TG_EXIT_USAGE;
         goto done;
     }
     if (page) {
         const char *s = json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN);
         /* json-c writes '/' as "\/", so "</script>" cannot occur in it. */
-        if (vz_page_write(out, s)) {
-            cli_error(TOOL, "-o %s: write failed", outp);
+        if (!s) {
+            cli_error(TOOL, "out of memory");
+            rc = TG_EXIT_FOUND;
+        } else if (vz_page_write(out, s)) {
+            cli_error(TOOL, "-o %s: write failed: %s", outp, strerror(errno));
             rc = TG_EXIT_FOUND;
         }
     } else {
         vz_graph *vg = want_opt ? &vo : &vr;
-        if (gvRender(gvc, vg->ag, format, out) != 0) {
+        /* Rendered in memory, then written: Graphviz's own writer ends
+         * the process when a write fails (a full disk), before the
+         * temporary file could be removed. */
+        char *pic = NULL;
+        unsigned int len = 0;
+        if (gvRenderData(gvc, vg->ag, format, &pic, &len) != 0 || !pic) {
             cli_error(TOOL, "Graphviz could not render %s (is its %s plugin installed?)", format, format);
             rc = TG_EXIT_FOUND;
+        } else if (fwrite(pic, 1, len, out) != len) {
+            cli_error(TOOL, "-o %s: write failed: %s", outp, strerror(errno));
+            rc = TG_EXIT_FOUND;
         }
+        if (pic) gvFreeRenderData(pic);
         gvFreeLayout(gvc, vg->ag);
     }
 done:
-    if (out) {
-        bool is_stdout = out == stdout;
-        if ((is_stdout ? fflush(out) : fclose(out)) != 0 && rc == TG_EXIT_OK) {
-            cli_error(TOOL, "-o %s: write failed", outp);
-            rc = TG_EXIT_FOUND;
-        }
-        /* No partial output. */
-        if (rc != TG_EXIT_OK && !is_stdout) remove(outp);
-    }
+    /* The whole page or picture, or nothing: a failure leaves what was
+     * at OUT before. */
+    if (cli_out_close(&co_out, rc == TG_EXIT_OK) && rc == TG_EXIT_OK) rc = TG_EXIT_FOUND;
     json_object_put(data);
     json_object_put(prof_root);
     if (vr.ag) vz_free(&vr);
