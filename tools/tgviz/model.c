@@ -2,6 +2,7 @@
  * to a drawing, and its dot layout. See model.h. */
 #include "model.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,18 +293,143 @@ static json_object *var_json(const tg_var *v) {
     return o;
 }
 
-static json_object *trace_json(const tg_trace *t) {
-    json_object *a = json_object_new_array();
+/* ---- a node's variables and trace, written straight from the node ----
+ * An apply node's "inputs", "outputs" and "trace" are what the page reads
+ * and no C code does, and as json-c objects (an object and its hash table
+ * per variable) they were most of tgviz's memory on a large graph. Each
+ * is one small json_object whose serializer writes, from the node, the
+ * text json-c would write for those objects: var_json's for each
+ * variable, {file, line, function, code} for each frame. The graph keeps
+ * the node alive until the drawing's JSON is written. The text is
+ * json-c's plain form whatever the flags, with json-c's escapes. */
+static void put_text(struct printbuf *pb, const char *s, int flags) {
+    static const char hex[] = "0123456789abcdef";
+    printbuf_memappend_fast(pb, "\"", 1);
+    const char *run = s;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        const char *esc = NULL;
+        char u[7];
+        switch (c) {
+        case '\b': esc = "\\b"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case '\f': esc = "\\f"; break;
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '/': esc = flags & JSON_C_TO_STRING_NOSLASHESCAPE ? NULL : "\\/"; break;
+        default:
+            if (c < ' ') {
+                memcpy(u, "\\u00", 4);
+                u[4] = hex[c >> 4];
+                u[5] = hex[c & 15];
+                u[6] = 0;
+                esc = u;
+            }
+        }
+        if (!esc) continue;
+        printbuf_memappend_fast(pb, run, (int)((const char *)p - run));
+        printbuf_memappend_fast(pb, esc, (int)strlen(esc));
+        run = (const char *)p + 1;
+    }
+    printbuf_memappend_fast(pb, run, (int)strlen(run));
+    printbuf_memappend_fast(pb, "\"", 1);
+}
+
+static void put_lit(struct printbuf *pb, const char *s) { printbuf_memappend_fast(pb, s, (int)strlen(s)); }
+
+static void put_int(struct printbuf *pb, int64_t v) {
+    char b[24];
+    int k = snprintf(b, sizeof b, "%" PRId64, v);
+    printbuf_memappend_fast(pb, b, k);
+}
+
+/* var_json's text. */
+static void put_var(struct printbuf *pb, const tg_var *v, int flags) {
+    put_lit(pb, "{\"id\":");
+    put_text(pb, v->id, flags);
+    if (v->name) {
+        put_lit(pb, ",\"name\":");
+        put_text(pb, v->name, flags);
+    }
+    put_lit(pb, ",\"dtype\":");
+    put_text(pb, tg_dtype_name(v->type.dtype), flags);
+    put_lit(pb, ",\"shape\":[");
+    for (int d = 0; d < v->type.ndim; d++) {
+        if (d) put_lit(pb, ",");
+        if (v->type.shape[d] < 0)
+            put_lit(pb, "null");
+        else
+            put_int(pb, v->type.shape[d]);
+    }
+    put_lit(pb, "]}");
+}
+
+static int put_vars(struct printbuf *pb, tg_var *const *vars, int n, int flags) {
+    put_lit(pb, "[");
+    for (int i = 0; i < n; i++) {
+        if (i) put_lit(pb, ",");
+        put_var(pb, vars[i], flags);
+    }
+    put_lit(pb, "]");
+    return 0;
+}
+
+static int write_inputs(json_object *jso, struct printbuf *pb, int level, int flags) {
+    (void)level;
+    const tg_node *n = json_object_get_userdata(jso);
+    return put_vars(pb, n->inputs, n->nin, flags);
+}
+
+static int write_outputs(json_object *jso, struct printbuf *pb, int level, int flags) {
+    (void)level;
+    const tg_node *n = json_object_get_userdata(jso);
+    return put_vars(pb, n->outputs, n->nout, flags);
+}
+
+/* The frames of n's creation trace. */
+static int write_trace(json_object *jso, struct printbuf *pb, int level, int flags) {
+    (void)level;
+    const tg_trace *t = &((const tg_node *)json_object_get_userdata(jso))->trace;
+    put_lit(pb, "[");
     for (int i = 0; i < t->n; i++) {
         const tg_frame *fr = &t->frames[i];
-        json_object *o = json_object_new_object();
-        if (fr->file) json_object_object_add(o, "file", jstr(fr->file));
-        if (fr->line >= 0) json_object_object_add(o, "line", json_object_new_int64(fr->line));
-        if (fr->function) json_object_object_add(o, "function", jstr(fr->function));
-        if (fr->code) json_object_object_add(o, "code", jstr(fr->code));
-        json_object_array_add(a, o);
+        const char *sep = "";
+        put_lit(pb, i ? ",{" : "{");
+        if (fr->file) {
+            put_lit(pb, "\"file\":");
+            put_text(pb, fr->file, flags);
+            sep = ",";
+        }
+        if (fr->line >= 0) {
+            put_lit(pb, sep);
+            put_lit(pb, "\"line\":");
+            put_int(pb, fr->line);
+            sep = ",";
+        }
+        if (fr->function) {
+            put_lit(pb, sep);
+            put_lit(pb, "\"function\":");
+            put_text(pb, fr->function, flags);
+            sep = ",";
+        }
+        if (fr->code) {
+            put_lit(pb, sep);
+            put_lit(pb, "\"code\":");
+            put_text(pb, fr->code, flags);
+        }
+        put_lit(pb, "}");
     }
-    return a;
+    put_lit(pb, "]");
+    return 0;
+}
+
+/* One of the above for node n (NULL when out of memory). */
+static json_object *node_text(const tg_node *n, json_object_to_json_string_fn *fn) {
+    json_object *o = json_object_new_int(0);
+    if (o) json_object_set_serializer(o, fn, (void *)n, NULL);
+    return o;
 }
 
 /* ---- drawing ---- */
@@ -458,12 +584,9 @@ static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origin
         json_object_object_add(o, "location", json_object_new_string(loc));
     }
     json_object_object_add(o, "attrs", n->attrs ? json_object_get(n->attrs) : json_object_new_object());
-    json_object *ins = json_object_new_array(), *outs = json_object_new_array();
-    for (int i = 0; i < n->nin; i++) json_object_array_add(ins, var_json(n->inputs[i]));
-    for (int i = 0; i < n->nout; i++) json_object_array_add(outs, var_json(n->outputs[i]));
-    json_object_object_add(o, "inputs", ins);
-    json_object_object_add(o, "outputs", outs);
-    json_object_object_add(o, "trace", trace_json(&n->trace));
+    json_object_object_add(o, "inputs", node_text(n, write_inputs));
+    json_object_object_add(o, "outputs", node_text(n, write_outputs));
+    json_object_object_add(o, "trace", node_text(n, write_trace));
     /* (a node that stands for itself says whose derivative it is below,
      * from its own grad_of or, restored from a .tgf, f's table) */
     bool self = norigins == 1 && !strcmp(origins[0], key);

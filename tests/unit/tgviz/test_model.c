@@ -291,6 +291,82 @@ static void test_bodies_drawn_once(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* An apply node's inputs, outputs and creation trace are written from the
+ * node itself (model.c): the text is what json-c writes for the same
+ * values (parsed and written again by json-c, it is unchanged), the
+ * values are the graph's, and names and frames holding quotes, slashes,
+ * control characters, "</script>" and UTF-8 come back as they were. */
+static void test_node_text(void **state) {
+    (void)state;
+    static const char *g_json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"name\":\"x \\\"q\\\" a/b </script>\\n\\u0001 \\u00e9\\u03b8\","
+        "\"type\":{\"dtype\":\"float32\",\"shape\":[null,3]}},"
+        "{\"id\":\"w.1\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"cast\",\"inputs\":[\"w.1\"],\"outputs\":[\"c\"],\"attrs\":{\"dtype\":\"float32\"}},"
+        "{\"op\":\"mul\",\"inputs\":[\"x\",\"c\"],\"outputs\":[\"m\"],"
+        "\"trace\":[{\"file\":\"m/model.py\",\"line\":0,\"function\":\"f\\\"\\\\g\",\"code\":\"s = '</script>'\\t\\u001f\"},"
+        "{\"file\":\"\\u00e9.py\",\"code\":\"y\"}]}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"x\",\"w.1\"],\"outputs\":[\"m\"]}}}";
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(g_json, strlen(g_json), NULL, "g_json", ctx);
+    if (!g) fail_msg("%s", tg_ctx_message(ctx));
+    vz_graph vg;
+    vz_init(&vg, "t", true);
+    assert_int_equal(vz_from_graph(&vg, g, 0, ctx), 0);
+    json_object *c = find(vg.nodes, "a:c"), *m = find(vg.nodes, "a:m");
+    assert_non_null(c);
+    assert_non_null(m);
+    const char *text = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN);
+    assert_null(strstr(text, "</"));
+    json_object *back = json_tokener_parse(text), *ins, *outs, *tr, *v;
+    assert_non_null(back);
+    assert_string_equal(json_object_to_json_string_ext(back, JSON_C_TO_STRING_PLAIN), text);
+    assert_true(json_object_object_get_ex(back, "inputs", &ins));
+    assert_int_equal(json_object_array_length(ins), 2);
+    json_object *x = json_object_array_get_idx(ins, 0), *cin = json_object_array_get_idx(ins, 1);
+    assert_string_equal(json_object_get_string(json_object_object_get(x, "id")), "x");
+    assert_string_equal(json_object_get_string(json_object_object_get(x, "name")),
+                        "x \"q\" a/b </script>\n\x01 \xc3\xa9\xce\xb8");
+    assert_string_equal(json_object_get_string(json_object_object_get(x, "dtype")), "float32");
+    assert_true(json_object_object_get_ex(x, "shape", &v));
+    assert_int_equal(json_object_array_length(v), 2);
+    assert_null(json_object_array_get_idx(v, 0));
+    assert_int_equal(json_object_get_int(json_object_array_get_idx(v, 1)), 3);
+    assert_string_equal(json_object_get_string(json_object_object_get(cin, "id")), "c");
+    assert_false(json_object_object_get_ex(cin, "name", &v));
+    assert_string_equal(json_object_to_json_string_ext(json_object_object_get(cin, "shape"), JSON_C_TO_STRING_PLAIN),
+                        "[]");
+    assert_true(json_object_object_get_ex(back, "outputs", &outs));
+    assert_int_equal(json_object_array_length(outs), 1);
+    assert_string_equal(json_object_get_string(json_object_object_get(json_object_array_get_idx(outs, 0), "id")), "m");
+    /* The frames as written, the second without line and function. */
+    assert_true(json_object_object_get_ex(back, "trace", &tr));
+    assert_int_equal(json_object_array_length(tr), 2);
+    json_object *f0 = json_object_array_get_idx(tr, 0), *f1 = json_object_array_get_idx(tr, 1);
+    assert_string_equal(json_object_get_string(json_object_object_get(f0, "file")), "m/model.py");
+    assert_int_equal(json_object_get_int(json_object_object_get(f0, "line")), 0);
+    assert_string_equal(json_object_get_string(json_object_object_get(f0, "function")), "f\"\\g");
+    assert_string_equal(json_object_get_string(json_object_object_get(f0, "code")), "s = '</script>'\t\x1f");
+    assert_string_equal(json_object_get_string(json_object_object_get(f1, "file")), "\xc3\xa9.py");
+    assert_false(json_object_object_get_ex(f1, "line", &v));
+    assert_false(json_object_object_get_ex(f1, "function", &v));
+    assert_string_equal(json_object_get_string(json_object_object_get(f1, "code")), "y");
+    json_object_put(back);
+    /* A node without a trace: an empty list; with the slash escape off,
+     * slashes are written as they are. */
+    back = json_tokener_parse(json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN));
+    assert_non_null(back);
+    assert_string_equal(json_object_to_json_string_ext(json_object_object_get(back, "trace"), JSON_C_TO_STRING_PLAIN),
+                        "[]");
+    json_object_put(back);
+    assert_non_null(strstr(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+                           "\"file\":\"m/model.py\""));
+    vz_free(&vg);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers),
@@ -298,6 +374,7 @@ int main(void) {
         cmocka_unit_test(test_family),
         cmocka_unit_test(test_body_malformed),
         cmocka_unit_test(test_bodies_drawn_once),
+        cmocka_unit_test(test_node_text),
     };
     gvc = gvContext();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
