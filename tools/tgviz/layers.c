@@ -182,9 +182,10 @@ int vz_layers(vz_graph *vg, double *width, double *height) {
     int ne = 0;
     for (int e = 0; e < ne_all; e++) {
         json_object *o = json_object_array_get_idx(vg->edges, (size_t)e);
-        const char *s = str_of(o, "source"), *t = str_of(o, "target");
-        int a = s ? (int)(intptr_t)tg_idmap_get(ix, s) - 1 : -1;
-        int b = t ? (int)(intptr_t)tg_idmap_get(ix, t) - 1 : -1;
+        const char *s, *t;
+        if (!vz_edge_ends(o, &s, &t)) continue;
+        int a = (int)(intptr_t)tg_idmap_get(ix, s) - 1;
+        int b = (int)(intptr_t)tg_idmap_get(ix, t) - 1;
         if (a < 0 || b < 0 || a == b) continue;
         src[ne] = a;
         dst[ne] = b;

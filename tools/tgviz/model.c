@@ -451,32 +451,155 @@ static Agnode_t *draw_node(vz_graph *vg, json_object *o, const char *id, const c
     return n;
 }
 
-/* The edge carries variable `var` of type (dtype, shape) into input
- * `index` of the target; mode is "view", "destroy" or NULL. shape is
- * borrowed. */
+/* ---- edges ----
+ * An edge is one small json_object (in vg->edges, so that the drawing
+ * stays a list of JSON values) holding a vz_edge: its ends, variable and
+ * type, written out by edge_write as {source, target, var, dtype, shape,
+ * label, index[, mode]}. As json-c objects, an object, a hash table and
+ * eight values each, the edges were a third of the memory of a large
+ * drawing. */
+typedef struct vz_edge {
+    const tg_type *type; /* a graph's variable's (borrowed: the graph outlives the text), or */
+    json_object *shape;  /* a body's declared shape (a reference; NULL: none) */
+    const char *mode;    /* "view", "destroy" (literals) or NULL */
+    int index;
+    char *src, *dst, *var, *dtype; /* in the same block (var and dtype may be NULL) */
+} vz_edge;
+
+/* type_str for an edge. */
+static void edge_label(char *buf, size_t n, const vz_edge *e) {
+    if (!e->type) {
+        type_str(buf, n, e->dtype, e->shape);
+        return;
+    }
+    size_t k = (size_t)snprintf(buf, n, "%s (", e->dtype ? e->dtype : "?");
+    int nd = e->type->ndim;
+    for (int d = 0; d < nd && k < n; d++) {
+        int64_t v = e->type->shape[d];
+        if (v < 0)
+            k += (size_t)snprintf(buf + k, n - k, "%s?", d ? ", " : "");
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? ", " : "", v);
+    }
+    if (k < n) snprintf(buf + k, n - k, "%s)", nd == 1 ? "," : "");
+}
+
+static void put_text_or_null(struct printbuf *pb, const char *s, int flags) {
+    if (s)
+        put_text(pb, s, flags);
+    else
+        put_lit(pb, "null");
+}
+
+static int edge_write(json_object *jso, struct printbuf *pb, int level, int flags) {
+    (void)level;
+    const vz_edge *e = json_object_get_userdata(jso);
+    char label[256];
+    edge_label(label, sizeof label, e);
+    put_lit(pb, "{\"source\":");
+    put_text(pb, e->src, flags);
+    put_lit(pb, ",\"target\":");
+    put_text(pb, e->dst, flags);
+    put_lit(pb, ",\"var\":");
+    put_text_or_null(pb, e->var, flags);
+    put_lit(pb, ",\"dtype\":");
+    put_text_or_null(pb, e->dtype, flags);
+    put_lit(pb, ",\"shape\":");
+    if (e->type) {
+        put_lit(pb, "[");
+        for (int d = 0; d < e->type->ndim; d++) {
+            if (d) put_lit(pb, ",");
+            if (e->type->shape[d] < 0)
+                put_lit(pb, "null");
+            else
+                put_int(pb, e->type->shape[d]);
+        }
+        put_lit(pb, "]");
+    } else {
+        const char *t = e->shape ? json_object_to_json_string_ext(e->shape, flags) : "[]";
+        if (!t) return -1;
+        put_lit(pb, t);
+    }
+    put_lit(pb, ",\"label\":");
+    put_text(pb, label, flags);
+    put_lit(pb, ",\"index\":");
+    put_int(pb, e->index);
+    if (e->mode) {
+        put_lit(pb, ",\"mode\":");
+        put_text(pb, e->mode, flags);
+    }
+    put_lit(pb, "}");
+    return 0;
+}
+
+static void edge_free(json_object *jso, void *ud) {
+    (void)jso;
+    vz_edge *e = ud;
+    json_object_put(e->shape);
+    free(e);
+}
+
+/* A block holding the edge and copies of its strings, or NULL. */
+static json_object *edge_new(const char *src, const char *dst, const char *var, const char *dtype,
+                             const tg_type *type, json_object *shape, int index, const char *mode) {
+    size_t ls = strlen(src) + 1, ld = strlen(dst) + 1, lv = var ? strlen(var) + 1 : 0,
+           lt = dtype ? strlen(dtype) + 1 : 0;
+    json_object *o = json_object_new_int(0);
+    vz_edge *e = malloc(sizeof *e + ls + ld + lv + lt);
+    if (!o || !e) {
+        json_object_put(o);
+        free(e);
+        return NULL;
+    }
+    char *p = (char *)(e + 1);
+    *e = (vz_edge){.type = type, .shape = type || !shape ? NULL : json_object_get(shape), .index = index};
+    e->mode = mode && !strcmp(mode, "view") ? "view" : mode && !strcmp(mode, "destroy") ? "destroy" : NULL;
+    e->src = memcpy(p, src, ls);
+    p += ls;
+    e->dst = memcpy(p, dst, ld);
+    p += ld;
+    e->var = var ? memcpy(p, var, lv) : NULL;
+    p += lv;
+    e->dtype = dtype ? memcpy(p, dtype, lt) : NULL;
+    json_object_set_serializer(o, edge_write, e, edge_free);
+    return o;
+}
+
+json_object *vz_edge_new(const char *src, const char *dst, const char *var, const char *dtype, json_object *shape,
+                         int index, const char *mode) {
+    return edge_new(src, dst, var, dtype, NULL, shape, index, mode);
+}
+
+bool vz_edge_ends(json_object *edge, const char **src, const char **dst) {
+    const vz_edge *e = json_object_get_userdata(edge);
+    if (!e || json_object_get_type(edge) != json_type_int) return false;
+    *src = e->src;
+    *dst = e->dst;
+    return true;
+}
+
+/* The edge carries variable `var` of dtype and type (a graph's) or shape
+ * (a body's, borrowed) into input `index` of the target; mode is "view",
+ * "destroy" or NULL. */
 static void draw_edge(vz_graph *vg, const char *src, const char *dst, const char *var, const char *dtype,
-                      json_object *shape, int index, const char *mode) {
+                      const tg_type *type, json_object *shape, int index, const char *mode) {
     Agnode_t *a = agnode(vg->ag, (char *)src, 0), *b = agnode(vg->ag, (char *)dst, 0);
     if (!a || !b) return;
-    char name[32], label[256];
+    json_object *o = edge_new(src, dst, var, dtype, type, shape, index, mode);
+    if (!o) return;
+    char name[32];
     snprintf(name, sizeof name, "e%ld", vg->nedges++);
     Agedge_t *e = agedge(vg->ag, a, b, name, 1);
-    type_str(label, sizeof label, dtype, shape);
-    if (!vg->for_page) agsafeset(e, "label", label, "");
+    if (!vg->for_page) {
+        char label[256];
+        edge_label(label, sizeof label, json_object_get_userdata(o));
+        agsafeset(e, "label", label, "");
+    }
     if (mode && !strcmp(mode, "view")) agsafeset(e, "color", "#2563eb", "");
     if (mode && !strcmp(mode, "destroy")) {
         agsafeset(e, "color", "#dc2626", "");
         agsafeset(e, "penwidth", "2", "");
     }
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "source", json_object_new_string(src));
-    json_object_object_add(o, "target", json_object_new_string(dst));
-    json_object_object_add(o, "var", jstr(var));
-    json_object_object_add(o, "dtype", jstr(dtype));
-    json_object_object_add(o, "shape", shape ? json_object_get(shape) : json_object_new_array());
-    json_object_object_add(o, "label", json_object_new_string(label));
-    json_object_object_add(o, "index", json_object_new_int(index));
-    if (mode) json_object_object_add(o, "mode", json_object_new_string(mode));
     json_object_array_add(vg->edges, o);
 }
 
@@ -656,9 +779,7 @@ static void draw_inputs(vz_graph *vg, const tg_node *n) {
         if (n->op->view_of == i) mode = "view";
         for (int k = 0; n->inplace && k < n->nout; k++)
             if (n->inplace[k] == i) mode = "destroy";
-        json_object *shape = shape_json(&v->type);
-        draw_edge(vg, src, dst, v->id, tg_dtype_name(v->type.dtype), shape, i, mode);
-        json_object_put(shape);
+        draw_edge(vg, src, dst, v->id, tg_dtype_name(v->type.dtype), &v->type, NULL, i, mode);
     }
 }
 
@@ -688,9 +809,7 @@ static void draw_output(vz_graph *vg, const tg_var *v, const tg_var *shared, int
     kind_style("output", &shape, &fill);
     draw_node(vg, o, id, label, shape, fill);
     var_source(v, src, sizeof src);
-    json_object *shp = shape_json(&v->type);
-    draw_edge(vg, src, id, v->id, tg_dtype_name(v->type.dtype), shp, 0, NULL);
-    json_object_put(shp);
+    draw_edge(vg, src, id, v->id, tg_dtype_name(v->type.dtype), &v->type, NULL, 0, NULL);
 }
 
 int vz_from_graph(vz_graph *vg, const tg_graph *g, int fi, tg_ctx *ctx) {
@@ -885,7 +1004,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
             json_object *sh;
             BODY_SOURCE(vid);
             body_type(vars, vid, &dt, &sh);
-            draw_edge(vg, src, dst, vid, dt, sh, (int)k, NULL);
+            draw_edge(vg, src, dst, vid, dt, NULL, sh, (int)k, NULL);
         }
     }
     for (size_t i = 0; outs && i < json_object_array_length(outs); i++) {
@@ -906,7 +1025,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         json_object_object_add(o, "label", json_object_new_string(label));
         kind_style("output", &shp, &fill);
         draw_node(vg, o, id, label, shp, fill);
-        draw_edge(vg, src, id, vid, dt, sh, 0, NULL);
+        draw_edge(vg, src, id, vid, dt, NULL, sh, 0, NULL);
     }
 #undef BODY_SOURCE
     return 0;

@@ -78,6 +78,16 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx);
 
 void vz_init(vz_graph *vg, const char *name, bool for_page);
 
+/* An edge of a drawing (an element of vz_graph.edges): from node src to
+ * node dst, carrying variable var of dtype and shape (borrowed; NULL:
+ * none) into input `index` of dst; mode "view", "destroy" or NULL. It is
+ * a small json_object that json-c writes out as {source, target, var,
+ * dtype, shape, label, index[, mode]}; vz_edge_ends reads its ends
+ * (false for any other object). NULL when out of memory. */
+json_object *vz_edge_new(const char *src, const char *dst, const char *var, const char *dtype, json_object *shape,
+                         int index, const char *mode);
+bool vz_edge_ends(json_object *edge, const char **src, const char **dst);
+
 /* The layered layout of layers.c: x, y, w, h on every node, and the
  * drawing's size. -1 when out of memory. */
 int vz_layers(vz_graph *vg, double *width, double *height);

@@ -143,12 +143,12 @@ static void test_layers(void **state) {
     }
     const char *edges[][2] = {{"a:a", "a:b"}, {"a:a", "a:c"}, {"a:b", "a:d"}, {"a:c", "a:d"}, {"v:e", "a:d"},
                               {"a:d", "a:nowhere"}};
-    for (int i = 0; i < 6; i++) {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "source", json_object_new_string(edges[i][0]));
-        json_object_object_add(o, "target", json_object_new_string(edges[i][1]));
-        json_object_array_add(vg.edges, o);
-    }
+    for (int i = 0; i < 6; i++) json_object_array_add(vg.edges, vz_edge_new(edges[i][0], edges[i][1], "v", "float32", NULL, 0, NULL));
+    /* (an edge that is not one of the model's is skipped) */
+    json_object *stray = json_object_new_object();
+    json_object_object_add(stray, "source", json_object_new_string("a:b"));
+    json_object_object_add(stray, "target", json_object_new_string("a:a"));
+    json_object_array_add(vg.edges, stray);
     double W, H;
     assert_int_equal(vz_layers(&vg, &W, &H), 0);
     /* Positions and sizes are written with two decimals. */
