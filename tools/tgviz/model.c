@@ -257,6 +257,7 @@ void vz_free(vz_graph *vg) {
     for (int i = vg->nsubs; i-- > 0;) agclose(vg->subs[i]);
     if (vg->readers) tg_idmap_free(vg->readers);
     if (vg->copies) tg_idmap_free(vg->copies);
+    if (vg->drawn) tg_idmap_free(vg->drawn);
     free(vg->subs);
     json_object_put(vg->nodes);
     json_object_put(vg->edges);
@@ -433,22 +434,23 @@ static json_object *node_text(const tg_node *n, json_object_to_json_string_fn *f
 }
 
 /* ---- drawing ---- */
-static Agnode_t *draw_node(vz_graph *vg, json_object *o, const char *id, const char *label,
-                           const char *shape, const char *fill) {
-    Agnode_t *n = agnode(vg->ag, (char *)id, 1);
+/* Whether a node with this id is in the drawing. */
+static bool drawn(const vz_graph *vg, const char *id) { return vg->drawn && tg_idmap_get(vg->drawn, id); }
+
+/* Node o (taken, its label set) as `id`, drawn as shape with fill. */
+static void draw_node(vz_graph *vg, json_object *o, const char *id, const char *shape, const char *fill) {
     /* "shape" is the drawing's: a variable's own shape (from var_json)
      * moves to "type_shape". */
-    json_object *ts;
+    json_object *ts, *ido = json_object_new_string(id);
     if (json_object_object_get_ex(o, "shape", &ts) && json_object_is_type(ts, json_type_array))
         json_object_object_add(o, "type_shape", json_object_get(ts));
-    agsafeset(n, "label", (char *)label, "");
-    agsafeset(n, "shape", (char *)shape, "");
-    agsafeset(n, "fillcolor", (char *)fill, "");
-    json_object_object_add(o, "id", json_object_new_string(id));
+    json_object_object_add(o, "id", ido);
     json_object_object_add(o, "fill", json_object_new_string(fill));
     json_object_object_add(o, "shape", json_object_new_string(shape));
     json_object_array_add(vg->nodes, o);
-    return n;
+    /* (the key is the id's text in o, which lives as long as vg->nodes) */
+    if (ido && (vg->drawn || (vg->drawn = tg_idmap_new())))
+        tg_idmap_put(vg->drawn, json_object_get_string(ido), (void *)(intptr_t)json_object_array_length(vg->nodes));
 }
 
 /* ---- edges ----
@@ -583,24 +585,56 @@ bool vz_edge_ends(json_object *edge, const char **src, const char **dst) {
  * "destroy" or NULL. */
 static void draw_edge(vz_graph *vg, const char *src, const char *dst, const char *var, const char *dtype,
                       const tg_type *type, json_object *shape, int index, const char *mode) {
-    Agnode_t *a = agnode(vg->ag, (char *)src, 0), *b = agnode(vg->ag, (char *)dst, 0);
-    if (!a || !b) return;
+    if (!drawn(vg, src) || !drawn(vg, dst)) return;
     json_object *o = edge_new(src, dst, var, dtype, type, shape, index, mode);
-    if (!o) return;
-    char name[32];
-    snprintf(name, sizeof name, "e%ld", vg->nedges++);
-    Agedge_t *e = agedge(vg->ag, a, b, name, 1);
-    if (!vg->for_page) {
-        char label[256];
-        edge_label(label, sizeof label, json_object_get_userdata(o));
-        agsafeset(e, "label", label, "");
+    if (o) json_object_array_add(vg->edges, o);
+}
+
+static const char *jget_str(json_object *o, const char *k);
+
+/* Graphviz's graph of the drawing, made when a layout or a picture needs
+ * it (a page of a large graph, laid out by layers.c, does not): a node
+ * per node of the drawing with its label, shape and fill (apply nodes
+ * rounded), an edge per edge, named e0, e1, ... in order, blue for a
+ * view, red and thick for an input destroyed, labelled with the type in
+ * the pictures. Once. */
+static void build_ag(vz_graph *vg) {
+    if (vg->ag_built) return;
+    vg->ag_built = true;
+    size_t n = json_object_array_length(vg->nodes), ne = json_object_array_length(vg->edges);
+    for (size_t i = 0; i < n; i++) {
+        json_object *o = json_object_array_get_idx(vg->nodes, i);
+        const char *id = jget_str(o, "id"), *v;
+        if (!id) continue;
+        Agnode_t *an = agnode(vg->ag, (char *)id, 1);
+        if (!an) continue;
+        if ((v = jget_str(o, "label"))) agsafeset(an, "label", (char *)v, "");
+        if ((v = jget_str(o, "shape"))) agsafeset(an, "shape", (char *)v, "");
+        if ((v = jget_str(o, "fill"))) agsafeset(an, "fillcolor", (char *)v, "");
+        if ((v = jget_str(o, "kind")) && !strcmp(v, "apply")) agsafeset(an, "style", "filled,rounded", "");
     }
-    if (mode && !strcmp(mode, "view")) agsafeset(e, "color", "#2563eb", "");
-    if (mode && !strcmp(mode, "destroy")) {
-        agsafeset(e, "color", "#dc2626", "");
-        agsafeset(e, "penwidth", "2", "");
+    for (size_t k = 0; k < ne; k++) {
+        json_object *o = json_object_array_get_idx(vg->edges, k);
+        const char *src, *dst;
+        if (!vz_edge_ends(o, &src, &dst)) continue;
+        const vz_edge *r = json_object_get_userdata(o);
+        Agnode_t *a = agnode(vg->ag, (char *)src, 0), *b = agnode(vg->ag, (char *)dst, 0);
+        if (!a || !b) continue;
+        char name[32];
+        snprintf(name, sizeof name, "e%ld", vg->nedges++);
+        Agedge_t *e = agedge(vg->ag, a, b, name, 1);
+        if (!e) continue;
+        if (!vg->for_page) {
+            char label[256];
+            edge_label(label, sizeof label, r);
+            agsafeset(e, "label", label, "");
+        }
+        if (r->mode && !strcmp(r->mode, "view")) agsafeset(e, "color", "#2563eb", "");
+        if (r->mode && !strcmp(r->mode, "destroy")) {
+            agsafeset(e, "color", "#dc2626", "");
+            agsafeset(e, "penwidth", "2", "");
+        }
     }
-    json_object_array_add(vg->edges, o);
 }
 
 static const char *var_kind(const tg_var *v) {
@@ -622,7 +656,7 @@ static void var_source(const tg_var *v, char *buf, size_t n) {
 /* Leaf v as node `id`: copy k of `copies` when it is drawn beside each
  * of its readers (copies 0: drawn once). */
 static void draw_leaf(vz_graph *vg, const tg_var *v, const char *id, int k, int copies) {
-    if (agnode(vg->ag, (char *)id, 0)) return;
+    if (drawn(vg, id)) return;
     const char *kind = var_kind(v), *shape, *fill;
     kind_style(kind, &shape, &fill);
     json_object *o = var_json(v);
@@ -651,7 +685,7 @@ static void draw_leaf(vz_graph *vg, const tg_var *v, const char *id, int k, int 
         json_object_object_add(o, "copy", json_object_new_int(k));
         json_object_object_add(o, "copies", json_object_new_int(copies));
     }
-    draw_node(vg, o, id, label, shape, fill);
+    draw_node(vg, o, id, shape, fill);
 }
 
 static void draw_var(vz_graph *vg, const tg_var *v) {
@@ -749,8 +783,7 @@ static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origin
     else
         snprintf(label, sizeof label, "%s\n%s", n->op->name, key);
     json_object_object_add(o, "label", json_object_new_string(label));
-    draw_node(vg, o, id, label, "box", family_fill(fam));
-    agsafeset(agnode(vg->ag, id, 0), "style", "filled,rounded", "");
+    draw_node(vg, o, id, "box", family_fill(fam));
 }
 
 static void draw_inputs(vz_graph *vg, const tg_node *n) {
@@ -790,7 +823,7 @@ static void draw_output(vz_graph *vg, const tg_var *v, const tg_var *shared, int
         snprintf(id, sizeof id, "u:%s", shared->id);
     else
         snprintf(id, sizeof id, "o:%s", v->id);
-    if (agnode(vg->ag, id, 0)) return;
+    if (drawn(vg, id)) return;
     if (!v->owner) draw_var(vg, v);
     json_object *o = var_json(v);
     char tbuf[160];
@@ -807,7 +840,7 @@ static void draw_output(vz_graph *vg, const tg_var *v, const tg_var *shared, int
     if (shared) json_object_object_add(o, "update_of", json_object_new_string(shared->id));
     const char *shape, *fill;
     kind_style("output", &shape, &fill);
-    draw_node(vg, o, id, label, shape, fill);
+    draw_node(vg, o, id, shape, fill);
     var_source(v, src, sizeof src);
     draw_edge(vg, src, id, v->id, tg_dtype_name(v->type.dtype), &v->type, NULL, 0, NULL);
 }
@@ -944,8 +977,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         json_object_object_add(o, "outputs", io);
         snprintf(label, sizeof label, "%s\n%s", op, name ? name : json_object_get_string(o0));
         json_object_object_add(o, "label", json_object_new_string(label));
-        draw_node(vg, o, id, label, "box", family_fill(fam));
-        agsafeset(agnode(vg->ag, id, 0), "style", "filled,rounded", "");
+        draw_node(vg, o, id, "box", family_fill(fam));
     }
     /* Where a body variable comes from: a node's output, or an input. */
 #define BODY_SOURCE(vid)                                                                              \
@@ -965,7 +997,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         }                                                                                             \
         if (!src[0]) {                                                                                \
             snprintf(src, sizeof src, "v:%s/%s", prefix, vid);                                        \
-            if (!agnode(vg->ag, src, 0)) {                                                            \
+            if (!drawn(vg, src)) {                                                                    \
                 const char *dt;                                                                       \
                 json_object *sh, *vo = json_object_new_object(), *decl = body_var(vars, vid);        \
                 body_type(vars, vid, &dt, &sh);                                                       \
@@ -980,7 +1012,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
                 if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));              \
                 if (sh) json_object_object_add(vo, "shape", json_object_get(sh));                     \
                 json_object_object_add(vo, "label", json_object_new_string(label));                   \
-                draw_node(vg, vo, src, label, shp, fill);                                             \
+                draw_node(vg, vo, src, shp, fill);                                             \
             }                                                                                         \
         }                                                                                             \
     } while (0)
@@ -1014,7 +1046,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         json_object *sh;
         BODY_SOURCE(vid);
         snprintf(id, sizeof id, "o:%s/%s", prefix, vid);
-        if (agnode(vg->ag, id, 0)) continue;
+        if (drawn(vg, id)) continue;
         body_type(vars, vid, &dt, &sh);
         type_str(tbuf, sizeof tbuf, dt, sh);
         snprintf(label, sizeof label, "%s\n%s", vid, tbuf);
@@ -1024,7 +1056,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         json_object_object_add(o, "key", json_object_new_string(vid));
         json_object_object_add(o, "label", json_object_new_string(label));
         kind_style("output", &shp, &fill);
-        draw_node(vg, o, id, label, shp, fill);
+        draw_node(vg, o, id, shp, fill);
         draw_edge(vg, src, id, vid, dt, NULL, sh, 0, NULL);
     }
 #undef BODY_SOURCE
@@ -1036,6 +1068,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
  * from them ("nop": neato -n, which keeps every pos; straight edges, since
  * routing splines around 100,000 nodes would take as long as dot). */
 static int place_for_render(vz_graph *vg, GVC_t *gvc, double height) {
+    build_ag(vg);
     agattr(vg->ag, AGRAPH, "splines", "line");
     size_t n = json_object_array_length(vg->nodes);
     for (size_t i = 0; i < n; i++) {
@@ -1075,6 +1108,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             return -1;
         }
     } else {
+        build_ag(vg);
         if (gvLayout(gvc, vg->ag, "dot") != 0) {
             tg_ctx_clear(ctx);
             fprintf(stderr, "tgviz: Graphviz could not lay the graph out\n");

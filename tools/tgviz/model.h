@@ -44,6 +44,10 @@ typedef struct vz_graph {
      * read each leaf, and how many copies of it are drawn so far (id ->
      * count). */
     struct tg_idmap *readers, *copies;
+    /* The ids drawn (id -> position in nodes + 1); ag gets its nodes and
+     * edges only when a layout or a picture needs them (model.c). */
+    struct tg_idmap *drawn;
+    bool ag_built;
     vz_layout_kind layout; /* set after vz_init; bodies inherit it */
     bool layered;          /* vz_layout used layers.c */
     /* The drawings of the distinct nested bodies met so far, by their
