@@ -275,7 +275,7 @@ int main(int argc, char **argv) {
     bool is_tgf = cli_is_tgf(path);
     const char *fn;
     int fi;
-    cli_heap_for(path, 400); /* the layout needs 400 bytes a byte of JSON */
+    cli_heap_for(path, 200); /* a page of both views takes about 160 bytes a byte of JSON */
     if (is_tgf) {
         /* A compiled function: its saved optimized graph as it was
          * restored, and the original graph the file keeps. */
