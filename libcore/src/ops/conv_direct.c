@@ -149,6 +149,16 @@ typedef struct dgeom {
     int64_t N, bp, Wb, Np, bps, cblk;
 } dgeom;
 
+/* The k in [0, K) with 0 <= i + k - pad < n, as [*k0, *k1) (k1 == k0:
+ * none): the taps of output row (or column) i whose input lies inside
+ * the image of n rows, or, with i a tap and K the output rows, the
+ * output rows whose input through that tap does. */
+static inline void inside(int64_t i, int64_t K, int64_t pad, int64_t n, int64_t *k0, int64_t *k1) {
+    const int64_t lo = pad > i ? pad - i : 0, hi = n + pad - i < K ? n + pad - i : K;
+    *k0 = lo;
+    *k1 = hi > lo ? hi : lo;
+}
+
 /* A flat vector's lanes that are outputs: at most this many row pieces
  * (16 lanes over rows of Wp >= 8 positions). */
 enum { FLAT_MIN_WP = 8, FLAT_SEGS = 3 };
@@ -696,13 +706,8 @@ static void FN(run_bitem)(const dgeom *d, const T *xb, const T *wr, int64_t cb, 
             const int64_t oy = pix / d->OW, ox = pix % d->OW;
             int64_t a0 = 0, a1 = d->K, b0 = 0, b1 = d->L;
             if (d->skip) {
-                /* input row oy + a - ph in [0, H), column ox + b - pw in [0, W) */
-                if (d->ph > oy) a0 = d->ph - oy;
-                if (d->H + d->ph - oy < a1) a1 = d->H + d->ph - oy;
-                if (d->pw > ox) b0 = d->pw - ox;
-                if (d->W + d->pw - ox < b1) b1 = d->W + d->pw - ox;
-                if (a1 < a0) a1 = a0;
-                if (b1 < b0) b1 = b0;
+                inside(oy, d->K, d->ph, d->H, &a0, &a1);
+                inside(ox, d->L, d->pw, d->W, &b0, &b1);
             }
             const T *in = xb + (oy * d->Wb + ox) * d->Np;
             T *acc = abuf + (pix - p0) * pstride;
@@ -877,14 +882,14 @@ static void FN(plan)(dgeom *d, int64_t N, int64_t C, int64_t H, int64_t W, int64
      * 2 VL) in BT_CACHE bytes */
     const int64_t per_c = (int64_t)sizeof(T) * (d->Hp * d->Wb * d->Np + K * L * 2 * VL);
     d->cblk = BT_CACHE / per_c > 1 ? BT_CACHE / per_c : 1;
-    int64_t rows = 0, cols = 0;
+    int64_t rows = 0, cols = 0, k0, k1;
     for (int64_t y = 0; y < d->OH; y++) {
-        const int64_t r = (K < H + ph - y ? K : H + ph - y) - (ph > y ? ph - y : 0);
-        rows += r > 0 ? r : 0;
+        inside(y, K, ph, H, &k0, &k1);
+        rows += k1 - k0;
     }
     for (int64_t x = 0; x < d->OW; x++) {
-        const int64_t r = (L < W + pw - x ? L : W + pw - x) - (pw > x ? pw - x : 0);
-        cols += r > 0 ? r : 0;
+        inside(x, L, pw, W, &k0, &k1);
+        cols += k1 - k0;
     }
     const double taps = (double)rows * (double)cols * (double)C;
     const double bt_lanes = (double)d->Np / (double)(N > 0 ? N : 1) * (double)d->opad *
@@ -1154,9 +1159,9 @@ FN(gwb_block)(const int nv, const FN(gwbq) *q, int64_t o0, int64_t c0, int64_t a
 #pragma GCC unroll 4
         for (int j = 0; j < nv; j++) acc[i][j] = ZERO();
     /* output pixels whose input is inside the image */
-    const int64_t oy0 = q->ph - a > 0 ? q->ph - a : 0, ox0 = q->pw - b > 0 ? q->pw - b : 0;
-    const int64_t oy1 = q->H + q->ph - a < q->OH ? q->H + q->ph - a : q->OH;
-    const int64_t ox1 = q->W + q->pw - b < q->OW ? q->W + q->pw - b : q->OW;
+    int64_t oy0, oy1, ox0, ox1;
+    inside(a, q->OH, q->ph, q->H, &oy0, &oy1);
+    inside(b, q->OW, q->pw, q->W, &ox0, &ox1);
     const int64_t ohw = q->OH * q->OW, Op = q->Op, Cp = q->Cp;
     for (int64_t n = 0; n < q->N; n++)
         for (int64_t oy = oy0; oy < oy1; oy++) {
