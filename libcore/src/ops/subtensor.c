@@ -195,6 +195,14 @@ static bool static_part(const tg_node *n, const tg_index_entry *e, int p,
     return true;
 }
 
+/* A slice's start, stop or step as tg_slice_normalize takes it: a given
+ * INT64_MIN is INT64_MIN + 1, since INT64_MIN there means "not given"
+ * (as start or stop both lie below -len and clamp the same; as a step
+ * both select one element), and `none` when not given. */
+static int64_t slice_part(bool given, int64_t v, int64_t none) {
+    return !given ? none : v == INT64_MIN ? INT64_MIN + 1 : v;
+}
+
 /* Check the index against the inputs' types and compute the region's
  * static type (dtype x's). */
 static int index_infer(tg_node *n, tg_type *rt, tg_ctx *ctx) {
@@ -261,10 +269,10 @@ static int index_infer(tg_node *n, tg_type *rt, tg_ctx *ctx) {
         bool parts_known = (known[0] || !e->given[0]) &&
                            (known[1] || !e->given[1]) &&
                            (known[2] || !e->given[2]);
-        int64_t step = e->given[2] ? v[2] : 1;
+        int64_t step = slice_part(e->given[2], v[2], 1);
         if (len >= 0 && parts_known) {
-            int64_t start = e->given[0] ? v[0] : TG_SLICE_NONE;
-            int64_t stop = e->given[1] ? v[1] : TG_SLICE_NONE;
+            int64_t start = slice_part(e->given[0], v[0], TG_SLICE_NONE);
+            int64_t stop = slice_part(e->given[1], v[1], TG_SLICE_NONE);
             cnt = tg_slice_normalize(len, &start, &stop, &step);
         } else if (!e->given[0] && !e->given[1] && known[2] == e->given[2] &&
                    (step == 1 || step == -1)) {
@@ -302,9 +310,9 @@ static int index_region(const tg_node *n, int ndim, const int64_t *shape,
             r->offset += i * strides[k];
             continue;
         }
-        int64_t start = e->given[0] ? v[0] : TG_SLICE_NONE;
-        int64_t stop = e->given[1] ? v[1] : TG_SLICE_NONE;
-        int64_t step = e->given[2] ? v[2] : 1;
+        int64_t start = slice_part(e->given[0], v[0], TG_SLICE_NONE);
+        int64_t stop = slice_part(e->given[1], v[1], TG_SLICE_NONE);
+        int64_t step = slice_part(e->given[2], v[2], 1);
         if (step == 0)
             return tg_errorf(ctx, TG_ERUNTIME, "slice step cannot be zero");
         int64_t cnt = tg_slice_normalize(len, &start, &stop, &step);
@@ -313,7 +321,9 @@ static int index_region(const tg_node *n, int ndim, const int64_t *shape,
         else
             empty = true;
         r->shape[r->ndim] = cnt;
-        r->strides[r->ndim++] = step * strides[k];
+        /* With one element or none the stride is never used: a huge step
+         * times the stride would overflow. */
+        r->strides[r->ndim++] = cnt > 1 ? step * strides[k] : strides[k];
     }
     for (int k = n->a.nindex; k < ndim; k++) {
         if (shape[k] == 0) empty = true;

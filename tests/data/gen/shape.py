@@ -356,7 +356,11 @@ def gen_subtensor():
                (sl(), sl(4, 0, -2)), (sl(10),), (1, sl(None, None, 3)),
                (sl(None, -10),), (sl(-100, 100, 2),), (1, 2), (-5, -6),
                (sl(None, None, -2), -1), (sl(3, 1),), (sl(-1, -6, -1), sl(5, None, -4)),
-               (sl(None, 2, 7),), ()]
+               (sl(None, 2, 7),), (),
+               # steps and bounds at the ends of int64: one element or
+               # none, and no overflow (-2**63 is a value, not "absent")
+               (sl(None, None, 2**63 - 1),), (sl(None, None, -2**63), sl(4, None, -2**62)),
+               (sl(-2**63, None, -1),), (sl(None, -2**63),), (sl(-2**63, 2**63 - 1, 2**63 - 1), sl(None, None, -2**63))]
     outs, want = [], {}
     for k, idx in enumerate(indices):
         o = g.op("subtensor", [x], {"index": jindex(idx)}, out="a_%d" % k)
