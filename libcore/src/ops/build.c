@@ -1046,18 +1046,24 @@ static int repeat_infer(tg_node *n, tg_ctx *ctx) {
     if (c) {
         int64_t m = tg_array_size_inline(c), sum = 0;
         bool neg = false;
+        bool big = false;
         for (int64_t i = 0; i < m; i++) {
             int64_t v = tg_load_i64(c->dtype, c->data + i * (c->ndim ? c->strides[0] : 0));
             if (v < 0) neg = true;
-            sum += v;
+            else big |= __builtin_add_overflow(sum, v, &sum);
         }
         if (neg)
             return tg_errorf(ctx, TG_ESHAPE,
                              "inputs[1] '%s': repeats may not contain "
                              "negative values",
                              r->id);
-        if (m == 1 && len >= 0) out_len = len * sum;
+        if (m == 1 && len >= 0) big |= __builtin_mul_overflow(len, sum, &out_len);
         else if (m != 1) out_len = sum;
+        if (big)
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "inputs[1] '%s': the repeats make more than 2^63 - 1 "
+                             "elements",
+                             r->id);
     }
     if (n->a.axis_null) {
         tg_set_out_type(n, 0, x->type.dtype, 1, &out_len);
@@ -1105,7 +1111,10 @@ static int repeat_run(tg_node *n, tg_array *const *in, tg_array **out,
                            "repeats may not contain negative values");
             goto done;
         }
-        total += rep[j];
+        if (__builtin_add_overflow(total, rep[j], &total)) {
+            rc = tg_errorf(ctx, TG_ESHAPE, "the repeats make more than 2^63 - 1 elements");
+            goto done;
+        }
     }
     if (m == 1 && len == 0 && tg_load_i64(r->dtype, r->data) < 0) {
         rc = tg_errorf(ctx, TG_ESHAPE, "repeats may not contain negative values");

@@ -491,6 +491,9 @@ def gen_repeat():
         g.case("axis1", {"a": a, "ar": rr}, {"b_1": np.repeat(a, rr, 1)})
     g.case("axis1", {"a": a, "ar": np.array([1, -1, 1], np.int64)},
            error="repeats may not contain negative values")
+    # (NumPy raises too: an output of 3 * 2^62 elements)
+    g.case("axis1", {"a": a, "ar": np.array([2 ** 62] * 3, np.int64)},
+           error="the repeats make more than 2^63 - 1 elements")
 
     g.func("const", [x], [g.op("repeat", [x, {"value": 2}], None, out="c_null"),
                           g.op("repeat", [x, {"value": 3}], {"axis": 0}, out="c_0"),

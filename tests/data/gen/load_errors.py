@@ -67,8 +67,6 @@ CASES = [
      "variables[0].constant.dtype: int32, but the variable is float64"),
     ("unknown_op", g(nodes=[{"op": "dott", "inputs": ["x", "x"], "outputs": ["y"]}]), "TG_ELOAD",
      "nodes[0].op: unknown op 'dott' (did you mean 'dot'?)"),
-    ("planned_op", g(nodes=[{"op": "ifelse", "inputs": ["x", "x", "x"], "outputs": ["y"]}]), "TG_EUNSUPPORTED",
-     "op 'ifelse' is not implemented yet"),
     ("conv_channels", g([{"id": "a", "type": {"dtype": "float32", "shape": [2, 3, 8, 8]}},
                          {"id": "b", "type": {"dtype": "float32", "shape": [4, 2, 3, 3]}}],
                         [{"op": "conv2d", "inputs": ["a", "b"], "outputs": ["y"]}]), "TG_ESHAPE",
@@ -190,6 +188,13 @@ CASES = [
                              functions={"f": {"inputs": ["x"], "outputs": ["y"]}}), "TG_EMISSING", "functions.f: "),
     ("bool_neg", g([{"id": "b", "type": {"dtype": "bool", "shape": []}}], [{"op": "neg", "inputs": ["b"], "outputs": ["y"]}]),
      "TG_ETYPE", "neg of bool is not supported"),
+    # x has 3 elements: 3 * 2^62 and 2^62 + 2^62 + 2^62 both pass 2^63 - 1
+    ("repeat_too_many", g(nodes=[{"op": "repeat", "inputs": ["x", {"value": 2 ** 62}], "outputs": ["y"]}]),
+     "TG_ESHAPE", "inputs[1] 'y:in1': the repeats make more than 2^63 - 1 elements"),
+    ("repeat_sum_too_many", g(nodes=[{"op": "repeat", "inputs": ["x", {"value": {"dtype": "int64", "shape": [3],
+                                                                                  "data": [2 ** 62] * 3}}],
+                                      "outputs": ["y"], "attrs": {"axis": 0}}]),
+     "TG_ESHAPE", "the repeats make more than 2^63 - 1 elements"),
 ]
 
 RAW = {
