@@ -523,6 +523,13 @@ bool tg_type_compatible(const tg_type *a, const tg_type *b) {
     return true;
 }
 
+bool tg_type_fits(const tg_type *t) {
+    int64_t bytes = (int64_t)tg_dtype_size(t->dtype);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] >= 0 && __builtin_mul_overflow(bytes, t->shape[i], &bytes)) return false;
+    return true;
+}
+
 bool tg_type_accepts(const tg_type *t, const tg_array *a) {
     if (t->dtype != a->dtype || t->ndim != a->ndim) return false;
     for (int i = 0; i < t->ndim; i++)

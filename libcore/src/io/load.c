@@ -563,6 +563,13 @@ static int infer_types(loader *L) {
             for (int a = 0; a < d->ndim; a++)
                 if (v->type.shape[a] < 0) v->type.shape[a] = d->shape[a];
         }
+        for (int k = 0; k < nd->nout; k++)
+            if (!tg_type_fits(&nd->outputs[k]->type)) {
+                char t[200];
+                tg_type_str(&nd->outputs[k]->type, t, sizeof t);
+                rc = node_err(L, nd, TG_ESHAPE, "outputs[%d]: %s holds more than 2^63 - 1 bytes", k, t);
+                goto done;
+            }
         if ((rc = check_inplace(L, nd))) goto done;
     }
 done:

@@ -727,6 +727,13 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
          * the export declares this one, so that what reads the output
          * sees the same lengths when the export is loaded again. */
         if (refined) n->outputs[k]->declared = n->outputs[k]->type_given = true;
+        if (!tg_type_fits(got)) {
+            char a[128];
+            tg_type_str(got, a, sizeof a);
+            tg_errorf(D->ctx, TG_ESHAPE, "outputs[%u]: %s holds more than 2^63 - 1 bytes", k, a);
+            if (saved != saved_small) tg_free(saved);
+            goto wrap;
+        }
     }
     weak_check(n, saved + nout);
     if (saved != saved_small) tg_free(saved);

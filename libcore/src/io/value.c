@@ -195,6 +195,11 @@ int tg_type_from_json(json_object *o, tg_type *t, const char *where,
             r.shape[i] = json_object_get_boolean(e) ? 1 : -1;
         }
     }
+    if (!tg_type_fits(&r)) {
+        char buf[200];
+        tg_type_str(&r, buf, sizeof buf);
+        return tg_errorf(ctx, TG_ELOAD, "%s.shape: %s holds more than 2^63 - 1 bytes", where, buf);
+    }
     *t = r;
     return TG_OK;
 }

@@ -443,7 +443,13 @@ static int join_infer(tg_node *n, tg_ctx *ctx) {
                                  d, (long long)shape[d]);
             if (shape[d] < 0) shape[d] = t->shape[d];
         }
-        if (sum >= 0) sum = t->shape[ax] < 0 ? -1 : sum + t->shape[ax];
+        if (sum >= 0 && t->shape[ax] < 0)
+            sum = -1;
+        else if (sum >= 0 && __builtin_add_overflow(sum, t->shape[ax], &sum))
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "inputs[%d] '%s': the joined length along axis "
+                             "%d passes 2^63 - 1",
+                             i, n->inputs[i]->id, ax);
     }
     shape[ax] = sum;
     tg_set_out_type(n, 0, dt, nd, shape);

@@ -165,15 +165,24 @@ int64_t tg_conv_pad(const conv_p *p, int d, int64_t k) {
 
 int64_t tg_conv_out_len(const conv_p *p, int d, int64_t in, int64_t k) {
     if (in < 0 || k < 0) return -2;
-    int64_t kd = (k - 1) * p->dil[d] + 1, pad = tg_conv_pad(p, d, k);
-    if (k == 0 || in + 2 * pad < kd) return -1;
-    return (in + 2 * pad - kd) / p->sub[d] + 1;
+    if (k == 0) return -1;
+    /* Static lengths may be anything up to 2^63 - 1: the dilated kernel
+     * and the padded input must fit int64 (then so does the pad). */
+    if (k - 1 > (INT64_MAX - 1) / p->dil[d]) return -3;
+    int64_t kd = (k - 1) * p->dil[d] + 1, pad = tg_conv_pad(p, d, k), span;
+    if (__builtin_add_overflow(in, pad, &span) || __builtin_add_overflow(span, pad, &span)) return -3;
+    if (span < kd) return -1;
+    return (span - kd) / p->sub[d] + 1;
 }
 
 int tg_conv_out_lengths(const conv_p *p, int64_t H, int64_t W, int64_t K, int64_t L, int64_t *OH, int64_t *OW,
                         tg_ctx *ctx) {
     *OH = tg_conv_out_len(p, 0, H, K);
     *OW = tg_conv_out_len(p, 1, W, L);
+    if (*OH == -3 || *OW == -3)
+        return tg_errorf(ctx, TG_ESHAPE, "a %lldx%lld kernel dilated %lldx%lld over a %lldx%lld input: "
+                         "lengths past 2^63 - 1", (long long)K, (long long)L, (long long)p->dil[0],
+                         (long long)p->dil[1], (long long)H, (long long)W);
     if (*OH < 0 || *OW < 0)
         return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: a %lldx%lld kernel (dilated "
                          "%lldx%lld) does not fit a %lldx%lld input padded by (%lld, %lld)",
@@ -250,6 +259,11 @@ static int conv_infer(tg_node *n, tg_ctx *ctx) {
             return tg_errorf(ctx, TG_ESHAPE, "impossible output shape: the kernel (%lld) does not "
                              "fit the padded input (%lld) along dimension %d",
                              (long long)w->shape[2 + d], (long long)x->shape[2 + d], 2 + d);
+        if (o == -3)
+            return tg_errorf(ctx, TG_ESHAPE, "the kernel (%lld, dilated %lld) and the padded input "
+                             "(%lld) along dimension %d pass 2^63 - 1",
+                             (long long)w->shape[2 + d], (long long)p->dil[d], (long long)x->shape[2 + d],
+                             2 + d);
         shape[2 + d] = o < 0 ? -1 : o; /* (-2: a length unknown until run time) */
     }
     tg_set_out_type(n, 0, out_dtype(x->dtype, w->dtype), 4, shape);

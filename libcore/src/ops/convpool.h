@@ -24,8 +24,9 @@ typedef struct conv_p {
 /* The padding of dimension d (0 rows, 1 columns) for a kernel of length
  * k; the output length for an input of length `in`: -1 when the dilated
  * kernel does not fit the padded input, -2 when a length is unknown
- * (negative); both lengths at once, with the kernels' error when the
- * kernel does not fit. */
+ * (negative), -3 when the dilated kernel or the padded input would pass
+ * 2^63 - 1 (static lengths can be that large); both lengths at once,
+ * with the kernels' error when the kernel does not fit. */
 int64_t tg_conv_pad(const conv_p *p, int d, int64_t k);
 int64_t tg_conv_out_len(const conv_p *p, int d, int64_t in, int64_t k);
 int tg_conv_out_lengths(const conv_p *p, int64_t H, int64_t W, int64_t K, int64_t L, int64_t *OH, int64_t *OW,

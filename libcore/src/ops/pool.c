@@ -104,7 +104,9 @@ static int pool_attrs(tg_node *n, tg_ctx *ctx) {
 }
 
 int64_t tg_pool_out_len(const pool_p *p, int d, int64_t v) {
-    if (v < 0) return -1;
+    /* (a static length within 2 pad of 2^63 - 1, which no array can
+     * have, is left unknown rather than overflowed) */
+    if (v < 0 || v > INT64_MAX - 2 * p->pad[d]) return -1;
     int64_t ws = p->ws[d], s = p->stride[d];
     if (p->ignore_border) {
         int64_t o = v + 2 * p->pad[d] - ws;

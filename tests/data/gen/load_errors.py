@@ -154,8 +154,26 @@ CASES = [
      "nodes[0].inputs[1].value: a value needs dtype and shape unless its data is a scalar"),
     ("huge_shape", g([{"id": "c", "type": {"dtype": "float64", "shape": [1000000000000]}, "constant": {"data": [1]}}]),
      "TG_ELOAD", "variables[0].constant.data: does not match the shape"),
-    ("absurd_shape", g([{"id": "c", "type": {"dtype": "float64", "shape": [4294967296, 4294967296]},
-                         "constant": {"base64": ""}}]), "TG_ELOAD", "variables[0].constant.shape: the value would be larger than memory"),
+    ("absurd_shape", g(nodes=[add("x", {"value": {"dtype": "float64", "shape": [4294967296, 4294967296], "base64": ""}})]),
+     "TG_ELOAD", "value.shape: the value would be larger than memory"),
+    # no array of this type can exist: its size in bytes passes 2^63 - 1
+    ("type_too_large", g([{"id": "x", "type": {"dtype": "float64", "shape": [4294967296, None, 4294967296]}}]),
+     "TG_ELOAD", "variables[0].type.shape: float64[4294967296, ?, 4294967296] holds more than 2^63 - 1 bytes"),
+    # static lengths whose arithmetic passes 2^63 - 1 (arrays of one or
+    # two bytes an element can have them)
+    ("join_too_long", g([{"id": "a", "type": {"dtype": "bool", "shape": [2 ** 63 - 1]}}],
+                        [{"op": "join", "inputs": ["a", "a"], "outputs": ["y"], "attrs": {"axis": 0}}]),
+     "TG_ESHAPE", "inputs[1] 'a': the joined length along axis 0 passes 2^63 - 1"),
+    ("conv_dilated_too_long", g([{"id": "a", "type": {"dtype": "float16", "shape": [1, 1, 8, 8]}},
+                                 {"id": "w", "type": {"dtype": "float16", "shape": [1, 1, 2 ** 61 + 1, 1]}}],
+                                [{"op": "conv2d", "inputs": ["a", "w"], "outputs": ["y"],
+                                  "attrs": {"filter_dilation": [4, 1]}}]),
+     "TG_ESHAPE", "the kernel (2305843009213693953, dilated 4) and the padded input (8) along dimension 2 pass 2^63 - 1"),
+    # nor can a result's: float32[2^60, 1] + float32[1, 2^60]
+    ("result_too_large", g([{"id": "a", "type": {"dtype": "float32", "shape": [2 ** 60, 1]}},
+                            {"id": "b", "type": {"dtype": "float32", "shape": [1, 2 ** 60]}}],
+                           [{"op": "add", "inputs": ["a", "b"], "outputs": ["y"]}]),
+     "TG_ESHAPE", "outputs[0]: float32[1152921504606846976, 1152921504606846976] holds more than 2^63 - 1 bytes"),
     ("base64_chars", g([{"id": "c", "type": {"dtype": "uint8", "shape": [6]}, "constant": {"base64": "AAAA*AAA"}}]),
      "TG_ELOAD", "variables[0].constant.base64: not valid base64"),
     ("int64_overflow", g([{"id": "c", "type": {"dtype": "int64", "shape": []}, "constant": {"data": 9223372036854775808}}]),
