@@ -131,6 +131,9 @@ one_line "abs.tgf" "absurd shape"; contains err "arrays\[0\]" "names the array"
 $P "$F" "$tmp/off.tgf" array-field 0 offset 999999999936
 expect 2 "an offset past the end" -- "$TGC" run "$tmp/off.tgf"
 one_line "off.tgf" "offset past the end"; contains err "past the end" "says past the end"
+$P "$F" "$tmp/big.tgf" section-lengths 0 784 500 4611686018427387904 500
+expect 2 "a variable's type past 2^63 - 1 bytes" -- "$TGC" run "$tmp/big.tgf"
+one_line "big.tgf" "huge type"; contains err "graph section: 'W1': a type of more than 2\^63 - 1 bytes" "names the variable"
 $P "$F" "$tmp/gr.tgf" section-string 0 dot dut
 expect 2 "a saved graph that does not load" -- "$TGC" run "$tmp/gr.tgf"
 one_line "gr.tgf" "bad graph"; contains err "functions\[0\]: schedule\[[0-9]*\]: 'dut' is not an op" "names the function, the node and the op"

@@ -13,6 +13,9 @@ of tg's) where the damage must get past them:
                    table to V, fixing the table's checksum
   section-string F OLD NEW  in function F's graph section, replace the
                    string OLD by NEW (same length), fixing the checksums
+  section-lengths F A B C D  in function F's graph section, replace the
+                   first pair of 8-byte lengths A, B (a 2-d variable's
+                   shape) by C, D, fixing the checksums
 """
 import json
 import struct
@@ -43,7 +46,7 @@ def main():
         header = header.replace(args[0].encode(), args[1].encode())
     elif mode == "header-raw":
         header = args[0].encode()
-    elif mode in ("array-field", "section-string"):
+    elif mode in ("array-field", "section-string", "section-lengths"):
         h = json.loads(header)
         tab = h["array_table"]
         data = bytearray(data)
@@ -53,15 +56,20 @@ def main():
             at = t0 + 96 * k + (8 if field == "shape0" else 72)
             struct.pack_into("<Q", data, at, value)
         else:
-            f, old, new = int(args[0]), args[1].encode(), args[2].encode()
-            assert len(old) == len(new)
+            f = int(args[0])
+            if mode == "section-string":
+                old, new = args[1].encode(), args[2].encode()
+                assert len(old) == len(new)
+                needle, repl = struct.pack("<I", len(old)) + old, struct.pack("<I", len(new)) + new
+            else:
+                a, b, c, d = (int(x) for x in args[1:5])
+                needle, repl = struct.pack("<qq", a, b), struct.pack("<qq", c, d)
             k = h["functions"][f]["graph_section"]
             e = t0 + 96 * k
             off, nb = struct.unpack_from("<QQ", data, e + 72)
             sec = bytes(data[off:off + nb])
-            needle = struct.pack("<I", len(old)) + old
-            assert needle in sec, "string not in the section"
-            sec = sec.replace(needle, struct.pack("<I", len(new)) + new, 1)
+            assert needle in sec, "not in the section"
+            sec = sec.replace(needle, repl, 1)
             data[off:off + nb] = sec
             struct.pack_into("<I", data, e + 88, crc32c(sec))
         tab["crc32c"] = crc32c(bytes(data[t0:t0 + 96 * tab["count"]]))

@@ -438,6 +438,8 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
             if (len < -1) fail(D, TG_EPARSE, "graph section: '%.128s': a negative length", id);
             v->type.shape[d] = len;
         }
+        if (!D->rc && !tg_type_fits(&v->type))
+            fail(D, TG_EPARSE, "graph section: '%.128s': a type of more than 2^63 - 1 bytes", id);
         uint32_t k = get32(D), tk = get32(D);
         if (D->rc) break;
         bool valued = kind == TG_VAR_CONSTANT || kind == TG_VAR_SHARED;
