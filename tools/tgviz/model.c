@@ -346,6 +346,19 @@ static void put_int(struct printbuf *pb, int64_t v) {
     printbuf_memappend_fast(pb, b, k);
 }
 
+/* shape_json's text: [16, null, 3]. */
+static void put_shape(struct printbuf *pb, const tg_type *t) {
+    put_lit(pb, "[");
+    for (int d = 0; d < t->ndim; d++) {
+        if (d) put_lit(pb, ",");
+        if (t->shape[d] < 0)
+            put_lit(pb, "null");
+        else
+            put_int(pb, t->shape[d]);
+    }
+    put_lit(pb, "]");
+}
+
 /* var_json's text. */
 static void put_var(struct printbuf *pb, const tg_var *v, int flags) {
     put_lit(pb, "{\"id\":");
@@ -356,15 +369,9 @@ static void put_var(struct printbuf *pb, const tg_var *v, int flags) {
     }
     put_lit(pb, ",\"dtype\":");
     put_text(pb, tg_dtype_name(v->type.dtype), flags);
-    put_lit(pb, ",\"shape\":[");
-    for (int d = 0; d < v->type.ndim; d++) {
-        if (d) put_lit(pb, ",");
-        if (v->type.shape[d] < 0)
-            put_lit(pb, "null");
-        else
-            put_int(pb, v->type.shape[d]);
-    }
-    put_lit(pb, "]}");
+    put_lit(pb, ",\"shape\":");
+    put_shape(pb, &v->type);
+    put_lit(pb, "}");
 }
 
 static int put_vars(struct printbuf *pb, tg_var *const *vars, int n, int flags) {
@@ -508,15 +515,7 @@ static int edge_write(json_object *jso, struct printbuf *pb, int level, int flag
     put_text_or_null(pb, e->dtype, flags);
     put_lit(pb, ",\"shape\":");
     if (e->type) {
-        put_lit(pb, "[");
-        for (int d = 0; d < e->type->ndim; d++) {
-            if (d) put_lit(pb, ",");
-            if (e->type->shape[d] < 0)
-                put_lit(pb, "null");
-            else
-                put_int(pb, e->type->shape[d]);
-        }
-        put_lit(pb, "]");
+        put_shape(pb, e->type);
     } else {
         const char *t = e->shape ? json_object_to_json_string_ext(e->shape, flags) : "[]";
         if (!t) return -1;
@@ -1012,7 +1011,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
                 if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));              \
                 if (sh) json_object_object_add(vo, "shape", json_object_get(sh));                     \
                 json_object_object_add(vo, "label", json_object_new_string(label));                   \
-                draw_node(vg, vo, src, shp, fill);                                             \
+                draw_node(vg, vo, src, shp, fill);                                                    \
             }                                                                                         \
         }                                                                                             \
     } while (0)
