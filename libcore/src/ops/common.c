@@ -1,5 +1,6 @@
 /* Helpers shared by the op families: attribute readers, weak scalars,
  * static broadcasting. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,39 @@ int tg_attr_int(tg_node *n, const char *key, bool has_default, int64_t def,
     if (!json_object_is_type(v, json_type_int))
         return tg_errorf(ctx, TG_ELOAD, "attrs.%s: expected an integer", key);
     *out = json_object_get_int64(v);
+    return TG_OK;
+}
+
+bool tg_json_int_pair(json_object *v, int64_t lo, int64_t *out) {
+    if (!v || !json_object_is_type(v, json_type_array) || json_object_array_length(v) != 2)
+        return false;
+    for (int i = 0; i < 2; i++) {
+        json_object *e = json_object_array_get_idx(v, (size_t)i);
+        if (!json_object_is_type(e, json_type_int)) return false;
+        out[i] = json_object_get_int64(e);
+        if (out[i] < lo || out[i] > INT_MAX) return false;
+    }
+    return true;
+}
+
+int tg_attr_int_pair(tg_node *n, const char *key, const int64_t *def, int64_t lo,
+                     int64_t *out, tg_ctx *ctx) {
+    if (!attr_present(n, key)) {
+        if (!def) return tg_errorf(ctx, TG_ELOAD, "attrs.%s: required by %s", key, n->op->name);
+        out[0] = def[0];
+        out[1] = def[1];
+        json_object *l = json_object_new_array();
+        if (l && (json_object_array_add(l, json_object_new_int64(def[0])) ||
+                  json_object_array_add(l, json_object_new_int64(def[1])))) {
+            json_object_put(l);
+            l = NULL;
+        }
+        if (!l) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        return attr_put(n, key, l, ctx);
+    }
+    if (!tg_json_int_pair(attr_get(n, key), lo, out))
+        return tg_errorf(ctx, TG_ELOAD, "attrs.%s: expected a list of two integers from %lld "
+                         "to %d", key, (long long)lo, INT_MAX);
     return TG_OK;
 }
 

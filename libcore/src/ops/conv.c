@@ -77,43 +77,6 @@ static int attr_put(tg_node *n, const char *key, json_object *v, tg_ctx *ctx) {
     return TG_OK;
 }
 
-static json_object *pair_json(int64_t a, int64_t b) {
-    json_object *l = json_object_new_array();
-    if (!l) return NULL;
-    json_object_array_add(l, json_object_new_int64(a));
-    json_object_array_add(l, json_object_new_int64(b));
-    return l;
-}
-
-/* A pair of integers >= lo in v; false when v is not one. */
-static bool read_pair(json_object *v, int64_t lo, int64_t *out) {
-    if (!v || !json_object_is_type(v, json_type_array) || json_object_array_length(v) != 2)
-        return false;
-    for (int i = 0; i < 2; i++) {
-        json_object *e = json_object_array_get_idx(v, (size_t)i);
-        if (!json_object_is_type(e, json_type_int)) return false;
-        out[i] = json_object_get_int64(e);
-        if (out[i] < lo || out[i] > INT_MAX) return false;
-    }
-    return true;
-}
-
-/* attrs.<key>: [a, b] with a, b >= lo; def (NULL: required) when absent. */
-static int attr_pair(tg_node *n, const char *key, const int64_t *def, int64_t lo,
-                     int64_t *out, tg_ctx *ctx) {
-    json_object *v = attr_get(n, key);
-    if (!v) {
-        if (!def) return tg_errorf(ctx, TG_ELOAD, "attrs.%s: required by %s", key, n->op->name);
-        out[0] = def[0];
-        out[1] = def[1];
-        return attr_put(n, key, pair_json(def[0], def[1]), ctx);
-    }
-    if (!read_pair(v, lo, out))
-        return tg_errorf(ctx, TG_ELOAD, "attrs.%s: expected a list of two integers >= %lld", key,
-                         (long long)lo);
-    return TG_OK;
-}
-
 static void free_extra(tg_attrs *a) {
     tg_free(a->extra);
     a->extra = NULL;
@@ -138,14 +101,14 @@ static int conv_attrs(tg_node *n, tg_ctx *ctx) {
         else
             return tg_errorf(ctx, TG_ELOAD, "attrs.border_mode: expected \"valid\", \"full\", "
                              "\"half\" or [pr, pc], got \"%s\"", s);
-    } else if (read_pair(bm, 0, p->pad)) {
+    } else if (tg_json_int_pair(bm, 0, p->pad)) {
         p->bmode = BM_EXPLICIT;
     } else {
         return tg_errorf(ctx, TG_ELOAD, "attrs.border_mode: expected \"valid\", \"full\", "
-                         "\"half\" or a list of two integers >= 0");
+                         "\"half\" or a list of two integers from 0 to %d", INT_MAX);
     }
-    if ((rc = attr_pair(n, "subsample", ONE, 1, p->sub, ctx)) ||
-        (rc = attr_pair(n, "filter_dilation", ONE, 1, p->dil, ctx)) ||
+    if ((rc = tg_attr_int_pair(n, "subsample", ONE, 1, p->sub, ctx)) ||
+        (rc = tg_attr_int_pair(n, "filter_dilation", ONE, 1, p->dil, ctx)) ||
         (rc = tg_attr_bool(n, "filter_flip", true, &p->flip, ctx)))
         return rc;
     return TG_OK;

@@ -89,6 +89,12 @@ int tg_attr_int(tg_node *n, const char *key, bool has_default, int64_t def,
                 int64_t *out, tg_ctx *ctx);
 int tg_attr_bool(tg_node *n, const char *key, bool def, bool *out,
                  tg_ctx *ctx);
+/* [a, b], two integers from lo to INT_MAX; def (NULL: required) when
+ * absent. tg_json_int_pair reads such a pair from v (false when v is not
+ * one). */
+int tg_attr_int_pair(tg_node *n, const char *key, const int64_t *def, int64_t lo,
+                     int64_t *out, tg_ctx *ctx);
+bool tg_json_int_pair(json_object *v, int64_t lo, int64_t *out);
 int tg_attr_dtype(tg_node *n, const char *key, tg_dtype def, tg_dtype *out,
                   tg_ctx *ctx);
 /* An enumerated string; returns its index in `choices` (NULL-terminated). */

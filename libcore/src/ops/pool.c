@@ -35,48 +35,6 @@
 static const char *const POOL_KEYS[] = {"ws", "stride", "pad", "ignore_border", "mode", NULL};
 static const char *const MODES[] = {"max", "sum", "average_inc_pad", "average_exc_pad", NULL};
 
-static json_object *attr_get(tg_node *n, const char *key) {
-    json_object *v = NULL;
-    if (n->attrs && json_object_object_get_ex(n->attrs, key, &v)) return v;
-    return NULL;
-}
-
-static bool read_pair(json_object *v, int64_t lo, int64_t *out) {
-    if (!v || !json_object_is_type(v, json_type_array) || json_object_array_length(v) != 2)
-        return false;
-    for (int i = 0; i < 2; i++) {
-        json_object *e = json_object_array_get_idx(v, (size_t)i);
-        if (!json_object_is_type(e, json_type_int)) return false;
-        out[i] = json_object_get_int64(e);
-        if (out[i] < lo || out[i] > INT_MAX) return false;
-    }
-    return true;
-}
-
-static int attr_pair(tg_node *n, const char *key, const int64_t *def, int64_t lo, int64_t *out,
-                     tg_ctx *ctx) {
-    json_object *v = attr_get(n, key);
-    if (!v) {
-        if (!def) return tg_errorf(ctx, TG_ELOAD, "attrs.%s: required by %s", key, n->op->name);
-        out[0] = def[0];
-        out[1] = def[1];
-        json_object *l = json_object_new_array();
-        if (!l) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        json_object_array_add(l, json_object_new_int64(def[0]));
-        json_object_array_add(l, json_object_new_int64(def[1]));
-        if ((!n->attrs && !(n->attrs = json_object_new_object())) ||
-            json_object_object_add(n->attrs, key, l)) {
-            json_object_put(l);
-            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        }
-        return TG_OK;
-    }
-    if (!read_pair(v, lo, out))
-        return tg_errorf(ctx, TG_ELOAD, "attrs.%s: expected a list of two integers >= %lld", key,
-                         (long long)lo);
-    return TG_OK;
-}
-
 static void free_extra(tg_attrs *a) {
     tg_free(a->extra);
     a->extra = NULL;
@@ -89,9 +47,9 @@ static int pool_attrs(tg_node *n, tg_ctx *ctx) {
     free_extra(&n->a);
     n->a.extra = p;
     int rc;
-    if ((rc = attr_pair(n, "ws", NULL, 1, p->ws, ctx)) ||
-        (rc = attr_pair(n, "stride", p->ws, 1, p->stride, ctx)) ||
-        (rc = attr_pair(n, "pad", ZERO, 0, p->pad, ctx)) ||
+    if ((rc = tg_attr_int_pair(n, "ws", NULL, 1, p->ws, ctx)) ||
+        (rc = tg_attr_int_pair(n, "stride", p->ws, 1, p->stride, ctx)) ||
+        (rc = tg_attr_int_pair(n, "pad", ZERO, 0, p->pad, ctx)) ||
         (rc = tg_attr_bool(n, "ignore_border", true, &p->ignore_border, ctx)) ||
         (rc = tg_attr_enum(n, "mode", MODES, PM_MAX, &p->mode, ctx)))
         return rc;
