@@ -59,6 +59,29 @@ expect 0 "the export loads again" -- "$TGC" check "$tmp/s5.json"
 expect 0 "the export runs" -- "$TGC" run "$tmp/s5.json" -f train "${X[@]}" -o "$tmp/e5"
 
 # print: debugprint.
+# A .tgf is known by its magic number, whatever its name: a checkpoint
+# saved as model.ckpt runs, resumes, profiles and prints.
+expect 0 "compile -o model.ckpt" -- "$TGC" compile "$E/mlp.json" -o "$tmp/model.ckpt"
+expect 0 "run model.ckpt" -- "$TGC" run "$tmp/model.ckpt" -f predict -i x="$tmp/mlp/x.npy" -o "$tmp/ck.p"
+same_dir "$tmp/jp.mlp.fast_run" "$tmp/ck.p" "predict from model.ckpt is bit-identical to the graph's"
+expect 0 "resume model.ckpt into state.CKPT" -- "$TGC" run "$tmp/model.ckpt" -f train "${X[@]}" --calls 2 --save-state "$tmp/state.CKPT"
+expect 0 "print state.CKPT" -- "$TGC" print "$tmp/state.CKPT" -f train
+expect 2 "check refuses a checkpoint by its content" -- "$TGC" check "$tmp/model.ckpt"
+one_line "check takes a graph" "check of model.ckpt"
+if [ -n "${TGPROF:-}" ]; then
+  expect 0 "tgprof model.ckpt" -- "$TGPROF" "$tmp/model.ckpt" -f predict -i x="$tmp/mlp/x.npy" --calls 2
+fi
+# Saving over a file keeps its permissions: a private checkpoint stays
+# private (a temporary, then a rename, would otherwise give 0644).
+cp "$tmp/s2.tgf" "$tmp/priv.tgf" && chmod 600 "$tmp/priv.tgf"
+expect 0 "--save-state over a private file" -- "$TGC" run "$tmp/priv.tgf" -f train "${X[@]}" --save-state "$tmp/priv.tgf"
+m=$(stat -c %a "$tmp/priv.tgf"); [ "$m" = 600 ] && pass "it is still 0600" || fail "its mode became $m"
+chmod 640 "$tmp/model.ckpt"
+expect 0 "compile -o over a 0640 file" -- "$TGC" compile "$E/mlp.json" -f predict -o "$tmp/model.ckpt"
+m=$(stat -c %a "$tmp/model.ckpt"); [ "$m" = 640 ] && pass "it is still 0640" || fail "its mode became $m"
+(umask 077 && "$TGC" compile "$E/mlp.json" -f predict -o "$tmp/new.tgf" >/dev/null)
+m=$(stat -c %a "$tmp/new.tgf"); [ "$m" = 600 ] && pass "a new file follows the umask (077: 0600)" || fail "a new file under umask 077 has mode $m"
+
 expect 0 "print a .tgf" -- "$TGC" print "$tmp/logreg.fast_run.tgf" -f train
 # The graph as written: the ids below are those of the file's nodes.
 expect 0 "print a graph" -- "$TGC" print "$E/logreg.json" -f train
@@ -168,6 +191,20 @@ if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
     # a checkpoint written from a restored function keeps the table
     expect 0 "read a resumed checkpoint with the independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/s23.tgf"
     contains out "^gradient node gW1\.[0-9]*: from grad gW1, of xW1 (dot)$" "the checkpoint of a checkpoint still says which node each gradient key differentiates"
+    # a checkpoint keeps the compile and optimizer times of the compile
+    # that made its functions (restoring compiled nothing) ...
+    R="/usr/bin/python3 $TG_SRC/tests/tools/tgf_read.py"
+    t2=$($R "$tmp/s2.tgf" | grep '^function train:') t23=$($R "$tmp/s23.tgf" | grep '^function train:')
+    if [ -n "$t2" ] && [ "$t2" = "$t23" ] && ! grep -q "optimize_seconds 0\.0$" <<<"$t2"; then
+      pass "the resumed checkpoint keeps train's compile and optimizer times ($t2)"
+    else fail "the resumed checkpoint's times: '$t23', the first's: '$t2'"; fi
+    # ... and one whose functions were optimized again records the options
+    # that did it, and those functions
+    expect 0 "--reoptimize -O none --save-state" -- "$TGC" run "$tmp/s2.tgf" --reoptimize -O none --exclude fusion -f train "${X[@]}" --save-state "$tmp/ro.tgf"
+    expect 0 "read it" -- $R "$tmp/ro.tgf"
+    contains out "^options: preset none, include -, exclude fusion$" "the checkpoint records -O none --exclude fusion, not the file's fast_run"
+    want=$($R "$tmp/mlp.none.tgf" | grep -o '^function train: [0-9]* nodes')
+    contains out "^$want," "its train is the unoptimized one ($want)"
   else
     fail "compile grad_sqrt.json"
   fi

@@ -5,7 +5,8 @@ and every array's CRC-32C with its own table-driven CRC, decodes each
 function's graph section (string table, variables, nodes in their
 schedule, the function, the rewrite record and passes) and checks it
 against the header's node count, then prints each shared variable as
-"id dtype shape" and, for each given ID=NPY pair, whether the saved value
+"id dtype shape" (after the header's options and each function's node
+count and times) and, for each given ID=NPY pair, whether the saved value
 is byte-identical to the .npy file (numpy).
 
 tgf_read.py FILE.tgf [ID=PATH.npy]..."""
@@ -149,9 +150,14 @@ def main():
         assert len(data) == nb and crc32c(data) == crc, "array %d checksum" % k
         arrays.append(np.frombuffer(data, dtype=np.dtype(DTYPES[dt]).newbyteorder("<")).reshape(shape))
     shared = {}
+    o = header["options"]
+    print("options: preset %s, include %s, exclude %s" % (o["preset"], ",".join(o["include"]) or "-",
+                                                        ",".join(o["exclude"]) or "-"))
     for f in header["functions"]:
         variables, nodes, fn, record, passes, grads = section(arrays[f["graph_section"]].tobytes())
         assert len(nodes) == f["nodes"], "node count"
+        print("function %s: %d nodes, compile_seconds %r, optimize_seconds %r" %
+              (f["name"], f["nodes"], f["compile_seconds"], f["optimize_seconds"]))
         for k, (of, of_op, by, by_op) in grads.items():
             print("gradient node %s: from %s %s, of %s (%s)" % (k, by_op, by, of or "-", of_op or "-"))
         for n in nodes:

@@ -319,10 +319,7 @@ bool cli_gradient_text(const tg_function *f, const char *key, char *buf, size_t 
     return true;
 }
 
-bool cli_is_tgf(const char *path) {
-    size_t n = strlen(path);
-    return n >= 4 && !strcmp(path + n - 4, ".tgf");
-}
+bool cli_is_tgf(const char *path) { return tg_tgf_is_file(path); }
 
 int cli_session_open(cli_session *s, const char *tool, const char *what, const char *path,
                      const char *fname, const tg_compile_options *co, const cli_input *inputs,

@@ -61,7 +61,9 @@ bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const c
 int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
                     const cli_input *inputs, int ninputs, tg_array **ins);
 
-/* True when `path` names a compiled-function file (ends in ".tgf"). */
+/* True when `path` names a compiled-function file: a name ending in
+ * ".tgf", or a file that starts with the format's magic number
+ * (tg_tgf_is_file). */
 bool cli_is_tgf(const char *path);
 
 /* For a key that a grad, rop or lop expansion made (it names no node of

@@ -85,7 +85,7 @@ static void usage(FILE *f) {
 }
 
 static tg_graph *load(const char *path) {
-    if (tgc_is_tgf(path)) {
+    if (cli_is_tgf(path)) {
         cli_error(TOOL, "%s: check takes a graph (.json); run, print and export read .tgf files",
                   path);
         return NULL;
@@ -229,7 +229,7 @@ static int cmd_run(int argc, char **argv) {
     tg_array **ins = NULL, **outs = NULL;
     int nin = 0, nout = 0;
     tgc_source src = {0};
-    if (tgc_is_tgf(path) && !reopt && (preset || ninc || nexc || device || algo)) {
+    if (cli_is_tgf(path) && !reopt && (preset || ninc || nexc || device || algo)) {
         /* Loading a .tgf never optimizes; saying so beats ignoring -O. */
         cli_error(TOOL, "%s is already optimized: -O, --include, --exclude, --device and --dnn-conv-algo "
                         "apply with --reoptimize (or when compiling it)",

@@ -14,11 +14,6 @@
 
 static const char *TOOL = "tgc";
 
-bool tgc_is_tgf(const char *path) {
-    size_t n = strlen(path);
-    return n >= 4 && strcmp(path + n - 4, ".tgf") == 0;
-}
-
 static int exit_for(int status) {
     return status == TG_ENOMEM || status == TG_ERUNTIME ? TG_EXIT_FOUND : TG_EXIT_USAGE;
 }
@@ -29,7 +24,7 @@ int tgc_source_open(tgc_source *s, const char *tool, const char *path, const cha
     int rc = TG_EXIT_OK;
     memset(s, 0, sizeof *s);
     cli_heap_for(path, 80);
-    if (tgc_is_tgf(path)) {
+    if (cli_is_tgf(path)) {
         tg_tgf_load_options lo = {.reoptimize = reoptimize, .options = co};
         if (!(s->t = tg_tgf_load(path, &lo, ctx))) {
             cli_error(tool, "%s", tg_ctx_message(ctx));
@@ -237,7 +232,7 @@ int tgc_cmd_export(int argc, char **argv) {
         cli_error(TOOL, "export: expected FILE.tgf and -o GRAPH.json");
         return TG_EXIT_USAGE;
     }
-    if (!tgc_is_tgf(argv[optind])) {
+    if (!cli_is_tgf(argv[optind])) {
         cli_error(TOOL, "export: %s is not a .tgf file (export writes a compiled function's "
                         "optimized graph)", argv[optind]);
         return TG_EXIT_USAGE;

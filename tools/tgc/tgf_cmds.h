@@ -16,7 +16,6 @@ typedef struct tgc_source {
     tg_function *f;
 } tgc_source;
 
-bool tgc_is_tgf(const char *path);
 /* Open function fname of path. Returns the exit status (0 on success),
  * having printed the one error line. */
 int tgc_source_open(tgc_source *s, const char *tool, const char *path, const char *fname,

@@ -67,6 +67,13 @@ typedef struct tg_tgf_load_options {
     bool no_mmap;
 } tg_tgf_load_options;
 
+/* Whether path names a .tgf file: its name ends in ".tgf" (any case), or
+ * it is a regular file whose first bytes are a .tgf's magic number, which
+ * tools use to read a checkpoint saved under any name. A name that is
+ * neither (a JSON graph, "-", a FIFO, a file that cannot be read) gives
+ * false, and the caller's JSON loader reports what is wrong with it. */
+TG_API bool tg_tgf_is_file(const char *path);
+
 /* Load a file. A damaged or hostile file (bad magic, checksum, lengths
  * past the end, absurd shapes, a header that is not valid JSON, a graph
  * that does not load) is TG_EPARSE or TG_ELOAD with one line naming the
@@ -96,7 +103,10 @@ TG_API int tg_tgf_function_find(const tg_tgf *t, const char *name,
 /* Take function i out of the set: the caller owns it (tg_function_free). */
 TG_API tg_function *tg_tgf_function_take(tg_tgf *t, int i);
 /* Save every function of t still in it with its current shared values
- * (a checkpoint), keeping the original graph and options. */
+ * (a checkpoint), keeping the original graph and options, and the times
+ * of the compile that made each function. Functions loaded with
+ * reoptimize are saved with the options that compiled them (the
+ * caller's, or else the file's) and the times of that compile. */
 TG_API int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx);
 /* The saved optimized graph of function i as interchange JSON (values
  * inline), which loads again with tg_graph_load_string; free with

@@ -104,7 +104,8 @@ int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
     }
     const char *dest = path;
     char *real = NULL;
-    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(path, &st) == 0 && (real = realpath(path, NULL)))
+    bool replacing = stat(path, &st) == 0;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && replacing && (real = realpath(path, NULL)))
         dest = real;
     sv->dest = tg_strdup(dest);
     size_t tlen = strlen(dest) + 64;
@@ -116,11 +117,23 @@ int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
     }
     for (int tries = 0; sv->fd < 0; tries++) {
         snprintf(sv->tmp, tlen, "%s.tmp.%ld.%u", sv->dest, (long)getpid(), atomic_fetch_add(&counter, 1));
-        sv->fd = open(sv->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        sv->fd = open(sv->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (sv->fd < 0 && (errno != EEXIST || tries > 100)) {
             int e = errno;
             tg_file_abort(sv);
             return tg_errorf(ctx, TG_EIO, "%s: cannot create a temporary file: %s", path, strerror(e));
+        }
+    }
+    /* The file that is replaced keeps its permissions (a private
+     * checkpoint stays private) and, where we may set them, its owner and
+     * group, as `sed -i` does; a new file gets 0666 less the umask. */
+    if (replacing) {
+        if (fchown(sv->fd, st.st_uid, st.st_gid) < 0 && fchown(sv->fd, (uid_t)-1, st.st_gid) < 0)
+            errno = 0; /* not ours to give: the file is the writer's, as a new one is */
+        if (fchmod(sv->fd, st.st_mode & 07777) < 0) {
+            int e = errno;
+            tg_file_abort(sv);
+            return tg_errorf(ctx, TG_EIO, "%s: cannot keep the file's permissions: %s", path, strerror(e));
         }
     }
     return TG_OK;

@@ -79,7 +79,10 @@ int tg_file_write_atomic(const char *path, const void *data, size_t len,
  * link kept), or, for a path that names a device, FIFO or socket
  * (/dev/stdout), that path itself; tg_file_finish syncs and renames the
  * temporary into place (or just closes the device); tg_file_abort closes
- * and removes the temporary. Both finish and abort release sv. */
+ * and removes the temporary. Both finish and abort release sv. The
+ * temporary takes the permissions (and, where allowed, the owner and
+ * group) of the file it will replace; a new file gets 0666 less the
+ * umask. */
 typedef struct tg_file_save {
     int fd;
     char *tmp;  /* NULL: writing in place */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -439,9 +440,33 @@ static tg_array *original_copy(const struct tg_tgf *t, table *T, tg_ctx *ctx);
 
 /* The common part of tg_tgf_save and tg_tgf_save_state: the original
  * graph written from source, or copied from the file `copy` (or none). */
+static json_object *get(json_object *o, const char *key, json_type type);
+
+/* Copy compile_seconds and optimize_seconds of function `name` in the
+ * header root onto its new entry e. */
+static void keep_times(json_object *e, json_object *root, const char *name, bool *ok) {
+    json_object *jfns = get(root, "functions", json_type_array);
+    for (size_t i = 0; jfns && i < json_object_array_length(jfns); i++) {
+        json_object *o = json_object_array_get_idx(jfns, i);
+        const char *nm = json_object_get_string(get(o, "name", json_type_string));
+        if (!nm || strcmp(nm, name)) continue;
+        static const char *const KEYS[] = {"compile_seconds", "optimize_seconds"};
+        for (int k = 0; k < 2; k++) {
+            json_object *v = NULL;
+            json_object_object_get_ex(o, KEYS[k], &v);
+            if (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int))
+                put(e, KEYS[k], json_object_new_double(json_object_get_double(v)), ok);
+        }
+        return;
+    }
+}
+
+/* restored: the header of the file fs were restored from (save_state),
+ * whose compile and optimizer times they keep: restoring compiled
+ * nothing. */
 static int save_functions(const char *path, tg_function *const *fs, int n,
-                          const tg_graph *source, const struct tg_tgf *copy, json_object *options,
-                          tg_ctx *ctx) {
+                          const tg_graph *source, const struct tg_tgf *copy,
+                          json_object *restored, json_object *options, tg_ctx *ctx) {
     bool ok = true;
     int rc = TG_OK;
     for (int i = 0; i < n; i++)
@@ -467,7 +492,11 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
     put(root, "options", options, &ok);
     json_object *fns = json_object_new_array();
     put(root, "functions", fns, &ok);
-    for (int i = 0; ok && i < n; i++) push(fns, function_entry(fs[i], &T), &ok);
+    for (int i = 0; ok && i < n; i++) {
+        json_object *e = function_entry(fs[i], &T);
+        push(fns, e, &ok);
+        if (ok && restored) keep_times(e, restored, fs[i]->name, &ok);
+    }
     if (ok && source) {
         /* The original graph is kept as text in the data section: only
          * --reoptimize and checkpoints read it, so restoring does not pay
@@ -526,7 +555,7 @@ int tg_tgf_save(const char *path, tg_function *const *fs, int n, const tg_tgf_sa
         if (fview_check(fs[i], ctx)) return tg_ctx_status(ctx);
     json_object *opts = options_json(info ? info->options : NULL);
     if (!opts) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
-    return save_functions(path, fs, n, info ? info->source : NULL, NULL, opts, ctx);
+    return save_functions(path, fs, n, info ? info->source : NULL, NULL, NULL, opts, ctx);
 }
 
 /* ---- reading ---- */
@@ -568,6 +597,7 @@ struct tg_tgf {
     int narrays;
     json_object *root; /* the header, kept for the original graph */
     mapping *map;
+    bool reoptimized; /* the functions were compiled at load, not restored */
 };
 
 typedef struct reader {
@@ -586,6 +616,21 @@ static int bad(reader *R, int status, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return tg_errorf(R->ctx, status, "%s: %s", R->t->what, msg);
+}
+
+bool tg_tgf_is_file(const char *path) {
+    if (!path) return false;
+    size_t n = strlen(path);
+    if (n >= 4 && !strcasecmp(path + n - 4, ".tgf")) return true;
+    /* O_NONBLOCK: a FIFO is not waited on (nor read: it is not regular). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return false;
+    struct stat st;
+    char magic[8];
+    bool yes = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size >= TG_TGF_PREAMBLE &&
+               pread(fd, magic, 8, 0) == 8 && !memcmp(magic, TG_TGF_MAGIC, 8);
+    close(fd);
+    return yes;
 }
 
 static int read_preamble(reader *R) {
@@ -1305,6 +1350,15 @@ static tg_tgf *load_mem(reader *R, const tg_tgf_load_options *opts, bool copy) {
     fingerprint_check(t);
     if (opts && opts->reoptimize) {
         if (reoptimize(t, jfns, opts->options, ctx)) goto fail;
+        t->reoptimized = true;
+        /* A checkpoint of these functions records the options that made
+         * them (the file's own when the caller gave none). */
+        json_object *jo = opts->options ? options_json(opts->options) : NULL;
+        if (opts->options && (!jo || json_object_object_add(t->root, "options", jo))) {
+            json_object_put(jo);
+            tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", t->what);
+            goto fail;
+        }
     } else {
         for (size_t i = 0; i < nf; i++) {
             t->fns[i] = restore_function(t, json_object_array_get_idx(jfns, i), (int)i, ctx);
@@ -1596,7 +1650,8 @@ int tg_tgf_save_state(tg_tgf *t, const char *path, tg_ctx *ctx) {
     json_object *opts = NULL, *jopt = get(t->root, "options", json_type_object);
     if (jopt && json_object_deep_copy(jopt, &opts, NULL) != 0) opts = NULL;
     if (!opts) opts = options_json(NULL);
-    rc = n ? save_functions(path, fs, n, src, copy ? t : NULL, opts, ctx)
+    rc = n ? save_functions(path, fs, n, src, copy ? t : NULL, t->reoptimized ? NULL : t->root, opts,
+                            ctx)
            : (json_object_put(opts), tg_errorf(ctx, TG_EINVAL, "%s: no function left to save", t->what));
     tg_graph_free(src);
     tg_free(fs);
