@@ -368,6 +368,128 @@ static void test_reshape_chain_keeps_check(void **state) {
     }
 }
 
+/* cast(cast(x, a), b) -> cast(x, b) only where that gives the same
+ * values for every x. Values worked out with NumPy's astype (x86): int64
+ * 2^53 + 1 and 2^63 - 1 through float64 round to 2^53 and 2^63, which
+ * int64 reads as INT64_MIN; uint32 3e9 through float64 to int32 is out
+ * of range (INT32_MIN), where uint32 -> int32 wraps to -1294967296. */
+static tg_array *ints(tg_dtype dt, int64_t n, const int64_t *v) {
+    tg_array *a = tg_array_new(TG_INT64, 1, &n);
+    memcpy(a->data, v, sizeof(int64_t) * (size_t)n);
+    tg_array *c = tg_array_copy(a, dt);
+    tg_array_free(a);
+    return c;
+}
+
+static void test_cast_chain_values(void **state) {
+    (void)state;
+    static const struct {
+        const char *x, *a, *b;
+        bool merges;
+        int64_t n, in[3], want[3];
+    } cases[] = {
+        {"int64", "float64", "int64", false, 2, {9007199254740993LL, INT64_MAX}, {9007199254740992LL, INT64_MIN}},
+        {"uint32", "float64", "int32", false, 1, {3000000000LL}, {INT32_MIN}},
+        /* the float64 holds every uint32, and the int64 too: merges */
+        {"uint32", "float64", "int64", true, 2, {3000000000LL, 4294967295LL}, {3000000000LL, 4294967295LL}},
+        {"int32", "int64", "int32", true, 3, {INT32_MIN, -1, INT32_MAX}, {INT32_MIN, -1, INT32_MAX}},
+        /* a wider int and back wraps as the direct cast does */
+        {"int32", "int64", "int8", true, 3, {300, -129, 127}, {44, 127, 127}},
+        {"int16", "float32", "int64", true, 2, {-32768, 32767}, {-32768, 32767}},
+        /* through a float to an integer x must fit: int32 -> float64 ->
+         * int16 stays (40000 -> -25536, as NumPy, wraps through int32) */
+        {"int32", "float64", "int16", false, 2, {40000, -3}, {-25536, -3}},
+        {"uint64", "float64", "uint64", false, 2, {-1, 9007199254740993LL}, {0, 9007199254740992LL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 G(V("x", "%s", "[null]"), NA("cast", "['x']", "['m']", "{'dtype':'%s'}") ","
+                                               NA("cast", "['m']", "['z']", "{'dtype':'%s'}")),
+                 cases[c].x, cases[c].a, cases[c].b);
+        tg_graph *g = load(text);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (fired(opt, "cast_useless") != cases[c].merges)
+            fail_msg("%s -> %s -> %s: cast_useless %s", cases[c].x, cases[c].a, cases[c].b,
+                     cases[c].merges ? "did not fire" : "fired");
+        tg_array *in = ints(tg_dtype_from_name(cases[c].x), cases[c].n, cases[c].in);
+        tg_array *want = ints(tg_dtype_from_name(cases[c].b), cases[c].n, cases[c].want), *o1 = NULL, *o2 = NULL;
+        call(ref, &in, &o1);
+        call(opt, &in, &o2);
+        tu_assert_close(o1, want, 0, 0);
+        tu_assert_close(o2, want, 0, 0);
+        tg_array_free(o1);
+        tg_array_free(o2);
+        tg_array_free(want);
+        tg_array_free(in);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+}
+
+/* Every chain of three dtypes: where cast_useless merges, the values of
+ * the edges of every dtype (its ends, 2^53 + 1, 3e9, NaN, infinities,
+ * -0, halves, values past float16) are those of the chain as written. It
+ * merges value-preserving steps: int8 -> int32 -> float32, float16 ->
+ * float32 -> int8, uint16 -> float32 -> uint32, bool -> float16 -> int64. */
+static void test_cast_chain_every_dtype(void **state) {
+    (void)state;
+    static const int64_t iv[] = {0, 1, -1, 127, 128, -129, 255, 256, 32767, 40000, 65535, 65536, 2147483647,
+                                 -2147483648LL, 3000000000LL, 4294967295LL, 9007199254740993LL, INT64_MAX, INT64_MIN};
+    static const double fv[] = {0.0, -0.0, 0.5, -1.5, 127.5, 300.0, -40000.0, 65504.0, 70000.0, 3e9, -3e9,
+                                9007199254740993.0, 1e19, -1e19, 1e-8, INFINITY, -INFINITY, NAN};
+    const int64_t ni = sizeof iv / sizeof iv[0], nf = sizeof fv / sizeof fv[0];
+    int merged = 0;
+    bool seen[4] = {false};
+    for (int x = 0; x < TG_NDTYPES; x++) {
+        tg_array *in;
+        if (tg_dtype_is_float((tg_dtype)x)) {
+            tg_array *d = tu_f64(1, &nf, fv);
+            in = tg_array_copy(d, (tg_dtype)x);
+            tg_array_free(d);
+        } else {
+            in = ints((tg_dtype)x, ni, iv);
+        }
+        for (int a = 0; a < TG_NDTYPES; a++) {
+            for (int b = 0; b < TG_NDTYPES; b++) {
+                if (a == x || b == a) continue;
+                char text[1024];
+                snprintf(text, sizeof text,
+                         G(V("x", "%s", "[null]"), NA("cast", "['x']", "['m']", "{'dtype':'%s'}") ","
+                                                       NA("cast", "['m']", "['z']", "{'dtype':'%s'}")),
+                         tg_dtype_name((tg_dtype)x), tg_dtype_name((tg_dtype)a), tg_dtype_name((tg_dtype)b));
+                tg_graph *g = load(text);
+                tg_function *opt = compile_preset(g, "fast_run");
+                if (fired(opt, "cast_useless")) {
+                    merged++;
+                    tg_function *ref = compile_preset(g, "none");
+                    tg_array *o1 = NULL, *o2 = NULL;
+                    call(ref, &in, &o1);
+                    call(opt, &in, &o2);
+                    char msg[512];
+                    if (!tu_arrays_close(o2, o1, 0, 0, msg, sizeof msg))
+                        fail_msg("%s -> %s -> %s merged: %s", tg_dtype_name((tg_dtype)x),
+                                 tg_dtype_name((tg_dtype)a), tg_dtype_name((tg_dtype)b), msg);
+                    tg_array_free(o1);
+                    tg_array_free(o2);
+                    tg_function_free(ref);
+                    seen[0] |= x == TG_INT8 && a == TG_INT32 && b == TG_FLOAT32;
+                    seen[1] |= x == TG_FLOAT16 && a == TG_FLOAT32 && b == TG_INT8;
+                    seen[2] |= x == TG_UINT16 && a == TG_FLOAT32 && b == TG_UINT32;
+                    seen[3] |= x == TG_BOOL && a == TG_FLOAT16 && b == TG_INT64;
+                }
+                tg_function_free(opt);
+                tg_graph_free(g);
+            }
+        }
+        tg_array_free(in);
+    }
+    for (int k = 0; k < 4; k++)
+        if (!seen[k]) fail_msg("expected merge %d did not fire", k);
+    assert_true(merged > 100);
+}
+
 /* argmax(f(x)) stays where f mixes the values it compares: a softmax
  * over another axis than the argmax's, a decreasing function of
  * integers (neg wraps), a function that is not monotonic. */
@@ -1641,6 +1763,8 @@ int main(void) {
         cmocka_unit_test(test_each_rewrite),
         cmocka_unit_test(test_shape_static_declines),
         cmocka_unit_test(test_reshape_chain_keeps_check),
+        cmocka_unit_test(test_cast_chain_values),
+        cmocka_unit_test(test_cast_chain_every_dtype),
         cmocka_unit_test(test_argmax_pushdown_declines),
         cmocka_unit_test(test_argmax_pushdown_values),
         cmocka_unit_test(test_pow_half_edges),

@@ -563,13 +563,46 @@ static int reshape_useless(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* Whether every value of dtype `from` is a value of `to`, exactly: a
+ * bool anywhere; an integer into an integer whose range holds it, or into
+ * a float whose significand holds its bits (int8/uint8 -> float16,
+ * 16-bit -> float32, 32-bit -> float64); a float into a float as wide or
+ * wider. NumPy's safe casting is wider than this: int64 and uint64 ->
+ * float64 round (2^53 + 1 -> 2^53). */
+static bool cast_exact(tg_dtype from, tg_dtype to) {
+    if (from == to || from == TG_BOOL) return true;
+    if (to == TG_BOOL) return false;
+    size_t fs = tg_dtype_size(from), ts = tg_dtype_size(to);
+    if (tg_dtype_is_float(from)) return tg_dtype_is_float(to) && ts >= fs;
+    bool fsigned = tg_dtype_kind(from) == 'i';
+    if (tg_dtype_is_float(to)) {
+        size_t bits = fs * 8 - fsigned, digits = ts == 2 ? 11 : ts == 4 ? 24 : 53;
+        return bits <= digits;
+    }
+    if (fsigned) return tg_dtype_kind(to) == 'i' && ts >= fs;
+    return tg_dtype_kind(to) == 'i' ? ts > fs : ts >= fs;
+}
+
+/* cast(cast(x, a), b) == cast(x, b) for every x: x -> a keeps every value
+ * (then a -> b sees x's own value, and a conversion to a float or bool,
+ * or from an integer to an integer (wrapping), depends on the value
+ * alone), except from an integer x through a float a to an integer b: a
+ * float out of b's range does not wrap as an integer does (uint32 3e9 ->
+ * float64 -> int32 is INT32_MIN, uint32 -> int32 wraps to -1294967296),
+ * so there x must fit b as well. */
+static bool cast_chain_merges(tg_dtype x, tg_dtype a, tg_dtype b) {
+    if (!cast_exact(x, a)) return false;
+    if (tg_dtype_is_int(x) && tg_dtype_is_float(a) && tg_dtype_is_int(b)) return cast_exact(x, b);
+    return true;
+}
+
 /* cast to the same dtype -> x; cast(cast(x, a), b) -> cast(x, b) when
- * x -> a loses nothing; identity(x) -> x. */
+ * that gives the same values (cast_chain_merges); identity(x) -> x. */
 static int cast_useless(tg_rw *rw, tg_node *n) {
     tg_var *x = n->inputs[0];
     if (x->type.dtype == n->outputs[0]->type.dtype) return swap(rw, n, x);
     tg_node *p = tg_rw_producer(x, "cast");
-    if (p && tg_dtype_can_cast_safe(p->inputs[0]->type.dtype, x->type.dtype)) {
+    if (p && cast_chain_merges(p->inputs[0]->type.dtype, x->type.dtype, n->outputs[0]->type.dtype)) {
         if (tg_rw_match(rw, p)) return TG_ENOMEM;
         if (p->inputs[0]->type.dtype == n->outputs[0]->type.dtype) return swap(rw, n, p->inputs[0]);
         return swap(rw, n, tg_rw_op1(rw, "cast", p->inputs[0], attrs_str(n)));
