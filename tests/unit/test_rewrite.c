@@ -490,6 +490,60 @@ static void test_cast_chain_every_dtype(void **state) {
     assert_true(merged > 100);
 }
 
+/* A product or z scaled by the constant 0 keeps its multiplication:
+ * gemm with alpha 0 skips the product, with beta 0 ignores z (BLAS), and
+ * ger with alpha 0 does nothing, where 0 * NaN and 0 * inf are NaN as
+ * written (NumPy). Values by hand (and NumPy), b the identity: a row
+ * of a holding NaN or inf makes that row of dot(a, b) NaN or inf and NaN
+ * (inf * 0); outer([inf, 1], [1, 2]) = [[inf, inf], [1, 2]]; each times
+ * 0 is NaN there. 0*z + dot(x, y) still
+ * becomes a gemm, of 0*z with beta 1. */
+static void test_blas_update_zero_scale(void **state) {
+    (void)state;
+    static const struct {
+        const char *graph;
+        bool gemm;
+        double a[4], b[4], c[4], want[4];
+    } cases[] = {
+        {G(V("a", "float64", "[2,2]") "," V("b", "float64", "[2,2]") "," V("c", "float64", "[2,2]"),
+           N("dot", "['a','b']", "['d']") "," N("mul", "['d',{'value':0.0}]", "['m']") "," N("add", "['c','m']", "['z']")),
+         false, {NAN, 1, 2, 3}, {1, 0, 0, 1}, {1, 2, 3, 4}, {NAN, NAN, 3, 4}},
+        {G(V("a", "float64", "[2,2]") "," V("b", "float64", "[2,2]") "," V("c", "float64", "[2,2]"),
+           N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':-0.0},'d']", "['m']") "," N("sub", "['c','m']", "['z']")),
+         false, {INFINITY, 1, 2, 3}, {1, 0, 0, 1}, {1, 2, 3, 4}, {NAN, NAN, 3, 4}},
+        {G(V("a", "float64", "[2,2]") "," V("b", "float64", "[2,2]") "," V("c", "float64", "[2,2]"),
+           N("dot", "['a','b']", "['d']") "," N("mul", "['c',{'value':0.0}]", "['m']") "," N("add", "['m','d']", "['z']")),
+         true, {1, 2, 3, 4}, {1, 0, 0, 1}, {INFINITY, 1, 2, NAN}, {NAN, 2, 3, NAN}},
+        {G(V("a", "float64", "[2]") "," V("b", "float64", "[2]") "," V("c", "float64", "[2,2]"),
+           N("outer", "['a','b']", "['o']") "," N("mul", "[{'value':0.0},'o']", "['m']") "," N("add", "['c','m']", "['z']")),
+         false, {INFINITY, 1}, {1, 2}, {1, 2, 3, 4}, {NAN, NAN, 3, 4}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tg_graph *g = load(cases[k].graph);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (fired(opt, "blas_update") != cases[k].gemm)
+            fail_msg("case %zu: blas_update %s", k, cases[k].gemm ? "did not fire" : "fired");
+        assert_int_equal(count_op(opt, "gemm"), cases[k].gemm);
+        assert_int_equal(count_op(opt, "ger"), 0);
+        const int64_t s2[2] = {2, 2}, s1 = 2;
+        int nd = tg_function_input_ndim(ref, 0);
+        tg_array *in[3] = {tu_f64(nd, nd == 2 ? s2 : &s1, cases[k].a), tu_f64(nd, nd == 2 ? s2 : &s1, cases[k].b),
+                           tu_f64(2, s2, cases[k].c)};
+        tg_array *want = tu_f64(2, s2, cases[k].want), *o1 = NULL, *o2 = NULL;
+        call(ref, in, &o1);
+        call(opt, in, &o2);
+        tu_assert_close(o1, want, 0, 0);
+        tu_assert_close(o2, want, 0, 0);
+        tg_array_free(o1);
+        tg_array_free(o2);
+        tg_array_free(want);
+        for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+}
+
 /* argmax(f(x)) stays where f mixes the values it compares: a softmax
  * over another axis than the argmax's, a decreasing function of
  * integers (neg wraps), a function that is not monotonic. */
@@ -1765,6 +1819,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_chain_keeps_check),
         cmocka_unit_test(test_cast_chain_values),
         cmocka_unit_test(test_cast_chain_every_dtype),
+        cmocka_unit_test(test_blas_update_zero_scale),
         cmocka_unit_test(test_argmax_pushdown_declines),
         cmocka_unit_test(test_argmax_pushdown_values),
         cmocka_unit_test(test_pow_half_edges),
