@@ -815,10 +815,12 @@ static int fill_sink(tg_rw *rw, tg_node *n) {
 
 /* ---- stabilize ---- */
 
-/* The operand of add(1, x) / add(x, 1), or NULL. */
+/* The operand of add(1, x) / add(x, 1) of floats, or NULL. An integer
+ * 1 + x wraps (int8 127 + 1 is -128, whose log is NaN), which log1p,
+ * computing in float, would not. */
 static tg_var *one_plus(const tg_var *v, tg_node **p) {
     tg_node *a = tg_rw_producer(v, "add");
-    if (!a || a->nin != 2) return NULL;
+    if (!a || a->nin != 2 || !is_float(a->outputs[0])) return NULL;
     double c;
     for (int i = 0; i < 2; i++)
         if (scalar_const(a->inputs[i], &c) && c == 1 && a->inputs[i]->type.ndim == 0) {
