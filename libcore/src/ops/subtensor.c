@@ -180,6 +180,32 @@ typedef struct region {
     int64_t offset;
 } region;
 
+/* An index, slice bound or step read from an integer scalar. A uint64
+ * past INT64_MAX is INT64_MAX (as take reads it), not the negative int64
+ * of its bits: out of bounds as an index, past either end as a slice
+ * bound, where NumPy clamps it, and one element as a step. */
+static int64_t index_load(const tg_array *a) {
+    if (a->dtype == TG_UINT64) {
+        uint64_t u;
+        memcpy(&u, a->data, 8);
+        return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+    }
+    return tg_load_i64(a->dtype, a->data);
+}
+
+/* An index as the user wrote it, for an error: a (perhaps clamped) uint64
+ * prints unsigned. src is the extra input it came from, or NULL. */
+static const char *index_text(const tg_array *src, int64_t v, char *buf, size_t size) {
+    if (src && src->dtype == TG_UINT64) {
+        uint64_t u;
+        memcpy(&u, src->data, 8);
+        snprintf(buf, size, "%llu", (unsigned long long)u);
+    } else {
+        snprintf(buf, size, "%lld", (long long)v);
+    }
+    return buf;
+}
+
 /* Value of part p of entry e at load: true when known (a constant, or an
  * extra input that is a constant). */
 static bool static_part(const tg_node *n, const tg_index_entry *e, int p,
@@ -191,7 +217,7 @@ static bool static_part(const tg_node *n, const tg_index_entry *e, int p,
     }
     const tg_array *c = tg_const_input(n, first_extra(n) + e->dyn[p]);
     if (!c) return false;
-    *v = tg_load_i64(c->dtype, c->data);
+    *v = index_load(c);
     return true;
 }
 
@@ -254,11 +280,14 @@ static int index_infer(tg_node *n, tg_type *rt, tg_ctx *ctx) {
         bool known[3];
         for (int p = 0; p < 3; p++) known[p] = static_part(n, e, p, &v[p]);
         if (!e->is_slice) {
-            if (known[0] && len >= 0 && (v[0] >= len || v[0] < -len))
+            if (known[0] && len >= 0 && (v[0] >= len || v[0] < -len)) {
+                const tg_array *c = e->dyn[0] < 0 ? NULL : tg_const_input(n, first + e->dyn[0]);
+                char txt[24];
                 return tg_errorf(ctx, TG_ELOAD,
-                                 "attrs.index[%d]: index %lld is out of bounds "
+                                 "attrs.index[%d]: index %s is out of bounds "
                                  "for axis %d with size %lld",
-                                 k, (long long)v[0], k, (long long)len);
+                                 k, index_text(c, v[0], txt, sizeof txt), k, (long long)len);
+            }
             continue;
         }
         if (known[2] && v[2] == 0)
@@ -298,15 +327,17 @@ static int index_region(const tg_node *n, int ndim, const int64_t *shape,
         int64_t len = shape[k], v[3];
         for (int p = 0; p < 3; p++) {
             int d = e->dyn[p];
-            v[p] = d < 0 ? e->v[p] : tg_load_i64(ex[d]->dtype, ex[d]->data);
+            v[p] = d < 0 ? e->v[p] : index_load(ex[d]);
         }
         if (!e->is_slice) {
             int64_t i = v[0] < 0 ? v[0] + len : v[0];
+            char txt[24];
             if (i < 0 || i >= len)
                 return tg_errorf(ctx, TG_ERUNTIME,
-                                 "index %lld is out of bounds for axis %d with "
+                                 "index %s is out of bounds for axis %d with "
                                  "size %lld",
-                                 (long long)v[0], k, (long long)len);
+                                 index_text(e->dyn[0] < 0 ? NULL : ex[e->dyn[0]], v[0], txt, sizeof txt), k,
+                                 (long long)len);
             r->offset += i * strides[k];
             continue;
         }

@@ -223,6 +223,11 @@ CASES = [
                                                                                   "data": [2 ** 62] * 3}}],
                                       "outputs": ["y"], "attrs": {"axis": 0}}]),
      "TG_ESHAPE", "the repeats make more than 2^63 - 1 elements"),
+    # a uint64 index past 2^63 - 1 is out of bounds, not -1 (its bits)
+    ("subtensor_u64_index", g(nodes=[{"op": "subtensor",
+                                      "inputs": ["x", {"value": {"dtype": "uint64", "shape": [], "data": 2 ** 64 - 1}}],
+                                      "outputs": ["y"], "attrs": {"index": ["$0"]}}]),
+     "TG_ELOAD", "attrs.index[0]: index 18446744073709551615 is out of bounds for axis 0 with size 3"),
 ]
 
 RAW = {

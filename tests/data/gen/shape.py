@@ -418,6 +418,34 @@ def gen_subtensor():
     g.case("reuse", {"w": a, "k": np.uint8(2)},
            {"w_diag": a[2, 2], "w_weak": a[1:, 1], "w_const": a[:3]})
 
+    # uint64 indices past 2**63 - 1: out of bounds as an index, past the
+    # end as a slice bound (NumPy clamps a bound), one element as a step;
+    # never the negative int64 of their bits (2**64 - 1 had read as -1).
+    x = g.inp("v", "float64", [None])
+    iu = g.inp("iu", "uint64", [])
+    g.func("u64_index", [x, iu], [g.op("subtensor", [x, iu], {"index": ["$0"]}, out="v_i")])
+    a = rand("float64", (3,))
+    g.case("u64_index", {"v": a, "iu": np.uint64(2)}, {"v_i": a[2]})
+    for big in [2**63, 2**64 - 1]:
+        g.case("u64_index", {"v": a, "iu": np.uint64(big)},
+               error="index %d is out of bounds for axis 0 with size 3" % big)
+    outs = [g.op("subtensor", [x, iu], {"index": [{"start": "$0"}]}, out="v_start"),
+            g.op("subtensor", [x, iu], {"index": [{"stop": "$0"}]}, out="v_stop"),
+            g.op("subtensor", [x, iu], {"index": [{"step": "$0"}]}, out="v_step"),
+            g.op("subtensor", [x, iu], {"index": [{"start": "$0", "step": -1}]}, out="v_rev")]
+    g.func("u64_slice", [x, iu], outs)
+    for v in [1, 2**63 - 1, 2**63, 2**64 - 1]:
+        g.case("u64_slice", {"v": a, "iu": np.uint64(v)},
+               {"v_start": a[v:], "v_stop": a[:v], "v_step": a[::v], "v_rev": a[v::-1]})
+    # The same as constants, where the static shape comes from them.
+    x = g.inp("vc", "float64", [3])
+    outs = [g.op("subtensor", [x, const(np.uint64(2**63))], {"index": [{"start": "$0"}]}, out="vc_start"),
+            g.op("subtensor", [x, const(np.uint64(2**64 - 1))], {"index": [{"stop": "$0"}]}, out="vc_stop"),
+            g.op("subtensor", [x, const(np.uint64(2**64 - 1))], {"index": [{"start": "$0", "step": -1}]},
+                 out="vc_rev")]
+    g.func("u64_const", [x], outs)
+    g.case("u64_const", {"vc": a}, {"vc_start": a[2**63:], "vc_stop": a[:2**64 - 1], "vc_rev": a[2**64 - 1::-1]})
+
     # Every dtype class.
     for dt in ["bool", "int64", "uint64", "float16"]:
         x = g.inp("t_" + dt, dt, [3, None, 2])
@@ -550,6 +578,25 @@ def gen_setinc(opname):
                {"d_r": apply(a, (iv, slice(jv, None, -1)), vy)})
     g.case("dynamic", {"d": a, "dy": rand("float64", (1,)), "di": np.int64(3), "dj": np.int16(0)},
            error="index 3 is out of bounds for axis 0 with size 3")
+
+    # uint64 indices past 2**63 - 1 (not the negative int64 of their
+    # bits): out of bounds as an index; as a slice start, past the end
+    # (NumPy clamps it), so a forward slice selects nothing and a reversed
+    # one everything.
+    x = g.inp("e", "float64", [None])
+    y = g.inp("ey", "float64", [None])
+    iu = g.inp("eu", "uint64", [])
+    g.func("u64_index", [x, y, iu], [g.op(opname, [x, y, iu], {"index": ["$0"]}, out="e_i")])
+    a = rand("float64", (3,))
+    g.case("u64_index", {"e": a, "ey": rand("float64", (1,)), "eu": np.uint64(2**64 - 1)},
+           error="index 18446744073709551615 is out of bounds for axis 0 with size 3")
+    g.func("u64_slice", [x, y, iu], [g.op(opname, [x, y, iu], {"index": [{"start": "$0"}]}, out="e_s"),
+                                     g.op(opname, [x, y, iu], {"index": [{"start": "$0", "step": -1}]},
+                                          out="e_r")])
+    for v in [2**63, 2**64 - 1]:
+        vy = rand("float64", (1,))
+        g.case("u64_slice", {"e": a, "ey": vy, "eu": np.uint64(v)},
+               {"e_s": apply(a, (slice(v, None),), vy), "e_r": apply(a, (slice(v, None, -1),), vy)})
 
     # Non-contiguous x and y (views made by other shape ops), 0-d x.
     x = g.inp("n", "float32", [3, 4])
