@@ -52,6 +52,12 @@ bad 2 "a value of the wrong shape" "$costly" -i v='[1,2,3]'
 bad 2 "-i without =" "$costly" -i v
 bad 2 "an unwritable --json" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --json "$tmp/no/such/dir/r.json"
 bad 2 "an unwritable --trace" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --trace "$tmp/no/such/dir/t.json"
+bad 2 "--calls plus --warmup past 2^63 - 1" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 9223372036854775807
+# An unwritable file is said before anything runs (no report on stdout),
+# and the other file is not written either.
+"$TGPROF" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --json "$tmp/no/such/dir/r.json" --trace "$tmp/ok.trace.json" >"$tmp/out" 2>/dev/null
+check '[ $? -eq 2 ] && [ ! -s "$tmp/out" ] && [ ! -e "$tmp/ok.trace.json" ] && [ -z "$(ls "$tmp" | grep "ok.trace.json.tmp")" ]' \
+  "an unwritable --json stops tgprof before the run, and the --trace is not written"
 bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
 
 # libgomp's spin count (tools/common/ompspin.h): tgprof starts itself again
@@ -140,8 +146,12 @@ for e in ev:
 for c in calls:
     inner = [e for e in ev if e.get("cat") != "call" and c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"]]
     ok = ok and len(inner) == len(nodes)
-    ok = ok and all({"op", "shapes", "bytes"} <= set(e["args"]) for e in inner)
+    ok = ok and all({"op", "shapes", "output_bytes", "bytes_allocated"} <= set(e["args"]) for e in inner)
 check(ok, "every call event encloses exactly its %d node events, each with op, shapes and bytes" % len(nodes))
+tb = {e["name"]: e["args"] for e in ev if e.get("cat") != "call"}
+check(tb["g"]["bytes_allocated"] == 0 and tb["g"]["output_bytes"] == 819200 and
+      tb["z"]["bytes_allocated"] == 819200 and tb["x"]["bytes_allocated"] == 0,
+      "the trace's bytes_allocated counts new buffers only, output_bytes every output (g: %s)" % tb.get("g"))
 nodes_ev = sorted((e for e in ev if e.get("cat") != "call"), key=lambda e: e["ts"])
 check(all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(nodes_ev, nodes_ev[1:])), "node events do not overlap")
 check(len(nodes_ev) == 5 * len(nodes), "no node event outside a call")
@@ -211,6 +221,12 @@ fi
 "$TGPROF" "$TG_SRC/examples/logreg.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 2 \
   --json "$tmp/logreg.json" >/dev/null
 check '[ $? -eq 0 ]' "tgprof profiles the logistic regression"
+# A scan is named by its body's name, scan{rnn}, as Theano's Scan{rnn},
+# not by the text of its body.
+R=(-f train -i x="$TG_SRC/examples/rnn/x.npy" -i y="$TG_SRC/examples/rnn/y.npy" --calls 1 --warmup 0 --top 100)
+"$TGPROF" "$TG_SRC/examples/rnn.json" "${R[@]}" >"$tmp/rnn.txt"
+check '[ $? -eq 0 ] && grep -q "  scan{rnn}$" "$tmp/rnn.txt" && grep -q "  scan{grad_of_rnn}$" "$tmp/rnn.txt" &&
+       [ "$(awk "length > 1000" "$tmp/rnn.txt" | wc -l)" -eq 0 ]' "the RNN's scans are scan{rnn} and scan{grad_of_rnn}, no line over 1000 characters"
 $PY -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' "$tmp/mlp.trace.json" \
   && echo "ok: the MLP's trace is valid JSON" || { echo "FAIL: the MLP's trace is not valid JSON"; fails=$((fails + 1)); }
 # A report or trace whose write fails (the file-size limit, as a full disk

@@ -330,6 +330,17 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
     return root;
 }
 
+/* The key of a node whose attrs hold a body graph (scan, op_from_graph):
+ * op{name} (the loader names every body; "scan" by default), as Theano's
+ * Scan{rnn}, not the body's text. */
+static void body_key(const tg_node *nd, tg_str *s) {
+    json_object *jname = NULL;
+    if (json_object_object_get_ex(nd->attrs, "name", &jname) && json_object_is_type(jname, json_type_string))
+        tg_str_addf(s, "%s{%s}", nd->op->name, json_object_get_string(jname));
+    else
+        tg_str_addf(s, "%s", nd->op->name);
+}
+
 int prof_opkeys(prof_info *P) {
     int n = P->n;
     tg_function *f = P->f;
@@ -339,13 +350,12 @@ int prof_opkeys(prof_info *P) {
         const tg_node *nd = f->sched[k].node;
         const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
         tg_str s = {0};
-        json_object *jname;
         if (strcmp(nd->op->name, "composite") == 0 && composite_text(nd->attrs, &s))
             ; /* composite{tanh((i0 + i1))}, as Theano names a fused node */
-        else if (strcmp(nd->op->name, "op_from_graph") == 0 && nd->attrs &&
-                 json_object_object_get_ex(nd->attrs, "name", &jname))
-            /* op_from_graph{normalize}: the body's name, not its text */
-            tg_str_addf(&s, "op_from_graph{%s}", json_object_get_string(jname));
+        else if (nd->attrs && json_object_object_get_ex(nd->attrs, "body", NULL))
+            /* scan{rnn}, op_from_graph{normalize}: a node with a body is
+             * named by the body's name, not its text (Theano: Scan{rnn}) */
+            body_key(nd, &s);
         else if (attrs && strcmp(attrs, "{}") != 0)
             tg_str_addf(&s, "%s%s", nd->op->name, attrs);
         else

@@ -16,6 +16,7 @@
  * Exit status: 0 success; 1 a run-time failure; 2 bad usage or bad input.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdio.h>
@@ -411,7 +412,10 @@ static void write_trace(const prof_info *P, FILE *o) {
             fprintf(o, ",\"pid\":1,\"tid\":1,\"args\":{\"op\":");
             put_json_string(o, P->opkey[k]);
             fprintf(o, ",\"node\":%d,\"shapes\":[", k);
-            int64_t bytes = 0;
+            /* output_bytes: the size of its outputs; bytes_allocated: of
+             * those it made a buffer for (not views, not in-place), as the
+             * report's bytes_allocated */
+            int64_t bytes = 0, fresh = 0;
             for (int j = 0; j < tg_function_node_noutputs(f, k); j++) {
                 tg_profile_output po;
                 tg_profile_output_get(P->p, k, j, &po);
@@ -419,8 +423,10 @@ static void write_trace(const prof_info *P, FILE *o) {
                 for (int dd = 0; dd < po.ndim; dd++) fprintf(o, "%s%lld", dd ? "," : "", (long long)po.shape[dd]);
                 fprintf(o, "]");
                 bytes += po.bytes;
+                if (po.kind == TG_PROFILE_OUT_NEW) fresh += po.bytes;
             }
-            fprintf(o, "],\"bytes\":%lld}}", (long long)bytes);
+            fprintf(o, "],\"output_bytes\":%lld,\"bytes_allocated\":%lld}}", (long long)bytes,
+                    (long long)fresh);
             if (mem) {
                 fprintf(o, ",\n{\"name\":\"live memory\",\"ph\":\"C\",\"ts\":");
                 put_us(o, s);
@@ -537,6 +543,20 @@ int main(int argc, char **argv) {
                         "compiling it (tgc compile)", path);
         return TG_EXIT_USAGE;
     }
+    if (calls > LONG_MAX - warmup) {
+        cli_error(TOOL, "--calls %ld with --warmup %ld: more calls than can be counted", calls, warmup);
+        return TG_EXIT_USAGE;
+    }
+    /* The files are opened (as temporaries) before anything runs, so that
+     * a path that cannot be written is said at once, not after the
+     * profile; each is renamed into place whole at the end, or not at
+     * all. */
+    cli_out jo = {0}, to = {0};
+    if (json_out && !cli_out_open(&jo, TOOL, "--json", json_out)) return TG_EXIT_USAGE;
+    if (trace_out && !cli_out_open(&to, TOOL, "--trace", trace_out)) {
+        cli_out_close(&jo, false);
+        return TG_EXIT_USAGE;
+    }
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
     tg_profile *p = NULL;
@@ -625,36 +645,24 @@ int main(int argc, char **argv) {
         const char *text = rep ? json_object_to_json_string_ext(rep, JSON_C_TO_STRING_PRETTY |
                                                                          JSON_C_TO_STRING_NOSLASHESCAPE)
                                : NULL;
-        cli_out o;
         if (!text) {
             cli_error(TOOL, "--json %s: out of memory", json_out);
             rc = TG_EXIT_FOUND;
             goto done;
         }
-        if (!cli_out_open(&o, TOOL, "--json", json_out)) {
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-        fputs(text, o.f);
-        fputc('\n', o.f);
-        if (cli_out_close(&o, true)) {
-            rc = TG_EXIT_FOUND;
-            goto done;
-        }
+        fputs(text, jo.f);
+        fputc('\n', jo.f);
     }
-    if (trace_out) {
-        cli_out o;
-        if (!cli_out_open(&o, TOOL, "--trace", trace_out)) {
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-        write_trace(&P, o.f);
-        if (cli_out_close(&o, true)) {
-            rc = TG_EXIT_FOUND;
-            goto done;
-        }
+    if (trace_out) write_trace(&P, to.f);
+    /* The report, then the trace: a report that cannot be written leaves
+     * the trace unwritten too (and the files that were there). */
+    if ((json_out && cli_out_close(&jo, true)) || (trace_out && cli_out_close(&to, true))) {
+        rc = TG_EXIT_FOUND;
+        goto done;
     }
 done:
+    cli_out_close(&jo, false);
+    cli_out_close(&to, false);
     json_object_put(rep);
     prof_opkeys_free(&P);
     free(P.st);
