@@ -421,10 +421,24 @@ def gen_arange():
                {"abc": np.arange(s, e, st)})
     g.case("dynamic_int", {"a": np.int32(0), "b": np.int64(3), "c": np.int16(0)},
            error="step is zero")
-    # stop - start past int64: an error (NumPy's subtraction wraps, with an
+    # a length past 2^63 - 1: an error (NumPy's subtraction wraps, with an
     # overflow warning, and it returns []; tg's overflowed in int64)
     g.case("dynamic_int", {"a": np.int32(-5), "b": np.int64(2**63 - 1), "c": np.int16(1)},
            error="cannot compute the length")
+    # stop - start past int64 with a length that fits: the exact elements,
+    # Python's range (NumPy's subtraction wraps and it returns []), from
+    # inputs and from constants (the static length too)
+    a, b, c = g.inp("la", "int64", []), g.inp("lb", "int64", []), g.inp("lc", "int64", [])
+    g.func("int64_ends", [a, b, c], [g.op("arange", [a, b, c], out="lab")])
+    ends = [(-2**63, 2**63 - 1, 2**62), (2**63 - 1, -2**63, -2**62), (-2**63, 2**63 - 1, 3 * 2**61),
+            (-2**63, 2**63 - 1, 2**63 - 1), (2**63 - 1, -2**63, -2**63)]
+    for s, e, st in ends:
+        g.case("int64_ends", {"la": np.int64(s), "lb": np.int64(e), "lc": np.int64(st)},
+               {"lab": np.array(range(s, e, st), np.int64)})
+    g.func("int64_ends_const", [], [g.op("arange", [i64(s), i64(e), i64(st)], out="lc_%d" % k)
+                                    for k, (s, e, st) in enumerate(ends)])
+    g.case("int64_ends_const", {}, {"lc_%d" % k: np.array(range(s, e, st), np.int64)
+                                    for k, (s, e, st) in enumerate(ends)})
 
     a = g.inp("fa", "float32", [])
     b = g.inp("fb", "float64", [])
