@@ -49,6 +49,9 @@ bad 2 "nanguard on a file that is not a graph" nanguard "$TG_SRC/README.md"
 bad 2 "nanguard with an unknown option" nanguard "$D/overflow.json" --frobnicate
 bad 2 "nanguard --big x" nanguard "$D/overflow.json" -i x='[1,2,3]' --big x
 bad 2 "nanguard --big 0" nanguard "$D/overflow.json" -i x='[1,2,3]' --big 0
+contains err "^tgdebug: nanguard: --big: expected a threshold > 0 (inf turns the check off), got '0'$" "--big 0: the message"
+bad 2 "nanguard --big -1" nanguard "$D/overflow.json" -i x='[1,2,3]' --big -1
+contains err "^tgdebug: nanguard: --big: expected a threshold > 0 (inf turns the check off), got '-1'$" "--big -1: the same message"
 bad 2 "nanguard with every check off" nanguard "$D/overflow.json" -i x='[1,2,3]' --no-nan --no-inf --big inf
 bad 2 "nanguard --calls 0" nanguard "$D/overflow.json" -i x='[1,2,3]' --calls 0
 bad 2 "nanguard --calls without its value" nanguard "$D/overflow.json" --calls
@@ -159,6 +162,73 @@ if "$TGC" compile "$D/fused00.json" -o "$tmp/f00.tgf" >/dev/null 2>&1; then
   line "original node: q" "fused00.tgf: the original node is q"
 else
   fail "tgc compile fused00.json"
+fi
+
+# Constants: a NaN that constant folding put in a constant (z = log(c),
+# c = -1) is made by no node at run time. Returned, used as an update or
+# read by a node, it is named with the file's node it was folded from and
+# that node's trace; -O none finds that node itself. The file's own NaN
+# constant returned as is is named too.
+expect 1 "fold_out: a folded NaN output" -- "$T" nanguard "$D/fold_out.json" -i x='[1,2,3]'
+line "nanguard: NaN in call 1 of 'main'" "fold_out: NaN in call 1"
+line "constant: z:const (output z of the function)" "fold_out: the constant, as output z"
+line "folded from: node z (log)" "fold_out: folded from z (log)"
+line "  model.py:301 in build: z = T.log(c)" "fold_out: z's trace"
+contains err "^tgdebug: nanguard: call 1: constant 'z:const' (folded from 'z'), output 'z', holds NaN (1 of 1 elements)$" "fold_out: the one line"
+expect 1 "fold_out -O none: the log node" -- "$T" nanguard "$D/fold_out.json" -O none -i x='[1,2,3]'
+line "node: z" "fold_out -O none: node z"
+expect 1 "const_out: the file's NaN constant returned" -- "$T" nanguard "$D/const_out.json" -O none -i x='[1,2,3]'
+line "constant: c (output c of the function)" "const_out: constant c, output c"
+line "(a constant of the file: no node made it)" "const_out: no node made it"
+expect 1 "fold_upd: a folded NaN update, at call 1" -- "$T" nanguard "$D/fold_upd.json" --calls 3
+line "nanguard: NaN in call 1 of 'main'" "fold_upd: call 1, not the shared value at call 2"
+line "constant: z:const (the new value of shared w)" "fold_upd: the update of w"
+line "folded from: node z (log)" "fold_upd: folded from z"
+line "  model.py:311 in build: z = T.log(c)" "fold_upd: z's trace"
+expect 1 "fold_read: a folded NaN constant read by the dot" -- "$T" nanguard "$D/fold_read.json" -i x='[1,2,3]'
+line "constant: z:const (read by node y, dot)" "fold_read: read by y"
+line "folded from: node z (log)" "fold_read: folded from z"
+line "  model.py:321 in build: z = T.log(c)" "fold_read: z's trace, not the dot's"
+if grep -q "T.dot" "$tmp/out"; then fail "fold_read: the dot's trace printed"; sed 's/^/  | /' "$tmp/out"; else pass "fold_read: not the dot's trace"; fi
+# constbig: q = x / c, c = [1e11, 0]: 0/0 is q's NaN; c's 1e11 is big,
+# which explains no NaN (1/0: no infinity either).
+for O in none fast_run; do
+  expect 1 "constbig -O $O: q's NaN, not c's big" -- "$T" nanguard "$D/constbig.json" -O $O -i x='[1,0]'
+  line "nanguard: NaN in call 1 of 'main'" "constbig -O $O: the headline is NaN"
+  if grep -q "^constant: " "$tmp/out"; then fail "constbig -O $O: blames the constant"; sed 's/^/  | /' "$tmp/out"; else pass "constbig -O $O: no constant blamed"; fi
+  contains out "model.py:341 in build: q = x / c" "constbig -O $O: q's trace"
+done
+expect 1 "constbig: 1/0 is q's infinity" -- "$T" nanguard "$D/constbig.json" -O none -i x='[1,2]'
+line "nanguard: Inf in call 1 of 'main'" "constbig: Inf"
+line "node: q" "constbig: at q"
+# fuse_inf (float32): exp(100) overflows; the mul by 0 makes the NaN.
+expect 1 "fuse_inf: the fused exp made an infinity" -- "$T" nanguard "$D/fuse_inf.json" -i x='[1,100,2]'
+line "nanguard: NaN in call 1 of 'main'" "fuse_inf: the output holds NaN"
+line "fused op: exp (body variable t0 of the composite)" "fuse_inf: the exp"
+line "fused op made: Inf in 1 of 3 elements (nan=0 inf=1 big=0)" "fuse_inf: which made Inf"
+contains err "(composite: its exp) made an infinity (1 of 3 elements), and the output 'o' holds NaN (1 of 3 elements)$" "fuse_inf: the one line says infinity"
+# --big on float32: 16777219 is no float32; 2 * 8388610 = 16777220 is
+# above it (a threshold rounded to the nearest float was 16777220).
+expect 1 "dbl32 --big 16777219: 16777220 is above it" -- "$T" nanguard "$D/dbl32.json" -i x='[1,8388610]' --big 16777219
+line "nanguard: big in call 1 of 'main'" "dbl32: big"
+contains out "^output 0 'y': nan=0 inf=0 big=1 (|x| > 16777219) of 2;" "dbl32: the threshold as given"
+expect 0 "dbl32 --big 16777219: 16777218 is not" -- "$T" nanguard "$D/dbl32.json" -i x='[1,8388609]' --big 16777219
+line "nanguard: 1 call of 'main', 1 nodes checked: clean (no NaN, no Inf, no |value| > 16777219)" "dbl32: clean, the threshold as given"
+expect 1 "--big inf: no threshold printed" -- "$T" nanguard "$D/overflow.json" -O none --big inf -i x='[1,30,800]'
+contains out "^output 0 'ex': nan=0 inf=1 big=0 (off) of 3;" "--big inf: big (off)"
+# The mean of finite values whose sum overflows (input x is big).
+expect 1 "an input of [1e308, 8e307, 1e308]" -- "$T" nanguard "$D/fold_out.json" -O none -i x='[1e308,8e307,1e308]'
+line "value: nan=0 inf=0 big=3 of 3; finite min=8e+307 max=1e+308 mean=9.33333e+307" "the mean does not overflow"
+# A fused culprit from a .tgf: the file's graph is not there, the
+# composite's trace is.
+if "$TGC" compile "$D/tgf_log.json" -o "$tmp/tl.tgf" >/dev/null 2>&1; then
+  expect 1 "tgf_log.tgf: NaN in the composite" -- "$T" nanguard "$tmp/tl.tgf" -i x='[1,0,0]' -i W='[[1,0,0],[0.5,0,0],[3,0,0]]'
+  line "fused op: log (body variable t1 of the composite)" "tgf_log.tgf: the log"
+  line "original node: lg" "tgf_log.tgf: the original node lg"
+  line "trace of the composite y (the .tgf keeps no trace of each node it fused):" "tgf_log.tgf: the composite's trace"
+  line "  model.py:374 in build: y = lg * 2" "tgf_log.tgf: its source line"
+else
+  fail "tgc compile tgf_log.json"
 fi
 
 # The MLP trains clean.

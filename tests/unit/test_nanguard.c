@@ -1,9 +1,13 @@
 /* The NaN guard (tg/debug.h): statistics worked out by hand; the node
  * that made a NaN is named, not the nodes that passed it on, with and
  * without fusion (inside a composite, the body op and the file's node it
- * stood for); NaN fed in is the input's; a constant holding NaN is the
- * constant's; integer values are not checked; the call number counts,
- * and a stopped call leaves the shared values as they were. */
+ * stood for, and what that op made); NaN fed in is the input's; a
+ * constant holding NaN is the constant's, when it holds the output's kind
+ * of bad value; constants returned or used as updates are checked, and
+ * one constant folding made names the node it was folded from; integer
+ * values are not checked; float32 against a threshold float32 cannot
+ * hold; the call number counts, and a stopped call leaves the shared
+ * values as they were. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +53,14 @@ static void test_stats_by_hand(void **state) {
     assert_true(fabs(st.mean - (1 - 3 + 2e11) / 3) < 1e-3);
     tg_array_stats(a, INFINITY, &st);
     assert_int_equal(st.big, 0);
+    tg_array_free(a);
+    /* finite values whose sum overflows: the mean does not */
+    int64_t sh3[1] = {3};
+    double d3[3] = {1e308, 8e307, NAN};
+    a = tu_f64(1, sh3, d3);
+    tg_array_stats(a, INFINITY, &st);
+    assert_true(st.mean == 9e307 || fabs(st.mean - 9e307) <= 1e-15 * 9e307);
+    assert_true(st.max == 1e308 && st.min == 8e307);
     tg_array_free(a);
     /* int64: no NaN, no infinity; min, max, mean still. */
     int64_t sh2[1] = {3};
@@ -269,6 +281,277 @@ static void test_calls_and_shared(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Guard the function of json compiled with preset, call it `calls` times
+ * (or until an offence) on x (NULL: no inputs); returns the status of
+ * the last call, the guard and the function left for the test to read
+ * and free. */
+static int guard_calls(const char *json, const char *preset, const tg_nanguard_options *opt, tg_array *x, int calls,
+                       tg_graph **g, tg_function **f, tg_nanguard **ng, tg_ctx *ctx) {
+    *g = load(json);
+    *f = compile(*g, preset);
+    *ng = tg_nanguard_new(*f, opt, ctx);
+    assert_non_null(*ng);
+    int rc = TG_OK;
+    for (int i = 0; i < calls && rc == TG_OK; i++) {
+        tg_array *out[2] = {NULL, NULL};
+        rc = tg_nanguard_call(*ng, x ? &x : NULL, out, ctx);
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+    }
+    return rc;
+}
+
+static void guard_done(tg_graph *g, tg_function *f, tg_nanguard *ng) {
+    tg_nanguard_free(ng);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* z = log(c), c = -1, returned: constant folding makes z a NaN constant
+ * that no node makes at run time. The guard checks such outputs, and
+ * names the file's variable it was folded from; every call reports it.
+ * With -O none the log node makes it. */
+static const char *FOLD_OUT =
+    "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
+    "{'id':'c','type':{'dtype':'float64','shape':[]},'constant':{'data':-1}}],"
+    "'nodes':[{'op':'log','inputs':['c'],'outputs':['z']},{'op':'mul','inputs':['x',{'value':2.0}],'outputs':['y']}],"
+    "'functions':{'main':{'inputs':['x'],'outputs':['y','z']}}}";
+
+static void test_folded_constant_output(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {2};
+    double xv[2] = {1, 2};
+    tg_array *x = tu_f64(1, shape, xv);
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    assert_int_equal(guard_calls(FOLD_OUT, "fast_run", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_non_null(o);
+    assert_int_equal(o->where, TG_OFFENCE_CONSTANT);
+    assert_int_equal(o->node, -1);
+    assert_int_equal(o->output, 1);
+    assert_int_equal(o->what, TG_BAD_NAN);
+    assert_int_equal(o->stats.nan, 1);
+    assert_non_null(o->folded_from);
+    assert_string_equal(o->folded_from, "z");
+    assert_null(o->update_of);
+    assert_null(tg_nanguard_node_input(ng, 0));
+    assert_non_null(strstr(tg_ctx_message(ctx), "(folded from 'z'), output 'z', holds NaN"));
+    /* checked once, reported at every call */
+    tg_array *out[2] = {NULL, NULL};
+    assert_int_equal(tg_nanguard_call(ng, &x, out, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->call, 2);
+    assert_int_equal(o->where, TG_OFFENCE_CONSTANT);
+    guard_done(g, f, ng);
+    assert_int_equal(guard_calls(FOLD_OUT, "none", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_string_equal(tg_function_node_key(f, o->node), "z");
+    guard_done(g, f, ng);
+    /* --no-nan: nothing else is wrong */
+    tg_nanguard_options opt = {.no_nan = true};
+    assert_int_equal(guard_calls(FOLD_OUT, "fast_run", &opt, x, 2, &g, &f, &ng, ctx), TG_OK);
+    assert_null(tg_nanguard_offence(ng));
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+}
+
+/* The file's own NaN constant returned as is: no rewrite made it. */
+static void test_file_constant_output(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {2};
+    double xv[2] = {1, 2};
+    tg_array *x = tu_f64(1, shape, xv);
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    const char *json = "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
+                       "{'id':'c','type':{'dtype':'float64','shape':[]},'constant':{'data':'nan'}}],"
+                       "'nodes':[{'op':'mul','inputs':['x',{'value':2.0}],'outputs':['y']}],"
+                       "'functions':{'main':{'inputs':['x'],'outputs':['y','c']}}}";
+    const char *presets[] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        assert_int_equal(guard_calls(json, presets[p], NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+        const tg_offence *o = tg_nanguard_offence(ng);
+        assert_int_equal(o->where, TG_OFFENCE_CONSTANT);
+        assert_string_equal(o->var, "c");
+        assert_int_equal(o->output, 1);
+        assert_null(o->folded_from);
+        guard_done(g, f, ng);
+    }
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+}
+
+/* The folded NaN as the new value of shared w: found at call 1 (before,
+ * call 2 found w holding it), w left as it was. */
+static void test_folded_constant_update(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    const char *json = "{'format':'tg-graph','version':1,'variables':[{'id':'w','type':{'dtype':'float64','shape':[]},"
+                       "'shared':{'data':1}},{'id':'c','type':{'dtype':'float64','shape':[]},'constant':{'data':-1}}],"
+                       "'nodes':[{'op':'log','inputs':['c'],'outputs':['z']},{'op':'add','inputs':['w',{'value':1.0}],'outputs':['o']}],"
+                       "'functions':{'main':{'inputs':[],'outputs':['o'],'updates':{'w':'z'}}}}";
+    assert_int_equal(guard_calls(json, "fast_run", NULL, NULL, 3, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->call, 1);
+    assert_int_equal(o->where, TG_OFFENCE_CONSTANT);
+    assert_int_equal(o->node, -1);
+    assert_int_equal(o->output, 1); /* after the one output */
+    assert_non_null(o->update_of);
+    assert_string_equal(o->update_of, "w");
+    assert_string_equal(o->folded_from, "z");
+    assert_non_null(strstr(tg_ctx_message(ctx), "the new value of shared variable 'w'"));
+    assert_true(tg_array_get_flat(tg_function_shared_get(f, "w"), 0) == 1);
+    guard_done(g, f, ng);
+    tg_ctx_free(ctx);
+}
+
+/* A folded NaN vector read by a dot: the constant, folded from z. */
+static void test_folded_constant_read(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {3};
+    double xv[3] = {1, 2, 3};
+    tg_array *x = tu_f64(1, shape, xv);
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    const char *json = "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[3]}},"
+                       "{'id':'c','type':{'dtype':'float64','shape':[3]},'constant':{'data':[1,-1,2]}}],"
+                       "'nodes':[{'op':'log','inputs':['c'],'outputs':['z']},{'op':'dot','inputs':['x','z'],'outputs':['y']}]}";
+    assert_int_equal(guard_calls(json, "fast_run", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_CONSTANT);
+    assert_true(o->node >= 0);
+    assert_string_equal(tg_function_node_key(f, o->node), "y");
+    assert_non_null(o->folded_from);
+    assert_string_equal(o->folded_from, "z");
+    assert_int_equal(o->stats.nan, 1);
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+}
+
+/* q = x / c, c = [1e11, 0], x = [1, 0]: q = [1e-11, NaN]. c holds a big
+ * value, but a big value explains no NaN: q made it. */
+static void test_big_constant_explains_no_nan(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {2};
+    double xv[2] = {1, 0};
+    tg_array *x = tu_f64(1, shape, xv);
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    const char *json = "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
+                       "{'id':'c','type':{'dtype':'float64','shape':[2]},'constant':{'data':[1e11,0]}}],"
+                       "'nodes':[{'op':'true_div','inputs':['x','c'],'outputs':['q']}]}";
+    assert_int_equal(guard_calls(json, "none", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_string_equal(tg_function_node_key(f, o->node), "q");
+    assert_int_equal(o->what, TG_BAD_NAN);
+    guard_done(g, f, ng);
+    /* q = x * c with c = [1e11, 1], x = [1, 1]: q = [1e11, 1] is big, as
+     * c is: the same kind of bad value, so c is the source. */
+    const char *json2 = "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
+                        "{'id':'c','type':{'dtype':'float64','shape':[2]},'constant':{'data':[1e11,1]}}],"
+                        "'nodes':[{'op':'mul','inputs':['x','c'],'outputs':['q']}]}";
+    double xv2[2] = {1, 1};
+    tg_array *x2 = tu_f64(1, shape, xv2);
+    assert_int_equal(guard_calls(json2, "none", NULL, x2, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_CONSTANT);
+    assert_string_equal(o->var, "c");
+    assert_int_equal(o->what, TG_BAD_BIG);
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    tg_array_free(x2);
+    tg_ctx_free(ctx);
+}
+
+/* float32 exp(x) * 0 + 1, fused: exp(100) is an infinity, which the mul
+ * by 0 makes the output's NaN. The body op found is the exp, and what it
+ * made is an infinity. */
+static void test_fused_body_op_made_inf(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {3};
+    tg_array *x = tg_array_new(TG_FLOAT32, 1, shape);
+    float *xd = tg_array_data(x);
+    xd[0] = 1;
+    xd[1] = 100;
+    xd[2] = 2;
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    const char *json = "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float32','shape':[3]}}],"
+                       "'nodes':[{'op':'exp','inputs':['x'],'outputs':['e']},"
+                       "{'op':'mul','inputs':['e',{'value':0.0}],'outputs':['z']},"
+                       "{'op':'add','inputs':['z',{'value':1.0}],'outputs':['o']}]}";
+    assert_int_equal(guard_calls(json, "fast_run", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_string_equal(tg_function_node_op(f, o->node), "composite");
+    assert_int_equal(o->what, TG_BAD_NAN);
+    assert_non_null(o->body_op);
+    assert_string_equal(o->body_op, "exp");
+    assert_int_equal(o->body_what, TG_BAD_INF);
+    assert_int_equal(o->body_stats.inf, 1);
+    assert_int_equal(o->body_stats.nan, 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "(composite: its exp) made an infinity (1 of 3 elements), and the output 'o' holds NaN"));
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+}
+
+/* A float32 threshold that float32 cannot hold: 16777219 lies between
+ * the floats 16777218 and 16777220; 16777220 is above it. */
+static void test_float32_threshold(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {2};
+    tg_array *x = tg_array_new(TG_FLOAT32, 1, shape);
+    float *xd = tg_array_data(x);
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    const char *json = "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float32','shape':[2]}}],"
+                       "'nodes':[{'op':'mul','inputs':['x',{'value':2.0}],'outputs':['y']}]}";
+    tg_nanguard_options opt = {.big = 16777219};
+    xd[0] = 1;
+    xd[1] = 8388610; /* y = 16777220 */
+    assert_int_equal(guard_calls(json, "none", &opt, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_int_equal(o->what, TG_BAD_BIG);
+    assert_int_equal(o->stats.big, 1);
+    guard_done(g, f, ng);
+    xd[1] = 8388609; /* y = 16777218 */
+    assert_int_equal(guard_calls(json, "none", &opt, x, 1, &g, &f, &ng, ctx), TG_OK);
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    /* the threshold itself passes, as in float64 */
+    x = tg_array_new(TG_FLOAT32, 1, shape);
+    xd = tg_array_data(x);
+    xd[0] = 1;
+    xd[1] = 4;
+    opt.big = 8;
+    assert_int_equal(guard_calls(json, "none", &opt, x, 1, &g, &f, &ng, ctx), TG_OK);
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     tg_graph *g = load(DEEP);
@@ -293,6 +576,13 @@ int main(void) {
         cmocka_unit_test(test_nan_constant),
         cmocka_unit_test(test_integers_not_checked),
         cmocka_unit_test(test_calls_and_shared),
+        cmocka_unit_test(test_folded_constant_output),
+        cmocka_unit_test(test_file_constant_output),
+        cmocka_unit_test(test_folded_constant_update),
+        cmocka_unit_test(test_folded_constant_read),
+        cmocka_unit_test(test_big_constant_explains_no_nan),
+        cmocka_unit_test(test_fused_body_op_made_inf),
+        cmocka_unit_test(test_float32_threshold),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* tgdebug nanguard: run a function with the NaN guard (tg/debug.h) and
  * report the node that made the first NaN, infinity or huge value. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -44,6 +45,53 @@ static const char *what_word(unsigned w) {
     return w & TG_BAD_NAN ? "NaN" : w & TG_BAD_INF ? "Inf" : "big";
 }
 
+static int64_t what_count(unsigned w, const tg_stats *st) {
+    return w & TG_BAD_NAN ? st->nan : w & TG_BAD_INF ? st->inf : st->big;
+}
+
+/* The threshold as the user can give it back: the shortest %g that reads
+ * back as the same double (16777219, not 1.67772e+07). */
+static const char *num_str(double v, char *buf, size_t size) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, size, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
+/* "(|x| > T)", or "(off)" when --big inf turned the check off. */
+static const char *big_str(double big, char *buf, size_t size) {
+    char t[32];
+    if (!isfinite(big))
+        snprintf(buf, size, "(off)");
+    else
+        snprintf(buf, size, "(|x| > %s)", num_str(big, t, sizeof t));
+    return buf;
+}
+
+/* What a constant the optimizer made stands for: the file's node whose
+ * output constant folding replaced by it (the node that made the bad
+ * value, with its trace), or the file's variable. */
+static void print_folded(const tg_graph *g, const tg_function *f, const char *id) {
+    const tg_var *v = g ? tg_graph_find(g, id) : NULL;
+    const tg_node *o = v ? v->owner : NULL;
+    if (o && o->nout) {
+        const char *key = o->outputs[0]->id;
+        if (strcmp(key, id))
+            printf("folded from: node %s (%s), output %s\n", key, o->op->name, id);
+        else
+            printf("folded from: node %s (%s)\n", key, o->op->name);
+        tgd_print_gradient(stdout, f, key, "  ", NULL);
+        printf("trace of %s:\n", key);
+        tgd_print_trace(stdout, o, "  ");
+    } else if (v && v->kind == TG_VAR_CONSTANT) {
+        printf("folded from: constant %s of the file\n", id);
+    } else {
+        printf("folded from: %s\n", id);
+        tgd_print_gradient(stdout, f, id, "  ", NULL);
+    }
+}
+
 /* The original nodes of the file a scheduled node stands for, each with
  * its op and trace. */
 static void print_origins(const tg_graph *g, const tg_function *f, const char *const *keys, int n,
@@ -74,13 +122,26 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
         return;
     }
     int k = off->node;
-    const tg_node *n = f->sched[k].node;
+    const tg_node *n = k >= 0 ? f->sched[k].node : NULL;
     if (off->where == TG_OFFENCE_CONSTANT) {
-        printf("constant: %s (read by node %s, %s)\n", off->var, tg_function_node_key(f, k), n->op->name);
-        printf("value: nan=%lld inf=%lld big=%lld of %lld\n", (long long)off->stats.nan,
-               (long long)off->stats.inf, (long long)off->stats.big, (long long)off->stats.size);
-        printf("trace:\n");
-        tgd_print_trace(stdout, n, "  ");
+        if (n)
+            printf("constant: %s (read by node %s, %s)\n", off->var, tg_function_node_key(f, k), n->op->name);
+        else if (off->update_of)
+            printf("constant: %s (the new value of shared %s)\n", off->var, off->update_of);
+        else
+            printf("constant: %s (output %s of the function)\n", off->var, tg_function_output_id(f, off->output));
+        printf("value: nan=%lld inf=%lld big=%lld of %lld; finite min=%.6g max=%.6g mean=%.6g\n",
+               (long long)off->stats.nan, (long long)off->stats.inf, (long long)off->stats.big,
+               (long long)off->stats.size, off->stats.min, off->stats.max, off->stats.mean);
+        if (off->folded_from) {
+            print_folded(g, f, off->folded_from);
+        } else if (n) {
+            /* a constant of the file: no node made it; where it is read */
+            printf("trace of the reader %s:\n", tg_function_node_key(f, k));
+            tgd_print_trace(stdout, n, "  ");
+        } else {
+            printf("(a constant of the file: no node made it)\n");
+        }
         return;
     }
     printf("node: %s\n", tg_function_node_key(f, k));
@@ -91,17 +152,34 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
     /* (a node a rewrite made is described through its origins below) */
     if (self) tgd_print_gradient(stdout, f, keys[0], "", NULL);
     printf("schedule: %d of %d\n", k + 1, tg_function_node_count(f));
-    printf("output %d '%s': nan=%lld inf=%lld big=%lld (|x| > %g) of %lld; finite min=%.6g max=%.6g mean=%.6g\n",
+    char bs[64];
+    printf("output %d '%s': nan=%lld inf=%lld big=%lld %s of %lld; finite min=%.6g max=%.6g mean=%.6g\n",
            off->output, off->var, (long long)off->stats.nan, (long long)off->stats.inf,
-           (long long)off->stats.big, big, (long long)off->stats.size, off->stats.min, off->stats.max,
-           off->stats.mean);
+           (long long)off->stats.big, big_str(big, bs, sizeof bs), (long long)off->stats.size, off->stats.min,
+           off->stats.max, off->stats.mean);
     for (int i = 0; i < n->nin; i++) {
         printf("input %d '%s': ", i, n->inputs[i]->id);
         tgd_print_stats(stdout, tg_nanguard_node_input(ng, i));
     }
     if (off->body_op) {
         printf("fused op: %s (body variable %s of the composite)\n", off->body_op, off->body_var);
+        if (off->body_what) {
+            /* what the fused op itself made (an infinity, that a later
+             * body op turned into the output's NaN) */
+            const tg_stats *b = &off->body_stats;
+            printf("fused op made: %s in %lld of %lld elements (nan=%lld inf=%lld big=%lld)\n",
+                   what_word(off->body_what), (long long)what_count(off->body_what, b), (long long)b->size,
+                   (long long)b->nan, (long long)b->inf, (long long)b->big);
+        }
         print_origins(g, f, off->origins, off->norigins, "original node");
+        if (!g) {
+            /* A .tgf keeps the optimized graph only: the fused nodes'
+             * traces are gone, the composite's own (its last fused node's)
+             * is the nearest source line there is. */
+            printf("trace of the composite %s (the .tgf keeps no trace of each node it fused):\n",
+                   tg_function_node_key(f, k));
+            tgd_print_trace(stdout, n, "  ");
+        }
         return;
     }
     printf("trace:\n");
@@ -110,6 +188,19 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
         printf("stands for %d node%s of the file:\n", no, no == 1 ? "" : "s");
         print_origins(g, f, keys, no, "original node");
     }
+}
+
+/* --big: a number > 0 (inf: off); one message for 0, -1 and 'x'. */
+static bool parse_big(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end || end == s || errno == ERANGE || isnan(v) || v <= 0) {
+        tgd_error(SUB, "--big: expected a threshold > 0 (inf turns the check off), got '%s'", s);
+        return false;
+    }
+    *out = v;
+    return true;
 }
 
 int tgd_nanguard(int argc, char **argv) {
@@ -140,11 +231,7 @@ int tgd_nanguard(int argc, char **argv) {
             if (!tgd_parse_long(SUB, "--calls", optarg, 1, &calls)) return TG_EXIT_USAGE;
             break;
         case 'b':
-            if (!tgd_parse_double(SUB, "--big", optarg, &go.big)) return TG_EXIT_USAGE;
-            if (go.big == 0) {
-                tgd_error(SUB, "--big: expected a threshold > 0 (inf turns the check off), got '%s'", optarg);
-                return TG_EXIT_USAGE;
-            }
+            if (!parse_big(optarg, &go.big)) return TG_EXIT_USAGE;
             break;
         case 'i':
             if (!cli_input_add(TGDEBUG, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
@@ -218,7 +305,9 @@ int tgd_nanguard(int argc, char **argv) {
         size_t k = 0;
         if (!go.no_nan) k += (size_t)snprintf(what + k, sizeof what - k, "no NaN");
         if (!go.no_inf) k += (size_t)snprintf(what + k, sizeof what - k, "%sno Inf", k ? ", " : "");
-        if (isfinite(big)) snprintf(what + k, sizeof what - k, "%sno |value| > %g", k ? ", " : "", big);
+        char t[32];
+        if (isfinite(big))
+            snprintf(what + k, sizeof what - k, "%sno |value| > %s", k ? ", " : "", num_str(big, t, sizeof t));
         printf("nanguard: %ld call%s of '%s', %d nodes checked: clean (%s)\n", calls, calls == 1 ? "" : "s",
                tg_function_name(f), tg_function_node_count(f), what);
     }

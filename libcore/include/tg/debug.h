@@ -50,7 +50,8 @@ typedef enum tg_offence_where {
     TG_OFFENCE_NONE = 0,
     TG_OFFENCE_INPUT,    /* a function input was bad when the call began */
     TG_OFFENCE_SHARED,   /* a shared value was bad when the call began */
-    TG_OFFENCE_CONSTANT, /* a constant of the graph (read by `node`) */
+    TG_OFFENCE_CONSTANT, /* a constant of the graph: read by `node`, or
+                            (node -1) a function output or update value */
     TG_OFFENCE_NODE      /* node `node` made it */
 } tg_offence_where;
 
@@ -60,10 +61,24 @@ typedef struct tg_offence {
     tg_offence_where where;
     uint64_t call;    /* 1 for the guard's first call */
     const char *var;  /* id of the bad value */
-    int node;         /* schedule position; -1 for INPUT and SHARED */
-    int output;       /* output index of `node` (NODE) */
+    int node;         /* schedule position; -1 for INPUT and SHARED, and
+                         for a CONSTANT that no node reads */
+    int output;       /* output index of `node` (NODE); for a CONSTANT
+                         with node -1, which value of the function it is:
+                         output `output` when below
+                         tg_function_output_count(f), else the new value
+                         of the (output - count)-th updated shared
+                         variable (its id: update_of) */
     unsigned what;    /* TG_BAD_* bits found */
     tg_stats stats;   /* of the bad value */
+    /* CONSTANT: the id of the variable of the graph file the constant
+     * stands for when the optimizer made it (constant folding replaced
+     * that node output by it: the node that made the bad value is that
+     * variable's owner), else NULL (a constant of the file, or a restored
+     * function, whose record keeps no replacements). */
+    const char *folded_from;
+    const char *update_of; /* CONSTANT, node -1: the shared variable it
+                              updates, or NULL (an output) */
     /* NODE, when the node is a fused `composite`: the body op that made
      * the value (NULL when it could not be told apart), the body variable,
      * and the original nodes of the file that op stood for (keys). */
@@ -71,6 +86,11 @@ typedef struct tg_offence {
     const char *body_var;
     int norigins;
     const char *const *origins;
+    /* With body_op: what that op's result held (TG_BAD_* bits and its
+     * statistics); it may differ from `what`, the output's (an infinity
+     * that a later body op multiplied by 0 is a NaN in the output). */
+    unsigned body_what;
+    tg_stats body_stats;
 } tg_offence;
 
 typedef struct tg_nanguard tg_nanguard;

@@ -39,7 +39,20 @@ struct tg_nanguard {
     bool nan, inf, big_on;
     double big;
     double fast_t; /* the fast pass flags !(|x| <= fast_t) */
+    float fast_tf; /* the same for float32: the largest float <= fast_t */
     uint64_t calls;
+    /* The function's outputs and update values that are constants (a
+     * file's constant, or one constant folding made): checked once, at
+     * the first call (they never change), and reported at every call.
+     * const_bad: -2 not checked yet, -1 all clean, else the index into
+     * fg->outputs of the first bad one, whose bits and statistics follow. */
+    int const_bad;
+    unsigned const_w;
+    tg_stats const_st;
+    /* What is_bad last found (tg_composite_locate's last call is on the
+     * result of the body op it locates). */
+    unsigned last_w;
+    tg_stats last_st;
     bool found;
     tg_offence off;
     /* The second run: stop before node `capture` and copy its inputs. */
@@ -98,6 +111,18 @@ void tg_array_stats(const tg_array *a, double big, tg_stats *st) {
         st->min = s.lo;
         st->max = s.hi;
         st->mean = s.sum / (double)s.nfin;
+        if (!isfinite(st->mean)) {
+            /* The sum of finite values overflowed ([1e308, 8e307]): sum
+             * them divided by their count instead, whose partial sums
+             * never pass the largest magnitude. Only then: it costs a
+             * second pass and a division per element. */
+            double m = 0, inv = 1.0 / (double)s.nfin;
+            for (int64_t i = 0; i < n; i++) {
+                double v = tg_array_get_flat(a, i);
+                if (isfinite(v)) m += v * inv;
+            }
+            st->mean = m;
+        }
     }
 }
 
@@ -131,9 +156,19 @@ static int fails_par(const char *x, int64_t n, bool f64, double t) {
     for (int64_t k = 0; k < nchunks; k++) {
         int64_t lo = k * chunk, m = n - lo < chunk ? n - lo : chunk;
         c |= f64 ? fails_f64((const double *)x + lo, m, t)
-                 : fails_f32((const float *)x + lo, m, t > FLT_MAX ? FLT_MAX : (float)t);
+                 : fails_f32((const float *)x + lo, m, (float)t);
     }
     return c;
+}
+
+/* The largest float <= t (FLT_MAX above it): a float32 x has
+ * |x| <= t exactly when |x| <= that float, where (float)t, rounded to
+ * the nearest, would let through the floats between t and it (t =
+ * 16777219 rounds to 16777220). */
+static float float_floor(double t) {
+    if (t >= FLT_MAX) return FLT_MAX;
+    float f = (float)t;
+    return (double)f > t ? nextafterf(f, 0) : f;
 }
 
 static bool fast_fails(const tg_nanguard *g, const tg_array *a) {
@@ -142,9 +177,9 @@ static bool fast_fails(const tg_nanguard *g, const tg_array *a) {
     if (tg_array_is_contiguous(a)) {
         bool f64 = a->dtype == TG_FLOAT64;
         if (f64 || a->dtype == TG_FLOAT32) {
-            if (n >= PAR_MIN) return fails_par(a->data, n, f64, g->fast_t);
+            if (n >= PAR_MIN) return fails_par(a->data, n, f64, f64 ? g->fast_t : g->fast_tf);
             if (f64) return fails_f64((const double *)a->data, n, g->fast_t);
-            return fails_f32((const float *)a->data, n, g->fast_t > FLT_MAX ? FLT_MAX : (float)g->fast_t);
+            return fails_f32((const float *)a->data, n, g->fast_tf);
         }
     }
     /* float16 and strided views: element by element. */
@@ -183,8 +218,10 @@ static int classify_device(const tg_nanguard *g, const tg_array *a, tg_stats *st
 }
 
 static bool is_bad(const tg_array *a, void *ud) {
-    tg_stats st;
-    return classify(ud, a, &st) != 0;
+    tg_nanguard *g = ud;
+    memset(&g->last_st, 0, sizeof g->last_st);
+    g->last_w = classify(g, a, &g->last_st);
+    return g->last_w != 0;
 }
 
 static const char *what_str(unsigned w) {
@@ -283,7 +320,9 @@ tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts, tg
     g->big = big == 0 ? 1e10 : big;
     g->big_on = isfinite(g->big);
     g->fast_t = g->big_on ? g->big : DBL_MAX;
+    g->fast_tf = float_floor(g->fast_t);
     g->capture = -1;
+    g->const_bad = -2;
     if (g->nan || g->inf || g->big_on) set_hooks(g, false);
     return g;
 }
@@ -319,6 +358,56 @@ static bool check_value(tg_nanguard *g, const tg_array *a, tg_offence_where wher
     g->off.var = id;
     g->off.what = w;
     g->off.stats = st;
+    return true;
+}
+
+/* The file's variable constant v stands for when the optimizer made it
+ * (constant folding replaced that node output by v), else NULL. */
+static const char *folded_from(const tg_function *f, const tg_var *v) {
+    const char *o = tg_opt_record_standin(&f->record, v->id);
+    return o == v->id || !strcmp(o, v->id) ? NULL : o;
+}
+
+/* " (folded from 'z')", or "". */
+static const char *folded_note(const tg_offence *o, char *buf, size_t size) {
+    if (!o->folded_from) return "";
+    snprintf(buf, size, " (folded from '%s')", o->folded_from);
+    return buf;
+}
+
+/* The outputs and update values that are constants: a NaN that constant
+ * folding put in one (the function returns log(-1)) is in no node's
+ * output, and the file's own constant returned as is neither. They do
+ * not change, so the first call checks them once; an offence found then
+ * is the offence of every call (it would be handed out each time). */
+static bool check_constant_outputs(tg_nanguard *g) {
+    const tg_function *f = g->f;
+    const tg_fgraph *fg = f->fg;
+    if (g->const_bad == -2) {
+        g->const_bad = -1;
+        for (int i = 0; i < fg->nout + fg->nupd && g->const_bad < 0; i++) {
+            const tg_var *v = fg->outputs[i];
+            if (v->kind != TG_VAR_CONSTANT || !v->value) continue;
+            tg_stats st;
+            unsigned w = classify(g, v->value, &st);
+            if (!w) continue;
+            g->const_bad = i;
+            g->const_w = w;
+            g->const_st = st;
+        }
+    }
+    if (g->const_bad < 0) return false;
+    int i = g->const_bad;
+    const tg_var *v = fg->outputs[i];
+    g->found = true;
+    g->off.where = TG_OFFENCE_CONSTANT;
+    g->off.node = -1;
+    g->off.output = i;
+    g->off.var = v->id;
+    g->off.what = g->const_w;
+    g->off.stats = g->const_st;
+    g->off.folded_from = folded_from(f, v);
+    g->off.update_of = i >= fg->nout ? fg->upd_shared[i - fg->nout]->id : NULL;
     return true;
 }
 
@@ -360,6 +449,20 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                              (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
                              count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size);
     }
+    if (on && check_constant_outputs(g)) {
+        char fb[256];
+        const char *note = folded_note(&g->off, fb, sizeof fb);
+        if (g->off.update_of)
+            return tg_errorf(ctx, TG_ESTOPPED,
+                             "call %llu: constant '%s'%s, the new value of shared variable '%s', holds %s (%d of %lld elements)",
+                             (unsigned long long)g->off.call, g->off.var, note, g->off.update_of,
+                             what_str(g->off.what), count_of(g->off.what, &g->off.stats),
+                             (long long)g->off.stats.size);
+        return tg_errorf(ctx, TG_ESTOPPED, "call %llu: constant '%s'%s, output '%s', holds %s (%d of %lld elements)",
+                         (unsigned long long)g->off.call, g->off.var, note, tg_function_output_id(f, g->off.output),
+                         what_str(g->off.what), count_of(g->off.what, &g->off.stats),
+                         (long long)g->off.stats.size);
+    }
     int rc = tg_function_call(f, inputs, outputs, ctx);
     if (rc != TG_ESTOPPED || !g->found) return rc;
 
@@ -376,19 +479,27 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     g->capture = -1;
     if (scratch != small) tg_free(scratch);
     if (rc != TG_ESTOPPED || !g->cap) return rc ? rc : tg_errorf(ctx, TG_ERUNTIME, "nanguard: the second run did not reach node %d", k);
-    /* A constant input holding the bad value already: it is the source. */
-    for (int i = 0; i < g->ncap; i++) {
+    /* A constant input holding the bad value already is the source, if it
+     * holds the output's worst kind of bad value: a NaN made by dividing
+     * by a constant's 0 is the node's, whether or not another element of
+     * that constant is above the threshold. (Every other input was
+     * checked before the node ran.) */
+    unsigned worst = g->off.what & -g->off.what; /* NaN, then Inf, then big */
+    for (int i = 0; i < g->ncap && i < n->nin; i++) {
+        if (n->inputs[i]->kind != TG_VAR_CONSTANT) continue;
         tg_stats st;
         unsigned w = classify(g, g->cap[i], &st);
-        if (w) {
-            g->off.where = TG_OFFENCE_CONSTANT;
-            g->off.var = n->inputs[i]->id;
-            g->off.what = w;
-            g->off.stats = st;
-            return tg_errorf(ctx, TG_ESTOPPED, "call %llu: constant '%s' read by node '%s' (%s) holds %s",
-                             (unsigned long long)g->off.call, g->off.var, tg_function_node_key(f, k),
-                             n->op->name, what_str(w));
-        }
+        if (!(w & worst)) continue;
+        char fb[256];
+        g->off.where = TG_OFFENCE_CONSTANT;
+        g->off.var = n->inputs[i]->id;
+        g->off.what = w & g->off.what;
+        g->off.stats = st;
+        g->off.folded_from = folded_from(f, n->inputs[i]);
+        return tg_errorf(ctx, TG_ESTOPPED, "call %llu: constant '%s'%s read by node '%s' (%s) holds %s (%d of %lld elements)",
+                         (unsigned long long)g->off.call, g->off.var, folded_note(&g->off, fb, sizeof fb),
+                         tg_function_node_key(f, k), n->op->name, what_str(g->off.what),
+                         count_of(g->off.what, &st), (long long)st.size);
     }
     if (!strcmp(n->op->name, "composite")) {
         tg_composite_where w;
@@ -398,6 +509,8 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
             g->off.body_var = w.var;
             g->off.norigins = w.norigins;
             g->off.origins = (const char *const *)n->origins + w.origin_start;
+            g->off.body_what = g->last_w;
+            g->off.body_stats = g->last_st;
         }
         tg_ctx_free(c2);
     }
@@ -409,6 +522,21 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
         int nk = g->off.body_op ? g->off.norigins : tg_function_node_origins(f, k, &keys);
         tg_opt_record_grad_note(&f->record, keys, nk, note, sizeof note);
     }
+    /* The body op's own result says what it made: its exp made an
+     * infinity that a later mul by 0 turned into the output's NaN. */
+    char became[256] = "";
+    unsigned made = g->off.what;
+    if (g->off.body_op && g->off.body_what && !(g->off.body_what & g->off.what & -g->off.what)) {
+        made = g->off.body_what;
+        snprintf(became, sizeof became, " (%d of %lld elements), and the output '%s' holds %s",
+                 count_of(made, &g->off.body_stats), (long long)g->off.body_stats.size, g->off.var,
+                 what_str(g->off.what));
+    }
+    if (*became)
+        return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s: its %s%s%s) made %s%s (%d of %lld elements)",
+                         (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, g->off.body_op,
+                         *note ? "; " : "", note, what_str(made), became, count_of(g->off.what, &g->off.stats),
+                         (long long)g->off.stats.size);
     return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s%s) made %s in output '%s' (%d of %lld elements)",
                      (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name,
                      g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "", *note ? "; " : "",

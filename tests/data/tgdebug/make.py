@@ -163,3 +163,66 @@ write("cmp_grad",
        node("sum", ["m"], "c", code="c = m.sum()"),
        node("grad", ["c", "x"], "gx", code="gx = T.grad(c, x)")],
       {"f": {"inputs": ["x", "y"], "outputs": ["gx"]}})
+
+# Constants the optimizer folds a NaN into, which no node makes at run
+# time: z = log(c) with c = -1 is a constant once folded (z:const).
+# fold_out returns it, fold_upd makes it the new value of a shared
+# variable, fold_read has a node read it (a vector: it stays a constant
+# input of the dot); const_out returns the file's own NaN constant.
+line[0] = 200
+write("fold_out",
+      [{"id": "x", "type": f64([3])}, {"id": "c", "type": f64([]), "constant": {"data": -1.0}}],
+      [node("log", ["c"], "z", code="z = T.log(c)"),
+       node("mul", ["x", {"value": 2.0}], "y", code="y = x * 2")],
+      {"main": {"inputs": ["x"], "outputs": ["y", "z"]}})
+line[0] = 210
+write("fold_upd",
+      [{"id": "w", "type": f64([]), "shared": {"data": 1.0}}, {"id": "c", "type": f64([]), "constant": {"data": -1.0}}],
+      [node("log", ["c"], "z", code="z = T.log(c)"),
+       node("add", ["w", {"value": 1.0}], "o", code="o = w + 1")],
+      {"main": {"inputs": [], "outputs": ["o"], "updates": {"w": "z"}}})
+line[0] = 220
+write("fold_read",
+      [{"id": "x", "type": f64([3])}, {"id": "c", "type": f64([3]), "constant": {"data": [1.0, -1.0, 2.0]}}],
+      [node("log", ["c"], "z", code="z = T.log(c)"),
+       node("dot", ["x", "z"], "y", code="y = T.dot(x, z)")],
+      {"main": {"inputs": ["x"], "outputs": ["y"]}})
+line[0] = 230
+write("const_out",
+      [{"id": "x", "type": f64([3])}, {"id": "c", "type": f64([]), "constant": {"data": "nan"}}],
+      [node("mul", ["x", {"value": 2.0}], "y", code="y = x * 2")],
+      {"main": {"inputs": ["x"], "outputs": ["y", "c"]}})
+
+# constbig: q = x / c with c = [1e11, 0]: x = [1, 0] gives [1e-11, NaN].
+# The NaN is q's (0/0); c's 1e11 above the threshold explains no NaN.
+line[0] = 240
+write("constbig",
+      [{"id": "x", "type": f64([2])}, {"id": "c", "type": f64([2]), "constant": {"data": [1e11, 0.0]}}],
+      [node("true_div", ["x", "c"], "q", code="q = x / c"),
+       node("add", ["q", {"value": 1.0}], "o", code="o = q + 1")])
+
+# f32: float32. fuse_inf: exp(x) * 0 + 1, fused: exp(100) is an infinity
+# in float32, which the mul by 0 turns into the output's NaN. dbl: y = 2x,
+# for --big thresholds that float32 cannot hold (16777219).
+f32 = lambda shape: {"dtype": "float32", "shape": shape}
+line[0] = 250
+write("fuse_inf",
+      [{"id": "x", "type": f32([3])}],
+      [node("exp", ["x"], "e", code="e = T.exp(x)"),
+       node("mul", ["e", {"value": 0.0}], "z", code="z = e * 0"),
+       node("add", ["z", {"value": 1.0}], "o", code="o = z + 1")])
+line[0] = 260
+write("dbl32",
+      [{"id": "x", "type": f32([2])}],
+      [node("mul", ["x", {"value": 2.0}], "y", code="y = x * 2")])
+
+# tgf_log: h = W.x - 1, y = log(h) * 2 fused after the dot; compiled to a
+# .tgf by the test, which keeps no graph file to take the log's trace
+# from.
+line[0] = 270
+write("tgf_log",
+      [{"id": "x", "type": f64([3])}, {"id": "W", "type": f64([3, 3])}],
+      [node("dot", ["W", "x"], "h", code="h = T.dot(W, x)"),
+       node("sub", ["h", {"value": 1.0}], "h1", code="h1 = h - 1"),
+       node("log", ["h1"], "lg", code="lg = T.log(h1)"),
+       node("mul", ["lg", {"value": 2.0}], "y", code="y = lg * 2")])
