@@ -23,6 +23,23 @@ contains out "^3$" "after 3 calls the last output is 3"
 expect 0 "run step --calls 4 --each" -- "$TGC" run "$G" -f step --calls 4 --each
 contains out "call 4: n1=4" "--each prints one line per call"
 
+# 64-bit integers whole: --each prints them exactly (not through a
+# double, which holds them only to 2^53), and a literal past int64 and
+# uint64, which json-c would clamp to the bound, is refused.
+I64=$tmp/i64.json
+echo '{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "int64", "shape": []}}, {"id": "u", "type": {"dtype": "uint64", "shape": []}}],
+ "nodes": [{"op": "identity", "inputs": ["x"], "outputs": ["y"]}, {"op": "identity", "inputs": ["u"], "outputs": ["v"]}],
+ "functions": {"main": {"inputs": ["x", "u"], "outputs": ["y", "v"]}}}' >"$I64"
+expect 0 "--each with int64 and uint64 near their ends" -- "$TGC" run "$I64" -i x=9007199254740993 -i u=18446744073709551615 --each
+contains out "^call 1: y=9007199254740993 v=18446744073709551615$" "--each prints 2^53 + 1 and 2^64 - 1 exactly"
+expect 0 "the ends themselves" -- "$TGC" run "$I64" -i x=-9223372036854775808 -i u=18446744073709551615 --each
+contains out "^call 1: y=-9223372036854775808 v=18446744073709551615$" "-2^63 and 2^64 - 1 are read and printed as written"
+expect 2 "-i x=-2^63 - 1" -- "$TGC" run "$I64" -i x=-9223372036854775809 -i u=1
+contains err "^tgc: -i x: '-9223372036854775809' holds an integer past int64 and uint64" "a literal below -2^63 is refused, not clamped"
+expect 2 "-i u=2^64" -- "$TGC" run "$I64" -i x=1 -i u='[18446744073709551616]'
+contains err "^tgc: -i u: .* holds an integer past int64 and uint64" "a literal above 2^64 - 1 is refused, not clamped"
+
 # Literals read with the input's dtype; safe casts accepted.
 expect 0 "literal vector input" -- "$TGC" run "$G" -f double -i 'x=[1, 2.5, -3]'
 contains out "\[ *2\.\?, *5\.\?, *-6\.\?\]" "the doubled vector is printed"

@@ -562,7 +562,11 @@ static void test_json_text(void **state) {
     expect_error(HEAD "\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]},"
                       "\"neg\"]}",
                  "nodes[1]: expected an object");
+    /* a number json-c would clamp is refused before the structure is
+     * read, the text as written (cut at 40 characters) */
     expect_error(HEAD "\"variables\":[],\"nodes\":[1234567890123456789012345678901234567890123456789012345678901234567890]}",
+                 "line 1, column 58: the integer 1234567890123456789012345678901234567890... is out of range");
+    expect_error(HEAD "\"variables\":[],\"nodes\":[1234567890123456789012345678901234567890.5]}",
                  "nodes[0]: expected an object");
     expect_error("{\"nodes\":[{\"op\":\"nope\"}],\"variables\":[],\"version\":1,\"format\":\"tg-graph\",\"bogus\":1}",
                  "(root).bogus: unknown key");
@@ -602,6 +606,30 @@ static void test_json_text(void **state) {
 
 /* A graph file with an npy value next to it loads, relative to its own
  * folder. */
+/* Integer literals past int64 and uint64, which json-c clamps silently,
+ * found in the text: strings skipped (with escaped quotes), floats and
+ * the bounds themselves allowed. */
+static void test_huge_ints(void **state) {
+    (void)state;
+#define HUGE(t) tg_json_find_huge_int(t, strlen(t))
+    assert_int_equal(HUGE("[-9223372036854775808, 18446744073709551615, 0, -0]"), -1);
+    assert_int_equal(HUGE("[1, -9223372036854775809]"), 4);
+    assert_int_equal(HUGE("{\"a\": 18446744073709551616}"), 6);
+    assert_int_equal(HUGE("[99999999999999999999999]"), 1);
+    assert_int_equal(HUGE("[000018446744073709551615]"), -1); /* leading zeros: same value */
+    /* floats of any size are json-c's doubles, not clamped integers */
+    assert_int_equal(HUGE("[1e400, -99999999999999999999.0, 18446744073709551616e0, 1E+30]"), -1);
+    /* digits in strings, past an escaped quote, are not numbers */
+    assert_int_equal(HUGE("[\"99999999999999999999\", \"a\\\"99999999999999999999\", 5]"), -1);
+    assert_int_equal(HUGE("[\"x\\\\\", -99999999999999999999]"), 8);
+    assert_int_equal(HUGE(""), -1);
+#undef HUGE
+    /* the loader says where, and the value as written */
+    expect_error(HEAD "\"variables\":[{\"id\":\"c\",\"type\":{\"dtype\":\"int64\",\"shape\":[]},"
+                 "\"constant\":{\"data\":\n  -9223372036854775809}}]}",
+                 "line 2, column 3: the integer -9223372036854775809 is out of range");
+}
+
 static void test_npy_value(void **state) {
     (void)state;
     char dir[] = "/tmp/tg_npy_XXXXXX", path[256];
@@ -719,6 +747,7 @@ int main(void) {
         cmocka_unit_test(test_inline_ids),
         cmocka_unit_test(test_file_level),
         cmocka_unit_test(test_json_text),
+        cmocka_unit_test(test_huge_ints),
         cmocka_unit_test(test_npy_value),
         cmocka_unit_test(test_allocation_failures),
     };

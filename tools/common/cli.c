@@ -135,6 +135,12 @@ tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx 
         bool ok = j && json_tokener_get_error(tok) == json_tokener_success &&
                   json_tokener_get_parse_end(tok) >= strlen(value);
         if (tok) json_tokener_free(tok);
+        if (ok && tg_json_find_huge_int(value, strlen(value)) >= 0) {
+            json_object_put(j);
+            tg_errorf(ctx, TG_ETYPE, "-i %s: '%.60s' holds an integer past int64 and uint64 "
+                      "(-2^63 to 2^64 - 1)", id, value);
+            return NULL;
+        }
         if (!ok) {
             if (j) json_object_put(j);
             tg_errorf(ctx, TG_EPARSE,

@@ -137,11 +137,21 @@ static void print_each(long call, const tg_function *f, tg_array **outs) {
         const tg_array *a = outs[k];
         printf(" %s=", tg_function_output_id(f, k));
         if (tg_array_size(a) == 1 && tg_array_ndim(a) <= 1) {
-            double v = tg_array_get_flat(a, 0);
-            if (tg_dtype_is_float(tg_array_dtype(a)))
-                printf("%.6g", v);
-            else
-                printf("%lld", (long long)v);
+            /* integers read at their width: a double holds int64 and
+             * uint64 only to 2^53 */
+            const void *p = tg_array_data(a);
+            switch (tg_array_dtype(a)) {
+            case TG_INT8: printf("%d", *(const int8_t *)p); break;
+            case TG_INT16: printf("%d", *(const int16_t *)p); break;
+            case TG_INT32: printf("%d", *(const int32_t *)p); break;
+            case TG_INT64: printf("%lld", (long long)*(const int64_t *)p); break;
+            case TG_UINT8: printf("%u", *(const uint8_t *)p); break;
+            case TG_UINT16: printf("%u", *(const uint16_t *)p); break;
+            case TG_UINT32: printf("%u", *(const uint32_t *)p); break;
+            case TG_UINT64: printf("%llu", (unsigned long long)*(const uint64_t *)p); break;
+            case TG_BOOL: printf("%d", *(const uint8_t *)p != 0); break;
+            default: printf("%.6g", tg_array_get_flat(a, 0)); break;
+            }
         } else {
             printf("%s(", tg_dtype_name(tg_array_dtype(a)));
             for (int d = 0; d < tg_array_ndim(a); d++)
@@ -305,7 +315,8 @@ done:
 
 int main(int argc, char **argv) {
     /* (run calls functions: libgomp's spin count, ompspin.h) */
-    if (argc >= 2 && !strcmp(argv[1], "run")) tg_omp_respawn(argv);
+    /* the commands that run functions (print with --profile) */
+    if (argc >= 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "print"))) tg_omp_respawn(argv);
     cli_start(TOOL);
     if (argc < 2) {
         usage(stderr);

@@ -433,8 +433,8 @@ static void print_function(const tg_function *f, bool chars, bool types, bool sh
 static void print_usage(FILE *f) {
     fprintf(f, "usage: tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
                "                 [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
-               "--profile N  call the function N times with the -i inputs and show each\n"
-               "             node's time per call and share\n");
+               "--profile N  call the function N times (after one call not counted) with the\n"
+               "             -i inputs and show each node's time per call and share\n");
 }
 
 /* --profile: per-node wall time through the VM's hooks. */
@@ -462,10 +462,17 @@ static int profile_run(tg_function *f, cli_input *inputs, int ninputs, long call
     int nin = tg_function_input_count(f), nout = tg_function_output_count(f), rc = TG_EXIT_OK;
     tg_array **ins = calloc((size_t)nin + 1, sizeof *ins), **outs = calloc((size_t)nout + 1, sizeof *outs);
     prof p = {secs, 0};
-    rc = cli_inputs_read(TOOL, "--profile", f, inputs, ninputs, ins);
+    if (!ins || !outs || !ctx) {
+        cli_error(TOOL, "out of memory");
+        rc = TG_EXIT_FOUND;
+    } else {
+        rc = cli_inputs_read(TOOL, "--profile", f, inputs, ninputs, ins);
+    }
     tg_hooks h = {prof_before, prof_after, &p};
-    tg_function_set_hooks(f, &h);
-    for (long c = 0; c < calls && !rc; c++) {
+    /* One call first, not timed (as tgprof's --warmup 1): the first call
+     * pays for the buffers, the caches and OpenBLAS's threads. */
+    for (long c = 0; c <= calls && !rc; c++) {
+        if (c == 1) tg_function_set_hooks(f, &h);
         for (int k = 0; k < nout; k++) {
             tg_array_free(outs[k]);
             outs[k] = NULL;

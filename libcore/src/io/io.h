@@ -21,6 +21,13 @@ void tg_shape_text(int nd, const int64_t *s, char *buf, size_t size);
 tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
                              const int64_t *shape, const char *dir,
                              const char *where, bool *weak, tg_ctx *ctx);
+/* json-c parses an integer literal past int64 (below -2^63) or uint64
+ * (above 2^64 - 1) as the nearest bound, silently. This finds the first
+ * such literal in JSON text (strings skipped): its offset, or -1 when
+ * there is none. Run on the text that was parsed, it turns a clamped
+ * value into an error. */
+int64_t tg_json_find_huge_int(const char *text, size_t len);
+
 /* Write a value as {"dtype", "shape", "data"} (small arrays) or
  * {"dtype", "shape", "base64"} (large ones; NaN and infinities are written
  * as the strings of FORMAT.md s5 in data). */

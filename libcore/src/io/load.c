@@ -851,6 +851,15 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
         lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: text after the end", line, col);
         goto done;
     }
+    int64_t huge = tg_json_find_huge_int(json, len);
+    if (huge >= 0) {
+        int line, col, n = 0;
+        line_col(json, (size_t)huge, &line, &col);
+        while (n < 40 && (size_t)huge + n < len && strchr("-0123456789", json[huge + n])) n++;
+        lerr(&L, TG_EPARSE, "line %d, column %d: the integer %.*s%s is out of range (int64 "
+             "and uint64 end at -2^63 and 2^64 - 1)", line, col, n, json + huge, n == 40 ? "..." : "");
+        goto done;
+    }
     g = tg_graph_alloc();
     if (!g || !(g->path = tg_strdup(L.what)) || (dir && !(g->dir = tg_strdup(dir)))) {
         lerr(&L, TG_ENOMEM, "out of memory");

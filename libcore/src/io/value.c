@@ -53,6 +53,41 @@ bool tg_json_get_int(json_object *o, int64_t *out) {
 static const char B64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+int64_t tg_json_find_huge_int(const char *t, size_t len) {
+    static const char MINUS[] = "9223372036854775808", PLUS[] = "18446744073709551615";
+    size_t i = 0;
+    while (i < len) {
+        char c = t[i];
+        if (c == '"') { /* skip the string, escapes and all */
+            for (i++; i < len && t[i] != '"'; i++)
+                if (t[i] == '\\') i++;
+            i++;
+            continue;
+        }
+        if (c != '-' && (c < '0' || c > '9')) {
+            i++;
+            continue;
+        }
+        size_t start = i, d0 = c == '-' ? i + 1 : i, d = d0;
+        while (d < len && t[d] >= '0' && t[d] <= '9') d++;
+        size_t e = d;
+        while (e < len && (t[e] == '.' || t[e] == 'e' || t[e] == 'E' || t[e] == '+' || t[e] == '-' ||
+                           (t[e] >= '0' && t[e] <= '9')))
+            e++;
+        /* an integer: digits only; leading zeros are not JSON, but count
+         * the digits from the first nonzero one all the same */
+        if (e == d) {
+            size_t nz = d0;
+            while (nz + 1 < d && t[nz] == '0') nz++;
+            const char *lim = c == '-' ? MINUS : PLUS;
+            size_t nd = d - nz, nl = strlen(lim);
+            if (nd > nl || (nd == nl && memcmp(t + nz, lim, nl) > 0)) return (int64_t)start;
+        }
+        i = e > i ? e : i + 1;
+    }
+    return -1;
+}
+
 char *tg_base64_encode(const void *data, size_t n) {
     const unsigned char *p = data;
     if (n > (SIZE_MAX - 8) / 4 * 3) return NULL;
