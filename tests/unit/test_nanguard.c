@@ -552,6 +552,48 @@ static void test_float32_threshold(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* A scan h_t = h_{t-1} - 1, l_t = log(h_t) from h0 = 2.5: the third
+ * step (index 2) is the first with a NaN. */
+static void test_scan_step(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    const char *json =
+        "{'format':'tg-graph','version':1,'variables':[{'id':'h0','type':{'dtype':'float64','shape':[]}}],"
+        "'nodes':[{'op':'scan','inputs':[{'value':{'dtype':'int64','data':4}},'h0'],'outputs':['H','L'],"
+        "'attrs':{'body':{'variables':[{'id':'h','type':{'dtype':'float64','shape':[]}}],"
+        "'nodes':[{'op':'sub','inputs':['h',{'value':1.0}],'outputs':['h1']},{'op':'log','inputs':['h1'],'outputs':['l']}],"
+        "'inputs':['h'],'outputs':['h1','l']},'n_sequences':0,'sequence_taps':[],'n_recurrent':1,'output_taps':[[-1]],"
+        "'n_nonrecurrent':1,'n_non_sequences':0,'has_n_steps':true,'has_until':false}}],"
+        "'functions':{'main':{'inputs':['h0'],'outputs':['L']}}}";
+    tg_array *h0 = tg_array_new_scalar(TG_FLOAT64, 2.5);
+    const char *presets[] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_graph *g;
+        tg_function *f;
+        tg_nanguard *ng;
+        assert_int_equal(guard_calls(json, presets[p], NULL, h0, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+        const tg_offence *o = tg_nanguard_offence(ng);
+        assert_int_equal(o->where, TG_OFFENCE_NODE);
+        assert_string_equal(tg_function_node_op(f, o->node), "scan");
+        assert_int_equal(o->step, 2);
+        assert_non_null(strstr(tg_ctx_message(ctx), "first at step 3 of the loop"));
+        guard_done(g, f, ng);
+    }
+    /* not a scan: no step */
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    double xv[4] = {1, 2, 3, 4};
+    int64_t shape[1] = {4};
+    tg_array *x = tu_f64(1, shape, xv);
+    assert_int_equal(guard_calls(DEEP, "none", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    assert_int_equal(tg_nanguard_offence(ng)->step, -1);
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    tg_array_free(h0);
+    tg_ctx_free(ctx);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     tg_graph *g = load(DEEP);
@@ -583,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_big_constant_explains_no_nan),
         cmocka_unit_test(test_fused_body_op_made_inf),
         cmocka_unit_test(test_float32_threshold),
+        cmocka_unit_test(test_scan_step),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -498,6 +498,45 @@ static int cmp_cand(const void *x, const void *y) {
 }
 
 /* "a, b or c": the keys and names nearest to spec. */
+/* Whether a loop or subgraph body (the attrs.body of a scan or an
+ * op_from_graph node: its own variables and nodes) has a node whose key
+ * or name is spec, in it or in a body nested in it. */
+static bool body_has(json_object *body, const char *spec, int depth) {
+    json_object *nodes;
+    if (depth > 16 || !json_object_object_get_ex(body, "nodes", &nodes) ||
+        !json_object_is_type(nodes, json_type_array))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+        json_object *nd = json_object_array_get_idx(nodes, i), *outs, *name, *attrs, *inner;
+        if (json_object_object_get_ex(nd, "outputs", &outs) && json_object_is_type(outs, json_type_array))
+            for (size_t k = 0; k < json_object_array_length(outs); k++) {
+                const char *id = json_object_get_string(json_object_array_get_idx(outs, k));
+                if (id && !strcmp(id, spec)) return true;
+            }
+        if (json_object_object_get_ex(nd, "name", &name) && json_object_is_type(name, json_type_string) &&
+            !strcmp(json_object_get_string(name), spec))
+            return true;
+        if (json_object_object_get_ex(nd, "attrs", &attrs) && json_object_object_get_ex(attrs, "body", &inner) &&
+            body_has(inner, spec, depth + 1))
+            return true;
+    }
+    return false;
+}
+
+/* The node (of the file, or scheduled for a .tgf) whose body holds the
+ * node spec names, or NULL. */
+static const tg_node *body_owner(const tg_function *f, const tg_graph *g, const char *spec) {
+    int n = g ? g->nnodes : f->nsched;
+    for (int i = 0; i < n; i++) {
+        const tg_node *nd = g ? g->nodes[i] : f->sched[i].node;
+        json_object *body;
+        if (nd->nout > 0 && nd->attrs && json_object_object_get_ex(nd->attrs, "body", &body) &&
+            body_has(body, spec, 0))
+            return nd;
+    }
+    return NULL;
+}
+
 static void nearest(const tg_function *f, const tg_graph *g, const char *spec, tg_str *out) {
     int n = f->nsched + (g ? g->nnodes * 2 : 0), m = 0;
     cand *c = calloc((size_t)n + 1, sizeof *c);
@@ -574,6 +613,16 @@ static int resolve(dbg *d, dbg_bp *b, const tg_graph *g) {
         for (int k = 0; !g && k < f->nsched && nkeys < 64; k++)
             if (f->sched[k].node->name && !strcmp(f->sched[k].node->name, b->spec))
                 keys[nkeys++] = tg_function_node_key(f, k);
+    }
+    const tg_node *owner = nkeys ? NULL : body_owner(f, g, b->spec);
+    if (owner) {
+        /* The body runs as a function of its own, once per step, without
+         * the outer function's hooks. */
+        cli_error("tgdebug",
+                  "--break %s: that node is inside the body of %s '%s'; breakpoints apply to the nodes of "
+                  "function '%s' (break on '%s' to see the loop's inputs and outputs)",
+                  b->spec, owner->op->name, owner->outputs[0]->id, tg_function_name(f), owner->outputs[0]->id);
+        return TG_EXIT_USAGE;
     }
     if (!nkeys) {
         tg_str s = {0};

@@ -157,6 +157,9 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
            off->output, off->var, (long long)off->stats.nan, (long long)off->stats.inf,
            (long long)off->stats.big, big_str(big, bs, sizeof bs), (long long)off->stats.size, off->stats.min,
            off->stats.max, off->stats.mean);
+    if (off->step >= 0)
+        printf("step: %lld (the first step of the loop whose results are bad; its body's nodes are not guarded)\n",
+               (long long)off->step + 1);
     for (int i = 0; i < n->nin; i++) {
         printf("input %d '%s': ", i, n->inputs[i]->id);
         tgd_print_stats(stdout, tg_nanguard_node_input(ng, i));

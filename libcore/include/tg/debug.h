@@ -91,6 +91,11 @@ typedef struct tg_offence {
      * that a later body op multiplied by 0 is a NaN in the output). */
     unsigned body_what;
     tg_stats body_stats;
+    /* NODE, when the node is a `scan`: the first step (from 0, in the
+     * order the loop ran) whose results hold a bad value, from the rows
+     * of its stacked outputs; -1 when it cannot be told (no stacked float
+     * output, a keep_last ring, outputs on a device). */
+    int64_t step;
 } tg_offence;
 
 typedef struct tg_nanguard tg_nanguard;

@@ -234,6 +234,38 @@ static int count_of(unsigned w, const tg_stats *st) {
 
 /* ---- hooks ---- */
 
+/* For a scan that made a bad value: the first step whose results hold
+ * one, the lowest row (the steps axis) holding a bad element among its
+ * stacked float outputs (not those the optimizer keeps only the last
+ * rows of, attrs.keep_last: a ring); -1 when it cannot be told. Only on
+ * an offence: element by element. */
+static int64_t scan_step(const tg_nanguard *g, const tg_node *n, tg_array *const *out) {
+    if (strcmp(n->op->name, "scan")) return -1;
+    json_object *kl = NULL;
+    if (n->attrs && json_object_object_get_ex(n->attrs, "keep_last", &kl) && !json_object_is_type(kl, json_type_array))
+        kl = NULL;
+    int64_t best = -1;
+    for (int j = 0; j < n->nout; j++) {
+        const tg_array *a = out[j];
+        if (!a || !tg_dtype_is_float(a->dtype) || a->ndim < 1 || a->shape[0] == 0 ||
+            (g->be && g->be->is_device(a)))
+            continue;
+        if (kl && (j >= (int)json_object_array_length(kl) ||
+                   json_object_get_int64(json_object_array_get_idx(kl, (size_t)j)) != 0))
+            continue;
+        int64_t size = tg_array_size(a), row = size / a->shape[0];
+        int64_t stop = best >= 0 ? best * row : size;
+        for (int64_t i = 0; i < stop; i++) {
+            double v = tg_array_get_flat(a, i);
+            if ((g->nan && isnan(v)) || (g->inf && isinf(v)) || (g->big_on && isfinite(v) && fabs(v) > g->big)) {
+                best = i / row;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
 static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in,
                       tg_array *const *out, tg_ctx *ctx) {
     (void)in;
@@ -263,6 +295,7 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
         g->off.var = n->outputs[j]->id;
         g->off.what = w;
         g->off.stats = st;
+        g->off.step = scan_step(g, n, out);
         return TG_ESTOPPED; /* the message is set once the culprit is known */
     }
     return TG_OK;
@@ -417,6 +450,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     g->found = false;
     memset(&g->off, 0, sizeof g->off);
     g->off.node = -1;
+    g->off.step = -1;
     g->off.call = ++g->calls;
     bool on = g->nan || g->inf || g->big_on;
     for (int i = 0; on && inputs && i < f->fg->nin && !g->found; i++)
@@ -435,7 +469,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
             if (w < 0) return w;
             if ((bad = w != 0)) {
                 g->found = true;
-                g->off = (tg_offence){.where = TG_OFFENCE_SHARED, .node = -1, .var = sh->id, .what = (unsigned)w,
+                g->off = (tg_offence){.where = TG_OFFENCE_SHARED, .node = -1, .step = -1, .var = sh->id, .what = (unsigned)w,
                                       .stats = st, .call = g->off.call};
             }
         } else {
@@ -537,9 +571,11 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                          (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, g->off.body_op,
                          *note ? "; " : "", note, what_str(made), became, count_of(g->off.what, &g->off.stats),
                          (long long)g->off.stats.size);
-    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s%s) made %s in output '%s' (%d of %lld elements)",
+    char step[64] = "";
+    if (g->off.step >= 0) snprintf(step, sizeof step, ", first at step %lld of the loop", (long long)g->off.step + 1);
+    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s%s) made %s in output '%s' (%d of %lld elements)%s",
                      (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name,
                      g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "", *note ? "; " : "",
                      note, what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
-                     (long long)g->off.stats.size);
+                     (long long)g->off.stats.size, step);
 }

@@ -226,3 +226,20 @@ write("tgf_log",
        node("sub", ["h", {"value": 1.0}], "h1", code="h1 = h - 1"),
        node("log", ["h1"], "lg", code="lg = T.log(h1)"),
        node("mul", ["lg", {"value": 2.0}], "y", code="y = lg * 2")])
+
+# scan_log: a loop h_t = h_{t-1} - 1 that also returns log(h_t): from
+# h0 = 2.5 the third step takes the log of -0.5. nanguard names the scan
+# and the step; --break on the body's log node says it is in the body.
+line[0] = 280
+scan_body = {"variables": [{"id": "h", "type": f64([])}],
+             "nodes": [node("sub", ["h", {"value": 1.0}], "h1", code="h1 = h - 1"),
+                       node("log", ["h1"], "lh", code="lh = T.log(h1)")],
+             "inputs": ["h"], "outputs": ["h1", "lh"]}
+sc = node("scan", ["n", "h0"], "H", code="H, LH = theano.scan(step, n_steps=n, outputs_info=[h0, None])",
+          attrs={"body": scan_body, "n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]],
+                 "n_nonrecurrent": 1, "n_non_sequences": 0, "has_n_steps": True, "has_until": False})
+sc["outputs"] = ["H", "LH"]
+write("scan_log",
+      [{"id": "h0", "type": f64([])}, {"id": "n", "type": {"dtype": "int64", "shape": []}}],
+      [sc, node("sum", ["LH"], "s", code="s = LH.sum()")],
+      {"main": {"inputs": ["h0", "n"], "outputs": ["s"]}})
