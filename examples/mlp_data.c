@@ -4,9 +4,12 @@
  *
  *   tg-example-mlp-data OUTDIR [N]
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "tg/tg.h"
 
@@ -27,6 +30,10 @@ int main(int argc, char **argv) {
     int64_t n = argc > 2 ? atoll(argv[2]) : 600, feats = 784, classes = 10;
     if (n <= 0) {
         fprintf(stderr, "%s: N must be positive\n", argv[0]);
+        return 2;
+    }
+    if (mkdir(argv[1], 0777) < 0 && errno != EEXIST) { /* the folder, as -o of tgc run makes it */
+        fprintf(stderr, "%s: %s: %s\n", argv[0], argv[1], strerror(errno));
         return 2;
     }
     int64_t xs[2] = {n, feats}, ys[2] = {n, classes};

@@ -13,6 +13,22 @@ expect 0 "--help" -- "$TGC" --help
 contains out "tgc run FILE" "--help shows the run usage"
 expect 2 "no arguments is bad usage" -- "$TGC"
 expect 2 "unknown command" -- "$TGC" frobnicate
+# A bad option is one line naming it and where the help is, for every
+# command (not the whole help on stderr).
+for cmd in run compile print export; do
+  expect 2 "$cmd --bogus" -- "$TGC" $cmd --bogus "$G"
+  lines=$(wc -l <"$tmp/err")
+  if [ "$lines" -eq 1 ] && grep -q "^tgc: $cmd: unknown option '--bogus' (see tgc $cmd --help)$" "$tmp/err"; then
+    pass "$cmd --bogus: one line"; else fail "$cmd --bogus: $lines lines"; sed 's/^/  | /' "$tmp/err"; fi
+done
+expect 2 "run -f without its value" -- "$TGC" run "$G" -f
+contains err "^tgc: run: -f needs a value (see tgc run --help)$" "a missing value is named"
+expect 2 "run --calls without its value" -- "$TGC" run "$G" --calls
+contains err "^tgc: run: --calls needs a value" "a long option is named as given"
+expect 2 "compile -f twice" -- "$TGC" compile "$L" -f train -f train -o "$tmp/twice.tgf"
+contains err "^tgc: compile: -f train given twice$" "compile names the function given twice"
+expect 2 "print -O without --optimized" -- "$TGC" print "$L" -O none
+contains err "choose the rewrites of --optimized" "print refuses -O it would ignore"
 expect 0 "check the logistic regression" -- "$TGC" check "$L"
 contains out "train(x, y) -> (cost, prediction, xent)" "check lists the functions"
 

@@ -503,7 +503,7 @@ static tg_array *pair_check(pair *p, tg_array **in, double rtol, const char *wha
         fail_msg("%s: GPU vs CPU (cuDNN algorithm %s)\n%s", what, st.algo_name ? st.algo_name : "-", msg);
     if (tol != rtol && !tu_arrays_close(yg, yc, rtol, rtol * fmax(max_abs(yc), 1e-30), msg, sizeof msg))
         print_message("%s: algorithm %s, within 1e-2 of the largest magnitude but not %g:\n  %s\n", what,
-                      st.algo_name, rtol, msg);
+                      st.algo_name ? st.algo_name : "-", rtol, msg);
     tg_array_free(yg);
     tg_ctx_free(ctx);
     if (keep) return yc;

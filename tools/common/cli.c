@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <json-c/json.h>
 #include <malloc.h>
 #include <stdarg.h>
@@ -323,6 +324,20 @@ bool cli_gradient_text(const tg_function *f, const char *key, char *buf, size_t 
     else
         snprintf(buf, size, "%s %s", kg.by_op, kg.by);
     return true;
+}
+
+int cli_getopt_error(const char *tool, const char *cmd, int c, char **argv) {
+    char shortopt[3] = {'-', (char)optopt, 0};
+    /* a long option by the word given; a short one by optopt (its word
+     * may be a cluster, -vx) */
+    const char *word = optind > 0 ? argv[optind - 1] : "";
+    const char *what = !strncmp(word, "--", 2) || optopt <= 0 || optopt >= 128 ? word : shortopt;
+    const char *sp = cmd ? " " : "", *cm = cmd ? cmd : "";
+    if (c == ':')
+        cli_error(tool, "%s%s%s needs a value (see %s%s%s --help)", cm, *cm ? ": " : "", what, tool, sp, cm);
+    else
+        cli_error(tool, "%s%sunknown option '%s' (see %s%s%s --help)", cm, *cm ? ": " : "", what, tool, sp, cm);
+    return TG_EXIT_USAGE;
 }
 
 bool cli_is_tgf(const char *path) { return tg_tgf_is_file(path); }

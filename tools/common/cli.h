@@ -61,6 +61,12 @@ bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const c
 int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
                     const cli_input *inputs, int ninputs, tg_array **ins);
 
+/* The one line for what getopt_long returned as ':' (a missing value)
+ * or '?' (an unknown option), with opterr 0 and an optstring that starts
+ * with ':': "tgc run: unknown option '--foo' (see tgc run --help)".
+ * Returns TG_EXIT_USAGE. */
+int cli_getopt_error(const char *tool, const char *cmd, int c, char **argv);
+
 /* True when `path` names a compiled-function file: a name ending in
  * ".tgf", or a file that starts with the format's magic number
  * (tg_tgf_is_file). */

@@ -57,7 +57,8 @@ static void usage(FILE *f) {
             "  --calls N      call N times with the same inputs, applying the updates\n"
             "                 of shared variables after each call (default 1)\n"
             "  --each         print one line per call with the scalar outputs\n"
-            "                 (\"call 3: cost=0.6931\"), shapes for the others\n"
+            "                 (\"call 3: cost=0.6931\"), shapes for the others, instead\n"
+            "                 of printing the outputs of the last call\n"
             "  -O PRESET      none, fast_compile or fast_run (default)\n"
             "  --include TAG, --exclude TAG\n"
             "                 turn rewrites on or off beyond the preset (repeatable)\n"
@@ -100,7 +101,7 @@ static tg_graph *load(const char *path) {
 
 static int cmd_check(int argc, char **argv) {
     if (argc != 2) {
-        usage(stderr);
+        cli_error(TOOL, "check: expected one FILE (see tgc --help)");
         return TG_EXIT_USAGE;
     }
     tg_graph *g = load(argv[1]);
@@ -182,7 +183,8 @@ static int cmd_run(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "f:i:o:O:h", opts, NULL)) != -1) {
+    opterr = 0; /* one line of our own (cli_getopt_error) */
+    while ((c = getopt_long(argc, argv, ":f:i:o:O:h", opts, NULL)) != -1) {
         switch (c) {
         case 'I':
         case 'X':
@@ -220,7 +222,7 @@ static int cmd_run(int argc, char **argv) {
         case 'i':
             if (!cli_input_add(TOOL, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
-        default: usage(stderr); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TOOL, "run", c, argv);
         }
     }
     if (optind != argc - 1) {

@@ -135,7 +135,8 @@ int tgc_cmd_compile(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "f:o:O:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:o:O:h", opts, NULL)) != -1) {
         switch (c) {
         case 'f':
             if (nnames >= 256) {
@@ -152,7 +153,7 @@ int tgc_cmd_compile(int argc, char **argv) {
             if (!tag_opt(c, &inc, &exc)) return TG_EXIT_USAGE;
             break;
         case 'h': compile_usage(stdout); return TG_EXIT_OK;
-        default: compile_usage(stderr); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TOOL, "compile", c, argv);
         }
     }
     if (optind != argc - 1) {
@@ -165,6 +166,12 @@ int tgc_cmd_compile(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     if (!preset_ok(preset)) return TG_EXIT_USAGE;
+    for (int i = 0; i < nnames; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(names[i], names[j])) {
+                cli_error(TOOL, "compile: -f %s given twice", names[i]);
+                return TG_EXIT_USAGE;
+            }
     const char *path = argv[optind];
     tg_ctx *ctx = tg_ctx_new();
     tg_function **fs = NULL;
@@ -220,12 +227,13 @@ int tgc_cmd_export(int argc, char **argv) {
     static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "f:o:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:o:h", opts, NULL)) != -1) {
         switch (c) {
         case 'f': fname = optarg; break;
         case 'o': out = optarg; break;
         case 'h': printf("usage: tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"); return TG_EXIT_OK;
-        default: fprintf(stderr, "usage: tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TOOL, "export", c, argv);
         }
     }
     if (optind != argc - 1 || !out) {
@@ -509,7 +517,8 @@ int tgc_cmd_print(int argc, char **argv) {
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "f:O:i:h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:O:i:h", opts, NULL)) != -1) {
         switch (c) {
         case 'f': fname = optarg; break;
         case 'O': preset = optarg; break;
@@ -535,7 +544,7 @@ int tgc_cmd_print(int argc, char **argv) {
         case 't': types = true; break;
         case 's': shapes = true; break;
         case 'h': print_usage(stdout); return TG_EXIT_OK;
-        default: print_usage(stderr); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TOOL, "print", c, argv);
         }
     }
     if (optind != argc - 1) {
@@ -549,8 +558,8 @@ int tgc_cmd_print(int argc, char **argv) {
     if (!preset_ok(preset)) return TG_EXIT_USAGE;
     /* A graph prints as written (preset none) unless --optimized; a .tgf
      * holds only its optimized graph. */
-    if ((inc.n || exc.n) && !optimized) {
-        cli_error(TOOL, "print: --include and --exclude choose the rewrites of --optimized");
+    if ((inc.n || exc.n || preset) && !optimized) {
+        cli_error(TOOL, "print: -O, --include and --exclude choose the rewrites of --optimized");
         return TG_EXIT_USAGE;
     }
     tg_compile_options co = {.preset = optimized ? preset : "none", .include = inc.n ? inc.v : NULL,
