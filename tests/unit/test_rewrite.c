@@ -583,6 +583,59 @@ static void test_log1p_int_declines(void **state) {
     }
 }
 
+/* x + 0.0 keeps its add for floats: -0.0 + 0.0 is +0.0 (IEEE, NumPy),
+ * so only x + -0.0 is x. Integers drop + 0. Values by hand, sign of zero
+ * included: x = [-0, 1.5, NaN, -inf]. */
+static void test_add_zero_sign(void **state) {
+    (void)state;
+    const struct {
+        const char *graph;
+        bool drops_add, neg_zero;
+    } graphs[] = {
+        {G(V("a", "float64", "[4]"), N("add", "['a',{'value':0.0}]", "['z']")), false, false},
+        {G(V("a", "float32", "[4]"), N("add", "[{'value':0},'a']", "['z']")), false, false},
+        {G(V("a", "float64", "[4]"), N("add", "['a',{'value':-0.0}]", "['z']")), true, true},
+        {G(V("a", "float32", "[4]"), N("add", "[{'value':-0.0},'a']", "['z']")), true, true},
+        /* (x + 0) + -0 = x + (+0): one add stays */
+        {G(V("a", "float64", "[4]"), N("add", "['a',{'value':0.0}]", "['s']") "," N("add", "['s',{'value':-0.0}]", "['z']")), false, false},
+        /* (x + -0) + -0 = x */
+        {G(V("a", "float64", "[4]"), N("add", "['a',{'value':-0.0}]", "['s']") "," N("add", "['s',{'value':-0.0}]", "['z']")), true, true},
+    };
+    const double v[4] = {-0.0, 1.5, NAN, -INFINITY};
+    for (size_t k = 0; k < sizeof graphs / sizeof graphs[0]; k++) {
+        tg_graph *g = load(graphs[k].graph);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if ((count_op(opt, "add") == 0) != graphs[k].drops_add)
+            fail_msg("graph %zu: %d adds after fast_run", k, count_op(opt, "add"));
+        const int64_t n = 4;
+        tg_array *d = tu_f64(1, &n, v), *in = tg_array_copy(d, tg_function_input_dtype(ref, 0));
+        for (int f = 0; f < 2; f++) {
+            tg_array *out = NULL;
+            call(f ? opt : ref, &in, &out);
+            double z = tg_array_get_flat(out, 0);
+            if (z != 0 || (bool)signbit(z) != graphs[k].neg_zero)
+                fail_msg("graph %zu (%s): -0.0 gives %g, want %s", k, f ? "fast_run" : "none", z,
+                         graphs[k].neg_zero ? "-0" : "+0");
+            assert_true(tg_array_get_flat(out, 1) == 1.5);
+            assert_true(isnan(tg_array_get_flat(out, 2)));
+            assert_true(tg_array_get_flat(out, 3) == -INFINITY);
+            tg_array_free(out);
+        }
+        tg_array_free(in);
+        tg_array_free(d);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+    /* integers: x + 0 -> x */
+    tg_graph *g = load(G(V("a", "int32", "[4]"), N("add", "['a',{'value':0}]", "['s']") "," N("mul", "['s',{'value':2}]", "['z']")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    assert_true(fired(opt, "collect_constants"));
+    assert_int_equal(count_op(opt, "add"), 0);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
 /* argmax(f(x)) stays where f mixes the values it compares: a softmax
  * over another axis than the argmax's, a decreasing function of
  * integers (neg wraps), a function that is not monotonic. */
@@ -1860,6 +1913,7 @@ int main(void) {
         cmocka_unit_test(test_cast_chain_every_dtype),
         cmocka_unit_test(test_blas_update_zero_scale),
         cmocka_unit_test(test_log1p_int_declines),
+        cmocka_unit_test(test_add_zero_sign),
         cmocka_unit_test(test_argmax_pushdown_declines),
         cmocka_unit_test(test_argmax_pushdown_values),
         cmocka_unit_test(test_pow_half_edges),

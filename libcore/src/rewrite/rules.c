@@ -352,12 +352,16 @@ static int flatten(tg_rw *rw, tg_node *n) {
 }
 
 /* add(x, c1, c2) -> add(x, c1+c2); add(x, 0) -> x; mul likewise with 1.
- * Scalar constants only, combined in the result's dtype. */
+ * Scalar constants only, combined in the result's dtype. For floats the
+ * additive identity is -0.0: x + 0.0 turns x = -0.0 into +0.0 (IEEE,
+ * NumPy), so add(x, 0.0) stays and add(x, -0.0) -> x; the constants'
+ * sum starts from -0.0 so that it is -0.0 only where every one is. */
 static int collect_constants(tg_rw *rw, tg_node *n) {
     bool is_add = !strcmp(n->op->name, "add");
     tg_dtype dt = n->outputs[0]->type.dtype;
     if (dt == TG_BOOL) return 0;
-    double acc = is_add ? 0 : 1;
+    bool fl = tg_dtype_is_float(dt);
+    double acc = is_add ? (fl ? -0.0 : 0) : 1;
     int nconst = 0;
     tg_var *rest[MAX_OPERANDS];
     int nr = 0;
@@ -371,7 +375,7 @@ static int collect_constants(tg_rw *rw, tg_node *n) {
             rest[nr++] = n->inputs[i];
         }
     }
-    bool neutral = acc == (is_add ? 0 : 1);
+    bool neutral = is_add ? acc == 0 && (!fl || signbit(acc)) : acc == 1;
     if (nconst == 0 || (nconst == 1 && !neutral) || nr == 0) return 0;
     if (!tg_dtype_is_float(dt) && nconst > 1) {
         /* Integer wrap-around: combine in the dtype itself. */
