@@ -827,21 +827,40 @@ static double load_num(const tg_array *a) {
     return tg_load_f64(a->dtype, a->data);
 }
 
+/* An integer input exactly: a uint64 past 2^63 - 1 is not the negative
+ * int64 of its bits. */
+typedef __int128 i128;
+static i128 load_int(const tg_array *a) {
+    return a->dtype == TG_UINT64 ? (i128) * (const uint64_t *)a->data : (i128)tg_load_i64(a->dtype, a->data);
+}
+
+static const char *i128_text(i128 v, char *buf, size_t size) {
+    char t[48];
+    int n = 0;
+    unsigned __int128 m = v < 0 ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
+    do t[n++] = (char)('0' + (int)(m % 10)); while ((m /= 10) && n < 46);
+    if (v < 0) t[n++] = '-';
+    size_t k = 0;
+    while (n > 0 && k + 1 < size) buf[k++] = t[--n];
+    buf[k] = 0;
+    return buf;
+}
+
 /* NumPy's length: ceil((stop - start) / step), at least 0; exact for
- * integers, in unsigned arithmetic (stop - start may not fit int64).
+ * integers, in 128-bit arithmetic (stop - start may not fit int64, and a
+ * uint64 input may pass it).
  * ARANGE_ZERO_STEP for a zero step; ARANGE_NO_LENGTH where NumPy says
  * "cannot compute length" or overflows: a NaN or infinite quotient, or a
  * length past int64. */
 enum { ARANGE_ZERO_STEP = -1, ARANGE_NO_LENGTH = -2 };
-static int64_t arange_len(bool ints, int64_t i0, int64_t i1, int64_t is,
-                          double f0, double f1, double fs) {
+static int64_t arange_len(bool ints, i128 i0, i128 i1, i128 is, double f0, double f1,
+                          double fs) {
     if (ints) {
         if (is == 0) return ARANGE_ZERO_STEP;
         if ((is > 0 && i1 <= i0) || (is < 0 && i1 >= i0)) return 0;
-        uint64_t d = is > 0 ? (uint64_t)i1 - (uint64_t)i0 : (uint64_t)i0 - (uint64_t)i1;
-        uint64_t st = is > 0 ? (uint64_t)is : 0 - (uint64_t)is;
-        uint64_t len = d / st + (d % st != 0);
-        return len > (uint64_t)INT64_MAX ? ARANGE_NO_LENGTH : (int64_t)len;
+        i128 d = is > 0 ? i1 - i0 : i0 - i1, st = is > 0 ? is : -is;
+        i128 len = d / st + (d % st != 0);
+        return len > INT64_MAX ? ARANGE_NO_LENGTH : (int64_t)len;
     }
     if (fs == 0) return ARANGE_ZERO_STEP;
     double l = ceil((f1 - f0) / fs);
@@ -876,9 +895,7 @@ static int arange_infer(tg_node *n, tg_ctx *ctx) {
     const tg_array *c[3] = {tg_const_input(n, 0), tg_const_input(n, 1),
                             tg_const_input(n, 2)};
     if (c[0] && c[1] && c[2]) {
-        len = arange_len(ints, tg_load_i64(c[0]->dtype, c[0]->data),
-                         tg_load_i64(c[1]->dtype, c[1]->data),
-                         tg_load_i64(c[2]->dtype, c[2]->data), load_num(c[0]),
+        len = arange_len(ints, load_int(c[0]), load_int(c[1]), load_int(c[2]), load_num(c[0]),
                          load_num(c[1]), load_num(c[2]));
         if (len < 0) len = -1; /* unknown: the run says why */
     }
@@ -891,17 +908,21 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
     bool ints = true;
     for (int i = 0; i < 3; i++)
         if (!tg_dtype_is_int(in[i]->dtype)) ints = false;
-    int64_t i0 = ints ? tg_load_i64(in[0]->dtype, in[0]->data) : 0;
-    int64_t i1 = ints ? tg_load_i64(in[1]->dtype, in[1]->data) : 0;
-    int64_t is = ints ? tg_load_i64(in[2]->dtype, in[2]->data) : 0;
+    i128 w0 = ints ? load_int(in[0]) : 0, w1 = ints ? load_int(in[1]) : 0;
+    i128 ws = ints ? load_int(in[2]) : 0;
     double f0 = load_num(in[0]), f1 = load_num(in[1]), fs = load_num(in[2]);
-    int64_t len = arange_len(ints, i0, i1, is, f0, f1, fs);
+    int64_t len = arange_len(ints, w0, w1, ws, f0, f1, fs);
     if (len == ARANGE_ZERO_STEP) return tg_errorf(ctx, TG_ERUNTIME, "arange: step is zero");
-    if (len < 0 && ints)
+    if (len < 0 && ints) {
+        char b0[48], b1[48], bs[48];
         return tg_errorf(ctx, TG_ERUNTIME,
-                         "arange: cannot compute the length of start %lld to stop %lld by step %lld "
-                         "(more than 2^63 elements)",
-                         (long long)i0, (long long)i1, (long long)is);
+                         "arange: cannot compute the length of start %s to stop %s by step %s "
+                         "(more than 2^63 - 1 elements)",
+                         i128_text(w0, b0, sizeof b0), i128_text(w1, b1, sizeof b1),
+                         i128_text(ws, bs, sizeof bs));
+    }
+    /* the values in 64 bits, wrapping into the result dtype as a cast */
+    int64_t i0 = (int64_t)(uint64_t)w0, is = (int64_t)(uint64_t)ws;
     if (len < 0)
         return tg_errorf(ctx, TG_ERUNTIME,
                          "arange: cannot compute the length of start %.17g to stop %.17g by "

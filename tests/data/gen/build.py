@@ -439,6 +439,15 @@ def gen_arange():
                                     for k, (s, e, st) in enumerate(ends)])
     g.case("int64_ends_const", {}, {"lc_%d" % k: np.array(range(s, e, st), np.int64)
                                     for k, (s, e, st) in enumerate(ends)})
+    # uint64 inputs past 2^63 - 1 are counted as what they are, not as the
+    # negative int64 of their bits (arange(0, 2^64 - 1) gave [])
+    a, b, c = g.inp("ua", "uint64", []), g.inp("ub", "uint64", []), g.inp("uc", "int64", [])
+    g.func("uint64_ends", [a, b, c], [g.op("arange", [a, b, c], {"dtype": "uint64"}, out="uab")])
+    for s, e, st in [(2**63, 2**63 + 2, 1), (2**64 - 1, 2**63 - 2, -2**62), (0, 2**64 - 1, 2**62)]:
+        g.case("uint64_ends", {"ua": np.uint64(s), "ub": np.uint64(e), "uc": np.int64(st)},
+               {"uab": np.array(range(s, e, st), np.uint64)})
+    g.case("uint64_ends", {"ua": np.uint64(0), "ub": np.uint64(2**64 - 1), "uc": np.int64(1)},
+           error="cannot compute the length of start 0 to stop 18446744073709551615 by step 1")
 
     a = g.inp("fa", "float32", [])
     b = g.inp("fb", "float64", [])
