@@ -66,7 +66,7 @@ static int want_int_scalar(tg_node *n, int i, tg_ctx *ctx) {
 static int64_t const_len(const tg_node *n, int i) {
     const tg_array *c = tg_const_input(n, i);
     if (!c || c->ndim != 0) return -1;
-    int64_t v = tg_load_i64(c->dtype, c->data);
+    int64_t v = tg_load_len(c->dtype, c->data);
     return v < 0 ? -1 : v;
 }
 
@@ -227,13 +227,7 @@ static int read_indices(const tg_array *idx, int64_t len, int ax,
     for (int64_t i = 0; i < m; i++) {
         const char *p = idx->data;
         for (int d = 0; d < idx->ndim; d++) p += at[d] * idx->strides[d];
-        int64_t k;
-        if (idx->dtype == TG_UINT64) {
-            uint64_t u = *(const uint64_t *)(const void *)p;
-            k = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
-        } else {
-            k = tg_load_i64(idx->dtype, p);
-        }
+        int64_t k = tg_load_len(idx->dtype, p);
         int64_t r = k < 0 ? k + len : k;
         if (r < 0 || r >= len) {
             tg_free(v);
@@ -622,7 +616,7 @@ static int split_infer(tg_node *n, tg_ctx *ctx) {
         memcpy(shape, x->type.shape, sizeof shape);
         shape[ax] = -1;
         if (c) {
-            int64_t v = tg_load_i64(c->dtype, c->data + i * c->strides[0]);
+            int64_t v = tg_load_len(c->dtype, c->data + i * c->strides[0]);
             if (v < 0)
                 return tg_errorf(ctx, TG_ESHAPE,
                                  "inputs[1] '%s': size %d is negative (%lld)",
@@ -650,11 +644,11 @@ static int split_run(tg_node *n, tg_array *const *in, tg_array **out,
                          (long long)s->shape[0], n->nout);
     int64_t sum = 0;
     for (int i = 0; i < n->nout; i++) {
-        int64_t v = tg_load_i64(s->dtype, s->data + i * s->strides[0]);
+        int64_t v = tg_load_len(s->dtype, s->data + i * s->strides[0]);
         if (v < 0)
             return tg_errorf(ctx, TG_ESHAPE, "split size %d is negative (%lld)",
                              i, (long long)v);
-        sum += v;
+        if (__builtin_add_overflow(sum, v, &sum)) sum = INT64_MAX; /* (no axis is that long) */
     }
     if (sum != x->shape[ax])
         return tg_errorf(ctx, TG_ESHAPE,
@@ -663,7 +657,7 @@ static int split_run(tg_node *n, tg_array *const *in, tg_array **out,
                          (long long)sum, ax, (long long)x->shape[ax]);
     int64_t off = 0;
     for (int i = 0; i < n->nout; i++) {
-        int64_t v = tg_load_i64(s->dtype, s->data + i * s->strides[0]);
+        int64_t v = tg_load_len(s->dtype, s->data + i * s->strides[0]);
         int64_t shape[TG_MAX_NDIM];
         memcpy(shape, x->shape, sizeof shape);
         shape[ax] = v;
@@ -724,7 +718,7 @@ static int alloc_run(tg_node *n, tg_array *const *in, tg_array **out,
     int k = n->nin - 1;
     int64_t shape[TG_MAX_NDIM];
     for (int i = 0; i < k; i++) {
-        shape[i] = tg_load_i64(in[i + 1]->dtype, in[i + 1]->data);
+        shape[i] = tg_load_len(in[i + 1]->dtype, in[i + 1]->data);
         if (shape[i] < 0)
             return tg_errorf(ctx, TG_ESHAPE,
                              "negative dimensions are not allowed (length "
@@ -1003,9 +997,9 @@ static int eye_infer(tg_node *n, tg_ctx *ctx) {
 
 static int eye_run(tg_node *n, tg_array *const *in, tg_array **out,
                    tg_ctx *ctx) {
-    int64_t shape[2], k = tg_load_i64(in[2]->dtype, in[2]->data);
+    int64_t shape[2], k = tg_load_len(in[2]->dtype, in[2]->data);
     for (int i = 0; i < 2; i++) {
-        shape[i] = tg_load_i64(in[i]->dtype, in[i]->data);
+        shape[i] = tg_load_len(in[i]->dtype, in[i]->data);
         if (shape[i] < 0)
             return tg_errorf(ctx, TG_ESHAPE,
                              "negative dimensions are not allowed (%lld)",
@@ -1075,7 +1069,7 @@ static int repeat_infer(tg_node *n, tg_ctx *ctx) {
         bool neg = false;
         bool big = false;
         for (int64_t i = 0; i < m; i++) {
-            int64_t v = tg_load_i64(c->dtype, c->data + i * (c->ndim ? c->strides[0] : 0));
+            int64_t v = tg_load_len(c->dtype, c->data + i * (c->ndim ? c->strides[0] : 0));
             if (v < 0) neg = true;
             else big |= __builtin_add_overflow(sum, v, &sum);
         }
@@ -1132,7 +1126,7 @@ static int repeat_run(tg_node *n, tg_array *const *in, tg_array **out,
     int64_t total = 0;
     for (int64_t j = 0; j < len; j++) {
         const char *p = r->data + (m == 1 ? 0 : j * r->strides[0]);
-        rep[j] = tg_load_i64(r->dtype, p);
+        rep[j] = tg_load_len(r->dtype, p);
         if (rep[j] < 0) {
             rc = tg_errorf(ctx, TG_ESHAPE,
                            "repeats may not contain negative values");
@@ -1143,7 +1137,7 @@ static int repeat_run(tg_node *n, tg_array *const *in, tg_array **out,
             goto done;
         }
     }
-    if (m == 1 && len == 0 && tg_load_i64(r->dtype, r->data) < 0) {
+    if (m == 1 && len == 0 && tg_load_len(r->dtype, r->data) < 0) {
         rc = tg_errorf(ctx, TG_ESHAPE, "repeats may not contain negative values");
         goto done;
     }

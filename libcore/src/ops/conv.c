@@ -190,7 +190,7 @@ static int want_shape_vec(tg_node *n, int i, int64_t *vals, bool *known, tg_ctx 
     const tg_array *c = tg_const_input(n, i);
     if (c && c->ndim == 1 && c->shape[0] == 4) {
         for (int k = 0; k < 4; k++) {
-            vals[k] = tg_load_i64(c->dtype, c->data + k * c->strides[0]);
+            vals[k] = tg_load_len(c->dtype, c->data + k * c->strides[0]);
             if (vals[k] < 0)
                 return tg_errorf(ctx, TG_ESHAPE, "inputs[%d] '%s': negative length %lld", i, v->id,
                                  (long long)vals[k]);
@@ -686,7 +686,7 @@ static int read_shp(const tg_array *s, int64_t *v, tg_ctx *ctx) {
     if (s->ndim != 1 || s->shape[0] != 4)
         return tg_errorf(ctx, TG_ESHAPE, "the shape input must have 4 entries");
     for (int k = 0; k < 4; k++) {
-        v[k] = tg_load_i64(s->dtype, s->data + k * s->strides[0]);
+        v[k] = tg_load_len(s->dtype, s->data + k * s->strides[0]);
         if (v[k] < 0)
             return tg_errorf(ctx, TG_ESHAPE, "the shape input has a negative length %lld",
                              (long long)v[k]);

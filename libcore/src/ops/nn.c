@@ -398,8 +398,7 @@ static int cce_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     if (index) {
         /* Validate first so that an error leaves no half-done work. */
         for (int64_t r = 0; r < rows; r++) {
-            int64_t c = tg_load_i64(t->dtype, row_ptr(t, nl, r));
-            if (t->dtype == TG_UINT64 && c < 0) c = INT64_MAX;
+            int64_t c = tg_load_len(t->dtype, row_ptr(t, nl, r));
             if (c < 0 || c >= k)
                 return tg_errorf(ctx, TG_ERUNTIME,
                                  "class index %lld (target %lld) is out of range for %lld "

@@ -175,8 +175,8 @@ static int rnd_infer(tg_node *n, tg_ctx *ctx) {
     const tg_array *sz = tg_const_input(n, 1);
     if (sz) {
         for (int d = 0; d < nd; d++) {
-            shape[d] = tg_load_i64(sz->dtype, sz->data + d * sz->strides[0]);
-            if (shape[d] < 0 || (sz->dtype == TG_UINT64 && shape[d] < 0))
+            shape[d] = tg_load_len(sz->dtype, sz->data + d * sz->strides[0]);
+            if (shape[d] < 0)
                 return tg_errorf(ctx, TG_ESHAPE, "inputs[1] '%s': negative size %lld",
                                  n->inputs[1]->id, (long long)shape[d]);
         }
@@ -346,7 +346,7 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     int nd = (int)sz->shape[0];
     int64_t shape[TG_MAX_NDIM];
     for (int d = 0; d < nd; d++) {
-        shape[d] = tg_load_i64(sz->dtype, sz->data + d * sz->strides[0]);
+        shape[d] = tg_load_len(sz->dtype, sz->data + d * sz->strides[0]);
         if (shape[d] < 0) return tg_errorf(ctx, TG_ESHAPE, "negative size %lld", (long long)shape[d]);
     }
     int64_t total = tg_shape_size(nd, shape);
@@ -468,8 +468,8 @@ static int mn_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         goto fail;
     }
     for (int64_t r = 0; r < rows; r++) {
-        int64_t t = tg_load_i64(nn->dtype, nn->data + (nlen == 1 ? 0 : r * nn->strides[0]));
-        if (t < 0 || (nn->dtype == TG_UINT64 && t < 0)) {
+        int64_t t = tg_load_len(nn->dtype, nn->data + (nlen == 1 ? 0 : r * nn->strides[0]));
+        if (t < 0) {
             rc = tg_errorf(ctx, TG_ERUNTIME, "n must be non-negative, got %lld", (long long)t);
             goto fail;
         }

@@ -334,7 +334,7 @@ static int scan_infer(tg_node *n, tg_ctx *ctx) {
     }
     int64_t steps = -1; /* static number of steps, when known */
     if (p->has_n && !p->has_until && n->inputs[0]->kind == TG_VAR_CONSTANT)
-        steps = tg_load_i64(n->inputs[0]->value->dtype, n->inputs[0]->value->data);
+        steps = tg_load_len(n->inputs[0]->value->dtype, n->inputs[0]->value->data);
     bool seq_known = !p->has_n && !p->has_until;
     for (int i = 0; i < p->nseq; i++, at++) {
         tg_var *v = n->inputs[at];
@@ -591,7 +591,7 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     int64_t T = INT64_MAX;
     p->copies = 0;
     if (p->has_n) {
-        T = tg_load_i64(in[0]->dtype, in[0]->data);
+        T = tg_load_len(in[0]->dtype, in[0]->data);
         if (T < 0)
             return tg_errorf(ctx, TG_ERUNTIME, "n_steps is %" PRId64 ": expected 0 or more", T);
     }

@@ -317,7 +317,7 @@ static int reshape_infer(tg_node *n, tg_ctx *ctx) {
     if (c) {
         int64_t req[TG_MAX_NDIM];
         for (int i = 0; i < nnd; i++)
-            req[i] = tg_load_i64(c->dtype, c->data + i * c->strides[0]);
+            req[i] = tg_load_len(c->dtype, c->data + i * c->strides[0]);
         char who[200];
         snprintf(who, sizeof who, "inputs[1] '%s': ", s->id);
         int rc = reshape_resolve((int)nnd, req, static_size(&x->type), shape,
@@ -342,7 +342,7 @@ static int reshape_run(tg_node *n, tg_array *const *in, tg_array **out,
                          (long long)(s->ndim == 1 ? s->shape[0] : -1), nnd);
     int64_t req[TG_MAX_NDIM], res[TG_MAX_NDIM];
     for (int i = 0; i < nnd; i++)
-        req[i] = tg_load_i64(s->dtype, s->data + i * s->strides[0]);
+        req[i] = tg_load_len(s->dtype, s->data + i * s->strides[0]);
     int rc = reshape_resolve(nnd, req, tg_array_size_inline(x), res,
                              TG_ESHAPE, "", ctx);
     if (rc) return rc;

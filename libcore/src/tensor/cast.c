@@ -239,6 +239,15 @@ int64_t tg_load_i64(tg_dtype dt, const void *p) {
     return v;
 }
 
+int64_t tg_load_len(tg_dtype dt, const void *p) {
+    if (dt == TG_UINT64) {
+        uint64_t u;
+        memcpy(&u, p, 8);
+        return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+    }
+    return tg_load_i64(dt, p);
+}
+
 void tg_store_f64(tg_dtype dt, void *p, double v) {
     if (dt == TG_FLOAT64) {
         memcpy(p, &v, 8);

@@ -148,6 +148,11 @@ void tg_cast_strided(tg_dtype to, void *dst, int64_t dst_stride, tg_dtype from,
 /* Read/write one element as double or int64 (for small, cold paths). */
 double tg_load_f64(tg_dtype dt, const void *p);
 int64_t tg_load_i64(tg_dtype dt, const void *p);
+/* An integer used as a length, index, count or offset: a uint64 past
+ * 2^63 - 1 counts as 2^63 - 1 (too large for any array, as take's and
+ * subtensor's indices), never as the negative int64 of its bits, which
+ * reads as -1 where -1 means something (reshape's inferred length). */
+int64_t tg_load_len(tg_dtype dt, const void *p);
 void tg_store_f64(tg_dtype dt, void *p, double v);
 void tg_store_i64(tg_dtype dt, void *p, int64_t v);
 

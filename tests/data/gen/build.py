@@ -491,6 +491,16 @@ def gen_eye():
                {"nmk": np.eye(a, b, c, dtype=np.float32)})
     g.case("dynamic", {"n": np.int64(-1), "m": np.int32(2), "k": np.int8(0)},
            error="negative dimensions are not allowed")
+    # uint64 past 2^63 - 1: a diagonal past the matrix (all zeros, NumPy),
+    # not the -1 of its bits; a length too large to allocate, not negative
+    n, m, k = g.inp("un", "uint64", []), g.inp("um", "uint64", []), g.inp("uk", "uint64", [])
+    g.func("dynamic_u64", [n, m, k], [g.op("eye", [n, m, k], out="unmk")])
+    g.case("dynamic_u64", {"un": np.uint64(3), "um": np.uint64(3), "uk": np.uint64(2**64 - 1)},
+           {"unmk": np.eye(3, k=np.uint64(2**64 - 1))})
+    g.case("dynamic_u64", {"un": np.uint64(3), "um": np.uint64(3), "uk": np.uint64(1)},
+           {"unmk": np.eye(3, k=1)})
+    g.case("dynamic_u64", {"un": np.uint64(2**64 - 1), "um": np.uint64(2), "uk": np.uint64(0)},
+           error="too large")
     g.write()
 
 

@@ -95,6 +95,14 @@ def gen_reshape():
            error="cannot reshape array of size 12 into shape")
     g.case("dynamic", {"c": a, "c_shp": np.array([-1, -1], np.int64)},
            error="can only specify one unknown dimension")
+    # a uint64 length past 2^63 - 1 is too long, not the -1 of its bits
+    # (which reshaped to the inferred (12,) or (3, 4))
+    s = g.inp("u_shp", "uint64", [2])
+    g.func("dynamic_u64", [x, s], [g.op("reshape", [x, s], out="u_r")])
+    g.case("dynamic_u64", {"c": a, "u_shp": np.array([3, 4], np.uint64)}, {"u_r": a.reshape(3, 4)})
+    for shp in [(3, 2**64 - 1), (2**64 - 1, 1)]:
+        g.case("dynamic_u64", {"c": a, "u_shp": np.array(shp, np.uint64)},
+               error="cannot reshape array of size 12 into shape")
     g.case("dynamic", {"c": a, "c_shp": np.array([-3, -4], np.int64)},
            error="only -1 (once) may be negative")
     g.case("dynamic", {"c": rand("float16", (0,)), "c_shp": np.array([-1, 0], np.int64)},
