@@ -726,6 +726,72 @@ static void test_bptt_with_inputs(void **state) {
     run_bptt(true);
 }
 
+/* ---- scan_acc_sum on a hand-written accumulator ---- */
+
+/* acc_t = acc_{t-1} + x_t from alloc(0, 3), read as sum(A[-1:], axis=0);
+ * XW (the rows' length) is replaced by 3 or by 1 (an increment that
+ * broadcasts into the accumulator). */
+static const char *ACC = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null, XW]}}],
+    "nodes": [{"op": "alloc", "inputs": [{"value": 0.0}, {"value": 3}], "outputs": ["z"]},
+              {"op": "scan", "inputs": ["x", "z"], "outputs": ["A"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 0,
+                         "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [XW]}},
+                                                {"id": "b.acc", "type": {"dtype": "float64", "shape": [3]}}],
+                                  "nodes": [{"op": "add", "inputs": ["b.acc", "b.x"], "outputs": ["b.acc_t"]}],
+                                  "inputs": ["b.x", "b.acc"], "outputs": ["b.acc_t"]}}},
+              {"op": "subtensor", "inputs": ["A"], "outputs": ["Al"], "attrs": {"index": [{"start": -1}]}},
+              {"op": "sum", "inputs": ["Al"], "outputs": ["s"], "attrs": {"axis": 0}}],
+    "functions": {"main": {"inputs": ["x"], "outputs": ["s"]}}});
+
+/* The sum over T steps of rows of length w (3, or 1 broadcast), by hand,
+ * under none and fast_run; 0 steps give zeros(3). */
+static void run_acc(const char *xw, bool fires) {
+    char *json = strdup(ACC);
+    for (char *q; (q = strstr(json, "XW"));) memcpy(q, xw, 2);
+    tg_graph *g = tu_load(json);
+    free(json);
+    int64_t w = xw[0] - '0';
+    const char *presets[] = {"none", "fast_run"};
+    for (int ps = 0; ps < 2; ps++) {
+        tg_function *f = compile(g, presets[ps]);
+        if (ps) assert_int_equal(fired(f, "scan_acc_sum") > 0, fires);
+        for (int64_t T = 0; T <= 4; T += 4) {
+            double *x = fill(T * w, -1, 1, (int)T), want[3] = {0, 0, 0};
+            for (int64_t t = 0; t < T; t++)
+                for (int i = 0; i < 3; i++) want[i] += x[t * w + (w == 1 ? 0 : i)];
+            tg_array *in[1] = {tu_f64(2, (int64_t[]){T, w}, x)}, *out[1];
+            call(f, in, out);
+            tg_array *wa = tu_f64(1, (int64_t[]){3}, want);
+            tu_assert_close(out[0], wa, 1e-12, 1e-12);
+            tg_array_free(wa);
+            tg_array_free(out[0]);
+            tg_array_free(in[0]);
+            free(x);
+        }
+        tg_function_free(f);
+    }
+    tg_graph_free(g);
+}
+
+/* The increment of the accumulator's static shape: the sum of the
+ * stacked increments, zeros(3) after 0 steps (E's static per-step
+ * shape). */
+static void test_acc_sum(void **state) {
+    (void)state;
+    run_acc("3 ", true);
+}
+
+/* Rows of length 1 broadcast into the accumulator of 3: the rewrite
+ * declines (sum(E, axis=0) would have E's length 1), and the loop's sum
+ * is each row added to every element. */
+static void test_acc_sum_broadcast(void **state) {
+    (void)state;
+    run_acc("1 ", false);
+}
+
 /* ---- scan_inline ---- */
 
 /* One step (n_steps the constant 1) with past, present and future taps
@@ -815,6 +881,8 @@ int main(void) {
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_bptt_weights),
         cmocka_unit_test(test_bptt_with_inputs),
+        cmocka_unit_test(test_acc_sum),
+        cmocka_unit_test(test_acc_sum_broadcast),
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_exclude_tag),
     };

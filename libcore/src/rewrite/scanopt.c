@@ -1280,7 +1280,12 @@ static int readers(const scan_io *s, const tg_var *v, tg_node **one) {
 
 /* Recurrent output j is an accumulator acc_t = acc_{t-1} + e_t: its one
  * tap's input feeds only that add, whose result is only output j. The
- * add (e_t returned through *e), or NULL. */
+ * add (e_t returned through *e), or NULL. e_t's static shape must be the
+ * sum's, every length known (the sum has the accumulator's shape, as each
+ * step's output has its initial state's): an e_t that broadcasts (rows of
+ * length 1 into an accumulator of 3) would make sum(E, axis=0) the
+ * shape of one increment, and after 0 steps E's per-step shape is its
+ * static one (ops/scan.c), which must be the accumulator's. */
 static tg_node *accumulator(const scan_io *s, int j, tg_var **e) {
     scan_p *p = s->p;
     if (!p->out_flat[j]) return NULL;
@@ -1292,7 +1297,7 @@ static tg_node *accumulator(const scan_io *s, int j, tg_var **e) {
     if (x->owner != P || strcmp(P->op->name, "add") || P->nin != 2 || read_elsewhere(s, x, j)) return NULL;
     int k = P->inputs[0] == hp ? 1 : P->inputs[1] == hp ? 0 : -1;
     if (k < 0 || P->inputs[k] == hp || P->inputs[k]->type.dtype != x->type.dtype ||
-        P->inputs[k]->type.ndim != x->type.ndim)
+        !tg_rw_type_same_known(&P->inputs[k]->type, &x->type))
         return NULL;
     *e = P->inputs[k];
     return P;
