@@ -170,6 +170,59 @@ static void test_hoist(void **state) {
     tg_graph_free(g);
 }
 
+/* y_t = ifelse(x_t > 0, x_t, x_t + k // d) + k * 2: k * 2 is needed
+ * every step and moves out; k // d only under the else branch, and stays
+ * in the body, where an untaken branch does not run it. */
+static const char *HOIST_LAZY = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [null]}},
+                  {"id": "k", "type": {"dtype": "int64", "shape": []}},
+                  {"id": "d", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "k", "d"], "outputs": ["y"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0,
+                         "output_taps": [], "n_nonrecurrent": 1, "n_non_sequences": 2,
+                         "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "int64", "shape": []}},
+                                                {"id": "b.k", "type": {"dtype": "int64", "shape": []}},
+                                                {"id": "b.d", "type": {"dtype": "int64", "shape": []}}],
+                                  "nodes": [{"op": "gt", "inputs": ["b.x", {"value": 0}], "outputs": ["b.c"]},
+                                            {"op": "int_div", "inputs": ["b.k", "b.d"], "outputs": ["b.q"]},
+                                            {"op": "add", "inputs": ["b.x", "b.q"], "outputs": ["b.e"]},
+                                            {"op": "ifelse", "inputs": ["b.c", "b.x", "b.e"], "outputs": ["b.y0"]},
+                                            {"op": "mul", "inputs": ["b.k", {"value": 2}], "outputs": ["b.m"]},
+                                            {"op": "add", "inputs": ["b.y0", "b.m"], "outputs": ["b.y"]}],
+                                  "inputs": ["b.x", "b.k", "b.d"], "outputs": ["b.y"]}}}],
+    "functions": {"main": {"inputs": ["x", "k", "d"], "outputs": ["y"]}}});
+
+static void test_hoist_lazy(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(HOIST_LAZY);
+    tg_function *ref = compile(g, "none"), *opt = compile(g, "fast_run");
+    assert_int_equal(fired(opt, "scan_hoist"), 1);
+    assert_int_equal(count_op(opt, "int_div"), 0);
+    /* d = 0 with every x_t > 0 (the division never runs), then d = 2
+     * with a step taking the else branch. */
+    const int64_t xs[2][3] = {{1, 2, 3}, {1, -2, 3}}, ds[2] = {0, 2}, want[2][3] = {{15, 16, 17}, {15, 15, 17}};
+    for (int c = 0; c < 2; c++) {
+        int64_t k = 7;
+        tg_array *in[3] = {tg_array_new_from(TG_INT64, 1, (int64_t[]){3}, xs[c]),
+                           tg_array_new_from(TG_INT64, 0, NULL, &k),
+                           tg_array_new_from(TG_INT64, 0, NULL, &ds[c])};
+        tg_array *w = tg_array_new_from(TG_INT64, 1, (int64_t[]){3}, want[c]);
+        tg_function *fs[2] = {ref, opt};
+        for (int f = 0; f < 2; f++) {
+            tg_array *out[1];
+            call(fs[f], in, out);
+            tu_assert_close(out[0], w, 0, 0);
+            tg_array_free(out[0]);
+        }
+        tg_array_free(w);
+        free_all(in, 3);
+    }
+    tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
 /* ---- scan_push_seq: a vanilla RNN ---- */
 
 /* h[t] = tanh(x[t] @ W + h[t-1] @ U + b), x (T, batch 2, in 3), h (2, 4).
@@ -870,6 +923,7 @@ static void test_exclude_tag(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hoist),
+        cmocka_unit_test(test_hoist_lazy),
         cmocka_unit_test(test_push_rnn),
         cmocka_unit_test(test_push_rnn_backwards),
         cmocka_unit_test(test_push_more),

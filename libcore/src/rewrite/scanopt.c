@@ -287,10 +287,33 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
     }
     for (int i = 0; i < nv; i++)
         if (bg->vars[i]->kind == TG_VAR_CONSTANT) inv[i] = true;
+    /* eager[v]: every step computes v, whatever an ifelse picks (some path
+     * to the body's outputs avoids the branches of the lazy ifelse nodes).
+     * A node needed only under a branch stays: outside, it would run on
+     * every call, and raise what the untaken branch never would (an
+     * integer division by zero, the cholesky of a matrix that is not
+     * positive definite). The read_in scratch holds it. */
+    bool *eager = read_in;
+    bool more = true;
+    for (int o = 0; o < s.fd->nout; o++) eager[s.fd->outputs[o]->index] = true;
+    while (more) {
+        more = false;
+        for (int i = 0; i < nn; i++) {
+            tg_node *bn = bg->nodes[i];
+            bool need = false, lazy = (bn->op->flags & TG_OPF_LAZY) != 0;
+            for (int k = 0; k < bn->nout; k++) need |= eager[bn->outputs[k]->index];
+            if (!need || hoist[i]) continue;
+            hoist[i] = true; /* scratch: node i is needed every step */
+            more = true;
+            for (int k = 0; k < bn->nin; k++)
+                if (!lazy || k == 0) eager[bn->inputs[k]->index] = true;
+        }
+    }
     int nh = 0;
     for (int i = 0; i < nn; i++) {
         tg_node *bn = bg->nodes[i];
-        bool ok = pure(bn) && bn->nin > 0;
+        bool ok = hoist[i] && pure(bn) && bn->nin > 0;
+        hoist[i] = false;
         for (int k = 0; ok && k < bn->nin; k++) ok = inv[bn->inputs[k]->index];
         for (int k = 0; ok && k < bn->nout; k++) ok = !is_body_output(&s, bn->outputs[k]);
         /* Constants alone: constant folding's work, in the body. */
@@ -303,6 +326,7 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
     }
     if (!nh) goto done;
     /* What stays in the body reads which hoisted results? */
+    memset(read_in, 0, sizeof *read_in * (size_t)nv);
     for (int i = 0; i < nn; i++)
         if (!hoist[i])
             for (int k = 0; k < bg->nodes[i]->nin; k++) read_in[bg->nodes[i]->inputs[k]->index] = true;
