@@ -904,6 +904,49 @@ static void test_inline(void **state) {
     tg_graph_free(g);
 }
 
+/* ONE with h0's or x's static shape changed (from -> to), compiled with
+ * fast_run: scan_inline declines, and a call on inputs of those shapes
+ * gives the scan's own error. */
+static void inline_declines(const char *from, const char *to, const char *msg) {
+    const char *q = strstr(ONE, from);
+    assert_non_null(q);
+    char *json = malloc(strlen(ONE) + strlen(to) + 1);
+    sprintf(json, "%.*s%s%s", (int)(q - ONE), ONE, to, q + strlen(from));
+    tg_graph *g = tu_load(json);
+    free(json);
+    tg_function *opt = compile(g, "fast_run");
+    assert_int_equal(fired(opt, "scan_inline"), 0);
+    assert_int_equal(count_op(opt, "scan"), 1);
+    int64_t xr = strstr(to, "x\"") ? 3 : 5, hr = strstr(to, "h0") ? 4 : 3;
+    double d[10] = {0}, w = 0.5;
+    tg_array *in[3] = {tu_f64(2, (int64_t[]){xr, 2}, d), tu_f64(2, (int64_t[]){hr, 2}, d), tu_f64(0, NULL, &w)};
+    tg_array *out[2] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_not_equal(tg_function_call(opt, in, out, ctx), 0);
+    if (!strstr(tg_ctx_message(ctx), msg)) fail_msg("got: %s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    free_all(in, 3);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* The initial state must have exactly the rows the taps reach (3 for
+ * taps [-1, -3]), statically (a static count that differs is a load
+ * error): with its rows not known the loop and its check stay, and 4 rows
+ * are an error, not rows 1 to 3 read as steps -3 to -1. A sequence
+ * statically too short keeps the loop too. */
+static void test_inline_declines(void **state) {
+    (void)state;
+    inline_declines("\"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [3, 2]",
+                    "\"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [null, 2]",
+                    "initial state 0 ('h0') has 4 rows, but the taps reach 3 steps back");
+    /* x statically 3 rows, for taps [-2, 0, 1] that need 4: the scan's
+     * message, not a row out of range. */
+    inline_declines("\"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [5, 2]",
+                    "\"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [3, 2]",
+                    "sequence 0 ('x') has 3 rows");
+}
+
 /* Excluding the tag leaves every scan as written. */
 static void test_exclude_tag(void **state) {
     (void)state;
@@ -938,6 +981,7 @@ int main(void) {
         cmocka_unit_test(test_acc_sum),
         cmocka_unit_test(test_acc_sum_broadcast),
         cmocka_unit_test(test_inline),
+        cmocka_unit_test(test_inline_declines),
         cmocka_unit_test(test_exclude_tag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -887,6 +887,21 @@ static int scan_inline(tg_rw *rw, tg_node *n) {
     if (!ns || ns->kind != TG_VAR_CONSTANT || !ns->value || tg_array_size(ns->value) != 1 ||
         tg_array_get_flat(ns->value, 0) != 1)
         return 0;
+    /* The scan checks its inputs' rows at run time; the rows read here
+     * would not: an initial state of more rows than the taps reach back
+     * (3 rows for taps [-2, -1]) gave its rows 1 and 2 instead of an
+     * error. Each initial state read by rows must have exactly the rows
+     * its taps reach, statically; a sequence known to be too short keeps
+     * the scan, whose error names it (a row out of range would say only
+     * that). */
+    for (int j = 0; j < p->nrec; j++) {
+        const tg_type *t = &n->inputs[s.base_init + j]->type;
+        if (!p->out_flat[j] && (t->ndim < 1 || t->shape[0] != p->out_k[j])) return 0;
+    }
+    for (int i = 0; i < p->nseq; i++) {
+        const tg_type *t = &n->inputs[s.base_seq + i]->type;
+        if (t->ndim >= 1 && t->shape[0] >= 0 && t->shape[0] < (int64_t)p->seq_span[i] + 1) return 0;
+    }
     tg_graph *bg = s.bg;
     tg_var **outer = tg_calloc((size_t)bg->nvars + 1, sizeof *outer);
     int rc = TG_OK;
