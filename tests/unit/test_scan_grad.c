@@ -430,6 +430,53 @@ static void test_tgf(void **state) {
     tg_graph_free(g);
 }
 
+/* y_t = x_t * w over rows whose length the body does not know
+ * statically, cost = sum(y): gx = w everywhere, gw = sum(x), by hand;
+ * after 0 steps gx is zeros of x's shape (0, 3) (the reverse scan's
+ * per-step gradient came out (0, 0) and could not be added into it) and
+ * gw 0. Both presets. */
+static void test_zero_steps(void **state) {
+    (void)state;
+    const char *json = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null, null]}},
+                      {"id": "w", "type": {"dtype": "float64", "shape": []}}],
+        "nodes": [{"op": "scan", "inputs": ["x", "w"], "outputs": ["Y"],
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                             "n_nonrecurrent": 1, "n_non_sequences": 1, "has_n_steps": false,
+                             "has_until": false,
+                             "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [null]}},
+                                                    {"id": "b.w", "type": {"dtype": "float64", "shape": []}}],
+                                      "nodes": [{"op": "mul", "inputs": ["b.x", "b.w"], "outputs": ["b.y"]}],
+                                      "inputs": ["b.x", "b.w"], "outputs": ["b.y"]}}},
+                  {"op": "sum", "inputs": ["Y"], "outputs": ["c"]},
+                  {"op": "grad", "inputs": ["c", "x", "w"], "outputs": ["gx", "gw"]}],
+        "functions": {"main": {"inputs": ["x", "w"], "outputs": ["gx", "gw"]}}});
+    tg_graph *g = tu_load(json);
+    const char *presets[2] = {"none", "fast_run"};
+    for (int ps = 0; ps < 2; ps++)
+        for (int64_t T = 0; T <= 3; T += 3) {
+            const double x[9] = {0.5, -1, 2, 0.25, 3, -0.5, 1, 1, -2}, w = 1.5;
+            double gx[9], gw = 0;
+            for (int k = 0; k < T * 3; k++) {
+                gx[k] = w;
+                gw += x[k];
+            }
+            tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 2, (int64_t[]){T, 3}, x),
+                               tg_array_new_scalar(TG_FLOAT64, w)};
+            tg_array *out[2];
+            tu_call_preset(g, "main", presets[ps], in, out);
+            tg_array *want[2] = {tg_array_new_from(TG_FLOAT64, 2, (int64_t[]){T, 3}, gx),
+                                 tg_array_new_scalar(TG_FLOAT64, gw)};
+            for (int i = 0; i < 2; i++) {
+                tu_assert_close(out[i], want[i], 1e-12, 1e-12);
+                tg_array_free(out[i]);
+                tg_array_free(want[i]);
+                tg_array_free(in[i]);
+            }
+        }
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rnn),       cmocka_unit_test(test_taps),
@@ -437,6 +484,7 @@ int main(void) {
         cmocka_unit_test(test_nested),    cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_truncate_taps), cmocka_unit_test(test_rop),
         cmocka_unit_test(test_second_order), cmocka_unit_test(test_tgf),
+        cmocka_unit_test(test_zero_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

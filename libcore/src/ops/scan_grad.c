@@ -544,6 +544,19 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
             int off = p->taps[p->seq_off[i] + q] - p->seq_min[i];
             tg_var *start = tg_gb_op2(b, "add", tg_gb_op2(b, "sub", T, G), i64c(b, off));
             tg_var *stop = tg_gb_op2(b, "add", T, i64c(b, off));
+            /* After 0 reverse steps a per-step shape the body does not
+             * give statically is all 0s (ops/scan.c): (0, 0) for rows of
+             * 3. The rows are then reshaped to those they add to (the
+             * same count of elements whatever the steps). */
+            bool known = true;
+            for (int d = 1; d < dq->type.ndim; d++) known &= dq->type.shape[d] >= 0;
+            if (!known && fwd) {
+                tg_var *in3[3] = {seq_eff[i], start, stop};
+                tg_var *rows = op_attrs(b, "subtensor", 3, in3, "{\"index\": [{\"start\": \"$0\", \"stop\": \"$1\"}]}");
+                tg_var *shp = rows ? tg_gb_op1(b, "shape", rows, NULL) : NULL;
+                tg_var *in2[2] = {fwd, shp};
+                fwd = shp ? tg_gb_op(b, "reshape", 2, in2, NULL) : NULL;
+            }
             tg_var *in4[4] = {acc, fwd, start, stop};
             acc = op_attrs(b, "inc_subtensor", 4, in4, "{\"index\": [{\"start\": \"$0\", \"stop\": \"$1\"}]}");
         }
