@@ -779,6 +779,127 @@ static void test_bptt_with_inputs(void **state) {
     run_bptt(true);
 }
 
+/* ---- BPTT over 0 steps ---- */
+
+/* h_t = tanh(x_t Wx + h_{t-1} Wh), batch 2, in 3, hidden 4, cost =
+ * sum(h^2), and its gradients; the body's (and x's, h0's, the weights')
+ * shapes are written %s: static, or not known. */
+static const char *BPTT0 = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null, %s, %s]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [%s, %s]}},
+                  {"id": "Wx", "type": {"dtype": "float64", "shape": [%s, %s]}},
+                  {"id": "Wh", "type": {"dtype": "float64", "shape": [%s, %s]}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "h0", "Wx", "Wh"], "outputs": ["H"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 2,
+                         "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [%s, %s]}},
+                                                {"id": "b.h", "type": {"dtype": "float64", "shape": [%s, %s]}},
+                                                {"id": "b.Wx", "type": {"dtype": "float64", "shape": [%s, %s]}},
+                                                {"id": "b.Wh", "type": {"dtype": "float64", "shape": [%s, %s]}}],
+                                  "nodes": [{"op": "dot", "inputs": ["b.x", "b.Wx"], "outputs": ["b.xw"]},
+                                            {"op": "dot", "inputs": ["b.h", "b.Wh"], "outputs": ["b.hw"]},
+                                            {"op": "add", "inputs": ["b.xw", "b.hw"], "outputs": ["b.pre"]},
+                                            {"op": "tanh", "inputs": ["b.pre"], "outputs": ["b.ht"]}],
+                                  "inputs": ["b.x", "b.h", "b.Wx", "b.Wh"], "outputs": ["b.ht"]}}},
+              {"op": "sqr", "inputs": ["H"], "outputs": ["H2"]},
+              {"op": "sum", "inputs": ["H2"], "outputs": ["cost"]},
+              {"op": "grad", "inputs": ["cost", "x", "h0", "Wx", "Wh"], "outputs": ["gx", "gh0", "gWx", "gWh"]}],
+    "functions": {"main": {"inputs": ["x", "h0", "Wx", "Wh"], "outputs": ["gx", "gh0", "gWx", "gWh"]}}});
+
+/* The gradients by hand over T steps (gx T*2*3, gh0 2*4, gWx 3*4, gWh 4*4). */
+static void bptt0_by_hand(int T, const double *x, const double *h0, const double *Wx, const double *Wh,
+                          double *gx, double *gh0, double *gWx, double *gWh) {
+    double h[5][8];
+    memcpy(h[0], h0, sizeof h[0]);
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++) {
+                double a = 0;
+                for (int k = 0; k < 3; k++) a += x[t * 6 + r * 3 + k] * Wx[k * 4 + j];
+                for (int k = 0; k < 4; k++) a += h[t][r * 4 + k] * Wh[k * 4 + j];
+                h[t + 1][r * 4 + j] = tanh(a);
+            }
+    memset(gx, 0, sizeof(double) * 6 * (size_t)(T ? T : 1));
+    memset(gWx, 0, sizeof(double) * 12);
+    memset(gWh, 0, sizeof(double) * 16);
+    double carry[8] = {0};
+    for (int t = T - 1; t >= 0; t--) {
+        double d[8];
+        for (int i = 0; i < 8; i++) d[i] = (2 * h[t + 1][i] + carry[i]) * (1 - h[t + 1][i] * h[t + 1][i]);
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++) {
+                for (int k = 0; k < 3; k++) gWx[k * 4 + j] += x[t * 6 + r * 3 + k] * d[r * 4 + j];
+                for (int k = 0; k < 4; k++) gWh[k * 4 + j] += h[t][r * 4 + k] * d[r * 4 + j];
+            }
+        for (int r = 0; r < 2; r++) {
+            for (int k = 0; k < 3; k++)
+                for (int j = 0; j < 4; j++) gx[t * 6 + r * 3 + k] += d[r * 4 + j] * Wx[k * 4 + j];
+            for (int k = 0; k < 4; k++) {
+                carry[r * 4 + k] = 0;
+                for (int j = 0; j < 4; j++) carry[r * 4 + k] += d[r * 4 + j] * Wh[k * 4 + j];
+            }
+        }
+    }
+    memcpy(gh0, carry, sizeof carry);
+}
+
+/* fast_run and none against the gradients by hand over 3 steps and 0
+ * (zeros of the inputs' shapes). Static shapes: the weights' gradients
+ * are one product each outside (scan_acc_sum, scan_sum_dot), the input's
+ * too (scan_pull_out), and the reverse loop takes h_{t-1} Wh from the
+ * forward loop (scan_reuse_step_product), whose stack of products is
+ * (0, 2, 4) after 0 steps. Shapes not known: scan_reuse_step_product
+ * still fires, its stack of products (0, 0, 0) after 0 steps reshaped to
+ * the rows it joins; scan_pull_out declines (the stack of delta_t would
+ * be (0, 0), which a (4, 3) Wx^T does not multiply), as scan_acc_sum
+ * does (the increments' shapes are not known). */
+static void run_bptt0(bool known) {
+    const char *b = known ? "2" : "null", *i = known ? "3" : "null", *hd = known ? "4" : "null";
+    char json[8192];
+    snprintf(json, sizeof json, BPTT0, b, i, b, hd, i, hd, hd, hd, b, i, b, hd, i, hd, hd, hd);
+    tg_graph *g = tu_load(json);
+    tg_function *fs[2] = {compile(g, "none"), compile(g, "fast_run")};
+    assert_true(fired(fs[1], "scan_reuse_step_product") >= 1);
+    assert_int_equal(fired(fs[1], "scan_pull_out") > 0, known);
+    assert_int_equal(fired(fs[1], "scan_acc_sum") >= 2, known);
+    double *x = fill(18, -1, 1, 1), *h0 = fill(8, -1, 1, 2), *Wx = fill(12, -0.5, 0.5, 3),
+           *Wh = fill(16, -0.5, 0.5, 4);
+    for (int T = 3; T >= 0; T -= 3) {
+        double gx[18], gh0[8], gWx[12], gWh[16];
+        bptt0_by_hand(T, x, h0, Wx, Wh, gx, gh0, gWx, gWh);
+        tg_array *in[4] = {tu_f64(3, (int64_t[]){T, 2, 3}, x), tu_f64(2, (int64_t[]){2, 4}, h0),
+                           tu_f64(2, (int64_t[]){3, 4}, Wx), tu_f64(2, (int64_t[]){4, 4}, Wh)};
+        tg_array *w[4] = {tu_f64(3, (int64_t[]){T, 2, 3}, gx), tu_f64(2, (int64_t[]){2, 4}, gh0),
+                          tu_f64(2, (int64_t[]){3, 4}, gWx), tu_f64(2, (int64_t[]){4, 4}, gWh)};
+        for (int f = 0; f < 2; f++) {
+            tg_array *out[4];
+            call(fs[f], in, out);
+            for (int k = 0; k < 4; k++) tu_assert_close(out[k], w[k], 1e-10, 1e-12);
+            free_all(out, 4);
+        }
+        free_all(in, 4);
+        free_all(w, 4);
+    }
+    free(x);
+    free(h0);
+    free(Wx);
+    free(Wh);
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
+    tg_graph_free(g);
+}
+
+static void test_bptt_zero_steps(void **state) {
+    (void)state;
+    run_bptt0(true);
+}
+
+static void test_bptt_zero_steps_unknown(void **state) {
+    (void)state;
+    run_bptt0(false);
+}
+
 /* ---- scan_acc_sum on a hand-written accumulator ---- */
 
 /* acc_t = acc_{t-1} + x_t from alloc(0, 3), read as sum(A[-1:], axis=0);
@@ -978,6 +1099,8 @@ int main(void) {
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_bptt_weights),
         cmocka_unit_test(test_bptt_with_inputs),
+        cmocka_unit_test(test_bptt_zero_steps),
+        cmocka_unit_test(test_bptt_zero_steps_unknown),
         cmocka_unit_test(test_acc_sum),
         cmocka_unit_test(test_acc_sum_broadcast),
         cmocka_unit_test(test_inline),

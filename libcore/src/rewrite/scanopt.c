@@ -1126,6 +1126,12 @@ static int scan_pull_out(tg_rw *rw, tg_node *n) {
         if (at < 0 || invariant(&s, bn->inputs[at]) || read_elsewhere(&s, x, o)) continue;
         int cd = bn->inputs[1 - at]->type.ndim, sd = bn->inputs[at]->type.ndim;
         if (cd < 1 || cd > 2 || sd < 1 || (sd > 2 && strcmp(bn->op->name, "matmul"))) continue;
+        /* The axis of v_t the product contracts must be static: after 0
+         * steps the stack of v_t has lengths 0 where the body gives none
+         * (ops/scan.c), and a (0, 0) stack does not multiply a (3, 4) C,
+         * where the loop as written gave 0 rows. */
+        int kd = at == 0 ? sd - 1 : sd == 1 ? 0 : sd - 2;
+        if (bn->inputs[at]->type.shape[kd] < 0) continue;
         tg_var *C = outer_of_invariant(rw, &s, n, bn->inputs[1 - at]);
         if (!C) return err_status(rw);
         int unused;
@@ -1284,6 +1290,20 @@ static int scan_reuse_step_product(tg_rw *rw, tg_node *n) {
     tg_var *Pst = G->outputs[at], *Oh = G->outputs[j];
     tg_var *first = tg_rw_op2(rw, n->op->name, J->inputs[0], C);
     tg_var *rest = tg_rw_op1(rw, "subtensor", Pst, "{\"index\": [{\"start\": 1}]}");
+    /* After 0 steps a per-step shape the body does not give statically
+     * is all 0s (ops/scan.c): P is then (0, 0, 0), which join cannot put
+     * beside first's (1, batch, n). Its rows are then given first's row
+     * shape (a view whatever the steps). */
+    bool known = true;
+    for (int d = 1; d < Pst->type.ndim; d++) known &= Pst->type.shape[d] >= 0;
+    if (!known && rest && first) {
+        tg_var *sr = tg_rw_op1(rw, "shape", rest, NULL), *sf = tg_rw_op1(rw, "shape", first, NULL);
+        tg_var *lead = sr ? tg_rw_op1(rw, "subtensor", sr, "{\"index\": [{\"stop\": 1}]}") : NULL;
+        tg_var *tail = sf ? tg_rw_op1(rw, "subtensor", sf, "{\"index\": [{\"start\": 1}]}") : NULL;
+        tg_var *lt[2] = {lead, tail};
+        tg_var *shp = lead && tail ? tg_rw_op(rw, "join", 2, lt, "{\"axis\": 0}") : NULL;
+        rest = shp ? tg_rw_op2(rw, "reshape", rest, shp) : NULL;
+    }
     tg_var *lastrow = tg_rw_op1(rw, "subtensor", Oh, "{\"index\": [{\"start\": -1}]}");
     tg_var *last = tg_rw_op2(rw, n->op->name, lastrow, C);
     tg_var *parts[3] = {first, rest, last};
