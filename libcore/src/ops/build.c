@@ -1012,10 +1012,13 @@ static int eye_run(tg_node *n, tg_array *const *in, tg_array **out,
     char *d = out[0]->data, one[8];
     memset(d, 0, (size_t)(shape[0] * shape[1]) * isz);
     tg_store_f64(dt, one, 1.0);
-    for (int64_t i = 0; i < shape[0]; i++) {
-        int64_t j = i + k;
-        if (j >= 0 && j < shape[1])
-            memcpy(d + (i * shape[1] + j) * (int64_t)isz, one, isz);
+    /* the diagonal k is any int64 (a uint64 saturates): only rows whose
+       column i + k lies in [0, cols) are written, without forming i + k
+       out of range */
+    if (k < shape[1] && k > -shape[0]) {
+        for (int64_t i = k < 0 ? -k : 0; i < shape[0] && i < shape[1] - k;
+             i++)
+            memcpy(d + (i * shape[1] + i + k) * (int64_t)isz, one, isz);
     }
     return TG_OK;
 }

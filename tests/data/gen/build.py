@@ -501,6 +501,12 @@ def gen_eye():
            {"unmk": np.eye(3, k=1)})
     g.case("dynamic_u64", {"un": np.uint64(2**64 - 1), "um": np.uint64(2), "uk": np.uint64(0)},
            error="too large")
+    # int64 diagonals at the ends of the range: no row's i + k is in range
+    n, m, k = g.inp("ln", "int64", []), g.inp("lm", "int64", []), g.inp("lk", "int64", [])
+    g.func("dynamic_i64", [n, m, k], [g.op("eye", [n, m, k], out="lnmk")])
+    for c in [2**63 - 1, -2**63, 2**63 - 2, -2**63 + 1, -2, 3, -4]:
+        g.case("dynamic_i64", {"ln": np.int64(4), "lm": np.int64(3), "lk": np.int64(c)},
+               {"lnmk": np.eye(4, 3, k=c) if abs(c) < 10 else np.zeros((4, 3))})
     g.write()
 
 
