@@ -299,6 +299,16 @@ function viewCheck(view) {
     await page.close();
   }
 
+  // ---- names holding </script>, <!--<script>, backslashes, control
+  // characters: the page runs and shows them as written ----
+  if (fs.existsSync(path.join(pagesDir, 'hostile.html'))) {
+    const page = await open('hostile.html');
+    check(await count(page, 'g.node') === 3, 'hostile: the page runs and draws its 3 nodes');
+    const t = await page.textContent('g.node[data-id="v:x"]');
+    check(t.includes('X\\n\\N\u0007 & </script><!--<script>'), 'hostile: a name is shown as written', JSON.stringify(t));
+    await page.close();
+  }
+
   // ---- 5,000 nodes: drawn whole at the first view, but as an overview ----
   if (fs.existsSync(path.join(pagesDir, 'big.html'))) {
     const page = await open('big.html');

@@ -47,6 +47,34 @@ for ex in "$TG_SRC"/examples/*.json; do
   check 'grep -q "</html>" "$tmp/$b.html" && ! grep -q "TGVIZ_" "$tmp/$b.html"' "$b.html is complete"
 done
 
+# Names are free text: shown as written. In the page's data a '<' is
+# \u003c (a "<!--<script>" in a name kept the script block from ending);
+# in DOT a backslash is doubled (Graphviz read \N, \G, \l as the node's
+# name, the graph's, a line break); a control character, which XML cannot
+# hold, is shown as \xHH.
+python3 - "$tmp/hostile.json" <<'PY'
+import json, sys
+json.dump({"format": "tg-graph", "version": 1,
+           "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [2]},
+                          "name": "X\\n\\N\u0007 & </script><!--<script>"}],
+           "nodes": [{"op": "exp", "inputs": ["x"], "outputs": ["y"], "name": "e\\r\u001b[31m\\G"}],
+           "functions": {"f": {"inputs": ["x"], "outputs": ["y"]}}}, open(sys.argv[1], "w"))
+PY
+"$TGVIZ" "$tmp/hostile.json" --original -o "$tmp/hostile.svg" && "$TGVIZ" "$tmp/hostile.json" --original -o "$tmp/hostile.dot" &&
+  "$TGVIZ" "$tmp/hostile.json" --original -o "$tmp/hostile.html"
+check '[ $? = 0 ]' "a graph with hostile names renders as SVG, DOT and a page"
+texts=$(python3 - "$tmp/hostile.svg" <<'PY'
+import sys, xml.etree.ElementTree as ET
+t = [e.text for e in ET.parse(sys.argv[1]).iter("{http://www.w3.org/2000/svg}text")]
+print("|".join(sorted(x for x in t if x and x[:2] in ("X\\", "e\\"))))
+PY
+)
+check '[ "$texts" = "X\\n\\N\\x07 & </script><!--<script>|e\\r\\x1b[31m\\G" ]' \
+  "hostile names: the SVG is well-formed XML and shows them as written ($texts)"
+check 'grep -qF "label=\"X\\\\n\\\\N\\\\x07 & </script>" "$tmp/hostile.dot"' "hostile names: DOT labels escape backslashes"
+check '! grep -q "<!--" "$tmp/hostile.html" && grep -qF "script>\\u003c!--\\u003cscript>" "$tmp/hostile.html"' \
+  "hostile names: the page's data writes < as \\u003c"
+
 # Bad input: one line, exit 2, no output file.
 bad() { # args...; expected stderr substring is the last argument
   local want="${!#}"
@@ -148,6 +176,7 @@ else
   "$TGVIZ" "$TG_SRC/examples/logreg.json" -f train --optimized --original -o "$pages/side.html"
   # six layers reading one weight (viz_layout.py wrote it): W drawn six times
   [ -f "$tmp/layout/six.json" ] && "$TGVIZ" "$tmp/layout/six.json" --original -o "$pages/copies.html"
+  cp "$tmp/hostile.html" "$pages/hostile.html"
   if [ -z "${TG_SANITIZE:-}" ]; then
     # The large graph once, in the plain build (5,000 nodes as written:
     # fast_run fuses them): the layered layout, which auto picks above

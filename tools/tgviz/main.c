@@ -423,7 +423,7 @@ int main(int argc, char **argv) {
     }
     if (page) {
         const char *s = json_object_to_json_string_ext(data, JSON_C_TO_STRING_PLAIN);
-        /* json-c writes '/' as "\/", so "</script>" cannot occur in it. */
+        /* vz_page_write escapes '<' inside the page's script block. */
         if (!s) {
             cli_error(TOOL, "out of memory");
             rc = TG_EXIT_FOUND;

@@ -591,6 +591,33 @@ static void draw_edge(vz_graph *vg, const char *src, const char *dst, const char
 
 static const char *jget_str(json_object *o, const char *k);
 
+/* A label as Graphviz's escString reads it: a backslash doubled (a name
+ * holding \N, \G or \l is shown as written, not replaced by the node's
+ * name, the graph's or a line break), a control character other than a
+ * newline shown as \xHH (SVG, being XML, cannot hold one). Returns s, or
+ * a string the caller frees. */
+static char *dot_label(const char *s) {
+    size_t extra = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p == '\\') extra += 1;
+        else if ((*p < 0x20 && *p != '\n') || *p == 0x7f) extra += 4;
+    if (!extra) return (char *)s;
+    char *o = malloc(strlen(s) + extra + 1), *q = o;
+    if (!o) return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\\') {
+            *q++ = '\\', *q++ = '\\';
+        } else if ((*p < 0x20 && *p != '\n') || *p == 0x7f) {
+            snprintf(q, 6, "\\\\x%02x", *p);
+            q += 5;
+        } else {
+            *q++ = (char)*p;
+        }
+    }
+    *q = 0;
+    return o;
+}
+
 /* Graphviz's graph of the drawing, made when a layout or a picture needs
  * it (a page of a large graph, laid out by layers.c, does not): a node
  * per node of the drawing with its label, shape and fill (apply nodes
@@ -607,7 +634,11 @@ static void build_ag(vz_graph *vg) {
         if (!id) continue;
         Agnode_t *an = agnode(vg->ag, (char *)id, 1);
         if (!an) continue;
-        if ((v = jget_str(o, "label"))) agsafeset(an, "label", (char *)v, "");
+        if ((v = jget_str(o, "label"))) {
+            char *l = dot_label(v);
+            if (l) agsafeset(an, "label", l, "");
+            if (l != v) free(l);
+        }
         if ((v = jget_str(o, "shape"))) agsafeset(an, "shape", (char *)v, "");
         if ((v = jget_str(o, "fill"))) agsafeset(an, "fillcolor", (char *)v, "");
         if ((v = jget_str(o, "kind")) && !strcmp(v, "apply")) agsafeset(an, "style", "filled,rounded", "");

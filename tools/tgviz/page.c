@@ -13,6 +13,19 @@ extern const size_t tgviz_html_len, tgviz_css_len, tgviz_js_len, tgviz_d3_len;
 /* fwrite all of n bytes, or -1. */
 static int put(FILE *out, const void *p, size_t n) { return fwrite(p, 1, n, out) == n ? 0 : -1; }
 
+/* The drawing's JSON inside the page's <script>: every '<' (only ever
+   inside a JSON string) written as \u003c, so that no name can hold
+   "<!--<script>", which would keep the HTML parser from ever ending the
+   script block, nor "</script>". */
+static int put_data(FILE *out, const char *data) {
+    for (const char *p = data;;) {
+        const char *lt = strchr(p, '<');
+        if (!lt) return put(out, p, strlen(p));
+        if (put(out, p, (size_t)(lt - p)) || put(out, "\\u003c", 6)) return -1;
+        p = lt + 1;
+    }
+}
+
 /* The template holds four markers, each replaced by what it names. */
 int vz_page_write(FILE *out, const char *data) {
     const char *t = (const char *)tgviz_html, *end = t + tgviz_html_len;
@@ -31,7 +44,7 @@ int vz_page_write(FILE *out, const char *data) {
         case 0: rc = put(out, tgviz_css, tgviz_css_len); break;
         case 1: rc = put(out, tgviz_d3, tgviz_d3_len); break;
         case 2: rc = put(out, tgviz_js, tgviz_js_len); break;
-        default: rc = put(out, data, strlen(data)); break;
+        default: rc = put_data(out, data); break;
         }
         if (rc) return -1;
         t = best + strlen(marks[which]);
