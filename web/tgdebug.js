@@ -2,7 +2,8 @@
 // the monitored values (a slice of one at a time, with a histogram drawn
 // by d3), the breakpoints, the profile and the outputs; Continue, Step and
 // Stop POST to /api/continue, /api/step, /api/stop. The token travels in
-// the cookie the server set when the page was opened with ?token=.
+// the cookie (named after the port) that the server set when the page was
+// opened with ?token=.
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);

@@ -100,9 +100,20 @@ check '[ "$(code "$base/api/state" -H "X-Tgdebug-Token: ${tok^^}")" = 403 ]' "th
 check '[ "$(code "$base/nothere")" = 403 ]' "no token on an unknown path: 403 (nothing revealed)"
 check '[ "$(code "$base/api/state?token=$tok")" = 200 ]' "the right token: 200"
 check '[ "$(code "$base/api/state" -H "$(H)")" = 200 ]' "the token as X-Tgdebug-Token: 200"
-check '[ "$(code "$base/api/state" -H "Cookie: tgdebug_token=$tok")" = 200 ]' "the token as the cookie: 200"
+check '[ "$(code "$base/api/state" -H "Cookie: tgdebug_token_$port=$tok")" = 200 ]' "the token as the cookie named after the port: 200"
+# Cookies are per host, not per port: one name for every server would let
+# a second tgdebug serve's page replace the first's cookie.
+check '[ "$(code "$base/api/state" -H "Cookie: tgdebug_token=$tok")" = 403 ]' "the token in a cookie not named after this port: 403"
 curl -s -D "$tmp/hdr" -o /dev/null "$base/?token=$tok"
-check 'grep -qi "^Set-Cookie: tgdebug_token=$tok; Path=/; HttpOnly; SameSite=Strict" "$tmp/hdr"' "?token= sets an HttpOnly SameSite=Strict cookie"
+check 'grep -qi "^Set-Cookie: tgdebug_token_$port=$tok; Path=/; HttpOnly; SameSite=Strict" "$tmp/hdr"' "?token= sets an HttpOnly SameSite=Strict cookie named after the port"
+# DNS rebinding: bound to 127.0.0.1, only Host 127.0.0.1 or localhost (our
+# port or none); a POST from another origin is refused before any route.
+check '[ "$(code "$base/api/state" -H "$(H)" -H "Host: evil.example:$port")" = 403 ] && grep -q "Host .evil.example:$port. is not this server" "$tmp/body"' "Host evil.example: 403"
+check '[ "$(code "$base/api/state" -H "$(H)" -H "Host: 127.0.0.1:1")" = 403 ]' "Host with another port: 403"
+check '[ "$(code "$base/api/state" -H "$(H)" -H "Host: LOCALHOST:$port")" = 200 ] && [ "$(code "$base/api/state" -H "$(H)" -H "Host: 127.0.0.1")" = 200 ]' "Host localhost:PORT and 127.0.0.1: 200"
+check '[ "$(code -X POST "$base/api/stop" -H "$(H)" -H "Origin: http://evil.example")" = 403 ] && grep -q "another origin" "$tmp/body"' "a POST from another origin: 403"
+check '[ "$(code -X POST "$base/api/stop" -H "$(H)" -H "Origin: null")" = 403 ]' "a POST from Origin null: 403"
+check '[ "$(code -X POST "$base/api/state" -H "$(H)" -H "Origin: $base")" = 405 ]' "a POST from the page's own origin gets to the route (405 on a read route)"
 check 'grep -qi "^Content-Security-Policy: default-src .none." "$tmp/hdr"' "the page has a Content-Security-Policy"
 check 'grep -qi "^Referrer-Policy: no-referrer" "$tmp/hdr"' "no Referer carries the token away"
 
@@ -120,7 +131,7 @@ for p in /../etc/passwd /%2e%2e/%2e%2e/etc/passwd /..%2fetc%2fpasswd /etc/passwd
   check '[ "$c" = 404 ] || [ "$c" = 400 ]' "GET $p: $c"
   check '! grep -q "root:" "$tmp/body"' "GET $p shows no file"
 done
-check '[ "$(printf "GET http://127.0.0.1:%s/etc/passwd HTTP/1.1\r\nHost: x\r\nX-Tgdebug-Token: %s\r\n\r\n" "$port" "$tok" | raw 127.0.0.1 "$port")" = 404 ]' "an absolute URI: 404"
+check '[ "$(printf "GET http://127.0.0.1:%s/etc/passwd HTTP/1.1\r\nHost: localhost\r\nX-Tgdebug-Token: %s\r\n\r\n" "$port" "$tok" | raw 127.0.0.1 "$port")" = 404 ]' "an absolute URI: 404"
 check '[ "$(code "$base/api/continue" -H "$(H)")" = 405 ]' "GET on a control route: 405"
 check '[ "$(code -X POST "$base/api/state" -H "$(H)")" = 405 ]' "POST on a read route: 405"
 check '[ "$(code -X DELETE "$base/" -H "$(H)")" = 405 ]' "DELETE: 405"
@@ -133,9 +144,9 @@ check '! grep -q "https\?://" <(get / ; get /tgdebug.js)' "the debugger page fet
 
 # ---- oversized and malformed requests: 4xx, and the server stays up ----
 long=$(head -c 100000 /dev/zero | tr '\0' a)
-c=$(printf "GET /api/state?x=%s HTTP/1.1\r\nHost: x\r\nX-Tgdebug-Token: %s\r\n\r\n" "$long" "$tok" | raw 127.0.0.1 "$port")
+c=$(printf "GET /api/state?x=%s HTTP/1.1\r\nHost: localhost\r\nX-Tgdebug-Token: %s\r\n\r\n" "$long" "$tok" | raw 127.0.0.1 "$port")
 check '[[ $c =~ ^(400|413|414|431)$ ]]' "a 100 kB URL: $c"
-c=$(printf "GET /api/state HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\nX-Tgdebug-Token: %s\r\n\r\n" "$long" "$tok" | raw 127.0.0.1 "$port")
+c=$(printf "GET /api/state HTTP/1.1\r\nHost: localhost\r\nX-Big: %s\r\nX-Tgdebug-Token: %s\r\n\r\n" "$long" "$tok" | raw 127.0.0.1 "$port")
 check '[[ $c =~ ^(400|413|431)$ ]]' "a 100 kB header: $c"
 c=$(code "$base/api/value?node=sc&slice=$(head -c 300 /dev/zero | tr '\0' 1)" -H "$(H)")
 check '[ "$c" = 400 ]' "a 300-character query value: $c"
@@ -147,15 +158,15 @@ head -c 1000000 /dev/zero >"$tmp/mb"
 # (default 1 s), the body is never sent.
 c=$(code -H "Expect: 100-continue" --expect100-timeout 60 -X POST --data-binary @"$tmp/mb" "$base/api/stop" -H "$(H)")
 check '[ "$c" = 413 ]' "a 1 MB body: $c"
-c=$(printf "POST /api/stop HTTP/1.1\r\nHost: x\r\nX-Tgdebug-Token: %s\r\nTransfer-Encoding: chunked\r\n\r\n1400\r\n%s\r\n0\r\n\r\n" "$tok" "${long:0:5120}" | raw 127.0.0.1 "$port")
+c=$(printf "POST /api/stop HTTP/1.1\r\nHost: localhost\r\nX-Tgdebug-Token: %s\r\nTransfer-Encoding: chunked\r\n\r\n1400\r\n%s\r\n0\r\n\r\n" "$tok" "${long:0:5120}" | raw 127.0.0.1 "$port")
 check '[ "$c" = 413 ]' "a 5 kB chunked body: $c"
 c=$(printf "GARBAGE\r\n\r\n" | raw 127.0.0.1 "$port")
 check '[[ $c =~ ^(400|closed)$ ]]' "a request line that is not HTTP: $c"
 c=$(printf "GET /api/state HTTP/1.1\r\nX-Tgdebug-Token: %s\r\n\r\n" "$tok" | raw 127.0.0.1 "$port")
 check '[ "$c" = 400 ]' "HTTP/1.1 without Host: $c"
-c=$(printf "GET /api/state HTTP/7.0\r\nHost: x\r\n\r\n" | raw 127.0.0.1 "$port")
+c=$(printf "GET /api/state HTTP/7.0\r\nHost: localhost\r\n\r\n" | raw 127.0.0.1 "$port")
 check '[[ $c =~ ^(400|505)$ ]]' "an unknown HTTP version: $c"
-c=$(printf "GET /api/state HTTP/1.1\r\nHost: x\r\nContent-Length: banana\r\nX-Tgdebug-Token: %s\r\n\r\n" "$tok" | raw 127.0.0.1 "$port")
+c=$(printf "GET /api/state HTTP/1.1\r\nHost: localhost\r\nContent-Length: banana\r\nX-Tgdebug-Token: %s\r\n\r\n" "$tok" | raw 127.0.0.1 "$port")
 check '[[ $c =~ ^(400|413)$ ]]' "a Content-Length that is not a number: $c"
 for i in $(seq 1 20); do printf "GET /api/sta" | raw 127.0.0.1 "$port" >/dev/null & done
 wait $(jobs -p | grep -v "^$pid$") 2>/dev/null

@@ -12,7 +12,11 @@
  * Security: bound to 127.0.0.1 unless --bind says otherwise; a 128-bit
  * random token (from /dev/urandom) in the start-up URL, required on every
  * request (?token=, then a SameSite=Strict HttpOnly cookie, or an
- * X-Tgdebug-Token header), compared in constant time; a fixed set of
+ * X-Tgdebug-Token header), compared in constant time; the cookie named
+ * after the port, so that two servers on one host do not replace each
+ * other's; bound to a loopback address, a Host header that is not that
+ * address or localhost is refused (DNS rebinding); a POST whose Origin is
+ * not the page's own is refused; a fixed set of
  * routes (no file is ever read from disk); bounded URLs, query values and
  * bodies; state changes only by POST.
  */
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -100,6 +105,7 @@ typedef struct server {
     uint64_t pause_seq; /* pauses so far */
     uint64_t run_ns, paused_ns;
     char token[TOKEN_HEX + 1];
+    unsigned port; /* the port listened on (atomic: set once the daemon runs) */
     char *graph_json; /* tgviz's drawing data */
     char *graph_page; /* tgviz's page with it */
     size_t graph_page_len;
@@ -516,6 +522,30 @@ static void reply_static(reply *r, const unsigned char *data, size_t len, const 
     r->is_static = true;
 }
 
+/* Whether the request's Host is this server's: bound to a loopback
+ * address, "localhost" or that address, with our port or none; bound to any
+ * other address (exposed on purpose), any Host. */
+static bool host_ok(const server *S, const char *host, unsigned port) {
+    if (strncmp(S->o.bind, "127.", 4)) return true;
+    if (!host) return false;
+    const char *colon = strrchr(host, ':');
+    size_t n = colon ? (size_t)(colon - host) : strlen(host);
+    if (colon) {
+        char want[16];
+        snprintf(want, sizeof want, "%u", port);
+        if (strcmp(colon + 1, want)) return false;
+    }
+    return (n == 9 && !strncasecmp(host, "localhost", 9)) || (n == strlen(S->o.bind) && !strncmp(host, S->o.bind, n));
+}
+
+/* A POST from a page: its Origin, when the browser sends one, must be
+ * http:// and the Host it was sent to (another site's page posting here,
+ * or a sandboxed one with Origin "null", is refused). */
+static bool origin_ok(const char *origin, const char *host) {
+    if (!origin) return true;
+    return host && !strncmp(origin, "http://", 7) && !strcmp(origin + 7, host);
+}
+
 /* Constant-time comparison with the token: the time does not depend on
  * where a wrong token differs. */
 static bool token_ok(const server *S, const char *got) {
@@ -758,11 +788,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_reply(c, &r, NULL);
     }
     /* The token first: without it nothing is revealed, not even 404. */
+    unsigned port = __atomic_load_n(&S->port, __ATOMIC_ACQUIRE);
+    char cname[32];
+    snprintf(cname, sizeof cname, "tgdebug_token_%u", port);
     const char *qt = arg(c, "token");
     bool via_query = token_ok(S, qt);
-    if (!via_query && !token_ok(S, MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "tgdebug_token")) &&
+    if (!via_query && !token_ok(S, MHD_lookup_connection_value(c, MHD_COOKIE_KIND, cname)) &&
         !token_ok(S, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Tgdebug-Token"))) {
         reply_error(&r, 403, "forbidden: open the URL with the token that tgdebug serve printed");
+        return send_reply(c, &r, NULL);
+    }
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    if (!host_ok(S, host, port)) {
+        reply_error(&r, 403, "forbidden: Host '%.64s' is not this server (use http://%s:%u/)", host ? host : "",
+                    S->o.bind, port);
+        return send_reply(c, &r, NULL);
+    }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!strcmp(method, "POST") && !origin_ok(origin, host)) {
+        reply_error(&r, 403, "forbidden: a POST from another origin ('%.64s')", origin);
         return send_reply(c, &r, NULL);
     }
     bool bad = false;
@@ -775,7 +819,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     /* A page opened with ?token= gets a cookie that carries the token on
      * its own requests. */
     char cookie[128];
-    snprintf(cookie, sizeof cookie, "tgdebug_token=%s; Path=/; HttpOnly; SameSite=Strict", S->token);
+    snprintf(cookie, sizeof cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict", cname, S->token);
     return send_reply(c, &r, via_query && r.status == 200 ? cookie : NULL);
 }
 
@@ -986,6 +1030,7 @@ int tgdebug_serve(int argc, char **argv) {
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     unsigned port = info ? info->port : (unsigned)S->o.port;
+    __atomic_store_n(&S->port, port, __ATOMIC_RELEASE);
     pthread_mutex_lock(&S->mu);
     S->call = 1;
     S->state = ST_RUNNING;
