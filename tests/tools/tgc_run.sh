@@ -86,6 +86,15 @@ expect 2 "-i without =" -- "$TGC" run "$G" -f div -i k
 expect 2 "a missing compiled-function file" -- "$TGC" run "$tmp/f.tgf"
 contains err "f.tgf: cannot open" "the missing .tgf is named"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q '^tgc: ' "$tmp/err" && pass "errors are one line prefixed 'tgc: '" || fail "error format"
+# Text from the file or the command line is echoed as printable text: a
+# newline, tab or ESC (a terminal's control sequence) in a name does not
+# reach the terminal.
+printf '{"format": "tg-graph", "version": 1, "variables": [{"id": "a\\nb\\u001b[2Jc\\td", "type": {"dtype": "float64", "shape": []}}], "nodes": []}' >"$tmp/ctl.json"
+expect 2 "an id with a newline, ESC and a tab" -- "$TGC" run "$tmp/ctl.json"
+contains err "'a b?\[2Jc d' is not a valid id" "the id is shown with a space for the newline and tab, ? for ESC"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && ! grep -q "$(printf '\033')" "$tmp/err" && pass "one line, no ESC" || fail "control characters reached stderr"
+expect 2 "a function name with ESC" -- "$TGC" run "$G" -f "$(printf 'x\033[2J')"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && ! grep -q "$(printf '\033')" "$tmp/err" && grep -q "'x?\[2J'" "$tmp/err" && pass "-f with ESC: shown as ?" || fail "-f with ESC: $(cat -v "$tmp/err")"
 # --save-state checkpoints the counter: resuming counts on from 3.
 expect 0 "--save-state" -- "$TGC" run "$G" -f step --calls 3 --save-state "$tmp/s.tgf"
 expect 0 "run the checkpoint" -- "$TGC" run "$tmp/s.tgf" -f step --calls 2

@@ -13,16 +13,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/core.h"
 #include "io/io.h"
 #include "tensor/tensor.h"
 
 void cli_error(const char *tool, const char *fmt, ...) {
+    char buf[4096];
     va_list ap;
-    fprintf(stderr, "%s: ", tool);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    tg_one_line(buf); /* names and arguments echoed in it are anyone's text */
+    fprintf(stderr, "%s: %s\n", tool, buf);
 }
 
 /* At exit: what the tool printed must have reached stdout. A full disk,

@@ -31,7 +31,7 @@ int tgc_source_open(tgc_source *s, const char *tool, const char *path, const cha
             rc = exit_for(tg_ctx_status(ctx));
             goto done;
         }
-        if (tg_tgf_warning(s->t)) fprintf(stderr, "%s: warning: %s\n", tool, tg_tgf_warning(s->t));
+        if (tg_tgf_warning(s->t)) cli_error(tool, "warning: %s", tg_tgf_warning(s->t));
         int fi = tg_tgf_function_find(s->t, fname, ctx);
         if (fi < 0) {
             cli_error(tool, "%s", tg_ctx_message(ctx));

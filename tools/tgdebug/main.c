@@ -63,7 +63,7 @@ int tgdebug_main(int argc, char **argv) {
     }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(sub, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "%s: unknown subcommand '%s' (see tgdebug --help)\n", TGDEBUG, sub);
+    cli_error(TGDEBUG, "unknown subcommand '%s' (see tgdebug --help)", sub);
     return TG_EXIT_USAGE;
 }
 

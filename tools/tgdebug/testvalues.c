@@ -167,7 +167,7 @@ int tgd_testvalues(int argc, char **argv) {
             char desc[256];
             tg_node_describe(n, desc, sizeof desc);
             report_failure(n, in, why && *why ? why : tg_status_str(st));
-            fprintf(stderr, "%s: %s: %s: %s: %s\n", TGDEBUG, SUB, path, desc, why && *why ? why : tg_status_str(st));
+            cli_error(TGDEBUG, "%s: %s: %s: %s", SUB, path, desc, why && *why ? why : tg_status_str(st));
             for (int j = 0; j < n->nout; j++) tg_array_free(outs[j]);
             rc = TG_EXIT_FOUND;
             goto done;

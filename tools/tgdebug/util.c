@@ -10,12 +10,12 @@
 #include "tgdebug.h"
 
 void tgd_error(const char *sub, const char *fmt, ...) {
+    char buf[4096];
     va_list ap;
-    fprintf(stderr, "%s: %s: ", TGDEBUG, sub);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    cli_error(TGDEBUG, "%s: %s", sub, buf);
 }
 
 bool tgd_parse_long(const char *sub, const char *opt, const char *s, long min, long *out) {

@@ -181,7 +181,7 @@ static int profile_apply(json_object *drawn, json_object *prof) {
 static int choose(const char *fname, int count, int found, const char *first, tg_ctx *ctx) {
     if (fname || count < 2 || found >= 0) return found;
     tg_ctx_clear(ctx);
-    fprintf(stderr, "tgviz: drawing function '%s', the first of %d (pick another with -f)\n", first, count);
+    cli_error(TOOL, "drawing function '%s', the first of %d (pick another with -f)", first, count);
     return 0;
 }
 
@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
             rc = TG_EXIT_USAGE;
             goto done;
         }
-        if (tg_tgf_warning(tgf)) fprintf(stderr, "%s: warning: %s\n", TOOL, tg_tgf_warning(tgf));
+        if (tg_tgf_warning(tgf)) cli_error(TOOL, "warning: %s", tg_tgf_warning(tgf));
         tg_function *first = tg_tgf_function(tgf, 0);
         fi = choose(fname, tg_tgf_function_count(tgf), tg_tgf_function_find(tgf, fname, ctx),
                     first ? tg_function_name(first) : "", ctx);
@@ -307,7 +307,7 @@ int main(int argc, char **argv) {
                 goto done;
             }
             /* Neither flag: the page holds what the file has. */
-            fprintf(stderr, "tgviz: %s keeps no original graph: drawing the optimized one only\n", path);
+            cli_error(TOOL, "%s keeps no original graph: drawing the optimized one only", path);
             tg_ctx_clear(ctx);
             want_orig = false;
         }

@@ -147,15 +147,16 @@ void tg_ctx_clear(tg_ctx *ctx) {
     }
 }
 
-static void one_line(char *s) {
+void tg_one_line(char *s) {
     for (; *s; s++)
-        if (*s == '\n' || *s == '\r') *s = ' ';
+        if (*s == '\n' || *s == '\r' || *s == '\t') *s = ' ';
+        else if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
 int tg_verrorf(tg_ctx *ctx, int status, const char *fmt, va_list ap) {
     if (ctx) {
         vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
-        one_line(ctx->msg);
+        tg_one_line(ctx->msg);
         ctx->status = status;
     }
     return status;
@@ -178,7 +179,7 @@ void tg_error_prefix(tg_ctx *ctx, const char *fmt, ...) {
     va_end(ap);
     memcpy(old, ctx->msg, sizeof old);
     snprintf(ctx->msg, sizeof ctx->msg, "%s: %s", prefix, old);
-    one_line(ctx->msg);
+    tg_one_line(ctx->msg);
 }
 
 /* ---- strings ---- */

@@ -48,10 +48,14 @@ void tg_arena_usage(const tg_arena *a, size_t *live, size_t *held);
 
 /* Record a failure on ctx (ctx may be NULL: then nothing is recorded) and
  * return status, so that `return tg_errorf(ctx, TG_EINVAL, ...)` reads
- * well. The message is one line: newlines are replaced by spaces. */
+ * well. The message is one line of text (tg_one_line). */
 int tg_errorf(tg_ctx *ctx, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int tg_verrorf(tg_ctx *ctx, int status, const char *fmt, va_list ap);
+/* Make s one line of printable text, in place: a newline, carriage
+ * return or tab becomes a space, any other control character '?' (a name
+ * holding ESC [ 2 J must not clear the terminal an error is printed on). */
+void tg_one_line(char *s);
 /* Prefix the message already on ctx with "prefix: " (for adding the file
  * name or the node around an error raised deeper). */
 void tg_error_prefix(tg_ctx *ctx, const char *fmt, ...)
