@@ -132,8 +132,8 @@ for p in /../etc/passwd /%2e%2e/%2e%2e/etc/passwd /..%2fetc%2fpasswd /etc/passwd
   check '! grep -q "root:" "$tmp/body"' "GET $p shows no file"
 done
 check '[ "$(printf "GET http://127.0.0.1:%s/etc/passwd HTTP/1.1\r\nHost: localhost\r\nX-Tgdebug-Token: %s\r\n\r\n" "$port" "$tok" | raw 127.0.0.1 "$port")" = 404 ]' "an absolute URI: 404"
-check '[ "$(code "$base/api/continue" -H "$(H)")" = 405 ]' "GET on a control route: 405"
-check '[ "$(code -X POST "$base/api/state" -H "$(H)")" = 405 ]' "POST on a read route: 405"
+check '[ "$(code "$base/api/continue" -H "$(H)" -D "$tmp/hdr")" = 405 ] && grep -qi "^Allow: POST" "$tmp/hdr"' "GET on a control route: 405, Allow: POST"
+check '[ "$(code -X POST "$base/api/state" -H "$(H)" -D "$tmp/hdr")" = 405 ] && grep -qi "^Allow: GET, HEAD" "$tmp/hdr" && grep -q "POST is not allowed on /api/state (only GET, HEAD)" "$tmp/body"' "POST on a read route: 405, Allow: GET, HEAD"
 check '[ "$(code -X DELETE "$base/" -H "$(H)")" = 405 ]' "DELETE: 405"
 for p in / /tgdebug.js /tgdebug.css /d3.js /graph /api/graph /api/profile; do
   check '[ "$(code "$base$p" -H "$(H)")" = 200 ]' "GET $p: 200"

@@ -491,6 +491,7 @@ typedef struct reply {
     const char *type;
     bool is_static; /* body points into the binary */
     const char *csp;
+    const char *allow; /* a 405's Allow header */
 } reply;
 
 static void reply_json(reply *r, int status, json_object *o) {
@@ -697,7 +698,10 @@ static void route(server *S, struct MHD_Connection *c, const char *url, const ch
     for (int i = 0; posts[i]; i++)
         if (!strcmp(url, posts[i])) pi = i;
     if (gi < 0 && pi < 0) return reply_error(r, 404, "no such page: the debugger serves a fixed set of routes");
-    if ((gi >= 0 && !get) || (pi >= 0 && !post)) return reply_error(r, 405, "%s is not allowed here", method);
+    if ((gi >= 0 && !get) || (pi >= 0 && !post)) {
+        r->allow = gi >= 0 ? "GET, HEAD" : "POST";
+        return reply_error(r, 405, "%.16s is not allowed on %s (only %s)", method, url, r->allow);
+    }
     if (pi >= 0) return route_control(S, posts[pi] + 5, r);
     switch (gi) {
     case 0:
@@ -755,6 +759,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, reply *r, const char
     MHD_add_response_header(resp, "X-Frame-Options", "DENY");
     if (r->csp) MHD_add_response_header(resp, "Content-Security-Policy", r->csp);
     if (cookie) MHD_add_response_header(resp, "Set-Cookie", cookie);
+    if (r->allow) MHD_add_response_header(resp, "Allow", r->allow);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ok;
