@@ -395,6 +395,57 @@ static void test_blas_updates(void **state) {
     }
 }
 
+/* alpha 0 (a learning rate of 0 read at run time): cuBLAS skips the
+ * product, but 0 * inf is NaN as written, and as the CPU gives. x's row 0
+ * holds an inf: with y all ones, dot(x, y)'s row 0 is inf, times 0 NaN;
+ * the other rows are z's (beta 1). Same for ger with x[0] = inf. */
+static void test_blas_zero_alpha(void **state) {
+    if (!have_gpu()) skip();
+    static const char *const graphs[] = {
+        "{'format':'tg-graph','version':1,'variables':[{'id':'z','type':{'dtype':'float64','shape':[3,2]}},"
+        "{'id':'a','type':{'dtype':'float64','shape':[]}},{'id':'x','type':{'dtype':'float64','shape':[3,4]}},"
+        "{'id':'y','type':{'dtype':'float64','shape':[4,2]}}],'nodes':[{'op':'gemm','inputs':['z','a','x','y',"
+        "{'value':1.0}],'outputs':['r']}],'functions':{'f':{'inputs':['z','a','x','y'],'outputs':['r']}}}",
+        "{'format':'tg-graph','version':1,'variables':[{'id':'z','type':{'dtype':'float64','shape':[3,2]}},"
+        "{'id':'a','type':{'dtype':'float64','shape':[]}},{'id':'x','type':{'dtype':'float64','shape':[3]}},"
+        "{'id':'y','type':{'dtype':'float64','shape':[2]}}],'nodes':[{'op':'ger','inputs':['z','a','x','y'],"
+        "'outputs':['r']}],'functions':{'f':{'inputs':['z','a','x','y'],'outputs':['r']}}}",
+    };
+    for (int k = 0; k < 2; k++) {
+        tg_graph *g = tu_load(graphs[k]);
+        tg_ctx *ctx = tg_ctx_new();
+        tg_function *fc, *fg;
+        compile_both(g, ctx, k ? "ger" : "gemm", &fc, &fg);
+        const int64_t zs[2] = {3, 2}, xs[2] = {3, 4}, ys[2] = {4, 2}, xv = 3, yv = 2;
+        tg_array *in[4] = {tg_array_new(TG_FLOAT64, 2, zs), tg_array_new(TG_FLOAT64, 0, NULL),
+                           k ? tg_array_new(TG_FLOAT64, 1, &xv) : tg_array_new(TG_FLOAT64, 2, xs),
+                           k ? tg_array_new(TG_FLOAT64, 1, &yv) : tg_array_new(TG_FLOAT64, 2, ys)};
+        double *z = tg_array_data(in[0]), *x = tg_array_data(in[2]), *y = tg_array_data(in[3]);
+        for (int i = 0; i < 6; i++) z[i] = i + 1;
+        for (int64_t i = 0; i < tg_array_size(in[2]); i++) x[i] = 1;
+        for (int64_t i = 0; i < tg_array_size(in[3]); i++) y[i] = 1;
+        x[0] = INFINITY;
+        *(double *)tg_array_data(in[1]) = 0.0;
+        tg_array *yc = NULL, *yg = NULL;
+        if (tg_function_call(fc, in, &yc, ctx) || tg_function_call(fg, in, &yg, ctx))
+            fail_msg("%s: %s", k ? "ger" : "gemm", tg_ctx_message(ctx));
+        const double *c = tg_array_data(yc), *d = tg_array_data(yg);
+        for (int i = 0; i < 6; i++) {
+            bool nan_row = i < 2;
+            if (nan_row ? !isnan(c[i]) || !isnan(d[i]) : c[i] != i + 1 || d[i] != i + 1)
+                fail_msg("%s element %d: CPU %g, GPU %g, want %s", k ? "ger" : "gemm", i, c[i], d[i],
+                         nan_row ? "NaN" : "z's");
+        }
+        for (int i = 0; i < 4; i++) tg_array_free(in[i]);
+        tg_array_free(yc);
+        tg_array_free(yg);
+        tg_function_free(fc);
+        tg_function_free(fg);
+        tg_graph_free(g);
+        tg_ctx_free(ctx);
+    }
+}
+
 /* The MLP of examples/mlp.json trained for three steps on each device:
  * the cost of every step and the weights after agree. This is the
  * transposes (views of device arrays), the products, the broadcasts and
@@ -535,7 +586,7 @@ int main(void) {
         cmocka_unit_test(test_device_option),   cmocka_unit_test(test_unary), cmocka_unit_test(test_binary_broadcast),
         cmocka_unit_test(test_reduce),          cmocka_unit_test(test_sum_to), cmocka_unit_test(test_reduce_pieces),
         cmocka_unit_test(test_reshape_on_device), cmocka_unit_test(test_nn), cmocka_unit_test(test_large_uploads),
-        cmocka_unit_test(test_dot),             cmocka_unit_test(test_blas_updates),
+        cmocka_unit_test(test_dot),             cmocka_unit_test(test_blas_updates), cmocka_unit_test(test_blas_zero_alpha),
         cmocka_unit_test(test_mlp_training),      cmocka_unit_test(test_float16),
         cmocka_unit_test(test_hooks_see_host_values),
     };

@@ -636,6 +636,61 @@ static void test_add_zero_sign(void **state) {
     tg_graph_free(g);
 }
 
+/* Coefficients read at run time: al*dot(a, b) + bs*c and c + al*outer(a,
+ * b) still become a gemm and a ger (an SGD step's learning rate is such an
+ * alpha), with bs kept as a multiplication (z = bs*c, beta 1), and give
+ * what the graph as written gives when al or bs is 0 there. By hand, b
+ * the identity: a = [[inf, 1], [2, 3]] makes dot(a, b) = [[inf, NaN], [2,
+ * 3]] (inf * 0 in the NaN), times 0: [[NaN, NaN], [0, 0]]; plus c = [[1, 2],
+ * [3, 4]]: [[NaN, NaN], [3, 4]]. bs = 0 with c = [[NaN, 2], [3, inf]] and a
+ * = [[1, 2], [3, 4]]: [[NaN, 2], [3, NaN]]. outer([inf, 1], [1, 2]) =
+ * [[inf, inf], [1, 2]], times 0 plus c: [[NaN, NaN], [3, 4]]. With al = 2
+ * and bs = 3, a = [[1, 2], [3, 4]]: 2a + 3c = [[5, 10], [15, 20]]. */
+static void test_blas_update_runtime_zero(void **state) {
+    (void)state;
+    const char *gemm_g =
+        G(V("a", "float64", "[2,2]") "," V("b", "float64", "[2,2]") "," V("c", "float64", "[2,2]") "," V("al", "float64", "[]") "," V("bs", "float64", "[]"),
+          N("dot", "['a','b']", "['d']") "," N("mul", "['al','d']", "['m']") "," N("mul", "['bs','c']", "['n']") "," N("add", "['n','m']", "['z']"));
+    const char *ger_g =
+        G(V("a", "float64", "[2]") "," V("b", "float64", "[2]") "," V("c", "float64", "[2,2]") "," V("al", "float64", "[]") "," V("bs", "float64", "[]"),
+          /* (bs only as a factor of 1, so that both graphs take the same inputs) */
+          N("outer", "['a','b']", "['o']") "," N("mul", "['al','o']", "['m']") "," N("mul", "['bs',{'value':1.0}]", "['one']") ","
+          N("add", "['c','m']", "['y']") "," N("mul", "['y','one']", "['z']"));
+    static const struct {
+        bool ger;
+        double a[4], b[4], c[4], al, bs, want[4];
+    } cases[] = {
+        {false, {INFINITY, 1, 2, 3}, {1, 0, 0, 1}, {1, 2, 3, 4}, 0.0, 1, {NAN, NAN, 3, 4}},
+        {false, {INFINITY, 1, 2, 3}, {1, 0, 0, 1}, {1, 2, 3, 4}, -0.0, 1, {NAN, NAN, 3, 4}},
+        {false, {1, 2, 3, 4}, {1, 0, 0, 1}, {NAN, 2, 3, INFINITY}, 1, 0.0, {NAN, 2, 3, NAN}},
+        {false, {1, 2, 3, 4}, {1, 0, 0, 1}, {1, 2, 3, 4}, 2, 3, {5, 10, 15, 20}},
+        {true, {INFINITY, 1}, {1, 2}, {1, 2, 3, 4}, 0.0, 1, {NAN, NAN, 3, 4}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tg_graph *g = load(cases[k].ger ? ger_g : gemm_g);
+        tg_function *ref = compile_preset(g, "none"), *opt = compile_preset(g, "fast_run");
+        if (!fired(opt, "blas_update")) fail_msg("case %zu: blas_update did not fire", k);
+        assert_int_equal(count_op(opt, cases[k].ger ? "ger" : "gemm"), 1);
+        const int64_t s2[2] = {2, 2}, s1 = 2;
+        const int64_t *sa = cases[k].ger ? &s1 : s2;
+        int nd = cases[k].ger ? 1 : 2;
+        tg_array *in[5] = {tu_f64(nd, sa, cases[k].a), tu_f64(nd, sa, cases[k].b), tu_f64(2, s2, cases[k].c),
+                           tu_f64(0, NULL, &cases[k].al), tu_f64(0, NULL, &cases[k].bs)};
+        tg_array *want = tu_f64(2, s2, cases[k].want), *o1 = NULL, *o2 = NULL;
+        call(ref, in, &o1);
+        call(opt, in, &o2);
+        tu_assert_close(o1, want, 0, 0);
+        tu_assert_close(o2, want, 0, 0);
+        tg_array_free(o1);
+        tg_array_free(o2);
+        tg_array_free(want);
+        for (int i = 0; i < 5; i++) tg_array_free(in[i]);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+}
+
 /* argmax(f(x)) stays where f mixes the values it compares: a softmax
  * over another axis than the argmax's, a decreasing function of
  * integers (neg wraps), a function that is not monotonic. */
@@ -1912,6 +1967,7 @@ int main(void) {
         cmocka_unit_test(test_cast_chain_values),
         cmocka_unit_test(test_cast_chain_every_dtype),
         cmocka_unit_test(test_blas_update_zero_scale),
+        cmocka_unit_test(test_blas_update_runtime_zero),
         cmocka_unit_test(test_log1p_int_declines),
         cmocka_unit_test(test_add_zero_sign),
         cmocka_unit_test(test_argmax_pushdown_declines),

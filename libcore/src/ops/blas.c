@@ -17,7 +17,11 @@
  * NumPy's fixed-width integers do; bool is the logical or of ands.
  *
  * beta == 0 follows BLAS: z is not read at all, so NaN or garbage in z
- * does not reach the result.
+ * does not reach the result. alpha == 0 does not (BLAS then skips the
+ * product): for floats the product is still formed and added times alpha,
+ * so an inf or NaN in it gives NaN, as alpha*dot(x, y) + beta*z does in
+ * NumPy; the optimizer makes gemm, gemv and ger from such sums with a
+ * learning rate read at run time, which may be 0.
  */
 #include <cblas.h>
 #include <limits.h>
@@ -356,6 +360,24 @@ static int gemm_any(tg_dtype dt, const mat *A, const mat *B, scal alpha, scal be
         int_rows(dt, A, B, alpha, beta, C, 0, M);
     }
     return K_OK;
+}
+
+/* C += alpha * (A @ B) with alpha a float zero (+0 or -0), after the
+ * BLAS call that skipped the product: formed into a scratch matrix and
+ * added elementwise, as beta*z + alpha*dot(x, y) is written: 0 * inf and
+ * 0 * NaN are NaN there, and -0 + 0 is 0. C is A.rows by
+ * B.cols, contiguous. */
+static int add_zero_times_product(tg_dtype dt, const mat *A, const mat *B, double alpha, char *C) {
+    const int64_t n = A->rows * B->cols, e = (int64_t)tg_isize(dt);
+    if (n == 0) return K_OK;
+    char *T = tg_malloc((size_t)(n * e));
+    if (!T) return K_NOMEM;
+    int k = gemm_any(dt, A, B, S_ONE, S_ZERO, T);
+    if (!k)
+        for (int64_t i = 0; i < n; i++)
+            tg_store_f64(dt, C + i * e, tg_load_f64(dt, C + i * e) + alpha * tg_load_f64(dt, T + i * e));
+    tg_free(T);
+    return k;
 }
 
 /* ---- shapes ---- */
@@ -796,7 +818,10 @@ static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         const bool bz = scal_is_zero(dt, beta);
         if ((rc = start_from(n, in, out, !bz, ctx))) break;
         mat MA = as_mat(A, A->data, true), MX = as_mat(x, x->data, false);
-        if ((k = gemm_any(dt, &MA, &MX, alpha, bz ? S_ZERO : beta, out[0]->data))) rc = kernel_error(ctx, k);
+        if ((k = gemm_any(dt, &MA, &MX, alpha, bz ? S_ZERO : beta, out[0]->data)) ||
+            (tg_dtype_is_float(dt) && alpha.f == 0 &&
+             (k = add_zero_times_product(dt, &MA, &MX, alpha.f, out[0]->data))))
+            rc = kernel_error(ctx, k);
         break;
     }
     case B_GER: {
@@ -809,6 +834,11 @@ static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             break;
         }
         if ((rc = start_from(n, in, out, true, ctx))) break;
+        if (tg_dtype_is_float(dt) && alpha.f == 0) { /* A stays, but for 0 * inf and 0 * NaN */
+            mat MX = as_mat(x, x->data, false), MY = as_mat(y, y->data, true);
+            if ((k = add_zero_times_product(dt, &MX, &MY, alpha.f, out[0]->data))) rc = kernel_error(ctx, k);
+            break;
+        }
         int64_t ix = vec_inc(M, x->strides[0], e), iy = vec_inc(N, y->strides[0], e);
         if ((dt == TG_FLOAT32 || dt == TG_FLOAT64) && ix && iy && M > 0 && N > 0 && M <= INT_MAX &&
             N <= INT_MAX) {

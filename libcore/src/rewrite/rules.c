@@ -1884,18 +1884,20 @@ static int blas_try(tg_rw *rw, tg_node *n, int pi, int side, int zi) {
     else
         return 0;
     /* A coefficient that is the constant 0 stays a multiplication: BLAS
-     * with alpha 0 skips the product and with beta 0 ignores z, where
-     * 0 * NaN and 0 * inf are NaN as written (NumPy). z + 0*dot(x, y)
-     * stays as written; 0*z + dot(x, y) is gemm(0*z, 1, x, y, 1). */
+     * with beta 0 ignores z, where 0 * NaN and 0 * inf are NaN as written
+     * (NumPy). z + 0*dot(x, y) stays as written; 0*z + dot(x, y) is
+     * gemm(0*z, 1, x, y, 1). An alpha read at run time may be 0 (the
+     * kernels then still form the product, blas.c); a beta read at run
+     * time stays a multiplication, as it could be 0. */
     double c0;
     if (t.coef && scalar_const(t.coef, &c0) && c0 == 0) return 0;
-    /* z's coefficient: b*z0 with b a scalar of the dtype. */
+    /* z's coefficient: b*z0 with b a nonzero constant scalar of the dtype. */
     tg_var *beta = NULL;
     tg_node *zm = tg_rw_producer(z, "mul");
     if (pi == 0 && zm && zm->nin == 2 && tg_rw_single_client(z)) {
         for (int i = 0; i < 2 && !beta; i++)
             if (zm->inputs[i]->type.ndim == 0 && zm->inputs[i]->type.dtype == dt &&
-                !(scalar_const(zm->inputs[i], &c0) && c0 == 0) &&
+                scalar_const(zm->inputs[i], &c0) && c0 != 0 &&
                 same_static(&zm->inputs[1 - i]->type, &pv->type)) {
                 beta = zm->inputs[i];
                 z = zm->inputs[1 - i];

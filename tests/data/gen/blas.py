@@ -221,6 +221,15 @@ for dt in ["float64", "float32"]:
 f.case("gemm", [(S("int32", (3, 2)), None), {"value": 2}, (S("int32", (4, 3)), "T"), (S("int32", (4, 4)),
                 (slice(None), slice(None, None, -2))), {"value": 1}],
        lambda z, a, x, y, b: gemm_ref(z, a, x, y, b))
+# alpha 0 (a learning rate read at run time may be 0): the product is still
+# formed, so an inf or NaN in it gives NaN (NumPy's 0 * inf), unlike BLAS,
+# which skips it; -0 too, with beta 1 and 0
+for dt in ["float64", "float32", "float16"]:
+    x = S(dt, (3, 4))
+    x[0, 1], x[2, 0] = np.inf, np.nan
+    for a, b in [(0.0, 1.0), (-0.0, 0.0), (0.0, 2.0)]:
+        f.case("gemm", [(S(dt, (3, 2)), None), sc(a, dt), (x, None), (S(dt, (4, 2)), None), sc(b, dt)],
+               lambda z, a, x, y, b: gemm_ref(z, a, x, y, b))
 # weak alpha/beta take z's dtype even when written as floats meeting float32
 f.case("gemm", [(S("float32", (2, 2)), None), {"value": 0.1}, (S("float32", (2, 3)), None),
                 (S("float32", (3, 2)), None), {"value": 0.3}],
@@ -245,6 +254,11 @@ for dt in ["float64", "float32", "int64"]:
                     {"value": 0}], lambda z, a, x, y, b: gemm_ref(z, a, x, y, b))
     f.case("gemv", [(S(dt, (6,)), (slice(None, None, 2),)), {"value": 2}, (S(dt, (3, 8)), (slice(None), slice(None, None, 3))),
                     (S(dt, (3, 3)), (slice(None), 1)), {"value": 2}], lambda z, a, x, y, b: gemm_ref(z, a, x, y, b))
+for dt in ["float64", "float32", "float16"]:
+    x = S(dt, (3, 4))
+    x[1, 2] = -np.inf
+    f.case("gemv", [(S(dt, (3,)), None), sc(0.0, dt), (x, None), (S(dt, (4,)), None), sc(1.0, dt)],
+           lambda z, a, x, y, b: gemm_ref(z, a, x, y, b))
 f.write()
 
 f = File("blas_ger")
@@ -258,6 +272,14 @@ for dt in ["float64", "float32", "int32"]:
                    (S(dt, (8,)), (slice(1, None, 2),))], ger_ref)
     f.case("ger", [(S(dt, (3, 4)), None), {"value": -1}, (S(dt, (3, 2)), (slice(None), 0)),
                    (S(dt, (2, 4)), (1,))], ger_ref)
+# alpha 0: A + 0 * outer(x, y) is NaN where x[i] * y[j] is inf or NaN
+for dt in ["float64", "float32", "float16"]:
+    x = S(dt, (3,))
+    x[1] = np.inf
+    y = S(dt, (4,))
+    y[3] = np.nan
+    for a in [0.0, -0.0]:
+        f.case("ger", [(S(dt, (3, 4)), None), sc(a, dt), (x, None), (y, None)], ger_ref)
 f.write()
 
 # ---- strided, transposed and broadcast-view operands of dot/matmul ----

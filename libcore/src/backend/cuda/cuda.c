@@ -958,6 +958,39 @@ static int blas_operand(const tg_array *a, bool first, tg_array **tmp, const tg_
     return rc;
 }
 
+/* C += alpha * (A @ B) for an alpha of +0 or -0, after the cuBLAS call
+ * that skipped the product (as BLAS does): the product formed in a
+ * scratch matrix, times alpha, added, so that 0 * inf and 0 * NaN are NaN
+ * there, as on the CPU (blas.c) and as alpha*dot(x, y) + beta*z is
+ * written. C is M by N, contiguous. */
+static int dev_add_zero_product(tg_dtype dt, int64_t M, int64_t N, int64_t K, const char *A, int64_t ars,
+                                int64_t acs, const char *B, int64_t brs, int64_t bcs, double alpha, char *C,
+                                tg_ctx *ctx) {
+    tg_array *t = NULL, *a = NULL;
+    int rc = dev_prepare(&t, dt, 2, (int64_t[]){M, N}, ctx);
+    if (!rc) rc = dev_prepare(&a, dt, 0, NULL, ctx);
+    if (!rc) rc = gemm_dev(dt, M, N, K, A, ars, acs, B, brs, bcs, 1.0, 0.0, t->data, ctx);
+    if (!rc) rc = launch_check(tg_cu_fill(dt_code(dt), 1, alpha, a->data, dev.compute), ctx);
+    if (!rc) { /* t *= alpha (a broadcast), then C += t */
+        tg_cu_ew p = {.op = TG_CU_MUL, .nin = 2, .ndim = 1, .f64 = dt == TG_FLOAT64, .n = M * N};
+        p.shape[0] = M * N;
+        p.strides[0][0] = 1;
+        p.strides[1][0] = 0;
+        void *mi[2] = {t->data, a->data};
+        rc = launch_check(tg_cu_elemwise(&p, t->data, mi, dev.compute), ctx);
+    }
+    if (!rc) {
+        tg_cu_ew p = {.op = TG_CU_ADD, .nin = 2, .ndim = 1, .f64 = dt == TG_FLOAT64, .flat = 1, .n = M * N};
+        p.shape[0] = M * N;
+        p.strides[0][0] = p.strides[1][0] = 1;
+        void *ai[2] = {C, t->data};
+        rc = launch_check(tg_cu_elemwise(&p, C, ai, dev.compute), ctx);
+    }
+    tg_array_free(t);
+    tg_array_free(a);
+    return rc;
+}
+
 static int k_blas(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     const bool ger = !strcmp(n->op->name, "ger"), mm = !strcmp(n->op->name, "gemm");
     const tg_dtype dt = n->outputs[0]->type.dtype;
@@ -1011,6 +1044,8 @@ static int k_blas(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         goto done;
     }
     rc = gemm_dev(dt, M, N, K, A->data, ars, acs, B->data, brs, bcs, alpha, ger ? 1.0 : beta, out[0]->data, ctx);
+    if (!rc && alpha == 0.0 && M > 0 && N > 0 && K > 0)
+        rc = dev_add_zero_product(dt, M, N, K, A->data, ars, acs, B->data, brs, bcs, alpha, out[0]->data, ctx);
 done:
     tg_array_free(ta);
     tg_array_free(tb);
