@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -46,7 +47,8 @@ static void usage(FILE *f) {
             "  -O PRESET        optimizer preset: none, fast_compile or fast_run (default);\n"
             "                   not for a .tgf\n"
             "  --format F       html (default), dot, svg, png or pdf; without it, taken\n"
-            "                   from OUT's extension (.gv is dot)\n"
+            "                   from OUT's extension (.htm is html, .gv is dot; an\n"
+            "                   OUT without one is html, any other is an error)\n"
             "  --layout L       dot (Graphviz), layers (tgviz's own layered layout, linear\n"
             "                   time, straight edges) or auto (default: dot up to 2,000\n"
             "                   drawn nodes, layers above)\n"
@@ -57,14 +59,21 @@ static void usage(FILE *f) {
             "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
 }
 
-static const char *ext_format(const char *path) {
-    const char *dot = strrchr(path, '.');
-    if (!dot) return NULL;
+/* OUT's format from its extension; NULL for none (html then) and, with
+ * *unknown set, for one that names no format. */
+static const char *ext_format(const char *path, bool *unknown) {
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    *unknown = false;
+    if (!dot || (slash && dot < slash) || dot == path || dot[-1] == '/') return NULL;
+    *unknown = true;
     static const char *const map[][2] = {{".html", "html"}, {".htm", "html"}, {".dot", "dot"},
                                          {".gv", "dot"},     {".svg", "svg"},  {".png", "png"},
                                          {".pdf", "pdf"}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(dot, map[i][0])) return map[i][1];
+        if (!strcasecmp(dot, map[i][0])) {
+            *unknown = false;
+            return map[i][1];
+        }
     return NULL;
 }
 
@@ -202,8 +211,14 @@ int main(int argc, char **argv) {
         switch (c) {
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'V': printf("tgviz %s\n", tg_version()); return TG_EXIT_OK;
-        case 'f': fname = optarg; break;
-        case 'o': outp = optarg; break;
+        case 'f':
+        case 'o':
+            if (c == 'f' ? fname : outp) {
+                cli_error(TOOL, "-%c given twice ('%s' and '%s')", c, c == 'f' ? fname : outp, optarg);
+                return TG_EXIT_USAGE;
+            }
+            *(c == 'f' ? &fname : &outp) = optarg;
+            break;
         case 'O': preset = optarg; break;
         case 'P': want_opt = true; break;
         case 'R': want_orig = true; break;
@@ -231,7 +246,15 @@ int main(int argc, char **argv) {
         cli_error(TOOL, "-o OUT is required (see tgviz --help)");
         return TG_EXIT_USAGE;
     }
-    if (!format) format = strcmp(outp, "-") ? ext_format(outp) : NULL;
+    if (!format && strcmp(outp, "-")) {
+        bool unknown;
+        format = ext_format(outp, &unknown);
+        if (unknown) {
+            cli_error(TOOL, "-o %s: '%s' names no format (.html, .svg, .png, .pdf, .dot or .gv; or give --format)",
+                      outp, strrchr(outp, '.'));
+            return TG_EXIT_USAGE;
+        }
+    }
     if (!format) format = "html";
     if (strcmp(format, "html") && strcmp(format, "dot") && strcmp(format, "svg") && strcmp(format, "png") &&
         strcmp(format, "pdf")) {
