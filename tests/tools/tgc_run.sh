@@ -27,6 +27,15 @@ expect 2 "run --calls without its value" -- "$TGC" run "$G" --calls
 contains err "^tgc: run: --calls needs a value" "a long option is named as given"
 expect 2 "compile -f twice" -- "$TGC" compile "$L" -f train -f train -o "$tmp/twice.tgf"
 contains err "^tgc: compile: -f train given twice$" "compile names the function given twice"
+# An option of one value given twice is an error naming both (the last
+# one silently winning hid a typo).
+expect 2 "run -f twice" -- "$TGC" run "$L" -f train -f predict
+contains err "^tgc: -f given twice ('train' and 'predict')$" "run names both values"
+expect 2 "compile -o twice" -- "$TGC" compile "$L" -o "$tmp/a.tgf" -o "$tmp/b.tgf"
+contains err "^tgc: -o given twice" "compile -o twice is named"
+[ ! -e "$tmp/a.tgf" ] && [ ! -e "$tmp/b.tgf" ] && pass "nothing written" || fail "a .tgf was written"
+expect 2 "run --save-state twice" -- "$TGC" run "$L" -f predict --save-state "$tmp/a.tgf" --save-state "$tmp/b.tgf"
+expect 2 "print -f twice" -- "$TGC" print "$L" -f train -f train
 expect 2 "print -O without --optimized" -- "$TGC" print "$L" -O none
 contains err "choose the rewrites of --optimized" "print refuses -O it would ignore"
 expect 0 "check the logistic regression" -- "$TGC" check "$L"

@@ -45,6 +45,12 @@ bad 2 "no subcommand"
 bad 2 "an unknown subcommand" frobnicate
 bad 2 "nanguard without FILE" nanguard
 bad 2 "nanguard on a missing file" nanguard "$tmp/nope.json"
+for sub in nanguard compare; do
+  bad 2 "$sub -f given twice" $sub "$TG_SRC/examples/logreg.json" -f train -f predict
+  grep -q -- "^tgdebug: $sub: -f given twice ('train' and 'predict')$" "$tmp/err" && pass "$sub names both" || fail "$sub -f twice: $(cat "$tmp/err")"
+done
+"$T" run "$TG_SRC/examples/logreg.json" -f train -f predict 2>"$tmp/err" >/dev/null
+[ $? = 2 ] && [ "$(cat "$tmp/err")" = "tgdebug run: -f given twice ('train' and 'predict')" ] && pass "run -f given twice" || fail "run -f twice: $(cat "$tmp/err")"
 bad 2 "nanguard on a file that is not a graph" nanguard "$TG_SRC/README.md"
 bad 2 "nanguard with an unknown option" nanguard "$D/overflow.json" --frobnicate
 bad 2 "nanguard --big x" nanguard "$D/overflow.json" -i x='[1,2,3]' --big x

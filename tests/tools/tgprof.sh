@@ -43,6 +43,8 @@ bad 2 "--calls 0" "$costly" --calls 0 -i v='[1,2,3,4,5,6,7,8]'
 bad 2 "--calls x" "$costly" --calls x -i v='[1,2,3,4,5,6,7,8]'
 bad 2 "--top -1" "$costly" --top -1 -i v='[1,2,3,4,5,6,7,8]'
 bad 2 "an unknown option" "$costly" --frobnicate
+bad 2 "--json given twice" "$costly" -i v='[1,2,3,4,5,6,7,8]' --json "$tmp/a.json" --json "$tmp/b.json"
+grep -q "^tgprof: --json given twice" "$tmp/err" && [ ! -e "$tmp/a.json" ] && [ ! -e "$tmp/b.json" ] && echo "ok: --json twice: named, nothing written" || { echo "FAIL: --json twice: $(cat "$tmp/err")"; fails=$((fails + 1)); }
 bad 2 "an option without its value" "$costly" --calls
 bad 2 "an unknown preset" "$costly" -O fastest -i v='[1,2,3,4,5,6,7,8]'
 bad 2 "an unknown function" "$costly" -f nope -i v='[1,2,3,4,5,6,7,8]'

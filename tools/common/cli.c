@@ -27,6 +27,15 @@ void cli_error(const char *tool, const char *fmt, ...) {
     fprintf(stderr, "%s: %s\n", tool, buf);
 }
 
+bool cli_once(const char *prefix, const char *opt, const char **slot, const char *val) {
+    if (*slot) {
+        cli_error(prefix, "%s given twice ('%s' and '%s')", opt, *slot, val);
+        return false;
+    }
+    *slot = val;
+    return true;
+}
+
 /* At exit: what the tool printed must have reached stdout. A full disk,
  * a closed pipe reader or /dev/full otherwise lost the output silently
  * with exit status 0 (coreutils' close_stdout does the same). */

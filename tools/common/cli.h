@@ -30,6 +30,10 @@ void cli_heap_for(const char *path, unsigned factor);
  * the message "--device: unknown device ..." printed after `prefix` (the
  * tool's name, "tgdebug: nanguard" for a subcommand). */
 bool cli_device_ok(const char *prefix, const char *dev);
+/* An option that takes one value: *slot = val, or, when it was given
+ * already, "OPT given twice ('a' and 'b')" and false (the last one
+ * silently winning hid a typo in a long command line). */
+bool cli_once(const char *prefix, const char *opt, const char **slot, const char *val);
 
 /* -i ID=VALUE pairs. */
 typedef struct cli_input {

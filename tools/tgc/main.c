@@ -198,11 +198,19 @@ static int cmd_run(int argc, char **argv) {
                 exc[nexc++] = optarg;
             break;
         case 'r': reopt = true; break;
-        case 'f': fname = optarg; break;
-        case 'o': outdir = optarg; break;
-        case 'O': preset = optarg; break;
+        case 'f':
+            if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'o':
+            if (!cli_once(TOOL, "-o", &outdir, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'O':
+            if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'e': each = true; break;
-        case 's': save = optarg; break;
+        case 's':
+            if (!cli_once(TOOL, "--save-state", &save, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'd':
             if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
             device = optarg;

@@ -145,8 +145,12 @@ int tgc_cmd_compile(int argc, char **argv) {
             }
             names[nnames++] = optarg;
             break;
-        case 'o': out = optarg; break;
-        case 'O': preset = optarg; break;
+        case 'o':
+            if (!cli_once(TOOL, "-o", &out, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'O':
+            if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'g': no_gc = true; break;
         case 'I':
         case 'X':
@@ -230,8 +234,12 @@ int tgc_cmd_export(int argc, char **argv) {
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:o:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'f': fname = optarg; break;
-        case 'o': out = optarg; break;
+        case 'f':
+            if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'o':
+            if (!cli_once(TOOL, "-o", &out, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'h': printf("usage: tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"); return TG_EXIT_OK;
         default: return cli_getopt_error(TOOL, "export", c, argv);
         }
@@ -520,8 +528,12 @@ int tgc_cmd_print(int argc, char **argv) {
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:O:i:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'f': fname = optarg; break;
-        case 'O': preset = optarg; break;
+        case 'f':
+            if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'O':
+            if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'z': optimized = true; break;
         case 'p': {
             char *end;

@@ -330,7 +330,9 @@ int tgd_compare(int argc, char **argv) {
     optind = 1;
     while ((c = getopt_long(argc, argv, ":f:i:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'f': fname = optarg; break;
+        case 'f':
+            if (!cli_once("tgdebug: compare", "-f", &fname, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'r':
             if (!tgd_parse_double(SUB, "--rtol", optarg, &t.rtol)) return TG_EXIT_USAGE;

@@ -221,8 +221,12 @@ int tgd_nanguard(int argc, char **argv) {
     optind = 1;
     while ((c = getopt_long(argc, argv, ":f:i:O:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'f': fname = optarg; break;
-        case 'O': preset = optarg; break;
+        case 'f':
+            if (!cli_once("tgdebug: nanguard", "-f", &fname, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'O':
+            if (!cli_once("tgdebug: nanguard", "-O", &preset, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'N': go.no_nan = true; break;
         case 'I': go.no_inf = true; break;
         case 'd':

@@ -37,7 +37,9 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
         switch (c) {
         case 'h': usage(stdout); return -1;
         case 'V': printf("tgdebug %s\n", tg_version()); return -1;
-        case 'f': o->fname = optarg; break;
+        case 'f':
+            if (!cli_once(tool, "-f", &o->fname, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'O':
             if (strcmp(optarg, "none") && strcmp(optarg, "fast_compile") && strcmp(optarg, "fast_run")) {
                 cli_error(tool, "-O: unknown preset '%s' (none, fast_compile or fast_run)", optarg);

@@ -482,8 +482,12 @@ int main(int argc, char **argv) {
     opterr = 0; /* our own one-line messages */
     while ((c = getopt_long(argc, argv, ":f:i:O:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'f': fname = optarg; break;
-        case 'O': preset = optarg; break;
+        case 'f':
+            if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'O':
+            if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'I':
         case 'X':
             if ((c == 'I' ? ninc : nexc) >= 64) {
@@ -495,13 +499,17 @@ int main(int argc, char **argv) {
             else
                 exc[nexc++] = optarg;
             break;
-        case 'j': json_out = optarg; break;
+        case 'j':
+            if (!cli_once(TOOL, "--json", &json_out, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'S': sync = true; break;
         case 'd':
             if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
             device = optarg;
             break;
-        case 't': trace_out = optarg; break;
+        case 't':
+            if (!cli_once(TOOL, "--trace", &trace_out, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'V': printf("tgprof %s\n", tg_version()); return TG_EXIT_OK;
         case 'c':
