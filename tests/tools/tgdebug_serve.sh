@@ -111,6 +111,7 @@ check 'grep -qi "^Set-Cookie: tgdebug_token_$port=$tok; Path=/; HttpOnly; SameSi
 check '[ "$(code "$base/api/state" -H "$(H)" -H "Host: evil.example:$port")" = 403 ] && grep -q "Host .evil.example:$port. is not this server" "$tmp/body"' "Host evil.example: 403"
 check '[ "$(code "$base/api/state" -H "$(H)" -H "Host: 127.0.0.1:1")" = 403 ]' "Host with another port: 403"
 check '[ "$(code "$base/api/state" -H "$(H)" -H "Host: LOCALHOST:$port")" = 200 ] && [ "$(code "$base/api/state" -H "$(H)" -H "Host: 127.0.0.1")" = 200 ]' "Host localhost:PORT and 127.0.0.1: 200"
+check '[ "$(printf "GET /api/state HTTP/1.0\r\nX-Tgdebug-Token: %s\r\n\r\n" "$tok" | raw 127.0.0.1 "$port")" = 200 ]' "HTTP/1.0 without Host: 200 (browsers always send one)"
 check '[ "$(code -X POST "$base/api/stop" -H "$(H)" -H "Origin: http://evil.example")" = 403 ] && grep -q "another origin" "$tmp/body"' "a POST from another origin: 403"
 check '[ "$(code -X POST "$base/api/stop" -H "$(H)" -H "Origin: null")" = 403 ]' "a POST from Origin null: 403"
 check '[ "$(code -X POST "$base/api/state" -H "$(H)" -H "Origin: $base")" = 405 ]' "a POST from the page's own origin gets to the route (405 on a read route)"

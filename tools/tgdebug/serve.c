@@ -525,10 +525,11 @@ static void reply_static(reply *r, const unsigned char *data, size_t len, const 
 
 /* Whether the request's Host is this server's: bound to a loopback
  * address, "localhost" or that address, with our port or none; bound to any
- * other address (exposed on purpose), any Host. */
+ * other address (exposed on purpose), any Host. A page that DNS rebinding
+ * pointed here was loaded under another name, which its requests carry. */
 static bool host_ok(const server *S, const char *host, unsigned port) {
-    if (strncmp(S->o.bind, "127.", 4)) return true;
-    if (!host) return false;
+    /* (no Host: an HTTP/1.0 client; a browser always sends one) */
+    if (strncmp(S->o.bind, "127.", 4) || !host) return true;
     const char *colon = strrchr(host, ':');
     size_t n = colon ? (size_t)(colon - host) : strlen(host);
     if (colon) {
