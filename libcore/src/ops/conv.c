@@ -748,8 +748,10 @@ static int gi_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         return tg_errorf(ctx, TG_ESHAPE, "the shape has %lld channels but the kernel expects %lld",
                          (long long)g.C, (long long)w->shape[1]);
     if ((rc = geom_finish(&g, p, ctx)) || (rc = check_gy(&g, gy, ctx))) return rc;
-    const int64_t ohw = g.OH * g.OW, ckk = g.C * g.K * g.L, total = g.N * g.C * g.H * g.W;
+    /* (shp's lengths multiply only once the result has been allowed:
+       with a large stride they may pass 2^63 - 1) */
     if ((rc = result_begin(out, odt, wd, s, &work, ctx))) goto done;
+    const int64_t ohw = g.OH * g.OW, ckk = g.C * g.K * g.L, total = g.N * g.C * g.H * g.W;
     char *gx = work ? work->data : (*out)->data;
     if (total > 0 && g.O * ohw > 0 && ckk > 0 && gi_use_direct(&g, wd)) {
         const char *w0 = as_work(w, wd, &tw, ctx), *gp = as_work(gy, wd, &tg, ctx);
@@ -1063,8 +1065,9 @@ static int gw_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         return tg_errorf(ctx, TG_ESHAPE, "the input has %lld channels but the shape says %lld",
                          (long long)g.C, (long long)s[1]);
     if ((rc = geom_finish(&g, p, ctx)) || (rc = check_gy(&g, gy, ctx))) return rc;
-    const int64_t ohw = g.OH * g.OW, ckk = g.C * g.K * g.L, total = g.O * ckk;
+    /* (as in gi_run: the lengths multiply once the result is allowed) */
     if ((rc = result_begin(out, odt, wd, s, &work, ctx))) goto done;
+    const int64_t ohw = g.OH * g.OW, ckk = g.C * g.K * g.L, total = g.O * ckk;
     char *gw = work ? work->data : (*out)->data;
     if (total == 0) goto finish;
     if (g.N * ohw == 0) {

@@ -473,6 +473,16 @@ E.case("conv2d_grad_weights", [x, gy, np.array([3, 1, 3, 3], np.int64)], {},
        error="output gradient has shape", shapes=[U4, U4, None])
 E.case("conv2d_grad_weights", [x, gy, np.array([2, 1, -3, 3], np.int64)], {},
        error="negative length", shapes=[U4, U4, None])
+# shp's lengths past 2^63 - 1 in all (each fits, and with the largest
+# stride the output gradient is 1x1): too large, as in NumPy, not their
+# product overflowing (UBSan: conv.c, gi_run's and gw_run's total)
+big = {"subsample": [2**31 - 1, 2**31 - 1]}
+E.case("conv2d_grad_inputs", [np.ones((1, 2, 1, 1)), np.ones((2, 1, 1, 1)),
+                              np.array([2, 2, 2**31 - 1, 2**31 - 1], np.int64)], big,
+       error="too large", shapes=[U4, U4, None])
+E.case("conv2d_grad_weights", [np.ones((1, 2, 1, 1)), np.ones((1, 2, 1, 1)),
+                               np.array([2, 2, 2**31 - 1, 2**31 - 1], np.int64)],
+       dict(big, border_mode="full"), error="too large", shapes=[U4, U4, None])
 E.write()
 
 # ---- pool2d ----
