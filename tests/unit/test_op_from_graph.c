@@ -3,7 +3,8 @@
  * differences, the inlining rewrite (same values, named in the record),
  * .tgf save, restore and export, an ifelse inside a body (still lazy),
  * and the errors: bad inputs named, a failure inside the body naming the
- * outer node and the inner one. */
+ * outer node and the inner one; attrs.disconnected by the body's
+ * connections (an ignored input, one feeding only an unused output). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +375,92 @@ static void test_rop(void **state) {
     tg_graph_free(g);
 }
 
+/* attrs.disconnected through op_from_graph follows the body's
+ * connections (Theano's connection_pattern): an input the body's used
+ * outputs ignore is disconnected. body (a, b) -> (2a, 3b); grad(c, ws)
+ * with attrs (NULL: none) over x, y. */
+#define DISC_BODY2                                                                              \
+    "{\"variables\":[{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"            \
+    "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"                           \
+    "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"a\",{\"value\":2}],\"outputs\":[\"a2\"]},"        \
+    "{\"op\":\"mul\",\"inputs\":[\"b\",{\"value\":3}],\"outputs\":[\"b3\"]}],"                  \
+    "\"inputs\":[\"a\",\"b\"],\"outputs\":[\"a2\",\"b3\"]}"
+/* body (a, b) -> 2a: b ignored */
+#define DISC_BODY1                                                                              \
+    "{\"variables\":[{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"            \
+    "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"                           \
+    "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"a\",{\"value\":2}],\"outputs\":[\"a2\"]}],"       \
+    "\"inputs\":[\"a\",\"b\"],\"outputs\":[\"a2\"]}"
+/* body (a, b) -> the op_from_graph of DISC_BODY1 over (a, b): nested */
+#define DISC_NESTED                                                                             \
+    "{\"variables\":[{\"id\":\"p\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"            \
+    "{\"id\":\"q\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"                           \
+    "\"nodes\":[{\"op\":\"op_from_graph\",\"inputs\":[\"p\",\"q\"],\"outputs\":[\"r\"],"        \
+    "\"attrs\":{\"name\":\"inner\",\"body\":" DISC_BODY1 "}}],"                                 \
+    "\"inputs\":[\"p\",\"q\"],\"outputs\":[\"r\"]}"
+
+static char *disc_json(const char *body, const char *outs, const char *used, const char *attrs) {
+    char *j = malloc(16384);
+    snprintf(j, 16384,
+             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+             "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
+             "{\"id\":\"y\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"
+             "\"nodes\":[{\"op\":\"op_from_graph\",\"inputs\":[\"x\",\"y\"],\"outputs\":[%s],"
+             "\"attrs\":{\"name\":\"f\",\"body\":%s}},"
+             "{\"op\":\"sum\",\"inputs\":[\"%s\"],\"outputs\":[\"c\"]},"
+             "{\"op\":\"grad\",\"inputs\":[\"c\",\"x\",\"y\"],\"outputs\":[\"gx\",\"gy\"]%s%s}],"
+             "\"functions\":{\"main\":{\"inputs\":[\"x\",\"y\"],\"outputs\":[\"gx\",\"gy\"]}}}",
+             outs, body, used, attrs ? ",\"attrs\":" : "", attrs ? attrs : "");
+    return j;
+}
+
+/* Loads with attrs and gives gx = kx, gy = ky everywhere. */
+static void expect_disc_grads(const char *body, const char *outs, const char *used, const char *attrs, double kx,
+                              double ky) {
+    char *j = disc_json(body, outs, used, attrs);
+    tg_graph *g = tu_load(j);
+    free(j);
+    double x[3] = {0.5, -2, 3}, y[3] = {1, 0.25, -1}, wx[3] = {kx, kx, kx}, wy[3] = {ky, ky, ky};
+    tg_array *X = vec(3, x), *Y = vec(3, y), *out[2] = {0};
+    tu_call(g, "main", (tg_array *[]){X, Y}, out);
+    expect_vec(out[0], 3, wx);
+    expect_vec(out[1], 3, wy);
+    for (int i = 0; i < 2; i++) tg_array_free(out[i]);
+    tg_array_free(X);
+    tg_array_free(Y);
+    tg_graph_free(g);
+}
+
+static void test_disconnected(void **state) {
+    (void)state;
+    struct {
+        const char *what, *body, *outs, *used;
+    } raise[] = {
+        {"the body ignores b", DISC_BODY1, "\"r\"", "r"},
+        {"b feeds only the unused output", DISC_BODY2, "\"r\",\"s\"", "r"},
+        {"a nested body ignores b", DISC_NESTED, "\"r\"", "r"},
+    };
+    for (size_t i = 0; i < sizeof raise / sizeof raise[0]; i++) {
+        char msg[2048];
+        char *j = disc_json(raise[i].body, raise[i].outs, raise[i].used, NULL);
+        int rc = tu_load_fail(j, msg, sizeof msg);
+        free(j);
+        if (rc == TG_OK || !strstr(msg, "inputs[2]: the cost 'c' does not depend on 'y'"))
+            fail_msg("%s: '%s' does not name y", raise[i].what, msg);
+        /* "ignore" and "warn": zeros */
+        expect_disc_grads(raise[i].body, raise[i].outs, raise[i].used, "{\"disconnected\":\"ignore\"}", 2, 0);
+        expect_disc_grads(raise[i].body, raise[i].outs, raise[i].used, "{\"disconnected\":\"warn\"}", 2, 0);
+    }
+    /* the cost on s, which y feeds: now x is the disconnected one */
+    expect_disc_grads(DISC_BODY2, "\"r\",\"s\"", "s", "{\"disconnected\":\"ignore\"}", 0, 3);
+    char msg[2048];
+    char *j = disc_json(DISC_BODY2, "\"r\",\"s\"", "s", NULL);
+    int rc = tu_load_fail(j, msg, sizeof msg);
+    free(j);
+    if (rc == TG_OK || !strstr(msg, "inputs[1]: the cost 'c' does not depend on 'x'"))
+        fail_msg("cost on s: '%s' does not name x", msg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -384,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_tgf),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_weak_and_default_name),
+        cmocka_unit_test(test_disconnected),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,9 @@
  * outputs with one and several taps, sequences with past, present and
  * future taps, non-sequences, go_backwards, until, integer state beside
  * float state, nested scans; truncate_gradient against the truncated sum
- * worked out by hand; rop through scan against finite differences. */
+ * worked out by hand; rop through scan against finite differences;
+ * attrs.disconnected by the body's connections (an ignored non-sequence,
+ * one feeding only an unused output, a state reached through two others). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,6 +479,143 @@ static void test_zero_steps(void **state) {
     tg_graph_free(g);
 }
 
+/* ---- attrs.disconnected through scan: the body's connections decide
+ * (Theano's connection_pattern), not the node's inputs. ---- */
+
+/* vars, nodes (making the cost c), then gs = grad(c, ws) with attrs
+ * (NULL: none) and function "g" of ins giving gs. */
+static char *disc_json(const char *vars, const char *nodes, const char *ws, const char *gs, const char *attrs,
+                       const char *ins) {
+    char *j = malloc(32768);
+    snprintf(j, 32768,
+             "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": [%s], \"nodes\": [%s, "
+             "{\"op\": \"grad\", \"inputs\": [\"c\", %s], \"outputs\": [%s]%s%s}], "
+             "\"functions\": {\"g\": {\"inputs\": [%s], \"outputs\": [%s]}}}",
+             vars, nodes, ws, gs, attrs ? ", \"attrs\": " : "", attrs ? attrs : "", ins, gs);
+    return j;
+}
+
+/* grad(c, ws) with the default attrs (in a function of ins) is a load
+ * error naming w. */
+static void expect_disconnected(const char *what, const char *vars, const char *ins, const char *nodes,
+                                const char *ws, const char *w) {
+    char gs[256] = "";
+    size_t k = 0;
+    int nw = 1;
+    for (const char *q = ws; *q; q++) nw += *q == ',';
+    for (int i = 0; i < nw; i++) k += (size_t)snprintf(gs + k, sizeof gs - k, "%s\"g%d\"", i ? ", " : "", i);
+    char *j = disc_json(vars, nodes, ws, gs, NULL, ins);
+    char msg[2048], want[128];
+    int rc = tu_load_fail(j, msg, sizeof msg);
+    free(j);
+    snprintf(want, sizeof want, "does not depend on '%s'", w);
+    if (rc == TG_OK || !strstr(msg, want) || !strstr(msg, "disconnected"))
+        fail_msg("%s: '%s' lacks \"%s\"", what, msg, want);
+}
+
+/* y_t = x_t * 2 with a non-sequence w that the body ignores (SCAN_IGN),
+ * or that feeds only a second output z_t = x_t * w (SCAN_Z). */
+#define DISC_VARS "{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [4]}}, " \
+    "{\"id\": \"w\", \"type\": {\"dtype\": \"float64\", \"shape\": []}}"
+#define SCAN_IGN "{\"op\": \"scan\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\"], \"attrs\": " \
+    J({"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [], "n_nonrecurrent": 1, \
+       "n_non_sequences": 1, "has_n_steps": false, "has_until": false, \
+       "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": []}}, \
+                              {"id": "b.w", "type": {"dtype": "float64", "shape": []}}], \
+                "nodes": [{"op": "mul", "inputs": ["b.x", {"value": 2.0}], "outputs": ["b.y"]}], \
+                "inputs": ["b.x", "b.w"], "outputs": ["b.y"]}}) "}"
+#define SCAN_Z "{\"op\": \"scan\", \"inputs\": [\"x\", \"w\"], \"outputs\": [\"y\", \"z\"], \"attrs\": " \
+    J({"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [], "n_nonrecurrent": 2, \
+       "n_non_sequences": 1, "has_n_steps": false, "has_until": false, \
+       "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": []}}, \
+                              {"id": "b.w", "type": {"dtype": "float64", "shape": []}}], \
+                "nodes": [{"op": "mul", "inputs": ["b.x", {"value": 2.0}], "outputs": ["b.y"]}, \
+                          {"op": "mul", "inputs": ["b.x", "b.w"], "outputs": ["b.z"]}], \
+                "inputs": ["b.x", "b.w"], "outputs": ["b.y", "b.z"]}}) "}"
+
+/* grad(c, x, w) with attrs of the graph vars/nodes at x, w: gx and gw
+ * against the values given. */
+static void expect_grads(const char *what, const char *nodes, const char *attrs, const double *gx, double gw) {
+    char *j = disc_json(DISC_VARS, nodes, "\"x\", \"w\"", "\"gx\", \"gw\"", attrs, "\"x\", \"w\"");
+    tg_graph *g = tu_load(j);
+    free(j);
+    const double x[4] = {0.5, -1, 2, 0.25};
+    int64_t four = 4;
+    tg_array *in[2] = {tg_array_new_from(TG_FLOAT64, 1, &four, x), tg_array_new_scalar(TG_FLOAT64, 1.5)}, *out[2];
+    tu_call(g, "g", in, out);
+    for (int t = 0; t < 4; t++)
+        if (tg_array_get_flat(out[0], t) != gx[t])
+            fail_msg("%s: gx[%d] = %.17g, want %.17g", what, t, tg_array_get_flat(out[0], t), gx[t]);
+    if (tg_array_get_flat(out[1], 0) != gw)
+        fail_msg("%s: gw = %.17g, want %.17g", what, tg_array_get_flat(out[1], 0), gw);
+    for (int i = 0; i < 2; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(out[i]);
+    }
+    tg_graph_free(g);
+}
+
+static void test_disconnected_nonsequence(void **state) {
+    (void)state;
+    const char *sum_y = SCAN_IGN ", {\"op\": \"sum\", \"inputs\": [\"y\"], \"outputs\": [\"c\"]}";
+    expect_disconnected("ignored", DISC_VARS, "\"x\", \"w\"", sum_y, "\"w\"", "w");
+    const double twos[4] = {2, 2, 2, 2};
+    expect_grads("ignored, ignore", sum_y, "{\"disconnected\": \"ignore\"}", twos, 0);
+    expect_grads("ignored, warn", sum_y, "{\"disconnected\": \"warn\"}", twos, 0);
+    /* w feeds only z, which the cost does not use */
+    const char *z_sum_y = SCAN_Z ", {\"op\": \"sum\", \"inputs\": [\"y\"], \"outputs\": [\"c\"]}";
+    expect_disconnected("second output", DISC_VARS, "\"x\", \"w\"", z_sum_y, "\"x\", \"w\"", "w");
+    expect_grads("second output, ignore", z_sum_y, "{\"disconnected\": \"ignore\"}", twos, 0);
+    /* the cost uses z: connected, gx = w, gw = sum(x) */
+    const double ws[4] = {1.5, 1.5, 1.5, 1.5};
+    expect_grads("z", SCAN_Z ", {\"op\": \"sum\", \"inputs\": [\"z\"], \"outputs\": [\"c\"]}", NULL, ws, 1.75);
+    /* both: y's gradient plus z's */
+    const double both[4] = {3.5, 3.5, 3.5, 3.5};
+    expect_grads("y and z", SCAN_Z ", {\"op\": \"sum\", \"inputs\": [\"y\"], \"outputs\": [\"cy\"]}, "
+                 "{\"op\": \"sum\", \"inputs\": [\"z\"], \"outputs\": [\"cz\"]}, "
+                 "{\"op\": \"add\", \"inputs\": [\"cy\", \"cz\"], \"outputs\": [\"c\"]}", NULL, both, 1.75);
+}
+
+/* Three states over 5 steps, in the order C, B, A: A_t = tanh(A_{t-1} w),
+ * B_t = tanh(0.5 B_{t-1} [+ A_{t-1}]), C_t = tanh(0.5 C_{t-1} + B_{t-1});
+ * cost on C. With B reading A, C depends on w and A0 through two states
+ * (the fixed point over the recurrence): connected, and the gradient
+ * matches finite differences; without, w and A0 feed only A: raise. */
+static void rec3_nodes(char *buf, size_t size, bool b_reads_a) {
+    snprintf(buf, size,
+             "{\"op\": \"scan\", \"inputs\": [{\"value\": 5}, \"C0\", \"B0\", \"A0\", \"w\"], "
+             "\"outputs\": [\"C\", \"B\", \"A\"], \"attrs\": "
+             J({"n_sequences": 0, "sequence_taps": [], "n_recurrent": 3, "output_taps": [[-1], [-1], [-1]],
+                "n_nonrecurrent": 0, "n_non_sequences": 1, "has_n_steps": true, "has_until": false,
+                "body": {"variables": [{"id": "b.C1", "type": {"dtype": "float64", "shape": []}},
+                                       {"id": "b.B1", "type": {"dtype": "float64", "shape": []}},
+                                       {"id": "b.A1", "type": {"dtype": "float64", "shape": []}},
+                                       {"id": "b.w", "type": {"dtype": "float64", "shape": []}}],
+                         "nodes": [{"op": "mul", "inputs": ["b.A1", "b.w"], "outputs": ["b.Aw"]},
+                                   {"op": "tanh", "inputs": ["b.Aw"], "outputs": ["b.A"]},
+                                   {"op": "mul", "inputs": ["b.B1", {"value": 0.5}], "outputs": ["b.Bh"]},
+                                   {"op": "add", "inputs": ["b.Bh", "%s"], "outputs": ["b.Bs"]},
+                                   {"op": "tanh", "inputs": ["b.Bs"], "outputs": ["b.B"]},
+                                   {"op": "mul", "inputs": ["b.C1", {"value": 0.5}], "outputs": ["b.Ch"]},
+                                   {"op": "add", "inputs": ["b.Ch", "b.B1"], "outputs": ["b.Cs"]},
+                                   {"op": "tanh", "inputs": ["b.Cs"], "outputs": ["b.C"]}],
+                         "inputs": ["b.C1", "b.B1", "b.A1", "b.w"], "outputs": ["b.C", "b.B", "b.A"]}}) "}, "
+             COST("C"),
+             b_reads_a ? "b.A1" : "b.Bh");
+}
+
+static void test_disconnected_recurrent(void **state) {
+    (void)state;
+    char nodes[8192];
+    const char *vars = V("C0", "[]") "," V("B0", "[]") "," V("A0", "[]") "," V("w", "[]"),
+               *ins = "\"C0\", \"B0\", \"A0\", \"w\"";
+    rec3_nodes(nodes, sizeof nodes, false);
+    expect_disconnected("B reads only B", vars, ins, nodes, "\"w\"", "w");
+    expect_disconnected("B reads only B, A0", vars, ins, nodes, "\"C0\", \"A0\"", "A0");
+    rec3_nodes(nodes, sizeof nodes, true);
+    assert_int_equal(check_case("B reads A", vars, nodes, -1, 1), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rnn),       cmocka_unit_test(test_taps),
@@ -485,6 +624,8 @@ int main(void) {
         cmocka_unit_test(test_truncate_taps), cmocka_unit_test(test_rop),
         cmocka_unit_test(test_second_order), cmocka_unit_test(test_tgf),
         cmocka_unit_test(test_zero_steps),
+        cmocka_unit_test(test_disconnected_nonsequence),
+        cmocka_unit_test(test_disconnected_recurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -163,6 +163,79 @@ tg_var *tg_gb_cast(tg_gb *b, tg_var *g, tg_dtype dt) {
     return tg_gb_op1(b, "cast", g, attrs);
 }
 
+/* ---- connection patterns ---- */
+
+extern const tg_op tg_op_scan, tg_op_op_from_graph;
+
+/* The ops whose outputs need not depend on all of their inputs. */
+static bool has_pattern(const tg_op *op) { return op == &tg_op_scan || op == &tg_op_op_from_graph; }
+
+int tg_grad_connection(const tg_node *n, bool *conn, tg_ctx *ctx) {
+    if (n->op == &tg_op_scan) return tg_scan_connection(n, conn, ctx);
+    if (n->op == &tg_op_op_from_graph) return tg_ofg_connection(n, conn, ctx);
+    memset(conn, 1, (size_t)n->nin * (size_t)n->nout * sizeof *conn);
+    return TG_OK;
+}
+
+/* v is a variable of graph g (its index names its row). */
+static bool in_graph(const tg_graph *g, const tg_var *v) {
+    return v->index >= 0 && v->index < g->nvars && g->vars[v->index] == v;
+}
+
+int tg_grad_body_connection(const tg_graph *body, bool *conn, tg_ctx *ctx) {
+    const tg_fdecl *fd = &body->funcs[0];
+    int nin = fd->nin, nout = fd->nout, rc = TG_OK;
+    size_t words = ((size_t)nin + 63) / 64 + 1, cnc = 0;
+    /* A row per variable: the body inputs it depends on, as bits; the
+     * last row is every input (a variable not found in the body's list,
+     * which should not happen: assume the worst). */
+    uint64_t *bits = tg_calloc(((size_t)body->nvars + 1) * words, sizeof *bits);
+    bool *nc = NULL;
+    if (!bits) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    uint64_t *full = bits + (size_t)body->nvars * words;
+    for (int i = 0; i < nin; i++) full[i / 64] |= (uint64_t)1 << (i % 64);
+#define ROW(v)                                                                                                 \
+    (in_graph(body, v) ? bits + (size_t)(v)->index * words : (v)->kind == TG_VAR_CONSTANT ? NULL : full)
+    for (int i = 0; i < nin; i++) {
+        uint64_t *r = in_graph(body, fd->inputs[i]) ? bits + (size_t)fd->inputs[i]->index * words : NULL;
+        if (r) r[i / 64] |= (uint64_t)1 << (i % 64);
+    }
+    for (int j = 0; j < body->nnodes && !rc; j++) {
+        const tg_node *bn = body->nodes[j];
+        bool pat = has_pattern(bn->op);
+        if (pat) {
+            size_t sz = (size_t)bn->nin * (size_t)bn->nout + 1;
+            if (sz > cnc) {
+                tg_free(nc);
+                if (!(nc = tg_malloc(sz))) {
+                    rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                    break;
+                }
+                cnc = sz;
+            }
+            if ((rc = tg_grad_connection(bn, nc, ctx))) break;
+        }
+        for (int k = 0; k < bn->nout; k++) {
+            if (!in_graph(body, bn->outputs[k])) continue;
+            uint64_t *r = bits + (size_t)bn->outputs[k]->index * words;
+            for (int i = 0; i < bn->nin; i++) {
+                const uint64_t *s = ROW(bn->inputs[i]);
+                if (!s || (pat && !nc[(size_t)i * (size_t)bn->nout + (size_t)k])) continue;
+                for (size_t w = 0; w < words; w++) r[w] |= s[w];
+            }
+        }
+    }
+    for (int o = 0; o < nout && !rc; o++) {
+        const uint64_t *r = ROW(fd->outputs[o]);
+        for (int i = 0; i < nin; i++)
+            conn[(size_t)o * (size_t)nin + (size_t)i] = r && (r[i / 64] >> (i % 64) & 1);
+    }
+#undef ROW
+    tg_free(nc);
+    tg_free(bits);
+    return rc;
+}
+
 /* One reverse pass over nodes[0..nn) (topological order, typed): the
  * gradients seed[s] of the variables f[s] flow back to the w's, and res[j]
  * gets the sum of the vector-Jacobian products reaching w[j], or NULL
@@ -186,6 +259,8 @@ static int reverse(tg_gb *b, const pass *p, tg_var **res) {
     char *dep = tg_calloc((size_t)nv + 1, 1);  /* depends on some w */
     char *need = tg_calloc((size_t)nv + 1, 1); /* an ancestor of some f */
     tg_var **gout = NULL, **gin = NULL;
+    bool *conn = NULL; /* a connection pattern, cconn entries */
+    size_t cconn = 0;
     if (!acc || !dep || !need) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
@@ -198,14 +273,40 @@ static int reverse(tg_gb *b, const pass *p, tg_var **res) {
         if (d)
             for (int k = 0; k < n->nout; k++) dep[n->outputs[k]->index] = 1;
     }
-    for (int s = 0; s < p->nseed; s++) need[p->f[s]->index] = 1;
-    for (int i = p->nn - 1; i >= 0; i--) {
+    /* What the f's depend on, through each node's connection pattern:
+     * an input of a scan or op_from_graph node that none of its needed
+     * outputs depends on (by its body) is not needed (only the check of
+     * attrs.disconnected reads it). */
+    for (int s = 0; s < p->nseed && p->raise; s++) need[p->f[s]->index] = 1;
+    for (int i = p->nn - 1; i >= 0 && p->raise; i--) {
         tg_node *n = p->nodes[i];
         bool nd = false;
-        for (int k = 0; k < n->nout; k++) nd |= need[n->outputs[k]->index];
-        if (nd)
+        for (int k = 0; k < n->nout; k++) nd |= n->outputs[k]->index < nv && need[n->outputs[k]->index];
+        if (!nd) continue;
+        if (!has_pattern(n->op)) {
             for (int k = 0; k < n->nin; k++)
                 if (n->inputs[k]->index < nv) need[n->inputs[k]->index] = 1;
+            continue;
+        }
+        size_t sz = (size_t)n->nin * (size_t)n->nout + 1;
+        if (sz > cconn) {
+            tg_free(conn);
+            if (!(conn = tg_malloc(sz))) {
+                rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+                goto done;
+            }
+            cconn = sz;
+        }
+        if ((rc = tg_grad_connection(n, conn, ctx))) goto done;
+        for (int k = 0; k < n->nin; k++) {
+            if (n->inputs[k]->index >= nv) continue;
+            for (int o = 0; o < n->nout; o++)
+                if (conn[(size_t)k * (size_t)n->nout + (size_t)o] && n->outputs[o]->index < nv &&
+                    need[n->outputs[o]->index]) {
+                    need[n->inputs[k]->index] = 1;
+                    break;
+                }
+        }
     }
     for (int j = 0; j < p->nw; j++) {
         const tg_var *w = p->w[j];
@@ -283,6 +384,7 @@ done:
     tg_free(acc);
     tg_free(dep);
     tg_free(need);
+    tg_free(conn);
     tg_free(gout);
     tg_free(gin);
     return rc;

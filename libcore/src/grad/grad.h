@@ -47,6 +47,21 @@ tg_var *tg_gb_sum_to(tg_gb *b, tg_var *g, tg_var *x);
 /* g cast to dtype dt (g itself when it has it; NULL stays NULL). */
 tg_var *tg_gb_cast(tg_gb *b, tg_var *g, tg_dtype dt);
 
+/* Connection patterns (Theano's connection_pattern), which the check of
+ * attrs.disconnected follows: conn[i * n->nout + k] is set when output k
+ * of n depends on its input i. scan (tg_scan_connection, scan_grad.c:
+ * through the recurrence, to a fixed point) and op_from_graph
+ * (tg_ofg_connection, control.c) work theirs out from the body; every
+ * other op has every input connected to every output. TG_OK, or
+ * TG_ENOMEM with ctx set. */
+int tg_grad_connection(const tg_node *n, bool *conn, tg_ctx *ctx);
+int tg_scan_connection(const tg_node *n, bool *conn, tg_ctx *ctx);
+int tg_ofg_connection(const tg_node *n, bool *conn, tg_ctx *ctx);
+/* The same for a body's function 0 (its nodes in topological order):
+ * conn[o * nin + i] is set when body output o depends on body input i
+ * (nested scans and op_from_graphs by their own patterns). */
+int tg_grad_body_connection(const tg_graph *body, bool *conn, tg_ctx *ctx);
+
 /* The gradient rules of the op families (rules.c). */
 int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
 int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
@@ -73,7 +88,8 @@ int tg_grad_debug(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin);
  * seeded with the v's, back to u, which gives J v (lop is linear in u, so
  * the result never reads u's value). Errors: a cost that is not a scalar,
  * a u or v of the wrong shape, a w that f does not depend on
- * (attrs.disconnected "raise"), an op without a gradient rule on the
+ * (attrs.disconnected "raise"; through scan and op_from_graph nodes by
+ * their connection patterns, above), an op without a gradient rule on the
  * path (for rop, also on the gradient graph's own path). */
 int tg_grad_expand(tg_graph *g, tg_node *n, tg_node ***out, int *nout, tg_ctx *ctx);
 

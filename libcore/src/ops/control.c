@@ -314,6 +314,20 @@ int tg_ofg_inline_gb(tg_gb *b, const tg_node *n, tg_var **out) {
     return tg_ofg_copy_body(n, &t, out);
 }
 
+/* Output k depends on input i when the body's output k depends on its
+ * input i (Theano's OpFromGraph.connection_pattern). */
+int tg_ofg_connection(const tg_node *n, bool *conn, tg_ctx *ctx) {
+    const tg_ofg *o = n->a.extra;
+    int nin = n->nin, nout = n->nout;
+    bool *bc = tg_calloc((size_t)nin * (size_t)nout + 1, sizeof *bc);
+    if (!bc) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    int rc = tg_grad_body_connection(o->g, bc, ctx);
+    for (size_t i = 0; i < (size_t)nin && !rc; i++)
+        for (size_t k = 0; k < (size_t)nout; k++) conn[i * (size_t)nout + k] = bc[k * (size_t)nin + i];
+    tg_free(bc);
+    return rc;
+}
+
 /* Theano's OpFromGraph grad with inlining: the body is copied into the
  * gradient graph and differentiated there (docs/control-flow.md). */
 static int ofg_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {

@@ -172,6 +172,66 @@ static tg_var *reversed(tg_gb *b, tg_var *x) {
 
 static int rc_of(tg_gb *b) { return b->ctx && b->ctx->status ? b->ctx->status : TG_ENOMEM; }
 
+/* Theano's Scan.connection_pattern: output o depends on the node input
+ * behind a body input that body output o depends on (a sequence, through
+ * any of its taps; a recurrent output's initial state, through its taps;
+ * a non-sequence), and, through the recurrence, on whatever a recurrent
+ * output whose taps it reads depends on, to a fixed point (o reads the
+ * taps of j, j's step reads a non-sequence w: o depends on w). n_steps
+ * and the until condition connect nothing (as in Theano). */
+int tg_scan_connection(const tg_node *n, bool *conn, tg_ctx *ctx) {
+    const scan_p *p = n->a.extra;
+    const int base_seq = p->has_n ? 1 : 0, base_init = base_seq + p->nseq, base_ns = base_init + p->nrec;
+    const int nin = n->nin, nout = n->nout, nbin = p->nbin;
+    memset(conn, 0, (size_t)nin * (size_t)nout * sizeof *conn);
+    bool *bc = tg_calloc((size_t)p->nbout * (size_t)nbin + 1, sizeof *bc);
+    int *outer = tg_calloc((size_t)nbin + 1, sizeof *outer), *rec = tg_calloc((size_t)nbin + 1, sizeof *rec);
+    int rc = !bc || !outer || !rec ? tg_errorf(ctx, TG_ENOMEM, "out of memory") : TG_OK;
+    if (!rc) rc = tg_grad_body_connection(p->body, bc, ctx);
+    if (rc) goto done;
+    /* The node input behind each body input, and the recurrent output
+     * whose tap it is (-1: none). */
+    for (int i = 0; i < p->nseq; i++)
+        for (int q = 0; q < p->seq_ntaps[i]; q++) {
+            int bi = tg_scan_bin_seq(p, i, q);
+            outer[bi] = base_seq + i;
+            rec[bi] = -1;
+        }
+    for (int j = 0; j < p->nrec; j++)
+        for (int q = 0; q < p->out_ntaps[j]; q++) {
+            int bi = tg_scan_bin_rec(p, j, q);
+            outer[bi] = base_init + j;
+            rec[bi] = j;
+        }
+    for (int k = 0; k < p->nns; k++) {
+        outer[tg_scan_bin_ns(p, k)] = base_ns + k;
+        rec[tg_scan_bin_ns(p, k)] = -1;
+    }
+    const int no = nout < p->nrec + p->nnr ? nout : p->nrec + p->nnr;
+    for (int o = 0; o < no; o++)
+        for (int bi = 0; bi < nbin; bi++)
+            if (bc[(size_t)o * (size_t)nbin + (size_t)bi] && outer[bi] < nin)
+                conn[(size_t)outer[bi] * (size_t)nout + (size_t)o] = true;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int o = 0; o < no; o++)
+            for (int bi = 0; bi < nbin; bi++) {
+                int j = rec[bi];
+                if (j < 0 || j == o || j >= no || !bc[(size_t)o * (size_t)nbin + (size_t)bi]) continue;
+                for (size_t at = 0; at < (size_t)nin * (size_t)nout; at += (size_t)nout)
+                    if (conn[at + (size_t)j] && !conn[at + (size_t)o]) {
+                        conn[at + (size_t)o] = true;
+                        changed = true;
+                    }
+            }
+    }
+done:
+    tg_free(bc);
+    tg_free(outer);
+    tg_free(rec);
+    return rc;
+}
+
 int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     scan_p *p = n->a.extra;
     tg_fdecl *fd = &p->body->funcs[0];
