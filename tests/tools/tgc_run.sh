@@ -27,6 +27,19 @@ expect 2 "run --calls without its value" -- "$TGC" run "$G" --calls
 contains err "^tgc: run: --calls needs a value" "a long option is named as given"
 expect 2 "compile -f twice" -- "$TGC" compile "$L" -f train -f train -o "$tmp/twice.tgf"
 contains err "^tgc: compile: -f train given twice$" "compile names the function given twice"
+# A gradient with attrs.disconnected "warn" and a w the cost does not
+# depend on: zeros, and one warning line (Theano warns), exit 0.
+cat >"$tmp/warn.json" <<'EOF'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [2]}}, {"id": "y", "type": {"dtype": "float64", "shape": [2]}}],
+ "nodes": [{"op": "sum", "inputs": ["x"], "outputs": ["c"]},
+           {"op": "grad", "inputs": ["c", "y"], "outputs": ["gy"], "attrs": {"disconnected": "warn"}}],
+ "functions": {"main": {"inputs": ["x", "y"], "outputs": ["gy"]}}}
+EOF
+expect 0 "a disconnected gradient with warn" -- "$TGC" run "$tmp/warn.json" -i x='[1,2]' -i y='[3,4]'
+contains err "^tgc: warning: nodes\[1\] (grad -> gy): inputs\[1\]: the cost 'c' does not depend on 'y' (attrs.disconnected is \"warn\"): its gradient is zeros$" "the warning names the node and the ids"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "one warning line" || fail "$(wc -l <"$tmp/err") lines on stderr"
+contains out "^\[0\.*, 0\.*\]$" "the gradient is zeros"
 # An option of one value given twice is an error naming both (the last
 # one silently winning hid a typo).
 expect 2 "run -f twice" -- "$TGC" run "$L" -f train -f predict

@@ -300,6 +300,39 @@ static void test_disconnected_ignore(void **state) {
     tg_graph_free(g);
 }
 
+/* "warn" gives zeros too, and one warning on the graph per disconnected
+ * w, naming the node and both ids (Theano warns); "raise" and "ignore"
+ * leave none, nor does a connected w. */
+static void test_disconnected_warn(void **state) {
+    (void)state;
+    const char *json = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3]}},
+                      {"id": "y", "type": {"dtype": "float64", "shape": [3]}}],
+        "nodes": [{"op": "exp", "inputs": ["x"], "outputs": ["f"]},
+                  {"op": "sum", "inputs": ["f"], "outputs": ["c"]},
+                  {"op": "grad", "inputs": ["c", "y", "x"], "outputs": ["gy", "gx"], "attrs": {"disconnected": "warn"}},
+                  {"op": "grad", "inputs": ["c", "y"], "outputs": ["gy2"], "attrs": {"disconnected": "ignore"}}],
+        "functions": {"main": {"inputs": ["x", "y"], "outputs": ["gy", "gx", "gy2"]}}});
+    tg_graph *g = tu_load(json);
+    assert_int_equal(tg_graph_warning_count(g), 1);
+    const char *w = tg_graph_warning(g, 0);
+    if (!strstr(w, "nodes[2] (grad -> gy): inputs[1]: the cost 'c' does not depend on 'y' "
+                   "(attrs.disconnected is \"warn\"): its gradient is zeros"))
+        fail_msg("warning: %s", w);
+    assert_null(tg_graph_warning(g, 1));
+    assert_null(tg_graph_warning(g, -1));
+    tg_array *in[2] = {arr(1, 3, 0, X), arr(1, 3, 0, V)}, *out[3];
+    tu_call(g, "main", in, out);
+    double zeros[3] = {0, 0, 0}, ex[3];
+    for (int i = 0; i < 3; i++) ex[i] = exp(X[i]);
+    expect(out[0], 3, zeros, 0);
+    expect(out[1], 3, ex, 1e-15);
+    expect(out[2], 3, zeros, 0);
+    for (int i = 0; i < 2; i++) tg_array_free(in[i]);
+    for (int i = 0; i < 3; i++) tg_array_free(out[i]);
+    tg_graph_free(g);
+}
+
 static const char *MLP = J({"format": "tg-graph", "version": 1,
     "variables": [{"id": "W", "type": {"dtype": "float64", "shape": [2, 3]}},
                   {"id": "x", "type": {"dtype": "float64", "shape": [3]}},
@@ -376,6 +409,7 @@ static void test_check_grad(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_disconnected_warn),
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_nonlinear),
         cmocka_unit_test(test_gauss_newton),

@@ -36,6 +36,12 @@ bool cli_once(const char *prefix, const char *opt, const char **slot, const char
     return true;
 }
 
+tg_graph *cli_graph_load(const char *prefix, const char *path, tg_ctx *ctx) {
+    tg_graph *g = tg_graph_load(path, ctx);
+    for (int i = 0; g && i < tg_graph_warning_count(g); i++) cli_error(prefix, "warning: %s", tg_graph_warning(g, i));
+    return g;
+}
+
 /* At exit: what the tool printed must have reached stdout. A full disk,
  * a closed pipe reader or /dev/full otherwise lost the output silently
  * with exit status 0 (coreutils' close_stdout does the same). */
@@ -373,8 +379,8 @@ int cli_session_open(cli_session *s, const char *tool, const char *what, const c
             cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
             goto done;
         }
-        if (tg_tgf_warning(s->tgf)) fprintf(stderr, "%s: warning: %s\n", tool, tg_tgf_warning(s->tgf));
-    } else if (!(s->g = tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(s->g, fname, ctx)) < 0 ||
+        if (tg_tgf_warning(s->tgf)) cli_error(tool, "warning: %s", tg_tgf_warning(s->tgf));
+    } else if (!(s->g = cli_graph_load(tool, path, ctx)) || (fi = tg_graph_function_find(s->g, fname, ctx)) < 0 ||
                !(s->f = tg_function_compile(s->g, fi, co, ctx))) {
         cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
         goto done;

@@ -34,6 +34,9 @@ bool cli_device_ok(const char *prefix, const char *dev);
  * already, "OPT given twice ('a' and 'b')" and false (the last one
  * silently winning hid a typo in a long command line). */
 bool cli_once(const char *prefix, const char *opt, const char **slot, const char *val);
+/* tg_graph_load, then the load's warnings (tg_graph_warning) on stderr as
+ * "prefix: warning: ...". */
+struct tg_graph *cli_graph_load(const char *prefix, const char *path, tg_ctx *ctx);
 
 /* -i ID=VALUE pairs. */
 typedef struct cli_input {

@@ -93,7 +93,7 @@ static tg_graph *load(const char *path) {
     }
     tg_ctx *ctx = tg_ctx_new();
     cli_heap_for(path, 80);
-    tg_graph *g = tg_graph_load(path, ctx);
+    tg_graph *g = cli_graph_load(TOOL, path, ctx);
     if (!g) cli_error(TOOL, "%s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
     return g;

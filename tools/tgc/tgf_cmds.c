@@ -47,7 +47,7 @@ int tgc_source_open(tgc_source *s, const char *tool, const char *path, const cha
             rc = TG_EXIT_USAGE;
             goto done;
         }
-        if (!(s->g = tg_graph_load(path, ctx))) {
+        if (!(s->g = cli_graph_load(tool, path, ctx))) {
             cli_error(tool, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
             goto done;
@@ -181,7 +181,7 @@ int tgc_cmd_compile(int argc, char **argv) {
     tg_function **fs = NULL;
     int nf = 0;
     cli_heap_for(path, 80);
-    tg_graph *g = tg_graph_load(path, ctx);
+    tg_graph *g = cli_graph_load(TOOL, path, ctx);
     if (!g) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
         rc = TG_EXIT_USAGE;

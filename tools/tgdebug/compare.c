@@ -221,7 +221,9 @@ static int side_open(side *s, const char *path, const char *fname, const char *p
     int fi;
     *status = TG_OK;
     cli_heap_for(path, 80);
-    if (!(s->g = tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(s->g, fname, ctx)) < 0 ||
+    /* the load's warnings once, with the reference side */
+    if (!(s->g = !quiet && !strcmp(preset, "none") ? cli_graph_load("tgdebug: compare", path, ctx)
+                                                    : tg_graph_load(path, ctx)) || (fi = tg_graph_function_find(s->g, fname, ctx)) < 0 ||
         !(s->f = tg_function_compile(s->g, fi, &co, ctx))) {
         *status = tg_ctx_status(ctx);
         if (!quiet) tgd_error(SUB, "%s", tg_ctx_message(ctx));

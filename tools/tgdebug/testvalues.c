@@ -76,7 +76,7 @@ int tgd_testvalues(int argc, char **argv) {
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
     cli_heap_for(path, 80);
-    tg_graph *g = tg_graph_load(path, ctx);
+    tg_graph *g = cli_graph_load("tgdebug: testvalues", path, ctx);
     tg_array **val = NULL, **in = NULL;
     if (!g) {
         tgd_error(SUB, "%s", tg_ctx_message(ctx));

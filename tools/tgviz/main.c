@@ -340,7 +340,7 @@ int main(int argc, char **argv) {
             goto done;
         }
     } else {
-        if (!(g = tg_graph_load(path, ctx))) {
+        if (!(g = cli_graph_load(TOOL, path, ctx))) {
             cli_error(TOOL, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
             goto done;

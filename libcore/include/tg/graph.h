@@ -29,6 +29,13 @@ TG_API tg_graph *tg_graph_load_string(const char *json, size_t len,
                                       const char *dir, const char *what,
                                       tg_ctx *ctx);
 TG_API void tg_graph_free(tg_graph *g);
+/* What the load found worth saying that is not an error, one line each
+ * (a grad, lop or rop with attrs.disconnected "warn" and a w the result
+ * does not depend on: its gradient is zeros; Theano prints such a
+ * warning). Tools print them as "TOOL: warning: ...". At most 64, then
+ * one line saying more were left out. Borrowed from g. */
+TG_API int tg_graph_warning_count(const tg_graph *g);
+TG_API const char *tg_graph_warning(const tg_graph *g, int i);
 
 /* Write g as interchange JSON (values inline as data or base64). Saving
  * to a file is atomic: a failure leaves the previous file intact. */

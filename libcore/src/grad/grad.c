@@ -250,6 +250,7 @@ typedef struct pass {
     int w_at;         /* index of w[0] among the derived node's inputs (messages) */
     const char *what; /* how messages name f[0] */
     bool raise;       /* a w that no f depends on is an error */
+    bool warn;        /* ... is a warning on the graph (zeros) */
 } pass;
 
 static int reverse(tg_gb *b, const pass *p, tg_var **res) {
@@ -277,8 +278,9 @@ static int reverse(tg_gb *b, const pass *p, tg_var **res) {
      * an input of a scan or op_from_graph node that none of its needed
      * outputs depends on (by its body) is not needed (only the check of
      * attrs.disconnected reads it). */
-    for (int s = 0; s < p->nseed && p->raise; s++) need[p->f[s]->index] = 1;
-    for (int i = p->nn - 1; i >= 0 && p->raise; i--) {
+    const bool check = p->raise || p->warn;
+    for (int s = 0; s < p->nseed && check; s++) need[p->f[s]->index] = 1;
+    for (int i = p->nn - 1; i >= 0 && check; i--) {
         tg_node *n = p->nodes[i];
         bool nd = false;
         for (int k = 0; k < n->nout; k++) nd |= n->outputs[k]->index < nv && need[n->outputs[k]->index];
@@ -321,6 +323,13 @@ static int reverse(tg_gb *b, const pass *p, tg_var **res) {
                            "\"raise\"; use \"warn\" or \"ignore\" to get zeros)",
                            p->w_at + j, p->what, p->f[0]->id, w->id);
             goto done;
+        }
+        if (!need[w->index] && p->warn) {
+            char desc[256];
+            tg_node_describe(b->by, desc, sizeof desc);
+            tg_graph_warnf(b->g, "%s: inputs[%d]: %s '%s' does not depend on '%s' (attrs.disconnected is "
+                                 "\"warn\"): its gradient is zeros",
+                           desc, p->w_at + j, p->what, p->f[0]->id, w->id);
         }
     }
     for (int s = 0; s < p->nseed && !rc; s++) {
@@ -495,7 +504,8 @@ int tg_grad_expand(tg_graph *g, tg_node *gn, tg_node ***out, int *nout, tg_ctx *
         goto done;
     }
     pass p1 = {.nodes = g->nodes, .nn = pos, .nseed = 1, .f = &f, .seed = &seed, .nw = nw,
-               .w = gn->inputs + 1, .w_at = 1, .what = is_grad ? "the cost" : "f", .raise = gn->a.mode == 0};
+               .w = gn->inputs + 1, .w_at = 1, .what = is_grad ? "the cost" : "f", .raise = gn->a.mode == 0,
+               .warn = gn->a.mode == 1};
     if ((rc = reverse(&b, &p1, res))) goto done;
     if (!is_rop) {
         for (int j = 0; j < nw && !rc; j++) rc = bind_output(&b, gn, j, res[j], gn->inputs[1 + j]);

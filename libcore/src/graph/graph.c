@@ -1,6 +1,7 @@
 /* Variables, apply nodes, graphs and the id map. */
 #include "graph/graph.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -607,7 +608,34 @@ void tg_graph_free(tg_graph *g) {
     tg_free(g->path);
     tg_free(g->dir);
     tg_arena_unref(g->arena);
+    for (int i = 0; i < g->nwarnings; i++) tg_free(g->warnings[i]);
+    tg_free(g->warnings);
     tg_free(g);
+}
+
+void tg_graph_warnf(tg_graph *g, const char *fmt, ...) {
+    if (g->nwarnings >= TG_GRAPH_WARNINGS_MAX) {
+        g->warnings_cut = true;
+        return;
+    }
+    if (!g->warnings && !(g->warnings = tg_calloc(TG_GRAPH_WARNINGS_MAX, sizeof *g->warnings))) return;
+    char buf[TG_CTX_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    tg_one_line(buf);
+    char *s = tg_malloc(strlen(buf) + 1);
+    if (!s) return;
+    strcpy(s, buf);
+    g->warnings[g->nwarnings++] = s;
+}
+
+int tg_graph_warning_count(const tg_graph *g) { return g ? g->nwarnings + (g->warnings_cut ? 1 : 0) : 0; }
+const char *tg_graph_warning(const tg_graph *g, int i) {
+    if (!g || i < 0) return NULL;
+    if (i < g->nwarnings) return g->warnings[i];
+    return i == g->nwarnings && g->warnings_cut ? "more warnings than these were left out" : NULL;
 }
 
 int tg_graph_node_count(const tg_graph *g) { return g->nnodes; }

@@ -243,7 +243,17 @@ struct tg_graph {
     /* a grad, rop or lop node was expanded (some nodes carry grad_of):
      * compiling a function looks for them only then */
     bool has_grads;
+    /* What the load found worth saying that is not an error (a gradient
+     * with attrs.disconnected "warn"), at most TG_GRAPH_WARNINGS_MAX. */
+    char **warnings;
+    int nwarnings;
+    bool warnings_cut; /* more were found */
 };
+
+enum { TG_GRAPH_WARNINGS_MAX = 64 };
+/* Record one warning on g (formatted, made one line); silently nothing
+ * when out of memory or past the cap (then warnings_cut). */
+void tg_graph_warnf(tg_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 enum { TG_OPSET_WORDS = 16 }; /* 1024 bits */
 
