@@ -238,12 +238,15 @@ else
 fi
 
 # scan_log: the loop's third step takes log(-0.5). The scan is named,
-# with the step; its body's nodes are not guarded one by one.
+# with the step, and the body's node that made the NaN (the scan run
+# again with its body guarded), with its trace.
 for O in none fast_run; do
   expect 1 "scan_log -O $O: NaN in the loop" -- "$T" nanguard "$D/scan_log.json" -O $O -i h0=2.5 -i n=4
   line "op: scan" "scan_log -O $O: the scan"
-  line "step: 3 (the first step of the loop whose results are bad; its body's nodes are not guarded)" "scan_log -O $O: step 3"
-  contains err "made NaN in output '[^']*' (2 of 4 elements), first at step 3 of the loop$" "scan_log -O $O: the one line names the step"
+  line "step: 3 (the step of the loop at which its body made it)" "scan_log -O $O: step 3"
+  line "body node: lh (log), schedule 2 of 2 of the body" "scan_log -O $O: the body's log"
+  line "  model.py:382 in build: lh = T.log(h1)" "scan_log -O $O: the body node's trace"
+  contains err "(scan: its log 'lh') made NaN in output '[^']*' (2 of 4 elements), first at step 3 of the loop$" "scan_log -O $O: the one line names the body node and the step"
 done
 bad 2 "run --break on a node of a scan's body" run "$D/scan_log.json" -i h0=2.5 -i n=4 --break lh
 contains err "^tgdebug: --break lh: that node is inside the body of scan 'H'; breakpoints apply to the nodes of function 'main'" "--break lh: inside the body of scan H"

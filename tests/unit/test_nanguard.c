@@ -594,6 +594,85 @@ static void test_scan_step(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Inside a body: the same scan names its body's log 'l' at step 3 (index
+ * 2); a body whose log feeds a mul (fused into a composite of the body)
+ * names the fused log and the body node 'lg' it stands for; an
+ * op_from_graph whose body takes sqrt(a - b) of a = [1, 2], b = [2, 1]
+ * names its sqrt (no step). */
+static void test_body_node(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    static const char *const bodies[] = {
+        "'nodes':[{'op':'sub','inputs':['h',{'value':1.0}],'outputs':['h1']},{'op':'log','inputs':['h1'],'outputs':['l']}],"
+        "'inputs':['h'],'outputs':['h1','l']",
+        "'nodes':[{'op':'sub','inputs':['h',{'value':1.0}],'outputs':['h1']},{'op':'log','inputs':['h1'],'outputs':['lg']},"
+        "{'op':'mul','inputs':['lg',{'value':2.0}],'outputs':['l']}],'inputs':['h'],'outputs':['h1','l']",
+    };
+    tg_array *h0 = tg_array_new_scalar(TG_FLOAT64, 2.5);
+    for (int b = 0; b < 2; b++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 "{'format':'tg-graph','version':1,'variables':[{'id':'h0','type':{'dtype':'float64','shape':[]}}],"
+                 "'nodes':[{'op':'scan','inputs':[{'value':{'dtype':'int64','data':4}},'h0'],'outputs':['H','L'],"
+                 "'attrs':{'body':{'variables':[{'id':'h','type':{'dtype':'float64','shape':[]}}],%s},"
+                 "'n_sequences':0,'sequence_taps':[],'n_recurrent':1,'output_taps':[[-1]],"
+                 "'n_nonrecurrent':1,'n_non_sequences':0,'has_n_steps':true,'has_until':false}}],"
+                 "'functions':{'main':{'inputs':['h0'],'outputs':['L']}}}",
+                 bodies[b]);
+        const char *presets[] = {"none", "fast_run"};
+        for (int p = 0; p < 2; p++) {
+            tg_graph *g;
+            tg_function *f;
+            tg_nanguard *ng;
+            assert_int_equal(guard_calls(json, presets[p], NULL, h0, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+            const tg_offence *o = tg_nanguard_offence(ng);
+            assert_string_equal(tg_function_node_op(f, o->node), "scan");
+            assert_non_null(o->body_fn);
+            assert_int_equal(o->step, 2);
+            assert_string_equal(o->body_op, "log");
+            assert_true(o->body_what & TG_BAD_NAN);
+            assert_int_equal(o->norigins, 1);
+            if (b == 0) {
+                assert_string_equal(tg_function_node_key(o->body_fn, o->body_node), "l");
+                assert_string_equal(o->origins[0], "l");
+                assert_non_null(strstr(tg_ctx_message(ctx), "(scan: its log 'l') made NaN"));
+            } else {
+                /* the body runs optimized: log and mul are one composite */
+                assert_string_equal(tg_function_node_op(o->body_fn, o->body_node), "composite");
+                assert_string_equal(o->origins[0], "lg");
+            }
+            assert_non_null(strstr(tg_ctx_message(ctx), "first at step 3 of the loop"));
+            guard_done(g, f, ng);
+        }
+    }
+    const char *ofg =
+        "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}}],"
+        "'nodes':[{'op':'op_from_graph','inputs':['x',{'value':{'dtype':'float64','shape':[2],'data':[2,1]}}],'outputs':['z'],"
+        "'attrs':{'name':'dist','body':{'variables':[{'id':'a','type':{'dtype':'float64','shape':[2]}},"
+        "{'id':'b','type':{'dtype':'float64','shape':[2]}}],'nodes':[{'op':'sub','inputs':['a','b'],'outputs':['d']},"
+        "{'op':'sqrt','inputs':['d'],'outputs':['s']},{'op':'mul','inputs':['s',{'value':3.0}],'outputs':['r']}],"
+        "'inputs':['a','b'],'outputs':['r']}}}],'functions':{'main':{'inputs':['x'],'outputs':['z']}}}";
+    double xv[2] = {1, 2};
+    int64_t shape[1] = {2};
+    tg_array *x = tu_f64(1, shape, xv);
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    assert_int_equal(guard_calls(ofg, "none", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_string_equal(tg_function_node_op(f, o->node), "op_from_graph");
+    assert_non_null(o->body_fn);
+    assert_string_equal(o->body_op, "sqrt");
+    assert_int_equal(o->step, -1);
+    assert_int_equal(o->norigins, 1);
+    assert_string_equal(o->origins[0], "s");
+    assert_int_equal(o->body_stats.nan, 1);
+    guard_done(g, f, ng);
+    tg_array_free(x);
+    tg_array_free(h0);
+    tg_ctx_free(ctx);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     tg_graph *g = load(DEEP);
@@ -626,6 +705,7 @@ int main(void) {
         cmocka_unit_test(test_fused_body_op_made_inf),
         cmocka_unit_test(test_float32_threshold),
         cmocka_unit_test(test_scan_step),
+        cmocka_unit_test(test_body_node),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/control.h"
+#include "ops/scan.h"
 #include "tgdebug.h"
 #include "vm/vm.h"
 
@@ -157,12 +159,46 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
            off->output, off->var, (long long)off->stats.nan, (long long)off->stats.inf,
            (long long)off->stats.big, big_str(big, bs, sizeof bs), (long long)off->stats.size, off->stats.min,
            off->stats.max, off->stats.mean);
-    if (off->step >= 0)
-        printf("step: %lld (the first step of the loop whose results are bad; its body's nodes are not guarded)\n",
-               (long long)off->step + 1);
+    if (off->step >= 0 && off->body_fn)
+        printf("step: %lld (the step of the loop at which its body made it)\n", (long long)off->step + 1);
+    else if (off->step >= 0)
+        printf("step: %lld (the first step of the loop whose results are bad)\n", (long long)off->step + 1);
     for (int i = 0; i < n->nin; i++) {
         printf("input %d '%s': ", i, n->inputs[i]->id);
         tgd_print_stats(stdout, tg_nanguard_node_input(ng, i));
+    }
+    if (off->body_fn) {
+        /* Inside the body of a scan or op_from_graph: the body's node,
+         * the body as written (its nodes' traces), then the node's. */
+        const tg_function *bf = off->body_fn;
+        const tg_node *bn = bf->sched[off->body_node].node;
+        const tg_graph *bg = !strcmp(n->op->name, "scan") ? ((const scan_p *)n->a.extra)->body
+                                                          : ((const tg_ofg *)n->a.extra)->g;
+        const tg_stats *b = &off->body_stats;
+        printf("body node: %s (%s), schedule %d of %d of the body\n", tg_function_node_key(bf, off->body_node),
+               bn->op->name, off->body_node + 1, tg_function_node_count(bf));
+        if (strcmp(off->body_op, bn->op->name))
+            printf("fused op: %s (body variable %s of the composite)\n", off->body_op, off->body_var);
+        printf("body node made: %s in %lld of %lld elements of %s (nan=%lld inf=%lld big=%lld)\n",
+               what_word(off->body_what), (long long)what_count(off->body_what, b), (long long)b->size,
+               off->body_var, (long long)b->nan, (long long)b->inf, (long long)b->big);
+        int shown = 0;
+        for (int i = 0; i < off->norigins; i++) {
+            const tg_node *o = tgd_graph_node(bg, off->origins[i]);
+            printf("body node as written: %s (%s)\n", off->origins[i], o ? o->op->name : bn->op->name);
+            if (o && o->trace.n) {
+                printf("trace of %s:\n", off->origins[i]);
+                tgd_print_trace(stdout, o, "  ");
+                shown++;
+            }
+        }
+        if (!shown) {
+            printf("trace of the body node:\n");
+            tgd_print_trace(stdout, bn, "  ");
+        }
+        printf("trace of %s %s:\n", n->op->name, tg_function_node_key(f, k));
+        tgd_print_trace(stdout, n, "  ");
+        return;
     }
     if (off->body_op) {
         printf("fused op: %s (body variable %s of the composite)\n", off->body_op, off->body_var);

@@ -96,6 +96,17 @@ typedef struct tg_offence {
      * of its stacked outputs; -1 when it cannot be told (no stacked float
      * output, a keep_last ring, outputs on a device). */
     int64_t step;
+    /* NODE, when the node is a `scan` or an `op_from_graph`: the compiled
+     * function of its body (borrowed from the node) and the position in
+     * its schedule of the body node that made the bad value (its inputs
+     * clean, its output not), found by running the node once more on its
+     * inputs with the body guarded; body_fn NULL and body_node -1 when it
+     * could not be told. body_op and body_var then name that node's op
+     * (inside a fused body composite, the fused op) and its output,
+     * origins the nodes of the body as written that it stands for, and
+     * step (scan) is the step it did so at. */
+    const tg_function *body_fn;
+    int body_node;
 } tg_offence;
 
 typedef struct tg_nanguard tg_nanguard;

@@ -30,6 +30,8 @@
 
 #include "backend/backend.h"
 #include "debug/guard.h"
+#include "ops/control.h"
+#include "ops/scan.h"
 #include "tg/debug.h"
 #include "vm/vm.h"
 
@@ -59,6 +61,11 @@ struct tg_nanguard {
     int capture;
     tg_array **cap;
     int ncap;
+    /* A guard on a scan's body (locate_in_body): the hooks count the
+     * steps (the body's calls: node 0 runs first in each), and the
+     * second run stops at node `capture` of step `capture_step`. */
+    bool count_steps;
+    int64_t steps, capture_step;
 };
 
 /* ---- statistics ---- */
@@ -271,6 +278,7 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
     (void)in;
     tg_nanguard *g = ud;
     const tg_node *n = f->sched[k].node;
+    if (g->count_steps && k == 0) g->steps++;
     for (int j = 0; j < n->nout; j++) {
         const tg_array *a = out[j];
         if (!a || !tg_dtype_is_float(a->dtype)) continue;
@@ -303,7 +311,8 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
 
 static int before_hook(void *ud, const tg_function *f, int k, tg_array *const *in, tg_ctx *ctx) {
     tg_nanguard *g = ud;
-    if (k != g->capture) return TG_OK;
+    if (g->count_steps && k == 0) g->steps++;
+    if (k != g->capture || (g->count_steps && g->steps - 1 != g->capture_step)) return TG_OK;
     int nin = f->sched[k].node->nin;
     g->cap = tg_calloc((size_t)nin + 1, sizeof *g->cap);
     if (!g->cap) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -327,6 +336,90 @@ static void set_hooks(tg_nanguard *g, bool capture) {
         tg_function_set_hooks_device(g->f, &h);
     else
         tg_function_set_hooks(g->f, &h);
+}
+
+/* ---- inside a scan's or an op_from_graph's body ---- */
+
+/* Run node n (a scan or an op_from_graph) once on copies of ins with bg
+ * guarding its body, as the guarded call would; TG_ESTOPPED when bg
+ * stopped it. */
+static int run_node_on(const tg_node *n, tg_array *const *ins, int nin, tg_ctx *ctx) {
+    tg_array *small[16] = {0}, **cp = nin <= 16 ? small : tg_calloc((size_t)nin, sizeof *cp);
+    tg_array *osmall[16] = {0}, **outs = n->nout <= 16 ? osmall : tg_calloc((size_t)n->nout, sizeof *outs);
+    int rc = TG_OK;
+    if (!cp || !outs) rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    /* copies: the node may overwrite an input in place */
+    for (int i = 0; !rc && i < nin; i++)
+        if (ins[i] && !(cp[i] = tg_array_copy(ins[i], ins[i]->dtype))) rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    if (!rc) rc = n->op->run((tg_node *)n, cp, outs, ctx);
+    for (int i = 0; cp && i < nin; i++) tg_array_free(cp[i]);
+    for (int k = 0; outs && k < n->nout; k++) tg_array_free(outs[k]);
+    if (cp != small) tg_free(cp);
+    if (outs != osmall) tg_free(outs);
+    return rc;
+}
+
+/* For a scan or op_from_graph that made a bad value: run it again on its
+ * inputs as they were (g->cap) with a guard on its body, to name the body
+ * node that made it, the step (scan), and, when that node is a fused
+ * composite of the body, the fused op; into g->off. Nothing when it
+ * cannot be told (the body did not reproduce it). */
+static void locate_in_body(tg_nanguard *g, const tg_node *n) {
+    bool scan = !strcmp(n->op->name, "scan");
+    tg_function *bf = NULL;
+    tg_ctx *c2 = tg_ctx_new();
+    if (scan) {
+        if (tg_scan_compile_body((tg_node *)n, c2) == TG_OK) bf = ((scan_p *)n->a.extra)->fn;
+    } else if (!strcmp(n->op->name, "op_from_graph")) {
+        bf = ((tg_ofg *)n->a.extra)->f;
+    }
+    if (!bf || bf->hooked || !c2) {
+        tg_ctx_free(c2);
+        return;
+    }
+    tg_nanguard_options o = {.no_nan = !g->nan, .no_inf = !g->inf, .big = g->big_on ? g->big : INFINITY};
+    tg_nanguard *bg = tg_nanguard_new(bf, &o, c2);
+    if (!bg) {
+        tg_ctx_free(c2);
+        return;
+    }
+    bg->count_steps = scan;
+    int rc = run_node_on(n, g->cap, g->ncap < n->nin ? g->ncap : n->nin, c2);
+    if (rc == TG_ESTOPPED && bg->found && bg->off.where == TG_OFFENCE_NODE) {
+        int k = bg->off.node;
+        const tg_node *bn = bf->sched[k].node;
+        int64_t step = bg->steps - 1;
+        g->off.body_fn = bf;
+        g->off.body_node = k;
+        g->off.body_op = bn->op->name;
+        g->off.body_var = bg->off.var;
+        g->off.body_what = bg->off.what;
+        g->off.body_stats = bg->off.stats;
+        g->off.norigins = tg_function_node_origins(bf, k, &g->off.origins);
+        if (scan) g->off.step = step;
+        if (!strcmp(bn->op->name, "composite")) {
+            /* Again up to that node at that step, for its inputs; then
+             * the fused op, as for a composite of the function. */
+            bg->capture = k;
+            bg->capture_step = step;
+            bg->steps = 0;
+            set_hooks(bg, true);
+            rc = run_node_on(n, g->cap, g->ncap < n->nin ? g->ncap : n->nin, c2);
+            set_hooks(bg, false);
+            tg_composite_where w;
+            if (rc == TG_ESTOPPED && bg->cap && tg_composite_locate(bn, bg->cap, is_bad, g, &w, c2) == TG_OK &&
+                w.body_node >= 0) {
+                g->off.body_op = w.op;
+                g->off.body_var = w.var;
+                g->off.norigins = w.norigins;
+                g->off.origins = (const char *const *)bn->origins + w.origin_start;
+                g->off.body_what = g->last_w;
+                g->off.body_stats = g->last_st;
+            }
+        }
+    }
+    tg_nanguard_free(bg);
+    tg_ctx_free(c2);
 }
 
 /* ---- the guard ---- */
@@ -451,6 +544,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     memset(&g->off, 0, sizeof g->off);
     g->off.node = -1;
     g->off.step = -1;
+    g->off.body_node = -1;
     g->off.call = ++g->calls;
     bool on = g->nan || g->inf || g->big_on;
     for (int i = 0; on && inputs && i < f->fg->nin && !g->found; i++)
@@ -547,13 +641,17 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
             g->off.body_stats = g->last_st;
         }
         tg_ctx_free(c2);
+    } else if (!strcmp(n->op->name, "scan") || !strcmp(n->op->name, "op_from_graph")) {
+        locate_in_body(g, n);
     }
     /* A node of a gradient's expansion names no node of the file: say
      * which derivative it (or the body op's origins) belongs to. */
     char note[512] = "";
     if (f->record.ngrads) {
-        const char *const *keys = g->off.body_op ? g->off.origins : NULL;
-        int nk = g->off.body_op ? g->off.norigins : tg_function_node_origins(f, k, &keys);
+        /* (a body's origins are keys of the body, not of the file) */
+        bool fused = g->off.body_op && !g->off.body_fn;
+        const char *const *keys = fused ? g->off.origins : NULL;
+        int nk = fused ? g->off.norigins : tg_function_node_origins(f, k, &keys);
         tg_opt_record_grad_note(&f->record, keys, nk, note, sizeof note);
     }
     /* The body op's own result says what it made: its exp made an
@@ -571,11 +669,13 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                          (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, g->off.body_op,
                          *note ? "; " : "", note, what_str(made), became, count_of(g->off.what, &g->off.stats),
                          (long long)g->off.stats.size);
-    char step[64] = "";
+    char step[64] = "", bvar[160] = "";
     if (g->off.step >= 0) snprintf(step, sizeof step, ", first at step %lld of the loop", (long long)g->off.step + 1);
-    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s%s) made %s in output '%s' (%d of %lld elements)%s",
+    /* in a body: which of its variables ("its log 'lh'") */
+    if (g->off.body_fn) snprintf(bvar, sizeof bvar, " '%s'", g->off.body_var);
+    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s%s%s) made %s in output '%s' (%d of %lld elements)%s",
                      (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name,
-                     g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "", *note ? "; " : "",
+                     g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "", bvar, *note ? "; " : "",
                      note, what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
                      (long long)g->off.stats.size, step);
 }
