@@ -611,6 +611,7 @@ static int split_infer(tg_node *n, tg_ctx *ctx) {
     if ((rc = norm_axis(n->a.axes[0], x->type.ndim, &ax, ctx))) return rc;
     const tg_array *c = tg_const_input(n, 1);
     int64_t sum = 0;
+    bool big = false;
     for (int i = 0; i < n->nout; i++) {
         int64_t shape[TG_MAX_NDIM];
         memcpy(shape, x->type.shape, sizeof shape);
@@ -622,10 +623,15 @@ static int split_infer(tg_node *n, tg_ctx *ctx) {
                                  "inputs[1] '%s': size %d is negative (%lld)",
                                  s->id, i, (long long)v);
             shape[ax] = v;
-            sum += v;
+            big |= __builtin_add_overflow(sum, v, &sum);
         }
         tg_set_out_type(n, i, x->type.dtype, x->type.ndim, shape);
     }
+    if (c && x->type.shape[ax] >= 0 && big)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[1] '%s': the sizes sum past 2^63 - 1, but axis "
+                         "%d of inputs[0] '%s' has length %lld",
+                         s->id, ax, x->id, (long long)x->type.shape[ax]);
     if (c && x->type.shape[ax] >= 0 && sum != x->type.shape[ax])
         return tg_errorf(ctx, TG_ESHAPE,
                          "inputs[1] '%s': the sizes sum to %lld, but axis %d "

@@ -86,6 +86,11 @@ CASES = [
     ("split_n", g([X], [{"op": "split", "inputs": ["x", {"value": {"dtype": "int64", "shape": [2], "data": [1, 2]}}],
                          "outputs": ["y", "z"], "attrs": {"axis": 0, "n": 3}}]), "TG_ELOAD",
      "attrs.n: 3, but the node lists 2 outputs"),
+    # constant sizes whose sum passes 2^63 - 1 (it overflowed: UBSan in split_infer)
+    ("split_sizes_sum", g([X], [{"op": "split", "inputs": ["x", {"value": {"dtype": "int64", "shape": [2],
+                                                                          "data": [2 ** 63 - 1, 2 ** 63 - 1]}}],
+                                 "outputs": ["y", "z"], "attrs": {"axis": 0, "n": 2}}]), "TG_ESHAPE",
+     "the sizes sum past 2^63 - 1, but axis 0 of inputs[0] 'x' has length 3"),
     ("softmax_axis", g([X], [{"op": "softmax", "inputs": ["x"], "outputs": ["y"], "attrs": {"axis": 2}}]), "TG_ELOAD",
      "attrs.axis: axis 2 is out of bounds"),
     ("cholesky_square", g([{"id": "a", "type": {"dtype": "float64", "shape": [3, 4]}}],
