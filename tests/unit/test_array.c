@@ -482,6 +482,15 @@ static void test_prepare_reuses_without_allocating(void **state) {
     int64_t neg[1] = {-1};
     assert_int_equal(tg_array_prepare(&slot, TG_FLOAT64, 1, neg, ctx), TG_ESHAPE);
     assert_int_equal(tg_array_prepare(&slot, TG_FLOAT64, 9, s100, ctx), TG_EINVAL);
+    /* An empty shape whose other extents times the item size pass 2^63 - 1
+     * (NumPy: "array is too big"), into a slot it would fit: refused, not
+     * its strides overflowing (UBSan in the reuse path); with 1-byte items
+     * it is an array. */
+    int64_t zmax[2] = {0, INT64_MAX};
+    assert_int_equal(tg_array_prepare(&slot, TG_FLOAT64, 2, zmax, ctx), TG_ESHAPE);
+    assert_null(tg_array_new(TG_FLOAT64, 2, zmax));
+    assert_int_equal(tg_array_prepare(&slot, TG_INT8, 2, zmax, ctx), 0);
+    assert_int_equal(tg_array_shape(slot)[1], INT64_MAX);
     assert_non_null(slot); /* a failure leaves the slot as it was */
     tg_array_free(slot);
     tg_array_free(held);

@@ -104,11 +104,23 @@ void tg_strides_contiguous(tg_dtype dt, int ndim, const int64_t *shape,
     }
 }
 
+/* NumPy's "array is too big": the item size times every extent but the
+ * zeros must fit int64, an empty array's too ((0, 2^63 - 1) of float64
+ * is refused), so that its strides can be written down. */
+static bool extents_fit(tg_dtype dt, int ndim, const int64_t *shape) {
+    int64_t b = (int64_t)tg_dtype_size(dt);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || (shape[i] > 0 && __builtin_mul_overflow(b, shape[i], &b)))
+            return false;
+    return true;
+}
+
 tg_array *tg_array_empty(tg_dtype dt, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > TG_MAX_NDIM || (int)dt < 0 || dt >= TG_NDTYPES)
         return NULL;
     int64_t n = tg_shape_size(ndim, shape), nbytes;
-    if (n < 0 || __builtin_mul_overflow(n, (int64_t)tg_dtype_size(dt), &nbytes))
+    if (n < 0 || !extents_fit(dt, ndim, shape) ||
+        __builtin_mul_overflow(n, (int64_t)tg_dtype_size(dt), &nbytes))
         return NULL;
     tg_array *a = tg_malloc(sizeof *a);
     if (!a) return NULL;
@@ -216,6 +228,9 @@ int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
     if ((unsigned)dt >= TG_NDTYPES || ndim < 0 || ndim > TG_MAX_NDIM)
         return tg_errorf(ctx, TG_EINVAL, "cannot make an array of %d dimensions",
                          ndim);
+    int64_t sz = tg_shape_size(ndim, shape);
+    if (sz < 0 || !extents_fit(dt, ndim, shape))
+        return tg_errorf(ctx, TG_ESHAPE, "invalid or too large array shape");
     if (a && tg_array_is_exclusive(a) &&
         (!a->buf->release || (tg_buffer_window(a->buf) && tg_buffer_window(a->buf)->armed))) {
         int64_t s = (int64_t)tg_isize(dt);
@@ -238,9 +253,6 @@ int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
             return TG_OK;
         }
     }
-    int64_t sz = tg_shape_size(ndim, shape);
-    if (sz < 0)
-        return tg_errorf(ctx, TG_ESHAPE, "invalid or too large array shape");
     tg_array *n = tg_array_empty(dt, ndim, shape);
     if (!n)
         return tg_errorf(ctx, TG_ENOMEM,
