@@ -242,6 +242,50 @@ static void test_dynamic_size(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Sizes read from uint64: one past 2^63 - 1 is too large even beside a
+ * zero, where it counted as 2^63 - 1 and made an empty sample of shape
+ * (0, 2^63 - 1) (NumPy: "Maximum allowed dimension exceeded"); an exact
+ * 2^63 - 1 there is that shape for 1-byte items, too large for wider ones
+ * (NumPy: "array is too big"). */
+static void test_dynamic_size_u64(void **state) {
+    (void)state;
+    const char *js =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+        "\"shared\":{\"data\":[1,0]}},{\"id\":\"s\",\"type\":{\"dtype\":\"uint64\","
+        "\"shape\":[2]}}],"
+        "\"nodes\":[{\"op\":\"random_binomial\",\"inputs\":[\"rng\",\"s\",{\"value\":3},"
+        "{\"value\":0.5}],\"outputs\":[\"rng2\",\"y\"],\"attrs\":{\"dtype\":\"int8\"}},"
+        "{\"op\":\"random_uniform\",\"inputs\":[\"rng\",\"s\",{\"value\":0},"
+        "{\"value\":1}],\"outputs\":[\"rng3\",\"u\"],\"attrs\":{\"dtype\":\"float32\"}}],"
+        "\"functions\":{\"bin\":{\"inputs\":[\"s\"],\"outputs\":[\"y\"]},"
+        "\"uni\":{\"inputs\":[\"s\"],\"outputs\":[\"u\"]}}}";
+    tg_graph *g = tu_load(js);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *fb = tg_function_compile(g, 0, NULL, ctx);
+    tg_function *fu = tg_function_compile(g, 1, NULL, ctx);
+    assert_non_null(fb);
+    assert_non_null(fu);
+    int64_t two = 2;
+    uint64_t sv[2] = {0, UINT64_MAX};
+    tg_array *s = tg_array_new_from(TG_UINT64, 1, &two, sv), *y = NULL;
+    assert_int_not_equal(tg_function_call(fb, &s, &y, ctx), 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "size 18446744073709551615 is too large"));
+    ((uint64_t *)tg_array_data(s))[1] = (uint64_t)INT64_MAX;
+    assert_int_equal(tg_function_call(fb, &s, &y, ctx), 0);
+    assert_int_equal(tg_array_shape(y)[0], 0);
+    assert_int_equal(tg_array_shape(y)[1], INT64_MAX);
+    tg_array_free(y);
+    y = NULL;
+    assert_int_not_equal(tg_function_call(fu, &s, &y, ctx), 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "too large"));
+    tg_array_free(s);
+    tg_function_free(fb);
+    tg_function_free(fu);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_normal(void **state) {
     (void)state;
     tg_graph *g;
@@ -498,6 +542,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_kat),  cmocka_unit_test(test_first_values),
         cmocka_unit_test(test_uniform),     cmocka_unit_test(test_dynamic_size),
+        cmocka_unit_test(test_dynamic_size_u64),
         cmocka_unit_test(test_normal),
         cmocka_unit_test(test_binomial),    cmocka_unit_test(test_multinomial),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_errors),

@@ -65,7 +65,8 @@ static int want_int_scalar(tg_node *n, int i, tg_ctx *ctx) {
 /* The value of a constant integer scalar input, or -1 when not constant. */
 static int64_t const_len(const tg_node *n, int i) {
     const tg_array *c = tg_const_input(n, i);
-    if (!c || c->ndim != 0) return -1;
+    unsigned long long u;
+    if (!c || c->ndim != 0 || tg_shape_len_too_large(c->dtype, c->data, &u)) return -1;
     int64_t v = tg_load_len(c->dtype, c->data);
     return v < 0 ? -1 : v;
 }
@@ -724,6 +725,12 @@ static int alloc_run(tg_node *n, tg_array *const *in, tg_array **out,
     int k = n->nin - 1;
     int64_t shape[TG_MAX_NDIM];
     for (int i = 0; i < k; i++) {
+        unsigned long long u;
+        if (tg_shape_len_too_large(in[i + 1]->dtype, in[i + 1]->data, &u))
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "length %llu for dimension %d is too large (more "
+                             "than 2^63 - 1)",
+                             u, i);
         shape[i] = tg_load_len(in[i + 1]->dtype, in[i + 1]->data);
         if (shape[i] < 0)
             return tg_errorf(ctx, TG_ESHAPE,
@@ -1005,6 +1012,12 @@ static int eye_run(tg_node *n, tg_array *const *in, tg_array **out,
                    tg_ctx *ctx) {
     int64_t shape[2], k = tg_load_len(in[2]->dtype, in[2]->data);
     for (int i = 0; i < 2; i++) {
+        unsigned long long u;
+        if (tg_shape_len_too_large(in[i]->dtype, in[i]->data, &u))
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "length %llu for dimension %d is too large (more "
+                             "than 2^63 - 1)",
+                             u, i);
         shape[i] = tg_load_len(in[i]->dtype, in[i]->data);
         if (shape[i] < 0)
             return tg_errorf(ctx, TG_ESHAPE,

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "ops/shape.h"
 #include "ops/vmath.h"
 
 /* ---- Philox 4x32-10 ---- */
@@ -346,6 +347,9 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     int nd = (int)sz->shape[0];
     int64_t shape[TG_MAX_NDIM];
     for (int d = 0; d < nd; d++) {
+        unsigned long long u;
+        if (tg_shape_len_too_large(sz->dtype, sz->data + d * sz->strides[0], &u))
+            return tg_errorf(ctx, TG_ESHAPE, "size %llu is too large (more than 2^63 - 1)", u);
         shape[d] = tg_load_len(sz->dtype, sz->data + d * sz->strides[0]);
         if (shape[d] < 0) return tg_errorf(ctx, TG_ESHAPE, "negative size %lld", (long long)shape[d]);
     }

@@ -316,8 +316,15 @@ static int reshape_infer(tg_node *n, tg_ctx *ctx) {
     const tg_array *c = tg_const_input(n, 1);
     if (c) {
         int64_t req[TG_MAX_NDIM];
-        for (int i = 0; i < nnd; i++)
+        for (int i = 0; i < nnd; i++) {
+            unsigned long long u;
+            if (tg_shape_len_too_large(c->dtype, c->data + i * c->strides[0], &u))
+                return tg_errorf(ctx, TG_ESHAPE,
+                                 "inputs[1] '%s': shape entry %d is %llu: too "
+                                 "large (more than 2^63 - 1)",
+                                 s->id, i, u);
             req[i] = tg_load_len(c->dtype, c->data + i * c->strides[0]);
+        }
         char who[200];
         snprintf(who, sizeof who, "inputs[1] '%s': ", s->id);
         int rc = reshape_resolve((int)nnd, req, static_size(&x->type), shape,
@@ -341,8 +348,15 @@ static int reshape_run(tg_node *n, tg_array *const *in, tg_array **out,
                          "the new shape has %lld entries, expected %d",
                          (long long)(s->ndim == 1 ? s->shape[0] : -1), nnd);
     int64_t req[TG_MAX_NDIM], res[TG_MAX_NDIM];
-    for (int i = 0; i < nnd; i++)
+    for (int i = 0; i < nnd; i++) {
+        unsigned long long u;
+        if (tg_shape_len_too_large(s->dtype, s->data + i * s->strides[0], &u))
+            return tg_errorf(ctx, TG_ESHAPE,
+                             "shape entry %d is %llu: too large (more than "
+                             "2^63 - 1)",
+                             i, u);
         req[i] = tg_load_len(s->dtype, s->data + i * s->strides[0]);
+    }
     int rc = reshape_resolve(nnd, req, tg_array_size_inline(x), res,
                              TG_ESHAPE, "", ctx);
     if (rc) return rc;

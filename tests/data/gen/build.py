@@ -355,6 +355,23 @@ def gen_alloc():
     g.func("noncontig", [v], [g.op("alloc", [t, i64(2), i64(3), i64(2)], out="nt")])
     n_ = rand("float64", (2, 3))
     g.case("noncontig", {"n": n_}, {"nt": np.broadcast_to(n_.T, (2, 3, 2))})
+
+    # Beside a zero, a length of 2^63 - 1 makes an empty array of 1-byte
+    # items (NumPy too); of wider ones it is too large (NumPy: "array is
+    # too big"; tg made it, and its strides overflowed when the buffer was
+    # reused); a uint64 past 2^63 - 1 is too large for any (NumPy: "Maximum
+    # allowed dimension exceeded"; tg counted it as 2^63 - 1)
+    z, hl = g.inp("hz", "int64", []), g.inp("hl", "uint64", [])
+    g.func("huge_f64", [z, hl], [g.op("alloc", [{"value": {"data": 1.5, "dtype": "float64"}}, z, hl],
+                                      out="hf")])
+    g.func("huge_i8", [z, hl], [g.op("alloc", [{"value": {"data": 7, "dtype": "int8"}}, z, hl],
+                                     out="hi")])
+    g.case("huge_f64", {"hz": np.int64(0), "hl": np.uint64(2**63 - 1)}, error="too large")
+    g.case("huge_i8", {"hz": np.int64(0), "hl": np.uint64(2**63 - 1)},
+           {"hi": np.full((0, 2**63 - 1), 7, np.int8)})
+    for big in [2**63, 2**64 - 1]:
+        g.case("huge_i8", {"hz": np.int64(0), "hl": np.uint64(big)},
+               error="length %d for dimension 1 is too large" % big)
     g.write()
 
 
@@ -501,12 +518,24 @@ def gen_eye():
            {"unmk": np.eye(3, k=1)})
     g.case("dynamic_u64", {"un": np.uint64(2**64 - 1), "um": np.uint64(2), "uk": np.uint64(0)},
            error="too large")
+    # beside a zero too (it made an empty array of shape (0, 2^63 - 1));
+    # an int64 2^63 - 1 there is too large for float64 (NumPy: "array is too
+    # big") and that shape for 1-byte items (NumPy too)
+    g.case("dynamic_u64", {"un": np.uint64(0), "um": np.uint64(2**64 - 1), "uk": np.uint64(0)},
+           error="length %d for dimension 1 is too large" % (2**64 - 1))
+    g.func("dynamic_u64_i8", [n, m, k], [g.op("eye", [n, m, k], {"dtype": "int8"}, out="unmk8")])
+    g.case("dynamic_u64_i8", {"un": np.uint64(2**63), "um": np.uint64(0), "uk": np.uint64(0)},
+           error="length %d for dimension 0 is too large" % 2**63)
+    g.case("dynamic_u64_i8", {"un": np.uint64(0), "um": np.uint64(2**63 - 1), "uk": np.uint64(0)},
+           {"unmk8": np.eye(0, 2**63 - 1, dtype=np.int8)})
     # int64 diagonals at the ends of the range: no row's i + k is in range
     n, m, k = g.inp("ln", "int64", []), g.inp("lm", "int64", []), g.inp("lk", "int64", [])
     g.func("dynamic_i64", [n, m, k], [g.op("eye", [n, m, k], out="lnmk")])
     for c in [2**63 - 1, -2**63, 2**63 - 2, -2**63 + 1, -2, 3, -4]:
         g.case("dynamic_i64", {"ln": np.int64(4), "lm": np.int64(3), "lk": np.int64(c)},
                {"lnmk": np.eye(4, 3, k=c) if abs(c) < 10 else np.zeros((4, 3))})
+    g.case("dynamic_i64", {"ln": np.int64(0), "lm": np.int64(2**63 - 1), "lk": np.int64(0)},
+           error="too large")
     g.write()
 
 

@@ -91,6 +91,11 @@ CASES = [
                                                                           "data": [2 ** 63 - 1, 2 ** 63 - 1]}}],
                                  "outputs": ["y", "z"], "attrs": {"axis": 0, "n": 2}}]), "TG_ESHAPE",
      "the sizes sum past 2^63 - 1, but axis 0 of inputs[0] 'x' has length 3"),
+    # a constant uint64 length past 2^63 - 1 (it counted as 2^63 - 1)
+    ("reshape_u64_len", g([X], [{"op": "reshape", "inputs": ["x", {"value": {"dtype": "uint64", "shape": [2],
+                                                                            "data": [0, 2 ** 64 - 1]}}],
+                                 "outputs": ["y"]}]), "TG_ESHAPE",
+     "shape entry 1 is 18446744073709551615: too large (more than 2^63 - 1)"),
     ("softmax_axis", g([X], [{"op": "softmax", "inputs": ["x"], "outputs": ["y"], "attrs": {"axis": 2}}]), "TG_ELOAD",
      "attrs.axis: axis 2 is out of bounds"),
     ("cholesky_square", g([{"id": "a", "type": {"dtype": "float64", "shape": [3, 4]}}],

@@ -100,9 +100,25 @@ def gen_reshape():
     s = g.inp("u_shp", "uint64", [2])
     g.func("dynamic_u64", [x, s], [g.op("reshape", [x, s], out="u_r")])
     g.case("dynamic_u64", {"c": a, "u_shp": np.array([3, 4], np.uint64)}, {"u_r": a.reshape(3, 4)})
+    # (NumPy: "Maximum allowed dimension exceeded"; tg named the length
+    # 2^63 - 1 it counted)
     for shp in [(3, 2**64 - 1), (2**64 - 1, 1)]:
         g.case("dynamic_u64", {"c": a, "u_shp": np.array(shp, np.uint64)},
-               error="cannot reshape array of size 12 into shape")
+               error="is %d: too large (more than 2^63 - 1)" % (2**64 - 1))
+    # ... even beside a zero, where the length counted as 2^63 - 1 made an
+    # empty array of shape (0, 2^63 - 1); an int64 2^63 - 1 there is that
+    # shape for 1-byte items (NumPy too), too large for wider ones (NumPy:
+    # "array is too big"; tg's strides overflowed when the result's buffer
+    # was reused)
+    k = g.inp("k", "int8", [None])
+    g.func("empty_u64_i8", [k, s], [g.op("reshape", [k, s], out="k_r")])
+    for shp in [(0, 2**64 - 1), (2**63, 0)]:
+        g.case("empty_u64_i8", {"k": np.zeros(0, np.int8), "u_shp": np.array(shp, np.uint64)},
+               error="is %d: too large (more than 2^63 - 1)" % shp[shp[0] == 0])
+    g.case("empty_u64_i8", {"k": np.zeros(0, np.int8), "u_shp": np.array([0, 2**63 - 1], np.uint64)},
+           {"k_r": np.zeros(0, np.int8).reshape(0, 2**63 - 1)})
+    g.case("dynamic", {"c": np.zeros(0, np.float16), "c_shp": np.array([0, 2**63 - 1], np.int64)},
+           error="too large")
     g.case("dynamic", {"c": a, "c_shp": np.array([-3, -4], np.int64)},
            error="only -1 (once) may be negative")
     g.case("dynamic", {"c": rand("float16", (0,)), "c_shp": np.array([-1, 0], np.int64)},
