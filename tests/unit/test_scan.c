@@ -260,7 +260,9 @@ static void test_run_errors(void **state) {
     double x[3] = {1, 2, 3};
     tg_array *in[4] = {vec(3, x), tg_array_new_scalar(TG_FLOAT64, 0),
                        tg_array_new_scalar(TG_FLOAT64, 5), i64(4)};
-    call_fail(UNTIL, in, (const char *[]){"scan", "-> s", "sequence 0", "3 rows", "4 steps", NULL});
+    call_fail(UNTIL, in,
+              (const char *[]){"(scan -> s", "sequence 0 ('x') has 3 rows, but 4 steps with taps [0] need 4",
+                               NULL});
     for (int i = 0; i < 4; i++) tg_array_free(in[i]);
     /* A body output whose shape changes between steps: the recurrent
      * output grows by concatenation. */

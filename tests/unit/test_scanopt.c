@@ -1068,6 +1068,261 @@ static void test_inline_declines(void **state) {
                     "sequence 0 ('x') has 3 rows");
 }
 
+/* ---- a sequence too short for n_steps, every preset ---- */
+
+/* Each preset the tests below compile with: the loop as written, and the
+ * optimizers whose scan rewrites read rows themselves (scan_inline), move
+ * a sequence's reader out (scan_push_seq) or merge loops (scan_merge). */
+static const char *const PRESETS[] = {"none", "fast_compile", "fast_run"};
+
+/* f(in) fails with a message holding `want` (the scan's one line). */
+static void call_fails(tg_function *f, tg_array *const *in, const char *want) {
+    tg_array *out[4] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_not_equal(tg_function_call(f, in, out, ctx), 0);
+    const char *msg = tg_ctx_message(ctx);
+    if (!strstr(msg, want) || !strstr(msg, "(scan -> ") || strchr(msg, '\n'))
+        fail_msg("want one line naming the scan node with '%s', got: %s", want, msg);
+    tg_ctx_free(ctx);
+}
+
+/* ONE (taps [-2, 0, 1], read backwards, n_steps the constant 1) with x of
+ * unknown length: scan_inline declines (its subtensors would say only
+ * "index out of range"), so every preset gives the scan's error for 3
+ * rows, and reads the last rows of 5 or 7 (step 0 reads rows L-1, L-3,
+ * L-4 for taps -2, 0, 1). */
+static void test_short_inline(void **state) {
+    (void)state;
+    const char *from = "\"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [5, 2]";
+    const char *to = "\"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [null, 2]";
+    const char *q = strstr(ONE, from);
+    assert_non_null(q);
+    char *json = malloc(strlen(ONE) + strlen(to) + 1);
+    sprintf(json, "%.*s%s%s", (int)(q - ONE), ONE, to, q + strlen(from));
+    tg_graph *g = tu_load(json);
+    free(json);
+    double h0[6] = {1, 2, 3, 4, 5, 6}, w = 0.5, x[14];
+    for (int i = 0; i < 14; i++) x[i] = 10 + i;
+    for (int pr = 0; pr < 3; pr++) {
+        tg_function *f = compile(g, PRESETS[pr]);
+        assert_int_equal(fired(f, "scan_inline"), 0);
+        for (int64_t L = 3; L <= 7; L += 2) {
+            tg_array *in[3] = {tu_f64(2, (int64_t[]){L, 2}, x), tu_f64(2, (int64_t[]){3, 2}, h0),
+                               tu_f64(0, NULL, &w)};
+            if (L == 3) {
+                call_fails(f, in, "sequence 0 ('x') has 3 rows, but 1 step with taps [-2, 0, 1] needs 4");
+            } else {
+                double wh[2], wz[2];
+                for (int i = 0; i < 2; i++) {
+                    wh[i] = 0.5 * h0[4 + i] + h0[i] + x[(L - 1) * 2 + i] * w + x[(L - 4) * 2 + i];
+                    wz[i] = wh[i] * x[(L - 3) * 2 + i];
+                }
+                tg_array *out[2];
+                call(f, in, out);
+                tg_array *a = tu_f64(2, (int64_t[]){1, 2}, wh), *b = tu_f64(2, (int64_t[]){1, 2}, wz);
+                tu_assert_close(out[0], a, 1e-12, 1e-12);
+                tu_assert_close(out[1], b, 1e-12, 1e-12);
+                tg_array_free(a);
+                tg_array_free(b);
+                free_all(out, 2);
+            }
+            free_all(in, 3);
+        }
+        tg_function_free(f);
+    }
+    tg_graph_free(g);
+}
+
+/* One step reading x[t-2] of x (unknown length) by rows: 2 rows have a
+ * row 0, which the inlined step read as x[-2] (a value, no error); the
+ * scan's error instead, and x[0] + h0 from 3 rows or more. */
+static const char *ONE_PAST = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null, 2]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [2]}}],
+    "nodes": [{"op": "scan", "inputs": [{"value": 1}, "x", "h0"], "outputs": ["h"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[-2]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 0,
+                         "has_n_steps": true, "has_until": false, "go_backwards": GOBACK,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.h", "type": {"dtype": "float64", "shape": [2]}}],
+                                  "nodes": [{"op": "add", "inputs": ["b.h", "b.x"], "outputs": ["b.o"]}],
+                                  "inputs": ["b.x", "b.h"], "outputs": ["b.o"]}}}],
+    "functions": {"main": {"inputs": ["x", "h0"], "outputs": ["h"]}}});
+
+static void test_short_inline_past(void **state) {
+    (void)state;
+    double x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, h0[2] = {0.25, -0.5};
+    for (int back = 0; back < 2; back++) {
+        char *json = strdup(ONE_PAST);
+        memcpy(strstr(json, "GOBACK"), back ? "true  " : "false ", 6);
+        tg_graph *g = tu_load(json);
+        free(json);
+        for (int pr = 0; pr < 3; pr++) {
+            tg_function *f = compile(g, PRESETS[pr]);
+            for (int64_t L = 1; L <= 4; L++) {
+                tg_array *in[2] = {tu_f64(2, (int64_t[]){L, 2}, x), tu_f64(1, (int64_t[]){2}, h0)};
+                if (L < 3) {
+                    char want[128];
+                    snprintf(want, sizeof want,
+                             "sequence 0 ('x') has %d row%s, but 1 step with taps [-2] needs 3", (int)L,
+                             L == 1 ? "" : "s");
+                    call_fails(f, in, want);
+                } else {
+                    /* Step 0 reads row 0 (the last row, backwards). */
+                    int64_t r = back ? L - 1 : 0;
+                    double want[2] = {h0[0] + x[r * 2], h0[1] + x[r * 2 + 1]};
+                    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){1, 2}, want);
+                    call(f, in, out);
+                    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+                    tg_array_free(wa);
+                    tg_array_free(out[0]);
+                }
+                free_all(in, 2);
+            }
+            tg_function_free(f);
+        }
+        tg_graph_free(g);
+    }
+}
+
+/* h[t] = h[t-1] + y[t] + x[t+1] * w over n steps (NSTEPS: the input n or
+ * the constant 3), x and y of unknown length: scan_push_seq moves x * w
+ * out, a new sequence; x stays in the loop, unread, so that a short x is
+ * still named as written, at its index. */
+static const char *SHORT_PUSH = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "y", "type": {"dtype": "float64", "shape": [null, 2]}},
+                  {"id": "x", "type": {"dtype": "float64", "shape": [null, 2]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [2]}},
+                  {"id": "w", "type": {"dtype": "float64", "shape": [2]}},
+                  {"id": "n", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": [NSTEPS, "y", "x", "h0", "w"], "outputs": ["h"],
+               "attrs": {"n_sequences": 2, "sequence_taps": [[0], [1]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 1,
+                         "has_n_steps": true, "has_until": false, "go_backwards": GOBACK,
+                         "body": {"variables": [{"id": "b.y", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.x", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.h", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.w", "type": {"dtype": "float64", "shape": [2]}}],
+                                  "nodes": [{"op": "mul", "inputs": ["b.x", "b.w"], "outputs": ["b.p"]},
+                                            {"op": "add", "inputs": ["b.h", "b.y", "b.p"], "outputs": ["b.o"]}],
+                                  "inputs": ["b.y", "b.x", "b.h", "b.w"], "outputs": ["b.o"]}}}],
+    "functions": {"main": {"inputs": ["y", "x", "h0", "w", "n"], "outputs": ["h"]}}});
+
+static void test_short_push(void **state) {
+    (void)state;
+    double d[16], h0[2] = {0.5, -1}, w[2] = {2, 3};
+    for (int i = 0; i < 16; i++) d[i] = 1 + i;
+    for (int c = 0; c < 4; c++) {
+        bool back = c & 1, cst = c & 2;
+        const char *q = strstr(SHORT_PUSH, "NSTEPS");
+        char *json = malloc(strlen(SHORT_PUSH) + 64);
+        sprintf(json, "%.*s%s%s", (int)(q - SHORT_PUSH), SHORT_PUSH, cst ? "{\"value\": 3}" : "\"n\"", q + 6);
+        memcpy(strstr(json, "GOBACK"), back ? "true  " : "false ", 6);
+        tg_graph *g = tu_load(json);
+        free(json);
+        for (int pr = 0; pr < 3; pr++) {
+            tg_function *f = compile(g, PRESETS[pr]);
+            if (pr == 2) assert_true(fired(f, "scan_push_seq") >= 1);
+            /* (rows of y, rows of x): x needs n + 1 = 4, y 3. */
+            const int64_t lens[5][2] = {{3, 3}, {2, 4}, {3, 4}, {5, 4}, {3, 7}};
+            for (int k = 0; k < 5; k++) {
+                int64_t ly = lens[k][0], lx = lens[k][1], three = 3;
+                tg_array *in[5] = {tu_f64(2, (int64_t[]){ly, 2}, d), tu_f64(2, (int64_t[]){lx, 2}, d),
+                                   tu_f64(1, (int64_t[]){2}, h0), tu_f64(1, (int64_t[]){2}, w),
+                                   tg_array_new_from(TG_INT64, 0, NULL, &three)};
+                if (k == 0) {
+                    call_fails(f, in, "sequence 1 ('x') has 3 rows, but 3 steps with taps [1] need 4");
+                } else if (k == 1) {
+                    call_fails(f, in, "sequence 0 ('y') has 2 rows, but 3 steps with taps [0] need 3");
+                } else {
+                    /* Longer sequences give their first rows (the last,
+                     * backwards): y row t, x row t + 1. */
+                    double want[6], h[2] = {h0[0], h0[1]};
+                    for (int t = 0; t < 3; t++)
+                        for (int i = 0; i < 2; i++) {
+                            int64_t ry = back ? ly - 1 - t : t, rx = back ? lx - 1 - (t + 1) : t + 1;
+                            want[t * 2 + i] = h[i] += d[ry * 2 + i] + d[rx * 2 + i] * w[i];
+                        }
+                    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){3, 2}, want);
+                    call(f, in, out);
+                    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+                    tg_array_free(wa);
+                    tg_array_free(out[0]);
+                }
+                free_all(in, 5);
+            }
+            tg_function_free(f);
+        }
+        tg_graph_free(g);
+    }
+}
+
+/* Two loops over the same n steps, a[t] = a[t-1] + x[t] and b[t] =
+ * b[t-1] + y[t-1] + y[t+1] (taps [-1, 1]), merged by fast_run into one
+ * whose sequences are x then y: a short y is named with its numbers by
+ * every preset (its index is the merged loop's, 1 there). */
+static const char *SHORT_MERGE = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null]}},
+                  {"id": "y", "type": {"dtype": "float64", "shape": [null]}},
+                  {"id": "s0", "type": {"dtype": "float64", "shape": []}},
+                  {"id": "n", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["n", "x", "s0"], "outputs": ["a"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 0,
+                         "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "a.x", "type": {"dtype": "float64", "shape": []}},
+                                                {"id": "a.s", "type": {"dtype": "float64", "shape": []}}],
+                                  "nodes": [{"op": "add", "inputs": ["a.s", "a.x"], "outputs": ["a.o"]}],
+                                  "inputs": ["a.x", "a.s"], "outputs": ["a.o"]}}},
+              {"op": "scan", "inputs": ["n", "y", "s0"], "outputs": ["b"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[-1, 1]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 0, "n_non_sequences": 0,
+                         "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "b.ym", "type": {"dtype": "float64", "shape": []}},
+                                                {"id": "b.yp", "type": {"dtype": "float64", "shape": []}},
+                                                {"id": "b.s", "type": {"dtype": "float64", "shape": []}}],
+                                  "nodes": [{"op": "add", "inputs": ["b.s", "b.ym", "b.yp"], "outputs": ["b.o"]}],
+                                  "inputs": ["b.ym", "b.yp", "b.s"], "outputs": ["b.o"]}}}],
+    "functions": {"main": {"inputs": ["x", "y", "s0", "n"], "outputs": ["a", "b"]}}});
+
+static void test_short_merge(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(SHORT_MERGE);
+    double d[8] = {1, 2, 4, 8, 16, 32, 64, 128}, s0 = 0.5;
+    for (int pr = 0; pr < 3; pr++) {
+        tg_function *f = compile(g, PRESETS[pr]);
+        if (pr == 2) assert_int_equal(fired(f, "scan_merge"), 1);
+        /* (rows of x, rows of y), 3 steps: x needs 3, y 5. */
+        const int64_t lens[4][2] = {{2, 5}, {3, 4}, {3, 5}, {6, 8}};
+        for (int k = 0; k < 4; k++) {
+            int64_t three = 3;
+            tg_array *in[4] = {tu_f64(1, &lens[k][0], d), tu_f64(1, &lens[k][1], d), tu_f64(0, NULL, &s0),
+                               tg_array_new_from(TG_INT64, 0, NULL, &three)};
+            if (k == 0) {
+                call_fails(f, in, "sequence 0 ('x') has 2 rows, but 3 steps with taps [0] need 3");
+            } else if (k == 1) {
+                call_fails(f, in, "('y') has 4 rows, but 3 steps with taps [-1, 1] need 5");
+            } else {
+                double wa[3], wb[3], a = s0, b = s0;
+                for (int t = 0; t < 3; t++) {
+                    wa[t] = a += d[t];
+                    wb[t] = b += d[t] + d[t + 2];
+                }
+                tg_array *out[2], *ea = tu_f64(1, (int64_t[]){3}, wa), *eb = tu_f64(1, (int64_t[]){3}, wb);
+                call(f, in, out);
+                tu_assert_close(out[0], ea, 1e-12, 1e-12);
+                tu_assert_close(out[1], eb, 1e-12, 1e-12);
+                tg_array_free(ea);
+                tg_array_free(eb);
+                free_all(out, 2);
+            }
+            free_all(in, 4);
+        }
+        tg_function_free(f);
+    }
+    tg_graph_free(g);
+}
+
 /* Excluding the tag leaves every scan as written. */
 static void test_exclude_tag(void **state) {
     (void)state;
@@ -1105,6 +1360,10 @@ int main(void) {
         cmocka_unit_test(test_acc_sum_broadcast),
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_inline_declines),
+        cmocka_unit_test(test_short_inline),
+        cmocka_unit_test(test_short_inline_past),
+        cmocka_unit_test(test_short_push),
+        cmocka_unit_test(test_short_merge),
         cmocka_unit_test(test_exclude_tag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -600,11 +600,30 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         int64_t usable = s->shape[0] - p->seq_span[i];
         if (usable < 0) usable = 0;
         if (p->has_n) {
-            if (usable < T)
+            /* Too short for n_steps: this scan's error, whatever the
+             * optimizer did (scanopt.c keeps this check: a rewrite that
+             * would read the rows itself declines unless the length is
+             * known to be enough, and scan_push_seq keeps the sequence
+             * it replaces). docs/scan.md. */
+            if (usable < T) {
+                /* The taps as listed (long lists end in "..."). */
+                char taps[120];
+                size_t k = (size_t)snprintf(taps, sizeof taps, "[");
+                for (int q = 0; q < p->seq_ntaps[i]; q++) {
+                    if (k + 24 > sizeof taps) {
+                        k += (size_t)snprintf(taps + k, sizeof taps - k, ", ...");
+                        break;
+                    }
+                    k += (size_t)snprintf(taps + k, sizeof taps - k, "%s%d", q ? ", " : "",
+                                          p->taps[p->seq_off[i] + q]);
+                }
+                snprintf(taps + k, sizeof taps - k, "]");
                 return tg_errorf(ctx, TG_ESHAPE,
-                                 "sequence %d ('%s') has %" PRId64 " rows: %" PRId64 " steps with taps "
-                                 "spanning %d need %" PRId64, i, tg_var_label(n->inputs[base_seq + i]),
-                                 s->shape[0], T, p->seq_span[i], T + p->seq_span[i]);
+                                 "sequence %d ('%s') has %" PRId64 " row%s, but %" PRId64 " step%s with "
+                                 "taps %s need%s %" PRId64, i, tg_var_label(n->inputs[base_seq + i]),
+                                 s->shape[0], s->shape[0] == 1 ? "" : "s", T, T == 1 ? "" : "s", taps,
+                                 T == 1 ? "s" : "", T + p->seq_span[i]);
+            }
         } else if (usable < T) {
             T = usable;
         }

@@ -84,6 +84,51 @@ static int seq1_index(const scan_io *s, const tg_var *v) {
     return -1;
 }
 
+/* The scan's check that sequence i has the rows n_steps needs (ops/scan.c:
+ * "sequence 0 ('x') has 3 rows, but 5 steps with taps [0, 1] need 6")
+ * cannot fail: no n_steps (the sequences give the steps), or a constant
+ * n_steps and a static length that is enough. A rewrite that would read
+ * the rows itself, or drop the sequence, keeps the check otherwise. */
+static bool seq_long_enough(const tg_node *n, const scan_io *s, int i) {
+    scan_p *p = s->p;
+    if (!p->has_n) return true;
+    const tg_var *ns = n->inputs[0];
+    const tg_type *t = &n->inputs[s->base_seq + i]->type;
+    if (ns->kind != TG_VAR_CONSTANT || !ns->value || tg_array_size(ns->value) != 1 || t->ndim < 1 ||
+        t->shape[0] < 0)
+        return false;
+    return (double)(t->shape[0] - p->seq_span[i]) >= tg_array_get_flat(ns->value, 0);
+}
+
+/* Sequence i's rows come, through elementwise ops and products whose
+ * leading axis is theirs (what scan_push_seq builds), from an earlier
+ * sequence g < i whose taps span at least as far: g's length check runs
+ * first, and a new sequence scan_push_seq made from g has g's rows, so
+ * g's check is the one that fails, naming the sequence as written. */
+static bool seq_derived(const tg_node *n, const scan_io *s, int i) {
+    tg_var *stack[16];
+    int sp = 0, seen = 0;
+    stack[sp++] = n->inputs[s->base_seq + i];
+    int nd = stack[0]->type.ndim;
+    while (sp && seen++ < 32) {
+        tg_node *o = stack[--sp]->owner;
+        if (!o) continue;
+        bool ew = (o->op->flags & TG_OPF_ELEMWISE) != 0;
+        bool mm = !strcmp(o->op->name, "matmul"), prod = mm || !strcmp(o->op->name, "dot");
+        if (!ew && !prod) continue;
+        for (int k = 0; k < o->nin; k++) {
+            tg_var *u = o->inputs[k];
+            /* A product's rows are its left operand's, or a stack of
+             * matrices on the right of matmul (c @ m_t). */
+            if (u->type.ndim != nd || (prod && k > 0 && !(mm && k == 1 && nd >= 3))) continue;
+            for (int g = 0; g < i; g++)
+                if (n->inputs[s->base_seq + g] == u && s->p->seq_span[g] >= s->p->seq_span[i]) return true;
+            if (sp < 16) stack[sp++] = u;
+        }
+    }
+    return false;
+}
+
 /* ---- JSON editing ---- */
 
 static json_object *jget(json_object *o, const char *key) {
@@ -485,11 +530,17 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
         ins[nin++] = R;
         for (int k = s.base_init; k < n->nin; k++) ins[nin++] = n->inputs[k];
         /* The old sequence goes when nothing else in the body reads it
-         * (the new one has its length, so the number of steps stays). */
+         * (the new one has its length, so the number of steps stays).
+         * With n_steps it stays, unread, while its length check could
+         * fail: the scan's error then names it, at its index, where the
+         * new sequence would be named by an id the rewrite made up
+         * (unless it derives from an earlier sequence, whose check comes
+         * first: the new sequence of a second push over the same rows). */
         tg_var *row = s.fd->inputs[tg_scan_bin_seq(p, seq, 0)];
         bool used = is_body_output(&s, row);
         for (int j = 0; j < bg->nnodes && !used; j++)
             for (int k = 0; j != i && k < bg->nodes[j]->nin; k++) used |= bg->nodes[j]->inputs[k] == row;
+        if (!used && !seq_long_enough(n, &s, seq) && !seq_derived(n, &s, seq)) used = true;
         if (!used) {
             json_object_array_del_idx(jget(body, "inputs"), (size_t)tg_scan_bin_seq(p, seq, 0), 1);
             body_undeclare(body, row->id);
@@ -891,17 +942,17 @@ static int scan_inline(tg_rw *rw, tg_node *n) {
      * would not: an initial state of more rows than the taps reach back
      * (3 rows for taps [-2, -1]) gave its rows 1 and 2 instead of an
      * error. Each initial state read by rows must have exactly the rows
-     * its taps reach, statically; a sequence known to be too short keeps
-     * the scan, whose error names it (a row out of range would say only
-     * that). */
+     * its taps reach, statically. Each sequence must be known, statically,
+     * to have the span + 1 rows the step reads: one too short, or of
+     * unknown length, keeps the scan, whose error names it and the
+     * numbers (rows out of range would say only that, and a sequence of
+     * 1 row for taps [-2] would give its row 0 as x[t-2]). */
     for (int j = 0; j < p->nrec; j++) {
         const tg_type *t = &n->inputs[s.base_init + j]->type;
         if (!p->out_flat[j] && (t->ndim < 1 || t->shape[0] != p->out_k[j])) return 0;
     }
-    for (int i = 0; i < p->nseq; i++) {
-        const tg_type *t = &n->inputs[s.base_seq + i]->type;
-        if (t->ndim >= 1 && t->shape[0] >= 0 && t->shape[0] < (int64_t)p->seq_span[i] + 1) return 0;
-    }
+    for (int i = 0; i < p->nseq; i++)
+        if (!seq_long_enough(n, &s, i)) return 0;
     tg_graph *bg = s.bg;
     tg_var **outer = tg_calloc((size_t)bg->nvars + 1, sizeof *outer);
     int rc = TG_OK;
