@@ -231,11 +231,21 @@ static int read_indices(const tg_array *idx, int64_t len, int ax,
         int64_t k = tg_load_len(idx->dtype, p);
         int64_t r = k < 0 ? k + len : k;
         if (r < 0 || r >= len) {
+            /* the index as given: a uint64 past 2^63 - 1 is not the
+               2^63 - 1 it counts as */
+            char txt[24];
+            if (idx->dtype == TG_UINT64) {
+                uint64_t u;
+                memcpy(&u, p, sizeof u);
+                snprintf(txt, sizeof txt, "%llu", (unsigned long long)u);
+            } else {
+                snprintf(txt, sizeof txt, "%lld", (long long)k);
+            }
             tg_free(v);
             return tg_errorf(ctx, TG_ERUNTIME,
-                             "index %lld is out of bounds for axis %d with "
+                             "index %s is out of bounds for axis %d with "
                              "size %lld",
-                             (long long)k, ax, (long long)len);
+                             txt, ax, (long long)len);
         }
         v[i] = r;
         for (int d = idx->ndim - 1; d >= 0; d--) {

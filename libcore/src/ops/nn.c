@@ -399,11 +399,22 @@ static int cce_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         /* Validate first so that an error leaves no half-done work. */
         for (int64_t r = 0; r < rows; r++) {
             int64_t c = tg_load_len(t->dtype, row_ptr(t, nl, r));
-            if (c < 0 || c >= k)
+            if (c < 0 || c >= k) {
+                /* the index as given (a uint64 past 2^63 - 1 counts as
+                   2^63 - 1) */
+                char txt[24];
+                if (t->dtype == TG_UINT64) {
+                    uint64_t u;
+                    memcpy(&u, row_ptr(t, nl, r), sizeof u);
+                    snprintf(txt, sizeof txt, "%llu", (unsigned long long)u);
+                } else {
+                    snprintf(txt, sizeof txt, "%lld", (long long)c);
+                }
                 return tg_errorf(ctx, TG_ERUNTIME,
-                                 "class index %lld (target %lld) is out of range for %lld "
+                                 "class index %s (target %lld) is out of range for %lld "
                                  "classes",
-                                 (long long)c, (long long)r, (long long)k);
+                                 txt, (long long)r, (long long)k);
+            }
         }
         for (int64_t r = 0; r < rows; r++) {
             int64_t c = tg_load_i64(t->dtype, row_ptr(t, nl, r));

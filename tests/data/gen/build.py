@@ -68,6 +68,14 @@ def gen_take():
     idx = np.array([2, 0, -1], np.int64)
     g.case("noncontig", {"n": a, "ni": idx},
            {"n_1": np.take(a.T, idx, 1), "n_0": np.take(a.T, idx, 0)})
+
+    # a uint64 index past 2^63 - 1 is out of bounds, named as given (the
+    # error named the 2^63 - 1 it counts as)
+    x = g.inp("u", "float64", [None])
+    i = g.inp("ui", "uint64", [None])
+    g.func("u64", [x, i], [g.op("take", [x, i], None, out="u_0")])
+    g.case("u64", {"u": np.arange(4.0), "ui": np.array([3, 2**64 - 1], np.uint64)},
+           error="index 18446744073709551615 is out of bounds for axis 0 with size 4")
     g.write()
 
 

@@ -250,6 +250,9 @@ p = probs("float64", (2, 3))
 F.case("categorical_crossentropy", [p, np.array([0, 3])], error="out of range",
        shapes=[[None, 3], [None]])
 F.case("categorical_crossentropy", [p, np.array([-1, 0])], error="out of range")
+# a uint64 index past 2^63 - 1, named as given (not the 2^63 - 1 it counts as)
+F.case("categorical_crossentropy", [p, np.array([0, 2**64 - 1], np.uint64)],
+       error="class index 18446744073709551615 (target 1) is out of range for 3 classes")
 F.case("categorical_crossentropy", [p, np.array([0, 1, 2])], error="do not match",
        shapes=[[None, None], [None]])
 F.case("categorical_crossentropy", [p, np.ones((2, 4))], error="do not match",
