@@ -526,8 +526,10 @@ bool tg_type_compatible(const tg_type *a, const tg_type *b) {
 
 bool tg_type_fits(const tg_type *t) {
     int64_t bytes = (int64_t)tg_dtype_size(t->dtype);
+    /* a zero does not excuse the others (NumPy: "array is too big"), in
+       either order: [0, 2^63 - 1] of float64 passed, [2^63 - 1, 0] not */
     for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] >= 0 && __builtin_mul_overflow(bytes, t->shape[i], &bytes)) return false;
+        if (t->shape[i] > 0 && __builtin_mul_overflow(bytes, t->shape[i], &bytes)) return false;
     return true;
 }
 

@@ -437,8 +437,8 @@ void tg_type_str(const tg_type *t, char *buf, size_t size);
 bool tg_type_equal(const tg_type *a, const tg_type *b);
 /* Same dtype and ndim, and no static length contradicts the other. */
 bool tg_type_compatible(const tg_type *a, const tg_type *b);
-/* Whether the static lengths of t (the unknown ones left out) times its
- * item size stay within 2^63 - 1 bytes: no array of a type that does not
+/* Whether the static lengths of t (the unknown ones and zeros left out)
+ * times its item size stay within 2^63 - 1 bytes: no array of a type that does not
  * can exist, and every size computed from the static lengths (the
  * optimizer's, the VM's) can then be multiplied out without overflow. */
 bool tg_type_fits(const tg_type *t);

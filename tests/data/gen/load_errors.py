@@ -179,6 +179,10 @@ CASES = [
     # no array of this type can exist: its size in bytes passes 2^63 - 1
     ("type_too_large", g([{"id": "x", "type": {"dtype": "float64", "shape": [4294967296, None, 4294967296]}}]),
      "TG_ELOAD", "variables[0].type.shape: float64[4294967296, ?, 4294967296] holds more than 2^63 - 1 bytes"),
+    # a zero does not excuse the other lengths, in either order (NumPy: "array
+    # is too big"); [0, 2^63 - 1] passed, [2^63 - 1, 0] did not
+    ("type_too_large_empty", g([{"id": "x", "type": {"dtype": "float64", "shape": [0, 2 ** 63 - 1]}}]),
+     "TG_ELOAD", "variables[0].type.shape: float64[0, 9223372036854775807] holds more than 2^63 - 1 bytes"),
     # static lengths whose arithmetic passes 2^63 - 1 (arrays of one or
     # two bytes an element can have them)
     ("join_too_long", g([{"id": "a", "type": {"dtype": "bool", "shape": [2 ** 63 - 1]}}],
