@@ -53,10 +53,19 @@ X=(-i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy")
 expect 0 "run 2 calls with --save-state" -- "$TGC" run "$E/mlp.json" -f train "${X[@]}" --calls 2 --save-state "$tmp/s2.tgf"
 expect 0 "resume from the checkpoint for 3 calls" -- "$TGC" run "$tmp/s2.tgf" -f train "${X[@]}" --calls 3 -o "$tmp/s23" --save-state "$tmp/s23.tgf"
 same_dir "$tmp/s5" "$tmp/s23" "resumed training gives the same cost as never stopping"
-"$TGC" export "$tmp/s5.tgf" -o "$tmp/s5.json" && "$TGC" export "$tmp/s23.tgf" -o "$tmp/s23.json"
+"$TGC" export "$tmp/s5.tgf" -f train -o "$tmp/s5.json" && "$TGC" export "$tmp/s23.tgf" -f train -o "$tmp/s23.json"
 if cmp -s "$tmp/s5.json" "$tmp/s23.json"; then pass "resumed shared values are identical to never stopping"; else fail "shared values differ after resume"; fi
 expect 0 "the export loads again" -- "$TGC" check "$tmp/s5.json"
 expect 0 "the export runs" -- "$TGC" run "$tmp/s5.json" -f train "${X[@]}" -o "$tmp/e5"
+# A checkpoint from a graph holds its other functions too, compiled with
+# the trained values: predict from it is bit-identical to predict from a
+# compiled .tgf trained as long, and differs from the untrained predict.
+expect 0 "predict from a graph's checkpoint" -- "$TGC" run "$tmp/s2.tgf" -f predict -i x="$tmp/mlp/x.npy" -o "$tmp/s2p"
+"$TGC" run "$tmp/mlp.fast_run.tgf" -f train "${X[@]}" --calls 2 --save-state "$tmp/c2.tgf" >/dev/null
+"$TGC" run "$tmp/c2.tgf" -f predict -i x="$tmp/mlp/x.npy" -o "$tmp/c2p" >/dev/null
+same_dir "$tmp/c2p" "$tmp/s2p" "predict from the graph's checkpoint matches the compiled file's"
+if cmp -s "$tmp/s2p/prediction.npy" "$tmp/jp.mlp.fast_run/prediction.npy"; then
+  fail "predict from the checkpoint is the untrained one"; else pass "predict from the checkpoint uses the trained weights"; fi
 
 # print: debugprint.
 # A .tgf is known by its magic number, whatever its name: a checkpoint

@@ -52,7 +52,7 @@ int tgc_source_open(tgc_source *s, const char *tool, const char *path, const cha
             rc = TG_EXIT_USAGE;
             goto done;
         }
-        int fi = tg_graph_function_find(s->g, fname, ctx);
+        int fi = s->fi = tg_graph_function_find(s->g, fname, ctx);
         if (fi < 0 || !(s->f = tg_function_compile(s->g, fi, co, ctx))) {
             cli_error(tool, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
@@ -72,8 +72,32 @@ int tgc_source_save_state(tgc_source *s, const char *tool, const char *out,
     if (s->t) {
         st = tg_tgf_save_state(s->t, out, ctx);
     } else {
+        /* The graph's other functions too, so that the checkpoint serves
+         * as a .tgf from tgc compile does (train, then predict from it).
+         * Compiled now, they start from the values the run left: the
+         * functions of one graph share its shared variables. */
+        int nf = tg_graph_function_count(s->g), n = 0;
+        tg_function **fs = calloc((size_t)nf, sizeof *fs);
+        if (!fs) {
+            cli_error(tool, "--save-state: out of memory");
+            tg_ctx_free(ctx);
+            return TG_EXIT_FOUND;
+        }
+        for (int i = 0; i < nf; i++) {
+            if (i == s->fi) {
+                fs[n++] = s->f;
+            } else if ((fs[n] = tg_function_compile(s->g, i, co, ctx))) {
+                n++;
+            } else {
+                cli_error(tool, "warning: --save-state: function '%s' left out of %s: %s",
+                          tg_graph_function_name(s->g, i), out, tg_ctx_message(ctx));
+            }
+        }
         tg_tgf_save_info info = {.source = s->g, .options = co};
-        st = tg_tgf_save(out, &s->f, 1, &info, ctx);
+        st = tg_tgf_save(out, fs, n, &info, ctx);
+        for (int i = 0; i < n; i++)
+            if (fs[i] != s->f) tg_function_free(fs[i]);
+        free(fs);
     }
     if (st) cli_error(tool, "--save-state: %s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);

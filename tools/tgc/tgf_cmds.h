@@ -14,14 +14,17 @@ typedef struct tgc_source {
     tg_graph *g;
     tg_tgf *t;
     tg_function *f;
+    int fi; /* f's index among g's functions */
 } tgc_source;
 
 /* Open function fname of path. Returns the exit status (0 on success),
  * having printed the one error line. */
 int tgc_source_open(tgc_source *s, const char *tool, const char *path, const char *fname,
                     const tg_compile_options *co, bool reoptimize);
-/* --save-state: the function (or, for a .tgf, every function of the file)
- * with its current shared values. Returns the exit status. */
+/* --save-state: every function of the file with the current shared
+ * values (for a graph, the others compiled now with the same options; one
+ * that does not compile is left out with a warning line). Returns the
+ * exit status. */
 int tgc_source_save_state(tgc_source *s, const char *tool, const char *out,
                           const tg_compile_options *co);
 void tgc_source_close(tgc_source *s);
