@@ -1,6 +1,7 @@
 """Writes logreg.json: the logistic regression of the Theano 2010 paper
-(section "Case study: logistic regression"), with its gradients written out
-(until the `grad` derived variable lands). Run with /usr/bin/python3."""
+(section "Case study: logistic regression"), its gradients from a `grad`
+node; also tests/data/tools/logreg_manual.json, the same graph with the
+gradients written out by hand. Run with /usr/bin/python3."""
 import base64
 import json
 

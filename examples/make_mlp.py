@@ -1,7 +1,7 @@
 """Writes mlp.json: the MLP of the Theano 2012 paper's benchmark (784 inputs,
-500 tanh hidden units, 10-way softmax, cross-entropy, SGD), float32, with
-its gradients written out (until the `grad` derived variable lands), and
-its initial weights in mlp/*.npy. Run with /usr/bin/python3."""
+500 tanh hidden units, 10-way softmax, cross-entropy, SGD), float32, its
+gradients from a `grad` node, and its initial weights in mlp/*.npy. Run
+with /usr/bin/python3."""
 import json
 import os
 
