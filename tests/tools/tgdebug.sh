@@ -248,6 +248,37 @@ for O in none fast_run; do
   line "  model.py:382 in build: lh = T.log(h1)" "scan_log -O $O: the body node's trace"
   contains err "(scan: its log 'lh') made NaN in output '[^']*' (2 of 4 elements), first at step 3 of the loop$" "scan_log -O $O: the one line names the body node and the step"
 done
+# scan_scan: an epoch loop E whose body runs an RNN R over xs; the RNN's
+# log takes log(-0.25) at step 2 of R in step 2 of E. The whole way down
+# is named, each loop with its step, and each level's trace.
+for O in none fast_run; do
+  expect 1 "scan_scan -O $O: NaN in the inner loop" -- "$T" nanguard "$D/scan_scan.json" -O $O -i xs='[1,-1.5,5]' -i w0=2.25 -i n=3
+  line "step: 2 (the step of the loop at which its body made it)" "scan_scan -O $O: step 2 of E"
+  line "path (outermost first; each a node of the body of the one above):" "scan_scan -O $O: the path"
+  line "  E (scan) of 'main', output 'LE' (NaN in 2 of 9), at step 2 of its loop" "scan_scan -O $O: E at step 2"
+  line "    R (scan), schedule 2 of 2, output 'LR' (NaN in 1 of 3), at step 2 of its loop" "scan_scan -O $O: R at step 2"
+  line "      l (log), schedule 2 of 2, output 'l' (NaN in 1 of 1)" "scan_scan -O $O: R's log"
+  line "body node: l (log), schedule 2 of 2 of the body" "scan_scan -O $O: the body node is the inner log"
+  line "  model.py:502 in build: l = T.log(h1)" "scan_scan -O $O: the inner log's trace"
+  line "trace of scan R (in the body of E):" "scan_scan -O $O: R's trace follows"
+  line "  model.py:503 in build: R, LR = theano.scan(rnn_step, sequences=x, outputs_info=[w1, None])" "scan_scan -O $O: R's line"
+  line "  model.py:505 in build: E, LE = theano.scan(epoch, n_steps=n, outputs_info=[w0, None], non_sequences=xs)" "scan_scan -O $O: E's line"
+  contains err "(scan: its scan 'LR', at step 2 of its loop its log 'l') made NaN in output '[^']*' (2 of 9 elements), first at step 2 of the loop$" "scan_scan -O $O: the one line names the way down"
+done
+# ofg_scan: the epoch loop's body calls dist(a, b) = 3 * sqrt(a + b), an
+# op_from_graph, whose sqrt takes sqrt(-0.25) in step 2 of E (fused with
+# the add and mul in dist's optimized body: named as written).
+expect 1 "ofg_scan: NaN in an op_from_graph in the loop" -- "$T" nanguard "$D/ofg_scan.json" -i xs='[2,0.5,3]' -i w0=1.25 -i n=3
+line "  E (scan) of 'main', output 'LE' (NaN in 2 of 9), at step 2 of its loop" "ofg_scan: E at step 2"
+line "    z (op_from_graph), schedule 2 of 2, output 'z' (NaN in 1 of 3)" "ofg_scan: dist's call z"
+contains out "^      .* (composite), schedule 1 of 1, output '.*' (NaN in 1 of 3): its fused sqrt, as written sq$" "ofg_scan: the fused sqrt"
+line "body node as written: sq (sqrt)" "ofg_scan: sq as written"
+line "  model.py:522 in build: sq = T.sqrt(d)" "ofg_scan: sq's trace"
+line "trace of op_from_graph z (in the body of E):" "ofg_scan: z's trace follows"
+line "  model.py:524 in build: z = dist(xo, w1)" "ofg_scan: z's line"
+contains err "(scan: its op_from_graph 'z', in its body its sqrt 'sq') made NaN in output '[^']*' (2 of 9 elements), first at step 2 of the loop$" "ofg_scan: the one line"
+expect 1 "ofg_scan -O none" -- "$T" nanguard "$D/ofg_scan.json" -O none -i xs='[2,0.5,3]' -i w0=1.25 -i n=3
+line "body node as written: sq (sqrt)" "ofg_scan -O none: sq as written"
 bad 2 "run --break on a node of a scan's body" run "$D/scan_log.json" -i h0=2.5 -i n=4 --break lh
 contains err "^tgdebug: --break lh: that node is inside the body of scan 'H'; breakpoints apply to the nodes of function 'main'" "--break lh: inside the body of scan H"
 

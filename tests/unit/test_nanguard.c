@@ -7,7 +7,9 @@
  * one constant folding made names the node it was folded from; integer
  * values are not checked; float32 against a threshold float32 cannot
  * hold; the call number counts, and a stopped call leaves the shared
- * values as they were. */
+ * values as they were; inside nested bodies (a scan of scans, an
+ * op_from_graph in a scan, a scan in that) the whole way down is named,
+ * with the step of each loop. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -673,6 +675,169 @@ static void test_body_node(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Nested bodies. The outer loop (an epoch loop) is w_k = w_{k-1} - 1
+ * from w0 = 2.25 (1.25, 0.25, -0.75) over xs = [1, -1.5, 5]; its body
+ * runs, on xs and w_k, an inner scan (an RNN over the sequence) h_t =
+ * h_{t-1} + xs[t] from h0 = w_k, l_t = log(h_t): at outer step 1 h =
+ * 2.25, 0.75, 5.25 (clean); at outer step 2 h = 1.25, -0.25, 4.25, so the
+ * first NaN is made at outer step 2, inner step 2 (indices 1, 1). The
+ * scan of scans returns LL, the 3 x 3 stack of the inner l: step 3 adds
+ * one more NaN (h = 0.25, -1.25, 3.75), 2 of 9. */
+#define INNER_SCAN(SEQ, H0)                                                                                      \
+    "{'op':'scan','inputs':['" SEQ "','" H0 "'],'outputs':['Hi','Li'],"                                         \
+    "'attrs':{'body':{'variables':[{'id':'xt','type':{'dtype':'float64','shape':[]}},"                          \
+    "{'id':'h','type':{'dtype':'float64','shape':[]}}],"                                                       \
+    "'nodes':[{'op':'add','inputs':['h','xt'],'outputs':['h1']},{'op':'log','inputs':['h1'],'outputs':['l']}],"  \
+    "'inputs':['xt','h'],'outputs':['h1','l']},'n_sequences':1,'sequence_taps':[[0]],'n_recurrent':1,"         \
+    "'output_taps':[[-1]],'n_nonrecurrent':1,'n_non_sequences':0,'has_n_steps':false,'has_until':false}}"
+/* The outer loop around BODY_NODES (reading w, xo; making w1 and the
+ * per-step output OUT), from w0 = W0. */
+#define OUTER_SCAN(W0, BODY_NODES, OUT)                                                                            \
+    "{'format':'tg-graph','version':1,'variables':[{'id':'xs','type':{'dtype':'float64','shape':[3]}}],"        \
+    "'nodes':[{'op':'scan','inputs':[{'value':{'dtype':'int64','data':3}},{'value':" W0 "},'xs'],"             \
+    "'outputs':['E','LL'],'attrs':{'body':{'variables':[{'id':'w','type':{'dtype':'float64','shape':[]}},"      \
+    "{'id':'xo','type':{'dtype':'float64','shape':[3]}}],"                                                     \
+    "'nodes':[{'op':'sub','inputs':['w',{'value':1.0}],'outputs':['w1']}," BODY_NODES "],"                      \
+    "'inputs':['w','xo'],'outputs':['w1','" OUT "']},'n_sequences':0,'sequence_taps':[],'n_recurrent':1,"      \
+    "'output_taps':[[-1]],'n_nonrecurrent':1,'n_non_sequences':1,'has_n_steps':true,'has_until':false}}],"     \
+    "'functions':{'main':{'inputs':['xs'],'outputs':['LL']}}}"
+
+/* Level i of o's path is the node keys[i] as written, of op ops[i] (at
+ * the last level, the fused op when the body fused it into a composite),
+ * at step steps[i] (from 0; -1 for none); the last level stands for the
+ * body node as written `origin`, and the offence's own fields agree. */
+static void assert_path(const tg_offence *o, int depth, const char *const *keys, const char *const *ops,
+                        const int64_t *steps, const char *origin) {
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_int_equal(o->depth, depth);
+    assert_non_null(o->path);
+    for (int i = 0; i < depth; i++) {
+        const tg_offence_level *l = &o->path[i];
+        assert_non_null(l->fn);
+        assert_string_equal(tg_function_node_key(l->fn, l->node), l->key);
+        assert_string_equal(tg_function_node_op(l->fn, l->node), l->op);
+        assert_true(l->what & TG_BAD_NAN);
+        assert_true(l->stats.nan > 0);
+        if (i < depth - 1 || !l->fused_op) {
+            /* (a body runs optimized: a rebuilt loop's key is new, it
+             * stands for the node as written) */
+            assert_true(l->norigins >= 1);
+            assert_string_equal(l->origins[0], keys[i]);
+            assert_string_equal(l->op, ops[i]);
+        } else {
+            /* fused by the body's optimizer: the fused op and its node */
+            assert_string_equal(l->op, "composite");
+            assert_string_equal(l->fused_op, ops[i]);
+            assert_true(l->fused_what & TG_BAD_NAN);
+        }
+        assert_int_equal(l->step, steps[i]);
+    }
+    /* level 0 is the offence's node; the last one the fields of old */
+    assert_int_equal(o->path[0].node, o->node);
+    assert_int_equal(o->step, steps[0]);
+    const tg_offence_level *last = &o->path[depth - 1];
+    assert_ptr_equal(o->body_fn, last->fn);
+    assert_int_equal(o->body_node, last->node);
+    assert_string_equal(o->body_op, ops[depth - 1]);
+    assert_int_equal(last->norigins, 1);
+    assert_int_equal(o->norigins, 1);
+    assert_string_equal(last->origins[0], origin);
+    assert_string_equal(o->origins[0], origin);
+    assert_int_equal(o->body_stats.nan, 1);
+}
+
+static void test_nested_bodies(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {3};
+    double xa[3] = {1, -1.5, 5}, xb[3] = {2, 0.5, 3};
+    tg_array *x1 = tu_f64(1, shape, xa), *x2 = tu_f64(1, shape, xb);
+    /* a scan of scans: E at step 2 -> Hi at step 2 -> l */
+    const char *scan_scan = OUTER_SCAN("2.25", INNER_SCAN("xo", "w1"), "Li");
+    /* an op_from_graph in a scan: from w0 = 1.25, xs = [2, 0.5, 3], its
+     * sqrt(xo + w1) is clean at step 1 (w1 = 0.25) and takes sqrt(-0.25)
+     * at step 2 (w1 = -0.75): E at step 2 -> z -> s */
+    const char *ofg_scan = OUTER_SCAN(
+        "1.25",
+        "{'op':'op_from_graph','inputs':['xo','w1'],'outputs':['z'],'attrs':{'name':'dist','body':{'variables':["
+        "{'id':'a','type':{'dtype':'float64','shape':[3]}},{'id':'b','type':{'dtype':'float64','shape':[]}}],"
+        "'nodes':[{'op':'add','inputs':['a','b'],'outputs':['d']},{'op':'sqrt','inputs':['d'],'outputs':['s']},"
+        "{'op':'mul','inputs':['s',{'value':3.0}],'outputs':['r']}],'inputs':['a','b'],'outputs':['r']}}}",
+        "z");
+    /* the inner scan of the first inside an op_from_graph in the loop:
+     * E at step 2 -> z -> Hi at step 2 -> l */
+    const char *scan_ofg_scan = OUTER_SCAN(
+        "2.25",
+        "{'op':'op_from_graph','inputs':['xo','w1'],'outputs':['z'],'attrs':{'name':'rnn','body':{'variables':["
+        "{'id':'a','type':{'dtype':'float64','shape':[3]}},{'id':'b','type':{'dtype':'float64','shape':[]}}],"
+        "'nodes':[" INNER_SCAN("a", "b") ",{'op':'mul','inputs':['Li',{'value':3.0}],'outputs':['r']}],"
+        "'inputs':['a','b'],'outputs':['r']}}}",
+        "z");
+    static const char *const k1[] = {"E", "Hi", "l"}, *const o1[] = {"scan", "scan", "log"};
+    static const int64_t s1[] = {1, 1, -1};
+    static const char *const k2[] = {"E", "z", "s"}, *const o2[] = {"scan", "op_from_graph", "sqrt"};
+    static const int64_t s2[] = {1, -1, -1};
+    static const char *const k3[] = {"E", "z", "Hi", "l"}, *const o3[] = {"scan", "op_from_graph", "scan", "log"};
+    static const int64_t s3[] = {1, -1, 1, -1};
+    const char *presets[] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_graph *g;
+        tg_function *f;
+        tg_nanguard *ng;
+        assert_int_equal(guard_calls(scan_scan, presets[p], NULL, x1, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+        const tg_offence *o = tg_nanguard_offence(ng);
+        assert_path(o, 3, k1, o1, s1, "l");
+        assert_string_equal(o->path[0].var_as_written, "LL"); /* (fast_run rebuilds the loop: var E:scan.1) */
+        assert_int_equal(o->stats.nan, 2);
+        assert_int_equal(o->path[1].stats.nan, 1); /* Li at outer step 2: [log 1.25, NaN, log 4.25] */
+        assert_string_equal(o->path[1].var_as_written, "Li");
+        assert_non_null(strstr(tg_ctx_message(ctx), "(2 of 9 elements), first at step 2 of the loop"));
+        assert_non_null(strstr(tg_ctx_message(ctx), "(scan: its scan 'Li', at step 2 of its loop its log 'l') made"));
+        guard_done(g, f, ng);
+
+        assert_int_equal(guard_calls(ofg_scan, presets[p], NULL, x2, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+        o = tg_nanguard_offence(ng);
+        assert_path(o, 3, k2, o2, s2, "s");
+        assert_non_null(strstr(tg_ctx_message(ctx), "(scan: its op_from_graph 'z', in its body its sqrt 's') made NaN in output '"));
+        guard_done(g, f, ng);
+
+        assert_int_equal(guard_calls(scan_ofg_scan, presets[p], NULL, x1, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+        o = tg_nanguard_offence(ng);
+        assert_path(o, 4, k3, o3, s3, "l");
+        assert_non_null(strstr(tg_ctx_message(ctx), "(scan: its op_from_graph 'z', in its body its scan 'Li', at step 2 of its loop its log 'l') made NaN"));
+        guard_done(g, f, ng);
+    }
+    /* One level: the path is the node and its body node; a node that is
+     * not in a body is the path alone. */
+    tg_graph *g;
+    tg_function *f;
+    tg_nanguard *ng;
+    double xv[4] = {1, 2, 3, 4};
+    int64_t sh4[1] = {4};
+    tg_array *x = tu_f64(1, sh4, xv);
+    assert_int_equal(guard_calls(DEEP, "none", NULL, x, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->depth, 1);
+    assert_string_equal(o->path[0].key, "lg");
+    assert_string_equal(o->path[0].op, "log");
+    assert_null(o->path[0].fused_op);
+    assert_null(o->body_fn);
+    guard_done(g, f, ng);
+    /* a NaN fed in: no path */
+    double nv[4] = {1, NAN, 3, 4};
+    tg_array *xn = tu_f64(1, sh4, nv);
+    assert_int_equal(guard_calls(DEEP, "none", NULL, xn, 1, &g, &f, &ng, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_INPUT);
+    assert_int_equal(o->depth, 0);
+    guard_done(g, f, ng);
+    tg_array_free(xn);
+    tg_array_free(x);
+    tg_array_free(x1);
+    tg_array_free(x2);
+    tg_ctx_free(ctx);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     tg_graph *g = load(DEEP);
@@ -706,6 +871,7 @@ int main(void) {
         cmocka_unit_test(test_float32_threshold),
         cmocka_unit_test(test_scan_step),
         cmocka_unit_test(test_body_node),
+        cmocka_unit_test(test_nested_bodies),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,7 +25,9 @@ static void usage(FILE *f) {
             "magnitude exceeds THRESHOLD. At the first offence, print the node that\n"
             "made it (not one that passed it on), its op, its inputs with shapes and\n"
             "statistics, the call, and its creation trace; inside a fused composite,\n"
-            "the original op and node of the file. Integer values are not checked.\n"
+            "the original op and node of the file; inside the body of a scan or an\n"
+            "op_from_graph, nested ones too, the way down to the body node that made\n"
+            "it, with the step of each loop. Integer values are not checked.\n"
             "  -f NAME          the function (default: the only one, or 'main')\n"
             "  -i ID=VALUE      an input: a .npy file, or a JSON literal (3.5, [1, 2],\n"
             "                   \"nan\") read with the input's declared dtype\n"
@@ -112,6 +114,89 @@ static void print_origins(const tg_graph *g, const tg_function *f, const char *c
     }
 }
 
+/* The graph as written of the body of a scan or op_from_graph node. */
+static const tg_graph *body_graph(const tg_node *n) {
+    if (!strcmp(n->op->name, "scan")) return ((const scan_p *)n->a.extra)->body;
+    if (!strcmp(n->op->name, "op_from_graph")) return ((const tg_ofg *)n->a.extra)->g;
+    return NULL;
+}
+
+static const tg_node *level_node(const tg_offence_level *l) { return l->fn->sched[l->node].node; }
+
+/* A level's node by the name it has as written: a body runs optimized,
+ * and a loop the optimizer rebuilt is 'R:scan' there, standing for 'R'. */
+static const char *level_name(const tg_offence_level *l) {
+    return !l->fused_op && l->norigins == 1 ? l->origins[0] : l->key;
+}
+
+/* "NaN in 2 of 4" */
+static void print_made(unsigned w, const tg_stats *st) {
+    printf("%s in %lld of %lld", what_word(w), (long long)what_count(w, st), (long long)st->size);
+}
+
+/* Inside the body of a scan or op_from_graph, any depth: the way down
+ * (outermost first, as debugprint nests a scan's inner graph), the node
+ * that made the value (its body as written, its trace), then the trace of
+ * each node it is in, innermost first. */
+static void print_path(const tg_function *f, const tg_offence *off) {
+    int d = off->depth;
+    printf("path (outermost first; each a node of the body of the one above):\n");
+    for (int i = 0; i < d; i++) {
+        const tg_offence_level *l = &off->path[i];
+        printf("%*s%s (%s)", 2 + 2 * i, "", level_name(l), l->op);
+        if (i == 0)
+            printf(" of '%s'", tg_function_name(f));
+        else
+            printf(", schedule %d of %d", l->node + 1, tg_function_node_count(l->fn));
+        printf(", output '%s' (", l->var_as_written);
+        print_made(l->what, &l->stats);
+        printf(")");
+        if (l->step >= 0 && i + 1 < d)
+            printf(", at step %lld of its loop", (long long)l->step + 1);
+        else if (l->step >= 0)
+            printf(", first at step %lld of its loop", (long long)l->step + 1);
+        if (l->fused_op) {
+            printf(": its fused %s", l->fused_op);
+            if (l->norigins) printf(", as written %s", l->origins[0]);
+        }
+        printf("\n");
+    }
+    /* the node that made it */
+    const tg_offence_level *last = &off->path[d - 1];
+    const tg_node *bn = level_node(last);
+    const tg_graph *bg = body_graph(level_node(&off->path[d - 2]));
+    const tg_stats *b = &off->body_stats;
+    printf("body node: %s (%s), schedule %d of %d of the body\n", last->key, last->op, last->node + 1,
+           tg_function_node_count(last->fn));
+    if (last->fused_op) printf("fused op: %s (body variable %s of the composite)\n", last->fused_op, last->fused_var);
+    printf("body node made: %s in %lld of %lld elements of %s (nan=%lld inf=%lld big=%lld)\n",
+           what_word(off->body_what), (long long)what_count(off->body_what, b), (long long)b->size, off->body_var,
+           (long long)b->nan, (long long)b->inf, (long long)b->big);
+    int shown = 0;
+    for (int i = 0; i < last->norigins; i++) {
+        const tg_node *o = bg ? tgd_graph_node(bg, last->origins[i]) : NULL;
+        printf("body node as written: %s (%s)\n", last->origins[i], o ? o->op->name : bn->op->name);
+        if (o && o->trace.n) {
+            printf("trace of %s:\n", last->origins[i]);
+            tgd_print_trace(stdout, o, "  ");
+            shown++;
+        }
+    }
+    if (!shown) {
+        printf("trace of the body node:\n");
+        tgd_print_trace(stdout, bn, "  ");
+    }
+    /* the nodes it is in, innermost first */
+    for (int i = d - 2; i >= 0; i--) {
+        const tg_offence_level *l = &off->path[i];
+        if (i > 0)
+            printf("trace of %s %s (in the body of %s):\n", l->op, level_name(l), level_name(&off->path[i - 1]));
+        else
+            printf("trace of %s %s:\n", l->op, level_name(l));
+        tgd_print_trace(stdout, level_node(l), "  ");
+    }
+}
+
 static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, const tg_offence *off,
                    double big) {
     printf("nanguard: %s in call %llu of '%s'\n", what_word(off->what), (unsigned long long)off->call,
@@ -167,37 +252,8 @@ static void report(const tg_graph *g, tg_function *f, const tg_nanguard *ng, con
         printf("input %d '%s': ", i, n->inputs[i]->id);
         tgd_print_stats(stdout, tg_nanguard_node_input(ng, i));
     }
-    if (off->body_fn) {
-        /* Inside the body of a scan or op_from_graph: the body's node,
-         * the body as written (its nodes' traces), then the node's. */
-        const tg_function *bf = off->body_fn;
-        const tg_node *bn = bf->sched[off->body_node].node;
-        const tg_graph *bg = !strcmp(n->op->name, "scan") ? ((const scan_p *)n->a.extra)->body
-                                                          : ((const tg_ofg *)n->a.extra)->g;
-        const tg_stats *b = &off->body_stats;
-        printf("body node: %s (%s), schedule %d of %d of the body\n", tg_function_node_key(bf, off->body_node),
-               bn->op->name, off->body_node + 1, tg_function_node_count(bf));
-        if (strcmp(off->body_op, bn->op->name))
-            printf("fused op: %s (body variable %s of the composite)\n", off->body_op, off->body_var);
-        printf("body node made: %s in %lld of %lld elements of %s (nan=%lld inf=%lld big=%lld)\n",
-               what_word(off->body_what), (long long)what_count(off->body_what, b), (long long)b->size,
-               off->body_var, (long long)b->nan, (long long)b->inf, (long long)b->big);
-        int shown = 0;
-        for (int i = 0; i < off->norigins; i++) {
-            const tg_node *o = tgd_graph_node(bg, off->origins[i]);
-            printf("body node as written: %s (%s)\n", off->origins[i], o ? o->op->name : bn->op->name);
-            if (o && o->trace.n) {
-                printf("trace of %s:\n", off->origins[i]);
-                tgd_print_trace(stdout, o, "  ");
-                shown++;
-            }
-        }
-        if (!shown) {
-            printf("trace of the body node:\n");
-            tgd_print_trace(stdout, bn, "  ");
-        }
-        printf("trace of %s %s:\n", n->op->name, tg_function_node_key(f, k));
-        tgd_print_trace(stdout, n, "  ");
+    if (off->body_fn && off->depth > 1) {
+        print_path(f, off);
         return;
     }
     if (off->body_op) {

@@ -7,7 +7,11 @@
  * bad value (its inputs were clean, its outputs are not), never one that
  * only passed it on; a bad value fed in (an input, a shared value, a
  * constant) is named as such. Inside a fused `composite` node the guard
- * re-runs the fused body op by op and names the original op.
+ * re-runs the fused body op by op and names the original op; inside a
+ * `scan` or an `op_from_graph` it runs the node again with its body
+ * guarded, level by level through nested ones, and names the way down to
+ * the body node that made the value, with each loop's step
+ * (tg_offence.path).
  *
  * Ownership: tg_nanguard_new returns a guard owned by the caller, freed
  * with tg_nanguard_free (which takes its hooks off the function); the
@@ -57,6 +61,48 @@ typedef enum tg_offence_where {
 
 enum { TG_BAD_NAN = 1, TG_BAD_INF = 2, TG_BAD_BIG = 4 };
 
+/* One level of the way down from the guarded function's node to the node
+ * that made the bad value, when that is inside the body of a `scan` or an
+ * `op_from_graph` (any depth: a scan of scans, an op_from_graph in a
+ * loop, ...). Level 0 is the node of the function; level i + 1 is the node
+ * of the body of level i's node that made the value, found by running
+ * level i's node once more on its inputs as they were (at that step) with
+ * its body guarded. Strings and fn are borrowed from the functions. */
+typedef struct tg_offence_level {
+    const tg_function *fn; /* the function the node is in: the guarded
+                              one at level 0, else the compiled body of
+                              the node of level i - 1 */
+    int node;              /* its schedule position in fn */
+    const char *key;       /* tg_function_node_key(fn, node) */
+    const char *op;        /* its op */
+    int output;            /* which output of it holds the bad value */
+    const char *var;       /* that output's id (in fn, as optimized) */
+    const char *var_as_written; /* the variable as written that it stands
+                                   for (var itself when no rewrite made it):
+                                   "Li" for a rebuilt loop's "Hi:scan.1" */
+    unsigned what;         /* TG_BAD_* bits of that output */
+    tg_stats stats;        /* and its statistics */
+    /* A scan: the step of its loop (from 0, in the order the loop ran) at
+     * which its body made the value (the node of the next level did, at
+     * that step); at the last level, the first step whose results hold a
+     * bad value (from the rows of its stacked outputs). -1 for other ops,
+     * or when it cannot be told. */
+    int64_t step;
+    /* A fused `composite`: the fused op that made the value (NULL when it
+     * could not be told apart, or not a composite), its body variable,
+     * and what that op's result held (it may differ from `what`: an
+     * infinity a later fused op multiplied by 0). */
+    const char *fused_op;
+    const char *fused_var;
+    unsigned fused_what;
+    tg_stats fused_stats;
+    /* The nodes as written that the node (in a composite: the fused op)
+     * stands for (keys): of the file at level 0, of the body as written
+     * of the node of level i - 1 below it. */
+    int norigins;
+    const char *const *origins;
+} tg_offence_level;
+
 typedef struct tg_offence {
     tg_offence_where where;
     uint64_t call;    /* 1 for the guard's first call */
@@ -97,16 +143,27 @@ typedef struct tg_offence {
      * output, a keep_last ring, outputs on a device). */
     int64_t step;
     /* NODE, when the node is a `scan` or an `op_from_graph`: the compiled
-     * function of its body (borrowed from the node) and the position in
-     * its schedule of the body node that made the bad value (its inputs
-     * clean, its output not), found by running the node once more on its
-     * inputs with the body guarded; body_fn NULL and body_node -1 when it
-     * could not be told. body_op and body_var then name that node's op
-     * (inside a fused body composite, the fused op) and its output,
-     * origins the nodes of the body as written that it stands for, and
-     * step (scan) is the step it did so at. */
+     * function the innermost body node that made the bad value is in
+     * (its inputs clean, its output not; borrowed from its node) and its
+     * position in that function's schedule, found by running the node
+     * once more on its inputs with the body guarded (and again, level by
+     * level, for a scan or op_from_graph in that body); body_fn NULL and
+     * body_node -1 when it could not be told. body_op and body_var then
+     * name that node's op (inside a fused body composite, the fused op)
+     * and its output, origins the nodes of its body as written that it
+     * stands for, and step (scan) is the step of the node's own loop at
+     * which its body made it. The whole way down is in path. */
     const tg_function *body_fn;
     int body_node;
+    /* NODE: the way from the node (path[0]: node, output, var, what,
+     * stats and step as above) down through the bodies of scans and
+     * op_from_graphs to the node that made the value (path[depth - 1]);
+     * depth 1 when that is the node itself (or its body could not be
+     * told), more for a body node (2: one level down, as body_fn and
+     * body_node say). 0 and NULL for the other offences. Borrowed from
+     * the guard. */
+    int depth;
+    const tg_offence_level *path;
 } tg_offence;
 
 typedef struct tg_nanguard tg_nanguard;

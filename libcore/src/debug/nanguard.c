@@ -66,6 +66,9 @@ struct tg_nanguard {
      * second run stops at node `capture` of step `capture_step`. */
     bool count_steps;
     int64_t steps, capture_step;
+    /* The offence's path (tg_offence.path): depth levels of path_cap. */
+    tg_offence_level *path;
+    int depth, path_cap;
 };
 
 /* ---- statistics ---- */
@@ -359,21 +362,63 @@ static int run_node_on(const tg_node *n, tg_array *const *ins, int nin, tg_ctx *
     return rc;
 }
 
-/* For a scan or op_from_graph that made a bad value: run it again on its
- * inputs as they were (g->cap) with a guard on its body, to name the body
- * node that made it, the step (scan), and, when that node is a fused
- * composite of the body, the fused op; into g->off. Nothing when it
- * cannot be told (the body did not reproduce it). */
-static void locate_in_body(tg_nanguard *g, const tg_node *n) {
+/* A level more on g's path (zeroed, step -1); NULL when out of memory or
+ * past PATH_MAX_DEPTH levels (the path then ends at the level above). */
+enum { PATH_MAX_DEPTH = 64 };
+
+static tg_offence_level *path_push(tg_nanguard *g) {
+    if (g->depth >= PATH_MAX_DEPTH) return NULL;
+    if (g->depth == g->path_cap) {
+        int cap = g->path_cap ? 2 * g->path_cap : 4;
+        tg_offence_level *p = tg_realloc(g->path, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        g->path = p;
+        g->path_cap = cap;
+    }
+    tg_offence_level *l = &g->path[g->depth++];
+    memset(l, 0, sizeof *l);
+    l->step = -1;
+    return l;
+}
+
+/* The fused op of composite node n (of a function or a body) that made
+ * the bad value, from its inputs as they were (cap), into level l. */
+static void locate_fused(tg_nanguard *g, const tg_node *n, tg_array *const *cap, tg_offence_level *l,
+                         tg_ctx *ctx) {
+    tg_composite_where w;
+    if (cap && tg_composite_locate(n, cap, is_bad, g, &w, ctx) == TG_OK && w.body_node >= 0) {
+        l->fused_op = w.op;
+        l->fused_var = w.var;
+        l->norigins = w.norigins;
+        l->origins = (const char *const *)n->origins + w.origin_start;
+        l->fused_what = g->last_w;
+        l->fused_stats = g->last_st;
+    }
+}
+
+static bool has_body(const tg_node *n) {
+    return !strcmp(n->op->name, "scan") || !strcmp(n->op->name, "op_from_graph");
+}
+
+/* For a scan or op_from_graph n, the last level of g's path, that made a
+ * bad value: run it again on its inputs as they were (cap) with a guard
+ * on its body, to name the body node that made it and the step (scan),
+ * a level more on the path. When that node is a fused composite of the
+ * body, its fused op (the composite re-run op by op at that step); when
+ * it is a scan or op_from_graph itself, the same again one level down, on
+ * its inputs at that step. Nothing when it cannot be told (the body did
+ * not reproduce it). */
+static void locate_in_body(tg_nanguard *g, const tg_node *n, tg_array *const *cap, int ncap) {
     bool scan = !strcmp(n->op->name, "scan");
     tg_function *bf = NULL;
     tg_ctx *c2 = tg_ctx_new();
+    if (!c2) return;
     if (scan) {
         if (tg_scan_compile_body((tg_node *)n, c2) == TG_OK) bf = ((scan_p *)n->a.extra)->fn;
-    } else if (!strcmp(n->op->name, "op_from_graph")) {
+    } else {
         bf = ((tg_ofg *)n->a.extra)->f;
     }
-    if (!bf || bf->hooked || !c2) {
+    if (!bf || bf->hooked) {
         tg_ctx_free(c2);
         return;
     }
@@ -384,37 +429,39 @@ static void locate_in_body(tg_nanguard *g, const tg_node *n) {
         return;
     }
     bg->count_steps = scan;
-    int rc = run_node_on(n, g->cap, g->ncap < n->nin ? g->ncap : n->nin, c2);
-    if (rc == TG_ESTOPPED && bg->found && bg->off.where == TG_OFFENCE_NODE) {
+    int nin = ncap < n->nin ? ncap : n->nin;
+    int rc = run_node_on(n, cap, nin, c2);
+    tg_offence_level *l;
+    if (rc == TG_ESTOPPED && bg->found && bg->off.where == TG_OFFENCE_NODE && (l = path_push(g))) {
         int k = bg->off.node;
         const tg_node *bn = bf->sched[k].node;
         int64_t step = bg->steps - 1;
-        g->off.body_fn = bf;
-        g->off.body_node = k;
-        g->off.body_op = bn->op->name;
-        g->off.body_var = bg->off.var;
-        g->off.body_what = bg->off.what;
-        g->off.body_stats = bg->off.stats;
-        g->off.norigins = tg_function_node_origins(bf, k, &g->off.origins);
-        if (scan) g->off.step = step;
-        if (!strcmp(bn->op->name, "composite")) {
-            /* Again up to that node at that step, for its inputs; then
-             * the fused op, as for a composite of the function. */
+        if (scan) g->path[g->depth - 2].step = step;
+        l->fn = bf;
+        l->node = k;
+        l->key = tg_function_node_key(bf, k);
+        l->op = bn->op->name;
+        l->output = bg->off.output;
+        l->var = bg->off.var;
+        l->var_as_written = tg_opt_record_standin(&bf->record, l->var);
+        l->what = bg->off.what;
+        l->stats = bg->off.stats;
+        l->step = bg->off.step;
+        l->norigins = tg_function_node_origins(bf, k, &l->origins);
+        bool fused = !strcmp(bn->op->name, "composite"), inner = has_body(bn);
+        if (fused || inner) {
+            /* Again up to that node at that step, for its inputs. */
             bg->capture = k;
             bg->capture_step = step;
             bg->steps = 0;
             set_hooks(bg, true);
-            rc = run_node_on(n, g->cap, g->ncap < n->nin ? g->ncap : n->nin, c2);
+            rc = run_node_on(n, cap, nin, c2);
             set_hooks(bg, false);
-            tg_composite_where w;
-            if (rc == TG_ESTOPPED && bg->cap && tg_composite_locate(bn, bg->cap, is_bad, g, &w, c2) == TG_OK &&
-                w.body_node >= 0) {
-                g->off.body_op = w.op;
-                g->off.body_var = w.var;
-                g->off.norigins = w.norigins;
-                g->off.origins = (const char *const *)bn->origins + w.origin_start;
-                g->off.body_what = g->last_w;
-                g->off.body_stats = g->last_st;
+            if (rc == TG_ESTOPPED && bg->cap) {
+                if (fused)
+                    locate_fused(g, bn, bg->cap, l, c2);
+                else
+                    locate_in_body(g, bn, bg->cap, bg->ncap); /* (l may move: not used after) */
             }
         }
     }
@@ -464,6 +511,7 @@ void tg_nanguard_free(tg_nanguard *g) {
     if (!g) return;
     tg_function_set_hooks(g->f, NULL);
     drop_capture(g);
+    tg_free(g->path);
     tg_free(g);
 }
 
@@ -545,6 +593,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     g->off.node = -1;
     g->off.step = -1;
     g->off.body_node = -1;
+    g->depth = 0;
     g->off.call = ++g->calls;
     bool on = g->nan || g->inf || g->big_on;
     for (int i = 0; on && inputs && i < f->fg->nin && !g->found; i++)
@@ -629,20 +678,45 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                          tg_function_node_key(f, k), n->op->name, what_str(g->off.what),
                          count_of(g->off.what, &st), (long long)st.size);
     }
-    if (!strcmp(n->op->name, "composite")) {
-        tg_composite_where w;
-        tg_ctx *c2 = tg_ctx_new();
-        if (tg_composite_locate(n, g->cap, is_bad, g, &w, c2) == TG_OK && w.body_node >= 0) {
-            g->off.body_op = w.op;
-            g->off.body_var = w.var;
-            g->off.norigins = w.norigins;
-            g->off.origins = (const char *const *)n->origins + w.origin_start;
-            g->off.body_what = g->last_w;
-            g->off.body_stats = g->last_st;
+    /* The way down: the node, then (in a body) the body nodes. */
+    g->depth = 0;
+    tg_offence_level *top = path_push(g);
+    if (top) {
+        top->fn = f;
+        top->node = k;
+        top->key = tg_function_node_key(f, k);
+        top->op = n->op->name;
+        top->output = g->off.output;
+        top->var = g->off.var;
+        top->var_as_written = tg_opt_record_standin(&f->record, top->var);
+        top->what = g->off.what;
+        top->stats = g->off.stats;
+        top->step = g->off.step;
+        top->norigins = tg_function_node_origins(f, k, &top->origins);
+        if (!strcmp(n->op->name, "composite")) {
+            tg_ctx *c2 = tg_ctx_new();
+            if (c2) locate_fused(g, n, g->cap, top, c2);
+            tg_ctx_free(c2);
+        } else if (has_body(n)) {
+            locate_in_body(g, n, g->cap, g->ncap);
         }
-        tg_ctx_free(c2);
-    } else if (!strcmp(n->op->name, "scan") || !strcmp(n->op->name, "op_from_graph")) {
-        locate_in_body(g, n);
+        /* The offence's fields of the node that made it, from the path. */
+        const tg_offence_level *last = &g->path[g->depth - 1];
+        g->off.step = g->path[0].step;
+        if (g->depth > 1) {
+            g->off.body_fn = last->fn;
+            g->off.body_node = last->node;
+        }
+        if (g->depth > 1 || last->fused_op) {
+            g->off.body_op = last->fused_op ? last->fused_op : last->op;
+            g->off.body_var = last->fused_op ? last->fused_var : last->var;
+            g->off.body_what = last->fused_op ? last->fused_what : last->what;
+            g->off.body_stats = last->fused_op ? last->fused_stats : last->stats;
+            g->off.norigins = last->norigins;
+            g->off.origins = last->origins;
+        }
+        g->off.depth = g->depth;
+        g->off.path = g->path;
     }
     /* A node of a gradient's expansion names no node of the file: say
      * which derivative it (or the body op's origins) belongs to. */
@@ -664,18 +738,37 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                  count_of(made, &g->off.body_stats), (long long)g->off.body_stats.size, g->off.var,
                  what_str(g->off.what));
     }
+    /* Which node made it, the way down: ": its exp" (a fused op),
+     * ": its log 'lh'" (a body node), ": its scan 'LR', at step 2 of its
+     * loop its log 'l'" (a body node of a body node). */
+    char chain[1024] = "";
+    size_t cl = 0;
+    for (int i = 1; i < g->depth && cl < sizeof chain; i++) {
+        const tg_offence_level *l = &g->path[i], *up = &g->path[i - 1];
+        /* the names as written: a fused op by the body node it stands
+         * for, not the composite's own variable */
+        const char *op = l->fused_op ? l->fused_op : l->op;
+        const char *var = !l->fused_op ? l->var_as_written : l->norigins ? l->origins[0] : l->fused_var;
+        int w;
+        if (i == 1)
+            w = snprintf(chain + cl, sizeof chain - cl, ": its %s '%s'", op, var);
+        else if (up->step >= 0)
+            w = snprintf(chain + cl, sizeof chain - cl, ", at step %lld of its loop its %s '%s'",
+                         (long long)up->step + 1, op, var);
+        else
+            w = snprintf(chain + cl, sizeof chain - cl, ", in its body its %s '%s'", op, var);
+        cl += w > 0 ? (size_t)w : 0;
+    }
+    if (g->depth <= 1 && g->off.body_op) snprintf(chain, sizeof chain, ": its %s", g->off.body_op);
     if (*became)
-        return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s: its %s%s%s) made %s%s (%d of %lld elements)",
-                         (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, g->off.body_op,
+        return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s) made %s%s (%d of %lld elements)",
+                         (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, chain,
                          *note ? "; " : "", note, what_str(made), became, count_of(g->off.what, &g->off.stats),
                          (long long)g->off.stats.size);
-    char step[64] = "", bvar[160] = "";
+    char step[64] = "";
     if (g->off.step >= 0) snprintf(step, sizeof step, ", first at step %lld of the loop", (long long)g->off.step + 1);
-    /* in a body: which of its variables ("its log 'lh'") */
-    if (g->off.body_fn) snprintf(bvar, sizeof bvar, " '%s'", g->off.body_var);
-    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s%s%s) made %s in output '%s' (%d of %lld elements)%s",
-                     (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name,
-                     g->off.body_op ? ": its " : "", g->off.body_op ? g->off.body_op : "", bvar, *note ? "; " : "",
-                     note, what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
+    return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s) made %s in output '%s' (%d of %lld elements)%s",
+                     (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, chain,
+                     *note ? "; " : "", note, what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
                      (long long)g->off.stats.size, step);
 }

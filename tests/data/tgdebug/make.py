@@ -243,3 +243,58 @@ write("scan_log",
       [{"id": "h0", "type": f64([])}, {"id": "n", "type": {"dtype": "int64", "shape": []}}],
       [sc, node("sum", ["LH"], "s", code="s = LH.sum()")],
       {"main": {"inputs": ["h0", "n"], "outputs": ["s"]}})
+
+# scan_scan: a loop over epochs, w_k = w_{k-1} - 1 from w0, whose body
+# runs an RNN over the sequence xs, h_t = h_{t-1} + xs[t] from h0 = w_k,
+# and returns l_t = log(h_t). From w0 = 2.25 over xs = [1, -1.5, 5]:
+# epoch 1 (w = 1.25) gives h = 2.25, 0.75, 5.25, clean; epoch 2 (w =
+# 0.25) gives h = 1.25, -0.25, ...: the first NaN is made by the inner
+# log at step 2 of the epoch loop, step 2 of the RNN. nanguard names the
+# whole way down: E (step 2) -> R (step 2) -> l.
+line[0] = 400
+rnn_body = {"variables": [{"id": "xt", "type": f64([])}, {"id": "h", "type": f64([])}],
+            "nodes": [node("add", ["h", "xt"], "h1", code="h1 = h + x_t"),
+                      node("log", ["h1"], "l", code="l = T.log(h1)")],
+            "inputs": ["xt", "h"], "outputs": ["h1", "l"]}
+
+
+def rnn(seq, h0, code):
+    r = node("scan", [seq, h0], "R", code=code,
+             attrs={"body": rnn_body, "n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                    "output_taps": [[-1]], "n_nonrecurrent": 1, "n_non_sequences": 0, "has_n_steps": False,
+                    "has_until": False})
+    r["outputs"] = ["R", "LR"]
+    return r
+
+
+def epochs(name, inner, inner_out, code):
+    body = {"variables": [{"id": "w", "type": f64([])}, {"id": "xo", "type": f64([3])}],
+            "nodes": [node("sub", ["w", {"value": 1.0}], "w1", code="w1 = w - 1"), inner],
+            "inputs": ["w", "xo"], "outputs": ["w1", inner_out]}
+    e = node("scan", ["n", "w0", "xs"], "E", code=code,
+             attrs={"body": body, "n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]],
+                    "n_nonrecurrent": 1, "n_non_sequences": 1, "has_n_steps": True, "has_until": False})
+    e["outputs"] = ["E", "LE"]
+    write(name,
+          [{"id": "xs", "type": f64([3])}, {"id": "w0", "type": f64([])},
+           {"id": "n", "type": {"dtype": "int64", "shape": []}}],
+          [e, node("sum", ["LE"], "s", code="s = LE.sum()")],
+          {"main": {"inputs": ["xs", "w0", "n"], "outputs": ["s"]}})
+
+
+epochs("scan_scan", rnn("xo", "w1", "R, LR = theano.scan(rnn_step, sequences=x, outputs_info=[w1, None])"), "LR",
+       "E, LE = theano.scan(epoch, n_steps=n, outputs_info=[w0, None], non_sequences=xs)")
+
+# ofg_scan: the same epoch loop, whose body calls an op_from_graph
+# dist(a, b) = 3 * sqrt(a + b) on xs and w_k: from w0 = 1.25 over xs =
+# [2, 0.5, 3], epoch 1 (w = 0.25) is clean and epoch 2 (w = -0.75) takes
+# sqrt(-0.25): E (step 2) -> z -> s.
+line[0] = 420
+dist = {"variables": [{"id": "a", "type": f64([3])}, {"id": "b", "type": f64([])}],
+        "nodes": [node("add", ["a", "b"], "d", code="d = a + b"),
+                  node("sqrt", ["d"], "sq", code="sq = T.sqrt(d)"),
+                  node("mul", ["sq", {"value": 3.0}], "r", code="r = 3 * sq")],
+        "inputs": ["a", "b"], "outputs": ["r"]}
+epochs("ofg_scan", node("op_from_graph", ["xo", "w1"], "z", attrs={"name": "dist", "body": dist},
+                        code="z = dist(xo, w1)"), "z",
+       "E, LE = theano.scan(epoch, n_steps=n, outputs_info=[w0, None], non_sequences=xs)")
