@@ -1,7 +1,8 @@
 /* The profiler's counters (tg/profile.h): calls and times per node, the
  * timeline's nesting, what each output is (new, view, in place), the
- * memory simulation against sizes worked out by hand, op classes, and
- * detaching. */
+ * memory simulation against sizes worked out by hand, op classes,
+ * detaching, and the bodies of scan and op_from_graph nodes (steps per
+ * body node, nesting, their timeline). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "testutil.h"
 #include "core/core.h"
 #include "ops/op.h"
+#include "ops/scan.h"
 #include "vm/vm.h"
 
 static tg_function *compile(tg_graph *g) {
@@ -298,6 +300,327 @@ static void test_op_class(void **state) {
     }
 }
 
+/* ---- bodies: scan and op_from_graph ---- */
+
+/* hs = scan over k steps of h_t = tanh(dot(W, h_{t-1})), from x: the
+ * body's nodes run k times per call. */
+static const char *scan_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
+    "{\"id\":\"W\",\"type\":{\"dtype\":\"float64\",\"shape\":[4,4]}},"
+    "{\"id\":\"k\",\"type\":{\"dtype\":\"int32\",\"shape\":[]}}],"
+    "\"nodes\":[{\"op\":\"scan\",\"inputs\":[\"k\",\"x\",\"W\"],\"outputs\":[\"hs\"],\"attrs\":{"
+    "\"n_sequences\":0,\"sequence_taps\":[],\"n_recurrent\":1,\"output_taps\":[[-1]],\"n_nonrecurrent\":0,"
+    "\"n_non_sequences\":1,\"has_n_steps\":true,\"has_until\":false,\"name\":\"loop\",\"body\":{"
+    "\"variables\":[{\"id\":\"h_p\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
+    "{\"id\":\"W_\",\"type\":{\"dtype\":\"float64\",\"shape\":[4,4]}}],"
+    "\"nodes\":[{\"op\":\"dot\",\"inputs\":[\"W_\",\"h_p\"],\"outputs\":[\"d\"]},"
+    "{\"op\":\"tanh\",\"inputs\":[\"d\"],\"outputs\":[\"h_t\"]}],"
+    "\"inputs\":[\"h_p\",\"W_\"],\"outputs\":[\"h_t\"]}}}],"
+    "\"functions\":{\"main\":{\"inputs\":[\"x\",\"W\",\"k\"],\"outputs\":[\"hs\"]}}}";
+
+/* A scan of k steps whose body is a scan of m steps (g_t = sin(g_{t-1}))
+ * and the last row of its result. */
+static const char *nested_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
+    "{\"id\":\"k\",\"type\":{\"dtype\":\"int32\",\"shape\":[]}},"
+    "{\"id\":\"m\",\"type\":{\"dtype\":\"int32\",\"shape\":[]}}],"
+    "\"nodes\":[{\"op\":\"scan\",\"inputs\":[\"k\",\"x\",\"m\"],\"outputs\":[\"hs\"],\"attrs\":{"
+    "\"n_sequences\":0,\"sequence_taps\":[],\"n_recurrent\":1,\"output_taps\":[[-1]],\"n_nonrecurrent\":0,"
+    "\"n_non_sequences\":1,\"has_n_steps\":true,\"has_until\":false,\"name\":\"outer\",\"body\":{"
+    "\"variables\":[{\"id\":\"h_p\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
+    "{\"id\":\"m_\",\"type\":{\"dtype\":\"int32\",\"shape\":[]}}],"
+    "\"nodes\":[{\"op\":\"scan\",\"inputs\":[\"m_\",\"h_p\"],\"outputs\":[\"gs\"],\"attrs\":{"
+    "\"n_sequences\":0,\"sequence_taps\":[],\"n_recurrent\":1,\"output_taps\":[[-1]],\"n_nonrecurrent\":0,"
+    "\"n_non_sequences\":0,\"has_n_steps\":true,\"has_until\":false,\"name\":\"inner\",\"body\":{"
+    "\"variables\":[{\"id\":\"g_p\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],"
+    "\"nodes\":[{\"op\":\"sin\",\"inputs\":[\"g_p\"],\"outputs\":[\"g_t\"]}],"
+    "\"inputs\":[\"g_p\"],\"outputs\":[\"g_t\"]}}},"
+    "{\"op\":\"subtensor\",\"inputs\":[\"gs\"],\"outputs\":[\"h_t\"],\"attrs\":{\"index\":[-1]}}],"
+    "\"inputs\":[\"h_p\",\"m_\"],\"outputs\":[\"h_t\"]}}}],"
+    "\"functions\":{\"main\":{\"inputs\":[\"x\",\"k\",\"m\"],\"outputs\":[\"hs\"]}}}";
+
+/* y = op_from_graph{twice}(exp(x)), body: softmax, then the max of it
+ * (nodes the optimizer leaves as they are). */
+static const char *ofg_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],"
+    "\"nodes\":[{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"ex\"]},"
+    "{\"op\":\"op_from_graph\",\"inputs\":[\"ex\"],\"outputs\":[\"y\"],\"attrs\":{\"name\":\"twice\",\"body\":{"
+    "\"variables\":[{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
+    "{\"id\":\"o\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+    "\"nodes\":[{\"op\":\"softmax\",\"inputs\":[\"a\"],\"outputs\":[\"s\"]},"
+    "{\"op\":\"max\",\"inputs\":[\"s\"],\"outputs\":[\"o\"]}],"
+    "\"inputs\":[\"a\"],\"outputs\":[\"o\"]}}}],"
+    "\"functions\":{\"main\":{\"inputs\":[\"x\"],\"outputs\":[\"y\"]}}}";
+
+static tg_array *int_scalar(int v) {
+    tg_array *a = tg_array_new(TG_INT32, 0, NULL);
+    *(int32_t *)tg_array_data(a) = v;
+    return a;
+}
+
+/* Every node of body profile b ran `runs` times; returns the sum of their
+ * times, each > 0. */
+static uint64_t body_nodes_ran(const tg_profile *b, uint64_t runs) {
+    const tg_function *bf = tg_profile_function(b);
+    assert_true(tg_function_node_count(bf) > 0);
+    uint64_t sum = 0;
+    for (int k = 0; k < tg_function_node_count(bf); k++) {
+        tg_profile_node st;
+        assert_int_equal(tg_profile_node_get(b, k, &st), 0);
+        if (st.calls != runs)
+            fail_msg("body node '%s' ran %llu times, not %llu", tg_function_node_key(bf, k),
+                     (unsigned long long)st.calls, (unsigned long long)runs);
+        assert_true(st.ns > 0);
+        sum += st.ns;
+    }
+    assert_int_equal(sum, tg_profile_nodes_ns(b));
+    return sum;
+}
+
+enum { CALLS = 3, K = 5, M = 3 };
+
+static void test_scan_body(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(scan_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 2, ctx);
+    assert_non_null(p);
+    assert_int_equal(tg_profile_body_count(p), 1);
+    int outer = -2;
+    const tg_profile *b = tg_profile_body(p, 0, &outer);
+    assert_non_null(b);
+    assert_int_equal(outer, find_node(f, "hs"));
+    assert_null(tg_profile_body(p, 1, NULL));
+    assert_null(tg_profile_body(p, -1, NULL));
+    int back = -2;
+    assert_ptr_equal(tg_profile_parent(b, &back), p);
+    assert_int_equal(back, outer);
+    assert_null(tg_profile_parent(p, &back));
+    assert_int_equal(back, -1);
+    assert_ptr_equal(tg_profile_function(p), f);
+    const tg_function *bf = tg_profile_function(b);
+    assert_ptr_not_equal(bf, f);
+    assert_true(bf->hooked);
+    /* The body as written: dot then tanh (the optimizer leaves them). */
+    assert_int_equal(tg_function_node_count(bf), 2);
+    assert_string_equal(tg_function_node_op(bf, 0), "dot");
+    assert_int_equal(tg_profile_body_count(b), 0);
+
+    int64_t s44[2] = {4, 4};
+    tg_array *x = ramp(4), *W = tg_array_new(TG_FLOAT64, 2, s44), *k = int_scalar(K), *out = NULL;
+    double *w = tg_array_data(W);
+    for (int i = 0; i < 16; i++) w[i] = 0.1 * (i % 5);
+    tg_array *ins[3] = {x, W, k};
+    for (int c = 0; c < CALLS; c++) {
+        assert_int_equal(tg_profile_call(p, ins, &out, ctx), 0);
+        assert_int_equal(out->shape[0], K);
+        tg_array_free(out);
+        out = NULL;
+    }
+    /* The outer node ran CALLS times; the body CALLS * K steps. */
+    tg_profile_node sn;
+    tg_profile_node_get(p, outer, &sn);
+    assert_int_equal(sn.calls, CALLS);
+    assert_int_equal(tg_profile_calls(b), CALLS);
+    assert_int_equal(tg_profile_steps(b), CALLS * K);
+    assert_int_equal(tg_profile_steps(p), CALLS);
+    uint64_t in_body = body_nodes_ran(b, CALLS * K);
+    /* The body's time is the scan node's; its nodes' time is within it. */
+    assert_int_equal(tg_profile_total_ns(b), sn.ns);
+    assert_true(in_body <= sn.ns);
+    /* A body profile is not called on its own. */
+    assert_int_equal(tg_profile_call((tg_profile *)b, ins, &out, ctx), TG_EINVAL);
+
+    /* The timeline: the 2 kept calls, K steps of 2 nodes each, every run
+     * within the scan node's event of its call, steps in order. */
+    assert_int_equal(tg_profile_trace_count(p), 2);
+    assert_int_equal(tg_profile_trace_body_count(p), 2 * K * 2);
+    assert_int_equal(tg_profile_trace_body_count(b), 0);
+    for (long i = 0; i < tg_profile_trace_body_count(p); i++) {
+        tg_profile_body_event ev;
+        assert_int_equal(tg_profile_trace_body_event(p, i, &ev), 0);
+        assert_ptr_equal(ev.body, b);
+        assert_int_equal(ev.call, i / (2 * K));
+        assert_int_equal(ev.step, (i % (2 * K)) / 2);
+        assert_int_equal(ev.node, i % 2);
+        uint64_t s0, d0;
+        assert_int_equal(tg_profile_trace_node(p, ev.call, outer, &s0, &d0), 0);
+        assert_true(ev.start >= s0 && ev.start + ev.dur <= s0 + d0);
+    }
+    tg_profile_body_event ev;
+    assert_int_equal(tg_profile_trace_body_event(p, 2 * K * 2, &ev), TG_EINVAL);
+    tg_profile_free(p);
+    /* Freeing the profile unhooks the body. */
+    assert_false(bf->hooked);
+
+    /* No bodies; a body timeline of at most 7 runs. */
+    tg_profile_options o = {.trace_calls = 2, .no_bodies = true};
+    p = tg_profile_new_opts(f, &o, ctx);
+    assert_int_equal(tg_profile_body_count(p), 0);
+    assert_false(bf->hooked);
+    assert_int_equal(tg_profile_call(p, ins, &out, ctx), 0);
+    tg_array_free(out);
+    out = NULL;
+    assert_int_equal(tg_profile_trace_body_count(p), 0);
+    tg_profile_free(p);
+    o = (tg_profile_options){.trace_calls = 2, .trace_body_events = 7};
+    p = tg_profile_new_opts(f, &o, ctx);
+    for (int c = 0; c < 2; c++) {
+        assert_int_equal(tg_profile_call(p, ins, &out, ctx), 0);
+        tg_array_free(out);
+        out = NULL;
+    }
+    assert_int_equal(tg_profile_trace_body_count(p), 7);
+    tg_profile_free(p);
+    o.trace_body_events = -1;
+    assert_null(tg_profile_new_opts(f, &o, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_EINVAL);
+
+    tg_array_free(x);
+    tg_array_free(W);
+    tg_array_free(k);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+static int other_hook(void *ud, const tg_function *f, int node, tg_array *const *inputs, tg_ctx *ctx) {
+    (void)f, (void)node, (void)inputs, (void)ctx;
+    (*(int *)ud)++;
+    return 0;
+}
+
+/* A body function that already has hooks keeps them: no body profile. */
+static void test_body_hooked_elsewhere(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(scan_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_node *sn = f->sched[find_node(f, "hs")].node;
+    assert_int_equal(tg_scan_compile_body(sn, ctx), 0);
+    tg_function *bf = ((scan_p *)sn->a.extra)->fn;
+    int seen = 0;
+    tg_hooks h = {.before = other_hook, .ud = &seen};
+    tg_function_set_hooks(bf, &h);
+    tg_profile *p = tg_profile_new(f, 0, ctx);
+    assert_int_equal(tg_profile_body_count(p), 0);
+    int64_t s44[2] = {4, 4};
+    tg_array *x = ramp(4), *W = tg_array_new(TG_FLOAT64, 2, s44), *k = int_scalar(K), *out = NULL;
+    memset(tg_array_data(W), 0, 16 * sizeof(double));
+    tg_array *ins[3] = {x, W, k};
+    assert_int_equal(tg_profile_call(p, ins, &out, ctx), 0);
+    tg_array_free(out);
+    assert_int_equal(seen, 2 * K); /* the other hooks saw every body node */
+    tg_profile_free(p);
+    assert_ptr_equal(bf->hooks.ud, &seen);
+    tg_function_set_hooks(bf, NULL);
+    tg_array_free(x);
+    tg_array_free(W);
+    tg_array_free(k);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* A scan in a scan's body: the inner body runs outer steps x inner steps. */
+static void test_nested_scan_body(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(nested_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 1, ctx);
+    assert_non_null(p);
+    assert_int_equal(tg_profile_body_count(p), 1);
+    int outer = -1, inner = -1;
+    const tg_profile *bo = tg_profile_body(p, 0, &outer);
+    assert_int_equal(outer, find_node(f, "hs"));
+    assert_int_equal(tg_profile_body_count(bo), 1);
+    const tg_profile *bi = tg_profile_body(bo, 0, &inner);
+    const tg_function *fo = tg_profile_function(bo);
+    assert_string_equal(tg_function_node_op(fo, inner), "scan");
+    assert_ptr_equal(tg_profile_parent(bi, NULL), bo);
+    tg_array *x = ramp(4), *k = int_scalar(K), *m = int_scalar(M), *out = NULL;
+    tg_array *ins[3] = {x, k, m};
+    for (int c = 0; c < CALLS; c++) {
+        assert_int_equal(tg_profile_call(p, ins, &out, ctx), 0);
+        tg_array_free(out);
+        out = NULL;
+    }
+    assert_int_equal(tg_profile_calls(bo), CALLS);
+    assert_int_equal(tg_profile_steps(bo), CALLS * K);
+    /* The inner scan node ran once per outer step, its body M steps each. */
+    tg_profile_node st;
+    tg_profile_node_get(bo, inner, &st);
+    assert_int_equal(st.calls, CALLS * K);
+    assert_int_equal(tg_profile_calls(bi), CALLS * K);
+    assert_int_equal(tg_profile_steps(bi), CALLS * K * M);
+    uint64_t t_inner_body = body_nodes_ran(bi, CALLS * K * M);
+    uint64_t t_outer_body = body_nodes_ran(bo, CALLS * K);
+    tg_profile_node sn;
+    tg_profile_node_get(p, outer, &sn);
+    assert_int_equal(tg_profile_total_ns(bi), st.ns);
+    assert_true(t_inner_body <= st.ns);
+    assert_true(st.ns <= t_outer_body);
+    assert_true(t_outer_body <= sn.ns);
+    /* The timeline names the inner body's runs with their inner steps. */
+    long n_in = 0;
+    for (long i = 0; i < tg_profile_trace_body_count(p); i++) {
+        tg_profile_body_event ev;
+        tg_profile_trace_body_event(p, i, &ev);
+        if (ev.body != bi) continue;
+        assert_int_equal(ev.step, n_in % M);
+        n_in++;
+    }
+    assert_int_equal(n_in, K * M * tg_function_node_count(tg_profile_function(bi)));
+    tg_profile_free(p);
+    tg_array_free(x);
+    tg_array_free(k);
+    tg_array_free(m);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
+/* An op_from_graph's body: compiled when the profile is made (before its
+ * first run), one step per run. */
+static void test_ofg_body(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(ofg_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 0, ctx);
+    assert_int_equal(tg_profile_body_count(p), 1);
+    int outer = -1;
+    const tg_profile *b = tg_profile_body(p, 0, &outer);
+    assert_int_equal(outer, find_node(f, "y"));
+    const tg_function *bf = tg_profile_function(b);
+    assert_int_equal(tg_function_node_count(bf), 2);
+    assert_string_equal(tg_function_node_op(bf, 0), "softmax");
+    assert_string_equal(tg_function_node_op(bf, 1), "max");
+    tg_array *x = ramp(4), *out = NULL;
+    for (int c = 0; c < CALLS; c++) {
+        assert_int_equal(tg_profile_call(p, &x, &out, ctx), 0);
+        tg_array_free(out);
+        out = NULL;
+    }
+    assert_int_equal(tg_profile_calls(b), CALLS);
+    assert_int_equal(tg_profile_steps(b), CALLS);
+    uint64_t in_body = body_nodes_ran(b, CALLS);
+    tg_profile_node sn;
+    tg_profile_node_get(p, outer, &sn);
+    assert_true(in_body <= sn.ns);
+    assert_int_equal(tg_profile_total_ns(b), sn.ns);
+    tg_profile_free(p);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_and_memory),
@@ -305,6 +628,10 @@ int main(void) {
         cmocka_unit_test(test_failed_call),
         cmocka_unit_test(test_origins),
         cmocka_unit_test(test_op_class),
+        cmocka_unit_test(test_scan_body),
+        cmocka_unit_test(test_body_hooked_elsewhere),
+        cmocka_unit_test(test_nested_scan_body),
+        cmocka_unit_test(test_ofg_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

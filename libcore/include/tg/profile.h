@@ -21,6 +21,20 @@
  * both modes; host nodes always are. No device array is copied to the host
  * for profiling.
  *
+ * Bodies (Theano's "Scan Op profiling"): the function of every scan and
+ * op_from_graph node of f is profiled too, by a profile of its own (a
+ * "body profile") hooked to that function, and so on down (a scan in a
+ * scan's body, an op_from_graph in it...). Each body node then counts its
+ * runs over every step and its time; the outer node keeps its own time,
+ * the whole loop, so the loop's own overhead (moving the views along the
+ * rows, landing each step's outputs, the per-step dispatch) is the outer
+ * node's time less the body's nodes'. A scan's body, compiled at its first
+ * run, is compiled when the profile is made; a body function that already
+ * has hooks (a NaN guard, another profile) is left alone and has no body
+ * profile. Body profiles are owned by the profile they hang from, freed
+ * with it, and read with the functions below (they take a body profile as
+ * they take f's: tg_profile_node_get, tg_profile_origins...).
+ *
  * The hook path allocates nothing: every array is sized when the profile is
  * made. Ownership: tg_profile_new returns a profile owned by the caller,
  * freed with tg_profile_free() (which detaches the hooks); it borrows f,
@@ -81,8 +95,27 @@ typedef struct tg_profile_memory {
 
 /* Make a profile for f and attach it (replacing any hooks f had).
  * trace_calls: how many calls (the first ones made through tg_profile_call)
- * keep a per-node timeline; 0 for none. Errors: TG_ENOMEM, TG_EINVAL. */
+ * keep a per-node timeline; 0 for none. The bodies of f's scan and
+ * op_from_graph nodes are profiled, and with trace_calls > 0 the timeline
+ * keeps the first TG_PROFILE_BODY_EVENTS runs of body nodes in the kept
+ * calls (tg_profile_trace_body_event). Errors: TG_ENOMEM, TG_EINVAL. */
 TG_API tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx);
+
+#define TG_PROFILE_BODY_EVENTS 65536L
+
+typedef struct tg_profile_options {
+    long trace_calls; /* as tg_profile_new's */
+    bool no_bodies;   /* leave the bodies of scan and op_from_graph nodes
+                         unprofiled (their hooks cost time per body node
+                         per step) */
+    long trace_body_events; /* with trace_calls > 0: how many runs of body
+                               nodes the timeline keeps, in all bodies
+                               together (the first ones in the kept
+                               calls); 0 for none */
+} tg_profile_options;
+/* tg_profile_new with options (NULL: all zero, bodies profiled). */
+TG_API tg_profile *tg_profile_new_opts(tg_function *f, const tg_profile_options *o,
+                                       tg_ctx *ctx);
 /* Detach from f and free. NULL is allowed. */
 TG_API void tg_profile_free(tg_profile *p);
 
@@ -114,11 +147,33 @@ TG_API bool tg_profile_sync(const tg_profile *p);
  * (TG_PROFILE_CLOCK_HOST when out of range). */
 TG_API tg_profile_clock tg_profile_node_clock(const tg_profile *p, int node);
 
-/* Calls that completed through tg_profile_call, and their total time. */
+/* Calls that completed through tg_profile_call, and their total time.
+ * For a body profile: the completed runs of its outer node, and the outer
+ * node's time (the whole loop, tg_profile_node_get's ns on the parent). */
 TG_API uint64_t tg_profile_calls(const tg_profile *p);
 TG_API uint64_t tg_profile_total_ns(const tg_profile *p);
-/* The sum of every node's time. */
+/* The sum of every node's time. For a body profile, the time in the
+ * body's nodes over every step; tg_profile_total_ns less this is the
+ * loop's own overhead. */
 TG_API uint64_t tg_profile_nodes_ns(const tg_profile *p);
+/* A body profile's steps over every completed run of its outer node (a
+ * scan's steps summed; one per run of an op_from_graph); for a profile
+ * made by tg_profile_new, its calls. */
+TG_API uint64_t tg_profile_steps(const tg_profile *p);
+
+/* The function a profile counts: f for tg_profile_new's, the body's
+ * function for a body profile (owned by the outer node: name its nodes
+ * with tg_function_node_key etc.). */
+TG_API const tg_function *tg_profile_function(const tg_profile *p);
+/* The body profiles directly under p, in the schedule order of their
+ * outer nodes (a body of a body is under that body's profile). */
+TG_API int tg_profile_body_count(const tg_profile *p);
+/* Body i of p (NULL when out of range); *node (may be NULL) receives the
+ * schedule position in p's function of its outer node. */
+TG_API const tg_profile *tg_profile_body(const tg_profile *p, int i, int *node);
+/* The profile p hangs from (NULL for a profile made by tg_profile_new),
+ * and in *node (may be NULL) its outer node there (-1 with NULL). */
+TG_API const tg_profile *tg_profile_parent(const tg_profile *p, int *node);
 
 /* Counters of scheduled node `node` (0 .. tg_function_node_count - 1), and
  * of its output j. TG_EINVAL when out of range. */
@@ -145,6 +200,27 @@ TG_API int tg_profile_trace_call(const tg_profile *p, long c, uint64_t *start,
                                  uint64_t *end);
 TG_API int tg_profile_trace_node(const tg_profile *p, long c, int node,
                                  uint64_t *start, uint64_t *dur);
+
+/* The body nodes' timeline: runs of body nodes (at any depth) during the
+ * kept calls, the first ones up to the limit (tg_profile_options
+ * .trace_body_events), in the order they ended. Read from the profile made
+ * by tg_profile_new (a body profile has none: count 0). Each run falls
+ * within its outer node's run, so within that node's event of call
+ * `call`. */
+typedef struct tg_profile_body_event {
+    const tg_profile *body; /* the body profile of the node */
+    int node;               /* its schedule position in the body's function */
+    int64_t step;           /* the step of the outer node's run (a scan's:
+                               0, 1, ... in the order they ran; 0 for an
+                               op_from_graph), counted from the body's
+                               schedule order: a step that ran no node is
+                               not counted */
+    long call;              /* the kept call (as tg_profile_trace_call) */
+    uint64_t start, dur;    /* ns from the profile's creation */
+} tg_profile_body_event;
+TG_API long tg_profile_trace_body_count(const tg_profile *p);
+/* TG_EINVAL when out of range. */
+TG_API int tg_profile_trace_body_event(const tg_profile *p, long i, tg_profile_body_event *ev);
 
 /* Time through the optimizer's rewrites: every original node of the graph
  * file that some scheduled node stands for (tg_function_node_origins), with

@@ -213,16 +213,22 @@ const char *tg_ofg_name(const tg_node *n) {
     return "op_from_graph";
 }
 
+int tg_ofg_compile_body(tg_node *n, tg_ctx *ctx) {
+    tg_ofg *b = n->a.extra;
+    if (b->f) return TG_OK;
+    /* Compiled once, at the first run (or when the profiler asks), with
+     * the default optimizer. */
+    if (!(b->f = tg_function_compile(b->g, 0, NULL, ctx))) {
+        tg_error_prefix(ctx, "compiling the body of '%s'", tg_ofg_name(n));
+        return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+    }
+    return TG_OK;
+}
+
 static int ofg_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     tg_ofg *b = n->a.extra;
     int rc;
-    if (!b->f) {
-        /* Compiled once, at the first run, with the default optimizer. */
-        if (!(b->f = tg_function_compile(b->g, 0, NULL, ctx))) {
-            tg_error_prefix(ctx, "compiling the body of '%s'", tg_ofg_name(n));
-            return ctx ? ctx->status : TG_ERUNTIME;
-        }
-    }
+    if (!b->f && (rc = tg_ofg_compile_body(n, ctx))) return rc;
     tg_array *small[16], **res = small;
     if (n->nout > 16 && !(res = tg_calloc((size_t)n->nout, sizeof *res)))
         return tg_errorf(ctx, TG_ENOMEM, "out of memory");

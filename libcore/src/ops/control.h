@@ -20,6 +20,10 @@ bool tg_ifelse_truth(const tg_array *c);
 /* attrs.name of an op_from_graph node (borrowed). */
 const char *tg_ofg_name(const tg_node *n);
 
+/* Compile the body of op_from_graph node n into its tg_ofg's f unless
+ * done (its first run does; the profiler, to hook it beforehand). */
+int tg_ofg_compile_body(tg_node *n, tg_ctx *ctx);
+
 /* Where the body of an op_from_graph node is copied to (the gradient
  * builder or the optimizer): constant(ud, a) makes a constant holding a
  * (which it takes), node(ud, bn, ins) a node like the body's bn reading

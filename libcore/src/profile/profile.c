@@ -15,13 +15,24 @@
  * host (transfer to cpu) synchronises on its own: it is timed on the host
  * clock after waiting for the device, so that the wait for the kernels
  * queued before it is not counted as the copy's time.
+ *
+ * Bodies: a scan's or op_from_graph's function gets a profile of its own
+ * (same hooks), linked to its parent's node. The parent's `before` of that
+ * node starts the body's step count; its `after` adds the run and its
+ * steps (scan_p.last_steps, which the scan sets when the run completes).
+ * A body's time in total is its outer node's, read from the parent. Body
+ * profiles always read the host clock (sync mode on a device: there is no
+ * call of their own at whose end events could be read).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "core/core.h"
+#include "ops/control.h"
 #include "ops/op.h"
+#include "ops/scan.h"
 #include "tg/profile.h"
 #include "vm/vm.h"
 
@@ -60,6 +71,22 @@ struct tg_profile {
     void **ev;     /* per device node: start and end events */
     uint8_t *state; /* per device node: EV_* */
     void *ev_call;  /* recorded when a traced call starts */
+    /* Bodies. Every profile: the profile made by tg_profile_new (root),
+     * its direct bodies, and per node its body's profile (body_at: NULL
+     * when it has none). A body profile: its parent and outer node,
+     * what the outer node is, its steps, and the running step. */
+    tg_profile *root, *parent;
+    int outer;
+    bool outer_scan;
+    uint64_t steps;
+    int64_t cur_step;
+    int last_node;
+    int nbodies;
+    tg_profile **bodies;
+    tg_profile **body_at;
+    /* root: the body nodes' timeline, bev_cap entries */
+    long bev_cap, bev_n;
+    tg_profile_body_event *bev;
 };
 
 enum { NODE_HOST = 0, NODE_DEVICE, NODE_DOWNLOAD };
@@ -85,6 +112,14 @@ static int hook_before(void *ud, const tg_function *f, int node,
                        tg_array *const *inputs, tg_ctx *ctx) {
     (void)f, (void)inputs;
     tg_profile *p = ud;
+    if (p->body_at && p->body_at[node]) { /* a run of a body starts */
+        p->body_at[node]->cur_step = -1;
+        p->body_at[node]->last_node = INT_MAX;
+    }
+    if (p->parent) { /* in a body: each step runs its nodes in order */
+        if (node <= p->last_node) p->cur_step++;
+        p->last_node = node;
+    }
     if (p->kind && p->kind[node] != NODE_HOST) {
         int rc = device_before(p, node, ctx);
         if (rc) return rc;
@@ -146,7 +181,16 @@ static int hook_after(void *ud, const tg_function *f, int node,
             uint64_t *e = p->trace_nodes + ((size_t)p->trace_n * (size_t)p->nsched + (size_t)node) * 2;
             e[0] = p->t_node - p->t_origin;
             e[1] = dt;
+        } else if (p->parent && p->root->tracing && p->root->bev_n < p->root->bev_cap) {
+            tg_profile *r = p->root;
+            r->bev[r->bev_n++] = (tg_profile_body_event){p, node, p->cur_step, r->trace_n,
+                                                         p->t_node - r->t_origin, dt};
         }
+    }
+    tg_profile *b = p->body_at ? p->body_at[node] : NULL;
+    if (b) { /* a run of a body completed */
+        b->calls++;
+        b->steps += b->outer_scan ? (uint64_t)((const scan_p *)f->sched[node].node->a.extra)->last_steps : 1;
     }
     const tg_vm_node *s = &f->sched[node];
     const tg_node *n = s->node;
@@ -181,7 +225,11 @@ static int device_setup(tg_profile *p, tg_ctx *ctx) {
     const tg_backend *be = tg_backend_cuda();
     if (!be || !be->tools) return TG_OK; /* host clock throughout */
     p->dev = be->tools;
-    p->events = p->dev->event_create && p->dev->event_destroy && p->dev->event_record && p->dev->event_elapsed;
+    /* A body profile has no call of its own at whose end it could read
+     * events: synchronous, host clock. */
+    p->events = !p->parent && p->dev->event_create && p->dev->event_destroy && p->dev->event_record &&
+                p->dev->event_elapsed;
+    if (p->parent) p->sync = true;
     p->kind = tg_calloc((size_t)f->nsched + 1, 1);
     p->dev_of = tg_calloc((size_t)f->nsched + 1, sizeof *p->dev_of);
     p->dev_node = tg_calloc((size_t)f->nsched + 1, sizeof *p->dev_node);
@@ -205,17 +253,42 @@ static int device_setup(tg_profile *p, tg_ctx *ctx) {
     return rc;
 }
 
-tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx) {
-    int rc;
-    if (!f || trace_calls < 0) {
-        tg_errorf(ctx, TG_EINVAL, "tg_profile_new: %s",
-                  f ? "trace_calls must not be negative" : "no function");
-        return NULL;
+static void profile_free(tg_profile *p);
+
+/* The function of body node n (scan or op_from_graph), compiled now if it
+ * was not yet; NULL when n has none or it does not compile (its run will
+ * say why). */
+static tg_function *body_function(tg_node *n) {
+    bool scan = !strcmp(n->op->name, "scan");
+    if (!scan && strcmp(n->op->name, "op_from_graph")) return NULL;
+    if (!n->a.extra) return NULL;
+    tg_ctx *c2 = tg_ctx_new();
+    if (!c2) return NULL;
+    tg_function *bf = NULL;
+    if (scan) {
+        if (tg_scan_compile_body(n, c2) == TG_OK) bf = ((scan_p *)n->a.extra)->fn;
+    } else {
+        if (tg_ofg_compile_body(n, c2) == TG_OK) bf = ((tg_ofg *)n->a.extra)->f;
     }
+    tg_ctx_free(c2);
+    return bf;
+}
+
+/* A profile of f: the one tg_profile_new makes (parent NULL), or the body
+ * profile of node `outer` of parent. Hooks f, then makes the profiles of
+ * f's own bodies. On failure, ctx says why and nothing is left hooked. */
+static tg_profile *profile_make(tg_function *f, const tg_profile_options *o, tg_profile *parent, int outer,
+                                tg_ctx *ctx) {
+    int rc;
+    long trace_calls = parent ? 0 : o->trace_calls;
     tg_profile *p = tg_calloc(1, sizeof *p);
     if (!p) goto oom;
     p->f = f;
     p->nsched = f->nsched;
+    p->parent = parent;
+    p->root = parent ? parent->root : p;
+    p->outer = parent ? outer : -1;
+    p->outer_scan = parent && !strcmp(parent->f->sched[outer].node->op->name, "scan");
     int nouts = 0;
     for (int k = 0; k < f->nsched; k++) nouts += f->sched[k].node->nout;
     p->nodes = tg_calloc((size_t)f->nsched + 1, sizeof *p->nodes);
@@ -234,7 +307,7 @@ tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx) {
         size_t per = (size_t)f->nsched * 2;
         if ((size_t)trace_calls > SIZE_MAX / sizeof(uint64_t) / (per + 2)) {
             tg_errorf(ctx, TG_EINVAL, "tg_profile_new: a timeline of %ld calls is too large", trace_calls);
-            tg_profile_free(p);
+            profile_free(p);
             return NULL;
         }
         p->trace_calls = tg_calloc((size_t)trace_calls * 2, sizeof(uint64_t));
@@ -243,26 +316,87 @@ tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx) {
         p->trace_cap = trace_calls;
     }
     if (f->on_device && (rc = device_setup(p, ctx))) {
-        tg_profile_free(p);
+        profile_free(p);
         if (rc == TG_ENOMEM) goto oom_set;
         return NULL;
     }
-    p->t_origin = tg_now_ns();
+    /* Hooked before its bodies are looked at: a function met again
+     * further down (it cannot be, but a cycle would not end) is hooked. */
     tg_hooks h = {.before = hook_before, .after = hook_after, .ud = p};
     if (f->on_device)
         tg_function_set_hooks_device(f, &h);
     else
         tg_function_set_hooks(f, &h);
+    if (!o->no_bodies) {
+        for (int k = 0; k < f->nsched; k++) {
+            tg_function *bf = body_function(f->sched[k].node);
+            if (!bf || bf == f || bf->hooked) continue; /* someone else's hooks stay */
+            if (!p->body_at) {
+                p->body_at = tg_calloc((size_t)f->nsched + 1, sizeof *p->body_at);
+                p->bodies = tg_calloc((size_t)f->nsched + 1, sizeof *p->bodies);
+                if (!p->body_at || !p->bodies) goto oom;
+            }
+            tg_profile *b = profile_make(bf, o, p, k, ctx);
+            if (!b) {
+                profile_free(p);
+                return NULL;
+            }
+            p->body_at[k] = p->bodies[p->nbodies++] = b;
+        }
+    }
     return p;
 oom:
-    tg_profile_free(p);
+    profile_free(p);
 oom_set:
     tg_errorf(ctx, TG_ENOMEM, "out of memory for the profile of '%s'", f->name);
     return NULL;
 }
 
-void tg_profile_free(tg_profile *p) {
+static bool has_bodies(const tg_profile *p) { return p->nbodies > 0; }
+
+tg_profile *tg_profile_new_opts(tg_function *f, const tg_profile_options *o, tg_ctx *ctx) {
+    tg_profile_options none = {0};
+    if (!o) o = &none;
+    if (!f || o->trace_calls < 0 || o->trace_body_events < 0) {
+        tg_errorf(ctx, TG_EINVAL, "tg_profile_new: %s",
+                  !f                 ? "no function"
+                  : o->trace_calls < 0 ? "trace_calls must not be negative"
+                                       : "trace_body_events must not be negative");
+        return NULL;
+    }
+    tg_profile *p = profile_make(f, o, NULL, -1, ctx);
+    if (!p) return NULL;
+    if (o->trace_calls > 0 && o->trace_body_events > 0 && has_bodies(p)) {
+        if ((size_t)o->trace_body_events > SIZE_MAX / sizeof *p->bev - 1) {
+            tg_errorf(ctx, TG_EINVAL, "tg_profile_new: a timeline of %ld body events is too large",
+                      o->trace_body_events);
+            tg_profile_free(p);
+            return NULL;
+        }
+        if (!(p->bev = tg_calloc((size_t)o->trace_body_events + 1, sizeof *p->bev))) {
+            tg_profile_free(p);
+            tg_errorf(ctx, TG_ENOMEM, "out of memory for the profile of '%s'", f->name);
+            return NULL;
+        }
+        p->bev_cap = o->trace_body_events;
+    }
+    p->t_origin = tg_now_ns();
+    return p;
+}
+
+tg_profile *tg_profile_new(tg_function *f, long trace_calls, tg_ctx *ctx) {
+    tg_profile_options o = {.trace_calls = trace_calls,
+                            .trace_body_events = trace_calls > 0 ? TG_PROFILE_BODY_EVENTS : 0};
+    return tg_profile_new_opts(f, &o, ctx);
+}
+
+/* p and its bodies (a body profile is freed with its root). */
+static void profile_free(tg_profile *p) {
     if (!p) return;
+    for (int i = 0; i < p->nbodies; i++) profile_free(p->bodies[i]);
+    tg_free(p->bodies);
+    tg_free(p->body_at);
+    tg_free(p->bev);
     if (p->f && p->f->hooks.ud == p) tg_function_set_hooks(p->f, NULL);
     tg_free(p->nodes);
     tg_free(p->outs);
@@ -280,6 +414,8 @@ void tg_profile_free(tg_profile *p) {
     tg_free(p->state);
     tg_free(p);
 }
+
+void tg_profile_free(tg_profile *p) { profile_free(p); }
 
 /* Read the device times of the nodes whose two events were recorded, and
  * make every device node idle again. trace: the call in [t0, t1] (host
@@ -309,6 +445,9 @@ static int flush_events(tg_profile *p, bool trace, uint64_t t0, uint64_t t1, tg_
 
 int tg_profile_call(tg_profile *p, tg_array *const *inputs, tg_array **outputs,
                     tg_ctx *ctx) {
+    if (p->parent)
+        return tg_errorf(ctx, TG_EINVAL, "tg_profile_call: a body's profile counts the runs of its outer node; "
+                                         "call the profile it hangs from");
     p->tracing = p->trace_n < p->trace_cap;
     if (p->tracing)
         memset(p->trace_nodes + (size_t)p->trace_n * (size_t)p->nsched * 2, 0,
@@ -358,7 +497,21 @@ tg_profile_clock tg_profile_node_clock(const tg_profile *p, int node) {
 }
 
 uint64_t tg_profile_calls(const tg_profile *p) { return p->calls; }
-uint64_t tg_profile_total_ns(const tg_profile *p) { return p->total_ns; }
+uint64_t tg_profile_total_ns(const tg_profile *p) {
+    return p->parent ? p->parent->nodes[p->outer].ns : p->total_ns;
+}
+uint64_t tg_profile_steps(const tg_profile *p) { return p->parent ? p->steps : p->calls; }
+const tg_function *tg_profile_function(const tg_profile *p) { return p->f; }
+int tg_profile_body_count(const tg_profile *p) { return p ? p->nbodies : 0; }
+const tg_profile *tg_profile_body(const tg_profile *p, int i, int *node) {
+    if (!p || i < 0 || i >= p->nbodies) return NULL;
+    if (node) *node = p->bodies[i]->outer;
+    return p->bodies[i];
+}
+const tg_profile *tg_profile_parent(const tg_profile *p, int *node) {
+    if (node) *node = p ? p->outer : -1;
+    return p ? p->parent : NULL;
+}
 uint64_t tg_profile_nodes_ns(const tg_profile *p) {
     uint64_t s = 0;
     for (int k = 0; k < p->nsched; k++) s += p->nodes[k].ns;
@@ -471,6 +624,14 @@ int tg_profile_memory_live(const tg_profile *p, int64_t *live_run,
 }
 
 long tg_profile_trace_count(const tg_profile *p) { return p->trace_n; }
+
+long tg_profile_trace_body_count(const tg_profile *p) { return p->bev_n; }
+
+int tg_profile_trace_body_event(const tg_profile *p, long i, tg_profile_body_event *ev) {
+    if (i < 0 || i >= p->bev_n) return TG_EINVAL;
+    *ev = p->bev[i];
+    return TG_OK;
+}
 
 int tg_profile_trace_call(const tg_profile *p, long c, uint64_t *start,
                           uint64_t *end) {
