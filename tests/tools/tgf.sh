@@ -116,6 +116,32 @@ expect 0 "print --ids int --types --shapes" -- "$TGC" print "$E/logreg.json" -f 
 contains out "\[id 0\]" "--ids int numbers the nodes"
 contains out "x \[id [0-9]*\] <float64(?, 784)>" "--types --shapes show dtype and static shape"
 expect 2 "print --ids bad" -- "$TGC" print "$E/logreg.json" --ids hex
+# Inner graphs: every line of a body starts with " >", body nodes and
+# inputs have ids, each body input names the outer variable it is bound
+# to, a body node used twice is printed once. The scan of Theano's RNN
+# example: u (id B) feeds taps 0 and -4, x0 (C) and y0 (D) the recurrent
+# taps, W..W_out (E..I) the non-sequences, in that order (FORMAT s7).
+expect 0 "print a scan's body" -- "$TGC" print "$E/scan/rnn.json"
+contains out "^u \[id B\]\|^ |u \[id B\]" "the scan's first input is u, id B"
+contains out "^ > | | |u_t \[id [A-Z]*\] -> \[id B\]$" "a sequence tap names its sequence"
+contains out "^ > | | |u_tm4 \[id [A-Z]*\] -> \[id B\]$" "... each tap"
+contains out "^ > | | |x_tm1 \[id [A-Z]*\] -> \[id C\]$" "a recurrent tap names its initial state"
+contains out "^ > | | |y_tm1 \[id [A-Z]*\] -> \[id D\]$" "... of its own output"
+contains out "^ > |b_W_out \[id [A-Z]*\] -> \[id I\]$" "a non-sequence names its input"
+n=$(sed -n '/^Inner graphs:/,$p' "$tmp/out" | grep -v '^$' | grep -v '^Inner graphs:$' | grep -v '^scan \[id A\]' | grep -vc '^ >')
+[ "$n" -eq 0 ] && pass "every body line starts with ' >'" || fail "$n body lines without ' >'"
+# An op_from_graph in an op_from_graph whose body squares its input 20
+# times, each product reading the one before twice: printed once each
+# (before, 2^20 lines), the inner body after the outer one, its input
+# bound to the outer body's 'na'.
+expect 0 "print nested bodies" -- "$TGC" print "$TG_SRC/tests/data/tools/print_bodies.json"
+n=$(wc -l <"$tmp/out")
+[ "$n" -lt 80 ] && pass "a body node read twice is printed once ($n lines)" || fail "$n lines"
+n=$(grep -c "^ > *[| ]*mul \[id [A-Z]*\] 'm1'$" "$tmp/out")
+[ "$n" -eq 2 ] && pass "m1 is listed at each of its two uses" || fail "m1 listed $n times"
+contains out "^op_from_graph \[id C\] 'o'$" "the inner body has its own section, under its node's id"
+contains out "^ >[ |]*|b \[id [A-Z]*\] -> \[id D\]$" "its input names the outer body's variable (neg, id D)"
+contains out "^ > | |a \[id [A-Z]*\] -> \[id B\]$" "the outer body's input names x (id B)"
 # --include / --exclude choose the rewrites of --optimized: the MLP's
 # training step without fusion has no composite, with it one or more
 expect 0 "print --optimized" -- "$TGC" print "$E/mlp.json" -f train --optimized

@@ -304,7 +304,8 @@ typedef struct printer {
     int next_id;
     struct tg_idmap *ids; /* key -> id + 1 */
     const tg_function *f;
-    json_object *bodies;  /* nodes with a body, printed after the tree */
+    json_object *bodies;   /* nodes with a body, printed after the tree */
+    json_object *body_ids; /* namespaced body key -> id */
 } printer;
 
 static void id_str(const printer *P, int id, char *buf, size_t n) {
@@ -359,7 +360,12 @@ static void indent(int depth) {
     for (int i = 0; i < depth && i < 100; i++) printf(" |");
 }
 
-static void print_var(printer *P, const tg_var *v, int depth) {
+static void queue_body(printer *P, const char *op, const char *name, const char *key, json_object *inputs,
+                       json_object *attrs);
+
+/* The line of v at depth; the node to expand when it is printed for the
+ * first time, else NULL. */
+static const tg_node *print_line(printer *P, const tg_var *v, int depth) {
     char idb[16];
     bool fresh;
     indent(depth);
@@ -374,7 +380,7 @@ static void print_var(printer *P, const tg_var *v, int depth) {
             printf(" %.17g", tg_array_get_flat(v->value, 0));
         type_suffix(P, &v->type);
         printf("\n");
-        return;
+        return NULL;
     }
     const tg_node *n = v->owner;
     id_str(P, take_id(P, n->outputs[0]->id, &fresh), idb, sizeof idb);
@@ -392,70 +398,362 @@ static void print_var(printer *P, const tg_var *v, int depth) {
         printf("  %.3f ms/call (%.1f%%)", t * 1e3 / (double)P->calls, P->total > 0 ? 100.0 * t / P->total : 0.0);
     }
     printf("\n");
-    if (!fresh) return; /* printed once; later uses name its id */
+    if (!fresh) return NULL; /* printed once; later uses name its id */
     json_object *body = NULL;
-    if (n->attrs && json_object_object_get_ex(n->attrs, "body", &body))
-        json_object_array_add(P->bodies, json_object_new_string(n->outputs[0]->id));
-    for (int k = 0; k < n->nin; k++) print_var(P, n->inputs[k], depth + 1);
-}
-
-/* A nested body, from its JSON: each output's tree of body nodes. */
-static void print_body_var(printer *P, json_object *byout, const char *id, int depth) {
-    json_object *node = NULL;
-    for (int i = 0; i < depth; i++) printf(" |");
-    if (!json_object_object_get_ex(byout, id, &node) || depth > 60) {
-        printf("%s\n", id);
-        return;
+    if (n->attrs && json_object_object_get_ex(n->attrs, "body", &body)) {
+        json_object *ins = json_object_new_array();
+        for (int k = 0; k < n->nin; k++) json_object_array_add(ins, json_object_new_string(n->inputs[k]->id));
+        queue_body(P, n->op->name, n->name ? n->name : n->outputs[0]->id, n->outputs[0]->id, ins, n->attrs);
     }
-    json_object *op = NULL, *ins = NULL;
-    json_object_object_get_ex(node, "op", &op);
-    printf("%s '%s'\n", op ? json_object_get_string(op) : "?", id);
-    if (json_object_object_get_ex(node, "inputs", &ins) && json_object_is_type(ins, json_type_array))
-        for (size_t k = 0; k < json_object_array_length(ins); k++) {
-            json_object *e = json_object_array_get_idx(ins, k);
-            print_body_var(P, byout, json_object_is_type(e, json_type_string) ? json_object_get_string(e) : "(constant)",
-                           depth + 1);
-        }
+    return n;
 }
 
-static void print_bodies(printer *P, const tg_function *f) {
-    size_t nb = json_object_array_length(P->bodies);
-    if (!nb) return;
-    printf("\nInner graphs:\n");
-    for (size_t b = 0; b < nb; b++) {
-        const char *key = json_object_get_string(json_object_array_get_idx(P->bodies, b));
-        for (int k = 0; k < f->fg->nnodes; k++) {
-            const tg_node *n = f->fg->nodes[k];
-            if (!n->nout || strcmp(n->outputs[0]->id, key)) continue;
-            json_object *body = NULL, *nodes = NULL, *outs = NULL;
-            json_object_object_get_ex(n->attrs, "body", &body);
-            bool fresh;
-            char idb[16];
-            id_str(P, take_id(P, key, &fresh), idb, sizeof idb);
-            printf("\n%s [id %s] '%s'\n", n->op->name, idb, key);
-            json_object *byout = json_object_new_object();
-            if (json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
-                for (size_t i = 0; i < json_object_array_length(nodes); i++) {
-                    json_object *nd = json_object_array_get_idx(nodes, i), *os = NULL;
-                    if (json_object_object_get_ex(nd, "outputs", &os) && json_object_is_type(os, json_type_array))
-                        for (size_t j = 0; j < json_object_array_length(os); j++)
-                            json_object_object_add(byout, json_object_get_string(json_object_array_get_idx(os, j)),
-                                                   json_object_get(nd));
-                }
-            if (json_object_object_get_ex(body, "outputs", &outs) && json_object_is_type(outs, json_type_array))
-                for (size_t i = 0; i < json_object_array_length(outs); i++) {
-                    json_object *o = json_object_array_get_idx(outs, i);
-                    printf(" >");
-                    print_body_var(P, byout, json_object_is_type(o, json_type_string) ? json_object_get_string(o) : "?", 0);
-                }
-            json_object_put(byout);
+/* The tree under v, depth first, inputs in order: with a stack of its
+ * own, as a chain of a few hundred thousand nodes overflows the call
+ * stack. */
+typedef struct walk_item {
+    const void *p;
+    int depth;
+} walk_item;
+
+static bool walk_reserve(walk_item **st, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = *cap * 2 > need ? *cap * 2 : need;
+    walk_item *t = realloc(*st, c * sizeof *t);
+    if (!t) return false;
+    *st = t;
+    *cap = c;
+    return true;
+}
+
+static void print_var(printer *P, const tg_var *root, int depth) {
+    size_t n = 0, cap = 0;
+    walk_item *st = NULL;
+    if (!walk_reserve(&st, &cap, 64)) return;
+    st[n++] = (walk_item){root, depth};
+    while (n) {
+        walk_item it = st[--n];
+        const tg_node *nd = print_line(P, it.p, it.depth);
+        if (!nd) continue;
+        if (!walk_reserve(&st, &cap, n + (size_t)nd->nin)) break;
+        for (int k = nd->nin - 1; k >= 0; k--) st[n++] = (walk_item){nd->inputs[k], it.depth + 1};
+    }
+    free(st);
+}
+
+/* ---- inner graphs ----
+ * A node with a body (scan, op_from_graph, a fused composite) is queued
+ * when the tree prints it and its body printed after the tree, as
+ * Theano's "Inner graphs": every line of a body starts with " >", its
+ * nodes and variables take ids from the same count as the tree's (a node
+ * used twice is printed once, then named by its id), each body input
+ * names the outer variable it is bound to ("-> [id B]"), and a body's own
+ * nodes with bodies are queued in turn. Body ids live in a namespace of
+ * their owner's: "<owner key>\x1f<id>", so that a body's "x0" is not the
+ * graph's. */
+
+/* An entry of the queue: {"op", "name", "key" (the owner's, namespaced),
+ * "inputs" (the owner's inputs' keys, namespaced; null for an inline
+ * constant), "attrs"}. */
+static void queue_body(printer *P, const char *op, const char *name, const char *key, json_object *inputs,
+                       json_object *attrs) {
+    json_object *e = json_object_new_object();
+    json_object_object_add(e, "op", json_object_new_string(op));
+    json_object_object_add(e, "name", json_object_new_string(name));
+    json_object_object_add(e, "key", json_object_new_string(key));
+    json_object_object_add(e, "inputs", inputs);
+    json_object_object_add(e, "attrs", json_object_get(attrs));
+    json_object_array_add(P->bodies, e);
+}
+
+/* The id of ns + id: the tree's for a variable of the graph the tree
+ * printed (ns ""), else from a map of namespaced keys (copied: the tree's
+ * map borrows its keys from the function). */
+static int take_id_ns(printer *P, const char *ns, const char *id, bool *fresh) {
+    void *main_id = *ns ? NULL : tg_idmap_get(P->ids, id);
+    if (main_id) {
+        *fresh = false;
+        return (int)(intptr_t)main_id - 1;
+    }
+    size_t a = strlen(ns), b = strlen(id);
+    char *k = malloc(a + b + 1);
+    if (!k) {
+        *fresh = false;
+        return 0;
+    }
+    memcpy(k, ns, a);
+    memcpy(k + a, id, b + 1);
+    json_object *got = NULL;
+    int v;
+    if (json_object_object_get_ex(P->body_ids, k, &got)) {
+        *fresh = false;
+        v = json_object_get_int(got);
+    } else {
+        *fresh = true;
+        v = P->next_id++;
+        json_object_object_add(P->body_ids, k, json_object_new_int(v));
+    }
+    free(k);
+    return v;
+}
+
+static void json_type_suffix(const printer *P, json_object *var) {
+    json_object *type = NULL, *dt = NULL, *shape = NULL;
+    if ((!P->types && !P->shapes) || !var || !json_object_object_get_ex(var, "type", &type)) return;
+    printf(" <");
+    if (P->types && json_object_object_get_ex(type, "dtype", &dt)) printf("%s", json_object_get_string(dt));
+    if (P->shapes && json_object_object_get_ex(type, "shape", &shape) && json_object_is_type(shape, json_type_array)) {
+        size_t nd = json_object_array_length(shape);
+        printf("(");
+        for (size_t d = 0; d < nd; d++) {
+            json_object *l = json_object_array_get_idx(shape, d);
+            printf("%s", d ? ", " : "");
+            if (json_object_is_type(l, json_type_int) && json_object_get_int64(l) >= 0)
+                printf("%lld", (long long)json_object_get_int64(l));
+            else
+                printf("?");
         }
+        printf(nd == 1 ? ",)" : ")");
+    }
+    printf(">");
+}
+
+/* A scalar value of the format (section 5), for the line of a constant:
+ * a number, or {"data": number}; else nothing. */
+static void json_scalar_suffix(json_object *v) {
+    json_object *data = NULL;
+    if (v && json_object_is_type(v, json_type_object) && json_object_object_get_ex(v, "data", &data)) v = data;
+    if (v && (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
+        printf(" %.17g", json_object_get_double(v));
+    else if (v && json_object_is_type(v, json_type_boolean))
+        printf(" %s", json_object_get_boolean(v) ? "true" : "false");
+}
+
+typedef struct body_scope {
+    const char *ns;       /* this body's namespace */
+    json_object *byout;   /* output id -> its node */
+    json_object *vars;    /* declared id -> its variable */
+    json_object *bound;   /* body input id -> namespaced outer key */
+} body_scope;
+
+static void body_prefix(int depth) {
+    printf(" >");
+    indent(depth);
+}
+
+static json_object *print_body_line(printer *P, const body_scope *S, json_object *ref, int depth) {
+    char idb[16];
+    bool fresh;
+    body_prefix(depth);
+    if (!json_object_is_type(ref, json_type_string)) { /* an inline constant */
+        json_object *v = NULL;
+        if (json_object_is_type(ref, json_type_object)) json_object_object_get_ex(ref, "value", &v);
+        printf("(constant)");
+        json_scalar_suffix(v);
+        printf("\n");
+        return NULL;
+    }
+    const char *id = json_object_get_string(ref);
+    json_object *node = NULL, *var = NULL;
+    json_object_object_get_ex(S->vars, id, &var);
+    if (!json_object_object_get_ex(S->byout, id, &node)) {
+        id_str(P, take_id_ns(P, S->ns, id, &fresh), idb, sizeof idb);
+        printf("%s [id %s]", id, idb);
+        json_object *cv = NULL, *outer = NULL;
+        if (var && json_object_object_get_ex(var, "constant", &cv)) {
+            printf(" (constant)");
+            json_scalar_suffix(cv);
+        }
+        json_type_suffix(P, var);
+        if (json_object_object_get_ex(S->bound, id, &outer) && json_object_is_type(outer, json_type_string)) {
+            id_str(P, take_id_ns(P, "", json_object_get_string(outer), &fresh), idb, sizeof idb);
+            printf(" -> [id %s]", idb);
+        }
+        printf("\n");
+        return NULL;
+    }
+    json_object *op = NULL, *outs = NULL, *name = NULL, *ins = NULL, *attrs = NULL, *body = NULL;
+    json_object_object_get_ex(node, "op", &op);
+    json_object_object_get_ex(node, "outputs", &outs);
+    const char *first = id;
+    size_t nout = outs && json_object_is_type(outs, json_type_array) ? json_object_array_length(outs) : 0;
+    int which = 0;
+    for (size_t j = 0; j < nout; j++) {
+        const char *o = json_object_get_string(json_object_array_get_idx(outs, j));
+        if (!j && o) first = o;
+        if (o && !strcmp(o, id)) which = (int)j;
+    }
+    int nid = take_id_ns(P, S->ns, first, &fresh);
+    id_str(P, nid, idb, sizeof idb);
+    const char *opname = op ? json_object_get_string(op) : "?";
+    printf("%s", opname);
+    if (nout > 1) printf(".%d", which);
+    bool named = json_object_object_get_ex(node, "name", &name) && json_object_is_type(name, json_type_string);
+    printf(" [id %s] '%s'", idb, named ? json_object_get_string(name) : id);
+    json_type_suffix(P, var);
+    printf("\n");
+    if (!fresh) return NULL;
+    if (json_object_object_get_ex(node, "attrs", &attrs) && json_object_object_get_ex(attrs, "body", &body)) {
+        json_object *refs = json_object_new_array();
+        if (json_object_object_get_ex(node, "inputs", &ins) && json_object_is_type(ins, json_type_array))
+            for (size_t k = 0; k < json_object_array_length(ins); k++) {
+                json_object *e = json_object_array_get_idx(ins, k);
+                if (!json_object_is_type(e, json_type_string)) {
+                    json_object_array_add(refs, NULL);
+                    continue;
+                }
+                size_t a = strlen(S->ns);
+                const char *s = json_object_get_string(e);
+                char *k2 = malloc(a + strlen(s) + 1);
+                if (!k2) continue;
+                memcpy(k2, S->ns, a);
+                strcpy(k2 + a, s);
+                json_object_array_add(refs, json_object_new_string(k2));
+                free(k2);
+            }
+        size_t a = strlen(S->ns);
+        char *key = malloc(a + strlen(first) + 1);
+        if (key) {
+            memcpy(key, S->ns, a);
+            strcpy(key + a, first);
+            queue_body(P, opname, named ? json_object_get_string(name) : first, key, refs, attrs);
+            free(key);
+        } else {
+            json_object_put(refs);
+        }
+    }
+    return node;
+}
+
+static void print_body_var(printer *P, const body_scope *S, json_object *root) {
+    size_t n = 0, cap = 0;
+    walk_item *st = NULL;
+    if (!walk_reserve(&st, &cap, 64)) return;
+    st[n++] = (walk_item){root, 0};
+    while (n) {
+        walk_item it = st[--n];
+        json_object *nd = print_body_line(P, S, (json_object *)it.p, it.depth), *ins = NULL;
+        if (!nd || !json_object_object_get_ex(nd, "inputs", &ins) || !json_object_is_type(ins, json_type_array))
+            continue;
+        size_t nin = json_object_array_length(ins);
+        if (!walk_reserve(&st, &cap, n + nin)) break;
+        for (size_t k = nin; k-- > 0;) st[n++] = (walk_item){json_object_array_get_idx(ins, k), it.depth + 1};
+    }
+    free(st);
+}
+
+static int64_t attr_int(json_object *attrs, const char *k, int64_t dflt) {
+    json_object *v = NULL;
+    return json_object_object_get_ex(attrs, k, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int64(v)
+                                                                                             : dflt;
+}
+
+static size_t attr_list_len(json_object *attrs, const char *k, size_t i) {
+    json_object *v = NULL, *e;
+    if (!json_object_object_get_ex(attrs, k, &v) || !json_object_is_type(v, json_type_array) ||
+        i >= json_object_array_length(v))
+        return 0;
+    e = json_object_array_get_idx(v, i);
+    return json_object_is_type(e, json_type_array) ? json_object_array_length(e) : 0;
+}
+
+/* bound: each body input id -> the namespaced key of the outer input it
+ * is bound to. A scan's body takes each sequence's slices by taps, each
+ * recurrent output's past values by taps, then the non-sequences (FORMAT
+ * s7); any other body (op_from_graph, composite) its node's inputs in
+ * order. */
+static void bind_inputs(json_object *entry, json_object *body, json_object *bound) {
+    json_object *op = NULL, *ins = NULL, *attrs = NULL, *bins = NULL;
+    json_object_object_get_ex(entry, "op", &op);
+    json_object_object_get_ex(entry, "inputs", &ins);
+    json_object_object_get_ex(entry, "attrs", &attrs);
+    if (!json_object_object_get_ex(body, "inputs", &bins) || !json_object_is_type(bins, json_type_array) ||
+        !json_object_is_type(ins, json_type_array))
+        return;
+    size_t nb = json_object_array_length(bins), nin = json_object_array_length(ins), b = 0;
+    size_t *outer = calloc(nb + 1, sizeof *outer);
+    if (!outer) return;
+    for (size_t i = 0; i < nb; i++) outer[i] = SIZE_MAX;
+    if (op && !strcmp(json_object_get_string(op), "scan")) {
+        int64_t nseq = attr_int(attrs, "n_sequences", 0), nrec = attr_int(attrs, "n_recurrent", 0);
+        int64_t nns = attr_int(attrs, "n_non_sequences", 0);
+        json_object *hs = NULL;
+        size_t base = json_object_object_get_ex(attrs, "has_n_steps", &hs) && json_object_get_boolean(hs) ? 1 : 0;
+        for (int64_t s = 0; s < nseq; s++)
+            for (size_t t = 0; t < attr_list_len(attrs, "sequence_taps", (size_t)s) && b < nb; t++)
+                outer[b++] = base + (size_t)s;
+        for (int64_t r = 0; r < nrec; r++)
+            for (size_t t = 0; t < attr_list_len(attrs, "output_taps", (size_t)r) && b < nb; t++)
+                outer[b++] = base + (size_t)nseq + (size_t)r;
+        for (int64_t j = 0; j < nns && b < nb; j++) outer[b++] = base + (size_t)(nseq + nrec + j);
+    } else {
+        for (; b < nb; b++) outer[b] = b;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        json_object *bi = json_object_array_get_idx(bins, i), *oi;
+        if (outer[i] >= nin || !json_object_is_type(bi, json_type_string)) continue;
+        oi = json_object_array_get_idx(ins, outer[i]);
+        if (json_object_is_type(oi, json_type_string))
+            json_object_object_add(bound, json_object_get_string(bi), json_object_get(oi));
+    }
+    free(outer);
+}
+
+static void print_bodies(printer *P) {
+    if (!json_object_array_length(P->bodies)) return;
+    printf("\nInner graphs:\n");
+    /* The queue grows while it is read: bodies inside bodies. */
+    for (size_t b = 0; b < json_object_array_length(P->bodies); b++) {
+        json_object *e = json_object_array_get_idx(P->bodies, b), *op, *name, *key, *attrs, *body = NULL,
+                    *nodes = NULL, *vars = NULL, *outs = NULL;
+        json_object_object_get_ex(e, "op", &op);
+        json_object_object_get_ex(e, "name", &name);
+        json_object_object_get_ex(e, "key", &key);
+        json_object_object_get_ex(e, "attrs", &attrs);
+        if (!json_object_object_get_ex(attrs, "body", &body) || !json_object_is_type(body, json_type_object)) continue;
+        bool fresh;
+        char idb[16];
+        const char *k = json_object_get_string(key);
+        id_str(P, take_id_ns(P, "", k, &fresh), idb, sizeof idb);
+        printf("\n%s [id %s] '%s'\n", json_object_get_string(op), idb, json_object_get_string(name));
+        size_t kl = strlen(k);
+        char *ns = malloc(kl + 2);
+        if (!ns) continue;
+        memcpy(ns, k, kl);
+        ns[kl] = '\x1f';
+        ns[kl + 1] = 0;
+        body_scope S = {ns, json_object_new_object(), json_object_new_object(), json_object_new_object()};
+        if (json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
+            for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+                json_object *nd = json_object_array_get_idx(nodes, i), *os = NULL;
+                if (json_object_object_get_ex(nd, "outputs", &os) && json_object_is_type(os, json_type_array))
+                    for (size_t j = 0; j < json_object_array_length(os); j++) {
+                        json_object *o = json_object_array_get_idx(os, j);
+                        if (json_object_is_type(o, json_type_string))
+                            json_object_object_add(S.byout, json_object_get_string(o), json_object_get(nd));
+                    }
+            }
+        if (json_object_object_get_ex(body, "variables", &vars) && json_object_is_type(vars, json_type_array))
+            for (size_t i = 0; i < json_object_array_length(vars); i++) {
+                json_object *v = json_object_array_get_idx(vars, i), *id = NULL;
+                if (json_object_object_get_ex(v, "id", &id) && json_object_is_type(id, json_type_string))
+                    json_object_object_add(S.vars, json_object_get_string(id), json_object_get(v));
+            }
+        bind_inputs(e, body, S.bound);
+        if (json_object_object_get_ex(body, "outputs", &outs) && json_object_is_type(outs, json_type_array))
+            for (size_t i = 0; i < json_object_array_length(outs); i++)
+                print_body_var(P, &S, json_object_array_get_idx(outs, i));
+        json_object_put(S.byout);
+        json_object_put(S.vars);
+        json_object_put(S.bound);
+        free(ns);
     }
 }
 
 static void print_function(const tg_function *f, bool chars, bool types, bool shapes,
                            const double *secs, long calls) {
-    printer P = {chars, types, shapes, secs, 0, calls, 0, tg_idmap_new(), f, json_object_new_array()};
+    printer P = {chars, types, shapes, secs, 0, calls, 0, tg_idmap_new(), f, json_object_new_array(),
+                 json_object_new_object()};
     const tg_fgraph *fg = f->fg;
     for (int k = 0; secs && k < f->nsched; k++) P.total += secs[k];
     printf("%s:", f->name);
@@ -465,9 +763,10 @@ static void print_function(const tg_function *f, bool chars, bool types, bool sh
         if (r >= fg->nout) printf("update %s <-\n", fg->upd_shared[r - fg->nout]->id);
         print_var(&P, fg->outputs[r], 0);
     }
-    print_bodies(&P, f);
+    print_bodies(&P);
     tg_idmap_free(P.ids);
     json_object_put(P.bodies);
+    json_object_put(P.body_ids);
 }
 
 static void print_usage(FILE *f) {
