@@ -142,6 +142,24 @@ n=$(grep -c "^ > *[| ]*mul \[id [A-Z]*\] 'm1'$" "$tmp/out")
 contains out "^op_from_graph \[id C\] 'o'$" "the inner body has its own section, under its node's id"
 contains out "^ >[ |]*|b \[id [A-Z]*\] -> \[id D\]$" "its input names the outer body's variable (neg, id D)"
 contains out "^ > | |a \[id [A-Z]*\] -> \[id B\]$" "the outer body's input names x (id B)"
+# A chain of 50,000 nodes, in the graph and in a body: the recursive
+# printer overflowed the stack past about 23,000 levels.
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+n, t = 50000, {"dtype": "float64", "shape": [3]}
+chain = lambda a: [{"op": "neg", "inputs": ["v%d" % i if i else a], "outputs": ["v%d" % (i + 1)]} for i in range(n)]
+fn = {"main": {"inputs": ["x"], "outputs": ["y"]}}
+g = {"format": "tg-graph", "version": 1, "variables": [{"id": "x", "type": t}],
+     "nodes": chain("x") + [{"op": "identity", "inputs": ["v%d" % n], "outputs": ["y"]}], "functions": fn}
+json.dump(g, open(sys.argv[1] + "/chain.json", "w"))
+body = {"variables": [{"id": "b", "type": t}], "inputs": ["b"], "outputs": ["v%d" % n], "nodes": chain("b")}
+g["nodes"] = [{"op": "op_from_graph", "inputs": ["x"], "outputs": ["y"], "attrs": {"name": "deep", "body": body}}]
+json.dump(g, open(sys.argv[1] + "/bchain.json", "w"))
+PY
+expect 0 "print a chain of 50,000 nodes" -- "$TGC" print "$tmp/chain.json"
+[ "$(tail -n 1 "$tmp/out" | sed 's/^[ |]*//')" = "x [id CVZD]" ] && pass "down to its input, id 50001 (2*26^3 + 21*26^2 + 25*26 + 3: CVZD)" || fail "ends with: $(tail -n 1 "$tmp/out" | cut -c1-80)"
+expect 0 "print a body chain of 50,000 nodes" -- "$TGC" print "$tmp/bchain.json"
+[ "$(tail -n 1 "$tmp/out" | sed 's/^ >[ |]*//')" = "b [id CVZE] -> [id B]" ] && pass "down to the body's input" || fail "ends with: $(tail -n 1 "$tmp/out" | cut -c1-80)"
 # --include / --exclude choose the rewrites of --optimized: the MLP's
 # training step without fusion has no composite, with it one or more
 expect 0 "print --optimized" -- "$TGC" print "$E/mlp.json" -f train --optimized
