@@ -31,8 +31,10 @@
  * node's time less the body's nodes'. A scan's body, compiled at its first
  * run, is compiled when the profile is made; a body function that already
  * has hooks (a NaN guard, another profile) is left alone and has no body
- * profile. Body profiles are owned by the profile they hang from, freed
- * with it, and read with the functions below (they take a body profile as
+ * profile. In a scan's body the cost estimate and what each output is are
+ * read at the first step of each run only (every step has the same
+ * shapes): the other steps pay for the two clock readings alone. Body
+ * profiles are owned by the profile they hang from, freed with it, and read with the functions below (they take a body profile as
  * they take f's: tg_profile_node_get, tg_profile_origins...).
  *
  * The hook path allocates nothing: every array is sized when the profile is

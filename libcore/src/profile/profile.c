@@ -192,6 +192,11 @@ static int hook_after(void *ud, const tg_function *f, int node,
         b->calls++;
         b->steps += b->outer_scan ? (uint64_t)((const scan_p *)f->sched[node].node->a.extra)->last_steps : 1;
     }
+    /* In a scan's body the cost and the outputs are read at the first
+     * step of each run only: every step has the same shapes (what
+     * changes is where the rows are), and the steps after it pay for the
+     * two clock readings alone. */
+    if (p->cur_step > 0) return 0;
     const tg_vm_node *s = &f->sched[node];
     const tg_node *n = s->node;
     if (s->op->cost) {
