@@ -5,7 +5,9 @@
 # sizes worked out by hand; the Chrome trace is valid JSON with every node
 # event inside its call's; the JSON report validates against
 # schemas/profile.schema.json; the examples profile; bad input gets exit 2
-# (a run-time failure exit 1) with one line on stderr.
+# (a run-time failure exit 1) with one line on stderr; the bodies of scans
+# (the RNN's, a scan in a scan's body) have their section, JSON and trace
+# events, with steps = calls x steps per call.
 set -uo pipefail
 : "${TGPROF:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
 tmp=$(mktemp -d)
@@ -229,6 +231,108 @@ R=(-f train -i x="$TG_SRC/examples/rnn/x.npy" -i y="$TG_SRC/examples/rnn/y.npy" 
 "$TGPROF" "$TG_SRC/examples/rnn.json" "${R[@]}" >"$tmp/rnn.txt"
 check '[ $? -eq 0 ] && grep -q "  scan{rnn}$" "$tmp/rnn.txt" && grep -q "  scan{grad_of_rnn}$" "$tmp/rnn.txt" &&
        [ "$(awk "length > 1000" "$tmp/rnn.txt" | wc -l)" -eq 0 ]' "the RNN's scans are scan{rnn} and scan{grad_of_rnn}, no line over 1000 characters"
+# The bodies (Theano's Scan Op profiling): the RNN's forward scan runs one
+# step per row of x (read from the .npy header here, not from tgprof).
+T=$($PY -c 'import ast,sys; h=open(sys.argv[1],"rb").read(256); print(ast.literal_eval(h[10:10+h[8]+256*h[9]].decode())["shape"][0])' "$TG_SRC/examples/rnn/x.npy")
+"$TGPROF" "$TG_SRC/examples/rnn.json" -f train -i x="$TG_SRC/examples/rnn/x.npy" -i y="$TG_SRC/examples/rnn/y.npy" \
+  --calls 3 --top 1 --json "$tmp/rnnb.json" --trace "$tmp/rnnb.trace.json" >"$tmp/rnnb.txt"
+check '[ $? -eq 0 ] && grep -q "^Scan and op_from_graph bodies$" "$tmp/rnnb.txt"' "the report has a section for the bodies"
+body() { sed -n "/^Body of $1 /,/^\$/p" "$tmp/rnnb.txt"; }
+check 'body "scan{rnn}" | grep -q "^  Calls of the node: 3, steps in all: $((3 * T)) ($T.0 per call)$"' \
+  "scan{rnn}'s body: 3 calls, $((3 * T)) steps"
+check 'body "scan{grad_of_rnn}" | grep -q "steps in all: $((3 * T)) "' "scan{grad_of_rnn}'s body: $((3 * T)) steps"
+check 'body "scan{rnn}" | grep -q "^  Time in the body.s nodes: .* of the node.s time" && body "scan{rnn}" | grep -q "^  Loop overhead: "' \
+  "a body's section gives the time in its nodes and the loop's overhead"
+# --top 1: one row per body table, and the rest counted.
+grad_nodes() { sed -n '/^Body of scan{grad_of_rnn} /,$p' "$tmp/rnnb.txt" | sed -n '/^  Nodes (apply)/,/^$/p'; }
+check '[ "$(grad_nodes | awk '"'"'$1 ~ /^[0-9.]+%$/'"'"' | wc -l)" -eq 1 ] &&
+       grad_nodes | grep -q "^  ... (remaining [0-9]* nodes account for .* of the node.s time)"' \
+  "--top 1 holds for a body's tables"
+"$TGPROF" "$TG_SRC/examples/rnn.json" -f train -i x="$TG_SRC/examples/rnn/x.npy" -i y="$TG_SRC/examples/rnn/y.npy" \
+  --calls 1 --no-bodies --json "$tmp/rnnnb.json" >"$tmp/rnnnb.txt"
+check '[ $? -eq 0 ] && ! grep -q "^Body of" "$tmp/rnnnb.txt" && grep -q "Bodies: not profiled (--no-bodies)" "$tmp/rnnnb.txt" &&
+       $PY -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"functions\"][0][\"bodies\"] != [])" "$tmp/rnnnb.json"' \
+  "--no-bodies leaves the bodies out"
+# A scan of k steps whose body is a scan of m steps.
+cat >"$tmp/nested.json" <<'J'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [4]}},
+               {"id": "k", "type": {"dtype": "int32", "shape": []}}, {"id": "m", "type": {"dtype": "int32", "shape": []}}],
+ "nodes": [{"op": "scan", "inputs": ["k", "x", "m"], "outputs": ["hs"], "attrs": {
+   "n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]], "n_nonrecurrent": 0,
+   "n_non_sequences": 1, "has_n_steps": true, "has_until": false, "name": "outer", "body": {
+     "variables": [{"id": "h_p", "type": {"dtype": "float64", "shape": [4]}}, {"id": "m_", "type": {"dtype": "int32", "shape": []}}],
+     "nodes": [{"op": "scan", "inputs": ["m_", "h_p"], "outputs": ["gs"], "attrs": {
+         "n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]], "n_nonrecurrent": 0,
+         "n_non_sequences": 0, "has_n_steps": true, "has_until": false, "name": "inner", "body": {
+           "variables": [{"id": "g_p", "type": {"dtype": "float64", "shape": [4]}}],
+           "nodes": [{"op": "sin", "inputs": ["g_p"], "outputs": ["g_t"]}], "inputs": ["g_p"], "outputs": ["g_t"]}}},
+       {"op": "subtensor", "inputs": ["gs"], "outputs": ["h_t"], "attrs": {"index": [-1]}}],
+     "inputs": ["h_p", "m_"], "outputs": ["h_t"]}}}],
+ "functions": {"main": {"inputs": ["x", "k", "m"], "outputs": ["hs"]}}}
+J
+"$TGPROF" "$tmp/nested.json" -i x='[1,2,3,4]' -i k=6 -i m=7 --calls 2 --json "$tmp/nested.prof.json" \
+  --trace "$tmp/nested.trace.json" >"$tmp/nested.txt"
+# (the optimizer keys the inner scan gs:scan)
+check '[ $? -eq 0 ] && grep -q "^Body of scan{outer} hs > scan{inner} gs[:a-z]*$" "$tmp/nested.txt" &&
+       sed -n "/^Body of scan{outer} hs > scan{inner} /,/^\$/p" "$tmp/nested.txt" | grep -q "Calls of the node: 12, steps in all: 84 (7.0 per call)"' \
+  "a scan in a scan's body is titled by its path; it runs 2 x 6 times, 2 x 6 x 7 steps"
+$PY - "$tmp/rnnb.json" "$tmp/rnnb.trace.json" "$T" "$tmp/nested.prof.json" "$tmp/nested.trace.json" <<'PY'
+import json, sys
+fails = 0
+def check(ok, what):
+    global fails
+    print(("ok: " if ok else "FAIL: ") + what)
+    fails += 0 if ok else 1
+T = int(sys.argv[3])
+f = json.load(open(sys.argv[1]))["functions"][0]
+nodes = {n["key"]: n for n in f["nodes"]}
+bodies = {b["op_key"]: b for b in f["bodies"]}
+check(sorted(bodies) == ["scan{grad_of_rnn}", "scan{rnn}"], "the RNN's report has the bodies of its two scans (%s)" % sorted(bodies))
+for name, b in bodies.items():
+    outer = nodes[b["node"]]
+    check(outer["op_key"] == name and outer["index"] == b["index"], "%s: its node %s is in the function" % (name, b["node"]))
+    check(b["calls"] == 3 and b["steps"] == 3 * T, "%s: 3 calls, %d steps (%d, %d)" % (name, 3 * T, b["calls"], b["steps"]))
+    check(all(n["calls"] == 3 * T for n in b["nodes"]), "%s: every body node ran once per step" % name)
+    tin = sum(n["time_s"] for n in b["nodes"])
+    check(abs(b["time_s"] - outer["time_s"]) < 1e-9, "%s: the body's time is its node's" % name)
+    check(all(n["time_s"] > 0 for n in b["nodes"]) and tin <= b["time_s"] * (1 + 1e-9),
+          "%s: body node times are > 0 and sum (%.6f s) to at most the node's (%.6f s)" % (name, tin, b["time_s"]))
+    check(abs(b["time_in_nodes_s"] - tin) < 1e-6 and abs(b["overhead_s"] - (b["time_s"] - tin)) < 1e-6,
+          "%s: time in nodes and overhead add up" % name)
+    check(abs(sum(n["share"] for n in b["nodes"]) - tin / b["time_s"]) < 1e-6, "%s: shares are of the node's time" % name)
+    check(b["bodies"] == [], "%s: no body within" % name)
+# The trace: runs of body nodes nested within their scan node's event.
+t = json.load(open(sys.argv[2]))
+ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
+scan_ev = {}
+for e in ev:
+    if e.get("cat") != "call" and "body" not in e["args"] and e["name"] in (bodies["scan{rnn}"]["node"], bodies["scan{grad_of_rnn}"]["node"]):
+        scan_ev.setdefault(e["name"], []).append(e)
+bev = [e for e in ev if "body" in e.get("args", {})]
+ok = len(bev) > 0
+for e in bev:
+    outer = [s for s in scan_ev.get(e["args"]["body"].split(" ")[-1], []) if s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"]]
+    ok = ok and len(outer) == 1 and 0 <= e["args"]["step"] < T
+check(ok, "each of the trace's %d body events lies within its scan node's event, with its step" % len(bev))
+nb = sum(len(b["nodes"]) for b in bodies.values())
+check(len(bev) == 3 * T * nb, "the trace holds every body node's run in the 3 calls (%d)" % len(bev))
+# Nested: outer body 2 x 6 steps, inner 2 x 6 x 7.
+f = json.load(open(sys.argv[4]))["functions"][0]
+bo = f["bodies"][0]
+check(bo["op_key"] == "scan{outer}" and bo["calls"] == 2 and bo["steps"] == 12, "the outer body: 2 calls, 12 steps")
+bi = bo["bodies"][0] if len(bo["bodies"]) == 1 else {}
+check(bi.get("op_key") == "scan{inner}" and bi.get("calls") == 12 and bi.get("steps") == 84
+      and all(n["calls"] == 84 for n in bi["nodes"]), "the inner body: 12 calls, 84 steps, each node 84 runs")
+inner_node = [n for n in bo["nodes"] if n["key"] == bi.get("node")]
+check(len(inner_node) == 1 and abs(inner_node[0]["time_s"] - bi["time_s"]) < 1e-9 and bi["time_in_nodes_s"] <= bi["time_s"]
+      and bo["time_in_nodes_s"] <= bo["time_s"], "the inner scan's time is a node of the outer body's")
+t = json.load(open(sys.argv[5]))
+steps = sorted({e["args"]["step"] for e in t["traceEvents"] if e.get("ph") == "X" and "scan{inner}" in e.get("args", {}).get("body", "")})
+check(steps == list(range(7)), "the inner body's trace events have steps 0..6 (%s)" % steps)
+sys.exit(1 if fails else 0)
+PY
+[ $? -eq 0 ] || fails=$((fails + 1))
 $PY -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' "$tmp/mlp.trace.json" \
   && echo "ok: the MLP's trace is valid JSON" || { echo "FAIL: the MLP's trace is not valid JSON"; fails=$((fails + 1)); }
 # A report or trace whose write fails (the file-size limit, as a full disk
@@ -245,6 +349,7 @@ done
 
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
+    "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" \
     $( [ -f "$tmp/tgf.json" ] && echo "$tmp/tgf.json" ) <<'PY'
 import json, sys, copy
 import jsonschema

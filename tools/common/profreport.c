@@ -156,13 +156,13 @@ static json_object *jshare(double t, double total) {
     return json_object_new_double(s > 1 ? 1 : s < 0 ? 0 : s);
 }
 
-static json_object *group_json(const prof_info *P, prof_row *r, int n) {
+static json_object *group_json(prof_row *r, int n, double denom) {
     json_object *a = json_object_new_array();
     for (int i = 0; i < n; i++) {
         json_object *o = json_object_new_object();
         json_object_object_add(o, "name", jstr(r[i].name));
         json_object_object_add(o, "time_s", json_object_new_double(r[i].seconds));
-        json_object_object_add(o, "share", jshare(r[i].seconds, P->nodes_s));
+        json_object_object_add(o, "share", jshare(r[i].seconds, denom));
         json_object_object_add(o, "calls", json_object_new_int64((int64_t)r[i].calls));
         json_object_object_add(o, "nodes", json_object_new_int(r[i].nodes));
         json_object_object_add(o, "flops", json_object_new_double(r[i].flops));
@@ -171,21 +171,10 @@ static json_object *group_json(const prof_info *P, prof_row *r, int n) {
     return a;
 }
 
-json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) {
-    tg_function *f = P->f;
+/* fo's "nodes", "op_classes" and "ops": P's rows, shares of denom. */
+static void add_rows(json_object *fo, const prof_info *P, double denom) {
+    const tg_function *f = P->f;
     int n = P->n;
-    json_object *fo = json_object_new_object();
-    json_object_object_add(fo, "name", jstr(tg_function_name(f)));
-    json_object_object_add(fo, "preset", jstr(P->preset));
-    json_object_object_add(fo, "calls", json_object_new_int64(P->calls));
-    json_object_object_add(fo, "warmup", json_object_new_int64(P->warmup));
-    json_object_object_add(fo, "total_s", json_object_new_double(P->total_s));
-    json_object_object_add(fo, "time_in_nodes_s", json_object_new_double(P->nodes_s));
-    json_object_object_add(fo, "vm_overhead_s", json_object_new_double(P->total_s - P->nodes_s));
-    json_object_object_add(fo, "compile_s", json_object_new_double(tg_function_compile_seconds(f)));
-    json_object_object_add(fo, "optimize_s", json_object_new_double(tg_function_optimize_seconds(f)));
-    json_object_object_add(fo, "device_timing", jstr(prof_device_timing(P, NULL)));
-
     json_object *nodes = json_object_new_array();
     for (int k = 0; k < n; k++) {
         json_object *o = json_object_new_object();
@@ -197,7 +186,7 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
         json_object_object_add(o, "op_key", jstr(P->opkey[k]));
         json_object_object_add(o, "op_class", jstr(tg_profile_op_class(tg_function_node_op(f, k))));
         json_object_object_add(o, "time_s", json_object_new_double(t));
-        json_object_object_add(o, "share", jshare(t, P->nodes_s));
+        json_object_object_add(o, "share", jshare(t, denom));
         json_object_object_add(o, "calls", json_object_new_int64((int64_t)P->st[k].calls));
         json_object_object_add(o, "time_per_call_s",
                                json_object_new_double(P->st[k].calls ? t / (double)P->st[k].calls : 0));
@@ -239,9 +228,53 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
                          (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops,
                          P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
         int m = prof_group_rows(r, n);
-        json_object_object_add(fo, t == 0 ? "op_classes" : "ops", group_json(P, r, m));
+        json_object_object_add(fo, t == 0 ? "op_classes" : "ops", group_json(r, m, denom));
     }
     free(r);
+}
+
+/* Body i of b and, nested, the bodies in it. */
+static json_object *body_json(const prof_body *b, int nb, int i) {
+    const prof_body *B = &b[i];
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "node", jstr(B->node_key));
+    json_object_object_add(o, "index", json_object_new_int(B->node));
+    json_object_object_add(o, "op", jstr(B->node_op));
+    json_object_object_add(o, "op_key", jstr(B->node_opkey));
+    json_object_object_add(o, "path", jstr(B->path));
+    json_object_object_add(o, "function", jstr(tg_function_name(B->P.f)));
+    json_object_object_add(o, "calls", json_object_new_int64((int64_t)B->P.calls));
+    json_object_object_add(o, "steps", json_object_new_int64((int64_t)B->steps));
+    json_object_object_add(o, "time_s", json_object_new_double(B->P.total_s));
+    json_object_object_add(o, "time_in_nodes_s", json_object_new_double(B->P.nodes_s));
+    json_object_object_add(o, "overhead_s", json_object_new_double(B->P.total_s - B->P.nodes_s));
+    add_rows(o, &B->P, B->P.total_s);
+    json_object *sub = json_object_new_array();
+    for (int j = i + 1; j < nb; j++)
+        if (b[j].parent == i) json_object_array_add(sub, body_json(b, nb, j));
+    json_object_object_add(o, "bodies", sub);
+    return o;
+}
+
+json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) {
+    return prof_report_json_bodies(P, mem, NULL, 0);
+}
+
+json_object *prof_report_json_bodies(const prof_info *P, const tg_profile_memory *mem, const prof_body *b,
+                                     int nb) {
+    const tg_function *f = P->f;
+    json_object *fo = json_object_new_object();
+    json_object_object_add(fo, "name", jstr(tg_function_name(f)));
+    json_object_object_add(fo, "preset", jstr(P->preset));
+    json_object_object_add(fo, "calls", json_object_new_int64(P->calls));
+    json_object_object_add(fo, "warmup", json_object_new_int64(P->warmup));
+    json_object_object_add(fo, "total_s", json_object_new_double(P->total_s));
+    json_object_object_add(fo, "time_in_nodes_s", json_object_new_double(P->nodes_s));
+    json_object_object_add(fo, "vm_overhead_s", json_object_new_double(P->total_s - P->nodes_s));
+    json_object_object_add(fo, "compile_s", json_object_new_double(tg_function_compile_seconds(f)));
+    json_object_object_add(fo, "optimize_s", json_object_new_double(tg_function_optimize_seconds(f)));
+    json_object_object_add(fo, "device_timing", jstr(prof_device_timing(P, NULL)));
+    add_rows(fo, P, P->nodes_s);
 
     tg_profile_origin *og = NULL;
     int nrows = tg_profile_origins(P->p, &og, NULL);
@@ -316,6 +349,10 @@ json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem) 
     json_object_object_add(opt, "passes", passes);
     json_object_object_add(opt, "rewrites", rws);
     json_object_object_add(fo, "optimizer", opt);
+    json_object *bodies = json_object_new_array();
+    for (int i = 0; i < nb; i++)
+        if (b[i].parent < 0) json_object_array_add(bodies, body_json(b, nb, i));
+    json_object_object_add(fo, "bodies", bodies);
 
     json_object *root = json_object_new_object();
     json_object_object_add(root, "format", jstr("tg-profile"));
@@ -343,7 +380,7 @@ static void body_key(const tg_node *nd, tg_str *s) {
 
 int prof_opkeys(prof_info *P) {
     int n = P->n;
-    tg_function *f = P->f;
+    const tg_function *f = P->f;
     P->opkey = calloc((size_t)n + 1, sizeof *P->opkey);
     if (!P->opkey) return -1;
     for (int k = 0; k < n; k++) {
@@ -373,3 +410,71 @@ void prof_opkeys_free(prof_info *P) {
     P->opkey = NULL;
 }
 
+
+/* ---- bodies ---- */
+
+static int add_bodies(const prof_info *P, int parent, int depth, const char *ppath, prof_body **b, int *nb,
+                      int *cap) {
+    for (int i = 0; i < tg_profile_body_count(P->p); i++) {
+        int node;
+        const tg_profile *bp = tg_profile_body(P->p, i, &node);
+        if (*nb == *cap) {
+            int nc = *cap ? 2 * *cap : 8;
+            prof_body *nbuf = realloc(*b, (size_t)nc * sizeof *nbuf);
+            if (!nbuf) return -1;
+            *b = nbuf;
+            *cap = nc;
+        }
+        int me = (*nb)++;
+        prof_body *B = &(*b)[me];
+        memset(B, 0, sizeof *B);
+        B->parent = parent;
+        B->depth = depth;
+        B->node = node;
+        B->node_key = tg_function_node_key(P->f, node);
+        B->node_opkey = P->opkey[node];
+        B->node_op = tg_function_node_op(P->f, node);
+        B->steps = tg_profile_steps(bp);
+        prof_info *Q = &B->P;
+        Q->path = P->path;
+        Q->f = tg_profile_function(bp);
+        Q->p = bp;
+        Q->n = tg_function_node_count(Q->f);
+        Q->calls = (long)tg_profile_calls(bp);
+        Q->preset = "fast_run";
+        Q->tool = P->tool;
+        Q->total_s = (double)tg_profile_total_ns(bp) * 1e-9;
+        Q->nodes_s = (double)tg_profile_nodes_ns(bp) * 1e-9;
+        tg_str path = {0};
+        tg_str_addf(&path, "%s%s%s %s", ppath ? ppath : "", ppath ? " > " : "", B->node_opkey, B->node_key);
+        B->path = path.s;
+        Q->st = calloc((size_t)Q->n + 1, sizeof *Q->st);
+        if (path.oom || !path.s || !Q->st || prof_opkeys(Q)) return -1;
+        for (int k = 0; k < Q->n; k++) tg_profile_node_get(bp, k, &Q->st[k]);
+        /* The array may move as it grows: its own copy of the rows. */
+        prof_info here = *Q;
+        if (add_bodies(&here, me, depth + 1, (*b)[me].path, b, nb, cap)) return -1;
+    }
+    return 0;
+}
+
+int prof_bodies(const prof_info *P, prof_body **out) {
+    prof_body *b = NULL;
+    int nb = 0, cap = 0;
+    *out = NULL;
+    if (add_bodies(P, -1, 0, NULL, &b, &nb, &cap)) {
+        prof_bodies_free(b, nb);
+        return -1;
+    }
+    *out = b;
+    return nb;
+}
+
+void prof_bodies_free(prof_body *b, int n) {
+    for (int i = 0; b && i < n; i++) {
+        prof_opkeys_free(&b[i].P);
+        free(b[i].P.st);
+        tg_free(b[i].path);
+    }
+    free(b);
+}

@@ -25,8 +25,8 @@ typedef struct prof_row {
 
 typedef struct prof_info {
     const char *path;
-    tg_function *f;
-    tg_profile *p;
+    const tg_function *f;
+    const tg_profile *p;
     int n;
     long calls, warmup;
     const char *preset;
@@ -39,6 +39,28 @@ typedef struct prof_info {
      * allocated counted from their start; held now), or NULL. */
     const tg_pool_stats *pool;
 } prof_info;
+
+/* ---- the bodies of scan and op_from_graph nodes ---- */
+
+/* One body profile (tg_profile_body), as a prof_info of its own: P.f its
+ * function, P.p its profile, P.st and P.opkey its nodes', P.calls the runs
+ * of its outer node, P.total_s the outer node's time, P.nodes_s the time
+ * in the body's nodes. */
+typedef struct prof_body {
+    prof_info P;
+    int parent;  /* index of the body it is in, -1: in the function */
+    int depth;   /* 0 for a body of the function */
+    int node;    /* its outer node's schedule position in the parent's function */
+    const char *node_key, *node_opkey; /* the outer node's key and op key (borrowed) */
+    const char *node_op; /* its op: scan, op_from_graph */
+    uint64_t steps;
+    char *path;  /* "scan{rnn} h" or "scan{outer} hs > scan{inner} gs" */
+} prof_body;
+/* Every body under P (depth first: a body, then those in it), in *out (a
+ * new array, freed with prof_bodies_free; NULL with 0). Returns the count,
+ * or -1 out of memory. */
+int prof_bodies(const prof_info *P, prof_body **out);
+void prof_bodies_free(prof_body *b, int n);
 
 /* Merge rows with the same name (sorted by name first), summing; then
  * sort slowest first. Returns the number of rows left. */
@@ -55,7 +77,10 @@ const char *prof_clock_name(tg_profile_clock c);
  * "events" or "sync"; *ndevice (may be NULL) the nodes not on the host
  * clock. */
 const char *prof_device_timing(const prof_info *P, int *ndevice);
-/* The report: a new object owned by the caller. */
+/* The report: a new object owned by the caller. The bodies (prof_bodies)
+ * go under functions[0].bodies, nested; NULL and 0 for none. */
 json_object *prof_report_json(const prof_info *P, const tg_profile_memory *mem);
+json_object *prof_report_json_bodies(const prof_info *P, const tg_profile_memory *mem, const prof_body *b,
+                                     int nb);
 
 #endif

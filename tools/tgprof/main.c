@@ -3,12 +3,16 @@
  *   tgprof FILE [-f NAME] [-i ID=VALUE]... [--calls N] [--warmup N]
  *          [--json OUT.json] [--trace OUT.trace.json] [--top N] [-O PRESET]
  *          [--include TAG]... [--exclude TAG]... [--device cpu|cuda] [--sync]
+ *          [--no-bodies]
  *
  * Runs the function, then prints the function summary, the time per op
  * class, per op (op + attrs), per node, per original node (through the
  * optimizer's rewrites), the memory a call needs, and the optimizer's own
- * profile. --json writes the same as a report (schemas/profile.schema.json);
- * --trace a Chrome trace (one event per call enclosing one per node).
+ * profile, then the bodies of scan and op_from_graph nodes (Theano's "Scan
+ * Op profiling": steps, the time in the body's nodes and the loop's own,
+ * the body's ops and nodes). --json writes the same as a report
+ * (schemas/profile.schema.json); --trace a Chrome trace (one event per call
+ * enclosing one per node, and the first runs of body nodes within theirs).
  * With --device cuda the nodes placed on the GPU are timed with CUDA
  * events (no synchronisation), or with --sync on the host clock around a
  * synchronised device (tg/profile.h).
@@ -34,12 +38,16 @@ static const char *TOOL = "tgprof";
 /* The trace keeps at most this many node events; later calls are counted
  * but not drawn, so that a long run does not write gigabytes. */
 #define TRACE_MAX_EVENTS 500000L
+/* And at most this many runs of body nodes (scan, op_from_graph): the
+ * first ones, in the first calls. */
+#define TRACE_MAX_BODY_EVENTS 200000L
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgprof FILE [-f NAME] [-i ID=VALUE]... [--calls N] [--warmup N]\n"
             "              [--json OUT.json] [--trace OUT.trace.json] [--top N] [-O PRESET]\n"
             "              [--include TAG]... [--exclude TAG]... [--device cpu|cuda] [--sync]\n"
+            "              [--no-bodies]\n"
             "\n"
             "Run a function of FILE (interchange JSON, or a compiled-function .tgf,\n"
             "restored without optimizing) and report where the time and\n"
@@ -66,6 +74,9 @@ static void usage(FILE *f) {
             "  --sync         time GPU nodes exactly: wait for the GPU before and after\n"
             "                 each (default: CUDA events around each node, no waiting,\n"
             "                 so the GPU overlaps with the host as when not profiled)\n"
+            "  --no-bodies    do not profile the bodies of scan and op_from_graph nodes\n"
+            "                 (default: each body's nodes over every step, after the\n"
+            "                 function's tables; their hooks cost time at every step)\n"
             "  --version      print the version\n"
             "\n"
             "Exit status: 0 success, 1 a run-time failure, 2 bad usage or bad input.\n");
@@ -91,13 +102,16 @@ static void shape_text(const tg_profile_output *o, char *buf, size_t size) {
 
 /* ---- the text report ---- */
 
-static void table(const prof_info *P, prof_row *r, int n, int top, const char *what, bool nodes) {
-    printf("  %8s %7s %10s %11s %7s %7s %9s %9s  %s\n", "<% time>", "<sum %>", "<time s>",
-           "<per call>", "<calls>", "<nodes>", "<MFLOP>", "<GFLOP/s>", what);
+/* Shares of denom: the time in nodes (of a function), or the outer node's
+ * time (body: its rows count steps). */
+static void table(double denom, prof_row *r, int n, int top, const char *what, bool nodes, bool body) {
+    printf("  %8s %7s %10s %11s %7s %7s %9s %9s  %s\n", body ? "<% node>" : "<% time>", "<sum %>", "<time s>",
+           body ? "<per step>" : "<per call>", body ? "<steps>" : "<calls>", "<nodes>", "<MFLOP>", "<GFLOP/s>",
+           what);
     double cum = 0;
     int shown = top > 0 && top < n ? top : n;
     for (int i = 0; i < shown; i++) {
-        double share = P->nodes_s > 0 ? r[i].seconds / P->nodes_s : 0;
+        double share = denom > 0 ? r[i].seconds / denom : 0;
         cum += share;
         char mf[32] = "-", gf[32] = "-";
         if (r[i].flops > 0) {
@@ -113,14 +127,57 @@ static void table(const prof_info *P, prof_row *r, int n, int top, const char *w
     if (shown < n) {
         double rest = 0;
         for (int i = shown; i < n; i++) rest += r[i].seconds;
-        printf("  ... (remaining %d %s account for %.2f%% (%.6f s) of the time in nodes)\n", n - shown, what,
-               P->nodes_s > 0 ? 100 * rest / P->nodes_s : 0, rest);
+        printf("  ... (remaining %d %s account for %.2f%% (%.6f s) of %s)\n", n - shown, what,
+               denom > 0 ? 100 * rest / denom : 0, rest, body ? "the node's time" : "the time in nodes");
     }
     printf("\n");
 }
 
-static void print_report(const prof_info *P, int top, const tg_profile_memory *mem) {
-    tg_function *f = P->f;
+/* One body: the outer node, its calls and steps, the time in it, in the
+ * body's nodes and the loop's own; then the body's ops and nodes. */
+static void print_body(const prof_info *top_P, const prof_body *B, int top) {
+    const prof_info *P = &B->P;
+    char title[600];
+    snprintf(title, sizeof title, "Body of %s", B->path);
+    printf("%s\n", title);
+    for (size_t i = 0; i < strlen(title) && i < 200; i++) putchar('-');
+    printf("\n");
+    bool scan = !strcmp(B->node_op, "scan");
+    double node_s = P->total_s, body_s = P->nodes_s, over = node_s - body_s;
+    double steps = (double)B->steps, calls = (double)P->calls;
+    printf("  Function: '%s', %d node%s\n", tg_function_name(P->f), P->n, P->n == 1 ? "" : "s");
+    if (scan)
+        printf("  Calls of the node: %ld, steps in all: %llu (%.1f per call)\n", P->calls,
+               (unsigned long long)B->steps, calls > 0 ? steps / calls : 0);
+    else
+        printf("  Calls of the node: %ld (one run of the body each)\n", P->calls);
+    printf("  Time in the node: %.6f s (%.2f%% of the time in nodes, %.3e s per call)\n", node_s,
+           top_P->nodes_s > 0 ? 100 * node_s / top_P->nodes_s : 0, calls > 0 ? node_s / calls : 0);
+    printf("  Time in the body's nodes: %.6f s (%.2f%% of the node's time, %.3e s per %s)\n", body_s,
+           node_s > 0 ? 100 * body_s / node_s : 0, steps > 0 ? body_s / steps : 0, scan ? "step" : "call");
+    printf("  %s: %.6f s (%.2f%% of the node's time, %.3e s per %s: the %s's own work and the\n"
+           "    profiler's hooks on the body's nodes)\n",
+           scan ? "Loop overhead" : "Overhead", over, node_s > 0 ? 100 * over / node_s : 0,
+           steps > 0 ? over / steps : 0, scan ? "step" : "call", B->node_op);
+    printf("\n");
+    prof_row *r = calloc((size_t)P->n + 1, sizeof *r);
+    if (!r) return;
+    for (int t = 1; t < 3; t++) {
+        for (int k = 0; k < P->n; k++)
+            r[k] = (prof_row){k, t == 1 ? P->opkey[k] : tg_function_node_key(P->f, k), t == 2 ? P->opkey[k] : NULL,
+                              (double)P->st[k].ns * 1e-9, P->st[k].calls, 1, P->st[k].flops,
+                              P->st[k].flops * (double)P->st[k].calls, P->st[k].bytes_new};
+        int m = t == 1 ? prof_group_rows(r, P->n) : P->n;
+        if (t == 2) qsort(r, (size_t)P->n, sizeof *r, prof_cmp_row);
+        printf("  %s\n", t == 1 ? "Ops (op + attrs)" : "Nodes (apply)");
+        table(node_s, r, m, top, t == 1 ? "ops" : "nodes", t == 2, true);
+    }
+    free(r);
+}
+
+static void print_report(const prof_info *P, int top, const tg_profile_memory *mem, const prof_body *bodies,
+                         int nbodies, bool no_bodies) {
+    const tg_function *f = P->f;
     int n = P->n;
     printf("Function profile\n================\n");
     printf("  File: %s, function '%s', preset %s\n", P->path, tg_function_name(f), P->preset);
@@ -146,7 +203,12 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
                " exact wall time per node, without the overlap of an unprofiled call)\n",
                ndev);
     if (P->trace)
-        printf("  Trace: the first %ld of %ld calls in %s\n", tg_profile_trace_count(P->p), P->calls, P->trace);
+        printf("  Trace: the first %ld of %ld calls in %s%s\n", tg_profile_trace_count(P->p), P->calls, P->trace,
+               tg_profile_trace_body_count(P->p) ? ", with the first runs of body nodes in them" : "");
+    if (nbodies)
+        printf("  Bodies profiled: %d (scan and op_from_graph nodes: see \"Body of\" below)\n", nbodies);
+    else if (no_bodies)
+        printf("  Bodies: not profiled (--no-bodies)\n");
     printf("\n");
 
     prof_row *r = calloc((size_t)n + 1, sizeof *r);
@@ -166,7 +228,7 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
         printf("%s\n", titles[t]);
         for (size_t i = 0; i < strlen(titles[t]); i++) putchar('-');
         printf("\n");
-        table(P, r, m, top, whats[t], t == 2);
+        table(P->nodes_s, r, m, top, whats[t], t == 2, false);
     }
     free(r);
 
@@ -346,6 +408,13 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
         if (rs && nr > ntried) printf("  (%d more rewrites were never tried: nothing matched their op)\n", nr - ntried);
         free(rs);
     }
+    /* Theano's "Scan Op profiling", after the rest. */
+    if (nbodies) {
+        printf("\nScan and op_from_graph bodies\n=============================\n"
+               "  (each body's nodes over every step of every profiled call; a body within a body\n"
+               "  is titled by its path)\n\n");
+        for (int i = 0; i < nbodies; i++) print_body(P, &bodies[i], top);
+    }
 }
 
 /* ---- the Chrome trace ---- */
@@ -370,8 +439,8 @@ static void put_us(FILE *o, uint64_t ns) {
     fprintf(o, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
 }
 
-static void write_trace(const prof_info *P, FILE *o) {
-    tg_function *f = P->f;
+static void write_trace(const prof_info *P, FILE *o, const prof_body *bodies, int nbodies) {
+    const tg_function *f = P->f;
     fprintf(o, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
     char pname[4200];
@@ -439,6 +508,32 @@ static void write_trace(const prof_info *P, FILE *o) {
     }
     free(run);
     free(after);
+    /* The runs of body nodes the profile kept (the first ones, in the
+     * first calls): each lies within its outer node's event, so a viewer
+     * draws it under that one, step after step. */
+    long nb = tg_profile_trace_body_count(P->p);
+    for (long i = 0; i < nb; i++) {
+        tg_profile_body_event ev;
+        if (tg_profile_trace_body_event(P->p, i, &ev)) continue;
+        const prof_body *B = NULL;
+        for (int j = 0; j < nbodies && !B; j++)
+            if (bodies[j].P.p == ev.body) B = &bodies[j];
+        if (!B) continue;
+        const tg_function *bf = B->P.f;
+        fprintf(o, ",\n{\"name\":");
+        put_json_string(o, tg_function_node_key(bf, ev.node));
+        fprintf(o, ",\"cat\":");
+        put_json_string(o, tg_profile_op_class(tg_function_node_op(bf, ev.node)));
+        fprintf(o, ",\"ph\":\"X\",\"ts\":");
+        put_us(o, ev.start);
+        fprintf(o, ",\"dur\":");
+        put_us(o, ev.dur);
+        fprintf(o, ",\"pid\":1,\"tid\":1,\"args\":{\"op\":");
+        put_json_string(o, B->P.opkey[ev.node]);
+        fprintf(o, ",\"node\":%d,\"body\":", ev.node);
+        put_json_string(o, B->path);
+        fprintf(o, ",\"step\":%lld,\"call\":%ld}}", (long long)ev.step, ev.call + 1);
+    }
     fprintf(o, "\n]}\n");
 }
 
@@ -460,7 +555,7 @@ int main(int argc, char **argv) {
     tg_omp_respawn(argv); /* libgomp's spin count (ompspin.h) */
     cli_start(TOOL);
     const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL, *device = NULL;
-    bool sync = false;
+    bool sync = false, no_bodies = false;
     long calls = 10, warmup = 1, top = 20;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
@@ -475,6 +570,7 @@ int main(int argc, char **argv) {
                                          {"exclude", required_argument, 0, 'X'},
                                          {"device", required_argument, 0, 'd'},
                                          {"sync", no_argument, 0, 'S'},
+                                         {"no-bodies", no_argument, 0, 'B'},
                                          {"help", no_argument, 0, 'h'},
                                          {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
@@ -503,6 +599,7 @@ int main(int argc, char **argv) {
             if (!cli_once(TOOL, "--json", &json_out, optarg)) return TG_EXIT_USAGE;
             break;
         case 'S': sync = true; break;
+        case 'B': no_bodies = true; break;
         case 'd':
             if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
             device = optarg;
@@ -569,6 +666,8 @@ int main(int argc, char **argv) {
     tg_ctx *ctx = tg_ctx_new();
     tg_profile *p = NULL;
     json_object *rep = NULL;
+    prof_body *bodies = NULL;
+    int nbodies = 0;
     prof_info P = {.path = path, .calls = calls, .warmup = warmup,
               .preset = is_tgf ? "saved" : preset ? preset : "fast_run"};
     tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc, .device = device};
@@ -594,7 +693,9 @@ int main(int argc, char **argv) {
                 if (keep > calls) keep = calls;
             }
             tg_function_pool_stats(f, &pool0);
-            if (!(p = tg_profile_new(f, keep, ctx)) || tg_profile_set_sync(p, sync, ctx)) {
+            tg_profile_options po = {.trace_calls = keep, .no_bodies = no_bodies,
+                                     .trace_body_events = trace_out ? TRACE_MAX_BODY_EVENTS : 0};
+            if (!(p = tg_profile_new_opts(f, &po, ctx)) || tg_profile_set_sync(p, sync, ctx)) {
                 cli_progress_end(&prog);
                 cli_error(TOOL, "%s", tg_ctx_message(ctx));
                 rc = TG_EXIT_FOUND;
@@ -646,10 +747,15 @@ int main(int argc, char **argv) {
         rc = TG_EXIT_FOUND;
         goto done;
     }
-    print_report(&P, (int)(top > 1000000 ? 1000000 : top), &mem);
+    if ((nbodies = prof_bodies(&P, &bodies)) < 0) {
+        cli_error(TOOL, "out of memory");
+        rc = TG_EXIT_FOUND;
+        goto done;
+    }
+    print_report(&P, (int)(top > 1000000 ? 1000000 : top), &mem, bodies, nbodies, no_bodies);
     /* Each file whole or not at all: a failure leaves what was there. */
     if (json_out) {
-        rep = prof_report_json(&P, &mem);
+        rep = prof_report_json_bodies(&P, &mem, bodies, nbodies);
         const char *text = rep ? json_object_to_json_string_ext(rep, JSON_C_TO_STRING_PRETTY |
                                                                          JSON_C_TO_STRING_NOSLASHESCAPE)
                                : NULL;
@@ -661,7 +767,7 @@ int main(int argc, char **argv) {
         fputs(text, jo.f);
         fputc('\n', jo.f);
     }
-    if (trace_out) write_trace(&P, to.f);
+    if (trace_out) write_trace(&P, to.f, bodies, nbodies);
     /* The report, then the trace: a report that cannot be written leaves
      * the trace unwritten too (and the files that were there). */
     if ((json_out && cli_out_close(&jo, true)) || (trace_out && cli_out_close(&to, true))) {
@@ -672,6 +778,7 @@ done:
     cli_out_close(&jo, false);
     cli_out_close(&to, false);
     json_object_put(rep);
+    prof_bodies_free(bodies, nbodies > 0 ? nbodies : 0);
     prof_opkeys_free(&P);
     free(P.st);
     tg_profile_free(p); /* before the function it hooks */
