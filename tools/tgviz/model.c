@@ -913,18 +913,14 @@ static const char *jget_str(json_object *o, const char *k) {
 }
 
 /* The type a body gives variable id (from body.variables), or NULL. */
-static json_object *body_var(json_object *vars, const char *id) {
-    size_t n = vars ? json_object_array_length(vars) : 0;
-    for (size_t i = 0; i < n; i++) {
-        json_object *v = json_object_array_get_idx(vars, i);
-        const char *vid = jget_str(v, "id");
-        if (vid && !strcmp(vid, id)) return v;
-    }
-    return NULL;
+/* A body's declared variable, from decl (id -> variable). */
+static json_object *body_var(json_object *decl, const char *id) {
+    json_object *v = NULL;
+    return json_object_object_get_ex(decl, id, &v) ? v : NULL;
 }
 
-static void body_type(json_object *vars, const char *id, const char **dtype, json_object **shape) {
-    json_object *v = body_var(vars, id), *t, *s;
+static void body_type(json_object *decl, const char *id, const char **dtype, json_object **shape) {
+    json_object *v = body_var(decl, id), *t, *s;
     *dtype = NULL;
     *shape = NULL;
     if (v && json_object_object_get_ex(v, "type", &t)) {
@@ -950,8 +946,32 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
     if (outs && !json_object_is_type(outs, json_type_array)) outs = NULL;
     char id[512], src[512], label[600], tbuf[200];
     size_t nn = nodes ? json_object_array_length(nodes) : 0;
-    /* Producers: output id -> node key, found by a scan of the nodes
-     * (bodies are small). */
+    /* decl: declared id -> its variable; prod: output id -> the first
+     * output of the node that makes it (the first of each, as the
+     * loader finds them). Looked up per edge, so maps: a body of 20,000
+     * nodes took 41 s with a scan of the nodes per lookup. */
+    json_object *decl = json_object_new_object(), *prod = json_object_new_object();
+    if (!decl || !prod) {
+        json_object_put(decl);
+        json_object_put(prod);
+        return -1;
+    }
+    for (size_t i = 0; vars && i < json_object_array_length(vars); i++) {
+        json_object *v = json_object_array_get_idx(vars, i);
+        const char *vid = jget_str(v, "id");
+        if (vid && !json_object_object_get_ex(decl, vid, NULL)) json_object_object_add(decl, vid, json_object_get(v));
+    }
+    for (size_t j = 0; j < nn; j++) {
+        json_object *m = json_object_array_get_idx(nodes, j), *mo;
+        if (!json_object_object_get_ex(m, "outputs", &mo) || !json_object_is_type(mo, json_type_array)) continue;
+        json_object *x0 = json_object_array_get_idx(mo, 0);
+        for (size_t q = 0; q < json_object_array_length(mo); q++) {
+            json_object *x = json_object_array_get_idx(mo, q);
+            if (json_object_is_type(x, json_type_string) && !json_object_object_get_ex(prod, json_object_get_string(x), NULL))
+                json_object_object_add(prod, json_object_get_string(x), json_object_get(x0));
+        }
+    }
+    /* Nodes: */
     for (size_t i = 0; i < nn; i++) {
         json_object *n = json_object_array_get_idx(nodes, i), *o0, *nouts;
         const char *op = jget_str(n, "op");
@@ -982,7 +1002,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
             json_object *sh;
             if (json_object_is_type(e, json_type_string)) {
                 json_object_object_add(vo, "id", json_object_get(e));
-                body_type(vars, json_object_get_string(e), &dt, &sh);
+                body_type(decl, json_object_get_string(e), &dt, &sh);
                 if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));
                 if (sh) json_object_object_add(vo, "shape", json_object_get(sh));
             } else {
@@ -998,7 +1018,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
             json_object *sh;
             json_object_object_add(vo, "id", json_object_get(e));
             if (json_object_is_type(e, json_type_string)) {
-                body_type(vars, json_object_get_string(e), &dt, &sh);
+                body_type(decl, json_object_get_string(e), &dt, &sh);
                 if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));
                 if (sh) json_object_object_add(vo, "shape", json_object_get(sh));
             }
@@ -1013,26 +1033,17 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
 #define BODY_SOURCE(vid)                                                                              \
     do {                                                                                              \
         src[0] = 0;                                                                                   \
-        for (size_t j = 0; j < nn && !src[0]; j++) {                                                  \
-            json_object *m = json_object_array_get_idx(nodes, j), *mo;                                \
-            if (!json_object_object_get_ex(m, "outputs", &mo) || !json_object_is_type(mo, json_type_array)) \
-                continue;                                                                             \
-            for (size_t q = 0; q < json_object_array_length(mo); q++) {                               \
-                json_object *x = json_object_array_get_idx(mo, q);                                    \
-                if (json_object_is_type(x, json_type_string) && !strcmp(json_object_get_string(x), vid)) { \
-                    json_object *x0 = json_object_array_get_idx(mo, 0);                               \
-                    snprintf(src, sizeof src, "a:%s/%s", prefix, json_object_get_string(x0));         \
-                }                                                                                     \
-            }                                                                                         \
-        }                                                                                             \
+        json_object *x0_ = NULL;                                                                      \
+        if (json_object_object_get_ex(prod, vid, &x0_))                                               \
+            snprintf(src, sizeof src, "a:%s/%s", prefix, json_object_get_string(x0_));                \
         if (!src[0]) {                                                                                \
             snprintf(src, sizeof src, "v:%s/%s", prefix, vid);                                        \
             if (!drawn(vg, src)) {                                                                    \
                 const char *dt;                                                                       \
-                json_object *sh, *vo = json_object_new_object(), *decl = body_var(vars, vid);        \
-                body_type(vars, vid, &dt, &sh);                                                       \
+                json_object *sh, *vo = json_object_new_object(), *dv = body_var(decl, vid);          \
+                body_type(decl, vid, &dt, &sh);                                                       \
                 type_str(tbuf, sizeof tbuf, dt, sh);                                                  \
-                bool isc = decl && json_object_object_get_ex(decl, "constant", NULL);                \
+                bool isc = dv && json_object_object_get_ex(dv, "constant", NULL);                    \
                 const char *kd = isc ? "constant" : "input", *shp, *fill;                             \
                 kind_style(kd, &shp, &fill);                                                          \
                 snprintf(label, sizeof label, "%s\n%s", vid, tbuf);                                   \
@@ -1065,7 +1076,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
             const char *vid = json_object_get_string(e), *dt;
             json_object *sh;
             BODY_SOURCE(vid);
-            body_type(vars, vid, &dt, &sh);
+            body_type(decl, vid, &dt, &sh);
             draw_edge(vg, src, dst, vid, dt, NULL, sh, (int)k, NULL);
         }
     }
@@ -1077,7 +1088,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         BODY_SOURCE(vid);
         snprintf(id, sizeof id, "o:%s/%s", prefix, vid);
         if (drawn(vg, id)) continue;
-        body_type(vars, vid, &dt, &sh);
+        body_type(decl, vid, &dt, &sh);
         type_str(tbuf, sizeof tbuf, dt, sh);
         snprintf(label, sizeof label, "%s\n%s", vid, tbuf);
         json_object *o = json_object_new_object();
@@ -1090,6 +1101,8 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         draw_edge(vg, src, id, vid, dt, NULL, sh, 0, NULL);
     }
 #undef BODY_SOURCE
+    json_object_put(decl);
+    json_object_put(prod);
     return 0;
 }
 
