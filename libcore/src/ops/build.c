@@ -880,7 +880,12 @@ static int64_t arange_len(bool ints, i128 i0, i128 i1, i128 is, double f0, doubl
         return len > INT64_MAX ? ARANGE_NO_LENGTH : (int64_t)len;
     }
     if (fs == 0) return ARANGE_ZERO_STEP;
-    double l = ceil((f1 - f0) / fs);
+    double q = (f1 - f0) / fs;
+    /* NumPy's "underflow and divide-by-inf check": a zero quotient of a
+     * non-zero distance is one element, or none when it is -0 (the step
+     * points away from stop). */
+    if (q == 0 && f1 - f0 != 0) return signbit(q) ? 0 : 1;
+    double l = ceil(q);
     if (!(fabs(l) < 0x1p63)) return ARANGE_NO_LENGTH; /* (NaN too) */
     return l > 0 ? (int64_t)l : 0;
 }
@@ -946,10 +951,10 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
                          "step %.17g (not finite, or more than 2^63 elements)",
                          f0, f1, fs);
     tg_dtype dt = n->a.dtype;
-    /* Floats into an integer dtype: start and its second value must fit
-     * int64 (NumPy's cast would overflow). */
+    /* Floats into an integer dtype: start and, when there is one, its
+     * second value must fit int64 (NumPy's cast would overflow). */
     if (!ints && !tg_dtype_is_float(dt) && len > 0 &&
-        !(fabs(f0) < 0x1p63 && fabs(f0 + fs) < 0x1p63))
+        !(fabs(f0) < 0x1p63 && (len == 1 || fabs(f0 + fs) < 0x1p63)))
         return tg_errorf(ctx, TG_ERUNTIME, "arange: start %.17g or start + step %.17g does not fit %s",
                          f0, f0 + fs, tg_dtype_name(dt));
     /* (the integers' second value, wrapping as NumPy's int64 does) */
@@ -958,25 +963,28 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
     if (rc || len == 0) return rc;
     char *d = out[0]->data;
     /* As NumPy: the first two values in the result dtype, then
-     * start + i * (second - first) in that dtype's arithmetic. */
+     * start + i * (second - first) in that dtype's arithmetic; the first
+     * is start itself (-0.0 stays -0.0) and, with one element, the second
+     * is never formed (an infinite step gives [start]). */
     switch (dt) {
     case TG_FLOAT64: {
         double *p = (double *)(void *)d, a = ints ? (double)i0 : f0;
-        double b = ints ? (double)i01 : f0 + fs, delta = b - a;
-        for (int64_t i = 0; i < len; i++) p[i] = a + (double)i * delta;
+        double b = len < 2 ? a : ints ? (double)i01 : f0 + fs, delta = b - a;
+        p[0] = a;
+        for (int64_t i = 1; i < len; i++) p[i] = a + (double)i * delta;
         break;
     }
     case TG_FLOAT32:
     case TG_FLOAT16: {
         float a = ints ? (float)i0 : (float)f0;
-        float b = ints ? (float)i01 : (float)(f0 + fs);
+        float b = len < 2 ? a : ints ? (float)i01 : (float)(f0 + fs);
         if (dt == TG_FLOAT16) {
             a = tg_half_to_float(tg_float_to_half(a));
             b = tg_half_to_float(tg_float_to_half(b));
         }
         float delta = b - a;
         for (int64_t i = 0; i < len; i++) {
-            float v = a + (float)i * delta;
+            float v = i == 0 ? a : a + (float)i * delta;
             if (dt == TG_FLOAT32) ((float *)(void *)d)[i] = v;
             else ((uint16_t *)(void *)d)[i] = tg_float_to_half(v);
         }
@@ -984,7 +992,7 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
     }
     default: {
         int64_t a = ints ? i0 : (int64_t)f0;
-        int64_t b = ints ? i01 : (int64_t)(f0 + fs);
+        int64_t b = len < 2 ? a : ints ? i01 : (int64_t)(f0 + fs);
         uint64_t delta = (uint64_t)b - (uint64_t)a;
         size_t isz = tg_isize(dt);
         for (int64_t i = 0; i < len; i++)

@@ -488,6 +488,26 @@ def gen_arange():
     for s, e in [(0.0, np.inf), (np.nan, 1.0), (0.0, -np.inf)]:
         g.case("dynamic_float", {"fa": np.float32(s), "fb": np.float64(e)},
                error="cannot compute the length")
+    # an infinite step, or a quotient that underflows to 0: one element
+    # (NumPy's "underflow and divide-by-inf check"), none when the step
+    # points away from stop (tg gave [] for both); the second value of a
+    # one-element integer result is not formed (int64 refused inf)
+    a, b, c = g.inp("ia", "float64", []), g.inp("ib", "float64", []), g.inp("ic", "float64", [])
+    g.func("inf_step", [a, b, c], [g.op("arange", [a, b, c], out="iabc"),
+                                   g.op("arange", [a, b, c], {"dtype": "float32"}, out="iabc32"),
+                                   g.op("arange", [a, b, c], {"dtype": "int64"}, out="iabci")])
+    steps = [(0.0, 1.0, np.inf), (0.0, -1.0, np.inf), (0.0, 1.0, -np.inf), (0.0, -1.0, -np.inf),
+             (0.0, 1e-300, 1e300), (0.0, -1e-300, 1e300), (5.0, 5.0, np.inf), (1.5, 1e-300, -np.inf),
+             (0.0, 5e-324, 1.0)]
+    for s, e, st in steps:
+        g.case("inf_step", {"ia": np.float64(s), "ib": np.float64(e), "ic": np.float64(st)},
+               {"iabc": np.arange(s, e, st), "iabc32": np.arange(s, e, st, dtype=np.float32),
+                "iabci": np.arange(s, e, st, dtype=np.int64)})
+    # the same from constants (the static length too)
+    g.func("inf_step_const", [], [g.op("arange", [const(np.float64(s)), const(np.float64(e)), const(np.float64(st))], out="ic_%d" % k)
+                                  for k, (s, e, st) in enumerate(steps)])
+    g.case("inf_step_const", {}, {"ic_%d" % k: np.arange(s, e, st)
+                                  for k, (s, e, st) in enumerate(steps)})
     g.write()
 
 
