@@ -301,6 +301,48 @@ static void test_run_errors(void **state) {
     for (int i = 0; i < 2; i++) tg_array_free(in2[i]);
 }
 
+/* n_steps of 2^63 - 1 (a uint64 2^64 - 1 counts as it): a recurrent
+ * output's stack would have n_steps + its initial rows, a sequence's
+ * error names the rows n_steps needs; both passed int64 (UBSan: signed
+ * integer overflow in scan_run). */
+static void test_huge_n_steps(void **state) {
+    (void)state;
+    const char *rec = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "n", "type": {"dtype": "int64", "shape": []}},
+                      {"id": "h0", "type": {"dtype": "float64", "shape": [2]}}],
+        "nodes": [{"op": "scan", "inputs": ["n", "h0"], "outputs": ["h"],
+                   "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1,
+                             "output_taps": [[-2]], "n_nonrecurrent": 0, "n_non_sequences": 0,
+                             "has_n_steps": true, "has_until": false,
+                             "body": {"variables": [{"id": "b.h", "type": {"dtype": "float64", "shape": []}}],
+                                      "nodes": [{"op": "add", "inputs": ["b.h", {"value": 1.0}], "outputs": ["b.s"]}],
+                                      "inputs": ["b.h"], "outputs": ["b.s"]}}}],
+        "functions": {"main": {"inputs": ["n", "h0"], "outputs": ["h"]}}});
+    double h0[2] = {0, 0};
+    tg_array *in[2] = {i64(INT64_MAX), vec(2, h0)};
+    call_fail(rec, in, (const char *[]){"(scan -> h", "recurrent output 0: 9223372036854775807 steps after its 2 "
+                                        "initial rows make more than 2^63 - 1 rows", NULL});
+    for (int i = 0; i < 2; i++) tg_array_free(in[i]);
+    const char *seq = J({"format": "tg-graph", "version": 1,
+        "variables": [{"id": "n", "type": {"dtype": "int64", "shape": []}},
+                      {"id": "x", "type": {"dtype": "float64", "shape": [null]}}],
+        "nodes": [{"op": "scan", "inputs": ["n", "x"], "outputs": ["y"],
+                   "attrs": {"n_sequences": 1, "sequence_taps": [[-2, 2]], "n_recurrent": 0,
+                             "output_taps": [], "n_nonrecurrent": 1, "n_non_sequences": 0,
+                             "has_n_steps": true, "has_until": false,
+                             "body": {"variables": [{"id": "b.a", "type": {"dtype": "float64", "shape": []}},
+                                                    {"id": "b.b", "type": {"dtype": "float64", "shape": []}}],
+                                      "nodes": [{"op": "add", "inputs": ["b.a", "b.b"], "outputs": ["b.s"]}],
+                                      "inputs": ["b.a", "b.b"], "outputs": ["b.s"]}}}],
+        "functions": {"main": {"inputs": ["n", "x"], "outputs": ["y"]}}});
+    double x[3] = {1, 2, 3};
+    tg_array *in2[2] = {i64(INT64_MAX), vec(3, x)};
+    /* 2^63 - 1 + 4 = 9223372036854775811 */
+    call_fail(seq, in2, (const char *[]){"(scan -> y", "sequence 0 ('x') has 3 rows, but 9223372036854775807 "
+                                         "steps with taps [-2, 2] need 9223372036854775811", NULL});
+    for (int i = 0; i < 2; i++) tg_array_free(in2[i]);
+}
+
 /* Load errors: each inconsistency is one line naming the attr or input. */
 static void load_fail(const char *json, const char *const *want) {
     char msg[2048];
@@ -508,7 +550,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_power),      cmocka_unit_test(test_taps),
         cmocka_unit_test(test_go_backwards), cmocka_unit_test(test_until),
-        cmocka_unit_test(test_zero_steps), cmocka_unit_test(test_run_errors),
+        cmocka_unit_test(test_zero_steps), cmocka_unit_test(test_run_errors), cmocka_unit_test(test_huge_n_steps),
         cmocka_unit_test(test_load_errors), cmocka_unit_test(test_no_alloc_per_step),
         cmocka_unit_test(test_view_outputs),
     };

@@ -620,9 +620,11 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
                 snprintf(taps + k, sizeof taps - k, "]");
                 return tg_errorf(ctx, TG_ESHAPE,
                                  "sequence %d ('%s') has %" PRId64 " row%s, but %" PRId64 " step%s with "
-                                 "taps %s need%s %" PRId64, i, tg_var_label(n->inputs[base_seq + i]),
+                                 "taps %s need%s %" PRIu64, i, tg_var_label(n->inputs[base_seq + i]),
                                  s->shape[0], s->shape[0] == 1 ? "" : "s", T, T == 1 ? "" : "s", taps,
-                                 T == 1 ? "s" : "", T + p->seq_span[i]);
+                                 T == 1 ? "s" : "",
+                                 /* (may pass 2^63 - 1: n_steps of 2^63 - 1) */
+                                 (uint64_t)T + (uint64_t)p->seq_span[i]);
             }
         } else if (usable < T) {
             T = usable;
@@ -648,6 +650,14 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         s->rowbytes = tg_isize(init->dtype) * (size_t)tg_shape_size(s->nd, s->row);
         s->have_row = true;
         s->ring = ring_rows(p, j, s->lead, T);
+        if (!s->ring && cap > INT64_MAX - s->lead) {
+            /* n_steps near 2^63 - 1 (a uint64 past it counts as it) */
+            rc = tg_errorf(ctx, TG_ESHAPE,
+                           "recurrent output %d: %" PRId64 " steps after its %" PRId64 " initial "
+                           "row%s make more than 2^63 - 1 rows", j, cap, s->lead,
+                           s->lead == 1 ? "" : "s");
+            goto done;
+        }
         if ((rc = stack_alloc(s, init->dtype, s->ring ? s->ring : s->lead + cap, ctx))) goto done;
         int64_t shp[TG_MAX_NDIM], st[TG_MAX_NDIM];
         shp[0] = s->lead;
@@ -860,7 +870,10 @@ static int scan_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
             if (t + 1 == cap && cap < T) {
                 int64_t nc = cap > T / 2 ? T : cap * 2;
                 for (int o = 0; o < nst; o++)
-                    if (sb[o].full && !sb[o].ring && (rc = stack_alloc(&sb[o], sb[o].full->dtype, sb[o].lead + nc, ctx)))
+                    if (sb[o].full && !sb[o].ring &&
+                        (rc = stack_alloc(&sb[o], sb[o].full->dtype,
+                                          /* (saturates: refused as too large) */
+                                          nc > INT64_MAX - sb[o].lead ? INT64_MAX : sb[o].lead + nc, ctx)))
                         goto done;
                 cap = nc;
                 /* The recurrent views held the old buffers. */
