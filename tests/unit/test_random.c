@@ -286,6 +286,62 @@ static void test_dynamic_size_u64(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Trial counts past 2^33 (the 32-bit sub-indices of one element's draws
+ * run out there; near 2^63 the draws looped for ever, and the work
+ * estimate n * size overflowed int64: UBSan in rnd_run) are an error
+ * naming n as given: a uint64 2^64 - 1 said 'got -1'. 2^33 itself is
+ * allowed (too slow to draw here). */
+static void test_trials_too_large(void **state) {
+    (void)state;
+    const char *js =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+        "\"shared\":{\"data\":[1,0]}},{\"id\":\"n\",\"type\":{\"dtype\":\"int64\","
+        "\"shape\":[]}},{\"id\":\"u\",\"type\":{\"dtype\":\"uint64\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"random_binomial\",\"inputs\":[\"rng\",{\"value\":{\"dtype\":"
+        "\"int64\",\"shape\":[3],\"data\":[3,3,3]}},\"n\",{\"value\":0.5}],"
+        "\"outputs\":[\"rng2\",\"y\"]},"
+        "{\"op\":\"random_binomial\",\"inputs\":[\"rng\",{\"value\":{\"dtype\":"
+        "\"int64\",\"shape\":[3],\"data\":[3,3,3]}},\"u\",{\"value\":0.5}],"
+        "\"outputs\":[\"rng3\",\"yu\"]},"
+        "{\"op\":\"random_multinomial\",\"inputs\":[\"rng\",\"u\",{\"value\":{\"dtype\":"
+        "\"float64\",\"shape\":[2],\"data\":[0.5,0.5]}}],\"outputs\":[\"rng4\",\"m\"]}],"
+        "\"functions\":{\"bin\":{\"inputs\":[\"n\"],\"outputs\":[\"y\"]},"
+        "\"binu\":{\"inputs\":[\"u\"],\"outputs\":[\"yu\"]},"
+        "\"mn\":{\"inputs\":[\"u\"],\"outputs\":[\"m\"]}}}";
+    tg_graph *g = tu_load(js);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f[3];
+    for (int i = 0; i < 3; i++) assert_non_null(f[i] = tg_function_compile(g, i, NULL, ctx));
+    tg_array *n = tg_array_new(TG_INT64, 0, NULL), *u = tg_array_new(TG_UINT64, 0, NULL), *y = NULL;
+    const int64_t big[2] = {INT64_C(1) << 62, (INT64_C(1) << 33) + 1};
+    const char *want[2] = {"n 4611686018427387904 is too large", "n 8589934593 is too large"};
+    for (int i = 0; i < 2; i++) {
+        *(int64_t *)tg_array_data(n) = big[i];
+        assert_int_not_equal(tg_function_call(f[0], &n, &y, ctx), 0);
+        if (!strstr(tg_ctx_message(ctx), want[i])) fail_msg("%s", tg_ctx_message(ctx));
+        assert_non_null(strstr(tg_ctx_message(ctx), "random_binomial"));
+    }
+    *(uint64_t *)tg_array_data(u) = UINT64_MAX;
+    for (int i = 1; i < 3; i++) {
+        assert_int_not_equal(tg_function_call(f[i], &u, &y, ctx), 0);
+        if (!strstr(tg_ctx_message(ctx), "n 18446744073709551615 is too large: tg draws the trials one by one, at most 2^33"))
+            fail_msg("%s", tg_ctx_message(ctx));
+    }
+    assert_null(y);
+    /* a small n still draws */
+    *(uint64_t *)tg_array_data(u) = 4;
+    assert_int_equal(tg_function_call(f[2], &u, &y, ctx), 0);
+    const int64_t *m = tg_array_data(y);
+    assert_int_equal(m[0] + m[1], 4);
+    tg_array_free(y);
+    tg_array_free(n);
+    tg_array_free(u);
+    for (int i = 0; i < 3; i++) tg_function_free(f[i]);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_normal(void **state) {
     (void)state;
     tg_graph *g;
@@ -543,6 +599,7 @@ int main(void) {
         cmocka_unit_test(test_philox_kat),  cmocka_unit_test(test_first_values),
         cmocka_unit_test(test_uniform),     cmocka_unit_test(test_dynamic_size),
         cmocka_unit_test(test_dynamic_size_u64),
+        cmocka_unit_test(test_trials_too_large),
         cmocka_unit_test(test_normal),
         cmocka_unit_test(test_binomial),    cmocka_unit_test(test_multinomial),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_errors),

@@ -15,7 +15,8 @@
  *   ceil(size / 2) blocks; element i comes from block i / 2.
  * - random_binomial: one counter value per element; its n Bernoulli draws
  *   take sub-indices 0, 1, ... (two draws per block). The cost is O(n) per
- *   element: meant for the small n of dropout masks and the like.
+ *   element: meant for the small n of dropout masks and the like; n is at
+ *   most 2^33 (TRIALS_MAX), where the 32-bit sub-indices run out.
  * - random_multinomial: one counter value per row of pvals; its n draws
  *   (two per block) each pick a category by the cumulative
  *   probabilities, the last category taking the rest (NumPy's rule).
@@ -104,6 +105,12 @@ static void uniforms(uint64_t key, uint64_t ctr, int n, double *u0, double *u1) 
 /* ---- attributes and types ---- */
 
 enum { RU, RN, RB, RM };
+
+/* The most trials of one binomial element or multinomial row: its draws
+ * take 32-bit sub-indices, two per block, so past 2^33 they would repeat
+ * (and n near 2^63 would loop for ever); a larger n is a run-time error
+ * naming it as given. */
+#define TRIALS_MAX (INT64_C(1) << 33)
 
 typedef struct rnd_impl {
     int kind;
@@ -375,7 +382,15 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     } else if (im->kind == RB) {
         const int64_t *pa = (const int64_t *)a->data;
         for (int64_t i = 0; i < na; i++)
-            if (pa[i] < 0) {
+            /* (a uint64 n keeps its bits through the int64 copy) */
+            if (in[2]->dtype == TG_UINT64 ? (uint64_t)pa[i] > (uint64_t)TRIALS_MAX
+                                          : pa[i] > TRIALS_MAX) {
+                rc = tg_errorf(ctx, TG_ERUNTIME,
+                               "n %llu is too large: tg draws the trials one by one, at most "
+                               "2^33 per element",
+                               (unsigned long long)pa[i]);
+                goto fail;
+            } else if (pa[i] < 0) {
                 rc = tg_errorf(ctx, TG_ERUNTIME, "n must be non-negative, got %lld",
                                (long long)pa[i]);
                 goto fail;
@@ -391,9 +406,9 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     int64_t used;
     if (im->kind == RB) {
         const int64_t *pn = (const int64_t *)a->data;
-        int64_t work = 0;
-        for (int64_t i = 0; i < na; i++) work += pn[i];
-        if (s0) work *= total;
+        double work = 0; /* (in double: the sum may pass int64) */
+        for (int64_t i = 0; i < na; i++) work += (double)pn[i];
+        if (s0) work *= (double)total;
         int nth = work >= TG_PARALLEL_MIN / 4 || total >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
         /* (no team for one thread: see TG_PAR_FOR) */
         if (nth > 1) {
@@ -472,7 +487,15 @@ static int mn_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         goto fail;
     }
     for (int64_t r = 0; r < rows; r++) {
-        int64_t t = tg_load_len(nn->dtype, nn->data + (nlen == 1 ? 0 : r * nn->strides[0]));
+        const char *tp = nn->data + (nlen == 1 ? 0 : r * nn->strides[0]);
+        int64_t t = tg_load_len(nn->dtype, tp);
+        unsigned long long u = 0;
+        if (tg_shape_len_too_large(nn->dtype, tp, &u) || t > TRIALS_MAX) {
+            rc = tg_errorf(ctx, TG_ERUNTIME,
+                           "n %llu is too large: tg draws the trials one by one, at most 2^33 "
+                           "per row", nn->dtype == TG_UINT64 ? u : (unsigned long long)t);
+            goto fail;
+        }
         if (t < 0) {
             rc = tg_errorf(ctx, TG_ERUNTIME, "n must be non-negative, got %lld", (long long)t);
             goto fail;
@@ -506,8 +529,8 @@ static int mn_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         goto fail;
     }
     int64_t *cd = (int64_t *)cnt->data;
-    int64_t work = 0;
-    for (int64_t r = 0; r < rows; r++) work += trials[r];
+    double work = 0; /* (in double: the sum may pass int64) */
+    for (int64_t r = 0; r < rows; r++) work += (double)trials[r];
     int nth = work >= TG_PARALLEL_MIN / 4 ? omp_get_max_threads() : 1;
     /* (no team for one thread: see TG_PAR_FOR) */
     if (nth > 1) {
