@@ -652,6 +652,25 @@ static int split_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
+/* An integer input exactly: a uint64 past 2^63 - 1 is not the negative
+ * int64 of its bits. */
+typedef __int128 i128;
+static i128 load_int(const tg_array *a) {
+    return a->dtype == TG_UINT64 ? (i128) * (const uint64_t *)a->data : (i128)tg_load_i64(a->dtype, a->data);
+}
+
+static const char *i128_text(i128 v, char *buf, size_t size) {
+    char t[48];
+    int n = 0;
+    unsigned __int128 m = v < 0 ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
+    do t[n++] = (char)('0' + (int)(m % 10)); while ((m /= 10) && n < 46);
+    if (v < 0) t[n++] = '-';
+    size_t k = 0;
+    while (n > 0 && k + 1 < size) buf[k++] = t[--n];
+    buf[k] = 0;
+    return buf;
+}
+
 static int split_run(tg_node *n, tg_array *const *in, tg_array **out,
                      tg_ctx *ctx) {
     const tg_array *x = in[0], *s = in[1];
@@ -659,19 +678,23 @@ static int split_run(tg_node *n, tg_array *const *in, tg_array **out,
     if (s->shape[0] != n->nout)
         return tg_errorf(ctx, TG_ESHAPE, "%lld sizes for %d outputs",
                          (long long)s->shape[0], n->nout);
-    int64_t sum = 0;
+    /* The sum exactly, a uint64 size as given (it may pass int64). */
+    i128 sum = 0;
     for (int i = 0; i < n->nout; i++) {
         int64_t v = tg_load_len(s->dtype, s->data + i * s->strides[0]);
         if (v < 0)
             return tg_errorf(ctx, TG_ESHAPE, "split size %d is negative (%lld)",
                              i, (long long)v);
-        if (__builtin_add_overflow(sum, v, &sum)) sum = INT64_MAX; /* (no axis is that long) */
+        sum += s->dtype == TG_UINT64 ? (i128) * (const uint64_t *)(const void *)(s->data + i * s->strides[0])
+                                     : (i128)v;
     }
-    if (sum != x->shape[ax])
+    if (sum != x->shape[ax]) {
+        char b[48];
         return tg_errorf(ctx, TG_ESHAPE,
-                         "the split sizes sum to %lld, but axis %d has length "
+                         "the split sizes sum to %s, but axis %d has length "
                          "%lld",
-                         (long long)sum, ax, (long long)x->shape[ax]);
+                         i128_text(sum, b, sizeof b), ax, (long long)x->shape[ax]);
+    }
     int64_t off = 0;
     for (int i = 0; i < n->nout; i++) {
         int64_t v = tg_load_len(s->dtype, s->data + i * s->strides[0]);
@@ -842,25 +865,6 @@ static bool is_num(tg_dtype dt) { return dt != TG_BOOL; }
 
 static double load_num(const tg_array *a) {
     return tg_load_f64(a->dtype, a->data);
-}
-
-/* An integer input exactly: a uint64 past 2^63 - 1 is not the negative
- * int64 of its bits. */
-typedef __int128 i128;
-static i128 load_int(const tg_array *a) {
-    return a->dtype == TG_UINT64 ? (i128) * (const uint64_t *)a->data : (i128)tg_load_i64(a->dtype, a->data);
-}
-
-static const char *i128_text(i128 v, char *buf, size_t size) {
-    char t[48];
-    int n = 0;
-    unsigned __int128 m = v < 0 ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
-    do t[n++] = (char)('0' + (int)(m % 10)); while ((m /= 10) && n < 46);
-    if (v < 0) t[n++] = '-';
-    size_t k = 0;
-    while (n > 0 && k + 1 < size) buf[k++] = t[--n];
-    buf[k] = 0;
-    return buf;
 }
 
 /* NumPy's length: ceil((stop - start) / step), at least 0; exact for

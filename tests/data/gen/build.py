@@ -292,6 +292,19 @@ def gen_split():
            error="the split sizes sum to 4, but axis 1 has length 5")
     g.case("dynamic", {"b": b, "bs": np.array([6, -1], np.int64)},
            error="split size 1 is negative")
+    # sizes whose sum passes 2^63 - 1 are named exactly, a uint64 as given
+    # (the sum saturated: 'sum to 9223372036854775807')
+    g.case("dynamic", {"b": b, "bs": np.array([2**63 - 1, 2**63 - 1], np.int64)},
+           error="the split sizes sum to 18446744073709551614, but axis 1 has length 5")
+    x = g.inp("bu", "int8", [None])
+    s = g.inp("bus", "uint64", [2])
+    outs = g.op("split", [x, s], {"axis": 0, "n": 2}, nout=2)
+    g.func("dynamic_u64", [x, s], outs)
+    bu = np.arange(3, dtype=np.int8)
+    g.case("dynamic_u64", {"bu": bu, "bus": np.array([2**64 - 1, 0], np.uint64)},
+           error="the split sizes sum to 18446744073709551615, but axis 0 has length 3")
+    g.case("dynamic_u64", {"bu": bu, "bus": np.array([1, 2], np.uint64)},
+           dict(zip(outs, np.split(bu, [1]))))
 
     for k, dt in enumerate(DTYPES):
         x = g.inp("d%d" % k, dt, [4])
