@@ -38,6 +38,33 @@ static int fired(const tg_function *f, const char *name) {
     return c;
 }
 
+/* The outer nodes scan_push_seq built (it moves every node it can in one
+ * application): what its records created, less the scans. */
+static int pushed_out(const tg_function *f) {
+    int c = 0;
+    for (int i = 0; i < tg_function_rewrite_count(f); i++) {
+        tg_rewrite_info r;
+        assert_int_equal(tg_function_rewrite_get(f, i, &r), 0);
+        if (strcmp(r.name, "scan_push_seq")) continue;
+        c += r.ncreated - 1;
+    }
+    return c;
+}
+
+/* The nodes left in the bodies of f's scans. */
+static int scan_body_nodes(const tg_function *f) {
+    int c = 0;
+    for (int k = 0; k < f->nsched; k++) {
+        const tg_node *n = f->sched[k].node;
+        json_object *body, *nodes;
+        if (strcmp(n->op->name, "scan") || !n->attrs || !json_object_object_get_ex(n->attrs, "body", &body) ||
+            !json_object_object_get_ex(body, "nodes", &nodes))
+            continue;
+        c += (int)json_object_array_length(nodes);
+    }
+    return c;
+}
+
 static void list_rewrites(const tg_function *f) {
     for (int i = 0; i < tg_function_rewrite_count(f); i++) {
         tg_rewrite_info r;
@@ -344,8 +371,11 @@ static void test_push_more(void **state) {
     tg_function *probe = compile(g, "none");
     inputs_for(probe, in, -1, 1);
     tg_function_free(probe);
-    /* mul, add, dot(A, x_t) and matmul(A, m_t) move out. */
-    tg_function *opt = check_against_none(g, "scan_push_seq", 4, in);
+    /* mul, add, dot(A, x_t) and matmul(A, m_t) move out (one
+     * application); dot(am_t, h), add, tanh and sum(xc_t) stay. */
+    tg_function *opt = check_against_none(g, "scan_push_seq", 1, in);
+    assert_int_equal(scan_body_nodes(opt), 4);
+    assert_true(pushed_out(opt) >= 4);
     tg_function_free(opt);
     free_all(in, 5);
     tg_graph_free(g);
@@ -742,7 +772,7 @@ static void run_bptt(bool with_x) {
     tg_function *opt = check_against_none(g, "scan_sum_dot", 2, in);
     /* The backward loop's products move out; its sequences are read at
      * tap 1; its x-projection is the forward one's. */
-    assert_true(fired(opt, "scan_push_seq") >= 3);
+    assert_true(pushed_out(opt) >= 3);
     assert_true(fired(opt, "slice_product_reuse") >= 1);
     /* The weights' gradients, accumulated in the reverse loop, are sums
      * of per-step products, then one product each outside. */
@@ -1208,6 +1238,171 @@ static const char *SHORT_PUSH = J({"format": "tg-graph", "version": 1,
                                   "inputs": ["b.y", "b.x", "b.h", "b.w"], "outputs": ["b.o"]}}}],
     "functions": {"main": {"inputs": ["y", "x", "h0", "w", "n"], "outputs": ["h"]}}});
 
+/* A chain of K elementwise nodes over a sequence, h_t = h_{t-1} +
+ * f(x_t), f alternating tanh and sin: the whole chain moves out in one
+ * application of scan_push_seq (one at a time, each move rebuilt the
+ * scan: quadratic in the body), and the body keeps the add alone. */
+static char *push_chain_json(int K) {
+    size_t cap = 4096 + (size_t)K * 128, n = 0;
+    char *j = malloc(cap);
+    n += (size_t)snprintf(j + n, cap - n,
+                          "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+                          "{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [5, 3]}},"
+                          "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}],"
+                          "\"nodes\": [{\"op\": \"scan\", \"inputs\": [\"x\", \"h0\"], \"outputs\": [\"h\"],"
+                          "\"attrs\": {\"n_sequences\": 1, \"sequence_taps\": [[0]], \"n_recurrent\": 1,"
+                          "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": 0,"
+                          "\"has_n_steps\": false, \"has_until\": false, \"body\": {\"variables\": ["
+                          "{\"id\": \"b.x\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}},"
+                          "{\"id\": \"b.h\", \"type\": {\"dtype\": \"float64\", \"shape\": [3]}}], \"nodes\": [");
+    for (int k = 1; k <= K; k++)
+        n += (size_t)snprintf(j + n, cap - n, "{\"op\": \"%s\", \"inputs\": [\"%s%d\"], \"outputs\": [\"v%d\"]},",
+                              k % 2 ? "tanh" : "sin", k == 1 ? "b.x" : "v", k == 1 ? 0 : k - 1, k);
+    /* (the first input is "b.x0": fixed below) */
+    n += (size_t)snprintf(j + n, cap - n,
+                          "{\"op\": \"add\", \"inputs\": [\"b.h\", \"v%d\"], \"outputs\": [\"b.o\"]}],"
+                          "\"inputs\": [\"b.x\", \"b.h\"], \"outputs\": [\"b.o\"]}}}],"
+                          "\"functions\": {\"main\": {\"inputs\": [\"x\", \"h0\"], \"outputs\": [\"h\"]}}}",
+                          K);
+    char *fix = strstr(j, "\"b.x0\"");
+    memmove(fix + 4, fix + 5, strlen(fix + 5) + 1);
+    return j;
+}
+
+static void test_push_chain(void **state) {
+    (void)state;
+    enum { K = 40 };
+    char *json = push_chain_json(K);
+    tg_graph *g = tu_load(json);
+    free(json);
+    double x[15], h0[3] = {0.25, -0.5, 1};
+    for (int i = 0; i < 15; i++) x[i] = -1 + 0.13 * i;
+    tg_array *in[2] = {tu_f64(2, (int64_t[]){5, 3}, x), tu_f64(1, (int64_t[]){3}, h0)};
+    tg_function *f = compile(g, "fast_run");
+    assert_int_equal(fired(f, "scan_push_seq"), 1);
+    assert_int_equal(scan_body_nodes(f), 1);
+    double want[15], h[3] = {h0[0], h0[1], h0[2]};
+    for (int t = 0; t < 5; t++)
+        for (int i = 0; i < 3; i++) {
+            double v = x[t * 3 + i];
+            for (int k = 1; k <= K; k++) v = k % 2 ? tanh(v) : sin(v);
+            want[t * 3 + i] = h[i] += v;
+        }
+    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){5, 3}, want);
+    call(f, in, out);
+    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+    tg_array_free(out[0]);
+    tg_array_free(wa);
+    tg_function_free(f);
+    free_all(in, 2);
+    tg_graph_free(g);
+}
+
+/* 300 nodes u_k = x_t * c_k over the sequence, each read by the chain
+ * a_k = a_{k-1} * u_k that the recurrence keeps in the body: each u_k
+ * that moves out becomes a sequence, and a scan holds at most 256 taps
+ * (x's and h's included): 254 move, 46 stay. One at a time, the 255th
+ * move built a scan of 257 taps, and the compile failed ("more than 256
+ * taps"), as it did for the gradient of a scan of a few hundred nodes. */
+static void test_push_limit(void **state) {
+    (void)state;
+    enum { K = 300 };
+    size_t cap = 8192 + (size_t)K * 256, n = 0;
+    char *j = malloc(cap);
+    n += (size_t)snprintf(j + n, cap - n,
+                          "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+                          "{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [4, 2]}},"
+                          "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}],"
+                          "\"nodes\": [{\"op\": \"scan\", \"inputs\": [\"x\", \"h0\"], \"outputs\": [\"h\"],"
+                          "\"attrs\": {\"n_sequences\": 1, \"sequence_taps\": [[0]], \"n_recurrent\": 1,"
+                          "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": 0,"
+                          "\"has_n_steps\": false, \"has_until\": false, \"body\": {\"variables\": ["
+                          "{\"id\": \"b.x\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
+                          "{\"id\": \"a0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}], \"nodes\": [");
+    for (int k = 1; k <= K; k++)
+        n += (size_t)snprintf(j + n, cap - n,
+                              "{\"op\": \"mul\", \"inputs\": [\"b.x\", {\"value\": %.17g}], \"outputs\": [\"u%d\"]},"
+                              "{\"op\": \"mul\", \"inputs\": [\"a%d\", \"u%d\"], \"outputs\": [\"a%d\"]}%s",
+                              1 + k / 1000.0, k, k - 1, k, k, k < K ? "," : "");
+    n += (size_t)snprintf(j + n, cap - n,
+                          "], \"inputs\": [\"b.x\", \"a0\"], \"outputs\": [\"a%d\"]}}}],"
+                          "\"functions\": {\"main\": {\"inputs\": [\"x\", \"h0\"], \"outputs\": [\"h\"]}}}",
+                          K);
+    tg_graph *g = tu_load(j);
+    free(j);
+    double x[8], h0[2] = {1, -1};
+    for (int i = 0; i < 8; i++) x[i] = 0.97 + 0.004 * i;
+    tg_array *in[2] = {tu_f64(2, (int64_t[]){4, 2}, x), tu_f64(1, (int64_t[]){2}, h0)};
+    tg_function *f = compile(g, "fast_run");
+    assert_true(fired(f, "scan_push_seq") >= 1);
+    assert_int_equal(scan_body_nodes(f), 2 * K - 254);
+    double want[8], h[2] = {h0[0], h0[1]};
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 2; i++) {
+            for (int k = 1; k <= K; k++) h[i] *= x[t * 2 + i] * (1 + k / 1000.0);
+            want[t * 2 + i] = h[i];
+        }
+    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){4, 2}, want);
+    call(f, in, out);
+    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+    tg_array_free(out[0]);
+    tg_array_free(wa);
+    tg_function_free(f);
+    free_all(in, 2);
+    tg_graph_free(g);
+}
+
+/* The same for scan_hoist: 300 invariant nodes u_k = w * c_k, each read
+ * by the chain the recurrence keeps; a hoisted u_k becomes a
+ * non-sequence, at most 256 with w: 255 move, 45 stay. Before, the
+ * compile failed ("attrs.n_non_sequences: 301 is out of range"). */
+static void test_hoist_limit(void **state) {
+    (void)state;
+    enum { K = 300 };
+    size_t cap = 8192 + (size_t)K * 256, n = 0;
+    char *j = malloc(cap);
+    n += (size_t)snprintf(j + n, cap - n,
+                          "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+                          "{\"id\": \"w\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
+                          "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}],"
+                          "\"nodes\": [{\"op\": \"scan\", \"inputs\": [{\"value\": 3}, \"h0\", \"w\"], \"outputs\": [\"h\"],"
+                          "\"attrs\": {\"n_sequences\": 0, \"sequence_taps\": [], \"n_recurrent\": 1,"
+                          "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": 1,"
+                          "\"has_n_steps\": true, \"has_until\": false, \"body\": {\"variables\": ["
+                          "{\"id\": \"a0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
+                          "{\"id\": \"b.w\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}], \"nodes\": [");
+    for (int k = 1; k <= K; k++)
+        n += (size_t)snprintf(j + n, cap - n,
+                              "{\"op\": \"mul\", \"inputs\": [\"b.w\", {\"value\": %.17g}], \"outputs\": [\"u%d\"]},"
+                              "{\"op\": \"mul\", \"inputs\": [\"a%d\", \"u%d\"], \"outputs\": [\"a%d\"]}%s",
+                              1 + k / 1000.0, k, k - 1, k, k, k < K ? "," : "");
+    n += (size_t)snprintf(j + n, cap - n,
+                          "], \"inputs\": [\"a0\", \"b.w\"], \"outputs\": [\"a%d\"]}}}],"
+                          "\"functions\": {\"main\": {\"inputs\": [\"h0\", \"w\"], \"outputs\": [\"h\"]}}}",
+                          K);
+    tg_graph *g = tu_load(j);
+    free(j);
+    double w[2] = {0.99, 0.995}, h0[2] = {1, -1};
+    tg_array *in[2] = {tu_f64(1, (int64_t[]){2}, h0), tu_f64(1, (int64_t[]){2}, w)};
+    tg_function *f = compile(g, "fast_run");
+    assert_true(fired(f, "scan_hoist") >= 1);
+    assert_int_equal(scan_body_nodes(f), 2 * K - 255);
+    double want[6], h[2] = {h0[0], h0[1]};
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 2; i++) {
+            for (int k = 1; k <= K; k++) h[i] *= w[i] * (1 + k / 1000.0);
+            want[t * 2 + i] = h[i];
+        }
+    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){3, 2}, want);
+    call(f, in, out);
+    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+    tg_array_free(out[0]);
+    tg_array_free(wa);
+    tg_function_free(f);
+    free_all(in, 2);
+    tg_graph_free(g);
+}
+
 static void test_short_push(void **state) {
     (void)state;
     double d[16], h0[2] = {0.5, -1}, w[2] = {2, 3};
@@ -1363,6 +1558,9 @@ int main(void) {
         cmocka_unit_test(test_short_inline),
         cmocka_unit_test(test_short_inline_past),
         cmocka_unit_test(test_short_push),
+        cmocka_unit_test(test_push_chain),
+        cmocka_unit_test(test_push_limit),
+        cmocka_unit_test(test_hoist_limit),
         cmocka_unit_test(test_short_merge),
         cmocka_unit_test(test_exclude_tag),
     };

@@ -72,18 +72,6 @@ static int ns_index(const scan_io *s, const tg_var *v) {
     return b >= s->p->nbin - s->p->nns ? b - (s->p->nbin - s->p->nns) : -1;
 }
 
-/* Body variable v is the only tap of sequence i (returned), else -1. A
- * sequence read at one tap q gives step t its row t + max(q, 0) (read
- * from the end with go_backwards): any array of the same length read at
- * the same tap gives the same rows. */
-static int seq1_index(const scan_io *s, const tg_var *v) {
-    int b = body_input_index(s, v);
-    if (b < 0) return -1;
-    for (int i = 0; i < s->p->nseq; i++)
-        if (s->p->seq_ntaps[i] == 1 && tg_scan_bin_seq(s->p, i, 0) == b) return i;
-    return -1;
-}
-
 /* The scan's check that sequence i has the rows n_steps needs (ops/scan.c:
  * "sequence 0 ('x') has 3 rows, but 5 steps with taps [0, 1] need 6")
  * cannot fail: no n_steps (the sequences give the steps), or a constant
@@ -318,10 +306,12 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
     int nv = bg->nvars, nn = bg->nnodes, rc = 0;
     bool *inv = tg_calloc((size_t)nv + 1, sizeof *inv), *hoist = tg_calloc((size_t)nn + 1, sizeof *hoist);
     bool *read_in = tg_calloc((size_t)nv + 1, sizeof *read_in);
+    bool *made_here = tg_calloc((size_t)nv + 1, sizeof *made_here); /* a hoisted node's result */
+    int *rem = NULL;
     tg_var **outer = tg_calloc((size_t)nv + 1, sizeof *outer);
     tg_var **ins = NULL;
     json_object *attrs = NULL;
-    if (!inv || !hoist || !read_in || !outer) {
+    if (!inv || !hoist || !read_in || !made_here || !outer) {
         rc = TG_ENOMEM;
         goto done;
     }
@@ -358,7 +348,17 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
                 if (!lazy || k == 0) eager[bn->inputs[k]->index] = true;
         }
     }
-    int nh = 0;
+    /* rem[v]: the reads of v by nodes that stay (so far). A hoisted
+     * result that something left in the body reads becomes a
+     * non-sequence, and a scan holds at most SCAN_MAX_IO: a node whose
+     * results would pass that stays (and so do the nodes that read it). */
+    if (!(rem = tg_calloc((size_t)nv + 1, sizeof *rem))) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < bg->nodes[i]->nin; k++) rem[bg->nodes[i]->inputs[k]->index]++;
+    int nh = 0, live = 0, room = SCAN_MAX_IO - s.p->nns;
     for (int i = 0; i < nn; i++) {
         tg_node *bn = bg->nodes[i];
         bool ok = hoist[i] && pure(bn) && bn->nin > 0;
@@ -369,9 +369,21 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
         bool all_const = true;
         for (int k = 0; k < bn->nin; k++) all_const &= bn->inputs[k]->kind == TG_VAR_CONSTANT;
         if (!ok || all_const) continue;
+        int freed = 0, made = 0;
+        for (int k = 0; k < bn->nin; k++) {
+            tg_var *u = bn->inputs[k];
+            if (u->owner && made_here[u->index] && --rem[u->index] == 0) freed++;
+        }
+        for (int k = 0; k < bn->nout; k++) made += rem[bn->outputs[k]->index] > 0;
+        if (live + made - freed > room) {
+            for (int k = 0; k < bn->nin; k++)
+                if (bn->inputs[k]->owner && made_here[bn->inputs[k]->index]) rem[bn->inputs[k]->index]++;
+            continue;
+        }
+        live += made - freed;
         hoist[i] = true;
         nh++;
-        for (int k = 0; k < bn->nout; k++) inv[bn->outputs[k]->index] = true;
+        for (int k = 0; k < bn->nout; k++) inv[bn->outputs[k]->index] = made_here[bn->outputs[k]->index] = true;
     }
     if (!nh) goto done;
     /* What stays in the body reads which hoisted results? */
@@ -414,6 +426,8 @@ done:
     tg_free(inv);
     tg_free(hoist);
     tg_free(read_in);
+    tg_free(made_here);
+    tg_free(rem);
     tg_free(outer);
     tg_free(ins);
     return rc;
@@ -440,129 +454,220 @@ static tg_var *push_build(tg_rw *rw, const tg_node *bn, int at, tg_var **o) {
     return tg_rw_op2(rw, "matmul", c, S);
 }
 
+/* Every body node that can run over a whole sequence outside moves out
+ * in one application, in topological order, so that a chain of them goes
+ * at once (Theano's PushOutSeqScan does the same): one at a time, each
+ * move rebuilt the scan, quadratic in the body (a chain of 1,000
+ * elementwise nodes over a sequence took 6.5 s to compile, 4,000 took
+ * 165 s). A moved node's result becomes a new sequence at the tap of the
+ * sequence it read when something left in the body reads it. The scan's
+ * limits (SCAN_MAX_IO taps and sequences) bound how many there can be:
+ * a node that would pass them stays. */
 static int scan_push_seq(tg_rw *rw, tg_node *n) {
     scan_io s;
     if (!scan_view(n, &s)) return 0;
     tg_graph *bg = s.bg;
     scan_p *p = s.p;
-    for (int i = 0; i < bg->nnodes; i++) {
+    int nv = bg->nvars, nn = bg->nnodes, rc = 0;
+    /* ent[v]: the sequence body variable v is the only tap of: 1 + an
+     * original sequence's index, or 1 + p->nseq + a new one's; 0: none.
+     * A sequence read at one tap q gives step t its row t + max(q, 0)
+     * (read from the end with go_backwards): any array of the same
+     * length read at the same tap gives the same rows. */
+    int *ent = tg_calloc((size_t)nv + 1, sizeof *ent), *rem = tg_calloc((size_t)nv + 1, sizeof *rem);
+    bool *pushed = tg_calloc((size_t)nn + 1, sizeof *pushed);
+    tg_var **newR = tg_calloc((size_t)nn + 1, sizeof *newR), **newv = tg_calloc((size_t)nn + 1, sizeof *newv);
+    int *neworig = tg_calloc((size_t)nn + 1, sizeof *neworig);
+    tg_var **ins = NULL;
+    json_object *attrs = NULL;
+    if (!ent || !rem || !pushed || !newR || !newv || !neworig) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    for (int i = 0; i < p->nseq; i++)
+        if (p->seq_ntaps[i] == 1) ent[s.fd->inputs[tg_scan_bin_seq(p, i, 0)]->index] = 1 + i;
+    /* rem[v]: the reads of v by nodes that stay (so far). */
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < bg->nodes[i]->nin; k++) rem[bg->nodes[i]->inputs[k]->index]++;
+    int taps = 0;
+    for (int i = 0; i < p->nseq; i++) taps += p->seq_ntaps[i];
+    for (int j = 0; j < p->nrec; j++) taps += p->out_ntaps[j];
+    int room = SCAN_MAX_IO - taps < SCAN_MAX_IO - p->nseq ? SCAN_MAX_IO - taps : SCAN_MAX_IO - p->nseq;
+    int nnew = 0, live = 0, npushed = 0;
+    for (int i = 0; i < nn; i++) {
         tg_node *bn = bg->nodes[i];
         bool ew = (bn->op->flags & TG_OPF_ELEMWISE) != 0;
         bool prod = !strcmp(bn->op->name, "dot") || !strcmp(bn->op->name, "matmul");
         if ((!ew && !prod) || !pure(bn) || bn->nout != 1 || bn->nin > 16 ||
-            is_body_output(&s, bn->outputs[0]))
+            is_body_output(&s, bn->outputs[0]) || !rem[bn->outputs[0]->index])
             continue;
-        int seq = -1, at = -1;
+        int seq = 0, at = -1;
         bool ok = true;
         for (int k = 0; ok && k < bn->nin; k++) {
             tg_var *u = bn->inputs[k];
-            int si = seq1_index(&s, u);
-            if (si >= 0) {
-                ok = seq < 0 || seq == si;
-                seq = si;
+            int e = ent[u->index];
+            if (e) {
+                ok = !seq || seq == e;
+                seq = e;
                 at = k;
             } else {
                 ok = u->kind == TG_VAR_CONSTANT || ns_index(&s, u) >= 0;
             }
         }
-        if (!ok || seq < 0) continue;
+        if (!ok || !seq) continue;
         const tg_type *ot = &bn->outputs[0]->type;
         if (ew) {
             /* The row must span the result, so that the whole sequence
              * only puts the steps in front. */
             for (int k = 0; ok && k < bn->nin; k++)
-                ok = seq1_index(&s, bn->inputs[k]) == seq ? bn->inputs[k]->type.ndim == ot->ndim
-                                                          : bn->inputs[k]->type.ndim <= ot->ndim;
+                ok = ent[bn->inputs[k]->index] == seq ? bn->inputs[k]->type.ndim == ot->ndim
+                                                       : bn->inputs[k]->type.ndim <= ot->ndim;
         } else {
             if (bn->nin != 2 || bn->inputs[0] == bn->inputs[1]) continue;
             int cd = bn->inputs[1 - at]->type.ndim, sd = bn->inputs[at]->type.ndim;
             ok = cd >= 1 && cd <= 2 && sd >= 1 && (sd <= 2 || !strcmp(bn->op->name, "matmul"));
         }
         if (!ok) continue;
-        /* Build the outer node. */
-        tg_var *o[16];
-        tg_var *S = n->inputs[s.base_seq + seq];
+        /* Room for its result as a new sequence, less the new ones whose
+         * last reader it is. */
+        int freed = 0;
         for (int k = 0; k < bn->nin; k++) {
             tg_var *u = bn->inputs[k];
-            if (seq1_index(&s, u) == seq)
+            if (ent[u->index] > p->nseq && --rem[u->index] == 0) freed++;
+        }
+        if (live + 1 - freed > room) {
+            for (int k = 0; k < bn->nin; k++)
+                if (ent[bn->inputs[k]->index] > p->nseq) rem[bn->inputs[k]->index]++;
+            continue;
+        }
+        /* Build the outer node. */
+        tg_var *o[16];
+        tg_var *S = seq <= p->nseq ? n->inputs[s.base_seq + seq - 1] : newR[seq - 1 - p->nseq];
+        for (int k = 0; k < bn->nin; k++) {
+            tg_var *u = bn->inputs[k];
+            if (ent[u->index] == seq)
                 o[k] = S;
             else if (u->kind == TG_VAR_CONSTANT)
                 o[k] = outer_const(rw, u);
             else
                 o[k] = n->inputs[s.base_ns + ns_index(&s, u)];
-            if (!o[k]) return TG_ENOMEM;
+            if (!o[k]) {
+                rc = TG_ENOMEM;
+                goto done;
+            }
         }
         tg_var *R = push_build(rw, bn, at, o);
         if (!R) {
             tg_ctx *ctx = tg_rw_ctx(rw);
-            return ctx && ctx->status ? ctx->status : TG_ENOMEM;
+            rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
+            goto done;
         }
         /* R must be the stack of the body value's rows. */
         tg_type rowt = R->type;
-        if (rowt.ndim != ot->ndim + 1 || rowt.dtype != ot->dtype) return 0;
-        rowt.ndim--;
-        memmove(rowt.shape, rowt.shape + 1, sizeof(int64_t) * (size_t)rowt.ndim);
-        if (!tg_type_compatible(&rowt, ot)) return 0;
-
-        /* The new body: bn's output becomes the tap of a new sequence
-         * (the old one's tap), after the others' taps. */
-        json_object *attrs = attrs_copy(n);
-        bool *drop = tg_calloc((size_t)bg->nnodes + 1, sizeof *drop);
-        tg_var **ins = tg_calloc((size_t)n->nin + 2, sizeof *ins);
-        int rc = TG_OK;
-        if (!attrs || !drop || !ins) {
-            rc = TG_ENOMEM;
-            goto out;
+        bool fits = rowt.ndim == ot->ndim + 1 && rowt.dtype == ot->dtype;
+        if (fits) {
+            rowt.ndim--;
+            memmove(rowt.shape, rowt.shape + 1, sizeof(int64_t) * (size_t)rowt.ndim);
+            fits = tg_type_compatible(&rowt, ot);
         }
-        drop[i] = true;
-        json_object *body = jget(attrs, "body");
-        int nseq_taps = 0;
-        for (int q = 0; q < p->nseq; q++) nseq_taps += p->seq_ntaps[q];
-        json_object *tap0 = json_object_new_array();
-        if (!tap0) {
-            rc = TG_ENOMEM;
-            goto out;
+        if (!fits) {
+            for (int k = 0; k < bn->nin; k++)
+                if (ent[bn->inputs[k]->index] > p->nseq) rem[bn->inputs[k]->index]++;
+            continue;
         }
-        json_object_array_add(tap0, json_object_new_int(p->taps[p->seq_off[seq]]));
-        if ((rc = body_drop_nodes(body, &s, drop)) ||
-            (rc = body_declare(body, bn->outputs[0]->id, ot)) ||
-            (rc = arr_insert(body, "inputs", (size_t)nseq_taps, json_object_new_string(bn->outputs[0]->id))) ||
-            (rc = arr_insert(attrs, "sequence_taps", (size_t)p->nseq, tap0)))
-            goto out;
-        int nin = 0, nseq = p->nseq + 1;
-        for (int k = 0; k < s.base_init; k++) ins[nin++] = n->inputs[k];
-        ins[nin++] = R;
-        for (int k = s.base_init; k < n->nin; k++) ins[nin++] = n->inputs[k];
-        /* The old sequence goes when nothing else in the body reads it
-         * (the new one has its length, so the number of steps stays).
-         * With n_steps it stays, unread, while its length check could
-         * fail: the scan's error then names it, at its index, where the
-         * new sequence would be named by an id the rewrite made up
-         * (unless it derives from an earlier sequence, whose check comes
-         * first: the new sequence of a second push over the same rows). */
-        tg_var *row = s.fd->inputs[tg_scan_bin_seq(p, seq, 0)];
-        bool used = is_body_output(&s, row);
-        for (int j = 0; j < bg->nnodes && !used; j++)
-            for (int k = 0; j != i && k < bg->nodes[j]->nin; k++) used |= bg->nodes[j]->inputs[k] == row;
-        if (!used && !seq_long_enough(n, &s, seq) && !seq_derived(n, &s, seq)) used = true;
-        if (!used) {
-            json_object_array_del_idx(jget(body, "inputs"), (size_t)tg_scan_bin_seq(p, seq, 0), 1);
-            body_undeclare(body, row->id);
-            json_object_array_del_idx(jget(attrs, "sequence_taps"), (size_t)seq, 1);
-            memmove(ins + s.base_seq + seq, ins + s.base_seq + seq + 1,
-                    sizeof *ins * (size_t)(nin - s.base_seq - seq - 1));
-            nin--;
-            nseq--;
-        }
-        set_int(attrs, "n_sequences", nseq);
-        rc = scan_swap(rw, n, attrs, nin, ins);
-    out:
-        json_object_put(attrs);
-        tg_free(drop);
-        tg_free(ins);
-        return rc;
+        pushed[i] = true;
+        npushed++;
+        for (int k = 0; k < bn->nin; k++)
+            if (ent[bn->inputs[k]->index] <= p->nseq) rem[bn->inputs[k]->index]--;
+        live += 1 - freed;
+        newR[nnew] = R;
+        newv[nnew] = bn->outputs[0];
+        neworig[nnew] = seq <= p->nseq ? seq - 1 : neworig[seq - 1 - p->nseq];
+        ent[bn->outputs[0]->index] = 1 + p->nseq + nnew++;
     }
-    return 0;
+    if (!npushed) goto done;
+
+    /* The new scan: the original sequences that something still reads
+     * (or whose n_steps length check could fail: it then stays, unread,
+     * so that a too short one gets the scan's error naming it, unless it
+     * derives from an earlier sequence whose check comes first), then the
+     * new ones that something reads, in the order they were made. */
+    if (!(attrs = attrs_copy(n)) || !(ins = tg_calloc((size_t)(n->nin + nnew) + 1, sizeof *ins))) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    json_object *body = jget(attrs, "body"), *oldin = jget(body, "inputs"), *oldtaps = jget(attrs, "sequence_taps");
+    json_object *bin = json_object_new_array(), *stap = json_object_new_array(), *gone = json_object_new_object();
+    if (!bin || !stap || !gone) {
+        json_object_put(bin);
+        json_object_put(stap);
+        json_object_put(gone);
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    int nin = 0, nseq = 0;
+    for (int k = 0; k < s.base_seq; k++) ins[nin++] = n->inputs[k];
+    for (int i = 0; i < p->nseq; i++) {
+        bool keep = p->seq_ntaps[i] != 1;
+        if (!keep) {
+            tg_var *row = s.fd->inputs[tg_scan_bin_seq(p, i, 0)];
+            keep = is_body_output(&s, row) || rem[row->index] > 0 || (!seq_long_enough(n, &s, i) && !seq_derived(n, &s, i));
+            if (!keep) json_object_object_add(gone, row->id, NULL);
+        }
+        if (!keep) continue;
+        ins[nin++] = n->inputs[s.base_seq + i];
+        nseq++;
+        json_object_array_add(stap, json_object_get(json_object_array_get_idx(oldtaps, (size_t)i)));
+        for (int q = 0; q < p->seq_ntaps[i]; q++)
+            json_object_array_add(bin, json_object_get(json_object_array_get_idx(oldin, (size_t)tg_scan_bin_seq(p, i, q))));
+    }
+    for (int j = 0; j < nnew; j++) {
+        if (!rem[newv[j]->index]) {
+            json_object_object_add(gone, newv[j]->id, NULL);
+            continue;
+        }
+        if ((rc = body_declare(body, newv[j]->id, &newv[j]->type))) break;
+        json_object *tap = json_object_new_array();
+        json_object_array_add(tap, json_object_new_int(p->taps[p->seq_off[neworig[j]]]));
+        json_object_array_add(stap, tap);
+        json_object_array_add(bin, json_object_new_string(newv[j]->id));
+        ins[nin++] = newR[j];
+        nseq++;
+    }
+    int nseq_taps = 0;
+    for (int i = 0; i < p->nseq; i++) nseq_taps += p->seq_ntaps[i];
+    for (size_t b = (size_t)nseq_taps; b < json_object_array_length(oldin); b++)
+        json_object_array_add(bin, json_object_get(json_object_array_get_idx(oldin, b)));
+    for (int k = s.base_init; k < n->nin; k++) ins[nin++] = n->inputs[k];
+    json_object_object_add(body, "inputs", bin);
+    json_object_object_add(attrs, "sequence_taps", stap);
+    /* The moved nodes go; so do the variables no longer made or read. */
+    json_object *vars = jget(body, "variables"), *kept = json_object_new_array();
+    for (size_t i = 0; !rc && kept && vars && i < json_object_array_length(vars); i++) {
+        json_object *e = json_object_array_get_idx(vars, i), *jid = jget(e, "id");
+        if (!jid || !json_object_object_get_ex(gone, json_object_get_string(jid), NULL))
+            json_object_array_add(kept, json_object_get(e));
+    }
+    json_object_put(gone);
+    if (!kept) rc = TG_ENOMEM;
+    if (rc) {
+        json_object_put(kept);
+        goto done;
+    }
+    json_object_object_add(body, "variables", kept);
+    if ((rc = body_drop_nodes(body, &s, pushed))) goto done;
+    set_int(attrs, "n_sequences", nseq);
+    rc = scan_swap(rw, n, attrs, nin, ins);
+done:
+    json_object_put(attrs);
+    tg_free(ent);
+    tg_free(rem);
+    tg_free(pushed);
+    tg_free(newR);
+    tg_free(newv);
+    tg_free(neworig);
+    tg_free(ins);
+    return rc;
 }
 
 /* ---- scan_keep_last ---- */
@@ -718,8 +823,15 @@ static bool mergeable(tg_node *a, tg_node *b) {
     if (p->has_until || q->has_until || p->has_n != q->has_n || p->backwards != q->backwards ||
         p->trunc != q->trunc)
         return false;
-    if (p->nrec + q->nrec + p->nnr + q->nnr > SCAN_MAX_IO || a->nin + b->nin > SCAN_MAX_IO)
+    /* The merged scan within the limits its parse checks (ops/scan.c):
+     * outputs and the until slot, sequences, non-sequences, taps. */
+    if (p->nrec + q->nrec + p->nnr + q->nnr + 1 > SCAN_MAX_IO || a->nin + b->nin > SCAN_MAX_IO ||
+        p->nseq + q->nseq > SCAN_MAX_IO || p->nns + q->nns > SCAN_MAX_IO)
         return false;
+    int taps = 0;
+    for (int i = 0; i < p->nseq + p->nrec; i++) taps += p->seq_ntaps[i];
+    for (int i = 0; i < q->nseq + q->nrec; i++) taps += q->seq_ntaps[i];
+    if (taps > SCAN_MAX_IO) return false;
     if (p->has_n) return a->inputs[0] == b->inputs[0];
     /* The same sequences with the same taps: the same number of steps. */
     if (p->nseq != q->nseq || p->nseq == 0) return false;
@@ -1134,6 +1246,13 @@ static tg_var *outer_of_invariant(tg_rw *rw, const scan_io *s, tg_node *n, tg_va
  * is already a non-recurrent output is shared: at[k] says which output
  * holds add[k]). n's other outputs are replaced by the copy's. */
 static tg_node *reoutput(tg_rw *rw, tg_node *n, const scan_io *s, int o, tg_var *v, tg_var *const *add,
+                         int nadd, int *at);
+
+/* Room for nadd more outputs (the scan's limit, SCAN_MAX_IO less the
+ * until condition's slot): a rewrite that would pass it declines. */
+static bool outputs_room(const scan_p *p, int nadd) { return p->nrec + p->nnr + nadd + 1 <= SCAN_MAX_IO; }
+
+static tg_node *reoutput(tg_rw *rw, tg_node *n, const scan_io *s, int o, tg_var *v, tg_var *const *add,
                          int nadd, int *at) {
     scan_p *p = s->p;
     json_object *attrs = attrs_copy(n);
@@ -1247,6 +1366,7 @@ static int scan_sum_dot(tg_rw *rw, tg_node *n) {
         int64_t ma = a->type.shape[1], nb = b->type.shape[1];
         if (ma < 0 || nb < 0 || a->type.dtype != b->type.dtype) continue;
         int at;
+        if (!outputs_room(s.p, 1)) continue;
         tg_node *m = reoutput(rw, n, &s, o, a, &b, 1, &at);
         if (!m) return err_status(rw);
         int64_t sa[2] = {-1, ma}, sb[2] = {-1, nb};
@@ -1340,6 +1460,7 @@ static int scan_reuse_step_product(tg_rw *rw, tg_node *n) {
     }
     if (!P) return 0;
     int at;
+    if (!outputs_room(p, 1)) return 0;
     tg_node *G = reoutput(rw, F, &s, -1, NULL, &P, 1, &at);
     if (!G) return err_status(rw); /* F's outputs now read G's */
     tg_var *Pst = G->outputs[at], *Oh = G->outputs[j];
@@ -1450,6 +1571,7 @@ static int scan_acc_sum(tg_rw *rw, tg_node *n) {
         }
         if (!ok || !ns) continue;
         int at;
+        if (!outputs_room(s.p, 1)) continue;
         tg_node *G = reoutput(rw, n, &s, -1, NULL, &e, 1, &at);
         if (!G) return err_status(rw);
         tg_var *R = tg_rw_op1(rw, "sum", G->outputs[at], "{\"axis\": 0}");
