@@ -979,8 +979,12 @@ int tgdebug_serve(int argc, char **argv) {
     pthread_cond_init(&S->cv, NULL);
     locks = true;
     /* The profile first: the debugger's hooks run it inside theirs, its
-     * counters written under the mutex the HTTP threads read them with. */
-    if (!(S->prof = tg_profile_new(S->s.f, 0, ctx))) {
+     * counters written under the mutex the HTTP threads read them with.
+     * Not the bodies of scans and op_from_graph nodes (the page shows
+     * none): their hooks would write outside that mutex, and cost time
+     * on every step. */
+    tg_profile_options po = {.no_bodies = true};
+    if (!(S->prof = tg_profile_new_opts(S->s.f, &po, ctx))) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
         rc = TG_EXIT_FOUND;
         goto done;
