@@ -403,15 +403,20 @@ int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv) {
 /* Append src's keys (its origins, or its own key) to o[0..*n), leaving out
  * those already there. The keys are pointers into the nodes; packed into
  * one block at the end (tg_origins_pack). */
-static int origins_add(const char ***o, int *n, int *cap, const char **small,
+static int origins_add(const char ***o, int *n, int *cap, const char **small, struct tg_idmap *seen,
                        const tg_node *src) {
     const char *own = node_key(src);
     const char *const *keys = src->origins ? (const char *const *)src->origins : &own;
     int nk = src->origins ? src->norigins : 1;
     for (int i = 0; i < nk; i++) {
         bool have = false;
-        for (int j = 0; j < *n && !have; j++)
-            have = (*o)[j] == keys[i] || strcmp((*o)[j], keys[i]) == 0;
+        if (seen) {
+            have = tg_idmap_get(seen, keys[i]) != NULL;
+            if (!have && tg_idmap_put(seen, keys[i], (void *)1)) return TG_ENOMEM;
+        } else {
+            for (int j = 0; j < *n && !have; j++)
+                have = (*o)[j] == keys[i] || strcmp((*o)[j], keys[i]) == 0;
+        }
         if (have) continue;
         if (*n == *cap) { /* *o starts as the caller's array small */
             const char **q = tg_malloc(sizeof *q * (size_t)*cap * 2);
@@ -431,9 +436,20 @@ static int origins_merge(tg_node *dst, tg_node *const *srcs, int nsrc, bool keep
     const char *small[32] = {0}, **o = small;
     int n = 0, cap = 32;
     int rc = TG_OK;
-    if (keep_own) rc = origins_add(&o, &n, &cap, small, dst);
+    /* Past a few dozen keys, a set tells the ones already there: the
+     * scan of the list per key was quadratic in the keys, and a chain
+     * that folds into one node (a sum of 10,000 terms written as a chain
+     * of adds, which constant collection makes one add) merges lists of
+     * every length up to the chain's: cubic, minutes at 10,000. */
+    int total = keep_own ? (dst->origins ? dst->norigins : 1) : 0;
+    for (int i = 0; i < nsrc; i++)
+        if (srcs[i] != dst) total += srcs[i]->origins ? srcs[i]->norigins : 1;
+    struct tg_idmap *seen = total > 64 ? tg_idmap_new() : NULL;
+    if (total > 64 && !seen) return TG_ENOMEM;
+    if (keep_own) rc = origins_add(&o, &n, &cap, small, seen, dst);
     for (int i = 0; !rc && i < nsrc; i++)
-        if (srcs[i] != dst) rc = origins_add(&o, &n, &cap, small, srcs[i]);
+        if (srcs[i] != dst) rc = origins_add(&o, &n, &cap, small, seen, srcs[i]);
+    if (seen) tg_idmap_free(seen);
     /* made from nothing original: an empty, non-NULL list */
     char **packed = rc ? NULL : tg_origins_pack(o, n);
     if (o != small) tg_free(o);
