@@ -1298,51 +1298,63 @@ static void test_push_chain(void **state) {
     tg_graph_free(g);
 }
 
-/* 300 nodes u_k = x_t * c_k over the sequence, each read by the chain
- * a_k = a_{k-1} * u_k that the recurrence keeps in the body: each u_k
- * that moves out becomes a sequence, and a scan holds at most 256 taps
- * (x's and h's included): 254 move, 46 stay. One at a time, the 255th
- * move built a scan of 257 taps, and the compile failed ("more than 256
- * taps"), as it did for the gradient of a scan of a few hundred nodes. */
-static void test_push_limit(void **state) {
-    (void)state;
-    enum { K = 300 };
+/* h_t = h_{t-1} * u_1 * ... * u_K written as the chain a_k = a_{k-1} *
+ * u_k in a scan's body, u_k = v * c_k, c_k = 1 + k / 1000, v the
+ * sequence's row x_t (seq) or the non-sequence w over n_steps 3. The
+ * recurrence keeps the chain in the body; each u_k that moves out
+ * becomes a sequence (scan_push_seq) or a non-sequence (scan_hoist), and
+ * a scan holds at most 256 taps and 256 non-sequences. */
+static char *products_json(int K, bool seq) {
     size_t cap = 8192 + (size_t)K * 256, n = 0;
     char *j = malloc(cap);
-    n += (size_t)snprintf(j + n, cap - n,
-                          "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
-                          "{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [4, 2]}},"
-                          "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}],"
-                          "\"nodes\": [{\"op\": \"scan\", \"inputs\": [\"x\", \"h0\"], \"outputs\": [\"h\"],"
-                          "\"attrs\": {\"n_sequences\": 1, \"sequence_taps\": [[0]], \"n_recurrent\": 1,"
-                          "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": 0,"
-                          "\"has_n_steps\": false, \"has_until\": false, \"body\": {\"variables\": ["
-                          "{\"id\": \"b.x\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
-                          "{\"id\": \"a0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}], \"nodes\": [");
+    const char *v = seq ? "b.x" : "b.w";
+    n += (size_t)snprintf(
+        j + n, cap - n,
+        "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+        "{\"id\": \"%s\", \"type\": {\"dtype\": \"float64\", \"shape\": %s}},"
+        "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}],"
+        "\"nodes\": [{\"op\": \"scan\", \"inputs\": %s, \"outputs\": [\"h\"],"
+        "\"attrs\": {\"n_sequences\": %d, \"sequence_taps\": %s, \"n_recurrent\": 1,"
+        "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": %d,"
+        "\"has_n_steps\": %s, \"has_until\": false, \"body\": {\"variables\": ["
+        "{\"id\": \"%s\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
+        "{\"id\": \"a0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}], \"nodes\": [",
+        seq ? "x" : "w", seq ? "[4, 2]" : "[2]", seq ? "[\"x\", \"h0\"]" : "[{\"value\": 3}, \"h0\", \"w\"]",
+        seq ? 1 : 0, seq ? "[[0]]" : "[]", seq ? 0 : 1, seq ? "false" : "true", v);
     for (int k = 1; k <= K; k++)
         n += (size_t)snprintf(j + n, cap - n,
-                              "{\"op\": \"mul\", \"inputs\": [\"b.x\", {\"value\": %.17g}], \"outputs\": [\"u%d\"]},"
+                              "{\"op\": \"mul\", \"inputs\": [\"%s\", {\"value\": %.17g}], \"outputs\": [\"u%d\"]},"
                               "{\"op\": \"mul\", \"inputs\": [\"a%d\", \"u%d\"], \"outputs\": [\"a%d\"]}%s",
-                              1 + k / 1000.0, k, k - 1, k, k, k < K ? "," : "");
+                              v, 1 + k / 1000.0, k, k - 1, k, k, k < K ? "," : "");
     n += (size_t)snprintf(j + n, cap - n,
-                          "], \"inputs\": [\"b.x\", \"a0\"], \"outputs\": [\"a%d\"]}}}],"
-                          "\"functions\": {\"main\": {\"inputs\": [\"x\", \"h0\"], \"outputs\": [\"h\"]}}}",
-                          K);
-    tg_graph *g = tu_load(j);
-    free(j);
-    double x[8], h0[2] = {1, -1};
-    for (int i = 0; i < 8; i++) x[i] = 0.97 + 0.004 * i;
-    tg_array *in[2] = {tu_f64(2, (int64_t[]){4, 2}, x), tu_f64(1, (int64_t[]){2}, h0)};
+                          "], \"inputs\": %s, \"outputs\": [\"a%d\"]}}}],"
+                          "\"functions\": {\"main\": {\"inputs\": %s, \"outputs\": [\"h\"]}}}",
+                          seq ? "[\"b.x\", \"a0\"]" : "[\"a0\", \"b.w\"]", K, seq ? "[\"x\", \"h0\"]" : "[\"h0\", \"w\"]");
+    return j;
+}
+
+/* `rule` moves `moved` of the K = 300 products out, and the function
+ * gives the products worked out here. */
+static void check_products(bool seq, const char *rule, int moved) {
+    enum { K = 300 };
+    char *json = products_json(K, seq);
+    tg_graph *g = tu_load(json);
+    free(json);
+    double v[8], h0[2] = {1, -1};
+    int T = seq ? 4 : 3;
+    for (int i = 0; i < 8; i++) v[i] = 0.97 + 0.004 * i;
+    tg_array *in[2] = {seq ? tu_f64(2, (int64_t[]){4, 2}, v) : tu_f64(1, (int64_t[]){2}, h0),
+                       seq ? tu_f64(1, (int64_t[]){2}, h0) : tu_f64(1, (int64_t[]){2}, v)};
     tg_function *f = compile(g, "fast_run");
-    assert_true(fired(f, "scan_push_seq") >= 1);
-    assert_int_equal(scan_body_nodes(f), 2 * K - 254);
+    assert_true(fired(f, rule) >= 1);
+    assert_int_equal(scan_body_nodes(f), 2 * K - moved);
     double want[8], h[2] = {h0[0], h0[1]};
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < T; t++)
         for (int i = 0; i < 2; i++) {
-            for (int k = 1; k <= K; k++) h[i] *= x[t * 2 + i] * (1 + k / 1000.0);
+            for (int k = 1; k <= K; k++) h[i] *= v[(seq ? t * 2 : 0) + i] * (1 + k / 1000.0);
             want[t * 2 + i] = h[i];
         }
-    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){4, 2}, want);
+    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){T, 2}, want);
     call(f, in, out);
     tu_assert_close(out[0], wa, 1e-12, 1e-12);
     tg_array_free(out[0]);
@@ -1352,55 +1364,20 @@ static void test_push_limit(void **state) {
     tg_graph_free(g);
 }
 
-/* The same for scan_hoist: 300 invariant nodes u_k = w * c_k, each read
- * by the chain the recurrence keeps; a hoisted u_k becomes a
- * non-sequence, at most 256 with w: 255 move, 45 stay. Before, the
- * compile failed ("attrs.n_non_sequences: 301 is out of range"). */
+/* Over a sequence, with x's and h's taps: 254 move, 46 stay. One at a
+ * time, the 255th move built a scan of 257 taps, and the compile failed
+ * ("more than 256 taps"), as it did for the gradient of a scan of a few
+ * hundred nodes. */
+static void test_push_limit(void **state) {
+    (void)state;
+    check_products(true, "scan_push_seq", 254);
+}
+
+/* Over a non-sequence, with w: 255 move, 45 stay. Before, the compile
+ * failed ("attrs.n_non_sequences: 301 is out of range"). */
 static void test_hoist_limit(void **state) {
     (void)state;
-    enum { K = 300 };
-    size_t cap = 8192 + (size_t)K * 256, n = 0;
-    char *j = malloc(cap);
-    n += (size_t)snprintf(j + n, cap - n,
-                          "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
-                          "{\"id\": \"w\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
-                          "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}],"
-                          "\"nodes\": [{\"op\": \"scan\", \"inputs\": [{\"value\": 3}, \"h0\", \"w\"], \"outputs\": [\"h\"],"
-                          "\"attrs\": {\"n_sequences\": 0, \"sequence_taps\": [], \"n_recurrent\": 1,"
-                          "\"output_taps\": [[-1]], \"n_nonrecurrent\": 0, \"n_non_sequences\": 1,"
-                          "\"has_n_steps\": true, \"has_until\": false, \"body\": {\"variables\": ["
-                          "{\"id\": \"a0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
-                          "{\"id\": \"b.w\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}], \"nodes\": [");
-    for (int k = 1; k <= K; k++)
-        n += (size_t)snprintf(j + n, cap - n,
-                              "{\"op\": \"mul\", \"inputs\": [\"b.w\", {\"value\": %.17g}], \"outputs\": [\"u%d\"]},"
-                              "{\"op\": \"mul\", \"inputs\": [\"a%d\", \"u%d\"], \"outputs\": [\"a%d\"]}%s",
-                              1 + k / 1000.0, k, k - 1, k, k, k < K ? "," : "");
-    n += (size_t)snprintf(j + n, cap - n,
-                          "], \"inputs\": [\"a0\", \"b.w\"], \"outputs\": [\"a%d\"]}}}],"
-                          "\"functions\": {\"main\": {\"inputs\": [\"h0\", \"w\"], \"outputs\": [\"h\"]}}}",
-                          K);
-    tg_graph *g = tu_load(j);
-    free(j);
-    double w[2] = {0.99, 0.995}, h0[2] = {1, -1};
-    tg_array *in[2] = {tu_f64(1, (int64_t[]){2}, h0), tu_f64(1, (int64_t[]){2}, w)};
-    tg_function *f = compile(g, "fast_run");
-    assert_true(fired(f, "scan_hoist") >= 1);
-    assert_int_equal(scan_body_nodes(f), 2 * K - 255);
-    double want[6], h[2] = {h0[0], h0[1]};
-    for (int t = 0; t < 3; t++)
-        for (int i = 0; i < 2; i++) {
-            for (int k = 1; k <= K; k++) h[i] *= w[i] * (1 + k / 1000.0);
-            want[t * 2 + i] = h[i];
-        }
-    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){3, 2}, want);
-    call(f, in, out);
-    tu_assert_close(out[0], wa, 1e-12, 1e-12);
-    tg_array_free(out[0]);
-    tg_array_free(wa);
-    tg_function_free(f);
-    free_all(in, 2);
-    tg_graph_free(g);
+    check_products(false, "scan_hoist", 255);
 }
 
 static void test_short_push(void **state) {
