@@ -90,6 +90,15 @@ static void call(tg_function *f, tg_array *const *in, tg_array **out) {
     tg_ctx_free(ctx);
 }
 
+/* f's one output on in is the rows x cols matrix want (float64). */
+static void expect_matrix(tg_function *f, tg_array *const *in, int64_t rows, int64_t cols, const double *want) {
+    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){rows, cols}, want);
+    call(f, in, out);
+    tu_assert_close(out[0], wa, 1e-12, 1e-12);
+    tg_array_free(wa);
+    tg_array_free(out[0]);
+}
+
 /* Deterministic values in [lo, hi). */
 static double *fill(int64_t n, double lo, double hi, int seed) {
     double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
@@ -1201,11 +1210,7 @@ static void test_short_inline_past(void **state) {
                     /* Step 0 reads row 0 (the last row, backwards). */
                     int64_t r = back ? L - 1 : 0;
                     double want[2] = {h0[0] + x[r * 2], h0[1] + x[r * 2 + 1]};
-                    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){1, 2}, want);
-                    call(f, in, out);
-                    tu_assert_close(out[0], wa, 1e-12, 1e-12);
-                    tg_array_free(wa);
-                    tg_array_free(out[0]);
+                    expect_matrix(f, in, 1, 2, want);
                 }
                 free_all(in, 2);
             }
@@ -1288,11 +1293,7 @@ static void test_push_chain(void **state) {
             for (int k = 1; k <= K; k++) v = k % 2 ? tanh(v) : sin(v);
             want[t * 3 + i] = h[i] += v;
         }
-    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){5, 3}, want);
-    call(f, in, out);
-    tu_assert_close(out[0], wa, 1e-12, 1e-12);
-    tg_array_free(out[0]);
-    tg_array_free(wa);
+    expect_matrix(f, in, 5, 3, want);
     tg_function_free(f);
     free_all(in, 2);
     tg_graph_free(g);
@@ -1354,11 +1355,7 @@ static void check_products(bool seq, const char *rule, int moved) {
             for (int k = 1; k <= K; k++) h[i] *= v[(seq ? t * 2 : 0) + i] * (1 + k / 1000.0);
             want[t * 2 + i] = h[i];
         }
-    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){T, 2}, want);
-    call(f, in, out);
-    tu_assert_close(out[0], wa, 1e-12, 1e-12);
-    tg_array_free(out[0]);
-    tg_array_free(wa);
+    expect_matrix(f, in, T, 2, want);
     tg_function_free(f);
     free_all(in, 2);
     tg_graph_free(g);
@@ -1415,11 +1412,7 @@ static void test_short_push(void **state) {
                             int64_t ry = back ? ly - 1 - t : t, rx = back ? lx - 1 - (t + 1) : t + 1;
                             want[t * 2 + i] = h[i] += d[ry * 2 + i] + d[rx * 2 + i] * w[i];
                         }
-                    tg_array *out[1], *wa = tu_f64(2, (int64_t[]){3, 2}, want);
-                    call(f, in, out);
-                    tu_assert_close(out[0], wa, 1e-12, 1e-12);
-                    tg_array_free(wa);
-                    tg_array_free(out[0]);
+                    expect_matrix(f, in, 3, 2, want);
                 }
                 free_all(in, 5);
             }

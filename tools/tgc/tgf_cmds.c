@@ -469,20 +469,27 @@ static void queue_body(printer *P, const char *op, const char *name, const char 
 /* The id of ns + id: the tree's for a variable of the graph the tree
  * printed (ns ""), else from a map of namespaced keys (copied: the tree's
  * map borrows its keys from the function). */
+/* a + b, a new string (NULL when out of memory): namespaced keys. */
+static char *join2(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *k = malloc(la + lb + 1);
+    if (!k) return NULL;
+    memcpy(k, a, la);
+    memcpy(k + la, b, lb + 1);
+    return k;
+}
+
 static int take_id_ns(printer *P, const char *ns, const char *id, bool *fresh) {
     void *main_id = *ns ? NULL : tg_idmap_get(P->ids, id);
     if (main_id) {
         *fresh = false;
         return (int)(intptr_t)main_id - 1;
     }
-    size_t a = strlen(ns), b = strlen(id);
-    char *k = malloc(a + b + 1);
+    char *k = join2(ns, id);
     if (!k) {
         *fresh = false;
         return 0;
     }
-    memcpy(k, ns, a);
-    memcpy(k + a, id, b + 1);
     json_object *got = NULL;
     int v;
     if (json_object_object_get_ex(P->body_ids, k, &got)) {
@@ -602,20 +609,13 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
                     json_object_array_add(refs, NULL);
                     continue;
                 }
-                size_t a = strlen(S->ns);
-                const char *s = json_object_get_string(e);
-                char *k2 = malloc(a + strlen(s) + 1);
+                char *k2 = join2(S->ns, json_object_get_string(e));
                 if (!k2) continue;
-                memcpy(k2, S->ns, a);
-                strcpy(k2 + a, s);
                 json_object_array_add(refs, json_object_new_string(k2));
                 free(k2);
             }
-        size_t a = strlen(S->ns);
-        char *key = malloc(a + strlen(first) + 1);
+        char *key = join2(S->ns, first);
         if (key) {
-            memcpy(key, S->ns, a);
-            strcpy(key + a, first);
             queue_body(P, opname, named ? json_object_get_string(name) : first, key, refs, attrs);
             free(key);
         } else {
@@ -716,12 +716,8 @@ static void print_bodies(printer *P) {
         const char *k = json_object_get_string(key);
         id_str(P, take_id_ns(P, "", k, &fresh), idb, sizeof idb);
         printf("\n%s [id %s] '%s'\n", json_object_get_string(op), idb, json_object_get_string(name));
-        size_t kl = strlen(k);
-        char *ns = malloc(kl + 2);
+        char *ns = join2(k, "\x1f");
         if (!ns) continue;
-        memcpy(ns, k, kl);
-        ns[kl] = '\x1f';
-        ns[kl + 1] = 0;
         body_scope S = {ns, json_object_new_object(), json_object_new_object(), json_object_new_object()};
         if (json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
             for (size_t i = 0; i < json_object_array_length(nodes); i++) {

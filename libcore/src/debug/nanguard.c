@@ -400,6 +400,22 @@ static bool has_body(const tg_node *n) {
     return !strcmp(n->op->name, "scan") || !strcmp(n->op->name, "op_from_graph");
 }
 
+/* Level l of the path: scheduled node k of fn, which made what off says
+ * (its output, variable, statistics and step). */
+static void level_fill(tg_offence_level *l, const tg_function *fn, int k, const tg_offence *off) {
+    l->fn = fn;
+    l->node = k;
+    l->key = tg_function_node_key(fn, k);
+    l->op = fn->sched[k].node->op->name;
+    l->output = off->output;
+    l->var = off->var;
+    l->var_as_written = tg_opt_record_standin(&fn->record, l->var);
+    l->what = off->what;
+    l->stats = off->stats;
+    l->step = off->step;
+    l->norigins = tg_function_node_origins(fn, k, &l->origins);
+}
+
 /* For a scan or op_from_graph n, the last level of g's path, that made a
  * bad value: run it again on its inputs as they were (cap) with a guard
  * on its body, to name the body node that made it and the step (scan),
@@ -437,17 +453,7 @@ static void locate_in_body(tg_nanguard *g, const tg_node *n, tg_array *const *ca
         const tg_node *bn = bf->sched[k].node;
         int64_t step = bg->steps - 1;
         if (scan) g->path[g->depth - 2].step = step;
-        l->fn = bf;
-        l->node = k;
-        l->key = tg_function_node_key(bf, k);
-        l->op = bn->op->name;
-        l->output = bg->off.output;
-        l->var = bg->off.var;
-        l->var_as_written = tg_opt_record_standin(&bf->record, l->var);
-        l->what = bg->off.what;
-        l->stats = bg->off.stats;
-        l->step = bg->off.step;
-        l->norigins = tg_function_node_origins(bf, k, &l->origins);
+        level_fill(l, bf, k, &bg->off);
         bool fused = !strcmp(bn->op->name, "composite"), inner = has_body(bn);
         if (fused || inner) {
             /* Again up to that node at that step, for its inputs. */
@@ -682,17 +688,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     g->depth = 0;
     tg_offence_level *top = path_push(g);
     if (top) {
-        top->fn = f;
-        top->node = k;
-        top->key = tg_function_node_key(f, k);
-        top->op = n->op->name;
-        top->output = g->off.output;
-        top->var = g->off.var;
-        top->var_as_written = tg_opt_record_standin(&f->record, top->var);
-        top->what = g->off.what;
-        top->stats = g->off.stats;
-        top->step = g->off.step;
-        top->norigins = tg_function_node_origins(f, k, &top->origins);
+        level_fill(top, f, k, &g->off);
         if (!strcmp(n->op->name, "composite")) {
             tg_ctx *c2 = tg_ctx_new();
             if (c2) locate_fused(g, n, g->cap, top, c2);
