@@ -573,6 +573,120 @@ static void test_compact(void **state) {
     tg_set_allocator(NULL, NULL);
 }
 
+/* ---- origin sets ---- */
+
+/* The reference: expand a set's keys depth first (every repeat), then
+ * keep each key where it first appears: what copying each union made. */
+typedef struct {
+    const char **keys;
+    int nkeys;        /* a leaf's */
+    int kids[4], nk;  /* a union's, by index */
+} ref_set;
+
+static void ref_expand(const ref_set *sets, int i, const char **out, int *n) {
+    if (sets[i].keys)
+        for (int k = 0; k < sets[i].nkeys; k++) out[(*n)++] = sets[i].keys[k];
+    for (int k = 0; k < sets[i].nk; k++) ref_expand(sets, sets[i].kids[k], out, n);
+}
+
+static void test_origin_sets(void **state) {
+    (void)state;
+    g_live = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    /* Small sets, repeats within and across leaves, a set reached twice. */
+    static const char *l0[] = {"a", "b"}, *l1[] = {"b", "c", "a"}, *l2[] = {"d"};
+    ref_set ref[] = {
+        {l0, 2, {0}, 0}, {l1, 3, {0}, 0}, {l2, 1, {0}, 0},
+        {NULL, 0, {1, 2}, 2},    /* 3: b c a d */
+        {NULL, 0, {2, 3, 0}, 3}, /* 4: d, then 3, then 0 again */
+    };
+    tg_oset *s[5];
+    for (int i = 0; i < 3; i++) s[i] = tg_oset_leaf(ref[i].keys, ref[i].nkeys);
+    tg_oset *k3[] = {s[1], s[2]}, *k4[] = {s[2], NULL, s[0]};
+    s[3] = tg_oset_union(k3, 2);
+    k4[1] = s[3];
+    s[4] = tg_oset_union(k4, 3);
+    assert_true(tg_oset_is_leaf(s[0]) && !tg_oset_is_leaf(s[4]));
+    assert_int_equal(tg_oset_total(s[4]), 1 + 4 + 2);
+    int n = 0;
+    char **o = tg_oset_flatten(s[4], &n);
+    const char *want[] = {"d", "b", "c", "a"};
+    assert_int_equal(n, 4);
+    for (int i = 0; i < 4; i++) assert_string_equal(o[i], want[i]);
+    assert_null(o[4]);
+    tg_free(o);
+    /* The sets hold copies: the leaves' keys may go. Dropping the sets in
+     * any order frees each once, when its last holder lets go. */
+    for (int i = 0; i < 5; i++) tg_oset_unref(s[i == 4 ? 0 : i + 1]);
+    assert_int_equal(g_live, 0);
+
+    /* Many keys (the flatten's set of seen keys): leaves of 100 keys
+     * overlapping by half, united in a chain, against the reference. */
+    enum { NL = 30, W = 100 };
+    static char names[NL * W / 2 + W][8];
+    static const char *lk[NL][W];
+    ref_set r2[2 * NL];
+    for (int i = 0; i < NL * W / 2 + W; i++) snprintf(names[i], sizeof names[i], "k%d", i);
+    tg_oset *sets[2 * NL];
+    for (int i = 0; i < NL; i++) {
+        for (int k = 0; k < W; k++) lk[i][k] = names[(i * W / 2 + k * 7) % (NL * W / 2 + W)];
+        r2[i] = (ref_set){lk[i], W, {0}, 0};
+        sets[i] = tg_oset_leaf(lk[i], W);
+    }
+    /* union j: (union j-1, leaf j), the first just leaf 0 */
+    for (int j = 0; j < NL; j++) {
+        tg_oset *kids[2] = {j ? sets[NL + j - 1] : sets[0], sets[j]};
+        int nk = j ? 2 : 1;
+        r2[NL + j] = (ref_set){NULL, 0, {j ? NL + j - 1 : 0, j}, nk};
+        sets[NL + j] = tg_oset_union(kids, nk);
+    }
+    static const char *all[NL * W];
+    int na = 0;
+    ref_expand(r2, 2 * NL - 1, all, &na);
+    assert_int_equal(na, NL * W);
+    int nu = 0;
+    for (int i = 0; i < na; i++) { /* first appearances, in place */
+        bool seen = false;
+        for (int j = 0; j < nu && !seen; j++) seen = !strcmp(all[j], all[i]);
+        if (!seen) all[nu++] = all[i];
+    }
+    assert_true(nu < na && nu > 64); /* repeats to leave out; a set of them */
+    o = tg_oset_flatten(sets[2 * NL - 1], &n);
+    assert_non_null(o);
+    assert_int_equal(n, nu);
+    for (int i = 0; i < n; i++) assert_string_equal(o[i], all[i]);
+    tg_free(o);
+    for (int i = 0; i < 2 * NL; i++) tg_oset_unref(sets[i]);
+    assert_int_equal(g_live, 0);
+
+    /* A chain of 200,000 unions, each of the one before and a new leaf
+     * (what folding an add chain builds): flattened and freed without
+     * recursion, the keys in chain order. */
+    enum { DEPTH = 200000 };
+    tg_oset *top = NULL;
+    for (int i = 0; i < DEPTH; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "a%d", i);
+        const char *kp = key;
+        tg_oset *leaf = tg_oset_leaf(&kp, 1);
+        tg_oset *kids[2] = {top, leaf};
+        tg_oset *u = top ? tg_oset_union(kids, 2) : tg_oset_union(&leaf, 1);
+        assert_non_null(u);
+        tg_oset_unref(leaf);
+        tg_oset_unref(top);
+        top = u;
+    }
+    o = tg_oset_flatten(top, &n);
+    assert_int_equal(n, DEPTH);
+    assert_string_equal(o[0], "a0");
+    assert_string_equal(o[12345], "a12345");
+    assert_string_equal(o[DEPTH - 1], "a199999");
+    tg_free(o);
+    tg_oset_unref(top);
+    assert_int_equal(g_live, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clone_takes_what_is_needed),
@@ -586,6 +700,7 @@ int main(void) {
         cmocka_unit_test(test_arena_graphs),
         cmocka_unit_test(test_arena_poison),
         cmocka_unit_test(test_compact),
+        cmocka_unit_test(test_origin_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

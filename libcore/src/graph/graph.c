@@ -206,6 +206,7 @@ void tg_node_free(tg_node *n) {
     tg_free(n->name);
     tg_free(n->inplace);
     tg_free(n->origins);
+    tg_oset_unref(n->oset);
     tg_free(n->grad_of);
     tg_trace_free(&n->trace);
     tg_node_release_block(n);

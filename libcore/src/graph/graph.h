@@ -175,6 +175,12 @@ struct tg_node {
      * NULL, then the strings they point to; one tg_free releases it. */
     char **origins;
     int norigins;
+    /* While the optimizer runs: the origins of a node that rewrites made,
+     * as a set shared with the nodes it replaced (a union; origins is
+     * then NULL until tg_node_origins_settle writes them out), or a copy
+     * of origins kept for the next union (a leaf). NULL otherwise, and
+     * always once the optimizer is done. */
+    struct tg_oset *oset;
     int json_index; /* nodes[i] in the file, or -1 for a node made later */
     /* For a node that expanding a grad, rop or lop node of the file made:
      * which derivative it takes part in, as one owned block of four
@@ -363,6 +369,21 @@ void tg_node_free(tg_node *n);
  * graphs of 100,000 nodes the allocator then had to take back one by
  * one. NULL: no memory. */
 char **tg_origins_pack(const char *const *keys, int n);
+/* Origin sets (origins.c): reference-counted, a leaf holding copies of
+ * keys, or the union of other sets in order (each referenced), so that a
+ * union costs the number of sets it unites, not their keys. */
+typedef struct tg_oset tg_oset;
+tg_oset *tg_oset_leaf(const char *const *keys, int n);
+tg_oset *tg_oset_union(tg_oset *const *kids, int n);
+void tg_oset_unref(tg_oset *s); /* NULL is ignored */
+int tg_oset_total(const tg_oset *s); /* keys counted with repeats (a bound) */
+bool tg_oset_is_leaf(const tg_oset *s);
+/* The set's keys, each once, in the order of a depth-first walk (where
+ * each first appears), packed as tg_origins_pack does; NULL: no memory. */
+char **tg_oset_flatten(tg_oset *s, int *nkeys);
+/* Write out the origins of a node whose oset is a union (else nothing
+ * to do) and drop the set. TG_ENOMEM. */
+int tg_node_origins_settle(tg_node *n);
 /* (ops/composite.c; declared here because composite.h's kernel type
  * clashes with the backends') Which of a composite node's origins each
  * fused node stood for: fused node j (body variable t<j>) stood for

@@ -1675,9 +1675,13 @@ wire:
         }
         n->outputs[k]->type = *want; /* keeps the static lengths it had */
     }
-    /* Origins: what the fused nodes stood for. */
+    /* Origins: what the fused nodes stood for (written out first where
+     * the optimizer still holds them as a set). */
     int no = 0;
-    for (int j = 0; j < nnodes; j++) no += nodes[j]->norigins ? nodes[j]->norigins : 1;
+    for (int j = 0; j < nnodes; j++) {
+        if (tg_node_origins_settle(nodes[j])) goto oom;
+        no += nodes[j]->norigins ? nodes[j]->norigins : 1;
+    }
     comp_body *cb = n->a.extra;
     const char **keys = tg_malloc(sizeof *keys * (size_t)(no + 1));
     if (!keys || !(cb->ostart = tg_calloc((size_t)nnodes + 1, sizeof *cb->ostart))) {

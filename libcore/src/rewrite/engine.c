@@ -8,6 +8,7 @@
  * walk each.
  */
 #include <assert.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,6 +82,10 @@ struct tg_rw {
      * (two per pass were a sixth of fast_run on 100,000 nodes, cold
      * memory every time). */
     int ndead;
+    /* Nodes given an origin set (a union, or a leaf copy) since the last
+     * sort; some may have died since, or been listed twice. */
+    tg_node **lazy;
+    int nlazy, clazy;
 };
 
 static const tg_rw_rule *test_rule;
@@ -105,8 +110,11 @@ tg_fgraph *tg_rw_fgraph(tg_rw *rw) { return rw->fg; }
 tg_ctx *tg_rw_ctx(tg_rw *rw) { return rw->ctx; }
 const char *tg_rw_pass(const tg_rw *rw) { return rw->pass; }
 
+static int settle_origins(tg_rw *rw);
+
 int tg_rw_toposort(tg_rw *rw) {
-    int rc = tg_fgraph_toposort(rw->fg, rw->ctx);
+    int rc = settle_origins(rw);
+    if (!rc) rc = tg_fgraph_toposort(rw->fg, rw->ctx);
     if (!rc) rw->ndead = 0; /* dead nodes are unreachable: all dropped */
     return rc;
 }
@@ -320,8 +328,10 @@ tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int 
         tg_node_free(n);
         return NULL;
     }
-    if (tg_fgraph_add_node(rw->fg, n) ||
-        grow((void **)&rw->created, &rw->ccreated, rw->ncreated + 1, sizeof *rw->created)) {
+    /* room in created first: a node that joined the graph is the
+     * graph's to free (freeing it here too freed it twice) */
+    if (grow((void **)&rw->created, &rw->ccreated, rw->ncreated + 1, sizeof *rw->created) ||
+        tg_fgraph_add_node(rw->fg, n)) {
         for (int k = 0; k < nout; k++) n->outputs[k]->owner = NULL;
         tg_node_free(n);
         oom(rw);
@@ -400,63 +410,121 @@ int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv) {
 
 /* ---- origins and the record ---- */
 
+/* Past this many keys, a union of origins is kept as a set of the sets
+ * it unites (graph/origins.c) and written out once, for the node that
+ * survives, before the next sort (settle_origins); under it, a copy. */
+enum { ORIGINS_COPY_MAX = 64 };
+
+static int osize(const tg_node *n) {
+    return n->oset ? tg_oset_total(n->oset) : n->origins ? n->norigins : 1;
+}
+
+static bool opending(const tg_node *n) { return n->oset && !tg_oset_is_leaf(n->oset); }
+
+/* Remember a node that holds a set until the next sort. */
+static int lazy_add(tg_rw *rw, tg_node *n) {
+    if (grow((void **)&rw->lazy, &rw->clazy, rw->nlazy + 1, sizeof *rw->lazy)) return TG_ENOMEM;
+    rw->lazy[rw->nlazy++] = n;
+    return TG_OK;
+}
+
+/* n's origins as a set: its union, or a leaf made (and kept on n until
+ * the next sort) the first time. NULL: no memory. */
+static tg_oset *oset_of(tg_rw *rw, tg_node *n) {
+    if (!n->oset) {
+        const char *own = node_key(n);
+        tg_oset *s = n->origins ? tg_oset_leaf((const char *const *)n->origins, n->norigins)
+                                : tg_oset_leaf(&own, 1);
+        if (!s || lazy_add(rw, n)) {
+            tg_oset_unref(s);
+            return NULL;
+        }
+        n->oset = s;
+    }
+    return n->oset;
+}
+
 /* Append src's keys (its origins, or its own key) to o[0..*n), leaving out
- * those already there. The keys are pointers into the nodes; packed into
- * one block at the end (tg_origins_pack). */
-static int origins_add(const char ***o, int *n, int *cap, const char **small, struct tg_idmap *seen,
-                       const tg_node *src) {
+ * those already there (at most ORIGINS_COPY_MAX: a scan). The keys are
+ * pointers into the nodes; packed into one block at the end
+ * (tg_origins_pack). */
+static void origins_add(const char **o, int *n, const tg_node *src) {
     const char *own = node_key(src);
     const char *const *keys = src->origins ? (const char *const *)src->origins : &own;
     int nk = src->origins ? src->norigins : 1;
     for (int i = 0; i < nk; i++) {
         bool have = false;
-        if (seen) {
-            have = tg_idmap_get(seen, keys[i]) != NULL;
-            if (!have && tg_idmap_put(seen, keys[i], (void *)1)) return TG_ENOMEM;
-        } else {
-            for (int j = 0; j < *n && !have; j++)
-                have = (*o)[j] == keys[i] || strcmp((*o)[j], keys[i]) == 0;
-        }
-        if (have) continue;
-        if (*n == *cap) { /* *o starts as the caller's array small */
-            const char **q = tg_malloc(sizeof *q * (size_t)*cap * 2);
-            if (!q) return TG_ENOMEM;
-            memcpy(q, *o, sizeof *q * (size_t)*n);
-            if (*o != small) tg_free(*o);
-            *o = q;
-            *cap *= 2;
-        }
-        (*o)[(*n)++] = keys[i];
+        for (int j = 0; j < *n && !have; j++) have = o[j] == keys[i] || strcmp(o[j], keys[i]) == 0;
+        if (!have) o[(*n)++] = keys[i];
     }
+}
+
+/* Give `dst` the union of its own origins (keep_own) and those of
+ * `srcs`. Small unions are copied. A chain that folds into one node (a
+ * sum of 10,000 terms written as a chain of adds, which constant
+ * collection makes one add, a new one at each step) would copy lists of
+ * every length up to the chain's, quadratic; past ORIGINS_COPY_MAX keys,
+ * or when a list is itself such a set, the union refers to the sets it
+ * unites instead, and costs their number. */
+static int origins_merge(tg_rw *rw, tg_node *dst, tg_node *const *srcs, int nsrc, bool keep_own) {
+    int total = keep_own ? osize(dst) : 0, nkids = keep_own;
+    bool pending = keep_own && opending(dst);
+    for (int i = 0; i < nsrc; i++)
+        if (srcs[i] != dst) {
+            int k = osize(srcs[i]);
+            total = total > INT_MAX - k ? INT_MAX : total + k;
+            pending |= opending(srcs[i]);
+            nkids++;
+        }
+    if (!pending && total <= ORIGINS_COPY_MAX) {
+        const char *o[ORIGINS_COPY_MAX];
+        int n = 0;
+        if (keep_own) origins_add(o, &n, dst);
+        for (int i = 0; i < nsrc; i++)
+            if (srcs[i] != dst) origins_add(o, &n, srcs[i]);
+        /* made from nothing original: an empty, non-NULL list */
+        char **packed = tg_origins_pack(o, n);
+        if (!packed) return TG_ENOMEM;
+        tg_free(dst->origins);
+        dst->origins = packed;
+        dst->norigins = n;
+        tg_oset_unref(dst->oset); /* a copy of the old list */
+        dst->oset = NULL;
+        return TG_OK;
+    }
+    tg_oset *small[16], **kids = nkids > 16 ? tg_malloc(sizeof *kids * (size_t)nkids) : small;
+    if (!kids) return TG_ENOMEM;
+    int nk = 0;
+    if (keep_own && !(kids[nk++] = oset_of(rw, dst))) nk = -1;
+    for (int i = 0; nk >= 0 && i < nsrc; i++)
+        if (srcs[i] != dst && !(kids[nk++] = oset_of(rw, srcs[i]))) nk = -1;
+    tg_oset *u = nk >= 0 ? tg_oset_union(kids, nk) : NULL;
+    if (kids != small) tg_free(kids);
+    if (!u || lazy_add(rw, dst)) {
+        tg_oset_unref(u);
+        return TG_ENOMEM;
+    }
+    tg_oset_unref(dst->oset); /* the union holds what it needs */
+    dst->oset = u;
+    tg_free(dst->origins);
+    dst->origins = NULL;
+    dst->norigins = 0;
     return TG_OK;
 }
 
-/* Give `dst` the union of its own origins and those of `srcs`. */
-static int origins_merge(tg_node *dst, tg_node *const *srcs, int nsrc, bool keep_own) {
-    const char *small[32] = {0}, **o = small;
-    int n = 0, cap = 32;
-    int rc = TG_OK;
-    /* Past a few dozen keys, a set tells the ones already there: the
-     * scan of the list per key was quadratic in the keys, and a chain
-     * that folds into one node (a sum of 10,000 terms written as a chain
-     * of adds, which constant collection makes one add) merges lists of
-     * every length up to the chain's: cubic, minutes at 10,000. */
-    int total = keep_own ? (dst->origins ? dst->norigins : 1) : 0;
-    for (int i = 0; i < nsrc; i++)
-        if (srcs[i] != dst) total += srcs[i]->origins ? srcs[i]->norigins : 1;
-    struct tg_idmap *seen = total > 64 ? tg_idmap_new() : NULL;
-    if (total > 64 && !seen) return TG_ENOMEM;
-    if (keep_own) rc = origins_add(&o, &n, &cap, small, seen, dst);
-    for (int i = 0; !rc && i < nsrc; i++)
-        if (srcs[i] != dst) rc = origins_add(&o, &n, &cap, small, seen, srcs[i]);
-    if (seen) tg_idmap_free(seen);
-    /* made from nothing original: an empty, non-NULL list */
-    char **packed = rc ? NULL : tg_origins_pack(o, n);
-    if (o != small) tg_free(o);
-    if (!packed) return TG_ENOMEM;
-    tg_free(dst->origins);
-    dst->origins = packed;
-    dst->norigins = n;
+/* Before a sort (which frees the dead nodes, their sets with them; the
+ * last one ends the optimizer): write out the origins of the live nodes
+ * that hold a union, and drop the leaf copies. So no node holds a set
+ * once the optimizer is done, and nothing outside it reads one. */
+static int settle_origins(tg_rw *rw) {
+    for (int i = 0; i < rw->nlazy; i++) {
+        tg_node *n = rw->lazy[i];
+        if (n->rwflags & RW_DEAD) continue;
+        if (tg_node_origins_settle(n)) return oom(rw);
+        tg_oset_unref(n->oset);
+        n->oset = NULL;
+    }
+    rw->nlazy = 0;
     return TG_OK;
 }
 
@@ -482,7 +550,7 @@ done:
 
 int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed, int nremoved,
                  tg_node *created) {
-    if (created && origins_merge(created, removed, nremoved, true)) return oom(rw);
+    if (created && origins_merge(rw, created, removed, nremoved, true)) return oom(rw);
     rw->applied++;
     return record(rw, name, removed, nremoved, created ? &created : NULL, created ? 1 : 0);
 }
@@ -503,7 +571,7 @@ static int finish_application(tg_rw *rw) {
     }
     rw->ncreated = nc;
     for (int i = 0; i < nc; i++)
-        if (origins_merge(rw->created[i], rw->matched, rw->nmatched, false)) return oom(rw);
+        if (origins_merge(rw, rw->created[i], rw->matched, rw->nmatched, false)) return oom(rw);
     if (record(rw, rw->rule->name, rw->matched, rw->nmatched, rw->created, nc)) return TG_ENOMEM;
     for (int i = nc - 1; i >= 0; i--) /* in the order they were built */
         if (work_push_front(rw, rw->created[i])) return TG_ENOMEM;
@@ -903,6 +971,7 @@ done:
     tg_free(rw.created);
     tg_free(rw.replaced);
     tg_free(rw.work);
+    tg_free(rw.lazy);
     tg_idmap_free(rw.ids);
     return rc;
 }
