@@ -737,6 +737,10 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
             ticks[ri] += rw_ticks() - t0;
             st->tried++;
             if (got < 0) {
+                /* Rules such as scan_hoist return TG_ENOMEM without a
+                 * message: the compile then failed with none. */
+                if (got == TG_ENOMEM && tg_ctx_status(rw->ctx) != TG_ENOMEM)
+                    tg_errorf(rw->ctx, TG_ENOMEM, "out of memory while optimizing (%s)", r->name);
                 rc = got;
                 goto done;
             }
@@ -964,6 +968,8 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
     rec->nrstats = ns;
     rw.rstats = NULL;
 done:
+    /* (the same for a global pass) */
+    if (rc == TG_ENOMEM && tg_ctx_status(ctx) != TG_ENOMEM) oom(&rw);
     rec->seconds = (double)(tg_now_ns() - t0) * 1e-9;
     tg_free(enabled);
     tg_free(rw.rstats);
