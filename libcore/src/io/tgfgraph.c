@@ -205,10 +205,14 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
         put32(&T, (uint32_t)len);
         put_bytes(&T, E.strs[i], len);
     }
+    if (T.body.oom) { /* its text may be NULL: nothing to copy from */
+        tg_str_free(&T.body);
+        goto done;
+    }
     tg_str_add(out, T.body.s, T.body.len);
     tg_str_free(&T.body);
     tg_str_add(out, E.body.s, E.body.len);
-    rc = out->oom || T.body.oom ? TG_ENOMEM : TG_OK;
+    rc = out->oom ? TG_ENOMEM : TG_OK;
 done:
     tg_free(vix);
     tg_idmap_free(E.index);
