@@ -406,6 +406,8 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         tg_free(gr);
         tg_free(grp);
         tg_free(gin_j);
+        json_object_put(taps_seq);
+        json_object_put(taps_out);
         goto oom;
     }
     gin_j[0] = js(cost);
