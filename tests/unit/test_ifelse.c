@@ -558,6 +558,75 @@ static void test_errors(void **state) {
     tg_graph_free(g);
 }
 
+/* A chain of n ifelse nodes, sequential (both branches read the last
+ * result: r_i = ifelse(k > i, r + u, 2r)) or nested (only the
+ * then-branch reads it, so each ifelse holds the whole chain before it
+ * in its then-block: r_i = ifelse(k > i, r + u, i * u)); u = 2k is made
+ * before them all and read in every block. Linking once scanned every
+ * slot for every control point and merge's hash put these nodes in a
+ * few runs of its table, both quadratic: 20,000 of them now link and
+ * optimize in well under a second. */
+static char *ifelse_chain_json(int n, bool nested) {
+    size_t cap = 256 + (size_t)n * 512, len = 0;
+    char *j = malloc(cap);
+    assert_non_null(j);
+    len += (size_t)snprintf(j + len, cap - len,
+                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                            "{\"id\":\"k\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}}],\"nodes\":["
+                            "{\"op\":\"mul\",\"inputs\":[\"k\",{\"value\":2}],\"outputs\":[\"u\"]}");
+    for (int i = 0; i < n; i++) {
+        char prev[64];
+        if (i) snprintf(prev, sizeof prev, "\"r%d\"", i - 1);
+        else
+            snprintf(prev, sizeof prev, "{\"value\":{\"dtype\":\"int64\",\"data\":0}}");
+        len += (size_t)snprintf(j + len, cap - len,
+                                ",{\"op\":\"gt\",\"inputs\":[\"k\",{\"value\":%d}],\"outputs\":[\"c%d\"]}"
+                                ",{\"op\":\"add\",\"inputs\":[%s,\"u\"],\"outputs\":[\"t%d\"]}",
+                                i, i, prev, i);
+        if (nested)
+            len += (size_t)snprintf(j + len, cap - len,
+                                    ",{\"op\":\"mul\",\"inputs\":[\"u\",{\"value\":%d}],\"outputs\":[\"e%d\"]}", i, i);
+        else
+            len += (size_t)snprintf(j + len, cap - len,
+                                    ",{\"op\":\"mul\",\"inputs\":[%s,{\"value\":2}],\"outputs\":[\"e%d\"]}", prev, i);
+        len += (size_t)snprintf(j + len, cap - len,
+                                ",{\"op\":\"ifelse\",\"inputs\":[\"c%d\",\"t%d\",\"e%d\"],\"outputs\":[\"r%d\"]}", i,
+                                i, i, i);
+        assert_true(len < cap);
+    }
+    snprintf(j + len, cap - len, "],\"functions\":{\"main\":{\"inputs\":[\"k\"],\"outputs\":[\"r%d\"]}}}", n - 1);
+    return j;
+}
+
+static void test_long_chains(void **state) {
+    (void)state;
+    const int n = 20000;
+    for (int nested = 0; nested < 2; nested++) {
+        char *json = ifelse_chain_json(n, nested);
+        tg_graph *g = tu_load(json);
+        free(json);
+        for (int p = 0; p < 2; p++) {
+            tg_function *f = compile_opts(g, "main", p ? "fast_run" : "none", NULL);
+            int64_t ks[3] = {n, n - 3, 0};
+            for (int c = 0; c < 3; c++) {
+                int64_t k = ks[c], want;
+                /* sequential: + 2k while i < k, then doubled n - k times;
+                 * nested: all then-branches (k = n), else the last else */
+                if (nested) want = k >= n ? 2 * k * n : 2 * k * (n - 1);
+                else
+                    want = 2 * k * k << (n - k < 62 ? n - k : 0);
+                tg_array *K = tg_array_new_scalar(TG_INT64, (double)k), *out[1] = {0};
+                call_ok(f, (tg_array *[]){K}, out);
+                expect_i64(out[0], 1, &want);
+                tg_array_free(out[0]);
+                tg_array_free(K);
+            }
+            tg_function_free(f);
+        }
+        tg_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lazy_both_branches),
@@ -570,6 +639,7 @@ int main(void) {
         cmocka_unit_test(test_tgf_roundtrip),
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_long_chains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
