@@ -132,11 +132,19 @@ int tg_rw_fusion(tg_rw *rw) {
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto done;
         }
+        /* The output joins fg->vars before anything else can fail: fg
+         * frees only the variables it holds, and one it never freed kept
+         * its block of the arena, and so the whole function graph, alive
+         * (the replace running out of memory leaked it). */
+        for (int k = 0; k < c->nout; k++)
+            if ((rc = tg_fgraph_add_var(fg, c->outputs[k]))) {
+                for (int j = k; j < c->nout; j++) {
+                    tg_var_free(c->outputs[j]);
+                    c->outputs[j] = NULL;
+                }
+                goto done;
+            }
         if ((rc = tg_fgraph_replace(fg, out, c->outputs[0]))) goto done;
-        for (int k = 0; k < c->nout; k++) {
-            c->outputs[k]->index = fg->nvars;
-            if ((rc = tg_fgraph_add_var(fg, c->outputs[k]))) goto done;
-        }
         c->mark = c;
         if ((rc = tg_rw_record(rw, "fuse_elemwise", group, nm, c))) goto done;
         tg_rw_prune(rw, root);
