@@ -601,7 +601,28 @@ static int id_list(loader *L, json_object *arr, const char *where, tg_var ***out
     return TG_OK;
 }
 
-static int load_functions(loader *L, json_object *jf) {
+/* A function's inputs are no constants or shared variables, and none is
+ * listed twice. seen[] (one flag per variable of the graph, all false)
+ * marks each input while the list is read, and is cleared again after:
+ * a scan of the inputs before each was quadratic (a function of 64,000
+ * inputs spent 4.9 of its 7.7 s of tgc check here). */
+static int check_inputs(loader *L, const tg_fdecl *fd, const char *where, bool *seen) {
+    int rc = TG_OK, i;
+    for (i = 0; i < fd->nin && !rc; i++) {
+        tg_var *v = fd->inputs[i];
+        if (v->kind == TG_VAR_CONSTANT || v->kind == TG_VAR_SHARED)
+            rc = lerr(L, TG_ELOAD, "%s.inputs[%d]: '%s' is %s, not an input", where, i, v->id,
+                      v->kind == TG_VAR_CONSTANT ? "a constant" : "shared");
+        else if (seen[v->index])
+            rc = lerr(L, TG_ELOAD, "%s.inputs[%d]: '%s' is listed twice", where, i, v->id);
+        else
+            seen[v->index] = true;
+    }
+    while (i-- > 0) seen[fd->inputs[i]->index] = false;
+    return rc;
+}
+
+static int load_functions_in(loader *L, json_object *jf, bool *seen) {
     tg_graph *g = L->g;
     if (!json_object_is_type(jf, json_type_object))
         return lerr(L, TG_ELOAD, "functions: expected an object (name -> function)");
@@ -628,16 +649,7 @@ static int load_functions(loader *L, json_object *jf) {
         if ((rc = id_list(L, ji, w, &fd->inputs, &fd->nin))) return rc;
         snprintf(w, sizeof w, "%s.outputs", where);
         if ((rc = id_list(L, jo, w, &fd->outputs, &fd->nout))) return rc;
-        for (int i = 0; i < fd->nin; i++) {
-            tg_var *v = fd->inputs[i];
-            if (v->kind == TG_VAR_CONSTANT || v->kind == TG_VAR_SHARED)
-                return lerr(L, TG_ELOAD, "%s.inputs[%d]: '%s' is %s, not an input", where, i,
-                            v->id, v->kind == TG_VAR_CONSTANT ? "a constant" : "shared");
-            for (int j = 0; j < i; j++)
-                if (fd->inputs[j] == v)
-                    return lerr(L, TG_ELOAD, "%s.inputs[%d]: '%s' is listed twice", where, i,
-                                v->id);
-        }
+        if ((rc = check_inputs(L, fd, where, seen))) return rc;
         if (json_object_object_get_ex(fo, "updates", &ju)) {
             if (!json_object_is_type(ju, json_type_object))
                 return lerr(L, TG_ELOAD, "%s.updates: expected an object (shared id -> id)",
@@ -673,6 +685,14 @@ static int load_functions(loader *L, json_object *jf) {
         }
     }
     return TG_OK;
+}
+
+static int load_functions(loader *L, json_object *jf) {
+    bool *seen = tg_calloc((size_t)L->g->nvars + 1, sizeof *seen);
+    if (!seen) return lerr(L, TG_ENOMEM, "out of memory");
+    int rc = load_functions_in(L, jf, seen);
+    tg_free(seen);
+    return rc;
 }
 
 /* No `functions`: one implicit `main`, read off the file's nodes as
