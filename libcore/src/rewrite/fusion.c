@@ -128,6 +128,8 @@ int tg_rw_fusion(tg_rw *rw) {
             continue;
         }
         if (tg_fgraph_add_node(fg, c)) {
+            /* (its outputs too: fg holds neither) */
+            for (int k = 0; k < c->nout; k++) tg_var_free(c->outputs[k]);
             tg_node_free(c);
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto done;
@@ -135,7 +137,8 @@ int tg_rw_fusion(tg_rw *rw) {
         /* The output joins fg->vars before anything else can fail: fg
          * frees only the variables it holds, and one it never freed kept
          * its block of the arena, and so the whole function graph, alive
-         * (the replace running out of memory leaked it). */
+         * (the replace running out of memory leaked it; so did adding
+         * the node, above, before its outputs were freed there). */
         for (int k = 0; k < c->nout; k++)
             if ((rc = tg_fgraph_add_var(fg, c->outputs[k]))) {
                 for (int j = k; j < c->nout; j++) {
