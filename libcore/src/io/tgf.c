@@ -963,16 +963,18 @@ done:
     return rc;
 }
 
+/* TG_ENOMEM (out of memory) apart from TG_EPARSE (no list of strings),
+ * for the callers that take a missing list as an empty one. */
 static int string_list(json_object *a, const char ***out, int *n) {
-    if (!a || !json_object_is_type(a, json_type_array)) return -1;
+    if (!a || !json_object_is_type(a, json_type_array)) return TG_EPARSE;
     size_t len = json_object_array_length(a);
     const char **s = tg_calloc(len + 1, sizeof *s);
-    if (!s) return -1;
+    if (!s) return TG_ENOMEM;
     for (size_t i = 0; i < len; i++) {
         json_object *e = json_object_array_get_idx(a, i);
         if (!json_object_is_type(e, json_type_string)) {
             tg_free(s);
-            return -1;
+            return TG_EPARSE;
         }
         s[i] = json_object_get_string(e);
     }
@@ -1003,9 +1005,11 @@ static int restore_record(tg_function *f, json_object *jrw, const char *what, tg
         const char *pass = json_object_get_string(get(e, "pass", json_type_string));
         const char **rm = NULL, **cr = NULL;
         int nrm = 0, ncr = 0;
-        if (string_list(get(e, "removed", json_type_array), &rm, &nrm) ||
-            string_list(get(e, "created", json_type_array), &cr, &ncr)) {
+        int r = string_list(get(e, "removed", json_type_array), &rm, &nrm);
+        if (!r) r = string_list(get(e, "created", json_type_array), &cr, &ncr);
+        if (r) {
             tg_free(rm);
+            if (r == TG_ENOMEM) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
             return tg_errorf(ctx, TG_ELOAD,
                              "%s.rewrites[%zu]: removed and created must be lists of keys", what,
                              i);
@@ -1032,7 +1036,9 @@ static int restore_origins(tg_fgraph *fg, json_object *jo, const char *what, tg_
         if (!n->nout || !json_object_object_get_ex(jo, n->outputs[0]->id, &ja)) continue;
         const char **keys = NULL;
         int nk = 0;
-        if (string_list(ja, &keys, &nk))
+        int r = string_list(ja, &keys, &nk);
+        if (r == TG_ENOMEM) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        if (r)
             return tg_errorf(ctx, TG_ELOAD, "%s.origins.%.128s: expected a list of keys", what,
                              n->outputs[0]->id);
         n->origins = tg_origins_pack(keys, nk);
@@ -1153,8 +1159,12 @@ static tg_function *restore_function(tg_tgf *t, json_object *jf, int i, tg_ctx *
     }
     if (unify_shared(t, g, ctx)) goto fail;
     if (!(fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx))) goto fail;
-    if (string_list(jsched, &keys, &nkeys)) {
-        tg_errorf(ctx, TG_ELOAD, "%s.schedule: expected a list of node keys", what);
+    int rl = string_list(jsched, &keys, &nkeys);
+    if (rl) {
+        if (rl == TG_ENOMEM)
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        else
+            tg_errorf(ctx, TG_ELOAD, "%s.schedule: expected a list of node keys", what);
         goto fail;
     }
     if (reorder(fg, keys, nkeys, what, ctx) ||
@@ -1257,8 +1267,16 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
     if (!opts) {
         json_object *jo2 = get(t->root, "options", json_type_object), *jg = NULL;
         saved.preset = json_object_get_string(get(jo2, "preset", json_type_string));
-        if (string_list(get(jo2, "include", json_type_array), &inc, &(int){0})) inc = NULL;
-        if (string_list(get(jo2, "exclude", json_type_array), &exc, &(int){0})) exc = NULL;
+        /* (out of memory for the lists compiled without the file's
+         * include and exclude, as though it had none) */
+        int ri = string_list(get(jo2, "include", json_type_array), &inc, &(int){0});
+        int re = string_list(get(jo2, "exclude", json_type_array), &exc, &(int){0});
+        if (ri == TG_ENOMEM || re == TG_ENOMEM) {
+            tg_free(inc);
+            tg_free(exc);
+            tg_graph_free(g);
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        }
         saved.include = inc;
         saved.exclude = exc;
         saved.no_gc = (jg = get(jo2, "no_gc", json_type_boolean)) && json_object_get_boolean(jg);
