@@ -262,19 +262,22 @@ static void profile_free(tg_profile *p);
 
 /* The function of body node n (scan or op_from_graph), compiled now if it
  * was not yet; NULL when n has none or it does not compile (its run will
- * say why). */
-static tg_function *body_function(tg_node *n) {
+ * say why), or, with *oom set, when out of memory: a profile made then
+ * would leave the body out without a word. */
+static tg_function *body_function(tg_node *n, bool *oom) {
+    *oom = false;
     bool scan = !strcmp(n->op->name, "scan");
     if (!scan && strcmp(n->op->name, "op_from_graph")) return NULL;
     if (!n->a.extra) return NULL;
     tg_ctx *c2 = tg_ctx_new();
-    if (!c2) return NULL;
-    tg_function *bf = NULL;
-    if (scan) {
-        if (tg_scan_compile_body(n, c2) == TG_OK) bf = ((scan_p *)n->a.extra)->fn;
-    } else {
-        if (tg_ofg_compile_body(n, c2) == TG_OK) bf = ((tg_ofg *)n->a.extra)->f;
+    if (!c2) {
+        *oom = true;
+        return NULL;
     }
+    tg_function *bf = NULL;
+    int rc = scan ? tg_scan_compile_body(n, c2) : tg_ofg_compile_body(n, c2);
+    if (rc == TG_OK) bf = scan ? ((scan_p *)n->a.extra)->fn : ((tg_ofg *)n->a.extra)->f;
+    *oom = rc == TG_ENOMEM;
     tg_ctx_free(c2);
     return bf;
 }
@@ -334,7 +337,9 @@ static tg_profile *profile_make(tg_function *f, const tg_profile_options *o, tg_
         tg_function_set_hooks(f, &h);
     if (!o->no_bodies) {
         for (int k = 0; k < f->nsched; k++) {
-            tg_function *bf = body_function(f->sched[k].node);
+            bool oom;
+            tg_function *bf = body_function(f->sched[k].node, &oom);
+            if (oom) goto oom;
             if (!bf || bf == f || bf->hooked) continue; /* someone else's hooks stay */
             if (!p->body_at) {
                 p->body_at = tg_calloc((size_t)f->nsched + 1, sizeof *p->body_at);
