@@ -2071,7 +2071,9 @@ static void test_merge_many_constants(void **state) {
 static void test_merge_many_distinct(void **state) {
     (void)state;
     const int n = 30000;
-    char *buf = malloc((size_t)n * 256);
+    /* (each of the n constants is read by two products, each summed by
+     * an add: four nodes of up to about 90 bytes) */
+    char *buf = malloc((size_t)n * 512);
     int k = sprintf(buf, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
                          "\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[");
     for (int i = 0; i < 2 * n; i++)
