@@ -1295,6 +1295,69 @@ static void test_save_state_copies_original(void **state) {
     free(other);
 }
 
+/* op_from_graph bodies nested `depth` deep around exp(a), as JSON text
+ * (malloc'd). */
+static char *nested_json(int depth) {
+    size_t cap = (size_t)depth * 400 + 1024, n = 0;
+    char *j = malloc(cap);
+    static const char *var = "{\"variables\":[{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],";
+    n += (size_t)snprintf(j + n, cap - n,
+                          "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                          "{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":[{\"op\":\"op_from_graph\","
+                          "\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"name\":\"top\",\"body\":");
+    for (int d = 0; d < depth; d++)
+        n += (size_t)snprintf(j + n, cap - n,
+                              "%s\"nodes\":[{\"op\":\"op_from_graph\",\"inputs\":[\"a\"],\"outputs\":[\"b\"],"
+                              "\"attrs\":{\"name\":\"f%d\",\"body\":",
+                              var, d);
+    n += (size_t)snprintf(j + n, cap - n, "%s\"nodes\":[{\"op\":\"exp\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]}],"
+                          "\"inputs\":[\"a\"],\"outputs\":[\"b\"]}", var);
+    for (int d = 0; d < depth; d++) n += (size_t)snprintf(j + n, cap - n, "}}],\"inputs\":[\"a\"],\"outputs\":[\"b\"]}");
+    n += (size_t)snprintf(j + n, cap - n, "}}],\"functions\":{\"main\":{\"inputs\":[\"x\"],\"outputs\":[\"y\"]}}}");
+    assert_true(n < cap);
+    return j;
+}
+
+/* Whatever loads from JSON restores from its .tgf: a node's attrs hold
+ * its bodies, and the graph section's parser refused attrs nested past
+ * 64 levels, so a file with bodies 20 deep was saved and then refused
+ * ("the attrs of a op_from_graph node are not a JSON object"). The
+ * deepest nesting the loader takes round-trips, reoptimized too; one
+ * deeper is refused with the limit named. */
+static void test_deep_bodies_restore(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int depth = 1;
+    tg_graph *g = NULL;
+    for (;; depth++) {
+        char *j = nested_json(depth + 1);
+        tg_graph *h = tg_graph_load_string(j, strlen(j), NULL, "nested", ctx);
+        free(j);
+        if (!h) break;
+        tg_graph_free(g);
+        g = h;
+    }
+    assert_non_null(g);
+    assert_true(depth >= 20);
+    assert_non_null(strstr(tg_ctx_message(ctx), "nested more than 128 levels deep"));
+    tg_ctx_clear(ctx);
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    if (!f) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = round_trip("deep.tgf", f, &(tg_tgf_save_info){.source = g}, "deep bodies", ctx);
+    tg_array *x = vec3(0.5, 1, 2);
+    assert_true(call1(tg_tgf_function(t, 0), x) == exp(0.5));
+    tg_tgf_free(t);
+    tg_tgf_load_options ro = {.reoptimize = true};
+    t = tg_tgf_load(path_in("deep.tgf"), &ro, ctx);
+    if (!t) fail_msg("reoptimized: %s", tg_ctx_message(ctx));
+    assert_true(call1(tg_tgf_function(t, 0), x) == exp(0.5));
+    tg_tgf_free(t);
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_known_values),
@@ -1306,6 +1369,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_resume_exact),
         cmocka_unit_test(test_original_graph),
         cmocka_unit_test(test_save_state_copies_original),
+        cmocka_unit_test(test_deep_bodies_restore),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_gradient_nodes_named),
         cmocka_unit_test(test_version_2_file),

@@ -28,6 +28,14 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
  * value into an error. */
 int64_t tg_json_find_huge_int(const char *text, size_t len);
 
+/* How deep JSON may nest: graph files, and the node attrs and the
+ * original graph that .tgf files keep. A node's attrs hold its bodies,
+ * nested as in the graph file, so the attrs of a graph that loaded fit
+ * (a .tgf of bodies 20 deep was written, then refused at 64). */
+#define TG_JSON_DEPTH 128
+/* A json-c parse error as a phrase, the depth limit named. */
+const char *tg_json_error_text(enum json_tokener_error e);
+
 /* Write a value as {"dtype", "shape", "data"} (small arrays) or
  * {"dtype", "shape", "base64"} (large ones; NaN and infinities are written
  * as the strings of FORMAT.md s5 in data). */

@@ -840,7 +840,7 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
                            tg_ctx *ctx) {
     loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0, NULL, NULL};
     tg_graph *g = NULL;
-    json_tokener *tok = json_tokener_new_ex(128);
+    json_tokener *tok = json_tokener_new_ex(TG_JSON_DEPTH);
     if (!tok) {
         lerr(&L, TG_ENOMEM, "out of memory");
         return NULL;
@@ -858,8 +858,7 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
         int line, col;
         line_col(json, end, &line, &col);
         lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: %s", line, col,
-             jerr == json_tokener_continue ? "unexpected end of input"
-                                           : json_tokener_error_desc(jerr));
+             tg_json_error_text(jerr));
         goto done;
     }
     while (end < len && (json[end] == ' ' || json[end] == '\n' || json[end] == '\t' ||

@@ -1210,7 +1210,7 @@ static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
                   t->what);
         return NULL;
     }
-    json_tokener *tok = json_tokener_new_ex(128);
+    json_tokener *tok = json_tokener_new_ex(TG_JSON_DEPTH);
     if (!tok) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
@@ -1218,14 +1218,18 @@ static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     int len = (int)t->arrays[k]->shape[0];
     json_object *o = json_tokener_parse_ex(tok, tg_array_data(t->arrays[k]), len);
-    bool good = o && json_tokener_get_error(tok) == json_tokener_success &&
-                json_tokener_get_parse_end(tok) == (size_t)len &&
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    bool good = o && jerr == json_tokener_success && json_tokener_get_parse_end(tok) == (size_t)len &&
                 json_object_is_type(o, json_type_object);
     json_tokener_free(tok);
     if (!good) {
         json_object_put(o);
-        tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not a JSON object",
-                  t->what, (long long)k);
+        if (jerr != json_tokener_success)
+            tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not valid JSON: %s",
+                      t->what, (long long)k, tg_json_error_text(jerr));
+        else
+            tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not a JSON object",
+                      t->what, (long long)k);
         return NULL;
     }
     return o;

@@ -348,7 +348,7 @@ typedef struct attrs_cache {
 static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *op) {
     if (C->obj[si] && C->op[si] == op) return json_object_get(C->obj[si]);
     json_tokener *tok = C->tok;
-    if (!tok && !(tok = C->tok = json_tokener_new_ex(64))) {
+    if (!tok && !(tok = C->tok = json_tokener_new_ex(TG_JSON_DEPTH))) {
         fail(D, TG_ENOMEM, "out of memory");
         return NULL;
     }
@@ -357,12 +357,17 @@ static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *
     const char *s = D->strs[si];
     size_t len = strlen(s);
     json_object *o = len <= INT32_MAX ? json_tokener_parse_ex(tok, s, (int)len) : NULL;
-    bool good = o && json_tokener_get_error(tok) == json_tokener_success &&
-                json_tokener_get_parse_end(tok) == len && json_object_is_type(o, json_type_object);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    bool good = o && jerr == json_tokener_success && json_tokener_get_parse_end(tok) == len &&
+                json_object_is_type(o, json_type_object);
     if (!good) {
         json_object_put(o);
-        fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not a JSON object",
-             op->name);
+        if (jerr != json_tokener_success)
+            fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not valid JSON: %s",
+                 op->name, tg_json_error_text(jerr));
+        else
+            fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not a JSON object",
+                 op->name);
         return NULL;
     }
     if (!C->obj[si]) {

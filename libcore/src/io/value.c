@@ -48,6 +48,15 @@ bool tg_json_get_int(json_object *o, int64_t *out) {
     return false;
 }
 
+const char *tg_json_error_text(enum json_tokener_error e) {
+#define TG_STR2(x) #x
+#define TG_STR(x) TG_STR2(x)
+    if (e == json_tokener_error_depth)
+        return "nested more than " TG_STR(TG_JSON_DEPTH) " levels deep (the parser's limit)";
+    if (e == json_tokener_continue) return "unexpected end of input";
+    return json_tokener_error_desc(e);
+}
+
 /* ---- base64 ---- */
 
 static const char B64[] =

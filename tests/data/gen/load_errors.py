@@ -224,7 +224,7 @@ CASES = [
     ("inplace_op", g([{"id": "a", "type": {"dtype": "float64", "shape": [2, 2]}}],
                      [{"op": "dot", "inputs": ["a", "a"], "outputs": ["y"], "inplace": {"0": 0}}]), "TG_ELOAD",
      "inplace.0: dot cannot write output 0 over input 0"),
-    ("deep_nesting", None, "TG_EPARSE", "too deep"),
+    ("deep_nesting", None, "TG_EPARSE", "levels deep"),
     ("not_utf8", None, "TG_EPARSE", "line 1, column"),
     ("missing_input_main", g([X, {"id": "w", "type": {"dtype": "float64", "shape": [3]}}], [add("x", "w")],
                              functions={"f": {"inputs": ["x"], "outputs": ["y"]}}), "TG_EMISSING", "functions.f: "),
