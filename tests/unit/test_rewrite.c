@@ -1562,8 +1562,8 @@ static void test_record_origins_traces(void **state) {
 }
 
 /* `x + 1 + 2 + ... + steps` as a chain of adds a0 .. a<steps-1>, x a
- * float64 scalar; malloc'd JSON. */
-static char *add_chain_json(int steps) {
+ * float64 scalar, loaded. */
+static tg_graph *load_add_chain(int steps) {
     size_t cap = (size_t)steps * 96 + 512, len = 0;
     char *j = malloc(cap);
     len += (size_t)snprintf(j + len, cap - len,
@@ -1578,7 +1578,9 @@ static char *add_chain_json(int steps) {
     }
     len += (size_t)snprintf(j + len, cap - len, "]}");
     assert_true(len < cap);
-    return j;
+    tg_graph *g = tu_load(j);
+    free(j);
+    return g;
 }
 
 /* Bytes the library holds, and the most it held (malloc_usable_size). */
@@ -1609,9 +1611,7 @@ static void *bytes_realloc(void *ud, void *p, size_t n) {
 static void test_origins_folded_chain(void **state) {
     (void)state;
     enum { STEPS = 3000 };
-    char *j = add_chain_json(STEPS);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_graph *g = load_add_chain(STEPS);
     tg_compile_options o = {.preset = "fast_run"};
     g_bytes = g_peak = 0;
     tg_set_allocator(bytes_realloc, NULL);
@@ -1660,9 +1660,7 @@ static void *oom_realloc(void *ud, void *p, size_t n) {
 static void test_origins_out_of_memory(void **state) {
     (void)state;
     enum { STEPS = 150 };
-    char *j = add_chain_json(STEPS);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_graph *g = load_add_chain(STEPS);
     tg_ctx *ctx = tg_ctx_new();
     tg_compile_options o = {.preset = "fast_run"};
     tg_function *f = NULL;
