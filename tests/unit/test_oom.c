@@ -174,6 +174,16 @@ static long next_k(long k, long n, long budget) {
     return nk > k ? nk : k + 1;
 }
 
+/* The step with nothing failing must succeed, and make the right thing. */
+static void run_clean(step *s, tg_ctx *ctx, const char *when) {
+    if (s->before) s->before(s);
+    oom_arm(0);
+    int rc = s->run(s, ctx);
+    oom_disarm();
+    if (rc) fail_msg("%s: fails %s: %s", s->what, when, tg_ctx_message(ctx));
+    s->done(s);
+}
+
 static void sweep(step *s) {
     tg_ctx *ctx = tg_ctx_new();
     oom_trace = env_long("TG_OOM_TRACE", 0) != 0;
@@ -181,21 +191,13 @@ static void sweep(step *s) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     /* Twice without failure: the first warms what the library keeps for
      * the process (op tables, compiled kernels), the second counts. */
-    for (int w = 0; w < 2; w++) {
-        if (s->before) s->before(s);
-        oom_arm(0);
-        int rc = s->run(s, ctx);
-        oom_disarm();
-        if (rc) fail_msg("%s: fails with no allocation failing: %s", s->what, tg_ctx_message(ctx));
-        s->done(s);
-    }
+    for (int w = 0; w < 2; w++) run_clean(s, ctx, "with no allocation failing");
     long n = atomic_load(&oom_n);
     /* A run takes time about in proportion to its allocations: the
      * smaller steps are swept whole, the larger ones at fewer points. */
     long budget = env_long("TG_OOM_ALL", 0) ? n + 1 : env_long("TG_OOM_BUDGET", 0);
     if (budget <= 0) budget = s->budget ? s->budget : n ? 400000 / n : 1;
     if (budget < 64) budget = 64;
-    if (budget < 2) budget = 2;
     long tried = 0;
     s->tolerated = 0;
     for (long k = 1; k <= n; k = next_k(k, n, budget)) {
@@ -238,12 +240,7 @@ static void sweep(step *s) {
         tg_ctx_clear(ctx);
     }
     /* And once more with nothing failing. */
-    if (s->before) s->before(s);
-    oom_arm(0);
-    int rc = s->run(s, ctx);
-    oom_disarm();
-    if (rc) fail_msg("%s: fails after the sweep: %s", s->what, tg_ctx_message(ctx));
-    s->done(s);
+    run_clean(s, ctx, "after the sweep");
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (env_long("TG_OOM_VERBOSE", 0))
         printf("%-40s %6ld allocations, %5ld tried, %3ld tolerated, %.2f s\n", s->what, n, tried, s->tolerated,

@@ -1645,18 +1645,6 @@ static void test_origins_folded_chain(void **state) {
 /* Out of memory anywhere in the compile of a folding chain (long enough
  * for the origin sets): a clear error each time, and nothing leaked (the
  * sanitizer build checks), until it compiles, standing for every node. */
-static long oom_n, oom_at;
-
-static void *oom_realloc(void *ud, void *p, size_t n) {
-    (void)ud;
-    if (n == 0) {
-        free(p);
-        return NULL;
-    }
-    if (++oom_n == oom_at) return NULL;
-    return realloc(p, n);
-}
-
 static void test_origins_out_of_memory(void **state) {
     (void)state;
     enum { STEPS = 150 };
@@ -1666,11 +1654,9 @@ static void test_origins_out_of_memory(void **state) {
     tg_function *f = NULL;
     long k;
     for (k = 1; k < 100000 && !f; k++) {
-        oom_n = 0;
-        oom_at = k;
-        tg_set_allocator(oom_realloc, NULL);
+        tu_fail_allocation(k);
         f = tg_function_compile(g, 0, &o, ctx);
-        tg_set_allocator(NULL, NULL);
+        tu_fail_allocation(0);
         if (!f) {
             if (!strstr(tg_ctx_message(ctx), "out of memory"))
                 fail_msg("allocation %ld failed: %s", k, tg_ctx_message(ctx));
@@ -2014,24 +2000,36 @@ static void test_fusion_long_chain(void **state) {
     tg_graph_free(g);
 }
 
+/* `terms` nodes op(x, i % distinct + 0.5), a0 .. a<terms-1>, x a float64
+ * vector of 2, summed by a chain of adds t1 .. t<terms-1>; loaded. */
+static tg_graph *load_const_terms(const char *op, int terms, int distinct) {
+    /* each term: its node and an add, up to about 90 bytes each */
+    size_t cap = (size_t)terms * 256 + 256;
+    char *buf = malloc(cap);
+    int k = snprintf(buf, cap, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
+                               "\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[");
+    for (int i = 0; i < terms; i++)
+        k += snprintf(buf + k, cap - (size_t)k,
+                      "%s{\"op\":\"%s\",\"inputs\":[\"x\",{\"value\":%d.5}],\"outputs\":[\"a%d\"]}",
+                      i ? "," : "", op, i % distinct, i);
+    for (int i = 1; i < terms; i++)
+        k += snprintf(buf + k, cap - (size_t)k,
+                      ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"a%d\"],\"outputs\":[\"t%d\"]}",
+                      i == 1 ? "a" : "t", i - 1, i, i);
+    k += snprintf(buf + k, cap - (size_t)k, "]}");
+    assert_true((size_t)k < cap);
+    tg_graph *g = tu_load(buf);
+    free(buf);
+    return g;
+}
+
 /* Merge with more constants than its table starts with (it grows):
  * 200 inline constants, 100 distinct values, so a_{i+100} = x + c_i is
  * a_i again. Hand-worked: 100 adds of x and 199 of the running sum stay,
  * and sum_i (x + i % 100 + 0.5) = 200 x + 10000. */
 static void test_merge_many_constants(void **state) {
     (void)state;
-    char *buf = malloc(1 << 17);
-    int k = sprintf(buf, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
-                         "\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[");
-    for (int i = 0; i < 200; i++)
-        k += sprintf(buf + k, "%s{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":%d.5}],\"outputs\":[\"a%d\"]}",
-                     i ? "," : "", i % 100, i);
-    for (int i = 1; i < 200; i++)
-        k += sprintf(buf + k, ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"a%d\"],\"outputs\":[\"t%d\"]}",
-                     i == 1 ? "a" : "t", i - 1, i, i);
-    sprintf(buf + k, "]}");
-    tg_graph *g = tu_load(buf);
-    free(buf);
+    tg_graph *g = load_const_terms("add", 200, 100);
     const char *const merge_only[] = {"merge", NULL};
     tg_compile_options none = {.preset = "none"}, m = {.preset = "none", .include = merge_only};
     tg_function *ref = compile_opts(g, NULL, &none), *f = compile_opts(g, NULL, &m);
@@ -2069,20 +2067,7 @@ static void test_merge_many_constants(void **state) {
 static void test_merge_many_distinct(void **state) {
     (void)state;
     const int n = 30000;
-    /* (each of the n constants is read by two products, each summed by
-     * an add: four nodes of up to about 90 bytes) */
-    char *buf = malloc((size_t)n * 512);
-    int k = sprintf(buf, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
-                         "\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[");
-    for (int i = 0; i < 2 * n; i++)
-        k += sprintf(buf + k, "%s{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":%d.5}],\"outputs\":[\"a%d\"]}",
-                     i ? "," : "", i % n, i);
-    for (int i = 1; i < 2 * n; i++)
-        k += sprintf(buf + k, ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"a%d\"],\"outputs\":[\"t%d\"]}",
-                     i == 1 ? "a" : "t", i - 1, i, i);
-    sprintf(buf + k, "]}");
-    tg_graph *g = tu_load(buf);
-    free(buf);
+    tg_graph *g = load_const_terms("mul", 2 * n, n);
     const char *const merge_only[] = {"merge", NULL};
     tg_compile_options m = {.preset = "none", .include = merge_only};
     tg_function *f = compile_opts(g, NULL, &m);

@@ -131,13 +131,17 @@ static void *failing_realloc(void *ud, void *p, size_t size) {
     return realloc(p, size);
 }
 
+void tu_fail_allocation(long k) {
+    alloc_n = 0;
+    alloc_fail_at = k;
+    tg_set_allocator(k ? failing_realloc : NULL, NULL);
+}
+
 long tu_call_failing_each(tg_function *f, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
     for (long k = 1; k < 200; k++) {
-        alloc_n = 0;
-        alloc_fail_at = k;
-        tg_set_allocator(failing_realloc, NULL);
+        tu_fail_allocation(k);
         int rc = tg_function_call(f, in, out, ctx);
-        tg_set_allocator(NULL, NULL);
+        tu_fail_allocation(0);
         if (rc == 0) return k - 1;
         const char *m = tg_ctx_message(ctx);
         if (!strstr(m, "out of memory") && !strstr(m, "cannot allocate"))

@@ -52,6 +52,9 @@ bool tu_arrays_close(const tg_array *got, const tg_array *want, double rtol,
  * that nothing leaks). out receives the successful call's results; returns
  * how many calls failed. Fails the test when none succeeds in 200. */
 long tu_call_failing_each(tg_function *f, tg_array *const *in, tg_array **out, tg_ctx *ctx);
+/* Make the library's k-th allocation from now fail (through
+ * tg_set_allocator); 0 puts the default allocator back. */
+void tu_fail_allocation(long k);
 
 /* A float64 array from literal data. */
 tg_array *tu_f64(int ndim, const int64_t *shape, const double *data);
