@@ -167,6 +167,8 @@ static int work_push_front(tg_rw *rw, tg_node *n) {
     return TG_OK;
 }
 
+int tg_rw_requeue(tg_rw *rw, tg_node *n) { return work_push_front(rw, n); }
+
 /* On graphs of 100,000 nodes a pass waits on memory, not on its rules:
  * each node's header and its variables are cold. The queue says which
  * nodes come next, so fetch ahead in two steps: the header (and the input

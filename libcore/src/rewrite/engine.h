@@ -117,6 +117,11 @@ int tg_rw_fusion(tg_rw *rw);
  * `removed` by the node `created` (may be NULL). */
 int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed,
                  int nremoved, tg_node *created);
+/* Look at n again in this local pass, next (before the rest of the
+ * graph): for a rule that declined because of a node near n, when that
+ * node goes. Nothing when n is queued already or the pass has yet to
+ * reach it. */
+int tg_rw_requeue(tg_rw *rw, tg_node *n);
 /* Mark a node dead and detach it when none of its outputs is used. */
 void tg_rw_prune(tg_rw *rw, tg_node *n);
 static inline bool tg_rw_dead(const tg_node *n) { return n->rwflags & TG_NODE_DEAD; }

@@ -447,13 +447,31 @@ static bool keeps_layout(const int *order, int norder, const tg_var *x) {
     return true;
 }
 
+static bool is_dimshuffle(const tg_node *n) {
+    return n && (!strcmp(n->op->name, "dimshuffle") || !strcmp(n->op->name, "transpose"));
+}
+
+/* A dimshuffle that lifts through e to meet one below it may have left
+ * that one waiting (dimshuffle_lift); when the pair merges away, the
+ * dimshuffles feeding the elementwise op that makes v, its input, are
+ * looked at again. */
+static int requeue_below(tg_rw *rw, const tg_var *v) {
+    const tg_node *e = v->owner;
+    if (!e || !(e->op->flags & TG_OPF_ELEMWISE)) return TG_OK;
+    for (int i = 0; i < e->nin; i++) {
+        tg_node *k = e->inputs[i]->owner;
+        if (is_dimshuffle(k) && tg_rw_requeue(rw, k)) return TG_ENOMEM;
+    }
+    return TG_OK;
+}
+
 /* transpose -> dimshuffle, dimshuffle(dimshuffle x) -> one, identity
  * dimshuffle (or one that moves no value) -> x. */
 static int dimshuffle_merge(tg_rw *rw, tg_node *n) {
     int o2[TG_MAX_NDIM], n2;
     if (!order_of(n, o2, &n2)) return 0;
     tg_var *x = n->inputs[0];
-    if (keeps_layout(o2, n2, x)) return swap(rw, n, x);
+    if (keeps_layout(o2, n2, x)) return requeue_below(rw, x) ? TG_ENOMEM : swap(rw, n, x);
     tg_node *p = x->owner;
     int o1[TG_MAX_NDIM], n1;
     if (p && order_of(p, o1, &n1)) {
@@ -462,7 +480,7 @@ static int dimshuffle_merge(tg_rw *rw, tg_node *n) {
         /* An axis the outer one drops must be one the inner one added or
          * a length-1 axis of the input; the composed order drops it the
          * same way. */
-        if (tg_rw_match(rw, p)) return TG_ENOMEM;
+        if (tg_rw_match(rw, p) || requeue_below(rw, p->inputs[0])) return TG_ENOMEM;
         if (keeps_layout(o, n2, p->inputs[0])) return swap(rw, n, p->inputs[0]);
         return swap(rw, n, dimshuffle(rw, p->inputs[0], o, n2));
     }
@@ -470,44 +488,82 @@ static int dimshuffle_merge(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
-/* dimshuffle(f(a, b)) -> f(dimshuffle(a), dimshuffle(b)) for an
- * elementwise f read only here (Theano's local_dimshuffle_lift): the
- * dimshuffles move towards the inputs, where they merge with others and
- * leave the elementwise ops next to each other for fusion. */
-static int dimshuffle_lift(tg_rw *rw, tg_node *n) {
+/* How a dimshuffle n of an elementwise result lifts through the op e
+ * that makes it (dimshuffle_lift): the order for each of e's inputs in
+ * oi[i] (ni[i] entries; 0 for a scalar input, which broadcasts
+ * anywhere). NULL when it does not: e is not elementwise with one output
+ * read only by n, or has more than 8 inputs, or n drops an axis that is
+ * not statically length 1 in some input. Every input must have been
+ * broadcast to the output exactly along the axes the order keeps (no
+ * input may be dropped: a length-1 axis of the output is length 1 in
+ * every input, so that holds). */
+static tg_node *lift_plan(const tg_node *n, int (*oi)[TG_MAX_NDIM], int *ni) {
     int o[TG_MAX_NDIM], no;
-    if (!order_of(n, o, &no)) return 0;
+    if (!order_of(n, o, &no)) return NULL;
     tg_var *y = n->inputs[0];
     tg_node *e = y->owner;
     if (!e || !(e->op->flags & TG_OPF_ELEMWISE) || e->nout != 1 || !tg_rw_single_client(y) ||
         e->nin > 8)
-        return 0;
+        return NULL;
     int m = y->type.ndim;
-    /* Every input must have been broadcast to the output exactly along
-     * the axes the order keeps (no input may be dropped: a length-1 axis
-     * of the output is length 1 in every input, so that holds). */
-    tg_var *ins[8];
     for (int i = 0; i < e->nin; i++) {
-        tg_var *a = e->inputs[i];
+        const tg_var *a = e->inputs[i];
         int k = a->type.ndim, pad = m - k;
-        if (k == 0) {
-            ins[i] = a; /* a scalar broadcasts anywhere */
-            continue;
-        }
-        int oi[TG_MAX_NDIM], ni = 0;
+        ni[i] = 0;
+        if (k == 0) continue;
         bool keeps[TG_MAX_NDIM] = {0};
         for (int j = 0; j < no; j++) {
             if (o[j] < 0 || o[j] < pad) {
-                oi[ni++] = -1;
+                oi[i][ni[i]++] = -1;
             } else {
-                oi[ni++] = o[j] - pad;
+                oi[i][ni[i]++] = o[j] - pad;
                 keeps[o[j] - pad] = true;
             }
         }
         /* Input axes the order drops must be length 1 statically. */
         for (int d = 0; d < k; d++)
-            if (!keeps[d] && a->type.shape[d] != 1) return 0;
-        ins[i] = identity_order(oi, ni, k) ? a : dimshuffle(rw, a, oi, ni);
+            if (!keeps[d] && a->type.shape[d] != 1) return NULL;
+    }
+    return e;
+}
+
+/* The dimshuffle that lifts through the elementwise op reading n's
+ * output (n -> e -> m, each result read once), or NULL. */
+static tg_node *lifts_above(const tg_node *n) {
+    const tg_var *z = n->outputs[0];
+    if (!tg_rw_single_client(z)) return NULL;
+    const tg_node *e = z->clients[0].node;
+    if (!(e->op->flags & TG_OPF_ELEMWISE) || e->nout != 1 || !tg_rw_single_client(e->outputs[0]))
+        return NULL;
+    tg_node *m = e->outputs[0]->clients[0].node;
+    int oi[8][TG_MAX_NDIM], ni[8];
+    return is_dimshuffle(m) && lift_plan(m, oi, ni) ? m : NULL;
+}
+
+/* dimshuffle(f(a, b)) -> f(dimshuffle(a), dimshuffle(b)) for an
+ * elementwise f read only here (Theano's local_dimshuffle_lift): the
+ * dimshuffles move towards the inputs, where they merge with others and
+ * leave the elementwise ops next to each other for fusion.
+ *
+ * The pass visits inputs first, so in a chain that alternates
+ * dimshuffles and elementwise ops (`exp(exp(x.T).T)...`) each dimshuffle
+ * would be lifted through every op below it before the one above came
+ * down to meet it: n^2/2 new nodes for n pairs. A dimshuffle that one
+ * above will come down to (n -> f -> m, and m lifts through f) waits for
+ * it instead, and m is looked at first: the two merge, and what they
+ * merge into goes on down alone. When they cancel, the dimshuffle below
+ * that waited on n is looked at again (requeue_below). */
+static int dimshuffle_lift(tg_rw *rw, tg_node *n) {
+    int oi[8][TG_MAX_NDIM], ni[8];
+    tg_node *e = lift_plan(n, oi, ni);
+    if (!e) return 0;
+    tg_node *m = lifts_above(n);
+    if (m) return tg_rw_requeue(rw, m) ? TG_ENOMEM : 0;
+    tg_var *ins[8];
+    for (int i = 0; i < e->nin; i++) {
+        tg_var *a = e->inputs[i];
+        int k = a->type.ndim;
+        ins[i] = !k || identity_order(oi[i], ni[i], k) ? a : dimshuffle(rw, a, oi[i], ni[i]);
         if (!ins[i]) return TG_ENOMEM;
     }
     if (tg_rw_match(rw, e)) return TG_ENOMEM;
