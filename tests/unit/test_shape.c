@@ -97,6 +97,24 @@ static const load_case load_cases[] = {
     {X23, "{'op':'transpose','inputs':['x'],'outputs':['y'],"
           "'attrs':{'axes':'a'}}",
      "attrs.axes"},
+    /* integers of 2^63 and more (json-c clamps them to 2^63 - 1) are
+     * named as written */
+    {X23, "{'op':'dimshuffle','inputs':['x'],'outputs':['y'],"
+          "'attrs':{'order':[1,18446744073709551614]}}",
+     "attrs.order[1]: axis 18446744073709551614 is out of range"},
+    {X23, "{'op':'transpose','inputs':['x'],'outputs':['y'],"
+          "'attrs':{'axes':[0,9223372036854775808]}}",
+     "attrs.axes[1]: axis 9223372036854775808 is out of range"},
+    {X23, "{'op':'sum','inputs':['x'],'outputs':['y'],'attrs':{'axis':[0,18446744073709551615]}}",
+     "attrs.axis[1]: axis 18446744073709551615 is out of range"},
+    {X23, "{'op':'sum','inputs':['x'],'outputs':['y'],'attrs':{'axis':9223372036854775808}}",
+     "attrs.axis: axis 9223372036854775808 is out of range"},
+    {X23, "{'op':'flatten','inputs':['x'],'outputs':['y'],'attrs':{'ndim':18446744073709551615}}",
+     "attrs.ndim: 18446744073709551615 is out of range (at most 2^63 - 1)"},
+    {X23, "{'op':'var','inputs':['x'],'outputs':['y'],'attrs':{'ddof':9223372036854775808}}",
+     "attrs.ddof: 9223372036854775808 is out of range (at most 2^63 - 1)"},
+    {X23, "{'op':'softmax','inputs':['x'],'outputs':['y'],'attrs':{'axis':9223372036854775807}}",
+     "attrs.axis: axis 9223372036854775807 is out of range"},
     /* squeeze, expand_dims */
     {X23, "{'op':'squeeze','inputs':['x'],'outputs':['y'],'attrs':{'axis':1}}",
      "cannot select an axis to squeeze out"},

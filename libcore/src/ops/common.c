@@ -30,6 +30,11 @@ static int attr_put(tg_node *n, const char *key, json_object *v, tg_ctx *ctx) {
     return TG_OK;
 }
 
+const char *tg_json_text(json_object *v) {
+    const char *t = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
+    return t ? t : "(a value)";
+}
+
 int tg_attr_int(tg_node *n, const char *key, bool has_default, int64_t def,
                 int64_t *out, tg_ctx *ctx) {
     if (!attr_present(n, key)) {
@@ -42,6 +47,11 @@ int tg_attr_int(tg_node *n, const char *key, bool has_default, int64_t def,
     if (!json_object_is_type(v, json_type_int))
         return tg_errorf(ctx, TG_ELOAD, "attrs.%s: expected an integer", key);
     *out = json_object_get_int64(v);
+    /* json-c keeps 2^63..2^64-1 as uint64 and clamps get_int64: named
+     * as written, not as the clamped value. */
+    if (*out == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX)
+        return tg_errorf(ctx, TG_ELOAD, "attrs.%s: %s is out of range (at most 2^63 - 1)", key,
+                         tg_json_text(v));
     return TG_OK;
 }
 
@@ -173,8 +183,8 @@ int tg_attr_axis(tg_node *n, const char *key, bool allow_null, bool allow_list,
     if (json_object_is_type(v, json_type_int)) {
         int64_t x = json_object_get_int64(v);
         if (x < -TG_MAX_NDIM - 1 || x > TG_MAX_NDIM)
-            return tg_errorf(ctx, TG_ELOAD, "attrs.%s: axis %lld is out of range", key,
-                             (long long)x);
+            return tg_errorf(ctx, TG_ELOAD, "attrs.%s: axis %s is out of range", key,
+                             tg_json_text(v));
         a->naxes = 1;
         a->axes[0] = (int)x;
         return TG_OK;
@@ -190,8 +200,8 @@ int tg_attr_axis(tg_node *n, const char *key, bool allow_null, bool allow_list,
                 return tg_errorf(ctx, TG_ELOAD, "attrs.%s[%zu]: expected an integer", key, i);
             int64_t x = json_object_get_int64(e);
             if (x < -TG_MAX_NDIM - 1 || x > TG_MAX_NDIM)
-                return tg_errorf(ctx, TG_ELOAD, "attrs.%s[%zu]: axis %lld is out of range", key,
-                                 i, (long long)x);
+                return tg_errorf(ctx, TG_ELOAD, "attrs.%s[%zu]: axis %s is out of range", key,
+                                 i, tg_json_text(e));
             a->axes[a->naxes++] = (int)x;
         }
         return TG_OK;

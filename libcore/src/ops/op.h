@@ -82,6 +82,9 @@ const tg_op *tg_op_at(int i);
 
 /* ---- helpers for ops ---- */
 
+/* v as the file wrote it (JSON text, owned by v), for messages: an
+ * integer of 2^63 or more reads back from json-c clamped to 2^63 - 1. */
+const char *tg_json_text(json_object *v);
 /* Attribute readers: each returns 0 or a TG_ELOAD error naming
  * "attrs.<key>". When the key is absent the default is written into
  * n->attrs (creating it when NULL). */

@@ -55,8 +55,8 @@ static int read_taps(tg_node *n, const char *key, int count, bool negative,
                 return tg_errorf(ctx, TG_ELOAD, "attrs.%s[%d][%d]: expected an integer", key, i, k);
             int64_t v = json_object_get_int64(e);
             if (v < -SCAN_MAX_TAP || v > SCAN_MAX_TAP)
-                return tg_errorf(ctx, TG_ELOAD, "attrs.%s[%d][%d]: tap %" PRId64 " is out of range "
-                                 "(|tap| <= %d)", key, i, k, v, SCAN_MAX_TAP);
+                return tg_errorf(ctx, TG_ELOAD, "attrs.%s[%d][%d]: tap %s is out of range "
+                                 "(|tap| <= %d)", key, i, k, tg_json_text(e), SCAN_MAX_TAP);
             if (negative && v >= 0)
                 return tg_errorf(ctx, TG_ELOAD, "attrs.%s[%d][%d]: tap %" PRId64 ": the taps of a "
                                  "recurrent output read past steps and must be negative",

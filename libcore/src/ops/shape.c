@@ -450,9 +450,9 @@ static int dimshuffle_parse(tg_node *n, tg_ctx *ctx) {
         int64_t ax = json_object_get_int64(e);
         if (ax < 0 || ax >= TG_MAX_NDIM)
             return tg_errorf(ctx, TG_ELOAD,
-                             "attrs.order[%zu]: axis %lld is out of range (input "
+                             "attrs.order[%zu]: axis %s is out of range (input "
                              "axes are counted from 0, without negatives)",
-                             k, (long long)ax);
+                             k, tg_json_text(e));
         for (size_t j = 0; j < k; j++)
             if (n->a.order[j] == ax)
                 return tg_errorf(ctx, TG_ELOAD,
@@ -555,8 +555,8 @@ static int transpose_parse(tg_node *n, tg_ctx *ctx) {
         int64_t ax = json_object_get_int64(e);
         if (ax < -TG_MAX_NDIM || ax >= TG_MAX_NDIM)
             return tg_errorf(ctx, TG_ELOAD,
-                             "attrs.axes[%zu]: axis %lld is out of range", k,
-                             (long long)ax);
+                             "attrs.axes[%zu]: axis %s is out of range", k,
+                             tg_json_text(e));
         n->a.axes[k] = (int)ax;
     }
     n->a.axis_null = false;
