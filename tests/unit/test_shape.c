@@ -127,6 +127,7 @@ static const load_case load_cases[] = {
     /* subtensor */
     {X3, IDX("[{'step':0}]", ""), "slice step cannot be zero"},
     {X3, IDX("[3]", ""), "index 3 is out of bounds for axis 0 with size 3"},
+    {X3, IDX("[18446744073709551615]", ""), "attrs.index[0]: index 18446744073709551615 is out of bounds"},
     {X3, IDX("[-4]", ""), "index -4 is out of bounds for axis 0 with size 3"},
     {X3, IDX("[0,1]", ""), "too many indices"},
     {X3, IDX("['$1']", ",{'value':1}"), "refers to 2 extra input(s)"},

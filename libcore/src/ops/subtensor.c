@@ -38,6 +38,13 @@ static int parse_int_part(json_object *e, const char *where, int64_t *v,
     *v = 0;
     if (json_object_is_type(e, json_type_int)) {
         *v = json_object_get_int64(e);
+        /* 2^63..2^64-1 reads back clamped to 2^63 - 1: as a slice bound
+         * that is past the end all the same, as an index the error names
+         * it as written. */
+        if (*v == INT64_MAX && json_object_get_uint64(e) > (uint64_t)INT64_MAX &&
+            !strstr(where, "]."))
+            return tg_errorf(ctx, TG_ELOAD, "%s: index %s is out of bounds (lengths end at 2^63 - 1)",
+                             where, tg_json_text(e));
         return TG_OK;
     }
     if (json_object_is_type(e, json_type_string)) {
