@@ -61,6 +61,10 @@ struct tg_rw {
     int ncreated, ccreated;
     tg_var **replaced; /* new variables swapped in */
     int nreplaced, creplaced;
+    /* (built, replaced) pairs from tg_rw_stands_for: built nodes that
+     * stand for those replaced nodes only. */
+    tg_node **stands;
+    int nstands, cstands;
     /* The worklist of a local pass: first the nodes of fg->nodes[icur ..
      * ninit), the graph as the pass found it, in order; then a FIFO ring
      * over growing storage. The first part is a cursor, not entries: a
@@ -557,6 +561,27 @@ int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed, int nremo
     return record(rw, name, removed, nremoved, created ? &created : NULL, created ? 1 : 0);
 }
 
+int tg_rw_stands_for(tg_rw *rw, tg_node *built, tg_node *replaced) {
+    if (grow((void **)&rw->stands, &rw->cstands, 2 * rw->nstands + 2, sizeof *rw->stands)) return oom(rw);
+    rw->stands[2 * rw->nstands] = built;
+    rw->stands[2 * rw->nstands + 1] = replaced;
+    rw->nstands++;
+    return TG_OK;
+}
+
+/* The origins of c, a node the current rewrite built: those of the nodes
+ * tg_rw_stands_for named for it, else of every node it replaced. */
+static int origins_give(tg_rw *rw, tg_node *c) {
+    tg_node *small[8], **from = small;
+    int k = 0;
+    if (rw->nstands > 8 && !(from = tg_malloc(sizeof *from * (size_t)rw->nstands))) return TG_ENOMEM;
+    for (int j = 0; j < rw->nstands; j++)
+        if (rw->stands[2 * j] == c) from[k++] = rw->stands[2 * j + 1];
+    int rc = k ? origins_merge(rw, c, from, k, false) : origins_merge(rw, c, rw->matched, rw->nmatched, false);
+    if (from != small) tg_free(from);
+    return rc;
+}
+
 /* After a local rewrite applied: record it, give the new nodes their
  * origins, requeue what changed, prune what died. */
 static int finish_application(tg_rw *rw) {
@@ -573,7 +598,7 @@ static int finish_application(tg_rw *rw) {
     }
     rw->ncreated = nc;
     for (int i = 0; i < nc; i++)
-        if (origins_merge(rw, rw->created[i], rw->matched, rw->nmatched, false)) return oom(rw);
+        if (origins_give(rw, rw->created[i])) return oom(rw);
     if (record(rw, rw->rule->name, rw->matched, rw->nmatched, rw->created, nc)) return TG_ENOMEM;
     for (int i = nc - 1; i >= 0; i--) /* in the order they were built */
         if (work_push_front(rw, rw->created[i])) return TG_ENOMEM;
@@ -733,7 +758,7 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
             tg_rewrite_stats *st = j < cnt[o] ? &rw->rstats[ri] : &extra_st;
             rw->rule = r;
             rw->cur = n;
-            rw->nmatched = rw->ncreated = rw->nreplaced = 0;
+            rw->nmatched = rw->ncreated = rw->nreplaced = rw->nstands = 0;
             uint64_t t0 = rw_ticks();
             int got = r->fn(rw, n);
             ticks[ri] += rw_ticks() - t0;
@@ -978,6 +1003,7 @@ done:
     tg_free(rw.matched);
     tg_free(rw.created);
     tg_free(rw.replaced);
+    tg_free(rw.stands);
     tg_free(rw.work);
     tg_free(rw.lazy);
     tg_idmap_free(rw.ids);

@@ -70,6 +70,14 @@ tg_var *tg_rw_const_array(tg_rw *rw, tg_array *a);
 /* Declare another node the current rewrite replaces (for the record and
  * the origins of what it builds). */
 int tg_rw_match(tg_rw *rw, tg_node *n);
+/* The node `built`, made by the current rewrite, stands for `replaced`
+ * (the node it fired on, or one declared with tg_rw_match) and not for
+ * the others (repeatable, for several): where a rewrite moves a node
+ * past others a step at a time (switch_sink), the node it moves stands
+ * for what it passed, and what it passed only for itself, so that what
+ * each node stands for does not grow along the chain. Without it every
+ * node built stands for every node replaced. */
+int tg_rw_stands_for(tg_rw *rw, tg_node *built, tg_node *replaced);
 /* Replace every use of `old` by `newv`. The types must agree (dtype and
  * ndim equal, no contradicting static length): a rewrite that breaks this
  * is a bug, reported as TG_ELOAD naming the rewrite. */

@@ -1811,6 +1811,61 @@ static tg_node *zero_switch(const tg_var *v, int *keep) {
     return NULL;
 }
 
+/* The sign of a zero that zero_switch found: 1 for -0, 0 for +0 (a
+ * zeros_like), -1 for a constant holding both. */
+static int zero_sign(const tg_var *z) {
+    if (z->kind != TG_VAR_CONSTANT || !z->value) return 0;
+    int64_t n = tg_array_size(z->value);
+    int s = signbit(tg_array_get_flat(z->value, 0)) ? 1 : 0;
+    for (int64_t i = 1; i < n; i++)
+        if ((signbit(tg_array_get_flat(z->value, i)) ? 1 : 0) != s) return -1;
+    return s;
+}
+
+/* switch(c1, switch(c2, x, 0), 0) -> switch(c1 and c2, x, 0), and the
+ * forms with a zero in the then-branch (`or`, and `not` where the two
+ * keep x on opposite sides), one condition where both are the same
+ * variable. switch_sink moves a zero switch past a product and leaves it
+ * on the product's result, which is often the kept branch of the next
+ * one (the chain rule through relu(x * w) ..., or switch(c, 0, t) * y
+ * repeated): stacked, each one moved past every product above it, n^2/2
+ * new nodes, and where the products are read twice (the gradient of
+ * each w) every stack was copied, a graph of n^2/2 switches. Merged as
+ * they form, the stack is one switch, which moves past the next product
+ * in one step. The inner zero must not stretch the result, nor its
+ * switch change x's dtype, and both zeros have one sign (the merged
+ * switch picks the outer one). */
+static int switch_merge(tg_rw *rw, tg_node *n) {
+    int keep1, keep2;
+    if (zero_switch(n->outputs[0], &keep1) != n) return 0;
+    tg_node *s = zero_switch(n->inputs[keep1], &keep2);
+    if (!s) return 0;
+    tg_var *x = s->inputs[keep2], *z1 = n->inputs[3 - keep1], *z2 = s->inputs[3 - keep2];
+    tg_var *c1 = n->inputs[0], *c2 = s->inputs[0];
+    if (s->outputs[0]->type.dtype != x->type.dtype) return 0;
+    if (z2->type.ndim && !tg_rw_keeps_shape(x, (const tg_var *const *)&z2, 1)) return 0;
+    int sg1 = zero_sign(z1), sg2 = zero_sign(z2);
+    if (sg1 < 0 || sg1 != sg2) return 0;
+    tg_var *c = c1;
+    if (c1 == c2) {
+        if (keep1 != keep2) return 0; /* zero everywhere: rare, left as is */
+    } else {
+        /* keep1 == 1: x where c1 and (c2, or not c2); keep1 == 2: zero
+         * where c1 or (c2, or not c2). */
+        tg_var *d = keep1 == keep2 ? c2 : tg_rw_op1(rw, "logical_not", c2, NULL);
+        c = d ? tg_rw_op2(rw, keep1 == 1 ? "logical_and" : "logical_or", c1, d) : NULL;
+        if (!c) return TG_ENOMEM;
+        /* The conditions stand for n: s, below, may stand for the stack
+         * merged so far, which the merged switch stands for. */
+        if (tg_rw_stands_for(rw, c->owner, n) || (d != c2 && tg_rw_stands_for(rw, d->owner, n)))
+            return TG_ENOMEM;
+    }
+    if (match_if_dies(rw, s)) return TG_ENOMEM;
+    tg_var *in[3] = {c, z1, z1};
+    in[keep1] = x;
+    return swap(rw, n, tg_rw_op(rw, "switch", 3, in, NULL));
+}
+
 /* mul(.., switch(c, 0, x), ..) -> switch(c, 0, mul(.., x, ..)) and
  * true_div(switch(c, 0, x), y) -> switch(c, 0, true_div(x, y)) (Theano's
  * local_mul_switch_sink and local_div_switch_sink): where the switch
@@ -1831,6 +1886,9 @@ static int switch_sink(tg_rw *rw, tg_node *n) {
         for (int k = 0; k < n->nin; k++) in[k] = k == i ? s->inputs[keep] : n->inputs[k];
         if (match_if_dies(rw, s)) return TG_ENOMEM;
         tg_var *inner = tg_rw_op(rw, n->op->name, n->nin, in, NULL);
+        /* The product stands for the product only: the switch it passed
+         * (which may stand for a whole merged stack) goes on above. */
+        if (inner && tg_rw_stands_for(rw, inner->owner, n)) return TG_ENOMEM;
         tg_var *sw[3] = {s->inputs[0], s->inputs[1], s->inputs[2]};
         sw[keep] = inner;
         return swap(rw, n, inner ? tg_rw_op(rw, "switch", 3, sw, NULL) : NULL);
@@ -2153,6 +2211,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"sigmoid_times_exp", "stabilize", "sigmoid", "mul", sigmoid_times_exp},
     {"softmax_times_exp", "stabilize", NULL, "mul", softmax_times_exp},
     {"written_softmax_grad", "stabilize", NULL, "mul", written_softmax_grad},
+    {"switch_merge", "stabilize", NULL, "switch", switch_merge},
     {"switch_sink", "stabilize", NULL, "mul true_div", switch_sink},
     /* Constants that stabilize and specialize make (a negated step size)
      * fold too. */
