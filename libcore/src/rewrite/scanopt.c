@@ -1587,65 +1587,78 @@ static int scan_acc_sum(tg_rw *rw, tg_node *n) {
 
 /* A recurrent output nobody reads, whose past values feed only its own
  * next value (an accumulator left unread), stops being an output: its
- * initial state, taps and body output go. */
+ * initial state, taps and body output go. Every such output goes in one
+ * application (one of them, at least one output, stays): one at a time,
+ * each rebuilt the scan, whose body is in proportion to their number
+ * too (BPTT's loop keeps an accumulator for each non-sequence's
+ * gradient, wanted or not): 200 non-sequences, 5.9 s. */
 static int scan_drop_recurrent(tg_rw *rw, tg_node *n) {
     scan_io s;
     if (!scan_view(n, &s)) return 0;
     scan_p *p = s.p;
     if (p->nrec + p->nnr < 2) return 0;
-    for (int j = 0; j < p->nrec; j++) {
+    bool gone[SCAN_MAX_IO] = {0};
+    int ngone = 0;
+    for (int j = 0; j < p->nrec && ngone < p->nrec + p->nnr - 1; j++) {
         tg_var *e;
-        if (n->outputs[j]->nclients || !accumulator(&s, j, &e)) continue;
-        json_object *attrs = attrs_copy(n);
-        tg_var **ins = tg_calloc((size_t)n->nin + 1, sizeof *ins);
-        int map[SCAN_MAX_IO], rc = TG_OK;
-        if (!attrs || !ins) {
-            json_object_put(attrs);
-            tg_free(ins);
-            return TG_ENOMEM;
+        if (!n->outputs[j]->nclients && accumulator(&s, j, &e)) {
+            gone[j] = true;
+            ngone++;
         }
-        json_object *body = jget(attrs, "body");
-        int b = tg_scan_bin_rec(p, j, 0);
-        /* The add and the identities up to output j go with it. */
-        bool *drop = tg_calloc((size_t)s.bg->nnodes + 1, sizeof *drop);
-        if (!drop) {
-            json_object_put(attrs);
-            tg_free(ins);
-            return TG_ENOMEM;
-        }
-        for (tg_var *v = s.fd->outputs[j]; v->owner;) {
-            for (int i = 0; i < s.bg->nnodes; i++)
-                if (s.bg->nodes[i] == v->owner) drop[i] = true;
+    }
+    if (!ngone) return 0;
+    json_object *attrs = attrs_copy(n);
+    tg_var **ins = tg_calloc((size_t)n->nin + 1, sizeof *ins);
+    /* The adds and the identities up to the outputs go with them. */
+    bool *drop = tg_calloc((size_t)s.bg->nnodes + 1, sizeof *drop);
+    int map[SCAN_MAX_IO], rc = TG_OK;
+    if (!attrs || !ins || !drop) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    json_object *body = jget(attrs, "body");
+    for (int j = 0; j < p->nrec; j++)
+        for (tg_var *v = s.fd->outputs[j]; gone[j] && v->owner;) {
+            /* (a node's index is its place, unless the loader's sort
+             * moved it) */
+            int i = v->owner->index;
+            if (i < 0 || i >= s.bg->nnodes || s.bg->nodes[i] != v->owner)
+                for (i = 0; i < s.bg->nnodes && s.bg->nodes[i] != v->owner; i++) {
+                }
+            if (i < s.bg->nnodes) drop[i] = true;
             if (strcmp(v->owner->op->name, "identity")) break;
             v = v->owner->inputs[0];
         }
-        rc = body_drop_nodes(body, &s, drop);
-        tg_free(drop);
-        if (rc) {
-            json_object_put(attrs);
-            tg_free(ins);
-            return rc;
-        }
+    if ((rc = body_drop_nodes(body, &s, drop))) goto done;
+    /* From the last, so that the places of those before stay. */
+    json_object *jk = jget(attrs, "keep_last");
+    for (int j = p->nrec - 1; j >= 0; j--) {
+        if (!gone[j]) continue;
+        int b = tg_scan_bin_rec(p, j, 0);
         body_undeclare(body, s.fd->inputs[b]->id);
         json_object_array_del_idx(jget(body, "inputs"), (size_t)b, 1);
         json_object_array_del_idx(jget(body, "outputs"), (size_t)j, 1);
         json_object_array_del_idx(jget(attrs, "output_taps"), (size_t)j, 1);
-        json_object *jk = jget(attrs, "keep_last");
         if (jk && json_object_is_type(jk, json_type_array)) json_object_array_del_idx(jk, (size_t)j, 1);
-        set_int(attrs, "n_recurrent", p->nrec - 1);
-        int ni = 0;
-        for (int i = 0; i < n->nin; i++)
-            if (i != s.base_init + j) ins[ni++] = n->inputs[i];
-        for (int o = 0; o < n->nout; o++) map[o] = o < j ? o : o - 1;
-        tg_node *m = scan_build(rw, attrs, ni, ins, n->nout - 1);
-        json_object_put(attrs);
-        tg_free(ins);
-        if (!m) return err_status(rw);
-        for (int o = 0; o < n->nout && !rc; o++)
-            if (o != j && n->outputs[o]->nclients) rc = tg_rw_replace(rw, n->outputs[o], m->outputs[map[o]]);
-        return rc ? rc : 1;
     }
-    return 0;
+    set_int(attrs, "n_recurrent", p->nrec - ngone);
+    int ni = 0;
+    for (int i = 0; i < n->nin; i++)
+        if (i < s.base_init || i >= s.base_init + p->nrec || !gone[i - s.base_init]) ins[ni++] = n->inputs[i];
+    for (int o = 0, k = 0; o < n->nout; o++) map[o] = o < p->nrec && gone[o] ? -1 : k++;
+    tg_node *m = scan_build(rw, attrs, ni, ins, n->nout - ngone);
+    if (!m) {
+        rc = err_status(rw);
+        goto done;
+    }
+    for (int o = 0; o < n->nout && !rc; o++)
+        if (map[o] >= 0 && n->outputs[o]->nclients) rc = tg_rw_replace(rw, n->outputs[o], m->outputs[map[o]]);
+    rc = rc ? rc : 1;
+done:
+    json_object_put(attrs);
+    tg_free(ins);
+    tg_free(drop);
+    return rc;
 }
 
 /* ---- the rules (listed in rules.c's table) ---- */
