@@ -119,6 +119,9 @@ int tg_rw_scan_drop_recurrent(tg_rw *rw, tg_node *n);
 
 /* ---- global passes ---- */
 int tg_rw_merge(tg_rw *rw);
+/* The hash merge files node n under (its op, attrs and inputs; equal
+ * nodes hash equal). For tests. */
+uint64_t tg_rw_merge_hash(const tg_node *n);
 int tg_rw_inplace(tg_rw *rw);
 int tg_rw_fusion(tg_rw *rw);
 /* Record a global rewrite's application by hand: the caller replaced

@@ -50,8 +50,76 @@ static bool const_equal(const tg_var *a, const tg_var *b) {
            a->value->dtype == b->value->dtype;
 }
 
-static uint64_t node_hash(const tg_node *n) {
+static uint64_t str_hash(uint64_t h, const char *s) {
+    for (; s && *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* A JSON value, keys in any order (json_object_equal's equality): a
+ * body's text could list them otherwise and still be equal. */
+static uint64_t json_hash(json_object *o) {
+    uint64_t h = mix(0x51ed270b27a4ce43ull, (uint64_t)json_object_get_type(o));
+    switch (json_object_get_type(o)) {
+    case json_type_boolean:
+        return mix(h, (uint64_t)json_object_get_boolean(o));
+    case json_type_int:
+        return mix(h, (uint64_t)json_object_get_int64(o));
+    case json_type_double: {
+        double d = json_object_get_double(o);
+        uint64_t b;
+        memcpy(&b, &d, sizeof b);
+        return mix(h, b);
+    }
+    case json_type_string:
+        return str_hash(h, json_object_get_string(o));
+    case json_type_array:
+        for (size_t i = 0; i < json_object_array_length(o); i++)
+            h = mix(h, json_hash(json_object_array_get_idx(o, i)));
+        return h;
+    case json_type_object: {
+        uint64_t sum = 0;
+        json_object_object_foreach(o, key, val) sum += finish(str_hash(0, key) ^ json_hash(val));
+        return mix(h, sum);
+    }
+    default:
+        return h;
+    }
+}
+
+/* The attrs, as parsed (equality is checked on the canonical JSON). One
+ * op over the same inputs with other attrs had one hash: the rows x[i]
+ * of x, one subtensor each (an unrolled loop reads them so), all went to
+ * one run of slots, and each lookup compared the attrs of every row
+ * before it: 16,000 rows, 36 s. An op with attrs of its own kind (a
+ * scan's body, a composite's) hashes their JSON. */
+static uint64_t attrs_hash(uint64_t h, const tg_node *n) {
+    const tg_attrs *a = &n->a;
+    h = mix(h, (uint64_t)a->axis_null | (uint64_t)a->axis_is_list << 1 | (uint64_t)a->keepdims << 2 |
+                   (uint64_t)a->flag << 3);
+    h = mix(h, (uint64_t)a->axis_mask);
+    h = mix(h, (uint64_t)a->naxes);
+    for (int k = 0; k < a->naxes && k < TG_MAX_NDIM; k++) h = mix(h, (uint64_t)a->axes[k]);
+    h = mix(h, (uint64_t)a->ddof);
+    h = mix(h, (uint64_t)a->dtype);
+    h = mix(h, (uint64_t)a->i);
+    h = mix(h, (uint64_t)a->mode);
+    h = mix(h, (uint64_t)a->norder);
+    for (int k = 0; k < a->norder && k < TG_MAX_NDIM; k++) h = mix(h, (uint64_t)a->order[k]);
+    h = mix(h, (uint64_t)a->nindex);
+    for (int k = 0; k < a->nindex && a->index; k++) {
+        const tg_index_entry *e = &a->index[k];
+        h = mix(h, (uint64_t)e->is_slice);
+        for (int j = 0; j < 3; j++)
+            h = mix(mix(h, (uint64_t)e->v[j]), (uint64_t)e->given[j] | (uint64_t)(uint8_t)e->dyn[j] << 1);
+    }
+    h = str_hash(h, a->message);
+    if (a->extra && n->attrs) h = mix(h, json_hash(n->attrs));
+    return h;
+}
+
+uint64_t tg_rw_merge_hash(const tg_node *n) {
     uint64_t h = mix(1469598103934665603ull, (uint64_t)(uintptr_t)n->op);
+    h = attrs_hash(h, n);
     h = mix(h, (uint64_t)n->nin);
     for (int i = 0; i < n->nin; i++) h = mix(h, (uint64_t)(uintptr_t)n->inputs[i]);
     return finish(h);
@@ -201,10 +269,10 @@ int tg_rw_merge(tg_rw *rw) {
          * than the cache, and each lookup would wait for its miss. (Only
          * a hint: merging the nodes before it may change its inputs.) */
         if (i + 8 < nnodes)
-            __builtin_prefetch(&t.slot[(size_t)node_hash(fg->nodes[i + 8]) & (t.cap - 1)]);
+            __builtin_prefetch(&t.slot[(size_t)tg_rw_merge_hash(fg->nodes[i + 8]) & (t.cap - 1)]);
         tg_node *n = fg->nodes[i];
         if (tg_rw_dead(n) || (n->op->flags & TG_OPF_SIDE_EFFECT)) continue;
-        tg_node *same = table_find_or_add(&t, node_hash(n), n, eq_node);
+        tg_node *same = table_find_or_add(&t, tg_rw_merge_hash(n), n, eq_node);
         if (!same) goto nomem;
         if (same == n) continue;
         if (lazy && !tg_regions_nested(&reg, reg.of[n->index], reg.of[same->index])) continue;
