@@ -672,6 +672,60 @@ static int cast_useless(tg_rw *rw, tg_node *n) {
 
 static int identity_useless(tg_rw *rw, tg_node *n) { return swap(rw, n, n->inputs[0]); }
 
+/* The producer p of y that an argmax (or argmin, *op) with n's attrs
+ * goes through, *op then what it becomes there; NULL when it does not. */
+static tg_node *argmax_through(const tg_var *y, const tg_node *n, const char **op) {
+    static const char *const increasing[] = {"exp",  "exp2",    "expm1", "sigmoid", "tanh", "softplus",
+                                             "arctan", "sinh", "arcsinh", "erf", NULL};
+    tg_node *p = y->owner;
+    if (!p || p->nin != 1 || p->nout != 1) return NULL;
+    const tg_var *x = p->inputs[0];
+    if (x->type.dtype == TG_BOOL || x->type.ndim != y->type.ndim) return NULL;
+    const char *f = p->op->name;
+    bool ok = false;
+    if (!strcmp(f, "softmax") || !strcmp(f, "log_softmax")) {
+        ok = p->a.axis_mask == n->a.axis_mask;
+    } else if (!strcmp(f, "neg")) {
+        if (!tg_dtype_is_float(x->type.dtype)) return NULL;
+        *op = !strcmp(*op, "argmax") ? "argmin" : "argmax";
+        ok = true;
+    } else {
+        for (int i = 0; increasing[i] && !ok; i++) ok = !strcmp(f, increasing[i]);
+    }
+    return ok ? p : NULL;
+}
+
+static bool is_argmax(const tg_node *a) { return !strcmp(a->op->name, "argmax") || !strcmp(a->op->name, "argmin"); }
+
+/* How many readers of a variable argmax_pushdown looks through (past
+ * that, it goes down alone: a variable read by thousands costs no
+ * more). */
+enum { ARGMAX_LOOK = 8 };
+
+/* a, a live argmax or argmin, has n's attrs and type. */
+static bool argmax_like(const tg_node *a, const tg_node *n) {
+    return !tg_rw_dead(a) && is_argmax(a) && a->a.axis_null == n->a.axis_null && a->a.axis_mask == n->a.axis_mask &&
+           a->a.keepdims == n->a.keepdims && tg_type_equal(&a->outputs[0]->type, &n->outputs[0]->type);
+}
+
+/* An argmax or argmin like n above it, whose way down passes n's input:
+ * it reads f(x), x n's input, and goes through f. */
+static tg_node *argmax_above(const tg_node *n) {
+    const tg_var *x = n->inputs[0];
+    if (x->nclients > ARGMAX_LOOK) return NULL;
+    for (int i = 0; i < x->nclients; i++) {
+        const tg_node *f = x->clients[i].node;
+        if (!f || f == n || f->nout != 1 || f->outputs[0]->nclients > ARGMAX_LOOK) continue;
+        const tg_var *y = f->outputs[0];
+        for (int k = 0; k < y->nclients; k++) {
+            tg_node *m = y->clients[k].node;
+            const char *op = "argmax";
+            if (m && argmax_like(m, n) && argmax_through(y, n, &op) == f) return m;
+        }
+    }
+    return NULL;
+}
+
 /* argmax(f(x)) -> argmax(x), argmin too, for f that keeps the order of
  * the values it compares (Theano's local_argmax_pushdown): softmax and
  * log_softmax over the argmax's axes, and the strictly increasing
@@ -681,28 +735,75 @@ static int identity_useless(tg_rw *rw, tg_node *n) { return swap(rw, n, n->input
  * saturated sigmoid, exp past overflow) the result is the index of the
  * true extreme rather than the first of the tie; where a softmax row
  * holds a NaN (all of it NaN, index 0 as written) it is the NaN's index,
- * as argmax(x) gives. */
+ * as argmax(x) gives.
+ *
+ * It goes all the way down in one application, and takes with it the
+ * argmaxes like it that it passes (an argmax of every step of a chain of
+ * such ops); an argmax with one above that will pass its input waits for
+ * it. A step at a time, each went down the whole chain below it, a new
+ * node a step: n^2/2. An argmax of the bottom already there is taken. */
 static int argmax_pushdown(tg_rw *rw, tg_node *n) {
-    static const char *const increasing[] = {"exp",  "exp2",    "expm1", "sigmoid", "tanh", "softplus",
-                                             "arctan", "sinh", "arcsinh", "erf", NULL};
-    tg_node *p = n->inputs[0]->owner;
-    if (!p || p->nin != 1 || p->nout != 1) return 0;
-    tg_var *x = p->inputs[0];
-    if (x->type.dtype == TG_BOOL || x->type.ndim != p->outputs[0]->type.ndim) return 0;
-    const char *op = n->op->name, *f = p->op->name;
-    bool ok = false;
-    if (!strcmp(f, "softmax") || !strcmp(f, "log_softmax")) {
-        ok = p->a.axis_mask == n->a.axis_mask;
-    } else if (!strcmp(f, "neg")) {
-        if (!is_float(x)) return 0;
-        op = !strcmp(op, "argmax") ? "argmin" : "argmax";
-        ok = true;
-    } else {
-        for (int i = 0; increasing[i] && !ok; i++) ok = !strcmp(f, increasing[i]);
+    const char *op = n->op->name;
+    if (!argmax_through(n->inputs[0], n, &op)) return 0;
+    tg_node *m = argmax_above(n);
+    if (m) return tg_rw_requeue(rw, m) ? TG_ENOMEM : 0;
+    /* The way down: the argmaxes passed, and how many negations lie
+     * above each (its op flips at each one below it). */
+    tg_node **passed = NULL;
+    int *flips_at = NULL, npassed = 0, cap = 0, flips = 0, rc = TG_OK;
+    tg_var *v = n->inputs[0];
+    for (tg_node *p; (p = argmax_through(v, n, &op));) {
+        bool neg = !strcmp(p->op->name, "neg");
+        for (int i = 0; v != n->inputs[0] && v->nclients <= ARGMAX_LOOK && i < v->nclients; i++) {
+            tg_node *a = v->clients[i].node;
+            if (!a || a == n || !argmax_like(a, n)) continue;
+            if (npassed == cap) {
+                cap = cap ? 2 * cap : 16;
+                tg_node **p2 = tg_realloc(passed, sizeof *p2 * (size_t)cap);
+                if (p2) passed = p2;
+                int *f2 = p2 ? tg_realloc(flips_at, sizeof *f2 * (size_t)cap) : NULL;
+                if (f2) flips_at = f2;
+                if (!p2 || !f2) {
+                    rc = TG_ENOMEM;
+                    goto done;
+                }
+            }
+            flips_at[npassed] = flips;
+            passed[npassed++] = a;
+        }
+        flips += neg;
+        v = p->inputs[0];
     }
-    if (!ok) return 0;
-    if (match_if_dies(rw, p)) return TG_ENOMEM;
-    return swap(rw, n, tg_rw_op1(rw, op, x, attrs_str(n)));
+    /* At the bottom, v: its argmax and argmin, taken or made once. */
+    tg_var *at[2] = {NULL, NULL};
+    for (int i = 0; v->nclients <= ARGMAX_LOOK && i < v->nclients; i++) {
+        tg_node *a = v->clients[i].node;
+        if (a && argmax_like(a, n)) at[strcmp(a->op->name, "argmax") != 0] = a->outputs[0];
+    }
+    if ((rc = match_if_dies(rw, n->inputs[0]->owner))) goto done;
+    /* n first: the others only once it applied */
+    for (int k = npassed; k >= 0; k--) {
+        tg_node *a = k < npassed ? passed[k] : n;
+        int below = flips - (k < npassed ? flips_at[k] : 0);
+        int which = (strcmp(a->op->name, "argmax") != 0) ^ (below & 1);
+        if (!at[which] && !(at[which] = tg_rw_op1(rw, which ? "argmin" : "argmax", v, attrs_str(n)))) {
+            rc = swap(rw, n, NULL);
+            goto done;
+        }
+        if (a == n) {
+            if ((rc = swap(rw, n, at[which])) != 1) goto done;
+        } else {
+            int r = tg_rw_match(rw, a);
+            if (r || (r = tg_rw_replace(rw, a->outputs[0], at[which]))) {
+                rc = r;
+                goto done;
+            }
+        }
+    }
+done:
+    tg_free(passed);
+    tg_free(flips_at);
+    return rc;
 }
 
 /* shape(x) -> the constant, when x's type gives every length; shape_i(x)
