@@ -708,22 +708,78 @@ static bool argmax_like(const tg_node *a, const tg_node *n) {
            a->a.keepdims == n->a.keepdims && tg_type_equal(&a->outputs[0]->type, &n->outputs[0]->type);
 }
 
-/* An argmax or argmin like n above it, whose way down passes n's input:
- * it reads f(x), x n's input, and goes through f. */
-static tg_node *argmax_above(const tg_node *n) {
-    const tg_var *x = n->inputs[0];
-    if (x->nclients > ARGMAX_LOOK) return NULL;
-    for (int i = 0; i < x->nclients; i++) {
-        const tg_node *f = x->clients[i].node;
-        if (!f || f == n || f->nout != 1 || f->outputs[0]->nclients > ARGMAX_LOOK) continue;
+/* The argmaxes and argmins like n that read f(v), for f a reader of v
+ * other than `from` that they go through into v: through[i], the i-th
+ * of them, with neg[i] whether f is a neg (at most ARGMAX_LOOK readers
+ * of v and of each f(v) are looked at). With limit 1, the first. */
+static int argmax_readers_through(const tg_var *v, const tg_node *from, const tg_node *n, tg_node **through,
+                                  bool *neg, int limit) {
+    int k = 0;
+    if (v->nclients > ARGMAX_LOOK) return 0;
+    for (int i = 0; i < v->nclients && k < limit; i++) {
+        const tg_node *f = v->clients[i].node;
+        if (!f || f == from || f->nout != 1 || f->outputs[0]->nclients > ARGMAX_LOOK) continue;
         const tg_var *y = f->outputs[0];
-        for (int k = 0; k < y->nclients; k++) {
-            tg_node *m = y->clients[k].node;
-            const char *op = "argmax";
-            if (m && argmax_like(m, n) && argmax_through(y, n, &op) == f) return m;
+        const char *op = "argmax";
+        if (argmax_through(y, n, &op) != f) continue;
+        for (int j = 0; j < y->nclients && k < limit; j++) {
+            tg_node *m = y->clients[j].node;
+            if (m && m != n && argmax_like(m, n)) {
+                neg[k] = !strcmp(f->op->name, "neg");
+                through[k++] = m;
+            }
+        }
+    }
+    return k;
+}
+
+/* How far up, and past how many readers, argmax_above looks. */
+enum { ARGMAX_UP = 4, ARGMAX_BUDGET = 64 };
+
+/* An argmax or argmin like n that reads a variable at least `min` and at
+ * most ARGMAX_UP steps above v (hops taken so far), each step through an
+ * op it goes through, the first through a reader of v other than
+ * `from`; *budget bounds the readers looked at. */
+static tg_node *argmax_up(const tg_var *v, const tg_node *from, const tg_node *n, int hops, int min, int *budget) {
+    if (v->nclients > ARGMAX_LOOK) return NULL;
+    for (int i = 0; i < v->nclients; i++) {
+        const tg_node *g = v->clients[i].node;
+        if (!g || g == from || g->nout != 1) continue;
+        if (--*budget < 0) return NULL;
+        const tg_var *w = g->outputs[0];
+        const char *op = "argmax";
+        if (w->nclients > ARGMAX_LOOK || argmax_through(w, n, &op) != g) continue;
+        if (hops + 1 >= min)
+            for (int j = 0; j < w->nclients; j++) {
+                tg_node *m = w->clients[j].node;
+                if (m && m != n && argmax_like(m, n)) return m;
+            }
+        if (hops + 1 < ARGMAX_UP) {
+            tg_node *m = argmax_up(w, NULL, n, hops + 1, min, budget);
+            if (m) return m;
         }
     }
     return NULL;
+}
+
+/* An argmax or argmin like n whose way down will take n along, so that n
+ * waits for it (argmax_pushdown). Its way passes x, n's input, coming
+ * from another reader of x (it takes the readers of x along); or passes
+ * u, where n's way goes after its first step (x = p(u)), coming from
+ * another reader of u than p (it takes the argmaxes of p(u) along: n on
+ * a side branch of a chain, `argmax(exp(t_k))` for each t_k =
+ * tanh(t_{k-1})). It reads a variable further from the graph's inputs
+ * than x, so that no two wait for each other: at least one step above x,
+ * or two above u. Up to ARGMAX_UP steps are looked at; past that an
+ * argmax goes down on its own, walking the chain below it. */
+static tg_node *argmax_above(const tg_node *n) {
+    const tg_var *x = n->inputs[0];
+    int budget = ARGMAX_BUDGET;
+    if (x->nclients > ARGMAX_LOOK) return NULL;
+    tg_node *m = argmax_up(x, n, n, 0, 1, &budget);
+    if (m) return m;
+    const tg_node *p = x->owner;
+    return argmax_up(p->inputs[0], p, n, 0, 2, &budget);
 }
 
 /* argmax(f(x)) -> argmax(x), argmin too, for f that keeps the order of
@@ -752,10 +808,16 @@ static int argmax_pushdown(tg_rw *rw, tg_node *n) {
     tg_node **passed = NULL;
     int *flips_at = NULL, npassed = 0, cap = 0, flips = 0, rc = TG_OK;
     tg_var *v = n->inputs[0];
+    const tg_node *from = n; /* the reader of v the way came up through */
     for (tg_node *p; (p = argmax_through(v, n, &op));) {
-        bool neg = !strcmp(p->op->name, "neg");
-        for (int i = 0; v != n->inputs[0] && v->nclients <= ARGMAX_LOOK && i < v->nclients; i++) {
-            tg_node *a = v->clients[i].node;
+        /* Those that read v, and those that read f(v) for another reader
+         * f they go through (side branches; one negation more where f is
+         * a neg). */
+        tg_node *side[ARGMAX_LOOK * ARGMAX_LOOK];
+        bool side_neg[ARGMAX_LOOK * ARGMAX_LOOK];
+        int nside = v != n->inputs[0] ? argmax_readers_through(v, from, n, side, side_neg, ARGMAX_LOOK * ARGMAX_LOOK) : 0;
+        for (int i = -nside; v != n->inputs[0] && v->nclients <= ARGMAX_LOOK && i < v->nclients; i++) {
+            tg_node *a = i < 0 ? side[-i - 1] : v->clients[i].node;
             if (!a || a == n || !argmax_like(a, n)) continue;
             if (npassed == cap) {
                 cap = cap ? 2 * cap : 16;
@@ -768,10 +830,11 @@ static int argmax_pushdown(tg_rw *rw, tg_node *n) {
                     goto done;
                 }
             }
-            flips_at[npassed] = flips;
+            flips_at[npassed] = flips - (i < 0 && side_neg[-i - 1]);
             passed[npassed++] = a;
         }
-        flips += neg;
+        flips += !strcmp(p->op->name, "neg");
+        from = p;
         v = p->inputs[0];
     }
     /* At the bottom, v: its argmax and argmin, taken or made once. */
