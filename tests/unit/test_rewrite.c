@@ -28,6 +28,15 @@ static tg_graph *load(const char *s) {
     return g;
 }
 
+/* Graph text built with tg_str_addf (the generated chains), loaded; the
+ * text is freed. */
+static tg_graph *load_text(tg_str *j) {
+    assert_false(j->oom);
+    tg_graph *g = tu_load(j->s);
+    tg_str_free(j);
+    return g;
+}
+
 static tg_function *compile_opts(tg_graph *g, const char *fn, const tg_compile_options *o) {
     tg_ctx *ctx = tg_ctx_new();
     int i = tg_graph_function_find(g, fn, ctx);
@@ -1565,23 +1574,17 @@ static void test_record_origins_traces(void **state) {
 /* `x + 1 + 2 + ... + steps` as a chain of adds a0 .. a<steps-1>, x a
  * float64 scalar, loaded. */
 static tg_graph *load_add_chain(int steps) {
-    size_t cap = (size_t)steps * 96 + 512, len = 0;
-    char *j = malloc(cap);
-    len += (size_t)snprintf(j + len, cap - len,
-                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
-                            "\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],\"nodes\":[");
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
+                "\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],\"nodes\":[");
     for (int i = 0; i < steps; i++) {
         char in[16];
         snprintf(in, sizeof in, i ? "a%d" : "x", i - 1);
-        len += (size_t)snprintf(j + len, cap - len,
-                                "%s{\"op\":\"add\",\"inputs\":[\"%s\",{\"value\":%d}],\"outputs\":[\"a%d\"]}",
-                                i ? "," : "", in, i + 1, i);
+        tg_str_addf(&j, "%s{\"op\":\"add\",\"inputs\":[\"%s\",{\"value\":%d}],\"outputs\":[\"a%d\"]}",
+                    i ? "," : "", in, i + 1, i);
     }
-    len += (size_t)snprintf(j + len, cap - len, "]}");
-    assert_true(len < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
-    return g;
+    tg_str_addf(&j, "]}");
+    return load_text(&j);
 }
 
 /* Bytes the library holds, and the most it held (malloc_usable_size). */
@@ -1665,30 +1668,23 @@ static long applied(const tg_function *f, const char *name) {
 static void test_dimshuffle_chain(void **state) {
     (void)state;
     enum { PAIRS = 600 };
-    size_t cap = (size_t)PAIRS * 256 + 512, len = 0;
-    char *j = malloc(cap);
-    len += (size_t)snprintf(j + len, cap - len,
-                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                            "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,3,4]}},"
-                            "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],\"nodes\":[");
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,3,4]}},"
+                "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],\"nodes\":[");
     for (int i = 0; i < PAIRS; i++) {
         char h[16];
         snprintf(h, sizeof h, i ? "h%d" : "x", i - 1);
-        len += (size_t)snprintf(j + len, cap - len,
-                                "%s{\"op\":\"dimshuffle\",\"inputs\":[\"%s\"],\"outputs\":[\"t%d\"],"
-                                "\"attrs\":{\"order\":[1,2,0]}},"
-                                "{\"op\":\"sin\",\"inputs\":[\"t%d\"],\"outputs\":[\"%s%d\"]}",
-                                i ? "," : "", h, i, i, i % 3 == 2 ? "s" : "h", i);
+        tg_str_addf(&j, "%s{\"op\":\"dimshuffle\",\"inputs\":[\"%s\"],\"outputs\":[\"t%d\"],"
+                    "\"attrs\":{\"order\":[1,2,0]}},"
+                    "{\"op\":\"sin\",\"inputs\":[\"t%d\"],\"outputs\":[\"%s%d\"]}",
+                    i ? "," : "", h, i, i, i % 3 == 2 ? "s" : "h", i);
         if (i % 3 == 2)
-            len += (size_t)snprintf(j + len, cap - len,
-                                    ",{\"op\":\"add\",\"inputs\":[\"s%d\",\"b\"],\"outputs\":[\"h%d\"]}", i, i);
+            tg_str_addf(&j, ",{\"op\":\"add\",\"inputs\":[\"s%d\",\"b\"],\"outputs\":[\"h%d\"]}", i, i);
     }
-    len += (size_t)snprintf(j + len, cap - len,
-                            "],\"functions\":{\"f\":{\"inputs\":[\"x\",\"b\"],\"outputs\":[\"h%d\"]}}}",
-                            PAIRS - 1);
-    assert_true(len < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_str_addf(&j, "],\"functions\":{\"f\":{\"inputs\":[\"x\",\"b\"],\"outputs\":[\"h%d\"]}}}",
+                PAIRS - 1);
+    tg_graph *g = load_text(&j);
     tg_compile_options o = {.preset = "fast_run"};
     tg_function *f = compile_opts(g, NULL, &o);
     long lifts = applied(f, "dimshuffle_lift");
@@ -2083,24 +2079,17 @@ static void test_fusion_long_chain(void **state) {
 /* `terms` nodes op(x, i % distinct + 0.5), a0 .. a<terms-1>, x a float64
  * vector of 2, summed by a chain of adds t1 .. t<terms-1>; loaded. */
 static tg_graph *load_const_terms(const char *op, int terms, int distinct) {
-    /* each term: its node and an add, up to about 90 bytes each */
-    size_t cap = (size_t)terms * 256 + 256;
-    char *buf = malloc(cap);
-    int k = snprintf(buf, cap, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
-                               "\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[");
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
+                "\"type\":{\"dtype\":\"float64\",\"shape\":[2]}}],\"nodes\":[");
     for (int i = 0; i < terms; i++)
-        k += snprintf(buf + k, cap - (size_t)k,
-                      "%s{\"op\":\"%s\",\"inputs\":[\"x\",{\"value\":%d.5}],\"outputs\":[\"a%d\"]}",
-                      i ? "," : "", op, i % distinct, i);
+        tg_str_addf(&j, "%s{\"op\":\"%s\",\"inputs\":[\"x\",{\"value\":%d.5}],\"outputs\":[\"a%d\"]}",
+                    i ? "," : "", op, i % distinct, i);
     for (int i = 1; i < terms; i++)
-        k += snprintf(buf + k, cap - (size_t)k,
-                      ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"a%d\"],\"outputs\":[\"t%d\"]}",
-                      i == 1 ? "a" : "t", i - 1, i, i);
-    k += snprintf(buf + k, cap - (size_t)k, "]}");
-    assert_true((size_t)k < cap);
-    tg_graph *g = tu_load(buf);
-    free(buf);
-    return g;
+        tg_str_addf(&j, ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"a%d\"],\"outputs\":[\"t%d\"]}",
+                    i == 1 ? "a" : "t", i - 1, i, i);
+    tg_str_addf(&j, "]}");
+    return load_text(&j);
 }
 
 /* Merge with more constants than its table starts with (it grows):
@@ -2216,14 +2205,13 @@ static long origins_total(const tg_function *f) {
 static void test_switch_chain(void **state) {
     (void)state;
     enum { STEPS = 300 };
-    size_t cap = (size_t)STEPS * 256 + 1024, len = 0;
-    char *j = malloc(cap);
-    len += (size_t)snprintf(j + len, cap - len, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[");
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[");
     const char *vars[] = {"x", "y", "c0", "c1", "c2"};
     for (int v = 0; v < 5; v++)
-        len += (size_t)snprintf(j + len, cap - len, "%s{\"id\":\"%s\",\"type\":{\"dtype\":\"%s\",\"shape\":[5]}}",
-                                v ? "," : "", vars[v], v < 2 ? "float64" : "bool");
-    len += (size_t)snprintf(j + len, cap - len, "],\"nodes\":[");
+        tg_str_addf(&j, "%s{\"id\":\"%s\",\"type\":{\"dtype\":\"%s\",\"shape\":[5]}}",
+                    v ? "," : "", vars[v], v < 2 ? "float64" : "bool");
+    tg_str_addf(&j, "],\"nodes\":[");
     for (int i = 0; i < STEPS; i++) {
         char t[16], sw[96];
         snprintf(t, sizeof t, i ? "t%d" : "x", i - 1);
@@ -2234,18 +2222,14 @@ static void test_switch_chain(void **state) {
         /* the switch first, but second in the products of even steps */
         char ops[32];
         snprintf(ops, sizeof ops, i % 4 == 3 || i % 2 ? "\"s%d\",\"y\"" : "\"y\",\"s%d\"", i);
-        len += (size_t)snprintf(j + len, cap - len,
-                                "%s{\"op\":\"switch\",\"inputs\":%s,\"outputs\":[\"s%d\"]},"
-                                "{\"op\":\"%s\",\"inputs\":[%s],\"outputs\":[\"t%d\"]}",
-                                i ? "," : "", sw, i, i % 4 == 3 ? "true_div" : "mul", ops, i);
+        tg_str_addf(&j, "%s{\"op\":\"switch\",\"inputs\":%s,\"outputs\":[\"s%d\"]},"
+                    "{\"op\":\"%s\",\"inputs\":[%s],\"outputs\":[\"t%d\"]}",
+                    i ? "," : "", sw, i, i % 4 == 3 ? "true_div" : "mul", ops, i);
     }
-    len += (size_t)snprintf(j + len, cap - len,
-                            "],\"functions\":{\"f\":{\"inputs\":[\"x\",\"y\",\"c0\",\"c1\",\"c2\"],"
-                            "\"outputs\":[\"t%d\"]}}}",
-                            STEPS - 1);
-    assert_true(len < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_str_addf(&j, "],\"functions\":{\"f\":{\"inputs\":[\"x\",\"y\",\"c0\",\"c1\",\"c2\"],"
+                "\"outputs\":[\"t%d\"]}}}",
+                STEPS - 1);
+    tg_graph *g = load_text(&j);
     tg_function *f = compile_preset(g, "fast_run");
     long sinks = applied(f, "switch_sink");
     assert_true(sinks >= STEPS && sinks <= 2 * STEPS); /* 300; 45,150 before */
@@ -2293,28 +2277,22 @@ static void test_switch_chain(void **state) {
 static void test_switch_sink_shared(void **state) {
     (void)state;
     enum { STEPS = 200 };
-    size_t cap = (size_t)STEPS * 160 + 1024, len = 0;
-    char *j = malloc(cap);
-    len += (size_t)snprintf(j + len, cap - len,
-                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                            "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
-                            "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],\"nodes\":[");
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
+                "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],\"nodes\":[");
     for (int i = 0; i < STEPS; i++) {
         char t[16];
         snprintf(t, sizeof t, i ? "r%d" : "x", i - 1);
-        len += (size_t)snprintf(j + len, cap - len,
-                                "%s{\"op\":\"mul\",\"inputs\":[\"%s\",\"w\"],\"outputs\":[\"z%d\"]},"
-                                "{\"op\":\"relu\",\"inputs\":[\"z%d\"],\"outputs\":[\"r%d\"]}",
-                                i ? "," : "", t, i, i, i);
+        tg_str_addf(&j, "%s{\"op\":\"mul\",\"inputs\":[\"%s\",\"w\"],\"outputs\":[\"z%d\"]},"
+                    "{\"op\":\"relu\",\"inputs\":[\"z%d\"],\"outputs\":[\"r%d\"]}",
+                    i ? "," : "", t, i, i, i);
     }
-    len += (size_t)snprintf(j + len, cap - len,
-                            ",{\"op\":\"sum\",\"inputs\":[\"r%d\"],\"outputs\":[\"cost\"]},"
-                            "{\"op\":\"grad\",\"inputs\":[\"cost\",\"x\",\"w\"],\"outputs\":[\"gx\",\"gw\"]}],"
-                            "\"functions\":{\"f\":{\"inputs\":[\"x\",\"w\"],\"outputs\":[\"gx\",\"gw\"]}}}",
-                            STEPS - 1);
-    assert_true(len < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_str_addf(&j, ",{\"op\":\"sum\",\"inputs\":[\"r%d\"],\"outputs\":[\"cost\"]},"
+                "{\"op\":\"grad\",\"inputs\":[\"cost\",\"x\",\"w\"],\"outputs\":[\"gx\",\"gw\"]}],"
+                "\"functions\":{\"f\":{\"inputs\":[\"x\",\"w\"],\"outputs\":[\"gx\",\"gw\"]}}}",
+                STEPS - 1);
+    tg_graph *g = load_text(&j);
     tg_function *f = compile_preset(g, "fast_run");
     assert_true(fired(f, "switch_sink"));
     assert_true(count_op(f, "switch") <= 2 * STEPS); /* 201; 20,300 before */
@@ -2360,25 +2338,20 @@ static void test_switch_sink_shared(void **state) {
 static void test_merge_rows(void **state) {
     (void)state;
     enum { ROWS = 2000 };
-    size_t cap = (size_t)ROWS * 512 + 512, len = 0;
-    char *j = malloc(cap);
-    len += (size_t)snprintf(j + len, cap - len,
-                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
-                            "{\"dtype\":\"float64\",\"shape\":[%d,3]}}],\"nodes\":[",
-                            ROWS);
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                "{\"dtype\":\"float64\",\"shape\":[%d,3]}}],\"nodes\":[",
+                ROWS);
     for (int i = 0; i < 2 * ROWS; i++) {
-        len += (size_t)snprintf(j + len, cap - len,
-                                "%s{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"r%d\"],"
-                                "\"attrs\":{\"index\":[%d]}}",
-                                i ? "," : "", i, i % ROWS);
+        tg_str_addf(&j, "%s{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"r%d\"],"
+                    "\"attrs\":{\"index\":[%d]}}",
+                    i ? "," : "", i, i % ROWS);
         if (i)
-            len += (size_t)snprintf(j + len, cap - len, ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"r%d\"],\"outputs\":[\"s%d\"]}",
-                                    i == 1 ? "r" : "s", i - 1, i, i);
+            tg_str_addf(&j, ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"r%d\"],\"outputs\":[\"s%d\"]}",
+                        i == 1 ? "r" : "s", i - 1, i, i);
     }
-    len += (size_t)snprintf(j + len, cap - len, "]}");
-    assert_true(len < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_str_addf(&j, "]}");
+    tg_graph *g = load_text(&j);
     tg_compile_options none = {.preset = "none"};
     tg_function *f0 = compile_opts(g, NULL, &none);
     /* row i's two nodes hash alike, and apart from the other rows' */
@@ -2424,6 +2397,21 @@ static void test_merge_rows(void **state) {
     tg_graph_free(g);
 }
 
+/* out, step's argmax (or argmin) over the rows of the 4x5 x, holds the
+ * index of each row's max (or min) in x. */
+static void check_row_extremes(int step, const tg_array *out, const tg_array *x, bool max) {
+    for (int r = 0; r < 4; r++) {
+        int best = 0;
+        for (int c = 1; c < 5; c++) {
+            double v = tg_array_get_flat(x, r * 5 + c), b = tg_array_get_flat(x, r * 5 + best);
+            if (max ? v > b : v < b) best = c;
+        }
+        if (tg_array_get_flat(out, r) != best)
+            fail_msg("step %d row %d: %g, the %s of x's row is at %d", step, r, tg_array_get_flat(out, r),
+                     max ? "max" : "min", best);
+    }
+}
+
 /* An argmax of every step of a chain that keeps or reverses the order
  * of each row (tanh, neg, sigmoid, arctan, neg, ...): each went down the
  * whole chain below it a step and a new node at a time (STEPS^2/2
@@ -2436,25 +2424,20 @@ static void test_argmax_chain(void **state) {
     (void)state;
     enum { STEPS = 600 };
     static const char *const ops[5] = {"tanh", "neg", "sigmoid", "arctan", "neg"};
-    size_t cap = (size_t)STEPS * 256 + 512, len = 0;
-    char *j = malloc(cap);
-    len += (size_t)snprintf(j + len, cap - len,
-                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
-                            "{\"dtype\":\"float64\",\"shape\":[4,5]}}],\"nodes\":[");
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                "{\"dtype\":\"float64\",\"shape\":[4,5]}}],\"nodes\":[");
     for (int i = 0; i < STEPS; i++) {
         char t[16];
         snprintf(t, sizeof t, i ? "t%d" : "x", i - 1);
-        len += (size_t)snprintf(j + len, cap - len,
-                                "%s{\"op\":\"%s\",\"inputs\":[\"%s\"],\"outputs\":[\"t%d\"]},"
-                                "{\"op\":\"argmax\",\"inputs\":[\"t%d\"],\"outputs\":[\"a%d\"],\"attrs\":{\"axis\":1}}",
-                                i ? "," : "", ops[i % 5], t, i, i, i);
+        tg_str_addf(&j, "%s{\"op\":\"%s\",\"inputs\":[\"%s\"],\"outputs\":[\"t%d\"]},"
+                    "{\"op\":\"argmax\",\"inputs\":[\"t%d\"],\"outputs\":[\"a%d\"],\"attrs\":{\"axis\":1}}",
+                    i ? "," : "", ops[i % 5], t, i, i, i);
     }
-    len += (size_t)snprintf(j + len, cap - len, "],\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[");
-    for (int i = 0; i < STEPS; i++) len += (size_t)snprintf(j + len, cap - len, "%s\"a%d\"", i ? "," : "", i);
-    len += (size_t)snprintf(j + len, cap - len, "]}}}");
-    assert_true(len < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_str_addf(&j, "],\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[");
+    for (int i = 0; i < STEPS; i++) tg_str_addf(&j, "%s\"a%d\"", i ? "," : "", i);
+    tg_str_addf(&j, "]}}}");
+    tg_graph *g = load_text(&j);
     tg_function *f = compile_preset(g, "fast_run");
     long pushes = applied(f, "argmax_pushdown");
     assert_true(pushes >= 1 && pushes <= 2); /* 1; 180,300 before */
@@ -2466,16 +2449,7 @@ static void test_argmax_chain(void **state) {
     int negs = 0;
     for (int i = 0; i < STEPS; i++) {
         negs += !strcmp(ops[i % 5], "neg");
-        for (int r = 0; r < 4; r++) {
-            int best = 0;
-            for (int c = 1; c < 5; c++) {
-                double v = tg_array_get_flat(in, r * 5 + c), b = tg_array_get_flat(in, r * 5 + best);
-                if (negs % 2 ? v < b : v > b) best = c;
-            }
-            if (tg_array_get_flat(out[i], r) != best)
-                fail_msg("step %d row %d: %g, the %s of x's row is at %d", i, r, tg_array_get_flat(out[i], r),
-                         negs % 2 ? "min" : "max", best);
-        }
+        check_row_extremes(i, out[i], in, negs % 2 == 0);
         tg_array_free(out[i]);
     }
     free(out);
@@ -2496,27 +2470,22 @@ static void test_argmax_side_chain(void **state) {
     (void)state;
     enum { STEPS = 600 };
     static const char *const spine[3] = {"tanh", "neg", "sigmoid"}, *const side[2] = {"exp", "neg"};
-    size_t cap = (size_t)STEPS * 320 + 512, len = 0;
-    char *j = malloc(cap);
-    len += (size_t)snprintf(j + len, cap - len,
-                            "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
-                            "{\"dtype\":\"float64\",\"shape\":[4,5]}}],\"nodes\":[");
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                "{\"dtype\":\"float64\",\"shape\":[4,5]}}],\"nodes\":[");
     for (int i = 0; i < STEPS; i++) {
         char t[16];
         snprintf(t, sizeof t, i ? "t%d" : "x", i - 1);
-        len += (size_t)snprintf(j + len, cap - len,
-                                "%s{\"op\":\"%s\",\"inputs\":[\"%s\"],\"outputs\":[\"t%d\"]},"
-                                "{\"op\":\"%s\",\"inputs\":[\"t%d\"],\"outputs\":[\"s%d\"]},"
-                                "{\"op\":\"%s\",\"inputs\":[\"s%d\"],\"outputs\":[\"a%d\"],\"attrs\":{\"axis\":1}}",
-                                i ? "," : "", spine[i % 3], t, i, side[i % 2], i, i,
-                                (i / 2) % 2 ? "argmin" : "argmax", i, i);
+        tg_str_addf(&j, "%s{\"op\":\"%s\",\"inputs\":[\"%s\"],\"outputs\":[\"t%d\"]},"
+                    "{\"op\":\"%s\",\"inputs\":[\"t%d\"],\"outputs\":[\"s%d\"]},"
+                    "{\"op\":\"%s\",\"inputs\":[\"s%d\"],\"outputs\":[\"a%d\"],\"attrs\":{\"axis\":1}}",
+                    i ? "," : "", spine[i % 3], t, i, side[i % 2], i, i,
+                    (i / 2) % 2 ? "argmin" : "argmax", i, i);
     }
-    len += (size_t)snprintf(j + len, cap - len, "],\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[");
-    for (int i = 0; i < STEPS; i++) len += (size_t)snprintf(j + len, cap - len, "%s\"a%d\"", i ? "," : "", i);
-    len += (size_t)snprintf(j + len, cap - len, "]}}}");
-    assert_true(len < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
+    tg_str_addf(&j, "],\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[");
+    for (int i = 0; i < STEPS; i++) tg_str_addf(&j, "%s\"a%d\"", i ? "," : "", i);
+    tg_str_addf(&j, "]}}}");
+    tg_graph *g = load_text(&j);
     tg_function *f = compile_preset(g, "fast_run");
     long pushes = applied(f, "argmax_pushdown");
     assert_true(pushes >= 1 && pushes <= 2); /* 1; 500 before, each walking the chain */
@@ -2529,16 +2498,7 @@ static void test_argmax_side_chain(void **state) {
     for (int i = 0; i < STEPS; i++) {
         negs += !strcmp(spine[i % 3], "neg");
         bool max = ((i / 2) % 2 == 0) ^ ((negs + !strcmp(side[i % 2], "neg")) % 2);
-        for (int r = 0; r < 4; r++) {
-            int best = 0;
-            for (int c = 1; c < 5; c++) {
-                double v = tg_array_get_flat(in, r * 5 + c), b = tg_array_get_flat(in, r * 5 + best);
-                if (max ? v > b : v < b) best = c;
-            }
-            if (tg_array_get_flat(out[i], r) != best)
-                fail_msg("step %d row %d: %g, the %s of x's row is at %d", i, r, tg_array_get_flat(out[i], r),
-                         max ? "max" : "min", best);
-        }
+        check_row_extremes(i, out[i], in, max);
         tg_array_free(out[i]);
     }
     free(out);
