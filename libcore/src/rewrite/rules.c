@@ -451,18 +451,34 @@ static bool is_dimshuffle(const tg_node *n) {
     return n && (!strcmp(n->op->name, "dimshuffle") || !strcmp(n->op->name, "transpose"));
 }
 
-/* A dimshuffle that lifts through e to meet one below it may have left
- * that one waiting (dimshuffle_lift); when the pair merges away, the
- * dimshuffles feeding the elementwise op that makes v, its input, are
- * looked at again. */
-static int requeue_below(tg_rw *rw, const tg_var *v) {
+/* How many elementwise ops a dimshuffle that waits for one above it
+ * (dimshuffle_lift) looks through, and (requeue_below) how many nodes
+ * below a merged pair are looked at for those that waited. */
+enum { LIFT_LOOK = 4, LIFT_BUDGET = 32 };
+
+/* A dimshuffle that lifts through the ops below it to meet one below
+ * them may have left that one waiting (dimshuffle_lift); when the pair
+ * merges away, the dimshuffles feeding the elementwise ops that make v,
+ * its input, up to LIFT_LOOK of them down, are looked at again. */
+static int requeue_below_from(tg_rw *rw, const tg_var *v, int hops, int *budget) {
     const tg_node *e = v->owner;
     if (!e || !(e->op->flags & TG_OPF_ELEMWISE)) return TG_OK;
-    for (int i = 0; i < e->nin; i++) {
+    for (int i = 0; i < e->nin && *budget > 0; i++) {
         tg_node *k = e->inputs[i]->owner;
-        if (is_dimshuffle(k) && tg_rw_requeue(rw, k)) return TG_ENOMEM;
+        if (!k) continue;
+        --*budget;
+        if (is_dimshuffle(k)) {
+            if (tg_rw_requeue(rw, k)) return TG_ENOMEM;
+        } else if (hops + 1 < LIFT_LOOK && requeue_below_from(rw, e->inputs[i], hops + 1, budget)) {
+            return TG_ENOMEM;
+        }
     }
     return TG_OK;
+}
+
+static int requeue_below(tg_rw *rw, const tg_var *v) {
+    int budget = LIFT_BUDGET;
+    return requeue_below_from(rw, v, 0, &budget);
 }
 
 /* transpose -> dimshuffle, dimshuffle(dimshuffle x) -> one, identity
@@ -527,17 +543,41 @@ static tg_node *lift_plan(const tg_node *n, int (*oi)[TG_MAX_NDIM], int *ni) {
     return e;
 }
 
-/* The dimshuffle that lifts through the elementwise op reading n's
- * output (n -> e -> m, each result read once), or NULL. */
+/* An order that moves every axis and adds or drops none. */
+static bool is_permutation(const tg_node *m) {
+    int o[TG_MAX_NDIM], no;
+    if (!order_of(m, o, &no) || no != m->inputs[0]->type.ndim) return false;
+    bool seen[TG_MAX_NDIM] = {0};
+    for (int i = 0; i < no; i++) {
+        if (o[i] < 0 || o[i] >= no || seen[o[i]]) return false;
+        seen[o[i]] = true;
+    }
+    return true;
+}
+
+/* The dimshuffle that will lift down to n's output through the
+ * elementwise ops reading it (n -> f -> m, each result read once), or
+ * NULL. Through more than one op (n -> f -> g -> m, up to LIFT_LOOK),
+ * only a permutation m over ops whose results have its rank along the
+ * way: such an order lifts through any elementwise op. */
 static tg_node *lifts_above(const tg_node *n) {
     const tg_var *z = n->outputs[0];
-    if (!tg_rw_single_client(z)) return NULL;
-    const tg_node *e = z->clients[0].node;
-    if (!(e->op->flags & TG_OPF_ELEMWISE) || e->nout != 1 || !tg_rw_single_client(e->outputs[0]))
-        return NULL;
-    tg_node *m = e->outputs[0]->clients[0].node;
-    int oi[8][TG_MAX_NDIM], ni[8];
-    return is_dimshuffle(m) && lift_plan(m, oi, ni) ? m : NULL;
+    int nd = z->type.ndim;
+    for (int hops = 0; hops < LIFT_LOOK; hops++) {
+        if (!tg_rw_single_client(z)) return NULL;
+        const tg_node *e = z->clients[0].node;
+        if (!(e->op->flags & TG_OPF_ELEMWISE) || e->nout != 1 || e->nin > 8 ||
+            !tg_rw_single_client(e->outputs[0]))
+            return NULL;
+        const tg_var *y = e->outputs[0];
+        tg_node *m = y->clients[0].node;
+        int oi[8][TG_MAX_NDIM], ni[8];
+        if (is_dimshuffle(m))
+            return lift_plan(m, oi, ni) && (hops == 0 || is_permutation(m)) ? m : NULL;
+        if (y->type.ndim != nd) return NULL;
+        z = y;
+    }
+    return NULL;
 }
 
 /* dimshuffle(f(a, b)) -> f(dimshuffle(a), dimshuffle(b)) for an
