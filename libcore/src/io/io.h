@@ -46,6 +46,9 @@ int tg_type_from_json(json_object *o, tg_type *t, const char *where,
                       tg_ctx *ctx);
 json_object *tg_type_to_json(const tg_type *t);
 
+/* A JSON integer from 2^63 to 2^64 - 1: json-c keeps it as a uint64 and
+ * json_object_get_int64 clamps it to 2^63 - 1. */
+bool tg_json_int_past_int64(json_object *o);
 /* An integer where the file has one: a JSON integer that fits int64, or a
  * number with no fractional part (JSON Schema's "integer": 3.0). */
 bool tg_json_get_int(json_object *o, int64_t *out);

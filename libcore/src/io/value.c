@@ -29,12 +29,14 @@ bool tg_id_valid(const char *id) {
 
 /* JSON Schema's "integer" is any number with no fractional part, so 3.0
  * counts: accept what the schema accepts. */
+bool tg_json_int_past_int64(json_object *o) {
+    return json_object_is_type(o, json_type_int) && json_object_get_int64(o) == INT64_MAX &&
+           json_object_get_uint64(o) > (uint64_t)INT64_MAX;
+}
+
 bool tg_json_get_int(json_object *o, int64_t *out) {
     if (json_object_is_type(o, json_type_int)) {
-        /* json-c keeps 2^63..2^64-1 as uint64 and clamps get_int64. */
-        if (json_object_get_int64(o) == INT64_MAX &&
-            json_object_get_uint64(o) > (uint64_t)INT64_MAX)
-            return false;
+        if (tg_json_int_past_int64(o)) return false;
         *out = json_object_get_int64(o);
         return true;
     }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/io.h"
 #include "ops/op.h"
 
 /* ---- attributes ---- */
@@ -47,9 +48,8 @@ int tg_attr_int(tg_node *n, const char *key, bool has_default, int64_t def,
     if (!json_object_is_type(v, json_type_int))
         return tg_errorf(ctx, TG_ELOAD, "attrs.%s: expected an integer", key);
     *out = json_object_get_int64(v);
-    /* json-c keeps 2^63..2^64-1 as uint64 and clamps get_int64: named
-     * as written, not as the clamped value. */
-    if (*out == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX)
+    /* named as written, not as the clamped value */
+    if (tg_json_int_past_int64(v))
         return tg_errorf(ctx, TG_ELOAD, "attrs.%s: %s is out of range (at most 2^63 - 1)", key,
                          tg_json_text(v));
     return TG_OK;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "grad/grad.h"
+#include "io/io.h"
 #include "ops/shape.h"
 
 static const char *const part_names[3] = {"start", "stop", "step"};
@@ -41,8 +42,7 @@ static int parse_int_part(json_object *e, const char *where, int64_t *v,
         /* 2^63..2^64-1 reads back clamped to 2^63 - 1: as a slice bound
          * that is past the end all the same, as an index the error names
          * it as written. */
-        if (*v == INT64_MAX && json_object_get_uint64(e) > (uint64_t)INT64_MAX &&
-            !strstr(where, "]."))
+        if (tg_json_int_past_int64(e) && !strstr(where, "]."))
             return tg_errorf(ctx, TG_ELOAD, "%s: index %s is out of bounds (lengths end at 2^63 - 1)",
                              where, tg_json_text(e));
         return TG_OK;
