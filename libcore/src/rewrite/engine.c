@@ -90,6 +90,10 @@ struct tg_rw {
      * sort; some may have died since, or been listed twice. */
     tg_node **lazy;
     int nlazy, clazy;
+    /* fg->nnodes when fg->nodes was last known to be in topological order
+     * (after a sort; the graph the optimizer is given is): a count that
+     * differs means rewrites made nodes since, which other nodes read. */
+    int sorted_nnodes;
 };
 
 static const tg_rw_rule *test_rule;
@@ -120,6 +124,7 @@ int tg_rw_toposort(tg_rw *rw) {
     int rc = settle_origins(rw);
     if (!rc) rc = tg_fgraph_toposort(rw->fg, rw->ctx);
     if (!rc) rw->ndead = 0; /* dead nodes are unreachable: all dropped */
+    if (!rc) rw->sorted_nnodes = rw->fg->nnodes;
     return rc;
 }
 
@@ -743,6 +748,18 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
      * no rule of the pass is for an op the graph may have. */
     rw->icur = 0;
     rw->ninit = extra || tg_opset_meet(rw->fg->opseen, pass_ops) ? rw->fg->nnodes : 0;
+    /* The cursor goes through the nodes in array order, which must be
+     * topological: the pass then sees each node after its inputs, as
+     * rules that fold a chain a step at a time assume. The nodes the last
+     * pass made are at the end, read by nodes before them; in the order
+     * they were made (from the top of a chain down, for instance), a
+     * rule moving something up the chain (switch_sink) met each step
+     * before the one below had moved, and moved every one past every
+     * step above it: n^2/2 rewrites. */
+    if (rw->ninit && rw->fg->nnodes != rw->sorted_nnodes) {
+        if ((rc = tg_rw_toposort(rw))) goto done;
+        rw->ninit = rw->fg->nnodes;
+    }
     rw->nfront = 0;
     tg_node *n;
     while ((n = work_pop(rw))) {
@@ -915,7 +932,7 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
                                  t);
         }
     uint64_t t0 = tg_now_ns();
-    tg_rw rw = {.fg = fg, .ctx = ctx, .rec = rec, .taken = taken};
+    tg_rw rw = {.fg = fg, .ctx = ctx, .rec = rec, .taken = taken, .sorted_nnodes = fg->nnodes};
     bool *enabled = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *enabled);
     rw.rstats = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *rw.rstats);
     rw.ids = tg_idmap_new();
