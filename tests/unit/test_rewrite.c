@@ -2625,6 +2625,62 @@ static void test_argmax_side_chain(void **state) {
     tg_graph_free(g);
 }
 
+/* Argmaxes spaced along a chain of tanh, neg and arctan: every 7th or
+ * every 40th step, of t_i itself or of exp(t_i), argmax and argmin in
+ * turn. Each waited only for an argmax at most 4 steps above it, so here
+ * each went down the whole chain below it on its own: STEPS^2 / (2 *
+ * spacing) steps of walking (an argmax every 6 steps of 24,000: 3.9 s of
+ * `tgc check`). Now each waits for the next one up, and the top one takes
+ * them all in one application. Each result is the index of the row's
+ * extreme of x. */
+static void test_argmax_spaced(void **state) {
+    (void)state;
+    enum { STEPS = 1200 };
+    static const char *const spine[3] = {"tanh", "neg", "arctan"};
+    const int spacing[2] = {7, 40};
+    for (int sp = 0; sp < 2; sp++) {
+        int S = spacing[sp], na = 0;
+        tg_str j = {0};
+        tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                    "{\"dtype\":\"float64\",\"shape\":[4,5]}}],\"nodes\":[");
+        for (int i = 0; i < STEPS; i++) {
+            char t[16];
+            snprintf(t, sizeof t, i ? "t%d" : "x", i - 1);
+            tg_str_addf(&j, "%s{\"op\":\"%s\",\"inputs\":[\"%s\"],\"outputs\":[\"t%d\"]}", i ? "," : "",
+                        spine[i % 3], t, i);
+            if (i % S != S - 1) continue;
+            if (na % 2)
+                tg_str_addf(&j, ",{\"op\":\"exp\",\"inputs\":[\"t%d\"],\"outputs\":[\"s%d\"]}", i, i);
+            tg_str_addf(&j, ",{\"op\":\"%s\",\"inputs\":[\"%s%d\"],\"outputs\":[\"a%d\"],\"attrs\":{\"axis\":1}}",
+                        (na / 2) % 2 ? "argmin" : "argmax", na % 2 ? "s" : "t", i, na);
+            na++;
+        }
+        tg_str_addf(&j, "],\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[");
+        for (int k = 0; k < na; k++) tg_str_addf(&j, "%s\"a%d\"", k ? "," : "", k);
+        tg_str_addf(&j, "]}}}");
+        tg_graph *g = load_text(&j);
+        tg_function *f = compile_preset(g, "fast_run");
+        long pushes = applied(f, "argmax_pushdown");
+        if (pushes != 1) fail_msg("every %d steps: argmax_pushdown applied %ld times (%d argmaxes)", S, pushes, na);
+        assert_int_equal(count_op(f, "argmax") + count_op(f, "argmin"), 2);
+        int64_t sh[2] = {4, 5};
+        tg_array *in = filled(TG_FLOAT64, 2, sh, -1, 1, 12);
+        tg_array **out = calloc((size_t)na, sizeof *out);
+        call(f, &in, out);
+        int negs = 0, k = 0;
+        for (int i = 0; i < STEPS; i++) {
+            negs += !strcmp(spine[i % 3], "neg");
+            if (i % S != S - 1) continue;
+            check_row_extremes(k, out[k], in, ((k / 2) % 2 == 0) ^ (negs % 2));
+            tg_array_free(out[k++]);
+        }
+        free(out);
+        tg_array_free(in);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_rewrite),
@@ -2668,6 +2724,7 @@ int main(void) {
         cmocka_unit_test(test_merge_rows),
         cmocka_unit_test(test_argmax_chain),
         cmocka_unit_test(test_argmax_side_chain),
+        cmocka_unit_test(test_argmax_spaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
