@@ -149,7 +149,9 @@ static void csr(int n, int ne, const int *key, const int *val, int *at, int *out
     at[0] = 0;
 }
 
-int vz_layers(vz_graph *vg, double *width, double *height) {
+/* The layout, or with long_edges set only its ranks, and in
+ * *long_edges the virtual nodes dot would add for them. */
+static int layers(vz_graph *vg, double *width, double *height, long *long_edges) {
     int n = (int)json_object_array_length(vg->nodes);
     int ne_all = (int)json_object_array_length(vg->edges);
     lay L = {.n = n};
@@ -219,6 +221,15 @@ int vz_layers(vz_graph *vg, double *width, double *height) {
     }
     for (int i = 0; i < n; i++)
         if (L.rank[i] + 1 > L.nranks) L.nranks = L.rank[i] + 1;
+    if (long_edges) {
+        *long_edges = 0;
+        for (int e = 0; e < ne; e++) {
+            int span = L.rank[dst[e]] - L.rank[src[e]];
+            *long_edges += span > 1 ? span - 1 : 0;
+        }
+        rc = 0;
+        goto done;
+    }
     if (!(L.rank_at = calloc((size_t)L.nranks + 1, sizeof(int)))) goto done;
     /* Each rank in Kahn's order (close to the file's), packed from 0. */
     for (int i = 0; i < n; i++) L.rank_at[L.rank[i] + 1]++;
@@ -281,4 +292,11 @@ done:
     free(L.order);
     free(L.rank_at);
     return rc;
+}
+
+int vz_layers(vz_graph *vg, double *width, double *height) { return layers(vg, width, height, NULL); }
+
+long vz_long_edges(vz_graph *vg) {
+    long k = 0;
+    return layers(vg, NULL, NULL, &k) ? -1 : k;
 }

@@ -1140,7 +1140,23 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
     size_t n = json_object_array_length(vg->nodes);
     double W, H;
     bool dot = false;
-    if ((vg->layered = vg->layout == VZ_LAYOUT_LAYERS || (vg->layout == VZ_LAYOUT_AUTO && n > VZ_DOT_MAX))) {
+    /* dot's time grows with its virtual nodes far faster than with the
+     * nodes: a gradient reads the forward pass's values and weights from
+     * far below, and 200 nodes with 5,000 such crossings took it 5 s,
+     * 420 with 23,000 over 5 minutes (crossing minimization). */
+    long crossings = vg->layout == VZ_LAYOUT_LAYERS || n > VZ_DOT_MAX ? 0 : vz_long_edges(vg);
+    if (crossings < 0) {
+        fprintf(stderr, "tgviz: out of memory laying the graph out\n");
+        return -1;
+    }
+    bool big = n > VZ_DOT_MAX || crossings > VZ_DOT_CROSSINGS_MAX;
+    static bool noted; /* once, not again for each body */
+    if (vg->layout == VZ_LAYOUT_DOT && big && !noted && (noted = true))
+        fprintf(stderr,
+                "tgviz: note: dot may take minutes on this drawing (%zu nodes, long edges crossing %ld ranks in all); "
+                "--layout layers draws it in linear time\n",
+                n, crossings);
+    if ((vg->layered = vg->layout == VZ_LAYOUT_LAYERS || (vg->layout == VZ_LAYOUT_AUTO && big))) {
         if (vz_layers(vg, &W, &H)) {
             fprintf(stderr, "tgviz: out of memory laying the graph out\n");
             return -1;

@@ -195,6 +195,49 @@ static void test_layers(void **state) {
     vz_free(&vg);
 }
 
+/* A chain a0 -> a1 -> ... -> a(K-1), and a0 read by every node of it:
+ * ranks 0 .. K-1, and the edge a0 -> ai crosses i - 1 ranks, (K - 2)(K -
+ * 1)/2 in all (2,926 for K = 78, 3,081 for K = 80). `auto` lays the
+ * first out with dot and the second with the layered layout: dot's
+ * time grows with those crossings (a training graph of 420 nodes
+ * crossing 23,000 ranks took it over 5 minutes). */
+static void test_auto_counts_crossings(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    const int K[2] = {78, 80};
+    for (int t = 0; t < 2; t++) {
+        vz_graph vg;
+        vz_init(&vg, "t", true);
+        char id[16], prev[16];
+        for (int i = 0; i < K[t]; i++) {
+            json_object *o = json_object_new_object();
+            snprintf(id, sizeof id, "a:%d", i);
+            json_object_object_add(o, "id", json_object_new_string(id));
+            json_object_object_add(o, "label", json_object_new_string(id));
+            json_object_array_add(vg.nodes, o);
+            if (i) json_object_array_add(vg.edges, vz_edge_new(prev, id, "v", "float32", NULL, 0, NULL));
+            if (i > 1) json_object_array_add(vg.edges, vz_edge_new("a:0", id, "w", "float32", NULL, 1, NULL));
+            snprintf(prev, sizeof prev, "%s", id);
+        }
+        long want = (long)(K[t] - 2) * (K[t] - 1) / 2;
+        assert_int_equal(vz_long_edges(&vg), want);
+        json_object *out = json_object_new_object();
+        assert_int_equal(vz_layout(&vg, gvc, out, ctx), 0);
+        assert_int_equal(vg.layered, want > VZ_DOT_CROSSINGS_MAX);
+        /* either way, every node placed, a rank below the one it reads */
+        for (int i = 1; i < K[t]; i++) {
+            char a[16];
+            snprintf(a, sizeof a, "a:%d", i - 1);
+            snprintf(id, sizeof id, "a:%d", i);
+            assert_true(num(find(vg.nodes, id), "y") > num(find(vg.nodes, a), "y"));
+        }
+        json_object_put(out);
+        vz_free(&vg);
+    }
+    assert_true((78 - 2) * (78 - 1) / 2 <= VZ_DOT_CROSSINGS_MAX && (80 - 2) * (80 - 1) / 2 > VZ_DOT_CROSSINGS_MAX);
+    tg_ctx_free(ctx);
+}
+
 /* The nodes of the body drawn in node `id` of vg, as the page reads them
  * (written out and parsed again: a body's drawing is written for its
  * node); *whole holds them, for json_object_put. */
@@ -370,6 +413,7 @@ static void test_node_text(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers),
+        cmocka_unit_test(test_auto_counts_crossings),
         cmocka_unit_test(test_body_drawn_and_laid_out),
         cmocka_unit_test(test_family),
         cmocka_unit_test(test_body_malformed),
