@@ -207,6 +207,13 @@ static const rw_case cases[] = {
                            N("grad", "['c','a']", "['z']")), NULL, "true_div", -5, 5},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':2}]", "['z']")), "sqr", "pow", -2, 2},
     {"pow_specialize", G(V("a", "float64", "[5]"), N("pow", "['a',{'value':0.5}]", "['z']")), "sqrt", "pow", 0.1, 2},
+    /* the weight gradient of a batch times a matrix, the matrix on the
+     * right (a's transpose, read as a view) and on the left (the
+     * gradient's matrices side by side, a copy); with the SGD step, a
+     * gemm */
+    {"matmul_batch_sum", G(V("a", "float64", "[3,4,5]") "," V("b", "float64", "[5,6]"), N("matmul", "['a','b']", "['y']") "," N("sin", "['y']", "['s']") "," N("sum", "['s']", "['c']") "," N("grad", "['c','b']", "['gb']")), "dot", "sum_to", -1, 1},
+    {"matmul_batch_sum", G(V("a", "float64", "[3,4,5]") "," V("b", "float32", "[6,4]"), NA("cast", "['a']", "['af']", "{'dtype':'float32'}") "," N("matmul", "['b','af']", "['y']") "," N("sin", "['y']", "['s']") "," N("sum", "['s']", "['c']") "," N("grad", "['c','b']", "['gb']")), "dot", "sum_to", -1, 1},
+    {"matmul_batch_sum", G(V("a", "float64", "[2,3,4,5]") "," V("b", "float64", "[5,6]"), N("matmul", "['a','b']", "['y']") "," N("tanh", "['y']", "['s']") "," N("sum", "['s']", "['c']") "," N("grad", "['c','b']", "['gb']") "," N("mul", "[{'value':0.1},'gb']", "['st']") "," N("sub", "['b','st']", "['z']")), "gemm", "sum_to", -1, 1},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("mul", "[{'value':2},'c']", "['cz']") "," N("add", "['cz','m']", "['z']")), "gemm", "dot", -1, 1},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.1},'d']", "['m']") "," N("sub", "['c','m']", "['z']")), "gemm", "dot", -1, 1},
     {"blas_update", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3]") "," V("c", "float64", "[4]"), N("dot", "['a','b']", "['d']") "," N("add", "['d','c']", "['z']")), "gemv", "dot", -1, 1},
@@ -758,6 +765,46 @@ static void test_argmax_pushdown_values(void **state) {
     tg_array_free(out);
     tg_array_free(in);
     tg_array_free(d);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* The weight gradient of a batch of sequences times a matrix, x [B, 4,
+ * 5] with B known only at run time: the batch axes of x's transpose and
+ * of the gradient of y = matmul(x, W) both have x's length (axis_of
+ * follows matmul), so sum_to(matmul(x^T, g), W) becomes one product,
+ * and the SGD step on it one gemm. Values against loops: W's gradient
+ * is the sum over b and t of x[b, t, d] cos(y[b, t, n]). */
+static void test_matmul_batch_sum(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("x", "float64", "[null,4,5]") "," V("w", "float64", "[5,6]"),
+                         N("matmul", "['x','w']", "['y']") "," N("sin", "['y']", "['s']") "," N("sum", "['s']", "['c']") ","
+                         N("grad", "['c','w']", "['gw']") "," N("mul", "[{'value':0.1},'gw']", "['st']") ","
+                         N("sub", "['w','st']", "['z']")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    assert_true(fired(opt, "matmul_batch_sum"));
+    assert_int_equal(count_op(opt, "sum_to"), 0);
+    assert_int_equal(count_op(opt, "gemm"), 1);
+    const int B = 3, T = 4, D = 5, N = 6;
+    int64_t sx[3] = {B, T, D}, sw[2] = {D, N};
+    tg_array *in[2] = {filled(TG_FLOAT64, 3, sx, -1, 1, 3), filled(TG_FLOAT64, 2, sw, -1, 1, 4)}, *out[2] = {0};
+    call(opt, in, out);
+    for (int d = 0; d < D; d++)
+        for (int n = 0; n < N; n++) {
+            double gw = 0;
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < T; t++) {
+                    double y = 0;
+                    for (int k = 0; k < D; k++)
+                        y += tg_array_get_flat(in[0], (b * T + t) * D + k) * tg_array_get_flat(in[1], k * N + n);
+                    gw += tg_array_get_flat(in[0], (b * T + t) * D + d) * cos(y);
+                }
+            double w = tg_array_get_flat(in[1], d * N + n);
+            tu_assert_near(tg_array_get_flat(out[0], d * N + n), w - 0.1 * gw, 1e-12);
+        }
+    tg_array_free(out[0]);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
     tg_function_free(opt);
     tg_graph_free(g);
 }
@@ -2694,6 +2741,7 @@ int main(void) {
         cmocka_unit_test(test_add_zero_sign),
         cmocka_unit_test(test_argmax_pushdown_declines),
         cmocka_unit_test(test_argmax_pushdown_values),
+        cmocka_unit_test(test_matmul_batch_sum),
         cmocka_unit_test(test_pow_half_edges),
         cmocka_unit_test(test_folded_view_owns_data),
         cmocka_unit_test(test_switch_const_cond_broadcast),

@@ -998,6 +998,16 @@ static axis_len axis_of(const tg_var *v, int d, int *budget) {
     }
     if (!strcmp(op, "dot") && nd == 2 && p->inputs[0]->type.ndim == 2 && p->inputs[1]->type.ndim == 2)
         return axis_of(p->inputs[d], d, budget);
+    if (!strcmp(op, "matmul") && p->inputs[0]->type.ndim >= 2 && p->inputs[1]->type.ndim >= 2) {
+        /* rows from a, columns from b; a batch axis from the operand
+         * that has one where the other is a matrix */
+        const tg_var *a = p->inputs[0], *b = p->inputs[1];
+        if (d == nd - 2) return axis_of(a, a->type.ndim - 2, budget);
+        if (d == nd - 1) return axis_of(b, b->type.ndim - 1, budget);
+        if (b->type.ndim == 2 && a->type.ndim == nd) return axis_of(a, d, budget);
+        if (a->type.ndim == 2 && b->type.ndim == nd) return axis_of(b, d, budget);
+        return self;
+    }
     if (!strcmp(op, "conv2d") && d < 2 && nd == 4)
         return axis_of(p->inputs[d], 0, budget);
     return self;
@@ -2254,6 +2264,61 @@ static int blas_try(tg_rw *rw, tg_node *n, int pi, int side, int zi) {
     return swap(rw, n, r);
 }
 
+/* sum_to(matmul(a, b), w) that sums the batch axes away, w a matrix:
+ * the weight gradient of a product of a batch of inputs with one matrix
+ * (x [B, T, D] times W [D, N]; W's gradient sums x_b^T g_b over the
+ * batch) -> dot(A, G), A = a's matrices side by side [D, B*T], G = b's
+ * stacked [B*T, N]: one product of the batch's rows, as the weight
+ * gradient of a Linear layer is computed for a sequence. As written,
+ * B products (slower than one as tall), a [B, D, N] intermediate, and
+ * its sum; and blas_update then folds an SGD step into the dot, as for
+ * a matrix of inputs. The batch axes must have one length in a and b at
+ * run time (matmul would broadcast a 1 against B), and w the product's
+ * last two (sum_to sums only the batch). A and G are views of a and b
+ * when their layout allows (a the transpose of x: A is x's rows, read
+ * transposed), else copies. The sums go in another order: the values
+ * agree to rounding, not bit for bit. */
+static int matmul_batch_sum(tg_rw *rw, tg_node *n) {
+    tg_var *m = n->inputs[0], *w = n->inputs[1];
+    tg_node *p = tg_rw_producer(m, "matmul");
+    const int nd = m->type.ndim;
+    if (!p || !tg_rw_single_client(m) || w->type.ndim != 2 || nd < 3) return 0;
+    tg_var *a = p->inputs[0], *b = p->inputs[1];
+    tg_dtype dt = m->type.dtype;
+    if (a->type.ndim != nd || b->type.ndim != nd || !tg_dtype_is_float(dt) || a->type.dtype != dt ||
+        b->type.dtype != dt || n->outputs[0]->type.dtype != dt)
+        return 0;
+    int budget = 256;
+    for (int d = 0; d < nd - 2; d++) {
+        axis_len la = axis_of(a, d, &budget), lb = axis_of(b, d, &budget);
+        if (!axis_same(la, lb) || la.len == 1 || lb.len == 1) {
+            /* (a length 1 on both sides is one length too) */
+            if (!(la.len == 1 && lb.len == 1)) return 0;
+        }
+    }
+    axis_len rows = axis_of(w, 0, &budget), cols = axis_of(w, 1, &budget);
+    if (!axis_same(axis_of(m, nd - 2, &budget), rows) || !axis_same(axis_of(m, nd - 1, &budget), cols)) return 0;
+    if (rows.len <= 0 || cols.len <= 0) return 0; /* the reshapes need both */
+    /* a's rows axis first, then the batch, then its columns: composed
+     * with a dimshuffle that makes a (the transpose of x) */
+    int perm[TG_MAX_NDIM], o1[TG_MAX_NDIM], n1, order[TG_MAX_NDIM];
+    perm[0] = nd - 2;
+    for (int d = 0; d < nd - 2; d++) perm[d + 1] = d;
+    perm[nd - 1] = nd - 1;
+    tg_var *src = a;
+    bool composed = a->owner && order_of(a->owner, o1, &n1) && n1 == nd && a->owner->inputs[0]->type.ndim == nd;
+    for (int i = 0; composed && i < nd; i++) composed = o1[i] >= 0;
+    for (int i = 0; i < nd; i++) order[i] = composed ? o1[perm[i]] : perm[i];
+    if (composed) src = a->owner->inputs[0];
+    int64_t two = 2, sa[2] = {rows.len, -1}, sb[2] = {-1, cols.len};
+    tg_var *A = tg_rw_op2(rw, "reshape", dimshuffle(rw, src, order, nd),
+                          tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sa)));
+    tg_var *G = tg_rw_op2(rw, "reshape", b, tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sb)));
+    if (!A || !G) return TG_ENOMEM;
+    if (tg_rw_match(rw, p)) return TG_ENOMEM;
+    return swap(rw, n, tg_rw_op2(rw, "dot", A, G));
+}
+
 /* add(z, a*dot(x, y)) / sub(z, a*dot(x, y)) -> gemm or gemv; with outer:
  * ger. z may itself be b*z0. A sum of more terms (flatten_add_mul made
  * z + a*dot(x, y) + c one add) keeps the others: add(gemm(..), c..), as
@@ -2428,6 +2493,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"constant_folding", "stabilize", "constant_folding", NULL, constant_folding},
     {"constant_folding", "specialize", "constant_folding", NULL, constant_folding},
     {"pow_specialize", "specialize", NULL, "pow", pow_specialize},
+    {"matmul_batch_sum", "specialize", "gemm", "sum_to", matmul_batch_sum},
     {"blas_update", "specialize", "gemm", "add sub", blas_update},
 };
 const int tg_rw_nrules = (int)(sizeof tg_rw_rules / sizeof tg_rw_rules[0]);
