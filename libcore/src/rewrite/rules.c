@@ -2289,13 +2289,8 @@ static int matmul_batch_sum(tg_rw *rw, tg_node *n) {
         b->type.dtype != dt || n->outputs[0]->type.dtype != dt)
         return 0;
     int budget = 256;
-    for (int d = 0; d < nd - 2; d++) {
-        axis_len la = axis_of(a, d, &budget), lb = axis_of(b, d, &budget);
-        if (!axis_same(la, lb) || la.len == 1 || lb.len == 1) {
-            /* (a length 1 on both sides is one length too) */
-            if (!(la.len == 1 && lb.len == 1)) return 0;
-        }
-    }
+    for (int d = 0; d < nd - 2; d++)
+        if (!axis_same(axis_of(a, d, &budget), axis_of(b, d, &budget))) return 0;
     axis_len rows = axis_of(w, 0, &budget), cols = axis_of(w, 1, &budget);
     if (!axis_same(axis_of(m, nd - 2, &budget), rows) || !axis_same(axis_of(m, nd - 1, &budget), cols)) return 0;
     if (rows.len <= 0 || cols.len <= 0) return 0; /* the reshapes need both */
