@@ -2577,6 +2577,22 @@ static void check_row_extremes(int step, const tg_array *out, const tg_array *x,
     }
 }
 
+/* Call f, whose n outputs are argmaxes or argmins over x's rows, on x
+ * [4, 5] filled from seed, and check each against the rows of x: the
+ * index of each row's max where max[i], else its min. */
+static void check_argmax_outputs(tg_function *f, int n, int seed, const bool *max) {
+    int64_t sh[2] = {4, 5};
+    tg_array *in = filled(TG_FLOAT64, 2, sh, -1, 1, seed);
+    tg_array **out = calloc((size_t)n, sizeof *out);
+    call(f, &in, out);
+    for (int i = 0; i < n; i++) {
+        check_row_extremes(i, out[i], in, max[i]);
+        tg_array_free(out[i]);
+    }
+    free(out);
+    tg_array_free(in);
+}
+
 /* An argmax of every step of a chain that keeps or reverses the order
  * of each row (tanh, neg, sigmoid, arctan, neg, ...): each went down the
  * whole chain below it a step and a new node at a time (STEPS^2/2
@@ -2607,18 +2623,12 @@ static void test_argmax_chain(void **state) {
     long pushes = applied(f, "argmax_pushdown");
     assert_true(pushes >= 1 && pushes <= 2); /* 1; 180,300 before */
     assert_int_equal(count_op(f, "argmax") + count_op(f, "argmin"), 2);
-    int64_t sh[2] = {4, 5};
-    tg_array *in = filled(TG_FLOAT64, 2, sh, -1, 1, 9);
-    tg_array **out = calloc(STEPS, sizeof *out);
-    call(f, &in, out);
-    int negs = 0;
-    for (int i = 0; i < STEPS; i++) {
+    bool max[STEPS];
+    for (int i = 0, negs = 0; i < STEPS; i++) {
         negs += !strcmp(ops[i % 5], "neg");
-        check_row_extremes(i, out[i], in, negs % 2 == 0);
-        tg_array_free(out[i]);
+        max[i] = negs % 2 == 0;
     }
-    free(out);
-    tg_array_free(in);
+    check_argmax_outputs(f, STEPS, 9, max);
     tg_function_free(f);
     tg_graph_free(g);
 }
@@ -2655,19 +2665,12 @@ static void test_argmax_side_chain(void **state) {
     long pushes = applied(f, "argmax_pushdown");
     assert_true(pushes >= 1 && pushes <= 2); /* 1; 500 before, each walking the chain */
     assert_int_equal(count_op(f, "argmax") + count_op(f, "argmin"), 2);
-    int64_t sh[2] = {4, 5};
-    tg_array *in = filled(TG_FLOAT64, 2, sh, -1, 1, 11);
-    tg_array **out = calloc(STEPS, sizeof *out);
-    call(f, &in, out);
-    int negs = 0;
-    for (int i = 0; i < STEPS; i++) {
+    bool max[STEPS];
+    for (int i = 0, negs = 0; i < STEPS; i++) {
         negs += !strcmp(spine[i % 3], "neg");
-        bool max = ((i / 2) % 2 == 0) ^ ((negs + !strcmp(side[i % 2], "neg")) % 2);
-        check_row_extremes(i, out[i], in, max);
-        tg_array_free(out[i]);
+        max[i] = ((i / 2) % 2 == 0) ^ ((negs + !strcmp(side[i % 2], "neg")) % 2);
     }
-    free(out);
-    tg_array_free(in);
+    check_argmax_outputs(f, STEPS, 11, max);
     tg_function_free(f);
     tg_graph_free(g);
 }
@@ -2710,19 +2713,14 @@ static void test_argmax_spaced(void **state) {
         long pushes = applied(f, "argmax_pushdown");
         if (pushes != 1) fail_msg("every %d steps: argmax_pushdown applied %ld times (%d argmaxes)", S, pushes, na);
         assert_int_equal(count_op(f, "argmax") + count_op(f, "argmin"), 2);
-        int64_t sh[2] = {4, 5};
-        tg_array *in = filled(TG_FLOAT64, 2, sh, -1, 1, 12);
-        tg_array **out = calloc((size_t)na, sizeof *out);
-        call(f, &in, out);
-        int negs = 0, k = 0;
-        for (int i = 0; i < STEPS; i++) {
+        bool max[STEPS];
+        for (int i = 0, negs = 0, k = 0; i < STEPS; i++) {
             negs += !strcmp(spine[i % 3], "neg");
             if (i % S != S - 1) continue;
-            check_row_extremes(k, out[k], in, ((k / 2) % 2 == 0) ^ (negs % 2));
-            tg_array_free(out[k++]);
+            max[k] = ((k / 2) % 2 == 0) ^ (negs % 2);
+            k++;
         }
-        free(out);
-        tg_array_free(in);
+        check_argmax_outputs(f, na, 12, max);
         tg_function_free(f);
         tg_graph_free(g);
     }

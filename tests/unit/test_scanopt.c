@@ -1513,48 +1513,41 @@ static void test_exclude_tag(void **state) {
 static void test_drop_recurrent_many(void **state) {
     (void)state;
     enum { K = 40, T = 4 };
-    size_t cap = 4096 + (size_t)K * 256, n = 0;
-    char *j = malloc(cap);
-    n += (size_t)snprintf(j + n, cap - n,
-                          "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
-                          "{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [%d, 2]}},"
-                          "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}",
-                          T);
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\": \"tg-graph\", \"version\": 1, \"variables\": ["
+                "{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [%d, 2]}},"
+                "{\"id\": \"h0\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}",
+                T);
     for (int k = 1; k <= K; k++)
-        n += (size_t)snprintf(j + n, cap - n, ",{\"id\": \"w%d\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}",
-                              k);
-    n += (size_t)snprintf(j + n, cap - n, "], \"nodes\": [{\"op\": \"scan\", \"inputs\": [\"x\", \"h0\"");
-    for (int k = 1; k <= K; k++) n += (size_t)snprintf(j + n, cap - n, ", \"w%d\"", k);
-    n += (size_t)snprintf(j + n, cap - n,
-                          "], \"outputs\": [\"h\"], \"attrs\": {\"n_sequences\": 1, \"sequence_taps\": [[0]],"
-                          "\"n_recurrent\": 1, \"output_taps\": [[-1]], \"n_nonrecurrent\": 0,"
-                          "\"n_non_sequences\": %d, \"has_n_steps\": false, \"has_until\": false,"
-                          "\"body\": {\"variables\": [{\"id\": \"b.x\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
-                          "{\"id\": \"b.h\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}",
-                          K);
+        tg_str_addf(&j, ",{\"id\": \"w%d\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}",
+                    k);
+    tg_str_addf(&j, "], \"nodes\": [{\"op\": \"scan\", \"inputs\": [\"x\", \"h0\"");
+    for (int k = 1; k <= K; k++) tg_str_addf(&j, ", \"w%d\"", k);
+    tg_str_addf(&j, "], \"outputs\": [\"h\"], \"attrs\": {\"n_sequences\": 1, \"sequence_taps\": [[0]],"
+                "\"n_recurrent\": 1, \"output_taps\": [[-1]], \"n_nonrecurrent\": 0,"
+                "\"n_non_sequences\": %d, \"has_n_steps\": false, \"has_until\": false,"
+                "\"body\": {\"variables\": [{\"id\": \"b.x\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
+                "{\"id\": \"b.h\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}",
+                K);
     for (int k = 1; k <= K; k++)
-        n += (size_t)snprintf(j + n, cap - n,
-                              ",{\"id\": \"b.w%d\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}", k);
-    n += (size_t)snprintf(j + n, cap - n,
-                          "], \"nodes\": [{\"op\": \"add\", \"inputs\": [\"b.h\", \"b.x\"], \"outputs\": [\"a0\"]}");
+        tg_str_addf(&j, ",{\"id\": \"b.w%d\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}", k);
+    tg_str_addf(&j, "], \"nodes\": [{\"op\": \"add\", \"inputs\": [\"b.h\", \"b.x\"], \"outputs\": [\"a0\"]}");
     for (int k = 1; k <= K; k++)
-        n += (size_t)snprintf(j + n, cap - n,
-                              ",{\"op\": \"mul\", \"inputs\": [\"a%d\", \"b.w%d\"], \"outputs\": [\"m%d\"]},"
-                              "{\"op\": \"tanh\", \"inputs\": [\"m%d\"], \"outputs\": [\"a%d\"]}",
-                              k - 1, k, k, k, k);
-    n += (size_t)snprintf(j + n, cap - n, "], \"inputs\": [\"b.x\", \"b.h\"");
-    for (int k = 1; k <= K; k++) n += (size_t)snprintf(j + n, cap - n, ", \"b.w%d\"", k);
-    n += (size_t)snprintf(j + n, cap - n,
-                          "], \"outputs\": [\"a%d\"]}}},"
-                          "{\"op\": \"sum\", \"inputs\": [\"h\"], \"outputs\": [\"cost\"]},"
-                          "{\"op\": \"grad\", \"inputs\": [\"cost\", \"w1\", \"w2\"], \"outputs\": [\"g1\", \"g2\"]}],"
-                          "\"functions\": {\"main\": {\"inputs\": [\"x\", \"h0\"",
-                          K);
-    for (int k = 1; k <= K; k++) n += (size_t)snprintf(j + n, cap - n, ", \"w%d\"", k);
-    n += (size_t)snprintf(j + n, cap - n, "], \"outputs\": [\"g1\", \"g2\"]}}}");
-    assert_true(n < cap);
-    tg_graph *g = tu_load(j);
-    free(j);
+        tg_str_addf(&j, ",{\"op\": \"mul\", \"inputs\": [\"a%d\", \"b.w%d\"], \"outputs\": [\"m%d\"]},"
+                    "{\"op\": \"tanh\", \"inputs\": [\"m%d\"], \"outputs\": [\"a%d\"]}",
+                    k - 1, k, k, k, k);
+    tg_str_addf(&j, "], \"inputs\": [\"b.x\", \"b.h\"");
+    for (int k = 1; k <= K; k++) tg_str_addf(&j, ", \"b.w%d\"", k);
+    tg_str_addf(&j, "], \"outputs\": [\"a%d\"]}}},"
+                "{\"op\": \"sum\", \"inputs\": [\"h\"], \"outputs\": [\"cost\"]},"
+                "{\"op\": \"grad\", \"inputs\": [\"cost\", \"w1\", \"w2\"], \"outputs\": [\"g1\", \"g2\"]}],"
+                "\"functions\": {\"main\": {\"inputs\": [\"x\", \"h0\"",
+                K);
+    for (int k = 1; k <= K; k++) tg_str_addf(&j, ", \"w%d\"", k);
+    tg_str_addf(&j, "], \"outputs\": [\"g1\", \"g2\"]}}}");
+    assert_false(j.oom);
+    tg_graph *g = tu_load(j.s);
+    tg_str_free(&j);
     tg_function *f = compile(g, "fast_run");
     int drops = fired(f, "scan_drop_recurrent");
     assert_true(drops >= 1 && drops <= 2); /* 40 before */
