@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # ---- packages ----
-pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libcmocka-dev libgraphviz-dev libmicrohttpd-dev)
+pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev zlib1g-dev libcmocka-dev libgraphviz-dev libmicrohttpd-dev)
 if [ "$mode" = test ]; then
   # locales: test_locale builds a de_DE locale with localedef
   pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema chromium wrk iproute2 locales)
@@ -74,7 +74,7 @@ cmake --build build-asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs"
 if [ -x tests/fuzz/run.sh ]; then
-  echo "== fuzzing the JSON loader (45 s), the .tgf loader (60 s), the .npy reader (30 s) and running what loads (60 s) (build-fuzz/)"
+  echo "== fuzzing the JSON loader (45 s), the .tgf loader (60 s), the .npy and .npz readers (30 s) and running what loads (60 s) (build-fuzz/)"
   tests/fuzz/run.sh 45 fuzz_load
   tests/fuzz/run.sh 60 fuzz_tgf
   tests/fuzz/run.sh 30 fuzz_npy

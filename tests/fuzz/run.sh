@@ -4,7 +4,7 @@
 #   tests/fuzz/run.sh [SECONDS] [TARGET]
 # TARGET: fuzz_load (the JSON loader, seeds in corpus_load/, the default)
 # fuzz_tgf (compiled-function files, seeds in corpus_tgf/) or fuzz_npy
-# (.npy arrays, seeds in corpus_npy/) or fuzz_run (compiling and calling
+# (.npy arrays and .npz archives, seeds in corpus_npy/) or fuzz_run (compiling and calling
 # every function of what loads; seeds: corpus_load/, the op test files
 # tests/data/ops/ and the examples). TG_FUZZ_DIFF=DIR turns fuzz_run into
 # a hunt for optimizer bugs (not run in CI): each function runs with

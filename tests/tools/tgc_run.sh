@@ -103,7 +103,7 @@ contains out "^10$" "true reads as 1"
 expect 2 "a literal that overflows int32" -- "$TGC" run "$G" -f div -i 'k=3000000000'
 contains err "does not fit int32" "the overflow is named"
 expect 2 "a literal that is not JSON" -- "$TGC" run "$G" -f div -i 'k=abc'
-contains err "neither a .npy path nor a JSON literal" "the bad literal is described"
+contains err "neither a .npy or .npz path nor a JSON literal" "the bad literal is described"
 expect 2 "-i without =" -- "$TGC" run "$G" -f div -i k
 expect 2 "a missing compiled-function file" -- "$TGC" run "$tmp/f.tgf"
 contains err "f.tgf: cannot open" "the missing .tgf is named"
@@ -154,6 +154,51 @@ PY
   expect 2 "a float .npy for an int32 input" -- "$TGC" run "$G" -f div -i "k=$tmp/f32.npy"
 else
   echo "skip: NumPy checks (python3-numpy not installed)"
+fi
+# .npz archives: -o OUT.npz writes every output once (its folder made);
+# -i ID=FILE.npz[:NAME] reads one array, -i FILE.npz every input it names.
+expect 0 "run -o OUT.npz" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/z/out.npz"
+[ -f "$tmp/z/out.npz" ] && pass "out.npz written in a new folder" || fail "out.npz missing"
+[ "$(ls "$tmp/z")" = out.npz ] && pass "nothing else left in the folder" || fail "files: $(ls "$tmp/z")"
+expect 0 "-i ID=FILE.npz:NAME" -- "$TGC" run "$G" -f double -i "x=$tmp/z/out.npz:x2"
+contains out "\[ *4\.\?, *8\.\?\]" "the named array was read"
+expect 0 "-i ID=FILE.npz with one array" -- "$TGC" run "$G" -f double -i "x=$tmp/z/out.npz"
+contains out "\[ *4\.\?, *8\.\?\]" "the archive's only array was read"
+expect 2 "-i FILE.npz naming no input" -- "$TGC" run "$G" -f double -i "$tmp/z/out.npz"
+contains err "^tgc: -i $tmp/z/out.npz: none of its arrays ('x2') is an input of function 'double' (its inputs: x)$" "the archive's arrays and the inputs are named"
+expect 2 "-i ID=FILE.npz:NAME with no such array" -- "$TGC" run "$G" -f double -i "x=$tmp/z/out.npz:y"
+contains err "^tgc: -i x: $tmp/z/out.npz holds no array 'y' (it holds 'x2')$" "the missing array is named"
+expect 2 "-i without = that is not an archive" -- "$TGC" run "$G" -f double -i "$tmp/z/out.npy"
+contains err "^tgc: -i: expected ID=VALUE or FILE.npz, got" "both forms are named"
+head -c 100 "$tmp/z/out.npz" >"$tmp/z/cut.npz"
+expect 2 "a truncated archive" -- "$TGC" run "$G" -f double -i "$tmp/z/cut.npz"
+contains err "^tgc: -i $tmp/z/cut.npz: not a .npz file (no zip directory at its end)$" "one line naming the archive"
+expect 2 "-o OUT.npz that cannot be written" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/z/out.npz/x.npz"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "one line on stderr" || fail "more than one line on stderr"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  /usr/bin/python3 - "$tmp/z/out.npz" <<'PY' && pass "NumPy reads tg's archive" || fail "NumPy disagrees"
+import sys, zipfile, numpy as np
+z = np.load(sys.argv[1])
+assert z.files == ["x2"], z.files
+assert z["x2"].dtype == np.float64 and z["x2"].tolist() == [2.0, 4.0], z["x2"]
+assert zipfile.ZipFile(sys.argv[1]).testzip() is None
+PY
+  /usr/bin/python3 -c "import numpy as np; np.savez_compressed('$tmp/z/in.npz', x=np.array([1.5, 2.5]), k=np.int32(7), other=np.arange(3))"
+  expect 0 "-i FILE.npz from np.savez_compressed" -- "$TGC" run "$G" -f double -i "$tmp/z/in.npz"
+  contains out "\[ *3\.\?, *5\.\?\]" "x came from the archive"
+  expect 0 "a later -i replaces the archive's" -- "$TGC" run "$G" -f double -i "$tmp/z/in.npz" -i 'x=[10]'
+  contains out "\[ *20\.\?\]" "the later -i won"
+  expect 0 "-i k=7 as a literal" -- "$TGC" run "$G" -f div -i k=7
+  cp "$tmp/out" "$tmp/z/lit.out"
+  expect 0 "-i FILE.npz for an int32 input" -- "$TGC" run "$G" -f div -i "$tmp/z/in.npz"
+  cmp -s "$tmp/out" "$tmp/z/lit.out" && pass "the archive's int32 k gives what -i k=7 gives" || fail "outputs differ"
+  expect 2 "an archive's array of the wrong dtype" -- "$TGC" run "$G" -f div -i "k=$tmp/z/in.npz:x"
+  contains err "^tgc: -i k: $tmp/z/in.npz: array 'x' holds float64, which cannot be cast safely to the input's int32$" "the array is named"
+  /usr/bin/python3 -c "import numpy as np; np.savez('$tmp/z/nok.npz', X=np.array([1.0]))"
+  expect 2 "an archive without the input" -- "$TGC" run "$G" -f double -i "$tmp/z/nok.npz" -i "x=$tmp/z/nok.npz:X" -i "$tmp/z/in.npz"
+  expect 2 "an input left without a value" -- "$TGC" run "$L" -f train -i "$tmp/z/in.npz"
+else
+  echo "skip: NumPy checks of .npz archives (python3-numpy not installed)"
 fi
 # A malformed graph: exit 2 with the file and location.
 printf '{"format": "tg-graph", "version": 1, "variables": [], "nodes": [{"op": "dott", "inputs": [], "outputs": ["y"]}]}' >"$tmp/bad.json"

@@ -115,8 +115,15 @@ bool cli_device_ok(const char *prefix, const char *dev) {
     return false;
 }
 
+static bool ends_with(const char *s, const char *suf);
+
 bool cli_input_parse(const char *arg, cli_input *out) {
     const char *eq = strchr(arg, '=');
+    if (!eq && ends_with(arg, ".npz")) { /* an archive: every input it names */
+        out->id[0] = 0;
+        out->value = arg;
+        return true;
+    }
     if (!eq || eq == arg) return false;
     size_t n = (size_t)(eq - arg);
     if (n >= sizeof out->id) return false;
@@ -131,51 +138,19 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx *ctx) {
+/* a, read for input i from `source`, made sure to fit the input's dtype
+ * (a safe cast) and shape; consumed (NULL) when it does not. */
+static tg_array *value_fits(const tg_function *f, int i, tg_array *a, const char *source,
+                            tg_ctx *ctx) {
     const char *id = tg_function_input_id(f, i);
     tg_dtype dt = tg_function_input_dtype(f, i);
     int nd = tg_function_input_ndim(f, i);
     const int64_t *shape = tg_function_input_shape(f, i);
-    tg_array *a;
-    if (ends_with(value, ".npy")) {
-        a = tg_npy_load(value, ctx);
-        if (!a) return NULL;
-        if (a->dtype != dt && !tg_dtype_can_cast_safe(a->dtype, dt)) {
-            tg_errorf(ctx, TG_ETYPE, "-i %s: %s holds %s, which cannot be cast safely to the input's %s",
-                      id, value, tg_dtype_name(a->dtype), tg_dtype_name(dt));
-            tg_array_free(a);
-            return NULL;
-        }
-    } else {
-        json_tokener *tok = json_tokener_new();
-        /* Include the terminating NUL so that a bare number ends. */
-        json_object *j = tok ? json_tokener_parse_ex(tok, value, (int)strlen(value) + 1) : NULL;
-        bool ok = j && json_tokener_get_error(tok) == json_tokener_success &&
-                  json_tokener_get_parse_end(tok) >= strlen(value);
-        if (tok) json_tokener_free(tok);
-        if (ok && tg_json_find_huge_int(value, strlen(value)) >= 0) {
-            json_object_put(j);
-            tg_errorf(ctx, TG_ETYPE, "-i %s: '%.60s' holds an integer past int64 and uint64 "
-                      "(-2^63 to 2^64 - 1)", id, value);
-            return NULL;
-        }
-        if (!ok) {
-            if (j) json_object_put(j);
-            tg_errorf(ctx, TG_EPARSE,
-                      "-i %s: '%.60s' is neither a .npy path nor a JSON literal (3.5, [1, 2], true)",
-                      id, value);
-            return NULL;
-        }
-        json_object *data = j;
-        /* A string stands for nan/inf: wrap it as a value. */
-        json_object *wrapped = json_object_new_object();
-        json_object_object_add(wrapped, "data", json_object_get(data));
-        char where[200];
-        snprintf(where, sizeof where, "-i %s", id);
-        a = tg_value_from_json(wrapped, dt, -1, NULL, NULL, where, NULL, ctx);
-        json_object_put(wrapped);
-        json_object_put(j);
-        if (!a) return NULL;
+    if (source && a->dtype != dt && !tg_dtype_can_cast_safe(a->dtype, dt)) {
+        tg_errorf(ctx, TG_ETYPE, "-i %s: %s holds %s, which cannot be cast safely to the input's %s",
+                  id, source, tg_dtype_name(a->dtype), tg_dtype_name(dt));
+        tg_array_free(a);
+        return NULL;
     }
     bool fits = a->ndim == nd;
     for (int d = 0; fits && d < nd; d++) fits = shape[d] < 0 || shape[d] == a->shape[d];
@@ -188,6 +163,94 @@ tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx 
         return NULL;
     }
     return a;
+}
+
+/* The names of z's arrays, "a, b, c" (at most 20 of them), into out. */
+static void npz_names(const tg_npz *z, tg_str *out) {
+    int n = tg_npz_count(z);
+    for (int k = 0; k < n && k < 20; k++) tg_str_addf(out, "%s'%s'", k ? ", " : "", tg_npz_name(z, k));
+    if (n > 20) tg_str_addf(out, " and %d more", n - 20);
+    if (!n) tg_str_addf(out, "no arrays");
+}
+
+/* VALUE naming an array of an archive: FILE.npz (the array named after the
+ * input, or the archive's only array) or FILE.npz:NAME. */
+static tg_array *value_from_npz(const tg_function *f, int i, const char *value, size_t plen,
+                                const char *name, tg_ctx *ctx) {
+    const char *id = tg_function_input_id(f, i);
+    char *path = strndup(value, plen);
+    if (!path) {
+        tg_errorf(ctx, TG_ENOMEM, "-i %s: out of memory", id);
+        return NULL;
+    }
+    tg_array *a = NULL;
+    tg_npz *z = tg_npz_open(path, ctx);
+    if (!z) {
+        tg_error_prefix(ctx, "-i %s", id);
+    } else {
+        int k = tg_npz_find(z, name ? name : id);
+        if (k < 0 && !name && tg_npz_count(z) == 1) k = 0;
+        if (k < 0) {
+            tg_str have = {0};
+            npz_names(z, &have);
+            tg_errorf(ctx, TG_EMISSING, "-i %s: %s holds no array '%s' (it holds %s)", id, path,
+                      name ? name : id, have.s ? have.s : "?");
+            tg_str_free(&have);
+        } else if ((a = tg_npz_read(z, k, ctx))) {
+            tg_str src = {0};
+            tg_str_addf(&src, "%s: array '%s'", path, tg_npz_name(z, k));
+            a = value_fits(f, i, a, src.s ? src.s : path, ctx);
+            tg_str_free(&src);
+        } else {
+            tg_error_prefix(ctx, "-i %s", id);
+        }
+    }
+    tg_npz_close(z);
+    free(path);
+    return a;
+}
+
+tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx *ctx) {
+    const char *id = tg_function_input_id(f, i);
+    tg_dtype dt = tg_function_input_dtype(f, i);
+    tg_array *a;
+    const char *colon = strstr(value, ".npz:");
+    for (const char *c = colon; c; c = strstr(c + 1, ".npz:")) colon = c;
+    if (ends_with(value, ".npz")) return value_from_npz(f, i, value, strlen(value), NULL, ctx);
+    if (colon && colon[5]) return value_from_npz(f, i, value, (size_t)(colon + 4 - value), colon + 5, ctx);
+    if (ends_with(value, ".npy")) {
+        a = tg_npy_load(value, ctx);
+        return a ? value_fits(f, i, a, value, ctx) : NULL;
+    }
+    json_tokener *tok = json_tokener_new();
+    /* Include the terminating NUL so that a bare number ends. */
+    json_object *j = tok ? json_tokener_parse_ex(tok, value, (int)strlen(value) + 1) : NULL;
+    bool ok = j && json_tokener_get_error(tok) == json_tokener_success &&
+              json_tokener_get_parse_end(tok) >= strlen(value);
+    if (tok) json_tokener_free(tok);
+    if (ok && tg_json_find_huge_int(value, strlen(value)) >= 0) {
+        json_object_put(j);
+        tg_errorf(ctx, TG_ETYPE, "-i %s: '%.60s' holds an integer past int64 and uint64 "
+                  "(-2^63 to 2^64 - 1)", id, value);
+        return NULL;
+    }
+    if (!ok) {
+        if (j) json_object_put(j);
+        tg_errorf(ctx, TG_EPARSE,
+                  "-i %s: '%.60s' is neither a .npy or .npz path nor a JSON literal (3.5, [1, 2], true)",
+                  id, value);
+        return NULL;
+    }
+    json_object *data = j;
+    /* A string stands for nan/inf: wrap it as a value. */
+    json_object *wrapped = json_object_new_object();
+    json_object_object_add(wrapped, "data", json_object_get(data));
+    char where[200];
+    snprintf(where, sizeof where, "-i %s", id);
+    a = tg_value_from_json(wrapped, dt, -1, NULL, NULL, where, NULL, ctx);
+    json_object_put(wrapped);
+    json_object_put(j);
+    return a ? value_fits(f, i, a, NULL, ctx) : NULL;
 }
 
 int cli_mkdirs(const char *path) {
@@ -285,13 +348,67 @@ void cli_progress_end(cli_progress *p) {
     if (p->on) fputs("\r\033[K", stderr);
 }
 
+/* -i FILE.npz: each array of the archive named after an input of f gives
+ * that input (later -i replace it, as they replace earlier ones); the
+ * archive's other arrays are left alone, but one that gives no input is a
+ * mistake. The archive's names go to `have` for the message about an
+ * input left without a value. */
+static int inputs_from_npz(const char *tool, const char *pre, const char *sep, const tg_function *f,
+                           const char *path, tg_array **ins, tg_str *have, tg_ctx *ctx) {
+    int nin = tg_function_input_count(f), used = 0, rc = TG_EXIT_OK;
+    tg_npz *z = tg_npz_open(path, ctx);
+    if (!z) {
+        cli_error(tool, "%s%s-i %s", pre, sep, tg_ctx_message(ctx));
+        return TG_EXIT_USAGE;
+    }
+    for (int i = 0; i < nin && rc == TG_EXIT_OK; i++) {
+        int k = tg_npz_find(z, tg_function_input_id(f, i));
+        if (k < 0) continue;
+        used++;
+        tg_array *a = tg_npz_read(z, k, ctx);
+        if (a) {
+            tg_str src = {0};
+            tg_str_addf(&src, "%s: array '%s'", path, tg_npz_name(z, k));
+            a = value_fits(f, i, a, src.s ? src.s : path, ctx);
+            tg_str_free(&src);
+        }
+        if (!a) {
+            cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+        }
+        tg_array_free(ins[i]);
+        ins[i] = a;
+    }
+    if (rc == TG_EXIT_OK) {
+        tg_str names = {0};
+        npz_names(z, &names);
+        if (!used) {
+            tg_str list = {0};
+            for (int i = 0; i < nin; i++) tg_str_addf(&list, "%s%s", i ? ", " : "", tg_function_input_id(f, i));
+            cli_error(tool, "%s%s-i %s: none of its arrays (%s) is an input of function '%s' (its inputs: %s)",
+                      pre, sep, path, names.s ? names.s : "?", tg_function_name(f), list.s ? list.s : "none");
+            tg_str_free(&list);
+            rc = TG_EXIT_USAGE;
+        }
+        tg_str_addf(have, "%s%s holds %s", have->len ? "; " : "", path, names.s ? names.s : "?");
+        tg_str_free(&names);
+    }
+    tg_npz_close(z);
+    return rc;
+}
+
 int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
                     const cli_input *inputs, int ninputs, tg_array **ins) {
     int nin = tg_function_input_count(f);
     const char *pre = what ? what : "", *sep = what ? ": " : "";
     tg_ctx *ctx = tg_ctx_new();
+    tg_str have = {0}; /* what the archives held */
     int rc = TG_EXIT_OK;
     for (int k = 0; k < ninputs && rc == TG_EXIT_OK; k++) {
+        if (!inputs[k].id[0]) {
+            rc = inputs_from_npz(tool, pre, sep, f, inputs[k].value, ins, &have, ctx);
+            continue;
+        }
         int idx = -1;
         for (int i = 0; i < nin; i++)
             if (strcmp(tg_function_input_id(f, i), inputs[k].id) == 0) idx = i;
@@ -312,10 +429,12 @@ int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
     }
     for (int i = 0; i < nin && rc == TG_EXIT_OK; i++)
         if (!ins[i]) {
-            cli_error(tool, "%s%sfunction '%s' needs input '%s': give it with -i %s=VALUE", pre, sep,
-                      tg_function_name(f), tg_function_input_id(f, i), tg_function_input_id(f, i));
+            cli_error(tool, "%s%sfunction '%s' needs input '%s': give it with -i %s=VALUE%s%s%s", pre, sep,
+                      tg_function_name(f), tg_function_input_id(f, i), tg_function_input_id(f, i),
+                      have.len ? " (" : "", have.len ? have.s : "", have.len ? ")" : "");
             rc = TG_EXIT_USAGE;
         }
+    tg_str_free(&have);
     tg_ctx_free(ctx);
     return rc;
 }
@@ -326,7 +445,7 @@ bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const c
         return false;
     }
     if (!cli_input_parse(arg, &inputs[*n])) {
-        cli_error(tool, "-i: expected ID=VALUE, got '%s'", arg);
+        cli_error(tool, "-i: expected ID=VALUE or FILE.npz, got '%s'", arg);
         return false;
     }
     (*n)++;

@@ -38,19 +38,21 @@ bool cli_once(const char *prefix, const char *opt, const char **slot, const char
  * "prefix: warning: ...". */
 struct tg_graph *cli_graph_load(const char *prefix, const char *path, tg_ctx *ctx);
 
-/* -i ID=VALUE pairs. */
+/* -i ID=VALUE pairs, and -i FILE.npz (id empty, value the path). */
 typedef struct cli_input {
     char id[160];
     const char *value; /* borrowed from the argument */
 } cli_input;
 
-/* Parse "ID=VALUE"; false when there is no '=', the id is empty or too
+/* Parse "ID=VALUE", or "FILE.npz" (no '=': every input the archive
+ * names); false when there is no '=' and no .npz, the id is empty or too
  * long. */
 bool cli_input_parse(const char *arg, cli_input *out);
 
 /* Read VALUE for input i of f: a path to a .npy file (when it ends in
- * ".npy"), or a JSON literal (3.5, [1, 2], true, "nan") read with the
- * input's declared dtype. The value must fit the input's declared dtype
+ * ".npy"); an array of a .npz archive, "FILE.npz" (the array named after
+ * the input, or the archive's only array) or "FILE.npz:NAME"; or a JSON
+ * literal (3.5, [1, 2], true, "nan") read with the input's declared dtype. The value must fit the input's declared dtype
  * (a safe cast) and shape. NULL with a message on ctx otherwise. */
 tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx *ctx);
 
@@ -61,8 +63,9 @@ tg_array *cli_value_read(const tg_function *f, int i, const char *value, tg_ctx 
 bool cli_input_add(const char *tool, cli_input *inputs, int *n, int max, const char *arg);
 
 /* Fill ins[0..nin-1] (zeroed by the caller) with the -i values for f's
- * inputs: an -i naming no input of f, a value that cannot be read, or an
- * input left without a value is one line on stderr ("what" prefixes it,
+ * inputs, in order (a later one replaces an earlier one): an -i naming no
+ * input of f, an archive none of whose arrays is one, a value that cannot
+ * be read, or an input left without a value is one line on stderr ("what" prefixes it,
  * may be NULL) and TG_EXIT_USAGE; TG_EXIT_OK otherwise. The arrays belong
  * to the caller either way. */
 int cli_inputs_read(const char *tool, const char *what, const tg_function *f,

@@ -4,7 +4,8 @@
  *   tgc check FILE
  *   tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...
  *           [--exclude TAG]... -o OUT.tgf
- *   tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N] [-O PRESET]
+ *   tgc run FILE [-f NAME] [-i ID=VALUE | -i FILE.npz]... [-o DIR | -o OUT.npz]
+ *           [--calls N] [-O PRESET]
  *           [--include TAG]... [--exclude TAG]... [--reoptimize] [--each]
  *           [--save-state OUT.tgf]
  *   tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--include TAG]...
@@ -34,7 +35,8 @@ static void usage(FILE *f) {
             "usage: tgc check FILE\n"
             "       tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...\n"
             "               [--exclude TAG]... [--no-gc] -o OUT.tgf\n"
-            "       tgc run FILE [-f NAME] [-i ID=VALUE]... [-o DIR] [--calls N]\n"
+            "       tgc run FILE [-f NAME] [-i ID=VALUE | -i FILE.npz]... [-o DIR | -o OUT.npz]\n"
+            "               [--calls N]\n"
             "               [-O PRESET] [--include TAG]... [--exclude TAG]... [--device cpu|cuda]\n"
             "               [--dnn-conv-algo POLICY] [--reoptimize] [--each] [--save-state OUT.tgf]\n"
             "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--include TAG]...\n"
@@ -50,10 +52,15 @@ static void usage(FILE *f) {
             "run      run a function of FILE: a graph (.json), compiled on the spot, or a\n"
             "         compiled-function file (.tgf), restored without optimizing again.\n"
             "  -f NAME        the function (default: the only one, or 'main')\n"
-            "  -i ID=VALUE    an input: a .npy file, or a JSON literal (3.5, [1, 2],\n"
-            "                 true, \"nan\") read with the input's declared dtype\n"
+            "  -i ID=VALUE    an input: a .npy file; an array of a .npz archive,\n"
+            "                 FILE.npz (the array named ID, or its only array) or\n"
+            "                 FILE.npz:NAME; or a JSON literal (3.5, [1, 2], true,\n"
+            "                 \"nan\") read with the input's declared dtype\n"
+            "  -i FILE.npz    every input named by an array of the archive (np.savez,\n"
+            "                 np.savez_compressed); a later -i replaces one\n"
             "  -o DIR         write each output of the last call to DIR/<id>.npy\n"
             "                 (without -o the outputs are printed)\n"
+            "  -o OUT.npz     write them to one archive instead, as np.savez does\n"
             "  --calls N      call N times with the same inputs, applying the updates\n"
             "                 of shared variables after each call (default 1)\n"
             "  --each         print one line per call with the scalar outputs\n"
@@ -161,6 +168,50 @@ static void print_each(long call, const tg_function *f, tg_array **outs) {
         }
     }
     printf("\n");
+}
+
+static bool ends_with_npz(const char *s) {
+    size_t n = strlen(s);
+    return n > 4 && !strcmp(s + n - 4, ".npz");
+}
+
+/* -o OUT.npz: every output in one archive, each once, by its id (the
+ * archive's folder made when missing, as -o DIR is). */
+static int write_npz(const char *path, const tg_function *f, tg_array **outs, tg_ctx *ctx) {
+    int nout = tg_function_output_count(f), n = 0, rc = TG_EXIT_OK;
+    const char **names = calloc((size_t)nout + 1, sizeof *names);
+    const tg_array **arrays = calloc((size_t)nout + 1, sizeof *arrays);
+    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (!names || !arrays || !dir) {
+        cli_error(TOOL, "-o %s: out of memory", path);
+        rc = TG_EXIT_FOUND;
+        goto done;
+    }
+    if (slash && slash != dir) {
+        *slash = 0;
+        if (cli_mkdirs(dir) < 0) {
+            cli_error(TOOL, "-o %s: cannot create the folder %s: %s", path, dir, strerror(errno));
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
+    }
+    for (int k = 0; k < nout; k++) {
+        const char *id = tg_function_output_id(f, k);
+        bool seen = false;
+        for (int j = 0; j < n; j++) seen |= strcmp(names[j], id) == 0;
+        if (seen) continue;
+        names[n] = id;
+        arrays[n++] = outs[k];
+    }
+    if (tg_npz_save(path, n, names, arrays, ctx)) {
+        cli_error(TOOL, "-o %s", tg_ctx_message(ctx));
+        rc = TG_EXIT_USAGE;
+    }
+done:
+    free(names);
+    free(arrays);
+    free(dir);
+    return rc;
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -287,7 +338,9 @@ static int cmd_run(int argc, char **argv) {
         cli_progress_step(&prog, call);
     }
     cli_progress_end(&prog);
-    if (outdir) {
+    if (outdir && ends_with_npz(outdir)) {
+        rc = write_npz(outdir, f, outs, ctx);
+    } else if (outdir) {
         if (cli_mkdirs(outdir) < 0) {
             cli_error(TOOL, "-o %s: cannot create the folder: %s", outdir, strerror(errno));
             rc = TG_EXIT_USAGE;

@@ -95,6 +95,31 @@ TG_API tg_array *tg_npy_load_mem(const void *buf, size_t len, const char *what,
 /* Writes atomically: a temporary file in the same folder, fsync, rename. */
 TG_API int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx);
 
+/* .npz archives (NumPy's savez and savez_compressed): a zip file of .npy
+ * members, stored or deflated, zip64 included. Opening reads the
+ * archive's directory (the file is memory-mapped); each array is read on
+ * demand, its CRC-32 checked. A member's name is its array's name: the
+ * stored name less ".npy". Anything else (encryption, other compression
+ * methods, archives spanning disks, sizes or offsets past the end, a
+ * deflated size that deflate could not reach, two members of one name)
+ * is an error with one line on ctx naming the archive and the member. */
+typedef struct tg_npz tg_npz;
+TG_API tg_npz *tg_npz_open(const char *path, tg_ctx *ctx);
+/* The same over len bytes at buf, borrowed until tg_npz_close; `what`
+ * names them in errors. */
+TG_API tg_npz *tg_npz_open_mem(const void *buf, size_t len, const char *what, tg_ctx *ctx);
+TG_API int tg_npz_count(const tg_npz *z);
+TG_API const char *tg_npz_name(const tg_npz *z, int i);
+/* The index of the array named `name`, or -1. */
+TG_API int tg_npz_find(const tg_npz *z, const char *name);
+TG_API tg_array *tg_npz_read(const tg_npz *z, int i, tg_ctx *ctx);
+TG_API void tg_npz_close(tg_npz *z);
+/* Write n arrays as one archive that np.load reads (members stored, as
+ * np.savez writes them; zip64 where a size or offset needs it), atomically
+ * as tg_npy_save. Names must be distinct and non-empty. */
+TG_API int tg_npz_save(const char *path, int n, const char *const *names,
+                       const tg_array *const *arrays, tg_ctx *ctx);
+
 /* Prints dtype, shape and the values (abbreviated when large, as NumPy). */
 TG_API void tg_array_print(FILE *f, const tg_array *a);
 

@@ -25,19 +25,26 @@ void tg_prefault(void *p, size_t n) {
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
 }
 
-static char *file_read(const char *path, size_t *len, bool aligned, tg_ctx *ctx) {
+int tg_file_open_regular(const char *path, size_t *len, tg_ctx *ctx) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         tg_errorf(ctx, TG_EIO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
+        return -1;
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         tg_errorf(ctx, TG_EIO, "%s: not a regular file", path);
         close(fd);
-        return NULL;
+        return -1;
     }
-    size_t n = (size_t)st.st_size, got = 0;
+    *len = (size_t)st.st_size;
+    return fd;
+}
+
+static char *file_read(const char *path, size_t *len, bool aligned, tg_ctx *ctx) {
+    size_t n, got = 0;
+    int fd = tg_file_open_regular(path, &n, ctx);
+    if (fd < 0) return NULL;
     char *buf = aligned ? tg_malloc_aligned(n + 1) : tg_malloc(n + 1);
     if (!buf) {
         tg_errorf(ctx, TG_ENOMEM, "%s: out of memory reading %zu bytes", path, n);

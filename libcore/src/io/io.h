@@ -109,6 +109,9 @@ typedef struct tg_file_save {
 int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx);
 int tg_file_finish(tg_file_save *sv, tg_ctx *ctx);
 void tg_file_abort(tg_file_save *sv);
+/* Open a regular file for reading: its descriptor and length, or -1 with
+ * "PATH: cannot open: why" or "PATH: not a regular file" on ctx. */
+int tg_file_open_regular(const char *path, size_t *len, tg_ctx *ctx);
 /* Read a whole file (NUL-terminated; *len without the NUL). */
 char *tg_file_read(const char *path, size_t *len, tg_ctx *ctx);
 /* The same into a 64-byte aligned block (tg_free_aligned). */

@@ -11,10 +11,8 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/io.h"
@@ -31,14 +29,6 @@ static const char MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 #define HOST_BIG false
 #endif
 
-typedef struct npy_info {
-    tg_dtype dt;
-    bool swap, fortran;
-    int ndim;
-    int64_t shape[TG_MAX_NDIM];
-    size_t data_off;
-    int64_t nbytes;
-} npy_info;
 
 /* ---- the header ---- */
 
@@ -110,7 +100,7 @@ static int dtype_from_descr(const char *d, bool *swap) {
 
 /* The magic string and version: the length of the preamble and header
  * (where the data starts) from the first bytes b[0..n). */
-static int parse_preamble(const unsigned char *b, size_t n, size_t file_len,
+int tg_npy_parse_preamble(const unsigned char *b, size_t n, size_t file_len,
                           const char *what, size_t *hoff, size_t *hlen,
                           tg_ctx *ctx) {
     if (n < 8 || memcmp(b, MAGIC, 6) != 0)
@@ -138,8 +128,8 @@ static int parse_preamble(const unsigned char *b, size_t n, size_t file_len,
 }
 
 /* The header dict in h[0..len); file_len checks that the data is there. */
-static int parse_header(const char *h, size_t len, size_t data_off,
-                        size_t file_len, const char *what, npy_info *info,
+int tg_npy_parse_header(const char *h, size_t len, size_t data_off,
+                        size_t file_len, const char *what, tg_npy_info *info,
                         tg_ctx *ctx) {
     hdr_parse p = {h, h + len};
     char descr[32] = "", key[32];
@@ -238,7 +228,7 @@ static void swap_bytes(char *p, int64_t n, size_t sz) {
 
 /* An array for the file's data as stored: C order, or for Fortran order
  * the C-order array of the reversed shape (its transpose). */
-static tg_array *raw_array(const npy_info *h) {
+tg_array *tg_npy_raw_array(const tg_npy_info *h) {
     int64_t shape[TG_MAX_NDIM];
     for (int i = 0; i < h->ndim; i++)
         shape[i] = h->fortran ? h->shape[h->ndim - 1 - i] : h->shape[i];
@@ -247,7 +237,7 @@ static tg_array *raw_array(const npy_info *h) {
 
 /* Turn the raw array (filled) into the result: native byte order, bools
  * 0/1, C order. Consumes raw. */
-static tg_array *finish(tg_array *raw, const npy_info *h, const char *what,
+tg_array *tg_npy_finish(tg_array *raw, const tg_npy_info *h, const char *what,
                         tg_ctx *ctx) {
     int64_t n = tg_array_size_inline(raw);
     if (h->swap) swap_bytes(raw->data, n, tg_dtype_size(h->dt));
@@ -268,18 +258,18 @@ tg_array *tg_npy_load_mem(const void *buf, size_t len, const char *what,
                           tg_ctx *ctx) {
     const unsigned char *b = buf;
     size_t hoff = 0, hlen = 0;
-    npy_info h;
+    tg_npy_info h;
     if (!what) what = "<memory>";
-    if (parse_preamble(b, len, len, what, &hoff, &hlen, ctx)) return NULL;
-    if (parse_header((const char *)b + hoff, hlen, hoff + hlen, len, what, &h, ctx))
+    if (tg_npy_parse_preamble(b, len, len, what, &hoff, &hlen, ctx)) return NULL;
+    if (tg_npy_parse_header((const char *)b + hoff, hlen, hoff + hlen, len, what, &h, ctx))
         return NULL;
-    tg_array *raw = raw_array(&h);
+    tg_array *raw = tg_npy_raw_array(&h);
     if (!raw) {
         tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", what);
         return NULL;
     }
     if (h.nbytes) memcpy(raw->data, b + h.data_off, (size_t)h.nbytes);
-    return finish(raw, &h, what, ctx);
+    return tg_npy_finish(raw, &h, what, ctx);
 }
 
 static int read_at(int fd, void *buf, size_t n, size_t off, const char *path,
@@ -301,29 +291,21 @@ static int read_at(int fd, void *buf, size_t n, size_t off, const char *path,
 tg_array *tg_npy_load(const char *path, tg_ctx *ctx) {
     tg_array *raw = NULL;
     char *hdr = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        tg_errorf(ctx, TG_EIO, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        tg_errorf(ctx, TG_EIO, "%s: not a regular file", path);
-        goto fail;
-    }
-    size_t flen = (size_t)st.st_size, hoff = 0, hlen = 0;
+    size_t flen, hoff = 0, hlen = 0;
+    int fd = tg_file_open_regular(path, &flen, ctx);
+    if (fd < 0) return NULL;
     unsigned char pre[12];
     size_t npre = flen < sizeof pre ? flen : sizeof pre;
     if (read_at(fd, pre, npre, 0, path, ctx)) goto fail;
-    if (parse_preamble(pre, npre, flen, path, &hoff, &hlen, ctx)) goto fail;
+    if (tg_npy_parse_preamble(pre, npre, flen, path, &hoff, &hlen, ctx)) goto fail;
     if (!(hdr = tg_malloc(hlen + 1))) {
         tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
         goto fail;
     }
     if (read_at(fd, hdr, hlen, hoff, path, ctx)) goto fail;
-    npy_info h;
-    if (parse_header(hdr, hlen, hoff + hlen, flen, path, &h, ctx)) goto fail;
-    if (!(raw = raw_array(&h))) {
+    tg_npy_info h;
+    if (tg_npy_parse_header(hdr, hlen, hoff + hlen, flen, path, &h, ctx)) goto fail;
+    if (!(raw = tg_npy_raw_array(&h))) {
         tg_errorf(ctx, TG_ENOMEM, "%s: out of memory for %lld bytes", path,
                   (long long)h.nbytes);
         goto fail;
@@ -331,7 +313,7 @@ tg_array *tg_npy_load(const char *path, tg_ctx *ctx) {
     if (read_at(fd, raw->data, (size_t)h.nbytes, h.data_off, path, ctx)) goto fail;
     close(fd);
     tg_free(hdr);
-    return finish(raw, &h, path, ctx);
+    return tg_npy_finish(raw, &h, path, ctx);
 fail:
     close(fd);
     tg_free(hdr);
@@ -348,24 +330,37 @@ static const char *descr_of(tg_dtype dt) {
     return d[dt];
 }
 
-int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx) {
+int tg_npy_header(const tg_array *a, tg_str *out) {
     /* Version 1.0, little-endian, C order, the header as NumPy writes it:
      * padded with spaces to a multiple of 64 bytes, ending in a newline. */
     tg_str hdr = {0};
-    tg_array *c = NULL;
-    char *out = NULL;
-    int rc;
     tg_str_addf(&hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (",
                 descr_of(a->dtype));
     for (int i = 0; i < a->ndim; i++)
         tg_str_addf(&hdr, "%s%lld", i ? ", " : "", (long long)a->shape[i]);
     tg_str_addf(&hdr, "%s), }", a->ndim == 1 ? "," : "");
-    if (hdr.oom) {
+    size_t pad = (64 - (10 + hdr.len + 1) % 64) % 64;
+    size_t hlen = hdr.len + pad + 1;
+    char pre[10] = {MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3], MAGIC[4], MAGIC[5], 1, 0,
+                    (char)(hlen & 0xff), (char)(hlen >> 8)};
+    tg_str_add(out, pre, sizeof pre);
+    if (hdr.s) tg_str_add(out, hdr.s, hdr.len);
+    for (size_t i = 0; i < pad; i++) tg_str_add(out, " ", 1);
+    tg_str_add(out, "\n", 1);
+    bool oom = hdr.oom || out->oom;
+    tg_str_free(&hdr);
+    return oom ? TG_ENOMEM : TG_OK;
+}
+
+int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx) {
+    tg_str hdr = {0};
+    tg_array *c = NULL;
+    char *out = NULL;
+    int rc;
+    if (tg_npy_header(a, &hdr)) {
         rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
         goto done;
     }
-    size_t pad = (64 - (10 + hdr.len + 1) % 64) % 64;
-    size_t hlen = hdr.len + pad + 1;
     int64_t n = tg_array_size_inline(a);
     size_t isz = tg_dtype_size(a->dtype), nbytes = (size_t)n * isz;
     const tg_array *src = a;
@@ -376,21 +371,14 @@ int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx) {
         }
         src = c;
     }
-    size_t flen = 10 + hlen + nbytes;
+    size_t flen = hdr.len + nbytes;
     if (!(out = tg_malloc(flen))) {
         rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory for %zu bytes", path, flen);
         goto done;
     }
-    memcpy(out, MAGIC, 6);
-    out[6] = 1;
-    out[7] = 0;
-    out[8] = (char)(hlen & 0xff);
-    out[9] = (char)(hlen >> 8);
-    memcpy(out + 10, hdr.s, hdr.len);
-    memset(out + 10 + hdr.len, ' ', pad);
-    out[10 + hlen - 1] = '\n';
-    if (nbytes) memcpy(out + 10 + hlen, src->data, nbytes);
-    if (HOST_BIG) swap_bytes(out + 10 + hlen, n, isz);
+    memcpy(out, hdr.s, hdr.len);
+    if (nbytes) memcpy(out + hdr.len, src->data, nbytes);
+    if (HOST_BIG) swap_bytes(out + hdr.len, n, isz);
     rc = tg_file_write_atomic(path, out, flen, ctx);
 done:
     tg_free(out);

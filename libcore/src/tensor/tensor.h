@@ -197,4 +197,31 @@ void tg_iter_run(int nops, char **base, int ndim, const int64_t *shape,
                  const int64_t (*strides)[TG_MAX_NDIM], tg_inner_fn fn,
                  void *ud, bool parallel);
 
+/* ---- .npy pieces that the .npz reader and writer share (npy.c) ---- */
+
+typedef struct tg_npy_info {
+    tg_dtype dt;
+    bool swap, fortran;
+    int ndim;
+    int64_t shape[TG_MAX_NDIM];
+    size_t data_off;
+    int64_t nbytes;
+} tg_npy_info;
+/* From the first n bytes of a file of file_len bytes: where the header
+ * starts (*hoff) and its length (*hlen). */
+int tg_npy_parse_preamble(const unsigned char *b, size_t n, size_t file_len, const char *what,
+                          size_t *hoff, size_t *hlen, tg_ctx *ctx);
+/* The header dict h[0..len); the data, at data_off, must fit in file_len. */
+int tg_npy_parse_header(const char *h, size_t len, size_t data_off, size_t file_len,
+                        const char *what, tg_npy_info *info, tg_ctx *ctx);
+/* The array the data is read into as stored (C order, or the transpose
+ * of a Fortran-order array); NULL when out of memory. */
+tg_array *tg_npy_raw_array(const tg_npy_info *h);
+/* That array, filled, made the result (native byte order, bools 0/1, C
+ * order). Consumes raw. */
+tg_array *tg_npy_finish(tg_array *raw, const tg_npy_info *h, const char *what, tg_ctx *ctx);
+/* Append the preamble and header NumPy writes for a (version 1.0,
+ * little-endian, C order, padded to 64 bytes) to out: TG_OK or TG_ENOMEM. */
+int tg_npy_header(const tg_array *a, tg_str *out);
+
 #endif
