@@ -14,6 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include "io/io.h"
+#include "io/tgf.h"
 #include "tensor/tensor.h"
 #include "testutil.h"
 
@@ -491,6 +495,50 @@ static void test_deflated_damage(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Large buffers' CRC-32 is summed in pieces on the threads and combined:
+ * the same as zlib's in one go, for lengths that cut the pieces anywhere,
+ * and an archive of such arrays reads back. */
+static void test_crc_in_pieces(void **state) {
+    (void)state;
+    size_t old = tg_crc32c_par_min, n = (size_t)3 << 20;
+    tg_crc32c_par_min = 4096;
+    unsigned char *b = malloc(n);
+    uint64_t seed = 1;
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        b[i] = (unsigned char)(seed >> 56);
+    }
+    const size_t lens[] = {0, 1, 4095, 4096, 8193, 65537, (size_t)1 << 20, n - 3, n};
+    for (size_t k = 0; k < TG_ARRAY_LEN(lens); k++) {
+        uint32_t want = (uint32_t)crc32_z(0, b, lens[k]);
+        assert_int_equal(tg_crc32_zip(0, b, lens[k]), want);
+        /* continued from a sum so far */
+        assert_int_equal(tg_crc32_zip(tg_crc32_zip(0, b, 17), b + 17, lens[k] > 17 ? lens[k] - 17 : 0),
+                         (uint32_t)crc32_z(0, b, lens[k] > 17 ? lens[k] : 17));
+    }
+    tg_ctx *ctx = tg_ctx_new();
+    char path[] = "/tmp/tg_npz_crc_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    int64_t shape[1] = {(int64_t)n};
+    tg_array *a = tg_array_new_from(TG_UINT8, 1, shape, b);
+    const tg_array *arrs[] = {a};
+    const char *names[] = {"bytes"};
+    assert_int_equal(tg_npz_save(path, 1, names, arrs, ctx), 0);
+    tg_npz *z = tg_npz_open(path, ctx);
+    tg_array *c = tg_npz_read(z, 0, ctx);
+    assert_non_null(c);
+    assert_memory_equal(tg_array_data(c), b, n);
+    tg_array_free(c);
+    tg_npz_close(z);
+    tg_array_free(a);
+    unlink(path);
+    tg_ctx_free(ctx);
+    free(b);
+    tg_crc32c_par_min = old;
+}
+
 /* ---- allocation failures ---- */
 
 static void test_allocation_failures(void **state) {
@@ -543,6 +591,7 @@ int main(void) {
         cmocka_unit_test(test_structural_lies_refused),
         cmocka_unit_test(test_duplicate_members_refused),
         cmocka_unit_test(test_deflated_damage),
+        cmocka_unit_test(test_crc_in_pieces),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,8 @@
  * compiled-function file. The SSE4.2 instruction when the CPU has it
  * (several GiB/s, so that checking a memory-mapped file costs little next
  * to reading it), a table otherwise; both give the same value; a buffer
- * of 16 MiB or more in pieces on several threads. */
+ * of 16 MiB or more in pieces on several threads. The same split serves
+ * zip's CRC-32 (zlib's; .npz archives, tensor/npz.c). */
 #include <omp.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -10,6 +11,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <zlib.h>
+
+#include "io/io.h"
 #include "io/tgf.h"
 
 static uint32_t table[8][256];
@@ -180,26 +184,45 @@ static void piece(size_t n, int nt, int i, size_t *at, size_t *len) {
     *len = e - a;
 }
 
-uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n) {
+typedef uint32_t (*crc_fn)(uint32_t crc, const void *data, size_t n);
+typedef uint32_t (*crc_combine_fn)(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
+static uint32_t crc_split(uint32_t crc, const void *data, size_t n, crc_fn one, crc_combine_fn combine) {
     const size_t par_min = tg_crc32c_par_min ? tg_crc32c_par_min : 2;
     /* (a forked child has one thread: core.c) */
     int nt = n >= par_min && !omp_in_parallel() ? omp_get_max_threads() : 1;
     if (nt > 1 && (size_t)nt > n / (par_min / 2)) nt = (int)(n / (par_min / 2));
     if (nt > 64) nt = 64;
-    if (nt <= 1) return crc_one(crc, data, n);
+    if (nt <= 1) return one(crc, data, n);
     uint32_t part[64];
     const unsigned char *p = data;
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
     for (int i = 0; i < nt; i++) {
         size_t at, len;
         piece(n, nt, i, &at, &len);
-        part[i] = crc_one(i ? 0 : crc, p + at, len);
+        part[i] = one(i ? 0 : crc, p + at, len);
     }
     crc = part[0];
     for (int i = 1; i < nt; i++) {
         size_t at, len;
         piece(n, nt, i, &at, &len);
-        crc = tg_crc32c_combine(crc, part[i], len);
+        crc = combine(crc, part[i], len);
     }
     return crc;
+}
+
+uint32_t tg_crc32c(uint32_t crc, const void *data, size_t n) {
+    return crc_split(crc, data, n, crc_one, tg_crc32c_combine);
+}
+
+static uint32_t zip_one(uint32_t crc, const void *data, size_t n) {
+    return (uint32_t)crc32_z(crc, data, n);
+}
+
+static uint32_t zip_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    return (uint32_t)crc32_combine(crc_a, crc_b, (z_off_t)len_b);
+}
+
+uint32_t tg_crc32_zip(uint32_t crc, const void *data, size_t n) {
+    return crc_split(crc, data, n, zip_one, zip_combine);
 }

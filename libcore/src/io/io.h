@@ -109,6 +109,9 @@ typedef struct tg_file_save {
 int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx);
 int tg_file_finish(tg_file_save *sv, tg_ctx *ctx);
 void tg_file_abort(tg_file_save *sv);
+/* zip's CRC-32 (zlib's crc32 with a start value: 0 for a new sum), of a
+ * large buffer in pieces on the OpenMP threads as tg_crc32c. */
+uint32_t tg_crc32_zip(uint32_t crc, const void *data, size_t n);
 /* Open a regular file for reading: its descriptor and length, or -1 with
  * "PATH: cannot open: why" or "PATH: not a regular file" on ctx. */
 int tg_file_open_regular(const char *path, size_t *len, tg_ctx *ctx);

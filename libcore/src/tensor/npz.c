@@ -326,9 +326,6 @@ int tg_npz_find(const tg_npz *z, const char *name) {
 
 /* ---- reading an array ---- */
 
-static uint32_t crc32_of(uint32_t crc, const void *p, size_t n) {
-    return (uint32_t)crc32_z(crc, p, n);
-}
 
 typedef struct inflater {
     z_stream zs;
@@ -366,7 +363,7 @@ static int inflate_into(inflater *s, unsigned char *dst, size_t n, tg_ctx *ctx) 
         s->zs.avail_out = chunk;
         int r = inflate(&s->zs, Z_NO_FLUSH);
         size_t got = chunk - s->zs.avail_out;
-        s->crc = crc32_of(s->crc, dst, got);
+        s->crc = tg_crc32_zip(s->crc, dst, got);
         dst += got;
         n -= got;
         if (r == Z_STREAM_END)
@@ -388,7 +385,7 @@ static tg_array *read_deflated(const tg_npz *z, const npz_member *m, const char 
     inflater s = {.in = z->b + m->data, .in_left = m->csize, .what = what};
     s.zs.zalloc = zalloc_tg;
     s.zs.zfree = zfree_tg;
-    s.crc = crc32_of(0, NULL, 0);
+    s.crc = 0;
     unsigned char *head = NULL;
     tg_array *raw = NULL, *out = NULL;
     if (inflateInit2(&s.zs, -MAX_WBITS) != Z_OK) {
@@ -475,7 +472,7 @@ tg_array *tg_npz_read(const tg_npz *z, int i, tg_ctx *ctx) {
     tg_array *a = NULL;
     if (m->method == METHOD_DEFLATED) {
         a = read_deflated(z, m, what.s, ctx);
-    } else if (crc32_of(crc32_of(0, NULL, 0), z->b + m->data, (size_t)m->csize) != m->crc) {
+    } else if (tg_crc32_zip(0, z->b + m->data, (size_t)m->csize) != m->crc) {
         tg_errorf(ctx, TG_EPARSE, "%s: CRC-32 mismatch (the archive is corrupt)", what.s);
     } else {
         a = tg_npy_load_mem(z->b + m->data, (size_t)m->csize, what.s, ctx);
@@ -598,7 +595,7 @@ int tg_npz_save(const char *path, int n, const char *const *names, const tg_arra
         npz_out *r = &rec[i];
         r->size = hdr.len + nbytes;
         r->off = pos;
-        r->crc = crc32_of(crc32_of(crc32_of(0, NULL, 0), hdr.s, hdr.len), a->data, nbytes);
+        r->crc = tg_crc32_zip(tg_crc32_zip(0, hdr.s, hdr.len), a->data, nbytes);
         for (const char *q = names[i]; *q; q++) r->utf8 |= (unsigned char)*q >= 0x80;
         unsigned char lh[LOCAL_LEN + 20];
         put32(lh, SIG_LOCAL);
