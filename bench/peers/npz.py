@@ -1,0 +1,32 @@
+"""Peer of bench_npz: NumPy on the same arrays. Reads tg's archive (and
+checks it holds what bench_npz wrote: w[i] = i % 1000 / 8), times np.load
+of it, np.savez of the array to STORED and np.load of that, then
+np.savez_compressed to COMPRESSED and np.load of that; best of 3 each.
+Prints "name seconds" lines.
+usage: npz.py TG_ARCHIVE STORED COMPRESSED"""
+import sys
+import time
+
+import numpy as np
+
+tg_file, stored, compressed = sys.argv[1:4]
+
+
+def best(f):
+    t = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        f()
+        t.append(time.perf_counter() - t0)
+    return min(t)
+
+
+w = np.load(tg_file)["w"]
+want = (np.arange(w.size) % 1000 / 8).astype(w.dtype)
+if not np.array_equal(w, want):
+    sys.exit("npz.py: tg's archive does not hold what bench_npz wrote")
+print("load_tg %.6f" % best(lambda: np.load(tg_file)["w"]))
+print("save_stored %.6f" % best(lambda: np.savez(stored, w=w)))
+print("load_stored %.6f" % best(lambda: np.load(stored)["w"]))
+print("save_compressed %.6f" % best(lambda: np.savez_compressed(compressed, w=w)))
+print("load_compressed %.6f" % best(lambda: np.load(compressed)["w"]))
