@@ -76,6 +76,7 @@
     if (!last || !last.node || !viewing) return;
     viewedPause = last.pauses;
     const q = new URLSearchParams({ node: last.node.key, [viewing.kind]: String(viewing.index), slice: $('slice').value.trim() });
+    $('value-npy').href = '/api/value.npy?' + new URLSearchParams({ node: last.node.key, [viewing.kind]: String(viewing.index) }).toString();
     const { status, body } = await api('/api/value?' + q.toString());
     $('viewer').hidden = false;
     $('viewing').textContent = viewing.name + ' of ' + last.node.key;

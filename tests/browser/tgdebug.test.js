@@ -60,6 +60,19 @@ function check(ok, what, detail) {
     await page.waitForSelector('#value-data td[data-i="1"][data-j="2"]', { timeout: 10000 });
     check(await cell(1, 2) === '-6' && await cell(0, 0) === '1' && await cell(1, 1) === '5', 'the page shows sc[1, 2] = -6, sc[0, 0] = 1, sc[1, 1] = 5',
       [await cell(0, 0), await cell(1, 1), await cell(1, 2)].join(' '));
+    // The viewer's download link: the whole value as a .npy, fetched as the page would.
+    const npy = await page.evaluate(async () => {
+      const a = document.getElementById('value-npy');
+      const r = await fetch(a.href, { credentials: 'same-origin' });
+      const b = new Uint8Array(await r.arrayBuffer());
+      const hlen = b[8] | (b[9] << 8);
+      const header = new TextDecoder().decode(b.slice(10, 10 + hlen));
+      const data = new Float64Array(b.slice(10 + hlen).buffer);
+      return { status: r.status, download: a.hasAttribute('download'), magic: new TextDecoder().decode(b.slice(1, 6)), header, data: Array.from(data) };
+    });
+    check(npy.status === 200 && npy.download && npy.magic === 'NUMPY' && npy.header.includes("'descr': '<f8'") && npy.header.includes("'shape': (2, 3)") &&
+      npy.data.length === 6 && npy.data[5] === -6 && npy.data[0] === 1 && npy.data[4] === 5,
+    'the download link gives sc as a .npy: float64 (2, 3), sc[1, 2] = -6', JSON.stringify(npy));
     const row = await page.$$eval('#values tbody tr[data-name="x0"] td', (l) => l.map((e) => e.textContent));
     check(row[4] === '-6' && row[5] === '5' && row[6] === '-0.5', 'x0 row: min -6, max 5, mean -0.5', row.join(' '));
     // A slice typed in the box: row 1 reversed.

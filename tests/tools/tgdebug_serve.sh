@@ -196,6 +196,27 @@ for bad in "node=sc&slice=5" "node=sc&slice=0,3" "node=sc&slice=0,0,0" "node=sc&
 done
 check '[ "$(code "$base/api/value?node=nothere" -H "$(H)")" = 404 ]' "value of an unknown node: 404"
 check '[ "$(code "$base/api/value?node=m" -H "$(H)")" = 409 ]' "value of a node other than the paused one: 409"
+# The whole value as a .npy download: what /api/value shows, for np.load.
+check '[ "$(code "$base/api/value.npy?node=sc" -H "$(H)" -D "$tmp/hdr")" = 200 ]' "value.npy of the paused node: 200"
+check 'grep -qi "^Content-Type: application/octet-stream" "$tmp/hdr" && grep -qi "^Content-Disposition: attachment; filename=\"sc_out0.npy\"" "$tmp/hdr"' "value.npy: a download named sc_out0.npy"
+cp "$tmp/body" "$tmp/sc.npy"
+get "/api/value?node=sc&slice=:,:" >"$tmp/j"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+check '/usr/bin/python3 -c "
+import json
+import numpy as np
+a = np.load(\"$tmp/sc.npy\")
+d = json.load(open(\"$tmp/j\"))
+assert a.dtype.name == d[\"dtype\"] and list(a.shape) == d[\"shape\"], (a.dtype, a.shape)
+assert a.tolist() == d[\"data\"], (a.tolist(), d[\"data\"])
+"' "NumPy reads value.npy: the values /api/value shows"
+else
+  echo "skip: NumPy's reading of value.npy (python3-numpy not installed)"
+fi
+check '[ "$(code "$base/api/value.npy?node=sc&in=1" -H "$(H)")" = 200 ] && [ "$(wc -c <"$tmp/body")" -eq 136 ]' "value.npy of in=1 (k, a float64 scalar): 128 bytes of header, 8 of data"
+check '[ "$(code "$base/api/value.npy?node=m" -H "$(H)")" = 409 ] && grep -q "value.npy: node m is not the paused node" "$tmp/body"' "value.npy of a node other than the paused one: 409"
+check '[ "$(code "$base/api/value.npy?node=sc&out=5" -H "$(H)")" = 400 ]' "value.npy of an output the node does not have: 400"
+check '[ "$(code "$base/api/value.npy?node=sc")" = 403 ]' "value.npy without the token: 403"
 
 # ---- the profile, filled as it runs ----
 get /api/profile >"$tmp/prof.json"
@@ -250,6 +271,7 @@ wait $(jobs -p | grep -v "^$pid$") 2>/dev/null
 check 'wait_state finished && [ "$(py "d[\"stopped\"]")" = True ] && [ "$(py "d[\"calls_done\"]")" = 1 ]' "stopped: finished, stopped, 1 call done"
 check '[ "$(post /api/continue)" = 409 ] && [ "$(post /api/step)" = 409 ] && [ "$(post /api/stop)" = 409 ]' "control after the run ended: 409"
 check '[ "$(code "$base/api/value?node=sc" -H "$(H)")" = 409 ]' "a value after the run ended: 409"
+check '[ "$(code "$base/api/value.npy?node=sc" -H "$(H)")" = 409 ]' "value.npy after the run ended: 409"
 check '[ "$(code "$base/api/profile" -H "$(H)")" = 200 ] && [ "$(code "$base/api/graph" -H "$(H)")" = 200 ]' "profile and graph after the run ended: 200"
 kill -TERM "$pid"
 wait "$pid"

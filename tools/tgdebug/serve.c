@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -494,6 +495,7 @@ typedef struct reply {
     bool is_static; /* body points into the binary */
     const char *csp;
     const char *allow; /* a 405's Allow header */
+    char disposition[160]; /* a download's Content-Disposition, or "" */
 } reply;
 
 static void reply_json(reply *r, int status, json_object *o) {
@@ -575,46 +577,77 @@ static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char 
     return MHD_YES;
 }
 
-static void route_value(server *S, struct MHD_Connection *c, reply *r) {
-    const char *node = arg(c, "node"), *out = arg(c, "out"), *in = arg(c, "in"), *slice = arg(c, "slice");
-    if (!node || !*node) return reply_error(r, 400, "value: give node=KEY (and out=J or in=J, slice=...)");
-    if (out && in) return reply_error(r, 400, "value: give out=J or in=J, not both");
+/* The held value that node=KEY and out=J (or in=J) name: with S->mu
+ * locked, or NULL with the mutex unlocked and the error reply set.
+ * `what` starts the errors. */
+static const dbg_value *held_value(server *S, struct MHD_Connection *c, reply *r, const char *what,
+                                   const char **node_out) {
+    const char *node = arg(c, "node"), *out = arg(c, "out"), *in = arg(c, "in");
     int64_t j = 0;
     const char *js = out ? out : in ? in : "0";
-    if (!parse_i64(js, js + strlen(js), &j) || j < 0 || j > 1000)
-        return reply_error(r, 400, "value: %s=%s: expected an index >= 0", in ? "in" : "out", js);
+    if (!node || !*node) {
+        reply_error(r, 400, "%s: give node=KEY (and out=J or in=J, slice=...)", what);
+        return NULL;
+    }
+    if (out && in) {
+        reply_error(r, 400, "%s: give out=J or in=J, not both", what);
+        return NULL;
+    }
+    if (!parse_i64(js, js + strlen(js), &j) || j < 0 || j > 1000) {
+        reply_error(r, 400, "%s: %s=%s: expected an index >= 0", what, in ? "in" : "out", js);
+        return NULL;
+    }
     bool want_out = !in;
     pthread_mutex_lock(&S->mu);
     tg_function *f = S->s.f;
     int k = -1;
     for (int i = 0; i < f->nsched && k < 0; i++)
         if (!strcmp(tg_function_node_key(f, i), node)) k = i;
-    if (k < 0) {
-        pthread_mutex_unlock(&S->mu);
-        return reply_error(r, 404, "value: function '%s' has no scheduled node '%s'", tg_function_name(f), node);
-    }
-    if (S->state != ST_PAUSED || !S->hit) {
-        const char *st = state_name(S->state);
-        pthread_mutex_unlock(&S->mu);
-        return reply_error(r, 409, "value: the run is %s: values are served while it is paused", st);
-    }
-    dbg_hit *h = S->hit;
-    if (h->node != k) {
-        pthread_mutex_unlock(&S->mu);
-        return reply_error(r, 409, "value: node %s is not the paused node (%s): only its values are held", node,
-                           tg_function_node_key(f, h->node));
-    }
+    char msg[600];
+    int status = 0;
     const dbg_value *v = NULL;
-    for (int i = 0; i < h->nvals && !v; i++)
-        if (h->vals[i].is_out == want_out && h->vals[i].index == j) v = &h->vals[i];
-    if (!v) {
+    if (k < 0) {
+        status = 404;
+        snprintf(msg, sizeof msg, "%s: function '%s' has no scheduled node '%s'", what, tg_function_name(f), node);
+    } else if (S->state != ST_PAUSED || !S->hit) {
+        status = 409;
+        snprintf(msg, sizeof msg, "%s: the run is %s: values are served while it is paused", what,
+                 state_name(S->state));
+    } else if (S->hit->node != k) {
+        status = 409;
+        snprintf(msg, sizeof msg, "%s: node %s is not the paused node (%s): only its values are held", what, node,
+                 tg_function_node_key(f, S->hit->node));
+    } else {
+        dbg_hit *h = S->hit;
+        for (int i = 0; i < h->nvals && !v; i++)
+            if (h->vals[i].is_out == want_out && h->vals[i].index == j) v = &h->vals[i];
         int nio = want_out ? tg_function_node_noutputs(f, k) : tg_function_node_ninputs(f, k);
-        pthread_mutex_unlock(&S->mu);
-        if (j >= nio)
-            return reply_error(r, 400, "value: node %s has %d %s", node, nio, want_out ? "outputs" : "inputs");
-        return reply_error(r, 409, "value: %s%lld of node %s is not held %s", want_out ? "out" : "in", (long long)j,
-                           node, h->after ? "" : "(paused before the node ran: its outputs are its inputs 1..n)");
+        if (!v && j >= nio) {
+            status = 400;
+            snprintf(msg, sizeof msg, "%s: node %s has %d %s", what, node, nio, want_out ? "outputs" : "inputs");
+        } else if (!v) {
+            status = 409;
+            snprintf(msg, sizeof msg, "%s: %s%lld of node %s is not held %s", what, want_out ? "out" : "in",
+                     (long long)j, node,
+                     h->after ? "" : "(paused before the node ran: its outputs are its inputs 1..n)");
+        }
     }
+    if (!v) {
+        pthread_mutex_unlock(&S->mu);
+        reply_error(r, status, "%s", msg);
+        return NULL;
+    }
+    *node_out = node;
+    return v;
+}
+
+static void route_value(server *S, struct MHD_Connection *c, reply *r) {
+    const char *slice = arg(c, "slice"), *node = NULL;
+    const dbg_value *v = held_value(S, c, r, "value", &node);
+    if (!v) return;
+    dbg_hit *h = S->hit;
+    bool want_out = v->is_out;
+    int64_t j = v->index;
     const tg_array *a = v->a;
     dim_sel sel[TG_MAX_NDIM];
     char err[400];
@@ -658,6 +691,44 @@ static void route_value(server *S, struct MHD_Connection *c, reply *r) {
     tg_str_free(&s);
 }
 
+/* The whole held value as a .npy file (C order, little-endian), to load
+ * in NumPy: copied while paused (under the lock), sent after. */
+static void route_value_npy(server *S, struct MHD_Connection *c, reply *r) {
+    const char *node = NULL;
+    const dbg_value *v = held_value(S, c, r, "value.npy", &node);
+    if (!v) return;
+    /* Copied under the lock: once the run goes on, the VM may overwrite
+     * the buffer in place. */
+    const tg_array *a = v->a;
+    char fname[120];
+    int n = snprintf(fname, sizeof fname, "%s_%s%d", node, v->is_out ? "out" : "in", v->index);
+    tg_str hdr = {0};
+    size_t nbytes = (size_t)tg_array_size(a) * tg_dtype_size(a->dtype);
+    tg_array *cont = tg_array_is_contiguous(a) ? NULL : tg_array_copy(a, a->dtype);
+    const tg_array *src = cont ? cont : a;
+    char *body = NULL;
+    if ((cont || tg_array_is_contiguous(a)) && tg_npy_header(a, &hdr) == TG_OK &&
+        (body = malloc(hdr.len + nbytes + 1))) {
+        memcpy(body, hdr.s, hdr.len);
+        if (nbytes) memcpy(body + hdr.len, src->data, nbytes);
+    }
+    pthread_mutex_unlock(&S->mu);
+    tg_array_free(cont);
+    /* A file name of letters, digits, '.', '_' and '-': ids may hold anything. */
+    for (int i = 0; i < n && fname[i]; i++)
+        if (!isalnum((unsigned char)fname[i]) && !strchr("._-", fname[i])) fname[i] = '_';
+    if (!body) {
+        tg_str_free(&hdr);
+        return reply_error(r, 500, "value.npy: out of memory for %zu bytes", nbytes);
+    }
+    r->status = 200;
+    r->body = body;
+    r->len = hdr.len + nbytes;
+    r->type = "application/octet-stream";
+    snprintf(r->disposition, sizeof r->disposition, "attachment; filename=\"%s.npy\"", fname);
+    tg_str_free(&hdr);
+}
+
 static void route_control(server *S, const char *what, reply *r) {
     pthread_mutex_lock(&S->mu);
     int st = S->state;
@@ -693,7 +764,8 @@ static const char *CSP_GRAPH = "default-src 'none'; script-src 'unsafe-inline'; 
 static void route(server *S, struct MHD_Connection *c, const char *url, const char *method, reply *r) {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     static const char *const gets[] = {"/", "/index.html", "/tgdebug.js", "/tgdebug.css", "/d3.js", "/graph",
-                                       "/api/graph", "/api/profile", "/api/state", "/api/value", NULL};
+                                       "/api/graph", "/api/profile", "/api/state", "/api/value", "/api/value.npy",
+                                       NULL};
     static const char *const posts[] = {"/api/continue", "/api/step", "/api/stop", NULL};
     int gi = -1, pi = -1;
     for (int i = 0; gets[i]; i++)
@@ -738,7 +810,8 @@ static void route(server *S, struct MHD_Connection *c, const char *url, const ch
         pthread_mutex_unlock(&S->mu);
         return reply_json(r, 200, o);
     }
-    default: return route_value(S, c, r);
+    case 9: return route_value(S, c, r);
+    default: return route_value_npy(S, c, r);
     }
 }
 
@@ -763,6 +836,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, reply *r, const char
     if (r->csp) MHD_add_response_header(resp, "Content-Security-Policy", r->csp);
     if (cookie) MHD_add_response_header(resp, "Set-Cookie", cookie);
     if (r->allow) MHD_add_response_header(resp, "Allow", r->allow);
+    if (r->disposition[0]) MHD_add_response_header(resp, "Content-Disposition", r->disposition);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ok;
