@@ -98,6 +98,29 @@ line "schedule: 7 of 10" "deep_log: lg is node 7 of 10"
 # --no-nan: the only bad values are NaN, and nothing is huge: clean.
 expect 0 "deep_log --no-nan: clean" -- "$T" nanguard "$D/deep_log.json" --no-nan -i x='[1,2,3,4]'
 contains out "clean" "deep_log --no-nan: the summary says clean"
+# --dump: lg's input d, as the node saw it, in an archive that tg and
+# NumPy read: the values the report's statistics describe.
+expect 1 "deep_log --dump" -- "$T" nanguard "$D/deep_log.json" -O none -i x='[1,2,3,4]' --dump "$tmp/dump/lg.npz"
+line "dump: the inputs of node lg written to $tmp/dump/lg.npz: in0" "--dump: one line names the node and the arrays"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "--dump: still one line on stderr" || fail "--dump: stderr has $(wc -l <"$tmp/err") lines"
+# the archive gives the node's input back: feed it to a graph that takes its min
+cat >"$tmp/min.json" <<'EOF2'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "in0", "type": {"dtype": "float64", "shape": [4]}}],
+ "nodes": [{"op": "min", "inputs": ["in0"], "outputs": ["m"]}, {"op": "max", "inputs": ["in0"], "outputs": ["M"]}],
+ "functions": {"main": {"inputs": ["in0"], "outputs": ["m", "M"]}}}
+EOF2
+expect 0 "the dump read back with -i FILE.npz" -- "$TGC" run "$tmp/min.json" -i "$tmp/dump/lg.npz"
+contains out "^m: float64 ()" "the dumped input loads"
+contains out "^-1.1807066" "its min is the report's (-1.18071)"
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  /usr/bin/python3 -c "import numpy as np; d = np.load('$tmp/dump/lg.npz')['in0']; assert d.shape == (4,) and (d < 0).all() and abs(d.max() + 1.00987) < 1e-5, d" &&
+    pass "NumPy reads the dump: all negative, max -1.00987" || fail "NumPy disagrees with the dump"
+fi
+expect 1 "--dump of a bad input" -- "$T" nanguard "$D/deep_log.json" -i x='[1, "nan", 3, 4]' --dump "$tmp/dump/x.npz"
+contains err "^tgdebug: nanguard: --dump $tmp/dump/x.npz: the bad value is not a node's output: no inputs to write$" "--dump of an input: says there is no node"
+[ ! -e "$tmp/dump/x.npz" ] && pass "--dump of an input writes nothing" || fail "x.npz written"
+bad 2 "--dump twice" nanguard "$D/deep_log.json" -i x='[1,2,3,4]' --dump a.npz --dump b.npz
 # A NaN fed in is the input's, not a node's.
 expect 1 "deep_log with a NaN input" -- "$T" nanguard "$D/deep_log.json" -i x='[1, "nan", 3, 4]'
 line "input: x (fed in: no node made it)" "a NaN input is reported as the input"

@@ -277,6 +277,25 @@ int cli_mkdirs(const char *path) {
     return 0;
 }
 
+int cli_npz_save(const char *prefix, const char *opt, const char *path, int n, const char *const *names,
+                 const tg_array *const *arrays) {
+    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = -1;
+    if (!dir || !ctx) {
+        cli_error(prefix, "%s %s: out of memory", opt, path);
+    } else if (slash && slash != dir && (*slash = 0, cli_mkdirs(dir) < 0)) {
+        cli_error(prefix, "%s %s: cannot create the folder %s: %s", opt, path, dir, strerror(errno));
+    } else if (tg_npz_save(path, n, names, arrays, ctx)) {
+        cli_error(prefix, "%s %s", opt, tg_ctx_message(ctx));
+    } else {
+        rc = 0;
+    }
+    tg_ctx_free(ctx);
+    free(dir);
+    return rc;
+}
+
 FILE *cli_out_open(cli_out *o, const char *tool, const char *opt, const char *path) {
     *o = (cli_out){.tool = tool, .opt = opt, .path = path};
     if (!strcmp(path, "-")) return o->f = stdout;

@@ -108,6 +108,11 @@ void cli_session_close(cli_session *s);
 
 /* Create a folder and its parents (mkdir -p). 0 or -1 with errno. */
 int cli_mkdirs(const char *path);
+/* Write n arrays to the archive `path` (tg_npz_save), its folder made when
+ * missing, as -o DIR is: 0, or -1 with one line on stderr ("prefix: opt
+ * path: why"). */
+int cli_npz_save(const char *prefix, const char *opt, const char *path, int n, const char *const *names,
+                 const tg_array *const *arrays);
 
 /* An output file (-o, --json, --trace) that is written whole or not at
  * all. cli_out_open gives a stream to a temporary file beside `path`

@@ -177,40 +177,26 @@ static bool ends_with_npz(const char *s) {
 
 /* -o OUT.npz: every output in one archive, each once, by its id (the
  * archive's folder made when missing, as -o DIR is). */
-static int write_npz(const char *path, const tg_function *f, tg_array **outs, tg_ctx *ctx) {
+static int write_npz(const char *path, const tg_function *f, tg_array **outs) {
     int nout = tg_function_output_count(f), n = 0, rc = TG_EXIT_OK;
     const char **names = calloc((size_t)nout + 1, sizeof *names);
     const tg_array **arrays = calloc((size_t)nout + 1, sizeof *arrays);
-    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
-    if (!names || !arrays || !dir) {
+    if (!names || !arrays) {
         cli_error(TOOL, "-o %s: out of memory", path);
         rc = TG_EXIT_FOUND;
-        goto done;
-    }
-    if (slash && slash != dir) {
-        *slash = 0;
-        if (cli_mkdirs(dir) < 0) {
-            cli_error(TOOL, "-o %s: cannot create the folder %s: %s", path, dir, strerror(errno));
-            rc = TG_EXIT_USAGE;
-            goto done;
+    } else {
+        for (int k = 0; k < nout; k++) {
+            const char *id = tg_function_output_id(f, k);
+            bool seen = false;
+            for (int j = 0; j < n; j++) seen |= strcmp(names[j], id) == 0;
+            if (seen) continue;
+            names[n] = id;
+            arrays[n++] = outs[k];
         }
+        if (cli_npz_save(TOOL, "-o", path, n, names, arrays)) rc = TG_EXIT_USAGE;
     }
-    for (int k = 0; k < nout; k++) {
-        const char *id = tg_function_output_id(f, k);
-        bool seen = false;
-        for (int j = 0; j < n; j++) seen |= strcmp(names[j], id) == 0;
-        if (seen) continue;
-        names[n] = id;
-        arrays[n++] = outs[k];
-    }
-    if (tg_npz_save(path, n, names, arrays, ctx)) {
-        cli_error(TOOL, "-o %s", tg_ctx_message(ctx));
-        rc = TG_EXIT_USAGE;
-    }
-done:
     free(names);
     free(arrays);
-    free(dir);
     return rc;
 }
 
@@ -339,7 +325,7 @@ static int cmd_run(int argc, char **argv) {
     }
     cli_progress_end(&prog);
     if (outdir && ends_with_npz(outdir)) {
-        rc = write_npz(outdir, f, outs, ctx);
+        rc = write_npz(outdir, f, outs);
     } else if (outdir) {
         if (cli_mkdirs(outdir) < 0) {
             cli_error(TOOL, "-o %s: cannot create the folder: %s", outdir, strerror(errno));

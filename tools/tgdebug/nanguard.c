@@ -16,7 +16,8 @@ static const char *SUB = "nanguard";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgdebug nanguard FILE [-f NAME] [-i ID=VALUE]... [--calls N]\n"
-            "                        [--no-nan] [--no-inf] [--big THRESHOLD] [-O PRESET]\n"
+            "                        [--dump OUT.npz] [--no-nan] [--no-inf] [--big THRESHOLD]\n"
+            "                        [-O PRESET]\n"
             "                        [--device cpu|cuda]\n"
             "\n"
             "Call a function of FILE (interchange JSON, or a compiled-function .tgf)\n"
@@ -34,6 +35,9 @@ static void usage(FILE *f) {
             "                   [1, 2], \"nan\") read with the input's declared dtype\n"
             "  -i FILE.npz      every input named by an array of the archive\n"
             "  --calls N        call it N times (default 1), updates applied each time\n"
+            "  --dump OUT.npz   at an offence in a node, write the node's inputs as they\n"
+            "                   were when it ran (in0, in1, ...) to OUT.npz, to load with\n"
+            "                   np.load and run the op again in NumPy\n"
             "  --no-nan         do not look for NaN\n"
             "  --no-inf         do not look for infinities\n"
             "  --big T          flag finite values with |x| > T (default 1e10; inf: off)\n"
@@ -300,15 +304,47 @@ static bool parse_big(const char *s, double *out) {
     return true;
 }
 
+/* --dump: the offending node's inputs (the guard's copies) to one archive,
+ * in0, in1, ...; a line on stdout saying so. 0, or -1 with one line on
+ * stderr. */
+static int dump_inputs(const tg_function *f, const tg_nanguard *ng, const tg_offence *off, const char *path) {
+    if (off->where != TG_OFFENCE_NODE || off->node < 0) {
+        tgd_error(SUB, "--dump %s: the bad value is not a node's output: no inputs to write", path);
+        return -1;
+    }
+    int nin = tg_function_node_ninputs(f, off->node), n = 0;
+    char names[64][16];
+    const char *np[64];
+    const tg_array *arrs[64];
+    for (int i = 0; i < nin && n < 64; i++) {
+        const tg_array *a = tg_nanguard_node_input(ng, i);
+        if (!a) continue;
+        snprintf(names[n], sizeof names[n], "in%d", i);
+        np[n] = names[n];
+        arrs[n++] = a;
+    }
+    if (!n) {
+        tgd_error(SUB, "--dump %s: the guard kept no input of node %s", path, tg_function_node_key(f, off->node));
+        return -1;
+    }
+    int rc = cli_npz_save(TGDEBUG ": nanguard", "--dump", path, n, np, arrs);
+    if (!rc) {
+        printf("dump: the inputs of node %s written to %s:", tg_function_node_key(f, off->node), path);
+        for (int i = 0; i < n; i++) printf(" %s", np[i]);
+        printf("\n");
+    }
+    return rc ? -1 : 0;
+}
+
 int tgd_nanguard(int argc, char **argv) {
-    const char *fname = NULL, *preset = NULL, *device = NULL;
+    const char *fname = NULL, *preset = NULL, *device = NULL, *dump = NULL;
     long calls = 1;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     tg_nanguard_options go = {0};
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'}, {"no-nan", no_argument, 0, 'N'},
                                          {"no-inf", no_argument, 0, 'I'},      {"big", required_argument, 0, 'b'},
-                                         {"device", required_argument, 0, 'd'},
+                                         {"device", required_argument, 0, 'd'}, {"dump", required_argument, 0, 'D'},
                                          {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     opterr = 0;
@@ -320,6 +356,9 @@ int tgd_nanguard(int argc, char **argv) {
             break;
         case 'O':
             if (!cli_once("tgdebug: nanguard", "-O", &preset, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'D':
+            if (!cli_once("tgdebug: nanguard", "--dump", &dump, optarg)) return TG_EXIT_USAGE;
             break;
         case 'N': go.no_nan = true; break;
         case 'I': go.no_inf = true; break;
@@ -388,6 +427,10 @@ int tgd_nanguard(int argc, char **argv) {
         if (st == TG_ESTOPPED && tg_nanguard_offence(ng)) {
             cli_progress_end(&prog);
             report(g, f, ng, tg_nanguard_offence(ng), go.big ? go.big : 1e10);
+            if (dump) {
+                fflush(stdout);
+                dump_inputs(f, ng, tg_nanguard_offence(ng), dump);
+            }
             tgd_error(SUB, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_FOUND;
             goto done;
