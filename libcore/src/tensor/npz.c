@@ -19,6 +19,7 @@
  * more than its data can fill. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -119,7 +120,7 @@ static int find_directory(const tg_npz *z, uint64_t *cd_off, uint64_t *cd_size, 
                          "%s: corrupt zip archive (its directory, %llu bytes at %llu, runs past its end "
                          "record at %zu)",
                          z->what, (unsigned long long)*cd_size, (unsigned long long)*cd_off, *end_at);
-    if (*count > *cd_size / CENTRAL_LEN)
+    if (*count > *cd_size / CENTRAL_LEN || *count > INT_MAX)
         return tg_errorf(ctx, TG_EPARSE,
                          "%s: corrupt zip archive (%llu members claimed in a directory of %llu bytes)",
                          z->what, (unsigned long long)*count, (unsigned long long)*cd_size);
