@@ -27,6 +27,14 @@ static const char *data_path(const char *name) {
     return path;
 }
 
+/* A new empty file in /tmp, its path into path. */
+static void tmp_file(char *path, size_t size, const char *stem) {
+    snprintf(path, size, "/tmp/%s_XXXXXX", stem);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
 static void put16(unsigned char *p, unsigned v) {
     p[0] = (unsigned char)v;
     p[1] = (unsigned char)(v >> 8);
@@ -188,10 +196,8 @@ static void test_open_errors(void **state) {
     assert_non_null(strstr(tg_ctx_message(ctx), "/nonexistent/a.npz: cannot open"));
     assert_null(tg_npz_open("/tmp", ctx));
     assert_non_null(strstr(tg_ctx_message(ctx), "/tmp: not a regular file"));
-    char path[] = "/tmp/tg_npz_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    char path[64];
+    tmp_file(path, sizeof path, "tg_npz");
     assert_null(tg_npz_open(path, ctx)); /* empty */
     assert_non_null(strstr(tg_ctx_message(ctx), "not a .npz file (0 bytes, too short for a zip archive)"));
     /* a .npy is not an archive */
@@ -293,10 +299,8 @@ static void test_many_members_zip64(void **state) {
     (void)state;
     enum { N = 65536 };
     tg_ctx *ctx = tg_ctx_new();
-    char path[] = "/tmp/tg_npz_many_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    char path[64];
+    tmp_file(path, sizeof path, "tg_npz_many");
     tg_array **arrs = malloc(N * sizeof *arrs);
     char **names = malloc(N * sizeof *names);
     for (int i = 0; i < N; i++) {
@@ -341,10 +345,8 @@ static void test_many_members_zip64(void **state) {
  * Layout: local header 0, name 30, zip64 field, .npy; the directory's
  * entries 46 bytes and the name and a 28-byte zip64 field each. */
 static unsigned char *small_archive(size_t *len, tg_ctx *ctx) {
-    char path[] = "/tmp/tg_npz_small_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    char path[64];
+    tmp_file(path, sizeof path, "tg_npz_small");
     int64_t s2[1] = {2}, s3[1] = {3};
     tg_array *a = ramp(TG_FLOAT64, 1, s2), *b = ramp(TG_INT8, 1, s3);
     const tg_array *arrs[] = {a, b};
@@ -414,10 +416,8 @@ static void test_structural_lies_refused(void **state) {
 static void test_duplicate_members_refused(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
-    char path[] = "/tmp/tg_npz_dup_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    char path[64];
+    tmp_file(path, sizeof path, "tg_npz_dup");
     int64_t s2[1] = {2};
     tg_array *a = ramp(TG_FLOAT64, 1, s2);
     const tg_array *arrs[] = {a, a};
@@ -517,10 +517,8 @@ static void test_crc_in_pieces(void **state) {
                          (uint32_t)crc32_z(0, b, lens[k] > 17 ? lens[k] : 17));
     }
     tg_ctx *ctx = tg_ctx_new();
-    char path[] = "/tmp/tg_npz_crc_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    char path[64];
+    tmp_file(path, sizeof path, "tg_npz_crc");
     int64_t shape[1] = {(int64_t)n};
     tg_array *a = tg_array_new_from(TG_UINT8, 1, shape, b);
     const tg_array *arrs[] = {a};
@@ -544,10 +542,8 @@ static void test_crc_in_pieces(void **state) {
 static void test_allocation_failures(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
-    char path[] = "/tmp/tg_npz_oom_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
+    char path[64];
+    tmp_file(path, sizeof path, "tg_npz_oom");
     const char *files[] = {"stored.npz", "compressed.npz"};
     for (size_t f = 0; f < TG_ARRAY_LEN(files); f++) {
         bool done = false;

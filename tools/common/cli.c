@@ -173,6 +173,17 @@ static void npz_names(const tg_npz *z, tg_str *out) {
     if (!n) tg_str_addf(out, "no arrays");
 }
 
+/* a, array k of the archive at path, made sure to fit input i
+ * (value_fits); consumed when it does not. */
+static tg_array *npz_fits(const tg_function *f, int i, tg_array *a, const tg_npz *z, int k, const char *path,
+                          tg_ctx *ctx) {
+    tg_str src = {0};
+    tg_str_addf(&src, "%s: array '%s'", path, tg_npz_name(z, k));
+    a = value_fits(f, i, a, src.s ? src.s : path, ctx);
+    tg_str_free(&src);
+    return a;
+}
+
 /* VALUE naming an array of an archive: FILE.npz (the array named after the
  * input, or the archive's only array) or FILE.npz:NAME. */
 static tg_array *value_from_npz(const tg_function *f, int i, const char *value, size_t plen,
@@ -197,10 +208,7 @@ static tg_array *value_from_npz(const tg_function *f, int i, const char *value, 
                       name ? name : id, have.s ? have.s : "?");
             tg_str_free(&have);
         } else if ((a = tg_npz_read(z, k, ctx))) {
-            tg_str src = {0};
-            tg_str_addf(&src, "%s: array '%s'", path, tg_npz_name(z, k));
-            a = value_fits(f, i, a, src.s ? src.s : path, ctx);
-            tg_str_free(&src);
+            a = npz_fits(f, i, a, z, k, path, ctx);
         } else {
             tg_error_prefix(ctx, "-i %s", id);
         }
@@ -385,12 +393,7 @@ static int inputs_from_npz(const char *tool, const char *pre, const char *sep, c
         if (k < 0) continue;
         used++;
         tg_array *a = tg_npz_read(z, k, ctx);
-        if (a) {
-            tg_str src = {0};
-            tg_str_addf(&src, "%s: array '%s'", path, tg_npz_name(z, k));
-            a = value_fits(f, i, a, src.s ? src.s : path, ctx);
-            tg_str_free(&src);
-        }
+        if (a) a = npz_fits(f, i, a, z, k, path, ctx);
         if (!a) {
             cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;

@@ -175,26 +175,45 @@ static bool ends_with_npz(const char *s) {
     return n > 4 && !strcmp(s + n - 4, ".npz");
 }
 
-/* -o OUT.npz: every output in one archive, each once, by its id (the
- * archive's folder made when missing, as -o DIR is). */
-static int write_npz(const char *path, const tg_function *f, tg_array **outs) {
+/* -o: each output of the last call once, by its id (an output listed
+ * twice is written once): to DIR/<id>.npy, or with OUT.npz to one archive
+ * (its folder made when missing, as DIR is). */
+static int write_outputs(const char *dest, const tg_function *f, tg_array **outs, tg_ctx *ctx) {
     int nout = tg_function_output_count(f), n = 0, rc = TG_EXIT_OK;
     const char **names = calloc((size_t)nout + 1, sizeof *names);
     const tg_array **arrays = calloc((size_t)nout + 1, sizeof *arrays);
     if (!names || !arrays) {
-        cli_error(TOOL, "-o %s: out of memory", path);
+        cli_error(TOOL, "-o %s: out of memory", dest);
         rc = TG_EXIT_FOUND;
-    } else {
-        for (int k = 0; k < nout; k++) {
-            const char *id = tg_function_output_id(f, k);
-            bool seen = false;
-            for (int j = 0; j < n; j++) seen |= strcmp(names[j], id) == 0;
-            if (seen) continue;
-            names[n] = id;
-            arrays[n++] = outs[k];
-        }
-        if (cli_npz_save(TOOL, "-o", path, n, names, arrays)) rc = TG_EXIT_USAGE;
+        goto done;
     }
+    for (int k = 0; k < nout; k++) {
+        const char *id = tg_function_output_id(f, k);
+        bool seen = false;
+        for (int j = 0; j < n; j++) seen |= strcmp(names[j], id) == 0;
+        if (seen) continue;
+        names[n] = id;
+        arrays[n++] = outs[k];
+    }
+    if (ends_with_npz(dest)) {
+        if (cli_npz_save(TOOL, "-o", dest, n, names, arrays)) rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    if (cli_mkdirs(dest) < 0) {
+        cli_error(TOOL, "-o %s: cannot create the folder: %s", dest, strerror(errno));
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
+    for (int k = 0; k < n; k++) {
+        tg_str p = {0};
+        tg_str_addf(&p, "%s/%s.npy", dest, names[k]);
+        if (tg_npy_save(p.s, arrays[k], ctx)) {
+            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            rc = TG_EXIT_USAGE;
+        }
+        tg_str_free(&p);
+    }
+done:
     free(names);
     free(arrays);
     return rc;
@@ -324,27 +343,8 @@ static int cmd_run(int argc, char **argv) {
         cli_progress_step(&prog, call);
     }
     cli_progress_end(&prog);
-    if (outdir && ends_with_npz(outdir)) {
-        rc = write_npz(outdir, f, outs);
-    } else if (outdir) {
-        if (cli_mkdirs(outdir) < 0) {
-            cli_error(TOOL, "-o %s: cannot create the folder: %s", outdir, strerror(errno));
-            rc = TG_EXIT_USAGE;
-            goto done;
-        }
-        for (int k = 0; k < nout; k++) {
-            const char *id = tg_function_output_id(f, k);
-            bool seen = false;
-            for (int j = 0; j < k; j++) seen |= strcmp(tg_function_output_id(f, j), id) == 0;
-            if (seen) continue;
-            tg_str p = {0};
-            tg_str_addf(&p, "%s/%s.npy", outdir, id);
-            if (tg_npy_save(p.s, outs[k], ctx)) {
-                cli_error(TOOL, "%s", tg_ctx_message(ctx));
-                rc = TG_EXIT_USAGE;
-            }
-            tg_str_free(&p);
-        }
+    if (outdir) {
+        rc = write_outputs(outdir, f, outs, ctx);
     } else if (!each) {
         for (int k = 0; k < nout; k++) {
             printf("%s: ", tg_function_output_id(f, k));

@@ -312,11 +312,15 @@ static int dump_inputs(const tg_function *f, const tg_nanguard *ng, const tg_off
         tgd_error(SUB, "--dump %s: the bad value is not a node's output: no inputs to write", path);
         return -1;
     }
-    int nin = tg_function_node_ninputs(f, off->node), n = 0;
-    char names[64][16];
-    const char *np[64];
-    const tg_array *arrs[64];
-    for (int i = 0; i < nin && n < 64; i++) {
+    int nin = tg_function_node_ninputs(f, off->node), n = 0, rc = -1;
+    char(*names)[16] = calloc((size_t)nin + 1, sizeof *names);
+    const char **np = calloc((size_t)nin + 1, sizeof *np);
+    const tg_array **arrs = calloc((size_t)nin + 1, sizeof *arrs);
+    if (!names || !np || !arrs) {
+        tgd_error(SUB, "--dump %s: out of memory", path);
+        goto done;
+    }
+    for (int i = 0; i < nin; i++) {
         const tg_array *a = tg_nanguard_node_input(ng, i);
         if (!a) continue;
         snprintf(names[n], sizeof names[n], "in%d", i);
@@ -325,14 +329,18 @@ static int dump_inputs(const tg_function *f, const tg_nanguard *ng, const tg_off
     }
     if (!n) {
         tgd_error(SUB, "--dump %s: the guard kept no input of node %s", path, tg_function_node_key(f, off->node));
-        return -1;
+        goto done;
     }
-    int rc = cli_npz_save(TGDEBUG ": nanguard", "--dump", path, n, np, arrs);
+    rc = cli_npz_save(TGDEBUG ": nanguard", "--dump", path, n, np, arrs);
     if (!rc) {
         printf("dump: the inputs of node %s written to %s:", tg_function_node_key(f, off->node), path);
         for (int i = 0; i < n; i++) printf(" %s", np[i]);
         printf("\n");
     }
+done:
+    free(names);
+    free(np);
+    free(arrs);
     return rc ? -1 : 0;
 }
 

@@ -175,24 +175,27 @@ void tg_file_abort(tg_file_save *sv) {
     release(sv);
 }
 
+int tg_file_write_all(int fd, const void *data, size_t len, const char *path, tg_ctx *ctx) {
+    const char *p = data;
+    while (len) {
+        ssize_t w = write(fd, p, len > ((size_t)1 << 30) ? (size_t)1 << 30 : len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return tg_errorf(ctx, TG_EIO, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        len -= (size_t)w;
+    }
+    return TG_OK;
+}
+
 int tg_file_write_atomic(const char *path, const void *data, size_t len,
                          tg_ctx *ctx) {
     tg_file_save sv;
     int rc = tg_file_begin(path, &sv, ctx);
     if (rc) return rc;
-    const char *p = data;
-    size_t left = len;
-    while (left) {
-        ssize_t w = write(sv.fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            rc = tg_errorf(ctx, TG_EIO, "%s: write failed: %s", path,
-                           w < 0 ? strerror(errno) : "no progress");
-            tg_file_abort(&sv);
-            return rc;
-        }
-        p += w;
-        left -= (size_t)w;
+    if ((rc = tg_file_write_all(sv.fd, data, len, path, ctx))) {
+        tg_file_abort(&sv);
+        return rc;
     }
     return tg_file_finish(&sv, ctx);
 }

@@ -92,6 +92,9 @@ void *tg_base64_decode(const char *s, size_t len, size_t *out_n);
  * device or FIFO is written in place, a link followed: tg_file_begin.) */
 int tg_file_write_atomic(const char *path, const void *data, size_t len,
                          tg_ctx *ctx);
+/* Write all len bytes to fd (retrying short writes and EINTR): TG_OK, or
+ * TG_EIO with "PATH: write failed: why" on ctx. */
+int tg_file_write_all(int fd, const void *data, size_t len, const char *path, tg_ctx *ctx);
 /* A save in steps: tg_file_begin opens where the bytes go (sv->fd): a
  * temporary beside the file (beside the file a symbolic link names, the
  * link kept), or, for a path that names a device, FIFO or socket

@@ -327,7 +327,6 @@ int tg_npz_find(const tg_npz *z, const char *name) {
 
 /* ---- reading an array ---- */
 
-
 typedef struct inflater {
     z_stream zs;
     const unsigned char *in;
@@ -346,19 +345,24 @@ static void zfree_tg(voidpf ud, voidpf p) {
     tg_free(p);
 }
 
+/* Give zs the next piece of the member once it has used the last
+ * (avail_in is 32 bits wide). */
+static void feed(inflater *s) {
+    if (s->zs.avail_in || !s->in_left) return;
+    uInt k = s->in_left > (1u << 30) ? 1u << 30 : (uInt)s->in_left;
+    s->zs.next_in = (Bytef *)s->in;
+    s->zs.avail_in = k;
+    s->in += k;
+    s->in_left -= k;
+}
+
 /* Inflate exactly n bytes into dst (summing their CRC). */
 static int inflate_into(inflater *s, unsigned char *dst, size_t n, tg_ctx *ctx) {
     while (n) {
         if (s->ended)
             return tg_errorf(ctx, TG_EPARSE, "%s: the member inflates to less than its stated size",
                              s->what);
-        if (!s->zs.avail_in && s->in_left) {
-            uInt k = s->in_left > (1u << 30) ? 1u << 30 : (uInt)s->in_left;
-            s->zs.next_in = (Bytef *)s->in;
-            s->zs.avail_in = k;
-            s->in += k;
-            s->in_left -= k;
-        }
+        feed(s);
         uInt chunk = n > (1u << 30) ? 1u << 30 : (uInt)n;
         s->zs.next_out = dst;
         s->zs.avail_out = chunk;
@@ -386,7 +390,6 @@ static tg_array *read_deflated(const tg_npz *z, const npz_member *m, const char 
     inflater s = {.in = z->b + m->data, .in_left = m->csize, .what = what};
     s.zs.zalloc = zalloc_tg;
     s.zs.zfree = zfree_tg;
-    s.crc = 0;
     unsigned char *head = NULL;
     tg_array *raw = NULL, *out = NULL;
     if (inflateInit2(&s.zs, -MAX_WBITS) != Z_OK) {
@@ -430,12 +433,7 @@ static tg_array *read_deflated(const tg_npz *z, const npz_member *m, const char 
         unsigned char one;
         s.zs.next_out = &one;
         s.zs.avail_out = 1;
-        if (!s.zs.avail_in && s.in_left) {
-            uInt k = s.in_left > (1u << 30) ? 1u << 30 : (uInt)s.in_left;
-            s.zs.next_in = (Bytef *)s.in;
-            s.zs.avail_in = k;
-            s.in_left -= k;
-        }
+        feed(&s);
         int r = inflate(&s.zs, Z_NO_FLUSH);
         if (r != Z_STREAM_END || s.zs.avail_out == 0) {
             tg_errorf(ctx, TG_EPARSE, "%s: the member %s its stated size of %llu bytes", what,
@@ -497,18 +495,11 @@ static void put64(unsigned char *p, uint64_t v) {
     put32(p + 4, (uint32_t)(v >> 32));
 }
 
-static int write_all(int fd, const void *buf, size_t n, uint64_t *pos, const char *path,
-                     tg_ctx *ctx) {
-    const char *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n > (1u << 30) ? 1u << 30 : n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return tg_errorf(ctx, TG_EIO, "%s: write failed: %s", path, strerror(w < 0 ? errno : EIO));
-        p += w;
-        n -= (size_t)w;
-        *pos += (uint64_t)w;
-    }
-    return TG_OK;
+/* The next n bytes of the archive, counted in *pos. */
+static int write_all(int fd, const void *buf, size_t n, uint64_t *pos, const char *path, tg_ctx *ctx) {
+    int rc = tg_file_write_all(fd, buf, n, path, ctx);
+    if (!rc) *pos += n;
+    return rc;
 }
 
 typedef struct npz_out {
