@@ -4,18 +4,40 @@
  * fast case, not a typical array of weights): tg_npz_save against np.savez, and
  * reading (open, every CRC-32 checked, the array in memory) tg's archive,
  * NumPy's stored one and NumPy's savez_compressed one, tg against
- * np.load; best of 3, seconds and GB/s of array data. The files are in
- * $TMPDIR (default /tmp) and in the page cache: this times the formats,
- * not the disk. tg's save syncs the file to the disk before its rename
- * (a save that fails leaves the previous file); np.savez does not.
+ * np.load; best of 3, seconds and GB/s of array data. Then deflating
+ * (tg_npz_save_compressed, zlib's level 6 as np.savez_compressed) that
+ * array and one of float32 weights, normal noise of MIB / 8 MiB, which
+ * deflate shrinks by less than a tenth (the typical case: the mantissas do not
+ * repeat). The files are in $TMPDIR (default /tmp) and in the page cache:
+ * this times the formats, not the disk. tg's saves sync the file to the
+ * disk before its rename (a save that fails leaves the previous file);
+ * NumPy's do not.
  *
  *   build-bench/bench/bench_npz [MIB]
  */
+#include <math.h>
+#include <omp.h>
+#include <sys/stat.h>
+
 #include "bench_common.h"
 
-static void save_tg(const char *path, const tg_array *a, tg_ctx *ctx) {
-    const char *names[] = {"w"};
-    if (tg_npz_save(path, 1, names, &a, ctx)) bench_die("tg_npz_save", ctx);
+/* Save a as the archive's array `name`: stored (level < -1) or deflated. */
+static void save_tg(const char *path, const char *name, const tg_array *a, int level, tg_ctx *ctx) {
+    const char *names[] = {name};
+    if (level < -1 ? tg_npz_save(path, 1, names, &a, ctx)
+                   : tg_npz_save_compressed(path, 1, names, &a, level, ctx))
+        bench_die("tg_npz_save", ctx);
+}
+
+static double save_best(const char *path, const char *name, const tg_array *a, int level, tg_ctx *ctx) {
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = bench_now();
+        save_tg(path, name, a, level, ctx);
+        double t = bench_now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
 }
 
 static double load_tg(const char *path, size_t nbytes, tg_ctx *ctx) {
@@ -38,6 +60,20 @@ static double load_tg(const char *path, size_t nbytes, tg_ctx *ctx) {
     return best;
 }
 
+/* A file's size in MB, 0 when it is not there. */
+static double file_mb(const char *path) {
+    struct stat st;
+    return stat(path, &st) ? 0 : st.st_size / 1e6;
+}
+
+/* Where the peer writes np.savez_compressed of the noise: NOISE.npz ->
+ * NOISE_np.npz. */
+static const char *nzc2(const char *noise) {
+    static char p[600];
+    snprintf(p, sizeof p, "%.*s_np.npz", (int)(strlen(noise) - 4), noise);
+    return p;
+}
+
 static void row(const char *what, double tg, double np, size_t nbytes) {
     printf("%-34s %9.4f %7.2f", what, tg, nbytes / tg / 1e9);
     if (np > 0)
@@ -52,27 +88,46 @@ int main(int argc, char **argv) {
     int64_t n = (int64_t)mib << 17; /* float64: 2^17 per MiB */
     size_t nbytes = (size_t)n * 8;
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    char tgp[512], stp[512], cmp[512];
-    snprintf(tgp, sizeof tgp, "%s/bench_npz_%ld_tg.npz", tmp, (long)getpid());
-    snprintf(stp, sizeof stp, "%s/bench_npz_%ld_np.npz", tmp, (long)getpid());
-    snprintf(cmp, sizeof cmp, "%s/bench_npz_%ld_npc.npz", tmp, (long)getpid());
+    char tgp[512], stp[512], cmp[512], tgc[512], nzp[512], nzc[512];
+    long pid = (long)getpid();
+    snprintf(tgp, sizeof tgp, "%s/bench_npz_%ld_tg.npz", tmp, pid);
+    snprintf(stp, sizeof stp, "%s/bench_npz_%ld_np.npz", tmp, pid);
+    snprintf(cmp, sizeof cmp, "%s/bench_npz_%ld_npc.npz", tmp, pid);
+    snprintf(tgc, sizeof tgc, "%s/bench_npz_%ld_tgc.npz", tmp, pid);
+    snprintf(nzp, sizeof nzp, "%s/bench_npz_%ld_noise.npz", tmp, pid);
+    snprintf(nzc, sizeof nzc, "%s/bench_npz_%ld_noisec.npz", tmp, pid);
     tg_ctx *ctx = tg_ctx_new();
     tg_array *a = tg_array_new(TG_FLOAT64, 1, &n);
     double *w = tg_array_data(a);
     for (int64_t i = 0; i < n; i++) w[i] = (double)(i % 1000) / 8;
-
-    double save = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = bench_now();
-        save_tg(tgp, a, ctx);
-        double t = bench_now() - t0;
-        if (t < save) save = t;
+    /* weights: normal noise (Box-Muller over a 64-bit LCG), float32 */
+    int64_t nn = (int64_t)(mib > 8 ? mib / 8 : 1) << 18;
+    size_t nzbytes = (size_t)nn * 4;
+    tg_array *noise = tg_array_new(TG_FLOAT32, 1, &nn);
+    float *r = tg_array_data(noise);
+    uint64_t x = 88172645463325252ull;
+    for (int64_t i = 0; i < nn; i += 2) {
+        double u[2];
+        for (int k = 0; k < 2; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            u[k] = ((double)(x >> 11) + 0.5) / 9007199254740992.0;
+        }
+        double m = sqrt(-2 * log(u[0])) * 0.05;
+        r[i] = (float)(m * cos(6.283185307179586 * u[1]));
+        if (i + 1 < nn) r[i + 1] = (float)(m * sin(6.283185307179586 * u[1]));
     }
-    char args[1600];
-    snprintf(args, sizeof args, "%s %s %s", tgp, stp, cmp);
+
+    double save = save_best(tgp, "w", a, -2, ctx);
+    double savec = save_best(tgc, "w", a, -1, ctx);
+    save_tg(nzp, "r", noise, -2, ctx); /* for the peer */
+    double savenz = save_best(nzc, "r", noise, -1, ctx);
+    char args[3200];
+    snprintf(args, sizeof args, "%s %s %s %s %s", tgp, stp, cmp, tgc, nzp);
     char *peer = bench_peer("npz.py", args);
     double np_load_tg = bench_peer_value(peer, "load_tg"), np_save = bench_peer_value(peer, "save_stored"),
-           np_load = bench_peer_value(peer, "load_stored"), np_loadc = bench_peer_value(peer, "load_compressed");
+           np_load = bench_peer_value(peer, "load_stored"), np_loadc = bench_peer_value(peer, "load_compressed"),
+           np_savec = bench_peer_value(peer, "save_compressed"),
+           np_savenz = bench_peer_value(peer, "save_noise_compressed");
     printf(".npz, one float64 array of %ld MiB, best of 3 (s, GB/s of array data)\n", mib);
     printf("%-34s %9s %7s %9s %7s %7s\n", "", "tg", "GB/s", "NumPy", "GB/s", "tg/np");
     row("save, stored (tg syncs, NumPy not)", save, np_save, nbytes);
@@ -83,11 +138,18 @@ int main(int argc, char **argv) {
     } else {
         printf("(peer: NumPy is not available)\n");
     }
+    row("save, deflated (level 6)", savec, np_savec, nbytes);
+    printf("deflated sizes: tg %.2f MB, NumPy %.2f MB; %d OpenMP threads\n", file_mb(tgc), file_mb(cmp),
+           omp_get_max_threads());
+    printf("\nfloat32 weights, normal noise, %.0f MiB\n", nzbytes / 1048576.0);
+    row("save, deflated (level 6)", savenz, np_savenz, nzbytes);
+    printf("deflated sizes: tg %.2f MB, NumPy %.2f MB (stored %.2f MB)\n", file_mb(nzc), file_mb(nzc2(nzp)),
+           file_mb(nzp));
     free(peer);
-    unlink(tgp);
-    unlink(stp);
-    unlink(cmp);
+    const char *files[] = {tgp, stp, cmp, tgc, nzp, nzc, nzc2(nzp)};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(files[i]);
     tg_array_free(a);
+    tg_array_free(noise);
     tg_ctx_free(ctx);
     return 0;
 }

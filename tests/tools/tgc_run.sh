@@ -173,6 +173,22 @@ contains err "^tgc: -i: expected ID=VALUE or FILE.npz, got" "both forms are name
 head -c 100 "$tmp/z/out.npz" >"$tmp/z/cut.npz"
 expect 2 "a truncated archive" -- "$TGC" run "$G" -f double -i "$tmp/z/cut.npz"
 contains err "^tgc: -i $tmp/z/cut.npz: not a .npz file (no zip directory at its end)$" "one line naming the archive"
+expect 2 "--compress without -o" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' --compress
+contains err "^tgc: --compress: applies to -o OUT.npz (an archive), and there is no -o$" "the rule is said"
+expect 2 "--compress with -o DIR" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/z/d" --compress=1
+contains err "^tgc: --compress: applies to -o OUT.npz (an archive), not to -o DIR$" "the rule is said"
+expect 2 "--compress=10" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/z/d.npz" --compress=10
+contains err "^tgc: --compress: expected a level from 0 to 9, got '10'$" "the level is named"
+[ ! -e "$tmp/z/d" ] && [ ! -e "$tmp/z/d.npz" ] && pass "nothing written on bad usage" || fail "something was written"
+# An archive whose path holds '=': after a '/', or as ./k=1.npz.
+mkdir -p "$tmp/z/a=b"
+cp "$tmp/z/out.npz" "$tmp/z/a=b/k=1.npz"
+expect 2 "-i DIR/A=B.npz is an archive" -- "$TGC" run "$G" -f double -i "$tmp/z/a=b/k=1.npz"
+contains err "^tgc: -i $tmp/z/a=b/k=1.npz: none of its arrays ('x2') is an input of function 'double' (its inputs: x)$" "the archive under a=b was opened"
+expect 0 "-i ID=DIR/A=B.npz:NAME" -- "$TGC" run "$G" -f double -i "x=$tmp/z/a=b/k=1.npz:x2"
+contains out "\[ *4\.\?, *8\.\?\]" "the archive under a=b was read"
+expect 2 "-i k=1.npz: an id form" -- "$TGC" run "$G" -f double -i "k=1.npz"
+contains err "^tgc: -i k: function 'double' has no input 'k' (its inputs: x); for an archive whose name holds '=', write -i ./k=1.npz$" "the ./ form is suggested"
 expect 2 "-o OUT.npz that cannot be written" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/z/out.npz/x.npz"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "one line on stderr" || fail "more than one line on stderr"
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
@@ -183,9 +199,32 @@ assert z.files == ["x2"], z.files
 assert z["x2"].dtype == np.float64 and z["x2"].tolist() == [2.0, 4.0], z["x2"]
 assert zipfile.ZipFile(sys.argv[1]).testzip() is None
 PY
+  # --compress: deflated members (np.savez_compressed's), here 24 MB in
+  # pieces on the threads; NumPy reads the values, zipfile checks the CRCs.
+  /usr/bin/python3 -c "import numpy as np; np.save('$tmp/z/big.npy', np.arange(3000000) % 977 / 4.0)"
+  expect 0 "run -o OUT.npz --compress" -- "$TGC" run "$G" -f double -i "x=$tmp/z/big.npy" -o "$tmp/z/c/out.npz" --compress
+  expect 0 "run -o OUT.npz --compress=1" -- "$TGC" run "$G" -f double -i "x=$tmp/z/big.npy" -o "$tmp/z/c/out1.npz" --compress=1
+  /usr/bin/python3 - "$tmp/z/c/out.npz" "$tmp/z/c/out1.npz" <<'PY' && pass "NumPy reads tg's deflated archives" || fail "NumPy disagrees"
+import os, sys, zipfile, numpy as np
+want = np.arange(3000000) % 977 / 4.0 * 2
+for f in sys.argv[1:]:
+    info = zipfile.ZipFile(f).infolist()
+    assert [i.compress_type for i in info] == [zipfile.ZIP_DEFLATED], info
+    assert info[0].compress_size < info[0].file_size / 4, info
+    assert zipfile.ZipFile(f).testzip() is None
+    assert np.array_equal(np.load(f)["x2"], want)
+assert os.path.getsize(sys.argv[1]) < os.path.getsize(sys.argv[2])  # 6 deflates harder than 1
+PY
+  expect 0 "-i ID=FILE.npz of tg's deflated archive" -- "$TGC" run "$G" -f double -i "x=$tmp/z/c/out.npz" -o "$tmp/z/c/back.npz"
+  /usr/bin/python3 -c "import numpy as np, sys; sys.exit(not np.array_equal(np.load('$tmp/z/c/back.npz')['x2'], np.arange(3000000) % 977 / 4.0 * 4))" \
+    && pass "tg reads its deflated archive back" || fail "read back other values"
+  rm -f "$tmp/z/big.npy" "$tmp/z/c/back.npz"
   /usr/bin/python3 -c "import numpy as np; np.savez_compressed('$tmp/z/in.npz', x=np.array([1.5, 2.5]), k=np.int32(7), other=np.arange(3))"
   expect 0 "-i FILE.npz from np.savez_compressed" -- "$TGC" run "$G" -f double -i "$tmp/z/in.npz"
   contains out "\[ *3\.\?, *5\.\?\]" "x came from the archive"
+  cp "$tmp/z/in.npz" "$tmp/z/a=b/in=1.npz"
+  (cd "$tmp/z/a=b" && "$TGC" run "$G" -f double -i ./in=1.npz) >"$tmp/out" 2>"$tmp/err" \
+    && grep -q "\[ *3\.\?, *5\.\?\]" "$tmp/out" && pass "-i ./K=V.npz is the archive" || fail "-i ./in=1.npz: $(cat "$tmp/err")"
   expect 0 "a later -i replaces the archive's" -- "$TGC" run "$G" -f double -i "$tmp/z/in.npz" -i 'x=[10]'
   contains out "\[ *20\.\?\]" "the later -i won"
   expect 0 "-i k=7 as a literal" -- "$TGC" run "$G" -f div -i k=7

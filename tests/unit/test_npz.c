@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <omp.h>
 #include <zlib.h>
 
 #include "io/io.h"
@@ -218,8 +220,14 @@ static tg_array *ramp(tg_dtype dt, int ndim, const int64_t *shape) {
     return a;
 }
 
-static void test_save_round_trips(void **state) {
-    (void)state;
+/* Save the arrays stored (level < -1) or deflated at level. */
+static int save_as(int level, const char *path, int n, const char *const *names, const tg_array *const *arrs,
+                   tg_ctx *ctx) {
+    return level < -1 ? tg_npz_save(path, n, names, arrs, ctx)
+                      : tg_npz_save_compressed(path, n, names, arrs, level, ctx);
+}
+
+static void round_trips(int level) {
     tg_ctx *ctx = tg_ctx_new();
     char dir[] = "/tmp/tg_npz_XXXXXX", path[128];
     assert_non_null(mkdtemp(dir));
@@ -240,7 +248,7 @@ static void test_save_round_trips(void **state) {
     names[n++] = "transposed";
     arrs[n] = ramp(TG_INT32, 1, s4);
     names[n++] = "\xc3\xa9t\xc3\xa9";
-    assert_int_equal(tg_npz_save(path, n, names, (const tg_array *const *)arrs, ctx), 0);
+    assert_int_equal(save_as(level, path, n, names, (const tg_array *const *)arrs, ctx), 0);
 
     tg_npz *z = tg_npz_open(path, ctx);
     assert_non_null(z);
@@ -264,7 +272,7 @@ static void test_save_round_trips(void **state) {
     /* The same arrays make the same bytes (no date, no order of its own). */
     size_t l1, l2;
     unsigned char *b1 = tu_read_file(path, &l1);
-    assert_int_equal(tg_npz_save(path, n, names, (const tg_array *const *)arrs, ctx), 0);
+    assert_int_equal(save_as(level, path, n, names, (const tg_array *const *)arrs, ctx), 0);
     unsigned char *b2 = tu_read_file(path, &l2);
     assert_int_equal(l1, l2);
     assert_memory_equal(b1, b2, l1);
@@ -273,23 +281,179 @@ static void test_save_round_trips(void **state) {
 
     /* Bad names are refused before anything is written; the old file stays. */
     const char *dup[] = {"a", "b", "a"};
-    assert_int_equal(tg_npz_save(path, 3, dup, (const tg_array *const *)arrs, ctx), TG_EINVAL);
+    assert_int_equal(save_as(level, path, 3, dup, (const tg_array *const *)arrs, ctx), TG_EINVAL);
     assert_non_null(strstr(tg_ctx_message(ctx), "two arrays named 'a'"));
     const char *empty[] = {""};
-    assert_int_equal(tg_npz_save(path, 1, empty, (const tg_array *const *)arrs, ctx), TG_EINVAL);
+    assert_int_equal(save_as(level, path, 1, empty, (const tg_array *const *)arrs, ctx), TG_EINVAL);
     b1 = tu_read_file(path, &l1);
     assert_int_equal(l1, l2);
     free(b1);
     /* A folder that does not exist: an error, nothing written. */
     char bad[160];
     snprintf(bad, sizeof bad, "%s/no/such/a.npz", dir);
-    assert_int_not_equal(tg_npz_save(bad, 1, names, (const tg_array *const *)arrs, ctx), 0);
+    assert_int_not_equal(save_as(level, bad, 1, names, (const tg_array *const *)arrs, ctx), 0);
     assert_non_null(strstr(tg_ctx_message(ctx), "no/such/a.npz"));
 
     for (int i = 0; i < n; i++) tg_array_free(arrs[i]);
     tg_array_free(base);
     unlink(path);
     assert_int_equal(rmdir(dir), 0); /* no temporary left behind */
+    tg_ctx_free(ctx);
+}
+
+static void test_save_round_trips(void **state) {
+    (void)state;
+    round_trips(-2);
+}
+
+static void test_save_compressed_round_trips(void **state) {
+    (void)state;
+    round_trips(-1);
+    round_trips(1);
+    round_trips(9);
+}
+
+/* A member deflated in pieces on the threads: more pieces than one group
+ * (16 MiB) holds, checked without tg's reader: zlib inflates the whole
+ * member as one stream into the stored archive's member bytes, and the
+ * data descriptor after it gives zlib's CRC-32 and both sizes. The bytes
+ * are the same with one thread and with three. */
+static void test_save_compressed_pieces(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    char path[64], stored[64];
+    tmp_file(path, sizeof path, "tg_npz_deflate");
+    tmp_file(stored, sizeof stored, "tg_npz_stored");
+    int64_t n = (int64_t)(18.5 * (1 << 20) / 8); /* 18.5 MiB: 19 pieces of data */
+    tg_array *a = tg_array_new(TG_FLOAT64, 1, &n);
+    double *w = tg_array_data(a);
+    uint32_t x = 12345;
+    for (int64_t i = 0; i < n; i++) { /* runs, repeats and noise */
+        x = x * 1664525u + 1013904223u;
+        w[i] = i % 7 == 0 ? (double)(x >> 8) : (double)(i % 3000) / 16;
+    }
+    const char *names[] = {"w"};
+    const tg_array *arrs[] = {a};
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    assert_int_equal(tg_npz_save_compressed(path, 1, names, arrs, 1, ctx), 0);
+    size_t l1, l3, ls;
+    unsigned char *b1 = tu_read_file(path, &l1);
+    omp_set_num_threads(3);
+    assert_int_equal(tg_npz_save_compressed(path, 1, names, arrs, 1, ctx), 0);
+    omp_set_num_threads(threads);
+    unsigned char *b3 = tu_read_file(path, &l3);
+    assert_int_equal(l1, l3);
+    assert_memory_equal(b1, b3, l1);
+    assert_true(l1 < (size_t)n * 8 / 2); /* it did deflate */
+
+    /* The stored member's bytes: the .npy file itself. */
+    assert_int_equal(tg_npz_save(stored, 1, names, arrs, ctx), 0);
+    unsigned char *bs = tu_read_file(stored, &ls);
+    size_t sdata = 30 + (bs[26] | bs[27] << 8) + (bs[28] | bs[29] << 8);
+    size_t usize = rd32(bs + 30 + (bs[26] | bs[27] << 8) + 4); /* its zip64 field */
+    assert_true(usize > (size_t)n * 8 && sdata + usize <= ls);
+
+    /* The local header: deflated (8), sizes in a descriptor (flag bit 3). */
+    assert_int_equal(rd32(b1), 0x04034b50);
+    assert_int_equal(b1[6] & 8, 8);
+    assert_int_equal(b1[8], 8);
+    size_t data = 30 + (b1[26] | b1[27] << 8) + (b1[28] | b1[29] << 8);
+    z_stream zs = {0};
+    assert_int_equal(inflateInit2(&zs, -MAX_WBITS), Z_OK);
+    unsigned char *out = malloc(usize + 1);
+    zs.next_in = b1 + data;
+    zs.avail_in = (uInt)(l1 - data);
+    zs.next_out = out;
+    zs.avail_out = (uInt)usize + 1;
+    assert_int_equal(inflate(&zs, Z_FINISH), Z_STREAM_END);
+    assert_int_equal(zs.total_out, usize);
+    assert_memory_equal(out, bs + sdata, usize);
+    size_t dd = data + zs.total_in;
+    inflateEnd(&zs);
+    assert_int_equal(rd32(b1 + dd), 0x08074b50);
+    assert_int_equal(rd32(b1 + dd + 4), (uint32_t)crc32(0, out, (uInt)usize));
+    assert_int_equal(rd32(b1 + dd + 8), zs.total_in);
+    assert_int_equal(rd32(b1 + dd + 12), 0);
+    assert_int_equal(rd32(b1 + dd + 16), usize);
+    assert_int_equal(rd32(b1 + dd + 24), 0x02014b50); /* then the directory */
+
+    /* tg reads it back. */
+    tg_npz *z = tg_npz_open(path, ctx);
+    assert_non_null(z);
+    tg_array *b = tg_npz_read(z, 0, ctx);
+    assert_non_null(b);
+    assert_memory_equal(tg_array_data(b), w, (size_t)n * 8);
+    tg_array_free(b);
+    tg_npz_close(z);
+
+    /* A level out of range: refused, the file kept. */
+    assert_int_equal(tg_npz_save_compressed(path, 1, names, arrs, 10, ctx), TG_EINVAL);
+    assert_non_null(strstr(tg_ctx_message(ctx), "compression level 10 (expected 0 to 9"));
+    free(b3);
+    b3 = tu_read_file(path, &l3);
+    assert_int_equal(l1, l3);
+
+    free(out);
+    free(b1);
+    free(b3);
+    free(bs);
+    tg_array_free(a);
+    unlink(path);
+    unlink(stored);
+    tg_ctx_free(ctx);
+}
+
+/* Deflated members need no seeking back, so a pipe takes the archive. */
+static void test_save_compressed_to_pipe(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    int64_t n = 300000;
+    tg_array *a = ramp(TG_FLOAT32, 1, &n);
+    int64_t s2[2] = {2, 3};
+    tg_array *b = ramp(TG_INT16, 2, s2);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        char p[64];
+        snprintf(p, sizeof p, "/proc/self/fd/%d", fds[1]);
+        tg_ctx *ctx = tg_ctx_new();
+        const char *names[] = {"a", "b"};
+        const tg_array *arrs[] = {a, b};
+        int rc = tg_npz_save_compressed(p, 2, names, arrs, 6, ctx);
+        if (rc) fprintf(stderr, "%s\n", tg_ctx_message(ctx));
+        _exit(rc ? 1 : 0);
+    }
+    close(fds[1]);
+    size_t len = 0, cap = 1 << 16;
+    unsigned char *buf = malloc(cap);
+    for (ssize_t k; (k = read(fds[0], buf + len, cap - len)) != 0;) {
+        if (k < 0 && errno == EINTR) continue;
+        assert_true(k > 0);
+        len += (size_t)k;
+        if (len == cap) buf = realloc(buf, cap *= 2);
+    }
+    close(fds[0]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_npz *z = tg_npz_open_mem(buf, len, "pipe", ctx);
+    assert_non_null(z);
+    tg_array *ra = read_named(z, "a", ctx), *rb = read_named(z, "b", ctx);
+    assert_int_equal(tg_array_size(ra), n);
+    for (int64_t i = 0; i < n; i++) assert_true(tg_array_get_flat(ra, i) == (double)(i % 50));
+    assert_int_equal(tg_array_dtype(rb), TG_INT16);
+    assert_true(tg_array_get_flat(rb, 5) == 5);
+    assert_true(len < (size_t)n * 4 / 10); /* a ramp deflates well */
+    tg_array_free(ra);
+    tg_array_free(rb);
+    tg_npz_close(z);
+    tg_array_free(a);
+    tg_array_free(b);
+    free(buf);
     tg_ctx_free(ctx);
 }
 
@@ -559,7 +723,9 @@ static void test_allocation_failures(void **state) {
                 names[i] = tg_npz_name(z, i);
                 ok = (arrs[i] = tg_npz_read(z, i, ctx)) != NULL;
             }
-            if (ok) ok = tg_npz_save(path, n, names, (const tg_array *const *)arrs, ctx) == 0;
+            if (ok)
+                ok = tg_npz_save(path, n, names, (const tg_array *const *)arrs, ctx) == 0 &&
+                     tg_npz_save_compressed(path, n, names, (const tg_array *const *)arrs, 1, ctx) == 0;
             tu_fail_allocation(0);
             if (ok)
                 done = true;
@@ -583,6 +749,9 @@ int main(void) {
         cmocka_unit_test(test_positional_empty_and_other_members),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_save_round_trips),
+        cmocka_unit_test(test_save_compressed_round_trips),
+        cmocka_unit_test(test_save_compressed_pieces),
+        cmocka_unit_test(test_save_compressed_to_pipe),
         cmocka_unit_test(test_many_members_zip64),
         cmocka_unit_test(test_structural_lies_refused),
         cmocka_unit_test(test_duplicate_members_refused),

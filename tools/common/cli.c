@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
@@ -117,9 +118,19 @@ bool cli_device_ok(const char *prefix, const char *dev) {
 
 static bool ends_with(const char *s, const char *suf);
 
+/* Whether the n bytes at s can be an id (FORMAT.md section 3). */
+static bool id_like(const char *s, size_t n) {
+    if (!n || s[0] == '.' || s[0] == '-') return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("_.:-", s[i])) return false;
+    return true;
+}
+
 bool cli_input_parse(const char *arg, cli_input *out) {
     const char *eq = strchr(arg, '=');
-    if (!eq && ends_with(arg, ".npz")) { /* an archive: every input it names */
+    /* An archive: every input it names. Its path may hold '=' where what
+     * comes before cannot be an id (a/k=1.npz, ./k=1.npz). */
+    if ((!eq || (eq != arg && !id_like(arg, (size_t)(eq - arg)))) && ends_with(arg, ".npz")) {
         out->id[0] = 0;
         out->value = arg;
         return true;
@@ -285,8 +296,8 @@ int cli_mkdirs(const char *path) {
     return 0;
 }
 
-int cli_npz_save(const char *prefix, const char *opt, const char *path, int n, const char *const *names,
-                 const tg_array *const *arrays) {
+int cli_npz_save(const char *prefix, const char *opt, const char *path, int level, int n,
+                 const char *const *names, const tg_array *const *arrays) {
     char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
     tg_ctx *ctx = tg_ctx_new();
     int rc = -1;
@@ -294,7 +305,8 @@ int cli_npz_save(const char *prefix, const char *opt, const char *path, int n, c
         cli_error(prefix, "%s %s: out of memory", opt, path);
     } else if (slash && slash != dir && (*slash = 0, cli_mkdirs(dir) < 0)) {
         cli_error(prefix, "%s %s: cannot create the folder %s: %s", opt, path, dir, strerror(errno));
-    } else if (tg_npz_save(path, n, names, arrays, ctx)) {
+    } else if (level == CLI_NPZ_STORED ? tg_npz_save(path, n, names, arrays, ctx)
+                                       : tg_npz_save_compressed(path, n, names, arrays, level, ctx)) {
         cli_error(prefix, "%s %s", opt, tg_ctx_message(ctx));
     } else {
         rc = 0;
@@ -437,8 +449,12 @@ int cli_inputs_read(const char *tool, const char *what, const tg_function *f,
         if (idx < 0) {
             tg_str list = {0};
             for (int i = 0; i < nin; i++) tg_str_addf(&list, "%s%s", i ? ", " : "", tg_function_input_id(f, i));
-            cli_error(tool, "%s%s-i %s: function '%s' has no input '%s' (its inputs: %s)", pre, sep,
-                      inputs[k].id, tg_function_name(f), inputs[k].id, list.s ? list.s : "none");
+            /* -i k=1.npz may have meant the archive named so */
+            bool npz = ends_with(inputs[k].value, ".npz");
+            cli_error(tool, "%s%s-i %s: function '%s' has no input '%s' (its inputs: %s)%s%s%s%s", pre, sep,
+                      inputs[k].id, tg_function_name(f), inputs[k].id, list.s ? list.s : "none",
+                      npz ? "; for an archive whose name holds '=', write -i ./" : "",
+                      npz ? inputs[k].id : "", npz ? "=" : "", npz ? inputs[k].value : "");
             tg_str_free(&list);
             rc = TG_EXIT_USAGE;
             break;

@@ -44,9 +44,10 @@ typedef struct cli_input {
     const char *value; /* borrowed from the argument */
 } cli_input;
 
-/* Parse "ID=VALUE", or "FILE.npz" (no '=': every input the archive
- * names); false when there is no '=' and no .npz, the id is empty or too
- * long. */
+/* Parse "ID=VALUE", or "FILE.npz" (every input the archive names: no '=',
+ * or what comes before the first '=' cannot be an id, as in
+ * ./k=1.npz); false when there is no '=' and no .npz, the id is empty or
+ * too long. */
 bool cli_input_parse(const char *arg, cli_input *out);
 
 /* Read VALUE for input i of f: a path to a .npy file (when it ends in
@@ -108,11 +109,13 @@ void cli_session_close(cli_session *s);
 
 /* Create a folder and its parents (mkdir -p). 0 or -1 with errno. */
 int cli_mkdirs(const char *path);
-/* Write n arrays to the archive `path` (tg_npz_save), its folder made when
- * missing, as -o DIR is: 0, or -1 with one line on stderr ("prefix: opt
- * path: why"). */
-int cli_npz_save(const char *prefix, const char *opt, const char *path, int n, const char *const *names,
-                 const tg_array *const *arrays);
+/* Write n arrays to the archive `path`, its folder made when missing, as
+ * -o DIR is: stored (tg_npz_save) for level CLI_NPZ_STORED, else deflated
+ * at level (tg_npz_save_compressed: 0-9, -1 for 6). 0, or -1 with one line
+ * on stderr ("prefix: opt path: why"). */
+enum { CLI_NPZ_STORED = -2 };
+int cli_npz_save(const char *prefix, const char *opt, const char *path, int level, int n,
+                 const char *const *names, const tg_array *const *arrays);
 
 /* An output file (-o, --json, --trace) that is written whole or not at
  * all. cli_out_open gives a stream to a temporary file beside `path`

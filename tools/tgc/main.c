@@ -5,7 +5,7 @@
  *   tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...
  *           [--exclude TAG]... -o OUT.tgf
  *   tgc run FILE [-f NAME] [-i ID=VALUE | -i FILE.npz]... [-o DIR | -o OUT.npz]
- *           [--calls N] [-O PRESET]
+ *           [--compress[=LEVEL]] [--calls N] [-O PRESET]
  *           [--include TAG]... [--exclude TAG]... [--reoptimize] [--each]
  *           [--save-state OUT.tgf]
  *   tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--include TAG]...
@@ -36,7 +36,7 @@ static void usage(FILE *f) {
             "       tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...\n"
             "               [--exclude TAG]... [--no-gc] -o OUT.tgf\n"
             "       tgc run FILE [-f NAME] [-i ID=VALUE | -i FILE.npz]... [-o DIR | -o OUT.npz]\n"
-            "               [--calls N]\n"
+            "               [--compress[=LEVEL]] [--calls N]\n"
             "               [-O PRESET] [--include TAG]... [--exclude TAG]... [--device cpu|cuda]\n"
             "               [--dnn-conv-algo POLICY] [--reoptimize] [--each] [--save-state OUT.tgf]\n"
             "       tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--include TAG]...\n"
@@ -61,6 +61,9 @@ static void usage(FILE *f) {
             "  -o DIR         write each output of the last call to DIR/<id>.npy\n"
             "                 (without -o the outputs are printed)\n"
             "  -o OUT.npz     write them to one archive instead, as np.savez does\n"
+            "  --compress[=L] deflate the archive's arrays, as np.savez_compressed\n"
+            "                 does, on the OpenMP threads: level L from 1 (fastest)\n"
+            "                 to 9 (smallest), 6 by default (0: deflate's stored blocks)\n"
             "  --calls N      call N times with the same inputs, applying the updates\n"
             "                 of shared variables after each call (default 1)\n"
             "  --each         print one line per call with the scalar outputs\n"
@@ -178,7 +181,7 @@ static bool ends_with_npz(const char *s) {
 /* -o: each output of the last call once, by its id (an output listed
  * twice is written once): to DIR/<id>.npy, or with OUT.npz to one archive
  * (its folder made when missing, as DIR is). */
-static int write_outputs(const char *dest, const tg_function *f, tg_array **outs, tg_ctx *ctx) {
+static int write_outputs(const char *dest, int level, const tg_function *f, tg_array **outs, tg_ctx *ctx) {
     int nout = tg_function_output_count(f), n = 0, rc = TG_EXIT_OK;
     const char **names = calloc((size_t)nout + 1, sizeof *names);
     const tg_array **arrays = calloc((size_t)nout + 1, sizeof *arrays);
@@ -196,7 +199,7 @@ static int write_outputs(const char *dest, const tg_function *f, tg_array **outs
         arrays[n++] = outs[k];
     }
     if (ends_with_npz(dest)) {
-        if (cli_npz_save(TOOL, "-o", dest, n, names, arrays)) rc = TG_EXIT_USAGE;
+        if (cli_npz_save(TOOL, "-o", dest, level, n, names, arrays)) rc = TG_EXIT_USAGE;
         goto done;
     }
     if (cli_mkdirs(dest) < 0) {
@@ -222,6 +225,7 @@ done:
 static int cmd_run(int argc, char **argv) {
     const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL, *device = NULL, *algo = NULL;
     long calls = 1;
+    int level = CLI_NPZ_STORED;
     bool each = false, reopt = false;
     const char *inc[65] = {0}, *exc[65] = {0};
     int ninc = 0, nexc = 0;
@@ -235,6 +239,7 @@ static int cmd_run(int argc, char **argv) {
                                          {"reoptimize", no_argument, 0, 'r'},
                                          {"device", required_argument, 0, 'd'},
                                          {"dnn-conv-algo", required_argument, 0, 'a'},
+                                         {"compress", optional_argument, 0, 'z'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
@@ -272,6 +277,14 @@ static int cmd_run(int argc, char **argv) {
             device = optarg;
             break;
         case 'a': algo = optarg; break; /* checked by the compile: exit 2 */
+        case 'z':
+            level = -1;
+            if (optarg && !(optarg[0] >= '0' && optarg[0] <= '9' && !optarg[1])) {
+                cli_error(TOOL, "--compress: expected a level from 0 to 9, got '%s'", optarg);
+                return TG_EXIT_USAGE;
+            }
+            if (optarg) level = optarg[0] - '0';
+            break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'c': {
             char *end;
@@ -296,6 +309,11 @@ static int cmd_run(int argc, char **argv) {
     }
     if (preset && strcmp(preset, "none") && strcmp(preset, "fast_compile") && strcmp(preset, "fast_run")) {
         cli_error(TOOL, "-O: unknown preset '%s' (none, fast_compile or fast_run)", preset);
+        return TG_EXIT_USAGE;
+    }
+    if (level != CLI_NPZ_STORED && !(outdir && ends_with_npz(outdir))) {
+        cli_error(TOOL, "--compress: applies to -o OUT.npz (an archive), %s",
+                  outdir ? "not to -o DIR" : "and there is no -o");
         return TG_EXIT_USAGE;
     }
     const char *path = argv[optind];
@@ -344,7 +362,7 @@ static int cmd_run(int argc, char **argv) {
     }
     cli_progress_end(&prog);
     if (outdir) {
-        rc = write_outputs(outdir, f, outs, ctx);
+        rc = write_outputs(outdir, level, f, outs, ctx);
     } else if (!each) {
         for (int k = 0; k < nout; k++) {
             printf("%s: ", tg_function_output_id(f, k));

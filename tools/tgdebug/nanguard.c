@@ -331,7 +331,7 @@ static int dump_inputs(const tg_function *f, const tg_nanguard *ng, const tg_off
         tgd_error(SUB, "--dump %s: the guard kept no input of node %s", path, tg_function_node_key(f, off->node));
         goto done;
     }
-    rc = cli_npz_save(TGDEBUG ": nanguard", "--dump", path, n, np, arrs);
+    rc = cli_npz_save(TGDEBUG ": nanguard", "--dump", path, CLI_NPZ_STORED, n, np, arrs);
     if (!rc) {
         printf("dump: the inputs of node %s written to %s:", tg_function_node_key(f, off->node), path);
         for (int i = 0; i < n; i++) printf(" %s", np[i]);

@@ -711,6 +711,7 @@ static void route_value_npy(server *S, struct MHD_Connection *c, reply *r) {
         (body = malloc(hdr.len + nbytes + 1))) {
         memcpy(body, hdr.s, hdr.len);
         if (nbytes) memcpy(body + hdr.len, src->data, nbytes);
+        tg_npy_to_le(body + hdr.len, tg_array_size(a), tg_dtype_size(a->dtype));
     }
     pthread_mutex_unlock(&S->mu);
     tg_array_free(cont);

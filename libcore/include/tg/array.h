@@ -119,6 +119,16 @@ TG_API void tg_npz_close(tg_npz *z);
  * as tg_npy_save. Names must be distinct and non-empty. */
 TG_API int tg_npz_save(const char *path, int n, const char *const *names,
                        const tg_array *const *arrays, tg_ctx *ctx);
+/* The same with every member deflated, as np.savez_compressed writes
+ * them: level 1 (fastest) to 9 (smallest), 0 (deflate's stored blocks),
+ * or -1 for zlib's default, 6, which NumPy uses. The data is deflated in
+ * pieces of 1 MiB on the OpenMP threads, each primed with the 32 KiB
+ * before it (pigz's way): the archive is the same bytes whatever the
+ * number of threads, a few hundred bytes a piece larger than one stream
+ * would be. The sizes follow each member's data (a data descriptor), so
+ * the path may be a pipe. */
+TG_API int tg_npz_save_compressed(const char *path, int n, const char *const *names,
+                                  const tg_array *const *arrays, int level, tg_ctx *ctx);
 
 /* Prints dtype, shape and the values (abbreviated when large, as NumPy). */
 TG_API void tg_array_print(FILE *f, const tg_array *a);

@@ -226,6 +226,10 @@ static void swap_bytes(char *p, int64_t n, size_t sz) {
         }
 }
 
+void tg_npy_to_le(void *p, int64_t n, size_t sz) {
+    if (HOST_BIG) swap_bytes(p, n, sz);
+}
+
 /* An array for the file's data as stored: C order, or for Fortran order
  * the C-order array of the reversed shape (its transpose). */
 tg_array *tg_npy_raw_array(const tg_npy_info *h) {
@@ -378,7 +382,7 @@ int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx) {
     }
     memcpy(out, hdr.s, hdr.len);
     if (nbytes) memcpy(out + hdr.len, src->data, nbytes);
-    if (HOST_BIG) swap_bytes(out + hdr.len, n, isz);
+    tg_npy_to_le(out + hdr.len, n, isz);
     rc = tg_file_write_atomic(path, out, flen, ctx);
 done:
     tg_free(out);

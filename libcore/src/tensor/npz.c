@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -35,6 +36,7 @@ enum {
     SIG_END = 0x06054b50,
     SIG_END64 = 0x06064b50,
     SIG_LOCATOR64 = 0x07064b50,
+    SIG_DESCRIPTOR = 0x08074b50,
     LOCAL_LEN = 30,
     CENTRAL_LEN = 46,
     END_LEN = 22,
@@ -504,8 +506,8 @@ static int write_all(int fd, const void *buf, size_t n, uint64_t *pos, const cha
 
 typedef struct npz_out {
     uint32_t crc;
-    uint64_t size, off;
-    bool utf8;
+    uint64_t size, csize, off;
+    bool utf8, deflated;
 } npz_out;
 
 /* 1980-01-01 00:00, the earliest a zip date can say: the archive is the
@@ -514,22 +516,138 @@ enum { DOS_DATE = (0 << 9) | (1 << 5) | 1, DOS_TIME = 0 };
 
 /* What a member's local header and its directory entry share, from the
  * version needed to extract to the extra field's length (26 bytes): zip64
- * (version 4.5), the sizes in the zip64 field. */
-static void put_common(unsigned char *p, const npz_out *r, size_t nlen, unsigned xlen) {
+ * (version 4.5), the sizes in the zip64 field. A deflated member's local
+ * header has no CRC or sizes (flag bit 3): a data descriptor after the
+ * data gives them, since the compressed size is known only once written
+ * (and the file may be a pipe, with no going back). */
+static void put_common(unsigned char *p, const npz_out *r, size_t nlen, unsigned xlen, bool local) {
+    bool later = local && r->deflated;
     put16(p, 45);
-    put16(p + 2, r->utf8 ? 0x800 : 0);
-    put16(p + 4, METHOD_STORED);
+    put16(p + 2, (r->utf8 ? 0x800 : 0) | (r->deflated ? 8 : 0));
+    put16(p + 4, r->deflated ? METHOD_DEFLATED : METHOD_STORED);
     put16(p + 6, DOS_TIME);
     put16(p + 8, DOS_DATE);
-    put32(p + 10, r->crc);
+    put32(p + 10, later ? 0 : r->crc);
     put32(p + 14, 0xffffffffu);
     put32(p + 18, 0xffffffffu);
     put16(p + 22, (uint32_t)(nlen + 4));
     put16(p + 24, xlen);
 }
 
-int tg_npz_save(const char *path, int n, const char *const *names, const tg_array *const *arrays,
-                tg_ctx *ctx) {
+/* ---- deflating (tg_npz_save_compressed) ---- */
+
+/* A member is deflated in pieces of PIECE bytes on the OpenMP threads, as
+ * pigz does: each piece is a raw deflate stream of its own, primed with
+ * the DICT bytes before it (so that matches reach back across the cut),
+ * ended by a sync flush, which ends on a byte boundary with no final
+ * block; the last piece ends with the final block. Their concatenation is
+ * one deflate stream, which any inflater reads. The .npy header is the
+ * first piece. The cuts depend on the sizes only, so the bytes do not
+ * depend on the number of threads. GROUP pieces are deflated at once and
+ * then written in order, which bounds the memory held to GROUP pieces'
+ * output. */
+enum { PIECE = 1 << 20, GROUP = 16, DICT = 32768 };
+
+typedef struct piece_out {
+    unsigned char *buf;
+    size_t len, cap;
+} piece_out;
+
+/* Deflate len bytes at in (primed with the dlen bytes at dict) into o:
+ * false when out of memory. */
+static bool deflate_piece(z_stream *zs, const unsigned char *in, size_t len, const unsigned char *dict,
+                          size_t dlen, bool last, piece_out *o) {
+    if (deflateReset(zs) != Z_OK ||
+        (dlen && deflateSetDictionary(zs, dict, (uInt)dlen) != Z_OK))
+        return false;
+    size_t need = deflateBound(zs, (uLong)len) + 64;
+    if (o->cap < need) {
+        unsigned char *b = tg_realloc(o->buf, need);
+        if (!b) return false;
+        o->buf = b;
+        o->cap = need;
+    }
+    zs->next_in = (Bytef *)in;
+    zs->avail_in = (uInt)len;
+    zs->next_out = o->buf;
+    zs->avail_out = (uInt)o->cap;
+    for (;;) {
+        int r = deflate(zs, last ? Z_FINISH : Z_SYNC_FLUSH);
+        if (r == Z_STREAM_ERROR) return false;
+        if (last ? r == Z_STREAM_END : zs->avail_in == 0 && (zs->avail_out > 0 || r == Z_BUF_ERROR))
+            break;
+        /* out of room (deflateBound is for Z_FINISH; a flush may need a
+         * few bytes more) */
+        size_t used = o->cap - zs->avail_out;
+        unsigned char *b = tg_realloc(o->buf, o->cap * 2);
+        if (!b) return false;
+        o->buf = b;
+        o->cap *= 2;
+        zs->next_out = b + used;
+        zs->avail_out = (uInt)(o->cap - used);
+    }
+    o->len = o->cap - zs->avail_out;
+    return true;
+}
+
+/* Deflate the member's bytes, its .npy header hdr then nbytes of data,
+ * into fd at *pos: the compressed size in *csize. */
+static int deflate_member(int fd, const tg_str *hdr, const unsigned char *data, size_t nbytes, int level,
+                          uint64_t *pos, uint64_t *csize, const char *path, tg_ctx *ctx) {
+    size_t npieces = 1 + (nbytes + PIECE - 1) / PIECE;
+    piece_out out[GROUP] = {{0}};
+    uint64_t start = *pos;
+    int rc = TG_OK;
+    for (size_t g = 0; g < npieces && !rc; g += GROUP) {
+        int ng = (int)(npieces - g < GROUP ? npieces - g : GROUP);
+        int nt = ng > 2 && !omp_in_parallel() ? omp_get_max_threads() : 1;
+        if (nt > ng) nt = ng;
+        int failed = 0;
+#pragma omp parallel num_threads(nt)
+        {
+            z_stream zs = {.zalloc = zalloc_tg, .zfree = zfree_tg};
+            bool ok = deflateInit2(&zs, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+#pragma omp for schedule(dynamic, 1)
+            for (int j = 0; j < ng; j++) {
+                size_t k = g + (size_t)j; /* piece k: 0 the header, k >= 1 data */
+                const unsigned char *in, *dict;
+                size_t len, dlen;
+                if (k == 0) {
+                    in = (const unsigned char *)hdr->s;
+                    len = hdr->len;
+                    dict = NULL;
+                    dlen = 0;
+                } else {
+                    size_t at = (k - 1) * PIECE;
+                    in = data + at;
+                    len = nbytes - at < PIECE ? nbytes - at : PIECE;
+                    if (k == 1) {
+                        dlen = hdr->len < DICT ? hdr->len : DICT;
+                        dict = (const unsigned char *)hdr->s + hdr->len - dlen;
+                    } else {
+                        dlen = DICT;
+                        dict = in - DICT;
+                    }
+                }
+                if (!ok || !deflate_piece(&zs, in, len, dict, dlen, k == npieces - 1, &out[j])) {
+#pragma omp atomic write
+                    failed = 1;
+                }
+            }
+            if (ok) deflateEnd(&zs);
+        }
+        if (failed) rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory while deflating", path);
+        for (int j = 0; j < ng && !rc; j++) rc = write_all(fd, out[j].buf, out[j].len, pos, path, ctx);
+    }
+    for (int j = 0; j < GROUP; j++) tg_free(out[j].buf);
+    *csize = *pos - start;
+    return rc;
+}
+
+/* Write the archive: stored members, or deflated at `level` (0-9, or
+ * Z_DEFAULT_COMPRESSION) when deflated. */
+static int save(const char *path, int n, const char *const *names, const tg_array *const *arrays,
+                bool deflated, int level, tg_ctx *ctx) {
     for (int i = 0; i < n; i++)
         if (!names[i][0] || strlen(names[i]) > 65535 - 4)
             return tg_errorf(ctx, TG_EINVAL, "%s: array %d: a name must be 1 to 65531 bytes", path, i);
@@ -574,36 +692,46 @@ int tg_npz_save(const char *path, int n, const char *const *names, const tg_arra
                 rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory for %zu bytes", path, nbytes);
                 break;
             }
-            if (big)
-                for (size_t k = 0; k < nbytes; k += isz)
-                    for (size_t x = 0, y = isz - 1; x < y; x++, y--) {
-                        char t = c->data[k + x];
-                        c->data[k + x] = c->data[k + y];
-                        c->data[k + y] = t;
-                    }
+            tg_npy_to_le(c->data, (int64_t)(nbytes / isz), isz);
             a = c;
         }
         size_t nlen = strlen(names[i]);
         npz_out *r = &rec[i];
         r->size = hdr.len + nbytes;
+        r->csize = r->size;
         r->off = pos;
+        r->deflated = deflated;
         r->crc = tg_crc32_zip(tg_crc32_zip(0, hdr.s, hdr.len), a->data, nbytes);
         for (const char *q = names[i]; *q; q++) r->utf8 |= (unsigned char)*q >= 0x80;
         unsigned char lh[LOCAL_LEN + 20];
         put32(lh, SIG_LOCAL);
-        put_common(lh + 4, r, nlen, 20);
+        put_common(lh + 4, r, nlen, 20, true);
         put16(lh + 30, EXTRA_ZIP64);
         put16(lh + 32, 16);
-        put64(lh + 34, r->size);
-        put64(lh + 42, r->size);
+        put64(lh + 34, deflated ? 0 : r->size);
+        put64(lh + 42, deflated ? 0 : r->size);
         rc = write_all(sv.fd, lh, LOCAL_LEN, &pos, path, ctx) ||
              write_all(sv.fd, names[i], nlen, &pos, path, ctx) ||
              write_all(sv.fd, ".npy", 4, &pos, path, ctx) ||
-             write_all(sv.fd, lh + LOCAL_LEN, 20, &pos, path, ctx) ||
-             write_all(sv.fd, hdr.s, hdr.len, &pos, path, ctx) ||
-             write_all(sv.fd, a->data, nbytes, &pos, path, ctx)
+             write_all(sv.fd, lh + LOCAL_LEN, 20, &pos, path, ctx)
                  ? TG_EIO
                  : TG_OK;
+        if (!rc && !deflated)
+            rc = write_all(sv.fd, hdr.s, hdr.len, &pos, path, ctx) ||
+                         write_all(sv.fd, a->data, nbytes, &pos, path, ctx)
+                     ? TG_EIO
+                     : TG_OK;
+        if (!rc && deflated &&
+            !(rc = deflate_member(sv.fd, &hdr, (const unsigned char *)a->data, nbytes, level, &pos,
+                                  &r->csize, path, ctx))) {
+            /* the data descriptor, zip64 (the local header has its field) */
+            unsigned char dd[24];
+            put32(dd, SIG_DESCRIPTOR);
+            put32(dd + 4, r->crc);
+            put64(dd + 8, r->csize);
+            put64(dd + 16, r->size);
+            rc = write_all(sv.fd, dd, sizeof dd, &pos, path, ctx);
+        }
         tg_array_free(c);
     }
     tg_str_free(&hdr);
@@ -614,7 +742,7 @@ int tg_npz_save(const char *path, int n, const char *const *names, const tg_arra
         unsigned char ch[CENTRAL_LEN + 28];
         put32(ch, SIG_CENTRAL);
         put16(ch + 4, 3 << 8 | 45); /* made on Unix */
-        put_common(ch + 6, r, nlen, 28);
+        put_common(ch + 6, r, nlen, 28, false);
         put16(ch + 32, 0);
         put16(ch + 34, 0);
         put16(ch + 36, 0);
@@ -623,7 +751,7 @@ int tg_npz_save(const char *path, int n, const char *const *names, const tg_arra
         put16(ch + 46, EXTRA_ZIP64);
         put16(ch + 48, 24);
         put64(ch + 50, r->size);
-        put64(ch + 58, r->size);
+        put64(ch + 58, r->csize);
         put64(ch + 66, r->off);
         rc = write_all(sv.fd, ch, CENTRAL_LEN, &pos, path, ctx) ||
              write_all(sv.fd, names[i], nlen, &pos, path, ctx) ||
@@ -671,4 +799,17 @@ int tg_npz_save(const char *path, int n, const char *const *names, const tg_arra
         return rc;
     }
     return tg_file_finish(&sv, ctx);
+}
+
+int tg_npz_save(const char *path, int n, const char *const *names, const tg_array *const *arrays,
+                tg_ctx *ctx) {
+    return save(path, n, names, arrays, false, 0, ctx);
+}
+
+int tg_npz_save_compressed(const char *path, int n, const char *const *names,
+                           const tg_array *const *arrays, int level, tg_ctx *ctx) {
+    if (level < -1 || level > 9)
+        return tg_errorf(ctx, TG_EINVAL, "%s: compression level %d (expected 0 to 9, or -1 for 6)", path,
+                         level);
+    return save(path, n, names, arrays, true, level, ctx);
 }

@@ -223,5 +223,8 @@ tg_array *tg_npy_finish(tg_array *raw, const tg_npy_info *h, const char *what, t
 /* Append the preamble and header NumPy writes for a (version 1.0,
  * little-endian, C order, padded to 64 bytes) to out: TG_OK or TG_ENOMEM. */
 int tg_npy_header(const tg_array *a, tg_str *out);
+/* Put n elements of sz bytes at p in the byte order that header states
+ * (little-endian): nothing to do on a little-endian host. */
+void tg_npy_to_le(void *p, int64_t n, size_t sz);
 
 #endif
