@@ -16,7 +16,19 @@
  * TG_OOM_VERBOSE=1 prints each step's counts, TG_OOM_TRACE=1 where each
  * allocation a step did without was made, TG_OOM_LIVE=1 where those were
  * made after which a failed step left blocks allocated (a leak, or a
- * cache). An argument runs the tests whose names match it. */
+ * cache). An argument runs the tests whose names match it.
+ *
+ * json-c's own allocations (it parses graph files and .tgf headers, and
+ * builds the text tg writes) go to the C library, not through tg's
+ * allocator, and are not swept here. A sweep that failed them (malloc and
+ * its kin defined in this program, failing the calls made from inside
+ * libjson-c; tried 2026-12-04) found json-c 0.16 itself unsafe: a parse
+ * whose key copy fails passes the NULL key on and crashes, a string
+ * buffer that cannot grow is cut short in silence (a base64 value came
+ * back empty), and a tokener made in part is leaked. What it showed of
+ * tg: a parse that ran out returns nothing and reports success, which
+ * the loaders printed as "invalid JSON: success"; tg_json_parse_object
+ * (io/value.c) now calls that out of memory. */
 #include <dirent.h>
 #include <execinfo.h>
 #include <math.h>

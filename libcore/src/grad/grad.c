@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "grad/grad.h"
+#include "io/io.h"
 
 /* ---- the builder ---- */
 
@@ -42,8 +43,12 @@ tg_var *tg_gb_op(tg_gb *b, const char *opname, int nin, tg_var *const *in, const
         return NULL;
     }
     json_object *ja = NULL;
-    if (attrs && !(ja = json_tokener_parse(attrs))) {
-        tg_errorf(b->ctx, TG_EINVAL, "gradient: bad attrs %s for %s", attrs, opname);
+    tg_json_fail jf;
+    if (attrs && !(ja = tg_json_parse_object(NULL, attrs, strlen(attrs), TG_JSON_ATTRS_DEPTH, &jf))) {
+        if (jf.status == TG_ENOMEM)
+            tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
+        else
+            tg_errorf(b->ctx, TG_EINVAL, "gradient: bad attrs %s for %s", attrs, opname);
         return NULL;
     }
     tg_node *n = tg_gb_node(b, op, nin, in, op->nout > 0 ? op->nout : 1, ja);

@@ -200,9 +200,11 @@ int tg_verify_grad(const char *graph_json, size_t len, const char *function, tg_
     }
     memcpy(text, graph_json, len);
     text[len] = 0;
-    root = json_tokener_parse(text);
-    if (!root || !json_object_is_type(root, json_type_object)) {
-        rc = tg_errorf(ctx, TG_EPARSE, "verify_grad: the graph text is not a JSON object");
+    tg_json_fail jf;
+    root = tg_json_parse_object(NULL, text, len, TG_JSON_DEPTH, &jf);
+    if (!root) {
+        rc = jf.status == TG_ENOMEM ? tg_errorf(ctx, TG_ENOMEM, "out of memory")
+                                    : tg_errorf(ctx, TG_EPARSE, "verify_grad: the graph text is not a JSON object");
         goto done;
     }
     /* Fresh ids: prefixed until none clashes with the graph's. */

@@ -33,8 +33,30 @@ int64_t tg_json_find_huge_int(const char *text, size_t len);
  * nested as in the graph file, so the attrs of a graph that loaded fit
  * (a .tgf of bodies 20 deep was written, then refused at 64). */
 #define TG_JSON_DEPTH 128
+/* How deep the attrs texts that tg writes itself (rewrites, gradient
+ * rules) may nest: json-c's default, what json_tokener_parse allows (a
+ * tokener's stack is allocated, and zeroed, for its depth). */
+#define TG_JSON_ATTRS_DEPTH 32
 /* A json-c parse error as a phrase, the depth limit named. */
 const char *tg_json_error_text(enum json_tokener_error e);
+/* Why tg_json_parse_object gave nothing: TG_ENOMEM (json-c ran out of
+ * memory), or TG_EPARSE with the byte where parsing stopped and a phrase
+ * ("unexpected end of input", "text after the end", "expected a JSON
+ * object", or json-c's own). */
+typedef struct tg_json_fail {
+    int status;
+    size_t at;
+    const char *why; /* tg_json_not_object when the text is another value */
+} tg_json_fail;
+extern const char tg_json_not_object[]; /* "expected a JSON object" */
+/* Parse the len bytes at s as one JSON object (strict, UTF-8 checked;
+ * whitespace may follow it), with tok (reset here; it fixes the depth) or,
+ * when tok is NULL, a tokener of depth levels made for the call. The
+ * object, or NULL with *fail filled. json-c 0.16 has no error for running
+ * out of memory: a parse whose allocation fails stops where it was,
+ * returns nothing and reports success, which this tells from the text
+ * `null` (a whole text, read to its end). */
+json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, int depth, tg_json_fail *fail);
 
 /* Write a value as {"dtype", "shape", "data"} (small arrays) or
  * {"dtype", "shape", "base64"} (large ones; NaN and infinities are written

@@ -840,34 +840,21 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
                            tg_ctx *ctx) {
     loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0, NULL, NULL};
     tg_graph *g = NULL;
-    json_tokener *tok = json_tokener_new_ex(TG_JSON_DEPTH);
-    if (!tok) {
-        lerr(&L, TG_ENOMEM, "out of memory");
-        return NULL;
-    }
     if (len > (size_t)INT32_MAX) {
-        json_tokener_free(tok);
         lerr(&L, TG_EPARSE, "file too large for the JSON parser");
         return NULL;
     }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    json_object *root = json_tokener_parse_ex(tok, json, (int)len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    if (!root || jerr != json_tokener_success) {
+    tg_json_fail jf;
+    json_object *root = tg_json_parse_object(NULL, json, len, TG_JSON_DEPTH, &jf);
+    if (!root) {
         int line, col;
-        line_col(json, end, &line, &col);
-        lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: %s", line, col,
-             tg_json_error_text(jerr));
-        goto done;
-    }
-    while (end < len && (json[end] == ' ' || json[end] == '\n' || json[end] == '\t' ||
-                         json[end] == '\r'))
-        end++;
-    if (end < len) {
-        int line, col;
-        line_col(json, end, &line, &col);
-        lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: text after the end", line, col);
+        line_col(json, jf.at, &line, &col);
+        if (jf.status == TG_ENOMEM)
+            lerr(&L, TG_ENOMEM, "out of memory");
+        else if (jf.why == tg_json_not_object)
+            lerr(&L, TG_ELOAD, "(root): expected a JSON object");
+        else
+            lerr(&L, TG_EPARSE, "line %d, column %d: invalid JSON: %s", line, col, jf.why);
         goto done;
     }
     int64_t huge = tg_json_find_huge_int(json, len);
@@ -894,7 +881,6 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
 done:
     tg_free(L.file_order);
     if (root) json_object_put(root);
-    json_tokener_free(tok);
     return g;
 }
 

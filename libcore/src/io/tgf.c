@@ -680,23 +680,12 @@ static int read_preamble(reader *R) {
     if (get_u32(p + 48) != tg_crc32c(0, p + TG_TGF_PREAMBLE, hlen))
         return bad(R, TG_EPARSE, "header checksum mismatch: the file is damaged");
     if (hlen > (uint64_t)INT32_MAX) return bad(R, TG_EPARSE, "header too large");
-    json_tokener *tok = json_tokener_new_ex(64);
-    if (!tok) return bad(R, TG_ENOMEM, "out of memory");
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    json_object *root = json_tokener_parse_ex(tok, (const char *)p + TG_TGF_PREAMBLE, (int)hlen);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    if (!root || jerr != json_tokener_success || end != hlen) {
-        json_object_put(root);
-        return bad(R, TG_EPARSE, "header: invalid JSON at byte %zu: %s", end,
-                   jerr == json_tokener_success  ? "text after the end"
-                   : jerr == json_tokener_continue ? "unexpected end of input"
-                                                   : json_tokener_error_desc(jerr));
-    }
-    if (!json_object_is_type(root, json_type_object)) {
-        json_object_put(root);
-        return bad(R, TG_EPARSE, "header: expected a JSON object");
+    tg_json_fail jf;
+    json_object *root = tg_json_parse_object(NULL, (const char *)p + TG_TGF_PREAMBLE, (size_t)hlen, 64, &jf);
+    if (!root) {
+        if (jf.status == TG_ENOMEM) return bad(R, TG_ENOMEM, "out of memory");
+        if (jf.why == tg_json_not_object) return bad(R, TG_EPARSE, "header: expected a JSON object");
+        return bad(R, TG_EPARSE, "header: invalid JSON at byte %zu: %s", jf.at, jf.why);
     }
     R->t->root = root;
     return TG_OK;
@@ -1210,26 +1199,18 @@ static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
                   t->what);
         return NULL;
     }
-    json_tokener *tok = json_tokener_new_ex(TG_JSON_DEPTH);
-    if (!tok) {
-        tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        return NULL;
-    }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    int len = (int)t->arrays[k]->shape[0];
-    json_object *o = json_tokener_parse_ex(tok, tg_array_data(t->arrays[k]), len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    bool good = o && jerr == json_tokener_success && json_tokener_get_parse_end(tok) == (size_t)len &&
-                json_object_is_type(o, json_type_object);
-    json_tokener_free(tok);
-    if (!good) {
-        json_object_put(o);
-        if (jerr != json_tokener_success)
-            tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not valid JSON: %s",
-                      t->what, (long long)k, tg_json_error_text(jerr));
-        else
+    tg_json_fail jf;
+    json_object *o = tg_json_parse_object(NULL, tg_array_data(t->arrays[k]), (size_t)t->arrays[k]->shape[0],
+                                          TG_JSON_DEPTH, &jf);
+    if (!o) {
+        if (jf.status == TG_ENOMEM)
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        else if (jf.why == tg_json_not_object)
             tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not a JSON object",
                       t->what, (long long)k);
+        else
+            tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld) is not valid JSON: %s",
+                      t->what, (long long)k, jf.why);
         return NULL;
     }
     return o;

@@ -352,22 +352,18 @@ static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *
         fail(D, TG_ENOMEM, "out of memory");
         return NULL;
     }
-    json_tokener_reset(tok);
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     const char *s = D->strs[si];
-    size_t len = strlen(s);
-    json_object *o = len <= INT32_MAX ? json_tokener_parse_ex(tok, s, (int)len) : NULL;
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    bool good = o && jerr == json_tokener_success && json_tokener_get_parse_end(tok) == len &&
-                json_object_is_type(o, json_type_object);
-    if (!good) {
-        json_object_put(o);
-        if (jerr != json_tokener_success)
-            fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not valid JSON: %s",
-                 op->name, tg_json_error_text(jerr));
-        else
+    tg_json_fail jf;
+    json_object *o = tg_json_parse_object(tok, s, strlen(s), TG_JSON_DEPTH, &jf);
+    if (!o) {
+        if (jf.status == TG_ENOMEM)
+            fail(D, TG_ENOMEM, "out of memory");
+        else if (jf.why == tg_json_not_object)
             fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not a JSON object",
                  op->name);
+        else
+            fail(D, TG_EPARSE, "graph section: the attrs of a %s node are not valid JSON: %s",
+                 op->name, jf.why);
         return NULL;
     }
     if (!C->obj[si]) {

@@ -59,6 +59,44 @@ const char *tg_json_error_text(enum json_tokener_error e) {
     return json_tokener_error_desc(e);
 }
 
+const char tg_json_not_object[] = "expected a JSON object";
+
+json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, int depth,
+                                  tg_json_fail *fail) {
+    *fail = (tg_json_fail){TG_OK, 0, NULL};
+    if (len > (size_t)INT32_MAX) {
+        *fail = (tg_json_fail){TG_EPARSE, 0, "too large for the JSON parser"};
+        return NULL;
+    }
+    json_tokener *own = tok ? NULL : json_tokener_new_ex(depth);
+    if (!tok && !(tok = own)) {
+        fail->status = TG_ENOMEM;
+        return NULL;
+    }
+    json_tokener_reset(tok);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *o = json_tokener_parse_ex(tok, s, (int)len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok), rest = end;
+    if (own) json_tokener_free(own);
+    while (rest < len && (s[rest] == ' ' || s[rest] == '\n' || s[rest] == '\t' || s[rest] == '\r')) rest++;
+    fail->at = end;
+    if (jerr != json_tokener_success) {
+        *fail = (tg_json_fail){TG_EPARSE, end, tg_json_error_text(jerr)};
+    } else if (!o && rest < len) {
+        fail->status = TG_ENOMEM; /* stopped short, with nothing to say */
+    } else if (rest < len) {
+        *fail = (tg_json_fail){TG_EPARSE, rest, "text after the end"};
+    } else if (!json_object_is_type(o, json_type_object)) {
+        *fail = (tg_json_fail){TG_EPARSE, 0, tg_json_not_object};
+    }
+    if (fail->status) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* ---- base64 ---- */
 
 static const char B64[] =

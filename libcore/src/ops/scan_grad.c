@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "grad/grad.h"
+#include "io/io.h"
 #include "ops/scan.h"
 
 /* ---- JSON helpers ---- */
@@ -60,27 +61,39 @@ static json_object *jvar(const char *id, json_object *type) {
     return v;
 }
 
+/* Add v to the array arr, or to the object o as `key`: false, v released,
+ * when v is NULL or the add fails (out of memory). */
+static bool take(json_object *arr, json_object *v) {
+    if (v && arr && !json_object_array_add(arr, v)) return true;
+    json_object_put(v);
+    return false;
+}
+static bool take_key(json_object *o, const char *key, json_object *v) {
+    if (v && o && !json_object_object_add(o, key, v)) return true;
+    json_object_put(v);
+    return false;
+}
+
 /* {"op": op, "inputs": [...], "outputs": [out], "attrs": attrs} with the
- * inputs given as ids (strings) or inline values (objects, taken over). */
+ * inputs given as ids (strings) or inline values (objects, taken over);
+ * NULL when out of memory (never a node with a part missing). */
 static json_object *jnode(const char *op, int nin, json_object *const *in, int nout,
                           const char *const *out, const char *attrs) {
     json_object *n = json_object_new_object(), *ji = json_object_new_array(),
                 *jo = json_object_new_array();
-    if (!n || !ji || !jo) {
-        json_object_put(n);
-        json_object_put(ji);
-        json_object_put(jo);
-        for (int i = 0; i < nin; i++) json_object_put(in[i]);
-        return NULL;
+    bool ok = n != NULL;
+    for (int i = 0; i < nin; i++) ok = take(ji, in[i]) && ok; /* each taken or released */
+    for (int i = 0; ok && i < nout; i++) ok = take(jo, json_object_new_string(out[i]));
+    ok = ok && take_key(n, "op", json_object_new_string(op));
+    ok = take_key(ok ? n : NULL, "inputs", ji) && ok;
+    ok = take_key(ok ? n : NULL, "outputs", jo) && ok;
+    if (ok && attrs) {
+        tg_json_fail jf;
+        ok = take_key(n, "attrs", tg_json_parse_object(NULL, attrs, strlen(attrs), TG_JSON_ATTRS_DEPTH, &jf));
     }
-    json_object_object_add(n, "op", json_object_new_string(op));
-    for (int i = 0; i < nin; i++) json_object_array_add(ji, in[i]);
-    for (int i = 0; i < nout; i++) json_object_array_add(jo, json_object_new_string(out[i]));
-    json_object_object_add(n, "inputs", ji);
-    json_object_object_add(n, "outputs", jo);
-    if (attrs) {
-        json_object *a = json_tokener_parse(attrs);
-        if (a) json_object_object_add(n, "attrs", a);
+    if (!ok) {
+        json_object_put(n);
+        return NULL;
     }
     return n;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/io.h"
 #include "rewrite/engine.h"
 
 enum { RW_DEAD = TG_NODE_DEAD, RW_QUEUED = 2 };
@@ -303,8 +304,12 @@ tg_node *tg_rw_node_text(tg_rw *rw, const char *opname, int nin, tg_var *const *
     for (int i = 0; i < nin; i++)
         if (!in[i]) return NULL;
     json_object *ja = NULL;
-    if (attrs && !(ja = json_tokener_parse(attrs))) {
-        tg_errorf(rw->ctx, TG_EINVAL, "optimizer: bad attrs %s for %s", attrs, opname);
+    tg_json_fail jf;
+    if (attrs && !(ja = tg_json_parse_object(NULL, attrs, strlen(attrs), TG_JSON_ATTRS_DEPTH, &jf))) {
+        if (jf.status == TG_ENOMEM)
+            tg_errorf(rw->ctx, TG_ENOMEM, "out of memory while optimizing");
+        else
+            tg_errorf(rw->ctx, TG_EINVAL, "optimizer: bad attrs %s for %s", attrs, opname);
         return NULL;
     }
     if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;

@@ -26,6 +26,8 @@ CASES = [
     ("syntax", '{"format": "tg-graph",\n "version": 1,\n "variables": [,]}', "TG_EPARSE", "line 3, column"),
     ("trailing", json.dumps(g()) + " {}", "TG_EPARSE", "invalid JSON"),
     ("root_array", "[1, 2]", "TG_ELOAD", "expected a JSON object"),
+    # json-c gives no value and no error for the text null
+    ("root_null", "null\n", "TG_ELOAD", "(root): expected a JSON object"),
     ("bad_format", g(format="onnx"), "TG_ELOAD", "format: expected \"tg-graph\""),
     ("newer_version", g(version=2), "TG_EVERSION", "format version 2 is newer"),
     ("unknown_top_key", g(nodez=[]), "TG_ELOAD", "(root).nodez: unknown key"),
