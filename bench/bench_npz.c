@@ -60,6 +60,41 @@ static double load_tg(const char *path, size_t nbytes, tg_ctx *ctx) {
     return best;
 }
 
+/* Read every array of the archive at path: with tg_npz_read_many (all at
+ * once), or one tg_npz_read after another; best of 3, checking the total
+ * size. */
+static double load_parts(const char *path, bool many, size_t nbytes, tg_ctx *ctx) {
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = bench_now();
+        tg_npz *z = tg_npz_open(path, ctx);
+        if (!z) bench_die("tg_npz_open", ctx);
+        int n = tg_npz_count(z), idx[64];
+        tg_array *a[64];
+        if (n > 64) n = 64;
+        for (int i = 0; i < n; i++) idx[i] = i;
+        if (many) {
+            if (tg_npz_read_many(z, n, idx, a, ctx)) bench_die("tg_npz_read_many", ctx);
+        } else {
+            for (int i = 0; i < n; i++)
+                if (!(a[i] = tg_npz_read(z, i, ctx))) bench_die("tg_npz_read", ctx);
+        }
+        double t = bench_now() - t0;
+        size_t got = 0;
+        for (int i = 0; i < n; i++) {
+            got += (size_t)tg_array_size(a[i]) * 4;
+            tg_array_free(a[i]);
+        }
+        tg_npz_close(z);
+        if (got != nbytes) {
+            fprintf(stderr, "bench_npz: %s holds %zu bytes, not %zu\n", path, got, nbytes);
+            exit(1);
+        }
+        if (t < best) best = t;
+    }
+    return best;
+}
+
 /* A file's size in MB, 0 when it is not there. */
 static double file_mb(const char *path) {
     struct stat st;
@@ -145,8 +180,15 @@ int main(int argc, char **argv) {
     row("save, deflated (level 6)", savenz, np_savenz, nzbytes);
     printf("deflated sizes: tg %.2f MB, NumPy %.2f MB (stored %.2f MB)\n", file_mb(nzc), file_mb(nzc2(nzp)),
            file_mb(nzp));
+    char parts[600];
+    snprintf(parts, sizeof parts, "%.*s_parts.npz", (int)(strlen(nzp) - 4), nzp);
+    if (peer) {
+        double many = load_parts(parts, true, nzbytes, ctx), one = load_parts(parts, false, nzbytes, ctx);
+        row("load np.savez_compressed, 8 arrays", many, bench_peer_value(peer, "load_parts"), nzbytes);
+        printf("(tg_npz_read_many; one array at a time: %.4f s)\n", one);
+    }
     free(peer);
-    const char *files[] = {tgp, stp, cmp, tgc, nzp, nzc, nzc2(nzp)};
+    const char *files[] = {tgp, stp, cmp, tgc, nzp, nzc, nzc2(nzp), parts};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(files[i]);
     tg_array_free(a);
     tg_array_free(noise);

@@ -4,8 +4,9 @@ of it, np.savez of the array to STORED and np.load of that, then
 np.savez_compressed to COMPRESSED and np.load of that; checks that tg's
 deflated archive TG_DEFLATED holds the same array; then times
 np.savez_compressed of the float32 weights of NOISE (tg's stored archive)
-to NOISE less .npz plus _np.npz. Best of 3 each. Prints "name seconds"
-lines.
+to NOISE less .npz plus _np.npz, writes those weights as 8 arrays to
+NOISE less .npz plus _parts.npz, and times np.load of all 8. Best of 3
+each. Prints "name seconds" lines.
 usage: npz.py TG_ARCHIVE STORED COMPRESSED TG_DEFLATED NOISE"""
 import sys
 import time
@@ -38,3 +39,14 @@ print("save_compressed %.6f" % best(lambda: np.savez_compressed(compressed, w=w)
 print("load_compressed %.6f" % best(lambda: np.load(compressed)["w"]))
 r = np.load(noise)["r"]
 print("save_noise_compressed %.6f" % best(lambda: np.savez_compressed(noise[:-4] + "_np.npz", r=r)))
+# the same weights as 8 arrays, as a checkpoint holds its layers
+parts = noise[:-4] + "_parts.npz"
+np.savez_compressed(parts, **{"r%d" % i: p for i, p in enumerate(np.array_split(r, 8))})
+
+
+def load_all(f):
+    z = np.load(f)
+    return [z[k] for k in z.files]
+
+
+print("load_parts %.6f" % best(lambda: load_all(parts)))

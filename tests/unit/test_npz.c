@@ -191,6 +191,56 @@ static void test_positional_empty_and_other_members(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* tg_npz_read_many: NumPy's deflated archive read whole at once equals
+ * the arrays read one by one, in the order asked (the same member twice
+ * included); a member that fails (or a number out of range) fails the
+ * call with that member's line, and nothing is returned. */
+static void test_read_many(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_npz *z = tg_npz_open(data_path("compressed.npz"), ctx);
+    assert_non_null(z);
+    int n = tg_npz_count(z);
+    assert_int_equal(n, 7);
+    int idx[9];
+    for (int i = 0; i < n; i++) idx[i] = n - 1 - i; /* backwards */
+    idx[n] = tg_npz_find(z, "big");
+    idx[n + 1] = tg_npz_find(z, "big");
+    tg_array *out[9];
+    assert_int_equal(tg_npz_read_many(z, n + 2, idx, out, ctx), TG_OK);
+    for (int i = 0; i < n + 2; i++) {
+        tg_array *one = tg_npz_read(z, idx[i], ctx);
+        assert_non_null(one);
+        assert_non_null(out[i]);
+        assert_int_equal(tg_array_dtype(out[i]), tg_array_dtype(one));
+        assert_int_equal(tg_array_size(out[i]), tg_array_size(one));
+        assert_memory_equal(tg_array_data(out[i]), tg_array_data(one),
+                            (size_t)tg_array_size(one) * tg_dtype_size(tg_array_dtype(one)));
+        tg_array_free(one);
+    }
+    /* the formula of the big one: i % 7 */
+    assert_true(tg_array_get_flat(out[n], 99999) == 99999 % 7);
+    for (int i = 0; i < n + 2; i++) tg_array_free(out[i]);
+    idx[3] = 42;
+    assert_int_equal(tg_npz_read_many(z, n, idx, out, ctx), TG_EINVAL);
+    assert_non_null(strstr(tg_ctx_message(ctx), "no array number 42 (it holds 7)"));
+    for (int i = 0; i < n; i++) assert_null(out[i]);
+    assert_int_equal(tg_npz_read_many(z, 0, idx, out, ctx), TG_OK);
+    tg_npz_close(z);
+
+    /* zipfile's archive: the member that is not a .npy fails the call. */
+    z = tg_npz_open(data_path("other_members.npz"), ctx);
+    assert_non_null(z);
+    int two[2] = {0, 1};
+    tg_ctx_clear(ctx);
+    assert_int_not_equal(tg_npz_read_many(z, 2, two, out, ctx), TG_OK);
+    assert_non_null(strstr(tg_ctx_message(ctx), "other_members.npz: array 'readme.txt': not a .npy file"));
+    assert_null(out[0]);
+    assert_null(out[1]);
+    tg_npz_close(z);
+    tg_ctx_free(ctx);
+}
+
 static void test_open_errors(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -718,11 +768,13 @@ static void test_allocation_failures(void **state) {
             int n = z ? tg_npz_count(z) : 0;
             tg_array **arrs = calloc((size_t)n + 1, sizeof *arrs);
             const char **names = calloc((size_t)n + 1, sizeof *names);
-            bool ok = z != NULL;
-            for (int i = 0; ok && i < n; i++) {
+            int *idx = calloc((size_t)n + 1, sizeof *idx);
+            for (int i = 0; i < n; i++) {
                 names[i] = tg_npz_name(z, i);
-                ok = (arrs[i] = tg_npz_read(z, i, ctx)) != NULL;
+                idx[i] = i;
             }
+            bool ok = z != NULL && tg_npz_read_many(z, n, idx, arrs, ctx) == TG_OK;
+            free(idx);
             if (ok)
                 ok = tg_npz_save(path, n, names, (const tg_array *const *)arrs, ctx) == 0 &&
                      tg_npz_save_compressed(path, n, names, (const tg_array *const *)arrs, 1, ctx) == 0;
@@ -747,6 +799,7 @@ int main(void) {
         cmocka_unit_test(test_savez_loads),
         cmocka_unit_test(test_savez_compressed_loads),
         cmocka_unit_test(test_positional_empty_and_other_members),
+        cmocka_unit_test(test_read_many),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_save_round_trips),
         cmocka_unit_test(test_save_compressed_round_trips),

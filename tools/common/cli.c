@@ -400,12 +400,28 @@ static int inputs_from_npz(const char *tool, const char *pre, const char *sep, c
         cli_error(tool, "%s%s-i %s", pre, sep, tg_ctx_message(ctx));
         return TG_EXIT_USAGE;
     }
+    /* The arrays the inputs name, read at once (deflated ones inflate in
+     * parallel). */
+    int *which = calloc((size_t)nin + 1, sizeof *which), *member = calloc((size_t)nin + 1, sizeof *member);
+    tg_array **got = calloc((size_t)nin + 1, sizeof *got);
+    if (!which || !member || !got) {
+        cli_error(tool, "%s%s-i %s: out of memory", pre, sep, path);
+        rc = TG_EXIT_USAGE;
+    }
     for (int i = 0; i < nin && rc == TG_EXIT_OK; i++) {
         int k = tg_npz_find(z, tg_function_input_id(f, i));
         if (k < 0) continue;
-        used++;
-        tg_array *a = tg_npz_read(z, k, ctx);
-        if (a) a = npz_fits(f, i, a, z, k, path, ctx);
+        which[used] = i;
+        member[used++] = k;
+    }
+    if (rc == TG_EXIT_OK && tg_npz_read_many(z, used, member, got, ctx)) {
+        cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
+        rc = TG_EXIT_USAGE;
+    }
+    for (int j = 0; j < used && rc == TG_EXIT_OK; j++) {
+        int i = which[j];
+        tg_array *a = npz_fits(f, i, got[j], z, member[j], path, ctx);
+        got[j] = NULL;
         if (!a) {
             cli_error(tool, "%s%s%s", pre, sep, tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
@@ -413,6 +429,10 @@ static int inputs_from_npz(const char *tool, const char *pre, const char *sep, c
         tg_array_free(ins[i]);
         ins[i] = a;
     }
+    for (int j = 0; got && j < used; j++) tg_array_free(got[j]);
+    free(which);
+    free(member);
+    free(got);
     if (rc == TG_EXIT_OK) {
         tg_str names = {0};
         npz_names(z, &names);

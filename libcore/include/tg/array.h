@@ -113,6 +113,11 @@ TG_API const char *tg_npz_name(const tg_npz *z, int i);
 /* The index of the array named `name`, or -1. */
 TG_API int tg_npz_find(const tg_npz *z, const char *name);
 TG_API tg_array *tg_npz_read(const tg_npz *z, int i, tg_ctx *ctx);
+/* Read the n arrays numbered idx[0..n) into out[0..n), several at once on
+ * the OpenMP threads, largest first (each member is a stream of its own,
+ * so deflated ones inflate in parallel). TG_OK, or the status of the first
+ * failure in idx's order, its line on ctx, and every out[] NULL. */
+TG_API int tg_npz_read_many(const tg_npz *z, int n, const int *idx, tg_array **out, tg_ctx *ctx);
 TG_API void tg_npz_close(tg_npz *z);
 /* Write n arrays as one archive that np.load reads (members stored, as
  * np.savez writes them; zip64 where a size or offset needs it), atomically

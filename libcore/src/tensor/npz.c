@@ -482,6 +482,53 @@ tg_array *tg_npz_read(const tg_npz *z, int i, tg_ctx *ctx) {
     return a;
 }
 
+int tg_npz_read_many(const tg_npz *z, int n, const int *idx, tg_array **out, tg_ctx *ctx) {
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    if (n <= 0) return TG_OK;
+    tg_ctx **cs = tg_calloc((size_t)n, sizeof *cs);
+    int *order = tg_malloc((size_t)n * sizeof *order);
+    int rc = cs && order ? TG_OK : TG_ENOMEM;
+    for (int i = 0; i < n && !rc; i++)
+        if (!(cs[i] = tg_ctx_new())) rc = TG_ENOMEM;
+    if (rc) {
+        for (int i = 0; cs && i < n; i++) tg_ctx_free(cs[i]);
+        tg_free(cs);
+        tg_free(order);
+        return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", z->what);
+    }
+    /* largest first, so that the last to start are the short ones */
+    for (int i = 0; i < n; i++) {
+        uint64_t sz = idx[i] >= 0 && idx[i] < z->n ? z->m[idx[i]].usize : 0;
+        int j = i;
+        for (; j > 0; j--) {
+            int p = order[j - 1];
+            uint64_t psz = idx[p] >= 0 && idx[p] < z->n ? z->m[idx[p]].usize : 0;
+            if (psz >= sz) break;
+            order[j] = p;
+        }
+        order[j] = i;
+    }
+    int nt = n > 1 && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    if (nt > n) nt = n;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int j = 0; j < n; j++) {
+        int i = order[j];
+        out[i] = tg_npz_read(z, idx[i], cs[i]);
+    }
+    for (int i = 0; i < n && !rc; i++)
+        if (!out[i]) rc = tg_errorf(ctx, tg_ctx_status(cs[i]), "%s", tg_ctx_message(cs[i]));
+    for (int i = 0; i < n; i++) {
+        if (rc) {
+            tg_array_free(out[i]);
+            out[i] = NULL;
+        }
+        tg_ctx_free(cs[i]);
+    }
+    tg_free(cs);
+    tg_free(order);
+    return rc;
+}
+
 /* ---- writing ---- */
 
 static void put16(unsigned char *p, uint32_t v) {
