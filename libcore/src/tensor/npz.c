@@ -624,7 +624,8 @@ static bool deflate_piece(z_stream *zs, const unsigned char *in, size_t len, con
         if (last ? r == Z_STREAM_END : zs->avail_in == 0 && (zs->avail_out > 0 || r == Z_BUF_ERROR))
             break;
         /* out of room (deflateBound is for Z_FINISH; a flush may need a
-         * few bytes more) */
+         * few bytes more); with room left deflate has made all it can */
+        if (zs->avail_out > 0) return false;
         size_t used = o->cap - zs->avail_out;
         unsigned char *b = tg_realloc(o->buf, o->cap * 2);
         if (!b) return false;
