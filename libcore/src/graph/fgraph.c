@@ -18,10 +18,13 @@ static int grow(void **arr, int *cap, int need, size_t elt) {
 }
 
 static int fg_add_var(tg_fgraph *fg, tg_var *v) {
-    if (grow((void **)&fg->vars, &fg->cvars, fg->nvars + 1, sizeof *fg->vars))
+    bool c = v->kind == TG_VAR_CONSTANT;
+    if (grow((void **)&fg->vars, &fg->cvars, fg->nvars + 1, sizeof *fg->vars) ||
+        (c && grow((void **)&fg->consts, &fg->cconsts, fg->nconsts + 1, sizeof *fg->consts)))
         return TG_ENOMEM;
     v->index = fg->nvars;
     fg->vars[fg->nvars++] = v;
+    if (c) fg->consts[fg->nconsts++] = v;
     return TG_OK;
 }
 
@@ -64,6 +67,7 @@ void tg_fgraph_free(tg_fgraph *fg) {
     for (int i = 0; i < fg->nvars; i++) tg_var_free(fg->vars[i]);
     tg_free(fg->nodes);
     tg_free(fg->vars);
+    tg_free(fg->consts);
     tg_free(fg->inputs);
     tg_free(fg->outputs);
     tg_free(fg->upd_shared);
@@ -636,6 +640,7 @@ int tg_fgraph_compact(tg_fgraph *fg, bool always, tg_ctx *ctx) {
     for (int i = 0; i < fg->nin; i++) fg->inputs[i] = nv[fg->inputs[i]->index];
     for (int i = 0; i < fg->nout + fg->nupd; i++) fg->outputs[i] = nv[fg->outputs[i]->index];
     for (int i = 0; i < fg->nupd; i++) fg->upd_shared[i] = nv[fg->upd_shared[i]->index];
+    for (int i = 0; i < fg->nconsts; i++) fg->consts[i] = nv[fg->consts[i]->index];
     /* Nothing points at the old blocks now; what they owned, the copies
      * own. */
     for (int i = 0; i < fg->nnodes; i++) {

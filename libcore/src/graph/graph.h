@@ -273,6 +273,14 @@ typedef struct tg_fgraph {
     tg_var **upd_shared;
     tg_var **vars;
     int nvars, cvars;
+    /* Its constants among vars, in the order they joined (some may have no
+     * readers left): merge reads these instead of sweeping every variable
+     * (on 100,000 nodes, 150,000 variables of cold memory, 4 to 12 ms a
+     * sweep). Every way a variable joins adds to it (tg_fgraph_add_var,
+     * the optimizer's new variables); the optimizer's final compaction and
+     * tg_fgraph_compact, which free or move variables, keep it. */
+    tg_var **consts;
+    int nconsts, cconsts;
     tg_node **nodes; /* topological */
     int nnodes, cnodes;
     /* Where its nodes and variables are made (tg_node_new_in and

@@ -222,18 +222,16 @@ int tg_rw_merge(tg_rw *rw) {
     if (table_init(&t, 32)) goto nomem;
     /* Constants first: a node's inputs must be canonical when it is
      * hashed. The function's outputs keep their own variables. */
-    for (int i = 0; i < fg->nvars; i++) {
-        TG_SWEEP_PREFETCH(fg->vars, i, fg->nvars);
-        /* A constant's value pointer is on another line than its kind,
+    for (int i = 0; i < fg->nconsts; i++) {
+        TG_SWEEP_PREFETCH(fg->consts, i, fg->nconsts);
+        /* A constant's value pointer is on another line than its header,
          * and its value elsewhere again: fetch the line of the constant 8
          * on (whose first line came 8 steps ago), then the value of the
          * one 4 on. */
-        if (i + 8 < fg->nvars && fg->vars[i + 8]->kind == TG_VAR_CONSTANT)
-            __builtin_prefetch(&fg->vars[i + 8]->value);
-        if (i + 4 < fg->nvars && fg->vars[i + 4]->kind == TG_VAR_CONSTANT && fg->vars[i + 4]->value)
-            __builtin_prefetch(fg->vars[i + 4]->value);
-        tg_var *v = fg->vars[i];
-        if (v->kind != TG_VAR_CONSTANT || !v->value || !v->nclients) continue;
+        if (i + 8 < fg->nconsts) __builtin_prefetch(&fg->consts[i + 8]->value);
+        if (i + 4 < fg->nconsts && fg->consts[i + 4]->value) __builtin_prefetch(fg->consts[i + 4]->value);
+        tg_var *v = fg->consts[i];
+        if (!v->value || !v->nclients) continue;
         tg_var *same = table_find_or_add(&t, const_hash(v), v, eq_const);
         if (!same) goto nomem;
         if (same == v) continue;
