@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
@@ -118,19 +117,19 @@ bool cli_device_ok(const char *prefix, const char *dev) {
 
 static bool ends_with(const char *s, const char *suf);
 
-/* Whether the n bytes at s can be an id (FORMAT.md section 3). */
-static bool id_like(const char *s, size_t n) {
-    if (!n || s[0] == '.' || s[0] == '-') return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && !strchr("_.:-", s[i])) return false;
-    return true;
-}
-
 bool cli_input_parse(const char *arg, cli_input *out) {
     const char *eq = strchr(arg, '=');
     /* An archive: every input it names. Its path may hold '=' where what
      * comes before cannot be an id (a/k=1.npz, ./k=1.npz). */
-    if ((!eq || (eq != arg && !id_like(arg, (size_t)(eq - arg)))) && ends_with(arg, ".npz")) {
+    char before[sizeof out->id];
+    size_t nb = eq ? (size_t)(eq - arg) : 0;
+    bool id_first = false;
+    if (eq && nb < sizeof before) {
+        memcpy(before, arg, nb);
+        before[nb] = 0;
+        id_first = tg_id_valid(before);
+    }
+    if ((!eq || (eq != arg && !id_first)) && ends_with(arg, ".npz")) {
         out->id[0] = 0;
         out->value = arg;
         return true;

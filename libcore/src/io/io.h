@@ -58,6 +58,12 @@ extern const char tg_json_not_object[]; /* "expected a JSON object" */
  * `null` (a whole text, read to its end). */
 json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, int depth, tg_json_fail *fail);
 
+/* Add val to the object o under key, or to the array arr: a NULL val
+ * (json-c out of memory) or a failed add releases val and clears *ok, so
+ * that a build checks once, at its end, and never writes JSON with holes. */
+void tg_json_put(json_object *o, const char *key, json_object *val, bool *ok);
+void tg_json_push(json_object *arr, json_object *val, bool *ok);
+
 /* Write a value as {"dtype", "shape", "data"} (small arrays) or
  * {"dtype", "shape", "base64"} (large ones; NaN and infinities are written
  * as the strings of FORMAT.md s5 in data). */

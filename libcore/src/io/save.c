@@ -12,22 +12,6 @@
 #include "io/io.h"
 #include "ops/op.h"
 
-/* Every add goes through these: json-c allocates with malloc, and a NULL
- * it returns must fail the save rather than write a file with holes. */
-static void put(json_object *o, const char *key, json_object *val, bool *ok) {
-    if (!val || !o || json_object_object_add(o, key, val) != 0) {
-        json_object_put(val);
-        *ok = false;
-    }
-}
-
-static void push(json_object *arr, json_object *val, bool *ok) {
-    if (!val || !arr || json_object_array_add(arr, val) != 0) {
-        json_object_put(val);
-        *ok = false;
-    }
-}
-
 static json_object *str(const char *s) { return json_object_new_string(s); }
 
 static json_object *trace_json(const tg_trace *t) {
@@ -36,11 +20,11 @@ static json_object *trace_json(const tg_trace *t) {
     for (int i = 0; i < t->n; i++) {
         const tg_frame *f = &t->frames[i];
         json_object *o = json_object_new_object();
-        if (f->file) put(o, "file", str(f->file), &ok);
-        if (f->line >= 0) put(o, "line", json_object_new_int64(f->line), &ok);
-        if (f->function) put(o, "function", str(f->function), &ok);
-        if (f->code) put(o, "code", str(f->code), &ok);
-        push(arr, o, &ok);
+        if (f->file) tg_json_put(o, "file", str(f->file), &ok);
+        if (f->line >= 0) tg_json_put(o, "line", json_object_new_int64(f->line), &ok);
+        if (f->function) tg_json_put(o, "function", str(f->function), &ok);
+        if (f->code) tg_json_put(o, "code", str(f->code), &ok);
+        tg_json_push(arr, o, &ok);
     }
     if (!ok) {
         json_object_put(arr);
@@ -72,7 +56,7 @@ static json_object *inline_value(const tg_var *v) {
     if (isfinite(d)) return tg_json_new_float(d, a->dtype);
     json_object *o = json_object_new_object();
     bool ok = true;
-    put(o, "data", str(isnan(d) ? "nan" : d > 0 ? "inf" : "-inf"), &ok);
+    tg_json_put(o, "data", str(isnan(d) ? "nan" : d > 0 ? "inf" : "-inf"), &ok);
     if (!ok) {
         json_object_put(o);
         return NULL;
@@ -83,17 +67,17 @@ static json_object *inline_value(const tg_var *v) {
 static json_object *variable_json(const tg_var *v, tg_value_writer write, void *ud) {
     bool ok = true, node_output = v->owner != NULL;
     json_object *o = json_object_new_object();
-    put(o, "id", str(v->id), &ok);
+    tg_json_put(o, "id", str(v->id), &ok);
     /* A node output's type is the op's to give: written only when the
      * file declared it (then refined by inference). */
-    if (!node_output || v->type_given) put(o, "type", tg_type_to_json(&v->type), &ok);
-    if (v->name) put(o, "name", str(v->name), &ok);
+    if (!node_output || v->type_given) tg_json_put(o, "type", tg_type_to_json(&v->type), &ok);
+    if (v->name) tg_json_put(o, "name", str(v->name), &ok);
     if (v->kind == TG_VAR_CONSTANT && v->value)
-        put(o, "constant", write ? write(ud, v, v->value) : tg_value_to_json(v->value), &ok);
+        tg_json_put(o, "constant", write ? write(ud, v, v->value) : tg_value_to_json(v->value), &ok);
     /* The host value: brought back before writing (tg_shared_fetch_vars) */
     const tg_array *sv = v->kind == TG_VAR_SHARED && v->shared ? tg_shared_value(v->shared, NULL) : NULL;
-    if (sv) put(o, "shared", write ? write(ud, v, sv) : tg_value_to_json(sv), &ok);
-    if (v->test_value) put(o, "test_value", tg_value_to_json(v->test_value), &ok);
+    if (sv) tg_json_put(o, "shared", write ? write(ud, v, sv) : tg_value_to_json(sv), &ok);
+    if (v->test_value) tg_json_put(o, "test_value", tg_value_to_json(v->test_value), &ok);
     if (!ok) {
         json_object_put(o);
         return NULL;
@@ -141,34 +125,34 @@ static json_object *sorted_attrs(json_object *attrs) {
 static json_object *node_json(const tg_node *n) {
     bool ok = true;
     json_object *o = json_object_new_object();
-    put(o, "op", str(n->op->name), &ok);
+    tg_json_put(o, "op", str(n->op->name), &ok);
     json_object *ins = json_object_new_array();
     for (int k = 0; k < n->nin; k++) {
         const tg_var *v = n->inputs[k];
         if (v->inline_const && v->value) {
             json_object *c = json_object_new_object();
-            put(c, "value", inline_value(v), &ok);
-            push(ins, c, &ok);
+            tg_json_put(c, "value", inline_value(v), &ok);
+            tg_json_push(ins, c, &ok);
         } else {
-            push(ins, str(v->id), &ok);
+            tg_json_push(ins, str(v->id), &ok);
         }
     }
-    put(o, "inputs", ins, &ok);
+    tg_json_put(o, "inputs", ins, &ok);
     json_object *outs = json_object_new_array();
-    for (int k = 0; k < n->nout; k++) push(outs, str(n->outputs[k]->id), &ok);
-    put(o, "outputs", outs, &ok);
-    if (n->attrs && json_object_object_length(n->attrs)) put(o, "attrs", sorted_attrs(n->attrs), &ok);
-    if (n->name) put(o, "name", str(n->name), &ok);
-    if (n->trace.n) put(o, "trace", trace_json(&n->trace), &ok);
+    for (int k = 0; k < n->nout; k++) tg_json_push(outs, str(n->outputs[k]->id), &ok);
+    tg_json_put(o, "outputs", outs, &ok);
+    if (n->attrs && json_object_object_length(n->attrs)) tg_json_put(o, "attrs", sorted_attrs(n->attrs), &ok);
+    if (n->name) tg_json_put(o, "name", str(n->name), &ok);
+    if (n->trace.n) tg_json_put(o, "trace", trace_json(&n->trace), &ok);
     if (n->inplace) {
         json_object *ip = json_object_new_object();
         for (int k = 0; k < n->nout; k++)
             if (n->inplace[k] >= 0) {
                 char key[16];
                 snprintf(key, sizeof key, "%d", k);
-                put(ip, key, json_object_new_int(n->inplace[k]), &ok);
+                tg_json_put(ip, key, json_object_new_int(n->inplace[k]), &ok);
             }
-        put(o, "inplace", ip, &ok);
+        tg_json_put(o, "inplace", ip, &ok);
     }
     if (!ok) {
         json_object_put(o);
@@ -181,15 +165,15 @@ static json_object *function_json(const tg_fdecl *fd) {
     bool ok = true;
     json_object *f = json_object_new_object(), *a = json_object_new_array(),
                 *b = json_object_new_array();
-    for (int k = 0; k < fd->nin; k++) push(a, str(fd->inputs[k]->id), &ok);
-    for (int k = 0; k < fd->nout; k++) push(b, str(fd->outputs[k]->id), &ok);
-    put(f, "inputs", a, &ok);
-    put(f, "outputs", b, &ok);
+    for (int k = 0; k < fd->nin; k++) tg_json_push(a, str(fd->inputs[k]->id), &ok);
+    for (int k = 0; k < fd->nout; k++) tg_json_push(b, str(fd->outputs[k]->id), &ok);
+    tg_json_put(f, "inputs", a, &ok);
+    tg_json_put(f, "outputs", b, &ok);
     if (fd->nupd) {
         json_object *u = json_object_new_object();
         for (int k = 0; k < fd->nupd; k++)
-            put(u, fd->updates[k].shared->id, str(fd->updates[k].value->id), &ok);
-        put(f, "updates", u, &ok);
+            tg_json_put(u, fd->updates[k].shared->id, str(fd->updates[k].value->id), &ok);
+        tg_json_put(f, "updates", u, &ok);
     }
     if (!ok) {
         json_object_put(f);
@@ -219,9 +203,9 @@ json_object *tg_graph_to_json(const tg_graph *g) { return tg_graph_to_json_ext(g
 json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void *ud) {
     bool ok = true;
     json_object *root = json_object_new_object();
-    put(root, "format", str("tg-graph"), &ok);
-    put(root, "version", json_object_new_int(1), &ok);
-    if (g->name) put(root, "name", str(g->name), &ok);
+    tg_json_put(root, "format", str("tg-graph"), &ok);
+    tg_json_put(root, "version", json_object_new_int(1), &ok);
+    if (g->name) tg_json_put(root, "name", str(g->name), &ok);
     json_object *vars = json_object_new_array();
     for (int i = 0; ok && i < g->nvars; i++) {
         const tg_var *v = g->vars[i];
@@ -229,21 +213,21 @@ json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void
          * function names them: a folded output or update); undeclared
          * node outputs are implied by their nodes. */
         if ((v->inline_const && !named_by_function(g, v)) || (v->owner && !v->declared)) continue;
-        push(vars, variable_json(v, write, ud), &ok);
+        tg_json_push(vars, variable_json(v, write, ud), &ok);
     }
-    put(root, "variables", vars, &ok);
+    tg_json_put(root, "variables", vars, &ok);
     json_object *nodes = json_object_new_array();
-    for (int i = 0; ok && i < g->nnodes; i++) push(nodes, node_json(g->nodes[i]), &ok);
-    put(root, "nodes", nodes, &ok);
+    for (int i = 0; ok && i < g->nnodes; i++) tg_json_push(nodes, node_json(g->nodes[i]), &ok);
+    tg_json_put(root, "nodes", nodes, &ok);
     /* A file without `functions` stays without: its `main` is implied. */
     bool explicit_funcs = g->nfuncs != 1 || g->funcs[0].json_inputs_given;
     if (explicit_funcs) {
         json_object *fs = json_object_new_object();
         for (int i = 0; ok && i < g->nfuncs; i++)
-            put(fs, g->funcs[i].name, function_json(&g->funcs[i]), &ok);
-        put(root, "functions", fs, &ok);
+            tg_json_put(fs, g->funcs[i].name, function_json(&g->funcs[i]), &ok);
+        tg_json_put(root, "functions", fs, &ok);
     }
-    if (g->meta) put(root, "meta", json_object_get(g->meta), &ok);
+    if (g->meta) tg_json_put(root, "meta", json_object_get(g->meta), &ok);
     if (!ok) {
         json_object_put(root);
         return NULL;

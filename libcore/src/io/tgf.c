@@ -61,19 +61,6 @@ static uint64_t get_u64(const unsigned char *p) {
 
 static uint64_t align_up(uint64_t x) { return (x + TG_TGF_ALIGN - 1) & ~(uint64_t)(TG_TGF_ALIGN - 1); }
 
-/* json-c's allocations fail softly; every add goes through these. */
-static void put(json_object *o, const char *key, json_object *val, bool *ok) {
-    if (!val || !o || json_object_object_add(o, key, val) != 0) {
-        json_object_put(val);
-        *ok = false;
-    }
-}
-static void push(json_object *arr, json_object *val, bool *ok) {
-    if (!val || !arr || json_object_array_add(arr, val) != 0) {
-        json_object_put(val);
-        *ok = false;
-    }
-}
 static json_object *str(const char *s) { return json_object_new_string(s ? s : ""); }
 
 /* ---- the build's fingerprint ---- */
@@ -86,12 +73,12 @@ static const char *blas_name(void) {
 static json_object *fingerprint_json(void) {
     bool ok = true;
     json_object *o = json_object_new_object(), *b = json_object_new_array();
-    put(o, "tg_version", str(tg_version()), &ok);
-    put(o, "format_version", json_object_new_int(TG_TGF_VERSION), &ok);
-    push(b, str("cpu"), &ok);
-    put(o, "backends", b, &ok);
-    put(o, "blas", str(blas_name()), &ok);
-    put(o, "byte_order", str("little"), &ok);
+    tg_json_put(o, "tg_version", str(tg_version()), &ok);
+    tg_json_put(o, "format_version", json_object_new_int(TG_TGF_VERSION), &ok);
+    tg_json_push(b, str("cpu"), &ok);
+    tg_json_put(o, "backends", b, &ok);
+    tg_json_put(o, "blas", str(blas_name()), &ok);
+    tg_json_put(o, "byte_order", str("little"), &ok);
     if (!ok) {
         json_object_put(o);
         return NULL;
@@ -235,7 +222,7 @@ static json_object *table_writer(void *ud, const tg_var *v, const tg_array *a) {
     }
     json_object *o = json_object_new_object();
     bool ok = true;
-    put(o, "tgf_array", json_object_new_int(k), &ok);
+    tg_json_put(o, "tgf_array", json_object_new_int(k), &ok);
     if (!ok) {
         json_object_put(o);
         return NULL;
@@ -272,12 +259,12 @@ static json_object *function_entry(const tg_function *f, table *T) {
     int k = table_add(T, NULL, a);
     if (k < 0) return NULL;
     json_object *o = json_object_new_object();
-    put(o, "name", str(f->name), &ok);
-    put(o, "graph_section", json_object_new_int(k), &ok);
-    put(o, "nodes", json_object_new_int(f->nsched), &ok);
-    put(o, "compile_seconds", json_object_new_double(f->compile_seconds), &ok);
-    put(o, "optimize_seconds", json_object_new_double(f->record.seconds), &ok);
-    put(o, "no_gc", json_object_new_boolean(f->no_gc), &ok);
+    tg_json_put(o, "name", str(f->name), &ok);
+    tg_json_put(o, "graph_section", json_object_new_int(k), &ok);
+    tg_json_put(o, "nodes", json_object_new_int(f->nsched), &ok);
+    tg_json_put(o, "compile_seconds", json_object_new_double(f->compile_seconds), &ok);
+    tg_json_put(o, "optimize_seconds", json_object_new_double(f->record.seconds), &ok);
+    tg_json_put(o, "no_gc", json_object_new_boolean(f->no_gc), &ok);
     if (!ok || T->oom) {
         json_object_put(o);
         return NULL;
@@ -288,7 +275,7 @@ static json_object *function_entry(const tg_function *f, table *T) {
 static json_object *tags_json(const char *const *tags) {
     bool ok = true;
     json_object *a = json_object_new_array();
-    for (int i = 0; tags && tags[i]; i++) push(a, str(tags[i]), &ok);
+    for (int i = 0; tags && tags[i]; i++) tg_json_push(a, str(tags[i]), &ok);
     if (!ok) {
         json_object_put(a);
         return NULL;
@@ -299,10 +286,10 @@ static json_object *tags_json(const char *const *tags) {
 static json_object *options_json(const tg_compile_options *o) {
     bool ok = true;
     json_object *j = json_object_new_object();
-    put(j, "preset", str(o && o->preset ? o->preset : "fast_run"), &ok);
-    put(j, "include", tags_json(o ? o->include : NULL), &ok);
-    put(j, "exclude", tags_json(o ? o->exclude : NULL), &ok);
-    put(j, "no_gc", json_object_new_boolean(o && o->no_gc), &ok);
+    tg_json_put(j, "preset", str(o && o->preset ? o->preset : "fast_run"), &ok);
+    tg_json_put(j, "include", tags_json(o ? o->include : NULL), &ok);
+    tg_json_put(j, "exclude", tags_json(o ? o->exclude : NULL), &ok);
+    tg_json_put(j, "no_gc", json_object_new_boolean(o && o->no_gc), &ok);
     if (!ok) {
         json_object_put(j);
         return NULL;
@@ -382,10 +369,10 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
     uint64_t table_off = off;
     off = align_up(off + tsize);
     json_object *jt = json_object_new_object();
-    put(root, "array_table", jt, &ok);
-    put(jt, "offset", json_object_new_int64((int64_t)table_off), &ok);
-    put(jt, "count", json_object_new_int(n), &ok);
-    put(jt, "crc32c", json_object_new_int64(tg_crc32c(0, table_bytes, tsize)), &ok);
+    tg_json_put(root, "array_table", jt, &ok);
+    tg_json_put(jt, "offset", json_object_new_int64((int64_t)table_off), &ok);
+    tg_json_put(jt, "count", json_object_new_int(n), &ok);
+    tg_json_put(jt, "crc32c", json_object_new_int64(tg_crc32c(0, table_bytes, tsize)), &ok);
     if (!ok) goto oom;
     const char *hdr = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -455,7 +442,7 @@ static void keep_times(json_object *e, json_object *root, const char *name, bool
             json_object *v = NULL;
             json_object_object_get_ex(o, KEYS[k], &v);
             if (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int))
-                put(e, KEYS[k], json_object_new_double(json_object_get_double(v)), ok);
+                tg_json_put(e, KEYS[k], json_object_new_double(json_object_get_double(v)), ok);
         }
         return;
     }
@@ -486,15 +473,15 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
         json_object_put(options);
         goto oom;
     }
-    put(root, "format", str("tg-compiled"), &ok);
-    put(root, "version", json_object_new_int(TG_TGF_VERSION), &ok);
-    put(root, "fingerprint", fingerprint_json(), &ok);
-    put(root, "options", options, &ok);
+    tg_json_put(root, "format", str("tg-compiled"), &ok);
+    tg_json_put(root, "version", json_object_new_int(TG_TGF_VERSION), &ok);
+    tg_json_put(root, "fingerprint", fingerprint_json(), &ok);
+    tg_json_put(root, "options", options, &ok);
     json_object *fns = json_object_new_array();
-    put(root, "functions", fns, &ok);
+    tg_json_put(root, "functions", fns, &ok);
     for (int i = 0; ok && i < n; i++) {
         json_object *e = function_entry(fs[i], &T);
-        push(fns, e, &ok);
+        tg_json_push(fns, e, &ok);
         if (ok && restored) keep_times(e, restored, fs[i]->name, &ok);
     }
     if (ok && source) {
@@ -510,7 +497,7 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
             memcpy(tg_array_data(orig), txt, (size_t)len);
             int k = table_add(&T, NULL, orig);
             if (k < 0) ok = false;
-            put(root, "original", json_object_new_int(k), &ok);
+            tg_json_put(root, "original", json_object_new_int(k), &ok);
         } else {
             ok = false;
         }
@@ -522,7 +509,7 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
         }
         int k = table_add(&T, NULL, orig);
         if (k < 0) ok = false;
-        put(root, "original", json_object_new_int(k), &ok);
+        tg_json_put(root, "original", json_object_new_int(k), &ok);
     }
     if (!ok || T.oom) goto oom;
     rc = write_file(path, root, &T, ctx);

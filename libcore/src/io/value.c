@@ -288,16 +288,14 @@ int tg_type_from_json(json_object *o, tg_type *t, const char *where,
     return TG_OK;
 }
 
-/* Add val under key; a NULL val (json-c out of memory) or a failed add
- * marks the build failed, so that no half-written JSON is ever saved. */
-static void put(json_object *o, const char *key, json_object *val, bool *ok) {
+void tg_json_put(json_object *o, const char *key, json_object *val, bool *ok) {
     if (!val || !o || json_object_object_add(o, key, val) != 0) {
         json_object_put(val);
         *ok = false;
     }
 }
 
-static void push(json_object *arr, json_object *val, bool *ok) {
+void tg_json_push(json_object *arr, json_object *val, bool *ok) {
     if (!val || !arr || json_object_array_add(arr, val) != 0) {
         json_object_put(val);
         *ok = false;
@@ -307,14 +305,14 @@ static void push(json_object *arr, json_object *val, bool *ok) {
 json_object *tg_type_to_json(const tg_type *t) {
     bool ok = true;
     json_object *o = json_object_new_object(), *s = json_object_new_array();
-    put(o, "dtype", json_object_new_string(tg_dtype_name(t->dtype)), &ok);
+    tg_json_put(o, "dtype", json_object_new_string(tg_dtype_name(t->dtype)), &ok);
     for (int i = 0; i < t->ndim && s; i++) {
         if (t->shape[i] >= 0)
-            push(s, json_object_new_int64(t->shape[i]), &ok);
+            tg_json_push(s, json_object_new_int64(t->shape[i]), &ok);
         else if (json_object_array_add(s, NULL) != 0)
             ok = false;
     }
-    put(o, "shape", s, &ok);
+    tg_json_put(o, "shape", s, &ok);
     if (!ok) {
         json_object_put(o);
         return NULL;
@@ -817,7 +815,7 @@ static json_object *nested_json(const tg_array *a, int d, const char *p) {
     json_object *arr = json_object_new_array_ext((int)a->shape[d]);
     bool ok = arr != NULL;
     for (int64_t i = 0; ok && i < a->shape[d]; i++)
-        push(arr, nested_json(a, d + 1, p + i * a->strides[d]), &ok);
+        tg_json_push(arr, nested_json(a, d + 1, p + i * a->strides[d]), &ok);
     if (!ok) {
         json_object_put(arr);
         return NULL;
@@ -828,17 +826,17 @@ static json_object *nested_json(const tg_array *a, int d, const char *p) {
 json_object *tg_value_to_json(const tg_array *a) {
     bool ok = true;
     json_object *o = json_object_new_object(), *s = json_object_new_array();
-    put(o, "dtype", json_object_new_string(tg_dtype_name(a->dtype)), &ok);
-    for (int i = 0; i < a->ndim; i++) push(s, json_object_new_int64(a->shape[i]), &ok);
-    put(o, "shape", s, &ok);
+    tg_json_put(o, "dtype", json_object_new_string(tg_dtype_name(a->dtype)), &ok);
+    for (int i = 0; i < a->ndim; i++) tg_json_push(s, json_object_new_int64(a->shape[i]), &ok);
+    tg_json_put(o, "shape", s, &ok);
     int64_t n = tg_array_size_inline(a);
     if (n <= 256) {
-        put(o, "data", nested_json(a, 0, a->data), &ok);
+        tg_json_put(o, "data", nested_json(a, 0, a->data), &ok);
     } else {
         tg_array *c = tg_array_is_contiguous(a) ? tg_array_ref((tg_array *)a)
                                                 : tg_array_copy(a, a->dtype);
         char *b = c ? tg_base64_encode(c->data, (size_t)n * tg_dtype_size(a->dtype)) : NULL;
-        put(o, "base64", b ? json_object_new_string(b) : NULL, &ok);
+        tg_json_put(o, "base64", b ? json_object_new_string(b) : NULL, &ok);
         tg_free(b);
         tg_array_free(c);
     }

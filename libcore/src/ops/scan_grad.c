@@ -61,19 +61,6 @@ static json_object *jvar(const char *id, json_object *type) {
     return v;
 }
 
-/* Add v to the array arr, or to the object o as `key`: false, v released,
- * when v is NULL or the add fails (out of memory). */
-static bool take(json_object *arr, json_object *v) {
-    if (v && arr && !json_object_array_add(arr, v)) return true;
-    json_object_put(v);
-    return false;
-}
-static bool take_key(json_object *o, const char *key, json_object *v) {
-    if (v && o && !json_object_object_add(o, key, v)) return true;
-    json_object_put(v);
-    return false;
-}
-
 /* {"op": op, "inputs": [...], "outputs": [out], "attrs": attrs} with the
  * inputs given as ids (strings) or inline values (objects, taken over);
  * NULL when out of memory (never a node with a part missing). */
@@ -81,15 +68,15 @@ static json_object *jnode(const char *op, int nin, json_object *const *in, int n
                           const char *const *out, const char *attrs) {
     json_object *n = json_object_new_object(), *ji = json_object_new_array(),
                 *jo = json_object_new_array();
-    bool ok = n != NULL;
-    for (int i = 0; i < nin; i++) ok = take(ji, in[i]) && ok; /* each taken or released */
-    for (int i = 0; ok && i < nout; i++) ok = take(jo, json_object_new_string(out[i]));
-    ok = ok && take_key(n, "op", json_object_new_string(op));
-    ok = take_key(ok ? n : NULL, "inputs", ji) && ok;
-    ok = take_key(ok ? n : NULL, "outputs", jo) && ok;
-    if (ok && attrs) {
+    bool ok = true;
+    for (int i = 0; i < nin; i++) tg_json_push(ji, in[i], &ok); /* each taken or released */
+    for (int i = 0; i < nout; i++) tg_json_push(jo, json_object_new_string(out[i]), &ok);
+    tg_json_put(n, "op", json_object_new_string(op), &ok);
+    tg_json_put(n, "inputs", ji, &ok);
+    tg_json_put(n, "outputs", jo, &ok);
+    if (attrs) {
         tg_json_fail jf;
-        ok = take_key(n, "attrs", tg_json_parse_object(NULL, attrs, strlen(attrs), TG_JSON_ATTRS_DEPTH, &jf));
+        tg_json_put(n, "attrs", tg_json_parse_object(NULL, attrs, strlen(attrs), TG_JSON_ATTRS_DEPTH, &jf), &ok);
     }
     if (!ok) {
         json_object_put(n);

@@ -482,51 +482,66 @@ tg_array *tg_npz_read(const tg_npz *z, int i, tg_ctx *ctx) {
     return a;
 }
 
+typedef struct by_size {
+    uint64_t size;
+    int i;
+} by_size;
+
+static int larger_first(const void *a, const void *b) {
+    const by_size *x = a, *y = b;
+    return x->size != y->size ? (x->size < y->size) - (x->size > y->size) : (x->i > y->i) - (x->i < y->i);
+}
+
 int tg_npz_read_many(const tg_npz *z, int n, const int *idx, tg_array **out, tg_ctx *ctx) {
     for (int i = 0; i < n; i++) out[i] = NULL;
     if (n <= 0) return TG_OK;
-    tg_ctx **cs = tg_calloc((size_t)n, sizeof *cs);
-    int *order = tg_malloc((size_t)n * sizeof *order);
-    int rc = cs && order ? TG_OK : TG_ENOMEM;
-    for (int i = 0; i < n && !rc; i++)
-        if (!(cs[i] = tg_ctx_new())) rc = TG_ENOMEM;
-    if (rc) {
-        for (int i = 0; cs && i < n; i++) tg_ctx_free(cs[i]);
-        tg_free(cs);
-        tg_free(order);
-        return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", z->what);
-    }
-    /* largest first, so that the last to start are the short ones */
-    for (int i = 0; i < n; i++) {
-        uint64_t sz = idx[i] >= 0 && idx[i] < z->n ? z->m[idx[i]].usize : 0;
-        int j = i;
-        for (; j > 0; j--) {
-            int p = order[j - 1];
-            uint64_t psz = idx[p] >= 0 && idx[p] < z->n ? z->m[idx[p]].usize : 0;
-            if (psz >= sz) break;
-            order[j] = p;
-        }
-        order[j] = i;
-    }
     int nt = n > 1 && !omp_in_parallel() ? omp_get_max_threads() : 1;
     if (nt > n) nt = n;
+    if (nt > 64) nt = 64;
+    if (nt == 1) { /* no team to open */
+        for (int i = 0; i < n; i++)
+            if (!(out[i] = tg_npz_read(z, idx[i], ctx))) {
+                for (int j = 0; j < i; j++) {
+                    tg_array_free(out[j]);
+                    out[j] = NULL;
+                }
+                return tg_ctx_status(ctx);
+            }
+        return TG_OK;
+    }
+    /* Largest first, so that the last to start are the short ones; a
+     * context per thread for the reads' errors. */
+    by_size *order = tg_malloc((size_t)n * sizeof *order);
+    tg_ctx *cs[64] = {0};
+    bool ok = order != NULL;
+    for (int t = 0; t < nt && ok; t++) ok = (cs[t] = tg_ctx_new()) != NULL;
+    if (ok) {
+        for (int i = 0; i < n; i++)
+            order[i] = (by_size){idx[i] >= 0 && idx[i] < z->n ? z->m[idx[i]].usize : 0, i};
+        qsort(order, (size_t)n, sizeof *order, larger_first);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int j = 0; j < n; j++) {
-        int i = order[j];
-        out[i] = tg_npz_read(z, idx[i], cs[i]);
-    }
-    for (int i = 0; i < n && !rc; i++)
-        if (!out[i]) rc = tg_errorf(ctx, tg_ctx_status(cs[i]), "%s", tg_ctx_message(cs[i]));
-    for (int i = 0; i < n; i++) {
-        if (rc) {
-            tg_array_free(out[i]);
-            out[i] = NULL;
+        for (int j = 0; j < n; j++) {
+            int i = order[j].i;
+            out[i] = tg_npz_read(z, idx[i], cs[omp_get_thread_num()]);
         }
-        tg_ctx_free(cs[i]);
     }
-    tg_free(cs);
+    for (int t = 0; t < nt; t++) tg_ctx_free(cs[t]);
     tg_free(order);
-    return rc;
+    int first = -1;
+    for (int i = 0; i < n && first < 0; i++)
+        if (!out[i]) first = i;
+    if (ok && first < 0) return TG_OK;
+    for (int i = 0; i < n; i++) {
+        tg_array_free(out[i]);
+        out[i] = NULL;
+    }
+    if (!ok) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", z->what);
+    /* The first failure in idx's order, read again for its line (out of
+     * memory may not come back: then that is the line). */
+    tg_array *again = tg_npz_read(z, idx[first], ctx);
+    if (!again) return tg_ctx_status(ctx);
+    tg_array_free(again);
+    return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", z->what);
 }
 
 /* ---- writing ---- */
@@ -549,6 +564,17 @@ static int write_all(int fd, const void *buf, size_t n, uint64_t *pos, const cha
     int rc = tg_file_write_all(fd, buf, n, path, ctx);
     if (!rc) *pos += n;
     return rc;
+}
+
+/* A local header or a directory entry: its fixed part (hlen bytes at
+ * head), the stored name (name, then ".npy"), then its extra field (the
+ * xlen bytes after the fixed part). */
+static int write_record(int fd, const unsigned char *head, size_t hlen, const char *name, size_t nlen,
+                        size_t xlen, uint64_t *pos, const char *path, tg_ctx *ctx) {
+    return write_all(fd, head, hlen, pos, path, ctx) || write_all(fd, name, nlen, pos, path, ctx) ||
+                   write_all(fd, ".npy", 4, pos, path, ctx) || write_all(fd, head + hlen, xlen, pos, path, ctx)
+               ? TG_EIO
+               : TG_OK;
 }
 
 typedef struct npz_out {
@@ -638,51 +664,58 @@ static bool deflate_piece(z_stream *zs, const unsigned char *in, size_t len, con
     return true;
 }
 
+/* A member to deflate: its .npy header, then nbytes of data, in npieces
+ * pieces (the header the first). */
+typedef struct member_in {
+    const tg_str *hdr;
+    const unsigned char *data;
+    size_t nbytes, npieces;
+    int level;
+} member_in;
+
+/* Deflate pieces g + j0, g + j0 + step, ... (j < ng) of m into out[j], on
+ * one stream: false when out of memory. */
+static bool deflate_some(const member_in *m, size_t g, int j0, int step, int ng, piece_out *out) {
+    z_stream zs = {.zalloc = zalloc_tg, .zfree = zfree_tg};
+    if (deflateInit2(&zs, m->level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) return false;
+    bool ok = true;
+    const unsigned char *hdr = (const unsigned char *)m->hdr->s;
+    size_t hlen = m->hdr->len;
+    for (int j = j0; j < ng && ok; j += step) {
+        size_t k = g + (size_t)j; /* piece k: 0 the header, k >= 1 data */
+        const unsigned char *in = hdr, *dict = NULL;
+        size_t len = hlen, dlen = 0;
+        if (k > 0) {
+            size_t at = (k - 1) * PIECE;
+            in = m->data + at;
+            len = m->nbytes - at < PIECE ? m->nbytes - at : PIECE;
+            dlen = k == 1 ? (hlen < DICT ? hlen : DICT) : DICT;
+            dict = k == 1 ? hdr + hlen - dlen : in - DICT;
+        }
+        ok = deflate_piece(&zs, in, len, dict, dlen, k == m->npieces - 1, &out[j]);
+    }
+    deflateEnd(&zs);
+    return ok;
+}
+
 /* Deflate the member's bytes, its .npy header hdr then nbytes of data,
  * into fd at *pos: the compressed size in *csize. */
 static int deflate_member(int fd, const tg_str *hdr, const unsigned char *data, size_t nbytes, int level,
                           uint64_t *pos, uint64_t *csize, const char *path, tg_ctx *ctx) {
-    size_t npieces = 1 + (nbytes + PIECE - 1) / PIECE;
+    member_in m = {hdr, data, nbytes, 1 + (nbytes + PIECE - 1) / PIECE, level};
     piece_out out[GROUP] = {{0}};
     uint64_t start = *pos;
     int rc = TG_OK;
-    for (size_t g = 0; g < npieces && !rc; g += GROUP) {
-        int ng = (int)(npieces - g < GROUP ? npieces - g : GROUP);
+    for (size_t g = 0; g < m.npieces && !rc; g += GROUP) {
+        int ng = (int)(m.npieces - g < GROUP ? m.npieces - g : GROUP);
         int nt = ng > 2 && !omp_in_parallel() ? omp_get_max_threads() : 1;
         if (nt > ng) nt = ng;
-        int failed = 0;
-#pragma omp parallel num_threads(nt)
-        {
-            z_stream zs = {.zalloc = zalloc_tg, .zfree = zfree_tg};
-            bool ok = deflateInit2(&zs, level, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK;
-#pragma omp for schedule(dynamic, 1)
-            for (int j = 0; j < ng; j++) {
-                size_t k = g + (size_t)j; /* piece k: 0 the header, k >= 1 data */
-                const unsigned char *in, *dict;
-                size_t len, dlen;
-                if (k == 0) {
-                    in = (const unsigned char *)hdr->s;
-                    len = hdr->len;
-                    dict = NULL;
-                    dlen = 0;
-                } else {
-                    size_t at = (k - 1) * PIECE;
-                    in = data + at;
-                    len = nbytes - at < PIECE ? nbytes - at : PIECE;
-                    if (k == 1) {
-                        dlen = hdr->len < DICT ? hdr->len : DICT;
-                        dict = (const unsigned char *)hdr->s + hdr->len - dlen;
-                    } else {
-                        dlen = DICT;
-                        dict = in - DICT;
-                    }
-                }
-                if (!ok || !deflate_piece(&zs, in, len, dict, dlen, k == npieces - 1, &out[j])) {
-#pragma omp atomic write
-                    failed = 1;
-                }
-            }
-            if (ok) deflateEnd(&zs);
+        bool failed = false;
+        if (nt == 1) { /* no team to open: most members are small */
+            failed = !deflate_some(&m, g, 0, 1, ng, out);
+        } else {
+#pragma omp parallel num_threads(nt) reduction(|| : failed)
+            failed = !deflate_some(&m, g, omp_get_thread_num(), omp_get_num_threads(), ng, out);
         }
         if (failed) rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory while deflating", path);
         for (int j = 0; j < ng && !rc; j++) rc = write_all(fd, out[j].buf, out[j].len, pos, path, ctx);
@@ -758,12 +791,7 @@ static int save(const char *path, int n, const char *const *names, const tg_arra
         put16(lh + 32, 16);
         put64(lh + 34, deflated ? 0 : r->size);
         put64(lh + 42, deflated ? 0 : r->size);
-        rc = write_all(sv.fd, lh, LOCAL_LEN, &pos, path, ctx) ||
-             write_all(sv.fd, names[i], nlen, &pos, path, ctx) ||
-             write_all(sv.fd, ".npy", 4, &pos, path, ctx) ||
-             write_all(sv.fd, lh + LOCAL_LEN, 20, &pos, path, ctx)
-                 ? TG_EIO
-                 : TG_OK;
+        rc = write_record(sv.fd, lh, LOCAL_LEN, names[i], nlen, 20, &pos, path, ctx);
         if (!rc && !deflated)
             rc = write_all(sv.fd, hdr.s, hdr.len, &pos, path, ctx) ||
                          write_all(sv.fd, a->data, nbytes, &pos, path, ctx)
@@ -801,12 +829,7 @@ static int save(const char *path, int n, const char *const *names, const tg_arra
         put64(ch + 50, r->size);
         put64(ch + 58, r->csize);
         put64(ch + 66, r->off);
-        rc = write_all(sv.fd, ch, CENTRAL_LEN, &pos, path, ctx) ||
-             write_all(sv.fd, names[i], nlen, &pos, path, ctx) ||
-             write_all(sv.fd, ".npy", 4, &pos, path, ctx) ||
-             write_all(sv.fd, ch + CENTRAL_LEN, 28, &pos, path, ctx)
-                 ? TG_EIO
-                 : TG_OK;
+        rc = write_record(sv.fd, ch, CENTRAL_LEN, names[i], nlen, 28, &pos, path, ctx);
     }
     if (!rc) {
         uint64_t cd_size = pos - cd_off;
