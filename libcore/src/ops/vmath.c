@@ -227,26 +227,29 @@ GUARDED(double, uint64_t, , d, -746.0, 710.0, -1076.0, 1024.0)
  * its layout. Now it depends on the element alone. VB is a multiple of
  * every vector width (16 floats in a zmm register). */
 enum { VB = 16 };
+/* yb[k] = EXPR(v), v = xb[k], for the VB elements of one block. */
+#define VBLOCK(T, xb, yb, EXPR)                                               \
+    _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {                     \
+        T v = (xb)[k_];                                                       \
+        (yb)[k_] = (EXPR);                                                    \
+    }
+/* The last n - b_ < VB elements through a zero-padded block. */
+#define VTAIL(T, EXPR)                                                        \
+    if (b_ < n) {                                                             \
+        T xt_[VB] = {0}, yt_[VB];                                             \
+        for (int64_t k_ = b_; k_ < n; k_++) xt_[k_ - b_] = x[k_];             \
+        VBLOCK(T, xt_, yt_, EXPR)                                             \
+        for (int64_t k_ = b_; k_ < n; k_++) y[k_] = yt_[k_ - b_];             \
+    }
 #define VAPPLY(T, EXPR)                                                       \
     do {                                                                      \
         int64_t b_ = 0;                                                       \
         for (; b_ + VB <= n; b_ += VB) {                                      \
             const T *xb_ = x + b_;                                            \
             T *yb_ = y + b_;                                                  \
-            _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {             \
-                T v = xb_[k_];                                                \
-                yb_[k_] = (EXPR);                                             \
-            }                                                                 \
+            VBLOCK(T, xb_, yb_, EXPR)                                         \
         }                                                                     \
-        if (b_ < n) {                                                         \
-            T xt_[VB] = {0}, yt_[VB];                                         \
-            for (int64_t k_ = b_; k_ < n; k_++) xt_[k_ - b_] = x[k_];         \
-            _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {             \
-                T v = xt_[k_];                                                \
-                yt_[k_] = (EXPR);                                             \
-            }                                                                 \
-            for (int64_t k_ = b_; k_ < n; k_++) y[k_] = yt_[k_ - b_];         \
-        }                                                                     \
+        VTAIL(T, EXPR)                                                        \
     } while (0)
 
 #define VLOOP(NAME, F)                                                        \
@@ -285,29 +288,17 @@ enum { GB = 16 * VB };
                 key_ = t_ > key_ ? t_ : key_;                                 \
             }                                                                 \
             if (key_ <= (LIMIT)) {                                            \
-                for (int64_t o_ = 0; o_ < c_; o_ += VB)                       \
-                    _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {     \
-                        T v = xb_[o_ + k_];                                   \
-                        yb_[o_ + k_] = (FAST);                                \
-                    }                                                         \
+                for (int64_t o_ = 0; o_ < c_; o_ += VB) {                     \
+                    VBLOCK(T, xb_ + o_, yb_ + o_, FAST)                       \
+                }                                                             \
             } else {                                                          \
-                for (int64_t o_ = 0; o_ < c_; o_ += VB)                       \
-                    _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {     \
-                        T v = xb_[o_ + k_];                                   \
-                        yb_[o_ + k_] = (SAFE);                                \
-                    }                                                         \
+                for (int64_t o_ = 0; o_ < c_; o_ += VB) {                     \
+                    VBLOCK(T, xb_ + o_, yb_ + o_, SAFE)                       \
+                }                                                             \
             }                                                                 \
             b_ += c_;                                                         \
         }                                                                     \
-        if (b_ < n) {                                                         \
-            T xt_[VB] = {0}, yt_[VB];                                         \
-            for (int64_t k_ = b_; k_ < n; k_++) xt_[k_ - b_] = x[k_];         \
-            _Pragma("omp simd") for (int k_ = 0; k_ < VB; k_++) {             \
-                T v = xt_[k_];                                                \
-                yt_[k_] = (SAFE);                                             \
-            }                                                                 \
-            for (int64_t k_ = b_; k_ < n; k_++) y[k_] = yt_[k_ - b_];         \
-        }                                                                     \
+        VTAIL(T, SAFE)                                                        \
     } while (0)
 
 /* Keys. ABS: |v| at most the bound (F32 / F64: its bits), NaN above
