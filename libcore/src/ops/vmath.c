@@ -148,30 +148,38 @@ float erfcf(float);
      * condition that the result's select tests again, and GCC's jump                                        \
      * threading then splits the call into one per side, calling the                                         \
      * vector function on v after all. */                                                                    \
-    static inline T tg_pick_##N(int keep, T v, T other) {                                                    \
+    static inline T tg_pick_##N(U keep, T v, T other) {                                                      \
         union { T f; U u; } a = {v}, b = {other};                                                            \
-        U m = (U)0 - (U)keep;                                                                                \
+        U m = (U)0 - keep;                                                                                   \
         a.u = (a.u & m) | (b.u & ~m);                                                                        \
         return a.f;                                                                                          \
     }                                                                                                        \
     /* tg_F_keep_N(v): whether the vector function takes v without help                                      \
      * (false for NaN); tg_F_N(v): the function with that help. */                                           \
-    static inline int tg_exp_keep_##N(T v) { return (v >= ZLO) & (v <= ZHI); }                               \
-    static inline int tg_exp2_keep_##N(T v) { return (v >= ZLO2) & (v <= ZHI2); }                            \
-    static inline int tg_log_keep_##N(T v) { return (v > 0) & (v < (T)INFINITY); }                           \
-    static inline int tg_log1p_keep_##N(T v) { return (v > -1) & (v < (T)INFINITY); }                        \
-    /* What exp and exp2 give past their ends: 0, inf, NaN. The result is                                    \
+    static inline U tg_exp_keep_##N(T v) { return (U)(v >= ZLO) & (U)(v <= ZHI); }                           \
+    static inline U tg_exp2_keep_##N(T v) { return (U)(v >= ZLO2) & (U)(v <= ZHI2); }                        \
+    static inline U tg_log_keep_##N(T v) { return (U)(v > 0) & (U)(v < (T)INFINITY); }                       \
+    static inline U tg_log1p_keep_##N(T v) { return (U)(v > -1) & (U)(v < (T)INFINITY); }                    \
+    /* (Every value and comparison a select uses is computed first: GCC                                      \
+     * does not if-convert a floating-point operation or comparison that                                     \
+     * runs under a condition (it may trap) for AVX2, which has no masked                                    \
+     * arithmetic, and the loop then stayed scalar, scalar libm and all.)                                    \
+     * What exp and exp2 give past their ends: 0, inf, NaN. The result is                                    \
      * the vector function gives fast), inf, NaN. The result is the vector                                   \
      * call's times (plus, for expm1) a factor (term) that is 1 (-0) where                                   \
      * the argument went through, so one operation follows the call. */                                      \
-    static inline T tg_exp_tail_##N(T v) { return v > 0 ? (T)INFINITY : v < 0 ? (T)0 : v + v; }              \
+    static inline T tg_exp_tail_##N(T v) {                                                                   \
+        T nan = v + v;                                                                                       \
+        int gt = v > 0, lt = v < 0;                                                                          \
+        return gt ? (T)INFINITY : lt ? (T)0 : nan;                                                           \
+    }                                                                                                        \
     static inline T tg_exp_##N(T v) {                                                                        \
-        int keep = tg_exp_keep_##N(v);                                                                       \
+        U keep = tg_exp_keep_##N(v);                                                                         \
         T f = tg_pick_##N(keep, (T)1, tg_exp_tail_##N(v));                                                   \
         return exp##S(tg_pick_##N(keep, v, (T)0)) * f;                                                       \
     }                                                                                                        \
     static inline T tg_exp2_##N(T v) {                                                                       \
-        int keep = tg_exp2_keep_##N(v);                                                                      \
+        U keep = tg_exp2_keep_##N(v);                                                                        \
         T f = tg_pick_##N(keep, (T)1, tg_exp_tail_##N(v));                                                   \
         return exp2##S(tg_pick_##N(keep, v, (T)0)) * f;                                                      \
     }                                                                                                        \
@@ -179,25 +187,27 @@ float erfcf(float);
      * made as glibc makes it: (v - v) / (v - v) in log, log2 and log1p,                                     \
      * the positive quiet NaN in log10), at inf and NaN (themselves). */                                     \
     static inline T tg_log_tail_##N(T v, T at, int plus_nan) {                                               \
-        return v == at ? -(T)INFINITY : !(v < at) ? v + v : plus_nan ? (T)NAN : (v - v) / (v - v);           \
+        T same = v + v, dom = plus_nan ? (T)NAN : (v - v) / (v - v);                                         \
+        int eq = v == at, below = v < at;                                                                    \
+        return eq ? -(T)INFINITY : !below ? same : dom;                                                      \
     }                                                                                                        \
     static inline T tg_log_##N(T v) {                                                                        \
-        int keep = tg_log_keep_##N(v);                                                                       \
+        U keep = tg_log_keep_##N(v);                                                                         \
         T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, 0, 0));                                          \
         return log##S(tg_pick_##N(keep, v, (T)1)) + f;                                                       \
     }                                                                                                        \
     static inline T tg_log2_##N(T v) {                                                                       \
-        int keep = tg_log_keep_##N(v);                                                                       \
+        U keep = tg_log_keep_##N(v);                                                                         \
         T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, 0, 0));                                          \
         return log2##S(tg_pick_##N(keep, v, (T)1)) + f;                                                      \
     }                                                                                                        \
     static inline T tg_log10_##N(T v) {                                                                      \
-        int keep = tg_log_keep_##N(v);                                                                       \
+        U keep = tg_log_keep_##N(v);                                                                         \
         T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, 0, 1));                                          \
         return log10##S(tg_pick_##N(keep, v, (T)1)) + f;                                                     \
     }                                                                                                        \
     static inline T tg_log1p_##N(T v) {                                                                      \
-        int keep = tg_log1p_keep_##N(v);                                                                     \
+        U keep = tg_log1p_keep_##N(v);                                                                       \
         T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, -1, 0));                                         \
         return log1p##S(tg_pick_##N(keep, v, (T)0)) + f;                                                     \
     }                                                                                                        \
@@ -206,8 +216,9 @@ float erfcf(float);
      * and e/(1+e) below, softplus max(x, 0) + log1p(e). The _raw forms                                      \
      * call exp and log1p as they are (for arguments that keep). */                                          \
     static inline T tg_sigmoid_of_##N(T v, T e) {                                                            \
-        T r = (T)1 / ((T)1 + e);                                                                             \
-        return v >= 0 ? r : (v < 0 ? e * r : v);                                                             \
+        T r = (T)1 / ((T)1 + e), er = e * r;                                                                 \
+        int ge = v >= 0, lt = v < 0;                                                                         \
+        return ge ? r : (lt ? er : v);                                                                       \
     }                                                                                                        \
     static inline T tg_sigmoid_raw_##N(T v) { return tg_sigmoid_of_##N(v, exp##S(-fabs##S(v))); }            \
     static inline T tg_sigmoid_##N(T v) { return tg_sigmoid_of_##N(v, tg_exp_##N(-fabs##S(v))); }            \
