@@ -1,8 +1,9 @@
 /* The vectorised transcendental loops (ops/vmath.c) at the ends of their
  * range, unfused and beside the fused kernels (composite.c): exp of
- * -1e9, -inf or NaN, log of 0 or of negatives, tanh of inf, sigmoid and
- * softplus of large arguments. Each such lane used to go through libmvec's
- * scalar fallback; now its known result is selected. Expected values come
+ * -1e9, -inf or NaN, log of 0 or of negatives, sigmoid and softplus of
+ * large arguments. Each such lane used to go through libmvec's scalar
+ * fallback; now its known result is selected (expm1 and tanh, left to the
+ * fallback, are checked the same way). Expected values come
  * from the scalar C library in a wider type (double for float32, long
  * double for float64): exact for the results that are 0, +-inf, +-1 or
  * NaN, within 4 ulp (libmvec's documented bound) elsewhere; the values
