@@ -10,7 +10,6 @@
  * between the special ones keep the bits they have in an array with no
  * special value at all; and a fused kernel gives the values of the
  * unfused ops. */
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

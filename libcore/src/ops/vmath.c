@@ -102,6 +102,7 @@ float erfcf(float);
 #define CLONES
 #endif
 
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -140,77 +141,70 @@ float erfcf(float);
  * and log(DBL_MAX) = 709.78; exp2 below -150 and -1075, and at 128 and
  * 1024. */
 
-/* T: the C type; S: the suffix of its libm functions ("f" or nothing);
- * N: the suffix of the helpers made (f or d); ZLO, ZHI: bounds past which
- * exp is exactly 0 and inf; ZLO2, ZHI2: the same for exp2. */
-#define GUARDED(T, U, S, N, ZLO, ZHI, ZLO2, ZHI2)                                                            \
-    /* keep ? v : other, by masks: a ?: here would be a branch on a                                          \
-     * condition that the result's select tests again, and GCC's jump                                        \
-     * threading then splits the call into one per side, calling the                                         \
-     * vector function on v after all. */                                                                    \
-    static inline T tg_pick_##N(U keep, T v, T other) {                                                      \
-        union { T f; U u; } a = {v}, b = {other};                                                            \
-        U m = (U)0 - keep;                                                                                   \
-        a.u = (a.u & m) | (b.u & ~m);                                                                        \
-        return a.f;                                                                                          \
-    }                                                                                                        \
-    /* tg_F_keep_N(v): whether the vector function takes v without help                                      \
-     * (false for NaN); tg_F_N(v): the function with that help. */                                           \
-    static inline U tg_exp_keep_##N(T v) { return (U)(v >= ZLO) & (U)(v <= ZHI); }                           \
-    static inline U tg_exp2_keep_##N(T v) { return (U)(v >= ZLO2) & (U)(v <= ZHI2); }                        \
-    static inline U tg_log_keep_##N(T v) { return (U)(v > 0) & (U)(v < (T)INFINITY); }                       \
-    static inline U tg_log1p_keep_##N(T v) { return (U)(v > -1) & (U)(v < (T)INFINITY); }                    \
-    /* (Every value and comparison a select uses is computed first: GCC                                      \
-     * does not if-convert a floating-point operation or comparison that                                     \
-     * runs under a condition (it may trap) for AVX2, which has no masked                                    \
-     * arithmetic, and the loop then stayed scalar, scalar libm and all.)                                    \
-     * What exp and exp2 give past their ends: 0, inf, NaN. The result is                                    \
-     * the vector call's times a factor that is 1 where the argument went                                    \
-     * through (the logarithms: plus a term that is -0), so one operation                                    \
-     * follows the call. */                                                                                  \
-    static inline T tg_exp_tail_##N(T v) {                                                                   \
-        T nan = v + v;                                                                                       \
-        int gt = v > 0, lt = v < 0;                                                                          \
-        return gt ? (T)INFINITY : lt ? (T)0 : nan;                                                           \
-    }                                                                                                        \
-    static inline T tg_exp_##N(T v) {                                                                        \
-        U keep = tg_exp_keep_##N(v);                                                                         \
-        T f = tg_pick_##N(keep, (T)1, tg_exp_tail_##N(v));                                                   \
-        return exp##S(tg_pick_##N(keep, v, (T)0)) * f;                                                       \
-    }                                                                                                        \
-    static inline T tg_exp2_##N(T v) {                                                                       \
-        U keep = tg_exp2_keep_##N(v);                                                                        \
-        T f = tg_pick_##N(keep, (T)1, tg_exp_tail_##N(v));                                                   \
-        return exp2##S(tg_pick_##N(keep, v, (T)0)) * f;                                                      \
-    }                                                                                                        \
-    /* The logarithms at the end of their domain (-inf), below it (NaN,                                      \
-     * made as glibc makes it: (v - v) / (v - v) in log, log2 and log1p,                                     \
-     * the positive quiet NaN in log10), at inf and NaN (themselves). */                                     \
-    static inline T tg_log_tail_##N(T v, T at, int plus_nan) {                                               \
-        T same = v + v, dom = plus_nan ? (T)NAN : (v - v) / (v - v);                                         \
-        int eq = v == at, below = v < at;                                                                    \
-        return eq ? -(T)INFINITY : !below ? same : dom;                                                      \
-    }                                                                                                        \
-    static inline T tg_log_##N(T v) {                                                                        \
-        U keep = tg_log_keep_##N(v);                                                                         \
-        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, 0, 0));                                          \
-        return log##S(tg_pick_##N(keep, v, (T)1)) + f;                                                       \
-    }                                                                                                        \
-    static inline T tg_log2_##N(T v) {                                                                       \
-        U keep = tg_log_keep_##N(v);                                                                         \
-        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, 0, 0));                                          \
-        return log2##S(tg_pick_##N(keep, v, (T)1)) + f;                                                      \
-    }                                                                                                        \
-    static inline T tg_log10_##N(T v) {                                                                      \
-        U keep = tg_log_keep_##N(v);                                                                         \
-        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, 0, 1));                                          \
-        return log10##S(tg_pick_##N(keep, v, (T)1)) + f;                                                     \
-    }                                                                                                        \
-    static inline T tg_log1p_##N(T v) {                                                                      \
-        U keep = tg_log1p_keep_##N(v);                                                                       \
-        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, -1, 0));                                         \
-        return log1p##S(tg_pick_##N(keep, v, (T)0)) + f;                                                     \
-    }                                                                                                        \
+/* tg_pick_N, and what the functions give past their ends; N: the suffix
+ * of the helpers made (f or d). */
+#define GUARD_BASE(T, U, N)                                               \
+    /* keep ? v : other, by masks: a ?: here would be a branch on a       \
+     * condition that the result's select tests again, and GCC's jump     \
+     * threading then splits the call into one per side, calling the      \
+     * vector function on v after all. */                                 \
+    static inline T tg_pick_##N(U keep, T v, T other) {                   \
+        union { T f; U u; } a = {v}, b = {other};                         \
+        U m = (U)0 - keep;                                                \
+        a.u = (a.u & m) | (b.u & ~m);                                     \
+        return a.f;                                                       \
+    }                                                                     \
+    /* (Every value and comparison a select uses is computed first: GCC   \
+     * does not if-convert a floating-point operation or comparison that  \
+     * runs under a condition (it may trap) for AVX2, which has no masked \
+     * arithmetic, and the loop then stayed scalar, scalar libm and all.) \
+     * What exp and exp2 give past their ends: 0, inf, NaN. */            \
+    static inline T tg_exp_tail_##N(T v) {                                \
+        T nan = v + v;                                                    \
+        int gt = v > 0, lt = v < 0;                                       \
+        return gt ? (T)INFINITY : lt ? (T)0 : nan;                        \
+    }                                                                     \
+    /* The logarithms at the end of their domain `at` (-inf), below it    \
+     * (NaN, made as glibc makes it: (v - v) / (v - v) in log, log2 and   \
+     * log1p, the positive quiet NaN in log10), at inf and NaN            \
+     * (themselves). */                                                   \
+    static inline T tg_log_tail_##N(T v, T at, int plus_nan) {            \
+        T same = v + v, dom = plus_nan ? (T)NAN : (v - v) / (v - v);      \
+        int eq = v == at, below = v < at;                                 \
+        return eq ? -(T)INFINITY : !below ? same : dom;                   \
+    }
+
+/* tg_F_N(v): exp or exp2 (F), the vector call on v where v is in
+ * [LO, HI] (NaN never is), else on 0, times a factor that is 1 where v
+ * went through: one operation follows the call. */
+#define GUARD_EXP(T, U, S, N, F, LO, HI)                   \
+    static inline T tg_##F##_##N(T v) {                    \
+        U keep = (U)(v >= LO) & (U)(v <= HI);              \
+        T f = tg_pick_##N(keep, (T)1, tg_exp_tail_##N(v)); \
+        return F##S(tg_pick_##N(keep, v, (T)0)) * f;       \
+    }
+
+/* tg_F_N(v): a logarithm whose domain ends at AT (0, or -1 for log1p),
+ * the vector call on v inside it, else on AT + 1, plus a term that is -0
+ * where v went through. */
+#define GUARD_LOG(T, U, S, N, F, AT, PLUS_NAN)                              \
+    static inline T tg_##F##_##N(T v) {                                     \
+        U keep = (U)(v > AT) & (U)(v < (T)INFINITY);                        \
+        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, AT, PLUS_NAN)); \
+        return F##S(tg_pick_##N(keep, v, (T)(AT + 1))) + f;                 \
+    }
+
+/* T: the C type; U: the unsigned integer of its size; S: the suffix of its
+ * libm functions ("f" or nothing); ELO, EHI: bounds past which exp is
+ * exactly 0 and inf; E2LO, E2HI: the same for exp2. */
+#define GUARDED(T, U, S, N, ELO, EHI, E2LO, E2HI)                                                            \
+    GUARD_BASE(T, U, N)                                                                                      \
+    GUARD_EXP(T, U, S, N, exp, ELO, EHI)                                                                     \
+    GUARD_EXP(T, U, S, N, exp2, E2LO, E2HI)                                                                  \
+    GUARD_LOG(T, U, S, N, log, 0, 0)                                                                         \
+    GUARD_LOG(T, U, S, N, log2, 0, 0)                                                                        \
+    GUARD_LOG(T, U, S, N, log10, 0, 1)                                                                       \
+    GUARD_LOG(T, U, S, N, log1p, -1, 0)                                                                      \
     /* sigmoid and softplus, stable at both tails and branch-free so that                                    \
      * they vectorise, from e = exp(-|x|): sigmoid is 1/(1+e) for x >= 0                                     \
      * and e/(1+e) below, softplus max(x, 0) + log1p(e). The _raw forms                                      \
@@ -225,8 +219,16 @@ float erfcf(float);
     static inline T tg_softplus_raw_##N(T v) { return (v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v))); }     \
     static inline T tg_softplus_##N(T v) { return (v > 0 ? v : 0) + tg_log1p_##N(tg_exp_##N(-fabs##S(v))); }
 
-GUARDED(float, uint32_t, f, f, -104.0f, 89.0f, -151.0f, 128.0f)
-GUARDED(double, uint64_t, , d, -746.0, 710.0, -1076.0, 1024.0)
+#define F32_EXP_LO (-104.0f)
+#define F32_EXP_HI 89.0f
+#define F32_EXP2_LO (-151.0f)
+#define F32_EXP2_HI 128.0f
+#define F64_EXP_LO (-746.0)
+#define F64_EXP_HI 710.0
+#define F64_EXP2_LO (-1076.0)
+#define F64_EXP2_HI 1024.0
+GUARDED(float, uint32_t, f, f, F32_EXP_LO, F32_EXP_HI, F32_EXP2_LO, F32_EXP2_HI)
+GUARDED(double, uint64_t, , d, F64_EXP_LO, F64_EXP_HI, F64_EXP2_LO, F64_EXP2_HI)
 
 /* y[i] = EXPR(v), v = x[i], for i < n, every element through the vector
  * body: blocks of VB with a constant trip count, and a tail shorter than
@@ -313,28 +315,27 @@ enum { GB = 16 * VB };
         VTAIL(T, SAFE)                                                        \
     } while (0)
 
-/* Keys. ABS: |v| at most the bound (F32 / F64: its bits), NaN above
- * every bound. POS: 0 < v < inf (u - 1 wraps for +0 and is above inf's
- * bits for negatives). GTM1: -1 < v < inf, negatives moved up by the
- * distance from 1's bits to inf's. */
+/* Keys. ABS: |v| at most the bound, NaN above every bound. POS: 0 < v <
+ * inf (u - 1 wraps for +0 and is above inf's bits for negatives). GTM1:
+ * -1 < v < inf, negatives moved up by the distance from 1's bits to inf's
+ * (0x7f800000 - 0x3f800000 in float32). The bounds are the guarded
+ * forms': each key passes only arguments that they keep. */
 #define ABS32(u) ((u) & 0x7fffffffu)
 #define ABS64(u) ((u) & 0x7fffffffffffffffull)
 #define POS32(u) ((u) - 1u)
 #define POS64(u) ((u) - 1ull)
 #define GTM1_32(u) (ABS32(u) + ((u) >> 31) * 0x40000000u)
 #define GTM1_64(u) (ABS64(u) + ((u) >> 63) * 0x4000000000000000ull)
-enum {
-    EXP_F32 = 0x42b20000u,   /* 89.0f */
-    EXP2_F32 = 0x43000000u,  /* 128.0f */
-    SIG_F32 = 0x42d00000u,   /* 104.0f */
-    POS_F32 = 0x7f7ffffeu,   /* (u - 1) of FLT_MAX */
-    FIN_F32 = 0x7f7fffffu,   /* FLT_MAX */
-};
-#define EXP_F64 0x4086280000000000ull  /* 709.0 */
-#define EXP2_F64 0x408ff80000000000ull /* 1023.0 */
-#define SIG_F64 0x4087500000000000ull  /* 746.0 */
-#define POS_F64 0x7feffffffffffffeull
-#define FIN_F64 0x7fefffffffffffffull
+static inline uint32_t bits32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline uint64_t bits64(double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 #define GLOOP(NAME, K32, L32, K64, L64, FAST32, FAST64)                       \
     CLONES void tg_vm_##NAME##_f64(int64_t n, const double *restrict x,       \
@@ -345,13 +346,13 @@ enum {
                                    float *restrict y) {                       \
         GAPPLY(float, uint32_t, K32(u), L32, FAST32(v), tg_##NAME##_f(v));    \
     }
-GLOOP(exp, ABS32, EXP_F32, ABS64, EXP_F64, expf, exp)
-GLOOP(exp2, ABS32, EXP2_F32, ABS64, EXP2_F64, exp2f, exp2)
+GLOOP(exp, ABS32, bits32(F32_EXP_HI), ABS64, bits64(F64_EXP_HI), expf, exp)
+GLOOP(exp2, ABS32, bits32(F32_EXP2_HI), ABS64, bits64(F64_EXP2_HI), exp2f, exp2)
 VLOOP(expm1, expm1)
-GLOOP(log, POS32, POS_F32, POS64, POS_F64, logf, log)
-GLOOP(log2, POS32, POS_F32, POS64, POS_F64, log2f, log2)
-GLOOP(log10, POS32, POS_F32, POS64, POS_F64, log10f, log10)
-GLOOP(log1p, GTM1_32, FIN_F32, GTM1_64, FIN_F64, log1pf, log1p)
+GLOOP(log, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, logf, log)
+GLOOP(log2, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, log2f, log2)
+GLOOP(log10, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, log10f, log10)
+GLOOP(log1p, GTM1_32, bits32(FLT_MAX), GTM1_64, bits64(DBL_MAX), log1pf, log1p)
 VLOOP(sin, sin)
 VLOOP(cos, cos)
 VLOOP(tan, tan)
@@ -369,8 +370,8 @@ VLOOP(erfc, erfc)
 
 /* sigmoid and softplus (their forms above), stable at both tails and
  * branch-free so that they vectorise. */
-GLOOP(sigmoid, ABS32, SIG_F32, ABS64, SIG_F64, tg_sigmoid_raw_f, tg_sigmoid_raw_d)
-GLOOP(softplus, ABS32, SIG_F32, ABS64, SIG_F64, tg_softplus_raw_f, tg_softplus_raw_d)
+GLOOP(sigmoid, ABS32, bits32(-F32_EXP_LO), ABS64, bits64(-F64_EXP_LO), tg_sigmoid_raw_f, tg_sigmoid_raw_d)
+GLOOP(softplus, ABS32, bits32(-F32_EXP_LO), ABS64, bits64(-F64_EXP_LO), tg_softplus_raw_f, tg_softplus_raw_d)
 
 /* sqrt and 1/x vectorise to single instructions (no libmvec). */
 VLOOP(sqrt, sqrt)
