@@ -267,7 +267,9 @@ for O in none fast_run; do
   expect 1 "scan_log -O $O: NaN in the loop" -- "$T" nanguard "$D/scan_log.json" -O $O -i h0=2.5 -i n=4
   line "op: scan" "scan_log -O $O: the scan"
   line "step: 3 (the step of the loop at which its body made it)" "scan_log -O $O: step 3"
-  line "body node: lh (log), schedule 2 of 2 of the body" "scan_log -O $O: the body's log"
+  # h1 and lh are both the body's outputs: one composite makes both
+  line "body node: lh (composite), schedule 1 of 1 of the body" "scan_log -O $O: the body's composite"
+  line "body node as written: lh (log)" "scan_log -O $O: the body's log"
   line "  model.py:382 in build: lh = T.log(h1)" "scan_log -O $O: the body node's trace"
   contains err "(scan: its log 'lh') made NaN in output '[^']*' (2 of 4 elements), first at step 3 of the loop$" "scan_log -O $O: the one line names the body node and the step"
 done
@@ -280,8 +282,9 @@ for O in none fast_run; do
   line "path (outermost first; each a node of the body of the one above):" "scan_scan -O $O: the path"
   line "  E (scan) of 'main', output 'LE' (NaN in 2 of 9), at step 2 of its loop" "scan_scan -O $O: E at step 2"
   line "    R (scan), schedule 2 of 2, output 'LR' (NaN in 1 of 3), at step 2 of its loop" "scan_scan -O $O: R at step 2"
-  line "      l (log), schedule 2 of 2, output 'l' (NaN in 1 of 1)" "scan_scan -O $O: R's log"
-  line "body node: l (log), schedule 2 of 2 of the body" "scan_scan -O $O: the body node is the inner log"
+  line "      l (composite), schedule 1 of 1, output 'l' (NaN in 1 of 1): its fused log, as written l" "scan_scan -O $O: R's log"
+  line "body node: l (composite), schedule 1 of 1 of the body" "scan_scan -O $O: the body node is the inner composite"
+  line "body node as written: l (log)" "scan_scan -O $O: the body node is the inner log"
   line "  model.py:502 in build: l = T.log(h1)" "scan_scan -O $O: the inner log's trace"
   line "trace of scan R (in the body of E):" "scan_scan -O $O: R's trace follows"
   line "  model.py:503 in build: R, LR = theano.scan(rnn_step, sequences=x, outputs_info=[w1, None])" "scan_scan -O $O: R's line"

@@ -156,6 +156,10 @@ static const rw_case cases[] = {
     {"fill_sink", G(V("a", "float64", "[4,3]") "," V("c", "float64", "[3]") "," V("x", "float64", "[4,3]"), N("zeros_like", "['a']", "['zl']") "," N("add", "['zl','c']", "['u']") "," N("mul", "['u','x']", "['z']")), NULL, "zeros_like", -2, 2},
     {"fill_sink", G(V("a", "float64", "[4,3]") "," V("c", "float64", "[1,1]") "," V("x", "float64", "[4,3]"), N("zeros_like", "['a']", "['zl']") "," N("add", "['zl','c']", "['u']") "," N("true_div", "['u',{'value':3}]", "['v']") "," N("mul", "['v','x']", "['z']")), NULL, "zeros_like", -2, 2},
     {"fill_sink", G(V("a", "float64", "[4,3]") "," V("c", "float64", "[3]"), N("zeros_like", "['a']", "['zl']") "," N("add", "['zl','c']", "['u']") "," N("mul", "['u',{'value':2}]", "['z']")), "zeros_like", NULL, -2, 2},
+    /* the fill inside a flattened sum whose other operand spans it: the
+     * gradient of a mean over an axis, added to another term of x's shape */
+    {"add_zeros_like", G(V("a", "float64", "[4,3]") "," V("c", "float64", "[4,1]") "," V("x", "float64", "[4,3]"), N("zeros_like", "['a']", "['zl']") "," N("add", "['x','zl','c']", "['z']")), NULL, "zeros_like", -2, 2},
+    {"add_zeros_like", G(V("a", "float64", "[4,3]") "," V("x", "float64", "[4,3]"), N("zeros_like", "['a']", "['zl']") "," N("add", "['zl','x']", "['u']") "," N("exp", "['u']", "['z']")), NULL, "zeros_like", -2, 2},
     {"log1p", G(V("a", "float64", "[6]"), N("add", "[{'value':1},'a']", "['s']") "," N("log", "['s']", "['z']")), "log1p", "log", -0.5, 2},
     {"log1p", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("add", "['e',{'value':1}]", "['s']") "," N("log", "['s']", "['z']")), "softplus", "log", -3, 3},
     {"expm1", G(V("a", "float64", "[6]"), N("exp", "['a']", "['e']") "," N("sub", "['e',{'value':1}]", "['z']")), "expm1", "exp", -2, 2},
@@ -560,6 +564,28 @@ static void test_blas_update_zero_scale(void **state) {
         tg_function_free(opt);
         tg_graph_free(g);
     }
+}
+
+/* add(zeros_like(a), x) stays when x does not span a's shape: the zeros
+ * are what gives the sum a's shape (x (3,) against a (4, 3): the result
+ * is x in each of 4 rows, by hand). */
+static void test_add_zeros_like_declines(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[4,3]") "," V("x", "float64", "[3]"),
+                         N("zeros_like", "['a']", "['zl']") "," N("add", "['zl','x']", "['z']")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    assert_false(fired(opt, "add_zeros_like"));
+    int64_t s43[2] = {4, 3}, s3[1] = {3};
+    tg_array *in[2] = {filled(TG_FLOAT64, 2, s43, -1, 1, 1), filled(TG_FLOAT64, 1, s3, -1, 1, 2)}, *out = NULL;
+    call(opt, in, &out);
+    assert_int_equal(out->ndim, 2);
+    assert_int_equal(out->shape[0], 4);
+    for (int k = 0; k < 12; k++) assert_true(tg_array_get_flat(out, k) == tg_array_get_flat(in[1], k % 3));
+    tg_array_free(out);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(opt);
+    tg_graph_free(g);
 }
 
 /* log(1 + x) of integers stays: 1 + x wraps, where log1p(x) computes in
@@ -2096,6 +2122,204 @@ static void test_fusion(void **state) {
     tg_graph_free(g);
 }
 
+/* The composite of f whose key is key, or NULL. */
+static const tg_node *composite_keyed(const tg_function *f, const char *key) {
+    for (int i = 0; i < tg_function_node_count(f); i++)
+        if (!strcmp(tg_function_node_op(f, i), "composite") && !strcmp(tg_function_node_key(f, i), key))
+            return f->sched[i].node;
+    return NULL;
+}
+
+#define GF(vars, nodes, fns) "{'format':'tg-graph','version':1,'variables':[" vars "],'nodes':[" nodes "],'functions':{" fns "}}"
+
+/* Multi-output fusion: a result also read after the group's last node
+ * (or a function output) is made by the composite as an extra output
+ * instead of by a loop of its own. A layer norm's d = x - mean(x) feeds
+ * sqr(d), then a reduction, then d / sqrt(var + eps): {d, sqr} is one
+ * composite making both; values by hand. */
+static void test_fusion_extra_outputs(void **state) {
+    (void)state;
+    tg_graph *g = load(GF(V("x", "float64", "[4,3000]"),
+        NA("mean", "['x']", "['m']", "{'axis':1,'keepdims':true}") "," N("sub", "['x','m']", "['d']") ","
+        N("sqr", "['d']", "['s']") "," NA("mean", "['s']", "['v']", "{'axis':1,'keepdims':true}") ","
+        N("add", "['v',{'value':1e-5}]", "['ve']") "," N("sqrt", "['ve']", "['sd']") ","
+        N("true_div", "['d','sd']", "['r']") "," N("mul", "['r',{'value':2}]", "['r2']") ","
+        N("add", "['r2',{'value':1}]", "['y']"),
+        "'f':{'inputs':['x'],'outputs':['y']}"));
+    tg_compile_options fr = {.preset = "fast_run"};
+    tg_function *f = compile_opts(g, NULL, &fr);
+    assert_true(fired(f, "fuse_elemwise"));
+    /* mean, {d, sqr}, mean, {ve, sqrt} (0-d per row: its own), {r, r2, y} */
+    const tg_node *c = composite_keyed(f, "s");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 2);
+    assert_string_equal(c->outputs[0]->id, "s");
+    assert_string_equal(c->outputs[1]->id, "d");
+    assert_int_equal(count_op(f, "sub"), 0);
+    assert_int_equal(count_op(f, "sqr"), 0);
+    /* Its own tag turns it off: d is a loop of its own again. */
+    static const char *const single[] = {"fuse_multi_output", NULL};
+    tg_compile_options so = {.preset = "fast_run", .exclude = single};
+    tg_function *fs = compile_opts(g, NULL, &so);
+    assert_int_equal(count_op(fs, "sub"), 1);
+    for (int i = 0; i < tg_function_node_count(fs); i++) assert_int_equal(fs->sched[i].node->nout, 1);
+    tg_function_free(fs);
+    int64_t shp[2] = {4, 3000};
+    tg_array *x = filled(TG_FLOAT64, 2, shp, -2, 3, 11), *y = NULL;
+    for (int rep = 0; rep < 2; rep++) {
+        call(f, &x, &y);
+        const double *xv = tg_array_data(x);
+        for (int r = 0; r < 4; r++) {
+            double m = 0, v = 0;
+            for (int j = 0; j < 3000; j++) m += xv[r * 3000 + j];
+            m /= 3000;
+            for (int j = 0; j < 3000; j++) v += (xv[r * 3000 + j] - m) * (xv[r * 3000 + j] - m);
+            v /= 3000;
+            for (int j = 0; j < 3000; j++)
+                tu_assert_near(tg_array_get_flat(y, r * 3000 + j), (xv[r * 3000 + j] - m) / sqrt(v + 1e-5) * 2 + 1,
+                               1e-12);
+        }
+        tg_array_free(y);
+        y = NULL;
+    }
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* An extra output that is a function output, with the root written
+     * over its input in place (the only reader of a large intermediate);
+     * the interpreter too (TG_COMPOSITE=interp is read once per process:
+     * both paths are covered by calling the kernel first, then the
+     * interpreter's composite_interp test elsewhere). e = exp(a + b) is
+     * read by z = e * 3 - a and is itself returned. */
+    g = load(GF(V("a", "float64", "[50000]") "," V("b", "float64", "[50000]"),
+                N("mul", "['a','b']", "['ab']") "," N("exp", "['ab']", "['e']") "," N("mul", "['e',{'value':3}]", "['e3']") ","
+                N("sub", "['e3','a']", "['z']"),
+                "'f':{'inputs':['a','b'],'outputs':['z','e']}"));
+    f = compile_opts(g, NULL, &fr);
+    assert_int_equal(tg_function_node_count(f), 1);
+    c = composite_keyed(f, "z");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 2);
+    assert_string_equal(c->outputs[1]->id, "e");
+    int64_t n1[1] = {50000};
+    tg_array *in[2] = {filled(TG_FLOAT64, 1, n1, -1, 1, 3), filled(TG_FLOAT64, 1, n1, -1, 1, 4)};
+    tg_array *out[2] = {0};
+    for (int rep = 0; rep < 3; rep++) {
+        call(f, in, out);
+        const double *a = tg_array_data(in[0]), *b = tg_array_data(in[1]);
+        for (int k = 0; k < 50000; k++) {
+            tu_assert_near(tg_array_get_flat(out[1], k), exp(a[k] * b[k]), 1e-15);
+            tu_assert_near(tg_array_get_flat(out[0], k), exp(a[k] * b[k]) * 3 - a[k], 1e-14);
+        }
+        /* the inputs were not overwritten */
+        assert_true(a[7] == tg_array_get_flat(in[0], 7));
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+        out[0] = out[1] = NULL;
+    }
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* In place: u = softmax(a) (a large intermediate, read only by the
+     * composite) is overwritten by its first output; its second output
+     * is never anyone's buffer. p = exp(u) + 1 also returned; q = p * u. */
+    g = load(GF(V("a", "float64", "[50000]"),
+                N("softmax", "['a']", "['u']") ","
+                N("exp", "['u']", "['pe']") "," N("add", "['pe',{'value':1}]", "['p']") "," N("mul", "['p','u']", "['q']"),
+                "'f':{'inputs':['a'],'outputs':['q','p']}"));
+    f = compile_opts(g, NULL, &fr);
+    c = composite_keyed(f, "q");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 2);
+    assert_non_null(c->inplace);
+    assert_int_equal(c->inplace[1], -1);
+    assert_true(c->inplace[0] >= 0);
+    assert_string_equal(c->inputs[c->inplace[0]]->id, "u");
+    tg_array *a = filled(TG_FLOAT64, 1, n1, -3, 9, 9);
+    for (int rep = 0; rep < 3; rep++) {
+        call(f, &a, out);
+        const double *av = tg_array_data(a);
+        double mx = av[0], se = 0;
+        for (int k = 0; k < 50000; k++) mx = av[k] > mx ? av[k] : mx;
+        for (int k = 0; k < 50000; k++) se += exp(av[k] - mx);
+        for (int k = 0; k < 50000; k++) {
+            double u = exp(av[k] - mx) / se, p = exp(u) + 1;
+            tu_assert_near(tg_array_get_flat(out[1], k), p, 1e-15);
+            tu_assert_near(tg_array_get_flat(out[0], k), p * u, 1e-15);
+        }
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+        out[0] = out[1] = NULL;
+    }
+    tg_array_free(a);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* Declined: a result whose other reader comes before the group's root
+     * (the reduction that the root reads: joining would close a cycle).
+     * p = exp(x), t = sum(p), z = p * t: exp, sum and mul stay. */
+    g = load(GF(V("x", "float64", "[6]"),
+                N("exp", "['x']", "['p']") "," NA("sum", "['p']", "['t']", "{'axis':null}") "," N("mul", "['p','t']", "['z']"),
+                "'f':{'inputs':['x'],'outputs':['z']}"));
+    f = compile_opts(g, NULL, &fr);
+    assert_int_equal(count_op(f, "composite"), 0);
+    assert_int_equal(tg_function_node_count(f), 3);
+    int64_t n6[1] = {6};
+    tg_array *x6 = filled(TG_FLOAT64, 1, n6, -1, 1, 2), *z = NULL;
+    call(f, &x6, &z);
+    double t = 0;
+    for (int k = 0; k < 6; k++) t += exp(tg_array_get_flat(x6, k));
+    for (int k = 0; k < 6; k++) tu_assert_near(tg_array_get_flat(z, k), exp(tg_array_get_flat(x6, k)) * t, 1e-14);
+    tg_array_free(z);
+    tg_array_free(x6);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* Axes of unknown length. p = exp(x) reads x alone; z = p * y. At run
+     * time x may be (1, 8) and y (3, 8): p is (1, 8), z (3, 8), and a
+     * composite (whose outputs take the broadcast shape of all its
+     * inputs) would have made p (3, 8). So p stays out; but w = exp(x) * b
+     * with a bias b of (8,) joins with its exp (b is 1 along the batch). */
+    g = load(GF(V("x", "float64", "[null,8]") "," V("y", "float64", "[null,8]") "," V("b", "float64", "[8]"),
+                N("exp", "['x']", "['p']") "," N("mul", "['p','y']", "['z']") ","
+                N("log", "['x']", "['l']") "," N("mul", "['l','b']", "['w']"),
+                "'f':{'inputs':['x','y','b'],'outputs':['z','p','w','l']}"));
+    f = compile_opts(g, NULL, &fr);
+    assert_null(composite_keyed(f, "z"));
+    assert_int_equal(count_op(f, "exp"), 1);
+    c = composite_keyed(f, "w");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 2);
+    assert_string_equal(c->outputs[1]->id, "l");
+    int64_t s18[2] = {1, 8}, s38[2] = {3, 8}, s8[1] = {8};
+    tg_array *ins[3] = {filled(TG_FLOAT64, 2, s18, 0.5, 2, 5), filled(TG_FLOAT64, 2, s38, -1, 1, 6),
+                        filled(TG_FLOAT64, 1, s8, -1, 1, 7)};
+    tg_array *o4[4] = {0};
+    call(f, ins, o4);
+    assert_int_equal(o4[0]->ndim, 2);
+    assert_int_equal(o4[0]->shape[0], 3);
+    assert_int_equal(o4[1]->shape[0], 1);
+    assert_int_equal(o4[2]->shape[0], 1);
+    assert_int_equal(o4[3]->shape[0], 1);
+    for (int k = 0; k < 24; k++) {
+        double xv = tg_array_get_flat(ins[0], k % 8);
+        tu_assert_near(tg_array_get_flat(o4[0], k), exp(xv) * tg_array_get_flat(ins[1], k), 1e-15);
+    }
+    for (int k = 0; k < 8; k++) {
+        double xv = tg_array_get_flat(ins[0], k);
+        tu_assert_near(tg_array_get_flat(o4[1], k), exp(xv), 1e-15);
+        tu_assert_near(tg_array_get_flat(o4[2], k), log(xv) * tg_array_get_flat(ins[2], k), 1e-15);
+        tu_assert_near(tg_array_get_flat(o4[3], k), log(xv), 1e-15);
+    }
+    for (int k = 0; k < 4; k++) tg_array_free(o4[k]);
+    for (int k = 0; k < 3; k++) tg_array_free(ins[k]);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* The increment ops update their input where it lies when it is an
  * intermediate read only by them: values against a loop written here. */
 static void test_inplace_increments(void **state) {
@@ -2736,6 +2960,7 @@ int main(void) {
         cmocka_unit_test(test_blas_update_zero_scale),
         cmocka_unit_test(test_blas_update_runtime_zero),
         cmocka_unit_test(test_log1p_int_declines),
+        cmocka_unit_test(test_add_zeros_like_declines),
         cmocka_unit_test(test_add_zero_sign),
         cmocka_unit_test(test_argmax_pushdown_declines),
         cmocka_unit_test(test_argmax_pushdown_values),
@@ -2758,6 +2983,7 @@ int main(void) {
         cmocka_unit_test(test_inplace_safety),
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_long_chain),
+        cmocka_unit_test(test_fusion_extra_outputs),
         cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_sum_to_nothing_to_sum),
         cmocka_unit_test(test_sum_to_useless),

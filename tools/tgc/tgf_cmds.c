@@ -402,7 +402,13 @@ static const tg_node *print_line(printer *P, const tg_var *v, int depth) {
     json_object *body = NULL;
     if (n->attrs && json_object_object_get_ex(n->attrs, "body", &body)) {
         json_object *ins = json_object_new_array();
-        for (int k = 0; k < n->nin; k++) json_object_array_add(ins, json_object_new_string(n->inputs[k]->id));
+        /* the tree's id of each input: its node's (keyed by the node's
+         * first output), so output 1 of a multi-output node is [id] of
+         * that node, as its line says */
+        for (int k = 0; k < n->nin; k++) {
+            const tg_var *in = n->inputs[k];
+            json_object_array_add(ins, json_object_new_string(in->owner ? in->owner->outputs[0]->id : in->id));
+        }
         queue_body(P, n->op->name, n->name ? n->name : n->outputs[0]->id, n->outputs[0]->id, ins, n->attrs);
     }
     return n;

@@ -916,7 +916,9 @@ static void interp_rows(int64_t n, char **p, const int64_t *s, void *ud) {
             I->cur[oi] = I->owned[oi];
         }
         if (I->rc) break;
-        for (int k = 0; k < I->nout; k++) {
+        /* Output 0 last: it may overwrite an input in place, which the
+         * other outputs' values may still be (an identity's). */
+        for (int k = I->nout - 1; k >= 0; k--) {
             tg_var *v = fg->outputs[k];
             const tg_array *src = v->kind == TG_VAR_CONSTANT ? v->value : I->cur[v->index];
             tg_cast_strided(v->type.dtype, p[k] + off * s[k], s[k], src->dtype, src->data,

@@ -87,6 +87,10 @@ tg_fgraph *tg_rw_fgraph(tg_rw *rw);
  * them is reset). */
 int tg_rw_toposort(tg_rw *rw);
 tg_ctx *tg_rw_ctx(tg_rw *rw);
+/* Whether the fusion pass may give a composite extra outputs (results
+ * also read outside the group): off with the tag fuse_multi_output
+ * excluded. */
+bool tg_rw_multi_output(const tg_rw *rw);
 
 /* ---- queries rewrites share ---- */
 /* The producer of v when it is op `name`, else NULL. */

@@ -5,10 +5,19 @@
  * Groups grow from a consumer backwards: a producer joins when it is
  * elementwise, works over the whole output shape (not a smaller operand
  * that the loop would recompute for every element of a broadcast), and
- * every reader of its result is already in the group. Since nothing
- * outside reads what a joined node produces, the group cannot close a
- * cycle through an outside node. Each group of two or more nodes becomes
- * one composite (ops/composite.h) whose origins are the nodes it fused.
+ * every reader of its result is either already in the group or comes
+ * after the group's last node (its root) in topological order, or is a
+ * function output. A result with such outside readers becomes an extra
+ * output of the composite (multi-output fusion, as PyTensor's
+ * FusionOptimizer does; Theano's took a producer only when the group read
+ * all of it): `d = x - mean` of a layer norm, read by `sqr(d)` and by the
+ * division, is computed once with the square instead of in a loop of its
+ * own whose result the composite reads back. No cycle can close through
+ * an outside node: each node the group reads from comes before its root,
+ * each outside reader of what it makes after it (or is a composite made
+ * earlier in this pass from nodes after it). Each group of two or more
+ * nodes becomes one composite (ops/composite.h) whose origins are the
+ * nodes it fused.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +30,11 @@
  * thousands of nodes would take the compiler seconds, and the loop gains
  * nothing more once the data stays in registers. */
 enum { FUSION_MAX_NODES = 64 };
+
+/* At most this many extra outputs (results also read outside) in one
+ * composite: each is an array the loop writes, and inputs and outputs
+ * together stay within TG_COMPOSITE_MAX_IO. */
+enum { FUSION_MAX_EXTRA = 16 };
 
 static bool fusable(const tg_node *n) {
     return (n->op->flags & TG_OPF_ELEMWISE) && n->nout == 1 && !n->inplace &&
@@ -37,9 +51,129 @@ static bool full_shape(const tg_node *p, const tg_node *r) {
     return true;
 }
 
+/* Does every reader of v either belong to the group rooted at root or come
+ * after it? *outside: some reader is outside the group (a node after it,
+ * or the function's output list). */
+static bool readers_allow(const tg_var *v, const tg_node *root, bool *outside) {
+    *outside = false;
+    if (v->nclients == 0) return false;
+    for (int c = 0; c < v->nclients; c++) {
+        const tg_node *r = v->clients[c].node;
+        if (r && r->mark == root) continue;
+        /* Nodes made in this pass (earlier composites) have indices past
+         * every original node's. */
+        if (r && r->index <= root->index) return false;
+        *outside = true;
+    }
+    return true;
+}
+
 static int by_index(const void *a, const void *b) {
     int x = (*(tg_node *const *)a)->index, y = (*(tg_node *const *)b)->index;
     return (x > y) - (x < y);
+}
+
+/* The group rooted at root (group[0], already marked): producers join
+ * while the group has room. extra: a result also read after the root (or
+ * by the function's output list) may join, as an extra output of the
+ * composite. Returns the group's size. */
+static int grow(tg_node **group, tg_node *root, bool extra) {
+    int ng = 1, nextra = 0;
+    group[0] = root;
+    for (int g = 0; g < ng && ng < FUSION_MAX_NODES; g++) {
+        tg_node *m = group[g];
+        for (int k = 0; k < m->nin && ng < FUSION_MAX_NODES; k++) {
+            tg_var *v = m->inputs[k];
+            tg_node *p = v->owner;
+            if (!p || p->mark || tg_rw_dead(p) || !fusable(p) || !full_shape(p, root)) continue;
+            bool outside;
+            if (!readers_allow(v, root, &outside)) continue;
+            if (outside) {
+                if (!extra || nextra == FUSION_MAX_EXTRA) continue;
+                nextra++;
+            }
+            p->mark = root;
+            group[ng++] = p;
+        }
+    }
+    return ng;
+}
+
+/* The outputs of the group (in topological order, marked by root): the
+ * root's result, then each result also read outside the group. */
+static int group_outputs(tg_node *const *group, int nm, const tg_node *root, tg_var **outs) {
+    int nout = 0;
+    outs[nout++] = root->outputs[0];
+    for (int j = 0; j < nm; j++) {
+        tg_var *v = group[j]->outputs[0];
+        bool outside = false;
+        if (group[j] == root) continue;
+        for (int c = 0; c < v->nclients && !outside; c++)
+            outside = !v->clients[c].node || v->clients[c].node->mark != root;
+        if (outside) outs[nout++] = v;
+    }
+    return nout;
+}
+
+/* The outside variables the group reads (0-d constants go into the
+ * body), or -1 when they and the nout outputs would be more than a
+ * composite takes. */
+static int group_inputs(tg_node *const *group, int nm, const tg_node *root, int nout, tg_var **ins) {
+    int nin = 0;
+    for (int j = 0; j < nm; j++)
+        for (int k = 0; k < group[j]->nin; k++) {
+            tg_var *v = group[j]->inputs[k];
+            if ((v->owner && v->owner->mark == root) || (v->kind == TG_VAR_CONSTANT && v->type.ndim == 0))
+                continue;
+            bool have = false;
+            for (int q = 0; q < nin && !have; q++) have = ins[q] == v;
+            if (have) continue;
+            if (nin + nout >= TG_COMPOSITE_MAX_IO) return -1;
+            ins[nin++] = v;
+        }
+    return nin;
+}
+
+/* Every output of a composite has the broadcast shape of all its inputs
+ * (ops/composite.h), so an extra output must have the root's shape at run
+ * time for sure, not only where both are known. Along an axis of unknown
+ * length (a batch written as null) a result could be 1 where the root is
+ * not, broadcast against an input the result does not read; it may be
+ * an output only when every such input is 1 along that axis (a bias over
+ * a batch), or lacks it. */
+static bool extras_fit(tg_node *const *group, int nm, const tg_node *root, tg_var *const *ins, int nin,
+                       tg_var *const *outs, int nout) {
+    uint64_t dep[FUSION_MAX_NODES]; /* per member: bit q when it reads ins[q], directly or not */
+    const tg_type *rt = &root->outputs[0]->type;
+    for (int j = 0; j < nm; j++) {
+        dep[j] = 0;
+        for (int k = 0; k < group[j]->nin; k++) {
+            const tg_var *v = group[j]->inputs[k];
+            if (v->owner && v->owner->mark == root) {
+                for (int q = 0; q < j; q++)
+                    if (group[q] == v->owner) dep[j] |= dep[q];
+                continue;
+            }
+            for (int q = 0; q < nin; q++)
+                if (ins[q] == v) dep[j] |= (uint64_t)1 << q;
+        }
+    }
+    for (int o = 1; o < nout; o++) {
+        int j = 0;
+        while (j < nm && group[j] != outs[o]->owner) j++;
+        if (j == nm) return false;
+        const tg_type *t = &outs[o]->type;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->shape[d] >= 0 && t->shape[d] == rt->shape[d]) continue;
+            for (int q = 0; q < nin; q++) {
+                if (dep[j] >> q & 1) continue;
+                const tg_type *u = &ins[q]->type;
+                int du = d - (t->ndim - u->ndim);
+                if (du >= 0 && u->shape[du] != 1) return false;
+            }
+        }
+    }
+    return true;
 }
 
 /* Nodes of the group are marked with a pointer to the root. */
@@ -51,13 +185,21 @@ int tg_rw_fusion(tg_rw *rw) {
     int n = fg->nnodes;
     tg_node **group = tg_calloc((size_t)n + 1, sizeof *group);
     tg_var **ins = tg_calloc(TG_COMPOSITE_MAX_IO + 1, sizeof *ins);
-    if (!group || !ins) {
+    tg_var **outs = tg_calloc(FUSION_MAX_EXTRA + 2, sizeof *outs);
+    if (!group || !ins || !outs) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
+    /* In a graph with a lazy op (ifelse) a result read outside the group
+     * stays outside: as an extra output it would make the whole group run
+     * wherever that result is needed, and a branch's work (and its
+     * errors: an integer division by zero the condition guards against)
+     * would run whatever the condition says. */
+    bool lazy = false;
     for (int i = 0; i < n; i++) {
         TG_SWEEP_PREFETCH(fg->nodes, i, n);
         fg->nodes[i]->mark = NULL;
+        lazy |= (fg->nodes[i]->op->flags & TG_OPF_LAZY) != 0;
     }
     /* Consumers first, so each group starts from its last node. */
     for (int i = n - 1; i >= 0; i--) {
@@ -65,55 +207,27 @@ int tg_rw_fusion(tg_rw *rw) {
         if (i >= 8) tg_prefetch_node_vars(fg->nodes[i - 8]);
         tg_node *root = fg->nodes[i];
         if (root->mark || tg_rw_dead(root) || !fusable(root)) continue;
-        int ng = 0;
-        group[ng++] = root;
         root->mark = root;
-        /* Grow: scan the group's inputs for producers that may join. */
-        for (int g = 0; g < ng && ng < FUSION_MAX_NODES; g++) {
-            tg_node *m = group[g];
-            for (int k = 0; k < m->nin && ng < FUSION_MAX_NODES; k++) {
-                tg_var *v = m->inputs[k];
-                tg_node *p = v->owner;
-                if (!p || p->mark || tg_rw_dead(p) || !fusable(p) || !full_shape(p, root)) continue;
-                bool inside = v->nclients > 0;
-                for (int c = 0; c < v->nclients && inside; c++)
-                    inside = v->clients[c].node && v->clients[c].node->mark == root;
-                if (!inside) continue;
-                p->mark = root;
-                group[ng++] = p;
-            }
-        }
-        if (ng < 2) continue;
-        /* Topological order: fg->nodes' order (the sort above set each
-         * node's index to its position), without a walk over the graph. */
-        int nm = ng;
-        qsort(group, (size_t)nm, sizeof *group, by_index);
-        /* The outside variables the group reads; 0-d constants go into
-         * the body. */
-        int nin = 0;
-        bool too_many = false;
-        for (int j = 0; j < nm && !too_many; j++)
-            for (int k = 0; k < group[j]->nin; k++) {
-                tg_var *v = group[j]->inputs[k];
-                if ((v->owner && v->owner->mark == root) ||
-                    (v->kind == TG_VAR_CONSTANT && v->type.ndim == 0))
-                    continue;
-                bool have = false;
-                for (int q = 0; q < nin && !have; q++) have = ins[q] == v;
-                if (have) continue;
-                if (nin + 1 >= TG_COMPOSITE_MAX_IO) {
-                    too_many = true;
-                    break;
-                }
-                ins[nin++] = v;
-            }
-        if (too_many || nin == 0) {
+        /* With extra outputs first; when they do not fit (a shape that
+         * might differ, too many inputs and outputs), without. */
+        int nm = 0, nout = 0, nin = 0;
+        for (bool extra = !lazy && tg_rw_multi_output(rw);; extra = false) {
+            nm = grow(group, root, extra);
+            if (nm < 2) break;
+            /* Topological order: fg->nodes' order (the sort above set
+             * each node's index to its position), without a walk over
+             * the graph. */
+            qsort(group, (size_t)nm, sizeof *group, by_index);
+            nout = group_outputs(group, nm, root, outs);
+            nin = group_inputs(group, nm, root, nout, ins);
+            if (nin > 0 && (nout == 1 || extras_fit(group, nm, root, ins, nin, outs, nout))) break;
             for (int j = 0; j < nm; j++) group[j]->mark = NULL;
             root->mark = root; /* the root stays visited */
-            continue;
+            nm = 0;
+            if (!extra || nout == 1) break;
         }
-        tg_var *out = root->outputs[0];
-        tg_node *c = tg_composite_node_new_in(fg->arena, group, nm, ins, nin, &out, 1, ctx);
+        if (nm < 2) continue;
+        tg_node *c = tg_composite_node_new_in(fg->arena, group, nm, ins, nin, outs, nout, ctx);
         if (!c) {
             /* A group the composite cannot express (a type it would not
              * reproduce) stays as it is. */
@@ -147,10 +261,17 @@ int tg_rw_fusion(tg_rw *rw) {
                 }
                 goto done;
             }
-        if ((rc = tg_fgraph_replace(fg, out, c->outputs[0]))) goto done;
+        for (int k = 0; k < nout; k++)
+            if ((rc = tg_fgraph_replace(fg, outs[k], c->outputs[k]))) goto done;
         c->mark = c;
         if ((rc = tg_rw_record(rw, "fuse_elemwise", group, nm, c))) goto done;
-        tg_rw_prune(rw, root);
+        /* Every member goes, consumers first: the replace moved the
+         * members that read an extra output over to the composite's, so
+         * the root's prune would stop there and leave that output's
+         * producer (and what it reads) with no reader but still alive,
+         * holding its inputs' clients (which keeps them from being
+         * overwritten in place). */
+        for (int j = nm - 1; j >= 0; j--) tg_rw_prune(rw, group[j]);
     }
 done:
     for (int i = 0; i < fg->nnodes; i++) {
@@ -159,5 +280,6 @@ done:
     }
     tg_free(group);
     tg_free(ins);
+    tg_free(outs);
     return rc;
 }

@@ -37,9 +37,15 @@ int tg_rw_inplace(tg_rw *rw) {
     for (int i = 0; i < nnodes; i++) {
         TG_SWEEP_PREFETCH(fg->nodes, i, nnodes);
         tg_node *n = fg->nodes[i];
-        if (tg_rw_dead(n) || n->inplace || n->nout != 1) continue;
+        if (tg_rw_dead(n) || n->inplace) continue;
         const tg_op *op = n->op;
-        bool elemwise = (op->flags & TG_OPF_ELEMWISE) || !strcmp(op->name, "composite");
+        bool composite = !strcmp(op->name, "composite");
+        /* A multi-output composite (fusion's extra outputs) writes its
+         * first output over an input: its kernels read every input at a
+         * position before they write any output there, and the
+         * interpreter writes output 0 of each block last. */
+        if (n->nout != 1 && !composite) continue;
+        bool elemwise = (op->flags & TG_OPF_ELEMWISE) || composite;
         unsigned cand = 0;
         if (op->flags & TG_OPF_ELEMWISE)
             cand = 3u; /* the kernels reuse inputs 0 and 1 (n-ary folds write
@@ -72,6 +78,7 @@ int tg_rw_inplace(tg_rw *rw) {
         if (pick < 0) continue;
         n->inplace = tg_malloc((size_t)n->nout);
         if (!n->inplace) return tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory");
+        memset(n->inplace, -1, (size_t)n->nout);
         n->inplace[0] = (int8_t)pick;
         if (tg_rw_record(rw, "inplace", &n, 1, NULL)) return TG_ENOMEM;
     }

@@ -1093,6 +1093,40 @@ static int fill_sink(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* add(.., zeros_like(a), ..) where another operand x spans the result
+ * (its shape is the broadcast of every operand and a): the zeros add
+ * nothing, add(.., ..) without them (x alone when one operand is left).
+ * The gradient of a mean or sum over an axis is a fill of the input's
+ * shape, and once add flattening has merged that fill into the sum of
+ * the other gradient terms, the zeros were an array of the input's size
+ * written and read back on every call (fill_sink sees the fill only
+ * while it is an add of two). Exact but for the sign of a zero: -0 + 0
+ * is +0, here -0, as fill_sink does. */
+static int add_zeros_like(tg_rw *rw, tg_node *n) {
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    if (n->nin < 2 || n->nin > 16) return 0;
+    for (int i = 0; i < n->nin; i++) {
+        tg_node *z = tg_rw_producer(n->inputs[i], "zeros_like");
+        if (!z || n->inputs[i]->type.dtype != dt) continue;
+        const tg_var *all[17];
+        int na = 0;
+        for (int k = 0; k < n->nin; k++) all[na++] = n->inputs[k];
+        all[na++] = z->inputs[0];
+        bool spanned = false;
+        for (int k = 0; k < n->nin && !spanned; k++)
+            spanned = k != i && n->inputs[k]->type.dtype == dt && n->inputs[k]->type.ndim == n->outputs[0]->type.ndim &&
+                      tg_rw_keeps_shape(n->inputs[k], all, na);
+        if (!spanned) continue;
+        tg_var *ins[16];
+        int m = 0;
+        for (int k = 0; k < n->nin; k++)
+            if (k != i) ins[m++] = n->inputs[k];
+        tg_var *r = m == 1 ? ins[0] : tg_rw_op(rw, "add", m, ins, NULL);
+        return swap(rw, n, r);
+    }
+    return 0;
+}
+
 /* ---- stabilize ---- */
 
 /* The operand of add(1, x) / add(x, 1) of floats, or NULL. An integer
@@ -2461,6 +2495,7 @@ const tg_rw_rule tg_rw_rules[] = {
     {"argmax_pushdown", "canonicalize", NULL, "argmax argmin", argmax_pushdown},
     {"fill_scalar", "canonicalize", "fill", "ones_like zeros_like", fill_scalar},
     {"fill_sink", "canonicalize", "fill", "mul true_div add sub", fill_sink},
+    {"add_zeros_like", "canonicalize", "fill", "add", add_zeros_like},
     {"log1p", "stabilize", NULL, "log", log1p_rule},
     {"log1p_exp_to_softplus", "stabilize", NULL, "log1p", log1p_exp},
     {"expm1", "stabilize", NULL, "sub", expm1_rule},
