@@ -97,8 +97,7 @@ TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
  * batch 600 took 25 ms a call that way, 7 ms with the pool). Between
  * calls the pool holds at most what the last call freed, and at most
  * TG_POOL_MIB MiB (environment, read when the function is made: default
- * 256 or a sixteenth of the memory, whichever is less; 0 turns the pool
- * off). tg_function_trim frees what the pool holds now. */
+ * a sixteenth of the memory, at least 256; 0 turns the pool off). tg_function_trim frees what the pool holds now. */
 TG_API void tg_function_trim(tg_function *f);
 typedef struct tg_pool_stats {
     int buffers;        /* in the pool now */
