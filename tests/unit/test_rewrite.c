@@ -2320,6 +2320,91 @@ static void test_fusion_extra_outputs(void **state) {
     tg_graph_free(g);
 }
 
+/* Recomputation: a cheap producer (one add, sub, mul, neg or sqr) whose
+ * result is also read before the group's root is computed again in the
+ * group when the group reads its operands anyway, instead of being read.
+ * The tanh GELU's derivative reads t1 = tanh(u) + 1 beside t = tanh(u);
+ * t1 is made again from t, so the forward loop writes y and t, not t1.
+ * s = sum(y) between them keeps forward and backward apart. Values by
+ * hand; the tag turns it off. */
+static void test_fusion_recompute(void **state) {
+    (void)state;
+    tg_graph *g = load(GF(V("z", "float64", "[5000]") "," V("gy", "float64", "[5000]"),
+        N("mul", "['z',{'value':0.75}]", "['u']") "," N("tanh", "['u']", "['t']") ","
+        N("add", "['t',{'value':1}]", "['t1']") "," N("mul", "['z','t1']", "['y']") ","
+        NA("sum", "['y']", "['s']", "{'axis':null}") "," N("sqr", "['t']", "['tt']") ","
+        N("sub", "[{'value':1},'tt']", "['d']") "," N("mul", "['z','d']", "['zd']") ","
+        N("add", "['t1','zd']", "['q']") "," N("mul", "['gy','q','s']", "['bw']"),
+        "'f':{'inputs':['z','gy'],'outputs':['y','bw']}"));
+    tg_compile_options fr = {.preset = "fast_run"};
+    static const char *const norec[] = {"fuse_recompute", NULL};
+    tg_compile_options nr = {.preset = "fast_run", .exclude = norec};
+    tg_function *f = compile_opts(g, NULL, &fr), *h = compile_opts(g, NULL, &nr);
+    /* forward: y and t out (t1 made again by the backward's loop) */
+    const tg_node *c = composite_keyed(f, "y");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 2);
+    assert_string_equal(c->outputs[1]->id, "t");
+    const tg_node *b = composite_keyed(f, "bw");
+    assert_non_null(b);
+    for (int i = 0; i < b->nin; i++) assert_string_not_equal(b->inputs[i]->id, "t1");
+    assert_true(fired(f, "fuse_elemwise"));
+    /* without: t1 is written by the forward loop and read back */
+    c = composite_keyed(h, "y");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 3);
+    bool reads_t1 = false;
+    b = composite_keyed(h, "bw");
+    assert_non_null(b);
+    for (int i = 0; i < b->nin; i++) reads_t1 |= !strcmp(b->inputs[i]->id, "t1");
+    assert_true(reads_t1);
+    int64_t n[1] = {5000};
+    tg_array *in[2] = {filled(TG_FLOAT64, 1, n, -3, 3, 21), filled(TG_FLOAT64, 1, n, -1, 1, 22)};
+    const double *z = tg_array_data(in[0]), *gy = tg_array_data(in[1]);
+    double sum = 0;
+    for (int k = 0; k < 5000; k++) sum += z[k] * (tanh(z[k] * 0.75) + 1);
+    for (int w = 0; w < 2; w++)
+        for (int rep = 0; rep < 2; rep++) {
+            tg_array *out[2] = {0};
+            call(w ? h : f, in, out);
+            for (int k = 0; k < 5000; k++) {
+                double t = tanh(z[k] * 0.75);
+                tu_assert_near(tg_array_get_flat(out[0], k), z[k] * (t + 1), 1e-14);
+                double want = gy[k] * ((t + 1) + z[k] * (1 - t * t)) * sum; /* (sum's order: relative) */
+                tu_assert_near(tg_array_get_flat(out[1], k), want, 1e-12 * (1 + fabs(want)));
+            }
+            tg_array_free(out[0]);
+            tg_array_free(out[1]);
+        }
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(f);
+    tg_function_free(h);
+    tg_graph_free(g);
+
+    /* A producer that can join whole is not copied: q = sqr(t) is read
+     * twice by the group; copied at its first reader it would have kept
+     * t = tanh(x) (read by q and by the root) out. One composite. */
+    g = load(GF(V("x", "float64", "[64]"),
+                N("tanh", "['x']", "['t']") "," N("sqr", "['t']", "['q']") "," N("add", "['q',{'value':1}]", "['a']") ","
+                N("mul", "['q','a']", "['m']") "," N("add", "['m','t']", "['hh']"),
+                "'f':{'inputs':['x'],'outputs':['hh']}"));
+    f = compile_opts(g, NULL, &fr);
+    assert_int_equal(tg_function_node_count(f), 1);
+    assert_int_equal(count_op(f, "composite"), 1);
+    int64_t n64[1] = {64};
+    tg_array *x = filled(TG_FLOAT64, 1, n64, -2, 2, 23), *hh = NULL;
+    call(f, &x, &hh);
+    for (int k = 0; k < 64; k++) {
+        double t = tanh(tg_array_get_flat(x, k)), q = t * t;
+        tu_assert_near(tg_array_get_flat(hh, k), (q + 1) * q + t, 1e-15);
+    }
+    tg_array_free(hh);
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* The increment ops update their input where it lies when it is an
  * intermediate read only by them: values against a loop written here. */
 static void test_inplace_increments(void **state) {
@@ -2984,6 +3069,7 @@ int main(void) {
         cmocka_unit_test(test_fusion),
         cmocka_unit_test(test_fusion_long_chain),
         cmocka_unit_test(test_fusion_extra_outputs),
+        cmocka_unit_test(test_fusion_recompute),
         cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_sum_to_nothing_to_sum),
         cmocka_unit_test(test_sum_to_useless),

@@ -43,7 +43,7 @@ enum { NPASSES = (int)(sizeof passes / sizeof passes[0]) };
 
 /* Group tags that name several rules, beyond pass and rule names. */
 static const char *const group_tags[] = {"constant_folding", "gemm", "fusion", "fill",
-                                         "inplace", "merge", "fuse_multi_output", NULL};
+                                         "inplace", "merge", "fuse_multi_output", "fuse_recompute", NULL};
 
 struct tg_rw {
     tg_fgraph *fg;
@@ -56,6 +56,7 @@ struct tg_rw {
     const tg_rw_rule *rule;
     tg_node *cur; /* the node the current rewrite fired on */
     bool multi_output; /* fusion may give a composite extra outputs */
+    bool recompute;    /* and recompute a cheap producer in a group */
     /* The current application. */
     tg_node **matched;
     int nmatched, cmatched;
@@ -119,6 +120,7 @@ static int oom(tg_rw *rw) { return tg_errorf(rw->ctx, TG_ENOMEM, "out of memory 
 tg_fgraph *tg_rw_fgraph(tg_rw *rw) { return rw->fg; }
 tg_ctx *tg_rw_ctx(tg_rw *rw) { return rw->ctx; }
 bool tg_rw_multi_output(const tg_rw *rw) { return rw->multi_output; }
+bool tg_rw_recompute(const tg_rw *rw) { return rw->recompute; }
 const char *tg_rw_pass(const tg_rw *rw) { return rw->pass; }
 
 static int settle_origins(tg_rw *rw);
@@ -983,9 +985,10 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
         rw.rstats[i].pass = r->pass;
     }
     bool test_on = test_rule && (level > 0 || listed(inc, test_rule)) && !listed(exc, test_rule);
-    /* Multi-output fusion is part of the fusion pass, on with it unless
-     * excluded by its own tag. */
+    /* Multi-output fusion and recomputation are parts of the fusion
+     * pass, on with it unless excluded by their own tags. */
     rw.multi_output = !pass_listed(exc, "fuse_multi_output");
+    rw.recompute = !pass_listed(exc, "fuse_recompute");
     for (int p = 0; p < NPASSES; p++) {
         const pass_def *pd = &passes[p];
         bool on;

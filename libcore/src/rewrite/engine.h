@@ -91,6 +91,9 @@ tg_ctx *tg_rw_ctx(tg_rw *rw);
  * also read outside the group): off with the tag fuse_multi_output
  * excluded. */
 bool tg_rw_multi_output(const tg_rw *rw);
+/* Whether the fusion pass may recompute a cheap producer inside a group
+ * rather than read its result: off with fuse_recompute excluded. */
+bool tg_rw_recompute(const tg_rw *rw);
 
 /* ---- queries rewrites share ---- */
 /* The producer of v when it is op `name`, else NULL. */

@@ -36,20 +36,39 @@ enum { FUSION_MAX_NODES = 64 };
  * together stay within TG_COMPOSITE_MAX_IO. */
 enum { FUSION_MAX_EXTRA = 16 };
 
+/* At most this many recomputed producers in one composite (below). */
+enum { FUSION_MAX_DUP = 16 };
+
+/* The mark of a producer the group recomputes: it stays in the graph for
+ * its other readers. Reset once its group is made or given up, so one
+ * sentinel serves every group. */
+static char dup_sentinel;
+#define DUP ((tg_node *)(void *)&dup_sentinel)
+
+/* o is a node of the group rooted at root, fused or recomputed. */
+static bool in_group(const tg_node *o, const tg_node *root) { return o && (o->mark == root || o->mark == DUP); }
+
 static bool fusable(const tg_node *n) {
     return (n->op->flags & TG_OPF_ELEMWISE) && n->nout == 1 && !n->inplace &&
            !(n->op->flags & TG_OPF_SIDE_EFFECT);
 }
 
-/* p's result covers the whole iteration space of the group rooted at r:
- * same ndim, and no axis where p is statically 1 but r is not. */
-static bool full_shape(const tg_node *p, const tg_node *r) {
-    const tg_type *a = &p->outputs[0]->type, *b = &r->outputs[0]->type;
+/* v covers the whole iteration space of the group rooted at r: same
+ * ndim, and no axis where v is statically 1 but r is not. Else it is a
+ * broadcast operand (a bias, a row's statistic), which the loop reads
+ * again and again from the cache. */
+static bool full_var(const tg_var *v, const tg_node *r) {
+    const tg_type *a = &v->type, *b = &r->outputs[0]->type;
     if (a->ndim != b->ndim) return false;
     for (int d = 0; d < a->ndim; d++)
         if (a->shape[d] == 1 && b->shape[d] != 1) return false;
     return true;
 }
+
+/* p's result covers the whole iteration space of the group rooted at r
+ * (not a smaller operand that the loop would recompute for every element
+ * of a broadcast). */
+static bool full_shape(const tg_node *p, const tg_node *r) { return full_var(p->outputs[0], r); }
 
 /* Does every reader of v either belong to the group rooted at root or come
  * after it? *outside: some reader is outside the group (a node after it,
@@ -73,13 +92,42 @@ static int by_index(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Can the group recompute p instead of reading its result? p cannot join
+ * (a reader of its result comes before the root, so its result must be
+ * made anyway), but it is one exact arithmetic op (the same bits wherever
+ * it runs: kernels are built without contraction) over values the group
+ * reads already, or makes, or scalars and broadcast operands. Then the loop computes it for
+ * nothing and reads one array less; and when every reader that is left
+ * of p's result then belongs to one group, that group no longer writes
+ * it out. A GELU's backward reads z, z^2, tanh(u) and 1 + tanh(u) from
+ * the forward: z^2 and 1 + tanh(u) come from z and tanh(u). (XLA's fusion
+ * duplicates producers so; Theano's and PyTensor's do not.) */
+static bool recomputable(const tg_node *p, tg_node *const *group, int ng, const tg_node *root) {
+    static const char *const CHEAP[] = {"add", "sub", "mul", "neg", "sqr", NULL};
+    bool cheap = false;
+    for (int i = 0; CHEAP[i] && !cheap; i++) cheap = !strcmp(p->op->name, CHEAP[i]);
+    if (!cheap || p->nin > 3) return false;
+    for (int k = 0; k < p->nin; k++) {
+        const tg_var *w = p->inputs[k];
+        if (w->type.ndim == 0 || in_group(w->owner, root) || !full_var(w, root)) continue;
+        bool read = false;
+        for (int g = 0; g < ng && !read; g++)
+            for (int j = 0; j < group[g]->nin && !read; j++) read = group[g]->inputs[j] == w;
+        if (!read) return false;
+    }
+    return true;
+}
+
 /* The group rooted at root (group[0], already marked): producers join
  * while the group has room. extra: a result also read after the root (or
  * by the function's output list) may join, as an extra output of the
  * composite. Returns the group's size. */
-static int grow(tg_node **group, tg_node *root, bool extra) {
-    int ng = 1, nextra = 0;
+static int grow(tg_node **group, tg_node *root, bool extra, bool dup) {
+    int ng = 1, nextra = 0, ndup = 0;
     group[0] = root;
+    /* One pass: a producer turned away because a reader of its result has
+     * not joined yet comes up again when that reader joins and scans its
+     * inputs. */
     for (int g = 0; g < ng && ng < FUSION_MAX_NODES; g++) {
         tg_node *m = group[g];
         for (int k = 0; k < m->nin && ng < FUSION_MAX_NODES; k++) {
@@ -87,13 +135,31 @@ static int grow(tg_node **group, tg_node *root, bool extra) {
             tg_node *p = v->owner;
             if (!p || p->mark || tg_rw_dead(p) || !fusable(p) || !full_shape(p, root)) continue;
             bool outside;
-            if (!readers_allow(v, root, &outside)) continue;
-            if (outside) {
-                if (!extra || nextra == FUSION_MAX_EXTRA) continue;
-                nextra++;
-            }
+            if (!readers_allow(v, root, &outside) || (outside && (!extra || nextra == FUSION_MAX_EXTRA))) continue;
+            nextra += outside;
             p->mark = root;
             group[ng++] = p;
+        }
+    }
+    /* Then the producers it recomputes, once nothing more can join (a
+     * copy taken earlier would have kept out a producer that joins whole:
+     * x * x read twice by the group, copied at its first reader, kept
+     * tanh(x) out for good). Again from the start after each copy, whose
+     * operands let others qualify. */
+    for (bool again = dup; again;) {
+        again = false;
+        for (int g = 0; g < ng && ng < FUSION_MAX_NODES && ndup < FUSION_MAX_DUP; g++) {
+            tg_node *m = group[g];
+            for (int k = 0; k < m->nin && ng < FUSION_MAX_NODES && ndup < FUSION_MAX_DUP; k++) {
+                tg_node *p = m->inputs[k]->owner;
+                if (!p || p->mark || tg_rw_dead(p) || !fusable(p) || !full_shape(p, root) ||
+                    !recomputable(p, group, ng, root))
+                    continue;
+                ndup++;
+                p->mark = DUP;
+                group[ng++] = p;
+                again = true;
+            }
         }
     }
     return ng;
@@ -107,7 +173,7 @@ static int group_outputs(tg_node *const *group, int nm, const tg_node *root, tg_
     for (int j = 0; j < nm; j++) {
         tg_var *v = group[j]->outputs[0];
         bool outside = false;
-        if (group[j] == root) continue;
+        if (group[j] == root || group[j]->mark == DUP) continue;
         for (int c = 0; c < v->nclients && !outside; c++)
             outside = !v->clients[c].node || v->clients[c].node->mark != root;
         if (outside) outs[nout++] = v;
@@ -123,8 +189,7 @@ static int group_inputs(tg_node *const *group, int nm, const tg_node *root, int 
     for (int j = 0; j < nm; j++)
         for (int k = 0; k < group[j]->nin; k++) {
             tg_var *v = group[j]->inputs[k];
-            if ((v->owner && v->owner->mark == root) || (v->kind == TG_VAR_CONSTANT && v->type.ndim == 0))
-                continue;
+            if (in_group(v->owner, root) || (v->kind == TG_VAR_CONSTANT && v->type.ndim == 0)) continue;
             bool have = false;
             for (int q = 0; q < nin && !have; q++) have = ins[q] == v;
             if (have) continue;
@@ -149,7 +214,7 @@ static bool extras_fit(tg_node *const *group, int nm, const tg_node *root, tg_va
         dep[j] = 0;
         for (int k = 0; k < group[j]->nin; k++) {
             const tg_var *v = group[j]->inputs[k];
-            if (v->owner && v->owner->mark == root) {
+            if (in_group(v->owner, root)) {
                 for (int q = 0; q < j; q++)
                     if (group[q] == v->owner) dep[j] |= dep[q];
                 continue;
@@ -212,7 +277,7 @@ int tg_rw_fusion(tg_rw *rw) {
          * might differ, too many inputs and outputs), without. */
         int nm = 0, nout = 0, nin = 0;
         for (bool extra = !lazy && tg_rw_multi_output(rw);; extra = false) {
-            nm = grow(group, root, extra);
+            nm = grow(group, root, extra, tg_rw_recompute(rw));
             if (nm < 2) break;
             /* Topological order: fg->nodes' order (the sort above set
              * each node's index to its position), without a walk over
@@ -228,6 +293,16 @@ int tg_rw_fusion(tg_rw *rw) {
         }
         if (nm < 2) continue;
         tg_node *c = tg_composite_node_new_in(fg->arena, group, nm, ins, nin, outs, nout, ctx);
+        /* Recomputed producers stay, for their other readers: unmarked
+         * (free to join a later group), and neither recorded as replaced
+         * nor pruned (the composite's origins, made from the body, hold
+         * theirs). */
+        int nf = 0;
+        for (int j = 0; j < nm; j++)
+            if (group[j]->mark == DUP)
+                group[j]->mark = NULL;
+            else
+                group[nf++] = group[j];
         if (!c) {
             /* A group the composite cannot express (a type it would not
              * reproduce) stays as it is. */
@@ -264,14 +339,14 @@ int tg_rw_fusion(tg_rw *rw) {
         for (int k = 0; k < nout; k++)
             if ((rc = tg_fgraph_replace(fg, outs[k], c->outputs[k]))) goto done;
         c->mark = c;
-        if ((rc = tg_rw_record(rw, "fuse_elemwise", group, nm, c))) goto done;
+        if ((rc = tg_rw_record(rw, "fuse_elemwise", group, nf, c))) goto done;
         /* Every member goes, consumers first: the replace moved the
          * members that read an extra output over to the composite's, so
          * the root's prune would stop there and leave that output's
          * producer (and what it reads) with no reader but still alive,
          * holding its inputs' clients (which keeps them from being
          * overwritten in place). */
-        for (int j = nm - 1; j >= 0; j--) tg_rw_prune(rw, group[j]);
+        for (int j = nf - 1; j >= 0; j--) tg_rw_prune(rw, group[j]);
     }
 done:
     for (int i = 0; i < fg->nnodes; i++) {
