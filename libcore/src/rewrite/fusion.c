@@ -15,9 +15,10 @@
  * own whose result the composite reads back. No cycle can close through
  * an outside node: each node the group reads from comes before its root,
  * each outside reader of what it makes after it (or is a composite made
- * earlier in this pass from nodes after it). Each group of two or more
- * nodes becomes one composite (ops/composite.h) whose origins are the
- * nodes it fused.
+ * earlier in this pass from nodes after it). A cheap producer that cannot
+ * join is computed again in the group instead of read (recomputable,
+ * below). Each group of two or more nodes becomes one composite
+ * (ops/composite.h) whose origins are the nodes it fused.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -96,10 +97,10 @@ static int by_index(const void *a, const void *b) {
  * (a reader of its result comes before the root, so its result must be
  * made anyway), but it is one exact arithmetic op (the same bits wherever
  * it runs: kernels are built without contraction) over values the group
- * reads already, or makes, or scalars and broadcast operands. Then the loop computes it for
- * nothing and reads one array less; and when every reader that is left
- * of p's result then belongs to one group, that group no longer writes
- * it out. A GELU's backward reads z, z^2, tanh(u) and 1 + tanh(u) from
+ * reads already, or makes, or scalars and broadcast operands. Then the
+ * loop computes it for nothing and reads one array less; and when every
+ * reader that is left of p's result then belongs to one group, that group
+ * no longer writes it out. A GELU's backward reads z, z^2, tanh(u) and 1 + tanh(u) from
  * the forward: z^2 and 1 + tanh(u) come from z and tanh(u). (XLA's fusion
  * duplicates producers so; Theano's and PyTensor's do not.) */
 static bool recomputable(const tg_node *p, tg_node *const *group, int ng, const tg_node *root) {
