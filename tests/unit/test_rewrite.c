@@ -2278,6 +2278,48 @@ static void test_fusion_extra_outputs(void **state) {
     tg_function_free(f);
     tg_graph_free(g);
 
+    /* A consumer after the root that took no group of its own joins as an
+     * extra output when it reads only what the group makes or reads:
+     * a = x * y, r = exp(a), s1 = sum(r); q = a * x (a's reader r came
+     * first, so q was a group of one), s2 = sum(q). One loop makes r and
+     * q; a stays inside. */
+    g = load(GF(V("x", "float64", "[3000]") "," V("y", "float64", "[3000]"),
+                N("mul", "['x','y']", "['a']") "," N("exp", "['a']", "['r']") ","
+                NA("sum", "['r']", "['s1']", "{'axis':null}") "," N("mul", "['a','x']", "['q']") ","
+                NA("sum", "['q']", "['s2']", "{'axis':null}"),
+                "'f':{'inputs':['x','y'],'outputs':['s1','s2']}"));
+    f = compile_opts(g, NULL, &fr);
+    assert_int_equal(tg_function_node_count(f), 3);
+    c = composite_keyed(f, "r");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 2);
+    assert_string_equal(c->outputs[1]->id, "q");
+    assert_int_equal(count_op(f, "mul"), 0);
+    {
+        int64_t n3[1] = {3000};
+        tg_array *xy[2] = {filled(TG_FLOAT64, 1, n3, -1, 1, 31), filled(TG_FLOAT64, 1, n3, -1, 1, 32)};
+        tg_array *ss[2] = {0};
+        call(f, xy, ss);
+        double w1 = 0, w2 = 0;
+        for (int k = 0; k < 3000; k++) {
+            double xv = tg_array_get_flat(xy[0], k), yv = tg_array_get_flat(xy[1], k);
+            w1 += exp(xv * yv);
+            w2 += xv * yv * xv;
+        }
+        tu_assert_near(tg_array_get_flat(ss[0], 0), w1, 1e-12 * w1);
+        tu_assert_near(tg_array_get_flat(ss[1], 0), w2, 1e-12 * (1 + fabs(w2)));
+        for (int k = 0; k < 2; k++) {
+            tg_array_free(xy[k]);
+            tg_array_free(ss[k]);
+        }
+    }
+    tg_function_free(f);
+    /* without extra outputs: {a, r} cannot form (a is read by q), q alone */
+    f = compile_opts(g, NULL, &so);
+    assert_int_equal(count_op(f, "mul"), 2);
+    tg_function_free(f);
+    tg_graph_free(g);
+
     /* Axes of unknown length. p = exp(x) reads x alone; z = p * y. At run
      * time x may be (1, 8) and y (3, 8): p is (1, 8), z (3, 8), and a
      * composite (whose outputs take the broadcast shape of all its

@@ -15,9 +15,10 @@
  * own whose result the composite reads back. No cycle can close through
  * an outside node: each node the group reads from comes before its root,
  * each outside reader of what it makes after it (or is a composite made
- * earlier in this pass from nodes after it). A cheap producer that cannot
- * join is computed again in the group instead of read (recomputable,
- * below). Each group of two or more nodes becomes one composite
+ * earlier in this pass from nodes after it). A consumer after the root
+ * that reads only what the group makes or reads joins as an extra output
+ * too (grow). A cheap producer that cannot join is computed again in the
+ * group instead of read (recomputable, below). Each group of two or more nodes becomes one composite
  * (ops/composite.h) whose origins are the nodes it fused.
  */
 #include <stdlib.h>
@@ -119,6 +120,23 @@ static bool recomputable(const tg_node *p, tg_node *const *group, int ng, const 
     return true;
 }
 
+/* Is each value q reads made by the group, read by it already, or a 0-d
+ * input or constant? Nothing else: a value made after the group could
+ * depend on it (a cycle), and a new input of the composite could widen
+ * its broadcast shape past the root's, which is every output's (x of
+ * (1, 8) read by the root, y of (3, 8) only by q). */
+static bool reads_only_group(const tg_node *q, tg_node *const *group, int ng, const tg_node *root) {
+    for (int k = 0; k < q->nin; k++) {
+        const tg_var *w = q->inputs[k];
+        if (in_group(w->owner, root) || (!w->owner && w->type.ndim == 0)) continue;
+        bool read = false;
+        for (int g = 0; g < ng && !read; g++)
+            for (int j = 0; j < group[g]->nin && !read; j++) read = group[g]->inputs[j] == w;
+        if (!read) return false;
+    }
+    return true;
+}
+
 /* The group rooted at root (group[0], already marked): producers join
  * while the group has room. extra: a result also read after the root (or
  * by the function's output list) may join, as an extra output of the
@@ -140,6 +158,28 @@ static int grow(tg_node **group, tg_node *root, bool extra, bool dup) {
             nextra += outside;
             p->mark = root;
             group[ng++] = p;
+        }
+    }
+    /* Then consumers that come after the root, took no group of their
+     * own (a reader of what they read came earlier), and read nothing but
+     * what the group makes or reads, or 0-d inputs and constants: the
+     * loop makes their result too, as an extra output, instead of a loop
+     * of their own reading its arrays again (a layer norm's gradient in
+     * its scale, g_out * xhat before the sum over rows, beside the loop
+     * that makes g_out). Nothing they read depends on the group but its
+     * own values, and what reads them comes after them, so no cycle. */
+    for (int g = 0; extra && g < ng && ng < FUSION_MAX_NODES && nextra < FUSION_MAX_EXTRA; g++) {
+        tg_var *v = group[g]->outputs[0];
+        for (int c = 0; c < v->nclients && ng < FUSION_MAX_NODES && nextra < FUSION_MAX_EXTRA; c++) {
+            tg_node *q = v->clients[c].node;
+            bool outside;
+            if (!q || q->mark != q || q->index <= root->index || tg_rw_dead(q) || !fusable(q) ||
+                !full_shape(q, root) || !reads_only_group(q, group, ng, root) ||
+                !readers_allow(q->outputs[0], root, &outside))
+                continue;
+            nextra++;
+            q->mark = root;
+            group[ng++] = q;
         }
     }
     /* Then the producers it recomputes, once nothing more can join (a
@@ -287,7 +327,9 @@ int tg_rw_fusion(tg_rw *rw) {
             nout = group_outputs(group, nm, root, outs);
             nin = group_inputs(group, nm, root, nout, ins);
             if (nin > 0 && (nout == 1 || extras_fit(group, nm, root, ins, nin, outs, nout))) break;
-            for (int j = 0; j < nm; j++) group[j]->mark = NULL;
+            /* (a consumer taken from after the root was a group of its
+             * own: it stays visited too) */
+            for (int j = 0; j < nm; j++) group[j]->mark = group[j]->index > root->index ? group[j] : NULL;
             root->mark = root; /* the root stays visited */
             nm = 0;
             if (!extra || nout == 1) break;
