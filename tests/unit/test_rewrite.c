@@ -13,6 +13,9 @@
 #include "testutil.h"
 #include "vm/vm.h"
 
+/* ops/composite.h (whose tg_kernel_fn is not the backend's) */
+void tg_composite_force_interp(bool on);
+
 /* Graph text with ' for " (readability). */
 static char *jsonify(const char *s) {
     char *o = strdup(s);
@@ -2255,6 +2258,52 @@ static void test_fusion_extra_outputs(void **state) {
         out[0] = out[1] = NULL;
     }
     tg_array_free(a);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* Each output over an input of its own: u = softmax(a), w = softmax(b)
+     * read only by the composite; p = exp(u) + w returned, q = p * u * w.
+     * The compiled kernel and the interpreter, three calls each. */
+    g = load(GF(V("a", "float64", "[50000]") "," V("b", "float64", "[50000]"),
+                N("softmax", "['a']", "['u']") "," N("softmax", "['b']", "['w']") ","
+                N("exp", "['u']", "['pe']") "," N("add", "['pe','w']", "['p']") "," N("mul", "['p','u','w']", "['q']"),
+                "'f':{'inputs':['a','b'],'outputs':['q','p']}"));
+    f = compile_opts(g, NULL, &fr);
+    c = composite_keyed(f, "q");
+    assert_non_null(c);
+    assert_int_equal(c->nout, 2);
+    assert_non_null(c->inplace);
+    assert_true(c->inplace[0] >= 0 && c->inplace[1] >= 0 && c->inplace[0] != c->inplace[1]);
+    {
+        tg_array *ab[2] = {filled(TG_FLOAT64, 1, n1, -3, 9, 12), filled(TG_FLOAT64, 1, n1, -5, 2, 13)};
+        double mx[2], se[2];
+        for (int j = 0; j < 2; j++) {
+            const double *v = tg_array_data(ab[j]);
+            mx[j] = v[0];
+            se[j] = 0;
+            for (int k = 0; k < 50000; k++) mx[j] = v[k] > mx[j] ? v[k] : mx[j];
+            for (int k = 0; k < 50000; k++) se[j] += exp(v[k] - mx[j]);
+        }
+        for (int interp = 0; interp < 2; interp++) {
+            tg_composite_force_interp(interp);
+            for (int rep = 0; rep < 3; rep++) {
+                call(f, ab, out);
+                assert_true(tg_array_data(out[0]) != tg_array_data(out[1]));
+                for (int k = 0; k < 50000; k++) {
+                    double u = exp(tg_array_get_flat(ab[0], k) - mx[0]) / se[0];
+                    double w = exp(tg_array_get_flat(ab[1], k) - mx[1]) / se[1], p = exp(u) + w;
+                    tu_assert_near(tg_array_get_flat(out[1], k), p, 1e-15);
+                    tu_assert_near(tg_array_get_flat(out[0], k), p * u * w, 1e-15);
+                }
+                tg_array_free(out[0]);
+                tg_array_free(out[1]);
+                out[0] = out[1] = NULL;
+            }
+        }
+        tg_composite_force_interp(false);
+        tg_array_free(ab[0]);
+        tg_array_free(ab[1]);
+    }
     tg_function_free(f);
     tg_graph_free(g);
 

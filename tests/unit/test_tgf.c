@@ -505,6 +505,67 @@ static void expect_grad(const tg_function *f, const char *key, const char *of, c
     assert_string_equal(kg.by_op, by_op);
 }
 
+/* A composite writing two outputs over two inputs of its own (fusion's
+ * extra output, each placed) is saved and restored with both places, and
+ * computes the same: u = softmax(a), w = softmax(b), p = exp(u) + w (an
+ * output), q = p * u * w; values by hand. */
+static void test_multi_output_inplace(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[20000]}},"
+        "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[20000]}}],\"nodes\":["
+        "{\"op\":\"softmax\",\"inputs\":[\"a\"],\"outputs\":[\"u\"]},{\"op\":\"softmax\",\"inputs\":[\"b\"],\"outputs\":[\"w\"]},"
+        "{\"op\":\"exp\",\"inputs\":[\"u\"],\"outputs\":[\"pe\"]},{\"op\":\"add\",\"inputs\":[\"pe\",\"w\"],\"outputs\":[\"p\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"p\",\"u\",\"w\"],\"outputs\":[\"q\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"a\",\"b\"],\"outputs\":[\"q\",\"p\"]}}}");
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    if (!f) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = round_trip("multi_inplace.tgf", f, NULL, "multi-output in place", ctx);
+    tg_function *r = tg_tgf_function(t, 0);
+    int kc = sched_of(r, "composite");
+    assert_true(kc >= 0);
+    const tg_node *c = r->sched[kc].node;
+    assert_int_equal(c->nout, 2);
+    assert_non_null(c->inplace);
+    assert_true(c->inplace[0] >= 0 && c->inplace[1] >= 0 && c->inplace[0] != c->inplace[1]);
+    int64_t n = 20000;
+    double *av = malloc(sizeof *av * (size_t)n), *bv = malloc(sizeof *bv * (size_t)n);
+    double ma = -INFINITY, mb = -INFINITY, sa = 0, sb = 0;
+    for (int64_t k = 0; k < n; k++) {
+        av[k] = sin((double)k * 0.37) * 4;
+        bv[k] = cos((double)k * 0.11) * 3;
+        ma = fmax(ma, av[k]);
+        mb = fmax(mb, bv[k]);
+    }
+    for (int64_t k = 0; k < n; k++) {
+        sa += exp(av[k] - ma);
+        sb += exp(bv[k] - mb);
+    }
+    tg_array *in[2] = {tu_f64(1, &n, av), tu_f64(1, &n, bv)};
+    for (int which = 0; which < 2; which++)
+        for (int rep = 0; rep < 2; rep++) {
+            tg_array *out[2] = {NULL, NULL};
+            if (tg_function_call(which ? r : f, in, out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+            for (int64_t k = 0; k < n; k++) {
+                double u = exp(av[k] - ma) / sa, w = exp(bv[k] - mb) / sb, p = exp(u) + w;
+                tu_assert_near(tg_array_get_flat(out[1], k), p, 1e-15);
+                tu_assert_near(tg_array_get_flat(out[0], k), p * u * w, 1e-15);
+            }
+            tg_array_free(out[0]);
+            tg_array_free(out[1]);
+        }
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    free(av);
+    free(bv);
+    tg_tgf_free(t);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_gradient_nodes_named(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -1383,6 +1444,7 @@ int main(void) {
         cmocka_unit_test(test_deep_bodies_restore),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_gradient_nodes_named),
+        cmocka_unit_test(test_multi_output_inplace),
         cmocka_unit_test(test_version_2_file),
         cmocka_unit_test(test_copy_swap_and_call_n),
         cmocka_unit_test(test_stale_inplace_hints_dropped),

@@ -1177,10 +1177,18 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         return tg_broadcast_error((const tg_array *const *)in, nin, ctx);
     /* Outputs: an input overwritten in place (every kernel reads position
      * i of each input before it writes position i), else the previous
-     * output reused. */
+     * output reused. The interpreter writes a block's outputs one by one
+     * from their body values, so with several outputs none is placed when
+     * one of those values is an input's own memory (an input or an
+     * identity of one as a body output: a body a frontend wrote). */
+    bool place = n->inplace != NULL;
+    for (int k = 0; place && nout > 1 && k < fg->nout; k++) {
+        const tg_node *p = fg->outputs[k]->owner;
+        place = p && strcmp(p->op->name, "identity");
+    }
     for (int k = 0; k < nout; k++) {
         tg_dtype od = fg->outputs[k]->type.dtype;
-        int j = n->inplace ? n->inplace[k] : -1;
+        int j = place ? n->inplace[k] : -1;
         if (j >= 0 && in[j]->dtype == od && in[j]->ndim == ndim &&
             tg_shape_equal(ndim, in[j]->shape, shape) && tg_array_is_contiguous(in[j]) &&
             tg_array_is_exclusive(in[j])) {

@@ -14,6 +14,7 @@
  */
 #include <string.h>
 
+#include "ops/composite.h"
 #include "rewrite/engine.h"
 
 /* Can the buffer behind v be overwritten by its only reader? */
@@ -31,6 +32,21 @@ static bool buffer_free(const tg_var *v) {
     return false;
 }
 
+/* Is every output of composite n's body a value its nodes compute (not
+ * one of its inputs, nor an identity of one)? The interpreter writes a
+ * block's outputs one after another, each from its body value: were one
+ * an input's own memory, an output written over that input before it
+ * would change it. */
+static bool outputs_computed(const tg_node *n) {
+    const tg_fgraph *body = tg_composite_node_body(n);
+    if (!body) return false;
+    for (int k = 0; k < body->nout; k++) {
+        const tg_node *p = body->outputs[k]->owner;
+        if (!p || !strcmp(p->op->name, "identity")) return false;
+    }
+    return true;
+}
+
 int tg_rw_inplace(tg_rw *rw) {
     tg_fgraph *fg = tg_rw_fgraph(rw);
     int nnodes = fg->nnodes;
@@ -40,10 +56,11 @@ int tg_rw_inplace(tg_rw *rw) {
         if (tg_rw_dead(n) || n->inplace) continue;
         const tg_op *op = n->op;
         bool composite = !strcmp(op->name, "composite");
-        /* A multi-output composite (fusion's extra outputs) writes its
-         * first output over an input: its kernels read every input at a
-         * position before they write any output there, and the
-         * interpreter writes output 0 of each block last. */
+        /* A multi-output composite (fusion's extra outputs) writes each
+         * output over an input of its own: its kernels read every input
+         * at a position before they write any output there. The
+         * interpreter writes output 0 of each block last, so when a body
+         * output is an input's value itself only output 0 is placed. */
         if (n->nout != 1 && !composite) continue;
         bool elemwise = (op->flags & TG_OPF_ELEMWISE) || composite;
         unsigned cand = 0;
@@ -54,32 +71,43 @@ int tg_rw_inplace(tg_rw *rw) {
             cand = op->inplace_inputs; /* gemm's z, ger's A, ... */
         else
             continue;
-        const tg_type *ot = &n->outputs[0]->type;
-        /* Small results are kept by the VM from call to call anyway. */
-        int64_t size = (int64_t)tg_dtype_size(ot->dtype);
-        for (int d = 0; d < ot->ndim && size >= 0; d++) size = ot->shape[d] < 0 ? -1 : size * ot->shape[d];
-        if (size >= 0 && size <= TG_VM_KEEP_BYTES) continue;
-        int pick = -1;
-        for (int k = 0; k < n->nin && k < 32 && pick < 0; k++) {
-            if (!((cand >> k) & 1u)) continue;
-            const tg_var *in = n->inputs[k];
-            if (in->type.dtype != ot->dtype || in->type.ndim != ot->ndim) continue;
-            if (elemwise && !tg_rw_keeps_shape(in, (const tg_var *const *)n->inputs, n->nin)) continue;
-            /* sum_to takes its input over only when nothing is summed */
-            bool differ = false;
-            for (int d = 0; d < ot->ndim; d++)
-                differ |= in->type.shape[d] >= 0 && ot->shape[d] >= 0 && in->type.shape[d] != ot->shape[d];
-            if (differ) continue;
-            bool twice = false; /* the same variable read twice by n */
-            for (int j = 0; j < n->nin; j++) twice |= j != k && n->inputs[j] == in;
-            if (twice || !buffer_free(in)) continue;
-            pick = k;
+        int nplace = n->nout > 1 && outputs_computed(n) ? n->nout : 1;
+        int8_t picks[TG_COMPOSITE_MAX_IO];
+        uint64_t taken = 0;
+        bool any = false;
+        for (int o = 0; o < nplace; o++) {
+            picks[o] = -1;
+            const tg_type *ot = &n->outputs[o]->type;
+            /* Small results are kept by the VM from call to call anyway. */
+            int64_t size = (int64_t)tg_dtype_size(ot->dtype);
+            for (int d = 0; d < ot->ndim && size >= 0; d++) size = ot->shape[d] < 0 ? -1 : size * ot->shape[d];
+            if (size >= 0 && size <= TG_VM_KEEP_BYTES) continue;
+            int pick = -1;
+            for (int k = 0; k < n->nin && k < 32 && pick < 0; k++) {
+                if (!((cand >> k) & 1u) || (taken >> k & 1u)) continue;
+                const tg_var *in = n->inputs[k];
+                if (in->type.dtype != ot->dtype || in->type.ndim != ot->ndim) continue;
+                if (elemwise && !tg_rw_keeps_shape(in, (const tg_var *const *)n->inputs, n->nin)) continue;
+                /* sum_to takes its input over only when nothing is summed */
+                bool differ = false;
+                for (int d = 0; d < ot->ndim; d++)
+                    differ |= in->type.shape[d] >= 0 && ot->shape[d] >= 0 && in->type.shape[d] != ot->shape[d];
+                if (differ) continue;
+                bool twice = false; /* the same variable read twice by n */
+                for (int j = 0; j < n->nin; j++) twice |= j != k && n->inputs[j] == in;
+                if (twice || !buffer_free(in)) continue;
+                pick = k;
+            }
+            if (pick < 0) continue;
+            picks[o] = (int8_t)pick;
+            taken |= (uint64_t)1 << pick;
+            any = true;
         }
-        if (pick < 0) continue;
+        if (!any) continue;
         n->inplace = tg_malloc((size_t)n->nout);
         if (!n->inplace) return tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory");
         memset(n->inplace, -1, (size_t)n->nout);
-        n->inplace[0] = (int8_t)pick;
+        memcpy(n->inplace, picks, (size_t)nplace);
         if (tg_rw_record(rw, "inplace", &n, 1, NULL)) return TG_ENOMEM;
     }
     return TG_OK;
