@@ -1069,11 +1069,8 @@ int tg_node_set_inplace(tg_node *nd, int oi, int64_t ii, tg_ctx *ctx) {
     const tg_op *op = nd->op;
     if (ii < 0 || ii >= nd->nin || ii > INT8_MAX)
         return tg_errorf(ctx, TG_ELOAD, "inplace.%d: not an input index", oi);
-    /* A composite's kernels read every input at a position before they
-     * write any output there: any output may take an input of its own. */
-    bool any_out = !strcmp(op->name, "composite");
     bool can = (op->flags & TG_OPF_ELEMWISE) ||
-               (ii < 32 && (oi == 0 || any_out) && (op->inplace_inputs >> ii) & 1u);
+               (ii < 32 && (oi == 0 || (op->flags & TG_OPF_INPLACE_ANY_OUTPUT)) && (op->inplace_inputs >> ii) & 1u);
     if (!can)
         return tg_errorf(ctx, TG_ELOAD, "inplace.%d: %s cannot write output %d over input %d",
                          oi, op->name, oi, (int)ii);

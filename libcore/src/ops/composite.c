@@ -26,6 +26,9 @@ typedef struct comp_parsed {
     uint64_t hash;
     char *key; /* the body's JSON text */
     tg_fgraph *fg;
+    /* Every body output is a value its nodes compute (none is an input,
+     * nor an identity of one): see tg_composite_places_any_output. */
+    bool computed_outputs;
     struct comp_parsed *next;
     /* The kernels decided for this body (comp_decide), one per mask of
      * 0-d inputs: every node with the body and the mask has the same
@@ -800,6 +803,11 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
                        TG_COMPOSITE_MAX_IO);
         goto fail;
     }
+    bool computed = true;
+    for (int k = 0; k < b->fg->nout && computed; k++) {
+        const tg_node *o = b->fg->outputs[k]->owner;
+        computed = o && strcmp(o->op->name, "identity");
+    }
     if (key) {
         if (!(p = tg_calloc(1, sizeof *p)) || !(p->key = tg_strdup(key))) {
             if (p) tg_free(p);
@@ -808,6 +816,7 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
         }
         p->hash = h;
         p->fg = b->fg;
+        p->computed_outputs = computed;
         b->parsed = parsed_put(p); /* takes p (or frees it for an equal one) */
         b->fg = b->parsed->fg;
     } else {
@@ -818,6 +827,7 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
         }
         p->refs = 1;
         p->fg = b->fg;
+        p->computed_outputs = computed;
         p->hash = 0;
         p->key = NULL;
         b->parsed = p;
@@ -1103,6 +1113,11 @@ const char *tg_composite_node_source(const tg_node *n) {
 
 extern const tg_op tg_op_composite;
 
+bool tg_composite_places_any_output(const tg_node *n) {
+    const comp_body *b = n->a.extra;
+    return n->nout == 1 || (b && b->parsed && b->parsed->computed_outputs);
+}
+
 const tg_fgraph *tg_composite_node_body(const tg_node *n) {
     const comp_body *b = n && n->op == &tg_op_composite ? n->a.extra : NULL;
     return b ? b->fg : NULL;
@@ -1177,15 +1192,9 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         return tg_broadcast_error((const tg_array *const *)in, nin, ctx);
     /* Outputs: an input overwritten in place (every kernel reads position
      * i of each input before it writes position i), else the previous
-     * output reused. The interpreter writes a block's outputs one by one
-     * from their body values, so with several outputs none is placed when
-     * one of those values is an input's own memory (an input or an
-     * identity of one as a body output: a body a frontend wrote). */
-    bool place = n->inplace != NULL;
-    for (int k = 0; place && nout > 1 && k < fg->nout; k++) {
-        const tg_node *p = fg->outputs[k]->owner;
-        place = p && strcmp(p->op->name, "identity");
-    }
+     * output reused; with several outputs, only under
+     * tg_composite_places_any_output's rule. */
+    bool place = n->inplace && (nout == 1 || b->parsed->computed_outputs);
     for (int k = 0; k < nout; k++) {
         tg_dtype od = fg->outputs[k]->type.dtype;
         int j = place ? n->inplace[k] : -1;
@@ -1342,7 +1351,7 @@ const tg_op tg_op_composite = {
     .nin_min = 1,
     .nin_max = TG_COMPOSITE_MAX_IO - 1,
     .nout = -1,
-    .flags = 0,
+    .flags = TG_OPF_INPLACE_ANY_OUTPUT,
     .attr_keys = COMP_KEYS,
     .parse_attrs = comp_parse_attrs,
     .infer = comp_infer,

@@ -112,6 +112,14 @@ const char *tg_composite_node_source(const tg_node *n);
 /* The node's body (borrowed; NULL when n is not a parsed composite): 0-d
  * variables, elementwise nodes, fg->inputs in the node's input order. */
 const tg_fgraph *tg_composite_node_body(const tg_node *n);
+/* Whether composite n places every output it is told to over an input
+ * (n->inplace): with one output, or when every body output is a value the
+ * body's nodes compute. The interpreter writes a block's outputs one by
+ * one from their body values; were one an input's own memory (a body
+ * output that is an input, or an identity of one: a body a frontend
+ * wrote), an output written over that input first would change it. Else
+ * none of its outputs is placed. */
+bool tg_composite_places_any_output(const tg_node *n);
 
 /* The C type the generated code uses for dt ("float", "int32_t", bool is
  * "uint8_t"), or NULL when the code generator has none (float16). */

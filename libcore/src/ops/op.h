@@ -16,8 +16,12 @@ enum {
     TG_OPF_DERIVED = 1u << 3,    /* grad/rop/lop: expanded at load */
     TG_OPF_LAZY = 1u << 4,       /* ifelse-like: VM evaluates lazily */
     TG_OPF_OPEN_ATTRS = 1u << 5, /* unknown attr keys allowed */
-    TG_OPF_SIDE_EFFECT = 1u << 6 /* print/assert/breakpoint: never pruned
-                                    by merge, never constant-folded */
+    TG_OPF_SIDE_EFFECT = 1u << 6, /* print/assert/breakpoint: never pruned
+                                     by merge, never constant-folded */
+    /* every output may be written over an input of its own (of
+     * inplace_inputs): the kernels read every input at a position before
+     * they write any output there (composite) */
+    TG_OPF_INPLACE_ANY_OUTPUT = 1u << 7
 };
 
 struct tg_gb; /* the gradient builder, grad/grad.h */

@@ -104,6 +104,14 @@ static int by_index(const void *a, const void *b) {
  * no longer writes it out. A GELU's backward reads z, z^2, tanh(u) and 1 + tanh(u) from
  * the forward: z^2 and 1 + tanh(u) come from z and tanh(u). (XLA's fusion
  * duplicates producers so; Theano's and PyTensor's do not.) */
+/* Does a node of the group (its first ng) read w? */
+static bool group_reads(tg_node *const *group, int ng, const tg_var *w) {
+    for (int g = 0; g < ng; g++)
+        for (int j = 0; j < group[g]->nin; j++)
+            if (group[g]->inputs[j] == w) return true;
+    return false;
+}
+
 static bool recomputable(const tg_node *p, tg_node *const *group, int ng, const tg_node *root) {
     static const char *const CHEAP[] = {"add", "sub", "mul", "neg", "sqr", NULL};
     bool cheap = false;
@@ -111,11 +119,8 @@ static bool recomputable(const tg_node *p, tg_node *const *group, int ng, const 
     if (!cheap || p->nin > 3) return false;
     for (int k = 0; k < p->nin; k++) {
         const tg_var *w = p->inputs[k];
-        if (w->type.ndim == 0 || in_group(w->owner, root) || !full_var(w, root)) continue;
-        bool read = false;
-        for (int g = 0; g < ng && !read; g++)
-            for (int j = 0; j < group[g]->nin && !read; j++) read = group[g]->inputs[j] == w;
-        if (!read) return false;
+        if (w->type.ndim != 0 && !in_group(w->owner, root) && full_var(w, root) && !group_reads(group, ng, w))
+            return false;
     }
     return true;
 }
@@ -128,11 +133,8 @@ static bool recomputable(const tg_node *p, tg_node *const *group, int ng, const 
 static bool reads_only_group(const tg_node *q, tg_node *const *group, int ng, const tg_node *root) {
     for (int k = 0; k < q->nin; k++) {
         const tg_var *w = q->inputs[k];
-        if (in_group(w->owner, root) || (!w->owner && w->type.ndim == 0)) continue;
-        bool read = false;
-        for (int g = 0; g < ng && !read; g++)
-            for (int j = 0; j < group[g]->nin && !read; j++) read = group[g]->inputs[j] == w;
-        if (!read) return false;
+        if (!in_group(w->owner, root) && !(!w->owner && w->type.ndim == 0) && !group_reads(group, ng, w))
+            return false;
     }
     return true;
 }

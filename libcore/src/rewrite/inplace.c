@@ -32,21 +32,6 @@ static bool buffer_free(const tg_var *v) {
     return false;
 }
 
-/* Is every output of composite n's body a value its nodes compute (not
- * one of its inputs, nor an identity of one)? The interpreter writes a
- * block's outputs one after another, each from its body value: were one
- * an input's own memory, an output written over that input before it
- * would change it. */
-static bool outputs_computed(const tg_node *n) {
-    const tg_fgraph *body = tg_composite_node_body(n);
-    if (!body) return false;
-    for (int k = 0; k < body->nout; k++) {
-        const tg_node *p = body->outputs[k]->owner;
-        if (!p || !strcmp(p->op->name, "identity")) return false;
-    }
-    return true;
-}
-
 int tg_rw_inplace(tg_rw *rw) {
     tg_fgraph *fg = tg_rw_fgraph(rw);
     int nnodes = fg->nnodes;
@@ -56,12 +41,12 @@ int tg_rw_inplace(tg_rw *rw) {
         if (tg_rw_dead(n) || n->inplace) continue;
         const tg_op *op = n->op;
         bool composite = !strcmp(op->name, "composite");
-        /* A multi-output composite (fusion's extra outputs) writes each
-         * output over an input of its own: its kernels read every input
-         * at a position before they write any output there. The
-         * interpreter writes output 0 of each block last, so when a body
-         * output is an input's value itself only output 0 is placed. */
-        if (n->nout != 1 && !composite) continue;
+        /* An op with several outputs (fusion's multi-output composites)
+         * writes each over an input of its own, when its kernels allow
+         * it (TG_OPF_INPLACE_ANY_OUTPUT). A composite whose body returns
+         * an input's value itself places only output 0, which the
+         * interpreter writes last. */
+        if (n->nout != 1 && !(op->flags & TG_OPF_INPLACE_ANY_OUTPUT)) continue;
         bool elemwise = (op->flags & TG_OPF_ELEMWISE) || composite;
         unsigned cand = 0;
         if (op->flags & TG_OPF_ELEMWISE)
@@ -71,7 +56,7 @@ int tg_rw_inplace(tg_rw *rw) {
             cand = op->inplace_inputs; /* gemm's z, ger's A, ... */
         else
             continue;
-        int nplace = n->nout > 1 && outputs_computed(n) ? n->nout : 1;
+        int nplace = composite && !tg_composite_places_any_output(n) ? 1 : n->nout;
         int8_t picks[TG_COMPOSITE_MAX_IO];
         uint64_t taken = 0;
         bool any = false;

@@ -1053,6 +1053,17 @@ static tg_var *fill_of(const tg_var *u, tg_dtype dt, tg_var **a) {
     return NULL;
 }
 
+/* Does an operand of n other than inputs[i] span its result: of n's
+ * dtype and rank, its shape the broadcast of all[0..na) for sure? */
+static bool other_spans(const tg_node *n, int i, const tg_var *const *all, int na) {
+    const tg_var *out = n->outputs[0];
+    for (int k = 0; k < n->nin; k++)
+        if (k != i && n->inputs[k]->type.dtype == out->type.dtype && n->inputs[k]->type.ndim == out->type.ndim &&
+            tg_rw_keeps_shape(n->inputs[k], all, na))
+            return true;
+    return false;
+}
+
 /* op(.., zeros_like(a) + c, ..) for an arithmetic op: when another
  * operand x spans the result (its shape is the broadcast of everything,
  * a included), the fill adds nothing: op(.., c, ..). Otherwise the fill
@@ -1073,11 +1084,7 @@ static int fill_sink(tg_rw *rw, tg_node *n) {
         for (int k = 0; k < n->nin; k++) ins[k] = k == i ? c : n->inputs[k];
         for (int k = 0; k < n->nin; k++) all[na++] = ins[k];
         all[na++] = a;
-        bool spanned = false;
-        for (int k = 0; k < n->nin && !spanned; k++)
-            spanned = k != i && n->inputs[k]->type.dtype == dt &&
-                      n->inputs[k]->type.ndim == n->outputs[0]->type.ndim &&
-                      tg_rw_keeps_shape(n->inputs[k], (const tg_var *const *)all, na);
+        bool spanned = other_spans(n, i, (const tg_var *const *)all, na);
         tg_node *p = n->inputs[i]->owner;
         if (tg_rw_match(rw, p)) return TG_ENOMEM;
         tg_var *r = tg_rw_op(rw, n->op->name, n->nin, ins, attrs_str(n));
@@ -1112,11 +1119,7 @@ static int add_zeros_like(tg_rw *rw, tg_node *n) {
         int na = 0;
         for (int k = 0; k < n->nin; k++) all[na++] = n->inputs[k];
         all[na++] = z->inputs[0];
-        bool spanned = false;
-        for (int k = 0; k < n->nin && !spanned; k++)
-            spanned = k != i && n->inputs[k]->type.dtype == dt && n->inputs[k]->type.ndim == n->outputs[0]->type.ndim &&
-                      tg_rw_keeps_shape(n->inputs[k], all, na);
-        if (!spanned) continue;
+        if (!other_spans(n, i, all, na)) continue;
         tg_var *ins[16];
         int m = 0;
         for (int k = 0; k < n->nin; k++)
