@@ -412,7 +412,7 @@ static void test_blas_zero_alpha(void **state) {
         "'outputs':['r']}],'functions':{'f':{'inputs':['z','a','x','y'],'outputs':['r']}}}",
     };
     for (int k = 0; k < 2; k++) {
-        tg_graph *g = tu_load(graphs[k]);
+        tg_graph *g = tu_load_sq(graphs[k]);
         tg_ctx *ctx = tg_ctx_new();
         tg_function *fc, *fg;
         compile_both(g, ctx, k ? "ger" : "gemm", &fc, &fg);

@@ -41,21 +41,6 @@ static char *capture_end(capture *c) {
     return s;
 }
 
-/* JSON written with ' for " (readable in C). */
-static char *dq(const char *s) {
-    char *r = strdup(s);
-    for (char *p = r; *p; p++)
-        if (*p == '\'') *p = '"';
-    return r;
-}
-
-static tg_graph *load(const char *jsq) {
-    char *j = dq(jsq);
-    tg_graph *g = tu_load(j);
-    free(j);
-    return g;
-}
-
 /* Call the graph's function with inputs; returns the status, the
  * outputs, the captured stderr and the error message. */
 static int run(tg_graph *g, tg_array *const *in, tg_array **out, char **err, char *msg,
@@ -75,7 +60,7 @@ static int run(tg_graph *g, tg_array *const *in, tg_array **out, char **err, cha
 
 static void test_print(void **state) {
     (void)state;
-    tg_graph *g = load(
+    tg_graph *g = tu_load_sq(
         "{'format':'tg-graph','version':1,"
         "'variables':[{'id':'x','type':{'dtype':'float64','shape':[2,3]}}],"
         "'nodes':[{'op':'print','inputs':['x'],'outputs':['y'],"
@@ -95,7 +80,7 @@ static void test_print(void **state) {
     tg_graph_free(g);
 
     /* show a subset; no message: the input's name; a transposed int input */
-    g = load("{'format':'tg-graph','version':1,"
+    g = tu_load_sq("{'format':'tg-graph','version':1,"
              "'variables':[{'id':'v','name':'counts','type':{'dtype':'int32','shape':[null]}}],"
              "'nodes':[{'op':'print','inputs':['v'],'outputs':['w'],"
              "'attrs':{'show':['max','shape','min']}}]}");
@@ -119,7 +104,7 @@ static void test_print(void **state) {
     tg_graph_free(g);
 
     /* a non-contiguous input: print of a transpose; NaN min and max */
-    g = load("{'format':'tg-graph','version':1,"
+    g = tu_load_sq("{'format':'tg-graph','version':1,"
              "'variables':[{'id':'x','type':{'dtype':'float32','shape':[2,2]}}],"
              "'nodes':[{'op':'transpose','inputs':['x'],'outputs':['t']},"
              "{'op':'print','inputs':['t'],'outputs':['y'],'attrs':{'message':'T',"
@@ -145,7 +130,7 @@ static void test_print(void **state) {
 
 static void test_assert(void **state) {
     (void)state;
-    tg_graph *g = load(
+    tg_graph *g = tu_load_sq(
         "{'format':'tg-graph','version':1,"
         "'variables':[{'id':'x','type':{'dtype':'float64','shape':[3]}},"
         "{'id':'ok','type':{'dtype':'bool','shape':[]}}],"
@@ -186,7 +171,7 @@ static void test_assert(void **state) {
 
     /* no message: the condition is named; a float condition (0 is false)
      * and a weak inline one */
-    g = load("{'format':'tg-graph','version':1,"
+    g = tu_load_sq("{'format':'tg-graph','version':1,"
              "'variables':[{'id':'x','type':{'dtype':'int8','shape':[2]}},"
              "{'id':'c','type':{'dtype':'float32','shape':[2]}}],"
              "'nodes':[{'op':'assert','inputs':['x',{'value':true},'c'],'outputs':['y']}]}");
@@ -215,7 +200,7 @@ static void test_assert(void **state) {
 
 static void test_breakpoint(void **state) {
     (void)state;
-    tg_graph *g = load(
+    tg_graph *g = tu_load_sq(
         "{'format':'tg-graph','version':1,"
         "'variables':[{'id':'c','type':{'dtype':'bool','shape':[]}},"
         "{'id':'a','type':{'dtype':'float64','shape':[2]}},"
@@ -270,7 +255,7 @@ static void test_load_errors(void **state) {
                  "'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
                  "{'id':'c','type':{'dtype':'bool','shape':[]}}],'nodes':[%s]}",
                  cases[i][0]);
-        char *j = dq(buf);
+        char *j = tu_dq(buf);
         tu_load_fail(j, msg, sizeof msg);
         free(j);
         if (!strstr(msg, cases[i][1])) fail_msg("case %zu: %s", i, msg);

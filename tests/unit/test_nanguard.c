@@ -16,20 +16,6 @@
 
 #include "testutil.h"
 
-static char *dq(const char *s) {
-    char *r = strdup(s);
-    for (char *p = r; *p; p++)
-        if (*p == '\'') *p = '"';
-    return r;
-}
-
-static tg_graph *load(const char *json) {
-    char *s = dq(json);
-    tg_graph *g = tu_load(s);
-    free(s);
-    return g;
-}
-
 static tg_function *compile(tg_graph *g, const char *preset) {
     tg_ctx *ctx = tg_ctx_new();
     tg_compile_options o = {.preset = preset};
@@ -93,7 +79,7 @@ static const char *DEEP =
 
 static void run_deep(const char *preset, const double *xv, tg_offence *got, const tg_function **fo,
                      tg_function **keep) {
-    tg_graph *g = load(DEEP);
+    tg_graph *g = tu_load_sq(DEEP);
     tg_function *f = compile(g, preset);
     tg_ctx *ctx = tg_ctx_new();
     int64_t shape[1] = {4};
@@ -195,7 +181,7 @@ static void test_nan_input_is_the_input(void **state) {
 /* A constant [nan, 1] added to x: the constant is the source. */
 static void test_nan_constant(void **state) {
     (void)state;
-    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
+    tg_graph *g = tu_load_sq("{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[2]}},"
                        "{'id':'c','type':{'dtype':'float64','shape':[2]},'constant':{'data':['nan',1]}}],"
                        "'nodes':[{'op':'add','inputs':['x','c'],'outputs':['y']}]}");
     tg_function *f = compile(g, "none");
@@ -221,7 +207,7 @@ static void test_nan_constant(void **state) {
  * float64: the cast is the first node with a value above 1e10. */
 static void test_integers_not_checked(void **state) {
     (void)state;
-    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':[{'id':'k','type':{'dtype':'int64','shape':[1]}}],"
+    tg_graph *g = tu_load_sq("{'format':'tg-graph','version':1,'variables':[{'id':'k','type':{'dtype':'int64','shape':[1]}}],"
                        "'nodes':[{'op':'add','inputs':['k',{'value':1}],'outputs':['k1']},"
                        "{'op':'cast','inputs':['k1'],'outputs':['kf'],'attrs':{'dtype':'float64'}}]}");
     tg_function *f = compile(g, "none");
@@ -254,7 +240,7 @@ static void test_integers_not_checked(void **state) {
  * 1000); with threshold 500 the next call finds the shared value itself. */
 static void test_calls_and_shared(void **state) {
     (void)state;
-    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':[{'id':'s','type':{'dtype':'float64','shape':[]},"
+    tg_graph *g = tu_load_sq("{'format':'tg-graph','version':1,'variables':[{'id':'s','type':{'dtype':'float64','shape':[]},"
                        "'shared':{'data':1}}],'nodes':[{'op':'mul','inputs':['s',{'value':10.0}],'outputs':['s2']}],"
                        "'functions':{'step':{'inputs':[],'outputs':[],'updates':{'s':'s2'}}}}");
     tg_function *f = compile(g, "fast_run");
@@ -289,7 +275,7 @@ static void test_calls_and_shared(void **state) {
  * and free. */
 static int guard_calls(const char *json, const char *preset, const tg_nanguard_options *opt, tg_array *x, int calls,
                        tg_graph **g, tg_function **f, tg_nanguard **ng, tg_ctx *ctx) {
-    *g = load(json);
+    *g = tu_load_sq(json);
     *f = compile(*g, preset);
     *ng = tg_nanguard_new(*f, opt, ctx);
     assert_non_null(*ng);
@@ -840,7 +826,7 @@ static void test_nested_bodies(void **state) {
 
 static void test_bad_options(void **state) {
     (void)state;
-    tg_graph *g = load(DEEP);
+    tg_graph *g = tu_load_sq(DEEP);
     tg_function *f = compile(g, "none");
     tg_ctx *ctx = tg_ctx_new();
     tg_nanguard_options opt = {.big = -1};

@@ -9,14 +9,6 @@
 #include "testutil.h"
 #include "tensor/tensor.h"
 
-/* JSON written with ' for " (readable in C). */
-static char *dq(const char *s) {
-    char *r = strdup(s);
-    for (char *p = r; *p; p++)
-        if (*p == '\'') *p = '"';
-    return r;
-}
-
 static char *graph_json(const char *vars, const char *nodes,
                         const char *funcs) {
     char buf[8192];
@@ -24,7 +16,7 @@ static char *graph_json(const char *vars, const char *nodes,
              "{'format':'tg-graph','version':1,'variables':[%s],"
              "'nodes':[%s]%s%s}",
              vars, nodes, funcs ? ",'functions':" : "", funcs ? funcs : "");
-    return dq(buf);
+    return tu_dq(buf); /* JSON written with ' for " (readable in C) */
 }
 
 typedef struct load_case {

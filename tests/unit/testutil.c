@@ -21,6 +21,21 @@ tg_graph *tu_load(const char *json) {
     return g;
 }
 
+char *tu_dq(const char *s) {
+    char *r = strdup(s);
+    if (!r) fail_msg("out of memory");
+    for (char *p = r; *p; p++)
+        if (*p == '\'') *p = '"';
+    return r;
+}
+
+tg_graph *tu_load_sq(const char *json) {
+    char *j = tu_dq(json);
+    tg_graph *g = tu_load(j);
+    free(j);
+    return g;
+}
+
 int tu_load_fail(const char *json, char *msg, size_t size) {
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = tg_graph_load_string(json, strlen(json), NULL, "test", ctx);

@@ -14,6 +14,10 @@
 /* Load a graph from a JSON string; fails the test (printing the loader's
  * message) when it does not load. */
 tg_graph *tu_load(const char *json);
+/* JSON written with ' for " (readable in C): a copy with every ' made "
+ * (free it), and tu_load of that. */
+char *tu_dq(const char *s);
+tg_graph *tu_load_sq(const char *json);
 /* The whole file at path, NUL-terminated (free it); *len its length.
  * Fails the test when it cannot be read. */
 void *tu_read_file(const char *path, size_t *len);

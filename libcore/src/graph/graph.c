@@ -428,10 +428,14 @@ void tg_node_describe(const tg_node *n, char *buf, size_t size) {
         snprintf(where, sizeof where, "nodes[%d] ", n->json_index);
     const char *out = n->nout > 0 && n->outputs[0] ? n->outputs[0]->id : "?";
     /* An output placement renamed "<id>:cuda" (its host copy took the
-     * id) is named as the file names it: the node's one origin. */
-    if (n->json_index >= 0 && n->norigins == 1 && n->origins[0]) {
-        size_t k = strlen(n->origins[0]);
-        if (!strncmp(out, n->origins[0], k) && out[k] == ':') out = n->origins[0];
+     * id) is named as the file names it: the origin it was renamed from
+     * (a file node's one origin, or one of those a fused node stands for). */
+    for (int i = 0; i < n->norigins; i++) {
+        size_t k = n->origins[i] ? strlen(n->origins[i]) : 0;
+        if (k && !strncmp(out, n->origins[i], k) && out[k] == ':') {
+            out = n->origins[i];
+            break;
+        }
     }
     if (n->name)
         snprintf(buf, size, "%s(%s '%s' -> %s)", where, n->op ? n->op->name : "?",
