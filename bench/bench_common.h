@@ -68,12 +68,11 @@ static inline void bench_run_call(void *ud) {
     tg_array_free(out[0]);
 }
 
-/* Run a peer script (bench/peers/NAME) with Debian's python3 and return
- * its stdout (caller frees), or NULL when it cannot run (no NumPy). */
-static inline char *bench_peer(const char *script, const char *args) {
+/* Run a peer script (bench/peers/NAME) with the Python `py` and return its
+ * stdout (caller frees), or NULL when it cannot run (no NumPy). */
+static inline char *bench_peer_py(const char *py, const char *script, const char *args) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s/usr/bin/python3 %s/peers/%s %s 2>/dev/null", bench_peer_env(), TG_BENCH_DIR, script,
-             args);
+    snprintf(cmd, sizeof cmd, "%s%s %s/peers/%s %s 2>/dev/null", bench_peer_env(), py, TG_BENCH_DIR, script, args);
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
     size_t cap = 1 << 16, n = 0;
@@ -87,6 +86,11 @@ static inline char *bench_peer(const char *script, const char *args) {
         return NULL;
     }
     return buf;
+}
+
+/* bench_peer_py with Debian's python3. */
+static inline char *bench_peer(const char *script, const char *args) {
+    return bench_peer_py("/usr/bin/python3", script, args);
 }
 
 /* The value for key "name" in the peer's "name value" lines; < 0 when absent. */

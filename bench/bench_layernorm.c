@@ -16,13 +16,24 @@
  * 'tanh') (ATen's own fused layer-norm kernels) with 1 and 2 threads.
  * Best of 3 rounds of at least MIN_SECONDS, ms per call. The three tg
  * functions must agree (exit 1 otherwise).
+ *
+ * With TG_DEVICE=cuda the three functions are compiled for the GPU: x, g,
+ * b and gy are uploaded once (device arrays passed as inputs, PyTorch's
+ * resident case) and the four outputs come back to the host at each call,
+ * as a tg call returns them; the GPU's fast_run must agree with the CPU's.
+ * The peer is then PyTorch on the same GPU (layernorm.py cuda, run with
+ * $TG_BENCH_PYTHON, default python3): inputs resident and the four
+ * results copied to the host ("torch"), and with nothing copied ("torch
+ * res", synchronised once per round).
  *   bench_layernorm [MIN_SECONDS [ROWSxCOLS...]]
  *   bench_layernorm --json ROWSxCOLS    print the graph (for tgprof, tgc)
  */
 #include <math.h>
 #include <omp.h>
 
+#include "backend/backend.h"
 #include "bench_common.h"
+#include "vm/vm.h"
 
 /* The graph: x (n, d), g (d), b (d), gy (n, d) -> y, gx, gg, gb. */
 static char *graph_json(long n, long d) {
@@ -115,11 +126,30 @@ int main(int argc, char **argv) {
     const char *dflt[] = {"128x768", "2048x768", "8192x1024"};
     int nsizes = argc > 2 ? argc - 2 : 3;
     tg_ctx *ctx = tg_ctx_new();
+    const char *dev = getenv("TG_DEVICE");
+    const bool cuda = dev && !strcmp(dev, "cuda");
+    const tg_backend *be = cuda ? tg_backend_cuda() : NULL;
+    if (cuda) {
+        const char *why = "this build has no CUDA backend";
+        if (!be || !be->available(&why)) {
+            printf("bench_layernorm: TG_DEVICE=cuda: %s: nothing to measure\n", why);
+            tg_ctx_free(ctx);
+            return 0;
+        }
+    }
     printf("layer norm + GELU (tanh), forward and backward (gradients in x, g, b), float32,\n"
-           "ms per call, best of 3 rounds of %.2f s; tg with %d threads\n",
-           min_s, omp_get_max_threads());
-    printf("%-10s %8s %8s %8s %8s %8s %8s %8s %8s\n", "rows x d", "fast_run", "theano", "unfused", "nodes", "numpy",
-           "torch 1", "torch 2", "tg/t2");
+           "ms per call, best of 3 rounds of %.2f s; ",
+           min_s);
+    if (cuda)
+        printf("tg on the GPU, the inputs resident, the 4 outputs copied to the host each call\n");
+    else
+        printf("tg with %d threads\n", omp_get_max_threads());
+    if (cuda)
+        printf("%-10s %8s %8s %8s %8s %8s %9s %8s\n", "rows x d", "fast_run", "theano", "unfused", "nodes", "torch",
+               "torch res", "tg/torch");
+    else
+        printf("%-10s %8s %8s %8s %8s %8s %8s %8s %8s\n", "rows x d", "fast_run", "theano", "unfused", "nodes",
+               "numpy", "torch 1", "torch 2", "tg/t2");
     int rc = 0;
     for (int si = 0; si < nsizes; si++) {
         const char *spec = argc > 2 ? argv[2 + si] : dflt[si];
@@ -140,17 +170,44 @@ int main(int argc, char **argv) {
         call.in[3] = noise(2, nd, -1, 1, 4);
         double ms[3];
         int nodes[3];
-        tg_array *res[3][4];
+        tg_array *res[3][4], *host[4], *cpu[4] = {NULL};
+        if (cuda) {
+            /* The CPU's fast_run, to check the GPU's against; then the
+             * inputs go up once. */
+            tg_compile_options o = {.preset = "fast_run", .device = "cpu"};
+            tg_function *fc = tg_function_compile(g, 0, &o, ctx);
+            if (!fc || tg_function_call(fc, call.in, cpu, ctx)) bench_die("cpu", ctx);
+            tg_function_free(fc);
+            for (int k = 0; k < 4; k++) {
+                host[k] = call.in[k];
+                call.in[k] = NULL;
+                if (be->to_device(host[k], &call.in[k], ctx)) bench_die("upload", ctx);
+            }
+        }
         for (int m = 0; m < 3; m++) {
             static const char *const single[] = {"fuse_multi_output", "fuse_recompute", NULL},
                                      *const none[] = {"fusion", NULL};
             tg_compile_options o = {.preset = "fast_run", .exclude = m == 1 ? single : m == 2 ? none : NULL};
             call.f = tg_function_compile(g, 0, &o, ctx);
             if (!call.f) bench_die(MODES[m], ctx);
+            if (cuda && !call.f->on_device) {
+                fprintf(stderr, "bench_layernorm: %s: nothing was placed on the GPU\n", MODES[m]);
+                return 1;
+            }
             nodes[m] = tg_function_node_count(call.f);
             if (tg_function_call(call.f, call.in, res[m], ctx)) bench_die(MODES[m], ctx);
             ms[m] = 1e3 / bench_rate(run_step, &call, 2, min_s);
             tg_function_free(call.f);
+        }
+        for (int k = 0; cuda && k < 4; k++) {
+            double tol = k >= 2 ? 1e-6 * (double)n : 1e-4, e = rel_diff(res[0][k], cpu[k]);
+            if (!(e <= tol)) {
+                fprintf(stderr, "bench_layernorm: %s: output %d on the GPU differs from the CPU's by %.3g (relative)\n",
+                        spec, k, e);
+                rc = 1;
+            }
+            tg_array_free(cpu[k]);
+            tg_array_free(host[k]);
         }
         for (int m = 1; m < 3; m++)
             for (int k = 0; k < 4; k++) {
@@ -167,6 +224,22 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 4; k++) tg_array_free(call.in[k]);
         tg_graph_free(g);
         char args[64];
+        char nn[32];
+        snprintf(nn, sizeof nn, "%d/%d/%d", nodes[0], nodes[1], nodes[2]);
+        if (cuda) {
+            snprintf(args, sizeof args, "cuda %g %ld %ld", min_s, n, d);
+            char *p = bench_peer_py(getenv("TG_BENCH_PYTHON") ? getenv("TG_BENCH_PYTHON") : "python3",
+                                    "layernorm.py", args);
+            double th = bench_peer_value(p, "torch_ms"), tr = bench_peer_value(p, "torch_res_ms");
+            char a[2][16] = {"-", "-"}, ratio[16] = "-";
+            if (th > 0) snprintf(a[0], sizeof a[0], "%.3f", th);
+            if (tr > 0) snprintf(a[1], sizeof a[1], "%.3f", tr);
+            if (th > 0) snprintf(ratio, sizeof ratio, "%.2f", ms[0] / th);
+            printf("%-10s %8.3f %8.3f %8.3f %8s %8s %9s %8s\n", spec, ms[0], ms[1], ms[2], nn, a[0], a[1], ratio);
+            fflush(stdout);
+            free(p);
+            continue;
+        }
         snprintf(args, sizeof args, "1 %g %ld %ld", min_s, n, d);
         char *p1 = bench_peer("layernorm.py", args);
         snprintf(args, sizeof args, "2 %g %ld %ld", min_s, n, d);
@@ -183,15 +256,18 @@ int main(int argc, char **argv) {
         }
         char ratio[16] = "-";
         if (t2 > 0) snprintf(ratio, sizeof ratio, "%.2f", ms[0] / t2);
-        char nn[32];
-        snprintf(nn, sizeof nn, "%d/%d/%d", nodes[0], nodes[1], nodes[2]);
         printf("%-10s %8.3f %8.3f %8.3f %8s %8s %8s %8s %8s\n", spec, ms[0], ms[1], ms[2], nn, a[0], a[1], a[2],
                ratio);
         fflush(stdout);
         free(p1);
         free(p2);
     }
-    printf("(nodes: scheduled nodes of each tg function; tg/t2: tg's fast_run time over PyTorch's with 2 threads)\n");
+    if (cuda)
+        printf("(nodes: scheduled nodes of each tg function, transfers included; tg/torch: tg's fast_run time over\n"
+               "PyTorch's, both with the inputs on the GPU and the outputs copied to the host)\n");
+    else
+        printf("(nodes: scheduled nodes of each tg function; tg/t2: tg's fast_run time over PyTorch's with 2 "
+               "threads)\n");
     tg_ctx_free(ctx);
     return rc;
 }

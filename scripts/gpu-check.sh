@@ -115,7 +115,7 @@ pack() {
   [ ${#files[@]} -gt 0 ] || die "no unit tests in build/tests (configured with -DTG_BUILD_TESTS=OFF?)"
   [ -x build/tools/tgc ] || die "build/tools/tgc is missing: build/ is not built"
   for f in build/tests/tgdebug-testrw build/tools/tgc build/tools/tgprof build/tools/tgdebug \
-    build/tools/tgviz build/bench/bench_cuda build/bench/bench_cudnn_nets; do
+    build/tools/tgviz build/bench/bench_cuda build/bench/bench_cudnn_nets build/bench/bench_layernorm; do
     if [ -f "$f" ] && [ -x "$f" ]; then files+=("$f"); else note "not built, left out: $f"; fi
   done
   # cuBLAS is opened with dlopen (backend/cuda/cuda.c): its functions'

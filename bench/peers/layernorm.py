@@ -8,7 +8,13 @@ g and b, float32, on inputs of ROWS x COLS:
   'tanh') with torch.set_num_threads(THREADS).
 Prints "numpy_ms V" and "torch_ms V": ms per call, best of 3 rounds of at
 least MIN_SECONDS. The two agree with each other (checked here; exit 1
-otherwise). Usage: layernorm.py THREADS MIN_SECONDS ROWS COLS"""
+otherwise). Usage: layernorm.py THREADS MIN_SECONDS ROWS COLS
+
+layernorm.py cuda MIN_SECONDS ROWS COLS: PyTorch alone, on the GPU, its
+results checked against the NumPy step; prints "torch_ms V" (x, g, b and
+gy resident, y and the three gradients copied to the host each call, as
+bench_layernorm's tg does) and "torch_res_ms V" (nothing copied; one
+synchronisation per round)."""
 import sys
 import time
 
@@ -50,13 +56,62 @@ def numpy_step(x, g, b, gy):
     return y, gx, gg, gb
 
 
+def check(got, ref, n):
+    for k, (a, r) in enumerate(zip(got, ref)):
+        tol = 1e-6 * n if k >= 2 else 1e-4
+        err = float(np.max(np.abs(a - r) / (1 + np.abs(r))))
+        if not err <= tol:
+            print(f"layernorm.py: output {k}: torch and numpy differ by {err:.3g}", file=sys.stderr)
+            return False
+    return True
+
+
+def main_cuda(min_s, x, g, b, gy):
+    import torch
+    import torch.nn.functional as F
+
+    n, d = x.shape
+    dev = torch.device("cuda")
+    tx = torch.from_numpy(x).to(dev).requires_grad_()
+    tg = torch.from_numpy(g).to(dev).requires_grad_()
+    tb = torch.from_numpy(b).to(dev).requires_grad_()
+    tgy = torch.from_numpy(gy).to(dev)
+
+    def step():
+        tx.grad = tg.grad = tb.grad = None
+        y = F.gelu(F.layer_norm(tx, (d,), tg, tb, 1e-5), approximate="tanh")
+        y.backward(tgy)
+        return y
+
+    def step_host():
+        y = step()
+        return y.detach().cpu(), tx.grad.cpu(), tg.grad.cpu(), tb.grad.cpu()
+
+    got = [a.numpy() for a in step_host()]
+    if not check(got, numpy_step(x, g, b, gy), n):
+        return 1
+    print(f"torch_ms {best_ms(step_host, min_s):.6f}", flush=True)
+
+    def rounds():  # 20 steps, one synchronisation
+        for _ in range(20):
+            step()
+        torch.cuda.synchronize()
+
+    print(f"torch_res_ms {best_ms(rounds, min_s) / 20:.6f}", flush=True)
+    return 0
+
+
 def main():
-    threads, min_s, n, d = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    cuda = sys.argv[1] == "cuda"
+    threads = 1 if cuda else int(sys.argv[1])
+    min_s, n, d = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     rng = np.random.default_rng(7)
     x = rng.uniform(-2, 2, (n, d)).astype(np.float32)
     g = rng.uniform(0.5, 1.5, d).astype(np.float32)
     b = rng.uniform(-0.5, 0.5, d).astype(np.float32)
     gy = rng.uniform(-1, 1, (n, d)).astype(np.float32)
+    if cuda:
+        return main_cuda(min_s, x, g, b, gy)
     print(f"numpy_ms {best_ms(lambda: numpy_step(x, g, b, gy), min_s):.6f}", flush=True)
     try:
         import torch
@@ -78,12 +133,8 @@ def main():
     y = torch_step()
     ref = numpy_step(x, g, b, gy)
     got = (y.detach().numpy(), tx.grad.numpy(), tg.grad.numpy(), tb.grad.numpy())
-    for k, (a, r) in enumerate(zip(got, ref)):
-        tol = 1e-6 * n if k >= 2 else 1e-4
-        err = float(np.max(np.abs(a - r) / (1 + np.abs(r))))
-        if not err <= tol:
-            print(f"layernorm.py: output {k}: torch and numpy differ by {err:.3g}", file=sys.stderr)
-            return 1
+    if not check(got, ref, n):
+        return 1
     print(f"torch_ms {best_ms(torch_step, min_s):.6f}", flush=True)
     return 0
 
