@@ -18,6 +18,7 @@
  * kernels on the same numbers, so costs and weights must be bit for bit
  * the same. The last test does the same on the real CUDA backend (to
  * rounding) and is skipped without a GPU. */
+#define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "io/tgf.h"
 #include "ops/op.h"
 #include "tensor/tensor.h"
 #include "testutil.h"
@@ -505,13 +507,75 @@ static void test_checkpoint_resume(void **state) {
     assert_int_equal(mock.uploads - up0, 2 * 2);
     assert_weights_same(fd, fc);
 
-    /* Restored as saved: the placed graph, linked for the CPU. */
+    /* Restored as saved: the placed graph, back on the device (the same
+     * kernels, the weights resident again: each goes up once, at the
+     * first call, and only x and y per call after that). */
     tg_tgf *t = tg_tgf_load(path, NULL, ctx);
     if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    assert_null(tg_tgf_warning(t));
     tg_function *r = tg_tgf_function(t, 0);
+    assert_true(r->on_device);
+    assert_int_equal(tg_function_node_count(r), tg_function_node_count(fd));
+    for (int k = 0; k < r->nsched; k++) {
+        assert_string_equal(r->sched[k].op->name, fd->sched[k].op->name);
+        assert_true(r->sched[k].run == fd->sched[k].run);
+    }
+    assert_int_equal(shared_transfers(r), 0);
+    long wup[NW];
+    for (int i = 0; i < NW; i++) wup[i] = ups(wsize[i]);
+    up0 = mock.uploads;
+    tg_graph *gr = mlp_graph();
+    tg_function *fr = compile_on(gr, "train", "cpu"); /* the reference from the checkpoint's values */
+    for (int i = 0; i < NW; i++) {
+        tg_ctx_clear(ctx);
+        assert_int_equal(tg_function_shared_set(fr, weights[i], tg_function_shared_get(r, weights[i]), ctx), TG_OK);
+    }
+    for (int s = 0; s < 2; s++) step_same(r, fr, &d, "cost (restored on the device)");
+    assert_int_equal(mock.uploads - up0, NW + 2 * 2);
+    for (int i = 0; i < NW; i++) assert_int_equal(ups(wsize[i]), wup[i] + 1);
+    assert_weights_same(r, fr);
+    tg_function_free(fr);
+    tg_graph_free(gr);
+    tg_tgf_free(t);
+
+    /* Optimized again with the file's own options: placed on the device
+     * again, as the function was. */
+    tg_tgf_load_options ro = {.reoptimize = true};
+    t = tg_tgf_load(path, &ro, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    assert_true(tg_tgf_function(t, 0)->on_device);
+    tg_tgf_free(t);
+
+    /* TG_DEVICE=cpu keeps it on the CPU (the transfers are identities
+     * there), with the same values as the run that never stopped. */
+    setenv("TG_DEVICE", "cpu", 1);
+    t = tg_tgf_load(path, NULL, ctx);
+    unsetenv("TG_DEVICE");
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    r = tg_tgf_function(t, 0);
     assert_false(r->on_device);
     for (int s = 0; s < 2; s++) tg_array_free(train_step(r, &d));
     assert_weights_same(r, fc);
+    tg_tgf_free(t);
+
+    /* A device the backend has no kernel for one of the nodes it ran
+     * (here, the mock losing its dot): the whole function on the CPU,
+     * and the file's warning line says why. */
+    const char *lost = NULL;
+    for (int k = 0; k < fd->nsched && !lost; k++)
+        if (fd->sched[k].run == mock_run) lost = fd->sched[k].op->name;
+    assert_non_null(lost);
+    mock.host_only[0] = lost;
+    t = tg_tgf_load(path, NULL, ctx);
+    mock.host_only[0] = NULL;
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    r = tg_tgf_function(t, 0);
+    assert_false(r->on_device);
+    const char *w = tg_tgf_warning(t);
+    char want[128];
+    snprintf(want, sizeof want, "'train' ran on the GPU: no GPU kernel here for %s -> ", lost);
+    if (!w || !strstr(w, "loaded anyway, running on the CPU kernels") || !strstr(w, want))
+        fail_msg("warning: %s", w ? w : "(none)");
     tg_tgf_free(t);
 
     /* Compiled again for the device from the file's original graph. */
@@ -541,9 +605,87 @@ static void test_checkpoint_resume(void **state) {
     tg_graph_free(gc);
 }
 
+/* The header's text after `key` up to the next `end` replaced by `with`,
+ * padded with spaces to the same length (JSON whitespace), and the two
+ * checksums made again: a file whose placement entry says something else
+ * but is otherwise sound. */
+static void patch_header(unsigned char *b, size_t n, const char *key, char end, const char *with) {
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | b[24 + i];
+    assert_true(64 + hlen <= n);
+    char *h = (char *)b + 64, *k = memmem(h, hlen, key, strlen(key));
+    if (!k) fail_msg("no %s in the header", key);
+    char *v = k + strlen(key), *e = memchr(v, end, (size_t)(h + hlen - v));
+    assert_non_null(e);
+    size_t room = (size_t)(e - v), len = strlen(with);
+    if (len > room) fail_msg("%s: no room for %s", key, with);
+    memcpy(v, with, len);
+    memset(v + len, ' ', room - len);
+    uint32_t c = tg_crc32c(0, b + 64, hlen);
+    for (int i = 0; i < 4; i++) b[48 + i] = (unsigned char)(c >> 8 * i);
+    c = tg_crc32c(0, b, 56);
+    for (int i = 0; i < 4; i++) b[56 + i] = (unsigned char)(c >> 8 * i);
+}
+
+/* A placement entry that does not fit the function is refused in one line
+ * naming it; a device this tg does not know runs on the CPU with a
+ * warning. */
+static void test_placement_entry_checked(void **state) {
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tg_resident_p%d.tgf", (int)getpid());
+    tg_graph *g = mlp_graph();
+    tg_function *fd = compile_on(g, "train", "cuda");
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_tgf_save(path, &fd, 1, NULL, ctx), TG_OK);
+    size_t n;
+    unsigned char *orig = tu_read_file(path, &n), *b = malloc(n);
+    assert_non_null(b);
+    static const struct {
+        const char *key, *with, *want;
+        char end;
+    } cases[] = {
+        {"\"device_nodes\":[", "99999", "functions[0].device_nodes[0]: expected a position in the schedule", ']'},
+        {"\"device_nodes\":[", "\"a\"", "functions[0].device_nodes[0]: expected a position in the schedule", ']'},
+        {"\"resident\":[", "\"x\"", "functions[0].resident[0]: expected the id of a shared variable or constant",
+         ']'},
+        {"\"resident\":[", "1", "functions[0].resident[0]: expected the id of a shared variable or constant", ']'},
+        {"\"device\":", "7", "functions[0]: expected device (a string), device_nodes and resident", ','},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        memcpy(b, orig, n);
+        patch_header(b, n, cases[c].key, cases[c].end, cases[c].with);
+        tg_ctx_clear(ctx);
+        tg_tgf *t = tg_tgf_load_buffer(b, n, "p.tgf", NULL, ctx);
+        if (t) fail_msg("case %zu loaded", c);
+        const char *m = tg_ctx_message(ctx);
+        if (strncmp(m, "p.tgf: ", 7) || !strstr(m, cases[c].want) || strchr(m, '\n'))
+            fail_msg("case %zu: %s", c, m);
+    }
+    memcpy(b, orig, n);
+    patch_header(b, n, "\"device\":\"", '"', "gpu0");
+    tg_ctx_clear(ctx);
+    tg_tgf *t = tg_tgf_load_buffer(b, n, "p.tgf", NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    assert_false(tg_tgf_function(t, 0)->on_device);
+    const char *w = tg_tgf_warning(t);
+    if (!w || !strstr(w, "function 'train' ran on the GPU: device 'gpu0' is unknown to this tg"))
+        fail_msg("warning: %s", w ? w : "(none)");
+    mlp d = mlp_data(5);
+    tg_array_free(train_step(tg_tgf_function(t, 0), &d));
+    mlp_free(&d);
+    tg_tgf_free(t);
+    free(b);
+    free(orig);
+    unlink(path);
+    tg_ctx_free(ctx);
+    tg_function_free(fd);
+    tg_graph_free(g);
+}
+
 /* One graph, functions on both sides: `train` on the device, `predict`
  * and a second `train` on the CPU, and a copy of the device's `train`
- * (tg_function_copy, linked for the CPU). Each sees the others' updates;
+ * (tg_function_copy, placed as the original is). Each sees the others' updates;
  * a value crosses only when the other side needs it. */
 static void test_functions_share(void **state) {
     (void)state;
@@ -576,8 +718,18 @@ static void test_functions_share(void **state) {
     tg_ctx *ctx = tg_ctx_new();
     tg_function *cp = tg_function_copy(td, NULL, NULL, 0, ctx);
     if (!cp) fail_msg("%s", tg_ctx_message(ctx));
+    /* placed as td is: copying brought each weight down once (the copy
+     * is made through the graph with its values), and then neither its
+     * steps nor td's move a weight between the sides */
+    assert_true(cp->on_device);
+    assert_int_equal(shared_transfers(cp), 0);
+    for (int i = 0; i < NW; i++) assert_int_equal(downs(wsize[i]), 2);
     step_same(cp, ref, &d, "cost (the copy after the device)");
     step_same(td, ref, &d, "cost (device after the copy)");
+    for (int i = 0; i < NW; i++) {
+        assert_int_equal(ups(wsize[i]), 2);
+        assert_int_equal(downs(wsize[i]), 2);
+    }
     assert_weights_same(td, ref);
     assert_weights_same(pc, ref);
     /* A copy with its own W2 (a value of the wrong type is refused):
@@ -897,6 +1049,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_mlp_resident, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_shared_set_seen, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_resume, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_placement_entry_checked, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_functions_share, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_read_on_both_sides, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_update_aliasing, mock_setup, mock_teardown),

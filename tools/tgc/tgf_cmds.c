@@ -115,7 +115,10 @@ void tgc_source_close(tgc_source *s) {
 
 static void compile_usage(FILE *f) {
     fprintf(f, "usage: tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...\n"
-               "                   [--exclude TAG]... [--no-gc] -o OUT.tgf\n");
+               "                   [--exclude TAG]... [--no-gc] [--device cpu|cuda] -o OUT.tgf\n"
+               "  --device DEV   place the functions for DEV (default: $TG_DEVICE, else cpu);\n"
+               "                 a function placed on cuda is restored there wherever a GPU is\n"
+               "                 (TG_DEVICE=cpu keeps it on the CPU), else on the CPU kernels\n");
 }
 
 /* Tag lists for tg_compile_options: NULL-terminated, borrowed strings. */
@@ -148,13 +151,14 @@ static bool preset_ok(const char *p) {
 }
 
 int tgc_cmd_compile(int argc, char **argv) {
-    const char *out = NULL, *preset = NULL, *names[256];
+    const char *out = NULL, *preset = NULL, *device = NULL, *names[256];
     int nnames = 0, rc = TG_EXIT_OK;
     bool no_gc = false;
     taglist inc = {{0}, 0}, exc = {{0}, 0};
     static const struct option opts[] = {{"include", required_argument, 0, 'I'},
                                          {"exclude", required_argument, 0, 'X'},
                                          {"no-gc", no_argument, 0, 'g'},
+                                         {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
@@ -176,6 +180,9 @@ int tgc_cmd_compile(int argc, char **argv) {
             if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
             break;
         case 'g': no_gc = true; break;
+        case 'd':
+            if (!cli_once(TOOL, "--device", &device, optarg) || !cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'I':
         case 'X':
             if (!tag_opt(c, &inc, &exc)) return TG_EXIT_USAGE;
@@ -212,7 +219,7 @@ int tgc_cmd_compile(int argc, char **argv) {
         goto done;
     }
     tg_compile_options co = {.preset = preset, .no_gc = no_gc, .include = inc.n ? inc.v : NULL,
-                             .exclude = exc.n ? exc.v : NULL};
+                             .exclude = exc.n ? exc.v : NULL, .device = device};
     int total = nnames ? nnames : tg_graph_function_count(g);
     fs = calloc((size_t)total + 1, sizeof *fs);
     if (!fs) {

@@ -101,4 +101,17 @@ bool tg_array_on_device(const tg_array *a);
 int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec,
              tg_kernel_fn **kernels, tg_ctx *ctx);
 
+/* A placed function's graph linked again (a .tgf restored, a
+ * tg_function_copy): fg is the graph placement left, transfers included,
+ * with its nodes in schedule order; on_dev[k] says node k ran a device
+ * kernel and tg_var.resident is set on the values that lived on the
+ * device. Sets *kernels as tg_place does: a transfer's copy, the
+ * backend's kernel where on_dev, the op's own elsewhere. Where the device
+ * is missing, or the backend has no kernel for a node that had one, the
+ * whole function stays on the CPU (transfers are the identity there and
+ * no value is resident): *kernels NULL and why (why_size bytes) says why. Only running
+ * out of memory is an error. */
+int tg_place_relink(tg_fgraph *fg, const bool *on_dev, tg_kernel_fn **kernels, char *why, size_t why_size,
+                    tg_ctx *ctx);
+
 #endif

@@ -27,6 +27,7 @@
 
 #include <cblas.h>
 
+#include "backend/backend.h"
 #include "io/io.h"
 #include "io/tgf.h"
 #include "ops/op.h"
@@ -70,12 +71,14 @@ static const char *blas_name(void) {
     return c ? c : "unknown";
 }
 
-static json_object *fingerprint_json(void) {
+/* cuda: some function of the file runs nodes on the GPU. */
+static json_object *fingerprint_json(bool cuda) {
     bool ok = true;
     json_object *o = json_object_new_object(), *b = json_object_new_array();
     tg_json_put(o, "tg_version", str(tg_version()), &ok);
     tg_json_put(o, "format_version", json_object_new_int(TG_TGF_VERSION), &ok);
     tg_json_push(b, str("cpu"), &ok);
+    if (cuda) tg_json_push(b, str("cuda"), &ok);
     tg_json_put(o, "backends", b, &ok);
     tg_json_put(o, "blas", str(blas_name()), &ok);
     tg_json_put(o, "byte_order", str("little"), &ok);
@@ -265,6 +268,20 @@ static json_object *function_entry(const tg_function *f, table *T) {
     tg_json_put(o, "compile_seconds", json_object_new_double(f->compile_seconds), &ok);
     tg_json_put(o, "optimize_seconds", json_object_new_double(f->record.seconds), &ok);
     tg_json_put(o, "no_gc", json_object_new_boolean(f->no_gc), &ok);
+    if (f->on_device) {
+        /* Placement (rewrite/place.c): the schedule positions that ran a
+         * device kernel (transfers go by their attribute) and the values
+         * that lived on the device, so that a restore puts them back. */
+        json_object *jn = json_object_new_array(), *jr = json_object_new_array();
+        tg_json_put(o, "device", str("cuda"), &ok);
+        tg_json_put(o, "device_nodes", jn, &ok);
+        tg_json_put(o, "resident", jr, &ok);
+        for (int k = 0; ok && k < f->nsched; k++)
+            if (strcmp(f->sched[k].op->name, "transfer") && tg_function_node_on_device(f, k))
+                tg_json_push(jn, json_object_new_int(k), &ok);
+        for (int i = 0; ok && i < f->fg->nvars; i++)
+            if (f->fg->vars[i]->resident) tg_json_push(jr, str(f->fg->vars[i]->id), &ok);
+    }
     if (!ok || T->oom) {
         json_object_put(o);
         return NULL;
@@ -475,7 +492,9 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
     }
     tg_json_put(root, "format", str("tg-compiled"), &ok);
     tg_json_put(root, "version", json_object_new_int(TG_TGF_VERSION), &ok);
-    tg_json_put(root, "fingerprint", fingerprint_json(), &ok);
+    bool placed = false;
+    for (int i = 0; i < n; i++) placed |= fs[i]->on_device;
+    tg_json_put(root, "fingerprint", fingerprint_json(placed), &ok);
     tg_json_put(root, "options", options, &ok);
     json_object *fns = json_object_new_array();
     tg_json_put(root, "functions", fns, &ok);
@@ -1063,6 +1082,76 @@ oom:
     return NULL;
 }
 
+/* Add to the file's warning line: function `name` was placed on a device
+ * and runs on the CPU kernels here, and why. */
+static void placement_warn(tg_tgf *t, const char *name, const char *why) {
+    tg_str w = {0};
+    if (t->warning)
+        tg_str_addf(&w, "%s; function '%.80s' ran on the GPU: %s", t->warning, name ? name : "?", why);
+    else
+        tg_str_addf(&w, "%s: loaded anyway, running on the CPU kernels; function '%.80s' ran on the GPU: %s",
+                    t->what, name ? name : "?", why);
+    if (!w.s) return;
+    tg_free(t->warning);
+    t->warning = w.s;
+}
+
+/* A placed function's entry (function_entry): "device", "device_nodes"
+ * (schedule positions, which are fg's node order here) and "resident"
+ * (ids of fg's shared variables and constants). Sets the resident flags
+ * and *on_dev (NULL for a function on the CPU, and when TG_DEVICE=cpu
+ * keeps it there). A bad list is TG_ELOAD naming it; a device this tg does
+ * not know, the CPU with a warning. */
+static int placement_read(tg_tgf *t, json_object *jf, tg_fgraph *fg, const char *what, bool **on_dev,
+                          tg_ctx *ctx) {
+    *on_dev = NULL;
+    json_object *jd = NULL;
+    if (!json_object_object_get_ex(jf, "device", &jd)) return TG_OK;
+    const char *dev = json_object_is_type(jd, json_type_string) ? json_object_get_string(jd) : NULL;
+    json_object *jn = get(jf, "device_nodes", json_type_array), *jr = get(jf, "resident", json_type_array);
+    if (!dev || !jn || !jr)
+        return tg_errorf(ctx, TG_ELOAD, "%s: expected device (a string), device_nodes and resident (arrays)",
+                         what);
+    bool *flags = tg_calloc((size_t)fg->nnodes + 1, sizeof *flags);
+    if (!flags) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    for (size_t i = 0; i < json_object_array_length(jn); i++) {
+        int64_t k;
+        if (!tg_json_get_int(json_object_array_get_idx(jn, i), &k) || k < 0 || k >= fg->nnodes) {
+            tg_free(flags);
+            return tg_errorf(ctx, TG_ELOAD, "%s.device_nodes[%zu]: expected a position in the schedule (0 to %d)",
+                             what, i, fg->nnodes - 1);
+        }
+        flags[k] = true;
+    }
+    for (size_t i = 0; i < json_object_array_length(jr); i++) {
+        json_object *e = json_object_array_get_idx(jr, i);
+        const char *id = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+        tg_var *v = NULL;
+        for (int j = 0; id && !v && j < fg->nvars; j++)
+            if (!strcmp(fg->vars[j]->id, id)) v = fg->vars[j];
+        if (!v || (v->kind != TG_VAR_SHARED && v->kind != TG_VAR_CONSTANT)) {
+            tg_free(flags);
+            for (int j = 0; j < fg->nvars; j++) fg->vars[j]->resident = false;
+            return tg_errorf(ctx, TG_ELOAD, "%s.resident[%zu]: expected the id of a shared variable or constant",
+                             what, i);
+        }
+        v->resident = true;
+    }
+    const char *env = getenv("TG_DEVICE");
+    if (strcmp(dev, "cuda") || (env && !strcmp(env, "cpu"))) {
+        if (strcmp(dev, "cuda")) {
+            char why[96];
+            snprintf(why, sizeof why, "device '%.40s' is unknown to this tg", dev);
+            placement_warn(t, json_object_get_string(get(jf, "name", json_type_string)), why);
+        }
+        for (int j = 0; j < fg->nvars; j++) fg->vars[j]->resident = false;
+        tg_free(flags);
+        return TG_OK;
+    }
+    *on_dev = flags;
+    return TG_OK;
+}
+
 /* Format version 2: the function's graph section. */
 static tg_function *restore_section(tg_tgf *t, json_object *jf, int64_t k, const char *what,
                                     tg_ctx *ctx) {
@@ -1080,8 +1169,19 @@ static tg_function *restore_section(tg_tgf *t, json_object *jf, int64_t k, const
                          t->narrays, shared_for, t, what, &d, ctx))
         return NULL;
     int nout = d.fg->nout;
-    tg_function *f = tg_function_link_fgraph(json_object_get_string(jname), d.fg,
-                                             jno && json_object_get_boolean(jno), ctx);
+    bool *on_dev = NULL;
+    tg_function *f = NULL;
+    if (placement_read(t, jf, d.fg, what, &on_dev, ctx)) {
+        tg_fgraph_free(d.fg);
+        d.fg = NULL;
+        goto done;
+    }
+    char why[256];
+    f = tg_function_link_fgraph(json_object_get_string(jname), d.fg, jno && json_object_get_boolean(jno), on_dev,
+                                why, sizeof why, ctx);
+    tg_free(on_dev);
+    /* (A build without the backend said so in the fingerprint's line.) */
+    if (f && *why && tg_backend_cuda()) placement_warn(t, json_object_get_string(jname), why);
     if (f) {
         /* The declared output ids, which a folded output does not keep. */
         for (int i = 0; i < nout; i++) {
@@ -1094,6 +1194,7 @@ static tg_function *restore_section(tg_tgf *t, json_object *jf, int64_t k, const
         memset(&d.record, 0, sizeof d.record);
         d.strpool = NULL;
     }
+done:
     for (int i = 0; i < nout; i++) tg_free(d.out_ids[i]);
     tg_free(d.out_ids);
     tg_opt_record_free(&d.record);
@@ -1146,7 +1247,7 @@ static tg_function *restore_function(tg_tgf *t, json_object *jf, int i, tg_ctx *
     if (reorder(fg, keys, nkeys, what, ctx) ||
         restore_origins(fg, get(jf, "origins", json_type_object), what, ctx))
         goto fail;
-    f = tg_function_link_fgraph(g->funcs[0].name, fg, jno && json_object_get_boolean(jno), ctx);
+    f = tg_function_link_fgraph(g->funcs[0].name, fg, jno && json_object_get_boolean(jno), NULL, NULL, 0, ctx);
     fg = NULL;
     if (!f) goto fail;
     json_object *jrw = NULL;
@@ -1254,11 +1355,17 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
         saved.no_gc = (jg = get(jo2, "no_gc", json_type_boolean)) && json_object_get_boolean(jg);
         opts = &saved;
     }
+    const char *env = getenv("TG_DEVICE");
     for (int i = 0; !r && i < t->nfns; i++) {
-        const char *name = json_object_get_string(
-            get(json_object_array_get_idx(jfns, (size_t)i), "name", json_type_string));
+        json_object *jf = json_object_array_get_idx(jfns, (size_t)i);
+        const char *name = json_object_get_string(get(jf, "name", json_type_string));
+        const char *dev = json_object_get_string(get(jf, "device", json_type_string));
+        /* With the file's options, a function placed on cuda is placed
+         * there again (unless TG_DEVICE=cpu says otherwise). */
+        tg_compile_options o = *opts;
+        if (opts == &saved && dev && !strcmp(dev, "cuda") && !(env && !strcmp(env, "cpu"))) o.device = "cuda";
         int fi = tg_graph_function_find(g, name ? name : "", ctx);
-        if (fi < 0 || !(t->fns[i] = tg_function_compile(g, fi, opts, ctx))) r = TG_ELOAD;
+        if (fi < 0 || !(t->fns[i] = tg_function_compile(g, fi, &o, ctx))) r = TG_ELOAD;
     }
     tg_free(inc);
     tg_free(exc);
@@ -1277,7 +1384,9 @@ static void fingerprint_check(tg_tgf *t) {
         tg_str_addf(&w, "; built with BLAS '%.80s' (this build has '%s')", blas, blas_name());
     for (size_t i = 0; be && i < json_object_array_length(be); i++) {
         const char *b = json_object_get_string(json_object_array_get_idx(be, i));
-        if (b && strcmp(b, "cpu"))
+        /* A function placed on cuda goes back there when the device is
+         * here (restore_section says so per function when it is not). */
+        if (b && strcmp(b, "cpu") && (strcmp(b, "cuda") || !tg_backend_cuda()))
             tg_str_addf(&w, "; used backend '%.40s', which this build lacks", b);
     }
     if (w.len) {
@@ -1773,6 +1882,7 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
     tg_fgraph *fg = NULL;
     tg_function *c = NULL;
     const char **keys = NULL;
+    bool *on_dev = NULL;
     if (!f || (nswap && (!swap_ids || !swap_values))) {
         tg_errorf(ctx, TG_EINVAL, "tg_function_copy: no function or no swap list");
         return NULL;
@@ -1875,7 +1985,20 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
             goto fail;
         }
     }
-    c = tg_function_link_fgraph(f->name, fg, f->no_gc, ctx);
+    /* A placed function's copy runs where f runs: the same nodes on the
+     * device, the same values resident there (node by node, input by
+     * input: the schedules match). */
+    if (f->on_device && !(on_dev = tg_calloc((size_t)f->nsched + 1, sizeof *on_dev))) {
+        tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int k = 0; on_dev && k < f->nsched; k++) {
+        const tg_node *src = f->sched[k].node;
+        on_dev[k] = tg_function_node_on_device(f, k);
+        for (int j = 0; j < src->nin; j++)
+            if (src->inputs[j]->resident) fg->nodes[k]->inputs[j]->resident = true;
+    }
+    c = tg_function_link_fgraph(f->name, fg, f->no_gc, on_dev, NULL, 0, ctx);
     fg = NULL;
     if (!c) goto fail;
     /* The record: names point into f's strings, which may not outlive c;
@@ -1916,11 +2039,13 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         }
     }
     tg_free(keys);
+    tg_free(on_dev);
     tg_free(C.arr);
     tg_graph_free(g);
     return c;
 fail:
     tg_free(keys);
+    tg_free(on_dev);
     tg_free(C.arr);
     tg_fgraph_free(fg);
     tg_function_free(c);

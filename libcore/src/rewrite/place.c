@@ -314,3 +314,37 @@ done:
     tg_free(orig);
     return rc;
 }
+
+int tg_place_relink(tg_fgraph *fg, const bool *on_dev, tg_kernel_fn **kernels, char *why, size_t why_size,
+                    tg_ctx *ctx) {
+    *kernels = NULL;
+    const char *na = "this build has no CUDA backend";
+    const tg_backend *be = tg_backend_cuda();
+    tg_kernel_fn *k = NULL;
+    snprintf(why, why_size, "%s", na);
+    if (be && be->available(&na)) {
+        if (!(k = tg_calloc((size_t)fg->nnodes + 1, sizeof *k))) {
+            for (int i = 0; i < fg->nvars; i++) fg->vars[i]->resident = false;
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        }
+        for (int i = 0; i < fg->nnodes && k; i++) {
+            tg_node *n = fg->nodes[i];
+            if (n->op == &tg_op_transfer) {
+                k[i] = n->a.mode == 1 ? k_to_device : n->inputs[0]->resident ? k_resident_to_host : k_to_host;
+            } else if (!on_dev[i]) {
+                k[i] = n->op->run;
+            } else if (!(k[i] = be->kernel(n))) {
+                snprintf(why, why_size, "no GPU kernel here for %.60s -> %.80s", n->op->name,
+                         n->nout ? n->outputs[0]->id : "?");
+                tg_free(k);
+                k = NULL;
+            }
+        }
+    } else {
+        snprintf(why, why_size, "%s", na ? na : "no usable CUDA device");
+    }
+    if (!k)
+        for (int i = 0; i < fg->nvars; i++) fg->vars[i]->resident = false;
+    *kernels = k;
+    return TG_OK;
+}

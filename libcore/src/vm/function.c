@@ -447,9 +447,10 @@ fail:
 
 /* Restoring a compiled-function file links the saved optimized graph
  * directly: the same linking as compile, without the optimizer. */
-tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
-                                     bool no_gc, tg_ctx *ctx) {
+tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg, bool no_gc, const bool *on_dev,
+                                     char *why, size_t why_size, tg_ctx *ctx) {
     uint64_t t0 = tg_now_ns();
+    if (why && why_size) *why = 0;
     tg_function *f = tg_calloc(1, sizeof *f);
     if (!f || !(f->name = tg_strdup(name))) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
@@ -472,12 +473,36 @@ tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
             tg_function_free(f);
             return NULL;
         }
-    if (link_function(f, ctx)) {
+    if (on_dev) {
+        char w[256];
+        if (tg_place_relink(fg, on_dev, &f->kernels, w, sizeof w, ctx)) {
+            tg_function_free(f);
+            return NULL;
+        }
+        f->on_device = f->kernels != NULL;
+        if (why && why_size && !f->on_device) snprintf(why, why_size, "%s", w);
+        /* Each cuDNN node reads its algorithm policy from the node: the
+         * environment's (TG_DNN_CONV_ALGO), else the default. */
+        tg_dnn_policy algo = 0;
+        if (f->on_device && tg_dnn_policy_parse(NULL, &algo, ctx)) {
+            tg_function_free(f);
+            return NULL;
+        }
+        for (int k = 0; f->on_device && k < fg->nnodes; k++) fg->nodes[k]->dnn_algo = (int8_t)algo;
+    }
+    int rc = link_function(f, ctx);
+    tg_free(f->kernels);
+    f->kernels = NULL;
+    if (rc) {
         tg_function_free(f);
         return NULL;
     }
     f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
     return f;
+}
+
+bool tg_function_node_on_device(const tg_function *f, int k) {
+    return f->on_device && f->sched[k].run != f->sched[k].op->run;
 }
 
 void tg_function_free(tg_function *f) {

@@ -92,9 +92,16 @@ struct tg_function {
 /* Link an already optimized function graph (taken over, freed on
  * failure) into a function named `name`: what tg_function_compile does
  * after the optimizer, and what restoring a .tgf file does instead of
- * compiling. */
-tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg,
-                                     bool no_gc, tg_ctx *ctx);
+ * compiling. on_dev (NULL, or one flag per node of fg in schedule order)
+ * marks the nodes of a placed function that ran device kernels
+ * (tg_place_relink): they run on the device again where it can; why
+ * (when not NULL, why_size bytes) then receives the reason it could not,
+ * else "". */
+tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg, bool no_gc, const bool *on_dev,
+                                     char *why, size_t why_size, tg_ctx *ctx);
+/* Whether node k of f's schedule runs a device kernel (one of placement's,
+ * not the op's own: a view's header-only kernel counts as the host's). */
+bool tg_function_node_on_device(const tg_function *f, int k);
 
 /* Hooks that read device arrays as they are, for the library's own tools
  * (the profiler times device nodes with events, the NaN guard reduces on
