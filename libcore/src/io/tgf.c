@@ -589,6 +589,7 @@ static void mapped_release(tg_buffer *b) { mapping_unref(b->release_ud); }
 struct tg_tgf {
     char *what;
     char *warning;
+    bool cuda_said; /* the warning says the GPU is not usable here */
     tg_function **fns;
     int nfns;
     tg_shared **shared;
@@ -1180,8 +1181,9 @@ static tg_function *restore_section(tg_tgf *t, json_object *jf, int64_t k, const
     f = tg_function_link_fgraph(json_object_get_string(jname), d.fg, jno && json_object_get_boolean(jno), on_dev,
                                 why, sizeof why, ctx);
     tg_free(on_dev);
-    /* (A build without the backend said so in the fingerprint's line.) */
-    if (f && *why && tg_backend_cuda()) placement_warn(t, json_object_get_string(jname), why);
+    /* (A build without the backend, or without a usable device, said so
+     * in the fingerprint's line.) */
+    if (f && *why && !t->cuda_said) placement_warn(t, json_object_get_string(jname), why);
     if (f) {
         /* The declared output ids, which a folded output does not keep. */
         for (int i = 0; i < nout; i++) {
@@ -1385,9 +1387,18 @@ static void fingerprint_check(tg_tgf *t) {
     for (size_t i = 0; be && i < json_object_array_length(be); i++) {
         const char *b = json_object_get_string(json_object_array_get_idx(be, i));
         /* A function placed on cuda goes back there when the device is
-         * here (restore_section says so per function when it is not). */
-        if (b && strcmp(b, "cpu") && (strcmp(b, "cuda") || !tg_backend_cuda()))
+         * here (restore_section says so per function when it cannot). */
+        const char *why = NULL;
+        if (b && !strcmp(b, "cuda") && tg_backend_cuda()) {
+            if (!t->cuda_said && !tg_backend_cuda()->available(&why)) {
+                tg_str_addf(&w, "; used backend 'cuda', which is not usable here (%.120s)",
+                            why ? why : "no CUDA device");
+                t->cuda_said = true;
+            }
+        } else if (b && strcmp(b, "cpu")) {
             tg_str_addf(&w, "; used backend '%.40s', which this build lacks", b);
+            if (!strcmp(b, "cuda")) t->cuda_said = true;
+        }
     }
     if (w.len) {
         tg_str msg = {0};
