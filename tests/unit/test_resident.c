@@ -650,6 +650,8 @@ static void test_placement_entry_checked(void **state) {
         {"\"resident\":[", "\"x\"", "functions[0].resident[0]: expected the id of a shared variable or constant",
          ']'},
         {"\"resident\":[", "1", "functions[0].resident[0]: expected the id of a shared variable or constant", ']'},
+        {"\"resident\":[", "\"W1\",\"W1\"", "functions[0].resident[1]: expected the id of a shared variable", ']'},
+        {"\"resident\":[", "\"W1\",\"cost\"", "functions[0].resident[1]: expected the id of a shared variable", ']'},
         {"\"device\":", "7", "functions[0]: expected device (a string), device_nodes and resident", ','},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {

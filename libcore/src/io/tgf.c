@@ -1124,19 +1124,47 @@ static int placement_read(tg_tgf *t, json_object *jf, tg_fgraph *fg, const char 
         }
         flags[k] = true;
     }
-    for (size_t i = 0; i < json_object_array_length(jr); i++) {
+    /* The resident ids in a map (entry i + 1), then one sweep over the
+     * variables: linear in both, for a function of any size. */
+    const size_t nr = json_object_array_length(jr);
+    struct tg_idmap *want = tg_idmap_new();
+    bool *seen = tg_calloc(nr + 1, sizeof *seen);
+    size_t bad = nr;
+    if (!want || !seen) {
+        tg_idmap_free(want);
+        tg_free(seen);
+        tg_free(flags);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nr && bad == nr; i++) {
         json_object *e = json_object_array_get_idx(jr, i);
         const char *id = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
-        tg_var *v = NULL;
-        for (int j = 0; id && !v && j < fg->nvars; j++)
-            if (!strcmp(fg->vars[j]->id, id)) v = fg->vars[j];
-        if (!v || (v->kind != TG_VAR_SHARED && v->kind != TG_VAR_CONSTANT)) {
+        if (!id || tg_idmap_get(want, id)) {
+            bad = i; /* not a string, or given twice */
+        } else if (tg_idmap_put(want, id, (void *)(uintptr_t)(i + 1))) {
+            tg_idmap_free(want);
+            tg_free(seen);
             tg_free(flags);
-            for (int j = 0; j < fg->nvars; j++) fg->vars[j]->resident = false;
-            return tg_errorf(ctx, TG_ELOAD, "%s.resident[%zu]: expected the id of a shared variable or constant",
-                             what, i);
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         }
+    }
+    for (int j = 0; j < fg->nvars && bad == nr; j++) {
+        tg_var *v = fg->vars[j];
+        size_t i = (size_t)(uintptr_t)tg_idmap_get(want, v->id);
+        if (!i) continue;
+        if (v->kind != TG_VAR_SHARED && v->kind != TG_VAR_CONSTANT) bad = i - 1;
+        seen[i - 1] = true;
         v->resident = true;
+    }
+    for (size_t i = 0; i < nr && bad == nr; i++)
+        if (!seen[i]) bad = i;
+    tg_idmap_free(want);
+    tg_free(seen);
+    if (bad < nr) {
+        tg_free(flags);
+        for (int j = 0; j < fg->nvars; j++) fg->vars[j]->resident = false;
+        return tg_errorf(ctx, TG_ELOAD, "%s.resident[%zu]: expected the id of a shared variable or constant "
+                         "of the function, once", what, bad);
     }
     const char *env = getenv("TG_DEVICE");
     if (strcmp(dev, "cuda") || (env && !strcmp(env, "cpu"))) {
