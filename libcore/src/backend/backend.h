@@ -96,8 +96,8 @@ bool tg_array_on_device(const tg_array *a);
  * cross (rewrite/place.c), each recorded in rec (pass "place"). `device` NULL or "cpu": nothing to do. Sets
  * *kernels (fg->nnodes entries, owned by the caller; NULL when everything
  * runs on the CPU) to each scheduled node's kernel. An unknown device is
- * TG_EINVAL; "cuda" without a usable device prints one line on stderr and
- * leaves the graph on the CPU. */
+ * TG_EINVAL; "cuda" without a usable device prints one line on stderr (the
+ * first time in the process) and leaves the graph on the CPU. */
 int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec,
              tg_kernel_fn **kernels, tg_ctx *ctx);
 

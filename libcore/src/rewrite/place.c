@@ -199,7 +199,11 @@ int tg_place(tg_fgraph *fg, const char *device, tg_opt_record *rec, tg_kernel_fn
     const tg_backend *be = tg_backend_cuda();
     const char *why = "this build has no CUDA backend";
     if (!be || !be->available(&why)) {
-        fprintf(stderr, "tg: device cuda: %s; running on the CPU\n", why);
+        /* Once per process: a file of several functions, or a program
+         * compiling many, says it once, as NVRTC's warning does. */
+        static bool said;
+        if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+            fprintf(stderr, "tg: device cuda: %s; running on the CPU\n", why);
         return TG_OK;
     }
     int rc = TG_OK;
