@@ -1098,7 +1098,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
             run *= v->shape[d];
             inner_from = d;
         }
-        const int64_t nrun = inner / run;
+        const int64_t nrun = run ? inner / run : 0; /* a reduced axis of length 0: nothing to add */
         const int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
         TG_PAR_FOR(nth, j, outer, {
             const char *p = v->data + index_offset(v, 0, kept, j);
