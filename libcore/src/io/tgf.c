@@ -1083,6 +1083,13 @@ oom:
     return NULL;
 }
 
+/* TG_DEVICE=cpu: functions placed on a device are restored (or
+ * optimized again) for the CPU. */
+static bool device_forced_cpu(void) {
+    const char *env = getenv("TG_DEVICE");
+    return env && !strcmp(env, "cpu");
+}
+
 /* Add to the file's warning line: function `name` was placed on a device
  * and runs on the CPU kernels here, and why. */
 static void placement_warn(tg_tgf *t, const char *name, const char *why) {
@@ -1166,8 +1173,7 @@ static int placement_read(tg_tgf *t, json_object *jf, tg_fgraph *fg, const char 
         return tg_errorf(ctx, TG_ELOAD, "%s.resident[%zu]: expected the id of a shared variable or constant "
                          "of the function, once", what, bad);
     }
-    const char *env = getenv("TG_DEVICE");
-    if (strcmp(dev, "cuda") || (env && !strcmp(env, "cpu"))) {
+    if (strcmp(dev, "cuda") || device_forced_cpu()) {
         if (strcmp(dev, "cuda")) {
             char why[96];
             snprintf(why, sizeof why, "device '%.40s' is unknown to this tg", dev);
@@ -1385,7 +1391,6 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
         saved.no_gc = (jg = get(jo2, "no_gc", json_type_boolean)) && json_object_get_boolean(jg);
         opts = &saved;
     }
-    const char *env = getenv("TG_DEVICE");
     for (int i = 0; !r && i < t->nfns; i++) {
         json_object *jf = json_object_array_get_idx(jfns, (size_t)i);
         const char *name = json_object_get_string(get(jf, "name", json_type_string));
@@ -1393,7 +1398,7 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
         /* With the file's options, a function placed on cuda is placed
          * there again (unless TG_DEVICE=cpu says otherwise). */
         tg_compile_options o = *opts;
-        if (opts == &saved && dev && !strcmp(dev, "cuda") && !(env && !strcmp(env, "cpu"))) o.device = "cuda";
+        if (opts == &saved && dev && !strcmp(dev, "cuda") && !device_forced_cpu()) o.device = "cuda";
         int fi = tg_graph_function_find(g, name ? name : "", ctx);
         if (fi < 0 || !(t->fns[i] = tg_function_compile(g, fi, &o, ctx))) r = TG_ELOAD;
     }

@@ -53,6 +53,12 @@ static int k_resident_to_host(tg_node *n, tg_array *const *in, tg_array **out, t
     return TG_OK;
 }
 
+/* A transfer node's copy: up (attribute to "cuda"), or down, taking a
+ * resident value's host copy where it has one. */
+static tg_kernel_fn transfer_kernel(const tg_node *n) {
+    return n->a.mode == 1 ? k_to_device : n->inputs[0]->resident ? k_resident_to_host : k_to_host;
+}
+
 static bool reads_header_only(const tg_node *n) {
     return !strcmp(n->op->name, "shape") || !strcmp(n->op->name, "shape_i");
 }
@@ -145,7 +151,7 @@ static tg_var *make_transfer(place_state *st, tg_var *v, bool to_dev, tg_ctx *ct
         fg->nvars--;
         goto oom;
     }
-    n->mark = (void *)(uintptr_t)(to_dev ? k_to_device : v->resident ? k_resident_to_host : k_to_host);
+    n->mark = (void *)(uintptr_t)transfer_kernel(n);
     return o;
 oom:
     tg_node_free(n);
@@ -325,7 +331,6 @@ int tg_place_relink(tg_fgraph *fg, const bool *on_dev, tg_kernel_fn **kernels, c
     const char *na = "this build has no CUDA backend";
     const tg_backend *be = tg_backend_cuda();
     tg_kernel_fn *k = NULL;
-    snprintf(why, why_size, "%s", na);
     if (be && be->available(&na)) {
         if (!(k = tg_calloc((size_t)fg->nnodes + 1, sizeof *k))) {
             for (int i = 0; i < fg->nvars; i++) fg->vars[i]->resident = false;
@@ -334,7 +339,7 @@ int tg_place_relink(tg_fgraph *fg, const bool *on_dev, tg_kernel_fn **kernels, c
         for (int i = 0; i < fg->nnodes && k; i++) {
             tg_node *n = fg->nodes[i];
             if (n->op == &tg_op_transfer) {
-                k[i] = n->a.mode == 1 ? k_to_device : n->inputs[0]->resident ? k_resident_to_host : k_to_host;
+                k[i] = transfer_kernel(n);
             } else if (!on_dev[i]) {
                 k[i] = n->op->run;
             } else if (!(k[i] = be->kernel(n))) {
