@@ -8,7 +8,7 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   let last = null;       // the last state
-  let viewing = null;    // {kind: 'out'|'in', index, name}
+  let viewing = null;    // {kind: 'out'|'in', index, name, shape}
   let viewedPause = -1;  // the pause the viewer's value belongs to
 
   const fmt = (v) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toPrecision(6).replace(/\.?0+($|e)/, '$1')) : String(v));
@@ -53,17 +53,17 @@
     }
     const vals = st.values || [];
     fillRows($('values').tBodies[0], vals, (v) => [v.name, v.id, v.dtype, shape(v.shape), fmt(v.min), fmt(v.max), fmt(v.mean), v.nan, v.inf],
-      (v, row) => { viewing = { kind: v.kind, index: v.index, name: v.name }; $('slice').value = defaultSlice(v.shape); showValue(); })
+      (v, row) => { view(v, true); showValue(); })
       .classed('sel', (v) => viewing && v.kind === viewing.kind && v.index === viewing.index)
       .attr('data-name', (v) => v.name);
     if (!paused) { $('viewer').hidden = true; viewedPause = -1; }
     else if (viewing && viewedPause !== st.pauses) {
       const v = vals.find((x) => x.kind === viewing.kind && x.index === viewing.index) || vals[0];
-      if (v) { viewing = { kind: v.kind, index: v.index, name: v.name }; showValue(); }
+      // The typed slice is kept while it still names the same kind of
+      // value (same name and shape); another value gets its default.
+      if (v) { view(v, v.name !== viewing.name || shape(v.shape) !== viewing.shape); showValue(); }
     } else if (!viewing && vals.length) {
-      const v = vals[0];
-      viewing = { kind: v.kind, index: v.index, name: v.name };
-      $('slice').value = defaultSlice(v.shape);
+      view(vals[0], true);
       showValue();
     }
     fillRows($('breakpoints').tBodies[0], st.breakpoints, (b) => [b.node, b.when || '', b.scheduled.join(', ') + (b.note ? ' — ' + b.note : ''), b.hits]);
@@ -72,12 +72,23 @@
 
   function defaultSlice(s) { return s.map((n) => (n > 10 ? '0:10' : ':')).join(','); }
 
+  function view(v, resetSlice) {
+    viewing = { kind: v.kind, index: v.index, name: v.name, shape: shape(v.shape) };
+    if (resetSlice) $('slice').value = defaultSlice(v.shape);
+  }
+
+  // Requests for values can overlap (a new pause re-fetches the viewed
+  // value while a click asks for another); only the last one asked for
+  // is drawn, whatever order the answers come back in.
+  let valueSeq = 0;
   async function showValue() {
     if (!last || !last.node || !viewing) return;
+    const seq = ++valueSeq;
     viewedPause = last.pauses;
     const q = new URLSearchParams({ node: last.node.key, [viewing.kind]: String(viewing.index), slice: $('slice').value.trim() });
     $('value-npy').href = '/api/value.npy?' + new URLSearchParams({ node: last.node.key, [viewing.kind]: String(viewing.index) }).toString();
     const { status, body } = await api('/api/value?' + q.toString());
+    if (seq !== valueSeq) return;
     $('viewer').hidden = false;
     $('viewing').textContent = viewing.name + ' of ' + last.node.key;
     const e = $('value-error');

@@ -80,6 +80,21 @@ function check(ok, what, detail) {
     await page.click('#btn-slice');
     await page.waitForFunction(() => { const t = document.querySelector('#value-data td[data-i="0"][data-j="0"]'); return t && t.textContent === '-6'; }, null, { timeout: 10000 });
     check(await cell(0, 1) === '5' && await cell(0, 2) === '-4', 'slice 1,::-1 on the page: -6 5 -4');
+    // Two slices asked for one after the other, the first answer held back
+    // until after the second: the page shows the one asked for last.
+    const held = (u) => u.pathname === '/api/value' && u.searchParams.get('slice') === '0';
+    await page.route(held, async (route) => { await new Promise((r) => setTimeout(r, 600)); await route.continue(); });
+    const answered = page.waitForResponse((r) => held(new URL(r.url())));
+    await page.fill('#slice', '0');
+    await page.click('#btn-slice');
+    await page.fill('#slice', '1');
+    await page.click('#btn-slice');
+    await answered;
+    await page.evaluate(() => new Promise((r) => setTimeout(r, 100)));
+    check(await cell(0, 0) === '-4' && await cell(0, 1) === '5' && await cell(0, 2) === '-6',
+      'two slices in flight: the last asked for (1: -4 5 -6) is shown, not the late answer for 0',
+      [await cell(0, 0), await cell(0, 1), await cell(0, 2)].join(' '));
+    await page.unroute(held);
     await shot('tgdebug-paused.png');
     // Step: the next node is the breakpoint op, whose own hit pauses
     // before it runs; m1 = sq.
@@ -87,6 +102,11 @@ function check(ok, what, detail) {
     await page.click('#btn-step');
     s = await until('paused', 'bsq', p0 + 1);
     check(s.when === 'before' && /condition 'cond' is true/.test(s.reason), 'Step reaches the breakpoint op, paused before it', s.reason);
+    // The viewer follows to the new node's output 0 (m1, another value):
+    // the slice typed for sc gives way to m1's default.
+    await page.waitForFunction(() => document.getElementById('viewing').textContent === 'm1 of bsq', null, { timeout: 10000 });
+    check(await page.inputValue('#slice') === ':,:' && await cell(1, 2) === '36', 'at the new pause the viewer shows m1 whole (slice :,:, [1, 2] = 36)',
+      await page.inputValue('#slice') + ' ' + await cell(1, 2));
     await page.click('#values tbody tr[data-name="m1"]');
     await page.waitForFunction(() => { const t = document.querySelector('#value-data td[data-i="1"][data-j="2"]'); return t && t.textContent === '36'; }, null, { timeout: 10000 });
     check(await cell(0, 1) === '4', 'm1 = sq on the page: [0, 1] = 4, [1, 2] = 36');
