@@ -75,13 +75,24 @@ static inline char *bench_peer_py(const char *py, const char *script, const char
     snprintf(cmd, sizeof cmd, "%s%s %s/peers/%s %s 2>/dev/null", bench_peer_env(), py, TG_BENCH_DIR, script, args);
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
-    size_t cap = 1 << 16, n = 0;
+    size_t cap = 1 << 16, n = 0, r;
     char *buf = malloc(cap);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) n += r;
-    buf[n] = 0;
+    while (buf && (r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += r;
+        if (cap - n - 1 == 0) { /* more to come: grow */
+            char *b2 = realloc(buf, cap * 2);
+            if (!b2) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b2;
+            cap *= 2;
+        }
+    }
+    if (buf) buf[n] = 0;
     int rc = pclose(p);
-    if (rc != 0 || n == 0) {
+    if (rc != 0 || n == 0 || !buf) {
         free(buf);
         return NULL;
     }

@@ -71,15 +71,7 @@ int main(int argc, char **argv) {
         char args[64], key[64];
         snprintf(args, sizeof args, "%d %d", B, steps);
         const char *py = getenv("TG_BENCH_PYTHON") ? getenv("TG_BENCH_PYTHON") : "python3";
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd, "%s%s %s/peers/mlp_torch.py %s 2>/dev/null", bench_peer_env(), py, TG_BENCH_DIR, args);
-        FILE *p = popen(cmd, "r");
-        char out[4096] = "";
-        if (p) {
-            size_t n = fread(out, 1, sizeof out - 1, p);
-            out[n] = 0;
-            if (pclose(p) != 0) out[0] = 0;
-        }
+        char *out = bench_peer_py(py, "mlp_torch.py", args);
         snprintf(key, sizeof key, "torch_resident_%d", B);
         double tr = bench_peer_value(out, key);
         snprintf(key, sizeof key, "torch_h2d_%d", B);
@@ -89,6 +81,7 @@ int main(int argc, char **argv) {
                    "-", "-", py);
         else
             printf("%6d | %9.3f | %9.3f | %14.3f | %10.3f | %.2f\n", B, ms[0], ms[1], tr, th, ms[0] / th);
+        free(out);
     }
     tg_ctx_free(ctx);
     return 0;
