@@ -84,13 +84,16 @@ function check(ok, what, detail) {
     // until after the second: the page shows the one asked for last.
     const held = (u) => u.pathname === '/api/value' && u.searchParams.get('slice') === '0';
     await page.route(held, async (route) => { await new Promise((r) => setTimeout(r, 600)); await route.continue(); });
-    const answered = page.waitForResponse((r) => held(new URL(r.url())));
+    const valueAnswer = (sl) => page.waitForResponse((r) => { const u = new URL(r.url()); return u.pathname === '/api/value' && u.searchParams.get('slice') === sl; });
+    const answered = Promise.all([valueAnswer('0'), valueAnswer('1')]);
     await page.fill('#slice', '0');
     await page.click('#btn-slice');
     await page.fill('#slice', '1');
     await page.click('#btn-slice');
     await answered;
-    await page.evaluate(() => new Promise((r) => setTimeout(r, 100)));
+    // both answers are in: give the page time to handle the late one
+    await page.waitForFunction(() => { const t = document.querySelector('#value-data td[data-i="0"][data-j="2"]'); return t && t.textContent === '-6'; }, null, { timeout: 10000 }).catch(() => {});
+    await page.evaluate(() => new Promise((r) => setTimeout(r, 300)));
     check(await cell(0, 0) === '-4' && await cell(0, 1) === '5' && await cell(0, 2) === '-6',
       'two slices in flight: the last asked for (1: -4 5 -6) is shown, not the late answer for 0',
       [await cell(0, 0), await cell(0, 1), await cell(0, 2)].join(' '));
