@@ -257,6 +257,64 @@ static void check_extremes(tg_dtype dt) {
     omp_set_num_threads(2);
 }
 
+/* max/min/argmax/argmin of rows of every length around the kernels'
+ * lane counts (32 lanes of float64, 64 of float32, blocks of 1024 for the
+ * arg forms) and tails, a special value at every position of its row
+ * (row p holds it at p; the last row none): NaN, NaN with the sign bit
+ * set, inf, -inf. Against a plain loop: NaN wins (the first NaN for the
+ * arg forms), inf is a number. */
+static void check_extremes_positions(tg_dtype dt) {
+    static const int64_t LENS[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 95, 96, 97,
+                                   127, 128, 129, 200, 1023, 1024, 1025, 2049};
+    const double specials[] = {NAN, -NAN, INFINITY, -INFINITY};
+    static const char *const OPS[] = {"max", "min", "argmax", "argmin"};
+    for (size_t li = 0; li < sizeof LENS / sizeof LENS[0]; li++) {
+        const int64_t L = LENS[li], rows = L + 1, shp[2] = {rows, L};
+        for (int sp = 0; sp < 4; sp++) {
+            tg_array *x = tg_array_new(dt, 2, shp);
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < L; c++) {
+                    /* distinct values, the extremes somewhere inside */
+                    double v = (double)((c * 37 + r * 11) % 101) - 50;
+                    tg_store_f64(dt, (char *)x->data + (r * L + c) * (int64_t)tg_dtype_size(dt), c == r ? specials[sp] : v);
+                }
+            for (int o = 0; o < 4; o++) {
+                tg_array *y = reduce(OPS[o], "{\"axis\":1}", x);
+                bool is_max = o % 2 == 0, arg = o >= 2;
+                for (int64_t r = 0; r < rows; r++) {
+                    double m = 0;
+                    int64_t at = -1;
+                    for (int64_t c = 0; c < L; c++) {
+                        double v = tg_array_get_flat(x, r * L + c);
+                        if (v != v) {
+                            m = v;
+                            at = c;
+                            break;
+                        }
+                        if (at < 0 || (is_max ? v > m : v < m)) {
+                            m = v;
+                            at = c;
+                        }
+                    }
+                    double got = tg_array_get_flat(y, r);
+                    if (arg ? got != (double)at : !(got == m || (got != got && m != m)))
+                        fail_msg("%s %s, rows of %lld, special %g at %lld: row %lld gave %g, want %g",
+                                 OPS[o], tg_dtype_name(dt), (long long)L, specials[sp], (long long)r, (long long)r,
+                                 got, arg ? (double)at : m);
+                }
+                tg_array_free(y);
+            }
+            tg_array_free(x);
+        }
+    }
+}
+
+static void test_extremes_positions(void **state) {
+    (void)state;
+    check_extremes_positions(TG_FLOAT64);
+    check_extremes_positions(TG_FLOAT32);
+}
+
 static void test_extremes_float64(void **state) {
     (void)state;
     check_extremes(TG_FLOAT64);
@@ -653,7 +711,7 @@ int main(void) {
         cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
         cmocka_unit_test(test_var_two_pass),     cmocka_unit_test(test_leading_axes),
         cmocka_unit_test(test_many_rows),        cmocka_unit_test(test_extremes_float64),
-        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_int16),
+        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_extremes_int16),
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
