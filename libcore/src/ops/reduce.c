@@ -260,7 +260,8 @@ static double row_sum_d(tg_dtype dt, const char *p, int64_t n, int64_t s) {
                     r[j] = v > r[j] ? v : r[j];                                  \
                     u[j] = b > u[j] ? b : u[j];                                  \
                 }                                                                \
-            for (int j = 0; j < W; j++) m = r[j] > m ? r[j] : m;                 \
+            for (int w = W / 2; w > 0; w /= 2) /* a tree, not one long chain */ \
+                for (int j = 0; j < w; j++) r[j] = r[j + w] > r[j] ? r[j + w] : r[j]; \
         } else {                                                                 \
             for (; i + W <= n; i += W)                                           \
                 for (int j = 0; j < W; j++) {                                    \
@@ -271,9 +272,13 @@ static double row_sum_d(tg_dtype dt, const char *p, int64_t n, int64_t s) {
                     r[j] = v < r[j] ? v : r[j];                                  \
                     u[j] = b > u[j] ? b : u[j];                                  \
                 }                                                                \
-            for (int j = 0; j < W; j++) m = r[j] < m ? r[j] : m;                 \
+            for (int w = W / 2; w > 0; w /= 2)                                   \
+                for (int j = 0; j < w; j++) r[j] = r[j + w] < r[j] ? r[j + w] : r[j]; \
         }                                                                        \
-        for (int j = 0; j < W; j++) top = u[j] > top ? u[j] : top;               \
+        m = r[0];                                                                \
+        for (int w = W / 2; w > 0; w /= 2)                                       \
+            for (int j = 0; j < w; j++) u[j] = u[j + w] > u[j] ? u[j + w] : u[j]; \
+        top = u[0];                                                              \
         any = top > (INFBITS);                                                   \
     tail:                                                                        \
         for (; i < n; i++) {                                                     \
@@ -299,9 +304,36 @@ static double ext_row(tg_dtype dt, const char *p, int64_t n, bool is_max, bool *
  * found vectorised, and only a block that improves on the best so far is
  * scanned for its index. */
 #define ARGEXT_ROW(NAME, T, EXT)                                                 \
+    /* The first k in [b0, b1) where q[k] == v (there is one): stretches of  \
+     * 64 tested at once, as vectors, then the one that holds it. */         \
+    CLONES static int64_t NAME##_find(const T *q, int64_t b0, int64_t b1, T v) { \
+        int64_t k0 = b0;                                                         \
+        for (; k0 + 64 <= b1; k0 += 64) {                                        \
+            int hit = 0;                                                         \
+            _Pragma("omp simd reduction(|:hit)")                                 \
+            for (int64_t k = k0; k < k0 + 64; k++) hit |= q[k] == v;             \
+            if (hit) break;                                                      \
+        }                                                                        \
+        for (int64_t k = k0; k < b1; k++)                                        \
+            if (q[k] == v) return k;                                             \
+        return b0;                                                               \
+    }                                                                            \
     static int64_t NAME(const T *q, int64_t n, bool is_max) {                    \
         int64_t bestk = -1;                                                      \
         double m = 0;                                                            \
+        if (n < 64) { /* a short row: one plain pass */                          \
+            T e = q[0];                                                          \
+            bestk = 0;                                                           \
+            if (e != e) return 0;                                                \
+            for (int64_t k = 1; k < n; k++) {                                    \
+                if (q[k] != q[k]) return k;                                      \
+                if (is_max ? q[k] > e : q[k] < e) {                              \
+                    e = q[k];                                                    \
+                    bestk = k;                                                   \
+                }                                                                \
+            }                                                                    \
+            return bestk;                                                        \
+        }                                                                        \
         for (int64_t b0 = 0; b0 < n; b0 += 1024) {                               \
             int64_t b1 = b0 + 1024 < n ? b0 + 1024 : n;                          \
             bool nan;                                                            \
@@ -310,11 +342,7 @@ static double ext_row(tg_dtype dt, const char *p, int64_t n, bool is_max, bool *
                 for (int64_t k = b0; k < b1; k++)                                \
                     if (q[k] != q[k]) return k;                                  \
             if (bestk < 0 || (is_max ? bm > m : bm < m)) {                       \
-                for (int64_t k = b0; k < b1; k++)                                \
-                    if (q[k] == bm) {                                            \
-                        bestk = k;                                               \
-                        break;                                                   \
-                    }                                                            \
+                bestk = NAME##_find(q, b0, b1, bm);                              \
                 m = bm;                                                          \
             }                                                                    \
         }                                                                        \
