@@ -748,6 +748,23 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         out[0] = r;
         return TG_OK;
     }
+    /* One or two 0-d operands already of the compute dtype (a scan's step
+     * of scalar ops is mostly this): no shape to broadcast, nothing to
+     * convert, one call of the loop; the same loop and checks as below. */
+    if (nin <= 2 && in[0]->ndim == 0 && in[0]->dtype == cd &&
+        (nin == 1 || (in[1]->ndim == 0 && in[1]->dtype == cd)) && im->kind != EW_CAST &&
+        im->kind != EW_SWITCH && cd != TG_FLOAT16 && im->loops[cd]) {
+        bool fl = cd == TG_FLOAT64 || cd == TG_FLOAT32;
+        if (fl || !(im->flags & (EWF_INT_IDENTITY | EWF_INT_FALSE))) {
+            static const int64_t none[1] = {0};
+            if ((rc = prepare_out(n, in, &out[0], od, 0, none, ctx))) return rc;
+            char *p[3] = {out[0]->data, in[0]->data, in[nin - 1]->data};
+            int64_t st[3] = {(int64_t)tg_isize(od), (int64_t)tg_isize(cd), (int64_t)tg_isize(cd)};
+            loop_ud ud = {0};
+            im->loops[cd](1, p, st, &ud);
+            return im->kind == EW_ARITH && !fl ? loop_error(ud.err, ctx) : TG_OK;
+        }
+    }
     /* Output shape. */
     int ndim = 0;
     int64_t shape[TG_MAX_NDIM];
