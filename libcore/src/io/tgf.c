@@ -1167,21 +1167,19 @@ static int placement_read(tg_tgf *t, json_object *jf, tg_fgraph *fg, const char 
         if (!seen[i]) bad = i;
     tg_idmap_free(want);
     tg_free(seen);
-    if (bad < nr) {
-        tg_free(flags);
+    const bool cuda = !strcmp(dev, "cuda");
+    if (bad < nr || !cuda || device_forced_cpu()) { /* on the CPU, if at all */
         for (int j = 0; j < fg->nvars; j++) fg->vars[j]->resident = false;
+        tg_free(flags);
+        flags = NULL;
+    }
+    if (bad < nr)
         return tg_errorf(ctx, TG_ELOAD, "%s.resident[%zu]: expected the id of a shared variable or constant "
                          "of the function, once", what, bad);
-    }
-    if (strcmp(dev, "cuda") || device_forced_cpu()) {
-        if (strcmp(dev, "cuda")) {
-            char why[96];
-            snprintf(why, sizeof why, "device '%.40s' is unknown to this tg", dev);
-            placement_warn(t, json_object_get_string(get(jf, "name", json_type_string)), why);
-        }
-        for (int j = 0; j < fg->nvars; j++) fg->vars[j]->resident = false;
-        tg_free(flags);
-        return TG_OK;
+    if (!cuda) {
+        char why[96];
+        snprintf(why, sizeof why, "device '%.40s' is unknown to this tg", dev);
+        placement_warn(t, json_object_get_string(get(jf, "name", json_type_string)), why);
     }
     *on_dev = flags;
     return TG_OK;

@@ -331,11 +331,9 @@ int tg_place_relink(tg_fgraph *fg, const bool *on_dev, tg_kernel_fn **kernels, c
     const char *na = "this build has no CUDA backend";
     const tg_backend *be = tg_backend_cuda();
     tg_kernel_fn *k = NULL;
+    int rc = TG_OK;
     if (be && be->available(&na)) {
-        if (!(k = tg_calloc((size_t)fg->nnodes + 1, sizeof *k))) {
-            for (int i = 0; i < fg->nvars; i++) fg->vars[i]->resident = false;
-            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        }
+        if (!(k = tg_calloc((size_t)fg->nnodes + 1, sizeof *k))) rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         for (int i = 0; i < fg->nnodes && k; i++) {
             tg_node *n = fg->nodes[i];
             if (n->op == &tg_op_transfer) {
@@ -352,8 +350,8 @@ int tg_place_relink(tg_fgraph *fg, const bool *on_dev, tg_kernel_fn **kernels, c
     } else {
         snprintf(why, why_size, "%s", na ? na : "no usable CUDA device");
     }
-    if (!k)
+    if (!k) /* on the CPU: no value lives on the device */
         for (int i = 0; i < fg->nvars; i++) fg->vars[i]->resident = false;
     *kernels = k;
-    return TG_OK;
+    return rc;
 }

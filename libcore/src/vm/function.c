@@ -371,6 +371,17 @@ done:
     return rc;
 }
 
+/* Link f->fg with the kernels placement chose (f->kernels, NULL for the
+ * CPU's own; freed here), each cuDNN node reading its algorithm policy
+ * from the node. */
+static int link_placed(tg_function *f, tg_dnn_policy algo, tg_ctx *ctx) {
+    for (int k = 0; f->on_device && k < f->fg->nnodes; k++) f->fg->nodes[k]->dnn_algo = (int8_t)algo;
+    int rc = link_function(f, ctx);
+    tg_free(f->kernels);
+    f->kernels = NULL;
+    return rc;
+}
+
 tg_function *tg_function_compile(tg_graph *g, int index,
                                   const tg_compile_options *opts,
                                   tg_ctx *ctx) {
@@ -433,11 +444,7 @@ tg_function *tg_function_compile(tg_graph *g, int index,
     /* Placement (rewrite/place.c) runs last, on the optimized graph. */
     if (tg_place(f->fg, device, &f->record, &f->kernels, ctx)) goto fail;
     f->on_device = f->kernels != NULL;
-    /* Each cuDNN node reads its algorithm policy from the node. */
-    for (int k = 0; f->on_device && k < f->fg->nnodes; k++) f->fg->nodes[k]->dnn_algo = (int8_t)algo;
-    if (link_function(f, ctx)) goto fail;
-    tg_free(f->kernels);
-    f->kernels = NULL;
+    if (link_placed(f, algo, ctx)) goto fail;
     f->compile_seconds = (double)(tg_now_ns() - t0) * 1e-9;
     return f;
 fail:
@@ -473,27 +480,23 @@ tg_function *tg_function_link_fgraph(const char *name, tg_fgraph *fg, bool no_gc
             tg_function_free(f);
             return NULL;
         }
+    tg_dnn_policy algo = 0;
     if (on_dev) {
         char w[256];
-        if (tg_place_relink(fg, on_dev, &f->kernels, w, sizeof w, ctx)) {
+        bool told = why && why_size;
+        if (tg_place_relink(fg, on_dev, &f->kernels, told ? why : w, told ? why_size : sizeof w, ctx)) {
             tg_function_free(f);
             return NULL;
         }
         f->on_device = f->kernels != NULL;
-        if (why && why_size && !f->on_device) snprintf(why, why_size, "%s", w);
-        /* Each cuDNN node reads its algorithm policy from the node: the
-         * environment's (TG_DNN_CONV_ALGO), else the default. */
-        tg_dnn_policy algo = 0;
+        /* The cuDNN nodes' algorithm policy: the environment's
+         * (TG_DNN_CONV_ALGO), else the default. */
         if (f->on_device && tg_dnn_policy_parse(NULL, &algo, ctx)) {
             tg_function_free(f);
             return NULL;
         }
-        for (int k = 0; f->on_device && k < fg->nnodes; k++) fg->nodes[k]->dnn_algo = (int8_t)algo;
     }
-    int rc = link_function(f, ctx);
-    tg_free(f->kernels);
-    f->kernels = NULL;
-    if (rc) {
+    if (link_placed(f, algo, ctx)) {
         tg_function_free(f);
         return NULL;
     }
