@@ -115,19 +115,35 @@ float erfcf(float);
  * argument: tg_exp_f, tg_log_d, ..., and sigmoid and softplus, which go
  * through exp(-|x|). (expm1 and tanh are slow only at inf and NaN, and
  * are left as they are; the fused kernels of composite.c call the plain
- * functions, which give the same bits, slowly at the ends.)
+ * functions, which give the same values (the same bits but in exp's
+ * subnormal band, see below), slowly at the ends.)
  *
  * libmvec hands each lane whose result is not an ordinary number to the
  * scalar function, one lane at a time: exp (and exp2) of float32 below
  * -87.3 or above 88.7, of float64 past +-708, and of +-inf or NaN; the
- * logarithms of 0, negatives, inf or NaN. Those lanes cost 3-22 ns each
- * instead of 0.3-0.7 (the causal mask of an attention layer, -1e9 or -inf
- * before its softmax, made half of that softmax's exps that slow). Here
- * a lane whose result is known (0, inf, -inf, NaN: exactly what the
- * scalar function returns for it) goes through the vector call as a
- * harmless 0 or 1 and takes the known result by a select. The band
- * where exp's result is subnormal (float32: -104 to -87.3) is left to
- * libmvec, which computes it right, slowly.
+ * logarithms of 0, negatives, subnormals, inf or NaN. Those lanes cost
+ * 3-65 ns each instead of 0.3-1.4 (the causal mask of an attention layer,
+ * -1e9 or -inf before its softmax, made half of that softmax's exps that
+ * slow). Here a lane whose result is known (0, inf, -inf, NaN: exactly
+ * what the scalar function returns for it) goes through the vector call
+ * as a harmless 0 or 1 and takes the known result by a select.
+ *
+ * The band where exp's result is subnormal (float32: -104 to -87.3,
+ * float64: -745.1 to -708.4; exp2's: -150 to -126, -1075 to -1022)
+ * is scaled into the vector function's ordinary range: exp(v) =
+ * exp(v + C) * 2^-M (1 + c), with C the number nearest M ln 2 (float64:
+ * M = 1000, float32: M = 64), so that v + C is exact (both are multiples
+ * of v's ulp, and their sum is below 64 in magnitude), and c = M ln 2 - C
+ * its rounding error (exp(c) = 1 + c to far below an ulp); exp2(v) =
+ * exp2(v + M) 2^-M. The scaling by 2^-M is the one rounding into the
+ * subnormal range, done on the bits (GUARD_EXP). Within 2 ulp of the true
+ * value, as libmvec's own results (the scalar fallback rounds correctly:
+ * the two differ by an ulp for 9% of the band's float64 arguments):
+ * float64 exp over the band 1.6 ns an element instead of 14.8 (one
+ * thread), sigmoid 2.2 instead of 21.8. libmvec's log hands subnormal
+ * arguments to the fallback too (50 ns an element); GUARD_LOG moves them
+ * up (2.5 ns). Its log2 and log10 take them at full speed; its log1p
+ * does not (39 ns), and is left so but in softplus.
  *
  * NaN comes out as `v + v` (the input, quieted, its sign and payload
  * kept), and the NaN of a domain error as glibc's scalar functions make
@@ -154,6 +170,14 @@ float erfcf(float);
         a.u = (a.u & m) | (b.u & ~m);                                     \
         return a.f;                                                       \
     }                                                                     \
+    static inline U tg_bits_##N(T v) {                                    \
+        union { T f; U u; } a = {v};                                      \
+        return a.u;                                                       \
+    }                                                                     \
+    static inline T tg_from_bits_##N(U u) {                               \
+        union { U u; T f; } a = {u};                                      \
+        return a.f;                                                       \
+    }                                                                     \
     /* (Every value and comparison a select uses is computed first: GCC   \
      * does not if-convert a floating-point operation or comparison that  \
      * runs under a condition (it may trap) for AVX2, which has no masked \
@@ -175,60 +199,124 @@ float erfcf(float);
     }
 
 /* tg_F_N(v): exp or exp2 (F), the vector call on v where v is in
- * [LO, HI] (NaN never is), else on 0, times a factor that is 1 where v
- * went through: one operation follows the call. */
-#define GUARD_EXP(T, U, S, N, F, LO, HI)                   \
-    static inline T tg_##F##_##N(T v) {                    \
-        U keep = (U)(v >= LO) & (U)(v <= HI);              \
-        T f = tg_pick_##N(keep, (T)1, tg_exp_tail_##N(v)); \
-        return F##S(tg_pick_##N(keep, v, (T)0)) * f;       \
+ * [LO, HI] (NaN never is), else on 0, the result where v went through,
+ * else the tail's; below SUB (where the result may be subnormal) the call
+ * is on v + C, and its result q = p (1 + CLO) is scaled by 2^-M without a
+ * multiplication: a product or quotient whose operand or result is
+ * subnormal costs a microcode assist (5.7 ns a vector here), a sum does
+ * not. The subnormal's bits are the integer nearest q 2^(M + MIN) (MIN:
+ * the exponent of the least subnormal, 1074 or 149; UP = 2^(MIN - M)),
+ * rounded as IEEE rounds (to even) by adding MAGIC = 2^MANT, whose bits
+ * are then subtracted; a normal result is q with M taken from its
+ * exponent. Every operation's operands are harmless where its result is
+ * not used (1 for q where v is not below SUB). */
+#define GUARD_EXP(T, U, S, N, F, LO, HI, SUB, C, CLO, M, UP, MAGIC, MANT)          \
+    static inline T tg_##F##_##N(T v) {                                            \
+        U keep = (U)(v >= LO) & (U)(v <= HI), sub = (U)(v < SUB);                  \
+        T tail = tg_exp_tail_##N(tg_pick_##N(keep, (T)1, v));                      \
+        T p = F##S(tg_pick_##N(keep, tg_pick_##N(sub, v + (T)(C), v), (T)0));      \
+        T qs = tg_pick_##N(sub, p, (T)1), q = qs + qs * (T)(CLO), u = q * (T)(UP); \
+        U small = (U)(u < (T)(MAGIC));                                             \
+        U sb = tg_bits_##N(u + (T)(MAGIC)) - tg_bits_##N((T)(MAGIC));              \
+        U nb = tg_bits_##N(q) - ((U)(M) << MANT);                                  \
+        T scaled = tg_from_bits_##N(small ? sb : nb);                              \
+        return tg_pick_##N(keep, tg_pick_##N(sub, scaled, p), tail);               \
     }
 
 /* tg_F_N(v): a logarithm whose domain ends at AT (0, or -1 for log1p),
  * the vector call on v inside it, else on AT + 1, plus a term that is -0
- * where v went through. */
-#define GUARD_LOG(T, U, S, N, F, AT, PLUS_NAN)                              \
-    static inline T tg_##F##_##N(T v) {                                     \
-        U keep = (U)(v > AT) & (U)(v < (T)INFINITY);                        \
-        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, AT, PLUS_NAN)); \
-        return F##S(tg_pick_##N(keep, v, (T)(AT + 1))) + f;                 \
+ * where v went through. Where SUBN is set (log), a subnormal v (its bits the
+ * integer k, v = k 2^-MIN) goes through as k, made exactly by the bits of
+ * 2^MANT + k less 2^MANT, and the result F(k) - F(2^MIN) is F(k) plus
+ * KLO, plus KHI (-F(2^MIN) split in two: its nearest number and the
+ * rest); elsewhere both are -0, which adds nothing. The tail is computed
+ * on inf where v keeps: GCC makes its v + v a product by 2, which costs
+ * an assist on a subnormal v. */
+#define GUARD_LOG(T, U, S, N, F, AT, PLUS_NAN, SUBN, KHI, KLO)                                \
+    static inline T tg_##F##_##N(T v) {                                                       \
+        U keep = (U)(v > AT) & (U)(v < (T)INFINITY);                                          \
+        U sub = (U)(SUBN) & (U)(v > 0) & (U)(v < TG_MIN_##N);                                 \
+        T tv = tg_pick_##N(keep, (T)INFINITY, v); /* (no arithmetic on a subnormal) */        \
+        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(tv, AT, PLUS_NAN));                  \
+        T k = tg_from_bits_##N(tg_bits_##N(v) | tg_bits_##N(TG_MAGIC_##N)) - TG_MAGIC_##N;    \
+        T r = F##S(tg_pick_##N(keep, tg_pick_##N(sub, k, v), (T)(AT + 1)));                   \
+        T lo = tg_pick_##N(sub, (T)(KLO), (T)-0.0), hi = tg_pick_##N(sub, (T)(KHI), (T)-0.0); \
+        return ((r + lo) + hi) + f;                                                           \
     }
 
 /* T: the C type; U: the unsigned integer of its size; S: the suffix of its
  * libm functions ("f" or nothing); ELO, EHI: bounds past which exp is
- * exactly 0 and inf; E2LO, E2HI: the same for exp2. */
-#define GUARDED(T, U, S, N, ELO, EHI, E2LO, E2HI)                                                            \
-    GUARD_BASE(T, U, N)                                                                                      \
-    GUARD_EXP(T, U, S, N, exp, ELO, EHI)                                                                     \
-    GUARD_EXP(T, U, S, N, exp2, E2LO, E2HI)                                                                  \
-    GUARD_LOG(T, U, S, N, log, 0, 0)                                                                         \
-    GUARD_LOG(T, U, S, N, log2, 0, 0)                                                                        \
-    GUARD_LOG(T, U, S, N, log10, 0, 1)                                                                       \
-    GUARD_LOG(T, U, S, N, log1p, -1, 0)                                                                      \
-    /* sigmoid and softplus, stable at both tails and branch-free so that                                    \
-     * they vectorise, from e = exp(-|x|): sigmoid is 1/(1+e) for x >= 0                                     \
-     * and e/(1+e) below, softplus max(x, 0) + log1p(e). The _raw forms                                      \
-     * call exp and log1p as they are (for arguments that keep). */                                          \
-    static inline T tg_sigmoid_of_##N(T v, T e) {                                                            \
-        T r = (T)1 / ((T)1 + e), er = e * r;                                                                 \
-        int ge = v >= 0, lt = v < 0;                                                                         \
-        return ge ? r : (lt ? er : v);                                                                       \
-    }                                                                                                        \
-    static inline T tg_sigmoid_raw_##N(T v) { return tg_sigmoid_of_##N(v, exp##S(-fabs##S(v))); }            \
-    static inline T tg_sigmoid_##N(T v) { return tg_sigmoid_of_##N(v, tg_exp_##N(-fabs##S(v))); }            \
-    static inline T tg_softplus_raw_##N(T v) { return (v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v))); }     \
-    static inline T tg_softplus_##N(T v) { return (v > 0 ? v : 0) + tg_log1p_##N(tg_exp_##N(-fabs##S(v))); }
+ * exactly 0 and inf, ESUB the bound below which it may be subnormal;
+ * E2LO, E2HI, E2SUB: the same for exp2; M: the power of 2 that scales
+ * the subnormal band, C and CLO: M ln 2 rounded and its rounding error,
+ * UP, MAGIC and MANT: 2^(MIN - M), 2^MANT and the mantissa's width (see
+ * GUARD_EXP); TINY: below it log1p(e) rounds to e, and 1 + e to 1; LNHI
+ * and LNLO: -MIN ln 2 (MIN: the exponent of the least subnormal, 1074 or
+ * 149) as its nearest number and the rest (GUARD_LOG). */
+#define GUARDED(T, U, S, N, ELO, EHI, ESUB, E2LO, E2HI, E2SUB, M, C, CLO, UP, MAGIC, MANT, TINY, LNHI, LNLO) \
+    GUARD_BASE(T, U, N)                                                                                   \
+    GUARD_EXP(T, U, S, N, exp, ELO, EHI, ESUB, C, CLO, M, UP, MAGIC, MANT)                                \
+    GUARD_EXP(T, U, S, N, exp2, E2LO, E2HI, E2SUB, M, 0, M, UP, MAGIC, MANT)                              \
+    GUARD_LOG(T, U, S, N, log, 0, 0, 1, LNHI, LNLO)                                                       \
+    GUARD_LOG(T, U, S, N, log2, 0, 0, 0, 0, 0)                                                            \
+    GUARD_LOG(T, U, S, N, log10, 0, 1, 0, 0, 0)                                                           \
+    GUARD_LOG(T, U, S, N, log1p, -1, 0, 0, 0, 0)                                                          \
+    /* sigmoid and softplus, stable at both tails and branch-free so that                                 \
+     * they vectorise, from e = exp(-|x|): sigmoid is 1/(1+e) for x >= 0                                  \
+     * and e/(1+e) below, softplus max(x, 0) + log1p(e). Below TINY,                                      \
+     * e/(1+e) and log1p(e) are e itself (1 + e rounds to 1, e - e^2/2 to                                 \
+     * e), taken so, since e may be subnormal: neither a product with it                                  \
+     * (an assist) nor libmvec's log1p of it (its scalar fallback). The                                   \
+     * _raw forms call exp and log1p as they are (for arguments whose e is                                \
+     * normal). */                                                                                        \
+    static inline T tg_sigmoid_of_##N(T v, T e) {                                                         \
+        T r = (T)1 / ((T)1 + e), er = e * r;                                                              \
+        int ge = v >= 0, lt = v < 0;                                                                      \
+        return ge ? r : (lt ? er : v);                                                                    \
+    }                                                                                                     \
+    static inline T tg_sigmoid_raw_##N(T v) { return tg_sigmoid_of_##N(v, exp##S(-fabs##S(v))); }         \
+    static inline T tg_sigmoid_##N(T v) {                                                                 \
+        T e = tg_exp_##N(-fabs##S(v));                                                                    \
+        U tiny = (U)(e < (T)(TINY));                                                                      \
+        T r = (T)1 / ((T)1 + e), er = tg_pick_##N(tiny, e, tg_pick_##N(tiny, (T)0, e) * r);              \
+        int ge = v >= 0, lt = v < 0;                                                                      \
+        return ge ? r : (lt ? er : v);                                                                    \
+    }                                                                                                     \
+    static inline T tg_softplus_raw_##N(T v) { return (v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v))); }  \
+    static inline T tg_softplus_##N(T v) {                                                                \
+        T e = tg_exp_##N(-fabs##S(v));                                                                    \
+        U tiny = (U)(e < (T)(TINY));                                                                      \
+        T l = tg_log1p_##N(tg_pick_##N(tiny, (T)0, e));                                                   \
+        return (v > 0 ? v : 0) + tg_pick_##N(tiny, e, l);                                                 \
+    }
 
 #define F32_EXP_LO (-104.0f)
 #define F32_EXP_HI 89.0f
+#define F32_EXP_SUB (-87.0f)
 #define F32_EXP2_LO (-151.0f)
 #define F32_EXP2_HI 128.0f
+#define F32_EXP2_SUB (-126.0f)
 #define F64_EXP_LO (-746.0)
 #define F64_EXP_HI 710.0
+#define F64_EXP_SUB (-708.0)
 #define F64_EXP2_LO (-1076.0)
 #define F64_EXP2_HI 1024.0
-GUARDED(float, uint32_t, f, f, F32_EXP_LO, F32_EXP_HI, F32_EXP2_LO, F32_EXP2_HI)
-GUARDED(double, uint64_t, , d, F64_EXP_LO, F64_EXP_HI, F64_EXP2_LO, F64_EXP2_HI)
+#define F64_EXP2_SUB (-1022.0)
+/* 64 ln 2 = 0x1.62e42fefa39ef358p+5: 0x1.62e43p+5f and the rest;
+ * 1000 ln 2 = 0x1.5a92d6d005c939a8p+9: 0x1.5a92d6d005c94p+9 and the rest. */
+/* The least normal number and 2^MANT of each type, for GUARD_LOG. */
+#define TG_MIN_f FLT_MIN
+#define TG_MIN_d DBL_MIN
+#define TG_MAGIC_f 0x1p23f
+#define TG_MAGIC_d 0x1p52
+/* 64 ln 2 = 0x1.62e42fefa39ef358p+5: 0x1.62e43p+5f and the rest;
+ * 1000 ln 2 = 0x1.5a92d6d005c939a8p+9: 0x1.5a92d6d005c94p+9 and the rest;
+ * 149 ln 2 and 1074 ln 2 likewise. */
+GUARDED(float, uint32_t, f, f, F32_EXP_LO, F32_EXP_HI, F32_EXP_SUB, F32_EXP2_LO, F32_EXP2_HI, F32_EXP2_SUB, 64,
+        0x1.62e43p+5f, -0x1.05c61p-23f, 0x1p85f, 0x1p23f, 23, 0x1p-30f, -0x1.9d1dap+6f, 0x1.985c48p-21f)
+GUARDED(double, uint64_t, , d, F64_EXP_LO, F64_EXP_HI, F64_EXP_SUB, F64_EXP2_LO, F64_EXP2_HI, F64_EXP2_SUB, 1000,
+        0x1.5a92d6d005c94p+9, -0x1.971e6bd14ec61p-45, 0x1p74, 0x1p52, 52, 0x1p-60, -0x1.74385446d71c3p+9,
+        -0x1.8e569fa8ee781p-45)
 
 /* y[i] = EXPR(v), v = x[i], for i < n, every element through the vector
  * body: blocks of VB with a constant trip count, and a tail shorter than
@@ -316,7 +404,10 @@ enum { GB = 16 * VB };
     } while (0)
 
 /* Keys. ABS: |v| at most the bound, NaN above every bound. POS: 0 < v <
- * inf (u - 1 wraps for +0 and is above inf's bits for negatives). GTM1:
+ * inf (u - 1 wraps for +0 and is above inf's bits for negatives); NRM:
+ * the same for the least normal number <= v < inf (log: libmvec's log
+ * hands a subnormal to its scalar fallback, 50 ns, which log2 and log10
+ * do not). GTM1:
  * -1 < v < inf, negatives moved up by the distance from 1's bits to inf's
  * (0x7f800000 - 0x3f800000 in float32). The bounds are the guarded
  * forms': each key passes only arguments that they keep. */
@@ -324,6 +415,8 @@ enum { GB = 16 * VB };
 #define ABS64(u) ((u) & 0x7fffffffffffffffull)
 #define POS32(u) ((u) - 1u)
 #define POS64(u) ((u) - 1ull)
+#define NRM32(u) ((u) - 0x00800000u)
+#define NRM64(u) ((u) - 0x0010000000000000ull)
 #define GTM1_32(u) (ABS32(u) + ((u) >> 31) * 0x40000000u)
 #define GTM1_64(u) (ABS64(u) + ((u) >> 63) * 0x4000000000000000ull)
 static inline uint32_t bits32(float x) {
@@ -346,10 +439,10 @@ static inline uint64_t bits64(double x) {
                                    float *restrict y) {                       \
         GAPPLY(float, uint32_t, K32(u), L32, FAST32(v), tg_##NAME##_f(v));    \
     }
-GLOOP(exp, ABS32, bits32(F32_EXP_HI), ABS64, bits64(F64_EXP_HI), expf, exp)
-GLOOP(exp2, ABS32, bits32(F32_EXP2_HI), ABS64, bits64(F64_EXP2_HI), exp2f, exp2)
+GLOOP(exp, ABS32, bits32(-F32_EXP_SUB), ABS64, bits64(-F64_EXP_SUB), expf, exp)
+GLOOP(exp2, ABS32, bits32(-F32_EXP2_SUB), ABS64, bits64(-F64_EXP2_SUB), exp2f, exp2)
 VLOOP(expm1, expm1)
-GLOOP(log, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, logf, log)
+GLOOP(log, NRM32, bits32(FLT_MAX) - bits32(FLT_MIN), NRM64, bits64(DBL_MAX) - bits64(DBL_MIN), logf, log)
 GLOOP(log2, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, log2f, log2)
 GLOOP(log10, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, log10f, log10)
 GLOOP(log1p, GTM1_32, bits32(FLT_MAX), GTM1_64, bits64(DBL_MAX), log1pf, log1p)
@@ -370,8 +463,8 @@ VLOOP(erfc, erfc)
 
 /* sigmoid and softplus (their forms above), stable at both tails and
  * branch-free so that they vectorise. */
-GLOOP(sigmoid, ABS32, bits32(-F32_EXP_LO), ABS64, bits64(-F64_EXP_LO), tg_sigmoid_raw_f, tg_sigmoid_raw_d)
-GLOOP(softplus, ABS32, bits32(-F32_EXP_LO), ABS64, bits64(-F64_EXP_LO), tg_softplus_raw_f, tg_softplus_raw_d)
+GLOOP(sigmoid, ABS32, bits32(-F32_EXP_SUB), ABS64, bits64(-F64_EXP_SUB), tg_sigmoid_raw_f, tg_sigmoid_raw_d)
+GLOOP(softplus, ABS32, bits32(-F32_EXP_SUB), ABS64, bits64(-F64_EXP_SUB), tg_softplus_raw_f, tg_softplus_raw_d)
 
 /* sqrt and 1/x vectorise to single instructions (no libmvec). */
 VLOOP(sqrt, sqrt)
