@@ -307,8 +307,8 @@ static void test_subnormal_band(void **state) {
         /* (the bands were crossed: most of their results are subnormal) */
         assert_true(subnormal64 > M / 3 && subnormal32 > M / 3);
     }
-    /* the logarithms of subnormal arguments (log moves them into the normal
-     * range itself, log2 and log10 leave them to libmvec): every exponent
+    /* the logarithms of subnormal arguments (moved into the normal range
+     * as an integer, then the logarithm of 2^-1074 or 2^-149 added): every exponent
      * of a subnormal (bits 1 to 2^52 - 1 and 2^23 - 1), a few mantissas
      * each, beside ordinary values */
     for (int f = 3; f <= 5; f++) {

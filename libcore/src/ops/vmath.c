@@ -141,9 +141,9 @@ float erfcf(float);
  * the two differ by an ulp for 9% of the band's float64 arguments):
  * float64 exp over the band 1.6 ns an element instead of 14.8 (one
  * thread), sigmoid 2.2 instead of 21.8. libmvec's log hands subnormal
- * arguments to the fallback too (50 ns an element); GUARD_LOG moves them
- * up (2.5 ns). Its log2 and log10 take them at full speed; its log1p
- * does not (39 ns), and is left so but in softplus.
+ * arguments to the fallback too (45-50 ns an element), and so do log2 and
+ * log10 in its AVX2 variants; GUARD_LOG moves them up (2-3 ns). log1p of
+ * a subnormal is still the fallback's (39 ns), but in softplus.
  *
  * NaN comes out as `v + v` (the input, quieted, its sign and payload
  * kept), and the NaN of a domain error as glibc's scalar functions make
@@ -225,7 +225,7 @@ float erfcf(float);
 
 /* tg_F_N(v): a logarithm whose domain ends at AT (0, or -1 for log1p),
  * the vector call on v inside it, else on AT + 1, plus a term that is -0
- * where v went through. Where SUBN is set (log), a subnormal v (its bits the
+ * where v went through. Where SUBN is set (not log1p), a subnormal v (its bits the
  * integer k, v = k 2^-MIN) goes through as k, made exactly by the bits of
  * 2^MANT + k less 2^MANT, and the result F(k) - F(2^MIN) is F(k) plus
  * KLO, plus KHI (-F(2^MIN) split in two: its nearest number and the
@@ -251,15 +251,17 @@ float erfcf(float);
  * the subnormal band, C and CLO: M ln 2 rounded and its rounding error,
  * UP, MAGIC and MANT: 2^(MIN - M), 2^MANT and the mantissa's width (see
  * GUARD_EXP); TINY: below it log1p(e) rounds to e, and 1 + e to 1; LNHI
- * and LNLO: -MIN ln 2 (MIN: the exponent of the least subnormal, 1074 or
- * 149) as its nearest number and the rest (GUARD_LOG). */
-#define GUARDED(T, U, S, N, ELO, EHI, ESUB, E2LO, E2HI, E2SUB, M, C, CLO, UP, MAGIC, MANT, TINY, LNHI, LNLO) \
+ * and LNLO, L2HI, LGHI and LGLO: -MIN ln 2, -MIN and -MIN log10 2 (MIN:
+ * the exponent of the least subnormal, 1074 or 149), each as its nearest
+ * number and the rest (GUARD_LOG). */
+#define GUARDED(T, U, S, N, ELO, EHI, ESUB, E2LO, E2HI, E2SUB, M, C, CLO, UP, MAGIC, MANT, TINY, LNHI, LNLO, \
+                L2HI, LGHI, LGLO)                                                                         \
     GUARD_BASE(T, U, N)                                                                                   \
     GUARD_EXP(T, U, S, N, exp, ELO, EHI, ESUB, C, CLO, M, UP, MAGIC, MANT)                                \
     GUARD_EXP(T, U, S, N, exp2, E2LO, E2HI, E2SUB, M, 0, M, UP, MAGIC, MANT)                              \
     GUARD_LOG(T, U, S, N, log, 0, 0, 1, LNHI, LNLO)                                                       \
-    GUARD_LOG(T, U, S, N, log2, 0, 0, 0, 0, 0)                                                            \
-    GUARD_LOG(T, U, S, N, log10, 0, 1, 0, 0, 0)                                                           \
+    GUARD_LOG(T, U, S, N, log2, 0, 0, 1, L2HI, 0)                                                         \
+    GUARD_LOG(T, U, S, N, log10, 0, 1, 1, LGHI, LGLO)                                                     \
     GUARD_LOG(T, U, S, N, log1p, -1, 0, 0, 0, 0)                                                          \
     /* sigmoid and softplus, stable at both tails and branch-free so that                                 \
      * they vectorise, from e = exp(-|x|): sigmoid is 1/(1+e) for x >= 0                                  \
@@ -311,12 +313,13 @@ float erfcf(float);
 #define TG_MAGIC_d 0x1p52
 /* 64 ln 2 = 0x1.62e42fefa39ef358p+5: 0x1.62e43p+5f and the rest;
  * 1000 ln 2 = 0x1.5a92d6d005c939a8p+9: 0x1.5a92d6d005c94p+9 and the rest;
- * 149 ln 2 and 1074 ln 2 likewise. */
+ * 149 ln 2, 1074 ln 2, 149 log10 2 and 1074 log10 2 likewise. */
 GUARDED(float, uint32_t, f, f, F32_EXP_LO, F32_EXP_HI, F32_EXP_SUB, F32_EXP2_LO, F32_EXP2_HI, F32_EXP2_SUB, 64,
-        0x1.62e43p+5f, -0x1.05c61p-23f, 0x1p85f, 0x1p23f, 23, 0x1p-30f, -0x1.9d1dap+6f, 0x1.985c48p-21f)
+        0x1.62e43p+5f, -0x1.05c61p-23f, 0x1p85f, 0x1p23f, 23, 0x1p-30f, -0x1.9d1dap+6f, 0x1.985c48p-21f, -149.0f,
+        -0x1.66d3e8p+5f, 0x1.0997p-21f)
 GUARDED(double, uint64_t, , d, F64_EXP_LO, F64_EXP_HI, F64_EXP_SUB, F64_EXP2_LO, F64_EXP2_HI, F64_EXP2_SUB, 1000,
         0x1.5a92d6d005c94p+9, -0x1.971e6bd14ec61p-45, 0x1p74, 0x1p52, 52, 0x1p-60, -0x1.74385446d71c3p+9,
-        -0x1.8e569fa8ee781p-45)
+        -0x1.8e569fa8ee781p-45, -1074.0, -0x1.434e6420f4374p+8, 0x1.a0fae8e2e61bep-48)
 
 /* y[i] = EXPR(v), v = x[i], for i < n, every element through the vector
  * body: blocks of VB with a constant trip count, and a tail shorter than
@@ -403,18 +406,16 @@ enum { GB = 16 * VB };
         VTAIL(T, SAFE)                                                        \
     } while (0)
 
-/* Keys. ABS: |v| at most the bound, NaN above every bound. POS: 0 < v <
- * inf (u - 1 wraps for +0 and is above inf's bits for negatives); NRM:
- * the same for the least normal number <= v < inf (log: libmvec's log
- * hands a subnormal to its scalar fallback, 50 ns, which log2 and log10
- * do not). GTM1:
+/* Keys. ABS: |v| at most the bound, NaN above every bound. NRM: the
+ * least normal number <= v < inf (u less the least normal's bits wraps
+ * for +0 and subnormals and is above inf's bits for negatives: the
+ * logarithms, since libmvec hands a subnormal to its scalar fallback,
+ * 40-50 ns, but for log2 and log10 in its AVX-512 variants). GTM1:
  * -1 < v < inf, negatives moved up by the distance from 1's bits to inf's
  * (0x7f800000 - 0x3f800000 in float32). The bounds are the guarded
  * forms': each key passes only arguments that they keep. */
 #define ABS32(u) ((u) & 0x7fffffffu)
 #define ABS64(u) ((u) & 0x7fffffffffffffffull)
-#define POS32(u) ((u) - 1u)
-#define POS64(u) ((u) - 1ull)
 #define NRM32(u) ((u) - 0x00800000u)
 #define NRM64(u) ((u) - 0x0010000000000000ull)
 #define GTM1_32(u) (ABS32(u) + ((u) >> 31) * 0x40000000u)
@@ -443,8 +444,8 @@ GLOOP(exp, ABS32, bits32(-F32_EXP_SUB), ABS64, bits64(-F64_EXP_SUB), expf, exp)
 GLOOP(exp2, ABS32, bits32(-F32_EXP2_SUB), ABS64, bits64(-F64_EXP2_SUB), exp2f, exp2)
 VLOOP(expm1, expm1)
 GLOOP(log, NRM32, bits32(FLT_MAX) - bits32(FLT_MIN), NRM64, bits64(DBL_MAX) - bits64(DBL_MIN), logf, log)
-GLOOP(log2, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, log2f, log2)
-GLOOP(log10, POS32, bits32(FLT_MAX) - 1, POS64, bits64(DBL_MAX) - 1, log10f, log10)
+GLOOP(log2, NRM32, bits32(FLT_MAX) - bits32(FLT_MIN), NRM64, bits64(DBL_MAX) - bits64(DBL_MIN), log2f, log2)
+GLOOP(log10, NRM32, bits32(FLT_MAX) - bits32(FLT_MIN), NRM64, bits64(DBL_MAX) - bits64(DBL_MIN), log10f, log10)
 GLOOP(log1p, GTM1_32, bits32(FLT_MAX), GTM1_64, bits64(DBL_MAX), log1pf, log1p)
 VLOOP(sin, sin)
 VLOOP(cos, cos)
