@@ -264,8 +264,9 @@ static void test_fused_same_bits(void **state) {
  * within 2 ulp of the reference (the loops scale the band into libmvec's
  * ordinary range and round once into it; libmvec's own results at its
  * normal end are within 3 ulp, so the band's arguments are held to 2 and
- * the rest to the usual 4); 0 exactly where the result underflows. Then
- * the logarithms of subnormals, within 2 ulp. */
+ * the rest to the usual 4); 0 exactly where the result underflows; the
+ * same bits beside -1e9, -inf or NaN and alone. Then the logarithms of
+ * subnormals, within 2 ulp. */
 static void test_subnormal_band(void **state) {
     (void)state;
     enum { M = 8192 };
@@ -306,6 +307,30 @@ static void test_subnormal_band(void **state) {
         }
         /* (the bands were crossed: most of their results are subnormal) */
         assert_true(subnormal64 > M / 3 && subnormal32 > M / 3);
+        /* the same bits whatever the neighbours: every seventh argument
+         * made -1e9, -inf or NaN (stretches the loops take by another
+         * form), and each argument alone (the padded tail) */
+        static double x2[M], y2[M];
+        static float xf2[M], yf2[M];
+        for (int i = 0; i < M; i++) {
+            bool other = i % 7 == 3;
+            x2[i] = other ? (i % 3 ? -1e9 : i % 2 ? -INFINITY : NAN) : x[i];
+            xf2[i] = other ? (float)x2[i] : xf[i];
+        }
+        F64[f](M, x2, y2);
+        F32[f](M, xf2, yf2);
+        for (int i = 0; i < M; i++) {
+            double one;
+            float onef;
+            F64[f](1, &x[i], &one);
+            F32[f](1, &xf[i], &onef);
+            if (memcmp(&one, &y[i], 8) || (i % 7 != 3 && memcmp(&y2[i], &y[i], 8)))
+                fail_msg("%s(%.17g) float64: %.17g, alone %.17g, beside others %.17g", FN[f], x[i], y[i], one,
+                         y2[i]);
+            if (memcmp(&onef, &yf[i], 4) || (i % 7 != 3 && memcmp(&yf2[i], &yf[i], 4)))
+                fail_msg("%s(%.9g) float32: %.9g, alone %.9g, beside others %.9g", FN[f], xf[i], yf[i], onef,
+                         yf2[i]);
+        }
     }
     /* the logarithms of subnormal arguments (moved into the normal range
      * as an integer, then the logarithm of 2^-1074 or 2^-149 added): every exponent

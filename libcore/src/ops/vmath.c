@@ -199,19 +199,27 @@ float erfcf(float);
     }
 
 /* tg_F_N(v): exp or exp2 (F), the vector call on v where v is in
- * [LO, HI] (NaN never is), else on 0, the result where v went through,
- * else the tail's; below SUB (where the result may be subnormal) the call
- * is on v + C, and its result q = p (1 + CLO) is scaled by 2^-M without a
- * multiplication: a product or quotient whose operand or result is
- * subnormal costs a microcode assist (5.7 ns a vector here), a sum does
- * not. The subnormal's bits are the integer nearest q 2^(M + MIN) (MIN:
- * the exponent of the least subnormal, 1074 or 149; UP = 2^(MIN - M)),
- * rounded as IEEE rounds (to even) by adding MAGIC = 2^MANT, whose bits
- * are then subtracted; a normal result is q with M taken from its
- * exponent. Every operation's operands are harmless where its result is
- * not used (1 for q where v is not below SUB). */
+ * [LO, HI] (NaN never is), else on 0, times a factor that is 1 where v
+ * went through: one operation follows the call.
+ * tg_F_sub_N(v), for stretches that hold an argument below SUB (where the
+ * result may be subnormal): there the call is on v + C, and its result
+ * q = p (1 + CLO) is scaled by 2^-M without a multiplication: a product
+ * or quotient whose operand or result is subnormal costs a microcode
+ * assist (5.7 ns a vector here), a sum does not. The subnormal's bits are
+ * the integer nearest q 2^(M + MIN) (MIN: the exponent of the least
+ * subnormal, 1074 or 149; UP = 2^(MIN - M)), rounded as IEEE rounds (to
+ * even) by adding MAGIC = 2^MANT, whose bits are then subtracted; a normal
+ * result is q with M taken from its exponent. Every operation's operands
+ * are harmless where its result is not used (1 for q where v is not below
+ * SUB), and the result is picked rather than multiplied. The same bits as
+ * tg_F_N but below SUB, at a third more time. */
 #define GUARD_EXP(T, U, S, N, F, LO, HI, SUB, C, CLO, M, UP, MAGIC, MANT)          \
     static inline T tg_##F##_##N(T v) {                                            \
+        U keep = (U)(v >= LO) & (U)(v <= HI);                                      \
+        T f = tg_pick_##N(keep, (T)1, tg_exp_tail_##N(v));                         \
+        return F##S(tg_pick_##N(keep, v, (T)0)) * f;                               \
+    }                                                                              \
+    static inline T tg_##F##_sub_##N(T v) {                                        \
         U keep = (U)(v >= LO) & (U)(v <= HI), sub = (U)(v < SUB);                  \
         T tail = tg_exp_tail_##N(tg_pick_##N(keep, (T)1, v));                      \
         T p = F##S(tg_pick_##N(keep, tg_pick_##N(sub, v + (T)(C), v), (T)0));      \
@@ -225,18 +233,24 @@ float erfcf(float);
 
 /* tg_F_N(v): a logarithm whose domain ends at AT (0, or -1 for log1p),
  * the vector call on v inside it, else on AT + 1, plus a term that is -0
- * where v went through. Where SUBN is set (not log1p), a subnormal v (its bits the
- * integer k, v = k 2^-MIN) goes through as k, made exactly by the bits of
- * 2^MANT + k less 2^MANT, and the result F(k) - F(2^MIN) is F(k) plus
- * KLO, plus KHI (-F(2^MIN) split in two: its nearest number and the
- * rest); elsewhere both are -0, which adds nothing. The tail is computed
- * on inf where v keeps: GCC makes its v + v a product by 2, which costs
- * an assist on a subnormal v. */
+ * where v went through.
+ * tg_F_sub_N(v), for stretches that hold a subnormal: where SUBN is set
+ * (not log1p), a subnormal v (its bits the integer k, v = k 2^-MIN) goes
+ * through as k, made exactly by the bits of 2^MANT + k less 2^MANT, and
+ * the result F(k) - F(2^MIN) is F(k) plus KLO, plus KHI (-F(2^MIN) split
+ * in two: its nearest number and the rest); elsewhere both are -0, which
+ * adds nothing. The tail is computed on inf where v keeps: GCC makes its
+ * v + v a product by 2, which costs an assist on a subnormal v. */
 #define GUARD_LOG(T, U, S, N, F, AT, PLUS_NAN, SUBN, KHI, KLO)                                \
     static inline T tg_##F##_##N(T v) {                                                       \
         U keep = (U)(v > AT) & (U)(v < (T)INFINITY);                                          \
+        T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, AT, PLUS_NAN));                   \
+        return F##S(tg_pick_##N(keep, v, (T)(AT + 1))) + f;                                   \
+    }                                                                                         \
+    static inline T tg_##F##_sub_##N(T v) {                                                   \
+        U keep = (U)(v > AT) & (U)(v < (T)INFINITY);                                          \
         U sub = (U)(SUBN) & (U)(v > 0) & (U)(v < TG_MIN_##N);                                 \
-        T tv = tg_pick_##N(keep, (T)INFINITY, v); /* (no arithmetic on a subnormal) */        \
+        T tv = tg_pick_##N(keep, (T)INFINITY, v);                                             \
         T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(tv, AT, PLUS_NAN));                  \
         T k = tg_from_bits_##N(tg_bits_##N(v) | tg_bits_##N(TG_MAGIC_##N)) - TG_MAGIC_##N;    \
         T r = F##S(tg_pick_##N(keep, tg_pick_##N(sub, k, v), (T)(AT + 1)));                   \
@@ -265,28 +279,30 @@ float erfcf(float);
     GUARD_LOG(T, U, S, N, log1p, -1, 0, 0, 0, 0)                                                          \
     /* sigmoid and softplus, stable at both tails and branch-free so that                                 \
      * they vectorise, from e = exp(-|x|): sigmoid is 1/(1+e) for x >= 0                                  \
-     * and e/(1+e) below, softplus max(x, 0) + log1p(e). Below TINY,                                      \
-     * e/(1+e) and log1p(e) are e itself (1 + e rounds to 1, e - e^2/2 to                                 \
-     * e), taken so, since e may be subnormal: neither a product with it                                  \
-     * (an assist) nor libmvec's log1p of it (its scalar fallback). The                                   \
-     * _raw forms call exp and log1p as they are (for arguments whose e is                                \
-     * normal). */                                                                                        \
+     * and e/(1+e) below, softplus max(x, 0) + log1p(e). The _sub forms,                                  \
+     * for stretches where e may be subnormal, take e/(1+e) and log1p(e)                                  \
+     * as e itself below TINY (1 + e rounds to 1, e - e^2/2 to e): neither                                \
+     * a product with a subnormal (an assist) nor libmvec's log1p of it                                   \
+     * (its scalar fallback). The _raw forms call exp and log1p as they                                   \
+     * are (for arguments whose e is normal). */                                                          \
     static inline T tg_sigmoid_of_##N(T v, T e) {                                                         \
         T r = (T)1 / ((T)1 + e), er = e * r;                                                              \
         int ge = v >= 0, lt = v < 0;                                                                      \
         return ge ? r : (lt ? er : v);                                                                    \
     }                                                                                                     \
     static inline T tg_sigmoid_raw_##N(T v) { return tg_sigmoid_of_##N(v, exp##S(-fabs##S(v))); }         \
-    static inline T tg_sigmoid_##N(T v) {                                                                 \
-        T e = tg_exp_##N(-fabs##S(v));                                                                    \
+    static inline T tg_sigmoid_##N(T v) { return tg_sigmoid_of_##N(v, tg_exp_##N(-fabs##S(v))); }         \
+    static inline T tg_sigmoid_sub_##N(T v) {                                                             \
+        T e = tg_exp_sub_##N(-fabs##S(v));                                                                \
         U tiny = (U)(e < (T)(TINY));                                                                      \
         T r = (T)1 / ((T)1 + e), er = tg_pick_##N(tiny, e, tg_pick_##N(tiny, (T)0, e) * r);              \
         int ge = v >= 0, lt = v < 0;                                                                      \
         return ge ? r : (lt ? er : v);                                                                    \
     }                                                                                                     \
     static inline T tg_softplus_raw_##N(T v) { return (v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v))); }  \
-    static inline T tg_softplus_##N(T v) {                                                                \
-        T e = tg_exp_##N(-fabs##S(v));                                                                    \
+    static inline T tg_softplus_##N(T v) { return (v > 0 ? v : 0) + tg_log1p_##N(tg_exp_##N(-fabs##S(v))); } \
+    static inline T tg_softplus_sub_##N(T v) {                                                            \
+        T e = tg_exp_sub_##N(-fabs##S(v));                                                                \
         U tiny = (U)(e < (T)(TINY));                                                                      \
         T l = tg_log1p_##N(tg_pick_##N(tiny, (T)0, e));                                                   \
         return (v > 0 ? v : 0) + tg_pick_##N(tiny, e, l);                                                 \
@@ -376,46 +392,62 @@ enum { VB = 16 };
  * vector, no branch, over data then in the L1 cache: 5-15% of the plain
  * call on data in the cache, up to 25% for the cheapest functions (exp2
  * and log2 of float32); the guarded form costs a fifth to a half more
- * than the plain call. FAST and SAFE are expressions of v. */
+ * than the plain call. The keys order the arguments in three classes:
+ * those that keep (KEY(u) <= LIMIT), those the guarded form takes (up to
+ * BANDLIM), and those that need the _sub form (above: where exp is
+ * subnormal, a subnormal for the logarithms), so that the one maximum
+ * says which form a stretch needs: the _sub forms cost a third more, and
+ * a second test of each stretch had cost 10% of a float32 exp on masked
+ * scores. FAST, SAFE and SAFEB are expressions of v. */
 enum { GB = 16 * VB };
-#define GAPPLY(T, U, KEY, LIMIT, FAST, SAFE)                                  \
-    do {                                                                      \
-        int64_t b_ = 0;                                                       \
-        while (b_ + VB <= n) {                                                \
-            int64_t c_ = n - b_ < GB ? (n - b_) / VB * VB : GB;               \
-            const T *xb_ = x + b_;                                            \
-            T *yb_ = y + b_;                                                  \
-            U key_ = 0;                                                       \
-            for (int64_t k_ = 0; k_ < c_; k_++) {                             \
-                U u;                                                          \
-                memcpy(&u, xb_ + k_, sizeof u);                               \
-                U t_ = (KEY);                                                 \
-                key_ = t_ > key_ ? t_ : key_;                                 \
-            }                                                                 \
-            if (key_ <= (LIMIT)) {                                            \
-                for (int64_t o_ = 0; o_ < c_; o_ += VB) {                     \
-                    VBLOCK(T, xb_ + o_, yb_ + o_, FAST)                       \
-                }                                                             \
-            } else {                                                          \
-                for (int64_t o_ = 0; o_ < c_; o_ += VB) {                     \
-                    VBLOCK(T, xb_ + o_, yb_ + o_, SAFE)                       \
-                }                                                             \
-            }                                                                 \
-            b_ += c_;                                                         \
-        }                                                                     \
-        VTAIL(T, SAFE)                                                        \
+#define GAPPLY(T, U, KEY, LIMIT, BANDLIM, FAST, SAFE, SAFEB)    \
+    do {                                                        \
+        int64_t b_ = 0;                                         \
+        while (b_ + VB <= n) {                                  \
+            int64_t c_ = n - b_ < GB ? (n - b_) / VB * VB : GB; \
+            const T *xb_ = x + b_;                              \
+            T *yb_ = y + b_;                                    \
+            U key_ = 0;                                         \
+            for (int64_t k_ = 0; k_ < c_; k_++) {               \
+                U u;                                            \
+                memcpy(&u, xb_ + k_, sizeof u);                 \
+                U t_ = (KEY);                                   \
+                key_ = t_ > key_ ? t_ : key_;                   \
+            }                                                   \
+            if (key_ <= (LIMIT)) {                              \
+                for (int64_t o_ = 0; o_ < c_; o_ += VB) {       \
+                    VBLOCK(T, xb_ + o_, yb_ + o_, FAST)         \
+                }                                               \
+            } else if (key_ <= (BANDLIM)) {                     \
+                for (int64_t o_ = 0; o_ < c_; o_ += VB) {       \
+                    VBLOCK(T, xb_ + o_, yb_ + o_, SAFE)         \
+                }                                               \
+            } else {                                            \
+                for (int64_t o_ = 0; o_ < c_; o_ += VB) {       \
+                    VBLOCK(T, xb_ + o_, yb_ + o_, SAFEB)        \
+                }                                               \
+            }                                                   \
+            b_ += c_;                                           \
+        }                                                       \
+        VTAIL(T, SAFEB)                                         \
     } while (0)
 
-/* Keys. ABS: |v| at most the bound, NaN above every bound. NRM: the
- * least normal number <= v < inf (u less the least normal's bits wraps
- * for +0 and subnormals and is above inf's bits for negatives: the
+/* Keys. ABSR(u, A): A less |v|'s bits, wrapping: |v| <= A (whose bits
+ * are A) first, in order, then from the top down, NaN, inf and those
+ * above B, then those in (A, B], the highest: exp, exp2, sigmoid and
+ * softplus, with A their limit for the plain call and B the end of exp's
+ * subnormal band (its mirror, positive, goes to the _sub form too, which
+ * takes every argument). NRM: u less the bits of the least normal
+ * number, wrapping: the normal positive numbers first, then inf, NaN,
+ * the negatives and +0, then the subnormals, the highest: the
  * logarithms, since libmvec hands a subnormal to its scalar fallback,
- * 40-50 ns, but for log2 and log10 in its AVX-512 variants). GTM1:
- * -1 < v < inf, negatives moved up by the distance from 1's bits to inf's
- * (0x7f800000 - 0x3f800000 in float32). The bounds are the guarded
- * forms': each key passes only arguments that they keep. */
+ * 40-50 ns, but for log2 and log10 in its AVX-512 variants. GTM1: -1 < v
+ * < inf, negatives moved up by the distance from 1's bits to inf's
+ * (0x7f800000 - 0x3f800000 in float32); log1p has no band. */
 #define ABS32(u) ((u) & 0x7fffffffu)
 #define ABS64(u) ((u) & 0x7fffffffffffffffull)
+#define ABSR32(u, A) (bits32(A) - ABS32(u))
+#define ABSR64(u, A) (bits64(A) - ABS64(u))
 #define NRM32(u) ((u) - 0x00800000u)
 #define NRM64(u) ((u) - 0x0010000000000000ull)
 #define GTM1_32(u) (ABS32(u) + ((u) >> 31) * 0x40000000u)
@@ -431,22 +463,30 @@ static inline uint64_t bits64(double x) {
     return u;
 }
 
-#define GLOOP(NAME, K32, L32, K64, L64, FAST32, FAST64)                       \
-    CLONES void tg_vm_##NAME##_f64(int64_t n, const double *restrict x,       \
-                                   double *restrict y) {                      \
-        GAPPLY(double, uint64_t, K64(u), L64, FAST64(v), tg_##NAME##_d(v));   \
-    }                                                                         \
-    CLONES void tg_vm_##NAME##_f32(int64_t n, const float *restrict x,        \
-                                   float *restrict y) {                       \
-        GAPPLY(float, uint32_t, K32(u), L32, FAST32(v), tg_##NAME##_f(v));    \
+/* K: the key, L its limit, BL the band's (see the keys), of each type. */
+#define GLOOP(NAME, K32, L32, BL32, K64, L64, BL64, FAST32, FAST64)                                  \
+    CLONES void tg_vm_##NAME##_f64(int64_t n, const double *restrict x, double *restrict y) {        \
+        GAPPLY(double, uint64_t, K64, L64, BL64, FAST64(v), tg_##NAME##_d(v), tg_##NAME##_sub_d(v)); \
+    }                                                                                                \
+    CLONES void tg_vm_##NAME##_f32(int64_t n, const float *restrict x, float *restrict y) {          \
+        GAPPLY(float, uint32_t, K32, L32, BL32, FAST32(v), tg_##NAME##_f(v), tg_##NAME##_sub_f(v));  \
     }
-GLOOP(exp, ABS32, bits32(-F32_EXP_SUB), ABS64, bits64(-F64_EXP_SUB), expf, exp)
-GLOOP(exp2, ABS32, bits32(-F32_EXP2_SUB), ABS64, bits64(-F64_EXP2_SUB), exp2f, exp2)
+/* The keys, limits and band limits of exp (exp2) and what goes through
+ * exp(-|x|): plain below -SUB, the band up to -LO. */
+#define EXPK(NAME, FAST32, FAST64, SUB32, LO32, SUB64, LO64)                                                  \
+    GLOOP(NAME, ABSR32(u, -(SUB32)), bits32(-(SUB32)), (uint32_t)(bits32(-(SUB32)) - bits32(-(LO32)) - 1u),   \
+          ABSR64(u, -(SUB64)), bits64(-(SUB64)), (uint64_t)(bits64(-(SUB64)) - bits64(-(LO64)) - 1u), FAST32, \
+          FAST64)
+#define LOGK(NAME, FAST32, FAST64)                                                           \
+    GLOOP(NAME, NRM32(u), bits32(FLT_MAX) - bits32(FLT_MIN), 0u - bits32(FLT_MIN), NRM64(u), \
+          bits64(DBL_MAX) - bits64(DBL_MIN), 0ull - bits64(DBL_MIN), FAST32, FAST64)
+EXPK(exp, expf, exp, F32_EXP_SUB, F32_EXP_LO, F64_EXP_SUB, F64_EXP_LO)
+EXPK(exp2, exp2f, exp2, F32_EXP2_SUB, F32_EXP2_LO, F64_EXP2_SUB, F64_EXP2_LO)
 VLOOP(expm1, expm1)
-GLOOP(log, NRM32, bits32(FLT_MAX) - bits32(FLT_MIN), NRM64, bits64(DBL_MAX) - bits64(DBL_MIN), logf, log)
-GLOOP(log2, NRM32, bits32(FLT_MAX) - bits32(FLT_MIN), NRM64, bits64(DBL_MAX) - bits64(DBL_MIN), log2f, log2)
-GLOOP(log10, NRM32, bits32(FLT_MAX) - bits32(FLT_MIN), NRM64, bits64(DBL_MAX) - bits64(DBL_MIN), log10f, log10)
-GLOOP(log1p, GTM1_32, bits32(FLT_MAX), GTM1_64, bits64(DBL_MAX), log1pf, log1p)
+LOGK(log, logf, log)
+LOGK(log2, log2f, log2)
+LOGK(log10, log10f, log10)
+GLOOP(log1p, GTM1_32(u), bits32(FLT_MAX), UINT32_MAX, GTM1_64(u), bits64(DBL_MAX), UINT64_MAX, log1pf, log1p)
 VLOOP(sin, sin)
 VLOOP(cos, cos)
 VLOOP(tan, tan)
@@ -464,8 +504,8 @@ VLOOP(erfc, erfc)
 
 /* sigmoid and softplus (their forms above), stable at both tails and
  * branch-free so that they vectorise. */
-GLOOP(sigmoid, ABS32, bits32(-F32_EXP_SUB), ABS64, bits64(-F64_EXP_SUB), tg_sigmoid_raw_f, tg_sigmoid_raw_d)
-GLOOP(softplus, ABS32, bits32(-F32_EXP_SUB), ABS64, bits64(-F64_EXP_SUB), tg_softplus_raw_f, tg_softplus_raw_d)
+EXPK(sigmoid, tg_sigmoid_raw_f, tg_sigmoid_raw_d, F32_EXP_SUB, F32_EXP_LO, F64_EXP_SUB, F64_EXP_LO)
+EXPK(softplus, tg_softplus_raw_f, tg_softplus_raw_d, F32_EXP_SUB, F32_EXP_LO, F64_EXP_SUB, F64_EXP_LO)
 
 /* sqrt and 1/x vectorise to single instructions (no libmvec). */
 VLOOP(sqrt, sqrt)
