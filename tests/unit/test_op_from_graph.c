@@ -461,6 +461,36 @@ static void test_disconnected(void **state) {
         fail_msg("cost on s: '%s' does not name x", msg);
 }
 
+/* A body with no nodes (the identity): its lop is the cotangent itself,
+ * under both presets. Expanding it inlined nothing, and the gradient
+ * copied the inlined nodes from a builder whose node list was still NULL
+ * (UBSan: memcpy from NULL; random_graphs more 21100207). */
+static void test_empty_body_lop(void **state) {
+    (void)state;
+    const char *j = "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                    "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
+                    "{\"id\":\"c\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]},"
+                    "\"constant\":{\"data\":[1,-2,4]}}],"
+                    "\"nodes\":[{\"op\":\"op_from_graph\",\"inputs\":[\"b\"],\"outputs\":[\"y\"],"
+                    "\"attrs\":{\"name\":\"id\",\"body\":{\"variables\":[{\"id\":\"p\",\"type\":"
+                    "{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":[],\"inputs\":[\"p\"],"
+                    "\"outputs\":[\"p\"]}}},"
+                    "{\"op\":\"lop\",\"inputs\":[\"y\",\"b\",\"c\"],\"outputs\":[\"lb\"]}],"
+                    "\"functions\":{\"main\":{\"inputs\":[\"b\"],\"outputs\":[\"y\",\"lb\"]}}}";
+    tg_graph *g = tu_load(j);
+    double b[3] = {0.5, 7, -3}, c[3] = {1, -2, 4};
+    tg_array *B = vec(3, b);
+    for (int preset = 0; preset < 2; preset++) {
+        tg_array *out[2] = {0};
+        tu_call_preset(g, "main", preset ? "fast_run" : "none", (tg_array *[]){B}, out);
+        expect_vec(out[0], 3, b);
+        expect_vec(out[1], 3, c);
+        for (int i = 0; i < 2; i++) tg_array_free(out[i]);
+    }
+    tg_array_free(B);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -472,6 +502,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_weak_and_default_name),
         cmocka_unit_test(test_disconnected),
+        cmocka_unit_test(test_empty_body_lop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -371,7 +371,8 @@ static int ofg_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         rc = tg_errorf(b->ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
-    memcpy(copy, b->nodes + first, sizeof *copy * (size_t)nn);
+    if (nn) /* (an empty body adds no node: b->nodes may still be NULL) */
+        memcpy(copy, b->nodes + first, sizeof *copy * (size_t)nn);
     if ((rc = tg_gb_lop(b, copy, nn, nseed, f, seed, nw, w, res))) goto done;
     for (int j = 0; j < nw; j++) gin[at[j]] = res[j];
 done:
