@@ -390,6 +390,68 @@ static void test_push_more(void **state) {
     tg_graph_free(g);
 }
 
+/* Without n_steps the shortest sequence gives the steps. s0 (7 rows) is
+ * read through x * 0.5, which moves out; s1 (5 rows) is never read, or
+ * read through y * 3, which moves out too. scan_push_seq had dropped s1
+ * whenever nothing in the body read its row, also where nothing made
+ * from it stayed, and the loop ran 7 steps instead of 5 (silently with
+ * null lengths; random_graphs scan 20300429). SHAPE0, SHAPE1: the
+ * sequences' lengths; USE_Y: the second output reads y. */
+static char *unread_seq_json(const char *len0, const char *len1, bool use_y) {
+    char *j = malloc(4096);
+    snprintf(j, 4096,
+             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+             "{\"id\":\"s0\",\"type\":{\"dtype\":\"float64\",\"shape\":[%s,3]}},"
+             "{\"id\":\"s1\",\"type\":{\"dtype\":\"float64\",\"shape\":[%s,3]}}],"
+             "\"nodes\":[{\"op\":\"scan\",\"inputs\":[\"s0\",\"s1\"],\"outputs\":[\"o\",\"p\"],"
+             "\"attrs\":{\"n_sequences\":2,\"sequence_taps\":[[0],[0]],\"n_recurrent\":0,"
+             "\"output_taps\":[],\"n_nonrecurrent\":2,\"n_non_sequences\":0,\"has_n_steps\":false,"
+             "\"has_until\":false,\"body\":{\"variables\":["
+             "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
+             "{\"id\":\"y\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"
+             "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":0.5}],\"outputs\":[\"t\"]},"
+             "{\"op\":\"sum\",\"inputs\":[\"t\"],\"outputs\":[\"o\"]},"
+             "{\"op\":\"mul\",\"inputs\":[\"%s\",{\"value\":3}],\"outputs\":[\"u\"]},"
+             "{\"op\":\"sum\",\"inputs\":[\"u\"],\"outputs\":[\"p\"]}],"
+             "\"inputs\":[\"x\",\"y\"],\"outputs\":[\"o\",\"p\"]}}}],"
+             "\"functions\":{\"main\":{\"inputs\":[\"s0\",\"s1\"],\"outputs\":[\"o\",\"p\"]}}}",
+             len0, len1, use_y ? "y" : "x");
+    return j;
+}
+
+static void test_push_keeps_steps(void **state) {
+    (void)state;
+    double s0[21], s1[15];
+    for (int i = 0; i < 21; i++) s0[i] = i;
+    for (int i = 0; i < 15; i++) s1[i] = 100 - 2 * i;
+    tg_array *in[2] = {tu_f64(2, (int64_t[]){7, 3}, s0), tu_f64(2, (int64_t[]){5, 3}, s1)};
+    for (int known = 0; known < 2; known++)
+        for (int use_y = 0; use_y < 2; use_y++) {
+            char *j = unread_seq_json(known ? "7" : "null", known ? "5" : "null", use_y);
+            tg_graph *g = tu_load(j);
+            free(j);
+            tg_function *f = compile(g, "fast_run");
+            assert_true(fired(f, "scan_push_seq") >= 1);
+            tg_array *out[2] = {0};
+            call(f, in, out);
+            /* five steps: o_t = 0.5 sum(s0[t]), p_t = 3 sum(s1[t]) or 3 sum(s0[t]) */
+            double wo[5], wp[5];
+            for (int t = 0; t < 5; t++) {
+                wo[t] = 0.5 * (s0[3 * t] + s0[3 * t + 1] + s0[3 * t + 2]);
+                wp[t] = 3 * (use_y ? s1[3 * t] + s1[3 * t + 1] + s1[3 * t + 2] : s0[3 * t] + s0[3 * t + 1] + s0[3 * t + 2]);
+            }
+            tg_array *a = tu_f64(1, (int64_t[]){5}, wo), *b = tu_f64(1, (int64_t[]){5}, wp);
+            tu_assert_close(out[0], a, 1e-12, 1e-12);
+            tu_assert_close(out[1], b, 1e-12, 1e-12);
+            free_all(out, 2);
+            tg_array_free(a);
+            tg_array_free(b);
+            tg_function_free(f);
+            tg_graph_free(g);
+        }
+    free_all(in, 2);
+}
+
 /* ---- scan_keep_last ---- */
 
 /* A**2 .. A**(k+1) keeping the last 2 (keep_last written by hand). */
@@ -1599,6 +1661,7 @@ int main(void) {
         cmocka_unit_test(test_push_rnn),
         cmocka_unit_test(test_push_rnn_backwards),
         cmocka_unit_test(test_push_more),
+        cmocka_unit_test(test_push_keeps_steps),
         cmocka_unit_test(test_keep_last),
         cmocka_unit_test(test_keep_ring),
         cmocka_unit_test(test_keep_until),

@@ -611,7 +611,15 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
         bool keep = p->seq_ntaps[i] != 1;
         if (!keep) {
             tg_var *row = s.fd->inputs[tg_scan_bin_seq(p, i, 0)];
-            keep = is_body_output(&s, row) || rem[row->index] > 0 || (!seq_long_enough(n, &s, i) && !seq_derived(n, &s, i));
+            /* Without n_steps the shortest sequence gives the steps: one
+             * goes only where a new sequence made from it (its rows) stays,
+             * not because nothing reads it (a sequence the body never read
+             * had gone, and the steps with it: random_graphs scan
+             * 20300429). */
+            bool replaced = p->has_n;
+            for (int j = 0; j < nnew && !replaced; j++) replaced = neworig[j] == i && rem[newv[j]->index] > 0;
+            keep = is_body_output(&s, row) || rem[row->index] > 0 || !replaced ||
+                   (!seq_long_enough(n, &s, i) && !seq_derived(n, &s, i));
             if (!keep) json_object_object_add(gone, row->id, NULL);
         }
         if (!keep) continue;
