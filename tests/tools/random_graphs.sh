@@ -61,5 +61,13 @@ family rewrite 95164 1
 family shapes 320402 1
 family rewrite 600264 1
 family more 920033 1
+# (2026-12-04) scan_push_seq dropping a sequence the body never read (the
+# steps changed); the gradient of an op_from_graph with an empty body
+# (UBSan); y * (x / y) with y = 0 and a gradient too steep for a step of
+# 1e-6 (generator flaws).
+family scan 20300429 1
+family more 21100207 1
+family mixed 20000410 1
+family grad 20100787 1
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all passed"
