@@ -235,13 +235,14 @@ float erfcf(float);
  * the vector call on v inside it, else on AT + 1, plus a term that is -0
  * where v went through.
  * tg_F_sub_N(v), for stretches that hold a subnormal: where SUBN is set
- * (not log1p), a subnormal v (its bits the integer k, v = k 2^-MIN) goes
- * through as k, made exactly by the bits of 2^MANT + k less 2^MANT, and
+ * (not log1p), a subnormal v (below NMIN, the least normal number; its
+ * bits the integer k, v = k 2^-MIN) goes through as k, made exactly by the
+ * bits of MAGIC = 2^MANT + k less 2^MANT, and
  * the result F(k) - F(2^MIN) is F(k) plus KLO, plus KHI (-F(2^MIN) split
  * in two: its nearest number and the rest); elsewhere both are -0, which
  * adds nothing. The tail is computed on inf where v keeps: GCC makes its
  * v + v a product by 2, which costs an assist on a subnormal v. */
-#define GUARD_LOG(T, U, S, N, F, AT, PLUS_NAN, SUBN, KHI, KLO)                                \
+#define GUARD_LOG(T, U, S, N, F, AT, PLUS_NAN, SUBN, NMIN, MAGIC, KHI, KLO)                   \
     static inline T tg_##F##_##N(T v) {                                                       \
         U keep = (U)(v > AT) & (U)(v < (T)INFINITY);                                          \
         T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(v, AT, PLUS_NAN));                   \
@@ -249,10 +250,10 @@ float erfcf(float);
     }                                                                                         \
     static inline T tg_##F##_sub_##N(T v) {                                                   \
         U keep = (U)(v > AT) & (U)(v < (T)INFINITY);                                          \
-        U sub = (U)(SUBN) & (U)(v > 0) & (U)(v < TG_MIN_##N);                                 \
+        U sub = (U)(SUBN) & (U)(v > 0) & (U)(v < (NMIN));                                     \
         T tv = tg_pick_##N(keep, (T)INFINITY, v);                                             \
         T f = tg_pick_##N(keep, (T)-0.0, tg_log_tail_##N(tv, AT, PLUS_NAN));                  \
-        T k = tg_from_bits_##N(tg_bits_##N(v) | tg_bits_##N(TG_MAGIC_##N)) - TG_MAGIC_##N;    \
+        T k = tg_from_bits_##N(tg_bits_##N(v) | tg_bits_##N(MAGIC)) - (MAGIC);                \
         T r = F##S(tg_pick_##N(keep, tg_pick_##N(sub, k, v), (T)(AT + 1)));                   \
         T lo = tg_pick_##N(sub, (T)(KLO), (T)-0.0), hi = tg_pick_##N(sub, (T)(KHI), (T)-0.0); \
         return ((r + lo) + hi) + f;                                                           \
@@ -264,48 +265,47 @@ float erfcf(float);
  * E2LO, E2HI, E2SUB: the same for exp2; M: the power of 2 that scales
  * the subnormal band, C and CLO: M ln 2 rounded and its rounding error,
  * UP, MAGIC and MANT: 2^(MIN - M), 2^MANT and the mantissa's width (see
- * GUARD_EXP); TINY: below it log1p(e) rounds to e, and 1 + e to 1; LNHI
- * and LNLO, L2HI, LGHI and LGLO: -MIN ln 2, -MIN and -MIN log10 2 (MIN:
+ * GUARD_EXP); TINY: below it log1p(e) rounds to e, and 1 + e to 1; NMIN:
+ * the least normal number; LNHI and LNLO, L2HI, LGHI and LGLO: -MIN ln 2, -MIN and -MIN log10 2 (MIN:
  * the exponent of the least subnormal, 1074 or 149), each as its nearest
  * number and the rest (GUARD_LOG). */
-#define GUARDED(T, U, S, N, ELO, EHI, ESUB, E2LO, E2HI, E2SUB, M, C, CLO, UP, MAGIC, MANT, TINY, LNHI, LNLO, \
-                L2HI, LGHI, LGLO)                                                                         \
-    GUARD_BASE(T, U, N)                                                                                   \
-    GUARD_EXP(T, U, S, N, exp, ELO, EHI, ESUB, C, CLO, M, UP, MAGIC, MANT)                                \
-    GUARD_EXP(T, U, S, N, exp2, E2LO, E2HI, E2SUB, M, 0, M, UP, MAGIC, MANT)                              \
-    GUARD_LOG(T, U, S, N, log, 0, 0, 1, LNHI, LNLO)                                                       \
-    GUARD_LOG(T, U, S, N, log2, 0, 0, 1, L2HI, 0)                                                         \
-    GUARD_LOG(T, U, S, N, log10, 0, 1, 1, LGHI, LGLO)                                                     \
-    GUARD_LOG(T, U, S, N, log1p, -1, 0, 0, 0, 0)                                                          \
-    /* sigmoid and softplus, stable at both tails and branch-free so that                                 \
-     * they vectorise, from e = exp(-|x|): sigmoid is 1/(1+e) for x >= 0                                  \
-     * and e/(1+e) below, softplus max(x, 0) + log1p(e). The _sub forms,                                  \
-     * for stretches where e may be subnormal, take e/(1+e) and log1p(e)                                  \
-     * as e itself below TINY (1 + e rounds to 1, e - e^2/2 to e): neither                                \
-     * a product with a subnormal (an assist) nor libmvec's log1p of it                                   \
-     * (its scalar fallback). The _raw forms call exp and log1p as they                                   \
-     * are (for arguments whose e is normal). */                                                          \
-    static inline T tg_sigmoid_of_##N(T v, T e) {                                                         \
-        T r = (T)1 / ((T)1 + e), er = e * r;                                                              \
-        int ge = v >= 0, lt = v < 0;                                                                      \
-        return ge ? r : (lt ? er : v);                                                                    \
-    }                                                                                                     \
-    static inline T tg_sigmoid_raw_##N(T v) { return tg_sigmoid_of_##N(v, exp##S(-fabs##S(v))); }         \
-    static inline T tg_sigmoid_##N(T v) { return tg_sigmoid_of_##N(v, tg_exp_##N(-fabs##S(v))); }         \
-    static inline T tg_sigmoid_sub_##N(T v) {                                                             \
-        T e = tg_exp_sub_##N(-fabs##S(v));                                                                \
-        U tiny = (U)(e < (T)(TINY));                                                                      \
-        T r = (T)1 / ((T)1 + e), er = tg_pick_##N(tiny, e, tg_pick_##N(tiny, (T)0, e) * r);              \
-        int ge = v >= 0, lt = v < 0;                                                                      \
-        return ge ? r : (lt ? er : v);                                                                    \
-    }                                                                                                     \
-    static inline T tg_softplus_raw_##N(T v) { return (v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v))); }  \
-    static inline T tg_softplus_##N(T v) { return (v > 0 ? v : 0) + tg_log1p_##N(tg_exp_##N(-fabs##S(v))); } \
-    static inline T tg_softplus_sub_##N(T v) {                                                            \
-        T e = tg_exp_sub_##N(-fabs##S(v));                                                                \
-        U tiny = (U)(e < (T)(TINY));                                                                      \
-        T l = tg_log1p_##N(tg_pick_##N(tiny, (T)0, e));                                                   \
-        return (v > 0 ? v : 0) + tg_pick_##N(tiny, e, l);                                                 \
+#define GUARDED(T, U, S, N, ELO, EHI, ESUB, E2LO, E2HI, E2SUB, M, C, CLO, UP, MAGIC, MANT, TINY, NMIN, LNHI, \
+                LNLO, L2HI, LGHI, LGLO)                                                                      \
+    GUARD_BASE(T, U, N)                                                                                      \
+    GUARD_EXP(T, U, S, N, exp, ELO, EHI, ESUB, C, CLO, M, UP, MAGIC, MANT)                                   \
+    GUARD_EXP(T, U, S, N, exp2, E2LO, E2HI, E2SUB, M, 0, M, UP, MAGIC, MANT)                                 \
+    GUARD_LOG(T, U, S, N, log, 0, 0, 1, NMIN, MAGIC, LNHI, LNLO)                                             \
+    GUARD_LOG(T, U, S, N, log2, 0, 0, 1, NMIN, MAGIC, L2HI, 0)                                               \
+    GUARD_LOG(T, U, S, N, log10, 0, 1, 1, NMIN, MAGIC, LGHI, LGLO)                                           \
+    GUARD_LOG(T, U, S, N, log1p, -1, 0, 0, NMIN, MAGIC, 0, 0)                                                \
+    /* sigmoid and softplus, stable at both tails and branch-free so that                                    \
+     * they vectorise, from e = exp(-|x|): sigmoid is 1/(1+e) for x >= 0                                     \
+     * and e/(1+e) below, softplus max(x, 0) + log1p(e). The _sub forms,                                     \
+     * for stretches where e may be subnormal, take e/(1+e) and log1p(e)                                     \
+     * as e itself below TINY (1 + e rounds to 1, e - e^2/2 to e): neither                                   \
+     * a product with a subnormal (an assist) nor libmvec's log1p of it                                      \
+     * (its scalar fallback). The _raw forms call exp and log1p as they                                      \
+     * are (for arguments whose e is normal). */                                                             \
+    /* (tiny: e is below TINY; 0 where e cannot be, folded away) */                                          \
+    static inline T tg_sigmoid_of_##N(T v, T e, U tiny) {                                                    \
+        T r = (T)1 / ((T)1 + e), er = tg_pick_##N(tiny, e, tg_pick_##N(tiny, (T)0, e) * r);                  \
+        int ge = v >= 0, lt = v < 0;                                                                         \
+        return ge ? r : (lt ? er : v);                                                                       \
+    }                                                                                                        \
+    static inline T tg_sigmoid_raw_##N(T v) { return tg_sigmoid_of_##N(v, exp##S(-fabs##S(v)), 0); }         \
+    static inline T tg_sigmoid_##N(T v) { return tg_sigmoid_of_##N(v, tg_exp_##N(-fabs##S(v)), 0); }         \
+    static inline T tg_sigmoid_sub_##N(T v) {                                                                \
+        T e = tg_exp_sub_##N(-fabs##S(v));                                                                   \
+        return tg_sigmoid_of_##N(v, e, (U)(e < (T)(TINY)));                                                  \
+    }                                                                                                        \
+    static inline T tg_softplus_of_##N(T v, T e, U tiny) {                                                   \
+        return (v > 0 ? v : 0) + tg_pick_##N(tiny, e, tg_log1p_##N(tg_pick_##N(tiny, (T)0, e)));             \
+    }                                                                                                        \
+    static inline T tg_softplus_raw_##N(T v) { return (v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v))); }     \
+    static inline T tg_softplus_##N(T v) { return tg_softplus_of_##N(v, tg_exp_##N(-fabs##S(v)), 0); }       \
+    static inline T tg_softplus_sub_##N(T v) {                                                               \
+        T e = tg_exp_sub_##N(-fabs##S(v));                                                                   \
+        return tg_softplus_of_##N(v, e, (U)(e < (T)(TINY)));                                                 \
     }
 
 #define F32_EXP_LO (-104.0f)
@@ -321,20 +321,13 @@ float erfcf(float);
 #define F64_EXP2_HI 1024.0
 #define F64_EXP2_SUB (-1022.0)
 /* 64 ln 2 = 0x1.62e42fefa39ef358p+5: 0x1.62e43p+5f and the rest;
- * 1000 ln 2 = 0x1.5a92d6d005c939a8p+9: 0x1.5a92d6d005c94p+9 and the rest. */
-/* The least normal number and 2^MANT of each type, for GUARD_LOG. */
-#define TG_MIN_f FLT_MIN
-#define TG_MIN_d DBL_MIN
-#define TG_MAGIC_f 0x1p23f
-#define TG_MAGIC_d 0x1p52
-/* 64 ln 2 = 0x1.62e42fefa39ef358p+5: 0x1.62e43p+5f and the rest;
  * 1000 ln 2 = 0x1.5a92d6d005c939a8p+9: 0x1.5a92d6d005c94p+9 and the rest;
  * 149 ln 2, 1074 ln 2, 149 log10 2 and 1074 log10 2 likewise. */
 GUARDED(float, uint32_t, f, f, F32_EXP_LO, F32_EXP_HI, F32_EXP_SUB, F32_EXP2_LO, F32_EXP2_HI, F32_EXP2_SUB, 64,
-        0x1.62e43p+5f, -0x1.05c61p-23f, 0x1p85f, 0x1p23f, 23, 0x1p-30f, -0x1.9d1dap+6f, 0x1.985c48p-21f, -149.0f,
+        0x1.62e43p+5f, -0x1.05c61p-23f, 0x1p85f, 0x1p23f, 23, 0x1p-30f, FLT_MIN, -0x1.9d1dap+6f, 0x1.985c48p-21f, -149.0f,
         -0x1.66d3e8p+5f, 0x1.0997p-21f)
 GUARDED(double, uint64_t, , d, F64_EXP_LO, F64_EXP_HI, F64_EXP_SUB, F64_EXP2_LO, F64_EXP2_HI, F64_EXP2_SUB, 1000,
-        0x1.5a92d6d005c94p+9, -0x1.971e6bd14ec61p-45, 0x1p74, 0x1p52, 52, 0x1p-60, -0x1.74385446d71c3p+9,
+        0x1.5a92d6d005c94p+9, -0x1.971e6bd14ec61p-45, 0x1p74, 0x1p52, 52, 0x1p-60, DBL_MIN, -0x1.74385446d71c3p+9,
         -0x1.8e569fa8ee781p-45, -1074.0, -0x1.434e6420f4374p+8, 0x1.a0fae8e2e61bep-48)
 
 /* y[i] = EXPR(v), v = x[i], for i < n, every element through the vector
@@ -446,22 +439,12 @@ enum { GB = 16 * VB };
  * (0x7f800000 - 0x3f800000 in float32); log1p has no band. */
 #define ABS32(u) ((u) & 0x7fffffffu)
 #define ABS64(u) ((u) & 0x7fffffffffffffffull)
-#define ABSR32(u, A) (bits32(A) - ABS32(u))
-#define ABSR64(u, A) (bits64(A) - ABS64(u))
+#define ABSR32(u, A) (tg_bits_f(A) - ABS32(u))
+#define ABSR64(u, A) (tg_bits_d(A) - ABS64(u))
 #define NRM32(u) ((u) - 0x00800000u)
 #define NRM64(u) ((u) - 0x0010000000000000ull)
 #define GTM1_32(u) (ABS32(u) + ((u) >> 31) * 0x40000000u)
 #define GTM1_64(u) (ABS64(u) + ((u) >> 63) * 0x4000000000000000ull)
-static inline uint32_t bits32(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-static inline uint64_t bits64(double x) {
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
 
 /* K: the key, L its limit, BL the band's (see the keys), of each type. */
 #define GLOOP(NAME, K32, L32, BL32, K64, L64, BL64, FAST32, FAST64)                                  \
@@ -473,20 +456,20 @@ static inline uint64_t bits64(double x) {
     }
 /* The keys, limits and band limits of exp (exp2) and what goes through
  * exp(-|x|): plain below -SUB, the band up to -LO. */
-#define EXPK(NAME, FAST32, FAST64, SUB32, LO32, SUB64, LO64)                                                  \
-    GLOOP(NAME, ABSR32(u, -(SUB32)), bits32(-(SUB32)), (uint32_t)(bits32(-(SUB32)) - bits32(-(LO32)) - 1u),   \
-          ABSR64(u, -(SUB64)), bits64(-(SUB64)), (uint64_t)(bits64(-(SUB64)) - bits64(-(LO64)) - 1u), FAST32, \
+#define EXPK(NAME, FAST32, FAST64, SUB32, LO32, SUB64, LO64)                                                           \
+    GLOOP(NAME, ABSR32(u, -(SUB32)), tg_bits_f(-(SUB32)), (uint32_t)(tg_bits_f(-(SUB32)) - tg_bits_f(-(LO32)) - 1u),   \
+          ABSR64(u, -(SUB64)), tg_bits_d(-(SUB64)), (uint64_t)(tg_bits_d(-(SUB64)) - tg_bits_d(-(LO64)) - 1u), FAST32, \
           FAST64)
-#define LOGK(NAME, FAST32, FAST64)                                                           \
-    GLOOP(NAME, NRM32(u), bits32(FLT_MAX) - bits32(FLT_MIN), 0u - bits32(FLT_MIN), NRM64(u), \
-          bits64(DBL_MAX) - bits64(DBL_MIN), 0ull - bits64(DBL_MIN), FAST32, FAST64)
+#define LOGK(NAME, FAST32, FAST64)                                                                    \
+    GLOOP(NAME, NRM32(u), tg_bits_f(FLT_MAX) - tg_bits_f(FLT_MIN), 0u - tg_bits_f(FLT_MIN), NRM64(u), \
+          tg_bits_d(DBL_MAX) - tg_bits_d(DBL_MIN), 0ull - tg_bits_d(DBL_MIN), FAST32, FAST64)
 EXPK(exp, expf, exp, F32_EXP_SUB, F32_EXP_LO, F64_EXP_SUB, F64_EXP_LO)
 EXPK(exp2, exp2f, exp2, F32_EXP2_SUB, F32_EXP2_LO, F64_EXP2_SUB, F64_EXP2_LO)
 VLOOP(expm1, expm1)
 LOGK(log, logf, log)
 LOGK(log2, log2f, log2)
 LOGK(log10, log10f, log10)
-GLOOP(log1p, GTM1_32(u), bits32(FLT_MAX), UINT32_MAX, GTM1_64(u), bits64(DBL_MAX), UINT64_MAX, log1pf, log1p)
+GLOOP(log1p, GTM1_32(u), tg_bits_f(FLT_MAX), UINT32_MAX, GTM1_64(u), tg_bits_d(DBL_MAX), UINT64_MAX, log1pf, log1p)
 VLOOP(sin, sin)
 VLOOP(cos, cos)
 VLOOP(tan, tan)
