@@ -315,6 +315,60 @@ static void test_extremes_positions(void **state) {
     check_extremes_positions(TG_FLOAT32);
 }
 
+/* argmax/argmin of rows full of ties (values in -3..3), every length
+ * around four vectors of lanes (32 float64, 64 float32) and their tails,
+ * and rows whose running sum is not a number without a NaN in them (an
+ * infinity of each sign; huge values that overflow both ways; all
+ * infinities of the extreme's sign), with -0.0 beside 0.0: against a
+ * plain loop (the first index of the extreme; -0.0 == 0.0). The ctest
+ * entry unit.test_reduce_portable runs this file again with
+ * TG_REDUCE_PORTABLE set. */
+static void check_arg_ties(tg_dtype dt) {
+    static const int64_t LENS[] = {31, 32, 33, 40, 47, 48, 63, 64, 65, 71, 95, 96, 97, 127, 128, 129, 130,
+                                   191, 192, 193, 255, 256, 257, 1000, 1023, 1024, 1025, 4099};
+    const double big = dt == TG_FLOAT64 ? 1e308 : 3e38;
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (size_t li = 0; li < sizeof LENS / sizeof LENS[0]; li++) {
+        const int64_t L = LENS[li], rows = 24, shp[2] = {rows, L};
+        tg_array *x = tg_array_new(dt, 2, shp);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < L; c++) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                double v = (double)(int)(st % 7) - 3;
+                if (v == 0 && (st >> 8) % 2) v = -0.0;
+                int64_t at = (int64_t)((st >> 20) % (uint64_t)L);
+                if (r % 6 == 1 && c == at) v = INFINITY; /* with a -inf: the sum is NaN */
+                if (r % 6 == 1 && c == (at + 7) % L) v = -INFINITY;
+                if (r % 6 == 2) v = (st >> 30) % 2 ? big : -big; /* overflows both ways */
+                if (r % 6 == 3) v = (st >> 30) % 3 ? INFINITY : 1.0;
+                if (r % 6 == 4) v = (st >> 30) % 3 ? -INFINITY : -1.0;
+                tg_store_f64(dt, (char *)x->data + (r * L + c) * (int64_t)tg_dtype_size(dt), v);
+            }
+        for (int o = 0; o < 2; o++) {
+            tg_array *y = reduce(o ? "argmin" : "argmax", "{\"axis\":1}", x);
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t at = 0;
+                for (int64_t c = 1; c < L; c++) {
+                    double v = tg_array_get_flat(x, r * L + c), m = tg_array_get_flat(x, r * L + at);
+                    if (o ? v < m : v > m) at = c;
+                }
+                double got = tg_array_get_flat(y, r);
+                if (got != (double)at)
+                    fail_msg("%s %s, rows of %lld: row %lld gave %g, want %lld", o ? "argmin" : "argmax",
+                             tg_dtype_name(dt), (long long)L, (long long)r, got, (long long)at);
+            }
+            tg_array_free(y);
+        }
+        tg_array_free(x);
+    }
+}
+
+static void test_arg_ties(void **state) {
+    (void)state;
+    check_arg_ties(TG_FLOAT64);
+    check_arg_ties(TG_FLOAT32);
+}
+
 static void test_extremes_float64(void **state) {
     (void)state;
     check_extremes(TG_FLOAT64);
@@ -711,7 +765,7 @@ int main(void) {
         cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
         cmocka_unit_test(test_var_two_pass),     cmocka_unit_test(test_leading_axes),
         cmocka_unit_test(test_many_rows),        cmocka_unit_test(test_extremes_float64),
-        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_extremes_int16),
+        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_extremes_int16),
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
