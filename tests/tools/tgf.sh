@@ -327,10 +327,11 @@ expect 0 "and runs twice" -- "$TGC" run "$tmp/fold_x.json" -f f -i x=2 --calls 2
 contains out "6." "the second call's y = 2 * 3 (w took the folded 3)"
 
 # A graph of 3,000 nodes (over 64 KiB, so the tools grow the heap at once
-# and offer it for huge pages before loading): compiled and run from the
-# .tgf, and run from the JSON, with that off (TG_THP=0) and on, every
-# output bit-identical. The page faults of each load are printed, not
-# asserted (they depend on the kernel's THP setting).
+# before loading): compiled and run from the .tgf, and run from the JSON,
+# with that off (TG_THP=0), as by default (the heap grown), and with the
+# heap offered for huge pages (TG_THP=1), every output bit-identical. The
+# page faults of each load are printed, not asserted (they depend on the
+# kernel's THP setting).
 /usr/bin/python3 - "$tmp/big.json" <<'PY'
 import json, sys
 ops = ["add", "mul", "tanh", "sub"]
@@ -345,13 +346,17 @@ json.dump({"format": "tg-graph", "version": 1, "variables": vs, "nodes": ns}, op
 PY
 [ "$(stat -c %s "$tmp/big.json")" -gt 65536 ] && pass "the chain's JSON is over 64 KiB" || fail "the chain's JSON is under 64 KiB"
 X='[0.5,-1,2,0.25,3,-2,1.5,0,-0.5,1,-3,2.5,0.75,-1.25,4,-4]'
-for thp in 0 1; do
-  expect 0 "compile the chain (TG_THP=$thp)" -- env TG_THP=$thp "$TGC" compile "$tmp/big.json" -o "$tmp/big.$thp.tgf"
-  expect 0 "run the chain's .tgf (TG_THP=$thp)" -- env TG_THP=$thp "$TGC" run "$tmp/big.$thp.tgf" -i x="$X" -o "$tmp/bt.$thp"
-  expect 0 "run the chain's JSON (TG_THP=$thp)" -- env TG_THP=$thp "$TGC" run "$tmp/big.json" -i x="$X" -o "$tmp/bj.$thp"
-  same_dir "$tmp/bj.$thp" "$tmp/bt.$thp" "the chain from the .tgf is bit-identical to the JSON's (TG_THP=$thp)"
-  echo "tgc check of the chain, TG_THP=$thp: $(env TG_THP=$thp /usr/bin/time -f '%R page faults, %e s' "$TGC" check "$tmp/big.json" 2>&1 >/dev/null | tail -1)"
+for thp in 0 d 1; do
+  # d: TG_THP unset (the default)
+  if [ "$thp" = d ]; then set_thp=(-u TG_THP); else set_thp=("TG_THP=$thp"); fi
+  what=$([ "$thp" = d ] && echo "TG_THP unset" || echo "TG_THP=$thp")
+  expect 0 "compile the chain ($what)" -- env "${set_thp[@]}" "$TGC" compile "$tmp/big.json" -o "$tmp/big.$thp.tgf"
+  expect 0 "run the chain's .tgf ($what)" -- env "${set_thp[@]}" "$TGC" run "$tmp/big.$thp.tgf" -i x="$X" -o "$tmp/bt.$thp"
+  expect 0 "run the chain's JSON ($what)" -- env "${set_thp[@]}" "$TGC" run "$tmp/big.json" -i x="$X" -o "$tmp/bj.$thp"
+  same_dir "$tmp/bj.$thp" "$tmp/bt.$thp" "the chain from the .tgf is bit-identical to the JSON's ($what)"
+  echo "tgc check of the chain, $what: $(env "${set_thp[@]}" /usr/bin/time -f '%R page faults, %e s' "$TGC" check "$tmp/big.json" 2>&1 >/dev/null | tail -1)"
 done
+same_dir "$tmp/bj.0" "$tmp/bj.d" "and the same with the heap grown as without"
 same_dir "$tmp/bj.0" "$tmp/bj.1" "and the same with the heap grown for huge pages as without"
 /usr/bin/python3 -c "
 import numpy as np, sys

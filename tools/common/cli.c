@@ -68,22 +68,30 @@ void cli_start(const char *tool) {
 
 /* The memory of loading and compiling a large graph comes from the heap
  * in small blocks (json-c's tree: about 20 bytes a byte of JSON; then the
- * graph, its clone and the compiled function), and each 4 KiB page of it
- * is faulted in on first touch, which on a VM costs microseconds: 90,000
- * faults were half of `tgc compile` of a 100,000-node graph. So before
- * loading a file of 64 KiB or more, the heap grows at once by `factor`
- * times its size (what the tool's peak needs: 80 to compile, 400 to lay
- * out; at most a quarter of the memory, and 2 GiB; address space, not
- * memory, until touched), that stretch is offered for transparent huge
- * pages, and M_TOP_PAD keeps it when blocks are freed, so the compile
- * reuses what the parse freed. TG_THP=0 turns it off, as it does for
- * arrays. */
+ * graph, its clone and the compiled function). So before loading a file
+ * of 64 KiB or more, the heap grows at once by `factor` times its size
+ * (what the tool's peak needs: 80 to compile, 200 to lay out; at most a
+ * quarter of the memory, and 2 GiB; address space, not memory, until
+ * touched), and M_TOP_PAD keeps it when blocks are freed, so the compile
+ * reuses what the parse freed instead of the C library trimming it and
+ * the compile faulting it in again. TG_THP=0 turns that off.
+ *
+ * TG_THP=1 also offers the stretch for transparent huge pages. That is no
+ * longer the default: where the VM's host takes back the guest's free
+ * memory (free page reporting: Firecracker, virtio-balloon), a huge page
+ * is made of cold memory on first touch, and 512 MiB touched in huge
+ * pages took 2.5-3.5 s against 0.2 s in 4 KiB pages (0.07 s when touched
+ * again at once); `tgc compile` of a 100,000-node graph took 3.4-4.1 s
+ * with the advice against 1.0 s without it (docs/optimizer.md). On a
+ * machine whose memory is fresh to the host the advice had halved that
+ * compile (90,000 faults of several microseconds each). */
 void cli_heap_for(const char *path, unsigned factor) {
 #if defined(M_TOP_PAD) && defined(MADV_HUGEPAGE)
     enum { HUGE = 2 << 20 };
     const char *thp = getenv("TG_THP");
     struct stat st;
     if ((thp && !strcmp(thp, "0")) || stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size < (64 << 10)) return;
+    const bool advise = thp && !strcmp(thp, "1");
     uint64_t want = (uint64_t)st.st_size * factor;
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     if (pages > 0 && psize > 0 && want > (uint64_t)pages * (uint64_t)psize / 4)
@@ -102,7 +110,7 @@ void cli_heap_for(const char *path, unsigned factor) {
     char *end = sbrk(0);
     while (nb > 0) free(blocks[--nb]);
     uintptr_t a = ((uintptr_t)start + HUGE - 1) & ~(uintptr_t)(HUGE - 1), b = (uintptr_t)end & ~(uintptr_t)(HUGE - 1);
-    if (end != (char *)-1 && b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+    if (advise && end != (char *)-1 && b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
 #else
     (void)path;
     (void)factor;

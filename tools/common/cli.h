@@ -21,10 +21,10 @@ void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(pri
  * otherwise walk and merge out of order (docs/optimizer.md). */
 void cli_start(const char *tool);
 /* Before loading `path`: when it is a file of 64 KiB or more, grow the
- * heap by `factor` times its size (the tool's peak per byte of JSON),
- * offered for transparent huge pages and kept when freed (M_TOP_PAD), so
- * that loading and compiling it do not fault their memory in 4 KiB at a
- * time. TG_THP=0: nothing. */
+ * heap by `factor` times its size (the tool's peak per byte of JSON) and
+ * keep it when freed (M_TOP_PAD), so that the compile reuses the memory
+ * the parse freed. TG_THP=1: that stretch is also offered for transparent
+ * huge pages; TG_THP=0: nothing. */
 void cli_heap_for(const char *path, unsigned factor);
 /* --device DEV: true when DEV names a device (cpu, cuda); else false, with
  * the message "--device: unknown device ..." printed after `prefix` (the
