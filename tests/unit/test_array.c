@@ -786,34 +786,34 @@ static const void *huge_aligned(const tg_array *a) {
     return (const void *)(((uintptr_t)tg_array_data((tg_array *)a) + huge - 1) & ~(huge - 1));
 }
 
-/* A buffer of 4 MiB or more is offered for huge pages (its 2 MiB-aligned
- * part), a smaller one is not, and TG_THP=0 turns it off (read once per
- * process: in a child, before its first large buffer). Runs first. */
-static void test_large_buffers_advised_huge(void **state) {
-    (void)state;
-    struct stat st;
-    if (stat("/sys/kernel/mm/transparent_hugepage", &st) != 0) skip(); /* kernel without THP */
+/* With TG_THP=1, a buffer of 4 MiB or more is offered for huge pages (its
+ * 2 MiB-aligned part) and a smaller one is not; without it, or with
+ * TG_THP=0, none is (read once per process: each case in a child, before
+ * its first large buffer). Runs first. */
+static void check_thp_child(const char *thp, bool want_big) {
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        setenv("TG_THP", "0", 1);
-        tg_array *b = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2 << 20});
-        _exit(b && !advised_huge(huge_aligned(b)) ? 0 : 1);
+        if (thp) setenv("TG_THP", thp, 1);
+        else unsetenv("TG_THP");
+        tg_array *small = tg_array_new(TG_FLOAT64, 1, (int64_t[]){1 << 17}); /* 1 MiB */
+        tg_array *big = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2 << 20});  /* 16 MiB */
+        _exit(small && big && !advised_huge(tg_array_data(small)) && advised_huge(huge_aligned(big)) == want_big ? 0 : 1);
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    tg_array *small = tg_array_new(TG_FLOAT64, 1, (int64_t[]){1 << 17}); /* 1 MiB */
-    assert_non_null(small);
-    assert_false(advised_huge(tg_array_data(small)));
-    tg_array *big = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2 << 20}); /* 16 MiB */
-    assert_non_null(big);
-    const char *env = getenv("TG_THP"); /* the suite run with it off */
-    assert_int_equal(advised_huge(huge_aligned(big)), !(env && !strcmp(env, "0")));
-    tg_array_free(small);
-    tg_array_free(big);
+    if (WEXITSTATUS(status)) fail_msg("TG_THP=%s: a 16 MiB buffer should%s be advised", thp ? thp : "(unset)", want_big ? "" : " not");
+}
+
+static void test_large_buffers_advised_huge(void **state) {
+    (void)state;
+    struct stat st;
+    if (stat("/sys/kernel/mm/transparent_hugepage", &st) != 0) skip(); /* kernel without THP */
+    check_thp_child("1", true);
+    check_thp_child(NULL, false);
+    check_thp_child("0", false);
 }
 
 int main(void) {

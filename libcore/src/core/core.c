@@ -92,15 +92,18 @@ char *tg_strndup(const char *s, size_t n) {
     return d;
 }
 
-/* Large blocks (arrays, a file read into memory) are offered to the
- * kernel for transparent huge pages: fresh memory is faulted in a page at
- * a time on first touch, and 2 MiB pages take 512 times fewer faults.
- * On this VM, where a fault costs microseconds: reading a 256 MiB .tgf
- * into memory 0.28 -> 4.2 GiB/s; a chain of separate elementwise nodes on
- * 10^7 float64 (bench_fusion's "nodes": each call's intermediates are
- * fresh memory) 468 -> 41 ms. Only the 2 MiB-aligned part of the block,
- * and only where THP is "madvise" or "always" (elsewhere the call fails
- * harmlessly); TG_THP=0 turns it off. */
+/* With TG_THP=1, large blocks (arrays, a file read into memory) are
+ * offered to the kernel for transparent huge pages: fresh memory is
+ * faulted in a page at a time on first touch, and 2 MiB pages take 512
+ * times fewer faults. Only the 2 MiB-aligned part of the block, and only
+ * where THP is "madvise" or "always" (elsewhere the call fails
+ * harmlessly). This was the default until 2026-12-04: on a VM whose host
+ * takes back the guest's free memory in 2 MiB blocks (free page
+ * reporting), a huge page is cold memory on first touch, 10-15 times
+ * slower than 4 KiB pages of recently freed memory, and `tgc run` of a
+ * graph over a 4096 x 4096 float64 input took 1.3-2.2 s with the advice
+ * against 0.33-0.39 s without; it paid only where a process took the
+ * same memory back at once (docs/optimizer.md). */
 enum { HUGE_MIN = 4 << 20 };
 
 static void advise_huge(void *p, size_t n) {
@@ -108,7 +111,7 @@ static void advise_huge(void *p, size_t n) {
     int o = atomic_load_explicit(&off, memory_order_relaxed);
     if (o < 0) {
         const char *e = getenv("TG_THP");
-        atomic_store_explicit(&off, o = e && !strcmp(e, "0"), memory_order_relaxed);
+        atomic_store_explicit(&off, o = !(e && !strcmp(e, "1")), memory_order_relaxed);
     }
     if (o) return;
     const uintptr_t huge = (uintptr_t)2 << 20;
