@@ -762,25 +762,6 @@ static void test_allocation_failures(void **state) {
 
 /* ---- transparent huge pages for large buffers ---- */
 
-/* Whether the mapping holding p has MADV_HUGEPAGE ("hg" in VmFlags). */
-static bool advised_huge(const void *p) {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    bool in = false, hg = false;
-    assert_non_null(f);
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
-            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-        else if (in && !strncmp(line, "VmFlags:", 8)) {
-            hg = strstr(line, " hg") != NULL;
-            break;
-        }
-    }
-    fclose(f);
-    return hg;
-}
-
 static const void *huge_aligned(const tg_array *a) {
     uintptr_t huge = (uintptr_t)2 << 20;
     return (const void *)(((uintptr_t)tg_array_data((tg_array *)a) + huge - 1) & ~(huge - 1));
@@ -790,21 +771,18 @@ static const void *huge_aligned(const tg_array *a) {
  * 2 MiB-aligned part) and a smaller one is not; without it, or with
  * TG_THP=0, none is (read once per process: each case in a child, before
  * its first large buffer). Runs first. */
+/* In the child: 0 when a 1 MiB buffer is not advised and a 16 MiB one
+ * is exactly when *want. */
+static int buffers_advised(void *want) {
+    tg_array *small = tg_array_new(TG_FLOAT64, 1, (int64_t[]){1 << 17});
+    tg_array *big = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2 << 20});
+    return !(small && big && !tu_advised_huge(tg_array_data(small)) &&
+             tu_advised_huge(huge_aligned(big)) == *(bool *)want);
+}
+
 static void check_thp_child(const char *thp, bool want_big) {
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (thp) setenv("TG_THP", thp, 1);
-        else unsetenv("TG_THP");
-        tg_array *small = tg_array_new(TG_FLOAT64, 1, (int64_t[]){1 << 17}); /* 1 MiB */
-        tg_array *big = tg_array_new(TG_FLOAT64, 1, (int64_t[]){2 << 20});  /* 16 MiB */
-        _exit(small && big && !advised_huge(tg_array_data(small)) && advised_huge(huge_aligned(big)) == want_big ? 0 : 1);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status)) fail_msg("TG_THP=%s: a 16 MiB buffer should%s be advised", thp ? thp : "(unset)", want_big ? "" : " not");
+    if (tu_child_env("TG_THP", thp, buffers_advised, &want_big))
+        fail_msg("TG_THP=%s: a 16 MiB buffer should%s be advised", thp ? thp : "(unset)", want_big ? "" : " not");
 }
 
 static void test_large_buffers_advised_huge(void **state) {

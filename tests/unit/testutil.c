@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tensor/tensor.h"
 
@@ -237,4 +239,37 @@ void *tu_read_file(const char *path, size_t *len) {
     buf[n] = 0;
     *len = (size_t)n;
     return buf;
+}
+
+bool tu_advised_huge(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    bool in = false, hg = false;
+    if (!f) return false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && !strncmp(line, "VmFlags:", 8)) {
+            hg = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return hg;
+}
+
+int tu_child_env(const char *name, const char *value, int (*fn)(void *), void *arg) {
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (value) setenv(name, value, 1);
+        else unsetenv(name);
+        _exit(fn(arg));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
 }

@@ -86,4 +86,14 @@ void tu_train_pair(tu_pair *p, const char *path, const char *fname, const char *
                    int steps, const char *const *weights, double rtol, double atol);
 void tu_pair_free(tu_pair *p);
 
+/* Whether the mapping that holds p has the kernel's huge-page advice
+ * (MADV_HUGEPAGE: "hg" among its VmFlags in /proc/self/smaps). */
+bool tu_advised_huge(const void *p);
+
+/* fn(arg) in a child process whose environment variable `name` is
+ * `value` (NULL: unset), for what a process reads once; its return value
+ * is the child's exit status, which this returns (fails the test if the
+ * child did not exit). */
+int tu_child_env(const char *name, const char *value, int (*fn)(void *), void *arg);
+
 #endif

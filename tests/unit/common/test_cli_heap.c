@@ -9,30 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "testutil.h"
-
-/* Whether the mapping holding p has the kernel's huge-page advice. */
-static bool advised_huge(uintptr_t p) {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    bool in = false, hg = false;
-    if (!f) return false;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
-            in = p >= lo && p < hi;
-        else if (in && !strncmp(line, "VmFlags:", 8)) {
-            hg = strstr(line, " hg") != NULL;
-            break;
-        }
-    }
-    fclose(f);
-    return hg;
-}
 
 /* A file of `bytes` bytes; its path in buf. */
 static void make_file(char *buf, size_t n, size_t bytes) {
@@ -43,31 +23,32 @@ static void make_file(char *buf, size_t n, size_t bytes) {
     close(fd);
 }
 
-/* In a child with TG_THP = thp (NULL: unset): cli_heap_for(path, 80);
- * exit 0 when the heap grew by at least `grow` bytes and its middle is
+typedef struct heap_case {
+    const char *path;
+    uintptr_t grow;
+    bool huge;
+} heap_case;
+
+/* In the child: cli_heap_for(path, 80); bit 0 when the heap did not grow
+ * by at least `grow` (or grew with grow 0), bit 1 when its middle is not
  * advised for huge pages exactly when `huge`. */
+static int heap_grown(void *arg) {
+    const heap_case *c = arg;
+    uintptr_t before = (uintptr_t)sbrk(0);
+    cli_heap_for(c->path, 80);
+    uintptr_t after = (uintptr_t)sbrk(0);
+    int bad = 0;
+    if (c->grow ? after - before < c->grow : after - before > ((uintptr_t)1 << 20)) bad |= 1;
+    if (c->grow && tu_advised_huge((const void *)(before + (after - before) / 2)) != c->huge) bad |= 2;
+    return bad;
+}
+
 static void check(const char *path, const char *thp, uintptr_t grow, bool huge) {
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (thp) setenv("TG_THP", thp, 1);
-        else unsetenv("TG_THP");
-        uintptr_t before = (uintptr_t)sbrk(0);
-        cli_heap_for(path, 80);
-        uintptr_t after = (uintptr_t)sbrk(0);
-        int bad = 0;
-        if (grow ? after - before < grow : after - before > ((uintptr_t)1 << 20)) bad |= 1;
-        if (grow && advised_huge(before + (after - before) / 2) != huge) bad |= 2;
-        _exit(bad);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status))
+    heap_case c = {path, grow, huge};
+    int bad = tu_child_env("TG_THP", thp, heap_grown, &c);
+    if (bad)
         fail_msg("TG_THP=%s, grow %lu: %s%s", thp ? thp : "(unset)", (unsigned long)grow,
-                 WEXITSTATUS(status) & 1 ? "the heap's growth is wrong " : "",
-                 WEXITSTATUS(status) & 2 ? "the huge-page advice is wrong" : "");
+                 bad & 1 ? "the heap's growth is wrong " : "", bad & 2 ? "the huge-page advice is wrong" : "");
 }
 
 static void test_heap_growth_and_advice(void **state) {
