@@ -315,16 +315,16 @@ static void test_extremes_positions(void **state) {
     check_extremes_positions(TG_FLOAT32);
 }
 
-/* argmax/argmin of rows full of ties (values in -3..3), every length
- * around four vectors of lanes (32 float64, 64 float32) and their tails,
- * and rows whose running sum is not a number without a NaN in them (an
- * infinity of each sign; huge values that overflow both ways; all
- * infinities of the extreme's sign), with -0.0 beside 0.0: against a
- * plain loop (the first index of the extreme; -0.0 == 0.0). The ctest
- * entry unit.test_reduce_portable runs this file again with
- * TG_REDUCE_PORTABLE set. */
+/* argmax/argmin and max/min of rows full of ties (values in -3..3),
+ * every length around four vectors of lanes (32 float64, 64 float32) and
+ * their tails, and rows whose running sum is not a number without a NaN
+ * in them (an infinity of each sign; huge values that overflow both ways;
+ * all infinities of the extreme's sign), with -0.0 beside 0.0: against a
+ * plain loop (the first index of the extreme, and its value; -0.0 ==
+ * 0.0). The ctest entry unit.test_reduce_portable runs this file again
+ * with TG_REDUCE_PORTABLE set. */
 static void check_arg_ties(tg_dtype dt) {
-    static const int64_t LENS[] = {31, 32, 33, 40, 47, 48, 63, 64, 65, 71, 95, 96, 97, 127, 128, 129, 130,
+    static const int64_t LENS[] = {7, 8, 9, 15, 16, 17, 31, 32, 33, 40, 47, 48, 63, 64, 65, 71, 95, 96, 97, 127, 128, 129, 130,
                                    191, 192, 193, 255, 256, 257, 1000, 1023, 1024, 1025, 4099};
     const double big = dt == TG_FLOAT64 ? 1e308 : 3e38;
     uint64_t st = 0x9e3779b97f4a7c15ull;
@@ -344,18 +344,20 @@ static void check_arg_ties(tg_dtype dt) {
                 if (r % 6 == 4) v = (st >> 30) % 3 ? -INFINITY : -1.0;
                 tg_store_f64(dt, (char *)x->data + (r * L + c) * (int64_t)tg_dtype_size(dt), v);
             }
-        for (int o = 0; o < 2; o++) {
-            tg_array *y = reduce(o ? "argmin" : "argmax", "{\"axis\":1}", x);
+        static const char *const OPS[] = {"argmax", "argmin", "max", "min"};
+        for (int o = 0; o < 4; o++) {
+            tg_array *y = reduce(OPS[o], "{\"axis\":1}", x);
+            bool is_min = o % 2;
             for (int64_t r = 0; r < rows; r++) {
                 int64_t at = 0;
                 for (int64_t c = 1; c < L; c++) {
                     double v = tg_array_get_flat(x, r * L + c), m = tg_array_get_flat(x, r * L + at);
-                    if (o ? v < m : v > m) at = c;
+                    if (is_min ? v < m : v > m) at = c;
                 }
-                double got = tg_array_get_flat(y, r);
-                if (got != (double)at)
-                    fail_msg("%s %s, rows of %lld: row %lld gave %g, want %lld", o ? "argmin" : "argmax",
-                             tg_dtype_name(dt), (long long)L, (long long)r, got, (long long)at);
+                double got = tg_array_get_flat(y, r), want = o < 2 ? (double)at : tg_array_get_flat(x, r * L + at);
+                if (got != want)
+                    fail_msg("%s %s, rows of %lld: row %lld gave %g, want %g", OPS[o], tg_dtype_name(dt),
+                             (long long)L, (long long)r, got, want);
             }
             tg_array_free(y);
         }
