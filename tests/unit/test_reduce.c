@@ -371,6 +371,36 @@ static void test_arg_ties(void **state) {
     check_arg_ties(TG_FLOAT32);
 }
 
+/* prod over contiguous rows (the typed loops) and strided ones (a
+ * transposed view): the product in order, in double, then rounded to the
+ * dtype, bit for bit against the same loop here. */
+static void test_prod_in_order(void **state) {
+    (void)state;
+    for (int d = 0; d < 2; d++) {
+        tg_dtype dt = d ? TG_FLOAT32 : TG_FLOAT64;
+        const int64_t shp[2] = {37, 101};
+        tg_array *x = tg_array_new(dt, 2, shp);
+        for (int64_t i = 0; i < 37 * 101; i++)
+            tg_store_f64(dt, (char *)x->data + i * (int64_t)tg_dtype_size(dt), 1 + ((i * 7919) % 201 - 100) * 1e-3);
+        for (int t = 0; t < 2; t++) {
+            tg_array *y = reduce_view("prod", "{\"axis\":1}", t ? "{\"op\":\"dimshuffle\",\"inputs\":[\"x\"],"
+                                      "\"outputs\":[\"v\"],\"attrs\":{\"order\":[1,0]}}" : NULL, x);
+            int64_t rows = t ? 101 : 37, len = t ? 37 : 101;
+            for (int64_t r = 0; r < rows; r++) {
+                double v = 1;
+                for (int64_t c = 0; c < len; c++) v *= tg_array_get_flat(x, t ? c * 101 + r : r * 101 + c);
+                char want[8];
+                tg_store_f64(dt, want, v);
+                if (memcmp(want, (char *)y->data + r * (int64_t)tg_dtype_size(dt), tg_dtype_size(dt)))
+                    fail_msg("prod %s%s, row %lld: %.17g, want %.17g", tg_dtype_name(dt), t ? " (strided)" : "",
+                             (long long)r, tg_array_get_flat(y, r), v);
+            }
+            tg_array_free(y);
+        }
+        tg_array_free(x);
+    }
+}
+
 static void test_extremes_float64(void **state) {
     (void)state;
     check_extremes(TG_FLOAT64);
@@ -767,7 +797,7 @@ int main(void) {
         cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
         cmocka_unit_test(test_var_two_pass),     cmocka_unit_test(test_leading_axes),
         cmocka_unit_test(test_many_rows),        cmocka_unit_test(test_extremes_float64),
-        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_extremes_int16),
+        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_prod_in_order), cmocka_unit_test(test_extremes_int16),
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
