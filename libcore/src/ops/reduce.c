@@ -744,6 +744,9 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
             if (dt == TG_FLOAT64 && s == 8) {
                 const double *q = (const double *)p + b;
                 for (int64_t i = 0; i < len; i++) t[i] = q[i] - m;
+            } else if (dt == TG_FLOAT32 && s == 4) {
+                const float *q = (const float *)p + b;
+                for (int64_t i = 0; i < len; i++) t[i] = (double)q[i] - m;
             } else {
                 for (int64_t i = 0; i < len; i++) t[i] = load_d(dt, p + (b + i) * s) - m;
             }
