@@ -401,6 +401,46 @@ static void test_prod_in_order(void **state) {
     }
 }
 
+/* all/any over float rows of lengths around the stretches of 256 the
+ * typed loop counts at once: row r of a matrix of ones holds a zero at
+ * column r (the last row none), and of a matrix of zeros a nonzero (NaN
+ * in every third row: NaN is true, as in NumPy) at column r; against the
+ * definition, contiguous and through a transposed view. */
+static void test_all_any_float_rows(void **state) {
+    (void)state;
+    static const int64_t LENS[] = {1, 7, 255, 256, 257, 511, 513};
+    for (int d = 0; d < 2; d++)
+        for (size_t li = 0; li < sizeof LENS / sizeof LENS[0]; li++) {
+            tg_dtype dt = d ? TG_FLOAT32 : TG_FLOAT64;
+            const int64_t L = LENS[li], shp[2] = {L + 1, L};
+            tg_array *ones = tg_array_new(dt, 2, shp), *zeros = tg_array_new(dt, 2, shp);
+            for (int64_t r = 0; r <= L; r++)
+                for (int64_t c = 0; c < L; c++) {
+                    int64_t at = (r * L + c) * (int64_t)tg_dtype_size(dt);
+                    tg_store_f64(dt, (char *)ones->data + at, c == r ? 0 : 1);
+                    tg_store_f64(dt, (char *)zeros->data + at, c == r ? (r % 3 ? 2.5 : NAN) : 0);
+                }
+            for (int t = 0; t < 2; t++) {
+                const char *view = t ? "{\"op\":\"dimshuffle\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],"
+                                       "\"attrs\":{\"order\":[1,0]}}" : NULL;
+                /* transposed: reduce over the rows' axis of the view, axis 0 */
+                const char *axis = t ? "{\"axis\":0}" : "{\"axis\":1}";
+                tg_array *a = reduce_view("all", axis, view, ones), *y = reduce_view("any", axis, view, zeros);
+                for (int64_t r = 0; r <= L; r++) {
+                    bool want_all = r == L, want_any = r < L; /* row r of x, either way */
+                    if ((tg_array_get_flat(a, r) != 0) != want_all || (tg_array_get_flat(y, r) != 0) != want_any)
+                        fail_msg("%s rows of %lld%s, row %lld: all %g (want %d), any %g (want %d)", tg_dtype_name(dt),
+                                 (long long)L, t ? " transposed" : "", (long long)r, tg_array_get_flat(a, r),
+                                 want_all, tg_array_get_flat(y, r), want_any);
+                }
+                tg_array_free(a);
+                tg_array_free(y);
+            }
+            tg_array_free(ones);
+            tg_array_free(zeros);
+        }
+}
+
 static void test_extremes_float64(void **state) {
     (void)state;
     check_extremes(TG_FLOAT64);
@@ -797,7 +837,7 @@ int main(void) {
         cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
         cmocka_unit_test(test_var_two_pass),     cmocka_unit_test(test_leading_axes),
         cmocka_unit_test(test_many_rows),        cmocka_unit_test(test_extremes_float64),
-        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_prod_in_order), cmocka_unit_test(test_extremes_int16),
+        cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_prod_in_order), cmocka_unit_test(test_all_any_float_rows), cmocka_unit_test(test_extremes_int16),
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
