@@ -358,7 +358,8 @@ ARGEXT_ROW(argext_f32, float, ext_f32)
  * only seems to (an infinity of each sign, a sum that overflows both
  * ways), is left to the portable search, which returns its first NaN.
  * -1 means "not done". TG_REDUCE_PORTABLE in the environment (read once)
- * keeps the portable search everywhere, so that the tests can run it. */
+ * keeps the portable kernels everywhere (this search, and max/min below),
+ * so that the tests can run them. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_ARG512 1
 #include <immintrin.h>
@@ -450,7 +451,7 @@ ARG512(argmin512_f32, _CMP_LT_OQ, float, __m512, 16, __mmask16, ps, epi32, int32
  * element: on float32 rows of 100 that tail was 36 of them, and the
  * whole max 1.8x NumPy's. NaNs are found by a running sum as above; such
  * a row goes to the portable kernel (false: not done). */
-#define EXT512(NAME, OP, FILL, T, VT, L, MASKT, PS)                                            \
+#define EXT512(NAME, OP, RED, FILL, T, VT, L, MASKT, PS)                                          \
     A512 static bool NAME(const T *q, int64_t n, double *m) {                                   \
         const VT fill = _mm512_set1_##PS(FILL);                                                \
         VT r0 = fill, r1 = fill, r2 = fill, r3 = fill;                                         \
@@ -471,17 +472,13 @@ ARG512(argmin512_f32, _CMP_LT_OQ, float, __m512, 16, __mmask16, ps, epi32, int32
         }                                                                                      \
         s0 = _mm512_add_##PS(_mm512_add_##PS(s0, s1), _mm512_add_##PS(s2, s3));                \
         if (_mm512_cmp_##PS##_mask(s0, s0, _CMP_UNORD_Q)) return false;                        \
-        *m = OP##_REDUCE(OP(OP(r0, r1), OP(r2, r3)));                                          \
+        *m = RED(OP(OP(r0, r1), OP(r2, r3)));                                                  \
         return true;                                                                           \
     }
-#define _mm512_max_pd_REDUCE _mm512_reduce_max_pd
-#define _mm512_min_pd_REDUCE _mm512_reduce_min_pd
-#define _mm512_max_ps_REDUCE _mm512_reduce_max_ps
-#define _mm512_min_ps_REDUCE _mm512_reduce_min_ps
-EXT512(max512_f64, _mm512_max_pd, -INFINITY, double, __m512d, 8, __mmask8, pd)
-EXT512(min512_f64, _mm512_min_pd, INFINITY, double, __m512d, 8, __mmask8, pd)
-EXT512(max512_f32, _mm512_max_ps, -INFINITY, float, __m512, 16, __mmask16, ps)
-EXT512(min512_f32, _mm512_min_ps, INFINITY, float, __m512, 16, __mmask16, ps)
+EXT512(max512_f64, _mm512_max_pd, _mm512_reduce_max_pd, -INFINITY, double, __m512d, 8, __mmask8, pd)
+EXT512(min512_f64, _mm512_min_pd, _mm512_reduce_min_pd, INFINITY, double, __m512d, 8, __mmask8, pd)
+EXT512(max512_f32, _mm512_max_ps, _mm512_reduce_max_ps, -INFINITY, float, __m512, 16, __mmask16, ps)
+EXT512(min512_f32, _mm512_min_ps, _mm512_reduce_min_ps, INFINITY, float, __m512, 16, __mmask16, ps)
 
 static bool avx512_on(void) {
     static int v = -1;
