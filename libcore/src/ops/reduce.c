@@ -825,21 +825,11 @@ static inline const char *row_next(const col_job *j, int64_t *idx, const char *p
     return p;
 }
 
-/* acc[c] += row[c] over a band's columns, in the widest vectors the CPU
- * has (the baseline's SSE2 took a cycle an element: float32 sums over
- * the rows of a batch ran at a third of NumPy's speed); the same sums in
- * the same order. */
-CLONES static void col_add_f64(double *restrict acc, const double *restrict t, int64_t m) {
-    for (int64_t c = 0; c < m; c++) acc[c] += t[c];
-}
-
-CLONES static void col_add_f32(double *restrict acc, const float *restrict q, int64_t m) {
-    for (int64_t c = 0; c < m; c++) acc[c] += (double)q[c];
-}
-
-/* nrows contiguous rows of m, one after another, into acc: the loop over
- * the rows inside the vector code, so that short rows (100 columns) do
- * not pay a call each. */
+/* acc[c] += row[c] for nrows contiguous rows of m, one after another, in
+ * the widest vectors the CPU has (the baseline's SSE2 took a cycle an
+ * element: float32 sums over the rows of a batch ran at a third of NumPy's
+ * speed), the loop over the rows inside the vector code so that short
+ * rows do not pay a call each; the same sums in the same order. */
 CLONES static void rows_add_f64(double *restrict acc, const double *restrict q, int64_t m, int64_t nrows) {
     for (int64_t r = 0; r < nrows; r++, q += m)
         for (int64_t c = 0; c < m; c++) acc[c] += q[c];
@@ -982,7 +972,7 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
                          j->dt == TG_FLOAT32 && j->cs == 4;
     for (int64_t r = r0; r < r1; r++, p = row_next(j, idx, p)) {
         if (add_f32) { /* converted as it is added: one pass over the row */
-            col_add_f32(acc, (const float *)p, m);
+            rows_add_f32(acc, (const float *)p, m, 1);
             continue;
         }
         const double *t = col_load_d(j->dt, p, m, j->cs, b->t);
@@ -1001,7 +991,7 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
         case R_MEAN:
         case R_VAR:
         case R_STD:
-            col_add_f64(acc, t, m);
+            rows_add_f64(acc, t, m, 1);
             break;
         case R_PROD:
             for (int64_t c = 0; c < m; c++) acc[c] *= t[c];
