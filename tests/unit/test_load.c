@@ -493,6 +493,51 @@ static void test_inline_ids(void **state) {
     tg_graph_free(g);
 }
 
+/* The made-up ids and the JSON paths of messages, letter for letter:
+ * "<first output's id, cut at 100>:in<k>", a numbered twin when taken;
+ * node and input numbers of several digits. */
+static void test_inline_ids_exact(void **state) {
+    (void)state;
+    char json[8192], id[128], msg[1024];
+    memset(id, 'a', 120);
+    id[120] = 0;
+    int n = snprintf(json, sizeof json, HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],\"nodes\":[");
+    for (int i = 0; i < 12; i++)
+        n += snprintf(json + n, sizeof json - (size_t)n, "{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"n%d\"]},", i);
+    snprintf(json + n, sizeof json - (size_t)n,
+             "{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":1},\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\","
+             "{\"value\":2}],\"outputs\":[\"%s\"]},{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":3}],\"outputs\":[\"y:in1\"]},"
+             "{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":4}],\"outputs\":[\"y\"]}]}", id);
+    tg_graph *g = tu_load(json);
+    tg_node *big = var(g, id)->owner, *y = var(g, "y")->owner;
+    char want[160];
+    snprintf(want, sizeof want, "%.100s:in1", id);
+    assert_string_equal(big->inputs[1]->id, want);
+    snprintf(want, sizeof want, "%.100s:in11", id);
+    assert_string_equal(big->inputs[11]->id, want);
+    assert_string_equal(y->inputs[1]->id, "y:in1.1"); /* y:in1 is a node's output */
+    assert_string_equal(var(g, "y:in1")->owner->inputs[1]->id, "y:in1:in1");
+    tg_graph_free(g);
+    /* errors name node 12, its input 11, and variables[11] */
+    n = snprintf(json, sizeof json, HEAD "\"variables\":[");
+    for (int i = 0; i < 11; i++)
+        n += snprintf(json + n, sizeof json - (size_t)n, "%s{\"id\":\"v%d\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}",
+                      i ? "," : "", i);
+    int m = n;
+    n += snprintf(json + n, sizeof json - (size_t)n, "],\"nodes\":[");
+    for (int i = 0; i < 12; i++)
+        n += snprintf(json + n, sizeof json - (size_t)n, "{\"op\":\"neg\",\"inputs\":[\"v0\"],\"outputs\":[\"n%d\"]},", i);
+    snprintf(json + n, sizeof json - (size_t)n,
+             "{\"op\":\"add\",\"inputs\":[\"v0\",\"v0\",\"v0\",\"v0\",\"v0\",\"v0\",\"v0\",\"v0\",\"v0\",\"v0\",\"v0\","
+             "{\"value\":[1,2]}],\"outputs\":[\"z\"]}]}");
+    assert_int_equal(tu_load_fail(json, msg, sizeof msg), TG_ELOAD);
+    if (!strstr(msg, "test: nodes[12].inputs[11].value: expected a value"))
+        fail_msg("%s", msg);
+    snprintf(json + m, sizeof json - (size_t)m, ",{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[]},\"constant\":[1,2]}],\"nodes\":[]}");
+    assert_int_equal(tu_load_fail(json, msg, sizeof msg), TG_ELOAD);
+    if (!strstr(msg, "test: variables[11].constant")) fail_msg("%s", msg);
+}
+
 /* What JSON Schema calls an integer (3.0), the loader takes too; a
  * version above 1 is TG_EVERSION; the text must be UTF-8 JSON, nothing
  * after it; syntax errors give line and column. */
@@ -785,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_functions),
         cmocka_unit_test(test_many_inputs),
         cmocka_unit_test(test_inline_ids),
+        cmocka_unit_test(test_inline_ids_exact),
         cmocka_unit_test(test_file_level),
         cmocka_unit_test(test_json_text),
         cmocka_unit_test(test_huge_ints),
