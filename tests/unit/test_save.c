@@ -92,9 +92,40 @@ static void assert_same_graph(const tg_graph *a, const tg_graph *b, const char *
     }
 }
 
+/* A value writer as a .tgf's: {"tgf_array": k}, k counting up. */
+static json_object *ref_writer(void *ud, const tg_var *v, const tg_array *a) {
+    (void)v;
+    (void)a;
+    json_object *o = json_object_new_object();
+    if (o && json_object_object_add(o, "tgf_array", json_object_new_int((*(int *)ud)++))) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* tg_graph_to_text_ext writes what json-c prints of tg_graph_to_json_ext,
+ * byte for byte, values inline and as references. */
+static void same_compact_text(const tg_graph *g, const char *what) {
+    for (int refs = 0; refs < 2; refs++) {
+        int k1 = 0, k2 = 0;
+        json_object *o = tg_graph_to_json_ext(g, refs ? ref_writer : NULL, &k1);
+        assert_non_null(o);
+        const char *want = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        size_t len = 0;
+        char *got = tg_graph_to_text_ext(g, refs ? ref_writer : NULL, &k2, &len);
+        assert_non_null(got);
+        if (strcmp(got, want) || len != strlen(want) || k1 != k2)
+            fail_msg("%s: the compact text differs from json-c's:\n%s\n----\n%s", what, got, want);
+        tg_free(got);
+        json_object_put(o);
+    }
+}
+
 /* save(load(x)) loads to the same graph, and save(load(save(x))) ==
  * save(load(x)) as text. Returns the first saved text. */
 static char *round_trip_graph(tg_graph *a, const char *what) {
+    same_compact_text(a, what);
     tg_ctx *ctx = tg_ctx_new();
     char *s1 = tg_graph_to_string(a, ctx);
     if (!s1) fail_msg("%s: save failed: %s", what, tg_ctx_message(ctx));
@@ -397,10 +428,64 @@ static void test_save_allocation_failures(void **state) {
     tg_graph_free(g);
 }
 
+/* Strings as json-c escapes them (every control character, quotes,
+ * backslashes, slashes, DEL, UTF-8) in names, traces and meta; frames
+ * with any subset of their keys; an empty graph; and an allocation
+ * failure anywhere gives NULL, never a shorter text. */
+static void test_compact_text(void **state) {
+    (void)state;
+    char name[200], json[8192];
+    int n = 0;
+    for (int c = 1; c < 0x20; c++) n += snprintf(name + n, sizeof name - (size_t)n, "\\u%04x", c);
+    snprintf(name + n, sizeof name - (size_t)n, "\\\"\\\\/\x7f\xc3\xa9 end");
+    snprintf(json, sizeof json,
+             HEAD "\"name\":\"%s\",\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]},\"name\":\"%s\"}],"
+             "\"nodes\":[{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"name\":\"%s\",\"trace\":["
+             "{\"file\":\"%s\",\"line\":0},{\"function\":\"f\"},{},{\"line\":12,\"code\":\"%s\"},"
+             "{\"file\":\"a\",\"function\":\"b\",\"code\":\"c\"}]},"
+             "{\"op\":\"add\",\"inputs\":[\"y\",{\"value\":true},{\"value\":-3},{\"value\":1e300},{\"value\":{\"data\":\"nan\"}}],"
+             "\"outputs\":[\"z\"],\"inplace\":{\"0\":0}},"
+             "{\"op\":\"mul\",\"inputs\":[\"z\",{\"value\":{\"dtype\":\"uint64\",\"shape\":[],\"data\":18446744073709551615}}],\"outputs\":[\"w\"]}],"
+             "\"meta\":{\"s\":\"%s\",\"n\":[1,2.5,null,false,{}]}}",
+             name, name, name, name, name, name);
+    tg_graph *g = tu_load(json);
+    same_compact_text(g, "strings");
+    size_t len;
+    char *want = tg_graph_to_text_ext(g, NULL, NULL, &len);
+    assert_non_null(strstr(want, "\\u0001\\u0002"));
+    assert_non_null(strstr(want, "\\b\\t\\n\\u000b\\f\\r\\u000e"));
+    assert_non_null(strstr(want, "\\\"\\\\/\x7f\xc3\xa9 end"));
+    assert_non_null(strstr(want, "\"trace\":[{\"file\":"));
+    assert_non_null(strstr(want, ",{\"function\":\"f\"},{},{\"line\":12,\"code\":"));
+    bool done = false;
+    long k;
+    for (k = 0; k < 100000 && !done; k++) {
+        tg_set_allocator(failing_realloc, NULL);
+        alloc_budget = k;
+        size_t l2 = 0;
+        char *s = tg_graph_to_text_ext(g, NULL, NULL, &l2);
+        alloc_budget = -1;
+        tg_set_allocator(NULL, NULL);
+        if (s) {
+            assert_string_equal(s, want);
+            assert_int_equal(l2, len);
+            done = true;
+        }
+        tg_free(s);
+    }
+    assert_true(done);
+    tg_free(want);
+    tg_graph_free(g);
+    g = tu_load(HEAD "\"variables\":[],\"nodes\":[],\"functions\":{}}");
+    same_compact_text(g, "empty");
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_test_data),
         cmocka_unit_test(test_round_trip_everything),
+        cmocka_unit_test(test_compact_text),
         cmocka_unit_test(test_canonical_attrs),
         cmocka_unit_test(test_inline_constants),
         cmocka_unit_test(test_large_values_base64),

@@ -235,6 +235,181 @@ json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void
     return root;
 }
 
+/* ---- the same JSON as text, without the tree ---- */
+
+/* s[0, n) as json_object_to_json_string_ext(JSON_C_TO_STRING_NOSLASHESCAPE)
+ * writes a string: the two-character escapes JSON has, \u00xx for the
+ * other control characters (NUL included), every other byte as it is. */
+static void put_string_n(tg_str *b, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    tg_str_add(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        tg_str_add(b, s + run, i - run);
+        run = i + 1;
+        char e[6] = {'\\', 0};
+        size_t k = 2;
+        switch (c) {
+        case '"': e[1] = '"'; break;
+        case '\\': e[1] = '\\'; break;
+        case '\b': e[1] = 'b'; break;
+        case '\f': e[1] = 'f'; break;
+        case '\n': e[1] = 'n'; break;
+        case '\r': e[1] = 'r'; break;
+        case '\t': e[1] = 't'; break;
+        default:
+            memcpy(e + 1, "u00", 3);
+            e[4] = hex[c >> 4];
+            e[5] = hex[c & 15];
+            k = 6;
+        }
+        tg_str_add(b, e, k);
+    }
+    tg_str_add(b, s + run, n - run);
+    tg_str_add(b, "\"", 1);
+}
+
+static void put_string(tg_str *b, const char *s) { put_string_n(b, s, strlen(s)); }
+
+/* o as json-c writes it, then released; NULL (out of memory) marks b. */
+static void put_json(tg_str *b, json_object *o) {
+    const char *t = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : NULL;
+    if (t) tg_str_add(b, t, strlen(t));
+    else b->oom = true;
+    json_object_put(o);
+}
+
+static void put_int(tg_str *b, long long v) {
+    char t[24];
+    int n = snprintf(t, sizeof t, "%lld", v);
+    tg_str_add(b, t, (size_t)n);
+}
+
+static void put_node(tg_str *b, const tg_node *n) {
+    tg_str_add(b, "{\"op\":", 6);
+    put_string(b, n->op->name);
+    tg_str_add(b, ",\"inputs\":[", 11);
+    for (int k = 0; k < n->nin; k++) {
+        const tg_var *v = n->inputs[k];
+        if (k) tg_str_add(b, ",", 1);
+        if (v->inline_const && v->value) {
+            tg_str_add(b, "{\"value\":", 9);
+            put_json(b, inline_value(v));
+            tg_str_add(b, "}", 1);
+        } else {
+            put_string(b, v->id);
+        }
+    }
+    tg_str_add(b, "],\"outputs\":[", 13);
+    for (int k = 0; k < n->nout; k++) {
+        if (k) tg_str_add(b, ",", 1);
+        put_string(b, n->outputs[k]->id);
+    }
+    tg_str_add(b, "]", 1);
+    if (n->attrs && json_object_object_length(n->attrs)) {
+        tg_str_add(b, ",\"attrs\":", 9);
+        put_json(b, sorted_attrs(n->attrs));
+    }
+    if (n->name) {
+        tg_str_add(b, ",\"name\":", 8);
+        put_string(b, n->name);
+    }
+    if (n->trace.n) {
+        tg_str_add(b, ",\"trace\":[", 10);
+        for (int i = 0; i < n->trace.n; i++) {
+            const tg_frame *f = &n->trace.frames[i];
+            const char *sep = "{";
+            tg_str_add(b, i ? ",{" : "{", i ? 2 : 1);
+            if (f->file) {
+                tg_str_add(b, "\"file\":", 7);
+                put_string(b, f->file);
+                sep = ",";
+            }
+            if (f->line >= 0) {
+                if (*sep == ',') tg_str_add(b, ",", 1);
+                tg_str_add(b, "\"line\":", 7);
+                put_int(b, (long long)f->line);
+                sep = ",";
+            }
+            if (f->function) {
+                if (*sep == ',') tg_str_add(b, ",", 1);
+                tg_str_add(b, "\"function\":", 11);
+                put_string(b, f->function);
+                sep = ",";
+            }
+            if (f->code) {
+                if (*sep == ',') tg_str_add(b, ",", 1);
+                tg_str_add(b, "\"code\":", 7);
+                put_string(b, f->code);
+            }
+            tg_str_add(b, "}", 1);
+        }
+        tg_str_add(b, "]", 1);
+    }
+    if (n->inplace) {
+        tg_str_add(b, ",\"inplace\":{", 12);
+        bool first = true;
+        for (int k = 0; k < n->nout; k++) {
+            if (n->inplace[k] < 0) continue;
+            tg_str_add(b, first ? "\"" : ",\"", first ? 1 : 2);
+            first = false;
+            put_int(b, k);
+            tg_str_add(b, "\":", 2);
+            put_int(b, n->inplace[k]);
+        }
+        tg_str_add(b, "}", 1);
+    }
+    tg_str_add(b, "}", 1);
+}
+
+char *tg_graph_to_text_ext(const tg_graph *g, tg_value_writer write, void *ud, size_t *len) {
+    tg_str b = {0};
+    tg_str_add(&b, "{\"format\":\"tg-graph\",\"version\":1", 32);
+    if (g->name) {
+        tg_str_add(&b, ",\"name\":", 8);
+        put_string(&b, g->name);
+    }
+    tg_str_add(&b, ",\"variables\":[", 14);
+    bool first = true;
+    for (int i = 0; !b.oom && i < g->nvars; i++) {
+        const tg_var *v = g->vars[i];
+        /* (the variables tg_graph_to_json_ext writes) */
+        if ((v->inline_const && !named_by_function(g, v)) || (v->owner && !v->declared)) continue;
+        if (!first) tg_str_add(&b, ",", 1);
+        first = false;
+        put_json(&b, variable_json(v, write, ud));
+    }
+    tg_str_add(&b, "],\"nodes\":[", 11);
+    for (int i = 0; !b.oom && i < g->nnodes; i++) {
+        if (i) tg_str_add(&b, ",", 1);
+        put_node(&b, g->nodes[i]);
+    }
+    tg_str_add(&b, "]", 1);
+    if (g->nfuncs != 1 || g->funcs[0].json_inputs_given) {
+        tg_str_add(&b, ",\"functions\":{", 14);
+        for (int i = 0; !b.oom && i < g->nfuncs; i++) {
+            if (i) tg_str_add(&b, ",", 1);
+            put_string(&b, g->funcs[i].name);
+            tg_str_add(&b, ":", 1);
+            put_json(&b, function_json(&g->funcs[i]));
+        }
+        tg_str_add(&b, "}", 1);
+    }
+    if (g->meta) {
+        tg_str_add(&b, ",\"meta\":", 8);
+        put_json(&b, json_object_get(g->meta));
+    }
+    tg_str_add(&b, "}", 1);
+    if (b.oom || !b.s) {
+        tg_str_free(&b);
+        return NULL;
+    }
+    *len = b.len;
+    return b.s;
+}
+
 /* ---- text ---- */
 
 /* The layout: a value goes on one line when that line stays within WIDTH
@@ -243,27 +418,6 @@ json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void
  * its members go one per line, indented by two. Diffs of saved graphs stay
  * readable: one variable, node or data row per line. */
 enum { WIDTH = 100 };
-
-static void emit_string(tg_str *b, const char *s, size_t n) {
-    tg_str_add(b, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        tg_str_add(b, s + run, i - run);
-        run = i + 1;
-        switch (c) {
-        case '"': tg_str_add(b, "\\\"", 2); break;
-        case '\\': tg_str_add(b, "\\\\", 2); break;
-        case '\n': tg_str_add(b, "\\n", 2); break;
-        case '\t': tg_str_add(b, "\\t", 2); break;
-        case '\r': tg_str_add(b, "\\r", 2); break;
-        default: tg_str_addf(b, "\\u%04x", c); break;
-        }
-    }
-    tg_str_add(b, s + run, n - run);
-    tg_str_add(b, "\"", 1);
-}
 
 static bool is_scalar(json_object *o) {
     return !json_object_is_type(o, json_type_object) && !json_object_is_type(o, json_type_array);
@@ -284,7 +438,7 @@ static bool emit_flat(tg_str *b, json_object *o, size_t start, size_t limit) {
     switch (json_object_get_type(o)) {
     case json_type_null: tg_str_add(b, "null", 4); return true;
     case json_type_string:
-        emit_string(b, json_object_get_string(o), (size_t)json_object_get_string_len(o));
+        put_string_n(b, json_object_get_string(o), (size_t)json_object_get_string_len(o));
         return true;
     case json_type_array: {
         size_t n = json_object_array_length(o);
@@ -302,7 +456,7 @@ static bool emit_flat(tg_str *b, json_object *o, size_t start, size_t limit) {
         json_object_object_foreach(o, k, v) {
             if (!first) tg_str_add(b, ", ", 2);
             first = false;
-            emit_string(b, k, strlen(k));
+            put_string_n(b, k, strlen(k));
             tg_str_add(b, ": ", 2);
             if (!emit_flat(b, v, start, limit)) return false;
         }
@@ -366,7 +520,7 @@ static void emit(tg_str *b, json_object *o, int indent) {
         tg_str_add(b, "{\n", 2);
         json_object_object_foreach(o, k, v) {
             tg_str_add(b, pad, (size_t)in);
-            emit_string(b, k, strlen(k));
+            put_string_n(b, k, strlen(k));
             tg_str_add(b, ": ", 2);
             emit(b, v, in);
             i++;

@@ -507,11 +507,9 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
         /* The original graph is kept as text in the data section: only
          * --reoptimize and checkpoints read it, so restoring does not pay
          * for parsing it. */
-        json_object *oj = tg_graph_to_json_ext(source, table_writer, &T);
-        const char *txt = oj ? json_object_to_json_string_ext(oj, JSON_C_TO_STRING_PLAIN |
-                                                                      JSON_C_TO_STRING_NOSLASHESCAPE)
-                             : NULL;
-        int64_t len = txt ? (int64_t)strlen(txt) : 0;
+        size_t tlen = 0;
+        char *txt = tg_graph_to_text_ext(source, table_writer, &T, &tlen);
+        int64_t len = (int64_t)tlen;
         if (txt && (orig = tg_array_new(TG_UINT8, 1, &len))) {
             memcpy(tg_array_data(orig), txt, (size_t)len);
             int k = table_add(&T, NULL, orig);
@@ -520,7 +518,7 @@ static int save_functions(const char *path, tg_function *const *fs, int n,
         } else {
             ok = false;
         }
-        json_object_put(oj);
+        tg_free(txt);
     } else if (ok && copy) {
         if (!(orig = original_copy(copy, &T, ctx))) {
             rc = tg_ctx_status(ctx);
