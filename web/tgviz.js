@@ -802,8 +802,38 @@
   function allBodies(d, on) { for (const n of d.nodes) if (n.body) { n._expanded = on; allBodies(n.body, on); } }
   function resetAll(d) { for (const n of d.nodes) { delete n._dx; delete n._dy; n._expanded = false; if (n.body) resetAll(n.body); } }
 
+  // A view writes each distinct nested body once, in its `bodies`, with
+  // \u0001 where its owner's key goes; a node with that body holds
+  // {ref, key}. Each becomes the node's own copy, with its key in every
+  // string (ids, edges), before anything reads the nodes: the page then
+  // works on what it always had, one drawing per node, each expanded and
+  // moved on its own.
+  function instantiate(t, key) {
+    if (typeof t === 'string') return t.indexOf('\u0001') < 0 ? t : t.split('\u0001').join(key);
+    if (Array.isArray(t)) return t.map((x) => instantiate(x, key));
+    if (t && typeof t === 'object') {
+      const o = {};
+      for (const k of Object.keys(t)) o[k] = instantiate(t[k], key);
+      return o;
+    }
+    return t;
+  }
+  function resolveBodies(nodes, table) {
+    for (const n of nodes || []) {
+      if (n.body && n.body.ref !== undefined && !n.body.nodes) {
+        const t = table && table[n.body.ref];
+        n.body = t ? instantiate(t, n.body.key) : undefined;
+      }
+      if (n.body) resolveBodies(n.body.nodes, table);
+    }
+  }
+
   function load(d) {
     data = d;
+    for (const view of Object.values(data.views || {})) {
+      resolveBodies(view.nodes, view.bodies);
+      delete view.bodies;
+    }
     const v = data.views || {};
     mode = data.side_by_side && v.original && v.optimized ? 'side' : (v[data.start] ? data.start : Object.keys(v)[0]);
     collapsed = new Set(); opened = new Set(); selected = null;

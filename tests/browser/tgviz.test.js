@@ -7,7 +7,8 @@
 //   node tgviz.test.js PAGES_DIR ARTIFACTS_DIR
 // PAGES_DIR holds mlp.html (both views), side.html (side by side),
 // trace.html (tests/data/viz/trace.json with its profile) and, optionally,
-// copies.html (a weight read by six layers) and big.html (5,000 nodes).
+// copies.html (a weight read by six layers), twin.html (two composites
+// with one body) and big.html (5,000 nodes).
 // Screenshots go to ARTIFACTS_DIR.
 'use strict';
 const { chromium } = require('playwright-core');
@@ -285,6 +286,27 @@ function viewCheck(view) {
   }
 
   // ---- a weight read by six layers, drawn beside each reader ----
+  // ---- one body written once, drawn for each of its two composites ----
+  if (fs.existsSync(path.join(pagesDir, 'twin.html'))) {
+    const page = await open('twin.html');
+    const raw = await page.evaluate(() => JSON.parse(document.getElementById('tgviz-data').textContent).views.optimized);
+    const refs = raw.nodes.filter((n) => n.body).map((n) => n.body);
+    check(raw.bodies && raw.bodies.length === 1 && refs.length === 2 && refs.every((b) => b.ref === 0 && !b.nodes),
+      'twin: the page holds the body once, and each composite a reference to it', JSON.stringify(refs));
+    const ids = await page.evaluate(() => tgviz.data.views.optimized.nodes.filter((n) => n.body).map((n) => [n.key, n.body.nodes.map((b) => b.id).sort()]));
+    check(ids.length === 2 && ids.every(([k, b]) => b.length > 2 && b.every((id) => id.includes(':' + k + '/'))) &&
+      JSON.stringify(ids[0][1].map((id) => id.replace(ids[0][0] + '/', ''))) === JSON.stringify(ids[1][1].map((id) => id.replace(ids[1][0] + '/', ''))),
+      'twin: each composite gets the body with its own key in every id', JSON.stringify(ids));
+    await page.dblclick('g.node[data-id="a:c"]');
+    const nb = ids.find(([k]) => k === 'c')[1].length;
+    check(await count(page, 'g.container[data-id="a:c"]') === 1 && await count(page, 'g.container') === 1 &&
+      await count(page, 'g.container g.node') === nb, 'twin: expanding one composite leaves the other as it was');
+    await page.dblclick('g.node[data-id="a:c2"]');
+    check(await count(page, 'g.container') === 2 && await count(page, 'g.container g.node') === 2 * nb,
+      'twin: then the other expands into its own copy');
+    await page.close();
+  }
+
   if (fs.existsSync(path.join(pagesDir, 'copies.html'))) {
     const page = await open('copies.html');
     const ids = await page.$$eval('g.node', (l) => l.map((e) => e.dataset.id).filter((i) => /^(v|c\d+):W$/.test(i)).sort());

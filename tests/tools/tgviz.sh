@@ -183,6 +183,8 @@ else
   # six layers reading one weight (viz_layout.py wrote it): W drawn six times
   [ -f "$tmp/layout/six.json" ] && "$TGVIZ" "$tmp/layout/six.json" --original -o "$pages/copies.html"
   cp "$tmp/hostile.html" "$pages/hostile.html"
+  # two chains that fuse into two composites with one body: written once
+  "$TGVIZ" "$TG_TEST_DATA/viz/twin_bodies.json" --optimized -o "$pages/twin.html"
   if [ -z "${TG_SANITIZE:-}" ]; then
     # The large graph once, in the plain build (5,000 nodes as written:
     # fast_run fuses them): the layered layout, which auto picks above

@@ -131,10 +131,12 @@ void vz_init(vz_graph *vg, const char *name, bool for_page) {
 }
 
 /* Bodies drawn once. Each distinct body (by its JSON text) is drawn and
- * laid out once, with PH in place of its owner's key in the ids; every
- * node with that body gets a copy whose writer puts the drawing out with
- * its own key (copy_write): the composites of a large optimized graph
- * are mostly copies of a few bodies. */
+ * laid out once, with PH in place of its owner's key in the ids, and
+ * written once, in the view's "bodies"; every node with that body gets a
+ * reference, {"ref": k, "key": KEY}, which the page makes into the
+ * drawing with KEY for PH (copy_write): the composites of a large
+ * optimized graph are mostly copies of a few bodies, and writing each in
+ * full made them half of the page of bench_opt's 100,000-node graph. */
 static const char PH[] = "\x01";       /* (ids cannot hold it) */
 static const char PH_JSON[] = "\\u0001"; /* how json-c writes it */
 
@@ -142,8 +144,7 @@ typedef struct body_drawing {
     long refs; /* the memo's and each copy's */
     char *text;
     json_object *drawing;
-    char *written; /* drawing as json-c writes it with flags */
-    int flags;
+    int index; /* in the view's "bodies" */
 } body_drawing;
 
 struct vz_bodies {
@@ -155,7 +156,6 @@ struct vz_bodies {
 static void drawing_unref(body_drawing *d) {
     if (!d || --d->refs > 0) return;
     json_object_put(d->drawing);
-    free(d->written);
     free(d->text);
     free(d);
 }
@@ -188,7 +188,7 @@ static body_drawing *bodies_keep(struct vz_bodies *b, const char *text, json_obj
     }
     d->refs = 1;
     d->drawing = drawing;
-    d->flags = -1;
+    d->index = b->n;
     b->e[b->n++] = d;
     return d;
 }
@@ -208,33 +208,22 @@ static void copy_free(json_object *jso, void *ud) {
 static int copy_write(json_object *jso, struct printbuf *pb, int level, int flags) {
     (void)level;
     body_copy *c = json_object_get_userdata(jso);
-    body_drawing *d = c->d;
-    if (!d->written || d->flags != flags) {
-        free(d->written);
-        const char *w = json_object_to_json_string_ext(d->drawing, flags);
-        d->written = w ? strdup(w) : NULL;
-        d->flags = flags;
-        if (!d->written) return -1;
-    }
     json_object *k = json_object_new_string(c->key);
     const char *kq = k ? json_object_to_json_string_ext(k, flags) : NULL; /* "key", escaped */
     if (!kq) {
         json_object_put(k);
         return -1;
     }
-    int kl = (int)strlen(kq) - 2, pl = (int)strlen(PH_JSON);
-    const char *p = d->written, *q;
-    while ((q = strstr(p, PH_JSON))) {
-        printbuf_memappend(pb, p, (int)(q - p));
-        printbuf_memappend(pb, kq + 1, kl);
-        p = q + pl;
-    }
-    printbuf_memappend(pb, p, (int)strlen(p));
+    char ref[48];
+    int n = snprintf(ref, sizeof ref, "{\"ref\":%d,\"key\":", c->d->index);
+    printbuf_memappend(pb, ref, n);
+    printbuf_memappend(pb, kq, (int)strlen(kq));
+    printbuf_memappend(pb, "}", 1);
     json_object_put(k);
     return 0;
 }
 
-/* A copy of d's drawing with key for the placeholder, or NULL. */
+/* A reference to d's drawing with key for the placeholder, or NULL. */
 static json_object *body_copy_new(body_drawing *d, const char *key) {
     size_t n = strlen(key);
     json_object *o = json_object_new_object();
@@ -1216,6 +1205,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             vz_init(&sub, "body", true);
             sub.layout = vg->layout;
             sub.bodies = vg->bodies; /* for the bodies in it */
+            sub.nested = true;
             vz_from_body(&sub, body, kept ? PH : key);
             if (json_object_array_length(sub.nodes) > 0) rc = vz_layout(&sub, gvc, so, ctx);
             if (sub.bodies == vg->bodies) sub.bodies = NULL; /* vg's; one of its own, vz_free frees */
@@ -1249,6 +1239,21 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             return -1;
         }
         json_object_object_add(o, "body", copy);
+    }
+    /* the drawings the references name, once (the top graph's table
+     * holds its bodies' bodies too) */
+    if (!vg->nested && vg->bodies && vg->bodies->n) {
+        json_object *t = json_object_new_array_ext(vg->bodies->n);
+        for (int i = 0; t && i < vg->bodies->n; i++)
+            if (json_object_array_add(t, json_object_get(vg->bodies->e[i]->drawing))) {
+                json_object_put(t);
+                t = NULL;
+            }
+        if (!t || json_object_object_add(out, "bodies", t)) {
+            json_object_put(t);
+            fprintf(stderr, "tgviz: out of memory drawing a nested body\n");
+            return -1;
+        }
     }
     json_object_object_add(out, "width", json_object_new_double(W));
     json_object_object_add(out, "height", json_object_new_double(H));

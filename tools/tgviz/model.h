@@ -55,9 +55,10 @@ typedef struct vz_graph {
     bool layered;          /* vz_layout used layers.c */
     /* The drawings of the distinct nested bodies met so far, by their
      * JSON text (the top graph's, which its bodies use too): each is
-     * drawn and laid out once, and each node with that body gets a copy
-     * that writes it out with its own ids (model.c). */
+     * drawn and laid out once, written once in the view's "bodies", and
+     * each node with that body gets a reference to it (model.c). */
     struct vz_bodies *bodies;
+    bool nested; /* a body's drawing: the top graph writes the bodies */
 } vz_graph;
 
 /* The family of an op for colouring and collapsing ("elemwise",

@@ -41,6 +41,40 @@ static double num(json_object *o, const char *k) {
     return json_object_get_double(v);
 }
 
+/* Node n as the page reads it: written out and parsed again, a body
+ * written as a reference ({"ref": k, "key": K}) made into the drawing
+ * k of the view's "bodies" with K for the placeholder, as tgviz.js does
+ * (owned by the caller). */
+static json_object *as_page_reads(json_object *out, json_object *n) {
+    json_object *w = json_tokener_parse(json_object_to_json_string_ext(n, JSON_C_TO_STRING_PLAIN)), *b, *ref, *key,
+                *table;
+    assert_non_null(w);
+    if (!json_object_object_get_ex(w, "body", &b) || !json_object_object_get_ex(b, "ref", &ref)) return w;
+    assert_false(json_object_object_get_ex(b, "nodes", NULL));
+    assert_true(json_object_object_get_ex(b, "key", &key));
+    assert_true(json_object_object_get_ex(out, "bodies", &table));
+    json_object *t = json_object_array_get_idx(table, (size_t)json_object_get_int(ref));
+    assert_non_null(t);
+    /* the drawing's text with the key (plain ids here) for \u0001 */
+    const char *text = json_object_to_json_string_ext(t, JSON_C_TO_STRING_PLAIN), *k = json_object_get_string(key);
+    char *sub = malloc(strlen(text) * (strlen(k) + 1) + 1), *q = sub;
+    assert_non_null(sub);
+    for (const char *p = text; *p;) {
+        if (!strncmp(p, "\\u0001", 6)) {
+            q += sprintf(q, "%s", k);
+            p += 6;
+        } else {
+            *q++ = *p++;
+        }
+    }
+    *q = 0;
+    json_object *d = json_tokener_parse(sub);
+    free(sub);
+    assert_non_null(d);
+    json_object_object_add(w, "body", d);
+    return w;
+}
+
 static void test_body_drawn_and_laid_out(void **state) {
     tg_ctx *ctx = tg_ctx_new();
     json_object *body = json_tokener_parse(body_json), *out = json_object_new_object();
@@ -71,7 +105,7 @@ static void test_body_drawn_and_laid_out(void **state) {
      * it: a body's drawing is written out for its node). */
     json_object *g = find(vg.nodes, "a:c/g"), *gw, *gb, *gn, *ge;
     assert_non_null(g);
-    assert_non_null(gw = json_tokener_parse(json_object_to_json_string_ext(g, JSON_C_TO_STRING_PLAIN)));
+    gw = as_page_reads(out, g);
     assert_true(json_object_object_get_ex(gw, "body", &gb));
     assert_true(json_object_object_get_ex(gb, "nodes", &gn));
     assert_true(json_object_object_get_ex(gb, "edges", &ge));
@@ -239,12 +273,11 @@ static void test_auto_counts_crossings(void **state) {
 }
 
 /* The nodes of the body drawn in node `id` of vg, as the page reads them
- * (written out and parsed again: a body's drawing is written for its
- * node); *whole holds them, for json_object_put. */
-static json_object *body_nodes(vz_graph *vg, const char *id, json_object **whole) {
+ * (as_page_reads); *whole holds them, for json_object_put. */
+static json_object *body_nodes(vz_graph *vg, json_object *out, const char *id, json_object **whole) {
     json_object *n = find(vg->nodes, id), *b, *bn;
     assert_non_null(n);
-    assert_non_null(*whole = json_tokener_parse(json_object_to_json_string_ext(n, JSON_C_TO_STRING_PLAIN)));
+    *whole = as_page_reads(out, n);
     assert_true(json_object_object_get_ex(*whole, "body", &b));
     assert_true(json_object_object_get_ex(b, "nodes", &bn));
     return bn;
@@ -279,8 +312,25 @@ static void test_bodies_drawn_once(void **state) {
     }
     json_object *out = json_object_new_object(), *w1, *w2, *w3;
     assert_int_equal(vz_layout(&vg, gvc, out, ctx), 0);
-    json_object *b1 = body_nodes(&vg, "a:k1", &w1), *b2 = body_nodes(&vg, "a:k2", &w2),
-                *b3 = body_nodes(&vg, "a:k3", &w3);
+    json_object *b1 = body_nodes(&vg, out, "a:k1", &w1), *b2 = body_nodes(&vg, out, "a:k2", &w2),
+                *b3 = body_nodes(&vg, out, "a:k3", &w3);
+    /* three drawings written, each once (the two bodies and the body
+     * nested in both, drawn first, as the first one is laid out); the
+     * nodes hold references */
+    json_object *table, *r1, *r2, *r3, *x;
+    assert_true(json_object_object_get_ex(out, "bodies", &table));
+    assert_int_equal(json_object_array_length(table), 3);
+    json_object_object_get_ex(find(vg.nodes, "a:k1"), "body", &r1);
+    json_object_object_get_ex(find(vg.nodes, "a:k2"), "body", &r2);
+    json_object_object_get_ex(find(vg.nodes, "a:k3"), "body", &r3);
+    const char *t1 = json_object_to_json_string_ext(r1, JSON_C_TO_STRING_PLAIN);
+    assert_string_equal(t1, "{\"ref\":1,\"key\":\"k1\"}");
+    assert_string_equal(json_object_to_json_string_ext(r2, JSON_C_TO_STRING_PLAIN), "{\"ref\":1,\"key\":\"k2\"}");
+    assert_string_equal(json_object_to_json_string_ext(r3, JSON_C_TO_STRING_PLAIN), "{\"ref\":2,\"key\":\"k3\"}");
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(table, 1), "nodes", &x));
+    assert_non_null(find(x, "a:\x01/m"));
+    /* and the body nested in it, by reference too */
+    assert_non_null(strstr(json_object_to_json_string_ext(x, JSON_C_TO_STRING_PLAIN), "\"body\":{\"ref\":0,\"key\":\"g\"}"));
     size_t n = json_object_array_length(b1);
     assert_int_equal(n, 7);
     assert_int_equal(json_object_array_length(b2), n);
