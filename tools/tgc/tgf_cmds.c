@@ -363,8 +363,13 @@ static void type_suffix(const printer *P, const tg_type *t) {
 }
 
 static void indent(int depth) {
-    /* Deep graphs: the indent stops growing at 100 levels. */
-    for (int i = 0; i < depth && i < 100; i++) printf(" |");
+    /* Deep graphs: the indent stops growing at 100 levels. One write, not
+     * a printf a level: those were most of printing a deep chain. */
+    enum { MAX = 100 };
+    static char bars[2 * MAX + 1];
+    if (!bars[0])
+        for (int i = 0; i < MAX; i++) memcpy(bars + 2 * i, " |", 2);
+    if (depth > 0) fwrite(bars, 1, 2 * (size_t)(depth < MAX ? depth : MAX), stdout);
 }
 
 static void queue_body(printer *P, const char *op, const char *name, const char *key, json_object *inputs,
