@@ -385,7 +385,6 @@ int prof_opkeys(prof_info *P) {
     if (!P->opkey) return -1;
     for (int k = 0; k < n; k++) {
         const tg_node *nd = f->sched[k].node;
-        const char *attrs = nd->attrs ? json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
         tg_str s = {0};
         if (strcmp(nd->op->name, "composite") == 0 && composite_text(nd->attrs, &s))
             ; /* composite{tanh((i0 + i1))}, as Theano names a fused node */
@@ -393,8 +392,9 @@ int prof_opkeys(prof_info *P) {
             /* scan{rnn}, op_from_graph{normalize}: a node with a body is
              * named by the body's name, not its text (Theano: Scan{rnn}) */
             body_key(nd, &s);
-        else if (attrs && strcmp(attrs, "{}") != 0)
-            tg_str_addf(&s, "%s%s", nd->op->name, attrs);
+        else if (nd->attrs && json_object_object_length(nd->attrs))
+            /* (the attrs written only here: a body's text is long) */
+            tg_str_addf(&s, "%s%s", nd->op->name, json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN));
         else
             tg_str_addf(&s, "%s", nd->op->name);
         P->opkey[k] = s.s;
