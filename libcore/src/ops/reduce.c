@@ -890,6 +890,25 @@ CLONES static void colargext_d(double *acc, int64_t *best, const double *t, int6
     }
 }
 
+/* The same over float32 rows, in float32: the same values (an extreme is
+ * one of the rows' values, and every float is a double), without turning
+ * each row into doubles first, which made max over the rows of a
+ * (2000, 1000) float32 array three times NumPy's time. */
+CLONES static void colext_f(float *acc, const float *t, int64_t m, bool mx) {
+    if (mx)
+        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] > acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
+    else
+        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] < acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
+}
+
+CLONES static void colargext_f(float *acc, int64_t *best, const float *t, int64_t m, bool mx, int64_t r) {
+    for (int64_t c = 0; c < m; c++) {
+        bool up = (acc[c] == acc[c]) & ((mx ? t[c] > acc[c] : t[c] < acc[c]) | (t[c] != t[c]));
+        acc[c] = up ? t[c] : acc[c];
+        best[c] = up ? r : best[c];
+    }
+}
+
 CLONES static void colext_i(int64_t *acc, const int64_t *t, int64_t m, bool mx) {
     if (mx)
         for (int64_t c = 0; c < m; c++) acc[c] = t[c] > acc[c] ? t[c] : acc[c];
@@ -965,6 +984,24 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
     }
     double *acc = b->acc, *aux = b->aux;
     bool second = pass == 2;
+    if (is_ext(k) && j->dt == TG_FLOAT32 && j->cs == 4 && r1 > r0) {
+        /* in float32, in t's room (band doubles), then into acc */
+        float *fa = (float *)b->t;
+        const bool arg = k == R_ARGMAX || k == R_ARGMIN;
+        for (int64_t r = r0; r < r1; r++, p = row_next(j, idx, p)) {
+            const float *q = (const float *)p;
+            if (r == r0) {
+                memcpy(fa, q, (size_t)m * 4);
+                for (int64_t c = 0; arg && c < m; c++) b->best[c] = r0;
+            } else if (arg) {
+                colargext_f(fa, b->best, q, m, mx, r);
+            } else {
+                colext_f(fa, q, m, mx);
+            }
+        }
+        for (int64_t c = 0; c < m; c++) acc[c] = fa[c];
+        return;
+    }
     for (int64_t c = 0; c < m; c++) acc[c] = !second && (k == R_PROD || k == R_ALL);
     if (k == R_LSE && !second)
         for (int64_t c = 0; c < m; c++) acc[c] = -INFINITY;
