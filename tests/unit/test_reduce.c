@@ -382,9 +382,14 @@ static void test_prod_in_order(void **state) {
         tg_array *x = tg_array_new(dt, 2, shp);
         for (int64_t i = 0; i < 37 * 101; i++)
             tg_store_f64(dt, (char *)x->data + i * (int64_t)tg_dtype_size(dt), 1 + ((i * 7919) % 201 - 100) * 1e-3);
-        for (int t = 0; t < 2; t++) {
-            tg_array *y = reduce_view("prod", "{\"axis\":1}", t ? "{\"op\":\"dimshuffle\",\"inputs\":[\"x\"],"
-                                      "\"outputs\":[\"v\"],\"attrs\":{\"order\":[1,0]}}" : NULL, x);
+        /* t: 0 rows, 1 rows of a transposed view, 2 over axis 0 (the
+         * columns' accumulators, row after row) */
+        for (int t = 0; t < 3; t++) {
+            tg_array *y = reduce_view("prod", t == 2 ? "{\"axis\":0}" : "{\"axis\":1}",
+                                      t == 1 ? "{\"op\":\"dimshuffle\",\"inputs\":[\"x\"],"
+                                               "\"outputs\":[\"v\"],\"attrs\":{\"order\":[1,0]}}"
+                                             : NULL,
+                                      x);
             int64_t rows = t ? 101 : 37, len = t ? 37 : 101;
             for (int64_t r = 0; r < rows; r++) {
                 double v = 1;
@@ -392,7 +397,8 @@ static void test_prod_in_order(void **state) {
                 char want[8];
                 tg_store_f64(dt, want, v);
                 if (memcmp(want, (char *)y->data + r * (int64_t)tg_dtype_size(dt), tg_dtype_size(dt)))
-                    fail_msg("prod %s%s, row %lld: %.17g, want %.17g", tg_dtype_name(dt), t ? " (strided)" : "",
+                    fail_msg("prod %s%s, row %lld: %.17g, want %.17g", tg_dtype_name(dt),
+                             t == 1 ? " (strided)" : t == 2 ? " (axis 0)" : "",
                              (long long)r, tg_array_get_flat(y, r), v);
             }
             tg_array_free(y);
@@ -461,8 +467,8 @@ static void test_extremes_int16(void **state) {
  * with NaNs and ties inside columns. */
 static double colval(int64_t r, int64_t c) { return (double)((r * 7 + c * 13) % 101) - 50; }
 
-/* float32 (dt) runs the extremes alone, which keep float32 rows as they
- * are (the other reductions turn them into doubles, as float64's). */
+/* float32 (dt) runs the extremes (which compare float32 rows as they
+ * are), all and any, whose results are exact there too. */
 static void check_columns(const int64_t *shape, int axis, const char *attrs, tg_dtype dt) {
     int64_t A = axis ? shape[0] : 1, R = shape[axis], C = shape[axis + 1];
     tg_array *x64 = tg_array_new(TG_FLOAT64, axis + 2, shape), *x = x64;
@@ -475,14 +481,15 @@ static void check_columns(const int64_t *shape, int axis, const char *attrs, tg_
     p[(R / 3) * C + 5] = INFINITY; /* column 5: +inf once, -inf twice */
     p[(R / 4) * C + 5] = -INFINITY;
     p[(R - 1) * C + 5] = -INFINITY;
+    for (int64_t r = 0; r < R; r++) p[r * C + 6] = r % 2 ? 0.0 : -0.0; /* column 6: no nonzero */
     if (dt == TG_FLOAT32) {
         x = tg_array_new(TG_FLOAT32, axis + 2, shape);
         for (int64_t i = 0; i < tg_array_size(x); i++) ((float *)x->data)[i] = (float)p[i];
     }
-    static const char *const all_ops[] = {"sum", "max", "argmax", "argmin", "var", "logsumexp", "all", "min"};
-    static const char *const ext_ops[] = {"max", "argmax", "argmin", "min"};
-    const char *const *ops = dt == TG_FLOAT32 ? ext_ops : all_ops;
-    const size_t nops = dt == TG_FLOAT32 ? 4 : 8;
+    static const char *const all_ops[] = {"sum", "max", "argmax", "argmin", "var", "logsumexp", "all", "min", "any"};
+    static const char *const f32_ops[] = {"max", "argmax", "argmin", "min", "all", "any"};
+    const char *const *ops = dt == TG_FLOAT32 ? f32_ops : all_ops;
+    const size_t nops = dt == TG_FLOAT32 ? 6 : 9;
     for (int t = 0; t < NTHREADS; t++) {
         omp_set_num_threads(THREADS[t]);
         for (size_t o = 0; o < nops; o++) {
@@ -494,11 +501,12 @@ static void check_columns(const int64_t *shape, int axis, const char *attrs, tg_
                     const double *q = p + a * R * C + c;
                     double s = 0, mx = -INFINITY, mean, ss = 0, le = 0;
                     int64_t amax = -1, amin = -1, nan_at = -1;
-                    bool all = true;
+                    bool all = true, any = false;
                     for (int64_t r = 0; r < R; r++) {
                         double v = q[r * C];
                         s += v;
                         all = all && v != 0;
+                        any = any || v != 0;
                         if (v != v) {
                             if (nan_at < 0) nan_at = r;
                             continue;
@@ -515,7 +523,8 @@ static void check_columns(const int64_t *shape, int axis, const char *attrs, tg_
                     double want;
                     const char *op = ops[o];
                     /* (the infinities of column 5 are for the extremes) */
-                    if (a == 0 && c == 5 && !strstr(op, "max") && !strstr(op, "min")) continue;
+                    if (a == 0 && c == 5 && !strstr(op, "max") && !strstr(op, "min") && strcmp(op, "all") && strcmp(op, "any"))
+                        continue;
                     if (!strcmp(op, "sum")) want = s;
                     else if (!strcmp(op, "max")) want = nan_at >= 0 ? NAN : mx;
                     else if (!strcmp(op, "min")) want = nan_at >= 0 ? NAN : q[amin * C];
@@ -523,6 +532,7 @@ static void check_columns(const int64_t *shape, int axis, const char *attrs, tg_
                     else if (!strcmp(op, "argmin")) want = (double)(nan_at >= 0 ? nan_at : amin);
                     else if (!strcmp(op, "var")) want = ss / (double)R;
                     else if (!strcmp(op, "logsumexp")) want = nan_at >= 0 ? NAN : mx + log(le);
+                    else if (!strcmp(op, "any")) want = any;
                     else want = all;
                     double got = tg_array_get_flat(y, a * C + c);
                     if (want != want ? got == got : !(got == want || fabs(got - want) <= 1e-12 * fabs(want)))

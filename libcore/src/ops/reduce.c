@@ -909,6 +909,28 @@ CLONES static void colargext_f(float *acc, int64_t *best, const float *t, int64_
     }
 }
 
+/* prod, all and any of one float32 row into the columns' float64
+ * accumulators, converted as they are read (one pass over the row, not a
+ * conversion pass and a loop after it; `all` and `any` with & and |, not
+ * the branches of && and ||). The same values as through double rows. */
+CLONES static void colprod_f(double *acc, const float *t, int64_t m) {
+    for (int64_t c = 0; c < m; c++) acc[c] *= (double)t[c];
+}
+
+CLONES static void colall_f(double *acc, const float *t, int64_t m, bool any) {
+    if (any)
+        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) | (t[c] != 0));
+    else
+        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) & (t[c] != 0));
+}
+
+CLONES static void colall_d(double *acc, const double *t, int64_t m, bool any) {
+    if (any)
+        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) | (t[c] != 0));
+    else
+        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) & (t[c] != 0));
+}
+
 CLONES static void colext_i(int64_t *acc, const int64_t *t, int64_t m, bool mx) {
     if (mx)
         for (int64_t c = 0; c < m; c++) acc[c] = t[c] > acc[c] ? t[c] : acc[c];
@@ -1012,6 +1034,11 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
             rows_add_f32(acc, (const float *)p, m, 1);
             continue;
         }
+        if (!second && j->dt == TG_FLOAT32 && j->cs == 4 && (k == R_PROD || k == R_ALL || k == R_ANY)) {
+            if (k == R_PROD) colprod_f(acc, (const float *)p, m);
+            else colall_f(acc, (const float *)p, m, k == R_ANY);
+            continue;
+        }
         const double *t = col_load_d(j->dt, p, m, j->cs, b->t);
         if (second) {
             if (k == R_LSE) {
@@ -1034,10 +1061,8 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
             for (int64_t c = 0; c < m; c++) acc[c] *= t[c];
             break;
         case R_ALL:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 && t[c] != 0 ? 1 : 0;
-            break;
         case R_ANY:
-            for (int64_t c = 0; c < m; c++) acc[c] = acc[c] != 0 || t[c] != 0 ? 1 : 0;
+            colall_d(acc, t, m, k == R_ANY);
             break;
         case R_LSE:
             colext_d(acc, t, m, true);
