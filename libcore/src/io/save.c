@@ -198,6 +198,16 @@ static bool named_by_function(const tg_graph *g, const tg_var *v) {
     return false;
 }
 
+/* Whether a graph's file lists v in `variables`: inline constants go back
+ * inline (and are declared too when a function names them: a folded
+ * output or update); undeclared node outputs are implied by their nodes. */
+static bool var_written(const tg_graph *g, const tg_var *v) {
+    return !((v->inline_const && !named_by_function(g, v)) || (v->owner && !v->declared));
+}
+
+/* A file without `functions` stays without: its `main` is implied. */
+static bool funcs_written(const tg_graph *g) { return g->nfuncs != 1 || g->funcs[0].json_inputs_given; }
+
 json_object *tg_graph_to_json(const tg_graph *g) { return tg_graph_to_json_ext(g, NULL, NULL); }
 
 json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void *ud) {
@@ -208,20 +218,13 @@ json_object *tg_graph_to_json_ext(const tg_graph *g, tg_value_writer write, void
     if (g->name) tg_json_put(root, "name", str(g->name), &ok);
     json_object *vars = json_object_new_array();
     for (int i = 0; ok && i < g->nvars; i++) {
-        const tg_var *v = g->vars[i];
-        /* Inline constants go back inline (and are declared too when a
-         * function names them: a folded output or update); undeclared
-         * node outputs are implied by their nodes. */
-        if ((v->inline_const && !named_by_function(g, v)) || (v->owner && !v->declared)) continue;
-        tg_json_push(vars, variable_json(v, write, ud), &ok);
+        if (var_written(g, g->vars[i])) tg_json_push(vars, variable_json(g->vars[i], write, ud), &ok);
     }
     tg_json_put(root, "variables", vars, &ok);
     json_object *nodes = json_object_new_array();
     for (int i = 0; ok && i < g->nnodes; i++) tg_json_push(nodes, node_json(g->nodes[i]), &ok);
     tg_json_put(root, "nodes", nodes, &ok);
-    /* A file without `functions` stays without: its `main` is implied. */
-    bool explicit_funcs = g->nfuncs != 1 || g->funcs[0].json_inputs_given;
-    if (explicit_funcs) {
+    if (funcs_written(g)) {
         json_object *fs = json_object_new_object();
         for (int i = 0; ok && i < g->nfuncs; i++)
             tg_json_put(fs, g->funcs[i].name, function_json(&g->funcs[i]), &ok);
@@ -287,6 +290,14 @@ static void put_int(tg_str *b, long long v) {
     tg_str_add(b, t, (size_t)n);
 }
 
+/* "key": after a comma unless it is the object's first. */
+static void put_key(tg_str *b, bool *first, const char *key) {
+    if (!*first) tg_str_add(b, ",", 1);
+    *first = false;
+    put_string(b, key);
+    tg_str_add(b, ":", 1);
+}
+
 static void put_node(tg_str *b, const tg_node *n) {
     tg_str_add(b, "{\"op\":", 6);
     put_string(b, n->op->name);
@@ -319,31 +330,14 @@ static void put_node(tg_str *b, const tg_node *n) {
     if (n->trace.n) {
         tg_str_add(b, ",\"trace\":[", 10);
         for (int i = 0; i < n->trace.n; i++) {
+            /* the keys trace_json writes, in its order */
             const tg_frame *f = &n->trace.frames[i];
-            const char *sep = "{";
+            bool first = true;
             tg_str_add(b, i ? ",{" : "{", i ? 2 : 1);
-            if (f->file) {
-                tg_str_add(b, "\"file\":", 7);
-                put_string(b, f->file);
-                sep = ",";
-            }
-            if (f->line >= 0) {
-                if (*sep == ',') tg_str_add(b, ",", 1);
-                tg_str_add(b, "\"line\":", 7);
-                put_int(b, (long long)f->line);
-                sep = ",";
-            }
-            if (f->function) {
-                if (*sep == ',') tg_str_add(b, ",", 1);
-                tg_str_add(b, "\"function\":", 11);
-                put_string(b, f->function);
-                sep = ",";
-            }
-            if (f->code) {
-                if (*sep == ',') tg_str_add(b, ",", 1);
-                tg_str_add(b, "\"code\":", 7);
-                put_string(b, f->code);
-            }
+            if (f->file) put_key(b, &first, "file"), put_string(b, f->file);
+            if (f->line >= 0) put_key(b, &first, "line"), put_int(b, (long long)f->line);
+            if (f->function) put_key(b, &first, "function"), put_string(b, f->function);
+            if (f->code) put_key(b, &first, "code"), put_string(b, f->code);
             tg_str_add(b, "}", 1);
         }
         tg_str_add(b, "]", 1);
@@ -374,12 +368,10 @@ char *tg_graph_to_text_ext(const tg_graph *g, tg_value_writer write, void *ud, s
     tg_str_add(&b, ",\"variables\":[", 14);
     bool first = true;
     for (int i = 0; !b.oom && i < g->nvars; i++) {
-        const tg_var *v = g->vars[i];
-        /* (the variables tg_graph_to_json_ext writes) */
-        if ((v->inline_const && !named_by_function(g, v)) || (v->owner && !v->declared)) continue;
+        if (!var_written(g, g->vars[i])) continue;
         if (!first) tg_str_add(&b, ",", 1);
         first = false;
-        put_json(&b, variable_json(v, write, ud));
+        put_json(&b, variable_json(g->vars[i], write, ud));
     }
     tg_str_add(&b, "],\"nodes\":[", 11);
     for (int i = 0; !b.oom && i < g->nnodes; i++) {
@@ -387,7 +379,7 @@ char *tg_graph_to_text_ext(const tg_graph *g, tg_value_writer write, void *ud, s
         put_node(&b, g->nodes[i]);
     }
     tg_str_add(&b, "]", 1);
-    if (g->nfuncs != 1 || g->funcs[0].json_inputs_given) {
+    if (funcs_written(g)) {
         tg_str_add(&b, ",\"functions\":{", 14);
         for (int i = 0; !b.oom && i < g->nfuncs; i++) {
             if (i) tg_str_add(&b, ",", 1);

@@ -871,64 +871,52 @@ static const int64_t *col_load_i(tg_dtype dt, const char *p, int64_t m, int64_t 
     return t;
 }
 
-/* One row into the extremes of its columns (NaN sticks), and with the
- * row's index for argmax/argmin (the first extreme or first NaN stays). */
-CLONES static void colext_d(double *acc, const double *t, int64_t m, bool mx) {
-    if (mx)
-        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] > acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
-    else
-        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] < acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
-}
-
-/* ri: the rows' indices (one per column), or NULL for r everywhere. */
-CLONES static void colargext_d(double *acc, int64_t *best, const double *t, int64_t m, bool mx,
-                               int64_t r, const int64_t *ri) {
-    for (int64_t c = 0; c < m; c++) {
-        bool up = (acc[c] == acc[c]) & ((mx ? t[c] > acc[c] : t[c] < acc[c]) | (t[c] != t[c]));
-        acc[c] = up ? t[c] : acc[c];
-        best[c] = up ? (ri ? ri[c] : r) : best[c];
+/* One row t of T into the extremes of its columns in A (NaN sticks), and
+ * with the row's index for argmax/argmin (the first extreme or first NaN
+ * stays; ri: the rows' indices, one per column, or NULL for r
+ * everywhere); all/any into float64 flags, with & and | (not the
+ * branches of && and ||). float32 rows go through in float32 (f): the
+ * same values, since an extreme is one of the rows' values and every
+ * float is a double, without turning each row into doubles first, which
+ * made max over the rows of a (2000, 1000) float32 array three times
+ * NumPy's time. */
+#define COL_LOOPS(N, T)                                                                               \
+    CLONES static void colext_##N(T *acc, const T *t, int64_t m, bool mx) {                           \
+        if (mx)                                                                                       \
+            for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] > acc[c]) | (t[c] != t[c])) ? t[c] : acc[c]; \
+        else                                                                                          \
+            for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] < acc[c]) | (t[c] != t[c])) ? t[c] : acc[c]; \
+    }                                                                                                 \
+    CLONES static void colargext_##N(T *acc, int64_t *best, const T *t, int64_t m, bool mx, int64_t r, \
+                                     const int64_t *ri) {                                             \
+        /* (two loops: a select of ri[c] or r in one halved its speed) */                           \
+        if (ri)                                                                                       \
+            for (int64_t c = 0; c < m; c++) {                                                         \
+                bool up = (acc[c] == acc[c]) & ((mx ? t[c] > acc[c] : t[c] < acc[c]) | (t[c] != t[c])); \
+                acc[c] = up ? t[c] : acc[c];                                                          \
+                best[c] = up ? ri[c] : best[c];                                                       \
+            }                                                                                         \
+        else                                                                                          \
+            for (int64_t c = 0; c < m; c++) {                                                         \
+                bool up = (acc[c] == acc[c]) & ((mx ? t[c] > acc[c] : t[c] < acc[c]) | (t[c] != t[c])); \
+                acc[c] = up ? t[c] : acc[c];                                                          \
+                best[c] = up ? r : best[c];                                                           \
+            }                                                                                         \
+    }                                                                                                 \
+    CLONES static void colall_##N(double *acc, const T *t, int64_t m, bool any) {                     \
+        if (any)                                                                                      \
+            for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) | (t[c] != 0));           \
+        else                                                                                          \
+            for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) & (t[c] != 0));           \
     }
-}
+COL_LOOPS(d, double)
+COL_LOOPS(f, float)
 
-/* The same over float32 rows, in float32: the same values (an extreme is
- * one of the rows' values, and every float is a double), without turning
- * each row into doubles first, which made max over the rows of a
- * (2000, 1000) float32 array three times NumPy's time. */
-CLONES static void colext_f(float *acc, const float *t, int64_t m, bool mx) {
-    if (mx)
-        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] > acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
-    else
-        for (int64_t c = 0; c < m; c++) acc[c] = ((t[c] < acc[c]) | (t[c] != t[c])) ? t[c] : acc[c];
-}
-
-CLONES static void colargext_f(float *acc, int64_t *best, const float *t, int64_t m, bool mx, int64_t r) {
-    for (int64_t c = 0; c < m; c++) {
-        bool up = (acc[c] == acc[c]) & ((mx ? t[c] > acc[c] : t[c] < acc[c]) | (t[c] != t[c]));
-        acc[c] = up ? t[c] : acc[c];
-        best[c] = up ? r : best[c];
-    }
-}
-
-/* prod, all and any of one float32 row into the columns' float64
- * accumulators, converted as they are read (one pass over the row, not a
- * conversion pass and a loop after it; `all` and `any` with & and |, not
- * the branches of && and ||). The same values as through double rows. */
+/* prod of one float32 row into the columns' float64 products, converted
+ * as it is read (one pass, not a conversion pass and a loop after it):
+ * the same products in the same order. */
 CLONES static void colprod_f(double *acc, const float *t, int64_t m) {
     for (int64_t c = 0; c < m; c++) acc[c] *= (double)t[c];
-}
-
-CLONES static void colall_f(double *acc, const float *t, int64_t m, bool any) {
-    if (any)
-        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) | (t[c] != 0));
-    else
-        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) & (t[c] != 0));
-}
-
-CLONES static void colall_d(double *acc, const double *t, int64_t m, bool any) {
-    if (any)
-        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) | (t[c] != 0));
-    else
-        for (int64_t c = 0; c < m; c++) acc[c] = (double)((acc[c] != 0) & (t[c] != 0));
 }
 
 CLONES static void colext_i(int64_t *acc, const int64_t *t, int64_t m, bool mx) {
@@ -1016,7 +1004,7 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
                 memcpy(fa, q, (size_t)m * 4);
                 for (int64_t c = 0; arg && c < m; c++) b->best[c] = r0;
             } else if (arg) {
-                colargext_f(fa, b->best, q, m, mx, r);
+                colargext_f(fa, b->best, q, m, mx, r, NULL);
             } else {
                 colext_f(fa, q, m, mx);
             }
@@ -1027,14 +1015,17 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
     for (int64_t c = 0; c < m; c++) acc[c] = !second && (k == R_PROD || k == R_ALL);
     if (k == R_LSE && !second)
         for (int64_t c = 0; c < m; c++) acc[c] = -INFINITY;
-    const bool add_f32 = !second && (k == R_SUM || k == R_MEAN || k == R_VAR || k == R_STD) &&
-                         j->dt == TG_FLOAT32 && j->cs == 4;
+    /* float32 rows that the first pass reads as they are, converting each
+     * element as it uses it: sums, products, all/any */
+    const bool f32 = !second && j->dt == TG_FLOAT32 && j->cs == 4;
+    const bool add_f32 = f32 && (k == R_SUM || k == R_MEAN || k == R_VAR || k == R_STD),
+               mul_f32 = f32 && (k == R_PROD || k == R_ALL || k == R_ANY);
     for (int64_t r = r0; r < r1; r++, p = row_next(j, idx, p)) {
-        if (add_f32) { /* converted as it is added: one pass over the row */
+        if (add_f32) {
             rows_add_f32(acc, (const float *)p, m, 1);
             continue;
         }
-        if (!second && j->dt == TG_FLOAT32 && j->cs == 4 && (k == R_PROD || k == R_ALL || k == R_ANY)) {
+        if (mul_f32) {
             if (k == R_PROD) colprod_f(acc, (const float *)p, m);
             else colall_f(acc, (const float *)p, m, k == R_ANY);
             continue;
