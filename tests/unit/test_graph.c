@@ -15,6 +15,7 @@
 #include "graph/graph.h"
 #include "ops/op.h"
 #include "testutil.h"
+#include "vm/vm.h"
 
 static const char *json =
     "{\"format\":\"tg-graph\",\"version\":1,"
@@ -687,6 +688,102 @@ static void test_origin_sets(void **state) {
     tg_set_allocator(NULL, NULL);
 }
 
+/* ---- sealed attrs ---- */
+
+/* A node's sealed hash is still the hash of its attrs, and "small attrs"
+ * still means an `a` of zeros but for a.dtype and a.mode, equal to the
+ * copies: nothing changed them after the seal. Returns how many nodes
+ * were sealed. */
+static int check_sealed(const char *what, tg_node *const *nodes, int n) {
+    static const tg_attrs zero;
+    int sealed = 0;
+    for (int i = 0; i < n; i++) {
+        const tg_node *x = nodes[i];
+        if (!(x->aflags & TG_NODE_AHASH)) {
+            if (x->aflags) fail_msg("%s: node %d (%s): no hash, flags %d", what, i, x->op->name, x->aflags);
+            continue;
+        }
+        sealed++;
+        if (x->ahash != tg_node_attrs_hash(x))
+            fail_msg("%s: node %d (%s): the sealed hash is not its attrs' hash", what, i, x->op->name);
+        tg_attrs rest = x->a;
+        rest.dtype = 0;
+        rest.mode = 0;
+        bool small = memcmp(&rest, &zero, sizeof zero) == 0 && x->a.dtype >= 0 && x->a.dtype < 128 &&
+                     x->a.mode >= -128 && x->a.mode < 128;
+        if (!!(x->aflags & TG_NODE_ASMALL) != small)
+            fail_msg("%s: node %d (%s): marked %s attrs", what, i, x->op->name, small ? "large" : "small");
+        if (small && (x->adtype != (int)x->a.dtype || x->amode != x->a.mode))
+            fail_msg("%s: node %d (%s): the copies of dtype and mode differ", what, i, x->op->name);
+    }
+    return sealed;
+}
+
+/* The loader seals every node once its attrs are parsed and inferred; the
+ * clone copies the seal (and, where `a` is small, the two numbers
+ * instead of `a`); the optimizer seals what it builds. Over every graph of the op
+ * tests, the scan tests and the examples, each function compiled with
+ * none and fast_run, every seal is still true. Attrs that two nodes
+ * share hash alike, different ones (almost always) apart: sums over
+ * axis 0 (written twice) and over axis 1 of the same input. */
+static void test_sealed_attrs(void **state) {
+    (void)state;
+    const char *dirs[] = {TG_TEST_DATA "/ops", TG_TEST_DATA "/scan", TG_TEST_DATA "/../../examples"};
+    const char *presets[] = {"none", "fast_run"};
+    int files = 0, loaded = 0, compiled = 0, small = 0;
+    tg_ctx *ctx = tg_ctx_new();
+    for (int d = 0; d < 3; d++) {
+        DIR *dir = opendir(dirs[d]);
+        assert_non_null(dir);
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            size_t n = strlen(e->d_name);
+            if (n < 6 || strcmp(e->d_name + n - 5, ".json")) continue;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+            tg_ctx_clear(ctx);
+            tg_graph *g = tg_graph_load(path, ctx);
+            if (!g) continue; /* (an op test of a load error) */
+            files++;
+            int s = check_sealed(e->d_name, g->nodes, g->nnodes);
+            if (s != g->nnodes) fail_msg("%s: %d of %d nodes sealed", e->d_name, s, g->nnodes);
+            loaded += s;
+            for (int i = 0; i < g->nnodes; i++) small += !!(g->nodes[i]->aflags & TG_NODE_ASMALL);
+            for (int f = 0; f < g->nfuncs; f++)
+                for (int p = 0; p < 2; p++) {
+                    tg_compile_options o = {.preset = presets[p]};
+                    tg_ctx_clear(ctx);
+                    tg_function *fn = tg_function_compile(g, f, &o, ctx);
+                    if (!fn) continue; /* (a function the op test expects to fail) */
+                    compiled += check_sealed(e->d_name, fn->fg->nodes, fn->fg->nnodes);
+                    tg_function_free(fn);
+                }
+            tg_graph_free(g);
+        }
+        closedir(dir);
+    }
+    tg_ctx_free(ctx);
+    printf("  %d files: %d nodes loaded (%d with small attrs), %d compiled, sealed\n", files, loaded, small,
+           compiled);
+    assert_true(files >= 100);
+    assert_true(small > loaded / 4 && small < loaded);
+    assert_true(compiled > 1000);
+
+    tg_graph *g = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
+                          "\"type\":{\"dtype\":\"float64\",\"shape\":[3,4]}}],\"nodes\":["
+                          "{\"op\":\"sum\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"axis\":0}},"
+                          "{\"op\":\"sum\",\"inputs\":[\"x\"],\"outputs\":[\"b\"],\"attrs\":{\"axis\":1}},"
+                          "{\"op\":\"sum\",\"inputs\":[\"x\"],\"outputs\":[\"c\"],\"attrs\":{\"keepdims\":false,\"axis\":0}},"
+                          "{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"d\"]}]}");
+    assert_int_equal(g->nnodes, 4);
+    assert_true(g->nodes[0]->ahash != g->nodes[1]->ahash);
+    assert_true(g->nodes[0]->ahash == g->nodes[2]->ahash);
+    assert_true(g->nodes[3]->aflags & TG_NODE_ASMALL);
+    assert_int_equal(g->nodes[3]->adtype, TG_FLOAT64);
+    assert_false(g->nodes[0]->aflags & TG_NODE_ASMALL);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clone_takes_what_is_needed),
@@ -701,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_arena_poison),
         cmocka_unit_test(test_compact),
         cmocka_unit_test(test_origin_sets),
+        cmocka_unit_test(test_sealed_attrs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

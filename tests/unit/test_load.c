@@ -496,6 +496,61 @@ static void test_inline_ids(void **state) {
 /* The made-up ids and the JSON paths of messages, letter for letter:
  * "<first output's id, cut at 100>:in<k>", a numbered twin when taken;
  * node and input numbers of several digits. */
+/* Inline scalars equal in dtype and bytes, once their node has taken
+ * them (a weak scalar converted to its dtype), share one array (the
+ * loader interns them, so that merge reads one value instead of
+ * thousands); any difference keeps them apart: against an int64 x, 1 and
+ * true (int64 1 both) against 1.0 (float64), 0.0 against -0.0, arrays;
+ * and a hundred distinct scalars, more than the table's slots, keep
+ * their own values. */
+static void test_inline_scalars_shared(void **state) {
+    (void)state;
+    tg_str j = {0};
+    tg_str_addf(&j, HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"int64\",\"shape\":[2]}}],"
+                "\"nodes\":[");
+    const char *lit[] = {"1", "1", "1.0", "0.0", "-0.0", "{\"data\":\"nan\"}", "{\"data\":\"nan\"}", "{\"data\":[1,2],\"dtype\":\"float64\",\"shape\":[2]}", "{\"data\":[1,2],\"dtype\":\"float64\",\"shape\":[2]}", "true", "true"};
+    enum { NLIT = sizeof lit / sizeof lit[0], NDISTINCT = 100 };
+    for (int i = 0; i < NLIT; i++)
+        tg_str_addf(&j, "%s{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":%s}],\"outputs\":[\"l%d\"]}", i ? "," : "",
+                    lit[i], i);
+    for (int i = 0; i < 2 * NDISTINCT; i++)
+        tg_str_addf(&j, ",{\"op\":\"add\",\"inputs\":[\"x\",{\"value\":%d.5}],\"outputs\":[\"d%d\"]}",
+                    i % NDISTINCT, i);
+    tg_str_addf(&j, "]}");
+    assert_false(j.oom);
+    tg_graph *g = tu_load(j.s);
+    tg_str_free(&j);
+    const tg_array *v[NLIT];
+    for (int i = 0; i < NLIT; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "l%d", i);
+        const tg_var *c = var(g, id)->owner->inputs[1];
+        assert_true(c->kind == TG_VAR_CONSTANT && c->inline_const);
+        v[i] = c->value;
+    }
+    assert_ptr_equal(v[0], v[1]);     /* 1, 1 */
+    assert_ptr_not_equal(v[0], v[2]); /* 1 (int64), 1.0 */
+    assert_int_equal(v[0]->dtype, TG_INT64);
+    assert_int_equal(v[2]->dtype, TG_FLOAT64);
+    assert_ptr_not_equal(v[3], v[4]); /* 0.0, -0.0 */
+    assert_false(signbit(tg_array_get_flat(v[3], 0)));
+    assert_true(signbit(tg_array_get_flat(v[4], 0)));
+    assert_ptr_equal(v[5], v[6]);     /* nan, nan */
+    assert_true(isnan(tg_array_get_flat(v[5], 0)));
+    assert_ptr_not_equal(v[7], v[8]); /* arrays stay apart */
+    assert_ptr_equal(v[9], v[10]);    /* true, true */
+    assert_ptr_equal(v[9], v[0]);     /* true, taken as int64 1 */
+    /* the distinct ones: each its value, and its twin the same array */
+    for (int i = 0; i < 2 * NDISTINCT; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "d%d", i);
+        const tg_var *c = var(g, id)->owner->inputs[1];
+        if (tg_array_get_flat(c->value, 0) != i % NDISTINCT + 0.5)
+            fail_msg("%s: %g, expected %g", id, tg_array_get_flat(c->value, 0), i % NDISTINCT + 0.5);
+    }
+    tg_graph_free(g);
+}
+
 static void test_inline_ids_exact(void **state) {
     (void)state;
     char json[8192], id[128], msg[1024];
@@ -831,6 +886,7 @@ int main(void) {
         cmocka_unit_test(test_many_inputs),
         cmocka_unit_test(test_inline_ids),
         cmocka_unit_test(test_inline_ids_exact),
+        cmocka_unit_test(test_inline_scalars_shared),
         cmocka_unit_test(test_file_level),
         cmocka_unit_test(test_json_text),
         cmocka_unit_test(test_huge_ints),

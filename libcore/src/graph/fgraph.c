@@ -102,20 +102,32 @@ static tg_node *clone_node(tg_arena *a, const tg_node *n, tg_ctx *ctx) {
     tg_node *c = tg_node_new_in(a, n->op, n->nin, n->nout);
     if (!c) return NULL;
     c->json_index = n->json_index;
-    c->a = n->a;
-    c->a.message = NULL;
-    c->a.extra = NULL;
-    c->a.index = NULL;
+    /* The same attrs, so the same hash. Where they are two small numbers
+     * (an elementwise op's dtypes: most of a large graph), `a`, three
+     * lines of a graph out of the cache, is not read. */
+    c->aflags = n->aflags;
+    c->ahash = n->ahash;
+    c->adtype = n->adtype;
+    c->amode = n->amode;
     if (n->attrs) c->attrs = json_object_get(n->attrs);
-    if (n->a.index) {
+    if (n->aflags & TG_NODE_ASMALL) {
+        c->a.dtype = n->adtype;
+        c->a.mode = n->amode;
+    } else {
+        c->a = n->a;
+        c->a.message = NULL;
+        c->a.extra = NULL;
+        c->a.index = NULL;
+    }
+    if (!(n->aflags & TG_NODE_ASMALL) && n->a.index) {
         if (!(c->a.index = tg_calloc((size_t)n->a.nindex + 1, sizeof *c->a.index))) goto fail;
         memcpy(c->a.index, n->a.index, (size_t)n->a.nindex * sizeof *c->a.index);
     }
     if ((n->name && !(c->name = tg_strdup(n->name))) ||
-        (n->a.message && !(c->a.message = tg_strdup(n->a.message))) ||
+        (!(n->aflags & TG_NODE_ASMALL) && n->a.message && !(c->a.message = tg_strdup(n->a.message))) ||
         tg_trace_copy(&c->trace, &n->trace))
         goto fail;
-    if (n->a.extra && n->op->parse_attrs) {
+    if (!(n->aflags & TG_NODE_ASMALL) && n->a.extra && n->op->parse_attrs) {
         /* Op-specific data is rebuilt from the canonical attrs. */
         tg_attrs keep = c->a;
         if (n->op->parse_attrs(c, ctx)) goto fail;

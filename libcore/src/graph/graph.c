@@ -200,9 +200,13 @@ void tg_node_free(tg_node *n) {
     if (!n) return;
     if (n->kstate) n->kstate->free(n->kstate);
     if (n->attrs) json_object_put(n->attrs);
-    if (n->op && n->op->free_extra) n->op->free_extra(&n->a);
-    tg_free(n->a.message);
-    tg_free(n->a.index);
+    /* (small attrs own nothing: `a`, cold in a graph that rewrites left
+     * behind, is not read) */
+    if (!(n->aflags & TG_NODE_ASMALL)) {
+        if (n->op && n->op->free_extra) n->op->free_extra(&n->a);
+        tg_free(n->a.message);
+        tg_free(n->a.index);
+    }
     tg_free(n->name);
     tg_free(n->inplace);
     tg_free(n->origins);
@@ -418,6 +422,92 @@ tg_array *tg_shared_device(tg_shared *s, tg_ctx *ctx) {
     }
     s->dev = d;
     return d;
+}
+
+/* ---- attrs hash (merge's, rewrite/merge.c) ---- */
+
+static uint64_t str_hash(uint64_t h, const char *s) {
+    for (; s && *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* A JSON value, keys in any order (json_object_equal's equality): a
+ * body's text could list them otherwise and still be equal. */
+static uint64_t json_hash(json_object *o) {
+    uint64_t h = tg_hash_mix(0x51ed270b27a4ce43ull, (uint64_t)json_object_get_type(o));
+    switch (json_object_get_type(o)) {
+    case json_type_boolean:
+        return tg_hash_mix(h, (uint64_t)json_object_get_boolean(o));
+    case json_type_int:
+        return tg_hash_mix(h, (uint64_t)json_object_get_int64(o));
+    case json_type_double: {
+        double d = json_object_get_double(o);
+        uint64_t b;
+        memcpy(&b, &d, sizeof b);
+        return tg_hash_mix(h, b);
+    }
+    case json_type_string:
+        return str_hash(h, json_object_get_string(o));
+    case json_type_array:
+        for (size_t i = 0; i < json_object_array_length(o); i++)
+            h = tg_hash_mix(h, json_hash(json_object_array_get_idx(o, i)));
+        return h;
+    case json_type_object: {
+        uint64_t sum = 0;
+        json_object_object_foreach(o, key, val) sum += tg_hash_finish(str_hash(0, key) ^ json_hash(val));
+        return tg_hash_mix(h, sum);
+    }
+    default:
+        return h;
+    }
+}
+
+/* The attrs, as parsed (equality is checked on the canonical JSON). One
+ * op over the same inputs with other attrs had one hash: the rows x[i]
+ * of x, one subtensor each (an unrolled loop reads them so), all went to
+ * one run of slots, and each lookup compared the attrs of every row
+ * before it: 16,000 rows, 36 s. An op with attrs of its own kind (a
+ * scan's body, a composite's) hashes their JSON. */
+uint32_t tg_node_attrs_hash(const tg_node *n) {
+    const tg_attrs *a = &n->a;
+    uint64_t h = 0x2545f4914f6cdd1dull;
+    h = tg_hash_mix(h, (uint64_t)a->axis_null | (uint64_t)a->axis_is_list << 1 | (uint64_t)a->keepdims << 2 |
+                   (uint64_t)a->flag << 3);
+    h = tg_hash_mix(h, (uint64_t)a->axis_mask);
+    h = tg_hash_mix(h, (uint64_t)a->naxes);
+    for (int k = 0; k < a->naxes && k < TG_MAX_NDIM; k++) h = tg_hash_mix(h, (uint64_t)a->axes[k]);
+    h = tg_hash_mix(h, (uint64_t)a->ddof);
+    h = tg_hash_mix(h, (uint64_t)a->dtype);
+    h = tg_hash_mix(h, (uint64_t)a->i);
+    h = tg_hash_mix(h, (uint64_t)a->mode);
+    h = tg_hash_mix(h, (uint64_t)a->norder);
+    for (int k = 0; k < a->norder && k < TG_MAX_NDIM; k++) h = tg_hash_mix(h, (uint64_t)a->order[k]);
+    h = tg_hash_mix(h, (uint64_t)a->nindex);
+    for (int k = 0; k < a->nindex && a->index; k++) {
+        const tg_index_entry *e = &a->index[k];
+        h = tg_hash_mix(h, (uint64_t)e->is_slice);
+        for (int j = 0; j < 3; j++)
+            h = tg_hash_mix(tg_hash_mix(h, (uint64_t)e->v[j]), (uint64_t)e->given[j] | (uint64_t)(uint8_t)e->dyn[j] << 1);
+    }
+    h = str_hash(h, a->message);
+    if (a->extra && n->attrs) h = tg_hash_mix(h, json_hash(n->attrs));
+    return (uint32_t)tg_hash_finish(h);
+}
+
+bool tg_node_attrs_small(const tg_node *n) {
+    tg_attrs small = {.dtype = n->a.dtype, .mode = n->a.mode};
+    return (int)n->a.dtype >= 0 && (int)n->a.dtype <= INT8_MAX && n->a.mode == (int8_t)n->a.mode &&
+           memcmp(&n->a, &small, sizeof small) == 0;
+}
+
+void tg_node_seal(tg_node *n) {
+    n->ahash = tg_node_attrs_hash(n);
+    n->aflags = TG_NODE_AHASH;
+    if (tg_node_attrs_small(n)) {
+        n->aflags |= TG_NODE_ASMALL;
+        n->adtype = (int8_t)n->a.dtype;
+        n->amode = (int8_t)n->a.mode;
+    }
 }
 
 /* ---- descriptions for errors ---- */

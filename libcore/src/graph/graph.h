@@ -165,6 +165,7 @@ struct tg_node {
     int index;
     uint8_t rwflags; /* the optimizer's: dead (TG_NODE_DEAD), on the worklist */
     int8_t dnn_algo; /* cuDNN algorithm policy (backend/dnn.h), set by compile */
+    uint8_t aflags;  /* TG_NODE_AHASH, TG_NODE_ASMALL: what tg_node_seal found */
     void *mark;
     json_object *attrs; /* canonical attrs, owned (may be NULL: none) */
     int8_t *inplace; /* nout entries: input index whose buffer output i
@@ -175,6 +176,11 @@ struct tg_node {
      * NULL, then the strings they point to; one tg_free releases it. */
     char **origins;
     int norigins;
+    /* The hash of the attrs (tg_node_attrs_hash), valid with TG_NODE_AHASH:
+     * computed while a new node's attrs are in the cache, so that merge,
+     * which hashes every node of a graph long out of it, reads this line
+     * instead of the three of `a` (and, for a body, its whole JSON). */
+    uint32_t ahash;
     /* While the optimizer runs: the origins of a node that rewrites made,
      * as a set shared with the nodes it replaced (a union; origins is
      * then NULL until tg_node_origins_settle writes them out), or a copy
@@ -182,6 +188,7 @@ struct tg_node {
      * always once the optimizer is done. */
     struct tg_oset *oset;
     int json_index; /* nodes[i] in the file, or -1 for a node made later */
+    int8_t adtype, amode; /* with TG_NODE_ASMALL: a.dtype and a.mode */
     /* For a node that expanding a grad, rop or lop node of the file made:
      * which derivative it takes part in, as one owned block of four
      * NUL-terminated strings (tg_grad_of_pack): the key of the node it
@@ -204,6 +211,50 @@ struct tg_node {
  * tg_rw_prune), which took it off its inputs' reader lists; the next
  * topological sort frees it. */
 enum { TG_NODE_DEAD = 1 };
+
+/* In tg_node.aflags, set by tg_node_seal once the node's attrs are final
+ * (parsed and inferred) and never changed after: ahash holds their hash;
+ * `a` holds nothing but a.dtype and a.mode, both copied to adtype and
+ * amode (an elementwise op's: its output and computation dtypes), so that
+ * a copy of the node (the clone's) need not read `a`, three lines. */
+enum { TG_NODE_AHASH = 1, TG_NODE_ASMALL = 2 };
+
+/* The hash of a node's attrs (as parsed; any op-specific ones by their
+ * canonical JSON): equal attrs, equal hashes. */
+uint32_t tg_node_attrs_hash(const tg_node *n);
+/* Record the hash of n's attrs, and whether `a` is empty (aflags). For
+ * nodes whose attrs are final: the loader's and the optimizer's, once
+ * inferred. */
+void tg_node_seal(tg_node *n);
+/* Whether `a` holds nothing but a.dtype and a.mode, each in an int8. */
+bool tg_node_attrs_small(const tg_node *n);
+
+/* One more word into a hash. Each step is one-to-one in h (a product by
+ * an odd constant, an xor with a right shift): hashes that differ stay
+ * different whatever follows. Boost's hash_combine, used before, is not
+ * (h ^ f(h) loses bits), and over the twenty-odd words of a node's attrs
+ * and inputs it made 16 of 2,000 rows `x[i]` share a hash with another
+ * row, how many depending on where the process's memory lay. */
+static inline uint64_t tg_hash_mix(uint64_t h, uint64_t v) {
+    h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
+}
+
+/* A table's slot is a hash's low bits, and tg_hash_mix moves high bits
+ * down by only two places a step: nodes whose inputs are variables a
+ * fixed stride apart in their arena (gt(k, c) for each of 20,000
+ * constants c) differed only in the high bits, so they fell into a few
+ * runs of slots and each lookup probed its way along one, quadratic:
+ * merge took 1.4 of the 2.7 s of tgc check of a chain of 20,000 ifelse
+ * nodes. MurmurHash3's finalizer spreads every bit over the low ones. */
+static inline uint64_t tg_hash_finish(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
 
 typedef struct tg_update {
     tg_var *shared; /* the shared variable */

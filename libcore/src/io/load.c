@@ -16,6 +16,8 @@
 #include "grad/grad.h"
 #include "ops/op.h"
 
+enum { LOADER_SCALARS = 64 };
+
 typedef struct loader {
     const char *what; /* file name for messages */
     const char *dir;
@@ -25,7 +27,20 @@ typedef struct loader {
     int nfile;
     tg_value_resolver resolve; /* values kept outside the JSON (.tgf) */
     void *resolve_ud;
+    /* Inline scalars seen so far, by dtype and bytes (one reference each):
+     * equal ones share one array (intern_scalar). */
+    tg_array *scalars[LOADER_SCALARS];
 } loader;
+
+/* Everything the loader holds, released once it is done. */
+static void loader_done(loader *L) {
+    tg_free(L->file_order);
+    L->file_order = NULL;
+    for (int i = 0; i < LOADER_SCALARS; i++) {
+        tg_array_free(L->scalars[i]);
+        L->scalars[i] = NULL;
+    }
+}
 
 static int lerr(loader *L, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -318,6 +333,31 @@ static int load_node_outputs(loader *L, json_object *o, size_t j) {
     return TG_OK;
 }
 
+/* An inline scalar equal (dtype and bytes) to one met before, as that
+ * array (a, which it takes, is freed): exporters write the same few
+ * literals ({"value": 1}, 0.5) in thousands of nodes, and the optimizer's
+ * merge hashes and compares every constant's value. With one array each,
+ * that read the array's header, its data pointer and its buffer, three
+ * lines in other places per constant, from memory long out of the cache
+ * on a large graph; shared, they stay in it. Constants are never written
+ * (the in-place pass skips them), so sharing is safe. A direct-mapped
+ * table: a literal that misses takes its slot. */
+static tg_array *intern_scalar(loader *L, tg_array *a) {
+    if (a->ndim != 0) return a;
+    size_t isz = tg_dtype_size(a->dtype);
+    uint64_t h = (uint64_t)a->dtype * 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < isz; i++) h = (h ^ (uint8_t)a->data[i]) * 1099511628211ull;
+    tg_array **slot = &L->scalars[(h >> 32) % LOADER_SCALARS];
+    tg_array *s = *slot;
+    if (s && s->dtype == a->dtype && memcmp(s->data, a->data, isz) == 0) {
+        tg_array_free(a);
+        return tg_array_ref(s);
+    }
+    tg_array_free(s);
+    *slot = tg_array_ref(a);
+    return a;
+}
+
 static int new_inline_const(loader *L, tg_node *nd, int k, json_object *jv,
                             const char *where, tg_var **out) {
     bool weak = false;
@@ -566,6 +606,12 @@ static int infer_types(loader *L) {
             tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
             goto done;
         }
+        tg_node_seal(nd);
+        /* (its inline constants as the op took them: a weak scalar is
+         * converted to the op's dtype, one copy each) */
+        for (int k = 0; k < nd->nin; k++)
+            if (nd->inputs[k]->inline_const && nd->inputs[k]->value)
+                nd->inputs[k]->value = intern_scalar(L, nd->inputs[k]->value);
         for (int k = 0; k < nd->nout; k++) {
             tg_var *v = nd->outputs[k];
             if (v->type.dtype == TG_DTYPE_INVALID || v->type.ndim < 0) {
@@ -866,7 +912,7 @@ static void line_col(const char *s, size_t off, int *line, int *col) {
  * compiles after it were slower again (docs/optimizer.md). */
 static tg_graph *load_text(const char *json, size_t len, const char *dir, const char *what,
                            tg_ctx *ctx) {
-    loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0, NULL, NULL};
+    loader L = {what ? what : "(graph)", dir, NULL, ctx, NULL, 0, NULL, NULL, {0}};
     tg_graph *g = NULL;
     if (len > (size_t)INT32_MAX) {
         lerr(&L, TG_EPARSE, "file too large for the JSON parser");
@@ -907,7 +953,7 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
         g = NULL;
     }
 done:
-    tg_free(L.file_order);
+    loader_done(&L);
     if (root) json_object_put(root);
     return g;
 }
@@ -949,7 +995,7 @@ static const char *const BODY_KEYS[] = {"variables", "nodes", "inputs", "outputs
  * `outputs` as function "body". Errors are "<where>: LOCATION: message"
  * (the caller adds the file and the node that holds the body). */
 tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
-    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0, NULL, NULL};
+    loader L = {where ? where : "body", NULL, NULL, ctx, NULL, 0, NULL, NULL, {0}};
     tg_graph *g = tg_graph_alloc();
     json_object *jvars, *jnodes, *ji, *jo;
     int rc = TG_OK;
@@ -1035,17 +1081,17 @@ tg_graph *tg_body_load(json_object *body, const char *where, tg_ctx *ctx) {
         lwrap(&L, TG_EMISSING);
         goto fail;
     }
-    tg_free(L.file_order);
+    loader_done(&L);
     return g;
 fail:
-    tg_free(L.file_order);
+    loader_done(&L);
     tg_graph_free(g);
     return NULL;
 }
 
 tg_graph *tg_graph_load_json(json_object *root, const char *what,
                              tg_value_resolver resolve, void *ud, tg_ctx *ctx) {
-    loader L = {what ? what : "(graph)", NULL, NULL, ctx, NULL, 0, resolve, ud};
+    loader L = {what ? what : "(graph)", NULL, NULL, ctx, NULL, 0, resolve, ud, {0}};
     tg_graph *g = tg_graph_alloc();
     if (!g || !(g->path = tg_strdup(L.what))) {
         lerr(&L, TG_ENOMEM, "out of memory");
@@ -1057,7 +1103,7 @@ tg_graph *tg_graph_load_json(json_object *root, const char *what,
         tg_graph_free(g);
         g = NULL;
     }
-    tg_free(L.file_order);
+    loader_done(&L);
     return g;
 }
 

@@ -349,6 +349,7 @@ tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int 
         tg_node_free(n);
         return NULL;
     }
+    tg_node_seal(n);
     /* room in created first: a node that joined the graph is the
      * graph's to free (freeing it here too freed it twice) */
     if (grow((void **)&rw->created, &rw->ccreated, rw->ncreated + 1, sizeof *rw->created) ||

@@ -8,127 +8,34 @@
 #include "rewrite/engine.h"
 #include "tensor/tensor.h"
 
-/* One more word into the hash. Each step is one-to-one in h (a product
- * by an odd constant, an xor with a right shift): hashes that differ stay
- * different whatever follows. Boost's hash_combine, used before, is not
- * (h ^ f(h) loses bits), and over the twenty-odd words of a node's
- * attrs and inputs it made 16 of 2,000 rows `x[i]` share a hash with
- * another row, how many depending on where the process's memory lay. */
-static uint64_t mix(uint64_t h, uint64_t v) {
-    h = (h ^ v) * 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 29);
-}
-
-/* The table's slot is the hash's low bits, and mix() moved high bits
- * down by only two places a step: nodes whose inputs are variables a
- * fixed stride apart in their arena (gt(k, c) for each of 20,000
- * constants c) differed only in the high bits, so they fell into a few
- * runs of slots and each lookup probed its way along one, quadratic:
- * merge took 1.4 of the 2.7 s of tgc check of a chain of 20,000 ifelse
- * nodes. MurmurHash3's finalizer spreads every bit over the low ones. */
-static uint64_t finish(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
 static uint64_t const_hash(const tg_var *v) {
     const tg_array *a = v->value;
-    uint64_t h = mix(1469598103934665603ull, (uint64_t)a->dtype);
-    h = mix(h, (uint64_t)a->ndim);
-    for (int d = 0; d < a->ndim; d++) h = mix(h, (uint64_t)a->shape[d]);
+    uint64_t h = tg_hash_mix(1469598103934665603ull, (uint64_t)a->dtype);
+    h = tg_hash_mix(h, (uint64_t)a->ndim);
+    for (int d = 0; d < a->ndim; d++) h = tg_hash_mix(h, (uint64_t)a->shape[d]);
     int64_t n = tg_array_size(a);
     int64_t step = n > 256 ? n / 256 : 1; /* a sample; equality is checked */
     for (int64_t i = 0; i < n; i += step) {
         double x = tg_array_get_flat(a, i);
         uint64_t b;
         memcpy(&b, &x, sizeof b);
-        h = mix(h, b);
+        h = tg_hash_mix(h, b);
     }
-    return finish(h);
+    return tg_hash_finish(h);
 }
 
+/* (one array: the loader gives equal inline scalars one) */
 static bool const_equal(const tg_var *a, const tg_var *b) {
-    return tg_type_equal(&a->type, &b->type) && tg_array_equal(a->value, b->value) &&
-           a->value->dtype == b->value->dtype;
-}
-
-static uint64_t str_hash(uint64_t h, const char *s) {
-    for (; s && *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-/* A JSON value, keys in any order (json_object_equal's equality): a
- * body's text could list them otherwise and still be equal. */
-static uint64_t json_hash(json_object *o) {
-    uint64_t h = mix(0x51ed270b27a4ce43ull, (uint64_t)json_object_get_type(o));
-    switch (json_object_get_type(o)) {
-    case json_type_boolean:
-        return mix(h, (uint64_t)json_object_get_boolean(o));
-    case json_type_int:
-        return mix(h, (uint64_t)json_object_get_int64(o));
-    case json_type_double: {
-        double d = json_object_get_double(o);
-        uint64_t b;
-        memcpy(&b, &d, sizeof b);
-        return mix(h, b);
-    }
-    case json_type_string:
-        return str_hash(h, json_object_get_string(o));
-    case json_type_array:
-        for (size_t i = 0; i < json_object_array_length(o); i++)
-            h = mix(h, json_hash(json_object_array_get_idx(o, i)));
-        return h;
-    case json_type_object: {
-        uint64_t sum = 0;
-        json_object_object_foreach(o, key, val) sum += finish(str_hash(0, key) ^ json_hash(val));
-        return mix(h, sum);
-    }
-    default:
-        return h;
-    }
-}
-
-/* The attrs, as parsed (equality is checked on the canonical JSON). One
- * op over the same inputs with other attrs had one hash: the rows x[i]
- * of x, one subtensor each (an unrolled loop reads them so), all went to
- * one run of slots, and each lookup compared the attrs of every row
- * before it: 16,000 rows, 36 s. An op with attrs of its own kind (a
- * scan's body, a composite's) hashes their JSON. */
-static uint64_t attrs_hash(uint64_t h, const tg_node *n) {
-    const tg_attrs *a = &n->a;
-    h = mix(h, (uint64_t)a->axis_null | (uint64_t)a->axis_is_list << 1 | (uint64_t)a->keepdims << 2 |
-                   (uint64_t)a->flag << 3);
-    h = mix(h, (uint64_t)a->axis_mask);
-    h = mix(h, (uint64_t)a->naxes);
-    for (int k = 0; k < a->naxes && k < TG_MAX_NDIM; k++) h = mix(h, (uint64_t)a->axes[k]);
-    h = mix(h, (uint64_t)a->ddof);
-    h = mix(h, (uint64_t)a->dtype);
-    h = mix(h, (uint64_t)a->i);
-    h = mix(h, (uint64_t)a->mode);
-    h = mix(h, (uint64_t)a->norder);
-    for (int k = 0; k < a->norder && k < TG_MAX_NDIM; k++) h = mix(h, (uint64_t)a->order[k]);
-    h = mix(h, (uint64_t)a->nindex);
-    for (int k = 0; k < a->nindex && a->index; k++) {
-        const tg_index_entry *e = &a->index[k];
-        h = mix(h, (uint64_t)e->is_slice);
-        for (int j = 0; j < 3; j++)
-            h = mix(mix(h, (uint64_t)e->v[j]), (uint64_t)e->given[j] | (uint64_t)(uint8_t)e->dyn[j] << 1);
-    }
-    h = str_hash(h, a->message);
-    if (a->extra && n->attrs) h = mix(h, json_hash(n->attrs));
-    return h;
+    return tg_type_equal(&a->type, &b->type) &&
+           (a->value == b->value || (tg_array_equal(a->value, b->value) && a->value->dtype == b->value->dtype));
 }
 
 uint64_t tg_rw_merge_hash(const tg_node *n) {
-    uint64_t h = mix(1469598103934665603ull, (uint64_t)(uintptr_t)n->op);
-    h = attrs_hash(h, n);
-    h = mix(h, (uint64_t)n->nin);
-    for (int i = 0; i < n->nin; i++) h = mix(h, (uint64_t)(uintptr_t)n->inputs[i]);
-    return finish(h);
+    uint64_t h = tg_hash_mix(1469598103934665603ull, (uint64_t)(uintptr_t)n->op);
+    h = tg_hash_mix(h, n->aflags & TG_NODE_AHASH ? n->ahash : tg_node_attrs_hash(n));
+    h = tg_hash_mix(h, (uint64_t)n->nin);
+    for (int i = 0; i < n->nin; i++) h = tg_hash_mix(h, (uint64_t)(uintptr_t)n->inputs[i]);
+    return tg_hash_finish(h);
 }
 
 static bool node_equal(const tg_node *a, const tg_node *b) {
@@ -267,7 +174,10 @@ int tg_rw_merge(tg_rw *rw) {
     for (int i = 0; i < nnodes; i++) {
         /* cold on large graphs: fetch ahead the header and inputs of the
          * nodes to hash next */
-        if (i + 16 < nnodes) tg_prefetch_node(fg->nodes[i + 16]);
+        if (i + 16 < nnodes) {
+            tg_prefetch_node(fg->nodes[i + 16]);
+            __builtin_prefetch(&fg->nodes[i + 16]->ahash);
+        }
         /* and the table slot of the node 8 on, whose header and inputs
          * came in 8 steps ago: a table of 100,000 nodes is far bigger
          * than the cache, and each lookup would wait for its miss. (Only
