@@ -222,9 +222,9 @@ enum { TG_NODE_AHASH = 1, TG_NODE_ASMALL = 2 };
 /* The hash of a node's attrs (as parsed; any op-specific ones by their
  * canonical JSON): equal attrs, equal hashes. */
 uint32_t tg_node_attrs_hash(const tg_node *n);
-/* Record the hash of n's attrs, and whether `a` is empty (aflags). For
- * nodes whose attrs are final: the loader's and the optimizer's, once
- * inferred. */
+/* Record the hash of n's attrs, and whether `a` is small (aflags, with
+ * the copies). For nodes whose attrs are final: the loader's and the
+ * optimizer's, once inferred. */
 void tg_node_seal(tg_node *n);
 /* Whether `a` holds nothing but a.dtype and a.mode, each in an int8. */
 bool tg_node_attrs_small(const tg_node *n);

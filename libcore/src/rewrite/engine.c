@@ -476,7 +476,10 @@ static void origins_add(const char **o, int *n, const tg_node *src) {
     int nk = src->origins ? src->norigins : 1;
     for (int i = 0; i < nk; i++) {
         bool have = false;
-        for (int j = 0; j < *n && !have; j++) have = o[j] == keys[i] || strcmp(o[j], keys[i]) == 0;
+        /* (the first characters in place: most keys differ there, and a
+         * call of strcmp per pair was a twentieth of a compile) */
+        for (int j = 0; j < *n && !have; j++)
+            have = o[j] == keys[i] || (o[j][0] == keys[i][0] && strcmp(o[j], keys[i]) == 0);
         if (!have) o[(*n)++] = keys[i];
     }
 }
@@ -1051,10 +1054,6 @@ done:
 }
 
 /* ---- queries ---- */
-
-tg_node *tg_rw_producer(const tg_var *v, const char *name) {
-    return v->owner && !strcmp(v->owner->op->name, name) ? v->owner : NULL;
-}
 
 bool tg_rw_is_const_value(const tg_var *v, double val) {
     if (v->kind != TG_VAR_CONSTANT || !v->value) return false;
