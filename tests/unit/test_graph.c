@@ -294,14 +294,13 @@ static void same_fgraph(const char *what, const tg_fgraph *a, const tg_fgraph *b
         if (a->upd_shared[i]->index != b->upd_shared[i]->index) fail_msg("%s: update %d differs", what, i);
 }
 
-/* The loader records each function's walk; the clone replays it. The
- * replay makes what the walk makes, for every function of every graph
- * file of the op tests and the examples (without a record, the clone
- * walks); a graph whose counts changed since is walked again. */
-static void test_clone_replay(void **state) {
-    (void)state;
+/* Every graph file of the op tests, the scan tests and the examples,
+ * loaded (those that fail to load, op tests of load errors, skipped) and
+ * handed to fn, then freed; returns how many. */
+typedef void graph_file_fn(const char *name, tg_graph *g, tg_ctx *ctx, void *ud);
+static int each_graph_file(graph_file_fn *fn, void *ud) {
     const char *dirs[] = {TG_TEST_DATA "/ops", TG_TEST_DATA "/scan", TG_TEST_DATA "/../../examples"};
-    int files = 0, funcs = 0;
+    int files = 0;
     tg_ctx *ctx = tg_ctx_new();
     for (int d = 0; d < 3; d++) {
         DIR *dir = opendir(dirs[d]);
@@ -314,35 +313,50 @@ static void test_clone_replay(void **state) {
             snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
             tg_ctx_clear(ctx);
             tg_graph *g = tg_graph_load(path, ctx);
-            if (!g) continue; /* (an op test of a load error) */
+            if (!g) continue;
             files++;
-            for (int f = 0; f < g->nfuncs; f++) {
-                tg_fdecl *fd = &g->funcs[f];
-                if (!fd->order) fail_msg("%s: function %d has no record", e->d_name, f);
-                tg_fgraph *replayed = tg_fgraph_from_decl(g, fd, ctx);
-                int *order = fd->order;
-                fd->order = NULL;
-                tg_fgraph *walked = tg_fgraph_from_decl(g, fd, ctx);
-                /* a record for other counts is not replayed */
-                fd->order = order;
-                fd->order_nodes++;
-                tg_fgraph *stale = tg_fgraph_from_decl(g, fd, ctx);
-                fd->order_nodes--;
-                assert_non_null(replayed);
-                assert_non_null(walked);
-                assert_non_null(stale);
-                same_fgraph(e->d_name, replayed, walked);
-                same_fgraph(e->d_name, stale, walked);
-                tg_fgraph_free(replayed);
-                tg_fgraph_free(walked);
-                tg_fgraph_free(stale);
-                funcs++;
-            }
+            fn(e->d_name, g, ctx, ud);
             tg_graph_free(g);
         }
         closedir(dir);
     }
     tg_ctx_free(ctx);
+    return files;
+}
+
+/* The loader records each function's walk; the clone replays it. The
+ * replay makes what the walk makes, for every function of every graph
+ * file of the op tests and the examples (without a record, the clone
+ * walks); a graph whose counts changed since is walked again. */
+static void replay_file(const char *name, tg_graph *g, tg_ctx *ctx, void *ud) {
+    int *funcs = ud;
+    for (int f = 0; f < g->nfuncs; f++) {
+        tg_fdecl *fd = &g->funcs[f];
+        if (!fd->order) fail_msg("%s: function %d has no record", name, f);
+        tg_fgraph *replayed = tg_fgraph_from_decl(g, fd, ctx);
+        int *order = fd->order;
+        fd->order = NULL;
+        tg_fgraph *walked = tg_fgraph_from_decl(g, fd, ctx);
+        /* a record for other counts is not replayed */
+        fd->order = order;
+        fd->order_nodes++;
+        tg_fgraph *stale = tg_fgraph_from_decl(g, fd, ctx);
+        fd->order_nodes--;
+        assert_non_null(replayed);
+        assert_non_null(walked);
+        assert_non_null(stale);
+        same_fgraph(name, replayed, walked);
+        same_fgraph(name, stale, walked);
+        tg_fgraph_free(replayed);
+        tg_fgraph_free(walked);
+        tg_fgraph_free(stale);
+        (*funcs)++;
+    }
+}
+
+static void test_clone_replay(void **state) {
+    (void)state;
+    int funcs = 0, files = each_graph_file(replay_file, &funcs);
     printf("  %d functions of %d files replayed\n", funcs, files);
     assert_true(files >= 100);
 }
@@ -719,55 +733,44 @@ static int check_sealed(const char *what, tg_node *const *nodes, int n) {
     return sealed;
 }
 
-/* The loader seals every node once its attrs are parsed and inferred; the
- * clone copies the seal (and, where `a` is small, the two numbers
- * instead of `a`); the optimizer seals what it builds. Over every graph of the op
- * tests, the scan tests and the examples, each function compiled with
- * none and fast_run, every seal is still true. Attrs that two nodes
+/* The loader seals every node once its attrs are parsed and inferred;
+ * the clone copies the seal (and, where `a` is small, the two numbers
+ * instead of `a`); the optimizer seals what it builds. Over every graph
+ * of the op tests, the scan tests and the examples, each function
+ * compiled with none and fast_run, every seal is still true. Attrs that two nodes
  * share hash alike, different ones (almost always) apart: sums over
  * axis 0 (written twice) and over axis 1 of the same input. */
+typedef struct sealed_count {
+    int loaded, small, compiled;
+} sealed_count;
+
+static void sealed_file(const char *name, tg_graph *g, tg_ctx *ctx, void *ud) {
+    sealed_count *k = ud;
+    const char *presets[] = {"none", "fast_run"};
+    int s = check_sealed(name, g->nodes, g->nnodes);
+    if (s != g->nnodes) fail_msg("%s: %d of %d nodes sealed", name, s, g->nnodes);
+    k->loaded += s;
+    for (int i = 0; i < g->nnodes; i++) k->small += !!(g->nodes[i]->aflags & TG_NODE_ASMALL);
+    for (int f = 0; f < g->nfuncs; f++)
+        for (int p = 0; p < 2; p++) {
+            tg_compile_options o = {.preset = presets[p]};
+            tg_ctx_clear(ctx);
+            tg_function *fn = tg_function_compile(g, f, &o, ctx);
+            if (!fn) continue; /* (a function the op test expects to fail) */
+            k->compiled += check_sealed(name, fn->fg->nodes, fn->fg->nnodes);
+            tg_function_free(fn);
+        }
+}
+
 static void test_sealed_attrs(void **state) {
     (void)state;
-    const char *dirs[] = {TG_TEST_DATA "/ops", TG_TEST_DATA "/scan", TG_TEST_DATA "/../../examples"};
-    const char *presets[] = {"none", "fast_run"};
-    int files = 0, loaded = 0, compiled = 0, small = 0;
-    tg_ctx *ctx = tg_ctx_new();
-    for (int d = 0; d < 3; d++) {
-        DIR *dir = opendir(dirs[d]);
-        assert_non_null(dir);
-        struct dirent *e;
-        while ((e = readdir(dir))) {
-            size_t n = strlen(e->d_name);
-            if (n < 6 || strcmp(e->d_name + n - 5, ".json")) continue;
-            char path[1024];
-            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
-            tg_ctx_clear(ctx);
-            tg_graph *g = tg_graph_load(path, ctx);
-            if (!g) continue; /* (an op test of a load error) */
-            files++;
-            int s = check_sealed(e->d_name, g->nodes, g->nnodes);
-            if (s != g->nnodes) fail_msg("%s: %d of %d nodes sealed", e->d_name, s, g->nnodes);
-            loaded += s;
-            for (int i = 0; i < g->nnodes; i++) small += !!(g->nodes[i]->aflags & TG_NODE_ASMALL);
-            for (int f = 0; f < g->nfuncs; f++)
-                for (int p = 0; p < 2; p++) {
-                    tg_compile_options o = {.preset = presets[p]};
-                    tg_ctx_clear(ctx);
-                    tg_function *fn = tg_function_compile(g, f, &o, ctx);
-                    if (!fn) continue; /* (a function the op test expects to fail) */
-                    compiled += check_sealed(e->d_name, fn->fg->nodes, fn->fg->nnodes);
-                    tg_function_free(fn);
-                }
-            tg_graph_free(g);
-        }
-        closedir(dir);
-    }
-    tg_ctx_free(ctx);
-    printf("  %d files: %d nodes loaded (%d with small attrs), %d compiled, sealed\n", files, loaded, small,
-           compiled);
+    sealed_count k = {0};
+    int files = each_graph_file(sealed_file, &k);
+    printf("  %d files: %d nodes loaded (%d with small attrs), %d compiled, sealed\n", files, k.loaded, k.small,
+           k.compiled);
     assert_true(files >= 100);
-    assert_true(small > loaded / 4 && small < loaded);
-    assert_true(compiled > 1000);
+    assert_true(k.small > k.loaded / 4 && k.small < k.loaded);
+    assert_true(k.compiled > 1000);
 
     tg_graph *g = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\","
                           "\"type\":{\"dtype\":\"float64\",\"shape\":[3,4]}}],\"nodes\":["
