@@ -1040,15 +1040,15 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
              * (the select stayed a scalar loop with a branch: half of a
              * float32 logsumexp over axis 0). */
             const float *q = (const float *)p;
-            bool f32 = j->dt == TG_FLOAT32 && j->cs == 4;
-            const double *t = f32 ? NULL : col_load_d(j->dt, p, m, j->cs, b->t);
-            if (lse_finite && f32)
+            const bool rows_f32 = j->dt == TG_FLOAT32 && j->cs == 4;
+            const double *t = rows_f32 ? NULL : col_load_d(j->dt, p, m, j->cs, b->t);
+            if (lse_finite && rows_f32)
                 for (int64_t c = 0; c < m; c++) b->t[c] = (double)q[c] - aux[c];
             else if (lse_finite)
                 for (int64_t c = 0; c < m; c++) b->t[c] = t[c] - aux[c];
             else
                 for (int64_t c = 0; c < m; c++)
-                    b->t[c] = isfinite(aux[c]) ? (f32 ? (double)q[c] : t[c]) - aux[c] : 0;
+                    b->t[c] = isfinite(aux[c]) ? (rows_f32 ? (double)q[c] : t[c]) - aux[c] : 0;
             tg_vm_exp_f64(m, b->t, b->t);
             for (int64_t c = 0; c < m; c++) acc[c] += b->t[c];
             continue;
