@@ -471,7 +471,7 @@ static double colval(int64_t r, int64_t c) { return (double)((r * 7 + c * 13) % 
  * are), all and any, whose results are exact there too, and logsumexp
  * (within float32's rounding of the result). `specials`: NaN, infinities
  * and signed zeros in columns 3, 5 and 6; without them every column's
- * max is finite, which logsumexp's second pass takes another way. */
+ * max is finite (logsumexp's second pass then subtracts it everywhere). */
 static void check_columns(const int64_t *shape, int axis, const char *attrs, tg_dtype dt, bool specials) {
     int64_t A = axis ? shape[0] : 1, R = shape[axis], C = shape[axis + 1];
     tg_array *x64 = tg_array_new(TG_FLOAT64, axis + 2, shape), *x = x64;

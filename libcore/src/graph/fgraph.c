@@ -98,6 +98,33 @@ static tg_var *clone_var(tg_arena *a, const tg_var *v, tg_var_kind kind) {
     return c;
 }
 
+/* n's parsed attrs into c (whose canonical attrs are n's): a copy of
+ * `a` with its own index and message, and the op-specific data rebuilt
+ * from the canonical attrs. */
+static int clone_attrs(tg_node *c, const tg_node *n, tg_ctx *ctx) {
+    c->a = n->a;
+    c->a.message = NULL;
+    c->a.extra = NULL;
+    c->a.index = NULL;
+    if (n->a.index) {
+        if (!(c->a.index = tg_calloc((size_t)n->a.nindex + 1, sizeof *c->a.index))) return TG_ENOMEM;
+        memcpy(c->a.index, n->a.index, (size_t)n->a.nindex * sizeof *c->a.index);
+    }
+    if (n->a.message && !(c->a.message = tg_strdup(n->a.message))) return TG_ENOMEM;
+    if (n->a.extra && n->op->parse_attrs) {
+        tg_attrs keep = c->a;
+        if (n->op->parse_attrs(c, ctx)) return TG_ENOMEM;
+        keep.extra = c->a.extra;
+        keep.message = c->a.message ? c->a.message : keep.message;
+        if (c->a.index != keep.index) { /* parsed again: keep the new one */
+            tg_free(keep.index);
+            keep.index = c->a.index;
+        }
+        c->a = keep;
+    }
+    return TG_OK;
+}
+
 static tg_node *clone_node(tg_arena *a, const tg_node *n, tg_ctx *ctx) {
     tg_node *c = tg_node_new_in(a, n->op, n->nin, n->nout);
     if (!c) return NULL;
@@ -110,34 +137,12 @@ static tg_node *clone_node(tg_arena *a, const tg_node *n, tg_ctx *ctx) {
     c->adtype = n->adtype;
     c->amode = n->amode;
     if (n->attrs) c->attrs = json_object_get(n->attrs);
+    if ((n->name && !(c->name = tg_strdup(n->name))) || tg_trace_copy(&c->trace, &n->trace)) goto fail;
     if (n->aflags & TG_NODE_ASMALL) {
         c->a.dtype = n->adtype;
         c->a.mode = n->amode;
-    } else {
-        c->a = n->a;
-        c->a.message = NULL;
-        c->a.extra = NULL;
-        c->a.index = NULL;
-    }
-    if (!(n->aflags & TG_NODE_ASMALL) && n->a.index) {
-        if (!(c->a.index = tg_calloc((size_t)n->a.nindex + 1, sizeof *c->a.index))) goto fail;
-        memcpy(c->a.index, n->a.index, (size_t)n->a.nindex * sizeof *c->a.index);
-    }
-    if ((n->name && !(c->name = tg_strdup(n->name))) ||
-        (!(n->aflags & TG_NODE_ASMALL) && n->a.message && !(c->a.message = tg_strdup(n->a.message))) ||
-        tg_trace_copy(&c->trace, &n->trace))
+    } else if (clone_attrs(c, n, ctx)) {
         goto fail;
-    if (!(n->aflags & TG_NODE_ASMALL) && n->a.extra && n->op->parse_attrs) {
-        /* Op-specific data is rebuilt from the canonical attrs. */
-        tg_attrs keep = c->a;
-        if (n->op->parse_attrs(c, ctx)) goto fail;
-        keep.extra = c->a.extra;
-        keep.message = c->a.message ? c->a.message : keep.message;
-        if (c->a.index != keep.index) { /* parsed again: keep the new one */
-            tg_free(keep.index);
-            keep.index = c->a.index;
-        }
-        c->a = keep;
     }
     if (n->inplace) {
         c->inplace = tg_malloc((size_t)n->nout);

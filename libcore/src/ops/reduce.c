@@ -994,7 +994,11 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
     }
     double *acc = b->acc, *aux = b->aux;
     bool second = pass == 2;
-    if ((is_ext(k) || (k == R_LSE && !second)) && j->dt == TG_FLOAT32 && j->cs == 4 && r1 > r0) {
+    /* float32 rows read as they are, converting each element as it is
+     * used: the extremes (and logsumexp's max), the first pass's sums,
+     * products, all/any, logsumexp's second */
+    const bool rows_f32 = j->dt == TG_FLOAT32 && j->cs == 4, f32 = !second && rows_f32;
+    if ((is_ext(k) || (k == R_LSE && !second)) && rows_f32 && r1 > r0) {
         /* in float32, in t's room (band doubles), then into acc (and
          * logsumexp's first pass, a max) */
         float *fa = (float *)b->t;
@@ -1016,11 +1020,6 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
     for (int64_t c = 0; c < m; c++) acc[c] = !second && (k == R_PROD || k == R_ALL);
     if (k == R_LSE && !second)
         for (int64_t c = 0; c < m; c++) acc[c] = -INFINITY;
-    bool lse_finite = true; /* (logsumexp's second pass: every column's max finite) */
-    for (int64_t c = 0; second && k == R_LSE && c < m; c++) lse_finite &= isfinite(aux[c]);
-    /* float32 rows that the first pass reads as they are, converting each
-     * element as it uses it: sums, products, all/any */
-    const bool f32 = !second && j->dt == TG_FLOAT32 && j->cs == 4;
     const bool add_f32 = f32 && (k == R_SUM || k == R_MEAN || k == R_VAR || k == R_STD),
                mul_f32 = f32 && (k == R_PROD || k == R_ALL || k == R_ANY);
     for (int64_t r = r0; r < r1; r++, p = row_next(j, idx, p)) {
@@ -1035,20 +1034,15 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
         }
         if (second && k == R_LSE) {
             /* A column whose max is not finite has that for result: its
-             * terms are zeros (exp(0): not a slow lane of libmvec's). Where
-             * every max is finite, a plain subtraction, which vectorizes
-             * (the select stayed a scalar loop with a branch: half of a
-             * float32 logsumexp over axis 0). */
-            const float *q = (const float *)p;
-            const bool rows_f32 = j->dt == TG_FLOAT32 && j->cs == 4;
-            const double *t = rows_f32 ? NULL : col_load_d(j->dt, p, m, j->cs, b->t);
-            if (lse_finite && rows_f32)
-                for (int64_t c = 0; c < m; c++) b->t[c] = (double)q[c] - aux[c];
-            else if (lse_finite)
-                for (int64_t c = 0; c < m; c++) b->t[c] = t[c] - aux[c];
-            else
-                for (int64_t c = 0; c < m; c++)
-                    b->t[c] = isfinite(aux[c]) ? (rows_f32 ? (double)q[c] : t[c]) - aux[c] : 0;
+             * terms are zeros (exp(0): not a slow lane of libmvec's).
+             * float32 is converted as it is subtracted. */
+            if (rows_f32) {
+                const float *q = (const float *)p;
+                for (int64_t c = 0; c < m; c++) b->t[c] = isfinite(aux[c]) ? (double)q[c] - aux[c] : 0;
+            } else {
+                const double *t = col_load_d(j->dt, p, m, j->cs, b->t);
+                for (int64_t c = 0; c < m; c++) b->t[c] = isfinite(aux[c]) ? t[c] - aux[c] : 0;
+            }
             tg_vm_exp_f64(m, b->t, b->t);
             for (int64_t c = 0; c < m; c++) acc[c] += b->t[c];
             continue;
