@@ -1390,6 +1390,84 @@ static char *nested_json(int depth) {
     return j;
 }
 
+/* Composites of one body restored from a file share its parsed form
+ * (composite.c keeps the parsed body with each of the few body objects
+ * it saw last): twelve bodies, more than it keeps, each in three nodes,
+ * so that entries are replaced while restored functions still use the
+ * bodies they held. y = sum_k sum_r sum(tanh(x_r * c_k + d_k)), three
+ * sets restored from the file at once and freed out of order, each
+ * against the sum worked out here. */
+static void test_shared_bodies_restore(void **state) {
+    (void)state;
+    enum { K = 12, R = 3 };
+    size_t cap = 64 * 1024, n = 0;
+    char *j = malloc(cap);
+    n += (size_t)snprintf(j + n, cap - n, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[");
+    for (int r = 0; r < R; r++)
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"id\":\"x%d\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}",
+                              r ? "," : "", r);
+    n += (size_t)snprintf(j + n, cap - n, "],\"nodes\":[");
+    for (int k = 0; k < K; k++)
+        for (int r = 0; r < R; r++)
+            n += (size_t)snprintf(j + n, cap - n,
+                                  "%s{\"op\":\"mul\",\"inputs\":[\"x%d\",{\"value\":%d.5}],\"outputs\":[\"m%d_%d\"]},"
+                                  "{\"op\":\"add\",\"inputs\":[\"m%d_%d\",{\"value\":-%d.25}],\"outputs\":[\"a%d_%d\"]},"
+                                  "{\"op\":\"tanh\",\"inputs\":[\"a%d_%d\"],\"outputs\":[\"t%d_%d\"]},"
+                                  "{\"op\":\"sum\",\"inputs\":[\"t%d_%d\"],\"outputs\":[\"s%d_%d\"]}",
+                                  k || r ? "," : "", r, k, k, r, k, r, k % 5, k, r, k, r, k, r, k, r, k, r);
+    for (int i = 1; i < K * R; i++)
+        n += (size_t)snprintf(j + n, cap - n, ",{\"op\":\"add\",\"inputs\":[\"%s%d\",\"s%d_%d\"],\"outputs\":[\"y%d\"]}",
+                              i == 1 ? "s0_" : "y", i == 1 ? 0 : i - 1, i / R, i % R, i);
+    n += (size_t)snprintf(j + n, cap - n,
+                          "],\"functions\":{\"main\":{\"inputs\":[\"x0\",\"x1\",\"x2\"],\"outputs\":[\"y%d\"]}}}",
+                          K * R - 1);
+    assert_true(n < cap);
+    const double xv[R][3] = {{0.1, -0.4, 0.9}, {1.5, 0.0, -2.0}, {0.25, 0.5, 0.75}};
+    double want = 0;
+    for (int k = 0; k < K; k++)
+        for (int r = 0; r < R; r++)
+            for (int e = 0; e < 3; e++) want += tanh(xv[r][e] * (k + 0.5) - (k % 5 + 0.25));
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(j, n, NULL, "bodies", ctx);
+    free(j);
+    if (!g) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    if (!f) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t0 = round_trip("bodies.tgf", f, &(tg_tgf_save_info){.source = g}, "bodies", ctx);
+    tg_array *x[R];
+    int64_t shp[1] = {3};
+    for (int r = 0; r < R; r++) x[r] = tu_f64(1, shp, xv[r]);
+    tg_tgf *t[3] = {t0, NULL, NULL};
+    for (int i = 1; i < 3; i++)
+        if (!(t[i] = tg_tgf_load(path_in("bodies.tgf"), NULL, ctx))) fail_msg("%s", tg_ctx_message(ctx));
+    for (int order = 0; order < 3; order++) {
+        /* free one set (the middle one first), check the others, restore
+         * it again */
+        int victim = (order + 1) % 3;
+        tg_tgf_free(t[victim]);
+        t[victim] = NULL;
+        for (int i = 0; i < 3; i++) {
+            if (!t[i]) continue;
+            tg_function *h = tg_tgf_function(t[i], 0);
+            int fused = 0;
+            for (int s = 0; s < tg_function_node_count(h); s++)
+                fused += !strcmp(tg_function_node_op(h, s), "composite");
+            assert_true(fused >= K * R);
+            tg_array *out = NULL;
+            if (tg_function_call(h, x, &out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+            double got = tg_array_get_flat(out, 0);
+            if (fabs(got - want) > 1e-12) fail_msg("set %d: %.17g, want %.17g", i, got, want);
+            tg_array_free(out);
+        }
+        if (!(t[victim] = tg_tgf_load(path_in("bodies.tgf"), NULL, ctx))) fail_msg("%s", tg_ctx_message(ctx));
+    }
+    for (int i = 0; i < 3; i++) tg_tgf_free(t[i]);
+    for (int r = 0; r < R; r++) tg_array_free(x[r]);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 /* Whatever loads from JSON restores from its .tgf: a node's attrs hold
  * its bodies, and the graph section's parser refused attrs nested past
  * 64 levels, so a file with bodies 20 deep was saved and then refused
@@ -1442,6 +1520,7 @@ int main(void) {
         cmocka_unit_test(test_original_graph),
         cmocka_unit_test(test_save_state_copies_original),
         cmocka_unit_test(test_deep_bodies_restore),
+        cmocka_unit_test(test_shared_bodies_restore),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_gradient_nodes_named),
         cmocka_unit_test(test_multi_output_inplace),

@@ -591,7 +591,7 @@ struct tg_tgf {
     tg_function **fns;
     int nfns;
     tg_shared **shared;
-    int nshared;
+    int nshared, cshared; /* cshared: the room in shared and shared_from */
     struct tg_idmap *shared_ids; /* id -> shared[k] */
     /* The array of the file each shared value was restored from (one of
      * arrays), or NULL (a value from a version-1 file, or from the
@@ -860,6 +860,21 @@ static tg_array *resolve_array(void *ud, json_object *ref, const tg_var *v, cons
     return tg_array_ref(a);
 }
 
+/* Room for one more entry in t->shared and t->shared_from (doubling: a
+ * file of 1,000 shared scalars grew them 2,000 times). TG_OK or TG_ENOMEM. */
+static int shared_room(tg_tgf *t) {
+    if (t->nshared < t->cshared) return TG_OK;
+    int c = t->cshared ? 2 * t->cshared : 16;
+    tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)c);
+    if (!p) return TG_ENOMEM;
+    t->shared = p;
+    const tg_array **q = tg_realloc(t->shared_from, sizeof *q * (size_t)c);
+    if (!q) return TG_ENOMEM;
+    t->shared_from = q;
+    t->cshared = c;
+    return TG_OK;
+}
+
 /* Make the graph's shared variables the set's: functions of one file share
  * state, as the functions of one graph do. */
 static int unify_shared(tg_tgf *t, tg_graph *g, tg_ctx *ctx) {
@@ -879,12 +894,7 @@ static int unify_shared(tg_tgf *t, tg_graph *g, tg_ctx *ctx) {
             v->shared = tg_shared_ref(found);
             continue;
         }
-        tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)(t->nshared + 1));
-        if (!p) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        t->shared = p;
-        const tg_array **q = tg_realloc(t->shared_from, sizeof *q * (size_t)(t->nshared + 1));
-        if (!q) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        t->shared_from = q;
+        if (shared_room(t)) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         t->shared_from[t->nshared] = NULL;
         t->shared[t->nshared] = tg_shared_ref(v->shared);
         /* The key is the shared state's own id, which lives as long as t
@@ -1061,12 +1071,7 @@ static tg_shared *shared_for(void *ud, const char *id, const tg_type *type, tg_a
         }
         return tg_shared_ref(found);
     }
-    tg_shared **p = tg_realloc(t->shared, sizeof *p * (size_t)(t->nshared + 1));
-    if (!p) goto oom;
-    t->shared = p;
-    const tg_array **q = tg_realloc(t->shared_from, sizeof *q * (size_t)(t->nshared + 1));
-    if (!q) goto oom;
-    t->shared_from = q;
+    if (shared_room(t)) goto oom;
     tg_shared *s = tg_shared_new(id, type, value);
     if (!s) goto oom;
     if (tg_idmap_put(t->shared_ids, s->id, s)) {
