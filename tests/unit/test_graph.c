@@ -207,13 +207,57 @@ static void test_sort_order_drop_and_cycle(void **state) {
     assert_null(v2->owner);
     tg_var_free(v1);
     tg_var_free(v2);
-    /* A cycle (which the loader never lets in): exp reads add's output. */
+    /* A cycle (which the loader never lets in): exp reads add's output.
+     * A pruned node before it is freed by the sweep that finds the cycle:
+     * the failed sort takes it off the list too (freeing fg after would
+     * free it twice). */
+    tg_node *u3 = tg_node_new(tg_op_find("abs"), 1, 1);
+    assert_non_null(u3);
+    u3->inputs[0] = x;
+    u3->outputs[0] = tg_var_new("u3", TG_VAR_RESULT);
+    u3->outputs[0]->owner = u3;
+    tg_var *v3 = u3->outputs[0];
+    assert_int_equal(tg_fgraph_add_node(fg, u3), 0);
+    tg_fgraph_remove_client(x, u3, 0);
+    u3->rwflags = TG_NODE_DEAD;
     tg_var *r = a->outputs[0];
     tg_fgraph_remove_client(x, e, 0);
     e->inputs[0] = r;
     assert_int_equal(tg_fgraph_add_client(r, e, 0), 0);
     assert_int_equal(tg_fgraph_toposort(fg, ctx), TG_ELOAD);
     assert_non_null(strstr(tg_ctx_message(ctx), "the graph has a cycle at '"));
+    assert_int_equal(fg->nnodes, 4);
+    for (int i = 0; i < fg->nnodes; i++) {
+        assert_true(fg->nodes[i] == e || fg->nodes[i] == ng || fg->nodes[i] == a || fg->nodes[i] == s);
+        assert_int_equal(fg->nodes[i]->index, i);
+    }
+    assert_null(v3->owner);
+    tg_var_free(v3);
+    tg_fgraph_free(fg);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
+/* A node marked pruned whose output is still read (an optimizer bug the
+ * sort must survive) is sorted as any other: kept, after its input, before
+ * its reader. */
+static void test_sort_keeps_pruned_node_still_read(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(json2);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
+    assert_non_null(fg);
+    tg_node *e = fg_find(fg, "p")->owner, *ng = fg_find(fg, "q")->owner, *a = fg_find(fg, "r")->owner,
+            *s = fg_find(fg, "o")->owner;
+    ng->rwflags = TG_NODE_DEAD;
+    assert_int_equal(tg_fgraph_toposort(fg, ctx), 0);
+    assert_int_equal(fg->nnodes, 4);
+    assert_ptr_equal(fg->nodes[0], e);
+    assert_ptr_equal(fg->nodes[1], ng);
+    assert_ptr_equal(fg->nodes[2], a);
+    assert_ptr_equal(fg->nodes[3], s);
+    assert_ptr_equal(fg_find(fg, "q")->owner, ng);
+    ng->rwflags = 0;
     tg_fgraph_free(fg);
     tg_ctx_free(ctx);
     tg_graph_free(g);
@@ -794,6 +838,7 @@ int main(void) {
         cmocka_unit_test(test_replace_and_resort),
         cmocka_unit_test(test_node_description),
         cmocka_unit_test(test_sort_order_drop_and_cycle),
+        cmocka_unit_test(test_sort_keeps_pruned_node_still_read),
         cmocka_unit_test(test_idmap),
         cmocka_unit_test(test_clone_replay),
         cmocka_unit_test(test_arena_blocks),

@@ -484,6 +484,68 @@ typedef struct iwalk {
     int node, next;
 } iwalk;
 
+/* A node the optimizer pruned (TG_NODE_DEAD), freed where the edge sweep
+ * meets it, while it is in the cache: nothing reads its outputs (its
+ * readers are gone, it is off its inputs' lists). false, and nothing
+ * done, if something does read one after all (an optimizer bug; the walk
+ * then treats the node as any other). */
+static bool drop_pruned(tg_node *d) {
+    for (int k = 0; k < d->nout; k++)
+        if (d->outputs[k]->nclients) return false;
+    for (int k = 0; k < d->nout; k++) d->outputs[k]->owner = NULL;
+    tg_node_free(d);
+    return true;
+}
+
+/* The edges of fg's nodes (first, edge, *ne), each node's producers by
+ * position, read from producer->index, which every change to fg->nodes
+ * keeps equal to the position (tg_fgraph_add_node, the sorts, the
+ * linker's layout). Pruned nodes are dropped on the way (state 3) unless
+ * already dropped (skipped). false: a node whose index is not its place
+ * was met (the edges are then wrong, and are made again). TG_ENOMEM as
+ * *rc. */
+static bool sweep_edges(tg_fgraph *fg, char *state, size_t *first, int **edge, size_t *cap,
+                        size_t *ne, int *rc) {
+    int n = fg->nnodes;
+    bool placed = true;
+    *ne = 0;
+    for (int i = 0; i < n; i++) {
+        /* three steps ahead: the node 24 on, the input variables of the
+         * one 12 on, the producers of the one 6 on (none of a pruned
+         * node, whose inputs are not read) */
+        if (i + 24 < n && state[i + 24] != 3) tg_prefetch_node(fg->nodes[i + 24]);
+        if (i + 12 < n && state[i + 12] != 3) tg_prefetch_node_vars(fg->nodes[i + 12]);
+        if (i + 6 < n && state[i + 6] != 3) {
+            const tg_node *m = fg->nodes[i + 6];
+            for (int k = 0; k < m->nin && k < 4 && !(m->rwflags & TG_NODE_DEAD); k++)
+                if (m->inputs[k]->owner) __builtin_prefetch(m->inputs[k]->owner);
+        }
+        first[i] = *ne;
+        if (state[i] == 3) continue;
+        tg_node *nd = fg->nodes[i];
+        if ((nd->rwflags & TG_NODE_DEAD) && drop_pruned(nd)) {
+            state[i] = 3;
+            continue;
+        }
+        placed &= nd->index == i;
+        if (*ne + (size_t)nd->nin > *cap) {
+            while (*ne + (size_t)nd->nin > *cap) *cap *= 2;
+            int *e2 = tg_realloc(*edge, *cap * sizeof **edge);
+            if (!e2) {
+                *rc = TG_ENOMEM;
+                return true;
+            }
+            *edge = e2;
+        }
+        for (int k = 0; k < nd->nin; k++) {
+            const tg_node *p = nd->inputs[k]->owner;
+            (*edge)[(*ne)++] = p ? p->index : -1;
+        }
+    }
+    first[n] = *ne;
+    return placed;
+}
+
 int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
     int n = fg->nnodes, rc = TG_OK;
     int nroots = fg->nout + fg->nupd;
@@ -495,34 +557,14 @@ int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
     size_t *first = tg_malloc(((size_t)n + 1) * sizeof *first);
     int *edge = tg_malloc(cap * sizeof *edge);
     if (!order || !state || !stack || !first || !edge) goto nomem;
-    for (int i = 0; i < n; i++) {
-        TG_SWEEP_PREFETCH(fg->nodes, i, n);
-        fg->nodes[i]->index = i;
+    /* One sweep, trusting each node's index; when one was not its place,
+     * the positions written out and a second. */
+    if (!sweep_edges(fg, state, first, &edge, &cap, &ne, &rc) && !rc) {
+        for (int i = 0; i < n; i++)
+            if (state[i] != 3) fg->nodes[i]->index = i;
+        sweep_edges(fg, state, first, &edge, &cap, &ne, &rc);
     }
-    for (int i = 0; i < n; i++) {
-        /* three steps ahead: the node 24 on, the input variables of the
-         * one 12 on, the producers of the one 6 on */
-        if (i + 24 < n) tg_prefetch_node(fg->nodes[i + 24]);
-        if (i + 12 < n) tg_prefetch_node_vars(fg->nodes[i + 12]);
-        if (i + 6 < n) {
-            const tg_node *m = fg->nodes[i + 6];
-            for (int k = 0; k < m->nin && k < 4; k++)
-                if (m->inputs[k]->owner) __builtin_prefetch(m->inputs[k]->owner);
-        }
-        const tg_node *nd = fg->nodes[i];
-        first[i] = ne;
-        if (ne + (size_t)nd->nin > cap) {
-            while (ne + (size_t)nd->nin > cap) cap *= 2;
-            int *e2 = tg_realloc(edge, cap * sizeof *edge);
-            if (!e2) goto nomem;
-            edge = e2;
-        }
-        for (int k = 0; k < nd->nin; k++) {
-            const tg_node *p = nd->inputs[k]->owner;
-            edge[ne++] = p ? p->index : -1;
-        }
-    }
-    first[n] = ne;
+    if (rc) goto nomem;
     int norder = 0;
     for (int r = 0; r < nroots; r++) {
         tg_var *v = fg->outputs[r];
@@ -576,6 +618,17 @@ int tg_fgraph_toposort(tg_fgraph *fg, tg_ctx *ctx) {
 nomem:
     rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
 done:
+    if (rc && state) {
+        /* the nodes dropped before the failure leave the list */
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (state[i] != 3) {
+                fg->nodes[k] = fg->nodes[i];
+                fg->nodes[k]->index = k;
+                k++;
+            }
+        fg->nnodes = k;
+    }
     tg_free(order);
     tg_free(state);
     tg_free(stack);
