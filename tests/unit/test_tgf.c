@@ -1258,6 +1258,45 @@ static void test_section_version_3(void **state) {
 /* What the export writes loads with the types the section has: a length
  * the saved type fixes and the op leaves open is declared, and a weak
  * constant stays weak only where the op reading it leaves its dtype. */
+/* An in-place hint made under the saved types, which the decoder's
+ * inference refines so that they no longer agree (y = sum_to(exp(x),
+ * like) saved as float64[?, 4] over x's [3, 4], inferred [1, 4] from
+ * like): dropped, and the file loads (older optimizers wrote such hints;
+ * the kernel takes the buffer over only when the shapes agree). One the
+ * saved types already refuse is refused. */
+static void test_section_stale_inplace_dropped(void **state) {
+    (void)state;
+    static const char *const strs[] = {"x", "like", "e", "y", "exp", "sum_to", NULL};
+    int64_t s34[2] = {3, 4}, s14[2] = {1, 4}, open4[2] = {-1, 4};
+    static const uint32_t in_x[1] = {0}, in_st[2] = {2, 1}, args[2] = {0, 1};
+    char msg[512];
+    for (int refuse = 0; refuse < 2; refuse++) {
+        sec S;
+        sec_begin(&S, strs);
+        s32(&S, 4);
+        sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 2, s34, NO, NO);
+        sec_var(&S, "like", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 2, s14, NO, NO);
+        sec_var(&S, "e", TG_VAR_RESULT, 0, TG_FLOAT64, 2, s34, NO, NO);
+        sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 2, refuse ? s14 : open4, NO, NO);
+        s32(&S, 2);
+        sec_node(&S, "exp", 1, in_x, 2, -1);
+        sec_node(&S, "sum_to", 2, in_st, 3, 0);
+        sec_end(&S, 2, args, 3, "y");
+        tg_fgraph *fg = sec_decode(&S, NULL, 0, msg, sizeof msg);
+        if (refuse) {
+            assert_null(fg);
+            assert_non_null(strstr(msg, "cannot be written over input 0"));
+            continue;
+        }
+        if (!fg) fail_msg("%s", msg);
+        tg_node *st = fg_var(fg, "y")->owner;
+        assert_string_equal(st->op->name, "sum_to");
+        assert_int_equal(st->outputs[0]->type.shape[0], 1);
+        assert_true(!st->inplace || st->inplace[0] == -1);
+        tg_fgraph_free(fg);
+    }
+}
+
 static void test_section_export_types(void **state) {
     (void)state;
     static const char *const strs[] = {"x", "c", "y", "add", "exp", NULL};
@@ -1532,6 +1571,7 @@ int main(void) {
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
         cmocka_unit_test(test_section_loader_rules),
         cmocka_unit_test(test_section_export_types),
+        cmocka_unit_test(test_section_stale_inplace_dropped),
         cmocka_unit_test(test_section_version_3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -743,6 +743,19 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         }
     }
     weak_check(n, saved + nout);
+    /* An in-place hint the optimizer made under the saved types, which
+     * inference has refined since (a length it could not know then) so
+     * that the two no longer agree, is dropped: the kernels take a buffer
+     * over only when the shapes agree at run time, so the hint was safe,
+     * and files written before the optimizer stopped making such hints
+     * still load. One the saved types refuse is refused below. */
+    for (uint32_t k = 0; n->inplace && k < nout; k++) {
+        if (n->inplace[k] < 0) continue;
+        const tg_type *it = &n->inputs[n->inplace[k]]->type, *ot = &n->outputs[k]->type;
+        if (it->dtype == ot->dtype && it->ndim == ot->ndim && !tg_type_compatible(it, ot) &&
+            tg_type_compatible(it, &saved[k]))
+            n->inplace[k] = -1;
+    }
     if (saved != saved_small) tg_free(saved);
     if (tg_node_check_inplace_types(n, D->ctx)) goto wrap;
     if (tg_fgraph_add_node(fg, n)) goto oom;

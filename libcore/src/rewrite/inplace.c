@@ -73,10 +73,17 @@ int tg_rw_inplace(tg_rw *rw) {
                 const tg_var *in = n->inputs[k];
                 if (in->type.dtype != ot->dtype || in->type.ndim != ot->ndim) continue;
                 if (elemwise && !tg_rw_keeps_shape(in, (const tg_var *const *)n->inputs, n->nin)) continue;
-                /* sum_to takes its input over only when nothing is summed */
+                /* sum_to takes its input over only when nothing is summed.
+                 * An output length still open where the input's is known
+                 * may be one a later inference finds to differ (a slice
+                 * whose bounds folded to constants after its type was
+                 * made: restoring the .tgf, which infers every type again,
+                 * then refused the hint): the output takes a buffer of its
+                 * own. Elementwise ops: tg_rw_keeps_shape above. */
                 bool differ = false;
                 for (int d = 0; d < ot->ndim; d++)
-                    differ |= in->type.shape[d] >= 0 && ot->shape[d] >= 0 && in->type.shape[d] != ot->shape[d];
+                    differ |= in->type.shape[d] >= 0 &&
+                              (ot->shape[d] >= 0 ? in->type.shape[d] != ot->shape[d] : !elemwise);
                 if (differ) continue;
                 bool twice = false; /* the same variable read twice by n */
                 for (int j = 0; j < n->nin; j++) twice |= j != k && n->inputs[j] == in;
