@@ -160,16 +160,42 @@ static const char *json2 =
     "{\"op\":\"sqrt\",\"inputs\":[\"r\"],\"outputs\":[\"o\"]}],"
     "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"o\"]}}}";
 
-static void test_sort_order_drop_and_cycle(void **state) {
-    (void)state;
-    tg_graph *g = tu_load(json2);
-    tg_ctx *ctx = tg_ctx_new();
-    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
+/* json2's function graph, and its nodes exp, neg, add and sqrt. */
+static tg_fgraph *json2_fgraph(tg_graph **g, tg_ctx *ctx, tg_node **e, tg_node **ng, tg_node **a, tg_node **s) {
+    *g = tu_load(json2);
+    tg_fgraph *fg = tg_fgraph_from_decl(*g, &(*g)->funcs[0], ctx);
     assert_non_null(fg);
     assert_int_equal(fg->nnodes, 4);
+    *e = fg_find(fg, "p")->owner;
+    *ng = fg_find(fg, "q")->owner;
+    *a = fg_find(fg, "r")->owner;
+    *s = fg_find(fg, "o")->owner;
+    return fg;
+}
+
+/* A node `op` of fg reading x, its output `out` read by nothing; pruned
+ * as the optimizer prunes (off x's readers, marked dead) or not. */
+static tg_node *unread_node(tg_fgraph *fg, const char *op, tg_var *x, const char *out, bool pruned) {
+    tg_node *u = tg_node_new(tg_op_find(op), 1, 1);
+    assert_non_null(u);
+    u->inputs[0] = x;
+    u->outputs[0] = tg_var_new(out, TG_VAR_RESULT);
+    u->outputs[0]->owner = u;
+    assert_int_equal(tg_fgraph_add_node(fg, u), 0);
+    if (pruned) {
+        tg_fgraph_remove_client(x, u, 0);
+        u->rwflags = TG_NODE_DEAD;
+    }
+    return u;
+}
+
+static void test_sort_order_drop_and_cycle(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_node *e, *ng, *a, *s;
+    tg_fgraph *fg = json2_fgraph(&g, ctx, &e, &ng, &a, &s);
     /* Reorder the array: sqrt, add, neg, exp (every node after its reader). */
-    tg_node *e = fg_find(fg, "p")->owner, *ng = fg_find(fg, "q")->owner, *a = fg_find(fg, "r")->owner,
-            *s = fg_find(fg, "o")->owner;
     fg->nodes[0] = s;
     fg->nodes[1] = a;
     fg->nodes[2] = ng;
@@ -177,17 +203,7 @@ static void test_sort_order_drop_and_cycle(void **state) {
     /* Two unreachable nodes reading x: one still attached, one pruned. */
     tg_var *x = fg->inputs[0];
     int readers = x->nclients;
-    tg_node *u1 = tg_node_new(tg_op_find("tanh"), 1, 1), *u2 = tg_node_new(tg_op_find("abs"), 1, 1);
-    assert_non_null(u1);
-    assert_non_null(u2);
-    u1->inputs[0] = x;
-    u2->inputs[0] = x;
-    u1->outputs[0] = tg_var_new("u1", TG_VAR_RESULT);
-    u2->outputs[0] = tg_var_new("u2", TG_VAR_RESULT);
-    u1->outputs[0]->owner = u1;
-    u2->outputs[0]->owner = u2;
-    assert_int_equal(tg_fgraph_add_node(fg, u1), 0);
-    assert_int_equal(tg_fgraph_add_node(fg, u2), 0);
+    tg_node *u1 = unread_node(fg, "tanh", x, "u1", false), *u2 = unread_node(fg, "abs", x, "u2", false);
     assert_int_equal(x->nclients, readers + 2);
     tg_fgraph_remove_client(x, u2, 0); /* what pruning does */
     u2->rwflags = TG_NODE_DEAD;
@@ -211,15 +227,7 @@ static void test_sort_order_drop_and_cycle(void **state) {
      * A pruned node before it is freed by the sweep that finds the cycle:
      * the failed sort takes it off the list too (freeing fg after would
      * free it twice). */
-    tg_node *u3 = tg_node_new(tg_op_find("abs"), 1, 1);
-    assert_non_null(u3);
-    u3->inputs[0] = x;
-    u3->outputs[0] = tg_var_new("u3", TG_VAR_RESULT);
-    u3->outputs[0]->owner = u3;
-    tg_var *v3 = u3->outputs[0];
-    assert_int_equal(tg_fgraph_add_node(fg, u3), 0);
-    tg_fgraph_remove_client(x, u3, 0);
-    u3->rwflags = TG_NODE_DEAD;
+    tg_var *v3 = unread_node(fg, "abs", x, "u3", true)->outputs[0];
     tg_var *r = a->outputs[0];
     tg_fgraph_remove_client(x, e, 0);
     e->inputs[0] = r;
@@ -243,12 +251,10 @@ static void test_sort_order_drop_and_cycle(void **state) {
  * its reader. */
 static void test_sort_keeps_pruned_node_still_read(void **state) {
     (void)state;
-    tg_graph *g = tu_load(json2);
+    tg_graph *g;
     tg_ctx *ctx = tg_ctx_new();
-    tg_fgraph *fg = tg_fgraph_from_decl(g, &g->funcs[0], ctx);
-    assert_non_null(fg);
-    tg_node *e = fg_find(fg, "p")->owner, *ng = fg_find(fg, "q")->owner, *a = fg_find(fg, "r")->owner,
-            *s = fg_find(fg, "o")->owner;
+    tg_node *e, *ng, *a, *s;
+    tg_fgraph *fg = json2_fgraph(&g, ctx, &e, &ng, &a, &s);
     ng->rwflags = TG_NODE_DEAD;
     assert_int_equal(tg_fgraph_toposort(fg, ctx), 0);
     assert_int_equal(fg->nnodes, 4);

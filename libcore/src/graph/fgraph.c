@@ -138,12 +138,10 @@ static tg_node *clone_node(tg_arena *a, const tg_node *n, tg_ctx *ctx) {
     c->amode = n->amode;
     if (n->attrs) c->attrs = json_object_get(n->attrs);
     if ((n->name && !(c->name = tg_strdup(n->name))) || tg_trace_copy(&c->trace, &n->trace)) goto fail;
-    if (n->aflags & TG_NODE_ASMALL) {
-        c->a.dtype = n->adtype;
-        c->a.mode = n->amode;
-    } else if (clone_attrs(c, n, ctx)) {
+    if (n->aflags & TG_NODE_ASMALL)
+        tg_node_small_attrs_copy(c, n);
+    else if (clone_attrs(c, n, ctx))
         goto fail;
-    }
     if (n->inplace) {
         c->inplace = tg_malloc((size_t)n->nout);
         if (!c->inplace) goto fail;

@@ -258,15 +258,11 @@ tg_node *tg_node_move(tg_arena *a, tg_node *n) {
     if (!c) return NULL;
     int *inpos = c->inpos;
     tg_var **inputs = c->inputs, **outputs = c->outputs;
-    /* `a` (three lines, cold on a large graph) only when it holds more
-     * than the two numbers the seal copied (clone_node does the same) */
     memcpy(c, n, offsetof(tg_node, a));
-    if (n->aflags & TG_NODE_ASMALL) {
-        c->a.dtype = n->adtype;
-        c->a.mode = n->amode;
-    } else {
+    if (n->aflags & TG_NODE_ASMALL)
+        tg_node_small_attrs_copy(c, n);
+    else
         c->a = n->a;
-    }
     c->inpos = inpos;
     c->inputs = inputs;
     c->outputs = outputs;

@@ -228,6 +228,13 @@ uint32_t tg_node_attrs_hash(const tg_node *n);
 void tg_node_seal(tg_node *n);
 /* Whether `a` holds nothing but a.dtype and a.mode, each in an int8. */
 bool tg_node_attrs_small(const tg_node *n);
+/* A copy's `a` from a node sealed with TG_NODE_ASMALL: the two numbers
+ * its seal keeps, without reading n->a (three lines, cold on a large
+ * graph); the rest of c->a stays as made, zero. */
+static inline void tg_node_small_attrs_copy(tg_node *c, const tg_node *n) {
+    c->a.dtype = n->adtype;
+    c->a.mode = n->amode;
+}
 
 /* One more word into a hash. Each step is one-to-one in h (a product by
  * an odd constant, an xor with a right shift): hashes that differ stay
