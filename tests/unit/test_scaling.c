@@ -1,0 +1,214 @@
+/* The optimizer's work grows linearly with the graph, on every shape of
+ * bench/shapes.h: each shape is loaded and compiled (fast_run) with S and
+ * with 4 S steps, and what the compile does is counted, not timed, so
+ * that the test means the same on any machine: the library's allocations
+ * (calls and bytes asked for, through the allocator hook, and the most
+ * held at once), the rewrites tried and applied, and the nodes left.
+ * Each count of 4 S steps must stay under 5 times that of S (4 times
+ * plus what does not grow with the graph); a rule or a pass that
+ * revisits what came before, as those docs/optimizer.md lists did,
+ * gives 16. Then the optimized function of S steps must compute what
+ * the graph as written computes (preset none) on the same inputs.
+ *
+ * Composites run in the block interpreter here (TG_COMPOSITE=interp):
+ * compiling their C is the C compiler's time, and is cached. */
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "../../bench/shapes.h"
+
+typedef struct counts {
+    double allocs, bytes, peak, tried, applied, nodes;
+} counts;
+
+/* (signed: a compile may free what was allocated before the count began) */
+static long long g_held, g_peak;
+static double g_allocs, g_bytes;
+
+static void *counting_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    long long was = p ? (long long)malloc_usable_size(p) : 0;
+    if (n == 0) {
+        free(p);
+        g_held -= was;
+        return NULL;
+    }
+    void *q = realloc(p, n);
+    if (q) {
+        g_allocs += 1;
+        g_bytes += (double)n;
+        g_held += (long long)malloc_usable_size(q) - was;
+        if (g_held > g_peak) g_peak = g_held;
+    }
+    return q;
+}
+
+static tg_graph *load_shape(const shape_def *sh, int steps) {
+    tg_str s = {0};
+    sh->gen(&s, steps);
+    assert_false(s.oom);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tg_graph_load_string(s.s, s.len, NULL, sh->name, ctx);
+    if (!g) fail_msg("%s, %d steps: %s", sh->name, steps, tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    tg_str_free(&s);
+    return g;
+}
+
+static tg_function *compile(tg_graph *g, const char *preset, const char *what) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options o = {.preset = preset};
+    tg_function *f = tg_function_compile(g, 0, &o, ctx);
+    if (!f) fail_msg("%s (%s): %s", what, preset, tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+    return f;
+}
+
+/* Load and compile `steps` steps of sh, counting. */
+static counts measure(const shape_def *sh, int steps) {
+    tg_graph *g = load_shape(sh, steps);
+    g_held = g_peak = 0;
+    g_allocs = g_bytes = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    tg_function *f = compile(g, "fast_run", sh->name);
+    tg_set_allocator(NULL, NULL);
+    counts c = {g_allocs, g_bytes, (double)g_peak, 0, 0, tg_function_node_count(f)};
+    for (int i = 0; i < tg_function_rewrite_stats_count(f); i++) {
+        tg_rewrite_stats rs;
+        assert_int_equal(tg_function_rewrite_stats_get(f, i, &rs), 0);
+        c.tried += (double)rs.tried;
+        c.applied += (double)rs.applied;
+    }
+    /* freed with the allocator it was made with: libc's, as the hook's */
+    tg_function_free(f);
+    tg_graph_free(g);
+    return c;
+}
+
+/* 4x the steps: at most 5x the work, and a little for counts near 0. */
+static bool linear(double small, double big) { return big <= 5.0 * small + 16.0; }
+
+static void check_growth(const char *shape, const char *what, double small, double big) {
+    if (!linear(small, big))
+        fail_msg("%s: %s grew from %.0f to %.0f (%.1fx) for 4x the steps", shape, what, small, big,
+                 small > 0 ? big / small : 0.0);
+}
+
+/* Inputs for f: every element a value in (0.5, 1.5) from a fixed
+ * sequence (logs, divisions and softmax stay finite). */
+static void make_inputs(const tg_function *f, tg_array **in) {
+    unsigned state = 12345;
+    for (int i = 0; i < tg_function_input_count(f); i++) {
+        int nd = tg_function_input_ndim(f, i);
+        const int64_t *shape = tg_function_input_shape(f, i);
+        int64_t n = 1;
+        for (int d = 0; d < nd; d++) n *= shape[d];
+        double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
+        for (int64_t k = 0; k < n; k++) {
+            state = state * 1103515245u + 12345u;
+            v[k] = 0.5 + (double)(state >> 8 & 0xffff) / 65536.0;
+        }
+        in[i] = tu_f64(nd, shape, v);
+        free(v);
+    }
+}
+
+/* The optimized function against the graph as written. */
+static void check_values(const shape_def *sh, int steps) {
+    tg_graph *g = load_shape(sh, steps);
+    tg_function *fr = compile(g, "fast_run", sh->name), *fn = compile(g, "none", sh->name);
+    int nin = tg_function_input_count(fr), nout = tg_function_output_count(fr);
+    tg_array **in = calloc((size_t)nin + 1, sizeof *in), **got = calloc((size_t)nout + 1, sizeof *got),
+             **want = calloc((size_t)nout + 1, sizeof *want);
+    assert_true(in && got && want);
+    make_inputs(fr, in);
+    tg_ctx *ctx = tg_ctx_new();
+    if (tg_function_call(fr, in, got, ctx)) fail_msg("%s fast_run: %s", sh->name, tg_ctx_message(ctx));
+    if (tg_function_call(fn, in, want, ctx)) fail_msg("%s none: %s", sh->name, tg_ctx_message(ctx));
+    for (int i = 0; i < nout; i++) {
+        char msg[4096];
+        if (!tu_arrays_close(got[i], want[i], 1e-9, 1e-12, msg, sizeof msg))
+            fail_msg("%s, output %d: %s", sh->name, i, msg);
+        tg_array_free(got[i]);
+        tg_array_free(want[i]);
+    }
+    for (int i = 0; i < nin; i++) tg_array_free(in[i]);
+    free(in);
+    free(got);
+    free(want);
+    tg_ctx_free(ctx);
+    tg_function_free(fr);
+    tg_function_free(fn);
+    tg_graph_free(g);
+}
+
+static void test_shape(const shape_def *sh) {
+    /* the fan-in and fan-out shapes have a node per step; the others a
+     * few: 300 and 1,200 steps, 300 to 7,200 nodes */
+    enum { STEPS = 300 };
+    counts a = measure(sh, STEPS), b = measure(sh, 4 * STEPS);
+    if (getenv("TG_SCALING_PRINT"))
+        print_message("%-14s allocs %8.0f -> %8.0f  bytes %10.0f -> %10.0f  peak %9.0f -> %9.0f  "
+                      "tried %6.0f -> %6.0f  applied %5.0f -> %5.0f  nodes %4.0f -> %4.0f\n",
+                      sh->name, a.allocs, b.allocs, a.bytes, b.bytes, a.peak, b.peak, a.tried, b.tried,
+                      a.applied, b.applied, a.nodes, b.nodes);
+    check_growth(sh->name, "allocations", a.allocs, b.allocs);
+    check_growth(sh->name, "bytes allocated", a.bytes, b.bytes);
+    check_growth(sh->name, "bytes held at most", a.peak, b.peak);
+    check_growth(sh->name, "rewrites tried", a.tried, b.tried);
+    check_growth(sh->name, "rewrites applied", a.applied, b.applied);
+    check_growth(sh->name, "nodes left", a.nodes, b.nodes);
+    check_values(sh, 40);
+}
+
+#define SHAPE_TEST(i)                                                                              \
+    static void test_shape_##i(void **state) {                                                     \
+        (void)state;                                                                               \
+        test_shape(&SHAPES[i]);                                                                    \
+    }
+SHAPE_TEST(0)
+SHAPE_TEST(1)
+SHAPE_TEST(2)
+SHAPE_TEST(3)
+SHAPE_TEST(4)
+SHAPE_TEST(5)
+SHAPE_TEST(6)
+SHAPE_TEST(7)
+SHAPE_TEST(8)
+SHAPE_TEST(9)
+SHAPE_TEST(10)
+SHAPE_TEST(11)
+SHAPE_TEST(12)
+SHAPE_TEST(13)
+
+/* The bound itself: linear growth with a fixed part passes, n log n at
+ * these sizes passes, n^2 (and n^1.5) fails. */
+static void test_bound(void **state) {
+    (void)state;
+    assert_true(linear(1000, 4000));
+    assert_true(linear(1000 + 500, 4000 + 500));
+    assert_true(linear(300 * 8.2, 1200 * 10.2)); /* n log2 n */
+    assert_false(linear(300.0 * 300, 1200.0 * 1200));
+    assert_false(linear(300 * 17.3, 1200 * 34.6)); /* n^1.5 */
+    assert_true(linear(0, 16));
+    assert_false(linear(0, 17));
+}
+
+int main(void) {
+    setenv("TG_COMPOSITE", "interp", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shape_0),  cmocka_unit_test(test_shape_1),
+        cmocka_unit_test(test_shape_2),  cmocka_unit_test(test_shape_3),
+        cmocka_unit_test(test_shape_4),  cmocka_unit_test(test_shape_5),
+        cmocka_unit_test(test_shape_6),  cmocka_unit_test(test_shape_7),
+        cmocka_unit_test(test_shape_8),  cmocka_unit_test(test_shape_9),
+        cmocka_unit_test(test_shape_10), cmocka_unit_test(test_shape_11),
+        cmocka_unit_test(test_shape_12), cmocka_unit_test(test_shape_13),
+        cmocka_unit_test(test_bound),
+    };
+    _Static_assert(NSHAPES == 14, "one test per shape");
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
