@@ -1,28 +1,39 @@
-/* The optimizer's work grows linearly with the graph, on every shape of
- * bench/shapes.h: each shape is loaded and compiled (fast_run) with S and
- * with 4 S steps, and what the compile does is counted, not timed, so
- * that the test means the same on any machine: the library's allocations
- * (calls and bytes asked for, through the allocator hook, and the most
- * held at once), the rewrites tried and applied, and the nodes left.
- * Each count of 4 S steps must stay under 5 times that of S (4 times
- * plus what does not grow with the graph); a rule or a pass that
- * revisits what came before, as those docs/optimizer.md lists did,
- * gives 16. Then the optimized function of S steps must compute what
- * the graph as written computes (preset none) on the same inputs.
+/* tg's work grows linearly with the graph, on every shape of
+ * bench/shapes.h: each shape is loaded, compiled (fast_run), saved to a
+ * .tgf and restored, with S and with 4 S steps, and what each of the four
+ * does is counted, not timed, so that the test means the same on any
+ * machine: the library's allocations (calls and bytes asked for, through
+ * the allocator hook, and the most held at once) and, for the compile,
+ * the rewrites tried and applied and the nodes left. Each count of 4 S
+ * steps must stay under 5 times that of S (4 times plus what does not
+ * grow with the graph); a rule or a pass that revisits what came before,
+ * as those docs/optimizer.md lists did, gives 16. Then, at a few steps,
+ * the optimized function must compute what the graph as written
+ * computes (preset none), and the restored one exactly what it computes.
  *
  * Composites run in the block interpreter here (TG_COMPOSITE=interp):
  * compiling their C is the C compiler's time, and is cached. */
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
 #include "../../bench/shapes.h"
 
+/* What one step (load, compile, save, restore) allocated. */
+typedef struct tally {
+    double allocs, bytes, peak;
+} tally;
+
 typedef struct counts {
-    double allocs, bytes, peak, tried, applied, nodes;
+    tally load, compile, save, restore;
+    double tried, applied, nodes;
 } counts;
+
+enum { NPHASES = 4 };
+static const char *const PHASE[NPHASES] = {"load", "compile", "save", "restore"};
 
 /* (signed: a compile may free what was allocated before the count began) */
 static long long g_held, g_peak;
@@ -46,6 +57,27 @@ static void *counting_realloc(void *ud, void *p, size_t n) {
     return q;
 }
 
+static void count_begin(void) {
+    g_held = g_peak = 0;
+    g_allocs = g_bytes = 0;
+    tg_set_allocator(counting_realloc, NULL);
+}
+
+/* (what was allocated through the hook is freed by libc's free later) */
+static tally count_end(void) {
+    tg_set_allocator(NULL, NULL);
+    return (tally){g_allocs, g_bytes, (double)g_peak};
+}
+
+/* A .tgf path of its own in the temporary folder. */
+static char *tgf_path(void) {
+    const char *dir = getenv("TMPDIR");
+    char *p = malloc(4096);
+    assert_non_null(p);
+    snprintf(p, 4096, "%s/tg-scaling-%ld.tgf", dir && *dir ? dir : "/tmp", (long)getpid());
+    return p;
+}
+
 static tg_graph *load_shape(const shape_def *sh, int steps) {
     tg_str s = {0};
     sh->gen(&s, steps);
@@ -67,24 +99,45 @@ static tg_function *compile(tg_graph *g, const char *preset, const char *what) {
     return f;
 }
 
-/* Load and compile `steps` steps of sh, counting. */
+/* Load, compile, save and restore `steps` steps of sh, counting. */
 static counts measure(const shape_def *sh, int steps) {
-    tg_graph *g = load_shape(sh, steps);
-    g_held = g_peak = 0;
-    g_allocs = g_bytes = 0;
-    tg_set_allocator(counting_realloc, NULL);
+    counts c = {0};
+    tg_str s = {0};
+    sh->gen(&s, steps);
+    assert_false(s.oom);
+    tg_ctx *ctx = tg_ctx_new();
+    count_begin();
+    tg_graph *g = tg_graph_load_string(s.s, s.len, NULL, sh->name, ctx);
+    c.load = count_end();
+    if (!g) fail_msg("%s, %d steps: %s", sh->name, steps, tg_ctx_message(ctx));
+    tg_str_free(&s);
+    count_begin();
     tg_function *f = compile(g, "fast_run", sh->name);
-    tg_set_allocator(NULL, NULL);
-    counts c = {g_allocs, g_bytes, (double)g_peak, 0, 0, tg_function_node_count(f)};
+    c.compile = count_end();
+    c.nodes = tg_function_node_count(f);
     for (int i = 0; i < tg_function_rewrite_stats_count(f); i++) {
         tg_rewrite_stats rs;
         assert_int_equal(tg_function_rewrite_stats_get(f, i, &rs), 0);
         c.tried += (double)rs.tried;
         c.applied += (double)rs.applied;
     }
-    /* freed with the allocator it was made with: libc's, as the hook's */
+    char *path = tgf_path();
+    tg_tgf_save_info info = {.source = g};
+    count_begin();
+    int rc = tg_tgf_save(path, &f, 1, &info, ctx);
+    c.save = count_end();
+    if (rc) fail_msg("%s, %d steps, save: %s", sh->name, steps, tg_ctx_message(ctx));
+    count_begin();
+    tg_tgf *t = tg_tgf_load(path, NULL, ctx);
+    c.restore = count_end();
+    if (!t) fail_msg("%s, %d steps, restore: %s", sh->name, steps, tg_ctx_message(ctx));
+    assert_int_equal(tg_function_node_count(tg_tgf_function(t, 0)), (int)c.nodes);
+    tg_tgf_free(t);
+    unlink(path);
+    free(path);
     tg_function_free(f);
     tg_graph_free(g);
+    tg_ctx_free(ctx);
     return c;
 }
 
@@ -132,9 +185,26 @@ static void check_values(const shape_def *sh, int steps) {
         char msg[4096];
         if (!tu_arrays_close(got[i], want[i], 1e-9, 1e-12, msg, sizeof msg))
             fail_msg("%s, output %d: %s", sh->name, i, msg);
+        tg_array_free(want[i]);
+    }
+    /* restored: the same results, bit for bit */
+    char *path = tgf_path();
+    tg_tgf_save_info info = {.source = g};
+    if (tg_tgf_save(path, &fr, 1, &info, ctx)) fail_msg("%s, save: %s", sh->name, tg_ctx_message(ctx));
+    tg_tgf *t = tg_tgf_load(path, NULL, ctx);
+    if (!t) fail_msg("%s, restore: %s", sh->name, tg_ctx_message(ctx));
+    if (tg_function_call(tg_tgf_function(t, 0), in, want, ctx))
+        fail_msg("%s restored: %s", sh->name, tg_ctx_message(ctx));
+    for (int i = 0; i < nout; i++) {
+        char msg[4096];
+        if (!tu_arrays_close(want[i], got[i], 0, 0, msg, sizeof msg))
+            fail_msg("%s, output %d restored: %s", sh->name, i, msg);
         tg_array_free(got[i]);
         tg_array_free(want[i]);
     }
+    tg_tgf_free(t);
+    unlink(path);
+    free(path);
     for (int i = 0; i < nin; i++) tg_array_free(in[i]);
     free(in);
     free(got);
@@ -150,14 +220,25 @@ static void test_shape(const shape_def *sh) {
      * few: 300 and 1,200 steps, 300 to 7,200 nodes */
     enum { STEPS = 300 };
     counts a = measure(sh, STEPS), b = measure(sh, 4 * STEPS);
-    if (getenv("TG_SCALING_PRINT"))
-        print_message("%-14s allocs %8.0f -> %8.0f  bytes %10.0f -> %10.0f  peak %9.0f -> %9.0f  "
-                      "tried %6.0f -> %6.0f  applied %5.0f -> %5.0f  nodes %4.0f -> %4.0f\n",
-                      sh->name, a.allocs, b.allocs, a.bytes, b.bytes, a.peak, b.peak, a.tried, b.tried,
-                      a.applied, b.applied, a.nodes, b.nodes);
-    check_growth(sh->name, "allocations", a.allocs, b.allocs);
-    check_growth(sh->name, "bytes allocated", a.bytes, b.bytes);
-    check_growth(sh->name, "bytes held at most", a.peak, b.peak);
+    const tally *ta[NPHASES] = {&a.load, &a.compile, &a.save, &a.restore},
+                *tb[NPHASES] = {&b.load, &b.compile, &b.save, &b.restore};
+    bool print = getenv("TG_SCALING_PRINT") != NULL;
+    for (int p = 0; p < NPHASES; p++) {
+        char what[64];
+        if (print)
+            print_message("%-13s %-8s allocs %8.0f -> %8.0f  bytes %10.0f -> %10.0f  most held %9.0f -> %9.0f\n",
+                          sh->name, PHASE[p], ta[p]->allocs, tb[p]->allocs, ta[p]->bytes, tb[p]->bytes,
+                          ta[p]->peak, tb[p]->peak);
+        snprintf(what, sizeof what, "%s: allocations", PHASE[p]);
+        check_growth(sh->name, what, ta[p]->allocs, tb[p]->allocs);
+        snprintf(what, sizeof what, "%s: bytes allocated", PHASE[p]);
+        check_growth(sh->name, what, ta[p]->bytes, tb[p]->bytes);
+        snprintf(what, sizeof what, "%s: bytes held at most", PHASE[p]);
+        check_growth(sh->name, what, ta[p]->peak, tb[p]->peak);
+    }
+    if (print)
+        print_message("%-13s compile  tried %6.0f -> %6.0f  applied %5.0f -> %5.0f  nodes %4.0f -> %4.0f\n",
+                      sh->name, a.tried, b.tried, a.applied, b.applied, a.nodes, b.nodes);
     check_growth(sh->name, "rewrites tried", a.tried, b.tried);
     check_growth(sh->name, "rewrites applied", a.applied, b.applied);
     check_growth(sh->name, "nodes left", a.nodes, b.nodes);
