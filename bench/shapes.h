@@ -14,6 +14,9 @@
 #ifndef TG_BENCH_SHAPES_H
 #define TG_BENCH_SHAPES_H
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "core/core.h"
 
 typedef void (*shape_gen)(tg_str *s, int steps);
@@ -31,15 +34,24 @@ static void shape_begin(tg_str *s, int nvars, const char *const *vars) {
  * NULL; `first` leaves out the comma. */
 static void shape_node(tg_str *s, bool first, const char *op, const char *ins, const char *out,
                        const char *attrs) {
-    tg_str_addf(s, "%s{\"op\":\"%s\",\"inputs\":[%s],\"outputs\":[\"%s\"]%s%s}", first ? "" : ",", op,
-                ins, out, attrs ? ",\"attrs\":" : "", attrs ? attrs : "");
+    tg_str_addf(s, "%s{\"op\":\"%s\",\"inputs\":[%s],\"outputs\":[\"%s\"]%s%s}", first ? "" : ",",
+                op, ins, out, attrs ? ",\"attrs\":" : "", attrs ? attrs : "");
 }
 
 static void shape_end(tg_str *s, const char *inputs, const char *outputs) {
     tg_str_addf(s, "],\"functions\":{\"f\":{\"inputs\":[%s],\"outputs\":[%s]}}}", inputs, outputs);
 }
 
-#define SHAPE_ID(buf, fmt, ...) snprintf(buf, sizeof buf, fmt, __VA_ARGS__)
+/* buf, written with fmt: an id or an input list, in a node's call. */
+__attribute__((format(printf, 3, 4))) static const char *shape_fmt(char *buf, size_t size,
+                                                                   const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+#define SHAPE_ID(buf, ...) shape_fmt(buf, sizeof buf, __VA_ARGS__)
 
 /* x_k = x_{k-1} * x_{k-2} (or +, alternating): every value read twice, so
  * a fusion that recomputed cheap producers instead of reading them back
@@ -51,9 +63,8 @@ static void shape_lattice(tg_str *s, int steps) {
     shape_node(s, false, "mul", "\"a\",\"x0\"", "x1", NULL);
     char in[64], out[32];
     for (int k = 2; k < steps; k++) {
-        SHAPE_ID(in, "\"x%d\",\"x%d\"", k - 1, k - 2);
-        SHAPE_ID(out, "x%d", k);
-        shape_node(s, false, k % 2 ? "mul" : "add", in, out, NULL);
+        shape_node(s, false, k % 2 ? "mul" : "add", SHAPE_ID(in, "\"x%d\",\"x%d\"", k - 1, k - 2),
+                   SHAPE_ID(out, "x%d", k), NULL);
     }
     SHAPE_ID(out, "\"x%d\"", steps - 1);
     shape_end(s, "\"a\",\"b\"", out);
@@ -66,9 +77,8 @@ static void shape_fanout(tg_str *s, int steps) {
     shape_node(s, true, "exp", "\"a\"", "e", NULL);
     char in[64], out[32];
     for (int k = 0; k < steps; k++) {
-        SHAPE_ID(in, "\"e\",{\"value\":%d.5}", k + 1);
-        SHAPE_ID(out, "m%d", k);
-        shape_node(s, false, "mul", in, out, NULL);
+        shape_node(s, false, "mul", SHAPE_ID(in, "\"e\",{\"value\":%d.5}", k + 1),
+                   SHAPE_ID(out, "m%d", k), NULL);
     }
     tg_str o = {0};
     for (int k = 0; k < steps; k++) tg_str_addf(&o, "%s\"m%d\"", k ? "," : "", k);
@@ -80,7 +90,8 @@ static void shape_fanout(tg_str *s, int steps) {
 static void shape_fanin(tg_str *s, int steps) {
     tg_str_addf(s, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[");
     for (int k = 0; k < steps; k++)
-        tg_str_addf(s, "%s{\"id\":\"a%d\",\"type\":{\"dtype\":\"float64\",\"shape\":[8]}}", k ? "," : "", k);
+        tg_str_addf(s, "%s{\"id\":\"a%d\",\"type\":{\"dtype\":\"float64\",\"shape\":[8]}}",
+                    k ? "," : "", k);
     tg_str_addf(s, "],\"nodes\":[");
     for (int k = 0; k < steps; k++)
         tg_str_addf(s, "{\"op\":\"tanh\",\"inputs\":[\"a%d\"],\"outputs\":[\"t%d\"]},", k, k);
@@ -98,9 +109,9 @@ static void shape_const_chain(tg_str *s, int steps) {
     shape_begin(s, 1, v);
     char in[64], out[32], prev[32] = "a";
     for (int k = 0; k < steps; k++) {
-        SHAPE_ID(in, "\"%s\",{\"value\":%d}", prev, k % 7 + 1);
-        SHAPE_ID(out, "c%d", k);
-        shape_node(s, k == 0, k % 2 ? "add" : "mul", in, out, NULL);
+        shape_node(s, k == 0, k % 2 ? "add" : "mul",
+                   SHAPE_ID(in, "\"%s\",{\"value\":%d}", prev, k % 7 + 1), SHAPE_ID(out, "c%d", k),
+                   NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(out, "\"%s\"", prev);
@@ -113,12 +124,10 @@ static void shape_muldiv(tg_str *s, int steps) {
     shape_begin(s, 2, v);
     char in[64], out[32], prev[32] = "a";
     for (int k = 0; k < steps; k++) {
-        SHAPE_ID(in, "\"%s\",\"b\"", prev);
-        SHAPE_ID(out, "m%d", k);
-        shape_node(s, k == 0, "mul", in, out, NULL);
-        SHAPE_ID(in, "\"m%d\",\"b\"", k);
-        SHAPE_ID(out, "d%d", k);
-        shape_node(s, false, "true_div", in, out, NULL);
+        shape_node(s, k == 0, "mul", SHAPE_ID(in, "\"%s\",\"b\"", prev), SHAPE_ID(out, "m%d", k),
+                   NULL);
+        shape_node(s, false, "true_div", SHAPE_ID(in, "\"m%d\",\"b\"", k), SHAPE_ID(out, "d%d", k),
+                   NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(out, "\"%s\"", prev);
@@ -132,15 +141,12 @@ static void shape_dimshuffles(tg_str *s, int steps) {
     shape_begin(s, 2, v);
     char in[64], out[32], prev[32] = "a";
     for (int k = 0; k < steps; k++) {
-        SHAPE_ID(in, "\"%s\"", prev);
-        SHAPE_ID(out, "d%d", k);
-        shape_node(s, k == 0, "dimshuffle", in, out, "{\"order\":[\"x\",1,0]}");
-        SHAPE_ID(in, "\"d%d\"", k);
-        SHAPE_ID(out, "e%d", k);
-        shape_node(s, false, "dimshuffle", in, out, "{\"order\":[2,1]}");
-        SHAPE_ID(in, "\"e%d\",\"b\"", k);
-        SHAPE_ID(out, "s%d", k);
-        shape_node(s, false, "add", in, out, NULL);
+        shape_node(s, k == 0, "dimshuffle", SHAPE_ID(in, "\"%s\"", prev), SHAPE_ID(out, "d%d", k),
+                   "{\"order\":[\"x\",1,0]}");
+        shape_node(s, false, "dimshuffle", SHAPE_ID(in, "\"d%d\"", k), SHAPE_ID(out, "e%d", k),
+                   "{\"order\":[2,1]}");
+        shape_node(s, false, "add", SHAPE_ID(in, "\"e%d\",\"b\"", k), SHAPE_ID(out, "s%d", k),
+                   NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(out, "\"%s\"", prev);
@@ -155,17 +161,14 @@ static void shape_cancel(tg_str *s, int steps) {
     for (int k = 0; k < steps; k++) {
         static const char *const ops[] = {"log", "exp", "neg", "neg"};
         for (int j = 0; j < 4; j++) {
-            SHAPE_ID(in, "\"%s\"", prev);
-            SHAPE_ID(out, "o%d_%d", k, j);
-            shape_node(s, k == 0 && j == 0, ops[j], in, out, NULL);
+            shape_node(s, k == 0 && j == 0, ops[j], SHAPE_ID(in, "\"%s\"", prev),
+                       SHAPE_ID(out, "o%d_%d", k, j), NULL);
             SHAPE_ID(prev, "%s", out);
         }
-        SHAPE_ID(in, "\"%s\",\"%s\"", prev, prev);
-        SHAPE_ID(out, "z%d", k);
-        shape_node(s, false, "sub", in, out, NULL);
-        SHAPE_ID(in, "\"z%d\",\"%s\"", k, prev);
-        SHAPE_ID(out, "p%d", k);
-        shape_node(s, false, "add", in, out, NULL);
+        shape_node(s, false, "sub", SHAPE_ID(in, "\"%s\",\"%s\"", prev, prev),
+                   SHAPE_ID(out, "z%d", k), NULL);
+        shape_node(s, false, "add", SHAPE_ID(in, "\"z%d\",\"%s\"", k, prev),
+                   SHAPE_ID(out, "p%d", k), NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(out, "\"%s\"", prev);
@@ -198,11 +201,12 @@ static void shape_twins(tg_str *s, int steps) {
     char in[64], out[32];
     for (int r = 0; r < 2; r++)
         for (int k = 0; k < steps; k++) {
-            if (k) SHAPE_ID(in, "\"r%d_%d\"", r, k - 1);
+            if (k)
+                SHAPE_ID(in, "\"r%d_%d\"", r, k - 1);
             else
-                SHAPE_ID(in, "\"%s\"", "a");
-            SHAPE_ID(out, "r%d_%d", r, k);
-            shape_node(s, r == 0 && k == 0, k % 2 ? "sin" : "cos", in, out, NULL);
+                SHAPE_ID(in, "\"a\"");
+            shape_node(s, r == 0 && k == 0, k % 2 ? "sin" : "cos", in,
+                       SHAPE_ID(out, "r%d_%d", r, k), NULL);
         }
     SHAPE_ID(in, "\"r0_%d\",\"r1_%d\"", steps - 1, steps - 1);
     shape_node(s, false, "add", in, "s", NULL);
@@ -215,12 +219,9 @@ static void shape_log_softmax(tg_str *s, int steps) {
     shape_begin(s, 1, v);
     char in[64], out[32], prev[32] = "a";
     for (int k = 0; k < steps; k++) {
-        SHAPE_ID(in, "\"%s\"", prev);
-        SHAPE_ID(out, "sm%d", k);
-        shape_node(s, k == 0, "softmax", in, out, "{\"axis\":-1}");
-        SHAPE_ID(in, "\"sm%d\"", k);
-        SHAPE_ID(out, "l%d", k);
-        shape_node(s, false, "log", in, out, NULL);
+        shape_node(s, k == 0, "softmax", SHAPE_ID(in, "\"%s\"", prev), SHAPE_ID(out, "sm%d", k),
+                   "{\"axis\":-1}");
+        shape_node(s, false, "log", SHAPE_ID(in, "\"sm%d\"", k), SHAPE_ID(out, "l%d", k), NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(out, "\"%s\"", prev);
@@ -233,15 +234,12 @@ static void shape_switches(tg_str *s, int steps) {
     shape_begin(s, 2, v);
     char in[96], out[32], prev[32] = "a";
     for (int k = 0; k < steps; k++) {
-        SHAPE_ID(in, "\"%s\",{\"value\":0.0}", prev);
-        SHAPE_ID(out, "g%d", k);
-        shape_node(s, k == 0, "gt", in, out, NULL);
-        SHAPE_ID(in, "\"g%d\",\"%s\",{\"value\":0.0}", k, prev);
-        SHAPE_ID(out, "w%d", k);
-        shape_node(s, false, "switch", in, out, NULL);
-        SHAPE_ID(in, "\"w%d\",\"b\"", k);
-        SHAPE_ID(out, "m%d", k);
-        shape_node(s, false, "mul", in, out, NULL);
+        shape_node(s, k == 0, "gt", SHAPE_ID(in, "\"%s\",{\"value\":0.0}", prev),
+                   SHAPE_ID(out, "g%d", k), NULL);
+        shape_node(s, false, "switch", SHAPE_ID(in, "\"g%d\",\"%s\",{\"value\":0.0}", k, prev),
+                   SHAPE_ID(out, "w%d", k), NULL);
+        shape_node(s, false, "mul", SHAPE_ID(in, "\"w%d\",\"b\"", k), SHAPE_ID(out, "m%d", k),
+                   NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(out, "\"%s\"", prev);
@@ -257,9 +255,8 @@ static void shape_grad_lattice(tg_str *s, int steps) {
     shape_node(s, false, "sin", "\"w\"", "x1", NULL);
     char in[64], out[32];
     for (int k = 2; k < steps; k++) {
-        SHAPE_ID(in, "\"x%d\",\"x%d\"", k - 1, k - 2);
-        SHAPE_ID(out, "x%d", k);
-        shape_node(s, false, "mul", in, out, NULL);
+        shape_node(s, false, "mul", SHAPE_ID(in, "\"x%d\",\"x%d\"", k - 1, k - 2),
+                   SHAPE_ID(out, "x%d", k), NULL);
     }
     SHAPE_ID(in, "\"x%d\"", steps - 1);
     shape_node(s, false, "sum", in, "c", NULL);
@@ -274,18 +271,14 @@ static void shape_ifelse(tg_str *s, int steps) {
     shape_node(s, true, "mul", "\"k\",{\"value\":2.0}", "u", NULL);
     char in[96], out[32], prev[32] = "u";
     for (int i = 0; i < steps; i++) {
-        SHAPE_ID(in, "\"k\",{\"value\":%d.0}", i);
-        SHAPE_ID(out, "c%d", i);
-        shape_node(s, false, "gt", in, out, NULL);
-        SHAPE_ID(in, "\"%s\",\"u\"", prev);
-        SHAPE_ID(out, "t%d", i);
-        shape_node(s, false, "add", in, out, NULL);
-        SHAPE_ID(in, "\"%s\",{\"value\":2.0}", prev);
-        SHAPE_ID(out, "e%d", i);
-        shape_node(s, false, "mul", in, out, NULL);
-        SHAPE_ID(in, "\"c%d\",\"t%d\",\"e%d\"", i, i, i);
-        SHAPE_ID(out, "r%d", i);
-        shape_node(s, false, "ifelse", in, out, NULL);
+        shape_node(s, false, "gt", SHAPE_ID(in, "\"k\",{\"value\":%d.0}", i),
+                   SHAPE_ID(out, "c%d", i), NULL);
+        shape_node(s, false, "add", SHAPE_ID(in, "\"%s\",\"u\"", prev), SHAPE_ID(out, "t%d", i),
+                   NULL);
+        shape_node(s, false, "mul", SHAPE_ID(in, "\"%s\",{\"value\":2.0}", prev),
+                   SHAPE_ID(out, "e%d", i), NULL);
+        shape_node(s, false, "ifelse", SHAPE_ID(in, "\"c%d\",\"t%d\",\"e%d\"", i, i, i),
+                   SHAPE_ID(out, "r%d", i), NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(out, "\"%s\"", prev);
@@ -295,19 +288,23 @@ static void shape_ifelse(tg_str *s, int steps) {
 /* A scan whose body is a chain of `steps` elementwise nodes from its
  * sequence and its state: what the loop can push out or fuse. */
 static void shape_scan_body(tg_str *s, int steps) {
-    tg_str_addf(s, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                   "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[5,3]}},"
-                   "{\"id\":\"h0\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":["
-                   "{\"op\":\"scan\",\"inputs\":[\"x\",\"h0\"],\"outputs\":[\"h\"],\"attrs\":{"
-                   "\"n_sequences\":1,\"sequence_taps\":[[0]],\"n_recurrent\":1,\"output_taps\":[[-1]],"
-                   "\"n_nonrecurrent\":0,\"n_non_sequences\":0,\"has_n_steps\":false,\"has_until\":false,"
-                   "\"body\":{\"variables\":[{\"id\":\"b.x\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
-                   "{\"id\":\"b.h\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":[");
+    tg_str_addf(
+        s,
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[5,3]}},"
+        "{\"id\":\"h0\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":["
+        "{\"op\":\"scan\",\"inputs\":[\"x\",\"h0\"],\"outputs\":[\"h\"],\"attrs\":{"
+        "\"n_sequences\":1,\"sequence_taps\":[[0]],\"n_recurrent\":1,\"output_taps\":[[-1]],"
+        "\"n_nonrecurrent\":0,\"n_non_sequences\":0,\"has_n_steps\":false,\"has_until\":false,"
+        "\"body\":{\"variables\":[{\"id\":\"b.x\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
+        "{\"id\":\"b.h\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],\"nodes\":[");
     char in[64], out[32], prev[32] = "b.x";
     for (int k = 0; k < steps; k++) {
-        SHAPE_ID(in, "\"%s\"", prev);
-        SHAPE_ID(out, "q%d", k);
-        shape_node(s, k == 0, k % 3 == 2 ? "cos" : k % 3 ? "sin" : "tanh", in, out, NULL);
+        shape_node(s, k == 0,
+                   k % 3 == 2 ? "cos"
+                   : k % 3    ? "sin"
+                              : "tanh",
+                   SHAPE_ID(in, "\"%s\"", prev), SHAPE_ID(out, "q%d", k), NULL);
         SHAPE_ID(prev, "%s", out);
     }
     SHAPE_ID(in, "\"%s\",\"b.h\"", prev);
@@ -320,17 +317,16 @@ static void shape_scan_body(tg_str *s, int steps) {
 typedef struct shape_def {
     const char *name;
     shape_gen gen;
-    int nodes_per_step; /* about: for the figures */
 } shape_def;
 
 static const shape_def SHAPES[] = {
-    {"lattice", shape_lattice, 1},         {"fanout", shape_fanout, 1},
-    {"fanin", shape_fanin, 1},             {"const_chain", shape_const_chain, 1},
-    {"muldiv", shape_muldiv, 2},           {"dimshuffles", shape_dimshuffles, 3},
-    {"cancel", shape_cancel, 6},           {"increments", shape_increments, 1},
-    {"twins", shape_twins, 2},             {"log_softmax", shape_log_softmax, 2},
-    {"switches", shape_switches, 3},       {"grad_lattice", shape_grad_lattice, 1},
-    {"ifelse", shape_ifelse, 4},           {"scan_body", shape_scan_body, 1},
+    {"lattice", shape_lattice},   {"fanout", shape_fanout},
+    {"fanin", shape_fanin},       {"const_chain", shape_const_chain},
+    {"muldiv", shape_muldiv},     {"dimshuffles", shape_dimshuffles},
+    {"cancel", shape_cancel},     {"increments", shape_increments},
+    {"twins", shape_twins},       {"log_softmax", shape_log_softmax},
+    {"switches", shape_switches}, {"grad_lattice", shape_grad_lattice},
+    {"ifelse", shape_ifelse},     {"scan_body", shape_scan_body},
 };
 enum { NSHAPES = (int)(sizeof SHAPES / sizeof SHAPES[0]) };
 
