@@ -29,12 +29,28 @@ static double compile_best(tg_graph *g, int *nodes, tg_ctx *ctx) {
     return best;
 }
 
+/* A step count from 4 to 1,000,000 (8 times it still an int), or -1. */
+static int steps_arg(const char *a) {
+    char *end;
+    long v = strtol(a, &end, 10);
+    return *a && !*end && v >= 4 && v <= 1000000 ? (int)v : -1;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--dump")) {
+        int steps = steps_arg(argv[3]);
+        if (steps < 0) {
+            fprintf(stderr, "bench_shapes: steps '%s': expected a whole number from 4 to 1000000\n", argv[3]);
+            return 2;
+        }
         for (int i = 0; i < NSHAPES; i++)
             if (!strcmp(SHAPES[i].name, argv[2])) {
                 tg_str s = {0};
-                SHAPES[i].gen(&s, atoi(argv[3]));
+                SHAPES[i].gen(&s, steps);
+                if (s.oom) {
+                    fprintf(stderr, "bench_shapes: out of memory\n");
+                    return 1;
+                }
                 fputs(s.s, stdout);
                 putchar('\n');
                 tg_str_free(&s);
@@ -43,10 +59,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_shapes: no shape '%s'\n", argv[2]);
         return 2;
     }
-    int s0 = argc > 1 ? atoi(argv[1]) : 2000;
-    if (s0 < 4) {
-        fprintf(stderr, "usage: bench_shapes [STEPS [NAME...]] | --dump NAME STEPS\n");
+    int s0 = argc > 1 ? steps_arg(argv[1]) : 2000;
+    if (s0 < 0) {
+        fprintf(stderr, "usage: bench_shapes [STEPS [NAME...]] | --dump NAME STEPS (STEPS from 4 to 1000000)\n");
         return 2;
+    }
+    for (int a = 2; a < argc; a++) {
+        bool known = false;
+        for (int i = 0; i < NSHAPES; i++) known |= !strcmp(argv[a], SHAPES[i].name);
+        if (!known) {
+            fprintf(stderr, "bench_shapes: no shape '%s'\n", argv[a]);
+            return 2;
+        }
     }
     setenv("TG_COMPOSITE", "interp", 0);
     tg_ctx *ctx = tg_ctx_new();
