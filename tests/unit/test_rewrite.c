@@ -3,7 +3,6 @@
  * "none" runs the graph as written). Stabilizations are also checked
  * against values worked out by hand where the unstable form overflows.
  * Then presets, tags, the record, origins, traces and in-place safety. */
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1663,25 +1662,6 @@ static tg_graph *load_add_chain(int steps) {
     return load_text(&j);
 }
 
-/* Bytes the library holds, and the most it held (malloc_usable_size). */
-static size_t g_bytes, g_peak;
-
-static void *bytes_realloc(void *ud, void *p, size_t n) {
-    (void)ud;
-    size_t was = p ? malloc_usable_size(p) : 0;
-    if (n == 0) {
-        free(p);
-        g_bytes -= was;
-        return NULL;
-    }
-    void *q = realloc(p, n);
-    if (q) {
-        g_bytes += malloc_usable_size(q) - was;
-        if (g_bytes > g_peak) g_peak = g_bytes;
-    }
-    return q;
-}
-
 /* A chain that folds into one node a step at a time: constant collection
  * makes `x + 1 + 2 + ... + n` one add, a new one for each step. The add
  * stands for every node of the chain, each once (the origins are shared
@@ -1693,13 +1673,12 @@ static void test_origins_folded_chain(void **state) {
     enum { STEPS = 3000 };
     tg_graph *g = load_add_chain(STEPS);
     tg_compile_options o = {.preset = "fast_run"};
-    g_bytes = g_peak = 0;
-    tg_set_allocator(bytes_realloc, NULL);
+    tu_count_begin();
     tg_function *f = compile_opts(g, NULL, &o);
-    tg_set_allocator(NULL, NULL);
+    double peak = tu_count_end().peak;
     /* Memory in proportion to the chain: 10.8 MB here, against 131 MB
      * when each step copied the list (quadratic). */
-    assert_true(g_peak < (size_t)STEPS * 8192);
+    assert_true(peak < (double)STEPS * 8192);
     assert_int_equal(tg_function_node_count(f), 1);
     const char *const *keys;
     int n = tg_function_node_origins(f, 0, &keys);

@@ -13,7 +13,6 @@
  *
  * Composites run in the block interpreter here (TG_COMPOSITE=interp):
  * compiling their C is the C compiler's time, and is cached. */
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,52 +21,13 @@
 
 #include "../../bench/shapes.h"
 
-/* What one step (load, compile, save, restore) allocated. */
-typedef struct tally {
-    double allocs, bytes, peak;
-} tally;
-
 typedef struct counts {
-    tally load, compile, save, restore;
+    tu_alloc_count load, compile, save, restore;
     double tried, applied, nodes;
 } counts;
 
 enum { NPHASES = 4 };
 static const char *const PHASE[NPHASES] = {"load", "compile", "save", "restore"};
-
-/* (signed: a compile may free what was allocated before the count began) */
-static long long g_held, g_peak;
-static double g_allocs, g_bytes;
-
-static void *counting_realloc(void *ud, void *p, size_t n) {
-    (void)ud;
-    long long was = p ? (long long)malloc_usable_size(p) : 0;
-    if (n == 0) {
-        free(p);
-        g_held -= was;
-        return NULL;
-    }
-    void *q = realloc(p, n);
-    if (q) {
-        g_allocs += 1;
-        g_bytes += (double)n;
-        g_held += (long long)malloc_usable_size(q) - was;
-        if (g_held > g_peak) g_peak = g_held;
-    }
-    return q;
-}
-
-static void count_begin(void) {
-    g_held = g_peak = 0;
-    g_allocs = g_bytes = 0;
-    tg_set_allocator(counting_realloc, NULL);
-}
-
-/* (what was allocated through the hook is freed by libc's free later) */
-static tally count_end(void) {
-    tg_set_allocator(NULL, NULL);
-    return (tally){g_allocs, g_bytes, (double)g_peak};
-}
 
 /* A .tgf path of its own in the temporary folder. */
 static char *tgf_path(void) {
@@ -106,14 +66,14 @@ static counts measure(const shape_def *sh, int steps) {
     sh->gen(&s, steps);
     assert_false(s.oom);
     tg_ctx *ctx = tg_ctx_new();
-    count_begin();
+    tu_count_begin();
     tg_graph *g = tg_graph_load_string(s.s, s.len, NULL, sh->name, ctx);
-    c.load = count_end();
+    c.load = tu_count_end();
     if (!g) fail_msg("%s, %d steps: %s", sh->name, steps, tg_ctx_message(ctx));
     tg_str_free(&s);
-    count_begin();
+    tu_count_begin();
     tg_function *f = compile(g, "fast_run", sh->name);
-    c.compile = count_end();
+    c.compile = tu_count_end();
     c.nodes = tg_function_node_count(f);
     for (int i = 0; i < tg_function_rewrite_stats_count(f); i++) {
         tg_rewrite_stats rs;
@@ -123,13 +83,13 @@ static counts measure(const shape_def *sh, int steps) {
     }
     char *path = tgf_path();
     tg_tgf_save_info info = {.source = g};
-    count_begin();
+    tu_count_begin();
     int rc = tg_tgf_save(path, &f, 1, &info, ctx);
-    c.save = count_end();
+    c.save = tu_count_end();
     if (rc) fail_msg("%s, %d steps, save: %s", sh->name, steps, tg_ctx_message(ctx));
-    count_begin();
+    tu_count_begin();
     tg_tgf *t = tg_tgf_load(path, NULL, ctx);
-    c.restore = count_end();
+    c.restore = tu_count_end();
     if (!t) fail_msg("%s, %d steps, restore: %s", sh->name, steps, tg_ctx_message(ctx));
     assert_int_equal(tg_function_node_count(tg_tgf_function(t, 0)), (int)c.nodes);
     tg_tgf_free(t);
@@ -220,7 +180,7 @@ static void test_shape(const shape_def *sh) {
      * few: 300 and 1,200 steps, 300 to 7,200 nodes */
     enum { STEPS = 300 };
     counts a = measure(sh, STEPS), b = measure(sh, 4 * STEPS);
-    const tally *ta[NPHASES] = {&a.load, &a.compile, &a.save, &a.restore},
+    const tu_alloc_count *ta[NPHASES] = {&a.load, &a.compile, &a.save, &a.restore},
                 *tb[NPHASES] = {&b.load, &b.compile, &b.save, &b.restore};
     bool print = getenv("TG_SCALING_PRINT") != NULL;
     for (int p = 0; p < NPHASES; p++) {

@@ -1,6 +1,7 @@
 #include "testutil.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,39 @@ void tu_fail_allocation(long k) {
     alloc_n = 0;
     alloc_fail_at = k;
     tg_set_allocator(k ? failing_realloc : NULL, NULL);
+}
+
+/* (signed: what was allocated before the count began may be freed) */
+static long long count_held, count_peak;
+static double count_allocs, count_bytes;
+
+static void *counting_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    long long was = p ? (long long)malloc_usable_size(p) : 0;
+    if (n == 0) {
+        free(p);
+        count_held -= was;
+        return NULL;
+    }
+    void *q = realloc(p, n);
+    if (q) {
+        count_allocs += 1;
+        count_bytes += (double)n;
+        count_held += (long long)malloc_usable_size(q) - was;
+        if (count_held > count_peak) count_peak = count_held;
+    }
+    return q;
+}
+
+void tu_count_begin(void) {
+    count_held = count_peak = 0;
+    count_allocs = count_bytes = 0;
+    tg_set_allocator(counting_realloc, NULL);
+}
+
+tu_alloc_count tu_count_end(void) {
+    tg_set_allocator(NULL, NULL);
+    return (tu_alloc_count){count_allocs, count_bytes, (double)count_peak};
 }
 
 long tu_call_failing_each(tg_function *f, tg_array *const *in, tg_array **out, tg_ctx *ctx) {

@@ -60,6 +60,17 @@ long tu_call_failing_each(tg_function *f, tg_array *const *in, tg_array **out, t
  * tg_set_allocator); 0 puts the default allocator back. */
 void tu_fail_allocation(long k);
 
+/* What the library allocated between tu_count_begin and tu_count_end
+ * (through tg_set_allocator): the calls that allocated, the bytes they
+ * asked for, and the most it held at once beyond what it held at the
+ * start. What was allocated meanwhile is freed later by the default
+ * allocator as usual (both are libc's). */
+typedef struct tu_alloc_count {
+    double allocs, bytes, peak;
+} tu_alloc_count;
+void tu_count_begin(void);
+tu_alloc_count tu_count_end(void);
+
 /* A float64 array from literal data. */
 tg_array *tu_f64(int ndim, const int64_t *shape, const double *data);
 
