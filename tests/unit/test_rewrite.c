@@ -135,6 +135,12 @@ static const rw_case cases[] = {
     {"flatten_add_mul", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]") "," V("c", "float64", "[4]"), N("add", "['a','b']", "['s']") "," N("add", "['s','c']", "['z']")), NULL, NULL, -2, 2},
     {"collect_constants", G(V("a", "float64", "[4]"), N("add", "['a',{'value':2}]", "['s']") "," N("add", "['s',{'value':3}]", "['z']")), NULL, NULL, -2, 2},
     {"collect_constants", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("mul", "['a',{'value':1}]", "['s']") "," N("sub", "['s','b']", "['z']")), NULL, "mul", -2, 2},
+    /* constants of one element and any ndim (a gradient's dimshuffle of
+     * a scalar makes [1]): combined, and a neutral one dropped where the
+     * other operand has as many axes */
+    {"collect_constants", G(V("a", "float64", "[4]"), N("mul", "['a',{'value':{'dtype':'float64','shape':[1],'data':[0.5]}}]", "['s']") "," N("mul", "['s',{'value':3}]", "['z']")), NULL, NULL, -2, 2},
+    {"collect_constants", G(V("a", "float64", "[4]") "," V("b", "float64", "[4]"), N("mul", "['a',{'value':{'dtype':'float64','shape':[1],'data':[1.0]}}]", "['s']") "," N("sub", "['s','b']", "['z']")), NULL, "mul", -2, 2},
+    {"collect_constants", G(V("a", "float64", "[2,3]"), N("add", "[{'value':{'dtype':'float64','shape':[1,1],'data':[[-0.0]]}},'a',{'value':-0.0}]", "['s']") "," N("exp", "['s']", "['z']")), NULL, "add", -2, 2},
     {"dimshuffle_merge", G(V("a", "float64", "[2,3,4]"), NA("dimshuffle", "['a']", "['d1']", "{'order':[2,0,1]}") "," NA("dimshuffle", "['d1']", "['d2']", "{'order':[1,2,0]}") "," N("exp", "['d2']", "['z']")), NULL, "dimshuffle", -1, 1},
     {"dimshuffle_merge", G(V("a", "float64", "[2,3]"), NA("transpose", "['a']", "['t']", "{}") "," NA("dimshuffle", "['t']", "['d']", "{'order':[1,'x',0]}") "," N("exp", "['d']", "['z']")), "dimshuffle", "transpose", -1, 1},
     /* a length-1 axis dropped and put back in its place: no value moves */
@@ -266,6 +272,35 @@ static void check_case(const rw_case *c) {
     }
     for (int i = 0; i < nin; i++) tg_array_free(in[i]);
     tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
+/* Constants of one element whose axes outnumber the other operand's:
+ * a * [[2]] * 3 of a float64[4] is [[6a]], of shape (1, 4); combined into
+ * one constant of that ndim, never dropped as neutral (a * [[1]] stays a
+ * (1, 4) product). */
+static void test_collect_constants_keeps_axes(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[4]"),
+                         N("mul", "['a',{'value':{'dtype':'float64','shape':[1,1],'data':[[2.0]]}}]", "['s']") ","
+                         N("mul", "['s',{'value':3}]", "['z']") ","
+                         N("mul", "['a',{'value':{'dtype':'float64','shape':[1,1],'data':[[1.0]]}}]", "['w']")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    assert_true(fired(opt, "collect_constants"));
+    assert_int_equal(count_op(opt, "mul"), 2); /* a * [[6]] and a * [[1]] */
+    int64_t four = 4;
+    double av[4] = {1, -2, 0.5, 4};
+    tg_array *in[1] = {tu_f64(1, &four, av)}, *out[2];
+    call(opt, in, out);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(tg_array_ndim(out[k]), 2);
+        assert_int_equal(tg_array_shape(out[k])[0], 1);
+        assert_int_equal(tg_array_shape(out[k])[1], 4);
+        for (int i = 0; i < 4; i++) tu_assert_near(tg_array_get_flat(out[k], i), (k ? 1 : 6) * av[i], 0);
+        tg_array_free(out[k]);
+    }
+    tg_array_free(in[0]);
     tg_function_free(opt);
     tg_graph_free(g);
 }
@@ -3163,6 +3198,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_batch_sum),
         cmocka_unit_test(test_pow_half_edges),
         cmocka_unit_test(test_folded_view_owns_data),
+        cmocka_unit_test(test_collect_constants_keeps_axes),
         cmocka_unit_test(test_switch_const_cond_broadcast),
         cmocka_unit_test(test_stabilize_values),
         cmocka_unit_test(test_written_softmax_grad_forms),

@@ -352,7 +352,11 @@ static int flatten(tg_rw *rw, tg_node *n) {
 }
 
 /* add(x, c1, c2) -> add(x, c1+c2); add(x, 0) -> x; mul likewise with 1.
- * Scalar constants only, combined in the result's dtype. For floats the
+ * Constants of one element only, combined in the result's dtype; one of
+ * ndim k (a gradient's dimshuffle of a scalar makes [1]) broadcasts as
+ * k leading ones, so they combine into one of the largest ndim among
+ * them, and are dropped as neutral only where the others have as many
+ * axes (and the result its dtype without them: `fits`). For floats the
  * additive identity is -0.0: x + 0.0 turns x = -0.0 into +0.0 (IEEE,
  * NumPy), so add(x, 0.0) stays and add(x, -0.0) -> x; the constants'
  * sum starts from -0.0 so that it is -0.0 only where every one is. */
@@ -362,17 +366,20 @@ static int collect_constants(tg_rw *rw, tg_node *n) {
     if (dt == TG_BOOL) return 0;
     bool fl = tg_dtype_is_float(dt);
     double acc = is_add ? (fl ? -0.0 : 0) : 1;
-    int nconst = 0;
+    int nconst = 0, cnd = 0, rnd = 0; /* the most axes of the constants, of the rest */
     tg_var *rest[MAX_OPERANDS];
     int nr = 0;
     if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
+        tg_var *x = n->inputs[i];
         double v;
-        if (n->inputs[i]->type.ndim == 0 && scalar_const(n->inputs[i], &v)) {
+        if (scalar_const(x, &v)) {
             acc = is_add ? acc + v : acc * v;
             nconst++;
+            if (x->type.ndim > cnd) cnd = x->type.ndim;
         } else {
-            rest[nr++] = n->inputs[i];
+            rest[nr++] = x;
+            if (x->type.ndim > rnd) rnd = x->type.ndim;
         }
     }
     bool neutral = is_add ? acc == 0 && (!fl || signbit(acc)) : acc == 1;
@@ -385,16 +392,27 @@ static int collect_constants(tg_rw *rw, tg_node *n) {
         tg_array_free(c);
         neutral = acc == (is_add ? 0 : 1);
     }
-    if (neutral) {
-        if (nr == 1) {
-            /* The constants may have set the dtype or the shape. */
-            if (!stands_for(rest[0], n)) return 0;
-            return swap(rw, n, rest[0]);
-        }
-        return swap(rw, n, tg_rw_op(rw, n->op->name, nr, rest, NULL));
+    if (neutral && cnd <= rnd) {
+        /* (fits declines a replacement whose dtype the constants set;
+         * more than one constant are then still combined below) */
+        tg_var *r = nr == 1 ? (stands_for(rest[0], n) ? rest[0] : NULL) : tg_rw_op(rw, n->op->name, nr, rest, NULL);
+        if (nr > 1 && !r) return tg_rw_ctx(rw) && tg_rw_ctx(rw)->status ? tg_rw_ctx(rw)->status : TG_ENOMEM;
+        int got = r ? swap(rw, n, r) : 0;
+        if (got || nconst == 1) return got;
+    } else if (nconst == 1) {
+        return 0;
     }
-    rest[nr++] = tg_rw_const(rw, dt, acc);
-    if (!rest[nr - 1]) return TG_ENOMEM;
+    int64_t ones[TG_MAX_NDIM];
+    for (int d = 0; d < cnd; d++) ones[d] = 1;
+    tg_array *c = tg_array_new(dt, cnd, ones);
+    tg_array *s = c ? tg_array_new_scalar(dt, acc) : NULL;
+    if (s) memcpy(tg_array_data(c), tg_array_data(s), tg_dtype_size(dt));
+    tg_array_free(s);
+    if (c && !s) {
+        tg_array_free(c);
+        c = NULL;
+    }
+    if (!(rest[nr++] = tg_rw_const_array(rw, c))) return TG_ENOMEM;
     return swap(rw, n, tg_rw_op(rw, n->op->name, nr, rest, NULL));
 }
 
