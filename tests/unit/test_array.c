@@ -696,6 +696,54 @@ static void test_print_like_numpy(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* tg_array_brief: the values on one line (NumPy's repr, its newlines
+ * and indents single spaces), or "(shape) of v" when every element is
+ * the same; nothing for anything else. Expected texts from NumPy 1.24:
+ * repr(np.arange(4).reshape(2, 1, 2)) is "[[[0, 1]],\n\n [[2, 3]]]". */
+static void check_brief(const tg_array *a, int64_t max, const char *want) {
+    tg_str b = {0};
+    bool got = tg_array_brief(a, max, &b);
+    if (!want) {
+        assert_false(got);
+        assert_int_equal(b.len, 0);
+    } else {
+        assert_true(got);
+        if (!b.s || strcmp(b.s, want)) fail_msg("brief: '%s', want '%s'", b.s ? b.s : "", want);
+    }
+    tg_str_free(&b);
+}
+
+static void test_brief(void **state) {
+    (void)state;
+    double d3[3] = {0, 0.5, 1}, same[5] = {2.5, 2.5, 2.5, 2.5, 2.5};
+    int64_t n3 = 3, n5 = 5, n6 = 6, s22[2] = {2, 2}, s212[3] = {2, 1, 2}, s2k[2] = {2, 1000}, s203[3] = {2, 0, 3};
+    tg_array *a = tg_array_new_from(TG_FLOAT64, 1, &n3, d3);
+    check_brief(a, 8, "[0. , 0.5, 1. ]");
+    check_brief(a, 2, NULL); /* three different values */
+    int64_t m22[4] = {1, 2, 3, 4};
+    tg_array *b = tg_array_new_from(TG_INT64, 2, s22, m22);
+    check_brief(b, 8, "[[1, 2], [3, 4]]");
+    tg_array *c = iota(TG_INT64, 3, s212);
+    check_brief(c, 8, "[[[0, 1]], [[2, 3]]]");
+    tg_array *d = tg_array_new_scalar(TG_FLOAT64, 3);
+    check_brief(d, 8, "3.");
+    tg_array *e = tg_array_new(TG_FLOAT64, 2, s2k); /* zeros */
+    check_brief(e, 8, "(2, 1000) of 0.");
+    tg_array *f = tg_array_new_from(TG_FLOAT64, 1, &n5, same);
+    check_brief(f, 4, "(5,) of 2.5");
+    check_brief(f, 8, "[2.5, 2.5, 2.5, 2.5, 2.5]");
+    double nn[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    tg_array *g = tg_array_new_from(TG_FLOAT64, 1, &n6, nn);
+    check_brief(g, 2, "(6,) of nan");
+    tg_array *h = tg_array_new(TG_FLOAT64, 3, s203);
+    check_brief(h, 8, "[]");
+    float third[3] = {1.0f / 3, 1.0f / 3, 1.0f / 3};
+    tg_array *i = tg_array_new_from(TG_FLOAT32, 1, &n3, third);
+    check_brief(i, 2, "(3,) of 0.33333334");
+    tg_array *arrs[] = {a, b, c, d, e, f, g, h, i};
+    for (size_t x = 0; x < TG_ARRAY_LEN(arrs); x++) tg_array_free(arrs[x]);
+}
+
 /* ---- allocation failures ---- */
 
 /* Run op with the allocator failing at the 0th, 1st, ... attempt until it
@@ -813,6 +861,7 @@ int main(void) {
         cmocka_unit_test(test_iter_merges_axes),
         cmocka_unit_test(test_iter_parallel),
         cmocka_unit_test(test_print_like_numpy),
+        cmocka_unit_test(test_brief),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

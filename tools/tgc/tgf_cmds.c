@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "core/core.h"
 #include "io/io.h"
+#include "tensor/tensor.h"
 #include "tgf_cmds.h"
 #include "vm/vm.h"
 
@@ -388,8 +389,12 @@ static const tg_node *print_line(printer *P, const tg_var *v, int depth) {
                            : v->kind == TG_VAR_CONSTANT ? (v->resident ? " (constant, resident on cuda)" : " (constant)")
                                                         : "";
         printf("%s [id %s]%s", v->id, idb, kind);
-        if (v->kind == TG_VAR_CONSTANT && v->value && tg_array_ndim(v->value) == 0)
-            printf(" %.17g", tg_array_get_flat(v->value, 0));
+        if (v->kind == TG_VAR_CONSTANT && v->value) {
+            /* its values when there are few, or when they are all one */
+            tg_str b = {0};
+            if (tg_array_brief(v->value, 8, &b) && b.s && !b.oom) printf(" %s", b.s);
+            tg_str_free(&b);
+        }
         type_suffix(P, &v->type);
         printf("\n");
         return NULL;
@@ -543,15 +548,19 @@ static void json_type_suffix(const printer *P, json_object *var) {
     printf(">");
 }
 
-/* A scalar value of the format (section 5), for the line of a constant:
- * a number, or {"data": number}; else nothing. */
-static void json_scalar_suffix(json_object *v) {
-    json_object *data = NULL;
-    if (v && json_object_is_type(v, json_type_object) && json_object_object_get_ex(v, "data", &data)) v = data;
-    if (v && (json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)))
-        printf(" %.17g", json_object_get_double(v));
-    else if (v && json_object_is_type(v, json_type_boolean))
-        printf(" %s", json_object_get_boolean(v) ? "true" : "false");
+/* A constant's value as the format writes it (section 5), for its line:
+ * what tg_array_brief makes of it (a few values, or "(n,) of v"); else
+ * nothing. */
+static void json_value_suffix(json_object *v) {
+    if (!v) return;
+    tg_ctx *ctx = tg_ctx_new();
+    bool weak = false;
+    tg_array *a = ctx ? tg_value_from_json(v, TG_DTYPE_INVALID, -1, NULL, NULL, "value", &weak, ctx) : NULL;
+    tg_str b = {0};
+    if (a && tg_array_brief(a, 8, &b) && b.s && !b.oom) printf(" %s", b.s);
+    tg_str_free(&b);
+    tg_array_free(a);
+    tg_ctx_free(ctx);
 }
 
 typedef struct body_scope {
@@ -574,7 +583,7 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
         json_object *v = NULL;
         if (json_object_is_type(ref, json_type_object)) json_object_object_get_ex(ref, "value", &v);
         printf("(constant)");
-        json_scalar_suffix(v);
+        json_value_suffix(v);
         printf("\n");
         return NULL;
     }
@@ -587,7 +596,7 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
         json_object *cv = NULL, *outer = NULL;
         if (var && json_object_object_get_ex(var, "constant", &cv)) {
             printf(" (constant)");
-            json_scalar_suffix(cv);
+            json_value_suffix(cv);
         }
         json_type_suffix(P, var);
         if (json_object_object_get_ex(S->bound, id, &outer) && json_object_is_type(outer, json_type_string)) {

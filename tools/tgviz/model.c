@@ -681,6 +681,15 @@ static void draw_leaf(vz_graph *vg, const tg_var *v, const char *id, int k, int 
     json_object *o = var_json(v);
     char tbuf[160], label[400];
     type_str(tbuf, sizeof tbuf, tg_dtype_name(v->type.dtype), json_object_object_get(o, "shape"));
+    /* A constant of a few values (NumPy's repr of them), or of one value
+     * repeated ("(3, 4) of 0."), shows it: in the panel, and under its
+     * name in the drawing. */
+    tg_str brief = {0};
+    if (v->kind == TG_VAR_CONSTANT && v->value && (v->type.ndim > 0 || !v->inline_const) &&
+        tg_array_brief(v->value, 4, &brief) && brief.s && !brief.oom && brief.len <= 48)
+        json_object_object_add(o, "value", json_object_new_string(brief.s));
+    else
+        brief.len = 0;
     if (v->inline_const && v->value && v->type.ndim == 0) {
         /* A bare scalar reads best as its value. */
         char val[64];
@@ -688,9 +697,14 @@ static void draw_leaf(vz_graph *vg, const tg_var *v, const char *id, int k, int 
         snprintf(val, sizeof val, "%.6g", d);
         json_object_object_add(o, "value", json_object_new_double(d));
         snprintf(label, sizeof label, "%s\n%s", val, tbuf);
+    } else if (brief.len && v->inline_const) {
+        snprintf(label, sizeof label, "%s\n%s", brief.s, tbuf);
+    } else if (brief.len) {
+        snprintf(label, sizeof label, "%s\n%s\n%s", tg_var_label(v), brief.s, tbuf);
     } else {
         snprintf(label, sizeof label, "%s\n%s", tg_var_label(v), tbuf);
     }
+    tg_str_free(&brief);
     json_object_object_add(o, "var", json_object_new_string(v->id));
     json_object_object_add(o, "kind", json_object_new_string(kind));
     json_object_object_add(o, "label", json_object_new_string(label));

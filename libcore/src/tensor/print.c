@@ -406,3 +406,51 @@ void tg_array_print(FILE *f, const tg_array *a) {
     if (o.s) fwrite(o.s, 1, o.len, f);
     tg_str_free(&o);
 }
+
+/* The values as one line: what tg_array_print writes after its header,
+ * newlines and the indents after them made single spaces ("[[1, 2], [3,
+ * 4]]"), for an array of at most max_values elements; for a larger one
+ * whose elements are all equal (NaNs included), "(2, 3) of 0." as Theano's
+ * debugprint writes such a constant. Returns false, writing nothing, for
+ * anything else. */
+bool tg_array_brief(const tg_array *a, int64_t max_values, tg_str *out) {
+    int64_t size = tg_array_size_inline(a);
+    if (size > max_values) {
+        if (size > ((int64_t)1 << 24)) return false; /* not worth the scan */
+        double v0 = tg_array_get_flat(a, 0);
+        for (int64_t i = 1; i < size; i++) {
+            double v = tg_array_get_flat(a, i);
+            if (!(v == v0 || (isnan(v) && isnan(v0)))) return false;
+        }
+        tg_str_add(out, "(", 1);
+        for (int i = 0; i < a->ndim; i++)
+            tg_str_addf(out, "%s%lld", i ? ", " : "", (long long)a->shape[i]);
+        tg_str_add(out, a->ndim == 1 ? ",) of " : ") of ", a->ndim == 1 ? 6 : 5);
+        tg_array one = *a; /* the first element, as a 0-d array */
+        one.ndim = 0;
+        pfmt fm = {.dt = a->dtype, .kind = tg_dtype_kind(a->dtype)};
+        fit_format(&one, &fm);
+        fmt_value(out, &fm, a->data);
+        return true;
+    }
+    if (size == 0) {
+        tg_str_add(out, "[]", 2);
+        return true;
+    }
+    tg_str o = {0};
+    pfmt fm = {.dt = a->dtype, .kind = tg_dtype_kind(a->dtype)};
+    fit_format(a, &fm);
+    layout L = {a, &fm};
+    recurse(&L, 0, a->data, " ", 1, LINE_WIDTH, &o);
+    for (size_t i = 0; i < o.len; i++) {
+        if (o.s[i] != '\n') {
+            tg_str_add(out, o.s + i, 1);
+            continue;
+        }
+        while (i + 1 < o.len && (o.s[i + 1] == '\n' || o.s[i + 1] == ' ')) i++;
+        tg_str_add(out, " ", 1);
+    }
+    if (o.oom) out->oom = true;
+    tg_str_free(&o);
+    return true;
+}
