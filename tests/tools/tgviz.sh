@@ -75,6 +75,12 @@ check 'grep -qF "label=\"X\\\\n\\\\N\\\\x07 & </script>" "$tmp/hostile.dot"' "ho
 check '! grep -q "<!--" "$tmp/hostile.html" && grep -qF "script>\\u003c!--\\u003cscript>" "$tmp/hostile.html"' \
   "hostile names: the page's data writes < as \\u003c"
 
+# A constant of a few values shows them under its name (logreg's optimized
+# update multiplies w by one (1,) constant, 0.01 * 2), as tgc print does
+"$TGVIZ" "$TG_SRC/examples/logreg.json" -f train --optimized -o "$tmp/lr_opt.dot"
+check 'tr -d "\\\\\n" < "$tmp/lr_opt.dot" | grep -qE "label=\"gw[.0-9]*:const\[0.02\]float64 \(1,\)\""' \
+  "a small constant's label shows its value ([0.02])"
+
 # Bad input: one line, exit 2, no output file.
 bad() { # args...; expected stderr substring is the last argument
   local want="${!#}"
