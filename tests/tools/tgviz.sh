@@ -75,11 +75,16 @@ check 'grep -qF "label=\"X\\\\n\\\\N\\\\x07 & </script>" "$tmp/hostile.dot"' "ho
 check '! grep -q "<!--" "$tmp/hostile.html" && grep -qF "script>\\u003c!--\\u003cscript>" "$tmp/hostile.html"' \
   "hostile names: the page's data writes < as \\u003c"
 
-# A constant of a few values shows them under its name (logreg's optimized
-# update multiplies w by one (1,) constant, 0.01 * 2), as tgc print does
+# Constants show their values, as tgc print writes them: logreg's
+# optimized gemv has beta 0.01 * 2 (a 0-d constant that a rewrite made,
+# drawn as its value), the convnet's weight gradients the constant
+# shapes (4,) of the kernels (under their names)
 "$TGVIZ" "$TG_SRC/examples/logreg.json" -f train --optimized -o "$tmp/lr_opt.dot"
-check 'tr -d "\\\\\n" < "$tmp/lr_opt.dot" | grep -qE "label=\"gw[.0-9]*:const\[0.02\]float64 \(1,\)\""' \
-  "a small constant's label shows its value ([0.02])"
+check 'tr -d "\\\\\n" < "$tmp/lr_opt.dot" | grep -qE "\"v:gw[.0-9]*:const\"[^]]*label=\"0.02float64 \(\)\""' \
+  "a 0-d constant is drawn as its value (0.02)"
+"$TGVIZ" "$TG_SRC/examples/convnet.json" -f train --optimized -o "$tmp/cn_opt.dot"
+check 'tr -d "\\\\\n" < "$tmp/cn_opt.dot" | grep -qF "label=\"gw1.42:const[16,  8,  5,  5]int64 (4,)\""' \
+  "a (4,) constant shows its values under its name"
 
 # Bad input: one line, exit 2, no output file.
 bad() { # args...; expected stderr substring is the last argument

@@ -305,6 +305,36 @@ static void test_collect_constants_keeps_axes(void **state) {
     tg_graph_free(g);
 }
 
+/* Integer constants are combined exactly, wrapping as their dtype:
+ * a + (2^62 + 1) + 1 is a + 2^62 + 2 in int64 (a double holds 53 bits:
+ * combined in one, it was a + 2^62); a + 200 + 100 in uint8 is a + 44. */
+static void test_collect_constants_integers_exact(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "int64", "[2]") "," V("b", "uint8", "[2]"),
+                         N("add", "['a',{'value':{'dtype':'int64','shape':[],'data':4611686018427387905}}]", "['s']") ","
+                         N("add", "['s',{'value':{'dtype':'int64','shape':[],'data':1}}]", "['z']") ","
+                         N("add", "['b',{'value':{'dtype':'uint8','shape':[],'data':200}}]", "['t']") ","
+                         N("add", "['t',{'value':{'dtype':'uint8','shape':[1],'data':[100]}}]", "['w']")));
+    tg_function *opt = compile_preset(g, "fast_run");
+    assert_true(fired(opt, "collect_constants"));
+    assert_int_equal(count_op(opt, "add"), 2);
+    int64_t two = 2, av[2] = {0, -5};
+    uint8_t bv[2] = {0, 250};
+    tg_array *in[2] = {tg_array_new_from(TG_INT64, 1, &two, av), tg_array_new_from(TG_UINT8, 1, &two, bv)}, *out[2];
+    call(opt, in, out);
+    const int64_t *z = tg_array_data(out[0]);
+    const uint8_t *w = tg_array_data(out[1]);
+    assert_true(z[0] == INT64_C(4611686018427387906) && z[1] == INT64_C(4611686018427387901));
+    assert_int_equal(tg_array_ndim(out[1]), 1);
+    assert_true(w[0] == 44 && w[1] == 38); /* 300 and 550 modulo 256 */
+    for (int k = 0; k < 2; k++) {
+        tg_array_free(out[k]);
+        tg_array_free(in[k]);
+    }
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
 /* A constant condition whose branch would be stretched by the other
  * input keeps its switch: switch(true, a[1], b[3]) is a repeated. */
 static void test_switch_const_cond_broadcast(void **state) {
@@ -3199,6 +3229,7 @@ int main(void) {
         cmocka_unit_test(test_pow_half_edges),
         cmocka_unit_test(test_folded_view_owns_data),
         cmocka_unit_test(test_collect_constants_keeps_axes),
+        cmocka_unit_test(test_collect_constants_integers_exact),
         cmocka_unit_test(test_switch_const_cond_broadcast),
         cmocka_unit_test(test_stabilize_values),
         cmocka_unit_test(test_written_softmax_grad_forms),

@@ -351,21 +351,64 @@ static int flatten(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op(rw, n->op->name, no, ops, NULL));
 }
 
+/* The one element of constant v cast to the integer dtype dt (NumPy's
+ * cast: wrapped to its width), as the low bits of a uint64: sums and
+ * products of such values modulo 2^64, truncated to dt's width, are
+ * those of dt's wrapping arithmetic, exactly (a double holds 53 bits). */
+static uint64_t int_bits(const tg_var *v, tg_dtype dt) {
+    union {
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+    } b = {.u64 = 0};
+    tg_cast_strided(dt, &b, 0, v->value->dtype, tg_array_data(v->value), 0, 1);
+    switch (tg_dtype_size(dt)) {
+    case 1: return b.u8;
+    case 2: return b.u16;
+    case 4: return b.u32;
+    default: return b.u64;
+    }
+}
+
+/* A new constant of dtype dt and ndim nd (every length 1) holding bits
+ * (an integer dt) or v. */
+static tg_var *one_const(tg_rw *rw, tg_dtype dt, int nd, uint64_t bits, double v) {
+    int64_t ones[TG_MAX_NDIM];
+    for (int d = 0; d < nd; d++) ones[d] = 1;
+    tg_array *c = tg_array_new(dt, nd, ones);
+    if (c && tg_dtype_is_float(dt)) {
+        tg_cast_strided(dt, tg_array_data(c), 0, TG_FLOAT64, &v, 0, 1);
+    } else if (c) {
+        uint8_t u8 = (uint8_t)bits;
+        uint16_t u16 = (uint16_t)bits;
+        uint32_t u32 = (uint32_t)bits;
+        size_t sz = tg_dtype_size(dt);
+        memcpy(tg_array_data(c), sz == 1 ? (void *)&u8 : sz == 2 ? (void *)&u16 : sz == 4 ? (void *)&u32 : (void *)&bits, sz);
+    }
+    return tg_rw_const_array(rw, c);
+}
+
 /* add(x, c1, c2) -> add(x, c1+c2); add(x, 0) -> x; mul likewise with 1.
- * Constants of one element only, combined in the result's dtype; one of
- * ndim k (a gradient's dimshuffle of a scalar makes [1]) broadcasts as
- * k leading ones, so they combine into one of the largest ndim among
- * them, and are dropped as neutral only where the others have as many
- * axes (and the result its dtype without them: `fits`). For floats the
- * additive identity is -0.0: x + 0.0 turns x = -0.0 into +0.0 (IEEE,
- * NumPy), so add(x, 0.0) stays and add(x, -0.0) -> x; the constants'
- * sum starts from -0.0 so that it is -0.0 only where every one is. */
+ * Constants of one element, combined in the result's dtype: integers
+ * exactly, wrapping as the dtype does; floats summed (or multiplied) in
+ * float64, then rounded. One of ndim k (a gradient's dimshuffle of a
+ * scalar makes [1]) broadcasts as k leading ones: where the other
+ * operands have at least as many axes, the constants become one 0-d
+ * constant (a lone [c] too, so that the gemm rewrites, which take
+ * scalar coefficients, see c), else one of the most axes among them; a
+ * neutral one is dropped only in the first case (and where the result
+ * keeps its dtype without it: `fits`). For floats the additive identity
+ * is -0.0: x + 0.0 turns x = -0.0 into +0.0 (IEEE, NumPy), so add(x,
+ * 0.0) stays and add(x, -0.0) -> x; the constants' sum starts from -0.0
+ * so that it is -0.0 only where every one is. */
 static int collect_constants(tg_rw *rw, tg_node *n) {
     bool is_add = !strcmp(n->op->name, "add");
     tg_dtype dt = n->outputs[0]->type.dtype;
     if (dt == TG_BOOL) return 0;
     bool fl = tg_dtype_is_float(dt);
     double acc = is_add ? (fl ? -0.0 : 0) : 1;
+    uint64_t iacc = is_add ? 0 : 1;
     int nconst = 0, cnd = 0, rnd = 0; /* the most axes of the constants, of the rest */
     tg_var *rest[MAX_OPERANDS];
     int nr = 0;
@@ -375,6 +418,7 @@ static int collect_constants(tg_rw *rw, tg_node *n) {
         double v;
         if (scalar_const(x, &v)) {
             acc = is_add ? acc + v : acc * v;
+            if (!fl) iacc = is_add ? iacc + int_bits(x, dt) : iacc * int_bits(x, dt);
             nconst++;
             if (x->type.ndim > cnd) cnd = x->type.ndim;
         } else {
@@ -382,37 +426,21 @@ static int collect_constants(tg_rw *rw, tg_node *n) {
             if (x->type.ndim > rnd) rnd = x->type.ndim;
         }
     }
-    bool neutral = is_add ? acc == 0 && (!fl || signbit(acc)) : acc == 1;
-    if (nconst == 0 || (nconst == 1 && !neutral) || nr == 0) return 0;
-    if (!tg_dtype_is_float(dt) && nconst > 1) {
-        /* Integer wrap-around: combine in the dtype itself. */
-        tg_array *c = tg_array_new_scalar(dt, acc);
-        if (!c) return TG_ENOMEM;
-        acc = tg_array_get_flat(c, 0);
-        tg_array_free(c);
-        neutral = acc == (is_add ? 0 : 1);
-    }
-    if (neutral && cnd <= rnd) {
+    if (!fl && tg_dtype_size(dt) < 8) iacc &= ((uint64_t)1 << (8 * tg_dtype_size(dt))) - 1;
+    bool neutral = fl ? (is_add ? acc == 0 && signbit(acc) : acc == 1) : iacc == (is_add ? 0u : 1u);
+    if (nconst == 0 || nr == 0) return 0;
+    int ond = cnd <= rnd ? 0 : cnd; /* the axes of the one constant */
+    if (neutral && !ond) {
         /* (fits declines a replacement whose dtype the constants set;
-         * more than one constant are then still combined below) */
+         * they are then still made one 0-d constant below) */
         tg_var *r = nr == 1 ? (stands_for(rest[0], n) ? rest[0] : NULL) : tg_rw_op(rw, n->op->name, nr, rest, NULL);
         if (nr > 1 && !r) return tg_rw_ctx(rw) && tg_rw_ctx(rw)->status ? tg_rw_ctx(rw)->status : TG_ENOMEM;
         int got = r ? swap(rw, n, r) : 0;
-        if (got || nconst == 1) return got;
-    } else if (nconst == 1) {
-        return 0;
+        if (got || (nconst == 1 && !cnd)) return got;
+    } else if (nconst == 1 && ond == cnd) {
+        return 0; /* a lone constant in the form it would be given */
     }
-    int64_t ones[TG_MAX_NDIM];
-    for (int d = 0; d < cnd; d++) ones[d] = 1;
-    tg_array *c = tg_array_new(dt, cnd, ones);
-    tg_array *s = c ? tg_array_new_scalar(dt, acc) : NULL;
-    if (s) memcpy(tg_array_data(c), tg_array_data(s), tg_dtype_size(dt));
-    tg_array_free(s);
-    if (c && !s) {
-        tg_array_free(c);
-        c = NULL;
-    }
-    if (!(rest[nr++] = tg_rw_const_array(rw, c))) return TG_ENOMEM;
+    if (!(rest[nr++] = one_const(rw, dt, ond, iacc, acc))) return TG_ENOMEM;
     return swap(rw, n, tg_rw_op(rw, n->op->name, nr, rest, NULL));
 }
 
