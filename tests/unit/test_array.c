@@ -740,8 +740,22 @@ static void test_brief(void **state) {
     float third[3] = {1.0f / 3, 1.0f / 3, 1.0f / 3};
     tg_array *i = tg_array_new_from(TG_FLOAT32, 1, &n3, third);
     check_brief(i, 2, "(3,) of 0.33333334");
-    tg_array *arrs[] = {a, b, c, d, e, f, g, h, i};
+    /* equal as doubles, not as int64s; -0. and 0. print apart */
+    int64_t big[3] = {INT64_C(4611686018427387904), INT64_C(4611686018427387905), INT64_C(4611686018427387904)};
+    tg_array *j = tg_array_new_from(TG_INT64, 1, &n3, big);
+    check_brief(j, 2, NULL);
+    double zeros[3] = {0.0, -0.0, 0.0};
+    tg_array *k = tg_array_new_from(TG_FLOAT64, 1, &n3, zeros);
+    check_brief(k, 2, NULL);
+    /* a strided view: every other element of [7, 1, 7, 2, 7, 3] */
+    int64_t six = 6, sv[6] = {7, 1, 7, 2, 7, 3};
+    tg_array *l = tg_array_new_from(TG_INT64, 1, &six, sv);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *m = tg_array_view_slice(l, 0, 0, TG_SLICE_NONE, 2, ctx);
+    check_brief(m, 2, "(3,) of 7");
+    tg_array *arrs[] = {a, b, c, d, e, f, g, h, i, j, k, l, m};
     for (size_t x = 0; x < TG_ARRAY_LEN(arrs); x++) tg_array_free(arrs[x]);
+    tg_ctx_free(ctx);
 }
 
 /* ---- allocation failures ---- */

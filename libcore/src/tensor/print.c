@@ -417,10 +417,16 @@ bool tg_array_brief(const tg_array *a, int64_t max_values, tg_str *out) {
     int64_t size = tg_array_size_inline(a);
     if (size > max_values) {
         if (size > ((int64_t)1 << 24)) return false; /* not worth the scan */
-        double v0 = tg_array_get_flat(a, 0);
+        /* The same bytes (so -0. is not 0., nor 2^62 + 1 2^62), or NaNs
+         * of any payload, which all print as nan. */
+        size_t e = tg_dtype_size(a->dtype);
+        bool fl = tg_dtype_is_float(a->dtype), nan0 = fl && isnan(tg_array_get_flat(a, 0));
+        int64_t idx[TG_MAX_NDIM] = {0};
         for (int64_t i = 1; i < size; i++) {
-            double v = tg_array_get_flat(a, i);
-            if (!(v == v0 || (isnan(v) && isnan(v0)))) return false;
+            for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--) idx[d] = 0;
+            const char *p = a->data;
+            for (int d = 0; d < a->ndim; d++) p += idx[d] * a->strides[d];
+            if (memcmp(p, a->data, e) && !(nan0 && isnan(tg_load_f64(a->dtype, p)))) return false;
         }
         tg_str_add(out, "(", 1);
         for (int i = 0; i < a->ndim; i++)
