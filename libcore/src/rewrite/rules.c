@@ -352,40 +352,25 @@ static int flatten(tg_rw *rw, tg_node *n) {
 }
 
 /* The one element of constant v cast to the integer dtype dt (NumPy's
- * cast: wrapped to its width), as the low bits of a uint64: sums and
- * products of such values modulo 2^64, truncated to dt's width, are
- * those of dt's wrapping arithmetic, exactly (a double holds 53 bits). */
+ * cast: wrapped to its width), widened to 64 bits: sums and products of
+ * such values modulo 2^64, cut to dt's width, are those of dt's wrapping
+ * arithmetic, exactly (a double holds 53 bits). */
 static uint64_t int_bits(const tg_var *v, tg_dtype dt) {
-    union {
-        uint8_t u8;
-        uint16_t u16;
-        uint32_t u32;
-        uint64_t u64;
-    } b = {.u64 = 0};
+    uint64_t b = 0;
     tg_cast_strided(dt, &b, 0, v->value->dtype, tg_array_data(v->value), 0, 1);
-    switch (tg_dtype_size(dt)) {
-    case 1: return b.u8;
-    case 2: return b.u16;
-    case 4: return b.u32;
-    default: return b.u64;
-    }
+    return (uint64_t)tg_load_i64(dt, &b);
 }
 
 /* A new constant of dtype dt and ndim nd (every length 1) holding bits
- * (an integer dt) or v. */
+ * (an integer dt, cut to its width) or v. */
 static tg_var *one_const(tg_rw *rw, tg_dtype dt, int nd, uint64_t bits, double v) {
     int64_t ones[TG_MAX_NDIM];
     for (int d = 0; d < nd; d++) ones[d] = 1;
     tg_array *c = tg_array_new(dt, nd, ones);
-    if (c && tg_dtype_is_float(dt)) {
-        tg_cast_strided(dt, tg_array_data(c), 0, TG_FLOAT64, &v, 0, 1);
-    } else if (c) {
-        uint8_t u8 = (uint8_t)bits;
-        uint16_t u16 = (uint16_t)bits;
-        uint32_t u32 = (uint32_t)bits;
-        size_t sz = tg_dtype_size(dt);
-        memcpy(tg_array_data(c), sz == 1 ? (void *)&u8 : sz == 2 ? (void *)&u16 : sz == 4 ? (void *)&u32 : (void *)&bits, sz);
-    }
+    if (c && tg_dtype_is_float(dt))
+        tg_store_f64(dt, tg_array_data(c), v);
+    else if (c)
+        tg_store_i64(dt, tg_array_data(c), (int64_t)bits);
     return tg_rw_const_array(rw, c);
 }
 

@@ -206,7 +206,7 @@ bool tg_array_is_contiguous(const tg_array *a) {
     return true;
 }
 
-static const char *elem_ptr_flat(const tg_array *a, int64_t i) {
+const char *tg_array_elem_flat(const tg_array *a, int64_t i) {
     const char *p = a->data;
     for (int d = a->ndim - 1; d >= 0; d--) {
         int64_t len = a->shape[d];
@@ -217,7 +217,7 @@ static const char *elem_ptr_flat(const tg_array *a, int64_t i) {
 }
 
 double tg_array_get_flat(const tg_array *a, int64_t i) {
-    return tg_load_f64(a->dtype, elem_ptr_flat(a, i));
+    return tg_load_f64(a->dtype, tg_array_elem_flat(a, i));
 }
 
 /* A reused buffer may be larger than needed; past 16 times the need (and
@@ -516,7 +516,7 @@ bool tg_array_equal(const tg_array *a, const tg_array *b) {
     size_t isz = tg_dtype_size(a->dtype);
     bool fl = tg_dtype_is_float(a->dtype);
     for (int64_t i = 0; i < n; i++) {
-        const char *pa = elem_ptr_flat(a, i), *pb = elem_ptr_flat(b, i);
+        const char *pa = tg_array_elem_flat(a, i), *pb = tg_array_elem_flat(b, i);
         if (memcmp(pa, pb, isz) == 0) continue;
         if (fl) {
             double x = tg_load_f64(a->dtype, pa), y = tg_load_f64(b->dtype, pb);

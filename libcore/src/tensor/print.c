@@ -420,12 +420,9 @@ bool tg_array_brief(const tg_array *a, int64_t max_values, tg_str *out) {
         /* The same bytes (so -0. is not 0., nor 2^62 + 1 2^62), or NaNs
          * of any payload, which all print as nan. */
         size_t e = tg_dtype_size(a->dtype);
-        bool fl = tg_dtype_is_float(a->dtype), nan0 = fl && isnan(tg_array_get_flat(a, 0));
-        int64_t idx[TG_MAX_NDIM] = {0};
+        bool nan0 = tg_dtype_is_float(a->dtype) && isnan(tg_array_get_flat(a, 0));
         for (int64_t i = 1; i < size; i++) {
-            for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--) idx[d] = 0;
-            const char *p = a->data;
-            for (int d = 0; d < a->ndim; d++) p += idx[d] * a->strides[d];
+            const char *p = tg_array_elem_flat(a, i);
             if (memcmp(p, a->data, e) && !(nan0 && isnan(tg_load_f64(a->dtype, p)))) return false;
         }
         tg_str_add(out, "(", 1);

@@ -227,6 +227,9 @@ int tg_npy_header(const tg_array *a, tg_str *out);
  * (little-endian): nothing to do on a little-endian host. */
 void tg_npy_to_le(void *p, int64_t n, size_t sz);
 
+/* The address of element i (C order) of a, whatever its strides. */
+const char *tg_array_elem_flat(const tg_array *a, int64_t i);
+
 /* The values of a small array as one line (NumPy's repr of them), or
  * "(2, 3) of 0." for a larger one whose elements are all equal; false,
  * writing nothing, for any other (print.c). */
