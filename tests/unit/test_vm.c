@@ -440,6 +440,207 @@ static void test_runtime_error_keeps_state(void **state) {
     tg_graph_free(g);
 }
 
+/* ---- shared values overwritten in place (the SGD step's gemm) ---- */
+
+enum { SR = 32, SC = 24, SB = 5 }; /* W, V: SR x SC float64 (6 KiB: past
+                                      what the VM keeps, so the pass acts) */
+
+static double w0(int i, int j) { return 0.01 * (i - j) + 0.5 * sin(i * 7 + j); }
+static double v0(int i, int j) { return 0.02 * (i + j) - 0.25 * cos(i + 3 * j); }
+
+/* W <- W - 0.1 x^T g and V <- V - 0.1 x^T h, the cost reading both: the
+ * optimizer makes each update one gemm over its weights. "peek" also
+ * returns W as it was. */
+static char *sgd_json(void) {
+    tg_str s = {0};
+    tg_str_addf(&s, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                    "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,%d]}},"
+                    "{\"id\":\"g\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,%d]}},"
+                    "{\"id\":\"h\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,%d]}}",
+                SR, SC, SC);
+    for (int w = 0; w < 2; w++) {
+        tg_str_addf(&s, ",{\"id\":\"%s\",\"type\":{\"dtype\":\"float64\",\"shape\":[%d,%d]},\"shared\":{\"data\":[",
+                    w ? "V" : "W", SR, SC);
+        for (int i = 0; i < SR; i++) {
+            tg_str_addf(&s, "%s[", i ? "," : "");
+            for (int j = 0; j < SC; j++) tg_str_addf(&s, "%s%.17g", j ? "," : "", w ? v0(i, j) : w0(i, j));
+            tg_str_addf(&s, "]");
+        }
+        tg_str_addf(&s, "]}}");
+    }
+    tg_str_addf(&s, "],\"nodes\":["
+                    "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"xT\"]},"
+                    "{\"op\":\"dot\",\"inputs\":[\"xT\",\"g\"],\"outputs\":[\"d\"]},"
+                    "{\"op\":\"mul\",\"inputs\":[\"d\",{\"value\":0.1}],\"outputs\":[\"sd\"]},"
+                    "{\"op\":\"sub\",\"inputs\":[\"W\",\"sd\"],\"outputs\":[\"W1\"]},"
+                    "{\"op\":\"dot\",\"inputs\":[\"xT\",\"h\"],\"outputs\":[\"e\"]},"
+                    "{\"op\":\"mul\",\"inputs\":[\"e\",{\"value\":0.1}],\"outputs\":[\"se\"]},"
+                    "{\"op\":\"sub\",\"inputs\":[\"V\",\"se\"],\"outputs\":[\"V1\"]},"
+                    "{\"op\":\"dot\",\"inputs\":[\"x\",\"W\"],\"outputs\":[\"y\"]},"
+                    "{\"op\":\"dot\",\"inputs\":[\"x\",\"V\"],\"outputs\":[\"yv\"]},"
+                    "{\"op\":\"add\",\"inputs\":[\"y\",\"yv\"],\"outputs\":[\"yy\"]},"
+                    "{\"op\":\"mul\",\"inputs\":[\"yy\",\"g\"],\"outputs\":[\"c\"]},"
+                    "{\"op\":\"sum\",\"inputs\":[\"c\"],\"outputs\":[\"cost\"]}],"
+                    "\"functions\":{"
+                    "\"step\":{\"inputs\":[\"x\",\"g\",\"h\"],\"outputs\":[\"cost\"],"
+                    "\"updates\":{\"W\":\"W1\",\"V\":\"V1\"}},"
+                    "\"peek\":{\"inputs\":[\"x\",\"g\",\"h\"],\"outputs\":[\"cost\",\"W\"],"
+                    "\"updates\":{\"W\":\"W1\"}}}}");
+    return s.s;
+}
+
+static tg_array *batch(int rows, int cols, double scale) {
+    tg_array *a = tg_array_new(TG_FLOAT64, 2, (int64_t[]){rows, cols});
+    double *p = tg_array_data(a);
+    for (int i = 0; i < rows * cols; i++) p[i] = scale * sin(0.37 * i + scale);
+    return a;
+}
+
+/* m <- m - 0.1 x^T g by loops. */
+static void sgd_ref(double *m, const tg_array *x, const tg_array *g) {
+    const double *px = tg_array_data((tg_array *)x), *pg = tg_array_data((tg_array *)g);
+    int64_t n = tg_array_shape(x)[0];
+    for (int i = 0; i < SR; i++)
+        for (int j = 0; j < SC; j++) {
+            double acc = 0;
+            for (int64_t b = 0; b < n; b++) acc += px[b * SR + i] * pg[b * SC + j];
+            m[i * SC + j] -= 0.1 * acc;
+        }
+}
+
+static void assert_matrix(const tg_array *a, const double *want, double tol) {
+    assert_int_equal(tg_array_size(a), SR * SC);
+    for (int i = 0; i < SR * SC; i++)
+        if (fabs(tg_array_get_flat(a, i) - want[i]) > tol * (1 + fabs(want[i])))
+            fail_msg("element %d: %.17g, want %.17g", i, tg_array_get_flat(a, i), want[i]);
+}
+
+/* a's values, bit for bit those of b */
+static void assert_same(const tg_array *a, const tg_array *b) {
+    assert_int_equal(tg_array_size(a), tg_array_size(b));
+    assert_memory_equal(tg_array_data((tg_array *)a), tg_array_data((tg_array *)b),
+                        (size_t)tg_array_size(a) * sizeof(double));
+}
+
+static tg_array *shared_copy(const tg_function *f, const char *id) {
+    const tg_array *a = tg_function_shared_get(f, id);
+    return tg_array_copy(a, tg_array_dtype(a));
+}
+
+static const void *shared_data(const tg_function *f, const char *id) {
+    return tg_array_data((tg_array *)tg_function_shared_get(f, id));
+}
+
+static int count_before(void *ud, const tg_function *f, int node, tg_array *const *in, tg_ctx *ctx) {
+    (void)f, (void)node, (void)in, (void)ctx;
+    ++*(int *)ud;
+    return 0;
+}
+
+static void test_shared_updated_in_place(void **state) {
+    (void)state;
+    char *json = sgd_json();
+    tg_graph *g = tu_load(json);
+    tg_free(json);
+    tg_ctx *ctx = tg_ctx_new();
+    int fi = tg_graph_function_find(g, "step", ctx);
+    tg_function *f = tg_function_compile(g, fi, &(tg_compile_options){.preset = "fast_run"}, ctx);
+    assert_non_null(f);
+    double W[SR * SC], V[SR * SC];
+    for (int i = 0; i < SR; i++)
+        for (int j = 0; j < SC; j++) W[i * SC + j] = w0(i, j), V[i * SC + j] = v0(i, j);
+    tg_array *in[3] = {batch(SB, SR, 1.0), batch(SB, SC, 0.5), batch(SB, SC, -0.75)}, *out[2] = {0};
+    /* Each update is a gemm over its weights, in place, run last. */
+    int n = tg_function_node_count(f), ngemm = 0;
+    for (int k = 0; k < n; k++) ngemm += !strcmp(tg_function_node_op(f, k), "gemm");
+    assert_int_equal(ngemm, 2);
+    assert_string_equal(tg_function_node_op(f, n - 1), "gemm");
+    assert_string_equal(tg_function_node_op(f, n - 2), "gemm");
+    assert_true(tg_node_commits(f->sched[n - 1].node) && tg_node_commits(f->sched[n - 2].node));
+    const void *pw = shared_data(f, "W"), *pv = shared_data(f, "V");
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+        tg_array_free(out[0]);
+        sgd_ref(W, in[0], in[1]);
+        sgd_ref(V, in[0], in[2]);
+        assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+        assert_matrix(tg_function_shared_get(f, "V"), V, 1e-12);
+        /* written where they were */
+        assert_ptr_equal(shared_data(f, "W"), pw);
+        assert_ptr_equal(shared_data(f, "V"), pv);
+    }
+
+    /* A caller holding the value: it keeps what it holds; the update is
+     * made beside it. */
+    tg_array *held = tg_array_ref((tg_array *)tg_function_shared_get(f, "W")), *was = shared_copy(f, "W");
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    tg_array_free(out[0]);
+    sgd_ref(W, in[0], in[1]);
+    sgd_ref(V, in[0], in[2]);
+    assert_same(held, was);
+    tg_array_free(was);
+    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+    assert_ptr_not_equal(shared_data(f, "W"), tg_array_data(held));
+    assert_ptr_equal(shared_data(f, "V"), pv);
+    tg_array_free(held);
+
+    /* A call that fails in the last gemm (h's rows do not match x's)
+     * changes neither variable, though W's gemm could run in place. */
+    tg_array *wkeep = shared_copy(f, "W"), *vkeep = shared_copy(f, "V");
+    tg_array *bad[3] = {in[0], in[1], batch(SB - 1, SC, -0.75)};
+    assert_int_not_equal(tg_function_call(f, bad, out, ctx), 0);
+    assert_int_equal(tg_ctx_status(ctx), TG_ESHAPE);
+    assert_non_null(strstr(tg_ctx_message(ctx), "V1"));
+    tg_array_free(bad[2]);
+    assert_same(tg_function_shared_get(f, "W"), wkeep);
+    assert_same(tg_function_shared_get(f, "V"), vkeep);
+    tg_array_free(wkeep);
+    tg_array_free(vkeep);
+    pw = shared_data(f, "W");
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    tg_array_free(out[0]);
+    sgd_ref(W, in[0], in[1]);
+    sgd_ref(V, in[0], in[2]);
+    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+    assert_matrix(tg_function_shared_get(f, "V"), V, 1e-12);
+    assert_ptr_equal(shared_data(f, "W"), pw);
+
+    /* With hooks (a debugger may stop the call at any node) nothing is
+     * overwritten: the update goes to a buffer of its own. */
+    int seen = 0;
+    tg_function_set_hooks(f, &(tg_hooks){count_before, NULL, &seen});
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    tg_array_free(out[0]);
+    sgd_ref(W, in[0], in[1]);
+    sgd_ref(V, in[0], in[2]);
+    assert_int_equal(seen, n);
+    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+    assert_ptr_not_equal(shared_data(f, "W"), pw);
+    tg_function_set_hooks(f, NULL);
+    tg_function_free(f);
+
+    /* "peek" returns W as it was: no gemm may overwrite it. */
+    fi = tg_graph_function_find(g, "peek", ctx);
+    f = tg_function_compile(g, fi, &(tg_compile_options){.preset = "fast_run"}, ctx);
+    assert_non_null(f);
+    for (int k = 0; k < tg_function_node_count(f); k++) assert_false(tg_node_commits(f->sched[k].node));
+    was = shared_copy(f, "W");
+    tg_array *vwas = shared_copy(f, "V");
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    sgd_ref(W, in[0], in[1]);
+    assert_same(out[1], was);
+    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+    assert_same(tg_function_shared_get(f, "V"), vwas);
+    tg_array_free(was);
+    tg_array_free(vwas);
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
 /* Inputs: safe casts are accepted (int32 -> float64), unsafe ones and
  * wrong shapes refused with the input named. */
 static void test_input_conversion(void **state) {
@@ -670,6 +871,7 @@ int main(void) {
         cmocka_unit_test(test_intermediates_freed),
         cmocka_unit_test(test_buffer_pool),
         cmocka_unit_test(test_runtime_error_keeps_state),
+        cmocka_unit_test(test_shared_updated_in_place),
         cmocka_unit_test(test_input_conversion),
         cmocka_unit_test(test_optimized_function_memory),
         cmocka_unit_test(test_one_call_at_a_time),

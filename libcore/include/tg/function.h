@@ -77,8 +77,11 @@ TG_API int tg_function_node_count(const tg_function *f);
  * when the cast is safe (TG_ETYPE otherwise; TG_ESHAPE for a shape that
  * contradicts a static length). outputs receives one new reference per
  * output (the caller frees them). Updates of shared variables are applied
- * together after the outputs. Run-time failures (TG_ERUNTIME, TG_ESHAPE)
- * name the node and its creation trace; shared values are then unchanged.
+ * together after the outputs (the optimizer may have an update written
+ * over the variable's value, an SGD step's gemm over its weights, when
+ * nothing else holds that value; an array the caller holds keeps its
+ * values). Run-time failures (TG_ERUNTIME, TG_ESHAPE) name the node and
+ * its creation trace; shared values are then unchanged.
  * A function runs one call at a time: a call while another is running (in
  * another thread, or from a hook of that call) is refused with TG_EBUSY.
  * Threads each take their own copy (tg_function_copy); copies and the

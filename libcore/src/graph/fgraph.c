@@ -742,3 +742,103 @@ nomem:
     tg_free(nv);
     return tg_errorf(ctx, TG_ENOMEM, "out of memory");
 }
+
+/* ---- overwriting a shared variable (graph.h) ---- */
+
+void tg_shared_check_free(tg_shared_check *c) {
+    tg_free(c->fam);
+    memset(c, 0, sizeof *c);
+}
+
+/* The conditions on n alone, for its input k (graph.h): an op that can
+ * work on a shared value, one output, of the variable's dtype and ndim,
+ * that is the variable's update and read by no node. */
+static bool commit_candidate(const tg_fgraph *fg, const tg_node *n, int k) {
+    const tg_var *w = n->inputs[k];
+    if (w->kind != TG_VAR_SHARED || !n->op->commit_ready || k >= 32 || !((n->op->inplace_inputs >> k) & 1u) ||
+        n->nout != 1)
+        return false;
+    const tg_var *o = n->outputs[0];
+    if (o->type.dtype != w->type.dtype || o->type.ndim != w->type.ndim) return false;
+    bool update = false;
+    for (int i = 0; i < o->nclients; i++) {
+        const tg_client *cl = &o->clients[i];
+        if (cl->node) return false;
+        if (cl->index >= fg->nout) {
+            if (cl->index - fg->nout >= fg->nupd || fg->upd_shared[cl->index - fg->nout] != w) return false;
+            update = true;
+        }
+    }
+    return update;
+}
+
+/* Whether n could overwrite a shared variable it reads, whatever the
+ * hints say: such a node may run in the committers' block. */
+static bool may_commit(const tg_fgraph *fg, const tg_node *n) {
+    if (!n->op->commit_ready || n->nout != 1) return false;
+    for (int k = 0; k < n->nin && k < 32; k++)
+        if (commit_candidate(fg, n, k)) return true;
+    return false;
+}
+
+bool tg_inplace_shared_ok(const tg_fgraph *fg, const tg_node *n, int k, tg_shared_check *c) {
+    if (!commit_candidate(fg, n, k)) return false;
+    /* The variables that may be its buffer: w, its views, ifelse outputs
+     * that may be it or them. */
+    if (!c->famcap) {
+        if (!(c->fam = tg_malloc(sizeof *c->fam * 16))) {
+            c->oom = true;
+            return false;
+        }
+        c->famcap = 16;
+    }
+    int nfam = 1;
+    c->fam[0] = n->inputs[k];
+    for (int f = 0; f < nfam; f++) {
+        const tg_var *v = c->fam[f];
+        for (int i = 0; i < v->nclients; i++) {
+            const tg_node *r = v->clients[i].node;
+            if (!r || r == n) { /* a function output; n itself, but for input k */
+                if (r == n && f == 0 && v->clients[i].index == k) continue;
+                return false;
+            }
+            if (may_commit(fg, r)) return false;
+            if (r->op->view_of < 0 && !(r->op->flags & TG_OPF_LAZY)) continue;
+            for (int j = 0; j < r->nout; j++) {
+                bool have = false;
+                for (int q = 0; q < nfam && !have; q++) have = c->fam[q] == r->outputs[j];
+                if (have) continue;
+                if (nfam == c->famcap) {
+                    const tg_var **g = tg_realloc(c->fam, sizeof *g * (size_t)c->famcap * 2);
+                    if (!g) {
+                        c->oom = true;
+                        return false;
+                    }
+                    c->fam = g;
+                    c->famcap *= 2;
+                }
+                c->fam[nfam++] = r->outputs[j];
+            }
+        }
+    }
+    return true;
+}
+
+void tg_fgraph_commit_last(tg_fgraph *fg) {
+    int n = fg->nnodes, k = 0, m = 0;
+    for (int i = 0; i < n; i++) m += tg_node_commits(fg->nodes[i]);
+    if (!m) return;
+    /* Stable: the others first, then the committers, each in order. */
+    tg_node **tail = tg_malloc(sizeof *tail * (size_t)m);
+    if (!tail) return; /* they stay where they are: the VM runs them in place only when last */
+    int t = 0;
+    for (int i = 0; i < n; i++) {
+        tg_node *nd = fg->nodes[i];
+        if (tg_node_commits(nd)) tail[t++] = nd;
+        else
+            fg->nodes[k++] = nd;
+    }
+    for (int i = 0; i < t; i++) fg->nodes[k++] = tail[i];
+    for (int i = 0; i < n; i++) fg->nodes[i]->index = i;
+    tg_free(tail);
+}

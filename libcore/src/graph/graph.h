@@ -564,6 +564,46 @@ int tg_fgraph_add_node(tg_fgraph *fg, tg_node *n);
 static inline bool tg_inplace_input_ok(const tg_var *in) {
     return in->kind != TG_VAR_SHARED && in->nclients == 1;
 }
+/* Whether node n of fg may overwrite the shared variable it reads as input
+ * k (Theano's updated input marked mutable: an SGD step's gemm writing
+ * the weights where they are, instead of copying them first):
+ *   - n's op can run on a shared value (op->commit_ready), input k is one
+ *     it may overwrite, n has one output, of the variable's dtype and ndim;
+ *   - that output is the variable's update, and no node reads it (only
+ *     the function: its update, and outputs): n is a sink, which can run
+ *     after every node that is not one like it (the committers: the
+ *     optimizer puts them last, tg_fgraph_commit_last, and the VM
+ *     overwrites a shared value only when they are);
+ *   - n reads the variable at input k only; no function output is it or
+ *     a view of it; and no node that could be such a committer reads it
+ *     or its views (followed through view ops and ifelse outputs), so
+ *     that every other reader runs before the committers.
+ * The rule the optimizer (rewrite/inplace.c) and a .tgf restore
+ * (io/tgfgraph.c) apply. c holds scratch (zeroed to start; freed with
+ * tg_shared_check_free); c->oom says a false came from an allocation. */
+typedef struct tg_shared_check {
+    const tg_var **fam;
+    int famcap;
+    bool oom;
+} tg_shared_check;
+void tg_shared_check_free(tg_shared_check *c);
+bool tg_inplace_shared_ok(const tg_fgraph *fg, const tg_node *n, int k, tg_shared_check *c);
+/* Either rule, by the kind of n's input k. */
+static inline bool tg_inplace_hint_ok(const tg_fgraph *fg, const tg_node *n, int k, tg_shared_check *c) {
+    const tg_var *in = n->inputs[k];
+    return in->kind == TG_VAR_SHARED ? tg_inplace_shared_ok(fg, n, k, c) : tg_inplace_input_ok(in);
+}
+/* Whether node n overwrites a shared variable (a hint on a shared input):
+ * such nodes are sinks, and the optimizer puts them last
+ * (tg_fgraph_commit_last), where the VM runs them once nothing else can
+ * fail (vm/function.c). */
+static inline bool tg_node_commits(const tg_node *n) {
+    return n->inplace && n->nout == 1 && n->inplace[0] >= 0 && n->inplace[0] < n->nin &&
+           n->inputs[n->inplace[0]]->kind == TG_VAR_SHARED;
+}
+/* Move the nodes that commit to the end of fg->nodes, in their order
+ * (they are sinks: the order stays topological); indices follow. */
+void tg_fgraph_commit_last(tg_fgraph *fg);
 /* Append a variable (a new node's output) to fg's list. */
 int tg_fgraph_add_var(tg_fgraph *fg, tg_var *v);
 /* Add a reader of v: input `index` of node, or (node NULL) output

@@ -144,10 +144,18 @@ static json_object *node_json(const tg_node *n) {
     if (n->attrs && json_object_object_length(n->attrs)) tg_json_put(o, "attrs", sorted_attrs(n->attrs), &ok);
     if (n->name) tg_json_put(o, "name", str(n->name), &ok);
     if (n->trace.n) tg_json_put(o, "trace", trace_json(&n->trace), &ok);
-    if (n->inplace) {
+    /* Not a hint on a shared variable (the optimizer's update in place
+     * of the weights, tg_inplace_shared_ok): one function's, checked
+     * against its updates, where the file is a graph that any function
+     * may read; the loader refuses them, and the optimizer finds them
+     * again. */
+    bool hints = false;
+    for (int k = 0; n->inplace && k < n->nout; k++)
+        hints |= n->inplace[k] >= 0 && n->inputs[n->inplace[k]]->kind != TG_VAR_SHARED;
+    if (hints) {
         json_object *ip = json_object_new_object();
         for (int k = 0; k < n->nout; k++)
-            if (n->inplace[k] >= 0) {
+            if (n->inplace[k] >= 0 && n->inputs[n->inplace[k]]->kind != TG_VAR_SHARED) {
                 char key[16];
                 snprintf(key, sizeof key, "%d", k);
                 tg_json_put(ip, key, json_object_new_int(n->inplace[k]), &ok);

@@ -845,17 +845,27 @@ static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
                  v->id);
     }
     for (int i = 0; i < fg->nin; i++) fg->inputs[i]->mark = NULL;
-    /* An overwritten input has no other reader (the loader's rule). */
+    /* An overwritten input has no other reader (the loader's rule); a
+     * shared one, tg_inplace_shared_ok's. */
+    tg_shared_check chk = {0};
     for (int i = 0; i < fg->nnodes && !D->rc; i++) {
         const tg_node *n = fg->nodes[i];
-        for (int k = 0; n->inplace && k < n->nout; k++) {
+        for (int k = 0; n->inplace && k < n->nout && !D->rc; k++) {
             if (n->inplace[k] < 0) continue;
             const tg_var *in = n->inputs[n->inplace[k]];
-            if (!tg_inplace_input_ok(in))
+            if (tg_inplace_hint_ok(fg, n, n->inplace[k], &chk)) continue;
+            if (chk.oom)
+                fail(D, TG_ENOMEM, "out of memory");
+            else if (in->kind == TG_VAR_SHARED)
+                fail(D, TG_ELOAD, "graph section: schedule[%d]: shared variable '%.128s' is overwritten in "
+                     "place, but not by the node that makes its update alone, or it is also returned or "
+                     "read by another node that may overwrite one", i, in->id);
+            else
                 fail(D, TG_ELOAD, "graph section: schedule[%d]: input '%.128s' is overwritten in "
                      "place but read elsewhere too", i, in->id);
         }
     }
+    tg_shared_check_free(&chk);
     return D->rc;
 }
 

@@ -738,14 +738,19 @@ static mat flat_vector(tg_array *a, tg_dtype dt, bool row, tg_array **tmp) {
 /* out[0] starts as a copy of src (gemm's z, ger's A): or is src itself
  * when the node works in place and src is ours to overwrite and is not
  * read by the product (overlapping operands would read partly updated
- * values). */
+ * values): takes_over. */
+static bool takes_over(const tg_node *n, tg_array *const *in) {
+    const tg_array *src = in[0];
+    if (!n->inplace || n->inplace[0] != 0 || !tg_array_is_exclusive(src) || !tg_array_is_contiguous(src))
+        return false;
+    for (int i = 1; i < n->nin; i++)
+        if (in[i]->buf == src->buf) return false;
+    return true;
+}
+
 static int start_from(tg_node *n, tg_array *const *in, tg_array **out, bool copy, tg_ctx *ctx) {
     tg_array *src = in[0];
-    bool inplace =
-        n->inplace && n->inplace[0] == 0 && tg_array_is_exclusive(src) && tg_array_is_contiguous(src);
-    for (int i = 1; inplace && i < n->nin; i++)
-        if (in[i]->buf == src->buf) inplace = false;
-    if (inplace) {
+    if (takes_over(n, in)) {
         tg_array_free(*out);
         *out = tg_array_ref(src);
         return TG_OK;
@@ -761,6 +766,51 @@ static int start_from(tg_node *n, tg_array *const *in, tg_array **out, bool copy
         return TG_OK;
     }
     return tg_array_assign(*out, src, ctx);
+}
+
+/* Whether gemm_float takes A and B as they are: no copy, no scratch, so
+ * no failure (its branches, in its order). */
+static bool gemm_float_ready(int64_t e, const mat *A, const mat *B) {
+    const int64_t M = A->rows, K = A->cols, N = B->cols;
+    CBLAS_TRANSPOSE t;
+    int64_t ld;
+    if (M == 0 || N == 0) return true;
+    if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return false;
+    if (K == 0) return true;
+    if (M == 1 && N == 1) return vec_inc(K, A->cs, e) && vec_inc(K, B->rs, e);
+    if (N == 1) return vec_inc(K, B->rs, e) && blas_layout(A, e, &t, &ld);
+    if (M == 1) return vec_inc(K, A->cs, e) && blas_layout(B, e, &t, &ld);
+    return blas_layout(A, e, &t, &ld) && blas_layout(B, e, &t, &ld);
+}
+
+/* tg_op.commit_ready for gemm, gemv and ger: float32 or float64 operands
+ * of the output's dtype whose shapes agree, laid out as BLAS takes them,
+ * input 0 taken over (start_from), and an alpha that is not 0 (a zero one
+ * adds 0 * the product from a scratch matrix). Then blas_run allocates
+ * nothing and its only calls are to BLAS. */
+static bool blas_commit_ready(const tg_node *n, tg_array *const *in) {
+    const blas_impl *im = n->op->impl;
+    const tg_dtype dt = n->outputs[0]->type.dtype;
+    const int64_t e = (int64_t)tg_isize(dt);
+    if (dt != TG_FLOAT32 && dt != TG_FLOAT64) return false;
+    for (int i = 0; i < n->nin; i++)
+        if (!in[i] || in[i]->dtype != dt || in[i]->ndim > 2) return false;
+    if (in[1]->ndim != 0 || tg_load_f64(dt, in[1]->data) == 0 || !takes_over(n, in)) return false;
+    if (im->kind == B_GER) {
+        const tg_array *A = in[0], *x = in[2], *y = in[3];
+        if (A->ndim != 2 || x->ndim != 1 || y->ndim != 1) return false;
+        const int64_t M = A->shape[0], N = A->shape[1];
+        if (M != x->shape[0] || N != y->shape[0]) return false;
+        if (M == 0 || N == 0) return true;
+        return M <= INT_MAX && N <= INT_MAX && vec_inc(M, x->strides[0], e) && vec_inc(N, y->strides[0], e);
+    }
+    const tg_array *z = in[0], *A = in[2], *x = in[3];
+    const bool mm = im->kind == B_GEMM;
+    if (A->ndim != 2 || x->ndim != (mm ? 2 : 1) || z->ndim != (mm ? 2 : 1) || in[4]->ndim != 0) return false;
+    const int64_t M = A->shape[0], K = A->shape[1], N = mm ? x->shape[1] : 1;
+    if (K != x->shape[0] || z->shape[0] != M || (mm && z->shape[1] != N)) return false;
+    mat MA = as_mat(A, A->data, true), MX = as_mat(x, x->data, false);
+    return gemm_float_ready(e, &MA, &MX);
 }
 
 static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
@@ -888,6 +938,7 @@ static void blas_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
         .cost = blas_cost,                                                                                   \
         .view_of = -1,                                                                                       \
         .inplace_inputs = INPLACE,                                                                           \
+        .commit_ready = INPLACE ? blas_commit_ready : NULL,                                                  \
         .impl = &impl_##NAME,                                                                                \
         .grad = tg_grad_blas,                                                                                \
     };

@@ -62,6 +62,15 @@ struct tg_op {
      * may overwrite when a node says `inplace` (bit i: input i; gemm's z).
      * Elementwise ops may overwrite any input of the output's type. */
     unsigned inplace_inputs;
+    /* Ops that may overwrite a shared variable's value in place (gemm,
+     * gemv, ger: an SGD step's update of its weights; see
+     * tg_inplace_shared_ok): with in[] the node's inputs, whether the
+     * kernel will run in place on input 0 and cannot fail (the operands'
+     * dtypes, shapes and layouts are ones it takes as they are, input 0 is
+     * the kernel's to overwrite). The VM writes shared values in place
+     * only through such runs, last, so that a call that fails leaves them
+     * as they were. NULL: never on a shared value. */
+    bool (*commit_ready)(const tg_node *n, tg_array *const *in);
     /* Frees a->extra. */
     void (*free_extra)(tg_attrs *a);
     const void *impl; /* family data */

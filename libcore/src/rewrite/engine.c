@@ -892,7 +892,7 @@ static int compact(tg_rw *rw) {
 }
 
 /* In-place hints a rewrite made stale: those that break
- * tg_inplace_input_ok (the rule a .tgf restore checks). Hints come from
+ * tg_inplace_hint_ok (the rule a .tgf restore checks). Hints come from
  * a file that the optimizer wrote (`tgc export`) and that was loaded
  * again; merging equal nodes then gives one result the readers, and the
  * hints, of all:
@@ -902,12 +902,13 @@ static int compact(tg_rw *rw) {
  * computed right, but saved it did not load again (found by fuzz_run).
  * The pass's own hints (inplace.c) are made last and hold. */
 static void drop_stale_inplace(tg_fgraph *fg) {
+    tg_shared_check chk = {0};
     for (int i = 0; i < fg->nnodes; i++) {
         tg_node *n = fg->nodes[i];
         if (!n->inplace) continue;
         bool any = false;
         for (int k = 0; k < n->nout; k++) {
-            if (n->inplace[k] >= 0 && !tg_inplace_input_ok(n->inputs[n->inplace[k]])) n->inplace[k] = -1;
+            if (n->inplace[k] >= 0 && !tg_inplace_hint_ok(fg, n, n->inplace[k], &chk)) n->inplace[k] = -1;
             any |= n->inplace[k] >= 0;
         }
         if (!any) {
@@ -915,6 +916,7 @@ static void drop_stale_inplace(tg_fgraph *fg) {
             n->inplace = NULL;
         }
     }
+    tg_shared_check_free(&chk);
 }
 
 static int live_nodes(const tg_rw *rw) {
@@ -1030,6 +1032,8 @@ int tg_optimize(tg_fgraph *fg, const tg_compile_options *opts, tg_opt_record *re
     }
     if ((rc = compact(&rw))) goto done;
     if (fg->inplace_hints) drop_stale_inplace(fg);
+    /* The nodes that overwrite a shared variable go last (graph.h). */
+    if (fg->nupd) tg_fgraph_commit_last(fg);
     /* Keep the statistics of the rules that ran. */
     int ns = 0;
     for (int i = 0; i < tg_rw_nrules; i++)

@@ -11,13 +11,21 @@
  * variable on the way. Since the node is the only reader of each, the
  * order the schedule picks cannot make another reader see the
  * overwritten value.
+ *
+ * A shared variable is overwritten only by the node that makes its
+ * update, a gemm, gemv or ger that no node reads, which runs after every
+ * other reader of its buffer (tg_inplace_shared_ok): an SGD step then
+ * writes the weights where they are, as Theano's gemm_inplace did,
+ * instead of copying them first. The VM runs such nodes last, in place
+ * only when they cannot fail (vm/function.c).
  */
 #include <string.h>
 
 #include "ops/composite.h"
 #include "rewrite/engine.h"
 
-/* Can the buffer behind v be overwritten by its only reader? */
+/* Can the buffer behind v be overwritten by its only reader? (A shared
+ * variable: tg_inplace_shared_ok.) */
 static bool buffer_free(const tg_var *v) {
     for (int depth = 0; depth < 64; depth++) {
         if (v->kind != TG_VAR_RESULT || !v->owner) return false; /* input, constant, shared */
@@ -35,6 +43,8 @@ static bool buffer_free(const tg_var *v) {
 int tg_rw_inplace(tg_rw *rw) {
     tg_fgraph *fg = tg_rw_fgraph(rw);
     int nnodes = fg->nnodes;
+    tg_shared_check chk = {0};
+    int rc = TG_OK;
     for (int i = 0; i < nnodes; i++) {
         TG_SWEEP_PREFETCH(fg->nodes, i, nnodes);
         tg_node *n = fg->nodes[i];
@@ -85,6 +95,16 @@ int tg_rw_inplace(tg_rw *rw) {
                     differ |= in->type.shape[d] >= 0 &&
                               (ot->shape[d] >= 0 ? in->type.shape[d] != ot->shape[d] : !elemwise);
                 if (differ) continue;
+                /* A shared variable: the update's own producer, run last
+                 * (graph.h). */
+                if (in->kind == TG_VAR_SHARED) {
+                    if (tg_inplace_shared_ok(fg, n, k, &chk)) pick = k;
+                    if (chk.oom) {
+                        rc = tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory");
+                        goto done;
+                    }
+                    continue;
+                }
                 bool twice = false; /* the same variable read twice by n */
                 for (int j = 0; j < n->nin; j++) twice |= j != k && n->inputs[j] == in;
                 if (twice || !buffer_free(in)) continue;
@@ -97,10 +117,18 @@ int tg_rw_inplace(tg_rw *rw) {
         }
         if (!any) continue;
         n->inplace = tg_malloc((size_t)n->nout);
-        if (!n->inplace) return tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory");
+        if (!n->inplace) {
+            rc = tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory");
+            goto done;
+        }
         memset(n->inplace, -1, (size_t)n->nout);
         memcpy(n->inplace, picks, (size_t)nplace);
-        if (tg_rw_record(rw, "inplace", &n, 1, NULL)) return TG_ENOMEM;
+        if (tg_rw_record(rw, "inplace", &n, 1, NULL)) {
+            rc = TG_ENOMEM;
+            goto done;
+        }
     }
-    return TG_OK;
+done:
+    tg_shared_check_free(&chk);
+    return rc;
 }

@@ -225,6 +225,48 @@ done:
 
 /* ---- linking ---- */
 
+/* The committers (vm.h): the schedule's last nodes that overwrite a
+ * shared variable with its update, past every control point. A file may
+ * place them elsewhere (the optimizer puts them last): those then never
+ * get a lent value, and copy. */
+static int link_commits(tg_function *f, tg_ctx *ctx) {
+    tg_fgraph *fg = f->fg;
+    int c = f->nsched;
+    f->commit_at = c;
+    if (!fg->nupd || f->on_device) return TG_OK;
+    while (c > 0 && tg_node_commits(f->sched[c - 1].node)) c--;
+    for (int i = 0; i < f->nctl && c < f->nsched; i++)
+        if (f->ctl[i].at >= c) c = f->nsched;
+    int m = f->nsched - c;
+    if (!m) return TG_OK;
+    f->lend = tg_malloc(sizeof *f->lend * ((size_t)f->nshared + 1));
+    f->lent = tg_calloc((size_t)f->nshared + 1, sizeof *f->lent);
+    f->commit_shared = tg_malloc(sizeof *f->commit_shared * (size_t)m);
+    f->commit_upd = tg_malloc(sizeof *f->commit_upd * (size_t)m);
+    f->commit_ready = tg_calloc((size_t)m, sizeof *f->commit_ready);
+    if (!f->lend || !f->lent || !f->commit_shared || !f->commit_upd || !f->commit_ready)
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory while linking");
+    for (int j = 0; j < f->nshared; j++) f->lend[j] = -1;
+    for (int p = c; p < f->nsched; p++) {
+        const tg_vm_node *s = &f->sched[p];
+        int slot = s->in_slots[s->node->inplace[0]], j = -1, u = -1;
+        for (int i = 0; i < f->nshared && j < 0; i++)
+            if (f->shared_slots[i] == slot) j = i;
+        for (int i = 0; j >= 0 && i < fg->nupd && u < 0; i++)
+            if (f->out_slots[fg->nout + i] == s->out_slot && f->upd_shared[i] == f->shared[j]) u = i;
+        /* (the restore's check and the optimizer's make both exist) */
+        if (j < 0 || u < 0 || f->lend[j] >= 0) {
+            for (int i = 0; i < f->nshared; i++) f->lend[i] = -1;
+            return TG_OK;
+        }
+        f->lend[j] = p;
+        f->commit_shared[p - c] = j;
+        f->commit_upd[p - c] = u;
+    }
+    f->commit_at = c;
+    return TG_OK;
+}
+
 static int link_function(tg_function *f, tg_ctx *ctx) {
     tg_fgraph *fg = f->fg;
     int nvars = fg->nvars;
@@ -361,6 +403,7 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
     }
     f->scratch_in = tg_calloc((size_t)f->max_nin + 1, sizeof *f->scratch_in);
     if (!f->scratch_in) goto oom;
+    rc = link_commits(f, ctx);
     goto done;
 oom:
     rc = tg_errorf(ctx, TG_ENOMEM, "out of memory while linking");
@@ -526,6 +569,11 @@ void tg_function_free(tg_function *f) {
     tg_free(f->shared);
     tg_free(f->shared_dev);
     tg_free(f->upd_shared);
+    tg_free(f->lend);
+    tg_free(f->lent);
+    tg_free(f->commit_shared);
+    tg_free(f->commit_upd);
+    tg_free(f->commit_ready);
     tg_free(f->scratch_in);
     tg_free(f->kernels);
     tg_free(f->name);
@@ -858,17 +906,20 @@ static const tg_vm_node *run_controls(tg_function *f, const tg_vm_ctl **cp, cons
 /* The dispatch loop. Two copies: without hooks (the common case: nothing
  * but the kernel call and the frees; the lazy ifelse's control points are
  * handled between runs of nodes), and with them. */
-static int run_schedule(tg_function *f, tg_ctx *ctx) {
+static int run_schedule(tg_function *f, int stop, tg_ctx *ctx) {
     tg_array **slots = f->slots;
     tg_array **in = f->scratch_in;
-    const tg_vm_node *s = f->sched, *end = f->sched + f->nsched;
+    const tg_vm_node *s = f->sched, *end = f->sched + stop;
     const tg_vm_ctl *c = f->ctl;
     const tg_vm_node *ctl_at = f->sched + c->at;
     if (!f->hooked) {
-        /* Runs of nodes between control points (the sentinel's is `end`),
-         * so the inner loop has no per-node test for them. */
+        /* Runs of nodes between control points (the sentinel's is the
+         * schedule's end; a call that overwrites shared values stops
+         * before the committers, past every control point), so the inner
+         * loop has no per-node test for them. */
         for (;;) {
-            for (; s < ctl_at; s++) {
+            const tg_vm_node *lim = ctl_at < end ? ctl_at : end;
+            for (; s < lim; s++) {
                 tg_node *n = s->node;
                 for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
                 int rc = s->run(n, in, slots + s->out_slot, ctx);
@@ -925,7 +976,7 @@ static int run_schedule(tg_function *f, tg_ctx *ctx) {
     return TG_OK;
 }
 
-int tg_function_run_bound(tg_function *f, tg_ctx *ctx) { return run_schedule(f, ctx); }
+int tg_function_run_bound(tg_function *f, tg_ctx *ctx) { return run_schedule(f, f->nsched, ctx); }
 
 /* Shared values into their slots: the host value, brought back first when
  * a device update made it stale, or, for a resident variable of a placed
@@ -945,7 +996,10 @@ static int bind_shared_placed(tg_function *f, tg_ctx *ctx) {
     return TG_OK;
 }
 
-static int bind_shared(tg_function *f, tg_ctx *ctx) {
+/* *nlent counts the values lent (vm.h): those a committer overwrites,
+ * when no hook watches the call and nothing but the shared state holds
+ * them. A slot that may be lent holds nothing between calls (end_lend). */
+static int bind_shared(tg_function *f, int *nlent, tg_ctx *ctx) {
     if (__builtin_expect(f->on_device, 0)) return bind_shared_placed(f, ctx);
     for (int i = 0; i < f->nshared; i++) {
         int slot = f->shared_slots[i];
@@ -954,6 +1008,16 @@ static int bind_shared(tg_function *f, tg_ctx *ctx) {
         /* NULL: stale, when a device copy is the value */
         if (__builtin_expect(!v, 0) && sh->dev && !(v = tg_shared_fetch(sh, ctx)))
             return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
+        if (f->lend && f->lend[i] >= 0) {
+            if (v && !f->hooked && tg_array_is_exclusive(v)) {
+                f->slots[slot] = v; /* the shared state's reference, lent */
+                f->lent[i] = true;
+                ++*nlent;
+            } else {
+                f->slots[slot] = v ? tg_array_ref(v) : NULL;
+            }
+            continue;
+        }
         if (f->slots[slot] != v) {
             tg_array_free(f->slots[slot]);
             f->slots[slot] = v ? tg_array_ref(v) : NULL;
@@ -978,6 +1042,114 @@ static tg_array *copy_value(tg_array *a, tg_ctx *ctx) {
     return c;
 }
 
+/* The lent values' references go back to the shared state; the slots
+ * that could have been lent let go of what they hold. */
+static void end_lend(tg_function *f) {
+    for (int i = 0; f->lend && i < f->nshared; i++) {
+        if (f->lend[i] < 0) continue;
+        int slot = f->shared_slots[i];
+        if (!f->lent[i]) tg_array_free(f->slots[slot]);
+        f->slots[slot] = NULL;
+        f->lent[i] = false;
+    }
+}
+
+/* The new value of update i into news[i]: its slot's array when nothing
+ * else holds it (*move: the slot lets go of it once the call is done
+ * with the slots), else a copy, so that shared state never aliases an
+ * input or a buffer the next call overwrites. Checks its type first. */
+static int take_update(tg_function *f, int i, tg_array **news, bool *move, tg_ctx *ctx) {
+    tg_fgraph *fg = f->fg;
+    int slot = f->out_slots[fg->nout + i];
+    tg_array *a = f->slots[slot];
+    tg_shared *sh = f->upd_shared[i];
+    *move = false;
+    if (!a || !tg_type_accepts(&sh->type, a)) {
+        char want[160], got[160] = "nothing";
+        tg_type_str(&sh->type, want, sizeof want);
+        if (a) shape_str(a, got, sizeof got);
+        return tg_errorf(ctx, TG_ESHAPE, "update of shared variable '%s' (%s) from '%s' has shape %s", sh->id,
+                         want, fg->outputs[fg->nout + i]->id, got);
+    }
+    bool used_again = false;
+    for (int j = 0; j < fg->nout + fg->nupd; j++)
+        if (j != fg->nout + i && f->out_slots[j] == slot) used_again = true;
+    if (!used_again && tg_array_is_exclusive(a)) {
+        news[i] = a;
+        *move = true;
+        return TG_OK;
+    }
+    news[i] = f->on_device ? copy_value(a, ctx) : tg_array_copy(a, a->dtype);
+    if (!news[i])
+        return f->on_device ? (ctx && ctx->status ? ctx->status : TG_ENOMEM)
+                            : tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return TG_OK;
+}
+
+/* One node of the schedule, at position k, outside the dispatch loop. */
+static int run_node(tg_function *f, int k, tg_ctx *ctx) {
+    const tg_vm_node *s = &f->sched[k];
+    tg_node *n = s->node;
+    tg_array **in = f->scratch_in;
+    for (int j = 0; j < n->nin; j++) in[j] = f->slots[s->in_slots[j]];
+    int rc = s->run(n, in, f->slots + s->out_slot, ctx);
+    for (int j = 0; j < n->nout && !rc; j++) rc = check_result(n->outputs[j], f->slots[s->out_slot + j], ctx);
+    if (rc) error_wrap(f, ctx, k);
+    return rc;
+}
+
+/* The committers (vm.h), after the rest of the schedule and the other
+ * updates: first those that cannot work in place on a lent value (their
+ * value is given back to the shared state, so that the kernel copies it)
+ * and their updates, which may fail; then the others, in place, which
+ * cannot (op->commit_ready). The slots whose last reader they were are
+ * freed once all have run. */
+static int run_commits(tg_function *f, tg_array **news, bool *move, tg_ctx *ctx) {
+    tg_fgraph *fg = f->fg;
+    tg_array **in = f->scratch_in;
+    const int c = f->commit_at;
+    for (int p = c; p < f->nsched; p++) {
+        const tg_vm_node *s = &f->sched[p];
+        int j = f->commit_shared[p - c];
+        bool ready = f->lent[j];
+        if (ready) {
+            for (int q = 0; q < s->node->nin; q++) in[q] = f->slots[s->in_slots[q]];
+            ready = s->op->commit_ready(s->node, in);
+        }
+        if (!ready && f->lent[j]) {
+            tg_array_ref(f->slots[f->shared_slots[j]]); /* the slot's own, now */
+            f->lent[j] = false;
+        }
+        f->commit_ready[p - c] = ready;
+    }
+    int rc = TG_OK;
+    for (int pass = 0; pass < 2 && !rc; pass++)
+        for (int p = c; p < f->nsched && !rc; p++) {
+            if (f->commit_ready[p - c] != (pass == 1)) continue;
+            int u = f->commit_upd[p - c];
+            if ((rc = run_node(f, p, ctx))) break;
+            tg_array *a = f->slots[f->out_slots[fg->nout + u]];
+            if (pass == 1 && a == f->shared[f->commit_shared[p - c]]->value) {
+                /* written in place: the shared state's array itself */
+                bool used_again = false;
+                for (int q = 0; q < fg->nout; q++) used_again |= f->out_slots[q] == f->out_slots[fg->nout + u];
+                news[u] = used_again ? tg_array_ref(a) : a;
+                move[u] = !used_again;
+            } else {
+                rc = take_update(f, u, news, &move[u], ctx);
+            }
+        }
+    for (int p = c; p < f->nsched; p++)
+        if (f->sched[p].nfree) release_buffers(f, &f->sched[p]);
+    return rc;
+}
+
+static bool made_by_committer(const tg_function *f, int u) {
+    for (int p = f->commit_at; p < f->nsched; p++)
+        if (f->commit_upd[p - f->commit_at] == u) return true;
+    return false;
+}
+
 static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx);
 
 /* One call at a time: the slots, the scratch arrays and the binding of
@@ -1000,58 +1172,53 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
 }
 
 static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx) {
-    int rc;
+    int rc, nlent = 0;
     tg_fgraph *fg = f->fg;
-    if ((rc = bind_shared(f, ctx)) || (rc = bind_inputs(f, inputs, ctx)) || (rc = run_schedule(f, ctx))) {
+    if ((rc = bind_shared(f, &nlent, ctx)) || (rc = bind_inputs(f, inputs, ctx)) ||
+        (rc = run_schedule(f, nlent ? f->commit_at : f->nsched, ctx))) {
+        end_lend(f);
         unbind_inputs(f);
         return rc;
     }
 
-    /* Updates, all together: take the new values first (moving them when
-     * nothing else holds them, copying otherwise, so that shared state
-     * never aliases an input or a buffer the next call overwrites), then
-     * assign. */
+    /* Updates, all together: take the new values first (take_update),
+     * then assign. With values lent, the committers run in between
+     * (run_commits), the updates they make taken there. */
     tg_array *small[16], **news = small;
+    bool small_move[16], *move = small_move;
     if (fg->nupd > 16) {
         news = tg_calloc((size_t)fg->nupd, sizeof *news);
-        if (!news) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < fg->nupd; i++) {
-        int slot = f->out_slots[fg->nout + i];
-        tg_array *a = f->slots[slot];
-        tg_shared *sh = f->upd_shared[i];
-        if (!a || !tg_type_accepts(&sh->type, a)) {
-            char want[160], got[160] = "nothing";
-            tg_type_str(&sh->type, want, sizeof want);
-            if (a) shape_str(a, got, sizeof got);
-            rc = tg_errorf(ctx, TG_ESHAPE,
-                           "update of shared variable '%s' (%s) from '%s' "
-                           "has shape %s",
-                           sh->id, want, fg->outputs[fg->nout + i]->id, got);
-            for (int j = 0; j < i; j++) tg_array_free(news[j]);
-            if (news != small) tg_free(news);
-            return rc;
-        }
-        bool used_again = false;
-        for (int j = 0; j < fg->nout + fg->nupd; j++)
-            if (j != fg->nout + i && f->out_slots[j] == slot) used_again = true;
-        if (!used_again && tg_array_is_exclusive(a)) {
-            news[i] = a;
-            f->slots[slot] = NULL;
-        } else {
-            news[i] = f->on_device ? copy_value(a, ctx) : tg_array_copy(a, a->dtype);
-            if (!news[i]) {
-                for (int j = 0; j < i; j++) tg_array_free(news[j]);
-                if (news != small) tg_free(news);
-                return f->on_device ? (ctx && ctx->status ? ctx->status : TG_ENOMEM)
-                                    : tg_errorf(ctx, TG_ENOMEM, "out of memory");
-            }
+        move = tg_calloc((size_t)fg->nupd, sizeof *move);
+        if (!news || !move) {
+            tg_free(news);
+            tg_free(move);
+            end_lend(f);
+            unbind_inputs(f);
+            return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         }
     }
+    for (int i = 0; i < fg->nupd; i++) news[i] = NULL;
+    for (int i = 0; i < fg->nupd && !rc; i++)
+        if (!nlent || !made_by_committer(f, i)) rc = take_update(f, i, news, &move[i], ctx);
+    if (!rc && nlent) rc = run_commits(f, news, move, ctx);
+    if (rc) {
+        for (int i = 0; i < fg->nupd; i++)
+            if (news[i] && !move[i]) tg_array_free(news[i]);
+        if (news != small) {
+            tg_free(news);
+            tg_free(move);
+        }
+        end_lend(f);
+        unbind_inputs(f);
+        return rc;
+    }
+    for (int i = 0; i < fg->nupd; i++)
+        if (move[i]) f->slots[f->out_slots[fg->nout + i]] = NULL;
     for (int i = 0; i < fg->nout; i++) {
         tg_array *a = f->slots[f->out_slots[i]];
         outputs[i] = a ? tg_array_ref(a) : NULL;
     }
+    end_lend(f);
     const bool placed = f->on_device;
     for (int i = 0; i < fg->nupd; i++) {
         tg_shared *sh = f->upd_shared[i];
@@ -1084,13 +1251,16 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
          * (tg_array_prepare reuses it once nothing else holds it), so a
          * training step does not allocate its weights anew every call. */
         int slot = f->out_slots[fg->nout + i];
-        if (old && !f->slots[slot] && f->slot_var[slot]->owner && old->dtype == news[i]->dtype &&
-            old->buf->nbytes > TG_VM_KEEP_BYTES)
+        if (old && old != news[i] && !f->slots[slot] && f->slot_var[slot]->owner &&
+            old->dtype == news[i]->dtype && old->buf->nbytes > TG_VM_KEEP_BYTES)
             f->slots[slot] = old;
         else
-            tg_array_free(old);
+            tg_array_free(old); /* (written in place: the second reference) */
     }
-    if (news != small) tg_free(news);
+    if (news != small) {
+        tg_free(news);
+        tg_free(move);
+    }
     unbind_inputs(f);
     f->ncalls++;
     return TG_OK;

@@ -69,6 +69,23 @@ struct tg_function {
     bool *shared_dev;   /* parallel to shared_slots: bound to the device
                            copy (resident); NULL when nothing is */
     tg_shared **upd_shared; /* fg->nupd entries */
+    /* Shared values overwritten in place (graph.h, tg_node_commits): the
+     * nodes from schedule position commit_at on each make a shared
+     * variable's update over its value (nsched: none). A call lends such
+     * a value to its slot (the shared state's reference moves there, so
+     * that the kernel finds it its own) when nothing else holds it, runs
+     * the schedule up to commit_at, takes the other updates (what can
+     * fail), runs the committers that could not work in place, copying,
+     * and only then those that can, which cannot fail: a failed call has
+     * written no shared value. */
+    int commit_at;
+    int *lend;          /* per entry of shared[]: the position of the node
+                           that overwrites it, or -1; NULL when none */
+    bool *lent;         /* per entry of shared[]: lent for this call */
+    int *commit_shared; /* per committer (position - commit_at): the entry
+                           of shared[] it overwrites */
+    int *commit_upd;    /* per committer: the update it makes */
+    bool *commit_ready; /* per committer: runs in place this call */
     int max_nin;
     tg_array **scratch_in;
     tg_hooks hooks;
