@@ -641,6 +641,67 @@ static void test_shared_updated_in_place(void **state) {
     tg_graph_free(g);
 }
 
+/* V's update reads W, which W's own update would overwrite: W's gemm
+ * copies (the rule: no node that could overwrite a shared variable reads
+ * it), V's works in place, and V is computed from W as it was. */
+static void test_shared_read_by_other_update(void **state) {
+    (void)state;
+    char *json = sgd_json();
+    /* V1 = V - 0.1 dot(W, k) in place of V - 0.1 x^T h */
+    tg_str s = {0};
+    const char *cut = strstr(json, "{\"op\":\"dot\",\"inputs\":[\"xT\",\"h\"]");
+    assert_non_null(cut);
+    tg_str_addf(&s, "%.*s{\"op\":\"dot\",\"inputs\":[\"W\",\"k\"]%s", (int)(cut - json), json,
+                cut + strlen("{\"op\":\"dot\",\"inputs\":[\"xT\",\"h\"]"));
+    tg_free(json);
+    char *k_decl = strstr(s.s, "{\"id\":\"h\"");
+    assert_non_null(k_decl);
+    tg_str t = {0};
+    tg_str_addf(&t, "%.*s{\"id\":\"k\",\"type\":{\"dtype\":\"float64\",\"shape\":[%d,%d]}},%s", (int)(k_decl - s.s),
+                s.s, SC, SC, k_decl);
+    tg_str_free(&s);
+    /* "step" reads k where it read h */
+    char *inputs = strstr(t.s, "\"step\":{\"inputs\":[\"x\",\"g\",\"h\"]");
+    assert_non_null(inputs);
+    inputs[strlen("\"step\":{\"inputs\":[\"x\",\"g\",\"")] = 'k';
+    tg_graph *g = tu_load(t.s);
+    tg_str_free(&t);
+    tg_ctx *ctx = tg_ctx_new();
+    int fi = tg_graph_function_find(g, "step", ctx);
+    tg_function *f = tg_function_compile(g, fi, &(tg_compile_options){.preset = "fast_run"}, ctx);
+    if (!f) fail_msg("%s", tg_ctx_message(ctx));
+    int n = tg_function_node_count(f), commits = 0;
+    for (int i = 0; i < n; i++) {
+        const tg_node *nd = f->sched[i].node;
+        if (!tg_node_commits(nd)) continue;
+        commits++;
+        assert_string_equal(nd->inputs[nd->inplace[0]]->id, "V");
+    }
+    assert_int_equal(commits, 1);
+    double W[SR * SC], V[SR * SC];
+    for (int i = 0; i < SR; i++)
+        for (int j = 0; j < SC; j++) W[i * SC + j] = w0(i, j), V[i * SC + j] = v0(i, j);
+    tg_array *in[3] = {batch(SB, SR, 1.0), batch(SB, SC, 0.5), batch(SC, SC, 0.3)}, *out[1] = {0};
+    const double *pk = tg_array_data(in[2]);
+    for (int step = 0; step < 2; step++) {
+        assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+        tg_array_free(out[0]);
+        for (int i = 0; i < SR; i++) /* V -= 0.1 W k, with W before its step */
+            for (int j = 0; j < SC; j++) {
+                double acc = 0;
+                for (int q = 0; q < SC; q++) acc += W[i * SC + q] * pk[q * SC + j];
+                V[i * SC + j] -= 0.1 * acc;
+            }
+        sgd_ref(W, in[0], in[1]);
+        assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+        assert_matrix(tg_function_shared_get(f, "V"), V, 1e-12);
+    }
+    for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+}
+
 /* Inputs: safe casts are accepted (int32 -> float64), unsafe ones and
  * wrong shapes refused with the input named. */
 static void test_input_conversion(void **state) {
@@ -872,6 +933,7 @@ int main(void) {
         cmocka_unit_test(test_buffer_pool),
         cmocka_unit_test(test_runtime_error_keeps_state),
         cmocka_unit_test(test_shared_updated_in_place),
+        cmocka_unit_test(test_shared_read_by_other_update),
         cmocka_unit_test(test_input_conversion),
         cmocka_unit_test(test_optimized_function_memory),
         cmocka_unit_test(test_one_call_at_a_time),
