@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "tg/profile.h"
 #include "testutil.h"
 #include "vm/vm.h"
 
@@ -617,6 +618,29 @@ static void test_shared_updated_in_place(void **state) {
     assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
     assert_ptr_not_equal(shared_data(f, "W"), pw);
     tg_function_set_hooks(f, NULL);
+
+    /* The profiler only watches: its calls overwrite as plain ones do,
+     * and it reports the gemms' outputs as their inputs' buffers. */
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0); /* in place again */
+    tg_array_free(out[0]);
+    sgd_ref(W, in[0], in[1]);
+    sgd_ref(V, in[0], in[2]);
+    pw = shared_data(f, "W");
+    tg_profile *prof = tg_profile_new(f, 0, ctx);
+    assert_non_null(prof);
+    assert_int_equal(tg_profile_call(prof, in, out, ctx), 0);
+    tg_array_free(out[0]);
+    sgd_ref(W, in[0], in[1]);
+    sgd_ref(V, in[0], in[2]);
+    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+    assert_matrix(tg_function_shared_get(f, "V"), V, 1e-12);
+    assert_ptr_equal(shared_data(f, "W"), pw);
+    for (int k = n - 2; k < n; k++) {
+        tg_profile_output po;
+        assert_int_equal(tg_profile_output_get(prof, k, 0, &po), 0);
+        assert_int_equal(po.kind, TG_PROFILE_OUT_INPLACE);
+    }
+    tg_profile_free(prof);
     tg_function_free(f);
 
     /* "peek" returns W as it was: no gemm may overwrite it. */

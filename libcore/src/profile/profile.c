@@ -331,10 +331,12 @@ static tg_profile *profile_make(tg_function *f, const tg_profile_options *o, tg_
     /* Hooked before its bodies are looked at: a function met again
      * further down (it cannot be, but a cycle would not end) is hooked. */
     tg_hooks h = {.before = hook_before, .after = hook_after, .ud = p};
+    /* On the host its hooks never fail: the call runs as without them
+     * (shared values updated in place too). */
     if (f->on_device)
         tg_function_set_hooks_device(f, &h);
     else
-        tg_function_set_hooks(f, &h);
+        tg_function_set_hooks_observer(f, &h);
     if (!o->no_bodies) {
         for (int k = 0; k < f->nsched; k++) {
             bool oom;

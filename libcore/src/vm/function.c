@@ -694,11 +694,17 @@ void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks) {
         memset(&f->hooks, 0, sizeof f->hooks);
     f->hooked = f->hooks.before || f->hooks.after;
     f->hooks_device = false;
+    f->hooks_observe = false;
 }
 
 void tg_function_set_hooks_device(tg_function *f, const tg_hooks *hooks) {
     tg_function_set_hooks(f, hooks);
     f->hooks_device = hooks != NULL;
+}
+
+void tg_function_set_hooks_observer(tg_function *f, const tg_hooks *hooks) {
+    tg_function_set_hooks(f, hooks);
+    f->hooks_observe = hooks != NULL;
 }
 
 /* ---- shared variables ---- */
@@ -1009,7 +1015,7 @@ static int bind_shared(tg_function *f, int *nlent, tg_ctx *ctx) {
         if (__builtin_expect(!v, 0) && sh->dev && !(v = tg_shared_fetch(sh, ctx)))
             return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
         if (f->lend && f->lend[i] >= 0) {
-            if (v && !f->hooked && tg_array_is_exclusive(v)) {
+            if (v && (!f->hooked || f->hooks_observe) && tg_array_is_exclusive(v)) {
                 f->slots[slot] = v; /* the shared state's reference, lent */
                 f->lent[i] = true;
                 ++*nlent;
@@ -1086,15 +1092,23 @@ static int take_update(tg_function *f, int i, tg_array **news, bool *move, tg_ct
     return TG_OK;
 }
 
-/* One node of the schedule, at position k, outside the dispatch loop. */
+/* One node of the schedule, at position k, outside the dispatch loop (a
+ * host node: lending is for functions not placed on a device), with the
+ * observer's hooks when there are some. */
 static int run_node(tg_function *f, int k, tg_ctx *ctx) {
     const tg_vm_node *s = &f->sched[k];
     tg_node *n = s->node;
     tg_array **in = f->scratch_in;
     for (int j = 0; j < n->nin; j++) in[j] = f->slots[s->in_slots[j]];
-    int rc = s->run(n, in, f->slots + s->out_slot, ctx);
+    int rc;
+    if (f->hooks.before && (rc = f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0) return rc;
+    rc = s->run(n, in, f->slots + s->out_slot, ctx);
     for (int j = 0; j < n->nout && !rc; j++) rc = check_result(n->outputs[j], f->slots[s->out_slot + j], ctx);
-    if (rc) error_wrap(f, ctx, k);
+    if (rc) {
+        error_wrap(f, ctx, k);
+        return rc;
+    }
+    if (f->hooks.after) rc = f->hooks.after(f->hooks.ud, f, k, in, f->slots + s->out_slot, ctx);
     return rc;
 }
 

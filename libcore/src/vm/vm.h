@@ -91,6 +91,8 @@ struct tg_function {
     tg_hooks hooks;
     bool hooked;
     bool hooks_device; /* the hooks take device arrays as they are */
+    bool hooks_observe; /* the hooks never fail or stop a call: shared
+                           values may still be lent (vm.h, commit_at) */
     bool no_gc;
     uint64_t ncalls;
     tg_opt_record record; /* what the optimizer did */
@@ -125,6 +127,13 @@ bool tg_function_node_on_device(const tg_function *f, int k);
  * the device): the VM then hands them no host copies. tg_function_set_hooks
  * turns this off again, so a user's hooks always see host values. */
 void tg_function_set_hooks_device(tg_function *f, const tg_hooks *hooks);
+
+/* Hooks that only watch (the profiler on the host: they never fail or
+ * stop the call), so that the call runs as it would without them: it
+ * still overwrites shared values in place (commit_at above), which
+ * hooks that may stop it (the NaN guard, a debugger, a user's) turn
+ * off. tg_function_set_hooks turns this off again. */
+void tg_function_set_hooks_observer(tg_function *f, const tg_hooks *hooks);
 
 /* Run f's schedule on the values its input slots already hold: no input
  * checks, no shared values, no updates, no output references. A scan
