@@ -24,6 +24,11 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
   alias   views, in-place candidates and shared updates, outputs that are
           inputs or repeat: two calls; then a checkpoint resumed from its
           .tgf (--save-state) bit-identical to never stopping
+  sgd     shared weights of more than 4 KiB updated by SGD-like steps
+          the optimizer writes over them (gemm, ger, gemv), read forward,
+          through transposes, by another weight's update, returned as they
+          were or as updated: three calls against NumPy, then a checkpoint
+          resumed bit-identical to never stopping
   nn      conv2d (border modes, strides, dilation, flip) and pool2d (modes,
           strides, padding, partial windows) against loops written from
           Theano's definitions; cholesky, inverse, det and solve; the
@@ -1216,6 +1221,113 @@ def run_alias(seed, d):
             rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
             if rc:
                 return bad + ["%s: %s" % (" ".join(s[:2]), err)]
+        for o in outs:
+            a, c = np.load(d + "/straight/" + o + ".npy"), np.load(d + "/resumed/" + o + ".npy")
+            if a.tobytes() != c.tobytes():
+                bad.append("%s: 1 + 2 + 1 calls through checkpoints differ from 4 calls" % o)
+    return bad
+
+
+# ---- shared weights overwritten by their updates ----
+
+def run_sgd(seed, d):
+    r, rng = random.Random(seed), np.random.default_rng(seed)
+    B = r.randint(1, 4)
+    variables, nodes, vals, outs, upd = [], [], {}, [], {}
+    k = [0]
+
+    def var(vid, shape, shared=None):
+        v = {"id": vid, "type": {"dtype": "float64", "shape": list(shape)}}
+        if shared is not None:
+            v["shared"] = {"data": shared.ravel().tolist()}
+        else:
+            vals[vid] = np.round(rng.normal(size=shape), 3)
+        variables.append(v)
+        return vid
+
+    def add(op, ins, attrs=None):
+        k[0] += 1
+        o = "n%d" % k[0]
+        nd = {"op": op, "inputs": ins, "outputs": [o]}
+        if attrs:
+            nd["attrs"] = attrs
+        nodes.append(nd)
+        return o
+
+    def coef():
+        return {"value": r.choice([0.1, 0.01, 0.5, -0.25])}
+
+    nw = r.randint(1, 3)
+    rows = r.choice([24, 40])
+    ws, costs = [], []
+    for i in range(nw):
+        w = "W%d" % i
+        if r.random() < 0.2:  # a vector, updated by a gemv
+            n, m = r.choice([520, 600]), r.randint(2, 5)
+            var(w, [n], np.round(rng.normal(size=[n]), 3))
+            M, v = var("M%d" % i, [n, m]), var("v%d" % i, [m])
+            upd[w] = add("sub", [w, add("mul", [coef(), add("dot", [M, v])])])
+            costs.append(add("sum", [add("mul", [w, add("dot", [M, v])])]))
+            ws.append((w, None))
+            continue
+        cols = r.choice([24, 32])
+        var(w, [rows, cols], np.round(rng.normal(size=[rows, cols]), 3))
+        x, g = var("x%d" % i, [B, rows]), var("g%d" % i, [B, cols])
+        y = add("dot", [x, w])  # forward
+        if r.random() < 0.5:  # the backward product through a transpose
+            y2 = add("dot", [g, add("transpose", [w], {"axes": None})])
+            costs.append(add("sum", [add("mul", [y2, x])]))
+        costs.append(add("sum", [add("mul", [y, g])]))
+        t = r.random()
+        if t < 0.45:  # gemm
+            step = add("dot", [add("transpose", [x], {"axes": None}), g])
+        elif t < 0.7:  # ger
+            u, v = var("u%d" % i, [rows]), var("q%d" % i, [cols])
+            step = add("outer", [u, v])
+        else:  # another weight of this many rows, or x^T g
+            others = [o for o, c in ws if c is not None]
+            if others:
+                o = r.choice(others)
+                oc = [c for q, c in ws if q == o][0]
+                kk = var("k%d" % i, [oc, cols])
+                step = add("dot", [o, kk])
+            else:
+                step = add("dot", [add("transpose", [x], {"axes": None}), g])
+        upd[w] = add(r.choice(["sub", "add"]), [w, add("mul", [coef(), step])])
+        ws.append((w, cols))
+    cost = costs[0] if len(costs) == 1 else add("add", costs)
+    outs.append(cost)
+    for w, c in ws:
+        t = r.random()
+        if t < 0.15:
+            outs.append(w)  # the value as it was: not overwritten
+        elif t < 0.25 and c is not None:
+            outs.append(add("transpose", [w], {"axes": None}))
+        elif t < 0.4:
+            outs.append(upd[w])  # the new value, returned too
+    g = {"format": "tg-graph", "version": 1, "variables": variables, "nodes": nodes,
+         "functions": {"main": {"inputs": list(vals), "outputs": outs, "updates": upd}}}
+    calls = 3
+    state = {}
+    for _ in range(calls):
+        env = replay(g, dict(vals, **state))
+        state = {w: env[u] for w, u in upd.items()}
+    p, args, bad, done = run_presets(d, g, vals, "--calls", str(calls))
+    for how, od in done.items():
+        for o in outs:
+            gv = np.load(os.path.join(od, o + ".npy"))
+            if gv.shape != env[o].shape or not np.allclose(gv, env[o], rtol=1e-10, atol=1e-10):
+                bad.append("-O %s: %s differs from NumPy after %d calls" % (how, o, calls))
+    if not bad:
+        steps = [("compile", p, "-o", d + "/c0.tgf"),
+                 ("run", p, "-o", d + "/straight", "--calls", "4"),
+                 ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
+                 ("run", d + "/c1.tgf", "--calls", "2", "--save-state", d + "/c2.tgf"),
+                 ("run", d + "/c2.tgf", "-o", d + "/resumed", "--calls", "1")]
+        for st in steps:
+            rc, err = tgc(*(list(st) + (args if st[0] == "run" else [])))
+            if rc:
+                return bad + ["%s: %s" % (" ".join(st[:2]), err)]
         for o in outs:
             a, c = np.load(d + "/straight/" + o + ".npy"), np.load(d + "/resumed/" + o + ".npy")
             if a.tobytes() != c.tobytes():
@@ -2914,7 +3026,7 @@ def run_shapes(seed, d):
     return bad
 
 
-FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "nn": run_nn,
+FAMILIES = {"mixed": run_mixed, "grad": run_grad, "scan": run_scan, "alias": run_alias, "sgd": run_sgd, "nn": run_nn,
             "conv": run_conv_big, "weak": run_weak, "index": run_index,
             "tools": run_tools, "hess": run_hess, "rewrite": run_rewrite, "more": run_more,
             "shapes": run_shapes}

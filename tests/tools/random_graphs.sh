@@ -31,6 +31,7 @@ family grad 0 200 interp
 family hess 0 150 interp
 family scan 0 80 interp
 family alias 0 100 interp
+family sgd 0 60 interp
 family nn 0 300 interp
 family conv 0 60 interp
 family weak 0 300 interp
@@ -42,6 +43,7 @@ family shapes 0 150 interp
 family mixed 10000 12
 family grad 10000 6
 family scan 10000 4
+family sgd 10000 40
 family nn 10000 20
 family weak 10000 20
 family rewrite 10000 20
