@@ -25,7 +25,8 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           inputs or repeat: two calls; then a checkpoint resumed from its
           .tgf (--save-state) bit-identical to never stopping
   sgd     shared weights of more than 4 KiB updated by SGD-like steps
-          the optimizer writes over them (gemm, ger, gemv), read forward,
+          (some with weight decay) the optimizer writes over them (gemm,
+          ger, gemv), read forward,
           through transposes, by another weight's update, returned as they
           were or as updated: three calls against NumPy, then a checkpoint
           resumed bit-identical to never stopping
@@ -1293,6 +1294,8 @@ def run_sgd(seed, d):
                 step = add("dot", [o, kk])
             else:
                 step = add("dot", [add("transpose", [x], {"axes": None}), g])
+        if t < 0.45 and r.random() < 0.4:  # weight decay: one gemm over w (gemm_fold)
+            step = add("add", [step, add("mul", [w, {"value": r.choice([0.0005, 0.01])}])])
         upd[w] = add(r.choice(["sub", "add"]), [w, add("mul", [coef(), step])])
         ws.append((w, cols))
     cost = costs[0] if len(costs) == 1 else add("add", costs)

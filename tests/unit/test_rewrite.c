@@ -235,6 +235,10 @@ static const rw_case cases[] = {
                       N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.5},'d']", "['m']") "," N("add", "['c','m']", "['s']") ","
                       N("add", "['s','e']", "['s2']") "," N("add", "['s2',{'value':2}]", "['z']")), "gemm", "dot", -1, 1},
     {"blas_update", G(V("a", "float32", "[4]") "," V("b", "float32", "[5]") "," V("c", "float32", "[4,5]"), N("outer", "['a','b']", "['o']") "," N("mul", "[{'value':0.25},'o']", "['m']") "," N("add", "['c','m']", "['z']")), "ger", "outer", -1, 1},
+    /* SGD with weight decay: c - 0.1 (dot(a, b) + 0.0005 c), then
+     * c + -0.5 (dot(a, v) + 0.25 c): one gemm, one gemv, each over c */
+    {"gemm_fold", G(V("a", "float64", "[4,3]") "," V("b", "float64", "[3,5]") "," V("c", "float64", "[4,5]"), N("dot", "['a','b']", "['d']") "," N("mul", "[{'value':0.0005},'c']", "['e']") "," N("add", "['d','e']", "['gr']") "," N("mul", "['gr',{'value':0.1}]", "['m']") "," N("sub", "['c','m']", "['z']")), "gemm", "sub", -1, 1},
+    {"gemm_fold", G(V("a", "float32", "[4,3]") "," V("b", "float32", "[3]") "," V("c", "float32", "[4]"), N("dot", "['a','b']", "['d']") "," N("mul", "['c',{'value':0.25}]", "['e']") "," N("add", "['e','d']", "['gr']") "," N("mul", "[{'value':-0.5},'gr']", "['m']") "," N("add", "['c','m']", "['z']")), "gemv", "mul", -1, 1},
 };
 
 static void check_case(const rw_case *c) {

@@ -2400,6 +2400,50 @@ static int blas_update(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* z - c*gemm(z, a, x, y, b) -> gemm(z, -c*a, x, y, 1 - c*b), and with add
+ * 1 + c*b (gemv likewise), c and b constants, the gemm read by this node
+ * alone: an SGD step with weight decay, W - lr*(dot(x.T, g) + wd*W),
+ * whose gradient blas_update made gemm(W, 1, x.T, g, wd), is one gemm over
+ * W (which the in-place pass may then write over W) instead of the gemm,
+ * its copy of W and an elementwise pass. Not where the new beta is 0
+ * (BLAS would ignore z) or the new alpha is (z's product term would go).
+ * The coefficients are combined in float64 and rounded once: the values
+ * agree to rounding. */
+static int gemm_fold(tg_rw *rw, tg_node *n) {
+    static const char *const prods[] = {"gemm", "gemv"};
+    bool is_sub = !strcmp(n->op->name, "sub");
+    tg_dtype dt = n->outputs[0]->type.dtype;
+    if (n->nin != 2 || !float_blas(dt)) return 0;
+    for (int pi = 0; pi < 2; pi++)
+        for (int side = is_sub ? 1 : 0; side < 2; side++) {
+            term t;
+            if (!product_term(n->inputs[side], prods[pi], &t)) continue;
+            tg_node *G = t.prod;
+            tg_var *z = n->inputs[1 - side];
+            double c = 1, a, b;
+            if (G->inputs[0] != z || G->outputs[0]->type.dtype != dt || z->type.dtype != dt ||
+                !same_static(&z->type, &G->outputs[0]->type) || (t.coef && !scalar_const(t.coef, &c)) ||
+                !scalar_const(G->inputs[4], &b))
+                continue;
+            double s = is_sub ? -c : c, nb = 1 + s * b;
+            if (s == 0 || nb == 0 || !isfinite(nb) || !isfinite(s)) continue;
+            tg_var *alpha = G->inputs[1];
+            if (scalar_const(alpha, &a)) {
+                if (a * s == 0 || !isfinite(a * s)) continue;
+                alpha = tg_rw_const(rw, dt, a * s);
+            } else if (s != 1) {
+                alpha = tg_rw_op2(rw, "mul", alpha, tg_rw_const(rw, dt, s));
+            }
+            tg_var *in[5] = {z, alpha, G->inputs[2], G->inputs[3], tg_rw_const(rw, dt, nb)};
+            if (!alpha || !in[4]) return TG_ENOMEM;
+            tg_var *r = tg_rw_op(rw, prods[pi], 5, in, NULL);
+            if (!r) return TG_ENOMEM;
+            if (tg_rw_match(rw, G) || (t.mulnode && tg_rw_match(rw, t.mulnode))) return TG_ENOMEM;
+            return swap(rw, n, r);
+        }
+    return 0;
+}
+
 /* ---- control flow ---- */
 
 /* ifelse(c, t.., e..) with a constant c -> the branch it names. */
@@ -2559,5 +2603,6 @@ const tg_rw_rule tg_rw_rules[] = {
     {"pow_specialize", "specialize", NULL, "pow", pow_specialize},
     {"matmul_batch_sum", "specialize", "gemm", "sum_to", matmul_batch_sum},
     {"blas_update", "specialize", "gemm", "add sub", blas_update},
+    {"gemm_fold", "specialize", "gemm", "add sub", gemm_fold},
 };
 const int tg_rw_nrules = (int)(sizeof tg_rw_rules / sizeof tg_rw_rules[0]);
