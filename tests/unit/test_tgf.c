@@ -1297,6 +1297,66 @@ static void test_section_stale_inplace_dropped(void **state) {
     }
 }
 
+/* A hint on a shared variable: W <- gemm(W, a, A, X, b), the gemm
+ * overwriting W, is kept; refused (one line naming W) where W is also
+ * returned as it was, or read by V's update gemm, which may itself
+ * overwrite V (tg_inplace_shared_ok: the VM could run it after W's). */
+static void test_section_shared_inplace(void **state) {
+    (void)state;
+    static const char *const strs[] = {"W", "a", "A", "X", "b", "Wn", "V", "Vn", "K", "gemm", NULL};
+    int64_t s22[2] = {2, 2}, s23[2] = {2, 3}, s32v[2] = {3, 2};
+    double w[4] = {1, 2, 3, 4}, v[4] = {-1, 0.5, 2, 0}, alpha = -0.1, beta = 1;
+    tg_array *arrays[4] = {tu_f64(2, s22, w), tu_f64(0, NULL, &alpha), tu_f64(0, NULL, &beta), tu_f64(2, s22, v)};
+    static const uint32_t gw[5] = {0, 1, 2, 3, 4}, gv[5] = {6, 1, 0, 8, 4};
+    char msg[512];
+    for (int c = 0; c < 3; c++) {
+        sec S;
+        sec_begin(&S, strs);
+        s32(&S, 9);
+        sec_var(&S, "W", TG_VAR_SHARED, 4 | 8, TG_FLOAT64, 2, s22, 0, NO);
+        sec_var(&S, "a", TG_VAR_CONSTANT, 2, TG_FLOAT64, 0, NULL, 1, NO);
+        sec_var(&S, "A", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 2, s23, NO, NO);
+        sec_var(&S, "X", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 2, s32v, NO, NO);
+        sec_var(&S, "b", TG_VAR_CONSTANT, 2, TG_FLOAT64, 0, NULL, 2, NO);
+        sec_var(&S, "Wn", TG_VAR_RESULT, 0, TG_FLOAT64, 2, s22, NO, NO);
+        sec_var(&S, "V", TG_VAR_SHARED, 4 | 8, TG_FLOAT64, 2, s22, 3, NO);
+        sec_var(&S, "Vn", TG_VAR_RESULT, 0, TG_FLOAT64, 2, s22, NO, NO);
+        sec_var(&S, "K", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 2, s22, NO, NO);
+        s32(&S, c == 2 ? 2 : 1);
+        sec_node(&S, "gemm", 5, gw, 5, 0);
+        if (c == 2) sec_node(&S, "gemm", 5, gv, 7, 0);
+        /* inputs A, X, K; one output: Wn (c 0, 2), W itself (c 1) */
+        s32(&S, 3);
+        s32(&S, 2);
+        s32(&S, 3);
+        s32(&S, 8);
+        s32(&S, 1);
+        s32(&S, c == 1 ? 0 : 5);
+        s32(&S, si(&S, c == 1 ? "W" : "Wn"));
+        s32(&S, c == 2 ? 2 : 1); /* updates */
+        s32(&S, 0);
+        s32(&S, 5);
+        if (c == 2) {
+            s32(&S, 6);
+            s32(&S, 7);
+        }
+        s32(&S, 0);
+        s32(&S, 0);
+        tg_fgraph *fg = sec_decode(&S, arrays, 4, msg, sizeof msg);
+        if (c == 0) {
+            if (!fg) fail_msg("%s", msg);
+            tg_node *g = fg_var(fg, "Wn")->owner;
+            assert_true(g->inplace && g->inplace[0] == 0 && tg_node_commits(g));
+            tg_fgraph_free(fg);
+            continue;
+        }
+        assert_null(fg);
+        assert_non_null(strstr(msg, "shared variable 'W' is overwritten in place"));
+        assert_null(strchr(msg, '\n'));
+    }
+    for (int i = 0; i < 4; i++) tg_array_free(arrays[i]);
+}
+
 static void test_section_export_types(void **state) {
     (void)state;
     static const char *const strs[] = {"x", "c", "y", "add", "exp", NULL};
@@ -1572,6 +1632,7 @@ int main(void) {
         cmocka_unit_test(test_section_loader_rules),
         cmocka_unit_test(test_section_export_types),
         cmocka_unit_test(test_section_stale_inplace_dropped),
+        cmocka_unit_test(test_section_shared_inplace),
         cmocka_unit_test(test_section_version_3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
