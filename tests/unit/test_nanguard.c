@@ -264,6 +264,31 @@ static void test_calls_and_shared(void **state) {
     assert_int_equal(o->where, TG_OFFENCE_SHARED);
     assert_string_equal(o->var, "s");
     tg_nanguard_free(ng);
+    /* A guard does not read again a value its last call checked (the
+     * update it checked as the node's output), but a value set since, or
+     * updated by an unguarded call, it does. */
+    tg_array *one = tg_array_new_scalar(TG_FLOAT64, 1), *nan = tg_array_new_scalar(TG_FLOAT64, NAN);
+    assert_int_equal(tg_function_shared_set(f, "s", one, ctx), TG_OK);
+    opt.big = 1e3;
+    ng = tg_nanguard_new(f, &opt, ctx);
+    assert_int_equal(tg_nanguard_call(ng, NULL, NULL, ctx), TG_OK); /* s = 10 */
+    assert_int_equal(tg_function_shared_set(f, "s", nan, ctx), TG_OK);
+    assert_int_equal(tg_nanguard_call(ng, NULL, NULL, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_SHARED);
+    assert_true(o->what & TG_BAD_NAN);
+    assert_int_equal(tg_function_shared_set(f, "s", one, ctx), TG_OK);
+    assert_int_equal(tg_nanguard_call(ng, NULL, NULL, ctx), TG_OK); /* s = 10 */
+    tg_function *f2 = compile(g, "fast_run"); /* the same step, unguarded */
+    for (int i = 0; i < 3; i++) assert_int_equal(tg_function_call(f2, NULL, NULL, ctx), TG_OK); /* 1e4 */
+    assert_int_equal(tg_nanguard_call(ng, NULL, NULL, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_SHARED);
+    assert_true(o->what & TG_BAD_BIG);
+    tg_function_free(f2);
+    tg_array_free(one);
+    tg_array_free(nan);
+    tg_nanguard_free(ng);
     tg_function_free(f);
     tg_graph_free(g);
     tg_ctx_free(ctx);

@@ -387,6 +387,7 @@ tg_array *tg_shared_fetch(tg_shared *s, tg_ctx *ctx) {
 }
 
 void tg_shared_value_set(tg_shared *s, tg_array *value) {
+    s->version++;
     tg_array_free(s->value);
     s->value = value;
     tg_array_free(s->dev);
@@ -396,6 +397,7 @@ void tg_shared_value_set(tg_shared *s, tg_array *value) {
 }
 
 void tg_shared_device_set(tg_shared *s, tg_array *dev) {
+    s->version++;
     tg_array_free(s->dev);
     s->dev = dev;
     if (s->value) {

@@ -60,6 +60,9 @@ typedef struct tg_shared {
     tg_array *dev;   /* the device copy, or NULL; the value when stale,
                         else equal to it */
     tg_array *spare; /* while stale: the old host array, or NULL */
+    uint64_t version; /* counts the new values assigned (updates, in place
+                         or not; sets): what a reader that checked one
+                         value compares (the NaN guard) */
 } tg_shared;
 
 typedef enum tg_var_kind {

@@ -1237,6 +1237,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
     for (int i = 0; i < fg->nupd; i++) {
         tg_shared *sh = f->upd_shared[i];
         tg_array *old;
+        sh->version++;
         if (__builtin_expect(placed, 0) && tg_array_on_device(news[i])) {
             /* Made on the device: the new device copy; the host copy is
              * stale until someone on the host asks for it. */
