@@ -1213,19 +1213,27 @@ def run_alias(seed, d):
             if gv.shape != want[o].shape or not np.allclose(gv, want[o], rtol=1e-12, atol=1e-12):
                 bad.append("-O %s: %s differs from NumPy after %d calls" % (how, o, calls))
     if "updates" in fn and not bad:
-        steps = [("compile", p, "-o", d + "/c0.tgf"),
-                 ("run", p, "-o", d + "/straight", "--calls", "4"),
-                 ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
-                 ("run", d + "/c1.tgf", "--calls", "2", "--save-state", d + "/c2.tgf"),
-                 ("run", d + "/c2.tgf", "-o", d + "/resumed", "--calls", "1")]
-        for s in steps:
-            rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
-            if rc:
-                return bad + ["%s: %s" % (" ".join(s[:2]), err)]
-        for o in outs:
-            a, c = np.load(d + "/straight/" + o + ".npy"), np.load(d + "/resumed/" + o + ".npy")
-            if a.tobytes() != c.tobytes():
-                bad.append("%s: 1 + 2 + 1 calls through checkpoints differ from 4 calls" % o)
+        bad += checkpoints(d, p, args, outs)
+    return bad
+
+
+def checkpoints(d, p, args, outs):
+    """Graph p compiled to a .tgf, run 1 + 2 + 1 calls through checkpoints
+    (--save-state): its outputs bit-identical to 4 calls straight."""
+    steps = [("compile", p, "-o", d + "/c0.tgf"),
+             ("run", p, "-o", d + "/straight", "--calls", "4"),
+             ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
+             ("run", d + "/c1.tgf", "--calls", "2", "--save-state", d + "/c2.tgf"),
+             ("run", d + "/c2.tgf", "-o", d + "/resumed", "--calls", "1")]
+    for s in steps:
+        rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
+        if rc:
+            return ["%s: %s" % (" ".join(s[:2]), err)]
+    bad = []
+    for o in outs:
+        a, c = np.load(d + "/straight/" + o + ".npy"), np.load(d + "/resumed/" + o + ".npy")
+        if a.tobytes() != c.tobytes():
+            bad.append("%s: 1 + 2 + 1 calls through checkpoints differ from 4 calls" % o)
     return bad
 
 
@@ -1322,19 +1330,7 @@ def run_sgd(seed, d):
             if gv.shape != env[o].shape or not np.allclose(gv, env[o], rtol=1e-10, atol=1e-10):
                 bad.append("-O %s: %s differs from NumPy after %d calls" % (how, o, calls))
     if not bad:
-        steps = [("compile", p, "-o", d + "/c0.tgf"),
-                 ("run", p, "-o", d + "/straight", "--calls", "4"),
-                 ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
-                 ("run", d + "/c1.tgf", "--calls", "2", "--save-state", d + "/c2.tgf"),
-                 ("run", d + "/c2.tgf", "-o", d + "/resumed", "--calls", "1")]
-        for st in steps:
-            rc, err = tgc(*(list(st) + (args if st[0] == "run" else [])))
-            if rc:
-                return bad + ["%s: %s" % (" ".join(st[:2]), err)]
-        for o in outs:
-            a, c = np.load(d + "/straight/" + o + ".npy"), np.load(d + "/resumed/" + o + ".npy")
-            if a.tobytes() != c.tobytes():
-                bad.append("%s: 1 + 2 + 1 calls through checkpoints differ from 4 calls" % o)
+        bad += checkpoints(d, p, args, outs)
     return bad
 
 

@@ -532,6 +532,19 @@ static const void *shared_data(const tg_function *f, const char *id) {
     return tg_array_data((tg_array *)tg_function_shared_get(f, id));
 }
 
+/* One call of f on in, then the same SGD steps by loops on W and V (V's
+ * update from in[2]; none when V is NULL): the shared values must agree. */
+static void step_checked(tg_function *f, tg_array *const *in, double *W, double *V, tg_ctx *ctx) {
+    tg_array *out[1] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+    tg_array_free(out[0]);
+    sgd_ref(W, in[0], in[1]);
+    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
+    if (!V) return;
+    sgd_ref(V, in[0], in[2]);
+    assert_matrix(tg_function_shared_get(f, "V"), V, 1e-12);
+}
+
 static int count_before(void *ud, const tg_function *f, int node, tg_array *const *in, tg_ctx *ctx) {
     (void)f, (void)node, (void)in, (void)ctx;
     ++*(int *)ud;
@@ -560,12 +573,7 @@ static void test_shared_updated_in_place(void **state) {
     assert_true(tg_node_commits(f->sched[n - 1].node) && tg_node_commits(f->sched[n - 2].node));
     const void *pw = shared_data(f, "W"), *pv = shared_data(f, "V");
     for (int step = 0; step < 3; step++) {
-        assert_int_equal(tg_function_call(f, in, out, ctx), 0);
-        tg_array_free(out[0]);
-        sgd_ref(W, in[0], in[1]);
-        sgd_ref(V, in[0], in[2]);
-        assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
-        assert_matrix(tg_function_shared_get(f, "V"), V, 1e-12);
+        step_checked(f, in, W, V, ctx);
         /* written where they were */
         assert_ptr_equal(shared_data(f, "W"), pw);
         assert_ptr_equal(shared_data(f, "V"), pv);
@@ -574,13 +582,9 @@ static void test_shared_updated_in_place(void **state) {
     /* A caller holding the value: it keeps what it holds; the update is
      * made beside it. */
     tg_array *held = tg_array_ref((tg_array *)tg_function_shared_get(f, "W")), *was = shared_copy(f, "W");
-    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
-    tg_array_free(out[0]);
-    sgd_ref(W, in[0], in[1]);
-    sgd_ref(V, in[0], in[2]);
+    step_checked(f, in, W, V, ctx);
     assert_same(held, was);
     tg_array_free(was);
-    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
     assert_ptr_not_equal(shared_data(f, "W"), tg_array_data(held));
     assert_ptr_equal(shared_data(f, "V"), pv);
     tg_array_free(held);
@@ -598,33 +602,21 @@ static void test_shared_updated_in_place(void **state) {
     tg_array_free(wkeep);
     tg_array_free(vkeep);
     pw = shared_data(f, "W");
-    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
-    tg_array_free(out[0]);
-    sgd_ref(W, in[0], in[1]);
-    sgd_ref(V, in[0], in[2]);
-    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
-    assert_matrix(tg_function_shared_get(f, "V"), V, 1e-12);
+    step_checked(f, in, W, V, ctx);
     assert_ptr_equal(shared_data(f, "W"), pw);
 
     /* With hooks (a debugger may stop the call at any node) nothing is
      * overwritten: the update goes to a buffer of its own. */
     int seen = 0;
     tg_function_set_hooks(f, &(tg_hooks){count_before, NULL, &seen});
-    assert_int_equal(tg_function_call(f, in, out, ctx), 0);
-    tg_array_free(out[0]);
-    sgd_ref(W, in[0], in[1]);
-    sgd_ref(V, in[0], in[2]);
+    step_checked(f, in, W, V, ctx);
     assert_int_equal(seen, n);
-    assert_matrix(tg_function_shared_get(f, "W"), W, 1e-12);
     assert_ptr_not_equal(shared_data(f, "W"), pw);
     tg_function_set_hooks(f, NULL);
 
     /* The profiler only watches: its calls overwrite as plain ones do,
      * and it reports the gemms' outputs as their inputs' buffers. */
-    assert_int_equal(tg_function_call(f, in, out, ctx), 0); /* in place again */
-    tg_array_free(out[0]);
-    sgd_ref(W, in[0], in[1]);
-    sgd_ref(V, in[0], in[2]);
+    step_checked(f, in, W, V, ctx); /* in place again */
     pw = shared_data(f, "W");
     tg_profile *prof = tg_profile_new(f, 0, ctx);
     assert_non_null(prof);
