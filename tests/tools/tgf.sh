@@ -102,13 +102,15 @@ if [ "$n" -eq 1 ]; then pass "the subtree under it is printed once"; else fail "
 contains out "(constant) 1\b" "scalar constants show their value"
 # optimized: the gradient's (1,)-shaped 0.01 (the penalty's factor through
 # sum's gradient) and pow's 2 are one 0-d constant, 0.02, which the gemv
-# takes as its beta: w's gradient is gemv(w, 1, x^T, g, 0.02), reading w
-# itself; constants show their values as NumPy writes them, those of
-# the fused bodies too (0.1, not 0.10000000000000001)
+# takes as its beta: w's gradient is gemv(w, 1, x^T, g, 0.02), and the
+# SGD step w - 0.1 * that folds into it (gemm_fold): w's update is one
+# gemv(w, -0.1, x^T, g, 1 - 0.1 * 0.02) written over w; constants show
+# their values as NumPy writes them, those of the fused bodies too (0.1,
+# not 0.10000000000000001)
 expect 0 "print the optimized graph" -- "$TGC" print "$E/logreg.json" -f train --optimized
-contains out "^ |gemv \[id [A-Z]*\] 'gw[.0-9]*:gemv'$" "w's gradient is one gemv"
-contains out "^ | |w \[id [A-Z]*\] (shared)$" "... of w itself"
-contains out "^ | |gw[.0-9]*:const \[id [A-Z]*\] (constant) 0.02$" "... by beta 0.01 * 2, its value shown"
+contains out "^gemv \[id [A-Z]*\] 'w_next:gemv' (inplace)$" "w's update is one gemv, written over w"
+contains out "^ |w \[id [A-Z]*\] (shared)$" "... of w itself"
+contains out "^ |w_next:const[.0-9]* \[id [A-Z]*\] (constant) 0.998$" "... by beta 1 - 0.1 * 0.01 * 2, its value shown"
 contains out "^ > [ |]*c0 \[id [A-Z]*\] (constant) 0.1$" "a body's constant shows its shortest repr"
 # the nodes a grad node expanded into say whose derivative they are:
 # tanh's (h) is a product by 1 - h^2, dot's (hW2) a product by W2^T, the

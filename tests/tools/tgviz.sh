@@ -76,12 +76,12 @@ check '! grep -q "<!--" "$tmp/hostile.html" && grep -qF "script>\\u003c!--\\u003
   "hostile names: the page's data writes < as \\u003c"
 
 # Constants show their values, as tgc print writes them: logreg's
-# optimized gemv has beta 0.01 * 2 (a 0-d constant that a rewrite made,
-# drawn as its value), the convnet's weight gradients the constant
-# shapes (4,) of the kernels (under their names)
+# optimized gemv has beta 1 - 0.1 * 0.01 * 2 (a 0-d constant that the
+# rewrites made, drawn as its value), the convnet's weight gradients the
+# constant shapes (4,) of the kernels (under their names)
 "$TGVIZ" "$TG_SRC/examples/logreg.json" -f train --optimized -o "$tmp/lr_opt.dot"
-check 'tr -d "\\\\\n" < "$tmp/lr_opt.dot" | grep -qE "\"v:gw[.0-9]*:const\"[^]]*label=\"0.02float64 \(\)\""' \
-  "a 0-d constant is drawn as its value (0.02)"
+check 'tr -d "\\\\\n" < "$tmp/lr_opt.dot" | grep -qE "\"v:w_next:const[.0-9]*\"[^]]*label=\"0.998float64 \(\)\""' \
+  "a 0-d constant is drawn as its value (0.998)"
 "$TGVIZ" "$TG_SRC/examples/convnet.json" -f train --optimized -o "$tmp/cn_opt.dot"
 check 'tr -d "\\\\\n" < "$tmp/cn_opt.dot" | grep -qF "label=\"gw1.42:const[16,  8,  5,  5]int64 (4,)\""' \
   "a (4,) constant shows its values under its name"
