@@ -1217,18 +1217,26 @@ def run_alias(seed, d):
     return bad
 
 
-def checkpoints(d, p, args, outs):
-    """Graph p compiled to a .tgf, run 1 + 2 + 1 calls through checkpoints
-    (--save-state): its outputs bit-identical to 4 calls straight."""
-    steps = [("compile", p, "-o", d + "/c0.tgf"),
-             ("run", p, "-o", d + "/straight", "--calls", "4"),
-             ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
-             ("run", d + "/c1.tgf", "--calls", "2", "--save-state", d + "/c2.tgf"),
-             ("run", d + "/c2.tgf", "-o", d + "/resumed", "--calls", "1")]
+def tgc_steps(args, steps):
+    """tgc commands one after another, the inputs (args) given to each run:
+    the first failure's "command file: message", or None."""
     for s in steps:
         rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
         if rc:
-            return ["%s: %s" % (" ".join(s[:2]), err)]
+            return "%s: %s" % (" ".join(s[:2]), err)
+    return None
+
+
+def checkpoints(d, p, args, outs):
+    """Graph p compiled to a .tgf, run 1 + 2 + 1 calls through checkpoints
+    (--save-state): its outputs bit-identical to 4 calls straight."""
+    err = tgc_steps(args, [("compile", p, "-o", d + "/c0.tgf"),
+                           ("run", p, "-o", d + "/straight", "--calls", "4"),
+                           ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
+                           ("run", d + "/c1.tgf", "--calls", "2", "--save-state", d + "/c2.tgf"),
+                           ("run", d + "/c2.tgf", "-o", d + "/resumed", "--calls", "1")])
+    if err:
+        return [err]
     bad = []
     for o in outs:
         a, c = np.load(d + "/straight/" + o + ".npy"), np.load(d + "/resumed/" + o + ".npy")
@@ -2757,14 +2765,12 @@ def run_random_ops(seed, d):
                 bad.append("-O %s: %s after two calls is %r, want %r" % (how, o, gv.ravel()[:6], wv.ravel()[:6]))
     if bad:
         return bad
-    steps = [("compile", p, "-o", d + "/c0.tgf"),
-             ("run", d + "/c0.tgf", "-o", d + "/tgf", "--calls", "2"),
-             ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
-             ("run", d + "/c1.tgf", "-o", d + "/resumed", "--calls", "1")]
-    for s in steps:
-        rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
-        if rc:
-            return ["%s: %s" % (" ".join(s[:2]), err)]
+    err = tgc_steps(args, [("compile", p, "-o", d + "/c0.tgf"),
+                           ("run", d + "/c0.tgf", "-o", d + "/tgf", "--calls", "2"),
+                           ("run", d + "/c0.tgf", "--calls", "1", "--save-state", d + "/c1.tgf"),
+                           ("run", d + "/c1.tgf", "-o", d + "/resumed", "--calls", "1")])
+    if err:
+        return [err]
     for o in outs:
         a = np.load(os.path.join(d, "fast_run", o + ".npy")).tobytes()
         for how in ("tgf", "resumed"):
@@ -2845,10 +2851,9 @@ def run_more(seed, d):
                 bad.append("-O %s: lop of %s differs from finite differences by up to %g" %
                            (how, w, np.max(np.abs(lv - fdl[0][w])) if lv.shape == fdl[0][w].shape else np.inf))
     if "fast_run" in done:
-        for s in [("compile", p, "-o", d + "/g.tgf"), ("run", d + "/g.tgf", "-o", d + "/tgf")]:
-            rc, err = tgc(*(list(s) + (args if s[0] == "run" else [])))
-            if rc:
-                return bad + ["%s: %s" % (" ".join(s[:2]), err)]
+        err = tgc_steps(args, [("compile", p, "-o", d + "/g.tgf"), ("run", d + "/g.tgf", "-o", d + "/tgf")])
+        if err:
+            return bad + [err]
         for o in outputs:
             if np.load(os.path.join(d, "tgf", o + ".npy")).tobytes() != \
                     np.load(os.path.join(d, "fast_run", o + ".npy")).tobytes():

@@ -122,6 +122,15 @@ static json_object *sorted_attrs(json_object *attrs) {
     return o;
 }
 
+/* Whether output k's in-place hint goes into the file: not one on a
+ * shared variable (the optimizer's update in place of the weights,
+ * tg_inplace_shared_ok): that is one function's, checked against its
+ * updates, where the file is a graph any function may read; the loader
+ * refuses them, and the optimizer finds them again. */
+static bool written_hint(const tg_node *n, int k) {
+    return n->inplace[k] >= 0 && n->inputs[n->inplace[k]]->kind != TG_VAR_SHARED;
+}
+
 static json_object *node_json(const tg_node *n) {
     bool ok = true;
     json_object *o = json_object_new_object();
@@ -144,18 +153,12 @@ static json_object *node_json(const tg_node *n) {
     if (n->attrs && json_object_object_length(n->attrs)) tg_json_put(o, "attrs", sorted_attrs(n->attrs), &ok);
     if (n->name) tg_json_put(o, "name", str(n->name), &ok);
     if (n->trace.n) tg_json_put(o, "trace", trace_json(&n->trace), &ok);
-    /* Not a hint on a shared variable (the optimizer's update in place
-     * of the weights, tg_inplace_shared_ok): one function's, checked
-     * against its updates, where the file is a graph that any function
-     * may read; the loader refuses them, and the optimizer finds them
-     * again. */
     bool hints = false;
-    for (int k = 0; n->inplace && k < n->nout; k++)
-        hints |= n->inplace[k] >= 0 && n->inputs[n->inplace[k]]->kind != TG_VAR_SHARED;
+    for (int k = 0; n->inplace && k < n->nout; k++) hints |= written_hint(n, k);
     if (hints) {
         json_object *ip = json_object_new_object();
         for (int k = 0; k < n->nout; k++)
-            if (n->inplace[k] >= 0 && n->inputs[n->inplace[k]]->kind != TG_VAR_SHARED) {
+            if (written_hint(n, k)) {
                 char key[16];
                 snprintf(key, sizeof key, "%d", k);
                 tg_json_put(ip, key, json_object_new_int(n->inplace[k]), &ok);

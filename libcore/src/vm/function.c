@@ -244,7 +244,8 @@ static int link_commits(tg_function *f, tg_ctx *ctx) {
     f->commit_shared = tg_malloc(sizeof *f->commit_shared * (size_t)m);
     f->commit_upd = tg_malloc(sizeof *f->commit_upd * (size_t)m);
     f->commit_ready = tg_calloc((size_t)m, sizeof *f->commit_ready);
-    if (!f->lend || !f->lent || !f->commit_shared || !f->commit_upd || !f->commit_ready)
+    f->upd_commits = tg_calloc((size_t)fg->nupd, sizeof *f->upd_commits);
+    if (!f->lend || !f->lent || !f->commit_shared || !f->commit_upd || !f->commit_ready || !f->upd_commits)
         return tg_errorf(ctx, TG_ENOMEM, "out of memory while linking");
     for (int j = 0; j < f->nshared; j++) f->lend[j] = -1;
     for (int p = c; p < f->nsched; p++) {
@@ -257,11 +258,13 @@ static int link_commits(tg_function *f, tg_ctx *ctx) {
         /* (the restore's check and the optimizer's make both exist) */
         if (j < 0 || u < 0 || f->lend[j] >= 0) {
             for (int i = 0; i < f->nshared; i++) f->lend[i] = -1;
+            memset(f->upd_commits, 0, (size_t)fg->nupd * sizeof *f->upd_commits);
             return TG_OK;
         }
         f->lend[j] = p;
         f->commit_shared[p - c] = j;
         f->commit_upd[p - c] = u;
+        f->upd_commits[u] = true;
     }
     f->commit_at = c;
     return TG_OK;
@@ -574,6 +577,7 @@ void tg_function_free(tg_function *f) {
     tg_free(f->commit_shared);
     tg_free(f->commit_upd);
     tg_free(f->commit_ready);
+    tg_free(f->upd_commits);
     tg_free(f->scratch_in);
     tg_free(f->kernels);
     tg_free(f->name);
@@ -909,6 +913,32 @@ static const tg_vm_node *run_controls(tg_function *f, const tg_vm_ctl **cp, cons
     return f->sched + k;
 }
 
+/* Node k of the schedule with the hooks around it, when there are some
+ * (host copies for a user's hooks on a placed function), and its results
+ * checked: the hooked dispatch loop's step, and the committers' (their
+ * frees left to the caller). */
+static int run_node(tg_function *f, int k, tg_ctx *ctx) {
+    const tg_vm_node *s = &f->sched[k];
+    tg_node *n = s->node;
+    tg_array **in = f->scratch_in, **out = f->slots + s->out_slot;
+    for (int j = 0; j < n->nin; j++) in[j] = f->slots[s->in_slots[j]];
+    bool copies = f->on_device && !f->hooks_device;
+    int rc;
+    if (f->hooks.before && (rc = copies ? call_hook_host(f, k, in, n->nin, NULL, 0, ctx)
+                                        : f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
+        return rc;
+    rc = s->run(n, in, out, ctx);
+    for (int j = 0; j < n->nout && !rc; j++) rc = check_result(n->outputs[j], out[j], ctx);
+    if (rc) {
+        error_wrap(f, ctx, k);
+        return rc;
+    }
+    if (f->hooks.after)
+        rc = copies ? call_hook_host(f, k, in, n->nin, out, n->nout, ctx)
+                    : f->hooks.after(f->hooks.ud, f, k, in, out, ctx);
+    return rc;
+}
+
 /* The dispatch loop. Two copies: without hooks (the common case: nothing
  * but the kernel call and the frees; the lazy ifelse's control points are
  * handled between runs of nodes), and with them. */
@@ -955,28 +985,8 @@ static int run_schedule(tg_function *f, int stop, tg_ctx *ctx) {
             if (!(s = run_controls(f, &c, s, ctx))) return ctx ? ctx->status : TG_ERUNTIME;
             ctl_at = f->sched + c->at;
         }
-        tg_node *n = s->node;
-        int k = (int)(s - f->sched), rc;
-        for (int j = 0; j < n->nin; j++) in[j] = slots[s->in_slots[j]];
-        bool copies = f->on_device && !f->hooks_device;
-        if (f->hooks.before &&
-            (rc = copies ? call_hook_host(f, k, in, n->nin, NULL, 0, ctx)
-                         : f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0)
-            return rc;
-        rc = s->run(n, in, slots + s->out_slot, ctx);
-        if (rc) {
-            error_wrap(f, ctx, k);
-            return rc;
-        }
-        for (int j = 0; j < n->nout; j++)
-            if ((rc = check_result(n->outputs[j], slots[s->out_slot + j], ctx))) {
-                error_wrap(f, ctx, k);
-                return rc;
-            }
-        if (f->hooks.after &&
-            (rc = copies ? call_hook_host(f, k, in, n->nin, slots + s->out_slot, n->nout, ctx)
-                         : f->hooks.after(f->hooks.ud, f, k, in, slots + s->out_slot, ctx)) != 0)
-            return rc;
+        int rc = run_node(f, (int)(s - f->sched), ctx);
+        if (rc) return rc;
         if (s->nfree) release_buffers(f, s);
     }
     return TG_OK;
@@ -1060,6 +1070,15 @@ static void end_lend(tg_function *f) {
     }
 }
 
+/* Whether update i's value is also a function output or another update. */
+static bool update_used_again(const tg_function *f, int i) {
+    const tg_fgraph *fg = f->fg;
+    int slot = f->out_slots[fg->nout + i];
+    for (int j = 0; j < fg->nout + fg->nupd; j++)
+        if (j != fg->nout + i && f->out_slots[j] == slot) return true;
+    return false;
+}
+
 /* The new value of update i into news[i]: its slot's array when nothing
  * else holds it (*move: the slot lets go of it once the call is done
  * with the slots), else a copy, so that shared state never aliases an
@@ -1077,9 +1096,7 @@ static int take_update(tg_function *f, int i, tg_array **news, bool *move, tg_ct
         return tg_errorf(ctx, TG_ESHAPE, "update of shared variable '%s' (%s) from '%s' has shape %s", sh->id,
                          want, fg->outputs[fg->nout + i]->id, got);
     }
-    bool used_again = false;
-    for (int j = 0; j < fg->nout + fg->nupd; j++)
-        if (j != fg->nout + i && f->out_slots[j] == slot) used_again = true;
+    bool used_again = update_used_again(f, i);
     if (!used_again && tg_array_is_exclusive(a)) {
         news[i] = a;
         *move = true;
@@ -1090,26 +1107,6 @@ static int take_update(tg_function *f, int i, tg_array **news, bool *move, tg_ct
         return f->on_device ? (ctx && ctx->status ? ctx->status : TG_ENOMEM)
                             : tg_errorf(ctx, TG_ENOMEM, "out of memory");
     return TG_OK;
-}
-
-/* One node of the schedule, at position k, outside the dispatch loop (a
- * host node: lending is for functions not placed on a device), with the
- * observer's hooks when there are some. */
-static int run_node(tg_function *f, int k, tg_ctx *ctx) {
-    const tg_vm_node *s = &f->sched[k];
-    tg_node *n = s->node;
-    tg_array **in = f->scratch_in;
-    for (int j = 0; j < n->nin; j++) in[j] = f->slots[s->in_slots[j]];
-    int rc;
-    if (f->hooks.before && (rc = f->hooks.before(f->hooks.ud, f, k, in, ctx)) != 0) return rc;
-    rc = s->run(n, in, f->slots + s->out_slot, ctx);
-    for (int j = 0; j < n->nout && !rc; j++) rc = check_result(n->outputs[j], f->slots[s->out_slot + j], ctx);
-    if (rc) {
-        error_wrap(f, ctx, k);
-        return rc;
-    }
-    if (f->hooks.after) rc = f->hooks.after(f->hooks.ud, f, k, in, f->slots + s->out_slot, ctx);
-    return rc;
 }
 
 /* The committers (vm.h), after the rest of the schedule and the other
@@ -1145,8 +1142,7 @@ static int run_commits(tg_function *f, tg_array **news, bool *move, tg_ctx *ctx)
             tg_array *a = f->slots[f->out_slots[fg->nout + u]];
             if (pass == 1 && a == f->shared[f->commit_shared[p - c]]->value) {
                 /* written in place: the shared state's array itself */
-                bool used_again = false;
-                for (int q = 0; q < fg->nout; q++) used_again |= f->out_slots[q] == f->out_slots[fg->nout + u];
+                bool used_again = update_used_again(f, u);
                 news[u] = used_again ? tg_array_ref(a) : a;
                 move[u] = !used_again;
             } else {
@@ -1156,12 +1152,6 @@ static int run_commits(tg_function *f, tg_array **news, bool *move, tg_ctx *ctx)
     for (int p = c; p < f->nsched; p++)
         if (f->sched[p].nfree) release_buffers(f, &f->sched[p]);
     return rc;
-}
-
-static bool made_by_committer(const tg_function *f, int u) {
-    for (int p = f->commit_at; p < f->nsched; p++)
-        if (f->commit_upd[p - f->commit_at] == u) return true;
-    return false;
 }
 
 static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx);
@@ -1213,7 +1203,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
     }
     for (int i = 0; i < fg->nupd; i++) news[i] = NULL;
     for (int i = 0; i < fg->nupd && !rc; i++)
-        if (!nlent || !made_by_committer(f, i)) rc = take_update(f, i, news, &move[i], ctx);
+        if (!nlent || !f->upd_commits[i]) rc = take_update(f, i, news, &move[i], ctx);
     if (!rc && nlent) rc = run_commits(f, news, move, ctx);
     if (rc) {
         for (int i = 0; i < fg->nupd; i++)

@@ -86,6 +86,7 @@ struct tg_function {
                            of shared[] it overwrites */
     int *commit_upd;    /* per committer: the update it makes */
     bool *commit_ready; /* per committer: runs in place this call */
+    bool *upd_commits;  /* per update: a committer makes it */
     int max_nin;
     tg_array **scratch_in;
     tg_hooks hooks;
