@@ -407,6 +407,60 @@ static void test_gemm_inplace(void **state) {
     }
 }
 
+/* gemm with K = 1 (a training step's update at batch 1) runs as a rank-1
+ * update (ger) after scaling z by beta: every beta case (0 over a NaN in
+ * z, 1, 0.5), column and row vectors in every layout (those BLAS cannot
+ * take go through gemm), float32 and float64, small (one BLAS thread) and
+ * past a million elements (OpenBLAS's threads); the thread count is left
+ * as it was. Against a loop here. */
+static void test_gemm_rank1(void **state) {
+    (void)state;
+    const char *tmpl =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"z0\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null]}},"
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null]}},"
+        "{\"id\":\"y\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,null]}}],"
+        "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"z0\",{\"value\":0}],\"outputs\":[\"z\"]},"
+        "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"xt\"]},"
+        "{\"op\":\"gemm\",\"inputs\":[\"z\",{\"value\":-0.25},\"xt\",\"y\",{\"value\":%s}],"
+        "\"outputs\":[\"out\"],\"inplace\":{\"0\":0}}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"z0\",\"x\",\"y\"],\"outputs\":[\"out\"]}}}";
+    const char *bs[3] = {"0", "1", "0.5"};
+    const double bv[3] = {0, 1, 0.5};
+    const int64_t sizes[2][2] = {{37, 23}, {1100, 1000}};
+    const tg_dtype dts[2] = {TG_FLOAT32, TG_FLOAT64};
+    const int threads = openblas_get_num_threads();
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < 3; c++) {
+            const char *dn = tg_dtype_name(dts[t]);
+            char json[2048];
+            snprintf(json, sizeof json, tmpl, dn, dn, dn, bs[c]);
+            tg_graph *g = tu_load(json);
+            for (int sz = 0; sz < 2; sz++)
+                for (int lx = 0; lx < NLAYOUTS; lx += sz ? 5 : 1) {
+                    const int ly = (lx + c) % NLAYOUTS, M = (int)sizes[sz][0], N = (int)sizes[sz][1];
+                    tg_array *z = rand_array(dts[t], 2, (int64_t[]){M, N}, 0, 0);
+                    tg_array *x = layout(dts[t], 1, M, lx), *y = layout(dts[t], 1, N, ly);
+                    tg_array *want = tg_array_new(TG_FLOAT64, 2, (int64_t[]){M, N});
+                    double *w = tg_array_data(want);
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = 0; j < N; j++)
+                            w[i * N + j] = -0.25 * tg_array_get_flat(x, i) * tg_array_get_flat(y, j) +
+                                           (bv[c] == 0 ? 0 : bv[c] * tg_array_get_flat(z, i * N + j));
+                    if (bv[c] == 0) tg_store_f64(dts[t], z->data + 5 * (int64_t)tg_dtype_size(dts[t]), NAN);
+                    tg_array *in[3] = {z, x, y}, *out[1] = {0};
+                    tu_call(g, NULL, in, out);
+                    /* quarters times quarters: exact in either dtype */
+                    tg_array *got = tg_array_copy(out[0], TG_FLOAT64);
+                    tu_assert_close(got, want, 0, 0);
+                    assert_int_equal(openblas_get_num_threads(), threads);
+                    tg_array *objs[] = {z, x, y, want, out[0], got};
+                    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tg_array_free(objs[i]);
+                }
+            tg_graph_free(g);
+        }
+}
+
 /* gemv and ger over strided operands, float32 and int64. */
 static void test_gemv_ger(void **state) {
     (void)state;
@@ -584,7 +638,8 @@ int main(void) {
         cmocka_unit_test(test_float_layouts), cmocka_unit_test(test_float_vectors),
         cmocka_unit_test(test_zero_strides),  cmocka_unit_test(test_integers),
         cmocka_unit_test(test_float16),       cmocka_unit_test(test_batched),
-        cmocka_unit_test(test_gemm_inplace),  cmocka_unit_test(test_gemv_ger),
+        cmocka_unit_test(test_gemm_inplace),  cmocka_unit_test(test_gemm_rank1),
+        cmocka_unit_test(test_gemv_ger),
         cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_lapack_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
