@@ -7,13 +7,16 @@
  * one constant folding made names the node it was folded from; integer
  * values are not checked; float32 against a threshold float32 cannot
  * hold; the call number counts, and a stopped call leaves the shared
- * values as they were; inside nested bodies (a scan of scans, an
+ * values as they were, and a training step's gemm overwrites its weights
+ * only when its result provably passes; inside nested bodies (a scan of scans, an
  * op_from_graph in a scan, a scan in that) the whole way down is named,
  * with the step of each loop. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
+#include "debug/guard.h"
 #include "testutil.h"
 
 static tg_function *compile(tg_graph *g, const char *preset) {
@@ -290,6 +293,175 @@ static void test_calls_and_shared(void **state) {
     tg_array_free(nan);
     tg_nanguard_free(ng);
     tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* An SGD step, W <- W - 0.25 x^T g (GR x GC float64 weights, a batch of
+ * two), which the optimizer makes one gemm written over W: `step` alone,
+ * and `fwd` with the forward product x W (read before the update). */
+enum { GR = 48, GC = 40 };
+
+static tg_graph *sgd_graph(void) {
+    tg_str s = {0};
+    tg_str_addf(&s, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                    "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,%d]}},"
+                    "{\"id\":\"g\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,%d]}},"
+                    "{\"id\":\"W\",\"type\":{\"dtype\":\"float64\",\"shape\":[%d,%d]},\"shared\":{\"data\":[",
+                GR, GC, GR, GC);
+    for (int i = 0; i < GR; i++) {
+        tg_str_addf(&s, "%s[", i ? "," : "");
+        for (int j = 0; j < GC; j++) tg_str_addf(&s, "%s0", j ? "," : "");
+        tg_str_addf(&s, "]");
+    }
+    tg_str_addf(&s, "]}}],\"nodes\":["
+                    "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"xT\"]},"
+                    "{\"op\":\"dot\",\"inputs\":[\"xT\",\"g\"],\"outputs\":[\"d\"]},"
+                    "{\"op\":\"mul\",\"inputs\":[\"d\",{\"value\":0.25}],\"outputs\":[\"sd\"]},"
+                    "{\"op\":\"sub\",\"inputs\":[\"W\",\"sd\"],\"outputs\":[\"W1\"]},"
+                    "{\"op\":\"dot\",\"inputs\":[\"x\",\"W\"],\"outputs\":[\"y\"]},"
+                    "{\"op\":\"sum\",\"inputs\":[\"y\"],\"outputs\":[\"cost\"]}],"
+                    "\"functions\":{\"step\":{\"inputs\":[\"x\",\"g\"],\"outputs\":[],\"updates\":{\"W\":\"W1\"}},"
+                    "\"fwd\":{\"inputs\":[\"x\",\"g\"],\"outputs\":[\"cost\"],\"updates\":{\"W\":\"W1\"}}}}");
+    tg_graph *g = tu_load(s.s);
+    tg_str_free(&s);
+    return g;
+}
+
+static tg_array *filled(int rows, int cols, double (*fn)(int, int)) {
+    tg_array *a = tg_array_new(TG_FLOAT64, 2, (int64_t[]){rows, cols});
+    double *p = tg_array_data(a);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) p[i * cols + j] = fn(i, j);
+    return a;
+}
+
+/* quarters in [-2, 2): every product and sum below is exact */
+static double quarters(int i, int j) { return (double)((i * 7 + j * 3) % 16 - 8) / 4; }
+static double quarters_b(int i, int j) { return (double)((i * 5 + j * 11 + 3) % 16 - 8) / 4; }
+static double plus_2048(int i, int j) { return (void)i, (void)j, 2048; }
+static double pm_2048(int i, int j) { return (void)j, i ? -2048 : 2048; }
+static double plus_64(int i, int j) { return (void)i, (void)j, 64; }
+static double near_minus_big(int i, int j) { return (void)i, (void)j, -999000; }
+
+static const double *w_of(const tg_function *f) {
+    return tg_array_data((tg_array *)tg_function_shared_get(f, "W"));
+}
+
+/* W - 0.25 x^T g into w, by loops. */
+static void sgd_by_hand(double *w, const tg_array *x, const tg_array *g) {
+    const double *px = tg_array_data((tg_array *)x), *pg = tg_array_data((tg_array *)g);
+    for (int i = 0; i < GR; i++)
+        for (int j = 0; j < GC; j++) w[i * GC + j] -= 0.25 * (px[i] * pg[j] + px[GR + i] * pg[GC + j]);
+}
+
+/* The step's gemm overwrites W in place under the guard when its result
+ * provably passes the check (nanguard.c, commit_ok), and is checked, on a
+ * copy, when the bound says it might not: then a bad result stops the
+ * call and W is left as it was. The bound on W comes from the check at
+ * a call's start: after W is set anew, the old bound is not used. */
+static void test_inplace_update(void **state) {
+    (void)state;
+    tg_graph *g = sgd_graph();
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options co = {.preset = "fast_run"};
+    tg_function *fs[2];
+    for (int k = 0; k < 2; k++) {
+        fs[k] = tg_function_compile(g, tg_graph_function_find(g, k ? "fwd" : "step", ctx), &co, ctx);
+        assert_non_null(fs[k]);
+        int n = tg_function_node_count(fs[k]);
+        assert_string_equal(tg_function_node_op(fs[k], n - 1), "gemm");
+    }
+    tg_nanguard_options opt = {.big = 1e6};
+    tg_array *w0 = filled(GR, GC, quarters);
+    double ref[GR * GC];
+    memcpy(ref, tg_array_data(w0), sizeof ref);
+
+    /* Clean steps, with and without a forward product reading W first:
+     * written where W lies, exactly the loops' values. */
+    tg_array *x = filled(2, GR, quarters), *gr = filled(2, GC, quarters_b);
+    tg_array *in[2] = {x, gr};
+    for (int k = 0; k < 2; k++) {
+        tg_function *f = fs[k];
+        assert_int_equal(tg_function_shared_set(f, "W", w0, ctx), TG_OK);
+        memcpy(ref, tg_array_data(w0), sizeof ref);
+        tg_nanguard *ng = tg_nanguard_new(f, &opt, ctx);
+        assert_non_null(ng);
+        const double *at = w_of(f);
+        for (int step = 0; step < 20; step++) {
+            tg_array *out[1] = {NULL};
+            assert_int_equal(tg_nanguard_call(ng, in, out, ctx), TG_OK);
+            tg_array_free(out[0]);
+            sgd_by_hand(ref, x, gr);
+            assert_ptr_equal(w_of(f), at);
+            assert_memory_equal(w_of(f), ref, sizeof ref);
+            /* W read when it comes in, then neither as shared state nor
+             * as the gemm's output */
+            if (step == 0)
+                assert_true(tg_nanguard_elements_read(ng) >= GR * GC);
+            else
+                assert_true(tg_nanguard_elements_read(ng) < GR * GC);
+        }
+        tg_nanguard_free(ng);
+    }
+    tg_function *f = fs[0];
+    tg_nanguard *ng = tg_nanguard_new(f, &opt, ctx);
+    assert_non_null(ng);
+    tg_array_free(x);
+    tg_array_free(gr);
+
+    /* x^T g is 2048*2048 - 2048*2048 = 0, but the bound, 0.25 * 2 * 2048^2
+     * > 1e6, cannot tell: a copy, checked, and the step goes through. */
+    assert_int_equal(tg_function_shared_set(f, "W", w0, ctx), TG_OK);
+    memcpy(ref, tg_array_data(w0), sizeof ref);
+    x = filled(2, GR, plus_2048);
+    gr = filled(2, GC, pm_2048);
+    in[0] = x;
+    in[1] = gr;
+    const double *at = w_of(f);
+    assert_int_equal(tg_nanguard_call(ng, in, NULL, ctx), TG_OK);
+    assert_memory_equal(w_of(f), ref, sizeof ref);
+    assert_ptr_not_equal(w_of(f), at);
+    tg_array_free(gr);
+
+    /* Now x^T g is 2 * 2048^2: W would pass 1e6. The gemm is named and W
+     * is left as it was. */
+    gr = filled(2, GC, plus_2048);
+    in[1] = gr;
+    assert_int_equal(tg_nanguard_call(ng, in, NULL, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_string_equal(tg_function_node_op(f, o->node), "gemm");
+    assert_true(o->what & TG_BAD_BIG);
+    assert_memory_equal(w_of(f), ref, sizeof ref);
+    tg_array_free(x);
+    tg_array_free(gr);
+
+    /* A clean step in place (the bound on W: 2), then W set to -999000:
+     * a step of 0.25 * 2 * 64^2 = 2048 takes it past -1e6, which the
+     * bound from W's old value (2 + 2048) would have let through. */
+    x = filled(2, GR, plus_64);
+    gr = filled(2, GC, plus_64);
+    in[0] = x;
+    in[1] = gr;
+    tg_array *small[2] = {filled(2, GR, quarters), filled(2, GC, quarters_b)};
+    assert_int_equal(tg_function_shared_set(f, "W", w0, ctx), TG_OK);
+    at = w_of(f);
+    assert_int_equal(tg_nanguard_call(ng, small, NULL, ctx), TG_OK);
+    assert_ptr_equal(w_of(f), at);
+    tg_array *big = filled(GR, GC, near_minus_big);
+    assert_int_equal(tg_function_shared_set(f, "W", big, ctx), TG_OK);
+    assert_int_equal(tg_nanguard_call(ng, in, NULL, ctx), TG_ESTOPPED);
+    o = tg_nanguard_offence(ng);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_true(o->what & TG_BAD_BIG);
+    assert_memory_equal(w_of(f), tg_array_data(big), sizeof ref);
+
+    tg_array *objs[] = {x, gr, small[0], small[1], big, w0};
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tg_array_free(objs[i]);
+    tg_nanguard_free(ng);
+    tg_function_free(fs[0]);
+    tg_function_free(fs[1]);
     tg_graph_free(g);
     tg_ctx_free(ctx);
 }
@@ -873,6 +1045,7 @@ int main(void) {
         cmocka_unit_test(test_nan_constant),
         cmocka_unit_test(test_integers_not_checked),
         cmocka_unit_test(test_calls_and_shared),
+        cmocka_unit_test(test_inplace_update),
         cmocka_unit_test(test_folded_constant_output),
         cmocka_unit_test(test_file_constant_output),
         cmocka_unit_test(test_folded_constant_update),

@@ -25,4 +25,12 @@ int tg_composite_locate(const tg_node *n, tg_array *const *in,
                         bool (*bad)(const tg_array *a, void *ud), void *ud,
                         tg_composite_where *w, tg_ctx *ctx);
 
+/* The elements of arrays the NaN guard's checks read during its last
+ * call (tg_nanguard_call): function inputs, shared values that changed
+ * since, node outputs, a committer's operands; not an update proved clean
+ * in place (nanguard.c), nor the statistics' second pass over a bad
+ * array. For bench_nanguard and the tests. */
+struct tg_nanguard;
+int64_t tg_nanguard_elements_read(const struct tg_nanguard *g);
+
 #endif

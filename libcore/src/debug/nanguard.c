@@ -17,6 +17,20 @@
  * overwritten one), the call is run again up to that node, which is
  * possible because a stopped call applies no update.
  *
+ * In place: a training step's gemm that writes a weight matrix's update
+ * over it (vm.h, commit_at) would lose the weights if its result were
+ * bad, so hooks that may stop a call make it copy them first, which at
+ * batch 1 cost more than the rest of the step. The guard instead proves,
+ * before the node runs, that its result will pass the check, from the
+ * largest magnitudes of its operands (commit_ok): |beta*z + alpha*x@y|
+ * is at most |beta| max|z| + |alpha| K max|x| max|y|, and rounding adds
+ * at most (K+2) units in the last place of that. Within the threshold,
+ * the node runs in place and its output is not read again; otherwise it
+ * copies and is checked like any other. The bound on the weights comes
+ * from the check at a call's start (the same pass), or from the previous
+ * call's proof, so a guarded training loop reads the 784x500 weights
+ * only once, when they first come in.
+ *
  * On a device: a function placed on the GPU gets hooks that see device
  * arrays as they are (tg_function_set_hooks_device). A float output that
  * lives on the device is reduced there (the backend's `stats`: counts,
@@ -64,6 +78,15 @@ struct tg_nanguard {
      * next call's start: at batch 1 the MLP's 784x500 weights were read
      * twice a call, once as the gemm's output and once as shared state. */
     uint64_t *seen;
+    /* For the committers (vm.h, commit_at; NULL when f has none): per
+     * entry of f->shared, a bound on the magnitude of the value seen[]
+     * covers (mag_ok: known), and the same for the update the call in
+     * progress makes (mag_new, from commit_ok's proof or from the check
+     * of the committer's output); per committer, whether commit_ok let
+     * it run in place this call (its output is then not checked). */
+    double *mag, *mag_new;
+    bool *mag_ok, *mag_new_ok, *vouched;
+    int64_t nread; /* elements the checks read in the last call */
     /* The second run: stop before node `capture` and copy its inputs. */
     int capture;
     tg_array **cap;
@@ -178,6 +201,97 @@ static int fails_par(const char *x, int64_t n, bool f64, double t) {
     return c;
 }
 
+/* fails_* and the largest magnitude (meaningful when none fails). */
+static int fails_mag_f64(const double *x, int64_t n, double t, double *mag) {
+    int c = 0;
+    double m = 0;
+#pragma omp simd reduction(| : c) reduction(max : m)
+    for (int64_t i = 0; i < n; i++) {
+        double a = fabs(x[i]);
+        c |= !(a <= t);
+        m = a > m ? a : m;
+    }
+    *mag = m;
+    return c;
+}
+
+static int fails_mag_f32(const float *x, int64_t n, float t, double *mag) {
+    int c = 0;
+    float m = 0;
+#pragma omp simd reduction(| : c) reduction(max : m)
+    for (int64_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        c |= !(a <= t);
+        m = a > m ? a : m;
+    }
+    *mag = m;
+    return c;
+}
+
+static int fails_mag_par(const char *x, int64_t n, bool f64, double t, double *mag) {
+    int c = 0;
+    double m = 0;
+    int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for reduction(| : c) reduction(max : m) schedule(static)
+    for (int64_t k = 0; k < nchunks; k++) {
+        int64_t lo = k * chunk, len = n - lo < chunk ? n - lo : chunk;
+        double mk;
+        c |= f64 ? fails_mag_f64((const double *)x + lo, len, t, &mk)
+                 : fails_mag_f32((const float *)x + lo, len, (float)t, &mk);
+        m = mk > m ? mk : m;
+    }
+    *mag = m;
+    return c;
+}
+
+/* Whether a's elements fill one block of memory in some order of its
+ * axes (C order, a transpose): then they can be read as a vector. */
+static bool dense_block(const tg_array *a) {
+    int64_t sh[TG_MAX_NDIM], st[TG_MAX_NDIM];
+    int m = 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] > 1) {
+            if (a->strides[d] <= 0) return false;
+            int i = m++;
+            for (; i > 0 && st[i - 1] > a->strides[d]; i--) {
+                st[i] = st[i - 1];
+                sh[i] = sh[i - 1];
+            }
+            st[i] = a->strides[d];
+            sh[i] = a->shape[d];
+        }
+    int64_t want = (int64_t)tg_isize(a->dtype);
+    for (int i = 0; i < m; i++) {
+        if (st[i] != want) return false;
+        want *= sh[i];
+    }
+    return true;
+}
+
+/* fast_fails, and into *mag the largest magnitude of a (a float32 or
+ * float64 array) when nothing fails. */
+static bool fast_fails_mag(tg_nanguard *g, const tg_array *a, double *mag) {
+    int64_t n = tg_array_size_inline(a);
+    g->nread += n;
+    *mag = 0;
+    if (n == 0) return false;
+    bool f64 = a->dtype == TG_FLOAT64;
+    if ((f64 || a->dtype == TG_FLOAT32) && dense_block(a)) {
+        double t = f64 ? g->fast_t : g->fast_tf;
+        if (n >= PAR_MIN) return fails_mag_par(a->data, n, f64, t, mag);
+        return f64 ? fails_mag_f64((const double *)a->data, n, t, mag)
+                   : fails_mag_f32((const float *)a->data, n, (float)t, mag);
+    }
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = fabs(tg_array_get_flat(a, i));
+        if (!(v <= g->fast_t)) return true;
+        m = v > m ? v : m;
+    }
+    *mag = m;
+    return false;
+}
+
 /* The largest float <= t (FLT_MAX above it): a float32 x has
  * |x| <= t exactly when |x| <= that float, where (float)t, rounded to
  * the nearest, would let through the floats between t and it (t =
@@ -188,8 +302,9 @@ static float float_floor(double t) {
     return (double)f > t ? nextafterf(f, 0) : f;
 }
 
-static bool fast_fails(const tg_nanguard *g, const tg_array *a) {
+static bool fast_fails(tg_nanguard *g, const tg_array *a) {
     int64_t n = tg_array_size_inline(a);
+    g->nread += n;
     if (n == 0) return false;
     if (tg_array_is_contiguous(a)) {
         bool f64 = a->dtype == TG_FLOAT64;
@@ -207,7 +322,7 @@ static bool fast_fails(const tg_nanguard *g, const tg_array *a) {
 
 /* The TG_BAD_* bits the options care about in a (0: clean), with its
  * statistics. Integer and bool arrays are always clean. */
-static unsigned classify(const tg_nanguard *g, const tg_array *a, tg_stats *st) {
+static unsigned classify(tg_nanguard *g, const tg_array *a, tg_stats *st) {
     if (!a || !tg_dtype_is_float(a->dtype) || !fast_fails(g, a)) return 0;
     tg_array_stats(a, g->big_on ? g->big : INFINITY, st);
     unsigned w = 0;
@@ -217,11 +332,24 @@ static unsigned classify(const tg_nanguard *g, const tg_array *a, tg_stats *st) 
     return w;
 }
 
+/* classify, with the largest magnitude of a clean float32 or float64
+ * array into *mag (*mag_ok). */
+static unsigned classify_mag(tg_nanguard *g, const tg_array *a, tg_stats *st, double *mag, bool *mag_ok) {
+    *mag_ok = false;
+    if (!a || (a->dtype != TG_FLOAT32 && a->dtype != TG_FLOAT64)) return classify(g, a, st);
+    if (!fast_fails_mag(g, a, mag)) {
+        *mag_ok = true;
+        return 0;
+    }
+    return classify(g, a, st);
+}
+
 /* classify for an array on the device: the statistics are computed there
  * and only they come back. The bits (>= 0), or the status (negative) with
  * ctx set. */
-static int classify_device(const tg_nanguard *g, const tg_array *a, tg_stats *st, tg_ctx *ctx) {
+static int classify_device(tg_nanguard *g, const tg_array *a, tg_stats *st, tg_ctx *ctx) {
     tg_backend_stats b;
+    g->nread += tg_array_size_inline(a);
     int rc = g->be->tools->stats(a, g->big_on ? g->big : INFINITY, &b, ctx);
     if (rc) return rc; /* statuses are negative */
     *st = (tg_stats){.size = b.size, .nan = b.nan, .inf = b.pinf + b.ninf, .big = b.big,
@@ -289,6 +417,8 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
     tg_nanguard *g = ud;
     const tg_node *n = f->sched[k].node;
     if (g->count_steps && k == 0) g->steps++;
+    const bool committer = g->vouched && k >= f->commit_at;
+    if (committer && g->vouched[k - f->commit_at]) return TG_OK; /* proved clean (commit_ok) */
     for (int j = 0; j < n->nout; j++) {
         const tg_array *a = out[j];
         if (!a || !tg_dtype_is_float(a->dtype)) continue;
@@ -302,6 +432,11 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
             int r = classify_device(g, a, &st, ctx);
             if (r < 0) return r;
             w = (unsigned)r;
+        } else if (committer) {
+            /* the update of a shared variable: its magnitude, for the
+             * next call's proof */
+            int i = f->commit_shared[k - f->commit_at];
+            w = classify_mag(g, a, &st, &g->mag_new[i], &g->mag_new_ok[i]);
         } else {
             w = classify(g, a, &st);
         }
@@ -340,10 +475,63 @@ static int before_hook(void *ud, const tg_function *f, int k, tg_array *const *i
     return TG_ESTOPPED;
 }
 
+/* The largest magnitude of a float32 or float64 operand of a committer,
+ * into *mag; false when it cannot be had cheaply (a strided view of more
+ * than a few thousand elements, another dtype) or is not finite. */
+static bool operand_mag(tg_nanguard *g, const tg_array *a, double *mag) {
+    if (!a || (a->dtype != TG_FLOAT32 && a->dtype != TG_FLOAT64)) return false;
+    if (!dense_block(a) && tg_array_size_inline(a) > 4096) return false;
+    return !fast_fails_mag(g, a, mag);
+}
+
+/* Whether committer k (gemm or gemv: z, alpha, A, x, beta; ger: z,
+ * alpha, x, y) may write its result over the shared value z: when that
+ * result is sure to pass the check (the file's comment), from the bound
+ * on z's magnitude and its operands' largest magnitudes. Reading the
+ * operands must cost less than what it saves (a copy of z and a read of
+ * the result): at most twice z's size. */
+static bool commit_ok(void *ud, const tg_function *f, int k, tg_array *const *in) {
+    tg_nanguard *g = ud;
+    const int c = k - f->commit_at, i = f->commit_shared[c];
+    const tg_node *n = f->sched[k].node;
+    const tg_array *z = in[0], *a = in[2], *b = in[3];
+    if (!g->mag_ok[i] || !z || !a || !b || n->nin < 4) return false;
+    const bool f64 = z->dtype == TG_FLOAT64;
+    if (!f64 && z->dtype != TG_FLOAT32) return false;
+    const bool ger = n->nin == 4;
+    const double alpha = tg_load_f64(in[1]->dtype, in[1]->data),
+                 beta = ger ? 1 : tg_load_f64(in[4]->dtype, in[4]->data);
+    const double K = ger ? 1 : (double)a->shape[a->ndim - 1];
+    const double eps = f64 ? DBL_EPSILON : FLT_EPSILON, tiny = f64 ? DBL_TRUE_MIN : FLT_TRUE_MIN;
+    if (!isfinite(alpha) || !isfinite(beta) || (K + 2) * eps > 0.25) return false;
+    if ((double)tg_array_size_inline(a) + (double)tg_array_size_inline(b) > 2.0 * (double)tg_array_size_inline(z))
+        return false;
+    double ma, mb;
+    if (!operand_mag(g, a, &ma) || !operand_mag(g, b, &mb)) return false;
+    /* Each term of the result passes through at most K + 2 roundings
+     * (two products, the scaling by alpha and the additions), so the
+     * computed value is within (1 + gamma) of the bound, gamma =
+     * (K+2)u / (1 - (K+2)u) < 2 (K+2) eps here; an underflow adds at
+     * most the smallest subnormal per rounding. */
+    const double grow = 1 + 2 * (K + 2) * eps;
+    double bound = fabs(beta) * g->mag[i] + fabs(alpha) * K * ma * mb;
+    bound = bound * grow + (K + 2) * tiny;
+    if (!(bound <= (f64 ? g->fast_t : (double)g->fast_tf))) return false;
+    /* BLAS may sum x@y before scaling it by alpha: that sum must not
+     * overflow either (an alpha of 1e-30 would hide it from the bound) */
+    if (!(K * ma * mb * grow <= (f64 ? DBL_MAX : FLT_MAX))) return false;
+    g->vouched[c] = true;
+    g->mag_new[i] = bound;
+    g->mag_new_ok[i] = true;
+    return true;
+}
+
 static void set_hooks(tg_nanguard *g, bool capture) {
     tg_hooks h = {.before = capture ? before_hook : NULL, .after = capture ? NULL : after_hook, .ud = g};
     if (g->be)
         tg_function_set_hooks_device(g->f, &h);
+    else if (!capture && g->vouched)
+        tg_function_set_hooks_commit(g->f, &h, commit_ok);
     else
         tg_function_set_hooks(g->f, &h);
 }
@@ -509,8 +697,19 @@ tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts, tg
     g->fast_tf = float_floor(g->fast_t);
     g->capture = -1;
     g->const_bad = -2;
-    if (!(g->seen = tg_calloc((size_t)f->nshared + 1, sizeof *g->seen))) {
-        tg_free(g);
+    g->seen = tg_calloc((size_t)f->nshared + 1, sizeof *g->seen);
+    bool commits = !g->be && f->lend && f->commit_at < f->nsched;
+    if (commits) {
+        size_t ns = (size_t)f->nshared + 1;
+        g->mag = tg_calloc(ns, sizeof *g->mag);
+        g->mag_new = tg_calloc(ns, sizeof *g->mag_new);
+        g->mag_ok = tg_calloc(ns, sizeof *g->mag_ok);
+        g->mag_new_ok = tg_calloc(ns, sizeof *g->mag_new_ok);
+        g->vouched = tg_calloc((size_t)(f->nsched - f->commit_at), sizeof *g->vouched);
+    }
+    if (!g->seen || (commits && (!g->mag || !g->mag_new || !g->mag_ok || !g->mag_new_ok || !g->vouched))) {
+        void *bufs[] = {g->seen, g->mag, g->mag_new, g->mag_ok, g->mag_new_ok, g->vouched, g};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tg_free(bufs[i]);
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
     }
@@ -531,19 +730,28 @@ void tg_nanguard_free(tg_nanguard *g) {
     drop_capture(g);
     tg_free(g->path);
     tg_free(g->seen);
+    tg_free(g->mag);
+    tg_free(g->mag_new);
+    tg_free(g->mag_ok);
+    tg_free(g->mag_new_ok);
+    tg_free(g->vouched);
     tg_free(g);
 }
 
 const tg_offence *tg_nanguard_offence(const tg_nanguard *g) { return g->found ? &g->off : NULL; }
 
+int64_t tg_nanguard_elements_read(const tg_nanguard *g) { return g->nread; }
+
 const tg_array *tg_nanguard_node_input(const tg_nanguard *g, int i) {
     return g->found && g->cap && i >= 0 && i < g->ncap ? g->cap[i] : NULL;
 }
 
-/* An input or shared value that is bad when the call begins. */
-static bool check_value(tg_nanguard *g, const tg_array *a, tg_offence_where where, const char *id) {
+/* An input or shared value that is bad when the call begins; with mag,
+ * also the largest magnitude of a clean one into *mag (*mag_ok). */
+static bool check_value(tg_nanguard *g, const tg_array *a, tg_offence_where where, const char *id, double *mag,
+                        bool *mag_ok) {
     tg_stats st;
-    unsigned w = classify(g, a, &st);
+    unsigned w = mag ? classify_mag(g, a, &st, mag, mag_ok) : classify(g, a, &st);
     if (!w) return false;
     g->found = true;
     g->off.where = where;
@@ -614,9 +822,10 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     g->off.body_node = -1;
     g->depth = 0;
     g->off.call = ++g->calls;
+    g->nread = 0;
     bool on = g->nan || g->inf || g->big_on;
     for (int i = 0; on && inputs && i < f->fg->nin && !g->found; i++)
-        if (check_value(g, inputs[i], TG_OFFENCE_INPUT, f->fg->inputs[i]->id))
+        if (check_value(g, inputs[i], TG_OFFENCE_INPUT, f->fg->inputs[i]->id, NULL, NULL))
             return tg_errorf(ctx, TG_ESTOPPED, "call %llu: input '%s' holds %s (%d of %lld elements)",
                              (unsigned long long)g->off.call, g->off.var, what_str(g->off.what),
                              count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size);
@@ -638,7 +847,9 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
         } else {
             const tg_array *sv = tg_shared_value(sh, ctx);
             if (!sv && sh->dev) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
-            bad = check_value(g, sv, TG_OFFENCE_SHARED, sh->id);
+            /* one a committer overwrites in place: its magnitude too */
+            bool mag = g->mag && f->lend[i] >= 0;
+            bad = check_value(g, sv, TG_OFFENCE_SHARED, sh->id, mag ? &g->mag[i] : NULL, mag ? &g->mag_ok[i] : NULL);
         }
         if (bad)
             return tg_errorf(ctx, TG_ESTOPPED,
@@ -660,9 +871,27 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                          what_str(g->off.what), count_of(g->off.what, &g->off.stats),
                          (long long)g->off.stats.size);
     }
+    uint64_t small_v[16], *before = NULL;
+    if (g->mag) {
+        before = f->nshared <= 16 ? small_v : tg_malloc(sizeof *before * (size_t)f->nshared);
+        if (!before) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        for (int i = 0; i < f->nshared; i++) {
+            before[i] = f->shared[i]->version;
+            g->mag_new_ok[i] = false;
+        }
+        memset(g->vouched, 0, sizeof *g->vouched * (size_t)(f->nsched - f->commit_at));
+    }
     int rc = tg_function_call(f, inputs, outputs, ctx);
     if (rc == TG_OK && on) /* every value the shared state holds now was checked */
-        for (int i = 0; i < f->nshared; i++) g->seen[i] = f->shared[i]->version + 1;
+        for (int i = 0; i < f->nshared; i++) {
+            if (g->mag && f->shared[i]->version != before[i]) {
+                /* updated: the bound the call left on it, if any */
+                g->mag[i] = g->mag_new[i];
+                g->mag_ok[i] = g->mag_new_ok[i];
+            }
+            g->seen[i] = f->shared[i]->version + 1;
+        }
+    if (before != small_v) tg_free(before);
     if (rc != TG_ESTOPPED || !g->found) return rc;
 
     /* Again, up to the culprit, for its inputs as they were. */

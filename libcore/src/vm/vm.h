@@ -94,6 +94,11 @@ struct tg_function {
     bool hooks_device; /* the hooks take device arrays as they are */
     bool hooks_observe; /* the hooks never fail or stop a call: shared
                            values may still be lent (vm.h, commit_at) */
+    /* Hooks that may stop a call, but vouch for some committers: a
+     * committer that could run in place does so when this says yes, and
+     * the hooks then let that node's run pass (the NaN guard, which
+     * proves its result clean beforehand). NULL: none. */
+    bool (*commit_ok)(void *ud, const tg_function *f, int node, tg_array *const *inputs);
     bool no_gc;
     uint64_t ncalls;
     tg_opt_record record; /* what the optimizer did */
@@ -135,6 +140,17 @@ void tg_function_set_hooks_device(tg_function *f, const tg_hooks *hooks);
  * hooks that may stop it (the NaN guard, a debugger, a user's) turn
  * off. tg_function_set_hooks turns this off again. */
 void tg_function_set_hooks_observer(tg_function *f, const tg_hooks *hooks);
+
+/* Hooks that may stop a call, with commit_ok (above): shared values are
+ * lent as without hooks, and each committer that could overwrite its
+ * value in place asks commit_ok, before it runs, whether it may; when it
+ * may, the hooks promise not to fail that node (its before and after
+ * hooks still run). A no copies the value first, as hooked calls do. On
+ * the host only (a placed function lends nothing). tg_function_set_hooks
+ * turns this off again. */
+void tg_function_set_hooks_commit(tg_function *f, const tg_hooks *hooks,
+                                  bool (*commit_ok)(void *ud, const tg_function *f, int node,
+                                                    tg_array *const *inputs));
 
 /* Run f's schedule on the values its input slots already hold: no input
  * checks, no shared values, no updates, no output references. A scan
