@@ -149,11 +149,12 @@ static int vec_for_blas(tg_dtype dt, const char *data, int64_t n, int64_t s, con
  * 0.049 ms on one thread, 0.059 on two, a 2000x2000 one 0.29 and 0.15).
  * So a product of fewer than BLAS_PAR_MIN_L3 multiply-adds, and a
  * matrix-vector product, rank-1 update or dot over fewer than
- * BLAS_PAR_MIN_L2 elements, runs on one thread (tg_blas_single). */
+ * BLAS_PAR_MIN_L2 elements, runs on one thread (tg_blas_for, op.h). */
 #define BLAS_PAR_MIN_L3 (8.0 * 1024 * 1024)
 #define BLAS_PAR_MIN_L2 (1024.0 * 1024)
 
-static tg_blas_guard blas_threads_for(double work, double min) {
+tg_blas_guard tg_blas_for(double M, double N, double K) {
+    const double work = M * N * K, min = M == 1 || N == 1 || K == 1 ? BLAS_PAR_MIN_L2 : BLAS_PAR_MIN_L3;
     return work < min ? tg_blas_single() : (tg_blas_guard){0};
 }
 
@@ -182,9 +183,7 @@ static void scale_c(tg_dtype dt, char *C, int64_t M, int64_t N, double beta) {
 static int gemm_float_body(tg_dtype dt, const mat *A, const mat *B, double alpha, double beta, char *C);
 
 static int gemm_float(tg_dtype dt, const mat *A, const mat *B, double alpha, double beta, char *C) {
-    const double M = (double)A->rows, K = (double)A->cols, N = (double)B->cols;
-    tg_blas_guard g = M == 1 || N == 1 || K == 1 ? blas_threads_for(M * N * K, BLAS_PAR_MIN_L2)
-                                                 : blas_threads_for(M * N * K, BLAS_PAR_MIN_L3);
+    tg_blas_guard g = tg_blas_for((double)A->rows, (double)B->cols, (double)A->cols);
     int rc = gemm_float_body(dt, A, B, alpha, beta, C);
     tg_blas_restore(g);
     return rc;
@@ -958,7 +957,7 @@ static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         int64_t ix = vec_inc(M, x->strides[0], e), iy = vec_inc(N, y->strides[0], e);
         if ((dt == TG_FLOAT32 || dt == TG_FLOAT64) && ix && iy && M > 0 && N > 0 && M <= INT_MAX &&
             N <= INT_MAX) {
-            tg_blas_guard g = blas_threads_for((double)M * (double)N, BLAS_PAR_MIN_L2);
+            tg_blas_guard g = tg_blas_for((double)M, (double)N, 1);
             if (dt == TG_FLOAT64)
                 cblas_dger(CblasRowMajor, (int)M, (int)N, alpha.f, (const double *)x->data, (int)ix,
                            (const double *)y->data, (int)iy, (double *)out[0]->data, (int)N);

@@ -336,12 +336,14 @@ IM2COL(double, f64)
 static void gemm(tg_dtype wd, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
                  int64_t lda, const void *B, int64_t ldb, double beta, void *C, int64_t ldc) {
     CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+    tg_blas_guard bg = tg_blas_for((double)M, (double)N, (double)K); /* (op.h) */
     if (wd == TG_FLOAT64)
         cblas_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb,
                     beta, C, (int)ldc);
     else
         cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb,
                     (float)beta, C, (int)ldc);
+    tg_blas_restore(bg);
 }
 
 /* im2col of images n0..n0+G-1 of x (N, C, H, W) into cols (CKK x G*OHW). */

@@ -171,6 +171,11 @@ typedef struct tg_blas_guard {
 } tg_blas_guard;
 tg_blas_guard tg_blas_single(void);
 void tg_blas_restore(tg_blas_guard g);
+/* tg_blas_single for a product of M x K by K x N too small for OpenBLAS's
+ * threads to pay off (a matrix-vector product or rank-1 update, one of M,
+ * N, K being 1, from a million elements; a product from 8 million
+ * multiply-adds: ops/blas.c), else nothing. */
+tg_blas_guard tg_blas_for(double M, double N, double K);
 
 /* The sum of x over the axes in mask (bits), as the `sum` op computes it
  * (pairwise in float64, threads that do not change the bits), into *out
