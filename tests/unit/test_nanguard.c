@@ -451,6 +451,10 @@ static void test_inplace_update(void **state) {
     assert_ptr_equal(w_of(f), at);
     tg_array *big = filled(GR, GC, near_minus_big);
     assert_int_equal(tg_function_shared_set(f, "W", big, ctx), TG_OK);
+    /* f called directly, its hooks still the guard's but with no check
+     * at the start: the bound it has is for W's old value, not used */
+    assert_int_equal(tg_function_call(f, in, NULL, ctx), TG_ESTOPPED);
+    assert_memory_equal(w_of(f), tg_array_data(big), sizeof ref);
     assert_int_equal(tg_nanguard_call(ng, in, NULL, ctx), TG_ESTOPPED);
     o = tg_nanguard_offence(ng);
     assert_int_equal(o->where, TG_OFFENCE_NODE);

@@ -82,10 +82,10 @@ struct tg_nanguard {
      * entry of f->shared, a bound on the magnitude of the value seen[]
      * covers (mag_ok: known), and the same for the update the call in
      * progress makes (mag_new, from commit_ok's proof or from the check
-     * of the committer's output); per committer, whether commit_ok let
-     * it run in place this call (its output is then not checked). */
+     * of the committer's output). */
     double *mag, *mag_new;
-    bool *mag_ok, *mag_new_ok, *vouched;
+    uint64_t *mag_ver; /* the version (tg_shared.version) mag describes */
+    bool *mag_ok, *mag_new_ok;
     int64_t nread; /* elements the checks read in the last call */
     /* The second run: stop before node `capture` and copy its inputs. */
     int capture;
@@ -417,8 +417,10 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
     tg_nanguard *g = ud;
     const tg_node *n = f->sched[k].node;
     if (g->count_steps && k == 0) g->steps++;
-    const bool committer = g->vouched && k >= f->commit_at;
-    if (committer && g->vouched[k - f->commit_at]) return TG_OK; /* proved clean (commit_ok) */
+    const bool committer = g->mag && k >= f->commit_at;
+    /* Written over the shared value: only after commit_ok proved it clean
+     * (the VM runs a committer in place under these hooks only then). */
+    if (committer && out[0] && out[0] == f->shared[f->commit_shared[k - f->commit_at]]->value) return TG_OK;
     for (int j = 0; j < n->nout; j++) {
         const tg_array *a = out[j];
         if (!a || !tg_dtype_is_float(a->dtype)) continue;
@@ -495,7 +497,8 @@ static bool commit_ok(void *ud, const tg_function *f, int k, tg_array *const *in
     const int c = k - f->commit_at, i = f->commit_shared[c];
     const tg_node *n = f->sched[k].node;
     const tg_array *z = in[0], *a = in[2], *b = in[3];
-    if (!g->mag_ok[i] || !z || !a || !b || n->nin < 4) return false;
+    /* (a call of f made without tg_nanguard_call has had no start check) */
+    if (!g->mag_ok[i] || g->mag_ver[i] != f->shared[i]->version || !z || !a || !b || n->nin < 4) return false;
     const bool f64 = z->dtype == TG_FLOAT64;
     if (!f64 && z->dtype != TG_FLOAT32) return false;
     const bool ger = n->nin == 4;
@@ -520,7 +523,6 @@ static bool commit_ok(void *ud, const tg_function *f, int k, tg_array *const *in
     /* BLAS may sum x@y before scaling it by alpha: that sum must not
      * overflow either (an alpha of 1e-30 would hide it from the bound) */
     if (!(K * ma * mb * grow <= (f64 ? DBL_MAX : FLT_MAX))) return false;
-    g->vouched[c] = true;
     g->mag_new[i] = bound;
     g->mag_new_ok[i] = true;
     return true;
@@ -530,7 +532,7 @@ static void set_hooks(tg_nanguard *g, bool capture) {
     tg_hooks h = {.before = capture ? before_hook : NULL, .after = capture ? NULL : after_hook, .ud = g};
     if (g->be)
         tg_function_set_hooks_device(g->f, &h);
-    else if (!capture && g->vouched)
+    else if (!capture && g->mag)
         tg_function_set_hooks_commit(g->f, &h, commit_ok);
     else
         tg_function_set_hooks(g->f, &h);
@@ -703,12 +705,13 @@ tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts, tg
         size_t ns = (size_t)f->nshared + 1;
         g->mag = tg_calloc(ns, sizeof *g->mag);
         g->mag_new = tg_calloc(ns, sizeof *g->mag_new);
+        g->mag_ver = tg_calloc(ns, sizeof *g->mag_ver);
         g->mag_ok = tg_calloc(ns, sizeof *g->mag_ok);
         g->mag_new_ok = tg_calloc(ns, sizeof *g->mag_new_ok);
-        g->vouched = tg_calloc((size_t)(f->nsched - f->commit_at), sizeof *g->vouched);
     }
-    if (!g->seen || (commits && (!g->mag || !g->mag_new || !g->mag_ok || !g->mag_new_ok || !g->vouched))) {
-        void *bufs[] = {g->seen, g->mag, g->mag_new, g->mag_ok, g->mag_new_ok, g->vouched, g};
+    if (!g->seen ||
+        (commits && (!g->mag || !g->mag_new || !g->mag_ver || !g->mag_ok || !g->mag_new_ok))) {
+        void *bufs[] = {g->seen, g->mag, g->mag_new, g->mag_ver, g->mag_ok, g->mag_new_ok, g};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tg_free(bufs[i]);
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
@@ -732,9 +735,9 @@ void tg_nanguard_free(tg_nanguard *g) {
     tg_free(g->seen);
     tg_free(g->mag);
     tg_free(g->mag_new);
+    tg_free(g->mag_ver);
     tg_free(g->mag_ok);
     tg_free(g->mag_new_ok);
-    tg_free(g->vouched);
     tg_free(g);
 }
 
@@ -850,6 +853,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
             /* one a committer overwrites in place: its magnitude too */
             bool mag = g->mag && f->lend[i] >= 0;
             bad = check_value(g, sv, TG_OFFENCE_SHARED, sh->id, mag ? &g->mag[i] : NULL, mag ? &g->mag_ok[i] : NULL);
+            if (mag) g->mag_ver[i] = sh->version;
         }
         if (bad)
             return tg_errorf(ctx, TG_ESTOPPED,
@@ -879,7 +883,6 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
             before[i] = f->shared[i]->version;
             g->mag_new_ok[i] = false;
         }
-        memset(g->vouched, 0, sizeof *g->vouched * (size_t)(f->nsched - f->commit_at));
     }
     int rc = tg_function_call(f, inputs, outputs, ctx);
     if (rc == TG_OK && on) /* every value the shared state holds now was checked */
@@ -888,6 +891,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                 /* updated: the bound the call left on it, if any */
                 g->mag[i] = g->mag_new[i];
                 g->mag_ok[i] = g->mag_new_ok[i];
+                g->mag_ver[i] = f->shared[i]->version;
             }
             g->seen[i] = f->shared[i]->version + 1;
         }
