@@ -168,65 +168,30 @@ void tg_array_stats(const tg_array *a, double big, tg_stats *st) {
 
 /* ---- the checks ---- */
 
-/* Whether any element fails |x| <= t: the one pass every float output
- * gets. An OR-reduction (no early exit, no counting) keeps the loop
- * branch-free and vectorised; arrays of millions of elements are split
- * across threads, smaller ones stay on this one (a parallel region costs
- * more than it saves there, and wakes threads OpenBLAS wants). */
+/* Whether any element fails |x| <= t, and the largest magnitude (which
+ * means something only when none fails; the bound of commit_ok): the one
+ * pass every float output gets. OR- and max-reductions (no early exit, no
+ * counting) keep the loop branch-free and vectorised; arrays of millions
+ * of elements are split across threads, smaller ones stay on this one (a
+ * parallel region costs more than it saves there, and wakes threads
+ * OpenBLAS wants). */
 enum { PAR_MIN = 1 << 21 };
 
-static int fails_f64(const double *x, int64_t n, double t) {
-    int c = 0;
-#pragma omp simd reduction(| : c)
-    for (int64_t i = 0; i < n; i++) c |= !(fabs(x[i]) <= t);
-    return c;
-}
-
-static int fails_f32(const float *x, int64_t n, float t) {
-    int c = 0;
-#pragma omp simd reduction(| : c)
-    for (int64_t i = 0; i < n; i++) c |= !(fabsf(x[i]) <= t);
-    return c;
-}
-
-static int fails_par(const char *x, int64_t n, bool f64, double t) {
-    int c = 0;
-    int64_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for reduction(| : c) schedule(static)
-    for (int64_t k = 0; k < nchunks; k++) {
-        int64_t lo = k * chunk, m = n - lo < chunk ? n - lo : chunk;
-        c |= f64 ? fails_f64((const double *)x + lo, m, t)
-                 : fails_f32((const float *)x + lo, m, (float)t);
+#define FAILS_MAG(SUF, T, ABS)                                                 \
+    static int fails_mag_##SUF(const T *x, int64_t n, T t, double *mag) {      \
+        int c = 0;                                                             \
+        T m = 0;                                                               \
+        _Pragma("omp simd reduction(| : c) reduction(max : m)")                \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            T a = ABS(x[i]);                                                   \
+            c |= !(a <= t);                                                    \
+            m = a > m ? a : m;                                                 \
+        }                                                                      \
+        *mag = m;                                                              \
+        return c;                                                              \
     }
-    return c;
-}
-
-/* fails_* and the largest magnitude (meaningful when none fails). */
-static int fails_mag_f64(const double *x, int64_t n, double t, double *mag) {
-    int c = 0;
-    double m = 0;
-#pragma omp simd reduction(| : c) reduction(max : m)
-    for (int64_t i = 0; i < n; i++) {
-        double a = fabs(x[i]);
-        c |= !(a <= t);
-        m = a > m ? a : m;
-    }
-    *mag = m;
-    return c;
-}
-
-static int fails_mag_f32(const float *x, int64_t n, float t, double *mag) {
-    int c = 0;
-    float m = 0;
-#pragma omp simd reduction(| : c) reduction(max : m)
-    for (int64_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        c |= !(a <= t);
-        m = a > m ? a : m;
-    }
-    *mag = m;
-    return c;
-}
+FAILS_MAG(f64, double, fabs)
+FAILS_MAG(f32, float, fabsf)
 
 static int fails_mag_par(const char *x, int64_t n, bool f64, double t, double *mag) {
     int c = 0;
@@ -268,8 +233,11 @@ static bool dense_block(const tg_array *a) {
     return true;
 }
 
-/* fast_fails, and into *mag the largest magnitude of a (a float32 or
- * float64 array) when nothing fails. */
+/* Whether an element of a fails |x| <= T (NaN, an infinity, a value
+ * above the threshold), and into *mag the largest magnitude when none
+ * does. Float32 and float64 arrays that fill one block of memory (C
+ * order, a transpose) in one vectorised pass; float16 and strided views
+ * element by element. */
 static bool fast_fails_mag(tg_nanguard *g, const tg_array *a, double *mag) {
     int64_t n = tg_array_size_inline(a);
     g->nread += n;
@@ -303,21 +271,8 @@ static float float_floor(double t) {
 }
 
 static bool fast_fails(tg_nanguard *g, const tg_array *a) {
-    int64_t n = tg_array_size_inline(a);
-    g->nread += n;
-    if (n == 0) return false;
-    if (tg_array_is_contiguous(a)) {
-        bool f64 = a->dtype == TG_FLOAT64;
-        if (f64 || a->dtype == TG_FLOAT32) {
-            if (n >= PAR_MIN) return fails_par(a->data, n, f64, f64 ? g->fast_t : g->fast_tf);
-            if (f64) return fails_f64((const double *)a->data, n, g->fast_t);
-            return fails_f32((const float *)a->data, n, g->fast_tf);
-        }
-    }
-    /* float16 and strided views: element by element. */
-    for (int64_t i = 0; i < n; i++)
-        if (!(fabs(tg_array_get_flat(a, i)) <= g->fast_t)) return true;
-    return false;
+    double mag;
+    return fast_fails_mag(g, a, &mag);
 }
 
 /* The TG_BAD_* bits the options care about in a (0: clean), with its
