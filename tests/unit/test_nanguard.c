@@ -297,18 +297,20 @@ static void test_calls_and_shared(void **state) {
     tg_ctx_free(ctx);
 }
 
-/* An SGD step, W <- W - 0.25 x^T g (GR x GC float64 weights, a batch of
- * two), which the optimizer makes one gemm written over W: `step` alone,
- * and `fwd` with the forward product x W (read before the update). */
+/* An SGD step, W <- W - 0.25 x^T g (GR x GC weights of dtype dt, any
+ * batch), which the optimizer makes one gemm written over W: `step`
+ * alone, `fwd` with the forward product x W (read before the update), and
+ * `decay` with weight decay, W - 0.25 (x^T g + 0.5 W) (a gemm with beta
+ * 0.875). */
 enum { GR = 48, GC = 40 };
 
-static tg_graph *sgd_graph(void) {
+static tg_graph *sgd_graph(const char *dt) {
     tg_str s = {0};
     tg_str_addf(&s, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                    "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,%d]}},"
-                    "{\"id\":\"g\",\"type\":{\"dtype\":\"float64\",\"shape\":[2,%d]}},"
-                    "{\"id\":\"W\",\"type\":{\"dtype\":\"float64\",\"shape\":[%d,%d]},\"shared\":{\"data\":[",
-                GR, GC, GR, GC);
+                    "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,%d]}},"
+                    "{\"id\":\"g\",\"type\":{\"dtype\":\"%s\",\"shape\":[null,%d]}},"
+                    "{\"id\":\"W\",\"type\":{\"dtype\":\"%s\",\"shape\":[%d,%d]},\"shared\":{\"data\":[",
+                dt, GR, dt, GC, dt, GR, GC);
     for (int i = 0; i < GR; i++) {
         tg_str_addf(&s, "%s[", i ? "," : "");
         for (int j = 0; j < GC; j++) tg_str_addf(&s, "%s0", j ? "," : "");
@@ -320,9 +322,14 @@ static tg_graph *sgd_graph(void) {
                     "{\"op\":\"mul\",\"inputs\":[\"d\",{\"value\":0.25}],\"outputs\":[\"sd\"]},"
                     "{\"op\":\"sub\",\"inputs\":[\"W\",\"sd\"],\"outputs\":[\"W1\"]},"
                     "{\"op\":\"dot\",\"inputs\":[\"x\",\"W\"],\"outputs\":[\"y\"]},"
-                    "{\"op\":\"sum\",\"inputs\":[\"y\"],\"outputs\":[\"cost\"]}],"
+                    "{\"op\":\"sum\",\"inputs\":[\"y\"],\"outputs\":[\"cost\"]},"
+                    "{\"op\":\"mul\",\"inputs\":[\"W\",{\"value\":0.5}],\"outputs\":[\"wW\"]},"
+                    "{\"op\":\"add\",\"inputs\":[\"d\",\"wW\"],\"outputs\":[\"dd\"]},"
+                    "{\"op\":\"mul\",\"inputs\":[\"dd\",{\"value\":0.25}],\"outputs\":[\"sdd\"]},"
+                    "{\"op\":\"sub\",\"inputs\":[\"W\",\"sdd\"],\"outputs\":[\"W2\"]}],"
                     "\"functions\":{\"step\":{\"inputs\":[\"x\",\"g\"],\"outputs\":[],\"updates\":{\"W\":\"W1\"}},"
-                    "\"fwd\":{\"inputs\":[\"x\",\"g\"],\"outputs\":[\"cost\"],\"updates\":{\"W\":\"W1\"}}}}");
+                    "\"fwd\":{\"inputs\":[\"x\",\"g\"],\"outputs\":[\"cost\"],\"updates\":{\"W\":\"W1\"}},"
+                    "\"decay\":{\"inputs\":[\"x\",\"g\"],\"outputs\":[],\"updates\":{\"W\":\"W2\"}}}}");
     tg_graph *g = tu_load(s.s);
     tg_str_free(&s);
     return g;
@@ -362,7 +369,7 @@ static void sgd_by_hand(double *w, const tg_array *x, const tg_array *g) {
  * a call's start: after W is set anew, the old bound is not used. */
 static void test_inplace_update(void **state) {
     (void)state;
-    tg_graph *g = sgd_graph();
+    tg_graph *g = sgd_graph("float64");
     tg_ctx *ctx = tg_ctx_new();
     tg_compile_options co = {.preset = "fast_run"};
     tg_function *fs[2];
@@ -467,6 +474,106 @@ static void test_inplace_update(void **state) {
     tg_function_free(fs[0]);
     tg_function_free(fs[1]);
     tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static double urand(void) { /* [0, 1) */
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* Uniform in [-scale, scale), or in [0, scale) when positive. */
+static tg_array *rand_matrix(tg_dtype dt, int rows, int cols, double scale, bool positive) {
+    tg_array *a = tg_array_new(dt, 2, (int64_t[]){rows, cols});
+    for (int64_t i = 0; i < (int64_t)rows * cols; i++)
+        tg_store_f64(dt, (char *)tg_array_data(a) + i * (int64_t)tg_dtype_size(dt),
+                     (positive ? urand() : 2 * urand() - 1) * scale);
+    return a;
+}
+
+/* The proof against the plain step, on random weights, batches and
+ * magnitudes from 1 to 10^6 (the threshold): the guarded step stops
+ * exactly when the plain step's result passes the threshold (no offence
+ * missed by a proof, none invented), at the gemm, leaving W as it was;
+ * otherwise its W is the plain step's. Steps follow each other on the
+ * same weights half the time (bounds carried from call to call), float32
+ * and float64, with and without weight decay; both the in-place and the
+ * copying path are taken. */
+static void test_inplace_random(void **state) {
+    (void)state;
+    const double T = 1e6;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options co = {.preset = "fast_run"};
+    int in_place = 0, copied = 0, stopped = 0;
+    for (int t = 0; t < 2; t++) {
+        const tg_dtype dt = t ? TG_FLOAT64 : TG_FLOAT32;
+        const double rtol = t ? 1e-14 : 1e-6;
+        tg_graph *g1 = sgd_graph(tg_dtype_name(dt)), *g2 = sgd_graph(tg_dtype_name(dt));
+        for (int fn = 0; fn < 2; fn++) {
+            const char *name = fn ? "decay" : "step";
+            tg_function *fg = tg_function_compile(g1, tg_graph_function_find(g1, name, ctx), &co, ctx),
+                        *fp = tg_function_compile(g2, tg_graph_function_find(g2, name, ctx), &co, ctx);
+            assert_true(fg && fp);
+            tg_nanguard_options opt = {.big = T};
+            tg_nanguard *ng = tg_nanguard_new(fg, &opt, ctx);
+            assert_non_null(ng);
+            bool fresh = true;
+            for (int trial = 0; trial < 150; trial++) {
+                if (fresh || urand() < 0.5) {
+                    tg_array *w = rand_matrix(dt, GR, GC, pow(10, 6 * urand()), false);
+                    assert_int_equal(tg_function_shared_set(fg, "W", w, ctx), TG_OK);
+                    assert_int_equal(tg_function_shared_set(fp, "W", w, ctx), TG_OK);
+                    tg_array_free(w);
+                }
+                /* 0.25 b max|x| max|g| from 0.01 T to 10 T, same signs a
+                 * third of the time (the bound then nearly met) */
+                const int b = 1 + trial % 7;
+                const double step = T * pow(10, 3 * urand() - 2), split = pow(10, urand() - 0.5);
+                const double sx = sqrt(step / (0.25 * b)) * split, sg = sqrt(step / (0.25 * b)) / split;
+                const bool same = urand() < 1.0 / 3;
+                tg_array *in[2] = {rand_matrix(dt, b, GR, sx, same), rand_matrix(dt, b, GC, sg, same)};
+                tg_array *was = tg_array_copy(tg_function_shared_get(fg, "W"), dt);
+                const void *at = tg_array_data((tg_array *)tg_function_shared_get(fg, "W"));
+                int rc = tg_nanguard_call(ng, in, NULL, ctx);
+                assert_int_equal(tg_function_call(fp, in, NULL, ctx), TG_OK);
+                const tg_array *want = tg_function_shared_get(fp, "W"), *got = tg_function_shared_get(fg, "W");
+                bool bad = false;
+                for (int64_t i = 0; i < GR * GC && !bad; i++) bad = !(fabs(tg_array_get_flat(want, i)) <= T);
+                if (bad) {
+                    if (rc != TG_ESTOPPED) fail_msg("trial %d (%s, %s): a bad step went through", trial, tg_dtype_name(dt), name);
+                    const tg_offence *o = tg_nanguard_offence(ng);
+                    assert_int_equal(o->where, TG_OFFENCE_NODE);
+                    assert_string_equal(tg_function_node_op(fg, o->node), "gemm");
+                    assert_memory_equal(tg_array_data((tg_array *)got), tg_array_data(was),
+                                        (size_t)GR * GC * tg_dtype_size(dt));
+                    /* the plain function goes on from the guarded one's weights */
+                    assert_int_equal(tg_function_shared_set(fp, "W", got, ctx), TG_OK);
+                    stopped++;
+                    fresh = true;
+                } else {
+                    if (rc != TG_OK) fail_msg("trial %d (%s, %s): %s", trial, tg_dtype_name(dt), name, tg_ctx_message(ctx));
+                    tu_assert_close(got, want, rtol, 0);
+                    if (tg_array_data((tg_array *)got) == at)
+                        in_place++;
+                    else
+                        copied++;
+                    fresh = false;
+                }
+                tg_array_free(was);
+                tg_array_free(in[0]);
+                tg_array_free(in[1]);
+            }
+            tg_nanguard_free(ng);
+            tg_function_free(fg);
+            tg_function_free(fp);
+        }
+        tg_graph_free(g1);
+        tg_graph_free(g2);
+    }
+    /* every path taken, many times */
+    if (in_place < 50 || copied < 20 || stopped < 20)
+        fail_msg("in place %d, copied %d, stopped %d", in_place, copied, stopped);
     tg_ctx_free(ctx);
 }
 
@@ -1050,6 +1157,7 @@ int main(void) {
         cmocka_unit_test(test_integers_not_checked),
         cmocka_unit_test(test_calls_and_shared),
         cmocka_unit_test(test_inplace_update),
+        cmocka_unit_test(test_inplace_random),
         cmocka_unit_test(test_folded_constant_output),
         cmocka_unit_test(test_file_constant_output),
         cmocka_unit_test(test_folded_constant_update),
