@@ -25,7 +25,9 @@
  */
 #include <cblas.h>
 #include <limits.h>
+#include <pthread.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "grad/grad.h"
@@ -147,14 +149,35 @@ static int vec_for_blas(tg_dtype dt, const char *data, int64_t n, int64_t s, con
  * ms, batch 10 0.27 against 0.40, batch 30 0.59 against 0.58, batch 60
  * 1.00 against 0.94, batch 200 3.5 against 2.3; alone, a 784x500 ger
  * 0.049 ms on one thread, 0.059 on two, a 2000x2000 one 0.29 and 0.15).
- * So a product of fewer than BLAS_PAR_MIN_L3 multiply-adds, and a
- * matrix-vector product, rank-1 update or dot over fewer than
- * BLAS_PAR_MIN_L2 elements, runs on one thread (tg_blas_for, op.h). */
-#define BLAS_PAR_MIN_L3 (8.0 * 1024 * 1024)
-#define BLAS_PAR_MIN_L2 (1024.0 * 1024)
+ * So a product of fewer than 8M multiply-adds, and a matrix-vector
+ * product, rank-1 update or dot over fewer than 1M elements, runs on one
+ * thread (tg_blas_for, op.h). Measured on two cores: where waking threads
+ * is cheaper and there are more of them, they pay off sooner, and
+ * TG_BLAS_SERIAL_BELOW=L3,L2 sets the two limits (multiply-adds, elements;
+ * 0: OpenBLAS decides, as before). */
+static double par_min[2]; /* products, matrix-vector work */
+static pthread_once_t par_once = PTHREAD_ONCE_INIT;
+
+static void read_par_min(void) {
+    par_min[0] = 8.0 * 1024 * 1024;
+    par_min[1] = 1024.0 * 1024;
+    /* two whole numbers, or one for both; anything else: the defaults,
+     * as for any unreadable setting of the environment */
+    const char *e = getenv("TG_BLAS_SERIAL_BELOW");
+    if (e && *e >= '0' && *e <= '9') {
+        char *end;
+        unsigned long long a = strtoull(e, &end, 10), b = a;
+        if (*end == ',' && end[1] >= '0' && end[1] <= '9') b = strtoull(end + 1, &end, 10);
+        if (!*end) {
+            par_min[0] = (double)a;
+            par_min[1] = (double)b;
+        }
+    }
+}
 
 tg_blas_guard tg_blas_for(double M, double N, double K) {
-    const double work = M * N * K, min = M == 1 || N == 1 || K == 1 ? BLAS_PAR_MIN_L2 : BLAS_PAR_MIN_L3;
+    pthread_once(&par_once, read_par_min);
+    const double work = M * N * K, min = par_min[M == 1 || N == 1 || K == 1];
     return work < min ? tg_blas_single() : (tg_blas_guard){0};
 }
 
