@@ -3,8 +3,9 @@
  * recognise or copy (C order, transposed, rows apart, strided columns,
  * negative strides, broadcast zero strides), the integer blocked loop
  * across its column blocks and threads, float16, batched matmul (folded
- * into one product or looped), gemm in place with beta 0 over NaN, and the
- * load-time errors. Expected values come from a naive loop in this file. */
+ * into one product or looped), gemm in place with beta 0 over NaN, gemm
+ * with an inner length of 1 (a rank-1 update) and OpenBLAS's thread count
+ * around it, and the load-time errors. Expected values come from a naive loop in this file. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
