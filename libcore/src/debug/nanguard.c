@@ -79,13 +79,16 @@ struct tg_nanguard {
      * twice a call, once as the gemm's output and once as shared state. */
     uint64_t *seen;
     /* For the committers (vm.h, commit_at; NULL when f has none): per
-     * entry of f->shared, a bound on the magnitude of the value seen[]
-     * covers (mag_ok: known), and the same for the update the call in
-     * progress makes (mag_new, from commit_ok's proof or from the check
-     * of the committer's output). */
-    double *mag, *mag_new;
-    uint64_t *mag_ver; /* the version (tg_shared.version) mag describes */
-    bool *mag_ok, *mag_new_ok;
+     * entry of f->shared. */
+    struct bound {
+        double mag;   /* a bound on the value's largest magnitude */
+        uint64_t ver; /* the version (tg_shared.version) it holds for */
+        bool ok;      /* mag known */
+        double next;  /* the same for the update the call in progress
+                         makes: commit_ok's proof, or the check of the
+                         committer's output */
+        bool next_ok;
+    } *bound;
     int64_t nread; /* elements the checks read in the last call */
     /* The second run: stop before node `capture` and copy its inputs. */
     int capture;
@@ -372,7 +375,7 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
     tg_nanguard *g = ud;
     const tg_node *n = f->sched[k].node;
     if (g->count_steps && k == 0) g->steps++;
-    const bool committer = g->mag && k >= f->commit_at;
+    const bool committer = g->bound && k >= f->commit_at;
     /* Written over the shared value: only after commit_ok proved it clean
      * (the VM runs a committer in place under these hooks only then). */
     if (committer && out[0] && out[0] == f->shared[f->commit_shared[k - f->commit_at]]->value) return TG_OK;
@@ -392,8 +395,8 @@ static int after_hook(void *ud, const tg_function *f, int k, tg_array *const *in
         } else if (committer) {
             /* the update of a shared variable: its magnitude, for the
              * next call's proof */
-            int i = f->commit_shared[k - f->commit_at];
-            w = classify_mag(g, a, &st, &g->mag_new[i], &g->mag_new_ok[i]);
+            struct bound *b = &g->bound[f->commit_shared[k - f->commit_at]];
+            w = classify_mag(g, a, &st, &b->next, &b->next_ok);
         } else {
             w = classify(g, a, &st);
         }
@@ -449,11 +452,12 @@ static bool operand_mag(tg_nanguard *g, const tg_array *a, double *mag) {
  * the result): at most twice z's size. */
 static bool commit_ok(void *ud, const tg_function *f, int k, tg_array *const *in) {
     tg_nanguard *g = ud;
-    const int c = k - f->commit_at, i = f->commit_shared[c];
+    const int i = f->commit_shared[k - f->commit_at];
+    struct bound *bd = &g->bound[i];
     const tg_node *n = f->sched[k].node;
     const tg_array *z = in[0], *a = in[2], *b = in[3];
     /* (a call of f made without tg_nanguard_call has had no start check) */
-    if (!g->mag_ok[i] || g->mag_ver[i] != f->shared[i]->version || !z || !a || !b || n->nin < 4) return false;
+    if (!bd->ok || bd->ver != f->shared[i]->version || !z || !a || !b || n->nin < 4) return false;
     const bool f64 = z->dtype == TG_FLOAT64;
     if (!f64 && z->dtype != TG_FLOAT32) return false;
     const bool ger = n->nin == 4;
@@ -472,14 +476,14 @@ static bool commit_ok(void *ud, const tg_function *f, int k, tg_array *const *in
      * (K+2)u / (1 - (K+2)u) < 2 (K+2) eps here; an underflow adds at
      * most the smallest subnormal per rounding. */
     const double grow = 1 + 2 * (K + 2) * eps;
-    double bound = fabs(beta) * g->mag[i] + fabs(alpha) * K * ma * mb;
+    double bound = fabs(beta) * bd->mag + fabs(alpha) * K * ma * mb;
     bound = bound * grow + (K + 2) * tiny;
     if (!(bound <= (f64 ? g->fast_t : (double)g->fast_tf))) return false;
     /* BLAS may sum x@y before scaling it by alpha: that sum must not
      * overflow either (an alpha of 1e-30 would hide it from the bound) */
     if (!(K * ma * mb * grow <= (f64 ? DBL_MAX : FLT_MAX))) return false;
-    g->mag_new[i] = bound;
-    g->mag_new_ok[i] = true;
+    bd->next = bound;
+    bd->next_ok = true;
     return true;
 }
 
@@ -487,7 +491,7 @@ static void set_hooks(tg_nanguard *g, bool capture) {
     tg_hooks h = {.before = capture ? before_hook : NULL, .after = capture ? NULL : after_hook, .ud = g};
     if (g->be)
         tg_function_set_hooks_device(g->f, &h);
-    else if (!capture && g->mag)
+    else if (!capture && g->bound)
         tg_function_set_hooks_commit(g->f, &h, commit_ok);
     else
         tg_function_set_hooks(g->f, &h);
@@ -656,18 +660,10 @@ tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts, tg
     g->const_bad = -2;
     g->seen = tg_calloc((size_t)f->nshared + 1, sizeof *g->seen);
     bool commits = !g->be && f->lend && f->commit_at < f->nsched;
-    if (commits) {
-        size_t ns = (size_t)f->nshared + 1;
-        g->mag = tg_calloc(ns, sizeof *g->mag);
-        g->mag_new = tg_calloc(ns, sizeof *g->mag_new);
-        g->mag_ver = tg_calloc(ns, sizeof *g->mag_ver);
-        g->mag_ok = tg_calloc(ns, sizeof *g->mag_ok);
-        g->mag_new_ok = tg_calloc(ns, sizeof *g->mag_new_ok);
-    }
-    if (!g->seen ||
-        (commits && (!g->mag || !g->mag_new || !g->mag_ver || !g->mag_ok || !g->mag_new_ok))) {
-        void *bufs[] = {g->seen, g->mag, g->mag_new, g->mag_ver, g->mag_ok, g->mag_new_ok, g};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tg_free(bufs[i]);
+    if (commits) g->bound = tg_calloc((size_t)f->nshared + 1, sizeof *g->bound);
+    if (!g->seen || (commits && !g->bound)) {
+        tg_free(g->seen);
+        tg_free(g);
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
     }
@@ -688,11 +684,7 @@ void tg_nanguard_free(tg_nanguard *g) {
     drop_capture(g);
     tg_free(g->path);
     tg_free(g->seen);
-    tg_free(g->mag);
-    tg_free(g->mag_new);
-    tg_free(g->mag_ver);
-    tg_free(g->mag_ok);
-    tg_free(g->mag_new_ok);
+    tg_free(g->bound);
     tg_free(g);
 }
 
@@ -806,9 +798,9 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
             const tg_array *sv = tg_shared_value(sh, ctx);
             if (!sv && sh->dev) return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
             /* one a committer overwrites in place: its magnitude too */
-            bool mag = g->mag && f->lend[i] >= 0;
-            bad = check_value(g, sv, TG_OFFENCE_SHARED, sh->id, mag ? &g->mag[i] : NULL, mag ? &g->mag_ok[i] : NULL);
-            if (mag) g->mag_ver[i] = sh->version;
+            struct bound *b = g->bound && f->lend[i] >= 0 ? &g->bound[i] : NULL;
+            bad = check_value(g, sv, TG_OFFENCE_SHARED, sh->id, b ? &b->mag : NULL, b ? &b->ok : NULL);
+            if (b) b->ver = sh->version;
         }
         if (bad)
             return tg_errorf(ctx, TG_ESTOPPED,
@@ -830,27 +822,19 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
                          what_str(g->off.what), count_of(g->off.what, &g->off.stats),
                          (long long)g->off.stats.size);
     }
-    uint64_t small_v[16], *before = NULL;
-    if (g->mag) {
-        before = f->nshared <= 16 ? small_v : tg_malloc(sizeof *before * (size_t)f->nshared);
-        if (!before) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        for (int i = 0; i < f->nshared; i++) {
-            before[i] = f->shared[i]->version;
-            g->mag_new_ok[i] = false;
-        }
-    }
     int rc = tg_function_call(f, inputs, outputs, ctx);
     if (rc == TG_OK && on) /* every value the shared state holds now was checked */
         for (int i = 0; i < f->nshared; i++) {
-            if (g->mag && f->shared[i]->version != before[i]) {
-                /* updated: the bound the call left on it, if any */
-                g->mag[i] = g->mag_new[i];
-                g->mag_ok[i] = g->mag_new_ok[i];
-                g->mag_ver[i] = f->shared[i]->version;
+            struct bound *b = g->bound && f->lend[i] >= 0 ? &g->bound[i] : NULL;
+            if (b && b->ver != f->shared[i]->version) {
+                /* updated, by its committer (which set next): b held for
+                 * the value the call began with */
+                b->mag = b->next;
+                b->ok = b->next_ok;
+                b->ver = f->shared[i]->version;
             }
             g->seen[i] = f->shared[i]->version + 1;
         }
-    if (before != small_v) tg_free(before);
     if (rc != TG_ESTOPPED || !g->found) return rc;
 
     /* Again, up to the culprit, for its inputs as they were. */

@@ -698,7 +698,6 @@ void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks) {
         memset(&f->hooks, 0, sizeof f->hooks);
     f->hooked = f->hooks.before || f->hooks.after;
     f->hooks_device = false;
-    f->hooks_observe = false;
     f->commit_ok = NULL;
 }
 
@@ -707,16 +706,20 @@ void tg_function_set_hooks_device(tg_function *f, const tg_hooks *hooks) {
     f->hooks_device = hooks != NULL;
 }
 
-void tg_function_set_hooks_observer(tg_function *f, const tg_hooks *hooks) {
-    tg_function_set_hooks(f, hooks);
-    f->hooks_observe = hooks != NULL;
-}
-
 void tg_function_set_hooks_commit(tg_function *f, const tg_hooks *hooks,
                                   bool (*commit_ok)(void *ud, const tg_function *f, int node,
                                                     tg_array *const *inputs)) {
     tg_function_set_hooks(f, hooks);
     f->commit_ok = hooks ? commit_ok : NULL;
+}
+
+static bool vouch_all(void *ud, const tg_function *f, int node, tg_array *const *inputs) {
+    (void)ud, (void)f, (void)node, (void)inputs;
+    return true;
+}
+
+void tg_function_set_hooks_observer(tg_function *f, const tg_hooks *hooks) {
+    tg_function_set_hooks_commit(f, hooks, vouch_all);
 }
 
 /* ---- shared variables ---- */
@@ -1033,7 +1036,7 @@ static int bind_shared(tg_function *f, int *nlent, tg_ctx *ctx) {
         if (__builtin_expect(!v, 0) && sh->dev && !(v = tg_shared_fetch(sh, ctx)))
             return ctx && ctx->status ? ctx->status : TG_ERUNTIME;
         if (f->lend && f->lend[i] >= 0) {
-            if (v && (!f->hooked || f->hooks_observe || f->commit_ok) && tg_array_is_exclusive(v)) {
+            if (v && (!f->hooked || f->commit_ok) && tg_array_is_exclusive(v)) {
                 f->slots[slot] = v; /* the shared state's reference, lent */
                 f->lent[i] = true;
                 ++*nlent;
@@ -1133,8 +1136,8 @@ static int run_commits(tg_function *f, tg_array **news, bool *move, tg_ctx *ctx)
         bool ready = f->lent[j];
         if (ready) {
             for (int q = 0; q < s->node->nin; q++) in[q] = f->slots[s->in_slots[q]];
-            ready = s->op->commit_ready(s->node, in) &&
-                    (!f->hooked || f->hooks_observe || f->commit_ok(f->hooks.ud, f, p, in));
+            /* (lent under hooks only when they have a commit_ok) */
+            ready = s->op->commit_ready(s->node, in) && (!f->commit_ok || f->commit_ok(f->hooks.ud, f, p, in));
         }
         if (!ready && f->lent[j]) {
             tg_array_ref(f->slots[f->shared_slots[j]]); /* the slot's own, now */

@@ -92,12 +92,11 @@ struct tg_function {
     tg_hooks hooks;
     bool hooked;
     bool hooks_device; /* the hooks take device arrays as they are */
-    bool hooks_observe; /* the hooks never fail or stop a call: shared
-                           values may still be lent (vm.h, commit_at) */
-    /* Hooks that may stop a call, but vouch for some committers: a
-     * committer that could run in place does so when this says yes, and
-     * the hooks then let that node's run pass (the NaN guard, which
-     * proves its result clean beforehand). NULL: none. */
+    /* Hooks that vouch for committers (commit_at above): a committer that
+     * could run in place does so when this says yes, and the hooks then
+     * let that node's run pass. The profiler's say yes to all (they only
+     * watch), the NaN guard's when it has proved the result clean. NULL
+     * with hooks set: nothing is lent. */
     bool (*commit_ok)(void *ud, const tg_function *f, int node, tg_array *const *inputs);
     bool no_gc;
     uint64_t ncalls;
@@ -137,17 +136,18 @@ void tg_function_set_hooks_device(tg_function *f, const tg_hooks *hooks);
 /* Hooks that only watch (the profiler on the host: they never fail or
  * stop the call), so that the call runs as it would without them: it
  * still overwrites shared values in place (commit_at above), which
- * hooks that may stop it (the NaN guard, a debugger, a user's) turn
- * off. tg_function_set_hooks turns this off again. */
+ * hooks that may stop it (a debugger's, a user's) turn off; they vouch
+ * for every committer (tg_function_set_hooks_commit, below).
+ * tg_function_set_hooks turns this off again. */
 void tg_function_set_hooks_observer(tg_function *f, const tg_hooks *hooks);
 
-/* Hooks that may stop a call, with commit_ok (above): shared values are
- * lent as without hooks, and each committer that could overwrite its
- * value in place asks commit_ok, before it runs, whether it may; when it
- * may, the hooks promise not to fail that node (its before and after
- * hooks still run). A no copies the value first, as hooked calls do. On
- * the host only (a placed function lends nothing). tg_function_set_hooks
- * turns this off again. */
+/* Hooks with commit_ok (above): shared values are lent as without hooks,
+ * and each committer that could overwrite its value in place asks
+ * commit_ok, before it runs, whether it may; when it may, the hooks
+ * promise not to fail that node (its before and after hooks still run).
+ * A no copies the value first, as hooked calls do. On the host only (a
+ * placed function lends nothing). tg_function_set_hooks turns this off
+ * again. */
 void tg_function_set_hooks_commit(tg_function *f, const tg_hooks *hooks,
                                   bool (*commit_ok)(void *ud, const tg_function *f, int node,
                                                     tg_array *const *inputs));
