@@ -663,6 +663,7 @@ tg_nanguard *tg_nanguard_new(tg_function *f, const tg_nanguard_options *opts, tg
     if (commits) g->bound = tg_calloc((size_t)f->nshared + 1, sizeof *g->bound);
     if (!g->seen || (commits && !g->bound)) {
         tg_free(g->seen);
+        tg_free(g->bound);
         tg_free(g);
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         return NULL;
