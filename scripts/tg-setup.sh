@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # ---- packages ----
-pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev zlib1g-dev libcmocka-dev libgraphviz-dev libmicrohttpd-dev)
+pkgs=(cmake make gcc pkg-config libjson-c-dev libopenblas-dev libopenblas0-openmp zlib1g-dev libcmocka-dev libgraphviz-dev libmicrohttpd-dev)
 if [ "$mode" = test ]; then
   # locales: test_locale builds a de_DE locale with localedef
   pkgs+=(clang libclang-rt-14-dev python3-numpy python3-jsonschema chromium wrk iproute2 locales)

@@ -5,11 +5,17 @@
  * across its column blocks and threads, float16, batched matmul (folded
  * into one product or looped), gemm in place with beta 0 over NaN, gemm
  * with an inner length of 1 (a rank-1 update) and OpenBLAS's thread count
- * around it, and the load-time errors. Expected values come from a naive loop in this file. */
+ * around it, the OpenBLAS build loaded and products in a forked child,
+ * and the load-time errors. Expected values come from a naive loop in
+ * this file. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ops/op.h"
 #include "tensor/tensor.h"
@@ -17,6 +23,14 @@
 
 int openblas_get_num_threads(void);
 void openblas_set_num_threads(int n);
+int openblas_get_parallel(void);
+
+/* The number of threads OpenBLAS would use for a call from this thread:
+ * its own count (its pthreads build) or the thread's OpenMP count (its
+ * OpenMP build, ops/op.h). */
+static int blas_threads(void) {
+    return tg_blas_shares_omp() ? omp_get_max_threads() : openblas_get_num_threads();
+}
 
 /* ---- helpers ---- */
 
@@ -430,7 +444,7 @@ static void test_gemm_rank1(void **state) {
     const double bv[3] = {0, 1, 0.5};
     const int64_t sizes[2][2] = {{37, 23}, {1100, 1000}};
     const tg_dtype dts[2] = {TG_FLOAT32, TG_FLOAT64};
-    const int threads = openblas_get_num_threads();
+    const int threads = blas_threads();
     for (int t = 0; t < 2; t++)
         for (int c = 0; c < 3; c++) {
             const char *dn = tg_dtype_name(dts[t]);
@@ -454,7 +468,7 @@ static void test_gemm_rank1(void **state) {
                     /* quarters times quarters: exact in either dtype */
                     tg_array *got = tg_array_copy(out[0], TG_FLOAT64);
                     tu_assert_close(got, want, 0, 0);
-                    assert_int_equal(openblas_get_num_threads(), threads);
+                    assert_int_equal(blas_threads(), threads);
                     tg_array *objs[] = {z, x, y, want, out[0], got};
                     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tg_array_free(objs[i]);
                 }
@@ -526,18 +540,18 @@ static void expect_load_error(const char *vars, const char *node, const char *wa
 #define V(id, dt, shape) "{\"id\":\"" id "\",\"type\":{\"dtype\":\"" dt "\",\"shape\":" shape "}}"
 
 /* Small LAPACK calls run on one OpenBLAS thread (linalg.c): the guard
- * sets the process's count to 1 and puts back what was there, and a
- * batch of 3x3 inverses leaves the count as it found it, with A inv(A) =
- * I checked by a loop here. */
+ * sets the count to 1 and puts back what was there, and a batch of 3x3
+ * inverses leaves the count as it found it, with A inv(A) = I checked by
+ * a loop here. */
 static void test_lapack_threads(void **state) {
     (void)state;
     int before = openblas_get_num_threads();
     openblas_set_num_threads(2);
-    int two = openblas_get_num_threads(); /* 1 on a one-core machine */
+    int two = blas_threads(); /* 1 on a one-core machine */
     tg_blas_guard g = tg_blas_single();
-    assert_int_equal(openblas_get_num_threads(), 1);
+    assert_int_equal(blas_threads(), 1);
     tg_blas_restore(g);
-    assert_int_equal(openblas_get_num_threads(), two);
+    assert_int_equal(blas_threads(), two);
     enum { B = 200 };
     tg_graph *gr = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"a\",\"type\":"
                            "{\"dtype\":\"float64\",\"shape\":[200,3,3]}}],\"nodes\":[{\"op\":\"matrix_inverse\","
@@ -551,7 +565,7 @@ static void test_lapack_threads(void **state) {
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 3; i++) ad[b * 9 + i * 4] += 16; /* far from singular */
     assert_int_equal(tg_function_call(f, &a, &y, ctx), 0);
-    assert_int_equal(openblas_get_num_threads(), two);
+    assert_int_equal(blas_threads(), two);
     const double *yd = tg_array_data(y);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < 3; i++)
@@ -566,6 +580,101 @@ static void test_lapack_threads(void **state) {
     tg_graph_free(gr);
     tg_ctx_free(ctx);
     openblas_set_num_threads(before);
+}
+
+/* The OpenBLAS loaded is the build the library was linked with: its
+ * OpenMP build where CMake found it (the RUNPATH beats Debian's
+ * alternatives, whose libopenblas.so.0 has the same soname), and tg
+ * knows which one it is. */
+static void test_blas_build(void **state) {
+    (void)state;
+    Dl_info info;
+    assert_true(dladdr((void *)openblas_get_parallel, &info) && info.dli_fname);
+    const bool omp_file = strstr(info.dli_fname, "openblas-openmp") != NULL;
+    assert_int_equal(tg_blas_shares_omp(), openblas_get_parallel() == 2);
+#ifdef TG_TEST_BLAS_OPENMP
+    if (!omp_file) fail_msg("linked OpenBLAS's OpenMP build, loaded %s", info.dli_fname);
+    assert_true(tg_blas_shares_omp());
+#else
+    (void)omp_file;
+#endif
+}
+
+/* A forked child of a process whose products and loops ran on threads
+ * runs them again, on one thread, instead of waiting forever for the
+ * parent's threads (GNU OpenMP's pool does not survive fork: core.c).
+ * With OpenBLAS's OpenMP build, a small product's guard (tg_blas_for)
+ * once put back the parent's thread count in the child, and the child's
+ * next product or loop hung. The child: a small product (guarded), then a
+ * product large enough for threads and a loop over 2^21 elements that
+ * read it, against the parent's results and a loop here. */
+static void test_fork_products(void **state) {
+    (void)state;
+    enum { S = 8, L = 300, E = 1 << 21 };
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"s\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+        "{\"id\":\"B\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+        "{\"id\":\"e\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":["
+        "{\"op\":\"dot\",\"inputs\":[\"s\",\"s\"],\"outputs\":[\"ps\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"ps\"],\"outputs\":[\"m\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"B\",\"m\"],\"outputs\":[\"Bm\"]},"
+        "{\"op\":\"dot\",\"inputs\":[\"Bm\",\"B\"],\"outputs\":[\"pB\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"e\",\"m\"],\"outputs\":[\"em\"]},"
+        "{\"op\":\"tanh\",\"inputs\":[\"em\"],\"outputs\":[\"te\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"te\"],\"outputs\":[\"st\"]}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"s\",\"B\",\"e\"],\"outputs\":[\"m\",\"pB\",\"st\"]}}}");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    tg_array *in[3] = {tg_array_new(TG_FLOAT64, 2, (int64_t[]){S, S}), tg_array_new(TG_FLOAT64, 2, (int64_t[]){L, L}),
+                       tg_array_new(TG_FLOAT64, 1, (int64_t[]){E})};
+    double *sd = tg_array_data(in[0]), *bd = tg_array_data(in[1]), *ed = tg_array_data(in[2]);
+    for (int i = 0; i < S * S; i++) sd[i] = (i % 5) * 0.125; /* s @ s sums to a small exact m */
+    for (int i = 0; i < L * L; i++) bd[i] = ((i * 7) % 11 - 5) * 0.25;
+    for (int i = 0; i < E; i++) ed[i] = (double)(i % 1000 - 500) / 8e5;
+    double m = 0;
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++)
+            for (int k = 0; k < S; k++) m += sd[i * S + k] * sd[k * S + j];
+    double st = 0;
+    for (int i = 0; i < E; i++) st += tanh(ed[i] * m);
+    tg_array *out[3] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
+    assert_true(*(const double *)tg_array_data(out[0]) == m);
+    assert_true(fabs(*(const double *)tg_array_data(out[2]) - st) <= 1e-9 * fabs(st) + 1e-9);
+    /* an element of B m @ B by a loop: quarters, exact */
+    double p17 = 0;
+    for (int k = 0; k < L; k++) p17 += bd[1 * L + k] * m * bd[k * L + 7];
+    assert_true(((const double *)tg_array_data(out[1]))[1 * L + 7] == p17);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        for (int rep = 0; rep < 2; rep++) {
+            tg_array *o2[3] = {0};
+            if (tg_function_call(f, in, o2, ctx) != TG_OK) _exit(2);
+            if (*(const double *)tg_array_data(o2[0]) != m) _exit(3);
+            /* quarters times quarters: every order of the sums is exact */
+            if (memcmp(tg_array_data(o2[1]), tg_array_data(out[1]), (size_t)L * L * sizeof(double))) _exit(4);
+            if (!(fabs(*(const double *)tg_array_data(o2[2]) - st) <= 1e-9 * fabs(st) + 1e-9)) _exit(5);
+            if (blas_threads() != 1) _exit(6);
+            for (int i = 0; i < 3; i++) tg_array_free(o2[i]);
+        }
+        _exit(0);
+    }
+    int wst;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    if (WIFSIGNALED(wst)) fail_msg("the forked child was killed by signal %d (a hang stopped by the alarm)", WTERMSIG(wst));
+    assert_true(WIFEXITED(wst));
+    assert_int_equal(WEXITSTATUS(wst), 0);
+    for (int i = 0; i < 3; i++) {
+        tg_array_free(in[i]);
+        tg_array_free(out[i]);
+    }
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
 }
 
 static void test_load_errors(void **state) {
@@ -642,6 +751,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_inplace),  cmocka_unit_test(test_gemm_rank1),
         cmocka_unit_test(test_gemv_ger),
         cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_lapack_threads),
+        cmocka_unit_test(test_blas_build),    cmocka_unit_test(test_fork_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -605,28 +605,6 @@ static void test_checkpoint_resume(void **state) {
     tg_graph_free(gc);
 }
 
-/* The header's text after `key` up to the next `end` replaced by `with`,
- * padded with spaces to the same length (JSON whitespace), and the two
- * checksums made again: a file whose placement entry says something else
- * but is otherwise sound. */
-static void patch_header(unsigned char *b, size_t n, const char *key, char end, const char *with) {
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | b[24 + i];
-    assert_true(64 + hlen <= n);
-    char *h = (char *)b + 64, *k = memmem(h, hlen, key, strlen(key));
-    if (!k) fail_msg("no %s in the header", key);
-    char *v = k + strlen(key), *e = memchr(v, end, (size_t)(h + hlen - v));
-    assert_non_null(e);
-    size_t room = (size_t)(e - v), len = strlen(with);
-    if (len > room) fail_msg("%s: no room for %s", key, with);
-    memcpy(v, with, len);
-    memset(v + len, ' ', room - len);
-    uint32_t c = tg_crc32c(0, b + 64, hlen);
-    for (int i = 0; i < 4; i++) b[48 + i] = (unsigned char)(c >> 8 * i);
-    c = tg_crc32c(0, b, 56);
-    for (int i = 0; i < 4; i++) b[56 + i] = (unsigned char)(c >> 8 * i);
-}
-
 /* A placement entry that does not fit the function is refused in one line
  * naming it; a device this tg does not know runs on the CPU with a
  * warning. */
@@ -656,7 +634,7 @@ static void test_placement_entry_checked(void **state) {
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         memcpy(b, orig, n);
-        patch_header(b, n, cases[c].key, cases[c].end, cases[c].with);
+        tu_tgf_patch_header(b, n, cases[c].key, cases[c].end, cases[c].with);
         tg_ctx_clear(ctx);
         tg_tgf *t = tg_tgf_load_buffer(b, n, "p.tgf", NULL, ctx);
         if (t) fail_msg("case %zu loaded", c);
@@ -665,7 +643,7 @@ static void test_placement_entry_checked(void **state) {
             fail_msg("case %zu: %s", c, m);
     }
     memcpy(b, orig, n);
-    patch_header(b, n, "\"device\":\"", '"', "gpu0");
+    tu_tgf_patch_header(b, n, "\"device\":\"", '"', "gpu0");
     tg_ctx_clear(ctx);
     tg_tgf *t = tg_tgf_load_buffer(b, n, "p.tgf", NULL, ctx);
     if (!t) fail_msg("%s", tg_ctx_message(ctx));

@@ -901,6 +901,74 @@ static void test_damaged_files_refused(void **state) {
     tg_ctx_free(ctx);
 }
 
+const char *openblas_get_config(void);
+
+/* A file built with another BLAS loads and runs, with one warning line
+ * that names both BLAS configurations (issue 6's restore rules); one
+ * whose BLAS differs from this build's only by USE_OPENMP (the pthreads
+ * and OpenMP builds of one OpenBLAS: the same kernels) loads without one. */
+static void test_other_blas(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("blas.tgf", &g, fs);
+    size_t n;
+    unsigned char *orig = tu_read_file(path_in("blas.tgf"), &n), *b = malloc(n);
+    assert_non_null(b);
+    tg_ctx *ctx = tg_ctx_new();
+    const char *mine = openblas_get_config();
+    tg_tgf *t = tg_tgf_load_buffer(orig, n, "blas.tgf", NULL, ctx);
+    assert_non_null(t);
+    assert_null(tg_tgf_warning(t));
+    tg_tgf_free(t);
+
+    memcpy(b, orig, n);
+    tu_tgf_patch_header(b, n, "\"blas\":\"", '"', "OpenBLAS 0.2.9 NO_AFFINITY generic");
+    t = tg_tgf_load_buffer(b, n, "blas.tgf", NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    const char *w = tg_tgf_warning(t);
+    char want[512];
+    snprintf(want, sizeof want, "(this build has '%s')", mine);
+    const char *pre = "blas.tgf: loaded anyway, running on the CPU kernels; built with BLAS 'OpenBLAS 0.2.9 "
+                      "NO_AFFINITY generic";
+    if (!w || strncmp(w, pre, strlen(pre)) || !strstr(w, want) || strchr(w, '\n'))
+        fail_msg("warning: %s", w ? w : "(none)");
+    tg_array *x = vec3(1, 1, 1);
+    assert_true(call1(tg_tgf_function(t, 1), x) == 6.25); /* sum(w * x) + c, w = 1, 2, 3 */
+    tg_tgf_free(t);
+
+    /* this build's words without USE_OPENMP, or a word less than it */
+    const char *omp = strstr(mine, "USE_OPENMP ");
+    if (omp) {
+        char other[512];
+        snprintf(other, sizeof other, "%.*s%s", (int)(omp - mine), mine, omp + 11);
+        memcpy(b, orig, n);
+        tu_tgf_patch_header(b, n, "\"blas\":\"", '"', other);
+        t = tg_tgf_load_buffer(b, n, "blas.tgf", NULL, ctx);
+        if (!t) fail_msg("%s", tg_ctx_message(ctx));
+        if (tg_tgf_warning(t)) fail_msg("'%s' against '%s': %s", other, mine, tg_tgf_warning(t));
+        assert_true(call1(tg_tgf_function(t, 1), x) == 6.25);
+        tg_tgf_free(t);
+    }
+    const char *last = strrchr(mine, ' ');
+    if (last) {
+        char fewer[512];
+        snprintf(fewer, sizeof fewer, "%.*s", (int)(last - mine), mine);
+        memcpy(b, orig, n);
+        tu_tgf_patch_header(b, n, "\"blas\":\"", '"', fewer);
+        t = tg_tgf_load_buffer(b, n, "blas.tgf", NULL, ctx);
+        assert_non_null(t);
+        assert_non_null(tg_tgf_warning(t));
+        assert_non_null(strstr(tg_tgf_warning(t), "built with BLAS"));
+        tg_tgf_free(t);
+    }
+    tg_array_free(x);
+    free(b);
+    free(orig);
+    free_saved(g, fs);
+    tg_ctx_free(ctx);
+}
+
 static int hook_fd = -1;
 static void stop_after_first_write(size_t written) {
     if (written < (1u << 20)) return;
@@ -1628,6 +1696,7 @@ int main(void) {
         cmocka_unit_test(test_stale_inplace_hints_dropped),
         cmocka_unit_test(test_unknown_conv_lengths_restore),
         cmocka_unit_test(test_damaged_files_refused),
+        cmocka_unit_test(test_other_blas),
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
         cmocka_unit_test(test_section_loader_rules),
         cmocka_unit_test(test_section_export_types),

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memmem */
 #include "testutil.h"
 
 #include <inttypes.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "io/tgf.h"
 #include "tensor/tensor.h"
 
 tg_graph *tu_load(const char *json) {
@@ -306,4 +308,22 @@ int tu_child_env(const char *name, const char *value, int (*fn)(void *), void *a
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     return WEXITSTATUS(status);
+}
+
+void tu_tgf_patch_header(unsigned char *b, size_t n, const char *key, char end, const char *with) {
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | b[24 + i];
+    assert_true(64 + hlen <= n);
+    char *h = (char *)b + 64, *k = memmem(h, hlen, key, strlen(key));
+    if (!k) fail_msg("no %s in the header", key);
+    char *v = k + strlen(key), *e = memchr(v, end, (size_t)(h + hlen - v));
+    assert_non_null(e);
+    size_t room = (size_t)(e - v), len = strlen(with);
+    if (len > room) fail_msg("%s: no room for %s", key, with);
+    memcpy(v, with, len);
+    memset(v + len, ' ', room - len);
+    uint32_t c = tg_crc32c(0, b + 64, hlen);
+    for (int i = 0; i < 4; i++) b[48 + i] = (unsigned char)(c >> 8 * i);
+    c = tg_crc32c(0, b, 56);
+    for (int i = 0; i < 4; i++) b[56 + i] = (unsigned char)(c >> 8 * i);
 }

@@ -107,4 +107,11 @@ bool tu_advised_huge(const void *p);
  * child did not exit). */
 int tu_child_env(const char *name, const char *value, int (*fn)(void *), void *arg);
 
+/* A .tgf file's header text (b, n bytes) after `key` up to the next `end`
+ * replaced by `with`, padded with spaces to the same length, and the two
+ * checksums made again: a file that says something else there but is
+ * otherwise sound (fails the test when key is missing or with does not
+ * fit). */
+void tu_tgf_patch_header(unsigned char *b, size_t n, const char *key, char end, const char *with);
+
 #endif

@@ -1409,6 +1409,33 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
     return r;
 }
 
+/* The next word of an OpenBLAS configuration string ("OpenBLAS 0.3.21
+ * NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP Haswell MAX_THREADS=64")
+ * at *p, past spaces and USE_OPENMP, and its length; 0 at the end. */
+static size_t blas_word(const char **p) {
+    for (;;) {
+        while (**p == ' ') (*p)++;
+        size_t n = strcspn(*p, " ");
+        if (n != 10 || strncmp(*p, "USE_OPENMP", 10)) return n;
+        *p += n;
+    }
+}
+
+/* Whether a file built with BLAS a runs with this build's b as it was
+ * built: the same words, whether or not either says USE_OPENMP (the
+ * pthreads and OpenMP builds of one OpenBLAS have the same kernels and
+ * differ only in whose threads run them; the build links the OpenMP one
+ * where it is installed, CMakeLists.txt). */
+static bool blas_same(const char *a, const char *b) {
+    for (;;) {
+        size_t m = blas_word(&a), n = blas_word(&b);
+        if (m != n || strncmp(a, b, m)) return false;
+        if (!m) return true;
+        a += m;
+        b += n;
+    }
+}
+
 static void fingerprint_check(tg_tgf *t) {
     json_object *fp = get(t->root, "fingerprint", json_type_object);
     const char *ver = json_object_get_string(get(fp, "tg_version", json_type_string));
@@ -1416,7 +1443,7 @@ static void fingerprint_check(tg_tgf *t) {
     json_object *be = get(fp, "backends", json_type_array);
     tg_str w = {0};
     if (ver && strcmp(ver, tg_version())) tg_str_addf(&w, "; built by tg %.40s (this is %s)", ver, tg_version());
-    if (blas && strcmp(blas, blas_name()))
+    if (blas && !blas_same(blas, blas_name()))
         tg_str_addf(&w, "; built with BLAS '%.80s' (this build has '%s')", blas, blas_name());
     for (size_t i = 0; be && i < json_object_array_length(be); i++) {
         const char *b = json_object_get_string(json_object_array_get_idx(be, i));

@@ -51,15 +51,43 @@ static int kernel_error(tg_ctx *ctx, int k) {
 
 /* ---- OpenBLAS's thread count (op.h) ---- */
 
+/* OpenBLAS's OpenMP build (which the build links where it is installed:
+ * CMakeLists.txt) runs a call on as many of GNU OpenMP's threads as the
+ * calling thread's omp_get_max_threads(), read on every call, and its
+ * openblas_set_num_threads sets that too (omp_set_num_threads). So there
+ * the guard sets and puts back the calling thread's OpenMP count itself:
+ * it is the thread's own, not the process's, and in a forked child,
+ * whose count core.c sets to 1 (GNU OpenMP's pool does not survive
+ * fork), OpenBLAS's count is its parent's until its next call, and
+ * putting that back would have made the child's next parallel loop wait
+ * forever for threads it does not have. */
+static bool blas_on_omp(void) {
+    static int on = -1; /* read once; every thread reads the same */
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+    if (v < 0) __atomic_store_n(&on, v = openblas_get_parallel() == 2, __ATOMIC_RELAXED);
+    return v;
+}
+
+bool tg_blas_shares_omp(void) { return blas_on_omp(); }
+
 tg_blas_guard tg_blas_single(void) {
-    tg_blas_guard g = {openblas_get_num_threads()};
-    if (g.saved > 1) openblas_set_num_threads(1);
-    else g.saved = 0;
+    const bool omp = blas_on_omp();
+    tg_blas_guard g = {omp ? omp_get_max_threads() : openblas_get_num_threads()};
+    if (g.saved > 1) {
+        if (omp) omp_set_num_threads(1);
+        else
+            openblas_set_num_threads(1);
+    } else {
+        g.saved = 0;
+    }
     return g;
 }
 
 void tg_blas_restore(tg_blas_guard g) {
-    if (g.saved > 1) openblas_set_num_threads(g.saved);
+    if (g.saved <= 1) return;
+    if (blas_on_omp()) omp_set_num_threads(g.saved);
+    else
+        openblas_set_num_threads(g.saved);
 }
 
 /* ---- operands as BLAS sees them ---- */

@@ -162,15 +162,19 @@ static inline void tg_set_out_type(tg_node *n, int i, tg_dtype dt, int ndim,
  * true: the kernel then updates it where it lies instead of copying. */
 bool tg_op_take_input(const tg_node *n, tg_array *const *in, int k, tg_array **slot);
 
-/* OpenBLAS's thread count is the process's: tg_blas_single sets it to 1
- * (when it is more) for calls that its threads only slow down, and
- * tg_blas_restore puts back what was there (ops/blas.c). Two threads
- * doing so at once can only leave the count where it was. */
+/* OpenBLAS's thread count is the process's (its pthreads build) or the
+ * calling thread's OpenMP count (its OpenMP build): tg_blas_single sets
+ * it to 1 (when it is more) for calls that its threads only slow down,
+ * and tg_blas_restore puts back what was there (ops/blas.c). Two threads
+ * doing so at once can only leave the count where it was.
+ * tg_blas_shares_omp: the OpenBLAS loaded is its OpenMP build, whose
+ * threads are GNU OpenMP's, the ones tg's parallel loops use. */
 typedef struct tg_blas_guard {
     int saved;
 } tg_blas_guard;
 tg_blas_guard tg_blas_single(void);
 void tg_blas_restore(tg_blas_guard g);
+bool tg_blas_shares_omp(void);
 /* tg_blas_single for a product of M x K by K x N too small for OpenBLAS's
  * threads to pay off (a matrix-vector product or rank-1 update, one of M,
  * N, K being 1, from a million elements; a product from 8 million
