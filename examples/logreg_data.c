@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "example_data.h"
 #include "tg/tg.h"
 
 static uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -24,22 +25,20 @@ static double uniform(void) { /* splitmix64 */
 static double normal(void) { return sqrt(-2 * log(uniform())) * cos(6.283185307179586 * uniform()); }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s OUTDIR [N]\n", argv[0]);
-        return 2;
-    }
-    int64_t n = argc > 2 ? atoll(argv[2]) : 400, feats = 784;
-    if (n <= 0) {
-        fprintf(stderr, "%s: N must be positive\n", argv[0]);
-        return 2;
-    }
-    if (mkdir(argv[1], 0777) < 0 && errno != EEXIST) { /* the folder, as -o of tgc run makes it */
-        fprintf(stderr, "%s: %s: %s\n", argv[0], argv[1], strerror(errno));
-        return 2;
-    }
+    int64_t n, feats = 784;
+    int st = example_data_args(argc, argv, 400, 1000000, &n);
+    if (st >= 0) return st;
     int64_t xs[2] = {n, feats};
     tg_array *x = tg_array_new(TG_FLOAT64, 2, xs), *y = tg_array_new(TG_INT64, 1, &n);
-    double *xd = tg_array_data(x), *rule = malloc(sizeof(double) * (size_t)feats);
+    double *rule = malloc(sizeof(double) * (size_t)feats);
+    if (!x || !y || !rule) {
+        fprintf(stderr, "%s: out of memory for %lld examples\n", argv[0], (long long)n);
+        tg_array_free(x);
+        tg_array_free(y);
+        free(rule);
+        return 1;
+    }
+    double *xd = tg_array_data(x);
     int64_t *yd = tg_array_data(y);
     for (int64_t j = 0; j < feats; j++) rule[j] = normal();
     for (int64_t i = 0; i < n; i++) {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "example_data.h"
 #include "tg/tg.h"
 
 static uint64_t state = 0x2012201220122012ull;
@@ -23,23 +24,20 @@ static double uniform(void) { /* splitmix64 */
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s OUTDIR [N]\n", argv[0]);
-        return 2;
-    }
-    int64_t n = argc > 2 ? atoll(argv[2]) : 600, feats = 784, classes = 10;
-    if (n <= 0) {
-        fprintf(stderr, "%s: N must be positive\n", argv[0]);
-        return 2;
-    }
-    if (mkdir(argv[1], 0777) < 0 && errno != EEXIST) { /* the folder, as -o of tgc run makes it */
-        fprintf(stderr, "%s: %s: %s\n", argv[0], argv[1], strerror(errno));
-        return 2;
-    }
+    int64_t n, feats = 784, classes = 10;
+    int st = example_data_args(argc, argv, 600, 1000000, &n);
+    if (st >= 0) return st;
     int64_t xs[2] = {n, feats}, ys[2] = {n, classes};
     tg_array *x = tg_array_new(TG_FLOAT32, 2, xs), *y = tg_array_new(TG_FLOAT32, 2, ys);
-    float *xd = tg_array_data(x), *yd = tg_array_data(y);
     double *map = malloc(sizeof(double) * (size_t)(feats * classes));
+    if (!x || !y || !map) {
+        fprintf(stderr, "%s: out of memory for %lld examples\n", argv[0], (long long)n);
+        tg_array_free(x);
+        tg_array_free(y);
+        free(map);
+        return 1;
+    }
+    float *xd = tg_array_data(x), *yd = tg_array_data(y);
     for (int64_t i = 0; i < feats * classes; i++) map[i] = uniform() - 0.5;
     for (int64_t i = 0; i < n; i++) {
         double score[10] = {0};

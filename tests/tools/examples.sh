@@ -41,5 +41,25 @@ fi
 "$TGC" run "$TG_SRC/examples/convnet.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 --each >"$tmp/cnn.out"
 costs "$tmp/cnn.out" >"$tmp/cnn.costs"
 check 'falls "$tmp/cnn.costs"' "the convnet's cost falls ($(tr '\n' ' ' <"$tmp/cnn.costs"))"
+# The data writers: --help prints the usage and writes nothing; an option,
+# a bad N or a stray argument is one line and exit 2, and no folder.
+for w in mlp logreg; do
+  bin="$TG_BUILD_DIR/tools/tg-example-$w-data"
+  (cd "$tmp" && "$bin" --help >"$tmp/h.out" 2>"$tmp/h.err")
+  rc=$?
+  check '[ $rc -eq 0 ] && grep -q "^usage: .*OUTDIR \[N\]" "$tmp/h.out" && [ ! -s "$tmp/h.err" ] && [ ! -e "$tmp/--help" ]' \
+    "tg-example-$w-data --help: the usage, no folder"
+  for args in "-o $tmp/d" "$tmp/d 10x" "$tmp/d 0" "$tmp/d 99999999999" "$tmp/d 5 6" ""; do
+    # shellcheck disable=SC2086
+    "$bin" $args >/dev/null 2>"$tmp/e.err"
+    rc=$?
+    check '[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/e.err")" -eq 1 ] && [ ! -e "$tmp/d" ]' \
+      "tg-example-$w-data $args: one line ($(head -c 90 "$tmp/e.err")), exit 2, nothing written"
+  done
+  "$bin" "$tmp/d" 7 >/dev/null 2>&1
+  check '[ -s "$tmp/d/x.npy" ] && [ -s "$tmp/d/y.npy" ]' "tg-example-$w-data DIR 7 writes x.npy and y.npy"
+  rm -rf "$tmp/d"
+done
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]
