@@ -23,3 +23,16 @@ cmake -S "$TG_SRC/tests/install" -B "$prefix/cb" -DCMAKE_PREFIX_PATH="$prefix" >
 cmake --build "$prefix/cb" >/dev/null
 "$prefix/cb/consumer"
 echo "ok: find_package consumer"
+# Where the build linked OpenBLAS's OpenMP build (CMakeLists.txt), the
+# installed tools and both consumers load it too (a RUNPATH of its folder,
+# before Debian's alternatives, which would give the pthreads build).
+# (ldd's output in a variable first: grep -q closing the pipe early is a
+# failure under pipefail)
+deps=$(ldd "$build/tools/tgc")
+if grep -q "openblas-openmp/libopenblas" <<<"$deps"; then
+  for b in "$prefix/bin/tgc" "$prefix/consumer_pc" "$prefix/cb/consumer"; do
+    deps=$(LD_LIBRARY_PATH="$prefix/lib:$prefix/lib64:$(dirname "$libdir")" ldd "$b")
+    grep -q "openblas-openmp/libopenblas" <<<"$deps" || { echo "FAIL: $b does not load OpenBLAS's OpenMP build"; exit 1; }
+  done
+  echo "ok: the installed tgc and both consumers load OpenBLAS's OpenMP build"
+fi

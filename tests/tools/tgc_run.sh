@@ -257,7 +257,7 @@ fi
 # libgomp prints what it read (OMP_DISPLAY_ENV, once per start).
 spin() { env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u TG_OMP_SPIN -u TG_OMP_RESPAWNED OMP_DISPLAY_ENV=verbose "$@"; }
 expect 0 "run with libgomp's settings shown" -- spin "$TGC" run "$G" -f step
-if ldd "$TGC" | grep -q "openblas-openmp/libopenblas"; then
+if grep -q "openblas-openmp/libopenblas" <<<"$(ldd "$TGC")"; then
   n=$(grep -c "GOMP_SPINCOUNT = " "$tmp/err")
   if [ "$n" -eq 1 ] && ! grep -q "GOMP_SPINCOUNT = '1000'" "$tmp/err"; then pass "run starts once, with libgomp's default spin (OpenBLAS's OpenMP build)"; else fail "OpenMP OpenBLAS: $n starts"; sed 's/^/  | /' "$tmp/err"; fi
 else

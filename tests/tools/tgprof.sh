@@ -70,7 +70,7 @@ bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
 # for N rounds with either
 env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u TG_OMP_SPIN -u TG_OMP_RESPAWNED OMP_DISPLAY_ENV=verbose \
   "$TGPROF" "$counter" -f div -i k=2 --calls 2 >/dev/null 2>"$tmp/spin.err"
-if ldd "$TGPROF" | grep -q "openblas-openmp/libopenblas"; then
+if grep -q "openblas-openmp/libopenblas" <<<"$(ldd "$TGPROF")"; then
   check '[ "$(grep -c "GOMP_SPINCOUNT = " "$tmp/spin.err")" -eq 1 ] && ! grep -q "GOMP_SPINCOUNT = '"'1000'"'" "$tmp/spin.err"' \
     "tgprof starts once, with libgomp's default spin (OpenBLAS's OpenMP build)"
 else
