@@ -5,13 +5,15 @@
  * across its column blocks and threads, float16, batched matmul (folded
  * into one product or looped), gemm in place with beta 0 over NaN, gemm
  * with an inner length of 1 (a rank-1 update) and OpenBLAS's thread count
- * around it, the OpenBLAS build loaded and products in a forked child,
+ * around it, the OpenBLAS build loaded, products in a forked child and
+ * from two threads at once,
  * and the load-time errors. Expected values come from a naive loop in
  * this file. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -677,6 +679,73 @@ static void test_fork_products(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Products from two threads of the program at once, each large enough
+ * for OpenBLAS's threads: with its OpenMP build each calling thread starts
+ * a team of its own, and both must get their own results (quarters, so
+ * every order of the sums is exact and the check is bit for bit). */
+typedef struct conc_job {
+    tg_function *f;
+    tg_array *in[2];
+    const double *want;
+    int bad;
+} conc_job;
+
+static void *conc_run(void *arg) {
+    conc_job *j = arg;
+    tg_ctx *ctx = tg_ctx_new();
+    for (int rep = 0; rep < 12; rep++) {
+        tg_array *out = NULL;
+        if (tg_function_call(j->f, j->in, &out, ctx) != TG_OK) {
+            j->bad = 1;
+            break;
+        }
+        if (memcmp(tg_array_data(out), j->want, (size_t)tg_array_size(out) * sizeof(double))) j->bad = 2;
+        tg_array_free(out);
+    }
+    tg_ctx_free(ctx);
+    return NULL;
+}
+
+static void test_concurrent_products(void **state) {
+    (void)state;
+    enum { L = 256, NT = 2 };
+    tg_graph *g = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                          "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+                          "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}}],"
+                          "\"nodes\":[{\"op\":\"dot\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"p\"]}]}");
+    tg_ctx *ctx = tg_ctx_new();
+    conc_job jobs[NT];
+    double *want[NT];
+    for (int t = 0; t < NT; t++) {
+        jobs[t] = (conc_job){tg_function_compile(g, 0, NULL, ctx), {0}, NULL, 0};
+        assert_non_null(jobs[t].f);
+        for (int k = 0; k < 2; k++) {
+            jobs[t].in[k] = tg_array_new(TG_FLOAT64, 2, (int64_t[]){L, L});
+            double *d = tg_array_data(jobs[t].in[k]);
+            for (int i = 0; i < L * L; i++) d[i] = ((i * (7 + 2 * t + k)) % 13 - 6) * 0.25;
+        }
+        const double *a = tg_array_data(jobs[t].in[0]), *b = tg_array_data(jobs[t].in[1]);
+        want[t] = calloc((size_t)L * L, sizeof(double));
+        assert_non_null(want[t]);
+        for (int i = 0; i < L; i++)
+            for (int k = 0; k < L; k++)
+                for (int j = 0; j < L; j++) want[t][i * L + j] += a[i * L + k] * b[k * L + j];
+        jobs[t].want = want[t];
+    }
+    pthread_t th[NT];
+    for (int t = 0; t < NT; t++) assert_int_equal(pthread_create(&th[t], NULL, conc_run, &jobs[t]), 0);
+    for (int t = 0; t < NT; t++) assert_int_equal(pthread_join(th[t], NULL), 0);
+    for (int t = 0; t < NT; t++) {
+        if (jobs[t].bad) fail_msg("thread %d: %s", t, jobs[t].bad == 1 ? "the call failed" : "a wrong product");
+        tg_function_free(jobs[t].f);
+        tg_array_free(jobs[t].in[0]);
+        tg_array_free(jobs[t].in[1]);
+        free(want[t]);
+    }
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_load_errors(void **state) {
     (void)state;
     const char *ab = V("a", "float64", "[3,4]") "," V("b", "float64", "[5,2]");
@@ -752,6 +821,7 @@ int main(void) {
         cmocka_unit_test(test_gemv_ger),
         cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_lapack_threads),
         cmocka_unit_test(test_blas_build),    cmocka_unit_test(test_fork_products),
+        cmocka_unit_test(test_concurrent_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
