@@ -65,17 +65,10 @@ check '[ $? -eq 2 ] && [ ! -s "$tmp/out" ] && [ ! -e "$tmp/ok.trace.json" ] && [
 bad 1 "a run-time failure (division by zero)" "$counter" -f div -i k=0
 
 # libgomp's spin count (tools/common/ompspin.h): tgprof starts itself again
-# with GOMP_SPINCOUNT=1000, as tgc run does, unless the OpenBLAS linked is
-# its OpenMP build (then once, with libgomp's default); TG_OMP_SPIN=N asks
-# for N rounds with either
+# with GOMP_SPINCOUNT=1000, as tgc run does; TG_OMP_SPIN=N asks for N rounds
 env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u TG_OMP_SPIN -u TG_OMP_RESPAWNED OMP_DISPLAY_ENV=verbose \
   "$TGPROF" "$counter" -f div -i k=2 --calls 2 >/dev/null 2>"$tmp/spin.err"
-if grep -q "openblas-openmp/libopenblas" <<<"$(ldd "$TGPROF")"; then
-  check '[ "$(grep -c "GOMP_SPINCOUNT = " "$tmp/spin.err")" -eq 1 ] && ! grep -q "GOMP_SPINCOUNT = '"'1000'"'" "$tmp/spin.err"' \
-    "tgprof starts once, with libgomp's default spin (OpenBLAS's OpenMP build)"
-else
-  check 'grep -q "GOMP_SPINCOUNT = '"'1000'"'" "$tmp/spin.err"' "tgprof runs with libgomp's threads spinning 1000 rounds"
-fi
+check 'grep -q "GOMP_SPINCOUNT = '"'1000'"'" "$tmp/spin.err"' "tgprof runs with libgomp's threads spinning 1000 rounds"
 env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY -u TG_OMP_RESPAWNED TG_OMP_SPIN=30 OMP_DISPLAY_ENV=verbose \
   "$TGPROF" "$counter" -f div -i k=2 --calls 2 >/dev/null 2>"$tmp/spin.err"
 check 'grep -q "GOMP_SPINCOUNT = '"'30'"'" "$tmp/spin.err"' "tgprof with TG_OMP_SPIN=30 runs with libgomp's threads spinning 30 rounds"

@@ -24,15 +24,15 @@
  * unchecked) or when started through the dynamic loader (ld.so tgc ...,
  * where /proc/self/exe is the loader).
  *
- * Nor when the OpenBLAS loaded is its OpenMP build (which the build links
- * where it is installed: CMakeLists.txt): its products then run on
- * libgomp's threads themselves, which a spin keeps ready for them, and
- * there is nothing to fight over. With it, on the 2-core VM, the default
- * spin and GOMP_SPINCOUNT=1000 were within noise (200 MLP steps at batch
- * 600 through `tgc run`: 1.38-1.43 s and 1.39-1.52 s; bench_rnn's 200-wide
- * RNN 186,604 and 176,541 words a second), where the pthreads build with
- * the default spin took 2.97-3.15 s and 86,924; and the 16 ms of starting
- * again are saved. */
+ * With OpenBLAS's OpenMP build too (which the build links where it is
+ * installed: CMakeLists.txt), whose products run on libgomp's threads: on
+ * an idle machine the default spin was then as fast as 1000 rounds, but
+ * on a busy one (a load of 3 on the 2-core VM) spinning threads took the
+ * cores from the working ones: 100 MLP steps at batch 600 through `tgc
+ * run` 2.4-2.8 s with the default spin against 1.08-1.13 s with 1000
+ * rounds (the pthreads build: 3.2-3.4 and 1.12-1.20 s), and tgprof's
+ * `predict` 10-14 ms a call against 5.7-5.8. So the tools start again
+ * with either build. */
 #ifndef TG_OMPSPIN_H
 #define TG_OMPSPIN_H
 
@@ -40,12 +40,9 @@
 #include <string.h>
 #include <unistd.h>
 
-int openblas_get_parallel(void); /* OpenBLAS: 0 serial, 1 pthreads, 2 OpenMP */
-
 static inline void tg_omp_respawn(char **argv) {
     const char *want = getenv("TG_OMP_SPIN");
     if ((want && !strcmp(want, "keep")) || getenv("GOMP_SPINCOUNT") || getenv("OMP_WAIT_POLICY")) return;
-    if (openblas_get_parallel() == 2 && (!want || !*want)) return;
     const char *pre = getenv("LD_PRELOAD");
     if (pre && strstr(pre, "valgrind")) return;
     char exe[4096];
