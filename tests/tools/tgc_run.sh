@@ -9,6 +9,8 @@ L=$TG_SRC/examples/logreg.json
 
 expect 0 "--version" -- "$TGC" --version
 contains out "tgc " "--version prints the version"
+contains out "^BLAS: OpenBLAS [0-9]" "--version names the BLAS loaded"
+contains out "^OpenMP threads: [0-9]" "--version gives the OpenMP threads"
 expect 0 "--help" -- "$TGC" --help
 contains out "tgc run FILE" "--help shows the run usage"
 expect 2 "no arguments is bad usage" -- "$TGC"

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <json-c/json.h>
 #include <malloc.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,15 @@ static void check_stdout(void) {
         _exit(TG_EXIT_FOUND);
     }
 }
+const char *openblas_get_config(void);
+
+void cli_print_version(const char *tool) {
+    const char *blas = openblas_get_config();
+    const char *spin = getenv("GOMP_SPINCOUNT");
+    printf("%s %s\nBLAS: %s\nOpenMP threads: %d (GOMP_SPINCOUNT %s)\n", tool, tg_version(), blas ? blas : "unknown",
+           omp_get_max_threads(), spin ? spin : "unset");
+}
+
 void cli_start(const char *tool) {
     watched_tool = tool;
     atexit(check_stdout);

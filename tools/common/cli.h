@@ -20,6 +20,11 @@ void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(pri
  * 100,000 nodes) the first large allocation after the load would
  * otherwise walk and merge out of order (docs/optimizer.md). */
 void cli_start(const char *tool);
+/* --version: "TOOL VERSION", then the BLAS the process loaded (OpenBLAS's
+ * configuration: its OpenMP or pthreads build, its kernel) and the
+ * OpenMP threads, so that figures from two machines or builds can be told
+ * apart. */
+void cli_print_version(const char *tool);
 /* Before loading `path`: when it is a file of 64 KiB or more, grow the
  * heap by `factor` times its size (the tool's peak per byte of JSON) and
  * keep it when freed (M_TOP_PAD), so that the compile reuses the memory

@@ -395,7 +395,7 @@ int main(int argc, char **argv) {
         return TG_EXIT_OK;
     }
     if (!strcmp(cmd, "--version")) {
-        printf("tgc %s\n", tg_version());
+        cli_print_version("tgc");
         return TG_EXIT_OK;
     }
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);

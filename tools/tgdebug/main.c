@@ -58,7 +58,7 @@ int tgdebug_main(int argc, char **argv) {
         return TG_EXIT_OK;
     }
     if (!strcmp(sub, "--version")) {
-        printf("tgdebug %s\n", tg_version());
+        cli_print_version("tgdebug");
         return TG_EXIT_OK;
     }
     for (int i = 0; i < NCOMMANDS; i++)

@@ -610,7 +610,7 @@ int main(int argc, char **argv) {
             if (!cli_once(TOOL, "--trace", &trace_out, optarg)) return TG_EXIT_USAGE;
             break;
         case 'h': usage(stdout); return TG_EXIT_OK;
-        case 'V': printf("tgprof %s\n", tg_version()); return TG_EXIT_OK;
+        case 'V': cli_print_version("tgprof"); return TG_EXIT_OK;
         case 'c':
             if (!parse_count("--calls", optarg, 1, &calls)) return TG_EXIT_USAGE;
             break;

@@ -211,7 +211,7 @@ int main(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":hf:o:O:", longs, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return TG_EXIT_OK;
-        case 'V': printf("tgviz %s\n", tg_version()); return TG_EXIT_OK;
+        case 'V': cli_print_version("tgviz"); return TG_EXIT_OK;
         case 'f':
         case 'o':
             if (c == 'f' ? fname : outp) {
