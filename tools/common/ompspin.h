@@ -1,9 +1,10 @@
 /* libgomp's threads spin after each parallel region before they sleep
  * (GOMP_SPINCOUNT, 300,000 rounds by default: up to a millisecond here).
- * OpenBLAS's threads are its own (Debian's pthreads build), so a product
+ * With OpenBLAS's pthreads build, its threads are its own, so a product
  * or a LAPACK call right after one of tg's parallel kernels shares the
  * cores with spinning threads, and every barrier inside it waits for a
- * thread the scheduler has parked. On the 2-core VM, with
+ * thread the scheduler has parked (measured before the build linked the
+ * OpenMP build where it is installed: below). On the 2-core VM, with
  * GOMP_SPINCOUNT=1000 against the default (tgprof; bench_rnn): the MLP's
  * training step at batch 600 9-15% faster, the determinant of a 256x256
  * matrix 6.3 -> 0.50 ms (NumPy: 0.57), bench_rnn's 200-wide RNN 1.4-1.8x;
