@@ -6,9 +6,8 @@
  * into one product or looped), gemm in place with beta 0 over NaN, gemm
  * with an inner length of 1 (a rank-1 update) and OpenBLAS's thread count
  * around it, the OpenBLAS build loaded, products in a forked child and
- * from two threads at once,
- * and the load-time errors. Expected values come from a naive loop in
- * this file. */
+ * from two threads at once, and the load-time errors. Expected values
+ * come from a naive loop in this file. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <math.h>

@@ -56,6 +56,7 @@ static void check_stdout(void) {
         _exit(TG_EXIT_FOUND);
     }
 }
+
 const char *openblas_get_config(void);
 
 void cli_print_version(const char *tool) {
