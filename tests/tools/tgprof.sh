@@ -174,6 +174,8 @@ PY
 "$TGPROF" "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 \
   --json "$tmp/mlp.json" --trace "$tmp/mlp.trace.json" >"$tmp/mlp.txt"
 check '[ $? -eq 0 ] && grep -q "^Nodes (apply)" "$tmp/mlp.txt"' "tgprof profiles the MLP's training function"
+check 'grep -q "^  Environment: OpenBLAS .*; [0-9]* OpenMP threads\? (GOMP_SPINCOUNT 1000); [0-9]* cores\? online" "$tmp/mlp.txt"' \
+  "the report's header names the BLAS, the threads, the spin count and the cores"
 $PY - "$tmp/mlp.json" <<'PY'
 import json, sys
 f = json.load(open(sys.argv[1]))["functions"][0]
@@ -338,6 +340,9 @@ PY
 [ $? -eq 0 ] || fails=$((fails + 1))
 $PY -c 'import json,sys; [json.load(open(p)) for p in sys.argv[1:]]' "$tmp/mlp.trace.json" \
   && echo "ok: the MLP's trace is valid JSON" || { echo "FAIL: the MLP's trace is not valid JSON"; fails=$((fails + 1)); }
+$PY -c 'import json, sys; e = json.load(open(sys.argv[1]))["otherData"]; sys.exit(not e["blas"].startswith("OpenBLAS ") or e["openmp_threads"] < 1)' \
+  "$tmp/mlp.trace.json" && echo "ok: the trace's otherData names the BLAS and the threads" ||
+  { echo "FAIL: the trace's otherData"; fails=$((fails + 1)); }
 # A report or trace whose write fails (the file-size limit, as a full disk
 # would) leaves the file that was there as it was, and no temporary.
 for opt in json trace; do
@@ -366,6 +371,11 @@ for p in sys.argv[2:]:
     print(("FAIL: %s: %s" % (p, errs[0].message)) if errs else "ok: %s validates" % p.split("/")[-1])
     fails += bool(errs)
 doc = json.load(open(sys.argv[2]))
+env = doc.get("environment", {})
+ok = (env.get("blas", "").startswith("OpenBLAS ") and env.get("openmp_threads", 0) >= 1
+      and env.get("gomp_spincount") == "1000" and env.get("tg_version"))
+print(("ok: " if ok else "FAIL: ") + "the report names the BLAS, the threads and the spin count: %s" % env)
+fails += not ok
 broken = copy.deepcopy(doc); broken["functions"][0]["nodes"][0]["share"] = 2
 missing = copy.deepcopy(doc); del missing["functions"][0]["nodes"][0]["time_s"]
 for name, d in (("a share of 2", broken), ("a node without time_s", missing)):

@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <omp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
@@ -58,6 +59,48 @@ static void check_stdout(void) {
 }
 
 const char *openblas_get_config(void);
+
+/* The CPU's model name from /proc/cpuinfo, or "" */
+static void cpu_model(char *buf, size_t size) {
+    buf[0] = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        const char *v = strchr(line, ':');
+        if (!v) break;
+        v += strspn(v + 1, " \t") + 1;
+        snprintf(buf, size, "%.*s", (int)strcspn(v, "\n"), v);
+        break;
+    }
+    fclose(f);
+}
+
+json_object *cli_environment_json(void) {
+    json_object *o = json_object_new_object();
+    const char *blas = openblas_get_config(), *spin = getenv("GOMP_SPINCOUNT");
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    json_object_object_add(o, "tg_version", json_object_new_string(tg_version()));
+    json_object_object_add(o, "blas", json_object_new_string(blas ? blas : "unknown"));
+    json_object_object_add(o, "openmp_threads", json_object_new_int(omp_get_max_threads()));
+    json_object_object_add(o, "gomp_spincount", spin ? json_object_new_string(spin) : NULL);
+    json_object_object_add(o, "cores_online", json_object_new_int64(cores > 0 ? cores : 0));
+    json_object_object_add(o, "cpu", cpu[0] ? json_object_new_string(cpu) : NULL);
+    return o;
+}
+
+void cli_environment_line(char *buf, size_t size) {
+    const char *blas = openblas_get_config(), *spin = getenv("GOMP_SPINCOUNT");
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(buf, size, "%s; %d OpenMP thread%s (GOMP_SPINCOUNT %s); %ld core%s online%s%s",
+             blas ? blas : "BLAS unknown", omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s",
+             spin ? spin : "unset", cores, cores == 1 ? "" : "s", cpu[0] ? ", " : "", cpu);
+}
 
 void cli_print_version(const char *tool) {
     const char *blas = openblas_get_config();

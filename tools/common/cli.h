@@ -25,6 +25,13 @@ void cli_start(const char *tool);
  * OpenMP threads, so that figures from two machines or builds can be told
  * apart. */
 void cli_print_version(const char *tool);
+/* What timings depend on beyond the graph, for reports read later or
+ * beside others: tg's version, the BLAS loaded (OpenBLAS's
+ * configuration), the OpenMP threads and GOMP_SPINCOUNT (null: unset),
+ * the cores online and the CPU's model name (null: unknown). A new
+ * object; cli_environment_line writes the same on one line. */
+struct json_object *cli_environment_json(void);
+void cli_environment_line(char *buf, size_t size);
 /* Before loading `path`: when it is a file of 64 KiB or more, grow the
  * heap by `factor` times its size (the tool's peak per byte of JSON) and
  * keep it when freed (M_TOP_PAD), so that the compile reuses the memory

@@ -2,6 +2,7 @@
  * --json and tgdebug serve's /api/profile: per-node rows, the same grouped per
  * op and op class, per original node, memory, the optimizer's profile. */
 #include "profreport.h"
+#include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +362,7 @@ json_object *prof_report_json_bodies(const prof_info *P, const tg_profile_memory
     snprintf(tool, sizeof tool, "%s %s", P->tool ? P->tool : "tgprof", tg_version());
     json_object_object_add(root, "tool", jstr(tool));
     json_object_object_add(root, "file", jstr(P->path));
+    json_object_object_add(root, "environment", cli_environment_json());
     json_object *fs = json_object_new_array();
     json_object_array_add(fs, fo);
     json_object_object_add(root, "functions", fs);

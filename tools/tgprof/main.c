@@ -192,6 +192,9 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
     printf("  Compile time: %.6f s, of which the optimizer %.6f s\n", tg_function_compile_seconds(f),
            tg_function_optimize_seconds(f));
     printf("  Nodes: %d\n", n);
+    char env[1024];
+    cli_environment_line(env, sizeof env);
+    printf("  Environment: %s\n", env);
     int ndev;
     const char *dt = prof_device_timing(P, &ndev);
     if (ndev && !strcmp(dt, "events"))
@@ -536,7 +539,10 @@ static void write_trace(const prof_info *P, FILE *o, const prof_body *bodies, in
         put_json_string(o, B->path);
         fprintf(o, ",\"step\":%lld,\"call\":%ld}}", (long long)ev.step, ev.call + 1);
     }
-    fprintf(o, "\n]}\n");
+    /* the trace format's metadata: the environment the times were taken in */
+    json_object *env = cli_environment_json();
+    fprintf(o, "\n],\"otherData\":%s}\n", json_object_to_json_string_ext(env, JSON_C_TO_STRING_PLAIN));
+    json_object_put(env);
 }
 
 /* ---- main ---- */
