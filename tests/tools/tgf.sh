@@ -227,7 +227,7 @@ expect 2 "a saved graph that does not load" -- "$TGC" run "$tmp/gr.tgf"
 one_line "gr.tgf" "bad graph"; contains err "functions\[0\]: schedule\[[0-9]*\]: 'dut' is not an op" "names the function, the node and the op"
 
 # Another build: loads with one warning line and runs.
-ver=$("$TGC" --version | awk '{print $2}')
+ver=$("$TGC" --version | awk 'NR == 1 {print $2}')
 $P "$F" "$tmp/other.tgf" header-text "\"tg_version\":\"$ver\"" '"tg_version":"0.0.0-other"'
 $P "$tmp/other.tgf" "$tmp/other.tgf" header-text '"backends":["cpu"]' '"backends":["cpu","cuda"]'
 expect 0 "a file from another build runs" -- "$TGC" run "$tmp/other.tgf" -f predict -i x="$tmp/mlp/x.npy" -o "$tmp/o"
