@@ -4,12 +4,9 @@
  *
  *   tg-example-mlp-data OUTDIR [N]
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include "example_data.h"
 #include "tg/tg.h"

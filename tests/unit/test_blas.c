@@ -15,8 +15,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "ops/op.h"
 #include "tensor/tensor.h"
@@ -609,6 +607,32 @@ static void test_blas_build(void **state) {
  * next product or loop hung. The child: a small product (guarded), then a
  * product large enough for threads and a loop over 2^21 elements that
  * read it, against the parent's results and a loop here. */
+typedef struct fork_case {
+    tg_function *f;
+    tg_array **in, **out; /* the parent's inputs and results */
+    tg_ctx *ctx;
+    double m, st;
+    int64_t L;
+} fork_case;
+
+/* test_fork_products' child: two calls against the parent's results. */
+static int fork_child(void *arg) {
+    const fork_case *c = arg;
+    for (int rep = 0; rep < 2; rep++) {
+        tg_array *o2[3] = {0};
+        if (tg_function_call(c->f, c->in, o2, c->ctx) != TG_OK) return 2;
+        if (*(const double *)tg_array_data(o2[0]) != c->m) return 3;
+        /* quarters times quarters: every order of the sums is exact */
+        if (memcmp(tg_array_data(o2[1]), tg_array_data(c->out[1]), (size_t)(c->L * c->L) * sizeof(double))) return 4;
+        if (!(fabs(*(const double *)tg_array_data(o2[2]) - c->st) <= 1e-9 * fabs(c->st) + 1e-9)) return 5;
+        /* (the pthreads build's pool is its own, which it starts again in
+         * a child) */
+        if (tg_blas_shares_omp() && blas_threads() != 1) return 6;
+        for (int i = 0; i < 3; i++) tg_array_free(o2[i]);
+    }
+    return 0;
+}
+
 static void test_fork_products(void **state) {
     (void)state;
     enum { S = 8, L = 300, E = 1 << 21 };
@@ -648,29 +672,8 @@ static void test_fork_products(void **state) {
     double p17 = 0;
     for (int k = 0; k < L; k++) p17 += bd[1 * L + k] * m * bd[k * L + 7];
     assert_true(((const double *)tg_array_data(out[1]))[1 * L + 7] == p17);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(60);
-        for (int rep = 0; rep < 2; rep++) {
-            tg_array *o2[3] = {0};
-            if (tg_function_call(f, in, o2, ctx) != TG_OK) _exit(2);
-            if (*(const double *)tg_array_data(o2[0]) != m) _exit(3);
-            /* quarters times quarters: every order of the sums is exact */
-            if (memcmp(tg_array_data(o2[1]), tg_array_data(out[1]), (size_t)L * L * sizeof(double))) _exit(4);
-            if (!(fabs(*(const double *)tg_array_data(o2[2]) - st) <= 1e-9 * fabs(st) + 1e-9)) _exit(5);
-            /* (the pthreads build's pool is its own, which it starts
-             * again in a child) */
-            if (tg_blas_shares_omp() && blas_threads() != 1) _exit(6);
-            for (int i = 0; i < 3; i++) tg_array_free(o2[i]);
-        }
-        _exit(0);
-    }
-    int wst;
-    assert_int_equal(waitpid(pid, &wst, 0), pid);
-    if (WIFSIGNALED(wst)) fail_msg("the forked child was killed by signal %d (a hang stopped by the alarm)", WTERMSIG(wst));
-    assert_true(WIFEXITED(wst));
-    assert_int_equal(WEXITSTATUS(wst), 0);
+    fork_case c = {f, in, out, ctx, m, st, L};
+    assert_int_equal(tu_forked(fork_child, &c), 0);
     for (int i = 0; i < 3; i++) {
         tg_array_free(in[i]);
         tg_array_free(out[i]);

@@ -295,19 +295,38 @@ bool tu_advised_huge(const void *p) {
     return hg;
 }
 
-int tu_child_env(const char *name, const char *value, int (*fn)(void *), void *arg) {
+int tu_forked(int (*fn)(void *), void *arg) {
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
+        alarm(60);
         _exit(fn(arg));
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status))
+        fail_msg("the forked child was killed by signal %d (a hang stopped by the alarm)", WTERMSIG(status));
     assert_true(WIFEXITED(status));
     return WEXITSTATUS(status);
+}
+
+typedef struct env_call {
+    const char *name, *value;
+    int (*fn)(void *);
+    void *arg;
+} env_call;
+
+static int with_env(void *p) {
+    env_call *c = p;
+    if (c->value) setenv(c->name, c->value, 1);
+    else unsetenv(c->name);
+    return c->fn(c->arg);
+}
+
+int tu_child_env(const char *name, const char *value, int (*fn)(void *), void *arg) {
+    env_call c = {name, value, fn, arg};
+    return tu_forked(with_env, &c);
 }
 
 void tu_tgf_patch_header(unsigned char *b, size_t n, const char *key, char end, const char *with) {

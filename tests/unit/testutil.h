@@ -106,6 +106,10 @@ bool tu_advised_huge(const void *p);
  * is the child's exit status, which this returns (fails the test if the
  * child did not exit). */
 int tu_child_env(const char *name, const char *value, int (*fn)(void *), void *arg);
+/* fn(arg) in a forked child, whose return value is its exit status, which
+ * this returns; a child still running after 60 s (a hang) is stopped, and
+ * a child killed by a signal fails the test. */
+int tu_forked(int (*fn)(void *), void *arg);
 
 /* A .tgf file's header text (b, n bytes) after `key` up to the next `end`
  * replaced by `with`, padded with spaces to the same length, and the two

@@ -77,36 +77,49 @@ static void cpu_model(char *buf, size_t size) {
     fclose(f);
 }
 
+/* What cli_environment_json, cli_environment_line and cli_print_version
+ * report, read once per report. */
+typedef struct cli_env {
+    const char *blas, *spin; /* NULL: unknown, unset */
+    int threads;
+    long cores;
+    char cpu[256]; /* "": unknown */
+} cli_env;
+
+static void env_read(cli_env *e) {
+    e->blas = openblas_get_config();
+    e->spin = getenv("GOMP_SPINCOUNT");
+    e->threads = omp_get_max_threads();
+    e->cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_model(e->cpu, sizeof e->cpu);
+}
+
 json_object *cli_environment_json(void) {
+    cli_env e;
+    env_read(&e);
     json_object *o = json_object_new_object();
-    const char *blas = openblas_get_config(), *spin = getenv("GOMP_SPINCOUNT");
-    char cpu[256];
-    cpu_model(cpu, sizeof cpu);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     json_object_object_add(o, "tg_version", json_object_new_string(tg_version()));
-    json_object_object_add(o, "blas", json_object_new_string(blas ? blas : "unknown"));
-    json_object_object_add(o, "openmp_threads", json_object_new_int(omp_get_max_threads()));
-    json_object_object_add(o, "gomp_spincount", spin ? json_object_new_string(spin) : NULL);
-    json_object_object_add(o, "cores_online", json_object_new_int64(cores > 0 ? cores : 0));
-    json_object_object_add(o, "cpu", cpu[0] ? json_object_new_string(cpu) : NULL);
+    json_object_object_add(o, "blas", json_object_new_string(e.blas ? e.blas : "unknown"));
+    json_object_object_add(o, "openmp_threads", json_object_new_int(e.threads));
+    json_object_object_add(o, "gomp_spincount", e.spin ? json_object_new_string(e.spin) : NULL);
+    json_object_object_add(o, "cores_online", json_object_new_int64(e.cores > 0 ? e.cores : 0));
+    json_object_object_add(o, "cpu", e.cpu[0] ? json_object_new_string(e.cpu) : NULL);
     return o;
 }
 
 void cli_environment_line(char *buf, size_t size) {
-    const char *blas = openblas_get_config(), *spin = getenv("GOMP_SPINCOUNT");
-    char cpu[256];
-    cpu_model(cpu, sizeof cpu);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cli_env e;
+    env_read(&e);
     snprintf(buf, size, "%s; %d OpenMP thread%s (GOMP_SPINCOUNT %s); %ld core%s online%s%s",
-             blas ? blas : "BLAS unknown", omp_get_max_threads(), omp_get_max_threads() == 1 ? "" : "s",
-             spin ? spin : "unset", cores, cores == 1 ? "" : "s", cpu[0] ? ", " : "", cpu);
+             e.blas ? e.blas : "BLAS unknown", e.threads, e.threads == 1 ? "" : "s", e.spin ? e.spin : "unset",
+             e.cores, e.cores == 1 ? "" : "s", e.cpu[0] ? ", " : "", e.cpu);
 }
 
 void cli_print_version(const char *tool) {
-    const char *blas = openblas_get_config();
-    const char *spin = getenv("GOMP_SPINCOUNT");
-    printf("%s %s\nBLAS: %s\nOpenMP threads: %d (GOMP_SPINCOUNT %s)\n", tool, tg_version(), blas ? blas : "unknown",
-           omp_get_max_threads(), spin ? spin : "unset");
+    cli_env e;
+    env_read(&e);
+    printf("%s %s\nBLAS: %s\nOpenMP threads: %d (GOMP_SPINCOUNT %s)\n", tool, tg_version(),
+           e.blas ? e.blas : "unknown", e.threads, e.spin ? e.spin : "unset");
 }
 
 void cli_start(const char *tool) {

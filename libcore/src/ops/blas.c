@@ -61,17 +61,15 @@ static int kernel_error(tg_ctx *ctx, int k) {
  * fork), OpenBLAS's count is its parent's until its next call, and
  * putting that back would have made the child's next parallel loop wait
  * forever for threads it does not have. */
-static bool blas_on_omp(void) {
+bool tg_blas_shares_omp(void) {
     static int on = -1; /* read once; every thread reads the same */
     int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
     if (v < 0) __atomic_store_n(&on, v = openblas_get_parallel() == 2, __ATOMIC_RELAXED);
     return v;
 }
 
-bool tg_blas_shares_omp(void) { return blas_on_omp(); }
-
 tg_blas_guard tg_blas_single(void) {
-    const bool omp = blas_on_omp();
+    const bool omp = tg_blas_shares_omp();
     tg_blas_guard g = {omp ? omp_get_max_threads() : openblas_get_num_threads()};
     if (g.saved > 1) {
         if (omp) omp_set_num_threads(1);
@@ -85,7 +83,7 @@ tg_blas_guard tg_blas_single(void) {
 
 void tg_blas_restore(tg_blas_guard g) {
     if (g.saved <= 1) return;
-    if (blas_on_omp()) omp_set_num_threads(g.saved);
+    if (tg_blas_shares_omp()) omp_set_num_threads(g.saved);
     else
         openblas_set_num_threads(g.saved);
 }
