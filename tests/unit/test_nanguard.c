@@ -14,9 +14,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "debug/guard.h"
+#include "vm/vm.h"
 #include "testutil.h"
 
 static tg_function *compile(tg_graph *g, const char *preset) {
@@ -810,6 +812,97 @@ static void test_fused_body_op_made_inf(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* A rewrite that makes two nodes of one: exp(log a) is
+ * switch(ge(a, 0), a, nan), both standing for c, and fusion puts them in
+ * one composite with a = x*y, b = log a (an output, so it stays) and
+ * d = y - c: body t0 mul (a), t1 ge and t2 switch (c), t3 log (b), t4
+ * sub (d). The NaN of log(-1) is b's, by hand. The composite's origins
+ * name c once; its groups repeat it. The groups once indexed the
+ * origins, so that the union the rewrite engine made of them (each key
+ * once) shifted every group after c's: t3 was named d, and without d
+ * (not an output) a NULL past the end. The same from the function's
+ * .tgf and from a copy of it. */
+static const char *PAIR =
+    "{'format':'tg-graph','version':1,'variables':[{'id':'x','type':{'dtype':'float64','shape':[3]}},"
+    "{'id':'y','type':{'dtype':'float64','shape':[3]}}],"
+    "'nodes':[{'op':'mul','inputs':['x','y'],'outputs':['a']},"
+    "{'op':'log','inputs':['a'],'outputs':['b']},"
+    "{'op':'exp','inputs':['b'],'outputs':['c']},"
+    "{'op':'sum','inputs':['c'],'outputs':['s'],'attrs':{'axis':null}},"
+    "{'op':'sub','inputs':['y','c'],'outputs':['d']}],"
+    "'functions':{'main':{'inputs':['x','y'],'outputs':['s','b','d']}}}";
+
+static void expect_pair_b(tg_function *f, tg_array *const *in, tg_ctx *ctx) {
+    tg_nanguard *ng = tg_nanguard_new(f, NULL, ctx);
+    assert_non_null(ng);
+    tg_array *out[3] = {NULL, NULL, NULL};
+    assert_int_equal(tg_nanguard_call(ng, in, out, ctx), TG_ESTOPPED);
+    const tg_offence *o = tg_nanguard_offence(ng);
+    assert_non_null(o);
+    assert_int_equal(o->where, TG_OFFENCE_NODE);
+    assert_string_equal(tg_function_node_op(f, o->node), "composite");
+    assert_non_null(o->body_op);
+    assert_string_equal(o->body_op, "log");
+    assert_string_equal(o->body_var, "t3");
+    assert_int_equal(o->norigins, 1);
+    assert_string_equal(o->origins[0], "b");
+    /* the composite's origins: each original node once */
+    const char *const *keys;
+    int no = tg_function_node_origins(f, o->node, &keys);
+    assert_int_equal(no, 4);
+    const char *want[4] = {"a", "c", "b", "d"};
+    for (int i = 0; i < 4; i++) assert_string_equal(keys[i], want[i]);
+    for (int i = 0; i < 3; i++) tg_array_free(out[i]);
+    tg_nanguard_free(ng);
+}
+
+static void test_fused_rewrite_pair(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {3};
+    tg_array *in[2] = {tu_f64(1, shape, (double[]){1, -1, 2}), tu_f64(1, shape, (double[]){1, 2, 3})};
+    tg_graph *g = tu_load_sq(PAIR);
+    tg_function *f = compile(g, "fast_run");
+    /* the optimized graph is as the comment says */
+    int nc = 0;
+    for (int k = 0; k < tg_function_node_count(f); k++)
+        if (!strcmp(tg_function_node_op(f, k), "composite")) {
+            nc++;
+            int nf, nk;
+            const char *const *gk;
+            const int *st = tg_composite_origin_groups(f->sched[k].node, &nf, &gk, &nk);
+            assert_non_null(st);
+            assert_int_equal(nf, 5);
+            assert_int_equal(nk, 5);
+            const char *want[5] = {"a", "c", "c", "b", "d"};
+            for (int j = 0; j < 5; j++) {
+                assert_int_equal(st[j], j);
+                assert_string_equal(gk[j], want[j]);
+            }
+        }
+    assert_int_equal(nc, 1);
+    expect_pair_b(f, in, ctx);
+    char dir[] = "/tmp/tg_test_nanguard.XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/pair.tgf", dir);
+    if (tg_tgf_save(path, &f, 1, NULL, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf *t = tg_tgf_load(path, NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    expect_pair_b(tg_tgf_function(t, 0), in, ctx);
+    tg_function *c = tg_function_copy(tg_tgf_function(t, 0), NULL, NULL, 0, ctx);
+    if (!c) fail_msg("%s", tg_ctx_message(ctx));
+    expect_pair_b(c, in, ctx);
+    tg_function_free(c);
+    tg_tgf_free(t);
+    unlink(path);
+    rmdir(dir);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_ctx_free(ctx);
+}
+
 /* A float32 threshold that float32 cannot hold: 16777219 lies between
  * the floats 16777218 and 16777220; 16777220 is above it. */
 static void test_float32_threshold(void **state) {
@@ -1164,6 +1257,7 @@ int main(void) {
         cmocka_unit_test(test_folded_constant_read),
         cmocka_unit_test(test_big_constant_explains_no_nan),
         cmocka_unit_test(test_fused_body_op_made_inf),
+        cmocka_unit_test(test_fused_rewrite_pair),
         cmocka_unit_test(test_float32_threshold),
         cmocka_unit_test(test_scan_step),
         cmocka_unit_test(test_body_node),

@@ -606,23 +606,23 @@ static void test_gradient_nodes_named(void **state) {
          * gradient, holds the division) */
         int kc = composite_of(fs[i], key);
         assert_true(kc >= 0);
-        const char *const *keys;
-        (void)tg_function_node_origins(fs[i], kc, &keys);
         /* The composite's origin groups: the one that holds the division
          * is the division alone. */
         const tg_node *cn = fs[i]->sched[kc].node;
-        int nf;
-        const int *st = tg_composite_origin_starts(cn, &nf);
+        int nf, nk, nf0, nk0;
+        const char *const *keys, *const *keys0;
+        const int *st = tg_composite_origin_groups(cn, &nf, &keys, &nk);
         {
             assert_non_null(st);
             int start = -1, len = 0;
             for (int j = 0; j < nf; j++)
                 if (st[j + 1] - st[j] == 1 && !strcmp(keys[st[j]], key)) start = st[j], len = 1;
             assert_true(start >= 0 && len == 1);
-            int nf0;
-            const int *st0 = tg_composite_origin_starts(h->sched[composite_of(h, key)].node, &nf0);
+            const int *st0 = tg_composite_origin_groups(h->sched[composite_of(h, key)].node, &nf0, &keys0, &nk0);
             assert_int_equal(nf, nf0);
             assert_memory_equal(st, st0, sizeof *st * (size_t)(nf + 1));
+            assert_int_equal(nk, nk0);
+            for (int j = 0; j < nk; j++) assert_string_equal(keys[j], keys0[j]);
         }
     }
     tg_function_free(fs[1]);
@@ -701,8 +701,9 @@ static void test_version_2_file(void **state) {
     for (int k = 0; k < tg_function_node_count(f); k++) {
         tg_key_gradient kg;
         assert_false(tg_function_key_gradient(f, tg_function_node_key(f, k), &kg));
-        int nf;
-        assert_null(tg_composite_origin_starts(f->sched[k].node, &nf));
+        int nf, nk;
+        const char *const *keys;
+        assert_null(tg_composite_origin_groups(f->sched[k].node, &nf, &keys, &nk));
     }
     tg_array_free(out[0]);
     tg_array_free(out[1]);

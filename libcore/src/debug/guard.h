@@ -6,15 +6,18 @@
 
 #include "graph/graph.h"
 
-/* Where in a composite a bad value was made: the body op, and which of
- * the node's origins (n->origins[origin_start .. +norigins]) it stood
- * for; body_node -1 when every body op's output is clean or the first bad
- * one had bad inputs already (then the whole origins range is given). */
+/* Where in a composite a bad value was made: the body op, and the
+ * original nodes it stood for (origins[0 .. norigins), borrowed from the
+ * node); body_node -1 when every body op's output is clean or the first
+ * bad one had bad inputs already (then all the node's origins are given,
+ * as they are when the node does not know which fused node stood for
+ * which). */
 typedef struct tg_composite_where {
     int body_node;     /* j of the body's t<j>: the j-th fused node */
     const char *op;    /* the body op's name (static) */
     const char *var;   /* the body variable (borrowed from the node) */
-    int origin_start, norigins;
+    const char *const *origins;
+    int norigins;
 } tg_composite_where;
 
 /* Re-run composite node n's body op by op on its inputs `in` (the arrays

@@ -546,7 +546,7 @@ static void locate_fused(tg_nanguard *g, const tg_node *n, tg_array *const *cap,
         l->fused_op = w.op;
         l->fused_var = w.var;
         l->norigins = w.norigins;
-        l->origins = (const char *const *)n->origins + w.origin_start;
+        l->origins = w.origins;
         l->fused_what = g->last_w;
         l->fused_stats = g->last_st;
     }

@@ -454,18 +454,23 @@ char **tg_oset_flatten(tg_oset *s, int *nkeys);
  * to do) and drop the set. TG_ENOMEM. */
 int tg_node_origins_settle(tg_node *n);
 /* (ops/composite.c; declared here because composite.h's kernel type
- * clashes with the backends') Which of a composite node's origins each
- * fused node stood for: fused node j (body variable t<j>) stood for
- * origins[starts[j] .. starts[j + 1]). Returns the starts (*nfused + 1
- * of them), or NULL when the node does not know: not a composite, one read
- * from a graph file, or one whose origins grew past its groups (merge
- * folded an equal composite into it). */
-const int *tg_composite_origin_starts(const tg_node *n, int *nfused);
-/* Give a composite node read back from a compiled-function file the
- * starts it was saved with (copied): nfused + 1 of them, 0 first, rising
- * (each fused node stood for at least one), the last the node's origin
- * count. TG_EINVAL when they are not so, TG_ENOMEM. */
-int tg_composite_set_origin_starts(tg_node *n, const int *starts, int nfused);
+ * clashes with the backends') Which original nodes each fused node of a
+ * composite stood for: fused node j (body variable t<j>) stood for
+ * keys[starts[j] .. starts[j + 1]). The keys are the node's origins, or,
+ * when two fused nodes stood for one original node (a rewrite that made
+ * two nodes of one), a list of their own that repeats it (the origins
+ * name each node once). Returns the starts (*nfused + 1 of them), or NULL
+ * when the node does not know: not a composite, one read from a graph
+ * file, or one whose origins grew past its groups (merge folded an equal
+ * composite into it). */
+const int *tg_composite_origin_groups(const tg_node *n, int *nfused, const char *const **keys, int *nkeys);
+/* Give a composite node whose origins are the keys of its groups (read
+ * back from a compiled-function file, or copied) the groups' starts
+ * (copied): nfused + 1 of them, 0 first, rising (each fused node stood
+ * for at least one), the last the node's origin count. A key the groups
+ * repeat then stays in the origins once. TG_EINVAL when they are not so,
+ * TG_ENOMEM. */
+int tg_composite_set_origin_groups(tg_node *n, const int *starts, int nfused);
 
 /* A node's grad_of block (above), the four strings copied; NULL for
  * "of" or "of_op" is "". NULL: no memory. */

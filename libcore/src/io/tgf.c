@@ -2044,15 +2044,21 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         const tg_node *src = f->sched[k].node;
         tg_node *dst = fg->nodes[k];
         if (!src->origins && !src->norigins) continue;
-        dst->origins = tg_origins_pack((const char *const *)src->origins, src->norigins);
+        /* (a composite's: the keys of its groups, then the groups) */
+        int nf, nk;
+        const char *const *ok;
+        const int *st = src->origins ? tg_composite_origin_groups(src, &nf, &ok, &nk) : NULL;
+        if (!st) {
+            ok = (const char *const *)src->origins;
+            nk = src->norigins;
+        }
+        dst->origins = tg_origins_pack(ok, nk);
         if (!dst->origins) {
             tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto fail;
         }
-        dst->norigins = src->norigins;
-        int nf;
-        const int *st = tg_composite_origin_starts(src, &nf);
-        if (st && tg_composite_set_origin_starts(dst, st, nf) == TG_ENOMEM) {
+        dst->norigins = nk;
+        if (st && tg_composite_set_origin_groups(dst, st, nf) == TG_ENOMEM) {
             tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto fail;
         }

@@ -137,13 +137,19 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
             put32(&E, intern(&E, fr->function));
             put32(&E, intern(&E, fr->code));
         }
-        put32(&E, n->origins ? (uint32_t)n->norigins : NONE);
-        for (int k = 0; n->origins && k < n->norigins; k++) put32(&E, intern(&E, n->origins[k]));
+        /* a composite's origins by fused node (tgdebug nanguard names
+         * the ones of the body op that went bad): the keys its groups
+         * index, which may repeat one (the reader keeps it once) */
+        int nf, nk;
+        const char *const *ok;
+        const int *st = n->origins ? tg_composite_origin_groups(n, &nf, &ok, &nk) : NULL;
+        if (!st) {
+            ok = (const char *const *)n->origins;
+            nk = n->norigins;
+        }
+        put32(&E, n->origins ? (uint32_t)nk : NONE);
+        for (int k = 0; n->origins && k < nk; k++) put32(&E, intern(&E, ok[k]));
         if (n->origins) {
-            /* a composite's origins by fused node (tgdebug nanguard names
-             * the ones of the body op that went bad) */
-            int nf;
-            const int *st = tg_composite_origin_starts(n, &nf);
             put32(&E, st ? (uint32_t)nf : 0);
             for (int k = 1; st && k <= nf; k++) put32(&E, (uint32_t)st[k]);
         }
@@ -689,7 +695,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
                 uint32_t e = get32(D);
                 st[k] = e > nor ? -1 : (int)e;
             }
-            int grc = D->rc ? D->rc : tg_composite_set_origin_starts(n, st, (int)nf);
+            int grc = D->rc ? D->rc : tg_composite_set_origin_groups(n, st, (int)nf);
             tg_free(st);
             if (grc == TG_ENOMEM) goto oom;
             if (grc) {

@@ -121,11 +121,18 @@ typedef struct comp_body {
     unsigned long row_gen;
     bool row_ready;
     void *dev; /* a device backend's kernel (tg_composite_node_dev_set) */
-    /* Which of the node's origins each fused node stood for: body node
-     * t<j> (nodes[j] when the node was built) for origins[ostart[j] ..
-     * ostart[j+1]). NULL for a composite read from a file. */
+    /* Which original nodes each fused node stood for: body node t<j>
+     * (nodes[j] when the node was built) for keys[ostart[j] ..
+     * ostart[j+1]), keys being gkeys, or the node's origins when gkeys
+     * is NULL. gkeys (packed, owned) exists when two fused nodes stood
+     * for one original node (a rewrite's two nodes: exp(log a) made
+     * switch(ge(a, 0), a, nan)): the node's origins name each once, so
+     * that the groups, which repeat it, cannot index them. ostart NULL:
+     * unknown (a composite of a graph file, or of a .tgf of version 2). */
     int *ostart;
     int nfused;
+    char **gkeys;
+    int ngkeys;
 } comp_body;
 
 static bool force_interp = false;
@@ -151,6 +158,7 @@ static void comp_free_extra(tg_attrs *a) {
     if (!b->src_shared) tg_free(b->src);
     parsed_release(b->parsed);
     tg_free(b->ostart);
+    tg_free(b->gkeys);
     tg_free(b);
     a->extra = NULL;
 }
@@ -1758,10 +1766,22 @@ wire:
             for (int q = 0; q < nodes[j]->norigins; q++) keys[k++] = nodes[j]->origins[q];
     }
     cb->ostart[nnodes] = no;
-    n->origins = tg_origins_pack(keys, no);
+    /* The node's origins: each key once, where it first appears; the
+     * groups keep the repeats when there are any. */
+    int nu = 0;
+    tg_oset *all = tg_oset_leaf(keys, no);
+    n->origins = all ? tg_oset_flatten(all, &nu) : NULL;
+    tg_oset_unref(all);
+    if (n->origins && nu < no) {
+        if (!(cb->gkeys = tg_origins_pack(keys, no))) {
+            tg_free(n->origins);
+            n->origins = NULL;
+        }
+        cb->ngkeys = no;
+    }
     tg_free(keys);
     if (!n->origins) goto oom;
-    n->norigins = no;
+    n->norigins = nu;
     if (outputs[0]->owner && tg_trace_copy(&n->trace, &outputs[0]->owner->trace)) goto oom;
     tg_free(consts);
     tg_free(sig);
@@ -1823,25 +1843,55 @@ int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs, int *ni
     return TG_OK;
 }
 
-const int *tg_composite_origin_starts(const tg_node *n, int *nfused) {
+const int *tg_composite_origin_groups(const tg_node *n, int *nfused, const char *const **keys, int *nkeys) {
     const comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    *nfused = *nkeys = 0;
+    *keys = NULL;
+    if (!b || !b->ostart || b->nfused < 1) return NULL;
+    const char *const *k = b->gkeys ? (const char *const *)b->gkeys : (const char *const *)n->origins;
+    int nk = b->gkeys ? b->ngkeys : n->norigins;
     /* (a merge that folded an equal composite into this one appended its
-     * origins, past the last group: then the groups no longer cover them) */
-    bool whole = b && b->ostart && b->nfused > 0 && b->ostart[b->nfused] == n->norigins;
-    *nfused = whole ? b->nfused : 0;
-    return whole ? b->ostart : NULL;
+     * origins, past the last group: then the groups, which index the
+     * origins, no longer cover them) */
+    if (!k || b->ostart[b->nfused] != nk) return NULL;
+    *nfused = b->nfused;
+    *keys = k;
+    *nkeys = nk;
+    return b->ostart;
 }
 
-int tg_composite_set_origin_starts(tg_node *n, const int *starts, int nfused) {
+int tg_composite_set_origin_groups(tg_node *n, const int *starts, int nfused) {
     comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
-    if (!b || nfused < 1 || nfused > n->norigins || starts[0] != 0 || starts[nfused] != n->norigins)
+    if (!b || !n->origins || nfused < 1 || nfused > n->norigins || starts[0] != 0 ||
+        starts[nfused] != n->norigins)
         return TG_EINVAL;
     for (int j = 0; j < nfused; j++)
         if (starts[j + 1] <= starts[j]) return TG_EINVAL;
     int *c = tg_malloc(sizeof *c * ((size_t)nfused + 1));
     if (!c) return TG_ENOMEM;
     memcpy(c, starts, sizeof *c * ((size_t)nfused + 1));
+    /* Groups that repeat a key: they keep the list as given, the node
+     * each key once (where it first appears), as when it was built. */
+    int nu = 0;
+    char **u = NULL, **g = NULL;
+    tg_oset *all = tg_oset_leaf((const char *const *)n->origins, n->norigins);
+    if (all) u = tg_oset_flatten(all, &nu);
+    tg_oset_unref(all);
+    if (!u) {
+        tg_free(c);
+        return TG_ENOMEM;
+    }
+    if (nu < n->norigins) {
+        g = n->origins;
+        n->origins = u;
+    } else {
+        tg_free(u);
+    }
     tg_free(b->ostart);
+    tg_free(b->gkeys);
+    b->gkeys = g;
+    b->ngkeys = g ? n->norigins : 0;
+    if (g) n->norigins = nu;
     b->ostart = c;
     b->nfused = nfused;
     return TG_OK;
@@ -1856,7 +1906,7 @@ int tg_composite_locate(const tg_node *n, tg_array *const *in,
     w->body_node = -1;
     w->op = NULL;
     w->var = NULL;
-    w->origin_start = 0;
+    w->origins = (const char *const *)n->origins;
     w->norigins = n->norigins;
     if (!b) return tg_errorf(ctx, TG_EINVAL, "not a parsed composite node");
     tg_fgraph *fg = b->fg;
@@ -1897,12 +1947,16 @@ int tg_composite_locate(const tg_node *n, tg_array *const *in,
             w->body_node = t;
             w->op = nd->op->name;
             w->var = id;
-            if (b->ostart && t >= 0 && t < b->nfused) {
-                w->origin_start = b->ostart[t];
+            /* The groups index gkeys, or the first of the origins (a
+             * merge may have appended more past them, never fewer).
+             * Without groups, every origin: which one the body op
+             * stood for is not known, and a guess could name the
+             * wrong node. */
+            const char *const *gk = b->gkeys ? (const char *const *)b->gkeys : (const char *const *)n->origins;
+            int ngk = b->gkeys ? b->ngkeys : n->norigins;
+            if (b->ostart && t >= 0 && t < b->nfused && b->ostart[b->nfused] <= ngk) {
+                w->origins = gk + b->ostart[t];
                 w->norigins = b->ostart[t + 1] - b->ostart[t];
-            } else if (t >= 0 && n->norigins == fg->nnodes && t < n->norigins) {
-                w->origin_start = t; /* one original node per fused node */
-                w->norigins = 1;
             }
             break;
         }
