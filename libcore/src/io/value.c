@@ -702,6 +702,12 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
         }
         json_type jt = json_object_get_type(jdata);
         vdt = jt == json_type_boolean ? TG_BOOL : jt == json_type_int ? TG_INT64 : TG_FLOAT64;
+        /* An integer past int64 (to 2^64 - 1) is held as a uint64, as
+         * NumPy 2 holds a Python int it meets (uint64 + 2**64 - 1 is
+         * uint64) or that stands alone (np.asarray(2**64 - 1)). */
+        if (jt == json_type_int && json_object_get_int64(jdata) == INT64_MAX &&
+            json_object_get_uint64(jdata) > (uint64_t)INT64_MAX)
+            vdt = TG_UINT64;
         if (weak) *weak = true;
     }
     if (!shape_known && has_data && !scalar_data) {

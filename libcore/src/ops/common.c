@@ -240,7 +240,14 @@ static int weak_convert(tg_node *n, int i, tg_dtype dt, tg_ctx *ctx) {
     tg_array *a = v->value;
     if (a->dtype != dt) {
         char from = tg_dtype_kind(a->dtype), to = tg_dtype_kind(dt);
-        if (from == 'i' && (to == 'i' || to == 'u')) {
+        if (from == 'u' && to != 'f') {
+            /* (held as uint64 only past int64: fits nothing else) */
+            uint64_t x = *(const uint64_t *)a->data;
+            if (dt != TG_UINT64)
+                return tg_errorf(ctx, TG_ETYPE,
+                                 "inputs[%d]: the Python integer %llu is out of bounds for %s",
+                                 i, (unsigned long long)x, tg_dtype_name(dt));
+        } else if (from == 'i' && (to == 'i' || to == 'u')) {
             int64_t x = *(const int64_t *)a->data;
             size_t bits = tg_dtype_size(dt) * 8;
             bool fits = to == 'i' ? bits == 64 || (x >= -(INT64_C(1) << (bits - 1)) &&
@@ -329,8 +336,12 @@ int tg_weak_resolve(tg_node *n, int first, int count, tg_dtype *out, tg_ctx *ctx
     }
     tg_dtype res;
     if (strong == TG_DTYPE_INVALID) {
-        /* Only weak scalars: they take their default dtypes. */
-        res = weak_kind == 'f' ? TG_FLOAT64 : weak_kind == 'i' ? TG_INT64 : TG_BOOL;
+        /* Only weak scalars: they take their default dtypes (an integer
+         * past int64 among them: uint64, as NumPy 2 gives 2**64 - 1 + 1). */
+        bool past = false;
+        for (int i = first; i < first + count; i++)
+            past |= n->inputs[i]->weak && n->inputs[i]->type.dtype == TG_UINT64;
+        res = weak_kind == 'f' ? TG_FLOAT64 : weak_kind == 'i' ? (past ? TG_UINT64 : TG_INT64) : TG_BOOL;
     } else {
         res = weak_kind ? weak_meets(weak_kind, strong) : strong;
     }

@@ -196,6 +196,26 @@ write("elemwise_weak", [{"id": "x", "type": typ(x32)}, {"id": "i", "type": typ(i
                     "idiv": value(i8.astype(np.float32) / np.float32(2)),
                     "relu": value(np.maximum(np.float32(0), x32))}}])
 
+# Weak integers past int64 (to 2**64 - 1): uint64 + 2**64 - 1 is uint64
+# (NumPy 2), a float array takes them as its float, alone they are uint64
+# (np.asarray(2**64 - 1)). NumPy 1's value-based rules give other dtypes:
+# the expectations are computed in the dtypes NEP 50 gives.
+U = 2**64 - 1
+xu = np.array([1, 2**64 - 2, 2**63], np.uint64)
+fu = np.array([0.5, -1.0, 2.0], np.float64)
+write("elemwise_weak_u64", [{"id": "x", "type": typ(xu)}, {"id": "f", "type": typ(fu)}],
+      [{"op": "add", "inputs": ["x", {"value": U}], "outputs": ["xa"]},
+       {"op": "sub", "inputs": ["x", {"value": 2**63}], "outputs": ["xs"]},
+       {"op": "maximum", "inputs": [{"value": {"data": U}}, "x"], "outputs": ["xm"]},
+       {"op": "eq", "inputs": ["x", {"value": 2**63}], "outputs": ["xe"]},
+       {"op": "mul", "inputs": ["f", {"value": U}], "outputs": ["fm"]},
+       {"op": "add", "inputs": [{"value": U}, {"value": 0}], "outputs": ["alone"]}],
+      [{"inputs": {"x": value(xu), "f": value(fu)},
+        "outputs": {"xa": value(xu + np.uint64(U)), "xs": value(xu - np.uint64(2**63)),
+                    "xm": value(np.maximum(np.uint64(U), xu)), "xe": value(xu == np.uint64(2**63)),
+                    "fm": value(fu * np.float64(U)), "alone": value(np.uint64(U) + np.uint64(0))}}],
+      functions={"main": {"inputs": ["x", "f"], "outputs": ["xa", "xs", "xm", "xe", "fm", "alone"]}})
+
 # n-ary add/mul with broadcasting; switch; clip; cast; a transposed input.
 a = sample("float64", (2, 3), rng)
 b = sample("float64", (3,), rng)
