@@ -272,7 +272,7 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
         return true;
     }
     if (!strcmp(op, "sign")) {
-        if (fl) tg_str_addf(s, "(%s > 0 ? 1 : %s < 0 ? -1 : %s)", a[0], a[0], a[0]);
+        if (fl) tg_str_addf(s, "(%s > 0 ? 1 : %s < 0 ? -1 : %s == 0 ? 0 : %s)", a[0], a[0], a[0], a[0]);
         else if (si) tg_str_addf(s, "((%s > 0) - (%s < 0))", a[0], a[0]);
         else tg_str_addf(s, "(%s > 0)", a[0]);
         return true;
@@ -406,7 +406,7 @@ static const char PRELUDE[] =
     "static inline double tg_softplus_d(double x) { return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }\n"
     "static inline float tg_softplus_f(float x) { return (x > 0 ? x : 0) + log1pf(expf(-fabsf(x))); }\n"
     "#define TG_CLIP(T) static inline T tg_clip_##T(T x, T lo, T hi) { \\\n"
-    "    T m = (x >= lo || x != x) ? x : lo; return (m <= hi || m != m) ? m : hi; }\n"
+    "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
     TG_COMPOSITE_F2I("static inline");

@@ -424,13 +424,13 @@ FLOATS(DEF_U, l_abs, fabs(x))
 SINTS(DEF_U, l_abs, x < 0 ? WNEG(__typeof__(x), x) : x)
 UINTS(DEF_U, l_abs, x)
 BOOLS(DEF_U, l_abs, x)
-FLOATS(DEF_U, l_sign, x > 0 ? 1 : x < 0 ? -1 : x)
+/* (NumPy's: 0 for either zero, +0; NaN stays NaN) */
+FLOATS(DEF_U, l_sign, x > 0 ? 1 : x < 0 ? -1 : x == 0 ? 0 : x)
 SINTS(DEF_U, l_sign, (x > 0) - (x < 0))
 UINTS(DEF_U, l_sign, x > 0)
 FLOATS(DEF_U, l_sqr, x * x)
 SINTS(DEF_U, l_sqr, (__typeof__(x))((uint64_t)x * (uint64_t)x))
 UINTS(DEF_U, l_sqr, (__typeof__(x))((uint64_t)x * (uint64_t)x))
-BOOLS(DEF_U, l_sqr, x)
 FLOATS(DEF_U, l_relu, x > 0 ? x : (x != x ? x : 0))
 SINTS(DEF_U, l_relu, x > 0 ? x : 0)
 UINTS(DEF_U, l_relu, x)
@@ -505,14 +505,16 @@ SWITCH_LOOP(l_switch2, uint16_t)
 SWITCH_LOOP(l_switch4, uint32_t)
 SWITCH_LOOP(l_switch8, uint64_t)
 
+/* NumPy's clip, min(max(x, lo), hi) with max(a, b) = a > b ? a : b (NaN
+ * kept): on a tie the bound, so clip(-0.0, 0.0, 1.0) is +0.0. */
 #define CLIP_LOOP(SUF, T, DT, NAME)                                             \
     static void NAME##_##SUF(int64_t n, char **p, const int64_t *s, void *ud) { \
         (void)ud;                                                               \
         for (int64_t i = 0; i < n; i++) {                                       \
             T x = *(const T *)(p[1] + i * s[1]), lo = *(const T *)(p[2] + i * s[2]), \
               hi = *(const T *)(p[3] + i * s[3]);                               \
-            T m = (x >= lo || x != x) ? x : lo;                                 \
-            *(T *)(p[0] + i * s[0]) = (m <= hi || m != m) ? m : hi;             \
+            T m = (x > lo || x != x) ? x : lo;                                  \
+            *(T *)(p[0] + i * s[0]) = (m < hi || m != m) ? m : hi;              \
         }                                                                       \
     }
 ALLT(CLIP_LOOP, l_clip)
@@ -937,7 +939,8 @@ OPDEF(neg, 1, 1, EW_SAME_UNARY, EWF_NO_BOOL, 1, 0, NULL, NULL, LF(neg), LS(neg),
 OPDEF(abs, 1, 1, EW_SAME_UNARY, 0, 1, 0, NULL, NULL, LF(abs), LS(abs), LU(abs), LB(abs))
 OPDEF(sign, 1, 1, EW_SAME_UNARY, EWF_NO_BOOL, 1, TG_OPF_NONDIFF, NULL, NULL, LF(sign), LS(sign),
       LU(sign))
-OPDEF(sqr, 1, 1, EW_SAME_UNARY, 0, 1, 0, NULL, NULL, LF(sqr), LS(sqr), LU(sqr), LB(sqr))
+/* (sqr of bool is int8, as np.square's: NumPy has no bool loop for it) */
+OPDEF(sqr, 1, 1, EW_SAME_UNARY, EWF_BOOL_INT8, 1, 0, NULL, NULL, LF(sqr), LS(sqr), LU(sqr))
 OPDEF(relu, 1, 1, EW_SAME_UNARY, 0, 1, 0, NULL, NULL, LF(relu), LS(relu), LU(relu), LB(relu))
 OPDEF(floor, 1, 1, EW_SAME_UNARY, EWF_INT_IDENTITY, 1, TG_OPF_NONDIFF, NULL, NULL, LF(floor))
 OPDEF(ceil, 1, 1, EW_SAME_UNARY, EWF_INT_IDENTITY, 1, TG_OPF_NONDIFF, NULL, NULL, LF(ceil))

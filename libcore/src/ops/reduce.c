@@ -40,7 +40,6 @@ static int red_attrs(tg_node *n, tg_ctx *ctx) {
     if (!rc) rc = tg_attr_bool(n, "keepdims", false, &n->a.keepdims, ctx);
     if (!rc && (im->kind == R_VAR || im->kind == R_STD)) {
         rc = tg_attr_int(n, "ddof", true, 0, &n->a.ddof, ctx);
-        if (!rc && n->a.ddof < 0) rc = tg_errorf(ctx, TG_ELOAD, "attrs.ddof: must be >= 0");
     }
     return rc;
 }
@@ -641,6 +640,14 @@ static int64_t row_argext(tg_dtype dt, const char *p, int64_t n, int64_t s, bool
 }
 
 /* Reduce one row into out (of the op's output dtype). */
+/* var's divisor, n - ddof, none below 0 (NumPy: a variance of inf or NaN
+ * then); ddof may be negative (np.var(x, ddof=-1) divides by n + 1), and
+ * in doubles n - INT64_MIN cannot overflow. */
+static inline double var_count(int64_t n, int64_t ddof) {
+    double c = (double)n - (double)ddof;
+    return c > 0 ? c : 0;
+}
+
 static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const char *p,
                        int64_t n, int64_t s, char *out) {
     switch (k) {
@@ -777,7 +784,7 @@ static void row_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
     case R_STD: {
         double mean = n ? row_sum_d(dt, p, n, s) / (double)n : NAN;
         double acc = row_sqdev(dt, p, n, s, mean);
-        double cnt = (double)(n - ddof > 0 ? n - ddof : 0);
+        double cnt = var_count(n, ddof);
         double v = n ? acc / cnt : NAN;
         tg_store_f64(od, out, k == R_STD ? sqrt(v) : v);
         return;
@@ -1149,7 +1156,7 @@ static void col_final(const col_job *j, int64_t m, const col_buf *b, char *o) {
         case R_MEAN: v /= (double)R; break;
         case R_VAR:
         case R_STD:
-            v = R ? v / (double)(R - j->ddof > 0 ? R - j->ddof : 0) : NAN;
+            v = R ? v / var_count(R, j->ddof) : NAN;
             if (k == R_STD) v = sqrt(v);
             break;
         case R_LSE: v = ctr != ctr || isinf(ctr) ? ctr : ctr + log(v); break;
@@ -1471,7 +1478,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
                 });
                 double acc = 0;
                 for (int t = 0; t < RED_CHUNKS; t++) acc += part[t];
-                double cnt = (double)(inner - ddof > 0 ? inner - ddof : 0);
+                double cnt = var_count(inner, ddof);
                 s = acc / cnt;
                 if (k == R_STD) s = sqrt(s);
             } else if (k == R_MEAN) {

@@ -74,6 +74,8 @@ def unary_file(op, fn, dtypes, kind):
         elif kind == "same":
             if np.dtype(dt).kind in "iub" and op in ("floor", "ceil", "round", "trunc"):
                 want = x.copy()
+            elif op == "sqr" and dt == "bool":
+                want = np.square(x)  # int8: NumPy has no bool loop for it
             else:
                 want = np.asarray(fn(x)).astype(x.dtype)
         else:
@@ -215,6 +217,45 @@ write("elemwise_weak_u64", [{"id": "x", "type": typ(xu)}, {"id": "f", "type": ty
                     "xm": value(np.maximum(np.uint64(U), xu)), "xe": value(xu == np.uint64(2**63)),
                     "fm": value(fu * np.float64(U)), "alone": value(np.uint64(U) + np.uint64(0))}}],
       functions={"main": {"inputs": ["x", "f"], "outputs": ["xa", "xs", "xm", "xe", "fm", "alone"]}})
+
+# Signed zeros as NumPy gives them: sign of either zero is +0; clip is
+# min(max(x, lo), hi) with max(a, b) = a > b ? a : b, so on a tie the
+# bound (clip(-0.0, 0.0, 1.0) is +0.0, clip(0.0, -1.0, -0.0) is -0.0);
+# each seen through its reciprocal (-inf or inf), which a comparison of
+# the values alone would not tell apart. sqr of bool is int8 (np.square).
+zs = np.array([-0.0, 0.0, 2.0, -3.0, np.nan])
+zb = np.array([True, False])
+zc = np.array([-0.0, 0.0, 0.5, -0.0])
+nodes = []
+outs = {}
+for dt in ("float64", "float32"):
+    xz = zs.astype(dt)
+    xc = zc.astype(dt)
+    sfx = dt[-2:]
+    nodes += [{"op": "sign", "inputs": ["z" + sfx], "outputs": ["s" + sfx]},
+              {"op": "true_div", "inputs": [{"value": 1.0}, "s" + sfx], "outputs": ["rs" + sfx]},
+              {"op": "clip", "inputs": ["c" + sfx, {"value": 0.0}, {"value": 1.0}], "outputs": ["cl" + sfx]},
+              {"op": "true_div", "inputs": [{"value": 1.0}, "cl" + sfx], "outputs": ["rcl" + sfx]},
+              {"op": "clip", "inputs": ["c" + sfx, {"value": -1.0}, {"value": -0.0}], "outputs": ["ch" + sfx]},
+              {"op": "true_div", "inputs": [{"value": 1.0}, "ch" + sfx], "outputs": ["rch" + sfx]}]
+    one = np.array(1, dt)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        outs.update({"s" + sfx: np.sign(xz), "rs" + sfx: one / np.sign(xz),
+                     "cl" + sfx: np.clip(xc, np.array(0, dt), one),
+                     "rcl" + sfx: one / np.clip(xc, np.array(0, dt), one),
+                     "ch" + sfx: np.clip(xc, -one, np.array(-0.0, dt)),
+                     "rch" + sfx: one / np.clip(xc, -one, np.array(-0.0, dt))})
+nodes.append({"op": "sqr", "inputs": ["b"], "outputs": ["sb"]})
+outs["sb"] = np.square(zb)
+assert outs["sb"].dtype == np.int8 and np.signbit(outs["rs64"]).sum() == 1 and np.isinf(outs["rcl64"][:2]).all()
+write("elemwise_signed_zero",
+      [{"id": "z64", "type": typ(zs)}, {"id": "c64", "type": typ(zc)},
+       {"id": "z32", "type": typ(zs.astype("float32"))}, {"id": "c32", "type": typ(zc.astype("float32"))},
+       {"id": "b", "type": typ(zb)}], nodes,
+      [{"inputs": {"z64": value(zs), "c64": value(zc), "z32": value(zs.astype("float32")),
+                   "c32": value(zc.astype("float32")), "b": value(zb)},
+        "outputs": {k: value(v) for k, v in outs.items()}}],
+      functions={"main": {"inputs": ["z64", "c64", "z32", "c32", "b"], "outputs": list(outs)}})
 
 # n-ary add/mul with broadcasting; switch; clip; cast; a transposed input.
 a = sample("float64", (2, 3), rng)

@@ -70,7 +70,7 @@ static const char PRELUDE[] =
     "TG_DEV double tg_softplus_d(double x) { return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }\n"
     "TG_DEV float tg_softplus_f(float x) { return (x > 0 ? x : 0) + log1pf(expf(-fabsf(x))); }\n"
     "#define TG_CLIP(T) TG_DEV T tg_clip_##T(T x, T lo, T hi) { \\\n"
-    "    T m = (x >= lo || x != x) ? x : lo; return (m <= hi || m != m) ? m : hi; }\n"
+    "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
     TG_COMPOSITE_F2I("TG_DEV");
