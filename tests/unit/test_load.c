@@ -617,6 +617,14 @@ static void test_file_level(void **state) {
         {"{\"format\":\"tg-graph\",\"version\":1,\"name\":\"\xc3\x28\",\"variables\":[],\"nodes\":[]}", TG_EPARSE,
          "invalid utf-8"},
         {"", TG_EPARSE, "unexpected end of input"},
+        /* a value that is not an object, ending the text (json-c waits
+         * for the character after a number or literal; the end is one) */
+        {"null", TG_ELOAD, "test: (root): expected a JSON object"},
+        {"5", TG_ELOAD, "test: (root): expected a JSON object"},
+        {"true", TG_ELOAD, "test: (root): expected a JSON object"},
+        {"-", TG_EPARSE, "line 1, column 2: invalid JSON: unexpected end of input"},
+        {"nul", TG_EPARSE, "unexpected end of input"},
+        {"{\"format\":", TG_EPARSE, "line 1, column 11: invalid JSON: unexpected end of input"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"c\",\"type\":{\"dtype\":\"int8\",\"shape\":[]},"
          "\"constant\":null}],\"nodes\":[]}", TG_ELOAD, "variables[0].constant: expected a value"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"c\",\"type\":null}],\"nodes\":[]}",

@@ -78,6 +78,14 @@ json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, 
     json_object *o = json_tokener_parse_ex(tok, s, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t end = json_tokener_get_parse_end(tok), rest = end;
+    if (jerr == json_tokener_continue && !o) {
+        /* A number or literal that ends the text (`5`, `null`) waits for
+         * a character that ends it: the end of the input is one. (Other
+         * text the input ends too early stays unfinished.) */
+        o = json_tokener_parse_ex(tok, "", 1);
+        /* (`null` parses to NULL) */
+        if (json_tokener_get_error(tok) == json_tokener_success) jerr = json_tokener_success;
+    }
     if (own) json_tokener_free(own);
     while (rest < len && (s[rest] == ' ' || s[rest] == '\n' || s[rest] == '\t' || s[rest] == '\r')) rest++;
     fail->at = end;
