@@ -14,10 +14,29 @@ contains out "^OpenMP threads: [0-9]" "--version gives the OpenMP threads"
 expect 0 "--help" -- "$TGC" --help
 contains out "tgc run FILE" "--help shows the run usage"
 expect 2 "no arguments is bad usage" -- "$TGC"
+# one line, as the other tools say it (not the 60 lines of --help)
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^tgc: missing COMMAND (check, compile, run, print, export, cache; see tgc --help)$" "$tmp/err" &&
+  pass "no arguments: one line" || { fail "no arguments: $(wc -l <"$tmp/err") lines"; head -3 "$tmp/err"; }
+[ -s "$tmp/out" ] && fail "no arguments printed on stdout"
+expect 0 "--help" -- "$TGC" --help
+contains out "\[--no-gc\] \[--device cpu|cuda\] -o OUT.tgf" "--help's compile usage shows --device, as compile --help does"
 expect 2 "unknown command" -- "$TGC" frobnicate
+# Every command answers --help and -h with its usage on stdout, exit 0.
+for cmd in check compile run print export cache; do
+  for h in --help -h; do
+    expect 0 "$cmd $h" -- "$TGC" $cmd $h
+    contains out "tgc $cmd " "$cmd $h prints $cmd's usage"
+  done
+done
+expect 0 "print --help" -- "$TGC" print --help
+contains out "\-\-include TAG, --exclude TAG" "print --help describes --include and --exclude"
 # A bad option is one line naming it and where the help is, for every
 # command (not the whole help on stderr).
-for cmd in run compile print export; do
+expect 2 "check FILE -f main" -- "$TGC" check "$L" -f main
+contains err "^tgc: check: unknown option '-f' (see tgc check --help)$" "check names its unknown option"
+expect 2 "check with two files" -- "$TGC" check "$L" "$L"
+contains err "^tgc: check: unexpected argument '$L'$" "check names the extra argument"
+for cmd in check run compile print export; do
   expect 2 "$cmd --bogus" -- "$TGC" $cmd --bogus "$G"
   lines=$(wc -l <"$tmp/err")
   if [ "$lines" -eq 1 ] && grep -q "^tgc: $cmd: unknown option '--bogus' (see tgc $cmd --help)$" "$tmp/err"; then
@@ -193,6 +212,44 @@ expect 2 "-i k=1.npz: an id form" -- "$TGC" run "$G" -f double -i "k=1.npz"
 contains err "^tgc: -i k: function 'double' has no input 'k' (its inputs: x); for an archive whose name holds '=', write -i ./k=1.npz$" "the ./ form is suggested"
 expect 2 "-o OUT.npz that cannot be written" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/z/out.npz/x.npz"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "one line on stderr" || fail "more than one line on stderr"
+# An output the user names that cannot be written is bad input (exit 2),
+# one line naming the option and the path, for every command that writes
+# one; compile, export and --save-state try it before the work.
+"$TGC" compile "$L" -o "$tmp/lr.tgf" >/dev/null
+nodir=$tmp/no/such/dir
+expect 2 "compile -o into a missing folder" -- "$TGC" compile "$L" -o "$nodir/x.tgf"
+contains err "^tgc: -o $nodir/x.tgf: cannot create a temporary file: No such file or directory$" "compile names -o and the path"
+expect 2 "export -o into a missing folder" -- "$TGC" export "$tmp/lr.tgf" -f train -o "$nodir/x.json"
+contains err "^tgc: -o $nodir/x.json: cannot create a temporary file: No such file or directory$" "export names -o and the path"
+expect 2 "--save-state into a missing folder" -- "$TGC" run "$tmp/lr.tgf" -f predict -i x='[[1, 2]]' --save-state "$nodir/s.tgf"
+contains err "^tgc: --save-state $nodir/s.tgf: cannot create a temporary file: No such file or directory$" "--save-state names the path"
+[ ! -s "$tmp/out" ] && pass "--save-state's path is tried before the run" || fail "the run printed before the error"
+expect 2 "-o OUT.npz into a file" -- "$TGC" run "$G" -f double -i 'x=[1, 2]' -o "$tmp/lr.tgf/o.npz"
+# An empty path is bad usage, said before anything is loaded or run.
+for args in "compile $L -o" "export $tmp/lr.tgf -o" "run $G -f step -o" "run $G -f step --save-state"; do
+  opt=${args##* }
+  expect 2 "$args ''" -- "$TGC" $args ''
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^tgc: $opt: expected a file name, got ''$" "$tmp/err" &&
+    pass "$args '': one line naming $opt" || { fail "$args '': $(cat "$tmp/err")"; }
+done
+# -o DIR on a disk that fills (here the file-size limit): the first file
+# that fails ends it, one line; the files before it are left whole.
+python3 - "$tmp/three.json" <<'PY'
+import json, sys
+json.dump({"format": "tg-graph", "version": 1,
+           "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [200]}}],
+           "nodes": [{"op": "sum", "inputs": ["x"], "outputs": ["a"]},
+                     {"op": "add", "inputs": ["x", "x"], "outputs": ["b"]},
+                     {"op": "exp", "inputs": ["x"], "outputs": ["c"]}],
+           "functions": {"main": {"inputs": ["x"], "outputs": ["a", "b", "c"]}}}, open(sys.argv[1], "w"))
+PY
+x200="[$(seq -s, 1 200 | sed 's/,$//')]"
+(ulimit -f 1; trap '' XFSZ; exec "$TGC" run "$tmp/three.json" -i x="$x200" -o "$tmp/full") >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^tgc: -o $tmp/full/b.npy: write failed: File too large$" "$tmp/err" &&
+  pass "a full disk: one line, at the first file that fails (b)" || { fail "a full disk: exit $rc"; sed 's/^/  | /' "$tmp/err"; }
+[ -s "$tmp/full/a.npy" ] && [ ! -e "$tmp/full/b.npy" ] && [ ! -e "$tmp/full/c.npy" ] && [ -z "$(ls "$tmp/full" | grep '\.tmp\.')" ] &&
+  pass "a.npy written before it stays; b and c not written, no temporary" || fail "left in the folder: $(ls "$tmp/full")"
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   /usr/bin/python3 - "$tmp/z/out.npz" <<'PY' && pass "NumPy reads tg's archive" || fail "NumPy disagrees"
 import sys, zipfile, numpy as np

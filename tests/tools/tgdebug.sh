@@ -41,6 +41,28 @@ contains out "^tgdebug " "--version prints the version"
 expect 0 "nanguard --help" -- "$T" nanguard --help
 expect 0 "testvalues --help" -- "$T" testvalues --help
 expect 0 "compare --help" -- "$T" compare --help
+# Every subcommand answers --help and -h (exit 0, its usage) and
+# --version as tgdebug --version does.
+for sub in nanguard testvalues compare run serve; do
+  for h in --help -h; do
+    expect 0 "$sub $h" -- "$T" $sub $h
+    contains out "^usage: tgdebug $sub" "$sub $h prints its usage"
+  done
+  expect 0 "$sub --version" -- "$T" $sub --version
+  contains out "^tgdebug [0-9]" "$sub --version prints the version"
+  contains out "^BLAS: " "$sub --version names the BLAS, as tgdebug --version does"
+done
+# --include and --exclude wherever a function is compiled with a preset,
+# described in each --help.
+for sub in nanguard compare run serve; do
+  "$T" $sub --help | grep -q -- "--include TAG, --exclude TAG" && pass "$sub --help describes --include and --exclude" ||
+    fail "$sub --help lacks --include and --exclude"
+done
+bad 2 "nanguard --include of an unknown tag" nanguard "$D/overflow.json" -i x='[1,2,3]' --include nosuchrewrite
+grep -q "nosuchrewrite" "$tmp/err" && pass "the unknown tag is named" || fail "the tag is not named: $(cat "$tmp/err")"
+bad 2 "compare --exclude of an unknown tag" compare "$D/cmp_exp.json" -i x='[1,2,3]' --exclude nosuchrewrite
+bad 2 "nanguard --dump ''" nanguard "$D/overflow.json" -i x='[1,2,3]' --dump ''
+contains err "^tgdebug: nanguard: --dump: expected a file name, got ''$" "an empty --dump is named"
 bad 2 "no subcommand"
 bad 2 "an unknown subcommand" frobnicate
 bad 2 "nanguard without FILE" nanguard
@@ -68,6 +90,15 @@ bad 2 "nanguard -O fastest" nanguard "$D/overflow.json" -O fastest -i x='[1,2,3]
 bad 2 "testvalues without FILE" testvalues
 bad 2 "testvalues on a missing file" testvalues "$tmp/nope.json"
 bad 2 "testvalues on two files" testvalues "$D/tv_ok.json" "$D/tv_ok.json"
+# A compiled function, known by its content (any name): said so, as
+# compare says it, not the JSON parser's "boolean expected".
+"$TGC" compile "$D/tv_ok.json" -o "$tmp/tv_ok.ckpt" >/dev/null
+bad 2 "testvalues on a .tgf" testvalues "$tmp/tv_ok.ckpt"
+contains err "^tgdebug: testvalues: $tmp/tv_ok.ckpt is a compiled function: testvalues needs the graph file (.json) with its test values$" "testvalues says it needs the graph file"
+bad 2 "compare on a .tgf of another name" compare "$tmp/tv_ok.ckpt"
+contains err "is a compiled function: compare needs the graph file (.json)" "compare knows a .tgf by its content too"
+bad 2 "nanguard --exclude on a .tgf" nanguard "$tmp/tv_ok.ckpt" --exclude fusion
+contains err "already optimized: -O, --include, --exclude and --device apply when compiling it" "nanguard refuses tags it would ignore"
 bad 2 "compare without FILE" compare
 bad 2 "compare on a file that is not a graph" compare "$TG_SRC/README.md"
 bad 2 "compare --rtol -1" compare "$D/cmp_exp.json" -i x='[1,2,3]' --rtol -1
@@ -369,6 +400,10 @@ expect 1 "compare: a broken node of a gradient" -- "$T" compare "$D/cmp_grad.jso
 contains out "^output 0 'gx\.[0-9]*' against the unoptimized 'gx\.[0-9]*': max abs diff 3," "compare: off by sum(y) = 3"
 contains out "^  gx\.[0-9]*: grad gx, differentiating ls (log_softmax)$" "compare says whose derivative the node it stands for is"
 line "bad rewrite: test_broken_exp" "compare: names the rewrite inside the gradient"
+# --exclude reaches the optimized side: without the broken rewrite the
+# function agrees.
+expect 0 "compare --exclude test_broken_exp" -- "$T" compare "$D/cmp_exp.json" -i x='[1,2,3]' --exclude test_broken_exp
+contains out "agrees with the unoptimized one" "compare --exclude: it agrees"
 expect 0 "the broken rewrite excluded from the examples' own check" -- "$T" compare "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy"
 
 echo "$fails failed"

@@ -67,6 +67,7 @@ if [ "$check_none" -eq 0 ] && grep -q "0 hits in 1 call" "$tmp/err"; then pass "
   fail "sum(sq) = 6: $check_none hits"; fi
 
 # ---- --break by name, by key, through the optimizer ----
+"$TGC" compile "$bp" -o "$tmp/bp.tgf" >/dev/null 2>&1
 hits 4 "--break square (a name): every call" -- --calls 2 --break square
 contains err "sq was rewritten into sq:sqr (sqr)" "the name's node 'sq' was rewritten into sqr: said so"
 contains err "x0 'sq:sqr' float64 (2, 3) min=1 max=36 mean=15.1667" "x of square: min 1, max 36, mean 15.1667"
@@ -74,6 +75,10 @@ hits 2 "--break sq (the key of the file)" -- --break sq
 hits 2 "--break d10 (fused away)" -- --break d10
 contains err "d10 was fused into composite lg: x is the composite's output" "a fused key maps to its composite"
 contains err "x0 'lg' float64 (2, 3) .* nan=3 inf=0" "x of the composite: three NaNs"
+# --exclude fusion: d10 is no longer fused, so it is its own node
+expect 0 "--exclude fusion --break d10" -- "$TGDEBUG" run "$bp" -i x="$X" --exclude fusion --break d10
+if grep -q "fused into composite" "$tmp/err"; then fail "--exclude fusion: d10 still fused"; else pass "--exclude fusion: d10 is not fused"; fi
+bad "already optimized: -O, --include and --exclude apply" "--include on a .tgf" -- run "$tmp/bp.tgf" --include fusion
 bad "nearest: 'sq', 'bsq', 'sc'" "an unknown node names the nearest keys" -- run "$bp" -i x="$X" --break sqq
 bad "--when 'x1>0'" "--when before any --break" -- run "$bp" -i x="$X" --when 'x1>0'
 
@@ -115,6 +120,20 @@ bad "column 7: expected a comparison" "a missing comparison" -- run "$bp" -i x="
 bad "column 10: unexpected 'andd'" "a misspelt and" -- run "$bp" -i x="$X" --break sq --when 'max(x)>1 andd call>1'
 bad "column 8: expected ')' before the end" "an unclosed parenthesis" -- run "$bp" -i x="$X" --break sq --when '(call>1'
 bad "column 5: expected isnan" "any of something else" -- run "$bp" -i x="$X" --break sq --when 'any(x)'
+# Nesting past 256 levels (parentheses or 'not') is refused with its
+# column, not a crash of the recursive parser; the line shows the
+# expression's start only.
+deep="$(printf '(%.0s' $(seq 20000))call>1$(printf ')%.0s' $(seq 20000))"
+bad "^tgdebug: --when '((((*\.\.\.': column 257: nested deeper than 256 levels of parentheses and 'not'$" \
+  "20,000 parentheses" -- run "$bp" -i x="$X" --break sq --when "$deep"
+nots="$(printf 'not %.0s' $(seq 30000))call>1"
+bad "column 1025: nested deeper than 256 levels" "30,000 nots" -- run "$bp" -i x="$X" --break sq --when "$nots"
+bad "column 257: nested deeper than 256 levels" "serve too" -- serve "$bp" -i x="$X" --break sq --when "$deep"
+# 256 levels still parse and run; a chain of 5,000 'and's is no nesting.
+ok256="$(printf '(%.0s' $(seq 256))call>=1$(printf ')%.0s' $(seq 256))"
+hits 2 "256 parentheses" -- --break sq --when "$ok256"
+chain="call>=1$(printf ' and call>=1%.0s' $(seq 5000))"
+hits 2 "5,000 terms joined with and" -- --break sq --when "$chain"
 bad "node sq:sqr (sqr) has 1 output and 1 input, no x2" "x2 of a one-output node" -- run "$bp" -i x="$X" --break sq --when 'max(x2)>0'
 
 # ---- a run-time failure is exit 1 ----

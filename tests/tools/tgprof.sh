@@ -56,6 +56,12 @@ bad 2 "a value of the wrong shape" "$costly" -i v='[1,2,3]'
 bad 2 "-i without =" "$costly" -i v
 bad 2 "an unwritable --json" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --json "$tmp/no/such/dir/r.json"
 bad 2 "an unwritable --trace" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 1 --trace "$tmp/no/such/dir/t.json"
+# An empty path is bad usage, named, before the function is even loaded.
+for opt in --json --trace; do
+  bad 2 "$opt ''" "$tmp/nope.json" $opt ''
+  grep -qx "tgprof: $opt: expected a file name, got ''" "$tmp/err" && echo "ok: $opt '': named" ||
+    { echo "FAIL: $opt '': $(cat "$tmp/err")"; fails=$((fails + 1)); }
+done
 bad 2 "--calls plus --warmup past 2^63 - 1" "$costly" -i v='[1,2,3,4,5,6,7,8]' --calls 9223372036854775807
 # An unwritable file is said before anything runs (no report on stdout),
 # and the other file is not written either.

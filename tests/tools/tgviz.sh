@@ -116,6 +116,34 @@ echo '{"functions": [{"name": "main", "nodes": [{"key": "nothere", "time_s": 1, 
 bad "$fx" --profile "$tmp/p2.json" -o "$tmp/x.html" "no node key"
 echo '{"functions": ' >"$tmp/p3.json"
 bad "$fx" --profile "$tmp/p3.json" -o "$tmp/x.html" "p3.json"
+# NaN and Infinity, which json-c reads, would reach the page as words its
+# JSON.parse refuses: not numbers >= 0 here.
+mlp="$TG_SRC/examples/mlp.json"
+echo '{"functions":[{"name":"train","nodes":[{"key":"xW1","time_s":NaN,"share":NaN}]}]}' >"$tmp/pn.json"
+bad "$mlp" -f train --profile "$tmp/pn.json" -o "$tmp/x.html" "nodes\[0\].time_s: expected a number >= 0"
+echo '{"functions":[{"name":"train","nodes":[{"key":"xW1","time_s":Infinity,"share":0.5}]}]}' >"$tmp/pi.json"
+bad "$mlp" -f train --profile "$tmp/pi.json" -o "$tmp/x.html" "nodes\[0\].time_s: expected a number >= 0"
+echo '{"functions":[{"name":"train","nodes":[{"key":"xW1","time_s":1,"share":NaN}]}]}' >"$tmp/ps.json"
+bad "$mlp" -f train --profile "$tmp/ps.json" -o "$tmp/x.html" "nodes\[0\].share: expected a number in \[0, 1\]"
+bad "$fx" -o '' "^tgviz: -o: expected a file name, got ''$"
+# --include and --exclude choose the rewrites of the drawn function, as in
+# tgc and tgprof.
+"$TGVIZ" "$mlp" -f train --optimized -o "$tmp/fused.dot" && "$TGVIZ" "$mlp" -f train --optimized --exclude fusion -o "$tmp/unfused.dot"
+check 'grep -q composite "$tmp/fused.dot" && ! grep -q composite "$tmp/unfused.dot"' "--exclude fusion: no composite drawn"
+bad "$mlp" -f train --include nosuchrewrite -o "$tmp/x.svg" "nosuchrewrite"
+check '"$TGVIZ" --help | grep -q -- "--include TAG, --exclude TAG"' "--help describes --include and --exclude"
+# Several functions, no -f: the first is drawn with a note, given once the
+# drawing is there; a failure is its own one line.
+"$TGVIZ" "$mlp" -o "$tmp/first.svg" 2>"$tmp/err"
+check '[ $? = 0 ] && [ "$(cat "$tmp/err")" = "tgviz: drew function '"'"'train'"'"', the first of 2 (pick another with -f)" ]' \
+  "the first of several functions: drawn, then the note ($(head -c 100 "$tmp/err"))"
+bad "$mlp" -o "$tmp/nodir/x.svg" "nodir/x.svg: cannot create a temporary file"
+# The layered layout sizes nodes so that Graphviz finds their labels fit
+# (the update nodes' arrow is wider than an ASCII glyph): nothing on stderr.
+for ex in mlp convnet rnn; do
+  "$TGVIZ" "$TG_SRC/examples/$ex.json" -f train --layout layers -o "$tmp/lay_$ex.svg" 2>"$tmp/err"
+  check '[ $? = 0 ] && [ ! -s "$tmp/err" ]' "$ex --layout layers: no warning ($(head -c 100 "$tmp/err"))"
+done
 check '[ ! -e "$tmp/x.html" ]' "no partial output after an error"
 # A write that fails (here the file-size limit, as a full disk would)
 # leaves the file that was at OUT as it was, and no temporary beside it;

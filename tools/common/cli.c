@@ -439,6 +439,40 @@ int cli_out_close(cli_out *o, bool keep) {
     return rc;
 }
 
+bool cli_path_ok(const char *prefix, const char *opt, const char *path) {
+    if (*path) return true;
+    cli_error(prefix, "%s: expected a file name, got ''", opt);
+    return false;
+}
+
+int cli_out_check(const char *prefix, const char *opt, const char *path) {
+    struct stat st;
+    if (!strcmp(path, "-") || (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)))
+        return TG_EXIT_OK; /* opening a FIFO to try it would be its reader's end of file */
+    cli_out o;
+    if (!cli_out_open(&o, prefix, opt, path)) return TG_EXIT_USAGE;
+    cli_out_close(&o, false);
+    return TG_EXIT_OK;
+}
+
+bool cli_tag_add(const char *prefix, const char *opt, cli_taglist *l, const char *tag) {
+    if (l->n >= CLI_MAX_TAGS) {
+        cli_error(prefix, "%s: at most %d tags", opt, CLI_MAX_TAGS);
+        return false;
+    }
+    l->v[l->n++] = tag;
+    l->v[l->n] = NULL;
+    return true;
+}
+
+const char *const *cli_tags(const cli_taglist *l) { return l->n ? l->v : NULL; }
+
+void cli_tags_help(FILE *f, int col) {
+    fprintf(f, "  %-*s\n", col - 2, "--include TAG, --exclude TAG");
+    fprintf(f, "%*sturn rewrites on or off beyond the preset (a pass, a group\n", col, "");
+    fprintf(f, "%*ssuch as fusion or inplace, or a rewrite's name; repeatable)\n", col, "");
+}
+
 void cli_progress_start(cli_progress *p, long total, const char *label) {
     p->on = total > 1 && isatty(2);
     p->total = total;

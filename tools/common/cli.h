@@ -145,6 +145,35 @@ typedef struct cli_out {
 FILE *cli_out_open(cli_out *o, const char *tool, const char *opt, const char *path);
 int cli_out_close(cli_out *o, bool keep);
 
+/* An output path given with `opt` (-o, --json, --save-state): false, with
+ * "OPT: expected a file name, got ''" on stderr, for an empty one, which
+ * would otherwise be found out only when the work is done. */
+bool cli_path_ok(const char *prefix, const char *opt, const char *path);
+/* Before the work whose result goes to `path` (a compile, a run that
+ * checkpoints): TG_EXIT_OK when a file can be made there (a temporary is
+ * created beside it and removed; a device or FIFO is left for the write,
+ * which must not open it twice), else TG_EXIT_USAGE with one line
+ * ("prefix: opt path: why"): a path that cannot be written is bad input,
+ * said at once; a write that fails later (a full disk) is a run-time
+ * failure. */
+int cli_out_check(const char *prefix, const char *opt, const char *path);
+
+/* --include TAG and --exclude TAG, for tg_compile_options: NULL-terminated
+ * lists of borrowed strings (NULL when empty: cli_tags). */
+enum { CLI_MAX_TAGS = 64 };
+typedef struct cli_taglist {
+    const char *v[CLI_MAX_TAGS + 1];
+    int n;
+} cli_taglist;
+/* Append tag (given with `opt`) to l: false, with one line, past
+ * CLI_MAX_TAGS. */
+bool cli_tag_add(const char *prefix, const char *opt, cli_taglist *l, const char *tag);
+/* The list as tg_compile_options takes it: NULL when empty. */
+const char *const *cli_tags(const cli_taglist *l);
+/* The help's lines for the two options, indented as the tools' helps are
+ * (the option's column at 2, its text at `col`). */
+void cli_tags_help(FILE *f, int col);
+
 /* A progress bar on stderr, drawn only when stderr is a terminal. */
 typedef struct cli_progress {
     bool on;

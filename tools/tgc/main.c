@@ -3,7 +3,7 @@
  *
  *   tgc check FILE
  *   tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...
- *           [--exclude TAG]... -o OUT.tgf
+ *           [--exclude TAG]... [--no-gc] [--device cpu|cuda] -o OUT.tgf
  *   tgc run FILE [-f NAME] [-i ID=VALUE | -i FILE.npz]... [-o DIR | -o OUT.npz]
  *           [--compress[=LEVEL]] [--calls N] [-O PRESET]
  *           [--include TAG]... [--exclude TAG]... [--reoptimize] [--each]
@@ -34,7 +34,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tgc check FILE\n"
             "       tgc compile FILE.json [-f NAME]... [-O PRESET] [--include TAG]...\n"
-            "               [--exclude TAG]... [--no-gc] -o OUT.tgf\n"
+            "               [--exclude TAG]... [--no-gc] [--device cpu|cuda] -o OUT.tgf\n"
             "       tgc run FILE [-f NAME] [-i ID=VALUE | -i FILE.npz]... [-o DIR | -o OUT.npz]\n"
             "               [--compress[=LEVEL]] [--calls N]\n"
             "               [-O PRESET] [--include TAG]... [--exclude TAG]... [--device cpu|cuda]\n"
@@ -110,15 +110,28 @@ static tg_graph *load(const char *path) {
 }
 
 static int cmd_check(int argc, char **argv) {
-    if (argc != 2) {
-        cli_error(TOOL, "check: expected one FILE (see tgc --help)");
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c != 'h') return cli_getopt_error(TOOL, "check", c, argv);
+        printf("usage: tgc check FILE\n"
+               "Load FILE (interchange JSON), compile every function and print one line\n"
+               "per function: its inputs, outputs and node count.\n");
+        return TG_EXIT_OK;
+    }
+    if (optind != argc - 1) {
+        cli_error(TOOL, optind >= argc ? "check: missing FILE" : "check: unexpected argument '%s'",
+                  optind < argc ? argv[optind + 1] : "");
         return TG_EXIT_USAGE;
     }
-    tg_graph *g = load(argv[1]);
+    const char *path = argv[optind];
+    tg_graph *g = load(path);
     if (!g) return TG_EXIT_USAGE;
     tg_ctx *ctx = tg_ctx_new();
     int rc = TG_EXIT_OK;
-    printf("%s: %d nodes, %d variables, %d function%s\n", argv[1], tg_graph_node_count(g),
+    printf("%s: %d nodes, %d variables, %d function%s\n", path, tg_graph_node_count(g),
            tg_graph_var_count(g), tg_graph_function_count(g),
            tg_graph_function_count(g) == 1 ? "" : "s");
     for (int i = 0; i < tg_graph_function_count(g); i++) {
@@ -207,11 +220,13 @@ static int write_outputs(const char *dest, int level, const tg_function *f, tg_a
         rc = TG_EXIT_USAGE;
         goto done;
     }
-    for (int k = 0; k < n; k++) {
+    /* The first failure ends it (a full disk would fail every later file
+     * too): one line; the files written before it stay. */
+    for (int k = 0; k < n && rc == TG_EXIT_OK; k++) {
         tg_str p = {0};
         tg_str_addf(&p, "%s/%s.npy", dest, names[k]);
         if (tg_npy_save(p.s, arrays[k], ctx)) {
-            cli_error(TOOL, "%s", tg_ctx_message(ctx));
+            cli_error(TOOL, "-o %s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
         }
         tg_str_free(&p);
@@ -227,8 +242,7 @@ static int cmd_run(int argc, char **argv) {
     long calls = 1;
     int level = CLI_NPZ_STORED;
     bool each = false, reopt = false;
-    const char *inc[65] = {0}, *exc[65] = {0};
-    int ninc = 0, nexc = 0;
+    cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
@@ -248,29 +262,25 @@ static int cmd_run(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":f:i:o:O:h", opts, NULL)) != -1) {
         switch (c) {
         case 'I':
+            if (!cli_tag_add(TOOL, "--include", &inc, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'X':
-            if ((c == 'I' ? ninc : nexc) >= 64) {
-                cli_error(TOOL, "%s: at most 64 tags", c == 'I' ? "--include" : "--exclude");
-                return TG_EXIT_USAGE;
-            }
-            if (c == 'I')
-                inc[ninc++] = optarg;
-            else
-                exc[nexc++] = optarg;
+            if (!cli_tag_add(TOOL, "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'r': reopt = true; break;
         case 'f':
             if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
             break;
         case 'o':
-            if (!cli_once(TOOL, "-o", &outdir, optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "-o", &outdir, optarg) || !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
             break;
         case 'O':
             if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
             break;
         case 'e': each = true; break;
         case 's':
-            if (!cli_once(TOOL, "--save-state", &save, optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "--save-state", &save, optarg) || !cli_path_ok(TOOL, "--save-state", optarg))
+                return TG_EXIT_USAGE;
             break;
         case 'd':
             if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
@@ -323,6 +333,7 @@ static int cmd_run(int argc, char **argv) {
     tg_array **ins = NULL, **outs = NULL;
     int nin = 0, nout = 0;
     tgc_source src = {0};
+    int ninc = inc.n, nexc = exc.n;
     if (cli_is_tgf(path) && !reopt && (preset || ninc || nexc || device || algo)) {
         /* Loading a .tgf never optimizes; saying so beats ignoring -O. */
         cli_error(TOOL, "%s is already optimized: -O, --include, --exclude, --device and --dnn-conv-algo "
@@ -331,8 +342,11 @@ static int cmd_run(int argc, char **argv) {
         rc = TG_EXIT_USAGE;
         goto done;
     }
-    tg_compile_options co = {.preset = preset, .include = ninc ? inc : NULL,
-                             .exclude = nexc ? exc : NULL, .device = device, .dnn_conv_algo = algo};
+    tg_compile_options co = {.preset = preset, .include = cli_tags(&inc),
+                             .exclude = cli_tags(&exc), .device = device, .dnn_conv_algo = algo};
+    /* A checkpoint that cannot be written is said before the run, not
+     * after it. */
+    if (save && (rc = cli_out_check(TOOL, "--save-state", save))) goto done;
     /* --reoptimize with no -O, --include, --exclude, --device or --dnn-conv-algo: the
      * file's own options. */
     bool given = preset || ninc || nexc || device || algo;
@@ -386,7 +400,8 @@ int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "print"))) tg_omp_respawn(argv);
     cli_start(TOOL);
     if (argc < 2) {
-        usage(stderr);
+        /* one line, as the other tools say it; the usage is --help's */
+        cli_error(TOOL, "missing COMMAND (check, compile, run, print, export, cache; see tgc --help)");
         return TG_EXIT_USAGE;
     }
     const char *cmd = argv[1];

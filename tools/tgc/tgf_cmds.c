@@ -100,8 +100,11 @@ int tgc_source_save_state(tgc_source *s, const char *tool, const char *out,
             if (fs[i] != s->f) tg_function_free(fs[i]);
         free(fs);
     }
-    if (st) cli_error(tool, "--save-state: %s", tg_ctx_message(ctx));
+    /* (an I/O error's message starts with the path) */
+    if (st) cli_error(tool, "--save-state%s%s", st == TG_EIO ? " " : ": ", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
+    /* The path was tried before the run (cli_out_check): what fails here
+     * is the write (a full disk), a run-time failure. */
     return !st ? TG_EXIT_OK : st == TG_EUNSUPPORTED ? TG_EXIT_USAGE : TG_EXIT_FOUND;
 }
 
@@ -122,26 +125,10 @@ static void compile_usage(FILE *f) {
                "                 (TG_DEVICE=cpu keeps it on the CPU), else on the CPU kernels\n");
 }
 
-/* Tag lists for tg_compile_options: NULL-terminated, borrowed strings. */
-typedef struct taglist {
-    const char *v[65];
-    int n;
-} taglist;
-
-static bool tag_add(taglist *l, const char *opt, const char *tag) {
-    if (l->n >= 64) {
-        cli_error(TOOL, "%s: at most 64 tags", opt);
-        return false;
-    }
-    l->v[l->n++] = tag;
-    l->v[l->n] = NULL;
-    return true;
-}
-
 /* getopt's 'I' (--include) and 'X' (--exclude) into their lists; false
  * on too many (said). */
-static bool tag_opt(int c, taglist *inc, taglist *exc) {
-    return c == 'I' ? tag_add(inc, "--include", optarg) : tag_add(exc, "--exclude", optarg);
+static bool tag_opt(int c, cli_taglist *inc, cli_taglist *exc) {
+    return c == 'I' ? cli_tag_add(TOOL, "--include", inc, optarg) : cli_tag_add(TOOL, "--exclude", exc, optarg);
 }
 
 static bool preset_ok(const char *p) {
@@ -155,7 +142,7 @@ int tgc_cmd_compile(int argc, char **argv) {
     const char *out = NULL, *preset = NULL, *device = NULL, *names[256];
     int nnames = 0, rc = TG_EXIT_OK;
     bool no_gc = false;
-    taglist inc = {{0}, 0}, exc = {{0}, 0};
+    cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
     static const struct option opts[] = {{"include", required_argument, 0, 'I'},
                                          {"exclude", required_argument, 0, 'X'},
                                          {"no-gc", no_argument, 0, 'g'},
@@ -175,7 +162,7 @@ int tgc_cmd_compile(int argc, char **argv) {
             names[nnames++] = optarg;
             break;
         case 'o':
-            if (!cli_once(TOOL, "-o", &out, optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "-o", &out, optarg) || !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
             break;
         case 'O':
             if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
@@ -208,6 +195,8 @@ int tgc_cmd_compile(int argc, char **argv) {
                 cli_error(TOOL, "compile: -f %s given twice", names[i]);
                 return TG_EXIT_USAGE;
             }
+    /* An OUT that cannot be written is said before the compile. */
+    if ((rc = cli_out_check(TOOL, "-o", out))) return rc;
     const char *path = argv[optind];
     tg_ctx *ctx = tg_ctx_new();
     tg_function **fs = NULL;
@@ -219,8 +208,8 @@ int tgc_cmd_compile(int argc, char **argv) {
         rc = TG_EXIT_USAGE;
         goto done;
     }
-    tg_compile_options co = {.preset = preset, .no_gc = no_gc, .include = inc.n ? inc.v : NULL,
-                             .exclude = exc.n ? exc.v : NULL, .device = device};
+    tg_compile_options co = {.preset = preset, .no_gc = no_gc, .include = cli_tags(&inc),
+                             .exclude = cli_tags(&exc), .device = device};
     int total = nnames ? nnames : tg_graph_function_count(g);
     fs = calloc((size_t)total + 1, sizeof *fs);
     if (!fs) {
@@ -239,8 +228,10 @@ int tgc_cmd_compile(int argc, char **argv) {
     }
     tg_tgf_save_info info = {.source = g, .options = &co};
     if (tg_tgf_save(out, fs, nf, &info, ctx)) {
-        cli_error(TOOL, "%s", tg_ctx_message(ctx));
+        /* (an I/O error's message starts with the path; OUT was tried
+         * above, so it is the write that failed: a run-time failure) */
         int st = tg_ctx_status(ctx);
+        cli_error(TOOL, "%s%s", st == TG_EIO ? "-o " : "", tg_ctx_message(ctx));
         rc = st == TG_EINVAL || st == TG_EUNSUPPORTED ? TG_EXIT_USAGE : TG_EXIT_FOUND;
         goto done;
     }
@@ -270,7 +261,7 @@ int tgc_cmd_export(int argc, char **argv) {
             if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
             break;
         case 'o':
-            if (!cli_once(TOOL, "-o", &out, optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "-o", &out, optarg) || !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
             break;
         case 'h': printf("usage: tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"); return TG_EXIT_OK;
         default: return cli_getopt_error(TOOL, "export", c, argv);
@@ -286,14 +277,18 @@ int tgc_cmd_export(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     tgc_source s;
-    int rc = tgc_source_open(&s, TOOL, argv[optind], fname, NULL, false);
-    if (rc) return rc;
+    int rc = cli_out_check(TOOL, "-o", out);
+    if (rc || (rc = tgc_source_open(&s, TOOL, argv[optind], fname, NULL, false))) return rc;
     tg_ctx *ctx = tg_ctx_new();
     int fi = 0;
     while (tg_tgf_function(s.t, fi) != s.f) fi++;
     char *text = tg_tgf_export(s.t, fi, ctx);
-    if (!text || tg_file_write_atomic(out, text, strlen(text), ctx)) {
+    if (!text) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
+        rc = TG_EXIT_FOUND;
+    } else if (tg_file_write_atomic(out, text, strlen(text), ctx)) {
+        /* OUT was tried above: the write failed (a full disk) */
+        cli_error(TOOL, "-o %s", tg_ctx_message(ctx));
         rc = TG_EXIT_FOUND;
     }
     tg_string_free(text);
@@ -793,10 +788,14 @@ static void print_function(const tg_function *f, bool chars, bool types, bool sh
 }
 
 static void print_usage(FILE *f) {
-    fprintf(f, "usage: tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--ids int|char]\n"
-               "                 [--types] [--shapes] [--profile N -i ID=VALUE...]\n"
-               "--profile N  call the function N times (after one call not counted) with the\n"
-               "             -i inputs and show each node's time per call and share\n");
+    fprintf(f, "usage: tgc print FILE [-f NAME] [--optimized] [-O PRESET] [--include TAG]...\n"
+               "                 [--exclude TAG]... [--ids int|char] [--types] [--shapes]\n"
+               "                 [--profile N -i ID=VALUE...]\n"
+               "  --optimized    print the function after the optimizer (a .tgf always is)\n"
+               "  -O PRESET      with --optimized: none, fast_compile or fast_run (default)\n");
+    cli_tags_help(f, 17);
+    fprintf(f, "  --profile N    call the function N times (after one call not counted) with\n"
+               "                 the -i inputs and show each node's time per call and share\n");
 }
 
 /* --profile: per-node wall time through the VM's hooks. */
@@ -859,7 +858,7 @@ int tgc_cmd_print(int argc, char **argv) {
     long calls = 0;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
-    taglist inc = {{0}, 0}, exc = {{0}, 0};
+    cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
     static const struct option opts[] = {{"optimized", no_argument, 0, 'z'},
                                          {"include", required_argument, 0, 'I'},
                                          {"exclude", required_argument, 0, 'X'},
@@ -920,8 +919,8 @@ int tgc_cmd_print(int argc, char **argv) {
         cli_error(TOOL, "print: -O, --include and --exclude choose the rewrites of --optimized");
         return TG_EXIT_USAGE;
     }
-    tg_compile_options co = {.preset = optimized ? preset : "none", .include = inc.n ? inc.v : NULL,
-                             .exclude = exc.n ? exc.v : NULL};
+    tg_compile_options co = {.preset = optimized ? preset : "none", .include = cli_tags(&inc),
+                             .exclude = cli_tags(&exc)};
     tgc_source s;
     int rc = tgc_source_open(&s, TOOL, argv[optind], fname, &co, false);
     if (rc) return rc;

@@ -47,7 +47,13 @@ typedef struct parser {
     size_t errsize;
     dbg_expr *e;
     bool failed;
+    int depth; /* parentheses and 'not's open at the cursor */
 } parser;
+
+/* Parentheses and 'not's nest by recursion, in the parser and in eval: a
+ * limit far beyond any real condition keeps a pasted or generated one of
+ * 20,000 levels from overflowing the stack. */
+enum { MAX_DEPTH = 256 };
 
 static void perr(parser *P, const char *at, const char *fmt, const char *what) {
     if (P->failed) return;
@@ -138,13 +144,25 @@ static bool parse_var(parser *P, enode *n) {
 
 static int parse_or(parser *P);
 
+/* One level deeper at `at` (a '(' or a 'not'); false, with the error,
+ * past MAX_DEPTH. */
+static bool deeper(parser *P, const char *at) {
+    if (++P->depth <= MAX_DEPTH) return true;
+    char lim[16];
+    snprintf(lim, sizeof lim, "%d", MAX_DEPTH);
+    perr(P, at, "nested deeper than %s levels of parentheses and 'not'", lim);
+    return false;
+}
+
 static int parse_atom(parser *P) {
     skip(P);
     const char *at = P->p;
     if (*P->p == '(') {
+        if (!deeper(P, at)) return -1;
         P->p++;
         int r = parse_or(P);
         if (r < 0 || !expect_char(P, ')')) return -1;
+        P->depth--;
         return r;
     }
     char id[32];
@@ -156,9 +174,11 @@ static int parse_atom(parser *P) {
     }
     enode n = {0};
     if (!strcmp(id, "not")) {
+        if (!deeper(P, at)) return -1;
         P->p += len;
         int a = parse_atom(P);
         if (a < 0) return -1;
+        P->depth--;
         n.kind = E_NOT;
         n.a = a;
         return add(P, n);
@@ -246,25 +266,37 @@ static int parse_atom(parser *P) {
     return add(P, n);
 }
 
-static int parse_and(parser *P) {
-    int a = parse_atom(P);
-    while (a >= 0 && accept_word(P, "and")) {
-        int b = parse_atom(P);
-        if (b < 0) return -1;
-        a = add(P, (enode){.kind = E_AND, .a = a, .b = b});
+/* term (WORD term)*: the terms joined from the right, a and (b and c),
+ * so that eval walks a chain in a loop instead of recursing once a term
+ * (a chain of 10,000 terms fits in a command line). */
+static int parse_chain(parser *P, int kind, const char *word, int (*term)(parser *)) {
+    int first = term(P);
+    if (first < 0 || !accept_word(P, word)) return first;
+    int *t = NULL, r = -1;
+    size_t n = 0, cap = 0;
+    for (int x = first;; x = term(P)) {
+        if (x < 0) goto done;
+        if (n == cap) {
+            int *g = realloc(t, (cap = cap ? cap * 2 : 16) * sizeof *t);
+            if (!g) {
+                perr(P, P->p, "%s", "out of memory");
+                goto done;
+            }
+            t = g;
+        }
+        t[n++] = x;
+        if (n > 1 && !accept_word(P, word)) break;
     }
-    return a;
+    r = t[n - 1];
+    for (size_t i = n - 1; i-- > 0 && r >= 0;) r = add(P, (enode){.kind = kind, .a = t[i], .b = r});
+done:
+    free(t);
+    return r;
 }
 
-static int parse_or(parser *P) {
-    int a = parse_and(P);
-    while (a >= 0 && accept_word(P, "or")) {
-        int b = parse_and(P);
-        if (b < 0) return -1;
-        a = add(P, (enode){.kind = E_OR, .a = a, .b = b});
-    }
-    return a;
-}
+static int parse_and(parser *P) { return parse_chain(P, E_AND, "and", parse_atom); }
+
+static int parse_or(parser *P) { return parse_chain(P, E_OR, "or", parse_and); }
 
 dbg_expr *dbg_expr_parse(const char *text, char *err, size_t errsize) {
     dbg_expr *e = calloc(1, sizeof *e);
@@ -392,21 +424,31 @@ static void leaves_compute(dbg_expr *e, bool outs, tg_array *const *vals, long c
     }
 }
 
+/* Recursion only for parentheses and 'not' (at most MAX_DEPTH deep):
+ * a chain of 'and' or 'or', joined from the right, is a loop. */
 static bool eval(const dbg_expr *e, int i) {
-    const enode *n = &e->v[i];
-    switch (n->kind) {
-    case E_OR: return eval(e, n->a) || eval(e, n->b);
-    case E_AND: return eval(e, n->a) && eval(e, n->b);
-    case E_NOT: return !eval(e, n->a);
-    case E_PRED: return n->val != 0;
-    default:
-        switch (n->cmp) {
-        case C_LT: return n->val < n->num;
-        case C_LE: return n->val <= n->num;
-        case C_GT: return n->val > n->num;
-        case C_GE: return n->val >= n->num;
-        case C_EQ: return n->val == n->num;
-        default: return n->val != n->num;
+    for (;;) {
+        const enode *n = &e->v[i];
+        switch (n->kind) {
+        case E_OR:
+            if (eval(e, n->a)) return true;
+            i = n->b;
+            continue;
+        case E_AND:
+            if (!eval(e, n->a)) return false;
+            i = n->b;
+            continue;
+        case E_NOT: return !eval(e, n->a);
+        case E_PRED: return n->val != 0;
+        default:
+            switch (n->cmp) {
+            case C_LT: return n->val < n->num;
+            case C_LE: return n->val <= n->num;
+            case C_GT: return n->val > n->num;
+            case C_GE: return n->val >= n->num;
+            case C_EQ: return n->val == n->num;
+            default: return n->val != n->num;
+            }
         }
     }
 }
@@ -451,7 +493,10 @@ bool dbg_add_break(dbg *d, const char *node, const char *when) {
     if (when) {
         char err[256];
         if (!(e = dbg_expr_parse(when, err, sizeof err))) {
-            cli_error("tgdebug", "--when '%s': %s", when, err);
+            /* a generated expression of 100,000 characters would be
+             * the whole line: its start is enough, the column says where */
+            int n = strlen(when) > 80 ? 60 : 80;
+            cli_error("tgdebug", "--when '%.*s%s': %s", n, when, n == 60 ? "..." : "", err);
             return false;
         }
     }

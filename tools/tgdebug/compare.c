@@ -27,6 +27,7 @@ static const char *SUB = "compare";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgdebug compare FILE [-f NAME] [-i ID=VALUE]... [--rtol R] [--atol A]\n"
+            "                       [--include TAG]... [--exclude TAG]...\n"
             "\n"
             "Compile a function of FILE twice (preset fast_run and none), call both once\n"
             "on the same inputs and the same shared state, and report every output and\n"
@@ -41,6 +42,11 @@ static void usage(FILE *f) {
             "  -i FILE.npz    every input named by an array of the archive\n"
             "  --rtol R       relative tolerance (default 1e-5 for float64, 1e-3 below)\n"
             "  --atol A       absolute tolerance (default 1e-8 for float64, 1e-5 below)\n"
+            "  --include TAG, --exclude TAG\n"
+            "                 turn rewrites on or off beyond fast_run for the optimized\n"
+            "                 function (a pass, a group such as fusion or inplace, or a\n"
+            "                 rewrite's name; repeatable)\n"
+            "  --version      print the version\n"
             "\n"
             "Exit status: 0 they agree, 1 a mismatch (or a run-time failure), 2 bad usage\n"
             "or bad input.\n");
@@ -213,13 +219,24 @@ static void side_free(side *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* The rewrites --include and --exclude turn on and off: the optimized
+ * side's (the reference is the graph as written). */
+typedef struct tags {
+    const cli_taglist *inc, *exc;
+} tags;
+
 /* Load, compile, read the inputs. Exit status (2 with one line on stderr
  * when quiet is false; quiet is for the recompiles, whose inputs were
- * read once already and cannot fail again). */
-static int side_open(side *s, const char *path, const char *fname, const char *preset, const char *exclude,
-                     const cli_input *inputs, int ninputs, bool quiet, int *status, tg_ctx *ctx) {
-    const char *exc[2] = {exclude, NULL};
-    tg_compile_options co = {.preset = preset, .exclude = exclude ? exc : NULL};
+ * read once already and cannot fail again). tg (may be NULL) and
+ * `exclude` (a rewrite turned off to find the culprit, or NULL) add to
+ * the preset. */
+static int side_open(side *s, const char *path, const char *fname, const char *preset, const tags *tg,
+                     const char *exclude, const cli_input *inputs, int ninputs, bool quiet, int *status,
+                     tg_ctx *ctx) {
+    cli_taglist exc = {{0}, 0};
+    if (tg) exc = *tg->exc;
+    if (exclude && !cli_tag_add(TGDEBUG ": compare", "--exclude", &exc, exclude)) return TG_EXIT_USAGE;
+    tg_compile_options co = {.preset = preset, .include = tg ? cli_tags(tg->inc) : NULL, .exclude = cli_tags(&exc)};
     int fi;
     *status = TG_OK;
     cli_heap_for(path, 80);
@@ -298,12 +315,13 @@ static void print_key(const side *A, const char *title, const char *key, int e) 
 /* Run a fresh fast_run compile with `exclude` turned off against the
  * reference: 1 it agrees everywhere, 0 it differs, -1 it could not run
  * (an unknown tag). */
-static int agrees_without(const char *path, const char *fname, const char *exclude, const cli_input *inputs,
+static int agrees_without(const char *path, const char *fname, const tags *tg, const char *exclude,
+                          const cli_input *inputs,
                           int ninputs, const refs *ref, const side *B, const tol *t) {
     tg_ctx *ctx = tg_ctx_new();
     side S = {0};
     int st, res = -1;
-    if (side_open(&S, path, fname, "fast_run", exclude, inputs, ninputs, true, &st, ctx)) goto done;
+    if (side_open(&S, path, fname, "fast_run", tg, exclude, inputs, ninputs, true, &st, ctx)) goto done;
     checker c = {.ref = ref, .t = t};
     tg_hooks h = {.after = check_hook, .ud = &c};
     tg_function_set_hooks(S.f, &h);
@@ -325,9 +343,14 @@ int tgd_compare(int argc, char **argv) {
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     tol t = {-1, -1};
+    cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
+    tags tg = {&inc, &exc};
     static const struct option opts[] = {{"rtol", required_argument, 0, 'r'},
                                          {"atol", required_argument, 0, 'a'},
                                          {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {"include", required_argument, 0, 'I'},
+                                         {"exclude", required_argument, 0, 'X'},
                                          {0, 0, 0, 0}};
     int c;
     opterr = 0;
@@ -338,6 +361,13 @@ int tgd_compare(int argc, char **argv) {
             if (!cli_once("tgdebug: compare", "-f", &fname, optarg)) return TG_EXIT_USAGE;
             break;
         case 'h': usage(stdout); return TG_EXIT_OK;
+        case 'V': cli_print_version("tgdebug"); return TG_EXIT_OK;
+        case 'I':
+            if (!cli_tag_add(TGDEBUG ": compare", "--include", &inc, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'X':
+            if (!cli_tag_add(TGDEBUG ": compare", "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'r':
             if (!tgd_parse_double(SUB, "--rtol", optarg, &t.rtol)) return TG_EXIT_USAGE;
             break;
@@ -359,8 +389,7 @@ int tgd_compare(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     const char *path = argv[optind];
-    size_t plen = strlen(path);
-    if (plen >= 4 && !strcmp(path + plen - 4, ".tgf")) {
+    if (cli_is_tgf(path)) { /* by its content, as every tool knows one */
         tgd_error(SUB, "%s is a compiled function: compare needs the graph file (.json) to compile it both ways", path);
         return TG_EXIT_USAGE;
     }
@@ -370,8 +399,8 @@ int tgd_compare(int argc, char **argv) {
     refs ref = {0};
     checker chk = {0};
     bool *in = NULL;
-    if ((rc = side_open(&B, path, fname, "none", NULL, inputs, ninputs, false, &st, ctx))) goto done;
-    if ((rc = side_open(&A, path, fname, "fast_run", NULL, inputs, ninputs, false, &st, ctx))) goto done;
+    if ((rc = side_open(&B, path, fname, "none", NULL, NULL, inputs, ninputs, false, &st, ctx))) goto done;
+    if ((rc = side_open(&A, path, fname, "fast_run", &tg, NULL, inputs, ninputs, false, &st, ctx))) goto done;
     if (!(ref.map = tg_idmap_new())) {
         tgd_error(SUB, "out of memory");
         rc = TG_EXIT_FOUND;
@@ -493,8 +522,8 @@ int tgd_compare(int argc, char **argv) {
             if (in[q] && !strcmp(r2.name, r.name)) tried = true;
         }
         if (tried) continue;
-        int ok = agrees_without(path, fname, r.name, inputs, ninputs, &ref, &B, &t);
-        if (ok < 0) ok = agrees_without(path, fname, r.pass, inputs, ninputs, &ref, &B, &t);
+        int ok = agrees_without(path, fname, &tg, r.name, inputs, ninputs, &ref, &B, &t);
+        if (ok < 0) ok = agrees_without(path, fname, &tg, r.pass, inputs, ninputs, &ref, &B, &t);
         if (ok == 1) culprit = e;
     }
     if (nlin == 0) {

@@ -132,6 +132,7 @@ void dbg_value_describe(const dbg_value *v, tg_str *s);
 typedef struct dbg_opts {
     const char *tool; /* "tgdebug run" */
     const char *path, *fname, *preset;
+    cli_taglist inc, exc; /* --include, --exclude */
     long calls;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs;

@@ -17,7 +17,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tgdebug nanguard FILE [-f NAME] [-i ID=VALUE]... [--calls N]\n"
             "                        [--dump OUT.npz] [--no-nan] [--no-inf] [--big THRESHOLD]\n"
-            "                        [-O PRESET]\n"
+            "                        [-O PRESET] [--include TAG]... [--exclude TAG]...\n"
             "                        [--device cpu|cuda]\n"
             "\n"
             "Call a function of FILE (interchange JSON, or a compiled-function .tgf)\n"
@@ -42,10 +42,15 @@ static void usage(FILE *f) {
             "  --no-inf         do not look for infinities\n"
             "  --big T          flag finite values with |x| > T (default 1e10; inf: off)\n"
             "  -O PRESET        none, fast_compile or fast_run (default); not for a .tgf\n"
+            "  --include TAG, --exclude TAG\n"
+            "                   turn rewrites on or off beyond the preset (a pass, a group\n"
+            "                   such as fusion or inplace, or a rewrite's name;\n"
+            "                   repeatable); not for a .tgf\n"
             "  --device DEV     cpu (default: $TG_DEVICE, else cpu) or cuda: the nodes\n"
             "                   with a GPU kernel run on the GPU and their outputs are\n"
             "                   checked there (only the statistics come back); not for\n"
             "                   a .tgf\n"
+            "  --version        print the version\n"
             "\n"
             "Exit status: 0 clean, 1 an offence found (or a run-time failure), 2 bad\n"
             "usage or bad input.\n");
@@ -350,10 +355,14 @@ int tgd_nanguard(int argc, char **argv) {
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     tg_nanguard_options go = {0};
+    cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
+    enum { OPT_INCLUDE = 256 }; /* ('I' is --no-inf) */
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'}, {"no-nan", no_argument, 0, 'N'},
                                          {"no-inf", no_argument, 0, 'I'},      {"big", required_argument, 0, 'b'},
                                          {"device", required_argument, 0, 'd'}, {"dump", required_argument, 0, 'D'},
-                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+                                         {"help", no_argument, 0, 'h'},        {"version", no_argument, 0, 'V'},
+                                         {"include", required_argument, 0, OPT_INCLUDE},
+                                         {"exclude", required_argument, 0, 'X'}, {0, 0, 0, 0}};
     int c;
     opterr = 0;
     optind = 1;
@@ -366,8 +375,17 @@ int tgd_nanguard(int argc, char **argv) {
             if (!cli_once("tgdebug: nanguard", "-O", &preset, optarg)) return TG_EXIT_USAGE;
             break;
         case 'D':
-            if (!cli_once("tgdebug: nanguard", "--dump", &dump, optarg)) return TG_EXIT_USAGE;
+            if (!cli_once("tgdebug: nanguard", "--dump", &dump, optarg) ||
+                !cli_path_ok("tgdebug: nanguard", "--dump", optarg))
+                return TG_EXIT_USAGE;
             break;
+        case OPT_INCLUDE:
+            if (!cli_tag_add("tgdebug: nanguard", "--include", &inc, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'X':
+            if (!cli_tag_add("tgdebug: nanguard", "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'V': cli_print_version("tgdebug"); return TG_EXIT_OK;
         case 'N': go.no_nan = true; break;
         case 'I': go.no_inf = true; break;
         case 'd':
@@ -404,14 +422,14 @@ int tgd_nanguard(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     const char *path = argv[optind];
-    if (cli_is_tgf(path) && (preset || device)) {
-        tgd_error(SUB, "%s is already optimized: -O and --device apply when compiling it", path);
+    if (cli_is_tgf(path) && (preset || device || inc.n || exc.n)) {
+        tgd_error(SUB, "%s is already optimized: -O, --include, --exclude and --device apply when compiling it", path);
         return TG_EXIT_USAGE;
     }
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
     tg_nanguard *ng = NULL;
-    tg_compile_options co = {.preset = preset, .device = device};
+    tg_compile_options co = {.preset = preset, .device = device, .include = cli_tags(&inc), .exclude = cli_tags(&exc)};
     cli_session S;
     if ((rc = cli_session_open(&S, TGDEBUG, SUB, path, fname, &co, inputs, ninputs))) goto done;
     tg_graph *g = S.g;

@@ -10,6 +10,7 @@ static const char *TOOL = "tgdebug run";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgdebug run FILE [-f NAME] [-i ID=VALUE]... [--calls N] [-O PRESET]\n"
+            "                   [--include TAG]... [--exclude TAG]...\n"
             "                   [--break NODE [--when EXPR]]...\n"
             "\n"
             "Call a function of FILE (interchange JSON or a .tgf) and log every\n"
@@ -21,7 +22,11 @@ static void usage(FILE *f) {
             "                  (FILE.npz or FILE.npz:NAME), or a JSON literal\n"
             "  -i FILE.npz     every input named by an array of the archive\n"
             "  --calls N       call it N times (default 1); updates applied each time\n"
-            "  -O PRESET       none, fast_compile or fast_run (default)\n"
+            "  -O PRESET       none, fast_compile or fast_run (default); not for a .tgf\n"
+            "  --include TAG, --exclude TAG\n"
+            "                  turn rewrites on or off beyond the preset (a pass, a group\n"
+            "                  such as fusion or inplace, or a rewrite's name;\n"
+            "                  repeatable); not for a .tgf\n"
             "  --break NODE    stop after NODE runs: a node key (its first output's id)\n"
             "                  or a node name of the file; a node the optimizer fused or\n"
             "                  rewrote maps to the node that stands for it\n"

@@ -60,6 +60,7 @@ extern const size_t tgdebug_html_len, tgdebug_css_len, tgdebug_js_len, tgviz_d3_
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgdebug serve FILE [-f NAME] [-i ID=VALUE]... [--calls N] [-O PRESET]\n"
+            "                     [--include TAG]... [--exclude TAG]...\n"
             "                     [--break NODE [--when EXPR]]... [--port P] [--bind ADDR]\n"
             "\n"
             "Run a function of FILE on a worker thread and debug it from a local web\n"
@@ -72,7 +73,11 @@ static void usage(FILE *f) {
             "                 (FILE.npz or FILE.npz:NAME), or a JSON literal\n"
             "  -i FILE.npz    every input named by an array of the archive\n"
             "  --calls N      call the function N times (default 1)\n"
-            "  -O PRESET      none, fast_compile or fast_run (default)\n"
+            "  -O PRESET      none, fast_compile or fast_run (default); not for a .tgf\n"
+            "  --include TAG, --exclude TAG\n"
+            "                 turn rewrites on or off beyond the preset (a pass, a group\n"
+            "                 such as fusion or inplace, or a rewrite's name;\n"
+            "                 repeatable); not for a .tgf\n"
             "  --break NODE   pause after NODE runs (a key or a name; see tgdebug run --help)\n"
             "  --when EXPR    only when EXPR holds ('max(abs(x))>1e3', 'any(isnan(x))', ...)\n"
             "  --port P       the TCP port (default 0: a free one)\n"

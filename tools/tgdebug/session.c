@@ -24,7 +24,8 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
     static const struct option longs[] = {{"calls", required_argument, 0, 'c'}, {"break", required_argument, 0, 'b'},
                                           {"when", required_argument, 0, 'w'},  {"port", required_argument, 0, 'p'},
                                           {"bind", required_argument, 0, 'B'},  {"help", no_argument, 0, 'h'},
-                                          {"version", no_argument, 0, 'V'},     {0, 0, 0, 0}};
+                                          {"version", no_argument, 0, 'V'},     {"include", required_argument, 0, 'I'},
+                                          {"exclude", required_argument, 0, 'X'}, {0, 0, 0, 0}};
     const char *tool = o->tool;
     const char *node = NULL; /* the last --break, waiting for its --when */
     int c;
@@ -36,7 +37,13 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
     while ((c = getopt_long(argc, argv, ":f:i:O:h", longs, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return -1;
-        case 'V': printf("tgdebug %s\n", tg_version()); return -1;
+        case 'V': cli_print_version("tgdebug"); return -1;
+        case 'I':
+            if (!cli_tag_add(tool, "--include", &o->inc, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'X':
+            if (!cli_tag_add(tool, "--exclude", &o->exc, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'f':
             if (!cli_once(tool, "-f", &o->fname, optarg)) return TG_EXIT_USAGE;
             break;
@@ -93,16 +100,16 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
         return TG_EXIT_USAGE;
     }
     o->path = argv[optind];
-    size_t pl = strlen(o->path);
-    if (o->preset && pl >= 4 && !strcmp(o->path + pl - 4, ".tgf")) {
-        cli_error(tool, "%s is already optimized: -O applies when compiling it (tgc compile)", o->path);
+    if ((o->preset || o->inc.n || o->exc.n) && cli_is_tgf(o->path)) {
+        cli_error(tool, "%s is already optimized: -O, --include and --exclude apply when compiling it (tgc compile)",
+                  o->path);
         return TG_EXIT_USAGE;
     }
     return TG_EXIT_OK;
 }
 
 int dbg_session_open(const dbg_opts *o, dbg_session *s) {
-    tg_compile_options co = {.preset = o->preset};
+    tg_compile_options co = {.preset = o->preset, .include = cli_tags(&o->inc), .exclude = cli_tags(&o->exc)};
     return cli_session_open(s, o->tool, NULL, o->path, o->fname, &co, o->inputs, o->ninputs);
 }
 

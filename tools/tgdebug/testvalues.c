@@ -14,7 +14,7 @@ static const char *SUB = "testvalues";
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: tgdebug testvalues FILE [--quiet]\n"
+            "usage: tgdebug testvalues FILE.json [--quiet]\n"
             "\n"
             "Run every node of FILE as written (no optimization), in the order of\n"
             "its dependencies, on the variables' test_value entries (free inputs\n"
@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "run-time error stops with the node, the shapes involved and the node's\n"
             "creation trace.\n"
             "  --quiet        print only the summary or the failure\n"
+            "  --version      print the version\n"
             "\n"
             "Exit status: 0 every node ran, 1 a node failed, 2 bad usage or bad input\n"
             "(an input without a test_value).\n");
@@ -54,7 +55,10 @@ static void report_failure(const tg_node *n, tg_array *const *in, const char *ms
 
 int tgd_testvalues(int argc, char **argv) {
     bool quiet = false;
-    static const struct option opts[] = {{"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
+                                         {0, 0, 0, 0}};
     int c;
     opterr = 0;
     optind = 1;
@@ -62,6 +66,7 @@ int tgd_testvalues(int argc, char **argv) {
         switch (c) {
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'q': quiet = true; break;
+        case 'V': cli_print_version("tgdebug"); return TG_EXIT_OK;
         default: tgd_error(SUB, "unknown option '%s' (see tgdebug testvalues --help)", argv[optind - 1]); return TG_EXIT_USAGE;
         }
     }
@@ -73,6 +78,13 @@ int tgd_testvalues(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     const char *path = argv[optind];
+    if (cli_is_tgf(path)) {
+        /* A .tgf holds the optimized graph and no test values: the JSON
+         * parser's "boolean expected" at its first byte said none of that. */
+        tgd_error(SUB, "%s is a compiled function: testvalues needs the graph file (.json) with its test values",
+                  path);
+        return TG_EXIT_USAGE;
+    }
     int rc = TG_EXIT_OK;
     tg_ctx *ctx = tg_ctx_new();
     cli_heap_for(path, 80);

@@ -567,8 +567,7 @@ int main(int argc, char **argv) {
     long calls = 10, warmup = 1, top = 20;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
-    const char *inc[65] = {0}, *exc[65] = {0};
-    int ninc = 0, nexc = 0;
+    cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
     static const struct option opts[] = {{"calls", required_argument, 0, 'c'},
                                          {"warmup", required_argument, 0, 'w'},
                                          {"json", required_argument, 0, 'j'},
@@ -593,18 +592,14 @@ int main(int argc, char **argv) {
             if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
             break;
         case 'I':
+            if (!cli_tag_add(TOOL, "--include", &inc, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'X':
-            if ((c == 'I' ? ninc : nexc) >= 64) {
-                cli_error(TOOL, "--%s: at most 64 tags", c == 'I' ? "include" : "exclude");
-                return TG_EXIT_USAGE;
-            }
-            if (c == 'I')
-                inc[ninc++] = optarg;
-            else
-                exc[nexc++] = optarg;
+            if (!cli_tag_add(TOOL, "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'j':
-            if (!cli_once(TOOL, "--json", &json_out, optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "--json", &json_out, optarg) || !cli_path_ok(TOOL, "--json", optarg))
+                return TG_EXIT_USAGE;
             break;
         case 'S': sync = true; break;
         case 'B': no_bodies = true; break;
@@ -613,7 +608,8 @@ int main(int argc, char **argv) {
             device = optarg;
             break;
         case 't':
-            if (!cli_once(TOOL, "--trace", &trace_out, optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "--trace", &trace_out, optarg) || !cli_path_ok(TOOL, "--trace", optarg))
+                return TG_EXIT_USAGE;
             break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'V': cli_print_version("tgprof"); return TG_EXIT_OK;
@@ -650,7 +646,7 @@ int main(int argc, char **argv) {
     }
     const char *path = argv[optind];
     bool is_tgf = cli_is_tgf(path);
-    if (is_tgf && (preset || ninc || nexc || device)) {
+    if (is_tgf && (preset || inc.n || exc.n || device)) {
         /* A .tgf is restored without optimizing; saying so beats ignoring -O. */
         cli_error(TOOL, "%s is already optimized: -O, --include, --exclude and --device apply when "
                         "compiling it (tgc compile)", path);
@@ -678,7 +674,8 @@ int main(int argc, char **argv) {
     int nbodies = 0;
     prof_info P = {.path = path, .calls = calls, .warmup = warmup,
               .preset = is_tgf ? "saved" : preset ? preset : "fast_run"};
-    tg_compile_options co = {.preset = preset, .include = inc, .exclude = exc, .device = device};
+    tg_compile_options co = {.preset = preset, .include = cli_tags(&inc), .exclude = cli_tags(&exc),
+                             .device = device};
     cli_session S;
     if ((rc = cli_session_open(&S, TOOL, NULL, path, fname, &co, inputs, ninputs))) goto done;
     tg_function *f = S.f;

@@ -18,8 +18,8 @@
  *   allow, in least squares (pool-adjacent-violators: exact, linear).
  *
  * Node sizes come from the label, as dot would size it in Helvetica 10
- * (an average glyph width, not font metrics: the page draws its own
- * text and only needs boxes that hold it). */
+ * (an average glyph width, twice that outside ASCII; not font metrics:
+ * the page draws its own text and only needs boxes that hold it). */
 #define _GNU_SOURCE /* qsort_r */
 #include <json-c/json.h>
 #include <math.h>
@@ -58,7 +58,13 @@ static void node_size(json_object *o, double *w, double *h) {
             lines++;
             cur = 0;
         } else if (((unsigned char)*p & 0xc0) != 0x80) { /* count UTF-8 characters */
-            if (++cur > longest) longest = cur;
+            /* One outside ASCII (the update nodes' arrow, a name's letter)
+             * counts twice: it comes from a fallback font, 8 to 10 pt wide
+             * where 5.6 is Helvetica's average, and a box narrower than
+             * its label draws the label over its edge (Graphviz warns,
+             * "size too small for label"). */
+            cur += (unsigned char)*p >= 0x80 ? 2 : 1;
+            if (cur > longest) longest = cur;
         }
     }
     *w = fmax(54.0, longest * CHAR_W + 2 * MARGIN_X);

@@ -3,14 +3,15 @@
  * PDF through Graphviz.
  *
  *   tgviz FILE [-f NAME] [--optimized] [--original] [--profile PROF.json]
- *         [-O PRESET] [--format html|dot|svg|png|pdf] [--layout auto|dot|layers]
- *         -o OUT
+ *         [-O PRESET] [--include TAG]... [--exclude TAG]...
+ *         [--format html|dot|svg|png|pdf] [--layout auto|dot|layers] -o OUT
  *
  * Exit status: 0 success; 1 a run-time failure (Graphviz could not lay out
  * or render); 2 bad usage or bad input.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,8 @@ static const char *TOOL = "tgviz";
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tgviz FILE [-f NAME] [--optimized] [--original] [--profile PROF.json]\n"
-            "             [-O PRESET] [--format html|dot|svg|png|pdf]\n"
-            "             [--layout auto|dot|layers] -o OUT\n"
+            "             [-O PRESET] [--include TAG]... [--exclude TAG]...\n"
+            "             [--format html|dot|svg|png|pdf] [--layout auto|dot|layers] -o OUT\n"
             "\n"
             "Draw a graph (interchange JSON) as one self-contained HTML page that works\n"
             "offline (zoom, pan, drag, search, a panel per node, nested bodies that expand\n"
@@ -46,6 +47,10 @@ static void usage(FILE *f) {
             "                   \"share\"}]}]})\n"
             "  -O PRESET        optimizer preset: none, fast_compile or fast_run (default);\n"
             "                   not for a .tgf\n"
+            "  --include TAG, --exclude TAG\n"
+            "                   turn rewrites on or off beyond the preset (a pass, a group\n"
+            "                   such as fusion or inplace, or a rewrite's name;\n"
+            "                   repeatable); not for a .tgf\n"
             "  --format F       html (default), dot, svg, png or pdf; without it, taken\n"
             "                   from OUT's extension (.htm is html, .gv is dot; an\n"
             "                   OUT without one is html, any other is an error)\n"
@@ -126,16 +131,19 @@ static int profile_read(const char *path, const char *fname, json_object **nodes
             cli_error(TOOL, "--profile %s: functions[%zu].nodes[%zu].key: expected a string", path, fi, i);
             goto fail;
         }
+        /* json-c reads NaN and Infinity, which would go into the page as
+         * words its JSON.parse refuses: not numbers here. */
+        double t;
         if (!json_object_object_get_ex(n, "time_s", &v) ||
             !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) ||
-            json_object_get_double(v) < 0) {
+            !isfinite(t = json_object_get_double(v)) || t < 0) {
             cli_error(TOOL, "--profile %s: functions[%zu].nodes[%zu].time_s: expected a number >= 0", path, fi, i);
             goto fail;
         }
         double s;
         if (!json_object_object_get_ex(n, "share", &v) ||
             !(json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int)) ||
-            (s = json_object_get_double(v)) < 0 || s > 1) {
+            !((s = json_object_get_double(v)) >= 0 && s <= 1)) { /* NaN too */
             cli_error(TOOL, "--profile %s: functions[%zu].nodes[%zu].share: expected a number in [0, 1]", path,
                       fi, i);
             goto fail;
@@ -185,19 +193,21 @@ static int profile_apply(json_object *drawn, json_object *prof) {
 
 /* The function to draw: `found`, the index of -f NAME (or, without -f,
  * of the only function or 'main'), except that without -f a file of
- * several functions none of which is 'main' draws the first, with a note:
- * a picture of the file beats an error, and -f picks another. < 0: the
- * error is on ctx. */
-static int choose(const char *fname, int count, int found, const char *first, tg_ctx *ctx) {
+ * several functions none of which is 'main' draws the first, with a note
+ * (*first_of set to the count; 0 otherwise): a picture of the file beats
+ * an error, and -f picks another. < 0: the error is on ctx. */
+static int choose(const char *fname, int count, int found, int *first_of, tg_ctx *ctx) {
+    *first_of = 0;
     if (fname || count < 2 || found >= 0) return found;
     tg_ctx_clear(ctx);
-    cli_error(TOOL, "drawing function '%s', the first of %d (pick another with -f)", first, count);
+    *first_of = count;
     return 0;
 }
 
 int main(int argc, char **argv) {
     cli_start(TOOL);
     const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL;
+    cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
     bool want_opt = false, want_orig = false;
     vz_layout_kind layout = VZ_LAYOUT_AUTO;
     static const struct option longs[] = {{"help", no_argument, 0, 'h'},     {"version", no_argument, 0, 'V'},
@@ -205,6 +215,8 @@ int main(int argc, char **argv) {
                                           {"optimized", no_argument, 0, 'P'}, {"original", no_argument, 0, 'R'},
                                           {"profile", required_argument, 0, 'p'},
                                           {"format", required_argument, 0, 'F'},
+                                          {"include", required_argument, 0, 'I'},
+                                          {"exclude", required_argument, 0, 'X'},
                                           {0, 0, 0, 0}};
     int c;
     opterr = 0;
@@ -218,7 +230,14 @@ int main(int argc, char **argv) {
                 cli_error(TOOL, "-%c given twice ('%s' and '%s')", c, c == 'f' ? fname : outp, optarg);
                 return TG_EXIT_USAGE;
             }
+            if (c == 'o' && !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
             *(c == 'f' ? &fname : &outp) = optarg;
+            break;
+        case 'I':
+            if (!cli_tag_add(TOOL, "--include", &inc, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'X':
+            if (!cli_tag_add(TOOL, "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'O': preset = optarg; break;
         case 'P': want_opt = true; break;
@@ -297,14 +316,15 @@ int main(int argc, char **argv) {
     cli_out co_out = {0};
     const char *path = argv[optind];
     bool is_tgf = cli_is_tgf(path);
-    const char *fn;
-    int fi;
+    const char *fn = NULL;
+    int fi, first_of = 0; /* drawing the first of first_of functions: said once drawn */
     cli_heap_for(path, 200); /* a page of both views takes about 160 bytes a byte of JSON */
     if (is_tgf) {
         /* A compiled function: its saved optimized graph as it was
          * restored, and the original graph the file keeps. */
-        if (preset) {
-            cli_error(TOOL, "%s is already optimized: -O applies when compiling it (tgc compile)", path);
+        if (preset || inc.n || exc.n) {
+            cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply when compiling it "
+                            "(tgc compile)", path);
             rc = TG_EXIT_USAGE;
             goto done;
         }
@@ -314,9 +334,7 @@ int main(int argc, char **argv) {
             goto done;
         }
         if (tg_tgf_warning(tgf)) cli_error(TOOL, "warning: %s", tg_tgf_warning(tgf));
-        tg_function *first = tg_tgf_function(tgf, 0);
-        fi = choose(fname, tg_tgf_function_count(tgf), tg_tgf_function_find(tgf, fname, ctx),
-                    first ? tg_function_name(first) : "", ctx);
+        fi = choose(fname, tg_tgf_function_count(tgf), tg_tgf_function_find(tgf, fname, ctx), &first_of, ctx);
         if (fi < 0) {
             cli_error(TOOL, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
@@ -346,8 +364,7 @@ int main(int argc, char **argv) {
             rc = TG_EXIT_USAGE;
             goto done;
         }
-        fi = choose(fname, tg_graph_function_count(g), tg_graph_function_find(g, fname, ctx),
-                    tg_graph_function_name(g, 0), ctx);
+        fi = choose(fname, tg_graph_function_count(g), tg_graph_function_find(g, fname, ctx), &first_of, ctx);
         if (fi < 0) {
             cli_error(TOOL, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_USAGE;
@@ -356,7 +373,7 @@ int main(int argc, char **argv) {
         gfi = fi;
         fn = tg_graph_function_name(g, fi);
         if (want_opt) {
-            tg_compile_options co = {.preset = preset};
+            tg_compile_options co = {.preset = preset, .include = cli_tags(&inc), .exclude = cli_tags(&exc)};
             if (!(f = tg_function_compile(g, fi, &co, ctx))) {
                 cli_error(TOOL, "%s", tg_ctx_message(ctx));
                 rc = TG_EXIT_USAGE;
@@ -476,6 +493,9 @@ done:
     /* The whole page or picture, or nothing: a failure leaves what was
      * at OUT before. */
     if (cli_out_close(&co_out, rc == TG_EXIT_OK) && rc == TG_EXIT_OK) rc = TG_EXIT_FOUND;
+    /* The note once the drawing is there: a failure is its one line. */
+    if (rc == TG_EXIT_OK && first_of)
+        cli_error(TOOL, "drew function '%s', the first of %d (pick another with -f)", fn, first_of);
     json_object_put(data);
     json_object_put(prof_root);
     if (vr.ag) vz_free(&vr);

@@ -2,6 +2,7 @@
  * on small arrays whose reductions are worked out by hand, NumPy's NaN
  * rules, precedence of and over or, and parse errors with their column. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "debugger.h"
@@ -135,12 +136,64 @@ static void test_parse_errors(void **state) {
     }
 }
 
+/* text: `open`, n times, then `mid`, then `close`, n times (a new string). */
+static char *nested(const char *open, int n, const char *mid, const char *close) {
+    size_t lo = strlen(open), lm = strlen(mid), lc = strlen(close);
+    char *s = malloc((size_t)n * (lo + lc) + lm + 1), *p = s;
+    assert_non_null(s);
+    for (int i = 0; i < n; i++, p += lo) memcpy(p, open, lo);
+    memcpy(p, mid, lm);
+    p += lm;
+    for (int i = 0; i < n; i++, p += lc) memcpy(p, close, lc);
+    *p = 0;
+    return s;
+}
+
+/* Deep nesting is an error at the column of the level past 256, not a
+ * stack overflow; 256 levels and a long chain of 'and' (no nesting)
+ * parse and evaluate. */
+static void test_depth(void **state) {
+    (void)state;
+    char err[256];
+    static const struct {
+        const char *open, *close;
+        int n, column;
+    } deep[] = {{"(", ")", 20000, 257}, {"not ", "", 30000, 1025}, {"not (", ")", 20000, 641}};
+    for (size_t k = 0; k < sizeof deep / sizeof deep[0]; k++) {
+        char *text = nested(deep[k].open, deep[k].n, "call>1", deep[k].close), want[128];
+        snprintf(want, sizeof want, "column %d: nested deeper than 256 levels", deep[k].column);
+        err[0] = 0;
+        dbg_expr *e = dbg_expr_parse(text, err, sizeof err);
+        if (e || strncmp(err, want, strlen(want)))
+            fail_msg("%d x '%s': got '%s', want '%s...'", deep[k].n, deep[k].open, e ? "(parsed)" : err, want);
+        dbg_expr_free(e);
+        free(text);
+    }
+    char *ok = nested("(", 256, "call==2", ")");
+    assert_true(holds(ok, NULL, NULL, 2));
+    assert_false(holds(ok, NULL, NULL, 3));
+    free(ok);
+    char *nots = nested("not ", 256, "call==2", "");
+    assert_true(holds(nots, NULL, NULL, 2)); /* an even number of nots */
+    free(nots);
+    /* 50,000 terms: eval loops along the chain */
+    char *chain = nested("call>=1 and ", 50000, "call==2", "");
+    assert_true(holds(chain, NULL, NULL, 2));
+    assert_false(holds(chain, NULL, NULL, 3));
+    free(chain);
+    char *ors = nested("call==7 or ", 50000, "call==2", "");
+    assert_true(holds(ors, NULL, NULL, 2));
+    assert_false(holds(ors, NULL, NULL, 3));
+    free(ors);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_nan_and_inf),
         cmocka_unit_test(test_calls_inputs_precedence),
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_depth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
