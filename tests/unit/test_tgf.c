@@ -765,6 +765,107 @@ static void test_copy_swap_and_call_n(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* A file keeps one value per shared variable. Functions holding two
+ * states of one were saved as one, the other lost without a word: train
+ * from one load of GRAPH and predict from another, or train with a copy
+ * of itself whose w is swapped. Refused now (TG_EINVAL, naming both and
+ * the variable), and the file that was there stays; the same functions
+ * from one load still save. */
+static void test_save_two_states_refused(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g1 = tu_load(GRAPH), *g2 = tu_load(GRAPH);
+    tg_function *train = tg_function_compile(g1, tg_graph_function_find(g1, "train", ctx), NULL, ctx);
+    tg_function *pred2 = tg_function_compile(g2, tg_graph_function_find(g2, "predict", ctx), NULL, ctx);
+    tg_function *pred1 = tg_function_compile(g1, tg_graph_function_find(g1, "predict", ctx), NULL, ctx);
+    assert_true(train && pred1 && pred2);
+    tg_function *ok[2] = {train, pred1};
+    if (tg_tgf_save(path_in("two.tgf"), ok, 2, NULL, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    size_t len0;
+    char *before = tu_read_file(path_in("two.tgf"), &len0);
+    tg_array *x = vec3(1, 1, 1);
+    (void)call1(train, x); /* train's w moves on; predict's of g2 does not */
+    tg_function *mixed[2] = {train, pred2};
+    assert_int_equal(tg_tgf_save(path_in("two.tgf"), mixed, 2, NULL, ctx), TG_EINVAL);
+    assert_string_equal(tg_ctx_message(ctx),
+                        "tg_tgf_save: functions 'train' and 'predict' hold two states of shared variable 'w' "
+                        "(compiled from two loads of the graph, or a copy with it swapped); a file keeps one: "
+                        "save them to separate files");
+    const char *ids[1] = {"w"};
+    tg_array *w0 = vec3(10, 20, 30);
+    const tg_array *vals[1] = {w0};
+    tg_function *swapped = tg_function_copy(pred1, ids, vals, 1, ctx);
+    assert_non_null(swapped);
+    tg_function *with_copy[2] = {train, swapped};
+    assert_int_equal(tg_tgf_save(path_in("two.tgf"), with_copy, 2, NULL, ctx), TG_EINVAL);
+    assert_non_null(strstr(tg_ctx_message(ctx), "'w'"));
+    size_t len1;
+    char *after = tu_read_file(path_in("two.tgf"), &len1);
+    assert_true(len0 == len1 && !memcmp(before, after, len0));
+    free(before);
+    free(after);
+    tg_array_free(w0);
+    tg_array_free(x);
+    tg_function_free(swapped);
+    tg_function_free(train);
+    tg_function_free(pred1);
+    tg_function_free(pred2);
+    tg_graph_free(g1);
+    tg_graph_free(g2);
+    tg_ctx_free(ctx);
+}
+
+/* An SGD step in float32 compiled without constant folding: the gemm
+ * rewrite reads W + neg(0.01) * (x^T x), and neg's 0.01 is a constant the
+ * file wrote weak. A copy loads f's optimized graph from its text, where
+ * that constant was written bare again: a weak float alone is float64,
+ * and the copy refused gemm's float64 alpha (TG_ETYPE) though f ran. A
+ * constant a rewrite hands to a new reader is now written with its
+ * dtype. By hand: W = [[1, 2], [3, 4]], x = [[1, 0], [0, 2]], x^T x =
+ * [[1, 0], [0, 4]]; out = sum(W) before the update. */
+static void test_copy_unfolded(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load_sq(
+        "{'format':'tg-graph','version':1,'variables':["
+        "{'id':'W','type':{'dtype':'float32','shape':[2,2]},'shared':{'data':[[1,2],[3,4]]}},"
+        "{'id':'x','type':{'dtype':'float32','shape':[2,2]}}],"
+        "'nodes':[{'op':'transpose','inputs':['x'],'outputs':['xt']},"
+        "{'op':'dot','inputs':['xt','x'],'outputs':['gW']},"
+        "{'op':'mul','inputs':[{'value':0.01},'gW'],'outputs':['step']},"
+        "{'op':'sub','inputs':['W','step'],'outputs':['W_next']},"
+        "{'op':'sum','inputs':['W'],'outputs':['out'],'attrs':{'axis':null}}],"
+        "'functions':{'train':{'inputs':['x'],'outputs':['out'],'updates':{'W':'W_next'}}}}");
+    const char *exc[] = {"constant_folding", NULL};
+    tg_compile_options o = {.exclude = exc};
+    tg_function *f = tg_function_compile(g, 0, &o, ctx);
+    if (!f) fail_msg("%s", tg_ctx_message(ctx));
+    bool gemm = false;
+    for (int k = 0; k < tg_function_node_count(f); k++) gemm |= !strcmp(tg_function_node_op(f, k), "gemm");
+    assert_true(gemm);
+    int64_t shp[2] = {2, 2};
+    tg_array *x = tg_array_new(TG_FLOAT32, 2, shp), *out = NULL;
+    float *xd = tg_array_data(x);
+    xd[0] = 1, xd[1] = 0, xd[2] = 0, xd[3] = 2;
+    if (tg_function_call(f, &x, &out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    assert_true(tg_array_get_flat(out, 0) == 10);
+    tg_array_free(out);
+    tg_function *c = tg_function_copy(f, NULL, NULL, 0, ctx);
+    if (!c) fail_msg("%s", tg_ctx_message(ctx));
+    /* the copy shares W, updated once: 0.99 + 2 + 3 + 3.96 */
+    if (tg_function_call(c, &x, &out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    assert_float_equal(tg_array_get_flat(out, 0), 9.95, 2e-6);
+    tg_array_free(out);
+    const tg_array *w = tg_function_shared_get(f, "W");
+    float want[4] = {1 - 0.02f, 2, 3, 4 - 0.08f};
+    for (int i = 0; i < 4; i++) assert_float_equal(tg_array_get_flat(w, i), want[i], 1e-6);
+    tg_function_free(c);
+    tg_function_free(f);
+    tg_array_free(x);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 /* In-place hints from the file (an optimized graph exported and loaded
  * again) that merging makes stale: the two copies of maximum(x, x) are
  * one result after merge, which both readers claimed to overwrite. The
@@ -1694,6 +1795,8 @@ int main(void) {
         cmocka_unit_test(test_multi_output_inplace),
         cmocka_unit_test(test_version_2_file),
         cmocka_unit_test(test_copy_swap_and_call_n),
+        cmocka_unit_test(test_copy_unfolded),
+        cmocka_unit_test(test_save_two_states_refused),
         cmocka_unit_test(test_stale_inplace_hints_dropped),
         cmocka_unit_test(test_unknown_conv_lengths_restore),
         cmocka_unit_test(test_damaged_files_refused),

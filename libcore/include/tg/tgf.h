@@ -50,7 +50,9 @@ typedef struct tg_tgf_save_info {
  * shared variables are one set) to path, atomically: a temporary file
  * beside it, fsync, rename, fsync of the folder, so that a crash at any
  * point leaves the previous file intact. Shared variables are written with
- * their current values. Errors: TG_EIO, TG_ENOMEM, TG_EINVAL. */
+ * their current values. Errors: TG_EIO, TG_ENOMEM, TG_EINVAL (also when
+ * two of the functions hold different states of one shared variable:
+ * compiled from two loads of a graph, or a copy with it swapped). */
 TG_API int tg_tgf_save(const char *path, tg_function *const *fs, int n,
                        const tg_tgf_save_info *info, tg_ctx *ctx);
 

@@ -545,6 +545,35 @@ done:
     return rc;
 }
 
+/* The shared state f reads or updates called id, or NULL. */
+static const tg_shared *shared_of(const tg_function *f, const char *id) {
+    for (int i = 0; i < f->nshared; i++)
+        if (!strcmp(f->shared[i]->id, id)) return f->shared[i];
+    for (int i = 0; i < f->fg->nupd; i++)
+        if (!strcmp(f->upd_shared[i]->id, id)) return f->upd_shared[i];
+    return NULL;
+}
+
+/* A file keeps one value per shared variable, which every function of it
+ * shares once loaded: functions that hold two states of one (compiled
+ * from two loads of a graph, or a copy with it swapped) would have been
+ * saved as one, the other state lost without a word. TG_EINVAL. */
+static int shared_one_set(tg_function *const *fs, int n, tg_ctx *ctx) {
+    for (int i = 1; i < n; i++)
+        for (int j = 0; j < i; j++)
+            for (int k = 0; k < fs[i]->nshared + fs[i]->fg->nupd; k++) {
+                const tg_shared *s = k < fs[i]->nshared ? fs[i]->shared[k] : fs[i]->upd_shared[k - fs[i]->nshared];
+                const tg_shared *o = shared_of(fs[j], s->id);
+                if (o && o != s)
+                    return tg_errorf(ctx, TG_EINVAL,
+                                     "tg_tgf_save: functions '%s' and '%s' hold two states of shared "
+                                     "variable '%s' (compiled from two loads of the graph, or a copy "
+                                     "with it swapped); a file keeps one: save them to separate files",
+                                     fs[j]->name, fs[i]->name, s->id);
+            }
+    return TG_OK;
+}
+
 int tg_tgf_save(const char *path, tg_function *const *fs, int n, const tg_tgf_save_info *info,
                 tg_ctx *ctx) {
     if (!path || !fs || n < 1) return tg_errorf(ctx, TG_EINVAL, "tg_tgf_save: no path or no function");
@@ -557,6 +586,7 @@ int tg_tgf_save(const char *path, tg_function *const *fs, int n, const tg_tgf_sa
                                  fs[i]->name);
     for (int i = 0; i < n; i++)
         if (fview_check(fs[i], ctx)) return tg_ctx_status(ctx);
+    if (shared_one_set(fs, n, ctx)) return tg_ctx_status(ctx);
     json_object *opts = options_json(info ? info->options : NULL);
     if (!opts) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
     return save_functions(path, fs, n, info ? info->source : NULL, NULL, NULL, opts, ctx);

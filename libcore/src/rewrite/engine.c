@@ -360,6 +360,14 @@ tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int 
         return NULL;
     }
     rw->created[rw->ncreated++] = n;
+    /* A constant the file wrote weak is written weak again (a bare
+     * scalar) so that it takes the dtype its reader gives it; a reader a
+     * rewrite made gave it none (it was strong by then), and alone or
+     * beside other weak scalars it would load as float64 or int64: the
+     * constant is written with its dtype from now on (neg(0.01) of an SGD
+     * step's gemm, 0.01 float32, was written bare, and a copy of the
+     * function, which loads that text, refused gemm's float64 alpha). */
+    for (int i = 0; i < nin; i++) in[i]->weak_in_file = false;
     return n;
 nomem:
     for (int k = 0; k < nout; k++)
@@ -417,6 +425,7 @@ int tg_rw_replace(tg_rw *rw, tg_var *old, tg_var *newv) {
                          "optimizer bug: rewrite '%s' replaced '%s' (%s) by '%s' (%s)",
                          rw->rule ? rw->rule->name : rw->pass, old->id, a, newv->id, b);
     }
+    newv->weak_in_file = false; /* (new readers: see tg_rw_node) */
     /* Keep the more precise static shape on the new variable. */
     for (int d = 0; d < old->type.ndim; d++)
         if (newv->type.shape[d] < 0) newv->type.shape[d] = old->type.shape[d];
