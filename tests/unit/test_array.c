@@ -416,6 +416,37 @@ static void test_assign_broadcasts_and_casts(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Views of one buffer that overlap: dst gets src as it was, as NumPy's
+ * assignment does (by hand: x[...] = x.T on [[1, 2], [3, 4]] is
+ * [[1, 3], [2, 4]]; x[1:] = x[:-1] on [0, 1, 2, 3] is [0, 0, 1, 2], and
+ * x[:-1] = x[1:] is [1, 2, 3, 3]; x[::-1] = x reverses; x = x is x). An
+ * element-by-element copy gave [[1, 3], [3, 4]] and [0, 0, 0, 0]. */
+static void test_assign_overlapping_views(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t s2[2] = {2, 2}, s4[1] = {4};
+    tg_array *sq = iota(TG_FLOAT64, 2, s2);
+    for (int i = 0; i < 4; i++) ((double *)tg_array_data(sq))[i] = i + 1;
+    tg_array *t = tg_array_view_transpose(sq, NULL, ctx);
+    assert_int_equal(tg_array_assign(sq, t, ctx), 0);
+    assert_values(sq, ((double[]){1, 3, 2, 4}), 4);
+    tg_array *x = iota(TG_INT32, 1, s4);
+    tg_array *tail = tg_array_view_slice(x, 0, 1, TG_SLICE_NONE, 1, ctx);
+    tg_array *head = tg_array_view_slice(x, 0, TG_SLICE_NONE, -1, 1, ctx);
+    assert_int_equal(tg_array_assign(tail, head, ctx), 0);
+    assert_values(x, ((double[]){0, 0, 1, 2}), 4);
+    assert_int_equal(tg_array_assign(head, tail, ctx), 0);
+    assert_values(x, ((double[]){0, 1, 2, 2}), 4);
+    tg_array *rev = tg_array_view_slice(x, 0, TG_SLICE_NONE, TG_SLICE_NONE, -1, ctx);
+    assert_int_equal(tg_array_assign(rev, x, ctx), 0);
+    assert_values(x, ((double[]){2, 2, 1, 0}), 4);
+    assert_int_equal(tg_array_assign(x, x, ctx), 0);
+    assert_values(x, ((double[]){2, 2, 1, 0}), 4);
+    tg_array *arrs[] = {sq, t, x, tail, head, rev};
+    for (size_t i = 0; i < TG_ARRAY_LEN(arrs); i++) tg_array_free(arrs[i]);
+    tg_ctx_free(ctx);
+}
+
 static void test_equal(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -869,6 +900,7 @@ int main(void) {
         cmocka_unit_test(test_reshape_view_or_copy),
         cmocka_unit_test(test_copy_converts_and_compacts),
         cmocka_unit_test(test_assign_broadcasts_and_casts),
+        cmocka_unit_test(test_assign_overlapping_views),
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_prepare_reuses_without_allocating),
         cmocka_unit_test(test_broadcast_shapes),

@@ -464,9 +464,10 @@ static void test_shared_set_seen(void **state) {
     assert_int_equal(ups(500), 2);
     assert_int_equal(ups(784 * 500), 1);
     assert_weights_same(fd, fc);
-    /* A value of the wrong shape is refused and changes nothing. */
+    /* A value of the wrong shape is refused (TG_ESHAPE, as a call's input)
+     * and changes nothing. */
     tg_array *bad = tg_array_new(TG_FLOAT32, 1, (int64_t[]){499});
-    assert_int_equal(tg_function_shared_set(fd, "b1", bad, ctx), TG_ETYPE);
+    assert_int_equal(tg_function_shared_set(fd, "b1", bad, ctx), TG_ESHAPE);
     assert_non_null(strstr(tg_ctx_message(ctx), "'b1'"));
     assert_weights_same(fd, fc);
     tg_array_free(bad);
@@ -712,13 +713,13 @@ static void test_functions_share(void **state) {
     }
     assert_weights_same(td, ref);
     assert_weights_same(pc, ref);
-    /* A copy with its own W2 (a value of the wrong type is refused):
+    /* A copy with its own W2 (a value of the wrong shape is refused):
      * its step moves the W1, b1 and b2 it shares with the device
      * function and its own W2, not the device function's. */
     const char *sid[1] = {"W2"};
     const tg_array *sv[1] = {tg_function_shared_get(ref, "b1")};
     assert_null(tg_function_copy(td, sid, sv, 1, ctx));
-    assert_int_equal(tg_ctx_status(ctx), TG_ETYPE);
+    assert_int_equal(tg_ctx_status(ctx), TG_ESHAPE);
     tg_ctx_clear(ctx);
     sv[0] = tg_function_shared_get(ref, "W2");
     tg_function *sw = tg_function_copy(td, sid, sv, 1, ctx);

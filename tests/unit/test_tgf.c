@@ -753,7 +753,49 @@ static void test_copy_swap_and_call_n(void **state) {
     tg_array *w2 = tu_f64(1, s2, d2);
     const tg_array *bad_val[1] = {w2};
     assert_null(tg_function_copy(f, ids, bad_val, 1, ctx));
-    assert_int_equal(tg_ctx_status(ctx), TG_ETYPE);
+    assert_int_equal(tg_ctx_status(ctx), TG_ESHAPE);
+    assert_string_equal(tg_ctx_message(ctx),
+                        "swap: shared variable 'w' is float64[3], got an array of shape (2,) (dimension 0)");
+    /* a safe cast is taken (int8 into float64; every dtype casts to
+     * float64 safely, as in NumPy: test_copy_unfolded has an unsafe one) */
+    int64_t s3[1] = {3};
+    tg_array *i8 = tg_array_new(TG_INT8, 1, s3);
+    ((int8_t *)tg_array_data(i8))[0] = 4, ((int8_t *)tg_array_data(i8))[1] = 5, ((int8_t *)tg_array_data(i8))[2] = 6;
+    const tg_array *i8_val[1] = {i8};
+    tg_function *ci = tg_function_copy(f, ids, i8_val, 1, ctx);
+    if (!ci) fail_msg("%s", tg_ctx_message(ctx));
+    const tg_array *wi = tg_function_shared_get(ci, "w");
+    assert_int_equal(wi->dtype, TG_FLOAT64);
+    assert_true(tg_array_get_flat(wi, 0) == 4 && tg_array_get_flat(wi, 2) == 6);
+    tg_function_free(ci);
+    const char *twice[2] = {"w", "w"};
+    const tg_array *two_vals[2] = {w0, w0};
+    assert_null(tg_function_copy(f, twice, two_vals, 2, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_EINVAL);
+    const char *no_id[1] = {NULL};
+    assert_null(tg_function_copy(f, no_id, vals, 1, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_EINVAL);
+    const tg_array *no_val[1] = {NULL};
+    assert_null(tg_function_copy(f, ids, no_val, 1, ctx));
+    assert_int_equal(tg_ctx_status(ctx), TG_EINVAL);
+    /* tg_function_shared_set checks as the copy does */
+    assert_int_equal(tg_function_shared_set(f, "w", w2, ctx), TG_ESHAPE);
+    assert_string_equal(tg_ctx_message(ctx),
+                        "shared variable 'w' is float64[3], got an array of shape (2,) (dimension 0)");
+    assert_int_equal(tg_function_shared_set(f, "w", NULL, ctx), TG_EINVAL);
+    assert_int_equal(tg_function_shared_set(f, NULL, w0, ctx), TG_EINVAL);
+    assert_null(tg_function_shared_get(f, NULL));
+    assert_int_equal(tg_function_shared_set(f, "w", i8, ctx), TG_OK);
+    assert_true(tg_array_get_flat(tg_function_shared_get(f, "w"), 1) == 5);
+    /* accessors out of range */
+    assert_null(tg_function_input_shape(f, 1));
+    assert_int_equal(tg_function_input_ndim(f, -1), -1);
+    assert_int_equal(tg_function_input_dtype(f, 7), TG_DTYPE_INVALID);
+    assert_null(tg_function_node_op(f, -1));
+    assert_null(tg_function_node_label(f, tg_function_node_count(f)));
+    assert_int_equal(tg_function_node_ninputs(f, -1), -1);
+    assert_int_equal(tg_function_node_noutputs(f, 1 << 20), -1);
+    tg_array_free(i8);
     assert_int_not_equal(tg_function_call_n(c, &x, &out, 0, ctx), 0);
     tg_array_free(w2);
     tg_array_free(x);
@@ -859,6 +901,12 @@ static void test_copy_unfolded(void **state) {
     const tg_array *w = tg_function_shared_get(f, "W");
     float want[4] = {1 - 0.02f, 2, 3, 4 - 0.08f};
     for (int i = 0; i < 4; i++) assert_float_equal(tg_array_get_flat(w, i), want[i], 1e-6);
+    /* float64 into the float32 W is not a safe cast */
+    tg_array *w64 = tu_f64(2, shp, (double[]){1, 2, 3, 4});
+    assert_int_equal(tg_function_shared_set(f, "W", w64, ctx), TG_ETYPE);
+    assert_string_equal(tg_ctx_message(ctx),
+                        "shared variable 'W' is float32[2, 2]: a float64 value cannot be cast to it safely");
+    tg_array_free(w64);
     tg_function_free(c);
     tg_function_free(f);
     tg_array_free(x);

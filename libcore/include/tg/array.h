@@ -71,7 +71,8 @@ TG_API tg_array *tg_array_reshape(const tg_array *a, int ndim,
  * casting="unsafe"). */
 TG_API tg_array *tg_array_copy(const tg_array *a, tg_dtype dt);
 /* Copy src into dst (same shape, or src broadcast to dst's shape),
- * converting dtypes. */
+ * converting dtypes. When they are views of one buffer whose elements
+ * overlap, dst gets src as it was before the copy (NumPy's x[...] = x.T). */
 TG_API int tg_array_assign(tg_array *dst, const tg_array *src, tg_ctx *ctx);
 
 /* True when a and b have the same dtype, shape and elements (NaN equals

@@ -67,7 +67,9 @@ TG_API int tg_function_input_count(const tg_function *f);
 TG_API int tg_function_output_count(const tg_function *f);
 TG_API const char *tg_function_input_id(const tg_function *f, int i);
 TG_API const char *tg_function_output_id(const tg_function *f, int i);
-/* The declared type of input i: dtype, ndim, and shape (-1 unknown). */
+/* The declared type of input i: dtype, ndim, and shape (-1 unknown);
+ * TG_DTYPE_INVALID, -1 and NULL for an i out of range (as the ids are
+ * NULL). */
 TG_API tg_dtype tg_function_input_dtype(const tg_function *f, int i);
 TG_API int tg_function_input_ndim(const tg_function *f, int i);
 TG_API const int64_t *tg_function_input_shape(const tg_function *f, int i);
@@ -113,9 +115,12 @@ TG_API void tg_function_pool_stats(const tg_function *f, tg_pool_stats *out);
 
 /* Shared variables: the current value (borrowed: valid until the next
  * call or set; brought back from the GPU first when a function placed
- * there updated it, and NULL when that copy fails) and replacing it (the
- * value must fit the variable's type; a copy is taken, and the next call
- * on the GPU uploads it). */
+ * there updated it, and NULL when that copy fails, or for an id f does
+ * not use) and replacing it (a copy is taken, converted to the variable's
+ * dtype when the cast is safe, as a call's inputs are, and the next call
+ * on the GPU uploads it). Errors: TG_ENOTFOUND (an id f does not use),
+ * TG_ETYPE (a dtype that does not cast safely), TG_ESHAPE (a shape that
+ * contradicts the variable's), TG_EINVAL (no id or no array), TG_ENOMEM. */
 TG_API const tg_array *tg_function_shared_get(const tg_function *f,
                                               const char *id);
 TG_API int tg_function_shared_set(tg_function *f, const char *id,
@@ -157,11 +162,12 @@ TG_API int tg_function_rewrite_count(const tg_function *f);
 /* Entry i of the record. TG_EINVAL when i is out of range. */
 TG_API int tg_function_rewrite_get(const tg_function *f, int i,
                                    tg_rewrite_info *info);
-/* The key of scheduled node `node`. */
+/* The key of scheduled node `node` (NULL out of range). */
 TG_API const char *tg_function_node_key(const tg_function *f, int node);
 /* The keys of the original nodes that scheduled node `node` stands for;
  * returns how many (>= 1, or 0 for a node made from nothing original,
- * such as a folded constant's producer). *keys is borrowed from f. */
+ * such as a folded constant's producer, or for a node out of range, *keys
+ * then NULL). *keys is borrowed from f. */
 TG_API int tg_function_node_origins(const tg_function *f, int node,
                                     const char *const **keys);
 
@@ -209,7 +215,8 @@ TG_API int tg_function_rewrite_stats_get(const tg_function *f, int i,
 TG_API double tg_function_compile_seconds(const tg_function *f);
 TG_API double tg_function_optimize_seconds(const tg_function *f);
 
-/* Scheduled nodes, for tools. */
+/* Scheduled nodes, for tools (NULL, or -1 for the counts, for a node out
+ * of range). */
 TG_API const char *tg_function_node_op(const tg_function *f, int node);
 TG_API const char *tg_function_node_label(const tg_function *f, int node);
 TG_API int tg_function_node_ninputs(const tg_function *f, int node);

@@ -2022,20 +2022,26 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
     json_object_put(root);
     if (!g) goto fail;
     for (int k = 0; k < nswap; k++) {
+        if (!swap_ids[k]) {
+            tg_errorf(ctx, TG_EINVAL, "tg_function_copy: swap %d has no id", k);
+            goto fail;
+        }
+        for (int j = 0; j < k; j++)
+            if (!strcmp(swap_ids[j], swap_ids[k])) {
+                tg_errorf(ctx, TG_EINVAL, "tg_function_copy: swap '%s' given twice", swap_ids[k]);
+                goto fail;
+            }
         tg_var *v = tg_graph_find(g, swap_ids[k]);
         if (!v || v->kind != TG_VAR_SHARED) {
             tg_errorf(ctx, TG_ENOTFOUND, "function '%s' uses no shared variable '%s'", f->name,
                       swap_ids[k]);
             goto fail;
         }
-        if (!tg_type_accepts(&v->type, swap_values[k])) {
-            char want[128];
-            tg_type_str(&v->type, want, sizeof want);
-            tg_errorf(ctx, TG_ETYPE, "swap '%s': the variable is %s; a %s array of %d dimensions "
-                      "does not fit", swap_ids[k], want, tg_dtype_name(swap_values[k]->dtype),
-                      swap_values[k]->ndim);
-            goto fail;
-        }
+        char what[300];
+        snprintf(what, sizeof what, "swap: shared variable '%s'", swap_ids[k]);
+        tg_array *fit;
+        if (tg_shared_value_take(&v->type, what, swap_values[k], &fit, ctx)) goto fail;
+        tg_shared_value_set(v->shared, fit);
     }
     /* Not swapped: f's own state. Swapped: the loader made fresh state;
      * it starts from the given value. */
@@ -2044,15 +2050,7 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         if (v->kind != TG_VAR_SHARED) continue;
         int k = 0;
         while (k < nswap && strcmp(swap_ids[k], v->id)) k++;
-        if (k < nswap) {
-            tg_array *cp = tg_array_copy(swap_values[k], swap_values[k]->dtype);
-            if (!cp) {
-                tg_errorf(ctx, TG_ENOMEM, "out of memory");
-                goto fail;
-            }
-            tg_shared_value_set(v->shared, cp);
-            continue;
-        }
+        if (k < nswap) continue; /* (its value set above) */
         for (int j = 0; j < f->fg->nvars; j++) {
             tg_var *o = f->fg->vars[j];
             if (o->kind == TG_VAR_SHARED && o->shared && !strcmp(o->id, v->id)) {

@@ -461,7 +461,43 @@ static void cast_inner(int64_t n, char **p, const int64_t *s, void *ud) {
     tg_cast_strided(c->to, p[0], s[0], c->from, p[1], s[1], n);
 }
 
+/* The bytes a's elements lie in, [*lo, *hi); false when a has none. */
+static bool extent(const tg_array *a, uintptr_t *lo, uintptr_t *hi) {
+    uintptr_t l = (uintptr_t)a->data, h = l + tg_dtype_size(a->dtype);
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] == 0) return false;
+        int64_t span = a->strides[d] * (a->shape[d] - 1);
+        if (span > 0) h += (uintptr_t)span;
+        else l -= (uintptr_t)-span;
+    }
+    *lo = l;
+    *hi = h;
+    return true;
+}
+
+/* Whether writing dst element by element could change src elements not
+ * yet read: their bytes meet, and dst is not src itself (each element
+ * read, then written over with itself). */
+static bool overlaps(const tg_array *dst, const tg_array *src) {
+    uintptr_t dl, dh, sl, sh;
+    if (!extent(dst, &dl, &dh) || !extent(src, &sl, &sh) || dh <= sl || sh <= dl) return false;
+    if (dst->data != src->data || dst->dtype != src->dtype || dst->ndim != src->ndim) return true;
+    for (int d = 0; d < dst->ndim; d++)
+        if (dst->shape[d] != src->shape[d] || (dst->strides[d] != src->strides[d] && dst->shape[d] > 1))
+            return true;
+    return false;
+}
+
 int tg_array_assign(tg_array *dst, const tg_array *src, tg_ctx *ctx) {
+    /* Views of one buffer that overlap (x[...] = x.T, x[1:] = x[:-1]):
+     * NumPy copies src first, so that dst gets src as it was. */
+    if (overlaps(dst, src)) {
+        tg_array *tmp = tg_array_copy(src, src->dtype);
+        if (!tmp) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        int rc = tg_array_assign(dst, tmp, ctx);
+        tg_array_free(tmp);
+        return rc;
+    }
     /* Broadcast src to dst's shape: align trailing axes, stride 0 where
      * src has length 1 or lacks the axis; extra leading axes of src must
      * have length 1 (NumPy's rule for assignment). */

@@ -602,14 +602,15 @@ const char *tg_function_input_id(const tg_function *f, int i) {
 const char *tg_function_output_id(const tg_function *f, int i) {
     return i >= 0 && i < f->fg->nout ? f->out_ids[i] : NULL;
 }
+static bool input_in_range(const tg_function *f, int i) { return i >= 0 && i < f->fg->nin; }
 tg_dtype tg_function_input_dtype(const tg_function *f, int i) {
-    return f->fg->inputs[i]->type.dtype;
+    return input_in_range(f, i) ? f->fg->inputs[i]->type.dtype : TG_DTYPE_INVALID;
 }
 int tg_function_input_ndim(const tg_function *f, int i) {
-    return f->fg->inputs[i]->type.ndim;
+    return input_in_range(f, i) ? f->fg->inputs[i]->type.ndim : -1;
 }
 const int64_t *tg_function_input_shape(const tg_function *f, int i) {
-    return f->fg->inputs[i]->type.shape;
+    return input_in_range(f, i) ? f->fg->inputs[i]->type.shape : NULL;
 }
 int tg_function_node_count(const tg_function *f) { return f->nsched; }
 void tg_function_trim(tg_function *f) {
@@ -623,20 +624,25 @@ void tg_function_pool_stats(const tg_function *f, tg_pool_stats *out) {
                            .reused = p->hits,
                            .allocated = p->misses};
 }
+static bool node_in_range(const tg_function *f, int node) { return node >= 0 && node < f->nsched; }
 const char *tg_function_node_op(const tg_function *f, int node) {
-    return f->sched[node].op->name;
+    return node_in_range(f, node) ? f->sched[node].op->name : NULL;
 }
 const char *tg_function_node_label(const tg_function *f, int node) {
+    if (!node_in_range(f, node)) return NULL;
     tg_node *n = f->sched[node].node;
     return n->name ? n->name : (n->nout ? n->outputs[0]->id : n->op->name);
 }
 const char *tg_function_node_key(const tg_function *f, int node) {
+    if (!node_in_range(f, node)) return NULL;
     const tg_node *n = f->sched[node].node;
     return n->nout ? n->outputs[0]->id : n->op->name;
 }
 
 int tg_function_node_origins(const tg_function *f, int node,
                              const char *const **keys) {
+    *keys = NULL;
+    if (!node_in_range(f, node)) return 0;
     const tg_node *n = f->sched[node].node;
     if (n->origins || n->norigins) {
         *keys = (const char *const *)n->origins;
@@ -685,10 +691,10 @@ double tg_function_compile_seconds(const tg_function *f) { return f->compile_sec
 double tg_function_optimize_seconds(const tg_function *f) { return f->record.seconds; }
 
 int tg_function_node_ninputs(const tg_function *f, int node) {
-    return f->sched[node].node->nin;
+    return node_in_range(f, node) ? f->sched[node].node->nin : -1;
 }
 int tg_function_node_noutputs(const tg_function *f, int node) {
-    return f->sched[node].node->nout;
+    return node_in_range(f, node) ? f->sched[node].node->nout : -1;
 }
 
 void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks) {
@@ -725,6 +731,7 @@ void tg_function_set_hooks_observer(tg_function *f, const tg_hooks *hooks) {
 /* ---- shared variables ---- */
 
 static tg_shared *find_shared(const tg_function *f, const char *id) {
+    if (!id) return NULL;
     for (int i = 0; i < f->nshared; i++)
         if (strcmp(f->shared[i]->id, id) == 0) return f->shared[i];
     for (int i = 0; i < f->fg->nupd; i++)
@@ -733,27 +740,43 @@ static tg_shared *find_shared(const tg_function *f, const char *id) {
 }
 
 const tg_array *tg_function_shared_get(const tg_function *f, const char *id) {
-    tg_shared *s = find_shared(f, id);
+    tg_shared *s = f ? find_shared(f, id) : NULL;
     return s ? tg_shared_value(s, NULL) : NULL;
+}
+
+static void shape_str(const tg_array *a, char *buf, size_t size);
+
+int tg_shared_value_take(const tg_type *t, const char *what, const tg_array *a, tg_array **out, tg_ctx *ctx) {
+    *out = NULL;
+    if (!a) return tg_errorf(ctx, TG_EINVAL, "%s: no array", what);
+    char want[160], got[160];
+    tg_type_str(t, want, sizeof want);
+    shape_str(a, got, sizeof got);
+    if (a->ndim != t->ndim) return tg_errorf(ctx, TG_ESHAPE, "%s is %s, got an array of shape %s", what, want, got);
+    for (int d = 0; d < a->ndim; d++)
+        if (t->shape[d] >= 0 && t->shape[d] != a->shape[d])
+            return tg_errorf(ctx, TG_ESHAPE, "%s is %s, got an array of shape %s (dimension %d)", what, want, got,
+                             d);
+    if (a->dtype != t->dtype && !tg_dtype_can_cast_safe(a->dtype, t->dtype))
+        return tg_errorf(ctx, TG_ETYPE, "%s is %s: a %s value cannot be cast to it safely", what, want,
+                         tg_dtype_name(a->dtype));
+    if (!(*out = tg_array_copy(a, t->dtype))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    return TG_OK;
 }
 
 int tg_function_shared_set(tg_function *f, const char *id,
                            const tg_array *value, tg_ctx *ctx) {
+    if (!f || !id) return tg_errorf(ctx, TG_EINVAL, "tg_function_shared_set: no function or no id");
     tg_shared *s = find_shared(f, id);
     if (!s)
         return tg_errorf(ctx, TG_ENOTFOUND,
                          "function '%s' uses no shared variable '%s'", f->name,
                          id);
-    if (!tg_type_accepts(&s->type, value)) {
-        char want[128];
-        tg_type_str(&s->type, want, sizeof want);
-        return tg_errorf(ctx, TG_ETYPE,
-                         "shared variable '%s' is %s: a %s array of %d "
-                         "dimensions does not fit",
-                         id, want, tg_dtype_name(value->dtype), value->ndim);
-    }
-    tg_array *c = tg_array_copy(value, value->dtype);
-    if (!c) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    char what[300];
+    snprintf(what, sizeof what, "shared variable '%s'", id);
+    tg_array *c;
+    int rc = tg_shared_value_take(&s->type, what, value, &c, ctx);
+    if (rc) return rc;
     tg_shared_value_set(s, c);
     return TG_OK;
 }

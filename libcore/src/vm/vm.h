@@ -158,4 +158,11 @@ void tg_function_set_hooks_commit(tg_function *f, const tg_hooks *hooks,
  * (ops/scan.c); the caller owns what it put in the slots. */
 int tg_function_run_bound(tg_function *f, tg_ctx *ctx);
 
+/* A new value a caller gives for shared state of type t (what: "shared
+ * variable 'w'", "swap 'w'"), checked as a call checks its inputs: a copy,
+ * converted when the cast is safe (TG_ETYPE otherwise), into *out;
+ * TG_ESHAPE naming the shape for one that contradicts t's, TG_EINVAL for
+ * no array. */
+int tg_shared_value_take(const tg_type *t, const char *what, const tg_array *a, tg_array **out, tg_ctx *ctx);
+
 #endif
