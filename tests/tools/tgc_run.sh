@@ -233,7 +233,8 @@ for args in "compile $L -o" "export $tmp/lr.tgf -o" "run $G -f step -o" "run $G 
     pass "$args '': one line naming $opt" || { fail "$args '': $(cat "$tmp/err")"; }
 done
 # -o DIR on a disk that fills (here the file-size limit): the first file
-# that fails ends it, one line; the files before it are left whole.
+# that fails ends it, one line, a run-time failure (exit 1: the folder was
+# tried before the run); the files before it are left whole.
 python3 - "$tmp/three.json" <<'PY'
 import json, sys
 json.dump({"format": "tg-graph", "version": 1,
@@ -246,10 +247,19 @@ PY
 x200="[$(seq -s, 1 200 | sed 's/,$//')]"
 (ulimit -f 1; trap '' XFSZ; exec "$TGC" run "$tmp/three.json" -i x="$x200" -o "$tmp/full") >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^tgc: -o $tmp/full/b.npy: write failed: File too large$" "$tmp/err" &&
+[ "$rc" -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^tgc: -o $tmp/full/b.npy: write failed: File too large$" "$tmp/err" &&
   pass "a full disk: one line, at the first file that fails (b)" || { fail "a full disk: exit $rc"; sed 's/^/  | /' "$tmp/err"; }
 [ -s "$tmp/full/a.npy" ] && [ ! -e "$tmp/full/b.npy" ] && [ ! -e "$tmp/full/c.npy" ] && [ -z "$(ls "$tmp/full" | grep '\.tmp\.')" ] &&
   pass "a.npy written before it stays; b and c not written, no temporary" || fail "left in the folder: $(ls "$tmp/full")"
+# A destination that cannot be written is said before the run (exit 2,
+# one line), not after it: the inputs given would make the run fail
+# (exit 1, a length of 3 where three.json says 200).
+: >"$tmp/plainfile"
+expect 2 "-o DIR under a file, before the run" -- "$TGC" run "$tmp/three.json" -i x="[1,2,3]" -o "$tmp/plainfile/sub"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^tgc: -o $tmp/plainfile/sub: cannot create the folder: Not a directory$" "$tmp/err" &&
+  pass "-o DIR: one line naming it" || fail "-o DIR under a file: $(cat "$tmp/err")"
+expect 2 "-o OUT.npz under a file, before the run" -- "$TGC" run "$tmp/three.json" -i x="[1,2,3]" -o "$tmp/plainfile/o.npz"
+contains err "^tgc: -o $tmp/plainfile/o.npz: cannot create the folder $tmp/plainfile: " "-o OUT.npz: one line naming it"
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   /usr/bin/python3 - "$tmp/z/out.npz" <<'PY' && pass "NumPy reads tg's archive" || fail "NumPy disagrees"
 import sys, zipfile, numpy as np

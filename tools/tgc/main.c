@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "ompspin.h"
@@ -191,9 +192,45 @@ static bool ends_with_npz(const char *s) {
     return n > 4 && !strcmp(s + n - 4, ".npz");
 }
 
+/* -o before the run: the folder (DIR, or OUT.npz's) made when missing
+ * and a file tried there, so that a destination that cannot be written
+ * is bad input said at once (exit 2, one line); a write that fails after
+ * the run (a full disk) is then a run-time failure (exit 1), as for
+ * compile, export and --save-state. */
+static int out_dest_check(const char *dest) {
+    if (ends_with_npz(dest)) {
+        char *dir = strdup(dest), *slash = dir ? strrchr(dir, '/') : NULL;
+        if (!dir) {
+            cli_error(TOOL, "-o %s: out of memory", dest);
+            return TG_EXIT_FOUND;
+        }
+        bool bad = slash && slash != dir && (*slash = 0, cli_mkdirs(dir) < 0);
+        if (bad) cli_error(TOOL, "-o %s: cannot create the folder %s: %s", dest, dir, strerror(errno));
+        free(dir);
+        return bad ? TG_EXIT_USAGE : cli_out_check(TOOL, "-o", dest);
+    }
+    if (cli_mkdirs(dest) < 0) {
+        cli_error(TOOL, "-o %s: cannot create the folder: %s", dest, strerror(errno));
+        return TG_EXIT_USAGE;
+    }
+    tg_str p = {0};
+    tg_str_addf(&p, "%s/.tgc-check.XXXXXX", dest);
+    int fd = p.s ? mkstemp(p.s) : -1, rc = TG_EXIT_OK;
+    if (fd < 0) {
+        cli_error(TOOL, "-o %s: cannot write in the folder: %s", dest, p.s ? strerror(errno) : "out of memory");
+        rc = TG_EXIT_USAGE;
+    } else {
+        close(fd);
+        unlink(p.s);
+    }
+    tg_str_free(&p);
+    return rc;
+}
+
 /* -o: each output of the last call once, by its id (an output listed
  * twice is written once): to DIR/<id>.npy, or with OUT.npz to one archive
- * (its folder made when missing, as DIR is). */
+ * (its folder made when missing, as DIR is; both tried before the run,
+ * out_dest_check, so that what fails here is a run-time failure). */
 static int write_outputs(const char *dest, int level, const tg_function *f, tg_array **outs, tg_ctx *ctx) {
     int nout = tg_function_output_count(f), n = 0, rc = TG_EXIT_OK;
     const char **names = calloc((size_t)nout + 1, sizeof *names);
@@ -212,12 +249,12 @@ static int write_outputs(const char *dest, int level, const tg_function *f, tg_a
         arrays[n++] = outs[k];
     }
     if (ends_with_npz(dest)) {
-        if (cli_npz_save(TOOL, "-o", dest, level, n, names, arrays)) rc = TG_EXIT_USAGE;
+        if (cli_npz_save(TOOL, "-o", dest, level, n, names, arrays)) rc = TG_EXIT_FOUND;
         goto done;
     }
     if (cli_mkdirs(dest) < 0) {
         cli_error(TOOL, "-o %s: cannot create the folder: %s", dest, strerror(errno));
-        rc = TG_EXIT_USAGE;
+        rc = TG_EXIT_FOUND;
         goto done;
     }
     /* The first failure ends it (a full disk would fail every later file
@@ -227,7 +264,7 @@ static int write_outputs(const char *dest, int level, const tg_function *f, tg_a
         tg_str_addf(&p, "%s/%s.npy", dest, names[k]);
         if (tg_npy_save(p.s, arrays[k], ctx)) {
             cli_error(TOOL, "-o %s", tg_ctx_message(ctx));
-            rc = TG_EXIT_USAGE;
+            rc = TG_EXIT_FOUND;
         }
         tg_str_free(&p);
     }
@@ -347,6 +384,7 @@ static int cmd_run(int argc, char **argv) {
     /* A checkpoint that cannot be written is said before the run, not
      * after it. */
     if (save && (rc = cli_out_check(TOOL, "--save-state", save))) goto done;
+    if (outdir && (rc = out_dest_check(outdir))) goto done;
     /* --reoptimize with no -O, --include, --exclude, --device or --dnn-conv-algo: the
      * file's own options. */
     bool given = preset || ninc || nexc || device || algo;
