@@ -454,6 +454,111 @@ static void test_push_keeps_steps(void **state) {
 
 /* ---- scan_keep_last ---- */
 
+/* A body node that can fail (integer int_div, mod, pow) stays in the body:
+ * moved out, it ran on every row of the sequence, also those that no step
+ * reaches or whose lazy ifelse never takes its branch, and failed the call
+ * where the loop as written does not ("integer division by zero" with
+ * fast_run; -O none gave the values). h[t] = h[t-1] + q(x_t), int64, k =
+ * 10, x = [1, 2, 0, 3], by hand:
+ *   lazy    q = ifelse(x_t != 0, k // x_t, -1)      -> [10, 15, 14, 17]
+ *   mod     q = ifelse(x_t != 0, k % x_t, -1)       -> [0, 0, -1, 0]
+ *   until   q = k // x_t, until h > 5               -> [10]
+ *   nsteps  q = k // x_t, n_steps 2                 -> [10, 15]
+ *   shorter q = k // x_t + y_t, y = [1, 1] (2 steps) -> [11, 17]
+ * A divisor that is a constant without a zero still moves out (k // 2 on
+ * the sequence: h = [0, 1, 2, 4] for x = [1, 2, 4, 5]... by hand below). */
+static char *guard_json(const char *kind) {
+    bool lazy = !strcmp(kind, "lazy") || !strcmp(kind, "mod"), until = !strcmp(kind, "until"),
+         nsteps = !strcmp(kind, "nsteps"), shorter = !strcmp(kind, "shorter"), cdiv = !strcmp(kind, "const");
+    const char *op = !strcmp(kind, "mod") ? "mod" : "int_div";
+    tg_str s = {0};
+    tg_str_addf(&s, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                    "{\"id\":\"x\",\"type\":{\"dtype\":\"int64\",\"shape\":[null]}},"
+                    "{\"id\":\"y\",\"type\":{\"dtype\":\"int64\",\"shape\":[null]}},"
+                    "{\"id\":\"k\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}}],"
+                    "\"nodes\":[{\"op\":\"scan\",\"inputs\":[%s\"x\",%s{\"value\":{\"dtype\":\"int64\",\"data\":0}},\"k\"],"
+                    "\"outputs\":[\"H\"],\"attrs\":{\"n_sequences\":%d,\"sequence_taps\":[[0]%s],\"n_recurrent\":1,"
+                    "\"output_taps\":[[-1]],\"n_nonrecurrent\":0,\"n_non_sequences\":1,\"has_n_steps\":%s,"
+                    "\"has_until\":%s,\"body\":{\"variables\":["
+                    "{\"id\":\"xs\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}},"
+                    "{\"id\":\"ys\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}},"
+                    "{\"id\":\"hp\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}},"
+                    "{\"id\":\"k_\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}}],\"nodes\":[",
+                nsteps ? "{\"value\":2}," : "", shorter ? "\"y\"," : "", shorter ? 2 : 1, shorter ? ",[0]" : "",
+                nsteps ? "true" : "false", until ? "true" : "false");
+    if (cdiv)
+        tg_str_addf(&s, "{\"op\":\"int_div\",\"inputs\":[\"xs\",{\"value\":2}],\"outputs\":[\"q\"]},");
+    else
+        tg_str_addf(&s, "{\"op\":\"%s\",\"inputs\":[\"k_\",\"xs\"],\"outputs\":[\"q0\"]},", op);
+    if (lazy)
+        tg_str_addf(&s, "{\"op\":\"neq\",\"inputs\":[\"xs\",{\"value\":0}],\"outputs\":[\"nz\"]},"
+                        "{\"op\":\"ifelse\",\"inputs\":[\"nz\",\"q0\",{\"value\":-1}],\"outputs\":[\"q\"]},");
+    else if (shorter)
+        tg_str_addf(&s, "{\"op\":\"add\",\"inputs\":[\"q0\",\"ys\"],\"outputs\":[\"q\"]},");
+    else if (!cdiv)
+        tg_str_addf(&s, "{\"op\":\"identity\",\"inputs\":[\"q0\"],\"outputs\":[\"q\"]},");
+    tg_str_addf(&s, "{\"op\":\"add\",\"inputs\":[\"hp\",\"q\"],\"outputs\":[\"hn\"]}");
+    if (until) tg_str_addf(&s, ",{\"op\":\"gt\",\"inputs\":[\"hn\",{\"value\":5}],\"outputs\":[\"stop\"]}");
+    tg_str_addf(&s, "],\"inputs\":[\"xs\",%s\"hp\",\"k_\"],\"outputs\":[\"hn\"%s]}}}],"
+                    "\"functions\":{\"main\":{\"inputs\":[\"x\",\"y\",\"k\"],\"outputs\":[\"H\"]}}}",
+                shorter ? "\"ys\"," : "", until ? ",\"stop\"" : "");
+    return s.s;
+}
+
+/* Whether a body of f's scans still holds an `op` node. */
+static bool body_has_op(const tg_function *f, const char *op) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"op\":\"%s\"", op);
+    for (int k = 0; k < f->nsched; k++) {
+        const tg_node *n = f->sched[k].node;
+        if (!strcmp(n->op->name, "scan") && n->attrs &&
+            strstr(json_object_to_json_string_ext(n->attrs, JSON_C_TO_STRING_PLAIN), pat))
+            return true;
+    }
+    return false;
+}
+
+static void test_push_keeps_failing_nodes(void **state) {
+    (void)state;
+    struct {
+        const char *kind;
+        int64_t x[4];
+        int n;
+        int64_t want[4];
+    } cases[] = {
+        {"lazy", {1, 2, 0, 3}, 4, {10, 15, 14, 17}},  {"mod", {1, 2, 0, 3}, 4, {0, 0, -1, 0}},
+        {"until", {1, 2, 0, 3}, 1, {10}},             {"nsteps", {1, 2, 0, 3}, 2, {10, 15}},
+        {"shorter", {1, 2, 0, 3}, 2, {11, 17}},       {"const", {1, 2, 0, 5}, 4, {0, 1, 1, 3}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *json = guard_json(cases[c].kind);
+        tg_graph *g = tu_load(json);
+        int64_t four = 4, two = 2;
+        tg_array *in[3] = {tg_array_new(TG_INT64, 1, &four), tg_array_new(TG_INT64, 1, &two),
+                           tg_array_new_scalar(TG_INT64, 10)};
+        memcpy(tg_array_data(in[0]), cases[c].x, sizeof cases[c].x);
+        ((int64_t *)tg_array_data(in[1]))[0] = ((int64_t *)tg_array_data(in[1]))[1] = 1;
+        for (int pr = 0; pr < 2; pr++) {
+            tg_function *f = compile(g, pr ? "fast_run" : "none");
+            /* the const case moves its division out; the others keep it */
+            const char *op = !strcmp(cases[c].kind, "mod") ? "mod" : "int_div";
+            if (pr) assert_int_equal(body_has_op(f, op), strcmp(cases[c].kind, "const") != 0);
+            tg_array *out;
+            call(f, in, &out);
+            if (tg_array_size(out) != cases[c].n) fail_msg("%s %d: %lld steps", cases[c].kind, pr, (long long)tg_array_size(out));
+            for (int i = 0; i < cases[c].n; i++)
+                if (tg_array_get_flat(out, i) != (double)cases[c].want[i])
+                    fail_msg("%s (%s): h[%d] = %g, want %lld", cases[c].kind, pr ? "fast_run" : "none", i,
+                             tg_array_get_flat(out, i), (long long)cases[c].want[i]);
+            tg_array_free(out);
+            tg_function_free(f);
+        }
+        free_all(in, 3);
+        tg_graph_free(g);
+        free(json);
+    }
+}
+
 /* A**2 .. A**(k+1) keeping the last 2 (keep_last written by hand). */
 static const char *POW_KEEP = J({"format": "tg-graph", "version": 1,
     "variables": [{"id": "A", "type": {"dtype": "float64", "shape": [2]}},
@@ -1662,6 +1767,7 @@ int main(void) {
         cmocka_unit_test(test_push_rnn_backwards),
         cmocka_unit_test(test_push_more),
         cmocka_unit_test(test_push_keeps_steps),
+        cmocka_unit_test(test_push_keeps_failing_nodes),
         cmocka_unit_test(test_keep_last),
         cmocka_unit_test(test_keep_ring),
         cmocka_unit_test(test_keep_until),
