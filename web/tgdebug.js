@@ -14,10 +14,17 @@
   const fmt = (v) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toPrecision(6).replace(/\.?0+($|e)/, '$1')) : String(v));
   const shape = (s) => '(' + s.join(', ') + (s.length === 1 ? ',)' : ')');
 
+  // The server writes int64 values exactly; past 2^53 a JavaScript number
+  // cannot hold them (9007199254740993 would show as ...992): such an
+  // integer stays the text it was written as, where the browser gives the
+  // reviver its source (JSON.parse source text access).
+  const exact = (k, v, ctx) =>
+    (typeof v === 'number' && !Number.isSafeInteger(v) && Number.isInteger(v) && ctx && /^-?\d+$/.test(ctx.source) ? ctx.source : v);
+  const parse = (text) => JSON.parse(text, exact);
   async function api(path, opts) {
     const r = await fetch(path, Object.assign({ credentials: 'same-origin', cache: 'no-store' }, opts || {}));
     let body = null;
-    try { body = await r.json(); } catch (e) { body = { error: 'not JSON (' + r.status + ')' }; }
+    try { body = parse(await r.text()); } catch (e) { body = { error: 'not JSON (' + r.status + ')' }; }
     return { status: r.status, body };
   }
 
@@ -107,7 +114,7 @@
     const tr = table.selectAll('tr').data(rows).join('tr');
     tr.selectAll('td').data((r, i) => r.map((v, j) => ({ v, i, j }))).join('td')
       .attr('data-i', (d) => d.i).attr('data-j', (d) => d.j).text((d) => fmt(d.v));
-    drawHist(rows.flat().filter((v) => typeof v === 'number'));
+    drawHist(rows.flat().map((v) => (typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v)).filter((v) => typeof v === 'number'));
   }
 
   function drawHist(xs) {
@@ -115,7 +122,11 @@
     svg.selectAll('*').remove();
     if (!xs.length) return;
     const W = +svg.attr('width'), H = +svg.attr('height');
-    const x = d3.scaleLinear().domain(d3.extent(xs)).nice().range([30, W - 10]);
+    // One value (all zeros, a 0-d array): a domain around it, so that its
+    // bin has a width to draw.
+    let [lo, hi] = d3.extent(xs);
+    if (!(hi > lo)) { const d = Math.abs(lo) > 1 ? Math.abs(lo) * 0.05 : 0.5; lo -= d; hi += d; }
+    const x = d3.scaleLinear().domain([lo, hi]).nice().range([30, W - 10]);
     // A threshold at the domain's end would make an empty last bin that hides the maximum.
     const bins = d3.bin().domain(x.domain()).thresholds(x.ticks(20).filter((t) => t < x.domain()[1]))(xs);
     const y = d3.scaleLinear().domain([0, d3.max(bins, (b) => b.length)]).range([H - 18, 4]);
@@ -176,11 +187,12 @@
   $('btn-slice').addEventListener('click', showValue);
   $('slice').addEventListener('keydown', (e) => { if (e.key === 'Enter') showValue(); });
   document.addEventListener('keydown', (e) => {
-    if (e.target.tagName === 'INPUT') return;
+    // (Ctrl+C copies a value: only the bare keys continue and step)
+    if (e.target.tagName === 'INPUT' || e.ctrlKey || e.metaKey || e.altKey) return;
     if (e.key === 'c' && last && last.state === 'paused') control('continue');
     if (e.key === 's' && last && last.state === 'paused') control('step');
   });
-  window.tgdebug = { poll, get state() { return last; } };
+  window.tgdebug = { poll, parse, drawHist, get state() { return last; } };
   poll();
   setInterval(poll, 300);
   drawProfile();

@@ -660,7 +660,7 @@
     return `${g.by_op} ${g.by}` + (g.of ? `, differentiating ${g.of} (${g.of_op})` : '');
   }
   function show(n, pane) {
-    let h = `<h2>${esc(n.op || n.kind)}</h2><div class="sub">${esc(nodeLabel(n).replace('\n', ' \u00b7 '))}</div>`;
+    let h = `<h2>${esc(n.op || n.kind)}</h2><div class="sub">${esc(nodeLabel(n).split('\n').join(' \u00b7 '))}</div>`;
     const rows = [['kind', n.kind + (n.family ? ' \u00b7 ' + n.family : '')], ['key', n.key], ['name', n.name],
       ['in file', n.location], ['view', pane && pane.name]];
     if (n.view_of !== undefined) rows.push(['output 0 views', 'input ' + n.view_of]);
@@ -699,7 +699,7 @@
       const el = document.querySelector(`g.node[data-id="${CSS.escape(n.id)}"]`);
       if (el) rename(n, el);
     };
-    for (const c of panel.querySelectorAll('.chip[data-key]')) c.onclick = () => { $('#search').value = c.dataset.key; if (mode !== 'side' && data.views.original) setMode('original'); applySearch(true); };
+    for (const c of panel.querySelectorAll('.chip[data-key]')) c.onclick = () => { if (mode !== 'side' && data.views.original) setMode('original'); findKey(c.dataset.key); };
   }
 
   /* ---- renaming in place ---- */
@@ -707,7 +707,7 @@
     const r = el.getBoundingClientRect();
     const inp = document.createElement('input');
     inp.className = 'rename';
-    inp.value = nodeLabel(n).replace('\n', ' | ');
+    inp.value = nodeLabel(n).split('\n').join(' | '); /* (every line: an input holds one) */
     inp.style.left = r.left + 'px'; inp.style.top = (r.top + r.height / 2 - 12) + 'px';
     inp.style.width = Math.max(140, r.width) + 'px';
     document.body.appendChild(inp);
@@ -740,8 +740,13 @@
    * Over the derived drawings (nodes of expanded bodies included), not the
    * DOM, so that it finds nodes that are not drawn; v.match marks a hit for
    * the elements made later and for the overview. */
+  // A collapsed group is found by what it holds: its members' keys and ops.
   function hay(n) {
-    if (n._hay === undefined) n._hay = [n.id, n.key, n.name, n.op, n.var, nodeLabel(n)].filter(Boolean).join('\n').toLowerCase();
+    if (n._hay === undefined) {
+      const own = [n.id, n.key, n.name, n.op, n.var, nodeLabel(n)];
+      for (const m of n.members || []) own.push(m.key, m.op);
+      n._hay = own.filter(Boolean).join('\n').toLowerCase();
+    }
     return n._hay;
   }
   function applySearch(jump) {
@@ -763,6 +768,19 @@
     }
     $('#matches').textContent = q ? `${searchHits.length} match${searchHits.length === 1 ? '' : 'es'}` : '';
     if (jump && searchHits.length) next();
+  }
+  // The node whose key is `key` (an origin chip's), centred and pinned: the
+  // original view's first, or the group that holds it; a search for the
+  // key's text stepped on from the last hit and could land on another
+  // node whose key contains it (gW1.2 found gW1.20).
+  function findKey(key) {
+    $('#search').value = key;
+    applySearch(false);
+    const exact = (v) => v.src.key === key || (v.src.members || []).some((m) => m.key === key);
+    let at = searchHits.findIndex((h) => exact(h.v) && h.p.name === 'original');
+    if (at < 0) at = searchHits.findIndex((h) => exact(h.v));
+    searchAt = (at < 0 ? 0 : at) - 1;
+    next();
   }
   // Centres the next hit (update() draws it when it comes into view).
   function next() {

@@ -60,6 +60,25 @@ function check(ok, what, detail) {
     await page.waitForSelector('#value-data td[data-i="1"][data-j="2"]', { timeout: 10000 });
     check(await cell(1, 2) === '-6' && await cell(0, 0) === '1' && await cell(1, 1) === '5', 'the page shows sc[1, 2] = -6, sc[0, 0] = 1, sc[1, 1] = 5',
       [await cell(0, 0), await cell(1, 1), await cell(1, 2)].join(' '));
+    // Ctrl+C (copying a value) and Ctrl+S leave the run where it is: only
+    // the bare keys continue and step (they did both).
+    const pausesBefore = (await state()).pauses;
+    await page.click('#value-data td[data-i="0"][data-j="0"]');
+    await page.keyboard.press('Control+c');
+    await page.keyboard.press('Control+s');
+    await page.waitForTimeout(1000);
+    s = await state();
+    check(s.state === 'paused' && s.node.key === 'sc' && s.pauses === pausesBefore, 'Ctrl+C and Ctrl+S neither continue nor step',
+      JSON.stringify([s.state, s.node && s.node.key, s.pauses, pausesBefore]));
+    // int64 past 2^53 as written (JSON.parse alone gave ...992), others as numbers.
+    const big = await page.evaluate(() => tgdebug.parse('{"data":[9007199254740993,-9007199254740993,1,2.5,1e300]}').data);
+    check(JSON.stringify(big) === '["9007199254740993","-9007199254740993",1,2.5,1e+300]', 'values past 2^53 keep every digit', JSON.stringify(big));
+    // A value whose elements are all equal still draws its bar.
+    const bars = await page.evaluate(() => {
+      tgdebug.drawHist([0, 0, 0]);
+      return Array.from(document.querySelectorAll('#hist rect.bar')).map((r) => +r.getAttribute('width'));
+    });
+    check(bars.some((w) => w > 0), 'the histogram of equal values has a bar', JSON.stringify(bars));
     // The viewer's download link: the whole value as a .npy, fetched as the page would.
     const npy = await page.evaluate(async () => {
       const a = document.getElementById('value-npy');
