@@ -465,6 +465,10 @@ bool cli_tag_add(const char *prefix, const char *opt, cli_taglist *l, const char
     return true;
 }
 
+bool cli_tag_opt(const char *prefix, int c, cli_taglist *inc, cli_taglist *exc, const char *arg) {
+    return c == 'I' ? cli_tag_add(prefix, "--include", inc, arg) : cli_tag_add(prefix, "--exclude", exc, arg);
+}
+
 const char *const *cli_tags(const cli_taglist *l) { return l->n ? l->v : NULL; }
 
 void cli_tags_help(FILE *f, int col) {

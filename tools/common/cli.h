@@ -168,6 +168,9 @@ typedef struct cli_taglist {
 /* Append tag (given with `opt`) to l: false, with one line, past
  * CLI_MAX_TAGS. */
 bool cli_tag_add(const char *prefix, const char *opt, cli_taglist *l, const char *tag);
+/* getopt's 'I' (--include) or 'X' (--exclude), c, with its argument into
+ * inc or exc: cli_tag_add's. */
+bool cli_tag_opt(const char *prefix, int c, cli_taglist *inc, cli_taglist *exc, const char *arg);
 /* The list as tg_compile_options takes it: NULL when empty. */
 const char *const *cli_tags(const cli_taglist *l);
 /* The help's lines for the two options, indented as the tools' helps are

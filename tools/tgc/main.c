@@ -299,10 +299,8 @@ static int cmd_run(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":f:i:o:O:h", opts, NULL)) != -1) {
         switch (c) {
         case 'I':
-            if (!cli_tag_add(TOOL, "--include", &inc, optarg)) return TG_EXIT_USAGE;
-            break;
         case 'X':
-            if (!cli_tag_add(TOOL, "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
+            if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'r': reopt = true; break;
         case 'f':

@@ -125,12 +125,6 @@ static void compile_usage(FILE *f) {
                "                 (TG_DEVICE=cpu keeps it on the CPU), else on the CPU kernels\n");
 }
 
-/* getopt's 'I' (--include) and 'X' (--exclude) into their lists; false
- * on too many (said). */
-static bool tag_opt(int c, cli_taglist *inc, cli_taglist *exc) {
-    return c == 'I' ? cli_tag_add(TOOL, "--include", inc, optarg) : cli_tag_add(TOOL, "--exclude", exc, optarg);
-}
-
 static bool preset_ok(const char *p) {
     if (!p || !strcmp(p, "none") || !strcmp(p, "fast_compile") || !strcmp(p, "fast_run"))
         return true;
@@ -173,7 +167,7 @@ int tgc_cmd_compile(int argc, char **argv) {
             break;
         case 'I':
         case 'X':
-            if (!tag_opt(c, &inc, &exc)) return TG_EXIT_USAGE;
+            if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'h': compile_usage(stdout); return TG_EXIT_OK;
         default: return cli_getopt_error(TOOL, "compile", c, argv);
@@ -895,7 +889,7 @@ int tgc_cmd_print(int argc, char **argv) {
             break;
         case 'I':
         case 'X':
-            if (!tag_opt(c, &inc, &exc)) return TG_EXIT_USAGE;
+            if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'd': ids = optarg; break;
         case 't': types = true; break;

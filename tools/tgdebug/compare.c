@@ -363,10 +363,8 @@ int tgd_compare(int argc, char **argv) {
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'V': cli_print_version("tgdebug"); return TG_EXIT_OK;
         case 'I':
-            if (!cli_tag_add(TGDEBUG ": compare", "--include", &inc, optarg)) return TG_EXIT_USAGE;
-            break;
         case 'X':
-            if (!cli_tag_add(TGDEBUG ": compare", "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
+            if (!cli_tag_opt(TGDEBUG ": compare", c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'r':
             if (!tgd_parse_double(SUB, "--rtol", optarg, &t.rtol)) return TG_EXIT_USAGE;

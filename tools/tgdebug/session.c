@@ -39,10 +39,8 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
         case 'h': usage(stdout); return -1;
         case 'V': cli_print_version("tgdebug"); return -1;
         case 'I':
-            if (!cli_tag_add(tool, "--include", &o->inc, optarg)) return TG_EXIT_USAGE;
-            break;
         case 'X':
-            if (!cli_tag_add(tool, "--exclude", &o->exc, optarg)) return TG_EXIT_USAGE;
+            if (!cli_tag_opt(tool, c, &o->inc, &o->exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'f':
             if (!cli_once(tool, "-f", &o->fname, optarg)) return TG_EXIT_USAGE;

@@ -592,10 +592,8 @@ int main(int argc, char **argv) {
             if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
             break;
         case 'I':
-            if (!cli_tag_add(TOOL, "--include", &inc, optarg)) return TG_EXIT_USAGE;
-            break;
         case 'X':
-            if (!cli_tag_add(TOOL, "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
+            if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'j':
             if (!cli_once(TOOL, "--json", &json_out, optarg) || !cli_path_ok(TOOL, "--json", optarg))

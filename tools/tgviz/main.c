@@ -234,10 +234,8 @@ int main(int argc, char **argv) {
             *(c == 'f' ? &fname : &outp) = optarg;
             break;
         case 'I':
-            if (!cli_tag_add(TOOL, "--include", &inc, optarg)) return TG_EXIT_USAGE;
-            break;
         case 'X':
-            if (!cli_tag_add(TOOL, "--exclude", &exc, optarg)) return TG_EXIT_USAGE;
+            if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'O': preset = optarg; break;
         case 'P': want_opt = true; break;

@@ -464,6 +464,16 @@ int tg_node_origins_settle(tg_node *n);
  * file, or one whose origins grew past its groups (merge folded an equal
  * composite into it). */
 const int *tg_composite_origin_groups(const tg_node *n, int *nfused, const char *const **keys, int *nkeys);
+/* The keys to write as n's origins (a .tgf, a copy): its groups' keys with
+ * their starts (returned) when it has groups, else its origins (NULL). */
+static inline const int *tg_node_origin_keys(const tg_node *n, const char *const **keys, int *nkeys, int *nfused) {
+    const int *st = n->origins ? tg_composite_origin_groups(n, nfused, keys, nkeys) : NULL;
+    if (!st) {
+        *keys = (const char *const *)n->origins;
+        *nkeys = n->norigins;
+    }
+    return st;
+}
 /* Give a composite node whose origins are the keys of its groups (read
  * back from a compiled-function file, or copied) the groups' starts
  * (copied): nfused + 1 of them, 0 first, rising (each fused node stood

@@ -2075,11 +2075,7 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
         /* (a composite's: the keys of its groups, then the groups) */
         int nf, nk;
         const char *const *ok;
-        const int *st = src->origins ? tg_composite_origin_groups(src, &nf, &ok, &nk) : NULL;
-        if (!st) {
-            ok = (const char *const *)src->origins;
-            nk = src->norigins;
-        }
+        const int *st = tg_node_origin_keys(src, &ok, &nk, &nf);
         dst->origins = tg_origins_pack(ok, nk);
         if (!dst->origins) {
             tg_errorf(ctx, TG_ENOMEM, "out of memory");

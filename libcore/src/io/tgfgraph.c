@@ -142,11 +142,7 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
          * index, which may repeat one (the reader keeps it once) */
         int nf, nk;
         const char *const *ok;
-        const int *st = n->origins ? tg_composite_origin_groups(n, &nf, &ok, &nk) : NULL;
-        if (!st) {
-            ok = (const char *const *)n->origins;
-            nk = n->norigins;
-        }
+        const int *st = tg_node_origin_keys(n, &ok, &nk, &nf);
         put32(&E, n->origins ? (uint32_t)nk : NONE);
         for (int k = 0; n->origins && k < nk; k++) put32(&E, intern(&E, ok[k]));
         if (n->origins) {
