@@ -115,7 +115,10 @@ bad "$fx" --profile "$tmp/p1.json" -o "$tmp/x.html" "nodes\[0\].share"
 echo '{"functions": [{"name": "main", "nodes": [{"key": "nothere", "time_s": 1, "share": 0.5}]}]}' >"$tmp/p2.json"
 bad "$fx" --profile "$tmp/p2.json" -o "$tmp/x.html" "no node key"
 echo '{"functions": ' >"$tmp/p3.json"
-bad "$fx" --profile "$tmp/p3.json" -o "$tmp/x.html" "p3.json"
+bad "$fx" --profile "$tmp/p3.json" -o "$tmp/x.html" "^tgviz: --profile $tmp/p3.json: line 2, column 1: invalid JSON: unexpected end of input$"
+bad "$fx" --profile "$tmp/none.json" -o "$tmp/x.html" "^tgviz: --profile $tmp/none.json: cannot open: No such file or directory$"
+echo '[]' >"$tmp/p4.json"
+bad "$fx" --profile "$tmp/p4.json" -o "$tmp/x.html" "^tgviz: --profile $tmp/p4.json: functions: expected an array of functions$"
 # NaN and Infinity, which json-c reads, would reach the page as words its
 # JSON.parse refuses: not numbers >= 0 here.
 mlp="$TG_SRC/examples/mlp.json"

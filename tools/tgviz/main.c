@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "io/io.h"
 #include "tg/tgf.h"
 #include "vm/vm.h"
 
@@ -85,16 +86,29 @@ static const char *ext_format(const char *path, bool *unknown) {
 
 /* ---- the profile (tgprof's JSON report; only the fields named in the
  * usage are read, others are tolerated) ---- */
-static int profile_read(const char *path, const char *fname, json_object **nodes_out, json_object **root_out) {
-    json_object *root = json_object_from_file(path), *fns, *nodes = NULL;
-    if (!root) {
-        char why[200];
-        const char *e = json_util_get_last_err();
-        snprintf(why, sizeof why, "%s", e ? e : "unreadable");
-        for (size_t k = strlen(why); k > 0 && (why[k - 1] == '\n' || why[k - 1] == ' '); k--) why[k - 1] = 0;
-        cli_error(TOOL, "--profile %s: cannot read it as JSON (%s)", path, why);
+static int profile_read(const char *path, const char *fname, json_object **nodes_out, json_object **root_out,
+                        tg_ctx *ctx) {
+    size_t len = 0;
+    char *text = tg_file_read(path, &len, ctx);
+    if (!text) {
+        cli_error(TOOL, "--profile %s", tg_ctx_message(ctx));
         return -1;
     }
+    tg_json_fail jf;
+    json_object *root = tg_json_parse_object(NULL, text, len, TG_JSON_DEPTH, &jf), *fns, *nodes = NULL;
+    if (!root) {
+        int line, col;
+        tg_json_line_col(text, jf.at, &line, &col);
+        if (jf.status == TG_ENOMEM)
+            cli_error(TOOL, "--profile %s: out of memory", path);
+        else if (jf.why == tg_json_not_object)
+            cli_error(TOOL, "--profile %s: functions: expected an array of functions", path);
+        else
+            cli_error(TOOL, "--profile %s: line %d, column %d: invalid JSON: %s", path, line, col, jf.why);
+        tg_free(text);
+        return -1;
+    }
+    tg_free(text);
     if (!json_object_is_type(root, json_type_object) || !json_object_object_get_ex(root, "functions", &fns) ||
         !json_object_is_type(fns, json_type_array)) {
         cli_error(TOOL, "--profile %s: functions: expected an array of functions", path);
@@ -380,7 +394,7 @@ int main(int argc, char **argv) {
             f_owned = true;
         }
     }
-    if (prof_path && profile_read(prof_path, fn, &prof_nodes, &prof_root)) {
+    if (prof_path && profile_read(prof_path, fn, &prof_nodes, &prof_root, ctx)) {
         rc = TG_EXIT_USAGE;
         goto done;
     }

@@ -57,6 +57,8 @@ extern const char tg_json_not_object[]; /* "expected a JSON object" */
  * returns nothing and reports success, which this tells from the text
  * `null` (a whole text, read to its end). */
 json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, int depth, tg_json_fail *fail);
+/* The line and column (both from 1) of byte off of the text s. */
+void tg_json_line_col(const char *s, size_t off, int *line, int *col);
 
 /* Add val to the object o under key, or to the array arr: a NULL val
  * (json-c out of memory) or a failed add releases val and clears *ok, so

@@ -880,19 +880,6 @@ static int load_root(loader *L, json_object *root) {
     return TG_OK;
 }
 
-static void line_col(const char *s, size_t off, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off && s[i]; i++) {
-        if (s[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
 /* The whole text is parsed into one json-c tree, which is slow on large
  * files (json-c makes a hash table for every object: 100,000 nodes are a
  * 120 MB tree, built at 8 to 20 MB/s) and then freed. Parsing each
@@ -922,7 +909,7 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
     json_object *root = tg_json_parse_object(NULL, json, len, TG_JSON_DEPTH, &jf);
     if (!root) {
         int line, col;
-        line_col(json, jf.at, &line, &col);
+        tg_json_line_col(json, jf.at, &line, &col);
         if (jf.status == TG_ENOMEM)
             lerr(&L, TG_ENOMEM, "out of memory");
         else if (jf.why == tg_json_not_object)
@@ -934,7 +921,7 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
     int64_t huge = tg_json_find_huge_int(json, len);
     if (huge >= 0) {
         int line, col, n = 0;
-        line_col(json, (size_t)huge, &line, &col);
+        tg_json_line_col(json, (size_t)huge, &line, &col);
         while (n < 40 && (size_t)huge + n < len && strchr("-0123456789", json[huge + n])) n++;
         lerr(&L, TG_EPARSE, "line %d, column %d: the integer %.*s%s is out of range (int64 "
              "and uint64 end at -2^63 and 2^64 - 1)", line, col, n, json + huge, n == 40 ? "..." : "");

@@ -105,6 +105,19 @@ json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, 
     return o;
 }
 
+void tg_json_line_col(const char *s, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && s[i]; i++) {
+        if (s[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
 /* ---- base64 ---- */
 
 static const char B64[] =
