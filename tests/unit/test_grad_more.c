@@ -29,6 +29,13 @@ static void test_var_std(void **state) {
                         NA("std", "x", "r", J({"axis": -2, "keepdims": true, "ddof": 1})) "," COST("r"), -1, 1);
     fails += check_case("std_strided", V("x", "[3,4]"),
                         N1("transpose", "x", "xt") "," NA("std", "xt", "r", J({"axis": 1})) "," COST("r"), -1, 1);
+    /* An empty axis list reduces nothing: the result is 0 whatever x is
+     * (np.var(x, axis=())), and so is its gradient. */
+    fails += check_case("var_no_axes", V("x", "[2,3]"),
+                        NA("var", "x", "r", J({"axis": [], "keepdims": true})) "," COST("r"), -1, 1);
+    fails += check_case("var_no_axes_dropped", V("x", "[2,3]"),
+                        NA("var", "x", "r", J({"axis": []})) "," COST("r"), -1, 1);
+    fails += check_case("std_no_axes", V("x", "[2,3]"), NA("std", "x", "r", J({"axis": []})) "," COST("r"), -1, 1);
     if (fails) fail_msg("%d gradients differ", fails);
 }
 
@@ -46,6 +53,10 @@ static void test_products(void **state) {
                         COST("y"), -1, 1);
     fails += check_case("outer_matrices", V("a", "[2,2]") "," V("b", "[3]"),
                         N2("outer", "a", "b", "y") "," COST("y"), -1, 1);
+    /* np.dot with a 0-d operand is the product */
+    fails += check_case("dot_0d_vec", V("a", "[]") "," V("b", "[3]"), N2("dot", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("dot_mat_0d", V("a", "[2,3]") "," V("b", "[]"), N2("dot", "a", "b", "y") "," COST("y"), -1, 1);
+    fails += check_case("dot_0d_0d", V("a", "[]") "," V("b", "[]"), N2("dot", "a", "b", "y") "," COST("y"), -1, 1);
     if (fails) fail_msg("%d gradients differ", fails);
 }
 
@@ -93,6 +104,12 @@ static void test_build(void **state) {
     fails += check_case("repeat_flat", V("x", "[2,3]"),
                         N1("transpose", "x", "xt") ","
                         "{\"op\":\"repeat\",\"inputs\":[\"xt\",{\"value\":2}],\"outputs\":[\"r\"]}," COST("r"), -1, 1);
+    /* arange(s, 2.5, st + 0.8): out[i] = s + i * step (Theano's ARange
+     * gradient; stop only sets the length). */
+    fails += check_case("arange", V("s", "[]") "," V("st", "[]"),
+                        "{\"op\":\"add\",\"inputs\":[\"st\",{\"value\":0.8}],\"outputs\":[\"step\"]},"
+                        "{\"op\":\"arange\",\"inputs\":[\"s\",{\"value\":2.5},\"step\"],\"outputs\":[\"r\"]},"
+                        COST("r"), -0.5, 0.5);
     if (fails) fail_msg("%d gradients differ", fails);
 }
 
@@ -155,10 +172,45 @@ static void test_linalg(void **state) {
                         SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("solve_batched_mat", V("a", "[2,3,3]") "," V("b", "[2,3,2]"),
                         SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
+    /* "sym" and "pos" read the upper triangle of a matrix that is not
+     * symmetric (SciPy's default): its lower entries get no gradient,
+     * each upper one that of both its places. */
+    const char *modes[] = {"sym", "pos"};
+    for (int m = 0; m < 2; m++) {
+        char nodes[1024];
+        snprintf(nodes, sizeof nodes,
+                 SHIFT3("a", "s") ",{\"op\":\"solve\",\"inputs\":[\"s\",\"b\"],\"outputs\":[\"y\"],"
+                 "\"attrs\":{\"assume_a\":\"%s\"}}," COST("y"), modes[m]);
+        fails += check_case(modes[m], V("a", "[3,3]") "," V("b", "[3]"), nodes, -0.5, 0.5);
+        fails += check_case(modes[m], V("a", "[3,3]") "," V("b", "[3,2]"), nodes, -0.5, 0.5);
+        fails += check_case(modes[m], V("a", "[2,3,3]") "," V("b", "[3]"), nodes, -0.5, 0.5);
+        fails += check_case(modes[m], V("a", "[2,3,3]") "," V("b", "[2,3,2]"), nodes, -0.5, 0.5);
+    }
     fails += check_case("cholesky_batched", V("a", "[2,3,3]"), SHIFT3("a", "s") "," N1("cholesky", "s", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("cholesky_lower", V("a", "[3,3]"), SHIFT3("a", "s") "," N1("cholesky", "s", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("cholesky_upper", V("a", "[3,3]"),
                         SHIFT3("a", "s") "," NA("cholesky", "s", "y", J({"lower": false})) "," COST("y"), -0.5, 0.5);
+    if (fails) fail_msg("%d gradients differ", fails);
+}
+
+/* A composite a frontend wrote, whose output reaches an input that
+ * broadcasts through unary nodes only (tanh(b)) and through a binary one
+ * (a * exp(b)): each input's gradient has the input's shape. */
+static void test_composite_broadcast(void **state) {
+    (void)state;
+    int fails = 0;
+#define BODY_VARS "\"variables\":[{\"id\":\"p\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}," \
+                  "{\"id\":\"q\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}]"
+    fails += check_case("composite_unary", V("a", "[2,3]") "," V("b", "[3]"),
+                        "{\"op\":\"composite\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"],\"attrs\":{\"body\":{"
+                        BODY_VARS ",\"nodes\":[" N1("tanh", "q", "t") "],\"inputs\":[\"p\",\"q\"],\"outputs\":[\"t\"]}}},"
+                        COST("y"), -1, 1);
+    fails += check_case("composite_mixed", V("a", "[2,1]") "," V("b", "[3]"),
+                        "{\"op\":\"composite\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\",\"z\"],\"attrs\":{\"body\":{"
+                        BODY_VARS ",\"nodes\":[" N1("exp", "q", "e") "," N2("mul", "p", "e", "t") "," N1("neg", "p", "u")
+                        "],\"inputs\":[\"p\",\"q\"],\"outputs\":[\"t\",\"u\"]}}},"
+                        N2("add", "y", "z", "w") "," COST("w"), -1, 1);
+#undef BODY_VARS
     if (fails) fail_msg("%d gradients differ", fails);
 }
 
@@ -181,6 +233,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_var_std),  cmocka_unit_test(test_products), cmocka_unit_test(test_build),
         cmocka_unit_test(test_conv_pool), cmocka_unit_test(test_linalg),  cmocka_unit_test(test_debug),
+        cmocka_unit_test(test_composite_broadcast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -265,6 +265,10 @@ int tg_grad_blas(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         } else if (a == 1 && c == 1) {
             gin[0] = MUL(g, y);
             gin[1] = MUL(g, x);
+        } else if (!strcmp(op, "dot") && (a == 0 || c == 0)) {
+            /* NumPy's dot with a 0-d operand is the product */
+            gin[0] = tg_gb_sum_to(b, MUL(g, y), x);
+            gin[1] = tg_gb_sum_to(b, MUL(g, x), y);
         } else if (!strcmp(op, "matmul")) {
             return tg_grad_matmul(b, n, gout, gin);
         } else {

@@ -89,7 +89,13 @@ int tg_grad_varstd(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     char axes[256];
     int k = snprintf(axes, sizeof axes, "{\"axis\": ");
     uint32_t mask = n->a.axis_mask;
-    if (n->a.axis_null || !mask) {
+    if (!n->a.axis_null && !mask) {
+        /* An empty axis list reduces nothing: the result is 0 (or NaN with
+         * ddof >= 1) whatever x is. */
+        gin[0] = MUL(g, tg_gb_const(b, dt, 0));
+        return finish(b, n, gin);
+    }
+    if (n->a.axis_null) {
         mask = nd ? (uint32_t)((1ull << nd) - 1) : 0;
         k += snprintf(axes + k, sizeof axes - (size_t)k, "null");
     } else {
@@ -230,6 +236,14 @@ int tg_grad_build(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         if (pp != parts) tg_free(pp);
     } else if (!strcmp(op, "alloc")) {
         gin[0] = tg_gb_sum_to(b, g, x);
+    } else if (!strcmp(op, "arange")) {
+        /* out[i] = start + i * step, as Theano's ARange.grad: stop only
+         * sets the length (no gradient). */
+        tg_var *out = n->outputs[0];
+        snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(out->type.dtype));
+        tg_var *i = op3(b, "arange", I64(0), shape_i(b, out, 0), I64(1), attrs);
+        gin[0] = OP1("sum", g);
+        gin[2] = OP1("sum", MUL(g, i));
     } else if (!strcmp(op, "repeat")) {
         /* Each input element's gradient is the sum over its copies: scatter
          * back with take_add along the repeated indices. */
@@ -349,6 +363,27 @@ static tg_var *append_axes(tg_gb *b, tg_var *v, int extra, int at) {
     return dimshuffle(b, v, nd + extra, order);
 }
 
+/* The mask of the lower (or upper) triangle, diagonal included, of A's
+ * matrices (broadcasting over a stack), and in *eye the identity of their
+ * order. */
+static tg_var *triangle(tg_gb *b, tg_var *A, tg_dtype dt, bool lower, tg_var **eye) {
+    tg_var *nn = shape_i(b, A, -1);
+    tg_var *ar = op3(b, "arange", I64(0), nn, I64(1), NULL);
+    tg_var *rows = dimshuffle(b, ar, 2, (int[]){0, -1}), *cols = dimshuffle(b, ar, 2, (int[]){-1, 0});
+    char ea[48];
+    snprintf(ea, sizeof ea, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
+    *eye = op3(b, "eye", nn, nn, I64(0), ea);
+    return OP2(lower ? "ge" : "le", rows, cols);
+}
+
+/* The gradient with respect to A of an op that reads one triangle of A as
+ * the symmetric matrix it stands for, from S, the gradient with respect to
+ * that symmetric matrix: tri(S + S^T) - diag(S). */
+static tg_var *read_triangle(tg_gb *b, tg_var *A, tg_dtype dt, bool lower, tg_var *S) {
+    tg_var *eye, *tri = triangle(b, A, dt, lower, &eye);
+    return SUB(op3(b, "switch", tri, ADD(S, T2(b, S)), tg_gb_const(b, dt, 0), NULL), MUL(S, eye));
+}
+
 int tg_grad_linalg(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     const char *op = n->op->name;
     tg_var *g = gout[0], *A = n->inputs[0], *out = n->outputs[0];
@@ -379,6 +414,10 @@ int tg_grad_linalg(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
             gin[0] = NEG(MUL(append_axes(b, gb, 1, nd - 1), append_axes(b, x, 1, nd - 2)));
         else
             gin[0] = NEG(dot(b, gb, T2(b, x)));
+        /* "sym" and "pos" read A's upper triangle only (SciPy's default,
+         * lower=False): A[i][j] above the diagonal stands for both of its
+         * places, and below it for none. */
+        if (n->a.mode) gin[0] = read_triangle(b, A, dt, false, gin[0]);
         gin[0] = tg_gb_sum_to(b, gin[0], A);
     } else if (!strcmp(op, "cholesky")) {
         /* Murray (2016), as Theano's CholeskyGrad: with Phi the lower
@@ -387,21 +426,11 @@ int tg_grad_linalg(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
          * minus diag(S). An upper factor U is L^T. */
         bool lower = n->a.flag;
         tg_var *L = lower ? out : T2(b, out), *gL = lower ? g : T2(b, g);
-        tg_var *nn = shape_i(b, A, -1);
-        tg_var *ar = op3(b, "arange", I64(0), nn, I64(1), NULL);
-        tg_var *rows = dimshuffle(b, ar, 2, (int[]){0, -1}), *cols = dimshuffle(b, ar, 2, (int[]){-1, 0});
-        char ea[48];
-        snprintf(ea, sizeof ea, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
-        tg_var *eye = op3(b, "eye", nn, nn, I64(0), ea);
-        tg_var *zero = tg_gb_const(b, dt, 0);
-        tg_var *tril = OP2("ge", rows, cols);
+        tg_var *eye, *tril = triangle(b, A, dt, true, &eye);
         tg_var *P = dot(b, T2(b, L), gL);
-        P = SUB(op3(b, "switch", tril, P, zero, NULL), MUL(MUL(P, eye), tg_gb_const(b, dt, 0.5)));
+        P = SUB(op3(b, "switch", tril, P, tg_gb_const(b, dt, 0), NULL), MUL(MUL(P, eye), tg_gb_const(b, dt, 0.5)));
         tg_var *Li = OP1("matrix_inverse", L);
-        tg_var *S = dot(b, dot(b, T2(b, Li), P), Li);
-        tg_var *sym = ADD(S, T2(b, S));
-        tg_var *tri = lower ? tril : OP2("le", rows, cols);
-        gin[0] = SUB(op3(b, "switch", tri, sym, zero, NULL), MUL(S, eye));
+        gin[0] = read_triangle(b, A, dt, lower, dot(b, dot(b, T2(b, Li), P), Li));
     } else {
         return tg_errorf(b->ctx, TG_EUNSUPPORTED, "the gradient of %s is not implemented yet", op);
     }

@@ -1010,9 +1010,9 @@ static int arange_run(tg_node *n, tg_array *const *in, tg_array **out,
 
 const tg_op tg_op_arange = {
     .name = "arange", .nin_min = 3, .nin_max = 3, .nout = 1,
-    .flags = TG_OPF_NONDIFF, .attr_keys = keys_dtype,
+    .attr_keys = keys_dtype,
     .parse_attrs = arange_parse, .infer = arange_infer, .run = arange_run,
-    .cost = cost_write, .view_of = -1};
+    .cost = cost_write, .view_of = -1, .grad = tg_grad_build};
 
 /* ---- eye ---- */
 

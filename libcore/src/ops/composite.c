@@ -1360,7 +1360,11 @@ static int comp_grad(tg_gb *gb, tg_node *n, tg_var *const *gout, tg_var **gin) {
     for (int k = 0; k < fg->nout; k++) {
         if (!gout[k]) continue;
         int vi = fg->outputs[k]->index;
-        grad[vi] = grad[vi] ? tg_gb_op2(gb, "add", grad[vi], gout[k]) : gout[k];
+        /* Every output has the shape of all the inputs broadcast; the
+         * expanded node that makes it may have a smaller one (tanh(b) of a
+         * b broadcast against a), which the rules expect of its gradient. */
+        tg_var *go = tg_gb_sum_to(gb, gout[k], val[vi]);
+        grad[vi] = grad[vi] && go ? tg_gb_op2(gb, "add", grad[vi], go) : go;
         if (!grad[vi]) {
             rc = gb->ctx ? gb->ctx->status : TG_ENOMEM;
             goto done;

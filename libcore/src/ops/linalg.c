@@ -417,24 +417,24 @@ static int solve_one(int mode, tg_dtype dt, int nn, int nrhs, char *a,
         else sgesv_(&nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, &info);
         if (info > 0) return tg_errorf(ctx, TG_ERUNTIME, "singular matrix");
     } else if (mode == 2) {
-        /* Column-major "L" of A^T is C order's upper triangle... of A^T;
-         * a is already A^T transposed back to A, so "L" reads A's lower. */
-        if (f64) dposv_("L", &nn, &nrhs, (double *)(void *)a, &nn, (double *)(void *)b, &ldb, &info, 1);
-        else sposv_("L", &nn, &nrhs, (float *)(void *)a, &nn, (float *)(void *)b, &ldb, &info, 1);
+        /* a is A column-major (the C-order copy of A^T), so "U" reads
+         * A's upper triangle: SciPy's default (lower=False). */
+        if (f64) dposv_("U", &nn, &nrhs, (double *)(void *)a, &nn, (double *)(void *)b, &ldb, &info, 1);
+        else sposv_("U", &nn, &nrhs, (float *)(void *)a, &nn, (float *)(void *)b, &ldb, &info, 1);
         if (info > 0)
             return tg_errorf(ctx, TG_ERUNTIME, "matrix is not positive definite");
     } else {
         int lwork = -1;
         double q = 0;
         float qf = 0;
-        if (f64) dsysv_("L", &nn, &nrhs, (double *)(void *)a, &nn, ipiv, (double *)(void *)b, &ldb, &q, &lwork, &info, 1);
-        else ssysv_("L", &nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, &qf, &lwork, &info, 1);
+        if (f64) dsysv_("U", &nn, &nrhs, (double *)(void *)a, &nn, ipiv, (double *)(void *)b, &ldb, &q, &lwork, &info, 1);
+        else ssysv_("U", &nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, &qf, &lwork, &info, 1);
         lwork = (int)(f64 ? q : qf);
         if (lwork < 1) lwork = 1;
         void *work = tg_malloc((size_t)lwork * tg_isize(dt));
         if (!work) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        if (f64) dsysv_("L", &nn, &nrhs, (double *)(void *)a, &nn, ipiv, (double *)(void *)b, &ldb, work, &lwork, &info, 1);
-        else ssysv_("L", &nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, work, &lwork, &info, 1);
+        if (f64) dsysv_("U", &nn, &nrhs, (double *)(void *)a, &nn, ipiv, (double *)(void *)b, &ldb, work, &lwork, &info, 1);
+        else ssysv_("U", &nn, &nrhs, (float *)(void *)a, &nn, ipiv, (float *)(void *)b, &ldb, work, &lwork, &info, 1);
         tg_free(work);
         if (info > 0) return tg_errorf(ctx, TG_ERUNTIME, "singular matrix");
     }
