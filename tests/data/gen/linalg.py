@@ -207,6 +207,14 @@ def gen_solve():
         g.case("sym_" + dt, {"a_" + dt: a, "bv_" + dt: v, "bm_" + dt: m},
                {"xv_sym_" + dt: np.linalg.solve(a, v), "xm_sym_" + dt: np.linalg.solve(a, m)},
                **tol(dt))
+        # sym and pos read A's upper triangle (SciPy's default,
+        # lower=False): the lower one below is not the upper's mirror.
+        up = np.array([[4, 1, -1], [9, 5, 2], [-7, 8, 6]], dt)
+        full = np.triu(up) + np.triu(up, 1).T
+        for mode in ["sym", "pos"]:
+            g.case("%s_%s" % (mode, dt), {"a_" + dt: up, "bv_" + dt: v, "bm_" + dt: m},
+                   {"xv_%s_%s" % (mode, dt): np.linalg.solve(full, v),
+                    "xm_%s_%s" % (mode, dt): np.linalg.solve(full, m)}, **tol(dt))
 
     # Integers and mixed dtypes.
     A = g.inp("ia", "int64", [3, 3])
