@@ -7,7 +7,14 @@
 #   instead of renaming a temporary over it: the device node stays (as
 #   root, the rename had replaced /dev/full with a regular file; not
 #   root, no temporary could be made in /dev);
-# - -o through a symbolic link replaces the file it names, the link stays.
+# - -o through a symbolic link replaces the file it names, the link stays;
+#   a link to a file that does not exist yet creates it (it replaced the
+#   link, and as root with stdout closed, -o /dev/stdout replaced the
+#   system's /dev/stdout link with a regular file);
+# - -o naming a standard stream by number (/dev/stdout, /dev/fd/N) writes
+#   through that descriptor as `cat` would: what the shell wrote before
+#   stays and `>>` appends (a rename had replaced the whole file); a
+#   closed one is one line and exit 2.
 set -uo pipefail
 : "${TGC:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
 . "$(dirname "$0")/lib/checks.bash"
@@ -69,6 +76,39 @@ expect 0 "--save-state through the link" -- "$TGC" run "$tmp/link.tgf" -f step -
 [ -L "$tmp/link.tgf" ] && pass "the link still stays" || fail "the link was replaced"
 expect 0 "resume from the file" -- "$TGC" run "$tmp/real.tgf" -f step
 contains out "^4$" "the state went into the file the link names"
-ls "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$tmp")" || pass "no temporary left behind"
+# a link to a file that does not exist yet: the file is made, the link stays
+mkdir "$tmp/ck"
+ln -s ck/model.tgf "$tmp/latest.tgf"
+expect 0 "compile -o a dangling link" -- "$TGC" compile "$G" -f step -o "$tmp/latest.tgf"
+[ -L "$tmp/latest.tgf" ] && pass "the dangling link stays a link" || fail "the dangling link was replaced by a file"
+[ -f "$tmp/ck/model.tgf" ] && pass "the file it names was made" || fail "the file the link names was not made"
+ln -s ck/model.tgf "$tmp/rel.tgf" && ln -s "$tmp/rel.tgf" "$tmp/chain.tgf" && rm "$tmp/ck/model.tgf"
+expect 0 "--save-state through two links, the last dangling" -- "$TGC" run "$tmp/c.tgf" -f step --calls 2 --save-state "$tmp/chain.tgf"
+[ -L "$tmp/chain.tgf" ] && [ -L "$tmp/rel.tgf" ] && [ -f "$tmp/ck/model.tgf" ] && pass "both links stay, the file is made" \
+  || fail "a link was replaced: $(ls -l "$tmp" "$tmp/ck")"
+ln -s nodir/x.tgf "$tmp/nowhere.tgf"
+expect 2 "a link into a folder that does not exist" -- "$TGC" compile "$G" -f step -o "$tmp/nowhere.tgf"
+contains err "nowhere.tgf: cannot create a temporary file: No such file or directory" "says why"
+[ -L "$tmp/nowhere.tgf" ] && pass "that link stays" || fail "that link was replaced"
+ln -s loop2 "$tmp/loop1" && ln -s loop1 "$tmp/loop2"
+expect 2 "a loop of links" -- "$TGC" compile "$G" -f step -o "$tmp/loop1"
+contains err "loop1: cannot follow the link: Too many levels of symbolic links" "says why"
+ls "$tmp" "$tmp/ck" | grep -q '\.tmp\.' && fail "a temporary file was left: $(ls "$tmp")" || pass "no temporary left behind"
+
+# ---- -o naming a standard stream ----
+echo PRIOR >"$tmp/log.txt"
+expect 0 "export -o /dev/stdout appending to a file" -- sh -c '"$0" export "$1" -f step -o /dev/stdout >>"$2"' \
+  "$TGC" "$tmp/c.tgf" "$tmp/log.txt"
+[ "$(head -1 "$tmp/log.txt")" = PRIOR ] && grep -q '"format": "tg-graph"' "$tmp/log.txt" \
+  && pass "the file keeps what was there and gets the graph after it" || fail "log.txt: $(head -c 200 "$tmp/log.txt")"
+expect 0 "tgc print beside export -o /dev/fd/1 into one file" -- \
+  sh -c '{ echo HEADER; "$0" export "$1" -f step -o /dev/fd/1; echo FOOTER; } >"$2"' "$TGC" "$tmp/c.tgf" "$tmp/both.txt"
+[ "$(head -1 "$tmp/both.txt")" = HEADER ] && [ "$(tail -1 "$tmp/both.txt")" = FOOTER ] \
+  && pass "the lines before and after stay in order" || fail "both.txt: $(head -c 200 "$tmp/both.txt")"
+expect 2 "-o /dev/stdout with stdout closed" -- sh -c '"$0" export "$1" -f step -o /dev/stdout >&-' "$TGC" "$tmp/c.tgf"
+contains err "^tgc: -o /dev/stdout: cannot write: descriptor 1 is closed$" "one line says so"
+[ -L /dev/stdout ] || [ -c /dev/stdout ] && pass "/dev/stdout is still what it was" || fail "/dev/stdout was replaced"
+expect 2 "-o /dev/stdin" -- sh -c '"$0" export "$1" -f step -o /dev/stdin <"$1"' "$TGC" "$tmp/c.tgf"
+contains err "/dev/stdin: cannot write: descriptor 0 is open for reading only" "one line says so"
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }

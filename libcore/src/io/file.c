@@ -81,44 +81,109 @@ char *tg_file_read_aligned(const char *path, size_t *len, tg_ctx *ctx) {
     return file_read(path, len, true, ctx);
 }
 
+/* The descriptor a path names by number: /dev/stdin, /dev/stdout,
+ * /dev/stderr, /dev/fd/N and /proc/self/fd/N; else -1. */
+static int stream_fd(const char *p) {
+    static const char *const names[] = {"/dev/stdin", "/dev/stdout", "/dev/stderr"};
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(p, names[k])) return k;
+    const char *num = !strncmp(p, "/dev/fd/", 8) ? p + 8 : !strncmp(p, "/proc/self/fd/", 14) ? p + 14 : NULL;
+    if (!num || *num < '0' || *num > '9') return -1;
+    long v = 0;
+    for (; *num >= '0' && *num <= '9' && v < 1000000; num++) v = v * 10 + (*num - '0');
+    return *num ? -1 : (int)v;
+}
+
+/* What the symbolic link at p names, as a path (a relative target is
+ * relative to p's folder), or NULL with errno set. */
+static char *link_target(const char *p) {
+    char buf[4096];
+    ssize_t n = readlink(p, buf, sizeof buf - 1);
+    if (n < 0) return NULL;
+    if (n == (ssize_t)sizeof buf - 1) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    buf[n] = 0;
+    const char *slash = strrchr(p, '/');
+    size_t dlen = buf[0] == '/' || !slash ? 0 : (size_t)(slash - p) + 1;
+    char *t = tg_malloc(dlen + (size_t)n + 1);
+    if (!t) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    memcpy(t, p, dlen);
+    memcpy(t + dlen, buf, (size_t)n + 1);
+    return t;
+}
+
+static int begin_in_place(const char *path, int fd, tg_file_save *sv, tg_ctx *ctx) {
+    if (!(sv->dest = tg_strdup(path))) {
+        close(fd);
+        return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+    }
+    sv->fd = fd;
+    return TG_OK;
+}
+
 /* The temporary name is unique per process and call (pid and a counter,
  * created with O_EXCL), so that concurrent saves of one path from several
  * threads or processes never write into each other's file; the last
  * rename wins, and every reader sees some complete file.
  *
- * Two kinds of path are not replaced by a rename. One that names
+ * Three kinds of path are not replaced by a rename. A standard stream
+ * named by its number (/dev/stdout, /dev/fd/3, /proc/self/fd/1) is
+ * written through that descriptor as `cat` would: where it is a file,
+ * what the shell wrote there before stays and `>>` appends (a rename
+ * would replace the whole file, or, with the descriptor closed, the
+ * /dev/stdout link itself); a closed one is an error. One that names
  * something other than a regular file (a character device, a FIFO, a
- * socket: `-o /dev/stdout`, a pipe) is written as it is: renaming a
- * temporary over it would replace the device node (as root, /dev/stdout
- * itself) or fail for want of a writable /dev. A symbolic link to a
- * regular file is followed: the file it names is replaced and the link
- * stays, as numpy.save and torch.save write through links. */
+ * socket, a pipe) is written as it is: renaming a temporary over it would
+ * replace the device node or fail for want of a writable /dev. A symbolic
+ * link is followed, link by link, to the file it names, which is
+ * replaced, or created when it does not exist yet; the link stays, as
+ * numpy.save, torch.save and the shell's `>` write through links. */
 int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
     static atomic_uint counter;
     memset(sv, 0, sizeof *sv);
     sv->fd = -1;
     struct stat st, lst;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode)) return tg_errorf(ctx, TG_EIO, "%s: is a folder", path);
-        sv->fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (sv->fd < 0) return tg_errorf(ctx, TG_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
-        if (!(sv->dest = tg_strdup(path))) {
-            close(sv->fd);
-            sv->fd = -1;
-            return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+    char *cur = tg_strdup(path);
+    if (!cur) return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+    for (int hops = 0;; hops++) {
+        int sfd = stream_fd(cur);
+        if (sfd >= 0) {
+            tg_free(cur);
+            int fd = fcntl(sfd, F_DUPFD_CLOEXEC, 3), fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+            if (fd < 0)
+                return tg_errorf(ctx, TG_EIO, "%s: cannot write: descriptor %d is %s", path, sfd,
+                                 errno == EBADF ? "closed" : strerror(errno));
+            if (fl >= 0 && (fl & O_ACCMODE) == O_RDONLY) {
+                close(fd);
+                return tg_errorf(ctx, TG_EIO, "%s: cannot write: descriptor %d is open for reading only", path,
+                                 sfd);
+            }
+            return begin_in_place(path, fd, sv, ctx);
         }
-        return TG_OK;
+        if (lstat(cur, &lst) < 0 || !S_ISLNK(lst.st_mode)) break;
+        char *next = hops < 40 ? link_target(cur) : NULL;
+        int e = hops < 40 ? errno : ELOOP;
+        tg_free(cur);
+        if (!next) return tg_errorf(ctx, TG_EIO, "%s: cannot follow the link: %s", path, strerror(e));
+        cur = next;
     }
-    const char *dest = path;
-    char *real = NULL;
-    bool replacing = stat(path, &st) == 0;
-    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && replacing && (real = realpath(path, NULL)))
-        dest = real;
-    sv->dest = tg_strdup(dest);
-    size_t tlen = strlen(dest) + 64;
+    bool replacing = stat(cur, &st) == 0;
+    if (replacing && !S_ISREG(st.st_mode)) {
+        tg_free(cur);
+        if (S_ISDIR(st.st_mode)) return tg_errorf(ctx, TG_EIO, "%s: is a folder", path);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) return tg_errorf(ctx, TG_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+        return begin_in_place(path, fd, sv, ctx);
+    }
+    sv->dest = cur;
+    size_t tlen = strlen(cur) + 64;
     sv->tmp = tg_malloc(tlen);
-    free(real);
-    if (!sv->dest || !sv->tmp) {
+    if (!sv->tmp) {
         tg_file_abort(sv);
         return tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
     }

@@ -125,17 +125,20 @@ void *tg_base64_decode(const char *s, size_t len, size_t *out_n);
 
 /* Write `len` bytes to path atomically: a temporary file beside it, fsync,
  * rename, fsync of the folder. A failure leaves the old file intact. (A
- * device or FIFO is written in place, a link followed: tg_file_begin.) */
+ * standard stream, device or FIFO is written in place, a link followed:
+ * tg_file_begin.) */
 int tg_file_write_atomic(const char *path, const void *data, size_t len,
                          tg_ctx *ctx);
 /* Write all len bytes to fd (retrying short writes and EINTR): TG_OK, or
  * TG_EIO with "PATH: write failed: why" on ctx. */
 int tg_file_write_all(int fd, const void *data, size_t len, const char *path, tg_ctx *ctx);
 /* A save in steps: tg_file_begin opens where the bytes go (sv->fd): a
- * temporary beside the file (beside the file a symbolic link names, the
- * link kept), or, for a path that names a device, FIFO or socket
- * (/dev/stdout), that path itself; tg_file_finish syncs and renames the
- * temporary into place (or just closes the device); tg_file_abort closes
+ * temporary beside the file (beside the file a symbolic link names, even
+ * one that does not exist yet, the link kept), for a standard stream
+ * named by number (/dev/stdout, /dev/fd/N) that descriptor itself, or,
+ * for a path that names a device, FIFO or socket, that path itself;
+ * tg_file_finish syncs and renames the temporary into place (or just
+ * closes the stream or device); tg_file_abort closes
  * and removes the temporary. Both finish and abort release sv. The
  * temporary takes the permissions (and, where allowed, the owner and
  * group) of the file it will replace; a new file gets 0666 less the
