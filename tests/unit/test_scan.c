@@ -380,6 +380,9 @@ static void test_load_errors(void **state) {
         {"\"has_until\": false", "\"has_until\": false, \"colour\": 1", {"colour", NULL}},
         {"\"inputs\": [\"k\", \"one\", \"A\"]", "\"inputs\": [\"k\", \"one\", \"A\", \"A\"]", {"inputs", "3 inputs", "gives 4", NULL}},
         {"\"inputs\": [\"k\", \"one\", \"A\"]", "\"inputs\": [\"A\", \"one\", \"A\"]", {"inputs[0]", "n_steps", NULL}},
+        /* a weak float n_steps ran int(2.5) steps */
+        {"\"inputs\": [\"k\", \"one\", \"A\"]", "\"inputs\": [{\"value\": 2.5}, \"one\", \"A\"]",
+         {"inputs[0]", "(n_steps): expected an integer scalar, got float64", NULL}},
         {"{\"id\": \"b.A\", \"type\": {\"dtype\": \"float64\"", "{\"id\": \"b.A\", \"type\": {\"dtype\": \"float32\"", {"attrs.body.inputs[1]", "'b.A'", "non-sequence 0", NULL}},
         {"\"has_until\": false", "\"has_until\": true", {"attrs.body.outputs", "gives 1", "until 1", NULL}},
     };

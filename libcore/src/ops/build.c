@@ -392,26 +392,12 @@ static int axis_required_parse(tg_node *n, tg_ctx *ctx) {
     return tg_attr_axis(n, "axis", false, false, false, ctx);
 }
 
-/* The dtype of the operands first..nin-1: strong ones promote (NumPy),
- * weak scalars take that dtype. */
+/* The dtype of the operands first..nin-1: np.result_type, as
+ * np.concatenate and np.stack give it; a weak scalar meets the strong
+ * dtypes as in arithmetic (a Python float among integer arrays makes
+ * float64, NumPy 2's stack([int8 x, 2.5])). */
 static int join_dtype(tg_node *n, int first, tg_dtype *out, tg_ctx *ctx) {
-    bool any_strong = false;
-    for (int i = first; i < n->nin; i++)
-        if (!n->inputs[i]->weak) any_strong = true;
-    if (!any_strong) return tg_weak_resolve(n, first, n->nin - first, out, ctx);
-    tg_dtype dt = TG_DTYPE_INVALID;
-    for (int i = first; i < n->nin; i++) {
-        const tg_var *v = n->inputs[i];
-        if (v->weak) continue;
-        dt = dt == TG_DTYPE_INVALID ? v->type.dtype
-                                    : tg_dtype_promote(dt, v->type.dtype);
-    }
-    for (int i = first; i < n->nin; i++) {
-        int rc = tg_weak_take(n, i, dt, ctx);
-        if (rc) return rc;
-    }
-    *out = dt;
-    return TG_OK;
+    return tg_weak_resolve(n, first, n->nin - first, out, ctx);
 }
 
 static int join_infer(tg_node *n, tg_ctx *ctx) {

@@ -2,6 +2,7 @@
  * static broadcasting. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
@@ -234,12 +235,26 @@ int tg_axes_normalize(tg_node *n, int ndim, tg_ctx *ctx) {
 /* ---- weak scalars ---- */
 
 /* Convert the weak constant at input i to dt (a fresh strong array). An
- * integer meeting an integer dtype must fit. */
+ * integer meeting an integer dtype must fit; a float never becomes an
+ * integer (NumPy's same_kind casting refuses it: x[i] += 2.5 of an int8
+ * x, and n_steps 2.5 is no count), where it was silently truncated. */
 static int weak_convert(tg_node *n, int i, tg_dtype dt, tg_ctx *ctx) {
     tg_var *v = n->inputs[i];
     tg_array *a = v->value;
     if (a->dtype != dt) {
         char from = tg_dtype_kind(a->dtype), to = tg_dtype_kind(dt);
+        if (from == 'f' && (to == 'i' || to == 'u')) {
+            double x = tg_load_f64(a->dtype, a->data);
+            char num[40];
+            for (int p = 15; p <= 17; p++) {
+                snprintf(num, sizeof num, "%.*g", p, x);
+                if (strtod(num, NULL) == x || x != x) break;
+            }
+            return tg_errorf(ctx, TG_ETYPE,
+                             "inputs[%d]: the Python float %s cannot become %s (NumPy's same_kind "
+                             "casting refuses float to integer)",
+                             i, num, tg_dtype_name(dt));
+        }
         if (from == 'u' && to != 'f') {
             /* (held as uint64 only past int64: fits nothing else) */
             uint64_t x = *(const uint64_t *)a->data;

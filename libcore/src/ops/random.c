@@ -158,7 +158,8 @@ static int rnd_infer(tg_node *n, tg_ctx *ctx) {
     if (rc) return rc;
     tg_dtype od = n->a.dtype;
     if (im->kind == RB) {
-        if ((rc = tg_weak_take(n, 2, TG_INT64, ctx)) || (rc = tg_weak_take(n, 3, TG_FLOAT64, ctx)))
+        if ((tg_dtype_is_int(n->inputs[2]->type.dtype) && (rc = tg_weak_take(n, 2, TG_INT64, ctx))) ||
+            (rc = tg_weak_take(n, 3, TG_FLOAT64, ctx)))
             return rc;
         if ((rc = check_int(n, 2, TG_MAX_NDIM, ctx))) return rc;
     } else {
@@ -209,7 +210,9 @@ static int rnd_infer(tg_node *n, tg_ctx *ctx) {
 static int mn_infer(tg_node *n, tg_ctx *ctx) {
     int rc = check_rng(n, ctx);
     if (rc) return rc;
-    if ((rc = tg_weak_take(n, 1, TG_INT64, ctx)) || (rc = check_int(n, 1, 1, ctx))) return rc;
+    if ((tg_dtype_is_int(n->inputs[1]->type.dtype) && (rc = tg_weak_take(n, 1, TG_INT64, ctx))) ||
+        (rc = check_int(n, 1, 1, ctx)))
+        return rc;
     const tg_type *pt = &n->inputs[2]->type;
     if (pt->ndim < 1 || pt->ndim > 2 || tg_dtype_kind(pt->dtype) == 'b')
         return tg_errorf(ctx, TG_ETYPE,

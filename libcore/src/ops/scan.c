@@ -325,7 +325,7 @@ static int scan_infer(tg_node *n, tg_ctx *ctx) {
     char what[200];
     if (p->has_n) {
         tg_var *v = n->inputs[0];
-        if (v->weak && (rc = tg_weak_take(n, 0, TG_INT64, ctx))) return rc;
+        if (v->weak && tg_dtype_is_int(v->type.dtype) && (rc = tg_weak_take(n, 0, TG_INT64, ctx))) return rc;
         if (v->type.ndim != 0 || !tg_dtype_is_int(v->type.dtype))
             return tg_errorf(ctx, TG_ETYPE, "inputs[0] '%s' (n_steps): expected an integer scalar, "
                              "got %s with %d dimension%s", tg_var_label(v),

@@ -257,10 +257,13 @@ def gen_stack():
     y = g.inp("wu", "uint8", [])
     g.func("weak", [x, y], [g.op("stack", [x, {"value": 2}, {"value": 0.5}], {"axis": 0}, out="w_f"),
                             g.op("stack", [{"value": 7}, y], {"axis": 0}, out="w_u"),
-                            g.op("stack", [{"value": 1}, {"value": -2}], {"axis": 0}, out="w_i")])
+                            g.op("stack", [{"value": 1}, {"value": -2}], {"axis": 0}, out="w_i"),
+                            g.op("stack", [y, {"value": 2.5}], {"axis": 0}, out="w_uf")])
+    # (a float among integers is float64, as NumPy 2's np.stack([uint8 x, 2.5]);
+    # it was truncated to uint8 [200, 2])
     g.case("weak", {"w": np.float32(1.25), "wu": np.uint8(200)},
            {"w_f": np.array([1.25, 2, 0.5], np.float32), "w_u": np.array([7, 200], np.uint8),
-            "w_i": np.array([1, -2], np.int64)})
+            "w_i": np.array([1, -2], np.int64), "w_uf": np.array([200, 2.5], np.float64)})
 
     x = g.inp("n", "float64", [3, 2])
     t = g.op("transpose", [x], {"axes": None})

@@ -164,6 +164,16 @@ CASES = [
     ("weak_overflow_u64", g([{"id": "i", "type": {"dtype": "int64", "shape": [2]}}],
                             [{"op": "add", "inputs": ["i", {"value": 2**64 - 1}], "outputs": ["y"]}]), "TG_ETYPE",
      "the Python integer 18446744073709551615 is out of bounds for int64"),
+    # A weak float never becomes an integer (it was truncated: x[1] += 2.5
+    # of an int8 x gave x[1] + 2).
+    ("weak_float_to_int", g([{"id": "i", "type": {"dtype": "int8", "shape": [3]}}],
+                            [{"op": "inc_subtensor", "inputs": ["i", {"value": 2.5}], "outputs": ["y"],
+                              "attrs": {"index": [1]}}]), "TG_ETYPE",
+     "inputs[1]: the Python float 2.5 cannot become int8"),
+    ("weak_float_ifelse", g([{"id": "i", "type": {"dtype": "int64", "shape": []}},
+                             {"id": "c", "type": {"dtype": "bool", "shape": []}}],
+                            [{"op": "ifelse", "inputs": ["c", "i", {"value": 0.1}], "outputs": ["y"]}]), "TG_ETYPE",
+     "inputs[2]: the Python float 0.1 cannot become int64"),
     ("trace_line", g(nodes=[add(trace=[{"file": "m.py", "line": "twelve"}])]), "TG_ELOAD",
      "nodes[0].trace[0].line: expected an integer"),
     ("inplace_index", g(nodes=[add(inplace={"0": 5})]), "TG_ELOAD", "inplace.0: not an input index"),
