@@ -490,6 +490,8 @@ static void put_slice(tg_str *s, const tg_array *a, const dim_sel *sel, int ax, 
 
 typedef struct request {
     size_t body;
+    bool started; /* the headers were read */
+    const char *uri_end; /* where the URI as sent stops as a C string */
 } request;
 
 typedef struct reply {
@@ -848,16 +850,42 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, reply *r, const char
     return ok;
 }
 
+/* libmicrohttpd 0.9.75 cuts the request line "METHOD URI VERSION" into C
+ * strings in place (a NUL where each space was) and hands on the URI as a
+ * C string: a raw NUL byte in it ("POST /api/stop\0x HTTP/1.1") would cut
+ * it short to a route's name. Here, before the query is split off or
+ * anything decoded, is where the URI stops as a C string; handle() checks
+ * that the version follows right after. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)cls, (void)c;
+    request *rq = calloc(1, sizeof *rq);
+    if (rq && uri) rq->uri_end = uri + strlen(uri);
+    return rq;
+}
+
+/* Whether the URI held a NUL: it stopped before the NUL that ends it, which
+ * the version follows in the same line (of at most the connection's 32 KiB:
+ * a version anywhere else, in a library that lays the line out otherwise,
+ * is no sign of one). */
+static bool uri_cut(const request *rq, const char *version) {
+    uintptr_t e = (uintptr_t)rq->uri_end, v = (uintptr_t)version;
+    return rq->uri_end && *version && v > e + 1 && v - e < 32 * 1024;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls) {
-    (void)version;
     server *S = cls;
     request *rq = *con_cls;
     reply r = {0};
-    if (!rq) {
+    if (!rq || !rq->started) {
         /* Headers read: decide what can be decided before any body. */
-        if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
+        if (!rq && !(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
+        rq->started = true;
+        if (uri_cut(rq, version)) {
+            reply_error(&r, 400, "the request line holds a NUL byte");
+            return send_reply(c, &r, NULL);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && (strlen(cl) > 9 || strtoul(cl, NULL, 10) > MAX_BODY)) {
             reply_error(&r, 413, "the request body is larger than %d bytes", MAX_BODY);
@@ -1112,8 +1140,8 @@ int tgdebug_serve(int argc, char **argv) {
     daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, handle, S, MHD_OPTION_SOCK_ADDR, &addr,
                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)4, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                              (size_t)(32 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK,
-                              unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_END);
+                              (size_t)(32 * 1024), MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_END);
     if (!daemon) {
         cli_error(TOOL, "cannot listen on %s:%ld: %s", S->o.bind, S->o.port,
                   errno ? strerror(errno) : "libmicrohttpd could not start");

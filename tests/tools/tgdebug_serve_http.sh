@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# tgdebug serve at the edges of HTTP, over raw sockets: a NUL byte in the
+# request line, more than one Host or Content-Length, the .npy download's
+# name for a long key, the error messages, and slices NumPy reads. The
+# server's main test is tgdebug_serve.sh; this one is quick (no load test,
+# no browser).
+set -uo pipefail
+: "${TGDEBUG:?}" "${TG_SRC:?}"
+source "$TG_SRC/tests/tools/lib/checks.bash"
+check() { if eval "$1"; then pass "$2"; else fail "$2"; fi; }
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# start NAME ARGS...: start a server, wait for its URL; sets $pid, $base,
+# $port, $tok.
+start() {
+  local name=$1
+  shift
+  "$TGDEBUG" serve "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 600); do
+    grep -q 'http://' "$tmp/$name.out" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  local url
+  url=$(grep -o 'http://[^ ]*' "$tmp/$name.out")
+  tok=${url##*token=}
+  base=${url%/\?token=*}
+  port=${base##*:}
+  [ -n "$url" ] || { fail "$name: the server printed no URL"; sed 's/^/  | /' "$tmp/$name.err"; }
+}
+stop() { kill -TERM "$pid"; wait "$pid"; check '[ $? = 0 ]' "$1: SIGTERM, exit 0"; }
+H() { echo "X-Tgdebug-Token: $tok"; }
+# code PATH [curl args]: the HTTP status; the body in $tmp/body.
+code() { curl -s --path-as-is -o "$tmp/body" -w '%{http_code}' "$base$1" -H "$(H)" "${@:2}"; }
+state() { curl -s -H "$(H)" "$base/api/state" >"$tmp/j"; }
+py() { python3 -c "import json,sys; d=json.load(open('$tmp/j')); print($1)"; }
+wait_state() {
+  for _ in $(seq 1 300); do
+    state
+    [ "$(py "d['state']")" = "$1" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# raw LINE [HEADER...]: send the request line (printf escapes: \x00) and the
+# headers, with the token, a good Host and Connection: close; print the
+# reply's status and keep its body in $tmp/body ("closed" if none came).
+raw() {
+  local line=$1
+  shift
+  local req="$line\r\nHost: 127.0.0.1:$port\r\nX-Tgdebug-Token: $tok\r\nConnection: close\r\n"
+  for h in "$@"; do req+="$h\r\n"; done
+  printf "$req\r\n" | python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(sys.stdin.buffer.read())
+buf = b""
+try:
+    while True:
+        c = s.recv(65536)
+        if not c: break
+        buf += c
+except OSError:
+    pass
+head, _, body = buf.partition(b"\r\n\r\n")
+open(sys.argv[2], "wb").write(body)
+print(head.split(b" ")[1].decode() if head.startswith(b"HTTP/") else "closed")
+' "$port" "$tmp/body"
+}
+
+# ==== bp.json paused after 'scaled' (sc = x * 1 = [[1,-2,3],[-4,5,-6]]) ====
+start main "$TG_SRC/tests/data/debug/bp.json" -i x='[[1,-2,3],[-4,5,-6]]' --calls 2 --break scaled
+check 'wait_state paused' "paused at sc"
+
+# ---- a raw NUL in the request line: 400, never the route it would cut to ----
+check '[ "$(raw "GET /api/state HTTP/1.1")" = 200 ]' "GET /api/state over the raw socket: 200"
+c=$(raw "GET /api/state\x00junk HTTP/1.1")
+check '[ "$c" = 400 ] && grep -q "^{\"error\":\"the request line holds a NUL byte\"}$" "$tmp/body"' "GET /api/state<NUL>junk: $c ($(head -c 200 "$tmp/body"))"
+check '[ "$(raw "GET /api/state?x=1\x00 HTTP/1.1")" = 400 ]' "a NUL in the query: 400"
+check '[ "$(raw "POST /api/stop\x00x HTTP/1.1")" = 400 ]' "POST /api/stop<NUL>x: 400"
+check 'state; [ "$(py "d[\"state\"], d[\"stopped\"]")" = "paused False" ]' "and the run was not stopped"
+check '[ "$(raw "GET /api/state?token=$tok HTTP/1.1")" = 200 ]' "the query (split off after the check) still works: 200"
+
+stop main
+echo "$fails failed"
+[ "$fails" -eq 0 ]
