@@ -86,5 +86,21 @@ check 'state; [ "$(py "d[\"state\"], d[\"stopped\"]")" = "paused False" ]' "and 
 check '[ "$(raw "GET /api/state?token=$tok HTTP/1.1")" = 200 ]' "the query (split off after the check) still works: 200"
 
 stop main
+
+# ==== a .npy download keeps _outJ / _inJ whatever the key's length ====
+# exp(x) whose output is a valid id of 128 characters: 125 k's and ':ab'.
+key=$(printf 'k%.0s' $(seq 1 125)):ab
+printf '{"format":"tg-graph","version":1,"variables":[{"id":"x","type":{"dtype":"float64","shape":[2]}}],
+ "nodes":[{"op":"exp","inputs":["x"],"outputs":["%s"]}],"functions":{"main":{"inputs":["x"],"outputs":["%s"]}}}' \
+  "$key" "$key" >"$tmp/longkey.json"
+start long "$tmp/longkey.json" -i x='[1,2]' --break "$key" -O none
+check 'wait_state paused' "paused at the 128-character key"
+fkey=$(printf 'k%.0s' $(seq 1 125))_ab
+for io in out in; do
+  curl -s -D "$tmp/hdr" -o /dev/null -H "$(H)" "$base/api/value.npy?node=$key&${io}=0"
+  check 'grep -qi "^Content-Disposition: attachment; filename=\"${fkey}_${io}0.npy\"" "$tmp/hdr"' \
+    "${io}=0 downloads as KEY_${io}0.npy ($(grep -io "filename=.*" "$tmp/hdr" | cut -c1-20)...$(grep -io "filename=.*" "$tmp/hdr" | tail -c 16))"
+done
+stop long
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -502,7 +502,7 @@ typedef struct reply {
     bool is_static; /* body points into the binary */
     const char *csp;
     const char *allow; /* a 405's Allow header */
-    char disposition[160]; /* a download's Content-Disposition, or "" */
+    char disposition[192]; /* a download's Content-Disposition, or "" */
 } reply;
 
 static void reply_json(reply *r, int status, json_object *o) {
@@ -707,8 +707,10 @@ static void route_value_npy(server *S, struct MHD_Connection *c, reply *r) {
     /* Copied under the lock: once the run goes on, the VM may overwrite
      * the buffer in place. */
     const tg_array *a = v->a;
-    char fname[120];
-    int n = snprintf(fname, sizeof fname, "%s_%s%d", node, v->is_out ? "out" : "in", v->index);
+    /* The key cut at 128 bytes (an id's limit; a rewritten node's key can
+     * be longer), never the _outJ that tells a node's values apart. */
+    char fname[144];
+    int n = snprintf(fname, sizeof fname, "%.128s_%s%d", node, v->is_out ? "out" : "in", v->index);
     tg_str hdr = {0};
     size_t nbytes = (size_t)tg_array_size(a) * tg_dtype_size(a->dtype);
     tg_array *cont = tg_array_is_contiguous(a) ? NULL : tg_array_copy(a, a->dtype);
