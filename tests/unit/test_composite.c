@@ -937,6 +937,41 @@ static void test_inplace_raw_output(void **state) {
     tg_graph_free(g);
 }
 
+/* A body that emits no node, its output being its input (r = a): the
+ * kernel's source has an empty loop body (it had "(null)", and every run
+ * failed to compile it), compiles once, and copies a. */
+static void test_empty_body(void **state) {
+    (void)state;
+    fresh_cache("empty");
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
+        "{\"id\":\"r\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}}],"
+        "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\"],\"outputs\":[\"r\"],\"attrs\":{\"body\":{"
+        "\"variables\":[{\"id\":\"x0\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+        "\"nodes\":[],\"inputs\":[\"x0\"],\"outputs\":[\"x0\"]}}}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"a\"],\"outputs\":[\"r\"]}}}");
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    int64_t n = 3;
+    tg_array *in[1] = {tu_f64(1, &n, (const double[]){1, 2, 3})}, *out[1] = {NULL};
+    tg_ctx *ctx = tg_ctx_new();
+    tg_node *nd = first_node(g);
+    assert_int_equal(nd->op->run(nd, in, out, ctx), TG_OK);
+    assert_int_equal(tg_composite_node_mode(nd), 1);
+    const char *src = tg_composite_node_source(nd);
+    assert_non_null(src);
+    assert_null(strstr(src, "(null)"));
+    for (int64_t k = 0; k < n; k++) assert_true(tg_array_get_flat(out[0], k) == (double)(k + 1));
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    assert_int_equal(s1.compiles - s0.compiles, 1);
+    assert_int_equal(s1.failures - s0.failures, 0);
+    tg_array_free(out[0]);
+    tg_array_free(in[0]);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    drop_cache();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
@@ -946,7 +981,7 @@ int main(void) {
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_same_bits_any_layout), cmocka_unit_test(test_same_bits_broadcast),
-        cmocka_unit_test(test_inplace_raw_output),
+        cmocka_unit_test(test_inplace_raw_output), cmocka_unit_test(test_empty_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

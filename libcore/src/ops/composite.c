@@ -601,6 +601,9 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
     for (int k = 0; k < nout; k++)
         if (!ctype_of(fg->outputs[k]->type.dtype)) goto done;
     if (!emit_body(&body, fg, false) || body.oom) goto done;
+    /* A body that emits nothing (its outputs are its inputs) has no text:
+     * an empty string, not NULL, for the "%s" below. */
+    const char *bt = body.s ? body.s : "";
     /* The first line says what the kernel computes (tgc cache list). */
     tg_str_addf(&s, "/* tg composite: %d in, %d out, ops", nin, nout);
     for (int j = 0; j < fg->nnodes && j < 12; j++) tg_str_addf(&s, " %s", fg->nodes[j]->op->name);
@@ -620,8 +623,8 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
         if (k < nout || !(scalars >> (k - nout) & 1))
             tg_str_addf(&cond, " && s[%d] == %zu", k, tg_dtype_size(dt));
     }
-    if (calls_simd_fn(body.s ? body.s : "")) {
-        gen_blocked(&s, fg, scalars, body.s, cond.s ? cond.s : "0");
+    if (calls_simd_fn(bt)) {
+        gen_blocked(&s, fg, scalars, bt, cond.s ? cond.s : "0");
         if (cond.oom) s.oom = true;
         tg_str_free(&cond);
         if (!s.oom) res = tg_strdup(s.s);
@@ -651,7 +654,7 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
         if (!(scalars >> i & 1))
             tg_str_addf(&loop, "        const %s v%d = a%d[i];\n", ctype_of(fg->inputs[i]->type.dtype),
                         fg->inputs[i]->index, i);
-    tg_str_addf(&loop, "%s", body.s);
+    tg_str_addf(&loop, "%s", bt);
     for (int k = 0; k < nout; k++) tg_str_addf(&loop, "        o%d[i] = v%d;\n", k, fg->outputs[k]->index);
     tg_str_addf(&loop, "        }\n");
     tg_str_addf(&s,
@@ -667,7 +670,7 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
             tg_str_addf(&sl, "        const %s v%d = *(const %s *)(p[%d] + i * s[%d]);\n",
                     ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
                     ctype_of(fg->inputs[i]->type.dtype), nout + i, nout + i);
-    tg_str_addf(&sl, "%s", body.s);
+    tg_str_addf(&sl, "%s", bt);
     for (int k = 0; k < nout; k++)
         tg_str_addf(&sl, "        *(%s *)(p[%d] + i * s[%d]) = v%d;\n",
                     ctype_of(fg->outputs[k]->type.dtype), k, k, fg->outputs[k]->index);
