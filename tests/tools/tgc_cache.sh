@@ -29,6 +29,36 @@ contains out "^[0-9a-f]\{32\} cpu " "a CPU kernel lists as kind cpu"
 touch "$TG_CACHE_DIR/keep.txt"
 expect 0 "run again: the kernel comes from the cache" -- "$TGC" run "$G" -i "$A" -i "$B"
 [ "$(wc -l <"$tmp/cc.log")" -eq 1 ] && pass "compiled once for two runs" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+# A damaged kernel (emptied, as a power cut can leave it) is compiled
+# again, once, without a warning; it used to send every later run to the
+# interpreter.
+so=$(ls "$TG_CACHE_DIR"/*.so)
+: >"$so"
+expect 0 "run with an emptied kernel" -- "$TGC" run "$G" -i "$A" -i "$B"
+contains out "4\. *, *1\. *, *12.25, *16\." "values from the kernel compiled again"
+[ ! -s "$tmp/err" ] && pass "no warning" || fail "a warning: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/cc.log")" -eq 2 ] && pass "compiled again once" || fail "compiled $(wc -l <"$tmp/cc.log") times in all"
+[ -s "$so" ] && pass "the kernel is whole again" || fail "the kernel is still empty"
+expect 0 "and the next run loads it" -- "$TGC" run "$G" -i "$A" -i "$B"
+[ "$(wc -l <"$tmp/cc.log")" -eq 2 ] && pass "no compile" || fail "compiled $(wc -l <"$tmp/cc.log") times in all"
+# A TG_CC that exits 0 writing garbage (its --version is the real
+# compiler's, so the kernel's hash too): the warning names the file and
+# the loader's reason; the real compiler then builds it again.
+cat >"$tmp/badcc" <<'SH'
+#!/bin/sh
+[ "$1" = --version ] && exec cc "$@"
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+echo garbage >"$out"
+SH
+chmod +x "$tmp/badcc"
+: >"$so"
+expect 0 "a compiler that writes garbage" -- env TG_CC="$tmp/badcc" "$TGC" run "$G" -i "$A" -i "$B"
+contains out "4\. *, *1\. *, *12.25, *16\." "values from the interpreter"
+contains err "warning: composite kernels run in the interpreter: the compiled kernel $so could not be loaded: .*\(too short\|ELF\)" \
+  "the warning names the file and the loader's reason"
+expect 0 "the real compiler again" -- "$TGC" run "$G" -i "$A" -i "$B"
+[ ! -s "$tmp/err" ] && pass "no warning" || fail "a warning: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/cc.log")" -eq 3 ] && pass "the garbage was compiled again" || fail "compiled $(wc -l <"$tmp/cc.log") times in all"
 # A GPU entry as nvrtc.c writes it (source, code with its header line),
 # and one of its temporaries: listed with its kind, cleared with the rest.
 H=0123456789abcdef0123456789abcdef

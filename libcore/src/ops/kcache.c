@@ -11,7 +11,7 @@
  * one machine's code to another). Compiles take the folder's lock file
  * (flock) and write to a temporary name that is renamed into place, so
  * processes compiling at once build each kernel once and never load half
- * a file.
+ * a file. A <hash>.so that does not load (damaged) is compiled again.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,12 +302,36 @@ static kentry *map_find(const char *hash) {
     return NULL;
 }
 
-static tg_kernel_fn load_so(const char *path, void **handle) {
+/* Why the last tg_kcache_get of this thread failed, when the reason names
+ * a file (*why points here). */
+static _Thread_local char why_buf[4600];
+
+static const char *whyf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *whyf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why_buf, sizeof why_buf, fmt, ap);
+    va_end(ap);
+    return why_buf;
+}
+
+/* The kernel of the shared object at path, or NULL with dlerror's text
+ * in err. */
+static tg_kernel_fn load_so(const char *path, void **handle, char *err, size_t cap) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) return NULL;
+    if (!h) {
+        const char *e = dlerror();
+        size_t n = strlen(path);
+        /* glibc's text starts with the path, which the caller names */
+        if (e && !strncmp(e, path, n) && !strncmp(e + n, ": ", 2)) e += n + 2;
+        snprintf(err, cap, "%s", e ? e : "dlopen failed");
+        return NULL;
+    }
     tg_kernel_fn fn;
     *(void **)&fn = dlsym(h, "tg_composite_kernel");
     if (!fn) {
+        const char *e = dlerror();
+        snprintf(err, cap, "%s", e ? e : "no symbol tg_composite_kernel");
         dlclose(h);
         return NULL;
     }
@@ -347,10 +372,23 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
     int st = run_prog((char *const *)argv, -1, efd);
     if (efd >= 0) close(efd);
     unlink(epath);
+    /* On disk before the rename, so that a power cut cannot leave an
+     * empty <hash>.so under its final name (one that fails to load is
+     * built again all the same: tg_kcache_get). */
+    int tfd = st == 0 ? open(tpath, O_RDONLY | O_CLOEXEC) : -1;
+    if (tfd >= 0) {
+        fsync(tfd);
+        close(tfd);
+    }
     if (st != 0 || rename(tpath, spath) != 0) {
         unlink(tpath);
         *why = st < 0 ? "the C compiler could not be started" : "the C compiler failed";
         return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
     }
     return 0;
 }
@@ -390,26 +428,33 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     snprintf(lpath, sizeof lpath, "%s/lock", dir);
     void *handle = NULL;
     bool compiled = false;
-    if (!file_exists(spath)) {
-        lfd = open(lpath, O_RDWR | O_CREAT, 0644);
+    char err[512];
+    /* A kernel on disk loads without the lock. */
+    if (!file_exists(spath) || !(fn = load_so(spath, &handle, err, sizeof err))) {
+        lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
             *why = "cannot lock the kernel cache folder";
             stats.failures++;
             goto done;
         }
-        /* Another process may have built it while we waited. */
-        if (!file_exists(spath)) {
+        /* Another process may have built it (or built again a damaged
+         * one) while we waited. One that is there and still does not load
+         * is damaged: emptied by a power cut, written by a TG_CC that
+         * failed and said it succeeded, cut short. As Theano does, it is
+         * removed and compiled again, once. */
+        if (!file_exists(spath) || !(fn = load_so(spath, &handle, err, sizeof err))) {
+            if (file_exists(spath)) unlink(spath);
             if (compile_into(dir, hash, src, why)) {
                 stats.failures++;
                 goto done;
             }
             compiled = true;
+            if (!(fn = load_so(spath, &handle, err, sizeof err))) {
+                *why = whyf("the compiled kernel %s could not be loaded: %s", spath, err);
+                stats.failures++;
+                goto done;
+            }
         }
-    }
-    if (!(fn = load_so(spath, &handle))) {
-        *why = "the compiled kernel could not be loaded";
-        stats.failures++;
-        goto done;
     }
     if (!compiled) stats.disk_hits++;
     if (nmap == cmap) {
