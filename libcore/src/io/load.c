@@ -216,6 +216,45 @@ static int load_variables(loader *L, json_object *arr) {
 
 /* ---- nodes ---- */
 
+/* A whole-number float where an attr wants an integer (`"axis": 1.0`,
+ * Python's json.dumps of a float) reads as that integer, as everywhere
+ * else in the file (JSON Schema's "integer"): attrs hold no float whose
+ * kind matters outside a body (composite, scan, op_from_graph), where
+ * `{"value": 2.0}` is a weak float. The canonical attrs then hold the
+ * integer, so that every reader of them sees one. Non-zero when out of
+ * memory. */
+static int whole_floats_to_ints(json_object *o) {
+    if (json_object_is_type(o, json_type_array)) {
+        for (size_t i = 0, m = json_object_array_length(o); i < m; i++) {
+            json_object *e = json_object_array_get_idx(o, i);
+            int64_t v;
+            if (json_object_is_type(e, json_type_double) && tg_json_get_int(e, &v)) {
+                json_object *iv = json_object_new_int64(v);
+                if (!iv || json_object_array_put_idx(o, i, iv)) {
+                    json_object_put(iv);
+                    return -1;
+                }
+            } else if (whole_floats_to_ints(e)) {
+                return -1;
+            }
+        }
+    } else if (json_object_is_type(o, json_type_object)) {
+        json_object_object_foreach(o, key, e) {
+            int64_t v;
+            if (!strcmp(key, "body")) continue;
+            if (json_object_is_type(e, json_type_double) && tg_json_get_int(e, &v)) {
+                /* (replacing the value of a key keeps its entry: the walk
+                 * goes on) */
+                json_object *iv = json_object_new_int64(v);
+                if (!iv || json_object_object_add(o, key, iv)) return -1;
+            } else if (whole_floats_to_ints(e)) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 static const char *const NODE_KEYS[] = {"op", "inputs", "outputs", "attrs", "name",
                                         "trace", "inplace", NULL};
 
@@ -433,7 +472,7 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
             return node_err(L, nd, TG_ELOAD, "attrs: expected an object");
         if (tg_node_check_attr_keys(nd, ja, L->ctx)) return node_wrap(L, nd);
         /* Our own copy: parse_attrs adds the defaults to it. */
-        if (json_object_deep_copy(ja, &nd->attrs, NULL) != 0)
+        if (json_object_deep_copy(ja, &nd->attrs, NULL) != 0 || whole_floats_to_ints(nd->attrs))
             return lerr(L, TG_ENOMEM, "out of memory");
     }
     if (op->parse_attrs) {

@@ -637,6 +637,24 @@ def gen_setinc(opname):
     g.write()
 
 
+# ---------------------------------------------------------------- whole floats
+def gen_whole_float_attrs():
+    # An attr's whole-number float (Python's json.dumps(1.0)) is that
+    # integer, as everywhere else in the file (docs/format-choices.md).
+    g = Graph("attrs_whole_floats")
+    x = g.inp("a", "float64", [2, 3])
+    g.func("f", [x], [g.op("sum", [x], {"axis": 1.0}, out="w_sum"),
+                      g.op("dimshuffle", [x], {"order": [1.0, "x", 0.0]}, out="w_ds"),
+                      g.op("subtensor", [x], {"index": [{"start": 1.0, "stop": None, "step": -1.0}, -1.0]},
+                           out="w_sub"),
+                      g.op("var", [x], {"axis": [0.0], "ddof": 1.0}, out="w_var"),
+                      g.op("transpose", [x], {"axes": [1.0, 0.0]}, out="w_tr")])
+    a = rand("float64", (2, 3))
+    g.case("f", {"a": a}, {"w_sum": a.sum(1), "w_ds": a.T[:, None, :], "w_sub": a[1::-1, -1],
+                           "w_var": a.var(0, ddof=1), "w_tr": a.T})
+    g.write()
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     gen_shape()
@@ -649,3 +667,4 @@ if __name__ == "__main__":
     gen_subtensor()
     gen_setinc("set_subtensor")
     gen_setinc("inc_subtensor")
+    gen_whole_float_attrs()
