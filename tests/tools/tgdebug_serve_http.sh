@@ -85,6 +85,20 @@ check '[ "$(raw "POST /api/stop\x00x HTTP/1.1")" = 400 ]' "POST /api/stop<NUL>x:
 check 'state; [ "$(py "d[\"state\"], d[\"stopped\"]")" = "paused False" ]' "and the run was not stopped"
 check '[ "$(raw "GET /api/state?token=$tok HTTP/1.1")" = 200 ]' "the query (split off after the check) still works: 200"
 
+# ---- RFC 9112: more than one Host or Content-Length is 400 ----
+# (the raw request's own Host is 127.0.0.1:PORT: a second one follows)
+c=$(raw "GET /api/state HTTP/1.1" "Host: evil.example")
+check '[ "$c" = 400 ] && grep -q "more than one Host header" "$tmp/body"' "a second Host (evil.example): $c ($(cat "$tmp/body"))"
+c=$(raw "GET /api/state HTTP/1.1" "Host: 127.0.0.1:$port")
+check '[ "$c" = 400 ]' "the same Host twice: $c"
+state
+pauses=$(py "d['pauses']")
+c=$(raw "POST /api/step HTTP/1.1" "Content-Length: 1" "Content-Length: 2")
+check '[ "$c" = 400 ] && grep -q "more than one Content-Length header" "$tmp/body"' "Content-Length 1 and 2 on a POST: $c ($(cat "$tmp/body"))"
+sleep 0.3
+check 'state; [ "$(py "d[\"pauses\"], d[\"node\"][\"key\"]")" = "$pauses sc" ]' "and the run did not step"
+check '[ "$(raw "GET /api/state HTTP/1.1" "Content-Length: 0")" = 200 ]' "one Host and one Content-Length: 200"
+
 stop main
 
 # ==== a .npy download keeps _outJ / _inJ whatever the key's length ====

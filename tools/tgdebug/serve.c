@@ -852,6 +852,26 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, reply *r, const char
     return ok;
 }
 
+typedef struct header_count {
+    const char *name;
+    int n;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind, (void)value;
+    header_count *h = cls;
+    if (key && !strcasecmp(key, h->name)) h->n++;
+    return MHD_YES;
+}
+
+/* How many times the request sent header `name` (libmicrohttpd's lookup
+ * finds the first only). */
+static int headers_named(struct MHD_Connection *c, const char *name) {
+    header_count h = {name, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
+    return h.n;
+}
+
 /* libmicrohttpd 0.9.75 cuts the request line "METHOD URI VERSION" into C
  * strings in place (a NUL where each space was) and hands on the URI as a
  * C string: a raw NUL byte in it ("POST /api/stop\0x HTTP/1.1") would cut
@@ -888,6 +908,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             reply_error(&r, 400, "the request line holds a NUL byte");
             return send_reply(c, &r, NULL);
         }
+        /* RFC 9112 (3.2, 6.3): 400 for more than one Host (only the first
+         * would be checked against DNS rebinding) or Content-Length (which
+         * one says where the body ends?). */
+        static const char *const once[] = {"Host", "Content-Length"};
+        for (int i = 0; i < 2; i++)
+            if (headers_named(c, once[i]) > 1) {
+                reply_error(&r, 400, "the request has more than one %s header", once[i]);
+                return send_reply(c, &r, NULL);
+            }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && (strlen(cl) > 9 || strtoul(cl, NULL, 10) > MAX_BODY)) {
             reply_error(&r, 413, "the request body is larger than %d bytes", MAX_BODY);
