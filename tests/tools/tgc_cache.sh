@@ -80,6 +80,23 @@ expect 0 "no compiler: the interpreter" -- env TG_CC=/nonexistent/cc "$TGC" run 
 contains out "4\. *, *1\. *, *12.25, *16\." "same values in the interpreter"
 contains err "warning: composite kernels run in the interpreter" "one warning line"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && pass "exactly one line on stderr" || fail "more than one warning line"
+# A cache folder that cannot be used: the warning says why and names it
+# (it said "cannot lock the kernel cache folder", a file counting as a
+# folder made).
+: >"$tmp/afile"
+expect 0 "TG_CACHE_DIR names a file" -- env TG_CACHE_DIR="$tmp/afile" "$TGC" run "$G" -i "$A" -i "$B"
+contains out "4\. *, *1\. *, *12.25, *16\." "values from the interpreter"
+contains err "interpreter: unusable kernel cache folder $tmp/afile: Not a directory" "not a directory, named"
+expect 0 "TG_CACHE_DIR under a file" -- env TG_CACHE_DIR="$tmp/afile/sub" "$TGC" run "$G" -i "$A" -i "$B"
+contains err "interpreter: unusable kernel cache folder $tmp/afile/sub: Not a directory" "not a directory, named"
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
+  expect 0 "a read-only cache folder" -- env TG_CACHE_DIR="$tmp/ro" "$TGC" run "$G" -i "$A" -i "$B"
+  contains err "interpreter: cannot lock the kernel cache folder: $tmp/ro/lock: Permission denied" "permission denied, named"
+  chmod 755 "$tmp/ro"
+else
+  pass "a read-only cache folder: skipped as root (root may write there)"
+fi
 expect 2 "bad subcommand" -- "$TGC" cache frob
 contains err "expected 'list' or 'clear'" "bad subcommand message"
 expect 2 "no subcommand" -- "$TGC" cache

@@ -122,7 +122,7 @@ char *tg_kcache_dir(void) {
     return s.s;
 }
 
-/* mkdir -p. */
+/* mkdir -p: 0 when path is a folder at the end, else -1 with errno set. */
 static int mkdirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
@@ -135,6 +135,13 @@ static int mkdirs(const char *path) {
             if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
             buf[i] = c;
         }
+    }
+    /* EEXIST is a file too: that is no folder to use */
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
     }
     return 0;
 }
@@ -353,11 +360,9 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
     snprintf(epath, sizeof epath, "%s/%s.tmp.%ld.err", dir, hash, (long)getpid());
     tg_ctx *ctx = tg_ctx_new();
     int rc = tg_file_write_atomic(cpath, src, strlen(src), ctx);
+    if (rc) *why = whyf("cannot write to the kernel cache folder: %s", tg_ctx_message(ctx));
     tg_ctx_free(ctx);
-    if (rc) {
-        *why = "cannot write to the kernel cache folder";
-        return -1;
-    }
+    if (rc) return -1;
     int efd = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const char *argv[32];
     int k = 0;
@@ -418,8 +423,15 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
         fn = e->fn;
         goto done;
     }
-    if (!(dir = tg_kcache_dir()) || mkdirs(dir) != 0) {
-        *why = "no usable kernel cache folder (set TG_CACHE_DIR)";
+    if (!(dir = tg_kcache_dir())) {
+        *why = "no kernel cache folder (set TG_CACHE_DIR or HOME)";
+        stats.failures++;
+        goto done;
+    }
+    if (mkdirs(dir) != 0) {
+        /* "Not a directory" (a file of that name, TG_CACHE_DIR naming a
+         * file), "Permission denied" (cannot be made) */
+        *why = whyf("unusable kernel cache folder %s: %s", dir, strerror(errno));
         stats.failures++;
         goto done;
     }
@@ -433,7 +445,7 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     if (!file_exists(spath) || !(fn = load_so(spath, &handle, err, sizeof err))) {
         lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
-            *why = "cannot lock the kernel cache folder";
+            *why = whyf("cannot lock the kernel cache folder: %s: %s", lpath, strerror(errno));
             stats.failures++;
             goto done;
         }
