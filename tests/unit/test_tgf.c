@@ -1119,6 +1119,96 @@ static void test_other_blas(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* The preamble's checksum after a change to bytes 0-55. */
+static void fix_preamble(unsigned char *b) {
+    uint32_t c = tg_crc32c(0, b, 56);
+    for (int i = 0; i < 4; i++) b[56 + i] = (unsigned char)(c >> 8 * i);
+}
+
+/* b (n bytes) is refused with one line naming the file and `field`. */
+static void refused(const unsigned char *b, size_t n, const char *field, tg_ctx *ctx) {
+    tg_tgf *t = tg_tgf_load_buffer(b, n, "fx.tgf", NULL, ctx);
+    if (t) fail_msg("loaded with %s changed", field);
+    const char *m = tg_ctx_message(ctx);
+    if (strncmp(m, "fx.tgf: ", 8) || !strstr(m, field) || strchr(m, '\n'))
+        fail_msg("%s: '%s'", field, m);
+}
+
+/* The fields schemas/tgf.md fixes are checked, with valid checksums
+ * (one line naming the file and the field for each): the preamble's
+ * flags (none is defined), the header's version against the preamble's
+ * and the layout it names (version 1 keeps its arrays in the header; a
+ * version 2 file has version 2 sections), the fingerprint (required; its
+ * byte order "little": the arrays are read as little-endian), and the
+ * array table's zero bytes (2-7, 92-95, the unused lengths). */
+static void test_fixed_fields_refused(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("fx.tgf", &g, fs);
+    size_t n;
+    unsigned char *orig = tu_read_file(path_in("fx.tgf"), &n), *b = malloc(n);
+    assert_non_null(b);
+    tg_ctx *ctx = tg_ctx_new();
+    memcpy(b, orig, n);
+    b[12] = 1;
+    fix_preamble(b);
+    refused(b, n, "preamble: flags 0x1", ctx);
+    memcpy(b, orig, n);
+    tu_tgf_patch_header(b, n, "\"version\":", ',', "2");
+    refused(b, n, "header.version: 2, but the preamble says format version 3", ctx);
+    memcpy(b, orig, n);
+    b[8] = 1;
+    tu_tgf_patch_header(b, n, "\"version\":", ',', "1");
+    refused(b, n, "header.array_table: not in a format version 1 file", ctx);
+    memcpy(b, orig, n);
+    b[8] = 2;
+    tu_tgf_patch_header(b, n, "\"version\":", ',', "2");
+    refused(b, n, "graph_section: a format version 3 section in a version 2 file", ctx);
+    memcpy(b, orig, n);
+    tu_tgf_patch_header(b, n, "\"byte_order\":\"", '"', "middle");
+    refused(b, n, "header.fingerprint.byte_order: 'middle'", ctx);
+    memcpy(b, orig, n);
+    tu_tgf_patch_header(b, n, "\"finger", '"', "prinx");
+    refused(b, n, "header.fingerprint: expected an object", ctx);
+
+    /* The array table's record 0 (its checksum not checked here: the
+     * refusal is the zero bytes'). */
+    uint64_t hlen = 0, doff = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | orig[24 + i];
+    for (int i = 7; i >= 0; i--) doff = doff << 8 | orig[32 + i];
+    char *h = strndup((const char *)orig + 64, hlen);
+    const char *at = strstr(h, "\"array_table\":{\"offset\":");
+    assert_non_null(at);
+    unsigned long long toff = strtoull(at + strlen("\"array_table\":{\"offset\":"), NULL, 10);
+    free(h);
+    unsigned char *rec = b + doff + toff;
+    static const struct {
+        int byte;
+        const char *field;
+    } pads[] = {{2, "array table[0]: bytes 2-7 are not zero"},
+                {7, "array table[0]: bytes 2-7 are not zero"},
+                {92, "array table[0]: bytes 92-95 are not zero"},
+                {95, "array table[0]: bytes 92-95 are not zero"},
+                {8 + 8 * 7, "array table[0]: shape[7] is not zero"}};
+    tg_tgf_fuzz_no_checksums = true;
+    memcpy(b, orig, n);
+    tg_tgf *t = tg_tgf_load_buffer(b, n, "fx.tgf", NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf_free(t);
+    assert_true(rec[1] < 8);
+    for (size_t i = 0; i < sizeof pads / sizeof *pads; i++) {
+        memcpy(b, orig, n);
+        rec[pads[i].byte] = 0x40;
+        refused(b, n, pads[i].field, ctx);
+    }
+    tg_tgf_fuzz_no_checksums = false;
+    free(b);
+    free(orig);
+    free_saved(g, fs);
+    tg_ctx_free(ctx);
+}
+
 static int hook_fd = -1;
 static void stop_after_first_write(size_t written) {
     if (written < (1u << 20)) return;
@@ -1849,6 +1939,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_conv_lengths_restore),
         cmocka_unit_test(test_damaged_files_refused),
         cmocka_unit_test(test_other_blas),
+        cmocka_unit_test(test_fixed_fields_refused),
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
         cmocka_unit_test(test_section_loader_rules),
         cmocka_unit_test(test_section_export_types),

@@ -631,6 +631,7 @@ struct tg_tgf {
     tg_array **arrays;
     int narrays;
     json_object *root; /* the header, kept for the original graph */
+    int version;       /* the format version, the preamble's and the header's */
     mapping *map;
     bool reoptimized; /* the functions were compiled at load, not restored */
 };
@@ -641,6 +642,7 @@ typedef struct reader {
     size_t len;
     uint64_t data_off, data_len;
     tg_ctx *ctx;
+    uint32_t version; /* the preamble's */
 } reader;
 
 static int bad(reader *R, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -687,6 +689,12 @@ static int read_preamble(reader *R) {
                    "or compile the graph again",
                    ver, tg_version(), TG_TGF_VERSION);
     if (ver == 0) return bad(R, TG_EPARSE, "format version 0 is not a valid version");
+    /* No flag is defined: one a later tg sets may change how the rest
+     * reads, so a reader that ignored it could misread the file. */
+    if (get_u32(p + 12))
+        return bad(R, TG_EPARSE, "preamble: flags 0x%x, but no flags are defined (expected 0)",
+                   get_u32(p + 12));
+    R->version = ver;
     uint64_t hoff = get_u64(p + 16), hlen = get_u64(p + 24);
     R->data_off = get_u64(p + 32);
     R->data_len = get_u64(p + 40);
@@ -842,6 +850,18 @@ static int read_array_table(reader *R, json_object *jt, bool copy) {
         if (e[0] >= TG_NDTYPES || e[1] > TG_MAX_NDIM)
             return bad(R, TG_EPARSE, "array table[%d]: unknown dtype %u or %u dimensions", k, e[0],
                        e[1]);
+        /* Every byte of a record is accounted for: the padding and the
+         * unused lengths are zero (schemas/tgf.md), so that a later
+         * version can give them a meaning. */
+        static const unsigned char zero[8];
+        if (memcmp(e + 2, zero, 6))
+            return bad(R, TG_EPARSE, "array table[%d]: bytes 2-7 are not zero", k);
+        if (memcmp(e + 92, zero, 4))
+            return bad(R, TG_EPARSE, "array table[%d]: bytes 92-95 are not zero", k);
+        for (int d = e[1]; d < TG_MAX_NDIM; d++)
+            if (get_u64(e + 8 + 8 * d))
+                return bad(R, TG_EPARSE, "array table[%d]: shape[%d] is not zero, past the array's %u dimensions",
+                           k, d, e[1]);
         for (int d = 0; d < e[1]; d++) {
             uint64_t len = get_u64(e + 8 + 8 * d);
             if (len > INT64_MAX)
@@ -1230,6 +1250,14 @@ static tg_function *restore_section(tg_tgf *t, json_object *jf, int64_t k, const
         tg_errorf(ctx, TG_ELOAD, "%s.graph_section: expected the index of a uint8 array", what);
         return NULL;
     }
+    /* A section's version is the file's (a version 3 section reads more
+     * than a version 2 one: the two must agree). */
+    const unsigned char *sec = tg_array_data(t->arrays[k]);
+    if (t->arrays[k]->shape[0] >= 4 && !memcmp(sec, "TGG", 3) && sec[3] != (unsigned char)t->version) {
+        tg_errorf(ctx, TG_ELOAD, "%s.graph_section: a format version %u section in a version %d file", what,
+                  sec[3], t->version);
+        return NULL;
+    }
     tgf_decoded d;
     if (tgf_graph_decode(tg_array_data(t->arrays[k]), (size_t)t->arrays[k]->shape[0], t->arrays,
                          t->narrays, shared_for, t, what, &d, ctx))
@@ -1519,11 +1547,44 @@ static tg_tgf *load_mem(reader *R, const tg_tgf_load_options *opts, bool copy) {
             (long long)ver, tg_version(), TG_TGF_VERSION);
         goto fail;
     }
+    /* The version says how the rest is laid out: the two must agree. */
+    if (ver != R->version) {
+        bad(R, TG_EPARSE, "header.version: %lld, but the preamble says format version %u", (long long)ver,
+            R->version);
+        goto fail;
+    }
+    t->version = (int)ver;
     json_object *jarr = get(root, "arrays", json_type_array),
                 *jtab = get(root, "array_table", json_type_object),
                 *jfns = get(root, "functions", json_type_array);
     if ((!jarr && !jtab) || !jfns || !json_object_array_length(jfns)) {
         bad(R, TG_EPARSE, "header: expected an array table and a non-empty list of functions");
+        goto fail;
+    }
+    /* Version 1 keeps the array table in the header, later versions in
+     * the data section (schemas/tgf.md). */
+    if (ver == 1 ? jtab != NULL : jarr != NULL) {
+        bad(R, TG_EPARSE, "header.%s: not in a format version %lld file (its array table is %s)",
+            ver == 1 ? "array_table" : "arrays", (long long)ver,
+            ver == 1 ? "header.arrays" : "header.array_table, in the data section");
+        goto fail;
+    }
+    /* The arrays are read as little-endian (all this build reads); a
+     * file that says otherwise cannot be read, and one with no
+     * fingerprint is not one tg wrote (the schema requires it). */
+    json_object *jfp = get(root, "fingerprint", json_type_object);
+    const char *order = json_object_get_string(get(jfp, "byte_order", json_type_string));
+    if (!jfp) {
+        bad(R, TG_EPARSE, "header.fingerprint: expected an object (the build that wrote the file)");
+        goto fail;
+    }
+    if (!order) {
+        bad(R, TG_EPARSE, "header.fingerprint.byte_order: expected \"little\"");
+        goto fail;
+    }
+    if (strcmp(order, "little")) {
+        bad(R, TG_EPARSE, "header.fingerprint.byte_order: '%.40s': this tg reads little-endian files only",
+            order);
         goto fail;
     }
     size_t na = jarr ? json_object_array_length(jarr) : 0, nf = json_object_array_length(jfns);
@@ -1592,7 +1653,7 @@ tg_tgf *tg_tgf_load_buffer(const void *data, size_t len, const char *what,
                            const tg_tgf_load_options *opts, tg_ctx *ctx) {
     tg_tgf *t = tgf_new(what, ctx);
     if (!t) return NULL;
-    reader R = {t, data, data ? len : 0, 0, 0, ctx};
+    reader R = {t, data, data ? len : 0, 0, 0, ctx, 0};
     return load_mem(&R, opts, true);
 }
 
@@ -1619,7 +1680,7 @@ tg_tgf *tg_tgf_load(const char *path, const tg_tgf_load_options *opts, tg_ctx *c
         t->map->base = text;
         t->map->len = len;
         t->map->heap = true;
-        reader R = {t, (const unsigned char *)text, len, 0, 0, ctx};
+        reader R = {t, (const unsigned char *)text, len, 0, 0, ctx, 0};
         return load_mem(&R, opts, false);
     }
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1632,7 +1693,7 @@ tg_tgf *tg_tgf_load(const char *path, const tg_tgf_load_options *opts, tg_ctx *c
         tg_errorf(ctx, TG_EIO, "%s: not a regular file", path);
         goto fail;
     }
-    reader R = {t, NULL, (size_t)st.st_size, 0, 0, ctx};
+    reader R = {t, NULL, (size_t)st.st_size, 0, 0, ctx, 0};
     if (R.len < TG_TGF_PREAMBLE) {
         static const unsigned char none[1];
         R.data = none;
