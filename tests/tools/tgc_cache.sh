@@ -64,15 +64,45 @@ expect 0 "the real compiler again" -- "$TGC" run "$G" -i "$A" -i "$B"
 H=0123456789abcdef0123456789abcdef
 printf '/* tg composite (cuda): 1 in, 1 out, ops exp; float32 */\n' >"$TG_CACHE_DIR/$H.cu"
 printf 'tg-nvrtc 1 sm_90 4 0\nELF\0' >"$TG_CACHE_DIR/$H.cubin"
-printf 'x' >"$TG_CACHE_DIR/$H.cubin.tmp.1.0"
+# A temporary of a process that is gone, and one of a process still
+# running (this shell), which may be writing it.
+dead=$(sh -c 'echo $$')
+printf 'x' >"$TG_CACHE_DIR/$H.cubin.tmp.$dead.0"
+printf 'x' >"$TG_CACHE_DIR/$H.ccid.tmp.$$.0"
 expect 0 "list both kinds" -- "$TGC" cache list
 contains out "^$H cuda sm_90 .*tg composite (cuda): 1 in, 1 out" "a GPU kernel lists as cuda and its target"
 contains out "2 entries" "two entries"
 expect 0 "clear" -- "$TGC" cache clear
 contains out "removed 2 entries" "clear says how many"
-[ -z "$(ls "$TG_CACHE_DIR" | grep -v keep.txt)" ] && pass "clear removed both kinds and the temporary" ||
-  fail "left: $(ls "$TG_CACHE_DIR")"
+[ -z "$(ls "$TG_CACHE_DIR" | grep -v -e keep.txt -e '^lock$' -e "^$H.ccid.tmp.$$.0\$")" ] &&
+  pass "clear removed both kinds and the dead process's temporary" || fail "left: $(ls "$TG_CACHE_DIR")"
+[ -e "$TG_CACHE_DIR/$H.ccid.tmp.$$.0" ] && pass "clear leaves a running process's temporary" ||
+  fail "clear removed the temporary of a running process"
+rm -f "$TG_CACHE_DIR/$H.ccid.tmp.$$.0"
+[ -e "$TG_CACHE_DIR/lock" ] && pass "clear leaves the lock file" || fail "clear removed the lock file"
 [ -e "$TG_CACHE_DIR/keep.txt" ] && pass "clear leaves other files" || fail "clear removed a file not its own"
+# clear during another process's compile (a compiler that takes 3 s):
+# clear waits for it and says so; the compile finishes and its run uses
+# the kernel (clear used to delete its temporaries and the lock file it
+# held, and the run fell back to the interpreter blaming the compiler).
+cat >"$tmp/slowcc" <<'SH'
+#!/bin/sh
+[ "$1" = --version ] && exec cc "$@"
+sleep 3
+exec cc "$@"
+SH
+chmod +x "$tmp/slowcc"
+TG_CC="$tmp/slowcc" "$TGC" run "$G" -i "$A" -i "$B" >"$tmp/bg.out" 2>"$tmp/bg.err" &
+bg=$!
+# until the compile holds the lock (its compiler's stderr file exists)
+for _ in $(seq 100); do ls "$TG_CACHE_DIR" | grep -q '\.tmp\..*\.err$' && break; sleep 0.1; done
+expect 0 "clear during a compile" -- "$TGC" cache clear
+contains err "tgc cache: waiting for a compile in progress in $TG_CACHE_DIR" "clear says it waits"
+contains out "removed 1 entry" "the kernel just compiled is removed after the compile"
+wait "$bg" && pass "the compiling run succeeded" || fail "the compiling run failed"
+grep -q "4\. *, *1\. *, *12.25, *16\." "$tmp/bg.out" && pass "its values" || fail "its values: $(cat "$tmp/bg.out")"
+[ ! -s "$tmp/bg.err" ] && pass "the compiling run did not warn" || fail "it warned: $(cat "$tmp/bg.err")"
+[ -e "$TG_CACHE_DIR/lock" ] && pass "the lock file stays" || fail "clear removed the lock file"
 expect 0 "list after clear" -- "$TGC" cache list
 contains out "0 entries" "nothing left"
 unset TG_CC

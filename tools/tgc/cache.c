@@ -5,8 +5,10 @@
  *   tgc cache list    one line per entry: hash, kind ("cpu", or "cuda" and
  *                     the NVRTC target), size, age, the first line of its
  *                     source; then a total
- *   tgc cache clear   remove the entries (and the cache's temporary and
- *                     lock files; nothing else in the folder)
+ *   tgc cache clear   remove the entries (and the temporary files of
+ *                     processes no longer running; nothing else in the
+ *                     folder), under the folder's lock: a compile in
+ *                     progress finishes first (it says it waits)
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +36,7 @@ int tgc_cmd_cache(int argc, char **argv) {
         printf("usage: tgc cache list|clear\n"
                "list   the compiled composite kernels in the cache folder (kind cpu: C\n"
                "       compiled by the system compiler; kind cuda: compiled by NVRTC)\n"
-               "clear  remove them\n"
+               "clear  remove them (waits for a compile in progress)\n"
                "The folder: TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else ~/.cache/tg.\n");
         return TG_EXIT_OK;
     }
@@ -51,6 +53,10 @@ int tgc_cmd_cache(int argc, char **argv) {
     int rc = TG_EXIT_OK;
     if (!strcmp(argv[1], "clear")) {
         int removed = 0;
+        if (tg_kcache_busy(dir)) {
+            fprintf(stderr, "%s: waiting for a compile in progress in %s\n", TOOL, dir);
+            fflush(stderr);
+        }
         if (tg_kcache_clear(dir, &removed, ctx)) {
             cli_error(TOOL, "%s", tg_ctx_message(ctx));
             rc = TG_EXIT_FOUND;

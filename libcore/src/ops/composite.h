@@ -204,10 +204,14 @@ typedef struct tg_kcache_entry {
  * read. */
 int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n,
                    tg_ctx *ctx);
-/* Remove the cache's own files from dir (entries of both kinds,
- * temporaries, the lock), nothing else; *removed counts the entries
- * removed. */
+/* Remove the cache's own files from dir (entries of both kinds, the
+ * temporaries of processes no longer running), nothing else; *removed
+ * counts the entries removed. Takes the folder's lock as compiles do, so
+ * it waits for a compile in progress; the lock file stays. */
 int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx);
+/* Whether a process holds dir's lock now (compiling a kernel): then
+ * tg_kcache_clear would wait. */
+bool tg_kcache_busy(const char *dir);
 
 /* For the GPU kernels' cache (nvrtc.c), which shares the folder, its
  * lock file and its hash: mkdir -p (0, or -1 with errno set), and the

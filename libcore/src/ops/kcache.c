@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -575,6 +577,37 @@ int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n, tg_ctx *ctx) 
     return TG_OK;
 }
 
+/* The folder's lock file, opened to be flock'ed: -1 when it cannot be
+ * (errno set). create: make it when missing. Read-only will do for flock
+ * (a lock file another user made in a shared folder). */
+static int open_lock(const char *dir, bool create) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/lock", dir);
+    int fd = open(p, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (fd < 0 && errno != ENOENT) fd = open(p, O_RDONLY | O_CLOEXEC);
+    return fd;
+}
+
+bool tg_kcache_busy(const char *dir) {
+    int fd = open_lock(dir, false);
+    if (fd < 0) return false;
+    bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd); /* releases the flock */
+    return busy;
+}
+
+/* Whether temporary name nm (<hash>[.<suffix>].tmp.<pid>...) belongs to a
+ * process that is still running: it may be writing it (a compiler's
+ * identity is written outside the folder's lock: probe_cc). */
+static bool tmp_writer_alive(const char *nm) {
+    const char *t = strstr(nm + 32, ".tmp.");
+    if (!t) return false;
+    char *end;
+    long pid = strtol(t + 5, &end, 10);
+    if (end == t + 5 || pid <= 0) return false;
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
 int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
     *removed = 0;
     DIR *d = opendir(dir);
@@ -582,29 +615,42 @@ int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
         if (errno == ENOENT) return TG_OK;
         return tg_errorf(ctx, TG_EIO, "%s: %s", dir, strerror(errno));
     }
+    /* The folder's lock, as compiles take it: a compile in progress
+     * finishes (and loads its kernel) before its files go; its lock file
+     * stays, or a process waiting on it and one that came after would
+     * each hold a lock of their own and compile at once. */
+    int lfd = open_lock(dir, true);
+    if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
+        int e = errno;
+        if (lfd >= 0) close(lfd);
+        closedir(d);
+        return tg_errorf(ctx, TG_EIO, "%s/lock: cannot lock the kernel cache folder: %s", dir, strerror(e));
+    }
     int rc = TG_OK;
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *nm = de->d_name;
         size_t len = strlen(nm);
         /* <hash>.so/.c (CPU), <hash>.cubin/.ptx/.cu (GPU), <hash>.ccid
-         * (a compiler's identity), and the
-         * temporaries: <hash>.tmp.* and <hash>.<suffix>.tmp.* */
+         * (a compiler's identity), and the temporaries of processes that
+         * are gone: <hash>.tmp.<pid>.* and <hash>.<suffix>.tmp.<pid>.* */
         static const char *const sfx[] = {".so", ".c", ".cu", ".cubin", ".ptx", ".ccid", NULL};
-        bool ours = !strcmp(nm, "lock") || (len > 32 && is_hash(nm, 32) && !strncmp(nm + 32, ".tmp.", 5));
+        bool tmp = len > 32 && is_hash(nm, 32) && !strncmp(nm + 32, ".tmp.", 5);
+        bool ours = tmp;
         for (int i = 0; sfx[i] && !ours && len > 32 && is_hash(nm, 32); i++) {
             size_t k = strlen(sfx[i]);
-            ours = !strncmp(nm + 32, sfx[i], k) && (!nm[32 + k] || !strncmp(nm + 32 + k, ".tmp.", 5));
+            ours = !strncmp(nm + 32, sfx[i], k) && (!nm[32 + k] || (tmp = !strncmp(nm + 32 + k, ".tmp.", 5)));
         }
-        if (!ours) continue;
+        if (!ours || (tmp && tmp_writer_alive(nm))) continue;
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", dir, nm);
-        if (unlink(p) != 0) {
+        if (unlink(p) != 0 && errno != ENOENT) {
             rc = tg_errorf(ctx, TG_EIO, "%s: %s", p, strerror(errno));
             break;
         }
         if (entry_source_suffix(nm)) (*removed)++;
     }
     closedir(d);
+    close(lfd); /* releases the flock */
     return rc;
 }
