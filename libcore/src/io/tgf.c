@@ -1816,24 +1816,54 @@ static int64_t ref_at(const char *r, const char *end, const char **next) {
     return k;
 }
 
+/* Where the references of an original text written by save_functions
+ * lie: its "variables" array, the only place the loader reads them (as a
+ * constant's or shared variable's value), which the text begins with
+ * after the format, the version and the graph's name. The same literal
+ * elsewhere (in meta, kept as is) is not one. *vend is the end of the
+ * array; false when the text does not begin as tg writes it. */
+static bool original_vars(const char *txt, const char *end, const char **vbegin, const char **vend) {
+    static const char HEAD[] = "{\"format\":\"tg-graph\",\"version\":1,", NAME[] = "\"name\":\"",
+                      VARS[] = "\"variables\":[", VEND[] = "],\"nodes\":[";
+    const char *p = txt;
+    if ((size_t)(end - p) < sizeof HEAD - 1 || memcmp(p, HEAD, sizeof HEAD - 1)) return false;
+    p += sizeof HEAD - 1;
+    if ((size_t)(end - p) >= sizeof NAME - 1 && !memcmp(p, NAME, sizeof NAME - 1)) {
+        /* the name: a string, its quotes escaped, then a comma */
+        for (p += sizeof NAME - 1; p < end && *p != '"'; p++)
+            if (*p == '\\') p++;
+        if (end - p < 2 || p[1] != ',') return false;
+        p += 2;
+    }
+    if ((size_t)(end - p) < sizeof VARS - 1 || memcmp(p, VARS, sizeof VARS - 1)) return false;
+    /* (no string of the array holds an unescaped quote, so its end is
+     * the first such text) */
+    const char *e = memmem(p, (size_t)(end - p), VEND, sizeof VEND - 1);
+    if (!e) return false;
+    *vbegin = p + sizeof VARS - 1;
+    *vend = e;
+    return true;
+}
+
 /* Whether t's original graph can be copied as text (original_copy): it
- * is braced, every shared value was restored from an array of the file,
- * and each mention of tgf_array in the text is a reference as
- * save_functions writes them, to an array of the file. Otherwise (a
- * version-1 file, a text written some other way) it is loaded and
- * written again. */
+ * is braced and begins as tg writes it, every shared value was restored
+ * from an array of the file, and each mention of tgf_array in the text is
+ * a reference as save_functions writes them, in its variables, to an
+ * array of the file. Otherwise (a version-1 file, a text written some
+ * other way, a meta holding {"tgf_array": k}) it is loaded and written
+ * again. */
 static bool original_copyable(const tg_tgf *t) {
     int64_t k = original_index(t);
     if (k < 0) return false;
     for (int i = 0; i < t->nshared; i++)
         if (!t->shared_from || !t->shared_from[i]) return false;
-    const char *txt = tg_array_data(t->arrays[k]), *end = txt + t->arrays[k]->shape[0], *p;
+    const char *txt = tg_array_data(t->arrays[k]), *end = txt + t->arrays[k]->shape[0], *p, *vb, *ve;
     /* (what is not an object gets the loader's error) */
-    if (end - txt < 2 || txt[0] != '{' || end[-1] != '}') return false;
+    if (end - txt < 2 || txt[0] != '{' || end[-1] != '}' || !original_vars(txt, end, &vb, &ve)) return false;
     size_t mentions = 0, refs = 0;
     for (p = txt; (p = memmem(p, (size_t)(end - p), "tgf_array", 9)); p += 9) mentions++;
-    for (p = txt; (p = memmem(p, (size_t)(end - p), REF, REF_LEN));) {
-        int64_t a = ref_at(p, end, &p);
+    for (p = vb; (p = memmem(p, (size_t)(ve - p), REF, REF_LEN));) {
+        int64_t a = ref_at(p, ve, &p);
         if (a < 0 || a >= t->narrays) return false;
         refs++;
     }
@@ -1848,7 +1878,9 @@ static bool original_copyable(const tg_tgf *t) {
  * with an error in ctx. */
 static tg_array *original_copy(const tg_tgf *t, table *T, tg_ctx *ctx) {
     int64_t k = original_index(t);
-    const char *txt = tg_array_data(t->arrays[k]), *end = txt + t->arrays[k]->shape[0], *p = txt, *r;
+    const char *txt = tg_array_data(t->arrays[k]), *end = txt + t->arrays[k]->shape[0], *p = txt, *r, *vb,
+               *ve;
+    original_vars(txt, end, &vb, &ve); /* (checked by original_copyable) */
     struct tg_idmap *from = tg_idmap_new(); /* "%p" of the array -> shared index + 1 */
     char(*keys)[24] = tg_calloc((size_t)t->nshared + 1, sizeof *keys);
     tg_str out = {0};
@@ -1858,9 +1890,9 @@ static tg_array *original_copy(const tg_tgf *t, table *T, tg_ctx *ctx) {
         snprintf(keys[i], sizeof keys[i], "%p", (const void *)t->shared_from[i]);
         ok = tg_idmap_put(from, keys[i], (void *)(intptr_t)(i + 1)) == TG_OK;
     }
-    while (ok && (r = memmem(p, (size_t)(end - p), REF, REF_LEN))) {
+    while (ok && (r = memmem(p, (size_t)(ve - p), REF, REF_LEN))) {
         const char *next = NULL;
-        const tg_array *a = t->arrays[ref_at(r, end, &next)]; /* (checked by original_copyable) */
+        const tg_array *a = t->arrays[ref_at(r, ve, &next)]; /* (checked by original_copyable) */
         char key[24];
         snprintf(key, sizeof key, "%p", (const void *)a);
         intptr_t i = (intptr_t)tg_idmap_get(from, key);
