@@ -99,7 +99,39 @@ sleep 0.3
 check 'state; [ "$(py "d[\"pauses\"], d[\"node\"][\"key\"]")" = "$pauses sc" ]' "and the run did not step"
 check '[ "$(raw "GET /api/state HTTP/1.1" "Content-Length: 0")" = 200 ]' "one Host and one Content-Length: 200"
 
+# ---- error messages: the real reason, in valid UTF-8 JSON ----
+# utf8 FILE: the body parses as JSON from its bytes (UTF-8 checked); print its error.
+utf8() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1], 'rb').read().decode('utf-8'))['error'])" "$1" 2>&1; }
+# says PATH STATUS MESSAGE [curl args]: the reply is STATUS with exactly
+# that error, in valid UTF-8 JSON.
+says() {
+  local c m
+  c=$(code "$1" "${@:4}")
+  m=$(utf8 "$tmp/body")
+  if [ "$c" = "$2" ] && [ "$m" = "$3" ]; then pass "$1: $c $m"; else fail "$1: $c '$m', want $2 '$3'"; fi
+}
+says "/api/value?node=sc&out=1001" 400 "value: node sc has 1 output"
+says "/api/value?node=sc&out=1" 400 "value: node sc has 1 output"
+says "/api/value?node=sc&in=2" 400 "value: node sc has 2 inputs"
+says "/api/value?node=sc&out=-1" 400 "value: out=-1: expected an index >= 0"
+# A Host of 63 a's and an e-acute (2 bytes): cut at 64 bytes, the e-acute
+# would be cut in two; it is left out whole.
+a=$(printf 'a%.0s' $(seq 1 63))
+says /api/state 403 "forbidden: Host '$a' is not this server (use http://127.0.0.1:$port/)" -H "Host: ${a}é"
+says /api/state 403 "forbidden: Host '${a:0:61}é' is not this server (use http://127.0.0.1:$port/)" -H "Host: ${a:0:61}éé"
+says /api/state 403 "forbidden: Host '${a:0:60}éé' is not this server (use http://127.0.0.1:$port/)" -H "Host: ${a:0:60}éé"
+# Bytes that are not UTF-8 (a stray byte, a sequence cut short) are '?'.
+says "/api/value?node=%ff%c3" 404 "value: function 'main' has no scheduled node '??'"
+says "/api/value?node=%c3%a9" 404 "value: function 'main' has no scheduled node 'é'"
+
 stop main
+
+# ==== a failed run: the messages say so ====
+start fails "$TG_SRC/tests/data/debug/bp.json" -f fails -i x='[[1,-2,3],[-4,5,-6]]'
+check 'wait_state error' "the run failed (an assert)"
+says /api/continue 409 "continue: the run failed" -X POST
+says "/api/value?node=m_checked" 409 "value: the run failed: values are served while it is paused"
+stop fails
 
 # ==== a .npy download keeps _outJ / _inJ whatever the key's length ====
 # exp(x) whose output is a valid id of 128 characters: 125 k's and ':ab'.

@@ -271,6 +271,11 @@ static const char *state_name(int s) {
     return s == ST_RUNNING ? "running" : s == ST_PAUSED ? "paused" : s == ST_FINISHED ? "finished" : "error";
 }
 
+/* The state in a sentence: "the run %s". */
+static const char *run_is(int s) {
+    return s == ST_RUNNING ? "is running" : s == ST_PAUSED ? "is paused" : s == ST_FINISHED ? "is finished" : "failed";
+}
+
 /* Caller holds S->mu. */
 static json_object *state_json(server *S) {
     tg_function *f = S->s.f;
@@ -514,6 +519,33 @@ static void reply_json(reply *r, int status, json_object *o) {
     json_object_put(o);
 }
 
+/* The length of the UTF-8 sequence at s (1 to 4), or 0 where none starts
+ * (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF,
+ * a sequence cut short). */
+static int utf8_len(const char *p) {
+    const unsigned char *s = (const unsigned char *)p;
+    int n = s[0] < 0x80 ? 1 : s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : s[0] < 0xf5 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0; /* (stops at the NUL) */
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) || (s[0] == 0xf0 && s[1] < 0x90) ||
+        (s[0] == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/* How many bytes of s, at most max, end at a character's end: for "%.*s"
+ * of what a client sent, which must not cut a character in two. */
+static int utf8_prefix(const char *s, int max) {
+    int n = 0;
+    while (s[n]) {
+        int k = utf8_len(s + n);
+        if (!k) k = 1;
+        if (n + k > max) break;
+        n += k;
+    }
+    return n;
+}
+
 static void reply_error(reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void reply_error(reply *r, int status, const char *fmt, ...) {
     char msg[600];
@@ -521,6 +553,14 @@ static void reply_error(reply *r, int status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* The body is JSON, which is UTF-8: a byte of what the client sent
+     * (node=%ff, a Host) that is not, or a character the message was cut
+     * in, becomes '?'. json-c writes bytes as they are. */
+    for (char *p = msg; *p;) {
+        int k = utf8_len(p);
+        if (!k) *p = '?';
+        p += k ? k : 1;
+    }
     json_object *o = json_object_new_object();
     json_object_object_add(o, "error", json_object_new_string(msg));
     reply_json(r, status, o);
@@ -600,7 +640,7 @@ static const dbg_value *held_value(server *S, struct MHD_Connection *c, reply *r
         reply_error(r, 400, "%s: give out=J or in=J, not both", what);
         return NULL;
     }
-    if (!parse_i64(js, js + strlen(js), &j) || j < 0 || j > 1000) {
+    if (!parse_i64(js, js + strlen(js), &j) || j < 0) {
         reply_error(r, 400, "%s: %s=%s: expected an index >= 0", what, in ? "in" : "out", js);
         return NULL;
     }
@@ -618,8 +658,7 @@ static const dbg_value *held_value(server *S, struct MHD_Connection *c, reply *r
         snprintf(msg, sizeof msg, "%s: function '%s' has no scheduled node '%s'", what, tg_function_name(f), node);
     } else if (S->state != ST_PAUSED || !S->hit) {
         status = 409;
-        snprintf(msg, sizeof msg, "%s: the run is %s: values are served while it is paused", what,
-                 state_name(S->state));
+        snprintf(msg, sizeof msg, "%s: the run %s: values are served while it is paused", what, run_is(S->state));
     } else if (S->hit->node != k) {
         status = 409;
         snprintf(msg, sizeof msg, "%s: node %s is not the paused node (%s): only its values are held", what, node,
@@ -631,7 +670,8 @@ static const dbg_value *held_value(server *S, struct MHD_Connection *c, reply *r
         int nio = want_out ? tg_function_node_noutputs(f, k) : tg_function_node_ninputs(f, k);
         if (!v && j >= nio) {
             status = 400;
-            snprintf(msg, sizeof msg, "%s: node %s has %d %s", what, node, nio, want_out ? "outputs" : "inputs");
+            snprintf(msg, sizeof msg, "%s: node %s has %d %s%s", what, node, nio, want_out ? "output" : "input",
+                     nio == 1 ? "" : "s");
         } else if (!v) {
             status = 409;
             snprintf(msg, sizeof msg, "%s: %s%lld of node %s is not held %s", what, want_out ? "out" : "in",
@@ -758,7 +798,7 @@ static void route_control(server *S, const char *what, reply *r) {
     uint64_t seq = S->pause_seq;
     pthread_cond_broadcast(&S->cv);
     pthread_mutex_unlock(&S->mu);
-    if (!ok) return reply_error(r, 409, "%s: the run is %s", what, state_name(st));
+    if (!ok) return reply_error(r, 409, "%s: the run %s", what, run_is(st));
     json_object *o = json_object_new_object();
     json_object_object_add(o, "ok", json_object_new_boolean(true));
     json_object_object_add(o, "pauses", json_object_new_int64((int64_t)seq));
@@ -785,7 +825,8 @@ static void route(server *S, struct MHD_Connection *c, const char *url, const ch
     if (gi < 0 && pi < 0) return reply_error(r, 404, "no such page: the debugger serves a fixed set of routes");
     if ((gi >= 0 && !get) || (pi >= 0 && !post)) {
         r->allow = gi >= 0 ? "GET, HEAD" : "POST";
-        return reply_error(r, 405, "%.16s is not allowed on %s (only %s)", method, url, r->allow);
+        return reply_error(r, 405, "%.*s is not allowed on %s (only %s)", utf8_prefix(method, 16), method, url,
+                           r->allow);
     }
     if (pi >= 0) return route_control(S, posts[pi] + 5, r);
     switch (gi) {
@@ -947,13 +988,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
     if (!host_ok(S, host, port)) {
-        reply_error(&r, 403, "forbidden: Host '%.64s' is not this server (use http://%s:%u/)", host ? host : "",
-                    S->o.bind, port);
+        reply_error(&r, 403, "forbidden: Host '%.*s' is not this server (use http://%s:%u/)", utf8_prefix(host, 64),
+                    host, S->o.bind, port);
         return send_reply(c, &r, NULL);
     }
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (!strcmp(method, "POST") && !origin_ok(origin, host)) {
-        reply_error(&r, 403, "forbidden: a POST from another origin ('%.64s')", origin);
+        reply_error(&r, 403, "forbidden: a POST from another origin ('%.*s')", utf8_prefix(origin, 64), origin);
         return send_reply(c, &r, NULL);
     }
     bool bad = false;
