@@ -63,22 +63,28 @@ static int lwrap(loader *L, int status) {
 static int node_err(loader *L, const tg_node *n, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int node_err(loader *L, const tg_node *n, int status, const char *fmt, ...) {
-    char msg[TG_CTX_MSG_MAX], desc[256];
+    char msg[TG_CTX_MSG_MAX], desc[256], tr[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     tg_node_describe(n, desc, sizeof desc);
-    return tg_errorf(L->ctx, status, "%s: %s: %s", L->what, desc, msg);
+    tg_node_trace_str(n, tr, sizeof tr);
+    return tg_errorf(L->ctx, status, "%s: %s: %s%s", L->what, desc, msg, tr);
 }
 
-/* An error a tg_node_check_* helper put on ctx, prefixed with the file and
- * the node. */
+/* An error a helper or the op put on ctx, prefixed with the file and the
+ * node, and followed by where the frontend made the node (its trace's
+ * innermost frame), as FORMAT.md asks of every error about it. */
 static int node_wrap(loader *L, const tg_node *n) {
-    char desc[256];
+    char desc[256], tr[512];
     tg_node_describe(n, desc, sizeof desc);
+    tg_node_trace_str(n, tr, sizeof tr);
     tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
-    return L->ctx ? L->ctx->status : TG_ELOAD;
+    if (!L->ctx) return TG_ELOAD;
+    size_t k = strlen(L->ctx->msg);
+    if (tr[0] && k < sizeof L->ctx->msg) snprintf(L->ctx->msg + k, sizeof L->ctx->msg - k, "%s", tr);
+    return L->ctx->status;
 }
 
 static bool key_in(const char *key, const char *const *keys) {
@@ -435,6 +441,12 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
     char where[64];
     cat_index(where, sizeof where, "nodes[", nd->json_index, "]");
     const tg_op *op = nd->op;
+    /* The trace first, so that every error about the node shows it. */
+    json_object *jt;
+    if (json_object_object_get_ex(o, "trace", &jt)) {
+        int rc = load_trace(L, nd, jt, where);
+        if (rc) return rc;
+    }
     json_object *jin;
     json_object_object_get_ex(o, "inputs", &jin);
     for (int k = 0; k < nd->nin; k++) {
@@ -477,17 +489,7 @@ static int load_node_rest(loader *L, json_object *o, tg_node *nd) {
     }
     if (op->parse_attrs) {
         int rc = op->parse_attrs(nd, L->ctx);
-        if (rc) {
-            char desc[256];
-            tg_node_describe(nd, desc, sizeof desc);
-            tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
-            return rc;
-        }
-    }
-    json_object *jt;
-    if (json_object_object_get_ex(o, "trace", &jt)) {
-        int rc = load_trace(L, nd, jt, where);
-        if (rc) return rc;
+        if (rc) return node_wrap(L, nd);
     }
     json_object *jip;
     if (json_object_object_get_ex(o, "inplace", &jip)) {
@@ -606,9 +608,7 @@ static int infer_types(loader *L) {
             tg_node **gnodes = NULL;
             int ng = 0;
             if ((rc = tg_grad_expand(L->g, nd, &gnodes, &ng, L->ctx))) {
-                char desc[256];
-                tg_node_describe(nd, desc, sizeof desc);
-                tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
+                node_wrap(L, nd);
                 goto done;
             }
             tg_graph *g = L->g;
@@ -640,9 +640,7 @@ static int infer_types(loader *L) {
             goto done;
         }
         if ((rc = nd->op->infer(nd, L->ctx))) {
-            char desc[256];
-            tg_node_describe(nd, desc, sizeof desc);
-            tg_error_prefix(L->ctx, "%s: %s", L->what, desc);
+            node_wrap(L, nd);
             goto done;
         }
         tg_node_seal(nd);

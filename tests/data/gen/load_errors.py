@@ -174,6 +174,18 @@ CASES = [
                              {"id": "c", "type": {"dtype": "bool", "shape": []}}],
                             [{"op": "ifelse", "inputs": ["c", "i", {"value": 0.1}], "outputs": ["y"]}]), "TG_ETYPE",
      "inputs[2]: the Python float 0.1 cannot become int64"),
+    # Every error about a node shows where the frontend made it (FORMAT.md
+    # s4), a load error as a run-time one: type, attrs, inputs.
+    ("trace_type", g([X, {"id": "w", "type": {"dtype": "float64", "shape": [4]}}],
+                     [add("x", "w", trace=[{"file": "lib.py", "line": 3},
+                                           {"file": "model.py", "line": 12, "function": "build",
+                                            "code": "y = x + w"}])]), "TG_ESHAPE",
+     "lengths 3 and 4 in dimension 0 [at model.py:12 in build: y = x + w]"),
+    ("trace_attrs", g(nodes=[{"op": "sum", "inputs": ["x"], "outputs": ["y"], "attrs": {"axis": "one"},
+                              "trace": [{"file": "model.py", "line": 7}]}]), "TG_ELOAD",
+     "attrs.axis: expected null, an integer or a list of integers [at model.py:7]"),
+    ("trace_input", g(nodes=[add("x", "nothere", trace=[{"file": "model.py", "line": 9}])]), "TG_ELOAD",
+     "[at model.py:9]"),
     ("trace_line", g(nodes=[add(trace=[{"file": "m.py", "line": "twelve"}])]), "TG_ELOAD",
      "nodes[0].trace[0].line: expected an integer"),
     ("inplace_index", g(nodes=[add(inplace={"0": 5})]), "TG_ELOAD", "inplace.0: not an input index"),
