@@ -124,6 +124,23 @@ says /api/state 403 "forbidden: Host '${a:0:60}éé' is not this server (use htt
 says "/api/value?node=%ff%c3" 404 "value: function 'main' has no scheduled node '??'"
 says "/api/value?node=%c3%a9" 404 "value: function 'main' has no scheduled node 'é'"
 
+# ---- slices as NumPy reads them: sc = [[1,-2,3],[-4,5,-6]] ----
+# value SLICE: the data of sc[SLICE] (or the error) as compact JSON.
+value() {
+  curl -s -H "$(H)" "$base/api/value?node=sc&slice=$1" >"$tmp/j"
+  py "json.dumps(d.get('data', d.get('error')), separators=(',', ':'))"
+}
+check '[ "$(value "1,")" = "[-4,5,-6]" ]' "slice '1,' is sc[1,] = sc[1] = [-4,5,-6]"
+check '[ "$(value "1,%20")" = "[-4,5,-6]" ]' "slice '1, ' is sc[1, ] = [-4,5,-6]"
+check '[ "$(value "::-1,")" = "[[-4,5,-6],[1,-2,3]]" ]' "slice '::-1,' is sc[::-1,] (rows reversed)"
+check '[ "$(value "0,1,")" = "-2" ]' "slice '0,1,' is sc[0,1,] = -2"
+check '[ "$(value "%20%20")" = "[[1,-2,3],[-4,5,-6]]" ]' "a slice of spaces is the whole value, as an empty one"
+for bad in "," ",1" "1,," "1,%20," "0,1,,"; do
+  c=$(code "/api/value?node=sc&slice=$bad")
+  check '[ "$c" = 400 ]' "slice '$bad' (a syntax error in NumPy): $c $(cat "$tmp/body")"
+done
+check '[ "$(code "/api/value?node=sc&slice=0,1,2,")" = 400 ] && grep -q "too many indices" "$tmp/body"' "slice '0,1,2,': too many indices, the trailing comma or not"
+
 stop main
 
 # ==== a failed run: the messages say so ====

@@ -375,12 +375,13 @@ static bool blank(const char *s, const char *e) {
 }
 
 /* NumPy's basic indexing: "i", "start:stop", "start:stop:step" per axis,
- * parts optional, negatives from the end; missing axes are whole. */
+ * parts optional, negatives from the end; missing axes are whole; one
+ * trailing comma allowed (a[1,] is a[1]). Blank is the whole value. */
 static bool slice_parse(const char *text, const tg_array *a, dim_sel *sel, char *err, size_t errsize) {
     int ax = 0;
     const char *p = text;
     for (int d = 0; d < a->ndim; d++) sel[d] = (dim_sel){0, 1, a->shape[d], true};
-    if (!*text) return true;
+    if (blank(text, text + strlen(text))) return true;
     for (;;) {
         const char *e = strchr(p, ',');
         if (!e) e = p + strlen(p);
@@ -449,6 +450,7 @@ static bool slice_parse(const char *text, const tg_array *a, dim_sel *sel, char 
         ax++;
         if (!*e) break;
         p = e + 1;
+        if (blank(p, p + strlen(p))) break;
     }
     return true;
 }
