@@ -141,6 +141,20 @@ for bad in "," ",1" "1,," "1,%20," "0,1,,"; do
 done
 check '[ "$(code "/api/value?node=sc&slice=0,1,2,")" = 400 ] && grep -q "too many indices" "$tmp/body"' "slice '0,1,2,': too many indices, the trailing comma or not"
 
+# ---- libmicrohttpd's own answers (docs: as the library writes them) echo
+# nothing of the request; the server's own carry its headers ----
+mark=tgdebugMARK
+long=$(printf "$mark%.0s" $(seq 1 3000))
+c=$(raw "GET /$long HTTP/1.1")
+check '[ "$c" = 414 ] && ! grep -q "$mark" "$tmp/body"' "a 36 kB URL: $c from libmicrohttpd, nothing of it echoed"
+c=$(raw "GET /api/state HTTP/1.1" "X-$mark: $long")
+check '[ "$c" = 431 ] && ! grep -q "$mark" "$tmp/body"' "a 36 kB header: $c, nothing of it echoed"
+c=$(raw "GET /$mark HTTP/2.0")
+check '[ "$c" = 505 ] && ! grep -q "$mark" "$tmp/body"' "HTTP/2.0: $c, nothing of it echoed"
+curl -s -D "$tmp/hdr" -o /dev/null -H "$(H)" "$base/$mark"
+check 'grep -qi "^X-Content-Type-Options: nosniff" "$tmp/hdr" && grep -qi "^Cache-Control: no-store" "$tmp/hdr" && grep -qi "^Content-Type: application/json" "$tmp/hdr"' \
+  "the server's own 404 carries nosniff, no-store and its JSON type"
+
 stop main
 
 # ==== a failed run: the messages say so ====
