@@ -46,6 +46,16 @@ expect 0 "run --reoptimize" -- "$TGC" run "$tmp/mlp.fast_run.tgf" --reoptimize -
 same_dir "$tmp/j.mlp.fast_run" "$tmp/r.mlp" "--reoptimize from the saved original gives the same bits"
 expect 0 "run --reoptimize -O none" -- "$TGC" run "$tmp/mlp.fast_run.tgf" --reoptimize -O none -f train -i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy" --calls 3 -o "$tmp/r0.mlp"
 same_dir "$tmp/j.mlp.none" "$tmp/r0.mlp" "--reoptimize -O none matches the graph run with -O none"
+# --reoptimize with the file's own options: a bad one there is the file's
+# error, naming it and the entry (not a bad -O or --include of the user's).
+$P "$tmp/mlp.fast_run.tgf" "$tmp/turbo.tgf" header-text '"preset":"fast_run"' '"preset":"turbo"'
+expect 2 "--reoptimize with an unknown preset in the file" -- "$TGC" run "$tmp/turbo.tgf" --reoptimize -f predict -i x="$tmp/mlp/x.npy"
+one_line "turbo.tgf: header.options.preset: unknown preset 'turbo'" "a bad preset in the file"
+$P "$tmp/mlp.fast_run.tgf" "$tmp/tag.tgf" header-text '"exclude":[]' '"exclude":["gemm","no_such_tag"]'
+expect 2 "--reoptimize with an unknown tag in the file" -- "$TGC" run "$tmp/tag.tgf" --reoptimize -f predict -i x="$tmp/mlp/x.npy"
+one_line "tag.tgf: header.options.exclude\[1\]: unknown optimizer tag 'no_such_tag'" "a bad tag in the file"
+expect 2 "the same tag given with --exclude" -- "$TGC" run "$tmp/mlp.fast_run.tgf" --reoptimize --exclude no_such_tag -f predict -i x="$tmp/mlp/x.npy"
+one_line "^tgc: unknown optimizer tag 'no_such_tag'" "is the user's"
 
 # Checkpoint and resume: 5 calls straight against 2, --save-state, 3 more.
 X=(-i x="$tmp/mlp/x.npy" -i y="$tmp/mlp/y.npy")

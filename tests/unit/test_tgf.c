@@ -1461,6 +1461,50 @@ static void test_section_loader_rules(void **state) {
     sec_end(&S, 1, in1, 1, "y");
     assert_null(sec_decode(&S, arrays, 2, msg, sizeof msg));
     assert_non_null(strstr(msg, "'y' has a test value but no declared type"));
+    /* an integer in a node's attrs past uint64 (2^70 in a composite's
+     * body constant), which json-c clamps to 2^64 - 1: quoted as written,
+     * as the JSON graph loader quotes it, with the node named */
+    static const char *const cstrs[] = {
+        "x", "y", "composite",
+        "{\"body\":{\"variables\":[{\"id\":\"x0\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}},"
+        "{\"id\":\"c0\",\"type\":{\"dtype\":\"int64\",\"shape\":[]},\"constant\":{\"dtype\":\"int64\","
+        "\"shape\":[],\"data\":1180591620717411303424}}],\"nodes\":[{\"op\":\"add\",\"inputs\":[\"x0\","
+        "\"c0\"],\"outputs\":[\"t0\"]}],\"inputs\":[\"x0\"],\"outputs\":[\"t0\"]}}",
+        NULL};
+    for (int huge = 0; huge < 2; huge++) {
+        sec_begin(&S, cstrs);
+        if (!huge) { /* the same with 7: it loads */
+            char *d = memmem(S.b, S.n, "1180591620717411303424", 22);
+            assert_non_null(d);
+            memset(d, ' ', 22);
+            d[21] = '7';
+        }
+        s32(&S, 2);
+        sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_INT64, 1, s3, NO, NO);
+        sec_var(&S, "y", TG_VAR_RESULT, 0, TG_INT64, 1, s3, NO, NO);
+        s32(&S, 1);
+        s32(&S, si(&S, "composite"));
+        s32(&S, 3); /* the attrs string */
+        s32(&S, NO);
+        s32(&S, 1);
+        s32(&S, 0);
+        s32(&S, 1);
+        s32(&S, 1);
+        s8(&S, 0);
+        s32(&S, 0);
+        s32(&S, NO);
+        sec_end(&S, 1, in1, 1, "y");
+        fg = sec_decode(&S, arrays, 2, msg, sizeof msg);
+        if (!huge) {
+            if (!fg) fail_msg("%s", msg);
+            tg_fgraph_free(fg);
+            continue;
+        }
+        assert_null(fg);
+        if (strcmp(msg, "t: schedule[0]: nodes[0] (composite -> y): attrs: the integer 1180591620717411303424 is "
+                        "out of range (int64 and uint64 end at -2^63 and 2^64 - 1)"))
+            fail_msg("%s", msg);
+    }
     tg_array_free(f3);
     tg_array_free(b3);
 }
@@ -1790,6 +1834,42 @@ static void test_save_state_copies_original(void **state) {
     free(namedg);
 }
 
+/* An integer past uint64 in the kept original graph (here in meta: the
+ * graph was saved with the string "1180591620717411303424", its quotes
+ * then made spaces), which json-c would take as 2^64 - 1: refused with
+ * the value as written and where it is, as the graph loader refuses it
+ * in a file, not kept clamped. */
+static void test_original_huge_int(void **state) {
+    (void)state;
+    static const char *meta = ", \"meta\": {\"n\": \"1180591620717411303424\"}}";
+    char *text = malloc(strlen(GRAPH) + strlen(meta) + 1);
+    sprintf(text, "%.*s%s", (int)strlen(GRAPH) - 1, GRAPH, meta);
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph_text("h.tgf", text, &g, fs);
+    size_t n;
+    unsigned char *b = tu_read_file(path_in("h.tgf"), &n);
+    unsigned char *q = memmem(b, n, "\"n\":\"1180591620717411303424\"", 28);
+    assert_non_null(q);
+    q[4] = q[27] = ' ';
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf_fuzz_no_checksums = true; /* (the original's array changed) */
+    tg_tgf *t = tg_tgf_load_buffer(b, n, "h.tgf", NULL, ctx);
+    tg_tgf_fuzz_no_checksums = false;
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    assert_null(tg_tgf_original(t, ctx));
+    const char *m = tg_ctx_message(ctx);
+    if (strncmp(m, "h.tgf: the original graph (array ", 33) ||
+        !strstr(m, "): line 1, column ") ||
+        !strstr(m, ": the integer 1180591620717411303424 is out of range"))
+        fail_msg("%s", m);
+    tg_tgf_free(t);
+    tg_ctx_free(ctx);
+    free(b);
+    free(text);
+    free_saved(g, fs);
+}
+
 /* op_from_graph bodies nested `depth` deep around exp(a), as JSON text
  * (malloc'd). */
 static char *nested_json(int depth) {
@@ -1942,6 +2022,7 @@ int main(void) {
         cmocka_unit_test(test_checkpoint_resume_exact),
         cmocka_unit_test(test_original_graph),
         cmocka_unit_test(test_save_state_copies_original),
+        cmocka_unit_test(test_original_huge_int),
         cmocka_unit_test(test_deep_bodies_restore),
         cmocka_unit_test(test_shared_bodies_restore),
         cmocka_unit_test(test_record_and_origins_survive),

@@ -1396,6 +1396,22 @@ static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
                       t->what, (long long)k, jf.why);
         return NULL;
     }
+    /* An integer json-c clamped is quoted as written, as the graph
+     * loader does for a file. */
+    const char *txt = tg_array_data(t->arrays[k]);
+    size_t len = (size_t)t->arrays[k]->shape[0];
+    int64_t huge = tg_json_find_huge_int(txt, len);
+    if (huge >= 0) {
+        int line, col, n = 0;
+        tg_json_line_col(txt, (size_t)huge, &line, &col);
+        while (n < 40 && (size_t)huge + n < len && strchr("-0123456789", txt[huge + n])) n++;
+        tg_errorf(ctx, TG_ELOAD,
+                  "%s: the original graph (array %lld): line %d, column %d: the integer %.*s%s is out of "
+                  "range (int64 and uint64 end at -2^63 and 2^64 - 1)",
+                  t->what, (long long)k, line, col, n, txt + huge, n == 40 ? "..." : "");
+        json_object_put(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -1417,6 +1433,28 @@ static tg_graph *original_graph(tg_tgf *t, bool current, bool *absent, tg_ctx *c
     return g;
 }
 
+/* A tag of the file's options that the optimizer does not know reads
+ * "unknown optimizer tag 'T' (...)" in ctx: said again naming the file
+ * and the entry, which the caller's --include would not be. */
+static void saved_tag_error(const tg_tgf *t, const char *const *inc, const char *const *exc, tg_ctx *ctx) {
+    static const char UNKNOWN[] = "unknown optimizer tag '";
+    const char *m = tg_ctx_message(ctx);
+    if (tg_ctx_status(ctx) != TG_EINVAL || !m || strncmp(m, UNKNOWN, sizeof UNKNOWN - 1)) return;
+    const char *tag = m + sizeof UNKNOWN - 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; (pass ? exc : inc) && (pass ? exc : inc)[i]; i++) {
+            const char *s = (pass ? exc : inc)[i];
+            size_t n = strlen(s);
+            if (strncmp(tag, s, n) || tag[n] != '\'') continue;
+            char *msg = tg_strdup(m);
+            if (msg)
+                tg_errorf(ctx, TG_ELOAD, "%s: header.options.%s[%d]: %s", t->what, pass ? "exclude" : "include", i,
+                          msg);
+            tg_free(msg);
+            return;
+        }
+}
+
 /* --reoptimize: compile the saved original graph again. */
 static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *opts,
                       tg_ctx *ctx) {
@@ -1433,8 +1471,18 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
     tg_compile_options saved = {0};
     const char **inc = NULL, **exc = NULL;
     if (!opts) {
-        json_object *jo2 = get(t->root, "options", json_type_object), *jg = NULL;
+        json_object *jo2 = get(t->root, "options", json_type_object), *jg = NULL, *jp = NULL;
         saved.preset = json_object_get_string(get(jo2, "preset", json_type_string));
+        /* The file's, not the caller's -O: its error names the file. */
+        if (json_object_object_get_ex(jo2, "preset", &jp) &&
+            (!saved.preset || (strcmp(saved.preset, "none") && strcmp(saved.preset, "fast_compile") &&
+                               strcmp(saved.preset, "fast_run")))) {
+            tg_graph_free(g);
+            return tg_errorf(ctx, TG_ELOAD,
+                             "%s: header.options.preset: %s%.40s%s (expected none, fast_compile or fast_run)",
+                             t->what, saved.preset ? "unknown preset '" : "not a string",
+                             saved.preset ? saved.preset : "", saved.preset ? "'" : "");
+        }
         /* (out of memory for the lists compiled without the file's
          * include and exclude, as though it had none) */
         int ri = string_list(get(jo2, "include", json_type_array), &inc, &(int){0});
@@ -1460,6 +1508,7 @@ static int reoptimize(tg_tgf *t, json_object *jfns, const tg_compile_options *op
         if (opts == &saved && dev && !strcmp(dev, "cuda") && !device_forced_cpu()) o.device = "cuda";
         int fi = tg_graph_function_find(g, name ? name : "", ctx);
         if (fi < 0 || !(t->fns[i] = tg_function_compile(g, fi, &o, ctx))) r = TG_ELOAD;
+        if (r && fi >= 0 && opts == &saved) saved_tag_error(t, inc, exc, ctx);
     }
     tg_free(inc);
     tg_free(exc);

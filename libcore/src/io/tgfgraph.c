@@ -368,6 +368,18 @@ static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *
                  op->name, jf.why);
         return NULL;
     }
+    /* json-c took an integer past int64 and uint64 for the nearest bound:
+     * quoted as written, as the JSON loader does, not as clamped. (No
+     * error status in D: the caller names the node.) */
+    int64_t huge = tg_json_find_huge_int(s, strlen(s));
+    if (huge >= 0) {
+        int n = 0;
+        while (n < 40 && s[huge + n] && strchr("-0123456789", s[huge + n])) n++;
+        tg_errorf(D->ctx, TG_ELOAD, "attrs: the integer %.*s%s is out of range (int64 and uint64 end at -2^63 "
+                  "and 2^64 - 1)", n, s + huge, n == 40 ? "..." : "");
+        json_object_put(o);
+        return NULL;
+    }
     if (!C->obj[si]) {
         C->obj[si] = json_object_get(o);
         C->op[si] = op;
@@ -632,7 +644,10 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         goto wrap;
     }
     if (ai != NONE) {
-        if (!(n->attrs = attrs_for(D, C, ai, op))) goto bad;
+        if (!(n->attrs = attrs_for(D, C, ai, op))) {
+            if (D->rc) goto bad;
+            goto wrap;
+        }
         if (tg_node_check_attr_keys(n, n->attrs, D->ctx)) goto wrap;
     }
     if (op->parse_attrs && op->parse_attrs(n, D->ctx)) goto wrap;
