@@ -94,6 +94,16 @@ expect 0 "--each with int64 and uint64 near their ends" -- "$TGC" run "$I64" -i 
 contains out "^call 1: y=9007199254740993 v=18446744073709551615$" "--each prints 2^53 + 1 and 2^64 - 1 exactly"
 expect 0 "the ends themselves" -- "$TGC" run "$I64" -i x=-9223372036854775808 -i u=18446744073709551615 --each
 contains out "^call 1: y=-9223372036854775808 v=18446744073709551615$" "-2^63 and 2^64 - 1 are read and printed as written"
+# NaN as NumPy prints it, whatever its sign: log(-1) is a NaN with the
+# sign bit set, which glibc's %g writes as -nan; log(0) is -inf.
+NANP=$tmp/nanp.json
+echo '{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "a", "type": {"dtype": "float64", "shape": [2]}}, {"id": "z", "type": {"dtype": "float32", "shape": []}}],
+ "nodes": [{"op": "log", "inputs": ["a"], "outputs": ["r"]}, {"op": "sum", "inputs": ["r"], "outputs": ["s"]},
+   {"op": "log", "inputs": ["z"], "outputs": ["t"]}],
+ "functions": {"main": {"inputs": ["a", "z"], "outputs": ["s", "t"]}}}' >"$NANP"
+expect 0 "--each with a NaN and -inf" -- "$TGC" run "$NANP" -i a='[-1, 2]' -i z=0 --each
+contains out "^call 1: s=nan t=-inf$" "--each prints NaN as nan (NumPy's nan), -inf as -inf"
 expect 2 "-i x=-2^63 - 1" -- "$TGC" run "$I64" -i x=-9223372036854775809 -i u=1
 contains err "^tgc: -i x: '-9223372036854775809' holds an integer past int64 and uint64" "a literal below -2^63 is refused, not clamped"
 expect 2 "-i u=2^64" -- "$TGC" run "$I64" -i x=1 -i u='[18446744073709551616]'

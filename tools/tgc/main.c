@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,7 +176,16 @@ static void print_each(long call, const tg_function *f, tg_array **outs) {
             case TG_UINT32: printf("%u", *(const uint32_t *)p); break;
             case TG_UINT64: printf("%llu", (unsigned long long)*(const uint64_t *)p); break;
             case TG_BOOL: printf("%d", *(const uint8_t *)p != 0); break;
-            default: printf("%.6g", tg_array_get_flat(a, 0)); break;
+            default: {
+                /* NaN as NumPy and the normal output print it, whatever
+                 * its sign bit (glibc's %g writes -nan for log(-1)) */
+                double v = tg_array_get_flat(a, 0);
+                if (isnan(v))
+                    printf("nan");
+                else
+                    printf("%.6g", v);
+                break;
+            }
             }
         } else {
             printf("%s(", tg_dtype_name(tg_array_dtype(a)));
