@@ -289,6 +289,9 @@ int tg_type_from_json(json_object *o, tg_type *t, const char *where,
                 r.shape[i] = -1;
             else if (tg_json_get_int(e, &v) && v >= 0)
                 r.shape[i] = v;
+            else if (json_object_is_type(e, json_type_int) && tg_json_int_past_int64(e))
+                return tg_errorf(ctx, TG_ELOAD, "%s.shape[%zu]: the length %s is too large (at most 2^63 - 1)",
+                                 where, i, json_object_to_json_string(e));
             else
                 return tg_errorf(ctx, TG_ELOAD,
                                  "%s.shape[%zu]: expected a non-negative integer or null", where,

@@ -44,6 +44,8 @@ CASES = [
      "variables[0].type.dtype: unknown dtype 'float128'"),
     ("negative_length", g([{"id": "x", "type": {"dtype": "float64", "shape": [2, -1]}}]), "TG_ELOAD",
      "variables[0].type.shape[1]: expected a non-negative integer or null"),
+    ("length_past_int64", g([{"id": "x", "type": {"dtype": "float64", "shape": [2**64 - 1]}}]), "TG_ELOAD",
+     "variables[0].type.shape[0]: the length 18446744073709551615 is too large (at most 2^63 - 1)"),
     ("too_many_dims", g([{"id": "x", "type": {"dtype": "float64", "shape": [1] * 9}}]), "TG_ELOAD",
      "9 dimensions (at most 8)"),
     ("data_shape_mismatch", g([{"id": "c", "type": {"dtype": "float64", "shape": [2, 2]},
