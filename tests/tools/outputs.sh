@@ -14,7 +14,9 @@
 # - -o naming a standard stream by number (/dev/stdout, /dev/fd/N) writes
 #   through that descriptor as `cat` would: what the shell wrote before
 #   stays and `>>` appends (a rename had replaced the whole file); a
-#   closed one is one line and exit 2.
+#   closed one is one line and exit 2;
+# - Ctrl-C in tgc run stops after the call in progress and still writes
+#   -o and --save-state; during a save it removes the temporary.
 set -uo pipefail
 : "${TGC:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
 . "$(dirname "$0")/lib/checks.bash"
@@ -110,5 +112,43 @@ contains err "^tgc: -o /dev/stdout: cannot write: descriptor 1 is closed$" "one 
 [ -L /dev/stdout ] || [ -c /dev/stdout ] && pass "/dev/stdout is still what it was" || fail "/dev/stdout was replaced"
 expect 2 "-o /dev/stdin" -- sh -c '"$0" export "$1" -f step -o /dev/stdin <"$1"' "$TGC" "$tmp/c.tgf"
 contains err "/dev/stdin: cannot write: descriptor 0 is open for reading only" "one line says so"
+
+# ---- interrupted ----
+# Ctrl-C in a run of many calls stops after the call in progress and
+# still writes --save-state (the checkpoint of the calls done; resuming
+# from it counts on) and whole --each lines; exit 130. A signal during a
+# save removes its temporary and leaves the old file (it left a 46 MB
+# out.npz.tmp.PID.N).
+/usr/bin/python3 - "$TGC" "$tmp" "$G" <<'PY' >"$tmp/sig.out" 2>&1
+import os, signal, subprocess, sys, time
+tgc, tmp, g = sys.argv[1:4]
+def run(args, delay):
+    with open(os.path.join(tmp, "o.txt"), "w") as o, open(os.path.join(tmp, "e.txt"), "w") as e:
+        p = subprocess.Popen([tgc] + args, stdout=o, stderr=e)
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        return p.wait(), open(os.path.join(tmp, "o.txt")).read(), open(os.path.join(tmp, "e.txt")).read()
+ck = os.path.join(tmp, "int.tgf")
+rc, out, err = run(["run", g, "-f", "step", "--calls", "1000000000000", "--save-state", ck], 1.5)
+print("save", rc, err.strip().splitlines()[-1] if err.strip() else "")
+done = int(err.split("after call ")[1].split(" ")[0]) if "after call " in err else -1
+res = subprocess.run([tgc, "run", ck, "-f", "step"], capture_output=True, text=True).stdout.split()
+print("resumed", int(res[-1]) == done + 1)
+rc, out, err = run(["run", g, "-f", "step", "--calls", "1000000000000", "--each"], 1.5)
+print("each", rc, out.endswith("\n"), out.splitlines()[-1].split(":")[0] == "call " + err.split("after call ")[1].split(" ")[0])
+import numpy as np
+np.save(os.path.join(tmp, "big.npy"), np.random.default_rng(0).random(20_000_000))
+open(os.path.join(tmp, "old.npz"), "w").write("old")
+rc, out, err = run(["run", g, "-f", "double", "-i", "x=" + os.path.join(tmp, "big.npy"), "-o", os.path.join(tmp, "old.npz"),
+                    "--compress=9"], 3.0)
+print("write", rc, [f for f in os.listdir(tmp) if ".tmp." in f], open(os.path.join(tmp, "old.npz")).read())
+PY
+cat "$tmp/sig.out"
+grep -q "^save 130 tgc: interrupted by SIGINT after call [0-9]* of 1000000000000: -o and --save-state write the state after it$" "$tmp/sig.out" \
+  && pass "Ctrl-C stops after a call, says so, exit 130" || fail "Ctrl-C with --save-state"
+grep -q "^resumed True$" "$tmp/sig.out" && pass "the checkpoint holds the calls done" || fail "the checkpoint after Ctrl-C"
+grep -q "^each 130 True True$" "$tmp/sig.out" && pass "--each ends with the whole line of the last call" || fail "--each after Ctrl-C"
+grep -q "^write -2 \[\] old$" "$tmp/sig.out" && pass "Ctrl-C during a save: no temporary, the old file stays" \
+  || fail "Ctrl-C during a save"
 
 [ "$fails" -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }

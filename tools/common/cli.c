@@ -122,9 +122,38 @@ void cli_print_version(const char *tool) {
            e.blas ? e.blas : "unknown", e.threads, e.spin ? e.spin : "unset");
 }
 
+volatile sig_atomic_t cli_interrupted;
+static volatile sig_atomic_t soft_interrupt;
+
+void cli_soft_interrupt(bool on) { soft_interrupt = on; }
+
+static void on_signal(int sig) {
+    if (soft_interrupt && !cli_interrupted) {
+        cli_interrupted = sig;
+        static const char note[] = ": interrupted: stopping after this call (again to stop now)\n";
+        if (watched_tool && write(2, watched_tool, strlen(watched_tool)) < 0) return;
+        if (write(2, note, sizeof note - 1) < 0) return;
+        return;
+    }
+    tg_file_remove_temporaries();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 void cli_start(const char *tool) {
     watched_tool = tool;
     atexit(check_stdout);
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        /* (a signal the shell set to be ignored, as for a job started
+         * with nohup or in the background of a non-interactive shell,
+         * stays ignored) */
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
 #ifdef M_MXFAST
     /* Freed small chunks then merge with their neighbours as they are
      * freed, in the order the parser made them, while they are in the

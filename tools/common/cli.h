@@ -3,6 +3,7 @@
 #ifndef TG_CLI_H
 #define TG_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -20,6 +21,15 @@ void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(pri
  * 100,000 nodes) the first large allocation after the load would
  * otherwise walk and merge out of order (docs/optimizer.md). */
 void cli_start(const char *tool);
+/* cli_start also takes SIGINT, SIGTERM and SIGHUP: the temporaries of the
+ * saves in progress are removed (the old file stays, and no
+ * NAME.tmp.PID.N is left) and the process dies of the signal, as without
+ * the handler. Between cli_soft_interrupt(true) and (false) the first one
+ * is only noted in cli_interrupted (the signal's number), for a loop of
+ * calls to stop after the current one and still write what it was asked
+ * to; a second one stops at once. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_soft_interrupt(bool on);
 /* --version: "TOOL VERSION", then the BLAS the process loaded (OpenBLAS's
  * configuration: its OpenMP or pthreads build, its kernel) and the
  * OpenMP threads, so that figures from two machines or builds can be told

@@ -67,7 +67,9 @@ static void usage(FILE *f) {
             "                 does, on the OpenMP threads: level L from 1 (fastest)\n"
             "                 to 9 (smallest), 6 by default (0: deflate's stored blocks)\n"
             "  --calls N      call N times with the same inputs, applying the updates\n"
-            "                 of shared variables after each call (default 1)\n"
+            "                 of shared variables after each call (default 1); Ctrl-C\n"
+            "                 stops after the call in progress, and -o and --save-state\n"
+            "                 still write the state after it (exit 130)\n"
             "  --each         print one line per call with the scalar outputs\n"
             "                 (\"call 3: cost=0.6931\"), shapes for the others, instead\n"
             "                 of printing the outputs of the last call\n"
@@ -405,6 +407,10 @@ static int cmd_run(int argc, char **argv) {
     if ((rc = cli_inputs_read(TOOL, NULL, f, inputs, ninputs, ins))) goto done;
     cli_progress prog;
     cli_progress_start(&prog, each ? 0 : calls, "running");
+    /* Ctrl-C stops after the call in progress: -o and --save-state then
+     * write the state after it (a checkpoint of the calls done). */
+    cli_soft_interrupt(true);
+    long done_calls = 0;
     for (long call = 1; call <= calls; call++) {
         for (int k = 0; k < nout; k++) {
             tg_array_free(outs[k]);
@@ -419,8 +425,18 @@ static int cmd_run(int argc, char **argv) {
         }
         if (each) print_each(call, f, outs);
         cli_progress_step(&prog, call);
+        done_calls = call;
+        if (cli_interrupted && call < calls) break;
     }
+    cli_soft_interrupt(false);
     cli_progress_end(&prog);
+    if (cli_interrupted && done_calls == calls) cli_interrupted = 0; /* (the last call was in progress) */
+    if (cli_interrupted) {
+        int sg = cli_interrupted;
+        cli_error(TOOL, "interrupted by %s after call %ld of %ld%s",
+                  sg == SIGINT ? "SIGINT" : sg == SIGTERM ? "SIGTERM" : "SIGHUP", done_calls, calls,
+                  outdir || save ? ": -o and --save-state write the state after it" : "");
+    }
     if (outdir) {
         rc = write_outputs(outdir, level, f, outs, ctx);
     } else if (!each) {
@@ -430,6 +446,7 @@ static int cmd_run(int argc, char **argv) {
         }
     }
     if (save && rc == TG_EXIT_OK) rc = tgc_source_save_state(&src, TOOL, save, &co);
+    if (cli_interrupted && rc == TG_EXIT_OK) rc = 128 + cli_interrupted; /* as the shell reports a signal */
 done:
     for (int i = 0; ins && i < nin; i++) tg_array_free(ins[i]);
     for (int k = 0; outs && k < nout; k++) tg_array_free(outs[k]);

@@ -126,6 +126,32 @@ static int begin_in_place(const char *path, int fd, tg_file_save *sv, tg_ctx *ct
     return TG_OK;
 }
 
+/* The temporaries of the saves in progress, for a signal handler to
+ * remove: a slot is claimed (1), filled, then published (2); the handler
+ * reads only published ones. */
+enum { TMP_SLOTS = 16, TMP_NAME_MAX = 4096 };
+static char tmp_names[TMP_SLOTS][TMP_NAME_MAX];
+static atomic_int tmp_state[TMP_SLOTS];
+
+static int tmp_register(const char *name) {
+    size_t n = strlen(name);
+    if (n >= TMP_NAME_MAX) return 0;
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        int free_slot = 0;
+        if (atomic_compare_exchange_strong(&tmp_state[i], &free_slot, 1)) {
+            memcpy(tmp_names[i], name, n + 1);
+            atomic_store(&tmp_state[i], 2);
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+void tg_file_remove_temporaries(void) {
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (atomic_load(&tmp_state[i]) == 2) unlink(tmp_names[i]);
+}
+
 /* The temporary name is unique per process and call (pid and a counter,
  * created with O_EXCL), so that concurrent saves of one path from several
  * threads or processes never write into each other's file; the last
@@ -196,6 +222,7 @@ int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
             return tg_errorf(ctx, TG_EIO, "%s: cannot create a temporary file: %s", path, strerror(e));
         }
     }
+    sv->slot = tmp_register(sv->tmp);
     /* The file that is replaced keeps its permissions (a private
      * checkpoint stays private) and, where we may set them, its owner and
      * group, as `sed -i` does; a new file gets 0666 less the umask. */
@@ -214,6 +241,8 @@ int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
 static int commit(int fd, const char *tmp, const char *path, tg_ctx *ctx);
 
 static void release(tg_file_save *sv) {
+    if (sv->slot > 0 && sv->slot <= TMP_SLOTS) atomic_store(&tmp_state[sv->slot - 1], 0);
+    sv->slot = 0;
     sv->fd = -1;
     tg_free(sv->tmp);
     tg_free(sv->dest);

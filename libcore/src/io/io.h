@@ -147,7 +147,12 @@ typedef struct tg_file_save {
     int fd;
     char *tmp;  /* NULL: writing in place */
     char *dest; /* the file the temporary replaces */
+    int slot;   /* 1 + its place among the live temporaries, or 0 */
 } tg_file_save;
+/* Remove the temporaries of the saves in progress (at most 16 at once are
+ * known): async-signal-safe, for a tool's SIGINT or SIGTERM handler, so
+ * that an interrupted save leaves the old file and no NAME.tmp.PID.N. */
+void tg_file_remove_temporaries(void);
 int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx);
 int tg_file_finish(tg_file_save *sv, tg_ctx *ctx);
 void tg_file_abort(tg_file_save *sv);
