@@ -63,6 +63,13 @@ grep -q "nosuchrewrite" "$tmp/err" && pass "the unknown tag is named" || fail "t
 bad 2 "compare --exclude of an unknown tag" compare "$D/cmp_exp.json" -i x='[1,2,3]' --exclude nosuchrewrite
 bad 2 "nanguard --dump ''" nanguard "$D/overflow.json" -i x='[1,2,3]' --dump ''
 contains err "^tgdebug: nanguard: --dump: expected a file name, got ''$" "an empty --dump is named"
+# (written only at an offence, but a --dump that cannot be written is said
+# before the run, clean or not)
+# (folders it needs are made then)
+: >"$tmp/afile"
+bad 2 "nanguard --dump under a file" nanguard "$D/overflow.json" -i x='[1,2,3]' --dump "$tmp/afile/sub/x.npz"
+contains err "^tgdebug: nanguard: --dump $tmp/afile/sub/x.npz: cannot create the folder $tmp/afile/sub: Not a directory$" \
+  "a --dump that cannot be written is named before the run"
 bad 2 "no subcommand"
 bad 2 "an unknown subcommand" frobnicate
 bad 2 "nanguard without FILE" nanguard

@@ -484,6 +484,41 @@ int cli_out_check(const char *prefix, const char *opt, const char *path) {
     return TG_EXIT_OK;
 }
 
+int cli_out_check_mkdirs(const char *prefix, const char *opt, const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    struct stat st;
+    if (!slash || n == 0 || n >= sizeof dir) return cli_out_check(prefix, opt, path);
+    memcpy(dir, path, n);
+    dir[n] = 0;
+    if (stat(dir, &st) == 0) return cli_out_check(prefix, opt, path);
+    /* The folder is made when the file is written: its nearest existing
+     * ancestor must be a folder we may make one in. */
+    char anc[4096];
+    memcpy(anc, dir, n + 1);
+    for (;;) {
+        char *cut = strrchr(anc, '/');
+        if (!cut) {
+            strcpy(anc, ".");
+            break;
+        }
+        if (cut == anc) {
+            anc[1] = 0;
+            break;
+        }
+        *cut = 0;
+        if (stat(anc, &st) == 0) break;
+    }
+    const char *why = NULL;
+    if (stat(anc, &st) < 0) why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) why = strerror(ENOTDIR);
+    else if (access(anc, W_OK | X_OK) < 0) why = strerror(errno);
+    if (!why) return TG_EXIT_OK;
+    cli_error(prefix, "%s %s: cannot create the folder %s: %s", opt, path, dir, why);
+    return TG_EXIT_USAGE;
+}
+
 bool cli_tag_add(const char *prefix, const char *opt, cli_taglist *l, const char *tag) {
     if (l->n >= CLI_MAX_TAGS) {
         cli_error(prefix, "%s: at most %d tags", opt, CLI_MAX_TAGS);

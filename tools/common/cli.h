@@ -167,6 +167,10 @@ bool cli_path_ok(const char *prefix, const char *opt, const char *path);
  * said at once; a write that fails later (a full disk) is a run-time
  * failure. */
 int cli_out_check(const char *prefix, const char *opt, const char *path);
+/* The same for a file whose folders are made when it is written
+ * (cli_npz_save): a missing folder is fine where its nearest existing
+ * ancestor is a folder that can take it. */
+int cli_out_check_mkdirs(const char *prefix, const char *opt, const char *path);
 
 /* --include TAG and --exclude TAG, for tg_compile_options: NULL-terminated
  * lists of borrowed strings (NULL when empty: cli_tags). */

@@ -430,7 +430,10 @@ int tgd_nanguard(int argc, char **argv) {
     tg_ctx *ctx = tg_ctx_new();
     tg_nanguard *ng = NULL;
     tg_compile_options co = {.preset = preset, .device = device, .include = cli_tags(&inc), .exclude = cli_tags(&exc)};
-    cli_session S;
+    cli_session S = {0};
+    /* (--dump is written only at an offence, but a path that cannot take
+     * it is said before the run, as every tool's outputs are) */
+    if (dump && (rc = cli_out_check_mkdirs("tgdebug: nanguard", "--dump", dump))) goto done;
     if ((rc = cli_session_open(&S, TGDEBUG, SUB, path, fname, &co, inputs, ninputs))) goto done;
     tg_graph *g = S.g;
     tg_function *f = S.f;
