@@ -2087,6 +2087,94 @@ static void test_sum_to_nothing_to_sum(void **state) {
     }
 }
 
+/* Rewrites that drop a subexpression keep the checks it makes: an assert
+ * in x*y/y, a broadcast of lengths known only at run time under
+ * ones_like(sum(a + b)), an integer division by zero in a constant
+ * switch's other branch and in x - x. Each call fails under every preset
+ * as under -O none (NumPy: where and + raise too); where nothing can fail
+ * (lengths known, floats) the rewrites still fire. */
+static void test_dropped_checks_stay(void **state) {
+    (void)state;
+    static const struct {
+        const char *graph, *want;
+        tg_dtype dt;
+        int64_t len[2];
+        double a[3], b[3];
+    } cases[] = {
+        {G(V("f", "float64", "[3]") "," V("c", "float64", "[3]"),
+           N("ge", "['c',{'value':0.0}]", "['ok']") "," N("all", "['ok']", "['okall']") ","
+           NA("assert", "['c','okall']", "['y']", "{'message':'c must be >= 0'}") "," N("mul", "['f','y']", "['m']") ","
+           N("true_div", "['m','y']", "['o']")),
+         "assertion failed: c must be >= 0", TG_FLOAT64, {3, 3}, {1, 2, 3}, {1, -1, 1}},
+        {G(V("f", "float64", "[null]") "," V("c", "float64", "[null]"),
+           N("add", "['f','c']", "['y']") "," N("sum", "['y']", "['s']") "," N("ones_like", "['s']", "['o']")),
+         "shapes (3,) and (2,) do not broadcast", TG_FLOAT64, {3, 2}, {1, 2, 3}, {1, 2, 0}},
+        {G(V("f", "int32", "[3]") "," V("c", "int32", "[3]"),
+           N("int_div", "['f','c']", "['x']") "," N("switch", "[{'value':true},'f','x']", "['o']")),
+         "integer division by zero", TG_INT32, {3, 3}, {1, 2, 3}, {1, 0, 1}},
+        {G(V("f", "int32", "[3]") "," V("c", "int32", "[3]"),
+           N("int_div", "['f','c']", "['x']") "," N("sub", "['x','x']", "['z']") "," N("add", "['z','f']", "['o']")),
+         "integer division by zero", TG_INT32, {3, 3}, {1, 2, 3}, {1, 0, 1}},
+    };
+    const char *presets[] = {"none", "fast_compile", "fast_run"};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tg_graph *g = load(cases[k].graph);
+        tg_array *fa = tu_f64(1, &cases[k].len[0], cases[k].a), *ca = tu_f64(1, &cases[k].len[1], cases[k].b);
+        tg_array *in[2] = {tg_array_copy(fa, cases[k].dt), tg_array_copy(ca, cases[k].dt)};
+        for (int p = 0; p < 3; p++) {
+            tg_function *f = compile_preset(g, presets[p]);
+            tg_array *out = NULL;
+            tg_ctx *ctx = tg_ctx_new();
+            int rc = tg_function_call(f, in, &out, ctx);
+            if (!rc || !strstr(tg_ctx_message(ctx), cases[k].want))
+                fail_msg("case %zu, %s: want '%s', got %s", k, presets[p], cases[k].want,
+                         rc ? tg_ctx_message(ctx) : "a value");
+            tg_ctx_free(ctx);
+            tg_array_free(out);
+            tg_function_free(f);
+        }
+        tg_array_free(fa);
+        tg_array_free(ca);
+        tg_array_free(in[0]);
+        tg_array_free(in[1]);
+        tg_graph_free(g);
+    }
+    /* float16 adds are not flattened: add(a, b, c) computes in float32 and
+     * rounds once; NumPy's (a + b) + c in float16 rounds a + b to inf. */
+    {
+        tg_graph *gh = load(G(V("f", "float16", "[3]") "," V("c", "float16", "[3]") "," V("d", "float16", "[3]"),
+                              N("add", "['f','c']", "['s']") "," N("add", "['s','d']", "['o']")));
+        int64_t three = 3;
+        double av[3] = {65504, 2048, 300}, bv[3] = {65504, 1, 300}, cv[3] = {-65504, 1, -300};
+        tg_array *a64[3] = {tu_f64(1, &three, av), tu_f64(1, &three, bv), tu_f64(1, &three, cv)}, *h[3];
+        for (int i = 0; i < 3; i++) h[i] = tg_array_copy(a64[i], TG_FLOAT16);
+        tg_function *fh = compile_preset(gh, "fast_run");
+        assert_false(fired(fh, "flatten_add_mul"));
+        tg_array *o = NULL;
+        call(fh, h, &o);
+        assert_true(isinf(tg_array_get_flat(o, 0)));
+        assert_true(tg_array_get_flat(o, 1) == 2048 && tg_array_get_flat(o, 2) == 300);
+        tg_array_free(o);
+        for (int i = 0; i < 3; i++) {
+            tg_array_free(a64[i]);
+            tg_array_free(h[i]);
+        }
+        tg_function_free(fh);
+        tg_graph_free(gh);
+    }
+    /* nothing to lose: x*y/y of floats of known lengths -> x, and the
+     * seed of a known-length sum -> 1 */
+    tg_graph *g = load(G(V("f", "float64", "[3]") "," V("c", "float64", "[3]"),
+                         N("mul", "['f','c']", "['m']") "," N("true_div", "['m','c']", "['o']") ","
+                         N("add", "['f','c']", "['y']") "," N("sum", "['y']", "['s']") ","
+                         N("ones_like", "['s']", "['one']")));
+    tg_function *f = compile_preset(g, "fast_run");
+    assert_true(fired(f, "mul_div_cancel"));
+    assert_true(fired(f, "fill_scalar"));
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* sum_to_useless: the gradient of a bias added to a convolution (then
  * tanh and max pooling) and to a product, over a batch of unknown length,
  * sums nothing for the other operand: the sum_to goes, and the gradients
@@ -3256,6 +3344,7 @@ int main(void) {
         cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_sum_to_nothing_to_sum),
         cmocka_unit_test(test_sum_to_useless),
+        cmocka_unit_test(test_dropped_checks_stay),
         cmocka_unit_test(test_examples_unchanged),
         cmocka_unit_test(test_merge_many_constants),
         cmocka_unit_test(test_merge_many_distinct),

@@ -1078,6 +1078,98 @@ bool tg_rw_is_const_value(const tg_var *v, double val) {
     return true;
 }
 
+bool tg_rw_may_raise(const tg_node *bn) {
+    const char *op = bn->op->name;
+    if (!strcmp(op, "composite")) {
+        const char *a = bn->attrs ? json_object_to_json_string_ext(bn->attrs, JSON_C_TO_STRING_PLAIN) : "";
+        return strstr(a, "\"int_div\"") || strstr(a, "\"mod\"") || strstr(a, "\"pow\"");
+    }
+    bool div = !strcmp(op, "int_div") || !strcmp(op, "mod");
+    if (!div && strcmp(op, "pow")) return false;
+    if (tg_dtype_kind((tg_dtype)bn->a.mode) == 'f') return false; /* (NaN and inf, never an error) */
+    const tg_var *d = bn->inputs[1];
+    if (d->kind != TG_VAR_CONSTANT || !d->value) return true;
+    for (int64_t i = 0, n = tg_array_size(d->value); i < n; i++) {
+        double v = tg_array_get_flat(d->value, i);
+        if (div ? v == 0 : v < 0) return true;
+    }
+    return false;
+}
+
+/* Whether the operands of an elementwise node may fail to broadcast at
+ * run time: along some axis (counted from the last), an operand whose
+ * length is unknown meets another operand's length other than 1 (known,
+ * or unknown in another variable). Known lengths that clash were refused
+ * at load. */
+static bool may_not_broadcast(const tg_node *n) {
+    int nd = n->outputs[0]->type.ndim;
+    for (int d = 1; d <= nd; d++) {
+        const tg_var *unknown = NULL;
+        bool known_big = false, two_unknown = false;
+        for (int i = 0; i < n->nin; i++) {
+            const tg_var *v = n->inputs[i];
+            if (v->type.ndim < d) continue;
+            int64_t len = v->type.shape[v->type.ndim - d];
+            if (len < 0) {
+                if (unknown && unknown != v) two_unknown = true;
+                unknown = v;
+            } else if (len != 1) {
+                known_big = true;
+            }
+        }
+        if (unknown && (known_big || two_unknown)) return true;
+    }
+    return false;
+}
+
+static bool node_may_fail(const tg_node *n) {
+    const tg_op *op = n->op;
+    if (op->flags & (TG_OPF_SIDE_EFFECT | TG_OPF_LAZY)) return true;
+    if (op->flags & TG_OPF_ELEMWISE) return tg_rw_may_raise(n) || may_not_broadcast(n);
+    /* ops that take any input (their attrs were checked at load) */
+    static const char *const safe[] = {"identity", "cast", "shape", "shape_i", "zeros_like", "ones_like",
+                                       "sum", "prod", "mean", "all", "any", "transpose", NULL};
+    for (int i = 0; safe[i]; i++)
+        if (!strcmp(op->name, safe[i])) return false;
+    return true;
+}
+
+enum { DROP_LOOK = 64 };
+
+bool tg_rw_drops_check(const tg_node *n, const tg_var *keep) {
+    const tg_node *dead[DROP_LOOK];
+    int nd = 0;
+    dead[nd++] = n;
+    for (int at = 0; at < nd; at++) {
+        const tg_node *d = dead[at];
+        /* (n's own check, where n is not elementwise, is the rewrite's
+         * to prove: sum_to_useless proves the lengths it sums to) */
+        bool own = at == 0 && !(d->op->flags & (TG_OPF_ELEMWISE | TG_OPF_SIDE_EFFECT | TG_OPF_LAZY));
+        if (!own && node_may_fail(d)) return true;
+        for (int i = 0; i < d->nin; i++) {
+            const tg_node *p = d->inputs[i]->owner;
+            if (!p || p == keep->owner) continue; /* (what replaces n lives on) */
+            bool known = false;
+            for (int k = 0; k < nd && !known; k++) known = dead[k] == p;
+            if (known) continue;
+            /* p dies with the dead set when every reader of every output
+             * of p is in it (a function output keeps it) */
+            bool dies = true;
+            for (int o = 0; o < p->nout && dies; o++)
+                for (int c = 0; c < p->outputs[o]->nclients && dies; c++) {
+                    const tg_node *r = p->outputs[o]->clients[c].node;
+                    bool in = false;
+                    for (int k = 0; k < nd && !in; k++) in = dead[k] == r;
+                    dies = r && in;
+                }
+            if (!dies) continue;
+            if (nd == DROP_LOOK) return true; /* (too far to tell) */
+            dead[nd++] = p;
+        }
+    }
+    return false;
+}
+
 bool tg_rw_single_client(const tg_var *v) {
     return v->nclients == 1 && v->clients[0].node != NULL;
 }

@@ -116,6 +116,21 @@ bool tg_rw_type_same_known(const tg_type *a, const tg_type *b);
  * shape for sure (no other operand can stretch it). */
 bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n);
 
+/* Whether node n can raise an error at run time that its static types do
+ * not rule out: an integer int_div, mod or pow whose divisor or exponent
+ * is not a constant known to be safe (float ones give inf and NaN). */
+bool tg_rw_may_raise(const tg_node *n);
+/* Whether replacing n's output by keep would leave a check unrun that the
+ * unoptimized function makes: n (when elementwise: its broadcasting; a
+ * rewrite of another op proves n's own check), and every node that only
+ * n's reading keeps alive, are looked at (at most 64), and one that may
+ * fail (an
+ * assert or other side effect, a tg_rw_may_raise node, operands whose
+ * run-time lengths may not broadcast, an op that checks what static types
+ * do not settle) makes it true. Rewrites that drop a subexpression (x*y/y,
+ * ones_like(cost), x - x, a constant switch's other branch) ask it. */
+bool tg_rw_drops_check(const tg_node *n, const tg_var *keep);
+
 /* ---- the scan rewrites (scanopt.c) ---- */
 int tg_rw_scan_inline(tg_rw *rw, tg_node *n);
 int tg_rw_scan_hoist(tg_rw *rw, tg_node *n);

@@ -35,6 +35,15 @@ static int swap(tg_rw *rw, tg_node *n, tg_var *newv) {
     return rc ? rc : 1;
 }
 
+/* swap, for a rewrite that drops a subexpression (x*y/y -> x): not where
+ * what dies with n could fail at run time (an assert, a division by zero,
+ * lengths that do not broadcast), so that every preset fails as the
+ * unoptimized function does (docs/optimizer.md). */
+static int swap_checked(tg_rw *rw, tg_node *n, tg_var *newv) {
+    if (newv && tg_rw_drops_check(n, newv)) return 0;
+    return swap(rw, n, newv);
+}
+
 /* A scalar (0-d, or every length statically 1) constant's value. */
 static bool scalar_const(const tg_var *v, double *out) {
     if (v->kind != TG_VAR_CONSTANT || !v->value || tg_array_size(v->value) != 1) return false;
@@ -157,7 +166,7 @@ static int mul_div_cancel(tg_rw *rw, tg_node *n) {
         !tg_rw_keeps_shape(r, (const tg_var *const *)others, 2))
         return 0;
     if (tg_rw_match(rw, m)) return TG_ENOMEM;
-    return swap(rw, n, r);
+    return swap_checked(rw, n, r);
 }
 
 /* a and b hold the same values for sure: the same variable, equal
@@ -249,7 +258,7 @@ static int mul_quotient_cancel(tg_rw *rw, tg_node *n) {
         if (!stands_for(r, n)) return 0;
         if (ng && !(r = tg_rw_op1(rw, "neg", r, NULL))) return TG_ENOMEM;
         if (match_if_dies(rw, ng) || (tg_rw_single_client(f) && match_if_dies(rw, q))) return TG_ENOMEM;
-        return swap(rw, n, r);
+        return swap_checked(rw, n, r);
     }
     return 0;
 }
@@ -320,7 +329,7 @@ static int neg_neg(tg_rw *rw, tg_node *n) { return inverse_pair(rw, n, "neg"); }
 /* x - x -> zeros_like(x) */
 static int sub_self(tg_rw *rw, tg_node *n) {
     if (n->inputs[0] != n->inputs[1] || n->inputs[0]->type.dtype != n->outputs[0]->type.dtype) return 0;
-    return swap(rw, n, tg_rw_op1(rw, "zeros_like", n->inputs[0], NULL));
+    return swap_checked(rw, n, tg_rw_op1(rw, "zeros_like", n->inputs[0], NULL));
 }
 
 /* add(add(a, b), c) -> add(a, b, c) (and mul), when the inner sum has no
@@ -328,6 +337,9 @@ static int sub_self(tg_rw *rw, tg_node *n) {
  * promotion changes where rounding happens). */
 static int flatten(tg_rw *rw, tg_node *n) {
     tg_dtype dt = n->outputs[0]->type.dtype;
+    /* (float16's n-ary add and mul compute in float32 and round once;
+     * as written each step rounds: (65504 + 65504) - 65504 is inf) */
+    if (dt == TG_FLOAT16) return 0;
     tg_var *ops[64];
     int no = 0, found = 0;
     for (int i = 0; i < n->nin; i++) {
@@ -1055,7 +1067,7 @@ static int sum_to_useless(tg_rw *rw, tg_node *n) {
     int budget = 256;
     for (int d = 0; d < x->type.ndim; d++)
         if (!axis_same(axis_of(g, d, &budget), axis_of(x, d, &budget))) return 0;
-    return swap(rw, n, n->inputs[0]);
+    return swap_checked(rw, n, n->inputs[0]);
 }
 
 /* ---- fills (the seeds and broadcasts that grad writes) ---- */
@@ -1065,7 +1077,7 @@ static int sum_to_useless(tg_rw *rw, tg_node *n) {
 static int fill_scalar(tg_rw *rw, tg_node *n) {
     const tg_var *x = n->inputs[0];
     if (x->type.ndim != 0 || n->outputs[0]->type.ndim != 0) return 0;
-    return swap(rw, n, tg_rw_const(rw, n->outputs[0]->type.dtype, !strcmp(n->op->name, "ones_like")));
+    return swap_checked(rw, n, tg_rw_const(rw, n->outputs[0]->type.dtype, !strcmp(n->op->name, "ones_like")));
 }
 
 /* u = zeros_like(a) + c (read by n alone): a fill of a's shape with c.
@@ -1126,7 +1138,7 @@ static int fill_sink(tg_rw *rw, tg_node *n) {
         } else if (r->type.ndim != n->outputs[0]->type.ndim) {
             return 0;
         }
-        return swap(rw, n, r);
+        return swap_checked(rw, n, r);
     }
     return 0;
 }
@@ -1156,7 +1168,7 @@ static int add_zeros_like(tg_rw *rw, tg_node *n) {
         for (int k = 0; k < n->nin; k++)
             if (k != i) ins[m++] = n->inputs[k];
         tg_var *r = m == 1 ? ins[0] : tg_rw_op(rw, "add", m, ins, NULL);
-        return swap(rw, n, r);
+        return swap_checked(rw, n, r);
     }
     return 0;
 }
@@ -2482,7 +2494,7 @@ static int switch_const_cond(tg_rw *rw, tg_node *n) {
     for (int64_t i = 1; i < size; i++)
         if ((tg_array_get_flat(c->value, i) != 0) != taken) return 0;
     tg_var *v = n->inputs[taken ? 1 : 2];
-    return stands_for(v, n) ? swap(rw, n, v) : 0;
+    return stands_for(v, n) ? swap_checked(rw, n, v) : 0;
 }
 
 /* ifelse(c, .. x .., .. x ..): an output whose two branches are the same

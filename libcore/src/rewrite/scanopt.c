@@ -444,23 +444,6 @@ done:
  * ifelse never takes its branch (ifelse(x_t != 0, k // x_t, -1) failed
  * with fast_run, and gave its values with -O none). It stays in the body,
  * where only the steps and branches that run reach it. */
-static bool may_raise(const tg_node *bn) {
-    const char *op = bn->op->name;
-    if (!strcmp(op, "composite")) {
-        const char *a = bn->attrs ? json_object_to_json_string_ext(bn->attrs, JSON_C_TO_STRING_PLAIN) : "";
-        return strstr(a, "\"int_div\"") || strstr(a, "\"mod\"") || strstr(a, "\"pow\"");
-    }
-    bool div = !strcmp(op, "int_div") || !strcmp(op, "mod");
-    if (!div && strcmp(op, "pow")) return false;
-    if (tg_dtype_kind((tg_dtype)bn->a.mode) == 'f') return false; /* (NaN and inf, never an error) */
-    const tg_var *d = bn->inputs[1];
-    if (d->kind != TG_VAR_CONSTANT || !d->value) return true;
-    for (int64_t i = 0, n = tg_array_size(d->value); i < n; i++) {
-        double v = tg_array_get_flat(d->value, i);
-        if (div ? v == 0 : v < 0) return true;
-    }
-    return false;
-}
 
 /* The outer form of body node bn applied to every row of sequence S
  * (the operand at `at`; the others are outer invariants in `o`). */
@@ -526,7 +509,7 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
         bool ew = (bn->op->flags & TG_OPF_ELEMWISE) != 0;
         bool prod = !strcmp(bn->op->name, "dot") || !strcmp(bn->op->name, "matmul");
         if ((!ew && !prod) || !pure(bn) || bn->nout != 1 || bn->nin > 16 ||
-            is_body_output(&s, bn->outputs[0]) || !rem[bn->outputs[0]->index] || may_raise(bn))
+            is_body_output(&s, bn->outputs[0]) || !rem[bn->outputs[0]->index] || tg_rw_may_raise(bn))
             continue;
         int seq = 0, at = -1;
         bool ok = true;
