@@ -78,6 +78,17 @@ static void test_build(void **state) {
     fails += check_case("take_add", V("x", "[4,3]") "," V("y", "[3]"),
                         "{\"op\":\"take_add\",\"inputs\":[\"x\",\"y\"," I64V("[3]", "[0,0,2]") "],\"outputs\":[\"t\"]},"
                         COST("t"), -1, 1);
+    /* y with a leading length-1 axis more than the part it writes, as
+     * NumPy's x[2] = y allows: its gradient keeps that axis. */
+    fails += check_case("take_set_lead", V("x", "[4,3]") "," V("y", "[1,1,3]"),
+                        "{\"op\":\"take_set\",\"inputs\":[\"x\",\"y\"," I64V("[1]", "[2]") "],\"outputs\":[\"t\"]},"
+                        COST("t"), -1, 1);
+    fails += check_case("set_subtensor_lead", V("x", "[4,3]") "," V("y", "[1,3]"),
+                        "{\"op\":\"set_subtensor\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"t\"],"
+                        "\"attrs\":{\"index\":[2]}}," COST("t"), -1, 1);
+    fails += check_case("inc_subtensor_lead", V("x", "[4,3]") "," V("y", "[1,1,3]"),
+                        "{\"op\":\"inc_subtensor\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"t\"],"
+                        "\"attrs\":{\"index\":[-1]}}," COST("t"), -1, 1);
     fails += check_case("join", V("x", "[2,3]") "," V("y", "[3,2]"),
                         N1("transpose", "y", "yt") ","
                         "{\"op\":\"join\",\"inputs\":[\"x\",\"yt\",\"x\"],\"outputs\":[\"j\"],\"attrs\":{\"axis\":-1}},"

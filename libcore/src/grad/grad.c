@@ -132,6 +132,22 @@ tg_var *tg_gb_const_array(tg_gb *b, tg_array *a) {
 
 tg_var *tg_gb_sum_to(tg_gb *b, tg_var *g, tg_var *x) {
     if (!g) return NULL;
+    if (g->type.ndim < x->type.ndim) {
+        /* x has leading axes the gradient lacks: a y of shape (1, 5)
+         * written into the (5,) row x[2] by set_subtensor or take_set, as
+         * NumPy's assignment allows. They have length 1 wherever the
+         * forward op ran, so the gradient gets them as new axes. */
+        char a[16 + 6 * TG_MAX_NDIM];
+        int k = snprintf(a, sizeof a, "{\"order\": [");
+        for (int d = 0; d < x->type.ndim; d++) {
+            int from = d - (x->type.ndim - g->type.ndim);
+            k += from < 0 ? snprintf(a + k, sizeof a - (size_t)k, "%s\"x\"", d ? ", " : "")
+                          : snprintf(a + k, sizeof a - (size_t)k, "%s%d", d ? ", " : "", from);
+        }
+        snprintf(a + k, sizeof a - (size_t)k, "]}");
+        g = tg_gb_op1(b, "dimshuffle", g, a);
+        if (!g) return NULL;
+    }
     /* Nothing to undo when the static shapes say no broadcasting. */
     if (g->type.ndim == x->type.ndim) {
         bool same = true;
