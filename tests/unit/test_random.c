@@ -151,6 +151,42 @@ static void test_first_values(void **state) {
     tg_graph_free(g);
 }
 
+/* tests/data/gen/random_normal_bits.py: key 42, counter 7, 4096 draws */
+static const struct { int i; uint64_t bits; } normal_bits[] = {
+    {0, 0x3fe96b1ac06d8907ull}, /* 0.79432427962845586 */
+    {1, 0x3fe034f50aa4c334ull}, /* 0.50646450117901631 */
+    {2, 0x3ff0be5170fbed61ull}, /* 1.0464643872681665 */
+    {3, 0xbfe67880bc90747dull}, /* -0.70220982388458675 */
+    {4, 0xbfc3c538b71ed323ull}, /* -0.15445622388292532 */
+    {5, 0xbfe8b20d8e1ce269ull}, /* -0.77173497921382961 */
+    {1001, 0x3ffdc33e6202ba96ull}, /* 1.8601669148007764 */
+    {2048, 0xc00a3fdf3cc0cfb5ull}, /* -3.281187510141502 */
+    {3333, 0xbfc55d3b8f147d98ull}, /* -0.16690773474054477 */
+    {4095, 0xbfe6bd8d9707cf29ull}, /* -0.71063880441804372 */
+};
+
+/* The normals are the same bits on every machine (FORMAT.md s7): they
+ * equal a computation in Python floats that uses neither tg nor libm (the
+ * script above), whichever vector width this CPU gives the kernel. */
+static void test_normal_bits(void **state) {
+    (void)state;
+    tg_graph *g;
+    tg_function *f = make("random_normal", SIZE1(4096) ",{\"value\":0},{\"value\":1}", NULL, 42, 7, &g);
+    tg_array *y = draw(f);
+    assert_int_equal(tg_array_size(y), 4096);
+    const double *v = tg_array_data(y);
+    for (size_t k = 0; k < sizeof normal_bits / sizeof normal_bits[0]; k++) {
+        uint64_t b;
+        memcpy(&b, &v[normal_bits[k].i], sizeof b);
+        if (b != normal_bits[k].bits)
+            fail_msg("normal %d: %.17g (0x%016llx), want 0x%016llx", normal_bits[k].i, v[normal_bits[k].i],
+                     (unsigned long long)b, (unsigned long long)normal_bits[k].bits);
+    }
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 static void test_uniform(void **state) {
     (void)state;
     tg_graph *g;
@@ -541,6 +577,13 @@ static void test_errors(void **state) {
         {"random_binomial|" SIZE1(4) ",{\"value\":3},{\"value\":1.5}", "p must be in [0, 1]"},
         {"random_binomial|" SIZE1(4) ",{\"value\":-3},{\"value\":0.5}", "n must be non-negative"},
         {"random_normal|" SIZE1(4) ",{\"value\":0},{\"value\":-1}", "std must be non-negative"},
+        /* NumPy: "high - low range exceeds valid bounds" */
+        {"random_uniform|" SIZE1(4) ",{\"value\":-1e308},{\"value\":1e308}", "high - low must be finite"},
+        {"random_uniform|" SIZE1(4) ",{\"value\":0},{\"value\":{\"dtype\":\"float64\",\"shape\":[],\"data\":\"inf\"}}",
+         "high - low must be finite"},
+        {"random_uniform|" SIZE1(4)
+         ",{\"value\":{\"dtype\":\"float64\",\"shape\":[4],\"data\":[0,1,\"nan\",3]}},{\"value\":1}",
+         "high - low must be finite"},
         {"random_uniform|" SIZE1(4)
          ",{\"value\":{\"dtype\":\"float64\",\"shape\":[3],\"data\":[0,1,2]}},{\"value\":1}",
          "does not broadcast"},
@@ -601,6 +644,7 @@ int main(void) {
         cmocka_unit_test(test_dynamic_size_u64),
         cmocka_unit_test(test_trials_too_large),
         cmocka_unit_test(test_normal),
+        cmocka_unit_test(test_normal_bits),
         cmocka_unit_test(test_binomial),    cmocka_unit_test(test_multinomial),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_errors),
     };

@@ -29,7 +29,6 @@
 
 #include "ops/op.h"
 #include "ops/shape.h"
-#include "ops/vmath.h"
 
 /* ---- Philox 4x32-10 ---- */
 
@@ -99,6 +98,101 @@ static void uniforms(uint64_t key, uint64_t ctr, int n, double *u0, double *u1) 
             u0[g + l] = u53(c0[l], c1[l]);
             u1[g + l] = u53(c2[l], c3[l]);
         }
+    }
+}
+
+/* ---- Box-Muller's logarithm, sine and cosine ----
+ *
+ * Written out here in plain double arithmetic instead of taken from libm
+ * or libmvec, whose versions differ from one CPU to the next (glibc picks
+ * an AVX-512, AVX2, FMA or SSE variant at load time, and their last bits
+ * differ: 0.5% of the normals of one draw between the AVX-512 and AVX2
+ * ones, 9% against SSE). Each step below is one correctly rounded IEEE
+ * operation, and the file is built with -ffp-contract=off, so the normals
+ * are the same bits on every machine, as FORMAT.md s7 promises. Accuracy:
+ * within a few units in the last place of the true values. */
+
+/* log(x) for a normal positive x (here 1 - u, in [2^-53, 1]):
+ * x = 2^e m with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with
+ * s = (m - 1) / (m + 1), |s| < 0.1716, as the series
+ * 2 (s + s^3/3 + s^5/5 + ...), cut after s^21 (the next term is below
+ * 2^-60 of the sum); e log 2 in two parts, the first exact. */
+static inline double rnd_log(double x) {
+    uint64_t b, eb;
+    memcpy(&b, &x, sizeof b);
+    /* the biased exponent as a double: 2^52 + it, less 2^52 */
+    eb = (b >> 52) | 0x4330000000000000ull;
+    b = (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+    double m, ed;
+    memcpy(&m, &b, sizeof m);
+    memcpy(&ed, &eb, sizeof ed);
+    ed -= 0x1.0p52 + 1023;
+    bool big = m > 1.4142135623730951;
+    m = big ? 0.5 * m : m;
+    ed = big ? ed + 1.0 : ed;
+    double s = (m - 1.0) / (m + 1.0), z = s * s;
+    double p = 1.0 / 21;
+    p = p * z + 1.0 / 19;
+    p = p * z + 1.0 / 17;
+    p = p * z + 1.0 / 15;
+    p = p * z + 1.0 / 13;
+    p = p * z + 1.0 / 11;
+    p = p * z + 1.0 / 9;
+    p = p * z + 1.0 / 7;
+    p = p * z + 1.0 / 5;
+    p = p * z + 1.0 / 3;
+    double s2 = 2.0 * s;
+    /* log 2 = LN2_HI + LN2_LO, LN2_HI with 21 significant bits, so that
+     * e * LN2_HI is exact for any exponent */
+    const double LN2_HI = 0x1.62e42p-1, LN2_LO = 4.7493250390316726e-07;
+    return ed * LN2_HI + (s2 + (s2 * z * p + ed * LN2_LO));
+}
+
+/* sin(2 pi u) and cos(2 pi u) for u in [0, 1): u = k/4 + r with
+ * |r| <= 1/8 (exact), t = 2 pi r in [-pi/4, pi/4], the Taylor series of
+ * sin t to t^19 and cos t to t^20 (the next terms are below 2^-60 of
+ * them), then the quarter turns k. */
+static inline void rnd_sincos_2pi(double u, double *sn, double *cs) {
+    double kd = __builtin_rint(4.0 * u);
+    double r = u - 0.25 * kd, t = r * 6.283185307179586, z = t * t;
+    double ps = -1.0 / 121645100408832000.0; /* -1/19! */
+    ps = ps * z + 1.0 / 355687428096000.0;   /* 1/17! */
+    ps = ps * z - 1.0 / 1307674368000.0;     /* -1/15! */
+    ps = ps * z + 1.0 / 6227020800.0;        /* 1/13! */
+    ps = ps * z - 1.0 / 39916800.0;          /* -1/11! */
+    ps = ps * z + 1.0 / 362880.0;            /* 1/9! */
+    ps = ps * z - 1.0 / 5040.0;              /* -1/7! */
+    ps = ps * z + 1.0 / 120.0;               /* 1/5! */
+    ps = ps * z - 1.0 / 6.0;                 /* -1/3! */
+    double pc = 1.0 / 2432902008176640000.0; /* 1/20! */
+    pc = pc * z - 1.0 / 6402373705728000.0;  /* -1/18! */
+    pc = pc * z + 1.0 / 20922789888000.0;    /* 1/16! */
+    pc = pc * z - 1.0 / 87178291200.0;       /* -1/14! */
+    pc = pc * z + 1.0 / 479001600.0;         /* 1/12! */
+    pc = pc * z - 1.0 / 3628800.0;           /* -1/10! */
+    pc = pc * z + 1.0 / 40320.0;             /* 1/8! */
+    pc = pc * z - 1.0 / 720.0;               /* -1/6! */
+    pc = pc * z + 1.0 / 24.0;                /* 1/4! */
+    double st = t + t * z * ps, ct = 1.0 - (0.5 * z - z * z * pc);
+    /* kd in 0..4; quarter turns k = kd mod 4 */
+    bool odd = kd == 1.0 || kd == 3.0;
+    double a = odd ? ct : st, c = odd ? st : ct;
+    *sn = kd == 2.0 || kd == 3.0 ? -a : a;
+    *cs = kd == 1.0 || kd == 2.0 ? -c : c;
+}
+
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* Box-Muller over n pairs of uniforms, in place: u0 becomes
+ * sqrt(-2 log(1 - u0)) cos(2 pi u1) and u1 the same with sin. 1 - u0 is in
+ * (0, 1]: the logarithm stays finite. One variant per vector width; each
+ * computes the same bits (every operation is rounded once, none fused). */
+CLONES static void box_muller(int n, double *restrict u0, double *restrict u1) {
+    for (int k = 0; k < n; k++) {
+        double rr = __builtin_sqrt(-2.0 * rnd_log(1.0 - u0[k])), sn, cs;
+        rnd_sincos_2pi(u1[k], &sn, &cs);
+        u1[k] = rr * sn;
+        u0[k] = rr * cs;
     }
 }
 
@@ -382,6 +476,18 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
                 rc = tg_errorf(ctx, TG_ERUNTIME, "std must be non-negative, got %g", pb[i]);
                 goto fail;
             }
+    } else if (im->kind == RU) {
+        /* NumPy refuses a range whose width is not finite (a NaN or
+         * infinite bound, or -1e308 to 1e308): every sample would be inf
+         * or NaN, none in [low, high). */
+        const double *pa = (const double *)a->data;
+        for (int64_t i = 0, m = s0 && s1 ? 1 : total; i < m; i++) {
+            double lo = pa[s0 ? 0 : i], hi = pb[s1 ? 0 : i];
+            if (!isfinite(hi - lo)) {
+                rc = tg_errorf(ctx, TG_ERUNTIME, "high - low must be finite, got low %g and high %g", lo, hi);
+                goto fail;
+            }
+        }
     } else if (im->kind == RB) {
         const int64_t *pa = (const int64_t *)a->data;
         for (int64_t i = 0; i < na; i++)
@@ -431,24 +537,10 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
         TG_PAR_FOR(nth, ch, nch, {
             int64_t k0 = ch * GROUP;
             int nb = (int)(nblk - k0 < GROUP ? nblk - k0 : GROUP);
-            double u0[GROUP], u1[GROUP], c[GROUP], sn[GROUP];
+            double u0[GROUP], u1[GROUP];
             uniforms(key, ctr + (uint64_t)k0, nb, u0, u1);
             if (normal) {
-                /* Box-Muller; 1 - u0 is in (0, 1]: the logarithm stays
-                 * finite. */
-                for (int k = 0; k < nb; k++) u0[k] = 1.0 - u0[k];
-                tg_vm_log_f64(nb, u0, u0);
-                for (int k = 0; k < nb; k++) {
-                    u0[k] = -2.0 * u0[k];
-                    u1[k] *= 2.0 * M_PI;
-                }
-                tg_vm_sqrt_f64(nb, u0, u0);
-                tg_vm_cos_f64(nb, u1, c);
-                tg_vm_sin_f64(nb, u1, sn);
-                for (int k = 0; k < nb; k++) {
-                    u1[k] = u0[k] * sn[k];
-                    u0[k] *= c[k];
-                }
+                box_muller(nb, u0, u1);
             }
             for (int k = 0; k < nb; k++) {
                 for (int e = 0; e < 2; e++) {
