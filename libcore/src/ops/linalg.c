@@ -330,18 +330,25 @@ static int det_body(tg_node *n, tg_array *const *in, tg_array **out,
         char *m = w->data + b * msz;
         double d = 1.0;
         if (nn > 0) {
-            /* A singular U has an exact zero on its diagonal (info > 0):
-             * the product is then 0, as NumPy gives. */
+            /* As NumPy's det: sign * exp(sum of log |u_ii|) over U's
+             * diagonal, in the compute dtype, so that no partial product
+             * overflows or underflows (diag(1e200, 1e200, 1e-200) is
+             * 1e200, not inf). A singular U has an exact zero on its
+             * diagonal (info > 0): log 0 = -inf and the result +0, as
+             * NumPy gives. */
             lu(dt, nn, m, ipiv);
-            /* Accumulate in the compute dtype, as NumPy does. */
-            float df = 1.0f;
+            double sign = 1.0, logd = 0.0;
+            float logf_ = 0.0f;
+            bool zero = false;
             for (int i = 0; i < nn; i++) {
                 double u = tg_load_f64(dt, m + ((int64_t)i * nn + i) * (int64_t)isz);
                 if (ipiv[i] != i + 1) u = -u;
-                if (dt == TG_FLOAT64) d *= u;
-                else df *= (float)u;
+                if (u < 0) sign = -sign;
+                zero |= u == 0;
+                if (dt == TG_FLOAT64) logd += log(fabs(u));
+                else logf_ += logf(fabsf((float)u));
             }
-            if (dt != TG_FLOAT64) d = df;
+            d = zero ? 0.0 : dt == TG_FLOAT64 ? sign * exp(logd) : (double)((float)sign * expf(logf_));
         }
         tg_store_f64(dt, out[0]->data + b * (int64_t)isz, d);
     }

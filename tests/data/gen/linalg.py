@@ -154,6 +154,13 @@ def gen_det():
         g.case(f, {"a_" + dt: np.zeros((0, 0), dt)}, {"det_" + dt: np.array(1, dt)})
         g.case(f, {"a_" + dt: np.array([[1, 2], [2, 4]], dt)}, {"det_" + dt: np.array(0, dt)})
         g.case(f, {"a_" + dt: np.zeros((3, 3), dt)}, {"det_" + dt: np.array(0, dt)})
+        # Partial products past the dtype's range both ways: NumPy's det
+        # sums logarithms (1e200 * 1e200 * 1e-200 is 1e200, not inf).
+        big = 1e200 if dt == "float64" else 1e30
+        for d in ([big, -big, 1 / big], [1 / big, 1 / big, big], [big, 0, big]):
+            a = np.diag(np.array(d, dt))[[1, 0, 2]]
+            g.case(f, {"a_" + dt: a}, {"det_" + dt: np.asarray(np.linalg.det(a)).astype(dt)},
+                   **tol(dt))
     for dt in ["bool", "int16", "uint8", "int64"]:
         x = g.inp("i_" + dt, dt, [3, 3])
         f = "int_" + dt
