@@ -1568,6 +1568,36 @@ static void test_xent_index_range(void **state) {
     tg_graph_free(g);
 }
 
+/* Rows holding +inf, -inf only, or NaN: softmax is NaN there, and so is
+ * the crossentropy as written (-log of NaN); the rewritten
+ * logsumexp(x) - x[t] gave inf - x[t] = inf for a +inf row whose class
+ * is another. Finite rows are -log softmax, by hand. */
+static void test_xent_index_inf(void **state) {
+    (void)state;
+    tg_graph *g = load(G(V("a", "float64", "[5,2]") "," V("t", "int64", "[5]"),
+                         N("softmax", "['a']", "['p']") "," N("categorical_crossentropy", "['p','t']", "['z']")));
+    const int64_t sa[2] = {5, 2}, st[1] = {5};
+    const double av[10] = {INFINITY, 0, INFINITY, 0, -INFINITY, -INFINITY, NAN, 1, 1, 2};
+    tg_array *a = tu_f64(2, sa, av), *t = tg_array_new(TG_INT64, 1, st);
+    const int64_t tv[5] = {1, 0, 0, 1, 0};
+    memcpy(t->data, tv, sizeof tv);
+    for (int p = 0; p < 2; p++) {
+        tg_function *f = compile_preset(g, p ? "fast_run" : "none");
+        assert_true(p == 0 || fired(f, "softmax_crossentropy"));
+        tg_array *in[2] = {a, t}, *out = NULL;
+        call(f, in, &out);
+        for (int r = 0; r < 4; r++)
+            if (!isnan(tg_array_get_flat(out, r)))
+                fail_msg("%s: row %d: %g, want NaN", p ? "fast_run" : "none", r, tg_array_get_flat(out, r));
+        tu_assert_near(tg_array_get_flat(out, 4), log(exp(1.0) + exp(2.0)) - 1.0, 1e-12);
+        tg_array_free(out);
+        tg_function_free(f);
+    }
+    tg_array_free(a);
+    tg_array_free(t);
+    tg_graph_free(g);
+}
+
 /* ---- presets, tags, record, origins, traces ---- */
 
 static const char *chain =
@@ -3329,6 +3359,7 @@ int main(void) {
         cmocka_unit_test(test_written_softmax_grad_wider),
         cmocka_unit_test(test_written_softmax_grad_null_unsure),
         cmocka_unit_test(test_xent_index_range),
+        cmocka_unit_test(test_xent_index_inf),
         cmocka_unit_test(test_presets_and_tags),
         cmocka_unit_test(test_record_origins_traces),
         cmocka_unit_test(test_origins_folded_chain),

@@ -1545,8 +1545,15 @@ static int softmax_xent_index(tg_rw *rw, tg_node *n, tg_node *s) {
                             tg_rw_op(rw, "arange", 3, range, NULL));
     tg_var *pick[3] = {hit, x, tg_rw_const(rw, x->type.dtype, 0)};
     tg_var *picked = tg_rw_op1(rw, "sum", tg_rw_op(rw, "switch", 3, pick, NULL), "{\"axis\": -1}");
+    /* A row holding +inf: softmax is NaN there, and so is the loss as
+     * written, while logsumexp - x[t] would be inf - x[t] = inf for any
+     * other class. The switch keeps it NaN (a NaN or all -inf row is NaN
+     * either way). */
+    tg_var *lse = tg_rw_op1(rw, "logsumexp", x, "{\"axis\": -1}");
+    tg_var *keep[3] = {tg_rw_op2(rw, "lt", lse, tg_rw_const(rw, x->type.dtype, INFINITY)),
+                       tg_rw_op2(rw, "sub", lse, picked), tg_rw_const(rw, x->type.dtype, NAN)};
     tg_var *check[3] = {
-        tg_rw_op2(rw, "sub", tg_rw_op1(rw, "logsumexp", x, "{\"axis\": -1}"), picked),
+        tg_rw_op(rw, "switch", 3, keep, NULL),
         tg_rw_op2(rw, "ge", t, tg_rw_const(rw, t->type.dtype, 0)),
         tg_rw_op2(rw, "lt", t, k),
     };
