@@ -7,7 +7,8 @@
  * in place; when the reduced axes lead and the rest is contiguous (a sum
  * over the batch), whole rows are accumulated into the output; when the
  * reduced axes have no single stride the input is copied to that layout
- * first. Floats accumulate in double and sum pairwise, as NumPy does, var
+ * first. Floats accumulate in double (float32 too, where NumPy stays in
+ * float32: docs/format-choices.md) and sum pairwise, as NumPy does, var
  * and std in two passes (integer sums wrap in int64/uint64 as NumPy's);
  * a single long row is split over OpenMP threads, many rows are shared
  * among them.
