@@ -1225,6 +1225,47 @@ static void test_nested_bodies(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Freeing a guard takes off its own hooks only: hooks put on after it
+ * (a profile's, the caller's) keep running. */
+static int count_after(void *ud, const tg_function *f, int node, tg_array *const *in, tg_array *const *out,
+                       tg_ctx *ctx) {
+    (void)f, (void)node, (void)in, (void)out, (void)ctx;
+    ++*(int *)ud;
+    return 0;
+}
+
+static void test_free_keeps_later_hooks(void **state) {
+    (void)state;
+    tg_graph *g = tu_load_sq(DEEP);
+    tg_function *f = compile(g, "none");
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[1] = {4};
+    const double xv[4] = {1, 2, 3, 4};
+    tg_array *x = tu_f64(1, shape, xv), *out = NULL;
+    int ran = 0;
+    tg_nanguard *ng = tg_nanguard_new(f, NULL, ctx);
+    assert_non_null(ng);
+    tg_hooks mine = {.after = count_after, .ud = &ran};
+    tg_function_set_hooks(f, &mine);
+    tg_nanguard_free(ng);
+    /* DEEP is nine nodes; log of a negative number is NaN, not an error */
+    assert_int_equal(tg_function_call(f, &x, &out, ctx), TG_OK);
+    assert_int_equal(ran, 9);
+    tg_array_free(out);
+    /* the other way round: the guard's own hooks come off with it */
+    ng = tg_nanguard_new(f, NULL, ctx);
+    tg_nanguard_free(ng);
+    ran = 0;
+    out = NULL;
+    assert_int_equal(tg_function_call(f, &x, &out, ctx), TG_OK);
+    assert_int_equal(ran, 0);
+    tg_array_free(out);
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 static void test_bad_options(void **state) {
     (void)state;
     tg_graph *g = tu_load_sq(DEEP);
@@ -1263,6 +1304,7 @@ int main(void) {
         cmocka_unit_test(test_body_node),
         cmocka_unit_test(test_nested_bodies),
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_free_keeps_later_hooks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

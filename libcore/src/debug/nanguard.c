@@ -681,7 +681,9 @@ static void drop_capture(tg_nanguard *g) {
 
 void tg_nanguard_free(tg_nanguard *g) {
     if (!g) return;
-    tg_function_set_hooks(g->f, NULL);
+    /* Only the guard's own hooks: a profile or the caller may have put
+     * theirs on since (as tg_profile_free does). */
+    if (g->f && g->f->hooks.ud == g) tg_function_set_hooks(g->f, NULL);
     drop_capture(g);
     tg_free(g->path);
     tg_free(g->seen);
