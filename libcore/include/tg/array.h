@@ -79,10 +79,11 @@ TG_API int tg_array_assign(tg_array *dst, const tg_array *src, tg_ctx *ctx);
  * NaN). */
 TG_API bool tg_array_equal(const tg_array *a, const tg_array *b);
 
-/* Normalise a NumPy slice (start/stop may be INT64_MIN for "absent", step
- * 0 for absent) against a length; returns the number of elements and sets
- * *start and *step. Fails (negative return) only for step == 0 given
- * explicitly, which callers reject before. */
+/* Normalise a NumPy slice (start/stop/step may be TG_SLICE_NONE, INT64_MIN,
+ * for "absent"; a step of 0 is also read as absent, that is 1) against a
+ * length; returns the number of elements (never negative) and sets *start
+ * and *step. A step of 0 given explicitly is an error in NumPy: callers
+ * that take one from a user refuse it before (tg_array_view_slice does). */
 TG_API int64_t tg_slice_normalize(int64_t len, int64_t *start, int64_t *stop,
                                   int64_t *step);
 #define TG_SLICE_NONE INT64_MIN
