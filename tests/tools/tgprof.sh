@@ -7,7 +7,8 @@
 # schemas/profile.schema.json; the examples profile; bad input gets exit 2
 # (a run-time failure exit 1) with one line on stderr; the bodies of scans
 # (the RNN's, a scan in a scan's body) have their section, JSON and trace
-# events, with steps = calls x steps per call.
+# events, with steps = calls x steps per call; long and hostile names
+# (a function's, a body's) stay whole, valid UTF-8, and escaped.
 set -uo pipefail
 : "${TGPROF:?}" "${TG_SRC:?}" "${TG_BUILD_DIR:?}" "${TG_TEST_DATA:?}"
 tmp=$(mktemp -d)
@@ -361,6 +362,45 @@ for opt in json trace; do
     "a failed --$opt write leaves the previous file and no temporary (rc $rc, $(head -c 100 "$tmp/err"))"
 done
 
+# Hostile names. A function named by 200 two-byte characters, and one by
+# 300 ASCII letters: each call's trace event is the whole name then " call
+# N" (a 300-byte buffer cut the first inside a character, which no JSON
+# reader takes, and the second before " call N", so every call had one
+# name). An op_from_graph whose body's name is 400 two-byte characters:
+# its body's title is the whole name and the node's key (a 600-byte buffer
+# cut them). One whose name holds a terminal's escapes and a newline: the
+# text report shows them escaped as in JSON (as print{...} shows its
+# message), no raw control character, no split row.
+$PY - "$tmp/names.json" <<'PY'
+import json, sys
+body = {"variables": [{"id": "a", "type": {"dtype": "float64", "shape": [3]}}], "inputs": ["a"], "outputs": ["o"],
+        "nodes": [{"op": "neg", "inputs": ["a"], "outputs": ["o"]}]}
+ofg = lambda x, y, name: {"op": "op_from_graph", "inputs": [x], "outputs": [y], "attrs": {"name": name, "body": body}}
+fn = {"inputs": ["x"], "outputs": ["z"]}
+json.dump({"format": "tg-graph", "version": 1, "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3]}}],
+           "nodes": [ofg("x", "y", "\u00e9" * 400), ofg("y", "z", "e\u001b[31mR\u001b]0;T\u0007\nnext\tcol")],
+           "functions": {"\u00e9" * 200: fn, "f" * 300: fn}}, open(sys.argv[1], "w"), ensure_ascii=False)
+PY
+for f in long ascii; do
+  fname=$($PY -c "import sys; print('\u00e9' * 200 if sys.argv[1] == 'long' else 'f' * 300)" $f)
+  "$TGPROF" "$tmp/names.json" -f "$fname" -i x='[1,2,3]' --calls 2 --trace "$tmp/names.$f.trace.json" \
+    --json "$tmp/names.$f.prof.json" >"$tmp/names.$f.txt"
+  check '[ $? -eq 0 ] && $PY - "$tmp/names.$f.trace.json" "$fname" <<'"'PY'"'
+import json, sys
+t = json.load(open(sys.argv[1], encoding="utf-8"))
+names = [e["name"] for e in t["traceEvents"] if e.get("cat") == "call"]
+sys.exit(names != [sys.argv[2] + " call 1", sys.argv[2] + " call 2"])
+PY' "--trace of a function named by $(printf %s "$fname" | wc -m) characters: valid UTF-8, calls named NAME call 1, NAME call 2"
+done
+t="$tmp/names.long.txt"
+check '$PY -c "import sys; open(sys.argv[1], encoding=\"utf-8\").read()" "$t" &&
+       grep -qx "Body of op_from_graph{$($PY -c "print(\"\\u00e9\" * 400)")} y" "$t"' \
+  "a body's name of 800 bytes: valid UTF-8, whole in its title with the node's key"
+check '! grep -q "$(printf "[\001-\010\013-\037]")" "$t" &&
+       grep -qF "Body of op_from_graph{e\\u001b[31mR\\u001b]0;T\\u0007\\nnext\\tcol} z" "$t" &&
+       [ "$(grep -cF "op_from_graph{e\\u001b[31mR\\u001b]0;T\\u0007\\nnext\\tcol}" "$t")" -ge 4 ] &&
+       ! grep -q "^next" "$t"' \
+  "a body's name: control characters escaped as in JSON, one row each"
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
     "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" \

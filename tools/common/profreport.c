@@ -371,12 +371,19 @@ json_object *prof_report_json_bodies(const prof_info *P, const tg_profile_memory
 
 /* The key of a node whose attrs hold a body graph (scan, op_from_graph):
  * op{name} (the loader names every body; "scan" by default), as Theano's
- * Scan{rnn}, not the body's text. */
+ * Scan{rnn}, not the body's text. The name is escaped as in a JSON string
+ * (without its quotes), as the attrs of print{...} and assert{...} are:
+ * the text report prints keys as they are, and a name's control
+ * characters (a terminal's escapes, a newline) would reach the terminal
+ * or split a table's row. */
 static void body_key(const tg_node *nd, tg_str *s) {
     json_object *jname = NULL;
-    if (json_object_object_get_ex(nd->attrs, "name", &jname) && json_object_is_type(jname, json_type_string))
-        tg_str_addf(s, "%s{%s}", nd->op->name, json_object_get_string(jname));
-    else
+    if (json_object_object_get_ex(nd->attrs, "name", &jname) && json_object_is_type(jname, json_type_string)) {
+        const char *q = json_object_to_json_string_ext(jname, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        size_t n = q ? strlen(q) : 0; /* "..." (NULL: out of memory) */
+        if (n < 2) s->oom = true;
+        else tg_str_addf(s, "%s{%.*s}", nd->op->name, (int)(n - 2), q + 1);
+    } else
         tg_str_addf(s, "%s", nd->op->name);
 }
 

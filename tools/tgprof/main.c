@@ -139,10 +139,10 @@ static void table(double denom, prof_row *r, int n, int top, const char *what, b
  * body's nodes and the loop's own; then the body's ops and nodes. */
 static void print_body(const prof_info *top_P, const prof_body *B, int top) {
     const prof_info *P = &B->P;
-    char title[600];
-    snprintf(title, sizeof title, "Body of %s", B->path);
-    printf("%s\n", title);
-    for (size_t i = 0; i < strlen(title) && i < 200; i++) putchar('-');
+    /* (the path whole: a buffer cut a long one inside a UTF-8 character
+     * and dropped its node's key) */
+    printf("Body of %s\n", B->path);
+    for (size_t i = 0, w = strlen("Body of ") + strlen(B->path); i < w && i < 200; i++) putchar('-');
     printf("\n");
     bool scan = !strcmp(B->node_op, "scan");
     double node_s = P->total_s, body_s = P->nodes_s, over = node_s - body_s;
@@ -424,8 +424,10 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
 
 /* ---- the Chrome trace ---- */
 
-static void put_json_string(FILE *o, const char *s) {
-    fputc('"', o);
+/* s escaped for a JSON string, without the quotes: a string made of
+ * pieces (a name and " call 3") is written piece by piece, whole, not cut
+ * to a buffer (a cut could split a UTF-8 character and drop the rest). */
+static void put_json_chars(FILE *o, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
@@ -435,6 +437,11 @@ static void put_json_string(FILE *o, const char *s) {
         else
             fputc(c, o);
     }
+}
+
+static void put_json_string(FILE *o, const char *s) {
+    fputc('"', o);
+    put_json_chars(o, s);
     fputc('"', o);
 }
 
@@ -448,9 +455,9 @@ static void write_trace(const prof_info *P, FILE *o, const prof_body *bodies, in
     const tg_function *f = P->f;
     fprintf(o, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     fprintf(o, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
-    char pname[4200];
-    snprintf(pname, sizeof pname, "tgprof %s", P->path);
-    put_json_string(o, pname);
+    fputs("\"tgprof ", o);
+    put_json_chars(o, P->path);
+    fputc('"', o);
     fprintf(o, "}},\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":");
     put_json_string(o, tg_function_name(f));
     fprintf(o, "}}");
@@ -463,9 +470,9 @@ static void write_trace(const prof_info *P, FILE *o, const prof_body *bodies, in
         uint64_t t0, t1;
         tg_profile_trace_call(P->p, c, &t0, &t1);
         fprintf(o, ",\n{\"name\":");
-        char cname[300];
-        snprintf(cname, sizeof cname, "%s call %ld", tg_function_name(f), c + 1);
-        put_json_string(o, cname);
+        fputc('"', o);
+        put_json_chars(o, tg_function_name(f));
+        fprintf(o, " call %ld\"", c + 1);
         fprintf(o, ",\"cat\":\"call\",\"ph\":\"X\",\"ts\":");
         put_us(o, t0);
         fprintf(o, ",\"dur\":");
