@@ -582,21 +582,29 @@ static const char *jget_str(json_object *o, const char *k);
 
 /* A label as Graphviz's escString reads it: a backslash doubled (a name
  * holding \N, \G or \l is shown as written, not replaced by the node's
- * name, the graph's or a line break), a control character other than a
- * newline shown as \xHH (SVG, being XML, cannot hold one). Returns s, or
- * a string the caller frees. */
+ * name, the graph's or a line break), a newline (between the name and the
+ * type, or in a name) written as the escape \n, a centred line break as
+ * a raw one is, a control character shown as \xHH (SVG, being XML,
+ * cannot hold one). A raw newline draws the same, but did not survive
+ * the .dot: Graphviz's writer breaks a quoted string over 128 characters
+ * with a backslash-newline, and its reader (2.42) drops a raw newline
+ * that comes between a backslash and such a break, so a label line of
+ * 128 characters or more ending in a backslash lost its line break when
+ * the .dot was read back. Returns s, or a string the caller frees. */
 static char *dot_label(const char *s) {
     size_t extra = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p == '\\') extra += 1;
-        else if ((*p < 0x20 && *p != '\n') || *p == 0x7f) extra += 4;
+        if (*p == '\\' || *p == '\n') extra += 1;
+        else if (*p < 0x20 || *p == 0x7f) extra += 4;
     if (!extra) return (char *)s;
     char *o = malloc(strlen(s) + extra + 1), *q = o;
     if (!o) return NULL;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '\\') {
             *q++ = '\\', *q++ = '\\';
-        } else if ((*p < 0x20 && *p != '\n') || *p == 0x7f) {
+        } else if (*p == '\n') {
+            *q++ = '\\', *q++ = 'n';
+        } else if (*p < 0x20 || *p == 0x7f) {
             snprintf(q, 6, "\\\\x%02x", *p);
             q += 5;
         } else {
