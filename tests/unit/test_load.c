@@ -632,7 +632,8 @@ static void test_file_level(void **state) {
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"c\",\"name\":null,"
          "\"type\":{\"dtype\":\"int8\",\"shape\":[]}}],\"nodes\":[]}", TG_ELOAD, "variables[0].name: expected a string"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"a\\u0000b\","
-         "\"type\":{\"dtype\":\"int8\",\"shape\":[]}}],\"nodes\":[]}", TG_ELOAD, "is not a valid id"},
+         "\"type\":{\"dtype\":\"int8\",\"shape\":[]}}],\"nodes\":[]}", TG_ELOAD,
+         "variables[0].id: contains a NUL character (\\u0000)"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":{},\"nodes\":[]}", TG_ELOAD, "variables: expected an array"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[],\"meta\":[]}", TG_ELOAD, "meta: expected an object"},
         {"{\"format\":\"tg-graph\",\"version\":1,\"variables\":[],\"nodes\":[{\"op\":\"neg\",\"inputs\":[],\"outputs\":[\"y\"]}]}",
@@ -749,6 +750,36 @@ static void test_json_text(void **state) {
         if (ok && strstr(msg, "invalid JSON")) fail_msg("depth %d: json-c parses it, tg says %s", depth, msg);
         if (!ok && !strstr(msg, want)) fail_msg("depth %d: want '%s', got %s", depth, want, msg);
     }
+}
+
+/* A NUL (\u0000) in any string or key is refused with its JSON path
+ * (docs/format-choices.md): tg would read the string only up to it. An
+ * escaped backslash before u0000 is six characters of a name, kept. */
+static void test_nul(void **state) {
+    (void)state;
+    char msg[1024];
+    tg_graph *g = tu_load(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]},"
+                          "\"name\":\"a\\\\u0000b\"}],\"nodes\":[],\"meta\":{\"k\\\\u0000\":\"\\\\\\\\u0000\"}}");
+    assert_string_equal(var(g, "x")->name, "a\\u0000b");
+    tg_graph_free(g);
+    /* an escaped backslash, then the escape */
+    expect_error(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]},"
+                      "\"name\":\"a\\\\\\u0000\"}],\"nodes\":[]}",
+                 "test: variables[0].name: contains a NUL character (\\u0000)");
+    /* in an array, after objects, arrays and strings holding , [ { " */
+    expect_error(HEAD "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]},"
+                      "\"name\":\",[{\\\"\"}],\"meta\":{\"a\":[[],{},\"]\",{\"b\":[1,{}]}]},"
+                      "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"x\",\"x\\u0000\"],\"outputs\":[\"y\"]}]}",
+                 "test: nodes[0].inputs[1]: contains a NUL character");
+    /* a long key is cut to 64 bytes between two characters */
+    char json[1024] = HEAD "\"variables\":[],\"nodes\":[],\"functions\":{\"a";
+    for (int i = 0; i < 100; i++) strcat(json, "\xc3\xa9");
+    strcat(json, "\\u0000\":{\"inputs\":[],\"outputs\":[]}}}");
+    tu_load_fail(json, msg, sizeof msg);
+    char want[256] = "test: functions.a";
+    for (int i = 0; i < 31; i++) strcat(want, "\xc3\xa9");
+    strcat(want, "...: contains a NUL character");
+    if (!strstr(msg, want)) fail_msg("'%s' lacks '%s'", msg, want);
 }
 
 /* A graph file with an npy value next to it loads, relative to its own
@@ -897,6 +928,7 @@ int main(void) {
         cmocka_unit_test(test_inline_scalars_shared),
         cmocka_unit_test(test_file_level),
         cmocka_unit_test(test_json_text),
+        cmocka_unit_test(test_nul),
         cmocka_unit_test(test_huge_ints),
         cmocka_unit_test(test_npy_value),
         cmocka_unit_test(test_allocation_failures),

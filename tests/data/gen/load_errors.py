@@ -16,6 +16,11 @@ def g(variables=None, nodes=None, **extra):
     return d
 
 
+NUL = "before\x00after"
+BODY = {"variables": [dict(X, id="a")], "inputs": ["a"], "outputs": ["o"],
+        "nodes": [{"op": "neg", "inputs": ["a"], "outputs": ["o"]}]}
+
+
 def add(x="x", y="x", out="y", **k):
     n = {"op": "add", "inputs": [x, y], "outputs": [out]}
     n.update(k)
@@ -271,6 +276,23 @@ CASES = [
                                       "inputs": ["x", {"value": {"dtype": "uint64", "shape": [], "data": 2 ** 64 - 1}}],
                                       "outputs": ["y"], "attrs": {"index": ["$0"]}}]),
      "TG_ELOAD", "attrs.index[0]: index 18446744073709551615 is out of bounds for axis 0 with size 3"),
+    # A NUL (\u0000) anywhere: json-c keeps it in a value, but tg reads
+    # strings as C strings, which ended there ("before"); json-c cuts a key
+    # at one itself. Refused, with the path (a key as written).
+    ("nul_var_name", g([dict(X, name=NUL)]), "TG_ELOAD", "variables[0].name: contains a NUL character (\\u0000)"),
+    ("nul_node_name", g(nodes=[add(name=NUL)]), "TG_ELOAD", "nodes[0].name: contains a NUL character"),
+    ("nul_output_id", g(nodes=[add(out="y\x00z")]), "TG_ELOAD", "nodes[0].outputs[0]: contains a NUL character"),
+    ("nul_function_name", g(nodes=[add()], functions={"ma\x00in": {"inputs": ["x"], "outputs": ["y"]}}),
+     "TG_ELOAD", "functions.ma\\u0000in: contains a NUL character"),
+    ("nul_trace", g(nodes=[add(trace=[{"file": "model.py", "line": 3, "function": NUL}])]), "TG_ELOAD",
+     "nodes[0].trace[0].function: contains a NUL character"),
+    ("nul_body_name", g(nodes=[{"op": "op_from_graph", "inputs": ["x"], "outputs": ["y"],
+                                "attrs": {"name": NUL, "body": BODY}}]), "TG_ELOAD",
+     "nodes[0].attrs.name: contains a NUL character"),
+    ("nul_body_var_name", g(nodes=[{"op": "op_from_graph", "inputs": ["x"], "outputs": ["y"],
+                                    "attrs": {"name": "f", "body": dict(BODY, variables=[dict(X, id="a", name=NUL)])}}]),
+     "TG_ELOAD", "nodes[0].attrs.body.variables[0].name: contains a NUL character"),
+    ("nul_meta_key", g(meta={"note": {"k\x00": 1}}), "TG_ELOAD", "meta.note.k\\u0000: contains a NUL character"),
 ]
 
 RAW = {
