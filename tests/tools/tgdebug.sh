@@ -265,6 +265,14 @@ for O in none fast_run; do
   if grep -q "^constant: " "$tmp/out"; then fail "constbig -O $O: blames the constant"; sed 's/^/  | /' "$tmp/out"; else pass "constbig -O $O: no constant blamed"; fi
   contains out "model.py:341 in build: q = x / c" "constbig -O $O: q's trace"
 done
+# fast_run fuses q and o = q + 1: the body re-run names the true_div,
+# though its operand c is big (the same-kind rule of the nodes).
+expect 1 "constbig: the fused true_div made the NaN" -- "$T" nanguard "$D/constbig.json" -i x='[1,0]'
+line "node: o" "constbig fast_run: the composite"
+line "fused op: true_div (body variable t0 of the composite)" "constbig fast_run: its true_div"
+line "fused op made: NaN in 1 of 2 elements (nan=1 inf=0 big=0)" "constbig fast_run: which made NaN"
+line "original node: q (true_div)" "constbig fast_run: q as written"
+contains err "(composite: its true_div) made NaN in output 'o' (1 of 2 elements)$" "constbig fast_run: the one line names the true_div"
 expect 1 "constbig: 1/0 is q's infinity" -- "$T" nanguard "$D/constbig.json" -O none -i x='[1,2]'
 line "nanguard: Inf in call 1 of 'main'" "constbig: Inf"
 line "node: q" "constbig: at q"
@@ -310,7 +318,21 @@ for O in none fast_run; do
   line "body node as written: lh (log)" "scan_log -O $O: the body's log"
   line "  model.py:382 in build: lh = T.log(h1)" "scan_log -O $O: the body node's trace"
   contains err "(scan: its log 'lh') made NaN in output '[^']*' (2 of 4 elements), first at step 3 of the loop$" "scan_log -O $O: the one line names the body node and the step"
+  # fast_run rebuilds the loop (H:scan, outputs H:scan and H:scan.1):
+  # named as written, in the path and on the one line
+  line "  H (scan) of 'main', output 'LH' (NaN in 2 of 4), at step 3 of its loop" "scan_log -O $O: the path names H and LH"
+  line "trace of scan H:" "scan_log -O $O: the scan's trace, by its name as written"
+  contains err "^tgdebug: nanguard: call 1: node 'H' (scan: its log 'lh') made NaN in output 'LH' (2 of 4 elements), first at step 3 of the loop$" "scan_log -O $O: the one line names H and LH"
 done
+# scan_last: h_t = exp(h_{t-1}), only H[-1] read: fast_run keeps the last
+# row only (scan_keep_last, node H:scan), still H as written. From h0 = 1
+# (NumPy): e, 15.15, 3.8e6, then inf at step 4.
+expect 1 "scan_last: exp overflows in a loop fast_run rebuilt" -- "$T" nanguard "$D/scan_last.json" -i n=5 -i h0=1
+line "node: H:scan" "scan_last: the node of the optimized function"
+line "  H (scan) of 'main', output 'H:scan' (Inf in 1 of 1), at step 4 of its loop" "scan_last: the path names H"
+line "trace of scan H:" "scan_last: the scan's trace, by its name as written"
+line "  model.py:552 in build: H = theano.scan(T.exp, n_steps=n, outputs_info=[h0])" "scan_last: the scan's line"
+contains err "^tgdebug: nanguard: call 1: node 'H' (scan: its exp 'h1') made an infinity in output 'H:scan' (1 of 1 elements), first at step 4 of the loop$" "scan_last: the one line names H"
 # scan_scan: an epoch loop E whose body runs an RNN R over xs; the RNN's
 # log takes log(-0.25) at step 2 of R in step 2 of E. The whole way down
 # is named, each loop with its step, and each level's trace.
@@ -387,6 +409,21 @@ expect 0 "compare: a stabilized gradient agrees" -- "$T" compare "$D/cmp_stable.
 contains out "^output g .* pass (1 stabilized: finite where the unoptimized value is inf or NaN)$" "compare: the stabilized value is counted on its output"
 line "stabilized: 1 value in 1 node output finite where the unoptimized function gives inf or NaN; the first in node g.11:switch (composite), from rewrite switch_sink (pass stabilize)" "compare names the stabilizing rewrite"
 expect 0 "compare: cmp_infsign with the real optimizer" -- "$T" compare "$D/cmp_infsign.json" -i x='[0,1]'
+# cmp_cancel: mul_div_cancel makes x * y / y into x; as written (NumPy)
+# exp(x * y / y + 1) at x = [1, 2, inf], y = [1, 0, 0] is [e^2, NaN,
+# NaN], optimized [e^2, e^3, inf]. The node that differs is the file's own
+# (r, or the composite of r and o): the rewrite replaced what it reads.
+expect 1 "compare: a rewrite upstream of the node that differs" -- "$T" compare "$D/cmp_cancel.json" -i x='[1,2,"inf"]' -i y='[1,0,0]'
+contains out "^output o .* FAIL (1 stabilized: finite where the unoptimized value is inf or NaN)$" "cmp_cancel: inf against NaN fails, e^3 against NaN is stabilized"
+line "bad rewrite: mul_div_cancel" "cmp_cancel: names mul_div_cancel"
+line "upstream: it rewrote what node o is computed from, not the node itself" "cmp_cancel: upstream of o"
+line "  removed: q (true_div)" "cmp_cancel: the node it removed"
+line "stabilized: 1 value in 1 node output finite where the unoptimized function gives inf or NaN; the first in node o (composite), from no stabilize rewrite (none made it or anything upstream of it)" "cmp_cancel: no stabilize rewrite named"
+contains err "made by rewrite 'mul_div_cancel' (pass canonicalize), upstream of it$" "cmp_cancel: the stderr line"
+expect 1 "compare --exclude fusion: the file's own node r differs" -- "$T" compare "$D/cmp_cancel.json" -i x='[1,2,"inf"]' -i y='[1,0,0]' --exclude fusion
+line "first differing node: r" "cmp_cancel --exclude fusion: r"
+line "bad rewrite: mul_div_cancel" "cmp_cancel --exclude fusion: names mul_div_cancel"
+expect 0 "compare --exclude mul_div_cancel: it agrees" -- "$T" compare "$D/cmp_cancel.json" -i x='[1,2,"inf"]' -i y='[1,0,0]' --exclude mul_div_cancel
 T="$TGDEBUG_TESTRW"
 expect 1 "compare catches the broken rewrite" -- "$T" compare "$D/cmp_exp.json" -i x='[1,2,3]'
 line "bad rewrite: test_broken_exp" "compare names the rewrite"

@@ -9,9 +9,10 @@
  * of the file's variables they stand for: the same id, or, for a variable
  * a rewrite made, the one it replaced (the optimizer's record of
  * replacements). The first node that differs beyond tolerance is traced
- * through the rewrite record to the rewrites that made it; each is turned
- * off in turn (a fresh compile with --exclude) and the last of them whose
- * absence makes the function agree is named.
+ * through the rewrite record to the rewrites that made it or anything
+ * upstream of it; each is turned off in turn (a fresh compile with
+ * --exclude), latest first, and the first whose absence makes the
+ * function agree is named.
  */
 #include <getopt.h>
 #include <math.h>
@@ -282,6 +283,75 @@ static void lineage(const tg_function *f, const char *key, int before, bool *in,
     for (int j = 0; j < r.nremoved; j++) lineage(f, r.removed[j], e, in, depth + 1);
 }
 
+static const char *node_key(const tg_node *n) { return n->nout ? n->outputs[0]->id : n->op->name; }
+
+/* The record entries that may have made node k of A what it is: its
+ * lineage, and every entry that removed a node upstream of it in the
+ * graph as written (B: one of the file's nodes k stands for, or an
+ * ancestor of one), or a node that such an entry created, in record
+ * order. A rewrite can break a node it never touched by replacing what
+ * the node reads: mul_div_cancel replaces q = x * y / y by x, and r = q
+ * + 1, the file's own node, then differs wherever y is 0. Marks in[];
+ * TG_ENOMEM only. */
+static int suspects(const side *A, const side *B, int k, bool *in) {
+    int nrw = tg_function_rewrite_count(A->f);
+    lineage(A->f, tg_function_node_key(A->f, k), nrw, in, 0);
+    struct tg_idmap *nodes = tg_idmap_new(), *up = tg_idmap_new();
+    const char **stack = NULL;
+    int sp = 0, cap = 0, rc = TG_ENOMEM;
+    if (!nodes || !up) goto done;
+    for (int i = 0; i < B->f->nsched; i++) {
+        tg_node *n = B->f->sched[i].node;
+        if (tg_idmap_put(nodes, node_key(n), n)) goto done;
+    }
+    const char *const *okeys;
+    int no = tg_function_node_origins(A->f, k, &okeys);
+    for (int i = -1; i < no; i++) {
+        if (sp == cap) {
+            cap = cap ? 2 * cap : 64;
+            const char **p = realloc(stack, sizeof *p * (size_t)cap);
+            if (!p) goto done;
+            stack = p;
+        }
+        stack[sp++] = i < 0 ? tg_function_node_key(A->f, k) : okeys[i];
+    }
+    /* the ancestors, as written */
+    while (sp > 0) {
+        const char *key = stack[--sp];
+        if (tg_idmap_get(up, key)) continue;
+        if (tg_idmap_put(up, key, (void *)1)) goto done;
+        const tg_node *n = tg_idmap_get(nodes, key);
+        for (int j = 0; n && j < n->nin; j++) {
+            const tg_node *o = n->inputs[j]->owner;
+            if (!o || tg_idmap_get(up, node_key(o))) continue;
+            if (sp == cap) {
+                cap = cap ? 2 * cap : 64;
+                const char **p = realloc(stack, sizeof *p * (size_t)cap);
+                if (!p) goto done;
+                stack = p;
+            }
+            stack[sp++] = node_key(o);
+        }
+    }
+    /* the entries that rewrote them, and what those made */
+    for (int e = 0; e < nrw; e++) {
+        tg_rewrite_info r;
+        tg_function_rewrite_get(A->f, e, &r);
+        bool hit = false;
+        for (int j = 0; j < r.nremoved && !hit; j++) hit = tg_idmap_get(up, r.removed[j]) != NULL;
+        if (!hit) continue;
+        in[e] = true;
+        for (int j = 0; j < r.ncreated; j++)
+            if (tg_idmap_put(up, r.created[j], (void *)1)) goto done;
+    }
+    rc = TG_OK;
+done:
+    free(stack);
+    if (nodes) tg_idmap_free(nodes);
+    if (up) tg_idmap_free(up);
+    return rc;
+}
+
 static int sched_find(const tg_function *f, const char *key) {
     for (int k = 0; k < tg_function_node_count(f); k++)
         if (!strcmp(tg_function_node_key(f, k), key)) return k;
@@ -445,22 +515,19 @@ int tgd_compare(int argc, char **argv) {
         /* Where the optimizer made finite what the graph as written did
          * not, and which rewrite made the first such node. */
         const char *skey = tg_function_node_key(A.f, chk.stab_node);
-        int nrw = tg_function_rewrite_count(A.f), e = last_creator(A.f, skey, nrw);
+        int nrw = tg_function_rewrite_count(A.f), e = -1;
         tg_rewrite_info r = {0};
-        /* the latest stabilize rewrite behind it, if any (fusion made the
-         * node itself) */
+        /* the latest stabilize rewrite behind it: one that made it or
+         * anything upstream of it (fusion made the node itself, and a
+         * rewrite of another pass is not named as one) */
         bool *lin = calloc((size_t)nrw + 1, sizeof *lin);
-        if (lin) lineage(A.f, skey, nrw, lin, 0);
-        for (int q = nrw - 1; lin && q >= 0; q--) {
-            if (!lin[q]) continue;
-            tg_function_rewrite_get(A.f, q, &r);
-            if (!strcmp(r.pass, "stabilize")) {
-                e = q;
-                break;
+        if (lin && suspects(&A, &B, chk.stab_node, lin) == TG_OK)
+            for (int q = nrw - 1; q >= 0 && e < 0; q--) {
+                if (!lin[q]) continue;
+                tg_function_rewrite_get(A.f, q, &r);
+                if (!strcmp(r.pass, "stabilize")) e = q;
             }
-        }
         free(lin);
-        if (e >= 0) tg_function_rewrite_get(A.f, e, &r);
         printf("stabilized: %lld value%s in %d node output%s finite where the unoptimized function gives inf "
                "or NaN; the first in node %s (%s)",
                (long long)chk.stabilized, chk.stabilized == 1 ? "" : "s", chk.stab_outputs,
@@ -468,7 +535,7 @@ int tgd_compare(int argc, char **argv) {
         if (e >= 0)
             printf(", from rewrite %s (pass %s)\n", r.name, r.pass);
         else
-            printf("\n");
+            printf(", from no stabilize rewrite (none made it or anything upstream of it)\n");
     }
     if (!chk.found && !bad) {
         printf("compare: the optimized function agrees with the unoptimized one\n");
@@ -504,17 +571,25 @@ int tgd_compare(int argc, char **argv) {
         tgd_error(SUB, "out of memory");
         goto done;
     }
-    lineage(A.f, key, nrw, in, 0);
-    int culprit = -1, nlin = 0;
+    if (suspects(&A, &B, k, in)) {
+        tgd_error(SUB, "out of memory");
+        goto done;
+    }
+    int culprit = -1, nlin = 0, latest = -1;
     /* Latest first: a rewrite that only made the pattern a broken one
-     * then matched would also fix things when turned off. */
+     * then matched would also fix things when turned off. One compile
+     * and call per rewrite name (or pass) among the suspects: those of
+     * the node and of everything upstream of it, so a node deep in a
+     * large graph may cost as many as the distinct rewrites applied
+     * there. */
     for (int e = nrw - 1; e >= 0 && culprit < 0; e--) {
         if (!in[e]) continue;
         nlin++;
+        if (latest < 0) latest = e;
         tg_rewrite_info r;
         tg_function_rewrite_get(A.f, e, &r);
         bool tried = false;
-        for (int q = e + 1; q < nrw; q++) {
+        for (int q = e + 1; q < nrw && !tried; q++) {
             tg_rewrite_info r2;
             tg_function_rewrite_get(A.f, q, &r2);
             if (in[q] && !strcmp(r2.name, r.name)) tried = true;
@@ -525,21 +600,32 @@ int tgd_compare(int argc, char **argv) {
         if (ok == 1) culprit = e;
     }
     if (nlin == 0) {
-        printf("\nno rewrite made this node: it is the file's own node (an in-place or kernel problem)\n");
-        tgd_error(SUB, "node '%s' (%s) differs from the unoptimized function; no rewrite made it", key, n->op->name);
+        printf("\nno rewrite made this node or anything upstream of it: it is the file's own node (an in-place or "
+               "kernel problem)\n");
+        tgd_error(SUB, "node '%s' (%s) differs from the unoptimized function; no rewrite made it or what it reads",
+                  key, n->op->name);
         goto done;
     }
     bool sure = culprit >= 0;
+    /* none helped alone: the node's creator, else the latest rewrite
+     * upstream of it */
     if (!sure) culprit = last_creator(A.f, key, nrw);
+    if (culprit < 0) culprit = latest;
     tg_rewrite_info r;
     tg_function_rewrite_get(A.f, culprit, &r);
     printf("\n%s: %s\n", sure ? "bad rewrite" : "suspect rewrite (turning off any one rewrite did not fix it)", r.name);
     printf("pass: %s\n", r.pass);
     printf("record entry: %d of %d\n", culprit + 1, nrw);
+    /* (in the node's own lineage, or upstream of it only) */
+    memset(in, 0, sizeof *in * (size_t)nrw);
+    lineage(A.f, key, nrw, in, 0);
+    bool upstream = !in[culprit];
+    if (upstream) printf("upstream: it rewrote what node %s is computed from, not the node itself\n", key);
     for (int j = 0; j < r.nremoved; j++) print_key(&A, "removed", r.removed[j], culprit);
     for (int j = 0; j < r.ncreated; j++) print_key(&A, "created", r.created[j], culprit);
-    tgd_error(SUB, "node '%s' (%s) differs from the unoptimized function (max abs diff %.4g): %s rewrite '%s' (pass %s)",
-              key, n->op->name, chk.d.maxabs, sure ? "made by" : "suspect", r.name, r.pass);
+    tgd_error(SUB, "node '%s' (%s) differs from the unoptimized function (max abs diff %.4g): %s rewrite '%s' (pass %s)%s",
+              key, n->op->name, chk.d.maxabs, sure ? "made by" : "suspect", r.name, r.pass,
+              upstream ? ", upstream of it" : "");
 done:
     free(in);
     refs_free(&ref);

@@ -66,9 +66,11 @@ struct tg_nanguard {
     unsigned const_w;
     tg_stats const_st;
     /* What is_bad last found (tg_composite_locate's last call is on the
-     * result of the body op it locates). */
+     * result of the body op it locates), and the kinds of bad value it
+     * answers for (locate_fused: one kind per re-run of the body). */
     unsigned last_w;
     tg_stats last_st;
+    unsigned locate_kind;
     bool found;
     tg_offence off;
     /* Per entry of f->shared: 1 + the version (tg_shared.version) of the
@@ -324,7 +326,7 @@ static bool is_bad(const tg_array *a, void *ud) {
     tg_nanguard *g = ud;
     memset(&g->last_st, 0, sizeof g->last_st);
     g->last_w = classify(g, a, &g->last_st);
-    return g->last_w != 0;
+    return (g->last_w & g->locate_kind) != 0;
 }
 
 static const char *what_str(unsigned w) {
@@ -538,17 +540,44 @@ static tg_offence_level *path_push(tg_nanguard *g) {
 }
 
 /* The fused op of composite node n (of a function or a body) that made
- * the bad value, from its inputs as they were (cap), into level l. */
+ * the bad value, from its inputs as they were (cap), into level l.
+ *
+ * The rule of a node of the function, op by op: a body op made a kind of
+ * bad value (NaN, Inf, big) when its result holds it and none of its
+ * operands does. An operand bad in another way does not excuse it: in
+ * q = x / c with c = [1e11, 0] the NaN of 0/0 is the division's, though
+ * c is above the threshold (a body that counted c as "not clean" found
+ * no op at all). One re-run of the body per kind the guard checks, each
+ * answering for that kind only; the first body op found by any of them
+ * is named (the exp that made the infinity a later mul by 0 turned into
+ * the NaN, as with every operand clean). Only at an offence, on the
+ * node's inputs: up to three runs of one fused loop. */
 static void locate_fused(tg_nanguard *g, const tg_node *n, tg_array *const *cap, tg_offence_level *l,
                          tg_ctx *ctx) {
-    tg_composite_where w;
-    if (cap && tg_composite_locate(n, cap, is_bad, g, &w, ctx) == TG_OK && w.body_node >= 0) {
-        l->fused_op = w.op;
-        l->fused_var = w.var;
-        l->norigins = w.norigins;
-        l->origins = w.origins;
-        l->fused_what = g->last_w;
-        l->fused_stats = g->last_st;
+    static const unsigned kinds[] = {TG_BAD_NAN, TG_BAD_INF, TG_BAD_BIG};
+    bool on[] = {g->nan, g->inf, g->big_on};
+    tg_composite_where best = {.body_node = -1};
+    unsigned best_w = 0;
+    tg_stats best_st = {0};
+    for (int i = 0; cap && i < 3; i++) {
+        if (!on[i]) continue;
+        tg_composite_where w;
+        g->locate_kind = kinds[i];
+        int rc = tg_composite_locate(n, cap, is_bad, g, &w, ctx);
+        if (rc != TG_OK) break;
+        if (w.body_node < 0 || (best.body_node >= 0 && w.body_node >= best.body_node)) continue;
+        best = w;
+        best_w = g->last_w;
+        best_st = g->last_st;
+    }
+    g->locate_kind = 0;
+    if (best.body_node >= 0) {
+        l->fused_op = best.op;
+        l->fused_var = best.var;
+        l->norigins = best.norigins;
+        l->origins = best.origins;
+        l->fused_what = best_w;
+        l->fused_stats = best_st;
     }
 }
 
@@ -570,6 +599,18 @@ static void level_fill(tg_offence_level *l, const tg_function *fn, int k, const 
     l->stats = off->stats;
     l->step = off->step;
     l->norigins = tg_function_node_origins(fn, k, &l->origins);
+}
+
+/* Level l's node by its name as written (tools/tgdebug's level_name): a
+ * loop the optimizer rebuilt, 'R:scan', stands for 'R'. */
+static const char *level_written(const tg_offence_level *l) {
+    if (l->fused_op) return l->key;
+    if (l->norigins == 1) return l->origins[0];
+    const char *colon = strchr(l->key, ':');
+    size_t n = colon ? (size_t)(colon - l->key) : 0;
+    for (int i = 0; n && i < l->norigins; i++)
+        if (!strncmp(l->origins[i], l->key, n) && !l->origins[i][n]) return l->origins[i];
+    return l->key;
 }
 
 /* For a scan or op_from_graph n, the last level of g's path, that made a
@@ -915,6 +956,12 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
         int nk = fused ? g->off.norigins : tg_function_node_origins(f, k, &keys);
         tg_opt_record_grad_note(&f->record, keys, nk, note, sizeof note);
     }
+    /* A loop is named as written, as the body nodes of the chain are: the
+     * scan the optimizer rebuilt, 'H:scan' with output 'H:scan.1', stands
+     * for 'H' and its 'LH'. */
+    bool loop = g->depth > 1 && has_body(n);
+    const char *nname = loop ? level_written(&g->path[0]) : tg_function_node_key(f, k);
+    const char *oname = loop ? g->path[0].var_as_written : g->off.var;
     /* The body op's own result says what it made: its exp made an
      * infinity that a later mul by 0 turned into the output's NaN. */
     char became[256] = "";
@@ -922,7 +969,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     if (g->off.body_op && g->off.body_what && !(g->off.body_what & g->off.what & -g->off.what)) {
         made = g->off.body_what;
         snprintf(became, sizeof became, " (%d of %lld elements), and the output '%s' holds %s",
-                 count_of(made, &g->off.body_stats), (long long)g->off.body_stats.size, g->off.var,
+                 count_of(made, &g->off.body_stats), (long long)g->off.body_stats.size, oname,
                  what_str(g->off.what));
     }
     /* Which node made it, the way down: ": its exp" (a fused op),
@@ -949,13 +996,13 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
     if (g->depth <= 1 && g->off.body_op) snprintf(chain, sizeof chain, ": its %s", g->off.body_op);
     if (*became)
         return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s) made %s%s (%d of %lld elements)",
-                         (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, chain,
+                         (unsigned long long)g->off.call, nname, n->op->name, chain,
                          *note ? "; " : "", note, what_str(made), became, count_of(g->off.what, &g->off.stats),
                          (long long)g->off.stats.size);
     char step[64] = "";
     if (g->off.step >= 0) snprintf(step, sizeof step, ", first at step %lld of the loop", (long long)g->off.step + 1);
     return tg_errorf(ctx, TG_ESTOPPED, "call %llu: node '%s' (%s%s%s%s) made %s in output '%s' (%d of %lld elements)%s",
-                     (unsigned long long)g->off.call, tg_function_node_key(f, k), n->op->name, chain,
-                     *note ? "; " : "", note, what_str(g->off.what), g->off.var, count_of(g->off.what, &g->off.stats),
-                     (long long)g->off.stats.size, step);
+                     (unsigned long long)g->off.call, nname, n->op->name, chain, *note ? "; " : "", note,
+                     what_str(g->off.what), oname, count_of(g->off.what, &g->off.stats), (long long)g->off.stats.size,
+                     step);
 }

@@ -298,3 +298,33 @@ dist = {"variables": [{"id": "a", "type": f64([3])}, {"id": "b", "type": f64([])
 epochs("ofg_scan", node("op_from_graph", ["xo", "w1"], "z", attrs={"name": "dist", "body": dist},
                         code="z = dist(xo, w1)"), "z",
        "E, LE = theano.scan(epoch, n_steps=n, outputs_info=[w0, None], non_sequences=xs)")
+
+# cmp_cancel: q = x * y / y, which mul_div_cancel makes x; r = q + 1 and
+# o = exp(r) are the file's own nodes, whose input the rewrite replaced.
+# At y = 0 the graph as written gives NaN (0/0, inf*0/0), the rewritten
+# one exp(x + 1): x = [1, 2, inf], y = [1, 0, 0] gives [e^2, NaN, NaN]
+# as written (NumPy) and [e^2, e^3, inf] optimized: compare must name
+# mul_div_cancel, a rewrite upstream of the node that differs.
+line[0] = 440
+write("cmp_cancel",
+      [{"id": "x", "type": f64([3])}, {"id": "y", "type": f64([3])}],
+      [node("mul", ["x", "y"], "p", code="p = x * y"),
+       node("true_div", ["p", "y"], "q", code="q = p / y"),
+       node("add", ["q", {"value": 1.0}], "r", code="r = q + 1"),
+       node("exp", ["r"], "o", code="o = T.exp(r)")])
+
+# scan_last: h_t = exp(h_{t-1}) with only the last step returned
+# (H[-1]): fast_run rebuilds the loop to keep the last row only
+# (H:scan), which nanguard names by the file's H. From h0 = 1: e,
+# 15.15, 3.8e6, then exp(3.8e6) = inf at step 4.
+line[0] = 450
+last_body = {"variables": [{"id": "h", "type": f64([])}],
+             "nodes": [node("exp", ["h"], "h1", code="h1 = T.exp(h)")],
+             "inputs": ["h"], "outputs": ["h1"]}
+sl = node("scan", ["n", "h0"], "H", code="H = theano.scan(T.exp, n_steps=n, outputs_info=[h0])",
+          attrs={"body": last_body, "n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]],
+                 "n_nonrecurrent": 0, "n_non_sequences": 0, "has_n_steps": True, "has_until": False})
+write("scan_last",
+      [{"id": "n", "type": {"dtype": "int64", "shape": []}}, {"id": "h0", "type": f64([])}],
+      [sl, node("subtensor", ["H"], "hl", attrs={"index": [-1]}, code="hl = H[-1]")],
+      {"main": {"inputs": ["n", "h0"], "outputs": ["hl"]}})
