@@ -1055,18 +1055,22 @@ static void bptt0_by_hand(int T, const double *x, const double *h0, const double
  * are one product each outside (scan_acc_sum, scan_sum_dot), the input's
  * too (scan_pull_out), and the reverse loop takes h_{t-1} Wh from the
  * forward loop (scan_reuse_step_product), whose stack of products is
- * (0, 2, 4) after 0 steps. Shapes not known: scan_reuse_step_product
- * still fires, its stack of products (0, 0, 0) after 0 steps reshaped to
- * the rows it joins; scan_pull_out declines (the stack of delta_t would
- * be (0, 0), which a (4, 3) Wx^T does not multiply), as scan_acc_sum
- * does (the increments' shapes are not known). */
+ * (0, 2, 4) after 0 steps. Shapes not known: scan_pull_out declines
+ * (the stack of delta_t would be (0, 0), which a (4, 3) Wx^T does not
+ * multiply), as scan_acc_sum does (the increments' shapes are not
+ * known), and the products x_t Wx and h_{t-1} Wh stay in the loops
+ * (scan_push_seq: a loop that may run no step never multiplies
+ * operands whose contracted lengths may differ), so
+ * scan_reuse_step_product has no product to take: an h0 of 5 columns
+ * over 0 steps gives zero gradients, where fast_run failed ("shapes
+ * (1, 2, 5) and (4, 4) not aligned"). */
 static void run_bptt0(bool known) {
     const char *b = known ? "2" : "null", *i = known ? "3" : "null", *hd = known ? "4" : "null";
     char json[8192];
     snprintf(json, sizeof json, BPTT0, b, i, b, hd, i, hd, hd, hd, b, i, b, hd, i, hd, hd, hd);
     tg_graph *g = tu_load(json);
     tg_function *fs[2] = {compile(g, "none"), compile(g, "fast_run")};
-    assert_true(fired(fs[1], "scan_reuse_step_product") >= 1);
+    assert_int_equal(fired(fs[1], "scan_reuse_step_product") >= 1, known);
     assert_int_equal(fired(fs[1], "scan_pull_out") > 0, known);
     assert_int_equal(fired(fs[1], "scan_acc_sum") >= 2, known);
     double *x = fill(18, -1, 1, 1), *h0 = fill(8, -1, 1, 2), *Wx = fill(12, -0.5, 0.5, 3),
@@ -1082,6 +1086,21 @@ static void run_bptt0(bool known) {
             tg_array *out[4];
             call(fs[f], in, out);
             for (int k = 0; k < 4; k++) tu_assert_close(out[k], w[k], 1e-10, 1e-12);
+            free_all(out, 4);
+        }
+        free_all(in, 4);
+        free_all(w, 4);
+    }
+    if (!known) { /* h0 (2, 5) against Wh (4, 4), over 0 steps: zeros */
+        double zero[20] = {0}, h05[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+        tg_array *in[4] = {tu_f64(3, (int64_t[]){0, 2, 3}, x), tu_f64(2, (int64_t[]){2, 5}, h05),
+                           tu_f64(2, (int64_t[]){3, 4}, Wx), tu_f64(2, (int64_t[]){4, 4}, Wh)};
+        tg_array *w[4] = {tu_f64(3, (int64_t[]){0, 2, 3}, zero), tu_f64(2, (int64_t[]){2, 5}, zero),
+                          tu_f64(2, (int64_t[]){3, 4}, zero), tu_f64(2, (int64_t[]){4, 4}, zero)};
+        for (int f = 0; f < 2; f++) {
+            tg_array *out[4];
+            call(fs[f], in, out);
+            for (int k = 0; k < 4; k++) tu_assert_close(out[k], w[k], 0, 0);
             free_all(out, 4);
         }
         free_all(in, 4);
@@ -1759,6 +1778,245 @@ static void test_drop_recurrent_many(void **state) {
     tg_graph_free(g);
 }
 
+/* ---- checks the optimized loop keeps (docs/optimizer.md) ---- */
+
+/* f(in) fails with a message holding `want`. */
+static void fails_with(tg_function *f, tg_array *const *in, const char *want, const char *what) {
+    tg_array *out[4] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = tg_function_call(f, in, out, ctx);
+    if (!rc) {
+        for (int k = 0; k < tg_function_output_count(f); k++) tg_array_free(out[k]);
+        tg_ctx_free(ctx);
+        fail_msg("%s: the call gave values; want it to fail with '%s'", what, want);
+    }
+    if (!strstr(tg_ctx_message(ctx), want)) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("%s: want '%s', got: %s", what, want, msg);
+    }
+    tg_ctx_free(ctx);
+}
+
+/* The number of outputs of f's one scan node. */
+static int scan_nout(const tg_function *f) {
+    for (int k = 0; k < f->nsched; k++)
+        if (!strcmp(f->sched[k].node->op->name, "scan")) return f->sched[k].node->nout;
+    return -1;
+}
+
+/* A map over int64 x whose function reads only O1 = 2 x_t: its other
+ * outputs are O2 = assert(x_t, x_t > 0), O3 = x_t // d and O4 = x_t + 1.
+ * The loop as written computes them all and fails where one does;
+ * scan_drop_outputs dropped O2 and O3 with O4 (fast_run gave [2, -4, 6]
+ * for x = [1, -2, 3]). Now only O4 goes. */
+static const char *DROP_CHECKS = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [null]}},
+                  {"id": "d", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "d"], "outputs": ["O1", "O2", "O3", "O4"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                         "n_nonrecurrent": 4, "n_non_sequences": 1, "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "xt", "type": {"dtype": "int64", "shape": []}},
+                                                {"id": "db", "type": {"dtype": "int64", "shape": []}}],
+                                  "nodes": [{"op": "mul", "inputs": ["xt", {"value": 2}], "outputs": ["o1"]},
+                                            {"op": "gt", "inputs": ["xt", {"value": 0}], "outputs": ["c"]},
+                                            {"op": "assert", "inputs": ["xt", "c"], "outputs": ["o2"],
+                                             "attrs": {"message": "x must be positive"}},
+                                            {"op": "int_div", "inputs": ["xt", "db"], "outputs": ["o3"]},
+                                            {"op": "add", "inputs": ["xt", {"value": 1}], "outputs": ["o4"]}],
+                                  "inputs": ["xt", "db"], "outputs": ["o1", "o2", "o3", "o4"]}}}],
+    "functions": {"main": {"inputs": ["x", "d"], "outputs": ["O1"]}}});
+
+/* Two accumulators nobody reads, A_t = A_{t-1} + assert(x_t, x_t >= 0)
+ * and B_t = B_{t-1} + x_t, beside D = 2 x_t, which the function returns:
+ * scan_drop_recurrent dropped A with its assert (fast_run gave D where
+ * -O none fails); now only B goes. */
+static const char *DROP_ACC_CHECK = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null]}},
+                  {"id": "z", "type": {"dtype": "float64", "shape": []}},
+                  {"id": "w", "type": {"dtype": "float64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "z", "w"], "outputs": ["A", "B", "D"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 2,
+                         "output_taps": [[-1], [-1]], "n_nonrecurrent": 1, "n_non_sequences": 0,
+                         "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "xt", "type": {"dtype": "float64", "shape": []}},
+                                                {"id": "a", "type": {"dtype": "float64", "shape": []}},
+                                                {"id": "b", "type": {"dtype": "float64", "shape": []}}],
+                                  "nodes": [{"op": "ge", "inputs": ["xt", {"value": 0.0}], "outputs": ["c"]},
+                                            {"op": "assert", "inputs": ["xt", "c"], "outputs": ["xa"],
+                                             "attrs": {"message": "nonneg"}},
+                                            {"op": "add", "inputs": ["a", "xa"], "outputs": ["a2"]},
+                                            {"op": "add", "inputs": ["b", "xt"], "outputs": ["b2"]},
+                                            {"op": "mul", "inputs": ["xt", {"value": 2.0}], "outputs": ["d"]}],
+                                  "inputs": ["xt", "a", "b"], "outputs": ["a2", "b2", "d"]}}}],
+    "functions": {"main": {"inputs": ["x", "z", "w"], "outputs": ["D"]}}});
+
+static void test_drop_keeps_checks(void **state) {
+    (void)state;
+    int64_t three = 3;
+    /* the unread map outputs */
+    tg_graph *g = tu_load(DROP_CHECKS);
+    for (int pr = 0; pr < 2; pr++) {
+        tg_function *f = compile(g, pr ? "fast_run" : "none");
+        if (pr) {
+            assert_int_equal(fired(f, "scan_drop_outputs"), 1);
+            assert_int_equal(scan_nout(f), 3); /* O4 went */
+            assert_true(body_has_op(f, "assert") && body_has_op(f, "int_div"));
+        }
+        int64_t cases[3][4] = {{1, -2, 3, 1}, {1, 2, 3, 0}, {1, 2, 3, 1}}; /* x, then d */
+        for (int c = 0; c < 3; c++) {
+            tg_array *in[2] = {tg_array_new(TG_INT64, 1, &three),
+                               tg_array_new_scalar(TG_INT64, (double)cases[c][3])};
+            memcpy(tg_array_data(in[0]), cases[c], sizeof(int64_t) * 3);
+            if (c == 0) fails_with(f, in, "assertion failed: x must be positive", PRESETS[2 * pr]);
+            if (c == 1) fails_with(f, in, "integer division by zero", PRESETS[2 * pr]);
+            if (c == 2) {
+                tg_array *out;
+                call(f, in, &out);
+                for (int i = 0; i < 3; i++) assert_int_equal((int64_t)tg_array_get_flat(out, i), 2 * (i + 1));
+                tg_array_free(out);
+            }
+            free_all(in, 2);
+        }
+        tg_function_free(f);
+    }
+    tg_graph_free(g);
+    /* the unread accumulators */
+    g = tu_load(DROP_ACC_CHECK);
+    for (int pr = 0; pr < 2; pr++) {
+        tg_function *f = compile(g, pr ? "fast_run" : "none");
+        if (pr) {
+            assert_int_equal(fired(f, "scan_drop_recurrent"), 1);
+            assert_int_equal(scan_nout(f), 2); /* B went */
+            assert_true(body_has_op(f, "assert"));
+        }
+        for (int c = 0; c < 2; c++) {
+            double x[3] = {1, c ? 2 : -2, 3}, want[3] = {2, c ? 4 : -4, 6};
+            tg_array *in[3] = {tu_f64(1, &three, x), tg_array_new_scalar(TG_FLOAT64, 0),
+                               tg_array_new_scalar(TG_FLOAT64, 0)};
+            if (!c) {
+                fails_with(f, in, "assertion failed: nonneg", PRESETS[2 * pr]);
+            } else {
+                tg_array *out, *w = tu_f64(1, &three, want);
+                call(f, in, &out);
+                tu_assert_close(out, w, 0, 0);
+                tg_array_free(out);
+                tg_array_free(w);
+            }
+            free_all(in, 3);
+        }
+        tg_function_free(f);
+    }
+    tg_graph_free(g);
+}
+
+/* o_t = (x_t + c) * 2 over the rows of x (float64, rows of unknown
+ * length; the number of rows written %s), c a non-sequence of unknown
+ * length. */
+static const char *PUSH_BCAST = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [%s, null]}},
+                  {"id": "c", "type": {"dtype": "float64", "shape": [null]}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "c"], "outputs": ["O"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                         "n_nonrecurrent": 1, "n_non_sequences": 1, "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "xt", "type": {"dtype": "float64", "shape": [null]}},
+                                                {"id": "cb", "type": {"dtype": "float64", "shape": [null]}}],
+                                  "nodes": [{"op": "add", "inputs": ["xt", "cb"], "outputs": ["s"]},
+                                            {"op": "mul", "inputs": ["s", {"value": 2.0}], "outputs": ["o"]}],
+                                  "inputs": ["xt", "cb"], "outputs": ["o"]}}}],
+    "functions": {"main": {"inputs": ["x", "c"], "outputs": ["O"]}}});
+
+/* o_t = tanh(x_t . M) for n_steps steps (written %s: the input n, or
+ * the constant 2), x and M of unknown shapes. */
+static const char *PUSH_DOT = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "n", "type": {"dtype": "int64", "shape": []}},
+                  {"id": "x", "type": {"dtype": "float64", "shape": [null, null]}},
+                  {"id": "M", "type": {"dtype": "float64", "shape": [null, null]}}],
+    "nodes": [{"op": "scan", "inputs": [%s, "x", "M"], "outputs": ["O"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                         "n_nonrecurrent": 1, "n_non_sequences": 1, "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "xt", "type": {"dtype": "float64", "shape": [null]}},
+                                                {"id": "Mb", "type": {"dtype": "float64", "shape": [null, null]}}],
+                                  "nodes": [{"op": "dot", "inputs": ["xt", "Mb"], "outputs": ["s"]},
+                                            {"op": "tanh", "inputs": ["s"], "outputs": ["o"]}],
+                                  "inputs": ["xt", "Mb"], "outputs": ["o"]}}}],
+    "functions": {"main": {"inputs": [%s"x", "M"], "outputs": ["O"]}}});
+
+/* scan_push_seq moved x_t + c and x_t . M out of loops that may run no
+ * step: after 0 steps the loop as written combines nothing and gives an
+ * empty output, where the node outside failed on x's rows ("shapes
+ * (0, 3) and (4,) do not broadcast", "(4, 3) and (5, 2) not aligned" for
+ * n_steps 0). Such a node now stays; it still moves out of a loop known
+ * to run a step (2 rows of x, n_steps the constant 2), whose first step
+ * meets the same shapes. Values by hand; mismatched shapes fail under
+ * both presets. */
+static void test_push_zero_steps(void **state) {
+    (void)state;
+    char json[4096];
+    double xv[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, cv[4] = {0.5, -1, 2, 1};
+    double Mv[10] = {0.1, -0.2, 0.3, 0.05, -0.1, 0.2, 0.4, 0.1, -0.3, 0.2};
+    for (int known = 0; known < 2; known++) {
+        snprintf(json, sizeof json, PUSH_BCAST, known ? "2" : "null");
+        tg_graph *g = tu_load(json);
+        for (int pr = 0; pr < 2; pr++) {
+            tg_function *f = compile(g, pr ? "fast_run" : "none");
+            if (pr) assert_int_equal(fired(f, "scan_push_seq") > 0, known);
+            if (!known) { /* 0 rows of 3, c of 4: no step, no error */
+                tg_array *in[2] = {tu_f64(2, (int64_t[]){0, 3}, xv), tu_f64(1, (int64_t[]){4}, cv)}, *out;
+                call(f, in, &out);
+                assert_int_equal(tg_array_size(out), 0);
+                tg_array_free(out);
+                free_all(in, 2);
+            }
+            tg_array *in[2] = {tu_f64(2, (int64_t[]){2, 3}, xv), tu_f64(1, (int64_t[]){3}, cv)};
+            double want[6];
+            for (int i = 0; i < 6; i++) want[i] = (xv[i] + cv[i % 3]) * 2;
+            expect_matrix(f, in, 2, 3, want);
+            tg_array_free(in[1]);
+            in[1] = tu_f64(1, (int64_t[]){4}, cv);
+            fails_with(f, in, "do not broadcast", PRESETS[2 * pr]);
+            free_all(in, 2);
+            tg_function_free(f);
+        }
+        tg_graph_free(g);
+
+        snprintf(json, sizeof json, PUSH_DOT, known ? "{\"value\": 2}" : "\"n\"", known ? "" : "\"n\", ");
+        g = tu_load(json);
+        for (int pr = 0; pr < 2; pr++) {
+            tg_function *f = compile(g, pr ? "fast_run" : "none");
+            if (pr) assert_int_equal(fired(f, "scan_push_seq") > 0, known);
+            if (pr) assert_int_equal(body_has_op(f, "dot"), !known);
+            tg_array *in[3], **xm = known ? in : in + 1; /* (n, then x and M) */
+            if (!known) in[0] = tg_array_new_scalar(TG_INT64, 0);
+            xm[0] = tu_f64(2, (int64_t[]){4, 3}, xv);
+            xm[1] = tu_f64(2, (int64_t[]){5, 2}, Mv);
+            if (!known) { /* n_steps 0: (4, 3) and (5, 2) never meet */
+                tg_array *out;
+                call(f, in, &out);
+                assert_int_equal(tg_array_size(out), 0);
+                tg_array_free(out);
+                tg_array_free(in[0]);
+                in[0] = tg_array_new_scalar(TG_INT64, 2);
+            }
+            fails_with(f, in, "not aligned", PRESETS[2 * pr]);
+            tg_array_free(xm[1]);
+            xm[1] = tu_f64(2, (int64_t[]){3, 2}, Mv);
+            double want[4];
+            for (int t = 0; t < 2; t++)
+                for (int j = 0; j < 2; j++) {
+                    double a = 0;
+                    for (int k = 0; k < 3; k++) a += xv[t * 3 + k] * Mv[k * 2 + j];
+                    want[t * 2 + j] = tanh(a);
+                }
+            expect_matrix(f, in, 2, 2, want);
+            free_all(in, known ? 2 : 3);
+            tg_function_free(f);
+        }
+        tg_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hoist),
@@ -1791,6 +2049,8 @@ int main(void) {
         cmocka_unit_test(test_short_merge),
         cmocka_unit_test(test_exclude_tag),
         cmocka_unit_test(test_drop_recurrent_many),
+        cmocka_unit_test(test_drop_keeps_checks),
+        cmocka_unit_test(test_push_zero_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

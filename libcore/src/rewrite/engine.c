@@ -1122,10 +1122,33 @@ static bool may_not_broadcast(const tg_node *n) {
     return false;
 }
 
-static bool node_may_fail(const tg_node *n) {
+/* Whether dot or matmul node n may find its operands not aligned at run
+ * time (blas.c's product_shape): the contracted lengths, or matmul's
+ * batch lengths, not known on both sides (known ones that clash were
+ * refused at load). A BPTT loop's gx_t = d_t @ W^T of static shapes
+ * cannot fail. */
+static bool product_may_fail(const tg_node *n) {
+    if (n->nin != 2) return true;
+    const tg_type *a = &n->inputs[0]->type, *b = &n->inputs[1]->type;
+    bool mm = !strcmp(n->op->name, "matmul");
+    if (!mm && (a->ndim == 0 || b->ndim == 0)) return false; /* (a scaling) */
+    if (a->ndim == 0 || b->ndim == 0) return true;
+    int64_t ka = a->shape[a->ndim - 1], kb = b->shape[mm && b->ndim > 1 ? b->ndim - 2 : 0];
+    if (ka < 0 || kb < 0) return true;
+    if (!mm) return false;
+    int ba = a->ndim > 2 ? a->ndim - 2 : 0, bb = b->ndim > 2 ? b->ndim - 2 : 0;
+    for (int d = 1; d <= ba && d <= bb; d++) {
+        int64_t la = a->shape[ba - d], lb = b->shape[bb - d];
+        if ((la < 0 && lb != 1) || (lb < 0 && la != 1)) return true;
+    }
+    return false;
+}
+
+bool tg_rw_node_may_fail(const tg_node *n) {
     const tg_op *op = n->op;
     if (op->flags & (TG_OPF_SIDE_EFFECT | TG_OPF_LAZY)) return true;
     if (op->flags & TG_OPF_ELEMWISE) return tg_rw_may_raise(n) || may_not_broadcast(n);
+    if (!strcmp(op->name, "dot") || !strcmp(op->name, "matmul")) return product_may_fail(n);
     /* ops that take any input (their attrs were checked at load) */
     static const char *const safe[] = {"identity", "cast", "shape", "shape_i", "zeros_like", "ones_like",
                                        "sum", "prod", "mean", "all", "any", "transpose", NULL};
@@ -1145,7 +1168,7 @@ bool tg_rw_drops_check(const tg_node *n, const tg_var *keep) {
         /* (n's own check, where n is not elementwise, is the rewrite's
          * to prove: sum_to_useless proves the lengths it sums to) */
         bool own = at == 0 && !(d->op->flags & (TG_OPF_ELEMWISE | TG_OPF_SIDE_EFFECT | TG_OPF_LAZY));
-        if (!own && node_may_fail(d)) return true;
+        if (!own && tg_rw_node_may_fail(d)) return true;
         for (int i = 0; i < d->nin; i++) {
             const tg_node *p = d->inputs[i]->owner;
             if (!p || p == keep->owner) continue; /* (what replaces n lives on) */

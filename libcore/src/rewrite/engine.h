@@ -120,6 +120,13 @@ bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n);
  * not rule out: an integer int_div, mod or pow whose divisor or exponent
  * is not a constant known to be safe (float ones give inf and NaN). */
 bool tg_rw_may_raise(const tg_node *n);
+/* Whether node n, run, may fail the call where its static types do not
+ * rule it out: a side effect (assert) or lazy op; an elementwise op that
+ * tg_rw_may_raise, or whose operands' run-time lengths may not
+ * broadcast; a dot or matmul whose contracted (or batch) lengths are not
+ * known on both sides; every other op but a few that take any input
+ * (identity, cast, shape, reductions, transpose). */
+bool tg_rw_node_may_fail(const tg_node *n);
 /* Whether replacing n's output by keep would leave a check unrun that the
  * unoptimized function makes: n (when elementwise: its broadcasting; a
  * rewrite of another op proves n's own check), and every node that only

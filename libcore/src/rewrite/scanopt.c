@@ -435,15 +435,36 @@ done:
 
 /* ---- scan_push_seq ---- */
 
-/* Whether body node bn could fail the call on a row the loop never gives
- * it: integer int_div and mod (a zero divisor), integer pow (a negative
- * exponent), unless the operand that would fail is a constant without
- * such a value; a composite of the file that holds one of them. Moved
- * out, it would run on every row of the sequence: those past an until
- * stop, past n_steps or a shorter sequence, and those of steps whose lazy
- * ifelse never takes its branch (ifelse(x_t != 0, k // x_t, -1) failed
- * with fast_run, and gave its values with -O none). It stays in the body,
- * where only the steps and branches that run reach it. */
+/* A body node that could fail the call on a row the loop never gives it
+ * stays in the loop (tg_rw_may_raise): integer int_div and mod (a zero
+ * divisor), integer pow (a negative exponent), unless the operand that
+ * would fail is a constant without such a value; a composite of the file
+ * that holds one of them. Moved out, it would run on every row of the
+ * sequence: those past an until stop, past n_steps or a shorter sequence,
+ * and those of steps whose lazy ifelse never takes its branch
+ * (ifelse(x_t != 0, k // x_t, -1) failed with fast_run, and gave its
+ * values with -O none). It stays in the body, where only the steps and
+ * branches that run reach it. So does one whose shapes may not fit
+ * (tg_rw_node_may_fail) in a loop that may run no step (runs_a_step). */
+
+/* Whether the loop runs at least one step whatever the inputs: n_steps a
+ * constant of 1 or more (a sequence too short for it fails the call
+ * either way), or, without n_steps, every sequence known to have a row
+ * more than its taps span. */
+static bool runs_a_step(const tg_node *n, const scan_io *s) {
+    scan_p *p = s->p;
+    if (p->has_n) {
+        const tg_var *ns = n->inputs[0];
+        return ns->kind == TG_VAR_CONSTANT && ns->value && tg_array_size(ns->value) == 1 &&
+               tg_array_get_flat(ns->value, 0) >= 1;
+    }
+    if (p->nseq < 1) return false;
+    for (int i = 0; i < p->nseq; i++) {
+        const tg_type *t = &n->inputs[s->base_seq + i]->type;
+        if (t->ndim < 1 || t->shape[0] < 0 || t->shape[0] - p->seq_span[i] < 1) return false;
+    }
+    return true;
+}
 
 /* The outer form of body node bn applied to every row of sequence S
  * (the operand at `at`; the others are outer invariants in `o`). */
@@ -504,6 +525,7 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
     for (int j = 0; j < p->nrec; j++) taps += p->out_ntaps[j];
     int room = SCAN_MAX_IO - taps < SCAN_MAX_IO - p->nseq ? SCAN_MAX_IO - taps : SCAN_MAX_IO - p->nseq;
     int nnew = 0, live = 0, npushed = 0;
+    bool steps = runs_a_step(n, &s);
     for (int i = 0; i < nn; i++) {
         tg_node *bn = bg->nodes[i];
         bool ew = (bn->op->flags & TG_OPF_ELEMWISE) != 0;
@@ -537,7 +559,14 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
             int cd = bn->inputs[1 - at]->type.ndim, sd = bn->inputs[at]->type.ndim;
             ok = cd >= 1 && cd <= 2 && sd >= 1 && (sd <= 2 || !strcmp(bn->op->name, "matmul"));
         }
-        if (!ok) continue;
+        /* Every step meets the same shapes (a sequence's rows all have
+         * one): the loop fails at its first step where the node outside
+         * would. But after 0 steps it combined nothing and gave its empty
+         * outputs, where the node outside fails on lengths that may not
+         * broadcast or a contracted axis not known on both sides ("shapes
+         * (0, 3) and (4,) do not broadcast"). (tg_rw_may_raise was asked
+         * above.) */
+        if (!ok || (!steps && tg_rw_node_may_fail(bn))) continue;
         /* Room for its result as a new sequence, less the new ones whose
          * last reader it is. */
         int freed = 0;
@@ -1178,22 +1207,59 @@ done:
     return rc;
 }
 
+/* Whether a body node that only the body outputs gone[] keep alive may
+ * fail (tg_rw_node_may_fail: an assert, an integer division by a possible
+ * zero, run-time lengths that may not broadcast, an op that checks): the
+ * body compiled without those outputs would no longer run it, and a step
+ * that fails with -O none would give values. Liveness is read from the
+ * body's outputs back, over its nodes in topological order. */
+static bool body_drop_fails(const scan_io *s, const bool *gone) {
+    int nv = s->bg->nvars, nn = s->bg->nnodes;
+    /* live[v]: bit 0, some output needs v; bit 1, some kept one does */
+    unsigned char *live = tg_calloc((size_t)nv + 1, 1);
+    if (!live) return true; /* (out of memory: the rewrite declines) */
+    bool fails = false;
+    for (int o = 0; o < s->fd->nout; o++) live[s->fd->outputs[o]->index] |= gone[o] ? 1 : 3;
+    for (int i = nn - 1; i >= 0 && !fails; i--) {
+        const tg_node *bn = s->bg->nodes[i];
+        unsigned char need = 0;
+        for (int k = 0; k < bn->nout; k++) need |= live[bn->outputs[k]->index];
+        if (need == 1 && tg_rw_node_may_fail(bn)) fails = true;
+        for (int k = 0; k < bn->nin; k++) live[bn->inputs[k]->index] |= need;
+    }
+    tg_free(live);
+    return fails;
+}
+
 /* Non-recurrent outputs nobody reads stop being outputs, so the body no
  * longer computes them (BPTT's scan gives the gradient of every float
- * sequence, wanted or not). */
+ * sequence, wanted or not). One whose computation may fail stays, and the
+ * loop keeps making its check (body_drop_fails): each is taken in turn,
+ * with those already taken. */
 static int scan_drop_outputs(tg_rw *rw, tg_node *n) {
     scan_io s;
     if (!scan_view(n, &s)) return 0;
     scan_p *p = s.p;
     int ndrop = 0, map[SCAN_MAX_IO];
+    bool drop[SCAN_MAX_IO] = {0};
     for (int o = p->nrec; o < p->nrec + p->nnr; o++) ndrop += !n->outputs[o]->nclients;
     if (!ndrop || ndrop == p->nrec + p->nnr) return 0;
+    ndrop = 0;
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
+        if (n->outputs[o]->nclients) continue;
+        drop[o] = true;
+        if (body_drop_fails(&s, drop))
+            drop[o] = false;
+        else
+            ndrop++;
+    }
+    if (!ndrop) return 0;
     json_object *attrs = attrs_copy(n);
     if (!attrs) return TG_ENOMEM;
     json_object *outs = jget(jget(attrs, "body"), "outputs"), *jk = jget(attrs, "keep_last");
     int k = 0;
     for (int o = 0; o < n->nout; o++) {
-        bool gone = o >= p->nrec && !n->outputs[o]->nclients;
+        bool gone = drop[o];
         map[o] = gone ? -1 : k;
         if (!gone) {
             k++;
@@ -1605,7 +1671,9 @@ static int scan_acc_sum(tg_rw *rw, tg_node *n) {
 
 /* A recurrent output nobody reads, whose past values feed only its own
  * next value (an accumulator left unread), stops being an output: its
- * initial state, taps and body output go. Every such output goes in one
+ * initial state, taps and body output go, unless what goes with them may
+ * fail (body_drop_fails: an increment that asserts, an add whose lengths
+ * may not broadcast). Every such output goes in one
  * application (one of them, at least one output, stays): one at a time,
  * each rebuilt the scan, whose body is in proportion to their number
  * too (BPTT's loop keeps an accumulator for each non-sequence's
@@ -1620,8 +1688,13 @@ static int scan_drop_recurrent(tg_rw *rw, tg_node *n) {
     for (int j = 0; j < p->nrec && ngone < p->nrec + p->nnr - 1; j++) {
         tg_var *e;
         if (!n->outputs[j]->nclients && accumulator(&s, j, &e)) {
+            /* (what only the accumulator read, its add included, must
+             * not be able to fail: the loop keeps it otherwise) */
             gone[j] = true;
-            ngone++;
+            if (body_drop_fails(&s, gone))
+                gone[j] = false;
+            else
+                ngone++;
         }
     }
     if (!ngone) return 0;
