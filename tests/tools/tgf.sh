@@ -164,6 +164,28 @@ n=$(grep -c "^ > *[| ]*mul \[id [A-Z]*\] 'm1'$" "$tmp/out")
 contains out "^op_from_graph \[id C\] 'o'$" "the inner body has its own section, under its node's id"
 contains out "^ >[ |]*|b \[id [A-Z]*\] -> \[id D\]$" "its input names the outer body's variable (neg, id D)"
 contains out "^ > | |a \[id [A-Z]*\] -> \[id B\]$" "the outer body's input names x (id B)"
+# A body input bound to output 1 of a split in the outer body names the
+# split's id, as in the main tree (it named an id printed nowhere).
+cat >"$tmp/nest_split.json" <<'JSON'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3]}}],
+ "nodes": [{"op": "op_from_graph", "inputs": ["x"], "outputs": ["y"], "attrs": {"name": "outer", "body": {
+    "variables": [{"id": "a", "type": {"dtype": "float64", "shape": [3]}}],
+    "inputs": ["a"], "outputs": ["o"],
+    "nodes": [
+      {"op": "split", "inputs": ["a", {"value": {"dtype": "int64", "shape": [2], "data": [1, 2]}}],
+       "outputs": ["s0", "s1"], "attrs": {"axis": 0, "n": 2}},
+      {"op": "op_from_graph", "inputs": ["s1"], "outputs": ["o"], "attrs": {"name": "inner", "body": {
+          "variables": [{"id": "b", "type": {"dtype": "float64", "shape": [2]}}],
+          "inputs": ["b"], "outputs": ["m"],
+          "nodes": [{"op": "neg", "inputs": ["b"], "outputs": ["m"]}]}}}]}}}],
+ "functions": {"main": {"inputs": ["x"], "outputs": ["y"]}}}
+JSON
+expect 0 "print a body reading output 1 of a split" -- "$TGC" print "$tmp/nest_split.json"
+sid=$(sed -n "s/^ >[ |]*split\.1 \[id \([A-Z]*\)\] 's1'$/\1/p" "$tmp/out")
+bid=$(sed -n 's/^ >[ |]*b \[id [A-Z]*\] -> \[id \([A-Z]*\)\]$/\1/p' "$tmp/out")
+[ -n "$sid" ] && [ "$sid" = "$bid" ] && pass "the inner body's input names the split (id $sid)" ||
+  { fail "the inner body's input names [id $bid], the split is [id $sid]"; sed 's/^/  | /' "$tmp/out"; }
 # A chain of 50,000 nodes, in the graph and in a body: the recursive
 # printer overflowed the stack past about 23,000 levels.
 /usr/bin/python3 - "$tmp" <<'PY'
@@ -193,6 +215,13 @@ expect 2 "print --exclude without --optimized" -- "$TGC" print "$E/mlp.json" -f 
 contains err "choose the rewrites of --optimized" "says why"
 expect 2 "print --exclude an unknown tag" -- "$TGC" print "$E/mlp.json" -f train --optimized --exclude nonesuch
 contains err "unknown optimizer tag 'nonesuch'" "names the tag"
+# A .tgf is not optimized again when printed: -O, --include and --exclude
+# are refused, as tgc run refuses them, not ignored.
+for opt in "-O none" "--optimized -O none" "--optimized --exclude fusion" "--include fusion"; do
+  # shellcheck disable=SC2086
+  expect 2 "print a .tgf with $opt" -- "$TGC" print "$tmp/mlp.fast_run.tgf" -f train $opt
+  contains err "mlp.fast_run.tgf is already optimized" "says the file is already optimized"
+done
 expect 0 "print --profile" -- "$TGC" print "$tmp/mlp.fast_run.tgf" -f predict --profile 2 -i x="$tmp/mlp/x.npy"
 contains out "predict: 2 calls" "the profile's call count"
 contains out "dot \[id [A-Z]*\] 'xW1'  [0-9.]* ms/call ([0-9.]*%)" "each node with its time and share"
@@ -347,6 +376,49 @@ expect 0 "the export of a folded update runs" -- "$TGC" run "$tmp/fold_x.json" -
 contains out "10." "one call: y = 2 * 5"
 expect 0 "and runs twice" -- "$TGC" run "$tmp/fold_x.json" -f f -i x=2 --calls 2
 contains out "6." "the second call's y = 2 * 3 (w took the folded 3)"
+
+# A folded constant holding a NaN with its sign bit set is exported bit for
+# bit (base64; "nan" reads back positive): x + (c - c) with c = (inf, 1)
+# is (-nan, 2), 0xfff8000000000000 as NumPy computes it, from the JSON,
+# the .tgf and its export. And the tgdebug files whose log(-1) folds:
+# the export's outputs are the graph's, bit for bit.
+cat >"$tmp/nan.json" <<'JSON'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [2]}},
+               {"id": "c", "type": {"dtype": "float64", "shape": [2]}, "constant": {"data": ["inf", 1]}}],
+ "nodes": [{"op": "sub", "inputs": ["c", "c"], "outputs": ["d"]},
+           {"op": "add", "inputs": ["x", "d"], "outputs": ["y"]}],
+ "functions": {"main": {"inputs": ["x"], "outputs": ["y"]}}}
+JSON
+"$TGC" compile "$tmp/nan.json" -o "$tmp/nan.tgf" >/dev/null && "$TGC" export "$tmp/nan.tgf" -o "$tmp/nan_x.json"
+/usr/bin/python3 -c "
+import numpy as np
+with np.errstate(invalid='ignore'):
+    c = np.array([np.inf, 1.0]); np.save('$tmp/nan_want.npy', np.array([1.0, 2.0]) + (c - c))"
+for src in nan.json nan.tgf nan_x.json; do
+  "$TGC" run "$tmp/$src" -i x='[1,2]' -o "$tmp/nan_o.$src" >/dev/null
+  cmp -s <(tail -c 16 "$tmp/nan_want.npy") <(tail -c 16 "$tmp/nan_o.$src/y.npy") &&
+    pass "$src: y is NumPy's (-nan, 2), bit for bit" || fail "$src: y is $(tail -c 16 "$tmp/nan_o.$src/y.npy" | od -An -tx8)"
+done
+for g in fold_out fold_upd fold_read; do
+  a=(-i x='[1,2,3]'); [ "$g" = fold_upd ] && a=()
+  "$TGC" compile "$TG_SRC/tests/data/tgdebug/$g.json" -o "$tmp/$g.tgf" >/dev/null &&
+    "$TGC" export "$tmp/$g.tgf" -o "$tmp/$g.x.json"
+  "$TGC" run "$TG_SRC/tests/data/tgdebug/$g.json" "${a[@]}" --calls 2 -o "$tmp/$g.j" >/dev/null
+  "$TGC" run "$tmp/$g.x.json" "${a[@]}" --calls 2 -o "$tmp/$g.e" >/dev/null
+  same_dir "$tmp/$g.j" "$tmp/$g.e" "$g: the export's outputs (two calls) are the graph's, NaN signs included"
+done
+# An output listed twice that a rewrite replaced (mul(x, 1) is x) keeps
+# its id at both places in the export (the second became x).
+cat >"$tmp/twice.json" <<'JSON'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [2]}}],
+ "nodes": [{"op": "mul", "inputs": ["x", {"value": 1}], "outputs": ["y"]}],
+ "functions": {"main": {"inputs": ["x"], "outputs": ["y", "y"]}}}
+JSON
+"$TGC" compile "$tmp/twice.json" -o "$tmp/twice.tgf" >/dev/null && "$TGC" export "$tmp/twice.tgf" -o "$tmp/twice_x.json"
+expect 0 "tgc check of the export" -- "$TGC" check "$tmp/twice_x.json"
+contains out "main(x) -> (y, y)" "its outputs are y and y"
 
 # A graph of 3,000 nodes (over 64 KiB, so the tools grow the heap at once
 # before loading): compiled and run from the .tgf, and run from the JSON,

@@ -314,6 +314,62 @@ static void test_large_values_base64(void **state) {
     tg_array_free(a);
 }
 
+/* A NaN that "nan" would not read back as (its sign bit set, as NumPy's
+ * x + (c - c) gives for c = inf on x86, or another payload) is written bit
+ * for bit, as base64, wherever a value is written as JSON; the dtype's
+ * positive quiet NaN is still written "nan". The base64 texts are
+ * Python's base64.b64encode of the NumPy arrays' bytes. */
+static void test_odd_nan_written_as_bits(void **state) {
+    (void)state;
+    static const struct {
+        tg_dtype dt;
+        uint64_t bits[2];
+        const char *want;
+    } cases[] = {
+        {TG_FLOAT64, {0xFFF8000000000000u, 0}, "\"base64\":\"AAAAAAAA+P8AAAAAAAAAAA==\""},
+        {TG_FLOAT64, {0x7FF8000000000001u, 0x3FF0000000000000u}, "\"base64\":\"AQAAAAAA+H8AAAAAAADwPw==\""},
+        {TG_FLOAT64, {0x7FF8000000000000u, 0}, "\"data\":[\"nan\",0.0]"},
+        {TG_FLOAT32, {0xFFC00000u, 0x3F800000u}, "\"base64\":\"AADA/wAAgD8=\""},
+        {TG_FLOAT32, {0x7FC00001u, 0}, "\"base64\":\"AQDAfwAAAAA=\""},
+        {TG_FLOAT32, {0x7FC00000u, 0x3F800000u}, "\"data\":[\"nan\",1.0]"},
+        {TG_FLOAT16, {0xFE00u, 0x3C00u}, "\"base64\":\"AP4APA==\""},
+        {TG_FLOAT16, {0x7E00u, 0x3C00u}, "\"data\":[\"nan\",1.0]"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t two = 2;
+        tg_array *a = tg_array_new(cases[c].dt, 1, &two);
+        size_t w = tg_dtype_size(cases[c].dt);
+        unsigned char *p = tg_array_data(a);
+        for (int i = 0; i < 2; i++) memcpy(p + i * w, &cases[c].bits[i], w); /* little-endian */
+        json_object *j = tg_value_to_json(a);
+        assert_non_null(j);
+        const char *got = json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!strstr(got, cases[c].want)) fail_msg("case %zu: %s, expected %s", c, got, cases[c].want);
+        /* and it reads back with the same bits */
+        tg_ctx *ctx = tg_ctx_new();
+        bool weak = false;
+        tg_array *b = tg_value_from_json(j, TG_DTYPE_INVALID, -1, NULL, NULL, "value", &weak, ctx);
+        if (!b) fail_msg("case %zu: %s", c, tg_ctx_message(ctx));
+        assert_memory_equal(tg_array_data(b), p, 2 * w);
+        tg_array_free(b);
+        tg_ctx_free(ctx);
+        json_object_put(j);
+        tg_array_free(a);
+    }
+    /* A graph's constant, saved and loaded: the same bits. */
+    char *s = round_trip_text(HEAD "\"variables\":[{\"id\":\"c\",\"type\":{\"dtype\":\"float64\",\"shape\":[2]},"
+                                   "\"constant\":{\"base64\":\"AAAAAAAA+P8AAAAAAAAAAA==\"}}],\"nodes\":[]}");
+    tg_graph *g = tu_load(s);
+    tg_var *cv = tg_graph_find(g, "c");
+    assert_non_null(cv);
+    uint64_t bits[2];
+    memcpy(bits, tg_array_data(cv->value), sizeof bits);
+    if (bits[0] != 0xFFF8000000000000u || bits[1]) fail_msg("saved as\n%s\nreads back as 0x%llx 0x%llx", s,
+                                                           (unsigned long long)bits[0], (unsigned long long)bits[1]);
+    tg_graph_free(g);
+    tg_string_free(s);
+}
+
 /* Saving is atomic: a failed save leaves the previous file as it was. */
 static long alloc_budget = -1;
 static void *failing_realloc(void *ud, void *p, size_t n) {
@@ -489,6 +545,7 @@ int main(void) {
         cmocka_unit_test(test_canonical_attrs),
         cmocka_unit_test(test_inline_constants),
         cmocka_unit_test(test_large_values_base64),
+        cmocka_unit_test(test_odd_nan_written_as_bits),
         cmocka_unit_test(test_save_atomic),
         cmocka_unit_test(test_save_allocation_failures),
     };

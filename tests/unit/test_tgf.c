@@ -1758,6 +1758,86 @@ static void test_section_export_types(void **state) {
     tg_array_free(c);
 }
 
+/* The function of `json` compiled (fast_run), saved alone, restored and
+ * exported; the export loaded, compiled with preset none and called on x:
+ * its outputs in out (nout of them), its output ids checked against ids. */
+static void export_and_run(const char *name, const char *json, tg_array *x, int nout, tg_array **out,
+                           const char *const *ids) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load(json);
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    if (!f) fail_msg("%s: %s", name, tg_ctx_message(ctx));
+    tg_tgf_save_info info = {.source = g};
+    tg_tgf *t = round_trip(name, f, &info, name, ctx);
+    char *s = tg_tgf_export(t, 0, ctx);
+    if (!s) fail_msg("%s: %s", name, tg_ctx_message(ctx));
+    tg_graph *e = tg_graph_load_string(s, strlen(s), NULL, "export", ctx);
+    if (!e) fail_msg("%s: the export does not load: %s\n%s", name, tg_ctx_message(ctx), s);
+    tg_compile_options none = {.preset = "none"};
+    tg_function *h = tg_function_compile(e, 0, &none, ctx);
+    if (!h) fail_msg("%s: %s", name, tg_ctx_message(ctx));
+    if (tg_function_output_count(h) != nout) fail_msg("%s: %d outputs in\n%s", name, tg_function_output_count(h), s);
+    for (int k = 0; k < nout; k++)
+        if (strcmp(tg_function_output_id(h, k), ids[k]))
+            fail_msg("%s: output %d is '%s', expected '%s':\n%s", name, k, tg_function_output_id(h, k), ids[k], s);
+    if (tg_function_call(h, &x, out, ctx)) fail_msg("%s: %s", name, tg_ctx_message(ctx));
+    tg_function_free(h);
+    tg_graph_free(e);
+    tg_string_free(s);
+    tg_tgf_free(t);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* A constant folded to a NaN with its sign bit set keeps it through the
+ * export: x + (c - c) with c = (inf, 1) is (-nan, 2) as NumPy computes it
+ * on x86 (0xFFF8000000000000: inf - inf gives the default NaN, negative,
+ * and 1 + NaN keeps it); the export wrote the folded (-nan, 0) as
+ * ["nan", 0.0], a positive NaN. */
+static void test_export_keeps_nan_bits(void **state) {
+    (void)state;
+    static const char *json =
+        "{\"format\": \"tg-graph\", \"version\": 1,"
+        " \"variables\": [{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}},"
+        "  {\"id\": \"c\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]},"
+        "   \"constant\": {\"dtype\": \"float64\", \"shape\": [2], \"data\": [\"inf\", 1]}}],"
+        " \"nodes\": [{\"op\": \"sub\", \"inputs\": [\"c\", \"c\"], \"outputs\": [\"d\"]},"
+        "  {\"op\": \"add\", \"inputs\": [\"x\", \"d\"], \"outputs\": [\"y\"]}],"
+        " \"functions\": {\"main\": {\"inputs\": [\"x\"], \"outputs\": [\"y\"]}}}";
+    int64_t two = 2;
+    tg_array *x = tu_f64(1, &two, (double[]){1, 2}), *y = NULL;
+    export_and_run("nan.tgf", json, x, 1, &y, (const char *const[]){"y"});
+    uint64_t bits[2];
+    memcpy(bits, tg_array_data(y), sizeof bits);
+    if (bits[0] != 0xFFF8000000000000u || bits[1] != 0x4000000000000000u)
+        fail_msg("y is 0x%016llx 0x%016llx, expected 0xfff8000000000000 0x4000000000000000",
+                 (unsigned long long)bits[0], (unsigned long long)bits[1]);
+    tg_array_free(y);
+    tg_array_free(x);
+}
+
+/* An output listed twice that a rewrite replaced (mul(x, 1) is x) is
+ * exported as one identity(x) -> y that both listings name: the second
+ * was left as x, so the export's outputs were (y, x). */
+static void test_export_output_listed_twice(void **state) {
+    (void)state;
+    static const char *json =
+        "{\"format\": \"tg-graph\", \"version\": 1,"
+        " \"variables\": [{\"id\": \"x\", \"type\": {\"dtype\": \"float64\", \"shape\": [2]}}],"
+        " \"nodes\": [{\"op\": \"mul\", \"inputs\": [\"x\", {\"value\": 1}], \"outputs\": [\"y\"]}],"
+        " \"functions\": {\"main\": {\"inputs\": [\"x\"], \"outputs\": [\"y\", \"y\"]}}}";
+    int64_t two = 2;
+    tg_array *x = tu_f64(1, &two, (double[]){1.5, -2}), *out[2] = {NULL, NULL};
+    export_and_run("twice.tgf", json, x, 2, out, (const char *const[]){"y", "y"});
+    for (int k = 0; k < 2; k++) {
+        const double *v = tg_array_data(out[k]);
+        if (v[0] != 1.5 || v[1] != -2) fail_msg("output %d is (%g, %g), expected (1.5, -2)", k, v[0], v[1]);
+        tg_array_free(out[k]);
+    }
+    tg_array_free(x);
+}
+
 /* save_state copies the kept original graph's text, its references moved
  * to the new file's arrays, w's to its value now: the file is the one
  * loading and writing the graph again gives, byte for byte, and the
@@ -2040,6 +2120,8 @@ int main(void) {
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
         cmocka_unit_test(test_section_loader_rules),
         cmocka_unit_test(test_section_export_types),
+        cmocka_unit_test(test_export_keeps_nan_bits),
+        cmocka_unit_test(test_export_output_listed_twice),
         cmocka_unit_test(test_section_stale_inplace_dropped),
         cmocka_unit_test(test_section_shared_inplace),
         cmocka_unit_test(test_section_version_3),

@@ -625,7 +625,17 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
                     json_object_array_add(refs, NULL);
                     continue;
                 }
-                char *k2 = join2(S->ns, json_object_get_string(e));
+                /* keyed as the input's node is (by its first output),
+                 * so that output 1 of a split names the split's id, as
+                 * print_line's inputs do */
+                const char *iid = json_object_get_string(e);
+                json_object *inode = NULL, *iouts = NULL, *o0;
+                if (json_object_object_get_ex(S->byout, iid, &inode) &&
+                    json_object_object_get_ex(inode, "outputs", &iouts) &&
+                    json_object_is_type(iouts, json_type_array) &&
+                    (o0 = json_object_array_get_idx(iouts, 0)) && json_object_is_type(o0, json_type_string))
+                    iid = json_object_get_string(o0);
+                char *k2 = join2(S->ns, iid);
                 if (!k2) continue;
                 json_object_array_add(refs, json_object_new_string(k2));
                 free(k2);
@@ -786,7 +796,8 @@ static void print_usage(FILE *f) {
                "                 [--exclude TAG]... [--ids int|char] [--types] [--shapes]\n"
                "                 [--profile N -i ID=VALUE...]\n"
                "  --optimized    print the function after the optimizer (a .tgf always is)\n"
-               "  -O PRESET      with --optimized: none, fast_compile or fast_run (default)\n");
+               "  -O PRESET      with --optimized: none, fast_compile or fast_run (default);\n"
+               "                 not for a .tgf, optimized when it was compiled\n");
     cli_tags_help(f, 17);
     fprintf(f, "  --profile N    call the function N times (after one call not counted) with\n"
                "                 the -i inputs and show each node's time per call and share\n");
@@ -908,7 +919,14 @@ int tgc_cmd_print(int argc, char **argv) {
     }
     if (!preset_ok(preset)) return TG_EXIT_USAGE;
     /* A graph prints as written (preset none) unless --optimized; a .tgf
-     * holds only its optimized graph. */
+     * holds only its optimized graph, which loading never optimizes
+     * again: saying so beats ignoring -O (as tgc run does). */
+    if (cli_is_tgf(argv[optind]) && (inc.n || exc.n || preset)) {
+        cli_error(TOOL, "%s is already optimized: -O, --include and --exclude apply when compiling it "
+                        "(tgc compile)",
+                  argv[optind]);
+        return TG_EXIT_USAGE;
+    }
     if ((inc.n || exc.n || preset) && !optimized) {
         cli_error(TOOL, "print: -O, --include and --exclude choose the rewrites of --optimized");
         return TG_EXIT_USAGE;

@@ -2016,7 +2016,8 @@ char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx) {
     /* An output a rewrite replaced by a variable of another id is written
      * as identity(new) -> declared id, so that the exported function's
      * outputs keep the names the file gave them (when no variable of the
-     * graph holds that id already). */
+     * graph holds that id already). An output listed twice gets one
+     * identity, named by both listings. */
     const tg_fgraph *fg = f->fg;
     int nx = 0;
     tg_node **xn = tg_calloc((size_t)fg->nout + 1, sizeof *xn);
@@ -2036,6 +2037,14 @@ char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx) {
     for (int k = 0; k < fg->nout; k++) {
         const char *want = f->out_ids[k];
         if (!strcmp(want, fg->outputs[k]->id)) continue;
+        tg_var *same = NULL; /* the identity an earlier listing added */
+        for (int j = 0; j < nx && !same; j++)
+            if (!strcmp(xn[j]->outputs[0]->id, want) && xn[j]->inputs[0] == fg->outputs[k])
+                same = xn[j]->outputs[0];
+        if (same) {
+            outs[k] = same;
+            continue;
+        }
         bool taken = false;
         for (int j = 0; j < nv && !taken; j++) taken = !strcmp(vars[j]->id, want);
         if (taken) continue;

@@ -853,6 +853,21 @@ static json_object *nested_json(const tg_array *a, int d, const char *p) {
     return arr;
 }
 
+/* Whether the float array a holds a NaN that "nan" does not read back as:
+ * one with its sign bit set (inf - inf on x86, NumPy's x + (c - c)) or another
+ * payload. "nan" reads as the dtype's positive quiet NaN (what storing
+ * C's NAN makes), and the format has no other spelling, so such an array
+ * is written bit for bit (base64). */
+static bool odd_nan(const tg_array *a, int d, const char *p, const unsigned char *canon) {
+    if (d == a->ndim) {
+        size_t w = tg_dtype_size(a->dtype);
+        return isnan(tg_load_f64(a->dtype, p)) && memcmp(p, canon, w) != 0;
+    }
+    for (int64_t i = 0; i < a->shape[d]; i++)
+        if (odd_nan(a, d + 1, p + i * a->strides[d], canon)) return true;
+    return false;
+}
+
 json_object *tg_value_to_json(const tg_array *a) {
     bool ok = true;
     json_object *o = json_object_new_object(), *s = json_object_new_array();
@@ -860,7 +875,13 @@ json_object *tg_value_to_json(const tg_array *a) {
     for (int i = 0; i < a->ndim; i++) tg_json_push(s, json_object_new_int64(a->shape[i]), &ok);
     tg_json_put(o, "shape", s, &ok);
     int64_t n = tg_array_size_inline(a);
-    if (n <= 256) {
+    bool bits = false;
+    if (n <= 256 && tg_dtype_kind(a->dtype) == 'f') {
+        unsigned char canon[8] = {0};
+        tg_store_f64(a->dtype, canon, NAN);
+        bits = odd_nan(a, 0, a->data, canon);
+    }
+    if (n <= 256 && !bits) {
         tg_json_put(o, "data", nested_json(a, 0, a->data), &ok);
     } else {
         tg_array *c = tg_array_is_contiguous(a) ? tg_array_ref((tg_array *)a)
