@@ -6,7 +6,12 @@
  * is odd the target first writes correct preamble and header checksums
  * over the mutated bytes and has the reader skip the array table's and
  * the arrays' checksums: the fuzzer then reaches the JSON header, the
- * array table and the binary graph sections. */
+ * array table and the binary graph sections. The seeds in corpus_tgf/
+ * whose byte 63 is odd (the _nocrc, _fixcrc and regress_ ones) are made
+ * for this path: tgc refuses them as they are ("reserved bytes are not
+ * zero"), on purpose. test_tgf's test_fuzz_seeds_reach_graph_sections
+ * reads every seed this way and fails when one stops before the graph
+ * sections. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
