@@ -18,6 +18,14 @@ export PKG_CONFIG_PATH="$libdir"
 cc -o "$prefix/consumer_pc" "$TG_SRC/tests/install/consumer.c" $(pkg-config --cflags --libs tg)
 LD_LIBRARY_PATH="$prefix/lib:$prefix/lib64:$(dirname "$libdir")" "$prefix/consumer_pc"
 echo "ok: pkg-config consumer"
+# The static library through pkg-config --static (with CUDA, tg.pc's
+# Libs.private must bring the CUDA runtime, cuDNN and the C++ runtime)
+libs=$(pkg-config --static --libs tg)
+libs=${libs/-ltg /}
+a=$(find "$prefix" -name libtg.a | head -1)
+cc -o "$prefix/consumer_static" "$TG_SRC/tests/install/consumer.c" $(pkg-config --cflags tg) "$a" $libs
+"$prefix/consumer_static"
+echo "ok: pkg-config --static consumer"
 # CMake package
 cmake -S "$TG_SRC/tests/install" -B "$prefix/cb" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/cb" >/dev/null
