@@ -181,7 +181,7 @@ PY
 "$TGPROF" "$TG_SRC/examples/mlp.json" -f train -i x="$tmp/x.npy" -i y="$tmp/y.npy" --calls 3 \
   --json "$tmp/mlp.json" --trace "$tmp/mlp.trace.json" >"$tmp/mlp.txt"
 check '[ $? -eq 0 ] && grep -q "^Nodes (apply)" "$tmp/mlp.txt"' "tgprof profiles the MLP's training function"
-check 'grep -q "^  Environment: OpenBLAS .*; [0-9]* OpenMP threads\? (GOMP_SPINCOUNT 1000); [0-9]* cores\? online" "$tmp/mlp.txt"' \
+check 'grep -q "^  Environment: tg [0-9][0-9.]*; OpenBLAS .*; [0-9]* OpenMP threads\? (GOMP_SPINCOUNT 1000); [0-9]* cores\? online" "$tmp/mlp.txt"' \
   "the report's header names the BLAS, the threads, the spin count and the cores"
 $PY - "$tmp/mlp.json" <<'PY'
 import json, sys

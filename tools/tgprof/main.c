@@ -194,7 +194,7 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
     printf("  Nodes: %d\n", n);
     char env[1024];
     cli_environment_line(env, sizeof env);
-    printf("  Environment: %s\n", env);
+    printf("  Environment: tg %s; %s\n", tg_version(), env);
     int ndev;
     const char *dt = prof_device_timing(P, &ndev);
     if (ndev && !strcmp(dt, "events"))
