@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rewrite/engine.h"
 #include "testutil.h"
@@ -979,6 +980,104 @@ static void test_folded_view_owns_data(void **state) {
     tg_function_free(opt);
     tg_function_free(ref);
     tg_graph_free(g);
+}
+
+/* ---- bodies that print: neither folded nor merged ---- */
+
+/* f called `calls` times on in: the lines holding msg that the calls wrote
+ * to stderr; each call's one output is checked against want after. */
+static int printed_lines(tg_function *f, tg_array *const *in, int calls, const char *msg, const tg_array *want) {
+    tg_array *outs[4] = {0};
+    assert_true(calls <= 4);
+    fflush(stderr);
+    FILE *t = tmpfile();
+    assert_non_null(t);
+    int saved = dup(2);
+    assert_true(saved >= 0 && dup2(fileno(t), 2) >= 0);
+    for (int c = 0; c < calls; c++) {
+        tg_ctx *ctx = tg_ctx_new();
+        int rc = tg_function_call(f, in, &outs[c], ctx);
+        tg_ctx_free(ctx);
+        if (rc) break;
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(t);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, t)) n += strstr(line, msg) != NULL;
+    fclose(t);
+    for (int c = 0; c < calls; c++) {
+        assert_non_null(outs[c]);
+        tu_assert_close(outs[c], want, 0, 0);
+        tg_array_free(outs[c]);
+    }
+    return n;
+}
+
+/* A body that prints its input a and gives 2a. */
+#define PRINT_BODY                                                                                           \
+    "{'variables':[{'id':'a','type':{'dtype':'float64','shape':[]}}],'nodes':[{'op':'print','inputs':['a'],"  \
+    "'outputs':['pa'],'attrs':{'message':'INBODY'}},{'op':'mul','inputs':['pa',{'value':2}],'outputs':['r']}]," \
+    "'inputs':['a'],'outputs':['r']}"
+/* The same one level down: an op_from_graph of PRINT_BODY. */
+#define NESTED_BODY                                                                                   \
+    "{'variables':[{'id':'b','type':{'dtype':'float64','shape':[]}}],'nodes':[{'op':'op_from_graph',"  \
+    "'inputs':['b'],'outputs':['s'],'attrs':{'body':" PRINT_BODY ",'name':'inner'}}],'inputs':['b'],"  \
+    "'outputs':['s']}"
+
+/* An op_from_graph or scan whose body holds a print prints at every call
+ * of the function, as the graph run as written does: constant folding
+ * ran it once at compile time (z = x + ofg(3): the one INBODY line came
+ * while compiling, none from the calls; a scan of 2 steps over constants
+ * likewise), and merge joined two op_from_graph(x) twins (one line per
+ * call instead of two), here with the print one body further down. */
+static void test_body_effects_kept(void **state) {
+    (void)state;
+    static const struct {
+        const char *graph;
+        int per_call;         /* INBODY lines per call */
+        int64_t n;            /* output elements (0: a scalar) */
+        double want[2];       /* at x = 1.5 (hand) */
+    } cases[] = {
+        {G(V("x", "float64", "[]"), "{'op':'op_from_graph','inputs':[{'value':3.0}],'outputs':['y'],'attrs':{'body':" PRINT_BODY
+                                     ",'name':'pr'}}," N("add", "['x','y']", "['z']")),
+         1, 0, {1.5 + 6}},
+        {G(V("x", "float64", "[]"), "{'op':'op_from_graph','inputs':['x'],'outputs':['y1'],'attrs':{'body':" NESTED_BODY
+                                     ",'name':'pr'}},{'op':'op_from_graph','inputs':['x'],'outputs':['y2'],'attrs':{'body':" NESTED_BODY
+                                     ",'name':'pr'}}," N("add", "['y1','y2']", "['z']")),
+         2, 0, {4 * 1.5}},
+        /* z_t = print(z_{t-1}) + 1 from z = 0, 2 steps: [1, 2] */
+        {G(V("x", "float64", "[2]"),
+           "{'op':'scan','inputs':[{'value':{'dtype':'int64','data':2}},{'value':{'dtype':'float64','data':0}}],"
+           "'outputs':['ps'],'attrs':{'body':{'variables':[{'id':'z','type':{'dtype':'float64','shape':[]}}],"
+           "'nodes':[{'op':'print','inputs':['z'],'outputs':['pz'],'attrs':{'message':'INBODY'}},"
+           "{'op':'add','inputs':['pz',{'value':1.0}],'outputs':['zn']}],'inputs':['z'],'outputs':['zn']},"
+           "'n_sequences':0,'sequence_taps':[],'n_recurrent':1,'output_taps':[[-1]],'n_nonrecurrent':0,"
+           "'n_non_sequences':0,'has_n_steps':true,'has_until':false}}," N("add", "['x','ps']", "['z']")),
+         2, 2, {1.5 + 1, 1.5 + 2}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tg_graph *g = load(cases[c].graph);
+        tg_array *in = cases[c].n ? tu_f64(1, (int64_t[]){2}, (double[]){1.5, 1.5}) : tg_array_new_scalar(TG_FLOAT64, 1.5);
+        tg_array *want = cases[c].n ? tu_f64(1, (int64_t[]){2}, cases[c].want)
+                                    : tg_array_new_scalar(TG_FLOAT64, cases[c].want[0]);
+        for (int pr = 0; pr < 2; pr++) {
+            tg_compile_options o = {.preset = pr ? "fast_run" : "none"};
+            tg_function *f = compile_opts(g, NULL, &o);
+            int got = printed_lines(f, &in, 3, "INBODY", want);
+            if (got != 3 * cases[c].per_call) {
+                fprintf(stderr, "case %zu, %s: %d INBODY lines over 3 calls, want %d\n", c, o.preset, got,
+                        3 * cases[c].per_call);
+                fail();
+            }
+            tg_function_free(f);
+        }
+        tg_array_free(in);
+        tg_array_free(want);
+        tg_graph_free(g);
+    }
 }
 
 static void test_each_rewrite(void **state) {
@@ -3386,6 +3485,7 @@ int main(void) {
         cmocka_unit_test(test_argmax_chain),
         cmocka_unit_test(test_argmax_side_chain),
         cmocka_unit_test(test_argmax_spaced),
+        cmocka_unit_test(test_body_effects_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2017,6 +2017,172 @@ static void test_push_zero_steps(void **state) {
     }
 }
 
+/* z_t = z_{t-1} + a // b over the rows of xs (int64, of %s rows), a and b
+ * non-sequences: a // b reads only them. */
+static const char *HOIST_DIV = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "xs", "type": {"dtype": "int64", "shape": [%s]}},
+                  {"id": "a", "type": {"dtype": "int64", "shape": []}},
+                  {"id": "b", "type": {"dtype": "int64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": ["xs", {"value": {"dtype": "int64", "data": 0}}, "a", "b"], "outputs": ["ps"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1, "output_taps": [[-1]],
+                         "n_nonrecurrent": 0, "n_non_sequences": 2, "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "xi", "type": {"dtype": "int64", "shape": []}},
+                                                {"id": "z", "type": {"dtype": "int64", "shape": []}},
+                                                {"id": "a", "type": {"dtype": "int64", "shape": []}},
+                                                {"id": "b", "type": {"dtype": "int64", "shape": []}}],
+                                  "nodes": [{"op": "int_div", "inputs": ["a", "b"], "outputs": ["q"]},
+                                            {"op": "add", "inputs": ["z", "q"], "outputs": ["zn"]}],
+                                  "inputs": ["xi", "z", "a", "b"], "outputs": ["zn"]}}}],
+    "functions": {"main": {"inputs": ["xs", "a", "b"], "outputs": ["ps"]}}});
+
+/* z_t = z_{t-1} + cholesky(A), n steps. */
+static const char *HOIST_CHOL = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "n", "type": {"dtype": "int64", "shape": []}},
+                  {"id": "A", "type": {"dtype": "float64", "shape": [2, 2]}},
+                  {"id": "z0", "type": {"dtype": "float64", "shape": [2, 2]}}],
+    "nodes": [{"op": "scan", "inputs": ["n", "z0", "A"], "outputs": ["ps"],
+               "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]],
+                         "n_nonrecurrent": 0, "n_non_sequences": 1, "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "z", "type": {"dtype": "float64", "shape": [2, 2]}},
+                                                {"id": "A", "type": {"dtype": "float64", "shape": [2, 2]}}],
+                                  "nodes": [{"op": "cholesky", "inputs": ["A"], "outputs": ["L"]},
+                                            {"op": "add", "inputs": ["z", "L"], "outputs": ["zn"]}],
+                                  "inputs": ["z", "A"], "outputs": ["zn"]}}}],
+    "functions": {"main": {"inputs": ["n", "A", "z0"], "outputs": ["ps"]}}});
+
+/* z_t = z_{t-1} + ofg(a) over %s steps, the op_from_graph's body giving
+ * sqrt(assert(a, a > 0)). */
+static const char *HOIST_OFG = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "n", "type": {"dtype": "int64", "shape": []}},
+                  {"id": "a", "type": {"dtype": "float64", "shape": []}}],
+    "nodes": [{"op": "scan", "inputs": [%s, {"value": {"dtype": "float64", "data": 0}}, "a"], "outputs": ["ps"],
+               "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]],
+                         "n_nonrecurrent": 0, "n_non_sequences": 1, "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "z", "type": {"dtype": "float64", "shape": []}},
+                                                {"id": "a", "type": {"dtype": "float64", "shape": []}}],
+                                  "nodes": [{"op": "op_from_graph", "inputs": ["a"], "outputs": ["q"],
+                                             "attrs": {"name": "ssqrt", "body": {
+                                                 "variables": [{"id": "a", "type": {"dtype": "float64", "shape": []}}],
+                                                 "nodes": [{"op": "gt", "inputs": ["a", {"value": 0}], "outputs": ["pos"]},
+                                                           {"op": "assert", "inputs": ["a", "pos"], "outputs": ["aa"],
+                                                            "attrs": {"message": "a>0"}},
+                                                           {"op": "sqrt", "inputs": ["aa"], "outputs": ["r"]}],
+                                                 "inputs": ["a"], "outputs": ["r"]}}},
+                                            {"op": "add", "inputs": ["z", "q"], "outputs": ["zn"]}],
+                                  "inputs": ["z", "a"], "outputs": ["zn"]}}}],
+    "functions": {"main": {"inputs": [%s"a"], "outputs": ["ps"]}}});
+
+static tg_array *i64_vec(int64_t n, const double *v) {
+    tg_array *d = tu_f64(1, (int64_t[]){n}, v), *a = tg_array_copy(d, TG_INT64);
+    tg_array_free(d);
+    return a;
+}
+
+/* f(in) gives an empty result (the loop ran no step). */
+static void gives_empty(tg_function *f, tg_array *const *in, const char *what) {
+    tg_array *out = NULL;
+    tg_ctx *ctx = tg_ctx_new();
+    if (tg_function_call(f, in, &out, ctx)) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("%s: want an empty result after 0 steps, got: %s", what, msg);
+    }
+    tg_ctx_free(ctx);
+    assert_int_equal(tg_array_size(out), 0);
+    tg_array_free(out);
+}
+
+/* scan_hoist keeps in the loop what the loop as written may not run: a
+ * node that may fail (a // b with b = 0, the cholesky of a matrix that is
+ * not positive definite) when the loop may run no step (after 0 steps
+ * the loop gives its empty output; the node outside failed the call),
+ * and at any step count an op_from_graph whose body asserts (or prints:
+ * outside it printed once per call, not once per step; its assert failed
+ * a call of 0 steps). The loop that surely runs a step (xs of 3
+ * rows, n_steps the constant 3) still hoists a // b; values by hand. */
+static void test_hoist_keeps_effects_and_checks(void **state) {
+    (void)state;
+    char json[8192];
+    for (int known = 0; known < 2; known++) {
+        snprintf(json, sizeof json, HOIST_DIV, known ? "3" : "null");
+        tg_graph *g = tu_load(json);
+        for (int pr = 0; pr < 3; pr++) {
+            tg_function *f = compile(g, PRESETS[pr]);
+            if (pr == 2) assert_int_equal(fired(f, "scan_hoist") > 0, known);
+            tg_array *in[3] = {i64_vec(3, (double[]){1, 2, 3}), tg_array_new_scalar(TG_INT64, 7),
+                               tg_array_new_scalar(TG_INT64, 2)};
+            tg_array *out = NULL, *want = i64_vec(3, (double[]){3, 6, 9});
+            call(f, in, &out);
+            assert_true(tg_array_equal(out, want));
+            tg_array_free(out);
+            tg_array_free(want);
+            tg_array_free(in[2]);
+            in[2] = tg_array_new_scalar(TG_INT64, 0);
+            fails_with(f, in, "division by zero", PRESETS[pr]);
+            if (!known) {
+                tg_array_free(in[0]);
+                in[0] = i64_vec(0, NULL);
+                gives_empty(f, in, PRESETS[pr]);
+            }
+            free_all(in, 3);
+            tg_function_free(f);
+        }
+        tg_graph_free(g);
+    }
+
+    tg_graph *g = tu_load(HOIST_CHOL);
+    for (int pr = 0; pr < 3; pr++) {
+        tg_function *f = compile(g, PRESETS[pr]);
+        tg_array *in[3] = {tg_array_new_scalar(TG_INT64, 0), tu_f64(2, (int64_t[]){2, 2}, (double[]){1, 2, 2, 1}),
+                           tu_f64(2, (int64_t[]){2, 2}, (double[]){0, 0, 0, 0})};
+        gives_empty(f, in, PRESETS[pr]);
+        /* [[4, 2], [2, 3]] = L L^T, L = [[2, 0], [1, sqrt 2]]; 2 steps */
+        tg_array_free(in[0]);
+        tg_array_free(in[1]);
+        in[0] = tg_array_new_scalar(TG_INT64, 2);
+        in[1] = tu_f64(2, (int64_t[]){2, 2}, (double[]){4, 2, 2, 3});
+        tg_array *out = NULL;
+        call(f, in, &out);
+        double r2 = sqrt(2.0), w[8] = {2, 0, 1, r2, 4, 0, 2, 2 * r2};
+        tg_array *want = tu_f64(3, (int64_t[]){2, 2, 2}, w);
+        tu_assert_close(out, want, 1e-15, 1e-15);
+        tg_array_free(out);
+        tg_array_free(want);
+        free_all(in, 3);
+        tg_function_free(f);
+    }
+    tg_graph_free(g);
+
+    for (int known = 0; known < 2; known++) {
+        snprintf(json, sizeof json, HOIST_OFG, known ? "{\"value\": 3}" : "\"n\"", known ? "" : "\"n\", ");
+        g = tu_load(json);
+        for (int pr = 0; pr < 3; pr++) {
+            tg_function *f = compile(g, PRESETS[pr]);
+            if (pr) assert_true(body_has_op(f, "assert"));
+            tg_array *in[2], **a = known ? in : in + 1;
+            if (!known) in[0] = tg_array_new_scalar(TG_INT64, 3);
+            a[0] = tg_array_new_scalar(TG_FLOAT64, 4.0);
+            tg_array *out = NULL, *want = tu_f64(1, (int64_t[]){3}, (double[]){2, 4, 6});
+            call(f, in, &out);
+            tu_assert_close(out, want, 0, 0);
+            tg_array_free(out);
+            tg_array_free(want);
+            tg_array_free(a[0]);
+            a[0] = tg_array_new_scalar(TG_FLOAT64, -1.0);
+            fails_with(f, in, "assertion failed", PRESETS[pr]);
+            if (!known) {
+                tg_array_free(in[0]);
+                in[0] = tg_array_new_scalar(TG_INT64, 0);
+                gives_empty(f, in, PRESETS[pr]);
+            }
+            free_all(in, known ? 1 : 2);
+            tg_function_free(f);
+        }
+        tg_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hoist),
@@ -2051,6 +2217,7 @@ int main(void) {
         cmocka_unit_test(test_drop_recurrent_many),
         cmocka_unit_test(test_drop_keeps_checks),
         cmocka_unit_test(test_push_zero_steps),
+        cmocka_unit_test(test_hoist_keeps_effects_and_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "io/io.h"
+#include "ops/control.h"
+#include "ops/scan.h"
 #include "rewrite/engine.h"
 
 enum { RW_DEAD = TG_NODE_DEAD, RW_QUEUED = 2 };
@@ -1144,6 +1146,25 @@ static bool product_may_fail(const tg_node *n) {
     return false;
 }
 
+/* The body an op_from_graph or scan node runs, or NULL (composite bodies
+ * hold only elementwise ops, none with an effect). */
+static const tg_graph *node_body(const tg_node *n) {
+    if (!n->a.extra) return NULL;
+    if (!strcmp(n->op->name, "op_from_graph")) return ((const tg_ofg *)n->a.extra)->g;
+    if (!strcmp(n->op->name, "scan")) return ((const scan_p *)n->a.extra)->body;
+    return NULL;
+}
+
+bool tg_rw_has_effect(const tg_node *n) {
+    if (n->op->flags & TG_OPF_SIDE_EFFECT) return true;
+    const tg_graph *g = node_body(n);
+    /* (a body's nodes are few and its own: walked at each call, as merge
+     * hashes its JSON at each pass; a nested body's depth is the file's) */
+    for (int i = 0; g && i < g->nnodes; i++)
+        if (tg_rw_has_effect(g->nodes[i])) return true;
+    return false;
+}
+
 bool tg_rw_node_may_fail(const tg_node *n) {
     const tg_op *op = n->op;
     if (op->flags & (TG_OPF_SIDE_EFFECT | TG_OPF_LAZY)) return true;
@@ -1167,7 +1188,7 @@ bool tg_rw_drops_check(const tg_node *n, const tg_var *keep) {
         const tg_node *d = dead[at];
         /* (n's own check, where n is not elementwise, is the rewrite's
          * to prove: sum_to_useless proves the lengths it sums to) */
-        bool own = at == 0 && !(d->op->flags & (TG_OPF_ELEMWISE | TG_OPF_SIDE_EFFECT | TG_OPF_LAZY));
+        bool own = at == 0 && !(d->op->flags & (TG_OPF_ELEMWISE | TG_OPF_LAZY)) && !tg_rw_has_effect(d);
         if (!own && tg_rw_node_may_fail(d)) return true;
         for (int i = 0; i < d->nin; i++) {
             const tg_node *p = d->inputs[i]->owner;

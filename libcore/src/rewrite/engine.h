@@ -116,6 +116,13 @@ bool tg_rw_type_same_known(const tg_type *a, const tg_type *b);
  * shape for sure (no other operand can stretch it). */
 bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n);
 
+/* Whether running node n does more than compute its outputs, so that it
+ * may be neither folded, merged with a twin, nor moved out of a loop: a
+ * side effect of its own (print, assert, breakpoint: TG_OPF_SIDE_EFFECT),
+ * or, for an op_from_graph or scan, one in its body, at any depth (a
+ * print in the body prints once per run of the node). */
+bool tg_rw_has_effect(const tg_node *n);
+
 /* Whether node n can raise an error at run time that its static types do
  * not rule out: an integer int_div, mod or pow whose divisor or exponent
  * is not a constant known to be safe (float ones give inf and NaN). */

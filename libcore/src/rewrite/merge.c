@@ -185,7 +185,8 @@ int tg_rw_merge(tg_rw *rw) {
         if (i + 8 < nnodes)
             __builtin_prefetch(&t.slot[(size_t)tg_rw_merge_hash(fg->nodes[i + 8]) & (t.cap - 1)]);
         tg_node *n = fg->nodes[i];
-        if (tg_rw_dead(n) || (n->op->flags & TG_OPF_SIDE_EFFECT)) continue;
+        /* (two prints, or two op_from_graph whose bodies print, print twice) */
+        if (tg_rw_dead(n) || tg_rw_has_effect(n)) continue;
         tg_node *same = table_find_or_add(&t, tg_rw_merge_hash(n), n, eq_node);
         if (!same) goto nomem;
         if (same == n) continue;

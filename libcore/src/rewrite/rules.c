@@ -83,6 +83,9 @@ static int constant_folding(tg_rw *rw, tg_node *n) {
     if (n->nin == 0 || n->nout > 8) return 0;
     for (int i = 0; i < n->nin; i++)
         if (n->inputs[i]->kind != TG_VAR_CONSTANT || !n->inputs[i]->value) return 0;
+    /* An op_from_graph or scan whose body prints or asserts does so at
+     * each call, not once here. */
+    if (tg_rw_has_effect(n)) return 0;
     /* Only results of known, moderate size: a constant alloc of 10^8
      * elements stays a node. */
     for (int k = 0; k < n->nout; k++) {
@@ -181,7 +184,7 @@ static bool same_value(const tg_var *a, const tg_var *b, int depth) {
         return a->value && b->value && a->value->dtype == b->value->dtype && tg_array_equal(a->value, b->value);
     const tg_node *p = a->owner, *q = b->owner;
     if (depth <= 0 || !p || !q || p->op != q->op || p->nin != q->nin || p->nout != 1 || q->nout != 1) return false;
-    if ((p->op->flags & TG_OPF_SIDE_EFFECT) || !strncmp(p->op->name, "random_", 7)) return false;
+    if (tg_rw_has_effect(p) || !strncmp(p->op->name, "random_", 7)) return false;
     const json_object *pa = p->attrs, *qa = q->attrs;
     if (pa && !json_object_object_length((json_object *)pa)) pa = NULL;
     if (qa && !json_object_object_length((json_object *)qa)) qa = NULL;

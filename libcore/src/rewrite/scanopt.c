@@ -291,13 +291,33 @@ done:
 }
 
 /* Ops whose value is the same whenever their inputs are: everything but
- * side effects (print, assert, breakpoint) and the random generators. */
+ * side effects (print, assert, breakpoint, or an op_from_graph or scan
+ * whose body holds one: tg_rw_has_effect) and the random generators. */
 static bool pure(const tg_node *bn) {
-    return !(bn->op->flags & (TG_OPF_SIDE_EFFECT | TG_OPF_DERIVED)) &&
+    return !(bn->op->flags & TG_OPF_DERIVED) && !tg_rw_has_effect(bn) &&
            strncmp(bn->op->name, "random_", 7) != 0;
 }
 
 /* ---- scan_hoist ---- */
+
+/* Whether the loop runs at least one step whatever the inputs: n_steps a
+ * constant of 1 or more (a sequence too short for it fails the call
+ * either way), or, without n_steps, every sequence known to have a row
+ * more than its taps span. */
+static bool runs_a_step(const tg_node *n, const scan_io *s) {
+    scan_p *p = s->p;
+    if (p->has_n) {
+        const tg_var *ns = n->inputs[0];
+        return ns->kind == TG_VAR_CONSTANT && ns->value && tg_array_size(ns->value) == 1 &&
+               tg_array_get_flat(ns->value, 0) >= 1;
+    }
+    if (p->nseq < 1) return false;
+    for (int i = 0; i < p->nseq; i++) {
+        const tg_type *t = &n->inputs[s->base_seq + i]->type;
+        if (t->ndim < 1 || t->shape[0] < 0 || t->shape[0] - p->seq_span[i] < 1) return false;
+    }
+    return true;
+}
 
 static int scan_hoist(tg_rw *rw, tg_node *n) {
     scan_io s;
@@ -359,6 +379,7 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
     for (int i = 0; i < nn; i++)
         for (int k = 0; k < bg->nodes[i]->nin; k++) rem[bg->nodes[i]->inputs[k]->index]++;
     int nh = 0, live = 0, room = SCAN_MAX_IO - s.p->nns;
+    bool steps = runs_a_step(n, &s);
     for (int i = 0; i < nn; i++) {
         tg_node *bn = bg->nodes[i];
         bool ok = hoist[i] && pure(bn) && bn->nin > 0;
@@ -369,6 +390,12 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
         bool all_const = true;
         for (int k = 0; k < bn->nin; k++) all_const &= bn->inputs[k]->kind == TG_VAR_CONSTANT;
         if (!ok || all_const) continue;
+        /* Inside, the node runs at each step, outside once per call: the
+         * same check when the loop surely runs a step. After 0 steps the
+         * loop gave its empty outputs where the node outside could fail
+         * (x // d with d = 0, the cholesky of a matrix not positive
+         * definite, lengths that may not broadcast). */
+        if (!steps && tg_rw_node_may_fail(bn)) continue;
         int freed = 0, made = 0;
         for (int k = 0; k < bn->nin; k++) {
             tg_var *u = bn->inputs[k];
@@ -446,25 +473,6 @@ done:
  * values with -O none). It stays in the body, where only the steps and
  * branches that run reach it. So does one whose shapes may not fit
  * (tg_rw_node_may_fail) in a loop that may run no step (runs_a_step). */
-
-/* Whether the loop runs at least one step whatever the inputs: n_steps a
- * constant of 1 or more (a sequence too short for it fails the call
- * either way), or, without n_steps, every sequence known to have a row
- * more than its taps span. */
-static bool runs_a_step(const tg_node *n, const scan_io *s) {
-    scan_p *p = s->p;
-    if (p->has_n) {
-        const tg_var *ns = n->inputs[0];
-        return ns->kind == TG_VAR_CONSTANT && ns->value && tg_array_size(ns->value) == 1 &&
-               tg_array_get_flat(ns->value, 0) >= 1;
-    }
-    if (p->nseq < 1) return false;
-    for (int i = 0; i < p->nseq; i++) {
-        const tg_type *t = &n->inputs[s->base_seq + i]->type;
-        if (t->ndim < 1 || t->shape[0] < 0 || t->shape[0] - p->seq_span[i] < 1) return false;
-    }
-    return true;
-}
 
 /* The outer form of body node bn applied to every row of sequence S
  * (the operand at `at`; the others are outer invariants in `o`). */
