@@ -139,15 +139,7 @@ static const tg_node *level_node(const tg_offence_level *l) { return l->fn->sche
  * (the rewrite's node keeps the id it replaced before the ':', and R is
  * among its origins, with any node it took in, such as the subtensor
  * that kept only the loop's last step). As the library's one line. */
-static const char *level_name(const tg_offence_level *l) {
-    if (l->fused_op) return l->key;
-    if (l->norigins == 1) return l->origins[0];
-    const char *colon = strchr(l->key, ':');
-    size_t n = colon ? (size_t)(colon - l->key) : 0;
-    for (int i = 0; n && i < l->norigins; i++)
-        if (!strncmp(l->origins[i], l->key, n) && !l->origins[i][n]) return l->origins[i];
-    return l->key;
-}
+static const char *level_name(const tg_offence_level *l) { return tg_offence_level_name(l); }
 
 /* "NaN in 2 of 4" */
 static void print_made(unsigned w, const tg_stats *st) {

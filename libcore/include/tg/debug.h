@@ -185,6 +185,11 @@ TG_API int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **
                             tg_ctx *ctx);
 /* The offence of the last call, or NULL when it was clean. */
 TG_API const tg_offence *tg_nanguard_offence(const tg_nanguard *g);
+/* A level's node by its name as written: its key, or, for a node the
+ * optimizer made, the one file node it stands for; a loop the optimizer
+ * rebuilt, 'R:scan', stands for 'R' (among its origins, with any node it
+ * took in). The string is the level's. */
+TG_API const char *tg_offence_level_name(const tg_offence_level *l);
 /* For a NODE or CONSTANT offence: the node's inputs as they were when it
  * ran (copies: an in-place node has overwritten its own); NULL outside
  * 0 <= i < tg_function_node_ninputs(f, node). */

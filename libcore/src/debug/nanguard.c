@@ -601,9 +601,9 @@ static void level_fill(tg_offence_level *l, const tg_function *fn, int k, const 
     l->norigins = tg_function_node_origins(fn, k, &l->origins);
 }
 
-/* Level l's node by its name as written (tools/tgdebug's level_name): a
- * loop the optimizer rebuilt, 'R:scan', stands for 'R'. */
-static const char *level_written(const tg_offence_level *l) {
+/* Level l's node by its name as written (debug.h): a loop the optimizer
+ * rebuilt, 'R:scan', stands for 'R'. */
+const char *tg_offence_level_name(const tg_offence_level *l) {
     if (l->fused_op) return l->key;
     if (l->norigins == 1) return l->origins[0];
     const char *colon = strchr(l->key, ':');
@@ -960,7 +960,7 @@ int tg_nanguard_call(tg_nanguard *g, tg_array *const *inputs, tg_array **outputs
      * scan the optimizer rebuilt, 'H:scan' with output 'H:scan.1', stands
      * for 'H' and its 'LH'. */
     bool loop = g->depth > 1 && has_body(n);
-    const char *nname = loop ? level_written(&g->path[0]) : tg_function_node_key(f, k);
+    const char *nname = loop ? tg_offence_level_name(&g->path[0]) : tg_function_node_key(f, k);
     const char *oname = loop ? g->path[0].var_as_written : g->off.var;
     /* The body op's own result says what it made: its exp made an
      * infinity that a later mul by 0 turned into the output's NaN. */
