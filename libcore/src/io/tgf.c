@@ -2030,9 +2030,10 @@ char *tg_tgf_export(const tg_tgf *t, int i, tg_ctx *ctx) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
-    memcpy(vars, fv.g.vars, sizeof *vars * (size_t)fv.g.nvars);
-    memcpy(nodes, fg->nodes, sizeof *nodes * (size_t)fg->nnodes);
-    memcpy(outs, fg->outputs, sizeof *outs * (size_t)fg->nout);
+    /* (a function of no node, or no output, has NULL arrays) */
+    if (fv.g.nvars) memcpy(vars, fv.g.vars, sizeof *vars * (size_t)fv.g.nvars);
+    if (fg->nnodes) memcpy(nodes, fg->nodes, sizeof *nodes * (size_t)fg->nnodes);
+    if (fg->nout) memcpy(outs, fg->outputs, sizeof *outs * (size_t)fg->nout);
     int nv = fv.g.nvars, nn = fg->nnodes;
     for (int k = 0; k < fg->nout; k++) {
         const char *want = f->out_ids[k];
