@@ -29,6 +29,7 @@
 
 #include "ops/op.h"
 #include "ops/shape.h"
+#include "ops/vmath.h"
 
 /* ---- Philox 4x32-10 ---- */
 
@@ -181,13 +182,11 @@ static inline void rnd_sincos_2pi(double u, double *sn, double *cs) {
     *cs = kd == 1.0 || kd == 2.0 ? -c : c;
 }
 
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
 /* Box-Muller over n pairs of uniforms, in place: u0 becomes
  * sqrt(-2 log(1 - u0)) cos(2 pi u1) and u1 the same with sin. 1 - u0 is in
  * (0, 1]: the logarithm stays finite. One variant per vector width; each
  * computes the same bits (every operation is rounded once, none fused). */
-CLONES static void box_muller(int n, double *restrict u0, double *restrict u1) {
+TG_CLONES static void box_muller(int n, double *restrict u0, double *restrict u1) {
     for (int k = 0; k < n; k++) {
         double rr = __builtin_sqrt(-2.0 * rnd_log(1.0 - u0[k])), sn, cs;
         rnd_sincos_2pi(u1[k], &sn, &cs);

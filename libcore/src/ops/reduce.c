@@ -223,13 +223,9 @@ static double row_sum_d(tg_dtype dt, const char *p, int64_t n, int64_t s) {
     return acc;
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
 /* max/min/argmax are compute-bound at SSE2 width (two compares per
- * element); target_clones picks AVX2 or AVX-512 variants at load time. */
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CLONES
-#endif
+ * element): AVX2 and AVX-512 variants (vmath.h). */
+#define CLONES TG_CLONES
 
 /* The max (or min) of the non-NaN values of q[0..n) (-inf or +inf when
  * there are none), and whether any is NaN. W lanes of accumulators

@@ -1239,6 +1239,14 @@ static bool body_drop_fails(const scan_io *s, const bool *gone) {
     return fails;
 }
 
+/* Marks output o as going, with those marked already, unless what only
+ * they keep alive may fail (body_drop_fails); true when it goes. */
+static bool try_drop(const scan_io *s, bool *gone, int o) {
+    gone[o] = true;
+    if (body_drop_fails(s, gone)) gone[o] = false;
+    return gone[o];
+}
+
 /* Non-recurrent outputs nobody reads stop being outputs, so the body no
  * longer computes them (BPTT's scan gives the gradient of every float
  * sequence, wanted or not). One whose computation may fail stays, and the
@@ -1253,14 +1261,8 @@ static int scan_drop_outputs(tg_rw *rw, tg_node *n) {
     for (int o = p->nrec; o < p->nrec + p->nnr; o++) ndrop += !n->outputs[o]->nclients;
     if (!ndrop || ndrop == p->nrec + p->nnr) return 0;
     ndrop = 0;
-    for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
-        if (n->outputs[o]->nclients) continue;
-        drop[o] = true;
-        if (body_drop_fails(&s, drop))
-            drop[o] = false;
-        else
-            ndrop++;
-    }
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++)
+        if (!n->outputs[o]->nclients) ndrop += try_drop(&s, drop, o);
     if (!ndrop) return 0;
     json_object *attrs = attrs_copy(n);
     if (!attrs) return TG_ENOMEM;
@@ -1698,11 +1700,7 @@ static int scan_drop_recurrent(tg_rw *rw, tg_node *n) {
         if (!n->outputs[j]->nclients && accumulator(&s, j, &e)) {
             /* (what only the accumulator read, its add included, must
              * not be able to fail: the loop keeps it otherwise) */
-            gone[j] = true;
-            if (body_drop_fails(&s, gone))
-                gone[j] = false;
-            else
-                ngone++;
+            ngone += try_drop(&s, gone, j);
         }
     }
     if (!ngone) return 0;
