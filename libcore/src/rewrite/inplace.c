@@ -24,6 +24,22 @@
 #include "ops/composite.h"
 #include "rewrite/engine.h"
 
+extern const tg_op tg_op_breakpoint, tg_op_op_from_graph;
+
+/* The input of p whose buffer p's output j may live in: -1 for a buffer
+ * of its own, -2 for one that may be anyone's. */
+static int output_buffer_of(const tg_node *p, int j) {
+    /* An ifelse output is the taken branch's value itself, whichever it
+     * is. An op_from_graph returns what its compiled body returns, which
+     * may be one of its inputs, or a view of one, once the body's own
+     * rewrites have removed an identity or a `* 1`. */
+    if ((p->op->flags & TG_OPF_LAZY) || p->op == &tg_op_op_from_graph) return -2;
+    if (p->op->view_of < 0) return -1;
+    /* A view op's every output is a view: split's pieces, all of input
+     * 0; breakpoint's output j, input j + 1. */
+    return p->op == &tg_op_breakpoint ? j + 1 : p->op->view_of;
+}
+
 /* Can the buffer behind v be overwritten by its only reader? (A shared
  * variable: tg_inplace_shared_ok.) */
 static bool buffer_free(const tg_var *v) {
@@ -31,11 +47,10 @@ static bool buffer_free(const tg_var *v) {
         if (v->kind != TG_VAR_RESULT || !v->owner) return false; /* input, constant, shared */
         if (!tg_rw_single_client(v)) return false;
         const tg_node *p = v->owner;
-        /* An ifelse output is the taken branch's value itself, whichever
-         * it is: its buffer may be anyone's. */
-        if (p->op->flags & TG_OPF_LAZY) return false;
-        if (p->op->view_of < 0 || v->owner_index != 0) return true;
-        v = p->inputs[p->op->view_of];
+        int k = output_buffer_of(p, v->owner_index);
+        if (k == -1) return true;
+        if (k < 0 || k >= p->nin) return false;
+        v = p->inputs[k];
     }
     return false;
 }
