@@ -491,6 +491,60 @@ static void test_empty_body_lop(void **state) {
     tg_graph_free(g);
 }
 
+/* y = 2 * outer(a) (node 'ss'), outer's body calling inner (node 'inn'),
+ * whose body asserts a > 0 (node 'chk'); each node has a trace. */
+#define J(...) #__VA_ARGS__
+static const char *NESTED_ASSERT = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "a", "type": {"dtype": "float64", "shape": []}}],
+    "nodes": [{"op": "op_from_graph", "name": "ss", "inputs": ["a"], "outputs": ["q"],
+               "trace": [{"file": "model.py", "line": 20, "function": "build", "code": "q = outer(a)"}],
+               "attrs": {"name": "outer", "body": {
+                   "variables": [{"id": "b", "type": {"dtype": "float64", "shape": []}}],
+                   "nodes": [{"op": "neg", "inputs": ["b"], "outputs": ["nb"]},
+                             {"op": "op_from_graph", "name": "inn", "inputs": ["b"], "outputs": ["r"],
+                              "trace": [{"file": "model.py", "line": 12, "function": "outer", "code": "r = inner(b)"}],
+                              "attrs": {"name": "inner", "body": {
+                                  "variables": [{"id": "c", "type": {"dtype": "float64", "shape": []}}],
+                                  "nodes": [{"op": "gt", "inputs": ["c", {"value": 0}], "outputs": ["pos"]},
+                                            {"op": "assert", "name": "chk", "inputs": ["c", "pos"], "outputs": ["cc"],
+                                             "attrs": {"message": "c>0"},
+                                             "trace": [{"file": "model.py", "line": 5, "function": "inner",
+                                                        "code": "assert c > 0"}]},
+                                            {"op": "sqrt", "inputs": ["cc"], "outputs": ["s"]}],
+                                  "inputs": ["c"], "outputs": ["s"]}}},
+                             {"op": "add", "inputs": ["nb", "r"], "outputs": ["o"]}],
+                   "inputs": ["b"], "outputs": ["o"]}}},
+              {"op": "mul", "inputs": ["q", {"value": 2.0}], "outputs": ["y"]}],
+    "functions": {"main": {"inputs": ["a"], "outputs": ["y"]}}});
+
+/* A body node that inlining moved out (two levels) fails with the words
+ * of the bodies run as nested functions: each op_from_graph node, "in
+ * the body of" its name, down to 'chk', then the traces innermost first.
+ * It was named "(assert 'chk' -> ..., standing for q)" with the outer
+ * node's trace. */
+static void test_inline_error_names_body_node(void **state) {
+    (void)state;
+    const char *want = "nodes[0] (op_from_graph 'ss' -> q): in the body of 'outer': nodes[1] (op_from_graph "
+                       "'inn' -> r): in the body of 'inner': nodes[1] (assert 'chk' -> cc): assertion failed: c>0 "
+                       "[at model.py:5 in inner: assert c > 0] [at model.py:12 in outer: r = inner(b)] "
+                       "[at model.py:20 in build: q = outer(a)]";
+    tg_graph *g = tu_load(NESTED_ASSERT);
+    tg_array *a = tg_array_new_scalar(TG_FLOAT64, -1.0);
+    for (int p = 0; p < 2; p++) {
+        tg_function *f = compile_opts(g, "main", p ? "fast_run" : "none", p ? "inline" : NULL);
+        if (p) assert_false(has_op(f, "op_from_graph"));
+        tg_array *out = NULL;
+        tg_ctx *ctx = tg_ctx_new();
+        assert_int_not_equal(tg_function_call(f, &a, &out, ctx), 0);
+        if (strcmp(tg_ctx_message(ctx), want))
+            fail_msg("%s:\n  want: %s\n  got:  %s", p ? "inlined" : "none", want, tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        tg_function_free(f);
+    }
+    tg_array_free(a);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -503,6 +557,7 @@ int main(void) {
         cmocka_unit_test(test_weak_and_default_name),
         cmocka_unit_test(test_disconnected),
         cmocka_unit_test(test_empty_body_lop),
+        cmocka_unit_test(test_inline_error_names_body_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2183,6 +2183,109 @@ static void test_hoist_keeps_effects_and_checks(void **state) {
     }
 }
 
+/* ---- errors of nodes moved out of a body ---- */
+
+/* ps_t = ps_{t-1} + cholesky(A) over %s steps, in scan 'loop'; the body
+ * node is 'chk', and both nodes carry a creation trace. */
+static const char *MOVED_CHOL = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "A", "type": {"dtype": "float64", "shape": [2, 2]}},
+                  {"id": "z0", "type": {"dtype": "float64", "shape": [2, 2]}}],
+    "nodes": [{"op": "scan", "name": "loop", "inputs": [{"value": %s}, "z0", "A"], "outputs": ["ps"],
+               "trace": [{"file": "model.py", "line": 10, "function": "build", "code": "ps = scan(step)"}],
+               "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]],
+                         "n_nonrecurrent": 0, "n_non_sequences": 1, "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "z", "type": {"dtype": "float64", "shape": [2, 2]}},
+                                                {"id": "A", "type": {"dtype": "float64", "shape": [2, 2]}}],
+                                  "nodes": [{"op": "cholesky", "name": "chk", "inputs": ["A"], "outputs": ["L"],
+                                             "trace": [{"file": "model.py", "line": 5, "function": "step",
+                                                        "code": "L = cholesky(A)"}]},
+                                            {"op": "add", "inputs": ["z", "L"], "outputs": ["zn"]}],
+                                  "inputs": ["z", "A"], "outputs": ["zn"]}}}],
+    "functions": {"main": {"inputs": ["A", "z0"], "outputs": ["ps"]}}});
+
+/* t_t = sum(xs_t + c) in scan 'loop': 'chk' (xs_t + c) reads only the
+ * row of xs and c, and lengths that may not broadcast. */
+static const char *MOVED_ADD = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "xs", "type": {"dtype": "float64", "shape": [3, null]}},
+                  {"id": "c", "type": {"dtype": "float64", "shape": [null]}}],
+    "nodes": [{"op": "scan", "name": "loop", "inputs": ["xs", "c"], "outputs": ["ps"],
+               "trace": [{"file": "model.py", "line": 10, "function": "build", "code": "ps = scan(step)"}],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 0, "output_taps": [],
+                         "n_nonrecurrent": 1, "n_non_sequences": 1, "has_n_steps": false, "has_until": false,
+                         "body": {"variables": [{"id": "xi", "type": {"dtype": "float64", "shape": [null]}},
+                                                {"id": "c", "type": {"dtype": "float64", "shape": [null]}}],
+                                  "nodes": [{"op": "add", "name": "chk", "inputs": ["xi", "c"], "outputs": ["s"],
+                                             "trace": [{"file": "model.py", "line": 5, "function": "step",
+                                                        "code": "s = x + c"}]},
+                                            {"op": "sum", "inputs": ["s"], "outputs": ["t"]}],
+                                  "inputs": ["xi", "c"], "outputs": ["t"]}}}],
+    "functions": {"main": {"inputs": ["xs", "c"], "outputs": ["ps"]}}});
+
+/* f(in) fails with exactly `want`. */
+static void fails_exactly(tg_function *f, tg_array *const *in, const char *want, const char *what) {
+    tg_array *out[2] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_not_equal(tg_function_call(f, in, out, ctx), 0);
+    if (strcmp(tg_ctx_message(ctx), want)) {
+        char msg[TG_CTX_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", tg_ctx_message(ctx));
+        tg_ctx_free(ctx);
+        fail_msg("%s:\n  want: %s\n  got:  %s", what, want, msg);
+    }
+    tg_ctx_free(ctx);
+}
+
+/* A body node that scan_hoist, scan_inline or scan_push_seq moved out of
+ * scan 'loop' fails under fast_run with the words of the loop as written
+ * (-O none): the scan, then the body node 'chk' by its op, name and body
+ * key, its trace, then the scan's; where it no longer runs at a step, a
+ * word on how it left. It was named "(cholesky -> ps, standing for ps)"
+ * with the scan's trace. */
+static void test_moved_errors_name_body_node(void **state) {
+    (void)state;
+    const char *chol = "nodes[0] (cholesky 'chk' -> L): matrix is not positive definite (leading minor of order 2) "
+                       "[at model.py:5 in step: L = cholesky(A)] [at model.py:10 in build: ps = scan(step)]";
+    char want[1024], json[8192];
+    for (int steps = 1; steps <= 3; steps += 2) {
+        snprintf(json, sizeof json, MOVED_CHOL, steps == 1 ? "1" : "3");
+        tg_graph *g = tu_load(json);
+        /* [[1, 2], [2, 1]] has the eigenvalue -1 */
+        tg_array *in[2] = {tu_f64(2, (int64_t[]){2, 2}, (double[]){1, 2, 2, 1}),
+                           tu_f64(2, (int64_t[]){2, 2}, (double[]){0, 0, 0, 0})};
+        tg_function *ref = compile(g, "none"), *opt = compile(g, "fast_run");
+        assert_int_equal(fired(opt, steps == 1 ? "scan_inline" : "scan_hoist"), 1);
+        snprintf(want, sizeof want, "nodes[0] (scan 'loop' -> ps): step 0, in the body: %s", chol);
+        fails_exactly(ref, in, want, "none");
+        snprintf(want, sizeof want, "nodes[0] (scan 'loop' -> ps): %s: %s",
+                 steps == 1 ? "step 0, in the body" : "in the body, hoisted out of the loop", chol);
+        fails_exactly(opt, in, want, steps == 1 ? "scan_inline" : "scan_hoist");
+        free_all(in, 2);
+        tg_function_free(ref);
+        tg_function_free(opt);
+        tg_graph_free(g);
+    }
+
+    tg_graph *g = tu_load(MOVED_ADD);
+    tg_array *in[2] = {tu_f64(2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6}),
+                       tu_f64(1, (int64_t[]){3}, (double[]){1, 2, 3})};
+    tg_function *ref = compile(g, "none"), *opt = compile(g, "fast_run");
+    assert_int_equal(fired(opt, "scan_push_seq"), 1);
+    const char *tr = "[at model.py:5 in step: s = x + c] [at model.py:10 in build: ps = scan(step)]";
+    snprintf(want, sizeof want,
+             "nodes[0] (scan 'loop' -> ps): step 0, in the body: nodes[0] (add 'chk' -> s): shapes (2,) and (3,) do "
+             "not broadcast %s", tr);
+    fails_exactly(ref, in, want, "none");
+    /* outside, the add meets every row at once: (3, 2) */
+    snprintf(want, sizeof want,
+             "nodes[0] (scan 'loop' -> ps): in the body, applied to the rows of every step at once: nodes[0] "
+             "(add 'chk' -> s): shapes (3, 2) and (3,) do not broadcast %s", tr);
+    fails_exactly(opt, in, want, "scan_push_seq");
+    free_all(in, 2);
+    tg_function_free(ref);
+    tg_function_free(opt);
+    tg_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hoist),
@@ -2218,6 +2321,7 @@ int main(void) {
         cmocka_unit_test(test_drop_keeps_checks),
         cmocka_unit_test(test_push_zero_steps),
         cmocka_unit_test(test_hoist_keeps_effects_and_checks),
+        cmocka_unit_test(test_moved_errors_name_body_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

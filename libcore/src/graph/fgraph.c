@@ -157,6 +157,7 @@ static tg_node *clone_node(tg_arena *a, const tg_node *n, tg_ctx *ctx) {
         tg_grad_of_split(n->grad_of, s);
         if (!(c->grad_of = tg_grad_of_pack(s[0], s[1], s[2], s[3]))) goto fail;
     }
+    if (tg_node_moved_copy(c, n)) goto fail;
     return c;
 fail:
     tg_node_free(c);

@@ -213,6 +213,7 @@ void tg_node_free(tg_node *n) {
     tg_free(n->origins);
     tg_oset_unref(n->oset);
     tg_free(n->grad_of);
+    tg_free(n->moved);
     tg_trace_free(&n->trace);
     tg_node_release_block(n);
 }
@@ -559,34 +560,94 @@ void tg_node_trace_str(const tg_node *n, char *buf, size_t size) {
 
 void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n) { tg_node_error_wrap_note(ctx, n, NULL); }
 
-void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note) {
-    if (!ctx) return;
-    char desc[640], trace[1024], old[TG_CTX_MSG_MAX];
-    tg_node_describe(n, desc, sizeof desc);
-    /* A node a rewrite made (a fused composite, a gemm) has no place in
-     * the file: name the file's nodes it stands for by their keys (first
-     * output ids), at most four, so that the error leads back to them. */
+/* How an error names n: as written (tg_node.moved) for a node moved out
+ * of a body, else its description, which for a node a rewrite made (a
+ * fused composite, a gemm) names the nodes of the file it stands for by
+ * their keys (first output ids), at most four, since it has no place in
+ * the file. */
+static void describe_for_error(const tg_node *n, char *desc, size_t size) {
+    if (n->moved) {
+        snprintf(desc, size, "%s", n->moved);
+        return;
+    }
+    tg_node_describe(n, desc, size);
     size_t k = strlen(desc);
     if (n->json_index < 0 && n->norigins > 0 && k && desc[k - 1] == ')') {
         k--;
-        for (int i = 0; i < n->norigins && i < 4 && k < sizeof desc; i++) {
-            int w = snprintf(desc + k, sizeof desc - k, "%s%s", i ? ", " : ", standing for ",
+        for (int i = 0; i < n->norigins && i < 4 && k < size; i++) {
+            int w = snprintf(desc + k, size - k, "%s%s", i ? ", " : ", standing for ",
                              n->origins[i] ? n->origins[i] : "?");
             if (w < 0) break;
             k += (size_t)w;
         }
-        if (k < sizeof desc && n->norigins > 4)
-            k += (size_t)snprintf(desc + k, sizeof desc - k, " and %d more", n->norigins - 4);
-        if (k < sizeof desc) snprintf(desc + k, sizeof desc - k, ")");
+        if (k < size && n->norigins > 4) k += (size_t)snprintf(desc + k, size - k, " and %d more", n->norigins - 4);
+        if (k < size) snprintf(desc + k, size - k, ")");
     }
-    k = strlen(desc);
+}
+
+/* The traces of the bodies n was moved out of (tg_node.moved), or "". */
+static const char *moved_traces(const tg_node *n) { return n->moved ? n->moved + strlen(n->moved) + 1 : ""; }
+
+void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note) {
+    if (!ctx) return;
+    char desc[1024], trace[1024], old[TG_CTX_MSG_MAX];
+    describe_for_error(n, desc, sizeof desc);
+    size_t k = strlen(desc);
     if (note && *note && k && desc[k - 1] == ')')
         snprintf(desc + k - 1, sizeof desc - (k - 1), "; %s)", note);
     tg_node_trace_str(n, trace, sizeof trace);
     memcpy(old, ctx->msg, sizeof old);
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s%s", desc, old, trace);
+    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s%s%s", desc, old, trace, moved_traces(n));
     for (char *s = ctx->msg; *s; s++)
         if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
+static char *moved_pack(const char *desc, const char *traces) {
+    size_t a = strlen(desc) + 1, b = strlen(traces) + 1;
+    char *m = tg_malloc(a + b);
+    if (!m) return NULL;
+    memcpy(m, desc, a);
+    memcpy(m + a, traces, b);
+    return m;
+}
+
+int tg_node_moved_from(tg_node *n, const tg_node *outer, const char *where, const tg_node *bn, bool index) {
+    char od[1024], bd[640], desc[2048], tr[1024], traces[2048];
+    describe_for_error(outer, od, sizeof od);
+    tg_node_describe(bn, bd, sizeof bd);
+    const char *b = bd;
+    if (!index && !strncmp(b, "nodes[", 6) && strchr(b, ' ')) b = strchr(b, ' ') + 1;
+    snprintf(desc, sizeof desc, "%s: %s: %s", od, where, b);
+    /* The node's own trace is bn's; the outer node's follows, as the
+     * nested errors of the graph run as written give them. Without one
+     * of its own, bn is placed by outer's. */
+    tg_node_trace_str(outer, tr, sizeof tr);
+    snprintf(traces, sizeof traces, "%s%s", bn->trace.n ? tr : "", moved_traces(outer));
+    char *m = moved_pack(desc, traces);
+    if (!m || tg_trace_copy(&n->trace, bn->trace.n ? &bn->trace : &outer->trace)) {
+        tg_free(m);
+        return TG_ENOMEM;
+    }
+    if (bn->name && (!n->name || strcmp(n->name, bn->name))) {
+        char *nm = tg_strdup(bn->name);
+        if (!nm) {
+            tg_free(m);
+            return TG_ENOMEM;
+        }
+        tg_free(n->name);
+        n->name = nm;
+    }
+    tg_free(n->moved);
+    n->moved = m;
+    return TG_OK;
+}
+
+int tg_node_moved_copy(tg_node *c, const tg_node *n) {
+    char *m = NULL;
+    if (n->moved && !(m = moved_pack(n->moved, moved_traces(n)))) return TG_ENOMEM;
+    tg_free(c->moved);
+    c->moved = m;
+    return TG_OK;
 }
 
 /* ---- types ---- */

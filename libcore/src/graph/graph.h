@@ -199,6 +199,15 @@ struct tg_node {
      * of the cost), that node's op, then the grad, rop or lop node's key
      * and op. NULL: any other node. */
     char *grad_of;
+    /* For a node a rewrite moved out of a body (scan_hoist, scan_push_seq,
+     * scan_inline, scan_pull_out, inline_op_from_graph): how an error
+     * names it, as the run of the graph as written would, in one owned
+     * block of two NUL-terminated strings (tg_node_moved_from): the
+     * description ("nodes[0] (scan 'loop' -> ps): in the body, hoisted
+     * out of the loop: (int_div 'chk' -> q)"), then the traces of the
+     * nodes whose bodies it was in (" [at model.py:10 in build: ...]"),
+     * which follow the node's own. NULL: any other node. */
+    char *moved;
     char *name;
     tg_trace trace;
     /* A device kernel's state for this node, kept across calls for the
@@ -536,6 +545,15 @@ void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n);
  * parentheses after "; ": what the VM says of a node made by a gradient's
  * expansion. */
 void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note);
+/* Give n, which a rewrite built outside from body node bn of `outer` (a
+ * scan or op_from_graph node), bn's name and creation trace, and the
+ * description errors give it (tg_node.moved): outer's, then `where` ("in
+ * the body of 'f'"), then bn's, with its place in the body only when
+ * `index` (a body that rewrites edited has other places). TG_OK or
+ * TG_ENOMEM. */
+int tg_node_moved_from(tg_node *n, const tg_node *outer, const char *where, const tg_node *bn, bool index);
+/* n->moved copied onto c (freed first; NULL clears it). TG_OK or TG_ENOMEM. */
+int tg_node_moved_copy(tg_node *c, const tg_node *n);
 
 /* "float32[3, ?]" */
 void tg_type_str(const tg_type *t, char *buf, size_t size);

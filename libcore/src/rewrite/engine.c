@@ -608,6 +608,12 @@ static int origins_give(tg_rw *rw, tg_node *c) {
     for (int j = 0; j < rw->nstands; j++)
         if (rw->stands[2 * j] == c) from[k++] = rw->stands[2 * j + 1];
     int rc = k ? origins_merge(rw, c, from, k, false) : origins_merge(rw, c, rw->matched, rw->nmatched, false);
+    /* What stands for one node moved out of a body (a hoisted x // d that
+     * a later rule rewrote, a scan rebuilt after it left an inlined
+     * op_from_graph) is named as that node, unless the rewrite moved c
+     * itself out of a body (tg_node_moved_from). */
+    tg_node *const *src = k ? from : rw->matched;
+    if (!rc && !c->moved && (k ? k : rw->nmatched) == 1 && src[0]->moved) rc = tg_node_moved_copy(c, src[0]);
     if (from != small) tg_free(from);
     return rc;
 }

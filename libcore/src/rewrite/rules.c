@@ -2521,11 +2521,26 @@ static int ifelse_same_branches(tg_rw *rw, tg_node *n) {
     return done;
 }
 
-static tg_var *rw_constant(void *ud, tg_array *a) { return tg_rw_const_array(ud, a); }
+/* What inlining one op_from_graph node builds into. */
+typedef struct inliner {
+    tg_rw *rw;
+    const tg_node *ofg;
+} inliner;
+
+static tg_var *rw_constant(void *ud, tg_array *a) { return tg_rw_const_array(((inliner *)ud)->rw, a); }
 
 static tg_node *rw_body_node(void *ud, const tg_node *bn, tg_var *const *ins) {
-    tg_node *c = tg_rw_node(ud, bn->op, bn->nin, ins, bn->nout, bn->attrs);
-    if (c && bn->name && !c->name && !(c->name = tg_strdup(bn->name))) return NULL;
+    inliner *in = ud;
+    tg_node *c = tg_rw_node(in->rw, bn->op, bn->nin, ins, bn->nout, bn->attrs);
+    if (!c) return NULL;
+    /* Its errors name bn as the call of the op_from_graph does ("in the
+     * body of 'f'"), with bn's name and trace. */
+    char where[300];
+    snprintf(where, sizeof where, "in the body of '%s'", tg_ofg_name(in->ofg));
+    if (tg_node_moved_from(c, in->ofg, where, bn, true)) {
+        tg_errorf(tg_rw_ctx(in->rw), TG_ENOMEM, "out of memory while optimizing");
+        return NULL;
+    }
     return c;
 }
 
@@ -2537,7 +2552,8 @@ static int inline_op_from_graph(tg_rw *rw, tg_node *n) {
     if (!o || !o->g) return 0;
     tg_var *small[8], **outs = n->nout <= 8 ? small : tg_calloc((size_t)n->nout, sizeof *outs);
     if (!outs) return TG_ENOMEM;
-    tg_ofg_target t = {rw_constant, rw_body_node, rw, tg_rw_ctx(rw)};
+    inliner in = {rw, n};
+    tg_ofg_target t = {rw_constant, rw_body_node, &in, tg_rw_ctx(rw)};
     int rc = tg_ofg_copy_body(n, &t, outs);
     for (int k = 0; k < n->nout && !rc; k++)
         if (n->outputs[k]->nclients) rc = tg_rw_replace(rw, n->outputs[k], outs[k]);

@@ -261,9 +261,22 @@ static tg_var *outer_const(tg_rw *rw, const tg_var *c) {
     return tg_rw_const_array(rw, tg_array_ref(c->value));
 }
 
-/* Rebuild body node bn outside over outer[] (indexed by body variable
- * index; constants are made on demand); its outputs go into outer[]. */
-static int rebuild(tg_rw *rw, const tg_node *bn, tg_var **outer) {
+/* Errors of node m, which a rewrite built outside scan n from body node
+ * bn, name bn as the run of the loop as written does ("nodes[0] (scan
+ * 'loop' -> ps): step 0, in the body: nodes[1] (int_div 'chk' -> q)"),
+ * `where` saying how it left the loop; bn's place in the body only when
+ * the body is the file's (a rewrite that edited it renumbered its
+ * nodes). */
+static int moved_out(tg_rw *rw, tg_node *m, const tg_node *n, const char *where, const tg_node *bn) {
+    if (!tg_node_moved_from(m, n, where, bn, n->json_index >= 0)) return TG_OK;
+    tg_errorf(tg_rw_ctx(rw), TG_ENOMEM, "out of memory while optimizing");
+    return TG_ENOMEM;
+}
+
+/* Rebuild body node bn of scan n outside over outer[] (indexed by body
+ * variable index; constants are made on demand); its outputs go into
+ * outer[]. `where`: for its errors (moved_out). */
+static int rebuild(tg_rw *rw, const tg_node *n, const tg_node *bn, tg_var **outer, const char *where) {
     tg_var *in[64], **ins = in;
     int rc = TG_OK;
     if (bn->nin > 64 && !(ins = tg_calloc((size_t)bn->nin, sizeof *ins))) return TG_ENOMEM;
@@ -285,6 +298,7 @@ static int rebuild(tg_rw *rw, const tg_node *bn, tg_var **outer) {
         goto done;
     }
     for (int k = 0; k < bn->nout && k < m->nout; k++) outer[bn->outputs[k]->index] = m->outputs[k];
+    rc = moved_out(rw, m, n, where, bn);
 done:
     if (ins != in) tg_free(ins);
     return rc;
@@ -419,7 +433,8 @@ static int scan_hoist(tg_rw *rw, tg_node *n) {
         if (!hoist[i])
             for (int k = 0; k < bg->nodes[i]->nin; k++) read_in[bg->nodes[i]->inputs[k]->index] = true;
     for (int i = 0; i < nn; i++)
-        if (hoist[i] && (rc = rebuild(rw, bg->nodes[i], outer))) goto done;
+        if (hoist[i] && (rc = rebuild(rw, n, bg->nodes[i], outer, "in the body, hoisted out of the loop")))
+            goto done;
     if (!(attrs = attrs_copy(n))) {
         rc = TG_ENOMEM;
         goto done;
@@ -609,6 +624,8 @@ static int scan_push_seq(tg_rw *rw, tg_node *n) {
             rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
             goto done;
         }
+        if ((rc = moved_out(rw, R->owner, n, "in the body, applied to the rows of every step at once", bn)))
+            goto done;
         /* R must be the stack of the body value's rows. */
         tg_type rowt = R->type;
         bool fits = rowt.ndim == ot->ndim + 1 && rowt.dtype == ot->dtype;
@@ -1149,7 +1166,7 @@ static int scan_inline(tg_rw *rw, tg_node *n) {
     }
     for (int k = 0; k < p->nns; k++) outer[s.fd->inputs[tg_scan_bin_ns(p, k)]->index] = n->inputs[s.base_ns + k];
     for (int i = 0; i < bg->nnodes; i++)
-        if ((rc = rebuild(rw, bg->nodes[i], outer))) goto done;
+        if ((rc = rebuild(rw, n, bg->nodes[i], outer, "step 0, in the body"))) goto done;
     /* Each output: its one step, stacked. */
     for (int o = 0; o < p->nrec + p->nnr; o++) {
         if (!n->outputs[o]->nclients) continue;
@@ -1410,6 +1427,8 @@ static int scan_pull_out(tg_rw *rw, tg_node *n) {
         ops[1 - at] = C;
         tg_var *R = push_build(rw, bn, at, ops);
         if (!R) return err_status(rw);
+        if (moved_out(rw, R->owner, n, "in the body, applied to the values of every step at once", bn))
+            return err_status(rw);
         int rc = tg_rw_replace(rw, n->outputs[o], R);
         return rc ? rc : 1;
     }
