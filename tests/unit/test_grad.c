@@ -68,6 +68,15 @@ static void test_binary_broadcasting(void **state) {
                         "{\"op\":\"switch\",\"inputs\":[\"m\",\"x\",\"y\"],\"outputs\":[\"s\"]},"
                         "{\"op\":\"clip\",\"inputs\":[\"s\",{\"value\":-0.5},{\"value\":0.5}],\"outputs\":[\"z\"]},"
                         N1("sin", "z", "sy") "," N1("sum", "sy", "c"), -1, 1);
+    /* clip with lo > hi is hi everywhere (NumPy's minimum(maximum(x, lo),
+     * hi)): x in [0.1, 0.9], lo in [0.6, 1.4], hi in [-0.4, 0.4], so x
+     * lies below lo, above hi, or between them (where Theano's masks gave
+     * both lo and hi the element) */
+    fails += check_case("clip_lo_above_hi", V("x", "[2,3]") "," V("l", "[3]") "," V("h", "[2,1]"),
+                        "{\"op\":\"add\",\"inputs\":[\"l\",{\"value\":0.5}],\"outputs\":[\"lo\"]},"
+                        "{\"op\":\"sub\",\"inputs\":[\"h\",{\"value\":0.5}],\"outputs\":[\"hi\"]},"
+                        "{\"op\":\"clip\",\"inputs\":[\"x\",\"lo\",\"hi\"],\"outputs\":[\"z\"]},"
+                        N1("sin", "z", "sy") "," N1("sum", "sy", "c"), 0.1, 0.9);
     if (fails) fail_msg("%d binary gradients differ", fails);
 }
 
@@ -308,6 +317,53 @@ static void test_logsumexp_neg_inf(void **state) {
     tg_graph_free(g);
 }
 
+/* float16 mean, var and std over more elements than float16 can count
+ * (65504 at most): the gradients are 1/N, 2 (x - m)/N and (x - m)/(N s)
+ * for the cost sum(r), by hand from x as float16 holds it. They were 0:
+ * the count, cast to float16 first, was inf. */
+static void test_float16_counts(void **state) {
+    (void)state;
+    const char *ops[3] = {"mean", "var", "std"};
+    enum { N = 70000 };
+    int64_t shp[2] = {N, 2};
+    double *xs = malloc(sizeof *xs * 2 * N);
+    assert_non_null(xs);
+    for (int i = 0; i < 2 * N; i++) xs[i] = (double)((i * 37) % 101) / 101.0;
+    tg_array *x64 = tu_f64(2, shp, xs), *x = tg_array_copy(x64, TG_FLOAT16);
+    double m[2] = {0, 0}, v[2] = {0, 0};
+    for (int i = 0; i < 2 * N; i++) m[i % 2] += tg_array_get_flat(x, i) / N;
+    for (int i = 0; i < 2 * N; i++) v[i % 2] += pow(tg_array_get_flat(x, i) - m[i % 2], 2) / N;
+    for (int o = 0; o < 3; o++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":"
+                 "\"float16\",\"shape\":[%d,2]}}],\"nodes\":["
+                 "{\"op\":\"%s\",\"inputs\":[\"x\"],\"outputs\":[\"r\"],\"attrs\":{\"axis\":0}},"
+                 N1("sum", "r", "c") ",{\"op\":\"grad\",\"inputs\":[\"c\",\"x\"],\"outputs\":[\"gx\"]}],"
+                 "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"gx\"]}}}",
+                 N, ops[o]);
+        tg_graph *g = tu_load(json);
+        const char *presets[2] = {"none", "fast_run"};
+        for (int p = 0; p < 2; p++) {
+            tg_array *gx;
+            tu_call_preset(g, "f", presets[p], &x, &gx);
+            assert_int_equal(tg_array_dtype(gx), TG_FLOAT16);
+            for (int i = 0; i < 2 * N; i += 997) {
+                double d = tg_array_get_flat(x, i) - m[i % 2];
+                double want = o == 0 ? 1.0 / N : o == 1 ? 2 * d / N : d / (N * sqrt(v[i % 2]));
+                /* float16 holds these (about 1e-5) as subnormals, 6e-8 apart;
+                 * x - m itself is within 2^-11 of 0.5 */
+                tu_assert_near(tg_array_get_flat(gx, i), want, 1e-7 + 2e-3 * fabs(want));
+            }
+            tg_array_free(gx);
+        }
+        tg_graph_free(g);
+    }
+    tg_array_free(x);
+    tg_array_free(x64);
+    free(xs);
+}
+
 /* The logistic regression's hand-written gradients equal grad's. */
 /* Second derivatives at the same zeros. For a row's product, the
  * Hessian has the product of all but x_i and x_j at (i, j), 0 on the
@@ -404,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_zeros),
         cmocka_unit_test(test_zeros_second_derivative),
         cmocka_unit_test(test_logsumexp_neg_inf),
+        cmocka_unit_test(test_float16_counts),
         cmocka_unit_test(test_logreg_matches_hand_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -90,8 +90,13 @@ int tg_grad_elemwise(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         tg_var *lo = n->inputs[1], *hi = n->inputs[2];
         tg_var *gg = ADD(g, OP1("zeros_like", out));
         gin[0] = tg_gb_sum_to(b, where(b, OP2("logical_and", OP2("ge", x, lo), OP2("le", x, hi)), gg, true), x);
-        gin[1] = tg_gb_sum_to(b, where(b, OP2("lt", x, lo), gg, true), lo);
-        gin[2] = tg_gb_sum_to(b, where(b, OP2("gt", x, hi), gg, true), hi);
+        /* clip is NumPy's minimum(maximum(x, lo), hi): where lo > hi,
+         * every element is hi, and the gradient follows it there
+         * (Theano's masks, x < lo to lo and x > hi to hi, gave both of
+         * them the element when hi < x < lo). */
+        tg_var *lo_le_hi = OP2("le", lo, hi);
+        gin[1] = tg_gb_sum_to(b, where(b, OP2("logical_and", OP2("lt", x, lo), lo_le_hi), gg, true), lo);
+        gin[2] = tg_gb_sum_to(b, where(b, OP2("logical_or", OP2("gt", x, hi), OP1("logical_not", lo_le_hi)), gg, true), hi);
     } else if (!strcmp(op, "cast") || !strcmp(op, "identity")) {
         gin[0] = g;
     } else if (!strcmp(op, "neg")) {
@@ -194,10 +199,15 @@ int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     if (!strcmp(op, "sum")) {
         gin[0] = gx;
     } else if (!strcmp(op, "mean")) {
+        /* g / (the elements averaged): the ratio of the counts in float64,
+         * then in g's dtype (a count over 65504 is inf in float16, and the
+         * gradient was 0 or NaN) */
         tg_var *nx = OP1("prod", OP1("shape", x)), *no = OP1("prod", OP1("shape", out));
-        char attrs[64];
+        char a64[64], attrs[64];
+        snprintf(a64, sizeof a64, "{\"dtype\": \"float64\"}");
         snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
-        gin[0] = DIV(MUL(gx, tg_gb_op1(b, "cast", no, attrs)), tg_gb_op1(b, "cast", nx, attrs));
+        tg_var *frac = DIV(tg_gb_op1(b, "cast", no, a64), tg_gb_op1(b, "cast", nx, a64));
+        gin[0] = MUL(gx, dt == TG_FLOAT64 ? frac : tg_gb_op1(b, "cast", frac, attrs));
     } else if (!strcmp(op, "max") || !strcmp(op, "min")) {
         gin[0] = where(b, OP2("eq", x, keep_axes(b, n, out)), gx, true);
     } else if (!strcmp(op, "logsumexp")) {
