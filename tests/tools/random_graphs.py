@@ -2135,7 +2135,7 @@ class RwBuilder:
         fin = self.naive[o][np.isfinite(self.naive[o])]
         self.mag[o] = max(mags + [float(np.max(np.abs(fin))) if fin.size else 0.0])
         # and of the inputs alone: what the stable forms' errors scale with
-        # (log1p(x) to |x|; logsumexp(x) - x[t] to |x|)
+        # (log1p(x) to |x|; -log_softmax(x)[t] to |x|)
         self.imag[o] = max([self.imag[i] for i in ins if isinstance(i, str)] + [0.0])
         return o
 
@@ -2275,7 +2275,7 @@ def rw_pattern(b, x, only=None):
             xn, xe = N[x], E[x]
         return b.done(b.add("pow", [x, {"value": k}], np.power(xn, dt.type(k)), np.power(xe, k)),
                       f and k != 3, {2.0: ["sqr"], 0.5: ["sqrt"], 3.0: []}[k], [])
-    if c == 10 and nd:  # categorical_crossentropy(softmax x, t) -> log_softmax or logsumexp form
+    if c == 10 and nd:  # categorical_crossentropy(softmax x, t) -> -sum(t * log_softmax x) or -log_softmax(x)[t]
         if nd != 2:
             shp = b.const(np.array([-1, xn.shape[-1]], np.int64))
             x = b.add("reshape", [x, shp], xn.reshape(-1, xn.shape[-1]), xe.reshape(-1, xe.shape[-1]))
@@ -2290,7 +2290,7 @@ def rw_pattern(b, x, only=None):
             naive, ops = -np.sum(hot.astype(dt) * np.log(N[s]), axis=-1), ["log_softmax"]
         else:
             t = b.const(idx.astype(np.int64))
-            naive, ops = -np.log(np.take_along_axis(N[s], idx[..., None], -1)[..., 0]), ["logsumexp"]
+            naive, ops = -np.log(np.take_along_axis(N[s], idx[..., None], -1)[..., 0]), ["log_softmax"]
         return b.done(b.add("categorical_crossentropy", [s, t], naive, np_lse(xe, -1, False) - picked), f, ops, [s])
     if c == 11:  # alpha * dot(A, B) + beta * Z -> gemm; dot(A, v) + z -> gemv; Z + alpha * outer -> ger
         m, kk, n = r.randint(1, 4), r.randint(1, 4), r.randint(1, 4)

@@ -1524,11 +1524,17 @@ static int softmax_xent(tg_rw *rw, tg_node *n) {
 }
 
 /* The same with integer class indices t (one per row of x) ->
- * logsumexp(x) - x[t] (Theano's crossentropy_softmax_argmax_1hot): no
- * log of a probability that underflowed to 0. The picked logit is
- * sum(switch(t[..., None] == arange(k), x, 0)) over the class axis, so
- * that a -inf logit (a masked class) is never multiplied by 0. An index
- * outside [0, k) is still a run-time error, through an assert. */
+ * -log_softmax(x)[t] (Theano's crossentropy_softmax_argmax_1hot; PyTorch's
+ * cross_entropy, nll_loss of log_softmax): no log of a probability that
+ * underflowed to 0. log_softmax subtracts the row's max m before the pick,
+ * log(sum(exp(x - m))) - (x[t] - m); logsumexp(x) - x[t] cancelled two
+ * numbers of the logits' size (0 for x = [1e308, 1e308], not log 2; about
+ * 1e-6 lost at logits of 1e10). The picked value is
+ * sum(switch(t[..., None] == arange(k), log_softmax(x), 0)) over the class
+ * axis, so that a -inf logit (a masked class) is never multiplied by 0.
+ * A row holding +inf, NaN or only -inf is NaN in log_softmax, as the
+ * softmax as written is. An index outside [0, k) is still a run-time
+ * error, through an assert. */
 static int softmax_xent_index(tg_rw *rw, tg_node *n, tg_node *s) {
     tg_var *x = s->inputs[0], *t = n->inputs[1];
     int nd = x->type.ndim;
@@ -1546,17 +1552,10 @@ static int softmax_xent_index(tg_rw *rw, tg_node *n, tg_node *s) {
     tg_var *range[3] = {tg_rw_const(rw, TG_INT64, 0), k, tg_rw_const(rw, TG_INT64, 1)};
     tg_var *hit = tg_rw_op2(rw, "eq", tg_rw_op1(rw, "dimshuffle", t, order),
                             tg_rw_op(rw, "arange", 3, range, NULL));
-    tg_var *pick[3] = {hit, x, tg_rw_const(rw, x->type.dtype, 0)};
+    tg_var *pick[3] = {hit, tg_rw_op1(rw, "log_softmax", x, attrs_str(s)), tg_rw_const(rw, x->type.dtype, 0)};
     tg_var *picked = tg_rw_op1(rw, "sum", tg_rw_op(rw, "switch", 3, pick, NULL), "{\"axis\": -1}");
-    /* A row holding +inf: softmax is NaN there, and so is the loss as
-     * written, while logsumexp - x[t] would be inf - x[t] = inf for any
-     * other class. The switch keeps it NaN (a NaN or all -inf row is NaN
-     * either way). */
-    tg_var *lse = tg_rw_op1(rw, "logsumexp", x, "{\"axis\": -1}");
-    tg_var *keep[3] = {tg_rw_op2(rw, "lt", lse, tg_rw_const(rw, x->type.dtype, INFINITY)),
-                       tg_rw_op2(rw, "sub", lse, picked), tg_rw_const(rw, x->type.dtype, NAN)};
     tg_var *check[3] = {
-        tg_rw_op(rw, "switch", 3, keep, NULL),
+        tg_rw_op1(rw, "neg", picked, NULL),
         tg_rw_op2(rw, "ge", t, tg_rw_const(rw, t->type.dtype, 0)),
         tg_rw_op2(rw, "lt", t, k),
     };
