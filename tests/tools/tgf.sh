@@ -186,6 +186,29 @@ sid=$(sed -n "s/^ >[ |]*split\.1 \[id \([A-Z]*\)\] 's1'$/\1/p" "$tmp/out")
 bid=$(sed -n 's/^ >[ |]*b \[id [A-Z]*\] -> \[id \([A-Z]*\)\]$/\1/p' "$tmp/out")
 [ -n "$sid" ] && [ "$sid" = "$bid" ] && pass "the inner body's input names the split (id $sid)" ||
   { fail "the inner body's input names [id $bid], the split is [id $sid]"; sed 's/^/  | /' "$tmp/out"; }
+# --types and --shapes give every line its type, body nodes' too (only
+# the declared body inputs had one): split cuts x (3,) into (1,) and (2,),
+# so s1, the inner body's input b and its neg m are (2,).
+expect 0 "print --types --shapes of nested bodies" -- "$TGC" print "$tmp/nest_split.json" --types --shapes
+cat >"$tmp/want" <<'TXT'
+main:
+op_from_graph [id A] 'y' <float64(2,)>
+ |x [id B] <float64(3,)>
+
+Inner graphs:
+
+op_from_graph [id A] 'y'
+ >op_from_graph [id C] 'o' <float64(2,)>
+ > |split.1 [id D] 's1' <float64(2,)>
+ > | |a [id E] <float64(3,)> -> [id B]
+ > | |(constant) [1, 2] <int64(2,)>
+
+op_from_graph [id C] 'o'
+ >neg [id F] 'm' <float64(2,)>
+ > |b [id G] <float64(2,)> -> [id D]
+TXT
+diff "$tmp/want" "$tmp/out" >"$tmp/diff" && pass "each body line has its type and shape" ||
+  { fail "body lines' types"; sed 's/^/  | /' "$tmp/diff"; }
 # A chain of 50,000 nodes, in the graph and in a body: the recursive
 # printer overflowed the stack past about 23,000 levels.
 /usr/bin/python3 - "$tmp" <<'PY'
@@ -200,10 +223,40 @@ body = {"variables": [{"id": "b", "type": t}], "inputs": ["b"], "outputs": ["v%d
 g["nodes"] = [{"op": "op_from_graph", "inputs": ["x"], "outputs": ["y"], "attrs": {"name": "deep", "body": body}}]
 json.dump(g, open(sys.argv[1] + "/bchain.json", "w"))
 PY
+# Each line's depth shows, however deep: " |" a level, and past 100 levels
+# " [100]", " [200]", ... then the levels past that (the bars stopped at
+# 100 levels, so every line below printed at one depth). In the chain,
+# v_j is at depth 50001 - j (y at 0, x at 50001); in the body chain, at
+# 50000 - j (b at 50000).
+depths() { # depths FILE PREFIX TOP: each v_j line at depth TOP - j, x or b at TOP
+  /usr/bin/python3 - "$@" <<'PY'
+import re, sys
+path, prefix, top = sys.argv[1], sys.argv[2], int(sys.argv[3])
+line = re.compile(re.escape(prefix) + r"( \[(\d+)\])?((?: \|)*)(\S.*)$")
+seen, bad = 0, []
+for text in open(path):
+    m = line.match(text.rstrip("\n"))
+    if not m or not re.match(r"(neg \[id [A-Z]+\] 'v\d+'|[xb] \[id [A-Z]+\])", m.group(4)):
+        continue
+    wrap = int(m.group(2)) if m.group(1) else 0
+    bars = len(m.group(3)) // 2
+    got = wrap + bars
+    v = re.search(r"'v(\d+)'", m.group(4))
+    want = top - int(v.group(1)) if v else top
+    if got != want or bars >= 100 or wrap % 100 or (wrap and got < 100):
+        bad.append("%s: depth %d, want %d" % (m.group(4)[:30], got, want))
+    seen += 1
+if bad or seen != 50001:
+    print("%d lines checked, %d wrong: %s" % (seen, len(bad), "; ".join(bad[:3])))
+    sys.exit(1)
+PY
+}
 expect 0 "print a chain of 50,000 nodes" -- "$TGC" print "$tmp/chain.json"
-[ "$(tail -n 1 "$tmp/out" | sed 's/^[ |]*//')" = "x [id CVZD]" ] && pass "down to its input, id 50001 (2*26^3 + 21*26^2 + 25*26 + 3: CVZD)" || fail "ends with: $(tail -n 1 "$tmp/out" | cut -c1-80)"
+[ "$(tail -n 1 "$tmp/out")" = " [50000] |x [id CVZD]" ] && pass "down to its input, id 50001 (2*26^3 + 21*26^2 + 25*26 + 3: CVZD), at depth 50001" || fail "ends with: $(tail -n 1 "$tmp/out" | cut -c1-80)"
+depths "$tmp/out" "" 50001 && pass "every line of the chain at its depth" || fail "the chain's depths"
 expect 0 "print a body chain of 50,000 nodes" -- "$TGC" print "$tmp/bchain.json"
-[ "$(tail -n 1 "$tmp/out" | sed 's/^ >[ |]*//')" = "b [id CVZE] -> [id B]" ] && pass "down to the body's input" || fail "ends with: $(tail -n 1 "$tmp/out" | cut -c1-80)"
+[ "$(tail -n 1 "$tmp/out")" = " > [50000]b [id CVZE] -> [id B]" ] && pass "down to the body's input, at depth 50000" || fail "ends with: $(tail -n 1 "$tmp/out" | cut -c1-80)"
+depths "$tmp/out" " >" 50000 && pass "every line of the body chain at its depth" || fail "the body chain's depths"
 # --include / --exclude choose the rewrites of --optimized: the MLP's
 # training step without fusion has no composite, with it one or more
 expect 0 "print --optimized" -- "$TGC" print "$E/mlp.json" -f train --optimized

@@ -352,14 +352,20 @@ static void type_suffix(const printer *P, const tg_type *t) {
     printf(">");
 }
 
+/* The indent of a line at depth: " |" a level. Past WRAP levels the
+ * bars start again after the depth they stand on, " [100] | |" at depth
+ * 102, so that a deep line stays within about 2 * WRAP columns and still
+ * says how deep it is (a cap, the bars stopping at 100 levels, printed
+ * every line below it at one depth, children and parents alike). One
+ * write of the bars, not a printf a level: those were most of printing a
+ * deep chain. */
 static void indent(int depth) {
-    /* Deep graphs: the indent stops growing at 100 levels. One write, not
-     * a printf a level: those were most of printing a deep chain. */
-    enum { MAX = 100 };
-    static char bars[2 * MAX + 1];
+    enum { WRAP = 100 };
+    static char bars[2 * WRAP + 1];
     if (!bars[0])
-        for (int i = 0; i < MAX; i++) memcpy(bars + 2 * i, " |", 2);
-    if (depth > 0) fwrite(bars, 1, 2 * (size_t)(depth < MAX ? depth : MAX), stdout);
+        for (int i = 0; i < WRAP; i++) memcpy(bars + 2 * i, " |", 2);
+    if (depth >= WRAP) printf(" [%d]", depth - depth % WRAP);
+    if (depth > 0) fwrite(bars, 1, 2 * (size_t)(depth % WRAP), stdout);
 }
 
 static void queue_body(printer *P, const char *op, const char *name, const char *key, json_object *inputs,
@@ -539,8 +545,9 @@ static void json_type_suffix(const printer *P, json_object *var) {
 
 /* A constant's value as the format writes it (section 5), for its line:
  * what tg_array_brief makes of it (a few values, or "(n,) of v"); else
- * nothing. */
-static void json_value_suffix(json_object *v) {
+ * nothing. With type_too (an inline constant, which declares no type),
+ * its type after it, as --types and --shapes ask. */
+static void json_value_suffix(const printer *P, json_object *v, bool type_too) {
     if (!v) return;
     tg_ctx *ctx = tg_ctx_new();
     bool weak = false;
@@ -548,6 +555,11 @@ static void json_value_suffix(json_object *v) {
     tg_str b = {0};
     if (a && tg_array_brief(a, 8, &b) && b.s && !b.oom) printf(" %s", b.s);
     tg_str_free(&b);
+    if (a && type_too && tg_array_ndim(a) <= TG_MAX_NDIM) {
+        tg_type t = {tg_array_dtype(a), tg_array_ndim(a), {0}};
+        for (int d = 0; d < t.ndim; d++) t.shape[d] = tg_array_shape(a)[d];
+        type_suffix(P, &t);
+    }
     tg_array_free(a);
     tg_ctx_free(ctx);
 }
@@ -557,7 +569,20 @@ typedef struct body_scope {
     json_object *byout;   /* output id -> its node */
     json_object *vars;    /* declared id -> its variable */
     json_object *bound;   /* body input id -> namespaced outer key */
+    tg_graph *g;          /* with --types or --shapes: the body loaded, for
+                           * the types of its nodes' outputs, which the
+                           * body does not declare; NULL otherwise */
 } body_scope;
+
+/* The type of body variable id: from the loaded body (every variable,
+ * node outputs too), else as declared (inputs and declared constants). */
+static void body_type_suffix(const printer *P, const body_scope *S, const char *id, json_object *var) {
+    const tg_var *v = S->g ? tg_graph_find(S->g, id) : NULL;
+    if (v)
+        type_suffix(P, &v->type);
+    else
+        json_type_suffix(P, var);
+}
 
 static void body_prefix(int depth) {
     printf(" >");
@@ -572,7 +597,7 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
         json_object *v = NULL;
         if (json_object_is_type(ref, json_type_object)) json_object_object_get_ex(ref, "value", &v);
         printf("(constant)");
-        json_value_suffix(v);
+        json_value_suffix(P, v, true);
         printf("\n");
         return NULL;
     }
@@ -585,9 +610,9 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
         json_object *cv = NULL, *outer = NULL;
         if (var && json_object_object_get_ex(var, "constant", &cv)) {
             printf(" (constant)");
-            json_value_suffix(cv);
+            json_value_suffix(P, cv, false);
         }
-        json_type_suffix(P, var);
+        body_type_suffix(P, S, id, var);
         if (json_object_object_get_ex(S->bound, id, &outer) && json_object_is_type(outer, json_type_string)) {
             id_str(P, take_id_ns(P, "", json_object_get_string(outer), &fresh), idb, sizeof idb);
             printf(" -> [id %s]", idb);
@@ -613,7 +638,7 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
     if (nout > 1) printf(".%d", which);
     bool named = json_object_object_get_ex(node, "name", &name) && json_object_is_type(name, json_type_string);
     printf(" [id %s] '%s'", idb, named ? json_object_get_string(name) : id);
-    json_type_suffix(P, var);
+    body_type_suffix(P, S, id, var);
     printf("\n");
     if (!fresh) return NULL;
     if (json_object_object_get_ex(node, "attrs", &attrs) && json_object_object_get_ex(attrs, "body", &body)) {
@@ -744,7 +769,13 @@ static void print_bodies(printer *P) {
         printf("\n%s [id %s] '%s'\n", json_object_get_string(op), idb, json_object_get_string(name));
         char *ns = join2(k, "\x1f");
         if (!ns) continue;
-        body_scope S = {ns, json_object_new_object(), json_object_new_object(), json_object_new_object()};
+        body_scope S = {ns, json_object_new_object(), json_object_new_object(), json_object_new_object(), NULL};
+        if (P->types || P->shapes) {
+            /* loaded with its node when the graph was: it loads again */
+            tg_ctx *ctx = tg_ctx_new();
+            if (ctx) S.g = tg_body_load(body, "attrs.body", ctx);
+            tg_ctx_free(ctx);
+        }
         if (json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
             for (size_t i = 0; i < json_object_array_length(nodes); i++) {
                 json_object *nd = json_object_array_get_idx(nodes, i), *os = NULL;
@@ -768,6 +799,7 @@ static void print_bodies(printer *P) {
         json_object_put(S.byout);
         json_object_put(S.vars);
         json_object_put(S.bound);
+        tg_graph_free(S.g);
         free(ns);
     }
 }
