@@ -115,12 +115,31 @@ bad "$fx" -o "$tmp/nodir/x.html" "nodir/x.html: cannot create a temporary file: 
 echo '{"functions": [{"name": "main", "nodes": [{"key": "xw", "time_s": 1, "share": 2}]}]}' >"$tmp/p1.json"
 bad "$fx" --profile "$tmp/p1.json" -o "$tmp/x.html" "nodes\[0\].share"
 echo '{"functions": [{"name": "main", "nodes": [{"key": "nothere", "time_s": 1, "share": 0.5}]}]}' >"$tmp/p2.json"
-bad "$fx" --profile "$tmp/p2.json" -o "$tmp/x.html" "no node key"
+bad "$fx" --profile "$tmp/p2.json" -o "$tmp/x.html" "nodes\[0\]: node 'nothere' is not a node of function 'main'"
 echo '{"functions": ' >"$tmp/p3.json"
 bad "$fx" --profile "$tmp/p3.json" -o "$tmp/x.html" "^tgviz: --profile $tmp/p3.json: line 2, column 1: invalid JSON: unexpected end of input$"
 bad "$fx" --profile "$tmp/none.json" -o "$tmp/x.html" "^tgviz: --profile $tmp/none.json: cannot open: No such file or directory$"
 echo '[]' >"$tmp/p4.json"
 bad "$fx" --profile "$tmp/p4.json" -o "$tmp/x.html" "^tgviz: --profile $tmp/p4.json: functions: expected an array of functions$"
+# A profile must be of the graph drawn: every node it names is one of the
+# function's, with the same op (trace.json: xw is a dot, e an exp, s an
+# add), or, a node a preset made, stands for nodes of it (origins). One
+# shared key was enough before: another graph's times shaded this one.
+prof() { echo '{"functions": [{"name": "main", "nodes": ['"$1"']}]}' >"$tmp/$2"; }
+prof '{"key": "xw", "op": "dot", "time_s": 1, "share": 0.5}, {"key": "h", "op": "tanh", "time_s": 1, "share": 0.5}' pg1.json
+bad "$fx" --profile "$tmp/pg1.json" -o "$tmp/x.html" \
+  "^tgviz: --profile $tmp/pg1.json: functions\[0\].nodes\[1\]: node 'h' (tanh) is not a node of function 'main' of $fx: the profile belongs to another graph or function$"
+prof '{"key": "xw", "op": "dot", "time_s": 1, "share": 0.5}, {"key": "e", "op": "log", "time_s": 1, "share": 0.5}' pg2.json
+bad "$fx" --profile "$tmp/pg2.json" -o "$tmp/x.html" "nodes\[1\]: node 'e' (log) is not a node of function 'main'"
+prof '{"key": "xw", "time_s": 1, "share": 0.5}, {"key": "h", "time_s": 1, "share": 0.5}' pg3.json
+bad "$fx" --profile "$tmp/pg3.json" -o "$tmp/x.html" "nodes\[1\]: node 'h' is not a node of function 'main'"
+prof '{"key": "xw", "op": "dot", "time_s": 1, "share": 0.5}, {"key": "s", "op": "composite", "origins": ["e", "h"], "time_s": 1, "share": 0.5}' pg4.json
+bad "$fx" -O none --profile "$tmp/pg4.json" -o "$tmp/x.html" "nodes\[1\]: node 's' (composite) is not a node"
+prof '{"key": "xw", "op": "dot", "time_s": 1, "share": 0.5}, {"key": "s", "op": "composite", "origins": ["e", "s"], "time_s": 1, "share": 0.5}' pg5.json
+check '"$TGVIZ" "$fx" -O none --profile "$tmp/pg5.json" -o "$tmp/pg5.html" 2>"$tmp/err" && [ ! -s "$tmp/err" ] &&
+       "$TGVIZ" "$fx" --original --profile "$TG_TEST_DATA/viz/trace_prof.json" -o "$tmp/pg6.html" 2>"$tmp/err" &&
+       [ ! -s "$tmp/err" ]' \
+  "a fused node standing for the graph's nodes, and a profile without origins (trace_prof.json), are the graph's"
 # NaN and Infinity, which json-c reads, would reach the page as words its
 # JSON.parse refuses: not numbers >= 0 here.
 mlp="$TG_SRC/examples/mlp.json"

@@ -86,8 +86,8 @@ static const char *ext_format(const char *path, bool *unknown) {
 
 /* ---- the profile (tgprof's JSON report; only the fields named in the
  * usage are read, others are tolerated) ---- */
-static int profile_read(const char *path, const char *fname, json_object **nodes_out, json_object **root_out,
-                        tg_ctx *ctx) {
+static int profile_read(const char *path, const char *fname, json_object **nodes_out, size_t *fi_out,
+                        json_object **root_out, tg_ctx *ctx) {
     size_t len = 0;
     char *text = tg_file_read(path, &len, ctx);
     if (!text) {
@@ -164,11 +164,85 @@ static int profile_read(const char *path, const char *fname, json_object **nodes
         }
     }
     *nodes_out = nodes;
+    *fi_out = fi;
     *root_out = root;
     return 0;
 fail:
     json_object_put(root);
     return -1;
+}
+
+/* Each node of f (may be NULL): its key -> its op's name, into m. */
+static int function_ops(struct tg_idmap *m, const tg_function *f) {
+    for (int k = 0; f && k < tg_function_node_count(f); k++)
+        if (tg_idmap_put(m, tg_function_node_key(f, k), (void *)tg_function_node_op(f, k))) return -1;
+    return 0;
+}
+
+/* Every node the profile names must be a node of the function drawn:
+ * with its key and op, of the function as the optimizer made it (f) or
+ * as written (the graph's, compiled here with preset none: a gradient's
+ * expansion is there), or, a node another preset made (a fused
+ * composite), one that stands for nodes of the function as written (its
+ * origins). A key that names no node of the picture was ignored, so a
+ * profile of another graph that shared one key with this one (an input
+ * named x, a first dot xw) shaded the picture with another graph's times;
+ * now it is refused, on the first node it does not hold. f and g may be
+ * NULL (a .tgf that keeps no original graph). 0, or -1 with the one line
+ * said. The op and origins of a node are optional (tgprof writes both):
+ * without them the key alone is checked. */
+static int profile_check(const char *prof_path, const char *path, const char *fn, json_object *prof, size_t fi,
+                         const tg_function *f, tg_graph *g, int gfi, tg_ctx *ctx) {
+    struct tg_idmap *opt = tg_idmap_new(), *orig = tg_idmap_new();
+    tg_function *f0 = NULL;
+    int rc = -1;
+    if (!opt || !orig || function_ops(opt, f)) goto oom;
+    if (g && gfi >= 0) {
+        tg_compile_options co = {.preset = "none"};
+        /* (a function that does not compile is drawn all the same: then
+         * f alone checks) */
+        if (!(f0 = tg_function_compile(g, gfi, &co, ctx)))
+            tg_ctx_clear(ctx);
+        else if (function_ops(orig, f0))
+            goto oom;
+    }
+    for (size_t i = 0; i < json_object_array_length(prof); i++) {
+        json_object *n = json_object_array_get_idx(prof, i), *v = NULL, *origins = NULL;
+        const char *key = json_object_get_string(json_object_object_get_ex(n, "key", &v) ? v : NULL), *op = NULL;
+        if (json_object_object_get_ex(n, "op", &v)) {
+            if (!json_object_is_type(v, json_type_string)) {
+                cli_error(TOOL, "--profile %s: functions[%zu].nodes[%zu].op: expected a string", prof_path, fi, i);
+                goto done;
+            }
+            op = json_object_get_string(v);
+        }
+        const char *o1 = tg_idmap_get(opt, key), *o0 = tg_idmap_get(orig, key);
+        if ((o1 && (!op || !strcmp(o1, op))) || (o0 && (!op || !strcmp(o0, op)))) continue;
+        /* a node the optimizer made: all it stands for is this graph's */
+        size_t no = 0, j = 0;
+        if (json_object_object_get_ex(n, "origins", &origins) && json_object_is_type(origins, json_type_array))
+            no = json_object_array_length(origins);
+        for (; j < no; j++) {
+            json_object *e = json_object_array_get_idx(origins, j);
+            const char *ok = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+            if (!ok || (!tg_idmap_get(orig, ok) && !tg_idmap_get(opt, ok))) break;
+        }
+        if (no && j == no) continue;
+        cli_error(TOOL,
+                  "--profile %s: functions[%zu].nodes[%zu]: node '%s'%s%s%s is not a node of function '%s' of %s: "
+                  "the profile belongs to another graph or function",
+                  prof_path, fi, i, key, op ? " (" : "", op ? op : "", op ? ")" : "", fn, path);
+        goto done;
+    }
+    rc = 0;
+    goto done;
+oom:
+    cli_error(TOOL, "out of memory");
+done:
+    tg_function_free(f0);
+    tg_idmap_free(opt);
+    tg_idmap_free(orig);
+    return rc;
 }
 
 /* Copy time_s and share onto the drawn apply nodes with the same key;
@@ -394,9 +468,29 @@ int main(int argc, char **argv) {
             f_owned = true;
         }
     }
-    if (prof_path && profile_read(prof_path, fn, &prof_nodes, &prof_root, ctx)) {
+    size_t prof_fi = 0;
+    if (prof_path && profile_read(prof_path, fn, &prof_nodes, &prof_fi, &prof_root, ctx)) {
         rc = TG_EXIT_USAGE;
         goto done;
+    }
+    if (prof_nodes) {
+        /* A .tgf drawn without its original graph: that graph checks the
+         * profile all the same, when the file keeps it (else the saved
+         * function alone does). */
+        tg_graph *check_g = g;
+        int check_gfi = gfi;
+        if (!check_g && tgf && (check_g = tg_tgf_original(tgf, ctx)) &&
+            (check_gfi = tg_graph_function_find(check_g, fn, ctx)) < 0) {
+            tg_graph_free(check_g);
+            check_g = NULL;
+        }
+        tg_ctx_clear(ctx);
+        int bad = profile_check(prof_path, path, fn, prof_nodes, prof_fi, f, check_g, check_gfi, ctx);
+        if (check_g != g) tg_graph_free(check_g);
+        if (bad) {
+            rc = TG_EXIT_USAGE;
+            goto done;
+        }
     }
     gvc = gvContext();
     data = json_object_new_object();
