@@ -401,6 +401,22 @@ check '! grep -q "$(printf "[\001-\010\013-\037]")" "$t" &&
        [ "$(grep -cF "op_from_graph{e\\u001b[31mR\\u001b]0;T\\u0007\\nnext\\tcol}" "$t")" -ge 4 ] &&
        ! grep -q "^next" "$t"' \
   "a body's name: control characters escaped as in JSON, one row each"
+# A function's name holding a terminal's escape and a newline: the report's
+# "File: ..., function '...'" line shows them escaped as body names are
+# (it printed the name raw: the escape reached the terminal, and the
+# newline began a forged "  Calls: 999" line).
+$PY - "$tmp/fname.json" <<'PY'
+import json, sys
+t = {"dtype": "float64", "shape": [3]}
+json.dump({"format": "tg-graph", "version": 1, "variables": [{"id": "x", "type": t}],
+           "nodes": [{"op": "neg", "inputs": ["x"], "outputs": ["y"]}],
+           "functions": {"f\u001b[31mX\n  Calls: 999": {"inputs": ["x"], "outputs": ["y"]}}}, open(sys.argv[1], "w"))
+PY
+"$TGPROF" "$tmp/fname.json" -i x='[1,2,3]' --calls 2 >"$tmp/fname.txt"
+check '[ $? -eq 0 ] && ! grep -q "$(printf "[\001-\010\013-\037]")" "$tmp/fname.txt" &&
+       grep -qF "  File: $tmp/fname.json, function '"'"'f\u001b[31mX\n  Calls: 999'"'"', preset fast_run" "$tmp/fname.txt" &&
+       ! grep -q "^  Calls: 999" "$tmp/fname.txt"' \
+  "a function's name: control characters escaped as in JSON, no forged line"
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
     "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" \

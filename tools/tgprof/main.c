@@ -104,6 +104,30 @@ static void shape_text(const tg_profile_output *o, char *buf, size_t size) {
 
 /* ---- the text report ---- */
 
+/* s escaped for a JSON string, without the quotes: a string made of
+ * pieces (a name and " call 3") is written piece by piece, whole, not cut
+ * to a buffer (a cut could split a UTF-8 character and drop the rest).
+ * The text report writes the function's name and the file's this way
+ * too, as it does op keys (scan{NAME}, print{...}): a control character
+ * in one (a terminal's escape, a newline, from "\u001b" in the file)
+ * would reach the terminal or forge a line of the report. (Node keys are
+ * ids, which the loader refuses with control characters.) */
+static void put_json_chars(FILE *o, const char *s) {
+    static const char ctl[] = "\n\t\r\b\f", letter[] = "ntrbf"; /* as json-c writes them, so scan{NAME} */
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        const char *esc = strchr(ctl, c); /* (c is not 0 here) */
+        if (c == '"' || c == '\\')
+            fprintf(o, "\\%c", c);
+        else if (esc)
+            fprintf(o, "\\%c", letter[esc - ctl]);
+        else if (c < 0x20)
+            fprintf(o, "\\u%04x", c);
+        else
+            fputc(c, o);
+    }
+}
+
 /* Shares of denom: the time in nodes (of a function), or the outer node's
  * time (body: its rows count steps). */
 static void table(double denom, prof_row *r, int n, int top, const char *what, bool nodes, bool body) {
@@ -147,7 +171,9 @@ static void print_body(const prof_info *top_P, const prof_body *B, int top) {
     bool scan = !strcmp(B->node_op, "scan");
     double node_s = P->total_s, body_s = P->nodes_s, over = node_s - body_s;
     double steps = (double)B->steps, calls = (double)P->calls;
-    printf("  Function: '%s', %d node%s\n", tg_function_name(P->f), P->n, P->n == 1 ? "" : "s");
+    printf("  Function: '");
+    put_json_chars(stdout, tg_function_name(P->f));
+    printf("', %d node%s\n", P->n, P->n == 1 ? "" : "s");
     if (scan)
         printf("  Calls of the node: %ld, steps in all: %llu (%.1f per call)\n", P->calls,
                (unsigned long long)B->steps, calls > 0 ? steps / calls : 0);
@@ -182,7 +208,11 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
     const tg_function *f = P->f;
     int n = P->n;
     printf("Function profile\n================\n");
-    printf("  File: %s, function '%s', preset %s\n", P->path, tg_function_name(f), P->preset);
+    printf("  File: ");
+    put_json_chars(stdout, P->path);
+    printf(", function '");
+    put_json_chars(stdout, tg_function_name(f));
+    printf("', preset %s\n", P->preset);
     printf("  Calls: %ld (after %ld warm-up call%s)\n", P->calls, P->warmup, P->warmup == 1 ? "" : "s");
     printf("  Total time in calls: %.6f s (%.3e s per call)\n", P->total_s,
            P->calls ? P->total_s / (double)P->calls : 0);
@@ -423,21 +453,6 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
 }
 
 /* ---- the Chrome trace ---- */
-
-/* s escaped for a JSON string, without the quotes: a string made of
- * pieces (a name and " call 3") is written piece by piece, whole, not cut
- * to a buffer (a cut could split a UTF-8 character and drop the rest). */
-static void put_json_chars(FILE *o, const char *s) {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(o, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(o, "\\u%04x", c);
-        else
-            fputc(c, o);
-    }
-}
 
 static void put_json_string(FILE *o, const char *s) {
     fputc('"', o);
