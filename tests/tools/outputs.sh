@@ -122,10 +122,17 @@ contains err "/dev/stdin: cannot write: descriptor 0 is open for reading only" "
 /usr/bin/python3 - "$TGC" "$tmp" "$G" <<'PY' >"$tmp/sig.out" 2>&1
 import os, signal, subprocess, sys, time
 tgc, tmp, g = sys.argv[1:4]
-def run(args, delay):
+def saving():
+    return any(".tmp." in f for f in os.listdir(tmp))
+def run(args, delay, until=None):
     with open(os.path.join(tmp, "o.txt"), "w") as o, open(os.path.join(tmp, "e.txt"), "w") as e:
         p = subprocess.Popen([tgc] + args, stdout=o, stderr=e)
         time.sleep(delay)
+        # (the save's temporary appears: a fixed delay on a loaded machine
+        # fell within the call, after which the save is due and runs)
+        end = time.time() + 120
+        while until and not until() and p.poll() is None and time.time() < end:
+            time.sleep(0.005)
         p.send_signal(signal.SIGINT)
         return p.wait(), open(os.path.join(tmp, "o.txt")).read(), open(os.path.join(tmp, "e.txt")).read()
 ck = os.path.join(tmp, "int.tgf")
@@ -140,7 +147,7 @@ import numpy as np
 np.save(os.path.join(tmp, "big.npy"), np.random.default_rng(0).random(20_000_000))
 open(os.path.join(tmp, "old.npz"), "w").write("old")
 rc, out, err = run(["run", g, "-f", "double", "-i", "x=" + os.path.join(tmp, "big.npy"), "-o", os.path.join(tmp, "old.npz"),
-                    "--compress=9"], 3.0)
+                    "--compress=9"], 0.1, saving)
 print("write", rc, [f for f in os.listdir(tmp) if ".tmp." in f], open(os.path.join(tmp, "old.npz")).read())
 PY
 cat "$tmp/sig.out"
