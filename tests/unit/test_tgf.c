@@ -720,7 +720,8 @@ static void test_version_2_file(void **state) {
  * checksums written and its reserved words zeroed, and the other
  * checksums are skipped; tgc refuses such a file as it is), each one
  * loads and exports a graph that loads again, or is refused in a graph
- * section, the part its finding was about. A reader check that stops
+ * section (or about one of its nodes: "schedule[3]: ..."), the part its
+ * finding was about. A reader check that stops
  * seeds earlier shows here (three had stray bytes in unused shape slots
  * of the array table, which the reader refuses since it checks them). */
 static void seed_wr32(unsigned char *p, uint32_t v) {
@@ -754,8 +755,9 @@ static void test_fuzz_seeds_reach_graph_sections(void **state) {
         tg_ctx *ctx = tg_ctx_new();
         tg_tgf *t = tg_tgf_load_buffer(buf, size, de->d_name, NULL, ctx);
         tg_tgf_fuzz_no_checksums = false;
-        if (!t && !strstr(tg_ctx_message(ctx), ": graph section: "))
-            fail_msg("seed %s stops before the graph sections: %s", de->d_name, tg_ctx_message(ctx));
+        const char *m = tg_ctx_message(ctx);
+        if (!t && !strstr(m, ": graph section: ") && !strstr(m, ": schedule["))
+            fail_msg("seed %s stops before the graph sections: %s", de->d_name, m);
         for (int i = 0; t && i < tg_tgf_function_count(t); i++) {
             char *s = tg_tgf_export(t, i, ctx);
             if (!s) fail_msg("seed %s: export: %s", de->d_name, tg_ctx_message(ctx));
@@ -1670,6 +1672,103 @@ static void test_section_version_3(void **state) {
     assert_non_null(strstr(msg, "bad origin groups"));
 }
 
+
+/* A NUL character in a string of a .tgf is refused, as the JSON loader
+ * refuses one (format-choices.md): tg keeps names as C strings, so
+ * "p\u0000" was restored as a function named 'p', and two body ids
+ * "x0\u0000a" and "x0\u0000b" as one 'x0', silently. The error names the
+ * file and the field: the header's (\u0000 in its JSON), the original
+ * graph's, a node's attrs' (JSON text in a graph section), and a graph
+ * section string holding a NUL byte, by the field that uses it. */
+static void test_nul_refused(void **state) {
+    (void)state;
+    static const char WHY[] = "contains a NUL character (\\u0000), which tg does not accept";
+    tg_graph *g;
+    tg_function *fs[2];
+    save_graph("nul.tgf", &g, fs);
+    size_t n;
+    unsigned char *orig = tu_read_file(path_in("nul.tgf"), &n), *b = malloc(n);
+    assert_non_null(b);
+    tg_ctx *ctx = tg_ctx_new();
+    /* the header: the second function's name "predict" as "p\u0000" */
+    memcpy(b, orig, n);
+    tu_tgf_patch_header(b, n, "\"name\":\"p", '"', "\\u0000");
+    tg_tgf *t = tg_tgf_load_buffer(b, n, "nul.tgf", NULL, ctx);
+    if (t) fail_msg("loaded, function 1 named '%s'", tg_function_name(tg_tgf_function(t, 1)));
+    const char *m = tg_ctx_message(ctx);
+    if (strncmp(m, "nul.tgf: header: functions[1].name: ", 36) || !strstr(m, WHY) || strchr(m, '\n'))
+        fail_msg("%s", m);
+
+    /* the original graph: its function "predict" as "p\u0000" (the
+     * array's checksum not checked) */
+    uint64_t doff = 0;
+    for (int i = 7; i >= 0; i--) doff = doff << 8 | orig[32 + i];
+    memcpy(b, orig, n);
+    unsigned char *q = memmem(b + doff, n - doff, "\"predict\":{", 11);
+    assert_non_null(q);
+    memcpy(q + 1, "p\\u0000", 7);
+    tg_tgf_fuzz_no_checksums = true;
+    t = tg_tgf_load_buffer(b, n, "nul.tgf", NULL, ctx);
+    tg_tgf_fuzz_no_checksums = false;
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_graph *o = tg_tgf_original(t, ctx);
+    if (o) fail_msg("the original loaded, %d functions", tg_graph_function_count(o));
+    m = tg_ctx_message(ctx);
+    if (strncmp(m, "nul.tgf: the original graph (array ", 35) || !strstr(m, "): functions.p\\u0000: ") ||
+        !strstr(m, WHY) || strchr(m, '\n'))
+        fail_msg("%s", m);
+    tg_tgf_free(t);
+
+    /* a node's attrs in a graph section: a composite whose body declares
+     * x0\u0000a and reads x0\u0000b */
+    static const char *const strs[] = {
+        "x", "y", "composite",
+        "{\"body\":{\"variables\":[{\"id\":\"x0\\u0000a\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+        "\"nodes\":[{\"op\":\"exp\",\"inputs\":[\"x0\\u0000b\"],\"outputs\":[\"t0\"]}],"
+        "\"inputs\":[\"x0\\u0000a\"],\"outputs\":[\"t0\"]}}",
+        "n#m", NULL};
+    static const uint32_t in1[1] = {0};
+    int64_t s3[1] = {3};
+    char msg[512];
+    sec S;
+    for (int named = 0; named < 2; named++) {
+        sec_begin(&S, strs);
+        s32(&S, 2);
+        sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+        sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
+        s32(&S, 1);
+        s32(&S, si(&S, "composite"));
+        s32(&S, named ? NO : 3); /* the attrs */
+        s32(&S, named ? si(&S, "n#m") : NO); /* the node's name */
+        s32(&S, 1);
+        s32(&S, 0);
+        s32(&S, 1);
+        s32(&S, 1);
+        s8(&S, 0);
+        s32(&S, 0);
+        s32(&S, NO);
+        sec_end(&S, 1, in1, 1, "y");
+        if (named) { /* "n#m" with a NUL byte for # */
+            unsigned char *h = memmem(S.b, S.n, "n#m", 3);
+            assert_non_null(h);
+            h[1] = 0;
+        }
+        tg_fgraph *fg = sec_decode(&S, NULL, 0, msg, sizeof msg);
+        if (fg) {
+            tg_fgraph_free(fg);
+            fail_msg("a section with %s loaded", named ? "a NUL byte in a node's name" : "\\u0000 in attrs");
+        }
+        const char *want = named ? "t: graph section: schedule[0].name: string 4 holds a NUL byte, which tg "
+                                   "does not accept (its strings would end there)"
+                                 : "t: schedule[0]: nodes[0] (composite -> y): attrs: body.variables[0].id: ";
+        if (strncmp(msg, want, strlen(want)) || (!named && !strstr(msg, WHY)) || strchr(msg, '\n'))
+            fail_msg("%s", msg);
+    }
+    free(b);
+    free(orig);
+    free_saved(g, fs);
+    tg_ctx_free(ctx);
+}
 /* What the export writes loads with the types the section has: a length
  * the saved type fixes and the op leaves open is declared, and a weak
  * constant stays weak only where the op reading it leaves its dtype. */
@@ -2189,6 +2288,7 @@ int main(void) {
         cmocka_unit_test(test_section_stale_inplace_dropped),
         cmocka_unit_test(test_section_shared_inplace),
         cmocka_unit_test(test_section_version_3),
+        cmocka_unit_test(test_nul_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -27,6 +27,18 @@ tg_array *tg_value_from_json(json_object *v, tg_dtype dt, int ndim,
  * there is none. Run on the text that was parsed, it turns a clamped
  * value into an error. */
 int64_t tg_json_find_huge_int(const char *text, size_t len);
+/* json-c reads the escape \u0000 into a string but tg keeps ids, names,
+ * function names, trace frames and attrs (a body's name, a mode) as C
+ * strings, which end at the first NUL: "before\u0000after" was read as
+ * "before", silently, everywhere. json-c cuts a key at one itself (a
+ * function named "ma\u0000in" became "ma"), so the parsed tree cannot
+ * tell, and the text is searched instead: graph files, and a .tgf's
+ * header, original graph and node attrs, holding one anywhere are
+ * refused (meta too: its keys are cut as well). Returns true with the
+ * JSON path of the first string or key holding one in buf (cap > 8:
+ * "variables[0].name", a key as written); false when there is none.
+ * Run on text that json-c parsed. */
+bool tg_json_find_nul(const char *text, size_t len, char *buf, size_t cap);
 
 /* How deep JSON may nest: graph files, and the node attrs and the
  * original graph that .tgf files keep. A node's attrs hold its bodies,

@@ -917,96 +917,6 @@ static int load_root(loader *L, json_object *root) {
     return TG_OK;
 }
 
-/* ---- NUL characters ---- */
-
-/* One container on the way to a string: an array and the index in it, or
- * an object and its current key (an offset and length in the text, as
- * written, escapes and all). */
-typedef struct nul_frame {
-    bool arr;
-    long idx;
-    size_t key, klen;
-} nul_frame;
-
-/* The JSON path of frames 0..d into buf (cap > 8): "variables[0].name".
- * A key is quoted as written, cut to 64 bytes at a character boundary; a
- * path that does not fit ends in "...". */
-static void nul_path(const char *t, const nul_frame *st, int d, char *buf, size_t cap) {
-    size_t n = 0;
-    buf[0] = 0;
-    for (int j = 0; j <= d; j++) {
-        char comp[96];
-        size_t m;
-        if (st[j].arr) {
-            m = (size_t)snprintf(comp, sizeof comp, "[%ld]", st[j].idx);
-        } else {
-            size_t k = st[j].klen;
-            bool cut = k > 64;
-            if (cut)
-                for (k = 64; k && ((unsigned char)t[st[j].key + k] & 0xc0) == 0x80; k--) {}
-            m = (size_t)snprintf(comp, sizeof comp, "%s%.*s%s", j ? "." : "", (int)k, t + st[j].key,
-                                 cut ? "..." : "");
-        }
-        if (n + m + 4 > cap) {
-            memcpy(buf + n, "...", 4);
-            return;
-        }
-        memcpy(buf + n, comp, m + 1);
-        n += m;
-    }
-}
-
-/* json-c reads the escape \u0000 into a string but tg keeps ids, names,
- * function names, trace frames and attrs (a body's name, a mode) as C
- * strings, which end at the first NUL: "before\u0000after" was read as
- * "before", silently, everywhere. json-c cuts a key at one itself (a
- * function named "ma\u0000in" became "ma"), so the parsed tree cannot
- * tell, and the text is searched instead. A file holding one anywhere is
- * refused (meta too: its keys are cut as well). Returns true with the
- * JSON path of the first string or key holding one in buf; false when
- * there is none. Run on text json-c parsed: the walk trusts its syntax.
- * The search for the six characters comes first, so that a file without
- * one costs a memmem. */
-static bool find_nul(const char *t, size_t len, char *buf, size_t cap) {
-    if (!memmem(t, len, "\\u0000", 6)) return false;
-    nul_frame st[TG_JSON_DEPTH + 1];
-    int d = -1;
-    bool want_key = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = t[i];
-        if (c == '{' || c == '[') {
-            if (++d > TG_JSON_DEPTH) return false;
-            st[d] = (nul_frame){c == '[', 0, 0, 0};
-            want_key = c == '{';
-        } else if (c == '}' || c == ']') {
-            d--;
-        } else if (c == ',' && d >= 0) {
-            if (st[d].arr)
-                st[d].idx++;
-            else
-                want_key = true;
-        } else if (c == '"') {
-            size_t b = ++i;
-            bool nul = false;
-            for (; i < len && t[i] != '"'; i++)
-                if (t[i] == '\\') {
-                    if (i + 5 < len && !memcmp(t + i + 1, "u0000", 5)) nul = true;
-                    i++;
-                }
-            if (d >= 0 && !st[d].arr && want_key) {
-                st[d].key = b;
-                st[d].klen = i - b;
-                want_key = false;
-            }
-            if (nul && d >= 0) {
-                nul_path(t, st, d, buf, cap);
-                return true;
-            }
-        }
-    }
-    return false;
-}
-
 /* The whole text is parsed into one json-c tree, which is slow on large
  * files (json-c makes a hash table for every object: 100,000 nodes are a
  * 120 MB tree, built at 8 to 20 MB/s) and then freed. Parsing each
@@ -1055,7 +965,7 @@ static tg_graph *load_text(const char *json, size_t len, const char *dir, const 
         goto done;
     }
     char where[400];
-    if (find_nul(json, len, where, sizeof where)) {
+    if (tg_json_find_nul(json, len, where, sizeof where)) {
         lerr(&L, TG_ELOAD, "%s: contains a NUL character (\\u0000), which tg does not accept in a "
              "graph file (its strings would end there)", where);
         goto done;

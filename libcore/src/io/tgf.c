@@ -645,6 +645,11 @@ typedef struct reader {
     uint32_t version; /* the preamble's */
 } reader;
 
+/* What follows the JSON path of a string holding \u0000 (io.h,
+ * tg_json_find_nul). */
+#define NUL_WHY "contains a NUL character (\\u0000), which tg does not accept in a compiled-function file " \
+                "(its strings would end there)"
+
 static int bad(reader *R, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int bad(reader *R, int status, const char *fmt, ...) {
     char msg[512];
@@ -729,6 +734,13 @@ static int read_preamble(reader *R) {
         if (jf.status == TG_ENOMEM) return bad(R, TG_ENOMEM, "out of memory");
         if (jf.why == tg_json_not_object) return bad(R, TG_EPARSE, "header: expected a JSON object");
         return bad(R, TG_EPARSE, "header: invalid JSON at byte %zu: %s", jf.at, jf.why);
+    }
+    /* Function names, tags, a version 1 file's graphs: kept as C strings,
+     * which a \u0000 would cut, as the JSON loader refuses it. */
+    char where[256];
+    if (tg_json_find_nul((const char *)p + TG_TGF_PREAMBLE, (size_t)hlen, where, sizeof where)) {
+        json_object_put(root);
+        return bad(R, TG_ELOAD, "header: %s: " NUL_WHY, where);
     }
     R->t->root = root;
     return TG_OK;
@@ -1409,6 +1421,13 @@ static json_object *original_json(tg_tgf *t, bool *absent, tg_ctx *ctx) {
                   "%s: the original graph (array %lld): line %d, column %d: the integer %.*s%s is out of "
                   "range (int64 and uint64 end at -2^63 and 2^64 - 1)",
                   t->what, (long long)k, line, col, n, txt + huge, n == 40 ? "..." : "");
+        json_object_put(o);
+        return NULL;
+    }
+    char where[256];
+    if (tg_json_find_nul(txt, len, where, sizeof where)) {
+        tg_errorf(ctx, TG_ELOAD, "%s: the original graph (array %lld): %s: " NUL_WHY, t->what, (long long)k,
+                  where);
         json_object_put(o);
         return NULL;
     }

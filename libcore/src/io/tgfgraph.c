@@ -232,6 +232,7 @@ typedef struct dec {
     tg_ctx *ctx;
     const char **strs; /* into pool */
     uint32_t nstrs;
+    bool *nul; /* per string: it holds a NUL byte (refused where it is read) */
     char *pool;
     int rc;
     bool v2; /* a version 2 section: no origin groups, no gradients' nodes */
@@ -279,9 +280,9 @@ static uint32_t get_count(dec *D, size_t size, const char *what) {
         fail(D, TG_EPARSE, "graph section: %u %s do not fit in what is left of it", n, what);
     return D->rc ? 0 : n;
 }
-/* A string of the table; NULL for NONE when `optional`. */
-static const char *get_str(dec *D, bool optional, const char *what) {
-    uint32_t i = get32(D);
+/* String i of the table, for the field `what` (errors name it); NULL for
+ * NONE when `optional`. */
+static const char *str_at(dec *D, uint32_t i, bool optional, const char *what) {
     if (D->rc) return NULL;
     if (i == NONE && optional) return NULL;
     if (i >= D->nstrs) {
@@ -289,7 +290,21 @@ static const char *get_str(dec *D, bool optional, const char *what) {
              i, D->nstrs);
         return NULL;
     }
+    if (D->nul[i]) {
+        fail(D, TG_ELOAD, "graph section: %s: string %u holds a NUL byte, which tg does not accept "
+             "(its strings would end there)", what, i);
+        return NULL;
+    }
     return D->strs[i];
+}
+static const char *get_str(dec *D, bool optional, const char *what) {
+    uint32_t i = get32(D);
+    return str_at(D, i, optional, what);
+}
+/* "schedule[3].name" (where "schedule[3]", f "name") in buf. */
+static const char *field(char *buf, size_t size, const char *where, const char *f) {
+    snprintf(buf, size, "%s.%s", where, f);
+    return buf;
 }
 
 /* Well-formed UTF-8 (no overlong forms, surrogates or code points past
@@ -321,13 +336,16 @@ static int read_strings(dec *D) {
     size_t total = (size_t)(D->end - D->p);
     D->strs = tg_calloc((size_t)n + 1, sizeof *D->strs);
     D->pool = tg_malloc(total + (size_t)n + 1);
-    if (!D->strs || !D->pool) return fail(D, TG_ENOMEM, "out of memory");
+    D->nul = tg_calloc((size_t)n + 1, sizeof *D->nul);
+    if (!D->strs || !D->pool || !D->nul) return fail(D, TG_ENOMEM, "out of memory");
     char *q = D->pool;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t len = get32(D);
         if (!need(D, len)) return D->rc;
-        if (memchr(D->p, 0, len) || !utf8_ok(D->p, len))
-            return fail(D, TG_EPARSE, "graph section: string %u is not UTF-8 text without NUL", i);
+        /* A NUL byte is refused where the string is read, naming the
+         * field, as the JSON loader names where a \u0000 is. */
+        if (!utf8_ok(D->p, len)) return fail(D, TG_EPARSE, "graph section: string %u is not UTF-8 text", i);
+        D->nul[i] = memchr(D->p, 0, len) != NULL;
         memcpy(q, D->p, len);
         q[len] = 0;
         D->strs[i] = q;
@@ -380,6 +398,16 @@ static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *
         json_object_put(o);
         return NULL;
     }
+    /* A \u0000, which json-c reads into the string and tg's C strings
+     * would cut at (a body's ids, its name), as the JSON loader refuses
+     * it. */
+    char path[256];
+    if (tg_json_find_nul(s, strlen(s), path, sizeof path)) {
+        tg_errorf(D->ctx, TG_ELOAD, "attrs: %s: contains a NUL character (\\u0000), which tg does not "
+                  "accept in a compiled-function file (its strings would end there)", path);
+        json_object_put(o);
+        return NULL;
+    }
     if (!C->obj[si]) {
         C->obj[si] = json_object_get(o);
         C->op[si] = op;
@@ -418,8 +446,11 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
     struct tg_idmap *ids = tg_idmap_new();
     if (!ids) return fail(D, TG_ENOMEM, "out of memory");
     for (uint32_t i = 0; i < n && !D->rc; i++) {
-        const char *id = get_str(D, false, "a variable's id");
-        const char *name = get_str(D, true, "a variable's name");
+        char fid[48], fname[48];
+        snprintf(fid, sizeof fid, "variables[%u].id", i);
+        snprintf(fname, sizeof fname, "variables[%u].name", i);
+        const char *id = get_str(D, false, fid);
+        const char *name = get_str(D, true, fname);
         uint8_t kind = get8(D), flags = get8(D), dt = get8(D), nd = get8(D);
         if (D->rc) break;
         if (!tg_id_valid(id) || tg_idmap_get(ids, id)) {
@@ -593,11 +624,11 @@ static void weak_check(tg_node *n, const tg_type *gives) {
 }
 
 static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
-    char where[48];
+    char where[48], fld[64];
     snprintf(where, sizeof where, "schedule[%d]", s);
-    const char *opname = get_str(D, false, where);
+    const char *opname = get_str(D, false, field(fld, sizeof fld, where, "op"));
     uint32_t ai = get32(D);
-    const char *name = get_str(D, true, where);
+    const char *name = get_str(D, true, field(fld, sizeof fld, where, "name"));
     uint32_t nin = get_count(D, 4, "inputs");
     if (D->rc) return D->rc;
     const tg_op *op = tg_op_find(opname);
@@ -605,6 +636,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         return fail(D, TG_ELOAD, "%s: '%.64s' is not an op this tg runs", where, opname);
     if (ai != NONE && ai >= D->nstrs)
         return fail(D, TG_EPARSE, "graph section: %s: bad attrs string", where);
+    if (ai != NONE && !str_at(D, ai, false, field(fld, sizeof fld, where, "attrs"))) return D->rc;
     tg_var **in = tg_calloc((size_t)nin + 1, sizeof *in);
     if (!in) return fail(D, TG_ENOMEM, "out of memory");
     for (uint32_t k = 0; k < nin && !D->rc; k++) in[k] = var_at(D, fg, where);
@@ -672,9 +704,10 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         n->trace.n = (int)nfr;
         for (uint32_t k = 0; k < nfr && !D->rc; k++) {
             tg_frame *fr = &n->trace.frames[k];
-            const char *file = get_str(D, true, where);
+            field(fld, sizeof fld, where, "trace");
+            const char *file = get_str(D, true, fld);
             fr->line = (int64_t)get64(D);
-            const char *fn = get_str(D, true, where), *code = get_str(D, true, where);
+            const char *fn = get_str(D, true, fld), *code = get_str(D, true, fld);
             if (D->rc) goto bad;
             if ((file && !(fr->file = tg_strdup(file))) || (fn && !(fr->function = tg_strdup(fn))) ||
                 (code && !(fr->code = tg_strdup(code))))
@@ -689,7 +722,8 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         }
         const char *small[16], **keys = nor <= 16 ? small : tg_malloc(sizeof *keys * nor);
         if (!keys) goto oom;
-        for (uint32_t k = 0; k < nor && !D->rc; k++) keys[k] = get_str(D, false, where);
+        field(fld, sizeof fld, where, "origins");
+        for (uint32_t k = 0; k < nor && !D->rc; k++) keys[k] = get_str(D, false, fld);
         if (!D->rc) {
             n->origins = tg_origins_pack(keys, (int)nor);
             n->norigins = (int)nor;
@@ -822,7 +856,9 @@ static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
     fg->nout = (int)nout;
     for (uint32_t i = 0; i < nout && !D->rc; i++) {
         tg_var *v = var_at(D, fg, "outputs");
-        const char *id = get_str(D, false, "outputs");
+        char fo[48];
+        snprintf(fo, sizeof fo, "outputs[%u].id", i);
+        const char *id = get_str(D, false, fo);
         if (D->rc) break;
         if (!tg_id_valid(id)) {
             fail(D, TG_EPARSE, "graph section: outputs[%u]: its declared id is not a valid id", i);
@@ -940,7 +976,7 @@ static int read_grads(dec *D, tg_opt_record *rec) {
 int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int narrays,
                      tgf_shared_fn shared, void *ud, const char *what, tgf_decoded *out,
                      tg_ctx *ctx) {
-    dec D = {data, (const unsigned char *)data + len, what, ctx, NULL, 0, NULL, TG_OK, false};
+    dec D = {.p = data, .end = (const unsigned char *)data + len, .what = what, .ctx = ctx};
     attrs_cache C = {0};
     memset(out, 0, sizeof *out);
     tg_fgraph *fg = tg_calloc(1, sizeof *fg);
@@ -973,6 +1009,7 @@ done:
     tg_free(C.op);
     if (C.tok) json_tokener_free(C.tok);
     tg_free(D.strs);
+    tg_free(D.nul);
     if (D.rc) {
         if (out->out_ids)
             for (int i = 0; i < fg->nout; i++) tg_free(out->out_ids[i]);

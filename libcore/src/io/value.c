@@ -5,6 +5,7 @@
  * (data is walked once to validate and count, then once to store; base64
  * must have exactly the length the shape needs).
  */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,88 @@ void tg_json_line_col(const char *s, size_t off, int *line, int *col) {
             (*col)++;
         }
     }
+}
+
+/* ---- NUL characters ---- */
+
+/* One container on the way to a string: an array and the index in it, or
+ * an object and its current key (an offset and length in the text, as
+ * written, escapes and all). */
+typedef struct nul_frame {
+    bool arr;
+    long idx;
+    size_t key, klen;
+} nul_frame;
+
+/* The JSON path of frames 0..d into buf (cap > 8): "variables[0].name".
+ * A key is quoted as written, cut to 64 bytes at a character boundary; a
+ * path that does not fit ends in "...". */
+static void nul_path(const char *t, const nul_frame *st, int d, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int j = 0; j <= d; j++) {
+        char comp[96];
+        size_t m;
+        if (st[j].arr) {
+            m = (size_t)snprintf(comp, sizeof comp, "[%ld]", st[j].idx);
+        } else {
+            size_t k = st[j].klen;
+            bool cut = k > 64;
+            if (cut)
+                for (k = 64; k && ((unsigned char)t[st[j].key + k] & 0xc0) == 0x80; k--) {}
+            m = (size_t)snprintf(comp, sizeof comp, "%s%.*s%s", j ? "." : "", (int)k, t + st[j].key,
+                                 cut ? "..." : "");
+        }
+        if (n + m + 4 > cap) {
+            memcpy(buf + n, "...", 4);
+            return;
+        }
+        memcpy(buf + n, comp, m + 1);
+        n += m;
+    }
+}
+
+/* (io.h.) Run on text json-c parsed: the walk trusts its syntax. The
+ * search for the six characters comes first, so that a text without one
+ * costs a memmem. */
+bool tg_json_find_nul(const char *t, size_t len, char *buf, size_t cap) {
+    if (!memmem(t, len, "\\u0000", 6)) return false;
+    nul_frame st[TG_JSON_DEPTH + 1];
+    int d = -1;
+    bool want_key = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = t[i];
+        if (c == '{' || c == '[') {
+            if (++d > TG_JSON_DEPTH) return false;
+            st[d] = (nul_frame){c == '[', 0, 0, 0};
+            want_key = c == '{';
+        } else if (c == '}' || c == ']') {
+            d--;
+        } else if (c == ',' && d >= 0) {
+            if (st[d].arr)
+                st[d].idx++;
+            else
+                want_key = true;
+        } else if (c == '"') {
+            size_t b = ++i;
+            bool nul = false;
+            for (; i < len && t[i] != '"'; i++)
+                if (t[i] == '\\') {
+                    if (i + 5 < len && !memcmp(t + i + 1, "u0000", 5)) nul = true;
+                    i++;
+                }
+            if (d >= 0 && !st[d].arr && want_key) {
+                st[d].key = b;
+                st[d].klen = i - b;
+                want_key = false;
+            }
+            if (nul && d >= 0) {
+                nul_path(t, st, d, buf, cap);
+                return true;
+            }
+        }
+    }
+    return false;
 }
 
 /* ---- base64 ---- */
