@@ -199,15 +199,18 @@ int tg_grad_reduce(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     if (!strcmp(op, "sum")) {
         gin[0] = gx;
     } else if (!strcmp(op, "mean")) {
-        /* g / (the elements averaged): the ratio of the counts in float64,
-         * then in g's dtype (a count over 65504 is inf in float16, and the
-         * gradient was 0 or NaN) */
         tg_var *nx = OP1("prod", OP1("shape", x)), *no = OP1("prod", OP1("shape", out));
-        char a64[64], attrs[64];
-        snprintf(a64, sizeof a64, "{\"dtype\": \"float64\"}");
+        char attrs[64];
         snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
-        tg_var *frac = DIV(tg_gb_op1(b, "cast", no, a64), tg_gb_op1(b, "cast", nx, a64));
-        gin[0] = MUL(gx, dt == TG_FLOAT64 ? frac : tg_gb_op1(b, "cast", frac, attrs));
+        if (dt != TG_FLOAT16) {
+            gin[0] = DIV(MUL(gx, tg_gb_op1(b, "cast", no, attrs)), tg_gb_op1(b, "cast", nx, attrs));
+        } else {
+            /* a count over 65504 is inf in float16 (the gradient was 0 or
+             * NaN): the ratio of the counts in float64, then in float16 */
+            tg_var *frac = DIV(tg_gb_op1(b, "cast", no, "{\"dtype\": \"float64\"}"),
+                               tg_gb_op1(b, "cast", nx, "{\"dtype\": \"float64\"}"));
+            gin[0] = MUL(gx, tg_gb_op1(b, "cast", frac, attrs));
+        }
     } else if (!strcmp(op, "max") || !strcmp(op, "min")) {
         gin[0] = where(b, OP2("eq", x, keep_axes(b, n, out)), gx, true);
     } else if (!strcmp(op, "logsumexp")) {

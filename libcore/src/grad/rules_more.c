@@ -117,16 +117,21 @@ int tg_grad_varstd(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         ge = dimshuffle(b, g, nd, order);
         oe = dimshuffle(b, out, nd, order);
     }
-    /* 2 / (N - ddof) (var) or 1 / (N - ddof) (std) in float64, then in
-     * dt: N in float16 is inf past 65504, and the gradient was 0. */
-    tg_var *cnt = DIV(cast_to(b, OP1("prod", OP1("shape", x)), TG_FLOAT64),
-                      cast_to(b, OP1("prod", OP1("shape", out)), TG_FLOAT64));
-    tg_var *den = SUB(cnt, tg_gb_const(b, TG_FLOAT64, (double)n->a.ddof));
     bool var = !strcmp(n->op->name, "var");
-    tg_var *scale = cast_to(b, DIV(tg_gb_const(b, TG_FLOAT64, var ? 2 : 1), den), dt);
-    /* (the scale last: in float16 it makes subnormals, each product
-     * rounded to 2^-24) */
-    gin[0] = MUL(var ? MUL(ge, dev) : DIV(MUL(ge, dev), oe), scale);
+    if (dt != TG_FLOAT16) {
+        tg_var *cnt = DIV(cast_to(b, OP1("prod", OP1("shape", x)), dt), cast_to(b, OP1("prod", OP1("shape", out)), dt));
+        tg_var *den = SUB(cnt, tg_gb_const(b, dt, (double)n->a.ddof));
+        gin[0] = var ? DIV(MUL(MUL(ge, dev), tg_gb_const(b, dt, 2)), den) : DIV(MUL(ge, dev), MUL(den, oe));
+    } else {
+        /* N in float16 is inf past 65504 (the gradient was 0): 2 / (N -
+         * ddof) (var) or 1 / (N - ddof) (std) in float64, then in float16,
+         * applied last, so that the product rounds to a subnormal once */
+        tg_var *cnt = DIV(cast_to(b, OP1("prod", OP1("shape", x)), TG_FLOAT64),
+                          cast_to(b, OP1("prod", OP1("shape", out)), TG_FLOAT64));
+        tg_var *den = SUB(cnt, tg_gb_const(b, TG_FLOAT64, (double)n->a.ddof));
+        tg_var *scale = cast_to(b, DIV(tg_gb_const(b, TG_FLOAT64, var ? 2 : 1), den), dt);
+        gin[0] = MUL(var ? MUL(ge, dev) : DIV(MUL(ge, dev), oe), scale);
+    }
     return finish(b, n, gin);
 }
 
