@@ -517,5 +517,36 @@ got = np.load(sys.argv[1])
 sys.exit(0 if np.allclose(got, v, rtol=1e-12, atol=1e-14) else 1)
 " "$tmp/bj.1/v2999.npy" && pass "the chain's output is NumPy's" || fail "the chain's output is not NumPy's"
 
+# Names from the file (a function's, a node's, a body's) hold anything:
+# check, compile and print write their control characters (C0, DEL, C1:
+# U+009B is a CSI to some terminals) escaped, a backslash doubled, so that
+# a name can neither drive the terminal nor begin a line of its own.
+cat >"$tmp/ctl.json" <<'EOF'
+{"format":"tg-graph","version":1,"variables":[{"id":"x","type":{"dtype":"float64","shape":[3]}}],
+ "nodes":[{"op":"exp","inputs":["x"],"outputs":["y"],"name":"n\u001b[31m\\red\nCalls: 9\u007f\u009b"},
+  {"op":"op_from_graph","inputs":["y"],"outputs":["z"],"attrs":{"name":"b\tody\r","body":{"variables":[{"id":"p","type":{"dtype":"float64","shape":[3]}}],"nodes":[{"op":"neg","inputs":["p"],"outputs":["q"],"name":"in\nner"}],"inputs":["p"],"outputs":["q"]}}}],
+ "functions":{"f\u001b[2J\nfake":{"inputs":["x"],"outputs":["z"]}}}
+EOF
+expect 0 "check a graph with control characters in its names" -- "$TGC" check "$tmp/ctl.json"
+cp "$tmp/out" "$tmp/ctl.txt"
+expect 0 "compile it" -- "$TGC" compile "$tmp/ctl.json" -O none -o "$tmp/ctl.tgf"
+cat "$tmp/out" >>"$tmp/ctl.txt"
+expect 0 "print it" -- "$TGC" print "$tmp/ctl.json"
+cat "$tmp/out" >>"$tmp/ctl.txt"
+expect 0 "print its .tgf" -- "$TGC" print "$tmp/ctl.tgf"
+cat "$tmp/out" >>"$tmp/ctl.txt"
+/usr/bin/python3 - "$tmp/ctl.txt" <<'PY' && pass "every name is escaped, with no control character written" || fail "a name went out raw"
+import sys
+t = open(sys.argv[1], "rb").read().decode("utf-8")
+bad = [c for c in t if (ord(c) < 0x20 and c != "\n") or 0x7f <= ord(c) <= 0x9f]
+want = [r"  f\u001b[2J\nfake(x) -> (z): 2 nodes", r"f\u001b[2J\nfake: 2 nodes", r"f\u001b[2J\nfake:",
+        r"'n\u001b[31m\\red\nCalls: 9\u007f\u009b'", r"'in\nner'"]
+miss = [w for w in want if w not in t]
+forged = [l for l in t.splitlines() if l.startswith(("Calls", "fake", "ner"))]
+if bad or miss or forged:
+    print(" | raw:", bad, "missing:", miss, "forged lines:", forged)
+sys.exit(1 if bad or miss or forged else 0)
+PY
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

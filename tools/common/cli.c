@@ -140,6 +140,45 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
+static bool text_plain_byte(const unsigned char *p) {
+    return *p >= 0x20 && *p != 0x7f && *p != '\\' && !(*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f);
+}
+
+const char *cli_text(const char *s) {
+    static char *ring[4];
+    static int next;
+    if (!s) return "";
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = 0;
+    bool plain = true;
+    for (; p[n]; n++) plain &= text_plain_byte(p + n);
+    if (plain) return s;
+    char *o = malloc(n * 6 + 1), *w = o;
+    if (!o) return "(a name that cannot be shown: out of memory)";
+    static const char ctl[] = "\n\t\r\b\f", letter[] = "ntrbf";
+    for (size_t i = 0; i < n; i++) {
+        const char *esc = p[i] ? strchr(ctl, p[i]) : NULL;
+        if (text_plain_byte(p + i)) {
+            *w++ = (char)p[i];
+        } else if (p[i] == '\\') {
+            *w++ = '\\';
+            *w++ = '\\';
+        } else if (esc) {
+            *w++ = '\\';
+            *w++ = letter[esc - ctl];
+        } else if (p[i] == 0xc2) { /* a C1 control: its code point */
+            w += sprintf(w, "\\u%04x", p[++i]);
+        } else {
+            w += sprintf(w, "\\u%04x", p[i]);
+        }
+    }
+    *w = 0;
+    free(ring[next]);
+    ring[next] = o;
+    next = (next + 1) % 4;
+    return o;
+}
+
 void cli_start(const char *tool) {
     watched_tool = tool;
     atexit(check_stdout);

@@ -14,6 +14,14 @@ enum { TG_EXIT_OK = 0, TG_EXIT_FOUND = 1, TG_EXIT_USAGE = 2 };
 
 /* Print "tool: message" on stderr. */
 void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* s as one line of text for a terminal: a name from the file (a function's
+ * or node's name, which the format lets hold anything) with its control
+ * characters (C0, DEL, and C1 in UTF-8, which some terminals read as
+ * CSI) written as JSON writes them (\n, \t, \r, \u001b...) and a
+ * backslash doubled, so that it can neither drive the terminal nor begin a
+ * line of its own. s itself when it holds none, else a copy that stays
+ * valid for the next three calls. */
+const char *cli_text(const char *s);
 /* Call first in main. Checks at exit that everything printed reached
  * stdout: if not, one line on stderr and exit status 1 (TG_EXIT_FOUND).
  * Turns off glibc's fast bins, whose LIFO lists of small freed chunks

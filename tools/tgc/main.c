@@ -145,7 +145,7 @@ static int cmd_check(int argc, char **argv) {
             rc = TG_EXIT_USAGE;
             continue;
         }
-        printf("  %s(", tg_function_name(f));
+        printf("  %s(", cli_text(tg_function_name(f)));
         for (int k = 0; k < tg_function_input_count(f); k++)
             printf("%s%s", k ? ", " : "", tg_function_input_id(f, k));
         printf(") -> (");

@@ -230,7 +230,7 @@ int tgc_cmd_compile(int argc, char **argv) {
         goto done;
     }
     for (int i = 0; i < nf; i++)
-        printf("%s: %s: %d nodes, %d rewrites, compiled in %.3f s\n", out, tg_function_name(fs[i]),
+        printf("%s: %s: %d nodes, %d rewrites, compiled in %.3f s\n", out, cli_text(tg_function_name(fs[i])),
                tg_function_node_count(fs[i]), tg_function_rewrite_count(fs[i]),
                tg_function_compile_seconds(fs[i]));
 done:
@@ -398,7 +398,7 @@ static const tg_node *print_line(printer *P, const tg_var *v, int depth) {
     id_str(P, take_id(P, n->outputs[0]->id, &fresh), idb, sizeof idb);
     printf("%s", n->op->name);
     if (n->nout > 1) printf(".%d", v->owner_index);
-    printf(" [id %s] '%s'", idb, n->name ? n->name : v->id);
+    printf(" [id %s] '%s'", idb, cli_text(n->name ? n->name : v->id));
     /* A key a gradient's expansion made names no node of the file: say
      * whose derivative it is */
     char grad[256];
@@ -637,7 +637,7 @@ static json_object *print_body_line(printer *P, const body_scope *S, json_object
     printf("%s", opname);
     if (nout > 1) printf(".%d", which);
     bool named = json_object_object_get_ex(node, "name", &name) && json_object_is_type(name, json_type_string);
-    printf(" [id %s] '%s'", idb, named ? json_object_get_string(name) : id);
+    printf(" [id %s] '%s'", idb, cli_text(named ? json_object_get_string(name) : id));
     body_type_suffix(P, S, id, var);
     printf("\n");
     if (!fresh) return NULL;
@@ -766,7 +766,7 @@ static void print_bodies(printer *P) {
         char idb[16];
         const char *k = json_object_get_string(key);
         id_str(P, take_id_ns(P, "", k, &fresh), idb, sizeof idb);
-        printf("\n%s [id %s] '%s'\n", json_object_get_string(op), idb, json_object_get_string(name));
+        printf("\n%s [id %s] '%s'\n", json_object_get_string(op), idb, cli_text(json_object_get_string(name)));
         char *ns = join2(k, "\x1f");
         if (!ns) continue;
         body_scope S = {ns, json_object_new_object(), json_object_new_object(), json_object_new_object(), NULL};
@@ -810,7 +810,7 @@ static void print_function(const tg_function *f, bool chars, bool types, bool sh
                  json_object_new_object()};
     const tg_fgraph *fg = f->fg;
     for (int k = 0; secs && k < f->nsched; k++) P.total += secs[k];
-    printf("%s:", f->name);
+    printf("%s:", cli_text(f->name));
     if (secs) printf(" %ld calls, %.3f ms per call in the nodes", calls, P.total * 1e3 / (double)calls);
     printf("\n");
     for (int r = 0; r < fg->nout + fg->nupd; r++) {
