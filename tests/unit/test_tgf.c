@@ -406,6 +406,35 @@ static void test_record_and_origins_survive(void **state) {
 /* A fast_run compile: the optimizer's passes come back with the function,
  * and an output the optimizer folded into a constant keeps its declared
  * id (the constant's own id differs). */
+/* b has a's optimizer profile: per pass and, with `rewrites`, per
+ * rewrite (a .tgf keeps no such table), names, counts and times alike. */
+static void same_profile(const tg_function *a, const tg_function *b, bool rewrites) {
+    assert_true(tg_function_pass_count(a) > 0);
+    if (tg_function_pass_count(b) != tg_function_pass_count(a))
+        fail_msg("%d passes, the original %d", tg_function_pass_count(b), tg_function_pass_count(a));
+    for (int i = 0; i < tg_function_pass_count(a); i++) {
+        tg_pass_stats x, y;
+        assert_int_equal(tg_function_pass_get(a, i, &x), 0);
+        assert_int_equal(tg_function_pass_get(b, i, &y), 0);
+        assert_string_equal(x.name, y.name);
+        assert_true(x.seconds == y.seconds);
+        assert_int_equal(x.nodes_before, y.nodes_before);
+        assert_int_equal(x.nodes_after, y.nodes_after);
+        assert_int_equal(x.applied, y.applied);
+    }
+    if (!rewrites) return;
+    assert_true(tg_function_rewrite_stats_count(a) > 0);
+    assert_int_equal(tg_function_rewrite_stats_count(b), tg_function_rewrite_stats_count(a));
+    for (int i = 0; i < tg_function_rewrite_stats_count(a); i++) {
+        tg_rewrite_stats x, y;
+        assert_int_equal(tg_function_rewrite_stats_get(a, i, &x), 0);
+        assert_int_equal(tg_function_rewrite_stats_get(b, i, &y), 0);
+        assert_string_equal(x.name, y.name);
+        assert_string_equal(x.pass, y.pass);
+        assert_true(x.tried == y.tried && x.applied == y.applied && x.seconds == y.seconds);
+    }
+}
+
 static void test_passes_and_output_ids_survive(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -432,6 +461,13 @@ static void test_passes_and_output_ids_survive(void **state) {
         assert_int_equal(a.applied, b.applied);
     }
     assert_true(tg_function_optimize_seconds(h) == 0); /* nothing optimized now */
+    /* and a copy of the restored function keeps them, past the file */
+    tg_tgf *t2 = round_trip("p2.tgf", f, NULL, "passes", ctx);
+    tg_function *hc = tg_function_copy(tg_tgf_function(t2, 0), NULL, NULL, 0, ctx);
+    if (!hc) fail_msg("%s", tg_ctx_message(ctx));
+    tg_tgf_free(t2);
+    same_profile(f, hc, false);
+    tg_function_free(hc);
     assert_string_equal(tg_function_output_id(h, 0), "y");
     assert_string_equal(tg_function_output_id(h, 1), "k");
     /* And the values: (1, 2) * 3 and 1 + 2. */
@@ -789,6 +825,11 @@ static void test_copy_swap_and_call_n(void **state) {
     if (!c) fail_msg("%s", tg_ctx_message(ctx));
     tg_function *shared = tg_function_copy(f, NULL, NULL, 0, ctx);
     assert_non_null(shared);
+    /* Both keep f's optimizer profile, as they keep its rewrite record
+     * (tgprof prints it): they lost it. */
+    assert_int_equal(tg_function_rewrite_count(c), tg_function_rewrite_count(f));
+    same_profile(f, c, true);
+    same_profile(f, shared, true);
     /* The swapped copy starts from (10, 20, 30): 60 + 0.25. */
     double v = call1(c, x);
     assert_true(v == 60.25);

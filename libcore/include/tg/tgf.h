@@ -126,10 +126,13 @@ TG_API tg_graph *tg_tgf_original(tg_tgf *t, tg_ctx *ctx);
  * sharing f's shared variables except those named in swap_ids, which get
  * state of their own starting from swap_values[k] (copied, and converted
  * as tg_function_shared_set converts a value). The copy is linked from
- * f's optimized graph without optimizing again. Errors: TG_ENOTFOUND (an
- * id f does not use), TG_ETYPE and TG_ESHAPE (a swap value that does not
- * fit, as for tg_function_shared_set), TG_EINVAL (no id or no value, or
- * an id given twice), TG_ENOMEM. */
+ * f's optimized graph without optimizing again; it keeps f's rewrite
+ * record, node origins and optimizer profile (tg_function_pass_get,
+ * tg_function_rewrite_stats_get), with a compile time of its own (the
+ * link) and an optimize time of 0, as a restored function has. Errors:
+ * TG_ENOTFOUND (an id f does not use), TG_ETYPE and TG_ESHAPE (a swap
+ * value that does not fit, as for tg_function_shared_set), TG_EINVAL (no
+ * id or no value, or an id given twice), TG_ENOMEM. */
 TG_API tg_function *tg_function_copy(const tg_function *f,
                                      const char *const *swap_ids,
                                      const tg_array *const *swap_values,

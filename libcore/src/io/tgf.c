@@ -2274,16 +2274,38 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
     c = tg_function_link_fgraph(f->name, fg, f->no_gc, on_dev, NULL, 0, ctx);
     fg = NULL;
     if (!c) goto fail;
-    /* The record: names point into f's strings, which may not outlive c;
-     * copy them into c's pool. */
+    /* The record and the optimizer's profile (per pass, per rewrite;
+     * tgprof prints it): names point into f's strings, which may not
+     * outlive c; copy them into c's pool. Its compile and optimize times
+     * are its own, as a restored function's are: it ran no optimizer. */
+    const tg_opt_record *fr = &f->record;
     size_t total = 0;
-    for (int i = 0; i < f->record.n; i++)
-        total += strlen(f->record.entries[i].name) + strlen(f->record.entries[i].pass) + 2;
-    if (!(c->strpool = tg_malloc(total + 1))) {
+    for (int i = 0; i < fr->n; i++)
+        total += strlen(fr->entries[i].name) + strlen(fr->entries[i].pass) + 2;
+    for (int i = 0; i < fr->npasses; i++) total += strlen(fr->passes[i].name) + 1;
+    for (int i = 0; i < fr->nrstats; i++) total += strlen(fr->rstats[i].name) + strlen(fr->rstats[i].pass) + 2;
+    c->strpool = tg_malloc(total + 1);
+    if (fr->npasses) c->record.passes = tg_malloc(sizeof *fr->passes * (size_t)fr->npasses);
+    if (fr->nrstats) c->record.rstats = tg_malloc(sizeof *fr->rstats * (size_t)fr->nrstats);
+    if (!c->strpool || (fr->npasses && !c->record.passes) || (fr->nrstats && !c->record.rstats)) {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto fail;
     }
     char *p = c->strpool;
+    for (int i = 0; i < fr->npasses; i++) {
+        c->record.passes[i] = fr->passes[i];
+        c->record.passes[i].name = p;
+        p = stpcpy(p, fr->passes[i].name) + 1;
+    }
+    c->record.npasses = c->record.cpasses = fr->npasses;
+    for (int i = 0; i < fr->nrstats; i++) {
+        c->record.rstats[i] = fr->rstats[i];
+        c->record.rstats[i].name = p;
+        p = stpcpy(p, fr->rstats[i].name) + 1;
+        c->record.rstats[i].pass = p;
+        p = stpcpy(p, fr->rstats[i].pass) + 1;
+    }
+    c->record.nrstats = fr->nrstats;
     for (int i = 0; i < f->record.n; i++) {
         const tg_rw_entry *e = &f->record.entries[i];
         char *pn = p;
