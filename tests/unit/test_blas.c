@@ -750,6 +750,51 @@ static void test_concurrent_products(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* solve broadcasts the batch dimensions of A and b as NumPy's gufunc
+ * (m,m),(m,n)->(m,n) does; at load, the static shapes give the result's
+ * (an unknown length takes the other's), and lengths that do not
+ * broadcast are an error naming both inputs. */
+static void test_solve_broadcast_load(void **state) {
+    (void)state;
+    static const struct {
+        const char *a, *b, *want;
+    } ok[] = {
+        {"[2,3,3]", "[3,2]", "[2, 3, 2]"},          {"[1,3,3]", "[2,3,2]", "[2, 3, 2]"},
+        {"[2,1,3,3]", "[4,3,1]", "[2, 4, 3, 1]"},   {"[3,3]", "[2,5,3,2]", "[2, 5, 3, 2]"},
+        {"[2,2,3,3]", "[3]", "[2, 2, 3]"},          {"[null,3,3]", "[4,3,2]", "[4, 3, 2]"},
+        {"[1,3,3]", "[null,3,2]", "[?, 3, 2]"},  {"[0,3,3]", "[1,3,2]", "[0, 3, 2]"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char json[1024], got[160];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" V("a", "float64", "%s") ","
+                 V("b", "float32", "%s") "],\"nodes\":[{\"op\":\"solve\",\"inputs\":[\"a\",\"b\"],"
+                 "\"outputs\":[\"y\"]}]}",
+                 ok[i].a, ok[i].b);
+        tg_graph *g = tu_load(json);
+        const tg_var *y = tg_graph_find(g, "y");
+        assert_non_null(y);
+        tg_type_str(&y->type, got, sizeof got);
+        char want[160];
+        snprintf(want, sizeof want, "float64%s", ok[i].want);
+        if (strcmp(got, want)) fail_msg("solve(a %s, b %s): got %s, want %s", ok[i].a, ok[i].b, got, want);
+        tg_graph_free(g);
+    }
+    const char *node = "{\"op\":\"solve\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y\"],\"name\":\"sv\"}";
+    expect_load_error(V("a", "float64", "[2,3,3]") "," V("b", "float64", "[3,3,2]"), node,
+                      "nodes[0] (solve 'sv' -> y): inputs[0] 'a' float64[2, 3, 3] and inputs[1] 'b' "
+                      "float64[3, 3, 2]: the batch dimensions (all but the last 2) do not broadcast: "
+                      "length 2 (dimension 0 of a) against 3 (dimension 0 of b)");
+    expect_load_error(V("a", "float64", "[2,4,3,3]") "," V("b", "float64", "[5,3,1]"), node,
+                      "length 4 (dimension 1 of a) against 5 (dimension 0 of b)");
+    expect_load_error(V("a", "float64", "[2,3,3]") "," V("b", "float64", "[2,4,2]"), node,
+                      "expected a vector of their order, or a stack of matrices with as many rows");
+    /* A vector is b of 1 dimension only (NumPy 2): b of A's batch shape
+     * plus a row is a matrix whose rows do not match. */
+    expect_load_error(V("a", "float64", "[2,3,3]") "," V("b", "float64", "[2,3]"), node,
+                      "does not match the matrices");
+}
+
 static void test_load_errors(void **state) {
     (void)state;
     const char *ab = V("a", "float64", "[3,4]") "," V("b", "float64", "[5,2]");
@@ -824,6 +869,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_inplace),  cmocka_unit_test(test_gemm_rank1),
         cmocka_unit_test(test_gemv_ger),
         cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_lapack_threads),
+        cmocka_unit_test(test_solve_broadcast_load),
         cmocka_unit_test(test_blas_build),    cmocka_unit_test(test_fork_products),
         cmocka_unit_test(test_concurrent_products),
     };

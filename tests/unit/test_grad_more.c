@@ -183,6 +183,19 @@ static void test_linalg(void **state) {
                         SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("solve_batched_mat", V("a", "[2,3,3]") "," V("b", "[2,3,2]"),
                         SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"), -0.5, 0.5);
+    /* Batch dimensions that broadcast (NumPy's gufunc rules): each
+     * gradient sums back over the batches its input was stretched to. */
+    static const char *const bcast[][2] = {
+        {V("a", "[2,3,3]"), V("b", "[3,2]")},   {V("a", "[1,3,3]"), V("b", "[2,3,2]")},
+        {V("a", "[2,1,3,3]"), V("b", "[4,3,1]")}, {V("a", "[3,3]"), V("b", "[2,3,2]")},
+        {V("a", "[2,2,3,3]"), V("b", "[3]")},    {V("a", "[3,1,3,3]"), V("b", "[1,2,3,2]")},
+    };
+    for (size_t i = 0; i < sizeof bcast / sizeof bcast[0]; i++) {
+        char vars[512];
+        snprintf(vars, sizeof vars, "%s,%s", bcast[i][0], bcast[i][1]);
+        fails += check_case("solve_broadcast", vars, SHIFT3("a", "s") "," N2("solve", "s", "b", "y") "," COST("y"),
+                            -0.5, 0.5);
+    }
     /* "sym" and "pos" read the upper triangle of a matrix that is not
      * symmetric (SciPy's default): its lower entries get no gradient,
      * each upper one that of both its places. */
@@ -196,6 +209,8 @@ static void test_linalg(void **state) {
         fails += check_case(modes[m], V("a", "[3,3]") "," V("b", "[3,2]"), nodes, -0.5, 0.5);
         fails += check_case(modes[m], V("a", "[2,3,3]") "," V("b", "[3]"), nodes, -0.5, 0.5);
         fails += check_case(modes[m], V("a", "[2,3,3]") "," V("b", "[2,3,2]"), nodes, -0.5, 0.5);
+        fails += check_case(modes[m], V("a", "[2,1,3,3]") "," V("b", "[3,3,2]"), nodes, -0.5, 0.5);
+        fails += check_case(modes[m], V("a", "[3,3]") "," V("b", "[2,3,1]"), nodes, -0.5, 0.5);
     }
     fails += check_case("cholesky_batched", V("a", "[2,3,3]"), SHIFT3("a", "s") "," N1("cholesky", "s", "y") "," COST("y"), -0.5, 0.5);
     fails += check_case("cholesky_lower", V("a", "[3,3]"), SHIFT3("a", "s") "," N1("cholesky", "s", "y") "," COST("y"), -0.5, 0.5);

@@ -417,7 +417,9 @@ int tg_grad_linalg(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         } else {
             gb = op2a(b, "solve", AT, g, at);
         }
-        /* A right-hand side shared by a stack of matrices sums back. */
+        /* The batch dimensions of A and b broadcast (NumPy's gufunc
+         * rules): each gradient sums back over those its input was
+         * stretched along, a shared vector b over the whole stack. */
         gin[1] = tg_gb_sum_to(b, gb, rhs);
         if (x->type.ndim == nd - 1) /* vectors: -gb x^T per matrix */
             gin[0] = NEG(MUL(append_axes(b, gb, 1, nd - 1), append_axes(b, x, 1, nd - 2)));

@@ -162,8 +162,20 @@ static void cost_cubic(const tg_node *n, tg_array *const *in,
     double f = name[0] == 'c' ? nn * nn * nn / 3
                : name[0] == 'm' ? 2 * nn * nn * nn
                                 : 2 * nn * nn * nn / 3;
-    if (name[0] == 's' && in[1])
-        f += 2 * nn * (double)tg_array_size_inline(in[1]) / (m > 0 ? m : 1);
+    const tg_array *b = name[0] == 's' ? in[1] : NULL;
+    if (b && b->ndim == 1) {
+        f += 2 * nn * nn;
+    } else if (b && b->ndim >= 2) {
+        /* One factorization and solve per matrix of the broadcast batch. */
+        int ka = a->ndim - 2, kb = b->ndim - 2, ko = ka > kb ? ka : kb;
+        m = 1;
+        for (int d = 0; d < ko; d++) {
+            int ja = d - (ko - ka), jb = d - (ko - kb);
+            int64_t la = ja >= 0 ? a->shape[ja] : 1, lb = jb >= 0 ? b->shape[jb] : 1;
+            m *= (double)(la == 1 ? lb : la);
+        }
+        f += 2 * nn * nn * (double)b->shape[b->ndim - 1];
+    }
     *flops = m * f;
     for (int i = 0; i < n->nin; i++)
         if (in[i])
@@ -374,6 +386,38 @@ static int solve_parse(tg_node *n, tg_ctx *ctx) {
     return tg_attr_enum(n, "assume_a", assume_choices, 0, &n->a.mode, ctx);
 }
 
+/* The batch shape of a stack of matrices of shape a (na dimensions, the
+ * last 2 the matrices) broadcast against b's (nb), as NumPy's gufunc
+ * broadcasts the loop dimensions of solve's (m,m),(m,n)->(m,n): aligned
+ * from the right, a length 1 stretching. At load an unknown length (-1)
+ * takes the other's unless that is 1 (the run checks it). Returns the
+ * number of batch dimensions, or -1 with *da and *db the dimensions (of
+ * a and of b) whose lengths differ. */
+static int solve_batch(int na, const int64_t *a, int nb, const int64_t *b,
+                       int64_t *out, int *da, int *db) {
+    int ka = na - 2, kb = nb - 2, ko = ka > kb ? ka : kb;
+    for (int d = 0; d < ko; d++) {
+        int ja = d - (ko - ka), jb = d - (ko - kb);
+        int64_t la = ja >= 0 ? a[ja] : 1, lb = jb >= 0 ? b[jb] : 1;
+        if (la == 1)
+            out[d] = lb;
+        else if (lb == 1)
+            out[d] = la;
+        else if (la < 0 || lb < 0)
+            out[d] = la < 0 ? lb : la;
+        else if (la != lb) {
+            *da = ja;
+            *db = jb;
+            return -1;
+        } else
+            out[d] = la;
+    }
+    return ko;
+}
+
+/* b is one vector shared by every matrix of a when it has 1 dimension
+ * (NumPy 2's rule), else a stack of matrices with a's order of rows whose
+ * batch dimensions broadcast against a's. */
 static int solve_infer(tg_node *n, tg_ctx *ctx) {
     char b1[160], b2[160];
     tg_dtype da = TG_FLOAT64, db = TG_FLOAT64;
@@ -386,17 +430,13 @@ static int solve_infer(tg_node *n, tg_ctx *ctx) {
     int k = ta->ndim;
     int64_t nrow = ta->shape[k - 1] >= 0 ? ta->shape[k - 1] : ta->shape[k - 2];
     bool vec = tb->ndim == 1;
-    bool ok = vec || tb->ndim == k;
     int rowax = vec ? 0 : tb->ndim - 2;
-    for (int i = 0; ok && !vec && i < k - 2; i++)
-        ok = ta->shape[i] < 0 || tb->shape[i] < 0 || ta->shape[i] == tb->shape[i];
-    if (ok && nrow >= 0 && tb->shape[rowax] >= 0) ok = tb->shape[rowax] == nrow;
-    if (!ok)
+    if (tb->ndim == 0 ||
+        (nrow >= 0 && tb->shape[rowax] >= 0 && tb->shape[rowax] != nrow))
         return tg_errorf(ctx, TG_ESHAPE,
                          "inputs[1] '%s': %s does not match the matrices "
                          "inputs[0] '%s' %s (expected a vector of their "
-                         "order, or a stack of matrices with as many rows and "
-                         "the same leading dimensions)",
+                         "order, or a stack of matrices with as many rows)",
                          B->id, type_s(B, b1, sizeof b1), A->id,
                          type_s(A, b2, sizeof b2));
     tg_dtype dt = tg_dtype_promote(da, db);
@@ -405,13 +445,22 @@ static int solve_infer(tg_node *n, tg_ctx *ctx) {
         memcpy(shape, ta->shape, sizeof shape);
         shape[k - 2] = nrow >= 0 ? nrow : tb->shape[0];
         tg_set_out_type(n, 0, dt, k - 1, shape);
-    } else {
-        memcpy(shape, tb->shape, sizeof shape);
-        for (int i = 0; i < k - 2; i++)
-            if (shape[i] < 0) shape[i] = ta->shape[i];
-        if (shape[k - 2] < 0) shape[k - 2] = nrow;
-        tg_set_out_type(n, 0, dt, k, shape);
+        return TG_OK;
     }
+    int dA = 0, dB = 0;
+    int ko = solve_batch(k, ta->shape, tb->ndim, tb->shape, shape, &dA, &dB);
+    if (ko < 0)
+        return tg_errorf(ctx, TG_ESHAPE,
+                         "inputs[0] '%s' %s and inputs[1] '%s' %s: the batch "
+                         "dimensions (all but the last 2) do not broadcast: "
+                         "length %lld (dimension %d of a) against %lld "
+                         "(dimension %d of b)",
+                         A->id, type_s(A, b2, sizeof b2), B->id,
+                         type_s(B, b1, sizeof b1), (long long)ta->shape[dA], dA,
+                         (long long)tb->shape[dB], dB);
+    shape[ko] = tb->shape[rowax] >= 0 ? tb->shape[rowax] : nrow;
+    shape[ko + 1] = tb->shape[rowax + 1];
+    tg_set_out_type(n, 0, dt, ko + 2, shape);
     return TG_OK;
 }
 
@@ -450,6 +499,42 @@ static int solve_one(int mode, tg_dtype dt, int nn, int nrhs, char *a,
     return TG_OK;
 }
 
+/* "(2, 3, 3)", NumPy's way of writing a shape. */
+static void shape_add(tg_str *s, const tg_array *a) {
+    tg_str_addf(s, "(");
+    for (int d = 0; d < a->ndim; d++)
+        tg_str_addf(s, "%s%lld", d ? ", " : "", (long long)a->shape[d]);
+    tg_str_addf(s, a->ndim == 1 ? ",)" : ")");
+}
+
+static int solve_shape_error(const tg_array *A, const tg_array *B,
+                             const char *what, tg_ctx *ctx) {
+    tg_str s = {0};
+    tg_str_addf(&s, "solve: a ");
+    shape_add(&s, A);
+    tg_str_addf(&s, " and b ");
+    shape_add(&s, B);
+    int rc = tg_errorf(ctx, TG_ESHAPE, "%s: %s", s.s ? s.s : "", what);
+    tg_str_free(&s);
+    return rc;
+}
+
+/* The flat index, in the stack x of kx batch dimensions (shape xs),
+ * of the matrix that batch bi of the broadcast stack (ko dimensions,
+ * shape os) reads. */
+static int64_t batch_index(int ko, const int64_t *os, int kx,
+                           const int64_t *xs, int64_t bi) {
+    int64_t idx = 0, stride = 1;
+    for (int d = ko - 1; d >= ko - kx; d--) {
+        int64_t i = bi % os[d];
+        bi /= os[d];
+        int64_t l = xs[d - (ko - kx)];
+        if (l != 1) idx += i * stride;
+        stride *= l;
+    }
+    return idx;
+}
+
 static int solve_body(tg_node *n, tg_array *const *in, tg_array **out,
                      tg_ctx *ctx) {
     const tg_array *A = in[0], *B = in[1];
@@ -460,24 +545,29 @@ static int solve_body(tg_node *n, tg_array *const *in, tg_array **out,
     tg_dtype dt = n->outputs[0]->type.dtype;
     bool vec = B->ndim == 1;
     int k = A->ndim;
-    bool ok = vec ? B->shape[0] == nn
-                  : B->ndim == k && B->shape[k - 2] == nn &&
-                        tg_shape_equal(k - 2, A->shape, B->shape);
-    if (!ok) {
-        char s1[200], s2[200];
-        snprintf(s1, sizeof s1, "%d", A->ndim);
-        snprintf(s2, sizeof s2, "%d", B->ndim);
-        return tg_errorf(ctx, TG_ESHAPE,
-                         "solve: b of %s dimensions does not match a of %s "
-                         "dimensions and order %d",
-                         s2, s1, nn);
+    if (B->ndim == 0 || B->shape[vec ? 0 : B->ndim - 2] != nn)
+        return solve_shape_error(A, B,
+                                 "b does not match a (expected a vector of the "
+                                 "matrices' order, or matrices with as many rows)",
+                                 ctx);
+    int64_t osh[TG_MAX_NDIM];
+    int da = 0, db = 0, ko = 0;
+    if (!vec && (ko = solve_batch(k, A->shape, B->ndim, B->shape, osh, &da, &db)) < 0) {
+        char what[160];
+        snprintf(what, sizeof what,
+                 "the batch dimensions (all but the last 2) do not "
+                 "broadcast: length %lld (dimension %d of a) against %lld "
+                 "(dimension %d of b)",
+                 (long long)A->shape[da], da, (long long)B->shape[db], db);
+        return solve_shape_error(A, B, what, ctx);
     }
-    int64_t nrhs64 = vec ? 1 : B->shape[k - 1];
+    int64_t nrhs64 = vec ? 1 : B->shape[B->ndim - 1];
     if (nrhs64 > INT_MAX)
         return tg_errorf(ctx, TG_EUNSUPPORTED, "too many right-hand sides");
     int nrhs = (int)nrhs64;
-    tg_array *wa = NULL, *wb = NULL, *res = NULL;
+    tg_array *wa = NULL, *wb = NULL, *wo = NULL, *res = NULL;
     int *ipiv = NULL;
+    char *fa = NULL;
     size_t isz = tg_isize(dt);
     int64_t asz = (int64_t)nn * nn * (int64_t)isz,
             bsz = (int64_t)nn * nrhs * (int64_t)isz;
@@ -504,26 +594,43 @@ static int solve_body(tg_node *n, tg_array *const *in, tg_array **out,
         }
         goto done;
     }
-    /* The C-order copy of B^T is B column-major; the solution comes back
-     * the same way and is transposed into the output. */
+    /* The C-order copy of B^T is B column-major; the solutions come back
+     * the same way, one stack of them in the broadcast batch shape, and
+     * are transposed into the output. LAPACK overwrites A with its
+     * factors, so each solve factors a fresh copy of its matrix (a matrix
+     * of A may serve several of B's). */
     if (!(wb = work_copy(B, dt, true, ctx))) {
         rc = TG_ENOMEM;
         goto done;
     }
-    for (int64_t b = 0; b < nmat && nn > 0 && nrhs > 0; b++)
-        if ((rc = solve_one(n->a.mode, dt, nn, nrhs, wa->data + b * asz,
-                            wb->data + b * bsz, ipiv, ctx)))
+    int64_t nout = 1;
+    for (int d = 0; d < ko; d++) nout *= osh[d];
+    osh[ko] = nrhs;
+    osh[ko + 1] = nn;
+    if ((rc = tg_array_prepare(&wo, dt, ko + 2, osh, ctx))) goto done;
+    if (nn > 0 && !(fa = tg_malloc((size_t)asz))) {
+        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t b = 0; b < nout && nn > 0 && nrhs > 0; b++) {
+        int64_t ia = batch_index(ko, osh, k - 2, A->shape, b),
+                ib = batch_index(ko, osh, B->ndim - 2, B->shape, b);
+        memcpy(fa, wa->data + ia * asz, (size_t)asz);
+        memcpy(wo->data + b * bsz, wb->data + ib * bsz, (size_t)bsz);
+        if ((rc = solve_one(n->a.mode, dt, nn, nrhs, fa, wo->data + b * bsz,
+                            ipiv, ctx)))
             goto done;
-    if ((rc = tg_array_prepare(out, dt, B->ndim, B->shape, ctx))) goto done;
+    }
     {
         int64_t sh[TG_MAX_NDIM], st[TG_MAX_NDIM];
-        memcpy(sh, wb->shape, sizeof sh);
-        memcpy(st, wb->strides, sizeof st);
-        sh[k - 2] = wb->shape[k - 1];
-        sh[k - 1] = wb->shape[k - 2];
-        st[k - 2] = wb->strides[k - 1];
-        st[k - 1] = wb->strides[k - 2];
-        if (!(res = tg_array_view_raw(wb, dt, k, sh, st, wb->data))) {
+        memcpy(sh, wo->shape, sizeof sh);
+        memcpy(st, wo->strides, sizeof st);
+        sh[ko] = wo->shape[ko + 1];
+        sh[ko + 1] = wo->shape[ko];
+        st[ko] = wo->strides[ko + 1];
+        st[ko + 1] = wo->strides[ko];
+        if ((rc = tg_array_prepare(out, dt, ko + 2, sh, ctx))) goto done;
+        if (!(res = tg_array_view_raw(wo, dt, ko + 2, sh, st, wo->data))) {
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto done;
         }
@@ -532,8 +639,10 @@ static int solve_body(tg_node *n, tg_array *const *in, tg_array **out,
 done:
     tg_array_free(wa);
     tg_array_free(wb);
+    tg_array_free(wo);
     tg_array_free(res);
     tg_free(ipiv);
+    tg_free(fa);
     return rc;
 }
 

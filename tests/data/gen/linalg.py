@@ -279,9 +279,92 @@ def gen_solve():
     g.write()
 
 
+# ---------------------------------------------------------------- solve, broadcast
+def gen_solve_broadcast():
+    """The batch dimensions of A and b broadcast, as np.linalg.solve's
+    gufunc signature (m,m),(m,n)->(m,n) has them; b is a vector only when
+    it has 1 dimension (NumPy 2's rule: NumPy 1.x read b of A.ndim - 1
+    dimensions as a stack of vectors)."""
+    g = Graph("linalg_solve_broadcast")
+
+    def solve2(a, b):
+        """NumPy 2's solve in any NumPy: the batches broadcast first, so
+        that b never has A.ndim - 1 dimensions."""
+        if b.ndim == 1:
+            return np.linalg.solve(a, np.broadcast_to(b[:, None], a.shape[:-1] + (1,)))[..., 0]
+        sh = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        return np.linalg.solve(np.broadcast_to(a, sh + a.shape[-2:]),
+                               np.broadcast_to(b, sh + b.shape[-2:]))
+    cases = [((2,), ()), ((1,), (2,)), ((2, 1), (4,)), ((), (2, 5)),
+             ((3, 1, 2), (4, 1)), ((1, 1), (2, 3))]
+    for dt in ["float64", "float32"]:
+        for i, (ba, bb) in enumerate(cases):
+            A = g.inp("a%d_%s" % (i, dt), dt, list(ba) + [3, 3])
+            b = g.inp("b%d_%s" % (i, dt), dt, list(bb) + [3, 2])
+            f = "static%d_%s" % (i, dt)
+            outs = [g.op("solve", [A, b], {"assume_a": mode}, out="x%d_%s_%s" % (i, mode, dt))
+                    for mode in ["gen", "sym", "pos"]]
+            g.func(f, [A, b], outs)
+            a = spd(3, ba).astype(dt)
+            m = np.round(rng.standard_normal(bb + (3, 2)), 2).astype(dt)
+            x = solve2(a, m)
+            g.case(f, {"a%d_%s" % (i, dt): a, "b%d_%s" % (i, dt): m},
+                   {"x%d_%s_%s" % (i, mode, dt): x for mode in ["gen", "sym", "pos"]},
+                   **tol(dt))
+
+    # A vector b with batched A: the same vector for every matrix.
+    A = g.inp("va", "float64", [2, 2, 3, 3])
+    v = g.inp("vb", "float64", [3])
+    g.func("vector", [A, v], [g.op("solve", [A, v], None, out="vx")])
+    a = gen_matrix(3, (2, 2))
+    vv = rng.standard_normal(3)
+    g.case("vector", {"va": a, "vb": vv},
+           {"vx": solve2(a, vv)}, **tol("float64"))
+
+    # Mixed dtypes (int64 A, float32 b: float64), a transposed b, empty
+    # batches and an empty right-hand side.
+    A = g.inp("ma", "int64", [2, 3, 3])
+    b = g.inp("mb", "float32", [2, 3])
+    tb = g.op("transpose", [b], {"axes": None})
+    g.func("mixed", [A, b], [g.op("solve", [A, tb], None, out="mx")])
+    a = int_gen(3, "int64")[None] + np.array([0, 1])[:, None, None] * np.eye(3, dtype=np.int64)
+    m = np.round(rng.standard_normal((2, 3)), 2).astype(np.float32)
+    g.case("mixed", {"ma": a, "mb": m},
+           {"mx": solve2(a.astype(float), m.T.astype(float))}, rtol=1e-6, atol=1e-9)
+    A = g.inp("ea", "float64", [None, 3, 3])
+    b = g.inp("eb", "float64", [None, 3, None])
+    g.func("empty", [A, b], [g.op("solve", [A, b], None, out="ex")])
+    for na, nbb, k in [(0, 1, 2), (1, 0, 2), (2, 1, 0)]:
+        a = gen_matrix(3, (na,))
+        m = rng.standard_normal((nbb, 3, k))
+        g.case("empty", {"ea": a, "eb": m}, {"ex": solve2(a, m)}, **tol("float64"))
+
+    # Shapes unknown at load: they broadcast at run time, or fail there.
+    A = g.inp("ua", "float64", [None, None, None, None])
+    b = g.inp("ub", "float64", [None, None, None])
+    g.func("unknown", [A, b], [g.op("solve", [A, b], None, out="ux")])
+    for ba, bb in [((2, 1), (4,)), ((1, 3), (1,)), ((2, 2), (2,))]:
+        a = gen_matrix(3, ba)
+        m = rng.standard_normal(bb + (3, 2))
+        g.case("unknown", {"ua": a, "ub": m}, {"ux": solve2(a, m)}, **tol("float64"))
+    g.case("unknown", {"ua": gen_matrix(3, (2, 3)), "ub": rng.standard_normal((2, 3, 2))},
+           error="(solve -> ux): solve: a (2, 3, 3, 3) and b (2, 3, 2): the batch dimensions (all but "
+                 "the last 2) do not broadcast: length 3 (dimension 1 of a) against 2 "
+                 "(dimension 0 of b)")
+    g.case("unknown", {"ua": gen_matrix(3, (1, 1)), "ub": rng.standard_normal((2, 4, 2))},
+           error="solve: a (1, 1, 3, 3) and b (2, 4, 2): b does not match a (expected a "
+                 "vector of the matrices' order, or matrices with as many rows)")
+    # A singular matrix that one broadcast batch reaches.
+    a = gen_matrix(3, (2, 1))
+    a[1, 0] = [[1, 2, 3], [2, 4, 6], [0, 0, 1]]
+    g.case("unknown", {"ua": a, "ub": rng.standard_normal((3, 3, 2))}, error="singular matrix")
+    g.write()
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     gen_cholesky()
     gen_inverse()
     gen_det()
     gen_solve()
+    gen_solve_broadcast()
