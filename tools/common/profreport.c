@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/io.h"
 #include "vm/vm.h"
 
 int prof_cmp_row(const void *a, const void *b) {
@@ -387,6 +388,48 @@ static void body_key(const tg_node *nd, tg_str *s) {
         tg_str_addf(s, "%s", nd->op->name);
 }
 
+/* op{attrs} with the attrs canonical, so that one op with the same
+ * attrs is one row however the file wrote them: the node's attrs with
+ * their defaults (parse_attrs), keys sorted as the saver writes them
+ * (tg_json_attrs_sorted: {"border_mode":"valid","subsample":[2,2]} and
+ * the same two keys the other way round were two rows), and the axes of
+ * an op that normalised them (tg_axes_normalize: a.axis_mask holds one
+ * bit per axis, where a.naxes were written) as that mask says: 0, [0]
+ * and [-2] of a 2-d input are all "axis":0 (one axis as an integer,
+ * which every such op takes; several as an ascending list). */
+static void attrs_key(const tg_node *nd, tg_str *s) {
+    json_object *c = tg_json_attrs_sorted(nd->attrs), *ax = NULL;
+    const tg_attrs *a = &nd->a;
+    int nbits = 0;
+    for (int d = 0; d < 32; d++) nbits += (int)(a->axis_mask >> d & 1);
+    bool axes = c && json_object_object_get_ex(c, "axis", &ax) && ax && !a->axis_null && a->naxes > 0 &&
+                nbits == a->naxes;
+    for (int k = 0; axes && k < a->naxes; k++) /* (every axis as written is in the mask) */
+        axes = a->axes[k] < 0 || (a->axes[k] < 32 && (a->axis_mask >> a->axes[k] & 1));
+    if (axes) {
+        json_object *v = NULL;
+        if (nbits == 1) {
+            for (int d = 0; d < 32; d++)
+                if (a->axis_mask >> d & 1) v = json_object_new_int(d);
+        } else {
+            v = json_object_new_array();
+            for (int d = 0; v && d < 32; d++)
+                if (a->axis_mask >> d & 1) json_object_array_add(v, json_object_new_int(d));
+        }
+        if (!v || json_object_object_add(c, "axis", v)) {
+            json_object_put(v);
+            json_object_put(c);
+            c = NULL;
+        }
+    }
+    const char *t = c ? json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN) : NULL;
+    if (t)
+        tg_str_addf(s, "%s%s", nd->op->name, t);
+    else
+        s->oom = true;
+    json_object_put(c);
+}
+
 int prof_opkeys(prof_info *P) {
     int n = P->n;
     const tg_function *f = P->f;
@@ -403,7 +446,7 @@ int prof_opkeys(prof_info *P) {
             body_key(nd, &s);
         else if (nd->attrs && json_object_object_length(nd->attrs))
             /* (the attrs written only here: a body's text is long) */
-            tg_str_addf(&s, "%s%s", nd->op->name, json_object_to_json_string_ext(nd->attrs, JSON_C_TO_STRING_PLAIN));
+            attrs_key(nd, &s);
         else
             tg_str_addf(&s, "%s", nd->op->name);
         P->opkey[k] = s.s;

@@ -77,6 +77,11 @@ void tg_json_line_col(const char *s, size_t off, int *line, int *col);
  * that a build checks once, at its end, and never writes JSON with holes. */
 void tg_json_put(json_object *o, const char *key, json_object *val, bool *ok);
 void tg_json_push(json_object *arr, json_object *val, bool *ok);
+/* A node's canonical attrs (tg_node.attrs: defaults filled in) with their
+ * keys in order, whatever order the file gave them in: a new object (a
+ * deep copy), or NULL out of memory. The saver writes attrs so, and
+ * tgprof keys its op rows by it. */
+json_object *tg_json_attrs_sorted(json_object *attrs);
 
 /* Write a value as {"dtype", "shape", "data"} (small arrays) or
  * {"dtype", "shape", "base64"} (large ones; NaN and infinities are written

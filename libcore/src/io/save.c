@@ -89,8 +89,7 @@ static int key_cmp(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* attrs with their keys in order, whatever order the file gave them in. */
-static json_object *sorted_attrs(json_object *attrs) {
+json_object *tg_json_attrs_sorted(json_object *attrs) {
     int n = json_object_object_length(attrs), i = 0;
     const char **keys = tg_calloc((size_t)n + 1, sizeof *keys);
     json_object *o = keys ? json_object_new_object() : NULL;
@@ -150,7 +149,8 @@ static json_object *node_json(const tg_node *n) {
     json_object *outs = json_object_new_array();
     for (int k = 0; k < n->nout; k++) tg_json_push(outs, str(n->outputs[k]->id), &ok);
     tg_json_put(o, "outputs", outs, &ok);
-    if (n->attrs && json_object_object_length(n->attrs)) tg_json_put(o, "attrs", sorted_attrs(n->attrs), &ok);
+    if (n->attrs && json_object_object_length(n->attrs))
+        tg_json_put(o, "attrs", tg_json_attrs_sorted(n->attrs), &ok);
     if (n->name) tg_json_put(o, "name", str(n->name), &ok);
     if (n->trace.n) tg_json_put(o, "trace", trace_json(&n->trace), &ok);
     bool hints = false;
@@ -332,7 +332,7 @@ static void put_node(tg_str *b, const tg_node *n) {
     tg_str_add(b, "]", 1);
     if (n->attrs && json_object_object_length(n->attrs)) {
         tg_str_add(b, ",\"attrs\":", 9);
-        put_json(b, sorted_attrs(n->attrs));
+        put_json(b, tg_json_attrs_sorted(n->attrs));
     }
     if (n->name) {
         tg_str_add(b, ",\"name\":", 8);
