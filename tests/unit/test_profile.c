@@ -196,6 +196,58 @@ static void test_inplace_view_cost(void **state) {
     tg_graph_free(g);
 }
 
+/* A fused composite counts each body op at the weight the op has unfused
+ * (elemwise.c's table): sigmoid(2 (tanh(exp(v)) + v)) of 1000 elements,
+ * exp 10 + tanh 10 + add 1 + mul 1 + sigmoid 12 = 34 flops an element,
+ * 34,000 in all, as the five nodes unfused (it was 5 an element: one per
+ * body node). */
+static const char *fuse_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"v\",\"type\":{\"dtype\":\"float64\",\"shape\":[1000]}}],"
+    "\"nodes\":["
+    "{\"op\":\"exp\",\"inputs\":[\"v\"],\"outputs\":[\"e1\"]},"
+    "{\"op\":\"tanh\",\"inputs\":[\"e1\"],\"outputs\":[\"t\"]},"
+    "{\"op\":\"add\",\"inputs\":[\"t\",\"v\"],\"outputs\":[\"e2\"]},"
+    "{\"op\":\"mul\",\"inputs\":[\"e2\",{\"value\":2.0}],\"outputs\":[\"e3\"]},"
+    "{\"op\":\"sigmoid\",\"inputs\":[\"e3\"],\"outputs\":[\"e4\"]}]}";
+
+static double flops_sum(tg_graph *g, const char *preset, int *ncomposite) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options co = {.preset = preset};
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, NULL, ctx), &co, ctx);
+    if (!f) fail_msg("compile failed: %s", tg_ctx_message(ctx));
+    tg_profile *p = tg_profile_new(f, 0, ctx);
+    tg_array *x = ramp(1000), *out = NULL;
+    assert_int_equal(tg_profile_call(p, &x, &out, ctx), 0);
+    double sum = 0;
+    *ncomposite = 0;
+    for (int k = 0; k < tg_function_node_count(f); k++) {
+        tg_profile_node st;
+        tg_profile_node_get(p, k, &st);
+        sum += st.flops;
+        *ncomposite += strcmp(tg_function_node_op(f, k), "composite") == 0;
+    }
+    tg_array_free(out);
+    tg_array_free(x);
+    tg_profile_free(p);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    return sum;
+}
+
+static void test_composite_cost(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(fuse_json);
+    int nc;
+    double unfused = flops_sum(g, "none", &nc);
+    assert_int_equal(nc, 0);
+    double fused = flops_sum(g, "fast_run", &nc);
+    assert_int_equal(nc, 1);
+    if (unfused != 34000.0 || fused != 34000.0)
+        fail_msg("flops: unfused %g, fused %g, want 34000 both", unfused, fused);
+    tg_graph_free(g);
+}
+
 /* A failed call is not counted and leaves the counters usable. */
 static void test_failed_call(void **state) {
     (void)state;
@@ -625,6 +677,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_and_memory),
         cmocka_unit_test(test_inplace_view_cost),
+        cmocka_unit_test(test_composite_cost),
         cmocka_unit_test(test_failed_call),
         cmocka_unit_test(test_origins),
         cmocka_unit_test(test_op_class),

@@ -597,14 +597,19 @@ static int cast_attrs(tg_node *n, tg_ctx *ctx) {
     return tg_attr_dtype(n, "dtype", TG_DTYPE_INVALID, &n->a.dtype, ctx);
 }
 
+double tg_elemwise_flops(const tg_node *n) {
+    if (!(n->op->flags & TG_OPF_ELEMWISE)) return 1;
+    const ew_impl *im = n->op->impl;
+    return im->flops * (n->nin > 2 ? n->nin - 1 : 1);
+}
+
 static void ew_cost(const tg_node *n, tg_array *const *in, tg_array *const *out, double *flops,
                     double *bytes) {
-    const ew_impl *im = n->op->impl;
     double sz = (double)tg_array_size_inline(out[0]);
     double b = sz * (double)tg_dtype_size(out[0]->dtype);
     for (int i = 0; i < n->nin; i++)
         b += (double)tg_array_size_inline(in[i]) * (double)tg_dtype_size(in[i]->dtype);
-    *flops = sz * im->flops * (n->nin > 2 ? n->nin - 1 : 1);
+    *flops = sz * tg_elemwise_flops(n);
     *bytes = b;
 }
 

@@ -146,6 +146,12 @@ int tg_infer_broadcast(tg_node *n, int first, int count, tg_type *t,
  * every elementwise kernel (CPU, composite, GPU): "shapes (2, 3) and (4,)
  * do not broadcast". Returns TG_ESHAPE. */
 int tg_broadcast_error(const tg_array *const *in, int nin, tg_ctx *ctx);
+/* The cost estimate's flops per output element of elementwise node n: its
+ * op's weight in elemwise.c's table (exp 10, sigmoid 12, add 1...), times
+ * nin - 1 for an add or mul of more than two inputs. 1 for a node of any
+ * other op. The op's cost function and a composite's (each body node's
+ * weight, summed) both read it. */
+double tg_elemwise_flops(const tg_node *n);
 
 /* Set output i's type. */
 static inline void tg_set_out_type(tg_node *n, int i, tg_dtype dt, int ndim,
