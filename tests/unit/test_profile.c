@@ -248,6 +248,51 @@ static void test_composite_cost(void **state) {
     tg_graph_free(g);
 }
 
+/* Products count 2 flops per multiply-add, and outer (x y^T) one per
+ * element: x of 3 and y of 4 make 12 products and add nothing (it counted
+ * 24). By hand: ger (A + alpha x y^T, 3x4) 2 * 12 = 24; dot of two
+ * 4-vectors 2 * 4 = 8; gemv of a 3x4 matrix 2 * 3 * 4 = 24; dot of a 0-d
+ * 2.0 and A (a scaling) 12. */
+static const char *products_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[3]}},"
+    "{\"id\":\"y\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}},"
+    "{\"id\":\"A\",\"type\":{\"dtype\":\"float64\",\"shape\":[3,4]}}],"
+    "\"nodes\":["
+    "{\"op\":\"outer\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"o\"]},"
+    "{\"op\":\"ger\",\"inputs\":[\"A\",{\"value\":1.0},\"x\",\"y\"],\"outputs\":[\"r\"]},"
+    "{\"op\":\"dot\",\"inputs\":[\"y\",\"y\"],\"outputs\":[\"d\"]},"
+    "{\"op\":\"gemv\",\"inputs\":[\"x\",{\"value\":1.0},\"A\",\"y\",{\"value\":0.0}],\"outputs\":[\"v\"]},"
+    "{\"op\":\"dot\",\"inputs\":[{\"value\":2.0},\"A\"],\"outputs\":[\"s\"]}],"
+    "\"functions\":{\"main\":{\"inputs\":[\"x\",\"y\",\"A\"],\"outputs\":[\"o\",\"r\",\"d\",\"v\",\"s\"]}}}";
+
+static void test_product_cost(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(products_json);
+    tg_function *f = compile(g);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_profile *p = tg_profile_new(f, 0, ctx);
+    int64_t n3 = 3, n4 = 4, s34[2] = {3, 4};
+    tg_array *in[3] = {ramp(n3), ramp(n4), tg_array_new(TG_FLOAT64, 2, s34)}, *out[5] = {0};
+    for (int i = 0; i < 12; i++) ((double *)tg_array_data(in[2]))[i] = i;
+    assert_int_equal(tg_profile_call(p, in, out, ctx), 0);
+    static const struct {
+        const char *key;
+        double flops;
+    } want[] = {{"o", 12}, {"r", 24}, {"d", 8}, {"v", 24}, {"s", 12}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        tg_profile_node st;
+        tg_profile_node_get(p, find_node(f, want[i].key), &st);
+        if (st.flops != want[i].flops) fail_msg("%s: %g flops, want %g", want[i].key, st.flops, want[i].flops);
+    }
+    for (int i = 0; i < 5; i++) tg_array_free(out[i]);
+    for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+    tg_profile_free(p);
+    tg_ctx_free(ctx);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* A failed call is not counted and leaves the counters usable. */
 static void test_failed_call(void **state) {
     (void)state;
@@ -678,6 +723,7 @@ int main(void) {
         cmocka_unit_test(test_counts_and_memory),
         cmocka_unit_test(test_inplace_view_cost),
         cmocka_unit_test(test_composite_cost),
+        cmocka_unit_test(test_product_cost),
         cmocka_unit_test(test_failed_call),
         cmocka_unit_test(test_origins),
         cmocka_unit_test(test_op_class),

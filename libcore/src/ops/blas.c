@@ -1034,12 +1034,18 @@ static void blas_cost(const tg_node *n, tg_array *const *in, tg_array *const *ou
     for (int i = 0; i < n->nin; i++)
         b += (double)tg_array_size_inline(in[i]) * (double)tg_isize(in[i]->dtype);
     b += (double)tg_array_size_inline(out[0]) * (double)tg_isize(out[0]->dtype);
-    double k = 1; /* multiply-adds per output element */
+    /* 2 flops per multiply-add, k of them per output element; ger's one
+     * (A + alpha x y^T) is one too. outer (x y^T) and a dot with a 0-d
+     * operand (a scaling) make each element with one multiplication, and
+     * nothing to add: mn flops, not 2mn. */
+    double k = 1, per = 2;
     if (im->kind == B_GEMM || im->kind == B_GEMV)
         k = (double)in[2]->shape[1];
     else if ((im->kind == B_DOT || im->kind == B_MATMUL) && in[0]->ndim >= 1 && in[1]->ndim >= 1)
         k = (double)in[0]->shape[in[0]->ndim - 1];
-    *flops = 2.0 * k * (double)tg_array_size_inline(out[0]);
+    else if (im->kind == B_OUTER || im->kind == B_DOT)
+        per = 1;
+    *flops = per * k * (double)tg_array_size_inline(out[0]);
     *bytes = b;
 }
 
