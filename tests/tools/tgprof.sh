@@ -453,6 +453,21 @@ want_ops='2 softmax{"axis":1}
 check '[ "$canon_ops" = "$want_ops" ]' "the ops table has one row per op and canonical attrs (got: $(echo $canon_ops))"
 check '[ "$($PY -c "import json,sys; print(\"\n\".join(sorted(\"%d %s\" % (o[\"nodes\"], o[\"name\"]) for o in json.load(open(sys.argv[1]))[\"functions\"][0][\"ops\"])))" "$tmp/canon.prof.json")" = "$want_ops" ]' \
   "the JSON report's ops have the same four rows"
+# A function without scheduled nodes (its outputs are an input and a
+# folded constant) has its trace bounded as any other: a call's event
+# counts, 500,000 / (0 nodes + 1) = 500,000 calls kept of 600,000. It kept
+# every call: --calls 10^12 ran out of memory before the first.
+cat >"$tmp/empty.json" <<'J'
+{"format": "tg-graph", "version": 1, "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3]}}],
+ "nodes": [{"op": "exp", "inputs": [{"value": 1.0}], "outputs": ["c"]}],
+ "functions": {"main": {"inputs": ["x"], "outputs": ["x", "c"]}}}
+J
+"$TGPROF" "$tmp/empty.json" -i x='[1,2,3]' --calls 600000 --trace "$tmp/empty.trace.json" >"$tmp/empty.txt" 2>"$tmp/empty.err"
+check '[ $? -eq 0 ] && grep -q "^  Nodes: 0$" "$tmp/empty.txt" &&
+       grep -q "^  Trace: the first 500000 of 600000 calls in" "$tmp/empty.txt" &&
+       [ "$(grep -c "\"cat\":\"call\"" "$tmp/empty.trace.json")" -eq 500000 ]' \
+  "a function of no node keeps 500,000 calls of 600,000 in its trace ($(head -c 100 "$tmp/empty.err"))"
+rm -f "$tmp/empty.trace.json"
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
     "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" "$tmp/canon.prof.json" \

@@ -35,8 +35,9 @@
 
 static const char *TOOL = "tgprof";
 
-/* The trace keeps at most this many node events; later calls are counted
- * but not drawn, so that a long run does not write gigabytes. */
+/* The trace keeps at most this many events (a call's and its nodes');
+ * later calls are counted but not drawn, so that a long run does not
+ * write gigabytes. */
 #define TRACE_MAX_EVENTS 500000L
 /* And at most this many runs of body nodes (scan, op_from_graph): the
  * first ones, in the first calls. */
@@ -713,7 +714,10 @@ int main(int argc, char **argv) {
         if (i == warmup) {
             long keep = 0;
             if (trace_out) {
-                keep = n ? TRACE_MAX_EVENTS / n : calls;
+                /* (a call's own event counts: a function whose
+                 * outputs are its inputs or constants, no node, kept
+                 * every call, and --calls 10^12 ran out of memory) */
+                keep = TRACE_MAX_EVENTS / ((long)n + 1);
                 if (keep < 1) keep = 1;
                 if (keep > calls) keep = calls;
             }
