@@ -468,6 +468,30 @@ check '[ $? -eq 0 ] && grep -q "^  Nodes: 0$" "$tmp/empty.txt" &&
        [ "$(grep -c "\"cat\":\"call\"" "$tmp/empty.trace.json")" -eq 500000 ]' \
   "a function of no node keeps 500,000 calls of 600,000 in its trace ($(head -c 100 "$tmp/empty.err"))"
 rm -f "$tmp/empty.trace.json"
+# The original nodes of c = tanh(log(exp(x))): log_exp leaves tanh(x), so
+# a and b stand in no scheduled node, and the section says so instead of
+# "no node was rewritten"; the same for a constant folded away (c of
+# empty.json); -O none rewrites nothing and says that.
+cat >"$tmp/rw.json" <<'J'
+{"format": "tg-graph", "version": 1, "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3]}}],
+ "nodes": [{"op": "exp", "inputs": ["x"], "outputs": ["a"]}, {"op": "log", "inputs": ["a"], "outputs": ["b"]},
+           {"op": "tanh", "inputs": ["b"], "outputs": ["c"]}],
+ "functions": {"main": {"inputs": ["x"], "outputs": ["c"]}}}
+J
+orig() { sed -n '/^Original nodes/,/^Memory/p' "$1" | sed -n '3,$p'; }
+"$TGPROF" "$tmp/rw.json" -i x='[1,2,3]' --calls 1 >"$tmp/rw.txt"
+check '[ $? -eq 0 ] && ! grep -q "no node was rewritten" "$tmp/rw.txt" &&
+       orig "$tmp/rw.txt" | grep -q "^  Removed by the optimizer: 2 file nodes that no scheduled node stands for$" &&
+       [ "$(orig "$tmp/rw.txt" | grep -E "^  [ab] +log_exp$" | wc -l)" -eq 2 ] &&
+       orig "$tmp/rw.txt" | grep -qE "^ +[0-9.]+% +[0-9.]+  c +c \(tanh\)$"' \
+  "tanh(log(exp(x))): a and b removed by log_exp, c scheduled as tanh"
+"$TGPROF" "$tmp/empty.json" -i x='[1,2,3]' --calls 1 >"$tmp/empty.txt"
+check '[ $? -eq 0 ] && ! grep -q "no node was rewritten" "$tmp/empty.txt" &&
+       orig "$tmp/empty.txt" | grep -q "^  Removed by the optimizer: 1 file node that" &&
+       orig "$tmp/empty.txt" | grep -qE "^  c +constant_folding$"' "a folded constant's node: removed by constant_folding"
+"$TGPROF" "$tmp/rw.json" -O none -i x='[1,2,3]' --calls 1 >"$tmp/rw.none.txt"
+check '[ $? -eq 0 ] && grep -q "(no node was rewritten: every scheduled node stands for itself)" "$tmp/rw.none.txt" &&
+       ! grep -q "Removed by the optimizer" "$tmp/rw.none.txt"' "-O none: no node was rewritten, none removed"
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
     "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" "$tmp/canon.prof.json" \

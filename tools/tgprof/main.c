@@ -204,6 +204,102 @@ static void print_body(const prof_info *top_P, const prof_body *B, int top) {
     free(r);
 }
 
+/* ---- file nodes the optimizer removed ---- */
+
+/* A set of strings (borrowed), open addressing, at least half empty. */
+typedef struct key_set {
+    const char **slot;
+    size_t cap, n;
+} key_set;
+
+static size_t key_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* Whether s is in the set; with add, put it there (false out of memory
+ * sets *oom). */
+static bool key_set_has(key_set *ks, const char *s, bool add, bool *oom) {
+    if (add && (ks->n + 1) * 2 > ks->cap) {
+        size_t cap = ks->cap ? 2 * ks->cap : 64;
+        const char **slot = calloc(cap, sizeof *slot);
+        if (!slot) {
+            *oom = true;
+            return false;
+        }
+        for (size_t i = 0; i < ks->cap; i++)
+            if (ks->slot[i]) {
+                size_t j = key_hash(ks->slot[i]) & (cap - 1);
+                while (slot[j]) j = (j + 1) & (cap - 1);
+                slot[j] = ks->slot[i];
+            }
+        free(ks->slot);
+        ks->slot = slot;
+        ks->cap = cap;
+    }
+    if (!ks->cap) return false;
+    size_t i = key_hash(s) & (ks->cap - 1);
+    for (; ks->slot[i]; i = (i + 1) & (ks->cap - 1))
+        if (strcmp(ks->slot[i], s) == 0) return true;
+    if (add) {
+        ks->slot[i] = s;
+        ks->n++;
+    }
+    return false;
+}
+
+/* The nodes of the file that no scheduled node stands for, because a
+ * rewrite removed them (log_exp, constant folding, merge...): from the
+ * function's rewrite record, each key that a rewrite removed before any
+ * rewrite created it (so a node of the file, or of a gradient's
+ * expansion, not one a rewrite made and a later one replaced) and that
+ * is among no scheduled node's origins (rows: tg_profile_origins'). Into
+ * *keys and *by (the first rewrite that removed it; both new arrays of
+ * borrowed strings, in the record's order). Returns the count, or -1 out
+ * of memory. */
+static int removed_nodes(const tg_function *f, const tg_profile_origin *o, int nrows, const char ***keys,
+                         const char ***by) {
+    key_set origins = {0}, seen = {0};
+    bool oom = false;
+    int n = 0, cap = 0;
+    *keys = NULL;
+    *by = NULL;
+    for (int i = 0; i < nrows && !oom; i++) key_set_has(&origins, o[i].key, true, &oom);
+    for (int i = 0; i < tg_function_rewrite_count(f) && !oom; i++) {
+        tg_rewrite_info r;
+        if (tg_function_rewrite_get(f, i, &r)) continue;
+        for (int j = 0; j < r.nremoved && !oom; j++) {
+            if (key_set_has(&seen, r.removed[j], true, &oom) || oom ||
+                key_set_has(&origins, r.removed[j], false, &oom))
+                continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                const char **k2 = realloc(*keys, (size_t)cap * sizeof *k2);
+                if (k2) *keys = k2;
+                const char **b2 = realloc(*by, (size_t)cap * sizeof *b2);
+                if (b2) *by = b2;
+                if (!k2 || !b2) {
+                    oom = true;
+                    break;
+                }
+            }
+            (*keys)[n] = r.removed[j];
+            (*by)[n++] = r.name;
+        }
+        for (int j = 0; j < r.ncreated && !oom; j++) key_set_has(&seen, r.created[j], true, &oom);
+    }
+    free(origins.slot);
+    free(seen.slot);
+    if (oom) {
+        free(*keys);
+        free(*by);
+        *keys = *by = NULL;
+        return -1;
+    }
+    return n;
+}
+
 static void print_report(const prof_info *P, int top, const tg_profile_memory *mem, const prof_body *bodies,
                          int nbodies, bool no_bodies) {
     const tg_function *f = P->f;
@@ -276,7 +372,9 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
         int rewritten = 0;
         for (int i = 0; i < nrows; i++)
             if (o[i].nvia > 1 || strcmp(o[i].key, tg_function_node_key(f, o[i].via[0]))) rewritten++;
-        if (!rewritten) printf("  (no node was rewritten: every scheduled node stands for itself)\n");
+        const char **rkeys = NULL, **rby = NULL;
+        int nrem = removed_nodes(f, o, nrows, &rkeys, &rby);
+        if (!rewritten && !nrem) printf("  (no node was rewritten: every scheduled node stands for itself)\n");
         printf("  %8s %10s  %-24s %s\n", "<% time>", "<time s>", "<file node>", "<scheduled as>");
         int shown = top > 0 && top < nrows ? top : nrows;
         double rest = 0;
@@ -303,6 +401,27 @@ static void print_report(const prof_info *P, int top, const tg_profile_memory *m
         if (shown < nrows)
             printf("  ... (remaining %d original nodes account for %.2f%% (%.6f s))\n", nrows - shown,
                    P->nodes_s > 0 ? 100 * rest / P->nodes_s : 0, rest);
+        /* The file's nodes that no row shows: the optimizer removed them
+         * (rewritten into others, folded into a constant, merged). */
+        if (nrem > 0) {
+            printf("\n  Removed by the optimizer: %d file node%s that no scheduled node stands for\n"
+                   "  %-34s %s\n",
+                   nrem, nrem == 1 ? "" : "s", "<file node>", "<removed by rewrite>");
+            int rshown = top > 0 && top < nrem ? top : nrem;
+            for (int i = 0; i < rshown; i++) {
+                char cell[256], grad[200];
+                if (cli_gradient_text(f, rkeys[i], grad, sizeof grad))
+                    snprintf(cell, sizeof cell, "%s (%s)", rkeys[i], grad);
+                else
+                    snprintf(cell, sizeof cell, "%s", rkeys[i]);
+                printf("  %-34s %s\n", cell, rby[i]);
+            }
+            if (rshown < nrem) printf("  ... (remaining %d removed nodes)\n", nrem - rshown);
+        } else if (nrem < 0) {
+            printf("  (the nodes the optimizer removed are not shown: out of memory)\n");
+        }
+        free(rkeys);
+        free(rby);
     }
     tg_profile_origins_free(o);
     printf("\n");
