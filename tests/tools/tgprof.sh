@@ -492,9 +492,41 @@ check '[ $? -eq 0 ] && ! grep -q "no node was rewritten" "$tmp/empty.txt" &&
 "$TGPROF" "$tmp/rw.json" -O none -i x='[1,2,3]' --calls 1 >"$tmp/rw.none.txt"
 check '[ $? -eq 0 ] && grep -q "(no node was rewritten: every scheduled node stands for itself)" "$tmp/rw.none.txt" &&
        ! grep -q "Removed by the optimizer" "$tmp/rw.none.txt"' "-O none: no node was rewritten, none removed"
+# A path holding a byte that is not UTF-8 (from the command line): the
+# report and the trace write it U+FFFD and stay JSON that a strict UTF-8
+# reader takes (they wrote the byte raw); the text report too. DEL and C1
+# controls in a name (a function's, a body's: U+009B is a CSI to some
+# terminals) show escaped in the text report, \u007f, \u009b, as C0 ones.
+cp "$tmp/rw.json" "$tmp/q$(printf '\377').json"
+"$TGPROF" "$tmp/q$(printf '\377').json" -i x='[1,2,3]' --calls 2 --json "$tmp/bad8.prof.json" --trace "$tmp/bad8.trace.json" >"$tmp/bad8.txt"
+check '[ $? -eq 0 ] && $PY - "$tmp/bad8.prof.json" "$tmp/bad8.trace.json" "$tmp/bad8.txt" "$tmp/q\ufffd.json" <<'"'PY'"'
+import json, sys
+rep = json.load(open(sys.argv[1], encoding="utf-8"))
+tr = json.load(open(sys.argv[2], encoding="utf-8"))
+txt = open(sys.argv[3], encoding="utf-8").read()
+want = sys.argv[4].encode().decode("unicode_escape")
+proc = [e["args"]["name"] for e in tr["traceEvents"] if e.get("name") == "process_name"]
+sys.exit(not (rep["file"] == want and proc == ["tgprof " + want] and ("  File: %s, function" % want) in txt))
+PY' "a path with a byte that is not UTF-8: U+FFFD in the report, the trace and the text, all valid UTF-8"
+$PY - "$tmp/c1.json" <<'PY'
+import json, sys
+t = {"dtype": "float64", "shape": [3]}
+body = {"variables": [{"id": "a", "type": t}], "inputs": ["a"], "outputs": ["o"],
+        "nodes": [{"op": "neg", "inputs": ["a"], "outputs": ["o"]}]}
+json.dump({"format": "tg-graph", "version": 1, "variables": [{"id": "x", "type": t}],
+           "nodes": [{"op": "op_from_graph", "inputs": ["x"], "outputs": ["y"],
+                      "attrs": {"name": "b\u009b2J\u007f", "body": body}}],
+           "functions": {"f\u009b31m\u007f": {"inputs": ["x"], "outputs": ["y"]}}}, open(sys.argv[1], "w"))
+PY
+"$TGPROF" "$tmp/c1.json" -i x='[1,2,3]' --calls 2 --json "$tmp/c1.prof.json" --trace "$tmp/c1.trace.json" >"$tmp/c1.txt"
+check '[ $? -eq 0 ] && ! LC_ALL=C grep -q "$(printf "\177")" "$tmp/c1.txt" && ! LC_ALL=C grep -q "$(printf "\302")" "$tmp/c1.txt" &&
+       grep -qF "function '"'"'f\u009b31m\u007f'"'"', preset" "$tmp/c1.txt" && grep -qxF "Body of op_from_graph{b\u009b2J\u007f} y" "$tmp/c1.txt" &&
+       $PY -c "import json, sys; r = json.load(open(sys.argv[1])); t = json.load(open(sys.argv[2])); f = r[\"functions\"][0]
+sys.exit(not (f[\"name\"] == \"f\u009b31m\u007f\" and f[\"bodies\"][0][\"op_key\"] == \"op_from_graph{b\\\\u009b2J\\\\u007f}\"))" "$tmp/c1.prof.json" "$tmp/c1.trace.json"' \
+  "DEL and C1 controls in names: escaped in the text report, the report's name as is, its op key as the text's"
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
-    "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" "$tmp/canon.prof.json" \
+    "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" "$tmp/canon.prof.json" "$tmp/bad8.prof.json" "$tmp/c1.prof.json" \
     $( [ -f "$tmp/tgf.json" ] && echo "$tmp/tgf.json" ) <<'PY'
 import json, sys, copy
 import jsonschema

@@ -147,9 +147,61 @@ const char *prof_device_timing(const prof_info *P, int *ndevice) {
     return !nd ? "none" : tg_profile_sync(P->p) ? "sync" : "events";
 }
 
+/* ---- UTF-8 ---- */
+
+int prof_utf8_seq(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    for (int k = 1; k < len; k++) /* (stops at the NUL: 0 is no continuation byte) */
+        if ((p[k] & 0xC0) != 0x80) return 0;
+    unsigned c1 = p[1];
+    if (len && ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+                (c == 0xF4 && c1 > 0x8F)))
+        return 0; /* overlong, a surrogate, past U+10FFFF */
+    return len;
+}
+
+/* s with each byte that is not part of a well-formed UTF-8 sequence
+ * written as U+FFFD: a new string, or NULL when s is well-formed (or out
+ * of memory, *oom set). */
+static char *utf8_fixed(const char *s, bool *oom) {
+    size_t n = 0, bad = 0;
+    for (int k; s[n]; n += (size_t)(k ? k : 1)) bad += !(k = prof_utf8_seq(s + n));
+    if (!bad) return NULL;
+    char *o = malloc(n + 2 * bad + 1), *w = o;
+    if (!o) {
+        *oom = true;
+        return NULL;
+    }
+    for (int k; *s; s += k ? k : 1) {
+        if ((k = prof_utf8_seq(s))) {
+            memcpy(w, s, (size_t)k);
+            w += k;
+        } else {
+            memcpy(w, "\xEF\xBF\xBD", 3);
+            w += 3;
+        }
+    }
+    *w = 0;
+    return o;
+}
+
 /* ---- the JSON report ---- */
 
-static json_object *jstr(const char *s) { return json_object_new_string(s ? s : ""); }
+/* A string of the report, whatever its bytes: the file's path comes from
+ * the command line, which may hold any (the graph's own strings are
+ * UTF-8, which the loader checks), and json-c writes a string's bytes as
+ * they are; a byte that is not UTF-8 made the report no JSON that a
+ * reader takes, so it is written U+FFFD. */
+static json_object *jstr(const char *s) {
+    bool oom = false;
+    char *fixed = s ? utf8_fixed(s, &oom) : NULL;
+    json_object *o = oom ? NULL : json_object_new_string(fixed ? fixed : s ? s : "");
+    free(fixed);
+    return o;
+}
 
 /* A fraction of the time in nodes; sums of rounded seconds can pass 1 by
  * an ulp, which the schema would reject. */
@@ -430,6 +482,31 @@ static void attrs_key(const tg_node *nd, tg_str *s) {
     json_object_put(c);
 }
 
+/* The key *s (JSON-escaped text, json-c's: C0 controls escaped, DEL and
+ * the C1 controls U+0080-U+009F not) with those escaped too, \u007f,
+ * \u009b, as cli_text writes them: the text report prints keys as they
+ * are, and U+009B is a CSI to some terminals. 0, or -1 out of memory. */
+static int escape_c1(char **s) {
+    const unsigned char *p = (const unsigned char *)*s;
+    size_t n = 0, m = 0;
+    for (; p[n]; n++) m += p[n] == 0x7f || (p[n] == 0xc2 && p[n + 1] >= 0x80 && p[n + 1] <= 0x9f);
+    if (!m) return 0;
+    char *o = tg_malloc(n + 5 * m + 1), *w = o;
+    if (!o) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == 0x7f)
+            w += sprintf(w, "\\u007f");
+        else if (p[i] == 0xc2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+            w += sprintf(w, "\\u%04x", p[++i]);
+        else
+            *w++ = (char)p[i];
+    }
+    *w = 0;
+    tg_free(*s);
+    *s = o;
+    return 0;
+}
+
 int prof_opkeys(prof_info *P) {
     int n = P->n;
     const tg_function *f = P->f;
@@ -452,7 +529,7 @@ int prof_opkeys(prof_info *P) {
         P->opkey[k] = s.s;
     }
     for (int k = 0; k < n; k++)
-        if (!P->opkey[k]) return -1;
+        if (!P->opkey[k] || escape_c1(&P->opkey[k])) return -1;
     return 0;
 }
 

@@ -71,6 +71,11 @@ const char *prof_kind_name(tg_profile_out_kind k);
 /* P->opkey[k]: "op", "op{attrs}" or composite{expr} per node (owned). -1: out of memory. */
 int prof_opkeys(prof_info *P);
 void prof_opkeys_free(prof_info *P);
+/* The length of the well-formed UTF-8 sequence at s (1 for ASCII and
+ * for the NUL; 2 to 4), or 0 when the byte at s begins none (a stray
+ * continuation byte, an overlong form, a surrogate, past U+10FFFF, cut
+ * short). */
+int prof_utf8_seq(const char *s);
 /* "host", "events" or "sync". */
 const char *prof_clock_name(tg_profile_clock c);
 /* How the device nodes were timed: "none" (no node off the host clock),

@@ -111,21 +111,30 @@ static void shape_text(const tg_profile_output *o, char *buf, size_t size) {
  * The text report writes the function's name and the file's this way
  * too, as it does op keys (scan{NAME}, print{...}): a control character
  * in one (a terminal's escape, a newline, from "\u001b" in the file)
- * would reach the terminal or forge a line of the report. (Node keys are
- * ids, which the loader refuses with control characters.) */
+ * would reach the terminal or forge a line of the report; DEL and the C1
+ * controls (U+0080-U+009F; U+009B is a CSI to some terminals) are written
+ * \u007f, \u009b too. A byte that is not part of well-formed UTF-8 (a
+ * path from the command line may hold any) is written U+FFFD, so that the
+ * trace is JSON that a reader takes. (Node keys are ids, which the loader
+ * refuses with control characters.) */
 static void put_json_chars(FILE *o, const char *s) {
     static const char ctl[] = "\n\t\r\b\f", letter[] = "ntrbf"; /* as json-c writes them, so scan{NAME} */
-    for (; *s; s++) {
+    for (int k; *s; s += k ? k : 1) {
         unsigned char c = (unsigned char)*s;
         const char *esc = strchr(ctl, c); /* (c is not 0 here) */
+        k = prof_utf8_seq(s);
         if (c == '"' || c == '\\')
             fprintf(o, "\\%c", c);
         else if (esc)
             fprintf(o, "\\%c", letter[esc - ctl]);
-        else if (c < 0x20)
+        else if (c < 0x20 || c == 0x7f)
             fprintf(o, "\\u%04x", c);
+        else if (k == 2 && c == 0xc2 && (unsigned char)s[1] <= 0x9f)
+            fprintf(o, "\\u%04x", (unsigned char)s[1]); /* a C1 control (U+009B: a CSI) */
+        else if (!k)
+            fputs("\xEF\xBF\xBD", o); /* not UTF-8 (a path's byte): U+FFFD, as jstr writes it */
         else
-            fputc(c, o);
+            fwrite(s, 1, (size_t)k, o);
     }
 }
 
