@@ -524,6 +524,36 @@ check '[ $? -eq 0 ] && ! LC_ALL=C grep -q "$(printf "\177")" "$tmp/c1.txt" && ! 
        $PY -c "import json, sys; r = json.load(open(sys.argv[1])); t = json.load(open(sys.argv[2])); f = r[\"functions\"][0]
 sys.exit(not (f[\"name\"] == \"f\u009b31m\u007f\" and f[\"bodies\"][0][\"op_key\"] == \"op_from_graph{b\\\\u009b2J\\\\u007f}\"))" "$tmp/c1.prof.json" "$tmp/c1.trace.json"' \
   "DEL and C1 controls in names: escaped in the text report, the report's name as is, its op key as the text's"
+# Output paths that collide are refused before anything runs, one line,
+# exit 2, nothing written: --json and --trace naming one file (by another
+# spelling, existing or not; the trace replaced the report, exit 0), an
+# output naming the graph file (it was replaced by the report) or an -i
+# file. A device may take both (/dev/null). --json - or --trace - puts
+# that document alone on standard output (the text report is left out;
+# it was mixed in); both on it is refused.
+cp "$tmp/rw.json" "$tmp/col.json"
+echo "(refused before it is read)" >"$tmp/colx.npy"
+cksum_before=$(cksum <"$tmp/col.json")
+bad 2 "--json and --trace naming one new file" "$tmp/col.json" -i x='[1,2,3]' --json "$tmp/same.json" --trace "$tmp/./same.json"
+check 'grep -qF "are the same file: one would replace the other" "$tmp/err" && [ ! -e "$tmp/same.json" ]' "  ... said, nothing written"
+echo old >"$tmp/same2.json"
+bad 2 "--json and --trace naming one existing file" "$tmp/col.json" -i x='[1,2,3]' --json "$tmp/same2.json" --trace "$tmp/../$(basename "$tmp")/same2.json"
+check '[ "$(cat "$tmp/same2.json")" = old ]' "  ... the file is left as it was"
+bad 2 "--json naming the graph file" "$tmp/col.json" -i x='[1,2,3]' --json "$tmp/./col.json"
+check 'grep -qF "is the graph file being profiled: the report would replace it" "$tmp/err" && [ "$(cksum <"$tmp/col.json")" = "$cksum_before" ]' \
+  "  ... said, the graph unchanged"
+bad 2 "--trace naming the graph file" "$tmp/col.json" -i x='[1,2,3]' --trace "$tmp/col.json"
+bad 2 "--trace naming an -i file" "$tmp/col.json" -i x="$tmp/colx.npy" --trace "$tmp/colx.npy"
+check 'grep -qF "is the input file of -i x=$tmp/colx.npy: the trace would replace it" "$tmp/err"' "  ... said"
+bad 2 "--json - and --trace -" "$tmp/col.json" -i x='[1,2,3]' --json - --trace -
+"$TGPROF" "$tmp/col.json" -i x='[1,2,3]' --calls 2 --json /dev/null --trace /dev/null >/dev/null 2>"$tmp/err"
+check '[ $? -eq 0 ] && [ ! -s "$tmp/err" ]' "--json /dev/null --trace /dev/null is fine"
+"$TGPROF" "$tmp/col.json" -i x='[1,2,3]' --calls 2 --json - --trace "$tmp/col.trace.json" >"$tmp/col.out" 2>"$tmp/err"
+check '[ $? -eq 0 ] && [ ! -s "$tmp/err" ] && $PY -c "import json, sys; d = json.load(open(sys.argv[1])); sys.exit(d[\"format\"] != \"tg-profile\")" "$tmp/col.out" &&
+       [ -s "$tmp/col.trace.json" ]' "--json -: standard output is the report alone"
+"$TGPROF" "$tmp/col.json" -i x='[1,2,3]' --calls 2 --trace - >"$tmp/col.out" 2>"$tmp/err"
+check '[ $? -eq 0 ] && $PY -c "import json, sys; d = json.load(open(sys.argv[1])); sys.exit(len([e for e in d[\"traceEvents\"] if e.get(\"cat\") == \"call\"]) != 2)" "$tmp/col.out"' \
+  "--trace -: standard output is the trace alone"
 if $PY -c 'import jsonschema' 2>/dev/null; then
   $PY - "$TG_SRC/schemas/profile.schema.json" "$tmp/costly.json" "$tmp/mlp.json" "$tmp/logreg.json" \
     "$tmp/rnnb.json" "$tmp/rnnnb.json" "$tmp/nested.prof.json" "$tmp/canon.prof.json" "$tmp/bad8.prof.json" "$tmp/c1.prof.json" \

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "ompspin.h"
@@ -66,6 +67,9 @@ static void usage(FILE *f) {
             "  --json OUT     write the report as JSON (schemas/profile.schema.json)\n"
             "  --trace OUT    write a Chrome trace (Perfetto, chrome://tracing): one\n"
             "                 event per call enclosing one per node\n"
+            "                 (OUT '-': standard output, which then holds that alone,\n"
+            "                 without the text report; not both. Neither may name\n"
+            "                 the other's file, FILE or an -i file)\n"
             "  --top N        rows per table (default 20; 0 for all)\n"
             "  -O PRESET      none, fast_compile or fast_run (default); not for a .tgf\n"
             "  --include TAG, --exclude TAG\n"
@@ -698,6 +702,94 @@ static void write_trace(const prof_info *P, FILE *o, const prof_body *bodies, in
 
 /* ---- main ---- */
 
+/* Where a path names a file: the file's device and inode when it exists,
+ * else its folder's (resolved, so that ./r.json and r.json agree) and its
+ * last name. kind: 0 no such folder either, 1 a file or where one would
+ * be made, 2 something that may be written twice (a device such as
+ * /dev/null, a FIFO). */
+typedef struct file_id {
+    int kind;
+    dev_t dev;
+    ino_t ino;
+    const char *name; /* the last name, for a file not there yet */
+} file_id;
+
+static file_id file_id_of(const char *path) {
+    file_id id = {0};
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        id.kind = S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) ? 1 : 2;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        return id;
+    }
+    const char *slash = strrchr(path, '/');
+    id.name = slash ? slash + 1 : path;
+    char dir[PATH_MAX];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) == 0) {
+        id.kind = 1;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+    }
+    return id;
+}
+
+static bool same_file(const char *a, const char *b) {
+    file_id x = file_id_of(a), y = file_id_of(b);
+    if (x.kind != 1 || y.kind != 1 || x.dev != y.dev || x.ino != y.ino) return false;
+    return (!x.name && !y.name) || (x.name && y.name && !strcmp(x.name, y.name));
+}
+
+/* --json and --trace must not write over each other, over the graph file
+ * or over an -i file (each is written whole at the end, by a rename, and
+ * the first written was lost without a word, or the graph replaced by its
+ * report); at most one of them on standard output ("-"), which then holds
+ * that document alone (the text report is left out). True when they may
+ * be written; else one line and false. */
+static bool outputs_ok(const char *json_out, const char *trace_out, const char *path, const cli_input *inputs,
+                       int ninputs) {
+    if (json_out && trace_out && !strcmp(json_out, "-") && !strcmp(trace_out, "-")) {
+        cli_error(TOOL, "--json - and --trace -: only one of them can go to standard output");
+        return false;
+    }
+    if (json_out && trace_out && strcmp(json_out, "-") && same_file(json_out, trace_out)) {
+        cli_error(TOOL, "--json %s and --trace %s are the same file: one would replace the other",
+                  cli_text(json_out), cli_text(trace_out));
+        return false;
+    }
+    const char *outs[2] = {json_out, trace_out}, *opts[2] = {"--json", "--trace"}, *what[2] = {"report", "trace"};
+    for (int i = 0; i < 2; i++) {
+        if (!outs[i] || !strcmp(outs[i], "-")) continue;
+        if (same_file(outs[i], path)) {
+            cli_error(TOOL, "%s %s is the graph file being profiled: the %s would replace it", opts[i],
+                      cli_text(outs[i]), what[i]);
+            return false;
+        }
+        for (int k = 0; k < ninputs; k++) {
+            /* FILE.npy, FILE.npz, FILE.npz:NAME (an id's JSON literal
+             * names no file) */
+            char file[PATH_MAX];
+            const char *v = inputs[k].value, *colon = strrchr(v, ':');
+            size_t n = colon && colon - v >= 4 && !strncmp(colon - 4, ".npz", 4) ? (size_t)(colon - v) : strlen(v);
+            if (n >= sizeof file) continue;
+            memcpy(file, v, n);
+            file[n] = 0;
+            if (same_file(outs[i], file)) {
+                cli_error(TOOL, "%s %s is the input file of -i %s%s%s: the %s would replace it", opts[i],
+                          cli_text(outs[i]), cli_text(inputs[k].id), *inputs[k].id ? "=" : "", cli_text(v), what[i]);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 static bool parse_count(const char *opt, const char *s, long min, long *out) {
     char *end;
     errno = 0;
@@ -805,6 +897,7 @@ int main(int argc, char **argv) {
         cli_error(TOOL, "--calls %ld with --warmup %ld: more calls than can be counted", calls, warmup);
         return TG_EXIT_USAGE;
     }
+    if (!outputs_ok(json_out, trace_out, path, inputs, ninputs)) return TG_EXIT_USAGE;
     /* The files are opened (as temporaries) before anything runs, so that
      * a path that cannot be written is said at once, not after the
      * profile; each is renamed into place whole at the end, or not at
@@ -909,7 +1002,9 @@ int main(int argc, char **argv) {
         rc = TG_EXIT_FOUND;
         goto done;
     }
-    print_report(&P, (int)(top > 1000000 ? 1000000 : top), &mem, bodies, nbodies, no_bodies);
+    /* (--json - or --trace -: standard output holds that document alone) */
+    if (!(json_out && !strcmp(json_out, "-")) && !(trace_out && !strcmp(trace_out, "-")))
+        print_report(&P, (int)(top > 1000000 ? 1000000 : top), &mem, bodies, nbodies, no_bodies);
     /* Each file whole or not at all: a failure leaves what was there. */
     if (json_out) {
         rep = prof_report_json_bodies(&P, &mem, bodies, nbodies);
