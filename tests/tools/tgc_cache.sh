@@ -127,6 +127,78 @@ if [ "$(id -u)" -ne 0 ]; then
 else
   pass "a read-only cache folder: skipped as root (root may write there)"
 fi
+# Every <hash>.so ends with a footer naming its entry, checked before it
+# is loaded (kcache.c). A kernel cut short (glibc mapped it past its end:
+# SIGBUS in every later run) and another kernel's file copied over this
+# one's name (loaded: wrong values) are compiled again.
+export TG_CACHE_DIR=$tmp/c2 TG_CC=$tmp/cc
+: >"$tmp/cc.log"
+expect 0 "c2: a first compile" -- "$TGC" run "$G" -i "$A" -i "$B"
+so=$(ls "$TG_CACHE_DIR"/*.so)
+truncate -s 4096 "$so"
+expect 0 "a kernel cut short" -- "$TGC" run "$G" -i "$A" -i "$B"
+contains out "4\. *, *1\. *, *12.25, *16\." "values from the kernel compiled again"
+[ ! -s "$tmp/err" ] && pass "no warning" || fail "a warning: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/cc.log")" -eq 2 ] && pass "compiled again" || fail "compiled $(wc -l <"$tmp/cc.log") times in all"
+# q = 2a + 3b, and 2a + 5b in the other graph (by hand: a = [1 2 3 4],
+# b = [1 -1 0.5 0])
+sed 's/"value": 3/"value": 5/' "$G" >"$tmp/g5.json"
+expect 0 "another kernel" -- "$TGC" run "$tmp/g5.json" -i "$A" -i "$B"
+contains out "7\. *, *-1\. *, *8.5, *8\." "2a + 5b"
+for f in "$TG_CACHE_DIR"/*.so; do [ "$f" != "$so" ] && so5=$f; done
+cp "$so5" "$so"
+expect 0 "another kernel's file under this one's name" -- "$TGC" run "$G" -i "$A" -i "$B"
+contains out "5\. *, *1\. *, *7.5, *8\." "2a + 3b, from the kernel compiled again"
+[ "$(wc -l <"$tmp/cc.log")" -eq 4 ] && pass "compiled again" || fail "compiled $(wc -l <"$tmp/cc.log") times in all"
+expect 0 "and the next run loads it" -- "$TGC" run "$G" -i "$A" -i "$B"
+contains out "5\. *, *1\. *, *7.5, *8\." "2a + 3b"
+[ "$(wc -l <"$tmp/cc.log")" -eq 4 ] && pass "no compile" || fail "compiled $(wc -l <"$tmp/cc.log") times in all"
+# clear removes what it knows as tg's, never a stray file that merely
+# has a hex name (it removed them, and said "removed 0 entries").
+D=fedcba9876543210fedcba9876543210
+for x in c so ccid cu cubin; do echo "not tg's" >"$TG_CACHE_DIR/$D.$x"; done
+expect 0 "clear beside stray hex-named files" -- "$TGC" cache clear
+contains out "removed 2 entries" "the two kernels"
+[ "$(ls "$TG_CACHE_DIR" | grep -c "^$D\.")" -eq 5 ] && pass "the stray files stay" ||
+  fail "left: $(ls "$TG_CACHE_DIR")"
+[ -z "$(ls "$TG_CACHE_DIR" | grep -v -e "^$D\." -e '^lock$')" ] && pass "nothing else left" ||
+  fail "left: $(ls "$TG_CACHE_DIR")"
+rm -f "$TG_CACHE_DIR/$D".*
+# A link planted where the source goes is not written through.
+expect 0 "c2: compile again" -- "$TGC" run "$G" -i "$A" -i "$B"
+c=$(ls "$TG_CACHE_DIR"/*.c)
+rm -f "${c%.c}.so" "$c"
+echo "precious" >"$tmp/victim"
+ln -s "$tmp/victim" "$c"
+expect 0 "a link at <hash>.c" -- "$TGC" run "$G" -i "$A" -i "$B"
+contains out "5\. *, *1\. *, *7.5, *8\." "values from the interpreter"
+contains err "interpreter: .*$c: a symbolic link, not a file: refused" "the warning names the link"
+[ "$(cat "$tmp/victim")" = precious ] && pass "the link's target is untouched" || fail "the target was written"
+rm -f "$c"
+# A compiler that hangs is stopped after TG_CC_TIMEOUT seconds; a process
+# waiting for the lock it holds says so and gives up after its own.
+cat >"$tmp/hangcc" <<'SH'
+#!/bin/sh
+[ "$1" = --version ] && exec cc "$@"
+sleep 30
+exec cc "$@"
+SH
+chmod +x "$tmp/hangcc"
+t0=$(date +%s)
+expect 0 "a compiler that hangs" -- env TG_CC="$tmp/hangcc" TG_CC_TIMEOUT=1 "$TGC" run "$G" -i "$A" -i "$B"
+contains out "5\. *, *1\. *, *7.5, *8\." "values from the interpreter"
+contains err "interpreter: the C compiler $tmp/hangcc ran past 1 s (TG_CC_TIMEOUT) and was stopped" "the warning says why"
+[ $(($(date +%s) - t0)) -lt 15 ] && pass "stopped in time" || fail "took $(($(date +%s) - t0)) s"
+env TG_CC="$tmp/hangcc" TG_CC_TIMEOUT=4 "$TGC" run "$G" -i "$A" -i "$B" >/dev/null 2>&1 &
+bg=$!
+for _ in $(seq 100); do ls "$TG_CACHE_DIR" | grep -q '\.tmp\..*\.err$' && break; sleep 0.1; done
+expect 0 "waiting for a compile that hangs" -- env TG_CC_TIMEOUT=1 "$TGC" run "$G" -i "$A" -i "$B"
+contains out "5\. *, *1\. *, *7.5, *8\." "values from the interpreter"
+contains err "tg: waiting for another process's compile in the kernel cache folder $TG_CACHE_DIR" "it says it waits"
+contains err "interpreter: gave up waiting 1 s (TG_CC_TIMEOUT) for another process's compile" "and gives up"
+wait "$bg"
+unset TG_CC
+export TG_CACHE_DIR=$tmp/cache
 expect 2 "bad subcommand" -- "$TGC" cache frob
 contains err "expected 'list' or 'clear'" "bad subcommand message"
 expect 2 "no subcommand" -- "$TGC" cache

@@ -292,7 +292,7 @@ static void test_cache_compiler_identity(void **state) {
     setenv("TG_CC", cc, 1);
     tg_kcache_stats s1 = run_as_new_process(tg_kcache_stats_get(), 1, 1, 0);
     assert_int_equal(ccid_files(text, sizeof text, false), 1);
-    assert_string_equal(text, "wrapped cc 1\n");
+    assert_string_equal(text, "tg-ccid 1\nwrapped cc 1\n");
 
     /* a new process: the identity from the folder, the kernel from disk */
     tg_kcache_stats s2 = run_as_new_process(s1, 0, 0, 1);

@@ -11,7 +11,23 @@
  * one machine's code to another). Compiles take the folder's lock file
  * (flock) and write to a temporary name that is renamed into place, so
  * processes compiling at once build each kernel once and never load half
- * a file. A <hash>.so that does not load (damaged) is compiled again.
+ * a file.
+ *
+ * Every <hash>.so ends with a footer that ties it to its entry (see
+ * so_footer): the ELF file the compiler wrote, then a magic, the entry's
+ * hash, the ELF part's length and its CRC32C (ELF loaders read what the
+ * program headers name and ignore bytes after it). The footer is checked
+ * before every dlopen, so a file cut short (which glibc would map past
+ * its end: SIGBUS), emptied, written over by another kernel's file or
+ * older than the footer is removed and compiled again instead of loaded.
+ *
+ * Files in the folder are opened without following symbolic links (and
+ * temporaries are created afresh, O_EXCL): a link where a cache file
+ * should be is refused, with the interpreter as the fallback. The
+ * compiler runs in its own process group under a time limit
+ * (TG_CC_TIMEOUT seconds, 300 by default), killed when it runs past it;
+ * a process that waits for another's compile says so once on stderr and
+ * gives up after the same time.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -21,6 +37,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +50,7 @@
 #include <unistd.h>
 
 #include "io/io.h"
+#include "io/tgf.h"
 #include "ops/composite.h"
 
 extern char **environ;
@@ -77,6 +95,10 @@ static tg_kcache_stats stats;
 static char *cc_for, *cc_ident;
 static bool cc_ok;
 static char *cpu_flags;
+/* run_prog's result for the last `--version` probe (-2: timed out). */
+static int cc_probe_rc;
+/* The first line of a <hash>.ccid file, which tells clear it is tg's. */
+#define CCID_HEAD "tg-ccid 1\n"
 
 tg_kcache_stats tg_kcache_stats_get(void) {
     pthread_mutex_lock(&lock);
@@ -156,8 +178,36 @@ void tg_kcache_hash(const char *const *parts, int n, char out[33]) {
 
 int tg_kcache_mkdir(const char *dir) { return mkdirs(dir); }
 
+/* The time limit of a compile, and of a wait for another process's
+ * compile: TG_CC_TIMEOUT seconds, 300 when unset or not a positive
+ * number. */
+static double cc_timeout(void) {
+    const char *t = getenv("TG_CC_TIMEOUT");
+    if (t && *t) {
+        char *end;
+        double v = strtod(t, &end);
+        if (*end == 0 && v > 0 && v < 1e9) return v;
+    }
+    return 300;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void nap(long *us) {
+    struct timespec ts = {0, *us * 1000};
+    nanosleep(&ts, NULL);
+    if (*us < 20000) *us *= 2;
+}
+
 /* Run argv with stdout to out_fd (-1: /dev/null) and stderr to err_fd
- * (-1: /dev/null); the exit status, or -1 when it could not start. */
+ * (-1: /dev/null), in a process group of its own that is killed when it
+ * runs past cc_timeout() seconds (a compiler that hangs): the exit
+ * status, -1 when it could not start or did not exit, -2 when it was
+ * killed for time. */
 static int run_prog(char *const *argv, int out_fd, int err_fd) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -170,14 +220,81 @@ static int run_prog(char *const *argv, int out_fd, int err_fd) {
         posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
     else
         posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
     pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
     if (rc != 0) return -1;
+    double deadline = now_s() + cc_timeout();
+    long us = 200;
     int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) return -1;
+        if (now_s() > deadline) {
+            kill(-pid, SIGKILL); /* the compiler and what it started */
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            return -2;
+        }
+        nap(&us);
+    }
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Write data to path in the cache folder through a fresh temporary
+ * (O_EXCL, no links followed) renamed into place: 0, or -1 with a
+ * reason in err. A symbolic link (or anything but a regular file) at
+ * path is refused, not written through. */
+static int write_nofollow(const char *path, const void *data, size_t len, char *err, size_t cap) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, cap, "%s: %s, not a file: refused", path,
+                 S_ISLNK(st.st_mode) ? "a symbolic link" : "something else");
+        return -1;
+    }
+    static unsigned counter;
+    char tmp[4300];
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        snprintf(err, cap, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        return -1;
+    }
+    const char *p = data;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    int e = done < len ? (errno ? errno : EIO) : 0;
+    if (!e && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (e) {
+        unlink(tmp);
+        snprintf(err, cap, "%s: cannot write: %s", path, strerror(e));
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        e = errno;
+        unlink(tmp);
+        snprintf(err, cap, "%s: cannot rename into place: %s", path, strerror(e));
+        return -1;
+    }
+    return 0;
 }
 
 /* The compiler's file, symbolic links followed, found on PATH as
@@ -254,14 +371,17 @@ static void probe_cc(void) {
     bool have_id = dir && ccid_path(dir, cc, idpath, sizeof idpath);
     char buf[4096];
     if (have_id) {
-        FILE *f = fopen(idpath, "r");
+        int fd = open(idpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+        if (!f && fd >= 0) close(fd);
         if (f) {
             size_t n = fread(buf, 1, sizeof buf - 1, f);
             bool whole = n > 0 && !ferror(f) && fgetc(f) == EOF;
             fclose(f);
             buf[n] = 0;
-            if (whole && strlen(buf) == n) {
-                cc_ident = tg_strdup(buf);
+            size_t hl = strlen(CCID_HEAD);
+            if (whole && strlen(buf) == n && n > hl && !strncmp(buf, CCID_HEAD, hl)) {
+                cc_ident = tg_strdup(buf + hl);
                 cc_ok = cc_ident != NULL;
             }
         }
@@ -270,19 +390,21 @@ static void probe_cc(void) {
         FILE *tmp = tmpfile();
         char *argv[] = {(char *)cc, "--version", NULL};
         stats.compiler_runs++;
-        if (tmp && run_prog(argv, fileno(tmp), -1) == 0) {
+        size_t hl = strlen(CCID_HEAD);
+        memcpy(buf, CCID_HEAD, hl);
+        cc_probe_rc = tmp ? run_prog(argv, fileno(tmp), -1) : -1;
+        if (cc_probe_rc == 0) {
             rewind(tmp);
-            size_t n = fread(buf, 1, sizeof buf - 1, tmp);
-            buf[n] = 0;
-            n = strlen(buf);
-            cc_ident = tg_strdup(buf);
+            size_t n = fread(buf + hl, 1, sizeof buf - 1 - hl, tmp);
+            buf[hl + n] = 0;
+            n = strlen(buf + hl);
+            cc_ident = tg_strdup(buf + hl);
             cc_ok = cc_ident != NULL;
             if (cc_ok && n > 0 && have_id) {
                 /* best effort: a folder that cannot be written to costs
                  * the next process the same run */
-                tg_ctx *ctx = tg_ctx_new();
-                tg_file_write_atomic(idpath, buf, n, ctx);
-                tg_ctx_free(ctx);
+                char err[64];
+                write_nofollow(idpath, buf, hl + n, err, sizeof err);
             }
         }
         if (tmp) fclose(tmp);
@@ -324,6 +446,141 @@ static const char *whyf(const char *fmt, ...) {
     return why_buf;
 }
 
+/* ---- the footer of a <hash>.so ---- */
+
+/* After the ELF file the compiler wrote: the magic, the entry's hash
+ * (the full cache key), the ELF part's length and its CRC32C, and the
+ * CRC32C of the footer's first 52 bytes (a garbled footer). 64 bytes,
+ * little-endian as the machines that run the kernels. */
+#define FOOT_MAGIC "tgkso\001\000\000"
+#define FOOT_LEN 64
+#define SO_MAX ((size_t)1 << 30)
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static void make_footer(unsigned char f[FOOT_LEN], const char *hash, uint64_t len, uint32_t crc) {
+    memset(f, 0, FOOT_LEN);
+    memcpy(f, FOOT_MAGIC, 8);
+    memcpy(f + 8, hash, 32);
+    put64(f + 40, len);
+    put32(f + 48, crc);
+    put32(f + 52, tg_crc32c(0, f, 52));
+}
+
+/* Read the whole of the regular file path (no link followed) into *buf:
+ * its size, or -1 with errno set (ELOOP: a link; EINVAL: not
+ * a regular file; EFBIG: too big to be a kernel). */
+static long long read_whole(const char *path, unsigned char **buf) {
+    *buf = NULL;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    int bad = fstat(fd, &st) != 0          ? errno
+              : !S_ISREG(st.st_mode)         ? EINVAL
+              : (size_t)st.st_size > SO_MAX ? EFBIG
+                                             : 0;
+    if (bad) {
+        int e = bad;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    unsigned char *b = tg_malloc(n ? n : 1);
+    if (!b) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    *buf = b;
+    return (long long)got;
+}
+
+/* Check dir/<hash>.so's footer before it is loaded: SO_OK; SO_MISSING;
+ * SO_BAD (cut short, emptied, another kernel's file, no footer: remove it
+ * and compile again), with the reason in err; SO_REFUSED (a link or not
+ * a regular file: left alone), with the reason in err. */
+enum { SO_OK, SO_MISSING, SO_BAD, SO_REFUSED };
+
+static int check_so(const char *path, const char *hash, char *err, size_t cap) {
+    unsigned char *b;
+    long long n = read_whole(path, &b);
+    if (n < 0) {
+        int e = errno;
+        if (e == ENOENT) return SO_MISSING;
+        if (e == ELOOP) {
+            snprintf(err, cap, "%s: a symbolic link, not a file: refused", path);
+            return SO_REFUSED;
+        }
+        if (e == EINVAL) {
+            snprintf(err, cap, "%s: not a regular file: refused", path);
+            return SO_REFUSED;
+        }
+        snprintf(err, cap, "%s: %s", path, strerror(e));
+        return e == EFBIG ? SO_BAD : SO_REFUSED;
+    }
+    int rc = SO_BAD;
+    const unsigned char *f = b + (n >= FOOT_LEN ? n - FOOT_LEN : 0);
+    if (n < FOOT_LEN || memcmp(f, FOOT_MAGIC, 8) || get32(f + 52) != tg_crc32c(0, f, 52))
+        snprintf(err, cap, "no tg footer (cut short, or not written by this version)");
+    else if (memcmp(f + 8, hash, 32))
+        snprintf(err, cap, "the file of another kernel (%.32s)", (const char *)f + 8);
+    else if (get64(f + 40) != (uint64_t)(n - FOOT_LEN))
+        snprintf(err, cap, "%lld bytes where the footer says %llu", n - FOOT_LEN,
+                 (unsigned long long)get64(f + 40));
+    else if (get32(f + 48) != tg_crc32c(0, b, (size_t)(n - FOOT_LEN)))
+        snprintf(err, cap, "its checksum does not match (damaged)");
+    else
+        rc = SO_OK;
+    tg_free(b);
+    return rc;
+}
+
+/* Append the footer to the compiler's output tmp, for entry hash; 0, or
+ * -1 with the reason in err. */
+static int add_footer(const char *tmp, const char *hash, char *err, size_t cap) {
+    unsigned char *b;
+    long long n = read_whole(tmp, &b);
+    if (n < 0) {
+        snprintf(err, cap, "the compiler's output %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    unsigned char f[FOOT_LEN];
+    make_footer(f, hash, (uint64_t)n, tg_crc32c(0, b, (size_t)n));
+    tg_free(b);
+    int fd = open(tmp, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    bool ok = fd >= 0 && write(fd, f, FOOT_LEN) == FOOT_LEN && fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    if (!ok) snprintf(err, cap, "the compiler's output %s: cannot write: %s", tmp, strerror(e));
+    return ok ? 0 : -1;
+}
+
 /* The kernel of the shared object at path, or NULL with dlerror's text
  * in err. */
 static tg_kernel_fn load_so(const char *path, void **handle, char *err, size_t cap) {
@@ -348,24 +605,55 @@ static tg_kernel_fn load_so(const char *path, void **handle, char *err, size_t c
     return fn;
 }
 
-static bool file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+/* Up to 3 lines of the compiler's messages in file path, on one line,
+ * into out. */
+static void first_lines(const char *path, char *out, size_t cap) {
+    out[0] = 0;
+    FILE *f = fopen(path, "re");
+    if (!f) return;
+    char line[512];
+    size_t k = 0;
+    for (int i = 0; i < 3 && k + 1 < cap && fgets(line, sizeof line, f);) {
+        line[strcspn(line, "\n")] = 0;
+        if (!line[0]) continue;
+        int w = snprintf(out + k, cap - k, "%s%s", k ? " | " : "", line);
+        if (w < 0) break;
+        k += (size_t)w;
+        i++;
+    }
+    fclose(f);
+    if (k >= cap) k = cap - 1;
+    out[k] = 0;
 }
 
-/* Compile src into dir/hash.so (lock held by the caller). */
+/* Create path afresh (a link or stale file of that name unlinked first,
+ * then O_EXCL, no link followed): the descriptor, or -1. */
+static int create_fresh(const char *path, int flags) {
+    unlink(path);
+    return open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+/* Compile src into dir/hash.so, with its footer (lock held by the
+ * caller). */
 static int compile_into(const char *dir, const char *hash, const char *src, const char **why) {
-    char cpath[4200], spath[4200], tpath[4200], epath[4200];
+    char cpath[4200], spath[4200], tpath[4200], epath[4200], err[600];
     snprintf(cpath, sizeof cpath, "%s/%s.c", dir, hash);
     snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
     snprintf(tpath, sizeof tpath, "%s/%s.tmp.%ld.so", dir, hash, (long)getpid());
     snprintf(epath, sizeof epath, "%s/%s.tmp.%ld.err", dir, hash, (long)getpid());
-    tg_ctx *ctx = tg_ctx_new();
-    int rc = tg_file_write_atomic(cpath, src, strlen(src), ctx);
-    if (rc) *why = whyf("cannot write to the kernel cache folder: %s", tg_ctx_message(ctx));
-    tg_ctx_free(ctx);
-    if (rc) return -1;
-    int efd = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (write_nofollow(cpath, src, strlen(src), err, sizeof err)) {
+        *why = whyf("cannot write to the kernel cache folder: %s", err);
+        return -1;
+    }
+    /* The compiler writes over a file we made, not through a link
+     * planted under its name. */
+    int tfd = create_fresh(tpath, O_WRONLY);
+    if (tfd < 0) {
+        *why = whyf("cannot write to the kernel cache folder: %s: %s", tpath, strerror(errno));
+        return -1;
+    }
+    close(tfd);
+    int efd = create_fresh(epath, O_RDWR);
     const char *argv[32];
     int k = 0;
     argv[k++] = cc_name();
@@ -377,19 +665,34 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
     argv[k] = NULL;
     stats.compiles++;
     int st = run_prog((char *const *)argv, -1, efd);
+    char msg[400] = "";
+    if (st != 0 && efd >= 0) first_lines(epath, msg, sizeof msg);
     if (efd >= 0) close(efd);
     unlink(epath);
-    /* On disk before the rename, so that a power cut cannot leave an
-     * empty <hash>.so under its final name (one that fails to load is
-     * built again all the same: tg_kcache_get). */
-    int tfd = st == 0 ? open(tpath, O_RDONLY | O_CLOEXEC) : -1;
-    if (tfd >= 0) {
-        fsync(tfd);
-        close(tfd);
-    }
-    if (st != 0 || rename(tpath, spath) != 0) {
+    if (st != 0) {
         unlink(tpath);
-        *why = st < 0 ? "the C compiler could not be started" : "the C compiler failed";
+        if (st == -2)
+            *why = whyf("the C compiler %s ran past %g s (TG_CC_TIMEOUT) and was stopped", cc_name(),
+                        cc_timeout());
+        else if (st == -1)
+            *why = whyf("the C compiler %s could not be started", cc_name());
+        else
+            *why = whyf("the C compiler %s failed (exit status %d)%s%s", cc_name(), st, msg[0] ? ": " : "",
+                        msg);
+        return -1;
+    }
+    /* On disk before the rename, so that a power cut cannot leave an
+     * empty <hash>.so under its final name (one whose footer does not
+     * check is built again all the same: tg_kcache_get). */
+    if (add_footer(tpath, hash, err, sizeof err)) {
+        unlink(tpath);
+        *why = whyf("%s", err);
+        return -1;
+    }
+    if (rename(tpath, spath) != 0) {
+        int e = errno;
+        unlink(tpath);
+        *why = whyf("cannot put the compiled kernel in place: %s: %s", spath, strerror(e));
         return -1;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -400,6 +703,55 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
     return 0;
 }
 
+/* The folder's lock file, opened to be flock'ed: -1 when it cannot be
+ * (errno set: that of the first try). create: make it when missing.
+ * Read-only will do for flock (a lock file another user made in a shared
+ * folder). A link is not followed. */
+static int open_lock(const char *dir, bool create) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/lock", dir);
+    int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    if (fd < 0 && errno != ENOENT && errno != ELOOP) {
+        int e = errno;
+        fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) errno = e;
+    }
+    return fd;
+}
+
+/* Take the folder's lock for a compile: the descriptor, or -1 with the
+ * reason in *why. A process that has to wait says so once on stderr and
+ * gives up after cc_timeout() seconds (a compile that hangs). */
+static int lock_folder(const char *dir, const char **why) {
+    int fd = open_lock(dir, true);
+    if (fd < 0) {
+        *why = errno == ELOOP ? whyf("cannot lock the kernel cache folder: %s/lock: a symbolic link, refused", dir)
+                              : whyf("cannot lock the kernel cache folder: %s/lock: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    static bool said;
+    double deadline = now_s() + cc_timeout();
+    long us = 1000;
+    while (errno == EWOULDBLOCK || errno == EINTR) {
+        if (!said) {
+            said = true;
+            fprintf(stderr, "tg: waiting for another process's compile in the kernel cache folder %s\n", dir);
+        }
+        if (now_s() > deadline) {
+            close(fd);
+            *why = whyf("gave up waiting %g s (TG_CC_TIMEOUT) for another process's compile in %s", cc_timeout(),
+                        dir);
+            return -1;
+        }
+        nap(&us);
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    }
+    *why = whyf("cannot lock the kernel cache folder: %s/lock: %s", dir, strerror(errno));
+    close(fd);
+    return -1;
+}
+
 tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     tg_kernel_fn fn = NULL;
     char *dir = NULL;
@@ -408,7 +760,9 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     pthread_mutex_lock(&lock);
     probe_cc();
     if (!cc_ok) {
-        *why = "no working C compiler (set TG_CC)";
+        *why = cc_probe_rc == -2 ? whyf("the C compiler %s: `--version` ran past %g s (TG_CC_TIMEOUT)", cc_name(),
+                                        cc_timeout())
+                                 : "no working C compiler (set TG_CC)";
         stats.failures++;
         goto done;
     }
@@ -437,38 +791,50 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
         stats.failures++;
         goto done;
     }
-    char spath[4200], lpath[4200];
+    char spath[4200];
     snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
-    snprintf(lpath, sizeof lpath, "%s/lock", dir);
     void *handle = NULL;
     bool compiled = false;
-    char err[512];
-    /* A kernel on disk loads without the lock. */
-    if (!file_exists(spath) || !(fn = load_so(spath, &handle, err, sizeof err))) {
-        lfd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
-            *why = whyf("cannot lock the kernel cache folder: %s: %s", lpath, strerror(errno));
+    char err[600];
+    /* A kernel on disk whose footer checks loads without the lock. */
+    int c = check_so(spath, hash, err, sizeof err);
+    if (c == SO_OK) fn = load_so(spath, &handle, err, sizeof err);
+    if (!fn && c != SO_REFUSED) {
+        if ((lfd = lock_folder(dir, why)) < 0) {
             stats.failures++;
             goto done;
         }
         /* Another process may have built it (or built again a damaged
-         * one) while we waited. One that is there and still does not load
-         * is damaged: emptied by a power cut, written by a TG_CC that
-         * failed and said it succeeded, cut short. As Theano does, it is
-         * removed and compiled again, once. */
-        if (!file_exists(spath) || !(fn = load_so(spath, &handle, err, sizeof err))) {
-            if (file_exists(spath)) unlink(spath);
+         * one) while we waited. One that is there and does not check or
+         * does not load is damaged: emptied by a power cut, cut short,
+         * written over by another kernel's file, written by a TG_CC that
+         * failed and said it succeeded, older than the footer. As Theano
+         * does, it is removed and compiled again, once. */
+        c = check_so(spath, hash, err, sizeof err);
+        if (c == SO_OK) fn = load_so(spath, &handle, err, sizeof err);
+        if (!fn && c != SO_REFUSED) {
+            if (c != SO_MISSING) unlink(spath);
             if (compile_into(dir, hash, src, why)) {
                 stats.failures++;
                 goto done;
             }
             compiled = true;
+            if ((c = check_so(spath, hash, err, sizeof err)) != SO_OK) {
+                *why = whyf("the compiled kernel %s is damaged: %s", spath, err);
+                stats.failures++;
+                goto done;
+            }
             if (!(fn = load_so(spath, &handle, err, sizeof err))) {
                 *why = whyf("the compiled kernel %s could not be loaded: %s", spath, err);
                 stats.failures++;
                 goto done;
             }
         }
+    }
+    if (c == SO_REFUSED) {
+        *why = whyf("%s", err);
+        stats.failures++;
+        goto done;
     }
     if (!compiled) stats.disk_hits++;
     if (nmap == cmap) {
@@ -577,17 +943,6 @@ int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n, tg_ctx *ctx) 
     return TG_OK;
 }
 
-/* The folder's lock file, opened to be flock'ed: -1 when it cannot be
- * (errno set). create: make it when missing. Read-only will do for flock
- * (a lock file another user made in a shared folder). */
-static int open_lock(const char *dir, bool create) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/lock", dir);
-    int fd = open(p, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
-    if (fd < 0 && errno != ENOENT) fd = open(p, O_RDONLY | O_CLOEXEC);
-    return fd;
-}
-
 bool tg_kcache_busy(const char *dir) {
     int fd = open_lock(dir, false);
     if (fd < 0) return false;
@@ -606,6 +961,76 @@ static bool tmp_writer_alive(const char *nm) {
     long pid = strtol(t + 5, &end, 10);
     if (end == t + 5 || pid <= 0) return false;
     return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+static bool all_digits(const char *s, size_t n) {
+    if (n == 0) return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9') return false;
+    return true;
+}
+
+/* Whether nm is the name of one of tg's temporaries: <hash>.tmp.<pid>.so
+ * or .err (a compile), <hash>.<sfx>.tmp.<pid>.<n> (write_nofollow,
+ * nvrtc.c's writes). */
+static bool is_tmp_name(const char *nm) {
+    static const char *const sfx[] = {"", ".c", ".cu", ".cubin", ".ptx", ".ccid", ".so", NULL};
+    if (strlen(nm) <= 32 || !is_hash(nm, 32)) return false;
+    for (int i = 0; sfx[i]; i++) {
+        size_t k = strlen(sfx[i]);
+        const char *t = nm + 32 + k;
+        if (strncmp(nm + 32, sfx[i], k) || strncmp(t, ".tmp.", 5)) continue;
+        t += 5;
+        const char *dot = strchr(t, '.');
+        if (!dot || !all_digits(t, (size_t)(dot - t))) continue;
+        if (!*sfx[i]) return !strcmp(dot, ".so") || !strcmp(dot, ".err");
+        return all_digits(dot + 1, strlen(dot + 1));
+    }
+    return false;
+}
+
+/* Whether dir/nm is a regular file (not a link) whose content starts with
+ * head. */
+static bool starts_with(const char *dir, const char *nm, const char *head) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, nm);
+    int fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    char buf[64];
+    size_t n = strlen(head);
+    bool ok = n < sizeof buf && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read(fd, buf, n) == (ssize_t)n &&
+              !memcmp(buf, head, n);
+    close(fd);
+    return ok;
+}
+
+/* Whether dir/nm (a regular file, not a link) is tg's: a .so whose footer
+ * names it (or an older or damaged one beside a source tg wrote), a
+ * GPU kernel with nvrtc.c's header, a source tg wrote, a compiler
+ * identity with its header (or an empty one). A stray file that merely has a hex name is
+ * not. */
+static bool is_ours(const char *dir, const char *nm) {
+    if (strlen(nm) <= 32 || !is_hash(nm, 32)) return false;
+    const char *x = nm + 32;
+    char hash[33], p[4200], err[600];
+    memcpy(hash, nm, 32);
+    hash[32] = 0;
+    if (!strcmp(x, ".so")) {
+        snprintf(p, sizeof p, "%s/%s", dir, nm);
+        if (check_so(p, hash, err, sizeof err) == SO_OK) return true;
+        snprintf(p, sizeof p, "%s.c", hash);
+        return starts_with(dir, nm, "\177ELF") && starts_with(dir, p, "/* tg composite");
+    }
+    if (!strcmp(x, ".cubin") || !strcmp(x, ".ptx")) return starts_with(dir, nm, "tg-nvrtc ");
+    if (!strcmp(x, ".c") || !strcmp(x, ".cu")) return starts_with(dir, nm, "/* tg composite");
+    if (!strcmp(x, ".ccid")) {
+        /* or emptied (damaged): no content is lost */
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, nm);
+        return starts_with(dir, nm, CCID_HEAD) || (lstat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0);
+    }
+    return false;
 }
 
 int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
@@ -630,25 +1055,52 @@ int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *nm = de->d_name;
-        size_t len = strlen(nm);
-        /* <hash>.so/.c (CPU), <hash>.cubin/.ptx/.cu (GPU), <hash>.ccid
-         * (a compiler's identity), and the temporaries of processes that
-         * are gone: <hash>.tmp.<pid>.* and <hash>.<suffix>.tmp.<pid>.* */
-        static const char *const sfx[] = {".so", ".c", ".cu", ".cubin", ".ptx", ".ccid", NULL};
-        bool tmp = len > 32 && is_hash(nm, 32) && !strncmp(nm + 32, ".tmp.", 5);
-        bool ours = tmp;
-        for (int i = 0; sfx[i] && !ours && len > 32 && is_hash(nm, 32); i++) {
-            size_t k = strlen(sfx[i]);
-            ours = !strncmp(nm + 32, sfx[i], k) && (!nm[32 + k] || (tmp = !strncmp(nm + 32 + k, ".tmp.", 5)));
-        }
-        if (!ours || (tmp && tmp_writer_alive(nm))) continue;
+        /* An entry: its code (<hash>.so, .cubin, .ptx) when it is tg's,
+         * with its source (<hash>.c, .cu) when that is tg's too; a source
+         * alone; a compiler's identity (<hash>.ccid); the temporaries of
+         * processes that are gone. Nothing else, whatever its name. */
+        const char *srcx = entry_source_suffix(nm);
+        bool tmp = is_tmp_name(nm);
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", dir, nm);
+        if (tmp) {
+            struct stat st;
+            if (tmp_writer_alive(nm) || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        } else if (!is_ours(dir, nm)) {
+            continue;
+        }
+        bool entry = srcx != NULL;
+        if (!srcx && !tmp && (!strcmp(nm + 32, ".c") || !strcmp(nm + 32, ".cu"))) {
+            /* a source whose code is there goes with its code */
+            char code[64];
+            bool has_code = false;
+            static const char *const cx[] = {".so", ".cubin", ".ptx", NULL};
+            for (int i = 0; cx[i] && !has_code; i++) {
+                snprintf(code, sizeof code, "%.32s%s", nm, cx[i]);
+                struct stat st;
+                snprintf(p, sizeof p, "%s/%s", dir, code);
+                has_code = lstat(p, &st) == 0;
+            }
+            if (has_code) continue;
+            snprintf(p, sizeof p, "%s/%s", dir, nm);
+            entry = true;
+        }
         if (unlink(p) != 0 && errno != ENOENT) {
             rc = tg_errorf(ctx, TG_EIO, "%s: %s", p, strerror(errno));
             break;
         }
-        if (entry_source_suffix(nm)) (*removed)++;
+        if (srcx) {
+            char snm[64];
+            snprintf(snm, sizeof snm, "%.32s%s", nm, srcx);
+            if (is_ours(dir, snm)) {
+                snprintf(p, sizeof p, "%s/%s", dir, snm);
+                if (unlink(p) != 0 && errno != ENOENT) {
+                    rc = tg_errorf(ctx, TG_EIO, "%s: %s", p, strerror(errno));
+                    break;
+                }
+            }
+        }
+        if (entry) (*removed)++;
     }
     closedir(d);
     close(lfd); /* releases the flock */
