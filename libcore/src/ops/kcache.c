@@ -55,9 +55,14 @@
 
 extern char **environ;
 
+/* (-fno-builtin-sin/cos: GCC turns a body's sin(x) and cos(x) into one
+ * call of sincos, which has no vector variant; the loop then ran scalar
+ * libm for every call of the body, whose last bits differ from the
+ * libmvec variants the unfused ops call) */
 static const char *const CFLAGS[] = {"-O3", "-march=native", "-fopenmp", "-ffp-contract=off",
-                                     "-fno-math-errno", "-std=gnu11", "-shared", "-fPIC",
-                                     "-w", NULL};
+                                     "-fno-math-errno", "-fno-builtin-sin", "-fno-builtin-cos",
+                                     "-fno-builtin-sinf", "-fno-builtin-cosf", "-std=gnu11", "-shared",
+                                     "-fPIC", "-w", NULL};
 
 /* ---- hashing ---- */
 
