@@ -725,8 +725,11 @@ static int open_lock(const char *dir, bool create) {
 }
 
 /* Take the folder's lock for a compile: the descriptor, or -1 with the
- * reason in *why. A process that has to wait says so once on stderr and
- * gives up after cc_timeout() seconds (a compile that hangs). */
+ * reason in *why. A process that has waited 5 s (or half the time limit,
+ * if less) says so once on stderr, and gives up after cc_timeout()
+ * seconds (a compile that hangs). (Waiting a second for another
+ * process's compile is the common case, processes started together on one
+ * graph: it goes unsaid, so that their stderr stays clean.) */
 static int lock_folder(const char *dir, const char **why) {
     int fd = open_lock(dir, true);
     if (fd < 0) {
@@ -736,10 +739,10 @@ static int lock_folder(const char *dir, const char **why) {
     }
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
     static bool said;
-    double deadline = now_s() + cc_timeout();
+    double t0 = now_s(), deadline = t0 + cc_timeout(), say = t0 + (cc_timeout() < 10 ? cc_timeout() / 2 : 5);
     long us = 1000;
     while (errno == EWOULDBLOCK || errno == EINTR) {
-        if (!said) {
+        if (!said && now_s() > say) {
             said = true;
             fprintf(stderr, "tg: waiting for another process's compile in the kernel cache folder %s\n", dir);
         }
