@@ -36,8 +36,11 @@ bad() {
 
 costly="$TG_TEST_DATA/prof/costly.json"
 v='v=[1,2,3,4,5,6,7,8]'
-# Whether a GPU answers: tgc says so on stderr when there is none.
-if "$TGC" run "$costly" -i "$v" --device cuda 2>&1 >/dev/null | grep -q "running on the CPU"; then gpu=0; else gpu=1; fi
+# Whether a GPU answers: tgc says so on stderr when there is none. (Into
+# a file first: with pipefail, grep -q leaving at the first match made
+# any later line of tgc's stderr a SIGPIPE, and the pipeline false.)
+"$TGC" run "$costly" -i "$v" --device cuda 2>"$tmp/probe.err" >/dev/null
+if grep -q "running on the CPU" "$tmp/probe.err"; then gpu=0; else gpu=1; fi
 echo "GPU: $([ $gpu = 1 ] && echo yes || echo no)"
 
 bad 2 "tgprof: " "tgprof --device tpu" "$TGPROF" "$costly" -i "$v" --device tpu
