@@ -41,24 +41,6 @@
 void (*tg_tgf_write_hook)(size_t written);
 bool tg_tgf_fuzz_no_checksums;
 
-/* ---- little-endian fields ---- */
-
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
 
 static uint64_t align_up(uint64_t x) { return (x + TG_TGF_ALIGN - 1) & ~(uint64_t)(TG_TGF_ALIGN - 1); }
 
@@ -377,10 +359,10 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
         unsigned char *e = table_bytes + (size_t)k * TGF_ENTRY;
         e[0] = (unsigned char)a->dtype;
         e[1] = (unsigned char)a->ndim;
-        for (int d = 0; d < a->ndim; d++) put_u64(e + 8 + 8 * d, (uint64_t)a->shape[d]);
-        put_u64(e + 72, off);
-        put_u64(e + 80, nb);
-        put_u32(e + 88, tg_crc32c(0, contig[k]->data, nb));
+        for (int d = 0; d < a->ndim; d++) tg_le_put64(e + 8 + 8 * d, (uint64_t)a->shape[d]);
+        tg_le_put64(e + 72, off);
+        tg_le_put64(e + 80, nb);
+        tg_le_put32(e + 88, tg_crc32c(0, contig[k]->data, nb));
         off = align_up(off + nb);
     }
     uint64_t table_off = off;
@@ -398,14 +380,14 @@ static int write_file(const char *path, json_object *root, const table *T, tg_ct
     uint64_t data_off = align_up(TG_TGF_PREAMBLE + hlen);
     unsigned char pre[TG_TGF_PREAMBLE] = {0};
     memcpy(pre, TG_TGF_MAGIC, 8);
-    put_u32(pre + 8, TG_TGF_VERSION);
-    put_u32(pre + 12, 0);
-    put_u64(pre + 16, TG_TGF_PREAMBLE);
-    put_u64(pre + 24, hlen);
-    put_u64(pre + 32, data_off);
-    put_u64(pre + 40, off);
-    put_u32(pre + 48, tg_crc32c(0, hdr, hlen));
-    put_u32(pre + 56, tg_crc32c(0, pre, 56));
+    tg_le_put32(pre + 8, TG_TGF_VERSION);
+    tg_le_put32(pre + 12, 0);
+    tg_le_put64(pre + 16, TG_TGF_PREAMBLE);
+    tg_le_put64(pre + 24, hlen);
+    tg_le_put64(pre + 32, data_off);
+    tg_le_put64(pre + 40, off);
+    tg_le_put32(pre + 48, tg_crc32c(0, hdr, hlen));
+    tg_le_put32(pre + 56, tg_crc32c(0, pre, 56));
 
     if ((rc = tg_file_begin(path, &sv, ctx))) goto done;
     w.fd = sv.fd;
@@ -683,11 +665,11 @@ static int read_preamble(reader *R) {
                    R->len, TG_TGF_PREAMBLE);
     if (memcmp(p, TG_TGF_MAGIC, 8))
         return bad(R, TG_EPARSE, "not a compiled-function file (bad magic number)");
-    if (get_u32(p + 56) != tg_crc32c(0, p, 56))
+    if (tg_le_get32(p + 56) != tg_crc32c(0, p, 56))
         return bad(R, TG_EPARSE, "preamble checksum mismatch: the file is damaged");
-    if (get_u32(p + 52) || get_u32(p + 60))
+    if (tg_le_get32(p + 52) || tg_le_get32(p + 60))
         return bad(R, TG_EPARSE, "preamble: reserved bytes are not zero: the file is damaged");
-    uint32_t ver = get_u32(p + 8);
+    uint32_t ver = tg_le_get32(p + 8);
     if (ver > TG_TGF_VERSION)
         return bad(R, TG_EVERSION,
                    "format version %u is newer than this tg (%s) reads (%d): use a newer tg, "
@@ -696,13 +678,13 @@ static int read_preamble(reader *R) {
     if (ver == 0) return bad(R, TG_EPARSE, "format version 0 is not a valid version");
     /* No flag is defined: one a later tg sets may change how the rest
      * reads, so a reader that ignored it could misread the file. */
-    if (get_u32(p + 12))
+    if (tg_le_get32(p + 12))
         return bad(R, TG_EPARSE, "preamble: flags 0x%x, but no flags are defined (expected 0)",
-                   get_u32(p + 12));
+                   tg_le_get32(p + 12));
     R->version = ver;
-    uint64_t hoff = get_u64(p + 16), hlen = get_u64(p + 24);
-    R->data_off = get_u64(p + 32);
-    R->data_len = get_u64(p + 40);
+    uint64_t hoff = tg_le_get64(p + 16), hlen = tg_le_get64(p + 24);
+    R->data_off = tg_le_get64(p + 32);
+    R->data_len = tg_le_get64(p + 40);
     if (hoff != TG_TGF_PREAMBLE)
         return bad(R, TG_EPARSE, "header offset %llu, expected %d", (unsigned long long)hoff,
                    TG_TGF_PREAMBLE);
@@ -725,7 +707,7 @@ static int read_preamble(reader *R) {
         return bad(R, TG_EPARSE, "%zu bytes after the end of the data (byte %llu)",
                    R->len - (size_t)(R->data_off + R->data_len),
                    (unsigned long long)(R->data_off + R->data_len));
-    if (get_u32(p + 48) != tg_crc32c(0, p + TG_TGF_PREAMBLE, hlen))
+    if (tg_le_get32(p + 48) != tg_crc32c(0, p + TG_TGF_PREAMBLE, hlen))
         return bad(R, TG_EPARSE, "header checksum mismatch: the file is damaged");
     if (hlen > (uint64_t)INT32_MAX) return bad(R, TG_EPARSE, "header too large");
     tg_json_fail jf;
@@ -871,20 +853,20 @@ static int read_array_table(reader *R, json_object *jt, bool copy) {
         if (memcmp(e + 92, zero, 4))
             return bad(R, TG_EPARSE, "array table[%d]: bytes 92-95 are not zero", k);
         for (int d = e[1]; d < TG_MAX_NDIM; d++)
-            if (get_u64(e + 8 + 8 * d))
+            if (tg_le_get64(e + 8 + 8 * d))
                 return bad(R, TG_EPARSE, "array table[%d]: shape[%d] is not zero, past the array's %u dimensions",
                            k, d, e[1]);
         for (int d = 0; d < e[1]; d++) {
-            uint64_t len = get_u64(e + 8 + 8 * d);
+            uint64_t len = tg_le_get64(e + 8 + 8 * d);
             if (len > INT64_MAX)
                 return bad(R, TG_EPARSE, "array table[%d]: shape[%d] is absurd", k, d);
             shape[d] = (int64_t)len;
         }
-        uint64_t aoff = get_u64(e + 72), nb = get_u64(e + 80);
+        uint64_t aoff = tg_le_get64(e + 72), nb = tg_le_get64(e + 80);
         if (aoff > INT64_MAX || nb > INT64_MAX)
             return bad(R, TG_EPARSE, "array table[%d]: absurd offset or length", k);
         int rc = make_array(R, k, (tg_dtype)e[0], e[1], shape, (int64_t)aoff, (int64_t)nb,
-                            get_u32(e + 88), copy);
+                            tg_le_get32(e + 88), copy);
         if (rc) return rc;
     }
     return TG_OK;

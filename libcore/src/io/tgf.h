@@ -63,6 +63,25 @@ int tgf_graph_encode(const struct tg_function *f, tgf_array_ref_fn ref, void *ud
                      struct tg_str *out);
 
 #include "rewrite/rewrite.h"
+
+/* Little-endian fields, as the .tgf format and the kernel cache's footer
+ * store them. */
+static inline void tg_le_put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void tg_le_put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t tg_le_get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static inline uint64_t tg_le_get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
 typedef struct tgf_decoded {
     struct tg_fgraph *fg; /* in the saved schedule, ready to link */
     char **out_ids;       /* the declared output ids (fg->nout), owned */

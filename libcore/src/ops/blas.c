@@ -560,27 +560,17 @@ static int product_shape(blas_kind k, int ia, int ib, int na, const int64_t *sa,
     int ba = na > 2 ? na - 2 : 0, bb = nb > 2 ? nb - 2 : 0, bn = ba > bb ? ba : bb;
     if (bn + 2 > TG_MAX_NDIM)
         return tg_errorf(ctx, TG_ETYPE, "matmul: the result would have more than %d dimensions", TG_MAX_NDIM);
-    for (int d = 0; d < bn; d++) {
-        int ja = d - (bn - ba), jb = d - (bn - bb);
-        int64_t la = ja >= 0 ? sa[ja] : 1, lb = jb >= 0 ? sb[jb] : 1;
-        if (la == 1)
-            out[d] = lb;
-        else if (lb == 1)
-            out[d] = la;
-        else if (la < 0 || lb < 0)
-            out[d] = la < 0 ? lb : la;
-        else if (la != lb) {
-            tg_str s = {0};
-            tg_str_addf(&s, "inputs[%d] and inputs[%d]: batch dimensions of shapes ", ia, ib);
-            add_shape(&s, na, sa);
-            tg_str_addf(&s, " and ");
-            add_shape(&s, nb, sb);
-            int rc = tg_errorf(ctx, TG_ESHAPE, "%s do not broadcast: %lld (dim %d) != %lld (dim %d)",
-                               s.s ? s.s : "", (long long)la, ja, (long long)lb, jb);
-            tg_str_free(&s);
-            return rc;
-        } else
-            out[d] = la;
+    int ja = 0, jb = 0;
+    if (tg_batch_broadcast(ba, sa, bb, sb, out, &ja, &jb) < 0) {
+        tg_str s = {0};
+        tg_str_addf(&s, "inputs[%d] and inputs[%d]: batch dimensions of shapes ", ia, ib);
+        add_shape(&s, na, sa);
+        tg_str_addf(&s, " and ");
+        add_shape(&s, nb, sb);
+        int rc = tg_errorf(ctx, TG_ESHAPE, "%s do not broadcast: %lld (dim %d) != %lld (dim %d)",
+                           s.s ? s.s : "", (long long)sa[ja], ja, (long long)sb[jb], jb);
+        tg_str_free(&s);
+        return rc;
     }
     *nd = bn;
     if (na >= 2) out[(*nd)++] = sa[na - 2];

@@ -422,3 +422,24 @@ bool tg_op_take_input(const tg_node *n, tg_array *const *in, int k, tg_array **s
     }
     return true;
 }
+
+int tg_batch_broadcast(int ka, const int64_t *a, int kb, const int64_t *b, int64_t *out, int *ja, int *jb) {
+    int ko = ka > kb ? ka : kb;
+    for (int d = 0; d < ko; d++) {
+        int ia = d - (ko - ka), ib = d - (ko - kb);
+        int64_t la = ia >= 0 ? a[ia] : 1, lb = ib >= 0 ? b[ib] : 1;
+        if (la == 1)
+            out[d] = lb;
+        else if (lb == 1)
+            out[d] = la;
+        else if (la < 0 || lb < 0)
+            out[d] = la < 0 ? lb : la;
+        else if (la != lb) {
+            *ja = ia;
+            *jb = ib;
+            return -1;
+        } else
+            out[d] = la;
+    }
+    return ko;
+}

@@ -461,30 +461,13 @@ static const char *whyf(const char *fmt, ...) {
 #define FOOT_LEN 64
 #define SO_MAX ((size_t)1 << 30)
 
-static void put32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
 static void make_footer(unsigned char f[FOOT_LEN], const char *hash, uint64_t len, uint32_t crc) {
     memset(f, 0, FOOT_LEN);
     memcpy(f, FOOT_MAGIC, 8);
     memcpy(f + 8, hash, 32);
-    put64(f + 40, len);
-    put32(f + 48, crc);
-    put32(f + 52, tg_crc32c(0, f, 52));
+    tg_le_put64(f + 40, len);
+    tg_le_put32(f + 48, crc);
+    tg_le_put32(f + 52, tg_crc32c(0, f, 52));
 }
 
 /* Read the whole of the regular file path (no link followed) into *buf:
@@ -548,14 +531,14 @@ static int check_so(const char *path, const char *hash, char *err, size_t cap) {
     }
     int rc = SO_BAD;
     const unsigned char *f = b + (n >= FOOT_LEN ? n - FOOT_LEN : 0);
-    if (n < FOOT_LEN || memcmp(f, FOOT_MAGIC, 8) || get32(f + 52) != tg_crc32c(0, f, 52))
+    if (n < FOOT_LEN || memcmp(f, FOOT_MAGIC, 8) || tg_le_get32(f + 52) != tg_crc32c(0, f, 52))
         snprintf(err, cap, "no tg footer (cut short, or not written by this version)");
     else if (memcmp(f + 8, hash, 32))
         snprintf(err, cap, "the file of another kernel (%.32s)", (const char *)f + 8);
-    else if (get64(f + 40) != (uint64_t)(n - FOOT_LEN))
+    else if (tg_le_get64(f + 40) != (uint64_t)(n - FOOT_LEN))
         snprintf(err, cap, "%lld bytes where the footer says %llu", n - FOOT_LEN,
-                 (unsigned long long)get64(f + 40));
-    else if (get32(f + 48) != tg_crc32c(0, b, (size_t)(n - FOOT_LEN)))
+                 (unsigned long long)tg_le_get64(f + 40));
+    else if (tg_le_get32(f + 48) != tg_crc32c(0, b, (size_t)(n - FOOT_LEN)))
         snprintf(err, cap, "its checksum does not match (damaged)");
     else
         rc = SO_OK;

@@ -386,35 +386,6 @@ static int solve_parse(tg_node *n, tg_ctx *ctx) {
     return tg_attr_enum(n, "assume_a", assume_choices, 0, &n->a.mode, ctx);
 }
 
-/* The batch shape of a stack of matrices of shape a (na dimensions, the
- * last 2 the matrices) broadcast against b's (nb), as NumPy's gufunc
- * broadcasts the loop dimensions of solve's (m,m),(m,n)->(m,n): aligned
- * from the right, a length 1 stretching. At load an unknown length (-1)
- * takes the other's unless that is 1 (the run checks it). Returns the
- * number of batch dimensions, or -1 with *da and *db the dimensions (of
- * a and of b) whose lengths differ. */
-static int solve_batch(int na, const int64_t *a, int nb, const int64_t *b,
-                       int64_t *out, int *da, int *db) {
-    int ka = na - 2, kb = nb - 2, ko = ka > kb ? ka : kb;
-    for (int d = 0; d < ko; d++) {
-        int ja = d - (ko - ka), jb = d - (ko - kb);
-        int64_t la = ja >= 0 ? a[ja] : 1, lb = jb >= 0 ? b[jb] : 1;
-        if (la == 1)
-            out[d] = lb;
-        else if (lb == 1)
-            out[d] = la;
-        else if (la < 0 || lb < 0)
-            out[d] = la < 0 ? lb : la;
-        else if (la != lb) {
-            *da = ja;
-            *db = jb;
-            return -1;
-        } else
-            out[d] = la;
-    }
-    return ko;
-}
-
 /* b is one vector shared by every matrix of a when it has 1 dimension
  * (NumPy 2's rule), else a stack of matrices with a's order of rows whose
  * batch dimensions broadcast against a's. */
@@ -448,7 +419,7 @@ static int solve_infer(tg_node *n, tg_ctx *ctx) {
         return TG_OK;
     }
     int dA = 0, dB = 0;
-    int ko = solve_batch(k, ta->shape, tb->ndim, tb->shape, shape, &dA, &dB);
+    int ko = tg_batch_broadcast(k - 2, ta->shape, tb->ndim - 2, tb->shape, shape, &dA, &dB);
     if (ko < 0)
         return tg_errorf(ctx, TG_ESHAPE,
                          "inputs[0] '%s' %s and inputs[1] '%s' %s: the batch "
@@ -552,7 +523,7 @@ static int solve_body(tg_node *n, tg_array *const *in, tg_array **out,
                                  ctx);
     int64_t osh[TG_MAX_NDIM];
     int da = 0, db = 0, ko = 0;
-    if (!vec && (ko = solve_batch(k, A->shape, B->ndim, B->shape, osh, &da, &db)) < 0) {
+    if (!vec && (ko = tg_batch_broadcast(k - 2, A->shape, B->ndim - 2, B->shape, osh, &da, &db)) < 0) {
         char what[160];
         snprintf(what, sizeof what,
                  "the batch dimensions (all but the last 2) do not "

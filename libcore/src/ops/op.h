@@ -146,6 +146,13 @@ int tg_infer_broadcast(tg_node *n, int first, int count, tg_type *t,
  * every elementwise kernel (CPU, composite, GPU): "shapes (2, 3) and (4,)
  * do not broadcast". Returns TG_ESHAPE. */
 int tg_broadcast_error(const tg_array *const *in, int nin, tg_ctx *ctx);
+/* The batch (leading) dimensions of two stacks of matrices broadcast as
+ * NumPy's gufuncs broadcast them (matmul, solve): a's ka lengths against
+ * b's kb, aligned from the right, a length 1 stretching; at load an
+ * unknown length (-1) takes the other's unless that is 1 (the run checks
+ * it). Returns the number of batch dimensions written to out, or -1 with
+ * *ja and *jb the dimensions (of a and of b) whose lengths differ. */
+int tg_batch_broadcast(int ka, const int64_t *a, int kb, const int64_t *b, int64_t *out, int *ja, int *jb);
 /* The cost estimate's flops per output element of elementwise node n: its
  * op's weight in elemwise.c's table (exp 10, sigmoid 12, add 1...), times
  * nin - 1 for an add or mul of more than two inputs. 1 for a node of any
