@@ -1,6 +1,7 @@
 /* The VM: schedules, storage, freeing, shared updates, functions from
  * intermediate variables, missing inputs, hooks, run-time errors, one
- * call at a time. */
+ * call at a time, updates apart from other calls, shared state's
+ * references from threads. */
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -937,6 +938,133 @@ static void test_one_call_at_a_time(void **state) {
     tg_graph_free(g);
 }
 
+/* A call that updates a shared variable runs apart from every other call
+ * that reads or updates it: `step` (n <- n + 1) and `look` (n + 10) of
+ * one graph, each calling the other from a hook of its running call (as
+ * another thread would meanwhile), get TG_EBUSY and a line naming the
+ * variable; two readers run together; after the refusals every call
+ * works and the counter counts the steps that ran. */
+static const char *claim_json =
+    "{\"format\":\"tg-graph\",\"version\":1,"
+    "\"variables\":["
+    "{\"id\":\"n\",\"type\":{\"dtype\":\"int64\",\"shape\":[]},\"shared\":{\"data\":0}}],"
+    "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"n\",{\"value\":1}],\"outputs\":[\"n1\"]},"
+    "{\"op\":\"add\",\"inputs\":[\"n\",{\"value\":10}],\"outputs\":[\"n10\"]}],"
+    "\"functions\":{\"step\":{\"inputs\":[],\"outputs\":[\"n1\"],\"updates\":{\"n\":\"n1\"}},"
+    "\"look\":{\"inputs\":[],\"outputs\":[\"n10\"]}}}";
+
+typedef struct claim_state {
+    tg_function *other;
+    int rc;
+    double value;
+    char msg[TG_CTX_MSG_MAX];
+} claim_state;
+
+static int claim_hook(void *ud, const tg_function *f, int node, tg_array *const *inputs, tg_ctx *ctx) {
+    (void)f;
+    (void)node;
+    (void)inputs;
+    (void)ctx;
+    claim_state *c = ud;
+    tg_array *out[1] = {0};
+    tg_ctx *c2 = tg_ctx_new();
+    c->rc = tg_function_call(c->other, NULL, out, c2);
+    c->value = out[0] ? value0(out[0]) : -1;
+    snprintf(c->msg, sizeof c->msg, "%s", tg_ctx_message(c2));
+    tg_array_free(out[0]);
+    tg_ctx_free(c2);
+    return 0;
+}
+
+static double call0(tg_function *f) {
+    tg_array *out[1] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    int rc = tg_function_call(f, NULL, out, ctx);
+    if (rc) fail_msg("call of %s: %s", tg_function_name(f), tg_ctx_message(ctx));
+    double v = value0(out[0]);
+    tg_array_free(out[0]);
+    tg_ctx_free(ctx);
+    return v;
+}
+
+static void test_update_excludes_other_calls(void **state) {
+    (void)state;
+    tg_graph *g = tu_load(claim_json);
+    tg_function *step = compile(g, "step"), *look = compile(g, "look"), *look2 = compile(g, "look");
+
+    /* a reader while the update runs */
+    claim_state c = {.other = look, .rc = 99};
+    tg_function_set_hooks(step, &(tg_hooks){.before = claim_hook, .ud = &c});
+    assert_true(call0(step) == 1);
+    assert_int_equal(c.rc, TG_EBUSY);
+    assert_non_null(strstr(c.msg, "function 'look' reads shared variable 'n'"));
+    assert_non_null(strstr(c.msg, "is updating"));
+    tg_function_set_hooks(step, NULL);
+
+    /* an update while a reader runs */
+    c = (claim_state){.other = step, .rc = 99};
+    tg_function_set_hooks(look, &(tg_hooks){.before = claim_hook, .ud = &c});
+    assert_true(call0(look) == 1 + 10);
+    assert_int_equal(c.rc, TG_EBUSY);
+    assert_non_null(strstr(c.msg, "function 'step' updates shared variable 'n'"));
+    assert_non_null(strstr(c.msg, "is reading"));
+
+    /* two readers at once */
+    c = (claim_state){.other = look2, .rc = 99};
+    assert_true(call0(look) == 1 + 10);
+    assert_int_equal(c.rc, TG_OK);
+    assert_true(c.value == 1 + 10);
+    tg_function_set_hooks(look, NULL);
+
+    /* nothing left claimed: the refused step did not count */
+    assert_true(call0(step) == 2);
+    assert_true(call0(look) == 2 + 10);
+    assert_true(call0(look2) == 2 + 10);
+    tg_function_free(step);
+    tg_function_free(look);
+    tg_function_free(look2);
+    tg_graph_free(g);
+}
+
+/* Copies of a function in several threads share its shared state
+ * (tg_function_copy), so taking and dropping references to it from two
+ * threads at once must count every one: with a plain counter the two
+ * threads' increments and decrements overwrote each other (a copy freed
+ * in one thread while another made one freed the state under the
+ * others: "malloc(): unaligned tcache chunk detected"). */
+enum { REF_ROUNDS = 5000000 };
+
+static atomic_int ref_ready;
+
+static void *ref_many(void *ud) {
+    tg_shared *s = ud;
+    /* start together */
+    atomic_fetch_add(&ref_ready, 1);
+    while (atomic_load(&ref_ready) < 2) {
+    }
+    for (int i = 0; i < REF_ROUNDS; i++) tg_shared_ref(s);
+    return NULL;
+}
+
+static void test_shared_refcount_threads(void **state) {
+    (void)state;
+    tg_type t = {.dtype = TG_FLOAT64, .ndim = 0};
+    tg_shared *s = tg_shared_new("w", &t, NULL);
+    assert_non_null(s);
+    /* two threads take references at once: every one must count (a lost
+     * one shows as a smaller total, and would have freed the state one
+     * release early) */
+    pthread_t a, b;
+    atomic_store(&ref_ready, 0);
+    assert_int_equal(pthread_create(&a, NULL, ref_many, s), 0);
+    assert_int_equal(pthread_create(&b, NULL, ref_many, s), 0);
+    assert_int_equal(pthread_join(a, NULL), 0);
+    assert_int_equal(pthread_join(b, NULL), 0);
+    assert_int_equal((long)atomic_load(&s->refcount), 1 + 2L * REF_ROUNDS);
+    for (long i = 0; i < 2L * REF_ROUNDS; i++) tg_shared_unref(s);
+    tg_shared_unref(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_out_of_order),
@@ -953,6 +1081,8 @@ int main(void) {
         cmocka_unit_test(test_input_conversion),
         cmocka_unit_test(test_optimized_function_memory),
         cmocka_unit_test(test_one_call_at_a_time),
+        cmocka_unit_test(test_update_excludes_other_calls),
+        cmocka_unit_test(test_shared_refcount_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

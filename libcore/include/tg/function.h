@@ -87,8 +87,17 @@ TG_API int tg_function_node_count(const tg_function *f);
  * A function runs one call at a time: a call while another is running (in
  * another thread, or from a hook of that call) is refused with TG_EBUSY.
  * Threads each take their own copy (tg_function_copy); copies and the
- * functions of one graph share the shared variables they do not swap, so
- * those that update the same variable must not run at the same time. */
+ * functions of one graph share the shared variables they do not swap. A
+ * call that updates a shared variable runs apart from every other call
+ * that reads or updates it: while one runs, a call that would read or
+ * update that variable is refused with TG_EBUSY (naming the variable),
+ * as is an update while calls reading it run; calls that only read run
+ * together. Nothing waits: a thread that gets TG_EBUSY calls again later
+ * (or serves readers from copies with values of their own, the swap).
+ * Graphs may be loaded, and functions compiled, copied, called, saved
+ * and freed, in several threads at once, each object in one thread at a
+ * time (tg_function_shared_get and _set included: not while a call of a
+ * function that updates the variable runs). */
 TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
                             tg_array **outputs, tg_ctx *ctx);
 
@@ -114,7 +123,7 @@ typedef struct tg_pool_stats {
 TG_API void tg_function_pool_stats(const tg_function *f, tg_pool_stats *out);
 
 /* Shared variables: the current value (borrowed: valid until the next
- * call or set; brought back from the GPU first when a function placed
+ * call or set of any function that updates the variable; brought back from the GPU first when a function placed
  * there updated it, and NULL when that copy fails, or for an id f does
  * not use) and replacing it (a copy is taken, converted to the variable's
  * dtype when the cast is safe, as a call's inputs are, and the next call

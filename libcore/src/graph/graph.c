@@ -339,7 +339,8 @@ int tg_trace_copy(tg_trace *dst, const tg_trace *src) {
 tg_shared *tg_shared_new(const char *id, const tg_type *t, tg_array *value) {
     tg_shared *s = tg_calloc(1, sizeof *s);
     if (!s) return NULL;
-    s->refcount = 1;
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->users, 0);
     s->id = tg_strdup(id);
     if (!s->id) {
         tg_free(s);
@@ -351,12 +352,12 @@ tg_shared *tg_shared_new(const char *id, const tg_type *t, tg_array *value) {
 }
 
 tg_shared *tg_shared_ref(tg_shared *s) {
-    if (s) s->refcount++;
+    if (s) atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
     return s;
 }
 
 void tg_shared_unref(tg_shared *s) {
-    if (!s || --s->refcount > 0) return;
+    if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
     tg_free(s->id);
     tg_array_free(s->value);
     tg_array_free(s->dev);

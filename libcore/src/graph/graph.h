@@ -51,9 +51,16 @@ typedef struct tg_trace {
  * of its own when nothing is on a device. Readers go through
  * tg_shared_value (which brings the value back when it is stale) and
  * writers through tg_shared_value_set / tg_shared_device_set, which keep
- * the copies consistent. */
+ * the copies consistent.
+ *
+ * Functions in different threads share it (copies of one function, the
+ * functions of one graph), so its reference count is atomic, and `users`
+ * keeps a call that updates the variable apart from every other call
+ * that reads or updates it (tg_function_call): n > 0 calls that only
+ * read it are running, -1 one that updates it, 0 none. */
 typedef struct tg_shared {
-    long refcount;
+    atomic_long refcount;
+    atomic_long users;
     char *id;
     tg_type type;
     tg_array *value; /* the host value; NULL while stale */

@@ -111,11 +111,12 @@ int tg_array_prepare(tg_array **slot, tg_dtype dt, int ndim,
                      const int64_t *shape, tg_ctx *ctx);
 
 /* True when a can be written in place (nobody else holds it or its
- * buffer). */
+ * buffer). Acquire: what another thread did with the array before its
+ * tg_array_free let go of it (reading it) comes before our writes. */
 static inline bool tg_array_is_exclusive(const tg_array *a) {
     return atomic_load_explicit(&((tg_array *)a)->refcount,
-                                memory_order_relaxed) == 1 &&
-           atomic_load_explicit(&a->buf->refcount, memory_order_relaxed) == 1;
+                                memory_order_acquire) == 1 &&
+           atomic_load_explicit(&a->buf->refcount, memory_order_acquire) == 1;
 }
 
 /* Hot-path helpers: inline forms of tg_dtype_size and a shape compare. */

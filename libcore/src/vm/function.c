@@ -270,6 +270,31 @@ static int link_commits(tg_function *f, tg_ctx *ctx) {
     return TG_OK;
 }
 
+static int ptr_cmp(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* f->lockset: the variables f updates (each once), then those it only
+ * reads, from f->upd_shared and f->shared. */
+static int make_lockset(tg_function *f, tg_ctx *ctx) {
+    int nupd = f->fg->nupd, n = 0;
+    if (!nupd && !f->nshared) return TG_OK;
+    f->lockset = tg_calloc((size_t)(nupd + f->nshared) + 1, sizeof *f->lockset);
+    if (!f->lockset) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    for (int i = 0; i < nupd; i++) f->lockset[n++] = f->upd_shared[i];
+    qsort(f->lockset, (size_t)n, sizeof *f->lockset, ptr_cmp);
+    int w = 0;
+    for (int i = 0; i < n; i++)
+        if (!w || f->lockset[i] != f->lockset[w - 1]) f->lockset[w++] = f->lockset[i];
+    f->nlock_write = n = w;
+    for (int i = 0; i < f->nshared; i++)
+        if (!bsearch(&f->shared[i], f->lockset, (size_t)w, sizeof *f->lockset, ptr_cmp))
+            f->lockset[n++] = f->shared[i];
+    f->nlock = n;
+    return TG_OK;
+}
+
 static int link_function(tg_function *f, tg_ctx *ctx) {
     tg_fgraph *fg = f->fg;
     int nvars = fg->nvars;
@@ -336,6 +361,7 @@ static int link_function(tg_function *f, tg_ctx *ctx) {
         pinned[f->out_slots[i]] = true;
     }
     for (int i = 0; i < fg->nupd; i++) f->upd_shared[i] = fg->upd_shared[i]->shared;
+    if ((rc = make_lockset(f, ctx))) goto done;
 
     /* Schedule and last uses. */
     for (int i = 0; i < f->nslots; i++) last_use[i] = -1;
@@ -572,6 +598,7 @@ void tg_function_free(tg_function *f) {
     tg_free(f->shared);
     tg_free(f->shared_dev);
     tg_free(f->upd_shared);
+    tg_free(f->lockset);
     tg_free(f->lend);
     tg_free(f->lent);
     tg_free(f->commit_shared);
@@ -1191,10 +1218,56 @@ static int run_commits(tg_function *f, tg_array **news, bool *move, tg_ctx *ctx)
 
 static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx);
 
+/* Let go of the first n variables of f's lockset. */
+static void unclaim_shared(tg_function *f, int n) {
+    for (int i = 0; i < n; i++) {
+        if (i < f->nlock_write) atomic_store_explicit(&f->lockset[i]->users, 0, memory_order_release);
+        else atomic_fetch_sub_explicit(&f->lockset[i]->users, 1, memory_order_release);
+    }
+}
+
+/* Claim f's shared variables for a call: those it updates for it alone,
+ * those it reads beside other readers. A call that updates a variable
+ * swaps its value, or writes over it in place, while a reader would be
+ * taking it: the other call's reader got values torn between two steps
+ * or an array already freed (a `predict` copy in one thread beside a
+ * `train` copy in another). The claim is refused, not waited for, as a
+ * second call of one function is: a hook of the updating call that calls
+ * a reader would otherwise wait for itself. */
+static int claim_shared(tg_function *f, tg_ctx *ctx) {
+    for (int i = 0; i < f->nlock; i++) {
+        tg_shared *sh = f->lockset[i];
+        long u;
+        if (i < f->nlock_write) {
+            u = 0;
+            if (atomic_compare_exchange_strong_explicit(&sh->users, &u, -1, memory_order_acquire,
+                                                        memory_order_relaxed))
+                continue;
+        } else {
+            u = atomic_load_explicit(&sh->users, memory_order_relaxed);
+            while (u >= 0 && !atomic_compare_exchange_weak_explicit(&sh->users, &u, u + 1, memory_order_acquire,
+                                                                     memory_order_relaxed)) {
+            }
+            if (u >= 0) continue;
+        }
+        unclaim_shared(f, i);
+        return tg_errorf(ctx, TG_EBUSY,
+                         "function '%s' %s shared variable '%s', which a running call of another function "
+                         "%s (in another thread, or a call this one's hook is inside): a call that updates a "
+                         "shared variable runs while no other call reads or updates it; wait for that call, or "
+                         "give each thread copies with values of their own (tg_function_copy's swap)",
+                         f->name, i < f->nlock_write ? "updates" : "reads", sh->id,
+                         u < 0 ? "is updating" : "is reading");
+    }
+    return TG_OK;
+}
+
 /* One call at a time: the slots, the scratch arrays and the binding of
  * shared values belong to the function, so a second call while one runs
  * (another thread, or a hook of this call calling it again) would run on
- * the first one's buffers. It is refused instead. */
+ * the first one's buffers. It is refused instead; so is a call whose
+ * shared variables another call is updating, or that would update one
+ * another call is using (claim_shared). */
 int tg_function_call(tg_function *f, tg_array *const *inputs,
                      tg_array **outputs, tg_ctx *ctx) {
     if (atomic_exchange_explicit(&f->busy, true, memory_order_acquire))
@@ -1203,9 +1276,15 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
                          "called it again): a function runs one call at a time; give each thread its own "
                          "(tg_function_copy)",
                          f->name);
+    int rc = claim_shared(f, ctx);
+    if (rc) {
+        atomic_store_explicit(&f->busy, false, memory_order_release);
+        return rc;
+    }
     tg_bufpool *prev = tg_bufpool_enter(&f->pool);
-    int rc = call(f, inputs, outputs, ctx);
+    rc = call(f, inputs, outputs, ctx);
     tg_bufpool_leave(&f->pool, prev);
+    unclaim_shared(f, f->nlock);
     atomic_store_explicit(&f->busy, false, memory_order_release);
     return rc;
 }

@@ -69,6 +69,10 @@ struct tg_function {
     bool *shared_dev;   /* parallel to shared_slots: bound to the device
                            copy (resident); NULL when nothing is */
     tg_shared **upd_shared; /* fg->nupd entries */
+    /* The shared variables a call claims (tg_shared.users) before it
+     * runs: the nlock_write it updates, then the others it reads. */
+    tg_shared **lockset;
+    int nlock, nlock_write;
     /* Shared values overwritten in place (graph.h, tg_node_commits): the
      * nodes from schedule position commit_at on each make a shared
      * variable's update over its value (nsched: none). A call lends such
