@@ -2,8 +2,8 @@
  * in tgviz) is inlined in #tgviz-data; nothing is fetched. A drawing is
  * {nodes, edges, width, height}; a node has id, kind, label, fill, shape,
  * x, y (centre), w, h and, for apply nodes, op, family, attrs, inputs,
- * outputs, trace, origins, time_s, share and body (a drawing of its nested
- * graph). What the page shows is derived from the data and the user's
+ * outputs, trace, origins, time_s, share, body (a drawing of its nested
+ * graph) and, for a fused node, fused (what each body node stands for). What the page shows is derived from the data and the user's
  * state (drags, expanded bodies, collapsed families, renamed labels) by
  * visible(); update() draws the part of it that is in view, as SVG
  * elements or, zoomed far out, as a picture on a canvas (see "what is in
@@ -536,7 +536,7 @@
 
   // An expanded node: a frame with its body drawn inside, whole.
   function addFrame(ng, v, pane) {
-    const c = ng.append('g').datum(v).attr('class', 'container').attr('data-id', v.id).attr('data-view', pane.name)
+    const c = ng.append('g').datum(v).attr('class', 'container' + (v.match ? ' match' : '')).attr('data-id', v.id).attr('data-view', pane.name)
       .attr('transform', `translate(${v.x - v.w / 2},${v.y - v.h / 2})`);
     v.el = c.node();
     c.append('rect').attr('class', 'frame').attr('width', v.w).attr('height', v.h).attr('rx', 8);
@@ -636,9 +636,11 @@
 
   /* ---- panel ---- */
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
+  // "float32 (784, ?)"; a shape not known is "?", not "()" (a scalar's).
   function typeStr(t) {
     if (!t) return '';
-    const sh = (t.shape || []).map((d) => (d === null ? '?' : d));
+    if (!Array.isArray(t.shape)) return t.dtype ? t.dtype + ' ?' : '?';
+    const sh = t.shape.map((d) => (d === null ? '?' : d));
     return `${t.dtype || '?'} (${sh.join(', ')}${sh.length === 1 ? ',' : ''})`;
   }
   function attrsText(a) {
@@ -679,7 +681,7 @@
     }
     if (n.members) h += '<h3>Collapsed nodes</h3>' + n.members.map((m) => `<span class="chip">${esc(m.op)} ${esc(m.key)}</span>`).join('');
     const io = (name, list) => (list && list.length ? `<h3>${name}</h3><table>` + list.map((v, i) =>
-      `<tr><td class="k">${i}: ${esc(v.id !== undefined ? v.id : 'inline')}</td><td>${v.dtype ? esc(typeStr(v)) : esc(JSON.stringify(v.value))}</td></tr>`).join('') + '</table>' : '');
+      `<tr><td class="k">${i}: ${esc(v.id !== undefined ? v.id : 'inline')}</td><td>${v.dtype ? esc(typeStr(v)) : v.value !== undefined ? esc(JSON.stringify(v.value)) : '<span class="hint">type unknown</span>'}</td></tr>`).join('') + '</table>' : '');
     h += io('Inputs', n.inputs) + io('Outputs', n.outputs);
     if (n.attrs && Object.keys(n.attrs).length) h += `<h3>Attributes</h3><pre>${esc(attrsText(n.attrs))}</pre>`;
     if (n.origins) {
@@ -737,17 +739,30 @@
   }
 
   /* ---- search ----
-   * Over the derived drawings (nodes of expanded bodies included), not the
-   * DOM, so that it finds nodes that are not drawn; v.match marks a hit for
-   * the elements made later and for the overview. */
+   * Over the data, not the DOM, so that it finds nodes that are not drawn:
+   * the derived drawings (nodes of expanded bodies included), and the
+   * nodes a drawn node holds without showing them, in its collapsed body
+   * (at any depth) or, for a group, its members' bodies. Each node of the
+   * data that matches is a hit; v.match marks the drawn node that shows
+   * it or holds it, for the elements made later and for the overview. A
+   * node is found by its id, key, name, op, variable, label and the keys
+   * of the original nodes it stands for (origins). */
   // A collapsed group is found by what it holds: its members' keys and ops.
   function hay(n) {
     if (n._hay === undefined) {
-      const own = [n.id, n.key, n.name, n.op, n.var, nodeLabel(n)];
+      const own = [n.id, n.key, n.name, n.op, n.var, nodeLabel(n)].concat(n.origins || []);
       for (const m of n.members || []) own.push(m.key, m.op);
       n._hay = own.filter(Boolean).join('\n').toLowerCase();
     }
     return n._hay;
+  }
+  // The hits in the data nodes a drawn node v holds, hidden: body nodes
+  // (hits name the data node n; v is what is marked and centred).
+  function hiddenHits(q, body, p, v, hits) {
+    for (const n of (body && body.nodes) || []) {
+      if (hay(n).includes(q)) hits.push({ p, v, n });
+      hiddenHits(q, n.body, p, v, hits);
+    }
   }
   function applySearch(jump) {
     const q = $('#search').value.trim().toLowerCase();
@@ -755,14 +770,23 @@
     for (const p of panes) {
       const walk = (vis) => {
         for (const v of vis.nodes) {
-          if (v.body) { v.match = false; walk(v.body); continue; }
-          v.match = !!q && hay(v.src).includes(q);
-          if (v.match) searchHits.push({ p, v });
+          if (v.body) {
+            // an expanded node: its frame is marked when it matches itself
+            v.match = !!q && hay(v.src).includes(q);
+            if (v.match) searchHits.push({ p, v, n: v.src });
+            walk(v.body);
+            continue;
+          }
+          const before = searchHits.length;
+          if (q && hay(v.src).includes(q)) searchHits.push({ p, v, n: v.src });
+          if (q && v.src.members) for (const m of v.src.members) hiddenHits(q, m.body, p, v, searchHits);
+          else if (q && v.src.body) hiddenHits(q, v.src.body, p, v, searchHits);
+          v.match = searchHits.length > before;
         }
       };
       walk(p.vis);
       p.svg.classed('searching', !!q);
-      p.svg.selectAll('g.node').classed('match', (v) => v.match);
+      p.svg.selectAll('g.node, g.container').classed('match', (v) => v.match);
       if (p.lod && (q || p.searched)) { p.dirty = true; schedule(p); }
       p.searched = !!q;
     }
@@ -776,21 +800,22 @@
   function findKey(key) {
     $('#search').value = key;
     applySearch(false);
-    const exact = (v) => v.src.key === key || (v.src.members || []).some((m) => m.key === key);
-    let at = searchHits.findIndex((h) => exact(h.v) && h.p.name === 'original');
-    if (at < 0) at = searchHits.findIndex((h) => exact(h.v));
+    const exact = (h) => (h.n === h.v.src && h.n.key === key) || (h.v.src.members || []).some((m) => m.key === key);
+    let at = searchHits.findIndex((h) => exact(h) && h.p.name === 'original');
+    if (at < 0) at = searchHits.findIndex(exact);
     searchAt = (at < 0 ? 0 : at) - 1;
     next();
   }
-  // Centres the next hit (update() draws it when it comes into view).
+  // Centres the next hit (update() draws it when it comes into view), or
+  // the node that holds it, and shows the hit in the panel.
   function next() {
     if (!searchHits.length) return;
     searchAt = (searchAt + 1) % searchHits.length;
-    const { p, v } = searchHits[searchAt];
+    const { p, v, n } = searchHits[searchAt];
     const k = Math.max(d3.zoomTransform(p.svg.node()).k, 0.9);
     const [x, y] = absPos(v);
     p.svg.transition().duration(350).call(p.zoom.transform, d3.zoomIdentity.translate(p.W / 2 - x * k, p.H / 2 - y * k).scale(k));
-    pin(v.src, p);
+    pin(n || v.src, p);
   }
 
   /* ---- legend ---- */
@@ -836,13 +861,23 @@
     }
     return t;
   }
+  // A fused node's body nodes get what they stand for from their own
+  // node's `fused` (the drawing is shared): origins, and the creation
+  // trace of the original node.
   function resolveBodies(nodes, table) {
     for (const n of nodes || []) {
       if (n.body && n.body.ref !== undefined && !n.body.nodes) {
         const t = table && table[n.body.ref];
         n.body = t ? instantiate(t, n.body.key) : undefined;
       }
-      if (n.body) resolveBodies(n.body.nodes, table);
+      if (!n.body) continue;
+      for (const b of n.fused ? n.body.nodes || [] : []) {
+        const f = b.kind === 'apply' && n.fused[b.key];
+        if (!f) continue;
+        b.origins = f.origins;
+        if (f.trace && !(b.trace && b.trace.length)) b.trace = f.trace;
+      }
+      resolveBodies(n.body.nodes, table);
     }
   }
 

@@ -8,7 +8,9 @@
 // PAGES_DIR holds mlp.html (both views), side.html (side by side),
 // trace.html (tests/data/viz/trace.json with its profile) and, optionally,
 // copies.html (a weight read by six layers), twin.html (two composites
-// with one body) and big.html (5,000 nodes).
+// with one body), rnn.html (examples/rnn.json -f train), scanscan.html
+// (tests/data/tgdebug/scan_scan.json: a scan in a scan's body) and
+// big.html (5,000 nodes).
 // Screenshots go to ARTIFACTS_DIR.
 'use strict';
 const { chromium } = require('playwright-core');
@@ -30,7 +32,7 @@ const bodyFixture = {
   views: { optimized: { width: 300, height: 260, nodes: [
     { id: 'v:x', kind: 'input', label: 'x\nfloat32 (4,)', fill: '#86efac', shape: 'ellipse', key: 'x', x: 80, y: 20, w: 90, h: 36 },
     { id: 'v:y', kind: 'input', label: 'y\nfloat32 (4,)', fill: '#86efac', shape: 'ellipse', key: 'y', x: 220, y: 20, w: 90, h: 36 },
-    { id: 'a:c', kind: 'apply', op: 'composite', family: 'control', key: 'c', label: 'composite\nc', fill: '#fef08a', shape: 'box', x: 150, y: 110, w: 100, h: 36,
+    { id: 'a:c', kind: 'apply', op: 'composite', family: 'composite', key: 'c', label: 'composite\nc', fill: '#fca5a5', shape: 'box', x: 150, y: 110, w: 100, h: 36,
       attrs: { body: { nodes: [{ op: 'mul' }, { op: 'exp' }, { op: 'add' }] } }, trace: [{ file: 'fuse.py', line: 7, code: 'c = fuse(x, y)' }],
       body: { width: 180, height: 200, nodes: [
         { id: 'v:c/a', kind: 'input', label: 'a\nfloat32 ()', fill: '#86efac', shape: 'ellipse', key: 'a', x: 40, y: 18, w: 70, h: 36 },
@@ -232,6 +234,99 @@ function viewCheck(view) {
     check(await count(page, 'g.container[data-id="a:h"]') === 1 && await count(page, 'g.container g.node') === nb,
       'mlp: double-click expands the composite into its body');
     await shot(page, 'tgviz-mlp-composite.png');
+    await page.close();
+  }
+
+  // ---- a body's variables have the types the library inferred, worked
+  // out by hand from examples/mlp.json: the fused layer h = tanh(xW1 + b1),
+  // x (?, 784) . W1 (784, 500) is (?, 500), b1 (500,), so the body's t0 =
+  // x0 + x1 and t1 = tanh(t0) are float32 (?, 500); each body node stands
+  // for its original node, with that node's creation trace. Before, a
+  // variable the body's JSON does not declare was "? ()" and "undefined".
+  // And a fused node is of family composite, not control (a scan's). ----
+  {
+    const page = await open('mlp.html');
+    await page.click('#views button[data-mode=optimized]');
+    await page.dblclick('g.node[data-id="a:h"]');
+    const labels = (await page.$$eval('g.container[data-id="a:h"] text.elabel', (l) => l.map((e) => e.textContent))).sort();
+    check(JSON.stringify(labels) === JSON.stringify(['float32 (500,)', 'float32 (?, 500)', 'float32 (?, 500)', 'float32 (?, 500)']),
+      'mlp: the composite body\'s edges carry (?, 500) and (500,)', JSON.stringify(labels));
+    const outLabel = await page.textContent('g.container g.node[data-id="o:h/t1"]');
+    check(outLabel.includes('float32 (?, 500)'), 'mlp: the body\'s output node reads float32 (?, 500)', outLabel);
+    await page.hover('g.container g.node[data-id="a:h/t0"]');
+    const rows = await page.$$eval('#panel tr', (l) => l.map((r) => [...r.cells].map((c) => c.textContent)));
+    check(rows.some(([k, t]) => k === '0: t0' && t === 'float32 (?, 500)') && rows.some(([k, t]) => k === '0: x0' && t === 'float32 (?, 500)') &&
+      rows.some(([k, t]) => k === '1: x1' && t === 'float32 (500,)'), 'mlp: the panel of body node t0 gives its inputs\' and output\'s types', JSON.stringify(rows));
+    const panel = await page.textContent('#panel');
+    check(!panel.includes('undefined') && !panel.includes('? ()'), 'mlp: no "undefined" or "? ()" in the panel', panel.slice(0, 300));
+    const chips = await page.$$eval('#panel .chip[data-key]', (l) => l.map((e) => e.dataset.key));
+    const loc = await page.$$eval('#panel .frame .loc', (l) => l.map((e) => e.textContent));
+    check(JSON.stringify(chips) === '["pre_h"]' && loc.length === 1 && loc[0] === 'mlp.py:10 in build' &&
+      (await page.textContent('#panel .trace')).includes('h = T.tanh(T.dot(x, W1) + b1)'),
+      'mlp: body node t0 stands for pre_h and shows its creation trace', JSON.stringify([chips, loc]));
+    await shot(page, 'tgviz-mlp-body-types.png');
+    const fams = await page.evaluate(() => {
+      const f = new Map();
+      for (const v of Object.values(tgviz.data.views)) for (const n of v.nodes) if (n.op === 'composite' || n.op === 'dot' || n.op === 'gemm') f.set(n.op, n.family);
+      return [...f];
+    });
+    check(fams.length >= 2 && fams.every(([op, f]) => f === (op === 'composite' ? 'composite' : 'blas')), 'mlp: composites are of family composite', JSON.stringify(fams));
+    check((await page.textContent('#legend')).includes('composite') && (await page.$$eval('#collapse option', (l) => l.map((e) => e.value))).includes('composite') &&
+      !(await page.$$eval('#collapse option', (l) => l.map((e) => e.value))).includes('control'), 'mlp: the legend and the collapse list name composite, not control');
+    await page.close();
+  }
+
+  // ---- the RNN's scan body, typed by the library (examples/rnn.json):
+  // hh = dot(h_tm1 (?, 32), Wh_ (32, 32)) is (?, 32), ex = dot(e_t (?, 16),
+  // Wx_ (16, 32)) too, pre = ex + hh + bh_ (32,) and h_t = tanh(pre) as
+  // well; loops are control, fused kernels composite ----
+  if (fs.existsSync(path.join(pagesDir, 'rnn.html'))) {
+    const page = await open('rnn.html');
+    await page.click('#views button[data-mode=original]');
+    await page.dblclick('g.node[data-id="a:h"]');
+    const edges = await page.$$eval('g.container[data-id="a:h"] path.edge title', (l) => l.map((e) => e.textContent));
+    const want = ['e_t: float32 (?, 16)', 'Wx_: float32 (16, 32)', 'h_tm1: float32 (?, 32)', 'Wh_: float32 (32, 32)', 'ex: float32 (?, 32)',
+      'hh: float32 (?, 32)', 'bh_: float32 (32,)', 'pre: float32 (?, 32)', 'h_t: float32 (?, 32)'];
+    check(JSON.stringify([...edges].sort()) === JSON.stringify([...want].sort()), 'rnn: the scan body\'s edges carry the types worked out by hand', JSON.stringify(edges));
+    await page.hover('g.container g.node[data-id="a:h/hh"]');
+    const rows = await page.$$eval('#panel tr', (l) => l.map((r) => [...r.cells].map((c) => c.textContent)));
+    check(rows.some(([k, t]) => k === '0: hh' && t === 'float32 (?, 32)'), 'rnn: the panel gives hh float32 (?, 32)', JSON.stringify(rows));
+    await shot(page, 'tgviz-rnn-body-types.png');
+    const fam = await page.evaluate(() => {
+      const f = {};
+      for (const v of Object.values(tgviz.data.views)) for (const n of v.nodes) if (n.op === 'scan' || n.op === 'composite') f[n.op] = [n.family, n.fill];
+      return f;
+    });
+    check(fam.scan && fam.composite && fam.scan[0] === 'control' && fam.composite[0] === 'composite' && fam.scan[1] !== fam.composite[1],
+      'rnn: the scan is control, the fused kernels composite, each with its colour', JSON.stringify(fam));
+    await page.close();
+  }
+
+  // ---- search finds the nodes of collapsed bodies, at any depth, and
+  // marks the drawn node that holds them: scan_scan.json's w1 (a node and
+  // an output of the outer scan's body) and h1 (of the inner scan's) ----
+  if (fs.existsSync(path.join(pagesDir, 'scanscan.html'))) {
+    const page = await open('scanscan.html');
+    const holder = await page.evaluate(() => tgviz.panes[0].drawing.nodes.find((n) => n.op === 'scan').id);
+    const marked = () => page.$$eval('g.node.match', (l) => l.map((e) => e.dataset.id));
+    for (const q of ['w1', 'h1']) {
+      await page.fill('#search', q);
+      const collapsed = [await page.textContent('#matches'), await marked()];
+      check(collapsed[0] === '2 matches' && JSON.stringify(collapsed[1]) === JSON.stringify([holder]),
+        `scanscan: "${q}" in a collapsed body: 2 matches, the scan ${holder} marked`, JSON.stringify(collapsed));
+      await page.click('#bodies');
+      await page.fill('#search', '');
+      await page.fill('#search', q);
+      const expanded = [await page.textContent('#matches'), await marked()];
+      check(expanded[0] === '2 matches' && expanded[1].length === 2 && !expanded[1].includes(holder),
+        `scanscan: "${q}" with the bodies expanded: the same 2 matches, drawn`, JSON.stringify(expanded));
+      await page.click('#bodies');
+      await page.fill('#search', '');
+    }
+    await page.fill('#search', 'w1');
+    await page.press('#search', 'Enter');
+    check((await page.textContent('#panel h2')) === 'sub' && (await page.textContent('#panel .sub')).includes('w1'),
+      'scanscan: Enter shows the hit of a collapsed body in the panel');
     await page.close();
   }
 

@@ -155,6 +155,53 @@ bad "$fx" -o '' "^tgviz: -o: expected a file name, got ''$"
 "$TGVIZ" "$mlp" -f train --optimized -o "$tmp/fused.dot" && "$TGVIZ" "$mlp" -f train --optimized --exclude fusion -o "$tmp/unfused.dot"
 check 'grep -q composite "$tmp/fused.dot" && ! grep -q composite "$tmp/unfused.dot"' "--exclude fusion: no composite drawn"
 bad "$mlp" -f train --include nosuchrewrite -o "$tmp/x.svg" "nosuchrewrite"
+# Nested bodies carry the types the library inferred, worked out by hand:
+# the MLP's fused layer h = tanh(xW1 + b1), x (?, 784) . W1 (784, 500) and
+# b1 (500,), has t0 = x0 + x1 and t1 = tanh(t0) of float32 (?, 500), the
+# shape they have unfused; the RNN's scan body (examples/rnn.json) hh =
+# dot(h_tm1 (?, 32), Wh_ (32, 32)) is (?, 32), as are ex, pre and h_t; in
+# scan_scan.json the inner scan's h1 = h + xt is a float64 scalar. Before,
+# what a body's JSON does not declare was "? ()", a scalar of no dtype.
+# Fused kernels are of family composite (tgprof's class), loops control.
+"$TGVIZ" "$mlp" -f train -o "$tmp/bt_mlp.html" && "$TGVIZ" "$TG_SRC/examples/rnn.json" -f train -o "$tmp/bt_rnn.html" &&
+  "$TGVIZ" "$TG_TEST_DATA/tgdebug/scan_scan.json" -o "$tmp/bt_ss.html"
+types=$(python3 - "$tmp/bt_mlp.html" "$tmp/bt_rnn.html" "$tmp/bt_ss.html" <<'PY'
+import json, re, sys
+def views(p):
+    d = json.loads(re.search(r'<script id="tgviz-data" type="application/json">(.*?)</script>',
+                             open(p).read(), re.S).group(1))
+    for v in d["views"].values():
+        def resolve(nodes):
+            for n in nodes:
+                b = n.get("body")
+                if b and "ref" in b:
+                    n["body"] = b = json.loads(json.dumps(v["bodies"][b["ref"]]).replace("\\u0001", b["key"]))
+                if b: resolve(b["nodes"])
+        resolve(v["nodes"])
+    return d["views"]
+def body(view, *ids):
+    nodes = view["nodes"]
+    for i in ids:
+        n = next(n for n in nodes if n["id"] == i)
+        nodes = n["body"]["nodes"]
+    return n
+def edges(n):
+    return {e["var"]: e["label"] for e in n["body"]["edges"]}
+out = []
+m = views(sys.argv[1])
+h = body(m["optimized"], "a:h")
+out.append("mlp " + " ".join(f"{k}={edges(h)[k]}" for k in ("x0", "x1", "t0", "t1")))
+out.append("fam " + ",".join(sorted({n["family"] for v in m.values() for n in v["nodes"] if n.get("op") == "composite"})))
+r = views(sys.argv[2])
+out.append("rnn " + " ".join(f"{k}={edges(body(r['original'], 'a:h'))[k]}" for k in ("hh", "ex", "pre", "h_t")))
+out.append("fam " + ",".join(sorted({n["family"] for v in r.values() for n in v["nodes"] if n.get("op") == "scan"})))
+ss = views(sys.argv[3])
+out.append("ss " + edges(body(ss["original"], "a:E", "a:E/R"))["h1"])
+print("|".join(out))
+PY
+)
+check '[ "$types" = "mlp x0=float32 (?, 500) x1=float32 (500,) t0=float32 (?, 500) t1=float32 (?, 500)|fam composite|rnn hh=float32 (?, 32) ex=float32 (?, 32) pre=float32 (?, 32) h_t=float32 (?, 32)|fam control|ss float64 ()" ]' \
+  "nested bodies: the library's types (hand-derived shapes); composites are family composite ($types)"
 check '"$TGVIZ" --help | grep -q -- "--include TAG, --exclude TAG"' "--help describes --include and --exclude"
 # Several functions, no -f: the first is drawn with a note, given once the
 # drawing is there; a failure is its own one line.
@@ -248,6 +295,9 @@ else
   cp "$tmp/hostile.html" "$pages/hostile.html"
   # two chains that fuse into two composites with one body: written once
   "$TGVIZ" "$TG_TEST_DATA/viz/twin_bodies.json" --optimized -o "$pages/twin.html"
+  # a scan's body typed by the library; a scan in a scan's body (search)
+  "$TGVIZ" "$TG_SRC/examples/rnn.json" -f train -o "$pages/rnn.html"
+  "$TGVIZ" "$TG_TEST_DATA/tgdebug/scan_scan.json" -o "$pages/scanscan.html"
   if [ -z "${TG_SANITIZE:-}" ]; then
     # The large graph once, in the plain build (5,000 nodes as written:
     # fast_run fuses them): the layered layout, which auto picks above

@@ -524,6 +524,7 @@ int main(int argc, char **argv) {
     if (want_opt) {
         vz_init(&vo, "optimized", page);
         vo.layout = layout;
+        vo.orig = g; /* (the traces of what fused nodes stand for) */
         vz_from_function(&vo, f, ctx);
         json_object *vj = json_object_new_object();
         if (vz_layout(&vo, gvc, vj, ctx)) {

@@ -8,7 +8,10 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "io/io.h"
+#include "ops/control.h"
 #include "ops/op.h"
+#include "ops/scan.h"
 #include "vm/vm.h"
 
 /* ---- op families, from the op table's own .def lists ---- */
@@ -46,18 +49,28 @@ static const char *const fam_debug[] = {
 static const char *const fam_grad[] = {
 #include "ops/gradops.def"
     NULL};
+/* As tgprof's op classes (profile.c): a fused kernel and a copy between
+ * devices are classes of their own, not control flow, which is the ops
+ * that carry a body or choose lazily. */
+static const char *const fam_composite[] = {
+#include "ops/composite.def"
+    NULL};
+static const char *const fam_transfer[] = {
+#include "ops/transfer.def"
+    NULL};
+static const char *const fam_control[] = {
+#include "ops/control.def"
+#include "ops/scan.def"
+    NULL};
 #undef TG_OP
-/* Ops FORMAT.md defines that carry a body or choose lazily; listed by
- * name so that they are coloured before the loader implements them. */
-static const char *const fam_control[] = {"ifelse", "scan", "op_from_graph", "composite",
-                                          "transfer", NULL};
 
 static const struct {
     const char *name;
     const char *const *ops;
     const char *fill;
 } families[] = {
-    {"control", fam_control, "#fef08a"}, {"elemwise", fam_elemwise, "#fde68a"},
+    {"control", fam_control, "#fef08a"}, {"composite", fam_composite, "#fca5a5"},
+    {"transfer", fam_transfer, "#d6d3d1"}, {"elemwise", fam_elemwise, "#fde68a"},
     {"reduce", fam_reduce, "#fbcfe8"},   {"blas", fam_blas, "#c7d2fe"},
     {"shape", fam_shape, "#e9d5ff"},     {"build", fam_build, "#e2e8f0"},
     {"nn", fam_nn, "#bae6fd"},           {"conv", fam_conv, "#99f6e4"},
@@ -247,6 +260,7 @@ void vz_free(vz_graph *vg) {
     if (vg->readers) tg_idmap_free(vg->readers);
     if (vg->copies) tg_idmap_free(vg->copies);
     if (vg->drawn) tg_idmap_free(vg->drawn);
+    if (vg->holders) tg_idmap_free(vg->holders);
     free(vg->subs);
     json_object_put(vg->nodes);
     json_object_put(vg->edges);
@@ -263,8 +277,15 @@ static json_object *shape_json(const tg_type *t) {
     return a;
 }
 
-/* "float32 (784, ?)" as the pictures and the page print it. */
+/* "float32 (784, ?)" as the pictures and the page print it; a type not
+ * known (a body's variable the JSON does not declare and the library did
+ * not type) is "?", a dtype without a shape "float32 ?": "()" would say
+ * a scalar. */
 static void type_str(char *buf, size_t n, const char *dtype, json_object *shape) {
+    if (!shape || !json_object_is_type(shape, json_type_array)) {
+        snprintf(buf, n, "%s%s", dtype ? dtype : "?", dtype ? " ?" : "");
+        return;
+    }
     size_t k = (size_t)snprintf(buf, n, "%s (", dtype ? dtype : "?");
     size_t nd = shape ? json_object_array_length(shape) : 0;
     for (size_t d = 0; d < nd && k < n; d++) {
@@ -458,7 +479,7 @@ static void draw_node(vz_graph *vg, json_object *o, const char *id, const char *
  * drawing. */
 typedef struct vz_edge {
     const tg_type *type; /* a graph's variable's (borrowed: the graph outlives the text), or */
-    json_object *shape;  /* a body's declared shape (a reference; NULL: none) */
+    json_object *shape;  /* a body variable's shape (a reference; NULL: unknown) */
     const char *mode;    /* "view", "destroy" (literals) or NULL */
     int index;
     char *src, *dst, *var, *dtype; /* in the same block (var and dtype may be NULL) */
@@ -506,7 +527,7 @@ static int edge_write(json_object *jso, struct printbuf *pb, int level, int flag
     if (e->type) {
         put_shape(pb, e->type);
     } else {
-        const char *t = e->shape ? json_object_to_json_string_ext(e->shape, flags) : "[]";
+        const char *t = e->shape ? json_object_to_json_string_ext(e->shape, flags) : "null"; /* unknown */
         if (!t) return -1;
         put_lit(pb, t);
     }
@@ -761,6 +782,39 @@ static json_object *gradient_json(const char *of, const char *of_op, const char 
     return g;
 }
 
+/* For a composite that knows which original nodes each of its fused
+ * nodes stood for (tg_composite_origin_groups: fused node j is the body's
+ * nodes[j]): "fused", by the body node's key, {origins, trace}, the trace
+ * being that of the first of them the graph as loaded (vg->orig) has
+ * one for. The body's drawing is shared by the composites with that body,
+ * so the page gives each copy's nodes their own from here. */
+static void fused_json(vz_graph *vg, json_object *o, const tg_node *n, json_object *body) {
+    int nf, nk;
+    const char *const *keys;
+    const int *st = tg_composite_origin_groups(n, &nf, &keys, &nk);
+    json_object *nodes, *fu;
+    if (!st || !json_object_object_get_ex(body, "nodes", &nodes) || !json_object_is_type(nodes, json_type_array) ||
+        !(fu = json_object_new_object()))
+        return;
+    for (int j = 0; j < nf && (size_t)j < json_object_array_length(nodes); j++) {
+        json_object *m = json_object_array_get_idx(nodes, (size_t)j), *mo, *o0;
+        if (!json_object_object_get_ex(m, "outputs", &mo) || !json_object_is_type(mo, json_type_array) ||
+            !json_object_is_type(o0 = json_object_array_get_idx(mo, 0), json_type_string))
+            continue;
+        json_object *e = json_object_new_object(), *a = json_object_new_array();
+        const tg_node *traced = NULL;
+        for (int q = st[j]; q < st[j + 1]; q++) {
+            json_object_array_add(a, jstr(keys[q]));
+            const tg_var *v = !traced && vg->orig && vg->orig->ids ? tg_idmap_get(vg->orig->ids, keys[q]) : NULL;
+            if (v && v->owner && v->owner->trace.n > 0) traced = v->owner;
+        }
+        json_object_object_add(e, "origins", a);
+        if (traced) json_object_object_add(e, "trace", node_text(traced, write_trace));
+        json_object_object_add(fu, json_object_get_string(o0), e);
+    }
+    json_object_object_add(o, "fused", fu);
+}
+
 /* An apply node. origins: the keys of the original nodes it stands for
  * (NULL: itself). f: the function drawn (NULL: the file's graph), whose
  * table says which of those keys a gradient's expansion made. */
@@ -782,6 +836,13 @@ static void draw_apply(vz_graph *vg, const tg_node *n, const char *const *origin
         json_object_object_add(o, "location", json_object_new_string(loc));
     }
     json_object_object_add(o, "attrs", n->attrs ? json_object_get(n->attrs) : json_object_new_object());
+    /* A node with a body: vz_layout draws it with the types the library
+     * gave it, from the node (the key outlives the drawing). */
+    json_object *body;
+    if (n->attrs && json_object_object_get_ex(n->attrs, "body", &body)) {
+        if (vg->holders || (vg->holders = tg_idmap_new())) tg_idmap_put(vg->holders, key, (void *)n);
+        if (!strcmp(n->op->name, "composite")) fused_json(vg, o, n, body);
+    }
     json_object_object_add(o, "inputs", node_text(n, write_inputs));
     json_object_object_add(o, "outputs", node_text(n, write_outputs));
     json_object_object_add(o, "trace", node_text(n, write_trace));
@@ -923,21 +984,137 @@ static const char *jget_str(json_object *o, const char *k) {
                : NULL;
 }
 
-/* The type a body gives variable id (from body.variables), or NULL. */
 /* A body's declared variable, from decl (id -> variable). */
 static json_object *body_var(json_object *decl, const char *id) {
     json_object *v = NULL;
     return json_object_object_get_ex(decl, id, &v) ? v : NULL;
 }
 
-static void body_type(json_object *decl, const char *id, const char **dtype, json_object **shape) {
-    json_object *v = body_var(decl, id), *t, *s;
+/* Where the types of a body's variables come from: the body as the
+ * library loaded it for its node (a scan's or op_from_graph's, whose ids
+ * are the JSON's), or types worked out here (a composite's), else what
+ * the JSON declares. */
+typedef struct body_types {
+    json_object *decl;            /* declared id -> variable */
+    const struct tg_idmap *ids;   /* the loaded body's: id -> tg_var (NULL: none) */
+    struct tg_idmap *own;         /* id -> tg_type in types (NULL: none) */
+    tg_type *types;
+    int ntypes;
+} body_types;
+
+/* Types for the body of composite n: each body variable's dtype as the
+ * loader infers it for the body (scalars), and the shape it has when the
+ * fused ops run unfused: an input's is the node's input's, a node's
+ * output's the broadcast of its inputs' (NumPy's rules; an unknown length
+ * stays unknown unless another input fixes it, as tg_infer_broadcast
+ * does), a scalar constant's (). Nothing when the body does not load. */
+static void composite_types(body_types *bt, json_object *body, const tg_node *n) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = ctx ? tg_body_load(body, "attrs.body", ctx) : NULL;
+    json_object *ins = NULL, *nodes = NULL;
+    json_object_object_get_ex(body, "inputs", &ins);
+    json_object_object_get_ex(body, "nodes", &nodes);
+    size_t ni = json_object_is_type(ins, json_type_array) ? json_object_array_length(ins) : 0;
+    size_t nn = json_object_is_type(nodes, json_type_array) ? json_object_array_length(nodes) : 0;
+    if (!g || !g->ids || !(bt->own = tg_idmap_new()) || !(bt->types = calloc(ni + nn + 1, sizeof *bt->types)))
+        goto done;
+    for (size_t i = 0; i < ni && i < (size_t)n->nin; i++) {
+        json_object *e = json_object_array_get_idx(ins, i);
+        const tg_var *v = json_object_is_type(e, json_type_string) ? tg_idmap_get(g->ids, json_object_get_string(e)) : NULL;
+        if (!v || tg_idmap_get(bt->own, v->id)) continue;
+        tg_type *t = &bt->types[bt->ntypes++];
+        *t = n->inputs[i]->type;
+        t->dtype = v->type.dtype;
+        tg_idmap_put(bt->own, json_object_get_string(e), t); /* (the key is the body's text, not g's) */
+    }
+    for (size_t j = 0; j < nn; j++) {
+        json_object *m = json_object_array_get_idx(nodes, j), *mi = NULL, *mo = NULL;
+        json_object_object_get_ex(m, "inputs", &mi);
+        json_object_object_get_ex(m, "outputs", &mo);
+        json_object *o0 = json_object_is_type(mo, json_type_array) ? json_object_array_get_idx(mo, 0) : NULL;
+        const tg_var *v = json_object_is_type(o0, json_type_string) ? tg_idmap_get(g->ids, json_object_get_string(o0)) : NULL;
+        if (!v || tg_idmap_get(bt->own, v->id) || !json_object_is_type(mi, json_type_array)) continue;
+        tg_type *t = &bt->types[bt->ntypes++];
+        int64_t len[TG_MAX_NDIM];
+        bool unknown[TG_MAX_NDIM] = {false};
+        int nd = 0;
+        for (size_t k = 0; k < json_object_array_length(mi); k++) {
+            json_object *e = json_object_array_get_idx(mi, k);
+            const tg_type *it = json_object_is_type(e, json_type_string) ? tg_idmap_get(bt->own, json_object_get_string(e)) : NULL;
+            if (!it) continue; /* an inline or declared scalar constant */
+            if (it->ndim > nd) {
+                /* dimensions aligned from the right: the new leading
+                 * ones are of length 1 so far */
+                memmove(len + (it->ndim - nd), len, sizeof *len * (size_t)nd);
+                memmove(unknown + (it->ndim - nd), unknown, sizeof *unknown * (size_t)nd);
+                for (int d = 0; d < it->ndim - nd; d++) len[d] = 1, unknown[d] = false;
+                nd = it->ndim;
+            }
+            for (int d = 0; d < it->ndim; d++) {
+                int od = nd - it->ndim + d;
+                if (it->shape[d] < 0)
+                    unknown[od] = true;
+                else if (it->shape[d] != 1)
+                    len[od] = it->shape[d];
+            }
+        }
+        t->dtype = v->type.dtype;
+        t->ndim = nd;
+        for (int d = 0; d < nd; d++) t->shape[d] = len[d] != 1 ? len[d] : unknown[d] ? -1 : 1;
+        tg_idmap_put(bt->own, json_object_get_string(o0), t);
+    }
+done:
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* The body types for vg's body (vg->owner's, when known). */
+static void body_types_init(body_types *bt, const vz_graph *vg, json_object *body) {
+    const tg_node *n = vg->owner;
+    if (!n || !n->a.extra) return;
+    const char *op = n->op->name;
+    if (!strcmp(op, "scan") && ((const scan_p *)n->a.extra)->body)
+        bt->ids = ((const scan_p *)n->a.extra)->body->ids;
+    else if (!strcmp(op, "op_from_graph") && ((const tg_ofg *)n->a.extra)->g)
+        bt->ids = ((const tg_ofg *)n->a.extra)->g->ids;
+    else if (!strcmp(op, "composite"))
+        composite_types(bt, body, n);
+}
+
+static void body_types_free(body_types *bt) {
+    if (bt->own) tg_idmap_free(bt->own);
+    free(bt->types);
+    json_object_put(bt->decl);
+}
+
+/* The type of body variable id: *dtype (NULL: unknown) and *shape (a new
+ * reference the caller releases; NULL: unknown), the library's first. */
+static void body_type(const body_types *bt, const char *id, const char **dtype, json_object **shape) {
+    const tg_type *t = bt->own ? tg_idmap_get(bt->own, id) : NULL;
+    const tg_var *v = !t && bt->ids ? tg_idmap_get(bt->ids, id) : NULL;
+    if (v) t = &v->type;
+    if (t) {
+        *dtype = tg_dtype_name(t->dtype);
+        *shape = shape_json(t);
+        return;
+    }
+    json_object *dv = body_var(bt->decl, id), *ty, *s;
     *dtype = NULL;
     *shape = NULL;
-    if (v && json_object_object_get_ex(v, "type", &t)) {
-        *dtype = jget_str(t, "dtype");
-        if (json_object_object_get_ex(t, "shape", &s) && json_object_is_type(s, json_type_array)) *shape = s;
+    if (dv && json_object_object_get_ex(dv, "type", &ty)) {
+        *dtype = jget_str(ty, "dtype");
+        if (json_object_object_get_ex(ty, "shape", &s) && json_object_is_type(s, json_type_array))
+            *shape = json_object_get(s);
     }
+}
+
+/* id's dtype and shape into o (a panel's row, a variable's node). */
+static void body_type_add(const body_types *bt, const char *id, json_object *o) {
+    const char *dt;
+    json_object *sh;
+    body_type(bt, id, &dt, &sh);
+    if (dt) json_object_object_add(o, "dtype", json_object_new_string(dt));
+    if (sh) json_object_object_add(o, "shape", sh);
 }
 
 /* A body of a composite, scan or op_from_graph node: its inputs become
@@ -967,6 +1144,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         json_object_put(prod);
         return -1;
     }
+    body_types bt = {.decl = decl};
     for (size_t i = 0; vars && i < json_object_array_length(vars); i++) {
         json_object *v = json_object_array_get_idx(vars, i);
         const char *vid = jget_str(v, "id");
@@ -982,6 +1160,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
                 json_object_object_add(prod, json_object_get_string(x), json_object_get(x0));
         }
     }
+    body_types_init(&bt, vg, body);
     /* Nodes: */
     for (size_t i = 0; i < nn; i++) {
         json_object *n = json_object_array_get_idx(nodes, i), *o0, *nouts;
@@ -1005,17 +1184,20 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
                                json_object_object_get_ex(n, "attrs", &a) ? json_object_get(a)
                                                                           : json_object_new_object());
         if (json_object_object_get_ex(n, "trace", &a)) json_object_object_add(o, "trace", json_object_get(a));
+        /* A node whose own body the library loaded: its types, when the
+         * body is drawn (vz_layout). */
+        if (bt.ids && json_object_object_get_ex(n, "attrs", &a) && json_object_object_get_ex(a, "body", NULL)) {
+            const tg_var *ov = tg_idmap_get(bt.ids, json_object_get_string(o0));
+            if (ov && ov->owner && (vg->holders || (vg->holders = tg_idmap_new())))
+                tg_idmap_put(vg->holders, json_object_get_string(o0), ov->owner);
+        }
         json_object *io = json_object_new_array();
         json_object_object_get_ex(n, "inputs", &a);
         for (size_t k = 0; a && json_object_is_type(a, json_type_array) && k < json_object_array_length(a); k++) {
             json_object *e = json_object_array_get_idx(a, k), *vo = json_object_new_object();
-            const char *dt;
-            json_object *sh;
             if (json_object_is_type(e, json_type_string)) {
                 json_object_object_add(vo, "id", json_object_get(e));
-                body_type(decl, json_object_get_string(e), &dt, &sh);
-                if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));
-                if (sh) json_object_object_add(vo, "shape", json_object_get(sh));
+                body_type_add(&bt, json_object_get_string(e), vo);
             } else {
                 json_object_object_add(vo, "value", json_object_get(e));
             }
@@ -1025,14 +1207,8 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         io = json_object_new_array();
         for (size_t k = 0; k < json_object_array_length(nouts); k++) {
             json_object *e = json_object_array_get_idx(nouts, k), *vo = json_object_new_object();
-            const char *dt;
-            json_object *sh;
             json_object_object_add(vo, "id", json_object_get(e));
-            if (json_object_is_type(e, json_type_string)) {
-                body_type(decl, json_object_get_string(e), &dt, &sh);
-                if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));
-                if (sh) json_object_object_add(vo, "shape", json_object_get(sh));
-            }
+            if (json_object_is_type(e, json_type_string)) body_type_add(&bt, json_object_get_string(e), vo);
             json_object_array_add(io, vo);
         }
         json_object_object_add(o, "outputs", io);
@@ -1052,7 +1228,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
             if (!drawn(vg, src)) {                                                                    \
                 const char *dt;                                                                       \
                 json_object *sh, *vo = json_object_new_object(), *dv = body_var(decl, vid);          \
-                body_type(decl, vid, &dt, &sh);                                                       \
+                body_type(&bt, vid, &dt, &sh);                                                        \
                 type_str(tbuf, sizeof tbuf, dt, sh);                                                  \
                 bool isc = dv && json_object_object_get_ex(dv, "constant", NULL);                    \
                 const char *kd = isc ? "constant" : "input", *shp, *fill;                             \
@@ -1062,7 +1238,7 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
                 json_object_object_add(vo, "var", json_object_new_string(vid));                       \
                 json_object_object_add(vo, "key", json_object_new_string(vid));                       \
                 if (dt) json_object_object_add(vo, "dtype", json_object_new_string(dt));              \
-                if (sh) json_object_object_add(vo, "shape", json_object_get(sh));                     \
+                if (sh) json_object_object_add(vo, "shape", sh);                                      \
                 json_object_object_add(vo, "label", json_object_new_string(label));                   \
                 draw_node(vg, vo, src, shp, fill);                                                    \
             }                                                                                         \
@@ -1087,8 +1263,9 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
             const char *vid = json_object_get_string(e), *dt;
             json_object *sh;
             BODY_SOURCE(vid);
-            body_type(decl, vid, &dt, &sh);
+            body_type(&bt, vid, &dt, &sh);
             draw_edge(vg, src, dst, vid, dt, NULL, sh, (int)k, NULL);
+            json_object_put(sh);
         }
     }
     for (size_t i = 0; outs && i < json_object_array_length(outs); i++) {
@@ -1099,20 +1276,23 @@ int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
         BODY_SOURCE(vid);
         snprintf(id, sizeof id, "o:%s/%s", prefix, vid);
         if (drawn(vg, id)) continue;
-        body_type(decl, vid, &dt, &sh);
+        body_type(&bt, vid, &dt, &sh);
         type_str(tbuf, sizeof tbuf, dt, sh);
         snprintf(label, sizeof label, "%s\n%s", vid, tbuf);
         json_object *o = json_object_new_object();
         json_object_object_add(o, "kind", json_object_new_string("output"));
         json_object_object_add(o, "var", json_object_new_string(vid));
         json_object_object_add(o, "key", json_object_new_string(vid));
+        if (dt) json_object_object_add(o, "dtype", json_object_new_string(dt));
+        if (sh) json_object_object_add(o, "shape", json_object_get(sh));
         json_object_object_add(o, "label", json_object_new_string(label));
         kind_style("output", &shp, &fill);
         draw_node(vg, o, id, shp, fill);
         draw_edge(vg, src, id, vid, dt, NULL, sh, 0, NULL);
+        json_object_put(sh);
     }
 #undef BODY_SOURCE
-    json_object_put(decl);
+    body_types_free(&bt); /* (and decl) */
     json_object_put(prod);
     return 0;
 }
@@ -1145,6 +1325,23 @@ static int place_for_render(vz_graph *vg, GVC_t *gvc, double height) {
         agsafeset(an, "fixedsize", "true", "");
     }
     return gvLayout(gvc, vg->ag, "nop");
+}
+
+/* What makes two nodes' body drawings the same: the body's text and,
+ * for a composite, whose body takes its shapes from the node's inputs,
+ * their types. malloc'ed; NULL when out of memory. */
+static char *body_memo_key(const char *text, const tg_node *owner) {
+    int nin = owner && !strcmp(owner->op->name, "composite") ? owner->nin : 0;
+    size_t n = strlen(text), cap = n + 1 + (size_t)nin * 160;
+    char *k = malloc(cap);
+    if (!k) return NULL;
+    memcpy(k, text, n + 1);
+    for (int i = 0; i < nin; i++) {
+        k[n++] = '\n';
+        tg_type_str(&owner->inputs[i]->type, k + n, cap - n);
+        n += strlen(k + n);
+    }
+    return k;
 }
 
 int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
@@ -1215,16 +1412,21 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             free(vg->bodies);
             vg->bodies = NULL;
         }
+        /* The loaded node, whose body has the types the library inferred
+         * (a composite's depend on the node's input types: they are part
+         * of what makes two drawings the same). */
+        const tg_node *owner = vg->holders ? tg_idmap_get(vg->holders, key) : NULL;
         /* A body whose text holds the placeholder is drawn for this node
          * alone. */
         const char *text = vg->bodies ? json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN) : NULL;
         bool shared = text && !strstr(text, PH_JSON);
-        body_drawing *d = shared ? tg_idmap_get(vg->bodies->map, text) : NULL;
+        char *kept = shared ? body_memo_key(text, owner) : NULL; /* (the next body's text takes json-c's buffer) */
+        body_drawing *d = kept ? tg_idmap_get(vg->bodies->map, kept) : NULL;
         if (!d) {
-            char *kept = shared ? strdup(text) : NULL; /* (the next body's text takes json-c's buffer) */
             vz_graph sub;
             json_object *so = json_object_new_object();
             vz_init(&sub, "body", true);
+            sub.owner = owner;
             sub.layout = vg->layout;
             sub.bodies = vg->bodies; /* for the bodies in it */
             sub.nested = true;
@@ -1250,11 +1452,13 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             }
             d = bodies_keep(vg->bodies, kept, so);
             free(kept);
+            kept = NULL;
             if (!d) {
                 fprintf(stderr, "tgviz: out of memory drawing a nested body\n");
                 return -1;
             }
         }
+        free(kept);
         json_object *copy = body_copy_new(d, key);
         if (!copy) {
             fprintf(stderr, "tgviz: out of memory drawing a nested body\n");

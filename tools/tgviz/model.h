@@ -59,12 +59,25 @@ typedef struct vz_graph {
      * each node with that body gets a reference to it (model.c). */
     struct vz_bodies *bodies;
     bool nested; /* a body's drawing: the top graph writes the bodies */
+    /* The loaded nodes that hold a body, by their key in this drawing
+     * (key -> const tg_node *): where vz_layout finds the types the
+     * library inferred for a body. */
+    struct tg_idmap *holders;
+    /* A body's drawing: the node whose body it is (NULL: the body's JSON
+     * alone, its declared types). */
+    const tg_node *owner;
+    /* The graph as loaded, when there is one (borrowed; may be NULL): the
+     * creation traces of the original nodes a fused node's body nodes
+     * stand for. */
+    const tg_graph *orig;
 } vz_graph;
 
-/* The family of an op for colouring and collapsing ("elemwise",
- * "reduce", "blas", "shape", "build", "nn", "conv", "linalg", "random",
- * "debug", "grad", "control"); "other" for an op this build does not
- * know (a nested body may name one). */
+/* The family of an op for colouring and collapsing: the .def file that
+ * lists it, as tgprof's op classes ("elemwise", "reduce", "blas",
+ * "shape", "build", "nn", "conv", "linalg", "random", "debug", "grad",
+ * "composite", "transfer", "control" for ifelse, op_from_graph and
+ * scan); "other" for an op this build does not know (a nested body may
+ * name one). */
 const char *vz_op_family(const char *op);
 
 /* Draw the graph as loaded, marking the outputs and updates of function
@@ -75,8 +88,12 @@ int vz_from_graph(vz_graph *vg, const tg_graph *g, int fi, tg_ctx *ctx);
 int vz_from_function(vz_graph *vg, const tg_function *f, tg_ctx *ctx);
 
 /* Draw a nested body from its JSON (FORMAT.md s7: variables, nodes,
- * inputs, outputs), ids prefixed with prefix ("a:<prefix>/<key>"). A
- * malformed body is drawn as far as it goes; always 0. */
+ * inputs, outputs), ids prefixed with prefix ("a:<prefix>/<key>"). Its
+ * variables get the types the library inferred for vg->owner's body
+ * (the body a scan or op_from_graph loaded; a composite's scalars with
+ * the broadcast shapes of the node's inputs), else those the JSON
+ * declares, else none (drawn as unknown: "?"). A malformed body is drawn
+ * as far as it goes; always 0. */
 int vz_from_body(vz_graph *vg, json_object *body, const char *prefix);
 
 /* Lay the drawing out with dot and store x, y (centre, y down), w, h in
