@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tgdebug serve at the edges of HTTP, over raw sockets: a NUL byte in the
 # request line, more than one Host or Content-Length, the .npy download's
-# name for a long key, the error messages, and slices NumPy reads. The
-# server's main test is tgdebug_serve.sh; this one is quick (no load test,
-# no browser).
+# name for a long key, the error messages, slices NumPy reads, and an
+# in-place node's inputs as it read them. The server's main test is
+# tgdebug_serve.sh; this one is quick (no load test, no browser).
 set -uo pipefail
 : "${TGDEBUG:?}" "${TG_SRC:?}"
 source "$TG_SRC/tests/tools/lib/checks.bash"
@@ -155,6 +155,50 @@ for io in out in; do
     "${io}=0 downloads as KEY_${io}0.npy ($(grep -io "filename=.*" "$tmp/hdr" | cut -c1-20)...$(grep -io "filename=.*" "$tmp/hdr" | tail -c 16))"
 done
 stop long
+
+# ==== an in-place node's inputs as it read them, not the buffer it wrote ====
+# s = sum(x, axis=1) of ones (3, 4) is [4, 4, 4]; fast_run fuses n = -s and
+# e = exp(n) into one composite that writes exp(-4) = 0.018315638888734179
+# over s's buffer. A pause after e shows s = [4, 4, 4] (the state, the value,
+# the .npy), as a --when on in0 sees it; reached by a breakpoint or a step.
+printf '{"format":"tg-graph","version":1,"variables":[{"id":"x","type":{"dtype":"float64","shape":[null,null]}}],
+ "nodes":[{"op":"sum","inputs":["x"],"outputs":["s"],"attrs":{"axis":1}},{"op":"neg","inputs":["s"],"outputs":["n"]},
+  {"op":"exp","inputs":["n"],"outputs":["e"]},{"op":"mean","inputs":["e"],"outputs":["m"]}],
+ "functions":{"main":{"inputs":["x"],"outputs":["m"]}}}' >"$tmp/inplace.json"
+ones='[[1,1,1,1],[1,1,1,1],[1,1,1,1]]'
+# in0_shown: in0's id, min and max in the state, its value, and its .npy's
+# data (parsed by hand: NumPy may be missing), as one line.
+in0_shown() {
+  state
+  local st
+  st=$(py "[(v['id'], v['min'], v['max']) for v in d['values'] if v['name'] == 'in0']")
+  curl -s -H "$(H)" "$base/api/value?node=e&in=0" >"$tmp/j"
+  curl -s -H "$(H)" "$base/api/value.npy?node=e&in=0" -o "$tmp/in0.npy"
+  echo "$st $(py "d.get('data', d.get('error'))") $(python3 -c "
+import struct, sys
+b = open(sys.argv[1], 'rb').read()
+h = 10 + struct.unpack('<H', b[8:10])[0]
+print(list(struct.unpack('<%dd' % ((len(b) - h) // 8), b[h:])))" "$tmp/in0.npy")"
+}
+want="[('s', 4.0, 4.0)] [4, 4, 4] [4.0, 4.0, 4.0]"
+start inpl "$tmp/inplace.json" -i x="$ones" --break e
+check 'wait_state paused' "paused after e, the composite of n and e"
+curl -s -H "$(H)" "$base/api/profile" >"$tmp/j"
+kinds=$(py "' '.join(o['kind'] + ':' + str(o.get('of')) for f in d['functions'] for n in f['nodes'] if n['key'] == 'e' for o in n['outputs'])")
+check '[ "$kinds" = inplace:s ]' "e runs in place over s (the profile's outputs of e: $kinds)"
+curl -s -H "$(H)" "$base/api/value?node=e&out=0" >"$tmp/j"
+check '[ "$(py "d[\"data\"]")" = "[0.01831563888873418, 0.01831563888873418, 0.01831563888873418]" ]' "x0 is exp(-4) = 0.0183156388887342"
+got=$(in0_shown)
+check '[ "$got" = "$want" ]' "in0 after the breakpoint is s as e read it: $got"
+stop inpl
+start inplstep "$tmp/inplace.json" -i x="$ones" --break s
+check 'wait_state paused' "paused after s"
+check '[ "$(code /api/step -X POST)" = 200 ]' "step from s"
+for _ in $(seq 1 100); do state; [ "$(py "d['pauses']")" -gt 1 ] && break; sleep 0.1; done
+check '[ "$(py "d[\"reason\"], d[\"node\"][\"key\"]")" = "step e" ]' "the step pauses after e"
+got=$(in0_shown)
+check '[ "$got" = "$want" ]' "in0 after the step is s as e read it: $got"
+stop inplstep
 
 check '! grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$tmp"/*.err' "no sanitizer report from any server"
 echo "$fails failed"

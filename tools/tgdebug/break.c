@@ -805,8 +805,36 @@ static int do_hit(dbg *d, int node, bool after, const char *reason, tg_array *co
     return rc;
 }
 
+static void saved_drop(dbg *d) {
+    for (int i = 0; i < d->nsaved; i++) tg_array_free(d->saved[i]);
+    free(d->saved);
+    d->saved = NULL;
+    d->nsaved = 0;
+}
+
+/* Copy into d->saved the inputs node n may overwrite in place (its
+ * inplace map): after it ran, in[] holds what it wrote there. The --when
+ * leaves need no copy (they are reduced before the node runs). */
+static int save_overwritten(dbg *d, const tg_node *n, tg_array *const *in, tg_ctx *ctx) {
+    for (int j = 0; n->inplace && j < n->nout; j++) {
+        int k = n->inplace[j];
+        if (k < 0 || k >= n->nin || !in[k]) continue;
+        if (!d->saved) {
+            if (!(d->saved = calloc((size_t)n->nin, sizeof *d->saved))) goto oom;
+            d->nsaved = n->nin;
+        }
+        if (!d->saved[k] && !(d->saved[k] = tg_array_copy(in[k], in[k]->dtype))) goto oom;
+    }
+    return 0;
+oom:
+    saved_drop(d);
+    return tg_errorf(ctx, TG_ENOMEM, "out of memory copying the inputs of node '%s' that it overwrites",
+                     n->outputs[0]->id);
+}
+
 static int hook_before(void *ud, const tg_function *f, int node, tg_array *const *in, tg_ctx *ctx) {
     dbg *d = ud;
+    if (d->saved) saved_drop(d); /* left by a node that failed */
     if (__atomic_load_n(&d->stop, __ATOMIC_SEQ_CST)) return stopped(ctx);
     int *bps = d->node_bps ? d->node_bps[node] : NULL;
     for (int i = 0; bps && bps[i] >= 0; i++) {
@@ -818,6 +846,12 @@ static int hook_before(void *ud, const tg_function *f, int node, tg_array *const
         char r[300];
         snprintf(r, sizeof r, "breakpoint op: condition '%s' is true", tg_var_label(n->inputs[0]));
         int rc = do_hit(d, node, false, r, in, NULL, ctx);
+        if (rc) return rc;
+    }
+    /* After the op's hit: a step asked for there pauses after this node.
+     * Only where a pause can follow, so that other nodes cost nothing. */
+    if ((bps || d->step) && n->inplace) {
+        int rc = save_overwritten(d, n, in, ctx);
         if (rc) return rc;
     }
     return d->inner.before ? d->inner.before(d->inner.ud, f, node, in, ctx) : 0;
@@ -852,7 +886,21 @@ static int hook_after(void *ud, const tg_function *f, int node, tg_array *const 
         d->step = false;
         reason_add(reason, sizeof reason, "step");
     }
-    if (reason[0]) rc = do_hit(d, node, true, reason, in, out, ctx);
+    if (reason[0]) {
+        /* The inputs as the node read them: the copies of those it wrote
+         * over (hook_before), the rest as they are. */
+        tg_array **shown = NULL;
+        if (d->saved) {
+            if (!(shown = malloc((size_t)d->nsaved * sizeof *shown))) {
+                saved_drop(d);
+                return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            }
+            for (int i = 0; i < d->nsaved; i++) shown[i] = d->saved[i] ? d->saved[i] : in[i];
+        }
+        rc = do_hit(d, node, true, reason, shown ? shown : in, out, ctx);
+        free(shown);
+    }
+    if (d->saved) saved_drop(d);
     return rc;
 }
 
@@ -904,6 +952,7 @@ void dbg_free(dbg *d) {
     free(d->bps);
     for (int k = 0; d->node_bps && d->f && k < d->f->nsched; k++) free(d->node_bps[k]);
     free(d->node_bps);
+    saved_drop(d);
     d->bps = NULL;
     d->node_bps = NULL;
     d->nbps = 0;

@@ -104,6 +104,14 @@ struct dbg {
     bool step;      /* pause after the next node that runs */
     int stop;       /* end the run at the next node (read and written atomically) */
     char *pending;  /* reasons of a hit found before the node ran */
+    /* The running node's inputs that it may overwrite in place (its
+     * inplace map), copied before it runs when a pause can follow it (a
+     * breakpoint on it, or a step): a pause after it shows these, what
+     * the node read, instead of the buffers it wrote over. nsaved (the
+     * node's input count) entries, NULL where not copied; dropped by its
+     * after hook (by the next before hook or dbg_free when it failed). */
+    tg_array **saved;
+    int nsaved;
 };
 
 /* Add --break NODE [--when EXPR] (to be resolved by dbg_attach). false
