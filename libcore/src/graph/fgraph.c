@@ -113,7 +113,9 @@ static int clone_attrs(tg_node *c, const tg_node *n, tg_ctx *ctx) {
     if (n->a.message && !(c->a.message = tg_strdup(n->a.message))) return TG_ENOMEM;
     if (n->a.extra && n->op->parse_attrs) {
         tg_attrs keep = c->a;
-        if (n->op->parse_attrs(c, ctx)) return TG_ENOMEM;
+        /* (c's attrs are n's object: an op that can takes n's data) */
+        if (n->op->share_extra ? n->op->share_extra(c, n, ctx) : n->op->parse_attrs(c, ctx))
+            return TG_ENOMEM;
         keep.extra = c->a.extra;
         keep.message = c->a.message ? c->a.message : keep.message;
         if (c->a.index != keep.index) { /* parsed again: keep the new one */

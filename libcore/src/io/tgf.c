@@ -1964,7 +1964,7 @@ static tg_array *original_copy(const tg_tgf *t, table *T, tg_ctx *ctx) {
     int64_t len = (int64_t)out.len;
     if (ok && !out.oom && out.len && (res = tg_array_new(TG_UINT8, 1, &len))) {
         memcpy(tg_array_data(res), out.s, out.len);
-        tg_tgf_original_copies++;
+        __atomic_fetch_add(&tg_tgf_original_copies, 1, __ATOMIC_RELAXED); /* (any thread) */
     } else {
         tg_errorf(ctx, TG_ENOMEM, "out of memory");
     }

@@ -36,7 +36,8 @@ extern bool tg_tgf_fuzz_no_checksums;
 /* For tests: tg_tgf_save_state loads the kept original graph and writes
  * it again, as it does when its text cannot be copied. */
 extern bool tg_tgf_reparse_original;
-/* How many times tg_tgf_save_state copied the original graph's text. */
+/* How many times tg_tgf_save_state copied the original graph's text
+ * (counted atomically: sets may be saved in several threads). */
 extern unsigned long tg_tgf_original_copies;
 
 /* ---- the binary graph section (tgfgraph.c; schemas/tgf.md) ---- */

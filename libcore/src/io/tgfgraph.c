@@ -36,6 +36,11 @@ typedef struct enc {
     char **strs; /* the string table, owned */
     uint32_t nstrs, cstrs;
     struct tg_idmap *index; /* string -> position + 1 (keys borrowed from strs) */
+    /* attrs objects written so far -> their string's position (open
+     * addressing; cap 0 or a power of two) */
+    const json_object **aobj;
+    uint32_t *apos;
+    uint32_t naobj, caobj;
     bool oom;
 } enc;
 
@@ -74,6 +79,57 @@ static uint32_t intern(enc *E, const char *s) {
     }
     E->strs[E->nstrs] = copy;
     return E->nstrs++;
+}
+
+static uint32_t aslot(const enc *E, const json_object *o) {
+    uint32_t i = (uint32_t)(((uintptr_t)o >> 4) * 0x9e3779b97f4a7c15ull >> 32) & (E->caobj - 1);
+    while (E->aobj[i] && E->aobj[i] != o) i = (i + 1) & (E->caobj - 1);
+    return i;
+}
+
+/* The position of attrs object o's text in the string table. The text is
+ * written from a copy of o: json-c writes an object's text into the
+ * object, and the function may be saved in several threads at once (what
+ * a save reads of a function must stay read-only). Nodes often share one
+ * attrs object (a restored function's nodes with one attrs text, a fusion
+ * pass's composites of one structure): it is copied and written once. */
+static uint32_t intern_attrs(enc *E, const json_object *o) {
+    if (E->caobj && E->aobj[aslot(E, o)]) return E->apos[aslot(E, o)];
+    json_object *c = NULL;
+    if (json_object_deep_copy((json_object *)o, &c, NULL) != 0) {
+        E->oom = true;
+        return 0;
+    }
+    const char *t = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    uint32_t k = t ? intern(E, t) : 0;
+    json_object_put(c);
+    if (!t) E->oom = true;
+    if (E->oom) return 0;
+    if (2 * (E->naobj + 1) > E->caobj) {
+        uint32_t cap = E->caobj ? 2 * E->caobj : 64;
+        enc B = {.aobj = tg_calloc(cap, sizeof *B.aobj), .apos = tg_calloc(cap, sizeof *B.apos), .caobj = cap};
+        if (!B.aobj || !B.apos) {
+            tg_free(B.aobj);
+            tg_free(B.apos);
+            return k; /* (written again for the next node that has it) */
+        }
+        for (uint32_t i = 0; i < E->caobj; i++)
+            if (E->aobj[i]) {
+                uint32_t j = aslot(&B, E->aobj[i]);
+                B.aobj[j] = E->aobj[i];
+                B.apos[j] = E->apos[i];
+            }
+        tg_free(E->aobj);
+        tg_free(E->apos);
+        E->aobj = B.aobj;
+        E->apos = B.apos;
+        E->caobj = cap;
+    }
+    uint32_t i = aslot(E, o);
+    E->aobj[i] = o;
+    E->apos[i] = k;
+    E->naobj++;
+    return k;
 }
 
 int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_str *out) {
@@ -116,12 +172,8 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
     for (int s = 0; s < f->nsched; s++) {
         const tg_node *n = f->sched[s].node;
         put32(&E, intern(&E, n->op->name));
-        const char *at = n->attrs ? json_object_to_json_string_ext(
-                                        n->attrs, JSON_C_TO_STRING_PLAIN |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE)
-                                  : NULL;
-        if (n->attrs && !at) goto done;
-        put32(&E, intern(&E, at));
+        put32(&E, n->attrs ? intern_attrs(&E, n->attrs) : NONE);
+        if (E.oom) goto done;
         put32(&E, intern(&E, n->name));
         put32(&E, (uint32_t)n->nin);
         for (int k = 0; k < n->nin; k++) put32(&E, (uint32_t)vix[n->inputs[k]->index]);
@@ -218,6 +270,8 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
 done:
     tg_free(vix);
     tg_idmap_free(E.index);
+    tg_free(E.aobj);
+    tg_free(E.apos);
     for (uint32_t i = 0; i < E.nstrs; i++) tg_free(E.strs[i]);
     tg_free(E.strs);
     tg_str_free(&E.body);
@@ -362,6 +416,9 @@ static int read_strings(dec *D) {
 typedef struct attrs_cache {
     json_object **obj; /* by string index */
     const tg_op **op;
+    /* The first node read with obj[i], whose op data a later one takes
+     * (tg_op.share_extra: a composite's parsed body) */
+    const tg_node **first;
     json_tokener *tok; /* one for the whole section */
 } attrs_cache;
 
@@ -675,14 +732,18 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         if (!nout) tg_errorf(D->ctx, TG_ELOAD, "outputs: a node needs outputs");
         goto wrap;
     }
+    const tg_node *like = NULL; /* an earlier node with n's attrs object */
     if (ai != NONE) {
         if (!(n->attrs = attrs_for(D, C, ai, op))) {
             if (D->rc) goto bad;
             goto wrap;
         }
+        if (C->first[ai] && C->first[ai]->attrs == n->attrs) like = C->first[ai];
         if (tg_node_check_attr_keys(n, n->attrs, D->ctx)) goto wrap;
     }
-    if (op->parse_attrs && op->parse_attrs(n, D->ctx)) goto wrap;
+    if (op->parse_attrs && (like && op->share_extra ? op->share_extra(n, like, D->ctx)
+                                                    : op->parse_attrs(n, D->ctx)))
+        goto wrap;
     uint8_t has_ip = get8(D);
     if (has_ip > 1) fail(D, TG_EPARSE, "graph section: %s: bad in-place flag", where);
     if (has_ip && !D->rc) {
@@ -810,6 +871,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     if (saved != saved_small) tg_free(saved);
     if (tg_node_check_inplace_types(n, D->ctx)) goto wrap;
     if (tg_fgraph_add_node(fg, n)) goto oom;
+    if (ai != NONE && !C->first[ai] && n->attrs == C->obj[ai]) C->first[ai] = n;
     return TG_OK;
 wrap: {
     char desc[256];
@@ -993,7 +1055,8 @@ int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int 
     if (read_strings(&D) || read_vars(&D, fg, arrays, narrays, shared, ud)) goto done;
     C.obj = tg_calloc((size_t)D.nstrs + 1, sizeof *C.obj);
     C.op = tg_calloc((size_t)D.nstrs + 1, sizeof *C.op);
-    if (!C.obj || !C.op) {
+    C.first = tg_calloc((size_t)D.nstrs + 1, sizeof *C.first);
+    if (!C.obj || !C.op || !C.first) {
         fail(&D, TG_ENOMEM, "out of memory");
         goto done;
     }
@@ -1007,6 +1070,7 @@ done:
     for (uint32_t i = 0; C.obj && i < D.nstrs; i++) json_object_put(C.obj[i]);
     tg_free(C.obj);
     tg_free(C.op);
+    tg_free(C.first);
     if (C.tok) json_tokener_free(C.tok);
     tg_free(D.strs);
     tg_free(D.nul);

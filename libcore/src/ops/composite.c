@@ -72,6 +72,16 @@ static comp_parsed *parsed_get(const char *key, uint64_t h) {
     return p;
 }
 
+static void parsed_release(comp_parsed *p);
+
+/* The bodies parsed last, kept (a reference each) when no node holds
+ * them any more: a function restored, freed and restored again (a
+ * benchmark's loop, a server that reloads its model) finds its bodies
+ * parsed. Under parsed_lock. */
+enum { RECENT = 8 };
+static comp_parsed *recent[RECENT];
+static unsigned recent_next;
+
 /* Publish p (refs 1), or, when another thread published the same text
  * meanwhile, free p and take that one. */
 static comp_parsed *parsed_put(comp_parsed *p) {
@@ -84,10 +94,14 @@ static comp_parsed *parsed_put(comp_parsed *p) {
             parsed_free(p);
             return q;
         }
-    p->refs = 1;
+    p->refs = 2; /* the caller's and recent's */
     p->next = *slot;
     *slot = p;
+    unsigned i = recent_next++ % RECENT;
+    comp_parsed *old = recent[i];
+    recent[i] = p;
     pthread_mutex_unlock(&parsed_lock);
+    parsed_release(old);
     return p;
 }
 
@@ -697,86 +711,21 @@ typedef struct body_text {
     char text[];
 } body_text;
 
-/* Nodes often share one body object (clones, restored files), and writing
- * a large body out as text for each of them cost more than the rest of
- * restoring: a few recently seen body objects keep their text. Each entry
- * holds a reference to its object, so the address cannot be reused by
- * another object while it is cached; bodies are not changed once made. */
-enum { KEYCACHE = 8 };
-static struct {
-    json_object *obj;
-    body_text *bt;
-    /* The object's body once parsed (a reference), or NULL: every node
-     * of a restored file whose attrs are one object then takes it
-     * without copying and comparing the text (157 composites of a
-     * 64-node body: a third of restoring the 10,000-node chain). */
-    comp_parsed *parsed;
-} keycache[KEYCACHE];
-static unsigned keycache_next;
-
-/* The parsed body of object jb, a new reference, when the cache has it. */
-static comp_parsed *keycache_parsed(json_object *jb) {
-    comp_parsed *p = NULL;
-    pthread_mutex_lock(&parsed_lock);
-    for (int i = 0; i < KEYCACHE && !p; i++)
-        if (keycache[i].obj == jb && keycache[i].parsed) {
-            p = keycache[i].parsed;
-            p->refs++;
-        }
-    pthread_mutex_unlock(&parsed_lock);
-    return p;
-}
-
-/* Remember p as the parsed body of object jb, if jb is cached. */
-static void keycache_set_parsed(json_object *jb, comp_parsed *p) {
-    pthread_mutex_lock(&parsed_lock);
-    for (int i = 0; i < KEYCACHE; i++)
-        if (keycache[i].obj == jb && !keycache[i].parsed) {
-            p->refs++;
-            keycache[i].parsed = p;
-            break;
-        }
-    pthread_mutex_unlock(&parsed_lock);
-}
-
 /* The body's text, the parse cache's key, with its hash: a copy the
- * caller frees. NULL when out of memory. */
+ * caller frees. NULL when out of memory. Writing the text goes through
+ * jb's own print buffer: jb is this node's (or, in one function, its
+ * clones' and the restored nodes' with the same attrs), never an object
+ * another function holds, which may be in use in another thread. Nodes
+ * that share one object take the parsed body from each other instead
+ * (comp_share_extra), so the text is written once per object. */
 static body_text *body_key(json_object *jb) {
-    body_text *c = NULL;
-    pthread_mutex_lock(&parsed_lock);
-    for (int i = 0; i < KEYCACHE; i++)
-        if (keycache[i].obj == jb) {
-            size_t len = strlen(keycache[i].bt->text);
-            if ((c = tg_malloc(sizeof *c + len + 1))) memcpy(c, keycache[i].bt, sizeof *c + len + 1);
-            pthread_mutex_unlock(&parsed_lock);
-            return c;
-        }
-    pthread_mutex_unlock(&parsed_lock);
     const char *key = json_object_to_json_string_ext(jb, JSON_C_TO_STRING_PLAIN);
     size_t len = key ? strlen(key) : 0;
     body_text *k = key ? tg_malloc(sizeof *k + len + 1) : NULL;
-    c = key ? tg_malloc(sizeof *c + len + 1) : NULL;
-    if (!k || !c) {
-        tg_free(k);
-        tg_free(c);
-        return NULL;
-    }
+    if (!k) return NULL;
     k->hash = fnv1a(key);
     memcpy(k->text, key, len + 1);
-    memcpy(c, k, sizeof *c + len + 1);
-    pthread_mutex_lock(&parsed_lock);
-    unsigned i = keycache_next++ % KEYCACHE;
-    json_object *old = keycache[i].obj;
-    body_text *oldbt = keycache[i].bt;
-    comp_parsed *oldp = keycache[i].parsed;
-    keycache[i].obj = json_object_get(jb);
-    keycache[i].bt = k;
-    keycache[i].parsed = NULL;
-    pthread_mutex_unlock(&parsed_lock);
-    json_object_put(old);
-    tg_free(oldbt);
-    parsed_release(oldp);
-    return c;
+    return k;
 }
 
 static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
@@ -789,17 +738,11 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
         return tg_errorf(ctx, TG_ELOAD, "attrs.body: missing (a body of elementwise ops)");
     if (!(b = tg_calloc(1, sizeof *b))) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
     b->mode = -1;
-    body_text *bt = NULL;
-    if ((b->parsed = keycache_parsed(jb))) {
-        b->fg = b->parsed->fg;
-        goto check_node;
-    }
-    bt = body_key(jb);
+    body_text *bt = body_key(jb);
     const char *key = bt ? bt->text : NULL;
     uint64_t h = bt ? bt->hash : 0;
     if (key && (b->parsed = parsed_get(key, h))) {
         b->fg = b->parsed->fg;
-        keycache_set_parsed(jb, b->parsed);
         goto check_node;
     }
     if (!(g = tg_body_load(jb, "attrs.body", ctx))) {
@@ -871,7 +814,6 @@ static int comp_parse_attrs(tg_node *n, tg_ctx *ctx) {
         p->computed_outputs = computed;
         b->parsed = parsed_put(p); /* takes p (or frees it for an equal one) */
         b->fg = b->parsed->fg;
-        keycache_set_parsed(jb, b->parsed);
     } else {
         /* No key (out of memory in json-c): a body of its own. */
         if (!(p = tg_calloc(1, sizeof *p))) {
@@ -906,6 +848,28 @@ fail:
         tg_free(b);
     }
     return rc;
+}
+
+/* c's body from n's, whose attrs object c shares (a clone; a restored
+ * node whose attrs text an earlier one had): what comp_parse_attrs would
+ * find, without writing the body out as text again (157 composites of a
+ * 64-node body: a third of restoring the 10,000-node chain). */
+static int comp_share_extra(tg_node *c, const tg_node *n, tg_ctx *ctx) {
+    const comp_body *src = n->a.extra;
+    if (!src || !src->parsed || c->attrs != n->attrs) return comp_parse_attrs(c, ctx);
+    if (c->nout != src->fg->nout)
+        return tg_errorf(ctx, TG_ELOAD, "outputs: the body has %d output%s, the node lists %d",
+                         src->fg->nout, src->fg->nout == 1 ? "" : "s", c->nout);
+    comp_body *b = tg_calloc(1, sizeof *b);
+    if (!b) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    b->mode = -1;
+    pthread_mutex_lock(&parsed_lock);
+    src->parsed->refs++;
+    pthread_mutex_unlock(&parsed_lock);
+    b->parsed = src->parsed;
+    b->fg = src->fg;
+    c->a.extra = b;
+    return TG_OK;
 }
 
 /* ---- types ---- */
@@ -1356,8 +1320,22 @@ static int comp_grad(tg_gb *gb, tg_node *n, tg_var *const *gout, tg_var **gin) {
             goto done;
         }
         for (int k = 0; k < nd->nin; k++) ins[k] = val[nd->inputs[k]->index];
-        tg_var *o = tg_gb_op(gb, nd->op->name, nd->nin, ins,
-                             nd->attrs ? json_object_to_json_string(nd->attrs) : NULL);
+        /* The body is every function's with this body text, in any
+         * thread: its attrs are written out (into their own print
+         * buffer) under the lock, as a copy. */
+        char *at = NULL;
+        if (nd->attrs) {
+            pthread_mutex_lock(&parsed_lock);
+            const char *t = json_object_to_json_string(nd->attrs);
+            at = t ? tg_strdup(t) : NULL;
+            pthread_mutex_unlock(&parsed_lock);
+            if (!at) {
+                rc = tg_errorf(gb->ctx, TG_ENOMEM, "out of memory");
+                goto done;
+            }
+        }
+        tg_var *o = tg_gb_op(gb, nd->op->name, nd->nin, ins, at);
+        tg_free(at);
         if (!o) {
             rc = gb->ctx ? gb->ctx->status : TG_ENOMEM;
             goto done;
@@ -1416,6 +1394,7 @@ const tg_op tg_op_composite = {
     .flags = TG_OPF_INPLACE_ANY_OUTPUT,
     .attr_keys = COMP_KEYS,
     .parse_attrs = comp_parse_attrs,
+    .share_extra = comp_share_extra,
     .infer = comp_infer,
     .run = comp_run,
     .cost = comp_cost,
@@ -1448,14 +1427,20 @@ static json_object *scalar_type(tg_dtype dt) {
  * by its text cost more than the rest of the optimizer together, so the
  * fusion pass's groups are first looked up by a compact signature of
  * their structure (ops, attrs, where each operand comes from, input
- * dtypes, constants' bits); a hit shares the node's attrs ({"body":
- * ...}, never changed once made: clones share them too) and the body's
- * parsed form. The table holds references, so an entry's pointers stay
- * valid; it stops growing at SIG_MAX entries. */
+ * dtypes, constants' bits); a hit takes the body's parsed form and a copy
+ * of the node's attrs ({"body": ...}). The table's attrs are its own
+ * copy, read (copied) only under sig_lock: json-c's objects are not
+ * thread-safe (their reference count is a plain add, and writing one out
+ * as text writes into the object), and functions built in different
+ * threads must share none. A fusion pass copies each entry once
+ * (tg_composite_memo): its nodes with one signature share that copy, as
+ * the nodes of a restored function share one attrs object per text. The
+ * table holds references to the parsed bodies, so an entry's pointers
+ * stay valid; it stops growing at SIG_MAX entries. */
 typedef struct sig_entry {
     char *sig;
     uint64_t hash;
-    json_object *attrs;
+    json_object *attrs; /* the table's own, never handed out */
     comp_parsed *parsed;
     struct sig_entry *next;
 } sig_entry;
@@ -1463,6 +1448,66 @@ enum { SIG_BUCKETS = 1024, SIG_MAX = 4096 };
 static sig_entry *sig_table[SIG_BUCKETS];
 static int sig_count;
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One fusion pass's attrs by table entry: references, all to objects of
+ * the function being optimized (open addressing on the entry's address). */
+struct tg_composite_memo {
+    const sig_entry **key;
+    json_object **obj;
+    size_t n, cap; /* cap: 0 or a power of two */
+};
+
+tg_composite_memo *tg_composite_memo_new(void) { return tg_calloc(1, sizeof(tg_composite_memo)); }
+
+void tg_composite_memo_free(tg_composite_memo *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->key[i]) json_object_put(m->obj[i]);
+    tg_free(m->key);
+    tg_free(m->obj);
+    tg_free(m);
+}
+
+static size_t memo_slot(const tg_composite_memo *m, const sig_entry *e) {
+    size_t i = (size_t)(((uintptr_t)e >> 4) * 0x9e3779b97f4a7c15ull) & (m->cap - 1);
+    while (m->key[i] && m->key[i] != e) i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static json_object *memo_get(const tg_composite_memo *m, const sig_entry *e) {
+    if (!m || !m->cap) return NULL;
+    size_t i = memo_slot(m, e);
+    return m->key[i] ? m->obj[i] : NULL;
+}
+
+/* Remember o (a new reference) for e; nothing when out of memory (the
+ * next hit copies the entry again). */
+static void memo_put(tg_composite_memo *m, const sig_entry *e, json_object *o) {
+    if (!m) return;
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 16;
+        tg_composite_memo b = {tg_calloc(cap, sizeof *b.key), tg_calloc(cap, sizeof *b.obj), m->n, cap};
+        if (!b.key || !b.obj) {
+            tg_free(b.key);
+            tg_free(b.obj);
+            return;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = memo_slot(&b, m->key[i]);
+                b.key[j] = m->key[i];
+                b.obj[j] = m->obj[i];
+            }
+        tg_free(m->key);
+        tg_free(m->obj);
+        *m = b;
+    }
+    size_t i = memo_slot(m, e);
+    if (m->key[i]) return;
+    m->key[i] = e;
+    m->obj[i] = json_object_get(o);
+    m->n++;
+}
 
 static void sig_add_int(tg_str *s, char tag, long v) {
     char buf[24];
@@ -1531,13 +1576,24 @@ irregular:
     return NULL;
 }
 
-/* A hit: new references to the attrs and the parsed body. */
-static bool sig_get(const char *sig, uint64_t h, json_object **attrs, comp_parsed **parsed) {
+/* A hit: attrs of the function being optimized (the pass's copy of the
+ * entry's, a new reference; NULL when out of memory) and a new reference
+ * to the parsed body. */
+static bool sig_get(const char *sig, uint64_t h, tg_composite_memo *memo, json_object **attrs,
+                    comp_parsed **parsed) {
     bool hit = false;
     pthread_mutex_lock(&sig_lock);
     for (sig_entry *e = sig_table[h % SIG_BUCKETS]; e && !hit; e = e->next)
         if (e->hash == h && !strcmp(e->sig, sig)) {
-            *attrs = json_object_get(e->attrs);
+            json_object *mine = memo_get(memo, e);
+            if (mine) {
+                *attrs = json_object_get(mine);
+            } else if (json_object_deep_copy(e->attrs, attrs, NULL) == 0) {
+                memo_put(memo, e, *attrs);
+            } else {
+                *attrs = NULL;
+                break;
+            }
             pthread_mutex_lock(&parsed_lock);
             e->parsed->refs++;
             pthread_mutex_unlock(&parsed_lock);
@@ -1548,14 +1604,21 @@ static bool sig_get(const char *sig, uint64_t h, json_object **attrs, comp_parse
     return hit;
 }
 
-/* Remember a group's attrs (the sig string is taken over). */
-static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *parsed) {
+/* Remember a group's attrs (a copy goes into the table; the pass keeps
+ * the node's own) and parsed body. The sig string is taken over. */
+static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *parsed,
+                    tg_composite_memo *memo) {
+    json_object *copy = NULL;
+    if (json_object_deep_copy(attrs, &copy, NULL) != 0) {
+        tg_free(sig);
+        return; /* (out of memory: not remembered) */
+    }
     pthread_mutex_lock(&sig_lock);
     sig_entry *e = NULL;
     if (sig_count < SIG_MAX && (e = tg_calloc(1, sizeof *e))) {
         e->sig = sig;
         e->hash = h;
-        e->attrs = json_object_get(attrs);
+        e->attrs = copy;
         pthread_mutex_lock(&parsed_lock);
         parsed->refs++;
         pthread_mutex_unlock(&parsed_lock);
@@ -1564,19 +1627,22 @@ static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *pars
         sig_table[h % SIG_BUCKETS] = e;
         sig_count++;
         sig = NULL;
+        copy = NULL;
+        memo_put(memo, e, attrs);
     }
     pthread_mutex_unlock(&sig_lock);
+    json_object_put(copy);
     tg_free(sig);
 }
 
 tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const *inputs, int nin,
                                tg_var *const *outputs, int nout, tg_ctx *ctx) {
-    return tg_composite_node_new_in(NULL, nodes, nnodes, inputs, nin, outputs, nout, ctx);
+    return tg_composite_node_new_in(NULL, NULL, nodes, nnodes, inputs, nin, outputs, nout, ctx);
 }
 
-tg_node *tg_composite_node_new_in(tg_arena *arena, tg_node *const *nodes, int nnodes,
-                                  tg_var *const *inputs, int nin, tg_var *const *outputs, int nout,
-                                  tg_ctx *ctx) {
+tg_node *tg_composite_node_new_in(tg_arena *arena, tg_composite_memo *memo, tg_node *const *nodes,
+                                  int nnodes, tg_var *const *inputs, int nin,
+                                  tg_var *const *outputs, int nout, tg_ctx *ctx) {
     tg_node *n = NULL;
     json_object *body = NULL, *jvars, *jnodes, *jin, *jout, *attrs = NULL;
     tg_var **consts = NULL;
@@ -1592,10 +1658,10 @@ tg_node *tg_composite_node_new_in(tg_arena *arena, tg_node *const *nodes, int nn
     char *sig = group_signature(nodes, nnodes, inputs, nin, outputs, nout);
     uint64_t sig_hash = sig ? fnv1a(sig) : 0;
     comp_parsed *shared_parsed = NULL;
-    if (sig && sig_get(sig, sig_hash, &attrs, &shared_parsed)) {
+    if (sig && sig_get(sig, sig_hash, memo, &attrs, &shared_parsed)) {
         tg_free(sig);
         sig = NULL;
-        comp_body *cb = tg_calloc(1, sizeof *cb);
+        comp_body *cb = attrs ? tg_calloc(1, sizeof *cb) : NULL;
         if (!cb || !(n = tg_node_new_in(arena, &tg_op_composite, nin, nout))) {
             tg_free(cb);
             parsed_release(shared_parsed);
@@ -1728,7 +1794,7 @@ wire:
             goto fail;
         }
         if (sig) {
-            sig_put(sig, sig_hash, n->attrs, ((comp_body *)n->a.extra)->parsed);
+            sig_put(sig, sig_hash, n->attrs, ((comp_body *)n->a.extra)->parsed, memo);
             sig = NULL;
         }
     }

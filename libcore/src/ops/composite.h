@@ -81,8 +81,18 @@ tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes,
                                tg_var *const *outputs, int nout,
                                tg_ctx *ctx);
 /* The same, with the node and its outputs made in arena (the fgraph's
- * that it will join; NULL: the allocator). */
-tg_node *tg_composite_node_new_in(struct tg_arena *arena, tg_node *const *nodes, int nnodes,
+ * that it will join; NULL: the allocator). memo (may be NULL): the
+ * attrs that nodes of this fgraph already have, by signature, which a new
+ * node with the same structure shares (a node otherwise gets a copy of
+ * what an earlier group of the same structure made, in any function: no
+ * json object is shared between functions, which may be used and freed
+ * in different threads). */
+typedef struct tg_composite_memo tg_composite_memo;
+tg_composite_memo *tg_composite_memo_new(void);
+/* Releases the memo's references (in the thread that built with it). */
+void tg_composite_memo_free(tg_composite_memo *m);
+tg_node *tg_composite_node_new_in(struct tg_arena *arena, tg_composite_memo *memo,
+                                  tg_node *const *nodes, int nnodes,
                                   tg_var *const *inputs, int nin,
                                   tg_var *const *outputs, int nout, tg_ctx *ctx);
 

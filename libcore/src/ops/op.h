@@ -42,6 +42,11 @@ struct tg_op {
      * them. NULL: the op has no attributes. Errors name the attr
      * ("attrs.axis: expected an integer, null or a list of integers"). */
     int (*parse_attrs)(tg_node *n, tg_ctx *ctx);
+    /* parse_attrs for node c whose attrs are node n's own object (a
+     * clone; a restored node with the attrs text of an earlier one), n
+     * parsed: c's op-specific data taken from n's instead of read again
+     * from the attrs. NULL: parse_attrs runs. */
+    int (*share_extra)(tg_node *c, const tg_node *n, tg_ctx *ctx);
     /* Set the type of every output from the inputs' types; resolve weak
      * inline scalars (tg_weak_resolve); normalise axes. Errors name the
      * input ("inputs[1] 'w': expected float32 or float64, got int8"). */

@@ -294,7 +294,9 @@ int tg_rw_fusion(tg_rw *rw) {
     tg_node **group = tg_calloc((size_t)n + 1, sizeof *group);
     tg_var **ins = tg_calloc(TG_COMPOSITE_MAX_IO + 1, sizeof *ins);
     tg_var **outs = tg_calloc(FUSION_MAX_EXTRA + 2, sizeof *outs);
-    if (!group || !ins || !outs) {
+    /* (groups of one structure share one attrs object in this function) */
+    tg_composite_memo *memo = tg_composite_memo_new();
+    if (!group || !ins || !outs || !memo) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
@@ -337,7 +339,7 @@ int tg_rw_fusion(tg_rw *rw) {
             if (!extra || nout == 1) break;
         }
         if (nm < 2) continue;
-        tg_node *c = tg_composite_node_new_in(fg->arena, group, nm, ins, nin, outs, nout, ctx);
+        tg_node *c = tg_composite_node_new_in(fg->arena, memo, group, nm, ins, nin, outs, nout, ctx);
         /* Recomputed producers stay, for their other readers: unmarked
          * (free to join a later group), and neither recorded as replaced
          * nor pruned (the composite's origins, made from the body, hold
@@ -398,6 +400,7 @@ done:
         TG_SWEEP_PREFETCH(fg->nodes, i, fg->nnodes);
         fg->nodes[i]->mark = NULL;
     }
+    tg_composite_memo_free(memo);
     tg_free(group);
     tg_free(ins);
     tg_free(outs);
