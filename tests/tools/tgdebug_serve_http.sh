@@ -162,7 +162,8 @@ stop long
 # over s's buffer. A pause after e shows s = [4, 4, 4] (the state, the value,
 # the .npy), as a --when on in0 sees it; reached by a breakpoint or a step.
 printf '{"format":"tg-graph","version":1,"variables":[{"id":"x","type":{"dtype":"float64","shape":[null,null]}}],
- "nodes":[{"op":"sum","inputs":["x"],"outputs":["s"],"attrs":{"axis":1}},{"op":"neg","inputs":["s"],"outputs":["n"]},
+ "nodes":[{"op":"sum","inputs":["x"],"outputs":["s"],"attrs":{"axis":1}},{"op":"neg","inputs":["s"],"outputs":["n"],
+   "trace":[{"file":"model.py","line":7,"code":"n = -s"}]},
   {"op":"exp","inputs":["n"],"outputs":["e"]},{"op":"mean","inputs":["e"],"outputs":["m"]}],
  "functions":{"main":{"inputs":["x"],"outputs":["m"]}}}' >"$tmp/inplace.json"
 ones='[[1,1,1,1],[1,1,1,1],[1,1,1,1]]'
@@ -190,6 +191,10 @@ curl -s -H "$(H)" "$base/api/value?node=e&out=0" >"$tmp/j"
 check '[ "$(py "d[\"data\"]")" = "[0.01831563888873418, 0.01831563888873418, 0.01831563888873418]" ]' "x0 is exp(-4) = 0.0183156388887342"
 got=$(in0_shown)
 check '[ "$got" = "$want" ]' "in0 after the breakpoint is s as e read it: $got"
+# the graph page: the composite's body node for n stands for n, with n's trace
+curl -s -H "$(H)" "$base/api/graph" >"$tmp/j"
+fz=$(py "[(k, v['origins'], [(t['file'], t['line']) for t in v.get('trace', [])] == [('model.py', 7)]) for n in d['views']['optimized']['nodes'] if n.get('fused') for k, v in sorted(n['fused'].items())]")
+check 'grep -q "\[.n.\], True" <<<"$fz"' "the page's fused body node for n carries n's trace: $fz"
 stop inpl
 start inplstep "$tmp/inplace.json" -i x="$ones" --break s
 check 'wait_state paused' "paused after s"

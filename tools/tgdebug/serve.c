@@ -1101,6 +1101,7 @@ static int make_graph(server *S, tg_ctx *ctx) {
         json_object_object_add(views, "original", vj);
     }
     vz_init(&vo, "optimized", true);
+    vo.orig = S->s.g; /* (the traces of what fused nodes stand for; may be NULL) */
     vz_from_function(&vo, S->s.f, ctx);
     json_object *vj = json_object_new_object();
     if (vz_layout(&vo, gvc, vj, ctx)) {
