@@ -95,9 +95,14 @@ TG_API int tg_function_node_count(const tg_function *f);
  * together. Nothing waits: a thread that gets TG_EBUSY calls again later
  * (or serves readers from copies with values of their own, the swap).
  * Graphs may be loaded, and functions compiled, copied, called, saved
- * and freed, in several threads at once, each object in one thread at a
- * time (tg_function_shared_get and _set included: not while a call of a
- * function that updates the variable runs). */
+ * and freed, in several threads at once, each in one thread at a time,
+ * where a graph and the functions compiled from it (or the functions of
+ * one restored .tgf with their set) count as one: they share parsed
+ * attributes, whose json-c objects are not thread-safe. A copy
+ * (tg_function_copy, made in the thread that holds f) shares nothing
+ * with f but the shared variables it does not swap, and goes to any
+ * thread. tg_function_shared_get and _set are not for a variable that a
+ * running call of another function updates. */
 TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
                             tg_array **outputs, tg_ctx *ctx);
 
