@@ -184,9 +184,14 @@
    * price is no hover or click while zoomed out, which come back with the
    * SVG when zooming in. Search still marks its matches. The pane goes back to
    * SVG only below LOD_BACK of the limits, so that zooming or panning at
-   * the boundary does not flip between the two every frame. Nested bodies
-   * are small: an expanded one is drawn whole (drawGraph) when its frame
-   * is in view. */
+   * the boundary does not flip between the two every frame. Expanded
+   * bodies, at any depth, go the same way: layout() lists every level's
+   * nodes and edges in one index, each with the offset of its level in
+   * the pane (v.ox, v.oy: a body's coordinates are its own), so a body of
+   * 5,000 nodes costs what 5,000 nodes at the top level cost. A body
+   * node's element still lies in its frame's element (addFrame makes the
+   * frame's layers; sync() keeps the frames of what it draws), so that
+   * the frame stays under its body. */
   const LOD_NODES = 3000, LOD_EDGES = 6000, LOD_BACK = 0.7, FRESH_MAX = 200;
 
   /* A uniform grid over the boxes of items (a drawing's nodes or edges),
@@ -273,24 +278,43 @@
     if (!g.isMoved[item._gi]) { g.isMoved[item._gi] = 1; g.moved.push(item._gi); }
   }
 
-  function nodeBox(v, b, o) { b[o] = v.x - v.w / 2; b[o + 1] = v.y - v.h / 2; b[o + 2] = v.x + v.w / 2; b[o + 3] = v.y + v.h / 2; }
+  // Boxes in the pane's coordinates: a node's (x, y) is in its level's.
+  function nodeBox(v, b, o) {
+    const x = v.x + v.ox, y = v.y + v.oy;
+    b[o] = x - v.w / 2; b[o + 1] = y - v.h / 2; b[o + 2] = x + v.w / 2; b[o + 3] = y + v.h / 2;
+  }
   // A Bezier curve lies in the hull of its control points.
   function edgeBox(ve, b, o) {
-    const c = edgeCurve(ve, curve);
-    b[o] = Math.min(c[0], c[2], c[4], c[6]); b[o + 1] = Math.min(c[1], c[3], c[5], c[7]);
-    b[o + 2] = Math.max(c[0], c[2], c[4], c[6]); b[o + 3] = Math.max(c[1], c[3], c[5], c[7]);
+    const c = edgeCurve(ve, curve), ox = ve.s.ox, oy = ve.s.oy;
+    b[o] = ox + Math.min(c[0], c[2], c[4], c[6]); b[o + 1] = oy + Math.min(c[1], c[3], c[5], c[7]);
+    b[o + 2] = ox + Math.max(c[0], c[2], c[4], c[6]); b[o + 3] = oy + Math.max(c[1], c[3], c[5], c[7]);
   }
 
-  // A pane's derived drawing, its index and empty layers; update() fills them.
+  // A pane's derived drawing, its index and empty layers; update() fills
+  // them. The index holds the nodes and edges of every level: the top
+  // level's and those of the expanded bodies in it, at any depth, each
+  // node with its level's offset in the pane (ox, oy) and depth.
   function layout(p) {
     p.vis = visible(p.drawing);
-    p.nodeGrid = gridNew(p.vis.nodes, nodeBox);
-    p.edgeGrid = gridNew(p.vis.edges, edgeBox);
+    const nodes = [], edges = [];
+    p.byId = new Map(); p.depth = 0;
+    const walk = (vis, ox, oy, depth) => {
+      if (depth > p.depth) p.depth = depth;
+      for (const v of vis.nodes) { v.ox = ox; v.oy = oy; v.depth = depth; nodes.push(v); p.byId.set(v.id, v); }
+      for (const ve of vis.edges) { ve.depth = depth; edges.push(ve); }
+      for (const v of vis.nodes) {
+        if (!v.body) continue;
+        const [bx, by] = bodyOffset(v);
+        walk(v.body, ox + v.x - v.w / 2 + bx, oy + v.y - v.h / 2 + by, depth + 1);
+      }
+    };
+    walk(p.vis, 0, 0, 0);
+    p.nodeGrid = gridNew(nodes, nodeBox);
+    p.edgeGrid = gridNew(edges, edgeBox);
     p.root.selectAll('*').remove();
     const eg = p.root.append('g').attr('class', 'edges');
-    p.edgeLayer = eg.append('g');     // paths under their labels
-    p.labelLayer = eg.append('g');
-    p.nodeLayer = p.root.append('g').attr('class', 'nodes');
+    // paths under their labels; an expanded node's frame holds its body's
+    p.layers = { edge: eg.append('g'), label: eg.append('g'), node: p.root.append('g').attr('class', 'nodes') };
     p.shown = new Set(); p.shownEdges = new Set();
     p.lod = false; p.dirty = true;
   }
@@ -320,35 +344,63 @@
       p.screenOnly = fresh > FRESH_MAX && !p.screenOnly;
       if (p.screenOnly) {
         const sx0 = -t.x / t.k, sy0 = -t.y / t.k, sx1 = sx0 + p.W / t.k, sy1 = sy0 + p.H / t.k;
-        const b = p.edgeGrid.box;
-        ns = ns.filter((v) => v.el || (v.x + v.w / 2 >= sx0 && v.x - v.w / 2 <= sx1 && v.y + v.h / 2 >= sy0 && v.y - v.h / 2 <= sy1));
-        es = es.filter((ve) => ve.path || (b[4 * ve._gi + 2] >= sx0 && b[4 * ve._gi] <= sx1 && b[4 * ve._gi + 3] >= sy0 && b[4 * ve._gi + 1] <= sy1));
+        // the boxes the query just tested (in the pane's coordinates)
+        const on = (b, i) => b[4 * i + 2] >= sx0 && b[4 * i] <= sx1 && b[4 * i + 3] >= sy0 && b[4 * i + 1] <= sy1;
+        const nb = p.nodeGrid.box, eb = p.edgeGrid.box;
+        ns = ns.filter((v) => v.el || on(nb, v._gi));
+        es = es.filter((ve) => ve.path || on(eb, ve._gi));
         p.dirty = true; schedule(p);
       }
       sync(p, ns, es);
+      for (const v of p.shown) if (v.body) clipFrame(v, x0, y0, x1, y1);
     }
-    p.stats = { mode: p.lod ? 'canvas' : 'svg', nodes: ns.length, edges: es.length, ms: performance.now() - t1 };
+    // Drawn as SVG: the elements there are (body nodes and the frames
+    // that hold them included); on the canvas: what it painted.
+    p.stats = { mode: p.lod ? 'canvas' : 'svg', nodes: p.lod ? ns.length : p.shown.size,
+      edges: p.lod ? es.length : p.shownEdges.size, ms: performance.now() - t1 };
   }
 
-  // Gives the nodes ns and edges es elements, and takes them from the rest.
+  // Gives the nodes ns and edges es elements, and takes them from the
+  // rest. A body node's or edge's element lies in its frame's, so the
+  // frames (and theirs, up to the top) of what is drawn are drawn too,
+  // first: a node dragged out of its frame can be in view without it.
   function sync(p, ns, es) {
     const gen = p.gen = (p.gen || 0) + 1;
-    for (const v of ns) v._gen = gen;
-    for (const ve of es) ve._gen = gen;
+    // Marks v and the frames that hold it (a marked node's are marked).
+    const keep = (v) => { for (; v && v._gen !== gen; v = v.parent) v._gen = gen; };
+    for (const v of ns) keep(v);
+    for (const ve of es) { ve._gen = gen; keep(ve.s.parent); }
+    // A frame's elements go with it: what it holds is unmarked too.
     for (const v of p.shown) if (v._gen !== gen) { unlinkNode(v); p.shown.delete(v); }
     for (const ve of p.shownEdges) if (ve._gen !== gen) { unlinkEdge(ve); p.shownEdges.delete(ve); }
-    for (const ve of es) if (!ve.path) { addEdge(p.edgeLayer, p.labelLayer, ve); p.shownEdges.add(ve); }
-    for (const v of ns) if (!v.el) { addNode(p.nodeLayer, v, p); p.shown.add(v); }
-  }
-  function unlinkNode(v) {
-    v.el.remove(); v.el = null;
-    const clear = (vis) => {
-      for (const b of vis.nodes) { b.el = null; if (b.body) clear(b.body); }
-      for (const ve of vis.edges) ve.path = ve.text = null;
+    const need = (v) => {
+      if (!v || v.el) return;
+      need(v.parent);
+      addNode(p, v); p.shown.add(v);
     };
-    if (v.body) clear(v.body);
+    for (const ve of es) if (!ve.path) { need(ve.s.parent); addEdge(ve.s.parent ? ve.s.parent.layers : p.layers, ve); p.shownEdges.add(ve); }
+    for (const v of ns) need(v);
   }
-  function unlinkEdge(ve) { ve.path.remove(); ve.text.remove(); ve.path = ve.text = null; }
+  /* A frame's outline is dashed, and the browser dashes all of it at every
+   * frame it paints, in view or not: the frame of a body of 5,000 nodes
+   * is 300,000 points tall, and dashing it took 0.6-1 s per wheel step.
+   * So its rectangle is cut to the region drawn, [x0, x1] x [y0, y1] in
+   * the pane's coordinates (its cut sides lie in the margin, out of the
+   * screen), by multiples of the dashes' period, so that the dashes of
+   * the sides in view stay where they were. */
+  const FRAME_DASH = 8;  // tgviz.css: g.container > rect.frame, 5 + 3
+  function clipFrame(v, x0, y0, x1, y1) {
+    const fx = v.x + v.ox - v.w / 2, fy = v.y + v.oy - v.h / 2;
+    const cut = (d) => Math.max(0, Math.floor(d / FRAME_DASH) * FRAME_DASH);
+    const a = cut(x0 - fx), b = cut(y0 - fy), c = cut(fx + v.w - x1), d = cut(fy + v.h - y1);
+    const key = a + ' ' + b + ' ' + c + ' ' + d;
+    if (v.clip === key) return;
+    v.clip = key;
+    v.rect.setAttribute('x', a); v.rect.setAttribute('y', b);
+    v.rect.setAttribute('width', Math.max(0, v.w - a - c)); v.rect.setAttribute('height', Math.max(0, v.h - b - d));
+  }
+  function unlinkNode(v) { if (v.el) { v.el.remove(); v.el = null; v.layers = null; v.clip = undefined; } }
+  function unlinkEdge(ve) { if (ve.path) { ve.path.remove(); ve.text.remove(); ve.path = ve.text = null; } }
 
   /* The overview, painted pixel by pixel into one ImageData: the edges as
    * lines (a curve as a few straight pieces), the nodes over them as
@@ -358,7 +410,9 @@
    * fillRect or path segment costs a microsecond or two, over 0.3 s for
    * 100,000 nodes and 150,000 edges, while pixels written into an array
    * cost what the pixels cost: a few ms for a screen. While searching,
-   * what does not match is faded. ns === null clears the canvas. */
+   * what does not match is faded. With expanded bodies, level by level
+   * (its edges, then its nodes: a frame under its body). ns === null
+   * clears the canvas. */
   const EDGE_COLOURS = { plain: '#94a3b8', view: '#2563eb', destroy: '#dc2626' };
   const rgbaOf = new Map();
   // A colour as the 32-bit little-endian RGBA of an ImageData pixel; faded:
@@ -422,31 +476,47 @@
     // Screen pixels: X(x), Y(y).
     const k = t.k * dpr, X = (x) => t.x * dpr + x * k, Y = (y) => t.y * dpr + y * k;
     const searching = !!$('#search').value.trim();
-    for (const ve of es) {
-      const q = edgeCurve(ve, curve), u = rgba(EDGE_COLOURS[ve.e.mode] || EDGE_COLOURS.plain, searching);
-      for (let i = 0; i < 8; i += 2) { q[i] = X(q[i]); q[i + 1] = Y(q[i + 1]); }
-      // Pieces of about 6 pixels of the control polygon, 1 to 16 of them.
-      let len = 0;
-      for (let i = 2; i < 8; i += 2) len += Math.abs(q[i] - q[i - 2]) + Math.abs(q[i + 1] - q[i - 1]);
-      const n = Math.max(1, Math.min(16, Math.ceil(len / 6)));
-      let px = q[0], py = q[1];
-      for (let i = 1; i <= n; i++) {
-        const s = i / n, r = 1 - s, a = r * r * r, b = 3 * r * r * s, d = 3 * r * s * s, e = s * s * s;
-        const x = a * q[0] + b * q[2] + d * q[4] + e * q[6], y = a * q[1] + b * q[3] + d * q[5] + e * q[7];
-        pixLine(img, px, py, x, y, u);
-        px = x; py = y;
+    const border = rgba('#475569', searching), marked = [];
+    // The items of each depth, in order; one list when nothing is expanded.
+    const byDepth = (items) => {
+      if (!p.depth) return [items];
+      const out = [];
+      for (let d = 0; d <= p.depth; d++) out.push([]);
+      for (const it of items) out[it.depth].push(it);
+      return out;
+    };
+    const esd = byDepth(es), nsd = byDepth(ns);
+    for (let d = 0; d < nsd.length; d++) { paintEdges(esd[d]); paintNodes(nsd[d]); }
+    function paintEdges(es) {
+      for (const ve of es) {
+        const q = edgeCurve(ve, curve), u = rgba(EDGE_COLOURS[ve.e.mode] || EDGE_COLOURS.plain, searching);
+        const ox = ve.s.ox, oy = ve.s.oy;
+        for (let i = 0; i < 8; i += 2) { q[i] = X(q[i] + ox); q[i + 1] = Y(q[i + 1] + oy); }
+        // Pieces of about 6 pixels of the control polygon, 1 to 16 of them.
+        let len = 0;
+        for (let i = 2; i < 8; i += 2) len += Math.abs(q[i] - q[i - 2]) + Math.abs(q[i + 1] - q[i - 1]);
+        const n = Math.max(1, Math.min(16, Math.ceil(len / 6)));
+        let px = q[0], py = q[1];
+        for (let i = 1; i <= n; i++) {
+          const s = i / n, r = 1 - s, a = r * r * r, b = 3 * r * r * s, d = 3 * r * s * s, e = s * s * s;
+          const x = a * q[0] + b * q[2] + d * q[4] + e * q[6], y = a * q[1] + b * q[3] + d * q[5] + e * q[7];
+          pixLine(img, px, py, x, y, u);
+          px = x; py = y;
+        }
       }
     }
-    const border = rgba('#475569', searching), marked = [];
-    for (const v of ns) {
-      const pinned = selected && selected.n === v.src;
-      if (v.match || pinned) marked.push(v);
-      const u = rgba(v.body ? '#f1f5f9' : v.colour || (v.colour = fillOf(v.src)), searching && !v.match);
-      const x0 = X(v.x - v.w / 2), y0 = Y(v.y - v.h / 2), x1 = X(v.x + v.w / 2), y1 = Y(v.y + v.h / 2);
-      if (x1 - x0 >= 5 && y1 - y0 >= 5) {
-        pixRect(img, x0, y0, x1, y1, v.match ? rgba('#475569', false) : border);
-        pixRect(img, x0 + 1, y0 + 1, x1 - 1, y1 - 1, u);
-      } else pixRect(img, x0, y0, x1, y1, u);
+    function paintNodes(ns) {
+      for (const v of ns) {
+        const pinned = selected && selected.n === v.src;
+        if (v.match || pinned) marked.push(v);
+        const u = rgba(v.body ? '#f1f5f9' : v.colour || (v.colour = fillOf(v.src)), searching && !v.match);
+        const cx = v.x + v.ox, cy = v.y + v.oy;
+        const x0 = X(cx - v.w / 2), y0 = Y(cy - v.h / 2), x1 = X(cx + v.w / 2), y1 = Y(cy + v.h / 2);
+        if (x1 - x0 >= 5 && y1 - y0 >= 5) {
+          pixRect(img, x0, y0, x1, y1, v.match ? rgba('#475569', false) : border);
+          pixRect(img, x0 + 1, y0 + 1, x1 - 1, y1 - 1, u);
+        } else pixRect(img, x0, y0, x1, y1, u);
+      }
     }
     ctx.putImageData(img.data, 0, 0);
     // Matches and the pinned node: a ring of at least 8 pixels.
@@ -454,19 +524,20 @@
     for (const v of marked) {
       const w = Math.max(8 * dpr, v.w * k), h = Math.max(8 * dpr, v.h * k);
       ctx.strokeStyle = selected && selected.n === v.src ? '#f59e0b' : '#db2777';
-      ctx.strokeRect(X(v.x) - w / 2, Y(v.y) - h / 2, w, h);
+      ctx.strokeRect(X(v.x + v.ox) - w / 2, Y(v.y + v.oy) - h / 2, w, h);
     }
   }
 
-  // One edge's path and label.
-  function addEdge(pathLayer, labelLayer, ve) {
-    const path = pathLayer.append('path').datum(ve)
+  // One edge's path and label, in layers L (its level's: p.layers or its
+  // frame's).
+  function addEdge(L, ve) {
+    const path = L.edge.append('path').datum(ve)
       .attr('class', 'edge' + (ve.e.mode ? ' ' + ve.e.mode : ''))
       .attr('marker-end', `url(#arrow-${ve.e.mode || 'plain'})`)
       .attr('d', edgePath(ve));
     path.append('title').text(`${ve.e.var}: ${ve.e.label}${ve.e.mode ? ' (' + ve.e.mode + ')' : ''}`);
     ve.path = path.node();
-    ve.text = labelLayer.append('text').attr('class', 'elabel').attr('text-anchor', 'middle')
+    ve.text = L.label.append('text').attr('class', 'elabel').attr('text-anchor', 'middle')
       .attr('x', ve.mx + 3).attr('y', ve.my).text(ve.e.label).node();
   }
 
@@ -475,15 +546,14 @@
     return [PAD - v.body.x0 + (v.w - 2 * PAD - v.body.width) / 2, PAD + HEAD - v.body.y0];
   }
   // Where a node of the derived drawing lies in its pane's coordinates
-  // (a node of an expanded body lies inside its parent's frame).
-  function absPos(v) {
-    if (!v.parent) return [v.x, v.y];
-    const [px, py] = absPos(v.parent), [ox, oy] = bodyOffset(v.parent);
-    return [px - v.parent.w / 2 + ox + v.x, py - v.parent.h / 2 + oy + v.y];
-  }
+  // (a node of an expanded body lies inside its parent's frame: layout()
+  // gave it the offset of its level).
+  function absPos(v) { return [v.x + v.ox, v.y + v.oy]; }
 
-  // A node's group (or an expanded node's frame with its body) in ng.
-  function addNode(ng, v, pane) {
+  // A node's group (or an expanded node's empty frame) in its level's
+  // layer: the top level's, or its frame's (which must have an element).
+  function addNode(pane, v) {
+    const ng = (v.parent ? v.parent.layers : pane.layers).node;
     if (v.body) return addFrame(ng, v, pane);
     const sel = ng.append('g').datum(v)
       .attr('class', `node kind-${v.src.kind}` + (v.src.kind === 'group' ? ' group' : '') + (isHot(v.src) ? ' hot' : '') +
@@ -509,14 +579,13 @@
       .call(pane.drag);
   }
 
-  // Dragging a node (of any drawing in the pane): its edges follow. A node
-  // of the top level and its edges leave the index's cells for its list of
-  // moved items, and the pane is drawn again when the drag ends (edges
-  // that were out of view may have come in).
+  // Dragging a node (of any level in the pane): its edges follow. The node
+  // and its edges leave the index's cells for its list of moved items, and
+  // the pane is drawn again when the drag ends (edges that were out of
+  // view may have come in).
   function makeDrag(pane) {
     return d3.drag().clickDistance(4)
       .on('start', (ev, v) => {
-        if (v.parent) return;
         gridMove(pane.nodeGrid, v);
         for (const ve of v.adj || []) gridMove(pane.edgeGrid, ve);
       })
@@ -534,28 +603,22 @@
       .on('end', () => { pane.dirty = true; schedule(pane); });
   }
 
-  // An expanded node: a frame with its body drawn inside, whole.
+  // An expanded node: a frame, and in it the layers of its body, which
+  // sync() fills with the body's nodes and edges that are in view (its
+  // level's offset, v.body's nodes' ox and oy, is where they lie).
   function addFrame(ng, v, pane) {
     const c = ng.append('g').datum(v).attr('class', 'container' + (v.match ? ' match' : '')).attr('data-id', v.id).attr('data-view', pane.name)
       .attr('transform', `translate(${v.x - v.w / 2},${v.y - v.h / 2})`);
     v.el = c.node();
-    c.append('rect').attr('class', 'frame').attr('width', v.w).attr('height', v.h).attr('rx', 8);
+    v.rect = c.append('rect').attr('class', 'frame').attr('width', v.w).attr('height', v.h).attr('rx', 8).node();
     c.append('text').attr('class', 'head').attr('x', 8).attr('y', 14)
       .text(`\u25be ${v.src.op || ''} ${v.src.key || v.id}`).append('title').text('double-click the frame to collapse');
     const [ox, oy] = bodyOffset(v);
-    drawGraph(c.append('g').attr('transform', `translate(${ox},${oy})`), v.body, pane);
+    const g = c.append('g').attr('transform', `translate(${ox},${oy})`);
+    const eg = g.append('g').attr('class', 'edges');
+    v.layers = { edge: eg.append('g'), label: eg.append('g'), node: g.append('g').attr('class', 'nodes') };
     c.on('dblclick', (ev) => { if (ev.target.closest('g.node')) return; ev.stopPropagation(); v.src._expanded = false; redraw(); })
       .on('mouseenter', () => show(v.src, pane)).on('click', (ev) => { if (!ev.target.closest('g.node')) { ev.stopPropagation(); pin(v.src, pane); } });
-  }
-
-  // All of a (body's) drawing, in g.
-  function drawGraph(g, vis, pane) {
-    const eg = g.append('g').attr('class', 'edges');
-    const pl = eg.append('g'), ll = eg.append('g');
-    for (const ve of vis.edges) addEdge(pl, ll, ve);
-    const ng = g.append('g').attr('class', 'nodes');
-    for (const v of vis.nodes) if (!v.body) addNode(ng, v, pane);
-    for (const v of vis.nodes) if (v.body) addNode(ng, v, pane);
   }
 
   function light(v, on) {
@@ -725,15 +788,15 @@
     inp.addEventListener('blur', () => finish(true));
   }
 
-  // A renamed node's element made again; the layout stays. A node of a
-  // body is drawn again with its whole pane.
+  // A renamed node's element made again (at any level); the layout stays.
+  // (An expanded node's frame shows no label.)
   function relabel(n) {
     let found = false;
     for (const p of panes) {
-      const v = p.vis.byId.get(n.id);
+      const v = p.byId.get(n.id);
       if (!v || v.src !== n) continue;
       found = true;
-      if (v.el) { unlinkNode(v); addNode(p.nodeLayer, v, p); }
+      if (v.el && !v.body) { unlinkNode(v); addNode(p, v); }
     }
     if (found) applySearch(); else redraw();
   }
@@ -962,7 +1025,9 @@
     get data() { return data; },
     get panes() { return panes; },
     // What each pane drew last: mode 'svg' or 'canvas', the nodes and edges
-    // in the region around the view, and how long update() took.
+    // drawn (as SVG: the elements, at every level, frames included; on the
+    // canvas: those painted, the region around the view), and how long
+    // update() took.
     // pending: another update is due (the margin after a jump, say).
     stats() { return panes.map((p) => Object.assign({ name: p.name, pending: !!p.raf }, p.stats)); },
     expand(id, on = true) {

@@ -9,8 +9,9 @@
 // trace.html (tests/data/viz/trace.json with its profile) and, optionally,
 // copies.html (a weight read by six layers), twin.html (two composites
 // with one body), rnn.html (examples/rnn.json -f train), scanscan.html
-// (tests/data/tgdebug/scan_scan.json: a scan in a scan's body) and
-// big.html (5,000 nodes).
+// (tests/data/tgdebug/scan_scan.json: a scan in a scan's body),
+// big.html (5,000 nodes) and bigbody.html (gen_big.py 3000 2: an
+// op_from_graph whose body's op_from_graph has a body of 3,000 nodes).
 // Screenshots go to ARTIFACTS_DIR.
 'use strict';
 const { chromium } = require('playwright-core');
@@ -94,6 +95,35 @@ function viewCheck(view) {
     if (drawn.has(n.id) && (x1 < -box.width || x0 > 2 * box.width || y1 < -box.height || y0 > 2 * box.height)) far++;
   }
   return { missing, drawn: drawn.size, far, stats: tgviz.stats().find((s) => s.name === view) };
+}
+
+// The same for the body of the expanded node `id` (at any depth), from
+// the data and the screen position of the body's group in its frame: its
+// nodes on the screen without a g.node, how many it has, how many lie
+// wholly farther than one screen from it; and every g.node of the pane.
+function bodyCheck(id) {
+  const p = tgviz.panes[0], box = p.svg.node().getBoundingClientRect();
+  const find = (d) => {
+    for (const n of d.nodes) { if (n.id === id) return n; const r = n.body && find(n.body); if (r) return r; }
+    return null;
+  };
+  const body = find(p.drawing).body, c = p.svg.node().querySelector(`g.container[data-id="${CSS.escape(id)}"]`);
+  const drawn = new Set(c ? [...c.querySelectorAll('g.node')].map((e) => e.dataset.id) : []);
+  const missing = [];
+  let far = 0;
+  if (c) {
+    const m = c.querySelector(':scope > g').getScreenCTM();
+    for (const n of body.nodes) {
+      const x = n.x + (n._dx || 0), y = n.y + (n._dy || 0);
+      const x0 = m.e + m.a * (x - n.w / 2) - box.left, x1 = m.e + m.a * (x + n.w / 2) - box.left;
+      const y0 = m.f + m.d * (y - n.h / 2) - box.top, y1 = m.f + m.d * (y + n.h / 2) - box.top;
+      if (x1 >= 0 && x0 <= box.width && y1 >= 0 && y0 <= box.height && !drawn.has(n.id)) missing.push(n.id);
+      if (drawn.has(n.id) && (x1 < -box.width || x0 > 2 * box.width || y1 < -box.height || y0 > 2 * box.height)) far++;
+    }
+  }
+  return { nodes: body.nodes.length, drawn: drawn.size, missing: missing.slice(0, 10), nmissing: missing.length, far,
+    all: p.svg.node().querySelectorAll('g.node').length, containers: p.svg.node().querySelectorAll('g.container').length,
+    stats: tgviz.stats()[0] };
 }
 
 (async () => {
@@ -502,6 +532,81 @@ function viewCheck(view) {
     v = await page.evaluate(viewCheck, 'optimized');
     check(v.stats.mode === 'svg' && v.missing.length === 0 && v.drawn > 0 && v.drawn < n / 2 && v.far === 0,
       `big: zoomed in, every node in view is drawn, ${v.drawn} g.node of ${n}`, JSON.stringify(v).slice(0, 300));
+    await page.close();
+  }
+
+  // ---- a body of 3,000 nodes inside a body, expanded: drawn as the top
+  // level is, only what is in view and, zoomed out, as an overview (the
+  // body was drawn whole, 3,000 g.node, while stats() counted the top
+  // level's nodes only) ----
+  if (fs.existsSync(path.join(pagesDir, 'bigbody.html'))) {
+    const page = await open('bigbody.html');
+    const settle = () => page.evaluate(async () => {
+      const frame = () => new Promise((r) => requestAnimationFrame(r));
+      await frame();
+      while (tgviz.stats()[0].pending) await frame();
+      await frame();
+    });
+    // the two op_from_graph nodes; in the inner body, h1525 (row 30 of 60,
+    // lane 25 of 50) and h0 (row 0)
+    const [outer, inner, midId, far] = await page.evaluate(() => {
+      const o = tgviz.panes[0].drawing.nodes.find((n) => n.body), i = o.body.nodes.find((n) => n.body);
+      const id = (k) => i.body.nodes.find((n) => n.kind === 'apply' && n.key === k).id;
+      return [o.id, i.id, id('h1525'), id('h0')];
+    });
+    const t0 = Date.now();
+    await page.evaluate((id) => tgviz.expand(id), outer);
+    await page.evaluate((id) => tgviz.expand(id), inner);
+    await settle();
+    console.log(`tgviz: a body of 3,000 nodes in a body expanded in ${Date.now() - t0} ms`);
+    let v = await page.evaluate(bodyCheck, inner);
+    check(v.nodes >= 3000 && v.stats.mode === 'canvas' && v.all === 0 && v.containers === 0 && v.stats.nodes >= v.nodes,
+      `bigbody: both bodies expanded, the ${v.nodes} nodes of the inner one in view are painted as an overview`, JSON.stringify(v).slice(0, 300));
+    // Zoomed in on the middle of the inner body: search centres h1525,
+    // and two wheel steps on the pane's centre zoom in on it.
+    await page.mouse.move(1450, 600);
+    await page.fill('#search', midId);
+    await page.press('#search', 'Enter');
+    await page.waitForTimeout(450);
+    await page.fill('#search', '');
+    const centre = await page.evaluate(() => { const b = tgviz.panes[0].svg.node().getBoundingClientRect(); return [b.left + b.width / 2, b.top + b.height / 2]; });
+    for (let i = 0; i < 2; i++) { await page.mouse.move(...centre); await page.mouse.wheel(0, -300); await settle(); }
+    v = await page.evaluate(bodyCheck, inner);
+    console.log(`tgviz: the 3,000-node body zoomed in: ${JSON.stringify(v.stats)}, ${v.drawn} of its g.node, ${v.all} in all`);
+    check(v.stats.mode === 'svg' && v.drawn > 20 && v.drawn < v.nodes / 4 && v.all < v.nodes / 4 && v.nmissing === 0 && v.far === 0,
+      `bigbody: zoomed in, each body node in view and no far one is drawn (${v.drawn} g.node of ${v.nodes})`, JSON.stringify(v).slice(0, 400));
+    check(v.stats.nodes === v.all + v.containers, `bigbody: stats() counts the body nodes drawn (${v.stats.nodes} = ${v.all} g.node + ${v.containers} frames)`,
+      JSON.stringify(v.stats));
+    // Hover and drag a body node; search finds one far out of view, draws
+    // it and marks it.
+    const mid = `g.node[data-id="${midId}"]`;
+    await page.hover(mid);
+    check((await page.textContent('#panel .sub')).includes('h1525'), 'bigbody: hovering a body node shows it');
+    const before = await page.getAttribute(mid, 'transform'), b0 = await page.locator(mid).boundingBox();
+    await page.mouse.move(b0.x + b0.width / 2, b0.y + b0.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(b0.x + b0.width / 2 + 120, b0.y + b0.height / 2 + 30, { steps: 5 });
+    await page.mouse.up();
+    await settle();
+    check(await page.getAttribute(mid, 'transform') !== before, 'bigbody: a body node can be dragged', before);
+    await page.mouse.move(1450, 600);
+    check(!await page.$(`g.node[data-id="${far}"]`), `bigbody: ${far}, at the body's top, is not drawn`);
+    await page.fill('#search', far);
+    check((await page.textContent('#matches')) === '1 match', 'bigbody: search finds it');
+    await page.press('#search', 'Enter');
+    await page.waitForSelector(`g.node.sel.match[data-id="${far}"]`, { timeout: 5000 });
+    await page.waitForTimeout(450);
+    await settle();
+    v = await page.evaluate(bodyCheck, inner);
+    check(v.nmissing === 0 && v.far === 0 && v.drawn < v.nodes / 4 && await page.$$eval('g.node.match', (l) => l.length) === 1,
+      'bigbody: and goes to it, drawn and marked, with what is around it', JSON.stringify(v).slice(0, 300));
+    await page.fill('#search', '');
+    await shot(page, 'tgviz-bigbody.png');
+    // Double-clicking the inner frame collapses it again.
+    await page.$eval(`g.container[data-id="${inner}"] > rect.frame`, (e) => e.dispatchEvent(new MouseEvent('dblclick', { bubbles: true })));
+    await settle();
+    check(await page.$$eval('g.container', (l) => l.length) === 1 && await page.$$eval('g.node', (l) => l.length) < 200 && !await page.$(mid),
+      'bigbody: double-clicking the frame collapses the body');
     await page.close();
   }
 

@@ -298,6 +298,10 @@ else
   # a scan's body typed by the library; a scan in a scan's body (search)
   "$TGVIZ" "$TG_SRC/examples/rnn.json" -f train -o "$pages/rnn.html"
   "$TGVIZ" "$TG_TEST_DATA/tgdebug/scan_scan.json" -o "$pages/scanscan.html"
+  # an op_from_graph whose body's op_from_graph has a body of 3,000 nodes:
+  # expanded, drawn as the top level is (only what is in view)
+  python3 "$TG_SRC/tests/browser/gen_big.py" "$tmp/bigbody.json" 3000 2
+  "$TGVIZ" "$tmp/bigbody.json" --optimized -O none -o "$pages/bigbody.html"
   if [ -z "${TG_SANITIZE:-}" ]; then
     # The large graph once, in the plain build (5,000 nodes as written:
     # fast_run fuses them): the layered layout, which auto picks above
