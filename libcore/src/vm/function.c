@@ -447,11 +447,9 @@ done:
 void tg_composite_prefetch(tg_node *const *nodes, int n);
 
 /* The composites' kernels that are not in the cache yet, compiled
- * together at the function's first call rather than one after another
- * at their nodes' first runs (a scan's or op_from_graph's body's when
- * that is linked, at the node's first run). Not at link: compiling
- * alone (tgc check, print, compile; tgviz; the optimizer's benchmarks)
- * runs no compiler. Nodes on a device have kernels of their own. */
+ * together now rather than one after another at their first runs (a
+ * scan's or op_from_graph's body's when that is linked, at the node's
+ * first run). Nodes on a device have kernels of their own. */
 static void prefetch_kernels(tg_function *f) {
     if (!f->on_device) {
         tg_composite_prefetch(f->fg->nodes, f->nsched);
@@ -473,6 +471,7 @@ static int link_placed(tg_function *f, tg_dnn_policy algo, tg_ctx *ctx) {
     int rc = link_function(f, ctx);
     tg_free(f->kernels);
     f->kernels = NULL;
+    if (rc == TG_OK) prefetch_kernels(f);
     return rc;
 }
 
@@ -1302,10 +1301,6 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
     if (rc) {
         atomic_store_explicit(&f->busy, false, memory_order_release);
         return rc;
-    }
-    if (__builtin_expect(!f->kernels_fetched, 0)) {
-        f->kernels_fetched = true;
-        prefetch_kernels(f);
     }
     tg_bufpool *prev = tg_bufpool_enter(&f->pool);
     rc = call(f, inputs, outputs, ctx);
