@@ -737,68 +737,6 @@ static void test_kernel_per_body(void **state) {
     drop_cache();
 }
 
-/* A function's missing kernels are compiled when it is linked, together
- * (tg_kcache_prefetch), each once; its first call loads them from the
- * disk without compiling. Three composites of distinct bodies, a + b,
- * a * b and a - b, and a fourth of a's body again (no compile of its
- * own); the values by hand. They were compiled at their first runs, one
- * after another. */
-static void test_prefetch_at_link(void **state) {
-    (void)state;
-    fresh_cache("prefetch");
-    static const char *const ops[] = {"add", "mul", "sub", "add"};
-    tg_str js = {0};
-    tg_str_addf(&js, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                     "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
-                     "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":[");
-    for (int k = 0; k < 4; k++)
-        tg_str_addf(&js,
-                    "%s{\"op\":\"composite\",\"inputs\":[\"%s\",\"b\"],\"outputs\":[\"y%d\"],\"attrs\":{\"body\":{"
-                    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
-                    "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
-                    "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"r\"]}],"
-                    "\"inputs\":[\"x\",\"w\"],\"outputs\":[\"r\"]}}}",
-                    k ? "," : "", k == 3 ? "b" : "a", k, ops[k]);
-    tg_str_addf(&js, "],\"functions\":{\"main\":{\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y0\",\"y1\",\"y2\",\"y3\"]}}}");
-    assert_false(js.oom);
-    tg_graph *g = tu_load(js.s);
-    tg_ctx *ctx = tg_ctx_new();
-    tg_kcache_stats s0 = tg_kcache_stats_get();
-    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
-    assert_non_null(f);
-    tg_kcache_stats s1 = tg_kcache_stats_get();
-    assert_int_equal(s1.compiles - s0.compiles, 3);
-    assert_int_equal(s1.disk_hits - s0.disk_hits, 0);
-    assert_int_equal(s1.failures - s0.failures, 0);
-    tg_array *in[2] = {ramp(100, 2, -1), ramp(100, 1, 0.5)}, *out[4] = {0};
-    assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
-    tg_kcache_stats s2 = tg_kcache_stats_get();
-    assert_int_equal(s2.compiles - s1.compiles, 0);
-    assert_int_equal(s2.disk_hits - s1.disk_hits, 3);
-    const double *a = tg_array_data(in[0]), *b = tg_array_data(in[1]);
-    for (int i = 0; i < 100; i++) {
-        double want[4] = {a[i] + b[i], a[i] * b[i], a[i] - b[i], b[i] + b[i]};
-        for (int k = 0; k < 4; k++)
-            if (((const double *)tg_array_data(out[k]))[i] != want[k])
-                fail_msg("y%d[%d] = %.17g, want %.17g", k, i, ((const double *)tg_array_data(out[k]))[i], want[k]);
-    }
-    for (int k = 0; k < 4; k++) tg_array_free(out[k]);
-    tg_array_free(in[0]);
-    tg_array_free(in[1]);
-    tg_function_free(f);
-    /* Compiled again as a new process would (the kernels on disk, none
-     * in memory): nothing to compile. */
-    tg_kcache_forget();
-    tg_kcache_stats s3 = tg_kcache_stats_get();
-    assert_non_null(f = tg_function_compile(g, 0, NULL, ctx));
-    assert_int_equal(tg_kcache_stats_get().compiles - s3.compiles, 0);
-    tg_function_free(f);
-    tg_ctx_free(ctx);
-    tg_graph_free(g);
-    tg_str_free(&js);
-    drop_cache();
-}
-
 /* sin(x) + cos(x) fused and compiled gives the unfused ops' bits: GCC
  * turned the two calls into one scalar sincos, which has no vector
  * variant, so the loop ran glibc's scalar sin and cos (and exp, and the
@@ -1095,7 +1033,7 @@ int main(void) {
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_same_bits_any_layout), cmocka_unit_test(test_same_bits_broadcast),
-        cmocka_unit_test(test_sincos_same_bits), cmocka_unit_test(test_prefetch_at_link),
+        cmocka_unit_test(test_sincos_same_bits),
         cmocka_unit_test(test_inplace_raw_output), cmocka_unit_test(test_empty_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -107,13 +107,6 @@ tg_node *tg_composite_node_new_in(struct tg_arena *arena, tg_composite_memo *mem
 int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs,
                     int *nin, tg_var ***outputs, int *nout, tg_ctx *ctx);
 
-/* Decide the kernel source of each composite among nodes[0..n-1] (other
- * nodes are skipped) that has not run yet, as its first run would, and
- * compile the missing kernels together (tg_kcache_prefetch) rather than
- * one after another at their first runs. Nothing when the interpreter is
- * forced. The caller leaves out nodes that run on a device. */
-void tg_composite_prefetch(tg_node *const *nodes, int n);
-
 /* How this node runs: 1 compiled kernel, 0 interpreter, -1 not decided
  * yet (it has not run). For tests and tools. */
 int tg_composite_node_mode(const tg_node *n);
@@ -181,17 +174,6 @@ typedef void (*tg_kernel_fn)(int64_t n, char **p, const int64_t *s);
  * (TG_CC names none, or the compile fails): then *why says why (static
  * or thread-local text, may be NULL). */
 tg_kernel_fn tg_kcache_get(const char *src, const char **why);
-
-/* Compile now the kernels of srcs[0..n-1] (borrowed) that are neither in
- * this process's map nor on disk, several at once (TG_CC_JOBS compilers,
- * by default one per CPU this process may use), under the cache's lock,
- * each as tg_kcache_get would; none is loaded: tg_kcache_get finds them
- * on disk. Best effort and silent: nothing when there is no compiler or
- * usable folder, or fewer than two to compile; a compile that fails is
- * reported by the tg_kcache_get of its source (once, without compiling
- * again). The caller checks TG_COMPOSITE=interp (the composites'
- * tg_composite_prefetch does). */
-void tg_kcache_prefetch(const char *const *srcs, int n);
 
 /* The cache folder: TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else
  * $HOME/.cache/tg (malloc'ed through tg_malloc; NULL when none can be

@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -105,16 +104,6 @@ static char *cpu_flags;
 static int cc_probe_rc;
 /* The first line of a <hash>.ccid file, which tells clear it is tg's. */
 #define CCID_HEAD "tg-ccid 1\n"
-/* The compiles tg_kcache_prefetch tried that failed, by hash, with the
- * reason: the look-up of that kernel reports it, once, instead of
- * running the compiler again (a compiler that fails or hangs costs what
- * it did before the prefetch). Under lock. */
-typedef struct kfail {
-    char hash[33];
-    char *why;
-} kfail;
-static kfail *fails;
-static int nfails, cfails;
 
 tg_kcache_stats tg_kcache_stats_get(void) {
     pthread_mutex_lock(&lock);
@@ -133,8 +122,6 @@ void tg_kcache_forget(void) {
     pthread_mutex_lock(&lock);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     nmap = 0;
-    for (int i = 0; i < nfails; i++) tg_free(fails[i].why);
-    nfails = 0;
     tg_free(cc_for);
     cc_for = NULL;
     pthread_mutex_unlock(&lock);
@@ -221,11 +208,12 @@ static void nap(long *us) {
     if (*us < 20000) *us *= 2;
 }
 
-/* Start argv with stdout to out_fd (-1: /dev/null) and stderr to err_fd
- * (-1: /dev/null), in a process group of its own (so that prog_done can
- * kill what it started too): 0 with *pid, or -1 when it could not
- * start. */
-static int prog_spawn(char *const *argv, int out_fd, int err_fd, pid_t *pid) {
+/* Run argv with stdout to out_fd (-1: /dev/null) and stderr to err_fd
+ * (-1: /dev/null), in a process group of its own that is killed when it
+ * runs past cc_timeout() seconds (a compiler that hangs): the exit
+ * status, -1 when it could not start or did not exit, -2 when it was
+ * killed for time. */
+static int run_prog(char *const *argv, int out_fd, int err_fd) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -241,49 +229,28 @@ static int prog_spawn(char *const *argv, int out_fd, int err_fd, pid_t *pid) {
     posix_spawnattr_init(&at);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&at, 0);
-    int rc = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
-    return rc == 0 ? 0 : -1;
-}
-
-/* Whether the program pid (prog_spawn) has ended, without waiting: then
- * *st is its exit status, -1 when it did not exit, -2 when it ran past
- * deadline (now_s()) and was killed with its process group (a compiler
- * that hangs). */
-static bool prog_done(pid_t pid, double deadline, int *st) {
-    int ws;
-    pid_t r = waitpid(pid, &ws, WNOHANG);
-    if (r == pid) {
-        *st = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-        return true;
-    }
-    if (r < 0 && errno != EINTR) {
-        *st = -1;
-        return true;
-    }
-    if (now_s() > deadline) {
-        kill(-pid, SIGKILL); /* the compiler and what it started */
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
-        }
-        *st = -2;
-        return true;
-    }
-    return false;
-}
-
-/* Run argv (prog_spawn) under a limit of cc_timeout() seconds: the exit
- * status, -1 when it could not start or did not exit, -2 when it was
- * killed for time. */
-static int run_prog(char *const *argv, int out_fd, int err_fd) {
-    pid_t pid;
-    if (prog_spawn(argv, out_fd, err_fd, &pid)) return -1;
+    if (rc != 0) return -1;
     double deadline = now_s() + cc_timeout();
     long us = 200;
     int st;
-    while (!prog_done(pid, deadline, &st)) nap(&us);
-    return st;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) break;
+        if (r < 0 && errno != EINTR) return -1;
+        if (now_s() > deadline) {
+            kill(-pid, SIGKILL); /* the compiler and what it started */
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            return -2;
+        }
+        nap(&us);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* Write data to path in the cache folder through a fresh temporary
@@ -654,40 +621,15 @@ static int create_fresh(const char *path, int flags) {
     return open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 }
 
-/* One compile of a kernel into the cache folder: compile_start writes
- * the source and starts the compiler, prog_done tells when it has ended,
- * compile_finish puts the result in place. tg_kcache_get runs one at a
- * time, tg_kcache_prefetch several at once (compile_jobs, both). */
-typedef struct cjob {
-    const char *src;
-    char hash[33];
-    pid_t pid;       /* the compiler while it runs, else 0 */
-    int efd;         /* its stderr, <hash>.tmp.<pid>.err (-1: none) */
-    int st;          /* its end (prog_done) */
-    double deadline; /* TG_CC_TIMEOUT from its own start */
-    bool failed;
-    char *why;       /* why it failed (tg_malloc'ed; NULL: out of memory) */
-} cjob;
-
-/* The job's files in dir: <hash>.c, .so, the compiler's output and its
- * stderr (temporaries of this process). */
-static void job_paths(const char *dir, const cjob *j, char cpath[4200], char spath[4200], char tpath[4200],
-                      char epath[4200]) {
-    snprintf(cpath, 4200, "%s/%s.c", dir, j->hash);
-    snprintf(spath, 4200, "%s/%s.so", dir, j->hash);
-    snprintf(tpath, 4200, "%s/%s.tmp.%ld.so", dir, j->hash, (long)getpid());
-    snprintf(epath, 4200, "%s/%s.tmp.%ld.err", dir, j->hash, (long)getpid());
-}
-
-/* Write j's source to dir and start the compiler on it (lock held by the
- * caller): 0 (j->pid the compiler, or 0 with j->st = -1 when it could
- * not start), or -1 with the reason in *why. */
-static int compile_start(const char *dir, cjob *j, const char **why) {
+/* Compile src into dir/hash.so, with its footer (lock held by the
+ * caller). */
+static int compile_into(const char *dir, const char *hash, const char *src, const char **why) {
     char cpath[4200], spath[4200], tpath[4200], epath[4200], err[600];
-    job_paths(dir, j, cpath, spath, tpath, epath);
-    j->pid = 0;
-    j->efd = -1;
-    if (write_nofollow(cpath, j->src, strlen(j->src), err, sizeof err)) {
+    snprintf(cpath, sizeof cpath, "%s/%s.c", dir, hash);
+    snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
+    snprintf(tpath, sizeof tpath, "%s/%s.tmp.%ld.so", dir, hash, (long)getpid());
+    snprintf(epath, sizeof epath, "%s/%s.tmp.%ld.err", dir, hash, (long)getpid());
+    if (write_nofollow(cpath, src, strlen(src), err, sizeof err)) {
         *why = whyf("cannot write to the kernel cache folder: %s", err);
         return -1;
     }
@@ -699,7 +641,7 @@ static int compile_start(const char *dir, cjob *j, const char **why) {
         return -1;
     }
     close(tfd);
-    j->efd = create_fresh(epath, O_RDWR);
+    int efd = create_fresh(epath, O_RDWR);
     const char *argv[32];
     int k = 0;
     argv[k++] = cc_name();
@@ -710,25 +652,10 @@ static int compile_start(const char *dir, cjob *j, const char **why) {
     argv[k++] = "-lm";
     argv[k] = NULL;
     stats.compiles++;
-    j->deadline = now_s() + cc_timeout();
-    if (prog_spawn((char *const *)argv, -1, j->efd, &j->pid)) {
-        j->pid = 0;
-        j->st = -1;
-    }
-    return 0;
-}
-
-/* After j's compiler ended with status j->st: its output, with the
- * footer, renamed to dir/<hash>.so: 0, or -1 with the reason in *why. The
- * temporaries go either way. */
-static int compile_finish(const char *dir, cjob *j, const char **why) {
-    char cpath[4200], spath[4200], tpath[4200], epath[4200], err[600];
-    job_paths(dir, j, cpath, spath, tpath, epath);
-    int st = j->st;
+    int st = run_prog((char *const *)argv, -1, efd);
     char msg[400] = "";
-    if (st != 0 && j->efd >= 0) first_lines(epath, msg, sizeof msg);
-    if (j->efd >= 0) close(j->efd);
-    j->efd = -1;
+    if (st != 0 && efd >= 0) first_lines(epath, msg, sizeof msg);
+    if (efd >= 0) close(efd);
     unlink(epath);
     if (st != 0) {
         unlink(tpath);
@@ -745,7 +672,7 @@ static int compile_finish(const char *dir, cjob *j, const char **why) {
     /* On disk before the rename, so that a power cut cannot leave an
      * empty <hash>.so under its final name (one whose footer does not
      * check is built again all the same: tg_kcache_get). */
-    if (add_footer(tpath, j->hash, err, sizeof err)) {
+    if (add_footer(tpath, hash, err, sizeof err)) {
         unlink(tpath);
         *why = whyf("%s", err);
         return -1;
@@ -762,64 +689,6 @@ static int compile_finish(const char *dir, cjob *j, const char **why) {
         close(dfd);
     }
     return 0;
-}
-
-static void job_failed(cjob *j, const char *why) {
-    j->failed = true;
-    j->why = tg_strdup(why ? why : "the compile failed");
-}
-
-static void job_end(const char *dir, cjob *j) {
-    const char *why = NULL;
-    if (compile_finish(dir, j, &why)) job_failed(j, why);
-}
-
-/* Compile the n jobs into dir, at most par compilers at once, each under
- * its own time limit (lock held by the caller): a failed one has
- * ->failed, and its reason in ->why. */
-static void compile_jobs(const char *dir, cjob *jobs, int n, int par) {
-    cjob *run[64];
-    if (par < 1) par = 1;
-    if (par > (int)(sizeof run / sizeof *run)) par = (int)(sizeof run / sizeof *run);
-    int next = 0, nrun = 0;
-    long us = 200;
-    while (next < n || nrun > 0) {
-        while (nrun < par && next < n) {
-            cjob *j = &jobs[next++];
-            const char *why = NULL;
-            if (compile_start(dir, j, &why))
-                job_failed(j, why);
-            else if (!j->pid)
-                job_end(dir, j);
-            else
-                run[nrun++] = j;
-        }
-        bool ended = false;
-        for (int i = 0; i < nrun; i++) {
-            cjob *j = run[i];
-            if (!prog_done(j->pid, j->deadline, &j->st)) continue;
-            j->pid = 0;
-            job_end(dir, j);
-            run[i--] = run[--nrun];
-            ended = true;
-        }
-        if (ended)
-            us = 200;
-        else if (nrun > 0)
-            nap(&us);
-    }
-}
-
-/* Compile src into dir/hash.so, with its footer (lock held by the
- * caller). */
-static int compile_into(const char *dir, const char *hash, const char *src, const char **why) {
-    cjob j = {.src = src};
-    memcpy(j.hash, hash, sizeof j.hash);
-    compile_jobs(dir, &j, 1, 1);
-    if (!j.failed) return 0;
-    *why = j.why ? whyf("%s", j.why) : "out of memory";
-    tg_free(j.why);
-    return -1;
 }
 
 /* The folder's lock file, opened to be flock'ed: -1 when it cannot be
@@ -874,43 +743,6 @@ static int lock_folder(const char *dir, const char **why) {
     return -1;
 }
 
-/* The cache key of src's kernel (lock held, compiler probed: cc_ok):
- * the source, the compiler's identity, the flags, the CPU's features. */
-static void kernel_hash(const char *src, char hash[33]) {
-    u128 h = fnv_init();
-    h = fnv_add(h, src, strlen(src) + 1);
-    h = fnv_add(h, cc_ident, strlen(cc_ident) + 1);
-    for (int i = 0; CFLAGS[i]; i++) h = fnv_add(h, CFLAGS[i], strlen(CFLAGS[i]) + 1);
-    if (cpu_flags) h = fnv_add(h, cpu_flags, strlen(cpu_flags));
-    fnv_hex(h, hash);
-}
-
-static void fail_put(const char *hash, const char *why) {
-    if (nfails == cfails) {
-        int c = cfails ? cfails * 2 : 16;
-        kfail *p = tg_realloc(fails, sizeof *p * (size_t)c);
-        if (!p) return; /* then the look-up compiles it again */
-        fails = p;
-        cfails = c;
-    }
-    memcpy(fails[nfails].hash, hash, 33);
-    fails[nfails].why = tg_strdup(why ? why : "the compile failed");
-    nfails++;
-}
-
-/* Whether the prefetch failed to compile hash: then *why says why, and
- * the failure is forgotten. */
-static bool fail_take(const char *hash, const char **why) {
-    for (int i = 0; i < nfails; i++)
-        if (!strcmp(fails[i].hash, hash)) {
-            *why = whyf("%s", fails[i].why ? fails[i].why : "the compile failed");
-            tg_free(fails[i].why);
-            fails[i] = fails[--nfails];
-            return true;
-        }
-    return false;
-}
-
 tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     tg_kernel_fn fn = NULL;
     char *dir = NULL;
@@ -925,16 +757,17 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
         stats.failures++;
         goto done;
     }
+    u128 h = fnv_init();
+    h = fnv_add(h, src, strlen(src) + 1);
+    h = fnv_add(h, cc_ident, strlen(cc_ident) + 1);
+    for (int i = 0; CFLAGS[i]; i++) h = fnv_add(h, CFLAGS[i], strlen(CFLAGS[i]) + 1);
+    if (cpu_flags) h = fnv_add(h, cpu_flags, strlen(cpu_flags));
     char hash[33];
-    kernel_hash(src, hash);
+    fnv_hex(h, hash);
     kentry *e = map_find(hash);
     if (e) {
         stats.memory_hits++;
         fn = e->fn;
-        goto done;
-    }
-    if (fail_take(hash, why)) {
-        stats.failures++;
         goto done;
     }
     if (!(dir = tg_kcache_dir())) {
@@ -1011,73 +844,6 @@ done:
     tg_free(dir);
     pthread_mutex_unlock(&lock);
     return fn;
-}
-
-/* How many compilers tg_kcache_prefetch runs at once: TG_CC_JOBS when a
- * positive number (256 at most), else the CPUs this process may run on
- * (32 at most). */
-static int cc_jobs(void) {
-    const char *t = getenv("TG_CC_JOBS");
-    if (t && *t) {
-        char *end;
-        long v = strtol(t, &end, 10);
-        if (*end == 0 && v > 0) return v < 256 ? (int)v : 256;
-    }
-    cpu_set_t cs;
-    int n = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 1;
-    return n < 1 ? 1 : n > 32 ? 32 : n;
-}
-
-void tg_kcache_prefetch(const char *const *srcs, int n) {
-    if (n < 2) return;
-    cjob *jobs = NULL;
-    char *dir = NULL;
-    int lfd = -1, m = 0;
-    pthread_mutex_lock(&lock);
-    probe_cc();
-    if (!cc_ok || !(dir = tg_kcache_dir()) || mkdirs(dir) != 0) goto done;
-    if (!(jobs = tg_calloc((size_t)n, sizeof *jobs))) goto done;
-    char spath[4200], err[600];
-    for (int i = 0; i < n; i++) {
-        cjob *j = &jobs[m];
-        j->src = srcs[i];
-        kernel_hash(srcs[i], j->hash);
-        bool seen = map_find(j->hash) != NULL;
-        for (int q = 0; q < nfails && !seen; q++) seen = !strcmp(fails[q].hash, j->hash);
-        for (int q = 0; q < m && !seen; q++) seen = !strcmp(jobs[q].hash, j->hash);
-        if (seen) continue;
-        snprintf(spath, sizeof spath, "%s/%s.so", dir, j->hash);
-        /* on disk, or refused (a link): tg_kcache_get's to load or tell */
-        int c = check_so(spath, j->hash, err, sizeof err);
-        if (c == SO_OK || c == SO_REFUSED) continue;
-        m++;
-    }
-    /* one the look-up compiles as well, without the folder's lock taken
-     * twice */
-    if (m < 2) goto done;
-    const char *why;
-    if ((lfd = lock_folder(dir, &why)) < 0) goto done;
-    /* Another process may have built some while we waited; a damaged one
-     * is built again (tg_kcache_get). */
-    int keep = 0;
-    for (int i = 0; i < m; i++) {
-        snprintf(spath, sizeof spath, "%s/%s.so", dir, jobs[i].hash);
-        int c = check_so(spath, jobs[i].hash, err, sizeof err);
-        if (c == SO_OK || c == SO_REFUSED) continue;
-        if (c != SO_MISSING) unlink(spath);
-        jobs[keep++] = jobs[i];
-    }
-    m = keep;
-    compile_jobs(dir, jobs, m, cc_jobs());
-    for (int i = 0; i < m; i++) {
-        if (jobs[i].failed) fail_put(jobs[i].hash, jobs[i].why);
-        tg_free(jobs[i].why);
-    }
-done:
-    if (lfd >= 0) close(lfd); /* releases the flock */
-    tg_free(jobs);
-    tg_free(dir);
-    pthread_mutex_unlock(&lock);
 }
 
 /* ---- listing and clearing ---- */

@@ -443,26 +443,6 @@ done:
     return rc;
 }
 
-/* ops/composite.h (not included: its tg_kernel_fn is not backend.h's) */
-void tg_composite_prefetch(tg_node *const *nodes, int n);
-
-/* The composites' kernels that are not in the cache yet, compiled
- * together now rather than one after another at their first runs (a
- * scan's or op_from_graph's body's when that is linked, at the node's
- * first run). Nodes on a device have kernels of their own. */
-static void prefetch_kernels(tg_function *f) {
-    if (!f->on_device) {
-        tg_composite_prefetch(f->fg->nodes, f->nsched);
-        return;
-    }
-    tg_node **cpu = tg_malloc(sizeof *cpu * ((size_t)f->nsched + 1));
-    int n = 0;
-    for (int k = 0; cpu && k < f->nsched; k++)
-        if (!tg_function_node_on_device(f, k)) cpu[n++] = f->sched[k].node;
-    if (cpu) tg_composite_prefetch(cpu, n);
-    tg_free(cpu);
-}
-
 /* Link f->fg with the kernels placement chose (f->kernels, NULL for the
  * CPU's own; freed here), each cuDNN node reading its algorithm policy
  * from the node. */
@@ -471,7 +451,6 @@ static int link_placed(tg_function *f, tg_dnn_policy algo, tg_ctx *ctx) {
     int rc = link_function(f, ctx);
     tg_free(f->kernels);
     f->kernels = NULL;
-    if (rc == TG_OK) prefetch_kernels(f);
     return rc;
 }
 
