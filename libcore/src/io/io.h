@@ -45,9 +45,13 @@ bool tg_json_find_nul(const char *text, size_t len, char *buf, size_t cap);
  * nested as in the graph file, so the attrs of a graph that loaded fit
  * (a .tgf of bodies 20 deep was written, then refused at 64). */
 #define TG_JSON_DEPTH 128
-/* How deep the attrs texts that tg writes itself (rewrites, gradient
- * rules) may nest: json-c's default, what json_tokener_parse allows (a
- * tokener's stack is allocated, and zeroed, for its depth). */
+/* How deep the attrs texts that rewrites and gradient rules write
+ * themselves may nest ({"axis": 0}): json-c's default, what
+ * json_tokener_parse allows (a tokener's stack is allocated, and zeroed,
+ * for its depth). Never for attrs that may hold bodies, as deep as
+ * TG_JSON_DEPTH let through (a scan's, a body node's that the optimizer
+ * moves): those are copied as objects (tg_rw_node_json), not written out
+ * and parsed again. */
 #define TG_JSON_ATTRS_DEPTH 32
 /* A json-c parse error as a phrase, the depth limit named. */
 const char *tg_json_error_text(enum json_tokener_error e);

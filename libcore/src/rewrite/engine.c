@@ -301,6 +301,25 @@ tg_var *tg_rw_op(tg_rw *rw, const char *opname, int nin, tg_var *const *in, cons
     return n ? n->outputs[0] : NULL;
 }
 
+/* Attrs text a rewrite wrote that does not parse (a bug in the rule): one
+ * line with the rule, the node it rewrote, what is wrong and where, and
+ * the start of the text only (attrs that hold bodies run to megabytes). */
+static void bad_attrs(tg_rw *rw, const char *opname, const char *attrs, const tg_json_fail *jf) {
+    char where[256] = "", why[96], head[64];
+    if (rw->cur) tg_node_describe(rw->cur, where, sizeof where);
+    if (jf->why == tg_json_error_text(json_tokener_error_depth))
+        snprintf(why, sizeof why, "nested more than %d levels deep", TG_JSON_ATTRS_DEPTH);
+    else
+        snprintf(why, sizeof why, "%s", jf->why ? jf->why : "invalid JSON");
+    size_t len = strlen(attrs), show = len > 60 ? 60 : len;
+    while (show < len && show && ((unsigned char)attrs[show] & 0xC0) == 0x80) show--; /* whole characters */
+    for (size_t i = 0; i < show; i++) head[i] = (unsigned char)attrs[i] < 0x20 ? ' ' : attrs[i];
+    head[show] = 0;
+    tg_errorf(rw->ctx, TG_EINVAL, "optimizer (%s)%s%s: bad attrs for the %s it built: %s at byte %zu of %zu (%s%s)",
+              rw->rule ? rw->rule->name : rw->pass ? rw->pass : "?", where[0] ? " rewriting " : "", where, opname,
+              why, jf->at, len, head, show < len ? "..." : "");
+}
+
 tg_node *tg_rw_node_text(tg_rw *rw, const char *opname, int nin, tg_var *const *in,
                          const char *attrs, int nout) {
     const tg_op *op = tg_op_find(opname);
@@ -316,13 +335,32 @@ tg_node *tg_rw_node_text(tg_rw *rw, const char *opname, int nin, tg_var *const *
         if (jf.status == TG_ENOMEM)
             tg_errorf(rw->ctx, TG_ENOMEM, "out of memory while optimizing");
         else
-            tg_errorf(rw->ctx, TG_EINVAL, "optimizer: bad attrs %s for %s", attrs, opname);
+            bad_attrs(rw, opname, attrs, &jf);
         return NULL;
     }
     if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;
     tg_node *n = tg_rw_node(rw, op, nin, in, nout, ja);
     json_object_put(ja);
     return n;
+}
+
+tg_node *tg_rw_node_json(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in,
+                         const json_object *attrs, int nout) {
+    json_object *ja = NULL;
+    /* (json-c's copy takes a non-const source; it only reads it) */
+    if (attrs && json_object_deep_copy((json_object *)attrs, &ja, NULL) != 0) {
+        oom(rw);
+        return NULL;
+    }
+    if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;
+    tg_node *n = tg_rw_node(rw, op, nin, in, nout, ja);
+    json_object_put(ja);
+    return n;
+}
+
+tg_var *tg_rw_op_json(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, const json_object *attrs) {
+    tg_node *n = tg_rw_node_json(rw, op, nin, in, attrs, 0);
+    return n ? n->outputs[0] : NULL;
 }
 
 tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int nout, json_object *attrs) {

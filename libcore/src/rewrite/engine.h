@@ -63,6 +63,15 @@ tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int 
  * the op fixes the count); returns the node. */
 tg_node *tg_rw_node_text(tg_rw *rw, const char *op, int nin, tg_var *const *in,
                          const char *attrs, int nout);
+/* The same with attrs a JSON object (borrowed; the node gets a deep copy)
+ * or NULL: a node rebuilt elsewhere from another's attrs (a body node
+ * moved out of its scan, a scan with edited attrs). Copied, never written
+ * out and parsed again: attrs holding bodies nest as deep as the graph
+ * file let them, and a text parse has a depth limit of its own. */
+tg_node *tg_rw_node_json(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in,
+                         const json_object *attrs, int nout);
+tg_var *tg_rw_op_json(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in,
+                      const json_object *attrs);
 tg_var *tg_rw_op1(tg_rw *rw, const char *op, tg_var *x, const char *attrs);
 tg_var *tg_rw_op2(tg_rw *rw, const char *op, tg_var *x, tg_var *y);
 /* A strong scalar constant. */

@@ -653,7 +653,7 @@ static int dimshuffle_lift(tg_rw *rw, tg_node *n) {
         if (!ins[i]) return TG_ENOMEM;
     }
     if (tg_rw_match(rw, e)) return TG_ENOMEM;
-    return swap(rw, n, tg_rw_op(rw, e->op->name, e->nin, ins, attrs_str(e)));
+    return swap(rw, n, tg_rw_op_json(rw, e->op, e->nin, ins, e->attrs));
 }
 
 /* A constant reshape target: the product of its entries other than one
@@ -1133,7 +1133,7 @@ static int fill_sink(tg_rw *rw, tg_node *n) {
         bool spanned = other_spans(n, i, (const tg_var *const *)all, na);
         tg_node *p = n->inputs[i]->owner;
         if (tg_rw_match(rw, p)) return TG_ENOMEM;
-        tg_var *r = tg_rw_op(rw, n->op->name, n->nin, ins, attrs_str(n));
+        tg_var *r = tg_rw_op_json(rw, n->op, n->nin, ins, n->attrs);
         if (!r) return TG_ENOMEM;
         if (!spanned) {
             tg_node *z = tg_rw_producer(p->inputs[0], "zeros_like") ? p->inputs[0]->owner : p->inputs[1]->owner;

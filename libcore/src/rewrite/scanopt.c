@@ -32,6 +32,8 @@
 #include "ops/scan.h"
 #include "rewrite/engine.h"
 
+extern const tg_op tg_op_scan;
+
 /* ---- the scan node's layout ---- */
 
 typedef struct scan_io {
@@ -228,9 +230,7 @@ static int body_drop_nodes(json_object *body, const scan_io *s, const bool *drop
 /* The scan node for `attrs` over `in` (nin inputs, nout outputs); NULL
  * with the error on the context. */
 static tg_node *scan_build(tg_rw *rw, json_object *attrs, int nin, tg_var *const *in, int nout) {
-    const char *txt = json_object_to_json_string_ext(attrs, JSON_C_TO_STRING_PLAIN);
-    if (!txt) return NULL;
-    return tg_rw_node_text(rw, "scan", nin, in, txt, nout);
+    return tg_rw_node_json(rw, &tg_op_scan, nin, in, attrs, nout);
 }
 
 static int err_status(tg_rw *rw) {
@@ -289,9 +289,7 @@ static int rebuild(tg_rw *rw, const tg_node *n, const tg_node *bn, tg_var **oute
             goto done;
         }
     }
-    const char *attrs =
-        bn->attrs ? json_object_to_json_string_ext(bn->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
-    tg_node *m = tg_rw_node_text(rw, bn->op->name, bn->nin, ins, attrs, bn->nout);
+    tg_node *m = tg_rw_node_json(rw, bn->op, bn->nin, ins, bn->attrs, bn->nout);
     if (!m) {
         tg_ctx *ctx = tg_rw_ctx(rw);
         rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
@@ -492,12 +490,7 @@ done:
 /* The outer form of body node bn applied to every row of sequence S
  * (the operand at `at`; the others are outer invariants in `o`). */
 static tg_var *push_build(tg_rw *rw, const tg_node *bn, int at, tg_var **o) {
-    const char *name = bn->op->name;
-    if (bn->op->flags & TG_OPF_ELEMWISE) {
-        const char *attrs =
-            bn->attrs ? json_object_to_json_string_ext(bn->attrs, JSON_C_TO_STRING_PLAIN) : NULL;
-        return tg_rw_op(rw, name, bn->nin, o, attrs);
-    }
+    if (bn->op->flags & TG_OPF_ELEMWISE) return tg_rw_op_json(rw, bn->op, bn->nin, o, bn->attrs);
     /* dot / matmul of the row and an invariant c of at most 2 dims. */
     tg_var *S = o[at], *c = o[1 - at];
     int sd = bn->inputs[at]->type.ndim;
@@ -790,8 +783,7 @@ static int scan_keep_last(tg_rw *rw, tg_node *n) {
     }
     for (int o = 0; o < no; o++) json_object_array_add(jk, json_object_new_int64(keep[o]));
     json_object_object_add(attrs, "keep_last", jk);
-    const char *txt = json_object_to_json_string_ext(attrs, JSON_C_TO_STRING_PLAIN);
-    tg_node *m = txt ? tg_rw_node_text(rw, "scan", n->nin, n->inputs, txt, no) : NULL;
+    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, no);
     if (!m) {
         tg_ctx *ctx = tg_rw_ctx(rw);
         rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
@@ -813,8 +805,7 @@ static int scan_keep_last(tg_rw *rw, tg_node *n) {
             tg_var *in[TG_MAX_NDIM * 3 + 1]; /* x and at most 3 parts per index entry */
             in[0] = m->outputs[o];
             for (int k = 1; k < sub->nin; k++) in[k] = sub->inputs[k];
-            tg_var *r = tg_rw_op(rw, "subtensor", sub->nin, in,
-                                 json_object_to_json_string_ext(sub->attrs, JSON_C_TO_STRING_PLAIN));
+            tg_var *r = tg_rw_op_json(rw, sub->op, sub->nin, in, sub->attrs);
             if (!r || tg_rw_match(rw, sub)) {
                 tg_ctx *ctx = tg_rw_ctx(rw);
                 rc = ctx && ctx->status ? ctx->status : TG_ENOMEM;
@@ -1523,8 +1514,7 @@ static int slice_product_reuse(tg_rw *rw, tg_node *n) {
         if (sub->nin > TG_MAX_NDIM * 3 + 1) return 0;
         in[0] = m->outputs[0];
         for (int k = 1; k < sub->nin; k++) in[k] = sub->inputs[k];
-        tg_var *r = tg_rw_op(rw, "subtensor", sub->nin, in,
-                             json_object_to_json_string_ext(sub->attrs, JSON_C_TO_STRING_PLAIN));
+        tg_var *r = tg_rw_op_json(rw, sub->op, sub->nin, in, sub->attrs);
         if (!r) return err_status(rw);
         if (!tg_type_compatible(&n->outputs[0]->type, &r->type)) return 0;
         int rc = tg_rw_replace(rw, n->outputs[0], r);
