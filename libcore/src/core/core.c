@@ -278,3 +278,49 @@ uint64_t tg_now_ns(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+/* ---- pointer map ---- */
+
+static size_t ptrmap_slot(const tg_ptrmap *m, const void *k) {
+    size_t i = (size_t)(((uintptr_t)k >> 4) * 0x9e3779b97f4a7c15ull >> 32) & (m->cap - 1);
+    while (m->key[i] && m->key[i] != k) i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+void *tg_ptrmap_get(const tg_ptrmap *m, const void *k) {
+    if (!m->cap) return NULL;
+    size_t i = ptrmap_slot(m, k);
+    return m->key[i] ? m->val[i] : NULL;
+}
+
+int tg_ptrmap_put(tg_ptrmap *m, const void *k, void *v) {
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 16;
+        tg_ptrmap b = {tg_calloc(cap, sizeof *b.key), tg_calloc(cap, sizeof *b.val), m->n, cap};
+        if (!b.key || !b.val) {
+            tg_free(b.key);
+            tg_free(b.val);
+            return TG_ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = ptrmap_slot(&b, m->key[i]);
+                b.key[j] = m->key[i];
+                b.val[j] = m->val[i];
+            }
+        tg_free(m->key);
+        tg_free(m->val);
+        *m = b;
+    }
+    size_t i = ptrmap_slot(m, k);
+    if (!m->key[i]) m->n++;
+    m->key[i] = k;
+    m->val[i] = v;
+    return TG_OK;
+}
+
+void tg_ptrmap_free(tg_ptrmap *m) {
+    tg_free(m->key);
+    tg_free(m->val);
+    *m = (tg_ptrmap){0};
+}

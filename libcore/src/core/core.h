@@ -26,6 +26,19 @@ void tg_free(void *p);
 char *tg_strdup(const char *s);
 char *tg_strndup(const char *s, size_t n);
 /* 64-byte aligned blocks for array data (also through the hook). */
+/* A map from pointers to pointers (open addressing on the address), for
+ * passes that remember what they did per object: zero-initialised is
+ * empty; a key is never NULL. tg_ptrmap_put: TG_OK, or TG_ENOMEM with the
+ * map unchanged. tg_ptrmap_free releases the table, not what it holds. */
+typedef struct tg_ptrmap {
+    const void **key;
+    void **val;
+    size_t n, cap; /* cap: 0 or a power of two */
+} tg_ptrmap;
+void *tg_ptrmap_get(const tg_ptrmap *m, const void *k);
+int tg_ptrmap_put(tg_ptrmap *m, const void *k, void *v);
+void tg_ptrmap_free(tg_ptrmap *m);
+
 void *tg_malloc_aligned(size_t n);
 void tg_free_aligned(void *p);
 

@@ -38,9 +38,7 @@ typedef struct enc {
     struct tg_idmap *index; /* string -> position + 1 (keys borrowed from strs) */
     /* attrs objects written so far -> their string's position (open
      * addressing; cap 0 or a power of two) */
-    const json_object **aobj;
-    uint32_t *apos;
-    uint32_t naobj, caobj;
+    tg_ptrmap attrs_pos; /* attrs object -> 1 + its text's position */
     bool oom;
 } enc;
 
@@ -81,12 +79,6 @@ static uint32_t intern(enc *E, const char *s) {
     return E->nstrs++;
 }
 
-static uint32_t aslot(const enc *E, const json_object *o) {
-    uint32_t i = (uint32_t)(((uintptr_t)o >> 4) * 0x9e3779b97f4a7c15ull >> 32) & (E->caobj - 1);
-    while (E->aobj[i] && E->aobj[i] != o) i = (i + 1) & (E->caobj - 1);
-    return i;
-}
-
 /* The position of attrs object o's text in the string table. The text is
  * written from a copy of o: json-c writes an object's text into the
  * object, and the function may be saved in several threads at once (what
@@ -94,7 +86,8 @@ static uint32_t aslot(const enc *E, const json_object *o) {
  * attrs object (a restored function's nodes with one attrs text, a fusion
  * pass's composites of one structure): it is copied and written once. */
 static uint32_t intern_attrs(enc *E, const json_object *o) {
-    if (E->caobj && E->aobj[aslot(E, o)]) return E->apos[aslot(E, o)];
+    void *got = tg_ptrmap_get(&E->attrs_pos, o);
+    if (got) return (uint32_t)(uintptr_t)got - 1;
     json_object *c = NULL;
     if (json_object_deep_copy((json_object *)o, &c, NULL) != 0) {
         E->oom = true;
@@ -105,30 +98,8 @@ static uint32_t intern_attrs(enc *E, const json_object *o) {
     json_object_put(c);
     if (!t) E->oom = true;
     if (E->oom) return 0;
-    if (2 * (E->naobj + 1) > E->caobj) {
-        uint32_t cap = E->caobj ? 2 * E->caobj : 64;
-        enc B = {.aobj = tg_calloc(cap, sizeof *B.aobj), .apos = tg_calloc(cap, sizeof *B.apos), .caobj = cap};
-        if (!B.aobj || !B.apos) {
-            tg_free(B.aobj);
-            tg_free(B.apos);
-            return k; /* (written again for the next node that has it) */
-        }
-        for (uint32_t i = 0; i < E->caobj; i++)
-            if (E->aobj[i]) {
-                uint32_t j = aslot(&B, E->aobj[i]);
-                B.aobj[j] = E->aobj[i];
-                B.apos[j] = E->apos[i];
-            }
-        tg_free(E->aobj);
-        tg_free(E->apos);
-        E->aobj = B.aobj;
-        E->apos = B.apos;
-        E->caobj = cap;
-    }
-    uint32_t i = aslot(E, o);
-    E->aobj[i] = o;
-    E->apos[i] = k;
-    E->naobj++;
+    /* (out of memory: written again for the next node that has it) */
+    (void)tg_ptrmap_put(&E->attrs_pos, o, (void *)(uintptr_t)(k + 1));
     return k;
 }
 
@@ -270,8 +241,7 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
 done:
     tg_free(vix);
     tg_idmap_free(E.index);
-    tg_free(E.aobj);
-    tg_free(E.apos);
+    tg_ptrmap_free(&E.attrs_pos);
     for (uint32_t i = 0; i < E.nstrs; i++) tg_free(E.strs[i]);
     tg_free(E.strs);
     tg_str_free(&E.body);

@@ -1450,63 +1450,30 @@ static int sig_count;
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* One fusion pass's attrs by table entry: references, all to objects of
- * the function being optimized (open addressing on the entry's address). */
+ * the function being optimized. */
 struct tg_composite_memo {
-    const sig_entry **key;
-    json_object **obj;
-    size_t n, cap; /* cap: 0 or a power of two */
+    tg_ptrmap map; /* sig_entry -> json_object */
 };
 
 tg_composite_memo *tg_composite_memo_new(void) { return tg_calloc(1, sizeof(tg_composite_memo)); }
 
 void tg_composite_memo_free(tg_composite_memo *m) {
     if (!m) return;
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->key[i]) json_object_put(m->obj[i]);
-    tg_free(m->key);
-    tg_free(m->obj);
+    for (size_t i = 0; i < m->map.cap; i++)
+        if (m->map.key[i]) json_object_put(m->map.val[i]);
+    tg_ptrmap_free(&m->map);
     tg_free(m);
 }
 
-static size_t memo_slot(const tg_composite_memo *m, const sig_entry *e) {
-    size_t i = (size_t)(((uintptr_t)e >> 4) * 0x9e3779b97f4a7c15ull) & (m->cap - 1);
-    while (m->key[i] && m->key[i] != e) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
 static json_object *memo_get(const tg_composite_memo *m, const sig_entry *e) {
-    if (!m || !m->cap) return NULL;
-    size_t i = memo_slot(m, e);
-    return m->key[i] ? m->obj[i] : NULL;
+    return m ? tg_ptrmap_get(&m->map, e) : NULL;
 }
 
 /* Remember o (a new reference) for e; nothing when out of memory (the
  * next hit copies the entry again). */
 static void memo_put(tg_composite_memo *m, const sig_entry *e, json_object *o) {
-    if (!m) return;
-    if (2 * (m->n + 1) > m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 16;
-        tg_composite_memo b = {tg_calloc(cap, sizeof *b.key), tg_calloc(cap, sizeof *b.obj), m->n, cap};
-        if (!b.key || !b.obj) {
-            tg_free(b.key);
-            tg_free(b.obj);
-            return;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->key[i]) {
-                size_t j = memo_slot(&b, m->key[i]);
-                b.key[j] = m->key[i];
-                b.obj[j] = m->obj[i];
-            }
-        tg_free(m->key);
-        tg_free(m->obj);
-        *m = b;
-    }
-    size_t i = memo_slot(m, e);
-    if (m->key[i]) return;
-    m->key[i] = e;
-    m->obj[i] = json_object_get(o);
-    m->n++;
+    if (!m || tg_ptrmap_get(&m->map, e)) return;
+    if (tg_ptrmap_put(&m->map, e, o) == TG_OK) json_object_get(o);
 }
 
 static void sig_add_int(tg_str *s, char tag, long v) {

@@ -320,6 +320,15 @@ static void bad_attrs(tg_rw *rw, const char *opname, const char *attrs, const tg
               why, jf->at, len, head, show < len ? "..." : "");
 }
 
+/* A new node of op with attrs ja (taken over; NULL: none) and nout
+ * outputs (op's own count when it has one, else at least 1). */
+static tg_node *node_taking(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, json_object *ja, int nout) {
+    if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;
+    tg_node *n = tg_rw_node(rw, op, nin, in, nout, ja);
+    json_object_put(ja);
+    return n;
+}
+
 tg_node *tg_rw_node_text(tg_rw *rw, const char *opname, int nin, tg_var *const *in,
                          const char *attrs, int nout) {
     const tg_op *op = tg_op_find(opname);
@@ -338,10 +347,7 @@ tg_node *tg_rw_node_text(tg_rw *rw, const char *opname, int nin, tg_var *const *
             bad_attrs(rw, opname, attrs, &jf);
         return NULL;
     }
-    if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;
-    tg_node *n = tg_rw_node(rw, op, nin, in, nout, ja);
-    json_object_put(ja);
-    return n;
+    return node_taking(rw, op, nin, in, ja, nout);
 }
 
 tg_node *tg_rw_node_json(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in,
@@ -352,10 +358,7 @@ tg_node *tg_rw_node_json(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in,
         oom(rw);
         return NULL;
     }
-    if (op->nout > 0 || nout < 1) nout = op->nout > 0 ? op->nout : 1;
-    tg_node *n = tg_rw_node(rw, op, nin, in, nout, ja);
-    json_object_put(ja);
-    return n;
+    return node_taking(rw, op, nin, in, ja, nout);
 }
 
 tg_var *tg_rw_op_json(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, const json_object *attrs) {
