@@ -3393,6 +3393,75 @@ static void test_merge_rows(void **state) {
     tg_graph_free(g);
 }
 
+/* Merge joins reductions (and softmaxes) whose axes are one set written
+ * in other ways: 0, [0] and -2 of a matrix; null and [1, 0]; keepdims
+ * and ddof still tell nodes apart, and so does argmax's null (a flat
+ * index) on a matrix, while on a vector null and 0 are the same index.
+ * x = [[1, 5, 2], [4, 3, 6]]; the sums, maxes and variances by hand. */
+static void test_merge_axis_forms(void **state) {
+    (void)state;
+    tg_graph *g = load(GF("{'id':'x','type':{'dtype':'float64','shape':[2,3]}},"
+                          "{'id':'v','type':{'dtype':'float64','shape':[3]}}",
+                          "{'op':'sum','inputs':['x'],'outputs':['a0'],'attrs':{'axis':0}},"
+                          "{'op':'sum','inputs':['x'],'outputs':['a1'],'attrs':{'axis':[0]}},"
+                          "{'op':'sum','inputs':['x'],'outputs':['a2'],'attrs':{'axis':-2}},"
+                          "{'op':'sum','inputs':['x'],'outputs':['t0']},"
+                          "{'op':'sum','inputs':['x'],'outputs':['t1'],'attrs':{'axis':[1,0]}},"
+                          "{'op':'max','inputs':['x'],'outputs':['m0'],'attrs':{'axis':1,'keepdims':true}},"
+                          "{'op':'max','inputs':['x'],'outputs':['m1'],'attrs':{'axis':[-1],'keepdims':true}},"
+                          "{'op':'max','inputs':['x'],'outputs':['m2'],'attrs':{'axis':1}},"
+                          "{'op':'var','inputs':['x'],'outputs':['w0'],'attrs':{'axis':1,'ddof':1}},"
+                          "{'op':'var','inputs':['x'],'outputs':['w1'],'attrs':{'axis':[-1]}},"
+                          "{'op':'softmax','inputs':['x'],'outputs':['s0'],'attrs':{'axis':1}},"
+                          "{'op':'softmax','inputs':['x'],'outputs':['s1']},"
+                          "{'op':'argmax','inputs':['x'],'outputs':['g0']},"
+                          "{'op':'argmax','inputs':['x'],'outputs':['g1'],'attrs':{'axis':0}},"
+                          "{'op':'argmax','inputs':['v'],'outputs':['h0']},"
+                          "{'op':'argmax','inputs':['v'],'outputs':['h1'],'attrs':{'axis':0}}",
+                          "'main':{'inputs':['x','v'],'outputs':['a0','a1','a2','t0','t1','m0','m1','m2',"
+                          "'w0','w1','s0','s1','g0','g1','h0','h1']}"));
+    const char *const merge_only[] = {"merge", NULL};
+    tg_compile_options m = {.preset = "none", .include = merge_only};
+    tg_function *f = compile_opts(g, NULL, &m);
+    assert_int_equal(count_op(f, "sum"), 2);     /* a0 = a1 = a2, t0 = t1 */
+    assert_int_equal(count_op(f, "max"), 2);     /* m0 = m1, m2 */
+    assert_int_equal(count_op(f, "var"), 2);     /* ddof 1 and 0 */
+    assert_int_equal(count_op(f, "softmax"), 1); /* axis 1 and -1 */
+    assert_int_equal(count_op(f, "argmax"), 3);  /* g0, g1, h0 = h1 */
+    int64_t sx[2] = {2, 3}, sv[1] = {3};
+    double xv[6] = {1, 5, 2, 4, 3, 6}, vv[3] = {7, 9, 8};
+    tg_array *in[2] = {tu_f64(2, sx, xv), tu_f64(1, sv, vv)}, *out[16] = {0};
+    call(f, in, out);
+    const double cols[3] = {5, 8, 8};
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 3; j++) assert_true(tg_array_get_flat(out[k], j) == cols[j]);
+    assert_true(tg_array_get_flat(out[3], 0) == 21 && tg_array_get_flat(out[4], 0) == 21);
+    for (int k = 5; k < 8; k++) {
+        assert_int_equal(tg_array_ndim(out[k]), k < 7 ? 2 : 1);
+        assert_true(tg_array_get_flat(out[k], 0) == 5 && tg_array_get_flat(out[k], 1) == 6);
+    }
+    /* rows' means 8/3 and 13/3; squared deviations 26/9*3 = 26/3 and 14/3 */
+    assert_true(fabs(tg_array_get_flat(out[8], 0) - 13.0 / 3) < 1e-12);
+    assert_true(fabs(tg_array_get_flat(out[8], 1) - 7.0 / 3) < 1e-12);
+    assert_true(fabs(tg_array_get_flat(out[9], 0) - 26.0 / 9) < 1e-12);
+    assert_true(fabs(tg_array_get_flat(out[9], 1) - 14.0 / 9) < 1e-12);
+    for (int j = 0; j < 6; j++) {
+        int r = j / 3;
+        double z = exp(xv[r * 3]) + exp(xv[r * 3 + 1]) + exp(xv[r * 3 + 2]), want = exp(xv[j]) / z;
+        assert_true(fabs(tg_array_get_flat(out[10], j) - want) < 1e-15);
+        assert_true(tg_array_get_flat(out[11], j) == tg_array_get_flat(out[10], j));
+    }
+    assert_true(tg_array_get_flat(out[12], 0) == 5); /* flat index of 6 */
+    const double rows_at[3] = {1, 0, 1};
+    for (int j = 0; j < 3; j++) assert_true(tg_array_get_flat(out[13], j) == rows_at[j]);
+    assert_true(tg_array_get_flat(out[14], 0) == 1 && tg_array_get_flat(out[15], 0) == 1);
+    for (int k = 0; k < 16; k++) tg_array_free(out[k]);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* out, step's argmax (or argmin) over the rows of the 4x5 x, holds the
  * index of each row's max (or min) in x. */
 static void check_row_extremes(int step, const tg_array *out, const tg_array *x, bool max) {
@@ -3609,6 +3678,7 @@ int main(void) {
         cmocka_unit_test(test_switch_transpose_chain),
         cmocka_unit_test(test_switch_sink_shared),
         cmocka_unit_test(test_merge_rows),
+        cmocka_unit_test(test_merge_axis_forms),
         cmocka_unit_test(test_argmax_chain),
         cmocka_unit_test(test_argmax_side_chain),
         cmocka_unit_test(test_argmax_spaced),

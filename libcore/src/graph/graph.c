@@ -480,6 +480,11 @@ static uint64_t json_hash(json_object *o) {
 uint32_t tg_node_attrs_hash(const tg_node *n) {
     const tg_attrs *a = &n->a;
     uint64_t h = 0x2545f4914f6cdd1dull;
+    if (n->op && (n->op->flags & TG_OPF_AXIS_SET)) {
+        /* the axes as a set, not as written (tg_node_attrs_same) */
+        h = tg_hash_mix(h, (uint64_t)a->axis_mask | (uint64_t)a->keepdims << 32);
+        return (uint32_t)tg_hash_finish(tg_hash_mix(h, (uint64_t)a->ddof));
+    }
     h = tg_hash_mix(h, (uint64_t)a->axis_null | (uint64_t)a->axis_is_list << 1 | (uint64_t)a->keepdims << 2 |
                    (uint64_t)a->flag << 3);
     h = tg_hash_mix(h, (uint64_t)a->axis_mask);
@@ -501,6 +506,18 @@ uint32_t tg_node_attrs_hash(const tg_node *n) {
     h = str_hash(h, a->message);
     if (a->extra && n->attrs) h = tg_hash_mix(h, json_hash(n->attrs));
     return (uint32_t)tg_hash_finish(h);
+}
+
+bool tg_node_attrs_same(const tg_node *a, const tg_node *b) {
+    if (a->op == b->op && (a->op->flags & TG_OPF_AXIS_SET))
+        return a->a.axis_mask == b->a.axis_mask && a->a.keepdims == b->a.keepdims && a->a.ddof == b->a.ddof;
+    if (!a->attrs || !b->attrs) {
+        if (a->attrs == b->attrs) return true;
+        /* NULL and {} are the same attrs. */
+        const json_object *o = a->attrs ? a->attrs : b->attrs;
+        return json_object_object_length((json_object *)o) == 0;
+    }
+    return json_object_equal(a->attrs, b->attrs);
 }
 
 bool tg_node_attrs_small(const tg_node *n) {

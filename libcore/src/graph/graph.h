@@ -241,6 +241,11 @@ enum { TG_NODE_AHASH = 1, TG_NODE_ASMALL = 2 };
 /* The hash of a node's attrs (as parsed; any op-specific ones by their
  * canonical JSON): equal attrs, equal hashes. */
 uint32_t tg_node_attrs_hash(const tg_node *n);
+/* Whether two nodes' attrs mean the same: their JSON is equal (NULL and
+ * {} alike), or, for an op of one axis set (TG_OPF_AXIS_SET, ops/op.h),
+ * once inferred, the same axes, keepdims and ddof however the axes were
+ * written. Same attrs, same hash. */
+bool tg_node_attrs_same(const tg_node *a, const tg_node *b);
 /* Record the hash of n's attrs, and whether `a` is small (aflags, with
  * the copies). For nodes whose attrs are final: the loader's and the
  * optimizer's, once inferred. */

@@ -21,7 +21,14 @@ enum {
     /* every output may be written over an input of its own (of
      * inplace_inputs): the kernels read every input at a position before
      * they write any output there (composite) */
-    TG_OPF_INPLACE_ANY_OUTPUT = 1u << 7
+    TG_OPF_INPLACE_ANY_OUTPUT = 1u << 7,
+    /* its attrs are `axis` (a set of axes: after infer, what
+     * a.axis_mask says), `keepdims` and `ddof` and nothing else, so two
+     * nodes over the same inputs whose masks, keepdims and ddof agree
+     * compute the same, however the axes were written (0, [0], -2;
+     * null and every axis): merge compares and hashes those, not the
+     * attrs' text (reductions, softmax, log_softmax) */
+    TG_OPF_AXIS_SET = 1u << 8
 };
 
 struct tg_gb; /* the gradient builder, grad/grad.h */

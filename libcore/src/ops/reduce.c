@@ -1562,7 +1562,7 @@ static void red_cost(const tg_node *n, tg_array *const *in, tg_array *const *out
         .nin_min = 1,                                                            \
         .nin_max = 1,                                                            \
         .nout = 1,                                                               \
-        .flags = FLAGS,                                                          \
+        .flags = (FLAGS) | TG_OPF_AXIS_SET,                                      \
         .attr_keys = KEYSET,                                                     \
         .parse_attrs = red_attrs,                                                \
         .infer = red_infer,                                                      \

@@ -44,15 +44,7 @@ static bool node_equal(const tg_node *a, const tg_node *b) {
         if (a->inputs[i] != b->inputs[i]) return false;
     if ((a->inplace == NULL) != (b->inplace == NULL)) return false;
     if (a->inplace && memcmp(a->inplace, b->inplace, (size_t)a->nout)) return false;
-    if (!a->attrs || !b->attrs) {
-        if (a->attrs != b->attrs) {
-            /* NULL and {} are the same attrs. */
-            const json_object *o = a->attrs ? a->attrs : b->attrs;
-            if (json_object_object_length((json_object *)o)) return false;
-        }
-    } else if (!json_object_equal(a->attrs, b->attrs)) {
-        return false;
-    }
+    if (!tg_node_attrs_same(a, b)) return false;
     for (int k = 0; k < a->nout; k++)
         if (!tg_type_equal(&a->outputs[k]->type, &b->outputs[k]->type)) return false;
     return true;
