@@ -421,8 +421,9 @@ check '[ $? -eq 0 ] && ! grep -q "$(printf "[\001-\010\013-\037]")" "$tmp/fname.
 # however the file wrote them: keys in another order, a default left out
 # (conv2d's filter_dilation, filter_flip; sum's keepdims), an axis as an
 # integer, a one-element list or a negative number (of a 2-d input: 0,
-# [0], [-2] are one axis; -1 and 1 of softmax too). Before, each spelling
-# was a row of its own (7 rows for 3 ops).
+# [0], [-2] are one axis; -1 and 1 of softmax too; a sum's null is every
+# axis, [0, 1], while argmax's null, a flat index, stays null). Before,
+# each spelling was a row of its own (7 rows for 3 ops; and null apart).
 cat >"$tmp/canon.json" <<'J'
 {"format": "tg-graph", "version": 1,
  "variables": [{"id": "cx", "type": {"dtype": "float64", "shape": [1, 1, 5, 5]}},
@@ -438,21 +439,24 @@ cat >"$tmp/canon.json" <<'J'
   {"op": "sum", "inputs": ["gz"], "attrs": {"axis": [-2]}, "outputs": ["s4"]},
   {"op": "sum", "inputs": ["gz"], "attrs": {"axis": [1, 0]}, "outputs": ["s5"]},
   {"op": "sum", "inputs": ["gz"], "attrs": {"axis": [-1, -2]}, "outputs": ["s6"]},
+  {"op": "sum", "inputs": ["gz"], "outputs": ["s7"]},
+  {"op": "argmax", "inputs": ["gz"], "outputs": ["g1"]},
   {"op": "softmax", "inputs": ["gz"], "attrs": {"axis": -1}, "outputs": ["m1"]},
   {"op": "softmax", "inputs": ["gz"], "attrs": {"axis": 1}, "outputs": ["m2"]}],
- "functions": {"main": {"inputs": ["cx", "cw", "gz"], "outputs": ["c1", "c2", "c3", "s1", "s2", "s3", "s4", "s5", "s6", "m1", "m2"]}}}
+ "functions": {"main": {"inputs": ["cx", "cw", "gz"], "outputs": ["c1", "c2", "c3", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "g1", "m1", "m2"]}}}
 J
 "$TGPROF" "$tmp/canon.json" -O none -i cx="$($PY -c 'print([[[list(range(5))] * 5]])')" \
   -i cw="$($PY -c 'print([[[[1] * 3] * 3]])')" -i gz='[[1,2,3],[4,5,6]]' --calls 2 --top 0 \
   --json "$tmp/canon.prof.json" >"$tmp/canon.txt"
 canon_ops=$(sed -n '/^Ops (op + attrs)/,/^$/p' "$tmp/canon.txt" | awk '$1 ~ /^[0-9.]+%$/ {print $6, $NF}' | LC_ALL=C sort)
-want_ops='2 softmax{"axis":1}
-2 sum{"axis":[0,1],"keepdims":false}
+want_ops='1 argmax{"axis":null,"keepdims":false}
+2 softmax{"axis":1}
 3 conv2d{"border_mode":"valid","filter_dilation":[1,1],"filter_flip":true,"subsample":[2,2]}
+3 sum{"axis":[0,1],"keepdims":false}
 4 sum{"axis":0,"keepdims":false}'
 check '[ "$canon_ops" = "$want_ops" ]' "the ops table has one row per op and canonical attrs (got: $(echo $canon_ops))"
 check '[ "$($PY -c "import json,sys; print(\"\n\".join(sorted(\"%d %s\" % (o[\"nodes\"], o[\"name\"]) for o in json.load(open(sys.argv[1]))[\"functions\"][0][\"ops\"])))" "$tmp/canon.prof.json")" = "$want_ops" ]' \
-  "the JSON report's ops have the same four rows"
+  "the JSON report's ops have the same five rows"
 # A function without scheduled nodes (its outputs are an input and a
 # folded constant) has its trace bounded as any other: a call's event
 # counts, 500,000 / (0 nodes + 1) = 500,000 calls kept of 600,000. It kept

@@ -448,14 +448,19 @@ static void body_key(const tg_node *nd, tg_str *s) {
  * an op that normalised them (tg_axes_normalize: a.axis_mask holds one
  * bit per axis, where a.naxes were written) as that mask says: 0, [0]
  * and [-2] of a 2-d input are all "axis":0 (one axis as an integer,
- * which every such op takes; several as an ascending list). */
+ * which every such op takes; several as an ascending list). A
+ * reduction's null is every axis, as the list of them (sum over null and
+ * over [1, 0] of a matrix are one row, as merge takes them for one
+ * node); argmax's and argmin's null, a flat index, stays null. */
 static void attrs_key(const tg_node *nd, tg_str *s) {
     json_object *c = tg_json_attrs_sorted(nd->attrs), *ax = NULL;
     const tg_attrs *a = &nd->a;
     int nbits = 0;
     for (int d = 0; d < 32; d++) nbits += (int)(a->axis_mask >> d & 1);
-    bool axes = c && json_object_object_get_ex(c, "axis", &ax) && ax && !a->axis_null && a->naxes > 0 &&
-                nbits == a->naxes;
+    bool every = a->axis_null && nbits > 0 && (nd->op->flags & TG_OPF_AXIS_SET) &&
+                 strcmp(nd->op->name, "argmax") && strcmp(nd->op->name, "argmin");
+    bool axes = c && json_object_object_get_ex(c, "axis", &ax) &&
+                (every || (ax && !a->axis_null && a->naxes > 0 && nbits == a->naxes));
     for (int k = 0; axes && k < a->naxes; k++) /* (every axis as written is in the mask) */
         axes = a->axes[k] < 0 || (a->axes[k] < 32 && (a->axis_mask >> a->axes[k] & 1));
     if (axes) {
