@@ -6,7 +6,11 @@
 # parsed them again 32 levels deep, so every tool refused scans nested 9
 # deep with a 2 KB line ("optimizer: bad attrs {...}"). Here: tgc check,
 # run with fast_compile, with op_from_graph inlined, and compile to a .tgf
-# and run that (test_opdata runs them with none and fast_run).
+# and run that (test_opdata runs them with none and fast_run). Their
+# gradients (nested_scan_grad_*.json, checked by hand and by finite
+# differences): each level of the reverse scans prefixed its body's ids
+# again, past 128 characters 9 levels down; the .tgf keeps the reverse
+# scans' bodies as written and reads their ids again.
 set -uo pipefail
 : "${TGC:?}" "${TG_SRC:?}"
 . "$(dirname "$0")/lib/checks.bash"
@@ -17,6 +21,12 @@ for name in nested_scan_9 nested_scan_30 nested_scan_30_loops nested_scan_ofg_30
   expect 0 "check $name" -- "$TGC" check "$f"
   expect 0 "run $name -O fast_compile" -- "$TGC" run "$f" -i "$X" -O fast_compile -o "$tmp/$name.fast_compile"
   expect 0 "run $name --include inline" -- "$TGC" run "$f" -i "$X" --include inline -o "$tmp/$name.inline"
+  expect 0 "compile $name to a .tgf" -- "$TGC" compile "$f" -o "$tmp/$name.tgf"
+  expect 0 "run $name's .tgf" -- "$TGC" run "$tmp/$name.tgf" -i "$X" -o "$tmp/$name.tgf.out"
+done
+for name in nested_scan_grad_9 nested_scan_grad_30 nested_scan_grad_ofg_30 nested_scan_grad_ids; do
+  f=$D/$name.json
+  expect 0 "check $name" -- "$TGC" check "$f"
   expect 0 "compile $name to a .tgf" -- "$TGC" compile "$f" -o "$tmp/$name.tgf"
   expect 0 "run $name's .tgf" -- "$TGC" run "$tmp/$name.tgf" -i "$X" -o "$tmp/$name.tgf.out"
 done
@@ -34,6 +44,14 @@ for name in ["nested_scan_9", "nested_scan_30", "nested_scan_30_loops", "nested_
         got = np.load(path) if os.path.exists(path) else None
         ok = got is not None and got.shape == w.shape and np.allclose(got, w, rtol=1e-12, atol=1e-15)
         print("%s%s (%s): NumPy's value%s" % ("ok: " if ok else "", name, run, "" if ok else ": got %r, want %r" % (got, w)))
+for name in ["nested_scan_grad_9", "nested_scan_grad_30", "nested_scan_grad_ofg_30", "nested_scan_grad_ids"]:
+    outs = json.load(open(os.path.join(d, name + ".json")))["meta"]["tests"][0]["outputs"]
+    for out in ["c", "gx"]:
+        w = np.array(outs[out]["data"], dtype=outs[out]["dtype"]).reshape(outs[out]["shape"])
+        path = os.path.join(tmp, name + ".tgf.out", out + ".npy")
+        got = np.load(path) if os.path.exists(path) else None
+        ok = got is not None and got.shape == w.shape and np.allclose(got, w, rtol=1e-12, atol=1e-15)
+        print("%s%s (tgf.out): %s by hand%s" % ("ok: " if ok else "", name, out, "" if ok else ": got %r, want %r" % (got, w)))
 PY
 while read -r line; do case $line in ok:*) pass "${line#ok: }" ;; *) fail "$line" ;; esac; done <"$tmp/values"
 [ -s "$tmp/values" ] || fail "no values compared"

@@ -100,49 +100,123 @@ static bool add1(json_object *nodes, const char *op, const char *out, const char
 
 /* Rename every id of a body (its variables, its nodes' string inputs and
  * outputs, its inputs and outputs, and the bodies nested in its nodes'
- * attrs) to prefix + id, so that the copy's ids stay unique in the file. */
-static bool rename_ids(json_object *body, const char *prefix);
+ * attrs) to prefix + id, so that the copy's ids stay unique in the file.
+ *
+ * Each level of a nested scan's gradient prefixes its body again, so an
+ * id 9 levels down would outgrow the 128 characters of an id. One that
+ * would becomes prefix + "n<k>." + its last characters, 128 in all, where
+ * k counts the body's shortened ids (in the order they first appear) and
+ * skips a k whose id the body already has as prefix + an id of its own:
+ * ids stay unique in their body, and the same id everywhere in it. A body
+ * is a namespace of its own (its ids resolve inside it only), so each
+ * nested body gets its own table. The ids the reverse body adds are
+ * prefix + "." + a name, which no renamed id is (no id starts with "."),
+ * whatever the forward body calls its variables. */
+#define ID_MAX 128
 
-static json_object *renamed(json_object *s, const char *prefix) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s%s", prefix, json_object_get_string(s));
-    return json_object_new_string(buf);
+typedef struct renamer {
+    const char *prefix;
+    json_object *to;    /* old id -> new id (a string; null until pass 2) */
+    json_object *order; /* the old ids, in the order they first appear */
+    int next;           /* the k of the next shortened id */
+} renamer;
+
+/* Pass 1 notes each old id once, in order. */
+static bool rename_note(renamer *r, const char *id) {
+    if (json_object_object_get_ex(r->to, id, NULL)) return true;
+    json_object *key = json_object_new_string(id);
+    if (!key || json_object_array_add(r->order, key)) {
+        json_object_put(key);
+        return false;
+    }
+    return !json_object_object_add(r->to, id, NULL);
 }
 
-static bool rename_list(json_object *arr, const char *prefix) {
+/* Pass 1 notes the string at l[k]; pass 3 (apply) replaces it. */
+static bool rename_at(renamer *r, json_object *l, size_t k, bool apply) {
+    json_object *e = json_object_array_get_idx(l, k), *to;
+    if (!json_object_is_type(e, json_type_string)) return true;
+    const char *id = json_object_get_string(e);
+    if (!apply) return rename_note(r, id);
+    if (!json_object_object_get_ex(r->to, id, &to) || !to) return true;
+    json_object *v = json_object_new_string(json_object_get_string(to));
+    return v && !json_object_array_put_idx(l, k, v);
+}
+
+static bool rename_list(renamer *r, json_object *arr, bool apply) {
     if (!json_object_is_type(arr, json_type_array)) return true;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *e = json_object_array_get_idx(arr, i);
-        if (!json_object_is_type(e, json_type_string)) continue;
-        json_object *r = renamed(e, prefix);
-        if (!r || json_object_array_put_idx(arr, i, r)) return false;
+    for (size_t i = 0; i < json_object_array_length(arr); i++)
+        if (!rename_at(r, arr, i, apply)) return false;
+    return true;
+}
+
+/* One pass over body's own ids (not those of the bodies nested in it). */
+static bool rename_pass(renamer *r, json_object *body, bool apply) {
+    json_object *vars, *nodes, *io;
+    if (json_object_object_get_ex(body, "variables", &vars) && json_object_is_type(vars, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(vars); i++) {
+            json_object *v = json_object_array_get_idx(vars, i), *id, *to;
+            if (!json_object_object_get_ex(v, "id", &id) || !json_object_is_type(id, json_type_string)) continue;
+            if (!apply) {
+                if (!rename_note(r, json_object_get_string(id))) return false;
+            } else if (json_object_object_get_ex(r->to, json_object_get_string(id), &to) && to) {
+                json_object *nv = json_object_new_string(json_object_get_string(to));
+                if (!nv || json_object_object_add(v, "id", nv)) return false;
+            }
+        }
+    if (json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
+        for (size_t i = 0; i < json_object_array_length(nodes); i++) {
+            json_object *nd = json_object_array_get_idx(nodes, i), *x;
+            if (json_object_object_get_ex(nd, "inputs", &x) && !rename_list(r, x, apply)) return false;
+            if (json_object_object_get_ex(nd, "outputs", &x) && !rename_list(r, x, apply)) return false;
+        }
+    if (json_object_object_get_ex(body, "inputs", &io) && !rename_list(r, io, apply)) return false;
+    if (json_object_object_get_ex(body, "outputs", &io) && !rename_list(r, io, apply)) return false;
+    return true;
+}
+
+/* The new id of each old one collected (see above). */
+static bool rename_assign(renamer *r) {
+    const size_t np = strlen(r->prefix);
+    char buf[ID_MAX + 1];
+    for (size_t i = 0; i < json_object_array_length(r->order); i++) {
+        const char *id = json_object_get_string(json_object_array_get_idx(r->order, i));
+        size_t n = strlen(id);
+        if (np + n <= ID_MAX) {
+            snprintf(buf, sizeof buf, "%s%s", r->prefix, id);
+        } else {
+            /* prefix + "n<k>." + tail is prefix + an old id of this body
+             * only when "n<k>." + tail is one: skip that k. */
+            for (;;) {
+                char head[24];
+                int nh = snprintf(head, sizeof head, "n%d.", r->next++);
+                size_t keep = ID_MAX - np - (size_t)nh;
+                snprintf(buf, sizeof buf, "%s%s%s", r->prefix, head, id + n - keep);
+                if (!json_object_object_get_ex(r->to, buf + np, NULL)) break;
+            }
+        }
+        json_object *v = json_object_new_string(buf);
+        if (!v || json_object_object_add(r->to, id, v)) {
+            json_object_put(v);
+            return false;
+        }
     }
     return true;
 }
 
 static bool rename_ids(json_object *body, const char *prefix) {
-    json_object *vars, *nodes, *io;
-    if (json_object_object_get_ex(body, "variables", &vars) && json_object_is_type(vars, json_type_array))
-        for (size_t i = 0; i < json_object_array_length(vars); i++) {
-            json_object *v = json_object_array_get_idx(vars, i), *id;
-            if (json_object_object_get_ex(v, "id", &id)) {
-                json_object *r = renamed(id, prefix);
-                if (!r) return false;
-                json_object_object_add(v, "id", r);
-            }
+    renamer r = {.prefix = prefix, .to = json_object_new_object(), .order = json_object_new_array()};
+    bool ok = r.to && r.order && rename_pass(&r, body, false) && rename_assign(&r) && rename_pass(&r, body, true);
+    json_object_put(r.to);
+    json_object_put(r.order);
+    json_object *nodes;
+    if (ok && json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
+        for (size_t i = 0; ok && i < json_object_array_length(nodes); i++) {
+            json_object *nd = json_object_array_get_idx(nodes, i), *attrs, *nb;
+            if (json_object_object_get_ex(nd, "attrs", &attrs) && json_object_object_get_ex(attrs, "body", &nb))
+                ok = rename_ids(nb, prefix);
         }
-    if (json_object_object_get_ex(body, "nodes", &nodes) && json_object_is_type(nodes, json_type_array))
-        for (size_t i = 0; i < json_object_array_length(nodes); i++) {
-            json_object *nd = json_object_array_get_idx(nodes, i), *x, *attrs, *nb;
-            if (json_object_object_get_ex(nd, "inputs", &x) && !rename_list(x, prefix)) return false;
-            if (json_object_object_get_ex(nd, "outputs", &x) && !rename_list(x, prefix)) return false;
-            if (json_object_object_get_ex(nd, "attrs", &attrs) &&
-                json_object_object_get_ex(attrs, "body", &nb) && !rename_ids(nb, prefix))
-                return false;
-        }
-    if (json_object_object_get_ex(body, "inputs", &io) && !rename_list(io, prefix)) return false;
-    if (json_object_object_get_ex(body, "outputs", &io) && !rename_list(io, prefix)) return false;
-    return true;
+    return ok;
 }
 
 static const char *jid(json_object *body, const char *key, int i) {
@@ -314,8 +388,8 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     }
     char gname[SCAN_MAX_IO][96], cname[SCAN_MAX_IO][96], tname[SCAN_MAX_IO][96];
     for (int o = 0; o < nout; o++) {
-        snprintf(gname[o], sizeof gname[o], "%sg%d", prefix, o);
-        snprintf(tname[o], sizeof tname[o], "%stot%d", prefix, o);
+        snprintf(gname[o], sizeof gname[o], "%s.g%d", prefix, o);
+        snprintf(tname[o], sizeof tname[o], "%s.tot%d", prefix, o);
         if (!has_g[o]) continue;
         json_object *t = json_object_new_array();
         json_object_array_add(t, json_object_new_int(0));
@@ -326,7 +400,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     }
     /* The carries. */
     for (int j = 0; j < p->nrec; j++) {
-        snprintf(cname[j], sizeof cname[j], "%sc%d", prefix, j);
+        snprintf(cname[j], sizeof cname[j], "%s.c%d", prefix, j);
         if (!carry[j]) continue;
         const tg_type *it = &n->inputs[base_init + j]->type;
         json_object_array_add(vars, jvar(cname[j], jtype(it->dtype, it->ndim, it->shape)));
@@ -338,7 +412,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     /* The non-sequences' gradients, accumulated over the steps. */
     char aname[SCAN_MAX_IO][96];
     for (int k = 0; k < p->nns; k++) {
-        snprintf(aname[k], sizeof aname[k], "%sacc%d", prefix, k);
+        snprintf(aname[k], sizeof aname[k], "%s.acc%d", prefix, k);
         if (!dns[k]) continue;
         const tg_type *wt = &n->inputs[base_ns + k]->type;
         json_object_array_add(vars, jvar(aname[k], jtype(wt->dtype, wt->ndim, wt->shape)));
@@ -354,7 +428,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     const char *terms[SCAN_MAX_IO];
     char termname[SCAN_MAX_IO][96];
     int nterm = 0;
-    snprintf(cost, sizeof cost, "%scost", prefix);
+    snprintf(cost, sizeof cost, "%s.cost", prefix);
     for (int o = 0; o < nout; o++) {
         bool c = o < p->nrec && carry[o];
         if (!has_g[o] && !c) continue;
@@ -363,7 +437,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
             if (p->out_flat[o]) {
                 pend = cname[o];
             } else {
-                snprintf(buf, sizeof buf, "%slast%d", prefix, o);
+                snprintf(buf, sizeof buf, "%s.last%d", prefix, o);
                 char at[64];
                 snprintf(at, sizeof at, "{\"index\": [%d]}", p->out_k[o] - 1);
                 if (!add1(nodes, "subtensor", buf, at, 1, cname[o])) goto oom;
@@ -375,9 +449,9 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         } else if (!add1(nodes, "identity", tname[o], NULL, 1, has_g[o] ? gname[o] : pend)) {
             goto oom;
         }
-        snprintf(buf2, sizeof buf2, "%sprod%d", prefix, o);
+        snprintf(buf2, sizeof buf2, "%s.prod%d", prefix, o);
         if (!add1(nodes, "mul", buf2, NULL, 2, fout[o], tname[o])) goto oom;
-        snprintf(termname[nterm], sizeof termname[nterm], "%sterm%d", prefix, o);
+        snprintf(termname[nterm], sizeof termname[nterm], "%s.term%d", prefix, o);
         if (!add1(nodes, "sum", termname[nterm], "{\"axis\": null}", 1, buf2)) goto oom;
         terms[nterm] = termname[nterm];
         nterm++;
@@ -412,7 +486,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     }
     gin_j[0] = js(cost);
     for (int m = 0; m < nw; m++) {
-        snprintf(gr[m], sizeof gr[m], "%sd%d", prefix, wbin[m]);
+        snprintf(gr[m], sizeof gr[m], "%s.d%d", prefix, wbin[m]);
         grp[m] = gr[m];
         gin_j[m + 1] = js(fin[wbin[m]]);
     }
@@ -432,17 +506,17 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
         }
         int k = p->out_k[j];
         char lo[96], z0[96], z[96], cur[96], nxt[96], at[128];
-        snprintf(lo, sizeof lo, "%slo%d", prefix, j);
-        snprintf(z0, sizeof z0, "%sz0_%d", prefix, j);
-        snprintf(z, sizeof z, "%sz%d", prefix, j);
+        snprintf(lo, sizeof lo, "%s.lo%d", prefix, j);
+        snprintf(z0, sizeof z0, "%s.z0_%d", prefix, j);
+        snprintf(z, sizeof z, "%s.z%d", prefix, j);
         snprintf(at, sizeof at, "{\"index\": [{\"start\": 0, \"stop\": %d}]}", k - 1);
         ok = ok && add1(nodes, "subtensor", lo, at, 1, cname[j]);
         ok = ok && add1(nodes, "subtensor", z0, "{\"index\": [{\"start\": 0, \"stop\": 1}]}", 1, cname[j]);
         ok = ok && add1(nodes, "zeros_like", z, NULL, 1, z0);
-        snprintf(cur, sizeof cur, "%sshift%d", prefix, j);
+        snprintf(cur, sizeof cur, "%s.shift%d", prefix, j);
         ok = ok && add1(nodes, "join", cur, "{\"axis\": 0}", 2, z, lo);
         for (int q = 0; q < p->out_ntaps[j] && ok; q++, m++) {
-            snprintf(nxt, sizeof nxt, "%scarry%d_%d", prefix, j, q);
+            snprintf(nxt, sizeof nxt, "%s.carry%d_%d", prefix, j, q);
             snprintf(at, sizeof at, "{\"index\": [%d]}", k + p->taps[p->out_off[j] + q]);
             ok = add1(nodes, "inc_subtensor", nxt, at, 2, cur, gr[m]);
             memcpy(cur, nxt, sizeof cur);
@@ -453,7 +527,7 @@ int tg_scan_grad(tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
     for (int k = 0; k < p->nns && ok; k++) {
         if (!dns[k]) continue;
         char nx[112];
-        snprintf(nx, sizeof nx, "%sacc%d_next", prefix, k);
+        snprintf(nx, sizeof nx, "%s.acc%d_next", prefix, k);
         ok = add1(nodes, "add", nx, NULL, 2, aname[k], gr[m++]);
         if (ok) json_object_array_add(bout, js(nx));
     }

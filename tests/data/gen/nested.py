@@ -99,6 +99,73 @@ def nested(name, levels):
     return d
 
 
+def body_dual(levels, i, h, dh):
+    """body_value with the derivative of each element with respect to the
+    same element of X (every op here is elementwise, so the Jacobian is
+    diagonal): forward-mode differentiation by hand, d/dh -sin(h + 0.001)
+    = -cos(h + 0.001)."""
+    if i + 1 < len(levels):
+        kind, _ = levels[i + 1]
+        h, dh = construct_dual(levels, i + 1, h, dh)
+        if kind == "scan":
+            h, dh = h[-1], dh[-1]
+    return chain(h), -np.cos(h + 0.001) * dh
+
+
+def construct_dual(levels, i, h, dh):
+    kind, steps = levels[i]
+    if kind == "ofg":
+        return body_dual(levels, i, h, dh)
+    rows, drows = [], []
+    for _ in range(steps):
+        h, dh = body_dual(levels, i, h, dh)
+        rows.append(h)
+        drows.append(dh)
+    return np.stack(rows), np.stack(drows)
+
+
+def renamed_ids(o, ids):
+    """o with every string that is a key of ids replaced by its value."""
+    if isinstance(o, dict):
+        return {k: renamed_ids(v, ids) for k, v in o.items()}
+    if isinstance(o, list):
+        return [renamed_ids(v, ids) for v in o]
+    return ids.get(o, o) if isinstance(o, str) else o
+
+
+def nested_grad(name, levels, ids=None):
+    """Write ops/<name>.json: y as nested(), the cost c = sum(W * y) and its
+    gradient gx = grad(c, x), by hand (construct_dual) and checked against
+    central finite differences here. ids renames ids of the bodies."""
+    y, dy = construct_dual(levels, 0, X, np.ones_like(X))
+    assert np.array_equal(y, construct_value(levels, 0, X))
+    w = np.arange(1.0, y.size + 1.0).reshape(y.shape) / 4
+    cost = np.sum(w * y)
+    gx = (w * dy).reshape(-1, 3).sum(axis=0)
+    eps = 1e-6
+    for k in range(3):
+        e = np.zeros(3)
+        e[k] = eps
+        fd = (np.sum(w * construct_value(levels, 0, X + e)) - np.sum(w * construct_value(levels, 0, X - e))) / (2 * eps)
+        assert abs(fd - gx[k]) <= 1e-8 * max(1.0, abs(gx[k])), (name, k, fd, gx[k])
+    node = renamed_ids(construct_node(levels, 0, "x", "y"), ids or {})
+    g = {"format": "tg-graph", "version": 1, "name": name, "variables": [{"id": "x", "type": T3}],
+         "nodes": [node,
+                   {"op": "mul", "inputs": ["y", {"value": value(w)}], "outputs": ["wy"]},
+                   {"op": "sum", "inputs": ["wy"], "outputs": ["c"], "attrs": {"axis": None}},
+                   {"op": "grad", "inputs": ["c", "x"], "outputs": ["gx"]}],
+         "functions": {"main": {"inputs": ["x"], "outputs": ["c", "gx"]}},
+         "meta": {"tests": [{"function": "main", "inputs": {"x": value(X)},
+                             "outputs": {"c": value(cost), "gx": value(gx)},
+                             "rtol": 1e-12, "atol": 1e-15}]}}
+    d = depth(g)
+    assert d <= 128, (name, d)
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump(g, f, separators=(",", ":"))
+        f.write("\n")
+    return d
+
+
 def main():
     # The audit's graph: 9 single-step scans (fast_run inlines each; depth
     # 8 already passed the old limit of 32).
@@ -112,6 +179,23 @@ def main():
     # scan and op_from_graph by turns: op_from_graph nodes move out of the
     # inlined scans with their bodies.
     nested("nested_scan_ofg_30", [("scan", 1), ("ofg", 1)] * 15)
+    # The gradient of the cost sum(W * y) through the same bodies: the
+    # gradient of each scan is a scan whose body is the forward body with
+    # its ids prefixed, and the prefixes grew past the 128 characters of an
+    # id 9 levels down ("... is not a valid id"). The outer two loops run
+    # twice, so that gradients flow through the recurrence too.
+    nested_grad("nested_scan_grad_9", [("scan", 2)] * 2 + [("scan", 1)] * 7)
+    nested_grad("nested_scan_grad_30", [("scan", 2)] * 2 + [("scan", 1)] * 28)
+    # op_from_graph by turns with scan: its gradient differentiates its body
+    # in place, scans and all.
+    nested_grad("nested_scan_grad_ofg_30", [("ofg", 1), ("scan", 2)] + [("scan", 1), ("ofg", 1)] * 14)
+    # Bodies whose ids are the names the reverse scan's body gives its own
+    # variables after the prefix (the gradient reaching an output, the
+    # cost, a carry, ...): they were declared twice ("'bp..._0:g0' is
+    # already declared").
+    nested_grad("nested_scan_grad_ids", [("scan", 2)] * 2,
+                {"l1_h": "g0", "l1_a": "cost", "l1_s": "d0", "l1_y": "tot0", "l1_inner": "c0",
+                 "l1_last": "prod0", "l2_h": "term0", "l2_a": "acc0", "l2_s": "d1", "l2_y": "last0"})
 
 
 if __name__ == "__main__":
