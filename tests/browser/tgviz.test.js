@@ -10,6 +10,8 @@
 // copies.html (a weight read by six layers), twin.html (two composites
 // with one body), rnn.html (examples/rnn.json -f train), scanscan.html
 // (tests/data/tgdebug/scan_scan.json: a scan in a scan's body),
+// nested_keys.html (tests/data/viz/nested_keys.json --original with its
+// profile: scans in three scans' bodies whose bodies have the same keys),
 // big.html (5,000 nodes) and bigbody.html (gen_big.py 3000 2: an
 // op_from_graph whose body's op_from_graph has a body of 3,000 nodes).
 // Screenshots go to ARTIFACTS_DIR.
@@ -357,6 +359,106 @@ function bodyCheck(id) {
     await page.press('#search', 'Enter');
     check((await page.textContent('#panel h2')) === 'sub' && (await page.textContent('#panel .sub')).includes('w1'),
       'scanscan: Enter shows the hit of a collapsed body in the panel');
+    await page.close();
+  }
+
+  // ---- bodies in bodies with the same keys (tests/data/viz/nested_keys.json):
+  // scans Ea, Eb and Ec each hold a scan R whose body has nodes h1 and l,
+  // and the scan R at the top has such a body too; Ea and Ec have one body
+  // (drawn once), Eb's inner ops differ. Each body node's id holds its
+  // owner's whole path (a:Eb/R/h1): before, it held the inner scan's key
+  // alone, and the four h1 were all a:R/h1. The profile's R is the top's ----
+  if (fs.existsSync(path.join(pagesDir, 'nested_keys.html'))) {
+    const page = await open('nested_keys.html');
+    const paint = () => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    await page.click('#bodies');
+    await page.click('#fit');
+    await page.waitForTimeout(400);
+    await paint();
+    const d = await page.evaluate(() => {
+      const ids = [], off = [];
+      const walk = (nodes, owner) => {
+        for (const n of nodes) {
+          ids.push(n.id);
+          if (owner && n.id !== n.id.slice(0, n.id.indexOf(':') + 1) + owner + '/' + n.key) off.push(n.id);
+          if (n.body) walk(n.body.nodes, n.id.slice(2));
+        }
+      };
+      walk(tgviz.panes[0].drawing.nodes, '');
+      const el = new Map();
+      for (const e of document.querySelectorAll('g.node, g.container')) el.set(e.dataset.id, (el.get(e.dataset.id) || 0) + 1);
+      return { n: ids.length, distinct: new Set(ids).size, off, elements: [...el.values()].reduce((a, b) => a + b, 0),
+        once: ids.filter((id) => el.get(id) === 1).length, h1: ids.filter((id) => id.startsWith('a:') && id.endsWith('/h1')).sort() };
+    });
+    check(d.distinct === d.n && d.off.length === 0, `nested_keys: the ${d.n} nodes at every level have ids of their own, each body node's its owner's path and key`,
+      JSON.stringify(d));
+    check(JSON.stringify(d.h1) === JSON.stringify(['a:Ea/R/h1', 'a:Eb/R/h1', 'a:Ec/R/h1', 'a:R/h1']), 'nested_keys: the four h1 are a:Ea/R/h1, a:Eb/R/h1, a:Ec/R/h1, a:R/h1',
+      JSON.stringify(d.h1));
+    check(d.elements === d.n && d.once === d.n, `nested_keys: every body expanded, each of the ${d.n} nodes drawn once`, JSON.stringify(d).slice(0, 300));
+    // Each h1 and l shows its own panel: op and trace line, as written in
+    // the file (Ea and Ec: one body, add and log at lines 601-602; Eb: mul
+    // and exp at 701-702; R: sub and tanh at 801-802).
+    const want = { 'a:Ea/R/h1': ['add', 601], 'a:Eb/R/h1': ['mul', 701], 'a:Ec/R/h1': ['add', 601], 'a:R/h1': ['sub', 801],
+      'a:Ea/R/l': ['log', 602], 'a:Eb/R/l': ['exp', 702], 'a:Ec/R/l': ['log', 602], 'a:R/l': ['tanh', 802] };
+    for (const [id, [op, line]] of Object.entries(want)) {
+      const els = await page.$$(`g.node[data-id="${id}"]`);
+      if (els.length !== 1) { check(false, `nested_keys: clicking ${id} shows its panel`, `${els.length} elements`); continue; }
+      await els[0].click();
+      const got = [await page.textContent('#panel h2'), await page.textContent('#panel .trace .loc'), await count(page, 'g.node.sel')];
+      check(got[0] === op && got[1] === `model.py:${line} in build` && got[2] === 1, `nested_keys: clicking ${id} shows its own panel (${op}, line ${line})`, JSON.stringify(got));
+    }
+    // Search: two hits (the node h1, the output h1) in each of the four
+    // bodies, each drawn and marked on its own.
+    await page.fill('#search', 'h1');
+    const marked = await page.$$eval('g.node.match', (l) => [...new Set(l.map((e) => e.dataset.id))].sort());
+    check((await page.textContent('#matches')) === '8 matches' && marked.length === 8 && marked.every((id) => id.endsWith('/h1')),
+      'nested_keys: search "h1" finds 8 nodes, 8 ids marked', JSON.stringify(marked));
+    await page.fill('#search', '');
+    // Collapsed by family, each body's h1 and l are a group of their own;
+    // opening one opens it alone (a group is opened by its id).
+    await page.evaluate(() => tgviz.collapseFamily('elemwise'));
+    await paint();
+    const groups = () => page.$$eval('g.container g.node.group', (l) => l.map((x) => x.dataset.id).sort());
+    const g0 = await groups();
+    check(JSON.stringify(g0) === JSON.stringify(['g:a:Ea/R/h1', 'g:a:Eb/R/h1', 'g:a:Ec/R/h1', 'g:a:R/h1']), 'nested_keys: collapsing elemwise makes a group in each body',
+      JSON.stringify(g0));
+    if (g0.length) await page.dblclick(`g.node.group[data-id="${g0[1]}"]`);
+    await paint();
+    const g1 = await groups();
+    check(g0.length === 4 && JSON.stringify(g1) === JSON.stringify(g0.filter((g) => g !== g0[1])), `nested_keys: double-clicking ${g0[1]} opens that group alone`,
+      JSON.stringify(g1));
+    await page.evaluate(() => tgviz.collapseFamily('elemwise', false));
+    await page.click('#reset');
+    await page.click('#bodies');
+    await page.click('#fit');
+    await page.waitForTimeout(400);
+    await paint();
+    // Edges: each inside its owner's frame, from and to nodes of that body.
+    const e = await page.$$eval('path.edge', (l) => {
+      const bad = [];
+      for (const p of l) {
+        const ve = d3.select(p).datum(), c = p.closest('g.container'), owner = c ? c.dataset.id.slice(2) + '/' : '';
+        const inside = (id) => (owner ? id.slice(id.indexOf(':') + 1).startsWith(owner) && !id.slice(id.indexOf(':') + 1 + owner.length).includes('/')
+          : !id.includes('/'));
+        if (!inside(ve.s.id) || !inside(ve.t.id) || ve.s.parent !== ve.t.parent) bad.push(`${ve.s.id} -> ${ve.t.id} in ${owner}`);
+      }
+      let n = 0;
+      const walk = (nodes, edges) => { n += edges.length; for (const m of nodes) if (m.body) walk(m.body.nodes, m.body.edges); };
+      walk(tgviz.panes[0].drawing.nodes, tgviz.panes[0].drawing.edges);
+      return { drawn: l.length, n, bad };
+    });
+    check(e.drawn === e.n && e.bad.length === 0, `nested_keys: all ${e.n} edges drawn, each between nodes of its own body`, JSON.stringify(e).slice(0, 400));
+    // The profile's times land on the top-level nodes of their keys: R on
+    // the top's scan, not on the scans R in the bodies (tgviz reads no
+    // body profiles).
+    const prof = await page.evaluate(() => {
+      const o = {};
+      const walk = (nodes) => { for (const n of nodes) { if (n.share !== undefined) o[n.id] = n.share; if (n.body) walk(n.body.nodes); } };
+      walk(tgviz.panes[0].drawing.nodes);
+      return o;
+    });
+    check(JSON.stringify(prof) === JSON.stringify({ 'a:Ea': 0.1, 'a:Eb': 0.2, 'a:Ec': 0.3, 'a:R': 0.4 }), 'nested_keys: the profile shades Ea, Eb, Ec and the top R, no body node',
+      JSON.stringify(prof));
     await page.close();
   }
 

@@ -298,6 +298,9 @@ else
   # a scan's body typed by the library; a scan in a scan's body (search)
   "$TGVIZ" "$TG_SRC/examples/rnn.json" -f train -o "$pages/rnn.html"
   "$TGVIZ" "$TG_TEST_DATA/tgdebug/scan_scan.json" -o "$pages/scanscan.html"
+  # scans in three scans' bodies and one at the top, their bodies' nodes
+  # of the same keys: each body node's id holds its owner's whole path
+  "$TGVIZ" "$TG_TEST_DATA/viz/nested_keys.json" --original --profile "$TG_TEST_DATA/viz/nested_keys_prof.json" -o "$pages/nested_keys.html"
   # an op_from_graph whose body's op_from_graph has a body of 3,000 nodes:
   # expanded, drawn as the top level is (only what is in view)
   python3 "$TG_SRC/tests/browser/gen_big.py" "$tmp/bigbody.json" 3000 2

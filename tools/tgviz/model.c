@@ -1119,9 +1119,9 @@ static void body_type_add(const body_types *bt, const char *id, json_object *o) 
 
 /* A body of a composite, scan or op_from_graph node: its inputs become
  * input nodes, its nodes apply nodes, its outputs output nodes. Ids are
- * prefixed with the owner's key so that they stay unique on the page. A
- * malformed body is drawn as far as it goes: the loader, not the drawing,
- * is where a body is checked. */
+ * prefixed with the owner's path (vz_layout) so that they stay unique on
+ * the page. A malformed body is drawn as far as it goes: the loader, not
+ * the drawing, is where a body is checked. */
 int vz_from_body(vz_graph *vg, json_object *body, const char *prefix) {
     json_object *vars = NULL, *nodes = NULL, *ins = NULL, *outs = NULL;
     json_object_object_get_ex(body, "variables", &vars);
@@ -1408,6 +1408,14 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             continue;
         const char *key = jget_str(o, "key");
         if (!key) key = id;
+        /* The body's ids hold its owner's path: the owner's id less its
+         * "a:", its key at the top level, and in a body the body's own
+         * path, a '/' and its key (a:Eb/R/h1 in scan R in scan Eb's
+         * body). With the key alone, the scans R in two scans' bodies
+         * gave their bodies' nodes one id (a:R/h1, as the top scan R's).
+         * In a drawing shared by several owners the path starts with the
+         * placeholder, which the page replaces, in the references too. */
+        const char *path = id && !strncmp(id, "a:", 2) ? id + 2 : key;
         if (!vg->bodies && (vg->bodies = calloc(1, sizeof *vg->bodies)) && !(vg->bodies->map = tg_idmap_new())) {
             free(vg->bodies);
             vg->bodies = NULL;
@@ -1430,7 +1438,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             sub.layout = vg->layout;
             sub.bodies = vg->bodies; /* for the bodies in it */
             sub.nested = true;
-            vz_from_body(&sub, body, kept ? PH : key);
+            vz_from_body(&sub, body, kept ? PH : path);
             if (json_object_array_length(sub.nodes) > 0) rc = vz_layout(&sub, gvc, so, ctx);
             if (sub.bodies == vg->bodies) sub.bodies = NULL; /* vg's; one of its own, vz_free frees */
             json_object_object_add(so, "nodes", json_object_get(sub.nodes));
@@ -1459,7 +1467,7 @@ int vz_layout(vz_graph *vg, GVC_t *gvc, json_object *out, tg_ctx *ctx) {
             }
         }
         free(kept);
-        json_object *copy = body_copy_new(d, key);
+        json_object *copy = body_copy_new(d, path);
         if (!copy) {
             fprintf(stderr, "tgviz: out of memory drawing a nested body\n");
             return -1;

@@ -111,7 +111,10 @@ static void test_body_drawn_and_laid_out(void **state) {
     assert_true(json_object_object_get_ex(gb, "edges", &ge));
     assert_int_equal(json_object_array_length(gn), 3);
     assert_int_equal(json_object_array_length(ge), 2);
-    assert_non_null(find(gn, "a:g/q"));
+    /* its ids hold the whole path, c's and g's: with g's key alone, the
+     * bodies of two nodes g in two bodies had one id */
+    assert_non_null(find(gn, "a:c/g/q"));
+    assert_null(find(gn, "a:g/q"));
     /* Types come from the body's variables. */
     json_object *ms, *md;
     json_object_object_get_ex(m, "outputs", &ms);
@@ -329,8 +332,9 @@ static void test_bodies_drawn_once(void **state) {
     assert_string_equal(json_object_to_json_string_ext(r3, JSON_C_TO_STRING_PLAIN), "{\"ref\":2,\"key\":\"k3\"}");
     assert_true(json_object_object_get_ex(json_object_array_get_idx(table, 1), "nodes", &x));
     assert_non_null(find(x, "a:\x01/m"));
-    /* and the body nested in it, by reference too */
-    assert_non_null(strstr(json_object_to_json_string_ext(x, JSON_C_TO_STRING_PLAIN), "\"body\":{\"ref\":0,\"key\":\"g\"}"));
+    /* and the body nested in it, by reference too, with a path relative
+     * to the drawing's owner: k1's copy refers to it as k1/g, k2's as k2/g */
+    assert_non_null(strstr(json_object_to_json_string_ext(x, JSON_C_TO_STRING_PLAIN), "\"body\":{\"ref\":0,\"key\":\"\\u0001\\/g\"}"));
     size_t n = json_object_array_length(b1);
     assert_int_equal(n, 7);
     assert_int_equal(json_object_array_length(b2), n);
@@ -339,6 +343,13 @@ static void test_bodies_drawn_once(void **state) {
     assert_non_null(find(b2, "v:k2/a"));
     assert_non_null(find(b2, "o:k2/g"));
     assert_null(find(b2, "a:k1/m"));
+    json_object *g1, *g2, *gk;
+    assert_true(json_object_object_get_ex(find(b1, "a:k1/g"), "body", &g1));
+    assert_true(json_object_object_get_ex(find(b2, "a:k2/g"), "body", &g2));
+    assert_true(json_object_object_get_ex(g1, "key", &gk));
+    assert_string_equal(json_object_get_string(gk), "k1/g");
+    assert_true(json_object_object_get_ex(g2, "key", &gk));
+    assert_string_equal(json_object_get_string(gk), "k2/g");
     static const char *const xywh[4] = {"x", "y", "w", "h"};
     bool differs = false;
     for (size_t i = 0; i < n; i++) {
