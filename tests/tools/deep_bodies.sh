@@ -10,7 +10,8 @@
 # gradients (nested_scan_grad_*.json, checked by hand and by finite
 # differences): each level of the reverse scans prefixed its body's ids
 # again, past 128 characters 9 levels down; the .tgf keeps the reverse
-# scans' bodies as written and reads their ids again.
+# scans' bodies as written and reads their ids again. An error at the
+# bottom of 30 bodies keeps its cause in a message of 2 KB.
 set -uo pipefail
 : "${TGC:?}" "${TG_SRC:?}"
 . "$(dirname "$0")/lib/checks.bash"
@@ -30,6 +31,33 @@ for name in nested_scan_grad_9 nested_scan_grad_30 nested_scan_grad_ofg_30 neste
   expect 0 "compile $name to a .tgf" -- "$TGC" compile "$f" -o "$tmp/$name.tgf"
   expect 0 "run $name's .tgf" -- "$TGC" run "$tmp/$name.tgf" -i "$X" -o "$tmp/$name.tgf.out"
 done
+# An error 30 bodies down, under owners with long ids: the chain of places
+# (each level "nodes[0] (scan -> <id>): attrs.body") passes the message's
+# 2 KB; its middle goes, and the cause stays (it was cut off).
+/usr/bin/python3 - "$D/nested_scan_30.json" "$tmp/long_ids.json" <<'PY'
+import json, re, sys
+t = re.sub(r'"(l\d+_inner)"', lambda m: '"%s_%s"' % (m.group(1), "p" * 110), open(sys.argv[1]).read())
+g = json.loads(t)
+deepest = [-1, None]
+def walk(o, depth):
+    if isinstance(o, dict):
+        if "nodes" in o and "variables" in o:
+            if depth > deepest[0]: deepest[:] = [depth, o]
+            depth += 1
+        for v in o.values(): walk(v, depth)
+    elif isinstance(o, list):
+        for v in o: walk(v, depth)
+walk(g, 0)
+next(n for n in deepest[1]["nodes"] if n["op"] == "add")["op"] = "addd"
+json.dump(g, open(sys.argv[2], "w"))
+PY
+expect 2 "check an error 30 bodies down" -- "$TGC" check "$tmp/long_ids.json"
+if [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ "$(wc -c <"$tmp/err")" -lt 2200 ] &&
+   grep -q "^tgc: $tmp/long_ids.json: nodes\[0\] (scan -> y): attrs.body: nodes\[0\] (scan -> l1_inner_p*): attrs.body: .* \.\.\. .*: attrs.body: nodes\[0\]\.op: unknown op .addd. (did you mean .add.?)$" "$tmp/err"; then
+  pass "one line under 2 KB: the outermost places, ' ... ', the innermost and the cause"
+else
+  fail "an error 30 bodies down: not one line under 2 KB ending with the cause"; sed 's/^/  | /' "$tmp/err"
+fi
 # Each run's y is the file's meta.tests value (one Python for all: NumPy
 # takes a second to start).
 /usr/bin/python3 - "$D" "$tmp" >"$tmp/values" <<'PY'

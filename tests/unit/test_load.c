@@ -913,9 +913,59 @@ static void test_allocation_failures(void **state) {
     assert_true(done);
 }
 
+/* A chain of error prefixes past the message's 2 KB (a load error 30
+ * bodies down, a gradient's through scans nested as deep) keeps its end,
+ * the cause, and its start, the outermost place, and loses levels from
+ * the middle, cut between levels. Before, the end was cut off. */
+static void test_error_chain_keeps_cause(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_errorf(ctx, TG_ELOAD, "nodes[0].op: unknown op 'addd' (did you mean 'add'?)");
+    for (int k = 99; k >= 0; k--) tg_error_prefix(ctx, "nodes[%d] (scan -> level%d_inner): attrs.body", k, k);
+    const char *m = tg_ctx_message(ctx);
+    size_t len = strlen(m);
+    assert_true(len < TG_CTX_MSG_MAX && len > TG_CTX_MSG_MAX - 300);
+    const char *cause = "attrs.body: nodes[0].op: unknown op 'addd' (did you mean 'add'?)";
+    assert_string_equal(m + len - strlen(cause), cause);
+    assert_true(!strncmp(m, "nodes[0] (scan -> level0_inner): attrs.body: nodes[1] (scan -> level1_inner)", 75));
+    const char *cut = strstr(m, " ... ");
+    assert_non_null(cut);
+    assert_null(strstr(cut + 1, " ... ")); /* one cut, however many prefixes came after it */
+    /* between levels: "...: attrs.body ... nodes[k] (scan -> ..." */
+    assert_true(cut - m > 10 && !strncmp(cut - 10, "attrs.body", 10));
+    assert_true(!strncmp(cut + 5, "nodes[", 6) || !strncmp(cut + 5, "attrs.body: nodes[", 18));
+    /* every level kept is whole and in order: before the cut 0, 1, 2,
+     * ...; after it consecutive up to 99; then the cause's nodes[0] */
+    int want = 0, seen = 0, last = -1;
+    for (const char *p = m; (p = strstr(p, "nodes[")) != NULL; p++) {
+        int k;
+        assert_int_equal(sscanf(p, "nodes[%d]", &k), 1);
+        if (p > cut && last < 0) want = k; /* the first level after the cut */
+        if (p > cut) last = k;
+        if (p > cut && want == 100) {
+            assert_int_equal(k, 0); /* the cause */
+            break;
+        }
+        assert_int_equal(k, want);
+        want++;
+        seen++;
+    }
+    assert_int_equal(want, 100);
+    assert_true(seen > 20 && seen < 60);
+    tg_ctx_free(ctx);
+
+    /* a short chain is left whole */
+    ctx = tg_ctx_new();
+    tg_errorf(ctx, TG_ELOAD, "bad");
+    tg_error_prefix(ctx, "nodes[%d]", 3);
+    assert_string_equal(tg_ctx_message(ctx), "nodes[3]: bad");
+    tg_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_error_chain_keeps_cause),
         cmocka_unit_test(test_weak_scalars),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_base64),

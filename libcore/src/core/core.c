@@ -173,15 +173,47 @@ int tg_errorf(tg_ctx *ctx, int status, const char *fmt, ...) {
     return status;
 }
 
+/* A chain of prefixes too long for the message loses its middle, not
+ * its end: the end is the cause (what is wrong), the start the outermost
+ * place, and each level between them one more "nodes[0] (scan -> h):
+ * attrs.body" (a load error 30 bodies down, or a gradient's through
+ * scans nested as deep, ran past 2 KB and the cause was cut off). The
+ * cut falls between levels (after a ": ") where one is near, else
+ * between UTF-8 characters. */
+enum { KEEP_TAIL = TG_CTX_MSG_MAX * 5 / 8 };
+
+static size_t utf8_back(const char *s, size_t i) {
+    while (i > 0 && ((unsigned char)s[i] & 0xc0) == 0x80) i--;
+    return i;
+}
+
 void tg_error_prefix(tg_ctx *ctx, const char *fmt, ...) {
     if (!ctx) return;
-    char prefix[TG_CTX_MSG_MAX], old[TG_CTX_MSG_MAX];
+    char prefix[TG_CTX_MSG_MAX], old[TG_CTX_MSG_MAX], all[2 * TG_CTX_MSG_MAX + 2];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, ctx->msg, sizeof old);
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s", prefix, old);
+    int n = snprintf(all, sizeof all, "%s: %s", prefix, old);
+    if (n < (int)sizeof ctx->msg) {
+        memcpy(ctx->msg, all, (size_t)n + 1);
+    } else {
+        static const char mark[] = " ... ";
+        size_t len = strlen(all), head = sizeof ctx->msg - 1 - (sizeof mark - 1) - KEEP_TAIL;
+        size_t tail = len - KEEP_TAIL; /* where the kept end starts */
+        const char *lvl = strstr(all + tail, ": ");
+        if (lvl && (size_t)(lvl - all) < tail + 200) tail = (size_t)(lvl - all) + 2;
+        else
+            while (tail < len && ((unsigned char)all[tail] & 0xc0) == 0x80) tail++;
+        size_t cut = head;
+        while (cut > head - 200 && !(all[cut - 1] == ':' && all[cut] == ' ')) cut--;
+        cut = all[cut - 1] == ':' && all[cut] == ' ' ? cut - 1 : utf8_back(all, head);
+        /* a cut made before: the new one takes it in (one cut) */
+        const char *before = strstr(all + cut, mark);
+        if (before && (size_t)(before - all) + sizeof mark - 1 > tail) tail = (size_t)(before - all) + sizeof mark - 1;
+        snprintf(ctx->msg, sizeof ctx->msg, "%.*s%s%s", (int)cut, all, mark, all + tail);
+    }
     tg_one_line(ctx->msg);
 }
 
