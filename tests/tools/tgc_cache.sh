@@ -207,6 +207,90 @@ contains out "5\. *, *1\. *, *7.5, *8\." "values from the interpreter"
 contains err "tg: waiting for another process's compile in the kernel cache folder $TG_CACHE_DIR" "it says it waits"
 contains err "interpreter: gave up waiting 1 s (TG_CC_TIMEOUT) for another process's compile" "and gives up"
 wait "$bg"
+# A function's missing kernels are compiled at its first call, several
+# at once (TG_CC_JOBS), each once; its nodes' first runs then load them
+# from the disk (they were compiled one after another at their first runs: 1,250
+# bodies took minutes). Four composites of distinct bodies:
+# a = [1 2 3 4], b = [1 -1 0.5 0]: by hand, a+b = 2 1 3.5 4,
+# a*b = 1 -2 1.5 0, a-b = 0 3 2.5 4, a*a+b = 2 3 9.5 16.
+comp() { # ID OP1 [OP2]: a composite node of x OP1 y, or (x OP1 x) OP2 y
+  local body
+  if [ -n "${3:-}" ]; then
+    body='"nodes":[{"op":"'$2'","inputs":["x","x"],"outputs":["t"]},{"op":"'$3'","inputs":["t","y"],"outputs":["r"]}]'
+  else
+    body='"nodes":[{"op":"'$2'","inputs":["x","y"],"outputs":["r"]}]'
+  fi
+  printf '{"op":"composite","inputs":["a","b"],"outputs":["%s"],"attrs":{"body":{"variables":[{"id":"x","type":{"dtype":"float64","shape":[]}},{"id":"y","type":{"dtype":"float64","shape":[]}}],%s,"inputs":["x","y"],"outputs":["r"]}}}' "$1" "$body"
+}
+cat >"$tmp/four.json" <<JSON
+{"format":"tg-graph","version":1,"name":"four",
+ "variables":[{"id":"a","type":{"dtype":"float64","shape":[null,4]}},{"id":"b","type":{"dtype":"float64","shape":[4]}}],
+ "nodes":[$(comp p1 add),$(comp p2 mul),$(comp p3 sub),$(comp p4 mul add)],
+ "functions":{"main":{"inputs":["a","b"],"outputs":["p1","p2","p3","p4"]}}}
+JSON
+# A compiler that notes when each compile starts and ends, and its
+# output, and takes half a second more.
+cat >"$tmp/timecc" <<'SH'
+#!/bin/sh
+[ "$1" = --version ] && exec cc "$@"
+for a; do case $prev in -o) out=$a;; esac; prev=$a; done
+log=$(dirname "$0")/time.log
+echo "start $(date +%s.%N) ${out##*/}" >>"$log"
+sleep 0.5
+cc "$@"; rc=$?
+echo "end $(date +%s.%N) ${out##*/}" >>"$log"
+exit $rc
+SH
+chmod +x "$tmp/timecc"
+four_values() {
+  contains out "2\. *, *1\. *, *3\.5 *, *4\." "a+b by hand"
+  contains out "1\. *, *-2\. *, *1\.5 *, *0\." "a*b by hand"
+  contains out "0\. *, *3\. *, *2\.5 *, *4\." "a-b by hand"
+  contains out "2\. *, *3\. *, *9\.5 *, *16\." "a*a+b by hand"
+}
+# overlapped LOG: whether a compile started before another had ended
+overlapped() {
+  awk '$1 == "start" { s[$3] = $2 } $1 == "end" { e[$3] = $2 }
+       END { for (i in s) for (j in e) if (i != j && s[i] < e[j] && s[j] < s[i]) ok = 1; exit !ok }' "$1"
+}
+expect 0 "four bodies in the interpreter" -- env TG_COMPOSITE=interp "$TGC" run "$tmp/four.json" -i "$A" -i "$B"
+cp "$tmp/out" "$tmp/four.interp"
+for jobs in 4 1; do
+  rm -f "$tmp/time.log"
+  expect 0 "four bodies, TG_CC_JOBS=$jobs" -- \
+    env TG_CC="$tmp/timecc" TG_CC_JOBS=$jobs TG_CACHE_DIR="$tmp/c$jobs" "$TGC" run "$tmp/four.json" -i "$A" -i "$B"
+  four_values
+  cmp -s "$tmp/out" "$tmp/four.interp" && pass "the interpreter's values" || fail "values differ from the interpreter's"
+  [ ! -s "$tmp/err" ] && pass "nothing on stderr" || fail "stderr: $(cat "$tmp/err")"
+  n=$(grep -c '^start' "$tmp/time.log"); d=$(awk '$1 == "start" { print $3 }' "$tmp/time.log" | sort -u | wc -l)
+  [ "$n" -eq 4 ] && [ "$d" -eq 4 ] && pass "four kernels, each compiled once" || fail "$n compiles of $d kernels"
+  if [ "$jobs" -eq 4 ]; then
+    overlapped "$tmp/time.log" && pass "compiled at once" || { fail "compiled one after another"; cat "$tmp/time.log"; }
+  else
+    ! overlapped "$tmp/time.log" && pass "one at a time" || { fail "compiled at once with TG_CC_JOBS=1"; cat "$tmp/time.log"; }
+  fi
+  rm -f "$tmp/time.log"
+  expect 0 "four bodies again" -- \
+    env TG_CC="$tmp/timecc" TG_CC_JOBS=$jobs TG_CACHE_DIR="$tmp/c$jobs" "$TGC" run "$tmp/four.json" -i "$A" -i "$B"
+  four_values
+  [ ! -e "$tmp/time.log" ] && pass "the second run compiles nothing" || fail "it compiled: $(cat "$tmp/time.log")"
+done
+# A compiler that fails: one warning, the interpreter's values, and each
+# kernel tried once (not once more at the run).
+cat >"$tmp/failcc" <<'SH'
+#!/bin/sh
+[ "$1" = --version ] && exec cc "$@"
+echo try >>"$(dirname "$0")/fail.log"
+echo "failcc: no" >&2
+exit 1
+SH
+chmod +x "$tmp/failcc"
+expect 0 "four bodies, a compiler that fails" -- \
+  env TG_CC="$tmp/failcc" TG_CC_JOBS=4 TG_CACHE_DIR="$tmp/cfail" "$TGC" run "$tmp/four.json" -i "$A" -i "$B"
+four_values
+[ "$(grep -c warning "$tmp/err")" -eq 1 ] && pass "one warning" || fail "warnings: $(cat "$tmp/err")"
+contains err "interpreter: the C compiler $tmp/failcc failed (exit status 1): failcc: no" "the warning says why"
+[ "$(wc -l <"$tmp/fail.log")" -eq 4 ] && pass "each kernel tried once" || fail "$(wc -l <"$tmp/fail.log") tries"
 unset TG_CC
 export TG_CACHE_DIR=$tmp/cache
 expect 2 "bad subcommand" -- "$TGC" cache frob

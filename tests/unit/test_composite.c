@@ -737,6 +737,363 @@ static void test_kernel_per_body(void **state) {
     drop_cache();
 }
 
+/* A function's missing kernels are compiled at its first call, together
+ * (tg_kcache_prefetch), each once, and its nodes then load them from the
+ * disk; compiling the function alone runs no compiler. Three composites
+ * of distinct bodies, a + b, a * b and a - b, and a fourth of a's body
+ * again (no compile of its own); the values by hand. They were compiled
+ * at their nodes' first runs, one after another. */
+static void test_prefetch_at_first_call(void **state) {
+    (void)state;
+    fresh_cache("prefetch");
+    static const char *const ops[] = {"add", "mul", "sub", "add"};
+    tg_str js = {0};
+    tg_str_addf(&js, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                     "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+                     "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":[");
+    for (int k = 0; k < 4; k++)
+        tg_str_addf(&js,
+                    "%s{\"op\":\"composite\",\"inputs\":[\"%s\",\"b\"],\"outputs\":[\"y%d\"],\"attrs\":{\"body\":{"
+                    "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+                    "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+                    "\"nodes\":[{\"op\":\"%s\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"r\"]}],"
+                    "\"inputs\":[\"x\",\"w\"],\"outputs\":[\"r\"]}}}",
+                    k ? "," : "", k == 3 ? "b" : "a", k, ops[k]);
+    tg_str_addf(&js, "],\"functions\":{\"main\":{\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y0\",\"y1\",\"y2\",\"y3\"]}}}");
+    assert_false(js.oom);
+    tg_graph *g = tu_load(js.s);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    assert_int_equal(s1.compiles - s0.compiles, 0);
+    assert_int_equal(s1.disk_hits - s0.disk_hits, 0);
+    tg_array *in[2] = {ramp(100, 2, -1), ramp(100, 1, 0.5)}, *out[4] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
+    tg_kcache_stats s2 = tg_kcache_stats_get();
+    assert_int_equal(s2.compiles - s1.compiles, 3);
+    assert_int_equal(s2.disk_hits - s1.disk_hits, 3);
+    assert_int_equal(s2.failures - s1.failures, 0);
+    const double *a = tg_array_data(in[0]), *b = tg_array_data(in[1]);
+    for (int i = 0; i < 100; i++) {
+        double want[4] = {a[i] + b[i], a[i] * b[i], a[i] - b[i], b[i] + b[i]};
+        for (int k = 0; k < 4; k++)
+            if (((const double *)tg_array_data(out[k]))[i] != want[k])
+                fail_msg("y%d[%d] = %.17g, want %.17g", k, i, ((const double *)tg_array_data(out[k]))[i], want[k]);
+    }
+    for (int k = 0; k < 4; k++) tg_array_free(out[k]);
+    tg_function_free(f);
+    /* Compiled again as a new process would (the kernels on disk, none
+     * in memory): nothing to compile. */
+    tg_kcache_forget();
+    tg_kcache_stats s3 = tg_kcache_stats_get();
+    assert_non_null(f = tg_function_compile(g, 0, NULL, ctx));
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
+    assert_int_equal(tg_kcache_stats_get().compiles - s3.compiles, 0);
+    for (int k = 0; k < 4; k++) tg_array_free(out[k]);
+    tg_function_free(f);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    tg_str_free(&js);
+    drop_cache();
+}
+
+/* A composite node `out` = body(in1, in2) over float64 scalars x, w: the
+ * body is `op`(x, w), or with op2, op2(op(x, x), w). */
+static void add_comp(tg_str *js, bool first, const char *out, const char *in1, const char *in2, const char *op,
+                     const char *op2) {
+    tg_str_addf(js,
+                "%s{\"op\":\"composite\",\"inputs\":[\"%s\",\"%s\"],\"outputs\":[\"%s\"],\"attrs\":{\"body\":{"
+                "\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+                "{\"id\":\"w\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],\"nodes\":[",
+                first ? "" : ",", in1, in2, out);
+    if (op2)
+        tg_str_addf(js,
+                    "{\"op\":\"%s\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"t\"]},"
+                    "{\"op\":\"%s\",\"inputs\":[\"t\",\"w\"],\"outputs\":[\"r\"]}",
+                    op, op2);
+    else
+        tg_str_addf(js, "{\"op\":\"%s\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"r\"]}", op);
+    tg_str_addf(js, "],\"inputs\":[\"x\",\"w\"],\"outputs\":[\"r\"]}}}");
+}
+
+/* The first call compiles together only the kernels of the nodes it is
+ * sure to run, those outside every lazy ifelse branch; a branch's are
+ * compiled when it runs (at their nodes' first runs, as before). The
+ * backed-out first version compiled those of every branch at the first
+ * call (test_ifelse's 20,000 branches: 19,999 compiles, more than 15
+ * minutes). y0 = a + b and z = r*r + a run always; r = ifelse(c, a*b,
+ * ifelse(c2, a-b, a/b)); five distinct bodies; the values by hand. */
+static void test_prefetch_sure_nodes_only(void **state) {
+    (void)state;
+    fresh_cache("sure");
+    tg_kcache_forget(); /* none of the earlier tests' kernels in memory */
+    tg_str js = {0};
+    tg_str_addf(&js, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                     "{\"id\":\"c\",\"type\":{\"dtype\":\"bool\",\"shape\":[]}},"
+                     "{\"id\":\"c2\",\"type\":{\"dtype\":\"bool\",\"shape\":[]}},"
+                     "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+                     "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":[");
+    add_comp(&js, true, "y0", "a", "b", "add", NULL);
+    add_comp(&js, false, "t", "a", "b", "mul", NULL);
+    add_comp(&js, false, "e1", "a", "b", "sub", NULL);
+    add_comp(&js, false, "e2", "a", "b", "true_div", NULL);
+    tg_str_addf(&js, ",{\"op\":\"ifelse\",\"inputs\":[\"c2\",\"e1\",\"e2\"],\"outputs\":[\"e\"]}"
+                     ",{\"op\":\"ifelse\",\"inputs\":[\"c\",\"t\",\"e\"],\"outputs\":[\"r\"]}");
+    add_comp(&js, false, "z", "r", "a", "mul", "add");
+    tg_str_addf(&js, "],\"functions\":{\"main\":{\"inputs\":[\"c\",\"c2\",\"a\",\"b\"],\"outputs\":[\"y0\",\"z\"]}}}");
+    assert_false(js.oom);
+    tg_graph *g = tu_load(js.s);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options o = {.preset = "none"};
+    tg_function *f = tg_function_compile(g, 0, &o, ctx);
+    assert_non_null(f);
+    tg_array *A = ramp(100, 2, -1), *B = ramp(100, 1, 0.5);
+    const double *a = tg_array_data(A), *b = tg_array_data(B);
+    /* c, c2; the kernels compiled, and of those loaded from the folder:
+     * y0's and z's compiled together before the nodes run, then loaded;
+     * a branch's when it first runs, by its node's run (not loaded) */
+    static const struct {
+        bool c, c2;
+        int compiles, disk_hits;
+    } calls[] = {{true, false, 3, 2}, {false, true, 1, 0}, {false, false, 1, 0}, {true, true, 0, 0}};
+    for (int q = 0; q < 4; q++) {
+        tg_array *C = tg_array_new_scalar(TG_BOOL, calls[q].c), *C2 = tg_array_new_scalar(TG_BOOL, calls[q].c2);
+        tg_array *in[4] = {C, C2, A, B}, *out[2] = {0};
+        tg_kcache_stats s0 = tg_kcache_stats_get();
+        if (tg_function_call(f, in, out, ctx)) fail_msg("call %d: %s", q, tg_ctx_message(ctx));
+        tg_kcache_stats s1 = tg_kcache_stats_get();
+        if (s1.compiles - s0.compiles != calls[q].compiles || s1.disk_hits - s0.disk_hits != calls[q].disk_hits)
+            fail_msg("call %d (c=%d, c2=%d): %d compiles, %d from the folder; want %d, %d", q, calls[q].c,
+                     calls[q].c2, (int)(s1.compiles - s0.compiles), (int)(s1.disk_hits - s0.disk_hits),
+                     calls[q].compiles, calls[q].disk_hits);
+        assert_int_equal(s1.failures - s0.failures, 0);
+        for (int i = 0; i < 100; i++) {
+            double r = calls[q].c ? a[i] * b[i] : calls[q].c2 ? a[i] - b[i] : a[i] / b[i];
+            double want[2] = {a[i] + b[i], r * r + a[i]};
+            for (int k = 0; k < 2; k++)
+                if (((const double *)tg_array_data(out[k]))[i] != want[k])
+                    fail_msg("call %d: out %d [%d] = %.17g, want %.17g", q, k, i,
+                             ((const double *)tg_array_data(out[k]))[i], want[k]);
+        }
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+        tg_array_free(C);
+        tg_array_free(C2);
+    }
+    tg_function_free(f);
+    tg_array_free(A);
+    tg_array_free(B);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    tg_str_free(&js);
+    drop_cache();
+}
+
+/* The graph of test_prefetch_at_first_call: y0..y3 = a + b, a * b, a - b,
+ * b + b (three distinct bodies). */
+static tg_graph *four_graph(void) {
+    static const char *const ops[] = {"add", "mul", "sub", "add"};
+    tg_str js = {0};
+    tg_str_addf(&js, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                     "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+                     "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":[");
+    for (int k = 0; k < 4; k++) {
+        char y[8];
+        snprintf(y, sizeof y, "y%d", k);
+        add_comp(&js, k == 0, y, k == 3 ? "b" : "a", "b", ops[k], NULL);
+    }
+    tg_str_addf(&js, "],\"functions\":{\"main\":{\"inputs\":[\"a\",\"b\"],\"outputs\":[\"y0\",\"y1\",\"y2\",\"y3\"]}}}");
+    assert_false(js.oom);
+    tg_graph *g = tu_load(js.s);
+    tg_str_free(&js);
+    return g;
+}
+
+static void check_four(tg_array *const *in, tg_array *const *out) {
+    const double *a = tg_array_data(in[0]), *b = tg_array_data(in[1]);
+    for (int i = 0; i < 100; i++) {
+        double want[4] = {a[i] + b[i], a[i] * b[i], a[i] - b[i], b[i] + b[i]};
+        for (int k = 0; k < 4; k++)
+            if (((const double *)tg_array_data(out[k]))[i] != want[k])
+                fail_msg("y%d[%d] = %.17g, want %.17g", k, i, ((const double *)tg_array_data(out[k]))[i], want[k]);
+    }
+}
+
+/* A first call with each of its allocations failing in turn fails with
+ * "out of memory" every time (tu_call_failing_each, as test_conv_direct
+ * and test_conv_grads check their calls): with every kernel in memory
+ * there is nothing to compile, and the first call's look for missing
+ * kernels allocates nothing. The backed-out first version allocated a
+ * list of the function's nodes at every first call and went on silently
+ * when that failed, so the first failing allocation went unreported and
+ * the call succeeded. */
+static void test_prefetch_first_call_out_of_memory(void **state) {
+    (void)state;
+    fresh_cache("oomcall");
+    tg_kcache_forget(); /* none of the earlier tests' kernels in memory */
+    tg_graph *g = four_graph();
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *in[2] = {ramp(100, 2, -1), ramp(100, 1, 0.5)}, *out[4] = {0};
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
+    for (int k = 0; k < 4; k++) tg_array_free(out[k]);
+    tg_function_free(f);
+    /* the kernels in memory: a new function's first call */
+    assert_non_null(f = tg_function_compile(g, 0, NULL, ctx));
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    long failed = tu_call_failing_each(f, in, out, ctx);
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    check_four(in, out);
+    assert_true(failed >= 4); /* at least the four results */
+    assert_int_equal(s1.compiles - s0.compiles, 0);
+    assert_int_equal(s1.failures - s0.failures, 0);
+    for (int k = 0; k < 4; k++) tg_array_free(out[k]);
+    tg_function_free(f);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    drop_cache();
+}
+
+/* The prefetch itself (tg_composite_prefetch, on the graph's nodes: a
+ * function's are clones with the same kernels) with each of its
+ * allocations failing in turn, three kernels to compile: TG_ENOMEM and
+ * "out of memory" each time, what compiled stays compiled (each kernel is
+ * compiled once over all the tries), and a call after it loads the three
+ * from the folder. Then, with nothing to compile (the kernels on disk,
+ * not in memory, the compiler probed), on the nodes of the graph loaded
+ * again, it allocates nothing. */
+static void test_prefetch_out_of_memory(void **state) {
+    (void)state;
+    fresh_cache("oompre");
+    tg_kcache_forget(); /* none of the earlier tests' kernels in memory */
+    tg_graph *g = four_graph();
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    /* the compiler probed first (its allocations are made once) */
+    assert_int_equal(tg_kcache_wanted("probe the compiler"), 1);
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    long k = 1;
+    for (; k < 200; k++) {
+        tu_fail_allocation(k);
+        int rc = tg_composite_prefetch(g->nodes, g->nnodes, NULL, NULL, ctx);
+        tu_fail_allocation(0);
+        if (rc == TG_OK) break;
+        assert_int_equal(rc, TG_ENOMEM);
+        if (!strstr(tg_ctx_message(ctx), "out of memory")) fail_msg("allocation %ld: %s", k, tg_ctx_message(ctx));
+        tg_ctx_clear(ctx);
+    }
+    assert_true(k >= 3 && k < 200); /* the list of the kernels and of the compiles at least */
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    assert_int_equal(s1.compiles - s0.compiles, 3);
+    assert_int_equal(s1.failures - s0.failures, 0);
+    tg_array *in[2] = {ramp(100, 2, -1), ramp(100, 1, 0.5)}, *out[4] = {0};
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
+    tg_kcache_stats s2 = tg_kcache_stats_get();
+    assert_int_equal(s2.compiles - s1.compiles, 0);
+    assert_int_equal(s2.disk_hits - s1.disk_hits, 3);
+    check_four(in, out);
+    for (int q = 0; q < 4; q++) tg_array_free(out[q]);
+    tg_function_free(f);
+    /* nothing to compile: nothing allocated */
+    tg_graph *g2 = four_graph();
+    tg_kcache_forget();
+    assert_int_equal(tg_kcache_wanted("probe the compiler"), 1);
+    tu_count_begin();
+    int rc = tg_composite_prefetch(g2->nodes, g2->nnodes, NULL, NULL, ctx);
+    tu_alloc_count c = tu_count_end();
+    assert_int_equal(rc, TG_OK);
+    if (c.allocs != 0) fail_msg("%g allocations with nothing to compile", c.allocs);
+    assert_int_equal(tg_kcache_stats_get().compiles - s2.compiles, 0);
+    tg_graph_free(g2);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    drop_cache();
+}
+
+/* A scan's body is a function of its own, run once per step
+ * (tg_function_run_bound): its first step compiles its missing kernels
+ * together, and no later step compiles anything. h_t = tanh(h_p) * 3 and
+ * g_t = (g_p * g_p) - h_p over 5 steps: two bodies. The first version
+ * prefetched only at tg_function_call, so a scan's body compiled its
+ * kernels one after another at its first step. */
+static void test_prefetch_scan_body(void **state) {
+    (void)state;
+    fresh_cache("scan");
+    tg_kcache_forget(); /* none of the earlier tests' kernels in memory */
+    tg_str js = {0};
+    tg_str_addf(&js, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                     "{\"id\":\"h0\",\"type\":{\"dtype\":\"float64\",\"shape\":[8]}},"
+                     "{\"id\":\"g0\",\"type\":{\"dtype\":\"float64\",\"shape\":[8]}},"
+                     "{\"id\":\"k\",\"type\":{\"dtype\":\"int32\",\"shape\":[]}}],"
+                     "\"nodes\":[{\"op\":\"scan\",\"inputs\":[\"k\",\"h0\",\"g0\"],\"outputs\":[\"hs\",\"gs\"],"
+                     "\"attrs\":{\"n_sequences\":0,\"sequence_taps\":[],\"n_recurrent\":2,"
+                     "\"output_taps\":[[-1],[-1]],\"n_nonrecurrent\":0,\"n_non_sequences\":0,"
+                     "\"has_n_steps\":true,\"has_until\":false,\"name\":\"loop\",\"body\":{"
+                     "\"variables\":[{\"id\":\"h_p\",\"type\":{\"dtype\":\"float64\",\"shape\":[8]}},"
+                     "{\"id\":\"g_p\",\"type\":{\"dtype\":\"float64\",\"shape\":[8]}}],\"nodes\":[");
+    tg_str_addf(&js, "{\"op\":\"tanh\",\"inputs\":[\"h_p\"],\"outputs\":[\"th\"]},"
+                     "{\"op\":\"mul\",\"inputs\":[\"th\",{\"value\":3.0}],\"outputs\":[\"h_t\"]},"
+                     "{\"op\":\"sqr\",\"inputs\":[\"g_p\"],\"outputs\":[\"g2\"]},"
+                     "{\"op\":\"sub\",\"inputs\":[\"g2\",\"h_p\"],\"outputs\":[\"g_t\"]}],"
+                     "\"inputs\":[\"h_p\",\"g_p\"],\"outputs\":[\"h_t\",\"g_t\"]}}}],"
+                     "\"functions\":{\"main\":{\"inputs\":[\"h0\",\"g0\",\"k\"],\"outputs\":[\"hs\",\"gs\"]}}}");
+    assert_false(js.oom);
+    tg_graph *g = tu_load(js.s);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    int64_t n8 = 8;
+    tg_array *H = tg_array_new(TG_FLOAT64, 1, &n8), *G = tg_array_new(TG_FLOAT64, 1, &n8);
+    for (int i = 0; i < 8; i++) {
+        ((double *)tg_array_data(H))[i] = 0.1 * i - 0.3;
+        ((double *)tg_array_data(G))[i] = 0.05 * i;
+    }
+    tg_array *K = tg_array_new_scalar(TG_INT32, 5), *in[3] = {H, G, K}, *out[2] = {0};
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    if (tg_function_call(f, in, out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    long nc = (long)(s1.compiles - s0.compiles);
+    /* two kernels or more, compiled together, loaded from the folder */
+    if (nc < 2 || s1.disk_hits - s0.disk_hits != nc || s1.failures != s0.failures)
+        fail_msg("%ld compiles, %ld loaded from the folder, %ld failures", nc, (long)(s1.disk_hits - s0.disk_hits),
+                 (long)(s1.failures - s0.failures));
+    for (int i = 0; i < 8; i++) {
+        double h = 0.1 * i - 0.3, gg = 0.05 * i;
+        for (int t = 0; t < 5; t++) {
+            double hn = tanh(h) * 3, gn = gg * gg - h;
+            h = hn;
+            gg = gn;
+            tu_assert_near(tg_array_get_flat(out[0], t * 8 + i), h, 1e-14 * fabs(h) + 1e-300);
+            tu_assert_near(tg_array_get_flat(out[1], t * 8 + i), gg, 1e-14 * fabs(gg) + 1e-300);
+        }
+    }
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    /* a second call: nothing compiled */
+    assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
+    assert_int_equal(tg_kcache_stats_get().compiles - s1.compiles, 0);
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    tg_array_free(H);
+    tg_array_free(G);
+    tg_array_free(K);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    tg_str_free(&js);
+    drop_cache();
+}
+
 /* sin(x) + cos(x) fused and compiled gives the unfused ops' bits: GCC
  * turned the two calls into one scalar sincos, which has no vector
  * variant, so the loop ran glibc's scalar sin and cos (and exp, and the
@@ -1033,7 +1390,9 @@ int main(void) {
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_same_bits_any_layout), cmocka_unit_test(test_same_bits_broadcast),
-        cmocka_unit_test(test_sincos_same_bits),
+        cmocka_unit_test(test_sincos_same_bits), cmocka_unit_test(test_prefetch_at_first_call),
+        cmocka_unit_test(test_prefetch_sure_nodes_only), cmocka_unit_test(test_prefetch_first_call_out_of_memory),
+        cmocka_unit_test(test_prefetch_out_of_memory), cmocka_unit_test(test_prefetch_scan_body),
         cmocka_unit_test(test_inplace_raw_output), cmocka_unit_test(test_empty_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

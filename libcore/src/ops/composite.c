@@ -41,6 +41,7 @@ typedef struct comp_parsed {
         tg_kernel_fn fn;
         bool tried;         /* fn is the kernel cache's answer (NULL: none) */
         unsigned long gen;  /* ... in this tg_kcache_generation */
+        unsigned mark;      /* listed by this tg_composite_prefetch call */
     } kern[KERNS];
     int nkern;
 } comp_parsed;
@@ -124,6 +125,7 @@ typedef struct comp_body {
     char *src;     /* the kernel's C source for this node, made when it
                       first runs (NULL: not yet, or interpreter only) */
     bool src_shared; /* src is parsed->kern's, not this node's */
+    bool src_ready;  /* src decided (decide_src) */
     /* -1 undecided, 0 interpreter, 1 compiled (fn) */
     int mode;
     tg_kernel_fn fn;
@@ -603,13 +605,15 @@ static void gen_blocked(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const 
     tg_str_addf(s, "    }\n}\n");
 }
 
-/* The kernel source, or NULL (see tg_composite_node_source). Input i with
- * bit i of `scalars` is 0-d: read once, before the loop, so that the
- * contiguous loop still vectorises (a learning rate, a scale). */
-static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
+/* The kernel source, or NULL (see tg_composite_node_source; *oom, when
+ * oom is not NULL, says whether that was for want of memory). Input i
+ * with bit i of `scalars` is 0-d: read once, before the loop, so that
+ * the contiguous loop still vectorises (a learning rate, a scale). */
+static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
     int nin = fg->nin, nout = fg->nout;
     tg_str s = {0}, body = {0};
     char *res = NULL;
+    bool dup = false; /* res is tg_strdup's answer */
     for (int i = 0; i < nin; i++)
         if (!ctype_of(fg->inputs[i]->type.dtype)) goto done;
     for (int k = 0; k < nout; k++)
@@ -642,6 +646,7 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
         if (cond.oom) s.oom = true;
         tg_str_free(&cond);
         if (!s.oom) res = tg_strdup(s.s);
+        dup = true;
         goto done;
     }
     tg_str_addf(&s, "    if (%s) {\n", cond.s ? cond.s : "0");
@@ -698,7 +703,9 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars) {
     if (loop.oom || sl.oom) s.oom = true;
     tg_str_free(&sl);
     if (!s.oom) res = tg_strdup(s.s);
+    dup = true;
 done:
+    if (oom) *oom = !res && (s.oom || body.oom || dup);
     tg_str_free(&s);
     tg_str_free(&body);
     return res;
@@ -1074,40 +1081,84 @@ static tg_kernel_fn kern_fn(comp_parsed *p, int k) {
     return p->kern[k].fn;
 }
 
+/* The body kernel (the index in p->kern) that reads the inputs of
+ * `scalars` once per call, its source made when missing and the body
+ * has room; -1 when it has none (*own: the source made, the caller's to
+ * tg_free, or NULL when the body cannot be compiled; *oom, when oom is
+ * not NULL, whether that was for want of memory). Under decide_lock. */
+static int row_src(comp_body *b, uint64_t scalars, char **own, bool *oom) {
+    comp_parsed *p = b->parsed;
+    *own = NULL;
+    int k = 0;
+    while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
+    if (p && k < p->nkern) return k;
+    char *src = gen_source(b->fg, scalars, oom);
+    if (src && p && p->nkern < KERNS) {
+        k = p->nkern++;
+        p->kern[k].scalars = scalars;
+        p->kern[k].src = src;
+        p->kern[k].fn = NULL;
+        p->kern[k].tried = false;
+        return k;
+    }
+    *own = src;
+    return -1;
+}
+
+/* The kernel source of n (b->src; NULL: the interpreter only), made once
+ * per node, when its types are known: specialised for its 0-d inputs,
+ * and shared by the body's nodes with the same 0-d inputs (where the
+ * body has room): the index of that body kernel, or -1 when b->src is
+ * the node's own. oom not NULL (the prefetch): when the source cannot
+ * be made for want of memory, *oom is set and nothing is decided (the
+ * next try, or the first run, makes it again). Under decide_lock. */
+static int decide_src(const tg_node *n, comp_body *b, bool *oom) {
+    comp_parsed *p = b->parsed;
+    int k = 0;
+    if (b->src_ready) {
+        while (p && b->src_shared && k < p->nkern && p->kern[k].src != b->src) k++;
+        return p && b->src_shared && k < p->nkern ? k : -1;
+    }
+    b->src_ready = true;
+    uint64_t scalars = zero_d_inputs(n);
+    while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
+    if (p && k < p->nkern) { /* another node with this body decided */
+        if (!b->src_shared) tg_free(b->src);
+        b->src = p->kern[k].src;
+        b->src_shared = true;
+        return k;
+    }
+    if (scalars || !b->src) {
+        char *src = gen_source(b->fg, scalars, oom);
+        if (oom && *oom) {
+            b->src_ready = false;
+            return -1;
+        }
+        if (src) {
+            if (!b->src_shared) tg_free(b->src);
+            b->src = src;
+            b->src_shared = false;
+        }
+    }
+    if (p && p->nkern < KERNS && b->src && !b->src_shared) {
+        k = p->nkern++;
+        p->kern[k].scalars = scalars;
+        p->kern[k].src = b->src;
+        p->kern[k].fn = NULL;
+        p->kern[k].tried = false;
+        b->src_shared = true;
+        return k;
+    }
+    return -1;
+}
+
 static void comp_decide(const tg_node *n, comp_body *b) {
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
     /* Threads running the same node wait for the first one's decision. */
     pthread_mutex_lock(&decide_lock);
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0) {
-        /* The types are known now: specialise for 0-d inputs. */
-        uint64_t scalars = zero_d_inputs(n);
+        int k = decide_src(n, b, NULL);
         comp_parsed *p = b->parsed;
-        int k = 0;
-        while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
-        if (p && k < p->nkern) { /* another node with this body decided */
-            if (!b->src_shared) tg_free(b->src);
-            b->src = p->kern[k].src;
-            b->src_shared = true;
-        } else {
-            if (scalars || !b->src) {
-                char *src = gen_source(b->fg, scalars);
-                if (src) {
-                    if (!b->src_shared) tg_free(b->src);
-                    b->src = src;
-                    b->src_shared = false;
-                }
-            }
-            if (p && p->nkern < KERNS && b->src && !b->src_shared) {
-                k = p->nkern++;
-                p->kern[k].scalars = scalars;
-                p->kern[k].src = b->src;
-                p->kern[k].fn = NULL;
-                p->kern[k].tried = false;
-                b->src_shared = true;
-            } else {
-                k = -1;
-            }
-        }
         tg_kernel_fn fn = NULL;
         if (b->src && !interp_forced()) fn = k < 0 ? kernel_of(b->src) : kern_fn(p, k);
         b->fn = fn;
@@ -1116,6 +1167,8 @@ static void comp_decide(const tg_node *n, comp_body *b) {
     pthread_mutex_unlock(&decide_lock);
 }
 
+extern const tg_op tg_op_composite;
+
 int tg_composite_node_mode(const tg_node *n) {
     const comp_body *b = n->a.extra;
     return b ? __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) : -1;
@@ -1123,12 +1176,10 @@ int tg_composite_node_mode(const tg_node *n) {
 
 const char *tg_composite_node_source(const tg_node *n) {
     comp_body *b = n->a.extra;
-    if (b && !b->src && __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0)
-        b->src = gen_source(b->fg, 0); /* before the first run decides */
+    if (b && !b->src && !b->src_ready && __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0)
+        b->src = gen_source(b->fg, 0, NULL); /* before the first run decides */
     return b ? b->src : NULL;
 }
-
-extern const tg_op tg_op_composite;
 
 bool tg_composite_places_any_output(const tg_node *n) {
     const comp_body *b = n->a.extra;
@@ -1170,28 +1221,154 @@ static tg_kernel_fn row_kernel(const tg_node *n, comp_body *b, uint64_t extra) {
         return fn;
     }
     tg_kernel_fn fn = NULL;
-    comp_parsed *p = b->parsed;
-    int k = 0;
-    while (p && k < p->nkern && p->kern[k].scalars != scalars) k++;
-    if (!(p && k < p->nkern)) {
-        char *src = gen_source(b->fg, scalars);
-        if (src && p && p->nkern < KERNS) {
-            k = p->nkern++;
-            p->kern[k].scalars = scalars;
-            p->kern[k].src = src;
-            p->kern[k].tried = false;
-        } else if (src) {
-            fn = kernel_of(src); /* no room among the body's kernels */
-            tg_free(src);
-        }
+    char *own;
+    int k = row_src(b, scalars, &own, NULL);
+    if (k >= 0) {
+        fn = kern_fn(b->parsed, k);
+    } else if (own) {
+        fn = kernel_of(own); /* no room among the body's kernels */
+        tg_free(own);
     }
-    if (p && k < p->nkern) fn = kern_fn(p, k);
     b->row_fn = fn;
     b->row_mask = scalars;
     b->row_gen = gen;
     b->row_ready = true;
     pthread_mutex_unlock(&decide_lock);
     return fn;
+}
+
+/* The inputs of n (bit i) constant along the rows of P, which a kernel of
+ * their own reads once per row (row_kernel). */
+static uint64_t row_consts(const tg_node *n, const row_plan *P, tg_array *const *in) {
+    uint64_t rowc = 0;
+    if (P->len > 1)
+        for (int i = 0; i < n->nin; i++)
+            if (in[i]->ndim > 0 && n->inputs[i]->type.ndim > 0 && P->st[n->nout + i][P->nd - 1] == 0)
+                rowc |= (uint64_t)1 << i;
+    return rowc;
+}
+
+/* What row_consts will most likely say at n's runs, from the inputs'
+ * static types: the inputs contiguous, a length unknown until run time
+ * (a batch) that of the other inputs on its axis, else more than 1.
+ * False when the types do not broadcast or have no elements. (A guess
+ * that turns out wrong costs a compile at the first run, as without it.) */
+static bool row_consts_static(const tg_node *n, uint64_t *rowc) {
+    int nin = n->nin, nout = n->nout, ndim = 0;
+    if (nin + nout > TG_COMPOSITE_MAX_IO) return false;
+    /* the known lengths, axes aligned from the right */
+    int64_t known[TG_MAX_NDIM] = {0};
+    for (int i = 0; i < nin; i++) {
+        const tg_type *t = &n->inputs[i]->type;
+        if (t->ndim > ndim) ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) {
+            int64_t *kn = &known[TG_MAX_NDIM - t->ndim + d];
+            if (t->shape[d] > *kn) *kn = t->shape[d];
+        }
+    }
+    tg_array arr[TG_COMPOSITE_MAX_IO], *ops[TG_COMPOSITE_MAX_IO];
+    int nds[TG_COMPOSITE_MAX_IO];
+    const int64_t *shs[TG_COMPOSITE_MAX_IO];
+    for (int i = 0; i < nin; i++) {
+        const tg_type *t = &n->inputs[i]->type;
+        tg_array *a = &arr[nout + i];
+        memset(a, 0, sizeof *a);
+        a->dtype = t->dtype;
+        a->ndim = t->ndim;
+        for (int d = 0; d < t->ndim; d++) {
+            int64_t kn = known[TG_MAX_NDIM - t->ndim + d];
+            a->shape[d] = t->shape[d] >= 0 ? t->shape[d] : kn > 1 ? kn : 2;
+        }
+        tg_strides_contiguous(a->dtype, a->ndim, a->shape, a->strides);
+        ops[nout + i] = a;
+        nds[i] = a->ndim;
+        shs[i] = a->shape;
+    }
+    int64_t shape[TG_MAX_NDIM];
+    if (tg_broadcast_shapes(nin, nds, shs, &ndim, shape, NULL) || tg_shape_size(ndim, shape) == 0) return false;
+    for (int k = 0; k < nout; k++) {
+        tg_array *a = &arr[k];
+        memset(a, 0, sizeof *a);
+        a->dtype = n->outputs[k]->type.dtype;
+        a->ndim = ndim;
+        memcpy(a->shape, shape, sizeof *shape * (size_t)ndim);
+        tg_strides_contiguous(a->dtype, a->ndim, a->shape, a->strides);
+        ops[k] = a;
+    }
+    row_plan P;
+    plan_rows(nout + nin, ops, ndim, shape, &P);
+    *rowc = row_consts(n, &P, ops + nout);
+    return true;
+}
+
+/* The source of the kernel n's runs will ask for (the one that reads
+ * some inputs once per row, comp_run, when the static types say so;
+ * else its own), decided as its run would, or NULL (none, or no room
+ * among the body's kernels: made at the run); *k its index among the
+ * body's kernels (-1: the node's own); *oom when a source could not be
+ * made for want of memory. Under decide_lock. */
+static const char *prefetch_src(const tg_node *nd, comp_body *b, int *k, bool *oom) {
+    uint64_t rowc = 0;
+    if (row_consts_static(nd, &rowc) && rowc) {
+        comp_parsed *p = b->parsed;
+        uint64_t scalars = rowc | zero_d_inputs(nd);
+        int j = 0;
+        while (p && j < p->nkern && p->kern[j].scalars != scalars) j++;
+        *k = -1;
+        if (!p || (j == p->nkern && p->nkern >= KERNS)) return NULL;
+        char *own;
+        *k = row_src(b, scalars, &own, oom);
+        tg_free(own); /* NULL: there was room */
+        return *k >= 0 ? p->kern[*k].src : NULL;
+    }
+    *k = decide_src(nd, b, oom);
+    return b->src;
+}
+
+int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, int k), void *ud, tg_ctx *ctx) {
+    if (n <= 0 || interp_forced()) return TG_OK;
+    /* Two passes over the nodes: the first counts the kernels missing,
+     * allocating nothing but the nodes' sources (which their runs would
+     * make); only when two or more are missing does the second list
+     * them. Nodes of one body share its kernel's source: listed once
+     * per pass (mark). */
+    static unsigned mark;
+    const char **srcs = NULL;
+    int rc = TG_OK, nmiss = 0, m = 0;
+    bool oom = false;
+    pthread_mutex_lock(&decide_lock);
+    unsigned long gen = tg_kcache_generation();
+    for (int pass = 0; pass < 2 && !oom; pass++) {
+        unsigned me = ++mark;
+        for (int i = 0; i < n && !oom; i++) {
+            const tg_node *nd = nodes[i];
+            comp_body *b = nd->op == &tg_op_composite ? nd->a.extra : NULL;
+            if (!b || __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0 || b->row_ready) continue;
+            if (take && !take(ud, i)) continue;
+            int k;
+            const char *src = prefetch_src(nd, b, &k, &oom);
+            if (!src) continue;
+            if (k >= 0) {
+                comp_parsed *p = b->parsed;
+                if ((p->kern[k].tried && p->kern[k].gen == gen) || p->kern[k].mark == me) continue;
+                p->kern[k].mark = me;
+            }
+            int w = tg_kcache_wanted(src);
+            if (w < 0) oom = true;
+            else if (w && !pass) nmiss++;
+            else if (w && m < nmiss) srcs[m++] = src; /* (a kernel removed meanwhile waits for its run) */
+        }
+        /* One kernel missing: its run compiles it, as fast. */
+        if (pass || oom || nmiss < 2) break;
+        if (!(srcs = tg_malloc(sizeof *srcs * (size_t)nmiss))) oom = true;
+    }
+    pthread_mutex_unlock(&decide_lock);
+    /* The sources stay: a node's, or its body's, for the node's life,
+     * and decide_src changes neither once made. */
+    if (!oom && m >= 2 && tg_kcache_prefetch(srcs, m)) oom = true;
+    tg_free(srcs);
+    if (oom) rc = tg_errorf(ctx, TG_ENOMEM, "out of memory while compiling the function's fused kernels");
+    return rc;
 }
 
 static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) {
@@ -1236,11 +1413,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
      * rest of the row then takes the contiguous, vectorised loop instead
      * of gathering. Only when that kernel is missing is the node's own
      * kernel made (one compile per node, not two). */
-    uint64_t rowc = 0;
-    if (P.len > 1)
-        for (int i = 0; i < nin; i++)
-            if (in[i]->ndim > 0 && n->inputs[i]->type.ndim > 0 && P.st[nout + i][P.nd - 1] == 0)
-                rowc |= (uint64_t)1 << i;
+    uint64_t rowc = row_consts(n, &P, in);
     tg_kernel_fn fn = rowc && !interp_forced() ? row_kernel(n, b, rowc) : NULL;
     if (!fn) {
         comp_decide(n, b);

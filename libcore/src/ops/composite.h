@@ -107,6 +107,21 @@ tg_node *tg_composite_node_new_in(struct tg_arena *arena, tg_composite_memo *mem
 int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs,
                     int *nin, tg_var ***outputs, int *nout, tg_ctx *ctx);
 
+/* Decide the kernel source of each composite among nodes[0..n-1] (other
+ * nodes are skipped) that has not run yet and that take(ud, k) takes
+ * (take NULL: all; asked in increasing k, in two passes at most), as its
+ * first run would, and compile the missing kernels together
+ * (tg_kcache_prefetch) rather than one after another at their first
+ * runs. The caller leaves out nodes that run on a device and those its
+ * call may not run (a lazy ifelse's branches). Nothing when the
+ * interpreter is forced. Allocates nothing but the nodes' sources (made
+ * as their runs would) unless two kernels or more are missing. TG_OK,
+ * also when a compile failed (the node's first run reports it); TG_ENOMEM
+ * with "out of memory ..." in ctx when an allocation failed (a source,
+ * the list, the kernel cache's records): what was done stays done, the
+ * rest is tried again by the next call. */
+int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, int k), void *ud, tg_ctx *ctx);
+
 /* How this node runs: 1 compiled kernel, 0 interpreter, -1 not decided
  * yet (it has not run). For tests and tools. */
 int tg_composite_node_mode(const tg_node *n);
@@ -174,6 +189,28 @@ typedef void (*tg_kernel_fn)(int64_t n, char **p, const int64_t *s);
  * (TG_CC names none, or the compile fails): then *why says why (static
  * or thread-local text, may be NULL). */
 tg_kernel_fn tg_kcache_get(const char *src, const char **why);
+
+/* Whether tg_kcache_prefetch would compile src's kernel: 1 when there
+ * is a compiler and the kernel is neither in this process's map, nor a
+ * compile the prefetch saw fail, nor in the folder with its footer (a
+ * link there counts as there: tg_kcache_get refuses it); else 0; -1 when
+ * out of memory (probing the compiler, once per process). Reads the
+ * footer only (tg_kcache_get checks the whole file before it loads it)
+ * and allocates nothing once the compiler is probed. */
+int tg_kcache_wanted(const char *src);
+
+/* Compile now the kernels of srcs[0..n-1] (borrowed) that are neither in
+ * this process's map nor on disk, several at once (TG_CC_JOBS compilers,
+ * by default one per CPU this process may use), under the cache's lock,
+ * each as tg_kcache_get would; none is loaded: tg_kcache_get finds them
+ * on disk. Silent: nothing when there is no compiler or usable folder,
+ * or fewer than two to compile; a compile that fails is reported by the
+ * tg_kcache_get of its source (once, without compiling again). 0, or -1
+ * when an allocation failed (what compiled stays in the folder; a job
+ * that failed for want of memory is not recorded as failed). The caller
+ * checks TG_COMPOSITE=interp (the composites' tg_composite_prefetch
+ * does). */
+int tg_kcache_prefetch(const char *const *srcs, int n);
 
 /* The cache folder: TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else
  * $HOME/.cache/tg (malloc'ed through tg_malloc; NULL when none can be

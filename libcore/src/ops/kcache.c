@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -104,6 +105,16 @@ static char *cpu_flags;
 static int cc_probe_rc;
 /* The first line of a <hash>.ccid file, which tells clear it is tg's. */
 #define CCID_HEAD "tg-ccid 1\n"
+/* The compiles tg_kcache_prefetch tried that failed, by hash, with the
+ * reason: the look-up of that kernel reports it, once, instead of
+ * running the compiler again (a compiler that fails or hangs costs what
+ * it did before the prefetch). Under lock. */
+typedef struct kfail {
+    char hash[33];
+    char *why;
+} kfail;
+static kfail *fails;
+static int nfails, cfails;
 
 tg_kcache_stats tg_kcache_stats_get(void) {
     pthread_mutex_lock(&lock);
@@ -122,6 +133,8 @@ void tg_kcache_forget(void) {
     pthread_mutex_lock(&lock);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     nmap = 0;
+    for (int i = 0; i < nfails; i++) tg_free(fails[i].why);
+    nfails = 0;
     tg_free(cc_for);
     cc_for = NULL;
     pthread_mutex_unlock(&lock);
@@ -130,6 +143,22 @@ void tg_kcache_forget(void) {
 static const char *cc_name(void) {
     const char *cc = getenv("TG_CC");
     return cc && *cc ? cc : "cc";
+}
+
+/* The cache folder (tg_kcache_dir) into buf, without allocating: false
+ * when none can be named or the name does not fit. */
+static bool dir_into(char *buf, size_t cap) {
+    const char *d = getenv("TG_CACHE_DIR");
+    int w;
+    if (d && *d)
+        w = snprintf(buf, cap, "%s", d);
+    else if ((d = getenv("XDG_CACHE_HOME")) && *d)
+        w = snprintf(buf, cap, "%s/tg", d);
+    else if ((d = getenv("HOME")) && *d)
+        w = snprintf(buf, cap, "%s/.cache/tg", d);
+    else
+        return false;
+    return w > 0 && (size_t)w < cap;
 }
 
 char *tg_kcache_dir(void) {
@@ -208,12 +237,11 @@ static void nap(long *us) {
     if (*us < 20000) *us *= 2;
 }
 
-/* Run argv with stdout to out_fd (-1: /dev/null) and stderr to err_fd
- * (-1: /dev/null), in a process group of its own that is killed when it
- * runs past cc_timeout() seconds (a compiler that hangs): the exit
- * status, -1 when it could not start or did not exit, -2 when it was
- * killed for time. */
-static int run_prog(char *const *argv, int out_fd, int err_fd) {
+/* Start argv with stdout to out_fd (-1: /dev/null) and stderr to err_fd
+ * (-1: /dev/null), in a process group of its own (so that prog_done can
+ * kill what it started too): 0 with *pid, or -1 when it could not
+ * start. */
+static int prog_spawn(char *const *argv, int out_fd, int err_fd, pid_t *pid) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -229,28 +257,49 @@ static int run_prog(char *const *argv, int out_fd, int err_fd) {
     posix_spawnattr_init(&at);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&at, 0);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
+    int rc = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
-    if (rc != 0) return -1;
+    return rc == 0 ? 0 : -1;
+}
+
+/* Whether the program pid (prog_spawn) has ended, without waiting: then
+ * *st is its exit status, -1 when it did not exit, -2 when it ran past
+ * deadline (now_s()) and was killed with its process group (a compiler
+ * that hangs). */
+static bool prog_done(pid_t pid, double deadline, int *st) {
+    int ws;
+    pid_t r = waitpid(pid, &ws, WNOHANG);
+    if (r == pid) {
+        *st = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+        return true;
+    }
+    if (r < 0 && errno != EINTR) {
+        *st = -1;
+        return true;
+    }
+    if (now_s() > deadline) {
+        kill(-pid, SIGKILL); /* the compiler and what it started */
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+        }
+        *st = -2;
+        return true;
+    }
+    return false;
+}
+
+/* Run argv (prog_spawn) under a limit of cc_timeout() seconds: the exit
+ * status, -1 when it could not start or did not exit, -2 when it was
+ * killed for time. */
+static int run_prog(char *const *argv, int out_fd, int err_fd) {
+    pid_t pid;
+    if (prog_spawn(argv, out_fd, err_fd, &pid)) return -1;
     double deadline = now_s() + cc_timeout();
     long us = 200;
     int st;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) break;
-        if (r < 0 && errno != EINTR) return -1;
-        if (now_s() > deadline) {
-            kill(-pid, SIGKILL); /* the compiler and what it started */
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-            }
-            return -2;
-        }
-        nap(&us);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    while (!prog_done(pid, deadline, &st)) nap(&us);
+    return st;
 }
 
 /* Write data to path in the cache folder through a fresh temporary
@@ -359,19 +408,20 @@ static int ccid_path(const char *dir, const char *cc, char *out, size_t cap) {
  * held): from the cache folder's <hash>.ccid when an earlier process
  * wrote it for this very compiler file, else by running the compiler
  * (and then kept there, when the folder is usable). */
-static void probe_cc(void) {
+/* Find out whether TG_CC works, and its identity (once per compiler
+ * named): cc_ok, cc_ident, cpu_flags. 0, or -1 when an allocation failed
+ * (cc_ok false; probed again next time). */
+static int probe_cc(void) {
     const char *cc = cc_name();
-    if (cc_for && strcmp(cc_for, cc) == 0) return;
-    char *dir = tg_kcache_dir();
-    if (dir && mkdirs(dir) != 0) {
-        tg_free(dir);
-        dir = NULL;
-    }
+    if (cc_for && strcmp(cc_for, cc) == 0) return 0;
+    char dbuf[4096];
+    const char *dir = dir_into(dbuf, sizeof dbuf) && mkdirs(dbuf) == 0 ? dbuf : NULL;
     tg_free(cc_for);
     tg_free(cc_ident);
     cc_ident = NULL;
     cc_ok = false;
-    cc_for = tg_strdup(cc);
+    bool oom = false;
+    if (!(cc_for = tg_strdup(cc))) oom = true;
     char idpath[4200];
     bool have_id = dir && ccid_path(dir, cc, idpath, sizeof idpath);
     char buf[4096];
@@ -388,10 +438,11 @@ static void probe_cc(void) {
             if (whole && strlen(buf) == n && n > hl && !strncmp(buf, CCID_HEAD, hl)) {
                 cc_ident = tg_strdup(buf + hl);
                 cc_ok = cc_ident != NULL;
+                oom |= !cc_ok;
             }
         }
     }
-    if (!cc_ok) {
+    if (!cc_ok && !oom) {
         FILE *tmp = tmpfile();
         char *argv[] = {(char *)cc, "--version", NULL};
         stats.compiler_runs++;
@@ -405,6 +456,7 @@ static void probe_cc(void) {
             n = strlen(buf + hl);
             cc_ident = tg_strdup(buf + hl);
             cc_ok = cc_ident != NULL;
+            oom |= !cc_ok;
             if (cc_ok && n > 0 && have_id) {
                 /* best effort: a folder that cannot be written to costs
                  * the next process the same run */
@@ -414,8 +466,7 @@ static void probe_cc(void) {
         }
         if (tmp) fclose(tmp);
     }
-    tg_free(dir);
-    if (!cpu_flags) {
+    if (!cpu_flags && !oom) {
         FILE *f = fopen("/proc/cpuinfo", "r");
         char line[8192];
         while (f && fgets(line, sizeof line, f))
@@ -425,11 +476,21 @@ static void probe_cc(void) {
                 if (cpu_flags) tg_str_addf(&s, "%s", cpu_flags);
                 tg_str_addf(&s, "%s", line);
                 tg_free(cpu_flags);
-                cpu_flags = s.s;
+                cpu_flags = s.oom ? NULL : s.s;
+                if (s.oom) {
+                    tg_str_free(&s);
+                    oom = true; /* not a key without the CPU's features */
+                    break;
+                }
                 if (!strncmp(line, "flags", 5) || !strncmp(line, "Features", 8)) break;
             }
         if (f) fclose(f);
     }
+    if (!oom) return 0;
+    tg_free(cc_for);
+    cc_for = NULL;
+    cc_ok = false;
+    return -1;
 }
 
 static kentry *map_find(const char *hash) {
@@ -546,21 +607,57 @@ static int check_so(const char *path, const char *hash, char *err, size_t cap) {
     return rc;
 }
 
-/* Append the footer to the compiler's output tmp, for entry hash; 0, or
- * -1 with the reason in err. */
+/* check_so's answer from the footer alone, without reading the rest or
+ * allocating (tg_kcache_prefetch: whether a kernel is there; the
+ * tg_kcache_get that loads it checks the whole file first, and compiles
+ * again one whose ELF part is damaged). */
+static int check_footer(const char *path, const char *hash) {
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? SO_MISSING : SO_REFUSED;
+    struct stat st;
+    unsigned char f[FOOT_LEN];
+    int rc = SO_BAD;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        rc = SO_REFUSED;
+    else if ((size_t)st.st_size > SO_MAX || st.st_size < FOOT_LEN ||
+             pread(fd, f, FOOT_LEN, st.st_size - FOOT_LEN) != FOOT_LEN)
+        rc = SO_BAD;
+    else if (!memcmp(f, FOOT_MAGIC, 8) && tg_le_get32(f + 52) == tg_crc32c(0, f, 52) && !memcmp(f + 8, hash, 32) &&
+             tg_le_get64(f + 40) == (uint64_t)(st.st_size - FOOT_LEN))
+        rc = SO_OK;
+    close(fd);
+    return rc;
+}
+
+/* Append the footer to the compiler's output tmp, for entry hash, its
+ * checksum read in pieces (nothing allocated); 0, or -1 with the reason
+ * in err. */
 static int add_footer(const char *tmp, const char *hash, char *err, size_t cap) {
-    unsigned char *b;
-    long long n = read_whole(tmp, &b);
-    if (n < 0) {
-        snprintf(err, cap, "the compiler's output %s: %s", tmp, strerror(errno));
+    int fd = open(tmp, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (!e && (size_t)st.st_size > SO_MAX) e = EFBIG;
+    uint64_t n = 0;
+    uint32_t crc = 0;
+    unsigned char piece[16384];
+    while (!e) {
+        ssize_t r = pread(fd, piece, sizeof piece, (off_t)n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) e = errno;
+        if (r <= 0) break;
+        crc = tg_crc32c(crc, piece, (size_t)r);
+        n += (uint64_t)r;
+        if (n > SO_MAX) e = EFBIG;
+    }
+    if (e) {
+        if (fd >= 0) close(fd);
+        snprintf(err, cap, "the compiler's output %s: %s", tmp, strerror(e));
         return -1;
     }
     unsigned char f[FOOT_LEN];
-    make_footer(f, hash, (uint64_t)n, tg_crc32c(0, b, (size_t)n));
-    tg_free(b);
-    int fd = open(tmp, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
-    bool ok = fd >= 0 && write(fd, f, FOOT_LEN) == FOOT_LEN && fsync(fd) == 0;
-    int e = errno;
+    make_footer(f, hash, n, crc);
+    bool ok = write(fd, f, FOOT_LEN) == FOOT_LEN && fsync(fd) == 0;
+    e = errno;
     if (fd >= 0 && close(fd) != 0 && ok) {
         ok = false;
         e = errno;
@@ -621,15 +718,40 @@ static int create_fresh(const char *path, int flags) {
     return open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 }
 
-/* Compile src into dir/hash.so, with its footer (lock held by the
- * caller). */
-static int compile_into(const char *dir, const char *hash, const char *src, const char **why) {
+/* One compile of a kernel into the cache folder: compile_start writes
+ * the source and starts the compiler, prog_done tells when it has ended,
+ * compile_finish puts the result in place. tg_kcache_get runs one at a
+ * time, tg_kcache_prefetch several at once (compile_jobs, both). */
+typedef struct cjob {
+    const char *src;
+    char hash[33];
+    pid_t pid;       /* the compiler while it runs, else 0 */
+    int efd;         /* its stderr, <hash>.tmp.<pid>.err (-1: none) */
+    int st;          /* its end (prog_done) */
+    double deadline; /* TG_CC_TIMEOUT from its own start */
+    bool failed;
+    char *why;       /* why it failed (tg_malloc'ed; NULL: out of memory) */
+} cjob;
+
+/* The job's files in dir: <hash>.c, .so, the compiler's output and its
+ * stderr (temporaries of this process). */
+static void job_paths(const char *dir, const cjob *j, char cpath[4200], char spath[4200], char tpath[4200],
+                      char epath[4200]) {
+    snprintf(cpath, 4200, "%s/%s.c", dir, j->hash);
+    snprintf(spath, 4200, "%s/%s.so", dir, j->hash);
+    snprintf(tpath, 4200, "%s/%s.tmp.%ld.so", dir, j->hash, (long)getpid());
+    snprintf(epath, 4200, "%s/%s.tmp.%ld.err", dir, j->hash, (long)getpid());
+}
+
+/* Write j's source to dir and start the compiler on it (lock held by the
+ * caller): 0 (j->pid the compiler, or 0 with j->st = -1 when it could
+ * not start), or -1 with the reason in *why. */
+static int compile_start(const char *dir, cjob *j, const char **why) {
     char cpath[4200], spath[4200], tpath[4200], epath[4200], err[600];
-    snprintf(cpath, sizeof cpath, "%s/%s.c", dir, hash);
-    snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
-    snprintf(tpath, sizeof tpath, "%s/%s.tmp.%ld.so", dir, hash, (long)getpid());
-    snprintf(epath, sizeof epath, "%s/%s.tmp.%ld.err", dir, hash, (long)getpid());
-    if (write_nofollow(cpath, src, strlen(src), err, sizeof err)) {
+    job_paths(dir, j, cpath, spath, tpath, epath);
+    j->pid = 0;
+    j->efd = -1;
+    if (write_nofollow(cpath, j->src, strlen(j->src), err, sizeof err)) {
         *why = whyf("cannot write to the kernel cache folder: %s", err);
         return -1;
     }
@@ -641,7 +763,7 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
         return -1;
     }
     close(tfd);
-    int efd = create_fresh(epath, O_RDWR);
+    j->efd = create_fresh(epath, O_RDWR);
     const char *argv[32];
     int k = 0;
     argv[k++] = cc_name();
@@ -652,10 +774,25 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
     argv[k++] = "-lm";
     argv[k] = NULL;
     stats.compiles++;
-    int st = run_prog((char *const *)argv, -1, efd);
+    j->deadline = now_s() + cc_timeout();
+    if (prog_spawn((char *const *)argv, -1, j->efd, &j->pid)) {
+        j->pid = 0;
+        j->st = -1;
+    }
+    return 0;
+}
+
+/* After j's compiler ended with status j->st: its output, with the
+ * footer, renamed to dir/<hash>.so: 0, or -1 with the reason in *why. The
+ * temporaries go either way. */
+static int compile_finish(const char *dir, cjob *j, const char **why) {
+    char cpath[4200], spath[4200], tpath[4200], epath[4200], err[600];
+    job_paths(dir, j, cpath, spath, tpath, epath);
+    int st = j->st;
     char msg[400] = "";
-    if (st != 0 && efd >= 0) first_lines(epath, msg, sizeof msg);
-    if (efd >= 0) close(efd);
+    if (st != 0 && j->efd >= 0) first_lines(epath, msg, sizeof msg);
+    if (j->efd >= 0) close(j->efd);
+    j->efd = -1;
     unlink(epath);
     if (st != 0) {
         unlink(tpath);
@@ -672,7 +809,7 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
     /* On disk before the rename, so that a power cut cannot leave an
      * empty <hash>.so under its final name (one whose footer does not
      * check is built again all the same: tg_kcache_get). */
-    if (add_footer(tpath, hash, err, sizeof err)) {
+    if (add_footer(tpath, j->hash, err, sizeof err)) {
         unlink(tpath);
         *why = whyf("%s", err);
         return -1;
@@ -689,6 +826,64 @@ static int compile_into(const char *dir, const char *hash, const char *src, cons
         close(dfd);
     }
     return 0;
+}
+
+static void job_failed(cjob *j, const char *why) {
+    j->failed = true;
+    j->why = tg_strdup(why ? why : "the compile failed");
+}
+
+static void job_end(const char *dir, cjob *j) {
+    const char *why = NULL;
+    if (compile_finish(dir, j, &why)) job_failed(j, why);
+}
+
+/* Compile the n jobs into dir, at most par compilers at once, each under
+ * its own time limit (lock held by the caller): a failed one has
+ * ->failed, and its reason in ->why. */
+static void compile_jobs(const char *dir, cjob *jobs, int n, int par) {
+    cjob *run[64];
+    if (par < 1) par = 1;
+    if (par > (int)(sizeof run / sizeof *run)) par = (int)(sizeof run / sizeof *run);
+    int next = 0, nrun = 0;
+    long us = 200;
+    while (next < n || nrun > 0) {
+        while (nrun < par && next < n) {
+            cjob *j = &jobs[next++];
+            const char *why = NULL;
+            if (compile_start(dir, j, &why))
+                job_failed(j, why);
+            else if (!j->pid)
+                job_end(dir, j);
+            else
+                run[nrun++] = j;
+        }
+        bool ended = false;
+        for (int i = 0; i < nrun; i++) {
+            cjob *j = run[i];
+            if (!prog_done(j->pid, j->deadline, &j->st)) continue;
+            j->pid = 0;
+            job_end(dir, j);
+            run[i--] = run[--nrun];
+            ended = true;
+        }
+        if (ended)
+            us = 200;
+        else if (nrun > 0)
+            nap(&us);
+    }
+}
+
+/* Compile src into dir/hash.so, with its footer (lock held by the
+ * caller). */
+static int compile_into(const char *dir, const char *hash, const char *src, const char **why) {
+    cjob j = {.src = src};
+    memcpy(j.hash, hash, sizeof j.hash);
+    compile_jobs(dir, &j, 1, 1);
+    if (!j.failed) return 0;
+    *why = j.why ? whyf("%s", j.why) : "out of memory";
+    tg_free(j.why);
+    return -1;
 }
 
 /* The folder's lock file, opened to be flock'ed: -1 when it cannot be
@@ -743,13 +938,57 @@ static int lock_folder(const char *dir, const char **why) {
     return -1;
 }
 
+/* The cache key of src's kernel (lock held, compiler probed: cc_ok):
+ * the source, the compiler's identity, the flags, the CPU's features. */
+static void kernel_hash(const char *src, char hash[33]) {
+    u128 h = fnv_init();
+    h = fnv_add(h, src, strlen(src) + 1);
+    h = fnv_add(h, cc_ident, strlen(cc_ident) + 1);
+    for (int i = 0; CFLAGS[i]; i++) h = fnv_add(h, CFLAGS[i], strlen(CFLAGS[i]) + 1);
+    if (cpu_flags) h = fnv_add(h, cpu_flags, strlen(cpu_flags));
+    fnv_hex(h, hash);
+}
+
+/* Record that the prefetch failed to compile hash, and why: 0, or -1
+ * when out of memory (nothing recorded: the look-up compiles it again). */
+static int fail_put(const char *hash, const char *why) {
+    if (nfails == cfails) {
+        int c = cfails ? cfails * 2 : 16;
+        kfail *p = tg_realloc(fails, sizeof *p * (size_t)c);
+        if (!p) return -1;
+        fails = p;
+        cfails = c;
+    }
+    if (!(fails[nfails].why = tg_strdup(why))) return -1;
+    memcpy(fails[nfails].hash, hash, 33);
+    nfails++;
+    return 0;
+}
+
+/* Whether the prefetch failed to compile hash: then *why says why, and
+ * the failure is forgotten. */
+static bool fail_take(const char *hash, const char **why) {
+    for (int i = 0; i < nfails; i++)
+        if (!strcmp(fails[i].hash, hash)) {
+            *why = whyf("%s", fails[i].why ? fails[i].why : "the compile failed");
+            tg_free(fails[i].why);
+            fails[i] = fails[--nfails];
+            return true;
+        }
+    return false;
+}
+
 tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     tg_kernel_fn fn = NULL;
     char *dir = NULL;
     int lfd = -1;
     *why = NULL;
     pthread_mutex_lock(&lock);
-    probe_cc();
+    if (probe_cc() < 0) {
+        *why = "out of memory";
+        stats.failures++;
+        goto done;
+    }
     if (!cc_ok) {
         *why = cc_probe_rc == -2 ? whyf("the C compiler %s: `--version` ran past %g s (TG_CC_TIMEOUT)", cc_name(),
                                         cc_timeout())
@@ -757,17 +996,16 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
         stats.failures++;
         goto done;
     }
-    u128 h = fnv_init();
-    h = fnv_add(h, src, strlen(src) + 1);
-    h = fnv_add(h, cc_ident, strlen(cc_ident) + 1);
-    for (int i = 0; CFLAGS[i]; i++) h = fnv_add(h, CFLAGS[i], strlen(CFLAGS[i]) + 1);
-    if (cpu_flags) h = fnv_add(h, cpu_flags, strlen(cpu_flags));
     char hash[33];
-    fnv_hex(h, hash);
+    kernel_hash(src, hash);
     kentry *e = map_find(hash);
     if (e) {
         stats.memory_hits++;
         fn = e->fn;
+        goto done;
+    }
+    if (fail_take(hash, why)) {
+        stats.failures++;
         goto done;
     }
     if (!(dir = tg_kcache_dir())) {
@@ -844,6 +1082,101 @@ done:
     tg_free(dir);
     pthread_mutex_unlock(&lock);
     return fn;
+}
+
+/* How many compilers tg_kcache_prefetch runs at once: TG_CC_JOBS when a
+ * positive number (256 at most), else the CPUs this process may run on
+ * (32 at most). */
+static int cc_jobs(void) {
+    const char *t = getenv("TG_CC_JOBS");
+    if (t && *t) {
+        char *end;
+        long v = strtol(t, &end, 10);
+        if (*end == 0 && v > 0) return v < 256 ? (int)v : 256;
+    }
+    cpu_set_t cs;
+    int n = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : 1;
+    return n < 1 ? 1 : n > 32 ? 32 : n;
+}
+
+/* Whether the prefetch should compile the kernel hash (lock held, the
+ * compiler probed): not in memory, not failed before, not in dir with
+ * its footer (one refused, a link, is tg_kcache_get's to tell). */
+static bool wanted(const char *dir, const char *hash) {
+    if (map_find(hash)) return false;
+    for (int q = 0; q < nfails; q++)
+        if (!strcmp(fails[q].hash, hash)) return false;
+    char spath[4200];
+    snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
+    int c = check_footer(spath, hash);
+    return c != SO_OK && c != SO_REFUSED;
+}
+
+int tg_kcache_wanted(const char *src) {
+    int w = 0;
+    char dir[4096], hash[33];
+    pthread_mutex_lock(&lock);
+    if (probe_cc() < 0)
+        w = -1;
+    else if (cc_ok && dir_into(dir, sizeof dir)) {
+        kernel_hash(src, hash);
+        w = wanted(dir, hash);
+    }
+    pthread_mutex_unlock(&lock);
+    return w;
+}
+
+int tg_kcache_prefetch(const char *const *srcs, int n) {
+    if (n < 2) return 0;
+    cjob *jobs = NULL;
+    char dir[4096];
+    int lfd = -1, m = 0, rc = 0;
+    pthread_mutex_lock(&lock);
+    if (probe_cc() < 0) {
+        rc = -1;
+        goto done;
+    }
+    if (!cc_ok || !dir_into(dir, sizeof dir) || mkdirs(dir) != 0) goto done;
+    if (!(jobs = tg_calloc((size_t)n, sizeof *jobs))) {
+        rc = -1;
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        cjob *j = &jobs[m];
+        j->src = srcs[i];
+        kernel_hash(srcs[i], j->hash);
+        bool seen = !wanted(dir, j->hash);
+        for (int q = 0; q < m && !seen; q++) seen = !strcmp(jobs[q].hash, j->hash);
+        if (!seen) m++;
+    }
+    /* one the look-up compiles as well, without the folder's lock taken
+     * twice */
+    if (m < 2) goto done;
+    const char *why;
+    if ((lfd = lock_folder(dir, &why)) < 0) goto done;
+    /* Another process may have built some while we waited; one whose
+     * footer does not check is built again. */
+    int keep = 0;
+    char spath[4200];
+    for (int i = 0; i < m; i++) {
+        snprintf(spath, sizeof spath, "%s/%s.so", dir, jobs[i].hash);
+        int c = check_footer(spath, jobs[i].hash);
+        if (c == SO_OK || c == SO_REFUSED) continue;
+        if (c != SO_MISSING) unlink(spath);
+        jobs[keep++] = jobs[i];
+    }
+    m = keep;
+    compile_jobs(dir, jobs, m, cc_jobs());
+    for (int i = 0; i < m; i++) {
+        /* a reason that could not be kept: for want of memory */
+        if (jobs[i].failed && (!jobs[i].why || fail_put(jobs[i].hash, jobs[i].why))) rc = -1;
+        tg_free(jobs[i].why);
+    }
+done:
+    if (lfd >= 0) close(lfd); /* releases the flock */
+    tg_free(jobs);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 /* ---- listing and clearing ---- */

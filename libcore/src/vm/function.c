@@ -443,6 +443,46 @@ done:
     return rc;
 }
 
+/* ops/composite.h (not included: its tg_kernel_fn is not backend.h's) */
+int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, int k), void *ud, tg_ctx *ctx);
+
+/* Which schedule positions every call runs, asked in increasing order
+ * (again from the start for a second pass): not those of a lazy ifelse's
+ * then- or else-block (vm.h: the control points' ranges [at, target)
+ * cover them, the points in order of at, so a position is in a block
+ * when it is below the furthest target of the points at or before it),
+ * nor those that run on a device (kernels of their own). */
+typedef struct sure_walk {
+    const tg_function *f;
+    int c, end, last;
+} sure_walk;
+
+static bool sure_node(void *ud, int k) {
+    sure_walk *w = ud;
+    const tg_function *f = w->f;
+    if (k < w->last) w->c = w->end = 0;
+    w->last = k;
+    for (; f->ctl && w->c < f->nctl && f->ctl[w->c].at <= k; w->c++)
+        if (f->ctl[w->c].target > w->end) w->end = f->ctl[w->c].target;
+    return k >= w->end && !(f->on_device && tg_function_node_on_device(f, k));
+}
+
+/* At f's first call (or first run of a scan's body): the kernels of the
+ * composites it is sure to run that are not in the cache yet, compiled
+ * together rather than one after another at their nodes' first runs.
+ * Not those of a lazy branch, which may never run (they are compiled at
+ * their first run, if any); a scan's or op_from_graph's body is a
+ * function of its own, whose first run does the same for its nodes. Not
+ * at link: compiling alone (tgc check, print, compile; tgviz; the
+ * optimizer's benchmarks) runs no compiler. An allocation that fails
+ * fails the call ("out of memory"), and the next call tries again. */
+static int prefetch_kernels(tg_function *f, tg_ctx *ctx) {
+    sure_walk w = {f, 0, 0, 0};
+    int rc = tg_composite_prefetch(f->fg->nodes, f->nsched, sure_node, &w, ctx);
+    if (rc == TG_OK) f->kernels_fetched = true;
+    return rc;
+}
+
 /* Link f->fg with the kernels placement chose (f->kernels, NULL for the
  * CPU's own; freed here), each cuDNN node reading its algorithm policy
  * from the node. */
@@ -1053,7 +1093,11 @@ static int run_schedule(tg_function *f, int stop, tg_ctx *ctx) {
     return TG_OK;
 }
 
-int tg_function_run_bound(tg_function *f, tg_ctx *ctx) { return run_schedule(f, f->nsched, ctx); }
+int tg_function_run_bound(tg_function *f, tg_ctx *ctx) {
+    int rc;
+    if (__builtin_expect(!f->kernels_fetched, 0) && (rc = prefetch_kernels(f, ctx))) return rc;
+    return run_schedule(f, f->nsched, ctx);
+}
 
 /* Shared values into their slots: the host value, brought back first when
  * a device update made it stale, or, for a resident variable of a placed
@@ -1293,6 +1337,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
     int rc, nlent = 0;
     tg_fgraph *fg = f->fg;
     if ((rc = bind_shared(f, &nlent, ctx)) || (rc = bind_inputs(f, inputs, ctx)) ||
+        (__builtin_expect(!f->kernels_fetched, 0) && (rc = prefetch_kernels(f, ctx))) ||
         (rc = run_schedule(f, nlent ? f->commit_at : f->nsched, ctx))) {
         end_lend(f);
         unbind_inputs(f);

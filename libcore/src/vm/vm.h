@@ -114,6 +114,9 @@ struct tg_function {
     tg_kernel_fn *kernels; /* from placement, until linked (NULL: CPU) */
     bool on_device;        /* some nodes run on a device */
     atomic_bool busy;      /* a call is running (tg_function_call) */
+    bool kernels_fetched;  /* the first call (a scan body's first run) compiled
+                              the missing kernels of the nodes it is sure to
+                              run (vm/function.c, prefetch_kernels) */
     tg_bufpool pool;       /* buffers freed by its calls, for the next (tensor.h) */
 };
 
