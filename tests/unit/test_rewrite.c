@@ -3324,6 +3324,70 @@ static void test_switch_sink_shared(void **state) {
     tg_graph_free(g);
 }
 
+/* switch_sink moved the product past a switch whose zero is of a wider
+ * dtype than its kept branch: switch(c, int64 0, x int8) * y int8 is an
+ * int64 product as written, and became switch(c, 0, x * y) with x * y an
+ * int8 product that wrapped (100 * 3 gave 44, -128 * -128 gave 0, in an
+ * int64 result); switch(c, float64 0, a f32) / b f32 a float32 quotient
+ * that overflowed (1e30 / 1e-30 gave inf). A zero of x's dtype still
+ * sinks. Expected values by hand (NumPy: np.where(c, np.zeros(2,
+ * np.int64), x) * y). */
+static void test_switch_sink_wider_zero(void **state) {
+    (void)state;
+    tg_graph *g = load(GF("{'id':'c','type':{'dtype':'bool','shape':[2]}},"
+                          "{'id':'x','type':{'dtype':'int8','shape':[2]}},"
+                          "{'id':'y','type':{'dtype':'int8','shape':[2]}},"
+                          "{'id':'a','type':{'dtype':'float32','shape':[2]}},"
+                          "{'id':'b','type':{'dtype':'float32','shape':[2]}}",
+                          "{'op':'switch','inputs':['c',{'value':{'data':0,'dtype':'int64'}},'x'],'outputs':['s']},"
+                          "{'op':'mul','inputs':['s','y'],'outputs':['r']},"
+                          "{'op':'switch','inputs':['c',{'value':{'data':0.0,'dtype':'float64'}},'a'],'outputs':['t']},"
+                          "{'op':'true_div','inputs':['t','b'],'outputs':['q']},"
+                          "{'op':'switch','inputs':['c',{'value':0},'a'],'outputs':['u']},"
+                          "{'op':'mul','inputs':['u','b'],'outputs':['p']}",
+                          "'main':{'inputs':['c','x','y','a','b'],'outputs':['r','q','p']}"));
+    tg_function *f = compile_preset(g, "fast_run");
+    assert_int_equal(applied(f, "switch_sink"), 1); /* p's alone */
+    int64_t sh[1] = {2};
+    const uint8_t cv[2] = {0, 1};
+    const int8_t xv[2] = {100, -128}, yv[2] = {3, -128};
+    const float av[2] = {1e30f, 1.1f}, bv[2] = {1e-30f, 3.0f};
+    tg_array *in[5] = {tg_array_new_from(TG_BOOL, 1, sh, cv), tg_array_new_from(TG_INT8, 1, sh, xv),
+                       tg_array_new_from(TG_INT8, 1, sh, yv), tg_array_new_from(TG_FLOAT32, 1, sh, av),
+                       tg_array_new_from(TG_FLOAT32, 1, sh, bv)};
+    tg_array *out[3] = {NULL, NULL, NULL};
+    call(f, in, out);
+    assert_int_equal(out[0]->dtype, TG_INT64);
+    assert_true(tg_array_get_flat(out[0], 0) == 300 && tg_array_get_flat(out[0], 1) == 0);
+    assert_int_equal(out[1]->dtype, TG_FLOAT64);
+    /* float64 quotients of the float32 values */
+    assert_true(tg_array_get_flat(out[1], 0) == (double)1e30f / (double)1e-30f);
+    assert_true(tg_array_get_flat(out[1], 1) == 0);
+    assert_int_equal(out[2]->dtype, TG_FLOAT32);
+    assert_true(tg_array_get_flat(out[2], 0) == (double)(1e30f * 1e-30f) && tg_array_get_flat(out[2], 1) == 0);
+    for (int k = 0; k < 5; k++) tg_array_free(in[k]);
+    for (int k = 0; k < 3; k++) tg_array_free(out[k]);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* -128 * -128 where the switch keeps x: 16384 in int64 */
+    g = load(GF("{'id':'c','type':{'dtype':'bool','shape':[]}},{'id':'x','type':{'dtype':'int8','shape':[]}}",
+                "{'op':'switch','inputs':['c',{'value':{'data':0,'dtype':'int64'}},'x'],'outputs':['s']},"
+                "{'op':'mul','inputs':['s','x'],'outputs':['r']}",
+                "'main':{'inputs':['c','x'],'outputs':['r']}"));
+    f = compile_preset(g, "fast_run");
+    const uint8_t c0 = 0;
+    const int8_t m = -128;
+    tg_array *in2[2] = {tg_array_new_from(TG_BOOL, 0, NULL, &c0), tg_array_new_from(TG_INT8, 0, NULL, &m)}, *o = NULL;
+    call(f, in2, &o);
+    assert_true(tg_array_get_flat(o, 0) == 16384);
+    tg_array_free(in2[0]);
+    tg_array_free(in2[1]);
+    tg_array_free(o);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* The rows x[i] of x, one subtensor each, each written twice, summed by
  * a chain of adds. Merge filed every node of one op over the same inputs
  * under one hash, whatever its attrs: the rows all went to one run of
@@ -3677,6 +3741,7 @@ int main(void) {
         cmocka_unit_test(test_switch_chain),
         cmocka_unit_test(test_switch_transpose_chain),
         cmocka_unit_test(test_switch_sink_shared),
+        cmocka_unit_test(test_switch_sink_wider_zero),
         cmocka_unit_test(test_merge_rows),
         cmocka_unit_test(test_merge_axis_forms),
         cmocka_unit_test(test_argmax_chain),

@@ -2182,14 +2182,20 @@ static int switch_merge(tg_rw *rw, tg_node *n) {
  * The gradient of switch(c, f(x), 0) is switch(c, g, 0) times f'(x), and
  * f' is often infinite where c is false (log, sqrt, a division at 0): as
  * written, 0 * inf made the gradient NaN. Elsewhere the values are the
- * same (a product with a selected 0 may lose its sign: 0, not -0). */
+ * same (a product with a selected 0 may lose its sign: 0, not -0). Not
+ * where the switch's zero changes x's dtype. */
 static int switch_sink(tg_rw *rw, tg_node *n) {
     bool div = !strcmp(n->op->name, "true_div");
     int last = div ? 1 : n->nin;
     for (int i = 0; i < last; i++) {
         int keep;
         tg_node *s = zero_switch(n->inputs[i], &keep);
-        if (!s) continue;
+        /* A zero wider than x (int64 0 or a float64 constant beside an
+         * int8 or float32 x) widens the product as written: moved past
+         * it, the product would be computed in x's dtype (an int8 product
+         * wrapped, a float32 quotient overflowed, in a result of the same
+         * dtype as before). */
+        if (!s || s->inputs[keep]->type.dtype != s->outputs[0]->type.dtype) continue;
         tg_var *in[MAX_OPERANDS];
         if (n->nin > MAX_OPERANDS) return 0;
         for (int k = 0; k < n->nin; k++) in[k] = k == i ? s->inputs[keep] : n->inputs[k];
