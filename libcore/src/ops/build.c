@@ -341,8 +341,12 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
         ((rc = tg_array_prepare(out, x->dtype, x->ndim, x->shape, ctx)) ||
          (rc = tg_array_assign(*out, x, ctx))))
         goto done;
-    /* y broadcast to the indexed shape, in x's dtype, contiguous. */
-    if (!(yb = tg_array_empty(x->dtype, rt.ndim, rt.shape))) {
+    /* y broadcast to the indexed shape, contiguous, in x's dtype, or for
+     * take_add in the dtype of the sum where it is wider (np.add.at adds
+     * float16 0.5 and int16 2049 in float32 and rounds once: 2050; y cast
+     * to x's dtype first rounded twice, 2048). */
+    tg_dtype sum = add ? tg_dtype_promote(x->dtype, y->dtype) : x->dtype;
+    if (!(yb = tg_array_empty(sum, rt.ndim, rt.shape))) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
         goto done;
     }
@@ -353,6 +357,23 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
     size_t isz = tg_isize(x->dtype), blk = (size_t)post * isz;
     char *dst = out[0]->data;
     const char *src = yb->data;
+    if (sum != x->dtype) { /* each row: x's in the sum's dtype, plus y's, back */
+        size_t ssz = tg_isize(sum);
+        char *acc = tg_malloc((size_t)post * ssz);
+        if (!acc) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t j = 0; j < m; j++) {
+                char *d = dst + (o * len + iv[j]) * (int64_t)blk;
+                tg_cast_strided(sum, acc, (int64_t)ssz, x->dtype, d, (int64_t)isz, post);
+                add_block(sum, acc, src + (o * m + j) * post * (int64_t)ssz, post);
+                tg_cast_strided(x->dtype, d, (int64_t)isz, sum, acc, (int64_t)ssz, post);
+            }
+        tg_free(acc);
+        goto done;
+    }
     /* Rows of different outer positions never collide; inside one, the
      * indices are applied in order (the last set wins, adds accumulate). */
     TG_PAR_FOR(outer * m * post >= TG_PARALLEL_MIN && outer > 1 ? omp_get_max_threads() : 1, o, outer, {

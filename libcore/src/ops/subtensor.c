@@ -422,6 +422,16 @@ static int setinc_infer(tg_node *n, tg_ctx *ctx) {
                          "inputs[0] '%s') under NumPy's same_kind rule",
                          y->id, tg_dtype_name(y->type.dtype),
                          tg_dtype_name(x->type.dtype), x->id);
+    /* x[i] += y is add(x[i], y) written back into x: NumPy casts the sum,
+     * of the promoted dtype, to x's (int64 + uint64 is a float64 sum,
+     * which same_kind does not write into an int64). */
+    tg_dtype sum = tg_dtype_promote(x->type.dtype, y->type.dtype);
+    if (((const index_kind *)n->op->impl)->inc && !same_kind(sum, x->type.dtype))
+        return tg_errorf(ctx, TG_ETYPE,
+                         "inputs[1] '%s': cannot add %s to %s (the dtype of inputs[0] '%s'): "
+                         "the sum is %s, which NumPy's same_kind rule does not cast to %s",
+                         y->id, tg_dtype_name(y->type.dtype), tg_dtype_name(x->type.dtype), x->id,
+                         tg_dtype_name(sum), tg_dtype_name(x->type.dtype));
     /* y broadcasts to the region; extra leading axes of y must be 1, as
      * NumPy's assignment allows. */
     const tg_type *yt = &y->type;
@@ -542,7 +552,34 @@ static int setinc_run(tg_node *n, tg_array *const *in, tg_array **out,
         rc = tg_array_assign(rv, yv, ctx);
         goto done;
     }
-    if (y->dtype != o->dtype) {
+    tg_dtype sum = tg_dtype_promote(o->dtype, y->dtype);
+    if (sum != o->dtype) {
+        /* As NumPy's x[i] += y: the sum in the promoted dtype, rounded
+         * once into x's. y cast to x's first rounded twice: float16 0.5
+         * plus int16 2049 gave 2048, not 2050; float32 1 plus float64
+         * 2^-24 + 2^-48 gave 1, not 1 + 2^-23. */
+        rv = tg_array_view_raw(o, o->dtype, r.ndim, r.shape, r.strides, o->data + r.offset);
+        tg_array *acc = rv ? tg_array_copy(rv, sum) : NULL;
+        yc = acc ? tg_array_copy(y, sum) : NULL;
+        if (!yc) {
+            tg_array_free(acc);
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        if (!(rc = broadcast_value(yc, &r, ys, ctx))) {
+            int64_t st[2][TG_MAX_NDIM];
+            for (int k = 0; k < r.ndim; k++) {
+                st[0][k] = acc->strides[k];
+                st[1][k] = ys[k];
+            }
+            char *base[2] = {acc->data, yc->data};
+            tg_iter_run(2, base, r.ndim, r.shape, (const int64_t(*)[TG_MAX_NDIM])st, inc_fn(sum), NULL, true);
+            rc = tg_array_assign(rv, acc, ctx);
+        }
+        tg_array_free(acc);
+        goto done;
+    }
+    if (y->dtype != o->dtype) { /* exact: y's values are x's */
         if (!(yc = tg_array_copy(y, o->dtype))) {
             rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
             goto done;

@@ -636,6 +636,38 @@ def gen_repeat():
     g.write()
 
 
+def gen_take_add_mixed():
+    """take_add where y's dtype is wider than x's: np.add.at adds in the
+    promoted dtype and rounds once into x's, repeated indices one after
+    another (y cast to x's first rounded twice)."""
+    g = Graph("build_take_add_mixed")
+    cases = [("h", "float16", "int16", [0.5, 1.0, -3.0], [2049, 1, 2047, 5]),
+             ("f", "float32", "float64", [1.0, 1.0, 3.0], [2.0**-24 + 2.0**-48, 2.0**-25, -1e-9, 2.0**-24]),
+             ("w", "int8", "uint8", [100, -128, 5], [200, 255, 0, 7])]
+    idx = np.array([0, 0, 2, 1], np.int64)
+    for key, xt, yt, xv, yv in cases:
+        x = g.inp(key, xt, [3])
+        y = g.inp(key + "_y", yt, [4])
+        i = g.inp(key + "_i", "int64", [4])
+        g.func(key, [x, y, i], [g.op("take_add", [x, y, i], {"axis": 0}, out=key + "_r")])
+        a, b = np.array(xv, xt), np.array(yv, yt)
+        r = a.copy()
+        np.add.at(r, idx, b)
+        g.case(key, {key: a, key + "_y": b, key + "_i": idx}, {key + "_r": r}, rtol=0, atol=0)
+    x = g.inp("m", "float16", [2, 3])
+    y = g.inp("m_y", "float32", [2, 3])
+    i = g.inp("m_i", "int64", [3])
+    g.func("m", [x, y, i], [g.op("take_add", [x, y, i], {"axis": 1}, out="m_r")])
+    a = np.array([[0.5, 2.0, 4.0], [1.0, 8.0, -2.0]], np.float16)
+    b = np.array([[2049, 1, 2047], [0.25, 3.5, 1e-4]], np.float32)
+    mi = np.array([2, 0, 2], np.int64)
+    r = a.copy()
+    for row in range(2):
+        np.add.at(r[row], mi, b[row])
+    g.case("m", {"m": a, "m_y": b, "m_i": mi}, {"m_r": r}, rtol=0, atol=0)
+    g.write()
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     gen_take()
@@ -649,3 +681,4 @@ if __name__ == "__main__":
     gen_arange()
     gen_eye()
     gen_repeat()
+    gen_take_add_mixed()

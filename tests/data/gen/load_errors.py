@@ -293,6 +293,13 @@ CASES = [
                                     "attrs": {"name": "f", "body": dict(BODY, variables=[dict(X, id="a", name=NUL)])}}]),
      "TG_ELOAD", "nodes[0].attrs.body.variables[0].name: contains a NUL character"),
     ("nul_meta_key", g(meta={"note": {"k\x00": 1}}), "TG_ELOAD", "meta.note.k\\u0000: contains a NUL character"),
+    # x[i] += y writes add(x[i], y) back: int64 + uint64 is a float64 sum,
+    # which NumPy's same_kind rule does not cast to int64 (it was taken,
+    # and wrapped). Only the sum's dtype refuses it: uint64 alone casts.
+    ("inc_sum_dtype", g([{"id": "x", "type": {"dtype": "int64", "shape": [2]}},
+                         {"id": "u", "type": {"dtype": "uint64", "shape": [2]}}],
+                        [{"op": "inc_subtensor", "inputs": ["x", "u"], "outputs": ["y"], "attrs": {"index": []}}]),
+     "TG_ETYPE", "inputs[1] 'u': cannot add uint64 to int64 (the dtype of inputs[0] 'x'): the sum is float64"),
 ]
 
 RAW = {

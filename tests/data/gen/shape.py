@@ -655,6 +655,35 @@ def gen_whole_float_attrs():
     g.write()
 
 
+# ------------------------------------------------- inc of a wider dtype
+def gen_inc_mixed():
+    """x[i] += y where y's dtype is wider than x's: NumPy adds in the
+    promoted dtype and rounds once into x's (y cast to x's first rounded
+    twice: float16 0.5 + int16 2049 gave 2048, not 2050)."""
+    g = Graph("shape_inc_subtensor_mixed")
+    cases = [("h", "float16", "int16", [0.5, 1.0, -3.0], [2049, 1, 2047]),
+             ("f", "float32", "float64", [1.0, 1.0, 3.0], [2.0**-24 + 2.0**-48, 2.0**-25, -1e-9]),
+             ("l", "float32", "int64", [1.0, 0.0, 2.0], [16777217, 16777217, -3]),
+             ("w", "int8", "uint8", [100, -128, 5], [200, 255, 0])]
+    for key, xt, yt, xv, yv in cases:
+        x = g.inp(key, xt, [3])
+        y = g.inp(key + "_y", yt, [3])
+        ys = g.op("subtensor", [y], {"index": [{"step": 2}]}, out=key + "_ys")
+        g.func(key, [x, y], [g.op("inc_subtensor", [x, y], {"index": []}, out=key + "_all"),
+                             g.op("inc_subtensor", [x, ys], {"index": [{"step": 2}]}, out=key + "_step")])
+        for case in range(2):
+            a = np.array(xv, xt)
+            b = np.array(yv, yt)
+            if case:
+                a, b = a[::-1].copy(), b[::-1].copy()
+            r1 = a.copy()
+            r1[:] += b
+            r2 = a.copy()
+            r2[::2] += b[::2]
+            g.case(key, {key: a, key + "_y": b}, {key + "_all": r1, key + "_step": r2}, rtol=0, atol=0)
+    g.write()
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     gen_shape()
@@ -668,3 +697,4 @@ if __name__ == "__main__":
     gen_setinc("set_subtensor")
     gen_setinc("inc_subtensor")
     gen_whole_float_attrs()
+    gen_inc_mixed()
