@@ -1381,6 +1381,87 @@ static void test_empty_body(void **state) {
     drop_cache();
 }
 
+/* The process-wide table of fused groups (the fusion pass's signatures)
+ * kept every group ever fused, with a copy of its attrs and its parsed
+ * body, after the functions were freed: 300 graphs that differ by a
+ * constant, each compiled and freed, left 300 entries (a learning-rate
+ * sweep grew 22 KB a compile, up to 4,096 entries and 650 MB). Entries
+ * no node reads now go as the table grows; those of a live function
+ * stay, and every function computes its own constant's values, also
+ * while the table is swept under a fusion pass with 200 groups. */
+static tg_graph *scaled_tanh(int ngroups, double c0) {
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[{\"id\":\"x\",\"type\":"
+                    "{\"dtype\":\"float64\",\"shape\":[4]}}],\"nodes\":[");
+    for (int k = 0; k < ngroups; k++)
+        tg_str_addf(&j, "%s{\"op\":\"mul\",\"inputs\":[\"x\",{\"value\":%.17g}],\"outputs\":[\"m%d\"]},"
+                        "{\"op\":\"tanh\",\"inputs\":[\"m%d\"],\"outputs\":[\"t%d\"]},"
+                        "{\"op\":\"sum\",\"inputs\":[\"t%d\"],\"outputs\":[\"s%d\"]}",
+                    k ? "," : "", c0 + k, k, k, k, k, k);
+    tg_str_addf(&j, "],\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[");
+    for (int k = 0; k < ngroups; k++) tg_str_addf(&j, "%s\"s%d\"", k ? "," : "", k);
+    tg_str_addf(&j, "]}}}");
+    assert_false(j.oom);
+    tg_graph *g = tu_load(j.s);
+    tg_str_free(&j);
+    return g;
+}
+
+static void check_scaled_tanh(tg_function *f, int ngroups, double c0) {
+    int64_t sh[1] = {4};
+    const double xv[4] = {-0.5, 0.25, 0.125, 1};
+    tg_array *x = tu_f64(1, sh, xv), **out = calloc((size_t)ngroups, sizeof *out);
+    tg_ctx *ctx = tg_ctx_new();
+    assert_int_equal(tg_function_call(f, &x, out, ctx), 0);
+    for (int k = 0; k < ngroups; k++) {
+        double want = 0;
+        for (int e = 0; e < 4; e++) want += tanh(xv[e] * (c0 + k));
+        if (!(fabs(tg_array_get_flat(out[k], 0) - want) <= 1e-14))
+            fail_msg("group %d: %.17g, want %.17g", k, tg_array_get_flat(out[k], 0), want);
+        tg_array_free(out[k]);
+    }
+    free(out);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+}
+
+static void test_sig_table_bounded(void **state) {
+    (void)state;
+    tg_composite_force_interp(true); /* no compiler: the table is the subject */
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *keep_g = scaled_tanh(1, 0.75);
+    tg_function *keep = tg_function_compile(keep_g, 0, NULL, ctx);
+    assert_non_null(keep);
+    int before = tg_composite_sig_entries();
+    for (int i = 0; i < 300; i++) {
+        tg_graph *g = scaled_tanh(1, 1000.5 + i);
+        tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+        assert_non_null(f);
+        if (i % 50 == 0) check_scaled_tanh(f, 1, 1000.5 + i);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+    int after = tg_composite_sig_entries();
+    if (after > before + 2 * 64) fail_msg("%d entries after 300 compiles freed (%d before)", after, before);
+    /* 200 groups in one pass: the table is swept under it */
+    tg_graph *big = scaled_tanh(200, 5000.25);
+    tg_function *fb = tg_function_compile(big, 0, NULL, ctx);
+    assert_non_null(fb);
+    check_scaled_tanh(fb, 200, 5000.25);
+    tg_function_free(fb);
+    tg_graph_free(big);
+    /* the live function kept its body */
+    check_scaled_tanh(keep, 1, 0.75);
+    tg_function *again = tg_function_compile(keep_g, 0, NULL, ctx);
+    assert_non_null(again);
+    check_scaled_tanh(again, 1, 0.75);
+    tg_function_free(again);
+    tg_function_free(keep);
+    tg_graph_free(keep_g);
+    tg_ctx_free(ctx);
+    tg_composite_force_interp(false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
@@ -1394,6 +1475,7 @@ int main(void) {
         cmocka_unit_test(test_prefetch_sure_nodes_only), cmocka_unit_test(test_prefetch_first_call_out_of_memory),
         cmocka_unit_test(test_prefetch_out_of_memory), cmocka_unit_test(test_prefetch_scan_body),
         cmocka_unit_test(test_inplace_raw_output), cmocka_unit_test(test_empty_body),
+        cmocka_unit_test(test_sig_table_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

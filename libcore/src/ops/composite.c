@@ -1609,23 +1609,34 @@ static json_object *scalar_type(tg_dtype dt) {
  * (tg_composite_memo): its nodes with one signature share that copy, as
  * the nodes of a restored function share one attrs object per text. The
  * table holds references to the parsed bodies, so an entry's pointers
- * stay valid; it stops growing at SIG_MAX entries. */
+ * stay valid.
+ *
+ * Entries whose body no node holds any more go when the table has
+ * doubled since it was last swept (sig_sweep): it kept every group ever
+ * fused, up to 4,096, with a copy of its attrs and its parsed body, after
+ * the functions that made them were freed (a process compiling graphs
+ * that differ by a constant, a learning-rate sweep, grew by 25-300 KB a
+ * compile, to 650 MB). A pass's memo keys entries by a number never
+ * reused, not by address, so that an entry swept and another made at
+ * its address cannot hand the pass the first one's attrs. */
 typedef struct sig_entry {
     char *sig;
     uint64_t hash;
+    uint64_t id;        /* the memo's key (1, 2, ...) */
     json_object *attrs; /* the table's own, never handed out */
     comp_parsed *parsed;
     struct sig_entry *next;
 } sig_entry;
-enum { SIG_BUCKETS = 1024, SIG_MAX = 4096 };
+enum { SIG_BUCKETS = 1024, SIG_MAX = 4096, SIG_SWEEP_MIN = 64 };
 static sig_entry *sig_table[SIG_BUCKETS];
-static int sig_count;
+static int sig_count, sig_sweep_at = SIG_SWEEP_MIN;
+static uint64_t sig_ids;
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* One fusion pass's attrs by table entry: references, all to objects of
  * the function being optimized. */
 struct tg_composite_memo {
-    tg_ptrmap map; /* sig_entry -> json_object */
+    tg_ptrmap map; /* sig_entry id -> json_object */
 };
 
 tg_composite_memo *tg_composite_memo_new(void) { return tg_calloc(1, sizeof(tg_composite_memo)); }
@@ -1639,14 +1650,47 @@ void tg_composite_memo_free(tg_composite_memo *m) {
 }
 
 static json_object *memo_get(const tg_composite_memo *m, const sig_entry *e) {
-    return m ? tg_ptrmap_get(&m->map, e) : NULL;
+    return m ? tg_ptrmap_get(&m->map, (const void *)(uintptr_t)e->id) : NULL;
 }
 
 /* Remember o (a new reference) for e; nothing when out of memory (the
  * next hit copies the entry again). */
 static void memo_put(tg_composite_memo *m, const sig_entry *e, json_object *o) {
-    if (!m || tg_ptrmap_get(&m->map, e)) return;
-    if (tg_ptrmap_put(&m->map, e, o) == TG_OK) json_object_get(o);
+    const void *k = (const void *)(uintptr_t)e->id;
+    if (!m || tg_ptrmap_get(&m->map, k)) return;
+    if (tg_ptrmap_put(&m->map, k, o) == TG_OK) json_object_get(o);
+}
+
+/* Drop the entries whose parsed body only the table holds (no node of
+ * any function reads it; a body among parsed_put's recent ones is held
+ * there too and stays). A body that another thread takes meanwhile
+ * lives on by its count: dropping an entry is always safe, and a group
+ * seen again makes it again. Under sig_lock. */
+static void sig_sweep(void) {
+    for (int b = 0; b < SIG_BUCKETS; b++)
+        for (sig_entry **at = &sig_table[b]; *at;) {
+            sig_entry *e = *at;
+            pthread_mutex_lock(&parsed_lock);
+            bool unused = e->parsed->refs == 1;
+            pthread_mutex_unlock(&parsed_lock);
+            if (!unused) {
+                at = &e->next;
+                continue;
+            }
+            *at = e->next;
+            sig_count--;
+            parsed_release(e->parsed);
+            json_object_put(e->attrs);
+            tg_free(e->sig);
+            tg_free(e);
+        }
+}
+
+int tg_composite_sig_entries(void) {
+    pthread_mutex_lock(&sig_lock);
+    int n = sig_count;
+    pthread_mutex_unlock(&sig_lock);
+    return n;
 }
 
 static void sig_add_int(tg_str *s, char tag, long v) {
@@ -1754,10 +1798,15 @@ static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *pars
         return; /* (out of memory: not remembered) */
     }
     pthread_mutex_lock(&sig_lock);
+    if (sig_count >= sig_sweep_at) {
+        sig_sweep();
+        sig_sweep_at = sig_count * 2 > SIG_SWEEP_MIN ? sig_count * 2 : SIG_SWEEP_MIN;
+    }
     sig_entry *e = NULL;
     if (sig_count < SIG_MAX && (e = tg_calloc(1, sizeof *e))) {
         e->sig = sig;
         e->hash = h;
+        e->id = ++sig_ids;
         e->attrs = copy;
         pthread_mutex_lock(&parsed_lock);
         parsed->refs++;

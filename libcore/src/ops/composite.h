@@ -91,6 +91,9 @@ typedef struct tg_composite_memo tg_composite_memo;
 tg_composite_memo *tg_composite_memo_new(void);
 /* Releases the memo's references (in the thread that built with it). */
 void tg_composite_memo_free(tg_composite_memo *m);
+/* How many fused groups the process-wide table of group signatures holds
+ * now (for tests: entries whose bodies no node reads go as it grows). */
+int tg_composite_sig_entries(void);
 tg_node *tg_composite_node_new_in(struct tg_arena *arena, tg_composite_memo *memo,
                                   tg_node *const *nodes, int nnodes,
                                   tg_var *const *inputs, int nin,
