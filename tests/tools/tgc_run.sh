@@ -354,5 +354,78 @@ expect 0 "check" -- spin "$TGC" check "$G"
 n=$(grep -c "GOMP_SPINCOUNT = " "$tmp/err")
 if [ "$n" -eq 1 ]; then pass "check, which calls nothing, starts once"; else fail "check started $n times"; fi
 
+# ---- The command-line contract (DESIGN.md, "Tools"): one line, exit 2 ----
+. "$(dirname "$0")/lib/cli.bash"
+cp "$L" "$tmp/lr.json"
+cp "$G" "$tmp/counter.json"
+"$TGC" compile "$tmp/counter.json" -o "$tmp/c.tgf" >/dev/null || fail "compile counter.json"
+cp "$tmp/c.tgf" "$tmp/s0.tgf"; cp "$tmp/c.tgf" "$tmp/c.tgf.npz"
+keep "$tmp/lr.json"; keep "$tmp/counter.json"; keep "$tmp/c.tgf"
+# An output naming an input file is refused before anything is written
+# (each was written over without a word, exit 0).
+one_line 2 "^tgc: -o .*/lr.json is the graph file compiled: the compiled file would replace it$" \
+  "compile -o FILE" -- "$TGC" compile "$tmp/lr.json" -o "$tmp/./lr.json"
+unchanged "$tmp/lr.json" "compile -o FILE leaves the graph"
+one_line 2 "^tgc: -o .*/c.tgf is the .tgf exported: the graph would replace it$" \
+  "export -o FILE" -- "$TGC" export "$tmp/c.tgf" -f step -o "$tmp/c.tgf"
+unchanged "$tmp/c.tgf" "export -o FILE leaves the .tgf"
+one_line 2 "^tgc: --save-state .*/counter.json is the file run: the checkpoint would replace it$" \
+  "run --save-state FILE" -- "$TGC" run "$tmp/counter.json" -f step --save-state "$tmp/counter.json"
+unchanged "$tmp/counter.json" "run --save-state FILE leaves the graph"
+# (a .tgf, read whole before the run, may take its own checkpoint)
+expect 0 "run FILE.tgf --save-state FILE.tgf" -- "$TGC" run "$tmp/s0.tgf" -f step --save-state "$tmp/s0.tgf"
+one_line 2 "^tgc: -o .*/c.tgf.npz is the file run: the outputs would replace it$" \
+  "run FILE.tgf -o FILE.tgf.npz" -- "$TGC" run "$tmp/c.tgf.npz" -f step -o "$tmp/c.tgf.npz"
+"$TGC" run "$tmp/counter.json" -f double -i x='[1,2]' -o "$tmp/in.npz" >/dev/null || fail "run -o in.npz"
+"$TGC" run "$tmp/counter.json" -f double -i x='[1,2]' -o "$tmp/od" >/dev/null || fail "run -o od"
+keep "$tmp/in.npz"; keep "$tmp/od/x2.npy"
+one_line 2 "^tgc: -o .*/in.npz is the input file of -i x=.*in.npz:x2: the outputs would replace it$" \
+  "run -i FILE.npz:NAME -o FILE.npz" -- "$TGC" run "$tmp/counter.json" -f double -i x="$tmp/in.npz:x2" -o "$tmp/in.npz"
+unchanged "$tmp/in.npz" "run -o IN.npz leaves the archive"
+one_line 2 "^tgc: -o .*/od/x2.npy is the input file of -i x=.*x2.npy: the output would replace it$" \
+  "run -i x=DIR/x2.npy -o DIR" -- "$TGC" run "$tmp/counter.json" -f double -i x="$tmp/od/x2.npy" -o "$tmp/od"
+unchanged "$tmp/od/x2.npy" "run -o DIR leaves DIR/<id>.npy read by -i"
+one_line 2 "^tgc: --save-state .*/s.npz and -o .*/s.npz are the same file" \
+  "run --save-state X -o X" -- "$TGC" run "$tmp/counter.json" -f step --save-state "$tmp/s.npz" -o "$tmp/s.npz"
+# Checking -o makes no folder: a run that fails leaves none.
+one_line 2 "needs input 'x'" "run -o NEW/DIR without its input" -- "$TGC" run "$tmp/counter.json" -f double -o "$tmp/new1/sub"
+absent "$tmp/new1" "a failed run -o DIR makes no folder"
+one_line 2 "needs input 'x'" "run -o NEW/x.npz without its input" -- "$TGC" run "$tmp/counter.json" -f double -o "$tmp/new2/x.npz"
+absent "$tmp/new2" "a failed run -o NEW/x.npz makes no folder"
+one_line 2 "^tgc: -o .*/lr.json/sub: cannot create the folder.*Not a directory" \
+  "run -o under a file" -- "$TGC" run "$tmp/counter.json" -f double -i x='[1]' -o "$tmp/lr.json/sub"
+expect 0 "run -o NEW/DIR makes it when writing" -- "$TGC" run "$tmp/counter.json" -f double -i x='[1,2]' -o "$tmp/new3/a/b"
+[ -f "$tmp/new3/a/b/x2.npy" ] && pass "the folder made at write time" || fail "no $tmp/new3/a/b/x2.npy"
+# -o -: export writes the JSON to standard output; compile, run and
+# --save-state refuse it (they wrote a file named '-').
+mkdir -p "$tmp/dash"
+(cd "$tmp/dash" && "$TGC" export "$tmp/c.tgf" -f step -o - >"$tmp/exp.json" 2>"$tmp/err")
+rc=$?
+[ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] && grep -q '"format": *"tg-graph"' "$tmp/exp.json" && [ ! -e "$tmp/dash/-" ] &&
+  pass "export -o - writes the graph to stdout" || { fail "export -o -: exit $rc"; head -3 "$tmp/err"; }
+"$TGC" check "$tmp/exp.json" >/dev/null 2>&1 && pass "export -o -'s JSON loads" || fail "export -o -'s JSON does not load"
+(cd "$tmp/dash" && one_line 2 "^tgc: -o -: a compiled-function file cannot go to standard output" \
+  "compile -o -" -- "$TGC" compile "$tmp/lr.json" -o -)
+(cd "$tmp/dash" && one_line 2 "^tgc: -o -: a folder or archive of outputs .*cannot go to standard output" \
+  "run -o -" -- "$TGC" run "$tmp/counter.json" -f double -i x='[1]' -o -)
+(cd "$tmp/dash" && one_line 2 "^tgc: --save-state -: a compiled-function file cannot go to standard output" \
+  "run --save-state -" -- "$TGC" run "$tmp/counter.json" -f step --save-state -)
+absent "$tmp/dash/-" "no file named '-'"
+# A failed write to stdout is one line, not two.
+one_line 1 "^tgc: -o -: write failed" "export -o - >/dev/full" -- sh -c '"$0" export "$1" -f step -o - >/dev/full' "$TGC" "$tmp/c.tgf"
+# Every single-value option given twice is refused, as -o and -f are.
+one_line 2 "^tgc: --calls given twice \('1' and '2'\)$" "run --calls twice" -- "$TGC" run "$tmp/counter.json" -f step --calls 1 --calls 2
+one_line 2 "^tgc: --device given twice" "run --device twice" -- "$TGC" run "$tmp/counter.json" -f step --device cpu --device cpu
+one_line 2 "^tgc: --dnn-conv-algo given twice" "run --dnn-conv-algo twice" -- "$TGC" run "$tmp/counter.json" -f step --dnn-conv-algo time_once --dnn-conv-algo guess_once
+one_line 2 "^tgc: --compress given twice" "run --compress twice" -- "$TGC" run "$tmp/counter.json" -f step --compress=1 --compress -o "$tmp/z.npz"
+one_line 2 "^tgc: --ids given twice" "print --ids twice" -- "$TGC" print "$tmp/counter.json" -f step --ids int --ids char
+one_line 2 "^tgc: --profile given twice" "print --profile twice" -- "$TGC" print "$tmp/counter.json" -f step --profile 1 --profile 2
+one_line 2 "^tgc: --device given twice" "compile --device twice" -- "$TGC" compile "$tmp/counter.json" --device cpu --device cuda -o "$tmp/d.tgf"
+# --version, in every command as in tgdebug's
+for cmd in check compile run print export cache; do
+  expect 0 "$cmd --version" -- "$TGC" $cmd --version
+  contains out "^tgc [0-9]" "$cmd --version prints the version"
+done
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

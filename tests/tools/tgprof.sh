@@ -592,5 +592,39 @@ else
   echo "skip: python3-jsonschema is not installed"
 fi
 
+# ---- The command-line contract (DESIGN.md, "Tools") ----
+. "$(dirname "$0")/lib/cli.bash"
+V='v=[1,2,3,4,5,6,7,8]'
+# The unknown option is the one given (-calls: '-c' of a cluster), not the
+# word getopt had moved on to ('costly.json').
+one_line 2 "^tgprof: unknown option '-c' \(see tgprof --help\)$" "-calls names -c" -- "$TGPROF" "$costly" -i "$V" -calls 5
+# Every single-value option given twice is refused.
+for o in --calls --warmup --top; do
+  one_line 2 "^tgprof: $o given twice \('1' and '2'\)$" "$o twice" -- "$TGPROF" "$costly" -i "$V" $o 1 $o 2
+done
+one_line 2 "^tgprof: --device given twice" "--device twice" -- "$TGPROF" "$costly" -i "$V" --device cpu --device cpu
+# A failed write to stdout is one line, not two.
+one_line 1 "^tgprof: --json -: write failed" "--json - >/dev/full" -- sh -c '"$0" "$1" -i "$2" --calls 1 --json - >/dev/full' "$TGPROF" "$costly" "$V"
+one_line 1 "^tgprof: --trace -: write failed" "--trace - >/dev/full" -- sh -c '"$0" "$1" -i "$2" --calls 1 --trace - >/dev/full' "$TGPROF" "$costly" "$V"
+# With stderr closed, the --json temporary took descriptor 2 and a warning
+# written to stderr went into the report (a gradient that warns at its
+# compile here; a --device cuda without a GPU did the same).
+cat >"$tmp/warn.json" <<'JSON'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [2]}}, {"id": "y", "type": {"dtype": "float64", "shape": [2]}}],
+ "nodes": [{"op": "sum", "inputs": ["x"], "outputs": ["c"]},
+           {"op": "grad", "inputs": ["c", "y"], "outputs": ["gy"], "attrs": {"disconnected": "warn"}}],
+ "functions": {"main": {"inputs": ["x", "y"], "outputs": ["gy"]}}}
+JSON
+"$TGPROF" "$tmp/warn.json" -i x='[1,2]' -i y='[3,4]' --calls 1 --json "$tmp/w0.json" >/dev/null 2>"$tmp/err"
+grep -q "warning" "$tmp/err" && echo "ok: the graph warns on stderr" || { echo "FAIL: no warning: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+"$TGPROF" "$tmp/warn.json" -i x='[1,2]' -i y='[3,4]' --calls 1 --json "$tmp/w1.json" >/dev/null 2>&-
+check '[ $? -eq 0 ] && $PY -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/w1.json"' "stderr closed: the --json report is JSON"
+# With stdout closed: the report is written (and JSON), the text report
+# that had nowhere to go is said (exit 1, one line).
+one_line 1 "^tgprof: writing to standard output failed" "stdout closed" -- sh -c '"$0" "$1" -i "$2" --calls 1 --json "$3" >&-' "$TGPROF" "$costly" "$V" "$tmp/w2.json"
+check '$PY -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/w2.json"' "stdout closed: the --json report is JSON"
+one_line 2 "^tgprof: --json /dev/stdout: cannot write: descriptor 1 is closed$" "--json /dev/stdout, stdout closed" -- sh -c '"$0" "$1" -i "$2" --json /dev/stdout >&-' "$TGPROF" "$costly" "$V"
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

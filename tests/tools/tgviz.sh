@@ -321,5 +321,22 @@ else
   node "$TG_SRC/tests/browser/tgviz.test.js" "$pages" "$art" || fails=$((fails + 1))
 fi
 
+# ---- The command-line contract (DESIGN.md, "Tools") ----
+. "$(dirname "$0")/lib/cli.bash"
+cp "$fx" "$tmp/g.json"; keep "$tmp/g.json"
+# The drawing must not replace the graph drawn (it did, exit 0).
+one_line 2 "^tgviz: -o .*/g.json is the graph file being drawn: the drawing would replace it$" \
+  "-o FILE" -- "$TGVIZ" "$tmp/g.json" --format dot -o "$tmp/./g.json"
+unchanged "$tmp/g.json" "-o FILE leaves the graph"
+# The unknown option is the one given.
+one_line 2 "^tgviz: unknown option '-x' \(see tgviz --help\)$" "-xyz names -x" -- "$TGVIZ" "$tmp/g.json" -xyz -o "$tmp/u.html"
+# Single-value options given twice are refused.
+one_line 2 "^tgviz: -O given twice \('none' and 'fast_run'\)$" "-O twice" -- "$TGVIZ" "$tmp/g.json" -O none -O fast_run -o "$tmp/u.html"
+one_line 2 "^tgviz: --format given twice" "--format twice" -- "$TGVIZ" "$tmp/g.json" --format dot --format svg -o "$tmp/u.svg"
+one_line 2 "^tgviz: --layout given twice" "--layout twice" -- "$TGVIZ" "$tmp/g.json" --layout dot --layout layers -o "$tmp/u.html"
+one_line 2 "^tgviz: --profile given twice" "--profile twice" -- "$TGVIZ" "$tmp/g.json" --profile a.json --profile b.json -o "$tmp/u.html"
+# A failed write to stdout is one line, not two.
+one_line 1 "^tgviz: -o -: write failed" "-o - >/dev/full" -- sh -c '"$0" "$1" --format dot -o - >/dev/full' "$TGVIZ" "$tmp/g.json"
+
 [ $fails = 0 ] && echo "all tgviz tests passed" || echo "$fails tgviz test(s) failed"
 exit $((fails > 0))

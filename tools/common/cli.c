@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <malloc.h>
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -44,11 +46,53 @@ tg_graph *cli_graph_load(const char *prefix, const char *path, tg_ctx *ctx) {
     return g;
 }
 
+/* The standard descriptors (0-2) that were closed when the process
+ * started. Each is given /dev/null before main runs, so that no file the
+ * tool opens takes its number: with stderr closed, tgprof's --json
+ * temporary became descriptor 2, and a library warning ("tg: device cuda:
+ * no CUDA device ...") was written into the report. /dev/null is opened
+ * the other way round (stdin for writing, stdout and stderr for reading),
+ * so that a read or write through the descriptor still fails with EBADF
+ * as on a closed one: output printed to a closed stdout is still reported
+ * at exit (check_stdout), and stdout and stderr lose what is written there
+ * as they did. Close-on-exec, so that a program started from the tool (the
+ * C compiler, the respawn of ompspin.h) sees the descriptor closed, as it
+ * was given to the tool. */
+static bool std_closed[3];
+
+__attribute__((constructor)) static void reserve_std_fds(void) {
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        std_closed[fd] = true;
+        /* (the lowest free number: fd itself, the ones below being open) */
+        int r = open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+        if (r >= 0 && r != fd) {
+            dup3(r, fd, O_CLOEXEC);
+            close(r);
+        }
+    }
+}
+
+/* The standard descriptor that a path names by its number (/dev/stdout,
+ * /dev/fd/1, /proc/self/fd/1, as tg_file_begin reads them), or -1. */
+static int std_stream_fd(const char *p) {
+    static const char *const names[] = {"/dev/stdin", "/dev/stdout", "/dev/stderr"};
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(p, names[k])) return k;
+    const char *num = !strncmp(p, "/dev/fd/", 8) ? p + 8 : !strncmp(p, "/proc/self/fd/", 14) ? p + 14 : NULL;
+    if (!num || *num < '0' || *num > '2' || num[1]) return -1;
+    return *num - '0';
+}
+
 /* At exit: what the tool printed must have reached stdout. A full disk,
  * a closed pipe reader or /dev/full otherwise lost the output silently
- * with exit status 0 (coreutils' close_stdout does the same). */
+ * with exit status 0 (coreutils' close_stdout does the same). A failure
+ * that cli_out_close met writing an output to stdout ("-o -") was said
+ * there, and is not said twice. */
 static const char *watched_tool;
+static bool stdout_failure_handled;
 static void check_stdout(void) {
+    if (stdout_failure_handled) return;
     int e = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) e = errno ? errno : EIO;
     if (!e && fclose(stdout) != 0 && errno != EBADF) e = errno;
@@ -486,6 +530,7 @@ int cli_out_close(cli_out *o, bool keep) {
     /* fflush first: its errno says why a buffered write failed. */
     int bad = fflush(o->f) != 0 || ferror(o->f) ? errno ? errno : EIO : 0;
     if (o->f != stdout && fclose(o->f) != 0 && !bad) bad = errno ? errno : EIO;
+    if (o->f == stdout && bad) stdout_failure_handled = true; /* (said here, or by the tool's failure) */
     o->f = NULL;
     if (bad && keep) cli_error(o->tool, "%s %s: write failed: %s", o->opt, o->path, strerror(bad));
     int rc = bad ? -1 : 0;
@@ -513,6 +558,109 @@ bool cli_path_ok(const char *prefix, const char *opt, const char *path) {
     return false;
 }
 
+bool cli_path_file_ok(const char *prefix, const char *opt, const char *path, const char *what) {
+    if (!cli_path_ok(prefix, opt, path)) return false;
+    if (strcmp(path, "-")) return true;
+    cli_error(prefix, "%s -: %s cannot go to standard output (for a file named '-', write ./-)", opt, what);
+    return false;
+}
+
+/* Where a path names a file: the file's device and inode when it exists,
+ * else its folder's (resolved, so that ./r.json and r.json agree) and its
+ * last name. kind: 0 no such folder either, 1 a file or where one would
+ * be made, 2 something that may be written twice (a device such as
+ * /dev/null, a FIFO). */
+typedef struct file_id {
+    int kind;
+    dev_t dev;
+    ino_t ino;
+    const char *name; /* the last name, for a file not there yet */
+} file_id;
+
+static file_id file_id_of(const char *path) {
+    file_id id = {0};
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        id.kind = S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) ? 1 : 2;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        return id;
+    }
+    const char *slash = strrchr(path, '/');
+    id.name = slash ? slash + 1 : path;
+    char dir[PATH_MAX];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) == 0) {
+        id.kind = 1;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+    }
+    return id;
+}
+
+static bool same_file(const char *a, const char *b) {
+    file_id x = file_id_of(a), y = file_id_of(b);
+    if (x.kind != 1 || y.kind != 1 || x.dev != y.dev || x.ino != y.ino) return false;
+    return (!x.name && !y.name) || (x.name && y.name && !strcmp(x.name, y.name));
+}
+
+bool cli_outputs_ok(const char *prefix, const cli_file *outs, int nout, const cli_file *ins, int nin,
+                    const cli_input *inputs, int ninputs) {
+    for (int i = 0; i < nout; i++) {
+        const cli_file *o = &outs[i];
+        if (!o->path) continue;
+        int sfd = std_stream_fd(o->path);
+        if (sfd >= 0 && std_closed[sfd]) {
+            /* (as tg_file_begin says it: the descriptor given /dev/null
+             * at start-up would otherwise look open) */
+            cli_error(prefix, "%s %s: cannot write: descriptor %d is closed", o->opt, cli_text(o->path), sfd);
+            return false;
+        }
+        for (int j = 0; j < i; j++) {
+            const cli_file *p = &outs[j];
+            if (!p->path) continue;
+            if (!strcmp(o->path, "-") && !strcmp(p->path, "-")) {
+                cli_error(prefix, "%s - and %s -: only one of them can go to standard output", p->opt, o->opt);
+                return false;
+            }
+            if (strcmp(o->path, "-") && strcmp(p->path, "-") && same_file(o->path, p->path)) {
+                cli_error(prefix, "%s %s and %s %s are the same file: one would replace the other", p->opt,
+                          cli_text(p->path), o->opt, cli_text(o->path));
+                return false;
+            }
+        }
+        if (!strcmp(o->path, "-")) continue;
+        for (int k = 0; k < nin; k++) {
+            if (ins[k].path && same_file(o->path, ins[k].path)) {
+                cli_error(prefix, "%s %s is %s: %s would replace it", o->opt, cli_text(o->path), ins[k].what,
+                          o->what);
+                return false;
+            }
+        }
+        for (int k = 0; k < ninputs; k++) {
+            /* FILE.npy, FILE.npz, FILE.npz:NAME (an id's JSON literal
+             * names no file) */
+            char file[PATH_MAX];
+            const char *v = inputs[k].value, *colon = strrchr(v, ':');
+            size_t n = colon && colon - v >= 4 && !strncmp(colon - 4, ".npz", 4) ? (size_t)(colon - v) : strlen(v);
+            if (n >= sizeof file) continue;
+            memcpy(file, v, n);
+            file[n] = 0;
+            if (same_file(o->path, file)) {
+                cli_error(prefix, "%s %s is the input file of -i %s%s%s: %s would replace it", o->opt,
+                          cli_text(o->path), cli_text(inputs[k].id), *inputs[k].id ? "=" : "", cli_text(v), o->what);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 int cli_out_check(const char *prefix, const char *opt, const char *path) {
     struct stat st;
     if (!strcmp(path, "-") || (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)))
@@ -523,6 +671,8 @@ int cli_out_check(const char *prefix, const char *opt, const char *path) {
     return TG_EXIT_OK;
 }
 
+static int folder_can_be_made(const char *prefix, const char *opt, const char *path, const char *dir, size_t n);
+
 int cli_out_check_mkdirs(const char *prefix, const char *opt, const char *path) {
     char dir[4096];
     const char *slash = strrchr(path, '/');
@@ -531,9 +681,19 @@ int cli_out_check_mkdirs(const char *prefix, const char *opt, const char *path) 
     if (!slash || n == 0 || n >= sizeof dir) return cli_out_check(prefix, opt, path);
     memcpy(dir, path, n);
     dir[n] = 0;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        cli_error(prefix, "%s %s: cannot create the folder %s: %s", opt, path, dir, strerror(ENOTDIR));
+        return TG_EXIT_USAGE;
+    }
     if (stat(dir, &st) == 0) return cli_out_check(prefix, opt, path);
-    /* The folder is made when the file is written: its nearest existing
-     * ancestor must be a folder we may make one in. */
+    return folder_can_be_made(prefix, opt, path, dir, n);
+}
+
+/* The folder dir (n bytes) is made when the file is written: its nearest
+ * existing ancestor must be a folder we may make one in. Nothing is made
+ * here. */
+static int folder_can_be_made(const char *prefix, const char *opt, const char *path, const char *dir, size_t n) {
+    struct stat st;
     char anc[4096];
     memcpy(anc, dir, n + 1);
     for (;;) {
@@ -554,8 +714,38 @@ int cli_out_check_mkdirs(const char *prefix, const char *opt, const char *path) 
     else if (!S_ISDIR(st.st_mode)) why = strerror(ENOTDIR);
     else if (access(anc, W_OK | X_OK) < 0) why = strerror(errno);
     if (!why) return TG_EXIT_OK;
-    cli_error(prefix, "%s %s: cannot create the folder %s: %s", opt, path, dir, why);
+    if (!strcmp(dir, path))
+        cli_error(prefix, "%s %s: cannot create the folder: %s", opt, path, why);
+    else
+        cli_error(prefix, "%s %s: cannot create the folder %s: %s", opt, path, dir, why);
     return TG_EXIT_USAGE;
+}
+
+int cli_dir_check(const char *prefix, const char *opt, const char *dir) {
+    struct stat st;
+    size_t n = strlen(dir);
+    if (n >= 4096) {
+        cli_error(prefix, "%s %s: cannot create the folder: %s", opt, dir, strerror(ENAMETOOLONG));
+        return TG_EXIT_USAGE;
+    }
+    if (stat(dir, &st) < 0) return folder_can_be_made(prefix, opt, dir, dir, n);
+    if (!S_ISDIR(st.st_mode)) {
+        cli_error(prefix, "%s %s: cannot create the folder: %s", opt, dir, strerror(ENOTDIR));
+        return TG_EXIT_USAGE;
+    }
+    /* a file tried there and removed */
+    tg_str p = {0};
+    tg_str_addf(&p, "%s/.tg-check.XXXXXX", dir);
+    int fd = p.s ? mkstemp(p.s) : -1, rc = TG_EXIT_OK;
+    if (fd < 0) {
+        cli_error(prefix, "%s %s: cannot write in the folder: %s", opt, dir, p.s ? strerror(errno) : "out of memory");
+        rc = TG_EXIT_USAGE;
+    } else {
+        close(fd);
+        unlink(p.s);
+    }
+    tg_str_free(&p);
+    return rc;
 }
 
 bool cli_tag_add(const char *prefix, const char *opt, cli_taglist *l, const char *tag) {

@@ -22,7 +22,10 @@ void cli_error(const char *tool, const char *fmt, ...) __attribute__((format(pri
  * line of its own. s itself when it holds none, else a copy that stays
  * valid for the next three calls. */
 const char *cli_text(const char *s);
-/* Call first in main. Checks at exit that everything printed reached
+/* (Before main, every tool that links this file gives /dev/null to a
+ * standard descriptor, 0-2, that was closed at start, so that no file it
+ * opens takes that number: cli.c, reserve_std_fds.)
+ * Call first in main. Checks at exit that everything printed reached
  * stdout: if not, one line on stderr and exit status 1 (TG_EXIT_FOUND).
  * Turns off glibc's fast bins, whose LIFO lists of small freed chunks
  * (the JSON tree a graph file is parsed into: millions of them for
@@ -167,6 +170,33 @@ int cli_out_close(cli_out *o, bool keep);
  * "OPT: expected a file name, got ''" on stderr, for an empty one, which
  * would otherwise be found out only when the work is done. */
 bool cli_path_ok(const char *prefix, const char *opt, const char *path);
+/* The same, for an output that only a file can take (a compiled-function
+ * file, an archive, a folder): "-", which tgviz -o and tgprof --json read
+ * as standard output, is refused with "OPT -: WHAT cannot go to standard
+ * output" rather than made a file named '-'. */
+bool cli_path_file_ok(const char *prefix, const char *opt, const char *path, const char *what);
+
+/* A file a tool writes or reads, for cli_outputs_ok: opt names it in
+ * messages ("-o", "--json"); what is, for an output, what would be
+ * written ("the report"), for an input, what the file is ("the graph file
+ * being profiled"). A NULL path is left out. */
+typedef struct cli_file {
+    const char *opt, *path, *what;
+} cli_file;
+/* Before anything is written (each output is written whole at the end,
+ * by a rename, so two names for one file lost the first without a word,
+ * or replaced an input with the result): no output may be another output,
+ * an input of ins, or the file of an -i value (FILE.npy, FILE.npz,
+ * FILE.npz:NAME); the same file by device and inode when it exists, else
+ * by its folder and name (r.json and ./r.json are one); a device or FIFO
+ * (/dev/null) may take several. At most one output may be "-" (standard
+ * output). And an output naming a standard descriptor that was closed
+ * when the tool started (/dev/stdout with stdout closed) is refused as
+ * tg_file_begin refuses a closed one. True, or one line ("prefix: OPT
+ * OUT is WHAT_IN: WHAT_OUT would replace it") and false. */
+bool cli_outputs_ok(const char *prefix, const cli_file *outs, int nout, const cli_file *ins, int nin,
+                    const cli_input *inputs, int ninputs);
+
 /* Before the work whose result goes to `path` (a compile, a run that
  * checkpoints): TG_EXIT_OK when a file can be made there (a temporary is
  * created beside it and removed; a device or FIFO is left for the write,
@@ -179,6 +209,11 @@ int cli_out_check(const char *prefix, const char *opt, const char *path);
  * (cli_npz_save): a missing folder is fine where its nearest existing
  * ancestor is a folder that can take it. */
 int cli_out_check_mkdirs(const char *prefix, const char *opt, const char *path);
+/* The same for an output folder (tgc run -o DIR), made when the outputs
+ * are written: one that exists must take a file (one is created and
+ * removed), one that does not must have a nearest existing ancestor that
+ * can take it. Nothing is made: a run that fails leaves no empty folder. */
+int cli_dir_check(const char *prefix, const char *opt, const char *dir);
 
 /* --include TAG and --exclude TAG, for tg_compile_options: NULL-terminated
  * lists of borrowed strings (NULL when empty: cli_tags). */

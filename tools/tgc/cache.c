@@ -40,6 +40,10 @@ int tgc_cmd_cache(int argc, char **argv) {
                "The folder: TG_CACHE_DIR, else $XDG_CACHE_HOME/tg, else ~/.cache/tg.\n");
         return TG_EXIT_OK;
     }
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        cli_print_version("tgc");
+        return TG_EXIT_OK;
+    }
     if (argc != 2 || (strcmp(argv[1], "list") && strcmp(argv[1], "clear"))) {
         cli_error(TOOL, "expected 'list' or 'clear' (see tgc cache --help)");
         return TG_EXIT_USAGE;

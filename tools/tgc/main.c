@@ -114,11 +114,15 @@ static tg_graph *load(const char *path) {
 }
 
 static int cmd_check(int argc, char **argv) {
-    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        if (c == 'V') {
+            cli_print_version("tgc");
+            return TG_EXIT_OK;
+        }
         if (c != 'h') return cli_getopt_error(TOOL, "check", c, argv);
         printf("usage: tgc check FILE\n"
                "Load FILE (interchange JSON), compile every function and print one line\n"
@@ -204,39 +208,55 @@ static bool ends_with_npz(const char *s) {
     return n > 4 && !strcmp(s + n - 4, ".npz");
 }
 
-/* -o before the run: the folder (DIR, or OUT.npz's) made when missing
- * and a file tried there, so that a destination that cannot be written
- * is bad input said at once (exit 2, one line); a write that fails after
- * the run (a full disk) is then a run-time failure (exit 1), as for
- * compile, export and --save-state. */
+/* -o before the run: a file tried where the archive goes, or in the
+ * folder, or the nearest existing folder above one to be made, so that a
+ * destination that cannot be written is bad input said at once (exit 2,
+ * one line); a write that fails after the run (a full disk) is then a
+ * run-time failure (exit 1), as for compile, export and --save-state.
+ * Nothing is made here: the folders are made when the outputs are written
+ * (write_outputs), and a run that fails leaves none. */
 static int out_dest_check(const char *dest) {
-    if (ends_with_npz(dest)) {
-        char *dir = strdup(dest), *slash = dir ? strrchr(dir, '/') : NULL;
-        if (!dir) {
-            cli_error(TOOL, "-o %s: out of memory", dest);
-            return TG_EXIT_FOUND;
+    if (ends_with_npz(dest)) return cli_out_check_mkdirs(TOOL, "-o", dest);
+    return cli_dir_check(TOOL, "-o", dest);
+}
+
+/* The outputs must not replace the file run or an -i file
+ * (cli_outputs_ok): -o OUT.npz, or each DIR/<id>.npy, and --save-state,
+ * which may replace a .tgf run (read whole before the run: a checkpoint
+ * updated in place), but not a graph. */
+static bool run_outputs_ok(const char *path, const char *dest, const char *save, const tg_function *f,
+                           const cli_input *inputs, int ninputs) {
+    int nout = dest && !ends_with_npz(dest) ? tg_function_output_count(f) : 1;
+    cli_file *outs = calloc((size_t)nout + 2, sizeof *outs);
+    tg_str *names = calloc((size_t)nout + 1, sizeof *names);
+    bool ok = false;
+    if (!outs || !names) {
+        cli_error(TOOL, "run: out of memory");
+        goto done;
+    }
+    int n = 0;
+    outs[n++] = (cli_file){"--save-state", save, "the checkpoint"};
+    if (dest && ends_with_npz(dest)) {
+        outs[n++] = (cli_file){"-o", dest, "the outputs"};
+    } else if (dest) {
+        for (int k = 0; k < nout; k++) {
+            tg_str_addf(&names[k], "%s/%s.npy", dest, tg_function_output_id(f, k));
+            if (!names[k].s) {
+                cli_error(TOOL, "run: out of memory");
+                goto done;
+            }
+            outs[n++] = (cli_file){"-o", names[k].s, "the output"};
         }
-        bool bad = slash && slash != dir && (*slash = 0, cli_mkdirs(dir) < 0);
-        if (bad) cli_error(TOOL, "-o %s: cannot create the folder %s: %s", dest, dir, strerror(errno));
-        free(dir);
-        return bad ? TG_EXIT_USAGE : cli_out_check(TOOL, "-o", dest);
     }
-    if (cli_mkdirs(dest) < 0) {
-        cli_error(TOOL, "-o %s: cannot create the folder: %s", dest, strerror(errno));
-        return TG_EXIT_USAGE;
-    }
-    tg_str p = {0};
-    tg_str_addf(&p, "%s/.tgc-check.XXXXXX", dest);
-    int fd = p.s ? mkstemp(p.s) : -1, rc = TG_EXIT_OK;
-    if (fd < 0) {
-        cli_error(TOOL, "-o %s: cannot write in the folder: %s", dest, p.s ? strerror(errno) : "out of memory");
-        rc = TG_EXIT_USAGE;
-    } else {
-        close(fd);
-        unlink(p.s);
-    }
-    tg_str_free(&p);
-    return rc;
+    const cli_file in = {"FILE", path, "the file run"};
+    int skip = save && cli_is_tgf(path) ? 1 : 0;
+    ok = cli_outputs_ok(TOOL, outs, n, NULL, 0, inputs, ninputs) &&
+         cli_outputs_ok(TOOL, outs + skip, n - skip, &in, 1, NULL, 0);
+done:
+    for (int k = 0; names && k < nout; k++) tg_str_free(&names[k]);
+    free(names);
+    free(outs);
+    return ok;
 }
 
 /* -o: each output of the last call once, by its id (an output listed
@@ -288,6 +308,7 @@ done:
 
 static int cmd_run(int argc, char **argv) {
     const char *fname = NULL, *outdir = NULL, *preset = NULL, *save = NULL, *device = NULL, *algo = NULL;
+    const char *calls_s = NULL, *compress_s = NULL; /* (each given once) */
     long calls = 1;
     int level = CLI_NPZ_STORED;
     bool each = false, reopt = false;
@@ -304,6 +325,7 @@ static int cmd_run(int argc, char **argv) {
                                          {"dnn-conv-algo", required_argument, 0, 'a'},
                                          {"compress", optional_argument, 0, 'z'},
                                          {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -319,22 +341,27 @@ static int cmd_run(int argc, char **argv) {
             if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
             break;
         case 'o':
-            if (!cli_once(TOOL, "-o", &outdir, optarg) || !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "-o", &outdir, optarg) ||
+                !cli_path_file_ok(TOOL, "-o", optarg, "a folder or archive of outputs (without -o they are printed)"))
+                return TG_EXIT_USAGE;
             break;
         case 'O':
             if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
             break;
         case 'e': each = true; break;
         case 's':
-            if (!cli_once(TOOL, "--save-state", &save, optarg) || !cli_path_ok(TOOL, "--save-state", optarg))
+            if (!cli_once(TOOL, "--save-state", &save, optarg) ||
+                !cli_path_file_ok(TOOL, "--save-state", optarg, "a compiled-function file"))
                 return TG_EXIT_USAGE;
             break;
         case 'd':
-            if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
-            device = optarg;
+            if (!cli_once(TOOL, "--device", &device, optarg) || !cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
             break;
-        case 'a': algo = optarg; break; /* checked by the compile: exit 2 */
+        case 'a': /* checked by the compile: exit 2 */
+            if (!cli_once(TOOL, "--dnn-conv-algo", &algo, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'z':
+            if (!cli_once(TOOL, "--compress", &compress_s, optarg ? optarg : "(no level)")) return TG_EXIT_USAGE;
             level = -1;
             if (optarg && !(optarg[0] >= '0' && optarg[0] <= '9' && !optarg[1])) {
                 cli_error(TOOL, "--compress: expected a level from 0 to 9, got '%s'", optarg);
@@ -343,7 +370,9 @@ static int cmd_run(int argc, char **argv) {
             if (optarg) level = optarg[0] - '0';
             break;
         case 'h': usage(stdout); return TG_EXIT_OK;
+        case 'V': cli_print_version("tgc"); return TG_EXIT_OK;
         case 'c': {
+            if (!cli_once(TOOL, "--calls", &calls_s, optarg)) return TG_EXIT_USAGE;
             char *end;
             errno = 0;
             calls = strtol(optarg, &end, 10);
@@ -400,6 +429,10 @@ static int cmd_run(int argc, char **argv) {
     bool given = preset || ninc || nexc || device || algo;
     if ((rc = tgc_source_open(&src, TOOL, path, fname, given ? &co : NULL, reopt))) goto done;
     f = src.f;
+    if (!run_outputs_ok(path, outdir, save, f, inputs, ninputs)) {
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
     nin = tg_function_input_count(f);
     nout = tg_function_output_count(f);
     ins = calloc((size_t)nin + 1, sizeof *ins);

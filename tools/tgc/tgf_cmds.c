@@ -142,6 +142,7 @@ int tgc_cmd_compile(int argc, char **argv) {
                                          {"no-gc", no_argument, 0, 'g'},
                                          {"device", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -156,7 +157,8 @@ int tgc_cmd_compile(int argc, char **argv) {
             names[nnames++] = optarg;
             break;
         case 'o':
-            if (!cli_once(TOOL, "-o", &out, optarg) || !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "-o", &out, optarg) || !cli_path_file_ok(TOOL, "-o", optarg, "a compiled-function file"))
+                return TG_EXIT_USAGE;
             break;
         case 'O':
             if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
@@ -170,6 +172,7 @@ int tgc_cmd_compile(int argc, char **argv) {
             if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'h': compile_usage(stdout); return TG_EXIT_OK;
+        case 'V': cli_print_version("tgc"); return TG_EXIT_OK;
         default: return cli_getopt_error(TOOL, "compile", c, argv);
         }
     }
@@ -189,9 +192,12 @@ int tgc_cmd_compile(int argc, char **argv) {
                 cli_error(TOOL, "compile: -f %s given twice", names[i]);
                 return TG_EXIT_USAGE;
             }
-    /* An OUT that cannot be written is said before the compile. */
-    if ((rc = cli_out_check(TOOL, "-o", out))) return rc;
+    /* An OUT that replaces the graph, or cannot be written, is said
+     * before the compile. */
     const char *path = argv[optind];
+    const cli_file out_file = {"-o", out, "the compiled file"}, in_file = {"FILE", path, "the graph file compiled"};
+    if (!cli_outputs_ok(TOOL, &out_file, 1, &in_file, 1, NULL, 0)) return TG_EXIT_USAGE;
+    if ((rc = cli_out_check(TOOL, "-o", out))) return rc;
     tg_ctx *ctx = tg_ctx_new();
     tg_function **fs = NULL;
     int nf = 0;
@@ -245,7 +251,7 @@ done:
 
 int tgc_cmd_export(int argc, char **argv) {
     const char *out = NULL, *fname = NULL;
-    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, 'V'}, {0, 0, 0, 0}};
     optind = 1;
     int c;
     opterr = 0;
@@ -257,7 +263,11 @@ int tgc_cmd_export(int argc, char **argv) {
         case 'o':
             if (!cli_once(TOOL, "-o", &out, optarg) || !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
             break;
-        case 'h': printf("usage: tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"); return TG_EXIT_OK;
+        case 'h':
+            printf("usage: tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"
+                   "  -o -           write the JSON to standard output\n");
+            return TG_EXIT_OK;
+        case 'V': cli_print_version("tgc"); return TG_EXIT_OK;
         default: return cli_getopt_error(TOOL, "export", c, argv);
         }
     }
@@ -270,6 +280,8 @@ int tgc_cmd_export(int argc, char **argv) {
                         "optimized graph)", argv[optind]);
         return TG_EXIT_USAGE;
     }
+    const cli_file out_file = {"-o", out, "the graph"}, in_file = {"FILE", argv[optind], "the .tgf exported"};
+    if (!cli_outputs_ok(TOOL, &out_file, 1, &in_file, 1, NULL, 0)) return TG_EXIT_USAGE;
     tgc_source s;
     int rc = cli_out_check(TOOL, "-o", out);
     if (rc || (rc = tgc_source_open(&s, TOOL, argv[optind], fname, NULL, false))) return rc;
@@ -277,9 +289,13 @@ int tgc_cmd_export(int argc, char **argv) {
     int fi = 0;
     while (tg_tgf_function(s.t, fi) != s.f) fi++;
     char *text = tg_tgf_export(s.t, fi, ctx);
+    cli_out o;
     if (!text) {
         cli_error(TOOL, "%s", tg_ctx_message(ctx));
         rc = TG_EXIT_FOUND;
+    } else if (!strcmp(out, "-")) {
+        /* (-o -: standard output; a failed write is one line, exit 1) */
+        if (!cli_out_open(&o, TOOL, "-o", out) || (fputs(text, o.f), cli_out_close(&o, true))) rc = TG_EXIT_FOUND;
     } else if (tg_file_write_atomic(out, text, strlen(text), ctx)) {
         /* OUT was tried above: the write failed (a full disk) */
         cli_error(TOOL, "-o %s", tg_ctx_message(ctx));
@@ -891,6 +907,7 @@ static int profile_run(tg_function *f, cli_input *inputs, int ninputs, long call
 
 int tgc_cmd_print(int argc, char **argv) {
     const char *fname = NULL, *preset = NULL, *ids = "char";
+    const char *ids_s = NULL, *profile_s = NULL; /* (each given once) */
     bool optimized = false, types = false, shapes = false;
     long calls = 0;
     cli_input inputs[CLI_MAX_INPUTS];
@@ -904,6 +921,7 @@ int tgc_cmd_print(int argc, char **argv) {
                                          {"types", no_argument, 0, 't'},
                                          {"shapes", no_argument, 0, 's'},
                                          {"help", no_argument, 0, 'h'},
+                                         {"version", no_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -918,6 +936,7 @@ int tgc_cmd_print(int argc, char **argv) {
             break;
         case 'z': optimized = true; break;
         case 'p': {
+            if (!cli_once(TOOL, "--profile", &profile_s, optarg)) return TG_EXIT_USAGE;
             char *end;
             errno = 0;
             calls = strtol(optarg, &end, 10);
@@ -934,10 +953,14 @@ int tgc_cmd_print(int argc, char **argv) {
         case 'X':
             if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
-        case 'd': ids = optarg; break;
+        case 'd':
+            if (!cli_once(TOOL, "--ids", &ids_s, optarg)) return TG_EXIT_USAGE;
+            ids = optarg;
+            break;
         case 't': types = true; break;
         case 's': shapes = true; break;
         case 'h': print_usage(stdout); return TG_EXIT_OK;
+        case 'V': cli_print_version("tgc"); return TG_EXIT_OK;
         default: return cli_getopt_error(TOOL, "print", c, argv);
         }
     }

@@ -409,7 +409,7 @@ done:
 }
 
 int tgd_compare(int argc, char **argv) {
-    const char *fname = NULL;
+    const char *fname = NULL, *rtol_s = NULL, *atol_s = NULL; /* (each given once) */
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
     tol t = {-1, -1};
@@ -437,16 +437,17 @@ int tgd_compare(int argc, char **argv) {
             if (!cli_tag_opt(TGDEBUG ": compare", c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
         case 'r':
+            if (!cli_once("tgdebug: compare", "--rtol", &rtol_s, optarg)) return TG_EXIT_USAGE;
             if (!tgd_parse_double(SUB, "--rtol", optarg, &t.rtol)) return TG_EXIT_USAGE;
             break;
         case 'a':
+            if (!cli_once("tgdebug: compare", "--atol", &atol_s, optarg)) return TG_EXIT_USAGE;
             if (!tgd_parse_double(SUB, "--atol", optarg, &t.atol)) return TG_EXIT_USAGE;
             break;
         case 'i':
             if (!cli_input_add(TGDEBUG, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
-        case ':': tgd_error(SUB, "option '%s' needs a value (see tgdebug compare --help)", argv[optind - 1]); return TG_EXIT_USAGE;
-        default: tgd_error(SUB, "unknown option '%s' (see tgdebug compare --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TGDEBUG, SUB, c, argv);
         }
     }
     if (optind != argc - 1) {

@@ -352,6 +352,7 @@ done:
 
 int tgd_nanguard(int argc, char **argv) {
     const char *fname = NULL, *preset = NULL, *device = NULL, *dump = NULL;
+    const char *calls_s = NULL, *big_s = NULL; /* (each given once) */
     long calls = 1;
     cli_input inputs[CLI_MAX_INPUTS];
     int ninputs = 0;
@@ -377,7 +378,7 @@ int tgd_nanguard(int argc, char **argv) {
             break;
         case 'D':
             if (!cli_once("tgdebug: nanguard", "--dump", &dump, optarg) ||
-                !cli_path_ok("tgdebug: nanguard", "--dump", optarg))
+                !cli_path_file_ok("tgdebug: nanguard", "--dump", optarg, "an archive of the node's inputs"))
                 return TG_EXIT_USAGE;
             break;
         case OPT_INCLUDE:
@@ -390,21 +391,23 @@ int tgd_nanguard(int argc, char **argv) {
         case 'N': go.no_nan = true; break;
         case 'I': go.no_inf = true; break;
         case 'd':
-            if (!cli_device_ok(TGDEBUG ": nanguard", optarg)) return TG_EXIT_USAGE;
-            device = optarg;
+            if (!cli_once("tgdebug: nanguard", "--device", &device, optarg) ||
+                !cli_device_ok(TGDEBUG ": nanguard", optarg))
+                return TG_EXIT_USAGE;
             break;
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'c':
+            if (!cli_once("tgdebug: nanguard", "--calls", &calls_s, optarg)) return TG_EXIT_USAGE;
             if (!tgd_parse_long(SUB, "--calls", optarg, 1, &calls)) return TG_EXIT_USAGE;
             break;
         case 'b':
+            if (!cli_once("tgdebug: nanguard", "--big", &big_s, optarg)) return TG_EXIT_USAGE;
             if (!parse_big(optarg, &go.big)) return TG_EXIT_USAGE;
             break;
         case 'i':
             if (!cli_input_add(TGDEBUG, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
-        case ':': tgd_error(SUB, "option '%s' needs a value (see tgdebug nanguard --help)", argv[optind - 1]); return TG_EXIT_USAGE;
-        default: tgd_error(SUB, "unknown option '%s' (see tgdebug nanguard --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TGDEBUG, SUB, c, argv);
         }
     }
     if (optind != argc - 1) {
@@ -434,6 +437,11 @@ int tgd_nanguard(int argc, char **argv) {
     cli_session S = {0};
     /* (--dump is written only at an offence, but a path that cannot take
      * it is said before the run, as every tool's outputs are) */
+    const cli_file dump_file = {"--dump", dump, "the dump"}, in_file = {"FILE", path, "the graph file guarded"};
+    if (dump && !cli_outputs_ok("tgdebug: nanguard", &dump_file, 1, &in_file, 1, inputs, ninputs)) {
+        rc = TG_EXIT_USAGE;
+        goto done;
+    }
     if (dump && (rc = cli_out_check_mkdirs("tgdebug: nanguard", "--dump", dump))) goto done;
     if ((rc = cli_session_open(&S, TGDEBUG, SUB, path, fname, &co, inputs, ninputs))) goto done;
     tg_graph *g = S.g;

@@ -21,12 +21,23 @@ static bool parse_long(const char *tool, const char *opt, const char *s, long mi
 }
 
 int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void (*usage)(FILE *)) {
+    /* (--port and --bind are serve's: run takes them as unknown options,
+     * named as given) */
     static const struct option longs[] = {{"calls", required_argument, 0, 'c'}, {"break", required_argument, 0, 'b'},
-                                          {"when", required_argument, 0, 'w'},  {"port", required_argument, 0, 'p'},
-                                          {"bind", required_argument, 0, 'B'},  {"help", no_argument, 0, 'h'},
+                                          {"when", required_argument, 0, 'w'},  {"help", no_argument, 0, 'h'},
                                           {"version", no_argument, 0, 'V'},     {"include", required_argument, 0, 'I'},
-                                          {"exclude", required_argument, 0, 'X'}, {0, 0, 0, 0}};
+                                          {"exclude", required_argument, 0, 'X'}, {"port", required_argument, 0, 'p'},
+                                          {"bind", required_argument, 0, 'B'},  {0, 0, 0, 0}};
+    static const struct option run_longs[] = {{"calls", required_argument, 0, 'c'},
+                                              {"break", required_argument, 0, 'b'},
+                                              {"when", required_argument, 0, 'w'},
+                                              {"help", no_argument, 0, 'h'},
+                                              {"version", no_argument, 0, 'V'},
+                                              {"include", required_argument, 0, 'I'},
+                                              {"exclude", required_argument, 0, 'X'},
+                                              {0, 0, 0, 0}};
     const char *tool = o->tool;
+    const char *calls_s = NULL, *port_s = NULL, *bind_s = NULL; /* (each given once) */
     const char *node = NULL; /* the last --break, waiting for its --when */
     int c;
     o->calls = 1;
@@ -34,7 +45,7 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
     o->bind = "127.0.0.1";
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":f:i:O:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":f:i:O:h", serve ? longs : run_longs, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return -1;
         case 'V': cli_print_version("tgdebug"); return -1;
@@ -46,16 +57,17 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
             if (!cli_once(tool, "-f", &o->fname, optarg)) return TG_EXIT_USAGE;
             break;
         case 'O':
+            if (!cli_once(tool, "-O", &o->preset, optarg)) return TG_EXIT_USAGE;
             if (strcmp(optarg, "none") && strcmp(optarg, "fast_compile") && strcmp(optarg, "fast_run")) {
                 cli_error(tool, "-O: unknown preset '%s' (none, fast_compile or fast_run)", optarg);
                 return TG_EXIT_USAGE;
             }
-            o->preset = optarg;
             break;
         case 'i':
             if (!cli_input_add(tool, o->inputs, &o->ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
         case 'c':
+            if (!cli_once(tool, "--calls", &calls_s, optarg)) return TG_EXIT_USAGE;
             if (!parse_long(tool, "--calls", optarg, 1, 1000000000L, &o->calls)) return TG_EXIT_USAGE;
             break;
         case 'b':
@@ -74,19 +86,15 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
             if (!dbg_add_break(d, node, optarg)) return TG_EXIT_USAGE;
             node = NULL;
             break;
-        case 'p':
         case 'B':
-            if (!serve) {
-                cli_error(tool, "unknown option '%s' (see %s --help)", argv[optind - 1], tool);
-                return TG_EXIT_USAGE;
-            }
-            if (c == 'B')
-                o->bind = optarg;
-            else if (!parse_long(tool, "--port", optarg, 0, 65535, &o->port))
+            if (!cli_once(tool, "--bind", &bind_s, optarg)) return TG_EXIT_USAGE;
+            o->bind = optarg;
+            break;
+        case 'p':
+            if (!cli_once(tool, "--port", &port_s, optarg) || !parse_long(tool, "--port", optarg, 0, 65535, &o->port))
                 return TG_EXIT_USAGE;
             break;
-        case ':': cli_error(tool, "option '%s' needs a value (see %s --help)", argv[optind - 1], tool); return TG_EXIT_USAGE;
-        default: cli_error(tool, "unknown option '%s' (see %s --help)", argv[optind - 1], tool); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(tool, NULL, c, argv);
         }
     }
     if (node && !dbg_add_break(d, node, NULL)) return TG_EXIT_USAGE;

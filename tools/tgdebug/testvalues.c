@@ -67,7 +67,7 @@ int tgd_testvalues(int argc, char **argv) {
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'q': quiet = true; break;
         case 'V': cli_print_version("tgdebug"); return TG_EXIT_OK;
-        default: tgd_error(SUB, "unknown option '%s' (see tgdebug testvalues --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TGDEBUG, SUB, c, argv);
         }
     }
     if (optind != argc - 1) {

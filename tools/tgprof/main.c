@@ -702,92 +702,17 @@ static void write_trace(const prof_info *P, FILE *o, const prof_body *bodies, in
 
 /* ---- main ---- */
 
-/* Where a path names a file: the file's device and inode when it exists,
- * else its folder's (resolved, so that ./r.json and r.json agree) and its
- * last name. kind: 0 no such folder either, 1 a file or where one would
- * be made, 2 something that may be written twice (a device such as
- * /dev/null, a FIFO). */
-typedef struct file_id {
-    int kind;
-    dev_t dev;
-    ino_t ino;
-    const char *name; /* the last name, for a file not there yet */
-} file_id;
-
-static file_id file_id_of(const char *path) {
-    file_id id = {0};
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        id.kind = S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) ? 1 : 2;
-        id.dev = st.st_dev;
-        id.ino = st.st_ino;
-        return id;
-    }
-    const char *slash = strrchr(path, '/');
-    id.name = slash ? slash + 1 : path;
-    char dir[PATH_MAX];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    if (stat(dir, &st) == 0) {
-        id.kind = 1;
-        id.dev = st.st_dev;
-        id.ino = st.st_ino;
-    }
-    return id;
-}
-
-static bool same_file(const char *a, const char *b) {
-    file_id x = file_id_of(a), y = file_id_of(b);
-    if (x.kind != 1 || y.kind != 1 || x.dev != y.dev || x.ino != y.ino) return false;
-    return (!x.name && !y.name) || (x.name && y.name && !strcmp(x.name, y.name));
-}
-
 /* --json and --trace must not write over each other, over the graph file
  * or over an -i file (each is written whole at the end, by a rename, and
  * the first written was lost without a word, or the graph replaced by its
  * report); at most one of them on standard output ("-"), which then holds
  * that document alone (the text report is left out). True when they may
- * be written; else one line and false. */
+ * be written; else one line and false (cli_outputs_ok). */
 static bool outputs_ok(const char *json_out, const char *trace_out, const char *path, const cli_input *inputs,
                        int ninputs) {
-    if (json_out && trace_out && !strcmp(json_out, "-") && !strcmp(trace_out, "-")) {
-        cli_error(TOOL, "--json - and --trace -: only one of them can go to standard output");
-        return false;
-    }
-    if (json_out && trace_out && strcmp(json_out, "-") && same_file(json_out, trace_out)) {
-        cli_error(TOOL, "--json %s and --trace %s are the same file: one would replace the other",
-                  cli_text(json_out), cli_text(trace_out));
-        return false;
-    }
-    const char *outs[2] = {json_out, trace_out}, *opts[2] = {"--json", "--trace"}, *what[2] = {"report", "trace"};
-    for (int i = 0; i < 2; i++) {
-        if (!outs[i] || !strcmp(outs[i], "-")) continue;
-        if (same_file(outs[i], path)) {
-            cli_error(TOOL, "%s %s is the graph file being profiled: the %s would replace it", opts[i],
-                      cli_text(outs[i]), what[i]);
-            return false;
-        }
-        for (int k = 0; k < ninputs; k++) {
-            /* FILE.npy, FILE.npz, FILE.npz:NAME (an id's JSON literal
-             * names no file) */
-            char file[PATH_MAX];
-            const char *v = inputs[k].value, *colon = strrchr(v, ':');
-            size_t n = colon && colon - v >= 4 && !strncmp(colon - 4, ".npz", 4) ? (size_t)(colon - v) : strlen(v);
-            if (n >= sizeof file) continue;
-            memcpy(file, v, n);
-            file[n] = 0;
-            if (same_file(outs[i], file)) {
-                cli_error(TOOL, "%s %s is the input file of -i %s%s%s: the %s would replace it", opts[i],
-                          cli_text(outs[i]), cli_text(inputs[k].id), *inputs[k].id ? "=" : "", cli_text(v), what[i]);
-                return false;
-            }
-        }
-    }
-    return true;
+    const cli_file outs[] = {{"--json", json_out, "the report"}, {"--trace", trace_out, "the trace"}};
+    const cli_file in = {"FILE", path, "the graph file being profiled"};
+    return cli_outputs_ok(TOOL, outs, 2, &in, 1, inputs, ninputs);
 }
 
 static bool parse_count(const char *opt, const char *s, long min, long *out) {
@@ -806,6 +731,7 @@ int main(int argc, char **argv) {
     tg_omp_respawn(argv); /* libgomp's spin count (ompspin.h) */
     cli_start(TOOL);
     const char *fname = NULL, *preset = NULL, *json_out = NULL, *trace_out = NULL, *device = NULL;
+    const char *calls_s = NULL, *warmup_s = NULL, *top_s = NULL; /* (each given once) */
     bool sync = false, no_bodies = false;
     long calls = 10, warmup = 1, top = 20;
     cli_input inputs[CLI_MAX_INPUTS];
@@ -845,8 +771,7 @@ int main(int argc, char **argv) {
         case 'S': sync = true; break;
         case 'B': no_bodies = true; break;
         case 'd':
-            if (!cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
-            device = optarg;
+            if (!cli_once(TOOL, "--device", &device, optarg) || !cli_device_ok(TOOL, optarg)) return TG_EXIT_USAGE;
             break;
         case 't':
             if (!cli_once(TOOL, "--trace", &trace_out, optarg) || !cli_path_ok(TOOL, "--trace", optarg))
@@ -855,23 +780,18 @@ int main(int argc, char **argv) {
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'V': cli_print_version("tgprof"); return TG_EXIT_OK;
         case 'c':
-            if (!parse_count("--calls", optarg, 1, &calls)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "--calls", &calls_s, optarg) || !parse_count("--calls", optarg, 1, &calls)) return TG_EXIT_USAGE;
             break;
         case 'w':
-            if (!parse_count("--warmup", optarg, 0, &warmup)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "--warmup", &warmup_s, optarg) || !parse_count("--warmup", optarg, 0, &warmup)) return TG_EXIT_USAGE;
             break;
         case 'n':
-            if (!parse_count("--top", optarg, 0, &top)) return TG_EXIT_USAGE;
+            if (!cli_once(TOOL, "--top", &top_s, optarg) || !parse_count("--top", optarg, 0, &top)) return TG_EXIT_USAGE;
             break;
         case 'i':
             if (!cli_input_add(TOOL, inputs, &ninputs, CLI_MAX_INPUTS, optarg)) return TG_EXIT_USAGE;
             break;
-        case ':':
-            cli_error(TOOL, "option '%s' needs a value (see tgprof --help)", argv[optind - 1]);
-            return TG_EXIT_USAGE;
-        default:
-            cli_error(TOOL, "unknown option '%s' (see tgprof --help)", argv[optind - 1]);
-            return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TOOL, NULL, c, argv);
         }
     }
     if (optind != argc - 1) {

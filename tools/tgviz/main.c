@@ -294,7 +294,7 @@ static int choose(const char *fname, int count, int found, int *first_of, tg_ctx
 
 int main(int argc, char **argv) {
     cli_start(TOOL);
-    const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL;
+    const char *fname = NULL, *prof_path = NULL, *format = NULL, *outp = NULL, *preset = NULL, *layout_s = NULL;
     cli_taglist inc = {{0}, 0}, exc = {{0}, 0};
     bool want_opt = false, want_orig = false;
     vz_layout_kind layout = VZ_LAYOUT_AUTO;
@@ -313,24 +313,28 @@ int main(int argc, char **argv) {
         case 'h': usage(stdout); return TG_EXIT_OK;
         case 'V': cli_print_version("tgviz"); return TG_EXIT_OK;
         case 'f':
+            if (!cli_once(TOOL, "-f", &fname, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'o':
-            if (c == 'f' ? fname : outp) {
-                cli_error(TOOL, "-%c given twice ('%s' and '%s')", c, c == 'f' ? fname : outp, optarg);
-                return TG_EXIT_USAGE;
-            }
-            if (c == 'o' && !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
-            *(c == 'f' ? &fname : &outp) = optarg;
+            if (!cli_once(TOOL, "-o", &outp, optarg) || !cli_path_ok(TOOL, "-o", optarg)) return TG_EXIT_USAGE;
             break;
         case 'I':
         case 'X':
             if (!cli_tag_opt(TOOL, c, &inc, &exc, optarg)) return TG_EXIT_USAGE;
             break;
-        case 'O': preset = optarg; break;
+        case 'O':
+            if (!cli_once(TOOL, "-O", &preset, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'P': want_opt = true; break;
         case 'R': want_orig = true; break;
-        case 'p': prof_path = optarg; break;
-        case 'F': format = optarg; break;
+        case 'p':
+            if (!cli_once(TOOL, "--profile", &prof_path, optarg)) return TG_EXIT_USAGE;
+            break;
+        case 'F':
+            if (!cli_once(TOOL, "--format", &format, optarg)) return TG_EXIT_USAGE;
+            break;
         case 'L':
+            if (!cli_once(TOOL, "--layout", &layout_s, optarg)) return TG_EXIT_USAGE;
             if (!strcmp(optarg, "auto")) layout = VZ_LAYOUT_AUTO;
             else if (!strcmp(optarg, "dot")) layout = VZ_LAYOUT_DOT;
             else if (!strcmp(optarg, "layers")) layout = VZ_LAYOUT_LAYERS;
@@ -339,8 +343,7 @@ int main(int argc, char **argv) {
                 return TG_EXIT_USAGE;
             }
             break;
-        case ':': cli_error(TOOL, "%s needs a value (see tgviz --help)", argv[optind - 1]); return TG_EXIT_USAGE;
-        default: cli_error(TOOL, "unknown option '%s' (see tgviz --help)", argv[optind - 1]); return TG_EXIT_USAGE;
+        default: return cli_getopt_error(TOOL, NULL, c, argv);
         }
     }
     if (optind != argc - 1) {
@@ -352,6 +355,12 @@ int main(int argc, char **argv) {
         cli_error(TOOL, "-o OUT is required (see tgviz --help)");
         return TG_EXIT_USAGE;
     }
+    /* The drawing must not replace the graph drawn or the profile read
+     * (written whole at the end, by a rename, it did without a word). */
+    const cli_file out_file = {"-o", outp, "the drawing"};
+    const cli_file in_files[] = {{"FILE", argv[optind], "the graph file being drawn"},
+                                 {"--profile", prof_path, "the profile read by --profile"}};
+    if (!cli_outputs_ok(TOOL, &out_file, 1, in_files, 2, NULL, 0)) return TG_EXIT_USAGE;
     if (!format && strcmp(outp, "-")) {
         bool unknown;
         format = ext_format(outp, &unknown);
