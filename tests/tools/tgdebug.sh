@@ -457,15 +457,15 @@ V='v=[1,2,3,4,5,6,7,8]'
 # The unknown option is the one given, not the word after it.
 one_line 2 "^tgdebug run: unknown option '--port' \(see tgdebug run --help\)$" "run --port 5" -- "$TGDEBUG" run "$C" -i "$V" --port 5
 one_line 2 "^tgdebug run: unknown option '-c' \(see tgdebug run --help\)$" "run -calls 5" -- "$TGDEBUG" run "$C" -i "$V" -calls 5
-one_line 2 "^tgdebug serve: unknown option '-c' \(see tgdebug serve --help\)$" "serve -calls 5" -- "$TGDEBUG" serve "$C" -i "$V" -calls 5
+one_line 2 "^tgdebug serve: unknown option '-c' \(see tgdebug serve --help\)$" "serve -calls 5" -- timeout 30 "$TGDEBUG" serve "$C" -i "$V" -calls 5
 one_line 2 "^tgdebug: nanguard: unknown option '-c' \(see tgdebug nanguard --help\)$" "nanguard -calls 5" -- "$TGDEBUG" nanguard "$C" -i "$V" -calls 5
 one_line 2 "^tgdebug: compare: unknown option '-c' \(see tgdebug compare --help\)$" "compare -calls 5" -- "$TGDEBUG" compare "$C" -i "$V" -calls 5
 one_line 2 "^tgdebug: testvalues: unknown option '-x' \(see tgdebug testvalues --help\)$" "testvalues -x" -- "$TGDEBUG" testvalues "$C" -x
 # Single-value options given twice are refused.
 one_line 2 "^tgdebug run: -O given twice \('none' and 'fast_run'\)$" "run -O twice" -- "$TGDEBUG" run "$C" -i "$V" -O none -O fast_run
 one_line 2 "^tgdebug run: --calls given twice" "run --calls twice" -- "$TGDEBUG" run "$C" -i "$V" --calls 1 --calls 2
-one_line 2 "^tgdebug serve: --port given twice" "serve --port twice" -- "$TGDEBUG" serve "$C" -i "$V" --port 1 --port 2
-one_line 2 "^tgdebug serve: --bind given twice" "serve --bind twice" -- "$TGDEBUG" serve "$C" -i "$V" --bind 127.0.0.1 --bind ::1
+one_line 2 "^tgdebug serve: --port given twice" "serve --port twice" -- timeout 30 "$TGDEBUG" serve "$C" -i "$V" --port 1 --port 2
+one_line 2 "^tgdebug serve: --bind given twice" "serve --bind twice" -- timeout 30 "$TGDEBUG" serve "$C" -i "$V" --bind 127.0.0.1 --bind ::1
 one_line 2 "^tgdebug: nanguard: --calls given twice" "nanguard --calls twice" -- "$TGDEBUG" nanguard "$C" -i "$V" --calls 1 --calls 2
 one_line 2 "^tgdebug: nanguard: --big given twice" "nanguard --big twice" -- "$TGDEBUG" nanguard "$C" -i "$V" --big 1 --big 2
 one_line 2 "^tgdebug: nanguard: --device given twice" "nanguard --device twice" -- "$TGDEBUG" nanguard "$C" -i "$V" --device cpu --device cpu
