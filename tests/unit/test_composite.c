@@ -1458,6 +1458,25 @@ static void test_sig_table_bounded(void **state) {
     tg_function_free(again);
     tg_function_free(keep);
     tg_graph_free(keep_g);
+    /* A table filled to its cap (4,096) by one function's groups, all
+     * read while it lives, is swept again once they are not: it was
+     * swept at the cap, found nothing to drop, and waited for a size it
+     * could never reach. */
+    big = scaled_tanh(4200, 9000.5);
+    fb = tg_function_compile(big, 0, NULL, ctx);
+    assert_non_null(fb);
+    assert_true(tg_composite_sig_entries() >= 4000);
+    tg_function_free(fb);
+    tg_graph_free(big);
+    for (int i = 0; i < 1100; i++) {
+        tg_graph *g = scaled_tanh(1, 20000.5 + i);
+        tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+        assert_non_null(f);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+    int full_after = tg_composite_sig_entries();
+    if (full_after > 200) fail_msg("%d entries after the full table's function was freed", full_after);
     tg_ctx_free(ctx);
     tg_composite_force_interp(false);
 }

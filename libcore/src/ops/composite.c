@@ -1629,7 +1629,7 @@ typedef struct sig_entry {
 } sig_entry;
 enum { SIG_BUCKETS = 1024, SIG_MAX = 4096, SIG_SWEEP_MIN = 64 };
 static sig_entry *sig_table[SIG_BUCKETS];
-static int sig_count, sig_sweep_at = SIG_SWEEP_MIN;
+static int sig_count, sig_sweep_at = SIG_SWEEP_MIN, sig_full_misses;
 static uint64_t sig_ids;
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -1798,9 +1798,14 @@ static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *pars
         return; /* (out of memory: not remembered) */
     }
     pthread_mutex_lock(&sig_lock);
-    if (sig_count >= sig_sweep_at) {
+    /* Swept when the table has doubled since the last sweep, and once
+     * full (every entry read by some node), every SIG_MAX / 4 misses. */
+    bool due = sig_count >= sig_sweep_at;
+    if (sig_count >= SIG_MAX) due = ++sig_full_misses >= SIG_MAX / 4;
+    if (due) {
         sig_sweep();
-        sig_sweep_at = sig_count * 2 > SIG_SWEEP_MIN ? sig_count * 2 : SIG_SWEEP_MIN;
+        sig_full_misses = 0;
+        sig_sweep_at = sig_count * 2 < SIG_SWEEP_MIN ? SIG_SWEEP_MIN : sig_count * 2 > SIG_MAX ? SIG_MAX : sig_count * 2;
     }
     sig_entry *e = NULL;
     if (sig_count < SIG_MAX && (e = tg_calloc(1, sizeof *e))) {
