@@ -6,6 +6,7 @@
  * halfway leaving the previous file intact. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/tgf.h"
@@ -1324,7 +1326,39 @@ static void stop_after_first_write(size_t written) {
     for (;;) pause();
 }
 
-/* kill -9 in the middle of a save leaves the previous file as it was. */
+/* How many entries of the test's folder are named name, or, for a name
+ * ending in '*', begin with what is before it. */
+static int count_named(const char *name) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    size_t n = strlen(name);
+    bool prefix = n && name[n - 1] == '*';
+    int c = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (prefix ? !strncmp(e->d_name, name, n - 1) : !strcmp(e->d_name, name)) c++;
+    closedir(d);
+    return c;
+}
+
+static void write_x(const char *path) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputc('x', f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Set a file's times to `seconds` ago. */
+static void age_file(const char *path, long seconds) {
+    struct timespec ts[2];
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= seconds;
+    ts[1] = ts[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* kill -9 in the middle of a save leaves the previous file as it was,
+ * and the next save but one, an hour on, removes its temporary. */
 static void test_kill_during_save_keeps_old_file(void **state) {
     (void)state;
     tg_graph *g;
@@ -1375,8 +1409,31 @@ static void test_kill_during_save_keeps_old_file(void **state) {
     tg_tgf *t = tg_tgf_load(path_in("k.tgf"), NULL, ctx);
     if (!t) fail_msg("%s", tg_ctx_message(ctx));
     tg_tgf_free(t);
-    /* And a save that completes replaces it. */
+    /* The killed save's temporary is there. Beside it, two hours old,
+     * names the sweep must leave: a live process's (pid 1), another
+     * file's, and two not of the form. */
+    char killed[64], live[64];
+    snprintf(killed, sizeof killed, "k.tgf.tmp.%ld.*", (long)pid);
+    assert_int_equal(count_named(killed), 1);
+    snprintf(live, sizeof live, "k.tgf.tmp.%d.0", 1);
+    const char *keep[] = {live, "j.tgf.tmp.999999999.0", "k.tgf.tmp.999999999.x", "k.tgfx.tmp.999999999.0"};
+    for (int i = 0; i < 4; i++) write_x(path_in(keep[i]));
+    for (int i = 0; i < 4; i++) age_file(path_in(keep[i]), 7200);
+    /* A save that completes replaces the file; the temporary, fresh, stays
+     * (its writer could be in another PID namespace or on another machine),
+     * and goes at the first save once it is an hour old. */
     assert_int_equal(tg_tgf_save(path_in("k.tgf"), &bf, 1, NULL, ctx), 0);
+    assert_int_equal(count_named(killed), 1);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, killed, strlen(killed) - 1)) age_file(path_in(e->d_name), 3700);
+    closedir(d);
+    write_x(path_in("k.tgf.tmp.999999999.7")); /* dead, but fresh */
+    assert_int_equal(tg_tgf_save(path_in("k.tgf"), &bf, 1, NULL, ctx), 0);
+    assert_int_equal(count_named(killed), 0);
+    assert_int_equal(count_named("k.tgf.tmp.999999999.7"), 1);
+    for (int i = 0; i < 4; i++) assert_int_equal(count_named(keep[i]), 1);
     t = tg_tgf_load(path_in("k.tgf"), NULL, ctx);
     if (!t) fail_msg("%s", tg_ctx_message(ctx));
     tg_array *out = NULL;

@@ -7,9 +7,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/io.h"
@@ -240,6 +243,60 @@ int tg_file_begin(const char *path, tg_file_save *sv, tg_ctx *ctx) {
 
 static int commit(int fd, const char *tmp, const char *path, tg_ctx *ctx);
 
+/* A save cut short by SIGKILL or a crash (nothing runs to remove its
+ * temporary) leaves DEST.tmp.PID.N beside DEST. The next save of DEST
+ * removes those whose process is gone and which nothing has written for
+ * an hour: a live writer's PID, or a writer in another PID namespace or
+ * on another machine sharing the folder that is still writing, keeps its
+ * file. Only names of that exact form, of this DEST, are looked at. */
+enum { STALE_TMP_S = 3600 };
+
+static bool stale_tmp_name(const char *name, const char *base, size_t blen, long *pid) {
+    if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp.", 5)) return false;
+    const char *p = name + blen + 5, *q = p;
+    long v = 0;
+    for (; *q >= '0' && *q <= '9' && v < 100000000; q++) v = v * 10 + (*q - '0');
+    if (q == p || *q != '.' || !q[1]) return false;
+    for (q++; *q; q++)
+        if (*q < '0' || *q > '9') return false;
+    *pid = v;
+    return true;
+}
+
+static void sweep_stale_temporaries(const char *dest) {
+    char *copy = tg_strdup(dest);
+    if (!copy) return;
+    char *slash = strrchr(copy, '/');
+    const char *dir = ".", *base = copy;
+    if (slash) {
+        *slash = 0;
+        dir = slash == copy ? "/" : copy;
+        base = slash + 1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0) close(dfd);
+        tg_free(copy);
+        return;
+    }
+    size_t blen = strlen(base);
+    time_t now = time(NULL);
+    long self = (long)getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid;
+        struct stat st;
+        if (!stale_tmp_name(e->d_name, base, blen, &pid) || pid == self || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) continue;
+        if (now - st.st_mtime < STALE_TMP_S) continue;
+        (void)unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(d);
+    tg_free(copy);
+}
+
 static void release(tg_file_save *sv) {
     if (sv->slot > 0 && sv->slot <= TMP_SLOTS) atomic_store(&tmp_state[sv->slot - 1], 0);
     sv->slot = 0;
@@ -253,7 +310,10 @@ int tg_file_finish(tg_file_save *sv, tg_ctx *ctx) {
     int rc;
     if (sv->tmp) {
         rc = commit(sv->fd, sv->tmp, sv->dest, ctx);
-        if (rc) unlink(sv->tmp);
+        if (rc)
+            unlink(sv->tmp);
+        else
+            sweep_stale_temporaries(sv->dest);
     } else {
         rc = close(sv->fd) < 0 ? tg_errorf(ctx, TG_EIO, "%s: write failed: %s", sv->dest, strerror(errno)) : TG_OK;
     }

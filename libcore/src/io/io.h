@@ -163,7 +163,9 @@ int tg_file_write_all(int fd, const void *data, size_t len, const char *path, tg
  * and removes the temporary. Both finish and abort release sv. The
  * temporary takes the permissions (and, where allowed, the owner and
  * group) of the file it will replace; a new file gets 0666 less the
- * umask. */
+ * umask. A finish that replaced the file also removes the temporaries of
+ * the same file that earlier saves, killed mid-write (SIGKILL, a crash),
+ * left: DEST.tmp.PID.N whose process is gone and that is an hour old. */
 typedef struct tg_file_save {
     int fd;
     char *tmp;  /* NULL: writing in place */
