@@ -292,6 +292,66 @@ four_values
 contains err "interpreter: the C compiler $tmp/failcc failed (exit status 1): failcc: no" "the warning says why"
 [ "$(wc -l <"$tmp/fail.log")" -eq 4 ] && pass "each kernel tried once" || fail "$(wc -l <"$tmp/fail.log") tries"
 unset TG_CC
+# ---- entries unused for a while go ----
+# A kernel loaded from the folder marks its entry used (its file's time,
+# at most once an hour); clear --older-than removes only the entries not
+# used for AGE; TG_CACHE_MAX_AGE days unused, they go by themselves, once
+# a day (the lock file's time), at the first use of the folder.
+export TG_CACHE_DIR=$tmp/cage TG_CC=$tmp/cc
+rm -f "$tmp/cc.log"
+mtime() { stat -c %Y "$1"; }
+err_line() { [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$1" "$tmp/err" && pass "one line: $1" || fail "stderr: $(cat "$tmp/err")"; }
+days_ago() { echo $(( $(date +%s) - $1 * 86400 )); }
+expect 0 "a kernel for the age checks" -- "$TGC" run "$G" -i "$A" -i "$B"
+so=$(ls "$TG_CACHE_DIR"/*.so); src=${so%.so}.c
+touch -d "@$(days_ago 40)" "$so" "$src"
+expect 0 "a run that loads it" -- "$TGC" run "$G" -i "$A" -i "$B"
+[ "$(wc -l <"$tmp/cc.log")" -eq 1 ] && pass "loaded, not compiled" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+[ $(( $(date +%s) - $(mtime "$so") )) -lt 600 ] && pass "loading marks the entry used" \
+  || fail "the kernel's time stayed $(stat -c %y "$so")"
+expect 0 "list after the load" -- "$TGC" cache list
+contains out "^[0-9a-f]\{32\} cpu  *[0-9]*  *[0-9]*s  " "list's age is since the last use"
+touch "$TG_CACHE_DIR/keep.txt"
+expect 0 "clear --older-than 1d of an entry used now" -- "$TGC" cache clear --older-than 1d
+contains out "removed 0 entries" "nothing removed"
+[ -e "$so" ] && [ -e "$src" ] && pass "the entry stays" || fail "the entry went"
+touch -d "@$(days_ago 2)" "$so" "$src" "$TG_CACHE_DIR/keep.txt"
+expect 0 "clear --older-than=36h of an entry unused for 2 days" -- "$TGC" cache clear --older-than=36h
+contains out "removed 1 entry" "one entry removed"
+[ ! -e "$so" ] && [ ! -e "$src" ] && pass "its kernel and source went" || fail "$(ls "$TG_CACHE_DIR")"
+[ -e "$TG_CACHE_DIR/keep.txt" ] && pass "a file not the cache's stays, however old" || fail "keep.txt went"
+for bad in 5x -1 "" 2w nan 1e999; do
+  expect 2 "clear --older-than '$bad'" -- "$TGC" cache clear --older-than "$bad"
+  err_line "^tgc cache: --older-than '$bad': expected an age such as 30d, 12h, 90m or 3600s$"
+done
+expect 2 "clear --older-than without an age" -- "$TGC" cache clear --older-than
+err_line "^tgc cache: --older-than needs an AGE"
+expect 2 "clear with another word" -- "$TGC" cache clear all
+err_line "^tgc cache: unexpected 'all' after clear"
+# by themselves
+rm -f "$tmp/cc.log"
+expect 0 "compile it again" -- "$TGC" run "$G" -i "$A" -i "$B"
+touch -d "@$(days_ago 20)" "$so" "$src"
+expect 0 "TG_CACHE_MAX_AGE=10, the folder pruned less than a day ago" -- \
+  env TG_CACHE_MAX_AGE=10 "$TGC" run "$G" -i "$A" -i "$B"
+[ "$(wc -l <"$tmp/cc.log")" -eq 1 ] && pass "not pruned: loaded" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+touch -d "@$(days_ago 20)" "$so" "$src"
+touch -d "@$(days_ago 2)" "$TG_CACHE_DIR/lock"
+expect 0 "TG_CACHE_MAX_AGE=0 keeps it" -- env TG_CACHE_MAX_AGE=0 "$TGC" run "$G" -i "$A" -i "$B"
+[ "$(wc -l <"$tmp/cc.log")" -eq 1 ] && pass "kept: loaded" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+touch -d "@$(days_ago 20)" "$so" "$src"
+expect 0 "TG_CACHE_MAX_AGE=30 keeps an entry 20 days unused" -- env TG_CACHE_MAX_AGE=30 "$TGC" run "$G" -i "$A" -i "$B"
+[ "$(wc -l <"$tmp/cc.log")" -eq 1 ] && pass "kept: loaded" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+[ $(( $(date +%s) - $(mtime "$TG_CACHE_DIR/lock") )) -lt 600 ] && pass "the prune is noted on the lock file" \
+  || fail "the lock file's time stayed $(stat -c %y "$TG_CACHE_DIR/lock")"
+touch -d "@$(days_ago 20)" "$so" "$src"
+touch -d "@$(days_ago 2)" "$TG_CACHE_DIR/lock"
+expect 0 "TG_CACHE_MAX_AGE=10 removes an entry 20 days unused" -- \
+  env TG_CACHE_MAX_AGE=10 "$TGC" run "$G" -i "$A" -i "$B"
+contains out "4\. *, *1\. *, *12.25, *16\." "the values"
+[ "$(wc -l <"$tmp/cc.log")" -eq 2 ] && pass "removed, then compiled again" || fail "compiled $(wc -l <"$tmp/cc.log") times"
+[ -e "$TG_CACHE_DIR/keep.txt" ] && pass "a file not the cache's stays" || fail "keep.txt went"
+unset TG_CC
 export TG_CACHE_DIR=$tmp/cache
 expect 2 "bad subcommand" -- "$TGC" cache frob
 contains err "expected 'list' or 'clear'" "bad subcommand message"

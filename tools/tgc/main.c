@@ -45,7 +45,7 @@ static void usage(FILE *f) {
             "               [--exclude TAG]... [--ids int|char] [--types] [--shapes]\n"
             "               [--profile N -i ID=VALUE...]\n"
             "       tgc export FILE.tgf [-f NAME] -o GRAPH.json\n"
-            "       tgc cache list|clear\n"
+            "       tgc cache list|clear [--older-than AGE]\n"
             "\n"
             "check    load FILE (interchange JSON), compile every function and print\n"
             "         one line per function.\n"

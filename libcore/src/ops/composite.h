@@ -243,7 +243,8 @@ unsigned long tg_kcache_generation(void);
 typedef struct tg_kcache_entry {
     char hash[33];
     int64_t bytes;       /* compiled code + source */
-    double age_seconds;  /* since the compiled code was written */
+    double age_seconds;  /* since the compiled code was written or last
+                            loaded (at most an hour off) */
     char first_line[160]; /* of the source */
     char kind[24];       /* "cpu", or "cuda " and the NVRTC target
                             ("cuda sm_90", "cuda compute_90") */
@@ -259,6 +260,12 @@ int tg_kcache_list(const char *dir, tg_kcache_entry **out, int *n,
  * counts the entries removed. Takes the folder's lock as compiles do, so
  * it waits for a compile in progress; the lock file stays. */
 int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx);
+/* The same for the entries last used (or written) min_age seconds ago or
+ * more (every entry: min_age < 0). A kernel loaded from the folder marks
+ * its entry used (its file's time, at most once an hour); the entries
+ * unused for TG_CACHE_MAX_AGE days (default 30, 0: never) go by
+ * themselves, swept once a day by the first process to use the folder. */
+int tg_kcache_clear_older(const char *dir, double min_age, int *removed, tg_ctx *ctx);
 /* Whether a process holds dir's lock now (compiling a kernel): then
  * tg_kcache_clear would wait. */
 bool tg_kcache_busy(const char *dir);
@@ -268,6 +275,10 @@ bool tg_kcache_busy(const char *dir);
  * 128-bit FNV-1a, as 32 hex digits, of parts[0..n-1] each with its
  * terminating NUL. */
 int tg_kcache_mkdir(const char *dir);
+/* A kernel file loaded from the folder: mark its entry used now (its
+ * time; at most once an hour), so that the pruning of unused entries
+ * (tg_kcache_clear_older) keeps it. */
+void tg_kcache_mark_used(const char *path);
 void tg_kcache_hash(const char *const *parts, int n, char out[33]);
 
 #endif

@@ -28,6 +28,14 @@
  * (TG_CC_TIMEOUT seconds, 300 by default), killed when it runs past it;
  * a process that waits for another's compile says so once on stderr and
  * gives up after the same time.
+ *
+ * As Theano's compile folder does, the cache forgets what is no longer
+ * used: a kernel loaded from the folder has its file's time set to now
+ * (at most once an hour), so that a file's time says when it was last
+ * used, and the entries unused for TG_CACHE_MAX_AGE days (30 by default;
+ * 0: never) are removed, once a day, by the first process that uses the
+ * folder after that day (the lock file's time says when it last did).
+ * `tgc cache clear --older-than AGE` does the same by hand.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -439,6 +447,7 @@ static int probe_cc(void) {
                 cc_ident = tg_strdup(buf + hl);
                 cc_ok = cc_ident != NULL;
                 oom |= !cc_ok;
+                if (cc_ok) tg_kcache_mark_used(idpath);
             }
         }
     }
@@ -978,6 +987,55 @@ static bool fail_take(const char *hash, const char **why) {
     return false;
 }
 
+static int sweep_folder(const char *dir, double min_age, int *removed, tg_ctx *ctx);
+static int open_lock(const char *dir, bool create);
+
+/* A kernel loaded from the folder is used now: its file's time says so,
+ * for the pruning of unused entries (written at most once an hour; a
+ * folder this process may not write is left as it is). */
+enum { USE_STAMP_S = 3600, PRUNE_EVERY_S = 86400 };
+
+void tg_kcache_mark_used(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && difftime(time(NULL), st.st_mtime) >= USE_STAMP_S)
+        (void)utimensat(AT_FDCWD, path, NULL, 0);
+}
+
+/* TG_CACHE_MAX_AGE: days an entry may stay unused (a positive number,
+ * fractions allowed), 0 for never; else 30. In seconds, or -1: never. */
+static double max_age_s(void) {
+    const char *e = getenv("TG_CACHE_MAX_AGE");
+    if (!e || !*e) return 30.0 * 86400;
+    char *end;
+    double d = strtod(e, &end);
+    if (*end || !(d >= 0) || d > 1e6) return 30.0 * 86400;
+    return d == 0 ? -1 : d * 86400;
+}
+
+/* Once a process: when the folder was last pruned a day ago or more (the
+ * lock file's time), remove the entries unused for TG_CACHE_MAX_AGE days.
+ * Only when the lock is free at once: a compile in progress elsewhere
+ * means another process is using the folder, and a later one will prune. */
+static void prune_once(const char *dir) {
+    static bool done;
+    if (done) return;
+    done = true;
+    double max_age = max_age_s();
+    if (max_age < 0) return;
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/lock", dir);
+    if (lstat(p, &st) == 0 && difftime(time(NULL), st.st_mtime) < PRUNE_EVERY_S) return;
+    int lfd = open_lock(dir, true);
+    if (lfd < 0) return;
+    if (flock(lfd, LOCK_EX | LOCK_NB) == 0) {
+        int removed = 0;
+        (void)futimens(lfd, NULL);
+        (void)sweep_folder(dir, max_age, &removed, NULL);
+    }
+    close(lfd); /* releases the flock */
+}
+
 tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     tg_kernel_fn fn = NULL;
     char *dir = NULL;
@@ -1020,6 +1078,7 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
         stats.failures++;
         goto done;
     }
+    prune_once(dir);
     char spath[4200];
     snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
     void *handle = NULL;
@@ -1065,7 +1124,10 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
         stats.failures++;
         goto done;
     }
-    if (!compiled) stats.disk_hits++;
+    if (!compiled) {
+        stats.disk_hits++;
+        tg_kcache_mark_used(spath);
+    }
     if (nmap == cmap) {
         int c = cmap ? cmap * 2 : 16;
         kentry *p = tg_realloc(map, sizeof *p * (size_t)c);
@@ -1137,6 +1199,7 @@ int tg_kcache_prefetch(const char *const *srcs, int n) {
         goto done;
     }
     if (!cc_ok || !dir_into(dir, sizeof dir) || mkdirs(dir) != 0) goto done;
+    prune_once(dir);
     if (!(jobs = tg_calloc((size_t)n, sizeof *jobs))) {
         rc = -1;
         goto done;
@@ -1357,24 +1420,53 @@ static bool is_ours(const char *dir, const char *nm) {
     return false;
 }
 
+/* Whether dir/nm was last written (or used: mark_used) min_age seconds
+ * ago or more; every file is, with min_age < 0. */
+static bool old_enough(const char *dir, const char *nm, double min_age, time_t now) {
+    if (min_age < 0) return true;
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, nm);
+    return lstat(p, &st) == 0 && difftime(now, st.st_mtime) >= min_age;
+}
+
 int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
+    return tg_kcache_clear_older(dir, -1, removed, ctx);
+}
+
+int tg_kcache_clear_older(const char *dir, double min_age, int *removed, tg_ctx *ctx) {
     *removed = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT) return TG_OK;
-        return tg_errorf(ctx, TG_EIO, "%s: %s", dir, strerror(errno));
-    }
     /* The folder's lock, as compiles take it: a compile in progress
      * finishes (and loads its kernel) before its files go; its lock file
      * stays, or a process waiting on it and one that came after would
      * each hold a lock of their own and compile at once. */
     int lfd = open_lock(dir, true);
+    if (lfd < 0 && errno == ENOENT) {
+        struct stat st;
+        if (stat(dir, &st) != 0 && errno == ENOENT) return TG_OK;
+    }
     if (lfd < 0 || flock(lfd, LOCK_EX) != 0) {
         int e = errno;
         if (lfd >= 0) close(lfd);
-        closedir(d);
         return tg_errorf(ctx, TG_EIO, "%s/lock: cannot lock the kernel cache folder: %s", dir, strerror(e));
     }
+    int rc = sweep_folder(dir, min_age, removed, ctx);
+    close(lfd); /* releases the flock */
+    return rc;
+}
+
+/* Remove the cache's files from dir (its lock held) whose entry was last
+ * used min_age seconds ago or more (all, with min_age < 0): an entry goes
+ * by its code's time, with its source; a source alone or a compiler's
+ * identity by its own; the temporaries of processes that are gone, at any
+ * age. */
+static int sweep_folder(const char *dir, double min_age, int *removed, tg_ctx *ctx) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT) return TG_OK;
+        return tg_errorf(ctx, TG_EIO, "%s: %s", dir, strerror(errno));
+    }
+    time_t now = time(NULL);
     int rc = TG_OK;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -1390,7 +1482,7 @@ int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
         if (tmp) {
             struct stat st;
             if (tmp_writer_alive(nm) || lstat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        } else if (!is_ours(dir, nm)) {
+        } else if (!old_enough(dir, nm, min_age, now) || !is_ours(dir, nm)) {
             continue;
         }
         bool entry = srcx != NULL;
@@ -1427,6 +1519,5 @@ int tg_kcache_clear(const char *dir, int *removed, tg_ctx *ctx) {
         if (entry) (*removed)++;
     }
     closedir(d);
-    close(lfd); /* releases the flock */
     return rc;
 }

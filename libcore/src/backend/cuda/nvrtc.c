@@ -518,7 +518,10 @@ static const void *image_get(const char *src, const char *target, size_t *size, 
             }
             e->img = read_image(path, target, &e->size, &corrupt);
         }
-        if (e->img) stats.disk_hits++;
+        if (e->img) {
+            stats.disk_hits++;
+            tg_kcache_mark_used(path);
+        }
     }
     if (!e->img) {
         e->img = nv_compile(src, target, &e->size, why);
