@@ -893,6 +893,87 @@ static void test_prefetch_sure_nodes_only(void **state) {
     drop_cache();
 }
 
+/* A lazy branch's kernels are compiled together when it first runs (as
+ * the first call's are), not one after another at their nodes' runs:
+ * r = ifelse(c, max(a*b + (a-b), ifelse(c2, min(a, b), a*a - b)),
+ * (a/b)*(a/b) + a), y0 = (a+a)*b; nine distinct bodies. The then-block
+ * has four of its own (the nested branch's two are not the block's: each
+ * alone, compiled by its run); the else-block two. Compiled together,
+ * they are then loaded from the folder by their nodes' runs (disk hits);
+ * one at a time, each run compiled its own (no disk hit). The values by
+ * hand. */
+static void test_prefetch_branch_block(void **state) {
+    (void)state;
+    fresh_cache("block");
+    tg_kcache_forget();
+    tg_str js = {0};
+    tg_str_addf(&js, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                     "{\"id\":\"c\",\"type\":{\"dtype\":\"bool\",\"shape\":[]}},"
+                     "{\"id\":\"c2\",\"type\":{\"dtype\":\"bool\",\"shape\":[]}},"
+                     "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+                     "{\"id\":\"b\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":[");
+    add_comp(&js, true, "y0", "a", "b", "add", "mul");
+    add_comp(&js, false, "t1", "a", "b", "mul", NULL);
+    add_comp(&js, false, "t2", "a", "b", "sub", NULL);
+    add_comp(&js, false, "t3", "t1", "t2", "add", NULL);
+    add_comp(&js, false, "i1", "a", "b", "minimum", NULL);
+    add_comp(&js, false, "i2", "a", "b", "mul", "sub");
+    tg_str_addf(&js, ",{\"op\":\"ifelse\",\"inputs\":[\"c2\",\"i1\",\"i2\"],\"outputs\":[\"in\"]}");
+    add_comp(&js, false, "t", "t3", "in", "maximum", NULL);
+    add_comp(&js, false, "e1", "a", "b", "true_div", NULL);
+    add_comp(&js, false, "e2", "e1", "a", "mul", "add");
+    tg_str_addf(&js, ",{\"op\":\"ifelse\",\"inputs\":[\"c\",\"t\",\"e2\"],\"outputs\":[\"r\"]}"
+                     "],\"functions\":{\"main\":{\"inputs\":[\"c\",\"c2\",\"a\",\"b\"],\"outputs\":[\"y0\",\"r\"]}}}");
+    assert_false(js.oom);
+    tg_graph *g = tu_load(js.s);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options o = {.preset = "none"};
+    tg_function *f = tg_function_compile(g, 0, &o, ctx);
+    assert_non_null(f);
+    tg_array *A = ramp(100, 2, 0.5), *B = ramp(100, 1, 0.25);
+    const double *a = tg_array_data(A), *b = tg_array_data(B);
+    /* call 0: y0 alone (its run), the then-block's four together (then
+     * loaded), the nested then-block's one (its run); call 1: the
+     * else-block's two together; call 2: the nested else-block's one */
+    static const struct {
+        bool c, c2;
+        int compiles, disk_hits;
+    } calls[] = {{true, true, 6, 4}, {false, true, 2, 2}, {true, false, 1, 0}, {true, true, 0, 0}, {false, false, 0, 0}};
+    for (int q = 0; q < 5; q++) {
+        tg_array *C = tg_array_new_scalar(TG_BOOL, calls[q].c), *C2 = tg_array_new_scalar(TG_BOOL, calls[q].c2);
+        tg_array *in[4] = {C, C2, A, B}, *out[2] = {0};
+        tg_kcache_stats s0 = tg_kcache_stats_get();
+        if (tg_function_call(f, in, out, ctx)) fail_msg("call %d: %s", q, tg_ctx_message(ctx));
+        tg_kcache_stats s1 = tg_kcache_stats_get();
+        if (s1.compiles - s0.compiles != calls[q].compiles || s1.disk_hits - s0.disk_hits != calls[q].disk_hits)
+            fail_msg("call %d (c=%d, c2=%d): %d compiles, %d from the folder; want %d, %d", q, calls[q].c,
+                     calls[q].c2, (int)(s1.compiles - s0.compiles), (int)(s1.disk_hits - s0.disk_hits),
+                     calls[q].compiles, calls[q].disk_hits);
+        assert_int_equal(s1.failures - s0.failures, 0);
+        for (int i = 0; i < 100; i++) {
+            double inner = calls[q].c2 ? fmin(a[i], b[i]) : a[i] * a[i] - b[i];
+            double r = calls[q].c ? fmax(a[i] * b[i] + (a[i] - b[i]), inner)
+                                  : (a[i] / b[i]) * (a[i] / b[i]) + a[i];
+            double want[2] = {(a[i] + a[i]) * b[i], r};
+            for (int k = 0; k < 2; k++)
+                if (((const double *)tg_array_data(out[k]))[i] != want[k])
+                    fail_msg("call %d: out %d [%d] = %.17g, want %.17g", q, k, i,
+                             ((const double *)tg_array_data(out[k]))[i], want[k]);
+        }
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+        tg_array_free(C);
+        tg_array_free(C2);
+    }
+    tg_function_free(f);
+    tg_array_free(A);
+    tg_array_free(B);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
+    tg_str_free(&js);
+    drop_cache();
+}
+
 /* The graph of test_prefetch_at_first_call: y0..y3 = a + b, a * b, a - b,
  * b + b (three distinct bodies). */
 static tg_graph *four_graph(void) {
@@ -1491,7 +1572,8 @@ int main(void) {
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_same_bits_any_layout), cmocka_unit_test(test_same_bits_broadcast),
         cmocka_unit_test(test_sincos_same_bits), cmocka_unit_test(test_prefetch_at_first_call),
-        cmocka_unit_test(test_prefetch_sure_nodes_only), cmocka_unit_test(test_prefetch_first_call_out_of_memory),
+        cmocka_unit_test(test_prefetch_sure_nodes_only), cmocka_unit_test(test_prefetch_branch_block),
+        cmocka_unit_test(test_prefetch_first_call_out_of_memory),
         cmocka_unit_test(test_prefetch_out_of_memory), cmocka_unit_test(test_prefetch_scan_body),
         cmocka_unit_test(test_inplace_raw_output), cmocka_unit_test(test_empty_body),
         cmocka_unit_test(test_sig_table_bounded),

@@ -446,39 +446,59 @@ done:
 /* ops/composite.h (not included: its tg_kernel_fn is not backend.h's) */
 int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, int k), void *ud, tg_ctx *ctx);
 
-/* Which schedule positions every call runs, asked in increasing order
- * (again from the start for a second pass): not those of a lazy ifelse's
- * then- or else-block (vm.h: the control points' ranges [at, target)
- * cover them, the points in order of at, so a position is in a block
- * when it is below the furthest target of the points at or before it),
- * nor those that run on a device (kernels of their own). */
-typedef struct sure_walk {
-    const tg_function *f;
-    int c, end, last;
-} sure_walk;
+/* The nodes that positions [lo, hi) of the schedule run whenever those
+ * run, into sure (NULL: only counted); their count. Not those of a lazy
+ * ifelse's then- or else-block inside the stretch (vm.h): a nested
+ * ifelse is laid out [then-block][else-block][ifelse], its branch point
+ * is the next control point (from ctl[c0] on), and the skip before its
+ * else-block, ctl[next - 1], has the ifelse's position as its target and
+ * the first point after the else-block as its next; so each nested ifelse
+ * is stepped over at once, however deep its blocks. Nor those that run
+ * on a device (kernels of their own). */
+static int sure_nodes(const tg_function *f, int lo, int hi, int c0, tg_node **sure) {
+    int m = 0, c = c0;
+    for (int k = lo; k < hi;) {
+        int stop = f->ctl && c < f->nctl && f->ctl[c].at < hi ? f->ctl[c].at : hi;
+        for (; k < stop; k++)
+            if (!(f->on_device && tg_function_node_on_device(f, k))) {
+                if (sure) sure[m] = f->fg->nodes[k];
+                m++;
+            }
+        if (k < hi) {
+            const tg_vm_ctl *skip = &f->ctl[f->ctl[c].next - 1];
+            k = skip->target;
+            c = skip->next;
+        }
+    }
+    return m;
+}
 
-static bool sure_node(void *ud, int k) {
-    sure_walk *w = ud;
-    const tg_function *f = w->f;
-    if (k < w->last) w->c = w->end = 0;
-    w->last = k;
-    for (; f->ctl && w->c < f->nctl && f->ctl[w->c].at <= k; w->c++)
-        if (f->ctl[w->c].target > w->end) w->end = f->ctl[w->c].target;
-    return k >= w->end && !(f->on_device && tg_function_node_on_device(f, k));
+/* The kernels of the composites that positions [lo, hi) are sure to run
+ * when they run (nested control points from ctl[c0] on), compiled
+ * together when two or more are missing. */
+static int prefetch_range(tg_function *f, int lo, int hi, int c0, tg_ctx *ctx) {
+    int m = sure_nodes(f, lo, hi, c0, NULL);
+    if (m < 2) return TG_OK;
+    tg_node **sure = tg_malloc(sizeof *sure * (size_t)m);
+    if (!sure) return tg_errorf(ctx, TG_ENOMEM, "out of memory while compiling the function's fused kernels");
+    sure_nodes(f, lo, hi, c0, sure);
+    int rc = tg_composite_prefetch(sure, m, NULL, NULL, ctx);
+    tg_free(sure);
+    return rc;
 }
 
 /* At f's first call (or first run of a scan's body): the kernels of the
  * composites it is sure to run that are not in the cache yet, compiled
  * together rather than one after another at their nodes' first runs.
- * Not those of a lazy branch, which may never run (they are compiled at
- * their first run, if any); a scan's or op_from_graph's body is a
+ * Not those of a lazy branch, which may never run: a block's are
+ * compiled together in the same way when it first runs (run_controls),
+ * if it ever does; a scan's or op_from_graph's body is a
  * function of its own, whose first run does the same for its nodes. Not
  * at link: compiling alone (tgc check, print, compile; tgviz; the
  * optimizer's benchmarks) runs no compiler. An allocation that fails
  * fails the call ("out of memory"), and the next call tries again. */
 static int prefetch_kernels(tg_function *f, tg_ctx *ctx) {
-    sure_walk w = {f, 0, 0, 0};
-    int rc = tg_composite_prefetch(f->fg->nodes, f->nsched, sure_node, &w, ctx);
+    int rc = prefetch_range(f, 0, f->nsched, 0, ctx);
     if (rc == TG_OK) f->kernels_fetched = true;
     return rc;
 }
@@ -1001,6 +1021,15 @@ static const tg_vm_node *run_controls(tg_function *f, const tg_vm_ctl **cp, cons
                 return NULL;
             }
             jump = !tg_ifelse_truth(cond);
+            /* A block entered for the first time: its kernels, together
+             * (the then-block [at, target) is the branch's to mark, the
+             * else-block [target, the skip's target) the skip's). */
+            tg_vm_ctl *mark = jump ? f->ctl + c->next - 1 : f->ctl + (c - f->ctl); /* (c: const) */
+            if (!mark->fetched) {
+                int lo = jump ? c->target : c->at, hi = jump ? mark->target : c->target;
+                if (prefetch_range(f, lo, hi, jump ? c->next : (int)(c - f->ctl) + 1, ctx)) return NULL;
+                mark->fetched = true;
+            }
         }
         if (jump) {
             if (c->nfree) release_slots(f, c->free_slots, c->nfree);

@@ -47,6 +47,9 @@ typedef struct tg_vm_ctl {
     int at, kind, cond_slot, target, next;
     int *free_slots;
     int nfree;
+    bool fetched; /* the kernels of the block it starts (a branch: the
+                     then-block; a skip: the else-block after it) were
+                     compiled together when it first ran */
 } tg_vm_ctl;
 
 struct tg_function {
