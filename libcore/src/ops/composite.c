@@ -1325,7 +1325,7 @@ static const char *prefetch_src(const tg_node *nd, comp_body *b, int *k, bool *o
     return b->src;
 }
 
-int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, int k), void *ud, tg_ctx *ctx) {
+int tg_composite_prefetch(tg_node *const *nodes, int n, int (*next)(void *ud, int k), void *ud, tg_ctx *ctx) {
     if (n <= 0 || interp_forced()) return TG_OK;
     /* Two passes over the nodes: the first counts the kernels missing,
      * allocating nothing but the nodes' sources (which their runs would
@@ -1340,11 +1340,10 @@ int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, i
     unsigned long gen = tg_kcache_generation();
     for (int pass = 0; pass < 2 && !oom; pass++) {
         unsigned me = ++mark;
-        for (int i = 0; i < n && !oom; i++) {
+        for (int i = next ? next(ud, 0) : 0; i < n && !oom; i = next ? next(ud, i + 1) : i + 1) {
             const tg_node *nd = nodes[i];
             comp_body *b = nd->op == &tg_op_composite ? nd->a.extra : NULL;
             if (!b || __atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0 || b->row_ready) continue;
-            if (take && !take(ud, i)) continue;
             int k;
             const char *src = prefetch_src(nd, b, &k, &oom);
             if (!src) continue;

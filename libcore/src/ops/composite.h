@@ -111,8 +111,9 @@ int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs,
                     int *nin, tg_var ***outputs, int *nout, tg_ctx *ctx);
 
 /* Decide the kernel source of each composite among nodes[0..n-1] (other
- * nodes are skipped) that has not run yet and that take(ud, k) takes
- * (take NULL: all; asked in increasing k, in two passes at most), as its
+ * nodes are skipped) that has not run yet and that next(ud, k) gives
+ * (the first position at or after k to look at, n or more for none;
+ * NULL: every one; asked in increasing k from 0, in two passes at most), as its
  * first run would, and compile the missing kernels together
  * (tg_kcache_prefetch) rather than one after another at their first
  * runs. The caller leaves out nodes that run on a device and those its
@@ -123,7 +124,7 @@ int tg_composite_io(tg_node *const *nodes, int nnodes, tg_var ***inputs,
  * with "out of memory ..." in ctx when an allocation failed (a source,
  * the list, the kernel cache's records): what was done stays done, the
  * rest is tried again by the next call. */
-int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, int k), void *ud, tg_ctx *ctx);
+int tg_composite_prefetch(tg_node *const *nodes, int n, int (*next)(void *ud, int k), void *ud, tg_ctx *ctx);
 
 /* How this node runs: 1 compiled kernel, 0 interpreter, -1 not decided
  * yet (it has not run). For tests and tools. */

@@ -444,47 +444,50 @@ done:
 }
 
 /* ops/composite.h (not included: its tg_kernel_fn is not backend.h's) */
-int tg_composite_prefetch(tg_node *const *nodes, int n, bool (*take)(void *ud, int k), void *ud, tg_ctx *ctx);
+int tg_composite_prefetch(tg_node *const *nodes, int n, int (*next)(void *ud, int k), void *ud, tg_ctx *ctx);
 
-/* The nodes that positions [lo, hi) of the schedule run whenever those
- * run, into sure (NULL: only counted); their count. Not those of a lazy
- * ifelse's then- or else-block inside the stretch (vm.h): a nested
- * ifelse is laid out [then-block][else-block][ifelse], its branch point
- * is the next control point (from ctl[c0] on), and the skip before its
- * else-block, ctl[next - 1], has the ifelse's position as its target and
- * the first point after the else-block as its next; so each nested ifelse
- * is stepped over at once, however deep its blocks. Nor those that run
- * on a device (kernels of their own). */
-static int sure_nodes(const tg_function *f, int lo, int hi, int c0, tg_node **sure) {
-    int m = 0, c = c0;
-    for (int k = lo; k < hi;) {
-        int stop = f->ctl && c < f->nctl && f->ctl[c].at < hi ? f->ctl[c].at : hi;
-        for (; k < stop; k++)
-            if (!(f->on_device && tg_function_node_on_device(f, k))) {
-                if (sure) sure[m] = f->fg->nodes[k];
-                m++;
-            }
-        if (k < hi) {
-            const tg_vm_ctl *skip = &f->ctl[f->ctl[c].next - 1];
-            k = skip->target;
-            c = skip->next;
+/* The positions of a stretch [lo, hi) of the schedule that run whenever
+ * the stretch does, one after another: sure_next(w, i) is the first at
+ * or after lo + i, relative to lo (hi - lo: none left), asked in
+ * increasing i (i = 0 starts again). Not those of a lazy ifelse's then-
+ * or else-block inside the stretch (vm.h): a nested ifelse is laid out
+ * [then-block][else-block][ifelse], its branch point is the next control
+ * point (from ctl[c0] on), and the skip before its else-block,
+ * ctl[next - 1], has the ifelse's position as its target and the first
+ * point after the else-block as its next; so each nested ifelse is
+ * stepped over at once, however deep its blocks. Nor those that run on a
+ * device (kernels of their own). */
+typedef struct sure_walk {
+    const tg_function *f;
+    int lo, hi, c0, c;
+} sure_walk;
+
+static int sure_next(void *ud, int i) {
+    sure_walk *w = ud;
+    const tg_function *f = w->f;
+    int k = w->lo + i;
+    if (i == 0) w->c = w->c0;
+    while (k < w->hi) {
+        const tg_vm_ctl *b = f->ctl && w->c < f->nctl ? &f->ctl[w->c] : NULL;
+        if (b && b->at <= k && b->at < w->hi) {
+            const tg_vm_ctl *skip = &f->ctl[b->next - 1];
+            if (k < skip->target) k = skip->target;
+            w->c = skip->next;
+        } else if (f->on_device && tg_function_node_on_device(f, k)) {
+            k++;
+        } else {
+            return k - w->lo;
         }
     }
-    return m;
+    return w->hi - w->lo;
 }
 
 /* The kernels of the composites that positions [lo, hi) are sure to run
  * when they run (nested control points from ctl[c0] on), compiled
  * together when two or more are missing. */
 static int prefetch_range(tg_function *f, int lo, int hi, int c0, tg_ctx *ctx) {
-    int m = sure_nodes(f, lo, hi, c0, NULL);
-    if (m < 2) return TG_OK;
-    tg_node **sure = tg_malloc(sizeof *sure * (size_t)m);
-    if (!sure) return tg_errorf(ctx, TG_ENOMEM, "out of memory while compiling the function's fused kernels");
-    sure_nodes(f, lo, hi, c0, sure);
-    int rc = tg_composite_prefetch(sure, m, NULL, NULL, ctx);
-    tg_free(sure);
-    return rc;
+    sure_walk w = {f, lo, hi, c0, c0};
+    return hi > lo ? tg_composite_prefetch(f->fg->nodes + lo, hi - lo, sure_next, &w, ctx) : TG_OK;
 }
 
 /* At f's first call (or first run of a scan's body): the kernels of the
