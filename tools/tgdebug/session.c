@@ -23,19 +23,12 @@ static bool parse_long(const char *tool, const char *opt, const char *s, long mi
 int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void (*usage)(FILE *)) {
     /* (--port and --bind are serve's: run takes them as unknown options,
      * named as given) */
-    static const struct option longs[] = {{"calls", required_argument, 0, 'c'}, {"break", required_argument, 0, 'b'},
-                                          {"when", required_argument, 0, 'w'},  {"help", no_argument, 0, 'h'},
-                                          {"version", no_argument, 0, 'V'},     {"include", required_argument, 0, 'I'},
-                                          {"exclude", required_argument, 0, 'X'}, {"port", required_argument, 0, 'p'},
-                                          {"bind", required_argument, 0, 'B'},  {0, 0, 0, 0}};
-    static const struct option run_longs[] = {{"calls", required_argument, 0, 'c'},
-                                              {"break", required_argument, 0, 'b'},
-                                              {"when", required_argument, 0, 'w'},
-                                              {"help", no_argument, 0, 'h'},
-                                              {"version", no_argument, 0, 'V'},
-                                              {"include", required_argument, 0, 'I'},
-                                              {"exclude", required_argument, 0, 'X'},
-                                              {0, 0, 0, 0}};
+    /* run takes serve's options but the first two */
+    static const struct option longs[] = {{"port", required_argument, 0, 'p'},   {"bind", required_argument, 0, 'B'},
+                                          {"calls", required_argument, 0, 'c'},  {"break", required_argument, 0, 'b'},
+                                          {"when", required_argument, 0, 'w'},   {"help", no_argument, 0, 'h'},
+                                          {"version", no_argument, 0, 'V'},      {"include", required_argument, 0, 'I'},
+                                          {"exclude", required_argument, 0, 'X'}, {0, 0, 0, 0}};
     const char *tool = o->tool;
     const char *calls_s = NULL, *port_s = NULL, *bind_s = NULL; /* (each given once) */
     const char *node = NULL; /* the last --break, waiting for its --when */
@@ -45,7 +38,7 @@ int dbg_opts_parse(int argc, char **argv, bool serve, dbg_opts *o, dbg *d, void 
     o->bind = "127.0.0.1";
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":f:i:O:h", serve ? longs : run_longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":f:i:O:h", serve ? longs : longs + 2, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return -1;
         case 'V': cli_print_version("tgdebug"); return -1;
