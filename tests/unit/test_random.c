@@ -577,6 +577,8 @@ static void test_errors(void **state) {
         {"random_binomial|" SIZE1(4) ",{\"value\":3},{\"value\":1.5}", "p must be in [0, 1]"},
         {"random_binomial|" SIZE1(4) ",{\"value\":-3},{\"value\":0.5}", "n must be non-negative"},
         {"random_normal|" SIZE1(4) ",{\"value\":0},{\"value\":-1}", "std must be non-negative"},
+        /* NumPy refuses a scale with its sign bit set, -0 too */
+        {"random_normal|" SIZE1(4) ",{\"value\":0},{\"value\":-0.0}", "std must be non-negative, got -0"},
         /* NumPy: "high - low range exceeds valid bounds" */
         {"random_uniform|" SIZE1(4) ",{\"value\":-1e308},{\"value\":1e308}", "high - low must be finite"},
         {"random_uniform|" SIZE1(4) ",{\"value\":0},{\"value\":{\"dtype\":\"float64\",\"shape\":[],\"data\":\"inf\"}}",
@@ -637,6 +639,104 @@ static void test_errors(void **state) {
     assert_non_null(strstr(msg, "attrs.dtype"));
 }
 
+/* A NaN std is taken, as NumPy takes it (np.random.default_rng(0).normal(5,
+ * np.nan, 4) is four NaN): the samples are NaN and the state moves on. */
+static void test_normal_nan_std(void **state) {
+    (void)state;
+    const char *js =
+        "{\"format\":\"tg-graph\",\"version\":1,"
+        "\"variables\":[{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},"
+        "\"shared\":{\"data\":[1,2]}}],"
+        "\"nodes\":[{\"op\":\"random_normal\",\"inputs\":[\"rng\"," SIZE1(4)
+        ",{\"value\":5},{\"value\":{\"dtype\":\"float64\",\"shape\":[],\"data\":\"nan\"}}],"
+        "\"outputs\":[\"rng2\",\"y\"]}],"
+        "\"functions\":{\"draw\":{\"inputs\":[],\"outputs\":[\"y\"],\"updates\":{\"rng\":\"rng2\"}}}}";
+    tg_graph *g = tu_load(js);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    tg_array *y = draw(f);
+    assert_int_equal(tg_array_size(y), 4);
+    for (int i = 0; i < 4; i++) assert_true(isnan(tg_array_get_flat(y, i)));
+    check_state(f, 1, 2 + 2); /* as any 4 normals: (n + 1) / 2 counters (test_normal) */
+    tg_array_free(y);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+/* The gradient of a draw by its parameters is undefined, as in Theano's
+ * random ops (grad_undefined): grad or rop through a float sample back to
+ * low/high or mean/std is a load error naming the draw, not a zero. The
+ * gradient by what multiplies a sample drawn with fixed parameters is the
+ * sample (d sum(x * z)/dx = z; dropout's d sum(x * mask)/dx = mask). */
+static void test_grad_through_draw(void **state) {
+    (void)state;
+#define RNG_VAR "{\"id\":\"rng\",\"type\":{\"dtype\":\"uint64\",\"shape\":[2]},\"shared\":{\"data\":[7,0]}}"
+#define X_VAR(id) "{\"id\":\"" id "\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}"
+    static const char *const bad[] = {
+        /* grad by the mean */
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" RNG_VAR "," X_VAR("mu") "],\"nodes\":["
+        "{\"op\":\"random_normal\",\"inputs\":[\"rng\"," SIZE1(4) ",\"mu\",{\"value\":2}],\"outputs\":[\"r2\",\"y\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"y\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"mu\"],\"outputs\":[\"g\"],\"attrs\":{\"disconnected\":\"ignore\"}}]}",
+        /* grad by high, through an exp of the draw */
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" RNG_VAR "," X_VAR("hi") "],\"nodes\":["
+        "{\"op\":\"random_uniform\",\"inputs\":[\"rng\"," SIZE1(4) ",{\"value\":0},\"hi\"],\"outputs\":[\"r2\",\"y\"]},"
+        "{\"op\":\"exp\",\"inputs\":[\"y\"],\"outputs\":[\"e\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"e\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"hi\"],\"outputs\":[\"g\"]}]}",
+        /* rop by the std */
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" RNG_VAR "," X_VAR("sd") "," X_VAR("v") "],\"nodes\":["
+        "{\"op\":\"random_normal\",\"inputs\":[\"rng\"," SIZE1(4) ",{\"value\":0},\"sd\"],\"outputs\":[\"r2\",\"y\"]},"
+        "{\"op\":\"rop\",\"inputs\":[\"y\",\"sd\",\"v\"],\"outputs\":[\"jv\"]}]}",
+        /* a binomial drawn as floats, by p */
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" RNG_VAR "," X_VAR("p") "],\"nodes\":["
+        "{\"op\":\"random_binomial\",\"inputs\":[\"rng\"," SIZE1(4) ",{\"value\":3},\"p\"],\"outputs\":[\"r2\",\"y\"],"
+        "\"attrs\":{\"dtype\":\"float64\"}},"
+        "{\"op\":\"sum\",\"inputs\":[\"y\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"p\"],\"outputs\":[\"g\"]}]}",
+    };
+    char msg[2048];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tu_load_fail(bad[i], msg, sizeof msg);
+        if (!strstr(msg, "a random draw has no gradient by its parameters") || !strstr(msg, "differentiating nodes[0] (random_"))
+            fail_msg("case %zu: %s", i, msg);
+    }
+    /* d sum(x * z + x * mask)/dx = z + mask, z ~ N(0, 1), mask ~ B(1, 0.5) (int64) */
+    const char *ok =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[" RNG_VAR ","
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],\"nodes\":["
+        "{\"op\":\"random_normal\",\"inputs\":[\"rng\"," SIZE1(4) ",{\"value\":0},{\"value\":1}],\"outputs\":[\"r2\",\"z\"]},"
+        "{\"op\":\"random_binomial\",\"inputs\":[\"r2\"," SIZE1(4) ",{\"value\":1},{\"value\":0.5}],\"outputs\":[\"r3\",\"m\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"x\",\"z\"],\"outputs\":[\"xz\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"x\",\"m\"],\"outputs\":[\"xm\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"xz\",\"xm\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"s\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"grad\",\"inputs\":[\"c\",\"x\"],\"outputs\":[\"gx\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"gx\",\"z\",\"m\"],\"updates\":{\"rng\":\"r3\"}}}}";
+#undef RNG_VAR
+#undef X_VAR
+    tg_graph *g = tu_load(ok);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_function *f = tg_function_compile(g, 0, NULL, ctx);
+    assert_non_null(f);
+    int64_t shp[1] = {4};
+    double xv[4] = {1, -2, 3, 0.5};
+    tg_array *x = tu_f64(1, shp, xv), *out[3] = {0};
+    if (tg_function_call(f, &x, out, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    for (int i = 0; i < 4; i++) {
+        double z = tg_array_get_flat(out[1], i), m = tg_array_get_flat(out[2], i);
+        assert_true(m == 0 || m == 1);
+        assert_true(tg_array_get_flat(out[0], i) == z + m);
+    }
+    for (int k = 0; k < 3; k++) tg_array_free(out[k]);
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_kat),  cmocka_unit_test(test_first_values),
@@ -647,6 +747,7 @@ int main(void) {
         cmocka_unit_test(test_normal_bits),
         cmocka_unit_test(test_binomial),    cmocka_unit_test(test_multinomial),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_normal_nan_std), cmocka_unit_test(test_grad_through_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

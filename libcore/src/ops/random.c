@@ -27,6 +27,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "grad/grad.h"
 #include "ops/op.h"
 #include "ops/shape.h"
 #include "ops/vmath.h"
@@ -470,8 +471,10 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
     const double *pb = (const double *)b->data;
     int64_t nb = s1 ? 1 : total, na = s0 ? 1 : total;
     if (im->kind == RN) {
+        /* NumPy's rule for a scale: a sign bit refuses it, -0 too; a NaN
+         * is taken (its samples are NaN) */
         for (int64_t i = 0; i < nb; i++)
-            if (!(pb[i] >= 0)) {
+            if (signbit(pb[i]) && !isnan(pb[i])) {
                 rc = tg_errorf(ctx, TG_ERUNTIME, "std must be non-negative, got %g", pb[i]);
                 goto fail;
             }
@@ -656,13 +659,34 @@ static void rnd_cost(const tg_node *n, tg_array *const *in, tg_array *const *out
     *bytes = sz * (double)tg_isize(out[1]->dtype) + 32;
 }
 
+/* A draw has no derivative by its parameters: as Theano's random ops
+ * (grad_undefined), a gradient that would go through a sample back to
+ * them is an error, not zero (a zero would train a model that samples
+ * with learned parameters, a VAE written this way, on a wrong gradient).
+ * Reached only when an output gets a gradient (a float sample: an integer
+ * one, binomial's or multinomial's, carries none, as floor's) and a float
+ * parameter depends on what is differentiated; the state and the size
+ * are integers and never do. */
+extern const tg_op tg_op_random_uniform, tg_op_random_normal;
+
+static int rnd_grad(struct tg_gb *b, tg_node *n, tg_var *const *gout, tg_var **gin) {
+    (void)gout;
+    (void)gin;
+    return tg_errorf(b->ctx, TG_EINVAL,
+                     "a random draw has no gradient by its parameters (Theano's grad_undefined): draw with "
+                     "fixed ones and shift and scale the sample (%s), which has one",
+                     n->op == &tg_op_random_uniform ? "low + (high - low) * random_uniform(rng, size, 0, 1)"
+                     : n->op == &tg_op_random_normal ? "mean + std * random_normal(rng, size, 0, 1)"
+                                                     : "or compute it from a uniform draw");
+}
+
 #define RND(NAME, KIND, NIN, INFER, RUN)                                         \
     static const rnd_impl impl_##NAME = {KIND};                                  \
     const tg_op tg_op_##NAME = {.name = #NAME,                                   \
                                 .nin_min = NIN,                                  \
                                 .nin_max = NIN,                                  \
                                 .nout = 2,                                       \
-                                .flags = TG_OPF_NONDIFF,                         \
+                                .grad = rnd_grad,                                \
                                 .attr_keys = KEYS,                               \
                                 .parse_attrs = rnd_attrs,                        \
                                 .infer = INFER,                                  \
