@@ -870,6 +870,320 @@ static void test_same_bits_any_thread_count(void **state) {
     omp_set_num_threads(2);
 }
 
+/* ---- layouts: transposed, reversed and strided views ----
+ *
+ * Expected values come from plain loops over the view's elements in
+ * logical order, found by index arithmetic on the base array: max/min the
+ * first NaN (any NaN here) or the first element equal to the extreme,
+ * argmax/argmin its index, all/any, prod in order; float sums the order
+ * tg documents (docs/format-choices.md, "The number of threads"): a row
+ * of a view whose reduced axis is strided is summed pairwise over halves
+ * (n / 2) down to stretches of at most 128 added one after another; every
+ * element of a view that is not one strided row is summed as its
+ * contiguous copy would be, in 64 pieces past 65,536 elements, each
+ * pairwise over halves rounded down to a multiple of 8, stretches of at
+ * most 128 in four interleaved sums. The bits must match. */
+
+static double ref_pairwise_strided(const double *p, int64_t n) {
+    if (n > 128) return ref_pairwise_strided(p, n / 2) + ref_pairwise_strided(p + n / 2, n - n / 2);
+    double a = 0;
+    for (int64_t i = 0; i < n; i++) a += p[i];
+    return a;
+}
+
+static double ref_pairwise_contig(const double *p, int64_t n) {
+    if (n > 128) {
+        int64_t h = (n / 2) & ~(int64_t)7;
+        return ref_pairwise_contig(p, h) + ref_pairwise_contig(p + h, n - h);
+    }
+    double a[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) a[j] += p[i + j];
+    for (; i < n; i++) a[0] += p[i];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+/* Every element: one row, in 64 pieces past 65,536 elements, each pairwise
+ * as a strided row (strided) or as a contiguous one. */
+static double ref_sum_all(const double *p, int64_t n, bool strided) {
+    double (*f)(const double *, int64_t) = strided ? ref_pairwise_strided : ref_pairwise_contig;
+    if (n < 65536) return f(p, n);
+    double s = 0;
+    for (int t = 0; t < 64; t++) s += f(p + n * t / 64, n * (t + 1) / 64 - n * t / 64);
+    return s;
+}
+
+/* The plain loops: 0 max, 1 min, 2 argmax, 3 argmin, 4 all, 5 any, 6 prod. */
+static double ref_plain(int op, const double *p, int64_t n) {
+    if (op == 4 || op == 5) {
+        bool all = true, any = false;
+        for (int64_t i = 0; i < n; i++) {
+            all &= p[i] != 0;
+            any |= p[i] != 0;
+        }
+        return op == 4 ? all : any;
+    }
+    if (op == 6) {
+        double v = 1;
+        for (int64_t i = 0; i < n; i++) v *= p[i];
+        return v;
+    }
+    int64_t at = 0;
+    for (int64_t i = 0; i < n && p[at] == p[at]; i++)
+        if (p[i] != p[i] || (op % 2 == 0 ? p[i] > p[at] : p[i] < p[at])) at = i;
+    return op >= 2 ? (double)at : p[at];
+}
+
+static bool same_value(double got, double want) {
+    return got == want ? signbit(got) == signbit(want) : got != got && want != want;
+}
+
+/* Views of a base array b (shape B) and where their elements lie: */
+typedef struct layout {
+    const char *name, *nodes; /* the view nodes from x to v */
+    int nd;
+    int64_t base[3];
+    tg_dtype dt;
+} layout;
+
+/* The flat index in b of the view's logical element i. */
+static int64_t layout_at(int which, const int64_t *B, int64_t i) {
+    switch (which) {
+    case 0: { /* transpose of (R, C): (C, R) */
+        int64_t c = i / B[0], r = i % B[0];
+        return r * B[1] + c;
+    }
+    case 1: { /* [::-1, ::-1] of (R, C) */
+        int64_t r = i / B[1], c = i % B[1];
+        return (B[0] - 1 - r) * B[1] + (B[1] - 1 - c);
+    }
+    case 2: { /* transpose(x[::-1]) of (R, C): (C, R) */
+        int64_t c = i / B[0], r = i % B[0];
+        return (B[0] - 1 - r) * B[1] + c;
+    }
+    case 4: { /* transpose(x[:, ::-1]) of (R, C): (C, R), reversed in memory */
+        int64_t c = i / B[0], r = i % B[0];
+        return r * B[1] + (B[1] - 1 - c);
+    }
+    default: { /* transpose axes [2, 0, 1] of (A, Bb, D): (D, A, Bb) */
+        int64_t d = i / (B[0] * B[1]), a = (i / B[1]) % B[0], bb = i % B[1];
+        return (a * B[1] + bb) * B[2] + d;
+    }
+    }
+}
+
+static const char *const VIEWS[5] = {
+    "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"]}",
+    "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],\"attrs\":{\"index\":["
+    "{\"start\":null,\"stop\":null,\"step\":-1},{\"start\":null,\"stop\":null,\"step\":-1}]}}",
+    "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"w\"],\"attrs\":{\"index\":["
+    "{\"start\":null,\"stop\":null,\"step\":-1}]}},{\"op\":\"transpose\",\"inputs\":[\"w\"],\"outputs\":[\"v\"]}",
+    "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],\"attrs\":{\"axes\":[2,0,1]}}",
+    "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"w\"],\"attrs\":{\"index\":[{\"start\":null,"
+    "\"stop\":null,\"step\":null},{\"start\":null,\"stop\":null,\"step\":-1}]}},"
+    "{\"op\":\"transpose\",\"inputs\":[\"w\"],\"outputs\":[\"v\"]}",
+};
+
+/* Values with many ties (argmax must find the first in logical order),
+ * different per element; NaNs at two places when nans. */
+static tg_array *layout_data(tg_dtype dt, int nd, const int64_t *B, int nans, double *vals) {
+    tg_array *x = tg_array_new(dt, nd, B);
+    int64_t n = tg_array_size(x);
+    for (int64_t i = 0; i < n; i++) {
+        double v = ((double)((i * 7919 + 13) % 23) - 11) * 0.1; /* sums rounded */
+        if (nans && (i == n / 3 || i == n - 2)) v = NAN;
+        vals[i] = v;
+        tg_store_f64(dt, (char *)x->data + i * (int64_t)tg_dtype_size(dt), v);
+    }
+    return x;
+}
+
+/* Every element of a dense view: max/min/all/any/argmax/argmin read memory
+ * in order, the sums copy in tiles. Shapes small and past 65,536. */
+static void test_layout_full(void **state) {
+    (void)state;
+    /* view, base shape; x[::-1, ::-1] is one row at stride -1 element (its
+     * sum pairwise as a strided row), the others are not one row */
+    static const struct {
+        int which, nd;
+        int64_t B[3];
+    } CASES[] = {{0, 2, {3, 5}},     {0, 2, {1000, 70}}, {0, 2, {257, 131}}, {0, 2, {2, 1}},
+                 {0, 2, {1, 7}},     {1, 2, {3, 5}},     {1, 2, {1000, 70}}, {1, 2, {1, 7}},
+                 {2, 2, {3, 5}},     {2, 2, {1000, 70}}, {2, 2, {129, 3}},   {3, 3, {5, 7, 9}},
+                 {3, 3, {40, 41, 43}}, {4, 2, {3, 5}},     {4, 2, {1000, 70}}, {4, 2, {2, 130}}};
+    static const char *const OPS[] = {"max", "min", "argmax", "argmin", "all", "any", "prod", "sum", "mean"};
+    for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci++)
+        for (int di = 0; di < 2; di++)
+            for (int nans = 0; nans < 2; nans++) {
+                const int which = CASES[ci].which, nd = CASES[ci].nd;
+                const int64_t *B = CASES[ci].B;
+                tg_dtype dt = di ? TG_FLOAT32 : TG_FLOAT64;
+                int64_t n = B[0] * B[1] * (nd == 3 ? B[2] : 1);
+                bool strided = which == 1 && n > 1;
+                double *vals = test_malloc((size_t)n * sizeof(double)), *lg = test_malloc((size_t)n * sizeof(double));
+                tg_array *x = layout_data(dt, nd, B, nans, vals);
+                for (int64_t i = 0; i < n; i++) {
+                    double v = vals[layout_at(which, B, i)];
+                    lg[i] = dt == TG_FLOAT32 ? (double)(float)v : v;
+                }
+                for (int t = 0; t < 2; t++) {
+                    omp_set_num_threads(t ? 3 : 1);
+                    for (int o = 0; o < 9; o++) {
+                        tg_array *y = reduce_view(OPS[o], NULL, VIEWS[which], x);
+                        double got = tg_array_get_flat(y, 0), want;
+                        if (o < 7) {
+                            want = ref_plain(o, lg, n);
+                        } else {
+                            want = ref_sum_all(lg, n, strided);
+                            if (o == 8) want /= (double)n;
+                        }
+                        if (dt == TG_FLOAT32 && o >= 6) want = (double)(float)want;
+                        if (!same_value(got, want))
+                            fail_msg("%s of view %d of (%lld, %lld) %s%s, %d threads: %.17g, want %.17g", OPS[o], which,
+                                     (long long)B[0], (long long)B[1], tg_dtype_name(dt), nans ? " with NaNs" : "",
+                                     t ? 3 : 1, got, want);
+                        tg_array_free(y);
+                    }
+                }
+                tg_array_free(x);
+                test_free(vals);
+                test_free(lg);
+            }
+    omp_set_num_threads(2);
+}
+
+/* Rows that are columns of the base array, reduced side by side (sum or
+ * max over axis 1 of x.T): groups of 64 and a partial one, rows of 1, 2,
+ * 128, 129 and 1000 elements; and a 3-d view whose kept axis of smallest
+ * stride is not the last kept axis. */
+static void test_layout_strided_rows(void **state) {
+    (void)state;
+    static const int64_t NR[] = {2, 128, 129, 1000};
+    static const char *const OPS[] = {"max", "min", "argmax", "argmin", "sum", "mean", "var", "std"};
+    for (int three = 0; three < 2; three++)
+        for (size_t ri = 0; ri < sizeof NR / sizeof NR[0]; ri++)
+            for (int di = 0; di < 2; di++)
+                for (int nans = 0; nans < 2; nans++) {
+                    /* two-d: x (N, K), v = x.T (K, N) over axis 1; three-d: x (N, 3, K),
+                     * v = transpose [2, 1, 0] (K, 3, N) over axis 2 */
+                    const int64_t N = NR[ri], K = 131;
+                    int64_t B[3] = {N, three ? 3 : K, K};
+                    int nd = three ? 3 : 2;
+                    tg_dtype dt = di ? TG_FLOAT32 : TG_FLOAT64;
+                    int64_t total = three ? N * 3 * K : N * K, rows = three ? K * 3 : K;
+                    double *vals = test_malloc((size_t)total * sizeof(double)), *row = test_malloc((size_t)N * sizeof(double));
+                    tg_array *x = layout_data(dt, nd, B, nans, vals);
+                    char view[256];
+                    snprintf(view, sizeof view, "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"]%s}",
+                             three ? ",\"attrs\":{\"axes\":[2,1,0]}" : "");
+                    for (int t = 0; t < 2; t++) {
+                        omp_set_num_threads(t ? 3 : 1);
+                        for (int o = 0; o < 8; o++) {
+                            tg_array *y = reduce_view(OPS[o], three ? "{\"axis\":2}" : "{\"axis\":1}", view, x);
+                            assert_int_equal(tg_array_size(y), rows);
+                            for (int64_t j = 0; j < rows; j++) {
+                                /* output j: v[k, (m,) :] with k = j / 3, m = j % 3 (three) */
+                                for (int64_t e = 0; e < N; e++) {
+                                    int64_t at = three ? (e * 3 + j % 3) * K + j / 3 : e * K + j;
+                                    row[e] = dt == TG_FLOAT32 ? (double)(float)vals[at] : vals[at];
+                                }
+                                double want;
+                                if (o < 4) {
+                                    want = ref_plain(o, row, N);
+                                } else {
+                                    want = ref_pairwise_strided(row, N);
+                                    if (o >= 5) want /= (double)N;
+                                    if (o >= 6) {
+                                        for (int64_t e = 0; e < N; e++) row[e] = (row[e] - want) * (row[e] - want);
+                                        want = ref_pairwise_strided(row, N) / (double)N;
+                                        if (o == 7) want = sqrt(want);
+                                    }
+                                    if (dt == TG_FLOAT32) want = (double)(float)want;
+                                }
+                                double got = tg_array_get_flat(y, j);
+                                if (!same_value(got, want))
+                                    fail_msg("%s over the rows of a %s view (%lld, %lld%s) %s%s, %d threads: row %lld "
+                                             "gave %.17g, want %.17g",
+                                             OPS[o], three ? "3-d" : "2-d", (long long)K, (long long)N,
+                                             three ? ", 3" : "", tg_dtype_name(dt), nans ? " with NaNs" : "",
+                                             t ? 3 : 1, (long long)j, got, want);
+                            }
+                            tg_array_free(y);
+                        }
+                    }
+                    tg_array_free(x);
+                    test_free(vals);
+                    test_free(row);
+                }
+    omp_set_num_threads(2);
+}
+
+/* One strided row (x[::-1], x[::2], x[::-3]) of every length around the
+ * gathered blocks (1024): max/min/argmax/argmin as the plain loop, the
+ * first NaN's bits for max (-NaN before NaN), the first zero's sign when
+ * the max is 0. */
+static void test_layout_strided_row(void **state) {
+    (void)state;
+    static const int64_t LENS[] = {1, 2, 3, 1023, 1024, 1025, 3001};
+    static const int STEPS[] = {-1, 2, -3};
+    static const char *const OPS[] = {"max", "min", "argmax", "argmin"};
+    for (size_t li = 0; li < sizeof LENS / sizeof LENS[0]; li++)
+        for (int si = 0; si < 3; si++)
+            for (int di = 0; di < 2; di++)
+                for (int kind = 0; kind < 3; kind++) { /* plain, NaNs, zeros */
+                    const int64_t L = LENS[li];
+                    tg_dtype dt = di ? TG_FLOAT32 : TG_FLOAT64;
+                    double *vals = test_malloc((size_t)L * sizeof(double)), *lg = test_malloc((size_t)L * sizeof(double));
+                    tg_array *x = layout_data(dt, 1, &L, kind == 1, vals);
+                    if (kind == 1 && L > 2) { /* a -NaN first in logical order for step -1 */
+                        vals[L - 2] = -NAN;
+                        tg_store_f64(dt, (char *)x->data + (L - 2) * (int64_t)tg_dtype_size(dt), -NAN);
+                    }
+                    if (kind == 2) /* negative values and zeros of both signs */
+                        for (int64_t i = 0; i < L; i++) {
+                            vals[i] = i % 5 == 1 ? -0.0 : i % 5 == 3 ? 0.0 : -1.0 - (double)(i % 7);
+                            tg_store_f64(dt, (char *)x->data + i * (int64_t)tg_dtype_size(dt), vals[i]);
+                        }
+                    int step = STEPS[si];
+                    int64_t n = 0;
+                    for (int64_t i = step > 0 ? 0 : L - 1; i >= 0 && i < L; i += step)
+                        lg[n++] = dt == TG_FLOAT32 ? (double)(float)vals[i] : vals[i];
+                    char view[256];
+                    snprintf(view, sizeof view,
+                             "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],\"attrs\":{\"index\":["
+                             "{\"start\":null,\"stop\":null,\"step\":%d}]}}",
+                             step);
+                    for (int o = 0; o < 4; o++) {
+                        tg_array *y = reduce_view(OPS[o], NULL, view, x);
+                        double got = tg_array_get_flat(y, 0), want = ref_plain(o, lg, n);
+                        if (!same_value(got, want) || (o < 2 && want != want && signbit(got) != signbit(want)))
+                            fail_msg("%s of x[::%d], %lld %s (%s): %.17g, want %.17g", OPS[o], step, (long long)L,
+                                     tg_dtype_name(dt), kind == 1 ? "NaNs" : kind == 2 ? "zeros" : "plain", got, want);
+                        tg_array_free(y);
+                    }
+                    tg_array_free(x);
+                    test_free(vals);
+                    test_free(lg);
+                }
+}
+
+/* A transposed view with nothing in it: sums 0, all true, any false. */
+static void test_layout_empty(void **state) {
+    (void)state;
+    const int64_t sh[2] = {0, 5};
+    tg_array *x = tg_array_new(TG_FLOAT64, 2, sh);
+    const char *tv = "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"]}";
+    assert_true(scalar_of(reduce_view("sum", NULL, tv, x)) == 0);
+    assert_true(scalar_of(reduce_view("all", NULL, tv, x)) == 1);
+    assert_true(scalar_of(reduce_view("any", NULL, tv, x)) == 0);
+    tg_array *y = reduce_view("sum", "{\"axis\":1}", tv, x);
+    assert_int_equal(tg_array_size(y), 5);
+    for (int j = 0; j < 5; j++) assert_true(tg_array_get_flat(y, j) == 0);
+    tg_array_free(y);
+    tg_array_free(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
@@ -881,6 +1195,8 @@ int main(void) {
         cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
         cmocka_unit_test(test_same_bits_any_thread_count), cmocka_unit_test(test_sum_to_axes),
         cmocka_unit_test(test_sum_runs),
+        cmocka_unit_test(test_layout_full),      cmocka_unit_test(test_layout_strided_rows),
+        cmocka_unit_test(test_layout_strided_row), cmocka_unit_test(test_layout_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

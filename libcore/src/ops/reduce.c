@@ -7,7 +7,10 @@
  * in place; when the reduced axes lead and the rest is contiguous (a sum
  * over the batch), whole rows are accumulated into the output; when the
  * reduced axes have no single stride the input is copied to that layout
- * first. Floats accumulate in double (float32 too, where NumPy stays in
+ * first (in tiles), except where the order cannot change the result
+ * (max, min, all, any, argmax of every element: memory is read in
+ * order), and rows at a large stride beside each other are reduced
+ * together ("layouts" below). Floats accumulate in double (float32 too, where NumPy stays in
  * float32: docs/format-choices.md) and sum pairwise, as NumPy does, var
  * and std in two passes (integer sums wrap in int64/uint64 as NumPy's);
  * a single long row is split over OpenMP threads, many rows are shared
@@ -519,6 +522,75 @@ static int64_t argext_row(tg_dtype dt, const char *p, int64_t n, bool is_max) {
     return dt == TG_FLOAT64 ? argext_f64((const double *)p, n, is_max) : argext_f32((const float *)p, n, is_max);
 }
 
+/* ---- strided float rows: gathered into blocks for the contiguous kernels ----
+ *
+ * A row of float64/float32 at any other stride (x[::-1], x[::2], a column)
+ * is copied, GATHER elements at a time in logical order, into a buffer on
+ * the stack that the vector kernels above reduce; the per-element load
+ * through the dtype's switch and the NaN test on every element cost 6-12x
+ * NumPy's time. The results are those of the plain loop over the row in
+ * logical order: the first NaN (its bits) for max/min, else the first
+ * element equal to the extreme (which zero, when the extreme is 0), and
+ * argmax/argmin's first index. */
+#define GATHER 1024
+
+static void gather_row(tg_dtype dt, const char *p, int64_t n, int64_t s, void *buf) {
+    if (dt == TG_FLOAT64) {
+        double *b = buf;
+        for (int64_t k = 0; k < n; k++) b[k] = AT(double, k);
+    } else {
+        float *b = buf;
+        for (int64_t k = 0; k < n; k++) b[k] = AT(float, k);
+    }
+}
+
+/* The first element of the row for which pred holds: NaN (nan) or == v. */
+static double first_match(tg_dtype dt, const char *p, int64_t n, int64_t s, bool nan, double v) {
+    for (int64_t k = 0; k < n; k++) {
+        double e = dt == TG_FLOAT64 ? AT(double, k) : (double)AT(float, k);
+        if (nan ? e != e : e == v) return e;
+    }
+    return v;
+}
+
+static void ext_strided(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max, char *out) {
+    _Alignas(64) double buf[GATHER];
+    double m = is_max ? -INFINITY : INFINITY;
+    bool any = false;
+    for (int64_t b = 0; b < n; b += GATHER) {
+        int64_t len = n - b < GATHER ? n - b : GATHER;
+        bool nan;
+        gather_row(dt, p + b * s, len, s, buf);
+        double bm = ext_row(dt, (const char *)buf, len, is_max, &nan);
+        if (nan) {
+            tg_store_f64(dt, out, first_match(dt, p, n, s, true, 0));
+            return;
+        }
+        if (!any || (is_max ? bm > m : bm < m)) m = bm;
+        any = true;
+    }
+    /* -0.0 == 0.0: the plain loop keeps the first zero it met */
+    tg_store_f64(dt, out, m == 0 ? first_match(dt, p, n, s, false, 0) : m);
+}
+
+static int64_t argext_strided(tg_dtype dt, const char *p, int64_t n, int64_t s, bool is_max) {
+    _Alignas(64) double buf[GATHER];
+    double m = 0;
+    int64_t best = -1;
+    for (int64_t b = 0; b < n; b += GATHER) {
+        int64_t len = n - b < GATHER ? n - b : GATHER;
+        gather_row(dt, p + b * s, len, s, buf);
+        int64_t k = argext_row(dt, (const char *)buf, len, is_max);
+        double v = dt == TG_FLOAT64 ? buf[k] : (double)((const float *)buf)[k];
+        if (v != v) return b + k; /* the first NaN: earlier blocks had none */
+        if (best < 0 || (is_max ? v > m : v < m)) {
+            m = v;
+            best = b + k;
+        }
+    }
+    return best;
+}
+
 /* Integer extremes of contiguous rows (no NaN): vectorised selects, and the
  * same one-pass blocked search for argmax/argmin. */
 #define INT_CASES(X)                                                             \
@@ -577,6 +649,10 @@ static void row_extreme(tg_dtype dt, const char *p, int64_t n, int64_t s, bool i
         tg_store_f64(dt, out, nan ? NAN : m);
         return;
     }
+    if ((dt == TG_FLOAT64 || dt == TG_FLOAT32) && n > 1) {
+        ext_strided(dt, p, n, s, is_max, out);
+        return;
+    }
     if (tg_dtype_is_float(dt)) {
         double m = load_d(dt, p);
         for (int64_t k = 1; k < n && m == m; k++) {
@@ -605,6 +681,7 @@ static int64_t row_argext(tg_dtype dt, const char *p, int64_t n, int64_t s, bool
     int64_t best = 0;
     if ((dt == TG_FLOAT64 && s == 8) || (dt == TG_FLOAT32 && s == 4))
         return argext_row(dt, p, n, is_max);
+    if ((dt == TG_FLOAT64 || dt == TG_FLOAT32) && n > 1) return argext_strided(dt, p, n, s, is_max);
     if (tg_dtype_is_float(dt)) {
         double m = load_d(dt, p);
         if (m != m) return 0;
@@ -1288,6 +1365,295 @@ static int col_run(const col_job *j, tg_ctx *ctx) {
     return TG_OK;
 }
 
+/* ---- layouts: reductions choose their loop order by strides ----
+ *
+ * NumPy walks a reduction's input in memory order. Here the order of a
+ * float sum (its pairwise tree, its 64 pieces) is that of the logical
+ * layout, the same for a transposed view as for its contiguous copy, and
+ * stays so; what follows reads memory in order where the result does not
+ * depend on the order, and otherwise reads it in cache-sized pieces. */
+
+/* Whether every element of v lies in one dense block of memory (a
+ * permutation of a contiguous array, any axis reversed); *lo is its lowest
+ * address. */
+static bool dense_span(const tg_array *v, int64_t isz, const char **lo) {
+    int64_t st[TG_MAX_NDIM], sh[TG_MAX_NDIM];
+    int n = 0;
+    const char *p = v->data;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->shape[d] == 1) continue;
+        if (v->shape[d] == 0) return false;
+        int64_t a = v->strides[d] < 0 ? -v->strides[d] : v->strides[d];
+        if (v->strides[d] < 0) p += (v->shape[d] - 1) * v->strides[d];
+        int i = n++;
+        for (; i > 0 && st[i - 1] > a; i--) { /* insertion by stride */
+            st[i] = st[i - 1];
+            sh[i] = sh[i - 1];
+        }
+        st[i] = a;
+        sh[i] = v->shape[d];
+    }
+    int64_t expect = isz;
+    for (int i = 0; i < n; i++) {
+        if (st[i] != expect) return false;
+        expect *= sh[i];
+    }
+    *lo = p;
+    return true;
+}
+
+/* argmax/argmin of every element of a dense float64/float32 view v (lo
+ * from dense_span), with NumPy's rule in logical order: the first index
+ * of the extreme, or of the first NaN. The extreme is found in memory
+ * order; then memory is walked run by run (the axis of stride isz), each
+ * position's logical index kept by an odometer, and the smallest logical
+ * index of a match wins. */
+static int64_t dense_argext(const tg_array *v, tg_dtype dt, int64_t isz, const char *lo, int64_t n,
+                            bool is_max) {
+    bool nan;
+    double m = ext_row(dt, lo, n, is_max, &nan);
+    /* axes by stride: run length, and per memory axis the logical step */
+    int64_t msh[TG_MAX_NDIM], mst[TG_MAX_NDIM], lstep[TG_MAX_NDIM], ls = 1, l0 = 0;
+    int na = 0;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->shape[d] > 1) {
+            int64_t a = v->strides[d] < 0 ? -v->strides[d] : v->strides[d];
+            int64_t step = v->strides[d] < 0 ? -ls : ls;
+            if (v->strides[d] < 0) l0 += (v->shape[d] - 1) * ls;
+            int i = na++;
+            for (; i > 0 && mst[i - 1] > a; i--) {
+                mst[i] = mst[i - 1];
+                msh[i] = msh[i - 1];
+                lstep[i] = lstep[i - 1];
+            }
+            mst[i] = a;
+            msh[i] = v->shape[d];
+            lstep[i] = step;
+        }
+        ls *= v->shape[d];
+    }
+    if (na == 0) return 0;
+    const int64_t run = msh[0], step0 = lstep[0];
+    int64_t idx[TG_MAX_NDIM] = {0}, base = l0, best = INT64_MAX;
+    for (int64_t r0 = 0; r0 < n; r0 += run) {
+        const char *q = lo + r0 * isz;
+        int64_t hit = -1;
+        /* the run's match of smallest logical index: its first in memory
+         * when the run goes forward in logical order, else its last */
+#define SCAN(T)                                                                  \
+    {                                                                            \
+        const T *t = (const T *)q, mv = (T)m;                                    \
+        if (step0 > 0) {                                                         \
+            for (int64_t k = 0; k < run; k++)                                    \
+                if (nan ? t[k] != t[k] : t[k] == mv) {                           \
+                    hit = k;                                                     \
+                    break;                                                       \
+                }                                                                \
+        } else {                                                                 \
+            for (int64_t k = run - 1; k >= 0; k--)                               \
+                if (nan ? t[k] != t[k] : t[k] == mv) {                           \
+                    hit = k;                                                     \
+                    break;                                                       \
+                }                                                                \
+        }                                                                        \
+    }
+        if (dt == TG_FLOAT64) SCAN(double) else SCAN(float)
+#undef SCAN
+        if (hit >= 0 && base + hit * step0 < best) best = base + hit * step0;
+        for (int i = 1; i < na; i++) { /* the next run */
+            base += lstep[i];
+            if (++idx[i] < msh[i]) break;
+            base -= lstep[i] * msh[i];
+            idx[i] = 0;
+        }
+    }
+    return best == INT64_MAX ? 0 : best;
+}
+
+/* v's elements into d, contiguous in v's logical order: the bits a plain
+ * copy gives, but when the axis innermost in memory is not the last one
+ * (a transposed view), the two are walked in tiles of TILE x TILE that
+ * stay in L1, where an element-by-element walk in logical order met a
+ * new cache line at every element. Element sizes 1, 2, 4, 8; false for
+ * others. */
+#define TILE 32
+typedef struct tiled {
+    const char *src;
+    char *dst;
+    int nd, m; /* m: the axis innermost in memory, or -1 for rows */
+    int64_t isz, ntm, sh[TG_MAX_NDIM], st[TG_MAX_NDIM], ds[TG_MAX_NDIM];
+} tiled;
+
+/* Piece it of the copy: a row (m < 0), or TILE positions of m by the
+ * whole last axis in tiles, at one position of the other axes. */
+static void copy_piece(const tiled *c, int64_t it) {
+    const int L = c->nd - 1, m = c->m;
+    int64_t o = it / c->ntm, i0 = (it % c->ntm) * TILE, sp = 0, dp = 0;
+    for (int a = L - 1; a >= 0; a--) {
+        if (a == m) continue;
+        sp += (o % c->sh[a]) * c->st[a];
+        dp += (o % c->sh[a]) * c->ds[a];
+        o /= c->sh[a];
+    }
+    const char *s0 = c->src + sp;
+    char *d0 = c->dst + dp;
+    const int64_t sl = c->st[L], nl = c->sh[L];
+    if (m < 0) {
+#define ROW(T)                                                                   \
+    for (int64_t j = 0; j < nl; j++) ((T *)d0)[j] = *(const T *)(s0 + j * sl);
+        switch (c->isz) {
+        case 1: ROW(uint8_t) break;
+        case 2: ROW(uint16_t) break;
+        case 4: ROW(uint32_t) break;
+        default: ROW(uint64_t) break;
+        }
+#undef ROW
+        return;
+    }
+    const int64_t i1 = i0 + TILE < c->sh[m] ? i0 + TILE : c->sh[m], sm = c->st[m], dm = c->ds[m];
+#define TILES(T)                                                                 \
+    for (int64_t j0 = 0; j0 < nl; j0 += TILE) {                                  \
+        const int64_t j1 = j0 + TILE < nl ? j0 + TILE : nl;                      \
+        for (int64_t j = j0; j < j1; j++)                                        \
+            for (int64_t i = i0; i < i1; i++)                                    \
+                *(T *)(d0 + i * dm + j * (int64_t)sizeof(T)) = *(const T *)(s0 + i * sm + j * sl); \
+    }
+    switch (c->isz) {
+    case 1: TILES(uint8_t) break;
+    case 2: TILES(uint16_t) break;
+    case 4: TILES(uint32_t) break;
+    default: TILES(uint64_t) break;
+    }
+#undef TILES
+}
+
+static bool copy_tiled(const tg_array *v, char *d, int64_t isz, int nth) {
+    if (isz != 1 && isz != 2 && isz != 4 && isz != 8) return false;
+    tiled c = {.src = v->data, .dst = d, .isz = isz, .m = -1};
+    int64_t total = 1;
+    for (int a = 0; a < v->ndim; a++)
+        if (v->shape[a] != 1) {
+            c.sh[c.nd] = v->shape[a];
+            c.st[c.nd++] = v->strides[a];
+            total *= v->shape[a];
+        }
+    if (total == 0) return true;
+    if (c.nd == 0) {
+        memcpy(d, v->data, (size_t)isz);
+        return true;
+    }
+    const int L = c.nd - 1;
+    for (int a = L; a >= 0; a--) c.ds[a] = a == L ? isz : c.ds[a + 1] * c.sh[a + 1];
+    for (int a = 0; a < L; a++)
+        if (c.m < 0 || llabs(c.st[a]) < llabs(c.st[c.m])) c.m = a;
+    if (c.m >= 0 && llabs(c.st[L]) <= llabs(c.st[c.m])) c.m = -1;
+    const int64_t nm = c.m >= 0 ? c.sh[c.m] : 1;
+    c.ntm = (nm + TILE - 1) / TILE;
+    const int64_t npiece = total / (c.sh[L] * nm) * c.ntm;
+    TG_PAR_FOR(nth, it, npiece, { copy_piece(&c, it); });
+    return true;
+}
+
+/* (grp_sum and grp_ext take the AVX2/AVX-512 clones; grp_sqdev does not,
+ * since there d * d + acc could become a fused multiply-add and give
+ * other bits than row_sqdev's.)
+ *
+ * Rows of float64/float32 at a stride rs, where a kept axis steps through
+ * memory by less (gs: sum or max over axis 1 of x.T, whose rows are
+ * columns of x): GROUP neighbouring rows reduced together, each element
+ * of a row beside its neighbours' in the inner loop, so that memory is
+ * read in order and every cache line is used by every row; one row at a
+ * time met a new line at every element. Each row's result is the one
+ * its own row loop gives: the same pairwise tree and order for sums
+ * (row_sum_d's strided branch), var's two passes, and the rules of the
+ * plain loops for max/min (the first NaN sticks) and argmax/argmin. */
+#define GROUP 256
+
+#define GRP_LOOPS(N, T)                                                          \
+    CLONES static void grp_sum_##N(const char *p, int64_t n, int64_t s, int64_t gs, int g, double *out) { \
+        if (n > 128) {                                                           \
+            double r[GROUP];                                                     \
+            int64_t h = n / 2;                                                   \
+            grp_sum_##N(p, h, s, gs, g, out);                                    \
+            grp_sum_##N(p + h * s, n - h, s, gs, g, r);                          \
+            for (int i = 0; i < g; i++) out[i] += r[i];                          \
+            return;                                                              \
+        }                                                                        \
+        for (int i = 0; i < g; i++) out[i] = 0;                                  \
+        for (int64_t k = 0; k < n; k++, p += s)                                  \
+            for (int i = 0; i < g; i++) out[i] += (double)*(const T *)(p + i * gs); \
+    }                                                                            \
+    static void grp_sqdev_##N(const char *p, int64_t n, int64_t s, int64_t gs, int g, \
+                              const double *mean, double *out) {                 \
+        if (n > 128) {                                                           \
+            double r[GROUP];                                                     \
+            int64_t h = n / 2;                                                   \
+            grp_sqdev_##N(p, h, s, gs, g, mean, out);                            \
+            grp_sqdev_##N(p + h * s, n - h, s, gs, g, mean, r);                  \
+            for (int i = 0; i < g; i++) out[i] += r[i];                          \
+            return;                                                              \
+        }                                                                        \
+        for (int i = 0; i < g; i++) out[i] = 0;                                  \
+        for (int64_t k = 0; k < n; k++, p += s)                                  \
+            for (int i = 0; i < g; i++) {                                        \
+                double d = (double)*(const T *)(p + i * gs) - mean[i];           \
+                out[i] += d * d;                                                 \
+            }                                                                    \
+    }                                                                            \
+    CLONES static void grp_ext_##N(const char *p, int64_t n, int64_t s, int64_t gs, int g, bool mx, \
+                            bool arg, T *acc, int64_t *best) {                   \
+        for (int i = 0; i < g; i++) {                                            \
+            acc[i] = *(const T *)(p + i * gs);                                   \
+            best[i] = 0;                                                         \
+        }                                                                        \
+        p += s;                                                                  \
+        for (int64_t k = 1; k < n; k++, p += s)                                  \
+            for (int i = 0; i < g; i++) {                                        \
+                T v = *(const T *)(p + i * gs);                                  \
+                bool up = (acc[i] == acc[i]) & ((v != v) | (mx ? v > acc[i] : v < acc[i])); \
+                acc[i] = up ? v : acc[i];                                        \
+                if (arg) best[i] = up ? k : best[i];                             \
+            }                                                                    \
+    }
+GRP_LOOPS(d, double)
+GRP_LOOPS(f, float)
+
+static bool grp_kind(red_kind k) { return k != R_PROD && k != R_ALL && k != R_ANY && k != R_LSE; }
+
+/* Reduces g rows (row i at p + i*gs, n elements at stride s) into out +
+ * i*ostep (bytes). */
+static void grp_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const char *p, int64_t n,
+                       int64_t s, int64_t gs, int g, char *out, int64_t ostep) {
+    const bool f64 = dt == TG_FLOAT64;
+    double a[GROUP], mean[GROUP];
+    if (k == R_MAX || k == R_MIN || k == R_ARGMAX || k == R_ARGMIN) {
+        _Alignas(8) char accb[GROUP * 8];
+        int64_t best[GROUP];
+        bool mx = k == R_MAX || k == R_ARGMAX, arg = k == R_ARGMAX || k == R_ARGMIN;
+        if (f64) grp_ext_d(p, n, s, gs, g, mx, arg, (double *)accb, best);
+        else grp_ext_f(p, n, s, gs, g, mx, arg, (float *)accb, best);
+        for (int i = 0; i < g; i++) {
+            if (arg) *(int64_t *)(out + i * ostep) = best[i];
+            else tg_store_f64(dt, out + i * ostep, f64 ? ((double *)accb)[i] : (double)((float *)accb)[i]);
+        }
+        return;
+    }
+    if (f64) grp_sum_d(p, n, s, gs, g, a);
+    else grp_sum_f(p, n, s, gs, g, a);
+    if (k == R_SUM || k == R_MEAN) {
+        for (int i = 0; i < g; i++) tg_store_f64(od, out + i * ostep, k == R_MEAN ? a[i] / (double)n : a[i]);
+        return;
+    }
+    for (int i = 0; i < g; i++) mean[i] = a[i] / (double)n;
+    if (f64) grp_sqdev_d(p, n, s, gs, g, mean, a);
+    else grp_sqdev_f(p, n, s, gs, g, mean, a);
+    double cnt = var_count(n, ddof);
+    for (int i = 0; i < g; i++) {
+        double v = a[i] / cnt;
+        tg_store_f64(od, out + i * ostep, k == R_STD ? sqrt(v) : v);
+    }
+}
+
 /* acc[0..outer) += rows r0..r1 of x, rows of `outer` contiguous floats. */
 static void rows_into(double *acc, const char *x, tg_dtype dt, int64_t outer, int64_t r0, int64_t r1) {
     const char *row = x + r0 * outer * (int64_t)tg_dtype_size(dt);
@@ -1441,15 +1807,43 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
         tg_array_free(v);
         return TG_OK;
     }
+    const red_kind k = kind;
+    const char *base = v->data; /* of the one row, when outer == 1 */
+    const char *lo;
+    if (!uniform && outer == 1 && inner > 1 &&
+        (k == R_MAX || k == R_MIN || k == R_ALL || k == R_ANY ||
+         ((k == R_ARGMAX || k == R_ARGMIN) && (dt == TG_FLOAT64 || dt == TG_FLOAT32))) &&
+        dense_span(v, isz, &lo)) {
+        /* Every element of a permuted (transposed, reversed) dense
+         * array: the order does not change these results, so memory is
+         * read as one row, in order, without a copy; argmax/argmin map
+         * the memory position back to the logical index. */
+        if (k == R_ARGMAX || k == R_ARGMIN) {
+            *(int64_t *)o = dense_argext(v, dt, isz, lo, inner, k == R_ARGMAX);
+            tg_array_free(v);
+            return TG_OK;
+        }
+        base = lo;
+        rs = isz;
+        uniform = true;
+    }
     if (!uniform) {
-        c = tg_array_copy(v, dt);
+        /* The sums' order is the logical one (see "layouts" above): the
+         * view is copied into rows, in tiles where that reads memory in
+         * order. */
+        const int nthc = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+        c = tg_array_new(dt, v->ndim, v->shape);
+        if (c && !copy_tiled(v, c->data, isz, nthc)) {
+            tg_array_free(c);
+            c = tg_array_copy(v, dt);
+        }
         tg_array_free(v);
         if (!c) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         v = c;
+        base = v->data;
         rs = isz;
     }
     /* Row start pointers come from the kept axes of v. */
-    const red_kind k = kind;
     if (outer == 1) {
         /* One output: split a long row across threads for sums (and the
          * two passes of var and std). */
@@ -1463,7 +1857,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
             if (nth > RED_CHUNKS) nth = RED_CHUNKS;
             TG_PAR_FOR(nth, t, RED_CHUNKS, {
                 int64_t b = inner * t / RED_CHUNKS, e = inner * (t + 1) / RED_CHUNKS;
-                part[t] = row_sum_d(dt, v->data + b * rs, e - b, rs);
+                part[t] = row_sum_d(dt, base + b * rs, e - b, rs);
             });
             double s = 0;
             for (int t = 0; t < RED_CHUNKS; t++) s += part[t];
@@ -1471,7 +1865,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
                 double mean = s / (double)inner;
                 TG_PAR_FOR(nth, t, RED_CHUNKS, {
                     int64_t b = inner * t / RED_CHUNKS, e = inner * (t + 1) / RED_CHUNKS;
-                    part[t] = row_sqdev(dt, v->data + b * rs, e - b, rs, mean);
+                    part[t] = row_sqdev(dt, base + b * rs, e - b, rs, mean);
                 });
                 double acc = 0;
                 for (int t = 0; t < RED_CHUNKS; t++) acc += part[t];
@@ -1492,7 +1886,7 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
 #pragma omp parallel for schedule(static) num_threads(nth)
             for (int t = 0; t < nth; t++) {
                 int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
-                row_extreme(dt, v->data + b * rs, e - b, rs, k == R_MAX, (char *)part + t * isz);
+                row_extreme(dt, base + b * rs, e - b, rs, k == R_MAX, (char *)part + t * isz);
             }
             row_extreme(dt, (const char *)part, nth, isz, k == R_MAX, o);
         } else if ((k == R_ARGMAX || k == R_ARGMIN) && (dt == TG_FLOAT64 || dt == TG_FLOAT32) &&
@@ -1505,20 +1899,44 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
 #pragma omp parallel for schedule(static) num_threads(nth)
             for (int t = 0; t < nth; t++) {
                 int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
-                idx[t] = b + row_argext(dt, v->data + b * rs, e - b, rs, k == R_ARGMAX);
+                idx[t] = b + row_argext(dt, base + b * rs, e - b, rs, k == R_ARGMAX);
             }
             int64_t best = idx[0];
             for (int t = 1; t < nth; t++) {
-                double bv = load_d(dt, v->data + best * rs), cv = load_d(dt, v->data + idx[t] * rs);
+                double bv = load_d(dt, base + best * rs), cv = load_d(dt, base + idx[t] * rs);
                 if (bv != bv) break;
                 if (cv != cv || (k == R_ARGMAX ? cv > bv : cv < bv)) best = idx[t];
             }
             *(int64_t *)o = best;
         } else {
-            row_reduce(k, dt, od, ddof, v->data, inner, rs, o);
+            row_reduce(k, dt, od, ddof, base, inner, rs, o);
         }
     } else {
         int nth = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+        /* Strided rows beside each other in memory: GROUP at a time, along
+         * the kept axis of the smallest stride (if smaller than rs). */
+        int g = -1;
+        int64_t ars = rs < 0 ? -rs : rs;
+        if ((dt == TG_FLOAT64 || dt == TG_FLOAT32) && grp_kind(k) && ars != isz && inner > 1 && !c)
+            for (int d = 0; d < kept; d++) {
+                int64_t a = v->strides[d] < 0 ? -v->strides[d] : v->strides[d];
+                if (v->shape[d] > 1 && a < ars && (g < 0 || a < llabs(v->strides[g]))) g = d;
+            }
+        if (g >= 0) {
+            int64_t ng = v->shape[g], after = 1, gs = v->strides[g];
+            for (int d = g + 1; d < kept; d++) after *= v->shape[d];
+            const int64_t nblk = (ng + GROUP - 1) / GROUP, ntask = outer / ng * nblk;
+            TG_PAR_FOR(nth, t, ntask, {
+                /* t: (the kept axes before g, the block of g, those after) */
+                int64_t ja = t % after, blk = (t / after) % nblk, jb = t / (after * nblk);
+                int64_t j0 = (jb * ng + blk * GROUP) * after + ja;
+                int gn = (int)(ng - blk * GROUP < GROUP ? ng - blk * GROUP : GROUP);
+                grp_reduce(k, dt, od, ddof, v->data + index_offset(v, 0, kept, j0), inner, rs, gs, gn,
+                           o + j0 * osz, after * osz);
+            });
+            tg_array_free(v);
+            return TG_OK;
+        }
         TG_PAR_FOR(nth, j, outer, {
             /* j over the kept axes (the first `kept` of v) */
             const char *p = v->data + index_offset(v, 0, kept, j);
