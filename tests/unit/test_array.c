@@ -447,6 +447,105 @@ static void test_assign_overlapping_views(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Same-dtype copies take a typed loop per item size (1, 2, 4, 8 bytes):
+ * every dtype, through tg_cast_strided with reversed, strided, zero
+ * (broadcast) and mixed strides, lengths 0, 1, 2 and odd ones, and
+ * through tg_array_copy of transposed and reversed 2-D views and
+ * tg_array_assign into a strided view. Each element has its own bit
+ * pattern (NaN payloads and -0 for the float dtypes: a copy moves bits,
+ * never values), and the expected bytes come from a plain loop over the
+ * same addresses; the gaps of a strided destination stay as they were. */
+static void fill_distinct(unsigned char *p, size_t nbytes, unsigned seed) {
+    for (size_t i = 0; i < nbytes; i++) p[i] = (unsigned char)(i * 37u + seed * 101u + (i >> 8) * 13u + 1u);
+}
+
+static void test_copy_same_dtype_layouts(void **state) {
+    (void)state;
+    enum { N = 61, MID = 4 * N * 8, CAP = 2 * MID + 8 };
+    static const int64_t lens[] = {0, 1, 2, 3, 7, 16, N};
+    /* (source, destination) strides in items; negative ones start at the
+     * far end of the buffer */
+    static const int64_t strides[][2] = {{1, 1},  {-1, 1}, {1, -1}, {2, 1},  {1, 3},  {-3, 2},
+                                         {0, 1},  {0, -2}, {0, 3},  {-1, -1}, {3, 3}, {4, -4}};
+    for (int dt = 0; dt < TG_NDTYPES; dt++) {
+        const int64_t e = (int64_t)tg_dtype_size((tg_dtype)dt);
+        for (size_t l = 0; l < TG_ARRAY_LEN(lens); l++)
+            for (size_t k = 0; k < TG_ARRAY_LEN(strides); k++) {
+                const int64_t n = lens[l], ss = strides[k][0] * e, ds = strides[k][1] * e;
+                unsigned char src[CAP], dst[CAP], want[CAP];
+                fill_distinct(src, sizeof src, (unsigned)(dt + 3 * k));
+                if (dt == TG_FLOAT64) { /* a NaN with a payload and -0 among them */
+                    memcpy(src + MID, (uint64_t[]){0x7ff4000000000abcull}, 8);
+                    memcpy(src + MID - 8, (uint64_t[]){0x8000000000000000ull}, 8);
+                    memcpy(src + MID + 8, (uint64_t[]){0x8000000000000000ull}, 8);
+                }
+                memset(dst, 0xa5, sizeof dst);
+                memset(want, 0xa5, sizeof want);
+                const int64_t s0 = MID, d0 = MID; /* room for 4 * N items either way */
+                for (int64_t i = 0; i < n; i++) memcpy(want + d0 + i * ds, src + s0 + i * ss, (size_t)e);
+                tg_cast_strided((tg_dtype)dt, dst + d0, ds, (tg_dtype)dt, src + s0, ss, n);
+                for (size_t b = 0; b < sizeof dst; b++)
+                    if (dst[b] != want[b])
+                        fail_msg("%s, %lld items, strides %lld -> %lld: the byte %lld from the first "
+                                 "destination item is 0x%02x, want 0x%02x",
+                                 tg_dtype_name((tg_dtype)dt), (long long)n, (long long)strides[k][0],
+                                 (long long)strides[k][1], (long long)((int64_t)b - d0), dst[b], want[b]);
+            }
+    }
+    /* Arrays: a transposed (5, 7) view and one reversed along both axes,
+     * compacted by tg_array_copy; an assignment into every other column
+     * of a reversed view. */
+    tg_ctx *ctx = tg_ctx_new();
+    for (int dt = 0; dt < TG_NDTYPES; dt++) {
+        const int64_t e = (int64_t)tg_dtype_size((tg_dtype)dt);
+        tg_array *a = tg_array_new((tg_dtype)dt, 2, (int64_t[]){7, 5});
+        fill_distinct(tg_array_data(a), (size_t)(35 * e), (unsigned)dt);
+        const unsigned char *ad = tg_array_data(a);
+        tg_array *t = tg_array_view_transpose(a, NULL, ctx);
+        tg_array *r0 = tg_array_view_slice(a, 0, TG_SLICE_NONE, TG_SLICE_NONE, -1, ctx);
+        tg_array *r = tg_array_view_slice(r0, 1, TG_SLICE_NONE, TG_SLICE_NONE, -1, ctx);
+        tg_array *ct = tg_array_copy(t, (tg_dtype)dt), *cr = tg_array_copy(r, (tg_dtype)dt);
+        assert_non_null(ct);
+        assert_non_null(cr);
+        const unsigned char *pt = tg_array_data(ct), *pr = tg_array_data(cr);
+        for (int64_t i = 0; i < 5; i++)
+            for (int64_t j = 0; j < 7; j++)
+                if (memcmp(pt + (i * 7 + j) * e, ad + (j * 5 + i) * e, (size_t)e))
+                    fail_msg("%s: copy of the transpose differs at (%lld, %lld)", tg_dtype_name((tg_dtype)dt),
+                             (long long)i, (long long)j);
+        for (int64_t i = 0; i < 7; i++)
+            for (int64_t j = 0; j < 5; j++)
+                if (memcmp(pr + (i * 5 + j) * e, ad + ((6 - i) * 5 + 4 - j) * e, (size_t)e))
+                    fail_msg("%s: copy of x[::-1, ::-1] differs at (%lld, %lld)", tg_dtype_name((tg_dtype)dt),
+                             (long long)i, (long long)j);
+        /* d (7, 9) filled with 0x5a; d[::-1, ::2] = t.T (= a) */
+        tg_array *d = tg_array_new((tg_dtype)dt, 2, (int64_t[]){7, 9});
+        memset(tg_array_data(d), 0x5a, (size_t)(63 * e));
+        tg_array *d0 = tg_array_view_slice(d, 0, TG_SLICE_NONE, TG_SLICE_NONE, -1, ctx);
+        tg_array *dv = tg_array_view_slice(d0, 1, TG_SLICE_NONE, TG_SLICE_NONE, 2, ctx);
+        tg_array *tt = tg_array_view_transpose(t, NULL, ctx);
+        assert_int_equal(tg_array_assign(dv, tt, ctx), 0);
+        const unsigned char *pd = tg_array_data(d);
+        for (int64_t i = 0; i < 7; i++)
+            for (int64_t j = 0; j < 9; j++) {
+                const unsigned char *got = pd + (i * 9 + j) * e;
+                if (j % 2 == 0) {
+                    if (memcmp(got, ad + ((6 - i) * 5 + j / 2) * e, (size_t)e))
+                        fail_msg("%s: d[::-1, ::2] = x: d[%lld, %lld] differs", tg_dtype_name((tg_dtype)dt),
+                                 (long long)i, (long long)j);
+                } else {
+                    for (int64_t b = 0; b < e; b++)
+                        if (got[b] != 0x5a)
+                            fail_msg("%s: d[::-1, ::2] = x wrote d[%lld, %lld]", tg_dtype_name((tg_dtype)dt),
+                                     (long long)i, (long long)j);
+                }
+            }
+        tg_array *arrs[] = {a, t, r0, r, ct, cr, d, d0, dv, tt};
+        for (size_t i = 0; i < TG_ARRAY_LEN(arrs); i++) tg_array_free(arrs[i]);
+    }
+    tg_ctx_free(ctx);
+}
+
 static void test_equal(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -901,6 +1000,7 @@ int main(void) {
         cmocka_unit_test(test_copy_converts_and_compacts),
         cmocka_unit_test(test_assign_broadcasts_and_casts),
         cmocka_unit_test(test_assign_overlapping_views),
+        cmocka_unit_test(test_copy_same_dtype_layouts),
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_prepare_reuses_without_allocating),
         cmocka_unit_test(test_broadcast_shapes),
