@@ -525,6 +525,91 @@ static void test_gemv_ger(void **state) {
     }
 }
 
+/* Reversed vectors go to BLAS as they are, with a negative increment
+ * and the pointer at their lowest address (logical element n - 1), in a
+ * dot, a gemv, a ger (both vectors) and a rank-1 matmul (K == 1); values
+ * against a plain loop, exact (quarters: every sum is exact in float64,
+ * so a wrong element or order of pairing shows). A second call allocates
+ * nothing the vector's size: it copied both vectors (tg_malloc) at every
+ * call. A broadcast (stride 0) vector is still copied, into a buffer of
+ * the function's pool, so a second call allocates none either. */
+static void test_reversed_vectors_no_copy(void **state) {
+    (void)state;
+    enum { M = 5, K = 600 }; /* K * 8 bytes: past TG_VM_KEEP_BYTES, so pooled */
+    tg_graph *g = tu_load(
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"A\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+        "{\"id\":\"m\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+        "{\"id\":\"y\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],"
+        "\"nodes\":[{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"xr\"],\"attrs\":{\"index\":[{"
+        "\"step\":-1}]}},"
+        "{\"op\":\"subtensor\",\"inputs\":[\"m\"],\"outputs\":[\"mr\"],\"attrs\":{\"index\":[{\"step\":-2}]}},"
+        "{\"op\":\"dot\",\"inputs\":[\"xr\",\"y\"],\"outputs\":[\"d\"]},"
+        "{\"op\":\"dot\",\"inputs\":[\"A\",\"xr\"],\"outputs\":[\"g\"]},"
+        "{\"op\":\"ger\",\"inputs\":[\"A\",{\"value\":2},\"mr\",\"y\"],\"outputs\":[\"r\"]},"
+        "{\"op\":\"dimshuffle\",\"inputs\":[\"mr\"],\"outputs\":[\"mc\"],\"attrs\":{\"order\":[0,\"x\"]}},"
+        "{\"op\":\"dimshuffle\",\"inputs\":[\"xr\"],\"outputs\":[\"xw\"],\"attrs\":{\"order\":[\"x\",0]}},"
+        "{\"op\":\"matmul\",\"inputs\":[\"mc\",\"xw\"],\"outputs\":[\"o\"]}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"A\",\"x\",\"m\",\"y\"],\"outputs\":[\"d\",\"g\",\"r\",\"o\"]},"
+        "\"dot\":{\"inputs\":[\"x\",\"y\"],\"outputs\":[\"d\"]}}}");
+    tg_array *A = rand_array(TG_FLOAT64, 2, (int64_t[]){M, K}, 0, 0);
+    tg_array *x = rand_array(TG_FLOAT64, 1, (int64_t[]){K}, 0, 0);
+    tg_array *m = rand_array(TG_FLOAT64, 1, (int64_t[]){2 * M}, 0, 0);
+    tg_array *yb = rand_array(TG_FLOAT64, 1, (int64_t[]){2 * K}, 0, 0);
+    tg_array *y = slice(yb, 0, 2 * K - 2, TG_SLICE_NONE, -2); /* yb[2K-2], yb[2K-4], ..., yb[0] */
+    const double *a = tg_array_data(A), *xv = tg_array_data(x), *mv = tg_array_data(m), *yv = tg_array_data(yb);
+    tg_array *in[4] = {A, x, m, y}, *out[4] = {0};
+    tu_call(g, "main", in, out);
+    /* xr[k] = x[K-1-k], mr[i] = m[2M-1-2i], y[k] = yb[2K-2-2k] */
+    double d = 0;
+    for (int64_t k = 0; k < K; k++) d += xv[K - 1 - k] * yv[2 * K - 2 - 2 * k];
+    tu_assert_near(tg_array_get_flat(out[0], 0), d, 0);
+    for (int64_t i = 0; i < M; i++) {
+        double gi = 0;
+        for (int64_t k = 0; k < K; k++) gi += a[i * K + k] * xv[K - 1 - k];
+        tu_assert_near(tg_array_get_flat(out[1], i), gi, 0);
+        for (int64_t k = 0; k < K; k++) {
+            double mi = mv[2 * M - 1 - 2 * i];
+            tu_assert_near(tg_array_get_flat(out[2], i * K + k), a[i * K + k] + 2 * mi * yv[2 * K - 2 - 2 * k], 0);
+            tu_assert_near(tg_array_get_flat(out[3], i * K + k), mi * xv[K - 1 - k], 0);
+        }
+    }
+    for (int i = 0; i < 4; i++) tg_array_free(out[i]);
+
+    /* allocations of a second call: dot(x[::-1], y[::-2]), then dot(z, y)
+     * with z a stride-0 vector */
+    tg_ctx *ctx = tg_ctx_new();
+    int fi = tg_graph_function_find(g, "dot", ctx);
+    assert_true(fi >= 0);
+    tg_function *f = tg_function_compile(g, fi, NULL, ctx);
+    assert_non_null(f);
+    tg_array *z = tg_array_view_raw(yb, TG_FLOAT64, 1, (int64_t[]){K}, (int64_t[]){0}, yb->data + 8);
+    assert_non_null(z);
+    for (int c = 0; c < 2; c++) {
+        tg_array *fin[2] = {c ? z : x, y}, *r = NULL;
+        assert_int_equal(tg_function_call(f, fin, &r, ctx), 0);
+        tg_array_free(r);
+        r = NULL;
+        tu_count_begin();
+        int rc = tg_function_call(f, fin, &r, ctx);
+        tu_alloc_count n = tu_count_end();
+        assert_int_equal(rc, 0);
+        double want = 0;
+        for (int64_t k = 0; k < K; k++) want += (c ? yv[1] : xv[K - 1 - k]) * yv[2 * K - 2 - 2 * k];
+        tu_assert_near(tg_array_get_flat(r, 0), want, 0);
+        if (n.bytes >= K * 8)
+            fail_msg("dot(%s, y[::-2]), second call: %.0f bytes in %.0f allocations", c ? "z (stride 0)" : "x[::-1]",
+                     n.bytes, n.allocs);
+        tg_array_free(r);
+    }
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    tg_array *objs[] = {A, x, m, yb, y, z};
+    for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) tg_array_free(objs[i]);
+    tg_graph_free(g);
+}
+
 /* ---- load-time errors ---- */
 
 static void expect_load_error(const char *vars, const char *node, const char *want) {
@@ -868,6 +953,7 @@ int main(void) {
         cmocka_unit_test(test_float16),       cmocka_unit_test(test_batched),
         cmocka_unit_test(test_gemm_inplace),  cmocka_unit_test(test_gemm_rank1),
         cmocka_unit_test(test_gemv_ger),
+        cmocka_unit_test(test_reversed_vectors_no_copy),
         cmocka_unit_test(test_load_errors),   cmocka_unit_test(test_lapack_threads),
         cmocka_unit_test(test_solve_broadcast_load),
         cmocka_unit_test(test_blas_build),    cmocka_unit_test(test_fork_products),

@@ -7,9 +7,11 @@
  * dimension, one with unit-stride columns (the transpose of such a matrix)
  * with CblasTrans, anything else (zero, negative or odd strides) is copied
  * first. Vectors go to BLAS with their stride as the increment when it is
- * a positive multiple of the item size (BLAS reads negative increments
- * from the other end), and are copied otherwise. One-row and one-column
- * products use gemv, a single element dot.
+ * a multiple of the item size, negative ones too (x[::-1]: BLAS takes the
+ * element at the lowest address and walks it backwards, vec_base), and are
+ * copied otherwise (stride 0 or odd). One-row and one-column products use
+ * gemv, a single element dot. Copies go to buffers from the running
+ * function's pool, so a function called again allocates none.
  *
  * float16 converts to float32, multiplies there and rounds the result once
  * (NumPy accumulates float16 products in float32 too). Integers use a
@@ -129,38 +131,51 @@ static bool blas_layout(const mat *m, int64_t e, CBLAS_TRANSPOSE *tr, int64_t *l
     return *ld <= INT_MAX;
 }
 
-/* A C-contiguous copy of m, for layouts BLAS cannot take. */
-static char *mat_copy(const mat *m, tg_dtype dt) {
+/* A C-contiguous copy of m, for layouts BLAS cannot take, in a buffer
+ * from the running function's pool (tg_buffer_new; NULL when out of
+ * memory). */
+static tg_buffer *mat_copy(const mat *m, tg_dtype dt) {
     size_t e = tg_isize(dt);
-    char *c = tg_malloc((size_t)(m->rows * m->cols) * e + 1);
+    tg_buffer *c = tg_buffer_new((size_t)(m->rows * m->cols) * e + 1);
     if (!c) return NULL;
     for (int64_t i = 0; i < m->rows; i++)
-        tg_cast_strided(dt, c + (size_t)(i * m->cols) * e, (int64_t)e, dt, m->data + i * m->rs, m->cs,
-                        m->cols);
+        tg_cast_strided(dt, (char *)c->data + (size_t)(i * m->cols) * e, (int64_t)e, dt, m->data + i * m->rs,
+                        m->cs, m->cols);
     return c;
 }
 
-/* BLAS increment for n elements s bytes apart; 0 when BLAS cannot take
- * them as they are. */
+/* BLAS increment for n elements s bytes apart, negative for a reversed
+ * vector; 0 when BLAS cannot take them as they are (stride 0: BLAS
+ * forbids an increment of 0 in ger and gemv; or not a multiple of the item
+ * size). */
 static int64_t vec_inc(int64_t n, int64_t s, int64_t e) {
     if (n <= 1) return 1;
-    if (s > 0 && s % e == 0 && s / e <= INT_MAX) return s / e;
+    if (s != 0 && s % e == 0 && s / e <= INT_MAX && s / e >= -INT_MAX) return s / e;
     return 0;
 }
 
-/* A vector for BLAS: p/inc, or a contiguous copy in *tmp. */
+/* The pointer BLAS takes with that increment for the vector whose
+ * element 0 is at data: for a negative increment, the element at the
+ * lowest address, logical element n - 1 (reference BLAS starts a
+ * negative-increment walk at x[(1 - n) * incx]). */
+static const char *vec_base(const char *data, int64_t n, int64_t s) {
+    return s < 0 && n > 1 ? data + (n - 1) * s : data;
+}
+
+/* A vector for BLAS: p/inc, or a contiguous copy in *tmp (a pooled
+ * buffer). */
 static int vec_for_blas(tg_dtype dt, const char *data, int64_t n, int64_t s, const char **p, int *inc,
-                        char **tmp) {
+                        tg_buffer **tmp) {
     int64_t e = (int64_t)tg_isize(dt);
     int64_t i = vec_inc(n, s, e);
     if (i) {
-        *p = data;
+        *p = vec_base(data, n, s);
         *inc = (int)i;
         return K_OK;
     }
-    if (!(*tmp = tg_malloc((size_t)(n * e)))) return K_NOMEM;
-    tg_cast_strided(dt, *tmp, e, dt, data, s, n);
-    *p = *tmp;
+    if (!(*tmp = tg_buffer_new((size_t)(n * e)))) return K_NOMEM;
+    tg_cast_strided(dt, (*tmp)->data, e, dt, data, s, n);
+    *p = (*tmp)->data;
     *inc = 1;
     return K_OK;
 }
@@ -253,7 +268,7 @@ static int gemm_float(tg_dtype dt, const mat *A, const mat *B, double alpha, dou
 static int gemm_float_body(tg_dtype dt, const mat *A, const mat *B, double alpha, double beta, char *C) {
     const int64_t M = A->rows, K = A->cols, N = B->cols, e = (int64_t)tg_isize(dt);
     const bool d = dt == TG_FLOAT64;
-    char *t0 = NULL, *t1 = NULL;
+    tg_buffer *t0 = NULL, *t1 = NULL;
     int rc = K_OK;
     if (M == 0 || N == 0) return K_OK;
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return K_BIG;
@@ -302,7 +317,7 @@ static int gemm_float_body(tg_dtype dt, const mat *A, const mat *B, double alpha
                 rc = K_NOMEM;
                 goto done;
             }
-            pm = t1;
+            pm = t1->data;
             t = CblasNoTrans;
             ld = m->cols;
         }
@@ -323,7 +338,8 @@ static int gemm_float_body(tg_dtype dt, const mat *A, const mat *B, double alpha
          * a rank-1 update, which OpenBLAS's gemm runs at a third of ger's
          * speed (784x500 float32: 0.11 against 0.045 ms, one thread). */
         scale_c(dt, C, M, N, beta);
-        ger_float(d, M, N, alpha, A->data, vec_inc(M, A->rs, e), B->data, vec_inc(N, B->cs, e), C);
+        ger_float(d, M, N, alpha, vec_base(A->data, M, A->rs), vec_inc(M, A->rs, e), vec_base(B->data, N, B->cs),
+                  vec_inc(N, B->cs, e), C);
         goto done;
     }
     CBLAS_TRANSPOSE ta, tb;
@@ -334,7 +350,7 @@ static int gemm_float_body(tg_dtype dt, const mat *A, const mat *B, double alpha
             rc = K_NOMEM;
             goto done;
         }
-        pa = t0;
+        pa = t0->data;
         ta = CblasNoTrans;
         lda = K;
     }
@@ -343,7 +359,7 @@ static int gemm_float_body(tg_dtype dt, const mat *A, const mat *B, double alpha
             rc = K_NOMEM;
             goto done;
         }
-        pb = t1;
+        pb = t1->data;
         tb = CblasNoTrans;
         ldb = N;
     }
@@ -354,8 +370,8 @@ static int gemm_float_body(tg_dtype dt, const mat *A, const mat *B, double alpha
         cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, (float)alpha, (const float *)pa, (int)lda,
                     (const float *)pb, (int)ldb, (float)beta, (float *)C, (int)N);
 done:
-    tg_free(t0);
-    tg_free(t1);
+    tg_buffer_unref(t0);
+    tg_buffer_unref(t1);
     return rc;
 }
 
@@ -1003,7 +1019,8 @@ static int blas_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         if ((dt == TG_FLOAT32 || dt == TG_FLOAT64) && ix && iy && M > 0 && N > 0 && M <= INT_MAX &&
             N <= INT_MAX) {
             tg_blas_guard g = tg_blas_for((double)M, (double)N, 1);
-            ger_float(dt == TG_FLOAT64, M, N, alpha.f, x->data, ix, y->data, iy, out[0]->data);
+            ger_float(dt == TG_FLOAT64, M, N, alpha.f, vec_base(x->data, M, x->strides[0]), ix,
+                      vec_base(y->data, N, y->strides[0]), iy, out[0]->data);
             tg_blas_restore(g);
             break;
         }
