@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/tensor.h"
 #include "testutil.h"
 
 static tg_function *compile(tg_graph *g) {
@@ -426,6 +427,62 @@ static void test_same_bits_any_layout(void **state) {
     }
 }
 
+/* abs of every signed integer width is branchless ((x ^ m) - m), so that
+ * it vectorises; each element by a plain branch here, with NumPy's wrap
+ * at the most negative value (np.abs(np.int64(-2**63)) is -2**63), over
+ * 67 values (a vector body and a tail), contiguous, reversed and every
+ * third one (the strided loop). */
+static void test_abs_signed_ints(void **state) {
+    (void)state;
+    static const tg_dtype dts[] = {TG_INT8, TG_INT16, TG_INT32, TG_INT64};
+    enum { N = 67 };
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+        const tg_dtype dt = dts[t];
+        const size_t e = tg_dtype_size(dt);
+        const int bits = (int)e * 8;
+        const int64_t lo = bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1)), hi = -(lo + 1);
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                 "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[null]}}],"
+                 "\"nodes\":[{\"op\":\"abs\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}]}",
+                 tg_dtype_name(dt));
+        tg_graph *g = tu_load(json);
+        tg_function *f = compile(g);
+        tg_ctx *ctx = tg_ctx_new();
+        int64_t v[3 * N];
+        for (int i = 0; i < 3 * N; i++) { /* every element different, both signs, the ends */
+            int64_t w = (int64_t)((uint64_t)(i * 2654435761u) << (bits > 32 ? 29 : 0)) ^ (i * 7);
+            v[i] = i % 11 == 3 ? lo : i % 13 == 5 ? hi : i % 17 == 2 ? 0 : i % 19 == 7 ? -1 : w;
+        }
+        tg_array *base = tg_array_new(dt, 1, (int64_t[]){3 * N});
+        for (int i = 0; i < 3 * N; i++) tg_store_i64(dt, (char *)tg_array_data(base) + (size_t)i * e, v[i]);
+        tg_array *views[3] = {tg_array_view_slice(base, 0, 0, N, 1, ctx),
+                              tg_array_view_slice(base, 0, TG_SLICE_NONE, TG_SLICE_NONE, -1, ctx),
+                              tg_array_view_slice(base, 0, 1, TG_SLICE_NONE, 3, ctx)};
+        for (int k = 0; k < 3; k++) {
+            tg_array *x = views[k], *y = NULL;
+            assert_non_null(x);
+            assert_int_equal(tg_function_call(f, &x, &y, ctx), 0);
+            const int64_t n = tg_array_size(x);
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t xi = tg_load_i64(dt, (const char *)tg_array_data(x) + i * tg_array_strides(x)[0]);
+                const int64_t want = xi == lo ? lo : xi < 0 ? -xi : xi;
+                const int64_t got = tg_load_i64(dt, (const char *)tg_array_data(y) + i * (int64_t)e);
+                if (got != want)
+                    fail_msg("abs %s, view %d, element %lld: abs(%lld) gave %lld, want %lld", tg_dtype_name(dt), k,
+                             (long long)i, (long long)xi, (long long)got, (long long)want);
+            }
+            tg_array_free(y);
+            tg_array_free(x);
+        }
+        tg_array_free(base);
+        tg_ctx_free(ctx);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strided_caller_inputs),
@@ -437,6 +494,7 @@ int main(void) {
         cmocka_unit_test(test_broadcast_error_message),
         cmocka_unit_test(test_fused_error_names_origins),
         cmocka_unit_test(test_same_bits_any_layout),
+        cmocka_unit_test(test_abs_signed_ints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

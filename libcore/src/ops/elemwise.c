@@ -398,8 +398,16 @@ IPOW(uint64_t, 0)
     int64_t: ipow_int64_t, uint8_t: ipow_uint8_t, uint16_t: ipow_uint16_t, uint32_t: ipow_uint32_t, \
     uint64_t: ipow_uint64_t)(x, y, ud)
 
-/* Wrapping negation and absolute value for signed integers. */
+/* Wrapping negation and absolute value for signed integers.
+ * WABS is branchless, (x ^ m) - m with m all ones for a negative x (an
+ * arithmetic shift, as GCC and Clang define >> of a negative value), so
+ * that it vectorises: the select x < 0 ? -x : x did not for int64 (no
+ * 64-bit compare in SSE2), and ran at a quarter of NumPy's speed. The
+ * most negative value stays itself, as in NumPy. */
 #define WNEG(T, x) ((T)(0 - (uint64_t)(x)))
+#define WABS(T, x)                                                              \
+    ((T)(((uint64_t)(x) ^ (uint64_t)((x) >> (sizeof(T) * 8 - 1))) -             \
+         (uint64_t)((x) >> (sizeof(T) * 8 - 1))))
 
 /* ---- the loops ---- */
 
@@ -421,7 +429,7 @@ FLOATS(DEF_U, l_neg, -x)
 SINTS(DEF_U, l_neg, WNEG(__typeof__(x), x))
 UINTS(DEF_U, l_neg, (__typeof__(x))(0 - (uint64_t)x))
 FLOATS(DEF_U, l_abs, fabs(x))
-SINTS(DEF_U, l_abs, x < 0 ? WNEG(__typeof__(x), x) : x)
+SINTS(DEF_U, l_abs, WABS(__typeof__(x), x))
 UINTS(DEF_U, l_abs, x)
 BOOLS(DEF_U, l_abs, x)
 /* (NumPy's: 0 for either zero, +0; NaN stays NaN) */
