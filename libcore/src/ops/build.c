@@ -215,6 +215,28 @@ static int take_infer(tg_node *n, tg_ctx *ctx) {
     return TG_OK;
 }
 
+/* The error for the index at flat position i (C order) of idx, named as
+ * given: a uint64 past 2^63 - 1 is not the 2^63 - 1 it counts as. */
+static int index_error(const tg_array *idx, int64_t i, int64_t len, int ax,
+                       tg_ctx *ctx) {
+    const char *p = idx->data;
+    for (int d = idx->ndim - 1; d >= 0; d--) {
+        p += (i % idx->shape[d]) * idx->strides[d];
+        i /= idx->shape[d];
+    }
+    char txt[24];
+    if (idx->dtype == TG_UINT64) {
+        uint64_t u;
+        memcpy(&u, p, sizeof u);
+        snprintf(txt, sizeof txt, "%llu", (unsigned long long)u);
+    } else {
+        snprintf(txt, sizeof txt, "%lld", (long long)tg_load_len(idx->dtype, p));
+    }
+    return tg_errorf(ctx, TG_ERUNTIME,
+                     "index %s is out of bounds for axis %d with size %lld",
+                     txt, ax, (long long)len);
+}
+
 /* The indices as int64, negative ones resolved; an index out of range is
  * a run-time error naming it. *out is tg_malloc'd (NULL when empty). */
 static int read_indices(const tg_array *idx, int64_t len, int ax,
@@ -231,21 +253,8 @@ static int read_indices(const tg_array *idx, int64_t len, int ax,
         int64_t k = tg_load_len(idx->dtype, p);
         int64_t r = k < 0 ? k + len : k;
         if (r < 0 || r >= len) {
-            /* the index as given: a uint64 past 2^63 - 1 is not the
-               2^63 - 1 it counts as */
-            char txt[24];
-            if (idx->dtype == TG_UINT64) {
-                uint64_t u;
-                memcpy(&u, p, sizeof u);
-                snprintf(txt, sizeof txt, "%llu", (unsigned long long)u);
-            } else {
-                snprintf(txt, sizeof txt, "%lld", (long long)k);
-            }
             tg_free(v);
-            return tg_errorf(ctx, TG_ERUNTIME,
-                             "index %s is out of bounds for axis %d with "
-                             "size %lld",
-                             txt, ax, (long long)len);
+            return index_error(idx, i, len, ax, ctx);
         }
         v[i] = r;
         for (int d = idx->ndim - 1; d >= 0; d--) {
@@ -257,14 +266,106 @@ static int read_indices(const tg_array *idx, int64_t len, int ax,
     return TG_OK;
 }
 
+/* The indices of one run as the kernels read them: m contiguous int64
+ * (wide) or int32 values, a negative one counting from the end. The usual
+ * index dtypes, contiguous, are read where they lie (a copy of 10^7
+ * indices cost more than the gather: an allocation that page-faults at
+ * every call); any other dtype or layout is converted once to a resolved
+ * int64 copy (own, read_indices). */
+typedef struct take_idx {
+    const void *p;
+    int64_t m;
+    bool wide;
+    int64_t *own;
+} take_idx;
+
+/* Index j, wrapped when negative (its range is the caller's to check). */
+static inline int64_t idx_at(const take_idx *ix, int64_t j, int64_t len) {
+    int64_t k = ix->wide ? ((const int64_t *)ix->p)[j]
+                         : ((const int32_t *)ix->p)[j];
+    return k < 0 ? k + len : k;
+}
+
+/* The position of the first index out of [-len, len), or -1. */
+static int64_t idx_first_bad(const take_idx *ix, int64_t len) {
+    for (int64_t j = 0; j < ix->m; j++)
+        if ((uint64_t)idx_at(ix, j, len) >= (uint64_t)len) return j;
+    return -1;
+}
+
+/* ix for idx along an axis of length len. An index read in place is
+ * checked here when `check`, else by the loop that reads it (take's
+ * gather); the copy is always checked. */
+static int take_indices(const tg_array *idx, int64_t len, int ax, bool check,
+                        take_idx *ix, tg_ctx *ctx) {
+    ix->m = tg_array_size_inline(idx);
+    ix->own = NULL;
+    ix->wide = true;
+    if ((idx->dtype == TG_INT64 || idx->dtype == TG_INT32) &&
+        tg_array_is_contiguous(idx)) {
+        ix->p = idx->data;
+        ix->wide = idx->dtype == TG_INT64;
+        int64_t j = check ? idx_first_bad(ix, len) : -1;
+        return j < 0 ? TG_OK : index_error(idx, j, len, ax, ctx);
+    }
+    int rc = read_indices(idx, len, ax, &ix->own, ctx);
+    ix->p = ix->own;
+    return rc;
+}
+
+/* Blocks [t0, t1) of take's result seen as (outer, m) blocks of blk bytes:
+ * block o * m + j is x's block o * len + ix[j]. A block of 1, 2, 4 or 8
+ * bytes (one element when post == 1, as in a 1-d take) is one load and
+ * store, not a memcpy call; the outer position steps with j, not by a
+ * division per block.
+ * Returns false when an index was out of range (its block is then x's
+ * first; the caller reports the index). */
+static bool take_span(const take_idx *ix, char *dst, const char *src,
+                      int64_t len, size_t blk, int64_t t0, int64_t t1) {
+    int64_t m = ix->m, o = t0 / m, j = t0 - o * m, row = o * len;
+    bool bad = false;
+#define GATHER_(IT, B)                                                       \
+    {                                                                        \
+        const IT *ip = (const IT *)ix->p;                                    \
+        for (int64_t t = t0; t < t1; t++) {                                  \
+            int64_t k = ip[j];                                               \
+            k += k < 0 ? len : 0;                                            \
+            if (__builtin_expect((uint64_t)k >= (uint64_t)len, 0)) {         \
+                bad = true;                                                  \
+                k = 0;                                                       \
+            }                                                                \
+            memcpy(dst + t * (int64_t)(B), src + (row + k) * (int64_t)(B),   \
+                   (B));                                                     \
+            if (++j == m) {                                                  \
+                j = 0;                                                       \
+                row += len;                                                  \
+            }                                                                \
+        }                                                                    \
+    }
+#define GATHER_B_(B)                                                         \
+    if (ix->wide) GATHER_(int64_t, B) else GATHER_(int32_t, B)
+    switch (blk) {
+    case 1: GATHER_B_(1) break;
+    case 2: GATHER_B_(2) break;
+    case 4: GATHER_B_(4) break;
+    case 8: GATHER_B_(8) break;
+    default: GATHER_B_(blk) break;
+    }
+#undef GATHER_B_
+#undef GATHER_
+    return !bad;
+}
+
 static int take_run(tg_node *n, tg_array *const *in, tg_array **out,
                     tg_ctx *ctx) {
     const tg_array *x = in[0], *idx = in[1];
     tg_array *tmp = NULL;
-    int64_t *iv = NULL;
+    take_idx ix;
     int ax = n->a.axes[0] < 0 ? n->a.axes[0] + x->ndim : n->a.axes[0];
     int64_t len = x->shape[ax];
-    int rc = read_indices(idx, len, ax, &iv, ctx);
+    int64_t outer = prod(0, ax, x->shape), post = prod(ax + 1, x->ndim, x->shape);
+    /* With nothing to gather the indices are still checked, as NumPy's. */
+    int rc = take_indices(idx, len, ax, outer * post == 0 || len == 0, &ix, ctx);
     if (rc) return rc;
     tg_type xt = {.dtype = x->dtype, .ndim = x->ndim}, it = {.ndim = idx->ndim},
             rt;
@@ -273,9 +374,8 @@ static int take_run(tg_node *n, tg_array *const *in, tg_array **out,
     if ((rc = take_shape(&xt, &it, ax, &rt, ctx)) ||
         (rc = tg_array_prepare(out, x->dtype, rt.ndim, rt.shape, ctx)))
         goto done;
-    int64_t outer = prod(0, ax, x->shape), post = prod(ax + 1, x->ndim, x->shape);
-    int64_t m = tg_array_size_inline(idx);
-    if (outer * m * post == 0) goto done;
+    int64_t total = outer * ix.m;
+    if (total * post == 0) goto done;
     const tg_array *xc = contiguous(x, &tmp, ctx);
     if (!xc) {
         rc = TG_ENOMEM;
@@ -284,41 +384,105 @@ static int take_run(tg_node *n, tg_array *const *in, tg_array **out,
     size_t blk = (size_t)post * tg_isize(x->dtype);
     const char *src = xc->data;
     char *dst = out[0]->data;
-    int64_t total = outer * m;
-    TG_PAR_FOR(total * post >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1, t, total, {
-        int64_t o = t / m, j = t % m;
-        memcpy(dst + t * (int64_t)blk, src + (o * len + iv[j]) * (int64_t)blk, blk);
+    int nth = total * post >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
+    int bad = 0;
+    TG_PAR_FOR(nth, c, nth, {
+        int64_t t0 = total * c / nth, t1 = total * (c + 1) / nth;
+        if (t0 < t1 && !take_span(&ix, dst, src, len, blk, t0, t1))
+            __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
     });
+    if (bad) rc = index_error(idx, idx_first_bad(&ix, len), len, ax, ctx);
 done:
     tg_array_free(tmp);
-    tg_free(iv);
+    tg_free(ix.own);
     return rc;
 }
 
-/* dst[i] += src[i] for n contiguous elements (NumPy's add: integers wrap,
- * bool is logical or, float16 rounded once per addition). */
+/* NumPy's add of two elements of one dtype, d[i] + s[i]: integers wrap,
+ * bool is logical or, float16 rounded once per addition. */
+#define ADD_CASES_(X)                                                        \
+    X(case TG_BOOL:, uint8_t, (uint8_t)(d[i] | s[i]))                        \
+    X(case TG_INT8: case TG_UINT8:, uint8_t, (uint8_t)(d[i] + s[i]))         \
+    X(case TG_INT16: case TG_UINT16:, uint16_t, (uint16_t)(d[i] + s[i]))     \
+    X(case TG_INT32: case TG_UINT32:, uint32_t, (uint32_t)(d[i] + s[i]))     \
+    X(case TG_INT64: case TG_UINT64:, uint64_t, (uint64_t)(d[i] + s[i]))     \
+    X(case TG_FLOAT16:, uint16_t,                                            \
+      tg_float_to_half(tg_half_to_float(d[i]) + tg_half_to_float(s[i])))    \
+    X(case TG_FLOAT32:, float, d[i] + s[i])                                  \
+    X(case TG_FLOAT64:, double, d[i] + s[i])
+
+/* dst[i] += src[i] for n contiguous elements. */
 static void add_block(tg_dtype dt, char *dst, const char *src, int64_t n) {
     switch (dt) {
-#define ADD_(T, EXPR)                                                        \
-    {                                                                        \
+#define ADD_(CASES, T, EXPR)                                                 \
+    CASES {                                                                  \
         T *d = (T *)(void *)dst;                                             \
         const T *s = (const T *)(const void *)src;                           \
         for (int64_t i = 0; i < n; i++) d[i] = EXPR;                         \
     }                                                                        \
     break;
-    case TG_BOOL: ADD_(uint8_t, (uint8_t)(d[i] | s[i]))
-    case TG_INT8: case TG_UINT8: ADD_(uint8_t, (uint8_t)(d[i] + s[i]))
-    case TG_INT16: case TG_UINT16: ADD_(uint16_t, (uint16_t)(d[i] + s[i]))
-    case TG_INT32: case TG_UINT32: ADD_(uint32_t, (uint32_t)(d[i] + s[i]))
-    case TG_INT64: case TG_UINT64: ADD_(uint64_t, (uint64_t)(d[i] + s[i]))
-    case TG_FLOAT16:
-        ADD_(uint16_t, tg_float_to_half(tg_half_to_float(d[i]) +
-                                        tg_half_to_float(s[i])))
-    case TG_FLOAT32: ADD_(float, d[i] + s[i])
-    case TG_FLOAT64: ADD_(double, d[i] + s[i])
+    ADD_CASES_(ADD_)
 #undef ADD_
     default: break;
     }
+}
+
+/* x's rows ix[j] (at dst; checked) += y's rows j (at src), j = 0..m-1 in
+ * order, so that a repeated index adds each time (np.add.at); rows of
+ * post elements of dt. One element per row (post == 1, a 1-d x) is added
+ * in the loop, not by a call. */
+static void add_rows(tg_dtype dt, char *dst, const char *src,
+                     const take_idx *ix, int64_t len, int64_t post) {
+    switch (dt) {
+#define ROWS_(IT, T, EXPR)                                                   \
+    {                                                                        \
+        const IT *ip = (const IT *)ix->p;                                    \
+        for (int64_t j = 0; j < ix->m; j++) {                                \
+            int64_t k = ip[j];                                               \
+            k += k < 0 ? len : 0;                                            \
+            T *d = (T *)(void *)dst + k * post;                              \
+            const T *s = (const T *)(const void *)src + j * post;            \
+            if (post == 1) {                                                 \
+                const int64_t i = 0;                                         \
+                d[i] = EXPR;                                                 \
+            } else {                                                         \
+                for (int64_t i = 0; i < post; i++) d[i] = EXPR;              \
+            }                                                                \
+        }                                                                    \
+    }
+#define ADD_(CASES, T, EXPR)                                                 \
+    CASES if (ix->wide) ROWS_(int64_t, T, EXPR) else ROWS_(int32_t, T, EXPR) \
+    break;
+    ADD_CASES_(ADD_)
+#undef ADD_
+#undef ROWS_
+    default: break;
+    }
+}
+
+/* x's rows ix[j] (at dst; checked) = y's rows j (at src), j = 0..m-1 in
+ * order: the last of a repeated index wins. */
+static void set_rows(char *dst, const char *src, const take_idx *ix,
+                     int64_t len, size_t blk) {
+#define SET_(IT, B)                                                          \
+    {                                                                        \
+        const IT *ip = (const IT *)ix->p;                                    \
+        for (int64_t j = 0; j < ix->m; j++) {                                \
+            int64_t k = ip[j];                                               \
+            k += k < 0 ? len : 0;                                            \
+            memcpy(dst + k * (int64_t)(B), src + j * (int64_t)(B), (B));     \
+        }                                                                    \
+    }
+#define SET_B_(B) if (ix->wide) SET_(int64_t, B) else SET_(int32_t, B)
+    switch (blk) {
+    case 1: SET_B_(1) break;
+    case 2: SET_B_(2) break;
+    case 4: SET_B_(4) break;
+    case 8: SET_B_(8) break;
+    default: SET_B_(blk) break;
+    }
+#undef SET_B_
+#undef SET_
 }
 
 static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
@@ -326,10 +490,11 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
     const tg_array *x = in[0], *y = in[1], *idx = in[2];
     bool add = ((const take_kind *)n->op->impl)->mode == 2;
     tg_array *yb = NULL;
-    int64_t *iv = NULL;
+    take_idx ix;
     int ax = n->a.axes[0] < 0 ? n->a.axes[0] + x->ndim : n->a.axes[0];
     int64_t len = x->shape[ax];
-    int rc = read_indices(idx, len, ax, &iv, ctx);
+    /* all checked before x is written */
+    int rc = take_indices(idx, len, ax, true, &ix, ctx);
     if (rc) return rc;
     tg_type xt = {.dtype = x->dtype, .ndim = x->ndim}, it = {.ndim = idx->ndim},
             rt;
@@ -344,19 +509,25 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
     /* y broadcast to the indexed shape, contiguous, in x's dtype, or for
      * take_add in the dtype of the sum where it is wider (np.add.at adds
      * float16 0.5 and int16 2049 in float32 and rounds once: 2050; y cast
-     * to x's dtype first rounded twice, 2048). */
+     * to x's dtype first rounded twice, 2048): y itself when it is that
+     * already and is not in the buffer being written, else a copy. */
     tg_dtype sum = add ? tg_dtype_promote(x->dtype, y->dtype) : x->dtype;
-    if (!(yb = tg_array_empty(sum, rt.ndim, rt.shape))) {
-        rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
-        goto done;
+    const char *src = y->data;
+    if (y->dtype != sum || y->ndim != rt.ndim ||
+        memcmp(y->shape, rt.shape, (size_t)rt.ndim * sizeof *rt.shape) ||
+        !tg_array_is_contiguous(y) || y->buf == out[0]->buf) {
+        if (!(yb = tg_array_empty(sum, rt.ndim, rt.shape))) {
+            rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto done;
+        }
+        if ((rc = tg_array_assign(yb, y, ctx))) goto done;
+        src = yb->data;
     }
-    if ((rc = tg_array_assign(yb, y, ctx))) goto done;
     int64_t outer = prod(0, ax, x->shape), post = prod(ax + 1, x->ndim, x->shape);
-    int64_t m = tg_array_size_inline(idx);
+    int64_t m = ix.m;
     if (outer * m * post == 0) goto done;
     size_t isz = tg_isize(x->dtype), blk = (size_t)post * isz;
     char *dst = out[0]->data;
-    const char *src = yb->data;
     if (sum != x->dtype) { /* each row: x's in the sum's dtype, plus y's, back */
         size_t ssz = tg_isize(sum);
         char *acc = tg_malloc((size_t)post * ssz);
@@ -366,7 +537,7 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
         }
         for (int64_t o = 0; o < outer; o++)
             for (int64_t j = 0; j < m; j++) {
-                char *d = dst + (o * len + iv[j]) * (int64_t)blk;
+                char *d = dst + (o * len + idx_at(&ix, j, len)) * (int64_t)blk;
                 tg_cast_strided(sum, acc, (int64_t)ssz, x->dtype, d, (int64_t)isz, post);
                 add_block(sum, acc, src + (o * m + j) * post * (int64_t)ssz, post);
                 tg_cast_strided(x->dtype, d, (int64_t)isz, sum, acc, (int64_t)ssz, post);
@@ -377,16 +548,14 @@ static int take_setadd_run(tg_node *n, tg_array *const *in, tg_array **out,
     /* Rows of different outer positions never collide; inside one, the
      * indices are applied in order (the last set wins, adds accumulate). */
     TG_PAR_FOR(outer * m * post >= TG_PARALLEL_MIN && outer > 1 ? omp_get_max_threads() : 1, o, outer, {
-        for (int64_t j = 0; j < m; j++) {
-            char *d = dst + (o * len + iv[j]) * (int64_t)blk;
-            const char *s = src + (o * m + j) * (int64_t)blk;
-            if (add) add_block(x->dtype, d, s, post);
-            else memcpy(d, s, blk);
-        }
+        char *d = dst + o * len * (int64_t)blk;
+        const char *s = src + o * m * (int64_t)blk;
+        if (add) add_rows(x->dtype, d, s, &ix, len, post);
+        else set_rows(d, s, &ix, len, blk);
     });
 done:
     tg_array_free(yb);
-    tg_free(iv);
+    tg_free(ix.own);
     return rc;
 }
 
