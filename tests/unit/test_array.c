@@ -546,6 +546,46 @@ static void test_copy_same_dtype_layouts(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* Assignments whose innermost run is short walk the longest outer axis
+ * innermost (join along the last axis of (n, 2) arrays): into columns 1-2
+ * of a (3, 50, 5) array from a (3, 50, 2) one, from its transpose's
+ * transpose (other strides), and a broadcast row; every element by a
+ * plain loop, the other columns untouched. */
+static void test_assign_short_rows(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t sd[3] = {3, 50, 5}, ss[3] = {3, 50, 2}, sr[3] = {2, 50, 3};
+    tg_array *src = iota(TG_FLOAT32, 3, ss), *srt = iota(TG_FLOAT32, 3, sr);
+    tg_array *rowb = iota(TG_FLOAT32, 2, (int64_t[]){1, 2});
+    /* srt (2, 50, 3) transposed to (3, 50, 2): element [i][j][k] = srt[k][j][i] */
+    tg_array *tr = tg_array_view_dimshuffle(srt, 3, (int[]){2, 1, 0}, ctx);
+    assert_non_null(tr);
+    const tg_array *srcs[3] = {src, tr, rowb};
+    for (int c = 0; c < 3; c++) {
+        tg_array *d = tg_array_new(TG_FLOAT32, 3, sd);
+        for (int64_t i = 0; i < 750; i++) ((float *)tg_array_data(d))[i] = -1;
+        tg_array *v = tg_array_view_slice(d, 2, 1, 3, 1, ctx);
+        assert_int_equal(tg_array_assign(v, srcs[c], ctx), 0);
+        const float *pd = tg_array_data(d);
+        for (int64_t i = 0; i < 3; i++)
+            for (int64_t j = 0; j < 50; j++)
+                for (int64_t k = 0; k < 5; k++) {
+                    double want = k < 1 || k > 2 ? -1
+                                  : c == 0   ? (double)((i * 50 + j) * 2 + k - 1)
+                                  : c == 1   ? (double)(((k - 1) * 50 + j) * 3 + i)
+                                             : (double)(k - 1);
+                    if (pd[(i * 50 + j) * 5 + k] != want)
+                        fail_msg("source %d: d[%lld, %lld, %lld] is %g, want %g", c, (long long)i, (long long)j,
+                                 (long long)k, pd[(i * 50 + j) * 5 + k], want);
+                }
+        tg_array_free(v);
+        tg_array_free(d);
+    }
+    tg_array *arrs[] = {src, srt, rowb, tr};
+    for (size_t i = 0; i < TG_ARRAY_LEN(arrs); i++) tg_array_free(arrs[i]);
+    tg_ctx_free(ctx);
+}
+
 static void test_equal(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -1001,6 +1041,7 @@ int main(void) {
         cmocka_unit_test(test_assign_broadcasts_and_casts),
         cmocka_unit_test(test_assign_overlapping_views),
         cmocka_unit_test(test_copy_same_dtype_layouts),
+        cmocka_unit_test(test_assign_short_rows),
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_prepare_reuses_without_allocating),
         cmocka_unit_test(test_broadcast_shapes),
