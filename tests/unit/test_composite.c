@@ -1562,6 +1562,80 @@ static void test_sig_table_bounded(void **state) {
     tg_composite_force_interp(false);
 }
 
+/* A run-time error in a fused node's op (integer division by zero, mod
+ * by zero, an integer to a negative power) names that node, its op, name,
+ * output and its own creation trace, as the graph run unfused does, then
+ * the composite it was fused into. It named the composite and the trace
+ * of its last node (r = q * z, model.py:20). The unfused message is
+ * checked against the one written here by hand. */
+static void test_fused_error_names_node(void **state) {
+    (void)state;
+    static const struct {
+        const char *op, *code, *what;
+    } cases[] = {
+        {"int_div", "q = x // y", "integer division by zero"},
+        {"mod", "q = x % y", "integer division by zero"},
+        {"pow", "q = x ** y", "integers to negative integer powers are not allowed"},
+    };
+    for (int c = 0; c < 3; c++) {
+        char *j = NULL;
+        assert_true(asprintf(&j,
+                             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                             "{\"id\":\"x\",\"type\":{\"dtype\":\"int32\",\"shape\":[4]}},"
+                             "{\"id\":\"y\",\"type\":{\"dtype\":\"int32\",\"shape\":[4]}},"
+                             "{\"id\":\"z\",\"type\":{\"dtype\":\"int32\",\"shape\":[4]}}],\"nodes\":["
+                             "{\"op\":\"%s\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"q\"],\"name\":\"the_op\","
+                             "\"trace\":[{\"file\":\"model.py\",\"line\":10,\"function\":\"build\",\"code\":\"%s\"}]},"
+                             "{\"op\":\"mul\",\"inputs\":[\"q\",\"z\"],\"outputs\":[\"r\"],\"name\":\"the_product\","
+                             "\"trace\":[{\"file\":\"model.py\",\"line\":20,\"function\":\"build\",\"code\":\"r = q * z\"}]}],"
+                             "\"functions\":{\"f\":{\"inputs\":[\"x\",\"y\",\"z\"],\"outputs\":[\"r\"]}}}",
+                             cases[c].op, cases[c].code) > 0);
+        tg_graph *g = tu_load(j);
+        int64_t four = 4;
+        tg_array *in[3] = {tg_array_new(TG_INT32, 1, &four), tg_array_new(TG_INT32, 1, &four),
+                           tg_array_new(TG_INT32, 1, &four)};
+        int32_t *x = tg_array_data(in[0]), *y = tg_array_data(in[1]), *z = tg_array_data(in[2]);
+        for (int i = 0; i < 4; i++) {
+            x[i] = i + 1;
+            y[i] = i == 1 ? (c == 2 ? -1 : 0) : 1;
+            z[i] = 1;
+        }
+        char want[512], msg[3][TG_CTX_MSG_MAX];
+        snprintf(want, sizeof want, "nodes[0] (%s 'the_op' -> q): %s [at model.py:10 in build: %s]",
+                 cases[c].op, cases[c].what, cases[c].code);
+        const char *presets[3] = {"none", "fast_run", "fast_run"};
+        for (int p = 0; p < 3; p++) {
+            tg_ctx *ctx = tg_ctx_new();
+            tg_compile_options o = {.preset = presets[p]};
+            tg_composite_force_interp(p == 2);
+            tg_function *f = tg_function_compile(g, tg_graph_function_find(g, "f", ctx), &o, ctx);
+            if (!f) fail_msg("%s", tg_ctx_message(ctx));
+            if (p > 0) {
+                int nc = 0;
+                for (int k = 0; k < tg_function_node_count(f); k++)
+                    nc += !strcmp(tg_function_node_op(f, k), "composite");
+                assert_int_equal(nc, 1);
+            }
+            tg_array *out[1] = {NULL};
+            assert_int_not_equal(tg_function_call(f, in, out, ctx), TG_OK);
+            snprintf(msg[p], sizeof msg[p], "%s", tg_ctx_message(ctx));
+            tg_composite_force_interp(false);
+            tg_function_free(f);
+            tg_ctx_free(ctx);
+        }
+        if (strcmp(msg[0], want)) fail_msg("unfused: '%s', want '%s'", msg[0], want);
+        for (int p = 1; p < 3; p++) {
+            size_t k = strlen(want);
+            if (strncmp(msg[p], want, k) || strncmp(msg[p] + k, ", fused into (composite -> r, standing for q, r)", 48))
+                fail_msg("%s fused: '%s', want '%s, fused into (composite -> r, standing for q, r)'", cases[c].op,
+                         msg[p], want);
+        }
+        for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+        tg_graph_free(g);
+        free(j);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
@@ -1576,7 +1650,7 @@ int main(void) {
         cmocka_unit_test(test_prefetch_first_call_out_of_memory),
         cmocka_unit_test(test_prefetch_out_of_memory), cmocka_unit_test(test_prefetch_scan_body),
         cmocka_unit_test(test_inplace_raw_output), cmocka_unit_test(test_empty_body),
-        cmocka_unit_test(test_sig_table_bounded),
+        cmocka_unit_test(test_sig_table_bounded), cmocka_unit_test(test_fused_error_names_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -606,18 +606,30 @@ static void describe_for_error(const tg_node *n, char *desc, size_t size) {
 /* The traces of the bodies n was moved out of (tg_node.moved), or "". */
 static const char *moved_traces(const tg_node *n) { return n->moved ? n->moved + strlen(n->moved) + 1 : ""; }
 
-void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note) {
+void tg_node_error_parts(const tg_node *n, char *desc, size_t dsize, char *trace, size_t tsize) {
+    describe_for_error(n, desc, dsize);
+    tg_node_trace_str(n, trace, tsize);
+    size_t k = strlen(trace);
+    if (k < tsize) snprintf(trace + k, tsize - k, "%s", moved_traces(n));
+}
+
+void tg_error_wrap_parts(tg_ctx *ctx, const char *desc, const char *note, const char *trace) {
     if (!ctx) return;
-    char desc[1024], trace[1024], old[TG_CTX_MSG_MAX];
-    describe_for_error(n, desc, sizeof desc);
-    size_t k = strlen(desc);
-    if (note && *note && k && desc[k - 1] == ')')
-        snprintf(desc + k - 1, sizeof desc - (k - 1), "; %s)", note);
-    tg_node_trace_str(n, trace, sizeof trace);
+    char d[1024], old[TG_CTX_MSG_MAX];
+    snprintf(d, sizeof d, "%s", desc);
+    size_t k = strlen(d);
+    if (note && *note && k && d[k - 1] == ')') snprintf(d + k - 1, sizeof d - (k - 1), "; %s)", note);
     memcpy(old, ctx->msg, sizeof old);
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s%s%s", desc, old, trace, moved_traces(n));
+    snprintf(ctx->msg, sizeof ctx->msg, "%s: %s%s", d, old, trace);
     for (char *s = ctx->msg; *s; s++)
         if (*s == '\n' || *s == '\r') *s = ' ';
+}
+
+void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note) {
+    if (!ctx) return;
+    char desc[1024], trace[TG_CTX_MSG_MAX];
+    tg_node_error_parts(n, desc, sizeof desc, trace, sizeof trace);
+    tg_error_wrap_parts(ctx, desc, note, trace);
 }
 
 static char *moved_pack(const char *desc, const char *traces) {

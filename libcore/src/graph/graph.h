@@ -502,6 +502,15 @@ static inline const int *tg_node_origin_keys(const tg_node *n, const char *const
  * repeat then stays in the origins once. TG_EINVAL when they are not so,
  * TG_ENOMEM. */
 int tg_composite_set_origin_groups(tg_node *n, const int *starts, int nfused);
+/* After composite node n's run failed in the op of one of its fused
+ * nodes (an integer division by zero): how the error names that node,
+ * as it would unfused (tg_node_error_parts' desc and trace, borrowed
+ * from n), and, when n knows them, the keys it stood for (*keys, *nkeys
+ * left as they are otherwise). false when the run did not fail in a
+ * fused op, or n does not know its fused nodes (one read from a graph or
+ * compiled-function file). */
+bool tg_composite_failed_node(const tg_node *n, const char **desc, const char **trace,
+                              const char *const **keys, int *nkeys);
 
 /* A node's grad_of block (above), the four strings copied; NULL for
  * "of" or "of_op" is "". NULL: no memory. */
@@ -557,6 +566,15 @@ void tg_node_error_wrap(tg_ctx *ctx, const tg_node *n);
  * parentheses after "; ": what the VM says of a node made by a gradient's
  * expansion. */
 void tg_node_error_wrap_note(tg_ctx *ctx, const tg_node *n, const char *note);
+/* The two parts of what tg_node_error_wrap_note puts around a message:
+ * the node's description ("nodes[3] (int_div 'q' -> q)"; for a node a
+ * rewrite made, what it stands for) and the trace text after the message
+ * (its creation trace, then those of the bodies it was moved out of; ""
+ * when none), each cut to its buffer. */
+void tg_node_error_parts(const tg_node *n, char *desc, size_t dsize, char *trace, size_t tsize);
+/* Wrap the message on ctx as "desc: message trace", note (when not NULL
+ * or "") added inside desc's closing parenthesis after "; ". */
+void tg_error_wrap_parts(tg_ctx *ctx, const char *desc, const char *note, const char *trace);
 /* Give n, which a rewrite built outside from body node bn of `outer` (a
  * scan or op_from_graph node), bn's name and creation trace, and the
  * description errors give it (tg_node.moved): outer's, then `where` ("in

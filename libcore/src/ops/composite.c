@@ -149,6 +149,15 @@ typedef struct comp_body {
     int nfused;
     char **gkeys;
     int ngkeys;
+    /* How a run-time error names fused node j, as it would name nodes[j]
+     * unfused: its description, a NUL, and the trace text that follows
+     * the message (tg_node_error_parts), at who + who_at[j]. NULL:
+     * unknown (a composite of a graph file, a restored or copied one). */
+    char *who;
+    int *who_at;
+    /* The fused node (t<j>) whose op failed in the node's last run, or -1
+     * when the run did not fail there (tg_composite_failed_node). */
+    int failed;
 } comp_body;
 
 static bool force_interp = false;
@@ -175,6 +184,8 @@ static void comp_free_extra(tg_attrs *a) {
     parsed_release(b->parsed);
     tg_free(b->ostart);
     tg_free(b->gkeys);
+    tg_free(b->who);
+    tg_free(b->who_at);
     tg_free(b);
     a->extra = NULL;
 }
@@ -917,6 +928,7 @@ typedef struct interp {
     tg_array **args;  /* scratch for one node's inputs */
     tg_ctx *ctx;
     int rc;
+    int failed; /* the body node whose op failed (index in fg->nodes) */
 } interp;
 
 static void interp_rows(int64_t n, char **p, const int64_t *s, void *ud) {
@@ -946,7 +958,10 @@ static void interp_rows(int64_t n, char **p, const int64_t *s, void *ud) {
                 I->cur[oi] = I->args[0];
                 continue;
             }
-            if ((I->rc = nd->op->run(nd, I->args, &I->owned[oi], I->ctx))) break;
+            if ((I->rc = nd->op->run(nd, I->args, &I->owned[oi], I->ctx))) {
+                I->failed = j;
+                break;
+            }
             I->cur[oi] = I->owned[oi];
         }
         if (I->rc) break;
@@ -1374,6 +1389,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     comp_body *b = n->a.extra;
     tg_fgraph *fg = b->fg;
     int nin = n->nin, nout = n->nout, rc = TG_OK, ndim;
+    b->failed = -1;
     int64_t shape[TG_MAX_NDIM];
     int nds[TG_COMPOSITE_MAX_IO] = {0};
     const int64_t *shs[TG_COMPOSITE_MAX_IO] = {0};
@@ -1422,7 +1438,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         drive_plan(&P, kernel_rows, &fn, true);
         return TG_OK;
     }
-    interp I = {.n = n, .fg = fg, .nout = nout, .nin = nin, .ctx = ctx};
+    interp I = {.n = n, .fg = fg, .nout = nout, .nin = nin, .ctx = ctx, .failed = -1};
     int maxin = 1;
     for (int j = 0; j < fg->nnodes; j++)
         if (fg->nodes[j]->nin > maxin) maxin = fg->nodes[j]->nin;
@@ -1435,6 +1451,12 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     } else {
         drive_plan(&P, interp_rows, &I, false);
         rc = I.rc;
+        if (rc && I.failed >= 0) {
+            /* Body ids are t<j> for the j-th fused node (see
+             * tg_composite_node_new). */
+            const char *id = fg->nodes[I.failed]->outputs[0]->id;
+            b->failed = id[0] == 't' ? atoi(id + 1) : -1;
+        }
     }
     if (I.owned)
         for (int i = 0; i < fg->nvars; i++) tg_array_free(I.owned[i]);
@@ -1828,6 +1850,47 @@ static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *pars
     tg_free(sig);
 }
 
+/* b's names of its fused nodes (comp_body.who) from nodes, while they
+ * are still there to describe: an error in a fused op then names the
+ * node that failed and its own trace, as it would unfused, not the
+ * composite and its last node's trace. TG_ENOMEM. */
+static int who_fill(comp_body *b, tg_node *const *nodes, int nnodes) {
+    char desc[1024], trace[TG_CTX_MSG_MAX];
+    tg_str w = {0};
+    if (!(b->who_at = tg_malloc(sizeof *b->who_at * (size_t)nnodes))) return TG_ENOMEM;
+    for (int j = 0; j < nnodes; j++) {
+        tg_node_error_parts(nodes[j], desc, sizeof desc, trace, sizeof trace);
+        b->who_at[j] = (int)w.len;
+        tg_str_add(&w, desc, strlen(desc) + 1);
+        tg_str_add(&w, trace, strlen(trace) + 1);
+    }
+    if (w.oom || !w.s) {
+        tg_str_free(&w);
+        tg_free(b->who_at);
+        b->who_at = NULL;
+        return TG_ENOMEM;
+    }
+    b->who = w.s;
+    b->failed = -1;
+    return TG_OK;
+}
+
+bool tg_composite_failed_node(const tg_node *n, const char **desc, const char **trace,
+                              const char *const **keys, int *nkeys) {
+    const comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    if (!b || !b->who || b->failed < 0 || b->failed >= b->nfused) return false;
+    *desc = b->who + b->who_at[b->failed];
+    *trace = *desc + strlen(*desc) + 1;
+    int nf, nk;
+    const char *const *k;
+    const int *st = tg_composite_origin_groups(n, &nf, &k, &nk);
+    if (st && b->failed < nf) {
+        *keys = k + st[b->failed];
+        *nkeys = st[b->failed + 1] - st[b->failed];
+    }
+    return true;
+}
+
 tg_node *tg_composite_node_new(tg_node *const *nodes, int nnodes, tg_var *const *inputs, int nin,
                                tg_var *const *outputs, int nout, tg_ctx *ctx) {
     return tg_composite_node_new_in(NULL, NULL, nodes, nnodes, inputs, nin, outputs, nout, ctx);
@@ -2054,6 +2117,7 @@ wire:
     if (!n->origins) goto oom;
     n->norigins = nu;
     if (outputs[0]->owner && tg_trace_copy(&n->trace, &outputs[0]->owner->trace)) goto oom;
+    if (who_fill(cb, nodes, nnodes)) goto oom;
     tg_free(consts);
     tg_free(sig);
     return n;

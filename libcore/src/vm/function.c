@@ -890,14 +890,24 @@ static void shape_str(const tg_array *a, char *buf, size_t size) {
 /* A run-time error in a node a gradient's expansion made, or in one that
  * stands for such nodes, says which derivative they belong to, since their
  * keys name no node of the file. */
+/* An error in the op of a fused node of a composite names that node and
+ * its trace, as the graph run unfused does, then the composite. */
 static void error_wrap(const tg_function *f, tg_ctx *ctx, int k) {
     char note[512] = "";
-    if (f->record.ngrads) {
-        const char *const *keys;
-        int nk = tg_function_node_origins(f, k, &keys);
-        tg_opt_record_grad_note(&f->record, keys, nk, note, sizeof note);
+    const tg_node *n = f->sched[k].node;
+    const char *const *keys;
+    int nk = tg_function_node_origins(f, k, &keys);
+    const char *fdesc, *ftrace;
+    bool fused = tg_composite_failed_node(n, &fdesc, &ftrace, &keys, &nk);
+    if (f->record.ngrads) tg_opt_record_grad_note(&f->record, keys, nk, note, sizeof note);
+    if (!fused) {
+        tg_node_error_wrap_note(ctx, n, note);
+        return;
     }
-    tg_node_error_wrap_note(ctx, f->sched[k].node, note);
+    char desc[1024], trace[TG_CTX_MSG_MAX], tail[TG_CTX_MSG_MAX];
+    tg_node_error_parts(n, desc, sizeof desc, trace, sizeof trace);
+    snprintf(tail, sizeof tail, "%s, fused into %s", ftrace, desc);
+    tg_error_wrap_parts(ctx, fdesc, note, tail);
 }
 
 static int check_result(const tg_var *v, const tg_array *a, tg_ctx *ctx) {
