@@ -430,8 +430,11 @@ static const char PRELUDE[] =
     "static inline float tg_sigmoid_f(float x) {\n"
     "    float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n"
     "    return x >= 0 ? r : (x < 0 ? e * r : x);\n}\n"
-    "static inline double tg_softplus_d(double x) { return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }\n"
-    "static inline float tg_softplus_f(float x) { return (x > 0 ? x : 0) + log1pf(expf(-fabsf(x))); }\n"
+    /* (fabs: the sum is never negative, but a NaN's sign, which
+     * -fabs(x) sets and exp and log1p keep: vmath.c's unfused softplus
+     * gives a NaN's sign bit clear) */
+    "static inline double tg_softplus_d(double x) { return fabs((x > 0 ? x : 0) + log1p(exp(-fabs(x)))); }\n"
+    "static inline float tg_softplus_f(float x) { return fabsf((x > 0 ? x : 0) + log1pf(expf(-fabsf(x)))); }\n"
     "#define TG_CLIP(T) static inline T tg_clip_##T(T x, T lo, T hi) { \\\n"
     "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"

@@ -298,10 +298,13 @@ float erfcf(float);
         T e = tg_exp_sub_##N(-fabs##S(v));                                                                   \
         return tg_sigmoid_of_##N(v, e, (U)(e < (T)(TINY)));                                                  \
     }                                                                                                        \
+    /* (fabs: the sum is never negative, but a NaN takes the sign of                                         \
+     * -|v| or not as GCC folds each form: the sign bit is cleared in all)                                   \
+     */                                                                                                      \
     static inline T tg_softplus_of_##N(T v, T e, U tiny) {                                                   \
-        return (v > 0 ? v : 0) + tg_pick_##N(tiny, e, tg_log1p_##N(tg_pick_##N(tiny, (T)0, e)));             \
+        return fabs##S((v > 0 ? v : 0) + tg_pick_##N(tiny, e, tg_log1p_##N(tg_pick_##N(tiny, (T)0, e))));    \
     }                                                                                                        \
-    static inline T tg_softplus_raw_##N(T v) { return (v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v))); }     \
+    static inline T tg_softplus_raw_##N(T v) { return fabs##S((v > 0 ? v : 0) + log1p##S(exp##S(-fabs##S(v)))); } \
     static inline T tg_softplus_##N(T v) { return tg_softplus_of_##N(v, tg_exp_##N(-fabs##S(v)), 0); }       \
     static inline T tg_softplus_sub_##N(T v) {                                                               \
         T e = tg_exp_sub_##N(-fabs##S(v));                                                                   \
