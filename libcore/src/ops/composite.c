@@ -553,7 +553,10 @@ static void block_text(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const c
                        bool direct) {
     tg_str_addf(s, "%s#pragma omp simd\n%sfor (int j = 0; j < %d; j++) {\n", ind, ind, KB);
     for (int i = 0; i < fg->nin; i++)
-        if (!(scalars >> i & 1))
+        if (scalars >> i & 1)
+            tg_str_addf(s, "%s    const %s v%d = c%d[j];\n", ind, ctype_of(fg->inputs[i]->type.dtype),
+                        fg->inputs[i]->index, i);
+        else
             tg_str_addf(s, direct ? "%s    const %s v%d = a%d[b + j];\n" : "%s    const %s v%d = t%d[j];\n", ind,
                         ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index, i);
     tg_str_addf(s, "%s", body);
@@ -642,9 +645,19 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
     if (fg->nnodes > 12) tg_str_addf(&s, " ...");
     tg_str_addf(&s, "; %s */\n%s", tg_dtype_name(fg->outputs[0]->type.dtype), PRELUDE);
     tg_str_addf(&s, "void tg_composite_kernel(int64_t n, char **p, const int64_t *s) {\n");
-    /* Contiguous operands: typed pointers, a vectorisable loop. */
+    /* Contiguous operands: typed pointers, a vectorisable loop. A body
+     * that calls a vector function reads each 0-d input from a block of
+     * KB copies, as the others: from one variable, GCC moved exp(s) of a
+     * 0-d s out of the loop and called scalar libm, which rounds
+     * differently from the vector variant the unfused exp calls even for
+     * one element (vmath.c). */
+    bool blocked = calls_simd_fn(bt);
     for (int i = 0; i < nin; i++)
-        if (scalars >> i & 1)
+        if ((scalars >> i & 1) && blocked)
+            tg_str_addf(&s, "    %s c%d[%d];\n    for (int j = 0; j < %d; j++) c%d[j] = *(const %s *)p[%d];\n",
+                        ctype_of(fg->inputs[i]->type.dtype), i, KB, KB, i, ctype_of(fg->inputs[i]->type.dtype),
+                        nout + i);
+        else if (scalars >> i & 1)
             tg_str_addf(&s, "    const %s v%d = *(const %s *)p[%d];\n",
                         ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
                         ctype_of(fg->inputs[i]->type.dtype), nout + i);
@@ -655,7 +668,7 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
         if (k < nout || !(scalars >> (k - nout) & 1))
             tg_str_addf(&cond, " && s[%d] == %zu", k, tg_dtype_size(dt));
     }
-    if (calls_simd_fn(bt)) {
+    if (blocked) {
         gen_blocked(&s, fg, scalars, bt, cond.s ? cond.s : "0");
         if (cond.oom) s.oom = true;
         tg_str_free(&cond);
