@@ -236,6 +236,19 @@ static void emit_const(tg_str *s, const tg_array *v) {
     }
 }
 
+/* Whether nd is eq..ge of a signed integer and a uint64, whose dtype is
+ * float64: its operands are then cast to int64 and uint64 and compared
+ * exactly, as the unfused op's mixed loops do (elemwise.c). */
+static bool mixed_compare(const tg_node *nd) {
+    static const char *const ops[] = {"eq", "neq", "lt", "le", "gt", "ge"};
+    if (nd->nin != 2 || (tg_dtype)nd->a.mode != TG_FLOAT64) return false;
+    tg_dtype x = nd->inputs[0]->type.dtype, y = nd->inputs[1]->type.dtype;
+    if (!tg_dtype_is_int(x) || !tg_dtype_is_int(y) || tg_dtype_kind(x) == tg_dtype_kind(y)) return false;
+    for (size_t i = 0; i < TG_ARRAY_LEN(ops); i++)
+        if (!strcmp(nd->op->name, ops[i])) return true;
+    return false;
+}
+
 /* The expression of node nd over its (already cast) operands a[]; false
  * when the generator does not handle it. Every formula is the one of the
  * elementwise loops (elemwise.c), so that values agree. */
@@ -373,6 +386,16 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
                                           {"le", "<="}, {"gt", ">"},   {"ge", ">="}};
     for (size_t i = 0; i < TG_ARRAY_LEN(cmps); i++)
         if (!strcmp(op, cmps[i][0])) {
+            if (mixed_compare(nd)) {
+                /* the signed operand negative: eq false, neq true, and
+                 * it is the smaller; else both compare as uint64 */
+                int sg = is_signed_int(nd->inputs[0]->type.dtype) ? 0 : 1;
+                bool neg = i == 1 || (sg == 0 ? i == 2 || i == 3 : i == 4 || i == 5);
+                tg_str_addf(s, neg ? "((%s < 0) | ((uint64_t)%s %s (uint64_t)%s))"
+                                   : "((%s >= 0) & ((uint64_t)%s %s (uint64_t)%s))",
+                            a[sg], a[0], cmps[i][1], a[1]);
+                return true;
+            }
             tg_str_addf(s, "(%s %s %s)", a[0], cmps[i][1], a[1]);
             return true;
         }
@@ -480,12 +503,14 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
         tg_dtype cd = (tg_dtype)nd->a.mode, od = nd->outputs[0]->type.dtype;
         if (!ctype_h(cd, half) || !ctype_h(od, half) || nd->nin > 16) return false;
         const bool sw = !strcmp(nd->op->name, "switch"), cast = !strcmp(nd->op->name, "cast");
+        const bool mixed = mixed_compare(nd);
         char a[16][48];
         for (int k = 0; k < nd->nin; k++) {
             tg_dtype want = sw && k == 0 ? TG_BOOL : cd;
             if (cast) want = nd->inputs[k]->type.dtype;
             tg_var *in = nd->inputs[k];
             tg_dtype idt = in->type.dtype;
+            if (mixed) want = is_signed_int(idt) ? TG_INT64 : TG_UINT64;
             if (idt == want)
                 snprintf(a[k], sizeof a[k], "v%d", in->index);
             else if (want == TG_BOOL)

@@ -69,46 +69,51 @@ typedef struct loop_ud {
         }                                                                       \
     }
 
-/* out[i] = EXPR(x, y). Specialised for contiguous operands and for a
- * broadcast scalar on either side. */
-#define BINARY_LOOP(NAME, IT, OT, EXPR)                                         \
+/* out[i] = EXPR(x, y), x of XT and y of YT. Specialised for contiguous
+ * operands and for a broadcast scalar on either side. */
+#define BINARY_LOOP2(NAME, XT, YT, OT, EXPR)                                    \
     static void NAME(int64_t n, char **p, const int64_t *s, void *ud) {         \
         (void)ud;                                                               \
-        const int64_t so = sizeof(OT), si = sizeof(IT);                         \
-        if (s[0] == so && s[1] == si && s[2] == si) {                           \
+        const int64_t so = sizeof(OT), sx = sizeof(XT), sy = sizeof(YT);        \
+        if (s[0] == so && s[1] == sx && s[2] == sy) {                           \
             OT *restrict o = (OT *)p[0];                                        \
-            const IT *restrict a = (const IT *)p[1], *restrict b = (const IT *)p[2]; \
+            const XT *restrict a = (const XT *)p[1];                            \
+            const YT *restrict b = (const YT *)p[2];                            \
             _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {               \
-                IT x = a[i], y = b[i];                                          \
+                XT x = a[i];                                                    \
+                YT y = b[i];                                                    \
                 o[i] = (OT)(EXPR);                                              \
             }                                                                   \
             return;                                                             \
         }                                                                       \
-        if (s[0] == so && s[1] == si && s[2] == 0) {                            \
+        if (s[0] == so && s[1] == sx && s[2] == 0) {                            \
             OT *restrict o = (OT *)p[0];                                        \
-            const IT *restrict a = (const IT *)p[1];                            \
-            const IT y = *(const IT *)p[2];                                     \
+            const XT *restrict a = (const XT *)p[1];                            \
+            const YT y = *(const YT *)p[2];                                     \
             _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {               \
-                IT x = a[i];                                                    \
+                XT x = a[i];                                                    \
                 o[i] = (OT)(EXPR);                                              \
             }                                                                   \
             return;                                                             \
         }                                                                       \
-        if (s[0] == so && s[1] == 0 && s[2] == si) {                            \
+        if (s[0] == so && s[1] == 0 && s[2] == sy) {                            \
             OT *restrict o = (OT *)p[0];                                        \
-            const IT *restrict b = (const IT *)p[2];                            \
-            const IT x = *(const IT *)p[1];                                     \
+            const YT *restrict b = (const YT *)p[2];                            \
+            const XT x = *(const XT *)p[1];                                     \
             _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {               \
-                IT y = b[i];                                                    \
+                YT y = b[i];                                                    \
                 o[i] = (OT)(EXPR);                                              \
             }                                                                   \
             return;                                                             \
         }                                                                       \
         for (int64_t i = 0; i < n; i++) {                                       \
-            IT x = *(const IT *)(p[1] + i * s[1]), y = *(const IT *)(p[2] + i * s[2]); \
+            XT x = *(const XT *)(p[1] + i * s[1]);                              \
+            YT y = *(const YT *)(p[2] + i * s[2]);                              \
             *(OT *)(p[0] + i * s[0]) = (OT)(EXPR);                              \
         }                                                                       \
     }
+
+#define BINARY_LOOP(NAME, IT, OT, EXPR) BINARY_LOOP2(NAME, IT, IT, OT, EXPR)
 
 /* Loops that may fail (integer division by zero): a plain strided loop
  * that reports through ud. */
@@ -495,6 +500,25 @@ ALLT(DEF_BP, l_lt, x < y)
 ALLT(DEF_BP, l_le, x <= y)
 ALLT(DEF_BP, l_gt, x > y)
 ALLT(DEF_BP, l_ge, x >= y)
+/* A signed integer against a uint64, exactly (NumPy 2): promotion makes
+ * their dtype float64, which rounds past 2^53 (2^53 + 1 == 2^53, int64
+ * max == 2^63), so these loops take the signed operand as int64 and the
+ * other as uint64 instead: `_su` with the signed operand first, `_us`
+ * second. NEG_SU and NEG_US are the results when the signed operand is
+ * negative; otherwise it compares as a uint64. Written with & and |, no
+ * branch, so that they vectorise as the plain comparisons do. */
+#define CMP_PICK(NEG, S, C) ((NEG) ? (((S) < 0) | (C)) : (((S) >= 0) & (C)))
+#define CMP_MIXED(NAME, OP, NEG_SU, NEG_US)                                     \
+    BINARY_LOOP2(l_##NAME##_su, int64_t, uint64_t, uint8_t,                     \
+                 CMP_PICK(NEG_SU, x, (uint64_t)x OP y))                         \
+    BINARY_LOOP2(l_##NAME##_us, uint64_t, int64_t, uint8_t,                     \
+                 CMP_PICK(NEG_US, y, x OP (uint64_t)y))
+CMP_MIXED(eq, ==, 0, 0)
+CMP_MIXED(neq, !=, 1, 1)
+CMP_MIXED(lt, <, 1, 0)
+CMP_MIXED(le, <=, 1, 0)
+CMP_MIXED(gt, >, 0, 1)
+CMP_MIXED(ge, >=, 0, 1)
 ALLT(DEF_BP, l_land, (x != 0) & (y != 0))
 ALLT(DEF_BP, l_lor, (x != 0) | (y != 0))
 ALLT(DEF_BP, l_lxor, (x != 0) ^ (y != 0))
@@ -550,6 +574,9 @@ typedef struct ew_impl {
     unsigned flags;
     double flops; /* per element, for the cost estimate */
     loop_table loops;
+    /* eq..ge: the exact loops of a signed integer against a uint64 (a
+     * pair whose dtype is float64), signed first and second */
+    tg_inner_fn mixed[2];
 } ew_impl;
 
 /* ---- type inference ---- */
@@ -808,6 +835,13 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
     /* Convert inputs to the compute dtype (float16 computes in float32;
      * switch only moves elements, so it keeps them). */
     tg_dtype ld = cd == TG_FLOAT16 && im->kind != EW_SWITCH ? TG_FLOAT32 : cd;
+    /* A signed integer against an unsigned one whose dtype is float64 (a
+     * uint64) in eq..ge: compared exactly, as int64 and uint64 (the
+     * mixed loops), not rounded to float64. mixed: the signed input. */
+    int mixed = -1;
+    if (im->mixed[0] && cd == TG_FLOAT64 && tg_dtype_is_int(in[0]->dtype) && tg_dtype_is_int(in[1]->dtype) &&
+        tg_dtype_kind(in[0]->dtype) != tg_dtype_kind(in[1]->dtype))
+        mixed = tg_dtype_kind(in[0]->dtype) == 'i' ? 0 : 1;
     tg_array *conv[64];
     tg_array *use[64];
     small_pool pool;
@@ -816,7 +850,7 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
     int first = im->kind == EW_SWITCH ? 1 : 0;
     for (int i = 0; i < nin; i++) conv[i] = NULL;
     for (int i = 0; i < nin; i++) {
-        tg_dtype want = i < first ? TG_BOOL : ld;
+        tg_dtype want = i < first ? TG_BOOL : mixed < 0 ? ld : i == mixed ? TG_INT64 : TG_UINT64;
         if (in[i]->dtype == want) {
             use[i] = in[i];
         } else if (!(use[i] = small_convert(&pool, in[i], want))) {
@@ -845,7 +879,7 @@ static int ew_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         size_t sz = tg_isize(ld);
         fn = sz == 1 ? l_switch1 : sz == 2 ? l_switch2 : sz == 4 ? l_switch4 : l_switch8;
     } else {
-        fn = im->loops[ld];
+        fn = mixed < 0 ? im->loops[ld] : im->mixed[mixed];
     }
     if (!fn) {
         rc = tg_errorf(ctx, TG_EUNSUPPORTED, "%s has no loop for %s", n->op->name,
@@ -889,7 +923,13 @@ done:
 #define ALL_LOOPS(NAME) SINTS(SET, NAME) UINTS(SET, NAME) FLOATS(SET, NAME)
 #define OPDEF(...) OPDEF_VIEW(-1, __VA_ARGS__)
 #define OPDEF_VIEW(VIEW, NAME, NMIN, NMAX, KIND, FLAGS, FLOPS, OPF, KEYS, ATTRS, ...) \
-    static const ew_impl impl_##NAME = {KIND, FLAGS, FLOPS, {__VA_ARGS__}};               \
+    static const ew_impl impl_##NAME = {KIND, FLAGS, FLOPS, {__VA_ARGS__}, {NULL, NULL}}; \
+    OP_ENTRY(VIEW, NAME, NMIN, NMAX, OPF, KEYS, ATTRS)
+/* A comparison: LALL(NAME) and the mixed signed/uint64 loops. */
+#define OPDEF_CMP(NAME)                                                         \
+    static const ew_impl impl_##NAME = {EW_COMPARE, 0, 1, {LALL(NAME)}, {l_##NAME##_su, l_##NAME##_us}}; \
+    OP_ENTRY(-1, NAME, 2, 2, TG_OPF_NONDIFF, NULL, NULL)
+#define OP_ENTRY(VIEW, NAME, NMIN, NMAX, OPF, KEYS, ATTRS)                      \
     const tg_op tg_op_##NAME = {                                                \
         .name = #NAME,                                                          \
         .nin_min = NMIN,                                                        \
@@ -977,12 +1017,12 @@ OPDEF(minimum, 2, 2, EW_ARITH, 0, 1, 0, NULL, NULL, LALL(minimum))
 OPDEF(true_div, 2, 2, EW_FLOAT_BINARY, 0, 1, TG_OPF_FLOAT_ONLY, NULL, NULL, LF(true_div))
 OPDEF(arctan2, 2, 2, EW_FLOAT_BINARY, 0, 10, TG_OPF_FLOAT_ONLY, NULL, NULL, LF(arctan2))
 OPDEF(polygamma, 2, 2, EW_FLOAT_BINARY, 0, 40, TG_OPF_FLOAT_ONLY, NULL, NULL, LF(polygamma))
-OPDEF(eq, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(eq))
-OPDEF(neq, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(neq))
-OPDEF(lt, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(lt))
-OPDEF(le, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(le))
-OPDEF(gt, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(gt))
-OPDEF(ge, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(ge))
+OPDEF_CMP(eq)
+OPDEF_CMP(neq)
+OPDEF_CMP(lt)
+OPDEF_CMP(le)
+OPDEF_CMP(gt)
+OPDEF_CMP(ge)
 OPDEF(logical_and, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(land))
 OPDEF(logical_or, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(lor))
 OPDEF(logical_xor, 2, 2, EW_COMPARE, 0, 1, TG_OPF_NONDIFF, NULL, NULL, LALL(lxor))

@@ -427,3 +427,55 @@ write("elemwise_weak_kinds",
                     "bf": value(wb.copy()), "i2": value(wi ** np.int16(2)),
                     "i1": value(np.int16(1) - wi), "imin": value(wi.copy())}}],
       functions={"main": {"inputs": ["b", "i"], "outputs": ["b3", "bh", "i25", "it", "bf", "i2", "i1", "imin"]}})
+
+# Comparisons of a signed integer with a uint64, whose dtype is float64:
+# exact, as NumPy 2 compares them (NumPy 1.24, which this script runs
+# under, compares through float64: 2^53 + 1 == 2^53 there). Expectations
+# from Python's own integers, not NumPy. Contiguous, a 0-d operand on
+# either side, broadcast (2, 1) with (6,), uint64 first, int8 and int32
+# against uint64, two constants (folded), and chains that fusion compiles.
+CMP = {"eq": lambda x, y: x == y, "neq": lambda x, y: x != y, "lt": lambda x, y: x < y,
+       "le": lambda x, y: x <= y, "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y}
+mi = np.array([9007199254740993, -1, 9223372036854775807, -9223372036854775808, 0, 5], np.int64)
+mu = np.array([9007199254740992, 18446744073709551615, 9223372036854775808, 0, 0, 5], np.uint64)
+m8 = np.array([-128, -1, 0, 127, 5, 100], np.int8)
+m32 = np.array([-2147483648, -1, 2147483647, 0, 7, 3], np.int32)
+ms = np.array(9007199254740993, np.int64)
+mc = np.array([[-1], [9223372036854775807]], np.int64)
+
+
+def exact(op, x, y):
+    x, y = np.broadcast_arrays(x, y)
+    return np.array([CMP[op](int(p), int(q)) for p, q in zip(x.ravel(), y.ravel())],
+                    bool).reshape(x.shape)
+
+
+mnodes, mouts = [], {}
+for op in CMP:
+    for xn, yn, x, y in [("i", "u", mi, mu), ("u", "i", mu, mi), ("s", "u", ms, mu), ("u", "s", mu, ms),
+                         ("c", "u", mc, mu), ("i8", "u", m8, mu), ("i32", "u", m32, mu)]:
+        o = "%s_%s_%s" % (op, xn, yn)
+        mnodes.append({"op": op, "inputs": [xn, yn], "outputs": [o]})
+        mouts[o] = exact(op, x, y)
+# a strong int64 against a strong uint64, both constants: folded
+kx = {"value": {"dtype": "int64", "data": 9223372036854775807}}
+ky = {"value": {"dtype": "uint64", "data": 9223372036854775808}}
+mnodes.append({"op": "lt", "inputs": [kx, ky], "outputs": ["lt_const"]})
+mouts["lt_const"] = np.array(True)
+mnodes.append({"op": "eq", "inputs": [kx, ky], "outputs": ["eq_const"]})
+mouts["eq_const"] = np.array(False)
+# fused: not(ge(i, u)) and (le(u, i) or eq(i8, u))
+mnodes += [{"op": "ge", "inputs": ["i", "u"], "outputs": ["f_ge"]},
+           {"op": "logical_not", "inputs": ["f_ge"], "outputs": ["f_nge"]},
+           {"op": "le", "inputs": ["u", "i"], "outputs": ["f_le"]},
+           {"op": "eq", "inputs": ["i8", "u"], "outputs": ["f_eq"]},
+           {"op": "logical_or", "inputs": ["f_le", "f_eq"], "outputs": ["f_or"]}]
+mouts["f_nge"] = ~exact("ge", mi, mu)
+mouts["f_or"] = exact("le", mu, mi) | exact("eq", m8, mu)
+mvals = {"i": mi, "u": mu, "s": ms, "c": mc, "i8": m8, "i32": m32}
+write("elemwise_compare_mixed_int",
+      [{"id": k, "type": typ(v)} for k, v in mvals.items()],
+      mnodes,
+      [{"inputs": {k: value(v) for k, v in mvals.items()},
+        "outputs": {k: value(v) for k, v in mouts.items()}}],
+      functions={"main": {"inputs": list(mvals), "outputs": list(mouts)}})
