@@ -159,6 +159,21 @@ static const bcase CASES[] = {
     {"uint16", 2, {{"x", "uint16", 2, {3, 13}, R_ANY}, {"w", "uint16", 1, {13}, R_ANY}}, INTEGER, INTEGER_OUTS, true},
     {"uint32", 2, {{"x", "uint32", 2, {3, 13}, R_ANY}, {"w", "uint32", 1, {13}, R_ANY}}, INTEGER, INTEGER_OUTS, true},
     {"uint64", 2, {{"x", "uint64", 2, {3, 13}, R_ANY}, {"w", "uint64", 1, {13}, R_ANY}}, INTEGER, INTEGER_OUTS, true},
+    /* A signed integer against a uint64 compares exactly, not in their
+     * float64 (int64 max < 2^63, which float64 makes equal), as the CPU. */
+    {"int64 uint64",
+     2,
+     {{"x", "int64", 2, {3, 13}, R_ANY}, {"w", "uint64", 1, {13}, R_ANY}},
+     "[" BIN("eq", "x", "w", "a") "," BIN("neq", "w", "x", "b") "," BIN("lt", "x", "w", "c") ","
+     BIN("le", "w", "x", "d") "," BIN("gt", "x", "w", "e") "," BIN("ge", "w", "x", "f") ","
+     "{\"op\":\"lt\",\"inputs\":[\"x\",{\"value\":{\"data\":9223372036854775808,\"dtype\":\"uint64\"}}],"
+     "\"outputs\":[\"g\"]},"
+     "{\"op\":\"eq\",\"inputs\":[{\"value\":{\"data\":9223372036854775808,\"dtype\":\"uint64\"}},\"x\"],"
+     "\"outputs\":[\"h\"]},"
+     "{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"x8\"],\"attrs\":{\"dtype\":\"int8\"}},"
+     BIN("ge", "x8", "w", "i") "]",
+     "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]",
+     true},
     {"bool",
      2,
      {{"x", "bool", 2, {5, 8}, R_BOOL}, {"w", "bool", 1, {8}, R_BOOL}},
