@@ -304,6 +304,52 @@ static void test_save_is_atomic(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* A contiguous array goes to the file from where it lies: saving 8 MiB
+ * holds no second 8 MiB (it made a copy of header and data first, so that
+ * a 2 GiB output took 2 GiB more); a transposed view is copied once. The
+ * bytes are still NumPy's: the header, then the data in C order. */
+static void test_save_streams_contiguous(void **state) {
+    (void)state;
+    char dir[64], out[128];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/big.npy", dir);
+    tg_ctx *ctx = tg_ctx_new();
+    int64_t shape[2] = {1024, 1024};
+    tg_array *a = tg_array_new(TG_FLOAT64, 2, shape);
+    double *d = (double *)a->data;
+    for (int64_t i = 0; i < shape[0] * shape[1]; i++) d[i] = (double)i * 0.5 - 7.0;
+    size_t nbytes = (size_t)(shape[0] * shape[1]) * sizeof(double);
+    tu_count_begin();
+    assert_int_equal(tg_npy_save(out, a, ctx), 0);
+    tu_alloc_count c = tu_count_end();
+    if (c.peak > (double)nbytes / 8)
+        fail_msg("saving %zu contiguous bytes held %.0f bytes at once", nbytes, c.peak);
+    size_t len;
+    unsigned char *f = (unsigned char *)tu_read_file(out, &len);
+    assert_int_equal(len, 128 + nbytes); /* NumPy's header for this shape is 128 bytes */
+    assert_memory_equal(f + 128, d, nbytes);
+    free(f);
+    /* The transpose: one copy, and the file holds it in C order. */
+    int perm[2] = {1, 0};
+    tg_array *t = tg_array_view_transpose(a, perm, ctx);
+    assert_non_null(t);
+    tu_count_begin();
+    assert_int_equal(tg_npy_save(out, t, ctx), 0);
+    c = tu_count_end();
+    assert_true(c.peak >= (double)nbytes && c.peak < 1.5 * (double)nbytes);
+    f = (unsigned char *)tu_read_file(out, &len);
+    assert_int_equal(len, 128 + nbytes);
+    double got;
+    memcpy(&got, f + 128 + 8 * (3 * 1024 + 5), 8); /* t[3][5] = a[5][3] */
+    assert_true(got == d[5 * 1024 + 3]);
+    free(f);
+    tg_array_free(t);
+    tg_array_free(a);
+    unlink(out);
+    rmdir(dir);
+    tg_ctx_free(ctx);
+}
+
 /* ---- allocation failures ---- */
 
 typedef struct alloc_state {
@@ -372,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_save_matches_numpy_bytes),
         cmocka_unit_test(test_save_round_trips),
         cmocka_unit_test(test_save_is_atomic),
+        cmocka_unit_test(test_save_streams_contiguous),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -357,9 +357,11 @@ int tg_npy_header(const tg_array *a, tg_str *out) {
 }
 
 int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx) {
+    /* The header, then the data straight from the array (a copy only for
+     * a view or a big-endian host): a 2 GiB output takes no 2 GiB more. */
     tg_str hdr = {0};
     tg_array *c = NULL;
-    char *out = NULL;
+    tg_file_save sv;
     int rc;
     if (tg_npy_header(a, &hdr)) {
         rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
@@ -368,24 +370,22 @@ int tg_npy_save(const char *path, const tg_array *a, tg_ctx *ctx) {
     int64_t n = tg_array_size_inline(a);
     size_t isz = tg_dtype_size(a->dtype), nbytes = (size_t)n * isz;
     const tg_array *src = a;
-    if (!tg_array_is_contiguous(a)) {
+    if (!tg_array_is_contiguous(a) || (HOST_BIG && isz > 1 && nbytes)) {
         if (!(c = tg_array_copy(a, a->dtype))) {
-            rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory", path);
+            rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory for %zu bytes", path, nbytes);
             goto done;
         }
+        tg_npy_to_le(c->data, n, isz);
         src = c;
     }
-    size_t flen = hdr.len + nbytes;
-    if (!(out = tg_malloc(flen))) {
-        rc = tg_errorf(ctx, TG_ENOMEM, "%s: out of memory for %zu bytes", path, flen);
+    if ((rc = tg_file_begin(path, &sv, ctx))) goto done;
+    if ((rc = tg_file_write_all(sv.fd, hdr.s, hdr.len, path, ctx)) ||
+        (nbytes && (rc = tg_file_write_all(sv.fd, src->data, nbytes, path, ctx)))) {
+        tg_file_abort(&sv);
         goto done;
     }
-    memcpy(out, hdr.s, hdr.len);
-    if (nbytes) memcpy(out + hdr.len, src->data, nbytes);
-    tg_npy_to_le(out + hdr.len, n, isz);
-    rc = tg_file_write_atomic(path, out, flen, ctx);
+    rc = tg_file_finish(&sv, ctx);
 done:
-    tg_free(out);
     tg_array_free(c);
     tg_str_free(&hdr);
     return rc;
