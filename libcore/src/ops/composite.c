@@ -473,14 +473,27 @@ static const char *f2i_fn(tg_dtype to, tg_dtype from) {
     return to == TG_INT64 || to == TG_UINT32 ? "tg_f2i64" : to == TG_UINT64 ? "tg_f2u64" : "tg_f2i32";
 }
 
+/* An input of a dtype narrower than float32 (int8, uint8, int16,
+ * uint16, bool): every value is exact in float32. */
+static bool narrow_input(const tg_fgraph *fg, const tg_var *v) {
+    tg_dtype dt = v->type.dtype;
+    if (tg_dtype_is_float(dt) || tg_dtype_size(dt) >= 4) return false;
+    for (int i = 0; i < fg->nin; i++)
+        if (fg->inputs[i] == v) return true;
+    return false;
+}
+
 /* The statements computing every body variable from the inputs loaded as
  * v<index>: one typed local per node output. */
 /* With half, float16 variables are float locals holding float16 values:
  * each node computes as elemwise.c does (float16 in float32, an input of
  * another dtype converted straight to float32) and rounds its float16
  * result once with tg_h (from float) or tg_hd (from double: one
- * rounding, as tensor/cast.c), which the including prelude defines. */
-static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
+ * rounding, as tensor/cast.c), which the including prelude defines.
+ * With wide, a narrow input v<index> also has its value as a float32
+ * local x<index> (block_text), which the body's conversions to float or
+ * double read instead. */
+static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half, bool wide) {
     for (int i = 0; i < fg->nvars; i++) {
         tg_var *v = fg->vars[i];
         if (v->kind == TG_VAR_CONSTANT) {
@@ -511,7 +524,10 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
             tg_var *in = nd->inputs[k];
             tg_dtype idt = in->type.dtype;
             if (mixed) want = is_signed_int(idt) ? TG_INT64 : TG_UINT64;
-            if (idt == want)
+            const bool wf = wide && narrow_input(fg, in);
+            if (wf && cast && (od == TG_FLOAT32 || od == TG_FLOAT64))
+                snprintf(a[k], sizeof a[k], "x%d", in->index);
+            else if (idt == want)
                 snprintf(a[k], sizeof a[k], "v%d", in->index);
             else if (want == TG_BOOL)
                 snprintf(a[k], sizeof a[k], "((uint8_t)(v%d != 0))", in->index);
@@ -520,6 +536,8 @@ static bool emit_body(tg_str *s, const tg_fgraph *fg, bool half) {
             else if (f2i_fn(want, idt))
                 snprintf(a[k], sizeof a[k], "((%s)%s((double)v%d))", ctype_h(want, half), f2i_fn(want, idt),
                          in->index);
+            else if (wf && (want == TG_FLOAT32 || want == TG_FLOAT64))
+                snprintf(a[k], sizeof a[k], want == TG_FLOAT32 ? "x%d" : "((double)x%d)", in->index);
             else
                 snprintf(a[k], sizeof a[k], "((%s)v%d)", ctype_h(want, half), in->index);
         }
@@ -573,17 +591,30 @@ enum { KB = 16 }; /* block: a multiple of every vector length of float and doubl
  * a<i> + b and output k written to o<k> + b (direct: contiguous operands),
  * or from the gathered copies t<i> and to u<k>. A constant trip count that
  * every vector length divides leaves no scalar remainder, so every element
- * takes the same vector call. */
+ * takes the same vector call. A narrow input (int8, bool...) is first
+ * converted into a block of float32, f<i>, that the body (emitted wide)
+ * reads for its float uses, as the unfused op converts its whole input
+ * before its loop: converted inside the loop, it left a sigmoid or
+ * softplus of it (and the whole loop) scalar, calling libm's expf where
+ * the unfused op calls libmvec's _ZGVeN16v_expf, or was vectorised at
+ * the narrow type's width with other variants. */
 static void block_text(tg_str *s, const tg_fgraph *fg, uint64_t scalars, const char *body, const char *ind,
                        bool direct) {
+    char src[16];
+    for (int i = 0; i < fg->nin; i++) {
+        snprintf(src, sizeof src, scalars >> i & 1 ? "c%d[j]" : direct ? "a%d[b + j]" : "t%d[j]", i);
+        if (narrow_input(fg, fg->inputs[i]))
+            tg_str_addf(s, "%sfloat f%d[%d];\n%sfor (int j = 0; j < %d; j++) f%d[j] = (float)%s;\n", ind, i, KB,
+                        ind, KB, i, src);
+    }
     tg_str_addf(s, "%s#pragma omp simd\n%sfor (int j = 0; j < %d; j++) {\n", ind, ind, KB);
-    for (int i = 0; i < fg->nin; i++)
-        if (scalars >> i & 1)
-            tg_str_addf(s, "%s    const %s v%d = c%d[j];\n", ind, ctype_of(fg->inputs[i]->type.dtype),
-                        fg->inputs[i]->index, i);
-        else
-            tg_str_addf(s, direct ? "%s    const %s v%d = a%d[b + j];\n" : "%s    const %s v%d = t%d[j];\n", ind,
-                        ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index, i);
+    for (int i = 0; i < fg->nin; i++) {
+        snprintf(src, sizeof src, scalars >> i & 1 ? "c%d[j]" : direct ? "a%d[b + j]" : "t%d[j]", i);
+        tg_str_addf(s, "%s    const %s v%d = %s;\n", ind, ctype_of(fg->inputs[i]->type.dtype), fg->inputs[i]->index,
+                    src);
+        if (narrow_input(fg, fg->inputs[i]))
+            tg_str_addf(s, "%s    const float x%d = f%d[j];\n", ind, fg->inputs[i]->index, i);
+    }
     tg_str_addf(s, "%s", body);
     for (int k = 0; k < fg->nout; k++)
         tg_str_addf(s, direct ? "%s    o%d[b + j] = v%d;\n" : "%s    u%d[j] = v%d;\n", ind, k, fg->outputs[k]->index);
@@ -660,7 +691,7 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
         if (!ctype_of(fg->inputs[i]->type.dtype)) goto done;
     for (int k = 0; k < nout; k++)
         if (!ctype_of(fg->outputs[k]->type.dtype)) goto done;
-    if (!emit_body(&body, fg, false) || body.oom) goto done;
+    if (!emit_body(&body, fg, false, false) || body.oom) goto done;
     /* A body that emits nothing (its outputs are its inputs) has no text:
      * an empty string, not NULL, for the "%s" below. */
     const char *bt = body.s ? body.s : "";
@@ -677,6 +708,12 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
      * differently from the vector variant the unfused exp calls even for
      * one element (vmath.c). */
     bool blocked = calls_simd_fn(bt);
+    if (blocked) {
+        /* (the body again, its narrow inputs read as float: block_text) */
+        tg_str_free(&body);
+        if (!emit_body(&body, fg, false, true) || body.oom) goto done;
+        bt = body.s ? body.s : "";
+    }
     for (int i = 0; i < nin; i++)
         if ((scalars >> i & 1) && blocked)
             tg_str_addf(&s, "    %s c%d[%d];\n    for (int j = 0; j < %d; j++) c%d[j] = *(const %s *)p[%d];\n",
@@ -1249,9 +1286,9 @@ const tg_fgraph *tg_composite_node_body(const tg_node *n) {
 
 const char *tg_composite_ctype(tg_dtype dt) { return ctype_of(dt); }
 
-bool tg_composite_body_emit(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg, false) && !s->oom; }
+bool tg_composite_body_emit(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg, false, false) && !s->oom; }
 
-bool tg_composite_body_emit_half(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg, true) && !s->oom; }
+bool tg_composite_body_emit_half(tg_str *s, const tg_fgraph *fg) { return emit_body(s, fg, true, false) && !s->oom; }
 
 void *tg_composite_node_dev_get(const tg_node *n) {
     comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
