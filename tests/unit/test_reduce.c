@@ -569,6 +569,76 @@ static void test_columns(void **state) {
     }
 }
 
+/* logsumexp over leading or middle axes (the column path) of columns whose
+ * spread passes 709: the shift is the column's max. float32 shifted by the
+ * column's min and gave inf (a column of -1e30 and 0s; one with a 1000)
+ * or -inf (-inf and a 3). A logical [A, R, C] reduced over R, stored as it
+ * is or as [R, A, C] and transposed (tr), fed through `view` (a reversed
+ * one: lse does not depend on the order), 1, 2 and 3 threads; the shapes
+ * give one band, bands of rows, and blocks of columns. */
+static void check_lse_spread(int nd, const int64_t *shape, int64_t A, int64_t R, int64_t C, bool tr,
+                             const char *attrs, const char *view, tg_dtype dt) {
+    tg_array *x = tg_array_new(dt, nd, shape);
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++) {
+                double v = colval(r + a, c);
+                if (c == 0 && r == 0) v = -1e30;
+                if (c == 1) v = r == R / 2 ? 0 : -1e30;
+                if (c == 2 && r == R / 3) v = 1000;
+                if (c == 3) v = -INFINITY;
+                if (c == 4) v = r == R - 1 ? 3 : -INFINITY;
+                int64_t i = tr ? (r * A + a) * C + c : (a * R + r) * C + c;
+                tg_store_f64(dt, (char *)x->data + i * (int64_t)tg_dtype_size(dt), v);
+            }
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(THREADS[t]);
+        tg_array *y = reduce_view("logsumexp", attrs, view, x);
+        assert_non_null(y);
+        assert_int_equal(tg_array_size(y), A * C);
+        for (int64_t a = 0; a < A; a++)
+            for (int64_t c = 0; c < C; c++) {
+                /* Reference: NumPy's m + log(sum(exp(x - m))), m the max. */
+                double mx = -INFINITY, le = 0;
+                for (int64_t r = 0; r < R; r++)
+                    mx = fmax(mx, tg_array_get_flat(x, tr ? (r * A + a) * C + c : (a * R + r) * C + c));
+                for (int64_t r = 0; r < R && isfinite(mx); r++)
+                    le += exp(tg_array_get_flat(x, tr ? (r * A + a) * C + c : (a * R + r) * C + c) - mx);
+                double want = isfinite(mx) ? mx + log(le) : mx, got = tg_array_get_flat(y, a * C + c);
+                double tol = dt == TG_FLOAT32 ? 1.2e-7 : 1e-12;
+                if (!(got == want || fabs(got - want) <= tol * fabs(want)))
+                    fail_msg("logsumexp %s %s %s, %d threads: [%lld, %lld]: got %.17g, want %.17g",
+                             tg_dtype_name(dt), attrs, view ? view : "", THREADS[t], (long long)a,
+                             (long long)c, got, want);
+            }
+        tg_array_free(y);
+    }
+    tg_array_free(x);
+    omp_set_num_threads(2);
+}
+
+static void test_columns_lse_spread(void **state) {
+    (void)state;
+    static const char rev[] = "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],"
+                              "\"attrs\":{\"index\":[{\"start\":null,\"stop\":null,\"step\":-1}]}}";
+    static const char swap01[] = "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],"
+                                 "\"attrs\":{\"axes\":[1,0,2]}}";
+    const int64_t tiny[2] = {2, 8}, odd[2] = {257, 33}, lead[2] = {3001, 40}, mid[3] = {3, 2001, 24},
+                  wide[2] = {40, 20000}, small3[3] = {3, 5, 16}, midT[3] = {2001, 3, 24};
+    for (int d = 0; d < 2; d++) {
+        tg_dtype dt = d ? TG_FLOAT64 : TG_FLOAT32;
+        check_lse_spread(2, tiny, 1, 2, 8, false, "{\"axis\":0}", NULL, dt);
+        check_lse_spread(2, odd, 1, 257, 33, false, "{\"axis\":0}", NULL, dt);
+        check_lse_spread(2, lead, 1, 3001, 40, false, "{\"axis\":0}", NULL, dt);
+        check_lse_spread(2, lead, 1, 3001, 40, false, "{\"axis\":0,\"keepdims\":true}", rev, dt);
+        check_lse_spread(3, mid, 3, 2001, 24, false, "{\"axis\":1}", NULL, dt);
+        check_lse_spread(3, mid, 1, 3 * 2001, 24, false, "{\"axis\":[0,1],\"keepdims\":true}", NULL, dt);
+        check_lse_spread(3, midT, 3, 2001, 24, true, "{\"axis\":1}", swap01, dt);
+        check_lse_spread(2, wide, 1, 40, 20000, false, "{\"axis\":-2}", NULL, dt);
+        check_lse_spread(3, small3, 1, 15, 16, false, "{\"axis\":[0,1]}", NULL, dt);
+    }
+}
+
 /* The same for integers: uint64 extremes above 2^63 (compared unsigned),
  * int64 sums that wrap. */
 static void test_columns_int(void **state) {
@@ -1192,7 +1262,8 @@ int main(void) {
         cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_prod_in_order), cmocka_unit_test(test_all_any_float_rows), cmocka_unit_test(test_extremes_int16),
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),
         cmocka_unit_test(test_reuse_output),     cmocka_unit_test(test_attr_errors),
-        cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_int),
+        cmocka_unit_test(test_columns),          cmocka_unit_test(test_columns_lse_spread),
+        cmocka_unit_test(test_columns_int),
         cmocka_unit_test(test_same_bits_any_thread_count), cmocka_unit_test(test_sum_to_axes),
         cmocka_unit_test(test_sum_runs),
         cmocka_unit_test(test_layout_full),      cmocka_unit_test(test_layout_strided_rows),

@@ -1028,12 +1028,17 @@ static bool is_ext(red_kind k) { return k == R_MAX || k == R_MIN || k == R_ARGMA
 
 static bool two_pass(red_kind k) { return k == R_VAR || k == R_STD || k == R_LSE; }
 
+/* Whether the column loops keep the larger value: max and argmax, and the
+ * first pass of logsumexp, whose center is the columns' max (taking the
+ * min there made a float32 column of -1e30 and 0 give inf). */
+static bool col_takes_max(red_kind k) { return k == R_MAX || k == R_ARGMAX || k == R_LSE; }
+
 /* Accumulates rows [r0, r1) of the m columns at pa into b, for pass 1 or
  * 2. Starts from the identity; the extremes start from row r0. */
 static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, int64_t r1, int pass,
                      col_buf *b) {
     red_kind k = j->k;
-    bool mx = k == R_MAX || k == R_ARGMAX, flip = j->ints && is_ext(k) && j->dt == TG_UINT64;
+    bool mx = col_takes_max(k), flip = j->ints && is_ext(k) && j->dt == TG_UINT64;
     int64_t idx[TG_MAX_NDIM] = {0}, rem = r0;
     const char *p = pa;
     for (int d = j->nr - 1; d >= 0 && rem; d--) { /* rem 0: no rows, or row 0 */
@@ -1148,7 +1153,7 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
             colall_d(acc, t, m, k == R_ANY);
             break;
         case R_LSE:
-            colext_d(acc, t, m, true);
+            colext_d(acc, t, m, mx);
             break;
         default:
             if (r == r0) {
@@ -1168,7 +1173,7 @@ static void col_rows(const col_job *j, const char *pa, int64_t m, int64_t r0, in
  * ties keep the earlier row). */
 static void col_merge(const col_job *j, int64_t m, int pass, col_buf *dst, const col_buf *src) {
     red_kind k = j->k;
-    bool mx = k == R_MAX || k == R_ARGMAX;
+    bool mx = col_takes_max(k);
     if (j->ints) {
         int64_t *a = (int64_t *)dst->acc;
         const int64_t *s = (const int64_t *)src->acc;
@@ -1187,7 +1192,7 @@ static void col_merge(const col_job *j, int64_t m, int pass, col_buf *dst, const
     double *a = dst->acc;
     const double *s = src->acc;
     if (k == R_MAX || k == R_MIN || (k == R_LSE && pass == 1))
-        colext_d(a, s, m, k != R_MIN);
+        colext_d(a, s, m, mx);
     else if (k == R_ARGMAX || k == R_ARGMIN)
         colargext_d(a, dst->best, s, m, mx, 0, src->best);
     else if (k == R_PROD)

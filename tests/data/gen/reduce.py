@@ -4,7 +4,7 @@ mean/var/std/logsumexp of integers compute in float32 for bool and 8/16-bit
 integers, float64 for wider ones (FORMAT.md s7); of float16 they give
 float16. Files: reduce_<op>.json (every dtype, axis forms, keepdims; one
 function per dtype computing every axis form of one input);
-reduce_{0d_axes,ddof,nan_inf_ties,lse_ints,empty,strided,columns,weak}.json
+reduce_{0d_axes,ddof,nan_inf_ties,lse_ints,empty,strided,columns,lse_columns,weak}.json
 (special values and layouts); reduce_errors.json (run-time errors).
 Large inputs (accuracy of long sums, the threaded paths) are tested in
 tests/unit/test_reduce.c.
@@ -501,3 +501,86 @@ write("reduce_sum_to",
                     "sc": value(g32.sum(axis=(0, 2)).reshape(3, 1))},
         "rtol": 0, "atol": 0}],
       functions={"main": {"inputs": ["a", "ta", "b", "tb", "c", "tc"], "outputs": ["sa", "sb", "sc"]}})
+
+# logsumexp of float32 over axes that are not innermost (the column path),
+# columns whose spread passes 709: -1e30 beside 0, -inf beside numbers, a
+# 1000 among small values. The shift is the column's max (tg took the min
+# there and gave inf or -inf). Also reached through the rewrites that write
+# logsumexp (log(sum(exp x)), a softmax over two axes) under fast_run, and
+# through logsumexp's gradient. Its own generator, so the cases above keep
+# their random draws.
+S = Cases()
+lr = np.random.default_rng(25)
+inf = np.inf
+x28 = np.array([[-1e30, -inf, 1000, 0, 5, -3, 2, -1e30], [0, 3, 0, 0, 5, 2, -1e30, 1]], np.float32)
+S.many(x28, [("logsumexp", {"axis": 0}), ("logsumexp", {"axis": 0, "keepdims": True})])
+S.np("logsumexp", np.array([[-1e30] * 8, [0] * 8], np.float32), {"axis": 0})
+S.np("logsumexp", np.array([[-inf] * 8, list(range(8))], np.float32), {"axis": 0})
+x3 = np.round(lr.uniform(-3, 4, (3, 5, 16)), 1).astype(np.float32)
+x3[:, :, 0] = -1e30
+x3[1, 2, 0] = 0
+x3[:, :, 1] = -inf
+x3[2, 4, 1] = 3
+x3[0, 0, 2] = 800
+x3[1, 1, 2] = -800
+x3[:, :, 3] = -inf
+x3[:, 0, 4] = -1e30
+S.many(x3, [("logsumexp", {"axis": 0}), ("logsumexp", {"axis": [0, 1]}),
+            ("logsumexp", {"axis": 1, "keepdims": True})])
+xs = np.round(lr.uniform(-3, 4, (6, 12)), 1).astype(np.float32)
+xs[1::2, 5] = -1e30  # the view's rows 5, 3, 1
+xs[3, 5] = 1
+xs[1, 7] = 900
+S.many(xs, [("logsumexp", {"axis": 0})],
+       view=("subtensor", {"index": [{"start": None, "stop": None, "step": -2}]}), xv=xs[::-2])
+
+
+def lse_form(S, x, nodes, outs):
+    """One function of x through `nodes` (written with x, the outputs
+    named in outs: {id: expected})."""
+    k = S.k
+    S.k += 1
+    xid = f"x{k}"
+    S.variables.append({"id": xid, "type": typ(x)})
+
+    def ren(v):
+        return xid if v == "x" else f"{v}{k}"
+    for n in nodes:
+        S.nodes.append(dict(n, inputs=[ren(i) for i in n["inputs"]], outputs=[ren(o) for o in n["outputs"]]))
+    S.functions[f"f{k}"] = {"inputs": [xid], "outputs": [ren(o) for o in outs]}
+    S.tests.append({"function": f"f{k}", "inputs": {xid: value(x)},
+                    "outputs": {ren(o): value(w) for o, w in outs.items()}, "rtol": 1e-5, "atol": 1e-5})
+
+
+def softmax64(x, axis):
+    """softmax in float64, exp(x - logsumexp(x))."""
+    x = x.astype(np.float64)
+    return np.exp(x - lse(x, axis, True))
+
+
+# The gradient of sum(logsumexp(x, 0)): the softmax down the columns.
+lse_form(S, x28, [{"op": "logsumexp", "inputs": ["x"], "outputs": ["y"], "attrs": {"axis": 0}},
+                  {"op": "sum", "inputs": ["y"], "outputs": ["c"]},
+                  {"op": "grad", "inputs": ["c", "x"], "outputs": ["g"]}],
+         {"g": softmax64(x28, 0).astype(np.float32)})
+# log(sum(exp(x), axis)) as written: no exp overflows (so -O none agrees)
+# and no column is all -1e30 (its log is -inf as written, -1e30 rewritten).
+xw = x28.copy()
+xw[0, 2] = 80
+xw3 = x3.copy()
+xw3[0, :, 0] = 0
+xw3[1, 0, 4] = 2
+xw3[0, 0, 2] = 80
+xw3[1, 1, 2] = -80
+for xx, ax in ((xw, 0), (xw3, 0), (xw3, [0, 1])):
+    lse_form(S, xx, [{"op": "exp", "inputs": ["x"], "outputs": ["e"]},
+                     {"op": "sum", "inputs": ["e"], "outputs": ["s"], "attrs": {"axis": ax}},
+                     {"op": "log", "inputs": ["s"], "outputs": ["y"]}],
+             {"y": lse(xx, ax, False).astype(np.float32)})
+# exp(x) / sum(exp(x), axis=[0, 1], keepdims): rewritten to
+# exp(x - logsumexp(x, [0, 1], keepdims)).
+lse_form(S, xw3, [{"op": "exp", "inputs": ["x"], "outputs": ["e"]},
+                  {"op": "sum", "inputs": ["e"], "outputs": ["s"], "attrs": {"axis": [0, 1], "keepdims": True}},
+                  {"op": "true_div", "inputs": ["e", "s"], "outputs": ["y"]}],
+         {"y": softmax64(xw3, (0, 1)).astype(np.float32)})
+write("reduce_lse_columns", S.variables, S.nodes, S.tests, S.functions)
