@@ -32,8 +32,9 @@ template <typename T> __device__ inline T sigmoid_(T x) {
     return e / (T(1) + e);
 }
 
+/* (fabs: never negative otherwise; a NaN's sign bit clear, as the CPU's) */
 template <typename T> __device__ inline T softplus_(T x) {
-    return (x > 0 ? x : T(0)) + log1p(exp(-fabs(x)));
+    return fabs((x > 0 ? x : T(0)) + log1p(exp(-fabs(x))));
 }
 
 template <typename T> __device__ inline T unary(int op, T x) {

@@ -67,8 +67,11 @@ static const char PRELUDE[] =
     "TG_DEV float tg_sigmoid_f(float x) {\n"
     "    float e = expf(-fabsf(x)), r = 1.0f / (1.0f + e);\n"
     "    return x >= 0 ? r : (x < 0 ? e * r : x);\n}\n"
-    "TG_DEV double tg_softplus_d(double x) { return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }\n"
-    "TG_DEV float tg_softplus_f(float x) { return (x > 0 ? x : 0) + log1pf(expf(-fabsf(x))); }\n"
+    /* (fabs: the sum is never negative, but a NaN takes the sign of
+     * -fabs(x) through exp and log1p; the CPU's softplus(NaN) has its
+     * sign bit clear, ops/composite.c's prelude and vmath.c) */
+    "TG_DEV double tg_softplus_d(double x) { return fabs((x > 0 ? x : 0) + log1p(exp(-fabs(x)))); }\n"
+    "TG_DEV float tg_softplus_f(float x) { return fabsf((x > 0 ? x : 0) + log1pf(expf(-fabsf(x)))); }\n"
     "#define TG_CLIP(T) TG_DEV T tg_clip_##T(T x, T lo, T hi) { \\\n"
     "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
