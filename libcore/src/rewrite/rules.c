@@ -54,6 +54,18 @@ static bool scalar_const(const tg_var *v, double *out) {
 static bool is_float(const tg_var *v) { return tg_dtype_is_float(v->type.dtype); }
 static tg_var *negated(tg_rw *rw, tg_var *z);
 
+/* x in dtype dt: x itself, or cast(x, dt). A float-only op (exp,
+ * true_div, ...) of an integer or bool x computes on x converted to the
+ * float of its dtype (FORMAT.md s7); a rewrite that takes x out from under
+ * it and negates or subtracts it must convert first, as an integer neg or
+ * sub wraps (uint8 -1 is 255) and a bool one cannot be built. */
+static tg_var *as_dtype(tg_rw *rw, tg_var *x, tg_dtype dt) {
+    if (!x || x->type.dtype == dt) return x;
+    char attrs[48];
+    snprintf(attrs, sizeof attrs, "{\"dtype\": \"%s\"}", tg_dtype_name(dt));
+    return tg_rw_op1(rw, "cast", x, attrs);
+}
+
 /* The most operands a rule rebuilds an n-ary add or mul with (it declines
  * beyond). */
 enum { MAX_OPERANDS = 64 };
@@ -278,20 +290,30 @@ static int inverse_pair(tg_rw *rw, tg_node *n, const char *inner) {
 /* x >= 0 (or NaN) wherever it is defined: an op whose values are never
  * negative, a sum, product, quotient or maximum of such values (x*x
  * included), their reductions (sum, prod, mean, max, min), or a constant
- * with no negative element; looked at `depth` producers deep. */
+ * with no negative element; looked at `depth` producers deep. That holds
+ * of floats (which overflow to inf, not past it) at each step: an unsigned
+ * or bool value is never negative, but a signed integer abs, sqr, x*x,
+ * sum or product wraps (int8 12*12 is -112, abs(-128) is -128), so of a
+ * signed integer only a maximum, relu, max or min of such values and a
+ * constant count. */
 static bool never_negative_at(const tg_var *x, int depth) {
     static const char *const ops[] = {"exp",  "sqr",  "abs",  "softplus", "sigmoid", "relu",
                                       "sqrt", "exp2", "cosh", "softmax",  "erfc",    NULL};
+    char kind = tg_dtype_kind(x->type.dtype);
+    if (kind == 'u' || kind == 'b') return true;
+    bool wraps = kind != 'f';
     const tg_node *p = x->owner;
     if (p) {
         const char *op = p->op->name;
         for (int i = 0; ops[i]; i++)
-            if (!strcmp(op, ops[i])) return true;
+            if (!strcmp(op, ops[i]) && (!wraps || !strcmp(op, "relu"))) return true;
         if (depth <= 0) return false;
         /* sums, products, quotients, means and extremes of such values */
-        bool sum = !strcmp(op, "add") || !strcmp(op, "mul") || !strcmp(op, "true_div") || !strcmp(op, "sum") ||
-                   !strcmp(op, "prod") || !strcmp(op, "mean") || !strcmp(op, "max") || !strcmp(op, "min");
-        if (!strcmp(op, "mul") && p->nin == 2 && p->inputs[0] == p->inputs[1]) return true;
+        bool sum = wraps ? !strcmp(op, "max") || !strcmp(op, "min")
+                         : !strcmp(op, "add") || !strcmp(op, "mul") || !strcmp(op, "true_div") ||
+                               !strcmp(op, "sum") || !strcmp(op, "prod") || !strcmp(op, "mean") ||
+                               !strcmp(op, "max") || !strcmp(op, "min");
+        if (!wraps && !strcmp(op, "mul") && p->nin == 2 && p->inputs[0] == p->inputs[1]) return true;
         if (!strcmp(op, "maximum")) {
             for (int i = 0; i < p->nin; i++)
                 if (never_negative_at(p->inputs[i], depth - 1)) return true;
@@ -1295,7 +1317,9 @@ static tg_var *term_times(tg_rw *rw, tg_var *t, const tg_var *y, bool *fail) {
         if (!q || !same_value(q->inputs[1], y, 3)) continue;
         tg_var *in[MAX_OPERANDS];
         for (int j = 0; j < nf; j++) in[j] = m ? m->inputs[j] : t;
-        in[k] = q->inputs[0];
+        /* an integer u in the quotient's float dtype, as u / y' computed
+         * it: neg(u) and a product or sum of integers would wrap */
+        in[k] = is_float(q->inputs[0]) ? q->inputs[0] : as_dtype(rw, q->inputs[0], q->outputs[0]->type.dtype);
         tg_var *r = nf == 1 ? in[0] : tg_rw_op(rw, "mul", nf, in, NULL);
         if (r && neg != fneg) r = tg_rw_op1(rw, "neg", r, NULL);
         if (!r) *fail = true;
@@ -1327,7 +1351,11 @@ static int mul_sum_quotient(tg_rw *rw, tg_node *n) {
                 tg_var *c = term_times(rw, a->inputs[k], y, &fail);
                 if (fail) return TG_ENOMEM;
                 if (c) hits++;
-                terms[k] = c ? c : tg_rw_op2(rw, "mul", a->inputs[k], y);
+                /* an integer term times y in the sum's float dtype, as
+                 * (.. + t + ..) * y computed it (int8 t * y wraps) */
+                tg_var *t = a->inputs[k];
+                if (!c && !is_float(t)) t = as_dtype(rw, t, a->outputs[0]->type.dtype);
+                terms[k] = c ? c : tg_rw_op2(rw, "mul", t, y);
                 if (!terms[k]) return TG_ENOMEM;
             }
             if (!hits) continue;
@@ -1708,17 +1736,21 @@ static tg_node *one_plus_exp(const tg_var *d) {
     return NULL;
 }
 
-/* -z, without a double negation: x when z is neg(x). */
+/* -z, without a double negation: x when z is neg(x) of floats (an
+ * integer neg(x) wraps as written: uint8 -1 is 255, int8 -(-128) is
+ * -128). */
 static tg_var *negated(tg_rw *rw, tg_var *z) {
     tg_node *m = tg_rw_producer(z, "neg");
-    return m ? m->inputs[0] : tg_rw_op1(rw, "neg", z, NULL);
+    return m && is_float(z) ? m->inputs[0] : tg_rw_op1(rw, "neg", z, NULL);
 }
 
 /* A written-out sigmoid (Theano's local_exp_over_1_plus_exp and
  * local_1_over_1_plus_exp): 1 / (1 + exp(z)) -> sigmoid(-z) (so
  * 1 / (1 + exp(-x)) -> sigmoid(x)), reciprocal(1 + exp(z)) the same, and
  * exp(z) / (1 + exp(z)) -> sigmoid(z). Then log of it becomes a softplus;
- * exp(z) / (1 + exp(z)) as written is inf / inf = NaN for z > 709. */
+ * exp(z) / (1 + exp(z)) as written is inf / inf = NaN for z > 709. An
+ * integer or bool z is negated in exp's float dtype, cast first, as exp
+ * converts it (uint8 -z wraps: z = 1 gave sigmoid(255)). */
 static int sigmoid_simplify(tg_rw *rw, tg_node *n) {
     bool recip = !strcmp(n->op->name, "reciprocal");
     tg_var *d = n->inputs[recip ? 0 : 1];
@@ -1733,7 +1765,8 @@ static int sigmoid_simplify(tg_rw *rw, tg_node *n) {
         (tg_rw_match(rw, d->owner) ||
          (e->outputs[0]->nclients == 1 + (n->inputs[0] == e->outputs[0]) && tg_rw_match(rw, e))))
         return TG_ENOMEM;
-    return swap(rw, n, tg_rw_op1(rw, "sigmoid", one ? negated(rw, z) : z, NULL));
+    z = as_dtype(rw, z, e->outputs[0]->type.dtype);
+    return swap(rw, n, tg_rw_op1(rw, "sigmoid", one && z ? negated(rw, z) : z, NULL));
 }
 
 /* d = exp(a) + exp(b) with e one of the two (the same node): the other
@@ -1765,7 +1798,10 @@ static bool same_order(const tg_node *p, const int *order, int norder) {
  * chain rule writes the derivatives of a written-out sigmoid, of a
  * written-out log(exp(a) + exp(b)) and of a written-out log(sum(exp(x))):
  * as written inf / inf = NaN once the exp overflows (in them or in the
- * forward pass). */
+ * forward pass). An integer or bool z (and w) is cast to exp's float dtype
+ * first, and an integer B to the quotient's, before a - b or neg(B): in
+ * the integer dtype they wrap (uint8 0 - 1 is 255), and of bools they
+ * cannot be built. */
 static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
@@ -1808,13 +1844,17 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
             snprintf(attrs, sizeof attrs, "{\"axis\": %d}", ax);
             tg_var *in[MAX_OPERANDS];
             for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
+            tg_dtype et = e->outputs[0]->type.dtype;
+            tg_var *z = as_dtype(rw, e->inputs[0], et), *b = q->inputs[0];
+            if (neg && !is_float(b)) b = as_dtype(rw, b, q->outputs[0]->type.dtype);
+            if (!z || !b) return TG_ENOMEM;
             if (e2) /* exp(a) / (exp(a) + exp(b)) = sigmoid(a - b) */
-                in[i] = tg_rw_op1(rw, "sigmoid", tg_rw_op2(rw, "sub", e->inputs[0], e2->inputs[0]), NULL);
+                in[i] = tg_rw_op1(rw, "sigmoid", tg_rw_op2(rw, "sub", z, as_dtype(rw, e2->inputs[0], et)), NULL);
             else if (sk)
-                in[i] = softmax_over(rw, e->inputs[0], sk);
+                in[i] = softmax_over(rw, z, sk);
             else
-                in[i] = tg_rw_op1(rw, softmax ? "softmax" : "sigmoid", e->inputs[0], softmax ? attrs : NULL);
-            in[j] = neg ? tg_rw_op1(rw, "neg", q->inputs[0], NULL) : q->inputs[0];
+                in[i] = tg_rw_op1(rw, softmax ? "softmax" : "sigmoid", z, softmax ? attrs : NULL);
+            in[j] = neg ? tg_rw_op1(rw, "neg", b, NULL) : q->inputs[0];
             if (ds) {
                 in[i] = dimshuffle(rw, in[i], order, norder);
                 if (!scalar) in[j] = dimshuffle(rw, in[j], order, norder);
@@ -2083,12 +2123,16 @@ static int written_softmax_grad(tg_rw *rw, tg_node *n) {
             if (!ok || !np) continue;
             tg_var *in[MAX_OPERANDS];
             for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
+            /* an integer or bool z in exp's float dtype (softmax_over
+             * subtracts from it) */
+            tg_var *z = as_dtype(rw, e->inputs[0], ev->type.dtype);
+            if (!z) return TG_ENOMEM;
             if (w.ax >= 0) {
                 char attrs[32];
                 snprintf(attrs, sizeof attrs, "{\"axis\": %d}", w.ax);
-                in[i] = tg_rw_op1(rw, "softmax", e->inputs[0], attrs);
+                in[i] = tg_rw_op1(rw, "softmax", z, attrs);
             } else {
-                in[i] = softmax_over(rw, e->inputs[0], w.sum);
+                in[i] = softmax_over(rw, z, w.sum);
             }
             in[j] = np == 1 ? parts[0] : tg_rw_op(rw, "add", np, parts, NULL);
             tg_var *r = tg_rw_op(rw, "mul", n->nin, in, NULL);
