@@ -2341,6 +2341,81 @@ static void test_sum_to_nothing_to_sum(void **state) {
     }
 }
 
+static void test_float_order_and_fill(void **state) {
+    (void)state;
+    /* A right-nested float sum or product keeps its order: the n-ary op
+     * folds from the left, and add(a, b, c) would round a + b first.
+     * NumPy, a * (b * c) in float32: 3e38 * 1 = 3e38 (not inf), 1e30 *
+     * (1e30 * 1e-30) = 1e30; a + (b + c): 1e30 + (-1e30 + 1) = 0, not 1.
+     * a * (b * c) of two operands merges as (b * c) * a, bit for bit;
+     * a + b + (c + d) of three stays. */
+    {
+        static const char *const ops[2] = {"mul", "add"};
+        double want[2][3] = {{3e38f, 1e30f, 24}, {0, 6, 9}};
+        double v[2][3][3] = {{{3e38, 1e30, 2}, {10, 1e30, 3}, {0.1, 1e-30, 4}},
+                             {{1e30, 1, 2}, {-1e30, 2, 3}, {1, 3, 4}}};
+        for (int k = 0; k < 2; k++) {
+            char src[1024];
+            snprintf(src, sizeof src,
+                     G(V("a", "float32", "[3]") "," V("b", "float32", "[3]") "," V("c", "float32", "[3]"),
+                       "{'op':'%s','inputs':['b','c'],'outputs':['t']},{'op':'%s','inputs':['a','t'],'outputs':['y']}"),
+                     ops[k], ops[k]);
+            tg_graph *gr = load(src);
+            int64_t three = 3;
+            tg_array *in3[3];
+            for (int i = 0; i < 3; i++) {
+                tg_array *d = tu_f64(1, &three, v[k][i]);
+                in3[i] = tg_array_copy(d, TG_FLOAT32);
+                tg_array_free(d);
+            }
+            tg_function *fr = compile_preset(gr, "fast_run");
+            assert_true(fired(fr, "flatten_add_mul"));
+            tg_array *o = NULL;
+            call(fr, in3, &o);
+            for (int i = 0; i < 3; i++)
+                if (tg_array_get_flat(o, i) != want[k][i])
+                    fail_msg("%s right-nested [%d]: %g, want %g", ops[k], i, tg_array_get_flat(o, i), want[k][i]);
+            tg_array_free(o);
+            tg_function_free(fr);
+            for (int i = 0; i < 3; i++) tg_array_free(in3[i]);
+            tg_graph_free(gr);
+        }
+        tg_graph *g4 = load(G(V("a", "float64", "[3]") "," V("b", "float64", "[3]") "," V("c", "float64", "[3]") ","
+                                  V("d", "float64", "[3]"),
+                              N("add", "['c','d']", "['t']") "," N("add", "['a','b','t']", "['y']")));
+        tg_function *f4 = compile_preset(g4, "fast_run");
+        assert_false(fired(f4, "flatten_add_mul"));
+        tg_function_free(f4);
+        tg_graph_free(g4);
+    }
+    /* The gradient of sum(log(exp x)) is 1 everywhere; as written (1 /
+     * exp x) * exp x, NaN once exp x overflows (x > 709) or underflows
+     * (x < -745). The cancelled product leaves the seed, a scalar: a fill
+     * of x's shape gives it back. mean: 1/7. */
+    for (int k = 0; k < 2; k++) {
+        char src[1024];
+        snprintf(src, sizeof src,
+                 G(V("a", "float64", "[7]"), N("exp", "['a']", "['e']") "," N("log", "['e']", "['l']") ","
+                   "{'op':'%s','inputs':['l'],'outputs':['c']}," N("grad", "['c','a']", "['z']")),
+                 k ? "mean" : "sum");
+        tg_graph *gr = load(src);
+        int64_t seven = 7;
+        double xv[7] = {0, 1, 709, 710, 1000, -746, -1000};
+        tg_array *x = tu_f64(1, &seven, xv), *o = NULL;
+        tg_function *fr = compile_preset(gr, "fast_run");
+        assert_true(fired(fr, "mul_quotient_cancel"));
+        call(fr, &x, &o);
+        assert_int_equal(tg_array_size(o), 7);
+        for (int i = 0; i < 7; i++)
+            if (tg_array_get_flat(o, i) != (k ? 1.0 / 7 : 1.0))
+                fail_msg("grad of %s(log(exp x)) at %g: %g", k ? "mean" : "sum", xv[i], tg_array_get_flat(o, i));
+        tg_array_free(o);
+        tg_array_free(x);
+        tg_function_free(fr);
+        tg_graph_free(gr);
+    }
+}
+
 /* Rewrites that drop a subexpression keep the checks it makes: an assert
  * in x*y/y, a broadcast of lengths known only at run time under
  * ones_like(sum(a + b)), an integer division by zero in a constant
@@ -3735,6 +3810,7 @@ int main(void) {
         cmocka_unit_test(test_sum_to_nothing_to_sum),
         cmocka_unit_test(test_sum_to_useless),
         cmocka_unit_test(test_dropped_checks_stay),
+        cmocka_unit_test(test_float_order_and_fill),
         cmocka_unit_test(test_examples_unchanged),
         cmocka_unit_test(test_merge_many_constants),
         cmocka_unit_test(test_merge_many_distinct),

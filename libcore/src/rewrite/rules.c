@@ -270,7 +270,27 @@ static int mul_quotient_cancel(tg_rw *rw, tg_node *n) {
                 in[k++] = n->inputs[m];
         tg_var *r = k == 1 ? in[0] : tg_rw_op(rw, "mul", k, in, NULL);
         if (!r) return TG_ENOMEM;
-        if (!stands_for(r, n)) return 0;
+        if (!stands_for(r, n)) {
+            /* What is left is smaller than the product: the gradient of
+             * a sum or mean of log(exp x) is (1 / exp x) * exp x with the
+             * seed 1 a scalar, and exp x stretched it. A fill of a
+             * cancelled factor's shape (computed anyway), else of another
+             * operand's, gives the shape back: zeros_like(y) + r. */
+            tg_var *span = NULL;
+            for (int pass = 0; pass < 2 && !span; pass++)
+                for (int m = 0; m < n->nin && !span; m++)
+                    if (m != i && used[m] == (pass == 0) && stands_for(n->inputs[m], n)) span = n->inputs[m];
+            if (!span || r->type.dtype != span->type.dtype) return 0;
+            /* exp x has x's shape: the fill need not keep exp x alive */
+            for (const tg_node *p = span->owner;
+                 p && p->nin == 1 && p->nout == 1 && (p->op->flags & TG_OPF_ELEMWISE) && !tg_rw_may_raise(p) &&
+                 tg_type_equal(&p->inputs[0]->type, &span->type);
+                 p = span->owner)
+                span = p->inputs[0];
+            tg_var *z = tg_rw_op1(rw, "zeros_like", span, NULL);
+            if (!z || !(r = tg_rw_op2(rw, "add", z, r))) return TG_ENOMEM;
+            if (!stands_for(r, n)) return 0;
+        }
         if (ng && !(r = tg_rw_op1(rw, "neg", r, NULL))) return TG_ENOMEM;
         if (match_if_dies(rw, ng) || (tg_rw_single_client(f) && match_if_dies(rw, q))) return TG_ENOMEM;
         return swap_checked(rw, n, r);
@@ -359,23 +379,39 @@ static int sub_self(tg_rw *rw, tg_node *n) {
 
 /* add(add(a, b), c) -> add(a, b, c) (and mul), when the inner sum has no
  * other reader and every operand already has the result's dtype (so no
- * promotion changes where rounding happens). */
+ * promotion changes where rounding happens). The n-ary op folds from the
+ * left, so in floats only an inner op that the fold meets first merges:
+ * the first operand, or the second of two (a + (b + c) is (b + c) + a,
+ * bit for bit); a + (b + c) as add(a, b, c) rounds a + b first, which
+ * can overflow (3e38 * (10 * 0.1) is inf) or cancel (1e30 + (-1e30 + 1)
+ * is 0) where the expression as written does not. Integers wrap the
+ * same in any order. */
 static int flatten(tg_rw *rw, tg_node *n) {
     tg_dtype dt = n->outputs[0]->type.dtype;
     /* (float16's n-ary add and mul compute in float32 and round once;
      * as written each step rounds: (65504 + 65504) - 65504 is inf) */
     if (dt == TG_FLOAT16) return 0;
+    bool fl = tg_dtype_is_float(dt);
     tg_var *ops[64];
     int no = 0, found = 0;
     for (int i = 0; i < n->nin; i++) {
         tg_var *v = n->inputs[i];
         tg_node *p = v->owner;
-        if (p && p->op == n->op && tg_rw_single_client(v) && v->type.dtype == dt &&
+        bool first = i == 0 || (i == 1 && n->nin == 2 && !found);
+        if (p && p->op == n->op && tg_rw_single_client(v) && v->type.dtype == dt && (!fl || first) &&
             no + p->nin <= 64) {
             bool same = true;
             for (int k = 0; k < p->nin; k++) same &= p->inputs[k]->type.dtype == dt;
             if (same) {
-                for (int k = 0; k < p->nin; k++) ops[no++] = p->inputs[k];
+                /* (the second of two goes first: a + (b + c) is (b + c) + a) */
+                if (i == 1 && fl) {
+                    tg_var *a = ops[0];
+                    no = 0;
+                    for (int k = 0; k < p->nin; k++) ops[no++] = p->inputs[k];
+                    ops[no++] = a;
+                } else {
+                    for (int k = 0; k < p->nin; k++) ops[no++] = p->inputs[k];
+                }
                 if (tg_rw_match(rw, p)) return TG_ENOMEM;
                 found++;
                 continue;
