@@ -420,7 +420,13 @@ static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLO
 /* The kernel's prelude. As in vmath.c, the libm functions are declared
  * `omp declare simd` (GCC), so that the vectorised loop calls the same
  * libmvec variant as the unfused ops' loops on this CPU, and sigmoid
- * uses vmath.c's branch-free form. */
+ * uses vmath.c's branch-free form. sin and cos are also declared const:
+ * compiled with -fno-builtin-sin/cos (kcache.c), they are not GCC's
+ * builtins, which -fno-math-errno makes const, so GCC took them for
+ * functions that may write memory and would not if-convert sigmoid's or
+ * softplus's branches beside them into vector selects: the whole loop
+ * ran scalar libm (a body of exp, sigmoid and sin: exp 97 of 265 values
+ * an ulp off the unfused op's). */
 static const char PRELUDE[] =
     "#include <stdint.h>\n"
     "#include <math.h>\n" /* one simd declaration a line: see vmath.c */
@@ -432,8 +438,10 @@ static const char PRELUDE[] =
     "#pragma omp declare simd notinbranch\ndouble log2(double);\n#pragma omp declare simd notinbranch\nfloat log2f(float);\n"
     "#pragma omp declare simd notinbranch\ndouble log10(double);\n#pragma omp declare simd notinbranch\nfloat log10f(float);\n"
     "#pragma omp declare simd notinbranch\ndouble log1p(double);\n#pragma omp declare simd notinbranch\nfloat log1pf(float);\n"
-    "#pragma omp declare simd notinbranch\ndouble sin(double);\n#pragma omp declare simd notinbranch\nfloat sinf(float);\n"
-    "#pragma omp declare simd notinbranch\ndouble cos(double);\n#pragma omp declare simd notinbranch\nfloat cosf(float);\n"
+    "#pragma omp declare simd notinbranch\n__attribute__((const)) double sin(double);\n"
+    "#pragma omp declare simd notinbranch\n__attribute__((const)) float sinf(float);\n"
+    "#pragma omp declare simd notinbranch\n__attribute__((const)) double cos(double);\n"
+    "#pragma omp declare simd notinbranch\n__attribute__((const)) float cosf(float);\n"
     "#pragma omp declare simd notinbranch\ndouble tan(double);\n#pragma omp declare simd notinbranch\nfloat tanf(float);\n"
     "#pragma omp declare simd notinbranch\ndouble asin(double);\n#pragma omp declare simd notinbranch\nfloat asinf(float);\n"
     "#pragma omp declare simd notinbranch\ndouble acos(double);\n#pragma omp declare simd notinbranch\nfloat acosf(float);\n"
