@@ -115,8 +115,10 @@ float erfcf(float);
  * argument: tg_exp_f, tg_log_d, ..., and sigmoid and softplus, which go
  * through exp(-|x|). (expm1 and tanh are slow only at inf and NaN, and
  * are left as they are; the fused kernels of composite.c call the plain
- * functions, which give the same values (the same bits but in exp's
- * subnormal band, see below), slowly at the ends.)
+ * functions, which give the same values (the same bits but in exp's and
+ * exp2's subnormal bands and for a subnormal argument of the logarithms,
+ * which these compute from its bits within 2 ulp, see below), slowly at
+ * the ends.)
  *
  * libmvec hands each lane whose result is not an ordinary number to the
  * scalar function, one lane at a time: exp (and exp2) of float32 below
