@@ -496,6 +496,22 @@ check '[ $? -eq 0 ] && ! grep -q "no node was rewritten" "$tmp/empty.txt" &&
 "$TGPROF" "$tmp/rw.json" -O none -i x='[1,2,3]' --calls 1 >"$tmp/rw.none.txt"
 check '[ $? -eq 0 ] && grep -q "(no node was rewritten: every scheduled node stands for itself)" "$tmp/rw.none.txt" &&
        ! grep -q "Removed by the optimizer" "$tmp/rw.none.txt"' "-O none: no node was rewritten, none removed"
+# A node that dies with a rewrite that did not match it is listed with
+# that rewrite: d = log(b + b2) of two exp(x), merged into b, runs as
+# logaddexp(x, x), and b went with c and d (it was listed nowhere); b2,
+# merged into b, was removed by the merge. b was said to be removed by
+# merge_nodes, which kept it.
+cat >"$tmp/lae.json" <<'J'
+{"format": "tg-graph", "version": 1, "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [3]}}],
+ "nodes": [{"op": "exp", "inputs": ["x"], "outputs": ["b"]}, {"op": "exp", "inputs": ["x"], "outputs": ["b2"]},
+           {"op": "add", "inputs": ["b", "b2"], "outputs": ["c"]}, {"op": "log", "inputs": ["c"], "outputs": ["d"]}],
+ "functions": {"main": {"inputs": ["x"], "outputs": ["d"]}}}
+J
+"$TGPROF" "$tmp/lae.json" -i x='[1,2,3]' --calls 1 >"$tmp/lae.txt"
+check '[ $? -eq 0 ] && orig "$tmp/lae.txt" | grep -q "^  Removed by the optimizer: 2 file nodes that no scheduled node stands for$" &&
+       orig "$tmp/lae.txt" | grep -qE "^  b +logaddexp$" && orig "$tmp/lae.txt" | grep -qE "^  b2 +merge_nodes$" &&
+       orig "$tmp/lae.txt" | grep -qE "^ +[0-9.]+% +[0-9.]+  d +d:[a-z0-9.]+ \(composite\)$"' \
+  "log(exp x + exp x): b removed by logaddexp, b2 by merge_nodes, d scheduled as the fused logaddexp"
 # A path holding a byte that is not UTF-8 (from the command line): the
 # report and the trace write it U+FFFD and stay JSON that a strict UTF-8
 # reader takes (they wrote the byte raw); the text report too. DEL and C1

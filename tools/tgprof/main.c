@@ -263,28 +263,41 @@ static bool key_set_has(key_set *ks, const char *s, bool add, bool *oom) {
 }
 
 /* The nodes of the file that no scheduled node stands for, because a
- * rewrite removed them (log_exp, constant folding, merge...): from the
- * function's rewrite record, each key that a rewrite removed before any
- * rewrite created it (so a node of the file, or of a gradient's
- * expansion, not one a rewrite made and a later one replaced) and that
- * is among no scheduled node's origins (rows: tg_profile_origins'). Into
- * *keys and *by (the first rewrite that removed it; both new arrays of
- * borrowed strings, in the record's order). Returns the count, or -1 out
- * of memory. */
+ * rewrite removed them (log_exp, constant folding, what died with a
+ * rewrite...): from the function's rewrite record, each key whose first
+ * appearance there is in a removed list (so a node of the file, or of a
+ * gradient's expansion, not one a rewrite made), whose last is too (a
+ * merge's survivor, or an in-place node, is removed and created again by
+ * the same entry), and that is among no scheduled node's origins (rows:
+ * tg_profile_origins'). Into *keys and *by (the rewrite that removed it
+ * for good; both new arrays of borrowed strings, in the record's order of
+ * those rewrites). Returns the count, or -1 out of memory. */
 static int removed_nodes(const tg_function *f, const tg_profile_origin *o, int nrows, const char ***keys,
                          const char ***by) {
-    key_set origins = {0}, seen = {0};
+    key_set origins = {0}, seen = {0}, made = {0}, done = {0};
     bool oom = false;
-    int n = 0, cap = 0;
+    int n = 0, cap = 0, nrw = tg_function_rewrite_count(f);
     *keys = NULL;
     *by = NULL;
     for (int i = 0; i < nrows && !oom; i++) key_set_has(&origins, o[i].key, true, &oom);
-    for (int i = 0; i < tg_function_rewrite_count(f) && !oom; i++) {
+    /* the keys a rewrite made: first seen in a created list */
+    for (int i = 0; i < nrw && !oom; i++) {
         tg_rewrite_info r;
         if (tg_function_rewrite_get(f, i, &r)) continue;
-        for (int j = 0; j < r.nremoved && !oom; j++) {
-            if (key_set_has(&seen, r.removed[j], true, &oom) || oom ||
-                key_set_has(&origins, r.removed[j], false, &oom))
+        for (int j = 0; j < r.nremoved && !oom; j++) key_set_has(&seen, r.removed[j], true, &oom);
+        for (int j = 0; j < r.ncreated && !oom; j++)
+            if (!key_set_has(&seen, r.created[j], true, &oom) && !oom) key_set_has(&made, r.created[j], true, &oom);
+    }
+    /* backwards: the last event of each key (an entry removes, then
+     * creates) */
+    for (int i = nrw - 1; i >= 0 && !oom; i--) {
+        tg_rewrite_info r;
+        if (tg_function_rewrite_get(f, i, &r)) continue;
+        for (int j = 0; j < r.ncreated && !oom; j++) key_set_has(&done, r.created[j], true, &oom);
+        for (int j = r.nremoved - 1; j >= 0 && !oom; j--) {
+            const char *k = r.removed[j];
+            if (key_set_has(&done, k, true, &oom) || oom || key_set_has(&made, k, false, &oom) ||
+                key_set_has(&origins, k, false, &oom))
                 continue;
             if (n == cap) {
                 cap = cap ? 2 * cap : 16;
@@ -297,18 +310,28 @@ static int removed_nodes(const tg_function *f, const tg_profile_origin *o, int n
                     break;
                 }
             }
-            (*keys)[n] = r.removed[j];
+            (*keys)[n] = k;
             (*by)[n++] = r.name;
         }
-        for (int j = 0; j < r.ncreated && !oom; j++) key_set_has(&seen, r.created[j], true, &oom);
     }
     free(origins.slot);
     free(seen.slot);
+    free(made.slot);
+    free(done.slot);
     if (oom) {
         free(*keys);
         free(*by);
         *keys = *by = NULL;
         return -1;
+    }
+    /* (found backwards) */
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        const char *t = (*keys)[i];
+        (*keys)[i] = (*keys)[j];
+        (*keys)[j] = t;
+        t = (*by)[i];
+        (*by)[i] = (*by)[j];
+        (*by)[j] = t;
     }
     return n;
 }

@@ -159,16 +159,21 @@ TG_API void tg_function_set_hooks(tg_function *f, const tg_hooks *hooks);
  * A node's key is the id of its first output: unique in a graph, and
  * stable from the file through every rewrite (a rewrite's new nodes get
  * fresh ids). The rewrite record lists, in the order they were applied,
- * each rewrite's name, its pass, the nodes it matched (and so replaced)
- * and the nodes it created, by key. From it every scheduled node maps back
- * to the original nodes of the graph file it stands for (its origins): a
- * node the optimizer left alone stands for itself; a fused `composite`
- * for every node it swallowed. Strings are borrowed from f. */
+ * each rewrite's name, its pass, the nodes it removed (those it replaced,
+ * and those that died with them) and the nodes it created, by key:
+ * replayed over the nodes of the function compiled with preset "none"
+ * (drop the removed keys, add the created ones, entry by entry), it ends
+ * at the scheduled nodes. A node that lives on under its key (a merge's
+ * survivor, an in-place node) is removed and created by one entry. Every
+ * scheduled node maps back to the original nodes of the graph file it
+ * stands for (its origins): a node the optimizer left alone stands for
+ * itself; a fused `composite` for every node it swallowed. Strings are
+ * borrowed from f. */
 typedef struct tg_rewrite_info {
     const char *name; /* "mul_self_to_sqr", "fuse_elemwise", ... */
     const char *pass; /* "merge", "canonicalize", "stabilize", ... */
     int nremoved;
-    const char *const *removed; /* keys of the nodes it replaced */
+    const char *const *removed; /* keys of the nodes it removed */
     int ncreated;
     const char *const *created; /* keys of the nodes it created */
 } tg_rewrite_info;

@@ -17,7 +17,10 @@
 #include "ops/scan.h"
 #include "rewrite/engine.h"
 
-enum { RW_DEAD = TG_NODE_DEAD, RW_QUEUED = 2 };
+/* RW_NEW: built by the current rewrite and not yet in the record (a
+ * candidate it drops dies unrecorded); RW_SEEN: scratch while an entry's
+ * removed list is made. */
+enum { RW_DEAD = TG_NODE_DEAD, RW_QUEUED = 2, RW_NEW = 4, RW_SEEN = 8 };
 
 /* The passes, in the order fast_run runs them. A local pass applies its
  * rules from a worklist; a global one is one function. */
@@ -70,6 +73,14 @@ struct tg_rw {
      * stand for those replaced nodes only. */
     tg_node **stands;
     int nstands, cstands;
+    /* Nodes of the record's graph (the file's, or ones an entry created)
+     * that tg_rw_prune marked dead since the last entry: the next entry
+     * lists them as removed, so that replaying the record over the
+     * unoptimized nodes ends at the optimized ones. prune_oom: one could
+     * not be kept here. */
+    tg_node **pruned;
+    int npruned, cpruned;
+    bool prune_oom;
     /* The worklist of a local pass: first the nodes of fg->nodes[icur ..
      * ninit), the graph as the pass found it, in order; then a FIFO ring
      * over growing storage. The first part is a cursor, not entries: a
@@ -222,6 +233,16 @@ static bool unused(const tg_node *n) {
     return true;
 }
 
+/* A node just marked dead: for the next record entry, unless the current
+ * rewrite built it and dropped it (never in the record). */
+static void prune_note(tg_rw *rw, tg_node *n) {
+    if (n->rwflags & RW_NEW) return;
+    if (grow((void **)&rw->pruned, &rw->cpruned, rw->npruned + 1, sizeof *rw->pruned))
+        rw->prune_oom = true;
+    else
+        rw->pruned[rw->npruned++] = n;
+}
+
 /* Side-effect nodes (print, assert) stay while their outputs are used;
  * an unused node of any kind goes, as the function never computes it. */
 void tg_rw_prune(tg_rw *rw, tg_node *n) {
@@ -232,6 +253,7 @@ void tg_rw_prune(tg_rw *rw, tg_node *n) {
     stack[sp++] = n;
     n->rwflags |= RW_DEAD;
     rw->ndead++;
+    prune_note(rw, n);
     while (sp) {
         tg_node *d = stack[--sp];
         for (int k = 0; k < d->nin; k++) {
@@ -241,7 +263,10 @@ void tg_rw_prune(tg_rw *rw, tg_node *n) {
             if (p && !(p->rwflags & RW_DEAD) && unused(p)) {
                 if (sp == cap) {
                     tg_node **s2 = tg_malloc(sizeof *s2 * (size_t)cap * 2);
-                    if (!s2) continue; /* left for the final sort to drop */
+                    if (!s2) { /* left for the final sort to drop */
+                        rw->prune_oom = true; /* (and out of the record) */
+                        continue;
+                    }
                     memcpy(s2, stack, sizeof *s2 * (size_t)sp);
                     if (stack != small) tg_free(stack);
                     stack = s2;
@@ -249,6 +274,7 @@ void tg_rw_prune(tg_rw *rw, tg_node *n) {
                 }
                 p->rwflags |= RW_DEAD;
                 rw->ndead++;
+                prune_note(rw, p);
                 stack[sp++] = p;
             }
         }
@@ -403,6 +429,7 @@ tg_node *tg_rw_node(tg_rw *rw, const tg_op *op, int nin, tg_var *const *in, int 
         return NULL;
     }
     rw->created[rw->ncreated++] = n;
+    n->rwflags |= RW_NEW;
     /* A constant the file wrote weak is written weak again (a bare
      * scalar) so that it takes the dtype its reader gives it; a reader a
      * rewrite made gave it none (it was strong by then), and alone or
@@ -605,20 +632,41 @@ static int settle_origins(tg_rw *rw) {
     return TG_OK;
 }
 
+/* Append an entry: the nodes `removed` (the file's, or made by an
+ * earlier entry), then those pruned since the last entry that are not
+ * among them (what died with the rewrite: the producers only the removed
+ * nodes read), and the nodes `created`. */
 static int record(tg_rw *rw, const char *name, tg_node *const *removed, int nremoved,
                   tg_node *const *created, int ncreated) {
     const char *rk[64], *ck[64];
     const char **rkeys = rk, **ckeys = ck;
-    int rc = TG_OK;
-    if (nremoved > 64) rkeys = tg_calloc((size_t)nremoved, sizeof *rkeys);
+    int rc = TG_OK, nr = 0;
+    if (rw->prune_oom) {
+        rc = TG_ENOMEM;
+        goto done;
+    }
+    if (nremoved + rw->npruned > 64) rkeys = tg_calloc((size_t)nremoved + (size_t)rw->npruned, sizeof *rkeys);
     if (ncreated > 64) ckeys = tg_calloc((size_t)ncreated, sizeof *ckeys);
     if (!rkeys || !ckeys) {
         rc = TG_ENOMEM;
         goto done;
     }
-    for (int i = 0; i < nremoved; i++) rkeys[i] = node_key(removed[i]);
+    for (int i = 0; i < nremoved; i++)
+        if (!(removed[i]->rwflags & RW_SEEN)) {
+            removed[i]->rwflags |= RW_SEEN;
+            rkeys[nr++] = node_key(removed[i]);
+        }
+    for (int i = 0; i < rw->npruned; i++)
+        if (!(rw->pruned[i]->rwflags & RW_SEEN)) {
+            rw->pruned[i]->rwflags |= RW_SEEN;
+            rkeys[nr++] = node_key(rw->pruned[i]);
+        }
+    for (int i = 0; i < nremoved; i++) removed[i]->rwflags &= (uint8_t)~RW_SEEN;
+    for (int i = 0; i < rw->npruned; i++) rw->pruned[i]->rwflags &= (uint8_t)~RW_SEEN;
     for (int i = 0; i < ncreated; i++) ckeys[i] = node_key(created[i]);
-    rc = tg_opt_record_add(rw->rec, name, rw->pass, rkeys, nremoved, ckeys, ncreated);
+    rc = tg_opt_record_add(rw->rec, name, rw->pass, rkeys, nr, ckeys, ncreated);
+    for (int i = 0; i < ncreated; i++) created[i]->rwflags &= (uint8_t)~RW_NEW;
+    rw->npruned = 0;
 done:
     if (rkeys && rkeys != rk) tg_free(rkeys);
     if (ckeys && ckeys != ck) tg_free(ckeys);
@@ -627,7 +675,9 @@ done:
 
 int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed, int nremoved,
                  tg_node *created) {
-    if (created && origins_merge(rw, created, removed, nremoved, true)) return oom(rw);
+    /* (a node kept as it was, in place: its origins are its own) */
+    bool self = nremoved == 1 && removed[0] == created;
+    if (created && !self && origins_merge(rw, created, removed, nremoved, true)) return oom(rw);
     rw->applied++;
     return record(rw, name, removed, nremoved, created ? &created : NULL, created ? 1 : 0);
 }
@@ -641,26 +691,31 @@ int tg_rw_stands_for(tg_rw *rw, tg_node *built, tg_node *replaced) {
 }
 
 /* The origins of c, a node the current rewrite built: those of the nodes
- * tg_rw_stands_for named for it, else of every node it replaced. */
-static int origins_give(tg_rw *rw, tg_node *c) {
+ * tg_rw_stands_for named for it, else of the nodes it replaced (`src`,
+ * nsrc of them). */
+static int origins_give(tg_rw *rw, tg_node *c, tg_node *const *src, int nsrc) {
     tg_node *small[8], **from = small;
     int k = 0;
     if (rw->nstands > 8 && !(from = tg_malloc(sizeof *from * (size_t)rw->nstands))) return TG_ENOMEM;
     for (int j = 0; j < rw->nstands; j++)
         if (rw->stands[2 * j] == c) from[k++] = rw->stands[2 * j + 1];
-    int rc = k ? origins_merge(rw, c, from, k, false) : origins_merge(rw, c, rw->matched, rw->nmatched, false);
+    int rc = k ? origins_merge(rw, c, from, k, false) : origins_merge(rw, c, src, nsrc, false);
     /* What stands for one node moved out of a body (a hoisted x // d that
      * a later rule rewrote, a scan rebuilt after it left an inlined
      * op_from_graph) is named as that node, unless the rewrite moved c
      * itself out of a body (tg_node_moved_from). */
-    tg_node *const *src = k ? from : rw->matched;
-    if (!rc && !c->moved && (k ? k : rw->nmatched) == 1 && src[0]->moved) rc = tg_node_moved_copy(c, src[0]);
+    if (k) src = from;
+    if (!rc && !c->moved && (k ? k : nsrc) == 1 && src[0]->moved) rc = tg_node_moved_copy(c, src[0]);
     if (from != small) tg_free(from);
     return rc;
 }
 
-/* After a local rewrite applied: record it, give the new nodes their
- * origins, requeue what changed, prune what died. */
+/* After a local rewrite applied: prune what died, record it, give the
+ * new nodes their origins, requeue what changed. The record lists as
+ * removed the matched nodes that died and what died with them; a matched
+ * node that lives on (log(sigmoid x) where the sigmoid has other readers,
+ * a node whose other outputs are used) is neither removed nor among the
+ * origins of what replaced the others, unless none died. */
 static int finish_application(tg_rw *rw) {
     if (tg_rw_match(rw, rw->cur)) return TG_ENOMEM;
     /* New nodes that the replacement does not use (a rewrite may build a
@@ -674,9 +729,19 @@ static int finish_application(tg_rw *rw) {
             tg_rw_prune(rw, c);
     }
     rw->ncreated = nc;
+    for (int i = 0; i < rw->nmatched; i++) tg_rw_prune(rw, rw->matched[i]);
+    /* the matched nodes that died first, in the order matched (the
+     * order of the origins); those that live on after them */
+    int ndied = 0;
+    for (int i = 0; i < rw->nmatched; i++)
+        if (rw->matched[i]->rwflags & RW_DEAD) {
+            tg_node *t = rw->matched[ndied];
+            rw->matched[ndied++] = rw->matched[i];
+            rw->matched[i] = t;
+        }
     for (int i = 0; i < nc; i++)
-        if (origins_give(rw, rw->created[i])) return oom(rw);
-    if (record(rw, rw->rule->name, rw->matched, rw->nmatched, rw->created, nc)) return TG_ENOMEM;
+        if (origins_give(rw, rw->created[i], rw->matched, ndied ? ndied : rw->nmatched)) return oom(rw);
+    if (record(rw, rw->rule->name, rw->matched, ndied, rw->created, nc)) return TG_ENOMEM;
     for (int i = nc - 1; i >= 0; i--) /* in the order they were built */
         if (work_push_front(rw, rw->created[i])) return TG_ENOMEM;
     for (int i = 0; i < rw->nreplaced; i++) {
@@ -684,11 +749,10 @@ static int finish_application(tg_rw *rw) {
         for (int j = 0; j < v->nclients; j++)
             if (v->clients[j].node && work_push(rw, v->clients[j].node)) return TG_ENOMEM;
     }
-    for (int i = 0; i < rw->nmatched; i++) tg_rw_prune(rw, rw->matched[i]);
     /* A matched node that lives on (its other outputs are used) may match
      * again. */
-    for (int i = 0; i < rw->nmatched; i++)
-        if (!(rw->matched[i]->rwflags & RW_DEAD) && work_push(rw, rw->matched[i])) return TG_ENOMEM;
+    for (int i = ndied; i < rw->nmatched; i++)
+        if (work_push(rw, rw->matched[i])) return TG_ENOMEM;
     rw->applied++;
     return TG_OK;
 }
@@ -863,6 +927,7 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
             if (got == 0) {
                 /* A rule that declined must not leave nodes behind. */
                 for (int k = 0; k < rw->ncreated; k++) tg_rw_prune(rw, rw->created[k]);
+                rw->npruned = 0; /* (its candidates only: nothing else may change) */
                 continue;
             }
             st->applied++;
@@ -1109,6 +1174,7 @@ done:
     tg_free(rw.created);
     tg_free(rw.replaced);
     tg_free(rw.stands);
+    tg_free(rw.pruned);
     tg_free(rw.work);
     tg_free(rw.lazy);
     tg_idmap_free(rw.ids);

@@ -2,12 +2,16 @@
  *
  * A local rewrite looks at one node and, when its pattern matches, builds
  * the replacement with tg_rw_op and tg_rw_const and swaps it in with
- * tg_rw_replace. The engine records the application (the node it fired on
- * plus any node declared with tg_rw_match count as replaced; every node
- * built during it as created), gives the new nodes the trace of the node
- * it fired on and the union of the replaced nodes' origins, prunes what
- * became dead, and puts the new nodes and the clients of replaced
- * variables back on the worklist. So each node is revisited only when
+ * tg_rw_replace. The engine prunes what became dead, records the
+ * application (as removed: those of the node it fired on and the nodes
+ * declared with tg_rw_match that died, and every node that died with
+ * them; as created: every node built during it that the replacement
+ * uses), gives the new nodes the trace of the node it fired on and the
+ * union of the origins of the replaced nodes that died, and puts the new
+ * nodes and the clients of replaced variables back on the worklist. So
+ * the record, replayed over the unoptimized nodes (drop each removed
+ * key, add each created one, entry by entry), ends at the optimized
+ * nodes. So each node is revisited only when
  * something around it changed, and a pass costs time in proportion to
  * the graph plus the rewrites it applies.
  *
@@ -79,7 +83,8 @@ tg_var *tg_rw_const(tg_rw *rw, tg_dtype dt, double v);
 /* A constant holding `a` (the reference is taken over). */
 tg_var *tg_rw_const_array(tg_rw *rw, tg_array *a);
 /* Declare another node the current rewrite replaces (for the record and
- * the origins of what it builds). */
+ * the origins of what it builds), when it dies with the rewrite: one
+ * that other readers keep is neither. */
 int tg_rw_match(tg_rw *rw, tg_node *n);
 /* The node `built`, made by the current rewrite, stands for `replaced`
  * (the node it fired on, or one declared with tg_rw_match) and not for
@@ -177,7 +182,10 @@ uint64_t tg_rw_merge_hash(const tg_node *n);
 int tg_rw_inplace(tg_rw *rw);
 int tg_rw_fusion(tg_rw *rw);
 /* Record a global rewrite's application by hand: the caller replaced
- * `removed` by the node `created` (may be NULL). */
+ * `removed` by the node `created` (may be NULL; may be one of `removed`,
+ * a node that lives on, as merge's survivor and an in-place node do).
+ * Prune first: the entry also lists as removed every node tg_rw_prune
+ * marked dead since the last entry. */
 int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed,
                  int nremoved, tg_node *created);
 /* Look at n again in this local pass, next (before the rest of the
@@ -185,7 +193,10 @@ int tg_rw_record(tg_rw *rw, const char *name, tg_node *const *removed,
  * node goes. Nothing when n is queued already or the pass has yet to
  * reach it. */
 int tg_rw_requeue(tg_rw *rw, tg_node *n);
-/* Mark a node dead and detach it when none of its outputs is used. */
+/* Mark a node dead and detach it when none of its outputs is used, with
+ * the producers that only it read; the next record entry lists them all
+ * as removed (but the candidates the current rewrite built and
+ * dropped). */
 void tg_rw_prune(tg_rw *rw, tg_node *n);
 static inline bool tg_rw_dead(const tg_node *n) { return n->rwflags & TG_NODE_DEAD; }
 /* The pass currently running, for record entries of global passes. */

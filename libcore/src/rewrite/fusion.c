@@ -386,14 +386,15 @@ int tg_rw_fusion(tg_rw *rw) {
         for (int k = 0; k < nout; k++)
             if ((rc = tg_fgraph_replace(fg, outs[k], c->outputs[k]))) goto done;
         c->mark = c;
-        if ((rc = tg_rw_record(rw, "fuse_elemwise", group, nf, c))) goto done;
         /* Every member goes, consumers first: the replace moved the
          * members that read an extra output over to the composite's, so
          * the root's prune would stop there and leave that output's
          * producer (and what it reads) with no reader but still alive,
          * holding its inputs' clients (which keeps them from being
-         * overwritten in place). */
+         * overwritten in place). Before the record, which lists what
+         * died with them. */
         for (int j = nf - 1; j >= 0; j--) tg_rw_prune(rw, group[j]);
+        if ((rc = tg_rw_record(rw, "fuse_elemwise", group, nf, c))) goto done;
     }
 done:
     for (int i = 0; i < fg->nnodes; i++) {

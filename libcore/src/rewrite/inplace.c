@@ -138,7 +138,9 @@ int tg_rw_inplace(tg_rw *rw) {
         }
         memset(n->inplace, -1, (size_t)n->nout);
         memcpy(n->inplace, picks, (size_t)nplace);
-        if (tg_rw_record(rw, "inplace", &n, 1, NULL)) {
+        /* (removed and created: the node lives on under its key, as a
+         * merge's survivor does, so the record replays to the graph) */
+        if (tg_rw_record(rw, "inplace", &n, 1, n)) {
             rc = TG_ENOMEM;
             goto done;
         }

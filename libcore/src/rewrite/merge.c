@@ -185,9 +185,11 @@ int tg_rw_merge(tg_rw *rw) {
         if (lazy && !tg_regions_nested(&reg, reg.of[n->index], reg.of[same->index])) continue;
         for (int k = 0; k < n->nout; k++)
             if ((rc = tg_rw_replace(rw, n->outputs[k], same->outputs[k]))) goto done;
+        /* (pruned first: the entry lists what died with it, nothing as
+         * n shares its inputs with same) */
+        tg_rw_prune(rw, n);
         tg_node *pair[2] = {n, same};
         if ((rc = tg_rw_record(rw, "merge_nodes", pair, 2, same))) goto done;
-        tg_rw_prune(rw, n);
     }
     goto done;
 nomem:
