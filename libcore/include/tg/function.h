@@ -108,8 +108,11 @@ TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
 
 /* Memory between calls. A call frees each intermediate of more than
  * 4 KiB after its last reader, into the function's pool, and takes the
- * buffers it allocates from there when one of the size is in it; what sat
- * in the pool through a whole call is freed at its end. So a function
+ * buffers it allocates from there when one of the size is in it (when
+ * none is, it first frees pooled buffers of sizes the call will not ask
+ * for again, as many bytes as it allocates, so that dead intermediates
+ * do not add to its peak); what sat in the pool through a whole call is
+ * freed at its end. So a function
  * called again with the same shapes allocates nothing large, and page
  * faults nothing in again (glibc returns freed memory to the kernel, and
  * each 4 KiB page of it comes back as a fault: the MLP's training step at

@@ -44,11 +44,20 @@ void tg_buffer_unref(tg_buffer *b);
  * function runs on a thread (tg_bufpool_enter .. tg_bufpool_leave), the
  * buffers of more than TG_VM_KEEP_BYTES that the thread frees are kept
  * here, and tg_buffer_new takes one of exactly the size it needs, so that
- * a function called again allocates (and page-faults) nothing. What sits
- * unused through a whole call is freed at its end; at most `budget` bytes
- * (TG_POOL_MIB) and TG_BUFPOOL_SLOTS buffers. Zero-initialised, it is
- * off (budget 0). */
+ * a function called again allocates (and page-faults) nothing. A take
+ * that finds no buffer of its size first frees pooled buffers that this
+ * call will not ask for again (as far as the last call tells), so that
+ * dead buffers do not add to the call's peak. What sits unused through a
+ * whole call is freed at its end; at most `budget` bytes (TG_POOL_MIB)
+ * and TG_BUFPOOL_SLOTS buffers. Zero-initialised, it is off (budget 0). */
 #define TG_BUFPOOL_SLOTS 64
+/* The sizes a pool keeps counts for (a hash table; sizes past it count
+ * as never asked for). */
+#define TG_BUFPOOL_SIZES 256
+typedef struct tg_bufpool_size {
+    size_t size;       /* 0: an empty entry */
+    uint32_t last, now; /* buffers of this size the last call asked for; this one so far */
+} tg_bufpool_size;
 typedef struct tg_bufpool {
     tg_buffer *bufs[TG_BUFPOOL_SLOTS]; /* oldest first */
     uint64_t when[TG_BUFPOOL_SLOTS];   /* the call each was pooled in */
@@ -56,6 +65,8 @@ typedef struct tg_bufpool {
     size_t bytes, budget;
     uint64_t call;
     uint64_t hits, misses; /* buffers taken, and allocated for want of one */
+    int nsizes;            /* entries in use in sizes[] */
+    tg_bufpool_size sizes[TG_BUFPOOL_SIZES];
 } tg_bufpool;
 /* An empty pool with the budget of the environment (TG_POOL_MIB). */
 void tg_bufpool_init(tg_bufpool *p);
