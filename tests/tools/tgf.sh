@@ -299,9 +299,9 @@ one_line "fh.tgf" "header checksum"; contains err "checksum" "says checksum"
 $P "$F" "$tmp/fd.tgf" flip-data
 expect 2 "a changed data byte" -- "$TGC" run "$tmp/fd.tgf"
 one_line "fd.tgf" "array checksum"; contains err "arrays\[0\]: checksum" "names the array"
-$P "$F" "$tmp/v3.tgf" version 4
-expect 2 "a newer format version" -- "$TGC" run "$tmp/v3.tgf"
-one_line "v3.tgf" "newer version"; contains err "newer than this tg" "says newer"
+$P "$F" "$tmp/v5.tgf" version 5
+expect 2 "a newer format version" -- "$TGC" run "$tmp/v5.tgf"
+one_line "v5.tgf" "newer version"; contains err "newer than this tg" "says newer"
 $P "$F" "$tmp/nj.tgf" header-raw '{"format": "tg-compiled", "version": 2,'
 expect 2 "a header that is not JSON" -- "$TGC" run "$tmp/nj.tgf"
 one_line "nj.tgf" "not JSON"; contains err "invalid JSON" "says invalid JSON"
@@ -341,6 +341,39 @@ contains out "^3$" "and counts to 3"
 expect 0 "a version 1 file's second function" -- "$TGC" run "$V1" -f double -i x='[1, 2.5]'
 contains out "2\., 5\." "doubles its input"
 
+# A run-time error of a function restored from a .tgf, and from a
+# checkpoint of it, names the node as running the graph file does: by its
+# place in the file (nodes[1]: the int_div after an unused exp, first in
+# the schedule), and a fused node of a composite by its own name.
+cat >"$tmp/idz2.json" <<'EOF'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [3]}}, {"id": "y", "type": {"dtype": "int64", "shape": [3]}}],
+ "nodes": [{"op": "exp", "inputs": ["x"], "outputs": ["unused"]},
+           {"op": "int_div", "inputs": ["x", "y"], "outputs": ["q"], "name": "the_div"}],
+ "functions": {"f": {"inputs": ["x", "y"], "outputs": ["q"]}}}
+EOF
+cat >"$tmp/idz.json" <<'EOF'
+{"format": "tg-graph", "version": 1,
+ "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [3]}}, {"id": "y", "type": {"dtype": "int64", "shape": [3]}}],
+ "nodes": [{"op": "add", "inputs": ["x", {"value": 1}], "outputs": ["a"], "name": "a_plus"},
+           {"op": "int_div", "inputs": ["a", "y"], "outputs": ["q"], "name": "the_div"},
+           {"op": "mul", "inputs": ["q", {"value": 3}], "outputs": ["m"]}],
+ "functions": {"f": {"inputs": ["x", "y"], "outputs": ["m"]}}}
+EOF
+same_line() { if [ "$(cat "$tmp/err")" = "$want" ]; then pass "$1"; else fail "$1: $(cat "$tmp/err")"; fi; }
+for g in idz2 idz; do
+  want="tgc: call 1: nodes[1] (int_div 'the_div' -> q): integer division by zero"
+  [ $g = idz ] && want="$want, fused into (composite -> m, standing for a, q, m)"
+  expect 1 "$g.json divides by zero" -- "$TGC" run "$tmp/$g.json" -i x='[1,2,3]' -i y='[1,0,2]'
+  same_line "$g.json names the int_div nodes[1]"
+  expect 0 "compile $g.json" -- "$TGC" compile "$tmp/$g.json" -o "$tmp/$g.tgf"
+  expect 1 "$g.tgf divides by zero" -- "$TGC" run "$tmp/$g.tgf" -i x='[1,2,3]' -i y='[1,0,2]'
+  same_line "$g.tgf names it as $g.json does"
+  expect 0 "$g.tgf --save-state" -- "$TGC" run "$tmp/$g.tgf" -i x='[1,2,3]' -i y='[1,1,2]' --save-state "$tmp/$g.ck.tgf"
+  expect 1 "its checkpoint divides by zero" -- "$TGC" run "$tmp/$g.ck.tgf" -i x='[1,2,3]' -i y='[1,0,2]'
+  same_line "the checkpoint of $g.tgf names it as $g.json does"
+done
+
 # An independent reader of the documented layout (Python, its own CRC-32C)
 # finds the weights byte for byte as in the example's .npy files.
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
@@ -372,6 +405,11 @@ if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
   else
     fail "compile grad_sqrt.json"
   fi
+  # a node's place in the graph file and a composite's fused nodes (version 4)
+  expect 0 "read idz.tgf with the independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/idz.tgf"
+  contains out "^fused node 1 of m: nodes\\[1\\] (int_div 'the_div' -> q)$" "the composite names its fused int_div as the file does"
+  expect 0 "read idz2.tgf with the independent reader" -- /usr/bin/python3 "$TG_SRC/tests/tools/tgf_read.py" "$tmp/idz2.tgf"
+  contains out "^node q: nodes\\[1\\] of the file$" "the int_div keeps its place in the file, nodes[1]"
 else
   echo "skip: the independent reader needs python3-numpy"
 fi

@@ -62,8 +62,9 @@ def section(data):
     """Decode one graph section; returns (variables, nodes, function)."""
     c = Cursor(data)
     magic = c.bytes(4)
-    assert magic in (b"TGG\x02", b"TGG\x03"), "section magic"
-    v3 = magic == b"TGG\x03"
+    assert magic in (b"TGG\x02", b"TGG\x03", b"TGG\x04"), "section magic"
+    v3 = magic >= b"TGG\x03"
+    v4 = magic == b"TGG\x04"
     strs = [c.bytes(c.u32()).decode() for _ in range(c.u32())]
 
     def s(opt=True):
@@ -83,6 +84,8 @@ def section(data):
     nodes = []
     for _ in range(c.u32()):
         n = {"op": s(False), "attrs": s(), "name": s()}
+        if v4:
+            n["index"] = c.u32()
         n["inputs"] = [variables[c.u32()]["id"] for _ in range(c.u32())]
         nout = c.u32()
         n["outputs"] = [variables[c.u32()]["id"] for _ in range(nout)]
@@ -96,6 +99,12 @@ def section(data):
             if ends:
                 assert ends[-1] == no and all(a < b for a, b in zip([0] + ends, ends)), "origin groups"
                 n["groups"] = ends
+        if v4:
+            moved = s()
+            if moved is not None:
+                n["moved"] = (moved, s(False))
+            n["fused"] = [(s(False), s(False)) for _ in range(c.u32())]
+            assert not n["fused"] or n["op"] == "composite", "fused names on a composite only"
         if n["attrs"] is not None:
             json.loads(n["attrs"])
         nodes.append(n)
@@ -131,7 +140,7 @@ def main():
     assert raw[:8] == b"TGF\x89\r\n\x1a\n", "magic"
     version, flags, hoff, hlen, doff, dlen = struct.unpack_from("<IIQQQQ", raw, 8)
     hcrc, res1, pcrc, res2 = struct.unpack_from("<IIII", raw, 48)
-    assert version in (2, 3) and flags == 0 and hoff == 64 and res1 == 0 and res2 == 0
+    assert version in (2, 3, 4) and flags == 0 and hoff == 64 and res1 == 0 and res2 == 0
     assert pcrc == crc32c(raw[:56]), "preamble checksum"
     assert hcrc == crc32c(raw[64:64 + hlen]), "header checksum"
     assert doff % 64 == 0 and doff >= 64 + hlen and doff + dlen == len(raw), "layout"
@@ -165,6 +174,12 @@ def main():
                 ends = n["groups"]
                 parts = [n["origins"][a:b] for a, b in zip([0] + ends, ends)]
                 print("origin groups of %s: %s" % (n["outputs"][0], " | ".join(" ".join(p) for p in parts)))
+            if n.get("index", NONE) != NONE:
+                print("node %s: nodes[%d] of the file" % (n["outputs"][0], n["index"]))
+            if "moved" in n:
+                print("node %s moved: %s" % (n["outputs"][0], n["moved"][0]))
+            for j, (desc, trace) in enumerate(n.get("fused", [])):
+                print("fused node %d of %s: %s%s" % (j, n["outputs"][0], desc, trace))
         for v in variables:
             if v["kind"] == "shared":
                 shared[v["id"]] = v["array"]

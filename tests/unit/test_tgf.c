@@ -751,6 +751,192 @@ static void test_version_2_file(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* ---- run-time errors of restored functions ---- */
+
+/* The message of f's call on `in`, which must fail, into msg. */
+static void call_error(tg_function *f, tg_array *const *in, char *msg, size_t size) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *out[4] = {0};
+    assert_true(tg_function_output_count(f) <= 4);
+    if (!tg_function_call(f, in, out, ctx)) fail_msg("the call did not fail");
+    snprintf(msg, size, "%s", tg_ctx_message(ctx));
+    tg_ctx_free(ctx);
+}
+
+/* Function fn of `json`, compiled with `preset`, fails on `in` with
+ * `want` (NULL: whatever it says, which is printed); restored from a
+ * .tgf, copied, and restored from a checkpoint of the restored one
+ * (tgc run F.tgf --save-state), it fails with the same words, as the
+ * graph file names its nodes. */
+static void restored_fails_alike(const char *json, const char *fn, const char *preset, tg_array *const *in,
+                                 const char *want, const char *what) {
+    static int seq;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = tu_load(json);
+    tg_compile_options o = {.preset = preset};
+    tg_function *f = tg_function_compile(g, tg_graph_function_find(g, fn, ctx), &o, ctx);
+    if (!f) fail_msg("%s: %s", what, tg_ctx_message(ctx));
+    char a[TG_CTX_MSG_MAX], b[TG_CTX_MSG_MAX], name[64], ckpt[64];
+    call_error(f, in, a, sizeof a);
+    if (want && strcmp(a, want)) fail_msg("%s, compiled:\n  want: %s\n  got:  %s", what, want, a);
+    if (!want) printf("  %s: %s\n", what, a);
+    snprintf(name, sizeof name, "err%d.tgf", seq);
+    snprintf(ckpt, sizeof ckpt, "err%d.ckpt.tgf", seq++);
+    tg_tgf_save_info info = {.source = g};
+    tg_tgf *t = round_trip(name, f, &info, what, ctx);
+    tg_function *r = tg_tgf_function(t, 0), *c = tg_function_copy(r, NULL, NULL, 0, ctx);
+    if (!c) fail_msg("%s: copy: %s", what, tg_ctx_message(ctx));
+    if (tg_tgf_save_state(t, path_in(ckpt), ctx)) fail_msg("%s: save_state: %s", what, tg_ctx_message(ctx));
+    tg_tgf *t2 = tg_tgf_load(path_in(ckpt), NULL, ctx);
+    if (!t2) fail_msg("%s: %s", what, tg_ctx_message(ctx));
+    tg_function *again[3] = {r, c, tg_tgf_function(t2, 0)};
+    static const char *const how[3] = {"restored", "copied", "restored from a checkpoint"};
+    for (int i = 0; i < 3; i++) {
+        call_error(again[i], in, b, sizeof b);
+        if (strcmp(a, b)) fail_msg("%s, %s:\n  want: %s\n  got:  %s", what, how[i], a, b);
+    }
+    tg_tgf_free(t2);
+    tg_function_free(c);
+    tg_tgf_free(t);
+    tg_function_free(f);
+    tg_graph_free(g);
+    tg_ctx_free(ctx);
+}
+
+static void free_all(tg_array **a, int n) {
+    for (int i = 0; i < n; i++) tg_array_free(a[i]);
+}
+
+static tg_array *ivec(int n, const int64_t *v) {
+    int64_t shp[1] = {n};
+    tg_array *a = tg_array_new(TG_INT64, 1, shp);
+    memcpy(tg_array_data(a), v, sizeof *v * (size_t)n);
+    return a;
+}
+
+#define J(...) #__VA_ARGS__
+
+/* x + 1, then 'the_div' (x + 1) // y, then * 3, fused into one composite
+ * under fast_run; %s: the lengths of x and y. */
+static const char *IDZ = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [%s]}},
+                  {"id": "y", "type": {"dtype": "int64", "shape": [%s]}}],
+    "nodes": [{"op": "add", "inputs": ["x", {"value": 1}], "outputs": ["a"], "name": "a_plus"},
+              {"op": "int_div", "inputs": ["a", "y"], "outputs": ["q"], "name": "the_div",
+               "trace": [{"file": "model.py", "line": 3, "function": "build", "code": "q = a // y"}]},
+              {"op": "mul", "inputs": ["q", {"value": 3}], "outputs": ["m"]}],
+    "functions": {"f": {"inputs": ["x", "y"], "outputs": ["m"]}}});
+
+/* An unused exp first, then 'the_div' x // y: nodes[1] of the file is
+ * the schedule's first node. */
+static const char *IDZ2 = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "int64", "shape": [3]}},
+                  {"id": "y", "type": {"dtype": "int64", "shape": [3]}}],
+    "nodes": [{"op": "exp", "inputs": ["x"], "outputs": ["unused"]},
+              {"op": "int_div", "inputs": ["x", "y"], "outputs": ["q"], "name": "the_div"}],
+    "functions": {"f": {"inputs": ["x", "y"], "outputs": ["q"]}}});
+
+/* ps_t = ps_{t-1} + cholesky(A) over 3 steps in scan 'loop': scan_hoist
+ * moves the body node 'chk' out of the loop (test_scanopt's graph). */
+static const char *MOVED_CHOL = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "A", "type": {"dtype": "float64", "shape": [2, 2]}},
+                  {"id": "z0", "type": {"dtype": "float64", "shape": [2, 2]}}],
+    "nodes": [{"op": "scan", "name": "loop", "inputs": [{"value": 3}, "z0", "A"], "outputs": ["ps"],
+               "trace": [{"file": "model.py", "line": 10, "function": "build", "code": "ps = scan(step)"}],
+               "attrs": {"n_sequences": 0, "sequence_taps": [], "n_recurrent": 1, "output_taps": [[-1]],
+                         "n_nonrecurrent": 0, "n_non_sequences": 1, "has_n_steps": true, "has_until": false,
+                         "body": {"variables": [{"id": "z", "type": {"dtype": "float64", "shape": [2, 2]}},
+                                                {"id": "A", "type": {"dtype": "float64", "shape": [2, 2]}}],
+                                  "nodes": [{"op": "cholesky", "name": "chk", "inputs": ["A"], "outputs": ["L"],
+                                             "trace": [{"file": "model.py", "line": 5, "function": "step",
+                                                        "code": "L = cholesky(A)"}]},
+                                            {"op": "add", "inputs": ["z", "L"], "outputs": ["zn"]}],
+                                  "inputs": ["z", "A"], "outputs": ["zn"]}}}],
+    "functions": {"main": {"inputs": ["A", "z0"], "outputs": ["ps"]}}});
+
+/* A restored function's run-time errors are the compiled one's, word for
+ * word: a node of the file by its place there (the restore named the
+ * int_div nodes[0], its place in the schedule, where the file has an
+ * exp), the fused node of a composite and its trace, a node a rewrite
+ * made by the keys it stands for, a gradient's node by the derivative,
+ * and a node moved out of a scan body by the words of the loop as
+ * written. The expected words are the graph file's: the node's index
+ * there, its name and trace, as the -O none run gives them. */
+static void test_restored_errors_name_nodes_alike(void **state) {
+    (void)state;
+    char json[4096];
+    /* 1 // 0 */
+    tg_array *in[2] = {ivec(3, (int64_t[]){1, 2, 3}), ivec(3, (int64_t[]){1, 0, 2})};
+    restored_fails_alike(IDZ2, "f", "fast_run", in, "nodes[1] (int_div 'the_div' -> q): integer division by zero",
+                         "a node of the file");
+    snprintf(json, sizeof json, IDZ, "3", "3");
+    restored_fails_alike(json, "f", "fast_run", in,
+                         "nodes[1] (int_div 'the_div' -> q): integer division by zero [at model.py:3 in build: "
+                         "q = a // y], fused into (composite -> m, standing for a, q, m)",
+                         "a fused node");
+    free_all(in, 2);
+    /* lengths 3 and 2 */
+    snprintf(json, sizeof json, IDZ, "null", "null");
+    tg_array *in32[2] = {ivec(3, (int64_t[]){1, 2, 3}), ivec(2, (int64_t[]){1, 2})};
+    restored_fails_alike(json, "f", "fast_run", in32,
+                         "(composite -> m, standing for a, q, m): shapes (3,) and (2,) do not broadcast",
+                         "a node a rewrite made");
+    free_all(in32, 2);
+    /* the gradient of maximum(x, y) runs ge(x, y) first under -O none */
+    tg_array *g32[2] = {vec3(1, 2, 3), tu_f64(1, (int64_t[]){2}, (double[]){1, 2})};
+    restored_fails_alike(GRAD_GRAPH, "g", "none", g32,
+                         "(ge -> gm.4; from grad gm, differentiating mx (maximum)): shapes (3,) and (2,) do not "
+                         "broadcast",
+                         "a gradient's node");
+    free_all(g32, 2);
+    /* [[1, 2], [2, 1]] has the eigenvalue -1 */
+    tg_array *chol[2] = {tu_f64(2, (int64_t[]){2, 2}, (double[]){1, 2, 2, 1}),
+                         tu_f64(2, (int64_t[]){2, 2}, (double[]){0, 0, 0, 0})};
+    restored_fails_alike(MOVED_CHOL, "main", "fast_run", chol,
+                         "nodes[0] (scan 'loop' -> ps): in the body, hoisted out of the loop: nodes[0] (cholesky "
+                         "'chk' -> L): matrix is not positive definite (leading minor of order 2) [at model.py:5 "
+                         "in step: L = cholesky(A)] [at model.py:10 in build: ps = scan(step)]",
+                         "a node moved out of a scan body");
+    free_all(chol, 2);
+}
+
+/* A format version 3 file (tests/fuzz/corpus_tgf/grad_v3.tgf, written by
+ * tg before version 4: gx = grad(sum(log_softmax(x) * y), x), fused)
+ * still loads and runs, with its gradients' table; it did not keep the
+ * nodes' places in the graph file, so no node is named by one (its place
+ * in the schedule is not). */
+static void test_version_3_file(void **state) {
+    (void)state;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tgf *t = tg_tgf_load(TG_TEST_DATA "/../fuzz/corpus_tgf/grad_v3.tgf", NULL, ctx);
+    if (!t) fail_msg("%s", tg_ctx_message(ctx));
+    tg_function *f = tg_tgf_function(t, 0);
+    int64_t four = 4;
+    tg_array *in[2] = {tu_f64(1, &four, (double[]){1, 2, 3, 4}), tu_f64(1, &four, (double[]){0, 1, 0, 0})}, *gx = NULL;
+    if (tg_function_call(f, in, &gx, ctx)) fail_msg("%s", tg_ctx_message(ctx));
+    /* y - softmax(x) sum(y) */
+    double z = exp(1) + exp(2) + exp(3) + exp(4);
+    for (int i = 0; i < 4; i++) {
+        double want = (i == 1) - exp(i + 1) / z, got = tg_array_get_flat(gx, i);
+        if (fabs(got - want) > 1e-12) fail_msg("gx[%d] = %.17g, want %.17g", i, got, want);
+    }
+    int grads = 0;
+    for (int k = 0; k < tg_function_node_count(f); k++) {
+        tg_key_gradient kg;
+        grads += tg_function_key_gradient(f, tg_function_node_key(f, k), &kg);
+        const tg_node *n = f->sched[k].node;
+        char desc[256];
+        tg_node_describe(n, desc, sizeof desc);
+        if (n->json_index != -1 || !strncmp(desc, "nodes[", 6) || n->moved || tg_composite_who_count(n))
+            fail_msg("schedule[%d] is named %s", k, desc);
+    }
+    assert_true(grads > 0);
+    tg_array_free(gx);
+    free_all(in, 2);
+    tg_tgf_free(t);
+    tg_ctx_free(ctx);
+}
+
 /* The fuzz_tgf seeds (tests/fuzz/corpus_tgf) serve only when they get
  * past the preamble, the header and the array table. Read as the fuzz
  * target reads them (tests/fuzz/fuzz_tgf.c: a seed whose byte 63 is odd,
@@ -1264,7 +1450,7 @@ static void test_fixed_fields_refused(void **state) {
     refused(b, n, "preamble: flags 0x1", ctx);
     memcpy(b, orig, n);
     tu_tgf_patch_header(b, n, "\"version\":", ',', "2");
-    refused(b, n, "header.version: 2, but the preamble says format version 3", ctx);
+    refused(b, n, "header.version: 2, but the preamble says format version 4", ctx);
     memcpy(b, orig, n);
     b[8] = 1;
     tu_tgf_patch_header(b, n, "\"version\":", ',', "1");
@@ -1272,7 +1458,11 @@ static void test_fixed_fields_refused(void **state) {
     memcpy(b, orig, n);
     b[8] = 2;
     tu_tgf_patch_header(b, n, "\"version\":", ',', "2");
-    refused(b, n, "graph_section: a format version 3 section in a version 2 file", ctx);
+    refused(b, n, "graph_section: a format version 4 section in a version 2 file", ctx);
+    memcpy(b, orig, n);
+    b[8] = 3;
+    tu_tgf_patch_header(b, n, "\"version\":", ',', "3");
+    refused(b, n, "graph_section: a format version 4 section in a version 3 file", ctx);
     memcpy(b, orig, n);
     tu_tgf_patch_header(b, n, "\"byte_order\":\"", '"', "middle");
     refused(b, n, "header.fingerprint.byte_order: 'middle'", ctx);
@@ -1664,7 +1854,7 @@ static void test_section_loader_rules(void **state) {
             continue;
         }
         assert_null(fg);
-        if (strcmp(msg, "t: schedule[0]: nodes[0] (composite -> y): attrs: the integer 1180591620717411303424 is "
+        if (strcmp(msg, "t: schedule[0]: (composite -> y): attrs: the integer 1180591620717411303424 is "
                         "out of range (int64 and uint64 end at -2^63 and 2^64 - 1)"))
             fail_msg("%s", msg);
     }
@@ -1771,6 +1961,109 @@ static void test_section_version_3(void **state) {
 }
 
 
+/* A version 4 section of one node `op` (attrs: string index or NO)
+ * reading int64 x and making y, with its file index ji, its moved words
+ * (moved, then traces, or NO) and the count nw of its fused nodes' names,
+ * of which one is written (who: its two string indices), then an empty
+ * gradients' table. */
+static void sec_v4(sec *S, const char *const *strs, const char *op, uint32_t attrs, uint32_t ji, uint32_t moved,
+                   uint32_t traces, uint32_t nw, const uint32_t *who) {
+    static const uint32_t in1[1] = {0};
+    int64_t s3[1] = {3};
+    sec_begin(S, strs);
+    S->b[3] = 0x04;
+    s32(S, 2);
+    sec_var(S, "x", TG_VAR_INPUT, 4 | 8, TG_INT64, 1, s3, NO, NO);
+    sec_var(S, "y", TG_VAR_RESULT, 0, TG_INT64, 1, s3, NO, NO);
+    s32(S, 1);
+    s32(S, si(S, op));
+    s32(S, attrs);
+    s32(S, NO);
+    s32(S, ji);
+    s32(S, 1);
+    s32(S, 0);
+    s32(S, 1);
+    s32(S, 1);
+    s8(S, 0);
+    s32(S, 0);
+    s32(S, NO);
+    s32(S, moved);
+    if (moved != NO) s32(S, traces);
+    s32(S, nw);
+    for (uint32_t k = 0; k < 2 * nw && k < 2; k++) s32(S, who[k]); /* (at most one pair) */
+    sec_end(S, 1, in1, 1, "y");
+    s32(S, 0);
+}
+
+/* Version 4 sections: a node's place in the graph file, the words of a
+ * node moved out of a body, and a composite's names of its fused nodes,
+ * each checked against the section as the rest is. */
+static void test_section_version_4(void **state) {
+    (void)state;
+    static char longer[1100];
+    memset(longer, 'a', 1024); /* a description of 1024 bytes: tg writes at most 1023 */
+    static const char *const strs[] = {
+        "x", "y", "neg", "composite",
+        "{\"body\":{\"variables\":[{\"id\":\"x0\",\"type\":{\"dtype\":\"int64\",\"shape\":[]}},"
+        "{\"id\":\"c0\",\"type\":{\"dtype\":\"int64\",\"shape\":[]},\"constant\":{\"dtype\":\"int64\","
+        "\"shape\":[],\"data\":7}}],\"nodes\":[{\"op\":\"int_div\",\"inputs\":[\"x0\","
+        "\"c0\"],\"outputs\":[\"t0\"]}],\"inputs\":[\"x0\"],\"outputs\":[\"t0\"]}}",
+        "nodes[1] (int_div 'd' -> q)", " [at m.py:3 in f: q = a // 7]",
+        "nodes[0] (scan 'loop' -> ps): in the body, hoisted out of the loop: nodes[0] (neg -> y)", "", longer,
+        NULL};
+    enum { ATTRS = 4, DESC = 5, TRACE = 6, MOVED = 7, EMPTY = 8, LONG = 9 };
+    char msg[512];
+    sec S;
+    /* a composite at nodes[7] of its file, naming its one fused node */
+    uint32_t who[2] = {DESC, TRACE};
+    sec_v4(&S, strs, "composite", ATTRS, 7, NO, NO, 1, who);
+    tg_fgraph *fg = sec_decode(&S, NULL, 0, msg, sizeof msg);
+    if (!fg) fail_msg("%s", msg);
+    const tg_node *n = fg->nodes[0];
+    char desc[256];
+    tg_node_describe(n, desc, sizeof desc);
+    assert_string_equal(desc, "nodes[7] (composite -> y)");
+    assert_null(n->moved);
+    assert_int_equal(tg_composite_who_count(n), 1);
+    const char *d, *t;
+    tg_composite_who(n, 0, &d, &t);
+    assert_string_equal(d, strs[DESC]);
+    assert_string_equal(t, strs[TRACE]);
+    tg_fgraph_free(fg);
+    /* a node moved out of a body, made by a rewrite (no place) */
+    sec_v4(&S, strs, "neg", NO, NO, MOVED, EMPTY, 0, NULL);
+    if (!(fg = sec_decode(&S, NULL, 0, msg, sizeof msg))) fail_msg("%s", msg);
+    n = fg->nodes[0];
+    assert_int_equal(n->json_index, -1);
+    assert_non_null(n->moved);
+    assert_string_equal(n->moved, strs[MOVED]);
+    assert_string_equal(tg_node_moved_traces(n), "");
+    assert_int_equal(tg_composite_who_count(n), 0);
+    tg_fgraph_free(fg);
+    /* what is refused, naming the node */
+    static const struct {
+        const char *op;
+        uint32_t ji, nw, who[2];
+        const char *why;
+    } bad[] = {
+        {"neg", 0x80000000u, 0, {0, 0}, "t: graph section: schedule[0]: node index 2147483648 is past 2^31 - 1"},
+        {"neg", 1, 1, {DESC, TRACE},
+         "t: graph section: schedule[0]: names of fused nodes on a node that is not a composite (neg)"},
+        {"composite", 1, 100, {DESC, TRACE}, "t: graph section: 100 fused-node names do not fit in what is left of it"},
+        {"composite", 1, 1, {DESC, 99}, "t: graph section: schedule[0].fused: string 99 is not in the table (10 strings)"},
+        {"composite", 1, 1, {LONG, TRACE},
+         "t: graph section: schedule[0]: a fused node's description or trace is longer than tg writes"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        sec_v4(&S, strs, bad[i].op, strcmp(bad[i].op, "neg") ? ATTRS : NO, bad[i].ji, NO, NO, bad[i].nw, bad[i].who);
+        if ((fg = sec_decode(&S, NULL, 0, msg, sizeof msg))) {
+            tg_fgraph_free(fg);
+            fail_msg("case %zu loaded", i);
+        }
+        if (strcmp(msg, bad[i].why)) fail_msg("case %zu:\n  want: %s\n  got:  %s", i, bad[i].why, msg);
+    }
+}
+
 /* A NUL character in a string of a .tgf is refused, as the JSON loader
  * refuses one (format-choices.md): tg keeps names as C strings, so
  * "p\u0000" was restored as a function named 'p', and two body ids
@@ -1858,7 +2151,7 @@ static void test_nul_refused(void **state) {
         }
         const char *want = named ? "t: graph section: schedule[0].name: string 4 holds a NUL byte, which tg "
                                    "does not accept (its strings would end there)"
-                                 : "t: schedule[0]: nodes[0] (composite -> y): attrs: body.variables[0].id: ";
+                                 : "t: schedule[0]: (composite -> y): attrs: body.variables[0].id: ";
         if (strncmp(msg, want, strlen(want)) || (!named && !strstr(msg, WHY)) || strchr(msg, '\n'))
             fail_msg("%s", msg);
     }
@@ -2369,6 +2662,8 @@ int main(void) {
         cmocka_unit_test(test_gradient_nodes_named),
         cmocka_unit_test(test_multi_output_inplace),
         cmocka_unit_test(test_version_2_file),
+        cmocka_unit_test(test_version_3_file),
+        cmocka_unit_test(test_restored_errors_name_nodes_alike),
         cmocka_unit_test(test_fuzz_seeds_reach_graph_sections),
         cmocka_unit_test(test_copy_swap_and_call_n),
         cmocka_unit_test(test_copy_unfolded),
@@ -2386,6 +2681,7 @@ int main(void) {
         cmocka_unit_test(test_section_stale_inplace_dropped),
         cmocka_unit_test(test_section_shared_inplace),
         cmocka_unit_test(test_section_version_3),
+        cmocka_unit_test(test_section_version_4),
         cmocka_unit_test(test_nul_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 /* The file format version this build writes and the newest it reads. */
-#define TG_TGF_VERSION 3
+#define TG_TGF_VERSION 4
 
 typedef struct tg_tgf tg_tgf;
 

@@ -673,12 +673,21 @@ int tg_node_moved_from(tg_node *n, const tg_node *outer, const char *where, cons
 }
 
 int tg_node_moved_copy(tg_node *c, const tg_node *n) {
-    char *m = NULL;
-    if (n->moved && !(m = moved_pack(n->moved, moved_traces(n)))) return TG_ENOMEM;
+    if (n->moved) return tg_node_moved_set(c, n->moved, moved_traces(n));
     tg_free(c->moved);
-    c->moved = m;
+    c->moved = NULL;
     return TG_OK;
 }
+
+int tg_node_moved_set(tg_node *n, const char *desc, const char *traces) {
+    char *m = moved_pack(desc, traces);
+    if (!m) return TG_ENOMEM;
+    tg_free(n->moved);
+    n->moved = m;
+    return TG_OK;
+}
+
+const char *tg_node_moved_traces(const tg_node *n) { return moved_traces(n); }
 
 /* ---- types ---- */
 

@@ -511,6 +511,20 @@ int tg_composite_set_origin_groups(tg_node *n, const int *starts, int nfused);
  * compiled-function file). */
 bool tg_composite_failed_node(const tg_node *n, const char **desc, const char **trace,
                               const char *const **keys, int *nkeys);
+/* How many fused nodes composite node n can name in an error (above): 0
+ * when it knows none (not a composite, or one read from a graph file or
+ * a .tgf before format version 4). */
+int tg_composite_who_count(const tg_node *n);
+/* Fused node j's (j below tg_composite_who_count) description and trace
+ * text, as tg_composite_failed_node gives them (borrowed from n). */
+void tg_composite_who(const tg_node *n, int j, const char **desc, const char **trace);
+/* Give composite node n the names of its nfused fused nodes (a .tgf
+ * restore, a copy): parts holds each one's description and trace text,
+ * in turn (2 * nfused strings, copied). TG_EINVAL when n is no parsed
+ * composite or nfused < 1, TG_EPARSE when a description is 1024 bytes or
+ * longer or a trace text TG_CTX_MSG_MAX (longer than tg makes them),
+ * TG_ENOMEM; n is unchanged then. */
+int tg_composite_who_set(tg_node *n, const char *const *parts, int nfused);
 
 /* A node's grad_of block (above), the four strings copied; NULL for
  * "of" or "of_op" is "". NULL: no memory. */
@@ -584,6 +598,12 @@ void tg_error_wrap_parts(tg_ctx *ctx, const char *desc, const char *note, const 
 int tg_node_moved_from(tg_node *n, const tg_node *outer, const char *where, const tg_node *bn, bool index);
 /* n->moved copied onto c (freed first; NULL clears it). TG_OK or TG_ENOMEM. */
 int tg_node_moved_copy(tg_node *c, const tg_node *n);
+/* n->moved made of its two parts (copied; the old block freed): what a
+ * .tgf keeps of it. TG_OK or TG_ENOMEM (n unchanged). */
+int tg_node_moved_set(tg_node *n, const char *desc, const char *traces);
+/* The second part of n->moved, the traces of the bodies n was moved out
+ * of ("" when it was not moved). */
+const char *tg_node_moved_traces(const tg_node *n);
 
 /* "float32[3, ?]" */
 void tg_type_str(const tg_type *t, char *buf, size_t size);

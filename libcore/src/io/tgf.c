@@ -1244,8 +1244,8 @@ static tg_function *restore_section(tg_tgf *t, json_object *jf, int64_t k, const
         tg_errorf(ctx, TG_ELOAD, "%s.graph_section: expected the index of a uint8 array", what);
         return NULL;
     }
-    /* A section's version is the file's (a version 3 section reads more
-     * than a version 2 one: the two must agree). */
+    /* A section's version is the file's (each version's sections read
+     * more than the last one's: the two must agree). */
     const unsigned char *sec = tg_array_data(t->arrays[k]);
     if (t->arrays[k]->shape[0] >= 4 && !memcmp(sec, "TGG", 3) && sec[3] != (unsigned char)t->version) {
         tg_errorf(ctx, TG_ELOAD, "%s.graph_section: a format version %u section in a version %d file", what,
@@ -1336,6 +1336,9 @@ static tg_function *restore_function(tg_tgf *t, json_object *jf, int i, tg_ctx *
     if (reorder(fg, keys, nkeys, what, ctx) ||
         restore_origins(fg, get(jf, "origins", json_type_object), what, ctx))
         goto fail;
+    /* Errors name no node by its place in the saved graph, which is not
+     * the file the user wrote: version 1 did not keep that place. */
+    for (int k = 0; k < fg->nnodes; k++) fg->nodes[k]->json_index = -1;
     f = tg_function_link_fgraph(g->funcs[0].name, fg, jno && json_object_get_boolean(jno), NULL, NULL, 0, ctx);
     fg = NULL;
     if (!f) goto fail;
@@ -2224,6 +2227,18 @@ tg_function *tg_function_copy(const tg_function *f, const char *const *swap_ids,
     for (int k = 0; k < f->nsched; k++) {
         const tg_node *src = f->sched[k].node;
         tg_node *dst = fg->nodes[k];
+        /* How errors name it: as f's node is named (the graph above
+         * numbered its nodes in f's schedule, not as the file did). */
+        dst->json_index = src->json_index;
+        int nw = tg_composite_who_count(src);
+        const char **parts = nw ? tg_malloc(sizeof *parts * 2 * (size_t)nw) : NULL;
+        for (int j = 0; parts && j < nw; j++) tg_composite_who(src, j, &parts[2 * j], &parts[2 * j + 1]);
+        int wrc = nw ? (parts ? tg_composite_who_set(dst, parts, nw) : TG_ENOMEM) : TG_OK;
+        tg_free(parts);
+        if (wrc || tg_node_moved_copy(dst, src)) {
+            tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            goto fail;
+        }
         if (!src->origins && !src->norigins) continue;
         /* (a composite's: the keys of its groups, then the groups) */
         int nf, nk;

@@ -1,6 +1,7 @@
-/* The binary graph section of a .tgf file (format version 2, described in
- * schemas/tgf.md): one function's optimized graph in its schedule, with
- * each node's origins, the declared output ids and the rewrite record.
+/* The binary graph section of a .tgf file (format versions 2 to 4,
+ * described in schemas/tgf.md): one function's optimized graph in its
+ * schedule, with each node's origins and how errors name it, the declared
+ * output ids and the rewrite record.
  *
  * Version 1 kept these as interchange JSON in the header; restoring then
  * parsed, checked and cloned the graph as the loader does a file, which
@@ -13,6 +14,7 @@
  * before it is used, so a damaged or hostile section is one error line,
  * never a read past its end or an allocation of an absurd size.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,9 +26,11 @@
 #include "tensor/tensor.h"
 #include "vm/vm.h"
 
-#define GRAPH_MAGIC "TGG\x03"
-/* Version 2 sections (format version 2 files) end after the passes. */
-#define GRAPH_MAGIC_V2 "TGG\x02"
+/* "TGG" and the format version: version 2 sections end after the
+ * passes; version 3 added the origin groups and the gradients' nodes,
+ * version 4 how errors name each node (its place in the graph file, the
+ * words of a node moved out of a body, a composite's fused nodes). */
+#define GRAPH_MAGIC "TGG\x04"
 #define NONE 0xffffffffu
 
 /* ---- writing ---- */
@@ -146,6 +150,7 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
         put32(&E, n->attrs ? intern_attrs(&E, n->attrs) : NONE);
         if (E.oom) goto done;
         put32(&E, intern(&E, n->name));
+        put32(&E, n->json_index >= 0 ? (uint32_t)n->json_index : NONE);
         put32(&E, (uint32_t)n->nin);
         for (int k = 0; k < n->nin; k++) put32(&E, (uint32_t)vix[n->inputs[k]->index]);
         put32(&E, (uint32_t)n->nout);
@@ -171,6 +176,19 @@ int tgf_graph_encode(const tg_function *f, tgf_array_ref_fn ref, void *ud, tg_st
         if (n->origins) {
             put32(&E, st ? (uint32_t)nf : 0);
             for (int k = 1; st && k <= nf; k++) put32(&E, (uint32_t)st[k]);
+        }
+        /* how run-time errors name the node where its description does
+         * not: the words of a node moved out of a body, and a composite's
+         * names of its fused nodes (tg_node_error_parts of each) */
+        put32(&E, intern(&E, n->moved));
+        if (n->moved) put32(&E, intern(&E, tg_node_moved_traces(n)));
+        int nw = tg_composite_who_count(n);
+        put32(&E, (uint32_t)nw);
+        for (int j = 0; j < nw; j++) {
+            const char *d, *t;
+            tg_composite_who(n, j, &d, &t);
+            put32(&E, intern(&E, d));
+            put32(&E, intern(&E, t));
         }
     }
     /* The function: inputs, outputs with their declared ids, updates. */
@@ -259,7 +277,8 @@ typedef struct dec {
     bool *nul; /* per string: it holds a NUL byte (refused where it is read) */
     char *pool;
     int rc;
-    bool v2; /* a version 2 section: no origin groups, no gradients' nodes */
+    int version; /* the section's: 2 has no origin groups and no gradients'
+                    nodes, 3 no node names for errors (schemas/tgf.md) */
 } dec;
 
 static int fail(dec *D, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -336,6 +355,14 @@ static const char *field(char *buf, size_t size, const char *where, const char *
 static bool utf8_ok(const unsigned char *p, size_t n) {
     size_t i = 0;
     while (i < n) {
+        /* ASCII eight bytes at a time: most strings are ids and the
+         * names of nodes (version 4's names of fused nodes make a fused
+         * graph's section a third longer) */
+        uint64_t w;
+        if (n - i >= 8 && (memcpy(&w, p + i, 8), !(w & 0x8080808080808080u))) {
+            i += 8;
+            continue;
+        }
         unsigned c = p[i];
         if (c < 0x80) {
             i++;
@@ -650,14 +677,54 @@ static void weak_check(tg_node *n, const tg_type *gives) {
     if (out != out_small) tg_free(out);
 }
 
+/* String i for field f of `where` (read_node's fields of every node: the
+ * field's name is made only for an error). */
+static const char *str_of(dec *D, uint32_t i, bool optional, const char *where, const char *f) {
+    if (D->rc || (i == NONE && optional)) return NULL;
+    if (i < D->nstrs && !D->nul[i]) return D->strs[i];
+    char fld[64];
+    return str_at(D, i, optional, field(fld, sizeof fld, where, f));
+}
+
+/* How errors name node n where its description does not (version 4 on):
+ * the words of a node moved out of a body, a composite's fused nodes. */
+static int read_error_names(dec *D, tg_node *n, const char *where) {
+    const char *moved = str_of(D, get32(D), true, where, "moved");
+    const char *traces = moved ? str_of(D, get32(D), false, where, "moved") : NULL;
+    if (D->rc) return D->rc;
+    if (moved && tg_node_moved_set(n, moved, traces)) return fail(D, TG_ENOMEM, "out of memory");
+    uint32_t nw = get_count(D, 8, "fused-node names");
+    if (D->rc || !nw) return D->rc;
+    const char **parts = tg_malloc(sizeof *parts * 2 * (size_t)nw);
+    if (!parts) return fail(D, TG_ENOMEM, "out of memory");
+    for (uint32_t j = 0; j < 2 * nw && !D->rc; j++) parts[j] = str_of(D, get32(D), false, where, "fused");
+    int rc = D->rc ? D->rc : tg_composite_who_set(n, parts, (int)nw);
+    tg_free(parts);
+    if (rc == TG_EPARSE) /* (so a name repeated many times is no absurd allocation) */
+        fail(D, TG_EPARSE, "graph section: %s: a fused node's description or trace is longer than tg writes",
+             where);
+    else if (rc == TG_EINVAL)
+        fail(D, TG_EPARSE, "graph section: %s: names of fused nodes on a node that is not a composite (%s)",
+             where, n->op->name);
+    else if (rc && !D->rc)
+        fail(D, TG_ENOMEM, "out of memory");
+    return D->rc;
+}
+
 static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     char where[48], fld[64];
     snprintf(where, sizeof where, "schedule[%d]", s);
     const char *opname = get_str(D, false, field(fld, sizeof fld, where, "op"));
     uint32_t ai = get32(D);
     const char *name = get_str(D, true, field(fld, sizeof fld, where, "name"));
+    /* The node's place in the graph file; earlier versions did not keep
+     * it (their nodes are named without one, never by their place in the
+     * schedule). */
+    uint32_t ji = D->version >= 4 ? get32(D) : NONE;
     uint32_t nin = get_count(D, 4, "inputs");
     if (D->rc) return D->rc;
+    if (ji != NONE && ji > INT32_MAX)
+        return fail(D, TG_EPARSE, "graph section: %s: node index %u is past 2^31 - 1", where, ji);
     const tg_op *op = tg_op_find(opname);
     if (!op || (op->flags & TG_OPF_DERIVED))
         return fail(D, TG_ELOAD, "%s: '%.64s' is not an op this tg runs", where, opname);
@@ -675,7 +742,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     }
     memcpy(n->inputs, in, sizeof *in * nin);
     tg_free(in);
-    n->json_index = s;
+    n->json_index = ji == NONE ? -1 : (int)ji;
     if (name && !(n->name = tg_strdup(name))) goto oom;
     /* Every input must exist before this node runs: made by an earlier
      * node, or not a node output at all. */
@@ -762,7 +829,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         if (keys != small) tg_free(keys);
         if (D->rc) goto bad;
         if (!n->origins) goto oom;
-        uint32_t nf = D->v2 ? 0 : get_count(D, 4, "origin groups");
+        uint32_t nf = D->version < 3 ? 0 : get_count(D, 4, "origin groups");
         if (nf) {
             int *st = tg_malloc(sizeof *st * ((size_t)nf + 1));
             if (!st) goto oom;
@@ -781,6 +848,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         }
     }
     if (D->rc) goto bad;
+    if (D->version >= 4 && read_error_names(D, n, where)) goto bad;
     /* The op's inference gives the types again: the saved ones must agree
      * (a declared type may refine a length the op leaves open). saved[]
      * holds the saved types, then (from nout on) what the op gives. */
@@ -1016,8 +1084,8 @@ int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int 
         tg_free(fg);
         return fail(&D, TG_ENOMEM, "out of memory");
     }
-    bool v2 = D.v2 = len >= 4 && !memcmp(data, GRAPH_MAGIC_V2, 4);
-    if (len < 4 || (memcmp(data, GRAPH_MAGIC, 4) && !v2)) {
+    D.version = len >= 4 && !memcmp(data, GRAPH_MAGIC, 3) ? ((const unsigned char *)data)[3] : 0;
+    if (D.version < 2 || D.version > GRAPH_MAGIC[3]) {
         fail(&D, TG_EPARSE, "not a graph section (bad magic number)");
         goto done;
     }
@@ -1030,10 +1098,10 @@ int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int 
         fail(&D, TG_ENOMEM, "out of memory");
         goto done;
     }
-    uint32_t nn = get_count(&D, 24, "nodes");
+    uint32_t nn = get_count(&D, D.version >= 4 ? 36 : 24, "nodes");
     for (uint32_t s = 0; s < nn && !D.rc; s++) read_node(&D, fg, &C, (int)s);
     if (D.rc || read_function(&D, fg, &out->out_ids) || read_record(&D, &out->record) ||
-        (!v2 && read_grads(&D, &out->record)))
+        (D.version >= 3 && read_grads(&D, &out->record)))
         goto done;
     if (D.p != D.end) fail(&D, TG_EPARSE, "graph section: %zu bytes after its end", (size_t)(D.end - D.p));
 done:

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <math.h>
 #include <omp.h>
@@ -151,10 +152,12 @@ typedef struct comp_body {
     int ngkeys;
     /* How a run-time error names fused node j, as it would name nodes[j]
      * unfused: its description, a NUL, and the trace text that follows
-     * the message (tg_node_error_parts), at who + who_at[j]. NULL:
-     * unknown (a composite of a graph file, a restored or copied one). */
+     * the message (tg_node_error_parts), at who + who_at[j], j < nwho.
+     * NULL: unknown (a composite of a graph file or of a .tgf before
+     * format version 4). */
     char *who;
     int *who_at;
+    int nwho;
     /* The fused node (t<j>) whose op failed in the node's last run, or -1
      * when the run did not fail there (tg_composite_failed_node). */
     int failed;
@@ -1957,6 +1960,56 @@ static int who_fill(comp_body *b, tg_node *const *nodes, int nnodes) {
         return TG_ENOMEM;
     }
     b->who = w.s;
+    b->nwho = nnodes;
+    b->failed = -1;
+    return TG_OK;
+}
+
+int tg_composite_who_count(const tg_node *n) {
+    const comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    return b && b->who ? b->nwho : 0;
+}
+
+void tg_composite_who(const tg_node *n, int j, const char **desc, const char **trace) {
+    const comp_body *b = n->a.extra;
+    *desc = b->who + b->who_at[j];
+    *trace = *desc + strlen(*desc) + 1;
+}
+
+int tg_composite_who_set(tg_node *n, const char *const *parts, int nfused) {
+    comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
+    if (!b || nfused < 1) return TG_EINVAL;
+    size_t small[64], *len = 2 * (size_t)nfused <= 64 ? small : tg_malloc(sizeof *len * 2 * (size_t)nfused);
+    if (!len) return TG_ENOMEM;
+    size_t total = 0;
+    int rc = TG_OK;
+    for (int j = 0; j < 2 * nfused && !rc; j++) {
+        len[j] = strlen(parts[j]);
+        total += len[j] + 1;
+        /* who_fill's buffers, which a text read back may not outgrow */
+        if (len[j] >= (j % 2 ? (size_t)TG_CTX_MSG_MAX : 1024) || total > INT_MAX) rc = TG_EPARSE;
+    }
+    char *w = rc ? NULL : tg_malloc(total);
+    int *at = rc ? NULL : tg_malloc(sizeof *at * (size_t)nfused);
+    if (!rc && (!w || !at)) rc = TG_ENOMEM;
+    if (rc) {
+        tg_free(w);
+        tg_free(at);
+        if (len != small) tg_free(len);
+        return rc;
+    }
+    size_t k = 0;
+    for (int j = 0; j < 2 * nfused; j++) {
+        if (j % 2 == 0) at[j / 2] = (int)k;
+        memcpy(w + k, parts[j], len[j] + 1);
+        k += len[j] + 1;
+    }
+    if (len != small) tg_free(len);
+    tg_free(b->who);
+    tg_free(b->who_at);
+    b->who = w;
+    b->who_at = at;
+    b->nwho = nfused;
     b->failed = -1;
     return TG_OK;
 }
@@ -1964,7 +2017,7 @@ static int who_fill(comp_body *b, tg_node *const *nodes, int nnodes) {
 bool tg_composite_failed_node(const tg_node *n, const char **desc, const char **trace,
                               const char *const **keys, int *nkeys) {
     const comp_body *b = n->op == &tg_op_composite ? n->a.extra : NULL;
-    if (!b || !b->who || b->failed < 0 || b->failed >= b->nfused) return false;
+    if (!b || !b->who || b->failed < 0 || b->failed >= b->nwho) return false;
     *desc = b->who + b->who_at[b->failed];
     *trace = *desc + strlen(*desc) + 1;
     int nf, nk;
