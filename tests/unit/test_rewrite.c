@@ -2416,6 +2416,36 @@ static void test_float_order_and_fill(void **state) {
     }
 }
 
+/* The gradient of a written-out sigmoid e / (1 + e), e = exp(x): the
+ * chain rule gives e * (g/(1+e) - (g*s)/(1+e)), inf * 0 = NaN as written
+ * once exp(x) overflows (x > 709); sigmoid_times_exp takes the sum of
+ * quotients by 1 + e as one: sigmoid(x) * (g - g*s). Expected: s (1 - s)
+ * with s = 1/(1 + exp(-x)) (NumPy and PyTorch's sigmoid gradient give the
+ * same: 0 at +-800, 9.3576e-14 at -30). */
+static void test_written_sigmoid_grad(void **state) {
+    (void)state;
+    tg_graph *gr = load(G(V("a", "float64", "[9]"),
+                          N("exp", "['a']", "['e']") ",{'op':'add','inputs':[{'value':1.0},'e'],'outputs':['d']},"
+                          N("true_div", "['e','d']", "['s']") "," N("sum", "['s']", "['c']") ","
+                          N("grad", "['c','a']", "['z']")));
+    int64_t nine = 9;
+    double xv[9] = {-1000, -800, -30, -1, 0, 0.5, 30, 710, 800};
+    tg_array *x = tu_f64(1, &nine, xv), *o = NULL;
+    tg_function *fr = compile_preset(gr, "fast_run");
+    assert_true(fired(fr, "sigmoid_times_exp"));
+    call(fr, &x, &o);
+    assert_int_equal(tg_array_size(o), 9);
+    for (int i = 0; i < 9; i++) {
+        double s = 1 / (1 + exp(-xv[i])), want = s * (1 - s), got = tg_array_get_flat(o, i);
+        if (!(fabs(got - want) <= 1e-15 * want) && !(want == 0 && got == 0))
+            fail_msg("grad of the written sigmoid at %g: %.17g, want %.17g", xv[i], got, want);
+    }
+    tg_array_free(o);
+    tg_array_free(x);
+    tg_function_free(fr);
+    tg_graph_free(gr);
+}
+
 /* Rewrites that drop a subexpression keep the checks it makes: an assert
  * in x*y/y, a broadcast of lengths known only at run time under
  * ones_like(sum(a + b)), an integer division by zero in a constant
@@ -3811,6 +3841,7 @@ int main(void) {
         cmocka_unit_test(test_sum_to_useless),
         cmocka_unit_test(test_dropped_checks_stay),
         cmocka_unit_test(test_float_order_and_fill),
+        cmocka_unit_test(test_written_sigmoid_grad),
         cmocka_unit_test(test_examples_unchanged),
         cmocka_unit_test(test_merge_many_constants),
         cmocka_unit_test(test_merge_many_distinct),

@@ -1838,6 +1838,33 @@ static bool same_order(const tg_node *p, const int *order, int norder) {
  * first, and an integer B to the quotient's, before a - b or neg(B): in
  * the integer dtype they wrap (uint8 0 - 1 is 255), and of bools they
  * cannot be built. */
+/* A sum whose every term is a quotient by one divisor, each perhaps
+ * negated: the chain rule's derivative of a written-out sigmoid e / (1 + e)
+ * by e is g / (1 + e) - (g * s) / (1 + e). Its first quotient, the terms'
+ * numerators (float, of the quotient's dtype) in nums and their signs in
+ * neg; NULL when it is not that form. */
+static tg_node *quotient_terms(const tg_node *a, tg_var **nums, bool *neg) {
+    tg_node *q0 = NULL;
+    if (a->nin > MAX_OPERANDS) return NULL;
+    for (int k = 0; k < a->nin; k++) {
+        tg_var *t = a->inputs[k];
+        tg_node *p;
+        neg[k] = false;
+        while ((p = tg_rw_producer(t, "neg"))) {
+            neg[k] = !neg[k];
+            t = p->inputs[0];
+        }
+        tg_node *q = tg_rw_producer(t, "true_div");
+        if (!q || (q0 && q->inputs[1] != q0->inputs[1]) || !is_float(q->inputs[0]) ||
+            q->inputs[0]->type.dtype != q->outputs[0]->type.dtype ||
+            q->outputs[0]->type.dtype != a->outputs[0]->type.dtype)
+            return NULL;
+        if (!q0) q0 = q;
+        nums[k] = q->inputs[0];
+    }
+    return q0;
+}
+
 static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
     if (n->nin > MAX_OPERANDS) return 0;
     for (int i = 0; i < n->nin; i++) {
@@ -1868,10 +1895,14 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
                     f = p->inputs[0];
                 }
             }
-            tg_node *q = tg_rw_producer(f, "true_div");
+            tg_node *q = tg_rw_producer(f, "true_div"), *terms = NULL;
+            tg_var *nums[MAX_OPERANDS];
+            bool negs[MAX_OPERANDS];
+            if (!q && !softmax && (terms = tg_rw_producer(f, "add")) && !(q = quotient_terms(terms, nums, negs)))
+                terms = NULL;
             int ax = 0;
             tg_node *e2 = NULL, *sk = NULL;
-            if (!q || !same || (scalar && q->inputs[0]->type.ndim != 0) ||
+            if (!q || !same || (scalar && (terms ? terms->outputs[0] : q->inputs[0])->type.ndim != 0) ||
                 (softmax ? !sum_keeping_axis(q->inputs[1], e->outputs[0], &ax) &&
                                !(sk = sum_kept(q->inputs[1], e->outputs[0]))
                          : one_plus_exp(q->inputs[1]) != e && !(e2 = other_exp(q->inputs[1], e))))
@@ -1882,7 +1913,12 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
             for (int k = 0; k < n->nin; k++) in[k] = n->inputs[k];
             tg_dtype et = e->outputs[0]->type.dtype;
             tg_var *z = as_dtype(rw, e->inputs[0], et), *b = q->inputs[0];
-            if (neg && !is_float(b)) b = as_dtype(rw, b, q->outputs[0]->type.dtype);
+            if (terms) { /* e * (u/D - v/D) = (e/D) * (u - v) */
+                for (int k = 0; k < terms->nin; k++)
+                    if (negs[k] && !(nums[k] = tg_rw_op1(rw, "neg", nums[k], NULL))) return TG_ENOMEM;
+                b = tg_rw_op(rw, "add", terms->nin, nums, NULL);
+            } else if (neg && !is_float(b))
+                b = as_dtype(rw, b, q->outputs[0]->type.dtype);
             if (!z || !b) return TG_ENOMEM;
             if (e2) /* exp(a) / (exp(a) + exp(b)) = sigmoid(a - b) */
                 in[i] = tg_rw_op1(rw, "sigmoid", tg_rw_op2(rw, "sub", z, as_dtype(rw, e2->inputs[0], et)), NULL);
@@ -1890,7 +1926,7 @@ static int exp_ratio_times_exp(tg_rw *rw, tg_node *n, bool softmax) {
                 in[i] = softmax_over(rw, z, sk);
             else
                 in[i] = tg_rw_op1(rw, softmax ? "softmax" : "sigmoid", z, softmax ? attrs : NULL);
-            in[j] = neg ? tg_rw_op1(rw, "neg", b, NULL) : q->inputs[0];
+            in[j] = neg ? tg_rw_op1(rw, "neg", b, NULL) : b;
             if (ds) {
                 in[i] = dimshuffle(rw, in[i], order, norder);
                 if (!scalar) in[j] = dimshuffle(rw, in[j], order, norder);
