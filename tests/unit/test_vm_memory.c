@@ -173,10 +173,156 @@ static void test_pool_steady_loop_allocates_nothing(void **state) {
     tg_set_allocator(NULL, NULL);
 }
 
+/* ---- 2: outputs are the caller's, not kept by the function ---- */
+
+/* r = dot(A, B)[0]: the caller gets the row (8 KiB) in a buffer of its
+ * own, not a view pinning the product (512 KiB); between calls the
+ * function keeps at most what the call freed (the product, in its pool),
+ * and tg_function_trim gives that back. */
+static void test_output_view_of_intermediate(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"A\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}},"
+        "{\"id\":\"B\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}}],\"nodes\":["
+        "{\"op\":\"dot\",\"inputs\":[\"A\",\"B\"],\"outputs\":[\"C\"]},"
+        "{\"op\":\"subtensor\",\"inputs\":[\"C\"],\"outputs\":[\"r\"],\"attrs\":{\"index\":[0]}}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"A\",\"B\"],\"outputs\":[\"r\"]}}}";
+    enum { M = 64, K = 256, N = 1024 };
+    tg_set_allocator(count_realloc, NULL);
+    live_bytes = 0;
+    tg_function *f = compile_none(json, "main");
+    tg_array *in[2] = {tg_array_new(TG_FLOAT64, 2, (int64_t[]){M, K}), tg_array_new(TG_FLOAT64, 2, (int64_t[]){K, N})};
+    double *a = tg_array_data(in[0]), *b = tg_array_data(in[1]);
+    for (int i = 0; i < M * K; i++) a[i] = (double)(i % 5) - 2;
+    for (int i = 0; i < K * N; i++) b[i] = (double)(i % 3);
+    tg_ctx *ctx = tg_ctx_new();
+    const long long C = (long long)M * N * 8, r = N * 8, slack = 16 * 1024;
+    long long base = live_bytes;
+    for (int c = 0; c < 4; c++) {
+        tg_array *y = NULL;
+        assert_int_equal(tg_function_call(f, in, &y, ctx), 0);
+        for (int j = 0; j < N; j += 37) {
+            double v = 0;
+            for (int k = 0; k < K; k++) v += a[k] * b[k * N + j];
+            assert_true(tg_array_get_flat(y, j) == v);
+        }
+        /* the row, and the product freed into the pool */
+        if (live_bytes - base > C + r + slack)
+            fail_msg("call %d: %lld bytes held with the row, %lld by hand", c, live_bytes - base, C + r);
+        if (c == 3) {
+            tg_function_trim(f);
+            if (live_bytes - base > r + slack)
+                fail_msg("after trim: %lld bytes held with the row, %lld by hand", live_bytes - base, r);
+        }
+        tg_array_free(y);
+    }
+    tg_function_trim(f);
+    if (live_bytes - base > slack) fail_msg("after trim: %lld bytes held, none by hand", live_bytes - base);
+    tg_function_free(f);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_ctx_free(ctx);
+    assert_int_equal(live_bytes, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
+/* Outputs that view an input (X.T, reshape(X)): once the caller has let
+ * go of them and of X, nothing holds X's memory (inputs are borrowed). */
+static void test_output_view_of_input(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"X\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]}}],\"nodes\":["
+        "{\"op\":\"transpose\",\"inputs\":[\"X\"],\"outputs\":[\"t\"]},"
+        "{\"op\":\"reshape\",\"inputs\":[\"X\",{\"value\":{\"data\":[-1],\"dtype\":\"int64\",\"shape\":[1]}}],"
+        "\"outputs\":[\"r\"]}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"X\"],\"outputs\":[\"t\",\"r\"]}}}";
+    tg_set_allocator(count_realloc, NULL);
+    live_bytes = 0;
+    tg_function *f = compile_none(json, "main");
+    tg_ctx *ctx = tg_ctx_new();
+    long long base = live_bytes;
+    for (int c = 0; c < 2; c++) {
+        tg_array *X = tg_array_new(TG_FLOAT64, 2, (int64_t[]){256, 512}), *out[2] = {0};
+        for (int i = 0; i < 256 * 512; i++) ((double *)tg_array_data(X))[i] = i;
+        assert_int_equal(tg_function_call(f, &X, out, ctx), 0);
+        assert_true(tg_array_get_flat(out[1], 1000) == 1000);
+        assert_int_equal(tg_array_shape(out[0])[0], 512);
+        tg_array_free(out[0]);
+        tg_array_free(out[1]);
+        tg_array_free(X);
+        /* X was 1 MiB */
+        if (live_bytes - base > 16 * 1024)
+            fail_msg("call %d: %lld bytes held after the caller freed X and the outputs", c, live_bytes - base);
+    }
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    assert_int_equal(live_bytes, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
+/* y = x + 1 + 1 ... (6 nodes), -O none: each node holds its input and
+ * its output, 2 vectors; the function keeps no third (its last output)
+ * through the next call, and from the third call on allocates nothing
+ * large (the output takes back the buffer the caller let go of). Then a
+ * call with a vector an eighth the size: its output is handed over in a
+ * buffer of its size, not in the old output's, which goes. */
+static void test_output_not_kept(void **state) {
+    (void)state;
+    char json[4096];
+    size_t k = (size_t)snprintf(json, sizeof json,
+                                "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                                "{\"id\":\"x0\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":[");
+    for (int i = 0; i < 6; i++)
+        k += (size_t)snprintf(json + k, sizeof json - k,
+                              "%s{\"op\":\"add\",\"inputs\":[\"x%d\",{\"value\":1}],\"outputs\":[\"x%d\"]}", i ? "," : "",
+                              i, i + 1);
+    snprintf(json + k, sizeof json - k, "],\"functions\":{\"main\":{\"inputs\":[\"x0\"],\"outputs\":[\"x6\"]}}}");
+    tg_set_allocator(count_large, NULL);
+    live_bytes = 0;
+    tg_function *f = compile_none(json, "main");
+    tg_ctx *ctx = tg_ctx_new();
+    long long base0 = live_bytes;
+    const int64_t n = 65536, m = n / 8;
+    const long long vec = n * 8, slack = 16 * 1024;
+    tg_array *x = filled(n, 2.0), *y = NULL;
+    /* from before the first call: what the function holds between calls
+     * counts */
+    long long base = live_bytes;
+    for (int c = 0; c < 4; c++) {
+        peak_bytes = live_bytes;
+        large_allocs = 0;
+        assert_int_equal(tg_function_call(f, &x, &y, ctx), 0);
+        if (peak_bytes - base > 2 * vec + slack)
+            fail_msg("call %d: peak %lld bytes above the input, 2 vectors (%lld) by hand", c, peak_bytes - base,
+                     2 * vec);
+        if (c >= 2 && large_allocs) fail_msg("call %d allocated %d large buffers", c, large_allocs);
+        assert_true(tg_array_get_flat(y, 5) == 2.0 + 5e-3 + 6);
+        tg_array_free(y);
+    }
+    tg_array_free(x);
+    x = filled(m, 2.0);
+    assert_int_equal(tg_function_call(f, &x, &y, ctx), 0);
+    tg_function_trim(f);
+    /* the small input and output, nothing else */
+    if (live_bytes - base0 > 2 * (m * 8) + slack)
+        fail_msg("small call: %lld bytes held, %lld by hand", live_bytes - base0, 2 * m * 8);
+    tg_array_free(y);
+    tg_array_free(x);
+    tg_function_free(f);
+    tg_ctx_free(ctx);
+    assert_int_equal(live_bytes, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_peak_is_live_set),
         cmocka_unit_test(test_pool_steady_loop_allocates_nothing),
+        cmocka_unit_test(test_output_view_of_intermediate),
+        cmocka_unit_test(test_output_view_of_input),
+        cmocka_unit_test(test_output_not_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -119,7 +119,14 @@ TG_API int tg_function_call(tg_function *f, tg_array *const *inputs,
  * batch 600 took 25 ms a call that way, 7 ms with the pool). Between
  * calls the pool holds at most what the last call freed, and at most
  * TG_POOL_MIB MiB (environment, read when the function is made: default
- * a sixteenth of the memory, at least 256; 0 turns the pool off). tg_function_trim frees what the pool holds now. */
+ * a sixteenth of the memory, at least 256; 0 turns the pool off); the
+ * function also keeps its last outputs' buffers, which are the caller's
+ * while it holds them and which the next call takes back through the
+ * pool once it has let go of them. It keeps no output that views an
+ * input, and hands over an output that views less than half of a
+ * buffer the call made as a copy of its own. tg_function_trim frees what
+ * the pool holds, the outputs' buffers the caller let go of, and the
+ * values its updates replaced (kept for the next update to write over). */
 TG_API void tg_function_trim(tg_function *f);
 typedef struct tg_pool_stats {
     int buffers;        /* in the pool now */

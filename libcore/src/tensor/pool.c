@@ -38,8 +38,10 @@
  * `budget` bytes (TG_POOL_MIB, default a sixteenth of the memory and
  * at least 256 MiB; 0 turns the pool off) and at most
  * TG_BUFPOOL_SLOTS buffers, the oldest going first. Between calls a function
- * therefore keeps at most what its last call freed, within the budget;
- * tg_function_trim gives it back. */
+ * therefore keeps at most what its last call freed, within the budget,
+ * and its last outputs' buffers (vm/function.c: they come back through
+ * the pool at the next call's start, when the caller let go of them);
+ * tg_function_trim gives both back. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>

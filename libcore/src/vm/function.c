@@ -703,8 +703,18 @@ const int64_t *tg_function_input_shape(const tg_function *f, int i) {
     return input_in_range(f, i) ? f->fg->inputs[i]->type.shape : NULL;
 }
 int tg_function_node_count(const tg_function *f) { return f->nsched; }
+static void release_slots(tg_function *f, const int *list, int n);
+
+/* The pool, and what the slots keep of the last call: its outputs'
+ * buffers (the caller's alone where it still holds them) and the values
+ * the updates replaced (kept to be written over by the next). */
 void tg_function_trim(tg_function *f) {
-    if (f) tg_bufpool_clear(&f->pool);
+    if (!f) return;
+    for (int i = 0; i < f->fg->nout + f->fg->nupd; i++) {
+        int slot = f->out_slots[i];
+        if (f->slot_var[slot]->owner) release_slots(f, &slot, 1);
+    }
+    tg_bufpool_clear(&f->pool);
 }
 void tg_function_pool_stats(const tg_function *f, tg_pool_stats *out) {
     const tg_bufpool *p = &f->pool;
@@ -1304,6 +1314,78 @@ static int run_commits(tg_function *f, tg_array **news, bool *move, tg_ctx *ctx)
 
 static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx);
 
+/* Where a's memory is: its buffer, or the buffer its window lies in. */
+static const tg_buffer *memory_of(const tg_array *a) {
+    const tg_window *w = tg_buffer_window(a->buf);
+    return w ? w->base : a->buf;
+}
+
+/* Whether a's memory is an input's or a shared value's (the caller's or
+ * the shared state's), not the call's own. */
+static bool memory_borrowed(const tg_function *f, const tg_array *a) {
+    const tg_buffer *b = memory_of(a);
+    for (int i = 0; i < f->fg->nin; i++) {
+        const tg_array *x = f->slots[f->in_slots[i]];
+        if (x && memory_of(x) == b) return true;
+    }
+    for (int i = 0; i < f->nshared; i++) {
+        const tg_array *x = f->slots[f->shared_slots[i]];
+        if (x && memory_of(x) == b) return true;
+    }
+    return false;
+}
+
+/* An output that views a small part of a buffer the call made (a row of
+ * a product, the last step of a scan's stacked results) is handed over
+ * as a copy of its own, as is one that fills less than half of it: the
+ * view would keep the whole buffer alive for as long as the caller
+ * holds the result. */
+static int compact_outputs(tg_function *f, tg_ctx *ctx) {
+    for (int i = 0; i < f->fg->nout; i++) {
+        int slot = f->out_slots[i];
+        tg_array *a = f->slots[slot];
+        if (!a || !f->slot_var[slot]->owner || tg_array_on_device(a)) continue;
+        size_t have = memory_of(a)->nbytes, need = (size_t)tg_array_size(a) * tg_isize(a->dtype);
+        if (have <= TG_VM_KEEP_BYTES || have / 2 <= need || memory_borrowed(f, a)) continue;
+        tg_array *c = tg_array_copy(a, a->dtype);
+        if (!c) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+        tg_array_free(a);
+        f->slots[slot] = c;
+    }
+    return TG_OK;
+}
+
+/* At a call's start, the references to the last call's outputs go: those
+ * the caller still holds are the caller's alone, and those it let go of
+ * go to the pool, from which this call's outputs take them again. Small
+ * ones stay in their slots, as small intermediates do. Pooled as the
+ * last call's: freed at this call's end unless it takes them (a call
+ * with another batch size does not keep the old size). */
+static void release_outputs(tg_function *f) {
+    tg_bufpool *p = &f->pool;
+    int n0 = p->n;
+    for (int i = 0; i < f->fg->nout; i++) {
+        int slot = f->out_slots[i];
+        if (f->slot_var[slot]->owner) release_slots(f, &slot, 1);
+    }
+    for (int i = n0; i < p->n; i++) p->when[i] = p->call - 1;
+}
+
+/* After a call has handed its outputs over: an output slot keeps its
+ * array for the next call only when the memory is the call's own, not a
+ * view of an input or a shared value, which would keep alive what the
+ * caller or an update let go of. */
+static void release_borrowed_outputs(tg_function *f) {
+    for (int i = 0; i < f->fg->nout; i++) {
+        int slot = f->out_slots[i];
+        tg_array *a = f->slots[slot];
+        if (a && f->slot_var[slot]->owner && (a->buf->release || memory_borrowed(f, a))) {
+            tg_array_free(a);
+            f->slots[slot] = NULL;
+        }
+    }
+}
+
 /* Let go of the first n variables of f's lockset. */
 static void unclaim_shared(tg_function *f, int n) {
     for (int i = 0; i < n; i++) {
@@ -1378,9 +1460,10 @@ int tg_function_call(tg_function *f, tg_array *const *inputs,
 static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_ctx *ctx) {
     int rc, nlent = 0;
     tg_fgraph *fg = f->fg;
+    release_outputs(f);
     if ((rc = bind_shared(f, &nlent, ctx)) || (rc = bind_inputs(f, inputs, ctx)) ||
         (__builtin_expect(!f->kernels_fetched, 0) && (rc = prefetch_kernels(f, ctx))) ||
-        (rc = run_schedule(f, nlent ? f->commit_at : f->nsched, ctx))) {
+        (rc = run_schedule(f, nlent ? f->commit_at : f->nsched, ctx)) || (rc = compact_outputs(f, ctx))) {
         end_lend(f);
         unbind_inputs(f);
         return rc;
@@ -1423,6 +1506,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
         tg_array *a = f->slots[f->out_slots[i]];
         outputs[i] = a ? tg_array_ref(a) : NULL;
     }
+    release_borrowed_outputs(f);
     end_lend(f);
     const bool placed = f->on_device;
     for (int i = 0; i < fg->nupd; i++) {
