@@ -316,6 +316,75 @@ static void test_output_not_kept(void **state) {
     tg_set_allocator(NULL, NULL);
 }
 
+/* ---- 3: readers of a shared variable keep no old value of it ---- */
+
+/* W (256 x 256 float64, 512 KiB) read by f and g (sum(dot(x, W))) and
+ * halved by upd. Calls upd, upd, f, upd, g, upd, upd: by hand, what is
+ * held beyond W's value is the updater's double buffer (the value its
+ * last update replaced, to be written over by the next), one W; after
+ * tg_function_trim of the three, nothing. */
+static void test_shared_readers_keep_no_old_value(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,256]}},"
+        "{\"id\":\"W\",\"type\":{\"dtype\":\"float64\",\"shape\":[null,null]},\"shared\":{\"data\":[[1]]}}],"
+        "\"nodes\":["
+        "{\"op\":\"dot\",\"inputs\":[\"x\",\"W\"],\"outputs\":[\"h\"]},"
+        "{\"op\":\"sum\",\"inputs\":[\"h\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"W\",{\"value\":0.5}],\"outputs\":[\"W2\"]}],"
+        "\"functions\":{\"f\":{\"inputs\":[\"x\"],\"outputs\":[\"s\"]},"
+        "\"g\":{\"inputs\":[\"x\"],\"outputs\":[\"s\"]},"
+        "\"upd\":{\"inputs\":[],\"outputs\":[],\"updates\":{\"W\":\"W2\"}}}}";
+    const char *presets[] = {"none", "fast_run"};
+    for (int p = 0; p < 2; p++) {
+        tg_set_allocator(count_realloc, NULL);
+        live_bytes = 0;
+        tg_ctx *ctx = tg_ctx_new();
+        tg_graph *g = tu_load(json);
+        tg_function *fn[3];
+        const char *names[3] = {"f", "g", "upd"};
+        for (int i = 0; i < 3; i++) {
+            fn[i] = tg_function_compile(g, tg_graph_function_find(g, names[i], ctx),
+                                        &(tg_compile_options){.preset = presets[p]}, ctx);
+            if (!fn[i]) fail_msg("compile %s: %s", names[i], tg_ctx_message(ctx));
+        }
+        tg_array *W = tg_array_new(TG_FLOAT64, 2, (int64_t[]){256, 256});
+        for (int i = 0; i < 256 * 256; i++) ((double *)tg_array_data(W))[i] = 1;
+        assert_int_equal(tg_function_shared_set(fn[2], "W", W, ctx), 0);
+        tg_array_free(W);
+        tg_array *x = tg_array_new(TG_FLOAT64, 2, (int64_t[]){1, 256}), *s = NULL;
+        for (int i = 0; i < 256; i++) ((double *)tg_array_data(x))[i] = 1;
+        const long long w = 256 * 256 * 8, slack = 64 * 1024;
+        long long base = live_bytes;
+        const int seq[] = {2, 2, 0, 2, 1, 2, 2};
+        int halvings = 0;
+        for (int c = 0; c < 7; c++) {
+            if (seq[c] == 2) {
+                assert_int_equal(tg_function_call(fn[2], NULL, NULL, ctx), 0);
+                halvings++;
+                continue;
+            }
+            assert_int_equal(tg_function_call(fn[seq[c]], &x, &s, ctx), 0);
+            /* sum over 256 x 256 of 0.5^halvings */
+            assert_true(tg_array_get_flat(s, 0) == 65536.0 * ldexp(1, -halvings));
+            tg_array_free(s);
+        }
+        if (live_bytes - base > w + slack)
+            fail_msg("%s: %lld bytes held beyond W's value, one W (%lld) by hand", presets[p], live_bytes - base, w);
+        for (int i = 0; i < 3; i++) tg_function_trim(fn[i]);
+        if (live_bytes - base > slack)
+            fail_msg("%s: %lld bytes held beyond W's value after trimming, none by hand", presets[p],
+                     live_bytes - base);
+        for (int i = 0; i < 3; i++) tg_function_free(fn[i]);
+        tg_graph_free(g);
+        tg_array_free(x);
+        tg_ctx_free(ctx);
+        assert_int_equal(live_bytes, 0);
+        tg_set_allocator(NULL, NULL);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_peak_is_live_set),
@@ -323,6 +392,7 @@ int main(void) {
         cmocka_unit_test(test_output_view_of_intermediate),
         cmocka_unit_test(test_output_view_of_input),
         cmocka_unit_test(test_output_not_kept),
+        cmocka_unit_test(test_shared_readers_keep_no_old_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1171,7 +1171,7 @@ static int bind_shared_placed(tg_function *f, tg_ctx *ctx) {
 
 /* *nlent counts the values lent (vm.h): those a committer overwrites,
  * when no hook watches the call and nothing but the shared state holds
- * them. A slot that may be lent holds nothing between calls (end_lend). */
+ * them. Shared slots hold nothing between calls (unbind_shared). */
 static int bind_shared(tg_function *f, int *nlent, tg_ctx *ctx) {
     if (__builtin_expect(f->on_device, 0)) return bind_shared_placed(f, ctx);
     for (int i = 0; i < f->nshared; i++) {
@@ -1224,6 +1224,20 @@ static void end_lend(tg_function *f) {
         if (!f->lent[i]) tg_array_free(f->slots[slot]);
         f->slots[slot] = NULL;
         f->lent[i] = false;
+    }
+}
+
+/* After a call, failed or not: the lent values go back (end_lend), and
+ * the other shared slots let go of their values, so that a function that
+ * only reads a variable does not keep the value an update of another
+ * function replaces alive (a copy of the weights for each reader). */
+static void unbind_shared(tg_function *f) {
+    end_lend(f);
+    for (int i = 0; i < f->nshared; i++) {
+        if (f->lend && f->lend[i] >= 0) continue;
+        int slot = f->shared_slots[i];
+        tg_array_free(f->slots[slot]);
+        f->slots[slot] = NULL;
     }
 }
 
@@ -1464,7 +1478,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
     if ((rc = bind_shared(f, &nlent, ctx)) || (rc = bind_inputs(f, inputs, ctx)) ||
         (__builtin_expect(!f->kernels_fetched, 0) && (rc = prefetch_kernels(f, ctx))) ||
         (rc = run_schedule(f, nlent ? f->commit_at : f->nsched, ctx)) || (rc = compact_outputs(f, ctx))) {
-        end_lend(f);
+        unbind_shared(f);
         unbind_inputs(f);
         return rc;
     }
@@ -1480,7 +1494,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
         if (!news || !move) {
             tg_free(news);
             tg_free(move);
-            end_lend(f);
+            unbind_shared(f);
             unbind_inputs(f);
             return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         }
@@ -1496,7 +1510,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
             tg_free(news);
             tg_free(move);
         }
-        end_lend(f);
+        unbind_shared(f);
         unbind_inputs(f);
         return rc;
     }
@@ -1507,7 +1521,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
         outputs[i] = a ? tg_array_ref(a) : NULL;
     }
     release_borrowed_outputs(f);
-    end_lend(f);
+    unbind_shared(f);
     const bool placed = f->on_device;
     for (int i = 0; i < fg->nupd; i++) {
         tg_shared *sh = f->upd_shared[i];
@@ -1539,10 +1553,12 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
         /* Double buffering: the value the update replaced becomes the
          * array the producer of the update writes into on the next call
          * (tg_array_prepare reuses it once nothing else holds it), so a
-         * training step does not allocate its weights anew every call. */
+         * training step does not allocate its weights anew every call.
+         * Only when nothing else holds it now: one that the caller (an
+         * output, a view) holds would not be reused, only kept alive. */
         int slot = f->out_slots[fg->nout + i];
         if (old && old != news[i] && !f->slots[slot] && f->slot_var[slot]->owner &&
-            old->dtype == news[i]->dtype && old->buf->nbytes > TG_VM_KEEP_BYTES)
+            old->dtype == news[i]->dtype && old->buf->nbytes > TG_VM_KEEP_BYTES && tg_array_is_exclusive(old))
             f->slots[slot] = old;
         else
             tg_array_free(old); /* (written in place: the second reference) */
