@@ -1254,9 +1254,146 @@ static void test_layout_empty(void **state) {
     tg_array_free(x);
 }
 
+/* ---- sums of views, in their contiguous copy's order ----
+ *
+ * sum and mean of every element of a permuted, reversed or strided view
+ * (transposes of shapes around the leaves' and segments' lengths, 3-d
+ * permutations, steps of -1 and 2) give the bits of the same reduction of
+ * the view's contiguous copy (made here by index arithmetic), whatever
+ * the number of threads, and the sum is within 1e-12 of the sum in long
+ * double; a sum or mean over one axis gives the same bits with 1, 2 and 3
+ * threads and is within the same bound. (A view that is one strided row,
+ * x[:, ::2], is summed as such a row: test_layout_full.) */
+
+/* View: x (of shape B, nd axes) sliced with steps step[d], then
+ * transposed by perm. Fills sh with the view's shape; returns the nodes. */
+static void view_nodes(int nd, const int64_t *B, const int *step, const int *perm, int64_t *sh, char *nodes,
+                       size_t cap) {
+    size_t k = (size_t)snprintf(nodes, cap,
+                                "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"w\"],\"attrs\":{\"index\":[");
+    for (int d = 0; d < nd; d++)
+        k += (size_t)snprintf(nodes + k, cap - k, "%s{\"start\":null,\"stop\":null,\"step\":%d}", d ? "," : "",
+                              step[d]);
+    k += (size_t)snprintf(nodes + k, cap - k,
+                          "]}},{\"op\":\"transpose\",\"inputs\":[\"w\"],\"outputs\":[\"v\"],\"attrs\":{\"axes\":[");
+    for (int d = 0; d < nd; d++) k += (size_t)snprintf(nodes + k, cap - k, "%s%d", d ? "," : "", perm[d]);
+    snprintf(nodes + k, cap - k, "]}}");
+    for (int d = 0; d < nd; d++) {
+        int64_t a = step[perm[d]] < 0 ? -step[perm[d]] : step[perm[d]];
+        sh[d] = (B[perm[d]] + a - 1) / a;
+    }
+}
+
+/* The flat index in x of the view's logical element i. */
+static int64_t view_at(int nd, const int64_t *B, const int *step, const int *perm, const int64_t *sh, int64_t i) {
+    int64_t idx[3] = {0}, off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t c = i % sh[d], a = perm[d];
+        i /= sh[d];
+        idx[a] = step[a] > 0 ? c * step[a] : B[a] - 1 + c * step[a];
+    }
+    for (int d = 0; d < nd; d++) off = off * B[d] + idx[d];
+    return off;
+}
+
+static void test_view_sum_bits(void **state) {
+    (void)state;
+    static const struct {
+        int nd;
+        int64_t B[3];
+        int step[3], perm[3];
+    } CASES[] = {
+        {2, {1000, 63}, {1, 1}, {1, 0}},   {2, {1000, 64}, {1, 1}, {1, 0}},   {2, {1000, 65}, {1, 1}, {1, 0}},
+        {2, {63, 1000}, {1, 1}, {1, 0}},   {2, {4097, 63}, {1, 1}, {1, 0}},   {2, {63, 4097}, {1, 1}, {1, 0}},
+        {2, {257, 65}, {1, 1}, {1, 0}},    {2, {4097, 65}, {1, 1}, {1, 0}},   {2, {1000, 1000}, {1, 1}, {1, 0}},
+        {2, {2000, 1025}, {1, 1}, {1, 0}}, {2, {1000, 65}, {-1, 1}, {1, 0}},  {2, {1000, 65}, {1, -1}, {1, 0}},
+        {2, {1000, 64}, {-1, -1}, {1, 0}}, {2, {2000, 65}, {2, 1}, {1, 0}},   {2, {1000, 130}, {1, 2}, {1, 0}},
+        {2, {1000, 130}, {-1, 2}, {0, 1}},  {2, {4097, 64}, {-2, 1}, {1, 0}},  {3, {5, 300, 7}, {1, 1, 1}, {2, 0, 1}},
+        {3, {65, 7, 300}, {1, 1, 1}, {1, 0, 2}}, {3, {7, 65, 300}, {1, 1, -1}, {2, 0, 1}},
+        {3, {300, 7, 65}, {1, 1, 1}, {2, 1, 0}}, {3, {64, 63, 65}, {1, -1, 1}, {1, 2, 0}},
+        {3, {300, 65, 7}, {1, 1, 1}, {0, 2, 1}},
+    };
+    static const char *const AX2[] = {NULL, "{\"axis\":[0,1]}", "{\"axis\":0}", "{\"axis\":1}"};
+    static const char *const AX3[] = {NULL, "{\"axis\":[0,1,2]}", "{\"axis\":0}", "{\"axis\":1}", "{\"axis\":2}"};
+    for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci++)
+        for (int di = 0; di < 2; di++) {
+            const int nd = CASES[ci].nd;
+            const int64_t *B = CASES[ci].B;
+            const int *step = CASES[ci].step, *perm = CASES[ci].perm;
+            tg_dtype dt = di ? TG_FLOAT32 : TG_FLOAT64;
+            int64_t sh[3], n = 1, nb = 1;
+            char nodes[1024];
+            view_nodes(nd, B, step, perm, sh, nodes, sizeof nodes);
+            for (int d = 0; d < nd; d++) {
+                n *= sh[d];
+                nb *= B[d];
+            }
+            double *vals = test_malloc((size_t)nb * sizeof(double));
+            tg_array *x = tg_array_new(dt, nd, B), *c = tg_array_new(dt, nd, sh);
+            for (int64_t i = 0; i < nb; i++) { /* not round, of both signs, a few large */
+                double v = sin((double)i * 0.7 + 0.3) * (i % 97 == 0 ? 1e6 : 1.0) + 1.0 / 3.0;
+                tg_store_f64(dt, (char *)x->data + i * (int64_t)tg_dtype_size(dt), v);
+                vals[i] = tg_array_get_flat(x, i);
+            }
+            for (int64_t i = 0; i < n; i++)
+                tg_store_f64(dt, (char *)c->data + i * (int64_t)tg_dtype_size(dt), vals[view_at(nd, B, step, perm, sh, i)]);
+            const int nax = nd == 2 ? 4 : 5;
+            for (int ai = 0; ai < nax; ai++)
+                for (int o = 0; o < 2; o++) {
+                    const char *op = o ? "mean" : "sum", *ax = nd == 2 ? AX2[ai] : AX3[ai];
+                    tg_array *ref = NULL;
+                    for (int t = 0; t < NTHREADS; t++) {
+                        omp_set_num_threads(THREADS[t]);
+                        tg_array *y = reduce_view(op, ax, nodes, x);
+                        if (ai < 2) { /* every element: the copy's bits */
+                            tg_array *yc = reduce(op, ax, c);
+                            double got = scalar_of(y), want = scalar_of(yc);
+                            long double s = 0;
+                            for (int64_t i = 0; i < n; i++) s += tg_array_get_flat(c, i);
+                            double exact = (double)(o ? s / n : s), tol = (dt == TG_FLOAT32 ? 1e-5 : 1e-12) * (1e6 + fabs(exact));
+                            if (memcmp(&got, &want, sizeof got) || fabs(got - exact) > tol)
+                                fail_msg("%s%s of view %zu (%lld, %lld, %lld) %s, %d threads: %.17g, copy %.17g, long double %.17g",
+                                         op, ax ? ax : "", ci, (long long)B[0], (long long)B[1], (long long)(nd == 3 ? B[2] : 1),
+                                         tg_dtype_name(dt), THREADS[t], got, want, exact);
+                            continue; /* y, yc freed by scalar_of */
+                        }
+                        /* over one axis: the same bits for every thread count, values by hand */
+                        int a = ai - 2;
+                        int64_t len = sh[a], m = n / len;
+                        assert_int_equal(tg_array_size(y), m);
+                        for (int64_t j = 0; j < m && t == 0; j++) {
+                            int64_t after = 1;
+                            for (int d = a + 1; d < nd; d++) after *= sh[d];
+                            long double s = 0;
+                            for (int64_t e = 0; e < len; e++)
+                                s += vals[view_at(nd, B, step, perm, sh, (j / after) * len * after + e * after + j % after)];
+                            double exact = (double)(o ? s / len : s), got = tg_array_get_flat(y, j);
+                            double tol = (dt == TG_FLOAT32 ? 1e-5 : 1e-12) * (1e6 + fabs(exact));
+                            if (fabs(got - exact) > tol)
+                                fail_msg("%s%s of view %zu %s: element %lld %.17g, long double %.17g", op, ax, ci,
+                                         tg_dtype_name(dt), (long long)j, got, exact);
+                        }
+                        if (!ref) {
+                            ref = y;
+                            continue;
+                        }
+                        if (memcmp(y->data, ref->data, (size_t)m * tg_dtype_size(y->dtype)))
+                            fail_msg("%s%s of view %zu %s: other bits with %d threads than with 1", op, ax, ci,
+                                     tg_dtype_name(dt), THREADS[t]);
+                        tg_array_free(y);
+                    }
+                    tg_array_free(ref);
+                }
+            tg_array_free(x);
+            tg_array_free(c);
+            test_free(vals);
+        }
+    omp_set_num_threads(2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_float64_sum_exact),
+        cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_view_sum_bits), cmocka_unit_test(test_float64_sum_exact),
         cmocka_unit_test(test_var_two_pass),     cmocka_unit_test(test_leading_axes),
         cmocka_unit_test(test_many_rows),        cmocka_unit_test(test_extremes_float64),
         cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_prod_in_order), cmocka_unit_test(test_all_any_float_rows), cmocka_unit_test(test_extremes_int16),

@@ -9,8 +9,9 @@
  * reduced axes have no single stride the input is copied to that layout
  * first (in tiles), except where the order cannot change the result
  * (max, min, all, any, argmax of every element: memory is read in
- * order), and rows at a large stride beside each other are reduced
- * together ("layouts" below). Floats accumulate in double (float32 too, where NumPy stays in
+ * order) and for the sum and mean of every element (read in memory's
+ * order into the copy's summation tree: sum_view_leaves), and rows at a
+ * large stride beside each other are reduced together ("layouts" below). Floats accumulate in double (float32 too, where NumPy stays in
  * float32: docs/format-choices.md) and sum pairwise, as NumPy does, var
  * and std in two passes (integer sums wrap in int64/uint64 as NumPy's);
  * a single long row is split over OpenMP threads, many rows are shared
@@ -1559,6 +1560,272 @@ static bool copy_tiled(const tg_array *v, char *d, int64_t isz, int nth) {
     return true;
 }
 
+/* ---- the sum of a permuted view, in its copy's order, without the copy ----
+ *
+ * The sum of every element of a view that is not one strided row has the
+ * bits of its contiguous copy's sum (above; "layouts"): the copy's 64
+ * pieces (or the one row), each sum_f64/sum_f32's pairwise tree, whose
+ * leaves are stretches of at most 128 elements in four interleaved sums,
+ * elements past the last multiple of 4 added to the first. Copying the
+ * view first wrote and read it again (sum(x.T) 5x NumPy's time). Here the
+ * leaves are found first (their starts, in logical order); then the
+ * view's lines (its last axis, logically contiguous) are read up to
+ * LINE_G at a time beside each other in memory, a row of memory at a
+ * time, each element added to one of four sums of its line chosen by its
+ * position mod 4 (the same four sums, rotated, as the leaf's), in
+ * vectors across the lines; a line whose leaf ends, or reaches its last
+ * elements, within the next LINE_B rows is set back and takes those rows
+ * one element at a time. A closed leaf's value is (a0 + a1) + (a2 + a3)
+ * as sum_f64 makes it, and the tree is replayed over the values. Threads
+ * take groups of lines and stretches of them (segments); a leaf begun in
+ * the segment before (a segment's head, at most 127 elements) is kept
+ * aside and finished once every segment is done, from that segment's open
+ * leaf, in order. Each of the four sums gets its elements one after
+ * another in logical order, so the bits are the copy's, for any number of
+ * threads. Lines of at least LINE_MIN elements (a leaf then touches two
+ * segments at most); shorter ones are still copied. */
+#define LINE_G 1024
+#define LINE_B 8
+#define LINE_MIN 256
+#define HEAD_ROOM 128
+
+/* The leaves' starts of sum_f64's tree over [b, b + n) appended at ls
+ * (counted only, when ls is NULL). */
+static void leaves_of(int64_t b, int64_t n, int64_t *ls, int64_t *cnt) {
+    if (n > 128) {
+        int64_t h = (n / 2) & ~(int64_t)7;
+        leaves_of(b, h, ls, cnt);
+        leaves_of(b + h, n - h, ls, cnt);
+        return;
+    }
+    if (ls) ls[*cnt] = b;
+    ++*cnt;
+}
+
+/* sum_f64's tree over n elements, its leaves' values taken from *lv. */
+static double leaves_tree(int64_t n, const double **lv) {
+    if (n <= 128) return *(*lv)++;
+    int64_t h = (n / 2) & ~(int64_t)7;
+    double l = leaves_tree(h, lv);
+    return l + leaves_tree(n - h, lv);
+}
+
+/* A leaf left open at a segment's end: leaf k of n, pos elements in its
+ * four sums a (by lane). */
+typedef struct leaf_cur {
+    int64_t k, n, pos;
+    double a[4];
+} leaf_cur;
+
+/* The view's axes of length > 1 (sh, st; lst: their steps in lines), the
+ * last one the lines'; m: the other axis innermost in memory, whose lines
+ * are read side by side, or -1 (lines one at a time). */
+typedef struct leafsum {
+    const char *src;
+    tg_dtype dt;
+    int nd, m;
+    int64_t ntm, nseg, sh[TG_MAX_NDIM], st[TG_MAX_NDIM], lst[TG_MAX_NDIM];
+    const int64_t *ls; /* nleaf + 1 starts, the last one the end */
+    double *lv;        /* the leaves' values */
+    int64_t nleaf, nl;
+    double *heads;     /* HEAD_ROOM per segment */
+    int64_t *hlen;     /* per segment */
+    leaf_cur *tails;   /* per segment */
+    char *scratch;     /* per thread: LINE_SCRATCH bytes */
+} leafsum;
+#define LINE_SCRATCH ((4 + 4 + 5) * LINE_G * 8)
+
+/* x[0..cnt), the next elements in logical order, into leaf c (and those
+ * after it), as sum_f64's leaf loop adds them. */
+static void leaf_feed(const leafsum *w, leaf_cur *c, const double *x, int64_t cnt) {
+    for (int64_t i = 0; i < cnt; i++) {
+        const int64_t q = c->n & ~(int64_t)3;
+        c->a[c->pos < q ? c->pos & 3 : 0] += x[i];
+        if (++c->pos == c->n) {
+            w->lv[c->k] = (c->a[0] + c->a[1]) + (c->a[2] + c->a[3]);
+            c->k++;
+            c->n = c->k < w->nleaf ? w->ls[c->k + 1] - w->ls[c->k] : 0;
+            c->pos = 0;
+            c->a[0] = c->a[1] = c->a[2] = c->a[3] = 0;
+        }
+    }
+}
+
+/* Where line g of a task stands: its leaf k starts at element st of the
+ * line (relative, may be negative for a head's leaf) and has n; ev: the
+ * first element that the rows' vector loop must not take. */
+typedef struct line_st {
+    int64_t *k, *s, *n, *ev, *hl;
+} line_st;
+
+static void line_open(const leafsum *w, const line_st *L, int g, int64_t k, int64_t s) {
+    L->k[g] = k;
+    L->s[g] = s;
+    int64_t n = L->n[g] = k < w->nleaf ? w->ls[k + 1] - w->ls[k] : 1;
+    int64_t q = n & ~(int64_t)3;
+    L->ev[g] = s + (n - 1 > q + 1 ? q + 1 : n - 1); /* past q, or the last: closes the leaf */
+}
+
+/* Task it: up to LINE_G lines along m (or one line), segment sg of them,
+ * a row of LINE_B elements of each at a time. */
+static void leaf_lines(const leafsum *w, int64_t it) {
+    const int L = w->nd - 1, m = w->m;
+    const int64_t nl = w->nl, sl = w->st[L], G = m >= 0 ? LINE_G : 1;
+    const int64_t sg = it % w->nseg, j0s = nl * sg / w->nseg, j1s = nl * (sg + 1) / w->nseg;
+    int64_t o = it / w->nseg / w->ntm, i0 = (it / w->nseg % w->ntm) * G, sp = 0, l0 = 0;
+    for (int a = L - 1; a >= 0; a--) {
+        if (a == m) continue;
+        sp += (o % w->sh[a]) * w->st[a];
+        l0 += (o % w->sh[a]) * w->lst[a];
+        o /= w->sh[a];
+    }
+    if (m >= 0) {
+        sp += i0 * w->st[m];
+        l0 += i0 * w->lst[m];
+    }
+    const int gn = (int)(m >= 0 && w->sh[m] - i0 < G ? w->sh[m] - i0 : G);
+    const int64_t sm = m >= 0 ? w->st[m] : 0, lm = m >= 0 ? w->lst[m] : 0;
+    const bool f64 = w->dt == TG_FLOAT64, packed = sm == (f64 ? 8 : 4);
+    double *acc = (double *)(w->scratch + (size_t)omp_get_thread_num() * LINE_SCRATCH);
+    double *saved = acc + 4 * LINE_G; /* acc[slot * LINE_G + g]: slot = element mod 4 */
+    line_st S;
+    S.k = (int64_t *)(saved + 4 * LINE_G);
+    S.s = S.k + LINE_G;
+    S.n = S.s + LINE_G;
+    S.ev = S.n + LINE_G;
+    S.hl = S.ev + LINE_G;
+    for (int g = 0; g < gn; g++) { /* the segment's first leaf: the last to start at or before it */
+        const int64_t seg = (l0 + g * lm) * w->nseg + sg, s = (l0 + g * lm) * nl + j0s;
+        int64_t lo = 0, hi = w->nleaf; /* ls[lo] <= s < ls[hi] */
+        while (hi - lo > 1) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (w->ls[mid] <= s) lo = mid;
+            else hi = mid;
+        }
+        S.hl[g] = w->ls[lo] < s ? w->ls[lo + 1] - s : 0;
+        w->hlen[seg] = S.hl[g];
+        line_open(w, &S, g, S.hl[g] ? lo + 1 : lo, j0s + S.hl[g]);
+        if (S.hl[g]) S.ev[g] = j0s;
+        for (int r = 0; r < 4; r++) acc[r * LINE_G + g] = 0;
+    }
+    const char *s0 = w->src + sp;
+    for (int64_t j0 = j0s; j0 < j1s; j0 += LINE_B) {
+        const int64_t jn = j1s - j0 < LINE_B ? j1s - j0 : LINE_B;
+        for (int g = 0; g < gn; g++)
+            if (S.ev[g] < j0 + jn)
+                for (int r = 0; r < 4; r++) saved[r * LINE_G + g] = acc[r * LINE_G + g];
+        for (int64_t j = j0; j < j0 + jn; j++) { /* every line, a row of memory at a time */
+            double *restrict a = acc + (j & 3) * LINE_G;
+            const char *p = s0 + j * sl;
+            if (packed && f64)
+                for (int g = 0; g < gn; g++) a[g] += ((const double *)p)[g];
+            else if (packed)
+                for (int g = 0; g < gn; g++) a[g] += (double)((const float *)p)[g];
+            else if (f64)
+                for (int g = 0; g < gn; g++) a[g] += *(const double *)(p + g * sm);
+            else
+                for (int g = 0; g < gn; g++) a[g] += (double)*(const float *)(p + g * sm);
+        }
+        for (int g = 0; g < gn; g++) { /* the lines set back: element by element */
+            if (S.ev[g] >= j0 + jn) continue;
+            for (int r = 0; r < 4; r++) acc[r * LINE_G + g] = saved[r * LINE_G + g];
+            const int64_t seg = (l0 + g * lm) * w->nseg + sg;
+            for (int64_t j = j0; j < j0 + jn; j++) {
+                const char *p = s0 + j * sl + g * sm;
+                double x = f64 ? *(const double *)p : (double)*(const float *)p;
+                if (j < j0s + S.hl[g]) {
+                    w->heads[seg * HEAD_ROOM + (j - j0s)] = x;
+                    if (j + 1 == j0s + S.hl[g]) line_open(w, &S, g, S.k[g], S.s[g]); /* its own leaves from here */
+                    continue;
+                }
+                const int64_t pos = j - S.s[g], n = S.n[g], q = n & ~(int64_t)3;
+                acc[(pos < q ? j & 3 : S.s[g] & 3) * LINE_G + g] += x;
+                if (pos + 1 == n) {
+                    double v[4];
+                    for (int r = 0; r < 4; r++) v[r] = acc[((S.s[g] + r) & 3) * LINE_G + g];
+                    for (int r = 0; r < 4; r++) acc[r * LINE_G + g] = 0;
+                    w->lv[S.k[g]] = (v[0] + v[1]) + (v[2] + v[3]);
+                    line_open(w, &S, g, S.k[g] + 1, j + 1);
+                }
+            }
+        }
+    }
+    for (int g = 0; g < gn; g++) { /* the leaf left open, by lane */
+        leaf_cur *t = &w->tails[(l0 + g * lm) * w->nseg + sg];
+        t->k = S.k[g];
+        t->n = S.n[g];
+        t->pos = j1s - S.s[g];
+        for (int r = 0; r < 4; r++) t->a[r] = acc[((S.s[g] + r) & 3) * LINE_G + g];
+    }
+}
+
+/* The sum of every element of v (float64/float32, inner of them, its
+ * axes not one stride) as its contiguous copy's sum gives it: 64 pieces
+ * from TG_PARALLEL_MIN elements, else one row. 1: done, into *sum; 0: not
+ * a layout for it (short lines); -1: out of memory. */
+static int sum_view_leaves(const tg_array *v, int64_t inner, int nth, double *sum) {
+    leafsum w = {.src = v->data, .dt = v->dtype, .m = -1};
+    for (int a = 0; a < v->ndim; a++)
+        if (v->shape[a] != 1) {
+            w.sh[w.nd] = v->shape[a];
+            w.st[w.nd++] = v->strides[a];
+        }
+    if (w.nd < 2 || inner <= 0) return 0;
+    const int L = w.nd - 1;
+    const int64_t nl = w.nl = w.sh[L];
+    if (nl < LINE_MIN) return 0;
+    for (int a = L - 1; a >= 0; a--) w.lst[a] = a == L - 1 ? 1 : w.lst[a + 1] * w.sh[a + 1];
+    for (int a = 0; a < L; a++)
+        if (w.m < 0 || llabs(w.st[a]) < llabs(w.st[w.m])) w.m = a;
+    if (w.m >= 0 && llabs(w.st[L]) <= llabs(w.st[w.m])) w.m = -1;
+    w.ntm = w.m >= 0 ? (w.sh[w.m] + LINE_G - 1) / LINE_G : 1;
+    const int64_t nlines = inner / nl, groups = nlines / (w.m >= 0 ? w.sh[w.m] : 1) * w.ntm;
+    /* segments: enough tasks for the threads (the bits do not depend on it) */
+    w.nseg = groups >= 4 * nth ? 1 : (4 * nth + groups - 1) / groups;
+    if (w.nseg > nl / LINE_MIN) w.nseg = nl / LINE_MIN;
+    const bool pieces = inner >= TG_PARALLEL_MIN;
+    const int np = pieces ? RED_CHUNKS : 1;
+    int64_t nleaf = 0;
+    for (int t = 0; t < np; t++) leaves_of(inner * t / np, inner * (t + 1) / np - inner * t / np, NULL, &nleaf);
+    w.nleaf = nleaf;
+    const int64_t nsegs = nlines * w.nseg;
+    int64_t *ls = tg_malloc((size_t)(nleaf + 1) * sizeof *ls);
+    w.lv = tg_malloc((size_t)nleaf * sizeof *w.lv);
+    w.heads = tg_malloc((size_t)nsegs * HEAD_ROOM * sizeof *w.heads);
+    w.hlen = tg_malloc((size_t)nsegs * sizeof *w.hlen);
+    w.tails = tg_malloc((size_t)nsegs * sizeof *w.tails);
+    w.scratch = tg_malloc((size_t)nth * LINE_SCRATCH);
+    int rc = -1;
+    if (!ls || !w.lv || !w.heads || !w.hlen || !w.tails || !w.scratch) goto done;
+    nleaf = 0;
+    for (int t = 0; t < np; t++) leaves_of(inner * t / np, inner * (t + 1) / np - inner * t / np, ls, &nleaf);
+    ls[nleaf] = inner;
+    w.ls = ls;
+    TG_PAR_FOR(nth, it, groups * w.nseg, { leaf_lines(&w, it); });
+    for (int64_t sg = 1; sg < nsegs; sg++) /* the leaves across segments, in order */
+        if (w.hlen[sg]) {
+            leaf_cur c = w.tails[sg - 1];
+            leaf_feed(&w, &c, w.heads + sg * HEAD_ROOM, w.hlen[sg]);
+        }
+    const double *lv = w.lv;
+    if (pieces) {
+        double s = 0;
+        for (int t = 0; t < np; t++) s += leaves_tree(inner * (t + 1) / np - inner * t / np, &lv);
+        *sum = s;
+    } else {
+        *sum = leaves_tree(inner, &lv);
+    }
+    rc = 1;
+done:
+    tg_free(ls);
+    tg_free(w.lv);
+    tg_free(w.heads);
+    tg_free(w.hlen);
+    tg_free(w.tails);
+    tg_free(w.scratch);
+    return rc;
+}
+
 /* (grp_sum and grp_ext take the AVX2/AVX-512 clones; grp_sqdev does not,
  * since there d * d + acc could become a fused multiply-add and give
  * other bits than row_sqdev's.)
@@ -1587,6 +1854,22 @@ static bool copy_tiled(const tg_array *v, char *d, int64_t isz, int nth) {
         for (int i = 0; i < g; i++) out[i] = 0;                                  \
         for (int64_t k = 0; k < n; k++, p += s)                                  \
             for (int i = 0; i < g; i++) out[i] += (double)*(const T *)(p + i * gs); \
+    }                                                                            \
+    /* the same where the rows lie side by side (gs the element's size):    \
+     * typed and restrict, so that the inner loop is vectors */              \
+    CLONES static void grp_sumc_##N(const T *restrict p, int64_t n, int64_t s, int g, \
+                                    double *restrict out) {                      \
+        if (n > 128) {                                                           \
+            double r[GROUP];                                                     \
+            int64_t h = n / 2;                                                   \
+            grp_sumc_##N(p, h, s, g, out);                                       \
+            grp_sumc_##N(p + h * s, n - h, s, g, r);                             \
+            for (int i = 0; i < g; i++) out[i] += r[i];                          \
+            return;                                                              \
+        }                                                                        \
+        for (int i = 0; i < g; i++) out[i] = 0;                                  \
+        for (int64_t k = 0; k < n; k++, p += s)                                  \
+            for (int i = 0; i < g; i++) out[i] += (double)p[i];                  \
     }                                                                            \
     static void grp_sqdev_##N(const char *p, int64_t n, int64_t s, int64_t gs, int g, \
                               const double *mean, double *out) {                 \
@@ -1643,8 +1926,14 @@ static void grp_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
         }
         return;
     }
-    if (f64) grp_sum_d(p, n, s, gs, g, a);
-    else grp_sum_f(p, n, s, gs, g, a);
+    if (gs == (f64 ? 8 : 4) && s % gs == 0) {
+        if (f64) grp_sumc_d((const double *)p, n, s / 8, g, a);
+        else grp_sumc_f((const float *)p, n, s / 4, g, a);
+    } else if (f64) {
+        grp_sum_d(p, n, s, gs, g, a);
+    } else {
+        grp_sum_f(p, n, s, gs, g, a);
+    }
     if (k == R_SUM || k == R_MEAN) {
         for (int i = 0; i < g; i++) tg_store_f64(od, out + i * ostep, k == R_MEAN ? a[i] / (double)n : a[i]);
         return;
@@ -1832,10 +2121,22 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
         rs = isz;
         uniform = true;
     }
+    if (!uniform && outer == 1 && (k == R_SUM || k == R_MEAN) && tg_dtype_is_float(od) &&
+        (dt == TG_FLOAT64 || dt == TG_FLOAT32)) {
+        /* the copy's sum, without the copy (sum_view_leaves) */
+        double s;
+        int r = sum_view_leaves(v, inner, inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1, &s);
+        if (r) {
+            tg_array_free(v);
+            if (r < 0) return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+            tg_store_f64(od, o, k == R_MEAN ? s / (double)inner : s);
+            return TG_OK;
+        }
+    }
     if (!uniform) {
         /* The sums' order is the logical one (see "layouts" above): the
          * view is copied into rows, in tiles where that reads memory in
-         * order. */
+         * order (but for the sums of sum_view_leaves). */
         const int nthc = outer * inner >= TG_PARALLEL_MIN ? omp_get_max_threads() : 1;
         c = tg_array_new(dt, v->ndim, v->shape);
         if (c && !copy_tiled(v, c->data, isz, nthc)) {
