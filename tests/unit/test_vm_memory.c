@@ -385,6 +385,50 @@ static void test_shared_readers_keep_no_old_value(void **state) {
     }
 }
 
+/* ---- 4: a failed call lets go of what it made ---- */
+
+/* sin, cos, tanh and exp of x (512 KiB each), then sin(x) + z with z of
+ * 3 elements, which fails. What the call made goes to the pool (counted
+ * by tg_function_pool_stats), and tg_function_trim gives it back. */
+static void test_failed_call_releases(void **state) {
+    (void)state;
+    const char *json =
+        "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+        "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}},"
+        "{\"id\":\"z\",\"type\":{\"dtype\":\"float64\",\"shape\":[null]}}],\"nodes\":["
+        "{\"op\":\"sin\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+        "{\"op\":\"cos\",\"inputs\":[\"x\"],\"outputs\":[\"b\"]},"
+        "{\"op\":\"tanh\",\"inputs\":[\"x\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"exp\",\"inputs\":[\"x\"],\"outputs\":[\"d\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"a\",\"z\"],\"outputs\":[\"bad\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"bad\",\"b\",\"c\",\"d\"],\"outputs\":[\"y\"]}],"
+        "\"functions\":{\"main\":{\"inputs\":[\"x\",\"z\"],\"outputs\":[\"y\"]}}}";
+    tg_set_allocator(count_realloc, NULL);
+    live_bytes = 0;
+    tg_function *f = compile_none(json, "main");
+    tg_ctx *ctx = tg_ctx_new();
+    tg_array *in[2] = {filled(65536, 0.5), filled(3, 0.0)}, *y = NULL;
+    const long long slack = 16 * 1024;
+    long long base = live_bytes;
+    for (int c = 0; c < 2; c++) {
+        assert_int_not_equal(tg_function_call(f, in, &y, ctx), 0);
+        assert_non_null(strstr(tg_ctx_message(ctx), "bad"));
+        tg_pool_stats ps;
+        tg_function_pool_stats(f, &ps);
+        if (live_bytes - base > ps.bytes + slack)
+            fail_msg("call %d: %lld bytes held after the failure, %lld of them pooled", c, live_bytes - base,
+                     (long long)ps.bytes);
+    }
+    tg_function_trim(f);
+    if (live_bytes - base > slack) fail_msg("%lld bytes held after the failure and trim, none by hand", live_bytes - base);
+    tg_function_free(f);
+    tg_array_free(in[0]);
+    tg_array_free(in[1]);
+    tg_ctx_free(ctx);
+    assert_int_equal(live_bytes, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_peak_is_live_set),
@@ -393,6 +437,7 @@ int main(void) {
         cmocka_unit_test(test_output_view_of_input),
         cmocka_unit_test(test_output_not_kept),
         cmocka_unit_test(test_shared_readers_keep_no_old_value),
+        cmocka_unit_test(test_failed_call_releases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

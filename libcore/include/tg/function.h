@@ -83,7 +83,8 @@ TG_API int tg_function_node_count(const tg_function *f);
  * over the variable's value, an SGD step's gemm over its weights, when
  * nothing else holds that value; an array the caller holds keeps its
  * values). Run-time failures (TG_ERUNTIME, TG_ESHAPE) name the node and
- * its creation trace; shared values are then unchanged.
+ * its creation trace; shared values are then unchanged, and what the
+ * call made goes to the pool (tg_function_trim frees it).
  * A function runs one call at a time: a call while another is running (in
  * another thread, or from a hook of that call) is refused with TG_EBUSY.
  * Threads each take their own copy (tg_function_copy); copies and the

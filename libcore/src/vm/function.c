@@ -1400,6 +1400,13 @@ static void release_borrowed_outputs(tg_function *f) {
     }
 }
 
+/* After a failed call: what the schedule made goes, as a call that
+ * succeeds frees it (into the pool, which tg_function_trim empties). */
+static void release_made(tg_function *f) {
+    for (int i = 0; i < f->nslots; i++)
+        if (f->slots[i] && f->slot_var[i]->owner) release_slots(f, &i, 1);
+}
+
 /* Let go of the first n variables of f's lockset. */
 static void unclaim_shared(tg_function *f, int n) {
     for (int i = 0; i < n; i++) {
@@ -1480,6 +1487,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
         (rc = run_schedule(f, nlent ? f->commit_at : f->nsched, ctx)) || (rc = compact_outputs(f, ctx))) {
         unbind_shared(f);
         unbind_inputs(f);
+        release_made(f);
         return rc;
     }
 
@@ -1496,6 +1504,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
             tg_free(move);
             unbind_shared(f);
             unbind_inputs(f);
+            release_made(f);
             return tg_errorf(ctx, TG_ENOMEM, "out of memory");
         }
     }
@@ -1512,6 +1521,7 @@ static int call(tg_function *f, tg_array *const *inputs, tg_array **outputs, tg_
         }
         unbind_shared(f);
         unbind_inputs(f);
+        release_made(f);
         return rc;
     }
     for (int i = 0; i < fg->nupd; i++)
