@@ -122,6 +122,50 @@ static void test_float64_sum_exact(void **state) {
     omp_set_num_threads(2);
 }
 
+/* The max and min of a long row whose extreme is zero, held as -0.0 and
+ * +0.0 in blocks (a ReLU's output, negated): the same zero, bit for bit,
+ * whatever the number of threads (README: reductions give the same bits
+ * whatever OMP_NUM_THREADS). One piece per thread gave -0.0 with 1 to 5
+ * threads and +0.0 with 8. Also reversed (the strided path) and for a row
+ * of -|sin i| with zeros of both signs. */
+static void test_extreme_zero_sign(void **state) {
+    (void)state;
+    static const int threads[] = {1, 2, 3, 5, 8};
+    static const char rev[] = "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],"
+                              "\"attrs\":{\"index\":[{\"start\":null,\"stop\":null,\"step\":-1}]}}";
+    const int64_t n = 65536;
+    for (int d = 0; d < 2; d++)
+        for (int pat = 0; pat < 2; pat++) {
+            tg_array *x = tg_array_new(d ? TG_FLOAT64 : TG_FLOAT32, 1, &n);
+            for (int64_t i = 0; i < n; i++) {
+                double v;
+                if (!pat) v = (i / 8192) % 2 == 0 ? -0.0 : 0.0;
+                else if (i % 10 < 3) v = (i * 7919) % 3 == 0 ? -0.0 : 0.0;
+                else v = -fabs(sin((double)i));
+                if (d) ((double *)x->data)[i] = v;
+                else ((float *)x->data)[i] = (float)v;
+            }
+            int first[2][2] = {{-1, -1}, {-1, -1}};
+            for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+                omp_set_num_threads(threads[t]);
+                for (int op = 0; op < 2; op++)
+                    for (int view = 0; view < 2; view++) {
+                        double v = scalar_of(reduce_view(op ? "min" : "max", NULL, view ? rev : NULL, x));
+                        if (op == 0 || !pat) assert_true(v == 0);
+                        else assert_true(v < -0.99 && v >= -1);
+                        int sb = signbit(v) != 0;
+                        if (first[op][view] < 0) first[op][view] = sb;
+                        else if (first[op][view] != sb)
+                            fail_msg("%s %s of %s zeros (%s): %s0.0 with %d threads, %s0.0 with 1", op ? "min" : "max",
+                                     view ? "reversed" : "row", pat ? "scattered" : "blocked", d ? "float64" : "float32",
+                                     sb ? "-" : "+", threads[t], first[op][view] ? "-" : "+");
+                    }
+            }
+            tg_array_free(x);
+        }
+    omp_set_num_threads(2);
+}
+
 /* Two-pass variance: values 1e9 + (0 or 1) have variance exactly 0.25; the
  * one-pass E[x^2] - E[x]^2 loses it entirely. */
 static void test_var_two_pass(void **state) {
@@ -1394,7 +1438,9 @@ static void test_view_sum_bits(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float32_long_sum), cmocka_unit_test(test_view_sum_bits), cmocka_unit_test(test_float64_sum_exact),
-        cmocka_unit_test(test_var_two_pass),     cmocka_unit_test(test_leading_axes),
+        cmocka_unit_test(test_var_two_pass),
+        cmocka_unit_test(test_extreme_zero_sign),
+        cmocka_unit_test(test_leading_axes),
         cmocka_unit_test(test_many_rows),        cmocka_unit_test(test_extremes_float64),
         cmocka_unit_test(test_extremes_float32), cmocka_unit_test(test_extremes_positions), cmocka_unit_test(test_arg_ties), cmocka_unit_test(test_prod_in_order), cmocka_unit_test(test_all_any_float_rows), cmocka_unit_test(test_extremes_int16),
         cmocka_unit_test(test_int_wrap),         cmocka_unit_test(test_logsumexp_long),

@@ -530,9 +530,10 @@ static int64_t argext_row(tg_dtype dt, const char *p, int64_t n, bool is_max) {
  * the stack that the vector kernels above reduce; the per-element load
  * through the dtype's switch and the NaN test on every element cost 6-12x
  * NumPy's time. The results are those of the plain loop over the row in
- * logical order: the first NaN (its bits) for max/min, else the first
- * element equal to the extreme (which zero, when the extreme is 0), and
- * argmax/argmin's first index. */
+ * logical order: the first NaN (its bits) for max/min, else the extreme
+ * (for a zero extreme, -0.0 or +0.0 as the kernels' lanes meet them: set
+ * by the row's layout, not by the number of threads), and argmax/argmin's
+ * first index. */
 #define GATHER 1024
 
 static void gather_row(tg_dtype dt, const char *p, int64_t n, int64_t s, void *buf) {
@@ -2182,19 +2183,21 @@ static int reduce_into(red_kind kind, const char *opname, const tg_array *x, uin
                 s /= (double)inner;
             }
             tg_store_f64(od, o, s);
-        } else if ((k == R_MAX || k == R_MIN) && inner >= TG_PARALLEL_MIN &&
-                   omp_get_max_threads() > 1) {
-            /* Each thread's chunk extreme (of the input dtype) goes into
-             * part, which is then reduced the same way. */
+        } else if ((k == R_MAX || k == R_MIN) && inner >= TG_PARALLEL_MIN) {
+            /* Each of RED_CHUNKS pieces' extreme (of the input dtype) goes
+             * into part, which is then reduced the same way: pieces fixed
+             * by the shape, as the sum's, so that which of -0.0 and +0.0
+             * a zero extreme is does not depend on OMP_NUM_THREADS (one
+             * piece per thread gave -0.0 with 1 to 5 threads and +0.0 with
+             * 8 for the same row). */
             int nth = omp_get_max_threads();
-            int64_t part[64];
-            if (nth > 64) nth = 64;
-#pragma omp parallel for schedule(static) num_threads(nth)
-            for (int t = 0; t < nth; t++) {
-                int64_t b = inner * t / nth, e = inner * (t + 1) / nth;
+            int64_t part[RED_CHUNKS];
+            if (nth > RED_CHUNKS) nth = RED_CHUNKS;
+            TG_PAR_FOR(nth, t, RED_CHUNKS, {
+                int64_t b = inner * t / RED_CHUNKS, e = inner * (t + 1) / RED_CHUNKS;
                 row_extreme(dt, base + b * rs, e - b, rs, k == R_MAX, (char *)part + t * isz);
-            }
-            row_extreme(dt, (const char *)part, nth, isz, k == R_MAX, o);
+            });
+            row_extreme(dt, (const char *)part, RED_CHUNKS, isz, k == R_MAX, o);
         } else if ((k == R_ARGMAX || k == R_ARGMIN) && (dt == TG_FLOAT64 || dt == TG_FLOAT32) &&
                    inner >= TG_PARALLEL_MIN && omp_get_max_threads() > 1) {
             /* Each thread finds its chunk's first extreme; the earliest
