@@ -2064,6 +2064,168 @@ static void test_section_version_4(void **state) {
     }
 }
 
+/* ---- strings named many times ---- */
+
+/* A graph section of any size (sec's buffer is 4 KiB). */
+typedef struct bsec {
+    unsigned char *b;
+    size_t n, cap;
+} bsec;
+
+static void b8(bsec *S, uint8_t v) {
+    if (S->n == S->cap) {
+        S->cap = S->cap ? 2 * S->cap : 4096;
+        S->b = realloc(S->b, S->cap);
+        assert_non_null(S->b);
+    }
+    S->b[S->n++] = v;
+}
+static void b32(bsec *S, uint32_t v) {
+    for (int i = 0; i < 4; i++) b8(S, (uint8_t)(v >> (8 * i)));
+}
+
+/* The bytes the library asks for, in all, while the hook is set. */
+static size_t g_asked;
+static void *asking_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (n == 0) {
+        free(p);
+        return NULL;
+    }
+    g_asked += n;
+    return realloc(p, n);
+}
+
+/* A version 4 section of y = neg(x) whose strings are "x", "y", "neg",
+ * "k" and a long string L of `big` bytes, which the node names `frames`
+ * times in its trace (file, function and code of each frame), `origins`
+ * times among its origins and `removed` times in the one rewrite's
+ * removed keys. */
+static void bsec_make(bsec *S, size_t big, uint32_t frames, uint32_t origins, uint32_t removed) {
+    enum { X, Y, NEG, K, L };
+    static const char *const strs[] = {"x", "y", "neg", "k"};
+    memset(S, 0, sizeof *S);
+    b8(S, 'T'), b8(S, 'G'), b8(S, 'G'), b8(S, 4);
+    b32(S, 5);
+    for (int i = 0; i < 4; i++) {
+        b32(S, (uint32_t)strlen(strs[i]));
+        for (const char *c = strs[i]; *c; c++) b8(S, (uint8_t)*c);
+    }
+    b32(S, (uint32_t)big);
+    for (size_t i = 0; i < big; i++) b8(S, 'a');
+    b32(S, 2); /* the variables: x, y, float64 scalars */
+    for (int v = 0; v < 2; v++) {
+        b32(S, v == 0 ? X : Y);
+        b32(S, NO);
+        b8(S, v == 0 ? TG_VAR_INPUT : TG_VAR_RESULT), b8(S, v == 0 ? 4 | 8 : 0), b8(S, TG_FLOAT64), b8(S, 0);
+        b32(S, NO);
+        b32(S, NO);
+    }
+    b32(S, 1); /* the node */
+    b32(S, NEG), b32(S, NO), b32(S, NO), b32(S, 0);
+    b32(S, 1), b32(S, 0), b32(S, 1), b32(S, 1);
+    b8(S, 0);
+    b32(S, frames);
+    for (uint32_t k = 0; k < frames; k++) {
+        b32(S, L);
+        b32(S, k), b32(S, 0);
+        b32(S, L), b32(S, L);
+    }
+    b32(S, origins);
+    for (uint32_t k = 0; k < origins; k++) b32(S, L);
+    b32(S, 0); /* no origin groups */
+    b32(S, NO), b32(S, 0); /* not moved, no fused nodes */
+    b32(S, 1), b32(S, 0), b32(S, 1), b32(S, 1), b32(S, Y), b32(S, 0); /* x -> y */
+    b32(S, 1); /* one rewrite */
+    b32(S, K), b32(S, K), b32(S, removed);
+    for (uint32_t k = 0; k < removed; k++) b32(S, L);
+    b32(S, 0);
+    b32(S, 0), b32(S, 0); /* no passes, no gradients' nodes */
+}
+
+/* Decode S with the bytes asked for in *asked: the graph, or NULL with
+ * the message in msg. */
+static tg_fgraph *bsec_decode(const bsec *S, size_t *asked, char *msg, size_t size) {
+    tg_ctx *ctx = tg_ctx_new();
+    tgf_decoded d;
+    tg_fgraph *fg = NULL;
+    msg[0] = 0;
+    g_asked = 0;
+    tg_set_allocator(asking_realloc, NULL);
+    int rc = tgf_graph_decode(S->b, S->n, NULL, 0, sec_shared, NULL, "t", &d, ctx);
+    tg_set_allocator(NULL, NULL);
+    *asked = g_asked;
+    if (rc) {
+        snprintf(msg, size, "%s", tg_ctx_message(ctx));
+    } else {
+        fg = d.fg;
+        for (int i = 0; i < fg->nout; i++) tg_free(d.out_ids[i]);
+        tg_free(d.out_ids);
+        tg_opt_record_free(&d.record);
+        tg_free(d.strpool);
+    }
+    tg_ctx_free(ctx);
+    return fg;
+}
+
+/* A section that names one long string many times (16 KiB, in 2,048
+ * trace frames of one node: 56 KiB of frames) asked for a copy of it per
+ * name, 96 MiB for a section of 56 KiB, so that a file of a few MB could
+ * ask for many GB. The frames now share one copy of each string, and a
+ * section's other names (origins, a rewrite's keys) may copy at most 16
+ * times its length out of its table before it is refused. */
+static void test_section_repeated_strings(void **state) {
+    (void)state;
+    enum { BIG = 16384 };
+    char msg[512];
+    size_t asked;
+    bsec S;
+    bsec_make(&S, BIG, 2048, 0, 0);
+    tg_fgraph *fg = bsec_decode(&S, &asked, msg, sizeof msg);
+    if (!fg) fail_msg("%s", msg);
+    /* the table, the long string once more for the frames, the frames,
+     * a few small blocks */
+    if (asked > 3 * S.n) fail_msg("a section of %zu bytes asked for %zu", S.n, asked);
+    const tg_trace *t = &fg->nodes[0]->trace;
+    assert_int_equal(t->n, 2048);
+    assert_int_equal(t->frames[2047].line, 2047);
+    assert_int_equal(strlen(t->frames[2047].code), BIG);
+    assert_int_equal(strspn(t->frames[0].file, "a"), BIG);
+    /* a copy of the trace keeps its strings after the graph is gone */
+    tg_trace copy = {0};
+    assert_int_equal(tg_trace_copy(&copy, t), TG_OK);
+    tg_fgraph_free(fg);
+    assert_int_equal(strlen(copy.frames[5].function), BIG);
+    tg_trace_free(&copy);
+    free(S.b);
+    /* as many names as the file's 16 times its length still load */
+    bsec_make(&S, BIG, 0, 15, 0);
+    if (!(fg = bsec_decode(&S, &asked, msg, sizeof msg))) fail_msg("%s", msg);
+    assert_int_equal(fg->nodes[0]->norigins, 15);
+    tg_fgraph_free(fg);
+    free(S.b);
+    static const struct {
+        uint32_t origins, removed;
+        const char *why;
+    } bad[] = {
+        {4096, 0, "t: graph section: schedule[0].origins: names strings so often that reading them would copy "
+                  "more than 527280 bytes out of a section of 32955, which tg never writes"},
+        {0, 4096, "t: graph section: rewrites: names strings so often that reading them would copy "
+                  "more than 527280 bytes out of a section of 32955, which tg never writes"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        bsec_make(&S, BIG, 0, bad[i].origins, bad[i].removed);
+        fg = bsec_decode(&S, &asked, msg, sizeof msg);
+        free(S.b);
+        if (fg) {
+            tg_fgraph_free(fg);
+            fail_msg("case %zu loaded, asking for %zu bytes", i, asked);
+        }
+        if (strcmp(msg, bad[i].why)) fail_msg("case %zu:\n  want: %s\n  got:  %s", i, bad[i].why, msg);
+        if (asked > 64 * (size_t)BIG * 16) fail_msg("case %zu asked for %zu bytes", i, asked);
+    }
+}
+
 /* A NUL character in a string of a .tgf is refused, as the JSON loader
  * refuses one (format-choices.md): tg keeps names as C strings, so
  * "p\u0000" was restored as a function named 'p', and two body ids
@@ -2683,6 +2845,7 @@ int main(void) {
         cmocka_unit_test(test_section_version_3),
         cmocka_unit_test(test_section_version_4),
         cmocka_unit_test(test_nul_refused),
+        cmocka_unit_test(test_section_repeated_strings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -296,31 +296,93 @@ void tg_var_release_block(tg_var *v) {
 }
 
 /* The count in front of a trace's frames, as large as a frame so that
- * the frames after it stay aligned. */
+ * the frames after it stay aligned; `strings`, when set, holds the
+ * frames' strings (tg_trace_frames_new_in). */
 typedef union trace_head {
-    int refs;
+    struct {
+        int refs;
+        tg_trace_strings *strings;
+    } h;
     tg_frame align;
 } trace_head;
 
-tg_frame *tg_trace_frames_new(size_t n) {
+/* Chunks of strings, each string copied once however many frames name
+ * it. */
+typedef struct strings_chunk {
+    struct strings_chunk *next;
+    size_t used, cap;
+    char text[];
+} strings_chunk;
+
+struct tg_trace_strings {
+    int refs;
+    strings_chunk *chunks; /* the one strings go into first */
+};
+
+tg_trace_strings *tg_trace_strings_new(void) {
+    tg_trace_strings *s = tg_calloc(1, sizeof *s);
+    if (s) s->refs = 1;
+    return s;
+}
+
+char *tg_trace_strings_add(tg_trace_strings *s, const char *text, size_t len) {
+    strings_chunk *c = s->chunks;
+    if (!c || c->cap - c->used <= len) {
+        bool own = len >= 4096; /* a long string gets a chunk of its own */
+        size_t cap = own ? len + 1 : 65536;
+        if (cap > SIZE_MAX - sizeof *c || !(c = tg_malloc(sizeof *c + cap))) return NULL;
+        c->used = 0;
+        c->cap = cap;
+        if (own && s->chunks) { /* the first chunk goes on filling */
+            c->next = s->chunks->next;
+            s->chunks->next = c;
+        } else {
+            c->next = s->chunks;
+            s->chunks = c;
+        }
+    }
+    char *p = c->text + c->used;
+    memcpy(p, text, len);
+    p[len] = 0;
+    c->used += len + 1;
+    return p;
+}
+
+void tg_trace_strings_unref(tg_trace_strings *s) {
+    if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    for (strings_chunk *c = s->chunks, *next; c; c = next) {
+        next = c->next;
+        tg_free(c);
+    }
+    tg_free(s);
+}
+
+tg_frame *tg_trace_frames_new_in(size_t n, tg_trace_strings *s) {
     if (n > (SIZE_MAX - sizeof(trace_head)) / sizeof(tg_frame)) return NULL;
     trace_head *h = tg_calloc(1, sizeof *h + n * sizeof(tg_frame));
     if (!h) return NULL;
-    h->refs = 1;
+    h->h.refs = 1;
+    h->h.strings = s;
+    if (s) __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
     return (tg_frame *)(h + 1);
 }
+
+tg_frame *tg_trace_frames_new(size_t n) { return tg_trace_frames_new_in(n, NULL); }
 
 void tg_trace_free(tg_trace *t) {
     if (t->frames) {
         trace_head *h = (trace_head *)t->frames - 1;
         /* traces of a graph are shared by the functions compiled from it,
          * which may be freed on other threads */
-        if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-            for (int i = 0; i < t->n; i++) {
-                tg_free(t->frames[i].file);
-                tg_free(t->frames[i].function);
-                tg_free(t->frames[i].code);
-            }
+        if (__atomic_sub_fetch(&h->h.refs, 1, __ATOMIC_ACQ_REL) == 0) {
+            if (h->h.strings)
+                tg_trace_strings_unref(h->h.strings);
+            else
+                for (int i = 0; i < t->n; i++) {
+                    tg_free(t->frames[i].file);
+                    tg_free(t->frames[i].function);
+                    tg_free(t->frames[i].code);
+                }
             tg_free(h);
         }
     }
@@ -330,7 +392,7 @@ void tg_trace_free(tg_trace *t) {
 
 int tg_trace_copy(tg_trace *dst, const tg_trace *src) {
     tg_trace t = *src;
-    if (t.frames) __atomic_add_fetch(&((trace_head *)t.frames - 1)->refs, 1, __ATOMIC_RELAXED);
+    if (t.frames) __atomic_add_fetch(&((trace_head *)t.frames - 1)->h.refs, 1, __ATOMIC_RELAXED);
     tg_trace_free(dst);
     *dst = t;
     return TG_OK;

@@ -539,6 +539,22 @@ const char *tg_var_label(const tg_var *v); /* name, or id */
  * took more than half of a fast_run compile of such graphs. NULL: no
  * memory. */
 tg_frame *tg_trace_frames_new(size_t n);
+/* Strings that the frames of many traces point into, so that a trace
+ * read from a file need not copy a string for each frame that names it
+ * (a .tgf's frames are positions in its string table: copying each
+ * frame's strings let a small file that names one long string in many
+ * frames ask for far more memory than its size). _new holds one
+ * reference, NULL: no memory; _add copies len bytes of text (and a NUL)
+ * into s, which keeps them until its last reference goes: NULL, no
+ * memory. Only one thread adds, before the frames are shared. */
+typedef struct tg_trace_strings tg_trace_strings;
+tg_trace_strings *tg_trace_strings_new(void);
+char *tg_trace_strings_add(tg_trace_strings *s, const char *text, size_t len);
+void tg_trace_strings_unref(tg_trace_strings *s); /* NULL: nothing */
+/* As tg_trace_frames_new, for frames whose strings point into s (or are
+ * NULL), which the frames hold a reference on rather than freeing their
+ * strings one by one. s NULL: tg_trace_frames_new. */
+tg_frame *tg_trace_frames_new_in(size_t n, tg_trace_strings *s);
 /* Drops t's reference (the strings of its n frames go with the last). */
 void tg_trace_free(tg_trace *t);
 /* dst (freed first) shares src's frames. TG_OK. */

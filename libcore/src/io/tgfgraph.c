@@ -32,6 +32,10 @@
  * words of a node moved out of a body, a composite's fused nodes). */
 #define GRAPH_MAGIC "TGG\x04"
 #define NONE 0xffffffffu
+/* The bytes a graph section may have copied out of its string table by
+ * reference, per byte of the section (at least 4 KiB of it): tg's own
+ * files copy at most a few (schemas/tgf.md) */
+#define COPY_PER_BYTE 16
 
 /* ---- writing ---- */
 
@@ -269,13 +273,22 @@ done:
 /* ---- reading ---- */
 
 typedef struct dec {
-    const unsigned char *p, *end;
+    const unsigned char *start, *p, *end;
     const char *what;
     tg_ctx *ctx;
     const char **strs; /* into pool */
     uint32_t nstrs;
     bool *nul; /* per string: it holds a NUL byte (refused where it is read) */
     char *pool;
+    /* The frames' strings, each copied once for every trace of the
+     * section, never once per frame: frame_str[i] is string i's copy */
+    tg_trace_strings *frame_strs;
+    char **frame_str;
+    /* Bytes copied out of the table per reference (names, keys, texts),
+     * and how many may be: a string named many times is copied each
+     * time, so without a bound a small section could ask for far more
+     * memory than its size */
+    size_t copied, budget;
     int rc;
     int version; /* the section's: 2 has no origin groups and no gradients'
                     nodes, 3 no node names for errors (schemas/tgf.md) */
@@ -407,6 +420,19 @@ static int read_strings(dec *D) {
     return TG_OK;
 }
 
+/* Counts s (NULL: nothing) against the bytes the section may have copied
+ * out of its string table; false, with the section's error, past them. */
+static bool copy_ok(dec *D, const char *s, const char *where) {
+    if (D->rc) return false;
+    if (!s) return true;
+    D->copied += strlen(s) + 1;
+    if (D->copied <= D->budget) return true;
+    fail(D, TG_EPARSE, "graph section: %s: names strings so often that reading them would copy more "
+         "than %zu bytes out of a section of %zu, which tg never writes", where, D->budget,
+         (size_t)(D->end - D->start));
+    return false;
+}
+
 /* One parsed attrs text per (text, op): nodes with the same canonical
  * attrs share one JSON object, which parse_attrs of the same op leaves as
  * it is. */
@@ -427,6 +453,7 @@ static json_object *attrs_for(dec *D, attrs_cache *C, uint32_t si, const tg_op *
         return NULL;
     }
     const char *s = D->strs[si];
+    if (!copy_ok(D, s, "attrs")) return NULL;
     tg_json_fail jf;
     json_object *o = tg_json_parse_object(tok, s, strlen(s), TG_JSON_DEPTH, &jf);
     if (!o) {
@@ -505,6 +532,7 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
         snprintf(fname, sizeof fname, "variables[%u].name", i);
         const char *id = get_str(D, false, fid);
         const char *name = get_str(D, true, fname);
+        if (!copy_ok(D, name, fname)) break;
         uint8_t kind = get8(D), flags = get8(D), dt = get8(D), nd = get8(D);
         if (D->rc) break;
         if (!tg_id_valid(id) || tg_idmap_get(ids, id)) {
@@ -686,18 +714,29 @@ static const char *str_of(dec *D, uint32_t i, bool optional, const char *where, 
     return str_at(D, i, optional, field(fld, sizeof fld, where, f));
 }
 
+/* A frame's string (optional): its one copy for the section's traces. */
+static char *frame_str(dec *D, const char *what) {
+    uint32_t i = get32(D);
+    const char *s = str_at(D, i, true, what);
+    if (!s) return NULL;
+    if (!D->frame_str[i] && !(D->frame_str[i] = tg_trace_strings_add(D->frame_strs, s, strlen(s))))
+        fail(D, TG_ENOMEM, "out of memory");
+    return D->frame_str[i];
+}
+
 /* How errors name node n where its description does not (version 4 on):
  * the words of a node moved out of a body, a composite's fused nodes. */
 static int read_error_names(dec *D, tg_node *n, const char *where) {
     const char *moved = str_of(D, get32(D), true, where, "moved");
     const char *traces = moved ? str_of(D, get32(D), false, where, "moved") : NULL;
-    if (D->rc) return D->rc;
+    if (!copy_ok(D, moved, where) || !copy_ok(D, traces, where)) return D->rc;
     if (moved && tg_node_moved_set(n, moved, traces)) return fail(D, TG_ENOMEM, "out of memory");
     uint32_t nw = get_count(D, 8, "fused-node names");
     if (D->rc || !nw) return D->rc;
     const char **parts = tg_malloc(sizeof *parts * 2 * (size_t)nw);
     if (!parts) return fail(D, TG_ENOMEM, "out of memory");
-    for (uint32_t j = 0; j < 2 * nw && !D->rc; j++) parts[j] = str_of(D, get32(D), false, where, "fused");
+    for (uint32_t j = 0; j < 2 * nw && !D->rc; j++)
+        copy_ok(D, parts[j] = str_of(D, get32(D), false, where, "fused"), where);
     int rc = D->rc ? D->rc : tg_composite_who_set(n, parts, (int)nw);
     tg_free(parts);
     if (rc == TG_EPARSE) /* (so a name repeated many times is no absurd allocation) */
@@ -717,6 +756,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     const char *opname = get_str(D, false, field(fld, sizeof fld, where, "op"));
     uint32_t ai = get32(D);
     const char *name = get_str(D, true, field(fld, sizeof fld, where, "name"));
+    copy_ok(D, name, where);
     /* The node's place in the graph file; earlier versions did not keep
      * it (their nodes are named without one, never by their place in the
      * schedule). */
@@ -798,19 +838,20 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     uint32_t nfr = get_count(D, 20, "trace frames");
     if (D->rc) goto bad;
     if (nfr) {
-        if (!(n->trace.frames = tg_trace_frames_new(nfr))) goto oom;
+        if (!D->frame_strs && (!(D->frame_strs = tg_trace_strings_new()) ||
+                               !(D->frame_str = tg_calloc((size_t)D->nstrs + 1, sizeof *D->frame_str))))
+            goto oom;
+        if (!(n->trace.frames = tg_trace_frames_new_in(nfr, D->frame_strs))) goto oom;
         n->trace.n = (int)nfr;
+        field(fld, sizeof fld, where, "trace");
         for (uint32_t k = 0; k < nfr && !D->rc; k++) {
             tg_frame *fr = &n->trace.frames[k];
-            field(fld, sizeof fld, where, "trace");
-            const char *file = get_str(D, true, fld);
+            fr->file = frame_str(D, fld);
             fr->line = (int64_t)get64(D);
-            const char *fn = get_str(D, true, fld), *code = get_str(D, true, fld);
-            if (D->rc) goto bad;
-            if ((file && !(fr->file = tg_strdup(file))) || (fn && !(fr->function = tg_strdup(fn))) ||
-                (code && !(fr->code = tg_strdup(code))))
-                goto oom;
+            fr->function = frame_str(D, fld);
+            fr->code = frame_str(D, fld);
         }
+        if (D->rc) goto bad;
     }
     uint32_t nor = get32(D);
     if (nor != NONE) {
@@ -821,7 +862,7 @@ static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
         const char *small[16], **keys = nor <= 16 ? small : tg_malloc(sizeof *keys * nor);
         if (!keys) goto oom;
         field(fld, sizeof fld, where, "origins");
-        for (uint32_t k = 0; k < nor && !D->rc; k++) keys[k] = get_str(D, false, fld);
+        for (uint32_t k = 0; k < nor && !D->rc; k++) copy_ok(D, keys[k] = get_str(D, false, fld), fld);
         if (!D->rc) {
             n->origins = tg_origins_pack(keys, (int)nor);
             n->norigins = (int)nor;
@@ -959,7 +1000,7 @@ static int read_function(dec *D, tg_fgraph *fg, char ***out_ids) {
         char fo[48];
         snprintf(fo, sizeof fo, "outputs[%u].id", i);
         const char *id = get_str(D, false, fo);
-        if (D->rc) break;
+        if (!copy_ok(D, id, fo)) break;
         if (!tg_id_valid(id)) {
             fail(D, TG_EPARSE, "graph section: outputs[%u]: its declared id is not a valid id", i);
             break;
@@ -1035,7 +1076,8 @@ static int read_record(dec *D, tg_opt_record *rec) {
                 fail(D, TG_ENOMEM, "out of memory");
                 break;
             }
-            for (uint32_t k = 0; k < cnt[l] && !D->rc; k++) lists[l][k] = get_str(D, false, "rewrites");
+            for (uint32_t k = 0; k < cnt[l] && !D->rc; k++)
+                copy_ok(D, lists[l][k] = get_str(D, false, "rewrites"), "rewrites");
         }
         if (!D->rc && tg_opt_record_add(rec, name, pass, lists[0], (int)cnt[0], lists[1], (int)cnt[1]))
             fail(D, TG_ENOMEM, "out of memory");
@@ -1067,7 +1109,8 @@ static int read_grads(dec *D, tg_opt_record *rec) {
     const char **s = tg_calloc((size_t)n * 5, sizeof *s);
     if (!s) return fail(D, TG_ENOMEM, "out of memory");
     for (uint32_t i = 0; i < n && !D->rc; i++)
-        for (int j = 0; j < 5 && !D->rc; j++) s[5 * i + j] = get_str(D, j == 1 || j == 2, "gradient nodes");
+        for (int j = 0; j < 5 && !D->rc; j++)
+            copy_ok(D, s[5 * i + j] = get_str(D, j == 1 || j == 2, "gradient nodes"), "gradient nodes");
     if (!D->rc && tg_opt_record_grads_set(rec, (int)n, s)) fail(D, TG_ENOMEM, "out of memory");
     tg_free(s);
     return D->rc;
@@ -1076,7 +1119,8 @@ static int read_grads(dec *D, tg_opt_record *rec) {
 int tgf_graph_decode(const void *data, size_t len, tg_array *const *arrays, int narrays,
                      tgf_shared_fn shared, void *ud, const char *what, tgf_decoded *out,
                      tg_ctx *ctx) {
-    dec D = {.p = data, .end = (const unsigned char *)data + len, .what = what, .ctx = ctx};
+    dec D = {.start = data, .p = data, .end = (const unsigned char *)data + len, .what = what, .ctx = ctx,
+             .budget = (len > 4096 ? len : 4096) * COPY_PER_BYTE};
     attrs_cache C = {0};
     memset(out, 0, sizeof *out);
     tg_fgraph *fg = tg_calloc(1, sizeof *fg);
@@ -1112,6 +1156,8 @@ done:
     if (C.tok) json_tokener_free(C.tok);
     tg_free(D.strs);
     tg_free(D.nul);
+    tg_free(D.frame_str);
+    tg_trace_strings_unref(D.frame_strs); /* the traces hold their own references */
     if (D.rc) {
         if (out->out_ids)
             for (int i = 0; i < fg->nout; i++) tg_free(out->out_ids[i]);
