@@ -26,11 +26,13 @@
  * first frees pooled buffers, oldest first, totalling at least what it
  * allocates: those of sizes that this call will not ask for again, by
  * the counts of the sizes the last call asked for (all of them on a
- * first call, or for sizes the last call did not ask for). Live and
- * pooled bytes together then grow only by what a repeat of the last call
- * will take back from the pool later in the call; a call that asks for
- * the sizes of the last one finds them, so a loop that asks for the
- * same sizes every call, once it has run a few, allocates nothing.
+ * first call, or for sizes the last call did not ask for). The buffers
+ * a repeat of the last call will take back later in the call stay, so
+ * that a loop that asks for the same sizes every call, once it has run
+ * a few, allocates nothing; but only while live and pooled bytes stay
+ * within the last call's live peak plus its largest buffer (beyond
+ * that the oldest go), or the join chain's calls held more each time,
+ * towards the sum of all its intermediates again.
  *
  * Bounds: a buffer that sat in the pool through a whole call without
  * being taken is freed at the end of that call, so a function called with
@@ -153,11 +155,12 @@ static bool surplus(tg_bufpool *p, int i) {
 
 /* Before allocating `need` bytes anew: free surplus buffers, oldest
  * first, until as many bytes went as come. A dead intermediate then
- * holds no memory that a later one takes from malloc, and the call's
- * peak is that of what it holds live, plus the buffers a repeat of the
- * last call will take later (so that a training step, which asks for
- * the same sizes every call, still allocates nothing after its first
- * calls). */
+ * holds no memory that a later one takes from malloc. The buffers a
+ * repeat of the last call will take later stay (so that a loop that asks
+ * for the same sizes every call allocates nothing once it has run a
+ * few), but only while live and pooled bytes stay within the last call's
+ * live peak and its largest buffer: kept beyond that, they made a chain
+ * whose sizes all differ hold more after each call. */
 static void make_room(tg_bufpool *p, size_t need) {
     size_t freed = 0;
     for (int i = 0; i < p->n && freed < need;) {
@@ -168,10 +171,18 @@ static void make_room(tg_bufpool *p, size_t need) {
         freed += p->bufs[i]->nbytes;
         drop(p, i);
     }
+    while (p->limit && p->n && p->live + p->bytes + need > p->limit) drop(p, 0);
+}
+
+static void took(tg_bufpool *p, size_t nbytes) {
+    p->live += nbytes;
+    if (p->live > p->live_peak) p->live_peak = p->live;
+    if (nbytes > p->largest) p->largest = nbytes;
 }
 
 tg_bufpool *tg_bufpool_enter(tg_bufpool *p) {
     p->call++;
+    p->live = p->live_peak = p->largest = 0;
     tg_bufpool *prev = active;
     active = p->budget ? p : NULL;
     return prev;
@@ -183,6 +194,7 @@ void tg_bufpool_leave(tg_bufpool *p, tg_bufpool *prev) {
     for (int i = p->n - 1; i >= 0; i--)
         if (p->when[i] < p->call) drop(p, i);
     sizes_roll(p);
+    if (p->live_peak) p->limit = p->live_peak + p->largest;
 }
 
 void tg_bufpool_clear(tg_bufpool *p) {
@@ -205,16 +217,19 @@ tg_buffer *tg_bufpool_take(size_t nbytes) {
 #endif
         atomic_init(&b->refcount, 1);
         p->hits++;
+        took(p, nbytes);
         return b;
     }
     p->misses++;
     make_room(p, nbytes);
+    took(p, nbytes);
     return NULL;
 }
 
 bool tg_bufpool_put(tg_buffer *b) {
     tg_bufpool *p = active;
     if (!p || b->release || b->nbytes <= TG_VM_KEEP_BYTES || b->nbytes > p->budget) return false;
+    p->live = p->live > b->nbytes ? p->live - b->nbytes : 0;
     if (p->n == TG_BUFPOOL_SLOTS) drop(p, 0);
     while (p->n && p->bytes + b->nbytes > p->budget) drop(p, 0);
     p->bufs[p->n] = b;

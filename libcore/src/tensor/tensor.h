@@ -65,6 +65,11 @@ typedef struct tg_bufpool {
     size_t bytes, budget;
     uint64_t call;
     uint64_t hits, misses; /* buffers taken, and allocated for want of one */
+    /* Bytes this call took from the pool or allocated for want of a
+     * buffer, less what it put back: now, at most, and the largest one;
+     * and what a miss lets live and pooled bytes grow to, from the last
+     * call's (0: no bound yet). */
+    size_t live, live_peak, largest, limit;
     int nsizes;            /* entries in use in sizes[] */
     tg_bufpool_size sizes[TG_BUFPOOL_SIZES];
 } tg_bufpool;
