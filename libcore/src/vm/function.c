@@ -1388,12 +1388,14 @@ static void release_outputs(tg_function *f) {
 /* After a call has handed its outputs over: an output slot keeps its
  * array for the next call only when the memory is the call's own, not a
  * view of an input or a shared value, which would keep alive what the
- * caller or an update let go of. */
+ * caller or an update let go of (a buffer of 4 KiB or less stays, as
+ * small results do). */
 static void release_borrowed_outputs(tg_function *f) {
     for (int i = 0; i < f->fg->nout; i++) {
         int slot = f->out_slots[i];
         tg_array *a = f->slots[slot];
-        if (a && f->slot_var[slot]->owner && (a->buf->release || memory_borrowed(f, a))) {
+        if (a && a->buf->nbytes > TG_VM_KEEP_BYTES && f->slot_var[slot]->owner &&
+            (a->buf->release || memory_borrowed(f, a))) {
             tg_array_free(a);
             f->slots[slot] = NULL;
         }
