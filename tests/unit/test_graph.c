@@ -749,6 +749,43 @@ static void test_origin_sets(void **state) {
     tg_free(o);
     tg_oset_unref(top);
     assert_int_equal(g_live, 0);
+
+    /* A flat list: which keys come first (equal strings at different
+     * addresses are one key), against a scan of every pair, for lists
+     * that fit the stack's table and lists that do not. */
+    static char pool[6000][12];
+    static const char *list[6000];
+    static bool first[6000];
+    for (int len = 0; len <= 6000; len = len ? len * 5 : 1) {
+        int n = len > 6000 ? 6000 : len;
+        for (int i = 0; i < n; i++) {
+            snprintf(pool[i], sizeof pool[i], "n%d", (i * 37) % (n / 3 + 1)); /* about 3 of each */
+            list[i] = pool[i];
+        }
+        int want = 0;
+        for (int i = 0; i < n; i++) {
+            bool again = false;
+            for (int j = 0; j < i && !again; j++) again = !strcmp(list[j], list[i]);
+            want += !again;
+        }
+        memset(first, 0, sizeof first);
+        assert_int_equal(tg_origins_first(list, n, first), want);
+        for (int i = 0; i < n; i++) {
+            bool again = false;
+            for (int j = 0; j < i && !again; j++) again = !strcmp(list[j], list[i]);
+            assert_int_equal(first[i], !again);
+        }
+        int nk = -1;
+        o = tg_origins_pack_unique(list, n, &nk);
+        assert_non_null(o);
+        assert_int_equal(nk, want);
+        for (int i = 0, k = 0; i < n; i++)
+            if (first[i]) assert_string_equal(o[k++], list[i]);
+        assert_null(o[nk]);
+        tg_free(o);
+        if (len == 6000) break;
+    }
+    assert_int_equal(g_live, 0);
     tg_set_allocator(NULL, NULL);
 }
 

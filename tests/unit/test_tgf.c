@@ -2322,6 +2322,81 @@ static void test_nul_refused(void **state) {
     free_saved(g, fs);
     tg_ctx_free(ctx);
 }
+/* The decoder names the field of a bad string where it finds one (it
+ * makes those names only for an error): a variable's id or name, a
+ * node's op or name. A NUL byte is found anywhere in a string, in the
+ * eight bytes read at once of a long one as in its tail. */
+static void test_section_field_names(void **state) {
+    (void)state;
+    static const char *const strs[] = {"x", "c", "y", "add", "abcdefghij#klmnopqrst", "ab#", NULL};
+    static const uint32_t in2[2] = {0, 1};
+    int64_t s3[1] = {3};
+    char msg[512];
+    sec S;
+    for (int c = 0; c < 6; c++) {
+        sec_begin(&S, strs);
+        s32(&S, 3);
+        sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+        sec_var(&S, "c", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
+        sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
+        uint32_t name_at = 0;
+        s32(&S, 1);
+        sec_node(&S, "add", 2, in2, 2, -1);
+        sec_end(&S, 2, in2, 2, "y");
+        /* where the fields are: the magic number and the string table,
+         * the variable count, three variables of 28 bytes (id, name,
+         * kind to rank, a length, two array indices), the node count;
+         * the node's op, its attrs, its name */
+        size_t vars_at = 8;
+        for (int i = 0; strs[i]; i++) vars_at += 4 + strlen(strs[i]);
+        vars_at += 4;
+        size_t node_at = vars_at + 3 * 28 + 4;
+        const char *want = NULL;
+        unsigned char *h;
+        switch (c) {
+        case 0: /* variable 1's id: string 77 */
+            memcpy(S.b + vars_at + 28, "\x4d\0\0\0", 4);
+            want = "t: graph section: variables[1].id: string 77 is not in the table (6 strings)";
+            break;
+        case 1: /* variable 2's name: string 6 */
+            memcpy(S.b + vars_at + 2 * 28 + 4, "\x06\0\0\0", 4);
+            want = "t: graph section: variables[2].name: string 6 is not in the table (6 strings)";
+            break;
+        case 2: /* the node's op: string 1000 */
+            memcpy(S.b + node_at, "\xe8\x03\0\0", 4);
+            want = "t: graph section: schedule[0].op: string 1000 is not in the table (6 strings)";
+            break;
+        case 3: /* the node's name: the long string, a NUL byte in its second word */
+        case 4: /* the short one */
+            name_at = c == 3 ? 4 : 5;
+            memcpy(S.b + node_at + 8, &name_at, 4);
+            h = memmem(S.b, S.n, strs[name_at], strlen(strs[name_at]));
+            assert_non_null(h);
+            h[strchr(strs[name_at], '#') - strs[name_at]] = 0;
+            want = c == 3 ? "t: graph section: schedule[0].name: string 4 holds a NUL byte"
+                          : "t: graph section: schedule[0].name: string 5 holds a NUL byte";
+            break;
+        default: /* the long name as it is: loads, named */
+            name_at = 4;
+            memcpy(S.b + node_at + 8, &name_at, 4);
+            break;
+        }
+        tg_fgraph *fg = sec_decode(&S, NULL, 0, msg, sizeof msg);
+        if (!want) {
+            if (!fg) fail_msg("case %d: %s", c, msg);
+            assert_int_equal(fg->nnodes, 1);
+            assert_string_equal(fg->nodes[0]->name, strs[4]);
+            tg_fgraph_free(fg);
+            continue;
+        }
+        if (fg) {
+            tg_fgraph_free(fg);
+            fail_msg("case %d loaded", c);
+        }
+        if (strncmp(msg, want, strlen(want)) || strchr(msg, '\n')) fail_msg("case %d: %s", c, msg);
+    }
+}
+
 /* What the export writes loads with the types the section has: a length
  * the saved type fixes and the op leaves open is declared, and a weak
  * constant stays weak only where the op reading it leaves its dtype. */
@@ -2837,6 +2912,7 @@ int main(void) {
         cmocka_unit_test(test_fixed_fields_refused),
         cmocka_unit_test(test_kill_during_save_keeps_old_file),
         cmocka_unit_test(test_section_loader_rules),
+        cmocka_unit_test(test_section_field_names),
         cmocka_unit_test(test_section_export_types),
         cmocka_unit_test(test_export_keeps_nan_bits),
         cmocka_unit_test(test_export_output_listed_twice),

@@ -459,6 +459,12 @@ void tg_node_free(tg_node *n);
  * graphs of 100,000 nodes the allocator then had to take back one by
  * one. NULL: no memory. */
 char **tg_origins_pack(const char *const *keys, int n);
+/* first[i]: whether keys[i] is not among keys[0..i) (by hash, in time
+ * linear in the keys' length). Returns how many are; -1: no memory. */
+int tg_origins_first(const char *const *keys, int n, bool *first);
+/* tg_origins_pack of keys[0..n), each once, where it first appears;
+ * *nkeys: how many. NULL: no memory. */
+char **tg_origins_pack_unique(const char *const *keys, int n, int *nkeys);
 /* Origin sets (origins.c): reference-counted, a leaf holding copies of
  * keys, or the union of other sets in order (each referenced), so that a
  * union costs the number of sets it unites, not their keys. */

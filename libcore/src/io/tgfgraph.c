@@ -357,27 +357,56 @@ static const char *get_str(dec *D, bool optional, const char *what) {
     uint32_t i = get32(D);
     return str_at(D, i, optional, what);
 }
-/* "schedule[3].name" (where "schedule[3]", f "name") in buf. */
+/* "schedule[3].name" (where "schedule[3]", f "name") in buf: copied,
+ * not printed (restoring a graph names every node's fields this way, and
+ * snprintf was a tenth of the restore). */
 static const char *field(char *buf, size_t size, const char *where, const char *f) {
-    snprintf(buf, size, "%s.%s", where, f);
+    size_t a = strlen(where), b = strlen(f);
+    if (a + b + 2 > size) {
+        snprintf(buf, size, "%s.%s", where, f);
+        return buf;
+    }
+    memcpy(buf, where, a);
+    buf[a] = '.';
+    memcpy(buf + a + 1, f, b + 1);
+    return buf;
+}
+/* "variables[12]" (list "variables", i 12) in buf, of at least 32 bytes
+ * more than list's length. */
+static const char *indexed(char *buf, const char *list, uint32_t i) {
+    size_t a = strlen(list);
+    char digits[12];
+    int nd = 0;
+    do digits[nd++] = (char)('0' + i % 10);
+    while ((i /= 10));
+    memcpy(buf, list, a);
+    buf[a++] = '[';
+    while (nd) buf[a++] = digits[--nd];
+    buf[a++] = ']';
+    buf[a] = 0;
     return buf;
 }
 
 /* Well-formed UTF-8 (no overlong forms, surrogates or code points past
- * U+10FFFF): the strings end up in JSON that other tools read. */
-static bool utf8_ok(const unsigned char *p, size_t n) {
+ * U+10FFFF): the strings end up in JSON that other tools read. *nul:
+ * whether it holds a NUL byte (in the same pass). */
+static bool utf8_ok(const unsigned char *p, size_t n, bool *nul) {
     size_t i = 0;
+    *nul = false;
     while (i < n) {
         /* ASCII eight bytes at a time: most strings are ids and the
          * names of nodes (version 4's names of fused nodes make a fused
-         * graph's section a third longer) */
+         * graph's section a third longer); a zero byte among them is
+         * one whose bits minus one borrow into its high bit */
         uint64_t w;
         if (n - i >= 8 && (memcpy(&w, p + i, 8), !(w & 0x8080808080808080u))) {
+            *nul |= ((w - 0x0101010101010101u) & ~w & 0x8080808080808080u) != 0;
             i += 8;
             continue;
         }
         unsigned c = p[i];
         if (c < 0x80) {
+            *nul |= c == 0;
             i++;
             continue;
         }
@@ -408,8 +437,9 @@ static int read_strings(dec *D) {
         if (!need(D, len)) return D->rc;
         /* A NUL byte is refused where the string is read, naming the
          * field, as the JSON loader names where a \u0000 is. */
-        if (!utf8_ok(D->p, len)) return fail(D, TG_EPARSE, "graph section: string %u is not UTF-8 text", i);
-        D->nul[i] = memchr(D->p, 0, len) != NULL;
+        bool nul;
+        if (!utf8_ok(D->p, len, &nul)) return fail(D, TG_EPARSE, "graph section: string %u is not UTF-8 text", i);
+        D->nul[i] = nul;
         memcpy(q, D->p, len);
         q[len] = 0;
         D->strs[i] = q;
@@ -518,6 +548,8 @@ static const char *kind_name(tg_var_kind k) {
                                                                  : "a node output";
 }
 
+static const char *str_of(dec *D, uint32_t i, bool optional, const char *where, const char *f);
+
 /* The variables. Shared state comes from `shared` so that the functions
  * of one file share it. */
 static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays,
@@ -527,12 +559,13 @@ static int read_vars(dec *D, tg_fgraph *fg, tg_array *const *arrays, int narrays
     struct tg_idmap *ids = tg_idmap_new();
     if (!ids) return fail(D, TG_ENOMEM, "out of memory");
     for (uint32_t i = 0; i < n && !D->rc; i++) {
-        char fid[48], fname[48];
-        snprintf(fid, sizeof fid, "variables[%u].id", i);
-        snprintf(fname, sizeof fname, "variables[%u].name", i);
-        const char *id = get_str(D, false, fid);
-        const char *name = get_str(D, true, fname);
-        if (!copy_ok(D, name, fname)) break;
+        /* (the fields' names made only for an error) */
+        char where[48], fname[64];
+        indexed(where, "variables", i);
+        const char *id = str_of(D, get32(D), false, where, "id");
+        const char *name = str_of(D, get32(D), true, where, "name");
+        if (name && !copy_ok(D, name, field(fname, sizeof fname, where, "name"))) break;
+        if (D->rc) break;
         uint8_t kind = get8(D), flags = get8(D), dt = get8(D), nd = get8(D);
         if (D->rc) break;
         if (!tg_id_valid(id) || tg_idmap_get(ids, id)) {
@@ -752,10 +785,10 @@ static int read_error_names(dec *D, tg_node *n, const char *where) {
 
 static int read_node(dec *D, tg_fgraph *fg, attrs_cache *C, int s) {
     char where[48], fld[64];
-    snprintf(where, sizeof where, "schedule[%d]", s);
-    const char *opname = get_str(D, false, field(fld, sizeof fld, where, "op"));
+    indexed(where, "schedule", (uint32_t)s);
+    const char *opname = str_of(D, get32(D), false, where, "op");
     uint32_t ai = get32(D);
-    const char *name = get_str(D, true, field(fld, sizeof fld, where, "name"));
+    const char *name = str_of(D, get32(D), true, where, "name");
     copy_ok(D, name, where);
     /* The node's place in the graph file; earlier versions did not keep
      * it (their nodes are named without one, never by their place in the

@@ -2242,9 +2242,7 @@ wire:
     /* The node's origins: each key once, where it first appears; the
      * groups keep the repeats when there are any. */
     int nu = 0;
-    tg_oset *all = tg_oset_leaf(keys, no);
-    n->origins = all ? tg_oset_flatten(all, &nu) : NULL;
-    tg_oset_unref(all);
+    n->origins = tg_origins_pack_unique(keys, no, &nu);
     if (n->origins && nu < no) {
         if (!(cb->gkeys = tg_origins_pack(keys, no))) {
             tg_free(n->origins);
@@ -2347,20 +2345,34 @@ int tg_composite_set_origin_groups(tg_node *n, const int *starts, int nfused) {
     /* Groups that repeat a key: they keep the list as given, the node
      * each key once (where it first appears), as when it was built. */
     int nu = 0;
-    char **u = NULL, **g = NULL;
-    tg_oset *all = tg_oset_leaf((const char *const *)n->origins, n->norigins);
-    if (all) u = tg_oset_flatten(all, &nu);
-    tg_oset_unref(all);
-    if (!u) {
+    char **g = NULL;
+    bool small[128], *first = n->norigins <= 128 ? small : tg_malloc((size_t)n->norigins);
+    if (first) nu = tg_origins_first((const char *const *)n->origins, n->norigins, first);
+    if (!first || nu < 0) {
+        if (first != small) tg_free(first);
         tg_free(c);
         return TG_ENOMEM;
     }
     if (nu < n->norigins) {
+        /* (the kept keys, in order, over the list's own pointers: packed
+         * again, the origins own their strings) */
+        const char **u = tg_malloc(sizeof *u * ((size_t)nu + 1));
+        char **p = NULL;
+        if (u) {
+            for (int i = 0, k = 0; i < n->norigins; i++)
+                if (first[i]) u[k++] = n->origins[i];
+            p = tg_origins_pack(u, nu);
+            tg_free(u);
+        }
+        if (!p) {
+            if (first != small) tg_free(first);
+            tg_free(c);
+            return TG_ENOMEM;
+        }
         g = n->origins;
-        n->origins = u;
-    } else {
-        tg_free(u);
+        n->origins = p;
     }
+    if (first != small) tg_free(first);
     tg_free(b->ostart);
     tg_free(b->gkeys);
     b->gkeys = g;
