@@ -2328,12 +2328,12 @@ static void test_nul_refused(void **state) {
  * eight bytes read at once of a long one as in its tail. */
 static void test_section_field_names(void **state) {
     (void)state;
-    static const char *const strs[] = {"x", "c", "y", "add", "abcdefghij#klmnopqrst", "ab#", NULL};
+    static const char *const strs[] = {"x", "c", "y", "add", "abcdefghij#klmnopqrst", "ab#", "h\xc3\xa9llo", NULL};
     static const uint32_t in2[2] = {0, 1};
     int64_t s3[1] = {3};
     char msg[512];
     sec S;
-    for (int c = 0; c < 6; c++) {
+    for (int c = 0; c < 9; c++) {
         sec_begin(&S, strs);
         s32(&S, 3);
         sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
@@ -2356,15 +2356,15 @@ static void test_section_field_names(void **state) {
         switch (c) {
         case 0: /* variable 1's id: string 77 */
             memcpy(S.b + vars_at + 28, "\x4d\0\0\0", 4);
-            want = "t: graph section: variables[1].id: string 77 is not in the table (6 strings)";
+            want = "t: graph section: variables[1].id: string 77 is not in the table (7 strings)";
             break;
-        case 1: /* variable 2's name: string 6 */
-            memcpy(S.b + vars_at + 2 * 28 + 4, "\x06\0\0\0", 4);
-            want = "t: graph section: variables[2].name: string 6 is not in the table (6 strings)";
+        case 1: /* variable 2's name: string 7 */
+            memcpy(S.b + vars_at + 2 * 28 + 4, "\x07\0\0\0", 4);
+            want = "t: graph section: variables[2].name: string 7 is not in the table (7 strings)";
             break;
         case 2: /* the node's op: string 1000 */
             memcpy(S.b + node_at, "\xe8\x03\0\0", 4);
-            want = "t: graph section: schedule[0].op: string 1000 is not in the table (6 strings)";
+            want = "t: graph section: schedule[0].op: string 1000 is not in the table (7 strings)";
             break;
         case 3: /* the node's name: the long string, a NUL byte in its second word */
         case 4: /* the short one */
@@ -2376,16 +2376,31 @@ static void test_section_field_names(void **state) {
             want = c == 3 ? "t: graph section: schedule[0].name: string 4 holds a NUL byte"
                           : "t: graph section: schedule[0].name: string 5 holds a NUL byte";
             break;
-        default: /* the long name as it is: loads, named */
-            name_at = 4;
+        case 5: /* the long name as it is: loads, named */
+        case 6: /* a name that is not ASCII: loads, named */
+            name_at = c == 5 ? 4 : 6;
             memcpy(S.b + node_at + 8, &name_at, 4);
+            break;
+        case 7: /* a NUL byte in a table that is not all ASCII */
+            h = memmem(S.b, S.n, "ab#", 3);
+            h[2] = 0;
+            name_at = 5;
+            memcpy(S.b + node_at + 8, &name_at, 4);
+            want = "t: graph section: schedule[0].name: string 5 holds a NUL byte";
+            break;
+        default: /* string 1 not UTF-8, the table cut in string 4: string 1 is named */
+            h = memmem(S.b, S.n, "\x01\0\0\0c", 5);
+            assert_non_null(h);
+            h[4] = (char)0xff;
+            S.n = (size_t)((unsigned char *)memmem(S.b, S.n, "abcdefghij", 10) - S.b) + 3;
+            want = "t: graph section: string 1 is not UTF-8 text";
             break;
         }
         tg_fgraph *fg = sec_decode(&S, NULL, 0, msg, sizeof msg);
         if (!want) {
             if (!fg) fail_msg("case %d: %s", c, msg);
             assert_int_equal(fg->nnodes, 1);
-            assert_string_equal(fg->nodes[0]->name, strs[4]);
+            assert_string_equal(fg->nodes[0]->name, strs[name_at]);
             tg_fgraph_free(fg);
             continue;
         }

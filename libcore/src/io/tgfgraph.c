@@ -423,6 +423,41 @@ static bool utf8_ok(const unsigned char *p, size_t n, bool *nul) {
     return true;
 }
 
+/* Whether the n bytes at p are all ASCII and hold exactly `zeros` NUL
+ * bytes, eight at a time: for a byte b, ((b & 0x7f) + 0x7f) | b has its
+ * high bit clear only when b is 0. */
+static bool plain_ascii(const unsigned char *p, size_t n, size_t zeros) {
+    const uint64_t hi = 0x8080808080808080u, lo = 0x7f7f7f7f7f7f7f7fu;
+    uint64_t any = 0;
+    size_t z = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        any |= w;
+        z += (size_t)__builtin_popcountll(~(((w & lo) + lo) | w) & hi);
+    }
+    for (; i < n; i++) {
+        any |= p[i];
+        z += p[i] == 0;
+    }
+    return !(any & hi) && z == zeros;
+}
+
+/* Strings [from, to) of the table, copied: UTF-8, and whether each holds a
+ * NUL byte. */
+static int check_strings(dec *D, uint32_t from, uint32_t to, const char *end) {
+    for (uint32_t i = from; i < to; i++) {
+        const char *s = D->strs[i], *e = i + 1 < to ? D->strs[i + 1] - 1 : end - 1;
+        bool nul;
+        /* A NUL byte is refused where the string is read, naming the
+         * field, as the JSON loader names where a \u0000 is. */
+        if (!utf8_ok((const unsigned char *)s, (size_t)(e - s), &nul))
+            return fail(D, TG_EPARSE, "graph section: string %u is not UTF-8 text", i);
+        D->nul[i] = nul;
+    }
+    return TG_OK;
+}
+
 static int read_strings(dec *D) {
     uint32_t n = get_count(D, 4, "strings");
     if (D->rc) return D->rc;
@@ -433,13 +468,18 @@ static int read_strings(dec *D) {
     if (!D->strs || !D->pool || !D->nul) return fail(D, TG_ENOMEM, "out of memory");
     char *q = D->pool;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t len = get32(D);
-        if (!need(D, len)) return D->rc;
-        /* A NUL byte is refused where the string is read, naming the
-         * field, as the JSON loader names where a \u0000 is. */
-        bool nul;
-        if (!utf8_ok(D->p, len, &nul)) return fail(D, TG_EPARSE, "graph section: string %u is not UTF-8 text", i);
-        D->nul[i] = nul;
+        size_t left = (size_t)(D->end - D->p);
+        const unsigned char *b = D->p;
+        uint32_t len = left < 4 ? 0 : (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        if (left < 4 || left - 4 < len) {
+            /* cut short: a string before the cut that is not text is
+             * named first, as when each was checked as it was read */
+            if (check_strings(D, 0, i, q)) return D->rc;
+            len = get32(D);
+            need(D, len);
+            return D->rc;
+        }
+        D->p += 4;
         memcpy(q, D->p, len);
         q[len] = 0;
         D->strs[i] = q;
@@ -447,7 +487,10 @@ static int read_strings(dec *D) {
         D->p += len;
     }
     D->nstrs = n;
-    return TG_OK;
+    /* Text in ASCII with no NUL but the ends (ids, names, JSON): the
+     * whole table at once; else string by string. */
+    if (plain_ascii((const unsigned char *)D->pool, (size_t)(q - D->pool), n)) return TG_OK;
+    return check_strings(D, 0, n, q);
 }
 
 /* Counts s (NULL: nothing) against the bytes the section may have copied
