@@ -82,7 +82,14 @@ TG_API int tg_function_node_count(const tg_function *f);
  * together after the outputs (the optimizer may have an update written
  * over the variable's value, an SGD step's gemm over its weights, when
  * nothing else holds that value; an array the caller holds keeps its
- * values). Run-time failures (TG_ERUNTIME, TG_ESHAPE) name the node and
+ * values). Outputs are not copied, as NumPy's and PyTorch's views are
+ * not: an output that is an input, or a view of one (a transpose, a
+ * reshape, a subtensor), shares that input's memory, and outputs that
+ * are one variable, or views of one value, share theirs (Theano copied
+ * an output that aliased an input unless told to borrow it). Writing into
+ * an input's data after the call changes such outputs: take a
+ * tg_array_copy of one first. An update never writes over memory that
+ * an output the caller holds shares. Run-time failures (TG_ERUNTIME, TG_ESHAPE) name the node and
  * its creation trace; shared values are then unchanged, and what the
  * call made goes to the pool (tg_function_trim frees it).
  * A function runs one call at a time: a call while another is running (in
