@@ -639,6 +639,55 @@ static void test_errors(void **state) {
     assert_non_null(strstr(msg, "attrs.dtype"));
 }
 
+/* A count that a narrow integer dtype cannot hold would wrap (NumPy's
+ * astype wraps it: np.int8(200) is -56); tg refuses an n past the dtype's
+ * largest value, naming it, leaves the state as it was, and draws with
+ * an n that fits: with p = 1 every count is n itself, so none wrapped. */
+static void test_narrow_counts(void **state) {
+    (void)state;
+    static const struct {
+        const char *op, *args, *dtype, *err;
+        int64_t all; /* with no error: every count */
+    } cases[] = {
+        {"random_binomial", SIZE1(5) ",{\"value\":128},{\"value\":1}", "int8",
+         "n 128 does not fit the sample's dtype int8 (at most 127)", 0},
+        {"random_binomial", SIZE1(5) ",{\"value\":127},{\"value\":1}", "int8", NULL, 127},
+        {"random_binomial", SIZE1(5) ",{\"value\":255},{\"value\":1}", "uint8", NULL, 255},
+        {"random_binomial", SIZE1(5) ",{\"value\":{\"dtype\":\"int64\",\"shape\":[5],\"data\":[1,2,3,4,70000]}},"
+         "{\"value\":1}", "uint16", "n 70000 does not fit the sample's dtype uint16 (at most 65535)", 0},
+        {"random_binomial", SIZE1(5) ",{\"value\":70000},{\"value\":1}", "int32", NULL, 70000},
+        {"random_binomial", SIZE1(5) ",{\"value\":70000},{\"value\":1}", "float16", NULL, 70000 /* inf */},
+        {"random_multinomial", "{\"value\":40000},{\"value\":{\"dtype\":\"float64\",\"shape\":[1],\"data\":[1]}}",
+         "int16", "n 40000 does not fit the sample's dtype int16 (at most 32767)", 0},
+        {"random_multinomial", "{\"value\":32767},{\"value\":{\"dtype\":\"float64\",\"shape\":[1],\"data\":[1]}}",
+         "int16", NULL, 32767},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tg_graph *g;
+        tg_function *f = make(cases[i].op, cases[i].args, cases[i].dtype, 3, 9, &g);
+        tg_ctx *ctx = tg_ctx_new();
+        tg_array *y = NULL;
+        int rc = tg_function_call(f, NULL, &y, ctx);
+        if (cases[i].err) {
+            if (!rc || !strstr(tg_ctx_message(ctx), cases[i].err) || strchr(tg_ctx_message(ctx), '\n'))
+                fail_msg("case %zu: %s", i, rc ? tg_ctx_message(ctx) : "drew");
+            assert_null(y);
+            check_state(f, 3, 9);
+        } else {
+            if (rc) fail_msg("case %zu: %s", i, tg_ctx_message(ctx));
+            for (int64_t k = 0; k < tg_array_size(y); k++) {
+                double want = !strcmp(cases[i].dtype, "float16") ? INFINITY : (double)cases[i].all;
+                if (tg_array_get_flat(y, k) != want)
+                    fail_msg("case %zu: count %lld is %g", i, (long long)k, tg_array_get_flat(y, k));
+            }
+            tg_array_free(y);
+        }
+        tg_ctx_free(ctx);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+}
+
 /* A NaN std is taken, as NumPy takes it (np.random.default_rng(0).normal(5,
  * np.nan, 4) is four NaN): the samples are NaN and the state moves on. */
 static void test_normal_nan_std(void **state) {
@@ -747,6 +796,7 @@ int main(void) {
         cmocka_unit_test(test_normal_bits),
         cmocka_unit_test(test_binomial),    cmocka_unit_test(test_multinomial),
         cmocka_unit_test(test_threads),     cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_narrow_counts),
         cmocka_unit_test(test_normal_nan_std), cmocka_unit_test(test_grad_through_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

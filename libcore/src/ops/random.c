@@ -397,6 +397,27 @@ static inline void store(tg_dtype od, char *o, int64_t i, double v) {
         tg_store_f64(od, o + (size_t)i * tg_isize(od), v);
 }
 
+/* The largest count an integer dtype holds (a float one: any, rounded).
+ * A count past it would wrap where NumPy's astype wraps it; tg refuses
+ * an n that could give one instead (docs/format-choices.md). */
+static int64_t count_max(tg_dtype d) {
+    if (tg_dtype_is_float(d)) return INT64_MAX;
+    bool u = tg_dtype_kind(d) == 'u';
+    switch (tg_isize(d)) {
+    case 1: return u ? UINT8_MAX : INT8_MAX;
+    case 2: return u ? UINT16_MAX : INT16_MAX;
+    case 4: return u ? (int64_t)UINT32_MAX : INT32_MAX;
+    default: return INT64_MAX;
+    }
+}
+
+static int narrow_error(tg_dtype od, int64_t n, tg_ctx *ctx) {
+    return tg_errorf(ctx, TG_ERUNTIME,
+                     "n %lld does not fit the sample's dtype %s (at most %lld): a count could wrap; "
+                     "attrs.dtype int64 holds any",
+                     (long long)n, tg_dtype_name(od), (long long)count_max(od));
+}
+
 static inline void store_count(tg_dtype od, char *o, int64_t i, int64_t v) {
     if (od == TG_INT64)
         ((int64_t *)o)[i] = v;
@@ -505,6 +526,9 @@ static int rnd_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx)
                 rc = tg_errorf(ctx, TG_ERUNTIME, "n must be non-negative, got %lld",
                                (long long)pa[i]);
                 goto fail;
+            } else if (pa[i] > count_max(od)) {
+                rc = narrow_error(od, pa[i], ctx);
+                goto fail;
             }
         for (int64_t i = 0; i < nb; i++)
             if (!(pb[i] >= 0 && pb[i] <= 1)) {
@@ -595,6 +619,10 @@ static int mn_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx) 
         }
         if (t < 0) {
             rc = tg_errorf(ctx, TG_ERUNTIME, "n must be non-negative, got %lld", (long long)t);
+            goto fail;
+        }
+        if (t > count_max(n->a.dtype)) {
+            rc = narrow_error(n->a.dtype, t, ctx);
             goto fail;
         }
         if (t > 0 && k == 0) {
