@@ -425,7 +425,9 @@ static bool utf8_ok(const unsigned char *p, size_t n, bool *nul) {
 
 /* Whether the n bytes at p are all ASCII and hold exactly `zeros` NUL
  * bytes, eight at a time: for a byte b, ((b & 0x7f) + 0x7f) | b has its
- * high bit clear only when b is 0. */
+ * high bit clear only when b is 0; those bits, shifted to the low bit of
+ * each byte, are summed into the top byte by a multiplication (a
+ * popcount without -mpopcnt is a call into libgcc). */
 static bool plain_ascii(const unsigned char *p, size_t n, size_t zeros) {
     const uint64_t hi = 0x8080808080808080u, lo = 0x7f7f7f7f7f7f7f7fu;
     uint64_t any = 0;
@@ -434,7 +436,7 @@ static bool plain_ascii(const unsigned char *p, size_t n, size_t zeros) {
         uint64_t w;
         memcpy(&w, p + i, 8);
         any |= w;
-        z += (size_t)__builtin_popcountll(~(((w & lo) + lo) | w) & hi);
+        z += (size_t)((((~(((w & lo) + lo) | w) & hi) >> 7) * 0x0101010101010101u) >> 56);
     }
     for (; i < n; i++) {
         any |= p[i];
