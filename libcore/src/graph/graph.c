@@ -399,15 +399,14 @@ int tg_trace_copy(tg_trace *dst, const tg_trace *src) {
 }
 
 tg_shared *tg_shared_new(const char *id, const tg_type *t, tg_array *value) {
-    tg_shared *s = tg_calloc(1, sizeof *s);
+    /* the id in the same block: a model's thousand weights are a
+     * thousand allocations fewer to restore and to free */
+    size_t len = strlen(id);
+    tg_shared *s = tg_calloc(1, sizeof *s + len + 1);
     if (!s) return NULL;
     atomic_init(&s->refcount, 1);
     atomic_init(&s->users, 0);
-    s->id = tg_strdup(id);
-    if (!s->id) {
-        tg_free(s);
-        return NULL;
-    }
+    s->id = memcpy((char *)(s + 1), id, len + 1);
     s->type = *t;
     s->value = value ? tg_array_ref(value) : NULL;
     return s;
@@ -420,7 +419,6 @@ tg_shared *tg_shared_ref(tg_shared *s) {
 
 void tg_shared_unref(tg_shared *s) {
     if (!s || atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
-    tg_free(s->id);
     tg_array_free(s->value);
     tg_array_free(s->dev);
     tg_array_free(s->spare);
