@@ -1735,14 +1735,35 @@ static tg_shared *sec_shared(void *ud, const char *id, const tg_type *type, tg_a
     return tg_shared_new(id, type, value);
 }
 
-/* Decode S: the function graph, or NULL with the message in msg. */
-static tg_fgraph *sec_decode(const sec *S, tg_array *const *arrays, int narrays, char *msg,
-                             size_t size) {
+/* The bytes the library asks for, in all, while the hook is set. */
+static size_t g_asked;
+static void *asking_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (n == 0) {
+        free(p);
+        return NULL;
+    }
+    g_asked += n;
+    return realloc(p, n);
+}
+
+/* Decode the n bytes of a section at b: the function graph, or NULL with
+ * the message in msg; asked (unless NULL): the bytes the decoder asked
+ * the allocator for. */
+static tg_fgraph *decode_bytes(const unsigned char *b, size_t n, tg_array *const *arrays, int narrays,
+                               size_t *asked, char *msg, size_t size) {
     tg_ctx *ctx = tg_ctx_new();
     tgf_decoded d;
     tg_fgraph *fg = NULL;
     msg[0] = 0;
-    if (tgf_graph_decode(S->b, S->n, arrays, narrays, sec_shared, NULL, "t", &d, ctx)) {
+    g_asked = 0;
+    if (asked) tg_set_allocator(asking_realloc, NULL);
+    int rc = tgf_graph_decode(b, n, arrays, narrays, sec_shared, NULL, "t", &d, ctx);
+    if (asked) {
+        tg_set_allocator(NULL, NULL);
+        *asked = g_asked;
+    }
+    if (rc) {
         snprintf(msg, size, "%s", tg_ctx_message(ctx));
     } else {
         fg = d.fg;
@@ -1753,6 +1774,12 @@ static tg_fgraph *sec_decode(const sec *S, tg_array *const *arrays, int narrays,
     }
     tg_ctx_free(ctx);
     return fg;
+}
+
+/* Decode S: the function graph, or NULL with the message in msg. */
+static tg_fgraph *sec_decode(const sec *S, tg_array *const *arrays, int narrays, char *msg,
+                             size_t size) {
+    return decode_bytes(S->b, S->n, arrays, narrays, NULL, msg, size);
 }
 
 static tg_var *fg_var(tg_fgraph *fg, const char *id) {
@@ -2084,17 +2111,6 @@ static void b32(bsec *S, uint32_t v) {
     for (int i = 0; i < 4; i++) b8(S, (uint8_t)(v >> (8 * i)));
 }
 
-/* The bytes the library asks for, in all, while the hook is set. */
-static size_t g_asked;
-static void *asking_realloc(void *ud, void *p, size_t n) {
-    (void)ud;
-    if (n == 0) {
-        free(p);
-        return NULL;
-    }
-    g_asked += n;
-    return realloc(p, n);
-}
 
 /* A version 4 section of y = neg(x) whose strings are "x", "y", "neg",
  * "k" and a long string L of `big` bytes, which the node names `frames`
@@ -2146,26 +2162,7 @@ static void bsec_make(bsec *S, size_t big, uint32_t frames, uint32_t origins, ui
 /* Decode S with the bytes asked for in *asked: the graph, or NULL with
  * the message in msg. */
 static tg_fgraph *bsec_decode(const bsec *S, size_t *asked, char *msg, size_t size) {
-    tg_ctx *ctx = tg_ctx_new();
-    tgf_decoded d;
-    tg_fgraph *fg = NULL;
-    msg[0] = 0;
-    g_asked = 0;
-    tg_set_allocator(asking_realloc, NULL);
-    int rc = tgf_graph_decode(S->b, S->n, NULL, 0, sec_shared, NULL, "t", &d, ctx);
-    tg_set_allocator(NULL, NULL);
-    *asked = g_asked;
-    if (rc) {
-        snprintf(msg, size, "%s", tg_ctx_message(ctx));
-    } else {
-        fg = d.fg;
-        for (int i = 0; i < fg->nout; i++) tg_free(d.out_ids[i]);
-        tg_free(d.out_ids);
-        tg_opt_record_free(&d.record);
-        tg_free(d.strpool);
-    }
-    tg_ctx_free(ctx);
-    return fg;
+    return decode_bytes(S->b, S->n, NULL, 0, asked, msg, size);
 }
 
 /* A section that names one long string many times (16 KiB, in 2,048

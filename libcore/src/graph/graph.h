@@ -460,7 +460,8 @@ void tg_node_free(tg_node *n);
  * one. NULL: no memory. */
 char **tg_origins_pack(const char *const *keys, int n);
 /* first[i]: whether keys[i] is not among keys[0..i) (by hash, in time
- * linear in the keys' length). Returns how many are; -1: no memory. */
+ * linear in the keys' length; first NULL: only counted). Returns how
+ * many are; -1: no memory. */
 int tg_origins_first(const char *const *keys, int n, bool *first);
 /* tg_origins_pack of keys[0..n), each once, where it first appears;
  * *nkeys: how many. NULL: no memory. */

@@ -113,15 +113,16 @@ int tg_origins_first(const char *const *keys, int n, bool *first) {
     for (int i = 0; i < n; i++) {
         uint32_t h = hash[i] = key_hash(keys[i]);
         size_t at = h & (cap - 1);
-        first[i] = true;
+        bool is_first = true;
         for (; slot[at]; at = (at + 1) & (cap - 1)) {
             uint32_t j = slot[at] - 1;
             if (hash[j] == h && strcmp(keys[j], keys[i]) == 0) {
-                first[i] = false;
+                is_first = false;
                 break;
             }
         }
-        if (first[i]) {
+        if (first) first[i] = is_first;
+        if (is_first) {
             slot[at] = (uint32_t)i + 1;
             kept++;
         }

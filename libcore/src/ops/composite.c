@@ -2344,35 +2344,21 @@ int tg_composite_set_origin_groups(tg_node *n, const int *starts, int nfused) {
     memcpy(c, starts, sizeof *c * ((size_t)nfused + 1));
     /* Groups that repeat a key: they keep the list as given, the node
      * each key once (where it first appears), as when it was built. */
-    int nu = 0;
     char **g = NULL;
-    bool small[128], *first = n->norigins <= 128 ? small : tg_malloc((size_t)n->norigins);
-    if (first) nu = tg_origins_first((const char *const *)n->origins, n->norigins, first);
-    if (!first || nu < 0) {
-        if (first != small) tg_free(first);
+    int nu = tg_origins_first((const char *const *)n->origins, n->norigins, NULL);
+    if (nu >= 0 && nu < n->norigins) {
+        char **u = tg_origins_pack_unique((const char *const *)n->origins, n->norigins, &nu);
+        if (u) {
+            g = n->origins;
+            n->origins = u;
+        } else {
+            nu = -1;
+        }
+    }
+    if (nu < 0) {
         tg_free(c);
         return TG_ENOMEM;
     }
-    if (nu < n->norigins) {
-        /* (the kept keys, in order, over the list's own pointers: packed
-         * again, the origins own their strings) */
-        const char **u = tg_malloc(sizeof *u * ((size_t)nu + 1));
-        char **p = NULL;
-        if (u) {
-            for (int i = 0, k = 0; i < n->norigins; i++)
-                if (first[i]) u[k++] = n->origins[i];
-            p = tg_origins_pack(u, nu);
-            tg_free(u);
-        }
-        if (!p) {
-            if (first != small) tg_free(first);
-            tg_free(c);
-            return TG_ENOMEM;
-        }
-        g = n->origins;
-        n->origins = p;
-    }
-    if (first != small) tg_free(first);
     tg_free(b->ostart);
     tg_free(b->gkeys);
     b->gkeys = g;
