@@ -43,6 +43,8 @@ static const bcase CASES[] = {
     {"max_T", TR ",{\"op\":\"max\",\"inputs\":[\"t\"],\"outputs\":[\"z\"]}", {F64("x", 1000, 1)}, 1},
     {"max_T_axis1", TR ",{\"op\":\"max\",\"inputs\":[\"t\"],\"outputs\":[\"z\"],\"attrs\":{\"axis\":1}}",
      {F64("x", 1000, 1)}, 1},
+    {"argmax_T_axis1", TR ",{\"op\":\"argmax\",\"inputs\":[\"t\"],\"outputs\":[\"z\"],\"attrs\":{\"axis\":1}}",
+     {F64("x", 1000, 1)}, 1},
     {"max_rev", REV ",{\"op\":\"max\",\"inputs\":[\"r\"],\"outputs\":[\"z\"]}", {F64("x", 0, 1)}, 1},
     {"argmax_rev", REV ",{\"op\":\"argmax\",\"inputs\":[\"r\"],\"outputs\":[\"z\"]}", {F64("x", 0, 1)}, 1},
     {"dot_rev", REV ",{\"op\":\"dot\",\"inputs\":[\"r\",\"y\"],\"outputs\":[\"z\"]}", {F64("x", 0, 1), F64("y", 0, 1)},
@@ -101,7 +103,7 @@ int main(int argc, char **argv) {
     printf("  %-16s %-44s %10s %10s %8s\n", "case", "numpy", "tg ms", "numpy ms", "ratio");
     static const char *const NP[] = {
         "np.sum(x.T)",        "np.sum(x.T, axis=1)", "np.max(x.T)",          "np.max(x.T, axis=1)",
-        "np.max(x[::-1])",    "np.argmax(x[::-1])",  "np.dot(x[::-1], y)",   "np.stack((x, y, w), axis=1)",
+        "np.argmax(x.T, axis=1)", "np.max(x[::-1])",    "np.argmax(x[::-1])",  "np.dot(x[::-1], y)",   "np.stack((x, y, w), axis=1)",
         "x.T.flatten()",      "x[i] (i random)",     "x[i] (x of N/10^4)",   "x + np.bincount(i, y, len(x))",
         "np.abs(x)",          "x // 7",
     };

@@ -36,6 +36,7 @@ cases = {
     "sum_T_axis1": lambda: np.sum(xm.T, axis=1),
     "max_T": lambda: np.max(xm.T),
     "max_T_axis1": lambda: np.max(xm.T, axis=1),
+    "argmax_T_axis1": lambda: np.argmax(xm.T, axis=1),
     "max_rev": lambda: np.max(x[::-1]),
     "argmax_rev": lambda: np.argmax(x[::-1]),
     "dot_rev": lambda: np.dot(x[::-1], y),

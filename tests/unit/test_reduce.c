@@ -1169,28 +1169,48 @@ static void test_layout_full(void **state) {
 
 /* Rows that are columns of the base array, reduced side by side (sum or
  * max over axis 1 of x.T): groups of 64 and a partial one, rows of 1, 2,
- * 128, 129 and 1000 elements; and a 3-d view whose kept axis of smallest
- * stride is not the last kept axis. */
+ * 128, 129 and 1000 elements; a 3-d view whose kept axis of smallest
+ * stride is not the last kept axis; and every other column
+ * (x[:, ::2].T), whose rows are not next to each other (the loops
+ * through a stride known at run time, not the typed ones). */
 static void test_layout_strided_rows(void **state) {
     (void)state;
     static const int64_t NR[] = {2, 128, 129, 1000};
     static const char *const OPS[] = {"max", "min", "argmax", "argmin", "sum", "mean", "var", "std"};
-    for (int three = 0; three < 2; three++)
+    for (int lay = 0; lay < 3; lay++)
         for (size_t ri = 0; ri < sizeof NR / sizeof NR[0]; ri++)
             for (int di = 0; di < 2; di++)
-                for (int nans = 0; nans < 2; nans++) {
+                for (int nans = 0; nans < 4; nans++) {
+                    /* nans 2 and 3: zeros of both signs among values at most 0
+                     * (the max of a row is a zero, the first one's sign) or at
+                     * least 0 (the min) */
                     /* two-d: x (N, K), v = x.T (K, N) over axis 1; three-d: x (N, 3, K),
-                     * v = transpose [2, 1, 0] (K, 3, N) over axis 2 */
+                     * v = transpose [2, 1, 0] (K, 3, N) over axis 2; every other
+                     * column: x (N, 2K), v = x[:, ::2].T (K, N) over axis 1 */
                     const int64_t N = NR[ri], K = 131;
-                    int64_t B[3] = {N, three ? 3 : K, K};
+                    const int three = lay == 1;
+                    const bool odd = lay == 2;
+                    int64_t B[3] = {N, three ? 3 : odd ? 2 * K : K, K};
                     int nd = three ? 3 : 2;
                     tg_dtype dt = di ? TG_FLOAT32 : TG_FLOAT64;
-                    int64_t total = three ? N * 3 * K : N * K, rows = three ? K * 3 : K;
+                    int64_t total = three ? N * 3 * K : odd ? N * 2 * K : N * K, rows = three ? K * 3 : K;
                     double *vals = test_malloc((size_t)total * sizeof(double)), *row = test_malloc((size_t)N * sizeof(double));
-                    tg_array *x = layout_data(dt, nd, B, nans, vals);
-                    char view[256];
-                    snprintf(view, sizeof view, "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"]%s}",
-                             three ? ",\"attrs\":{\"axes\":[2,1,0]}" : "");
+                    tg_array *x = layout_data(dt, nd, B, nans == 1, vals);
+                    if (nans >= 2)
+                        for (int64_t i = 0; i < total; i++) {
+                            int64_t r = (i * 7919 + 13) % 23;
+                            vals[i] = r % 3 == 1 ? -0.0 : r % 3 == 2 ? 0.0 : (nans == 2 ? -1.0 : 1.0) * (double)(1 + r);
+                            tg_store_f64(dt, (char *)x->data + i * (int64_t)tg_dtype_size(dt), vals[i]);
+                        }
+                    char view[512];
+                    if (odd)
+                        snprintf(view, sizeof view,
+                                 "{\"op\":\"subtensor\",\"inputs\":[\"x\"],\"outputs\":[\"s\"],\"attrs\":{\"index\":["
+                                 "{\"start\":null,\"stop\":null,\"step\":null},{\"start\":null,\"stop\":null,\"step\":2}]}},"
+                                 "{\"op\":\"transpose\",\"inputs\":[\"s\"],\"outputs\":[\"v\"]}");
+                    else
+                        snprintf(view, sizeof view, "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"v\"]%s}",
+                                 three ? ",\"attrs\":{\"axes\":[2,1,0]}" : "");
                     for (int t = 0; t < 2; t++) {
                         omp_set_num_threads(t ? 3 : 1);
                         for (int o = 0; o < 8; o++) {
@@ -1199,7 +1219,7 @@ static void test_layout_strided_rows(void **state) {
                             for (int64_t j = 0; j < rows; j++) {
                                 /* output j: v[k, (m,) :] with k = j / 3, m = j % 3 (three) */
                                 for (int64_t e = 0; e < N; e++) {
-                                    int64_t at = three ? (e * 3 + j % 3) * K + j / 3 : e * K + j;
+                                    int64_t at = three ? (e * 3 + j % 3) * K + j / 3 : odd ? e * 2 * K + 2 * j : e * K + j;
                                     row[e] = dt == TG_FLOAT32 ? (double)(float)vals[at] : vals[at];
                                 }
                                 double want;
@@ -1219,8 +1239,10 @@ static void test_layout_strided_rows(void **state) {
                                 if (!same_value(got, want))
                                     fail_msg("%s over the rows of a %s view (%lld, %lld%s) %s%s, %d threads: row %lld "
                                              "gave %.17g, want %.17g",
-                                             OPS[o], three ? "3-d" : "2-d", (long long)K, (long long)N,
-                                             three ? ", 3" : "", tg_dtype_name(dt), nans ? " with NaNs" : "",
+                                             OPS[o], three ? "3-d" : odd ? "every-other-column" : "2-d",
+                                             (long long)K, (long long)N,
+                                             three ? ", 3" : "", tg_dtype_name(dt),
+                                             nans == 1 ? " with NaNs" : nans ? " with signed zeros" : "",
                                              t ? 3 : 1, (long long)j, got, want);
                             }
                             tg_array_free(y);

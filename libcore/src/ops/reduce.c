@@ -1903,6 +1903,49 @@ done:
                 acc[i] = up ? v : acc[i];                                        \
                 if (arg) best[i] = up ? k : best[i];                             \
             }                                                                    \
+    }                                                                            \
+    /* grp_ext where the rows lie side by side: typed and restrict, one     \
+     * loop without the index and one with it, so that each is vectors */    \
+    CLONES static void grp_extc_##N(const T *restrict p, int64_t n, int64_t s, int g, bool mx, \
+                                    T *restrict acc) {                           \
+        for (int i = 0; i < g; i++) acc[i] = p[i];                               \
+        p += s;                                                                  \
+        if (mx) {                                                                \
+            for (int64_t k = 1; k < n; k++, p += s)                              \
+                for (int i = 0; i < g; i++) {                                    \
+                    T v = p[i], a = acc[i];                                      \
+                    acc[i] = ((a == a) & ((v != v) | (v > a))) ? v : a;          \
+                }                                                                \
+        } else {                                                                 \
+            for (int64_t k = 1; k < n; k++, p += s)                              \
+                for (int i = 0; i < g; i++) {                                    \
+                    T v = p[i], a = acc[i];                                      \
+                    acc[i] = ((a == a) & ((v != v) | (v < a))) ? v : a;          \
+                }                                                                \
+        }                                                                        \
+    }                                                                            \
+    CLONES static void grp_argc_##N(const T *restrict p, int64_t n, int64_t s, int g, bool mx, \
+                                    T *restrict acc, int64_t *restrict best) {   \
+        for (int i = 0; i < g; i++) {                                            \
+            acc[i] = p[i];                                                       \
+            best[i] = 0;                                                         \
+        }                                                                        \
+        p += s;                                                                  \
+        for (int64_t k = 1; k < n; k++, p += s)                                  \
+            if (mx)                                                              \
+                for (int i = 0; i < g; i++) {                                    \
+                    T v = p[i], a = acc[i];                                      \
+                    bool up = (a == a) & ((v != v) | (v > a));                   \
+                    acc[i] = up ? v : a;                                         \
+                    best[i] = up ? k : best[i];                                  \
+                }                                                                \
+            else                                                                 \
+                for (int i = 0; i < g; i++) {                                    \
+                    T v = p[i], a = acc[i];                                      \
+                    bool up = (a == a) & ((v != v) | (v < a));                   \
+                    acc[i] = up ? v : a;                                         \
+                    best[i] = up ? k : best[i];                                  \
+                }                                                                \
     }
 GRP_LOOPS(d, double)
 GRP_LOOPS(f, float)
@@ -1919,8 +1962,16 @@ static void grp_reduce(red_kind k, tg_dtype dt, tg_dtype od, int64_t ddof, const
         _Alignas(8) char accb[GROUP * 8];
         int64_t best[GROUP];
         bool mx = k == R_MAX || k == R_ARGMAX, arg = k == R_ARGMAX || k == R_ARGMIN;
-        if (f64) grp_ext_d(p, n, s, gs, g, mx, arg, (double *)accb, best);
-        else grp_ext_f(p, n, s, gs, g, mx, arg, (float *)accb, best);
+        if (gs == (f64 ? 8 : 4) && s % gs == 0) {
+            if (f64 && arg) grp_argc_d((const double *)p, n, s / 8, g, mx, (double *)accb, best);
+            else if (f64) grp_extc_d((const double *)p, n, s / 8, g, mx, (double *)accb);
+            else if (arg) grp_argc_f((const float *)p, n, s / 4, g, mx, (float *)accb, best);
+            else grp_extc_f((const float *)p, n, s / 4, g, mx, (float *)accb);
+        } else if (f64) {
+            grp_ext_d(p, n, s, gs, g, mx, arg, (double *)accb, best);
+        } else {
+            grp_ext_f(p, n, s, gs, g, mx, arg, (float *)accb, best);
+        }
         for (int i = 0; i < g; i++) {
             if (arg) *(int64_t *)(out + i * ostep) = best[i];
             else tg_store_f64(dt, out + i * ostep, f64 ? ((double *)accb)[i] : (double)((float *)accb)[i]);
