@@ -483,6 +483,133 @@ static void test_abs_signed_ints(void **state) {
     }
 }
 
+/* ---- integer division by an invariant divisor ---- */
+
+/* Element i of an integer array of dtype dt (e bytes), as its bits
+ * sign-extended (signed) or zero-extended (unsigned), little-endian. */
+static uint64_t int_at(const char *p, size_t e, bool sgn) {
+    uint64_t v = 0;
+    memcpy(&v, p, e);
+    if (sgn && e < 8 && (v >> (e * 8 - 1)) & 1) v |= ~UINT64_C(0) << (e * 8);
+    return v;
+}
+
+/* int_div and mod of every integer dtype by a 0-d divisor (the same along
+ * the whole loop, which divides by its reciprocal): divisors small and
+ * large, powers of two and their neighbours, the ends of the range and
+ * random ones, both signs; dividends at the ends of the range, at
+ * multiples of the divisor and one off, and random, contiguous and every
+ * other one. Each quotient and remainder against C's truncating `/` and
+ * `%` turned into floor division by hand (NumPy's //, %); -1 wraps the
+ * most negative value as NumPy does. */
+static void test_int_division_invariant(void **state) {
+    (void)state;
+    static const tg_dtype dts[] = {TG_INT8, TG_INT16, TG_INT32, TG_INT64, TG_UINT8, TG_UINT16, TG_UINT32, TG_UINT64};
+    enum { N = 160 };
+    uint64_t rng = 0x9E3779B97F4A7C15u;
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+        const tg_dtype dt = dts[t];
+        const size_t e = tg_dtype_size(dt);
+        const bool sgn = t < 4;
+        const int bits = (int)e * 8;
+        /* the range's ends as bit patterns of 64 bits */
+        const uint64_t mask = bits == 64 ? ~UINT64_C(0) : (UINT64_C(1) << bits) - 1;
+        const int64_t smin = bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1)), smax = -(smin + 1);
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                 "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[null]}},"
+                 "{\"id\":\"d\",\"type\":{\"dtype\":\"%s\",\"shape\":[]}}],"
+                 "\"nodes\":[{\"op\":\"int_div\",\"inputs\":[\"x\",\"d\"],\"outputs\":[\"q\"]},"
+                 "{\"op\":\"mod\",\"inputs\":[\"x\",\"d\"],\"outputs\":[\"r\"]}]}",
+                 tg_dtype_name(dt), tg_dtype_name(dt));
+        tg_graph *g = tu_load(json);
+        tg_function *f = compile(g);
+        tg_ctx *ctx = tg_ctx_new();
+        uint64_t divs[96];
+        int nd = 0;
+        static const uint64_t SMALL[] = {1, 2, 3, 5, 6, 7, 10, 11, 13, 25, 100, 125, 127, 128, 129, 255, 256, 641, 1000,
+                                         32767, 32768, 65535, 65536, 1000000007u, 2147483647u, 2147483648u,
+                                         4294967295u, 4294967296u, 4294967297u};
+        for (size_t k = 0; k < sizeof SMALL / sizeof SMALL[0]; k++) {
+            divs[nd++] = SMALL[k] & mask;
+            if (sgn) divs[nd++] = (0 - SMALL[k]) & mask;
+        }
+        /* large ones: 2^(bits-2), 2^(bits-1) - 1 and 2^(bits-1) (signed: the
+         * most negative), the largest unsigned, random */
+        divs[nd++] = (UINT64_C(1) << (bits - 2)) & mask;
+        divs[nd++] = (uint64_t)smax & mask;
+        divs[nd++] = (uint64_t)smin & mask;
+        divs[nd++] = mask;
+        for (int k = 0; k < 8; k++) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            divs[nd++] = (rng >> (k % 4 * 8)) & mask;
+        }
+        tg_array *base = tg_array_new(dt, 1, (int64_t[]){2 * N}), *dv = tg_array_new(dt, 0, NULL);
+        for (int k = 0; k < nd; k++) {
+            const uint64_t db = divs[k];
+            const int64_t ds = (int64_t)int_at((const char *)&db, e, sgn); /* signed: the value */
+            if (db == 0) continue;
+            memcpy(tg_array_data(dv), &db, e);
+            for (int i = 0; i < 2 * N; i++) {
+                uint64_t v;
+                rng = rng * 6364136223846793005u + 1442695040888963407u;
+                int m = i % 16, j = i / 16;
+                if (m == 0) v = (uint64_t)smin; /* (unsigned: 2^(bits-1)) */
+                else if (m == 1) v = (uint64_t)smax;
+                else if (m == 2) v = sgn ? (uint64_t)-1 : mask;
+                else if (m == 3) v = (uint64_t)(j - 2);
+                else if (m < 8) v = db * (uint64_t)(j + m) + (uint64_t)(m - 5); /* multiples, one off */
+                else if (m < 10) v = (uint64_t)smin + (uint64_t)(m - 7);
+                else v = rng >> (m % 4 * 11);
+                v &= mask;
+                memcpy((char *)tg_array_data(base) + (size_t)i * e, &v, e);
+            }
+            tg_array *views[2] = {tg_array_view_slice(base, 0, 0, N, 1, ctx),
+                                  tg_array_view_slice(base, 0, TG_SLICE_NONE, TG_SLICE_NONE, 2, ctx)};
+            for (int w = 0; w < 2; w++) {
+                tg_array *in[2] = {views[w], dv}, *out[2] = {0};
+                assert_int_equal(tg_function_call(f, in, out, ctx), 0);
+                for (int64_t i = 0; i < N; i++) {
+                    const uint64_t xb = int_at((const char *)tg_array_data(views[w]) + i * tg_array_strides(views[w])[0], e, sgn);
+                    const uint64_t qb = int_at((const char *)tg_array_data(out[0]) + i * (int64_t)e, e, sgn);
+                    const uint64_t rb = int_at((const char *)tg_array_data(out[1]) + i * (int64_t)e, e, sgn);
+                    uint64_t wq, wr;
+                    if (!sgn) {
+                        wq = xb / db;
+                        wr = xb % db;
+                    } else if (ds == -1) {
+                        wq = int_at((const char *)&(uint64_t){(0 - xb) & mask}, e, true); /* wraps */
+                        wr = 0;
+                    } else {
+                        const int64_t x = (int64_t)xb;
+                        int64_t q = x / ds, r = x % ds;
+                        if (r != 0 && ((r < 0) != (ds < 0))) {
+                            q -= 1;
+                            r += ds;
+                        }
+                        wq = (uint64_t)q;
+                        wr = (uint64_t)r;
+                    }
+                    if (qb != wq || rb != wr)
+                        fail_msg("%s, view %d: %lld // %lld gave %lld rem %lld, want %lld rem %lld (unsigned: %llu // %llu)",
+                                 tg_dtype_name(dt), w, (long long)xb, (long long)ds, (long long)qb, (long long)rb,
+                                 (long long)wq, (long long)wr, (unsigned long long)xb, (unsigned long long)db);
+                }
+                tg_array_free(out[0]);
+                tg_array_free(out[1]);
+            }
+            tg_array_free(views[0]);
+            tg_array_free(views[1]);
+        }
+        tg_array_free(base);
+        tg_array_free(dv);
+        tg_ctx_free(ctx);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strided_caller_inputs),
@@ -495,6 +622,7 @@ int main(void) {
         cmocka_unit_test(test_fused_error_names_origins),
         cmocka_unit_test(test_same_bits_any_layout),
         cmocka_unit_test(test_abs_signed_ints),
+        cmocka_unit_test(test_int_division_invariant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

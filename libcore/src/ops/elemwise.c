@@ -368,6 +368,107 @@ IDIV_U(uint16_t)
 IDIV_U(uint32_t)
 IDIV_U(uint64_t)
 
+/* Division by an integer that stays the same along a loop (a scalar, a
+ * constant, a broadcast row): the quotient from a multiplication by a
+ * precomputed reciprocal and shifts (Granlund and Montgomery, "Division
+ * by invariant integers using multiplication", 1994: the round-up
+ * method, figure 4.1 unsigned, figure 5.1 signed), computed in 64 bits
+ * for every width. A hardware division of 64-bit integers takes tens of
+ * cycles; NumPy divides by a scalar this way too (libdivide). Exact for
+ * every dividend; the floor and the remainder's sign follow from the
+ * truncated quotient as in idiv_* and imod_*. */
+typedef struct divinv {
+    uint64_t m;   /* the multiplier (signed: m - 2^64, two's complement) */
+    int sh1, sh2; /* unsigned: the two shifts; signed: sh2 alone */
+    int64_t dsign; /* signed: -1 for a negative divisor, else 0 */
+} divinv;
+
+/* ceil(log2(d)), d >= 1 */
+static inline int ceil_log2_u64(uint64_t d) { return d == 1 ? 0 : 64 - __builtin_clzll(d - 1); }
+
+/* For 0 <= n < 2^64 and d >= 1: q = (t + ((n - t) >> sh1)) >> sh2 with
+ * t = mulhi(m, n), m = floor(2^64 (2^l - d) / d) + 1, l = ceil(log2 d). */
+static divinv divinv_u(uint64_t d) {
+    int l = ceil_log2_u64(d);
+    uint64_t diff = l == 64 ? 0 - d : (UINT64_C(1) << l) - d; /* 2^l - d < d */
+    divinv v = {0};
+    v.m = (uint64_t)(((unsigned __int128)diff << 64) / d) + 1;
+    v.sh1 = l < 1 ? l : 1;
+    v.sh2 = l > 1 ? l - 1 : 0;
+    return v;
+}
+static inline uint64_t div_u(uint64_t n, divinv v) {
+    uint64_t t = (uint64_t)(((unsigned __int128)v.m * n) >> 64);
+    return (t + ((n - t) >> v.sh1)) >> v.sh2;
+}
+
+/* For any int64 n and d other than 0: the quotient truncated toward zero,
+ * q0 = n + mulsh(m - 2^64, n), q0 = (q0 >> sh) - (n < 0), q = q0 with
+ * d's sign; m = 1 + floor(2^(63 + l) / |d|), l = max(ceil(log2 |d|), 1),
+ * sh = l - 1. (d = 1 gives m - 2^64 = 1, d = -1 the wrapped -n.) */
+static divinv divinv_s(int64_t d) {
+    uint64_t ad = d < 0 ? 0 - (uint64_t)d : (uint64_t)d;
+    int l = ceil_log2_u64(ad);
+    if (l < 1) l = 1;
+    divinv v = {0};
+    v.m = (uint64_t)(1 + ((unsigned __int128)1 << (63 + l)) / ad); /* mod 2^64 */
+    v.sh2 = l - 1;
+    v.dsign = d < 0 ? -1 : 0;
+    return v;
+}
+static inline int64_t div_s(int64_t n, divinv v) {
+    int64_t t = (int64_t)(((__int128)(int64_t)v.m * n) >> 64);
+    int64_t q = (int64_t)((uint64_t)n + (uint64_t)t);
+    q = (q >> v.sh2) - (n >> 63);
+    return (q ^ v.dsign) - v.dsign;
+}
+
+/* NumPy's // (mod: %) of x by d through v = divinv_s(d): the floor, and
+ * the remainder with d's sign, from the truncated quotient. */
+static inline int64_t floordiv_s(int64_t x, int64_t d, divinv v, bool mod) {
+    int64_t q = div_s(x, v);
+    int64_t r = (int64_t)((uint64_t)x - (uint64_t)q * (uint64_t)d); /* |r| < |d| */
+    int64_t adj = (r != 0) & ((r ^ d) < 0);
+    return mod ? r + (adj ? d : 0) : q - adj;
+}
+static inline uint64_t floordiv_u(uint64_t x, uint64_t d, divinv v, bool mod) {
+    uint64_t q = div_u(x, v);
+    return mod ? x - q * d : q;
+}
+
+/* int_div and mod of integers: by a divisor that stays the same along
+ * the loop (s[2] == 0; 0 and, signed, -1 excepted: the plain loop reports
+ * the one and wraps the other), through its reciprocal; else the plain
+ * loop (idiv_*, imod_*). */
+#define IDIV_LOOP(NAME, T, SIGNED, MOD, PLAIN)                                  \
+    static void NAME(int64_t n, char **p, const int64_t *s, void *ud) {         \
+        T y = *(const T *)p[2];                                                 \
+        if (s[2] != 0 || n < 8 || y == 0 || (SIGNED && y == (T)-1)) {           \
+            for (int64_t i = 0; i < n; i++) {                                   \
+                T x = *(const T *)(p[1] + i * s[1]), yi = *(const T *)(p[2] + i * s[2]); \
+                *(T *)(p[0] + i * s[0]) = PLAIN(x, yi, ud);                     \
+            }                                                                   \
+            return;                                                             \
+        }                                                                       \
+        const divinv v = SIGNED ? divinv_s((int64_t)y) : divinv_u((uint64_t)y); \
+        const int64_t d = (int64_t)y, s0 = s[0], s1 = s[1];                     \
+        if (s0 == (int64_t)sizeof(T) && s1 == (int64_t)sizeof(T)) {             \
+            T *restrict o = (T *)p[0];                                          \
+            const T *restrict x = (const T *)p[1];                              \
+            for (int64_t i = 0; i < n; i++)                                     \
+                o[i] = SIGNED ? (T)floordiv_s((int64_t)x[i], d, v, MOD)         \
+                              : (T)floordiv_u((uint64_t)x[i], (uint64_t)d, v, MOD); \
+        } else {                                                                \
+            for (int64_t i = 0; i < n; i++) {                                   \
+                T x = *(const T *)(p[1] + i * s1);                              \
+                *(T *)(p[0] + i * s0) = SIGNED ? (T)floordiv_s((int64_t)x, d, v, MOD) \
+                                               : (T)floordiv_u((uint64_t)x, (uint64_t)d, v, MOD); \
+            }                                                                   \
+        }                                                                       \
+    }
+#define DEF_IDIV_S(SUF, T, DT, NAME, MOD, PLAIN) IDIV_LOOP(NAME##_##SUF, T, 1, MOD, PLAIN)
+#define DEF_IDIV_U(SUF, T, DT, NAME, MOD, PLAIN) IDIV_LOOP(NAME##_##SUF, T, 0, MOD, PLAIN)
+
 /* Integer power by squaring, wrapping as NumPy; a negative exponent is an
  * error (NumPy: "Integers to negative integer powers are not allowed"). */
 #define IPOW(T, SIGNED)                                                         \
@@ -399,6 +500,8 @@ IPOW(uint64_t, 0)
 #define IMOD(x, y) _Generic((x), int8_t: imod_int8_t, int16_t: imod_int16_t, int32_t: imod_int32_t, \
     int64_t: imod_int64_t, uint8_t: imod_uint8_t, uint16_t: imod_uint16_t, uint32_t: imod_uint32_t, \
     uint64_t: imod_uint64_t)(x, y, ud)
+#define IDIVF(x, y, ud) IDIV(x, y)
+#define IMODF(x, y, ud) IMOD(x, y)
 #define IPOWG(x, y) _Generic((x), int8_t: ipow_int8_t, int16_t: ipow_int16_t, int32_t: ipow_int32_t, \
     int64_t: ipow_int64_t, uint8_t: ipow_uint8_t, uint16_t: ipow_uint16_t, uint32_t: ipow_uint32_t, \
     uint64_t: ipow_uint64_t)(x, y, ud)
@@ -474,11 +577,11 @@ UINTS(DEF_B, l_mul, (__typeof__(x))((uint64_t)x * (uint64_t)y))
 BOOLS(DEF_B, l_mul, x & y)
 FLOATS(DEF_B, l_true_div, x / y)
 FLOATS(DEF_B, l_int_div, fdiv_d(x, y))
-SINTS(DEF_BC, l_int_div, IDIV(x, y))
-UINTS(DEF_BC, l_int_div, IDIV(x, y))
+SINTS(DEF_IDIV_S, l_int_div, 0, IDIVF)
+UINTS(DEF_IDIV_U, l_int_div, 0, IDIVF)
 FLOATS(DEF_B, l_mod, fmod_py(x, y))
-SINTS(DEF_BC, l_mod, IMOD(x, y))
-UINTS(DEF_BC, l_mod, IMOD(x, y))
+SINTS(DEF_IDIV_S, l_mod, 1, IMODF)
+UINTS(DEF_IDIV_U, l_mod, 1, IMODF)
 FLOATS(DEF_B, l_pow, pow(x, y))
 SINTS(DEF_BC, l_pow, IPOWG(x, y))
 UINTS(DEF_BC, l_pow, IPOWG(x, y))
