@@ -1984,6 +1984,161 @@ static void test_narrow_input_same_bits(void **state) {
     if (bad) fail_msg("%d of the outputs above differ from the unfused ops'", bad);
 }
 
+/* int_div and mod in a body, by constants of the body: compiled (integers
+ * divide by multiplying, as the compiler does for a constant divisor;
+ * floats through the prelude's npy_divmod), with the unfused ops' bits,
+ * for every integer dtype (divisors of both signs, 1 and 2, the ends of
+ * the range; dividends at the ends of the range, multiples of the
+ * divisor and one off, and a spread) and both float dtypes (divisors of
+ * both signs, zeros of both signs, infinities, NaN; the special
+ * dividends too). One body per dtype with every divisor (one kernel to
+ * compile). A divisor of 0 or, signed, -1 leaves the body to the
+ * interpreter (its error; NumPy's wrap of the most negative value). */
+static void test_int_division_same_bits(void **state) {
+    (void)state;
+    fresh_cache("intdiv");
+    static const tg_dtype dts[] = {TG_INT8, TG_INT16, TG_INT32, TG_INT64, TG_UINT8,
+                                   TG_UINT16, TG_UINT32, TG_UINT64, TG_FLOAT32, TG_FLOAT64};
+    static const char *const idivs[] = {"1", "2", "7", "100", "-3", "-128", "MIN", "MAX"};
+    static const char *const fdivs[] = {"7", "-3", "0.5", "-0.1", "0", "-0.0",
+                                        "{\"data\":\"inf\"}", "{\"data\":\"nan\"}"};
+    enum { N = 203, ND = 8 };
+    int bad = 0;
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+        const tg_dtype dt = dts[t];
+        const bool fl = tg_dtype_is_float(dt), sg = !fl && t < 4;
+        const size_t e = tg_dtype_size(dt);
+        const int bits = (int)e * 8;
+        const char *dn = tg_dtype_name(dt);
+        int64_t n = N;
+        tg_array *x = tg_array_new(dt, 1, &n);
+        uint64_t rng = 12345;
+        for (int64_t i = 0; i < n; i++) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            char *at = (char *)tg_array_data(x) + i * (int64_t)e;
+            if (fl) {
+                static const double sp[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-310, -5e-324,
+                                            1e308, -1e308, 7.0, -7.0, 21.0, -21.0, 0.5};
+                double v = i < 14 ? sp[i] : ((double)(int64_t)(rng >> 11) / 9007199254740992.0 - 0.5) * 1000;
+                tg_store_f64(dt, at, v);
+            } else {
+                /* the ends of the range, small values of both signs, multiples of 7 and
+                 * of 100 and one off, a spread */
+                const uint64_t lo = sg ? UINT64_C(1) << (bits - 1) : 0;
+                const uint64_t mask = bits == 64 ? ~UINT64_C(0) : (UINT64_C(1) << bits) - 1;
+                uint64_t v = i < 4 ? lo + (uint64_t)i : i < 8 ? lo - 1 - (uint64_t)(i - 4)
+                             : i < 40 ? (uint64_t)(i - 24) : i < 80 ? (uint64_t)(7 * (i - 60)) + (uint64_t)(i % 3) - 1
+                             : i < 100 ? (uint64_t)(100 * (i - 90)) + (uint64_t)(i % 3) - 1 : rng >> (i % 5 * 13);
+                v &= mask;
+                memcpy(at, &v, e);
+            }
+        }
+        /* the divisors of this dtype: those that compile, then 0 and -1 */
+        char dv[ND + 2][64];
+        int nd = 0;
+        for (int k = 0; k < ND; k++) {
+            const char *d = fl ? fdivs[k] : idivs[k];
+            if (!fl && !strcmp(d, "MIN")) {
+                if (sg) snprintf(dv[nd++], 64, "%lld", bits == 64 ? (long long)INT64_MIN : -(1LL << (bits - 1)));
+            } else if (!fl && !strcmp(d, "MAX") && sg) {
+                snprintf(dv[nd++], 64, "%lld", bits == 64 ? (long long)INT64_MAX : (1LL << (bits - 1)) - 1);
+            } else if (!fl && !strcmp(d, "MAX")) {
+                snprintf(dv[nd++], 64, "%llu", bits == 64 ? ~0ULL : (1ULL << bits) - 1);
+            } else if (fl || sg || d[0] != '-') { /* (no negative unsigned constant) */
+                snprintf(dv[nd++], 64, "%s", d);
+            }
+        }
+        const int ncomp = nd;
+        if (!fl) snprintf(dv[nd++], 64, "0");
+        if (sg) snprintf(dv[nd++], 64, "-1");
+        /* one graph with every compiled divisor, then one per divisor of the interpreter */
+        for (int from = 0; from < nd; from = from < ncomp ? ncomp : from + 1) {
+            const int to = from < ncomp ? ncomp : from + 1;
+            tg_str bv = {0}, bn = {0}, bo = {0}, uv = {0}, un_ = {0}, uo = {0};
+            for (int k = from; k < to; k++) {
+                tg_str_addf(&bv, ",{\"id\":\"d%d\",\"type\":{\"dtype\":\"%s\",\"shape\":[]},\"constant\":%s}", k, dn,
+                            dv[k]);
+                tg_str_addf(&bn, "%s{\"op\":\"int_div\",\"inputs\":[\"x\",\"d%d\"],\"outputs\":[\"tq%d\"]},"
+                                 "{\"op\":\"mod\",\"inputs\":[\"x\",\"d%d\"],\"outputs\":[\"tr%d\"]}",
+                            k > from ? "," : "", k, k, k, k);
+                tg_str_addf(&bo, "%s\"tq%d\",\"tr%d\"", k > from ? "," : "", k, k);
+                tg_str_addf(&uv, ",{\"id\":\"d%d\",\"type\":{\"dtype\":\"%s\",\"shape\":[]},\"constant\":%s}", k, dn,
+                            dv[k]);
+                tg_str_addf(&un_, "%s{\"op\":\"int_div\",\"inputs\":[\"a\",\"d%d\"],\"outputs\":[\"q%d\"]},"
+                                  "{\"op\":\"mod\",\"inputs\":[\"a\",\"d%d\"],\"outputs\":[\"r%d\"]}",
+                            k > from ? "," : "", k, k, k, k);
+                tg_str_addf(&uo, "%s\"q%d\",\"r%d\"", k > from ? "," : "", k, k);
+            }
+            char *fj = NULL, *uj = NULL;
+            assert_true(asprintf(&fj,
+                                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                                 "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%d]}}],"
+                                 "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\"],\"outputs\":[%s],"
+                                 "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\","
+                                 "\"shape\":[]}}%s],\"nodes\":[%s],\"inputs\":[\"x\"],\"outputs\":[%s]}}}]}",
+                                 dn, N, uo.s, dn, bv.s, bn.s, bo.s) > 0);
+            assert_true(asprintf(&uj,
+                                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                                 "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%d]}}%s],\"nodes\":[%s],"
+                                 "\"functions\":{\"f\":{\"inputs\":[\"a\"],\"outputs\":[%s]}}}",
+                                 dn, N, uv.s, un_.s, uo.s) > 0);
+            const int nout = 2 * (to - from);
+            tg_graph *gf = tu_load(fj), *gu = tu_load(uj);
+            tg_ctx *ctx = tg_ctx_new();
+            tg_compile_options opt = {.preset = "none"};
+            tg_function *fu = tg_function_compile(gu, tg_graph_function_find(gu, "f", ctx), &opt, ctx);
+            if (!fu) fail_msg("%s", tg_ctx_message(ctx));
+            tg_array *un[2 * ND] = {0}, *fused[2 * ND] = {0};
+            int urc = tg_function_call(fu, (tg_array *const *)&x, un, ctx);
+            tg_node *node = first_node(gf);
+            int frc = node->op->run(node, (tg_array *const *)&x, fused, ctx);
+            assert_int_equal(tg_composite_node_mode(node), from < ncomp ? 1 : 0);
+            if (from >= ncomp && !strcmp(dv[from], "0")) { /* the error, both ways */
+                assert_int_not_equal(urc, TG_OK);
+                assert_int_not_equal(frc, TG_OK);
+            } else {
+                if (urc || frc) fail_msg("%s: %s", dn, tg_ctx_message(ctx));
+                for (int o = 0; o < nout; o++) {
+                    int differ = 0;
+                    int64_t first = -1;
+                    for (int64_t i = 0; i < n; i++)
+                        if (memcmp((const char *)tg_array_data(fused[o]) + i * (int64_t)e,
+                                   (const char *)tg_array_data(un[o]) + i * (int64_t)e, e)) {
+                            differ++;
+                            if (first < 0) first = i;
+                        }
+                    if (differ) {
+                        bad++;
+                        print_message("%s of %s by %s: %d of %d differ, first %.17g: fused %.17g, unfused %.17g\n",
+                                      o % 2 ? "mod" : "int_div", dn, dv[from + o / 2], differ, N,
+                                      tg_array_get_flat(x, first), tg_array_get_flat(fused[o], first),
+                                      tg_array_get_flat(un[o], first));
+                    }
+                }
+            }
+            for (int o = 0; o < nout; o++) {
+                tg_array_free(un[o]);
+                tg_array_free(fused[o]);
+            }
+            tg_function_free(fu);
+            tg_ctx_free(ctx);
+            tg_graph_free(gf);
+            tg_graph_free(gu);
+            free(fj);
+            free(uj);
+            tg_str_free(&bv);
+            tg_str_free(&bn);
+            tg_str_free(&bo);
+            tg_str_free(&uv);
+            tg_str_free(&un_);
+            tg_str_free(&uo);
+        }
+        tg_array_free(x);
+    }
+    drop_cache();
+    if (bad) fail_msg("%d of the outputs above differ from the unfused ops'", bad);
+}
+
 /* Many transcendental functions of one float32 or float64 input in one
  * body (the library's whole list: exp..erfc, sigmoid, softplus) and the
  * seven of exp, log1p, tanh, sigmoid, softplus, sin and cos: every output
@@ -2047,6 +2202,7 @@ int main(void) {
         cmocka_unit_test(test_sig_table_bounded), cmocka_unit_test(test_fused_error_names_node),
         cmocka_unit_test(test_softplus_nan_bits), cmocka_unit_test(test_hoisted_scalar_same_bits),
         cmocka_unit_test(test_narrow_input_same_bits), cmocka_unit_test(test_many_functions_same_bits),
+        cmocka_unit_test(test_int_division_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,6 +182,46 @@ static const bcase CASES[] = {
      BIN("logical_xor", "x", "w", "g") "," UN("abs", "x", "h") "," UN("sqr", "x", "i") "]",
      "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]",
      false},
+    /* int_div and mod by constants (the only divisors the generator
+     * takes: no zero to report), floor division and the divisor's sign. */
+    {"division int64",
+     1,
+     {{"x", "int64", 2, {3, 13}, R_ANY}},
+     "[{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":7}],\"outputs\":[\"a\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":7}],\"outputs\":[\"b\"]},"
+     "{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":-3}],\"outputs\":[\"c\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":-3}],\"outputs\":[\"d\"]},"
+     "{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":-9223372036854775807}],\"outputs\":[\"e\"]}]",
+     "[\"a\",\"b\",\"c\",\"d\",\"e\"]",
+     true},
+    {"division int8 uint32",
+     2,
+     {{"x", "int8", 2, {3, 13}, R_ANY}, {"w", "uint32", 1, {13}, R_ANY}},
+     "[{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":-128}],\"outputs\":[\"a\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":5}],\"outputs\":[\"b\"]},"
+     "{\"op\":\"int_div\",\"inputs\":[\"w\",{\"value\":10}],\"outputs\":[\"c\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"w\",{\"value\":4294967295}],\"outputs\":[\"d\"]}]",
+     "[\"a\",\"b\",\"c\",\"d\"]",
+     true},
+    {"division float64",
+     1,
+     {{"x", "float64", 2, {4, 9}, R_ANY}},
+     "[{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":0.5}],\"outputs\":[\"a\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":-3}],\"outputs\":[\"b\"]},"
+     "{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":{\"data\":\"inf\",\"dtype\":\"float64\"}}],"
+     "\"outputs\":[\"c\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":{\"data\":\"-inf\",\"dtype\":\"float64\"}}],"
+     "\"outputs\":[\"d\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":0.0}],\"outputs\":[\"e\"]}]",
+     "[\"a\",\"b\",\"c\",\"d\",\"e\"]",
+     true},
+    {"division float32",
+     1,
+     {{"x", "float32", 2, {4, 9}, R_ANY}},
+     "[{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":0.3}],\"outputs\":[\"a\"]},"
+     "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":-7}],\"outputs\":[\"b\"]}]",
+     "[\"a\",\"b\"]",
+     true},
     /* Constants copied into the body: non-finite, hex-exact, extreme. */
     {"constants",
      2,
@@ -242,7 +282,7 @@ static const char *const GEN_OPS[] = {
     "floor", "ceil", "round", "trunc", "sigmoid", "softplus", "reciprocal", "identity", "cast", "neg",
     "abs", "sign", "sqr", "relu", "isnan", "isinf", "logical_not", "add", "mul", "sub", "true_div",
     "pow", "arctan2", "maximum", "minimum", "eq", "neq", "lt", "le", "gt", "ge", "logical_and",
-    "logical_or", "logical_xor", "switch", "clip", NULL};
+    "logical_or", "logical_xor", "switch", "clip", "int_div", "mod", NULL};
 
 /* How a case's inputs are laid out. */
 enum { V_BCAST, V_FLAT, V_TRANSPOSE, NVARIANTS };
@@ -544,7 +584,8 @@ static void test_every_body_compiles(void **state) {
 static void test_unsupported_bodies(void **state) {
     (void)state;
     static const char *const bodies[][3] = {
-        {"int64", "[{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":3}],\"outputs\":[\"a\"]}]", "op"},
+        /* (by a divisor that is not a constant: a zero the kernel could not report) */
+        {"int64", "[{\"op\":\"int_div\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"a\"]}]", "op"},
         {"float64", "[{\"op\":\"gammaln\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}]", "op"},
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {

@@ -415,7 +415,41 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
         tg_str_addf(s, "tg_clip_%s(%s, %s, %s)", ct, a[0], a[1], a[2]);
         return true;
     }
-    return false; /* int_div, mod, integer pow, gammaln, digamma, trigamma, polygamma */
+    if (!strcmp(op, "int_div") || !strcmp(op, "mod")) {
+        const bool div = op[0] == 'i';
+        if (fl) { /* NumPy's floor_divide and remainder of floats, in double (elemwise.c) */
+            tg_str_addf(s, "((%s)tg_fdivmod((double)%s, (double)%s, %d))", ct, a[0], a[1], div);
+            return true;
+        }
+        /* Integers only by a divisor that is a constant of the body, and
+         * neither 0 (a run-time error the kernel has no way to report)
+         * nor, signed, -1 (NumPy's wrap of the most negative value, which
+         * C's division leaves undefined): the compiler then divides by
+         * multiplying, as the unfused loop does (elemwise.c, divinv). */
+        const tg_var *dv = nd->inputs[1];
+        if (bl || dv->kind != TG_VAR_CONSTANT || !dv->value || dv->type.ndim != 0 ||
+            !tg_dtype_is_int(dv->value->dtype))
+            return false;
+        uint64_t bits = dv->value->dtype == TG_UINT64 ? *(const uint64_t *)dv->value->data
+                                                        : (uint64_t)tg_load_i64(dv->value->dtype, dv->value->data);
+        size_t w = tg_dtype_size(cd) * 8; /* the divisor as the compute dtype holds it */
+        if (w < 64) {
+            bits &= (UINT64_C(1) << w) - 1;
+            if (si && bits >> (w - 1)) bits |= ~UINT64_C(0) << w;
+        }
+        if (bits == 0 || (si && bits == ~UINT64_C(0))) return false;
+        if (!si)
+            tg_str_addf(s, "((%s)(%s %c %s))", ct, a[0], div ? '/' : '%', a[1]);
+        else if (div) /* the truncated quotient, less one where the remainder is against the divisor's sign */
+            tg_str_addf(s, "((%s)(%s / %s - ((%s %% %s != 0) & ((%s < 0) != (%s < 0)))))", ct, a[0], a[1], a[0],
+                        a[1], a[0], a[1]);
+        else
+            tg_str_addf(s, "((%s)(%s %% %s + ((%s %% %s != 0) & ((%s %% %s < 0) != (%s < 0)) ? %s : 0)))", ct, a[0],
+                        a[1], a[0], a[1], a[0], a[1], a[1], a[1]);
+        return true;
+    }
+    return false; /* integer int_div and mod by a divisor that is not a constant, integer pow, gammaln,
+                     digamma, trigamma, polygamma */
 }
 
 static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLOAT16 ? "float" : ctype_of(dt); }
@@ -473,6 +507,25 @@ static const char PRELUDE[] =
     "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
+    /* NumPy's floor_divide (div) and remainder of floats (npy_divmod), as
+     * elemwise.c's fdivmod_d */
+    "static inline double tg_fdivmod(double a, double b, int div) {\n"
+    "    double mod = fmod(a, b);\n"
+    /* (b hidden from the compiler: knowing it -0.0, GCC divided by +0.0
+     * and negated, and 0 / -0.0 gave a NaN of the other sign than the
+     * unfused loop's division) */
+    "    if (b == 0) { double z = b; __asm__(\"\" : \"+m\"(z)); return div ? a / z : mod; }\n"
+    "    double q = (a - mod) / b;\n"
+    "    if (mod != 0) {\n"
+    "        if ((b < 0) != (mod < 0)) { mod += b; q -= 1.0; }\n"
+    "    } else {\n"
+    "        mod = copysign(0.0, b);\n"
+    "    }\n"
+    "    if (!div) return mod;\n"
+    "    double fl;\n"
+    "    if (q != 0) { fl = floor(q); if (q - fl > 0.5) fl += 1.0; }\n"
+    "    else fl = copysign(0.0, a / b);\n"
+    "    return fl;\n}\n"
     TG_COMPOSITE_F2I("static inline");
 
 /* The prelude's conversion from float dtype `from` to integer dtype `to`

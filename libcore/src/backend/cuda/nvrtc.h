@@ -23,8 +23,9 @@
  * inputs' static types (an input typed 0-d is read once per thread).
  * Owned by the caller (tg_free). NULL when the body cannot run on the
  * GPU: an op or a dtype the generator does not handle (the CPU code
- * generator's set: int_div, mod, integer pow, gammaln, digamma,
- * trigamma, polygamma stay on the CPU; float16 is computed in float and rounded
+ * generator's set: integer int_div and mod by a divisor that is not a
+ * constant, integer pow, gammaln, digamma, trigamma, polygamma stay on
+ * the CPU; float16 is computed in float and rounded
  * after each op, as the CPU interpreter does), more than TG_NV_MAXOPS operands, or out of
  * memory; *why (may be NULL) then says which, in a few static words.
  *
