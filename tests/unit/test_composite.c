@@ -1993,7 +1993,8 @@ static void test_narrow_input_same_bits(void **state) {
  * both signs, zeros of both signs, infinities, NaN; the special
  * dividends too). One body per dtype with every divisor (one kernel to
  * compile). A divisor of 0 or, signed, -1 leaves the body to the
- * interpreter (its error; NumPy's wrap of the most negative value). */
+ * interpreter (its error; NumPy's wrap of the most negative value), and
+ * so does a float int_div beside a function with a vector variant. */
 static void test_int_division_same_bits(void **state) {
     (void)state;
     fresh_cache("intdiv");
@@ -2135,6 +2136,29 @@ static void test_int_division_same_bits(void **state) {
         }
         tg_array_free(x);
     }
+    /* Beside a function with a vector variant (sigmoid), a float int_div
+     * (fmod, which has none) would make the loop scalar and the sigmoid
+     * scalar libm's: the interpreter runs that body. */
+    tg_graph *g = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                          "{\"id\":\"a\",\"type\":{\"dtype\":\"float64\",\"shape\":[5]}}],"
+                          "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\"],\"outputs\":[\"q\",\"s\"],"
+                          "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"float64\","
+                          "\"shape\":[]}}],\"nodes\":[{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":0.5}],"
+                          "\"outputs\":[\"tq\"]},{\"op\":\"sigmoid\",\"inputs\":[\"x\"],\"outputs\":[\"ts\"]}],"
+                          "\"inputs\":[\"x\"],\"outputs\":[\"tq\",\"ts\"]}}}]}");
+    const double xv[5] = {-1.25, 0, 0.75, 3, -7};
+    tg_array *x = tg_array_new_from(TG_FLOAT64, 1, (int64_t[]){5}, xv), *out[2] = {0};
+    tg_ctx *ctx = tg_ctx_new();
+    tg_node *node = first_node(g);
+    assert_int_equal(node->op->run(node, (tg_array *const *)&x, out, ctx), TG_OK);
+    assert_int_equal(tg_composite_node_mode(node), 0);
+    const double wq[5] = {-3, 0, 1, 6, -14}; /* floor(x / 0.5) */
+    for (int i = 0; i < 5; i++) assert_true(tg_array_get_flat(out[0], i) == wq[i]);
+    tg_array_free(out[0]);
+    tg_array_free(out[1]);
+    tg_array_free(x);
+    tg_ctx_free(ctx);
+    tg_graph_free(g);
     drop_cache();
     if (bad) fail_msg("%d of the outputs above differ from the unfused ops'", bad);
 }

@@ -772,6 +772,11 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
      * differently from the vector variant the unfused exp calls even for
      * one element (vmath.c). */
     bool blocked = calls_simd_fn(bt);
+    /* fmod (tg_fdivmod) has no vector variant: beside a function that has
+     * one, the loop would run scalar, calling scalar libm, whose bits are
+     * not the unfused op's vector call's. The interpreter runs such a
+     * body. */
+    if (blocked && strstr(bt, "tg_fdivmod(")) goto done;
     if (blocked) {
         /* (the body again, its narrow inputs read as float: block_text) */
         tg_str_free(&body);
