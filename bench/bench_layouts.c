@@ -61,6 +61,10 @@ static const bcase CASES[] = {
     {"abs_int64", "{\"op\":\"abs\",\"inputs\":[\"x\"],\"outputs\":[\"z\"]}", {{"x", "int64", 0, 1, FILL_SIGNED}}, 1},
     {"int_div_int64_7", "{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":7}],\"outputs\":[\"z\"]}",
      {{"x", "int64", 0, 1, FILL_SIGNED}}, 1},
+    {"int_div_fused", "{\"op\":\"int_div\",\"inputs\":[\"x\",{\"value\":7}],\"outputs\":[\"q\"]},"
+                      "{\"op\":\"mul\",\"inputs\":[\"q\",{\"value\":3}],\"outputs\":[\"m\"]},"
+                      "{\"op\":\"add\",\"inputs\":[\"m\",\"x\"],\"outputs\":[\"z\"]}",
+     {{"x", "int64", 0, 1, FILL_SIGNED}}, 1},
 };
 
 static uint64_t lcg(uint64_t *s) {
@@ -105,7 +109,7 @@ int main(int argc, char **argv) {
         "np.sum(x.T)",        "np.sum(x.T, axis=1)", "np.max(x.T)",          "np.max(x.T, axis=1)",
         "np.argmax(x.T, axis=1)", "np.max(x[::-1])",    "np.argmax(x[::-1])",  "np.dot(x[::-1], y)",   "np.stack((x, y, w), axis=1)",
         "x.T.flatten()",      "x[i] (i random)",     "x[i] (x of N/10^4)",   "x + np.bincount(i, y, len(x))",
-        "np.abs(x)",          "x // 7",
+        "np.abs(x)",          "x // 7",               "(x // 7) * 3 + x",
     };
     tg_ctx *ctx = tg_ctx_new();
     uint64_t seed = 12345;

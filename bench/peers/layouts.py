@@ -47,6 +47,7 @@ cases = {
     "take_add": lambda: acc + np.bincount(i_acc, y, len(acc)),
     "abs_int64": lambda: np.abs(xi),
     "int_div_int64_7": lambda: xi // 7,
+    "int_div_fused": lambda: (xi // 7) * 3 + xi,
 }
 
 

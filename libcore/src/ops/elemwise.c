@@ -369,7 +369,7 @@ IDIV_U(uint32_t)
 IDIV_U(uint64_t)
 
 /* Division by an integer that stays the same along a loop (a scalar, a
- * constant, a broadcast row): the quotient from a multiplication by a
+ * constant, a column broadcast along rows): the quotient from a multiplication by a
  * precomputed reciprocal and shifts (Granlund and Montgomery, "Division
  * by invariant integers using multiplication", 1994: the round-up
  * method, figure 4.1 unsigned, figure 5.1 signed), computed in 64 bits
@@ -439,14 +439,14 @@ static inline uint64_t floordiv_u(uint64_t x, uint64_t d, divinv v, bool mod) {
 /* int_div and mod of integers: by a divisor that stays the same along
  * the loop (s[2] == 0; 0 and, signed, -1 excepted: the plain loop reports
  * the one and wraps the other), through its reciprocal; else the plain
- * loop (idiv_*, imod_*). */
+ * loop (PLAIN: IDIV or IMOD, which report through ud). */
 #define IDIV_LOOP(NAME, T, SIGNED, MOD, PLAIN)                                  \
     static void NAME(int64_t n, char **p, const int64_t *s, void *ud) {         \
         T y = *(const T *)p[2];                                                 \
         if (s[2] != 0 || n < 8 || y == 0 || (SIGNED && y == (T)-1)) {           \
             for (int64_t i = 0; i < n; i++) {                                   \
                 T x = *(const T *)(p[1] + i * s[1]), yi = *(const T *)(p[2] + i * s[2]); \
-                *(T *)(p[0] + i * s[0]) = PLAIN(x, yi, ud);                     \
+                *(T *)(p[0] + i * s[0]) = PLAIN(x, yi);                         \
             }                                                                   \
             return;                                                             \
         }                                                                       \
@@ -500,8 +500,6 @@ IPOW(uint64_t, 0)
 #define IMOD(x, y) _Generic((x), int8_t: imod_int8_t, int16_t: imod_int16_t, int32_t: imod_int32_t, \
     int64_t: imod_int64_t, uint8_t: imod_uint8_t, uint16_t: imod_uint16_t, uint32_t: imod_uint32_t, \
     uint64_t: imod_uint64_t)(x, y, ud)
-#define IDIVF(x, y, ud) IDIV(x, y)
-#define IMODF(x, y, ud) IMOD(x, y)
 #define IPOWG(x, y) _Generic((x), int8_t: ipow_int8_t, int16_t: ipow_int16_t, int32_t: ipow_int32_t, \
     int64_t: ipow_int64_t, uint8_t: ipow_uint8_t, uint16_t: ipow_uint16_t, uint32_t: ipow_uint32_t, \
     uint64_t: ipow_uint64_t)(x, y, ud)
@@ -577,11 +575,11 @@ UINTS(DEF_B, l_mul, (__typeof__(x))((uint64_t)x * (uint64_t)y))
 BOOLS(DEF_B, l_mul, x & y)
 FLOATS(DEF_B, l_true_div, x / y)
 FLOATS(DEF_B, l_int_div, fdiv_d(x, y))
-SINTS(DEF_IDIV_S, l_int_div, 0, IDIVF)
-UINTS(DEF_IDIV_U, l_int_div, 0, IDIVF)
+SINTS(DEF_IDIV_S, l_int_div, 0, IDIV)
+UINTS(DEF_IDIV_U, l_int_div, 0, IDIV)
 FLOATS(DEF_B, l_mod, fmod_py(x, y))
-SINTS(DEF_IDIV_S, l_mod, 1, IMODF)
-UINTS(DEF_IDIV_U, l_mod, 1, IMODF)
+SINTS(DEF_IDIV_S, l_mod, 1, IMOD)
+UINTS(DEF_IDIV_U, l_mod, 1, IMOD)
 FLOATS(DEF_B, l_pow, pow(x, y))
 SINTS(DEF_BC, l_pow, IPOWG(x, y))
 UINTS(DEF_BC, l_pow, IPOWG(x, y))
