@@ -638,6 +638,111 @@ static void test_threads(void **state) {
     drop_cache();
 }
 
+/* A first call that compiles a kernel holds no lock that calls on other
+ * threads need: the compiler (TG_CC, a wrapper) stops on a gate until
+ * the main thread has run a broadcast composite, already compiled, three
+ * times (each call of such a kernel takes the lock of the kernels'
+ * decisions: row_kernel). Held across the compile, as it was, the lock
+ * kept the main thread waiting until the wrapper gave up (30 s), which
+ * the wrapper records. */
+static bool exists_in_cache(const char *name) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", cache_dir, name);
+    return access(p, F_OK) == 0;
+}
+static void touch_in_cache(const char *name) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", cache_dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+static void test_compile_blocks_no_other_call(void **state) {
+    (void)state;
+    fresh_cache("noblock");
+    assert_int_equal(mkdir(cache_dir, 0755), 0);
+    char cc[400];
+    snprintf(cc, sizeof cc, "%s/cc-gate.sh", cache_dir);
+    FILE *f = fopen(cc, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then exec cc --version; fi\n"
+            "d='%s'\nif [ -e \"$d/GATE\" ]; then\n  touch \"$d/STARTED\"\n  i=0\n"
+            "  while [ ! -e \"$d/RELEASE\" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\n"
+            "  [ -e \"$d/RELEASE\" ] || touch \"$d/TIMEDOUT\"\nfi\nexec cc \"$@\"\n",
+            cache_dir);
+    fclose(f);
+    assert_int_equal(chmod(cc, 0755), 0);
+    setenv("TG_CC", cc, 1);
+    tg_kcache_forget();
+    /* B: y = x * c + 1 with c (64, 1) constant along each row of x */
+    tg_graph *gb = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                           "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[64,300]}},"
+                           "{\"id\":\"c\",\"type\":{\"dtype\":\"float64\",\"shape\":[64,1]}}],"
+                           "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"x\",\"c\"],\"outputs\":[\"y\"],"
+                           "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"u\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}},"
+                           "{\"id\":\"v\",\"type\":{\"dtype\":\"float64\",\"shape\":[]}}],"
+                           "\"nodes\":[{\"op\":\"mul\",\"inputs\":[\"u\",\"v\"],\"outputs\":[\"m\"]},"
+                           "{\"op\":\"add\",\"inputs\":[\"m\",{\"value\":1}],\"outputs\":[\"r\"]}],"
+                           "\"inputs\":[\"u\",\"v\"],\"outputs\":[\"r\"]}}}]}");
+    tg_array *x = ramp(64 * 300, 0.5, -3), *c = ramp(64, 2, 1);
+    int64_t xs[2] = {64, 300}, cs[2] = {64, 1};
+    tg_array *xb = tg_array_reshape(x, 2, xs, NULL), *cb = tg_array_reshape(c, 2, cs, NULL);
+    assert_non_null(xb);
+    assert_non_null(cb);
+    tg_node *nb = first_node(gb);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    { /* B's first call compiles its kernel (reading c once a row) */
+        tg_array *in[2] = {xb, cb}, *out[1] = {0};
+        assert_int_equal(nb->op->run(nb, in, out, ctx), TG_OK);
+        for (int64_t i = 0; i < 64 * 300; i++)
+            assert_true(tg_array_get_flat(out[0], i) == tg_array_get_flat(x, i) * tg_array_get_flat(c, i / 300) + 1);
+        tg_array_free(out[0]);
+    }
+    assert_int_equal(tg_kcache_stats_get().compiles - s0.compiles, 1);
+    touch_in_cache("GATE"); /* from now on a compile stops at the gate */
+    /* A: another body, compiled on its own thread, held at the gate */
+    char *ja = paper_graph(3.25, "5000");
+    tg_graph *ga = tu_load(ja);
+    tg_array *a = ramp(5000, 2, -1), *b = ramp(5000, 1, 0.5);
+    thr ta = {.nd = first_node(ga), .in = {a, b}};
+    pthread_t ida;
+    assert_int_equal(pthread_create(&ida, NULL, thr_run, &ta), 0);
+    for (int i = 0; i < 3000 && !exists_in_cache("STARTED"); i++) usleep(10000);
+    assert_true(exists_in_cache("STARTED"));
+    for (int call = 0; call < 3; call++) { /* B while A compiles */
+        tg_array *in[2] = {xb, cb}, *out[1] = {0};
+        assert_int_equal(nb->op->run(nb, in, out, ctx), TG_OK);
+        assert_true(tg_array_get_flat(out[0], 301) == tg_array_get_flat(x, 301) * tg_array_get_flat(c, 1) + 1);
+        tg_array_free(out[0]);
+    }
+    bool waited = exists_in_cache("TIMEDOUT");
+    touch_in_cache("RELEASE");
+    assert_int_equal(pthread_join(ida, NULL), 0);
+    if (waited) fail_msg("the calls of a compiled kernel waited for another node's compile");
+    assert_int_equal(ta.rc, TG_OK);
+    assert_int_equal(tg_composite_node_mode(first_node(ga)), 1);
+    const double *ad = tg_array_data(a), *bd = tg_array_data(b), *y = tg_array_data(ta.out[0]);
+    for (int64_t k = 0; k < 5000; k++)
+        if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 3.25 * ad[k] * bd[k]) fail_msg("A: y[%lld] = %.17g", (long long)k, y[k]);
+    tg_array_free(ta.out[0]);
+    tg_array_free(ta.out[1]);
+    tg_array_free(a);
+    tg_array_free(b);
+    tg_graph_free(ga);
+    free(ja);
+    tg_array_free(xb);
+    tg_array_free(cb);
+    tg_array_free(x);
+    tg_array_free(c);
+    tg_graph_free(gb);
+    tg_ctx_free(ctx);
+    unsetenv("TG_CC");
+    tg_kcache_forget();
+    drop_cache();
+}
+
 /* A forked child of a process that ran parallel loops runs them again
  * (on one thread) instead of hanging: GNU OpenMP's pool does not come
  * along through fork(), and its next parallel region waited for the
@@ -2216,7 +2321,8 @@ int main(void) {
         cmocka_unit_test(test_numerics_large),   cmocka_unit_test(test_no_compiler),
         cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
-        cmocka_unit_test(test_threads),         cmocka_unit_test(test_fork_child),
+        cmocka_unit_test(test_threads),         cmocka_unit_test(test_compile_blocks_no_other_call),
+        cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_same_bits_any_layout), cmocka_unit_test(test_same_bits_broadcast),
         cmocka_unit_test(test_sincos_same_bits), cmocka_unit_test(test_prefetch_at_first_call),
         cmocka_unit_test(test_prefetch_sure_nodes_only), cmocka_unit_test(test_prefetch_branch_block),

@@ -1232,15 +1232,34 @@ static uint64_t zero_d_inputs(const tg_node *n) {
 }
 
 /* The kernel of body kernel k, asked of the cache again when it was
- * cleared since (tgc cache clear). Under decide_lock. */
+ * cleared since (tgc cache clear). Called under decide_lock, which it
+ * lets go while the cache answers: a compile takes a second or more, and
+ * every call of a broadcast kernel takes the lock (row_kernel), so
+ * that functions already running on other threads waited for another's
+ * first call to compile. The kernel's source stays as it is meanwhile
+ * (made once, kept for the body's life); two threads asking at once both
+ * ask the cache, which compiles once and gives both the same kernel. */
 static tg_kernel_fn kern_fn(comp_parsed *p, int k) {
     unsigned long gen = tg_kcache_generation();
     if (!p->kern[k].tried || p->kern[k].gen != gen) {
-        p->kern[k].fn = kernel_of(p->kern[k].src);
+        const char *src = p->kern[k].src;
+        pthread_mutex_unlock(&decide_lock);
+        tg_kernel_fn fn = kernel_of(src);
+        pthread_mutex_lock(&decide_lock);
+        p->kern[k].fn = fn;
         p->kern[k].tried = true;
         p->kern[k].gen = gen;
     }
     return p->kern[k].fn;
+}
+
+/* kernel_of(src) for a source of the caller's own, decide_lock let go
+ * meanwhile (kern_fn). */
+static tg_kernel_fn kernel_of_unlocked(const char *src) {
+    pthread_mutex_unlock(&decide_lock);
+    tg_kernel_fn fn = kernel_of(src);
+    pthread_mutex_lock(&decide_lock);
+    return fn;
 }
 
 /* The body kernel (the index in p->kern) that reads the inputs of
@@ -1316,15 +1335,20 @@ static int decide_src(const tg_node *n, comp_body *b, bool *oom) {
 
 static void comp_decide(const tg_node *n, comp_body *b) {
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) >= 0) return;
-    /* Threads running the same node wait for the first one's decision. */
+    /* Threads running the same node before it is decided each ask the
+     * kernel cache (which compiles once), the lock let go meanwhile
+     * (kern_fn); the first answer decides. */
     pthread_mutex_lock(&decide_lock);
     if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0) {
         int k = decide_src(n, b, NULL);
         comp_parsed *p = b->parsed;
         tg_kernel_fn fn = NULL;
-        if (b->src && !interp_forced()) fn = k < 0 ? kernel_of(b->src) : kern_fn(p, k);
-        b->fn = fn;
-        __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
+        /* (b->src stays: decide_src makes it once) */
+        if (b->src && !interp_forced()) fn = k < 0 ? kernel_of_unlocked(b->src) : kern_fn(p, k);
+        if (__atomic_load_n(&b->mode, __ATOMIC_ACQUIRE) < 0) {
+            b->fn = fn;
+            __atomic_store_n(&b->mode, fn ? 1 : 0, __ATOMIC_RELEASE);
+        }
     }
     pthread_mutex_unlock(&decide_lock);
 }
@@ -1386,9 +1410,9 @@ static tg_kernel_fn row_kernel(const tg_node *n, comp_body *b, uint64_t extra) {
     char *own;
     int k = row_src(b, scalars, &own, NULL);
     if (k >= 0) {
-        fn = kern_fn(b->parsed, k);
+        fn = kern_fn(b->parsed, k); /* (the lock let go while it compiles) */
     } else if (own) {
-        fn = kernel_of(own); /* no room among the body's kernels */
+        fn = kernel_of_unlocked(own); /* no room among the body's kernels */
         tg_free(own);
     }
     b->row_fn = fn;
