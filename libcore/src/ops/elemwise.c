@@ -419,8 +419,10 @@ static divinv divinv_s(int64_t d) {
 static inline int64_t div_s(int64_t n, divinv v) {
     int64_t t = (int64_t)(((__int128)(int64_t)v.m * n) >> 64);
     int64_t q = (int64_t)((uint64_t)n + (uint64_t)t);
-    q = (q >> v.sh2) - (n >> 63);
-    return (q ^ v.dsign) - v.dsign;
+    /* (in 64-bit wrapping arithmetic: for d = 1 and the most negative n,
+     * q wraps to the largest value and back) */
+    uint64_t u = (uint64_t)(q >> v.sh2) - (uint64_t)(n >> 63);
+    return (int64_t)((u ^ (uint64_t)v.dsign) - (uint64_t)v.dsign);
 }
 
 /* NumPy's // (mod: %) of x by d through v = divinv_s(d): the floor, and
