@@ -1767,6 +1767,84 @@ static void test_fused_error_names_node(void **state) {
     }
 }
 
+/* The interpreter takes threads from TG_COMPOSITE_PAR_MIN elements, each
+ * with its own state: a stretch of every row (one long row), or whole
+ * rows (many): the values of the unfused ops on one thread and on three;
+ * and of two division-by-zero failures, the one the interpreter alone
+ * meets first (the lower element; there the first fused node), whichever
+ * thread meets it: q = x // y, r = q // z, a zero of z early and of y
+ * late names r's node, the other way round q's. */
+static void test_interp_threads(void **state) {
+    (void)state;
+    tg_composite_force_interp(true);
+    for (int shape2d = 0; shape2d < 2; shape2d++) {
+        const int64_t R = shape2d ? 300 : 1, C = shape2d ? 700 : 210000, N = R * C;
+        char *j = NULL;
+        assert_true(asprintf(&j,
+                             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                             "{\"id\":\"x\",\"type\":{\"dtype\":\"int64\",\"shape\":[%lld,%lld]}},"
+                             "{\"id\":\"y\",\"type\":{\"dtype\":\"int64\",\"shape\":[%lld,%lld]}},"
+                             "{\"id\":\"z\",\"type\":{\"dtype\":\"int64\",\"shape\":[%lld,%lld]}}],\"nodes\":["
+                             "{\"op\":\"int_div\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"q\"]},"
+                             "{\"op\":\"int_div\",\"inputs\":[\"q\",\"z\"],\"outputs\":[\"r\"]}],"
+                             "\"functions\":{\"f\":{\"inputs\":[\"x\",\"y\",\"z\"],\"outputs\":[\"r\"]}}}",
+                             (long long)R, (long long)C, (long long)R, (long long)C, (long long)R, (long long)C) > 0);
+        tg_graph *g = tu_load(j);
+        tg_ctx *ctx = tg_ctx_new();
+        tg_compile_options o = {.preset = "fast_run"};
+        tg_function *f = tg_function_compile(g, 0, &o, ctx);
+        if (!f) fail_msg("%s", tg_ctx_message(ctx));
+        assert_int_equal(tg_function_node_count(f), 1); /* one composite */
+        int64_t sh[2] = {R, C};
+        tg_array *in[3] = {tg_array_new(TG_INT64, 2, sh), tg_array_new(TG_INT64, 2, sh), tg_array_new(TG_INT64, 2, sh)};
+        int64_t *x = tg_array_data(in[0]), *y = tg_array_data(in[1]), *z = tg_array_data(in[2]);
+        for (int64_t i = 0; i < N; i++) {
+            x[i] = (i * 7919) % 100003 - 50000;
+            y[i] = i % 5 + 1;
+            z[i] = -(i % 3) - 1;
+        }
+        for (int nt = 1; nt <= 3; nt += 2) {
+            omp_set_num_threads(nt);
+            tg_array *out[1] = {0};
+            assert_int_equal(tg_function_call(f, in, out, ctx), TG_OK);
+            const int64_t *r = tg_array_data(out[0]);
+            for (int64_t i = 0; i < N; i++) {
+                int64_t q = x[i] / y[i] - (x[i] % y[i] != 0 && (x[i] < 0) != (y[i] < 0));
+                int64_t w = q / z[i] - (q % z[i] != 0 && (q < 0) != (z[i] < 0));
+                if (r[i] != w) fail_msg("%lld x %lld, %d threads: r[%lld] = %lld, want %lld", (long long)R, (long long)C, nt,
+                                        (long long)i, (long long)r[i], (long long)w);
+            }
+            tg_array_free(out[0]);
+        }
+        /* two zeros, one early and one late, in y or in z */
+        for (int which = 0; which < 2; which++) {
+            int64_t early = 10, late = N - 300;
+            (which ? y : z)[early] = 0;
+            (which ? z : y)[late] = 0;
+            char msg[2][TG_CTX_MSG_MAX];
+            for (int k = 0; k < 2; k++) {
+                omp_set_num_threads(k ? 3 : 1);
+                tg_array *out[1] = {0};
+                assert_int_not_equal(tg_function_call(f, in, out, ctx), TG_OK);
+                snprintf(msg[k], sizeof msg[k], "%s", tg_ctx_message(ctx));
+                tg_array_free(out[0]);
+            }
+            if (strcmp(msg[0], msg[1])) fail_msg("one thread: '%s'; three: '%s'", msg[0], msg[1]);
+            if (!strstr(msg[0], which ? "(int_div -> q)" : "(int_div -> r)"))
+                fail_msg("zero of %s first: '%s'", which ? "y" : "z", msg[0]);
+            y[early] = y[late] = 1;
+            z[early] = z[late] = -1;
+        }
+        for (int i = 0; i < 3; i++) tg_array_free(in[i]);
+        tg_function_free(f);
+        tg_ctx_free(ctx);
+        tg_graph_free(g);
+        free(j);
+    }
+    omp_set_num_threads(2);
+    tg_composite_force_interp(false);
+}
+
 /* softplus of NaN in a compiled kernel has the bits of the unfused op's:
  * a NaN with its sign bit clear (docs/format-choices.md), payload kept.
  * The kernel's prelude, max(x, 0) + log1p(exp(-|x|)), gave the NaN the
@@ -2332,7 +2410,7 @@ int main(void) {
         cmocka_unit_test(test_sig_table_bounded), cmocka_unit_test(test_fused_error_names_node),
         cmocka_unit_test(test_softplus_nan_bits), cmocka_unit_test(test_hoisted_scalar_same_bits),
         cmocka_unit_test(test_narrow_input_same_bits), cmocka_unit_test(test_many_functions_same_bits),
-        cmocka_unit_test(test_int_division_same_bits),
+        cmocka_unit_test(test_int_division_same_bits), cmocka_unit_test(test_interp_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1076,6 +1076,8 @@ typedef struct interp {
     tg_ctx *ctx;
     int rc;
     int failed; /* the body node whose op failed (index in fg->nodes) */
+    int64_t at, fail_at; /* the element the row given starts at (row * len +
+                            offset), and the block where the op failed */
 } interp;
 
 static void interp_rows(int64_t n, char **p, const int64_t *s, void *ud) {
@@ -1107,6 +1109,7 @@ static void interp_rows(int64_t n, char **p, const int64_t *s, void *ud) {
             }
             if ((I->rc = nd->op->run(nd, I->args, &I->owned[oi], I->ctx))) {
                 I->failed = j;
+                I->fail_at = I->at + off;
                 break;
             }
             I->cur[oi] = I->owned[oi];
@@ -1609,32 +1612,94 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         drive_plan(&P, kernel_rows, &fn, true);
         return TG_OK;
     }
-    interp I = {.n = n, .fg = fg, .nout = nout, .nin = nin, .ctx = ctx, .failed = -1};
+    /* The interpreter: with threads from TG_COMPOSITE_PAR_MIN elements,
+     * each with a state of its own (its blocks, its results, its context
+     * for an error), taking whole rows when there are enough of them,
+     * else a stretch of every row (in blocks). A failure is the one the
+     * interpreter alone meets first: the lowest element where one thread
+     * failed, and there the first body node that failed. */
+    int nth = P.total >= TG_COMPOSITE_PAR_MIN && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    if (nth > 64) nth = 64;
+    if (P.len < (int64_t)nth * TG_COMPOSITE_BLOCK && P.rows < nth) nth = 1;
+    interp I1, *I = nth > 1 ? tg_calloc((size_t)nth, sizeof *I) : &I1;
+    tg_ctx *tctx = nth > 1 ? tg_calloc((size_t)nth, sizeof *tctx) : NULL;
+    if (!I || (nth > 1 && !tctx)) {
+        if (I != &I1) tg_free(I);
+        tg_free(tctx);
+        return tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    }
     int maxin = 1;
     for (int j = 0; j < fg->nnodes; j++)
         if (fg->nodes[j]->nin > maxin) maxin = fg->nodes[j]->nin;
-    I.hdr = tg_calloc((size_t)nin + 1, sizeof *I.hdr);
-    I.owned = tg_calloc((size_t)fg->nvars + 1, sizeof *I.owned);
-    I.cur = tg_calloc((size_t)fg->nvars + 1, sizeof *I.cur);
-    I.args = tg_calloc((size_t)maxin, sizeof *I.args);
-    if (!I.hdr || !I.owned || !I.cur || !I.args) {
+    bool oom = false;
+    for (int t = 0; t < nth; t++) {
+        I[t] = (interp){.n = n, .fg = fg, .nout = nout, .nin = nin, .ctx = nth > 1 ? &tctx[t] : ctx,
+                        .failed = -1, .fail_at = INT64_MAX};
+        I[t].hdr = tg_calloc((size_t)nin + 1, sizeof *I[t].hdr);
+        I[t].owned = tg_calloc((size_t)fg->nvars + 1, sizeof *I[t].owned);
+        I[t].cur = tg_calloc((size_t)fg->nvars + 1, sizeof *I[t].cur);
+        I[t].args = tg_calloc((size_t)maxin, sizeof *I[t].args);
+        oom |= !I[t].hdr || !I[t].owned || !I[t].cur || !I[t].args;
+    }
+    if (oom) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
+    } else if (nth == 1) {
+        for (int64_t r = 0; r < P.rows && !I[0].rc; r++) {
+            char *p[TG_COMPOSITE_MAX_IO];
+            int64_t s[TG_COMPOSITE_MAX_IO];
+            row_ptrs(&P, r, p);
+            for (int k = 0; k < P.nops; k++) s[k] = P.st[k][P.nd - 1];
+            I[0].at = r * P.len;
+            interp_rows(P.len, p, s, &I[0]);
+        }
     } else {
-        drive_plan(&P, interp_rows, &I, false);
-        rc = I.rc;
-        if (rc && I.failed >= 0) {
+        const bool by_rows = P.rows >= nth;
+        const int64_t nblk = (P.len + TG_COMPOSITE_BLOCK - 1) / TG_COMPOSITE_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nth)
+        for (int t = 0; t < nth; t++) {
+            int64_t s[TG_COMPOSITE_MAX_IO];
+            for (int k = 0; k < P.nops; k++) s[k] = P.st[k][P.nd - 1];
+            /* whole rows [r0, r1), or in every row the blocks [b0, b1) */
+            const int64_t r0 = by_rows ? P.rows * t / nth : 0, r1 = by_rows ? P.rows * (t + 1) / nth : P.rows;
+            const int64_t e0 = by_rows ? 0 : nblk * t / nth * TG_COMPOSITE_BLOCK;
+            int64_t e1 = by_rows ? P.len : nblk * (t + 1) / nth * TG_COMPOSITE_BLOCK;
+            if (e1 > P.len) e1 = P.len;
+            for (int64_t r = r0; r < r1 && e0 < e1 && !I[t].rc; r++) {
+                char *p[TG_COMPOSITE_MAX_IO];
+                row_ptrs(&P, r, p);
+                for (int k = 0; k < P.nops; k++) p[k] += e0 * s[k];
+                I[t].at = r * P.len + e0;
+                interp_rows(e1 - e0, p, s, &I[t]);
+            }
+        }
+        int first = -1;
+        for (int t = 0; t < nth; t++)
+            if (I[t].rc && (first < 0 || I[t].fail_at < I[first].fail_at)) first = t;
+        if (first >= 0) {
+            *ctx = tctx[first];
+            I[0].rc = I[first].rc;
+            I[0].failed = I[first].failed;
+        }
+    }
+    if (!oom) {
+        rc = I[0].rc;
+        if (rc && I[0].failed >= 0) {
             /* Body ids are t<j> for the j-th fused node (see
              * tg_composite_node_new). */
-            const char *id = fg->nodes[I.failed]->outputs[0]->id;
+            const char *id = fg->nodes[I[0].failed]->outputs[0]->id;
             b->failed = id[0] == 't' ? atoi(id + 1) : -1;
         }
     }
-    if (I.owned)
-        for (int i = 0; i < fg->nvars; i++) tg_array_free(I.owned[i]);
-    tg_free(I.hdr);
-    tg_free(I.owned);
-    tg_free(I.cur);
-    tg_free(I.args);
+    for (int t = 0; t < nth; t++) {
+        if (I[t].owned)
+            for (int i = 0; i < fg->nvars; i++) tg_array_free(I[t].owned[i]);
+        tg_free(I[t].hdr);
+        tg_free(I[t].owned);
+        tg_free(I[t].cur);
+        tg_free(I[t].args);
+    }
+    if (I != &I1) tg_free(I);
+    tg_free(tctx);
     return rc;
 }
 
