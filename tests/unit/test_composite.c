@@ -2238,20 +2238,20 @@ static void test_int_division_same_bits(void **state) {
         /* one graph with every compiled divisor, then one per divisor of the interpreter */
         for (int from = 0; from < nd; from = from < ncomp ? ncomp : from + 1) {
             const int to = from < ncomp ? ncomp : from + 1;
-            tg_str bv = {0}, bn = {0}, bo = {0}, uv = {0}, un_ = {0}, uo = {0};
+            /* the divisors, then the nodes and outputs of the body (x -> tq, tr)
+             * and of the unfused graph (a -> q, r) */
+            tg_str dvars = {0}, nodes[2] = {{0}}, outs[2] = {{0}};
             for (int k = from; k < to; k++) {
-                tg_str_addf(&bv, ",{\"id\":\"d%d\",\"type\":{\"dtype\":\"%s\",\"shape\":[]},\"constant\":%s}", k, dn,
-                            dv[k]);
-                tg_str_addf(&bn, "%s{\"op\":\"int_div\",\"inputs\":[\"x\",\"d%d\"],\"outputs\":[\"tq%d\"]},"
-                                 "{\"op\":\"mod\",\"inputs\":[\"x\",\"d%d\"],\"outputs\":[\"tr%d\"]}",
-                            k > from ? "," : "", k, k, k, k);
-                tg_str_addf(&bo, "%s\"tq%d\",\"tr%d\"", k > from ? "," : "", k, k);
-                tg_str_addf(&uv, ",{\"id\":\"d%d\",\"type\":{\"dtype\":\"%s\",\"shape\":[]},\"constant\":%s}", k, dn,
-                            dv[k]);
-                tg_str_addf(&un_, "%s{\"op\":\"int_div\",\"inputs\":[\"a\",\"d%d\"],\"outputs\":[\"q%d\"]},"
-                                  "{\"op\":\"mod\",\"inputs\":[\"a\",\"d%d\"],\"outputs\":[\"r%d\"]}",
-                            k > from ? "," : "", k, k, k, k);
-                tg_str_addf(&uo, "%s\"q%d\",\"r%d\"", k > from ? "," : "", k, k);
+                tg_str_addf(&dvars, ",{\"id\":\"d%d\",\"type\":{\"dtype\":\"%s\",\"shape\":[]},\"constant\":%s}", k,
+                            dn, dv[k]);
+                for (int u = 0; u < 2; u++) {
+                    const char *xin = u ? "a" : "x", *pre = u ? "" : "t", *sep = k > from ? "," : "";
+                    tg_str_addf(&nodes[u],
+                                "%s{\"op\":\"int_div\",\"inputs\":[\"%s\",\"d%d\"],\"outputs\":[\"%sq%d\"]},"
+                                "{\"op\":\"mod\",\"inputs\":[\"%s\",\"d%d\"],\"outputs\":[\"%sr%d\"]}",
+                                sep, xin, k, pre, k, xin, k, pre, k);
+                    tg_str_addf(&outs[u], "%s\"%sq%d\",\"%sr%d\"", sep, pre, k, pre, k);
+                }
             }
             char *fj = NULL, *uj = NULL;
             assert_true(asprintf(&fj,
@@ -2260,12 +2260,12 @@ static void test_int_division_same_bits(void **state) {
                                  "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\"],\"outputs\":[%s],"
                                  "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\","
                                  "\"shape\":[]}}%s],\"nodes\":[%s],\"inputs\":[\"x\"],\"outputs\":[%s]}}}]}",
-                                 dn, N, uo.s, dn, bv.s, bn.s, bo.s) > 0);
+                                 dn, N, outs[1].s, dn, dvars.s, nodes[0].s, outs[0].s) > 0);
             assert_true(asprintf(&uj,
                                  "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
                                  "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%d]}}%s],\"nodes\":[%s],"
                                  "\"functions\":{\"f\":{\"inputs\":[\"a\"],\"outputs\":[%s]}}}",
-                                 dn, N, uv.s, un_.s, uo.s) > 0);
+                                 dn, N, dvars.s, nodes[1].s, outs[1].s) > 0);
             const int nout = 2 * (to - from);
             tg_graph *gf = tu_load(fj), *gu = tu_load(uj);
             tg_ctx *ctx = tg_ctx_new();
@@ -2310,12 +2310,11 @@ static void test_int_division_same_bits(void **state) {
             tg_graph_free(gu);
             free(fj);
             free(uj);
-            tg_str_free(&bv);
-            tg_str_free(&bn);
-            tg_str_free(&bo);
-            tg_str_free(&uv);
-            tg_str_free(&un_);
-            tg_str_free(&uo);
+            tg_str_free(&dvars);
+            for (int u = 0; u < 2; u++) {
+                tg_str_free(&nodes[u]);
+                tg_str_free(&outs[u]);
+            }
         }
         tg_array_free(x);
     }

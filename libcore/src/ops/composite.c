@@ -507,25 +507,7 @@ static const char PRELUDE[] =
     "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
-    /* NumPy's floor_divide (div) and remainder of floats (npy_divmod), as
-     * elemwise.c's fdivmod_d */
-    "static inline double tg_fdivmod(double a, double b, int div) {\n"
-    "    double mod = fmod(a, b);\n"
-    /* (b hidden from the compiler: knowing it -0.0, GCC divided by +0.0
-     * and negated, and 0 / -0.0 gave a NaN of the other sign than the
-     * unfused loop's division) */
-    "    if (b == 0) { double z = b; __asm__(\"\" : \"+m\"(z)); return div ? a / z : mod; }\n"
-    "    double q = (a - mod) / b;\n"
-    "    if (mod != 0) {\n"
-    "        if ((b < 0) != (mod < 0)) { mod += b; q -= 1.0; }\n"
-    "    } else {\n"
-    "        mod = copysign(0.0, b);\n"
-    "    }\n"
-    "    if (!div) return mod;\n"
-    "    double fl;\n"
-    "    if (q != 0) { fl = floor(q); if (q - fl > 0.5) fl += 1.0; }\n"
-    "    else fl = copysign(0.0, a / b);\n"
-    "    return fl;\n}\n"
+    TG_COMPOSITE_FDIVMOD("static inline", "__asm__(\"\" : \"+m\"(z));")
     TG_COMPOSITE_F2I("static inline");
 
 /* The prelude's conversion from float dtype `from` to integer dtype `to`
@@ -1659,7 +1641,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         for (int t = 0; t < nth; t++) {
             int64_t s[TG_COMPOSITE_MAX_IO];
             for (int k = 0; k < P.nops; k++) s[k] = P.st[k][P.nd - 1];
-            /* whole rows [r0, r1), or in every row the blocks [b0, b1) */
+            /* whole rows [r0, r1), or in every row the elements [e0, e1) (whole blocks) */
             const int64_t r0 = by_rows ? P.rows * t / nth : 0, r1 = by_rows ? P.rows * (t + 1) / nth : P.rows;
             const int64_t e0 = by_rows ? 0 : nblk * t / nth * TG_COMPOSITE_BLOCK;
             int64_t e1 = by_rows ? P.len : nblk * (t + 1) / nth * TG_COMPOSITE_BLOCK;

@@ -76,21 +76,7 @@ static const char PRELUDE[] =
     "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
-    /* NumPy's floor_divide (div) and remainder of floats (npy_divmod) */
-    "TG_DEV double tg_fdivmod(double a, double b, int div) {\n"
-    "    double mod = fmod(a, b);\n"
-    "    if (b == 0) return div ? a / b : mod;\n"
-    "    double q = (a - mod) / b;\n"
-    "    if (mod != 0) {\n"
-    "        if ((b < 0) != (mod < 0)) { mod += b; q -= 1.0; }\n"
-    "    } else {\n"
-    "        mod = copysign(0.0, b);\n"
-    "    }\n"
-    "    if (!div) return mod;\n"
-    "    double fl;\n"
-    "    if (q != 0) { fl = floor(q); if (q - fl > 0.5) fl += 1.0; }\n"
-    "    else fl = copysign(0.0, a / b);\n"
-    "    return fl;\n}\n"
+    TG_COMPOSITE_FDIVMOD("TG_DEV", "")
     TG_COMPOSITE_F2I("TG_DEV");
 
 /* For bodies with float16: tg_half loads and stores, and the rounding of
