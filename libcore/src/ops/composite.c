@@ -1200,11 +1200,9 @@ static pthread_mutex_t decide_lock = PTHREAD_MUTEX_INITIALIZER;
 static tg_kernel_fn kernel_of(const char *src) {
     const char *why = NULL;
     tg_kernel_fn fn = tg_kcache_get(src, &why);
-    static int warned;
-    if (!fn && why && !warned) {
-        warned = 1;
+    static int warned; /* (threads ask at once: kern_fn lets decide_lock go) */
+    if (!fn && why && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         fprintf(stderr, "tg: warning: composite kernels run in the interpreter: %s\n", why);
-    }
     return fn;
 }
 
@@ -1658,7 +1656,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
         for (int t = 0; t < nth; t++)
             if (I[t].rc && (first < 0 || I[t].fail_at < I[first].fail_at)) first = t;
         if (first >= 0) {
-            *ctx = tctx[first];
+            if (ctx) *ctx = tctx[first];
             I[0].rc = I[first].rc;
             I[0].failed = I[first].failed;
         }
