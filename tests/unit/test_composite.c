@@ -2036,6 +2036,51 @@ static bool band_of(const char *op, double v, bool f64) {
     return false;
 }
 
+/* One input a (dtype xn, n elements) through a composite whose body reads
+ * it as x (more body variables in bvars, each after a comma; the body's
+ * nodes and outputs bnodes and bouts), and through the same ops unfused
+ * under -O none (uvars, unodes): both give outputs `outs`. Each run on
+ * x: fused[] and un[] (the caller's to free), the statuses frc and urc
+ * (a failure's message in msg), the composite's mode after its run. */
+typedef struct both_run {
+    tg_array *fused[TG_COMPOSITE_MAX_IO], *un[TG_COMPOSITE_MAX_IO];
+    int frc, urc, mode;
+    char msg[TG_CTX_MSG_MAX];
+} both_run;
+static void run_fused_unfused(const char *xn, int64_t n, const char *bvars, const char *bnodes, const char *bouts,
+                              const char *uvars, const char *unodes, const char *outs, tg_array *x, both_run *r) {
+    char *fj = NULL, *uj = NULL;
+    assert_true(asprintf(&fj,
+                         "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                         "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld]}}],"
+                         "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\"],\"outputs\":[%s],"
+                         "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\","
+                         "\"shape\":[]}}%s],\"nodes\":[%s],\"inputs\":[\"x\"],\"outputs\":[%s]}}}]}",
+                         xn, (long long)n, outs, xn, bvars, bnodes, bouts) > 0);
+    assert_true(asprintf(&uj,
+                         "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                         "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld]}}%s],\"nodes\":[%s],"
+                         "\"functions\":{\"f\":{\"inputs\":[\"a\"],\"outputs\":[%s]}}}",
+                         xn, (long long)n, uvars, unodes, outs) > 0);
+    tg_graph *gf = tu_load(fj), *gu = tu_load(uj);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_compile_options opt = {.preset = "none"};
+    tg_function *fu = tg_function_compile(gu, tg_graph_function_find(gu, "f", ctx), &opt, ctx);
+    if (!fu) fail_msg("%s", tg_ctx_message(ctx));
+    memset(r, 0, sizeof *r);
+    r->urc = tg_function_call(fu, (tg_array *const *)&x, r->un, ctx);
+    tg_node *nd = first_node(gf);
+    r->frc = nd->op->run(nd, (tg_array *const *)&x, r->fused, ctx);
+    r->mode = tg_composite_node_mode(nd);
+    snprintf(r->msg, sizeof r->msg, "%s", tg_ctx_message(ctx));
+    tg_function_free(fu);
+    tg_ctx_free(ctx);
+    tg_graph_free(gf);
+    tg_graph_free(gu);
+    free(fj);
+    free(uj);
+}
+
 /* The outputs (of nops) that differ between a composite of ops[] of one
  * input x and the unfused ops under -O none, each printed. The body is of
  * x's float dtype (float32 for a narrower x, as NumPy computes its ops);
@@ -2064,31 +2109,12 @@ static int ops_differ(const tg_array *x, bool cast64, bool bands, const char *co
         tg_str_addf(&outs, "%s\"r%d\"", sep, k);
         tg_str_addf(&youts, "%s\"y%d\"", sep, k);
     }
-    char *fj = NULL, *uj = NULL;
-    assert_true(asprintf(&fj,
-                         "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                         "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld]}}],"
-                         "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\"],\"outputs\":[%s],"
-                         "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\","
-                         "\"shape\":[]}}],\"nodes\":[%s],\"inputs\":[\"x\"],\"outputs\":[%s]}}}]}",
-                         xn, (long long)n, youts.s, xn, body.s, outs.s) > 0);
-    assert_true(asprintf(&uj,
-                         "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                         "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%lld]}}],"
-                         "\"nodes\":[%s],\"functions\":{\"f\":{\"inputs\":[\"a\"],\"outputs\":[%s]}}}",
-                         xn, (long long)n, unf.s, youts.s) > 0);
-    tg_graph *gf = tu_load(fj), *gu = tu_load(uj);
-    tg_ctx *ctx = tg_ctx_new();
-    tg_compile_options opt = {.preset = "none"};
-    tg_function *fu = tg_function_compile(gu, tg_graph_function_find(gu, "f", ctx), &opt, ctx);
-    if (!fu) fail_msg("%s", tg_ctx_message(ctx));
-    tg_array **un = calloc((size_t)nops, sizeof *un), **fused = calloc((size_t)nops, sizeof *fused);
-    assert_non_null(un);
-    assert_non_null(fused);
-    if (tg_function_call(fu, (tg_array *const *)&x, un, ctx)) fail_msg("%s", tg_ctx_message(ctx));
-    tg_node *nd = first_node(gf);
-    assert_int_equal(nd->op->run(nd, (tg_array *const *)&x, fused, ctx), TG_OK);
-    assert_int_equal(tg_composite_node_mode(nd), 1); /* compiled */
+    both_run *r = malloc(sizeof *r);
+    assert_non_null(r);
+    run_fused_unfused(xn, n, "", body.s, outs.s, "", unf.s, youts.s, (tg_array *)x, r);
+    if (r->urc || r->frc) fail_msg("%s", r->msg);
+    assert_int_equal(r->mode, 1); /* compiled */
+    tg_array **un = r->un, **fused = r->fused;
     int bad = 0;
     for (int k = 0; k < nops; k++) {
         assert_int_equal(tg_array_dtype(fused[k]), f64 ? TG_FLOAT64 : TG_FLOAT32);
@@ -2111,14 +2137,7 @@ static int ops_differ(const tg_array *x, bool cast64, bool bands, const char *co
         tg_array_free(un[k]);
         tg_array_free(fused[k]);
     }
-    free(un);
-    free(fused);
-    tg_function_free(fu);
-    tg_ctx_free(ctx);
-    tg_graph_free(gf);
-    tg_graph_free(gu);
-    free(fj);
-    free(uj);
+    free(r);
     tg_str_free(&body);
     tg_str_free(&outs);
     tg_str_free(&unf);
@@ -2253,35 +2272,18 @@ static void test_int_division_same_bits(void **state) {
                     tg_str_addf(&outs[u], "%s\"%sq%d\",\"%sr%d\"", sep, pre, k, pre, k);
                 }
             }
-            char *fj = NULL, *uj = NULL;
-            assert_true(asprintf(&fj,
-                                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                                 "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%d]}}],"
-                                 "\"nodes\":[{\"op\":\"composite\",\"inputs\":[\"a\"],\"outputs\":[%s],"
-                                 "\"attrs\":{\"body\":{\"variables\":[{\"id\":\"x\",\"type\":{\"dtype\":\"%s\","
-                                 "\"shape\":[]}}%s],\"nodes\":[%s],\"inputs\":[\"x\"],\"outputs\":[%s]}}}]}",
-                                 dn, N, outs[1].s, dn, dvars.s, nodes[0].s, outs[0].s) > 0);
-            assert_true(asprintf(&uj,
-                                 "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
-                                 "{\"id\":\"a\",\"type\":{\"dtype\":\"%s\",\"shape\":[%d]}}%s],\"nodes\":[%s],"
-                                 "\"functions\":{\"f\":{\"inputs\":[\"a\"],\"outputs\":[%s]}}}",
-                                 dn, N, dvars.s, nodes[1].s, outs[1].s) > 0);
             const int nout = 2 * (to - from);
-            tg_graph *gf = tu_load(fj), *gu = tu_load(uj);
-            tg_ctx *ctx = tg_ctx_new();
-            tg_compile_options opt = {.preset = "none"};
-            tg_function *fu = tg_function_compile(gu, tg_graph_function_find(gu, "f", ctx), &opt, ctx);
-            if (!fu) fail_msg("%s", tg_ctx_message(ctx));
-            tg_array *un[2 * ND] = {0}, *fused[2 * ND] = {0};
-            int urc = tg_function_call(fu, (tg_array *const *)&x, un, ctx);
-            tg_node *node = first_node(gf);
-            int frc = node->op->run(node, (tg_array *const *)&x, fused, ctx);
-            assert_int_equal(tg_composite_node_mode(node), from < ncomp ? 1 : 0);
+            both_run *run = malloc(sizeof *run);
+            assert_non_null(run);
+            run_fused_unfused(dn, N, dvars.s, nodes[0].s, outs[0].s, dvars.s, nodes[1].s, outs[1].s, x, run);
+            tg_array **un = run->un, **fused = run->fused;
+            const int urc = run->urc, frc = run->frc;
+            assert_int_equal(run->mode, from < ncomp ? 1 : 0);
             if (from >= ncomp && !strcmp(dv[from], "0")) { /* the error, both ways */
                 assert_int_not_equal(urc, TG_OK);
                 assert_int_not_equal(frc, TG_OK);
             } else {
-                if (urc || frc) fail_msg("%s: %s", dn, tg_ctx_message(ctx));
+                if (urc || frc) fail_msg("%s: %s", dn, run->msg);
                 for (int o = 0; o < nout; o++) {
                     int differ = 0;
                     int64_t first = -1;
@@ -2304,12 +2306,7 @@ static void test_int_division_same_bits(void **state) {
                 tg_array_free(un[o]);
                 tg_array_free(fused[o]);
             }
-            tg_function_free(fu);
-            tg_ctx_free(ctx);
-            tg_graph_free(gf);
-            tg_graph_free(gu);
-            free(fj);
-            free(uj);
+            free(run);
             tg_str_free(&dvars);
             for (int u = 0; u < 2; u++) {
                 tg_str_free(&nodes[u]);

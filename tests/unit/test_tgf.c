@@ -1693,10 +1693,11 @@ static void sec_var(sec *S, const char *id, int kind, int flags, tg_dtype dt, in
 }
 /* A node of one output, no attrs, no trace, no origins; ip: the input
  * its output overwrites, or -1. */
-static void sec_node(sec *S, const char *op, int nin, const uint32_t *in, uint32_t out, int ip) {
+static void sec_node_an(sec *S, const char *op, uint32_t attrs, uint32_t name, int nin, const uint32_t *in,
+                        uint32_t out, int ip) {
     s32(S, si(S, op));
-    s32(S, NO);
-    s32(S, NO);
+    s32(S, attrs);
+    s32(S, name);
     s32(S, (uint32_t)nin);
     for (int k = 0; k < nin; k++) s32(S, in[k]);
     s32(S, 1);
@@ -1705,6 +1706,9 @@ static void sec_node(sec *S, const char *op, int nin, const uint32_t *in, uint32
     if (ip >= 0) s8(S, (uint8_t)ip);
     s32(S, 0);
     s32(S, NO);
+}
+static void sec_node(sec *S, const char *op, int nin, const uint32_t *in, uint32_t out, int ip) {
+    sec_node_an(S, op, NO, NO, nin, in, out, ip);
 }
 /* The function (inputs, one output declared as its own id), no updates,
  * an empty record. */
@@ -1863,16 +1867,7 @@ static void test_section_loader_rules(void **state) {
         sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_INT64, 1, s3, NO, NO);
         sec_var(&S, "y", TG_VAR_RESULT, 0, TG_INT64, 1, s3, NO, NO);
         s32(&S, 1);
-        s32(&S, si(&S, "composite"));
-        s32(&S, 3); /* the attrs string */
-        s32(&S, NO);
-        s32(&S, 1);
-        s32(&S, 0);
-        s32(&S, 1);
-        s32(&S, 1);
-        s8(&S, 0);
-        s32(&S, 0);
-        s32(&S, NO);
+        sec_node_an(&S, "composite", 3 /* the attrs string */, NO, 1, in1, 1, -1);
         sec_end(&S, 1, in1, 1, "y");
         fg = sec_decode(&S, arrays, 2, msg, sizeof msg);
         if (!huge) {
@@ -2287,16 +2282,8 @@ static void test_nul_refused(void **state) {
         sec_var(&S, "x", TG_VAR_INPUT, 4 | 8, TG_FLOAT64, 1, s3, NO, NO);
         sec_var(&S, "y", TG_VAR_RESULT, 0, TG_FLOAT64, 1, s3, NO, NO);
         s32(&S, 1);
-        s32(&S, si(&S, "composite"));
-        s32(&S, named ? NO : 3); /* the attrs */
-        s32(&S, named ? si(&S, "n#m") : NO); /* the node's name */
-        s32(&S, 1);
-        s32(&S, 0);
-        s32(&S, 1);
-        s32(&S, 1);
-        s8(&S, 0);
-        s32(&S, 0);
-        s32(&S, NO);
+        /* the attrs, or the node's name */
+        sec_node_an(&S, "composite", named ? NO : 3, named ? si(&S, "n#m") : NO, 1, in1, 1, -1);
         sec_end(&S, 1, in1, 1, "y");
         if (named) { /* "n#m" with a NUL byte for # */
             unsigned char *h = memmem(S.b, S.n, "n#m", 3);

@@ -430,14 +430,10 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
         if (bl || dv->kind != TG_VAR_CONSTANT || !dv->value || dv->type.ndim != 0 ||
             !tg_dtype_is_int(dv->value->dtype))
             return false;
-        uint64_t bits = dv->value->dtype == TG_UINT64 ? *(const uint64_t *)dv->value->data
-                                                        : (uint64_t)tg_load_i64(dv->value->dtype, dv->value->data);
-        size_t w = tg_dtype_size(cd) * 8; /* the divisor as the compute dtype holds it */
-        if (w < 64) {
-            bits &= (UINT64_C(1) << w) - 1;
-            if (si && bits >> (w - 1)) bits |= ~UINT64_C(0) << w;
-        }
-        if (bits == 0 || (si && bits == ~UINT64_C(0))) return false;
+        /* (the compute dtype, promoted from the divisor's, holds its value;
+         * a uint64 past 2^63 reads negative here, and is not -1 unsigned) */
+        int64_t d = tg_load_i64(dv->value->dtype, dv->value->data);
+        if (d == 0 || (si && d == -1)) return false;
         if (!si)
             tg_str_addf(s, "((%s)(%s %c %s))", ct, a[0], div ? '/' : '%', a[1]);
         else if (div) /* the truncated quotient, less one where the remainder is against the divisor's sign */
@@ -1624,14 +1620,7 @@ static int comp_run(tg_node *n, tg_array *const *in, tg_array **out, tg_ctx *ctx
     if (oom) {
         rc = tg_errorf(ctx, TG_ENOMEM, "out of memory");
     } else if (nth == 1) {
-        for (int64_t r = 0; r < P.rows && !I[0].rc; r++) {
-            char *p[TG_COMPOSITE_MAX_IO];
-            int64_t s[TG_COMPOSITE_MAX_IO];
-            row_ptrs(&P, r, p);
-            for (int k = 0; k < P.nops; k++) s[k] = P.st[k][P.nd - 1];
-            I[0].at = r * P.len;
-            interp_rows(P.len, p, s, &I[0]);
-        }
+        drive_plan(&P, interp_rows, &I[0], false); /* (one thread: where it failed does not matter) */
     } else {
         const bool by_rows = P.rows >= nth;
         const int64_t nblk = (P.len + TG_COMPOSITE_BLOCK - 1) / TG_COMPOSITE_BLOCK;
