@@ -1114,7 +1114,8 @@ static tg_array *layout_data(tg_dtype dt, int nd, const int64_t *B, int nans, do
 }
 
 /* Every element of a dense view: max/min/all/any/argmax/argmin read memory
- * in order, the sums copy in tiles. Shapes small and past 65,536. */
+ * in order, the sums take the copy's order (sum_view_leaves). Shapes
+ * small and past 65,536. */
 static void test_layout_full(void **state) {
     (void)state;
     /* view, base shape; x[::-1, ::-1] is one row at stride -1 element (its
@@ -1125,7 +1126,10 @@ static void test_layout_full(void **state) {
     } CASES[] = {{0, 2, {3, 5}},     {0, 2, {1000, 70}}, {0, 2, {257, 131}}, {0, 2, {2, 1}},
                  {0, 2, {1, 7}},     {1, 2, {3, 5}},     {1, 2, {1000, 70}}, {1, 2, {1, 7}},
                  {2, 2, {3, 5}},     {2, 2, {1000, 70}}, {2, 2, {129, 3}},   {3, 3, {5, 7, 9}},
-                 {3, 3, {40, 41, 43}}, {4, 2, {3, 5}},     {4, 2, {1000, 70}}, {4, 2, {2, 130}}};
+                 {3, 3, {40, 41, 43}}, {4, 2, {3, 5}},     {4, 2, {1000, 70}}, {4, 2, {2, 130}},
+                 /* more lines side by side than one task takes (1024), and
+                  * lines cut into ten segments */
+                 {0, 2, {300, 1100}},  {0, 2, {2600, 30}}};
     static const char *const OPS[] = {"max", "min", "argmax", "argmin", "all", "any", "prod", "sum", "mean"};
     for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci++)
         for (int di = 0; di < 2; di++)

@@ -1571,20 +1571,24 @@ static bool copy_tiled(const tg_array *v, char *d, int64_t isz, int nth) {
  * view first wrote and read it again (sum(x.T) 5x NumPy's time). Here the
  * leaves are found first (their starts, in logical order); then the
  * view's lines (its last axis, logically contiguous) are read up to
- * LINE_G at a time beside each other in memory, a row of memory at a
- * time, each element added to one of four sums of its line chosen by its
- * position mod 4 (the same four sums, rotated, as the leaf's), in
- * vectors across the lines; a line whose leaf ends, or reaches its last
- * elements, within the next LINE_B rows is set back and takes those rows
- * one element at a time. A closed leaf's value is (a0 + a1) + (a2 + a3)
- * as sum_f64 makes it, and the tree is replayed over the values. Threads
- * take groups of lines and stretches of them (segments); a leaf begun in
- * the segment before (a segment's head, at most 127 elements) is kept
- * aside and finished once every segment is done, from that segment's open
- * leaf, in order. Each of the four sums gets its elements one after
- * another in logical order, so the bits are the copy's, for any number of
- * threads. Lines of at least LINE_MIN elements (a leaf then touches two
- * segments at most); shorter ones are still copied. */
+ * LINE_G at a time beside each other in memory, LINE_B rows of memory at
+ * a time, each element added to one of four sums of its line chosen by
+ * its position mod 4 (the same four sums, rotated, as the leaf's), in
+ * vectors across the lines, each line up to where its leaf reaches its
+ * last elements or ends (masked); from there the line takes the rest of
+ * those rows one element at a time, and closes the leaf. A closed leaf's
+ * value is (a0 + a1) + (a2 + a3) as sum_f64 makes it, and the tree is
+ * replayed over the values. Threads take groups of lines and stretches of
+ * them (segments), each line's segments cut where a leaf starts; a leaf
+ * begun in the line before (a line's head, at most 127 elements) is kept
+ * aside and finished once every line is done, from that line's open
+ * leaf. Each of the four sums gets its elements one after another in
+ * logical order, so the bits are the copy's, for any number of threads.
+ * (sum(x.T) of a 10^4 x 1000 float64 x: 9.4 ms before the masks, the
+ * clones and the cuts at leaves, 4.3-5.5 ms after, NumPy 2.9-7.6 in
+ * bench_layouts' runs.) Lines of at least LINE_MIN elements (a leaf then
+ * touches two lines at most, and a segment holds more than a leaf);
+ * shorter ones are still copied. */
 #define LINE_G 1024
 #define LINE_B 8
 #define LINE_MIN 256
@@ -1629,12 +1633,12 @@ typedef struct leafsum {
     const int64_t *ls; /* nleaf + 1 starts, the last one the end */
     double *lv;        /* the leaves' values */
     int64_t nleaf, nl;
-    double *heads;     /* HEAD_ROOM per segment */
-    int64_t *hlen;     /* per segment */
-    leaf_cur *tails;   /* per segment */
+    double *heads;     /* HEAD_ROOM per line */
+    int64_t *hlen;     /* per line */
+    leaf_cur *tails;   /* per line */
     char *scratch;     /* per thread: LINE_SCRATCH bytes */
 } leafsum;
-#define LINE_SCRATCH ((4 + 4 + 5) * LINE_G * 8)
+#define LINE_SCRATCH ((4 + 7) * LINE_G * 8)
 
 /* x[0..cnt), the next elements in logical order, into leaf c (and those
  * after it), as sum_f64's leaf loop adds them. */
@@ -1652,23 +1656,116 @@ static void leaf_feed(const leafsum *w, leaf_cur *c, const double *x, int64_t cn
     }
 }
 
-/* Where line g of a task stands: its leaf k starts at element st of the
- * line (relative, may be negative for a head's leaf) and has n; ev: the
- * first element that the rows' vector loop must not take. */
+/* A bracket lo < hi of the leaf that holds element s (ls[lo] <= s <
+ * ls[hi]) for the binary search: leaves are of nearly one size (the
+ * pieces' trees are alike), so s / mean size is a leaf or a few off; from
+ * there, steps that double. A search from the whole range took a cache
+ * miss a step, for each line of each task. */
+static void leaf_bracket(const int64_t *ls, int64_t nleaf, int64_t s, int64_t *lo, int64_t *hi) {
+    int64_t e = (int64_t)((double)s / (double)ls[nleaf] * (double)nleaf), step = 1;
+    e = e < 0 ? 0 : e >= nleaf ? nleaf - 1 : e;
+    if (ls[e] <= s) {
+        int64_t b = e;
+        while (b + step < nleaf && ls[b + step] <= s) {
+            b += step;
+            step *= 2;
+        }
+        *lo = b;
+        *hi = b + step < nleaf ? b + step : nleaf;
+    } else {
+        int64_t b = e;
+        while (b - step > 0 && ls[b - step] > s) {
+            b -= step;
+            step *= 2;
+        }
+        *hi = b;
+        *lo = b - step > 0 ? b - step : 0;
+    }
+}
+
+/* Where line g of a task stands: its leaf k starts at element s of the
+ * line (negative for a head's leaf, begun in the line before) and has n;
+ * its segment is [lo, hi) of the line, its head the first hl elements;
+ * ev: the first element that the rows' vector loop must not take (at
+ * most hi). */
 typedef struct line_st {
-    int64_t *k, *s, *n, *ev, *hl;
+    int64_t *k, *s, *n, *ev, *hl, *lo, *hi;
 } line_st;
 
 static void line_open(const leafsum *w, const line_st *L, int g, int64_t k, int64_t s) {
     L->k[g] = k;
     L->s[g] = s;
     int64_t n = L->n[g] = k < w->nleaf ? w->ls[k + 1] - w->ls[k] : 1;
-    int64_t q = n & ~(int64_t)3;
-    L->ev[g] = s + (n - 1 > q + 1 ? q + 1 : n - 1); /* past q, or the last: closes the leaf */
+    if (k + 2 <= w->nleaf) __builtin_prefetch(&w->ls[k + 2]); /* for the next leaf's length, a leaf from now */
+    int64_t q = n & ~(int64_t)3, ev = s + (n - 1 > q + 1 ? q + 1 : n - 1); /* past q, or the last: closes the leaf */
+    L->ev[g] = ev < L->hi[g] ? ev : L->hi[g];
 }
 
+/* The first leaf to start at or after element s of the whole (ls[k] >= s;
+ * the end, nleaf, when none does). */
+static int64_t leaf_from(const leafsum *w, int64_t s) {
+    int64_t lo, hi; /* ls[lo] <= s < ls[hi] */
+    leaf_bracket(w->ls, w->nleaf, s, &lo, &hi);
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (w->ls[mid] <= s) lo = mid;
+        else hi = mid;
+    }
+    return w->ls[lo] == s ? lo : lo + 1;
+}
+
+/* The rows j0 .. j0 + jn of LINE_G-wide lines that lie side by side
+ * (packed: row j at q + (j - j0) * ls), each element added to the sum of
+ * its line for its row mod 4 (acc[(j & 3) * LINE_G + g]) where lo[g] <=
+ * j < ev[g]; the rest is left to the element-by-element loop. A full
+ * block of LINE_B = 8 rows takes each sum's two rows in one pass (its two
+ * adds in row order), in the widest vectors the CPU has; the sums and
+ * their order are those of one row at a time. */
+#define ROWS_LINES(N, T)                                                                          \
+    CLONES static void rows_lines_##N(double *restrict acc, const T *restrict q, int64_t ls,     \
+                                      int64_t j0, int64_t jn, int gn, const int64_t *restrict lo, \
+                                      const int64_t *restrict ev) {                               \
+        if (jn == 8) {                                                                            \
+            double *restrict a0 = acc + ((j0 + 0) & 3) * LINE_G, *restrict a1 = acc + ((j0 + 1) & 3) * LINE_G; \
+            double *restrict a2 = acc + ((j0 + 2) & 3) * LINE_G, *restrict a3 = acc + ((j0 + 3) & 3) * LINE_G; \
+            const T *q0 = q, *q1 = q + ls, *q2 = q + 2 * ls, *q3 = q + 3 * ls;                    \
+            const T *q4 = q + 4 * ls, *q5 = q + 5 * ls, *q6 = q + 6 * ls, *q7 = q + 7 * ls;        \
+            for (int g = 0; g < gn; g++) {                                                        \
+                const int64_t b = lo[g] - j0, e = ev[g] - j0;                                     \
+                double b0 = a0[g], b1 = a1[g], b2 = a2[g], b3 = a3[g];                            \
+                const double x0 = (double)q0[g], x1 = (double)q1[g], x2 = (double)q2[g];           \
+                const double x3 = (double)q3[g], x4 = (double)q4[g], x5 = (double)q5[g];           \
+                const double x6 = (double)q6[g], x7 = (double)q7[g];                              \
+                b0 = b <= 0 && e > 0 ? b0 + x0 : b0;                                              \
+                b1 = b <= 1 && e > 1 ? b1 + x1 : b1;                                              \
+                b2 = b <= 2 && e > 2 ? b2 + x2 : b2;                                              \
+                b3 = b <= 3 && e > 3 ? b3 + x3 : b3;                                              \
+                a0[g] = b <= 4 && e > 4 ? b0 + x4 : b0;                                           \
+                a1[g] = b <= 5 && e > 5 ? b1 + x5 : b1;                                           \
+                a2[g] = b <= 6 && e > 6 ? b2 + x6 : b2;                                           \
+                a3[g] = b <= 7 && e > 7 ? b3 + x7 : b3;                                           \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        for (int64_t j = j0; j < j0 + jn; j++, q += ls) {                                         \
+            double *restrict a = acc + (j & 3) * LINE_G;                                          \
+            for (int g = 0; g < gn; g++) {                                                        \
+                const double x = (double)q[g];                                                    \
+                a[g] = lo[g] <= j && j < ev[g] ? a[g] + x : a[g];                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }
+ROWS_LINES(f64, double)
+ROWS_LINES(f32, float)
+#undef ROWS_LINES
+
 /* Task it: up to LINE_G lines along m (or one line), segment sg of them,
- * a row of LINE_B elements of each at a time. */
+ * a row of LINE_B elements of each at a time. A line's segment starts
+ * where its first leaf at or after element nl * sg / nseg does, and ends
+ * where the next segment starts (the line's end for the last), so that
+ * only a line's first segment has a head (the end of a leaf begun in the
+ * line before) and its last an open leaf; the lines' segments differ by
+ * less than a leaf, the rows outside one's are masked. */
 static void leaf_lines(const leafsum *w, int64_t it) {
     const int L = w->nd - 1, m = w->m;
     const int64_t nl = w->nl, sl = w->st[L], G = m >= 0 ? LINE_G : 1;
@@ -1688,55 +1785,60 @@ static void leaf_lines(const leafsum *w, int64_t it) {
     const int64_t sm = m >= 0 ? w->st[m] : 0, lm = m >= 0 ? w->lst[m] : 0;
     const bool f64 = w->dt == TG_FLOAT64, packed = sm == (f64 ? 8 : 4);
     double *acc = (double *)(w->scratch + (size_t)omp_get_thread_num() * LINE_SCRATCH);
-    double *saved = acc + 4 * LINE_G; /* acc[slot * LINE_G + g]: slot = element mod 4 */
-    line_st S;
-    S.k = (int64_t *)(saved + 4 * LINE_G);
+    line_st S; /* acc[slot * LINE_G + g]: slot = element mod 4 */
+    S.k = (int64_t *)(acc + 4 * LINE_G);
     S.s = S.k + LINE_G;
     S.n = S.s + LINE_G;
     S.ev = S.n + LINE_G;
     S.hl = S.ev + LINE_G;
-    for (int g = 0; g < gn; g++) { /* the segment's first leaf: the last to start at or before it */
-        const int64_t seg = (l0 + g * lm) * w->nseg + sg, s = (l0 + g * lm) * nl + j0s;
-        int64_t lo = 0, hi = w->nleaf; /* ls[lo] <= s < ls[hi] */
-        while (hi - lo > 1) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (w->ls[mid] <= s) lo = mid;
-            else hi = mid;
+    S.lo = S.hl + LINE_G;
+    S.hi = S.lo + LINE_G;
+    int64_t jlo = nl, jhi = 0;
+    for (int g = 0; g < gn; g++) { /* the segment's first leaf of its own, and its head */
+        const int64_t line = l0 + g * lm, base = line * nl;
+        int64_t k;
+        if (sg == 0) {
+            k = leaf_from(w, base);
+            S.lo[g] = 0;
+            S.hl[g] = k > 0 && w->ls[k] > base ? w->ls[k] - base : 0; /* a leaf begun in the line before */
+        } else {
+            k = leaf_from(w, base + j0s);
+            S.lo[g] = w->ls[k] - base;
+            S.hl[g] = 0;
         }
-        S.hl[g] = w->ls[lo] < s ? w->ls[lo + 1] - s : 0;
-        w->hlen[seg] = S.hl[g];
-        line_open(w, &S, g, S.hl[g] ? lo + 1 : lo, j0s + S.hl[g]);
-        if (S.hl[g]) S.ev[g] = j0s;
+        S.hi[g] = sg == w->nseg - 1 ? nl : w->ls[leaf_from(w, base + j1s)] - base;
+        if (sg == 0) w->hlen[line] = S.hl[g];
+        line_open(w, &S, g, k, S.lo[g] + S.hl[g]);
+        if (S.hl[g]) S.ev[g] = S.lo[g];
         for (int r = 0; r < 4; r++) acc[r * LINE_G + g] = 0;
+        if (S.lo[g] < jlo) jlo = S.lo[g];
+        if (S.hi[g] > jhi) jhi = S.hi[g];
     }
     const char *s0 = w->src + sp;
-    for (int64_t j0 = j0s; j0 < j1s; j0 += LINE_B) {
-        const int64_t jn = j1s - j0 < LINE_B ? j1s - j0 : LINE_B;
-        for (int g = 0; g < gn; g++)
-            if (S.ev[g] < j0 + jn)
-                for (int r = 0; r < 4; r++) saved[r * LINE_G + g] = acc[r * LINE_G + g];
-        for (int64_t j = j0; j < j0 + jn; j++) { /* every line, a row of memory at a time */
-            double *restrict a = acc + (j & 3) * LINE_G;
-            const char *p = s0 + j * sl;
-            if (packed && f64)
-                for (int g = 0; g < gn; g++) a[g] += ((const double *)p)[g];
-            else if (packed)
-                for (int g = 0; g < gn; g++) a[g] += (double)((const float *)p)[g];
-            else if (f64)
-                for (int g = 0; g < gn; g++) a[g] += *(const double *)(p + g * sm);
-            else
-                for (int g = 0; g < gn; g++) a[g] += (double)*(const float *)(p + g * sm);
-        }
-        for (int g = 0; g < gn; g++) { /* the lines set back: element by element */
-            if (S.ev[g] >= j0 + jn) continue;
-            for (int r = 0; r < 4; r++) acc[r * LINE_G + g] = saved[r * LINE_G + g];
-            const int64_t seg = (l0 + g * lm) * w->nseg + sg;
+    for (int64_t j0 = jlo; j0 < jhi; j0 += LINE_B) {
+        const int64_t jn = jhi - j0 < LINE_B ? jhi - j0 : LINE_B;
+        /* every line, a row of memory at a time, each from its lo up to its ev */
+        if (packed && f64)
+            rows_lines_f64(acc, (const double *)(s0 + j0 * sl), sl / 8, j0, jn, gn, S.lo, S.ev);
+        else if (packed)
+            rows_lines_f32(acc, (const float *)(s0 + j0 * sl), sl / 4, j0, jn, gn, S.lo, S.ev);
+        else
             for (int64_t j = j0; j < j0 + jn; j++) {
+                double *restrict a = acc + (j & 3) * LINE_G;
+                const char *p = s0 + j * sl;
+                for (int g = 0; g < gn; g++)
+                    if (S.lo[g] <= j && j < S.ev[g])
+                        a[g] += f64 ? *(const double *)(p + g * sm) : (double)*(const float *)(p + g * sm);
+            }
+        for (int g = 0; g < gn; g++) { /* the lines set back: from their ev, element by element */
+            if (S.ev[g] >= j0 + jn || S.ev[g] >= S.hi[g]) continue;
+            const int64_t line = l0 + g * lm, jend = j0 + jn < S.hi[g] ? j0 + jn : S.hi[g];
+            for (int64_t j = S.ev[g] > j0 ? S.ev[g] : j0; j < jend; j++) {
                 const char *p = s0 + j * sl + g * sm;
                 double x = f64 ? *(const double *)p : (double)*(const float *)p;
-                if (j < j0s + S.hl[g]) {
-                    w->heads[seg * HEAD_ROOM + (j - j0s)] = x;
-                    if (j + 1 == j0s + S.hl[g]) line_open(w, &S, g, S.k[g], S.s[g]); /* its own leaves from here */
+                if (j < S.lo[g] + S.hl[g]) {
+                    w->heads[line * HEAD_ROOM + (j - S.lo[g])] = x;
+                    if (j + 1 == S.lo[g] + S.hl[g]) line_open(w, &S, g, S.k[g], S.s[g]); /* its own leaves from here */
                     continue;
                 }
                 const int64_t pos = j - S.s[g], n = S.n[g], q = n & ~(int64_t)3;
@@ -1751,11 +1853,11 @@ static void leaf_lines(const leafsum *w, int64_t it) {
             }
         }
     }
-    for (int g = 0; g < gn; g++) { /* the leaf left open, by lane */
-        leaf_cur *t = &w->tails[(l0 + g * lm) * w->nseg + sg];
+    for (int g = 0; g < gn && sg == w->nseg - 1; g++) { /* the leaf left open at the line's end, by lane */
+        leaf_cur *t = &w->tails[l0 + g * lm];
         t->k = S.k[g];
         t->n = S.n[g];
-        t->pos = j1s - S.s[g];
+        t->pos = S.hi[g] - S.s[g];
         for (int r = 0; r < 4; r++) t->a[r] = acc[((S.s[g] + r) & 3) * LINE_G + g];
     }
 }
@@ -1786,39 +1888,60 @@ static int sum_view_leaves(const tg_array *v, int64_t inner, int nth, double *su
     if (w.nseg > nl / LINE_MIN) w.nseg = nl / LINE_MIN;
     const bool pieces = inner >= TG_PARALLEL_MIN;
     const int np = pieces ? RED_CHUNKS : 1;
-    int64_t nleaf = 0;
-    for (int t = 0; t < np; t++) leaves_of(inner * t / np, inner * (t + 1) / np - inner * t / np, NULL, &nleaf);
-    w.nleaf = nleaf;
-    const int64_t nsegs = nlines * w.nseg;
-    int64_t *ls = tg_malloc((size_t)(nleaf + 1) * sizeof *ls);
+    /* The pieces are of two lengths at most (pl and pl + 1), and a piece's
+     * leaves are those of its length moved to its start: each length's
+     * leaves found once (tl[0], tl[1]: nt[0], nt[1] of them), then copied. */
+    const int64_t pl = inner / np;
+    int64_t nt[2] = {0, 0}, first[RED_CHUNKS + 1], nleaf = 0;
+    for (int i = 0; i < 2; i++) leaves_of(0, pl + i, NULL, &nt[i]);
+    for (int t = 0; t < np; t++) {
+        first[t] = nleaf;
+        nleaf += nt[inner * (t + 1) / np - inner * t / np - pl];
+    }
+    first[np] = w.nleaf = nleaf;
+    int64_t *ls = tg_malloc((size_t)(nleaf + 1) * sizeof *ls), *tl = tg_malloc((size_t)(nt[0] + nt[1]) * sizeof *tl);
+    double *psum = tg_malloc(RED_CHUNKS * sizeof *psum);
     w.lv = tg_malloc((size_t)nleaf * sizeof *w.lv);
-    w.heads = tg_malloc((size_t)nsegs * HEAD_ROOM * sizeof *w.heads);
-    w.hlen = tg_malloc((size_t)nsegs * sizeof *w.hlen);
-    w.tails = tg_malloc((size_t)nsegs * sizeof *w.tails);
+    w.heads = tg_malloc((size_t)nlines * HEAD_ROOM * sizeof *w.heads);
+    w.hlen = tg_malloc((size_t)nlines * sizeof *w.hlen);
+    w.tails = tg_malloc((size_t)nlines * sizeof *w.tails);
     w.scratch = tg_malloc((size_t)nth * LINE_SCRATCH);
     int rc = -1;
-    if (!ls || !w.lv || !w.heads || !w.hlen || !w.tails || !w.scratch) goto done;
-    nleaf = 0;
-    for (int t = 0; t < np; t++) leaves_of(inner * t / np, inner * (t + 1) / np - inner * t / np, ls, &nleaf);
+    if (!ls || !tl || !psum || !w.lv || !w.heads || !w.hlen || !w.tails || !w.scratch) goto done;
+    nt[0] = nt[1] = 0;
+    leaves_of(0, pl, tl, &nt[0]);
+    leaves_of(0, pl + 1, tl + nt[0], &nt[1]);
+    TG_PAR_FOR(nth, t, np, {
+        const int64_t b = inner * t / np, i = inner * (t + 1) / np - b - pl, *src = tl + (i ? nt[0] : 0);
+        for (int64_t k = 0; k < nt[i]; k++) ls[first[t] + k] = b + src[k];
+    });
     ls[nleaf] = inner;
     w.ls = ls;
     TG_PAR_FOR(nth, it, groups * w.nseg, { leaf_lines(&w, it); });
-    for (int64_t sg = 1; sg < nsegs; sg++) /* the leaves across segments, in order */
-        if (w.hlen[sg]) {
-            leaf_cur c = w.tails[sg - 1];
-            leaf_feed(&w, &c, w.heads + sg * HEAD_ROOM, w.hlen[sg]);
+    /* the leaves across lines: each closed by the next line's head */
+    TG_PAR_FOR(nth, l, nlines, {
+        if (l && w.hlen[l]) {
+            leaf_cur c = w.tails[l - 1];
+            leaf_feed(&w, &c, w.heads + l * HEAD_ROOM, w.hlen[l]);
         }
-    const double *lv = w.lv;
+    });
+    /* the pieces' trees over their leaves, then the pieces in order */
+    TG_PAR_FOR(nth, t, np, {
+        const double *lv = w.lv + first[t];
+        psum[t] = leaves_tree(inner * (t + 1) / np - inner * t / np, &lv);
+    });
     if (pieces) {
         double s = 0;
-        for (int t = 0; t < np; t++) s += leaves_tree(inner * (t + 1) / np - inner * t / np, &lv);
+        for (int t = 0; t < np; t++) s += psum[t];
         *sum = s;
     } else {
-        *sum = leaves_tree(inner, &lv);
+        *sum = psum[0];
     }
     rc = 1;
 done:
     tg_free(ls);
+    tg_free(tl);
+    tg_free(psum);
     tg_free(w.lv);
     tg_free(w.heads);
     tg_free(w.hlen);
