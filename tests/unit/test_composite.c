@@ -657,9 +657,11 @@ static void touch_in_cache(const char *name) {
     assert_non_null(f);
     fclose(f);
 }
-static void test_compile_blocks_no_other_call(void **state) {
-    (void)state;
-    fresh_cache("noblock");
+/* A fresh cache folder whose compiler (TG_CC) is a wrapper of cc that,
+ * once GATE is in the folder, touches STARTED and waits for RELEASE (30 s
+ * at most: then it touches TIMEDOUT, and compiles). */
+static void gate_cc(const char *tag) {
+    fresh_cache(tag);
     assert_int_equal(mkdir(cache_dir, 0755), 0);
     char cc[400];
     snprintf(cc, sizeof cc, "%s/cc-gate.sh", cache_dir);
@@ -675,6 +677,10 @@ static void test_compile_blocks_no_other_call(void **state) {
     assert_int_equal(chmod(cc, 0755), 0);
     setenv("TG_CC", cc, 1);
     tg_kcache_forget();
+}
+static void test_compile_blocks_no_other_call(void **state) {
+    (void)state;
+    gate_cc("noblock");
     /* B: y = x * c + 1 with c (64, 1) constant along each row of x */
     tg_graph *gb = tu_load("{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
                            "{\"id\":\"x\",\"type\":{\"dtype\":\"float64\",\"shape\":[64,300]}},"
@@ -738,6 +744,71 @@ static void test_compile_blocks_no_other_call(void **state) {
     tg_array_free(c);
     tg_graph_free(gb);
     tg_ctx_free(ctx);
+    unsetenv("TG_CC");
+    tg_kcache_forget();
+    drop_cache();
+}
+
+/* Nor does it hold the kernel cache's: the first call of a node whose
+ * kernel is on disk (B, loaded again after the cache forgot it) while
+ * another thread's compile (A) waits at the gate loads it and runs. Held
+ * across the compile, as it was, the cache's lock kept that call waiting
+ * until the wrapper gave up. */
+static void test_compile_blocks_no_lookup(void **state) {
+    (void)state;
+    gate_cc("nolookup");
+    char *jb = paper_graph(1.5, "5000"), *ja = paper_graph(3.25, "5000");
+    tg_graph *gb = tu_load(jb), *ga = tu_load(ja);
+    tg_array *a = ramp(5000, 2, -1), *b = ramp(5000, 1, 0.5);
+    const double *ad = tg_array_data(a), *bd = tg_array_data(b);
+    thr tb = {.nd = first_node(gb), .in = {a, b}};
+    thr_run(&tb); /* B compiled, on disk */
+    assert_int_equal(tb.rc, TG_OK);
+    tg_array_free(tb.out[0]);
+    tg_array_free(tb.out[1]);
+    tg_kcache_forget();
+    tg_graph *gb2 = tu_load(jb); /* its first call reads B's kernel from the folder */
+    touch_in_cache("GATE");
+    thr ta = {.nd = first_node(ga), .in = {a, b}};
+    pthread_t ida;
+    assert_int_equal(pthread_create(&ida, NULL, thr_run, &ta), 0);
+    for (int i = 0; i < 3000 && !exists_in_cache("STARTED"); i++) usleep(10000);
+    assert_true(exists_in_cache("STARTED"));
+    tg_kcache_stats s0 = tg_kcache_stats_get();
+    for (int call = 0; call < 2; call++) { /* from the folder, then from memory */
+        tb = (thr){.nd = first_node(call ? gb : gb2), .in = {a, b}};
+        thr_run(&tb);
+        assert_int_equal(tb.rc, TG_OK);
+        const double *y = tg_array_data(tb.out[0]);
+        for (int64_t k = 0; k < 5000; k++)
+            if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 1.5 * ad[k] * bd[k]) fail_msg("B: y[%lld] = %.17g", (long long)k, y[k]);
+        tg_array_free(tb.out[0]);
+        tg_array_free(tb.out[1]);
+    }
+    tg_kcache_stats s1 = tg_kcache_stats_get();
+    assert_int_equal(tg_composite_node_mode(first_node(gb2)), 1);
+    bool waited = exists_in_cache("TIMEDOUT");
+    touch_in_cache("RELEASE");
+    assert_int_equal(pthread_join(ida, NULL), 0);
+    if (waited) fail_msg("a kernel on disk waited for another kernel's compile");
+    assert_int_equal(s1.disk_hits - s0.disk_hits, 1);
+    assert_int_equal(s1.compiles - s0.compiles, 0);
+    assert_int_equal(s1.failures - s0.failures, 0);
+    assert_int_equal(ta.rc, TG_OK);
+    assert_int_equal(tg_composite_node_mode(first_node(ga)), 1);
+    const double *y = tg_array_data(ta.out[0]);
+    for (int64_t k = 0; k < 5000; k++)
+        if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 3.25 * ad[k] * bd[k]) fail_msg("A: y[%lld] = %.17g", (long long)k, y[k]);
+    assert_int_equal(tg_kcache_stats_get().compiles - s0.compiles, 1);
+    tg_array_free(ta.out[0]);
+    tg_array_free(ta.out[1]);
+    tg_array_free(a);
+    tg_array_free(b);
+    tg_graph_free(ga);
+    tg_graph_free(gb);
+    tg_graph_free(gb2);
+    free(ja);
+    free(jb);
     unsetenv("TG_CC");
     tg_kcache_forget();
     drop_cache();
@@ -2396,6 +2467,7 @@ int main(void) {
         cmocka_unit_test(test_node_new),         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_save_roundtrip),   cmocka_unit_test(test_grad),
         cmocka_unit_test(test_threads),         cmocka_unit_test(test_compile_blocks_no_other_call),
+        cmocka_unit_test(test_compile_blocks_no_lookup),
         cmocka_unit_test(test_fork_child),
         cmocka_unit_test(test_same_bits_any_layout), cmocka_unit_test(test_same_bits_broadcast),
         cmocka_unit_test(test_sincos_same_bits), cmocka_unit_test(test_prefetch_at_first_call),

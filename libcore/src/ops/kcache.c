@@ -11,7 +11,10 @@
  * one machine's code to another). Compiles take the folder's lock file
  * (flock) and write to a temporary name that is renamed into place, so
  * processes compiling at once build each kernel once and never load half
- * a file.
+ * a file. Threads take the flock as processes do, each on a descriptor of
+ * its own; the process's mutex guards the in-memory map and the counters
+ * only, never a compile, so that a thread whose kernel is in memory or on
+ * disk does not wait for another thread's compile.
  *
  * Every <hash>.so ends with a footer that ties it to its entry (see
  * so_footer): the ELF file the compiler wrote, then a magic, the entry's
@@ -513,6 +516,17 @@ static kentry *map_find(const char *hash) {
     return NULL;
 }
 
+/* Room for one more entry in the map (lock held): false when out of
+ * memory. */
+static bool grow_map(void) {
+    int c = cmap ? cmap * 2 : 16;
+    kentry *p = tg_realloc(map, sizeof *p * (size_t)c);
+    if (!p) return false;
+    map = p;
+    cmap = c;
+    return true;
+}
+
 /* Why the last tg_kcache_get of this thread failed, when the reason names
  * a file (*why points here). */
 static _Thread_local char why_buf[4600];
@@ -743,6 +757,7 @@ typedef struct cjob {
     int efd;         /* its stderr, <hash>.tmp.<pid>.err (-1: none) */
     int st;          /* its end (prog_done) */
     double deadline; /* TG_CC_TIMEOUT from its own start */
+    bool started;    /* the compiler was asked for (stats.compiles) */
     bool failed;
     char *why;       /* why it failed (tg_malloc'ed; NULL: out of memory) */
 } cjob;
@@ -757,9 +772,9 @@ static void job_paths(const char *dir, const cjob *j, char cpath[4200], char spa
     snprintf(epath, 4200, "%s/%s.tmp.%ld.err", dir, j->hash, (long)getpid());
 }
 
-/* Write j's source to dir and start the compiler on it (lock held by the
- * caller): 0 (j->pid the compiler, or 0 with j->st = -1 when it could
- * not start), or -1 with the reason in *why. */
+/* Write j's source to dir and start the compiler on it (the folder's
+ * lock held by the caller): 0 (j->pid the compiler, or 0 with j->st = -1
+ * when it could not start), or -1 with the reason in *why. */
 static int compile_start(const char *dir, cjob *j, const char **why) {
     char cpath[4200], spath[4200], tpath[4200], epath[4200], err[600];
     job_paths(dir, j, cpath, spath, tpath, epath);
@@ -787,7 +802,7 @@ static int compile_start(const char *dir, cjob *j, const char **why) {
     argv[k++] = cpath;
     argv[k++] = "-lm";
     argv[k] = NULL;
-    stats.compiles++;
+    j->started = true;
     j->deadline = now_s() + cc_timeout();
     if (prog_spawn((char *const *)argv, -1, j->efd, &j->pid)) {
         j->pid = 0;
@@ -853,7 +868,9 @@ static void job_end(const char *dir, cjob *j) {
 }
 
 /* Compile the n jobs into dir, at most par compilers at once, each under
- * its own time limit (lock held by the caller): a failed one has
+ * its own time limit (the folder's lock held by the caller, not the
+ * process's: a compile takes seconds, and the other threads' look-ups of
+ * kernels in memory or on disk go on meanwhile): a failed one has
  * ->failed, and its reason in ->why. */
 static void compile_jobs(const char *dir, cjob *jobs, int n, int par) {
     cjob *run[64];
@@ -888,12 +905,13 @@ static void compile_jobs(const char *dir, cjob *jobs, int n, int par) {
     }
 }
 
-/* Compile src into dir/hash.so, with its footer (lock held by the
- * caller). */
-static int compile_into(const char *dir, const char *hash, const char *src, const char **why) {
+/* Compile src into dir/hash.so, with its footer (the folder's lock held
+ * by the caller); *started: whether the compiler was asked for. */
+static int compile_into(const char *dir, const char *hash, const char *src, bool *started, const char **why) {
     cjob j = {.src = src};
     memcpy(j.hash, hash, sizeof j.hash);
     compile_jobs(dir, &j, 1, 1);
+    *started = j.started;
     if (!j.failed) return 0;
     *why = j.why ? whyf("%s", j.why) : "out of memory";
     tg_free(j.why);
@@ -930,12 +948,11 @@ static int lock_folder(const char *dir, const char **why) {
         return -1;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-    static bool said;
+    static int said; /* (threads wait here at once) */
     double t0 = now_s(), deadline = t0 + cc_timeout(), say = t0 + (cc_timeout() < 10 ? cc_timeout() / 2 : 5);
     long us = 1000;
     while (errno == EWOULDBLOCK || errno == EINTR) {
-        if (!said && now_s() > say) {
-            said = true;
+        if (now_s() > say && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
             fprintf(stderr, "tg: waiting for another process's compile in the kernel cache folder %s\n", dir);
         }
         if (now_s() > deadline) {
@@ -1041,114 +1058,108 @@ static void prune_once(const char *dir) {
     close(lfd); /* releases the flock */
 }
 
+/* The look-up itself: the process's lock is held for the maps and the
+ * counters only. Reading, checking and loading a kernel from the folder
+ * and compiling one run without it (a compile takes seconds, and every
+ * other thread's first call of a kernel asks here: with the lock held
+ * throughout, one found in memory or on disk waited for another's
+ * compile); compiles are serialised by the folder's lock, which each
+ * thread takes on a descriptor of its own (flock: one holder per open
+ * file description, in a process as between processes). Two threads
+ * that miss the same kernel at once: one compiles, the other then finds
+ * it on disk, and the first to come back puts it in the map. */
 tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     tg_kernel_fn fn = NULL;
     char *dir = NULL;
-    int lfd = -1;
+    char hash[33];
     *why = NULL;
     pthread_mutex_lock(&lock);
     if (probe_cc() < 0) {
         *why = "out of memory";
-        stats.failures++;
-        goto done;
+        goto failed;
     }
     if (!cc_ok) {
         *why = cc_probe_rc == -2 ? whyf("the C compiler %s: `--version` ran past %g s (TG_CC_TIMEOUT)", cc_name(),
                                         cc_timeout())
                                  : "no working C compiler (set TG_CC)";
-        stats.failures++;
-        goto done;
+        goto failed;
     }
-    char hash[33];
     kernel_hash(src, hash);
     kentry *e = map_find(hash);
     if (e) {
         stats.memory_hits++;
         fn = e->fn;
-        goto done;
+        pthread_mutex_unlock(&lock);
+        return fn;
     }
-    if (fail_take(hash, why)) {
-        stats.failures++;
-        goto done;
-    }
+    if (fail_take(hash, why)) goto failed;
     if (!(dir = tg_kcache_dir())) {
         *why = "no kernel cache folder (set TG_CACHE_DIR or HOME)";
-        stats.failures++;
-        goto done;
+        goto failed;
     }
     if (mkdirs(dir) != 0) {
         /* "Not a directory" (a file of that name, TG_CACHE_DIR naming a
          * file), "Permission denied" (cannot be made) */
         *why = whyf("unusable kernel cache folder %s: %s", dir, strerror(errno));
-        stats.failures++;
-        goto done;
+        goto failed;
     }
     prune_once(dir);
+    pthread_mutex_unlock(&lock);
+
     char spath[4200];
     snprintf(spath, sizeof spath, "%s/%s.so", dir, hash);
     void *handle = NULL;
     bool compiled = false;
+    int lfd = -1;
     char err[600];
-    /* A kernel on disk whose footer checks loads without the lock. */
+    /* A kernel on disk whose footer checks loads without the folder's lock. */
     int c = check_so(spath, hash, err, sizeof err);
     if (c == SO_OK) fn = load_so(spath, &handle, err, sizeof err);
-    if (!fn && c != SO_REFUSED) {
-        if ((lfd = lock_folder(dir, why)) < 0) {
-            stats.failures++;
-            goto done;
-        }
-        /* Another process may have built it (or built again a damaged
-         * one) while we waited. One that is there and does not check or
-         * does not load is damaged: emptied by a power cut, cut short,
-         * written over by another kernel's file, written by a TG_CC that
-         * failed and said it succeeded, older than the footer. As Theano
-         * does, it is removed and compiled again, once. */
+    if (!fn && c != SO_REFUSED && (lfd = lock_folder(dir, why)) >= 0) {
+        /* Another process (or thread) may have built it (or built again a
+         * damaged one) while we waited. One that is there and does not
+         * check or does not load is damaged: emptied by a power cut, cut
+         * short, written over by another kernel's file, written by a TG_CC
+         * that failed and said it succeeded, older than the footer. As
+         * Theano does, it is removed and compiled again, once. */
         c = check_so(spath, hash, err, sizeof err);
         if (c == SO_OK) fn = load_so(spath, &handle, err, sizeof err);
         if (!fn && c != SO_REFUSED) {
             if (c != SO_MISSING) unlink(spath);
-            if (compile_into(dir, hash, src, why)) {
-                stats.failures++;
-                goto done;
-            }
-            compiled = true;
-            if ((c = check_so(spath, hash, err, sizeof err)) != SO_OK) {
-                *why = whyf("the compiled kernel %s is damaged: %s", spath, err);
-                stats.failures++;
-                goto done;
-            }
-            if (!(fn = load_so(spath, &handle, err, sizeof err))) {
-                *why = whyf("the compiled kernel %s could not be loaded: %s", spath, err);
-                stats.failures++;
-                goto done;
+            if (!compile_into(dir, hash, src, &compiled, why)) {
+                if ((c = check_so(spath, hash, err, sizeof err)) != SO_OK)
+                    *why = whyf("the compiled kernel %s is damaged: %s", spath, err);
+                else if (!(fn = load_so(spath, &handle, err, sizeof err)))
+                    *why = whyf("the compiled kernel %s could not be loaded: %s", spath, err);
             }
         }
+        close(lfd); /* releases the flock */
     }
-    if (c == SO_REFUSED) {
-        *why = whyf("%s", err);
-        stats.failures++;
-        goto done;
-    }
-    if (!compiled) {
-        stats.disk_hits++;
-        tg_kcache_mark_used(spath);
-    }
-    if (nmap == cmap) {
-        int c = cmap ? cmap * 2 : 16;
-        kentry *p = tg_realloc(map, sizeof *p * (size_t)c);
-        if (!p) goto done; /* still usable, just not remembered */
-        map = p;
-        cmap = c;
-    }
-    memcpy(map[nmap].hash, hash, sizeof hash);
-    map[nmap].handle = handle;
-    map[nmap].fn = fn;
-    nmap++;
-done:
-    if (lfd >= 0) close(lfd); /* releases the flock */
+    if (!fn && c == SO_REFUSED && !*why) *why = whyf("%s", err);
+    if (fn && !compiled) tg_kcache_mark_used(spath);
     tg_free(dir);
+
+    pthread_mutex_lock(&lock);
+    if (compiled) stats.compiles++;
+    if (!fn) goto failed;
+    if (!compiled) stats.disk_hits++;
+    if ((e = map_find(hash))) {
+        /* another thread's, loaded meanwhile: the same file, one handle */
+        dlclose(handle);
+        fn = e->fn;
+    } else if (nmap < cmap || grow_map()) {
+        memcpy(map[nmap].hash, hash, sizeof hash);
+        map[nmap].handle = handle;
+        map[nmap].fn = fn;
+        nmap++;
+    } /* (else still usable, just not remembered) */
     pthread_mutex_unlock(&lock);
     return fn;
+failed:
+    stats.failures++;
+    pthread_mutex_unlock(&lock);
+    tg_free(dir);
+    return NULL;
 }
 
 /* How many compilers tg_kcache_prefetch runs at once: TG_CC_JOBS when a
@@ -1220,28 +1231,35 @@ int tg_kcache_prefetch(const char *const *srcs, int n) {
     /* one the look-up compiles as well, without the folder's lock taken
      * twice */
     if (m < 2) goto done;
+    /* the compiles without the process's lock (compile_jobs) */
+    pthread_mutex_unlock(&lock);
     const char *why;
-    if ((lfd = lock_folder(dir, &why)) < 0) goto done;
-    /* Another process may have built some while we waited; one whose
-     * footer does not check is built again. */
-    int keep = 0;
-    char spath[4200];
-    for (int i = 0; i < m; i++) {
-        snprintf(spath, sizeof spath, "%s/%s.so", dir, jobs[i].hash);
-        int c = check_footer(spath, jobs[i].hash);
-        if (c == SO_OK || c == SO_REFUSED) continue;
-        if (c != SO_MISSING) unlink(spath);
-        jobs[keep++] = jobs[i];
+    if ((lfd = lock_folder(dir, &why)) >= 0) {
+        /* Another process may have built some while we waited; one whose
+         * footer does not check is built again. */
+        int keep = 0;
+        char spath[4200];
+        for (int i = 0; i < m; i++) {
+            snprintf(spath, sizeof spath, "%s/%s.so", dir, jobs[i].hash);
+            int c = check_footer(spath, jobs[i].hash);
+            if (c == SO_OK || c == SO_REFUSED) continue;
+            if (c != SO_MISSING) unlink(spath);
+            jobs[keep++] = jobs[i];
+        }
+        m = keep;
+        compile_jobs(dir, jobs, m, cc_jobs());
+        close(lfd); /* releases the flock */
+    } else {
+        m = 0;
     }
-    m = keep;
-    compile_jobs(dir, jobs, m, cc_jobs());
+    pthread_mutex_lock(&lock);
     for (int i = 0; i < m; i++) {
+        stats.compiles += jobs[i].started;
         /* a reason that could not be kept: for want of memory */
         if (jobs[i].failed && (!jobs[i].why || fail_put(jobs[i].hash, jobs[i].why))) rc = -1;
         tg_free(jobs[i].why);
     }
 done:
-    if (lfd >= 0) close(lfd); /* releases the flock */
     tg_free(jobs);
     pthread_mutex_unlock(&lock);
     return rc;
