@@ -606,6 +606,17 @@ static void *thr_run(void *p) {
     tg_ctx_free(ctx);
     return NULL;
 }
+/* t ran the node of a paper_graph(k): it succeeded, and y = (a*a + b*b)
+ * + k*a*b exactly (the unfused expression's order); its outputs freed. */
+static void paper_check(thr *t, double k, const char *who) {
+    assert_int_equal(t->rc, TG_OK);
+    const double *a = tg_array_data(t->in[0]), *b = tg_array_data(t->in[1]), *y = tg_array_data(t->out[0]);
+    for (int64_t i = 0; i < tg_array_size(t->in[0]); i++)
+        if (y[i] != (a[i] * a[i] + b[i] * b[i]) + k * a[i] * b[i]) fail_msg("%s: y[%lld] = %.17g", who, (long long)i, y[i]);
+    tg_array_free(t->out[0]);
+    tg_array_free(t->out[1]);
+    t->out[0] = t->out[1] = NULL;
+}
 static void test_threads(void **state) {
     (void)state;
     fresh_cache("thr");
@@ -621,15 +632,10 @@ static void test_threads(void **state) {
     }
     for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(id[i], NULL), 0);
     assert_int_equal(tg_kcache_stats_get().compiles - s0.compiles, 1);
-    const double *ad = tg_array_data(a), *bd = tg_array_data(b);
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(t[i].rc, TG_OK);
-        const double *y = tg_array_data(t[i].out[0]);
-        for (int64_t k = 0; k < 50000; k++)
-            if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 7.75 * ad[k] * bd[k])
-                fail_msg("thread %d, y[%lld] = %.17g", i, (long long)k, y[k]);
-        tg_array_free(t[i].out[0]);
-        tg_array_free(t[i].out[1]);
+        char who[32];
+        snprintf(who, sizeof who, "thread %d", i);
+        paper_check(&t[i], 7.75, who);
     }
     tg_array_free(a);
     tg_array_free(b);
@@ -727,13 +733,8 @@ static void test_compile_blocks_no_other_call(void **state) {
     touch_in_cache("RELEASE");
     assert_int_equal(pthread_join(ida, NULL), 0);
     if (waited) fail_msg("the calls of a compiled kernel waited for another node's compile");
-    assert_int_equal(ta.rc, TG_OK);
+    paper_check(&ta, 3.25, "A");
     assert_int_equal(tg_composite_node_mode(first_node(ga)), 1);
-    const double *ad = tg_array_data(a), *bd = tg_array_data(b), *y = tg_array_data(ta.out[0]);
-    for (int64_t k = 0; k < 5000; k++)
-        if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 3.25 * ad[k] * bd[k]) fail_msg("A: y[%lld] = %.17g", (long long)k, y[k]);
-    tg_array_free(ta.out[0]);
-    tg_array_free(ta.out[1]);
     tg_array_free(a);
     tg_array_free(b);
     tg_graph_free(ga);
@@ -760,12 +761,9 @@ static void test_compile_blocks_no_lookup(void **state) {
     char *jb = paper_graph(1.5, "5000"), *ja = paper_graph(3.25, "5000");
     tg_graph *gb = tu_load(jb), *ga = tu_load(ja);
     tg_array *a = ramp(5000, 2, -1), *b = ramp(5000, 1, 0.5);
-    const double *ad = tg_array_data(a), *bd = tg_array_data(b);
     thr tb = {.nd = first_node(gb), .in = {a, b}};
     thr_run(&tb); /* B compiled, on disk */
-    assert_int_equal(tb.rc, TG_OK);
-    tg_array_free(tb.out[0]);
-    tg_array_free(tb.out[1]);
+    paper_check(&tb, 1.5, "B");
     tg_kcache_forget();
     tg_graph *gb2 = tu_load(jb); /* its first call reads B's kernel from the folder */
     touch_in_cache("GATE");
@@ -778,12 +776,7 @@ static void test_compile_blocks_no_lookup(void **state) {
     for (int call = 0; call < 2; call++) { /* from the folder, then from memory */
         tb = (thr){.nd = first_node(call ? gb : gb2), .in = {a, b}};
         thr_run(&tb);
-        assert_int_equal(tb.rc, TG_OK);
-        const double *y = tg_array_data(tb.out[0]);
-        for (int64_t k = 0; k < 5000; k++)
-            if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 1.5 * ad[k] * bd[k]) fail_msg("B: y[%lld] = %.17g", (long long)k, y[k]);
-        tg_array_free(tb.out[0]);
-        tg_array_free(tb.out[1]);
+        paper_check(&tb, 1.5, "B");
     }
     tg_kcache_stats s1 = tg_kcache_stats_get();
     assert_int_equal(tg_composite_node_mode(first_node(gb2)), 1);
@@ -794,14 +787,9 @@ static void test_compile_blocks_no_lookup(void **state) {
     assert_int_equal(s1.disk_hits - s0.disk_hits, 1);
     assert_int_equal(s1.compiles - s0.compiles, 0);
     assert_int_equal(s1.failures - s0.failures, 0);
-    assert_int_equal(ta.rc, TG_OK);
+    paper_check(&ta, 3.25, "A");
     assert_int_equal(tg_composite_node_mode(first_node(ga)), 1);
-    const double *y = tg_array_data(ta.out[0]);
-    for (int64_t k = 0; k < 5000; k++)
-        if (y[k] != (ad[k] * ad[k] + bd[k] * bd[k]) + 3.25 * ad[k] * bd[k]) fail_msg("A: y[%lld] = %.17g", (long long)k, y[k]);
     assert_int_equal(tg_kcache_stats_get().compiles - s0.compiles, 1);
-    tg_array_free(ta.out[0]);
-    tg_array_free(ta.out[1]);
     tg_array_free(a);
     tg_array_free(b);
     tg_graph_free(ga);
