@@ -1138,6 +1138,7 @@ tg_kernel_fn tg_kcache_get(const char *src, const char **why) {
     if (!fn && c == SO_REFUSED && !*why) *why = whyf("%s", err);
     if (fn && !compiled) tg_kcache_mark_used(spath);
     tg_free(dir);
+    dir = NULL;
 
     pthread_mutex_lock(&lock);
     if (compiled) stats.compiles++;
