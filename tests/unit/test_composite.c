@@ -2447,6 +2447,63 @@ static void test_many_functions_same_bits(void **state) {
     if (bad) fail_msg("%d of the outputs above differ from the unfused ops'", bad);
 }
 
+/* gammaln, digamma and trigamma in a compiled kernel (elemwise.c's
+ * functions, the digamma and trigamma from one text: ops/special.h): the
+ * unfused ops' bits, float64 and float32 and an int8 input cast to
+ * float64, on the poles and both sides of them, the reflection's
+ * negative non-integers, the recurrence's range and the series' (10 is
+ * where one hands over to the other), huge arguments, infinities and
+ * NaN. Beside exp (a vector function) the body goes to the interpreter,
+ * as one with fmod does: the loop would run scalar, and exp's bits would
+ * not be the unfused op's vector call's. */
+static void test_special_same_bits(void **state) {
+    (void)state;
+    fresh_cache("special");
+    static const char *const three[] = {"gammaln", "digamma", "trigamma"};
+    static const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1, 2, 3, -1, -2, -1e6, 0.5, -0.5,
+                                     -1.5, -2.25, -0.999999, -1.000001, 1e-8, -1e-8, 1e-300, 9.999999,
+                                     10, 10.000001, 30, 1e6, 1e15, 1e300, 0x1.fffffffffffffp1023,
+                                     -0x1.fffffffffffffp1023, 171.6, 172.5, 4.5e15 + 0.5, -4.5e15 - 0.5};
+    int64_t ns = (int64_t)TG_ARRAY_LEN(special), n = ns + 700;
+    tg_array *x64 = tg_array_new(TG_FLOAT64, 1, &n);
+    double *v = tg_array_data(x64);
+    for (int64_t i = 0; i < ns; i++) v[i] = special[i];
+    for (int64_t i = 0; i < 700; i++) v[ns + i] = -30 + 60 * (double)((i * 7919) % 700) / 700.0 + 0.001 * (double)(i % 7);
+    int bad = 0;
+    for (int d = 0; d < 2; d++) {
+        tg_array *x = tg_array_copy(x64, d ? TG_FLOAT64 : TG_FLOAT32);
+        bad += ops_differ(x, false, false, three, 3, "special-function");
+        tg_array_free(x);
+    }
+    int64_t n8 = 256;
+    tg_array *x8 = tg_array_new(TG_INT8, 1, &n8);
+    for (int64_t i = 0; i < n8; i++) ((int8_t *)tg_array_data(x8))[i] = (int8_t)(i - 128);
+    bad += ops_differ(x8, true, false, three, 3, "int8-input");
+    tg_array_free(x8);
+    /* beside exp: the interpreter, the same values */
+    both_run *r = malloc(sizeof *r);
+    assert_non_null(r);
+    run_fused_unfused("float64", n, "",
+                      "{\"op\":\"digamma\",\"inputs\":[\"x\"],\"outputs\":[\"d\"]},"
+                      "{\"op\":\"exp\",\"inputs\":[\"d\"],\"outputs\":[\"r\"]}",
+                      "\"r\"", "",
+                      "{\"op\":\"digamma\",\"inputs\":[\"a\"],\"outputs\":[\"d\"]},"
+                      "{\"op\":\"exp\",\"inputs\":[\"d\"],\"outputs\":[\"y\"]}",
+                      "\"y\"", x64, r);
+    if (r->urc || r->frc) fail_msg("%s", r->msg);
+    assert_int_equal(r->mode, 0);
+    for (int64_t i = 0; i < n; i++)
+        if (!same_value((const char *)tg_array_data(r->fused[0]) + 8 * i, (const char *)tg_array_data(r->un[0]) + 8 * i, 8))
+            fail_msg("exp(digamma(%.17g)): fused %.17g, unfused %.17g", v[i], tg_array_get_flat(r->fused[0], i),
+                     tg_array_get_flat(r->un[0], i));
+    tg_array_free(r->fused[0]);
+    tg_array_free(r->un[0]);
+    free(r);
+    tg_array_free(x64);
+    drop_cache();
+    if (bad) fail_msg("%d of the outputs above differ from the unfused ops'", bad);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_concurrent), cmocka_unit_test(test_cache_hit_miss),
@@ -2467,6 +2524,7 @@ int main(void) {
         cmocka_unit_test(test_softplus_nan_bits), cmocka_unit_test(test_hoisted_scalar_same_bits),
         cmocka_unit_test(test_narrow_input_same_bits), cmocka_unit_test(test_many_functions_same_bits),
         cmocka_unit_test(test_int_division_same_bits), cmocka_unit_test(test_interp_threads),
+        cmocka_unit_test(test_special_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include "io/io.h"
 #include "debug/guard.h"
 #include "ops/composite.h"
+#include "ops/special.h"
 
 /* A parsed body, shared by every composite node with the same body text
  * (a graph repeats the same fused pattern many times: parsing each copy
@@ -287,6 +288,16 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
         tg_str_addf(s, "tg_%s_%s(%s)", op, f32 ? "f" : "d", a[0]);
         return true;
     }
+    if (!strcmp(op, "gammaln")) {
+        if (!fl) return false;
+        tg_str_addf(s, "tg_gammaln_%s(%s)", f32 ? "f" : "d", a[0]);
+        return true;
+    }
+    if (!strcmp(op, "digamma") || !strcmp(op, "trigamma")) { /* in double, as elemwise.c */
+        if (!fl) return false;
+        tg_str_addf(s, "((%s)tg_%s((double)%s))", ct, op, a[0]);
+        return true;
+    }
     if (!strcmp(op, "reciprocal")) {
         if (!fl) return false;
         tg_str_addf(s, "(1 / %s)", a[0]);
@@ -444,8 +455,7 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
                         a[1], a[0], a[1], a[0], a[1], a[1], a[1]);
         return true;
     }
-    return false; /* integer int_div and mod by a divisor that is not a constant, integer pow, gammaln,
-                     digamma, trigamma, polygamma */
+    return false; /* integer int_div and mod by a divisor that is not a constant, integer pow, polygamma */
 }
 
 static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLOAT16 ? "float" : ctype_of(dt); }
@@ -504,7 +514,13 @@ static const char PRELUDE[] =
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
     TG_COMPOSITE_FDIVMOD("static inline", "__asm__(\"\" : \"+m\"(z));")
-    TG_COMPOSITE_F2I("static inline");
+    TG_COMPOSITE_F2I("static inline")
+    /* elemwise.c's gammaln, digamma and trigamma: calls the loop cannot
+     * vectorise (noinline: not even by cloning the loop around their own
+     * loops and libm calls, which would then take libmvec's variants) */
+    "static __attribute__((noinline)) double tg_gammaln_d(double x) { int s; return lgamma_r(x, &s); }\n"
+    "static __attribute__((noinline)) float tg_gammaln_f(float x) { int s; return lgammaf_r(x, &s); }\n"
+    TG_SPECIAL_TEXT(static __attribute__((noinline)));
 
 /* The prelude's conversion from float dtype `from` to integer dtype `to`
  * (tg_f2i32, tg_f2i64, tg_f2u64: NaN and out-of-range values as
@@ -750,11 +766,13 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
      * differently from the vector variant the unfused exp calls even for
      * one element (vmath.c). */
     bool blocked = calls_simd_fn(bt);
-    /* fmod (tg_fdivmod) has no vector variant: beside a function that has
-     * one, the loop would run scalar, calling scalar libm, whose bits are
-     * not the unfused op's vector call's. The interpreter runs such a
-     * body. */
-    if (blocked && strstr(bt, "tg_fdivmod(")) goto done;
+    /* fmod (tg_fdivmod), lgamma, digamma and trigamma have no vector
+     * variant: beside a function that has one, the loop would run scalar,
+     * calling scalar libm, whose bits are not the unfused op's vector
+     * call's. The interpreter runs such a body. */
+    if (blocked && (strstr(bt, "tg_fdivmod(") || strstr(bt, "tg_gammaln_") || strstr(bt, "tg_digamma(") ||
+                    strstr(bt, "tg_trigamma(")))
+        goto done;
     if (blocked) {
         /* (the body again, its narrow inputs read as float: block_text) */
         tg_str_free(&body);

@@ -14,6 +14,7 @@
 
 #include "grad/grad.h"
 #include "ops/op.h"
+#include "ops/special.h"
 #include "ops/vmath.h"
 
 /* The generated loops compare unsigned values with 0 in shared code. */
@@ -155,62 +156,13 @@ static inline float gammaln_f(float x) {
 }
 #define GAMMALN(x) _Generic((x), float: gammaln_f, default: gammaln_d)(x)
 
-/* digamma, the derivative of gammaln (the gradient of gammaln needs it):
- * reflection below 0, the recurrence psi(x) = psi(x + 1) - 1/x up to 10,
- * then the asymptotic series; accurate to a few ulp. */
-static inline double digamma_d(double x) {
-    if (x != x || x == -INFINITY) return NAN;
-    if (x == INFINITY) return INFINITY;
-    double r = 0;
-    if (x <= 0) {
-        if (x == floor(x)) return NAN; /* poles */
-        r = -M_PI / tan(M_PI * x);
-        x = 1 - x;
-    }
-    while (x < 10) {
-        r -= 1 / x;
-        x += 1;
-    }
-    double f = 1 / (x * x);
-    return r + log(x) - 0.5 / x -
-           f * (1.0 / 12 -
-                f * (1.0 / 120 -
-                     f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132 - f * (691.0 / 32760 - f / 12))))));
-}
-static inline float digamma_f(float x) { return (float)digamma_d(x); }
-#define DIGAMMA(x) _Generic((x), float: digamma_f, default: digamma_d)(x)
-
-/* trigamma, the derivative of digamma (the gradient of digamma, so the
- * second derivative of gammaln, needs it): reflection below 0,
- * psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x); the recurrence
- * psi1(x) = psi1(x + 1) + 1/x^2 up to 10; then the asymptotic series
- * 1/x + 1/(2x^2) + sum B_2k / x^(2k+1). The poles (0, -1, -2, ...) are
- * +inf: both sides go there. */
-static inline double trigamma_d(double x) {
-    if (x != x || x == -INFINITY) return NAN;
-    if (x == INFINITY) return 0;
-    double r = 0, sign = 1;
-    if (x <= 0) {
-        if (x == floor(x)) return INFINITY;
-        double s = sin(M_PI * x);
-        r = M_PI * M_PI / (s * s);
-        sign = -1;
-        x = 1 - x;
-    }
-    double t = 0;
-    while (x < 10) {
-        t += 1 / (x * x);
-        x += 1;
-    }
-    double f = 1 / (x * x);
-    t += 1 / x + 0.5 * f +
-         f / x *
-             (1.0 / 6 -
-              f * (1.0 / 30 - f * (1.0 / 42 - f * (1.0 / 30 - f * (5.0 / 66 - f * (691.0 / 2730 - f * 7.0 / 6))))));
-    return r + sign * t;
-}
-static inline float trigamma_f(float x) { return (float)trigamma_d(x); }
-#define TRIGAMMA(x) _Generic((x), float: trigamma_f, default: trigamma_d)(x)
+/* digamma and trigamma: ops/special.h, whose text the kernels compile
+ * too. */
+TG_SPECIAL_FNS(static inline)
+static inline float digamma_f(float x) { return (float)tg_digamma(x); }
+#define DIGAMMA(x) _Generic((x), float: digamma_f, default: tg_digamma)(x)
+static inline float trigamma_f(float x) { return (float)tg_trigamma(x); }
+#define TRIGAMMA(x) _Generic((x), float: trigamma_f, default: tg_trigamma)(x)
 
 /* The Hurwitz zeta function zeta(s, q), the sum over k >= 0 of
  * (q + k)^-s, for s >= 2 and q > 0: the terms up to q + k >= max(9, s)
@@ -258,8 +210,8 @@ static double hurwitz_zeta(double s, double q) {
  * +inf. n! overflows past n = 170. */
 static inline double polygamma_d(double n, double x) {
     if (n != n || x != x || n < 0 || n != floor(n) || x == -INFINITY) return NAN;
-    if (n == 0) return digamma_d(x);
-    if (n == 1) return trigamma_d(x);
+    if (n == 0) return tg_digamma(x);
+    if (n == 1) return tg_trigamma(x);
     double s = n + 1, sign = fmod(n, 2) == 0 ? -1 : 1;
     if (x == INFINITY) return 0;
     if (x <= 0 && x == floor(x)) return sign * INFINITY;

@@ -43,6 +43,7 @@
 #include "backend/cuda/nvrtc.h"
 #include "io/io.h"
 #include "ops/composite.h"
+#include "ops/special.h"
 
 #define THREADS 256
 
@@ -51,7 +52,8 @@
 /* What the CPU kernel's prelude gives its body (ops/composite.c), for
  * NVRTC: fixed-width types and the NaN/infinity builtins (NVRTC has no
  * headers or GCC builtins by default), the libm names are CUDA's, and
- * the same sigmoid, softplus, clip and floor division of floats. */
+ * the same sigmoid, softplus, clip and floor division of floats, and
+ * gammaln (CUDA's lgamma), digamma and trigamma (ops/special.h). */
 static const char PRELUDE[] =
     "#ifndef TG_HOST_SHIM\n"
     "typedef signed char int8_t;\ntypedef short int16_t;\ntypedef int int32_t;\n"
@@ -77,7 +79,10 @@ static const char PRELUDE[] =
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
     TG_COMPOSITE_FDIVMOD("TG_DEV", "")
-    TG_COMPOSITE_F2I("TG_DEV");
+    TG_COMPOSITE_F2I("TG_DEV")
+    "TG_DEV double tg_gammaln_d(double x) { return lgamma(x); }\n"
+    "TG_DEV float tg_gammaln_f(float x) { return lgammaf(x); }\n"
+    TG_SPECIAL_TEXT(TG_DEV);
 
 /* For bodies with float16: tg_half loads and stores, and the rounding of
  * each float16 result (tg_composite_body_emit_half), to nearest even as
