@@ -2447,10 +2447,10 @@ static void test_many_functions_same_bits(void **state) {
     if (bad) fail_msg("%d of the outputs above differ from the unfused ops'", bad);
 }
 
-/* gammaln, digamma and trigamma in a compiled kernel (elemwise.c's
- * functions, the digamma and trigamma from one text: ops/special.h): the
- * unfused ops' bits, float64 and float32 and an int8 input cast to
- * float64, on the poles and both sides of them, the reflection's
+/* gammaln, digamma, trigamma and polygamma in a compiled kernel
+ * (elemwise.c's functions, all but gammaln from one text:
+ * ops/special.h): the unfused ops' bits, float64 and float32 and (the
+ * first three) an int8 input cast to float64, on the poles and both sides of them, the reflection's
  * negative non-integers, the recurrence's range and the series' (10 is
  * where one hands over to the other), huge arguments, infinities and
  * NaN. Beside exp (a vector function) the body goes to the interpreter,
@@ -2480,9 +2480,41 @@ static void test_special_same_bits(void **state) {
     for (int64_t i = 0; i < n8; i++) ((int8_t *)tg_array_data(x8))[i] = (int8_t)(i - 128);
     bad += ops_differ(x8, true, false, three, 3, "int8-input");
     tg_array_free(x8);
-    /* beside exp: the interpreter, the same values */
     both_run *r = malloc(sizeof *r);
     assert_non_null(r);
+    /* polygamma(k, x) for k = 0 (digamma), 1 (trigamma), 2, 3 and 7 */
+    static const int K[] = {0, 1, 2, 3, 7};
+    for (int d = 0; d < 2; d++) {
+        tg_str body = {0}, unf = {0}, bo = {0}, uo = {0};
+        for (int k = 0; k < 5; k++) {
+            const char *sep = k ? "," : "";
+            tg_str_addf(&body, "%s{\"op\":\"polygamma\",\"inputs\":[{\"value\":%d},\"x\"],\"outputs\":[\"r%d\"]}", sep, K[k], k);
+            tg_str_addf(&unf, "%s{\"op\":\"polygamma\",\"inputs\":[{\"value\":%d},\"a\"],\"outputs\":[\"y%d\"]}", sep, K[k], k);
+            tg_str_addf(&bo, "%s\"r%d\"", sep, k);
+            tg_str_addf(&uo, "%s\"y%d\"", sep, k);
+        }
+        tg_array *x = tg_array_copy(x64, d ? TG_FLOAT64 : TG_FLOAT32);
+        size_t isz = d ? 8 : 4;
+        run_fused_unfused(d ? "float64" : "float32", n, "", body.s, bo.s, "", unf.s, uo.s, x, r);
+        if (r->urc || r->frc) fail_msg("%s", r->msg);
+        assert_int_equal(r->mode, 1);
+        for (int k = 0; k < 5; k++) {
+            for (int64_t i = 0; i < n; i++)
+                if (!same_value((const char *)tg_array_data(r->fused[k]) + isz * i,
+                                (const char *)tg_array_data(r->un[k]) + isz * i, isz))
+                    fail_msg("polygamma(%d, %.17g) %s: fused %.17g, unfused %.17g", K[k], tg_array_get_flat(x, i),
+                             d ? "float64" : "float32", tg_array_get_flat(r->fused[k], i),
+                             tg_array_get_flat(r->un[k], i));
+            tg_array_free(r->fused[k]);
+            tg_array_free(r->un[k]);
+        }
+        tg_array_free(x);
+        tg_str_free(&body);
+        tg_str_free(&unf);
+        tg_str_free(&bo);
+        tg_str_free(&uo);
+    }
+    /* beside exp: the interpreter, the same values */
     run_fused_unfused("float64", n, "",
                       "{\"op\":\"digamma\",\"inputs\":[\"x\"],\"outputs\":[\"d\"]},"
                       "{\"op\":\"exp\",\"inputs\":[\"d\"],\"outputs\":[\"r\"]}",

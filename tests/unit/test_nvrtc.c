@@ -222,20 +222,23 @@ static const bcase CASES[] = {
      "{\"op\":\"mod\",\"inputs\":[\"x\",{\"value\":-7}],\"outputs\":[\"b\"]}]",
      "[\"a\",\"b\"]",
      true},
-    /* gammaln, digamma and trigamma (ops/special.h's text): the poles, the
-     * reflection below 0, both sides of 10. */
+    /* gammaln, digamma, trigamma and polygamma (ops/special.h's text): the
+     * poles, the reflection below 0, both sides of 10. */
     {"special float64",
      1,
      {{"x", "float64", 2, {4, 9}, R_ANY}},
-     "[" UN("gammaln", "x", "a") "," UN("digamma", "x", "b") "," UN("trigamma", "x", "c") "]",
-     "[\"a\",\"b\",\"c\"]",
+     "[" UN("gammaln", "x", "a") "," UN("digamma", "x", "b") "," UN("trigamma", "x", "c") ","
+     "{\"op\":\"polygamma\",\"inputs\":[{\"value\":2},\"x\"],\"outputs\":[\"d\"]},"
+     "{\"op\":\"polygamma\",\"inputs\":[{\"value\":5},\"x\"],\"outputs\":[\"e\"]}]",
+     "[\"a\",\"b\",\"c\",\"d\",\"e\"]",
      true},
     {"special float32 float16",
      2,
      {{"x", "float32", 2, {4, 9}, R_ANY}, {"h", "float16", 1, {9}, R_ANY}},
      "[" UN("gammaln", "x", "a") "," UN("digamma", "x", "b") "," UN("trigamma", "x", "c") ","
-     UN("gammaln", "h", "d") "," UN("digamma", "h", "e") "," UN("trigamma", "h", "f") "]",
-     "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\"]",
+     UN("gammaln", "h", "d") "," UN("digamma", "h", "e") "," UN("trigamma", "h", "f") ","
+     "{\"op\":\"polygamma\",\"inputs\":[{\"value\":3},\"x\"],\"outputs\":[\"g\"]}]",
+     "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\"]",
      true},
     /* Constants copied into the body: non-finite, hex-exact, extreme. */
     {"constants",
@@ -297,7 +300,8 @@ static const char *const GEN_OPS[] = {
     "floor", "ceil", "round", "trunc", "sigmoid", "softplus", "reciprocal", "identity", "cast", "neg",
     "abs", "sign", "sqr", "relu", "isnan", "isinf", "logical_not", "add", "mul", "sub", "true_div",
     "pow", "arctan2", "maximum", "minimum", "eq", "neq", "lt", "le", "gt", "ge", "logical_and",
-    "logical_or", "logical_xor", "switch", "clip", "int_div", "mod", "gammaln", "digamma", "trigamma", NULL};
+    "logical_or", "logical_xor", "switch", "clip", "int_div", "mod", "gammaln", "digamma", "trigamma",
+    "polygamma", NULL};
 
 /* How a case's inputs are laid out. */
 enum { V_BCAST, V_FLAT, V_TRANSPOSE, NVARIANTS };
@@ -601,7 +605,7 @@ static void test_unsupported_bodies(void **state) {
     static const char *const bodies[][3] = {
         /* (by a divisor that is not a constant: a zero the kernel could not report) */
         {"int64", "[{\"op\":\"int_div\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"a\"]}]", "op"},
-        {"float64", "[{\"op\":\"polygamma\",\"inputs\":[{\"value\":2},\"x\"],\"outputs\":[\"a\"]}]", "op"},
+        {"int64", "[{\"op\":\"pow\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"a\"]}]", "op"},
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         bcase c = {"x", 1, {{"x", bodies[i][0], 1, {5}, R_ANY}}, bodies[i][1], "[\"a\"]", false};

@@ -298,6 +298,11 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
         tg_str_addf(s, "((%s)tg_%s((double)%s))", ct, op, a[0]);
         return true;
     }
+    if (!strcmp(op, "polygamma")) { /* in double, as elemwise.c */
+        if (!fl) return false;
+        tg_str_addf(s, "((%s)tg_polygamma((double)%s, (double)%s))", ct, a[0], a[1]);
+        return true;
+    }
     if (!strcmp(op, "reciprocal")) {
         if (!fl) return false;
         tg_str_addf(s, "(1 / %s)", a[0]);
@@ -455,7 +460,7 @@ static bool node_expr(tg_str *s, const tg_node *nd, char a[][48], bool half) {
                         a[1], a[0], a[1], a[0], a[1], a[1], a[1]);
         return true;
     }
-    return false; /* integer int_div and mod by a divisor that is not a constant, integer pow, polygamma */
+    return false; /* integer int_div and mod by a divisor that is not a constant, integer pow */
 }
 
 static const char *ctype_h(tg_dtype dt, bool half) { return half && dt == TG_FLOAT16 ? "float" : ctype_of(dt); }
@@ -515,9 +520,10 @@ static const char PRELUDE[] =
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
     TG_COMPOSITE_FDIVMOD("static inline", "__asm__(\"\" : \"+m\"(z));")
     TG_COMPOSITE_F2I("static inline")
-    /* elemwise.c's gammaln, digamma and trigamma: calls the loop cannot
-     * vectorise (noinline: not even by cloning the loop around their own
-     * loops and libm calls, which would then take libmvec's variants) */
+    /* elemwise.c's gammaln, digamma, trigamma and polygamma: calls the
+     * loop cannot vectorise (noinline: not even by cloning the loop
+     * around their own loops and libm calls, which would then take
+     * libmvec's variants) */
     "static __attribute__((noinline)) double tg_gammaln_d(double x) { int s; return lgamma_r(x, &s); }\n"
     "static __attribute__((noinline)) float tg_gammaln_f(float x) { int s; return lgammaf_r(x, &s); }\n"
     TG_SPECIAL_TEXT(static __attribute__((noinline)));
@@ -766,12 +772,12 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
      * differently from the vector variant the unfused exp calls even for
      * one element (vmath.c). */
     bool blocked = calls_simd_fn(bt);
-    /* fmod (tg_fdivmod), lgamma, digamma and trigamma have no vector
-     * variant: beside a function that has one, the loop would run scalar,
-     * calling scalar libm, whose bits are not the unfused op's vector
-     * call's. The interpreter runs such a body. */
+    /* fmod (tg_fdivmod), lgamma, digamma, trigamma and polygamma have no
+     * vector variant: beside a function that has one, the loop would run
+     * scalar, calling scalar libm, whose bits are not the unfused op's
+     * vector call's. The interpreter runs such a body. */
     if (blocked && (strstr(bt, "tg_fdivmod(") || strstr(bt, "tg_gammaln_") || strstr(bt, "tg_digamma(") ||
-                    strstr(bt, "tg_trigamma(")))
+                    strstr(bt, "tg_trigamma(") || strstr(bt, "tg_polygamma(")))
         goto done;
     if (blocked) {
         /* (the body again, its narrow inputs read as float: block_text) */

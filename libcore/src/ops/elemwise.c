@@ -156,85 +156,16 @@ static inline float gammaln_f(float x) {
 }
 #define GAMMALN(x) _Generic((x), float: gammaln_f, default: gammaln_d)(x)
 
-/* digamma and trigamma: ops/special.h, whose text the kernels compile
- * too. */
+/* digamma, trigamma and polygamma: ops/special.h, whose text the
+ * kernels compile too. */
 TG_SPECIAL_FNS(static inline)
 static inline float digamma_f(float x) { return (float)tg_digamma(x); }
 #define DIGAMMA(x) _Generic((x), float: digamma_f, default: tg_digamma)(x)
 static inline float trigamma_f(float x) { return (float)tg_trigamma(x); }
 #define TRIGAMMA(x) _Generic((x), float: trigamma_f, default: tg_trigamma)(x)
 
-/* The Hurwitz zeta function zeta(s, q), the sum over k >= 0 of
- * (q + k)^-s, for s >= 2 and q > 0: the terms up to q + k >= max(9, s)
- * (or until they no longer change the sum), then the Euler-Maclaurin
- * tail a^(1-s)/(s-1) + a^-s/2 + sum over j of
- * B_2j/(2j)! s(s+1)...(s+2j-2) a^(1-s-2j), which from there on falls by
- * a factor of 4 or more a term. */
-static double hurwitz_zeta(double s, double q) {
-    static const double c[12] = {1.0 / 12,
-                                 -1.0 / 720,
-                                 1.0 / 30240,
-                                 -1.0 / 1209600,
-                                 1.0 / 47900160,
-                                 -691.0 / 1307674368000.0,
-                                 1.0 / 74724249600.0,
-                                 -3617.0 / 10670622842880000.0,
-                                 43867.0 / 5109094217170944000.0,
-                                 -174611.0 / 802857662698291200000.0,
-                                 854513.0 / 155112100433309859840000.0,
-                                 -236364091.0 / 1693824136731743669452800000.0};
-    double sum = 0, a = q, lim = s > 9 ? s : 9;
-    for (; a < lim; a += 1) {
-        double t = pow(a, -s);
-        sum += t;
-        if (t <= sum * 1e-17) return sum;
-    }
-    double t = pow(a, -s), p = s, f = t / a;
-    sum += a * t / (s - 1) + 0.5 * t;
-    for (int j = 0; j < 12; j++) {
-        double term = c[j] * p * f;
-        sum += term;
-        if (fabs(term) <= 1e-17 * fabs(sum)) break;
-        p *= (s + 2 * j + 1) * (s + 2 * j + 2);
-        f /= a * a;
-    }
-    return sum;
-}
-
-/* polygamma(n, x), the n-th derivative of digamma (n = 0: digamma, 1:
- * trigamma): (-1)^(n+1) n! zeta(n + 1, x). Below 0, the terms from x up
- * to its fraction f = x + m are summed directly (m <= 64), or as
- * (-1)^s (zeta(s, 1 - f) - zeta(s, m + 1 - f)), so that x = -1e15 costs
- * no more than x = 1 (past 2^52 every x is a pole). NaN for an n that is not a whole number >= 0; at
- * the poles (0, -1, ...), (-1)^(n+1) inf, as SciPy and PyTorch give; 0 at
- * +inf. n! overflows past n = 170. */
-static inline double polygamma_d(double n, double x) {
-    if (n != n || x != x || n < 0 || n != floor(n) || x == -INFINITY) return NAN;
-    if (n == 0) return tg_digamma(x);
-    if (n == 1) return tg_trigamma(x);
-    double s = n + 1, sign = fmod(n, 2) == 0 ? -1 : 1;
-    if (x == INFINITY) return 0;
-    if (x <= 0 && x == floor(x)) return sign * INFINITY;
-    double z;
-    if (x > 0) {
-        z = hurwitz_zeta(s, x);
-    } else {
-        double m = ceil(-x), f = x + m; /* exact: f in (0, 1) */
-        if (m <= 64) {
-            z = hurwitz_zeta(s, f);
-            for (double k = 0; k < m; k++) z += pow(x + k, -s);
-        } else {
-            double neg = fmod(s, 2) != 0 ? -1 : 1; /* (-1)^s */
-            /* the first two first: at a half-integer they cancel exactly
-             * and the far tail is the value */
-            double near = hurwitz_zeta(s, f) + neg * hurwitz_zeta(s, 1 - f);
-            z = near - neg * hurwitz_zeta(s, m + 1 - f);
-        }
-    }
-    return sign * tgamma(s) * z;
-}
-static inline float polygamma_f(float n, float x) { return (float)polygamma_d(n, x); }
-#define POLYGAMMA(n, x) _Generic((x), float: polygamma_f, default: polygamma_d)(n, x)
+static inline float polygamma_f(float n, float x) { return (float)tg_polygamma(n, x); }
+#define POLYGAMMA(n, x) _Generic((x), float: polygamma_f, default: tg_polygamma)(n, x)
 
 /* NumPy's floor_divide and remainder for floats (npy_divmod). */
 static inline double fdivmod_d(double a, double b, double *modp) {

@@ -53,7 +53,8 @@
  * NVRTC: fixed-width types and the NaN/infinity builtins (NVRTC has no
  * headers or GCC builtins by default), the libm names are CUDA's, and
  * the same sigmoid, softplus, clip and floor division of floats, and
- * gammaln (CUDA's lgamma), digamma and trigamma (ops/special.h). */
+ * gammaln (CUDA's lgamma), digamma, trigamma and polygamma
+ * (ops/special.h). */
 static const char PRELUDE[] =
     "#ifndef TG_HOST_SHIM\n"
     "typedef signed char int8_t;\ntypedef short int16_t;\ntypedef int int32_t;\n"
