@@ -518,7 +518,7 @@ static const char PRELUDE[] =
     "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
-    TG_COMPOSITE_FDIVMOD("static inline", "__asm__(\"\" : \"+m\"(z));")
+    TG_SPECIAL_FDIVMOD_TEXT(static inline, __asm__("" : "+m"(z));)
     TG_COMPOSITE_F2I("static inline")
     /* elemwise.c's gammaln, digamma, trigamma and polygamma: calls the
      * loop cannot vectorise (noinline: not even by cloning the loop
@@ -631,6 +631,18 @@ static const char *const SIMD_FNS[] = {"exp",  "exp2",  "expm1", "log",   "log2"
                                        "cos",  "tan",   "asin",  "acos",  "atan",  "sinh",  "cosh",  "tanh",
                                        "asinh", "acosh", "atanh", "erf",  "erfc",  "tg_sigmoid_d", "tg_sigmoid_f",
                                        "tg_softplus_d", "tg_softplus_f", NULL};
+
+/* The prelude's functions that have no vector variant (fmod, lgamma,
+ * digamma's and polygamma's loops): the loop around a call of one runs
+ * scalar. */
+static const char *const SCALAR_FNS[] = {"tg_fdivmod(", "tg_gammaln_", "tg_digamma(", "tg_trigamma(",
+                                         "tg_polygamma(", NULL};
+
+static bool calls_scalar_fn(const char *body) {
+    for (int k = 0; SCALAR_FNS[k]; k++)
+        if (strstr(body, SCALAR_FNS[k])) return true;
+    return false;
+}
 
 /* The body calls a function whose vector variant (libmvec) rounds
  * differently from its scalar one (within a few ulp): a loop that the
@@ -772,13 +784,10 @@ static char *gen_source(const tg_fgraph *fg, uint64_t scalars, bool *oom) {
      * differently from the vector variant the unfused exp calls even for
      * one element (vmath.c). */
     bool blocked = calls_simd_fn(bt);
-    /* fmod (tg_fdivmod), lgamma, digamma, trigamma and polygamma have no
-     * vector variant: beside a function that has one, the loop would run
+    /* Beside a function without a vector variant, the loop would run
      * scalar, calling scalar libm, whose bits are not the unfused op's
      * vector call's. The interpreter runs such a body. */
-    if (blocked && (strstr(bt, "tg_fdivmod(") || strstr(bt, "tg_gammaln_") || strstr(bt, "tg_digamma(") ||
-                    strstr(bt, "tg_trigamma(") || strstr(bt, "tg_polygamma(")))
-        goto done;
+    if (blocked && calls_scalar_fn(bt)) goto done;
     if (blocked) {
         /* (the body again, its narrow inputs read as float: block_text) */
         tg_str_free(&body);
@@ -1234,35 +1243,32 @@ static uint64_t zero_d_inputs(const tg_node *n) {
     return m;
 }
 
-/* The kernel of body kernel k, asked of the cache again when it was
- * cleared since (tgc cache clear). Called under decide_lock, which it
- * lets go while the cache answers: a compile takes a second or more, and
- * every call of a broadcast kernel takes the lock (row_kernel), so
- * that functions already running on other threads waited for another's
- * first call to compile. The kernel's source stays as it is meanwhile
- * (made once, kept for the body's life); two threads asking at once both
- * ask the cache, which compiles once and gives both the same kernel. */
-static tg_kernel_fn kern_fn(comp_parsed *p, int k) {
-    unsigned long gen = tg_kcache_generation();
-    if (!p->kern[k].tried || p->kern[k].gen != gen) {
-        const char *src = p->kern[k].src;
-        pthread_mutex_unlock(&decide_lock);
-        tg_kernel_fn fn = kernel_of(src);
-        pthread_mutex_lock(&decide_lock);
-        p->kern[k].fn = fn;
-        p->kern[k].tried = true;
-        p->kern[k].gen = gen;
-    }
-    return p->kern[k].fn;
-}
-
-/* kernel_of(src) for a source of the caller's own, decide_lock let go
- * meanwhile (kern_fn). */
+/* kernel_of(src), called under decide_lock, which it lets go while the
+ * cache answers: a compile takes a second or more, and every call of a
+ * broadcast kernel takes the lock (row_kernel), so that functions
+ * already running on other threads waited for another's first call to
+ * compile. Two threads asking at once both ask the cache, which compiles
+ * once and gives both the same kernel. */
 static tg_kernel_fn kernel_of_unlocked(const char *src) {
     pthread_mutex_unlock(&decide_lock);
     tg_kernel_fn fn = kernel_of(src);
     pthread_mutex_lock(&decide_lock);
     return fn;
+}
+
+/* The kernel of body kernel k, asked of the cache again when it was
+ * cleared since (tgc cache clear); under decide_lock, let go while the
+ * cache answers (the kernel's source stays as it is meanwhile: made once,
+ * kept for the body's life). */
+static tg_kernel_fn kern_fn(comp_parsed *p, int k) {
+    unsigned long gen = tg_kcache_generation();
+    if (!p->kern[k].tried || p->kern[k].gen != gen) {
+        tg_kernel_fn fn = kernel_of_unlocked(p->kern[k].src);
+        p->kern[k].fn = fn;
+        p->kern[k].tried = true;
+        p->kern[k].gen = gen;
+    }
+    return p->kern[k].fn;
 }
 
 /* The body kernel (the index in p->kern) that reads the inputs of

@@ -63,28 +63,6 @@
  * would not give an output its type; TG_ENOMEM. */
 #define TG_COMPOSITE_MAX_IO 64
 
-/* The kernels' floor division and remainder of floats (NumPy's
- * npy_divmod, elemwise.c's fdivmod_d; div: the quotient, else the
- * remainder), for the CPU's prelude and NVRTC's: Q the qualifiers, HIDE
- * a statement that hides z from the compiler (the CPU's: an empty asm
- * over it; knowing a divisor of -0.0, GCC divided by +0.0 and negated,
- * and 0 // -0.0 gave the other NaN sign than the unfused loop's). */
-#define TG_COMPOSITE_FDIVMOD(Q, HIDE)                                                                    \
-    Q " double tg_fdivmod(double a, double b, int div) {\n"                                             \
-      "    double mod = fmod(a, b);\n"                                                                  \
-      "    if (b == 0) { double z = b; " HIDE " return div ? a / z : mod; }\n"                          \
-      "    double q = (a - mod) / b;\n"                                                                 \
-      "    if (mod != 0) {\n"                                                                           \
-      "        if ((b < 0) != (mod < 0)) { mod += b; q -= 1.0; }\n"                                     \
-      "    } else {\n"                                                                                  \
-      "        mod = copysign(0.0, b);\n"                                                               \
-      "    }\n"                                                                                         \
-      "    if (!div) return mod;\n"                                                                     \
-      "    double fl;\n"                                                                                \
-      "    if (q != 0) { fl = floor(q); if (q - fl > 0.5) fl += 1.0; }\n"                               \
-      "    else fl = copysign(0.0, a / b);\n"                                                           \
-      "    return fl;\n}\n"
-
 /* The generated kernels' float-to-integer conversions (C source, each
  * function qualified by Q: "static inline" for the CPU's, the device
  * qualifier for NVRTC's): NaN and out-of-range values give what

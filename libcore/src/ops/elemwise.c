@@ -167,41 +167,11 @@ static inline float trigamma_f(float x) { return (float)tg_trigamma(x); }
 static inline float polygamma_f(float n, float x) { return (float)tg_polygamma(n, x); }
 #define POLYGAMMA(n, x) _Generic((x), float: polygamma_f, default: tg_polygamma)(n, x)
 
-/* NumPy's floor_divide and remainder for floats (npy_divmod). */
-static inline double fdivmod_d(double a, double b, double *modp) {
-    double mod = fmod(a, b);
-    if (b == 0) {
-        *modp = mod;
-        return a / b;
-    }
-    double div = (a - mod) / b;
-    if (mod != 0) {
-        if ((b < 0) != (mod < 0)) {
-            mod += b;
-            div -= 1.0;
-        }
-    } else {
-        mod = copysign(0.0, b);
-    }
-    double fl;
-    if (div != 0) {
-        fl = floor(div);
-        if (div - fl > 0.5) fl += 1.0;
-    } else {
-        fl = copysign(0.0, a / b);
-    }
-    *modp = mod;
-    return fl;
-}
-static inline double fdiv_d(double a, double b) {
-    double m;
-    return fdivmod_d(a, b, &m);
-}
-static inline double fmod_py(double a, double b) {
-    double m;
-    fdivmod_d(a, b, &m);
-    return m;
-}
+/* NumPy's floor_divide and remainder for floats (npy_divmod):
+ * ops/special.h, whose text the kernels compile too. */
+TG_SPECIAL_FDIVMOD(static inline, )
+static inline double fdiv_d(double a, double b) { return tg_fdivmod(a, b, 1); }
+static inline double fmod_py(double a, double b) { return tg_fdivmod(a, b, 0); }
 
 /* Integer floor division and Python modulo; division by zero reports
  * and gives 0 (NumPy gives 0 with a warning; FORMAT.md makes it an

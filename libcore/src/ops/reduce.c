@@ -1893,6 +1893,7 @@ static int sum_view_leaves(const tg_array *v, int64_t inner, int nth, double *su
      * leaves found once (tl[0], tl[1]: nt[0], nt[1] of them), then copied. */
     const int64_t pl = inner / np;
     int64_t nt[2] = {0, 0}, first[RED_CHUNKS + 1], nleaf = 0;
+    double psum[RED_CHUNKS];
     for (int i = 0; i < 2; i++) leaves_of(0, pl + i, NULL, &nt[i]);
     for (int t = 0; t < np; t++) {
         first[t] = nleaf;
@@ -1900,14 +1901,13 @@ static int sum_view_leaves(const tg_array *v, int64_t inner, int nth, double *su
     }
     first[np] = w.nleaf = nleaf;
     int64_t *ls = tg_malloc((size_t)(nleaf + 1) * sizeof *ls), *tl = tg_malloc((size_t)(nt[0] + nt[1]) * sizeof *tl);
-    double *psum = tg_malloc(RED_CHUNKS * sizeof *psum);
     w.lv = tg_malloc((size_t)nleaf * sizeof *w.lv);
     w.heads = tg_malloc((size_t)nlines * HEAD_ROOM * sizeof *w.heads);
     w.hlen = tg_malloc((size_t)nlines * sizeof *w.hlen);
     w.tails = tg_malloc((size_t)nlines * sizeof *w.tails);
     w.scratch = tg_malloc((size_t)nth * LINE_SCRATCH);
     int rc = -1;
-    if (!ls || !tl || !psum || !w.lv || !w.heads || !w.hlen || !w.tails || !w.scratch) goto done;
+    if (!ls || !tl || !w.lv || !w.heads || !w.hlen || !w.tails || !w.scratch) goto done;
     nt[0] = nt[1] = 0;
     leaves_of(0, pl, tl, &nt[0]);
     leaves_of(0, pl + 1, tl + nt[0], &nt[1]);
@@ -1941,7 +1941,6 @@ static int sum_view_leaves(const tg_array *v, int64_t inner, int nth, double *su
 done:
     tg_free(ls);
     tg_free(tl);
-    tg_free(psum);
     tg_free(w.lv);
     tg_free(w.heads);
     tg_free(w.hlen);

@@ -1,5 +1,5 @@
-/* Private: digamma, trigamma and polygamma, one text for the library
- * and the kernels.
+/* Private: digamma, trigamma and polygamma, and the floor division of
+ * floats, one text for the library and the kernels.
  *
  * TG_SPECIAL_FNS(Q) defines tg_digamma, tg_trigamma, tg_hurwitz_zeta
  * and tg_polygamma, each qualified by Q: elemwise.c compiles it (Q
@@ -138,9 +138,44 @@
         return sign * tgamma(s) * z;                                                                   \
     }
 
+/* NumPy's floor_divide (div) and remainder of floats (npy_divmod) in
+ * one: tg_fdivmod, qualified by Q. HIDE is a statement that hides z, the
+ * zero divisor, from the compiler: the CPU kernels' an empty asm over it
+ * (knowing a divisor of -0.0, GCC divided by +0.0 and negated, and
+ * 0 // -0.0 gave the other NaN sign than elemwise.c's loop); empty where
+ * the divisor is never a known constant (elemwise.c, NVRTC). */
+#define TG_SPECIAL_FDIVMOD(Q, HIDE)                                                                    \
+    Q double tg_fdivmod(double a, double b, int div) {                                                 \
+        double mod = fmod(a, b);                                                                       \
+        if (b == 0) {                                                                                  \
+            double z = b;                                                                              \
+            HIDE                                                                                       \
+            return div ? a / z : mod;                                                                  \
+        }                                                                                              \
+        double q = (a - mod) / b;                                                                      \
+        if (mod != 0) {                                                                                \
+            if ((b < 0) != (mod < 0)) {                                                                \
+                mod += b;                                                                              \
+                q -= 1.0;                                                                              \
+            }                                                                                          \
+        } else {                                                                                       \
+            mod = copysign(0.0, b);                                                                    \
+        }                                                                                              \
+        if (!div) return mod;                                                                          \
+        double fl;                                                                                     \
+        if (q != 0) {                                                                                  \
+            fl = floor(q);                                                                             \
+            if (q - fl > 0.5) fl += 1.0;                                                               \
+        } else {                                                                                       \
+            fl = copysign(0.0, a / b);                                                                 \
+        }                                                                                              \
+        return fl;                                                                                     \
+    }
+
 /* (two steps: the argument of # is not expanded) */
 #define TG_SPECIAL_STR_(...) #__VA_ARGS__
 #define TG_SPECIAL_STR(...) TG_SPECIAL_STR_(__VA_ARGS__)
 #define TG_SPECIAL_TEXT(Q) TG_SPECIAL_STR(TG_SPECIAL_FNS(Q)) "\n"
+#define TG_SPECIAL_FDIVMOD_TEXT(Q, HIDE) TG_SPECIAL_STR(TG_SPECIAL_FDIVMOD(Q, HIDE)) "\n"
 
 #endif

@@ -79,7 +79,7 @@ static const char PRELUDE[] =
     "    T m = (x > lo || x != x) ? x : lo; return (m < hi || m != m) ? m : hi; }\n"
     "TG_CLIP(int8_t) TG_CLIP(int16_t) TG_CLIP(int32_t) TG_CLIP(int64_t) TG_CLIP(uint8_t)\n"
     "TG_CLIP(uint16_t) TG_CLIP(uint32_t) TG_CLIP(uint64_t) TG_CLIP(float) TG_CLIP(double)\n"
-    TG_COMPOSITE_FDIVMOD("TG_DEV", "")
+    TG_SPECIAL_FDIVMOD_TEXT(TG_DEV, )
     TG_COMPOSITE_F2I("TG_DEV")
     "TG_DEV double tg_gammaln_d(double x) { return lgamma(x); }\n"
     "TG_DEV float tg_gammaln_f(float x) { return lgammaf(x); }\n"
