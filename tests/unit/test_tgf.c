@@ -1469,6 +1469,30 @@ static void test_fixed_fields_refused(void **state) {
     memcpy(b, orig, n);
     tu_tgf_patch_header(b, n, "\"finger", '"', "prinx");
     refused(b, n, "header.fingerprint: expected an object", ctx);
+    /* The header against tgf-header.schema.json: no key it does not
+     * list, at any level; each of its type; the required ones present
+     * (renamed to a key that comes later in the same object, which the
+     * parse keeps in its place). */
+    static const struct {
+        const char *key;
+        char end;
+        const char *with, *field;
+    } keys[] = {
+        {"\"origin", '"', "ax", "header: unknown key 'originax'"},
+        {"\"compile_", '"', "secondz", "header.functions[0]: unknown key 'compile_secondz'"},
+        {"\"tg_vers", '"', "iox", "header.fingerprint: unknown key 'tg_versiox'"},
+        {"\"preset\":", ',', "7", "header.options.preset: expected a string"},
+        {"\"backends\":[", ']', "1", "header.fingerprint.backends: expected an array of strings"},
+        {"\"backends\":[", ']', "", "header.fingerprint.backends: expected at least one backend"},
+        {"\"compile_seconds\":", ',', "\"s\"", "header.functions[0].compile_seconds: expected a number"},
+        {"\"no_gc\":", '}', "0", "header.options.no_gc: expected true or false"},
+        {"\"fingerprint\":{\"", '"', "byte_order", "header.fingerprint.tg_version: missing (a string)"},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        memcpy(b, orig, n);
+        tu_tgf_patch_header(b, n, keys[i].key, keys[i].end, keys[i].with);
+        refused(b, n, keys[i].field, ctx);
+    }
 
     /* The array table's record 0 (its checksum not checked here: the
      * refusal is the zero bytes'). */

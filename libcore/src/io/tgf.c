@@ -1580,6 +1580,101 @@ static void fingerprint_check(tg_tgf *t) {
     tg_str_free(&w);
 }
 
+/* The header of a version 2 to 4 file against tgf-header.schema.json:
+ * each object has only the keys the schema lists (a later version that
+ * adds one raises the format version, which this reader refuses), the
+ * required ones among them, each of its type. What the values mean (an
+ * index in the array table, a position in the schedule, a known preset)
+ * is checked where they are used. Version 1 headers, which the schema
+ * does not describe, are read as before. */
+enum hk_kind { HK_STR, HK_INT, HK_NUM, HK_BOOL, HK_OBJ, HK_ARR, HK_STRS, HK_INTS };
+typedef struct hkey {
+    const char *name;
+    enum hk_kind kind;
+    bool required;
+} hkey;
+
+static bool hk_ok(json_object *v, enum hk_kind kind) {
+    int64_t i;
+    switch (kind) {
+    case HK_STR: return json_object_is_type(v, json_type_string);
+    case HK_INT: return tg_json_get_int(v, &i) && i >= 0;
+    case HK_NUM: return json_object_is_type(v, json_type_double) || json_object_is_type(v, json_type_int);
+    case HK_BOOL: return json_object_is_type(v, json_type_boolean);
+    case HK_OBJ: return json_object_is_type(v, json_type_object);
+    case HK_ARR: return json_object_is_type(v, json_type_array);
+    case HK_STRS:
+    case HK_INTS:
+        if (!json_object_is_type(v, json_type_array)) return false;
+        for (size_t k = 0; k < json_object_array_length(v); k++)
+            if (!hk_ok(json_object_array_get_idx(v, k), kind == HK_STRS ? HK_STR : HK_INT)) return false;
+        return true;
+    }
+    return false;
+}
+
+static int header_keys(reader *R, json_object *o, const char *where, const hkey *keys, size_t nkeys) {
+    static const char *const what[] = {"a string", "a non-negative integer", "a number", "true or false",
+                                       "an object", "an array", "an array of strings",
+                                       "an array of non-negative integers"};
+    if (!json_object_is_type(o, json_type_object)) return bad(R, TG_EPARSE, "%s: expected an object", where);
+    json_object_object_foreach(o, key, val) {
+        size_t k = 0;
+        while (k < nkeys && strcmp(keys[k].name, key)) k++;
+        if (k == nkeys)
+            return bad(R, TG_EPARSE, "%s: unknown key '%.60s' (tgf-header.schema.json lists those of format "
+                       "version %d)", where, key, TG_TGF_VERSION);
+        if (!hk_ok(val, keys[k].kind))
+            return bad(R, TG_EPARSE, "%s.%s: expected %s", where, key, what[keys[k].kind]);
+    }
+    for (size_t k = 0; k < nkeys; k++)
+        if (keys[k].required && !json_object_object_get_ex(o, keys[k].name, NULL))
+            return bad(R, TG_EPARSE, "%s.%s: missing (%s)", where, keys[k].name, what[keys[k].kind]);
+    return TG_OK;
+}
+
+static int check_header(reader *R, json_object *root) {
+    static const hkey top[] = {{"format", HK_STR, true},       {"version", HK_INT, true},
+                               {"fingerprint", HK_OBJ, true},  {"options", HK_OBJ, true},
+                               {"functions", HK_ARR, true},    {"array_table", HK_OBJ, true},
+                               {"original", HK_INT, false}};
+    static const hkey fp[] = {{"tg_version", HK_STR, true}, {"format_version", HK_INT, true},
+                              {"backends", HK_STRS, true},  {"blas", HK_STR, true},
+                              {"byte_order", HK_STR, true}};
+    static const hkey opt[] = {{"preset", HK_STR, true},
+                               {"include", HK_STRS, true},
+                               {"exclude", HK_STRS, true},
+                               {"no_gc", HK_BOOL, true}};
+    static const hkey tab[] = {{"offset", HK_INT, true}, {"count", HK_INT, true}, {"crc32c", HK_INT, true}};
+    static const hkey fn[] = {{"name", HK_STR, true},
+                              {"graph_section", HK_INT, true},
+                              {"nodes", HK_INT, true},
+                              {"compile_seconds", HK_NUM, false},
+                              {"optimize_seconds", HK_NUM, false},
+                              {"no_gc", HK_BOOL, false},
+                              {"device", HK_STR, false},
+                              {"device_nodes", HK_INTS, false},
+                              {"resident", HK_STRS, false}};
+    int rc = header_keys(R, root, "header", top, TG_ARRAY_LEN(top));
+    if (rc) return rc;
+    if ((rc = header_keys(R, get(root, "fingerprint", json_type_object), "header.fingerprint", fp,
+                          TG_ARRAY_LEN(fp))) ||
+        (rc = header_keys(R, get(root, "options", json_type_object), "header.options", opt,
+                          TG_ARRAY_LEN(opt))) ||
+        (rc = header_keys(R, get(root, "array_table", json_type_object), "header.array_table", tab,
+                          TG_ARRAY_LEN(tab))))
+        return rc;
+    if (!json_object_array_length(get(get(root, "fingerprint", json_type_object), "backends", json_type_array)))
+        return bad(R, TG_EPARSE, "header.fingerprint.backends: expected at least one backend");
+    json_object *jfns = get(root, "functions", json_type_array);
+    for (size_t i = 0; i < json_object_array_length(jfns); i++) {
+        char where[64];
+        snprintf(where, sizeof where, "header.functions[%zu]", i);
+        if ((rc = header_keys(R, json_object_array_get_idx(jfns, i), where, fn, TG_ARRAY_LEN(fn)))) return rc;
+    }
+    return TG_OK;
+}
+
 static tg_tgf *load_mem(reader *R, const tg_tgf_load_options *opts, bool copy) {
     tg_tgf *t = R->t;
     tg_ctx *ctx = R->ctx;
@@ -1640,6 +1735,7 @@ static tg_tgf *load_mem(reader *R, const tg_tgf_load_options *opts, bool copy) {
             order);
         goto fail;
     }
+    if (ver >= 2 && check_header(R, root)) goto fail;
     size_t na = jarr ? json_object_array_length(jarr) : 0, nf = json_object_array_length(jfns);
     if (na > (size_t)INT32_MAX / 2 || nf > (size_t)INT32_MAX / 2) {
         bad(R, TG_EPARSE, "header: too many arrays or functions");
