@@ -1191,6 +1191,88 @@ static void test_acc_sum_broadcast(void **state) {
     run_acc("1 ", false);
 }
 
+/* ---- scan_merge_outputs ---- */
+
+/* c_t = c_{t-1} + x_t and y_t = c_t * x_t stacked three times: twice as
+ * the body variable, once through an identity (as grad writes outputs).
+ * The three stacks are one output of the optimized loop. */
+static const char *DUP_OUT = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "x", "type": {"dtype": "float64", "shape": [null, 2]}},
+                  {"id": "c0", "type": {"dtype": "float64", "shape": [2]}}],
+    "nodes": [{"op": "scan", "inputs": ["x", "c0"], "outputs": ["C", "Y1", "Y2", "Y3"],
+               "attrs": {"n_sequences": 1, "sequence_taps": [[0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 3, "n_non_sequences": 0,
+                         "has_n_steps": false, "has_until": false, "go_backwards": GOBACK,
+                         "body": {"variables": [{"id": "b.x", "type": {"dtype": "float64", "shape": [2]}},
+                                                {"id": "b.c", "type": {"dtype": "float64", "shape": [2]}}],
+                                  "nodes": [{"op": "add", "inputs": ["b.c", "b.x"], "outputs": ["b.c_t"]},
+                                            {"op": "mul", "inputs": ["b.c_t", "b.x"], "outputs": ["b.y"]},
+                                            {"op": "identity", "inputs": ["b.y"], "outputs": ["b.y_id"]}],
+                                  "inputs": ["b.x", "b.c"], "outputs": ["b.c_t", "b.y", "b.y", "b.y_id"]}}},
+              {"op": "sum", "inputs": ["Y2"], "outputs": ["s2"]}],
+    "functions": {"main": {"inputs": ["x", "c0"], "outputs": ["C", "Y1", "s2", "Y3"]}}});
+
+static void run_merge_outputs(bool back) {
+    char *json = strdup(DUP_OUT);
+    memcpy(strstr(json, "GOBACK"), back ? "true  " : "false ", 6);
+    tg_graph *g = tu_load(json);
+    free(json);
+    for (int64_t T = 0; T <= 5; T += 5) {
+        double *x = fill(T * 2, -1, 1, 3), c0[2] = {0.5, -0.25}, C[10], Y[10], s2 = 0;
+        double c[2] = {c0[0], c0[1]};
+        for (int64_t i = 0; i < T; i++) {
+            int64_t t = back ? T - 1 - i : i; /* the row step i reads */
+            for (int k = 0; k < 2; k++) {
+                c[k] += x[t * 2 + k];
+                C[i * 2 + k] = c[k];
+                Y[i * 2 + k] = c[k] * x[t * 2 + k];
+                s2 += Y[i * 2 + k];
+            }
+        }
+        tg_array *in[2] = {tu_f64(2, (int64_t[]){T, 2}, x), tu_f64(1, (int64_t[]){2}, c0)};
+        tg_array *wc = tu_f64(2, (int64_t[]){T, 2}, C), *wy = tu_f64(2, (int64_t[]){T, 2}, Y),
+                 *ws = tu_f64(0, NULL, &s2);
+        for (int ps = 0; ps < 2; ps++) {
+            tg_function *f = compile(g, ps ? "fast_run" : "none");
+            if (ps) {
+                assert_int_equal(fired(f, "scan_merge_outputs"), 1);
+                /* one scan left, with two outputs: C and the one stack of y */
+                int scans = 0;
+                for (int k = 0; k < f->nsched; k++)
+                    if (!strcmp(f->sched[k].node->op->name, "scan")) {
+                        scans++;
+                        assert_int_equal(f->sched[k].node->nout, 2);
+                    }
+                assert_int_equal(scans, 1);
+            }
+            tg_array *out[4];
+            call(f, in, out);
+            tu_assert_close(out[0], wc, 1e-12, 1e-12);
+            tu_assert_close(out[1], wy, 1e-12, 1e-12);
+            tu_assert_close(out[2], ws, 1e-12, 1e-12);
+            tu_assert_close(out[3], wy, 1e-12, 1e-12);
+            free_all(out, 4);
+            tg_function_free(f);
+        }
+        free_all(in, 2);
+        tg_array_free(wc);
+        tg_array_free(wy);
+        tg_array_free(ws);
+        free(x);
+    }
+    tg_graph_free(g);
+}
+
+static void test_merge_outputs(void **state) {
+    (void)state;
+    run_merge_outputs(false);
+}
+
+static void test_merge_outputs_backwards(void **state) {
+    (void)state;
+    run_merge_outputs(true);
+}
+
 /* ---- scan_inline ---- */
 
 /* One step (n_steps the constant 1) with past, present and future taps
@@ -2306,6 +2388,8 @@ int main(void) {
         cmocka_unit_test(test_bptt_zero_steps),
         cmocka_unit_test(test_bptt_zero_steps_unknown),
         cmocka_unit_test(test_acc_sum),
+        cmocka_unit_test(test_merge_outputs),
+        cmocka_unit_test(test_merge_outputs_backwards),
         cmocka_unit_test(test_acc_sum_broadcast),
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_inline_declines),

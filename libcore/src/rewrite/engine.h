@@ -169,6 +169,7 @@ int tg_rw_scan_prune(tg_rw *rw, tg_node *n);
 int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n);
 int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n);
 int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n);
+int tg_rw_scan_merge_outputs(tg_rw *rw, tg_node *n);
 int tg_rw_slice_product_reuse(tg_rw *rw, tg_node *n);
 int tg_rw_scan_reuse_step_product(tg_rw *rw, tg_node *n);
 int tg_rw_scan_acc_sum(tg_rw *rw, tg_node *n);

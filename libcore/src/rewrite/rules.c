@@ -2689,6 +2689,7 @@ const tg_rw_rule tg_rw_rules[] = {
     /* Scan first: what it moves out of loops meets the other rewrites. */
     {"scan_inline", "scan", NULL, "scan", tg_rw_scan_inline},
     {"scan_drop_outputs", "scan", NULL, "scan", tg_rw_scan_drop_outputs},
+    {"scan_merge_outputs", "scan", NULL, "scan", tg_rw_scan_merge_outputs},
     {"scan_hoist", "scan", NULL, "scan", tg_rw_scan_hoist},
     {"scan_push_seq", "scan", NULL, "scan", tg_rw_scan_push_seq},
     {"scan_keep_last", "scan", NULL, "scan", tg_rw_scan_keep_last},

@@ -18,6 +18,8 @@
  *   scan_merge      two scans over the same steps (the same n_steps
  *                   variable, or the same sequences), neither reading
  *                   the other, become one loop with both bodies.
+ *   scan_merge_outputs  non-recurrent outputs stacking the same body
+ *                   variable are one.
  *
  * A scan's body is JSON in its attrs (parsed into p->body when the node
  * is made): each rewrite edits a copy of that JSON and builds the new scan
@@ -1298,6 +1300,53 @@ static int scan_drop_outputs(tg_rw *rw, tg_node *n) {
     return 1;
 }
 
+/* v, looking through `identity` nodes (grad writes them on outputs). */
+static tg_var *through_identity(tg_var *v);
+
+/* Non-recurrent outputs that stack the same body variable (looking
+ * through identity nodes) with the same keep_last are one output, read by
+ * the readers of all of them (the outputs half of Theano's
+ * scan_merge_inouts). BPTT's reverse loop gives the gradient of each body
+ * input as an output of its own, and two inputs that a body node reads
+ * the same way (x_t and the pushed-out projection of the same row) get
+ * the same per-step value: each was a stack of every step, copied row by
+ * row. */
+static int scan_merge_outputs(tg_rw *rw, tg_node *n) {
+    scan_io s;
+    if (!scan_view(n, &s)) return 0;
+    scan_p *p = s.p;
+    int map[SCAN_MAX_IO], ndrop = 0;
+    tg_var *src[SCAN_MAX_IO];
+    for (int o = 0; o < n->nout; o++) map[o] = -1;
+    for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
+        src[o] = through_identity(s.fd->outputs[o]);
+        for (int q = p->nrec; q < o && map[o] < 0; q++)
+            if (map[q] < 0 && src[q] == src[o] && p->keep[q] == p->keep[o]) map[o] = q;
+        ndrop += map[o] >= 0;
+    }
+    if (!ndrop) return 0;
+    json_object *attrs = attrs_copy(n);
+    if (!attrs) return TG_ENOMEM;
+    json_object *outs = jget(jget(attrs, "body"), "outputs"), *jk = jget(attrs, "keep_last");
+    /* new[o]: output o's place in the merged loop */
+    int nw[SCAN_MAX_IO], k = 0;
+    for (int o = 0; o < n->nout; o++) {
+        if (map[o] >= 0) {
+            nw[o] = nw[map[o]];
+            json_object_array_del_idx(outs, (size_t)k, 1);
+            if (jk) json_object_array_del_idx(jk, (size_t)k, 1);
+            continue;
+        }
+        nw[o] = k++;
+    }
+    set_int(attrs, "n_nonrecurrent", p->nnr - ndrop);
+    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout - ndrop);
+    json_object_put(attrs);
+    if (!m) return err_status(rw);
+    int rc = replace_outputs(rw, n, m, nw);
+    return rc ? rc : 1;
+}
+
 /* ---- outputs computed outside: scan_pull_out, scan_sum_dot ---- */
 
 /* v, looking through `identity` nodes (grad writes them on outputs). */
@@ -1778,6 +1827,7 @@ int tg_rw_scan_prune(tg_rw *rw, tg_node *n) { return scan_prune(rw, n); }
 int tg_rw_scan_pull_out(tg_rw *rw, tg_node *n) { return scan_pull_out(rw, n); }
 int tg_rw_scan_sum_dot(tg_rw *rw, tg_node *n) { return scan_sum_dot(rw, n); }
 int tg_rw_scan_drop_outputs(tg_rw *rw, tg_node *n) { return scan_drop_outputs(rw, n); }
+int tg_rw_scan_merge_outputs(tg_rw *rw, tg_node *n) { return scan_merge_outputs(rw, n); }
 int tg_rw_slice_product_reuse(tg_rw *rw, tg_node *n) { return slice_product_reuse(rw, n); }
 int tg_rw_scan_reuse_step_product(tg_rw *rw, tg_node *n) { return scan_reuse_step_product(rw, n); }
 int tg_rw_scan_acc_sum(tg_rw *rw, tg_node *n) { return scan_acc_sum(rw, n); }
