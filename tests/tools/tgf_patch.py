@@ -6,6 +6,7 @@ re-computing the checksums (CRC-32C, computed here bit by bit, independently
 of tg's) where the damage must get past them:
   version N        the preamble's format version
   header-text A B  replace text A by text B in the JSON header
+  header-drop KEY  remove the header's top-level key KEY
   header-raw TEXT  the header is TEXT (need not be JSON)
   flip-header      change one header byte, keeping the old checksum
   flip-data        change the first data byte, keeping the array's checksum
@@ -44,6 +45,10 @@ def main():
     elif mode == "header-text":
         assert args[0].encode() in header, "text not in the header"
         header = header.replace(args[0].encode(), args[1].encode())
+    elif mode == "header-drop":
+        h = json.loads(header)
+        del h[args[0]]
+        header = json.dumps(h, separators=(",", ":")).encode()
     elif mode == "header-raw":
         header = args[0].encode()
     elif mode in ("array-field", "section-string", "section-lengths"):

@@ -258,7 +258,7 @@ PY
 )
 check '[ "$same" = same ]' "mlp.tgf draws the nodes, edges and origins of mlp.json compiled the same way ($same)"
 bad "$tmp/mlp.tgf" -f train -O none -o "$tmp/x.html" "already optimized"
-python3 "$TG_SRC/tests/tools/tgf_patch.py" "$tmp/mlp.tgf" "$tmp/noorig.tgf" header-text '"original"' '"orig_gone"'
+python3 "$TG_SRC/tests/tools/tgf_patch.py" "$tmp/mlp.tgf" "$tmp/noorig.tgf" header-drop original
 "$TGVIZ" "$tmp/noorig.tgf" -f train -o "$tmp/noorig.html" 2>"$tmp/err"
 check '[ $? = 0 ] && grep -q "keeps no original graph" "$tmp/err" && grep -q "\"optimized\":{" "$tmp/noorig.html" && ! grep -q "\"original\":{" "$tmp/noorig.html"' \
   "a .tgf without its original graph: the optimized view alone, with a note"

@@ -1584,10 +1584,11 @@ static void fingerprint_check(tg_tgf *t) {
  * each object has only the keys the schema lists (a later version that
  * adds one raises the format version, which this reader refuses), the
  * required ones among them, each of its type. What the values mean (an
- * index in the array table, a position in the schedule, a known preset)
- * is checked where they are used. Version 1 headers, which the schema
+ * index in the array table, a known preset) is checked where they are
+ * used, and a placed function's entries (device, device_nodes, resident)
+ * with its schedule, whose messages name the entry at fault. Version 1 headers, which the schema
  * does not describe, are read as before. */
-enum hk_kind { HK_STR, HK_INT, HK_NUM, HK_BOOL, HK_OBJ, HK_ARR, HK_STRS, HK_INTS };
+enum hk_kind { HK_STR, HK_INT, HK_NUM, HK_BOOL, HK_OBJ, HK_ARR, HK_STRS, HK_ANY };
 typedef struct hkey {
     const char *name;
     enum hk_kind kind;
@@ -1603,11 +1604,11 @@ static bool hk_ok(json_object *v, enum hk_kind kind) {
     case HK_BOOL: return json_object_is_type(v, json_type_boolean);
     case HK_OBJ: return json_object_is_type(v, json_type_object);
     case HK_ARR: return json_object_is_type(v, json_type_array);
+    case HK_ANY: return true;
     case HK_STRS:
-    case HK_INTS:
         if (!json_object_is_type(v, json_type_array)) return false;
         for (size_t k = 0; k < json_object_array_length(v); k++)
-            if (!hk_ok(json_object_array_get_idx(v, k), kind == HK_STRS ? HK_STR : HK_INT)) return false;
+            if (!hk_ok(json_object_array_get_idx(v, k), HK_STR)) return false;
         return true;
     }
     return false;
@@ -1615,8 +1616,7 @@ static bool hk_ok(json_object *v, enum hk_kind kind) {
 
 static int header_keys(reader *R, json_object *o, const char *where, const hkey *keys, size_t nkeys) {
     static const char *const what[] = {"a string", "a non-negative integer", "a number", "true or false",
-                                       "an object", "an array", "an array of strings",
-                                       "an array of non-negative integers"};
+                                       "an object", "an array", "an array of strings", "a value"};
     if (!json_object_is_type(o, json_type_object)) return bad(R, TG_EPARSE, "%s: expected an object", where);
     json_object_object_foreach(o, key, val) {
         size_t k = 0;
@@ -1652,9 +1652,10 @@ static int check_header(reader *R, json_object *root) {
                               {"compile_seconds", HK_NUM, false},
                               {"optimize_seconds", HK_NUM, false},
                               {"no_gc", HK_BOOL, false},
-                              {"device", HK_STR, false},
-                              {"device_nodes", HK_INTS, false},
-                              {"resident", HK_STRS, false}};
+                              /* (checked with the schedule, placement_read) */
+                              {"device", HK_ANY, false},
+                              {"device_nodes", HK_ANY, false},
+                              {"resident", HK_ANY, false}};
     int rc = header_keys(R, root, "header", top, TG_ARRAY_LEN(top));
     if (rc) return rc;
     if ((rc = header_keys(R, get(root, "fingerprint", json_type_object), "header.fingerprint", fp,
