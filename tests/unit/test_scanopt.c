@@ -65,6 +65,24 @@ static int scan_body_nodes(const tg_function *f) {
     return c;
 }
 
+/* Outputs of f's scans that stack one of their body's inputs unchanged
+ * (a copy of a sequence's rows, or of a non-sequence per step). */
+static int scan_passthrough_outputs(const tg_function *f) {
+    int c = 0;
+    for (int k = 0; k < f->nsched; k++) {
+        const tg_node *n = f->sched[k].node;
+        json_object *body, *ins, *outs;
+        if (strcmp(n->op->name, "scan") || !n->attrs || !json_object_object_get_ex(n->attrs, "body", &body) ||
+            !json_object_object_get_ex(body, "inputs", &ins) || !json_object_object_get_ex(body, "outputs", &outs))
+            continue;
+        for (size_t o = 0; o < json_object_array_length(outs); o++)
+            for (size_t i = 0; i < json_object_array_length(ins); i++)
+                c += !strcmp(json_object_get_string(json_object_array_get_idx(outs, o)),
+                             json_object_get_string(json_object_array_get_idx(ins, i)));
+    }
+    return c;
+}
+
 static void list_rewrites(const tg_function *f) {
     for (int i = 0; i < tg_function_rewrite_count(f); i++) {
         tg_rewrite_info r;
@@ -911,10 +929,12 @@ static void bptt_by_hand(tg_array *const *in, double *gW, double *gU, double *gb
     }
 }
 
-static void run_bptt(bool with_x) {
+/* back: the RNN reads x backwards (go_backwards), and its gradient's
+ * reverse loop runs forwards. */
+static void run_bptt(bool with_x, bool back) {
     char *json = malloc(strlen(RNN) + strlen(BPTT_TAIL) + 256);
     strcpy(json, RNN);
-    memcpy(strstr(json, "GOBACK"), "false ", 6);
+    memcpy(strstr(json, "GOBACK"), back ? "true  " : "false ", 6);
     /* y joins the variables. */
     char *v = strstr(json, "{\"id\": \"b\"");
     memmove(v + 63, v, strlen(v) + 1);
@@ -946,24 +966,45 @@ static void run_bptt(bool with_x) {
     inputs_for(probe, in, -1, 1);
     tg_function_free(probe);
     tg_function *opt = check_against_none(g, "scan_sum_dot", 2, in);
-    /* The backward loop's products move out; its sequences are read at
-     * tap 1; its x-projection is the forward one's. */
-    assert_true(pushed_out(opt) >= 3);
-    assert_true(fired(opt, "slice_product_reuse") >= 1);
     /* The weights' gradients, accumulated in the reverse loop, are sums
      * of per-step products, then one product each outside. */
     assert_true(fired(opt, "scan_acc_sum") >= 2);
     assert_true(fired(opt, "scan_drop_recurrent") >= 1); /* both, at once */
-    /* The reverse loop takes h_{t-1} @ U from the forward loop. */
-    assert_true(fired(opt, "scan_reuse_step_product") >= 1);
-    if (with_x)
-        assert_true(fired(opt, "scan_pull_out") >= 1);
-    else
-        assert_true(fired(opt, "scan_drop_outputs") >= 1);
+    /* The products outside read the rows of h_{t-1} and x_t from the
+     * sequences the reverse loop reads (in the order of its steps, which
+     * runs forwards when the RNN reads x backwards), not from stacks it
+     * copied. */
+    assert_int_equal(scan_passthrough_outputs(opt), 0);
+    if (!back) {
+        /* The backward loop's products move out; its sequences are read
+         * at tap 1; its x-projection is the forward one's. */
+        assert_true(pushed_out(opt) >= 3);
+        assert_true(fired(opt, "slice_product_reuse") >= 1);
+        /* The reverse loop takes h_{t-1} @ U from the forward loop. */
+        assert_true(fired(opt, "scan_reuse_step_product") >= 1);
+        if (with_x)
+            assert_true(fired(opt, "scan_pull_out") >= 1);
+        else
+            assert_true(fired(opt, "scan_drop_outputs") >= 1);
+    }
     tg_array *out[5];
     call(opt, in, out);
     double gW[12], gU[16], gb[4], gx[30];
-    bptt_by_hand(in, gW, gU, gb, gx);
+    if (!back) {
+        bptt_by_hand(in, gW, gU, gb, gx);
+    } else {
+        /* the loop over x backwards is the loop over x reversed: the
+         * weights' gradients are that loop's, x's come back reversed */
+        tg_array *rin[6];
+        memcpy(rin, in, sizeof rin);
+        const double *x = tg_array_data(in[0]);
+        double xr[30], gxr[30];
+        for (int t = 0; t < 5; t++) memcpy(xr + t * 6, x + (4 - t) * 6, sizeof(double) * 6);
+        rin[0] = tu_f64(3, (int64_t[]){5, 2, 3}, xr);
+        bptt_by_hand(rin, gW, gU, gb, gxr);
+        tg_array_free(rin[0]);
+        for (int t = 0; t < 5; t++) memcpy(gx + t * 6, gxr + (4 - t) * 6, sizeof(double) * 6);
+    }
     tg_array *w[4] = {tu_f64(2, (int64_t[]){3, 4}, gW), tu_f64(2, (int64_t[]){4, 4}, gU),
                       tu_f64(1, (int64_t[]){4}, gb), tu_f64(3, (int64_t[]){5, 2, 3}, gx)};
     int nout = with_x ? 4 : 3;
@@ -977,12 +1018,108 @@ static void run_bptt(bool with_x) {
 
 static void test_bptt_weights(void **state) {
     (void)state;
-    run_bptt(false);
+    run_bptt(false, false);
+    run_bptt(false, true);
 }
 
 static void test_bptt_with_inputs(void **state) {
     (void)state;
-    run_bptt(true);
+    run_bptt(true, false);
+    run_bptt(true, true);
+}
+
+/* ---- scan_sum_dot over a sequence's rows ---- */
+
+/* P = sum over the steps of x_t^T b_t and Q = sum of b_t^T x_t, b_t =
+ * y_t * h_{t-1} and h_t = tanh(b_t + sum(x_{t-1})), with n_steps = 4 over
+ * sequences of 6 rows: x read at taps [-1, 0], y at [0]. The products
+ * outside read x's rows as the loop does (rows 1-4, or 4 down to 1
+ * backwards), from x itself. */
+static const char *SUMDOT_SEQ = J({"format": "tg-graph", "version": 1,
+    "variables": [{"id": "n", "type": {"dtype": "int64", "shape": []}},
+                  {"id": "x", "type": {"dtype": "float64", "shape": [6, 2, 3]}},
+                  {"id": "y", "type": {"dtype": "float64", "shape": [6, 2, 4]}},
+                  {"id": "h0", "type": {"dtype": "float64", "shape": [2, 4]}}],
+    "nodes": [{"op": "scan", "inputs": ["n", "x", "y", "h0"], "outputs": ["H", "P", "Q"],
+               "attrs": {"n_sequences": 2, "sequence_taps": [[-1, 0], [0]], "n_recurrent": 1,
+                         "output_taps": [[-1]], "n_nonrecurrent": 2, "n_non_sequences": 0,
+                         "has_n_steps": true, "has_until": false, "go_backwards": GOBACK,
+                         "body": {"variables": [{"id": "b.xm", "type": {"dtype": "float64", "shape": [2, 3]}},
+                                                {"id": "b.x", "type": {"dtype": "float64", "shape": [2, 3]}},
+                                                {"id": "b.y", "type": {"dtype": "float64", "shape": [2, 4]}},
+                                                {"id": "b.h", "type": {"dtype": "float64", "shape": [2, 4]}}],
+                                  "nodes": [{"op": "mul", "inputs": ["b.y", "b.h"], "outputs": ["b.b"]},
+                                            {"op": "sum", "inputs": ["b.xm"], "outputs": ["b.sx"]},
+                                            {"op": "add", "inputs": ["b.b", "b.sx"], "outputs": ["b.s"]},
+                                            {"op": "tanh", "inputs": ["b.s"], "outputs": ["b.h_t"]},
+                                            {"op": "transpose", "inputs": ["b.x"], "outputs": ["b.xT"]},
+                                            {"op": "dot", "inputs": ["b.xT", "b.b"], "outputs": ["b.p"]},
+                                            {"op": "transpose", "inputs": ["b.b"], "outputs": ["b.bT"]},
+                                            {"op": "dot", "inputs": ["b.bT", "b.x"], "outputs": ["b.q"]}],
+                                  "inputs": ["b.xm", "b.x", "b.y", "b.h"], "outputs": ["b.h_t", "b.p", "b.q"]}}},
+              {"op": "sum", "inputs": ["P"], "outputs": ["S"], "attrs": {"axis": 0}},
+              {"op": "sum", "inputs": ["Q"], "outputs": ["R"], "attrs": {"axis": 0}}],
+    "functions": {"main": {"inputs": ["n", "x", "y", "h0"], "outputs": ["S", "H", "R"]}}});
+
+static void run_sum_dot_seq(bool back) {
+    char *json = strdup(SUMDOT_SEQ);
+    memcpy(strstr(json, "GOBACK"), back ? "true  " : "false ", 6);
+    tg_graph *g = tu_load(json);
+    free(json);
+    double *x = fill(36, -1, 1, 5), *y = fill(48, -1, 1, 6), *h0 = fill(8, -1, 1, 7);
+    double h[8], S[12] = {0}, R[12] = {0}, H[32];
+    memcpy(h, h0, sizeof h);
+    for (int t = 0; t < 4; t++) {
+        /* ops/scan.c: row t - min(taps) + tap, from the end backwards */
+        int rm = back ? 5 - t : t, rc = back ? 4 - t : t + 1, ry = back ? 5 - t : t;
+        double sx = 0, b[8];
+        for (int i = 0; i < 6; i++) sx += x[rm * 6 + i];
+        for (int i = 0; i < 8; i++) b[i] = y[ry * 8 + i] * h[i];
+        for (int k = 0; k < 3; k++)
+            for (int j = 0; j < 4; j++)
+                for (int r = 0; r < 2; r++) {
+                    S[k * 4 + j] += x[rc * 6 + r * 3 + k] * b[r * 4 + j];
+                    R[j * 3 + k] += b[r * 4 + j] * x[rc * 6 + r * 3 + k];
+                }
+        for (int i = 0; i < 8; i++) H[t * 8 + i] = h[i] = tanh(b[i] + sx);
+    }
+    int64_t four = 4;
+    tg_array *in[4] = {tg_array_new_from(TG_INT64, 0, NULL, &four), tu_f64(3, (int64_t[]){6, 2, 3}, x),
+                       tu_f64(3, (int64_t[]){6, 2, 4}, y), tu_f64(2, (int64_t[]){2, 4}, h0)};
+    tg_array *ws = tu_f64(2, (int64_t[]){3, 4}, S), *wh = tu_f64(3, (int64_t[]){4, 2, 4}, H),
+             *wr = tu_f64(2, (int64_t[]){4, 3}, R);
+    for (int ps = 0; ps < 2; ps++) {
+        tg_function *f = compile(g, ps ? "fast_run" : "none");
+        if (ps) {
+            assert_int_equal(fired(f, "scan_sum_dot"), 2);
+            assert_int_equal(scan_passthrough_outputs(f), 0);
+        }
+        tg_array *out[3];
+        call(f, in, out);
+        tu_assert_close(out[0], ws, 1e-12, 1e-12);
+        tu_assert_close(out[1], wh, 1e-12, 1e-12);
+        tu_assert_close(out[2], wr, 1e-12, 1e-12);
+        free_all(out, 3);
+        tg_function_free(f);
+    }
+    free_all(in, 4);
+    tg_array_free(ws);
+    tg_array_free(wh);
+    tg_array_free(wr);
+    free(x);
+    free(y);
+    free(h0);
+    tg_graph_free(g);
+}
+
+static void test_sum_dot_seq(void **state) {
+    (void)state;
+    run_sum_dot_seq(false);
+}
+
+static void test_sum_dot_seq_backwards(void **state) {
+    (void)state;
+    run_sum_dot_seq(true);
 }
 
 /* ---- BPTT over 0 steps ---- */
@@ -2390,6 +2527,8 @@ int main(void) {
         cmocka_unit_test(test_acc_sum),
         cmocka_unit_test(test_merge_outputs),
         cmocka_unit_test(test_merge_outputs_backwards),
+        cmocka_unit_test(test_sum_dot_seq),
+        cmocka_unit_test(test_sum_dot_seq_backwards),
         cmocka_unit_test(test_acc_sum_broadcast),
         cmocka_unit_test(test_inline),
         cmocka_unit_test(test_inline_declines),

@@ -1494,11 +1494,52 @@ static bool sum_axis0(const tg_node *c) {
     return a == 0 || a == -nd;
 }
 
+/* Body variable v is the row of a sequence at one of its taps: which
+ * sequence (*seq) and tap (*tap). */
+static bool seq_tap_of(const scan_io *s, const tg_var *v, int *seq, int *tap) {
+    int b = body_input_index(s, v);
+    for (int i = 0; b >= 0 && i < s->p->nseq; i++)
+        for (int q = 0; q < s->p->seq_ntaps[i]; q++)
+            if (tg_scan_bin_seq(s->p, i, q) == b) {
+                *seq = i;
+                *tap = s->p->taps[s->p->seq_off[i] + q];
+                return true;
+            }
+    return false;
+}
+
+/* The rows of scan n's outer sequence i that steps 0..T-1 read at `tap`,
+ * in the order of the steps (ops/scan.c, seq_row: step t reads row
+ * t + o, o = tap - min(taps, 0), or len - 1 - (t + o) with go_backwards):
+ * x[o : o + T], or x[-1 - o : -1 - o - T : -1], a view; T the int64
+ * scalar `steps`. */
+static tg_var *seq_rows(tg_rw *rw, tg_node *n, const scan_io *s, int i, int tap, tg_var *steps) {
+    int64_t o = tap - s->p->seq_min[i];
+    tg_var *x = n->inputs[s->base_seq + i];
+    char attrs[160];
+    tg_var *ins[2] = {x, NULL};
+    if (!s->p->backwards) {
+        ins[1] = tg_rw_op2(rw, "add", steps, tg_rw_const(rw, TG_INT64, (double)o));
+        snprintf(attrs, sizeof attrs, "{\"index\": [{\"start\": %lld, \"stop\": \"$0\"}]}", (long long)o);
+    } else {
+        ins[1] = tg_rw_op2(rw, "sub", tg_rw_const(rw, TG_INT64, (double)(-1 - o)), steps);
+        snprintf(attrs, sizeof attrs, "{\"index\": [{\"start\": %lld, \"stop\": \"$0\", \"step\": -1}]}",
+                 (long long)(-1 - o));
+    }
+    return ins[1] ? tg_rw_op(rw, "subtensor", 2, ins, attrs) : NULL;
+}
+
 /* BPTT's weight gradients: a non-recurrent output a_t^T b_t (a weight's
  * gradient at step t) read only as its sum over the steps becomes one
  * product over every step outside the loop, A^T B with A, B the steps'
  * rows stacked: the loop keeps a_t and b_t (rows of the batch) instead of
- * a weight-sized matrix per step, and the sum is a single tall gemm. */
+ * a weight-sized matrix per step, and the sum is a single tall gemm.
+ * When one of the two is the row of a sequence (the reverse loop's
+ * h_{t-1} and x_t), its rows are the outer sequence's, in the order of
+ * the steps, and the loop stacks only the other: a copy of the sequence
+ * made row by row inside the loop and held beside its other outputs was
+ * the same rows (with go_backwards a reversed view, which the product's
+ * reshape copies, after the loop). */
 static int scan_sum_dot(tg_rw *rw, tg_node *n) {
     scan_io s;
     if (!scan_view(n, &s)) return 0;
@@ -1518,16 +1559,39 @@ static int scan_sum_dot(tg_rw *rw, tg_node *n) {
             continue;
         int64_t ma = a->type.shape[1], nb = b->type.shape[1];
         if (ma < 0 || nb < 0 || a->type.dtype != b->type.dtype) continue;
-        int at;
-        if (!outputs_room(s.p, 1)) continue;
-        tg_node *m = reoutput(rw, n, &s, o, a, &b, 1, &at);
+        /* A sequence's row (not with until, where the steps taken are
+         * fewer than the rows the loop could read; not both: the steps
+         * are counted on the stack of the other) */
+        int sq = -1, tap = 0;
+        bool a_seq = !p->has_until && p->keep[o] == 0 && seq_tap_of(&s, a, &sq, &tap);
+        bool b_seq = !a_seq && !p->has_until && p->keep[o] == 0 && seq_tap_of(&s, b, &sq, &tap);
+        int at = o;
+        tg_node *m;
+        if (a_seq || b_seq) {
+            m = reoutput(rw, n, &s, o, a_seq ? b : a, NULL, 0, &at);
+        } else {
+            if (!outputs_room(s.p, 1)) continue;
+            m = reoutput(rw, n, &s, o, a, &b, 1, &at);
+        }
         if (!m) return err_status(rw);
+        tg_var *Ar = m->outputs[o], *Br = m->outputs[at];
+        if (a_seq || b_seq) {
+            tg_var *steps = tg_rw_op1(rw, "shape_i", m->outputs[o], "{\"i\": 0}");
+            tg_var *rows = steps ? seq_rows(rw, n, &s, sq, tap, steps) : NULL;
+            if (!rows) return err_status(rw);
+            if (a_seq) {
+                Br = Ar;
+                Ar = rows;
+            } else {
+                Br = rows;
+            }
+        }
         int64_t sa[2] = {-1, ma}, sb[2] = {-1, nb};
         int64_t two = 2;
         tg_var *shp_a = tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sa));
         tg_var *shp_b = tg_rw_const_array(rw, tg_array_new_from(TG_INT64, 1, &two, sb));
-        tg_var *A = tg_rw_op2(rw, "reshape", m->outputs[o], shp_a);
-        tg_var *B = tg_rw_op2(rw, "reshape", m->outputs[at], shp_b);
+        tg_var *A = tg_rw_op2(rw, "reshape", Ar, shp_a);
+        tg_var *B = tg_rw_op2(rw, "reshape", Br, shp_b);
         tg_var *R = tg_rw_op2(rw, "dot", tg_rw_op1(rw, "transpose", A, NULL), B);
         if (!R) return err_status(rw);
         tg_node *rd[16];
