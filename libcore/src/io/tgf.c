@@ -1586,8 +1586,8 @@ static void fingerprint_check(tg_tgf *t) {
  * required ones among them, each of its type. What the values mean (an
  * index in the array table, a known preset) is checked where they are
  * used, and a placed function's entries (device, device_nodes, resident)
- * with its schedule, whose messages name the entry at fault. Version 1 headers, which the schema
- * does not describe, are read as before. */
+ * with its schedule, whose messages name the entry at fault. Version 1
+ * headers, which the schema does not describe, are read as before. */
 enum hk_kind { HK_STR, HK_INT, HK_NUM, HK_BOOL, HK_OBJ, HK_ARR, HK_STRS, HK_ANY };
 typedef struct hkey {
     const char *name;
