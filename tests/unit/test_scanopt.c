@@ -51,15 +51,20 @@ static int pushed_out(const tg_function *f) {
     return c;
 }
 
+/* The body of a scan node as its attrs hold it; NULL for any other node. */
+static json_object *scan_body_json(const tg_node *n) {
+    json_object *body = NULL;
+    if (strcmp(n->op->name, "scan") || !n->attrs || !json_object_object_get_ex(n->attrs, "body", &body))
+        return NULL;
+    return body;
+}
+
 /* The nodes left in the bodies of f's scans. */
 static int scan_body_nodes(const tg_function *f) {
     int c = 0;
     for (int k = 0; k < f->nsched; k++) {
-        const tg_node *n = f->sched[k].node;
-        json_object *body, *nodes;
-        if (strcmp(n->op->name, "scan") || !n->attrs || !json_object_object_get_ex(n->attrs, "body", &body) ||
-            !json_object_object_get_ex(body, "nodes", &nodes))
-            continue;
+        json_object *body = scan_body_json(f->sched[k].node), *nodes;
+        if (!body || !json_object_object_get_ex(body, "nodes", &nodes)) continue;
         c += (int)json_object_array_length(nodes);
     }
     return c;
@@ -70,10 +75,9 @@ static int scan_body_nodes(const tg_function *f) {
 static int scan_passthrough_outputs(const tg_function *f) {
     int c = 0;
     for (int k = 0; k < f->nsched; k++) {
-        const tg_node *n = f->sched[k].node;
-        json_object *body, *ins, *outs;
-        if (strcmp(n->op->name, "scan") || !n->attrs || !json_object_object_get_ex(n->attrs, "body", &body) ||
-            !json_object_object_get_ex(body, "inputs", &ins) || !json_object_object_get_ex(body, "outputs", &outs))
+        json_object *body = scan_body_json(f->sched[k].node), *ins, *outs;
+        if (!body || !json_object_object_get_ex(body, "inputs", &ins) ||
+            !json_object_object_get_ex(body, "outputs", &outs))
             continue;
         for (size_t o = 0; o < json_object_array_length(outs); o++)
             for (size_t i = 0; i < json_object_array_length(ins); i++)

@@ -1257,6 +1257,43 @@ static bool try_drop(const scan_io *s, bool *gone, int o) {
     return gone[o];
 }
 
+/* Scan n rebuilt without the ndrop non-recurrent outputs that same[]
+ * marks: same[o] is -2 for an output kept, -1 for one that goes with no
+ * reader, or an earlier output q whose stack is the same, which o's
+ * readers then read. 1 (applied) or an error. */
+static int scan_without_outputs(tg_rw *rw, tg_node *n, const scan_p *p, const int *same, int ndrop) {
+    json_object *attrs = attrs_copy(n);
+    if (!attrs) return TG_ENOMEM;
+    json_object *outs = jget(jget(attrs, "body"), "outputs"), *jk = jget(attrs, "keep_last");
+    /* at[o]: output o's place in the new loop (-1: none) */
+    int at[SCAN_MAX_IO], k = 0;
+    for (int o = 0; o < n->nout; o++) {
+        if (same[o] == -2) {
+            at[o] = k++;
+            continue;
+        }
+        at[o] = same[o] >= 0 ? at[same[o]] : -1;
+        json_object_array_del_idx(outs, (size_t)k, 1);
+        if (jk) json_object_array_del_idx(jk, (size_t)k, 1);
+    }
+    set_int(attrs, "n_nonrecurrent", p->nnr - ndrop);
+    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout - ndrop);
+    json_object_put(attrs);
+    if (!m) return err_status(rw);
+    for (int o = 0; o < n->nout; o++)
+        if (at[o] >= 0 && n->outputs[o]->nclients) {
+            int rc = tg_rw_replace(rw, n->outputs[o], m->outputs[at[o]]);
+            if (rc) return rc;
+        }
+    return 1;
+}
+
+/* v, looking through `identity` nodes (grad writes them on outputs). */
+static tg_var *through_identity(tg_var *v) {
+    while (v->owner && !strcmp(v->owner->op->name, "identity") && v->owner->nin == 1) v = v->owner->inputs[0];
+    return v;
+}
+
 /* Non-recurrent outputs nobody reads stop being outputs, so the body no
  * longer computes them (BPTT's scan gives the gradient of every float
  * sequence, wanted or not). One whose computation may fail stays, and the
@@ -1274,86 +1311,34 @@ static int scan_drop_outputs(tg_rw *rw, tg_node *n) {
     for (int o = p->nrec; o < p->nrec + p->nnr; o++)
         if (!n->outputs[o]->nclients) ndrop += try_drop(&s, drop, o);
     if (!ndrop) return 0;
-    json_object *attrs = attrs_copy(n);
-    if (!attrs) return TG_ENOMEM;
-    json_object *outs = jget(jget(attrs, "body"), "outputs"), *jk = jget(attrs, "keep_last");
-    int k = 0;
-    for (int o = 0; o < n->nout; o++) {
-        bool gone = drop[o];
-        map[o] = gone ? -1 : k;
-        if (!gone) {
-            k++;
-            continue;
-        }
-        json_object_array_del_idx(outs, (size_t)k, 1);
-        if (jk) json_object_array_del_idx(jk, (size_t)k, 1);
-    }
-    set_int(attrs, "n_nonrecurrent", p->nnr - ndrop);
-    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout - ndrop);
-    json_object_put(attrs);
-    if (!m) return err_status(rw);
-    for (int o = 0; o < n->nout; o++)
-        if (map[o] >= 0 && n->outputs[o]->nclients) {
-            int rc = tg_rw_replace(rw, n->outputs[o], m->outputs[map[o]]);
-            if (rc) return rc;
-        }
-    return 1;
+    for (int o = 0; o < n->nout; o++) map[o] = drop[o] ? -1 : -2;
+    return scan_without_outputs(rw, n, p, map, ndrop);
 }
-
-/* v, looking through `identity` nodes (grad writes them on outputs). */
-static tg_var *through_identity(tg_var *v);
 
 /* Non-recurrent outputs that stack the same body variable (looking
  * through identity nodes) with the same keep_last are one output, read by
  * the readers of all of them (the outputs half of Theano's
- * scan_merge_inouts). BPTT's reverse loop gives the gradient of each body
- * input as an output of its own, and two inputs that a body node reads
- * the same way (x_t and the pushed-out projection of the same row) get
- * the same per-step value: each was a stack of every step, copied row by
- * row. */
+ * scan_merge_inouts). scan_pull_out and scan_sum_dot each stack the
+ * per-step value they need, and in BPTT's reverse loop both need the
+ * gradient of the input projection: two stacks of every step, copied row
+ * by row. */
 static int scan_merge_outputs(tg_rw *rw, tg_node *n) {
     scan_io s;
     if (!scan_view(n, &s)) return 0;
     scan_p *p = s.p;
-    int map[SCAN_MAX_IO], ndrop = 0;
+    int same[SCAN_MAX_IO], ndrop = 0;
     tg_var *src[SCAN_MAX_IO];
-    for (int o = 0; o < n->nout; o++) map[o] = -1;
+    for (int o = 0; o < n->nout; o++) same[o] = -2;
     for (int o = p->nrec; o < p->nrec + p->nnr; o++) {
         src[o] = through_identity(s.fd->outputs[o]);
-        for (int q = p->nrec; q < o && map[o] < 0; q++)
-            if (map[q] < 0 && src[q] == src[o] && p->keep[q] == p->keep[o]) map[o] = q;
-        ndrop += map[o] >= 0;
+        for (int q = p->nrec; q < o && same[o] < 0; q++)
+            if (same[q] == -2 && src[q] == src[o] && p->keep[q] == p->keep[o]) same[o] = q;
+        ndrop += same[o] >= 0;
     }
-    if (!ndrop) return 0;
-    json_object *attrs = attrs_copy(n);
-    if (!attrs) return TG_ENOMEM;
-    json_object *outs = jget(jget(attrs, "body"), "outputs"), *jk = jget(attrs, "keep_last");
-    /* new[o]: output o's place in the merged loop */
-    int nw[SCAN_MAX_IO], k = 0;
-    for (int o = 0; o < n->nout; o++) {
-        if (map[o] >= 0) {
-            nw[o] = nw[map[o]];
-            json_object_array_del_idx(outs, (size_t)k, 1);
-            if (jk) json_object_array_del_idx(jk, (size_t)k, 1);
-            continue;
-        }
-        nw[o] = k++;
-    }
-    set_int(attrs, "n_nonrecurrent", p->nnr - ndrop);
-    tg_node *m = scan_build(rw, attrs, n->nin, n->inputs, n->nout - ndrop);
-    json_object_put(attrs);
-    if (!m) return err_status(rw);
-    int rc = replace_outputs(rw, n, m, nw);
-    return rc ? rc : 1;
+    return ndrop ? scan_without_outputs(rw, n, p, same, ndrop) : 0;
 }
 
 /* ---- outputs computed outside: scan_pull_out, scan_sum_dot ---- */
-
-/* v, looking through `identity` nodes (grad writes them on outputs). */
-static tg_var *through_identity(tg_var *v) {
-    while (v->owner && !strcmp(v->owner->op->name, "identity") && v->owner->nin == 1) v = v->owner->inputs[0];
-    return v;
-}
 
 /* Is body variable v read by a body node other than `except` (and the
  * identity chain up to `out`), or a body output other than number o? */
