@@ -605,6 +605,67 @@ static void test_multi_output_inplace(void **state) {
     tg_ctx_free(ctx);
 }
 
+/* How an error names a fused node is kept, in the function and in its
+ * file, for a composite one of whose fused ops can fail at run time
+ * (integer int_div, mod, pow: test_composite's
+ * test_fused_error_names_node) and for no other; describing every fused
+ * node was half of the fusion pass. q = x op y, r = q * z fused into one
+ * composite of two fused nodes, for each op and dtype: names for both
+ * nodes, as the unfused graph names them, or none. */
+static void test_fused_names_kept_where_ops_fail(void **state) {
+    (void)state;
+    static const struct {
+        const char *op, *dtype;
+        int names;
+    } cases[] = {
+        {"int_div", "int32", 2}, {"mod", "int64", 2},  {"pow", "int16", 2},    {"int_div", "float64", 0},
+        {"mod", "float32", 0},   {"pow", "float64", 0}, {"add", "int32", 0},    {"true_div", "int32", 0},
+        {"maximum", "int8", 0},  {"sub", "float32", 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char *j = NULL;
+        assert_true(asprintf(&j,
+                             "{\"format\":\"tg-graph\",\"version\":1,\"variables\":["
+                             "{\"id\":\"x\",\"type\":{\"dtype\":\"%s\",\"shape\":[4]}},"
+                             "{\"id\":\"y\",\"type\":{\"dtype\":\"%s\",\"shape\":[4]}},"
+                             "{\"id\":\"z\",\"type\":{\"dtype\":\"float64\",\"shape\":[4]}}],\"nodes\":["
+                             "{\"op\":\"%s\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"q\"]},"
+                             "{\"op\":\"mul\",\"inputs\":[\"q\",\"z\"],\"outputs\":[\"r\"],"
+                             "\"trace\":[{\"file\":\"m.py\",\"line\":4}]}],"
+                             "\"functions\":{\"f\":{\"inputs\":[\"x\",\"y\",\"z\"],\"outputs\":[\"r\"]}}}",
+                             cases[c].dtype, cases[c].dtype, cases[c].op) > 0);
+        tg_ctx *ctx = tg_ctx_new();
+        tg_graph *g = tu_load(j);
+        tg_function *f = tg_function_compile(g, tg_graph_function_find(g, "f", ctx), NULL, ctx);
+        if (!f) fail_msg("%s", tg_ctx_message(ctx));
+        tg_tgf *t = round_trip("fused.tgf", f, NULL, cases[c].op, ctx);
+        for (int w = 0; w < 2; w++) {
+            tg_function *h = w ? tg_tgf_function(t, 0) : f;
+            int kc = sched_of(h, "composite");
+            if (kc < 0) fail_msg("%s %s: no composite", cases[c].op, cases[c].dtype);
+            const tg_node *cn = h->sched[kc].node;
+            if (tg_composite_who_count(cn) != cases[c].names)
+                fail_msg("%s %s%s: names for %d fused nodes, want %d", cases[c].op, cases[c].dtype,
+                         w ? " restored" : "", tg_composite_who_count(cn), cases[c].names);
+            if (!cases[c].names) continue;
+            const char *d, *tr;
+            char want[64];
+            snprintf(want, sizeof want, "nodes[0] (%s -> q)", cases[c].op);
+            tg_composite_who(cn, 0, &d, &tr);
+            assert_string_equal(d, want);
+            assert_string_equal(tr, "");
+            tg_composite_who(cn, 1, &d, &tr);
+            assert_string_equal(d, "nodes[1] (mul -> r)");
+            assert_string_equal(tr, " [at m.py:4]");
+        }
+        tg_tgf_free(t);
+        tg_function_free(f);
+        tg_graph_free(g);
+        tg_ctx_free(ctx);
+        free(j);
+    }
+}
+
 static void test_gradient_nodes_named(void **state) {
     (void)state;
     tg_ctx *ctx = tg_ctx_new();
@@ -2920,6 +2981,7 @@ int main(void) {
         cmocka_unit_test(test_shared_bodies_restore),
         cmocka_unit_test(test_record_and_origins_survive),
         cmocka_unit_test(test_gradient_nodes_named),
+        cmocka_unit_test(test_fused_names_kept_where_ops_fail),
         cmocka_unit_test(test_multi_output_inplace),
         cmocka_unit_test(test_version_2_file),
         cmocka_unit_test(test_version_3_file),
