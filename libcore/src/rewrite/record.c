@@ -6,10 +6,22 @@
 #include "core/core.h"
 #include "rewrite/rewrite.h"
 
+/* The record's key chunks (tg_opt_record.keys): from 1 KiB, so that a
+ * small function's record stays small, doubling to 64 KiB; a block
+ * larger than that gets a chunk of its own size. */
+struct tg_rec_chunk {
+    struct tg_rec_chunk *next;
+    size_t used, cap; /* bytes of data */
+    _Alignas(16) char data[];
+};
+
 void tg_opt_record_free(tg_opt_record *r) {
     if (!r) return;
-    /* an entry's two key lists and their strings are one block, at removed */
-    for (int i = 0; i < r->n; i++) tg_free(r->entries[i].removed);
+    /* (the entries' key blocks are in the chunks) */
+    for (struct tg_rec_chunk *c = r->keys, *next; c; c = next) {
+        next = c->next;
+        tg_free(c);
+    }
     tg_free(r->entries);
     tg_free(r->passes);
     tg_free(r->rstats);
@@ -20,14 +32,36 @@ void tg_opt_record_free(tg_opt_record *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Both key lists of an entry in one allocation: the removed pointers, a
- * NULL, the created pointers, a NULL, then the strings (a rewrite applied
- * a hundred thousand times made three to six small allocations each). */
-static char **copy_keys(const char *const *removed, int nremoved, const char *const *created, int ncreated) {
+enum { REC_CHUNK_MIN = 1024 - 64, REC_CHUNK_MAX = 64 * 1024 - 64 };
+
+static void *keys_alloc(tg_opt_record *r, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    struct tg_rec_chunk *c = r->keys;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = c ? (c->cap + 64) * 2 - 64 : REC_CHUNK_MIN;
+        if (cap > REC_CHUNK_MAX) cap = REC_CHUNK_MAX;
+        if (cap < n) cap = n;
+        if (!(c = tg_malloc(sizeof *c + cap))) return NULL;
+        c->next = r->keys;
+        c->used = 0;
+        c->cap = cap;
+        r->keys = c;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+/* Both key lists of an entry in one block of r's chunks: the removed
+ * pointers, a NULL, the created pointers, a NULL, then the strings (a
+ * rewrite applied a hundred thousand times made three to six small
+ * allocations each, then one). */
+static char **copy_keys(tg_opt_record *r, const char *const *removed, int nremoved, const char *const *created,
+                        int ncreated) {
     size_t nptr = (size_t)nremoved + (size_t)ncreated + 2, text = 0;
     for (int i = 0; i < nremoved; i++) text += strlen(removed[i]) + 1;
     for (int i = 0; i < ncreated; i++) text += strlen(created[i]) + 1;
-    char **c = tg_malloc(nptr * sizeof *c + text);
+    char **c = keys_alloc(r, nptr * sizeof *c + text);
     if (!c) return NULL;
     char *t = (char *)(c + nptr);
     for (int side = 0, at = 0; side < 2; side++) {
@@ -59,7 +93,7 @@ int tg_opt_record_add(tg_opt_record *r, const char *name, const char *pass,
     e->pass = pass;
     e->nremoved = nremoved;
     e->ncreated = ncreated;
-    e->removed = copy_keys(removed, nremoved, created, ncreated);
+    e->removed = copy_keys(r, removed, nremoved, created, ncreated);
     if (!e->removed) return TG_ENOMEM;
     e->created = e->removed + nremoved + 1;
     r->n++;
