@@ -638,6 +638,45 @@ static void test_compact(void **state) {
     tg_set_allocator(NULL, NULL);
 }
 
+/* A variable's clients that outgrow the inline slots live in its arena
+ * (graph.c): growing to 50 readers, each longer list replaces the last,
+ * whose bytes go back to the arena, so that what the arena holds live is
+ * the variable and one list of 64 entries, and nothing else; freeing the
+ * variable gives every byte back, and the allocator sees only the arena's
+ * chunks. A variable outside any arena keeps its list on the heap. */
+static void test_clients_in_arena(void **state) {
+    (void)state;
+    g_live = 0;
+    tg_set_allocator(counting_realloc, NULL);
+    tg_arena *a = tg_arena_new();
+    assert_non_null(a);
+    tg_var *v = tg_var_new_in(a, "v", TG_VAR_INPUT), *h = tg_var_new("h", TG_VAR_INPUT);
+    assert_non_null(v);
+    assert_non_null(h);
+    size_t live0, held, live;
+    tg_arena_usage(a, &live0, &held);
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(tg_fgraph_add_client(v, NULL, i), 0);
+        assert_int_equal(tg_fgraph_add_client(h, NULL, i), 0);
+    }
+    assert_int_equal(v->nclients, 50);
+    assert_int_equal(v->cclients, 64);
+    for (int i = 0; i < 50; i++) {
+        assert_null(v->clients[i].node);
+        assert_int_equal(v->clients[i].index, i);
+        assert_int_equal(h->clients[i].index, i);
+    }
+    tg_arena_usage(a, &live, &held);
+    assert_int_equal(live - live0, 64 * sizeof(tg_client));
+    tg_var_free(v);
+    tg_arena_usage(a, &live, &held);
+    assert_int_equal(live, 0);
+    tg_var_free(h);
+    tg_arena_unref(a);
+    assert_int_equal(g_live, 0);
+    tg_set_allocator(NULL, NULL);
+}
+
 /* ---- origin sets ---- */
 
 /* The reference: expand a set's keys depth first (every repeat), then
@@ -888,6 +927,7 @@ int main(void) {
         cmocka_unit_test(test_arena_graphs),
         cmocka_unit_test(test_arena_poison),
         cmocka_unit_test(test_compact),
+        cmocka_unit_test(test_clients_in_arena),
         cmocka_unit_test(test_origin_sets),
         cmocka_unit_test(test_sealed_attrs),
     };

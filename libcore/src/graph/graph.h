@@ -115,7 +115,8 @@ struct tg_var {
                                NULL: the allocator */
     /* Most variables have one or two readers and a short id: both live
      * in the variable's own allocation until they outgrow it (clients
-     * then moves to the heap; id points elsewhere once replaced). */
+     * then moves to the variable's arena, or the heap without one; id
+     * points elsewhere once replaced). */
     tg_client inl_clients[2];
     char inl_id[];
 };
@@ -449,7 +450,9 @@ tg_node *tg_node_new_in(struct tg_arena *a, const tg_op *op, int nin, int nout);
  * Then tg_node_release_block(n) gives back n's block alone. */
 tg_node *tg_node_move(struct tg_arena *a, tg_node *n);
 void tg_node_release_block(tg_node *n);
-/* The same for a variable (its clients are the same nodes). */
+/* The same for a variable (its clients are the same nodes, in a list of
+ * its own in a); tg_var_release_block(v) gives back v's block and its
+ * list of clients. */
 tg_var *tg_var_move(struct tg_arena *a, tg_var *v);
 void tg_var_release_block(tg_var *v);
 void tg_node_free(tg_node *n);
