@@ -1967,7 +1967,11 @@ static void sig_add_int(tg_str *s, char tag, long v) {
  * path builds and checks it, and reports what is wrong). */
 static char *group_signature(tg_node *const *nodes, int nnodes, tg_var *const *inputs, int nin,
                              tg_var *const *outputs, int nout) {
-    tg_str s = {0};
+    /* (room for a typical group's text at once: growing it from 64 bytes
+     * was three reallocations a group) */
+    tg_str s = {.s = tg_malloc(512), .cap = 512};
+    if (!s.s) return NULL;
+    s.s[0] = 0;
     for (int i = 0; i < nin; i++) sig_add_int(&s, 'x', inputs[i]->type.dtype);
     for (int j = 0; j < nnodes; j++) {
         const tg_node *nd = nodes[j];
@@ -1993,10 +1997,13 @@ static char *group_signature(tg_node *const *nodes, int nnodes, tg_var *const *i
                 sig_add_int(&s, 'c', v->value->dtype);
                 static const char hx[] = "0123456789abcdef";
                 const unsigned char *b = (const unsigned char *)v->value->data;
-                for (size_t q = 0; q < tg_isize(v->value->dtype); q++) {
-                    char h2[2] = {hx[b[q] >> 4], hx[b[q] & 15]};
-                    tg_str_add(&s, h2, 2);
+                char h[32];
+                size_t nb = tg_isize(v->value->dtype);
+                for (size_t q = 0; q < nb && q < 16; q++) {
+                    h[2 * q] = hx[b[q] >> 4];
+                    h[2 * q + 1] = hx[b[q] & 15];
                 }
+                tg_str_add(&s, h, 2 * (nb < 16 ? nb : 16));
             } else {
                 goto irregular;
             }
