@@ -856,17 +856,6 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
         rc = oom(rw);
         goto done;
     }
-    /* (and the set of ops the pass has rules for) */
-    uint64_t pass_ops[TG_OPSET_WORDS] = {0};
-    for (int o = 0; o < nops; o++) {
-        const tg_op *op = tg_op_at(o);
-        lists[o] = list_block + (size_t)o * (size_t)(nr + 1);
-        for (int i = 0; i < nr; i++) {
-            const tg_rw_rule *r = &tg_rw_rules[idx[i]];
-            if (!r->ops || word_in(r->ops, op->name)) lists[o][cnt[o]++] = idx[i];
-        }
-        if (cnt[o]) tg_opset_add(pass_ops, op);
-    }
     /* Nodes hold op pointers: a small open-addressing map from the
      * pointer to the table position. */
     enum { OPMAP = 1024 };
@@ -877,7 +866,44 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
         while (mkey[h]) h = (h + 1) & (OPMAP - 1);
         mkey[h] = tg_op_at(o);
         mval[h] = o;
+        lists[o] = list_block + (size_t)o * (size_t)(nr + 1);
     }
+    /* Each rule, in order, onto the lists of the ops it names (each word
+     * of its ops looked up by name), or of every op. Matching every op's
+     * name against every rule's list was some 26,000 word scans a
+     * compile. A word naming no op matches nothing, as before. */
+    for (int i = 0; i < nr; i++) {
+        const tg_rw_rule *r = &tg_rw_rules[idx[i]];
+        if (!r->ops) {
+            for (int o = 0; o < nops; o++) lists[o][cnt[o]++] = idx[i];
+            continue;
+        }
+        for (const char *p = r->ops; *p;) {
+            while (*p == ' ') p++;
+            const char *e = p;
+            while (*e && *e != ' ') e++;
+            char w[64];
+            size_t lw = (size_t)(e - p);
+            const tg_op *op = NULL;
+            if (lw && lw < sizeof w) {
+                memcpy(w, p, lw);
+                w[lw] = 0;
+                op = tg_op_find(w);
+            }
+            p = e;
+            if (!op) continue;
+            uintptr_t h = ((uintptr_t)op >> 4) & (OPMAP - 1);
+            while (mkey[h] && mkey[h] != op) h = (h + 1) & (OPMAP - 1);
+            if (!mkey[h]) continue;
+            int o = mval[h];
+            /* (a word written twice) */
+            if (!cnt[o] || lists[o][cnt[o] - 1] != idx[i]) lists[o][cnt[o]++] = idx[i];
+        }
+    }
+    /* (and the set of ops the pass has rules for) */
+    uint64_t pass_ops[TG_OPSET_WORDS] = {0};
+    for (int o = 0; o < nops; o++)
+        if (cnt[o]) tg_opset_add(pass_ops, tg_op_at(o));
 
     /* Every node, in order (the cursor; fg->nodes only grows during a
      * local pass, and each node's index is its place there); none when
