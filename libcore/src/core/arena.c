@@ -150,3 +150,47 @@ void tg_arena_usage(const tg_arena *a, size_t *live, size_t *held) {
     *live = a ? a->live_bytes : 0;
     *held = a ? a->chunk_bytes : 0;
 }
+
+/* ---- chunk lists (core.h) ---- */
+
+struct tg_chunk {
+    struct tg_chunk *next;
+    size_t used, cap; /* bytes of data */
+    _Alignas(16) char data[];
+};
+
+enum { CHUNKS_MIN = 1024 - 64, CHUNKS_MAX = 64 * 1024 - 64, CHUNKS_OWN = 4096 };
+
+void *tg_chunks_alloc(struct tg_chunk **list, size_t n, size_t align) {
+    struct tg_chunk *c = *list;
+    size_t at = c ? (c->used + align - 1) & ~(align - 1) : 0;
+    if (!c || at > c->cap || c->cap - at < n) {
+        bool own = n >= CHUNKS_OWN;
+        size_t cap = own ? n : c ? (c->cap + 64) * 2 - 64 : CHUNKS_MIN;
+        if (cap > CHUNKS_MAX && !own) cap = CHUNKS_MAX;
+        if (cap < n) cap = n;
+        struct tg_chunk *k;
+        if (cap > SIZE_MAX - sizeof *k || !(k = tg_malloc(sizeof *k + cap))) return NULL;
+        k->cap = cap;
+        if (own && c) { /* the newest chunk goes on filling */
+            k->used = n;
+            k->next = c->next;
+            c->next = k;
+            return k->data;
+        }
+        k->used = 0;
+        k->next = c;
+        *list = c = k;
+        at = 0;
+    }
+    c->used = at + n;
+    return c->data + at;
+}
+
+void tg_chunks_free(struct tg_chunk **list) {
+    for (struct tg_chunk *c = *list, *next; c; c = next) {
+        next = c->next;
+        tg_free(c);
+    }
+    *list = NULL;
+}

@@ -59,6 +59,17 @@ void tg_arena_unref(tg_arena *a);
 /* Bytes in live blocks from the chunks, and bytes of chunks held. */
 void tg_arena_usage(const tg_arena *a, size_t *live, size_t *held);
 
+/* Blocks that live and go together (core/arena.c): bump-allocated from a
+ * list of chunks, from 1 KiB doubling to 64 KiB, a block of 4 KiB or more
+ * in a chunk of its own (the newest chunk goes on filling), all freed at
+ * once by tg_chunks_free. One allocation per chunk, not per block. A
+ * list is a pointer, NULL when empty. */
+struct tg_chunk;
+/* n bytes (not zeroed), aligned to `align` (1, 2, 4, 8 or 16); NULL: no
+ * memory. */
+void *tg_chunks_alloc(struct tg_chunk **list, size_t n, size_t align);
+void tg_chunks_free(struct tg_chunk **list);
+
 /* Record a failure on ctx (ctx may be NULL: then nothing is recorded) and
  * return status, so that `return tg_errorf(ctx, TG_EINVAL, ...)` reads
  * well. The message is one line of text (tg_one_line). */

@@ -339,17 +339,11 @@ typedef union trace_head {
     tg_frame align;
 } trace_head;
 
-/* Chunks of strings, each string copied once however many frames name
- * it. */
-typedef struct strings_chunk {
-    struct strings_chunk *next;
-    size_t used, cap;
-    char text[];
-} strings_chunk;
-
+/* Each string copied once however many frames name it, into chunks
+ * (tg_chunks_alloc). */
 struct tg_trace_strings {
     int refs;
-    strings_chunk *chunks; /* the one strings go into first */
+    struct tg_chunk *chunks;
 };
 
 tg_trace_strings *tg_trace_strings_new(void) {
@@ -359,34 +353,16 @@ tg_trace_strings *tg_trace_strings_new(void) {
 }
 
 char *tg_trace_strings_add(tg_trace_strings *s, const char *text, size_t len) {
-    strings_chunk *c = s->chunks;
-    if (!c || c->cap - c->used <= len) {
-        bool own = len >= 4096; /* a long string gets a chunk of its own */
-        size_t cap = own ? len + 1 : 65536;
-        if (cap > SIZE_MAX - sizeof *c || !(c = tg_malloc(sizeof *c + cap))) return NULL;
-        c->used = 0;
-        c->cap = cap;
-        if (own && s->chunks) { /* the first chunk goes on filling */
-            c->next = s->chunks->next;
-            s->chunks->next = c;
-        } else {
-            c->next = s->chunks;
-            s->chunks = c;
-        }
-    }
-    char *p = c->text + c->used;
+    char *p = len < SIZE_MAX ? tg_chunks_alloc(&s->chunks, len + 1, 1) : NULL;
+    if (!p) return NULL;
     memcpy(p, text, len);
     p[len] = 0;
-    c->used += len + 1;
     return p;
 }
 
 void tg_trace_strings_unref(tg_trace_strings *s) {
     if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
-    for (strings_chunk *c = s->chunks, *next; c; c = next) {
-        next = c->next;
-        tg_free(c);
-    }
+    tg_chunks_free(&s->chunks);
     tg_free(s);
 }
 

@@ -2092,27 +2092,17 @@ static void sig_put(char *sig, uint64_t h, json_object *attrs, comp_parsed *pars
     tg_free(sig);
 }
 
-/* Whether fused node nd's op can fail at run time: integer division and
- * modulo by zero, integers to negative powers (ops/elemwise.c's loop
- * errors). No other elementwise op reports an error once its types are
- * inferred, but for running out of memory, which needs no node named. */
-static bool fused_may_fail(const tg_node *nd) {
-    const char *op = nd->op->name;
-    if (strcmp(op, "int_div") && strcmp(op, "mod") && strcmp(op, "pow")) return false;
-    return tg_dtype_kind((tg_dtype)nd->a.mode) != 'f';
-}
-
 /* b's names of its fused nodes (comp_body.who) from nodes, while they
  * are still there to describe: an error in a fused op then names the
  * node that failed and its own trace, as it would unfused, not the
  * composite and its last node's trace. Only when one of them can fail
- * (fused_may_fail): describing every fused node was half the fusion
+ * (tg_elemwise_may_fail): describing every fused node was half the fusion
  * pass, for errors most bodies cannot raise. TG_ENOMEM. */
 static int who_fill(comp_body *b, tg_node *const *nodes, int nnodes) {
     char desc[1024], trace[TG_CTX_MSG_MAX];
     tg_str w = {0};
     bool may_fail = false;
-    for (int j = 0; j < nnodes && !may_fail; j++) may_fail = fused_may_fail(nodes[j]);
+    for (int j = 0; j < nnodes && !may_fail; j++) may_fail = tg_elemwise_may_fail(nodes[j]);
     if (!may_fail) return TG_OK;
     if (!(b->who_at = tg_malloc(sizeof *b->who_at * (size_t)nnodes))) return TG_ENOMEM;
     for (int j = 0; j < nnodes; j++) {

@@ -588,6 +588,20 @@ static int cast_attrs(tg_node *n, tg_ctx *ctx) {
     return tg_attr_dtype(n, "dtype", TG_DTYPE_INVALID, &n->a.dtype, ctx);
 }
 
+bool tg_elemwise_may_fail(const tg_node *n) {
+    const char *op = n->op->name;
+    bool div = !strcmp(op, "int_div") || !strcmp(op, "mod");
+    if (!div && strcmp(op, "pow")) return false;
+    if (tg_dtype_kind((tg_dtype)n->a.mode) == 'f') return false; /* (NaN and inf, never an error) */
+    const tg_var *d = n->inputs[1];
+    if (d->kind != TG_VAR_CONSTANT || !d->value) return true;
+    for (int64_t i = 0, k = tg_array_size(d->value); i < k; i++) {
+        double v = tg_array_get_flat(d->value, i);
+        if (div ? v == 0 : v < 0) return true;
+    }
+    return false;
+}
+
 double tg_elemwise_flops(const tg_node *n) {
     if (!(n->op->flags & TG_OPF_ELEMWISE)) return 1;
     const ew_impl *im = n->op->impl;

@@ -171,6 +171,12 @@ int tg_batch_broadcast(int ka, const int64_t *a, int kb, const int64_t *b, int64
  * other op. The op's cost function and a composite's (each body node's
  * weight, summed) both read it. */
 double tg_elemwise_flops(const tg_node *n);
+/* Whether node n can report an error at run time once typed: integer
+ * int_div and mod by a divisor that may be 0, integer pow by an exponent
+ * that may be negative (elemwise.c's loop errors; a constant operand is
+ * looked at). No other elementwise op reports one, but for running out
+ * of memory. false for a node of any other op. */
+bool tg_elemwise_may_fail(const tg_node *n);
 
 /* Set output i's type. */
 static inline void tg_set_out_type(tg_node *n, int i, tg_dtype dt, int ndim,

@@ -768,15 +768,23 @@ typedef struct rule_set {
     int nany;
 } rule_set;
 
+/* The next word of a space-separated list at *p (its length in *len),
+ * moving *p past it; NULL after the last. */
+static const char *word_next(const char **p, size_t *len) {
+    const char *s = *p;
+    if (!s) return NULL;
+    while (*s == ' ') s++;
+    const char *e = s;
+    while (*e && *e != ' ') e++;
+    *p = e;
+    *len = (size_t)(e - s);
+    return *len ? s : NULL;
+}
+
 static bool word_in(const char *list, const char *w) {
-    size_t lw = strlen(w);
-    for (const char *p = list; p && *p;) {
-        while (*p == ' ') p++;
-        const char *e = p;
-        while (*e && *e != ' ') e++;
-        if ((size_t)(e - p) == lw && strncmp(p, w, lw) == 0) return true;
-        p = e;
-    }
+    size_t lw = strlen(w), len;
+    for (const char *p = list, *s; (s = word_next(&p, &len));)
+        if (len == lw && strncmp(s, w, lw) == 0) return true;
     return false;
 }
 
@@ -878,19 +886,13 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
             for (int o = 0; o < nops; o++) lists[o][cnt[o]++] = idx[i];
             continue;
         }
-        for (const char *p = r->ops; *p;) {
-            while (*p == ' ') p++;
-            const char *e = p;
-            while (*e && *e != ' ') e++;
+        size_t lw;
+        for (const char *p = r->ops, *ws; (ws = word_next(&p, &lw));) {
             char w[64];
-            size_t lw = (size_t)(e - p);
-            const tg_op *op = NULL;
-            if (lw && lw < sizeof w) {
-                memcpy(w, p, lw);
-                w[lw] = 0;
-                op = tg_op_find(w);
-            }
-            p = e;
+            if (lw >= sizeof w) continue; /* (no op has so long a name) */
+            memcpy(w, ws, lw);
+            w[lw] = 0;
+            const tg_op *op = tg_op_find(w);
             if (!op) continue;
             uintptr_t h = ((uintptr_t)op >> 4) & (OPMAP - 1);
             while (mkey[h] && mkey[h] != op) h = (h + 1) & (OPMAP - 1);
@@ -1224,16 +1226,7 @@ bool tg_rw_may_raise(const tg_node *bn) {
         const char *a = bn->attrs ? json_object_to_json_string_ext(bn->attrs, JSON_C_TO_STRING_PLAIN) : "";
         return strstr(a, "\"int_div\"") || strstr(a, "\"mod\"") || strstr(a, "\"pow\"");
     }
-    bool div = !strcmp(op, "int_div") || !strcmp(op, "mod");
-    if (!div && strcmp(op, "pow")) return false;
-    if (tg_dtype_kind((tg_dtype)bn->a.mode) == 'f') return false; /* (NaN and inf, never an error) */
-    const tg_var *d = bn->inputs[1];
-    if (d->kind != TG_VAR_CONSTANT || !d->value) return true;
-    for (int64_t i = 0, n = tg_array_size(d->value); i < n; i++) {
-        double v = tg_array_get_flat(d->value, i);
-        if (div ? v == 0 : v < 0) return true;
-    }
-    return false;
+    return tg_elemwise_may_fail(bn);
 }
 
 /* Whether the operands of an elementwise node may fail to broadcast at

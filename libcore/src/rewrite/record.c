@@ -6,22 +6,9 @@
 #include "core/core.h"
 #include "rewrite/rewrite.h"
 
-/* The record's key chunks (tg_opt_record.keys): from 1 KiB, so that a
- * small function's record stays small, doubling to 64 KiB; a block
- * larger than that gets a chunk of its own size. */
-struct tg_rec_chunk {
-    struct tg_rec_chunk *next;
-    size_t used, cap; /* bytes of data */
-    _Alignas(16) char data[];
-};
-
 void tg_opt_record_free(tg_opt_record *r) {
     if (!r) return;
-    /* (the entries' key blocks are in the chunks) */
-    for (struct tg_rec_chunk *c = r->keys, *next; c; c = next) {
-        next = c->next;
-        tg_free(c);
-    }
+    tg_chunks_free(&r->keys); /* (the entries' key blocks) */
     tg_free(r->entries);
     tg_free(r->passes);
     tg_free(r->rstats);
@@ -30,26 +17,6 @@ void tg_opt_record_free(tg_opt_record *r) {
     tg_free(r->grads);
     tg_free(r->grads_text);
     memset(r, 0, sizeof *r);
-}
-
-enum { REC_CHUNK_MIN = 1024 - 64, REC_CHUNK_MAX = 64 * 1024 - 64 };
-
-static void *keys_alloc(tg_opt_record *r, size_t n) {
-    n = (n + 15) & ~(size_t)15;
-    struct tg_rec_chunk *c = r->keys;
-    if (!c || c->cap - c->used < n) {
-        size_t cap = c ? (c->cap + 64) * 2 - 64 : REC_CHUNK_MIN;
-        if (cap > REC_CHUNK_MAX) cap = REC_CHUNK_MAX;
-        if (cap < n) cap = n;
-        if (!(c = tg_malloc(sizeof *c + cap))) return NULL;
-        c->next = r->keys;
-        c->used = 0;
-        c->cap = cap;
-        r->keys = c;
-    }
-    void *p = c->data + c->used;
-    c->used += n;
-    return p;
 }
 
 /* Both key lists of an entry in one block of r's chunks: the removed
@@ -61,7 +28,7 @@ static char **copy_keys(tg_opt_record *r, const char *const *removed, int nremov
     size_t nptr = (size_t)nremoved + (size_t)ncreated + 2, text = 0;
     for (int i = 0; i < nremoved; i++) text += strlen(removed[i]) + 1;
     for (int i = 0; i < ncreated; i++) text += strlen(created[i]) + 1;
-    char **c = keys_alloc(r, nptr * sizeof *c + text);
+    char **c = tg_chunks_alloc(&r->keys, nptr * sizeof *c + text, 16);
     if (!c) return NULL;
     char *t = (char *)(c + nptr);
     for (int side = 0, at = 0; side < 2; side++) {

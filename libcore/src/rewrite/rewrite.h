@@ -28,16 +28,13 @@ typedef struct tg_grad_origin {
     const char *key, *of, *of_op, *by, *by_op;
 } tg_grad_origin;
 
-struct tg_rec_chunk;
-
 typedef struct tg_opt_record {
     tg_rw_entry *entries;
     int n, cap;
-    /* Where the entries' key blocks are: chunks, the newest first, each
-     * filled block after block, freed with the record. One allocation
-     * per chunk rather than per entry (a compile of 100,000 nodes makes
-     * some 40,000 entries, each a block of its own before). Owned. */
-    struct tg_rec_chunk *keys;
+    /* Where the entries' key blocks are (tg_chunks_alloc), freed with the
+     * record: one allocation per chunk rather than per entry (a compile
+     * of 100,000 nodes makes some 40,000 entries). Owned. */
+    struct tg_chunk *keys;
     tg_pass_stats *passes;
     int npasses, cpasses;
     tg_rewrite_stats *rstats;
