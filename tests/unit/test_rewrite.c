@@ -1033,6 +1033,29 @@ static int printed_lines(tg_function *f, tg_array *const *in, int calls, const c
  * while compiling, none from the calls; a scan of 2 steps over constants
  * likewise), and merge joined two op_from_graph(x) twins (one line per
  * call instead of two), here with the print one body further down. */
+/* Every word of a rule's ops names an op: a misspelt op would leave the
+ * rule never tried, silently (run_local skips a word naming no op). */
+static void test_rule_table_names_ops(void **state) {
+    (void)state;
+    int words = 0;
+    for (int i = 0; i < tg_rw_nrules; i++) {
+        const tg_rw_rule *r = &tg_rw_rules[i];
+        for (const char *p = r->ops; p && *p;) {
+            while (*p == ' ') p++;
+            size_t n = strcspn(p, " ");
+            if (!n) break;
+            char w[64];
+            assert_true(n < sizeof w);
+            memcpy(w, p, n);
+            w[n] = 0;
+            if (!tg_op_find(w)) fail_msg("rule %s: '%s' in its ops names no op", r->name, w);
+            words++;
+            p += n;
+        }
+    }
+    assert_true(words > tg_rw_nrules / 2);
+}
+
 static void test_body_effects_kept(void **state) {
     (void)state;
     static const struct {
@@ -3855,6 +3878,7 @@ int main(void) {
         cmocka_unit_test(test_argmax_side_chain),
         cmocka_unit_test(test_argmax_spaced),
         cmocka_unit_test(test_body_effects_kept),
+        cmocka_unit_test(test_rule_table_names_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
