@@ -768,6 +768,31 @@ typedef struct rule_set {
     int nany;
 } rule_set;
 
+/* Nodes hold op pointers: a small open-addressing map from the pointer
+ * to the op's table position (tg_op_at), built once per local pass. */
+enum { OPMAP = 1024 };
+typedef struct opmap {
+    const tg_op *key[OPMAP];
+    int pos[OPMAP];
+} opmap;
+
+static void opmap_build(opmap *m, int nops) {
+    memset(m->key, 0, sizeof m->key);
+    for (int o = 0; o < nops; o++) {
+        uintptr_t h = ((uintptr_t)tg_op_at(o) >> 4) & (OPMAP - 1);
+        while (m->key[h]) h = (h + 1) & (OPMAP - 1);
+        m->key[h] = tg_op_at(o);
+        m->pos[h] = o;
+    }
+}
+
+/* op's table position, or -1 (not an op of the table). */
+static inline int opmap_pos(const opmap *m, const tg_op *op) {
+    uintptr_t h = ((uintptr_t)op >> 4) & (OPMAP - 1);
+    while (m->key[h] && m->key[h] != op) h = (h + 1) & (OPMAP - 1);
+    return m->key[h] ? m->pos[h] : -1;
+}
+
 /* The next word of a space-separated list at *p (its length in *len),
  * moving *p past it; NULL after the last. */
 static const char *word_next(const char **p, size_t *len) {
@@ -851,31 +876,22 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
     uint64_t ns0 = tg_now_ns(), k0 = rw_ticks();
     int nops = tg_op_count();
     /* rules_for[op] as a list of rule indices, built once per pass, all
-     * in one block (a list of its own per op was 540 allocations and
-     * frees per compile, small blocks that the C library then sorts out
-     * of a large heap). Written as filled: no zeroing. */
+     * in one block, op o's list at o * stride (a list of its own per op
+     * was 540 allocations and frees per compile, small blocks that the C
+     * library then sorts out of a large heap). Written as filled: no
+     * zeroing. */
+    size_t stride = (size_t)nr + 1;
     int *cnt = tg_calloc((size_t)nops + 1, sizeof *cnt);
-    int **lists = tg_calloc((size_t)nops + 1, sizeof *lists);
-    int *list_block = tg_malloc(sizeof *list_block * ((size_t)nops * (size_t)(nr + 1) + 1));
+    int *lists = tg_malloc(sizeof *lists * ((size_t)nops * stride + 1));
     /* each rule's ticks in this pass; the last slot: the extra rule */
     uint64_t *ticks = tg_calloc((size_t)tg_rw_nrules + 1, sizeof *ticks);
     int rc = TG_OK;
-    if (!cnt || !lists || !list_block || !ticks) {
+    if (!cnt || !lists || !ticks) {
         rc = oom(rw);
         goto done;
     }
-    /* Nodes hold op pointers: a small open-addressing map from the
-     * pointer to the table position. */
-    enum { OPMAP = 1024 };
-    const tg_op *mkey[OPMAP] = {0};
-    int mval[OPMAP];
-    for (int o = 0; o < nops; o++) {
-        uintptr_t h = ((uintptr_t)tg_op_at(o) >> 4) & (OPMAP - 1);
-        while (mkey[h]) h = (h + 1) & (OPMAP - 1);
-        mkey[h] = tg_op_at(o);
-        mval[h] = o;
-        lists[o] = list_block + (size_t)o * (size_t)(nr + 1);
-    }
+    opmap map;
+    opmap_build(&map, nops);
     /* Each rule, in order, onto the lists of the ops it names (each word
      * of its ops looked up by name), or of every op. Matching every op's
      * name against every rule's list was some 26,000 word scans a
@@ -883,7 +899,7 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
     for (int i = 0; i < nr; i++) {
         const tg_rw_rule *r = &tg_rw_rules[idx[i]];
         if (!r->ops) {
-            for (int o = 0; o < nops; o++) lists[o][cnt[o]++] = idx[i];
+            for (int o = 0; o < nops; o++) lists[(size_t)o * stride + (size_t)cnt[o]++] = idx[i];
             continue;
         }
         size_t lw;
@@ -893,13 +909,11 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
             memcpy(w, ws, lw);
             w[lw] = 0;
             const tg_op *op = tg_op_find(w);
-            if (!op) continue;
-            uintptr_t h = ((uintptr_t)op >> 4) & (OPMAP - 1);
-            while (mkey[h] && mkey[h] != op) h = (h + 1) & (OPMAP - 1);
-            if (!mkey[h]) continue;
-            int o = mval[h];
+            int o = op ? opmap_pos(&map, op) : -1;
+            if (o < 0) continue;
+            int *lo = lists + (size_t)o * stride;
             /* (a word written twice) */
-            if (!cnt[o] || lists[o][cnt[o] - 1] != idx[i]) lists[o][cnt[o]++] = idx[i];
+            if (!cnt[o] || lo[cnt[o] - 1] != idx[i]) lo[cnt[o]++] = idx[i];
         }
     }
     /* (and the set of ops the pass has rules for) */
@@ -928,14 +942,13 @@ static int run_local(tg_rw *rw, const char *pass, const bool *enabled, bool test
     tg_node *n;
     while ((n = work_pop(rw))) {
         if (n->rwflags & RW_DEAD) continue;
-        uintptr_t h = ((uintptr_t)n->op >> 4) & (OPMAP - 1);
-        while (mkey[h] && mkey[h] != n->op) h = (h + 1) & (OPMAP - 1);
-        if (!mkey[h]) continue;
-        int o = mval[h];
+        int o = opmap_pos(&map, n->op);
+        if (o < 0) continue;
+        const int *lo = lists + (size_t)o * stride;
         bool try_extra = extra && (!extra->ops || word_in(extra->ops, n->op->name));
         for (int j = 0; j < cnt[o] + try_extra; j++) {
-            const tg_rw_rule *r = j < cnt[o] ? &tg_rw_rules[lists[o][j]] : extra;
-            int ri = j < cnt[o] ? lists[o][j] : tg_rw_nrules;
+            const tg_rw_rule *r = j < cnt[o] ? &tg_rw_rules[lo[j]] : extra;
+            int ri = j < cnt[o] ? lo[j] : tg_rw_nrules;
             tg_rewrite_stats *st = j < cnt[o] ? &rw->rstats[ri] : &extra_st;
             rw->rule = r;
             rw->cur = n;
@@ -978,7 +991,6 @@ done:
             rw->rstats[idx[i]].seconds += (double)(ticks[idx[i]] < dk ? ticks[idx[i]] : dk) * per_tick;
     }
     tg_free(ticks);
-    tg_free(list_block);
     tg_free(lists);
     tg_free(cnt);
     tg_free(idx);
