@@ -1016,23 +1016,6 @@ static int printed_lines(tg_function *f, tg_array *const *in, int calls, const c
     return n;
 }
 
-/* A body that prints its input a and gives 2a. */
-#define PRINT_BODY                                                                                           \
-    "{'variables':[{'id':'a','type':{'dtype':'float64','shape':[]}}],'nodes':[{'op':'print','inputs':['a'],"  \
-    "'outputs':['pa'],'attrs':{'message':'INBODY'}},{'op':'mul','inputs':['pa',{'value':2}],'outputs':['r']}]," \
-    "'inputs':['a'],'outputs':['r']}"
-/* The same one level down: an op_from_graph of PRINT_BODY. */
-#define NESTED_BODY                                                                                   \
-    "{'variables':[{'id':'b','type':{'dtype':'float64','shape':[]}}],'nodes':[{'op':'op_from_graph',"  \
-    "'inputs':['b'],'outputs':['s'],'attrs':{'body':" PRINT_BODY ",'name':'inner'}}],'inputs':['b'],"  \
-    "'outputs':['s']}"
-
-/* An op_from_graph or scan whose body holds a print prints at every call
- * of the function, as the graph run as written does: constant folding
- * ran it once at compile time (z = x + ofg(3): the one INBODY line came
- * while compiling, none from the calls; a scan of 2 steps over constants
- * likewise), and merge joined two op_from_graph(x) twins (one line per
- * call instead of two), here with the print one body further down. */
 /* Every word of a rule's ops names an op: a misspelt op would leave the
  * rule never tried, silently (run_local skips a word naming no op). */
 static void test_rule_table_names_ops(void **state) {
@@ -1056,6 +1039,23 @@ static void test_rule_table_names_ops(void **state) {
     assert_true(words > tg_rw_nrules / 2);
 }
 
+/* A body that prints its input a and gives 2a. */
+#define PRINT_BODY                                                                                           \
+    "{'variables':[{'id':'a','type':{'dtype':'float64','shape':[]}}],'nodes':[{'op':'print','inputs':['a'],"  \
+    "'outputs':['pa'],'attrs':{'message':'INBODY'}},{'op':'mul','inputs':['pa',{'value':2}],'outputs':['r']}]," \
+    "'inputs':['a'],'outputs':['r']}"
+/* The same one level down: an op_from_graph of PRINT_BODY. */
+#define NESTED_BODY                                                                                   \
+    "{'variables':[{'id':'b','type':{'dtype':'float64','shape':[]}}],'nodes':[{'op':'op_from_graph',"  \
+    "'inputs':['b'],'outputs':['s'],'attrs':{'body':" PRINT_BODY ",'name':'inner'}}],'inputs':['b'],"  \
+    "'outputs':['s']}"
+
+/* An op_from_graph or scan whose body holds a print prints at every call
+ * of the function, as the graph run as written does: constant folding
+ * ran it once at compile time (z = x + ofg(3): the one INBODY line came
+ * while compiling, none from the calls; a scan of 2 steps over constants
+ * likewise), and merge joined two op_from_graph(x) twins (one line per
+ * call instead of two), here with the print one body further down. */
 static void test_body_effects_kept(void **state) {
     (void)state;
     static const struct {
