@@ -3233,6 +3233,231 @@ static void test_examples_unchanged(void **state) {
     }
 }
 
+/* sparse_update: the SGD step of an embedding table, E - lr * grad(E),
+ * whose gradient is take_add(zeros_like(E), g, idx), adds into the rows
+ * read and nothing else: one take_add over E, which writes the table
+ * where it lies (its commit), with no array of E's size made. A table
+ * read at three places (two takes and a slice) is rebuilt as a chain of
+ * increments over E. Values by loops over the rows (np.add.at: repeated
+ * and negative indices), over three calls; a call with an index out of
+ * range fails and leaves E as it was. Where z does not have the zeros'
+ * shape for sure, or the step size is not a constant, nothing fires. */
+enum { SU_ROWS = 100, SU_COLS = 8 };
+
+static double su_e0(int i, int j) { return sin(0.37 * (i * SU_COLS + j)) * 0.5; }
+
+static tg_graph *su_graph(const char *nodes, const char *vars, const char *fn) {
+    tg_str j = {0};
+    tg_str_addf(&j, "{\"format\":\"tg-graph\",\"version\":1,\"variables\":[%s,"
+                    "{\"id\":\"E\",\"type\":{\"dtype\":\"float64\",\"shape\":[%d,%d]},\"shared\":{\"data\":[",
+                vars, SU_ROWS, SU_COLS);
+    for (int i = 0; i < SU_ROWS; i++) {
+        tg_str_addf(&j, "%s[", i ? "," : "");
+        for (int c = 0; c < SU_COLS; c++) tg_str_addf(&j, "%s%.17g", c ? "," : "", su_e0(i, c));
+        tg_str_addf(&j, "]");
+    }
+    tg_str_addf(&j, "]}}],\"nodes\":[%s],\"functions\":{%s}}", nodes, fn);
+    char *s = jsonify(j.s);
+    tg_str_free(&j);
+    tg_graph *g = tu_load(s);
+    free(s);
+    return g;
+}
+
+static tg_array *su_i64(int n, const int64_t *v) {
+    int64_t sh[1] = {n};
+    tg_array *a = tg_array_new(TG_INT64, 1, sh);
+    memcpy(tg_array_data(a), v, sizeof *v * (size_t)n);
+    return a;
+}
+
+static const tg_node *su_update_node(const tg_function *f) {
+    const tg_node *u = NULL;
+    for (int i = 0; i < tg_function_node_count(f); i++)
+        if (tg_node_commits(f->sched[i].node)) u = f->sched[i].node;
+    return u;
+}
+
+/* Nodes of f that make an array of zeros the size of the table E. */
+static int su_table_zeros(const tg_function *f) {
+    int c = 0;
+    for (int i = 0; i < tg_function_node_count(f); i++) {
+        const tg_node *n = f->sched[i].node;
+        c += !strcmp(n->op->name, "zeros_like") && !strcmp(n->inputs[0]->id, "E");
+    }
+    return c;
+}
+
+static void test_sparse_update(void **state) {
+    (void)state;
+    /* 1. one read: cost = sum((E[idx] - t)^2), E -= 0.1 * grad; also
+     * unoptimized, from a graph of its own (functions of one graph share
+     * its shared variables) */
+    tg_graph *g = NULL, *g2 = NULL;
+    for (int k = 0; k < 2; k++)
+        *(k ? &g2 : &g) = su_graph(N("take", "['E','idx']", "['e']") "," N("sub", "['e','t']", "['d']") ","
+                           N("sqr", "['d']", "['d2']") "," NA("sum", "['d2']", "['cost']", "{'axis':null}") ","
+                           N("grad", "['cost','E']", "['gE']") "," N("mul", "[{'value':0.1},'gE']", "['s']") ","
+                           N("sub", "['E','s']", "['E1']"),
+                           V("idx", "int64", "[null]") "," V("t", "float64", "[null,8]"),
+                           "'step':{'inputs':['idx','t'],'outputs':['cost'],'updates':{'E':'E1'}}");
+    tg_compile_options fr = {.preset = "fast_run"}, none = {.preset = "none"};
+    tg_function *f = compile_opts(g, "step", &fr), *ref = compile_opts(g2, "step", &none);
+    assert_true(fired(f, "sparse_update"));
+    assert_int_equal(su_table_zeros(f), 0);
+    assert_int_equal(su_table_zeros(ref), 1);
+    const tg_node *u = su_update_node(f);
+    assert_non_null(u);
+    assert_string_equal(u->op->name, "take_add");
+    assert_string_equal(u->inputs[0]->id, "E");
+    double E[SU_ROWS][SU_COLS];
+    for (int i = 0; i < SU_ROWS; i++)
+        for (int c = 0; c < SU_COLS; c++) E[i][c] = su_e0(i, c);
+    const int64_t iv[5] = {3, 7, 3, -1, 50};
+    int64_t tsh[2] = {5, SU_COLS};
+    tg_array *in[2] = {su_i64(5, iv), filled(TG_FLOAT64, 2, tsh, -1, 1, 7)}, *out = NULL, *rout = NULL;
+    const double *tv = tg_array_data(in[1]);
+    const void *where = tg_array_data(tg_function_shared_get(f, "E"));
+    for (int step = 0; step < 3; step++) {
+        call(f, in, &out);
+        call(ref, in, &rout);
+        double cost = 0, gr[5][SU_COLS];
+        for (int j = 0; j < 5; j++) {
+            int r = (int)(iv[j] < 0 ? iv[j] + SU_ROWS : iv[j]);
+            for (int c = 0; c < SU_COLS; c++) {
+                double d = E[r][c] - tv[j * SU_COLS + c];
+                cost += d * d;
+                gr[j][c] = 2 * d;
+            }
+        }
+        for (int j = 0; j < 5; j++) /* np.add.at(E, idx, -0.1 * g) */
+            for (int c = 0; c < SU_COLS; c++) E[iv[j] < 0 ? iv[j] + SU_ROWS : iv[j]][c] -= 0.1 * gr[j][c];
+        tu_assert_near(tg_array_get_flat(out, 0), cost, 1e-12 * cost);
+        tu_assert_near(tg_array_get_flat(rout, 0), cost, 1e-12 * cost);
+        const tg_array *ev = tg_function_shared_get(f, "E"), *er = tg_function_shared_get(ref, "E");
+        for (int i = 0; i < SU_ROWS * SU_COLS; i++) {
+            tu_assert_near(tg_array_get_flat(ev, i), E[i / SU_COLS][i % SU_COLS], 1e-14);
+            tu_assert_near(tg_array_get_flat(er, i), E[i / SU_COLS][i % SU_COLS], 1e-14);
+        }
+        assert_ptr_equal(tg_array_data(ev), where); /* written where it lies */
+        tg_array_free(out);
+        tg_array_free(rout);
+    }
+    /* an index out of range: the call fails, E stays */
+    const int64_t bad_iv[5] = {3, 7, 3, 100, 50};
+    tg_array *bad[2] = {su_i64(5, bad_iv), in[1]}, *keep = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
+    tg_ctx *ctx = tg_ctx_new();
+    out = NULL;
+    assert_int_not_equal(tg_function_call(f, bad, &out, ctx), 0);
+    assert_non_null(strstr(tg_ctx_message(ctx), "100"));
+    assert_true(tg_array_equal(tg_function_shared_get(f, "E"), keep));
+    tg_ctx_free(ctx);
+    tg_array_free(keep);
+    tg_array_free(bad[0]);
+    for (int k = 0; k < 2; k++) tg_array_free(in[k]);
+    tg_function_free(f);
+    tg_function_free(ref);
+    tg_graph_free(g);
+    tg_graph_free(g2);
+
+    /* 2. three reads: E[i1], E[i2] and E[2:6]; cost = sum(E[i1]^2) +
+     * sum(E[i2] * t) + sum(E[2:6]^2), E -= 0.05 * grad */
+    g = su_graph(N("take", "['E','i1']", "['e1']") "," N("take", "['E','i2']", "['e2']") ","
+                 NA("subtensor", "['E']", "['s']", "{'index':[{'start':2,'stop':6,'step':1}]}") ","
+                 N("sqr", "['e1']", "['q1']") "," NA("sum", "['q1']", "['c1']", "{'axis':null}") ","
+                 N("mul", "['e2','t']", "['q2']") "," NA("sum", "['q2']", "['c2']", "{'axis':null}") ","
+                 N("sqr", "['s']", "['q3']") "," NA("sum", "['q3']", "['c3']", "{'axis':null}") ","
+                 N("add", "['c1','c2']", "['c12']") "," N("add", "['c12','c3']", "['cost']") ","
+                 N("grad", "['cost','E']", "['gE']") "," N("mul", "['gE',{'value':0.05}]", "['s5']") ","
+                 N("sub", "['E','s5']", "['E1']"),
+                 V("i1", "int64", "[null]") "," V("i2", "int64", "[null]") "," V("t", "float64", "[null,8]"),
+                 "'step':{'inputs':['i1','i2','t'],'outputs':['cost'],'updates':{'E':'E1'}}");
+    f = compile_opts(g, "step", &fr);
+    assert_true(fired(f, "sparse_update"));
+    assert_int_equal(su_table_zeros(f), 0);
+    assert_int_equal(count_op(f, "take_add"), 2);
+    assert_int_equal(count_op(f, "inc_subtensor"), 1);
+    for (int i = 0; i < SU_ROWS; i++)
+        for (int c = 0; c < SU_COLS; c++) E[i][c] = su_e0(i, c);
+    const int64_t i1[3] = {5, 0, 5}, i2[2] = {-3, 4};
+    int64_t t2sh[2] = {2, SU_COLS};
+    tg_array *in3[3] = {su_i64(3, i1), su_i64(2, i2), filled(TG_FLOAT64, 2, t2sh, -1, 1, 9)};
+    tv = tg_array_data(in3[2]);
+    for (int step = 0; step < 3; step++) {
+        call(f, in3, &out);
+        double was[SU_ROWS][SU_COLS], cost = 0;
+        memcpy(was, E, sizeof was);
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < SU_COLS; c++) {
+                cost += was[i1[j]][c] * was[i1[j]][c];
+                E[i1[j]][c] -= 0.05 * 2 * was[i1[j]][c];
+            }
+        for (int j = 0; j < 2; j++)
+            for (int c = 0; c < SU_COLS; c++) {
+                int r = (int)(i2[j] < 0 ? i2[j] + SU_ROWS : i2[j]);
+                cost += was[r][c] * tv[j * SU_COLS + c];
+                E[r][c] -= 0.05 * tv[j * SU_COLS + c];
+            }
+        for (int r = 2; r < 6; r++)
+            for (int c = 0; c < SU_COLS; c++) {
+                cost += was[r][c] * was[r][c];
+                E[r][c] -= 0.05 * 2 * was[r][c];
+            }
+        tu_assert_near(tg_array_get_flat(out, 0), cost, 1e-12 * fabs(cost));
+        const tg_array *ev = tg_function_shared_get(f, "E");
+        for (int i = 0; i < SU_ROWS * SU_COLS; i++)
+            tu_assert_near(tg_array_get_flat(ev, i), E[i / SU_COLS][i % SU_COLS], 1e-14);
+        tg_array_free(out);
+    }
+    for (int k = 0; k < 3; k++) tg_array_free(in3[k]);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* 3. z + take_add(zeros_like(z), g, i) with z's rows unknown until run
+     * time: the same shape for sure (z is the zeros' own), fires; a z of
+     * one row, which broadcasts, and a step size read at run time: not. */
+    static const char *const js[3] = {
+        G(V("x", "float64", "[null,3]") "," V("y", "float64", "[2,3]") "," V("i", "int64", "[2]"),
+          N("zeros_like", "['x']", "['z']") "," NA("take_add", "['z','y','i']", "['p']", "{'axis':0}") ","
+          N("add", "['x','p']", "['r']")),
+        G(V("x", "float64", "[1,3]") "," V("w", "float64", "[4,3]") "," V("y", "float64", "[2,3]") "," V("i", "int64", "[2]"),
+          N("zeros_like", "['w']", "['z']") "," NA("take_add", "['z','y','i']", "['p']", "{'axis':0}") ","
+          N("add", "['x','p']", "['r']")),
+        G(V("x", "float64", "[4,3]") "," V("y", "float64", "[2,3]") "," V("i", "int64", "[2]") "," V("lr", "float64", "[]"),
+          N("zeros_like", "['x']", "['z']") "," NA("take_add", "['z','y','i']", "['p']", "{'axis':0}") ","
+          N("mul", "['lr','p']", "['m']") "," N("sub", "['x','m']", "['r']"))};
+    for (int c = 0; c < 3; c++) {
+        g = load(js[c]);
+        f = compile_preset(g, "fast_run");
+        assert_true(fired(f, "sparse_update") == (c == 0));
+        assert_int_equal(count_op(f, "zeros_like"), c == 0 ? 0 : 1);
+        int64_t xsh[2] = {c == 1 ? 1 : 4, 3}, wsh[2] = {4, 3}, ysh[2] = {2, 3};
+        const int64_t iv2[2] = {1, -1};
+        tg_array *x = filled(TG_FLOAT64, 2, xsh, -1, 1, 1), *w = filled(TG_FLOAT64, 2, wsh, -1, 1, 2),
+                 *y = filled(TG_FLOAT64, 2, ysh, -1, 1, 3), *ix = su_i64(2, iv2), *lr = tg_array_new(TG_FLOAT64, 0, NULL);
+        *(double *)tg_array_data(lr) = 0.25;
+        tg_array *args[3][4] = {{x, y, ix}, {x, w, y, ix}, {x, y, ix, lr}};
+        call(f, args[c], &out);
+        /* r[k] = x[k] (broadcast) + (the y rows added at k), or x - 0.25 * that */
+        for (int k = 0; k < 4; k++)
+            for (int q = 0; q < 3; q++) {
+                double add = 0;
+                for (int j = 0; j < 2; j++)
+                    if ((iv2[j] < 0 ? iv2[j] + 4 : iv2[j]) == k) add += tg_array_get_flat(y, j * 3 + q);
+                double xv = tg_array_get_flat(x, (c == 1 ? 0 : k) * 3 + q);
+                tu_assert_near(tg_array_get_flat(out, k * 3 + q), c == 2 ? xv - 0.25 * add : xv + add, 1e-15);
+            }
+        tg_array_free(out);
+        tg_array_free(x);
+        tg_array_free(w);
+        tg_array_free(y);
+        tg_array_free(ix);
+        tg_array_free(lr);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+}
+
 /* The sum, over the scheduled nodes of f, of how many original nodes
  * each stands for. */
 static long origins_total(const tg_function *f) {
@@ -3866,6 +4091,7 @@ int main(void) {
         cmocka_unit_test(test_float_order_and_fill),
         cmocka_unit_test(test_written_sigmoid_grad),
         cmocka_unit_test(test_examples_unchanged),
+        cmocka_unit_test(test_sparse_update),
         cmocka_unit_test(test_merge_many_constants),
         cmocka_unit_test(test_merge_many_distinct),
         cmocka_unit_test(test_switch_chain),

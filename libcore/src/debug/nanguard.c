@@ -447,7 +447,9 @@ static bool operand_mag(tg_nanguard *g, const tg_array *a, double *mag) {
 }
 
 /* Whether committer k (gemm or gemv: z, alpha, A, x, beta; ger: z,
- * alpha, x, y) may write its result over the shared value z: when that
+ * alpha, x, y; another committer, take_add or take_set, never: its result
+ * is checked in a buffer of its own) may write its result over the
+ * shared value z: when that
  * result is sure to pass the check (the file's comment), from the bound
  * on z's magnitude and its operands' largest magnitudes. Reading the
  * operands must cost less than what it saves (a copy of z and a read of
@@ -458,6 +460,7 @@ static bool commit_ok(void *ud, const tg_function *f, int k, tg_array *const *in
     struct bound *bd = &g->bound[i];
     const tg_node *n = f->sched[k].node;
     const tg_array *z = in[0], *a = in[2], *b = in[3];
+    if (strcmp(n->op->name, "gemm") && strcmp(n->op->name, "gemv") && strcmp(n->op->name, "ger")) return false;
     /* (a call of f made without tg_nanguard_call has had no start check) */
     if (!bd->ok || bd->ver != f->shared[i]->version || !z || !a || !b || n->nin < 4) return false;
     const bool f64 = z->dtype == TG_FLOAT64;

@@ -559,6 +559,33 @@ done:
     return rc;
 }
 
+/* tg_op.commit_ready for take_set and take_add: the update of a shared
+ * table (an embedding's SGD step, which the optimizer's sparse_update
+ * makes take_add(E, -lr * g, idx)) written where it lies, when
+ * take_setadd_run can neither fail nor allocate: x taken over
+ * (tg_op_take_input's conditions), the indices int64 or int32,
+ * contiguous and every one in range, and y of x's dtype, contiguous,
+ * of the indexed shape and in a buffer of its own. */
+static bool take_commit_ready(const tg_node *n, tg_array *const *in) {
+    const tg_array *x = in[0], *y = in[1], *idx = in[2];
+    if (!n->inplace || n->inplace[0] != 0 || x->ndim == 0 || x->buf->nbytes <= TG_VM_KEEP_BYTES ||
+        !tg_array_is_exclusive(x) || !tg_array_is_contiguous(x) || n->outputs[0]->type.dtype != x->dtype)
+        return false;
+    int ax = n->a.axes[0] < 0 ? n->a.axes[0] + x->ndim : n->a.axes[0];
+    if (ax < 0 || ax >= x->ndim || x->ndim - 1 + idx->ndim > TG_MAX_NDIM) return false;
+    if ((idx->dtype != TG_INT64 && idx->dtype != TG_INT32) || !tg_array_is_contiguous(idx) || idx->buf == x->buf)
+        return false;
+    take_idx ix = {.p = idx->data, .m = tg_array_size_inline(idx), .wide = idx->dtype == TG_INT64};
+    if (idx_first_bad(&ix, x->shape[ax]) >= 0) return false;
+    tg_type xt = {.dtype = x->dtype, .ndim = x->ndim}, it = {.ndim = idx->ndim}, rt;
+    memcpy(xt.shape, x->shape, sizeof xt.shape);
+    memcpy(it.shape, idx->shape, sizeof it.shape);
+    if (take_shape(&xt, &it, ax, &rt, NULL)) return false;
+    return y->dtype == x->dtype && y->ndim == rt.ndim &&
+           !memcmp(y->shape, rt.shape, (size_t)rt.ndim * sizeof *rt.shape) && tg_array_is_contiguous(y) &&
+           y->buf != x->buf;
+}
+
 const tg_op tg_op_take = {
     .name = "take", .nin_min = 2, .nin_max = 2, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
@@ -568,13 +595,13 @@ const tg_op tg_op_take_set = {
     .name = "take_set", .nin_min = 3, .nin_max = 3, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
     .run = take_setadd_run, .cost = cost_copy, .view_of = -1, .inplace_inputs = 1u,
-    .impl = &kind_tset, .grad = tg_grad_build};
+    .commit_ready = take_commit_ready, .impl = &kind_tset, .grad = tg_grad_build};
 
 const tg_op tg_op_take_add = {
     .name = "take_add", .nin_min = 3, .nin_max = 3, .nout = 1,
     .attr_keys = keys_axis, .parse_attrs = take_parse, .infer = take_infer,
     .run = take_setadd_run, .cost = cost_copy, .view_of = -1, .inplace_inputs = 1u,
-    .impl = &kind_tadd, .grad = tg_grad_build};
+    .commit_ready = take_commit_ready, .impl = &kind_tadd, .grad = tg_grad_build};
 
 /* ---- join, stack ---- */
 

@@ -1062,7 +1062,7 @@ static bool axis_same(axis_len a, axis_len b) {
  * output axis an input's length: a broadcasting elementwise op whose
  * operands agree (each either 1 there or of one length), sum_to (its
  * target's shape), the fills, pool2d_grad, softmax and log_softmax (their
- * input's shape), dimshuffle, dot of matrices, conv2d's batch and
+ * input's shape), the increments and sets (their input 0's), dimshuffle, dot of matrices, conv2d's batch and
  * channels. Anything else, or past *budget steps: (v, d) itself, which
  * proves nothing beyond v. */
 static axis_len axis_of(const tg_var *v, int d, int *budget) {
@@ -1094,7 +1094,8 @@ static axis_len axis_of(const tg_var *v, int d, int *budget) {
     if (!strcmp(op, "sum_to"))
         return p->inputs[1]->type.ndim == nd ? axis_of(p->inputs[1], d, budget) : self;
     if (!strcmp(op, "zeros_like") || !strcmp(op, "ones_like") || !strcmp(op, "pool2d_grad") ||
-        !strcmp(op, "softmax") || !strcmp(op, "log_softmax"))
+        !strcmp(op, "softmax") || !strcmp(op, "log_softmax") || !strcmp(op, "take_add") ||
+        !strcmp(op, "take_set") || !strcmp(op, "inc_subtensor") || !strcmp(op, "set_subtensor"))
         return p->inputs[0]->type.ndim == nd ? axis_of(p->inputs[0], d, budget) : self;
     if (!strcmp(op, "dimshuffle") && d < p->a.norder) {
         if (p->a.order[d] < 0) return (axis_len){NULL, 0, 1};
@@ -2587,6 +2588,130 @@ static int gemm_fold(tg_rw *rw, tg_node *n) {
     return 0;
 }
 
+/* ---- sparse updates ---- */
+
+enum { SPARSE_LEVELS = 8 };
+
+/* v = inc(..inc(zeros, g1, i1).., gk, ik): take_add or inc_subtensor
+ * applied, one after another, to an array of zeros (zeros_like(w), or a
+ * constant of zeros), each result read by the next alone and v by its
+ * reader alone, every g in v's dtype. Fills lv[0..k) innermost first and
+ * *shape_of with w (the zeros' shape, which is v's), or returns 0. */
+static int sparse_chain(const tg_var *v, tg_node **lv, const tg_var **shape_of, tg_node **zeros) {
+    const tg_dtype dt = v->type.dtype;
+    tg_node *up[SPARSE_LEVELS];
+    int k = 0;
+    for (;;) {
+        tg_node *p = v->owner;
+        if (!p || (strcmp(p->op->name, "take_add") && strcmp(p->op->name, "inc_subtensor"))) break;
+        if (k == SPARSE_LEVELS || !tg_rw_single_client(v) || p->outputs[0]->type.dtype != dt ||
+            p->inputs[1]->type.dtype != dt)
+            return 0;
+        up[k++] = p;
+        v = p->inputs[0];
+    }
+    if (!k || v->type.dtype != dt) return 0;
+    tg_node *z = tg_rw_producer(v, "zeros_like");
+    if (z) {
+        *shape_of = z->inputs[0];
+        *zeros = tg_rw_single_client(v) ? z : NULL;
+    } else if (tg_rw_is_const_value(v, 0)) {
+        *shape_of = v;
+        *zeros = NULL;
+    } else {
+        return 0;
+    }
+    for (int i = 0; i < k; i++) lv[i] = up[k - 1 - i];
+    return k;
+}
+
+/* z + c*inc(zeros, g, i) -> inc(z, c*g, i), for take_add and
+ * inc_subtensor (grad's gradient of take and subtensor: the rows read,
+ * put back into zeros of the whole array's shape), c a finite constant
+ * scalar, or 1, or -1 for a neg or a sub; a chain of such increments
+ * (a table read at several places) is rebuilt on z one after another.
+ * The SGD step of an embedding table, E - lr * grad(E), then adds into
+ * the rows read and nothing else, where as written it wrote an array of
+ * zeros the size of the table, added the rows into it and swept the
+ * whole table again; the in-place pass then lets the step write the
+ * table where it lies (take_add's commit_ready, ops/build.c). Only
+ * where z has the zeros' shape for sure (the increment's result has
+ * z's shape, and the sum had it). The values agree to rounding: where
+ * an index repeats, c*(g1 + g2) is now c*g1 + c*g2, added to z in
+ * turn; an index that occurs once gives the same bits but for the sign
+ * of a zero. A coefficient that is not a constant stays as written: a
+ * non-finite one makes every element NaN there, and here only the rows
+ * read. */
+static int sparse_update(tg_rw *rw, tg_node *n) {
+    bool is_sub = !strcmp(n->op->name, "sub");
+    const tg_dtype dt = n->outputs[0]->type.dtype;
+    if (n->nin < 2 || n->nin > MAX_OPERANDS || (is_sub && n->nin != 2)) return 0;
+    if (!tg_dtype_is_float(dt) && !tg_dtype_is_int(dt)) return 0;
+    for (int side = is_sub ? 1 : 0; side < n->nin; side++) {
+        /* the term: inc, neg(inc), c*inc / inc*c */
+        tg_var *t = n->inputs[side], *coef = NULL;
+        tg_node *wrap = NULL;
+        double c = 1;
+        bool neg = is_sub;
+        tg_node *p = t->owner;
+        if (p && tg_rw_single_client(t) && !strcmp(p->op->name, "neg") && t->type.dtype == dt) {
+            wrap = p;
+            neg = !neg;
+            t = p->inputs[0];
+        } else if (p && tg_rw_single_client(t) && !strcmp(p->op->name, "mul") && p->nin == 2 && tg_dtype_is_float(dt) &&
+                   t->type.dtype == dt) {
+            for (int i = 0; i < 2 && !coef; i++) {
+                const tg_var *ci = p->inputs[i];
+                if (ci->type.ndim == 0 && ci->type.dtype == dt && scalar_const(ci, &c) && isfinite(c)) {
+                    coef = p->inputs[i];
+                    t = p->inputs[1 - i];
+                }
+            }
+            if (!coef) continue;
+            wrap = p;
+        }
+        tg_node *lv[SPARSE_LEVELS], *zeros;
+        const tg_var *w;
+        int k = t->type.dtype == dt ? sparse_chain(t, lv, &w, &zeros) : 0;
+        if (!k) continue;
+        for (int zi = 0; zi < n->nin; zi++) {
+            tg_var *z = n->inputs[zi];
+            if (zi == side || z->type.dtype != dt || z->type.ndim != w->type.ndim) continue;
+            int budget = 256;
+            bool same = true;
+            for (int d = 0; d < w->type.ndim && same; d++)
+                same = axis_same(axis_of(z, d, &budget), axis_of(w, d, &budget));
+            if (!same) continue;
+            tg_var *r = z, *cv = coef;
+            if (coef && neg) cv = tg_rw_const(rw, dt, -c);
+            for (int i = 0; i < k && r; i++) {
+                tg_node *q = lv[i];
+                tg_var *in[TG_MAX_NDIM * 3 + 2];
+                if (q->nin > (int)(sizeof in / sizeof in[0])) return 0;
+                for (int j = 0; j < q->nin; j++) in[j] = q->inputs[j];
+                in[0] = r;
+                in[1] = cv ? tg_rw_op2(rw, "mul", cv, q->inputs[1]) : neg ? tg_rw_op1(rw, "neg", q->inputs[1], NULL)
+                                                                          : q->inputs[1];
+                r = in[1] ? tg_rw_op_json(rw, q->op, q->nin, in, q->attrs) : NULL;
+            }
+            if (r && n->nin > 2) { /* the other terms of the sum */
+                tg_var *in[MAX_OPERANDS];
+                int m = 0;
+                in[m++] = r;
+                for (int j = 0; j < n->nin; j++)
+                    if (j != side && j != zi) in[m++] = n->inputs[j];
+                r = tg_rw_op(rw, "add", m, in, NULL);
+            }
+            if (!r) return TG_ENOMEM;
+            for (int i = 0; i < k; i++)
+                if (tg_rw_match(rw, lv[i])) return TG_ENOMEM;
+            if ((wrap && tg_rw_match(rw, wrap)) || (zeros && tg_rw_match(rw, zeros))) return TG_ENOMEM;
+            return swap(rw, n, r);
+        }
+    }
+    return 0;
+}
+
 /* ---- control flow ---- */
 
 /* ifelse(c, t.., e..) with a constant c -> the branch it names. */
@@ -2764,5 +2889,6 @@ const tg_rw_rule tg_rw_rules[] = {
     {"matmul_batch_sum", "specialize", "gemm", "sum_to", matmul_batch_sum},
     {"blas_update", "specialize", "gemm", "add sub", blas_update},
     {"gemm_fold", "specialize", "gemm", "add sub", gemm_fold},
+    {"sparse_update", "specialize", NULL, "add sub", sparse_update},
 };
 const int tg_rw_nrules = (int)(sizeof tg_rw_rules / sizeof tg_rw_rules[0]);
