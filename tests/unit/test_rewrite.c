@@ -2364,6 +2364,40 @@ static void test_sum_to_nothing_to_sum(void **state) {
     }
 }
 
+/* The seed of a sum's gradient, zeros_like(d2) + 1, times the chain's
+ * other factors, where the batch length is unknown until run time: d2 =
+ * (x - t)^2 takes its rows from d = x - t, so d spans the fill for sure
+ * and fill_sink drops it (it kept it, an array of the batch's size made
+ * on every call, when only static lengths counted). The gradient
+ * 2 (x - t) by hand, for 3 and 1 rows; and t of one row broadcast over
+ * x's 3, where d's rows are still d2's. */
+static void test_fill_unknown_lengths(void **state) {
+    (void)state;
+    tg_graph *g = load("{'format':'tg-graph','version':1,'variables':[" V("x", "float64", "[null,4]") ","
+                       V("t", "float64", "[null,4]") "],'nodes':[" N("sub", "['x','t']", "['d']") ","
+                       N("sqr", "['d']", "['d2']") "," NA("sum", "['d2']", "['c']", "{'axis':null}") ","
+                       N("grad", "['c','x']", "['gx']") "],'functions':{'main':{'inputs':['x','t'],'outputs':['gx']}}}");
+    tg_function *f = compile_preset(g, "fast_run");
+    assert_true(fired(f, "fill_sink"));
+    assert_int_equal(count_op(f, "zeros_like"), 0);
+    const int rows[3][2] = {{3, 3}, {1, 1}, {3, 1}};
+    for (int c = 0; c < 3; c++) {
+        int64_t xs[2] = {rows[c][0], 4}, ts[2] = {rows[c][1], 4};
+        tg_array *in[2] = {filled(TG_FLOAT64, 2, xs, -2, 2, c), filled(TG_FLOAT64, 2, ts, -2, 2, c + 5)}, *out = NULL;
+        call(f, in, &out);
+        assert_int_equal(tg_array_shape(out)[0], rows[c][0]);
+        for (int i = 0; i < rows[c][0] * 4; i++) {
+            double want = 2 * (tg_array_get_flat(in[0], i) - tg_array_get_flat(in[1], rows[c][1] == 1 ? i % 4 : i));
+            tu_assert_near(tg_array_get_flat(out, i), want, 1e-15);
+        }
+        tg_array_free(out);
+        tg_array_free(in[0]);
+        tg_array_free(in[1]);
+    }
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 static void test_float_order_and_fill(void **state) {
     (void)state;
     /* A right-nested float sum or product keeps its order: the n-ary op
@@ -4089,6 +4123,7 @@ int main(void) {
         cmocka_unit_test(test_sum_to_useless),
         cmocka_unit_test(test_dropped_checks_stay),
         cmocka_unit_test(test_float_order_and_fill),
+        cmocka_unit_test(test_fill_unknown_lengths),
         cmocka_unit_test(test_written_sigmoid_grad),
         cmocka_unit_test(test_examples_unchanged),
         cmocka_unit_test(test_sparse_update),

@@ -1327,7 +1327,7 @@ bool tg_rw_node_may_fail(const tg_node *n) {
 
 enum { DROP_LOOK = 64 };
 
-bool tg_rw_drops_check(const tg_node *n, const tg_var *keep) {
+bool tg_rw_drops_check_proven(const tg_node *n, const tg_var *keep, const tg_node *const *proven, int nproven) {
     const tg_node *dead[DROP_LOOK];
     int nd = 0;
     dead[nd++] = n;
@@ -1336,7 +1336,12 @@ bool tg_rw_drops_check(const tg_node *n, const tg_var *keep) {
         /* (n's own check, where n is not elementwise, is the rewrite's
          * to prove: sum_to_useless proves the lengths it sums to) */
         bool own = at == 0 && !(d->op->flags & (TG_OPF_ELEMWISE | TG_OPF_LAZY)) && !tg_rw_has_effect(d);
-        if (!own && tg_rw_node_may_fail(d)) return true;
+        bool shown = false; /* an elementwise node whose broadcast the rewrite showed */
+        for (int k = 0; k < nproven && !shown; k++) shown = proven[k] == d;
+        if (shown && (!(d->op->flags & TG_OPF_ELEMWISE) || (d->op->flags & (TG_OPF_SIDE_EFFECT | TG_OPF_LAZY)) ||
+                      tg_rw_may_raise(d)))
+            return true;
+        if (!own && !shown && tg_rw_node_may_fail(d)) return true;
         for (int i = 0; i < d->nin; i++) {
             const tg_node *p = d->inputs[i]->owner;
             if (!p || p == keep->owner) continue; /* (what replaces n lives on) */
@@ -1360,6 +1365,8 @@ bool tg_rw_drops_check(const tg_node *n, const tg_var *keep) {
     }
     return false;
 }
+
+bool tg_rw_drops_check(const tg_node *n, const tg_var *keep) { return tg_rw_drops_check_proven(n, keep, NULL, 0); }
 
 bool tg_rw_single_client(const tg_var *v) {
     return v->nclients == 1 && v->clients[0].node != NULL;

@@ -158,6 +158,11 @@ bool tg_rw_node_may_fail(const tg_node *n);
  * do not settle) makes it true. Rewrites that drop a subexpression (x*y/y,
  * ones_like(cost), x - x, a constant switch's other branch) ask it. */
 bool tg_rw_drops_check(const tg_node *n, const tg_var *keep);
+/* The same, where the rewrite has shown that the elementwise nodes
+ * proven[0..nproven) broadcast at run time (their operands' lengths
+ * agree for sure): they may still fail otherwise (tg_rw_may_raise), and
+ * the nodes that die with them are looked at as before. */
+bool tg_rw_drops_check_proven(const tg_node *n, const tg_var *keep, const tg_node *const *proven, int nproven);
 
 /* ---- the scan rewrites (scanopt.c) ---- */
 int tg_rw_scan_inline(tg_rw *rw, tg_node *n);

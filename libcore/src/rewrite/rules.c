@@ -1142,20 +1142,41 @@ static int fill_scalar(tg_rw *rw, tg_node *n) {
     return swap_checked(rw, n, tg_rw_const(rw, n->outputs[0]->type.dtype, !strcmp(n->op->name, "ones_like")));
 }
 
-/* u = zeros_like(a) + c (read by n alone): a fill of a's shape with c.
- * Returns c and sets *a, or NULL. */
-static tg_var *fill_of(const tg_var *u, tg_dtype dt, tg_var **a) {
+/* u = z + c (read by n alone), z = zeros_like(a): a fill of a's shape
+ * with c. Returns c and sets *zv to z, or NULL. */
+static tg_var *fill_of(const tg_var *u, tg_dtype dt, tg_var **zv) {
     tg_node *p = tg_rw_producer(u, "add");
     if (!p || p->nin != 2 || !tg_rw_single_client(u) || u->type.dtype != dt) return NULL;
     for (int k = 0; k < 2; k++) {
-        tg_node *z = tg_rw_producer(p->inputs[k], "zeros_like");
-        tg_var *c = p->inputs[1 - k];
-        if (z && c->type.dtype == dt && z->inputs[0]->type.dtype == dt) {
-            *a = z->inputs[0];
+        tg_var *z = p->inputs[k], *c = p->inputs[1 - k];
+        if (tg_rw_producer(z, "zeros_like") && c->type.dtype == dt && z->type.dtype == dt) {
+            *zv = z;
             return c;
         }
     }
     return NULL;
+}
+
+/* tg_rw_keeps_shape, also where lengths are unknown until run time: an
+ * axis of another operand that is not statically 1 has, for sure, the
+ * length of x's axis it meets (axis_of: the same source, as the
+ * gradient of a sum over a batch of unknown length has the batch's
+ * rows). */
+static bool keeps_shape_sure(const tg_var *x, const tg_var *const *others, int n) {
+    int budget = 256;
+    for (int i = 0; i < n; i++) {
+        const tg_var *o = others[i];
+        if (o == x) continue;
+        if (o->type.ndim > x->type.ndim) return false;
+        int off = x->type.ndim - o->type.ndim;
+        for (int d = 0; d < o->type.ndim; d++) {
+            int64_t lo = o->type.shape[d], lx = x->type.shape[d + off];
+            if (lo == 1 || (lx >= 0 && lo == lx)) continue;
+            if (lo >= 0 && lx >= 0) return false;
+            if (!axis_same(axis_of(o, d, &budget), axis_of(x, d + off, &budget))) return false;
+        }
+    }
+    return true;
 }
 
 /* Does an operand of n other than inputs[i] span its result: of n's
@@ -1164,14 +1185,15 @@ static bool other_spans(const tg_node *n, int i, const tg_var *const *all, int n
     const tg_var *out = n->outputs[0];
     for (int k = 0; k < n->nin; k++)
         if (k != i && n->inputs[k]->type.dtype == out->type.dtype && n->inputs[k]->type.ndim == out->type.ndim &&
-            tg_rw_keeps_shape(n->inputs[k], all, na))
+            keeps_shape_sure(n->inputs[k], all, na))
             return true;
     return false;
 }
 
 /* op(.., zeros_like(a) + c, ..) for an arithmetic op: when another
  * operand x spans the result (its shape is the broadcast of everything,
- * a included), the fill adds nothing: op(.., c, ..). Otherwise the fill
+ * the zeros included, for sure: static lengths, or the same source of an
+ * unknown one), the fill adds nothing: op(.., c, ..). Otherwise the fill
  * moves past the op, zeros_like(a) + op(.., c, ..), towards a reader
  * that spans it (grad of a sum or mean broadcasts the seed so, and a
  * product with the full-size operand follows). Exact: 0 + v is v. */
@@ -1195,12 +1217,17 @@ static int fill_sink(tg_rw *rw, tg_node *n) {
         tg_var *r = tg_rw_op_json(rw, n->op, n->nin, ins, n->attrs);
         if (!r) return TG_ENOMEM;
         if (!spanned) {
-            tg_node *z = tg_rw_producer(p->inputs[0], "zeros_like") ? p->inputs[0]->owner : p->inputs[1]->owner;
-            r = tg_rw_op2(rw, "add", z->outputs[0], r);
+            r = tg_rw_op2(rw, "add", a, r);
         } else if (r->type.ndim != n->outputs[0]->type.ndim) {
             return 0;
         }
-        return swap_checked(rw, n, r);
+        /* Spanned: every operand of n and of the fill (a, c) is 1 or the
+         * spanning operand's length on each axis, so neither could fail
+         * to broadcast (where the lengths are unknown until run time,
+         * the static check alone would keep the fill). */
+        const tg_node *shown[2] = {n, p};
+        if (r && (spanned ? tg_rw_drops_check_proven(n, r, shown, 2) : tg_rw_drops_check(n, r))) return 0;
+        return swap(rw, n, r);
     }
     return 0;
 }
@@ -1230,7 +1257,11 @@ static int add_zeros_like(tg_rw *rw, tg_node *n) {
         for (int k = 0; k < n->nin; k++)
             if (k != i) ins[m++] = n->inputs[k];
         tg_var *r = m == 1 ? ins[0] : tg_rw_op(rw, "add", m, ins, NULL);
-        return swap_checked(rw, n, r);
+        /* (n's operands, a's shape among them, are spanned: n could not
+         * fail to broadcast) */
+        const tg_node *shown[1] = {n};
+        if (r && tg_rw_drops_check_proven(n, r, shown, 1)) return 0;
+        return swap(rw, n, r);
     }
     return 0;
 }
