@@ -62,6 +62,26 @@ const char *tg_json_error_text(enum json_tokener_error e) {
 
 const char tg_json_not_object[] = "expected a JSON object";
 
+/* json-c, strict or not, reads a string in single quotes ('a'), which
+ * JSON does not have: the text's first single quote outside a string in
+ * double quotes (text json-c took, whose structure is sound up to
+ * there), or len. tg's own walks of the text (the NUL search, the huge
+ * integers) know only double quotes: a single-quoted string holding a
+ * double quote or a bracket led the NUL search's stack below its
+ * first frame. */
+static size_t single_quote_at(const char *s, size_t len) {
+    if (!memchr(s, '\'', len)) return len;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"') {
+            for (i++; i < len && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+        } else if (s[i] == '\'') {
+            return i;
+        }
+    }
+    return len;
+}
+
 json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, int depth,
                                   tg_json_fail *fail) {
     *fail = (tg_json_fail){TG_OK, 0, NULL};
@@ -98,6 +118,8 @@ json_object *tg_json_parse_object(json_tokener *tok, const char *s, size_t len, 
         *fail = (tg_json_fail){TG_EPARSE, rest, "text after the end"};
     } else if (!json_object_is_type(o, json_type_object)) {
         *fail = (tg_json_fail){TG_EPARSE, 0, tg_json_not_object};
+    } else if ((rest = single_quote_at(s, len)) < len) {
+        *fail = (tg_json_fail){TG_EPARSE, rest, "a string in single quotes (JSON's strings take double quotes)"};
     }
     if (fail->status) {
         json_object_put(o);
@@ -172,7 +194,7 @@ bool tg_json_find_nul(const char *t, size_t len, char *buf, size_t cap) {
             if (++d > TG_JSON_DEPTH) return false;
             st[d] = (nul_frame){c == '[', 0, 0, 0};
             want_key = c == '{';
-        } else if (c == '}' || c == ']') {
+        } else if ((c == '}' || c == ']') && d >= 0) {
             d--;
         } else if (c == ',' && d >= 0) {
             if (st[d].arr)

@@ -31,6 +31,14 @@ CASES = [
     ("syntax", '{"format": "tg-graph",\n "version": 1,\n "variables": [,]}', "TG_EPARSE", "line 3, column"),
     ("trailing", json.dumps(g()) + " {}", "TG_EPARSE", "invalid JSON"),
     ("root_array", "[1, 2]", "TG_ELOAD", "expected a JSON object"),
+    # json-c reads strings in single quotes, even in strict mode: not JSON.
+    # One holding a double quote and a bracket, before a \u0000, sent the
+    # NUL search's stack below its first frame (fuzz_load, 2026-12-07).
+    ("single_quotes", '{"format": "tg-graph", "version": 1, \'variables\': [], "nodes": []}', "TG_EPARSE",
+     "line 1, column 38: invalid JSON: a string in single quotes"),
+    ("single_quote_nul", '{"format": "tg-graph", "version": 1, "variables": [], "nodes": [],\n'
+                         ' "meta": {\'a"b\': 1, "c": "]]]]]]", "d": "\\u0000", "e": [1]}}', "TG_EPARSE",
+     "line 2, column 11: invalid JSON: a string in single quotes"),
     # json-c gives no value and no error for the text null
     ("root_null", "null\n", "TG_ELOAD", "(root): expected a JSON object"),
     ("bad_format", g(format="onnx"), "TG_ELOAD", "format: expected \"tg-graph\""),
