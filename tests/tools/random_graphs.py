@@ -26,7 +26,8 @@ replay of the graph; tgc runs it and the outputs are compared. Families:
           .tgf (--save-state) bit-identical to never stopping
   sgd     shared weights of more than 4 KiB updated by SGD-like steps
           (some with weight decay) the optimizer writes over them (gemm,
-          ger, gemv), read forward,
+          ger, gemv; an embedding table's take_add of the rows read, with
+          repeated and negative indices), read forward,
           through transposes, by another weight's update, returned as they
           were or as updated: three calls against NumPy, then a checkpoint
           resumed bit-identical to never stopping
@@ -1279,6 +1280,19 @@ def run_sgd(seed, d):
     ws, costs = [], []
     for i in range(nw):
         w = "W%d" % i
+        if r.random() < 0.2:  # an embedding table read by rows: its step adds into them (sparse_update)
+            n, m, nb = r.choice([200, 300]), r.randint(3, 6), r.randint(1, 6)
+            var(w, [n, m], np.round(rng.normal(size=[n, m]), 3))
+            iv = "i%d" % i
+            variables.append({"id": iv, "type": {"dtype": "int64", "shape": [None]}})
+            vals[iv] = np.array([r.randrange(-n, n) for _ in range(nb)] + [r.randrange(n)] * r.randint(0, 2), np.int64)
+            h = var("h%d" % i, [len(vals[iv]), m])
+            costs.append(add("sum", [add("mul", [add("take", [w, iv], {"axis": 0}), h])]))
+            # the gradient grad writes for take: the rows put back into zeros of the table
+            step = add("take_add", [add("zeros_like", [w]), h, iv], {"axis": 0})
+            upd[w] = add(r.choice(["sub", "add"]), [w, add("mul", [coef(), step])])
+            ws.append((w, None))
+            continue
         if r.random() < 0.2:  # a vector, updated by a gemv
             n, m = r.choice([520, 600]), r.randint(2, 5)
             var(w, [n], np.round(rng.normal(size=[n]), 3))
