@@ -3271,8 +3271,9 @@ static void test_examples_unchanged(void **state) {
  * whose gradient is take_add(zeros_like(E), g, idx), adds into the rows
  * read and nothing else: one take_add over E, which writes the table
  * where it lies (its commit), with no array of E's size made. A table
- * read at three places (two takes and a slice) is rebuilt as a chain of
- * increments over E. Values by loops over the rows (np.add.at: repeated
+ * read at three places (two takes and a slice) is rebuilt as increments
+ * over E, the two takes' rows joined into one take_add, which alone
+ * writes E in place when there is no slice. Values by loops over the rows (np.add.at: repeated
  * and negative indices), over three calls; a call with an index out of
  * range fails and leaves E as it was. Where z does not have the zeros'
  * shape for sure, or the step size is not a constant, nothing fires. */
@@ -3409,7 +3410,8 @@ static void test_sparse_update(void **state) {
     f = compile_opts(g, "step", &fr);
     assert_true(fired(f, "sparse_update"));
     assert_int_equal(su_table_zeros(f), 0);
-    assert_int_equal(count_op(f, "take_add"), 2);
+    assert_int_equal(count_op(f, "take_add"), 1); /* E[i1]'s and E[i2]'s rows joined */
+    assert_int_equal(count_op(f, "join"), 2);
     assert_int_equal(count_op(f, "inc_subtensor"), 1);
     for (int i = 0; i < SU_ROWS; i++)
         for (int c = 0; c < SU_COLS; c++) E[i][c] = su_e0(i, c);
@@ -3444,6 +3446,56 @@ static void test_sparse_update(void **state) {
         tg_array_free(out);
     }
     for (int k = 0; k < 3; k++) tg_array_free(in3[k]);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* 2b. two reads alone: one take_add of the rows joined, which writes
+     * E where it lies; cost = sum(0.5 E[i1]^2) + sum(tanh(E[i2])), E -=
+     * 0.5 * grad (each gradient has its rows' shape for sure: take gives
+     * axis_of its indices' length) */
+    g = su_graph(N("take", "['E','i1']", "['e1']") "," N("take", "['E','i2']", "['e2']") ","
+                 N("sqr", "['e1']", "['q1']") "," N("mul", "['q1',{'value':0.5}]", "['h1']") ","
+                 NA("sum", "['h1']", "['c1']", "{'axis':null}") "," N("tanh", "['e2']", "['q2']") ","
+                 NA("sum", "['q2']", "['c2']", "{'axis':null}") "," N("add", "['c1','c2']", "['cost']") ","
+                 N("grad", "['cost','E']", "['gE']") "," N("mul", "['gE',{'value':0.5}]", "['s5']") ","
+                 N("sub", "['E','s5']", "['E1']"),
+                 V("i1", "int64", "[null]") "," V("i2", "int32", "[null]"),
+                 "'step':{'inputs':['i1','i2'],'outputs':['cost'],'updates':{'E':'E1'}}");
+    f = compile_opts(g, "step", &fr);
+    assert_int_equal(count_op(f, "take_add"), 1);
+    assert_int_equal(su_table_zeros(f), 0);
+    u = su_update_node(f);
+    assert_non_null(u);
+    assert_string_equal(u->op->name, "take_add");
+    assert_string_equal(u->inputs[0]->id, "E");
+    for (int i = 0; i < SU_ROWS; i++)
+        for (int c = 0; c < SU_COLS; c++) E[i][c] = su_e0(i, c);
+    const int32_t j2[3] = {5, -100, 17};
+    int64_t three = 3;
+    tg_array *in2[2] = {su_i64(3, i1), tg_array_new(TG_INT32, 1, &three)};
+    memcpy(tg_array_data(in2[1]), j2, sizeof j2);
+    where = tg_array_data(tg_function_shared_get(f, "E"));
+    for (int step = 0; step < 3; step++) {
+        call(f, in2, &out);
+        double was[SU_ROWS][SU_COLS], cost = 0;
+        memcpy(was, E, sizeof was);
+        for (int j = 0; j < 3; j++) {
+            int r1 = (int)i1[j], r2 = j2[j] < 0 ? j2[j] + SU_ROWS : j2[j];
+            for (int c = 0; c < SU_COLS; c++) {
+                double a = was[r1][c], b = was[r2][c];
+                cost += 0.5 * a * a + tanh(b);
+                E[r1][c] -= 0.5 * a;
+                E[r2][c] -= 0.5 * (1 - tanh(b) * tanh(b));
+            }
+        }
+        tu_assert_near(tg_array_get_flat(out, 0), cost, 1e-12 * fabs(cost));
+        const tg_array *ev = tg_function_shared_get(f, "E");
+        for (int i = 0; i < SU_ROWS * SU_COLS; i++)
+            tu_assert_near(tg_array_get_flat(ev, i), E[i / SU_COLS][i % SU_COLS], 1e-14);
+        assert_ptr_equal(tg_array_data(ev), where);
+        tg_array_free(out);
+    }
+    for (int k = 0; k < 2; k++) tg_array_free(in2[k]);
     tg_function_free(f);
     tg_graph_free(g);
 

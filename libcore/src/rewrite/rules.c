@@ -1062,7 +1062,8 @@ static bool axis_same(axis_len a, axis_len b) {
  * output axis an input's length: a broadcasting elementwise op whose
  * operands agree (each either 1 there or of one length), sum_to (its
  * target's shape), the fills, pool2d_grad, softmax and log_softmax (their
- * input's shape), the increments and sets (their input 0's), dimshuffle, dot of matrices, conv2d's batch and
+ * input's shape), the increments and sets (their input 0's), take (its
+ * input's axes and its indices'), dimshuffle, dot of matrices, conv2d's batch and
  * channels. Anything else, or past *budget steps: (v, d) itself, which
  * proves nothing beyond v. */
 static axis_len axis_of(const tg_var *v, int d, int *budget) {
@@ -1093,6 +1094,14 @@ static axis_len axis_of(const tg_var *v, int d, int *budget) {
     }
     if (!strcmp(op, "sum_to"))
         return p->inputs[1]->type.ndim == nd ? axis_of(p->inputs[1], d, budget) : self;
+    if (!strcmp(op, "take") && p->nin == 2) { /* x's axes, the indices' in place of the one taken */
+        const tg_var *x = p->inputs[0], *ix = p->inputs[1];
+        int ax = p->a.axes[0] < 0 ? p->a.axes[0] + x->type.ndim : p->a.axes[0];
+        if (ax < 0 || ax >= x->type.ndim || nd != x->type.ndim - 1 + ix->type.ndim) return self;
+        if (d < ax) return axis_of(x, d, budget);
+        if (d < ax + ix->type.ndim) return axis_of(ix, d - ax, budget);
+        return axis_of(x, d - ix->type.ndim + 1, budget);
+    }
     if (!strcmp(op, "zeros_like") || !strcmp(op, "ones_like") || !strcmp(op, "pool2d_grad") ||
         !strcmp(op, "softmax") || !strcmp(op, "log_softmax") || !strcmp(op, "take_add") ||
         !strcmp(op, "take_set") || !strcmp(op, "inc_subtensor") || !strcmp(op, "set_subtensor"))
@@ -2656,6 +2665,24 @@ static int sparse_chain(const tg_var *v, tg_node **lv, const tg_var **shape_of, 
     return k;
 }
 
+/* Whether the take_add q of a chain over zeros of w's shape adds rows
+ * of exactly the indexed shape (y neither broadcast nor stretched, for
+ * sure) through a vector of indices: then the rows of several such
+ * increments in a row can be one take_add of the rows and indices joined
+ * (the same additions in the same order). *ax: the axis. */
+static bool take_rows_exact(const tg_node *q, const tg_var *w, int *ax) {
+    if (strcmp(q->op->name, "take_add")) return false;
+    const tg_var *y = q->inputs[1], *ix = q->inputs[2];
+    int nd = w->type.ndim, a = q->a.axes[0] < 0 ? q->a.axes[0] + nd : q->a.axes[0];
+    if (ix->type.ndim != 1 || y->type.ndim != nd || a < 0 || a >= nd) return false;
+    int budget = 256;
+    for (int d = 0; d < nd; d++)
+        if (!axis_same(axis_of(y, d, &budget), d == a ? axis_of(ix, 0, &budget) : axis_of(w, d, &budget)))
+            return false;
+    *ax = a;
+    return true;
+}
+
 /* z + c*inc(zeros, g, i) -> inc(z, c*g, i), for take_add and
  * inc_subtensor (grad's gradient of take and subtensor: the rows read,
  * put back into zeros of the whole array's shape), c a finite constant
@@ -2715,14 +2742,32 @@ static int sparse_update(tg_rw *rw, tg_node *n) {
             if (!same) continue;
             tg_var *r = z, *cv = coef;
             if (coef && neg) cv = tg_rw_const(rw, dt, -c);
-            for (int i = 0; i < k && r; i++) {
+            for (int i = 0, j; i < k && r; i = j) {
                 tg_node *q = lv[i];
                 tg_var *in[TG_MAX_NDIM * 3 + 2];
                 if (q->nin > (int)(sizeof in / sizeof in[0])) return 0;
-                for (int j = 0; j < q->nin; j++) in[j] = q->inputs[j];
+                for (int m = 0; m < q->nin; m++) in[m] = q->inputs[m];
+                /* take_adds in a row, each of whole rows: one, of the
+                 * rows and indices joined, which the table's update can
+                 * then write in place (a table read at several places) */
+                int ax, ax2;
+                j = i + 1;
+                if (take_rows_exact(q, w, &ax))
+                    while (j < k && take_rows_exact(lv[j], w, &ax2) && ax2 == ax) j++;
+                if (j - i > 1) {
+                    tg_var *ys[SPARSE_LEVELS], *is[SPARSE_LEVELS];
+                    for (int m = i; m < j; m++) {
+                        ys[m - i] = lv[m]->inputs[1];
+                        is[m - i] = lv[m]->inputs[2];
+                    }
+                    char at[32];
+                    snprintf(at, sizeof at, "{\"axis\": %d}", ax);
+                    in[1] = tg_rw_op(rw, "join", j - i, ys, at);
+                    in[2] = tg_rw_op(rw, "join", j - i, is, "{\"axis\": 0}");
+                    if (!in[1] || !in[2]) return TG_ENOMEM;
+                }
                 in[0] = r;
-                in[1] = cv ? tg_rw_op2(rw, "mul", cv, q->inputs[1]) : neg ? tg_rw_op1(rw, "neg", q->inputs[1], NULL)
-                                                                          : q->inputs[1];
+                in[1] = cv ? tg_rw_op2(rw, "mul", cv, in[1]) : neg ? tg_rw_op1(rw, "neg", in[1], NULL) : in[1];
                 r = in[1] ? tg_rw_op_json(rw, q->op, q->nin, in, q->attrs) : NULL;
             }
             if (r && n->nin > 2) { /* the other terms of the sum */
