@@ -71,13 +71,26 @@ const char tg_json_not_object[] = "expected a JSON object";
  * first frame. */
 static size_t single_quote_at(const char *s, size_t len) {
     if (!memchr(s, '\'', len)) return len;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '"') {
-            for (i++; i < len && s[i] != '"'; i++)
-                if (s[i] == '\\') i++;
-        } else if (s[i] == '\'') {
-            return i;
+    /* (memchr from quote to quote: a file of traces whose code quotes
+     * with ' is scanned at memchr's speed, not a byte at a time) */
+    size_t i = 0;
+    while (i < len) {
+        const char *dq = memchr(s + i, '"', len - i);
+        size_t open = dq ? (size_t)(dq - s) : len;
+        const char *sq = memchr(s + i, '\'', open - i);
+        if (sq) return (size_t)(sq - s);
+        if (!dq) return len;
+        /* the string's end: the first " after an even run of backslashes */
+        size_t j = open + 1;
+        for (;;) {
+            const char *c = memchr(s + j, '"', len - j);
+            if (!c) return len;
+            size_t k = (size_t)(c - s), b = 0;
+            while (k - b > open + 1 && s[k - b - 1] == '\\') b++;
+            j = k + 1;
+            if (b % 2 == 0) break;
         }
+        i = j;
     }
     return len;
 }
