@@ -3323,6 +3323,24 @@ static int su_table_zeros(const tg_function *f) {
     return c;
 }
 
+/* An allocator hook that fails the k-th allocation from arming (0: none)
+ * and counts them. */
+static long su_n, su_fail_at;
+static bool su_hit;
+
+static void *su_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (n == 0) {
+        free(p);
+        return NULL;
+    }
+    if (!p && ++su_n == su_fail_at) {
+        su_hit = true;
+        return NULL;
+    }
+    return realloc(p, n);
+}
+
 static void test_sparse_update(void **state) {
     (void)state;
     /* 1. one read: cost = sum((E[idx] - t)^2), E -= 0.1 * grad; also
@@ -3378,6 +3396,38 @@ static void test_sparse_update(void **state) {
         tg_array_free(out);
         tg_array_free(rout);
     }
+    /* every allocation of a call failing in turn: a call that fails
+     * leaves E as it was (the committed take_add allocates nothing and
+     * runs last), one that did without the block made the step */
+    tg_set_allocator(su_realloc, NULL);
+    su_n = 0;
+    su_fail_at = 0;
+    call(f, in, &out);
+    tg_array_free(out);
+    long per_call = su_n;
+    assert_true(per_call > 0);
+    printf("  sparse_update: %ld allocations of a call failed in turn\n", per_call);
+    for (long k = 1; k <= per_call; k++) {
+        tg_array *snap = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
+        su_n = 0;
+        su_fail_at = k;
+        su_hit = false;
+        tg_ctx *c2 = tg_ctx_new();
+        out = NULL;
+        int rc = tg_function_call(f, in, &out, c2);
+        su_fail_at = 0;
+        if (rc) {
+            assert_true(su_hit);
+            assert_int_equal(rc, TG_ENOMEM);
+            assert_true(tg_array_equal(tg_function_shared_get(f, "E"), snap));
+        } else {
+            tg_array_free(out);
+            assert_false(tg_array_equal(tg_function_shared_get(f, "E"), snap));
+        }
+        tg_ctx_free(c2);
+        tg_array_free(snap);
+    }
+    tg_set_allocator(NULL, NULL);
     /* an index out of range: the call fails, E stays */
     const int64_t bad_iv[5] = {3, 7, 3, 100, 50};
     tg_array *bad[2] = {su_i64(5, bad_iv), in[1]}, *keep = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
