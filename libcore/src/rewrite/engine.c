@@ -1379,7 +1379,8 @@ bool tg_rw_type_same_known(const tg_type *a, const tg_type *b) {
     return true;
 }
 
-bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n) {
+bool tg_rw_keeps_shape_by(const tg_var *x, const tg_var *const *others, int n, tg_rw_axis_same_fn same,
+                          void *ud) {
     for (int i = 0; i < n; i++) {
         const tg_var *o = others[i];
         if (o == x) continue;
@@ -1389,8 +1390,13 @@ bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n) {
             int64_t lo = o->type.shape[d], lx = x->type.shape[d + off];
             if (lo == 1) continue;
             if (lx >= 0 && lo == lx) continue;
+            if ((lo < 0 || lx < 0) && same && same(o, d, x, d + off, ud)) continue;
             return false;
         }
     }
     return true;
+}
+
+bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n) {
+    return tg_rw_keeps_shape_by(x, others, n, NULL, NULL);
 }

@@ -129,6 +129,12 @@ bool tg_rw_type_same_known(const tg_type *a, const tg_type *b);
 /* An elementwise result over operands that include x has x's run-time
  * shape for sure (no other operand can stretch it). */
 bool tg_rw_keeps_shape(const tg_var *x, const tg_var *const *others, int n);
+/* The same, where an axis whose length is unknown on either side may
+ * still be shown equal: same(o, d, x, dx, ud) says o's axis d has x's
+ * axis dx's length for sure (rules.c: axis_of, the same source). */
+typedef bool (*tg_rw_axis_same_fn)(const tg_var *o, int d, const tg_var *x, int dx, void *ud);
+bool tg_rw_keeps_shape_by(const tg_var *x, const tg_var *const *others, int n, tg_rw_axis_same_fn same,
+                          void *ud);
 
 /* Whether running node n does more than compute its outputs, so that it
  * may be neither folded, merged with a twin, nor moved out of a loop: a

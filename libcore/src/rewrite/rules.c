@@ -1166,26 +1166,11 @@ static tg_var *fill_of(const tg_var *u, tg_dtype dt, tg_var **zv) {
     return NULL;
 }
 
-/* tg_rw_keeps_shape, also where lengths are unknown until run time: an
- * axis of another operand that is not statically 1 has, for sure, the
- * length of x's axis it meets (axis_of: the same source, as the
- * gradient of a sum over a batch of unknown length has the batch's
- * rows). */
-static bool keeps_shape_sure(const tg_var *x, const tg_var *const *others, int n) {
-    int budget = 256;
-    for (int i = 0; i < n; i++) {
-        const tg_var *o = others[i];
-        if (o == x) continue;
-        if (o->type.ndim > x->type.ndim) return false;
-        int off = x->type.ndim - o->type.ndim;
-        for (int d = 0; d < o->type.ndim; d++) {
-            int64_t lo = o->type.shape[d], lx = x->type.shape[d + off];
-            if (lo == 1 || (lx >= 0 && lo == lx)) continue;
-            if (lo >= 0 && lx >= 0) return false;
-            if (!axis_same(axis_of(o, d, &budget), axis_of(x, d + off, &budget))) return false;
-        }
-    }
-    return true;
+/* For tg_rw_keeps_shape_by: o's axis d and x's axis dx have one length
+ * for sure (axis_of: the same source, as the gradient of a sum over a
+ * batch of unknown length has the batch's rows); ud, the steps left. */
+static bool axis_same_by(const tg_var *o, int d, const tg_var *x, int dx, void *ud) {
+    return axis_same(axis_of(o, d, ud), axis_of(x, dx, ud));
 }
 
 /* Does an operand of n other than inputs[i] span its result: of n's
@@ -1194,7 +1179,7 @@ static bool other_spans(const tg_node *n, int i, const tg_var *const *all, int n
     const tg_var *out = n->outputs[0];
     for (int k = 0; k < n->nin; k++)
         if (k != i && n->inputs[k]->type.dtype == out->type.dtype && n->inputs[k]->type.ndim == out->type.ndim &&
-            keeps_shape_sure(n->inputs[k], all, na))
+            tg_rw_keeps_shape_by(n->inputs[k], all, na, axis_same_by, &(int){256}))
             return true;
     return false;
 }
