@@ -3594,6 +3594,123 @@ static void test_sparse_update(void **state) {
     }
 }
 
+/* Slice updates of a shared value, written where it lies (set_subtensor
+ * and inc_subtensor commit): a ring buffer whose row "$0" is set each
+ * call (its index an input), and the SGD step of a table read as a
+ * slice, E[2:6], which sparse_update makes inc_subtensor(E, -0.1 g,
+ * [2:6]). Values by loops over three calls, the buffers where they
+ * were; an index out of range fails and leaves the buffer as it was,
+ * and so does every allocation of a call failing in turn. */
+static void test_slice_update_in_place(void **state) {
+    (void)state;
+    tg_compile_options fr = {.preset = "fast_run"};
+    /* the ring: S[i] = x, returning the sum of S before the write */
+    tg_graph *g = su_graph(NA("set_subtensor", "['E','x','i']", "['E1']", "{'index':['$0']}") ","
+                           NA("sum", "['E']", "['tot']", "{'axis':null}"),
+                           V("x", "float64", "[8]") ",{'id':'i','type':{'dtype':'int64','shape':[]}}",
+                           "'step':{'inputs':['x','i'],'outputs':['tot'],'updates':{'E':'E1'}}");
+    tg_function *f = compile_opts(g, "step", &fr);
+    const tg_node *u = su_update_node(f);
+    assert_non_null(u);
+    assert_string_equal(u->op->name, "set_subtensor");
+    double E[SU_ROWS][SU_COLS];
+    for (int r = 0; r < SU_ROWS; r++)
+        for (int c = 0; c < SU_COLS; c++) E[r][c] = su_e0(r, c);
+    int64_t eight = SU_COLS;
+    tg_array *x = filled(TG_FLOAT64, 1, &eight, -1, 1, 4), *iv = tg_array_new(TG_INT64, 0, NULL), *out = NULL;
+    const void *where = tg_array_data(tg_function_shared_get(f, "E"));
+    const int64_t rows[4] = {3, -1, 3, 100};
+    for (int step = 0; step < 4; step++) {
+        *(int64_t *)tg_array_data(iv) = rows[step];
+        tg_array *in[2] = {x, iv};
+        if (step == 3) { /* out of range */
+            tg_array *keep = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
+            tg_ctx *ctx = tg_ctx_new();
+            assert_int_not_equal(tg_function_call(f, in, &out, ctx), 0);
+            assert_non_null(strstr(tg_ctx_message(ctx), "index 100 is out of bounds"));
+            assert_true(tg_array_equal(tg_function_shared_get(f, "E"), keep));
+            tg_ctx_free(ctx);
+            tg_array_free(keep);
+            break;
+        }
+        call(f, in, &out);
+        double tot = 0;
+        for (int r = 0; r < SU_ROWS; r++)
+            for (int c = 0; c < SU_COLS; c++) tot += E[r][c];
+        int r = (int)(rows[step] < 0 ? rows[step] + SU_ROWS : rows[step]);
+        for (int c = 0; c < SU_COLS; c++) E[r][c] = tg_array_get_flat(x, c);
+        tu_assert_near(tg_array_get_flat(out, 0), tot, 1e-12);
+        tg_array_free(out);
+        const tg_array *ev = tg_function_shared_get(f, "E");
+        for (int k = 0; k < SU_ROWS * SU_COLS; k++) tu_assert_near(tg_array_get_flat(ev, k), E[k / SU_COLS][k % SU_COLS], 0);
+        assert_ptr_equal(tg_array_data(ev), where);
+    }
+    tg_array_free(x);
+    tg_array_free(iv);
+    tg_function_free(f);
+    tg_graph_free(g);
+
+    /* the table read as a slice: cost = sum(E[2:6]^2), E -= 0.1 grad */
+    g = su_graph(NA("subtensor", "['E']", "['s']", "{'index':[{'start':2,'stop':6,'step':1}]}") ","
+                 N("sqr", "['s']", "['q']") "," NA("sum", "['q']", "['cost']", "{'axis':null}") ","
+                 N("grad", "['cost','E']", "['gE']") "," N("mul", "[{'value':0.1},'gE']", "['m']") ","
+                 N("sub", "['E','m']", "['E1']"),
+                 V("unused", "float64", "[]"), "'step':{'inputs':[],'outputs':['cost'],'updates':{'E':'E1'}}");
+    f = compile_opts(g, "step", &fr);
+    assert_true(fired(f, "sparse_update"));
+    assert_int_equal(su_table_zeros(f), 0);
+    u = su_update_node(f);
+    assert_non_null(u);
+    assert_string_equal(u->op->name, "inc_subtensor");
+    assert_string_equal(u->inputs[0]->id, "E");
+    for (int r = 0; r < SU_ROWS; r++)
+        for (int c = 0; c < SU_COLS; c++) E[r][c] = su_e0(r, c);
+    where = tg_array_data(tg_function_shared_get(f, "E"));
+    for (int step = 0; step < 3; step++) {
+        call(f, NULL, &out);
+        double cost = 0;
+        for (int r = 2; r < 6; r++)
+            for (int c = 0; c < SU_COLS; c++) {
+                cost += E[r][c] * E[r][c];
+                E[r][c] -= 0.1 * 2 * E[r][c];
+            }
+        tu_assert_near(tg_array_get_flat(out, 0), cost, 1e-12 * cost);
+        tg_array_free(out);
+        const tg_array *ev = tg_function_shared_get(f, "E");
+        for (int k = 0; k < SU_ROWS * SU_COLS; k++)
+            tu_assert_near(tg_array_get_flat(ev, k), E[k / SU_COLS][k % SU_COLS], 1e-15);
+        assert_ptr_equal(tg_array_data(ev), where);
+    }
+    /* every allocation of a call failing in turn: E as it was, or stepped */
+    tg_set_allocator(su_realloc, NULL);
+    su_n = 0;
+    su_fail_at = 0;
+    call(f, NULL, &out);
+    tg_array_free(out);
+    long per_call = su_n;
+    for (long k = 1; k <= per_call; k++) {
+        tg_array *snap = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
+        su_n = 0;
+        su_fail_at = k;
+        su_hit = false;
+        tg_ctx *c2 = tg_ctx_new();
+        out = NULL;
+        int rc = tg_function_call(f, NULL, &out, c2);
+        su_fail_at = 0;
+        if (rc) {
+            assert_true(su_hit);
+            assert_true(tg_array_equal(tg_function_shared_get(f, "E"), snap));
+        } else {
+            tg_array_free(out);
+        }
+        tg_ctx_free(c2);
+        tg_array_free(snap);
+    }
+    tg_set_allocator(NULL, NULL);
+    tg_function_free(f);
+    tg_graph_free(g);
+}
+
 /* The sum, over the scheduled nodes of f, of how many original nodes
  * each stands for. */
 static long origins_total(const tg_function *f) {
@@ -4229,6 +4346,7 @@ int main(void) {
         cmocka_unit_test(test_written_sigmoid_grad),
         cmocka_unit_test(test_examples_unchanged),
         cmocka_unit_test(test_sparse_update),
+        cmocka_unit_test(test_slice_update_in_place),
         cmocka_unit_test(test_merge_many_constants),
         cmocka_unit_test(test_merge_many_distinct),
         cmocka_unit_test(test_switch_chain),

@@ -447,7 +447,7 @@ static bool operand_mag(tg_nanguard *g, const tg_array *a, double *mag) {
 }
 
 /* Whether committer k (gemm or gemv: z, alpha, A, x, beta; ger: z,
- * alpha, x, y; another committer, take_add or take_set, never: its result
+ * alpha, x, y; another committer, an increment or a set, never: its result
  * is checked in a buffer of its own) may write its result over the
  * shared value z: when that
  * result is sure to pass the check (the file's comment), from the bound

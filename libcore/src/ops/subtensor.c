@@ -520,6 +520,51 @@ static tg_inner_fn inc_fn(tg_dtype dt) {
     }
 }
 
+/* dst = src elementwise over one run, elements of 1, 2, 4 or 8 bytes. */
+#define SET_LOOP(name, T)                                                     \
+    static void name(int64_t n, char **p, const int64_t *s, void *ud) {     \
+        TG_UNUSED(ud);                                                       \
+        char *d = p[0];                                                      \
+        const char *y = p[1];                                                \
+        for (int64_t i = 0; i < n; i++, d += s[0], y += s[1])               \
+            *(T *)(void *)d = *(const T *)(const void *)y;                   \
+    }
+SET_LOOP(set_1, uint8_t)
+SET_LOOP(set_2, uint16_t)
+SET_LOOP(set_4, uint32_t)
+SET_LOOP(set_8, uint64_t)
+#undef SET_LOOP
+
+static tg_inner_fn set_fn(tg_dtype dt) {
+    switch (tg_isize(dt)) {
+    case 1: return set_1;
+    case 2: return set_2;
+    case 4: return set_4;
+    case 8: return set_8;
+    default: return NULL;
+    }
+}
+
+/* tg_op.commit_ready for set_subtensor and inc_subtensor: the update of
+ * a shared value written where it lies (a ring buffer's row set each
+ * call; the SGD step of a table read as a slice, which sparse_update
+ * makes inc_subtensor(E, -lr * g, [a:b])), when setinc_run can neither
+ * fail nor allocate: x taken over (tg_op_take_input's conditions), the
+ * index in range and y broadcasting to the region (checked here as the
+ * kernel will), y of x's dtype in a buffer of its own, so that the
+ * kernel copies or adds in one pass without views or casts. */
+static bool setinc_commit_ready(const tg_node *n, tg_array *const *in) {
+    const tg_array *x = in[0], *y = in[1];
+    bool inc = ((const index_kind *)n->op->impl)->inc;
+    if (!n->inplace || n->inplace[0] != 0 || x->buf->nbytes <= TG_VM_KEEP_BYTES || !tg_array_is_exclusive(x) ||
+        !tg_array_is_contiguous(x) || n->outputs[0]->type.dtype != x->dtype || y->dtype != x->dtype ||
+        y->buf == x->buf || !(inc ? inc_fn(x->dtype) : set_fn(x->dtype)))
+        return false;
+    region r;
+    int64_t ys[TG_MAX_NDIM];
+    return !index_region(n, x->ndim, x->shape, x->strides, in + 2, &r, NULL) && !broadcast_value(y, &r, ys, NULL);
+}
+
 static int setinc_run(tg_node *n, tg_array *const *in, tg_array **out,
                       tg_ctx *ctx) {
     const tg_array *x = in[0], *y = in[1];
@@ -541,6 +586,17 @@ static int setinc_run(tg_node *n, tg_array *const *in, tg_array **out,
     int64_t size = 1;
     for (int k = 0; k < r.ndim; k++) size *= r.shape[k];
     if (size == 0) goto done;
+    if (!inc && y->dtype == o->dtype && y->buf != o->buf && set_fn(o->dtype)) {
+        /* one pass, no views (what a committed update runs) */
+        int64_t st[2][TG_MAX_NDIM];
+        for (int k = 0; k < r.ndim; k++) {
+            st[0][k] = r.strides[k];
+            st[1][k] = ys[k];
+        }
+        char *base[2] = {o->data + r.offset, y->data};
+        tg_iter_run(2, base, r.ndim, r.shape, (const int64_t(*)[TG_MAX_NDIM])st, set_fn(o->dtype), NULL, true);
+        goto done;
+    }
     if (!inc) {
         rv = tg_array_view_raw(o, o->dtype, r.ndim, r.shape, r.strides,
                                o->data + r.offset);
@@ -621,10 +677,12 @@ const tg_op tg_op_set_subtensor = {
     .name = "set_subtensor", .nin_min = 2, .nin_max = -1, .nout = 1,
     .attr_keys = keys_index, .parse_attrs = index_parse,
     .infer = setinc_infer, .run = setinc_run, .cost = setinc_cost,
-    .view_of = -1, .inplace_inputs = 1u, .impl = &kind_set, .grad = tg_grad_shape};
+    .view_of = -1, .inplace_inputs = 1u, .commit_ready = setinc_commit_ready, .impl = &kind_set,
+    .grad = tg_grad_shape};
 
 const tg_op tg_op_inc_subtensor = {
     .name = "inc_subtensor", .nin_min = 2, .nin_max = -1, .nout = 1,
     .attr_keys = keys_index, .parse_attrs = index_parse,
     .infer = setinc_infer, .run = setinc_run, .cost = setinc_cost,
-    .view_of = -1, .inplace_inputs = 1u, .impl = &kind_inc, .grad = tg_grad_shape};
+    .view_of = -1, .inplace_inputs = 1u, .commit_ready = setinc_commit_ready, .impl = &kind_inc,
+    .grad = tg_grad_shape};
