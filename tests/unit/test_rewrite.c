@@ -3341,6 +3341,42 @@ static void *su_realloc(void *ud, void *p, size_t n) {
     return realloc(p, n);
 }
 
+/* Call f on in with each of its allocations failing in turn: a call
+ * that fails leaves the shared E as it was; with `strict`, it fails with
+ * TG_ENOMEM, and one that did without the block stepped E. Returns the
+ * allocations of a call. */
+static long su_sweep(tg_function *f, tg_array *const *in, bool strict) {
+    tg_array *out = NULL;
+    tg_set_allocator(su_realloc, NULL);
+    su_n = 0;
+    su_fail_at = 0;
+    call(f, in, &out);
+    tg_array_free(out);
+    long per_call = su_n;
+    for (long k = 1; k <= per_call; k++) {
+        tg_array *snap = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
+        su_n = 0;
+        su_fail_at = k;
+        su_hit = false;
+        tg_ctx *c2 = tg_ctx_new();
+        out = NULL;
+        int rc = tg_function_call(f, in, &out, c2);
+        su_fail_at = 0;
+        if (rc) {
+            assert_true(su_hit);
+            if (strict) assert_int_equal(rc, TG_ENOMEM);
+            assert_true(tg_array_equal(tg_function_shared_get(f, "E"), snap));
+        } else {
+            tg_array_free(out);
+            if (strict) assert_false(tg_array_equal(tg_function_shared_get(f, "E"), snap));
+        }
+        tg_ctx_free(c2);
+        tg_array_free(snap);
+    }
+    tg_set_allocator(NULL, NULL);
+    return per_call;
+}
+
 static void test_sparse_update(void **state) {
     (void)state;
     /* 1. one read: cost = sum((E[idx] - t)^2), E -= 0.1 * grad; also
@@ -3399,35 +3435,9 @@ static void test_sparse_update(void **state) {
     /* every allocation of a call failing in turn: a call that fails
      * leaves E as it was (the committed take_add allocates nothing and
      * runs last), one that did without the block made the step */
-    tg_set_allocator(su_realloc, NULL);
-    su_n = 0;
-    su_fail_at = 0;
-    call(f, in, &out);
-    tg_array_free(out);
-    long per_call = su_n;
+    long per_call = su_sweep(f, in, true);
     assert_true(per_call > 0);
     printf("  sparse_update: %ld allocations of a call failed in turn\n", per_call);
-    for (long k = 1; k <= per_call; k++) {
-        tg_array *snap = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
-        su_n = 0;
-        su_fail_at = k;
-        su_hit = false;
-        tg_ctx *c2 = tg_ctx_new();
-        out = NULL;
-        int rc = tg_function_call(f, in, &out, c2);
-        su_fail_at = 0;
-        if (rc) {
-            assert_true(su_hit);
-            assert_int_equal(rc, TG_ENOMEM);
-            assert_true(tg_array_equal(tg_function_shared_get(f, "E"), snap));
-        } else {
-            tg_array_free(out);
-            assert_false(tg_array_equal(tg_function_shared_get(f, "E"), snap));
-        }
-        tg_ctx_free(c2);
-        tg_array_free(snap);
-    }
-    tg_set_allocator(NULL, NULL);
     /* an index out of range: the call fails, E stays */
     const int64_t bad_iv[5] = {3, 7, 3, 100, 50};
     tg_array *bad[2] = {su_i64(5, bad_iv), in[1]}, *keep = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
@@ -3682,31 +3692,7 @@ static void test_slice_update_in_place(void **state) {
         assert_ptr_equal(tg_array_data(ev), where);
     }
     /* every allocation of a call failing in turn: E as it was, or stepped */
-    tg_set_allocator(su_realloc, NULL);
-    su_n = 0;
-    su_fail_at = 0;
-    call(f, NULL, &out);
-    tg_array_free(out);
-    long per_call = su_n;
-    for (long k = 1; k <= per_call; k++) {
-        tg_array *snap = tg_array_copy(tg_function_shared_get(f, "E"), TG_FLOAT64);
-        su_n = 0;
-        su_fail_at = k;
-        su_hit = false;
-        tg_ctx *c2 = tg_ctx_new();
-        out = NULL;
-        int rc = tg_function_call(f, NULL, &out, c2);
-        su_fail_at = 0;
-        if (rc) {
-            assert_true(su_hit);
-            assert_true(tg_array_equal(tg_function_shared_get(f, "E"), snap));
-        } else {
-            tg_array_free(out);
-        }
-        tg_ctx_free(c2);
-        tg_array_free(snap);
-    }
-    tg_set_allocator(NULL, NULL);
+    su_sweep(f, NULL, false);
     tg_function_free(f);
     tg_graph_free(g);
 }
