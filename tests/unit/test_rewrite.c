@@ -2509,6 +2509,77 @@ static void test_written_sigmoid_grad(void **state) {
  * switch's other branch and in x - x. Each call fails under every preset
  * as under -O none (NumPy: where and + raise too); where nothing can fail
  * (lengths known, floats) the rewrites still fire. */
+/* A factor cancelled against a divisor that is a constant with a 0, inf
+ * or NaN: as written the quotient is NaN there whatever the other
+ * factor, so mul_div_cancel, mul_quotient_cancel and mul_sum_quotient
+ * leave it (found by random_graphs.py weak, seed 91160: x*0/0 gave x).
+ * Expected values by hand: x*c/c is x exactly where c is 2 or 0.5 (a
+ * power of two), NaN where c is 0, inf or NaN; (x/c)*c likewise; and
+ * (b + x/c)*c is b*c + x, NaN where c is 0. A constant that is finite and
+ * non-zero everywhere still cancels. */
+static void test_cancel_by_breaking_constant(void **state) {
+    (void)state;
+    static const struct {
+        const char *graph, *rule;
+        bool fires;
+        double want[4]; /* for x = {1, -2, 3, 0.5}, b = 1; 99 marks NaN */
+    } cases[] = {
+        /* weak scalars, as the seed wrote them */
+        {G(V("x", "float32", "[4]") "," V("b", "float32", "[4]"),
+           N("mul", "['x',{'value':0}]", "['m']") "," N("true_div", "['m',{'value':0.0}]", "['o']")),
+         "mul_div_cancel", false, {99, 99, 99, 99}},
+        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]") ","
+           "{'id':'c','type':{'dtype':'float64','shape':[4]},'constant':{'data':[2,0,'inf','nan']}}",
+           N("mul", "['x','c']", "['m']") "," N("true_div", "['m','c']", "['o']")),
+         "mul_div_cancel", false, {1, 99, 99, 99}},
+        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]") ","
+           "{'id':'c','type':{'dtype':'float64','shape':[4]},'constant':{'data':[0.5,2,0,'-inf']}}",
+           N("true_div", "['x','c']", "['q']") "," N("mul", "['q','c']", "['o']")),
+         "mul_quotient_cancel", false, {1, -2, 99, 99}},
+        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]"),
+           N("true_div", "['x',{'value':0.0}]", "['q']") "," N("add", "['b','q']", "['s']") ","
+           N("mul", "['s',{'value':0.0}]", "['o']")),
+         "mul_sum_quotient", false, {99, 99, 99, 99}},
+        /* finite, non-zero constants: the cancellations stand */
+        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]"),
+           N("mul", "['x',{'value':2.0}]", "['m']") "," N("true_div", "['m',{'value':2.0}]", "['o']")),
+         "mul_div_cancel", true, {1, -2, 3, 0.5}},
+        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]") ","
+           "{'id':'c','type':{'dtype':'float64','shape':[4]},'constant':{'data':[0.5,2,4,0.25]}}",
+           N("true_div", "['x','c']", "['q']") "," N("mul", "['q','c']", "['o']")),
+         "mul_quotient_cancel", true, {1, -2, 3, 0.5}},
+        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]"),
+           N("true_div", "['x',{'value':2.0}]", "['q']") "," N("add", "['b','q']", "['s']") ","
+           N("mul", "['s',{'value':2.0}]", "['o']")),
+         "mul_sum_quotient", true, {3, 0, 5, 2.5}},
+    };
+    int64_t four = 4;
+    double xv[4] = {1, -2, 3, 0.5}, bv[4] = {1, 1, 1, 1};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tg_graph *g = load(cases[k].graph);
+        tg_compile_options o = {.preset = "fast_run"};
+        tg_function *f = compile_opts(g, NULL, &o);
+        if (fired(f, cases[k].rule) != cases[k].fires)
+            fail_msg("case %zu: %s %s", k, cases[k].rule, cases[k].fires ? "did not fire" : "fired");
+        tg_dtype dt = k == 0 ? TG_FLOAT32 : TG_FLOAT64;
+        tg_array *x64 = tu_f64(1, &four, xv), *b64 = tu_f64(1, &four, bv);
+        tg_array *in[2] = {tg_array_copy(x64, dt), tg_array_copy(b64, dt)}, *out = NULL;
+        call(f, in, &out);
+        for (int i = 0; i < 4; i++) {
+            double got = tg_array_get_flat(out, i), want = cases[k].want[i];
+            if (want == 99 ? !isnan(got) : got != want)
+                fail_msg("case %zu (%s): element %d is %g, want %s%g", k, cases[k].rule, i, got,
+                         want == 99 ? "NaN, not " : "", want == 99 ? got : want);
+        }
+        tg_array_free(out);
+        for (int i = 0; i < 2; i++) tg_array_free(in[i]);
+        tg_array_free(x64);
+        tg_array_free(b64);
+        tg_function_free(f);
+        tg_graph_free(g);
+    }
+}
+
 static void test_dropped_checks_stay(void **state) {
     (void)state;
     static const struct {
@@ -4326,6 +4397,7 @@ int main(void) {
         cmocka_unit_test(test_inplace_increments),
         cmocka_unit_test(test_sum_to_nothing_to_sum),
         cmocka_unit_test(test_sum_to_useless),
+        cmocka_unit_test(test_cancel_by_breaking_constant),
         cmocka_unit_test(test_dropped_checks_stay),
         cmocka_unit_test(test_float_order_and_fill),
         cmocka_unit_test(test_fill_unknown_lengths),

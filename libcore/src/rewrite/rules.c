@@ -159,11 +159,27 @@ static int mul_self_to_sqr(tg_rw *rw, tg_node *n) {
     return swap(rw, n, tg_rw_op1(rw, "sqr", n->inputs[0], NULL));
 }
 
+/* y is a constant with an element that is 0, inf or NaN. A factor y
+ * cancelled against a divisor y stands for 1 only where y is finite and
+ * non-zero: (x*y)/y and (x/y)*y are NaN there as written, whatever x
+ * (x*0/0, x*inf/inf), and a cancellation that a variable's values may
+ * undo (docs/optimizer.md) must not be made where a constant's values
+ * surely do (Theano's canonicalizer folded the constants, 0/0 = NaN). */
+static bool const_breaks_cancel(const tg_var *y) {
+    if (y->kind != TG_VAR_CONSTANT || !y->value) return false;
+    int64_t n = tg_array_size(y->value);
+    for (int64_t i = 0; i < n; i++) {
+        double v = tg_array_get_flat(y->value, i);
+        if (v == 0 || !isfinite(v)) return true;
+    }
+    return false;
+}
+
 /* (.. * y * ..) / y -> (.. * ..) */
 static int mul_div_cancel(tg_rw *rw, tg_node *n) {
     tg_var *y = n->inputs[1];
     tg_node *m = tg_rw_producer(n->inputs[0], "mul");
-    if (!m) return 0;
+    if (!m || const_breaks_cancel(y)) return 0;
     int at = -1;
     for (int i = 0; i < m->nin && at < 0; i++)
         if (m->inputs[i] == y) at = i;
@@ -258,6 +274,9 @@ static int mul_quotient_cancel(tg_rw *rw, tg_node *n) {
             if (got != nf) got = 0;
         }
         if (!got) continue;
+        bool breaks = const_breaks_cancel(y);
+        for (int k = 0; k < nf && !breaks; k++) breaks = const_breaks_cancel(fac[k]);
+        if (breaks) continue;
         /* a must not be stretched by y, nor change the dtype */
         tg_var *a = q->inputs[0];
         if (a->type.dtype != n->outputs[0]->type.dtype) return 0;
@@ -1407,6 +1426,7 @@ static int mul_sum_quotient(tg_rw *rw, tg_node *n) {
         for (int j = 0; j < n->nin; j++) {
             if (j == i) continue;
             tg_var *y = n->inputs[j], *terms[MAX_OPERANDS];
+            if (const_breaks_cancel(y)) continue;
             int hits = 0;
             bool fail = false;
             for (int k = 0; k < a->nin; k++) {
@@ -2431,6 +2451,18 @@ static bool float_blas(tg_dtype dt) { return dt == TG_FLOAT32 || dt == TG_FLOAT6
 /* z's run-time shape is the product's, for sure. */
 static bool same_static(const tg_type *a, const tg_type *b) { return tg_rw_type_same_known(a, b); }
 
+/* r, the rewrite of operands `side` and zi of n (an add of at most
+ * MAX_OPERANDS terms), added to n's other terms; NULL when out of
+ * memory. */
+static tg_var *with_other_terms(tg_rw *rw, const tg_node *n, tg_var *r, int side, int zi) {
+    tg_var *in[MAX_OPERANDS];
+    int k = 0;
+    in[k++] = r;
+    for (int m = 0; m < n->nin; m++)
+        if (m != side && m != zi) in[k++] = n->inputs[m];
+    return tg_rw_op(rw, "add", k, in, NULL);
+}
+
 /* blas_update with the product term (dot when pi is 0, outer when 1) at
  * n's operand `side` and z at operand zi: the rewrite's result (> 0), or
  * 0 when they do not fit. */
@@ -2487,14 +2519,7 @@ static int blas_try(tg_rw *rw, tg_node *n, int pi, int side, int zi) {
         tg_var *in[5] = {z, alpha, x, y, beta};
         r = tg_rw_op(rw, op, 5, in, NULL);
     }
-    if (r && n->nin > 2) { /* the other terms of the sum */
-        tg_var *in[MAX_OPERANDS];
-        int k = 0;
-        in[k++] = r;
-        for (int m = 0; m < n->nin; m++)
-            if (m != side && m != zi) in[k++] = n->inputs[m];
-        if ((r = tg_rw_op(rw, "add", k, in, NULL)) && !stands_for(r, n)) return 0;
-    }
+    if (r && n->nin > 2 && (r = with_other_terms(rw, n, r, side, zi)) && !stands_for(r, n)) return 0;
     /* (matched last: a try that does not fit records nothing) */
     if ((beta_from_zm && tg_rw_match(rw, zm)) || tg_rw_match(rw, t.prod) || (t.mulnode && tg_rw_match(rw, t.mulnode)))
         return TG_ENOMEM;
@@ -2755,14 +2780,7 @@ static int sparse_update(tg_rw *rw, tg_node *n) {
                 in[1] = cv ? tg_rw_op2(rw, "mul", cv, in[1]) : neg ? tg_rw_op1(rw, "neg", in[1], NULL) : in[1];
                 r = in[1] ? tg_rw_op_json(rw, q->op, q->nin, in, q->attrs) : NULL;
             }
-            if (r && n->nin > 2) { /* the other terms of the sum */
-                tg_var *in[MAX_OPERANDS];
-                int m = 0;
-                in[m++] = r;
-                for (int j = 0; j < n->nin; j++)
-                    if (j != side && j != zi) in[m++] = n->inputs[j];
-                r = tg_rw_op(rw, "add", m, in, NULL);
-            }
+            if (r && n->nin > 2) r = with_other_terms(rw, n, r, side, zi);
             if (!r) return TG_ENOMEM;
             for (int i = 0; i < k; i++)
                 if (tg_rw_match(rw, lv[i])) return TG_ENOMEM;
