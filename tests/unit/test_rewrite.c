@@ -2509,6 +2509,10 @@ static void test_written_sigmoid_grad(void **state) {
  * switch's other branch and in x - x. Each call fails under every preset
  * as under -O none (NumPy: where and + raise too); where nothing can fail
  * (lengths known, floats) the rewrites still fire. */
+/* Inputs x and b of 4 elements, and a constant c of 4 (its data). */
+#define XB(dt) V("x", dt, "[4]") "," V("b", dt, "[4]")
+#define XBC(data) XB("float64") ",{'id':'c','type':{'dtype':'float64','shape':[4]},'constant':{'data':[" data "]}}"
+
 /* A factor cancelled against a divisor that is a constant with a 0, inf
  * or NaN: as written the quotient is NaN there whatever the other
  * factor, so mul_div_cancel, mul_quotient_cancel and mul_sum_quotient
@@ -2525,30 +2529,27 @@ static void test_cancel_by_breaking_constant(void **state) {
         double want[4]; /* for x = {1, -2, 3, 0.5}, b = 1; 99 marks NaN */
     } cases[] = {
         /* weak scalars, as the seed wrote them */
-        {G(V("x", "float32", "[4]") "," V("b", "float32", "[4]"),
+        {G(XB("float32"),
            N("mul", "['x',{'value':0}]", "['m']") "," N("true_div", "['m',{'value':0.0}]", "['o']")),
          "mul_div_cancel", false, {99, 99, 99, 99}},
-        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]") ","
-           "{'id':'c','type':{'dtype':'float64','shape':[4]},'constant':{'data':[2,0,'inf','nan']}}",
+        {G(XBC("2,0,'inf','nan'"),
            N("mul", "['x','c']", "['m']") "," N("true_div", "['m','c']", "['o']")),
          "mul_div_cancel", false, {1, 99, 99, 99}},
-        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]") ","
-           "{'id':'c','type':{'dtype':'float64','shape':[4]},'constant':{'data':[0.5,2,0,'-inf']}}",
+        {G(XBC("0.5,2,0,'-inf'"),
            N("true_div", "['x','c']", "['q']") "," N("mul", "['q','c']", "['o']")),
          "mul_quotient_cancel", false, {1, -2, 99, 99}},
-        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]"),
+        {G(XB("float64"),
            N("true_div", "['x',{'value':0.0}]", "['q']") "," N("add", "['b','q']", "['s']") ","
            N("mul", "['s',{'value':0.0}]", "['o']")),
          "mul_sum_quotient", false, {99, 99, 99, 99}},
         /* finite, non-zero constants: the cancellations stand */
-        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]"),
+        {G(XB("float64"),
            N("mul", "['x',{'value':2.0}]", "['m']") "," N("true_div", "['m',{'value':2.0}]", "['o']")),
          "mul_div_cancel", true, {1, -2, 3, 0.5}},
-        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]") ","
-           "{'id':'c','type':{'dtype':'float64','shape':[4]},'constant':{'data':[0.5,2,4,0.25]}}",
+        {G(XBC("0.5,2,4,0.25"),
            N("true_div", "['x','c']", "['q']") "," N("mul", "['q','c']", "['o']")),
          "mul_quotient_cancel", true, {1, -2, 3, 0.5}},
-        {G(V("x", "float64", "[4]") "," V("b", "float64", "[4]"),
+        {G(XB("float64"),
            N("true_div", "['x',{'value':2.0}]", "['q']") "," N("add", "['b','q']", "['s']") ","
            N("mul", "['s',{'value':2.0}]", "['o']")),
          "mul_sum_quotient", true, {3, 0, 5, 2.5}},

@@ -179,11 +179,11 @@ static bool const_breaks_cancel(const tg_var *y) {
 static int mul_div_cancel(tg_rw *rw, tg_node *n) {
     tg_var *y = n->inputs[1];
     tg_node *m = tg_rw_producer(n->inputs[0], "mul");
-    if (!m || const_breaks_cancel(y)) return 0;
+    if (!m) return 0;
     int at = -1;
     for (int i = 0; i < m->nin && at < 0; i++)
         if (m->inputs[i] == y) at = i;
-    if (at < 0) return 0;
+    if (at < 0 || const_breaks_cancel(y)) return 0;
     tg_var *rest[MAX_OPERANDS];
     int nr = 0;
     if (m->nin - 1 > MAX_OPERANDS) return 0;
@@ -1426,7 +1426,6 @@ static int mul_sum_quotient(tg_rw *rw, tg_node *n) {
         for (int j = 0; j < n->nin; j++) {
             if (j == i) continue;
             tg_var *y = n->inputs[j], *terms[MAX_OPERANDS];
-            if (const_breaks_cancel(y)) continue;
             int hits = 0;
             bool fail = false;
             for (int k = 0; k < a->nin; k++) {
@@ -1440,7 +1439,7 @@ static int mul_sum_quotient(tg_rw *rw, tg_node *n) {
                 terms[k] = c ? c : tg_rw_op2(rw, "mul", t, y);
                 if (!terms[k]) return TG_ENOMEM;
             }
-            if (!hits) continue;
+            if (!hits || const_breaks_cancel(y)) continue;
             tg_var *sum = tg_rw_op(rw, "add", a->nin, terms, NULL);
             if (sum && an) sum = tg_rw_op1(rw, "neg", sum, NULL);
             if (!sum) return TG_ENOMEM;
